@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 SOURCES = ("hf_id", "package", "path", "random")
-POOLINGS = ("cls", "avg", "cls_pooler")
+POOLINGS = ("cls", "avg", "avg_first_last", "cls_pooler")
 
 
 def backbone_source(spec: Mapping[str, Any]) -> str:
@@ -121,6 +121,9 @@ def pool(outputs: Any, attention_mask: torch.Tensor, pooling: str) -> torch.Tens
 
     ``cls``: last-layer first token ([CLS] / ``<s>``), SimCSE's ``cls_before_pooler`` — what the papers
     evaluate after training. ``avg``: mean of last-layer token states over the attention mask.
+    ``avg_first_last``: mean over tokens of the average of the first transformer layer's and the last
+    layer's states — SimCSE's ``avg_first_last``, the "Pretrained" rows of Nie 2023 Table 1 (56.70 for
+    BERT-base is SimCSE's BERT first-last avg. number); needs ``output_hidden_states=True``.
     ``cls_pooler``: BERT's pooler output (CLS → Linear → Tanh).
     """
     if pooling == "cls":
@@ -128,6 +131,13 @@ def pool(outputs: Any, attention_mask: torch.Tensor, pooling: str) -> torch.Tens
     if pooling == "avg":
         mask = attention_mask.unsqueeze(-1).to(outputs.last_hidden_state.dtype)
         return (outputs.last_hidden_state * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+    if pooling == "avg_first_last":
+        if getattr(outputs, "hidden_states", None) is None:
+            raise ValueError("pooling 'avg_first_last' needs the model called with output_hidden_states=True")
+        # hidden_states[0] is the embedding layer; SimCSE's fixed version averages layer 1 and the last.
+        states = (outputs.hidden_states[1] + outputs.hidden_states[-1]) / 2.0
+        mask = attention_mask.unsqueeze(-1).to(states.dtype)
+        return (states * mask).sum(1) / mask.sum(1).clamp_min(1.0)
     if pooling == "cls_pooler":
         if getattr(outputs, "pooler_output", None) is None:
             raise ValueError("pooling 'cls_pooler' needs a model with a pooler layer")
@@ -165,7 +175,8 @@ def make_encoder(
                 max_length=max_length,
                 return_tensors="pt",
             ).to(device)
-            emb = pool(model(**batch), batch["attention_mask"], pooling).float().cpu().numpy()
+            outputs = model(**batch, output_hidden_states=pooling == "avg_first_last")
+            emb = pool(outputs, batch["attention_mask"], pooling).float().cpu().numpy()
             if out is None:
                 out = np.empty((len(sentences), emb.shape[1]), dtype=np.float32)
             out[idx] = emb

@@ -1,0 +1,23 @@
+# contrastlab: reproduce Nie 2023, Li 2024 and MACL (sentence side) end to end.
+#   snakemake --workflow-profile profiles/local                 # full reproduction, config.yaml
+#   snakemake --workflow-profile profiles/local --configfile config/demo.yaml   # offline toy run
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/tables.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        table_outputs(),
+        report_path(),

@@ -1,0 +1,103 @@
+# Config validation, grid expansion and input functions. Logic lives in contrastlab.config.
+import json
+import os
+import sys
+
+from contrastlab import config as cl_config
+from contrastlab.losses.catalog import LOSS_MODULES
+from contrastlab.tables import tables_for_config
+
+try:
+    config = cl_config.validate(config)
+except cl_config.ConfigError as error:
+    sys.exit(f"contrastlab: {error}")
+
+R = config["results_dir"]
+S = config["resources_dir"]
+CELLS = list(cl_config.cells(config))
+PRETRAINED = cl_config.pretrained_backbones(config)
+CELL_INDEX = {(c.experiment, c.backbone, c.method, str(c.seed)): c for c in CELLS}
+PRETRAINED_POOLING = dict(PRETRAINED)
+GPU = config["resources"]["gpu"]
+
+
+def _alternatives(values):
+    return "|".join(sorted({str(v) for v in values})) or "__none__"
+
+
+wildcard_constraints:
+    experiment=_alternatives(c.experiment for c in CELLS),
+    backbone=_alternatives(config["backbones"]),
+    method=_alternatives(c.method for c in CELLS),
+    seed=_alternatives(c.seed for c in CELLS),
+
+
+def senteval_dir():
+    """Folder holding downstream/: the user's copy, the generated fixture, or the download."""
+    data = config["data"]
+    if data["senteval_dir"]:
+        return data["senteval_dir"]
+    return f"{S}/data/senteval-fixture" if data["fixture"] else f"{S}/data/senteval"
+
+
+def corpus_path():
+    data = config["data"]
+    if data["wiki_path"]:
+        return data["wiki_path"]
+    return f"{S}/data/demo_corpus.txt" if data["fixture"] else f"{S}/data/wiki1m_for_simcse.txt"
+
+
+def backbone_dir(alias):
+    return f"{S}/models/{alias}"
+
+
+def backbone_inputs(wildcards):
+    return [backbone_dir(a) for a in cl_config.backbone_dependencies(config, wildcards.backbone)]
+
+
+def cell_of(wildcards):
+    return CELL_INDEX[(wildcards.experiment, wildcards.backbone, wildcards.method, wildcards.seed)]
+
+
+def train_settings(wildcards):
+    """The resolved settings of one cell: a param, so changing them reruns exactly this cell."""
+    cell = cell_of(wildcards)
+    settings = cl_config.method_settings(config, cell.experiment, cell.method, cell.backbone)
+    settings["seed"] = cell.seed
+    return settings
+
+
+def loss_source(wildcards):
+    """The loss's module file: editing a loss retrains the cells that use it."""
+    loss = train_settings(wildcards)["loss"]
+    return f"src/contrastlab/losses/{LOSS_MODULES[loss]}.py"
+
+
+def cell_metrics():
+    return [f"{R}/metrics/{c.path}/senteval.json" for c in CELLS] + [
+        f"{R}/metrics/pretrained/{b}/senteval.json" for b, _ in PRETRAINED
+    ]
+
+
+def table_metrics(wildcards):
+    """All metrics of the grid, or only those already present when tables.partial is set."""
+    wanted = cell_metrics()
+    if config["tables"]["partial"]:
+        return [p for p in wanted if os.path.exists(p)]
+    return wanted
+
+
+def table_outputs():
+    return expand(f"{R}/tables/{{table}}.{{ext}}", table=tables_for_config(config), ext=["csv", "md", "tex"])
+
+
+def report_path():
+    return f"{R}/report.md"
+
+
+def runtime(kind):
+    return config["resources"][f"{kind}_runtime_min"]
+
+
+def mem_mb(kind):
+    return config["resources"][f"{kind}_mem_mb"]

@@ -1,0 +1,236 @@
+"""The experiment configuration: validation against the JSON Schema, defaults, and the grid of cells.
+
+A *cell* is one (experiment, backbone, method, seed): one training job and one evaluation job.
+``config.yaml`` states each paper's grid as data (see ``schemas/config.schema.yaml``); this module
+expands it, so the Snakefile and the tables read the same resolution of every cell's settings:
+
+    defaults (schema) <- ``training:`` <- experiment ``training:`` <- experiment ``backbone_training[b]``
+    <- method (``lr``, ``batch_size``, ``training:``) <- method ``per_backbone[b]``
+
+Nothing here imports torch, so the workflow parses fast.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from contrastlab.paths import REPO_ROOT
+
+SCHEMA_PATH = REPO_ROOT / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A config value is wrong; the message is one line naming the key and the fix."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid: trained once and evaluated once."""
+
+    experiment: str
+    backbone: str
+    method: str
+    seed: int
+
+    @property
+    def path(self) -> str:
+        return f"{self.experiment}/{self.backbone}/{self.method}/seed{self.seed}"
+
+
+def load_schema() -> dict:
+    with open(SCHEMA_PATH) as handle:
+        return yaml.safe_load(handle)
+
+
+def _key_path(parts: Any) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "<top level>"
+
+
+def _fill_defaults(value: Any, schema: Mapping[str, Any]) -> Any:
+    """Insert schema ``default``s for missing object keys, recursively (also into additionalProperties)."""
+    if isinstance(value, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key not in value and "default" in sub:
+                value[key] = copy.deepcopy(sub["default"])
+            if key in value:
+                value[key] = _fill_defaults(value[key], sub)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key in value:
+                if key not in schema.get("properties", {}):
+                    value[key] = _fill_defaults(value[key], extra)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_fill_defaults(item, schema["items"]) for item in value]
+    return value
+
+
+def validate(config: Mapping[str, Any]) -> dict:
+    """Validate ``config`` against the schema and the cross-references; return it with defaults filled.
+
+    Raises ``ConfigError`` with a one-line message for the first problem found.
+    """
+    import jsonschema
+
+    schema = load_schema()
+    config = copy.deepcopy(dict(config))
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
+    if errors:
+        error = errors[0]
+        path = list(error.absolute_path)
+        message = error.message
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = sorted(error.schema.get("properties", {}))
+            path.append(sorted(set(error.instance) - set(allowed))[0])
+            message = f"unknown key (typo?); allowed here: {', '.join(allowed)}"
+        raise ConfigError(f"config key {_key_path(path)}: {message}")
+    config = _fill_defaults(config, schema)
+    # Only the global training block gets the defaults: overrides lower down must stay partial.
+    config["training"] = _fill_defaults(config["training"], schema["$defs"]["training"])
+    _check_references(config)
+    return config
+
+
+def _check_references(config: Mapping[str, Any]) -> None:
+    from contrastlab.losses.catalog import DEFAULTS
+
+    backbones = config["backbones"]
+    for alias, spec in backbones.items():
+        tokenizer_from = spec.get("tokenizer_from")
+        if tokenizer_from is not None and tokenizer_from not in backbones:
+            raise ConfigError(
+                f"config key backbones.{alias}.tokenizer_from: unknown backbone {tokenizer_from!r}; "
+                f"define it under backbones ({', '.join(backbones)})"
+            )
+    for name, experiment in config["experiments"].items():
+        for backbone in experiment["backbones"]:
+            if backbone not in backbones:
+                raise ConfigError(
+                    f"config key experiments.{name}.backbones: unknown backbone {backbone!r}; "
+                    f"define it under backbones ({', '.join(backbones)})"
+                )
+        for key in experiment.get("backbone_training", {}):
+            if key not in experiment["backbones"]:
+                raise ConfigError(f"config key experiments.{name}.backbone_training.{key}: not in this experiment's backbones")
+        for method, spec in experiment["methods"].items():
+            where = f"experiments.{name}.methods.{method}"
+            if spec["loss"] not in DEFAULTS:
+                raise ConfigError(f"config key {where}.loss: unknown loss {spec['loss']!r}; choose one of {', '.join(DEFAULTS)}")
+            for backbone in list(spec.get("per_backbone", {})) + list(spec.get("backbones") or []):
+                if backbone not in experiment["backbones"]:
+                    raise ConfigError(f"config key {where}.per_backbone.{backbone}: not in this experiment's backbones")
+            for backbone in experiment["backbones"]:
+                hp = method_settings(config, name, method, backbone)["loss_hp"]
+                unknown = sorted(set(hp) - set(DEFAULTS[spec["loss"]]))
+                if unknown:
+                    raise ConfigError(
+                        f"config key {where}.hp: loss {spec['loss']!r} has no hyperparameter {unknown[0]!r}; "
+                        f"it takes {', '.join(DEFAULTS[spec['loss']]) or 'none'}"
+                    )
+
+
+def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict:
+    """Read a YAML config, apply ``overrides`` (deep-merged), and validate it."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist; pass an existing YAML file")
+    with open(path) as handle:
+        config = yaml.safe_load(handle) or {}
+    if overrides:
+        config = deep_merge(config, overrides)
+    return validate(config)
+
+
+def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict:
+    """Merge ``update`` into a copy of ``base``; nested mappings merge, everything else replaces."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def method_settings(config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> dict:
+    """Flat training settings of one cell (all ``TrainSettings`` fields but the seed).
+
+    Resolution order (later wins): global ``training``, the experiment's ``training``, the experiment's
+    ``backbone_training[backbone]``, the method's ``lr``/``batch_size``/``training``/``hp``, then the
+    method's ``per_backbone[backbone]`` (same keys). ``loss_hp`` starts from the loss's paper defaults.
+    """
+    from contrastlab.losses.catalog import DEFAULTS
+
+    exp = config["experiments"][experiment]
+    spec = exp["methods"][method]
+    settings = dict(config["training"])
+    settings.update(exp.get("training", {}))
+    settings.update(exp.get("backbone_training", {}).get(backbone, {}))
+    hp = dict(DEFAULTS.get(spec["loss"], {}))
+    for layer in (spec, spec.get("per_backbone", {}).get(backbone, {})):
+        settings.update(layer.get("training", {}))
+        hp.update(layer.get("hp", {}))
+        for key in ("lr", "batch_size"):
+            if key in layer:
+                settings[key] = layer[key]
+    settings["loss"] = spec["loss"]
+    settings["loss_hp"] = hp
+    return settings
+
+
+def settings_digest(settings: Mapping[str, Any]) -> str:
+    """Short stable hash of a settings dict (for logs and rerun triggers)."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _selected(value: Any, allowed: list | None) -> bool:
+    return allowed is None or value in allowed
+
+
+def cells(config: Mapping[str, Any]) -> Iterator[Cell]:
+    """Every selected cell of the grid, in config order (``select:`` narrows it to a subset)."""
+    select = config.get("select") or {}
+    for name, exp in config["experiments"].items():
+        if not _selected(name, select.get("experiments")):
+            continue
+        seeds = exp.get("seeds") or config["seeds"]
+        for backbone in exp["backbones"]:
+            if not _selected(backbone, select.get("backbones")):
+                continue
+            for method, spec in exp["methods"].items():
+                if not _selected(method, select.get("methods")) or not _selected(backbone, spec.get("backbones")):
+                    continue
+                for seed in seeds:
+                    if _selected(seed, select.get("seeds")):
+                        yield Cell(name, backbone, method, int(seed))
+
+
+def pretrained_backbones(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(backbone, pooling) pairs whose unmodified model is evaluated for the "Pretrained" rows."""
+    select = config.get("select") or {}
+    pairs: dict[str, str] = {}
+    for name, exp in config["experiments"].items():
+        pooling = exp.get("pretrained_pooling")
+        if pooling is None or not _selected(name, select.get("experiments")):
+            continue
+        for backbone in exp["backbones"]:
+            if _selected(backbone, select.get("backbones")):
+                pairs.setdefault(backbone, pooling)
+    return sorted(pairs.items())
+
+
+def backbone_dependencies(config: Mapping[str, Any], alias: str) -> list[str]:
+    """Aliases a backbone needs materialised first (``tokenizer_from``)."""
+    dependency = config["backbones"][alias].get("tokenizer_from")
+    return [dependency] if dependency else []

@@ -1,0 +1,70 @@
+"""Names, module files and default hyperparameters of every sentence loss (imports no torch).
+
+The workflow reads this module to declare a loss's source file as a rule input and to fill in
+hyperparameters a config leaves out. Defaults are the papers' BERT-base values:
+
+- Nie et al. 2023, Table 2 (BERT-base column): infonce τ 0.05; align_uniform α 2, t 6, λ 0.1;
+  dcl τ 0.03; dcl_plus τ 0.17; mpt m 0.23; met m 0.45; mat m 0.15 (units of π).
+- Li, Zhang, Nie 2024, §3.2 baseline (paradigm m 0.30, τ 0.05, r 1.0), Tables 6 (arXiv) / 4 (ACL)
+  for the modified losses (BERT-base), the authors' scripts for the originals' λ (mhe 10, mhs 1,
+  vicreg 30, barlow twins 30) and ArcCon's u = 10° (Zhang et al. 2022; τ 0.05).
+- Huang et al. 2023 (MACL), App. B.4: τ0 0.05, α 2, A0 0.8, no reweighting.
+"""
+
+from __future__ import annotations
+
+import math
+
+LOSS_MODULES: dict[str, str] = {
+    "infonce": "nie2023",
+    "align_uniform": "nie2023",
+    "dcl": "nie2023",
+    "dcl_plus": "nie2023",
+    "mpt": "nie2023",
+    "met": "nie2023",
+    "mat": "nie2023",
+    "arccon": "li2024",
+    "paradigm": "li2024",
+    "mhe": "li2024",
+    "mmhe": "li2024",
+    "mhs": "li2024",
+    "mmhs": "li2024",
+    "vicreg_li": "li2024",
+    "mvicreg": "li2024",
+    "barlow_twins_li": "li2024",
+    "mbarlow_twins": "li2024",
+    "macl": "macl",
+}
+
+DEFAULTS: dict[str, dict[str, object]] = {
+    # Nie et al. 2023, Table 2, BERT-base.
+    "infonce": {"tau": 0.05},
+    "align_uniform": {"alpha": 2.0, "t": 6.0, "lam": 0.1},
+    "dcl": {"tau": 0.03},
+    "dcl_plus": {"tau": 0.17},
+    "mpt": {"m": 0.23},
+    "met": {"m": 0.45},
+    "mat": {"m": 0.15},
+    # Li et al. 2024.
+    "arccon": {"tau": 0.05, "u": math.pi / 18},
+    "paradigm": {"m": 0.30, "tau": 0.05, "r": 1.0, "gd": True, "weight": "exp"},
+    "mhe": {"lam": 10.0},
+    "mmhe": {"lam": 1.0, "m": 0.30, "tau": 0.05, "r": 1.75, "gd": True, "weight": "exp"},
+    "mhs": {"lam": 1.0},
+    "mmhs": {"lam": 1.0, "m": 0.30, "r": 1.75, "gd": True},
+    "vicreg_li": {"lam": 30.0},
+    "mvicreg": {"lam": 1.0, "m": 0.30, "tau": 0.05, "r": 1.50, "gd": True, "weight": "exp"},
+    "barlow_twins_li": {"lam": 30.0},
+    "mbarlow_twins": {"lam": 1.0, "m": 0.30, "tau": 0.05, "r": 1.50, "gd": True, "weight": "exp"},
+    # Huang et al. 2023, App. B.4 (sentence setting).
+    "macl": {"tau0": 0.05, "alpha": 2.0, "a0": 0.8, "reweight": False},
+}
+
+LOSSES: tuple[str, ...] = tuple(LOSS_MODULES)
+
+
+def module_path(name: str) -> str:
+    """Repository-relative path of the file that implements loss ``name``."""
+    if name not in LOSS_MODULES:
+        raise ValueError(f"unknown loss {name!r}; valid names: {', '.join(LOSSES)}")
+    return f"src/contrastlab/losses/{LOSS_MODULES[name]}.py"

@@ -1,0 +1,148 @@
+"""The training corpus, tokenised once per (tokenizer, max_length, corpus) and cached on disk.
+
+Every training cell of a backbone reads the same cache file, so the 1M-sentence corpus is tokenised
+once per backbone family instead of once per job. The cache key covers everything that changes the
+token ids: the tokenizer's serialised pipeline (vocabulary, normaliser, special tokens), ``max_length``
+and the corpus file's SHA-256. The file is written atomically under a lock, so concurrent jobs wait for
+the first writer instead of tokenising again.
+
+Layout (``.npz``): ``ids`` (all token ids, concatenated; uint16 when the vocabulary fits) and
+``offsets`` (int64, ``n + 1`` entries): sentence ``i`` is ``ids[offsets[i]:offsets[i + 1]]``, with
+special tokens, truncated to ``max_length``. One line of the corpus file is one sentence (the
+trailing newline removed, nothing else), as SimCSE's ``datasets`` text loader reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+CACHE_FORMAT = 1
+TOKENIZE_CHUNK = 10_000
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 22) -> str:
+    """SHA-256 of a file's bytes (hex)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """Stable hash of everything in a tokenizer that decides the ids it produces."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        text = backend.to_str()
+    else:  # slow tokenizer: the vocabulary and special tokens decide the ids
+        text = json.dumps([sorted(tokenizer.get_vocab().items()), tokenizer.all_special_tokens])
+    payload = f"{type(tokenizer).__name__}\n{text}"
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def read_sentences(path: str | Path) -> list[str]:
+    """The corpus, one sentence per line, trailing newline removed."""
+    with open(path, encoding="utf-8", newline="\n") as handle:
+        return [line[:-1] if line.endswith("\n") else line for line in handle]
+
+
+@dataclass(frozen=True)
+class TokenizedCorpus:
+    """Token ids of every corpus sentence (see the module docstring for the layout)."""
+
+    ids: np.ndarray
+    offsets: np.ndarray
+    key: str
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def batch(self, rows: np.ndarray, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dynamically padded ``(input_ids, attention_mask)`` int64 CPU tensors for sentences ``rows``."""
+        starts, ends = self.offsets[rows], self.offsets[rows + 1]
+        lengths = ends - starts
+        width = int(lengths.max())
+        input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+        mask = np.arange(width)[None, :] < lengths[:, None]
+        input_ids[mask] = self.ids[(starts[:, None] + np.arange(width)[None, :])[mask]]
+        return torch.from_numpy(input_ids), torch.from_numpy(mask.astype(np.int64))
+
+
+def cache_key(tokenizer: Any, max_length: int, corpus_sha: str) -> str:
+    """Key of one cache file: tokenizer pipeline + max_length + corpus content + cache format."""
+    text = f"v{CACHE_FORMAT}|{tokenizer_fingerprint(tokenizer)}|{max_length}|{corpus_sha}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def tokenize_sentences(tokenizer: Any, sentences: list[str], max_length: int, progress: bool = False):
+    """``(ids, offsets)`` arrays for ``sentences`` (truncated to ``max_length``, special tokens added)."""
+    from tqdm.auto import tqdm
+
+    lengths = np.zeros(len(sentences), dtype=np.int64)
+    pieces: list[np.ndarray] = []
+    dtype = np.uint16 if len(tokenizer) <= np.iinfo(np.uint16).max + 1 else np.int32
+    chunks = range(0, len(sentences), TOKENIZE_CHUNK)
+    for start in tqdm(chunks, desc="tokenising corpus", unit="chunk", disable=not progress):
+        encoded = tokenizer(
+            sentences[start : start + TOKENIZE_CHUNK], truncation=True, max_length=max_length
+        )["input_ids"]
+        for offset, row in enumerate(encoded):
+            lengths[start + offset] = len(row)
+        pieces.append(np.fromiter((t for row in encoded for t in row), dtype=dtype))
+    offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
+    return ids, offsets
+
+
+def load_tokenized_corpus(
+    corpus_path: str | Path,
+    tokenizer: Any,
+    max_length: int,
+    cache_dir: str | Path,
+    *,
+    progress: bool = False,
+) -> tuple[TokenizedCorpus, Path]:
+    """Load the cached token ids of ``corpus_path``, tokenising and caching them on first use.
+
+    Returns the corpus and the cache file's path (``<cache_dir>/<corpus stem>.<key>.tokens.npz``).
+    """
+    corpus_path = Path(corpus_path)
+    if not corpus_path.is_file():
+        raise FileNotFoundError(f"training corpus {corpus_path} does not exist")
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    key = cache_key(tokenizer, max_length, file_sha256(corpus_path))
+    path = cache_dir / f"{corpus_path.stem}.{key}.tokens.npz"
+    with _locked(cache_dir / f".{path.name}.lock"):
+        if not path.exists():
+            ids, offsets = tokenize_sentences(tokenizer, read_sentences(corpus_path), max_length, progress)
+            tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+            with open(tmp, "wb") as handle:
+                np.savez(handle, ids=ids, offsets=offsets)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+    with np.load(path) as data:
+        return TokenizedCorpus(ids=data["ids"], offsets=data["offsets"], key=key), path
