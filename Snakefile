@@ -6,7 +6,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# config.yaml is the full reproduction; a preset given with --configfile replaces it (Snakemake would
+# otherwise merge the two grids).
+if not workflow.config_settings.configfiles:
+
+    configfile: "config.yaml"
 
 
 include: "rules/common.smk"

@@ -4,7 +4,8 @@ import os
 import sys
 
 from contrastlab import config as cl_config
-from contrastlab.losses.catalog import LOSS_MODULES
+from contrastlab.losses.catalog import module_path
+from contrastlab.paths import REPO_ROOT
 from contrastlab.tables import tables_for_config
 
 try:
@@ -69,8 +70,7 @@ def train_settings(wildcards):
 
 def loss_source(wildcards):
     """The loss's module file: editing a loss retrains the cells that use it."""
-    loss = train_settings(wildcards)["loss"]
-    return f"src/contrastlab/losses/{LOSS_MODULES[loss]}.py"
+    return str(REPO_ROOT / module_path(train_settings(wildcards)["loss"]))
 
 
 def cell_metrics():

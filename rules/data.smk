@@ -18,6 +18,8 @@ rule senteval_data:
         downloads=f"{S}/downloads",
     log:
         f"{R}/logs/data/senteval.log",
+    conda:
+        "../envs/contrastlab.yaml"
     script:
         "../scripts/prepare_senteval.py"
 
@@ -34,6 +36,8 @@ rule corpus:
         downloads=f"{S}/downloads",
     log:
         f"{R}/logs/data/corpus.log",
+    conda:
+        "../envs/contrastlab.yaml"
     script:
         "../scripts/prepare_corpus.py"
 
@@ -48,5 +52,7 @@ rule fetch_backbone:
         models_dir=f"{S}/models",
     log:
         f"{R}/logs/backbones/{{backbone}}.log",
+    conda:
+        "../envs/contrastlab.yaml"
     script:
         "../scripts/fetch_backbone.py"

@@ -22,6 +22,8 @@ rule evaluate:
         gpu=GPU,
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval"),
+    conda:
+        "../envs/contrastlab.yaml"
     script:
         "../scripts/evaluate.py"
 
@@ -47,5 +49,7 @@ rule evaluate_pretrained:
         gpu=GPU,
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval"),
+    conda:
+        "../envs/contrastlab.yaml"
     script:
         "../scripts/evaluate.py"

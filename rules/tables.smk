@@ -17,5 +17,7 @@ rule tables:
         tables_dir=f"{R}/tables",
     log:
         f"{R}/logs/tables.log",
+    conda:
+        "../envs/contrastlab.yaml"
     script:
         "../scripts/tables.py"

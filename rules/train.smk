@@ -25,5 +25,7 @@ rule train:
         gpu=GPU,
         mem_mb=mem_mb("train"),
         runtime=runtime("train"),
+    conda:
+        "../envs/contrastlab.yaml"
     script:
         "../scripts/train.py"

