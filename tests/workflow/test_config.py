@@ -1,0 +1,127 @@
+"""Config validation: every key documented, bad values stop with one line naming the key."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from contrastlab import config as cl_config
+
+PRESETS = ["config.yaml", "config/demo.yaml", "config/cpu.yaml"]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_presets_validate(repo_root, preset):
+    config = cl_config.load(repo_root / preset)
+    assert list(cl_config.cells(config)), f"{preset} has an empty grid"
+
+
+def _walk_properties(schema, path=""):
+    for key, sub in schema.get("properties", {}).items():
+        yield f"{path}.{key}".lstrip("."), sub
+        yield from _walk_properties(sub, f"{path}.{key}")
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        yield from _walk_properties(extra, f"{path}.*")
+
+
+def test_every_schema_key_has_type_and_description():
+    schema = cl_config.load_schema()
+    roots = [("", schema)] + [(f"$defs.{k}", v) for k, v in schema["$defs"].items()]
+    seen = 0
+    for prefix, root in roots:
+        for key, sub in _walk_properties(root, prefix):
+            seen += 1
+            assert "description" in sub, f"{key} has no description"
+            assert "type" in sub or "$ref" in sub, f"{key} has no type"
+    assert seen > 60
+
+
+def test_every_optional_key_has_a_default():
+    schema = cl_config.load_schema()
+    # Keys without a default: required ones, and a backbone's mutually exclusive sources.
+    no_default = {"loss", "backbones", "experiments", "methods", "hf_id", "package", "path", "random", "tokenizer_from"}
+    no_default |= {"lr", "batch_size", "hp", "training"}  # method-level overrides: absent means inherit
+    for prefix, root in [("", schema), ("$defs.training", schema["$defs"]["training"])]:
+        for key, sub in _walk_properties(root, prefix):
+            name = key.rsplit(".", 1)[-1]
+            if name not in no_default:
+                assert "default" in sub, f"{key} has no default"
+
+
+def test_defaults_are_filled(repo_root):
+    config = cl_config.load(repo_root / "config" / "demo.yaml")
+    assert config["evaluation"]["tasks"][0] == "STS12"
+    assert config["training"]["max_length"] == 32
+    assert config["results_dir"] == "results"
+
+
+BAD = [
+    ({"seeds": "42"}, "config key seeds: '42' is not of type 'array'"),
+    ({"training": {"lr": -1}}, "config key training.lr: -1 is less than or equal to the minimum of 0"),
+    ({"trainig": {}}, "config key trainig: unknown key (typo?)"),
+    ({"evaluation": {"mode": "quick"}}, "config key evaluation.mode: 'quick' is not one of"),
+    ({"experiments": {"nie2023": {"methods": {"cl": {"loss": "infonse"}}}}},
+     "config key experiments.nie2023.methods.cl.loss: unknown loss 'infonse'; choose one of infonce"),
+    ({"experiments": {"nie2023": {"backbones": ["gpt2"]}}},
+     "config key experiments.nie2023.backbones: unknown backbone 'gpt2'"),
+    ({"experiments": {"nie2023": {"methods": {"cl": {"hp": {"temperature": 0.1}}}}}},
+     "config key experiments.nie2023.methods.cl.hp: loss 'infonce' has no hyperparameter 'temperature'"),
+    ({"training": {"batch_size": "64"}}, "config key training.batch_size: '64' is not of type 'integer'"),
+    ({"backbones": {"bert-base": {"hf_id": 3}}}, "config key backbones.bert-base.hf_id: 3 is not of type 'string'"),
+]
+
+
+@pytest.mark.parametrize(("override", "expected"), BAD)
+def test_bad_config_gives_one_line_naming_the_key(repo_root, override, expected):
+    with pytest.raises(cl_config.ConfigError) as caught:
+        cl_config.load(repo_root / "config.yaml", override)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(expected), message
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(cl_config.ConfigError, match="does not exist"):
+        cl_config.load(tmp_path / "nope.yaml")
+
+
+def test_full_grid_size(repo_root):
+    config = cl_config.load(repo_root / "config.yaml")
+    cells = list(cl_config.cells(config))
+    by_experiment = {}
+    for cell in cells:
+        by_experiment[cell.experiment] = by_experiment.get(cell.experiment, 0) + 1
+    # Nie: 7 losses x 4 backbones x 3 seeds; MACL: 2 x 2 x 3;
+    # Li: 12 losses x 2 backbones + 7 Table-5 steps on BERT-base only, x 3 seeds.
+    assert by_experiment == {"nie2023": 84, "li2024": (12 * 2 + 7) * 3, "macl": 12}
+
+
+def test_settings_resolution_order(repo_root):
+    config = cl_config.load(repo_root / "config.yaml")
+    nie_mat_large = cl_config.method_settings(config, "nie2023", "mat", "bert-large")
+    assert (nie_mat_large["loss_hp"], nie_mat_large["lr"], nie_mat_large["batch_size"]) == ({"m": 0.17}, 3e-5, 128)
+    li_roberta = cl_config.method_settings(config, "li2024", "mmhs", "roberta-base")
+    assert li_roberta["protocol"] == "li2024" and li_roberta["precision"] == "fp32"
+    assert li_roberta["eval_every"] == 50 and li_roberta["batch_size"] == 512
+    assert li_roberta["loss_hp"]["m"] == 0.27 and li_roberta["loss_hp"]["r"] == 1.0
+    li_infonce = cl_config.method_settings(config, "li2024", "infonce", "bert-base")
+    assert li_infonce["protocol"] == "simcse"
+    macl = cl_config.method_settings(config, "macl", "macl", "roberta-base")
+    assert macl["dropout"] == 0.2 and macl["lr"] == 1e-5 and macl["batch_size"] == 64
+    simcse = cl_config.method_settings(config, "macl", "simcse", "bert-base")
+    assert simcse["dropout"] == 0.1
+
+
+def test_select_narrows_the_grid(repo_root):
+    config = cl_config.load(repo_root / "config.yaml", {"select": {"experiments": ["nie2023"], "methods": ["mpt"]}})
+    cells = list(cl_config.cells(config))
+    assert {(c.experiment, c.method) for c in cells} == {("nie2023", "mpt")}
+    assert len(cells) == 4 * 3
+
+
+def test_config_yaml_cites_a_source_for_every_method(repo_root):
+    raw = yaml.safe_load((repo_root / "config.yaml").read_text())
+    for name, experiment in raw["experiments"].items():
+        for method, spec in experiment["methods"].items():
+            assert spec.get("note"), f"{name}.{method} has no note citing its source"
