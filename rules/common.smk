@@ -87,8 +87,15 @@ def table_metrics(wildcards):
     return wanted
 
 
+def selected_tables():
+    """Tables of the selected experiments (``select: {experiments: [...]}`` renders only theirs)."""
+    chosen = (config.get("select") or {}).get("experiments")
+    experiments = {k: v for k, v in config["experiments"].items() if chosen is None or k in chosen}
+    return tables_for_config({**config, "experiments": experiments})
+
+
 def table_outputs():
-    return expand(f"{R}/tables/{{table}}.{{ext}}", table=tables_for_config(config), ext=["csv", "md", "tex"])
+    return expand(f"{R}/tables/{{table}}.{{ext}}", table=selected_tables(), ext=["csv", "md", "tex"])
 
 
 def report_path():

@@ -11,11 +11,11 @@ rule senteval_data:
     output:
         f"{S}/data/senteval.ready.json",
     params:
-        senteval_dir=senteval_dir(),
+        senteval_dir=lambda wildcards: senteval_dir(),
         user_copy=bool(config["data"]["senteval_dir"]),
         fixture=config["data"]["fixture"],
         url=config["data"]["senteval_url"],
-        downloads=f"{S}/downloads",
+        downloads=lambda wildcards: f"{S}/downloads",
     log:
         f"{R}/logs/data/senteval.log",
     conda:
@@ -28,12 +28,12 @@ rule corpus:
     output:
         f"{S}/data/corpus.ready.json",
     params:
-        corpus=corpus_path(),
+        corpus=lambda wildcards: corpus_path(),
         user_copy=bool(config["data"]["wiki_path"]),
         fixture=config["data"]["fixture"],
         fixture_sentences=config["data"]["fixture_corpus_sentences"],
         url=config["data"]["wiki_url"],
-        downloads=f"{S}/downloads",
+        downloads=lambda wildcards: f"{S}/downloads",
     log:
         f"{R}/logs/data/corpus.log",
     conda:
@@ -49,7 +49,7 @@ rule fetch_backbone:
         directory(f"{S}/models/{{backbone}}"),
     params:
         spec=lambda wildcards: config["backbones"][wildcards.backbone],
-        models_dir=f"{S}/models",
+        models_dir=lambda wildcards, output: os.path.dirname(output[0]),
     log:
         f"{R}/logs/backbones/{{backbone}}.log",
     conda:

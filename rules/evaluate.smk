@@ -8,7 +8,7 @@ rule evaluate:
     output:
         metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/senteval.json",
     params:
-        data_dir=senteval_dir(),
+        data_dir=lambda wildcards: senteval_dir(),
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],
@@ -35,7 +35,7 @@ rule evaluate_pretrained:
     output:
         metrics=f"{R}/metrics/pretrained/{{backbone}}/senteval.json",
     params:
-        data_dir=senteval_dir(),
+        data_dir=lambda wildcards: senteval_dir(),
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],

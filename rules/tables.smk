@@ -13,8 +13,8 @@ rule tables:
         report=report_path(),
     params:
         config=config,
-        metrics_root=f"{R}/metrics",
-        tables_dir=f"{R}/tables",
+        metrics_root=lambda wildcards: f"{R}/metrics",
+        tables_dir=lambda wildcards, output: os.path.dirname(output.tables[0]),
     log:
         f"{R}/logs/tables.log",
     conda:

@@ -12,10 +12,10 @@ rule train:
         log_jsonl=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/train_log.jsonl",
     params:
         settings=train_settings,
-        corpus=corpus_path(),
-        dev_data_dir=senteval_dir(),
-        state_dir=f"{S}/state/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}",
-        cache_dir=f"{S}/cache",
+        corpus=lambda wildcards: corpus_path(),
+        dev_data_dir=lambda wildcards: senteval_dir(),
+        state_dir=lambda wildcards: f"{S}/state/{cell_of(wildcards).path}",
+        cache_dir=lambda wildcards: f"{S}/cache",
     log:
         f"{R}/logs/train/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
     benchmark:

@@ -1,1 +1,100 @@
-"""contrastlab.tables."""
+"""Paper tables with the published numbers beside ours (protocol.md §5).
+
+``build_tables(metrics_root, config, out_dir, report_path)`` reads every metrics file under
+``metrics_root``, builds each table the config produces (:data:`TABLES`, :func:`tables_for_config`)
+and writes ``<name>.csv``, ``<name>.md`` and ``<name>.tex`` per table to ``out_dir`` plus a summary
+page ``report_path``. The published numbers are transcribed in ``published/`` (one CSV + YAML source
+note per table) and checked against the paper text by :func:`~.verify.verify_transcription`.
+
+Example (no runs yet: every cell shows the published number and "not run")::
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
+    >>> [p.name for p in build_tables(d / "metrics", config, d / "tables", d / "report.md")][:3]
+    ['macl_table3.csv', 'macl_table3.md', 'macl_table3.tex']
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from contrastlab.tables.published import TABLES, TableSpec, get_spec, load_published
+
+if TYPE_CHECKING:
+    from contrastlab.tables.assemble import Table
+
+__all__ = [
+    "TABLES",
+    "TableSpec",
+    "build_table",
+    "build_tables",
+    "collect_metrics",
+    "load_published",
+    "tables_for_config",
+]
+
+log = logging.getLogger(__name__)
+
+
+def tables_for_config(config: dict) -> list[str]:
+    """Names of the tables a config produces: those of every experiment it configures, in
+    registry order."""
+    experiments = config.get("experiments") or {}
+    return [name for name, spec in TABLES.items() if spec.experiment in experiments]
+
+
+def collect_metrics(metrics_root: str | Path):
+    """See :func:`contrastlab.tables.metrics.collect_metrics` (imported lazily: pandas is slow to load)."""
+    from contrastlab.tables.metrics import collect_metrics
+
+    return collect_metrics(metrics_root)
+
+
+def build_table(name: str, config: dict, metrics_root: str | Path) -> Table:
+    """Assemble one table (not written); see :func:`build_tables`."""
+    from contrastlab.tables.assemble import assemble
+
+    return assemble(get_spec(name), config, collect_metrics(metrics_root))
+
+
+def build_tables(
+    metrics_root: str | Path,
+    config: dict,
+    out_dir: str | Path,
+    report_path: str | Path,
+    tables: list[str] | None = None,
+) -> list[Path]:
+    """Write every table (default: :func:`tables_for_config`) as CSV, Markdown and LaTeX into
+    ``out_dir`` and the summary ``report_path``; returns the written paths (report last).
+
+    Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
+    """
+    from contrastlab.tables.assemble import assemble
+    from contrastlab.tables.render import to_csv, to_latex, to_markdown
+    from contrastlab.tables.report import write_report
+
+    t0 = time.perf_counter()
+    names = tables_for_config(config) if tables is None else list(tables)
+    for name in names:
+        get_spec(name)
+    metrics = collect_metrics(metrics_root)
+    log.info("collected %d scores from %s", len(metrics), metrics_root)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    built: list[tuple[Table, dict[str, Path]]] = []
+    for name in names:
+        table = assemble(get_spec(name), config, metrics)
+        paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
+        paths["csv"].write_text(to_csv(table), encoding="utf-8")
+        paths["md"].write_text(to_markdown(table), encoding="utf-8")
+        paths["tex"].write_text(to_latex(table), encoding="utf-8")
+        written += paths.values()
+        built.append((table, paths))
+    written.append(write_report(built, Path(report_path), metrics_root=metrics_root))
+    log.info("wrote %d tables in %.2fs", len(built), time.perf_counter() - t0)
+    return written

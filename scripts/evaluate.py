@@ -1,0 +1,22 @@
+"""Snakemake entry: SentEval-protocol evaluation of one checkpoint (or unmodified backbone)."""
+
+import torch
+
+from contrastlab.evaluation.senteval import evaluate_checkpoint
+from contrastlab.workflow import logged_to, write_json
+
+snakemake = globals()["snakemake"]
+
+with logged_to(snakemake.log[0]):
+    torch.set_num_threads(snakemake.threads)
+    metrics = evaluate_checkpoint(
+        snakemake.input.model,
+        snakemake.params.data_dir,
+        snakemake.params.tasks,
+        snakemake.params.mode,
+        pooling=snakemake.params.pooling,
+        batch_size=snakemake.params.batch_size,
+    )
+    metrics["wildcards"] = dict(snakemake.wildcards.items())
+    print({task: round(score, 2) for task, score in metrics["scores"].items()})
+    write_json(snakemake.output.metrics, metrics)

@@ -1,0 +1,49 @@
+"""Sentence losses of Nie 2023, Li 2024 and MACL behind one registry (protocol.md §1).
+
+``build_loss(name, **hp)`` validates the hyperparameters once (unknown names and invalid values raise
+``ValueError`` naming them) and returns a callable ``loss_fn(h1, h2, with_stats=True) -> LossOutput``
+with ``.loss`` (scalar tensor) and ``.stats`` (plain floats). ``LOSSES``, ``LOSS_MODULES`` and
+``DEFAULTS`` come from :mod:`.catalog`; importing them (or the catalog) does not import torch, the
+torch-backed names are loaded on first use.
+
+Modules: :mod:`.nie2023` (infonce, align_uniform, dcl, dcl_plus, mpt, met, mat), :mod:`.li2024`
+(arccon, paradigm, mhe, mmhe, mhs, mmhs, vicreg_li, mvicreg, barlow_twins_li, mbarlow_twins, with
+the Li Table 5 options ``gd`` / ``weight`` / ``r``), :mod:`.macl` (macl), :mod:`.paradigm_view`
+(GD, W and R per anchor, Li Tables 1-2).
+
+>>> import torch
+>>> out = build_loss("mpt", m=0.23)(torch.eye(3), torch.eye(3))
+>>> round(out.loss.item(), 4), out.stats["gd_active"]
+(0.0, 0.0)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .catalog import DEFAULTS, LOSS_MODULES, LOSSES
+
+_LAZY = {
+    "build_loss": "registry",
+    "SentenceLoss": "registry",
+    "LossOutput": "_common",
+    "PARADIGM_LOSSES": "paradigm_view",
+    "ParadigmTerms": "paradigm_view",
+    "paradigm_components": "paradigm_view",
+    "paradigm_gradient": "paradigm_view",
+}
+
+__all__ = ["LOSSES", "LOSS_MODULES", "DEFAULTS", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_LAZY))

@@ -1,0 +1,122 @@
+"""The loss registry: ``build_loss(name, **hp)`` and the :class:`SentenceLoss` it returns (protocol.md §1).
+
+``build_loss(name, **hp)`` validates the hyperparameters once (unknown names and invalid values raise
+``ValueError`` naming them) and returns a :class:`SentenceLoss`; calling it on raw ``(h1, h2)``
+returns a :class:`LossOutput` with ``.loss`` and ``.stats``. Inputs may be any float dtype and may
+come from an autocast region: the loss is computed in float32 (float64 stays float64) with autocast
+disabled, and the gradient flows back in the input's dtype.
+
+>>> import torch
+>>> out = build_loss("mpt", m=0.23)(torch.eye(3), torch.eye(3))
+>>> round(out.loss.item(), 4), out.stats["gd_active"]
+(0.0, 0.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from . import li2024, macl, nie2023
+from ._common import LossOutput
+from .catalog import DEFAULTS, LOSS_MODULES, LOSSES
+
+__all__ = ["LossOutput", "SentenceLoss", "build_loss"]
+
+_ENTRIES: dict[str, Callable] = {**nie2023.ENTRIES, **li2024.ENTRIES, **macl.ENTRIES}
+
+_WEIGHTS = {"paradigm": ("exp", "uniform"), "mmhe": ("exp", "none"), "mvicreg": ("exp", "none")}
+_WEIGHTS["mbarlow_twins"] = _WEIGHTS["mvicreg"]
+
+
+def _number(name: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name}: {key} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _validate(name: str, hp: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in hp.items():
+        if key in ("gd", "reweight"):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name}: {key} must be true or false, got {value!r}")
+            out[key] = value
+        elif key == "weight":
+            valid = _WEIGHTS[name]
+            if value not in valid:
+                raise ValueError(f"{name}: weight must be one of {', '.join(valid)}, got {value!r}")
+            out[key] = value
+        elif key == "r" and value is None and name != "paradigm":
+            out[key] = None
+        else:
+            v = _number(name, key, value)
+            positive = key in ("tau", "tau0", "t", "r") or (key == "alpha" and name == "align_uniform")
+            if positive and v <= 0:
+                raise ValueError(f"{name}: {key} must be > 0, got {value!r}")
+            if key in ("lam", "alpha") and v < 0:
+                raise ValueError(f"{name}: {key} must be >= 0, got {value!r}")
+            if key == "lam" and name == "align_uniform" and v > 1:
+                raise ValueError(f"{name}: lam must be in [0, 1], got {value!r}")
+            if key == "u" and not 0 <= v < math.pi:
+                raise ValueError(f"{name}: u must be in [0, pi) radians, got {value!r}")
+            out[key] = v
+    return out
+
+
+class SentenceLoss:
+    """A validated loss: ``loss_fn(h1, h2, with_stats=True) -> LossOutput``.
+
+    ``h1``, ``h2``: raw [N, D] embeddings of the two views (N >= 2). ``stats`` holds plain floats
+    (``align`` = mean s_ii, ``gd_active`` for gated losses, ``tau_a`` for MACL, ...) fetched with a
+    single host transfer; ``with_stats=False`` skips it (no host-device sync).
+    """
+
+    def __init__(self, name: str, hp: dict[str, Any]):
+        self.name = name
+        self.hp = dict(hp)
+        self._fn = _ENTRIES[name]
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.hp.items())
+        return f"SentenceLoss({self.name!r}, {args})"
+
+    def __call__(self, h1: Tensor, h2: Tensor, with_stats: bool = True) -> LossOutput:
+        if h1.ndim != 2 or h1.shape != h2.shape:
+            raise ValueError(
+                f"{self.name}: h1 and h2 must both be [N, D], got {tuple(h1.shape)} and {tuple(h2.shape)}"
+            )
+        if h1.shape[0] < 2:
+            raise ValueError(f"{self.name}: needs a batch of at least 2, got N={h1.shape[0]}")
+        dtype = torch.float64 if h1.dtype == torch.float64 else torch.float32
+        with torch.autocast(device_type=h1.device.type, enabled=False):
+            z1 = F.normalize(h1.to(dtype), dim=-1)
+            z2 = F.normalize(h2.to(dtype), dim=-1)
+            loss, stats = self._fn(z1, z2, **self.hp)
+        if not with_stats:
+            return LossOutput(loss, {})
+        keys = list(stats)
+        values = torch.stack([stats[k].detach().to(torch.float64).reshape(()) for k in keys]).tolist()
+        return LossOutput(loss, dict(zip(keys, values, strict=True)))
+
+
+def build_loss(name: str, **hp: Any) -> SentenceLoss:
+    """The loss ``name`` with hyperparameters ``hp`` over :data:`catalog.DEFAULTS` (protocol.md §1).
+
+    Raises ``ValueError`` for an unknown loss (listing the valid names), an unknown hyperparameter
+    (naming it and the valid ones) or an invalid value (naming it).
+    """
+    if name not in LOSS_MODULES:
+        raise ValueError(f"unknown loss {name!r}; valid names: {', '.join(LOSSES)}")
+    defaults = DEFAULTS[name]
+    unknown = sorted(set(hp) - set(defaults))
+    if unknown:
+        raise ValueError(
+            f"{name}: unknown hyperparameter(s) {', '.join(unknown)}; valid: {', '.join(defaults)}"
+        )
+    return SentenceLoss(name, _validate(name, {**defaults, **hp}))

@@ -1,0 +1,224 @@
+"""Assemble one paper table: its cell grid, the published numbers, ours and the differences.
+
+A table is a frame of cells, one row per (backbone, method, key) with ``key`` a task or a
+hyperparameter, in display order, with the display coordinates ``row_group``, ``row``, ``col_group``
+and ``col``. Backbones that the config's experiment uses but the paper does not (the demo's toy
+backbones) are appended with no published number.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from contrastlab.tables.metrics import PRETRAINED, aggregate
+from contrastlab.tables.published import TableSpec, load_published, paper_backbones
+from contrastlab.tables.settings import method_settings, param_value
+
+BACKBONE_LABELS = {
+    "bert-base": "BERT-base",
+    "bert-large": "BERT-large",
+    "roberta-base": "RoBERTa-base",
+    "roberta-large": "RoBERTa-large",
+}
+TASK_LABELS = {
+    "STSBenchmark": "STS-B",
+    "SICKRelatedness": "SICK-R",
+    "sts_avg": "STS.Avg",
+    "tr_avg": "TR.Avg",
+}
+STATUS_OK, STATUS_PARTIAL, STATUS_NOT_RUN = "ok", "partial", "not run"
+#: A cell outside the config's grid (backbone or method not configured) with no metrics file.
+STATUS_NOT_CONFIGURED = "not configured"
+
+
+@dataclass
+class Table:
+    """An assembled table, ready to render (see :mod:`contrastlab.tables.render`)."""
+
+    spec: TableSpec
+    meta: dict[str, Any]
+    cells: pd.DataFrame
+    extra_backbones: list[str]
+    n_seeds: int | None
+    col_groups_are_backbones: bool
+    improvement_decimals: int | None = None
+    formats: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def _label(labels: dict, key: str, default: dict | None = None) -> str:
+    return str(labels.get(key, (default or {}).get(key, key)))
+
+
+def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
+    layout, labels = meta["layout"], meta.get("labels", {})
+    mlab, plab = labels.get("methods", {}), labels.get("params", {})
+    blab = {b: _label({}, b, BACKBONE_LABELS) for b in backbones}
+    by_backbone_rows = layout["backbone_axis"] == "row_groups"
+    task_group = {t: g for g, ts in (layout.get("task_groups") or {}).items() for t in ts}
+    rows = []
+
+    def add(b, m, k, row_group, row, col_group, col):
+        rows.append(
+            dict(backbone=b, method=m, key=k, row_group=row_group, row=row, col_group=col_group, col=col)
+        )
+
+    if spec.kind == "scores":
+        tlab = labels.get("tasks", {})
+        for b in backbones if by_backbone_rows else [None]:
+            for m in layout["methods"]:
+                for bb in [b] if by_backbone_rows else backbones:
+                    for t in layout["tasks"]:
+                        group = task_group.get(t, "") if by_backbone_rows else blab[bb]
+                        add(
+                            bb,
+                            m,
+                            t,
+                            blab[bb] if by_backbone_rows else "",
+                            _label(mlab, m),
+                            group,
+                            _label(tlab, t, TASK_LABELS),
+                        )
+    elif spec.kind == "steps":
+        rlab, slab = labels.get("rows", {}), labels.get("steps", {})
+        for b in backbones:
+            for r in layout["rows"]:
+                for step, m in zip(layout["steps"], layout["cells"][r], strict=True):
+                    add(b, m, layout["task"], blab[b], _label(rlab, r), "", _label(slab, step))
+    elif spec.kind == "hparams":
+        params = layout["params"]
+        if by_backbone_rows:
+            for b in backbones:
+                for m in layout["methods"]:
+                    for p in params:
+                        add(b, m, p, blab[b], _label(mlab, m), "", _label(plab, p))
+        else:
+            for m in layout["methods"]:
+                for p in params[m]:
+                    for b in backbones:
+                        add(b, m, p, _label(mlab, m), _label(plab, p), "", blab[b])
+    else:  # pragma: no cover - guarded by the registry
+        raise ValueError(f"unknown table kind {spec.kind!r}")
+    return pd.DataFrame(rows)
+
+
+def _experiment(config: dict, experiment: str) -> dict:
+    return (config.get("experiments") or {}).get(experiment) or {}
+
+
+def experiment_seeds(config: dict, experiment: str) -> list[int] | None:
+    """The seeds of ``experiment``: its own ``seeds`` or the top-level ones (None: no config seeds)."""
+    seeds = _experiment(config, experiment).get("seeds") or config.get("seeds")
+    return [int(s) for s in seeds] if seeds is not None else None
+
+
+def configured(config: dict, experiment: str, backbone: str, method: str) -> bool:
+    """Whether the config's grid has this cell (``pretrained``: the experiment has Pretrained rows)."""
+    exp = _experiment(config, experiment)
+    if backbone not in (exp.get("backbones") or []):
+        return False
+    if method == PRETRAINED:
+        return exp.get("pretrained_pooling") is not None
+    entry = (exp.get("methods") or {}).get(method)
+    return entry is not None and (entry.get("backbones") is None or backbone in entry["backbones"])
+
+
+def _scores(
+    table: pd.DataFrame, spec: TableSpec, meta: dict, metrics: pd.DataFrame, config: dict
+) -> pd.DataFrame:
+    seeds = experiment_seeds(config, spec.experiment)
+    agg = aggregate(metrics, spec.experiment, seeds)
+    cells = table.merge(agg, on=["backbone", "method", "key"], how="left")
+    cells["n_seeds"] = cells["n_seeds"].fillna(0).astype(int)
+    expected = np.where(cells["method"] == PRETRAINED, 1, len(seeds) if seeds is not None else 0)
+    in_grid = np.array(
+        [
+            configured(config, spec.experiment, b, m)
+            for b, m in zip(cells["backbone"], cells["method"], strict=True)
+        ]
+    )
+    cells["status"] = np.select(
+        [(cells["n_seeds"] == 0) & in_grid, cells["n_seeds"] == 0, cells["n_seeds"] < expected],
+        [STATUS_NOT_RUN, STATUS_NOT_CONFIGURED, STATUS_PARTIAL],
+        STATUS_OK,
+    )
+    cells["expected_seeds"] = expected
+    cells["diff"] = cells["ours_mean"] - cells["published"]
+    over = (meta.get("improvement") or {}).get("over") or {}
+    if over:
+        base = agg.rename(columns={"method": "base", "ours_mean": "base_mean"})[
+            ["backbone", "base", "key", "base_mean"]
+        ]
+        cells["base"] = cells["method"].map(over)
+        cells = cells.merge(base, on=["backbone", "base", "key"], how="left")
+        cells["ours_improvement"] = cells["ours_mean"] - cells["base_mean"]
+        cells = cells.drop(columns=["base", "base_mean"])
+    return cells
+
+
+def _hparams(table: pd.DataFrame, spec: TableSpec, config: dict) -> pd.DataFrame:
+    values, defaults, statuses = [], [], []
+    for rec in table.itertuples():
+        in_grid = configured(config, spec.experiment, rec.backbone, rec.method)
+        settings = method_settings(config, spec.experiment, rec.method, rec.backbone) if in_grid else None
+        value, is_default = param_value(settings, rec.key) if settings is not None else (None, False)
+        values.append(value)
+        defaults.append(is_default)
+        if settings is None:
+            statuses.append(STATUS_NOT_CONFIGURED)
+        elif math.isnan(rec.published):
+            statuses.append("not in paper")
+        elif value is None:
+            statuses.append("unset")
+        elif isinstance(value, int | float) and math.isclose(float(value), rec.published, rel_tol=1e-9):
+            statuses.append("match")
+        else:
+            statuses.append("differs")
+    cells = table.copy()
+    cells["config"] = pd.Series(values, index=cells.index, dtype=object)
+    cells["config_is_default"] = defaults
+    cells["status"] = statuses
+    return cells
+
+
+def assemble(spec: TableSpec, config: dict, metrics: pd.DataFrame) -> Table:
+    """Build table ``spec`` from the collected ``metrics`` (see :func:`~.metrics.collect_metrics`)."""
+    meta = spec.meta
+    layout = meta["layout"]
+    in_paper = paper_backbones(spec.experiment)
+    extras = [b for b in _experiment(config, spec.experiment).get("backbones") or [] if b not in in_paper]
+    grid = _grid(spec, meta, list(layout["backbones"]) + extras)
+    pub = load_published(spec.name).rename(
+        columns={"value": "published", "improvement": "published_improvement"}
+    )
+    units = pub[pub["unit"] != ""].groupby(["method", "key"])["unit"].first().rename("unit_of").reset_index()
+    grid = grid.merge(pub, on=["backbone", "method", "key"], how="left")
+    grid = grid.merge(units, on=["method", "key"], how="left")
+    grid["unit"] = grid["unit_of"].fillna("")
+    grid["mark"] = grid["mark"].fillna("")
+    grid = grid.drop(columns=["unit_of"])
+    grid["in_paper"] = grid["backbone"].isin(layout["backbones"])
+    seeds = experiment_seeds(config, spec.experiment)
+    if spec.kind == "hparams":
+        cells = _hparams(grid, spec, config)
+    else:
+        cells = _scores(grid, spec, meta, metrics, config)
+    improvement = meta.get("improvement") or {}
+    return Table(
+        spec=spec,
+        meta=meta,
+        cells=cells,
+        extra_backbones=extras,
+        n_seeds=len(seeds) if seeds is not None else None,
+        col_groups_are_backbones=layout["backbone_axis"] == "columns" and spec.kind != "hparams",
+        improvement_decimals=improvement.get("decimals") if improvement else None,
+        formats=dict(layout.get("formats") or {}),
+    )

@@ -1,0 +1,70 @@
+"""Collect the per-cell metrics files into one frame and aggregate them over seeds."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+#: Method key (and experiment folder) of the unmodified backbones' metrics files.
+PRETRAINED = "pretrained"
+#: Keys of the metrics file besides ``scores`` that hold a score (percent).
+AVERAGES = ("sts_avg", "tr_avg")
+COLUMNS = ["experiment", "backbone", "method", "seed", "task", "score"]
+
+_SEED_DIR = re.compile(r"seed(\d+)")
+
+
+def _rows(path: Path, experiment: str, backbone: str, method: str, seed: int | None) -> list[dict]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    scores = dict(data.get("scores") or {})
+    scores.update({k: data.get(k) for k in AVERAGES})
+    key = {"experiment": experiment, "backbone": backbone, "method": method, "seed": seed}
+    return [{**key, "task": task, "score": float(v)} for task, v in scores.items() if v is not None]
+
+
+def collect_metrics(metrics_root: str | Path) -> pd.DataFrame:
+    """Every score under ``metrics_root`` as a long frame (columns :data:`COLUMNS`).
+
+    Reads ``<experiment>/<backbone>/<method>/seed<seed>/senteval.json`` and
+    ``pretrained/<backbone>/senteval.json`` (experiment and method ``pretrained``, seed NA). Scores are
+    in percent as written; ``sts_avg``/``tr_avg`` appear as tasks when not null. A missing root gives
+    an empty frame (nothing has run yet).
+    """
+    root = Path(metrics_root)
+    rows: list[dict] = []
+    if root.is_dir():
+        for path in sorted(root.glob("*/*/*/seed*/senteval.json")):
+            seed_dir, method, backbone, experiment = (p.name for p in path.parents[:4])
+            m = _SEED_DIR.fullmatch(seed_dir)
+            if m is None or experiment == PRETRAINED:
+                log.warning("ignoring %s (not <experiment>/<backbone>/<method>/seed<N>/)", path)
+                continue
+            rows += _rows(path, experiment, backbone, method, int(m[1]))
+        for path in sorted(root.glob(f"{PRETRAINED}/*/senteval.json")):
+            rows += _rows(path, PRETRAINED, path.parent.name, PRETRAINED, None)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame["seed"] = frame["seed"].astype("Int64")
+    frame["score"] = frame["score"].astype(float)
+    return frame
+
+
+def aggregate(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None) -> pd.DataFrame:
+    """Mean, sample std (ddof 1; NaN for one seed) and number of seeds per (backbone, method, task).
+
+    Trained cells come from ``experiment``, restricted to ``seeds`` when given (so stale runs of
+    other seeds do not leak in); ``pretrained`` cells come from the pretrained metrics files.
+    """
+    trained = metrics[(metrics["experiment"] == experiment) & (metrics["method"] != PRETRAINED)]
+    if seeds is not None:
+        trained = trained[trained["seed"].isin(seeds)]
+    pretrained = metrics[metrics["experiment"] == PRETRAINED]
+    both = pd.concat([trained, pretrained], ignore_index=True) if len(pretrained) else trained
+    grouped = both.groupby(["backbone", "method", "task"])["score"]
+    out = grouped.agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
+    return out.rename(columns={"task": "key"})

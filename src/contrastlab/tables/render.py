@@ -1,0 +1,345 @@
+"""Render an assembled table as CSV (one row per cell), Markdown and LaTeX (booktabs).
+
+Numbers as in the papers: two decimals (scores are already percent), improvements with the paper's
+decimals, hyperparameters in the paper's notation (``1e-5``, ``0.15π``). A cell with no run says
+``not run``; a number the paper does not give says ``n/a`` (with the paper's footnote mark).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from contrastlab.tables.assemble import (
+    STATUS_NOT_CONFIGURED,
+    STATUS_NOT_RUN,
+    STATUS_PARTIAL,
+    Table,
+)
+
+NOT_RUN = STATUS_NOT_RUN
+NOT_CONFIGURED = STATUS_NOT_CONFIGURED
+NA = "n/a"
+NO_DIFF = "–"
+
+
+def _nan(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def fmt_score(x: float) -> str:
+    """A score in percent with two decimals, e.g. ``76.04``."""
+    return f"{x:.2f}"
+
+
+def fmt_signed(x: float, decimals: int = 2) -> str:
+    """A signed difference, e.g. ``+0.24``, ``-1.50``; a value rounding to zero is ``+0.00``."""
+    text = f"{x:+.{decimals}f}"
+    return "+" + text[1:] if float(text) == 0 else text
+
+
+def fmt_param(value: Any, fmt: str, unit: str = "") -> str:
+    """A hyperparameter as the paper prints it: ``int`` 64, ``sci`` 1e-5, ``2f`` 0.30, ``g`` 0.1;
+    unit ``pi`` appends π."""
+    if _nan(value):
+        return NA
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if fmt == "int":
+        text = str(int(value)) if float(value).is_integer() else f"{value:g}"
+    elif fmt == "sci":
+        mantissa, exponent = f"{value:.3e}".split("e")
+        mantissa = mantissa.rstrip("0").rstrip(".")
+        text = f"{mantissa}e{int(exponent)}"
+    elif fmt == "2f":
+        text = f"{value:.2f}"
+    else:
+        text = f"{value:g}"
+    return text + ("π" if unit == "pi" else "")
+
+
+# ----------------------------------------------------------------------------- cell texts
+def published_text(rec: pd.Series, decimals: int | None = None, *, with_improvement: bool = True) -> str:
+    if _nan(rec["published"]):
+        return NA + rec["mark"]
+    text = fmt_score(rec["published"])
+    if with_improvement and decimals is not None and not _nan(rec.get("published_improvement")):
+        text += f" ({fmt_signed(rec['published_improvement'], decimals)})"
+    return text + rec["mark"]
+
+
+def ours_text(rec: pd.Series, decimals: int | None = None, *, with_improvement: bool = True) -> str:
+    if rec["status"] in (NOT_RUN, NOT_CONFIGURED):
+        return rec["status"]
+    text = fmt_score(rec["ours_mean"])
+    if rec["n_seeds"] >= 2:
+        text += f" ± {fmt_score(rec['ours_std'])}"
+    if rec["status"] == STATUS_PARTIAL:
+        text += f" (n={rec['n_seeds']}/{rec['expected_seeds']})"
+    if with_improvement and decimals is not None and not _nan(rec.get("ours_improvement")):
+        text += f" ({fmt_signed(rec['ours_improvement'], decimals)})"
+    return text
+
+
+def diff_text(rec: pd.Series) -> str:
+    return NO_DIFF if _nan(rec["diff"]) else fmt_signed(rec["diff"])
+
+
+def config_text(rec: pd.Series, fmt: str) -> str:
+    if rec["status"] == NOT_CONFIGURED:
+        return NOT_CONFIGURED
+    if rec["config"] is None:
+        return "unset"
+    text = fmt_param(rec["config"], fmt, rec["unit"])
+    if rec["config_is_default"]:
+        text += " (default)"
+    if rec["status"] == "differs":
+        text += " ≠"
+    return text
+
+
+# ----------------------------------------------------------------------------- CSV
+def to_csv(table: Table) -> str:
+    """One row per cell with the published number, ours and the difference as display strings."""
+    c = table.cells
+    if table.spec.kind == "hparams":
+        fmts = [table.formats.get(k, "g") for k in c["key"]]
+        out = pd.DataFrame(
+            {
+                "backbone": c["backbone"],
+                "method": c["method"],
+                "param": c["key"],
+                "published": [
+                    fmt_param(v, f, u) + m
+                    for v, f, u, m in zip(c["published"], fmts, c["unit"], c["mark"], strict=True)
+                ],
+                "config": [
+                    NOT_CONFIGURED if s == NOT_CONFIGURED else ("unset" if v is None else fmt_param(v, f, u))
+                    for v, f, u, s in zip(c["config"], fmts, c["unit"], c["status"], strict=True)
+                ],
+                "status": c["status"],
+            }
+        )
+    else:
+        d = table.improvement_decimals
+        missing = c["status"].where(c["status"].isin([NOT_RUN, NOT_CONFIGURED]), "")
+        cols: dict[str, Iterable] = {
+            "backbone": c["backbone"],
+            "method": c["method"],
+            "task": c["key"],
+            "published": [published_text(r, with_improvement=False) for _, r in c.iterrows()],
+        }
+        if d is not None:
+            cols["published_improvement"] = [
+                NA if _nan(v) else fmt_signed(v, d) for v in c["published_improvement"]
+            ]
+        cols["ours_mean"] = [nr or fmt_score(v) for nr, v in zip(missing, c["ours_mean"], strict=True)]
+        cols["ours_std"] = [
+            nr or (NA if _nan(v) else fmt_score(v)) for nr, v in zip(missing, c["ours_std"], strict=True)
+        ]
+        cols["n_seeds"] = c["n_seeds"]
+        cols["diff"] = [
+            nr or (NA if _nan(v) else fmt_signed(v)) for nr, v in zip(missing, c["diff"], strict=True)
+        ]
+        if d is not None:
+            cols["ours_improvement"] = [
+                nr or (NA if _nan(v) else fmt_signed(v, d))
+                for nr, v in zip(missing, c["ours_improvement"], strict=True)
+            ]
+        cols["status"] = c["status"]
+        out = pd.DataFrame(cols)
+    buf = io.StringIO()
+    out.to_csv(buf, index=False, lineterminator="\n")
+    return buf.getvalue()
+
+
+# ----------------------------------------------------------------------------- wide layout
+def _wide(
+    table: Table,
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str, list[str]]]]:
+    """(row keys, column keys, body lines) where each body line is (row_group, row/sub-row label, texts)."""
+    c = table.cells
+    rows = list(dict.fromkeys(zip(c["row_group"], c["row"], strict=True)))
+    cols = list(dict.fromkeys(zip(c["col_group"], c["col"], strict=True)))
+    index = {(r.row_group, r.row, r.col_group, r.col): r for _, r in c.iterrows()}
+    d = table.improvement_decimals
+    if table.spec.kind == "hparams":
+        subrows = [
+            (
+                "paper",
+                lambda r: fmt_param(r["published"], table.formats.get(r["key"], "g"), r["unit"]) + r["mark"],
+            ),
+            ("config", lambda r: config_text(r, table.formats.get(r["key"], "g"))),
+        ]
+    else:
+        subrows = [
+            ("paper", lambda r: published_text(r, d)),
+            ("ours", lambda r: ours_text(r, d)),
+            ("Δ", diff_text),
+        ]
+    body = []
+    for rg, row in rows:
+        for i, (label, fn) in enumerate(subrows):
+            texts = [fn(index[(rg, row, cg, col)]) for cg, col in cols]
+            body.append((rg, row if i == 0 else "", label, texts))
+    return rows, cols, body
+
+
+def _legend(table: Table) -> list[str]:
+    if table.spec.kind == "hparams":
+        return [
+            "paper: the published value; config: the value our config resolves for the cell "
+            "((default) = the loss's default, ≠ = differs from the paper); "
+            f"{NOT_CONFIGURED}: the method is not in the config; {NA}: the paper gives no value.",
+        ]
+    seeds = f"{table.n_seeds} seeds" if table.n_seeds is not None else "the seeds run"
+    text = (
+        f"paper: the published number; ours: mean ± sample std over {seeds} (n=k/N: only k of N seeds "
+        f"have run; Pretrained rows are one deterministic evaluation); Δ = ours − paper; "
+        f"{NOT_RUN}: the config has the cell but no metrics file exists yet; {NOT_CONFIGURED}: the cell is "
+        f"not in the config's grid; {NA}: the paper gives no number for the cell."
+    )
+    if table.improvement_decimals is not None:
+        over = ", ".join(f"{k} over {v}" for k, v in table.meta["improvement"]["over"].items())
+        text += f" In parentheses: the improvement over the unmodified loss ({over})."
+    return [text]
+
+
+def _source_lines(table: Table) -> list[str]:
+    meta = table.meta
+    return [
+        f"Source: {meta['paper']['reference']} — {meta['paper']['table']} "
+        f"(`{meta['paper']['file']}`). Caption: “{meta['caption'].strip()}”",
+    ]
+
+
+def to_markdown(table: Table) -> str:
+    """The table as in the paper, each paper row followed by ours and the difference."""
+    rows, cols, body = _wide(table)
+    has_groups = any(rg for rg, _ in rows)
+    heads = [f"{cg} {col}".strip() if table.col_groups_are_backbones else col for cg, col in cols]
+    first = ([_group_title(table)] if has_groups else []) + [_row_title(table), ""]
+    lines = [f"# {table.spec.title}", ""] + _source_lines(table) + [""]
+    for note in table.meta.get("footnotes") or []:
+        lines.append(f"Paper footnote: {note}")
+    if table.extra_backbones:
+        lines.append(
+            f"Backbones not in the paper (published numbers n/a): {', '.join(table.extra_backbones)}."
+        )
+    lines.append("")
+    lines.append("| " + " | ".join(first + heads) + " |")
+    lines.append("|" + "|".join(["---"] * len(first) + ["---:"] * len(heads)) + "|")
+    last_group = None
+    for rg, row, label, texts in body:
+        group_cell = [rg if rg != last_group else ""] if has_groups else []
+        last_group = rg
+        lines.append("| " + " | ".join(group_cell + [row, label] + texts) + " |")
+    lines += [""] + _legend(table)
+    notes = table.meta.get("notes") or []
+    if notes:
+        lines += ["", "Transcription notes:"] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def _group_title(table: Table) -> str:
+    layout = table.meta["layout"]
+    if table.spec.kind == "hparams" and layout["backbone_axis"] == "columns":
+        return "Method"
+    return "Backbone"
+
+
+def _row_title(table: Table) -> str:
+    layout = table.meta["layout"]
+    if table.spec.kind == "hparams":
+        return "Parameter" if layout["backbone_axis"] == "columns" else "Method"
+    return "Loss" if table.spec.kind == "steps" else "Method"
+
+
+# ----------------------------------------------------------------------------- LaTeX
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+    "Δ": r"$\Delta$",
+    "≠": r"$\neq$",
+    "π": r"$\pi$",
+    "–": "--",
+    "−": "$-$",
+    "“": "``",
+    "”": "''",
+}
+
+
+_MINUS = re.compile(r"(?<![\w.])-(?=\d)")
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX specials and turn the few non-ASCII symbols used here (and a number's minus
+    sign) into math."""
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in _MINUS.sub("−", str(text)))
+
+
+def to_latex(table: Table) -> str:
+    """A ``table`` float with a booktabs ``tabular``; needs only ``\\usepackage{booktabs}``."""
+    rows, cols, body = _wide(table)
+    has_groups = any(rg for rg, _ in rows)
+    n_label = (2 if has_groups else 1) + 1
+    spec = "l" * n_label + "r" * len(cols)
+    meta = table.meta
+    caption = (
+        f"{table.spec.title}. Published: {meta['paper']['reference'].rstrip('.')}, {meta['paper']['table']}. "
+        + " ".join(_legend(table))
+    )
+    out = [
+        f"% {table.name}: generated by contrastlab.tables from the metrics files and config; do not edit.",
+        "% Requires \\usepackage{booktabs}.",
+        "\\begin{table}[htbp]",
+        "\\centering",
+        "\\scriptsize",
+        "\\setlength{\\tabcolsep}{3pt}",
+        f"\\caption{{{latex_escape(caption)}}}",
+        f"\\label{{tab:{table.name}}}",
+        f"\\begin{{tabular}}{{{spec}}}",
+        "\\toprule",
+    ]
+    groups: list[tuple[str, int]] = []
+    for cg, _ in cols:
+        if groups and groups[-1][0] == cg:
+            groups[-1] = (cg, groups[-1][1] + 1)
+        else:
+            groups.append((cg, 1))
+    if any(g for g, _ in groups):
+        cells, rules, start = [""] * n_label, [], n_label + 1
+        for g, span in groups:
+            cells.append(f"\\multicolumn{{{span}}}{{c}}{{{latex_escape(g)}}}" if g else "")
+            cells += [""] * (span - 1) if not g else []
+            if g:
+                rules.append(f"\\cmidrule(lr){{{start}-{start + span - 1}}}")
+            start += span
+        out.append(" & ".join(cells) + " \\\\")
+        out.append(" ".join(rules))
+    first = ([_group_title(table)] if has_groups else []) + [_row_title(table), ""]
+    out.append(" & ".join(latex_escape(x) for x in first + [col for _, col in cols]) + " \\\\")
+    out.append("\\midrule")
+    last_group, n_sub = None, 2 if table.spec.kind == "hparams" else 3
+    for i, (rg, row, label, texts) in enumerate(body):
+        if i and i % n_sub == 0:
+            out.append("\\midrule" if has_groups and rg != last_group else "\\addlinespace")
+        group_cell = [latex_escape(rg) if rg != last_group else ""] if has_groups else []
+        last_group = rg
+        out.append(" & ".join(group_cell + [latex_escape(x) for x in [row, label] + texts]) + " \\\\")
+    out += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+    return "\n".join(out) + "\n"

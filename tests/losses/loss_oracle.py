@@ -1,0 +1,213 @@
+"""Slow, obviously-correct NumPy/loop oracles of every sentence loss, written from the formulas of
+protocol.md §1 and the papers (never from the implementation). float64, explicit Python loops."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def unit(h):
+    return [np.asarray(row, dtype=np.float64) / math.sqrt(sum(x * x for x in row)) for row in h]
+
+
+def dot(a, b):
+    return float(sum(x * y for x, y in zip(a, b, strict=True)))
+
+
+def lse(values):
+    mx = max(values)
+    return mx + math.log(sum(math.exp(v - mx) for v in values))
+
+
+def cosines(h1, h2):
+    z1, z2 = unit(h1), unit(h2)
+    return z1, z2, [[dot(a, b) for b in z2] for a in z1]
+
+
+def infonce(h1, h2, tau):
+    _, _, s = cosines(h1, h2)
+    n = len(s)
+    return sum(-s[i][i] / tau + lse([s[i][j] / tau for j in range(n)]) for i in range(n)) / n
+
+
+def align_uniform(h1, h2, alpha, t, lam):
+    z1, z2 = unit(h1), unit(h2)
+    n = len(z1)
+    align = sum(np.linalg.norm(z1[i] - z2[i]) ** alpha for i in range(n)) / n
+
+    def uni(z):
+        vals = [math.exp(-t * np.linalg.norm(z[k] - z[l]) ** 2) for k in range(n) for l in range(k + 1, n)]
+        return math.log(sum(vals) / len(vals))
+
+    return (1 - lam) * align + lam * 0.5 * (uni(z1) + uni(z2))
+
+
+def dcl_terms(h1, h2, tau):
+    _, _, s = cosines(h1, h2)
+    n = len(s)
+    return [
+        -s[i][i] / tau + math.log(sum(math.exp(s[i][j] / tau) for j in range(n) if j != i)) for i in range(n)
+    ]
+
+
+def dcl(h1, h2, tau):
+    terms = dcl_terms(h1, h2, tau)
+    return sum(terms) / len(terms)
+
+
+def dcl_plus(h1, h2, tau):
+    terms = dcl_terms(h1, h2, tau)
+    return sum(max(x, 0.0) for x in terms) / len(terms)
+
+
+def mpt(h1, h2, m):
+    _, _, s = cosines(h1, h2)
+    n = len(s)
+    return sum(max(0.0, max(s[i][j] for j in range(n) if j != i) - s[i][i] + m) for i in range(n)) / n
+
+
+def met(h1, h2, m):
+    _, _, s = cosines(h1, h2)
+    n = len(s)
+    d = [[math.sqrt(max(2 - 2 * s[i][j], 1e-4)) for j in range(n)] for i in range(n)]
+    return sum(max(0.0, d[i][i] - min(d[i][j] for j in range(n) if j != i) + m) for i in range(n)) / n
+
+
+def mat(h1, h2, m):
+    _, _, s = cosines(h1, h2)
+    n = len(s)
+    th = [[math.acos(min(max(s[i][j], -1 + 1e-6), 1 - 1e-6)) for j in range(n)] for i in range(n)]
+    return (
+        sum(max(0.0, th[i][i] - min(th[i][j] for j in range(n) if j != i) + m * math.pi) for i in range(n))
+        / n
+    )
+
+
+def arccon(h1, h2, tau, u):
+    _, _, s = cosines(h1, h2)
+    n = len(s)
+    total = 0.0
+    for i in range(n):
+        pos = math.cos(math.acos(min(max(s[i][i], -1 + 1e-6), 1 - 1e-6)) + u) / tau
+        total += -pos + lse([pos] + [s[i][j] / tau for j in range(n) if j != i])
+    return total / n
+
+
+def paradigm(h1, h2, m, tau, r, gd=True, weight="exp"):
+    _, _, s = cosines(h1, h2)
+    n = len(s)
+    total = 0.0
+    for sv in (s, [list(col) for col in zip(*s, strict=True)]):  # view-1 rows, then view-2 anchors
+        active = [(not gd) or (sv[i][i] - max(sv[i][j] for j in range(n) if j != i) < m) for i in range(n)]
+        if not any(active):
+            continue
+        acc = 0.0
+        for i in range(n):
+            if not active[i]:
+                continue
+            if weight == "exp":
+                den = sum(math.exp(sv[i][k] / tau) for k in range(n) if k != i)
+                w = [math.exp(sv[i][j] / tau) / den if j != i else 0.0 for j in range(n)]
+            else:
+                w = [1.0 / (n - 1) if j != i else 0.0 for j in range(n)]
+            acc += sum(w[j] * (sv[i][j] - r * s[i][i]) for j in range(n))
+        total += acc / (n * sum(active))
+    return total
+
+
+def _pairs_lse(q, scale):
+    n = len(q)
+    return lse([q[k][l] / scale for k in range(n) for l in range(k)])
+
+
+def mhe_general(h1, h2, lam, tau=0.05, r=None, weight="none"):
+    z1, z2 = unit(h1), unit(h2)
+    n = len(z1)
+    a = [2 - 2 * dot(z1[i], z2[i]) for i in range(n)]
+    total = 0.0
+    for z in (z1, z2):
+        q = [[dot(x, y) for y in z] for x in z]
+        scale = tau if weight == "exp" else 1.0
+        uni = _pairs_lse(q, scale)
+        for i in range(n):
+            if weight == "exp":
+                w = math.exp(lse([q[i][j] / tau for j in range(n) if j != i]) - uni) / tau
+            else:
+                w = 1.0 / n
+            total += a[i] * w * (1.0 if r is None else r) / 2
+        total += lam * uni
+    return total
+
+
+def mhs_general(h1, h2, lam, r=None):
+    z1, z2 = unit(h1), unit(h2)
+    n = len(z1)
+    a = [float(np.linalg.norm(z1[i] - z2[i]) ** 2) for i in range(n)]
+    total = 0.0
+    for u, v in ((z1, z2), (z2, z1)):
+        d = [
+            min(math.sqrt(float(np.linalg.norm(u[i] - v[j]) ** 2) + 1e-4) for j in range(n) if j != i)
+            for i in range(n)
+        ]
+        total += lam * sum(-x for x in d) / n
+        coef = [0.5 if r is None else r / (2 * d[i]) for i in range(n)]
+        total += sum(a[i] * coef[i] for i in range(n)) / n
+    return total
+
+
+def siamese_general(h1, h2, kind, lam, tau=0.05, r=None, weight="none"):
+    """VICReg / Barlow Twins gradient-equivalent forms (protocol.md §1), both directions summed."""
+    z1, z2 = unit(h1), unit(h2)
+    n, dim = len(z1), len(z1[0])
+    total = 0.0
+    for u1, u2 in ((z1, z2), (z2, z1)):
+        src = u1 if kind == "vicreg" else u2
+        gram = [[dot(x, y) for y in src] for x in src]
+        if weight == "exp":
+            den = sum(math.exp(gram[k][l] / tau) for k in range(n) for l in range(n) if k != l)
+            g = [[math.exp(gram[i][j] / tau) / den for j in range(n)] for i in range(n)]
+        else:
+            g = [[2 * gram[i][j] / n**2 for j in range(n)] for i in range(n)]
+        c = [sum(u1[i][k] * u2[i][k] for i in range(n)) / n for k in range(dim)]
+        for i in range(n):
+            neg = sum(g[i][j] * dot(u1[i], u1[j]) for j in range(n))
+            if r is not None:
+                pos = lam * r * sum(g[i][j] for j in range(n) if j != i) * (-dot(u1[i], u2[i]))
+            elif kind == "vicreg":
+                pos = -(2 / n) * dot(u1[i], u2[i])
+            else:
+                pos = -sum((2 / n) * (1 - (1 - lam) * c[k]) * u1[i][k] * u2[i][k] for k in range(dim))
+            total += pos + lam * neg
+    return total
+
+
+def macl(h1, h2, tau0, alpha, a0, reweight):
+    _, _, s = cosines(h1, h2)
+    n = len(s)
+    big_a = sum(s[i][i] for i in range(n)) / n
+    tau_a = tau0 * (1 + alpha * (big_a - a0))
+    total = 0.0
+    for i in range(n):
+        den = sum(math.exp(s[i][j] / tau_a) for j in range(n))
+        p = math.exp(s[i][i] / tau_a) / den
+        v = 1 / (1 - p + 1e-8) if reweight else 1.0
+        total += -v * math.log(p)
+    return total / n
+
+
+def value(name: str, h1, h2, hp: dict) -> float:
+    """Oracle value of loss ``name`` with the full hyperparameter dict ``hp``."""
+    if name in ("mhe", "mmhe"):
+        return mhe_general(h1, h2, hp["lam"], hp.get("tau", 0.05), hp.get("r"), hp.get("weight", "none"))
+    if name in ("mhs", "mmhs"):
+        return mhs_general(h1, h2, hp["lam"], hp.get("r"))
+    if name in ("vicreg_li", "mvicreg", "barlow_twins_li", "mbarlow_twins"):
+        kind = "vicreg" if "vicreg" in name else "bt"
+        return siamese_general(
+            h1, h2, kind, hp["lam"], hp.get("tau", 0.05), hp.get("r"), hp.get("weight", "none")
+        )
+    fn = globals()[name]
+    args = {k: v for k, v in hp.items() if k != "gd" or name == "paradigm"}
+    return fn(h1, h2, **args)

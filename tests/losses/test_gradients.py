@@ -1,0 +1,362 @@
+"""Autograd gradients vs the papers' analytic gradients, float64, 1e-5.
+
+Li et al. 2024 write gradients w.r.t. the unit vector z_i; Nie et al. 2023 w.r.t. the raw h_i. Both
+are compared through the chain rule of the normalisation, dL/dh_i = (I - z_i z_i^T) dL/dz_i / ||h_i||,
+against autograd of the public ``build_loss`` path on raw embeddings.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from contrastlab.losses import build_loss, paradigm_components, paradigm_gradient
+from contrastlab.losses._common import gated, same_view_gate
+from contrastlab.losses.li2024 import (
+    barlow_twins_view_term,
+    mhe_view_term,
+    mhs_view_term,
+    paradigm_view_term,
+    vicreg_view_term,
+)
+
+TOL = {"atol": 1e-5, "rtol": 1e-5}
+SEEDS = [0, 1]
+
+
+def batch(seed, n=6, d=4, noise=0.6):
+    g = torch.Generator().manual_seed(seed)
+    h1 = 1.5 * torch.randn(n, d, generator=g, dtype=torch.float64)
+    h2 = h1 + noise * torch.randn(n, d, generator=g, dtype=torch.float64)
+    return h1, h2
+
+
+def unit(h):
+    return F.normalize(h, dim=-1)
+
+
+def to_h(h, gz):
+    """Chain rule through z = h / ||h||."""
+    z = unit(h)
+    return (gz - (gz * z).sum(-1, keepdim=True) * z) / h.norm(dim=-1, keepdim=True)
+
+
+def grads(name, h1, h2, **hp):
+    a, b = h1.clone().requires_grad_(), h2.clone().requires_grad_()
+    build_loss(name, **hp)(a, b).loss.backward()
+    return a.grad, b.grad
+
+
+def offdiag(m):
+    return m.masked_fill(torch.eye(m.shape[0], dtype=torch.bool), 0.0)
+
+
+def tangent_unit(z, v):
+    """unit((I - z z^T) v) per row."""
+    return F.normalize(v - (v * z).sum(-1, keepdim=True) * z, dim=-1)
+
+
+def sin_between(z, v):
+    return (v - (v * z).sum(-1, keepdim=True) * z).norm(dim=-1)
+
+
+# ------------------------------------------------------------------ Li Eq. 1-3 (and App. D.1)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_li_eq1_infonce(seed):
+    h1, h2 = batch(seed)
+    tau, n = 0.4, h1.shape[0]
+    z1, z2 = unit(h1), unit(h2)
+    e = torch.exp(z1 @ z2.T / tau)
+    eo = offdiag(e)
+    gz = (eo @ z2 - eo.sum(-1, keepdim=True) * z2) / (tau * e.sum(-1, keepdim=True))
+    torch.testing.assert_close(grads("infonce", h1, h2, tau=tau)[0], to_h(h1, gz / n), **TOL)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_li_eq2_arccon(seed):
+    h1, h2 = batch(seed)
+    tau, u, n = 0.4, 0.3, h1.shape[0]
+    z1, z2 = unit(h1), unit(h2)
+    s = z1 @ z2.T
+    theta = torch.arccos(s.diagonal())
+    ratio = (torch.sin(theta + u) / torch.sin(theta))[:, None]
+    eo = offdiag(torch.exp(s / tau))
+    den = (torch.exp(torch.cos(theta + u) / tau) + eo.sum(-1))[:, None]
+    gz = (eo @ z2 - eo.sum(-1, keepdim=True) * ratio * z2) / (tau * den)
+    torch.testing.assert_close(grads("arccon", h1, h2, tau=tau, u=u)[0], to_h(h1, gz / n), **TOL)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_li_eq3_mpt_met(seed):
+    h1, h2 = batch(seed)
+    n = h1.shape[0]
+    z1, z2 = unit(h1), unit(h2)
+    s = z1 @ z2.T
+    eye = torch.eye(n, dtype=torch.bool)
+    # MPT: I (z'_j - z'_i), j = argmax_{k≠i} s_ik
+    m = 0.5
+    j = s.masked_fill(eye, -2).argmax(-1)
+    ind = ((s.diagonal() - s[torch.arange(n), j]) < m).double()[:, None]
+    assert 0 < ind.sum() < n
+    gz = ind * (z2[j] - z2)
+    torch.testing.assert_close(grads("mpt", h1, h2, m=m)[0], to_h(h1, gz / n), **TOL)
+    # MET: I (z'_j / d_ij - z'_i / d_ii), j = argmin_{k≠i} d_ik
+    m = 0.5
+    d = torch.sqrt(2 - 2 * s)
+    j = d.masked_fill(eye, 9).argmin(-1)
+    dj = d[torch.arange(n), j][:, None]
+    ind = ((dj.squeeze(1) - d.diagonal()) < m).double()[:, None]
+    assert 0 < ind.sum() < n
+    gz = ind * (z2[j] / dj - z2 / d.diagonal()[:, None])
+    torch.testing.assert_close(grads("met", h1, h2, m=m)[0], to_h(h1, gz / n), **TOL)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(
+    "name,hp",
+    [("infonce", {"tau": 0.4}), ("arccon", {"tau": 0.4, "u": 0.3}), ("mpt", {"m": 0.5}), ("met", {"m": 0.5})],
+)
+def test_li_eq4_table1_components_reproduce_gradient(name, hp, seed):
+    """GD · Σ_j W (z'_j - R z'_i) with the Table 1 components equals the loss's gradient."""
+    h1, h2 = batch(seed)
+    terms = paradigm_components(h1, h2, losses=(name,), hp={name: hp})[name]
+    gz = paradigm_gradient(terms, unit(h1), unit(h2))
+    torch.testing.assert_close(grads(name, h1, h2, **hp)[0], to_h(h1, gz), **TOL)
+
+
+# ------------------------------------------------------------------ paradigm identity (Li Eq. 4-5)
+def _cross_gate(s, m, dim):
+    hardest = s.masked_fill(torch.eye(s.shape[0], dtype=torch.bool), -2).amax(dim)
+    return (s.diagonal() - hardest) < m
+
+
+def _paradigm_w(s, tau, weight):
+    n = s.shape[0]
+    if weight == "exp":
+        return torch.softmax(s.masked_fill(torch.eye(n, dtype=torch.bool), float("-inf")) / tau, -1)
+    return offdiag(torch.full_like(s, 1.0 / (n - 1)))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("weight", ["exp", "uniform"])
+def test_paradigm_identity_view_term(weight, seed):
+    """dL/dz_i = GD_i Σ_j W_ij (z'_j - R z'_i) / (N |active|) for the view-1 anchors' term."""
+    h1, h2 = batch(seed)
+    tau, r, m, n = 0.4, 1.3, 0.5, h1.shape[0]
+    a = h1.clone().requires_grad_()
+    z1, z2 = unit(a), unit(h2)
+    s = (z1 @ z2.T).detach()
+    act = _cross_gate(s, m, -1)
+    assert 0 < act.sum() < n
+    paradigm_view_term(z1, z2, (z1 * z2).sum(-1), act, tau=tau, r=r, weight=weight).backward()
+    w = _paradigm_w(s, tau, weight)
+    zz2 = unit(h2)
+    gz = act.double()[:, None] * (w @ zz2 - r * w.sum(-1, keepdim=True) * zz2) / (n * act.sum())
+    torch.testing.assert_close(a.grad, to_h(h1, gz), **TOL)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_paradigm_full_loss_gradient(seed):
+    """Full (symmetrised, reference) loss: view-1 identity + the view-2 term's pull through s_ii."""
+    h1, h2 = batch(seed)
+    tau, r, m, n = 0.4, 1.3, 0.5, h1.shape[0]
+    z1, z2 = unit(h1), unit(h2)
+    s = z1 @ z2.T
+    act1, act2 = _cross_gate(s, m, -1), _cross_gate(s, m, 0)
+    w = _paradigm_w(s, tau, "exp")
+    gz = act1.double()[:, None] * (w @ z2 - r * z2) / (n * act1.sum())
+    gz = gz - r * act2.double()[:, None] * z2 / (n * act2.sum())
+    got = grads("paradigm", h1, h2, tau=tau, r=r, m=m)[0]
+    torch.testing.assert_close(got, to_h(h1, gz), **TOL)
+
+
+# ------------------------------------------------------------------ Li Eq. 16-19 (modified losses)
+def _gates(h1, h2, m):
+    z1, z2 = unit(h1), unit(h2)
+    return same_view_gate(z1, m), same_view_gate(z2, m)
+
+
+def _mixed_m(h1):
+    z = unit(h1)
+    gap = 1 - (z @ z.T).masked_fill(torch.eye(z.shape[0], dtype=torch.bool), -2).amax(-1)
+    return float(gap.median()) + 1e-3
+
+
+def _exp_weights(q, tau):
+    e = torch.exp(q / tau)
+    return e / offdiag(e).sum()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_li_eq16_mmhe(seed):
+    h1, h2 = batch(seed)
+    tau, r, m = 0.4, 1.75, _mixed_m(h1)
+    act1, _ = _gates(h1, h2, m)
+    assert 0 < act1.sum() < h1.shape[0]
+    z1, z2 = unit(h1), unit(h2)
+    lower = torch.ones(6, 6, dtype=torch.bool).tril(-1)
+
+    def eq16(q):  # Σ_{j≠i} e^{q_ij/τ} (z_j - r z'_i) / (τ Σ_{k<l} e^{q_kl/τ}) split into its two parts
+        e = torch.exp(q / tau)
+        return offdiag(e) / (tau * e[lower].sum())
+
+    w1, w2 = eq16(z1 @ z1.T), eq16(z2 @ z2.T)
+    gz = (w1 @ z1 - r * w1.sum(-1, keepdim=True) * z2) - r * w2.sum(-1, keepdim=True) * z2
+    gz = act1.double()[:, None] * gz
+    got = grads("mmhe", h1, h2, lam=1.0, tau=tau, r=r, m=m)[0]
+    torch.testing.assert_close(got, to_h(h1, gz), **TOL)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_li_eq17_mmhs(seed):
+    h1, h2 = batch(seed)
+    r, m, n = 1.75, _mixed_m(h1), h1.shape[0]
+    act1, _ = _gates(h1, h2, m)
+    z1, z2 = unit(h1), unit(h2)
+    s = z1 @ z2.T
+    eye = torch.eye(n, dtype=torch.bool)
+    d1 = torch.sqrt(2 - 2 * s + 1e-4).masked_fill(eye, 9)
+    d2 = torch.sqrt(2 - 2 * s.T + 1e-4).masked_fill(eye, 9)
+    dm1, j = d1.min(-1)
+    dm2 = d2.min(-1).values
+    gz = (z2[j] - r * z2) / (n * dm1[:, None]) - r * z2 / (n * dm2[:, None])
+    gz = act1.double()[:, None] * gz
+    got = grads("mmhs", h1, h2, lam=1.0, r=r, m=m)[0]
+    torch.testing.assert_close(got, to_h(h1, gz), **TOL)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", ["mvicreg", "mbarlow_twins"])
+def test_li_eq18_19_mbarlow_mvicreg(name, seed):
+    h1, h2 = batch(seed)
+    tau, r, m = 0.4, 1.5, _mixed_m(h1)
+    act1, _ = _gates(h1, h2, m)
+    z1, z2 = unit(h1), unit(h2)
+    q1, q2 = z1 @ z1.T, z2 @ z2.T
+    # view 1: G from z1 z1^T (VICReg, Eq. 19) or z2 z2^T (Barlow Twins, Eq. 6/18); view 2 the other way
+    g1 = offdiag(_exp_weights(q1 if name == "mvicreg" else q2, tau))
+    g2 = offdiag(_exp_weights(q2 if name == "mvicreg" else q1, tau))
+    gz = (g1 @ z1 - r * g1.sum(-1, keepdim=True) * z2) - r * g2.sum(-1, keepdim=True) * z2
+    gz = act1.double()[:, None] * gz
+    got = grads(name, h1, h2, lam=1.0, tau=tau, r=r, m=m)[0]
+    torch.testing.assert_close(got, to_h(h1, gz), **TOL)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", ["mmhe", "mmhs", "mvicreg", "mbarlow_twins"])
+def test_li_table2_components_reproduce_view_term_gradient(name, seed):
+    """GD · Σ_j W (n_j - R z'_i) with the Table 2 components equals the view-1 term's gradient."""
+    h1, h2 = batch(seed)
+    hp = {"lam": 1.0, "m": _mixed_m(h1), "r": 1.5}
+    if name != "mmhs":
+        hp.update(tau=0.4, weight="exp")
+    a = h1.clone().requires_grad_()
+    z1, z2 = unit(a), unit(h2)
+    u1, u2 = gated(z1, same_view_gate(z1, hp["m"])), gated(z2, same_view_gate(z2, hp["m"]))
+    if name == "mmhe":
+        loss = mhe_view_term(u1, 2 - 2 * (u1 * u2).sum(-1), lam=1.0, tau=0.4, weight="exp", r=1.5)
+    elif name == "mmhs":
+        loss = mhs_view_term(u1, u2, 2 - 2 * (u1 * u2).sum(-1), lam=1.0, r=1.5)
+    elif name == "mvicreg":
+        loss = vicreg_view_term(u1, u2, lam=1.0, tau=0.4, weight="exp", r=1.5)
+    else:
+        loss = barlow_twins_view_term(u1, u2, lam=1.0, tau=0.4, weight="exp", r=1.5)
+    loss.backward()
+    terms = paradigm_components(h1, h2, losses=(name,), hp={name: hp})[name]
+    assert terms.r.sub(1.5).abs().max() < 1e-12  # static ratio r (Table 2, lower half)
+    gz = paradigm_gradient(terms, unit(h1), unit(h2))
+    torch.testing.assert_close(a.grad, to_h(h1, gz), **TOL)
+
+
+# ------------------------------------------------------------------ Li App. D.2 Eq. 7-11 (originals)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_li_appd_originals(seed):
+    h1, h2 = batch(seed)
+    n, lam = h1.shape[0], 3.0
+    z1, z2 = unit(h1), unit(h2)
+    q1, s = z1 @ z1.T, z1 @ z2.T
+    eye = torch.eye(n, dtype=torch.bool)
+    # alignment Eq. 7 (-2/N z'_i) + MHE uniformity Eq. 8 in the reference's form (exponent q, not 2q)
+    lower = torch.ones(n, n, dtype=torch.bool).tril(-1)
+    e = offdiag(torch.exp(q1))
+    gz = -2 * z2 / n + lam * (e @ z1) / torch.exp(q1)[lower].sum()
+    torch.testing.assert_close(grads("mhe", h1, h2, lam=lam)[0], to_h(h1, gz), **TOL)
+    # MHS Eq. 9 with the reference's cross-view, mean-reduced distance
+    d = torch.sqrt(2 - 2 * s + 1e-4).masked_fill(eye, 9)
+    dm, j = d.min(-1)
+    gz = -2 * z2 / n + lam * z2[j] / (n * dm[:, None])
+    torch.testing.assert_close(grads("mhs", h1, h2, lam=lam)[0], to_h(h1, gz), **TOL)
+    # VICReg Eq. 11: (2/N)(-z'_i + ν Σ_j (z_i.z_j / N) z_j), ν = λ
+    gz = (2 / n) * (-z2 + lam * (q1 @ z1) / n)
+    torch.testing.assert_close(grads("vicreg_li", h1, h2, lam=lam)[0], to_h(h1, gz), **TOL)
+    # Barlow Twins Eq. 10 with Table 2's weight z'_i.z'_j: (2/N)(-A z'_i + ν Σ_j (z'_i.z'_j / N) z_j)
+    c_diag = (z1 * z2).sum(0) / n
+    gz = (2 / n) * (-(1 - (1 - lam) * c_diag) * z2 + lam * ((z2 @ z2.T) @ z1) / n)
+    torch.testing.assert_close(grads("barlow_twins_li", h1, h2, lam=lam)[0], to_h(h1, gz), **TOL)
+
+
+# ------------------------------------------------------------------ Nie Eq. 7-9, 11 (+ 16, 18, 19, 39-40)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_nie_eq7_16_infonce_norms(seed):
+    h1, h2 = batch(seed)
+    tau, n = 0.4, h1.shape[0]
+    z1, z2 = unit(h1), unit(h2)
+    s = z1 @ z2.T
+    e, hn = torch.exp(s / tau), h1.norm(dim=-1)
+    total = e.sum(-1)
+    pos_norm = offdiag(e).sum(-1) * torch.sin(torch.arccos(s.diagonal())) / (tau * total * hn)  # Eq. 7
+    g = -pos_norm[:, None] * tangent_unit(z1, z2)
+    for j in range(n):
+        neg_norm = e[:, j] * torch.sin(torch.arccos(s[:, j])) / (tau * total * hn)  # Eq. 16
+        contrib = neg_norm[:, None] * tangent_unit(z1, z2[j].expand_as(z2))
+        g = g + torch.where(torch.arange(n)[:, None] == j, 0.0, contrib)
+    torch.testing.assert_close(grads("infonce", h1, h2, tau=tau)[0], g / n, **TOL)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", ["dcl", "dcl_plus"])
+def test_nie_eq9_11_18_19_dcl(name, seed):
+    """Eq. 9/18 (DCL) and Eq. 11/19 (DCL+: the same, or 0 where DCL_i <= 0). Eq. 11 prints
+    sin θ_ij' for the positive part; the derivation (App. C.4, Eq. 33) gives sin θ_ii', used here."""
+    h1, h2 = batch(seed)
+    tau, n = 0.6, h1.shape[0]
+    z1, z2 = unit(h1), unit(h2)
+    s = z1 @ z2.T
+    eo, hn = offdiag(torch.exp(s / tau)), h1.norm(dim=-1)
+    g = -(torch.sin(torch.arccos(s.diagonal())) / (tau * hn))[:, None] * tangent_unit(z1, z2)  # Eq. 9
+    for j in range(n):
+        neg_norm = eo[:, j] * sin_between(z1, z2[j].expand_as(z2)) / (tau * eo.sum(-1) * hn)  # Eq. 18
+        g = g + neg_norm[:, None] * tangent_unit(z1, z2[j].expand_as(z2))
+    if name == "dcl_plus":
+        dcl_i = -s.diagonal() / tau + torch.log(eo.sum(-1))
+        assert 0 < (dcl_i > 0).sum() < n
+        g = g * (dcl_i > 0).double()[:, None]  # Eq. 11 / 19
+    torch.testing.assert_close(grads(name, h1, h2, tau=tau)[0], g / n, **TOL)
+
+
+@pytest.mark.parametrize("alpha", [2.0, 3.0])
+def test_nie_eq8_alignment(alpha):
+    h1, h2 = batch(3)
+    n = h1.shape[0]
+    z1, z2 = unit(h1), unit(h2)
+    theta = torch.arccos((z1 * z2).sum(-1))
+    norm = alpha * (2 * torch.sin(theta / 2)) ** (alpha - 2) * torch.sin(theta) / h1.norm(dim=-1)  # Eq. 8
+    g = -norm[:, None] * tangent_unit(z1, z2)
+    got = grads("align_uniform", h1, h2, lam=0.0, alpha=alpha)[0]
+    torch.testing.assert_close(got, g / n, **TOL)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_nie_eq39_40_mat(seed):
+    """ρ = angle: ||∇pos|| = ||∇neg|| = 1/||h_i|| while the margin is not met (Nie App. C.6)."""
+    h1, h2 = batch(seed)
+    n, m = h1.shape[0], 0.15
+    z1, z2 = unit(h1), unit(h2)
+    th = torch.arccos(z1 @ z2.T)
+    j = th.masked_fill(torch.eye(n, dtype=torch.bool), 9).argmin(-1)
+    active = (th.diagonal() - th[torch.arange(n), j] + m * torch.pi) > 0
+    assert 0 < active.sum() < n
+    g = (tangent_unit(z1, z2[j]) - tangent_unit(z1, z2)) / h1.norm(dim=-1, keepdim=True)
+    g = g * active.double()[:, None]
+    torch.testing.assert_close(grads("mat", h1, h2, m=m)[0], g / n, **TOL)

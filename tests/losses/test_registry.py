@@ -1,0 +1,140 @@
+"""Registry, validation, stats contract, catalog and the Table 5 option mapping."""
+
+from __future__ import annotations
+
+import doctest
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import contrastlab.losses as losses
+from contrastlab.losses import (
+    DEFAULTS,
+    LOSS_MODULES,
+    LOSSES,
+    LossOutput,
+    build_loss,
+    catalog,
+    li2024,
+    macl,
+    nie2023,
+    paradigm_view,
+    registry,
+)
+
+PROTOCOL_NAMES = (
+    "infonce align_uniform dcl dcl_plus mpt met mat arccon paradigm mhe mmhe mhs mmhs vicreg_li mvicreg "
+    "barlow_twins_li mbarlow_twins macl"
+).split()
+
+
+def test_names_and_catalog():
+    assert sorted(LOSSES) == sorted(PROTOCOL_NAMES)
+    assert set(DEFAULTS) == set(LOSS_MODULES) == set(LOSSES)
+    for name, stem in LOSS_MODULES.items():
+        module = {"nie2023": nie2023, "li2024": li2024, "macl": macl}[stem]
+        assert name in module.ENTRIES
+        assert catalog.module_path(name) == f"src/contrastlab/losses/{stem}.py"
+
+
+def test_catalog_imports_no_torch():
+    code = "import sys, contrastlab.losses.catalog; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_paper_defaults():
+    assert DEFAULTS["infonce"] == {"tau": 0.05}
+    assert (
+        DEFAULTS["mpt"] == {"m": 0.23} and DEFAULTS["met"] == {"m": 0.45} and DEFAULTS["mat"] == {"m": 0.15}
+    )
+    assert DEFAULTS["dcl"]["tau"] == 0.03 and DEFAULTS["dcl_plus"]["tau"] == 0.17
+    assert DEFAULTS["align_uniform"] == {"alpha": 2.0, "t": 6.0, "lam": 0.1}
+    assert DEFAULTS["mmhe"]["r"] == 1.75 and DEFAULTS["mmhs"]["r"] == 1.75
+    assert DEFAULTS["mvicreg"]["r"] == 1.5 and DEFAULTS["mbarlow_twins"]["r"] == 1.5
+    assert DEFAULTS["macl"] == {"tau0": 0.05, "alpha": 2.0, "a0": 0.8, "reweight": False}
+
+
+def test_unknown_name_lists_valid_names():
+    with pytest.raises(ValueError, match="valid names: infonce, align_uniform"):
+        build_loss("simclr")
+
+
+@pytest.mark.parametrize(
+    "name,hp,match",
+    [
+        ("infonce", {"temp": 0.05}, "unknown hyperparameter.*temp.*valid: tau"),
+        ("mmhs", {"weight": "exp"}, "unknown hyperparameter.*weight"),
+        ("infonce", {"tau": 0.0}, "tau must be > 0"),
+        ("infonce", {"tau": float("nan")}, "tau must be a finite number"),
+        ("mpt", {"m": "0.2"}, "m must be a finite number"),
+        ("paradigm", {"weight": "none"}, "weight must be one of exp, uniform"),
+        ("mmhe", {"weight": "uniform"}, "weight must be one of exp, none"),
+        ("paradigm", {"gd": 1}, "gd must be true or false"),
+        ("paradigm", {"r": None}, "r must be a finite number"),
+        ("mmhe", {"r": -1.0}, "r must be > 0"),
+        ("align_uniform", {"lam": 1.5}, "lam must be in"),
+        ("arccon", {"u": 4.0}, "u must be in"),
+        ("macl", {"reweight": "yes"}, "reweight must be true or false"),
+    ],
+)
+def test_invalid_hyperparameters_are_named(name, hp, match):
+    with pytest.raises(ValueError, match=match):
+        build_loss(name, **hp)
+
+
+def test_bad_shapes():
+    with pytest.raises(ValueError, match="at least 2"):
+        build_loss("infonce")(torch.randn(1, 4), torch.randn(1, 4))
+    with pytest.raises(ValueError, match=r"\[N, D\]"):
+        build_loss("infonce")(torch.randn(3, 4), torch.randn(2, 4))
+
+
+@pytest.mark.parametrize("name", LOSSES)
+def test_stats_contract(name, monkeypatch):
+    h1, h2 = torch.randn(6, 8), torch.randn(6, 8)
+    out = build_loss(name)(h1, h2)
+    assert isinstance(out, LossOutput)
+    assert "align" in out.stats and all(type(v) is float for v in out.stats.values())
+    gated = name in {"dcl_plus", "mpt", "met", "mat", "paradigm", "mmhe", "mmhs", "mvicreg", "mbarlow_twins"}
+    assert ("gd_active" in out.stats) == gated
+
+    def no_sync(*args, **kwargs):
+        raise AssertionError("host sync with with_stats=False")
+
+    monkeypatch.setattr(torch.Tensor, "item", no_sync)
+    monkeypatch.setattr(torch.Tensor, "tolist", no_sync)
+    monkeypatch.setattr(torch.Tensor, "__bool__", no_sync)
+    out = build_loss(name)(h1, h2, with_stats=False)
+    assert out.stats == {} and out.loss.ndim == 0
+
+
+TABLE5 = {
+    # original loss (its λ)  -> the equivalent options of the modified loss
+    ("mhe", 10.0): ("mmhe", {"gd": False, "weight": "none", "r": None, "lam": 10.0}),
+    ("mhs", 1.0): ("mmhs", {"gd": False, "r": None, "lam": 1.0}),
+    ("vicreg_li", 30.0): ("mvicreg", {"gd": False, "weight": "none", "r": None, "lam": 30.0}),
+    ("barlow_twins_li", 30.0): ("mbarlow_twins", {"gd": False, "weight": "none", "r": None, "lam": 30.0}),
+}
+
+
+@pytest.mark.parametrize("original", list(TABLE5), ids=lambda k: k[0])
+def test_table5_original_option_equals_original_loss(original):
+    name, lam = original
+    modified, opts = TABLE5[original]
+    h1, h2 = torch.randn(6, 8, dtype=torch.float64), torch.randn(6, 8, dtype=torch.float64)
+    outs = []
+    for loss_name, hp in ((name, {"lam": lam}), (modified, opts)):
+        a, b = h1.clone().requires_grad_(), h2.clone().requires_grad_()
+        out = build_loss(loss_name, **hp)(a, b)
+        out.loss.backward()
+        outs.append((out.loss.detach(), a.grad, b.grad))
+    for x, y in zip(*outs, strict=True):
+        torch.testing.assert_close(x, y, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("module", [losses, registry, nie2023, li2024, macl, paradigm_view])
+def test_docstring_examples(module):
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0

@@ -1,0 +1,47 @@
+"""No NaN/inf in loss, stats or gradients under edge cases, in fp32 and under bf16/fp16 autocast on CPU."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from contrastlab.losses import LOSSES, build_loss
+
+
+def _case(kind: str):
+    g = torch.Generator().manual_seed(0)
+    if kind == "identical":
+        h = torch.randn(8, 16, generator=g)
+        return h, h.clone()
+    if kind == "collapsed":
+        h = torch.ones(8, 16)
+        return h, h.clone()
+    if kind == "orthogonal":
+        eye = torch.eye(16)
+        return eye[:8].clone(), eye[8:].clone()
+    if kind == "n2":
+        h = torch.randn(2, 16, generator=g)
+        return h, h + 0.1 * torch.randn(2, 16, generator=g)
+    if kind == "large":
+        h = 1e4 * torch.randn(8, 16, generator=g)
+        return h, -h
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("kind", ["identical", "collapsed", "orthogonal", "n2", "large"])
+@pytest.mark.parametrize("name", LOSSES)
+def test_finite(name, kind, precision):
+    h1, h2 = _case(kind)
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    a, b = h1.to(dtype).requires_grad_(), h2.to(dtype).requires_grad_()
+    loss_fn = build_loss(name)
+    with torch.autocast("cpu", dtype=dtype, enabled=precision != "fp32"):
+        out = loss_fn(a, b)
+    out.loss.backward()
+    assert out.loss.dtype == torch.float32 and out.loss.ndim == 0
+    assert torch.isfinite(out.loss)
+    assert torch.isfinite(a.grad).all() and torch.isfinite(b.grad).all()
+    assert all(math.isfinite(v) for v in out.stats.values())

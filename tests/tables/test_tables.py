@@ -1,0 +1,286 @@
+"""contrastlab.tables: every table from synthetic metrics files, compared with committed expected CSVs.
+
+Regenerate the expected files after an intended change with
+``CONTRASTLAB_REGEN_EXPECTED=1 pytest tests/tables`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import runpy
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from tables_synthetic import SEEDS, STS, make_config, synthetic_score, write_cell, write_synthetic_metrics
+
+from contrastlab.paths import REPO_ROOT
+from contrastlab.tables import TABLES, build_table, build_tables, collect_metrics, tables_for_config
+from contrastlab.tables.render import fmt_param, fmt_signed, latex_escape
+
+EXPECTED = Path(__file__).parent / "expected"
+REGEN = os.environ.get("CONTRASTLAB_REGEN_EXPECTED") == "1"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, list[Path], float]:
+    """All tables built once from the synthetic partial grid (module scope: two shared CPU cores)."""
+    root = tmp_path_factory.mktemp("tables")
+    write_synthetic_metrics(root / "metrics")
+    t0 = time.perf_counter()
+    paths = build_tables(root / "metrics", make_config(), root / "tables", root / "report.md")
+    return root, paths, time.perf_counter() - t0
+
+
+def read_csv(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+def test_table_matches_expected_csv(built, name):
+    root, _, _ = built
+    got = (root / "tables" / f"{name}.csv").read_text()
+    expected = EXPECTED / f"{name}.csv"
+    if REGEN:
+        expected.write_text(got)
+    assert expected.exists(), f"no expected file {expected}; run with CONTRASTLAB_REGEN_EXPECTED=1"
+    assert got == expected.read_text()
+
+
+def test_outputs_and_speed(built):
+    root, paths, seconds = built
+    names = tables_for_config(make_config())
+    assert names == list(TABLES)
+    assert paths[-1] == root / "report.md"
+    assert {p.name for p in paths[:-1]} == {f"{n}.{e}" for n in names for e in ("csv", "md", "tex")}
+    assert seconds < 30, f"tables took {seconds:.1f}s"
+
+
+def test_no_blank_or_zero_cells(built):
+    root, _, _ = built
+    for name in TABLES:
+        frame = read_csv(root / "tables" / f"{name}.csv")
+        assert (frame != "").all().all(), f"{name} has blank cells"
+        for column in ("ours_mean", "config"):
+            if column in frame:
+                assert not frame[column].isin(["0", "0.00", "nan", "NaN"]).any()
+        md = (root / "tables" / f"{name}.md").read_text()
+        assert "|  |  |  |" not in md.replace("|  |  | paper", "").replace("|  |  | ours", "")
+
+
+def test_not_run_marker_shows_published(tmp_path):
+    """No metrics at all: every cell in the grid says "not run" next to the published number."""
+    config = make_config()
+    build_tables(tmp_path / "none", config, tmp_path / "tables", tmp_path / "report.md")
+    frame = read_csv(tmp_path / "tables" / "nie2023_table1.csv")
+    cl = frame[(frame.method == "cl") & (frame.backbone == "bert-base") & (frame.task == "sts_avg")].iloc[0]
+    assert (cl.published, cl.ours_mean, cl["diff"], cl.status) == ("76.04", "not run", "not run", "not run")
+    # bert-large is not in this config's grid: explicit too, never blank.
+    large = frame[(frame.method == "cl") & (frame.backbone == "bert-large")]
+    assert set(large.status) == {"not configured"} and set(large.ours_mean) == {"not configured"}
+    md = (tmp_path / "tables" / "nie2023_table1.md").read_text()
+    assert "| L_cl | paper | 76.04 | 86.38 |" in md
+    assert "|  | ours | not run | not run |" in md
+
+
+def test_partial_grid(built):
+    root, _, _ = built
+    frame = read_csv(root / "tables" / "nie2023_table1.csv").set_index(["backbone", "method", "task"])
+    partial = frame.loc[("roberta-base", "cl", "sts_avg")]
+    assert (partial.status, partial.n_seeds) == ("partial", "2")
+    md = (root / "tables" / "nie2023_table1.md").read_text()
+    assert "(n=2/3)" in md
+    # seed 45 is not in the config's seeds: ignored.
+    assert frame.loc[("bert-base", "mpt", "sts_avg")].n_seeds == "3"
+    # mmhs ran with STS tasks only: its transfer cells are "not run", its STS cells are filled.
+    t3 = read_csv(root / "tables" / "li2024_table3.csv").set_index(["backbone", "method", "task"])
+    t4 = read_csv(root / "tables" / "li2024_table4.csv").set_index(["backbone", "method", "task"])
+    assert t3.loc[("bert-base", "mmhs", "STS12")].status == "ok"
+    assert t4.loc[("bert-base", "mmhs", "MR")].status == "not run"
+    assert t4.loc[("bert-base", "mmhs", "tr_avg")].ours_mean == "not run"
+
+
+def test_mean_std_and_difference(tmp_path):
+    config = make_config()
+    write_cell(tmp_path, "li2024", "bert-base", "mmhe")
+    write_cell(tmp_path, "li2024", "bert-base", "mhe")
+    table = build_table("li2024_table3", config, tmp_path)
+    cell = table.cells.set_index(["backbone", "method", "key"]).loc[("bert-base", "mmhe", "STS12")]
+    ours = np.array([synthetic_score("li2024", "bert-base", "mmhe", s, "STS12") for s in SEEDS])
+    base = np.array([synthetic_score("li2024", "bert-base", "mhe", s, "STS12") for s in SEEDS])
+    assert cell.ours_mean == pytest.approx(ours.mean())
+    assert cell.ours_std == pytest.approx(ours.std(ddof=1))
+    assert cell["diff"] == pytest.approx(ours.mean() - 71.48)
+    assert cell.ours_improvement == pytest.approx(ours.mean() - base.mean())
+    assert cell.published_improvement == pytest.approx(18.2)
+
+
+def test_toy_backbones_render_with_na(built):
+    root, _, _ = built
+    frame = read_csv(root / "tables" / "li2024_table3.csv")
+    toy = frame[frame.backbone == "minilm"]
+    assert len(toy) == 8 * 8 and set(toy.published) == {"n/a"}
+    mmhe = toy[(toy.method == "mmhe") & (toy.task == "STS12")].iloc[0]
+    assert mmhe.status == "ok" and mmhe["diff"] == "n/a"
+    # A backbone of another table of the same experiment is not a toy row: macl_table3 is RoBERTa-only.
+    assert set(read_csv(root / "tables" / "macl_table3.csv").backbone) == {"roberta-base"}
+
+
+def test_hyperparameter_tables(built):
+    root, _, _ = built
+    t2 = read_csv(root / "tables" / "nie2023_table2.csv").set_index(["backbone", "method", "param"])
+    assert t2.loc[("bert-base", "cl", "tau")].status == "match"
+    assert t2.loc[("bert-base", "mpt", "m")][["published", "config", "status"]].tolist() == [
+        "0.23",
+        "0.25",
+        "differs",
+    ]
+    mat = t2.loc[("roberta-base", "mat", "m")]
+    assert mat[["published", "config", "status"]].tolist() == ["0.14π", "0.14π", "match"]
+    assert t2.loc[("bert-large", "cl", "tau")].status == "not configured"  # not in this config's backbones
+    assert t2.loc[("bert-base", "met", "m")].config == "not configured"
+    md = (root / "tables" / "nie2023_table2.md").read_text()
+    assert "0.15π" in md and "0.25 ≠" in md
+    t7 = read_csv(root / "tables" / "li2024_table7.csv").set_index(["backbone", "method", "param"])
+    assert t7.loc[("roberta-base", "mmhs", "tau")].published == "n/a"
+
+
+def test_report_lists_every_table(built):
+    root, paths, _ = built
+    report = (root / "report.md").read_text()
+    for name in TABLES:
+        assert f"(tables/{name}.md)" in report and f"(tables/{name}.tex)" in report
+    for link in re.findall(r"\]\(([^)]+)\)", report):
+        assert (root / link).exists(), link
+
+
+def test_repository_configs_render(tmp_path):
+    """config.yaml (full grid) and the demo preset: every table renders; the full config's
+    hyperparameters equal the papers' Tables 2, 6 and 7."""
+    from contrastlab import config as cl_config
+
+    full = cl_config.load(REPO_ROOT / "config.yaml")
+    build_tables(tmp_path / "none", full, tmp_path / "full", tmp_path / "full.md")
+    for name in ("nie2023_table2", "li2024_table6", "li2024_table7"):
+        status = read_csv(tmp_path / "full" / f"{name}.csv").status
+        assert set(status) <= {"match", "not in paper"}, f"{name}: {status.value_counts().to_dict()}"
+    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    paths = build_tables(tmp_path / "none", demo, tmp_path / "demo", tmp_path / "demo.md")
+    assert len(paths) == 3 * len(tables_for_config(demo)) + 1
+    assert "tiny-bert" in read_csv(tmp_path / "demo" / "nie2023_table1.csv").backbone.tolist()
+
+
+def test_collect_metrics_frame(tmp_path):
+    write_cell(tmp_path, "macl", "bert-base", "macl", seeds=[42], tasks=STS)
+    frame = collect_metrics(tmp_path)
+    assert list(frame.columns) == ["experiment", "backbone", "method", "seed", "task", "score"]
+    assert set(frame.task) == set(STS) | {"sts_avg"}  # tr_avg is null: the transfer group did not run
+    assert collect_metrics(tmp_path / "missing").empty
+
+
+def test_formatting():
+    assert fmt_signed(0.2449) == "+0.24" and fmt_signed(-1.5) == "-1.50" and fmt_signed(-0.001) == "+0.00"
+    assert fmt_signed(18.24, 1) == "+18.2"
+    assert (
+        fmt_param(1e-5, "sci") == "1e-5"
+        and fmt_param(7e-6, "sci") == "7e-6"
+        and fmt_param(0.05, "sci") == "5e-2"
+    )
+    assert (
+        fmt_param(0.15, "2f", "pi") == "0.15π"
+        and fmt_param(128, "int") == "128"
+        and fmt_param(0.1, "g") == "0.1"
+    )
+    assert latex_escape("L_a&u -0.24 ± 1e-5") == r"L\_a\&u $-$0.24 $\pm$ 1e-5"
+
+
+def _latex_rows_consistent(tex: str) -> None:
+    assert tex.count("\\begin{tabular}") == tex.count("\\end{tabular}") == 1
+    assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
+    n_cols = len(re.search(r"\\begin\{tabular\}\{([lrc]+)\}", tex)[1])
+    body = tex.split("\\toprule", 1)[1].split("\\bottomrule", 1)[0]
+    for line in body.splitlines():
+        if line.endswith("\\\\"):
+            spans = sum(int(k) - 1 for k in re.findall(r"\\multicolumn\{(\d+)\}", line))
+            assert line.count(" & ") + 1 + spans == n_cols, line
+
+
+def test_latex_structure(built):
+    root, _, _ = built
+    for name in TABLES:
+        _latex_rows_consistent((root / "tables" / f"{name}.tex").read_text())
+
+
+def test_latex_compiles(built, tmp_path):
+    pdflatex = shutil.which("pdflatex")
+    if pdflatex is None:
+        pytest.skip("pdflatex not installed (apt-get install texlive-latex-base texlive-latex-recommended)")
+    root, _, _ = built
+    inputs = "\n".join(f"\\input{{{(root / 'tables' / name).as_posix()}.tex}}\\clearpage" for name in TABLES)
+    doc = tmp_path / "doc.tex"
+    doc.write_text(
+        f"\\documentclass{{article}}\n\\usepackage{{booktabs}}\n\\begin{{document}}\n{inputs}\n\\end{{document}}\n"
+    )
+    done = subprocess.run(
+        [pdflatex, "-interaction=nonstopmode", "-halt-on-error", doc.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert (tmp_path / "doc.pdf").exists()
+
+
+def test_snakemake_script(tmp_path, monkeypatch):
+    """scripts/tables.py with a stand-in ``snakemake`` object: writes the declared outputs and logs."""
+    write_synthetic_metrics(tmp_path / "metrics")
+    config = make_config()
+    names = tables_for_config(config)
+    outputs = [str(tmp_path / "tables" / f"{n}.{e}") for n in names for e in ("csv", "md", "tex")]
+    snakemake = SimpleNamespace(
+        input=SimpleNamespace(metrics=[]),
+        output=SimpleNamespace(tables=outputs, report=str(tmp_path / "report.md")),
+        params=SimpleNamespace(
+            config=config, metrics_root=str(tmp_path / "metrics"), tables_dir=str(tmp_path / "tables")
+        ),
+        log=[str(tmp_path / "tables.log")],
+    )
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # the script redirects stderr; restored after
+    logger = logging.getLogger("contrastlab")
+    handlers = list(logger.handlers)
+    try:
+        runpy.run_path(str(REPO_ROOT / "scripts" / "tables.py"), init_globals={"snakemake": snakemake})
+    finally:
+        for handler in set(logger.handlers) - set(handlers):
+            logger.removeHandler(handler)
+        if not isinstance(sys.stderr, io.StringIO):
+            sys.stderr.close()
+    assert all(Path(p).exists() for p in outputs) and (tmp_path / "report.md").exists()
+    assert "wrote" in (tmp_path / "tables.log").read_text()
+    assert len((REPO_ROOT / "scripts" / "tables.py").read_text().splitlines()) < 60
+
+
+def test_local_settings_fallback_resolution():
+    """Stand-in for contrastlab.config.method_settings: defaults <- experiment <- method <- per_backbone."""
+    from contrastlab.tables.settings import param_value, resolve_settings
+
+    config = make_config()
+    flat = resolve_settings(config, "nie2023", "mat", "roberta-base")
+    assert (flat["lr"], flat["batch_size"], flat["hp"], flat["max_length"]) == (7e-6, 128, {"m": 0.14}, 32)
+    assert param_value(flat, "m") == (0.14, False) and param_value(flat, "lr") == (7e-6, False)
+    li = resolve_settings(config, "li2024", "mmhe", "roberta-base")
+    assert (
+        li["hp"] == {"m": 0.30, "tau": 0.05, "r": 1.25}
+        and li["precision"] == "fp32"
+        and li["batch_size"] == 512
+    )

@@ -1,0 +1,61 @@
+"""Every transcribed published number is where the paper text puts it (row, column, improvement)."""
+
+from __future__ import annotations
+
+import pytest
+
+from contrastlab.paths import shared_dir
+from contrastlab.tables import TABLES, load_published
+from contrastlab.tables.published import load_meta
+from contrastlab.tables.verify import parse_cells, verify_transcription
+
+
+def papers_dir():
+    shared = shared_dir()
+    if shared is None or not (shared / "papers").is_dir():
+        pytest.skip("../shared/papers is absent (set CONTRASTLAB_SHARED to check the transcription)")
+    return shared / "papers"
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+def test_transcription_matches_paper(name):
+    assert verify_transcription(name, papers_dir()) == []
+
+
+def test_a_wrong_number_is_caught():
+    published = load_published("li2024_table3")
+    published.loc[published.index[3], "value"] += 0.01
+    published.loc[published.index[-1], "improvement"] = 1.0
+    problems = verify_transcription("li2024_table3", papers_dir(), published=published)
+    assert len(problems) == 2, problems
+
+
+def test_a_missing_number_is_caught():
+    published = load_published("macl_tableB4").iloc[:-1]
+    problems = verify_transcription("macl_tableB4", papers_dir(), published=published)
+    assert any("missing from the transcription" in p for p in problems)
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+def test_source_note(name):
+    meta = load_meta(name)
+    assert meta["name"] == name and meta["experiment"] == TABLES[name].experiment
+    assert meta["paper"]["file"] and meta["paper"]["table"].startswith("Table") and meta["caption"]
+    assert "mapping" in meta and "footnotes" in meta
+
+
+def test_parse_cells():
+    assert parse_cells("71.48+18.2 79.42- 0.1 - 77.25") == [
+        (71.48, 18.2, ""),
+        (79.42, -0.1, ""),
+        (None, None, ""),
+        (77.25, None, ""),
+    ]
+    assert parse_cells("\t0.30 - 1.75") == [(0.3, None, ""), (None, None, ""), (1.75, None, "")]
+    assert parse_cells("\t$0.15\\pi$\t0.13π\t1e-5\t-*") == [
+        (0.15, None, "pi"),
+        (0.13, None, "pi"),
+        (1e-5, None, ""),
+        (None, None, "*"),
+    ]
+    assert parse_cells("<b>82.78</b> (+0.36)\t67.16 (-1.24)") == [(82.78, 0.36, ""), (67.16, -1.24, "")]

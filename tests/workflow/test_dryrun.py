@@ -1,0 +1,105 @@
+"""The Snakemake DAG of the full reproduction: dry-run job counts, lint, SLURM resources, no network."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contrastlab import config as cl_config
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def run_snakemake(repo_root: Path, *args: str, cwd: Path | None = None) -> str:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    # Any attempt to reach the network fails fast instead of hanging.
+    env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
+    done = subprocess.run(
+        [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), *args],
+        cwd=cwd or repo_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    return output
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Parse the 'Job stats' table of a dry-run."""
+    table = output.split("Job stats:", 1)[1]
+    counts = {}
+    for line in table.splitlines()[3:]:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+@pytest.fixture(scope="module")
+def full_dry_run(repo_root, tmp_path_factory):
+    # A scratch results/resources dir so existing local outputs do not change the job list.
+    scratch = tmp_path_factory.mktemp("dry")
+    return run_snakemake(
+        repo_root, "-n", "--cores", "all", "--config", f"results_dir={scratch}/results", f"resources_dir={scratch}/res"
+    )
+
+
+def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
+    counts = job_counts(full_dry_run)
+    config = cl_config.load(repo_root / "config.yaml")
+    n_cells = len(list(cl_config.cells(config)))
+    print("jobs per rule (config.yaml):", counts)
+    assert counts["train"] == n_cells == 189
+    assert counts["evaluate"] == n_cells
+    assert counts["evaluate_pretrained"] == 4
+    assert counts["fetch_backbone"] == 4
+    assert counts["senteval_data"] == 1 and counts["corpus"] == 1
+    assert counts["tables"] == 1
+
+
+def test_lint_is_clean(repo_root):
+    output = run_snakemake(repo_root, "--lint")
+    assert "Congratulations, your workflow is in a good condition!" in output, output[-3000:]
+
+
+def _jobs_with_resources(output: str) -> list[tuple[str, str]]:
+    """(rule, resources line) for every job printed by a dry-run."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        match = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if not match:
+            continue
+        resources = re.search(r"^\s+resources: (.*)$", block, re.M)
+        jobs.append((match.group(1), resources.group(1) if resources else ""))
+    return jobs
+
+
+def test_slurm_profile_requests_gpus_only_for_gpu_rules(repo_root, tmp_path):
+    output = run_snakemake(
+        repo_root,
+        "-n",
+        "--workflow-profile",
+        str(repo_root / "profiles" / "slurm"),
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/res",
+        "select={experiments: [nie2023], methods: [cl]}",
+    )
+    jobs = _jobs_with_resources(output)
+    rules = {rule for rule, _ in jobs}
+    assert {"train", "evaluate", "tables"} <= rules, rules
+    for rule, resources in jobs:
+        if rule in {"train", "evaluate", "evaluate_pretrained"}:
+            assert re.search(r"\bgpu=1\b", resources), (rule, resources)
+            assert re.search(r"\bruntime=\d+", resources), (rule, resources)
+        if rule in {"tables", "fetch_backbone", "senteval_data", "corpus"}:
+            assert "gpu=" not in resources.replace("gpu=0", ""), (rule, resources)
