@@ -84,6 +84,10 @@ def validate(config: Mapping[str, Any]) -> dict:
 
     schema = load_schema()
     config = copy.deepcopy(dict(config))
+    select = config.get("select")
+    if isinstance(select, dict) and isinstance(select.get("seeds"), list):
+        # `--config 'select={seeds: [42]}'` arrives with the numbers as strings.
+        select["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s for s in select["seeds"]]
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:
