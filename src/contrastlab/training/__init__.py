@@ -1,1 +1,6 @@
-"""contrastlab.training."""
+"""contrastlab.training: the unsupervised SimCSE-protocol sentence trainer.
+
+``sentence`` (``TrainSettings``, ``train``) with its helpers ``corpus`` (tokenised-corpus cache),
+``dev`` (on-device STS dev evaluation) and ``state`` (resumable snapshots). Nothing is imported here,
+so ``import contrastlab.training`` stays cheap.
+"""

@@ -43,8 +43,9 @@ def file_sha256(path: str | Path, chunk: int = 1 << 22) -> str:
 def tokenizer_fingerprint(tokenizer: Any) -> str:
     """Stable hash of everything in a tokenizer that decides the ids it produces."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        text = backend.to_str()
+    if backend is not None:  # truncation/padding are per-call state, not part of the vocabulary
+        spec = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("truncation", "padding")}
+        text = json.dumps(spec, sort_keys=True)
     else:  # slow tokenizer: the vocabulary and special tokens decide the ids
         text = json.dumps([sorted(tokenizer.get_vocab().items()), tokenizer.all_special_tokens])
     payload = f"{type(tokenizer).__name__}\n{text}"

@@ -1,0 +1,232 @@
+"""Training throughput of the sentence trainer's step: sentences/s and model FLOPs utilisation (MFU).
+
+Runs ``contrastlab.training.sentence.train_step`` (duplicated batch in one forward pass, SimCSE head,
+InfoNCE, grad clipping, AdamW — fused on CUDA, bf16 autocast on CUDA unless ``--precision fp32``) on
+randomly initialised BERT-base and RoBERTa-base (``BertConfig()`` / ``RobertaConfig()`` defaults,
+``AutoModel.from_config``; nothing downloaded) at a fixed sequence length (default 32: the truncation
+length; the real corpus pads to the longest sentence of each batch, so real steps are no slower).
+
+FLOPs per step = 6 · N · T + 12 · n_layer · d · L · T (PaLM appendix B: the first term is the matmuls
+of forward + backward, the second attention's QKᵀ and AV), with T = 2 · batch · L tokens (every
+sentence twice) and N the non-embedding parameters (encoder + head; embedding lookups are not matmuls).
+MFU = achieved FLOP/s ÷ the device's peak, which is printed with its source (``--peak-tflops``
+overrides). Projected epoch = 1M sentences / batch steps at the measured step time plus one STS-B dev
+evaluation (2,909 unique sentences, forward only) every 125 steps.
+
+    python benchmarks/train_throughput.py                  # CUDA when available, else CPU
+    python benchmarks/train_throughput.py --device cpu --steps 1 --warmup 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from contrastlab.losses import build_loss
+from contrastlab.training.sentence import (
+    autocast_for,
+    build_head,
+    device_name,
+    resolve_precision,
+    train_step,
+)
+
+DEV_SENTENCES = 2909  # unique sentences of the STS-B dev split (1,500 pairs)
+DEV_LENGTH = 20  # typical padded length of a length-sorted STS-B dev batch (tokens)
+EVAL_EVERY = 125
+EPOCH_SENTENCES = 1_000_000
+
+# Dense peak throughput (TFLOP/s) from the vendors' data sheets (no sparsity).
+GPU_PEAKS = {
+    "H100": {"bf16": 989.4, "fp32": 66.9, "source": "NVIDIA H100 SXM5 data sheet (dense BF16 / FP32)"},
+    "H200": {"bf16": 989.4, "fp32": 66.9, "source": "NVIDIA H200 SXM data sheet (dense BF16 / FP32)"},
+    "A100": {"bf16": 312.0, "fp32": 19.5, "source": "NVIDIA A100 SXM data sheet (dense BF16 / FP32)"},
+}
+
+
+def cpu_peak(threads: int) -> tuple[float, str]:
+    """threads × clock × FP32 FLOPs/cycle (AVX-512 with two FMA units: 64; AVX2 + FMA: 32)."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    flags = next((line for line in info.splitlines() if line.startswith("flags")), "")
+    mhz = [float(line.split(":")[1]) for line in info.splitlines() if line.startswith("cpu MHz")]
+    ghz = (max(mhz) / 1000) if mhz else 2.0
+    per_cycle = 64 if "avx512f" in flags else 32 if "avx2" in flags else 16
+    peak = threads * ghz * per_cycle / 1000
+    return (
+        peak,
+        f"{threads} threads × {ghz:.2f} GHz × {per_cycle} FP32 FLOP/cycle (assumed, from /proc/cpuinfo)",
+    )
+
+
+def peak_tflops(device: torch.device, precision: str, threads: int, override: float | None):
+    if override:
+        return override, "--peak-tflops"
+    if device.type == "cpu":
+        return cpu_peak(threads)
+    name = torch.cuda.get_device_name(device)
+    for key, peaks in GPU_PEAKS.items():
+        if key in name:
+            kind = "bf16" if precision == "bf16" else "fp32"
+            return peaks[kind], f"{peaks['source']}, {kind}"
+    return math.nan, f"unknown GPU {name!r}: pass --peak-tflops"
+
+
+def build(arch: str, device: torch.device):
+    from transformers import AutoModel, BertConfig, RobertaConfig
+
+    config = BertConfig() if arch == "bert-base" else RobertaConfig()
+    model = AutoModel.from_config(config).to(device).train()
+    head, _ = build_head("simcse", config.model_type, config.hidden_size)
+    return model, head.to(device).train(), config
+
+
+def non_embedding_params(model, head) -> int:
+    total = sum(p.numel() for p in model.parameters()) + sum(p.numel() for p in head.parameters())
+    return total - sum(p.numel() for p in model.embeddings.parameters())
+
+
+def activation_gib(config, batch: int, seq_len: int) -> float:
+    """Activation memory of one fp32 training step: 2 × (34·s·h + 5·a·s²) bytes per sequence and layer
+    (Korthikanti et al. 2022, Eq. 2, which counts 16-bit activations), 2·batch sequences."""
+    per_layer = 2 * (34 * seq_len * config.hidden_size + 5 * config.num_attention_heads * seq_len**2)
+    return per_layer * config.num_hidden_layers * 2 * batch / 2**30
+
+
+def available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable"):
+            return int(line.split()[1]) / 2**20
+    return math.inf
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(arch, batch_sizes, args, device, precision):
+    """Yield one row per batch size; the model, optimiser state and kernels are warmed up once."""
+    torch.manual_seed(0)
+    model, head, config = build(arch, device)
+    params = [*model.parameters(), *head.parameters()]
+    optimizer = torch.optim.AdamW(params, lr=1e-5, fused=device.type == "cuda" or None)
+    loss_fn = build_loss("infonce")
+    autocast = autocast_for(precision, device)
+    n = non_embedding_params(model, head)
+
+    def batch_of(size: int, length: int):
+        ids = torch.randint(1000, config.vocab_size, (size, length), device=device)
+        return ids, torch.ones_like(ids)
+
+    def step(chunk):
+        train_step(model, head, loss_fn, [chunk], autocast=autocast, with_stats=False)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    eval_n = min(args.eval_sentences or DEV_SENTENCES, DEV_SENTENCES)
+    eval_chunk = batch_of(128, DEV_LENGTH)
+    model.eval()
+    sync(device)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for _ in range(math.ceil(eval_n / 128)):
+            with autocast():
+                model(input_ids=eval_chunk[0], attention_mask=eval_chunk[1])
+    sync(device)
+    eval_s = (time.perf_counter() - start) * DEV_SENTENCES / (math.ceil(eval_n / 128) * 128)
+    model.train()
+
+    for _ in range(args.warmup):  # allocates the optimiser state, picks kernels
+        step(batch_of(args.warmup_batch or batch_sizes[0], args.seq_len))
+    for batch in batch_sizes:
+        need = activation_gib(config, batch, args.seq_len)
+        if device.type == "cpu" and need > 0.7 * available_gib():  # an OOM kill would hit the whole machine
+            print(
+                f"{arch:13} {batch:5d} skipped: ~{need:.0f} GiB activations, {available_gib():.0f} GiB free"
+            )
+            continue
+        chunk = batch_of(batch, args.seq_len)
+        if device.type == "cuda":
+            step(chunk)  # one untimed step at this shape (allocator, autotuning)
+            torch.cuda.reset_peak_memory_stats(device)
+        sync(device)
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            step(chunk)
+        sync(device)
+        step_s = (time.perf_counter() - start) / args.steps
+        tokens = 2 * batch * args.seq_len
+        flops = 6 * n * tokens + 12 * config.num_hidden_layers * config.hidden_size * args.seq_len * tokens
+        steps = EPOCH_SENTENCES // batch
+        yield {
+            "arch": arch,
+            "batch": batch,
+            "seq_len": args.seq_len,
+            "step_s": step_s,
+            "sentences_per_s": batch / step_s,
+            "tflops_per_s": flops / step_s / 1e12,
+            "non_embedding_params": n,
+            "dev_eval_s": eval_s,
+            "epoch_1m_min": (steps * step_s + steps // EVAL_EVERY * eval_s) / 60,
+            "peak_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30
+            if device.type == "cuda"
+            else None,
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--archs", nargs="+", default=["bert-base", "roberta-base"])
+    parser.add_argument("--batch-sizes", nargs="+", type=int, default=[64, 128, 512])
+    parser.add_argument("--seq-len", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=None, help="timed steps (default: 20 CUDA, 1 CPU)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed steps (default: 5 CUDA, 1 CPU)")
+    parser.add_argument("--warmup-batch", type=int, default=None, help="batch of the warm-up steps (CPU: 8)")
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
+    parser.add_argument(
+        "--eval-sentences", type=int, default=None, help="encode only this many dev-like sentences"
+    )
+    parser.add_argument("--peak-tflops", type=float, default=None, help="device peak to compute MFU against")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = parser.parse_args()
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cuda = device.type == "cuda"
+    args.steps = args.steps or (20 if cuda else 1)
+    args.warmup = args.warmup if args.warmup is not None else (5 if cuda else 1)
+    args.eval_sentences = args.eval_sentences or (None if cuda else 256)
+    args.warmup_batch = args.warmup_batch or (None if cuda else 8)
+    precision = resolve_precision(args.precision, device)
+    peak, source = peak_tflops(device, precision, torch.get_num_threads(), args.peak_tflops)
+    print(f"device: {device_name(device)}; precision {precision}; peak {peak:.2f} TFLOP/s ({source})")
+    header = ("arch", "batch", "step s", "sent/s", "TFLOP/s", "MFU %", "1M epoch min")
+    print(
+        f"{header[0]:13} "
+        + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], (5, 8, 9, 8, 6, 12), strict=True))
+    )
+    rows = []
+    for arch in args.archs:
+        with contextlib.suppress(torch.OutOfMemoryError) if cuda else contextlib.nullcontext():
+            for row in measure(arch, args.batch_sizes, args, device, precision):
+                row.update(mfu=row["tflops_per_s"] / peak, device=device_name(device), precision=precision)
+                row.update(peak_tflops=peak, peak_source=source)
+                rows.append(row)
+                print(
+                    f"{arch:13} {row['batch']:5d} {row['step_s']:8.3f} {row['sentences_per_s']:9.1f} "
+                    f"{row['tflops_per_s']:8.3f} {100 * row['mfu']:6.1f} {row['epoch_1m_min']:12.1f}",
+                    flush=True,
+                )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""Train one cell (protocol.md §2): Snakemake `script:` entry, or a CLI for debugging (`--help`)."""
+
+import argparse
+import json
+import os
+import sys
+
+from contrastlab.training.sentence import TrainSettings, train
+
+FLAGS = "--backbone --corpus --dev-data-dir --out --log --state-dir".split()
+KEYWORDS = "backbone_dir corpus_path dev_data_dir out_dir log_path state_dir".split()  # of train()
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description="Train one sentence-embedding cell (contrastlab.training).")
+    for flag, keyword in zip(FLAGS, KEYWORDS, strict=True):
+        parser.add_argument(flag, required=True, dest=keyword, help=f"train(..., {keyword}=...)")
+    parser.add_argument("--cache-dir", default=None, help="tokenised corpus cache (default resources/cache)")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    parser.add_argument("--settings", default="{}", help="TrainSettings fields as one JSON object")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="one field, e.g. lr=3e-5"
+    )
+    args = vars(parser.parse_args())
+    values = json.loads(args.pop("settings"))
+    for item in args.pop("set"):
+        key, _, value = item.partition("=")
+        try:
+            values[key] = json.loads(value)
+        except json.JSONDecodeError:  # a bare string, e.g. precision=fp32
+            values[key] = value
+    summary = train(TrainSettings.from_dict(values), **args)
+    print(
+        json.dumps({k: summary[k] for k in ("best_dev_spearman", "best_step", "steps", "timings")}, indent=1)
+    )
+
+
+if "snakemake" in globals():
+    sm = globals()["snakemake"]
+    sys.stderr = open(sm.log[0], "a", buffering=1)  # noqa: SIM115 (C-level writes too, below)
+    os.dup2(sys.stderr.fileno(), 2)
+    import torch
+
+    torch.set_num_threads(max(1, sm.threads))
+    train(
+        TrainSettings.from_dict(dict(sm.params.settings)),
+        backbone_dir=sm.input.backbone,
+        corpus_path=getattr(sm.input, "corpus", None) or sm.params.corpus,
+        dev_data_dir=sm.params.dev_data_dir,
+        out_dir=sm.output.model,
+        log_path=sm.output.log_jsonl,
+        state_dir=sm.params.state_dir,
+        cache_dir=getattr(sm.params, "cache_dir", None),
+    )
+elif __name__ == "__main__":
+    cli()

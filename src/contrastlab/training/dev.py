@@ -1,0 +1,96 @@
+"""Model selection during training: STS dev Spearman (plus alignment and uniformity) on the device.
+
+The dev sentences are tokenised once, sorted by length into padded batches and kept on the training
+device, so an evaluation is a few forward passes and one host transfer of the 1,500 cosines. The score
+is the one ``contrastlab.evaluation.senteval.evaluate(..., mode="dev")`` reports for the same task (raw
+last-layer [CLS], no truncation, cosine, Spearman in percent); alignment and uniformity follow
+protocol.md §4 on the dev split: alignment = mean ‖z − z'‖² over pairs with gold score ≥ 4, uniformity
+= log mean exp(−2‖z_a − z_b‖²) over all pairs of distinct dev sentences.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.stats import spearmanr
+
+POSITIVE_GOLD = 4.0  # protocol.md §4: pairs with gold score >= 4 are the "positive pairs" of alignment
+
+
+class DevEvaluator:
+    """Callable ``evaluator(model) -> {"dev_spearman", "dev_align", "dev_uniformity"}``."""
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        task: str,
+        tokenizer: Any,
+        device: torch.device,
+        *,
+        batch_size: int = 128,
+        autocast: Any = contextlib.nullcontext,
+    ) -> None:
+        from contrastlab.evaluation.senteval import load_sts_split
+
+        sentences1, sentences2, gold = load_sts_split(data_dir, task, "dev")
+        unique = sorted(set(sentences1) | set(sentences2))
+        index = {sentence: i for i, sentence in enumerate(unique)}
+        encoded = tokenizer(unique, truncation=False)["input_ids"]
+        order = sorted(range(len(unique)), key=lambda i: len(encoded[i]))
+        pad_id = tokenizer.pad_token_id
+        self.batches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            width = max(len(encoded[i]) for i in rows)
+            ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for r, i in enumerate(rows):
+                ids[r, : len(encoded[i])] = torch.tensor(encoded[i])
+                mask[r, : len(encoded[i])] = 1
+            self.batches.append((ids.to(device), mask.to(device), torch.tensor(rows, device=device)))
+        self.task = task
+        self.n_sentences = len(unique)
+        self.n_pairs = len(gold)
+        self.left = torch.tensor([index[s] for s in sentences1], device=device)
+        self.right = torch.tensor([index[s] for s in sentences2], device=device)
+        self.gold = np.asarray(gold, dtype=np.float64)
+        self.positive = torch.from_numpy(self.gold >= POSITIVE_GOLD).to(device)
+        self.device = device
+        self.autocast = autocast
+
+    @torch.inference_mode()
+    def embeddings(self, model: torch.nn.Module) -> torch.Tensor:
+        """Raw last-layer [CLS] vectors (float32) of the unique dev sentences, model in eval mode."""
+        was_training = model.training
+        model.eval()
+        try:
+            out: torch.Tensor | None = None
+            for ids, mask, rows in self.batches:
+                with self.autocast():
+                    cls = model(input_ids=ids, attention_mask=mask).last_hidden_state[:, 0]
+                if out is None:
+                    out = torch.empty((self.n_sentences, cls.shape[-1]), device=self.device)
+                out[rows] = cls.float()
+            assert out is not None
+            return out
+        finally:
+            model.train(was_training)
+
+    def __call__(self, model: torch.nn.Module) -> dict[str, float]:
+        z = F.normalize(self.embeddings(model), dim=-1)
+        left, right = z[self.left], z[self.right]
+        cosine = (left * right).sum(-1)
+        align = (left[self.positive] - right[self.positive]).pow(2).sum(-1).mean()
+        uniformity = torch.pdist(z, p=2).pow(2).mul(-2).exp().mean().log()
+        values = torch.cat([torch.stack([align, uniformity]), cosine]).double().cpu().numpy()  # one sync
+        spearman = spearmanr(values[2:], self.gold).statistic
+        return {
+            "dev_spearman": float(spearman) * 100.0,
+            "dev_align": float(values[0]),
+            "dev_uniformity": float(values[1]),
+        }

@@ -1,0 +1,38 @@
+"""Tokenised-corpus cache: built once, keyed by tokenizer + max_length + content, padded correctly."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from contrastlab.training.corpus import load_tokenized_corpus, read_sentences
+
+
+def test_cache_is_reused_and_keyed(tmp_path, corpus, minilm_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
+    first, path = load_tokenized_corpus(corpus, tokenizer, 32, tmp_path)
+    stamp = path.stat().st_mtime_ns
+    again, same = load_tokenized_corpus(corpus, tokenizer, 32, tmp_path)
+    assert same == path and path.stat().st_mtime_ns == stamp and np.array_equal(first.ids, again.ids)
+    shorter, other = load_tokenized_corpus(corpus, tokenizer, 8, tmp_path)
+    assert other != path and shorter.key != first.key
+    changed = tmp_path / "changed.txt"
+    changed.write_text(corpus.read_text() + "one more line\n")
+    assert load_tokenized_corpus(changed, tokenizer, 32, tmp_path)[0].key != first.key
+
+
+def test_batch_matches_the_tokenizer_with_dynamic_padding(tmp_path, corpus, minilm_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
+    sentences = read_sentences(corpus)[:5] + ["a much longer sentence " * 20]
+    path = tmp_path / "c.txt"
+    path.write_text("\n".join(sentences) + "\n")
+    cached, _ = load_tokenized_corpus(path, tokenizer, 12, tmp_path)
+    rows = np.array([5, 0, 3])
+    ids, mask = cached.batch(rows, tokenizer.pad_token_id)
+    want = tokenizer(
+        [sentences[i] for i in rows], truncation=True, max_length=12, padding=True, return_tensors="pt"
+    )
+    assert ids.tolist() == want["input_ids"].tolist() and mask.tolist() == want["attention_mask"].tolist()

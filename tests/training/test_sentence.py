@@ -1,0 +1,301 @@
+"""The sentence trainer on a tiny random BERT (CPU, seconds per run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+from scipy.stats import spearmanr
+
+from contrastlab.training import sentence
+from contrastlab.training.sentence import NonFiniteLossError, TrainSettings, train
+
+HERE = Path(__file__).parent
+FAMILIES = {  # one loss per paper family, with the protocol options its experiment uses
+    "nie2023": dict(loss="infonce", protocol="simcse"),
+    "li2024": dict(loss="mmhe", protocol="li2024", precision="fp32"),
+    "macl": dict(loss="macl", protocol="simcse", dropout=0.2),
+}
+SMALL = dict(lr=1e-4, batch_size=32, max_steps=12, eval_every=4, log_every=4, state_every=4)
+
+
+def run(tmp: Path, data, **overrides) -> tuple[dict, Path, Path]:
+    tiny_bert, corpus, senteval_dir = data
+    settings = TrainSettings(**{**SMALL, "loss": "infonce", **overrides})
+    out, log = tmp / "model", tmp / "log.jsonl"
+    summary = train(
+        settings,
+        backbone_dir=tiny_bert,
+        corpus_path=corpus,
+        dev_data_dir=senteval_dir,
+        out_dir=out,
+        log_path=log,
+        state_dir=tmp / "state",
+        cache_dir=tmp.parent / "cache",
+        progress=False,
+    )
+    return summary, out, log
+
+
+def read_log(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def data(tiny_bert, corpus, senteval_dir):
+    return tiny_bert, corpus, senteval_dir
+
+
+@pytest.fixture(scope="module")
+def family_runs(tmp_path_factory, data):
+    runs = {}
+    for family, options in FAMILIES.items():
+        runs[family] = run(tmp_path_factory.mktemp(family), data, **options)
+    return runs
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_loss_family_trains_and_keeps_dev_score(family, family_runs, tiny_bert):
+    summary, out, log = family_runs[family]
+    assert summary["steps"] == 12 and summary["best_step"] in (4, 8, 12)
+    start = summary["evals"][0]
+    assert start["step"] == 0
+    # A random tiny BERT has nothing to gain from 12 steps; the score must not fall (1 point of slack)
+    assert summary["best_dev_spearman"] >= start["dev_spearman"] - 1.0
+    records = read_log(log)
+    assert [r["event"] for r in records][:2] == ["start", "eval"] and records[-1]["event"] == "end"
+    train_lines = [r for r in records if r["event"] == "train"]
+    assert [r["step"] for r in train_lines] == [4, 8, 12]
+    assert all(np.isfinite(r["loss"]) and r["lr"] > 0 and r["stats"] for r in train_lines)
+    evals = [r for r in records if r["event"] == "eval"]
+    assert [r["step"] for r in evals] == [0, 4, 8, 12]
+    assert all({"dev_spearman", "dev_align", "dev_uniformity"} <= set(r) for r in evals)
+    assert records[0]["meta"]["versions"]["torch"] and "git_sha" in records[0]["meta"]
+    assert json.loads((out / "train_summary.json").read_text())["best_step"] == summary["best_step"]
+    config = json.loads((out / "config.json").read_text())
+    assert config["hidden_dropout_prob"] == 0.1  # the backbone's value, whatever dropout trained with
+    assert not (out.parent / "state").exists()  # snapshots are removed once the checkpoint is out
+    if family == "li2024":  # embeddings frozen
+        before, after = load_file(tiny_bert / "model.safetensors"), load_file(out / "model.safetensors")
+        emb = [k for k in after if "embeddings" in k]
+        assert emb and all(torch.equal(before[k], after[k]) for k in emb)
+        assert any(not torch.equal(before[k], after[k]) for k in after if "encoder" in k)
+
+
+def test_checkpoint_loads_and_reproduces_logged_dev_score(family_runs, senteval_dir):
+    from transformers import AutoModel, AutoTokenizer
+
+    from contrastlab.evaluation.senteval import load_sts_split
+    from contrastlab.models import make_encoder
+    from contrastlab.training.dev import DevEvaluator
+
+    summary, out, _ = family_runs["nie2023"]
+    model = AutoModel.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    # The same computation as during training: bit-identical, so the checkpoint is the selected model.
+    again = DevEvaluator(senteval_dir, "STSBenchmark", tokenizer, torch.device("cpu"))(model)
+    assert again["dev_spearman"] == summary["best_dev_spearman"]
+    # An independent path (the evaluator's encoder: other batches, other padding): equal up to float noise.
+    encode = make_encoder(model, tokenizer, pooling="cls")
+    a, b, gold = load_sts_split(senteval_dir, "STSBenchmark", "dev")
+    ea, eb = encode(a), encode(b)
+    cos = (ea * eb).sum(1) / np.linalg.norm(ea, axis=1) / np.linalg.norm(eb, axis=1)
+    assert spearmanr(cos, gold).statistic * 100 == pytest.approx(summary["best_dev_spearman"], abs=0.05)
+
+
+def _subprocess_train(args: dict) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "_run_train.py"), json.dumps(args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _info_step(state_dir: Path) -> int:
+    try:
+        return json.loads((state_dir / "state.json").read_text()).get("step", -1)
+    except (OSError, ValueError):
+        return -1
+
+
+def test_resume_after_sigkill_is_bit_identical(tmp_path, data):
+    tiny_bert, corpus, senteval_dir = data
+    settings = {**SMALL, "loss": "infonce", "max_steps": 14, "state_every": 2, "log_every": 2}
+    kill_after = random.Random().choice([2, 4, 6, 8, 10])
+
+    def args(name: str, sleep: float = 0.0) -> dict:
+        return {
+            "settings": settings,
+            "backbone_dir": str(tiny_bert),
+            "corpus_path": str(corpus),
+            "dev_data_dir": str(senteval_dir),
+            "out_dir": str(tmp_path / name / "model"),
+            "log_path": str(tmp_path / name / "log.jsonl"),
+            "state_dir": str(tmp_path / name / "state"),
+            "cache_dir": str(tmp_path / "cache"),
+            "sleep": sleep,
+        }
+
+    proc = _subprocess_train(args("killed", sleep=0.15))
+    deadline = time.monotonic() + 120
+    while _info_step(tmp_path / "killed" / "state") < kill_after:
+        assert proc.poll() is None, f"run ended before the kill: {proc.communicate()[1][-2000:]}"
+        assert time.monotonic() < deadline, "no snapshot written in time"
+        time.sleep(0.02)
+    time.sleep(random.Random().uniform(0, 0.3))  # somewhere in the next steps
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "killed" / "model").exists()
+
+    for name in ("killed", "straight"):  # resume the killed run; run another one without interruption
+        proc = _subprocess_train(args(name))
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr[-3000:]
+    resumed = json.loads((tmp_path / "killed/model/train_summary.json").read_text())
+    straight = json.loads((tmp_path / "straight/model/train_summary.json").read_text())
+    assert resumed["resumed_from"] and resumed["resumed_from"][0] >= kill_after
+    assert straight["resumed_from"] == []
+    for key in ("best_dev_spearman", "best_step", "steps", "evals"):
+        assert resumed[key] == straight[key], key
+    a, b = (
+        load_file(tmp_path / "killed/model/model.safetensors"),
+        load_file(tmp_path / "straight/model/model.safetensors"),
+    )
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    def metrics(name):
+        keep = (
+            "step",
+            "loss",
+            "loss_last",
+            "lr",
+            "grad_norm",
+            "stats",
+            "dev_spearman",
+            "dev_align",
+            "dev_uniformity",
+        )
+        records = read_log(tmp_path / name / "log.jsonl")
+        return [{k: r[k] for k in keep if k in r} for r in records if r["event"] in ("train", "eval")]
+
+    assert metrics("killed") == metrics("straight")
+
+
+def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, data):
+    """With dropout 0 the forward is deterministic: k micro-batches must give the plain step's updates."""
+    common = dict(max_steps=3, eval_every=3, log_every=1, dropout=0.0)
+    _, out1, log1 = run(tmp_path / "ga1", data, **common)
+    _, out2, log2 = run(tmp_path / "ga2", data, **common, grad_accum=3)
+    losses1 = [r["loss"] for r in read_log(log1) if r["event"] == "train"]
+    losses2 = [r["loss"] for r in read_log(log2) if r["event"] == "train"]
+    np.testing.assert_allclose(losses1, losses2, rtol=1e-5)
+    a, b = load_file(out1 / "model.safetensors"), load_file(out2 / "model.safetensors")
+    for key in a:  # Adam turns float noise in near-zero gradients into updates of up to ~lr
+        torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=0.1 * SMALL["lr"])
+
+
+def test_gradient_caching_replays_the_dropout_masks(tiny_bert, corpus, minilm_dir):
+    """train_step with micro-batches = encoding the same micro-batches with a graph (same RNG draws)."""
+    import contextlib
+
+    from transformers import AutoTokenizer
+
+    from contrastlab.losses import build_loss
+    from contrastlab.training.corpus import load_tokenized_corpus
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    cached, _ = load_tokenized_corpus(corpus, tokenizer, 32, corpus.parent / "cache")
+    chunks = [cached.batch(np.arange(i, i + 8), tokenizer.pad_token_id) for i in (0, 8, 16)]
+    model = sentence._load_model(tiny_bert, 0.1).train()
+    head, _ = sentence.build_head("simcse", "bert", model.config.hidden_size)
+    loss_fn = build_loss("infonce")
+    params = [*model.parameters(), *head.parameters()]
+
+    torch.manual_seed(0)
+    cached_out, _, _ = sentence.train_step(
+        model, head, loss_fn, chunks, autocast=contextlib.nullcontext, with_stats=False
+    )
+    cached_grads = [None if p.grad is None else p.grad.clone() for p in params]  # the pooler has none
+    for p in params:
+        p.grad = None
+    torch.manual_seed(0)
+    views = [sentence._embed_pairs(model, head, ids, mask, contextlib.nullcontext) for ids, mask in chunks]
+    direct = loss_fn(torch.cat([v[0] for v in views]), torch.cat([v[1] for v in views]), with_stats=False)
+    direct.loss.backward()
+    torch.testing.assert_close(cached_out.loss, direct.loss)
+    assert sum(g is not None for g in cached_grads) > 10
+    for got, want in zip(cached_grads, [p.grad for p in params], strict=True):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
+
+
+def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, data, monkeypatch):
+    real = sentence.build_loss
+    calls = {"n": 0}
+
+    def build_nan_loss(name, **hp):
+        loss_fn = real(name, **hp)
+
+        def nan_at_third_step(h1, h2, with_stats=False):
+            calls["n"] += 1
+            out = loss_fn(h1 * (float("nan") if calls["n"] >= 3 else 1.0), h2, with_stats=with_stats)
+            return out
+
+        return nan_at_third_step
+
+    monkeypatch.setattr(sentence, "build_loss", build_nan_loss)
+    with pytest.raises(NonFiniteLossError, match=r"loss 'infonce'.*not finite at step 3.*stats at step 3"):
+        run(tmp_path, data, log_every=5)
+    assert not (tmp_path / "model").exists()
+
+
+def test_out_of_memory_suggests_smaller_batch_or_grad_accum(tmp_path, data, monkeypatch):
+    def oom(*args, **kwargs):
+        raise sentence.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(sentence, "train_step", oom)
+    with pytest.raises(MemoryError, match=r"lower batch_size or raise grad_accum \(e.g. grad_accum=2"):
+        run(tmp_path, data)
+
+
+def test_settings_validate_eagerly():
+    with pytest.raises(ValueError, match="unknown training setting.*bogus"):
+        TrainSettings.from_dict({"loss": "infonce", "bogus": 1})
+    with pytest.raises(ValueError, match="protocol must be one of simcse, li2024"):
+        TrainSettings(loss="infonce", protocol="simcse2")
+    with pytest.raises(ValueError, match="batch_size must be >= 2"):
+        TrainSettings(loss="infonce", batch_size=1)
+    settings = TrainSettings.from_dict({"loss": "mpt", "loss_hp": {"m": 0.23}, "lr": 1e-5})
+    assert settings.to_dict()["loss_hp"] == {"m": 0.23} and TrainSettings(**settings.to_dict()) == settings
+
+
+def test_stale_state_of_another_run_is_discarded(tmp_path, data):
+    state = tmp_path / "state"
+    state.mkdir()
+    torch.save({"fingerprint": "someone-else", "finished": True, "summary": {}}, state / "state.pt")
+    summary, out, _ = run(tmp_path, data, max_steps=2, eval_every=2)
+    assert summary["resumed_from"] == [] and (out / "model.safetensors").exists()
+
+
+def test_script_help_runs_without_snakemake():
+    result = subprocess.run(
+        [sys.executable, str(HERE.parents[1] / "scripts" / "train.py"), "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--backbone" in result.stdout and "--set" in result.stdout
