@@ -20,6 +20,7 @@ PRETRAINED = cl_config.pretrained_backbones(config)
 CELL_INDEX = {(c.experiment, c.backbone, c.method, str(c.seed)): c for c in CELLS}
 PRETRAINED_POOLING = dict(PRETRAINED)
 GPU = config["resources"]["gpu"]
+THREADS = config["resources"]["threads"]
 
 
 def _alternatives(values):

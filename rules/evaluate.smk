@@ -17,7 +17,7 @@ rule evaluate:
         f"{R}/logs/evaluate/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
     benchmark:
         f"{R}/benchmarks/evaluate/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
-    threads: 4
+    threads: THREADS
     resources:
         gpu=GPU,
         mem_mb=mem_mb("eval"),
@@ -44,7 +44,7 @@ rule evaluate_pretrained:
         f"{R}/logs/evaluate/pretrained/{{backbone}}.log",
     benchmark:
         f"{R}/benchmarks/evaluate/pretrained/{{backbone}}.tsv"
-    threads: 4
+    threads: THREADS
     resources:
         gpu=GPU,
         mem_mb=mem_mb("eval"),

@@ -20,7 +20,7 @@ rule train:
         f"{R}/logs/train/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
     benchmark:
         f"{R}/benchmarks/train/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
-    threads: 4
+    threads: THREADS
     resources:
         gpu=GPU,
         mem_mb=mem_mb("train"),
