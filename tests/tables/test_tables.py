@@ -270,17 +270,17 @@ def test_snakemake_script(tmp_path, monkeypatch):
     assert len((REPO_ROOT / "scripts" / "tables.py").read_text().splitlines()) < 60
 
 
-def test_local_settings_fallback_resolution():
-    """Stand-in for contrastlab.config.method_settings: defaults <- experiment <- method <- per_backbone."""
-    from contrastlab.tables.settings import param_value, resolve_settings
+def test_settings_resolution_for_the_tables():
+    """defaults <- experiment <- method <- per_backbone, and which loss values are catalog defaults."""
+    from contrastlab.tables.settings import method_settings, param_value
 
     config = make_config()
-    flat = resolve_settings(config, "nie2023", "mat", "roberta-base")
-    assert (flat["lr"], flat["batch_size"], flat["hp"], flat["max_length"]) == (7e-6, 128, {"m": 0.14}, 32)
+    flat = method_settings(config, "nie2023", "mat", "roberta-base")
+    assert (flat["lr"], flat["batch_size"], flat["loss_hp"], flat["max_length"]) == (7e-6, 128, {"m": 0.14}, 32)
     assert param_value(flat, "m") == (0.14, False) and param_value(flat, "lr") == (7e-6, False)
-    li = resolve_settings(config, "li2024", "mmhe", "roberta-base")
-    assert (
-        li["hp"] == {"m": 0.30, "tau": 0.05, "r": 1.25}
-        and li["precision"] == "fp32"
-        and li["batch_size"] == 512
-    )
+    li = method_settings(config, "li2024", "mmhe", "roberta-base")
+    assert li["precision"] == "fp32" and li["batch_size"] == 512
+    assert {k: li["loss_hp"][k] for k in ("m", "tau", "r")} == {"m": 0.30, "tau": 0.05, "r": 1.25}
+    assert param_value(li, "r") == (1.25, False)
+    assert param_value(li, "lam") == (1.0, True)  # not in the config: the loss's default
+    assert method_settings(config, "nie2023", "not-a-method", "bert-base") is None
