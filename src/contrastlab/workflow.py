@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import subprocess
 import sys
 import traceback
@@ -34,33 +35,39 @@ def logged_to(log_path: str | os.PathLike) -> Iterator[None]:
                 raise
 
 
-def git_sha() -> str | None:
-    """Commit of the repository the code runs from, or None outside a git checkout."""
+def _git(*args: str) -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
+            ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10, check=True
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    return out.stdout.strip()
 
 
 def package_versions() -> dict[str, str]:
     """Versions of the packages whose behaviour changes the numbers."""
     from importlib import metadata
 
-    versions = {"python": sys.version.split()[0]}
-    for name in ("contrastlab", "torch", "transformers", "scikit-learn", "scipy", "numpy", "pandas"):
+    versions = {}
+    for name in ("contrastlab", "torch", "transformers", "tokenizers", "scikit-learn", "scipy", "numpy"):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
     return versions
+
+
+def run_metadata() -> dict[str, Any]:
+    """What produced a result: package versions, Python, git SHA (and a dirty flag), the command line."""
+    status = _git("status", "--porcelain")
+    return {
+        "versions": package_versions(),
+        "python": platform.python_version(),
+        "git_sha": _git("rev-parse", "HEAD") or None,
+        "git_dirty": None if status is None else bool(status),
+        "command": sys.argv,
+    }
 
 
 def write_json(path: str | os.PathLike, payload: Any) -> None:

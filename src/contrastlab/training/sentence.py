@@ -34,14 +34,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import importlib.metadata
 import itertools
 import json
 import math
 import platform
 import random
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -55,10 +53,10 @@ from torch import nn
 
 from contrastlab.losses import build_loss
 from contrastlab.models import pick_device
-from contrastlab.paths import REPO_ROOT
 from contrastlab.training import state as st
 from contrastlab.training.corpus import load_tokenized_corpus
 from contrastlab.training.dev import DevEvaluator
+from contrastlab.workflow import run_metadata
 
 PROTOCOLS = ("simcse", "li2024")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -181,31 +179,6 @@ def device_name(device: torch.device) -> str:
             if line.startswith("model name"):
                 return f"{line.split(':', 1)[1].strip()} ({torch.get_num_threads()} threads)"
     return platform.processor() or platform.machine()
-
-
-def run_meta() -> dict[str, Any]:
-    """Package versions, git SHA (and whether the tree is dirty), Python and the command line."""
-    versions = {}
-    for package in ("contrastlab", "torch", "transformers", "numpy", "scipy", "tokenizers"):
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            versions[package] = importlib.metadata.version(package)
-    git_sha, dirty = None, None
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        git = ["git", "-C", str(REPO_ROOT)]
-        sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        if sha.returncode == 0:
-            git_sha = sha.stdout.strip()
-            status = subprocess.run(
-                [*git, "status", "--porcelain"], capture_output=True, text=True, timeout=10
-            )
-            dirty = bool(status.stdout.strip())
-    return {
-        "versions": versions,
-        "python": platform.python_version(),
-        "git_sha": git_sha,
-        "git_dirty": dirty,
-        "command": sys.argv,
-    }
 
 
 def epoch_order(n_sentences: int, seed: int, epoch: int) -> np.ndarray:
@@ -452,7 +425,7 @@ def train(
     if saved is None:
         st.reset_state_dir(state_dir)
         step, best, best_step, evals, resumed_from = 0, -math.inf, None, [], []
-        log.write({"event": "start", "settings": s.to_dict(), **run_info, "meta": run_meta()})
+        log.write({"event": "start", "settings": s.to_dict(), **run_info, "meta": run_metadata()})
         record = evaluate(0)  # the backbone before training: logged, never selected
         evals.append({k: v for k, v in record.items() if k != "event"})
         log.write(record)
@@ -608,7 +581,7 @@ def train(
         "resumed_from": resumed_from,
         **run_info,
         "settings": s.to_dict(),
-        "meta": run_meta(),
+        "meta": run_metadata(),
     }
     keys = ("best_dev_spearman", "best_step", "steps", "timings", "device_name", "peak_gpu_memory_gib")
     log.write({"event": "end", **{k: summary[k] for k in keys}})
