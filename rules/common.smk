@@ -1,5 +1,4 @@
 # Config validation, grid expansion and input functions. Logic lives in contrastlab.config.
-import json
 import os
 import sys
 

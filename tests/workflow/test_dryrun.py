@@ -109,3 +109,18 @@ def test_slurm_profile_requests_gpus_only_for_gpu_rules(repo_root, tmp_path):
             assert re.search(r"\bruntime=\d+", resources), (rule, resources)
         if rule in {"tables", "fetch_backbone", "senteval_data", "corpus"}:
             assert "gpu=" not in resources.replace("gpu=0", ""), (rule, resources)
+
+
+def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    done = subprocess.run(
+        [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), "-n", "--config", "seeds=[forty-two]"],
+        cwd=repo_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode != 0
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("contrastlab:")]
+    assert lines == ["contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'"], done.stderr[-2000:]
