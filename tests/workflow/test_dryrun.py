@@ -123,4 +123,5 @@ def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
     )
     assert done.returncode != 0
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("contrastlab:")]
-    assert lines == ["contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'"], done.stderr[-2000:]
+    expected = "contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'"
+    assert lines == [expected], done.stderr[-2000:]
