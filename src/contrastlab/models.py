@@ -23,9 +23,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 SOURCES = ("hf_id", "package", "path", "random")
 POOLINGS = ("cls", "avg", "avg_first_last", "cls_pooler")
+PROGRESS_MIN_SENTENCES = 5000
 
 
 def backbone_source(spec: Mapping[str, Any]) -> str:
@@ -154,11 +156,13 @@ def make_encoder(
     pooling: str = "cls",
     batch_size: int = 128,
     max_length: int | None = None,
+    progress: bool = True,
 ) -> Callable[[list[str]], np.ndarray]:
     """Return ``encode(sentences) -> float32 array [n, d]`` for the SentEval-protocol evaluator.
 
     Sentences are processed in length-sorted batches (less padding, same numbers: padding is masked)
     and returned in input order. Like SimCSE's evaluation, no truncation unless ``max_length`` is set.
+    Large calls (the SentEval sentence set: minutes on a CPU) show a progress bar on stderr.
     """
     if pooling not in POOLINGS:
         raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
@@ -168,7 +172,10 @@ def make_encoder(
     def encode(sentences: list[str]) -> np.ndarray:
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
         out: np.ndarray | None = None
-        for start in range(0, len(order), batch_size):
+        starts = range(0, len(order), batch_size)
+        if progress and len(sentences) > PROGRESS_MIN_SENTENCES:
+            starts = tqdm(starts, desc=f"encoding {len(sentences)} sentences", unit="batch", mininterval=10)
+        for start in starts:
             idx = order[start : start + batch_size]
             batch = tokenizer(
                 [sentences[i] for i in idx],
