@@ -26,7 +26,9 @@ import torch
 from tqdm.auto import tqdm
 
 SOURCES = ("hf_id", "package", "path", "random")
-POOLINGS = ("cls", "avg", "avg_first_last", "cls_pooler")
+POOLINGS = ("cls", "avg", "avg_embeddings_and_last", "avg_first_layer_and_last", "cls_pooler")
+#: Poolings that average two entries of ``hidden_states`` (index of the first; the second is the last).
+FIRST_LAST_POOLINGS = {"avg_embeddings_and_last": 0, "avg_first_layer_and_last": 1}
 PROGRESS_MIN_SENTENCES = 5000
 
 
@@ -125,9 +127,11 @@ def pool(outputs: Any, attention_mask: torch.Tensor, pooling: str) -> torch.Tens
 
     ``cls``: last-layer first token ([CLS] / ``<s>``), SimCSE's ``cls_before_pooler`` — what the papers
     evaluate after training. ``avg``: mean of last-layer token states over the attention mask.
-    ``avg_first_last``: mean over tokens of the average of the first transformer layer's and the last
-    layer's states — SimCSE's ``avg_first_last``, the "Pretrained" rows of Nie 2023 Table 1 (56.70 for
-    BERT-base is SimCSE's BERT first-last avg. number); needs ``output_hidden_states=True``.
+    ``avg_embeddings_and_last``: mean over tokens of the average of ``hidden_states[0]`` (the embedding
+    layer's output) and the last layer — "avg_first_last" as SimCSE's first release and Nie et al.'s
+    ``evaluation.py`` compute it, hence the "Pretrained" rows of Nie 2023 Table 1 (56.70 for BERT-base).
+    ``avg_first_layer_and_last``: the same with ``hidden_states[1]`` (the first transformer layer), SimCSE's
+    later fix, which scores a few points higher on STS. Both need ``output_hidden_states=True``.
     ``cls_pooler``: BERT's pooler output (CLS → Linear → Tanh).
     """
     if pooling == "cls":
@@ -135,11 +139,11 @@ def pool(outputs: Any, attention_mask: torch.Tensor, pooling: str) -> torch.Tens
     if pooling == "avg":
         mask = attention_mask.unsqueeze(-1).to(outputs.last_hidden_state.dtype)
         return (outputs.last_hidden_state * mask).sum(1) / mask.sum(1).clamp_min(1.0)
-    if pooling == "avg_first_last":
+    if pooling in FIRST_LAST_POOLINGS:
         if getattr(outputs, "hidden_states", None) is None:
-            raise ValueError("pooling 'avg_first_last' needs the model called with output_hidden_states=True")
-        # hidden_states[0] is the embedding layer; SimCSE's fixed version averages layer 1 and the last.
-        states = (outputs.hidden_states[1] + outputs.hidden_states[-1]) / 2.0
+            raise ValueError(f"pooling {pooling!r} needs the model called with output_hidden_states=True")
+        first = outputs.hidden_states[FIRST_LAST_POOLINGS[pooling]]
+        states = (first + outputs.hidden_states[-1]) / 2.0
         mask = attention_mask.unsqueeze(-1).to(states.dtype)
         return (states * mask).sum(1) / mask.sum(1).clamp_min(1.0)
     if pooling == "cls_pooler":
@@ -184,7 +188,7 @@ def make_encoder(
                 max_length=max_length,
                 return_tensors="pt",
             ).to(device)
-            outputs = model(**batch, output_hidden_states=pooling == "avg_first_last")
+            outputs = model(**batch, output_hidden_states=pooling in FIRST_LAST_POOLINGS)
             emb = pool(outputs, batch["attention_mask"], pooling).float().cpu().numpy()
             if out is None:
                 out = np.empty((len(sentences), emb.shape[1]), dtype=np.float32)

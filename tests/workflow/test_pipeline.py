@@ -21,7 +21,7 @@ def reduced_demo(repo_root, workdir):
     config["experiments"] = {
         "nie2023": {
             "backbones": ["tiny-bert"],
-            "pretrained_pooling": "avg_first_last",
+            "pretrained_pooling": "avg_embeddings_and_last",
             "methods": {
                 "cl": {"loss": "infonce", "hp": {"tau": 0.05}, "note": "test"},
                 "mpt": {"loss": "mpt", "hp": {"m": 0.23}, "note": "test"},

@@ -1,0 +1,68 @@
+"""Poolings: which hidden states each reads (issue: the "Pretrained" rows' avg_first_last)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from contrastlab.models import FIRST_LAST_POOLINGS, load_backbone, make_encoder, pool
+
+SENTENCES = ["a man is playing a guitar .", "two dogs run in the snow", "hello"]
+
+
+@pytest.fixture(scope="module")
+def outputs(tiny_bert):
+    model, tokenizer = load_backbone(tiny_bert, device="cpu")
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        out = model(**batch, output_hidden_states=True)
+    return out, batch["attention_mask"], model, tokenizer
+
+
+def _masked_mean(states, mask):
+    m = mask.unsqueeze(-1).float()
+    return (states * m).sum(1) / m.sum(1)
+
+
+def test_avg_embeddings_and_last_reads_embedding_output_and_last_layer(outputs):
+    out, mask, _, _ = outputs
+    assert len(out.hidden_states) == 3  # embeddings + 2 layers of the tiny BERT
+    expected = _masked_mean((out.hidden_states[0] + out.hidden_states[2]) / 2, mask)
+    torch.testing.assert_close(pool(out, mask, "avg_embeddings_and_last"), expected, rtol=0, atol=0)
+
+
+def test_avg_first_layer_and_last_reads_layer_one_and_last_layer(outputs):
+    out, mask, _, _ = outputs
+    expected = _masked_mean((out.hidden_states[1] + out.hidden_states[2]) / 2, mask)
+    torch.testing.assert_close(pool(out, mask, "avg_first_layer_and_last"), expected, rtol=0, atol=0)
+
+
+def test_the_two_first_last_poolings_differ(outputs):
+    out, mask, _, _ = outputs
+    a = pool(out, mask, "avg_embeddings_and_last")
+    b = pool(out, mask, "avg_first_layer_and_last")
+    assert (a - b).abs().max() > 1e-3
+    assert FIRST_LAST_POOLINGS == {"avg_embeddings_and_last": 0, "avg_first_layer_and_last": 1}
+
+
+def test_padding_is_masked_out(outputs):
+    out, mask, _, _ = outputs
+    assert mask[2].sum() < mask.shape[1]  # "hello" is padded
+    single = _masked_mean(
+        (out.hidden_states[0][2:3, : mask[2].sum()] + out.hidden_states[-1][2:3, : mask[2].sum()]) / 2,
+        torch.ones(1, int(mask[2].sum())),
+    )
+    torch.testing.assert_close(pool(out, mask, "avg_embeddings_and_last")[2:3], single)
+
+
+@pytest.mark.parametrize("pooling", sorted(FIRST_LAST_POOLINGS))
+def test_encoder_requests_hidden_states(outputs, pooling):
+    out, mask, model, tokenizer = outputs
+    encoded = make_encoder(model, tokenizer, pooling=pooling, batch_size=2, progress=False)(SENTENCES)
+    torch.testing.assert_close(torch.from_numpy(encoded), pool(out, mask, pooling), rtol=1e-5, atol=1e-5)
+
+
+def test_old_ambiguous_name_is_rejected(outputs):
+    out, mask, _, _ = outputs
+    with pytest.raises(ValueError, match="avg_embeddings_and_last"):
+        pool(out, mask, "avg_first_last")
