@@ -70,7 +70,7 @@ def main() -> None:
         result = S._evaluate(encode, data, P.TASKS, "test", probe=PROBES[0])
         total = time.perf_counter() - start
         loaded = {t: S._load_task(Path(data), t, "test") for t in P.TRANSFER_TASKS}
-        other, other_seconds = S.run_tasks(result["lookup"], loaded, "test", probe=PROBES[1])
+        other, _, other_seconds = S.run_tasks(result["lookup"], loaded, "test", probe=PROBES[1])
 
     reference = {}
     if shared and (shared / "docs/senteval-reference/bow_scores.json").exists():

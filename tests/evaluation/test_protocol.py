@@ -133,6 +133,13 @@ def test_evaluate_checkpoint_metrics_dict(fixture_dir, tmp_path, tiny_bert):
     metrics = S.evaluate_checkpoint(model_dir, fixture_dir, tasks, "fasttest", cache_dir=tmp_path / "cache")
     assert list(metrics["scores"]) == tasks
     assert metrics["sts_avg"] is None and metrics["tr_avg"] is None  # incomplete groups
+    # SentEval's two transfer numbers: test accuracy in scores, model-selection accuracy in devacc.
+    assert set(metrics["devacc"]) == {"MR", "MRPC"} and metrics["tr_devacc_avg"] is None
+    for task in ("MR", "MRPC"):
+        assert (
+            0 <= metrics["devacc"][task] <= 100
+            and round(metrics["devacc"][task], 2) == metrics["devacc"][task]
+        )
     assert np.isfinite(metrics["alignment"]) and metrics["uniformity"] < 0
     assert set(metrics["timings"]) >= {"encode_s", "sts_s", "transfer_s"}
     assert (
@@ -142,3 +149,31 @@ def test_evaluate_checkpoint_metrics_dict(fixture_dir, tmp_path, tiny_bert):
     )
     again = S.evaluate_checkpoint(model_dir, fixture_dir, tasks, "fasttest", cache_dir=tmp_path / "cache")
     assert again["scores"] == metrics["scores"]
+
+
+def test_transfer_averages_of_both_accuracies(fixture_dir, tmp_path, tiny_bert):
+    from contrastlab.evaluation import senteval_probe
+
+    metrics = S.evaluate_checkpoint(tiny_bert, fixture_dir, P.TRANSFER_TASKS, "fasttest", probe="lbfgs")
+    assert set(metrics["devacc"]) == set(P.TRANSFER_TASKS)
+    assert metrics["tr_avg"] == pytest.approx(np.mean([metrics["scores"][t] for t in P.TRANSFER_TASKS]))
+    assert metrics["tr_devacc_avg"] == pytest.approx(np.mean(list(metrics["devacc"].values())))
+    assert metrics["tr_devacc_avg"] != metrics["tr_avg"]
+    assert senteval_probe.CONFIG_BY_MODE["fasttest"].optim == "rmsprop"
+
+
+def test_fasttest_uses_the_rmsprop_classifier(monkeypatch, fixture_dir, encoder):
+    """The senteval probe gets SimCSE's fasttest classifier in fasttest mode, Adam in test mode."""
+    from contrastlab.evaluation import senteval_probe
+
+    seen = []
+    real = senteval_probe.train_probes
+
+    def spy(X, y, fits, l2, nclasses, config=senteval_probe.DEFAULT_CONFIG):
+        seen.append(config.optim)
+        return real(X, y, fits, l2, nclasses, config)
+
+    monkeypatch.setattr(senteval_probe, "train_probes", spy)
+    S.evaluate(encoder, fixture_dir, ["TREC"], "fasttest")
+    S.evaluate(encoder, fixture_dir, ["TREC"], "test")
+    assert seen == ["rmsprop", "adam"]

@@ -6,6 +6,7 @@ with a never-reset counter), on tiny data."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -35,9 +36,13 @@ class LiteralProbe:
         self.cfg = cfg
         self.model = torch.nn.Linear(d, nclasses)
         self.loss_fn = torch.nn.CrossEntropyLoss(reduction=cfg.reduction)
-        self.opt = torch.optim.Adam(
-            self.model.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=l2
-        )
+        if cfg.optim == "rmsprop":  # SentEval: optim.RMSprop(params) at its defaults, then weight_decay
+            self.opt = torch.optim.RMSprop(self.model.parameters())
+            self.opt.param_groups[0]["weight_decay"] = l2
+        else:
+            self.opt = torch.optim.Adam(
+                self.model.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=l2
+            )
 
     def fit(self, X, y, validation_data=None):
         cfg = self.cfg
@@ -92,9 +97,10 @@ def test_initial_weights_are_torch_linear_after_seeding():
 
 
 @pytest.mark.parametrize("nclasses", [2, 3])
-@pytest.mark.parametrize("reduction", ["mean", "sum"])
-def test_batched_fit_equals_literal_probe(nclasses, reduction):
-    cfg = SP.ProbeConfig(batch_size=16, max_epoch=40, reduction=reduction)
+@pytest.mark.parametrize("reduction, optim", [("mean", "adam"), ("sum", "adam"), ("mean", "rmsprop")])
+def test_batched_fit_equals_literal_probe(nclasses, reduction, optim):
+    base = SP.FASTTEST_CONFIG if optim == "rmsprop" else SP.DEFAULT_CONFIG
+    cfg = dataclasses.replace(base, batch_size=16, max_epoch=40, reduction=reduction)
     X, y = _data(nclasses=nclasses)
     tr, dev = np.arange(110), np.arange(110, 150)
     grid = [1e-5, 1e-3, 1e-1]
@@ -184,3 +190,18 @@ def test_early_stopping_counter_is_never_reset():
     W, acc, _ = SP.train_probes(X, y, [SP.Fit(np.arange(40), np.arange(40, 60))], [1e-3], 2, cfg)
     lit = LiteralProbe(X.shape[1], 2, 1e-3, cfg)
     assert lit.fit(X[:40], y[:40], validation_data=(X[40:], y[40:])) == pytest.approx(acc[0, 0])
+
+
+def test_fasttest_classifier_is_simcses():
+    """SimCSE's evaluation.py, fasttest/dev: {nhid 0, optim rmsprop, batch_size 128, tenacity 3,
+    epoch_size 2} with kfold 5; RMSprop at torch's defaults (SentEval passes no arguments)."""
+    from contrastlab.evaluation import protocol as P
+
+    cfg = SP.CONFIG_BY_MODE["fasttest"]
+    assert (cfg.optim, cfg.batch_size, cfg.tenacity, cfg.epoch_size) == ("rmsprop", 128, 3, 2)
+    defaults = torch.optim.RMSprop([torch.zeros(1, requires_grad=True)]).defaults
+    assert (cfg.lr, cfg.alpha, cfg.eps) == (defaults["lr"], defaults["alpha"], defaults["eps"])
+    assert SP.CONFIG_BY_MODE["dev"] == cfg and P.KFOLD["fasttest"] == P.KFOLD["dev"] == 5
+    test = SP.CONFIG_BY_MODE["test"]
+    assert (test.optim, test.batch_size, test.tenacity, test.epoch_size) == ("adam", 64, 5, 4)
+    assert P.KFOLD["test"] == 10

@@ -142,59 +142,71 @@ def _probe_module(probe: str) -> Any:
 
 
 def score_transfer(lookup: Lookup, task: str, data: Any, mode: str, probe: str = DEFAULT_PROBE) -> float:
-    """Test accuracy (percent) of the logistic-regression probe under the protocol of ``task``.
+    """Test accuracy (percent) of the logistic-regression probe under the protocol of ``task``
+    (SentEval's ``acc``); see :func:`transfer_accuracies` for both of SentEval's numbers."""
+    return transfer_accuracies(lookup, task, data, mode, probe)[1]
 
-    ``probe``: ``"senteval"`` (SentEval's Adam procedure replicated, :mod:`.senteval_probe`) or
+
+def transfer_accuracies(
+    lookup: Lookup, task: str, data: Any, mode: str, probe: str = DEFAULT_PROBE
+) -> tuple[float, float]:
+    """``(devacc, acc)`` in percent: SentEval's two numbers for a transfer task.
+
+    ``acc`` is the test accuracy (protocol.md §4). ``devacc`` is the model-selection accuracy:
+    the mean over outer folds of the best inner cross-validation accuracy (MR, CR, SUBJ, MPQA), the
+    best k-fold accuracy on train (TREC, MRPC) or the best dev accuracy (SST2). Nie et al.'s
+    ``evaluation.py`` prints ``devacc`` under its transfer heading, so Nie 2023 Table 1's TR.Avg is
+    the mean of ``devacc``; Li et al. print ``acc``.
+
+    ``probe``: ``"senteval"`` (SentEval's procedure replicated, :mod:`.senteval_probe`, with SimCSE's
+    classifier settings for ``mode``: Adam for ``test``, RMSprop for ``fasttest``/``dev``) or
     ``"lbfgs"`` (its objective solved to convergence, :mod:`.probe`; faster, less close).
     """
     k, grid, nclasses = P.KFOLD[mode], P.L2_GRID, P.NCLASSES[task]
     impl = _probe_module(probe)
+    extra = {"config": senteval_probe.CONFIG_BY_MODE[mode]} if impl is senteval_probe else {}
     if task in P.BINARY_FILES:
-        _, acc = impl.inner_kfold(
-            lookup(data.sentences), data.labels, nclasses=nclasses, k=k, grid=grid, seed=P.SEED
+        dev, acc = impl.inner_kfold(
+            lookup(data.sentences), data.labels, nclasses=nclasses, k=k, grid=grid, seed=P.SEED, **extra
         )
     elif task == "SST2":
-        tr, dev, te = data["train"], data["dev"], data["test"]
-        _, acc = impl.split_then_test(
+        tr, dv, te = data["train"], data["dev"], data["test"]
+        dev, acc = impl.split_then_test(
             lookup(tr.sentences),
             tr.labels,
-            lookup(dev.sentences),
-            dev.labels,
+            lookup(dv.sentences),
+            dv.labels,
             lookup(te.sentences),
             te.labels,
             nclasses=nclasses,
             grid=grid,
+            **extra,
         )
-    elif task == "TREC":
-        tr, te = data["train"], data["test"]
-        _, acc = impl.kfold_then_test(
-            lookup(tr.sentences),
+    elif task in ("TREC", "MRPC"):
+        if task == "TREC":
+            tr, te = data["train"], data["test"]
+            train_x, test_x = lookup(tr.sentences), lookup(te.sentences)
+        else:
+            tr, te = data["train"], data["test"]
+            feats = {}
+            for split in ("train", "test"):
+                u, v = lookup(data[split].a), lookup(data[split].b)
+                feats[split] = np.concatenate([np.abs(u - v), u * v], axis=1)  # mrpc.py: np.c_[|u-v|, u*v]
+            train_x, test_x = feats["train"], feats["test"]
+        dev, acc = impl.kfold_then_test(
+            train_x,
             tr.labels,
-            lookup(te.sentences),
+            test_x,
             te.labels,
             nclasses=nclasses,
             k=k,
             grid=grid,
             seed=P.SEED,
-        )
-    elif task == "MRPC":
-        feats = {}
-        for split in ("train", "test"):
-            u, v = lookup(data[split].a), lookup(data[split].b)
-            feats[split] = np.concatenate([np.abs(u - v), u * v], axis=1)  # mrpc.py: np.c_[|u-v|, u*v]
-        _, acc = impl.kfold_then_test(
-            feats["train"],
-            data["train"].labels,
-            feats["test"],
-            data["test"].labels,
-            nclasses=nclasses,
-            k=k,
-            grid=grid,
-            seed=P.SEED,
+            **extra,
         )
     else:
         raise ValueError(f"{task!r} is not a transfer task")
-    return float(acc)
+    return float(dev), float(acc)
 
 
 def _lookup_from(sentences: list[str], embeddings: np.ndarray) -> Lookup:
@@ -266,17 +278,21 @@ def _embed_all(
 
 def run_tasks(
     lookup: Lookup, loaded: Mapping[str, Any], mode: str, probe: str = DEFAULT_PROBE
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Score already-loaded tasks from embeddings; returns (scores, seconds per task)."""
-    scores, seconds = {}, {}
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Score already-loaded tasks from embeddings; returns (scores, transfer ``devacc``, seconds per task).
+
+    ``scores`` holds the STS Spearman and the transfer test accuracy (``acc``) of every task;
+    ``devacc`` the transfer tasks' model-selection accuracy (see :func:`transfer_accuracies`).
+    """
+    scores, devacc, seconds = {}, {}, {}
     for task, data in loaded.items():
         start = time.perf_counter()
         if task in P.STS_TASKS:
             scores[task] = score_sts(lookup, data)
         else:
-            scores[task] = score_transfer(lookup, task, data, mode, probe)
+            devacc[task], scores[task] = transfer_accuracies(lookup, task, data, mode, probe)
         seconds[task] = time.perf_counter() - start
-    return scores, seconds
+    return scores, devacc, seconds
 
 
 def _evaluate(
@@ -302,8 +318,8 @@ def _evaluate(
     embeddings = _embed_all(encode, sentences, cache_dir, cache_key)
     encode_s = time.perf_counter() - start
     lookup = _lookup_from(sentences, embeddings)
-    scores, seconds = run_tasks(lookup, loaded, mode, probe)
-    return {"scores": scores, "seconds": seconds, "encode_s": encode_s, "lookup": lookup}
+    scores, devacc, seconds = run_tasks(lookup, loaded, mode, probe)
+    return {"scores": scores, "devacc": devacc, "seconds": seconds, "encode_s": encode_s, "lookup": lookup}
 
 
 def evaluate(
@@ -431,7 +447,7 @@ def evaluate_checkpoint(
         extra_sentences=stsb.a + stsb.b,
         probe=probe,
     )
-    scores, seconds = result["scores"], result["seconds"]
+    scores, devacc, seconds = result["scores"], result["devacc"], result["seconds"]
     start = time.perf_counter()
     alignment, uniformity = alignment_uniformity(result["lookup"], data_dir)
     align_s = time.perf_counter() - start
@@ -439,6 +455,8 @@ def evaluate_checkpoint(
         "scores": scores,
         "sts_avg": _group_mean(scores, P.STS_TASKS),
         "tr_avg": _group_mean(scores, P.TRANSFER_TASKS),
+        "devacc": devacc,
+        "tr_devacc_avg": _group_mean(devacc, P.TRANSFER_TASKS),
         "alignment": alignment,
         "uniformity": uniformity,
         "mode": mode,

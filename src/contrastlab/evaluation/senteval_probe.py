@@ -50,14 +50,20 @@ from sklearn.model_selection import StratifiedKFold
 @dataclass(frozen=True)
 class ProbeConfig:
     """SentEval's classifier settings (SimCSE's ``test`` mode: ``{nhid 0, optim adam, batch_size 64,
-    tenacity 5, epoch_size 4}``, ``max_epoch`` default 200, ``validation_split`` 0.05, seed 1111)."""
+    tenacity 5, epoch_size 4}``, ``max_epoch`` default 200, ``validation_split`` 0.05, seed 1111).
+
+    ``optim`` is ``"adam"`` (``torch.optim.Adam(lr, betas, eps)``) or ``"rmsprop"``
+    (``torch.optim.RMSprop`` at its defaults: lr 0.01, alpha 0.99, eps 1e-8, no momentum), each with
+    ``weight_decay = l2`` as SentEval sets it."""
 
     batch_size: int = 64
     tenacity: int = 5
     epoch_size: int = 4
     max_epoch: int = 200
+    optim: str = "adam"
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.999)
+    alpha: float = 0.99  # RMSprop's smoothing constant
     eps: float = 1e-8
     validation_split: float = 0.05
     seed: int = 1111
@@ -65,6 +71,12 @@ class ProbeConfig:
 
 
 DEFAULT_CONFIG = ProbeConfig()
+#: SimCSE's ``fasttest``/``dev`` classifier: ``{nhid 0, optim rmsprop, batch_size 128, tenacity 3,
+#: epoch_size 2}`` (with k = 5 folds, see ``protocol.KFOLD``); SentEval builds ``torch.optim.RMSprop``
+#: with no arguments, i.e. lr 0.01.
+FASTTEST_CONFIG = ProbeConfig(batch_size=128, tenacity=3, epoch_size=2, optim="rmsprop", lr=1e-2)
+CONFIG_BY_MODE = {"test": DEFAULT_CONFIG, "fasttest": FASTTEST_CONFIG, "dev": FASTTEST_CONFIG}
+OPTIMS = ("adam", "rmsprop")
 
 
 @dataclass(frozen=True)
@@ -182,12 +194,15 @@ def _train_group(
                 if cfg.reduction == "mean":
                     r.div_(b)
                 g = torch.baddbmm(W * wd, xb.transpose(1, 2), r.view(f, b, PC))
-                # torch.optim.Adam (single-tensor path) with coupled weight decay, batched
                 step += 1
-                m.lerp_(g, 1 - beta1)
-                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                denom = (v.sqrt() / (1 - beta2**step) ** 0.5).add_(cfg.eps)
-                W.addcdiv_(m, denom, value=-cfg.lr / (1 - beta1**step))
+                if cfg.optim == "adam":  # torch.optim.Adam (single-tensor path), coupled weight decay
+                    m.lerp_(g, 1 - beta1)
+                    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                    denom = (v.sqrt() / (1 - beta2**step) ** 0.5).add_(cfg.eps)
+                    W.addcdiv_(m, denom, value=-cfg.lr / (1 - beta1**step))
+                else:  # torch.optim.RMSprop (single-tensor path, no momentum, not centred)
+                    v.mul_(cfg.alpha).addcmul_(g, g, value=1 - cfg.alpha)
+                    W.addcdiv_(g, v.sqrt().add_(cfg.eps), value=-cfg.lr)
         nepoch += cfg.epoch_size
         acc = _correct(Xa, y, W, dev_idx[live], dev_mask[live], C)  # [f, P]
         active = ~stopped[live]
@@ -224,6 +239,8 @@ def train_probes(
     """
     if nclasses < 2:
         raise ValueError(f"nclasses must be >= 2, got {nclasses}")
+    if config.optim not in OPTIMS:
+        raise ValueError(f"optim must be one of {', '.join(OPTIMS)}, got {config.optim!r}")
     if config.reduction not in ("mean", "sum"):
         raise ValueError(f"reduction must be 'mean' or 'sum', got {config.reduction!r}")
     Xt = torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32))
