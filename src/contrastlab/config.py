@@ -179,6 +179,7 @@ def method_settings(config: Mapping[str, Any], experiment: str, method: str, bac
     Resolution order (later wins): global ``training``, the experiment's ``training``, the experiment's
     ``backbone_training[backbone]``, the method's ``lr``/``batch_size``/``training``/``hp``, then the
     method's ``per_backbone[backbone]`` (same keys). ``loss_hp`` starts from the loss's paper defaults.
+    A top-level ``precision_override`` (the speed switch) replaces every cell's precision.
     """
     from contrastlab.losses.catalog import DEFAULTS
 
@@ -194,6 +195,8 @@ def method_settings(config: Mapping[str, Any], experiment: str, method: str, bac
         for key in ("lr", "batch_size"):
             if key in layer:
                 settings[key] = layer[key]
+    if config.get("precision_override"):
+        settings["precision"] = config["precision_override"]
     settings["loss"] = spec["loss"]
     settings["loss_hp"] = hp
     return settings

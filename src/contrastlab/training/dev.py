@@ -23,7 +23,10 @@ POSITIVE_GOLD = 4.0  # protocol.md §4: pairs with gold score >= 4 are the "posi
 
 
 class DevEvaluator:
-    """Callable ``evaluator(model) -> {"dev_spearman", "dev_align", "dev_uniformity"}``."""
+    """Callable ``evaluator(model, head=None) -> {"dev_spearman", "dev_align", "dev_uniformity"}``.
+
+    With ``head``, the dev embedding is the [CLS] vector through it (Nie et al.'s model selection,
+    ``dev_pooling: cls_mlp``); without, the raw [CLS]."""
 
     def __init__(
         self,
@@ -64,15 +67,21 @@ class DevEvaluator:
         self.autocast = autocast
 
     @torch.inference_mode()
-    def embeddings(self, model: torch.nn.Module) -> torch.Tensor:
-        """Raw last-layer [CLS] vectors (float32) of the unique dev sentences, model in eval mode."""
+    def embeddings(self, model: torch.nn.Module, head: torch.nn.Module | None = None) -> torch.Tensor:
+        """Last-layer [CLS] vectors (float32) of the unique dev sentences, through ``head`` if given;
+        model and head in eval mode."""
         was_training = model.training
+        head_was_training = head.training if head is not None else False
         model.eval()
+        if head is not None:
+            head.eval()
         try:
             out: torch.Tensor | None = None
             for ids, mask, rows in self.batches:
                 with self.autocast():
                     cls = model(input_ids=ids, attention_mask=mask).last_hidden_state[:, 0]
+                    if head is not None:
+                        cls = head(cls)
                 if out is None:
                     out = torch.empty((self.n_sentences, cls.shape[-1]), device=self.device)
                 out[rows] = cls.float()
@@ -80,9 +89,11 @@ class DevEvaluator:
             return out
         finally:
             model.train(was_training)
+            if head is not None:
+                head.train(head_was_training)
 
-    def __call__(self, model: torch.nn.Module) -> dict[str, float]:
-        z = F.normalize(self.embeddings(model), dim=-1)
+    def __call__(self, model: torch.nn.Module, head: torch.nn.Module | None = None) -> dict[str, float]:
+        z = F.normalize(self.embeddings(model, head), dim=-1)
         left, right = z[self.left], z[self.right]
         cosine = (left * right).sum(-1)
         align = (left[self.positive] - right[self.positive]).pow(2).sum(-1).mean()

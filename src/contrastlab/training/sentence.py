@@ -5,16 +5,21 @@ One call of :func:`train` trains one cell (protocol, loss, backbone, seed) as pr
 - each batch of N sentences is encoded twice in one forward pass (rows 2i and 2i+1 are sentence i, as
   in SimCSE); dropout is the only augmentation; the last-layer [CLS] (``<s>``) vector goes through a
   training-only head, and the loss sees ``h1, h2 = view 1, view 2`` ([N, D], float32);
-- heads: ``simcse`` = Linear(d, d) + Tanh (SimCSE's MLP, PyTorch default init). ``li2024`` (Li et al.
-  2024's released code) = Linear only for BERT-like backbones, Tanh → Linear for RoBERTa-like ones
-  (``config.model_type`` in ``ROBERTA_TYPES``), weights ~ N(0, std 6e-3), bias 0, and the whole
-  embedding module (word, position, type embeddings and their LayerNorm) frozen;
+- heads: ``simcse`` = Linear(d, d) + Tanh (SimCSE's ``MLPLayer``), initialised as SimCSE's ``cl_init``
+  does through the backbone's ``init_weights``: weight ~ N(0, ``initializer_range``) (0.02 for BERT and
+  RoBERTa), bias 0. ``li2024`` (Li et al. 2024's released code) = Linear only for BERT-like backbones,
+  Tanh → Linear for RoBERTa-like ones (``config.model_type`` in ``ROBERTA_TYPES``), weight and bias
+  both ~ N(0, std 6e-3) (``custom_param_init``), and the whole embedding module (word, position, type
+  embeddings and their LayerNorm) frozen;
 - AdamW (β 0.9/0.999, eps 1e-8, weight decay 0), lr decays linearly to 0 over the run, no warmup,
   gradient norm clipped to 1.0; truncation to ``max_length`` tokens, dynamic padding; one epoch in an
   order drawn from the seed, the last incomplete batch dropped (a batch of one has no negatives);
-- every ``eval_every`` steps and at the last step: STS-B dev Spearman of the raw [CLS] (no head), the
-  best checkpoint kept. Step 0 (the backbone before training) is evaluated and logged for reference but
-  is never selected.
+- every ``eval_every`` steps and at the last step: STS-B dev Spearman, the best checkpoint kept. The dev
+  embedding is ``dev_pooling``: ``cls`` = the raw [CLS] (SimCSE's ``--mlp_only_train``, Li et al.), or
+  ``cls_mlp`` = [CLS] through the training head, which is what Nie et al.'s run script selected with
+  (it omits ``--mlp_only_train``, so SimCSE's ``cls`` pooler keeps the MLP at dev time). The saved
+  checkpoint and the test evaluation always use the raw [CLS]. Step 0 (the backbone before training) is
+  evaluated and logged for reference but is never selected.
 
 ``grad_accum = k`` splits the encoder's work into k micro-batches without changing the objective: the
 loss still sees the whole batch (gradient caching: encode the micro-batches without a graph, take the
@@ -22,11 +27,14 @@ loss's gradient with respect to the embeddings, then re-encode each micro-batch 
 masks (the RNG state is replayed) and back-propagate that gradient). Micro-batching the loss itself
 would change the number of negatives, i.e. the method.
 
-Speed: the corpus is tokenised once per tokenizer (``training.corpus``); on CUDA, bf16 autocast
-(``precision``) and fused AdamW; the step loop does not synchronise with the device except at logging,
-evaluation and snapshot steps (the loss is called with ``with_stats=False`` elsewhere; the NaN guard
-accumulates on the device). Resuming: see ``training.state``; on CPU a resumed run is bit-identical to
-an uninterrupted one.
+Precision (``precision``): ``fp32``; ``bf16`` autocast; ``fp16`` autocast with dynamic loss scaling
+(``torch.amp.GradScaler``), which is what SimCSE's ``--fp16`` runs used (CUDA only: on a CPU it
+resolves to fp32, recorded in the summary); ``auto`` = bf16 on CUDA, fp32 elsewhere.
+
+Speed: the corpus is tokenised once per tokenizer (``training.corpus``); on CUDA fused AdamW; the
+step loop does not synchronise with the device except at logging, evaluation and snapshot steps (the
+loss is called with ``with_stats=False`` elsewhere; the NaN guard accumulates on the device).
+Resuming: see ``training.state``; on CPU a resumed run is bit-identical to an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -59,14 +67,15 @@ from contrastlab.training.dev import DevEvaluator
 from contrastlab.workflow import run_metadata
 
 PROTOCOLS = ("simcse", "li2024")
-PRECISIONS = ("auto", "fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+DEV_POOLINGS = ("cls", "cls_mlp")
 DEV_TASKS = ("STSBenchmark", "SICKRelatedness")
 ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
 DEFAULT_CACHE_DIR = Path("resources/cache")
 ADAM_BETAS = (0.9, 0.999)  # protocol.md §2 (SimCSE's HF Trainer defaults)
 ADAM_EPS = 1e-8
 CLIP_NORM = 1.0
-LI2024_HEAD_STD = 6e-3  # Li et al.'s code: nn.init.normal_(weight, std=6e-3), bias zero
+LI2024_HEAD_STD = 6e-3  # Li et al.'s custom_param_init: nn.init.normal_(weight and bias, 0, 6e-3)
 OutOfMemoryError = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 
@@ -85,16 +94,22 @@ class TrainSettings:
     eval_every: int = 125  # steps between dev evaluations (protocol: 125; Li's RoBERTa runs: 50)
     seed: int = 42  # model head init, dropout masks and data order
     dropout: float = 0.1  # hidden and attention dropout of the backbone (MACL: 0.2)
-    precision: str = "auto"  # auto: bf16 autocast on CUDA, fp32 elsewhere; fp32; bf16
+    precision: str = "auto"  # auto: bf16 autocast on CUDA, fp32 elsewhere; fp32; bf16; fp16 (CUDA)
     grad_accum: int = 1  # encoder micro-batches per step (same objective, less memory)
     log_every: int = 25  # steps between JSONL training lines (the only routine host syncs)
     state_every: int = 250  # steps between resumable snapshots
     max_sentences: int | None = None  # use only the first N corpus sentences
     dev_task: str = "STSBenchmark"  # dev split for model selection
+    dev_pooling: str = "cls"  # dev embedding for model selection: raw [CLS], or cls_mlp (through the head)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "loss_hp", dict(self.loss_hp))
-        choices = {"protocol": PROTOCOLS, "precision": PRECISIONS, "dev_task": DEV_TASKS}
+        choices = {
+            "protocol": PROTOCOLS,
+            "precision": PRECISIONS,
+            "dev_task": DEV_TASKS,
+            "dev_pooling": DEV_POOLINGS,
+        }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
@@ -147,27 +162,41 @@ class NonFiniteLossError(FloatingPointError):
 # ----------------------------------------------------------------------------------------------- helpers
 
 
-def build_head(protocol: str, model_type: str, dim: int) -> tuple[nn.Module, str]:
-    """The training-only head and a short description of it (see the module docstring)."""
-    if protocol == "simcse":
-        return nn.Sequential(nn.Linear(dim, dim), nn.Tanh()), "linear+tanh"
+def build_head(
+    protocol: str, model_type: str, dim: int, initializer_range: float = 0.02
+) -> tuple[nn.Module, str]:
+    """The training-only head and a short description of it (see the module docstring).
+
+    ``simcse``: Linear + Tanh, weight ~ N(0, ``initializer_range``), bias 0 (BERT's ``_init_weights``,
+    which SimCSE's ``cl_init`` applies to its MLP). ``li2024``: weight and bias ~ N(0, 6e-3).
+    Draws from torch's global RNG (seeded by the trainer).
+    """
     linear = nn.Linear(dim, dim)
+    if protocol == "simcse":
+        nn.init.normal_(linear.weight, mean=0.0, std=initializer_range)
+        nn.init.zeros_(linear.bias)
+        return nn.Sequential(linear, nn.Tanh()), f"linear+tanh(std {initializer_range:g})"
     nn.init.normal_(linear.weight, mean=0.0, std=LI2024_HEAD_STD)
-    nn.init.zeros_(linear.bias)
+    nn.init.normal_(linear.bias, mean=0.0, std=LI2024_HEAD_STD)
     if model_type in ROBERTA_TYPES:
         return nn.Sequential(nn.Tanh(), linear), "tanh+linear(std 6e-3)"
     return nn.Sequential(linear), "linear(std 6e-3)"
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
+    """The precision a run on ``device`` uses: ``auto`` is bf16 on CUDA (fp32 elsewhere); ``fp16``
+    (autocast + loss scaling, SimCSE's ``--fp16``) needs CUDA and is fp32 elsewhere."""
     if precision == "auto":
         return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    if precision == "fp16" and device.type != "cuda":
+        return "fp32"
     return precision
 
 
 def autocast_for(precision: str, device: torch.device) -> Callable[[], contextlib.AbstractContextManager]:
-    if precision == "bf16":
-        return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
+    if precision in ("bf16", "fp16"):
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        return lambda: torch.autocast(device.type, dtype=dtype)
     return contextlib.nullcontext
 
 
@@ -230,16 +259,17 @@ def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
         torch.set_rng_state(state)
 
 
-def train_step(model, head, loss_fn, chunks, *, autocast, with_stats: bool):
+def train_step(model, head, loss_fn, chunks, *, autocast, with_stats: bool, scale=lambda loss: loss):
     """Forward + backward of one batch given as encoder micro-batches ``[(ids, mask), ...]``.
 
     Returns the loss output and the detached embeddings. With one chunk this is the plain step; with
-    more, gradient caching (module docstring) so that the loss sees the whole batch.
+    more, gradient caching (module docstring) so that the loss sees the whole batch. ``scale`` maps
+    the loss to what is back-propagated (fp16's loss scaling; identity otherwise).
     """
     if len(chunks) == 1:
         h1, h2 = _embed_pairs(model, head, *chunks[0], autocast)
         out = loss_fn(h1, h2, with_stats=with_stats)
-        out.loss.backward()
+        scale(out.loss).backward()
         return out, h1.detach(), h2.detach()
     device = chunks[0][0].device
     rng_states, views = [], []
@@ -250,7 +280,7 @@ def train_step(model, head, loss_fn, chunks, *, autocast, with_stats: bool):
     h1 = torch.cat([v[0] for v in views]).requires_grad_()
     h2 = torch.cat([v[1] for v in views]).requires_grad_()
     out = loss_fn(h1, h2, with_stats=with_stats)
-    out.loss.backward()
+    scale(out.loss).backward()
     sizes = [ids.shape[0] for ids, _ in chunks]
     after = _rng_state(device)
     for (ids, mask), rng, g1, g2 in zip(
@@ -369,7 +399,12 @@ def train(
     np.random.seed(s.seed)
     torch.manual_seed(s.seed)
     model = _load_model(backbone_dir, s.dropout)
-    head, head_name = build_head(s.protocol, model.config.model_type, model.config.hidden_size)
+    head, head_name = build_head(
+        s.protocol,
+        model.config.model_type,
+        model.config.hidden_size,
+        getattr(model.config, "initializer_range", 0.02),
+    )
     if s.protocol == "li2024":
         if not hasattr(model, "embeddings"):
             raise ValueError(
@@ -385,6 +420,7 @@ def train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda k: max(0.0, (total_steps - k) / total_steps)
     )
+    scaler = torch.amp.GradScaler(dev.type, enabled=precision == "fp16")
     loss_fn = build_loss(s.loss, **s.loss_hp)
     evaluator = DevEvaluator(dev_data_dir, s.dev_task, tokenizer, dev)  # fp32: exact, reproducible selection
     pad_id = tokenizer.pad_token_id
@@ -403,6 +439,8 @@ def train(
         "device": str(dev),
         "device_name": device_name(dev),
         "precision": precision,
+        "requested_precision": s.precision,
+        "dev_pooling": s.dev_pooling,
         "head": head_name,
         "n_sentences": n_sentences,
         "total_steps": total_steps,
@@ -413,7 +451,8 @@ def train(
 
     def evaluate(at_step: int) -> dict[str, Any]:
         t = time.perf_counter()
-        record = {"event": "eval", "step": at_step, "dev_task": s.dev_task, **evaluator(model)}
+        dev_head = head if s.dev_pooling == "cls_mlp" else None
+        record = {"event": "eval", "step": at_step, "dev_task": s.dev_task, **evaluator(model, dev_head)}
         timings["eval_s"] += time.perf_counter() - t
         return record
 
@@ -434,6 +473,8 @@ def train(
         head.load_state_dict(saved["head"])
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
+        if "scaler" in saved:
+            scaler.load_state_dict(saved["scaler"])
         step, best, best_step = saved["step"], saved["best"], saved["best_step"]
         evals, resumed_from = saved["evals"], [*saved["resumed_from"], saved["step"]]
         timings.update(saved["timings"])
@@ -472,9 +513,13 @@ def train(
         snapshot = step % s.state_every == 0 and step < total_steps
         try:
             lr = optimizer.param_groups[0]["lr"]
-            out, h1, h2 = train_step(model, head, loss_fn, chunks, autocast=autocast, with_stats=logging)
+            out, h1, h2 = train_step(
+                model, head, loss_fn, chunks, autocast=autocast, with_stats=logging, scale=scaler.scale
+            )
+            scaler.unscale_(optimizer)  # clip the true gradients (no-op unless fp16)
             grad_norm = torch.nn.utils.clip_grad_norm_(params, CLIP_NORM)
-            optimizer.step()
+            scaler.step(optimizer)  # skipped when fp16 gradients overflowed, as HF's Trainer does
+            scaler.update()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
         except OutOfMemoryError as err:
@@ -552,6 +597,7 @@ def train(
                 "head": head.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(),
+                "scaler": scaler.state_dict(),
                 "rng": st.capture_rng(),
             }
             st.save_state(

@@ -1,0 +1,121 @@
+"""config.yaml resolves every cell to its authors' setup (paper, else released run script).
+
+Sources: Nie et al.'s run_unsup_example.sh (fp32, no --mlp_only_train, eval every 125); Li et al.'s
+scripts/application/{bert,roberta}/*.sh (lr, batch, eval interval; no --fp16); SimCSE's
+run_unsup_example.sh (--fp16, --mlp_only_train) for the losses quoted from SimCSE and for MACL,
+whose App. B.4 follows SimCSE's setup.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from contrastlab import config as cl_config
+
+
+@pytest.fixture(scope="module")
+def full(repo_root):
+    return cl_config.load(repo_root / "config.yaml")
+
+
+def resolved(config, experiment, method, backbone):
+    return cl_config.method_settings(config, experiment, method, backbone)
+
+
+# (method, lr, batch) per Li et al.'s scripts/application/<backbone>/<script>.sh
+LI_SCRIPTS = {
+    "bert-base": {
+        "mhe": (1e-5, 128),
+        "mhs": (5e-6, 128),
+        "barlow_twins": (1e-5, 128),
+        "vicreg": (1e-5, 128),
+        "mmhe": (1e-5, 128),
+        "mmhs": (1e-5, 128),
+        "mbarlow_twins": (1e-5, 128),
+        "mvicreg": (1e-5, 128),
+    },
+    "roberta-base": {
+        "mhe": (1e-6, 512),
+        "mhs": (1e-6, 512),
+        "barlow_twins": (1e-6, 512),
+        "vicreg": (1e-6, 512),
+        "mmhe": (1e-5, 512),
+        "mmhs": (1e-5, 512),
+        "mbarlow_twins": (1e-5, 512),
+        "mvicreg": (1e-5, 512),
+    },
+}
+LI_EVAL_EVERY = {"bert-base": 125, "roberta-base": 50}
+
+
+@pytest.mark.parametrize("backbone", sorted(LI_SCRIPTS))
+def test_li_losses_use_the_released_scripts_settings(full, backbone):
+    for method, (lr, batch) in LI_SCRIPTS[backbone].items():
+        s = resolved(full, "li2024", method, backbone)
+        assert (s["lr"], s["batch_size"]) == (lr, batch), method
+        assert s["eval_every"] == LI_EVAL_EVERY[backbone], method
+        assert s["precision"] == "fp32" and s["protocol"] == "li2024" and s["dev_pooling"] == "cls", method
+        assert "scripts/application" in full["experiments"]["li2024"]["methods"][method]["note"], method
+
+
+def test_li_table5_steps_start_from_their_originals_settings(full):
+    methods = full["experiments"]["li2024"]["methods"]
+    for method in ("mhe_gd", "mhe_gd_w", "barlow_twins_gd", "barlow_twins_gd_w", "vicreg_gd", "vicreg_gd_w"):
+        s = resolved(full, "li2024", method, "bert-base")
+        assert (s["lr"], s["batch_size"], s["eval_every"], s["precision"]) == (1e-5, 128, 125, "fp32")
+        assert methods[method]["backbones"] == ["bert-base"]
+    mhs_gd = resolved(full, "li2024", "mhs_gd", "bert-base")
+    assert mhs_gd["lr"] == resolved(full, "li2024", "mhs", "bert-base")["lr"] == 5e-6
+    assert "our choice" in methods["mhs_gd"]["note"]
+
+
+def test_eval_interval_50_only_for_li_scripts_on_roberta(full):
+    """Li's RoBERTa scripts select every 50 steps; the quoted losses keep their papers' 125."""
+    for method in ("infonce", "arccon", "mpt", "met"):
+        assert resolved(full, "li2024", method, "roberta-base")["eval_every"] == 125, method
+    for cell in cl_config.cells(full):
+        s = resolved(full, cell.experiment, cell.method, cell.backbone)
+        expected = 50 if (cell.experiment, cell.backbone) == ("li2024", "roberta-base") else 125
+        if cell.experiment == "li2024" and cell.method in ("infonce", "arccon", "mpt", "met"):
+            expected = 125
+        assert s["eval_every"] == expected, cell
+
+
+def test_each_paper_trains_in_its_own_precision(full):
+    expected = {
+        ("nie2023", None): "fp32",  # Nie's script: no --fp16
+        ("li2024", None): "fp32",  # Li's scripts: no --fp16
+        ("li2024", "infonce"): "fp16",  # quoted from SimCSE, whose script uses --fp16
+        ("li2024", "arccon"): "fp16",
+        ("li2024", "mpt"): "fp32",  # quoted from Nie et al.
+        ("li2024", "met"): "fp32",
+        ("macl", None): "fp16",  # App. B.4 follows SimCSE's setup
+    }
+    for cell in cl_config.cells(full):
+        want = expected.get((cell.experiment, cell.method), expected[(cell.experiment, None)])
+        assert resolved(full, cell.experiment, cell.method, cell.backbone)["precision"] == want, cell
+
+
+def test_precision_override_is_one_switch(repo_root):
+    fast = cl_config.load(repo_root / "config.yaml", {"precision_override": "bf16"})
+    assert {
+        resolved(fast, c.experiment, c.method, c.backbone)["precision"] for c in cl_config.cells(fast)
+    } == {"bf16"}
+
+
+def test_dev_pooling_is_the_authors_choice(full):
+    """Nie's script omits --mlp_only_train (dev selection with the MLP); SimCSE, Li and MACL use raw [CLS]."""
+    for cell in cl_config.cells(full):
+        s = resolved(full, cell.experiment, cell.method, cell.backbone)
+        nie_like = cell.experiment == "nie2023" or (cell.experiment, cell.method) in {
+            ("li2024", "mpt"),
+            ("li2024", "met"),
+        }
+        assert s["dev_pooling"] == ("cls_mlp" if nie_like else "cls"), cell
+
+
+def test_macl_dropout_is_a_stated_choice(full):
+    macl = full["experiments"]["macl"]["methods"]["macl"]
+    assert resolved(full, "macl", "macl", "bert-base")["dropout"] == 0.2
+    assert resolved(full, "macl", "simcse", "bert-base")["dropout"] == 0.1
+    assert "our reading" in macl["note"]
