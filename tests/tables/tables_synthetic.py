@@ -20,10 +20,13 @@ def metrics_dict(*key: object, tasks: list[str] = STS + TR) -> dict:
     scores = {t: synthetic_score(*key, t) for t in tasks}
     sts = [scores[t] for t in STS if t in scores]
     tr = [scores[t] for t in TR if t in scores]
+    devacc = {t: synthetic_score(*key, t, "devacc") for t in TR if t in scores}
     return {
         "scores": scores,
         "sts_avg": sum(sts) / 7 if len(sts) == 7 else None,
         "tr_avg": sum(tr) / 7 if len(tr) == 7 else None,
+        "devacc": devacc,
+        "tr_devacc_avg": sum(devacc.values()) / 7 if len(devacc) == 7 else None,
         "alignment": 0.2,
         "uniformity": -2.3,
         "mode": "test",

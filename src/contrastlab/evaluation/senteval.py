@@ -405,6 +405,20 @@ def checkpoint_fingerprint(model_dir: str | Path, pooling: str, max_length: int 
     return h.hexdigest()[:16]
 
 
+#: Keys of a checkpoint's train_summary.json copied into its metrics file (the report's precision list).
+TRAINING_KEYS = ("precision", "requested_precision", "dev_pooling", "device_name", "best_step", "steps")
+
+
+def trained_with(model_dir: str | Path) -> dict[str, Any] | None:
+    """How a checkpoint was trained (``TRAINING_KEYS`` of its ``train_summary.json``), or None for an
+    unmodified backbone."""
+    path = Path(model_dir) / "train_summary.json"
+    if not path.exists():
+        return None
+    summary = json.loads(path.read_text())
+    return {key: summary.get(key) for key in TRAINING_KEYS}
+
+
 def _group_mean(scores: Mapping[str, float], group: tuple[str, ...]) -> float | None:
     return float(np.mean([scores[t] for t in group])) if all(t in scores for t in group) else None
 
@@ -452,6 +466,7 @@ def evaluate_checkpoint(
     alignment, uniformity = alignment_uniformity(result["lookup"], data_dir)
     align_s = time.perf_counter() - start
     return {
+        "training": trained_with(model_dir),
         "scores": scores,
         "sts_avg": _group_mean(scores, P.STS_TASKS),
         "tr_avg": _group_mean(scores, P.TRANSFER_TASKS),

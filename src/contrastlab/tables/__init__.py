@@ -95,6 +95,6 @@ def build_tables(
         paths["tex"].write_text(to_latex(table), encoding="utf-8")
         written += paths.values()
         built.append((table, paths))
-    written.append(write_report(built, Path(report_path), metrics_root=metrics_root))
+    written.append(write_report(built, Path(report_path), metrics_root=metrics_root, config=config))
     log.info("wrote %d tables in %.2fs", len(built), time.perf_counter() - t0)
     return written

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from contrastlab.tables.deviations import deviations
 from contrastlab.tables.metrics import PRETRAINED, aggregate
 from contrastlab.tables.published import TableSpec, load_published, paper_backbones
 from contrastlab.tables.settings import method_settings, param_value
@@ -30,6 +31,7 @@ TASK_LABELS = {
     "SICKRelatedness": "SICK-R",
     "sts_avg": "STS.Avg",
     "tr_avg": "TR.Avg",
+    "tr_devacc_avg": "TR.Avg (devacc)",
 }
 STATUS_OK, STATUS_PARTIAL, STATUS_NOT_RUN = "ok", "partial", "not run"
 #: A cell outside the config's grid (backbone or method not configured) with no metrics file.
@@ -48,6 +50,8 @@ class Table:
     col_groups_are_backbones: bool
     improvement_decimals: int | None = None
     formats: dict[str, str] = field(default_factory=dict)
+    #: Where this config's cells deliberately differ from the authors' setup (tables.deviations).
+    deviations: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -221,4 +225,5 @@ def assemble(spec: TableSpec, config: dict, metrics: pd.DataFrame) -> Table:
         col_groups_are_backbones=layout["backbone_axis"] == "columns" and spec.kind != "hparams",
         improvement_decimals=improvement.get("decimals") if improvement else None,
         formats=dict(layout.get("formats") or {}),
+        deviations=deviations(config, spec.experiment),
     )

@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 #: Method key (and experiment folder) of the unmodified backbones' metrics files.
 PRETRAINED = "pretrained"
 #: Keys of the metrics file besides ``scores`` that hold a score (percent).
-AVERAGES = ("sts_avg", "tr_avg")
+AVERAGES = ("sts_avg", "tr_avg", "tr_devacc_avg")
 COLUMNS = ["experiment", "backbone", "method", "seed", "task", "score"]
 
 _SEED_DIR = re.compile(r"seed(\d+)")
@@ -33,7 +33,7 @@ def collect_metrics(metrics_root: str | Path) -> pd.DataFrame:
 
     Reads ``<experiment>/<backbone>/<method>/seed<seed>/senteval.json`` and
     ``pretrained/<backbone>/senteval.json`` (experiment and method ``pretrained``, seed NA). Scores are
-    in percent as written; ``sts_avg``/``tr_avg`` appear as tasks when not null. A missing root gives
+    in percent as written; ``sts_avg``/``tr_avg``/``tr_devacc_avg`` appear as tasks when not null. A missing root gives
     an empty frame (nothing has run yet).
     """
     root = Path(metrics_root)

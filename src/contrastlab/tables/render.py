@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from contrastlab.tables.deviations import markdown_lines
 from contrastlab.tables.assemble import (
     STATUS_NOT_CONFIGURED,
     STATUS_NOT_RUN,
@@ -240,6 +241,8 @@ def to_markdown(table: Table) -> str:
         last_group = rg
         lines.append("| " + " | ".join(group_cell + [row, label] + texts) + " |")
     lines += [""] + _legend(table)
+    lines += ["", "Where our cells deliberately differ from the authors' setup (this config):", ""]
+    lines += markdown_lines(table.deviations)
     notes = table.meta.get("notes") or []
     if notes:
         lines += ["", "Transcription notes:"] + [f"- {n}" for n in notes]

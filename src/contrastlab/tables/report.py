@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pandas as pd
 
 from contrastlab.tables.assemble import STATUS_NOT_CONFIGURED, STATUS_NOT_RUN, STATUS_PARTIAL, Table
+from contrastlab.tables.deviations import deviations, markdown_lines
 from contrastlab.tables.render import fmt_score
 
 
@@ -42,8 +44,50 @@ def summarize(table: Table) -> dict[str, str]:
     }
 
 
-def write_report(built: list[tuple[Table, dict[str, Path]]], report_path: Path, *, metrics_root) -> Path:
-    """Write the Markdown summary of ``built`` (table, {ext: path}) to ``report_path``."""
+def precision_rows(config: dict, metrics_root: str | os.PathLike) -> list[dict[str, str]]:
+    """One row per (experiment, method): the precision the config gives its cells and the precision
+    they ran in (``training.precision`` of their metrics files: fp16 resolves to fp32 off CUDA)."""
+    from contrastlab.config import cells, method_settings
+
+    rows: dict[tuple[str, str], dict[str, set]] = {}
+    for cell in cells({"select": {}, **config}):
+        resolved = method_settings({"training": {}, **config}, cell.experiment, cell.method, cell.backbone)
+        row = rows.setdefault((cell.experiment, cell.method), {"config": set(), "ran": set(), "cells": set()})
+        row["config"].add(resolved.get("precision") or "auto")
+        row["cells"].add(cell.backbone)
+        path = Path(metrics_root) / cell.path / "senteval.json"
+        if path.exists():
+            ran = (json.loads(path.read_text(encoding="utf-8")).get("training") or {}).get("precision")
+            row["ran"].add(ran or "unknown")
+    return [
+        {
+            "experiment": experiment,
+            "method": method,
+            "backbones": ", ".join(sorted(r["cells"])),
+            "config": ", ".join(sorted(r["config"])),
+            "ran in": ", ".join(sorted(r["ran"])) or "not run",
+        }
+        for (experiment, method), r in rows.items()
+    ]
+
+
+def _markdown_table(rows: list[dict[str, str]]) -> list[str]:
+    if not rows:
+        return ["none"]
+    frame = pd.DataFrame(rows)
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "|".join("---" for _ in frame.columns) + "|"]
+    return lines + ["| " + " | ".join(r) + " |" for r in frame.astype(str).itertuples(index=False, name=None)]
+
+
+def write_report(
+    built: list[tuple[Table, dict[str, Path]]],
+    report_path: Path,
+    *,
+    metrics_root,
+    config: dict | None = None,
+) -> Path:
+    """Write the Markdown summary of ``built`` (table, {ext: path}) to ``report_path``; with
+    ``config``, also each paper's deviations from the authors' setups and the precision of every cell."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
     base = report_path.parent
 
@@ -75,5 +119,25 @@ def write_report(built: list[tuple[Table, dict[str, Path]]], report_path: Path, 
     else:
         lines.append("No tables: the config has no experiment with a paper table.")
     lines.append("")
+    if config is not None:
+        lines += [
+            "## Deviations from the authors' setups",
+            "",
+            "Settings in which this config's cells deliberately differ from the paper (and, where the "
+            "paper is silent, from the authors' released scripts); everything else follows them "
+            "(`docs/deviations.md` for the full reproduction).",
+            "",
+        ]
+        for name, exp in (config.get("experiments") or {}).items():
+            lines += [f"### {exp.get('title') or name}", ""] + markdown_lines(deviations(config, name)) + [""]
+        lines += [
+            "## Precision of every cell",
+            "",
+            "config: the precision the config resolves for the cells (each paper's own unless "
+            "`precision_override` is set); ran in: what the finished cells' training used (fp16 and "
+            "auto run as fp32 off CUDA).",
+            "",
+        ]
+        lines += _markdown_table(precision_rows(config, metrics_root)) + [""]
     report_path.write_text("\n".join(lines), encoding="utf-8")
     return report_path

@@ -1,0 +1,152 @@
+"""Where our cells deliberately differ from the authors' setups, per paper, from the config.
+
+Two sources, one list per experiment:
+
+- the config's ``experiments.<name>.deviations``: the choices written down by hand, each with what the
+  paper (or its released script) did, what we do, and why (``config.yaml`` holds the full
+  reproduction's);
+- deviations that follow from the config the run actually used, detected here: a
+  ``precision_override``, an evaluation ``mode`` other than ``test``, shortened training
+  (``max_steps``/``max_sentences``), fewer seeds than the paper's three-run averages, backbones the
+  paper does not have.
+
+Each table's Markdown and ``report.md`` list them ("none" when empty); ``docs/deviations.md`` is
+:func:`render_page` of ``config.yaml`` (a test keeps the two equal)::
+
+    python -m contrastlab.tables.deviations config.yaml > docs/deviations.md
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+#: Seeds the papers average over ("the average value obtained from three runs").
+PAPER_RUNS = 3
+PAPER_MODE = "test"
+
+
+def _training_values(config: Mapping[str, Any], experiment: str, key: str) -> set:
+    """Every value ``key`` takes in the experiment's cells' resolved training settings."""
+    from contrastlab.config import method_settings
+
+    exp = config["experiments"][experiment]
+    values = set()
+    for method, spec in (exp.get("methods") or {}).items():
+        for backbone in exp.get("backbones") or []:
+            if spec.get("backbones") is None or backbone in spec["backbones"]:
+                resolved = method_settings({"training": {}, **config}, experiment, method, backbone)
+                values.add(resolved.get(key))
+    return values
+
+
+def detected(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
+    """Deviations that follow from the config itself (see the module docstring)."""
+    from contrastlab.tables.published import paper_backbones
+
+    out = []
+    exp = config["experiments"][experiment]
+    override = config.get("precision_override")
+    if override:
+        out.append(
+            {
+                "setting": "precision",
+                "paper": "each paper's own (fp32 for Nie and Li, fp16 for SimCSE-based cells)",
+                "ours": f"{override} for every cell (precision_override)",
+                "why": "the speed switch of this run's config",
+            }
+        )
+    mode = (config.get("evaluation") or {}).get("mode", PAPER_MODE)
+    if mode != PAPER_MODE:
+        out.append(
+            {
+                "setting": "evaluation mode",
+                "paper": "SentEval test mode (10 folds, Adam probe)",
+                "ours": f"{mode} (5 folds, SimCSE's RMSprop fasttest probe)",
+                "why": "a quick preset; transfer accuracies are not comparable to the paper's",
+            }
+        )
+    for key in ("max_steps", "max_sentences"):
+        values = sorted(v for v in _training_values(config, experiment, key) if v is not None)
+        if values:
+            out.append(
+                {
+                    "setting": key,
+                    "paper": "one epoch over 1M Wikipedia sentences",
+                    "ours": f"{key} = {', '.join(map(str, values))}",
+                    "why": "a shortened run (preset); scores are not comparable to the paper's",
+                }
+            )
+    seeds = exp.get("seeds") or config.get("seeds") or []
+    if len(seeds) < PAPER_RUNS:
+        out.append(
+            {
+                "setting": "seeds",
+                "paper": f"mean of {PAPER_RUNS} runs",
+                "ours": f"{len(seeds)} seed(s): {', '.join(map(str, seeds))}",
+                "why": "a preset with fewer runs",
+            }
+        )
+    extra = [b for b in exp.get("backbones") or [] if b not in paper_backbones(experiment)]
+    if extra:
+        out.append(
+            {
+                "setting": "backbones",
+                "paper": ", ".join(paper_backbones(experiment)),
+                "ours": f"also {', '.join(extra)} (no published numbers)",
+                "why": "offline or small backbones of a preset",
+            }
+        )
+    return out
+
+
+def deviations(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
+    """The config's declared deviations of ``experiment`` followed by the detected ones."""
+    exp = (config.get("experiments") or {}).get(experiment)
+    if exp is None:
+        return []
+    declared = [dict(d) for d in exp.get("deviations") or []]
+    return declared + detected(config, experiment)
+
+
+def markdown_lines(items: list[dict[str, str]]) -> list[str]:
+    """A Markdown table (setting | authors | ours | why), or one "none" line."""
+    if not items:
+        return ["none"]
+
+    def cell(text: str) -> str:
+        return " ".join(str(text).split()).replace("|", "\\|")
+
+    lines = ["| setting | authors (paper, else script) | ours | why |", "|---|---|---|---|"]
+    lines += [f"| {' | '.join(cell(d[k]) for k in ('setting', 'paper', 'ours', 'why'))} |" for d in items]
+    return lines
+
+
+def render_page(config: Mapping[str, Any]) -> str:
+    """``docs/deviations.md``: every experiment's deviations, readable in two minutes."""
+    lines = [
+        "# Deviations from the papers",
+        "",
+        "Generated from `config.yaml` by `python -m contrastlab.tables.deviations config.yaml` (a test "
+        "keeps this page equal to the config). Every other setting of every cell is the authors': the "
+        "paper's, and where the paper is silent the released run script's (cited in each method's `note` "
+        "in `config.yaml`). Each table's Markdown and `results/report.md` repeat the list for the config "
+        "a run used, including deviations a preset adds (fewer seeds, shortened runs, fasttest).",
+        "",
+    ]
+    for name, exp in (config.get("experiments") or {}).items():
+        lines += [f"## {exp.get('title') or name}", ""] + markdown_lines(deviations(config, name)) + [""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from contrastlab.config import load
+
+    argv = sys.argv[1:] if argv is None else argv
+    sys.stdout.write(render_page(load(argv[0] if argv else "config.yaml")))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
