@@ -12,7 +12,7 @@ from tables_synthetic import SEEDS, TR, make_config, write_synthetic_metrics
 from contrastlab import config as cl_config
 from contrastlab.paths import REPO_ROOT
 from contrastlab.tables import build_table, build_tables
-from contrastlab.tables.deviations import deviations, detected, render_page
+from contrastlab.tables.deviations import detected, deviations, render_page
 
 
 @pytest.fixture(scope="module")

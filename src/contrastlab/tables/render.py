@@ -15,13 +15,13 @@ from typing import Any
 
 import pandas as pd
 
-from contrastlab.tables.deviations import markdown_lines
 from contrastlab.tables.assemble import (
     STATUS_NOT_CONFIGURED,
     STATUS_NOT_RUN,
     STATUS_PARTIAL,
     Table,
 )
+from contrastlab.tables.deviations import markdown_lines
 
 NOT_RUN = STATUS_NOT_RUN
 NOT_CONFIGURED = STATUS_NOT_CONFIGURED
