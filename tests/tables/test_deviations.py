@@ -28,7 +28,8 @@ def demo():
 def test_docs_page_is_generated_from_the_config(full):
     page = (REPO_ROOT / "docs" / "deviations.md").read_text()
     assert page == render_page(full), (
-        "docs/deviations.md is stale: python -m contrastlab.tables.deviations config.yaml > docs/deviations.md"
+        "docs/deviations.md is stale; regenerate it: "
+        "python -m contrastlab.tables.deviations config.yaml > docs/deviations.md"
     )
     assert len(page.split()) < 600  # readable in two minutes
 
