@@ -34,8 +34,7 @@ def collect_metrics(metrics_root: str | Path) -> pd.DataFrame:
     Reads ``<experiment>/<backbone>/<method>/seed<seed>/senteval.json`` and
     ``pretrained/<backbone>/senteval.json`` (experiment and method ``pretrained``, seed NA). Scores are
     in percent as written; ``sts_avg``/``tr_avg``/``tr_devacc_avg`` appear as tasks when not
-    null. A missing root gives
-    an empty frame (nothing has run yet).
+    null. A missing root gives an empty frame (nothing has run yet).
     """
     root = Path(metrics_root)
     rows: list[dict] = []
