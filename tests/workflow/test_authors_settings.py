@@ -119,3 +119,11 @@ def test_macl_dropout_is_a_stated_choice(full):
     assert resolved(full, "macl", "macl", "bert-base")["dropout"] == 0.2
     assert resolved(full, "macl", "simcse", "bert-base")["dropout"] == 0.1
     assert "our reading" in macl["note"]
+
+
+def test_pretrained_rows_use_the_authors_avg_first_last(full):
+    """Nie's evaluation.py "avg_first_last" averages hidden_states[0] (embeddings) and the last layer."""
+    assert full["experiments"]["nie2023"]["pretrained_pooling"] == "avg_embeddings_and_last"
+    assert cl_config.pretrained_backbones(full) == [
+        (b, "avg_embeddings_and_last") for b in ("bert-base", "bert-large", "roberta-base", "roberta-large")
+    ]
