@@ -75,6 +75,62 @@ def _fill_defaults(value: Any, schema: Mapping[str, Any]) -> Any:
     return value
 
 
+_SCALAR_TYPES = {"integer": int, "number": (int, float), "boolean": bool, "null": type(None)}
+
+
+def _coerce_text(text: str, types: list[str]) -> Any:
+    """``text`` as the first scalar type of ``types`` it parses to (YAML 1.2 rules), else unchanged."""
+    try:
+        parsed = yaml.safe_load(text)
+    except yaml.YAMLError:
+        parsed = text
+    if isinstance(parsed, str):  # YAML 1.1 reads 3e-5 (no dot) as a string; Python reads it as a float
+        try:
+            parsed = float(text)
+        except ValueError:
+            return text
+    for kind in types:
+        wanted = _SCALAR_TYPES.get(kind)
+        if wanted is None or (isinstance(parsed, bool) and kind != "boolean"):
+            continue
+        if isinstance(parsed, wanted):
+            return float(parsed) if kind == "number" and not isinstance(parsed, int) else parsed
+        if kind == "integer" and isinstance(parsed, float) and parsed.is_integer() and "." not in text:
+            return int(parsed)  # 1e3 written for an integer
+    return text
+
+
+def coerce_scalars(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
+    """Convert strings to the number/boolean/null types the schema expects, recursively.
+
+    Snakemake hands nested ``--config`` values over as text (``training={batch_size: 32}`` gives
+    ``"32"``), and YAML 1.1 reads ``lr: 3e-5`` as a string; both must mean what they mean in a config
+    file. Keys whose schema allows a string are left alone, and text that is not a valid number or
+    boolean stays text, so the schema check still names it.
+    """
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
+    if isinstance(value, str):
+        types = schema.get("type", [])
+        types = [types] if isinstance(types, str) else list(types)
+        if types and "string" not in types:
+            return _coerce_text(value, types)
+        if "null" in types and value.strip() in ("null", "~", "None"):  # `data={senteval_dir: null}`
+            return None
+        return value
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, sub in value.items():
+            sub_schema = props.get(key, extra if isinstance(extra, dict) else None)
+            if sub_schema is not None:
+                value[key] = coerce_scalars(sub, sub_schema, root)
+        return value
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [coerce_scalars(item, schema["items"], root) for item in value]
+    return value
+
+
 def validate(config: Mapping[str, Any]) -> dict:
     """Validate ``config`` against the schema and the cross-references; return it with defaults filled.
 
@@ -83,11 +139,7 @@ def validate(config: Mapping[str, Any]) -> dict:
     import jsonschema
 
     schema = load_schema()
-    config = copy.deepcopy(dict(config))
-    select = config.get("select")
-    if isinstance(select, dict) and isinstance(select.get("seeds"), list):
-        # `--config 'select={seeds: [42]}'` arrives with the numbers as strings.
-        select["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s for s in select["seeds"]]
+    config = coerce_scalars(copy.deepcopy(dict(config)), schema, schema)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:
@@ -103,7 +155,45 @@ def validate(config: Mapping[str, Any]) -> dict:
     # Only the global training block gets the defaults: overrides lower down must stay partial.
     config["training"] = _fill_defaults(config["training"], schema["$defs"]["training"])
     _check_references(config)
+    _check_select(config)
     return config
+
+
+def _check_select(config: Mapping[str, Any]) -> None:
+    """Unknown names in ``select`` are errors listing the valid ones; so is a selection of no cell."""
+    select = config.get("select") or {}
+    experiments = config["experiments"]
+    chosen = select.get("experiments") or list(experiments)
+    valid = {
+        "experiments": list(experiments),
+        "backbones": sorted(
+            {b for name in chosen if name in experiments for b in experiments[name]["backbones"]}
+        ),
+        "methods": sorted(
+            {m for name in chosen if name in experiments for m in experiments[name]["methods"]}
+        ),
+        "seeds": sorted(
+            {
+                int(s)
+                for name in chosen
+                if name in experiments
+                for s in (experiments[name].get("seeds") or config["seeds"])
+            }
+        ),
+    }
+    for key, allowed in valid.items():
+        unknown = [v for v in select.get(key) or [] if v not in allowed]
+        if unknown:
+            where = "" if key == "experiments" else " of the selected experiments"
+            raise ConfigError(
+                f"config key select.{key}: unknown {key[:-1]} {unknown[0]!r}; "
+                f"choose from the configured {key}{where}: {', '.join(map(str, allowed))}"
+            )
+    if any(select.get(key) for key in valid) and next(cells(config), None) is None:
+        raise ConfigError(
+            f"config key select: {dict((k, v) for k, v in select.items() if v)} selects no cell "
+            "(no configured method runs on that combination); widen the selection"
+        )
 
 
 def _check_references(config: Mapping[str, Any]) -> None:

@@ -83,7 +83,10 @@ BAD = [
         {"experiments": {"nie2023": {"methods": {"cl": {"hp": {"temperature": 0.1}}}}}},
         "config key experiments.nie2023.methods.cl.hp: loss 'infonce' has no hyperparameter 'temperature'",
     ),
-    ({"training": {"batch_size": "64"}}, "config key training.batch_size: '64' is not of type 'integer'"),
+    (
+        {"training": {"batch_size": "sixty-four"}},
+        "config key training.batch_size: 'sixty-four' is not of type",
+    ),
     (
         {"backbones": {"bert-base": {"hf_id": 3}}},
         "config key backbones.bert-base.hf_id: 3 is not of type 'string'",
