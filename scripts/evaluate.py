@@ -3,11 +3,11 @@
 import torch
 
 from contrastlab.evaluation.senteval import evaluate_checkpoint
-from contrastlab.workflow import logged_to, write_json
+from contrastlab.workflow import job_label, logged_to, write_json
 
 snakemake = globals()["snakemake"]
 
-with logged_to(snakemake.log[0]):
+with logged_to(snakemake.log[0], job_label(snakemake)):
     torch.set_num_threads(snakemake.threads)
     metrics = evaluate_checkpoint(
         snakemake.input.model,

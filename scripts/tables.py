@@ -8,11 +8,11 @@ LaTeX per table, into ``params.tables_dir``) and ``output.report``.
 from pathlib import Path
 
 from contrastlab.tables import build_tables
-from contrastlab.workflow import logged_to
+from contrastlab.workflow import job_label, logged_to
 
 snakemake = globals()["snakemake"]
 
-with logged_to(snakemake.log[0]):
+with logged_to(snakemake.log[0], job_label(snakemake)):
     outputs = [Path(p) for p in snakemake.output.tables]
     written = build_tables(
         snakemake.params.metrics_root,

@@ -6,6 +6,7 @@ import os
 import sys
 
 from contrastlab.training.sentence import TrainSettings, train
+from contrastlab.workflow import job_label, logged_to
 
 FLAGS = "--backbone --corpus --dev-data-dir --out --log --state-dir".split()
 KEYWORDS = "backbone_dir corpus_path dev_data_dir out_dir log_path state_dir".split()  # of train()
@@ -37,20 +38,23 @@ def cli() -> None:
 
 if "snakemake" in globals():
     sm = globals()["snakemake"]
-    sys.stderr = open(sm.log[0], "a", buffering=1)  # noqa: SIM115 (C-level writes too, below)
-    os.dup2(sys.stderr.fileno(), 2)
-    import torch
+    real_stderr = os.fdopen(os.dup(2), "w", buffering=1)  # for the one-line failure message
+    log_file = open(sm.log[0], "a", buffering=1)  # noqa: SIM115 (C-level writes go to the log too)
+    os.dup2(log_file.fileno(), 2)
+    sys.stderr = real_stderr
+    with logged_to(sm.log[0], job_label(sm), append=True):
+        import torch
 
-    torch.set_num_threads(max(1, sm.threads))
-    train(
-        TrainSettings.from_dict(dict(sm.params.settings)),
-        backbone_dir=sm.input.backbone,
-        corpus_path=getattr(sm.input, "corpus", None) or sm.params.corpus,
-        dev_data_dir=sm.params.dev_data_dir,
-        out_dir=sm.output.model,
-        log_path=sm.output.log_jsonl,
-        state_dir=sm.params.state_dir,
-        cache_dir=getattr(sm.params, "cache_dir", None),
-    )
+        torch.set_num_threads(max(1, sm.threads))
+        train(
+            TrainSettings.from_dict(dict(sm.params.settings)),
+            backbone_dir=sm.input.backbone,
+            corpus_path=getattr(sm.input, "corpus", None) or sm.params.corpus,
+            dev_data_dir=sm.params.dev_data_dir,
+            out_dir=sm.output.model,
+            log_path=sm.output.log_jsonl,
+            state_dir=sm.params.state_dir,
+            cache_dir=getattr(sm.params, "cache_dir", None),
+        )
 elif __name__ == "__main__":
     cli()

@@ -16,23 +16,38 @@ from typing import Any
 from contrastlab.paths import REPO_ROOT
 
 
-@contextlib.contextmanager
-def logged_to(log_path: str | os.PathLike) -> Iterator[None]:
-    """Send stdout/stderr of the block to ``log_path``; on failure also print the error's last line.
+def job_label(snakemake: Any) -> str:
+    """``rule train nie2023/bert-base/mpt/seed42``: the rule and its wildcards, for one-line errors."""
+    wildcards = dict(snakemake.wildcards.items())
+    cell = "/".join(f"seed{v}" if k == "seed" else str(v) for k, v in wildcards.items())
+    return f"rule {snakemake.rule}" + (f" {cell}" if cell else "")
 
-    Snakemake shows a failed job's log path; the one-line message printed to the real stderr tells the
-    user what went wrong without opening it.
+
+@contextlib.contextmanager
+def logged_to(log_path: str | os.PathLike, label: str = "", *, append: bool = False) -> Iterator[None]:
+    """Send stdout/stderr of the block to ``log_path``; a failure ends the job with one line.
+
+    The traceback goes to the log only; the real stderr gets ``contrastlab: <label>: <Error>: <message>
+    (log: <path>)`` and the process exits with status 1 (``SystemExit``), so Snakemake shows that line
+    and the log path instead of a traceback printed twice. ``label`` names the job (see
+    :func:`job_label`): the cell, or the data step.
     """
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     real_stderr = sys.stderr
-    with open(log_path, "w", buffering=1) as log:
+    with open(log_path, "a" if append else "w", buffering=1) as log:
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
                 yield
-            except BaseException as error:
+            except Exception as error:
                 traceback.print_exc(file=log)
-                print(f"contrastlab: {type(error).__name__}: {error} (log: {log_path})", file=real_stderr)
-                raise
+                where = f"{label}: " if label else ""
+                message = " ".join(str(error).split())
+                print(
+                    f"contrastlab: {where}{type(error).__name__}: {message} (log: {log_path})",
+                    file=real_stderr,
+                    flush=True,
+                )
+                raise SystemExit(1) from None
 
 
 def _git(*args: str) -> str | None:

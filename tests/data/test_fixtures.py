@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from contrastlab.data.acquire import prepare_corpus, prepare_senteval
 from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
 from contrastlab.evaluation import protocol as P
@@ -35,3 +37,31 @@ def test_prepare_entry_points_offline(tmp_path):
     assert prepare_senteval(folder, downloads=tmp_path / "dl", user_copy=True, fixture=False) == folder
     corpus = prepare_corpus(tmp_path / "c.txt", user_copy=False, fixture=True, fixture_sentences=20)
     assert len(corpus.read_text().splitlines()) == 20
+
+
+def test_user_copy_must_match_the_published_checksums(tmp_path, shared):
+    """A row count misses a cut-short sentence or one changed byte; the published sha256 does not."""
+    import shutil
+
+    from contrastlab.data.download import canonical_senteval_files
+    from contrastlab.evaluation.tasks import SentEvalDataError
+
+    real = tmp_path / "senteval"
+    shutil.copytree(shared / "data" / "senteval", real)
+    assert len(canonical_senteval_files()) == 80
+    assert prepare_senteval(real, downloads=tmp_path / "dl", user_copy=True, fixture=False) == real
+    mr = real / "downstream" / "MR" / "rt-polarity.pos"
+    original = mr.read_bytes()
+    faults = {
+        "short last sentence": original.rstrip(b"\n")[:-5] + b"\n",
+        "one byte altered": original[:100] + bytes([original[100] ^ 1]) + original[101:],
+        "empty": b"",
+    }
+    for fault, content in faults.items():
+        mr.write_bytes(content)
+        with pytest.raises(SentEvalDataError, match="rt-polarity.pos differs from the published"):
+            prepare_senteval(real, downloads=tmp_path / "dl", user_copy=True, fixture=False)
+        assert fault
+    mr.unlink()
+    with pytest.raises(SentEvalDataError, match="rt-polarity.pos is missing"):
+        prepare_senteval(real, downloads=tmp_path / "dl", user_copy=True, fixture=False)

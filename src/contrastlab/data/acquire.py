@@ -27,16 +27,19 @@ def prepare_senteval(
     """Make ``senteval_dir/downstream`` exist and pass the count checks; returns ``senteval_dir``.
 
     ``user_copy``: ``senteval_dir`` is the user's ``data.senteval_dir`` (checked, never modified);
-    ``fixture``: the generated demo tree is written there; otherwise ``senteval.tar`` is fetched.
+    ``fixture``: the generated demo tree is written there; otherwise ``senteval.tar`` is fetched. Real
+    data (a user copy or the download) must match the published files' sha256, file by file.
     """
     if user_copy:
-        check_senteval(senteval_dir)
+        check_senteval(senteval_dir, canonical=True)
         return Path(senteval_dir)
     if fixture:
         write_senteval_fixture(senteval_dir)
         check_senteval(senteval_dir)
         return Path(senteval_dir)
-    return senteval_data(None, downloads, senteval_dir, url=url, lock_file=lock_file)
+    folder = senteval_data(None, downloads, senteval_dir, url=url, lock_file=lock_file)
+    check_senteval(folder, canonical=True)
+    return folder
 
 
 def prepare_corpus(

@@ -187,12 +187,51 @@ def unpack_senteval(tar_path: str | Path, out_dir: str | Path, *, verify: bool =
     return out_dir
 
 
-def check_senteval(data_dir: str | Path) -> None:
-    """Load every task of ``data_dir/downstream`` (raises SentEvalDataError naming a bad file)."""
+#: sha256 and size of every file of the published senteval.tar's downstream/ (SimCSE's distribution).
+CANONICAL_SENTEVAL = Path(__file__).with_name("senteval_sha256.tsv")
+
+
+def canonical_senteval_files() -> dict[str, tuple[int, str]]:
+    """``{relative path: (bytes, sha256)}`` of the published SentEval data."""
+    rows = CANONICAL_SENTEVAL.read_text(encoding="utf-8").splitlines()[1:]
+    return {path: (int(size), digest) for path, size, digest in (row.split("\t") for row in rows)}
+
+
+def verify_senteval_checksums(data_dir: str | Path) -> None:
+    """Every file of the published data is present with its published size and sha256; otherwise
+    ``SentEvalDataError`` naming the first file that differs (a cut-short sentence or one changed byte
+    passes a row count, not this)."""
+    from contrastlab.evaluation.protocol import COUNTS_MANIFEST
+    from contrastlab.evaluation.tasks import SentEvalDataError
+
+    data_dir = Path(data_dir)
+    if (data_dir / "downstream" / COUNTS_MANIFEST).is_file():
+        return  # a generated fixture (data.fixtures), which carries and checks its own row counts
+    for relative, (size, digest) in canonical_senteval_files().items():
+        path = data_dir / relative
+        if not path.is_file():
+            raise SentEvalDataError(
+                f"{path} is missing; restore it from senteval.tar (or unset data.senteval_dir)"
+            )
+        if path.stat().st_size != size or sha256_file(path) != digest:
+            raise SentEvalDataError(
+                f"{path} differs from the published senteval.tar ({path.stat().st_size} bytes, expected "
+                f"{size} with sha256 {digest[:12]}...); restore the file, or unset data.senteval_dir to "
+                "download it"
+            )
+
+
+def check_senteval(data_dir: str | Path, *, canonical: bool = False) -> None:
+    """Load every task of ``data_dir/downstream``, the STS-B/SICK dev splits (model selection) too;
+    raises SentEvalDataError naming a bad file. ``canonical``: also match every file's published
+    sha256 (:func:`verify_senteval_checksums`); generated fixtures are checked by counts only."""
     from contrastlab.evaluation import protocol
     from contrastlab.evaluation.senteval import task_sentences
 
+    if canonical:
+        verify_senteval_checksums(data_dir)
     task_sentences(data_dir, protocol.TASKS, "test")
+    task_sentences(data_dir, ("STSBenchmark", "SICKRelatedness"), "dev")
 
 
 def senteval_data(

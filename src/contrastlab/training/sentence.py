@@ -380,6 +380,10 @@ def train(
     precision = resolve_precision(s.precision, dev)
     autocast = autocast_for(precision, dev)
 
+    if not (backbone_dir / "config.json").is_file():
+        raise FileNotFoundError(
+            f"backbone folder {backbone_dir} has no config.json; materialise it first (rule fetch_backbone)"
+        )
     tokenizer = AutoTokenizer.from_pretrained(backbone_dir)
     corpus, cache_path = load_tokenized_corpus(
         corpus_path,

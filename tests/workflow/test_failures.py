@@ -1,0 +1,92 @@
+"""A failing job says one line naming the job (rule and cell), the error and the log; the traceback stays
+in the job's log file (issue 10 item 4)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+from contrastlab.paths import REPO_ROOT
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def _contrastlab_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("contrastlab:")]
+
+
+def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
+    log = tmp_path / "train.log"
+    driver = textwrap.dedent(
+        f"""
+        import runpy
+        from types import SimpleNamespace
+        sm = SimpleNamespace(
+            rule="train",
+            wildcards={{"experiment": "nie2023", "backbone": "tiny-bert", "method": "cl", "seed": "42"}},
+            log=[{str(log)!r}],
+            threads=1,
+            params=SimpleNamespace(
+                settings={{"loss": "infonce", "max_steps": 2}},
+                corpus={str(tmp_path / "corpus.txt")!r},
+                dev_data_dir={str(tmp_path)!r},
+                state_dir={str(tmp_path / "state")!r},
+                cache_dir={str(tmp_path / "cache")!r},
+            ),
+            input=SimpleNamespace(backbone={str(tmp_path / "no-such-backbone")!r}),
+            output=SimpleNamespace(
+                model={str(tmp_path / "model")!r}, log_jsonl={str(tmp_path / "l.jsonl")!r}
+            ),
+        )
+        runpy.run_path({str(REPO_ROOT / "scripts" / "train.py")!r}, init_globals={{"snakemake": sm}})
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    lines = _contrastlab_lines(done.stderr)
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("contrastlab: rule train nie2023/tiny-bert/cl/seed42: ")
+    assert "no-such-backbone" in lines[0] and f"(log: {log})" in lines[0]
+    assert "Traceback" not in done.stderr and "Traceback" in log.read_text()
+
+
+def test_bad_senteval_file_stops_its_rule_with_one_line(tmp_path, shared):
+    """A user copy whose sts-dev.csv lost its last rows: the data rule names the file, once."""
+    data = tmp_path / "senteval"
+    shutil.copytree(shared / "data" / "senteval", data)
+    dev = data / "downstream" / "STS" / "STSBenchmark" / "sts-dev.csv"
+    dev.write_text("".join(dev.read_text().splitlines(keepends=True)[:-5]))
+    env = dict(
+        os.environ, HF_HUB_OFFLINE="1", HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9"
+    )
+    done = subprocess.run(
+        [
+            *SNAKEMAKE,
+            "-s",
+            str(REPO_ROOT / "Snakefile"),
+            "--cores",
+            "1",
+            "--configfile",
+            "config/demo.yaml",
+            "--config",
+            f"results_dir={tmp_path}/results",
+            f"resources_dir={tmp_path}/resources",
+            f"data={{senteval_dir: {data}, fixture: false}}",
+            "--",
+            f"{tmp_path}/resources/data/senteval.ready.json",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    lines = _contrastlab_lines(out)
+    assert len(lines) == 1, out[-3000:]
+    assert lines[0].startswith("contrastlab: rule senteval_data: ") and "sts-dev.csv" in lines[0], lines
+    assert "Traceback" not in out
