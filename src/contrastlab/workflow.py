@@ -18,9 +18,10 @@ from contrastlab.paths import REPO_ROOT
 
 def job_label(snakemake: Any) -> str:
     """``rule train nie2023/bert-base/mpt/seed42``: the rule and its wildcards, for one-line errors."""
-    wildcards = dict(snakemake.wildcards.items())
+    found = getattr(snakemake, "wildcards", None)
+    wildcards = dict(found.items()) if hasattr(found, "items") else {}  # Snakemake's Namedlist or a dict
     cell = "/".join(f"seed{v}" if k == "seed" else str(v) for k, v in wildcards.items())
-    return f"rule {snakemake.rule}" + (f" {cell}" if cell else "")
+    return f"rule {getattr(snakemake, 'rule', '?')}" + (f" {cell}" if cell else "")
 
 
 @contextlib.contextmanager
