@@ -163,23 +163,12 @@ def _check_select(config: Mapping[str, Any]) -> None:
     """Unknown names in ``select`` are errors listing the valid ones; so is a selection of no cell."""
     select = config.get("select") or {}
     experiments = config["experiments"]
-    chosen = select.get("experiments") or list(experiments)
+    chosen = [experiments[name] for name in select.get("experiments") or experiments if name in experiments]
     valid = {
         "experiments": list(experiments),
-        "backbones": sorted(
-            {b for name in chosen if name in experiments for b in experiments[name]["backbones"]}
-        ),
-        "methods": sorted(
-            {m for name in chosen if name in experiments for m in experiments[name]["methods"]}
-        ),
-        "seeds": sorted(
-            {
-                int(s)
-                for name in chosen
-                if name in experiments
-                for s in (experiments[name].get("seeds") or config["seeds"])
-            }
-        ),
+        "backbones": sorted({b for exp in chosen for b in exp["backbones"]}),
+        "methods": sorted({m for exp in chosen for m in exp["methods"]}),
+        "seeds": sorted({int(s) for exp in chosen for s in exp.get("seeds") or config["seeds"]}),
     }
     for key, allowed in valid.items():
         unknown = [v for v in select.get(key) or [] if v not in allowed]

@@ -11,6 +11,7 @@ from contrastlab.data.download import (
     check_senteval,
     fetch,
     senteval_data,
+    verify_senteval_checksums,
 )
 from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
 
@@ -37,8 +38,8 @@ def prepare_senteval(
         write_senteval_fixture(senteval_dir)
         check_senteval(senteval_dir)
         return Path(senteval_dir)
-    folder = senteval_data(None, downloads, senteval_dir, url=url, lock_file=lock_file)
-    check_senteval(folder, canonical=True)
+    folder = senteval_data(None, downloads, senteval_dir, url=url, lock_file=lock_file)  # counts checked
+    verify_senteval_checksums(folder)
     return folder
 
 

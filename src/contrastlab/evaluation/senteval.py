@@ -183,16 +183,15 @@ def transfer_accuracies(
             **extra,
         )
     elif task in ("TREC", "MRPC"):
+        tr, te = data["train"], data["test"]
         if task == "TREC":
-            tr, te = data["train"], data["test"]
             train_x, test_x = lookup(tr.sentences), lookup(te.sentences)
         else:
-            tr, te = data["train"], data["test"]
-            feats = {}
-            for split in ("train", "test"):
-                u, v = lookup(data[split].a), lookup(data[split].b)
-                feats[split] = np.concatenate([np.abs(u - v), u * v], axis=1)  # mrpc.py: np.c_[|u-v|, u*v]
-            train_x, test_x = feats["train"], feats["test"]
+            feats = []
+            for split in (tr, te):
+                u, v = lookup(split.a), lookup(split.b)
+                feats.append(np.concatenate([np.abs(u - v), u * v], axis=1))  # mrpc.py: np.c_[|u-v|, u*v]
+            train_x, test_x = feats
         dev, acc = impl.kfold_then_test(
             train_x,
             tr.labels,

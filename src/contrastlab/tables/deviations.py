@@ -22,6 +22,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from contrastlab.tables.markdown import markdown_table
+
 #: Seeds the papers average over ("the average value obtained from three runs").
 PAPER_RUNS = 3
 PAPER_MODE = "test"
@@ -29,16 +31,12 @@ PAPER_MODE = "test"
 
 def _training_values(config: Mapping[str, Any], experiment: str, key: str) -> set:
     """Every value ``key`` takes in the experiment's cells' resolved training settings."""
-    from contrastlab.config import method_settings
+    from contrastlab.config import cells, method_settings
 
-    exp = config["experiments"][experiment]
-    values = set()
-    for method, spec in (exp.get("methods") or {}).items():
-        for backbone in exp.get("backbones") or []:
-            if spec.get("backbones") is None or backbone in spec["backbones"]:
-                resolved = method_settings({"training": {}, **config}, experiment, method, backbone)
-                values.add(resolved.get(key))
-    return values
+    everything = {"training": {}, **config, "select": {"experiments": [experiment]}}
+    return {
+        method_settings(everything, c.experiment, c.method, c.backbone).get(key) for c in cells(everything)
+    }
 
 
 def detected(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
@@ -110,17 +108,13 @@ def deviations(config: Mapping[str, Any], experiment: str) -> list[dict[str, str
     return declared + detected(config, experiment)
 
 
+#: Column titles of a deviations table, by key of a deviation entry.
+COLUMNS = {"setting": "setting", "paper": "authors (paper, else script)", "ours": "ours", "why": "why"}
+
+
 def markdown_lines(items: list[dict[str, str]]) -> list[str]:
     """A Markdown table (setting | authors | ours | why), or one "none" line."""
-    if not items:
-        return ["none"]
-
-    def cell(text: str) -> str:
-        return " ".join(str(text).split()).replace("|", "\\|")
-
-    lines = ["| setting | authors (paper, else script) | ours | why |", "|---|---|---|---|"]
-    lines += [f"| {' | '.join(cell(d[k]) for k in ('setting', 'paper', 'ours', 'why'))} |" for d in items]
-    return lines
+    return markdown_table([{title: d[key] for key, title in COLUMNS.items()} for d in items])
 
 
 def render_page(config: Mapping[str, Any]) -> str:

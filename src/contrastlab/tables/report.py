@@ -6,10 +6,9 @@ import json
 import os
 from pathlib import Path
 
-import pandas as pd
-
 from contrastlab.tables.assemble import STATUS_NOT_CONFIGURED, STATUS_NOT_RUN, STATUS_PARTIAL, Table
 from contrastlab.tables.deviations import deviations, markdown_lines
+from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.render import fmt_score
 
 
@@ -71,14 +70,6 @@ def precision_rows(config: dict, metrics_root: str | os.PathLike) -> list[dict[s
     ]
 
 
-def _markdown_table(rows: list[dict[str, str]]) -> list[str]:
-    if not rows:
-        return ["none"]
-    frame = pd.DataFrame(rows)
-    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "|".join("---" for _ in frame.columns) + "|"]
-    return lines + ["| " + " | ".join(r) + " |" for r in frame.astype(str).itertuples(index=False, name=None)]
-
-
 def write_report(
     built: list[tuple[Table, dict[str, Path]]],
     report_path: Path,
@@ -112,10 +103,7 @@ def write_report(
         "",
     ]
     if rows:
-        frame = pd.DataFrame(rows)
-        lines.append("| " + " | ".join(frame.columns) + " |")
-        lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(frame.columns))) + "|")
-        lines += ["| " + " | ".join(r) + " |" for r in frame.astype(str).itertuples(index=False, name=None)]
+        lines += markdown_table(rows, numeric_after_first=True)
     else:
         lines.append("No tables: the config has no experiment with a paper table.")
     lines.append("")
@@ -138,6 +126,6 @@ def write_report(
             "auto run as fp32 off CUDA).",
             "",
         ]
-        lines += _markdown_table(precision_rows(config, metrics_root)) + [""]
+        lines += markdown_table(precision_rows(config, metrics_root)) + [""]
     report_path.write_text("\n".join(lines), encoding="utf-8")
     return report_path
