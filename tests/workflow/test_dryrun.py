@@ -15,11 +15,12 @@ from contrastlab import config as cl_config
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
-def run_snakemake(repo_root: Path, *args: str, cwd: Path | None = None) -> str:
+def snakemake_process(repo_root: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Snakemake on the repository's Snakefile, offline, its output captured (exit status not checked)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     # Any attempt to reach the network fails fast instead of hanging.
     env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
-    done = subprocess.run(
+    return subprocess.run(
         [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), *args],
         cwd=cwd or repo_root,
         env=env,
@@ -27,6 +28,11 @@ def run_snakemake(repo_root: Path, *args: str, cwd: Path | None = None) -> str:
         text=True,
         timeout=600,
     )
+
+
+def run_snakemake(repo_root: Path, *args: str, cwd: Path | None = None) -> str:
+    """:func:`snakemake_process` that must succeed; returns its output."""
+    done = snakemake_process(repo_root, *args, cwd=cwd)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     return output
@@ -112,15 +118,7 @@ def test_slurm_profile_requests_gpus_only_for_gpu_rules(repo_root, tmp_path):
 
 
 def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    done = subprocess.run(
-        [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), "-n", "--config", "seeds=[forty-two]"],
-        cwd=repo_root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = snakemake_process(repo_root, "-n", "--config", "seeds=[forty-two]")
     assert done.returncode != 0
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("contrastlab:")]
     expected = "contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'"

@@ -3,7 +3,6 @@ in the job's log file (issue 10 item 4)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import textwrap
 
 from contrastlab.paths import REPO_ROOT
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+from .test_dryrun import snakemake_process
 
 
 def _contrastlab_lines(text: str) -> list[str]:
@@ -59,30 +58,18 @@ def test_bad_senteval_file_stops_its_rule_with_one_line(tmp_path, shared):
     shutil.copytree(shared / "data" / "senteval", data)
     dev = data / "downstream" / "STS" / "STSBenchmark" / "sts-dev.csv"
     dev.write_text("".join(dev.read_text().splitlines(keepends=True)[:-5]))
-    env = dict(
-        os.environ, HF_HUB_OFFLINE="1", HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9"
-    )
-    done = subprocess.run(
-        [
-            *SNAKEMAKE,
-            "-s",
-            str(REPO_ROOT / "Snakefile"),
-            "--cores",
-            "1",
-            "--configfile",
-            "config/demo.yaml",
-            "--config",
-            f"results_dir={tmp_path}/results",
-            f"resources_dir={tmp_path}/resources",
-            f"data={{senteval_dir: {data}, fixture: false}}",
-            "--",
-            f"{tmp_path}/resources/data/senteval.ready.json",
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    done = snakemake_process(
+        REPO_ROOT,
+        "--cores",
+        "1",
+        "--configfile",
+        "config/demo.yaml",
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/resources",
+        f"data={{senteval_dir: {data}, fixture: false}}",
+        "--",
+        f"{tmp_path}/resources/data/senteval.ready.json",
     )
     out = done.stdout + done.stderr
     assert done.returncode != 0

@@ -8,16 +8,13 @@ them into the types the schema asks for.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from contrastlab import config as cl_config
 
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+from .test_dryrun import snakemake_process
 
 
 def test_text_values_become_the_schemas_types(repo_root):
@@ -86,29 +83,18 @@ def test_select_typos_are_config_errors_listing_the_choices(repo_root, select, e
 
 
 def _snakemake(repo_root, tmp_path, *config: str):
-    env = dict(
-        os.environ, HF_HUB_OFFLINE="1", HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9"
-    )
-    return subprocess.run(
-        [
-            *SNAKEMAKE,
-            "-s",
-            str(repo_root / "Snakefile"),
-            "-n",
-            "--cores",
-            "1",
-            "--configfile",
-            "config/demo.yaml",
-            "--config",
-            f"results_dir={tmp_path}/results",
-            f"resources_dir={tmp_path}/resources",
-            *config,
-        ],
-        cwd=repo_root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    """A dry run of the demo preset in a scratch results folder, with ``config`` overrides."""
+    return snakemake_process(
+        repo_root,
+        "-n",
+        "--cores",
+        "1",
+        "--configfile",
+        "config/demo.yaml",
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/resources",
+        *config,
     )
 
 
