@@ -37,4 +37,4 @@ lint: install
 	$(BIN)/ruff check src tests scripts benchmarks
 
 clean-demo:
-	rm -rf results/checkpoints results/metrics results/tables results/report.md resources/state
+	rm -rf results/demo

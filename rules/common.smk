@@ -1,8 +1,11 @@
 # Config validation, grid expansion and input functions. Logic lives in contrastlab.config.
+import functools
 import os
 import sys
 
 from contrastlab import config as cl_config
+from contrastlab.data.acquire import data_identity, data_locations
+from contrastlab.evaluation.tasks import SentEvalDataError
 from contrastlab.losses.catalog import module_path
 from contrastlab.paths import REPO_ROOT
 from contrastlab.tables import tables_for_config
@@ -33,19 +36,28 @@ wildcard_constraints:
     seed=_alternatives(c.seed for c in CELLS),
 
 
-def senteval_dir():
-    """Folder holding downstream/: the user's copy, the generated fixture, or the download."""
-    data = config["data"]
-    if data["senteval_dir"]:
-        return data["senteval_dir"]
-    return f"{S}/data/senteval-fixture" if data["fixture"] else f"{S}/data/senteval"
+LOCATIONS = data_locations(config)
 
 
-def corpus_path():
-    data = config["data"]
-    if data["wiki_path"]:
-        return data["wiki_path"]
-    return f"{S}/data/demo_corpus.txt" if data["fixture"] else f"{S}/data/wiki1m_for_simcse.txt"
+@functools.cache
+def data_marker_identity(what):
+    """What the data are (not where): the data rules' only param, so moving a copy retrains nothing."""
+    try:
+        return data_identity(config, what)
+    except (OSError, SentEvalDataError) as error:
+        sys.exit(f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}")
+
+
+# Check the user's copies before any job starts: a wrong path must not reach (and fail) a data job,
+# whose failure would delete the data marker and retrain every cell on the next run.
+if workflow.is_main_process:
+    for what in ("senteval", "corpus"):
+        data_marker_identity(what)
+
+
+def data_marker(what):
+    """This run's marker of ``what`` (senteval, corpus): its state, so presets never share it."""
+    return f"{R}/state/data/{what}.ready.json"
 
 
 def backbone_dir(alias):

@@ -7,15 +7,13 @@ localrules:
     fetch_backbone,
 
 
+# Each marker holds what its data are (contrastlab.data.acquire.data_identity), never where they lie:
+# the scripts read the locations from the config, so pointing data.* at an identical copy reruns nothing.
 rule senteval_data:
     output:
-        f"{S}/data/senteval.ready.json",
+        data_marker("senteval"),
     params:
-        senteval_dir=lambda wildcards: senteval_dir(),
-        user_copy=bool(config["data"]["senteval_dir"]),
-        fixture=config["data"]["fixture"],
-        url=config["data"]["senteval_url"],
-        downloads=lambda wildcards: f"{S}/downloads",
+        identity=lambda wildcards: data_marker_identity("senteval"),
     log:
         f"{R}/logs/data/senteval.log",
     conda:
@@ -26,14 +24,9 @@ rule senteval_data:
 
 rule corpus:
     output:
-        f"{S}/data/corpus.ready.json",
+        data_marker("corpus"),
     params:
-        corpus=lambda wildcards: corpus_path(),
-        user_copy=bool(config["data"]["wiki_path"]),
-        fixture=config["data"]["fixture"],
-        fixture_sentences=config["data"]["fixture_corpus_sentences"],
-        url=config["data"]["wiki_url"],
-        downloads=lambda wildcards: f"{S}/downloads",
+        identity=lambda wildcards: data_marker_identity("corpus"),
     log:
         f"{R}/logs/data/corpus.log",
     conda:

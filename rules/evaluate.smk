@@ -4,11 +4,10 @@
 rule evaluate:
     input:
         model=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/model",
-        senteval_ready=f"{S}/data/senteval.ready.json",
+        senteval_ready=data_marker("senteval"),
     output:
         metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/senteval.json",
     params:
-        data_dir=lambda wildcards: senteval_dir(),
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],
@@ -31,11 +30,10 @@ rule evaluate:
 rule evaluate_pretrained:
     input:
         model=lambda wildcards: backbone_dir(wildcards.backbone),
-        senteval_ready=f"{S}/data/senteval.ready.json",
+        senteval_ready=data_marker("senteval"),
     output:
         metrics=f"{R}/metrics/pretrained/{{backbone}}/senteval.json",
     params:
-        data_dir=lambda wildcards: senteval_dir(),
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],

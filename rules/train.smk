@@ -4,18 +4,17 @@
 rule train:
     input:
         backbone=lambda wildcards: backbone_dir(wildcards.backbone),
-        corpus_ready=f"{S}/data/corpus.ready.json",
-        senteval_ready=f"{S}/data/senteval.ready.json",
+        corpus_ready=data_marker("corpus"),
+        senteval_ready=data_marker("senteval"),
         loss_source=loss_source,
     output:
         model=directory(f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/model"),
         log_jsonl=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/train_log.jsonl",
     params:
         settings=train_settings,
-        corpus=lambda wildcards: corpus_path(),
-        dev_data_dir=lambda wildcards: senteval_dir(),
-        state_dir=lambda wildcards: f"{S}/state/{cell_of(wildcards).path}",
-        cache_dir=lambda wildcards: f"{S}/cache",
+        # Where things lie is not a param (a param change retrains): train.py reads the data locations
+        # and the cache from the config, and the snapshots sit in this run's state folder.
+        state_dir=lambda wildcards: f"{R}/state/train/{cell_of(wildcards).path}",
     log:
         f"{R}/logs/train/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
     benchmark:

@@ -3,7 +3,7 @@
 import torch
 
 from contrastlab.evaluation.senteval import evaluate_checkpoint
-from contrastlab.workflow import job_label, logged_to, write_json
+from contrastlab.workflow import job_data_locations, job_label, logged_to, write_json
 
 snakemake = globals()["snakemake"]
 
@@ -11,7 +11,7 @@ with logged_to(snakemake.log[0], job_label(snakemake)):
     torch.set_num_threads(snakemake.threads)
     metrics = evaluate_checkpoint(
         snakemake.input.model,
-        snakemake.params.data_dir,
+        job_data_locations(snakemake)["senteval_dir"],
         snakemake.params.tasks,
         snakemake.params.mode,
         pooling=snakemake.params.pooling,

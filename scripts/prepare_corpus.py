@@ -1,18 +1,19 @@
 """Snakemake entry: make the training corpus available (user copy, generated demo corpus, or download)."""
 
 from contrastlab.data.acquire import prepare_corpus
-from contrastlab.workflow import job_label, logged_to, write_json
+from contrastlab.workflow import job_data_locations, job_label, logged_to, write_json
 
 snakemake = globals()["snakemake"]
 
 with logged_to(snakemake.log[0], job_label(snakemake)):
-    p = snakemake.params
-    path = prepare_corpus(
-        p.corpus,
-        url=p.url,
-        downloads=p.downloads,
-        user_copy=p.user_copy,
-        fixture=p.fixture,
-        fixture_sentences=p.fixture_sentences,
+    data = snakemake.config["data"]
+    where = job_data_locations(snakemake)
+    prepare_corpus(
+        where["corpus"],
+        url=data["wiki_url"],
+        downloads=where["downloads"],
+        user_copy=bool(data["wiki_path"]),
+        fixture=data["fixture"],
+        fixture_sentences=data["fixture_corpus_sentences"],
     )
-    write_json(snakemake.output[0], {"corpus": str(path)})
+    write_json(snakemake.output[0], dict(snakemake.params.identity))  # what, never where: see data.smk

@@ -6,7 +6,7 @@ import os
 import sys
 
 from contrastlab.training.sentence import TrainSettings, train
-from contrastlab.workflow import job_label, logged_to
+from contrastlab.workflow import job_data_locations, job_label, logged_to
 
 FLAGS = "--backbone --corpus --dev-data-dir --out --log --state-dir".split()
 KEYWORDS = "backbone_dir corpus_path dev_data_dir out_dir log_path state_dir".split()  # of train()
@@ -46,15 +46,16 @@ if "snakemake" in globals():
         import torch
 
         torch.set_num_threads(max(1, sm.threads))
+        where = job_data_locations(sm)
         train(
             TrainSettings.from_dict(dict(sm.params.settings)),
             backbone_dir=sm.input.backbone,
-            corpus_path=getattr(sm.input, "corpus", None) or sm.params.corpus,
-            dev_data_dir=sm.params.dev_data_dir,
+            corpus_path=where["corpus"],
+            dev_data_dir=where["senteval_dir"],
             out_dir=sm.output.model,
             log_path=sm.output.log_jsonl,
             state_dir=sm.params.state_dir,
-            cache_dir=getattr(sm.params, "cache_dir", None),
+            cache_dir=where["cache"],
         )
 elif __name__ == "__main__":
     cli()

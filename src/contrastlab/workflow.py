@@ -24,6 +24,15 @@ def job_label(snakemake: Any) -> str:
     return f"rule {getattr(snakemake, 'rule', '?')}" + (f" {cell}" if cell else "")
 
 
+def job_data_locations(snakemake: Any) -> dict[str, str]:
+    """:func:`contrastlab.data.acquire.data_locations` of the job's config. Jobs read where the data lie
+    from the config rather than from a param, so that moving the data reruns no job (see data.smk)."""
+    from contrastlab import config as cl_config
+    from contrastlab.data.acquire import data_locations
+
+    return data_locations(cl_config.validate(snakemake.config))
+
+
 @contextlib.contextmanager
 def logged_to(log_path: str | os.PathLike, label: str = "", *, append: bool = False) -> Iterator[None]:
     """Send stdout/stderr of the block to ``log_path``; a failure ends the job with one line.

@@ -63,7 +63,7 @@ def test_defaults_are_filled(repo_root):
     config = cl_config.load(repo_root / "config" / "demo.yaml")
     assert config["evaluation"]["tasks"][0] == "STS12"
     assert config["training"]["max_length"] == 32
-    assert config["results_dir"] == "results"
+    assert config["resources_dir"] == "resources"  # shared: downloads, backbones, caches
 
 
 BAD = [
@@ -153,3 +153,11 @@ def test_config_yaml_cites_a_source_for_every_method(repo_root):
     for name, experiment in raw["experiments"].items():
         for method, spec in experiment["methods"].items():
             assert spec.get("note"), f"{name}.{method} has no note citing its source"
+
+
+def test_each_preset_has_its_own_results_and_state(repo_root):
+    """Issue 10 item 2: the demo used to write into the full run's results/ (tables, report, state)."""
+    presets = [repo_root / "config.yaml", *sorted((repo_root / "config").glob("*.yaml"))]
+    results = [cl_config.load(path)["results_dir"] for path in presets]
+    assert len(set(results)) == len(results), dict(zip(map(str, presets), results, strict=True))
+    assert results[0] == "results" and "results/demo" in results

@@ -23,17 +23,19 @@ def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
         f"""
         import runpy
         from types import SimpleNamespace
+        import yaml
+        config = yaml.safe_load(open({str(REPO_ROOT / "config" / "demo.yaml")!r}))
+        config["resources_dir"] = {str(tmp_path)!r}
+        config["data"].update(senteval_dir={str(tmp_path)!r}, wiki_path={str(tmp_path / "corpus.txt")!r})
         sm = SimpleNamespace(
+            config=config,
             rule="train",
             wildcards={{"experiment": "nie2023", "backbone": "tiny-bert", "method": "cl", "seed": "42"}},
             log=[{str(log)!r}],
             threads=1,
             params=SimpleNamespace(
                 settings={{"loss": "infonce", "max_steps": 2}},
-                corpus={str(tmp_path / "corpus.txt")!r},
-                dev_data_dir={str(tmp_path)!r},
                 state_dir={str(tmp_path / "state")!r},
-                cache_dir={str(tmp_path / "cache")!r},
             ),
             input=SimpleNamespace(backbone={str(tmp_path / "no-such-backbone")!r}),
             output=SimpleNamespace(
@@ -52,8 +54,9 @@ def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
     assert "Traceback" not in done.stderr and "Traceback" in log.read_text()
 
 
-def test_bad_senteval_file_stops_its_rule_with_one_line(tmp_path, shared):
-    """A user copy whose sts-dev.csv lost its last rows: the data rule names the file, once."""
+def test_bad_senteval_file_stops_the_workflow_with_one_line(tmp_path, shared):
+    """A user copy whose sts-dev.csv lost its last rows: named once, before any job runs (a failing data
+    job would delete the data marker and cost every finished cell)."""
     data = tmp_path / "senteval"
     shutil.copytree(shared / "data" / "senteval", data)
     dev = data / "downstream" / "STS" / "STSBenchmark" / "sts-dev.csv"
@@ -69,11 +72,12 @@ def test_bad_senteval_file_stops_its_rule_with_one_line(tmp_path, shared):
         f"resources_dir={tmp_path}/resources",
         f"data={{senteval_dir: {data}, fixture: false}}",
         "--",
-        f"{tmp_path}/resources/data/senteval.ready.json",
+        f"{tmp_path}/results/state/data/senteval.ready.json",
     )
     out = done.stdout + done.stderr
     assert done.returncode != 0
     lines = _contrastlab_lines(out)
     assert len(lines) == 1, out[-3000:]
-    assert lines[0].startswith("contrastlab: rule senteval_data: ") and "sts-dev.csv" in lines[0], lines
+    assert lines[0].startswith("contrastlab: data: SentEvalDataError: ") and "sts-dev.csv" in lines[0], lines
+    assert "Select jobs to execute" not in out  # stopped while the workflow was read
     assert "Traceback" not in out

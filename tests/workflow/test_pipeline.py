@@ -7,16 +7,20 @@ import json
 import pytest
 import yaml
 
-from .test_dryrun import job_counts, run_snakemake
+from contrastlab.data.fixtures import write_demo_corpus
+
+from .test_dryrun import job_counts, run_snakemake, snakemake_process
 
 pytestmark = pytest.mark.slow
 
 
 def reduced_demo(repo_root, workdir):
-    """config/demo.yaml on one backbone and two losses, fewer steps: same rules, smaller sizes."""
+    """config/demo.yaml on one backbone and two losses, fewer steps: same rules, smaller sizes. The
+    corpus is a user copy (``data.wiki_path``), so the tests can move it and change it."""
     config = yaml.safe_load((repo_root / "config" / "demo.yaml").read_text())
     config["results_dir"] = str(workdir / "results")
     config["resources_dir"] = str(workdir / "resources")
+    config["data"]["wiki_path"] = str(write_demo_corpus(workdir / "corpus" / "wiki.txt", 2000))
     config["training"].update(max_steps=8, eval_every=4, state_every=4, log_every=2)
     config["experiments"] = {
         "nie2023": {
@@ -74,3 +78,60 @@ def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finis
     assert counts == {"train": 1, "evaluate": 1, "tables": 1, "all": 1, "total": 4}, counts
     assert "wildcards: experiment=nie2023, backbone=tiny-bert, method=mpt, seed=42" in output
     assert "method=cl" not in output
+
+
+def _dry_run(repo_root, workdir, config, name):
+    return run_snakemake(repo_root, "-n", "--configfile", write(config, workdir / f"{name}.yaml"))
+
+
+def test_an_identical_copy_of_the_data_elsewhere_reruns_nothing(repo_root, finished_demo):
+    """Issue 10 item 2: data markers depend on the data's content, not on where it was found."""
+    workdir, config, _ = finished_demo
+    moved = json.loads(json.dumps(config))
+    copy = workdir / "elsewhere" / "wiki-copy.txt"
+    copy.parent.mkdir(exist_ok=True)
+    copy.write_bytes((workdir / "corpus" / "wiki.txt").read_bytes())
+    moved["data"]["wiki_path"] = str(copy)
+    output = _dry_run(repo_root, workdir, moved, "moved")
+    assert "Nothing to be done" in output, output[-3000:]
+
+
+def test_a_corpus_whose_content_changed_retrains_every_cell(repo_root, finished_demo):
+    workdir, config, _ = finished_demo
+    changed = json.loads(json.dumps(config))
+    edited = workdir / "edited" / "wiki.txt"
+    edited.parent.mkdir(exist_ok=True)
+    edited.write_text((workdir / "corpus" / "wiki.txt").read_text() + "one more sentence .\n")
+    changed["data"]["wiki_path"] = str(edited)
+    counts = job_counts(_dry_run(repo_root, workdir, changed, "edited"))
+    assert counts["corpus"] == 1 and counts["train"] == 2 and counts["evaluate"] == 2, counts
+    assert "evaluate_pretrained" not in counts and "senteval_data" not in counts, counts
+
+
+def test_a_wrong_data_path_stops_before_any_job_and_costs_nothing(repo_root, finished_demo):
+    """A wrong ``data.senteval_dir`` used to fail inside the data job, which deleted the marker, so the
+    next plain run retrained and re-evaluated every cell."""
+    workdir, config, _ = finished_demo
+    wrong = json.loads(json.dumps(config))
+    wrong["data"]["senteval_dir"] = str(workdir / "no-such-senteval")
+    done = snakemake_process(repo_root, "--cores", "1", "--configfile", write(wrong, workdir / "wrong.yaml"))
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("contrastlab:")]
+    assert done.returncode == 1 and len(lines) == 1, done.stdout + done.stderr
+    assert "data.senteval_dir" in lines[0] and "no-such-senteval" in lines[0], lines
+    assert (workdir / "results" / "state" / "data" / "senteval.ready.json").is_file()
+    output = _dry_run(repo_root, workdir, config, "after-wrong")
+    assert "Nothing to be done" in output, output[-3000:]
+
+
+def test_presets_keep_their_own_state(repo_root, finished_demo):
+    """Another preset on the same resources (other data, other results) leaves this run's cells done."""
+    workdir, config, _ = finished_demo
+    other = json.loads(json.dumps(config))
+    other["results_dir"] = str(workdir / "other-results")
+    other["data"] = {"fixture": True, "fixture_corpus_sentences": 500}
+    markers = [f"{other['results_dir']}/state/data/{what}.ready.json" for what in ("corpus", "senteval")]
+    run_snakemake(
+        repo_root, "--cores", "1", "--configfile", write(other, workdir / "other.yaml"), "--", *markers
+    )
+    output = _dry_run(repo_root, workdir, config, "after-other")
+    assert "Nothing to be done" in output, output[-3000:]

@@ -1,16 +1,26 @@
-"""Workflow entry points for the data rules: a user's copy, the generated fixture, or the download."""
+"""Workflow entry points for the data rules: a user's copy, the generated fixture, or the download.
+
+Where the data lie (:func:`data_locations`) and what they are (:func:`data_identity`) are kept apart on
+purpose: the workflow's data markers and the cells depend on the identity only, so moving a copy, or
+switching from the download to an identical copy, retrains nothing, while a corpus whose content
+changed retrains every cell that reads it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from contrastlab.data.download import (
+    CANONICAL_SENTEVAL,
     LOCK_FILE,
     SENTEVAL_URL,
     WIKI1M_URL,
     check_senteval,
     fetch,
     senteval_data,
+    sha256_file,
     verify_senteval_checksums,
 )
 from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
@@ -63,3 +73,64 @@ def prepare_corpus(
     if fixture:
         return write_demo_corpus(corpus, fixture_sentences)
     return fetch(url, corpus, lock_file=lock_file)
+
+
+def data_locations(config: Mapping[str, Any]) -> dict[str, str]:
+    """Where the validated ``config``'s data lie: ``senteval_dir`` (the folder holding ``downstream/``)
+    and ``corpus`` (the training text): the user's copies if set, else the generated fixture (demo) or
+    the download under ``resources_dir``; ``downloads`` is where archives are fetched to, ``cache`` where
+    tokenised corpora are kept."""
+    data, resources = config["data"], config["resources_dir"]
+    if data["senteval_dir"]:
+        senteval_dir = data["senteval_dir"]
+    else:
+        senteval_dir = (
+            f"{resources}/data/senteval-fixture" if data["fixture"] else f"{resources}/data/senteval"
+        )
+    if data["wiki_path"]:
+        corpus = data["wiki_path"]
+    else:
+        corpus = (
+            f"{resources}/data/demo_corpus.txt"
+            if data["fixture"]
+            else f"{resources}/data/wiki1m_for_simcse.txt"
+        )
+    return {
+        "senteval_dir": str(senteval_dir),
+        "corpus": str(corpus),
+        "downloads": f"{resources}/downloads",
+        "cache": f"{resources}/cache",  # tokenised corpora, keyed by content
+    }
+
+
+def data_identity(config: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """What the ``what`` (``senteval`` or ``corpus``) data of ``config`` are, independent of where they lie.
+
+    The published SentEval files (a user's copy is held to their sha256, the download too) are one
+    identity whatever their folder; a user's corpus is its sha256 (hashed here, a fraction of a second
+    for wiki1m); a download is its URL; the fixtures are their generator settings. Cheap enough to be
+    computed on every workflow start. A user's SentEval copy is verified here, so a wrong
+    ``data.senteval_dir`` stops the workflow before any job instead of failing inside one.
+    """
+    data = config["data"]
+    if what == "senteval":
+        if data["fixture"] and not data["senteval_dir"]:
+            return {"senteval": "fixture"}
+        if data["senteval_dir"]:
+            if not (Path(data["senteval_dir"]) / "downstream").is_dir():
+                raise FileNotFoundError(
+                    f"data.senteval_dir {data['senteval_dir']} holds no downstream/ folder; point it at the "
+                    "folder that holds downstream/, or unset it to download the data"
+                )
+            verify_senteval_checksums(data["senteval_dir"])
+        return {"senteval": "published", "files_sha256": sha256_file(CANONICAL_SENTEVAL)}
+    if what == "corpus":
+        if data["wiki_path"]:
+            corpus = Path(data["wiki_path"])
+            if not corpus.is_file():
+                raise FileNotFoundError(f"data.wiki_path {corpus} is not a file; fix the path or unset it")
+            return {"corpus": "file", "sha256": sha256_file(corpus)}
+        if data["fixture"]:
+            return {"corpus": "fixture", "sentences": data["fixture_corpus_sentences"]}
+        return {"corpus": "download", "url": data["wiki_url"]}
+    raise ValueError(f"unknown data kind {what!r}; expected senteval or corpus")

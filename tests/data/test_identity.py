@@ -1,0 +1,57 @@
+"""Where the data lie and what they are, kept apart (issue 10 item 2): the workflow's data markers and
+cells depend on the identity only."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from contrastlab import config as cl_config
+from contrastlab.data.acquire import data_identity, data_locations
+from contrastlab.evaluation.tasks import SentEvalDataError
+
+
+def _config(repo_root, **data):
+    config = cl_config.load(repo_root / "config.yaml")
+    config["data"].update(data)
+    return config
+
+
+def test_a_copy_of_the_published_senteval_is_the_download(repo_root, shared):
+    downloaded = data_identity(_config(repo_root), "senteval")
+    copied = data_identity(_config(repo_root, senteval_dir=str(shared / "data" / "senteval")), "senteval")
+    assert copied == downloaded
+
+
+def test_an_altered_senteval_copy_is_refused_naming_the_file(repo_root, shared, tmp_path):
+    shutil.copytree(shared / "data" / "senteval", tmp_path / "senteval")
+    sick = tmp_path / "senteval" / "downstream" / "SICK" / "SICK_test_annotated.txt"
+    sick.write_bytes(sick.read_bytes()[:-1] + b"X")
+    with pytest.raises(SentEvalDataError, match="SICK_test_annotated.txt differs"):
+        data_identity(_config(repo_root, senteval_dir=str(tmp_path / "senteval")), "senteval")
+    with pytest.raises(FileNotFoundError, match="holds no downstream/ folder"):
+        data_identity(_config(repo_root, senteval_dir=str(tmp_path)), "senteval")
+
+
+def test_a_corpus_is_its_content_wherever_it_lies(repo_root, tmp_path):
+    a, b, c = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "c.txt"
+    a.write_text("one .\ntwo .\n")
+    b.write_text("one .\ntwo .\n")
+    c.write_text("one .\ntwo !\n")
+    identity = {p: data_identity(_config(repo_root, wiki_path=str(p)), "corpus") for p in (a, b, c)}
+    assert identity[a] == identity[b] != identity[c]
+    assert data_identity(_config(repo_root), "corpus") == {
+        "corpus": "download",
+        "url": cl_config.load(repo_root / "config.yaml")["data"]["wiki_url"],
+    }
+    with pytest.raises(FileNotFoundError, match="data.wiki_path"):
+        data_identity(_config(repo_root, wiki_path=str(tmp_path / "missing.txt")), "corpus")
+
+
+def test_locations_default_under_resources(repo_root):
+    where = data_locations(_config(repo_root))
+    assert where["senteval_dir"] == "resources/data/senteval"
+    assert where["corpus"] == "resources/data/wiki1m_for_simcse.txt"
+    demo = data_locations(cl_config.load(repo_root / "config" / "demo.yaml"))
+    assert demo["senteval_dir"] == "resources/data/senteval-fixture"
