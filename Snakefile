@@ -20,6 +20,26 @@ include: "rules/evaluate.smk"
 include: "rules/tables.smk"
 
 
+# A killed run (SIGKILL, power loss) leaves Snakemake's locks behind; the next run clears them itself and
+# resumes (rerun-incomplete in the profiles), so recovery is: run the same command again.
+if workflow.is_main_process:
+    note = recover_killed_run(R)
+    if note:
+        print(note, file=sys.stderr)
+
+
+onstart:
+    record_running_workflow(R)
+
+
+onsuccess:
+    forget_running_workflow(R)
+
+
+onerror:
+    forget_running_workflow(R)
+
+
 rule all:
     default_target: True
     input:

@@ -9,6 +9,7 @@ from contrastlab.evaluation.tasks import SentEvalDataError
 from contrastlab.losses.catalog import module_path
 from contrastlab.paths import REPO_ROOT
 from contrastlab.tables import tables_for_config
+from contrastlab.workflow import forget_running_workflow, record_running_workflow, recover_killed_run
 
 try:
     config = cl_config.validate(config)

@@ -1,0 +1,95 @@
+"""Snakemake itself killed mid-run (issue 10 item 3): no job outlives it, a second run on the same files
+refuses while it runs, and the next plain run clears the stale locks, resumes, and recomputes no
+finished job."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .test_dryrun import SNAKEMAKE, run_snakemake, snakemake_process
+from .test_pipeline import reduced_demo, write
+
+pytestmark = pytest.mark.slow
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to find the jobs")
+def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_root, tmp_path):
+    config = reduced_demo(repo_root, tmp_path)
+    config["training"].update(max_steps=60, eval_every=20, state_every=2, log_every=2)
+    configfile = write(config, tmp_path / "c.yaml")
+    results = tmp_path / "results"
+    profile = ["--workflow-profile", "profiles/local", "--cores", "1", "--configfile", configfile]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    workflow = subprocess.Popen(
+        [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), *profile],
+        cwd=repo_root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        # Kill while a training job is past its first snapshot and after some job has finished.
+        snapshot = _wait_for(lambda: list((results / "state" / "train").rglob("*.pt")), 240, "a snapshot")[0]
+        killed_cell = Path(*snapshot.relative_to(results / "state" / "train").parts[:4])
+        jobs = _wait_for(lambda: _children(workflow.pid), 30, "the training job process")
+
+        second = snakemake_process(repo_root, "--cores", "1", "--configfile", configfile)
+        assert second.returncode != 0
+        assert "cannot be locked" in second.stdout + second.stderr, (second.stdout + second.stderr)[-2000:]
+
+        finished = {p: p.stat().st_mtime_ns for p in results.rglob("senteval.json")}
+        workflow.send_signal(signal.SIGKILL)
+        workflow.wait(timeout=30)
+        _wait_for(lambda: not any(_alive(pid) for pid in jobs), 15, "the orphaned jobs to exit")
+    finally:
+        if workflow.poll() is None:
+            os.killpg(workflow.pid, signal.SIGKILL)
+
+    assert list((repo_root / ".snakemake" / "locks").glob("*.lock")), "the kill should leave locks"
+    output = run_snakemake(repo_root, *profile)  # the same command again: nothing else to type
+    assert f"contrastlab: the last run on {results} (pid {workflow.pid}) was killed" in output, output[-3000:]
+    assert (results / "report.md").is_file()
+    for path, mtime in finished.items():
+        assert path.stat().st_mtime_ns == mtime, f"{path} was recomputed"
+    records = [
+        json.loads(line) for line in (results / "checkpoints" / killed_cell / "train_log.jsonl").open()
+    ]
+    events = [r["event"] for r in records]
+    assert "resume" in events and records[-1]["event"] == "end" and records[-1]["steps"] == 60, events
