@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 SHARED ?= ../shared
 SNAKEMAKE := $(BIN)/snakemake --workflow-profile profiles/local
 
-.PHONY: install test test-fast demo cpu dry-run lint clean-demo
+.PHONY: install test test-fast faults demo cpu dry-run lint clean-demo
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ test: install            ## the whole test suite (includes the end-to-end demo D
 
 test-fast: install       ## unit tests only
 	$(BIN)/python -m pytest -q -m "not slow"
+
+faults: install          ## the fault-injection suite; ends with a table and "N faults injected, N handled"
+	$(BIN)/python -m pytest -q -m fault
 
 demo: install            ## offline toy reproduction on CPU: results/tables/*.{csv,md,tex}, results/report.md
 	$(SNAKEMAKE) --configfile config/demo.yaml --cores 2

@@ -55,3 +55,52 @@ def tiny_bert(tmp_path_factory, minilm_dir) -> Path:
     return materialize_backbone(
         spec, tmp_path_factory.mktemp("tiny") / "tiny-bert", resolve_alias=lambda _: minilm_dir
     )
+
+
+# --- Fault-injection suite (issue 10): `make faults` = `pytest -m fault`, ending with a table -----------
+# A test marked `@pytest.mark.fault("what is injected", "what must happen")` injects one fault; it records
+# what it saw with the `observed` fixture. The terminal summary lists every fault run and ends with
+# "N faults injected, M handled" (handled = the test passed).
+_FAULTS: list[tuple[str, str, str, bool]] = []
+
+
+@pytest.fixture
+def observed(request):
+    """``observed("...")`` records what a fault test saw, for the fault table."""
+
+    def record(text: str) -> None:
+        request.node.user_properties.append(("observed", " ".join(str(text).split())))
+
+    return record
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    marker = item.get_closest_marker("fault")
+    if marker is None or report.when != "call" and not (report.when == "setup" and report.failed):
+        return
+    name, expected = marker.args
+    params = getattr(item, "callspec", None)
+    if params is not None:
+        name = f"{name} [{item.callspec.id}]"
+    seen = [value for key, value in item.user_properties if key == "observed"]
+    if report.passed:
+        observation = "; ".join(seen) or "as expected"
+    else:
+        observation = "NOT HANDLED: " + (report.longreprtext.strip().splitlines() or ["?"])[-1][:200]
+    _FAULTS.append((name, expected, observation, report.passed))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _FAULTS:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("fault injection")
+    write("| fault | expected | observed |")
+    write("|---|---|---|")
+    for name, expected, observation, _ in _FAULTS:
+        write(f"| {name} | {expected} | {observation} |")
+    handled = sum(passed for *_, passed in _FAULTS)
+    write(f"{len(_FAULTS)} faults injected, {handled} handled")

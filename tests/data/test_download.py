@@ -7,6 +7,7 @@ import io
 import json
 import tarfile
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -21,6 +22,7 @@ PAYLOAD = bytes(range(256)) * 4000  # ~1 MB
 class _Handler(BaseHTTPRequestHandler):
     files: dict[str, bytes] = {}
     cut_first: set[str] = set()  # paths whose first response stops half-way
+    faults: dict[str, str] = {}  # path -> a fault served once: "500", "drop" (headers, no body), "stall"
     log: list[tuple[str, str | None]] = []
 
     def log_message(self, *args):  # keep test output quiet
@@ -31,6 +33,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.log.append((self.path, self.headers.get("Range")))
         if body is None:
             self.send_error(404)
+            return
+        fault = self.faults.pop(self.path, None)
+        if fault == "500":
+            self.send_error(500)
+            return
+        if fault == "stall":
+            time.sleep(3)  # longer than the client's timeout
+            return
+        if fault == "drop":
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.flush()
+            self.close_connection = True
             return
         start = 0
         rng = self.headers.get("Range")
@@ -60,7 +76,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    _Handler.files, _Handler.cut_first, _Handler.log = {}, set(), []
+    _Handler.files, _Handler.cut_first, _Handler.log, _Handler.faults = {}, set(), [], {}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -110,6 +126,28 @@ def test_existing_part_file_is_resumed(server, tmp_path):
     assert handler.log == [("/p.bin", "bytes=1000-")]
 
 
+@pytest.mark.fault(
+    "download: server fault served once", "retried (resumed where the data stopped), sha256-verified"
+)
+@pytest.mark.parametrize("fault", ["truncated mid-file", "HTTP 500", "connection dropped", "stalled"])
+def test_transient_download_faults_are_retried_and_verified(server, tmp_path, fault, observed):
+    base, handler = server
+    handler.files["/f.bin"] = PAYLOAD
+    if fault == "truncated mid-file":
+        handler.cut_first.add("/f.bin")
+    else:
+        handler.faults["/f.bin"] = {"HTTP 500": "500", "connection dropped": "drop", "stalled": "stall"}[
+            fault
+        ]
+    digest = hashlib.sha256(PAYLOAD).hexdigest()
+    out = _fetch(f"{base}/f.bin", tmp_path / "f.bin", tmp_path / "lock.json", sha256=digest, timeout=1)
+    assert out.read_bytes() == PAYLOAD and not (tmp_path / "f.bin.part").exists()
+    requests = [r for p, r in handler.log if p == "/f.bin"]
+    assert len(requests) == 2, requests
+    observed(f"{len(requests)} requests ({requests[1] or 'full'} on retry), sha256 ok")
+
+
+@pytest.mark.fault("download: persistent checksum mismatch", "stops with one error; bad file kept aside")
 def test_corrupt_file_is_moved_aside_and_never_used(server, tmp_path):
     base, handler = server
     url = f"{base}/c.bin"

@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from scipy.stats import spearmanr
 
 from contrastlab.training import sentence
+from contrastlab.training import state as st
 from contrastlab.training.sentence import NonFiniteLossError, TrainSettings, train
 
 HERE = Path(__file__).parent
@@ -129,10 +130,13 @@ def _info_step(state_dir: Path) -> int:
         return -1
 
 
-def test_resume_after_sigkill_is_bit_identical(tmp_path, data):
+@pytest.mark.fault("SIGKILL of a training job at a random step", "resumes; checkpoint and log bit-identical")
+@pytest.mark.parametrize("kill_seed", [0, 1, 2])
+def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, observed):
     tiny_bert, corpus, senteval_dir = data
     settings = {**SMALL, "loss": "infonce", "max_steps": 14, "state_every": 2, "log_every": 2}
-    kill_after = random.Random().choice([2, 4, 6, 8, 10])
+    chooser = random.Random(kill_seed)
+    kill_after = chooser.choice([2, 4, 6, 8, 10])
 
     def args(name: str, sleep: float = 0.0) -> dict:
         return {
@@ -153,7 +157,7 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, data):
         assert proc.poll() is None, f"run ended before the kill: {proc.communicate()[1][-2000:]}"
         assert time.monotonic() < deadline, "no snapshot written in time"
         time.sleep(0.02)
-    time.sleep(random.Random().uniform(0, 0.3))  # somewhere in the next steps
+    time.sleep(chooser.uniform(0, 0.3))  # somewhere in the next steps
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (tmp_path / "killed" / "model").exists()
@@ -190,6 +194,7 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, data):
         return [{k: r[k] for k in keep if k in r} for r in records if r["event"] in ("train", "eval")]
 
     assert metrics("killed") == metrics("straight")
+    observed(f"killed after step {kill_after}, resumed from step {resumed['resumed_from'][0]}; weights equal")
 
 
 def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, data):
@@ -241,6 +246,7 @@ def test_gradient_caching_replays_the_dropout_masks(tiny_bert, corpus, minilm_di
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.fault("NaN loss injected at step 3", "the cell fails naming step, loss and stats; no checkpoint")
 def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, data, monkeypatch):
     real = sentence.build_loss
     calls = {"n": 0}
@@ -259,6 +265,36 @@ def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, data, monkeypa
     with pytest.raises(NonFiniteLossError, match=r"loss 'infonce'.*not finite at step 3.*stats at step 3"):
         run(tmp_path, data, log_every=5)
     assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.fault(
+    "write error while saving a snapshot", "the previous snapshot stays intact; a rerun resumes"
+)
+def test_write_error_while_saving_keeps_the_previous_snapshot(tmp_path, data, monkeypatch, observed):
+    real_save = torch.save
+    saves = {"n": 0}
+
+    def save_then_fail(payload, handle, *args, **kwargs):
+        saves["n"] += 1
+        if saves["n"] == 2:  # the second snapshot: half written, then the disk is full
+            handle.write(b"partial")
+            raise OSError(28, "No space left on device")
+        return real_save(payload, handle, *args, **kwargs)
+
+    monkeypatch.setattr(st.torch, "save", save_then_fail)
+    with pytest.raises(OSError, match="No space left"):
+        run(tmp_path, data, max_steps=8, state_every=2)
+    state_dir = tmp_path / "state"
+    info = json.loads((state_dir / st.STATE_INFO).read_text())
+    assert info["step"] == 2
+    payload = torch.load(state_dir / st.STATE_FILE, map_location="cpu", weights_only=False)
+    assert payload["fingerprint"]
+    assert not [p.name for p in state_dir.iterdir() if ".tmp" in p.name]
+
+    monkeypatch.setattr(st.torch, "save", real_save)
+    summary, _, _ = run(tmp_path, data, max_steps=8, state_every=2)
+    assert summary["resumed_from"] == [2] and summary["steps"] == 8
+    observed("OSError at the 2nd snapshot; snapshot of step 2 loaded; rerun resumed from step 2")
 
 
 def test_out_of_memory_suggests_smaller_batch_or_grad_accum(tmp_path, data, monkeypatch):

@@ -8,6 +8,9 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+import yaml
+
 from contrastlab.paths import REPO_ROOT
 
 from .test_dryrun import snakemake_process
@@ -81,3 +84,93 @@ def test_bad_senteval_file_stops_the_workflow_with_one_line(tmp_path, shared):
     assert lines[0].startswith("contrastlab: data: SentEvalDataError: ") and "sts-dev.csv" in lines[0], lines
     assert "Select jobs to execute" not in out  # stopped while the workflow was read
     assert "Traceback" not in out
+
+
+def _one_line_failure(done) -> str:
+    out = done.stdout + done.stderr
+    lines = _contrastlab_lines(out)
+    assert done.returncode == 1, out[-3000:]
+    assert len(lines) == 1, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    return lines[0]
+
+
+def _drop_last_sentence_characters(path):
+    text = path.read_bytes()
+    path.write_bytes(text[: text.rstrip(b"\n").rfind(b" ")] + b"\n")
+
+
+SENTEVAL_FAULTS = {
+    # name: (file under downstream/, how it is damaged)
+    "missing": ("MR/rt-polarity.pos", lambda p: p.unlink()),
+    "empty": ("SUBJ/subj.objective", lambda p: p.write_bytes(b"")),
+    "short": ("STS/STSBenchmark/sts-test.csv", _drop_last_sentence_characters),
+    "one byte": ("SICK/SICK_test_annotated.txt", lambda p: p.write_bytes(p.read_bytes()[:-2] + b"#\n")),
+    "non-UTF-8": ("CR/custrev.pos", lambda p: p.write_bytes(p.read_bytes().replace(b"e", b"\xe9", 1))),
+}
+
+
+@pytest.mark.fault(
+    "SentEval file damaged in the user's copy", "one line naming the file, exit 1, no job runs"
+)
+@pytest.mark.parametrize("damage", list(SENTEVAL_FAULTS))
+def test_damaged_senteval_copy_is_named_in_one_line(tmp_path, shared, damage, observed):
+    relative, harm = SENTEVAL_FAULTS[damage]
+    data = tmp_path / "senteval"
+    shutil.copytree(shared / "data" / "senteval", data)
+    harm(data / "downstream" / relative)
+    done = snakemake_process(
+        REPO_ROOT,
+        "-n",
+        "--configfile",
+        "config/demo.yaml",
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"data={{senteval_dir: {data}, fixture: false}}",
+    )
+    line = _one_line_failure(done)
+    assert relative.rsplit("/", 1)[-1] in line, line
+    observed(line[line.index("downstream/") :][:110])
+
+
+CONFIG_FAULTS = {
+    # name: (--config override or a change to the demo file, text the one line must contain)
+    "seed as text": (["seeds=[forty-two]"], "seeds[0]"),
+    "unknown top-level key": (["sedes=[1]"], "unknown key (typo?)"),
+    "negative batch size": (["training={batch_size: -4}"], "training.batch_size"),
+    "lr as a word": (["training={lr: fast}"], "training.lr"),
+    "unknown precision": (["precision_override=fp8"], "precision_override"),
+    "unknown evaluation mode": (["evaluation={mode: quick}"], "evaluation.mode"),
+    "unknown experiment in select": (["select={experiments: [nie]}"], "nie2023"),
+    "unknown method in select": (["select={methods: [mptt]}"], "mptt"),
+    "file: unknown loss": ({"experiments.nie2023.methods.cl.loss": "infonse"}, "infonse"),
+    "file: unknown backbone": ({"experiments.li2024.backbones": ["bert-tiny"]}, "bert-tiny"),
+    "file: hp of another loss": ({"experiments.nie2023.methods.cl.hp": {"m": 0.2}}, "cl"),
+    "file: threads as text": ({"resources.threads": "two"}, "resources.threads"),
+}
+
+
+def _set(config: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        config = config[key]
+    config[last] = value
+
+
+@pytest.mark.fault("config error", "one contrastlab: line naming the key, exit 1, no traceback")
+@pytest.mark.parametrize("fault", list(CONFIG_FAULTS))
+def test_config_errors_are_one_line(tmp_path, fault, observed):
+    change, expected = CONFIG_FAULTS[fault]
+    config = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
+    config["results_dir"] = str(tmp_path / "results")
+    overrides = []
+    if isinstance(change, dict):
+        for dotted, value in change.items():
+            _set(config, dotted, value)
+    else:
+        overrides = ["--config", *change]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    line = _one_line_failure(snakemake_process(REPO_ROOT, "-n", "--configfile", str(path), *overrides))
+    assert expected in line, line
+    observed(line[:140])

@@ -48,8 +48,12 @@ def _wait_for(condition, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.fault(
+    "SIGKILL of Snakemake mid-training; a 2nd Snakemake on the same results meanwhile",
+    "2nd refused; no orphan; the same command resumes, nothing finished recomputed",
+)
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to find the jobs")
-def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_root, tmp_path):
+def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_root, tmp_path, observed):
     config = reduced_demo(repo_root, tmp_path)
     config["training"].update(max_steps=60, eval_every=20, state_every=2, log_every=2)
     configfile = write(config, tmp_path / "c.yaml")
@@ -93,3 +97,8 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_ro
     ]
     events = [r["event"] for r in records]
     assert "resume" in events and records[-1]["event"] == "end" and records[-1]["steps"] == 60, events
+    observed(
+        f"2nd run: lock refused; {len(jobs)} job(s) exited with Snakemake; rerun cleared the locks, resumed "
+        f"{killed_cell} from step {next(r['step'] for r in records if r['event'] == 'resume')}, "
+        f"{len(finished)} finished result(s) untouched"
+    )

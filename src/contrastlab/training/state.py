@@ -61,10 +61,16 @@ def _fsync_dir(path: Path) -> None:
 def atomic_write_bytes(path: Path, write: Any) -> None:
     """Call ``write(handle)`` on a temporary file, fsync it, and rename it to ``path``."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        write(handle)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with open(tmp, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        tmp.unlink(
+            missing_ok=True
+        )  # a failed write (disk full, I/O error) leaves the previous file as it was
+        raise
     os.replace(tmp, path)
     _fsync_dir(path.parent)
 
