@@ -3,11 +3,11 @@
 import torch
 
 from contrastlab.evaluation.senteval import evaluate_checkpoint
-from contrastlab.workflow import job_data_locations, job_label, logged_to, write_json
+from contrastlab.workflow import failure_record, job_data_locations, job_label, logged_to, write_json
 
 snakemake = globals()["snakemake"]
 
-with logged_to(snakemake.log[0], job_label(snakemake)):
+with logged_to(snakemake.log[0], job_label(snakemake), failure_record=failure_record(snakemake)):
     torch.set_num_threads(snakemake.threads)
     metrics = evaluate_checkpoint(
         snakemake.input.model,

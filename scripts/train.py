@@ -6,7 +6,7 @@ import os
 import sys
 
 from contrastlab.training.sentence import TrainSettings, train
-from contrastlab.workflow import job_data_locations, job_label, logged_to
+from contrastlab.workflow import failure_record, job_data_locations, job_label, logged_to
 
 FLAGS = "--backbone --corpus --dev-data-dir --out --log --state-dir".split()
 KEYWORDS = "backbone_dir corpus_path dev_data_dir out_dir log_path state_dir".split()  # of train()
@@ -42,7 +42,7 @@ if "snakemake" in globals():
     log_file = open(sm.log[0], "a", buffering=1)  # noqa: SIM115 (C-level writes go to the log too)
     os.dup2(log_file.fileno(), 2)
     sys.stderr = real_stderr
-    with logged_to(sm.log[0], job_label(sm), append=True):
+    with logged_to(sm.log[0], job_label(sm), append=True, failure_record=failure_record(sm)):
         import torch
 
         torch.set_num_threads(max(1, sm.threads))

@@ -26,6 +26,25 @@ def job_label(snakemake: Any) -> str:
     return f"rule {getattr(snakemake, 'rule', '?')}" + (f" {cell}" if cell else "")
 
 
+#: Beside a cell's metrics file when its training or evaluation failed (see :func:`logged_to`).
+FAILURE_RECORD = "failed.json"
+
+
+def failure_record(snakemake: Any) -> Path | None:
+    """``<results_dir>/metrics/<experiment>/<backbone>/<method>/seed<N>/failed.json`` of a cell's job
+    (``None`` for jobs of no cell: data, backbones, Pretrained rows). Derived from the wildcards rather
+    than passed as a param, since a new param would rerun every finished cell."""
+    found = getattr(snakemake, "wildcards", None)
+    wildcards = dict(found.items()) if hasattr(found, "items") else {}
+    if not {"experiment", "backbone", "method", "seed"} <= set(wildcards):
+        return None
+    results = (getattr(snakemake, "config", None) or {}).get("results_dir", "results")
+    w = wildcards
+    return Path(
+        results, "metrics", w["experiment"], w["backbone"], w["method"], f"seed{w['seed']}", FAILURE_RECORD
+    )
+
+
 def job_data_locations(snakemake: Any) -> dict[str, str]:
     """:func:`contrastlab.data.acquire.data_locations` of the job's config. Jobs read where the data lie
     from the config rather than from a param, so that moving the data reruns no job (see data.smk)."""
@@ -136,15 +155,25 @@ def forget_running_workflow(results_dir: str) -> None:
 
 
 @contextlib.contextmanager
-def logged_to(log_path: str | os.PathLike, label: str = "", *, append: bool = False) -> Iterator[None]:
+def logged_to(
+    log_path: str | os.PathLike,
+    label: str = "",
+    *,
+    append: bool = False,
+    failure_record: str | os.PathLike | None = None,
+) -> Iterator[None]:
     """Send stdout/stderr of the block to ``log_path``; a failure ends the job with one line.
 
     The traceback goes to the log only; the real stderr gets ``contrastlab: <label>: <Error>: <message>
     (log: <path>)`` and the process exits with status 1 (``SystemExit``), so Snakemake shows that line
     and the log path instead of a traceback printed twice. ``label`` names the job (see
-    :func:`job_label`): the cell, or the data step.
+    :func:`job_label`): the cell, or the data step. ``failure_record``: a JSON file written on failure
+    (job, error, log) and removed when the job starts again, so the tables can show the cell as
+    "failed" while a ``--keep-going`` run finishes the others.
     """
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    if failure_record is not None:
+        Path(failure_record).unlink(missing_ok=True)
     die_with_workflow()
     real_stderr = sys.stderr
     with open(log_path, "a" if append else "w", buffering=1) as log:
@@ -155,11 +184,10 @@ def logged_to(log_path: str | os.PathLike, label: str = "", *, append: bool = Fa
                 traceback.print_exc(file=log)
                 where = f"{label}: " if label else ""
                 message = " ".join(str(error).split())
-                print(
-                    f"contrastlab: {where}{type(error).__name__}: {message} (log: {log_path})",
-                    file=real_stderr,
-                    flush=True,
-                )
+                line = f"contrastlab: {where}{type(error).__name__}: {message} (log: {log_path})"
+                print(line, file=real_stderr, flush=True)
+                if failure_record is not None:
+                    write_json(failure_record, {"job": label, "error": line, "log": str(log_path)})
                 raise SystemExit(1) from None
 
 

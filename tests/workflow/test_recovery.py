@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -102,3 +103,34 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_ro
         f"{killed_cell} from step {next(r['step'] for r in records if r['event'] == 'resume')}, "
         f"{len(finished)} finished result(s) untouched"
     )
+
+
+@pytest.mark.fault(
+    "NaN loss in one cell of a --keep-going run",
+    "that cell fails naming step, loss and stats; the others finish; the table says failed",
+)
+def test_a_diverging_cell_fails_alone_and_the_table_says_failed(repo_root, tmp_path, observed):
+    config = reduced_demo(repo_root, tmp_path)
+    config["experiments"]["nie2023"]["methods"]["mpt"]["lr"] = 1.0e12  # diverges to NaN within 2 steps
+    configfile = write(config, tmp_path / "c.yaml")
+    profile = ["--workflow-profile", "profiles/local", "--cores", "1", "--configfile", configfile]
+    done = snakemake_process(repo_root, *profile)  # the profile sets keep-going
+    out = done.stdout + done.stderr
+    lines = [line for line in out.splitlines() if line.startswith("contrastlab:")]
+    assert done.returncode == 1 and len(lines) == 1, out[-3000:]
+    assert lines[0].startswith("contrastlab: rule train nie2023/tiny-bert/mpt/seed42: NonFiniteLossError")
+    assert "not finite at step" in lines[0] and "loss stats at step" in lines[0], lines[0]
+    metrics = tmp_path / "results" / "metrics" / "nie2023" / "tiny-bert"
+    assert (metrics / "cl" / "seed42" / "senteval.json").is_file()
+    record = json.loads((metrics / "mpt" / "seed42" / "failed.json").read_text())
+    assert record["error"] == lines[0]
+
+    run_snakemake(repo_root, *profile, "--config", "tables={partial: true}")
+    table = (tmp_path / "results" / "tables" / "nie2023_table1.md").read_text()
+    rows = table.splitlines()
+    ours = {
+        rows[i].split(" | ")[0].strip("| "): rows[i + 1] for i, row in enumerate(rows) if " | paper | " in row
+    }
+    assert ours["L_mpt"].endswith("| failed | failed | failed |"), ours["L_mpt"]
+    assert re.search(r"\| \d+\.\d\d \| \d+\.\d\d \| \d+\.\d\d \|$", ours["L_cl"]), ours["L_cl"]
+    observed(lines[0].split(": ", 2)[2][:110] + "; cl finished; table: failed")

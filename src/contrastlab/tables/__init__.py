@@ -57,8 +57,9 @@ def collect_metrics(metrics_root: str | Path):
 def build_table(name: str, config: dict, metrics_root: str | Path) -> Table:
     """Assemble one table (not written); see :func:`build_tables`."""
     from contrastlab.tables.assemble import assemble
+    from contrastlab.tables.metrics import collect_failures
 
-    return assemble(get_spec(name), config, collect_metrics(metrics_root))
+    return assemble(get_spec(name), config, collect_metrics(metrics_root), collect_failures(metrics_root))
 
 
 def build_tables(
@@ -81,14 +82,17 @@ def build_tables(
     names = tables_for_config(config) if tables is None else list(tables)
     for name in names:
         get_spec(name)
+    from contrastlab.tables.metrics import collect_failures
+
     metrics = collect_metrics(metrics_root)
+    failures = collect_failures(metrics_root)
     log.info("collected %d scores from %s", len(metrics), metrics_root)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     built: list[tuple[Table, dict[str, Path]]] = []
     for name in names:
-        table = assemble(get_spec(name), config, metrics)
+        table = assemble(get_spec(name), config, metrics, failures)
         paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
         paths["csv"].write_text(to_csv(table), encoding="utf-8")
         paths["md"].write_text(to_markdown(table), encoding="utf-8")

@@ -9,6 +9,7 @@ backbones) are appended with no published number.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,8 @@ TASK_LABELS = {
     "tr_devacc_avg": "TR.Avg (devacc)",
 }
 STATUS_OK, STATUS_PARTIAL, STATUS_NOT_RUN = "ok", "partial", "not run"
+#: A configured cell with no metrics whose training or evaluation failed (see metrics.collect_failures).
+STATUS_FAILED = "failed"
 #: A cell outside the config's grid (backbone or method not configured) with no metrics file.
 STATUS_NOT_CONFIGURED = "not configured"
 
@@ -136,7 +139,12 @@ def configured(config: dict, experiment: str, backbone: str, method: str) -> boo
 
 
 def _scores(
-    table: pd.DataFrame, spec: TableSpec, meta: dict, metrics: pd.DataFrame, config: dict
+    table: pd.DataFrame,
+    spec: TableSpec,
+    meta: dict,
+    metrics: pd.DataFrame,
+    config: dict,
+    failures: Collection[tuple[str, str, str]] = (),
 ) -> pd.DataFrame:
     seeds = experiment_seeds(config, spec.experiment)
     agg = aggregate(metrics, spec.experiment, seeds)
@@ -149,9 +157,21 @@ def _scores(
             for b, m in zip(cells["backbone"], cells["method"], strict=True)
         ]
     )
+    failed = np.array(
+        [
+            (spec.experiment, b, m) in failures
+            for b, m in zip(cells["backbone"], cells["method"], strict=True)
+        ],
+        dtype=bool,
+    )
     cells["status"] = np.select(
-        [(cells["n_seeds"] == 0) & in_grid, cells["n_seeds"] == 0, cells["n_seeds"] < expected],
-        [STATUS_NOT_RUN, STATUS_NOT_CONFIGURED, STATUS_PARTIAL],
+        [
+            (cells["n_seeds"] == 0) & in_grid & failed,
+            (cells["n_seeds"] == 0) & in_grid,
+            cells["n_seeds"] == 0,
+            cells["n_seeds"] < expected,
+        ],
+        [STATUS_FAILED, STATUS_NOT_RUN, STATUS_NOT_CONFIGURED, STATUS_PARTIAL],
         STATUS_OK,
     )
     cells["expected_seeds"] = expected
@@ -193,8 +213,14 @@ def _hparams(table: pd.DataFrame, spec: TableSpec, config: dict) -> pd.DataFrame
     return cells
 
 
-def assemble(spec: TableSpec, config: dict, metrics: pd.DataFrame) -> Table:
-    """Build table ``spec`` from the collected ``metrics`` (see :func:`~.metrics.collect_metrics`)."""
+def assemble(
+    spec: TableSpec,
+    config: dict,
+    metrics: pd.DataFrame,
+    failures: Collection[tuple[str, str, str]] = (),
+) -> Table:
+    """Build table ``spec`` from the collected ``metrics`` (see :func:`~.metrics.collect_metrics`);
+    configured cells in ``failures`` (:func:`~.metrics.collect_failures`) with no metrics say "failed"."""
     meta = spec.meta
     layout = meta["layout"]
     in_paper = paper_backbones(spec.experiment)
@@ -214,7 +240,7 @@ def assemble(spec: TableSpec, config: dict, metrics: pd.DataFrame) -> Table:
     if spec.kind == "hparams":
         cells = _hparams(grid, spec, config)
     else:
-        cells = _scores(grid, spec, meta, metrics, config)
+        cells = _scores(grid, spec, meta, metrics, config, failures)
     improvement = meta.get("improvement") or {}
     return Table(
         spec=spec,

@@ -28,6 +28,17 @@ def _rows(path: Path, experiment: str, backbone: str, method: str, seed: int | N
     return [{**key, "task": task, "score": float(v)} for task, v in scores.items() if v is not None]
 
 
+def collect_failures(metrics_root: str | Path) -> set[tuple[str, str, str]]:
+    """``(experiment, backbone, method)`` of every cell with a seed whose training or evaluation failed
+    (a ``failed.json`` beside where its metrics would be, written by the job; removed when it reruns)."""
+    root = Path(metrics_root)
+    found = set()
+    for path in sorted(root.glob("*/*/*/seed*/failed.json")) if root.is_dir() else []:
+        if not (path.parent / "senteval.json").exists():
+            found.add(tuple(p.name for p in path.parents[1:4])[::-1])
+    return found
+
+
 def collect_metrics(metrics_root: str | Path) -> pd.DataFrame:
     """Every score under ``metrics_root`` as a long frame (columns :data:`COLUMNS`).
 

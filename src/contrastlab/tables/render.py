@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from contrastlab.tables.assemble import (
+    STATUS_FAILED,
     STATUS_NOT_CONFIGURED,
     STATUS_NOT_RUN,
     STATUS_PARTIAL,
@@ -75,7 +76,7 @@ def published_text(rec: pd.Series, decimals: int | None = None, *, with_improvem
 
 
 def ours_text(rec: pd.Series, decimals: int | None = None, *, with_improvement: bool = True) -> str:
-    if rec["status"] in (NOT_RUN, NOT_CONFIGURED):
+    if rec["status"] in (NOT_RUN, NOT_CONFIGURED, STATUS_FAILED):
         return rec["status"]
     text = fmt_score(rec["ours_mean"])
     if rec["n_seeds"] >= 2:
@@ -128,7 +129,7 @@ def to_csv(table: Table) -> str:
         )
     else:
         d = table.improvement_decimals
-        missing = c["status"].where(c["status"].isin([NOT_RUN, NOT_CONFIGURED]), "")
+        missing = c["status"].where(c["status"].isin([NOT_RUN, NOT_CONFIGURED, STATUS_FAILED]), "")
         cols: dict[str, Iterable] = {
             "backbone": c["backbone"],
             "method": c["method"],
@@ -208,6 +209,11 @@ def _legend(table: Table) -> list[str]:
     if table.improvement_decimals is not None:
         over = ", ".join(f"{k} over {v}" for k, v in table.meta["improvement"]["over"].items())
         text += f" In parentheses: the improvement over the unmodified loss ({over})."
+    if (table.cells["status"] == STATUS_FAILED).any():
+        text += (
+            f" {STATUS_FAILED}: the cell's training or evaluation failed (its failed.json, beside where the "
+            "metrics would be, gives the error and the log)."
+        )
     return [text]
 
 

@@ -6,7 +6,13 @@ import json
 import os
 from pathlib import Path
 
-from contrastlab.tables.assemble import STATUS_NOT_CONFIGURED, STATUS_NOT_RUN, STATUS_PARTIAL, Table
+from contrastlab.tables.assemble import (
+    STATUS_FAILED,
+    STATUS_NOT_CONFIGURED,
+    STATUS_NOT_RUN,
+    STATUS_PARTIAL,
+    Table,
+)
 from contrastlab.tables.deviations import deviations, markdown_lines
 from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.render import fmt_score
@@ -30,6 +36,7 @@ def summarize(table: Table) -> dict[str, str]:
     diffs = c["diff"].abs().dropna()
     run = c["status"].isin(["ok", STATUS_PARTIAL])
     toy = int((~c["in_paper"] & run).sum())
+    failed = int(counts.get(STATUS_FAILED, 0))
     return {
         "cells": str(len(c)),
         "run": str(int(run.sum())),
@@ -39,7 +46,8 @@ def summarize(table: Table) -> dict[str, str]:
         "mean abs Δ": fmt_score(diffs.mean()) if len(diffs) else "–",
         "max abs Δ": fmt_score(diffs.max()) if len(diffs) else "–",
         "note": f"{len(diffs)} cells compared with the paper"
-        + (f"; {toy} cells on backbones not in the paper" if toy else ""),
+        + (f"; {toy} cells on backbones not in the paper" if toy else "")
+        + (f"; {failed} cells failed (see failed.json beside their metrics)" if failed else ""),
     }
 
 
