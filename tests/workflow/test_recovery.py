@@ -56,7 +56,7 @@ def _wait_for(condition, timeout: float, what: str):
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to find the jobs")
 def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_root, tmp_path, observed):
     config = reduced_demo(repo_root, tmp_path)
-    config["training"].update(max_steps=60, eval_every=20, state_every=2, log_every=2)
+    config["training"].update(max_steps=300, eval_every=100, state_every=10, log_every=10)  # seconds per cell
     configfile = write(config, tmp_path / "c.yaml")
     results = tmp_path / "results"
     profile = ["--workflow-profile", "profiles/local", "--cores", "1", "--configfile", configfile]
@@ -70,16 +70,27 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_ro
         start_new_session=True,
     )
     try:
-        # Kill while a training job is past its first snapshot and after some job has finished.
-        snapshot = _wait_for(lambda: list((results / "state" / "train").rglob("*.pt")), 240, "a snapshot")[0]
-        killed_cell = Path(*snapshot.relative_to(results / "state" / "train").parts[:4])
-        jobs = _wait_for(lambda: _children(workflow.pid), 30, "the training job process")
-
+        # A second Snakemake on the same files while the first runs (it holds its lock throughout).
+        _wait_for(lambda: (results / "state" / "snakemake.json").exists(), 240, "the workflow to start")
         second = snakemake_process(repo_root, "--cores", "1", "--configfile", configfile)
         assert second.returncode != 0
         assert "cannot be locked" in second.stdout + second.stderr, (second.stdout + second.stderr)[-2000:]
 
-        finished = {p: p.stat().st_mtime_ns for p in results.rglob("senteval.json")}
+        # Kill as soon as a training job is past a snapshot (its state folder exists only while it trains)
+        # and some other job has finished (a trained checkpoint or a metrics file).
+        def finished_results():
+            return [*results.rglob("train_log.jsonl"), *results.rglob("senteval.json")]
+
+        def training_after_a_finished_job():
+            snapshots = list((results / "state" / "train").rglob("*.pt"))
+            return snapshots if snapshots and finished_results() else None
+
+        snapshot = _wait_for(training_after_a_finished_job, 300, "a snapshot after a finished job")[0]
+        killed_cell = Path(*snapshot.relative_to(results / "state" / "train").parts[:4])
+        jobs = _children(workflow.pid)
+        assert jobs, "no job process found under Snakemake"
+        finished = {p: p.stat().st_mtime_ns for p in finished_results()}
+        assert finished
         workflow.send_signal(signal.SIGKILL)
         workflow.wait(timeout=30)
         _wait_for(lambda: not any(_alive(pid) for pid in jobs), 15, "the orphaned jobs to exit")
@@ -97,7 +108,7 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_ro
         json.loads(line) for line in (results / "checkpoints" / killed_cell / "train_log.jsonl").open()
     ]
     events = [r["event"] for r in records]
-    assert "resume" in events and records[-1]["event"] == "end" and records[-1]["steps"] == 60, events
+    assert "resume" in events and records[-1]["event"] == "end" and records[-1]["steps"] == 300, events
     observed(
         f"2nd run: lock refused; {len(jobs)} job(s) exited with Snakemake; rerun cleared the locks, resumed "
         f"{killed_cell} from step {next(r['step'] for r in records if r['event'] == 'resume')}, "
