@@ -4,7 +4,7 @@ import os
 import sys
 
 from contrastlab import config as cl_config
-from contrastlab.data.acquire import data_identity, data_locations
+from contrastlab.data.acquire import data_identity
 from contrastlab.evaluation.tasks import SentEvalDataError
 from contrastlab.losses.catalog import module_path
 from contrastlab.paths import REPO_ROOT
@@ -35,9 +35,6 @@ wildcard_constraints:
     backbone=_alternatives(config["backbones"]),
     method=_alternatives(c.method for c in CELLS),
     seed=_alternatives(c.seed for c in CELLS),
-
-
-LOCATIONS = data_locations(config)
 
 
 @functools.cache
