@@ -93,7 +93,11 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_ro
         assert finished
         workflow.send_signal(signal.SIGKILL)
         workflow.wait(timeout=30)
-        _wait_for(lambda: not any(_alive(pid) for pid in jobs), 15, "the orphaned jobs to exit")
+        killed_at = time.monotonic()
+        # The jobs notice within a second or two; an orphan would still be training (seconds per cell).
+        _wait_for(lambda: not any(_alive(pid) for pid in jobs), 4, "the orphaned jobs to exit")
+        time.sleep(max(0.0, killed_at + 10 - time.monotonic()))
+        assert not (results / "checkpoints" / killed_cell / "model").exists(), "an orphan finished the cell"
     finally:
         if workflow.poll() is None:
             os.killpg(workflow.pid, signal.SIGKILL)
