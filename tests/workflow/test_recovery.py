@@ -70,9 +70,11 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_ro
         start_new_session=True,
     )
     try:
-        # A second Snakemake on the same files while the first runs (it holds its lock throughout).
+        # A second Snakemake on the same files while the first runs (it holds its lock throughout). It is
+        # the same command (the profile's rerun-incomplete included): without it, Snakemake stops at the
+        # first job's incomplete outputs before it even looks at the lock.
         _wait_for(lambda: (results / "state" / "snakemake.json").exists(), 240, "the workflow to start")
-        second = snakemake_process(repo_root, "--cores", "1", "--configfile", configfile)
+        second = snakemake_process(repo_root, *profile)
         assert second.returncode != 0
         assert "cannot be locked" in second.stdout + second.stderr, (second.stdout + second.stderr)[-2000:]
 
