@@ -1,5 +1,6 @@
-"""Slow, obviously-correct NumPy/loop oracles of every sentence loss, written from the formulas of
-protocol.md §1 and the papers (never from the implementation). float64, explicit Python loops."""
+"""Slow, obviously-correct NumPy/loop oracles of every loss (sentence and vision), written from the
+formulas of protocol.md §1 and §3 and the papers (never from the implementation). float64, explicit
+Python loops."""
 
 from __future__ import annotations
 
@@ -195,6 +196,86 @@ def macl(h1, h2, tau0, alpha, a0, reweight):
         v = 1 / (1 - p + 1e-8) if reweight else 1.0
         total += -v * math.log(p)
     return total / n
+
+
+# --------------------------------------------------------------------------- vision losses (2N batch)
+def two_n(h1, h2):
+    """z = z1 followed by z2 (2N unit rows), all cosines s[k][j], each anchor's positive (k + N) mod 2N,
+    and its negatives (every j other than k and its positive)."""
+    z = unit(h1) + unit(h2)
+    n2 = len(z)
+    s = [[dot(a, b) for b in z] for a in z]
+    pos = [(k + n2 // 2) % n2 for k in range(n2)]
+    negs = [[j for j in range(n2) if j not in (k, pos[k])] for k in range(n2)]
+    return z, s, pos, negs
+
+
+def positive_prob(s, k, p, tau):
+    """P_k(τ) = e^{s_kp/τ} / Σ_{j≠k} e^{s_kj/τ}."""
+    others = [s[k][j] / tau for j in range(len(s)) if j != k]
+    return math.exp(s[k][p] / tau - lse(others))
+
+
+def negatives_prob(s, k, p, tau):
+    """1 - P_k(τ), summed over the negatives' probabilities (exact where P_k rounds to 1)."""
+    others = [s[k][j] / tau for j in range(len(s)) if j != k]
+    return sum(math.exp(s[k][j] / tau - lse(others)) for j in range(len(s)) if j not in (k, p))
+
+
+def ntxent_terms(h1, h2, tau):
+    """-log P_k = log(1 + Σ_{j neg} e^{(s_kj - s_kp)/τ}) (log1p: exact when P_k is near 1)."""
+    _, s, pos, negs = two_n(h1, h2)
+    return [math.log1p(sum(math.exp((s[k][j] - s[k][pos[k]]) / tau) for j in negs[k])) for k in range(len(s))]
+
+
+def ntxent(h1, h2, tau):
+    terms = ntxent_terms(h1, h2, tau)
+    return sum(terms) / len(terms)
+
+
+def flatnce(h1, h2, tau):
+    """FlatNCE's value is NT-Xent's (released code: mean e^{v - sg v} - 1 + sg(NT-Xent))."""
+    return ntxent(h1, h2, tau)
+
+
+def dcl_vision(h1, h2, tau):
+    _, s, pos, negs = two_n(h1, h2)
+    terms = [
+        -s[k][pos[k]] / tau + math.log(sum(math.exp(s[k][j] / tau) for j in negs[k])) for k in range(len(s))
+    ]
+    return sum(terms) / len(terms)
+
+
+def dualtemp_weights(h1, h2, tau, tau_beta):
+    _, s, pos, _ = two_n(h1, h2)
+    return [negatives_prob(s, k, pos[k], tau_beta) / negatives_prob(s, k, pos[k], tau) for k in range(len(s))]
+
+
+def dualtemp(h1, h2, tau, tau_beta):
+    w = dualtemp_weights(h1, h2, tau, tau_beta)
+    terms = ntxent_terms(h1, h2, tau)
+    return sum(a * b for a, b in zip(w, terms, strict=True)) / len(terms)
+
+
+def macl_vision_tau(h1, h2, tau0, alpha, a0):
+    z1, z2 = unit(h1), unit(h2)
+    big_a = sum(dot(a, b) for a, b in zip(z1, z2, strict=True)) / len(z1)
+    return tau0 * (1 + alpha * (big_a - a0))
+
+
+def macl_vision_weights(h1, h2, tau0, alpha, a0, reweight):
+    _, s, pos, _ = two_n(h1, h2)
+    tau_a = macl_vision_tau(h1, h2, tau0, alpha, a0)
+    if not reweight:
+        return [1.0] * len(s)
+    return [1 / (negatives_prob(s, k, pos[k], tau_a) + 1e-8) for k in range(len(s))]
+
+
+def macl_vision(h1, h2, tau0, alpha, a0, reweight):
+    tau_a = macl_vision_tau(h1, h2, tau0, alpha, a0)
+    v = macl_vision_weights(h1, h2, tau0, alpha, a0, reweight)
+    terms = ntxent_terms(h1, h2, tau_a)
+    return sum(a * b for a, b in zip(v, terms, strict=True)) / len(terms)
 
 
 def value(name: str, h1, h2, hp: dict) -> float:

@@ -22,11 +22,12 @@ from contrastlab.losses import (
     nie2023,
     paradigm_view,
     registry,
+    vision,
 )
 
 PROTOCOL_NAMES = (
     "infonce align_uniform dcl dcl_plus mpt met mat arccon paradigm mhe mmhe mhs mmhs vicreg_li mvicreg "
-    "barlow_twins_li mbarlow_twins macl"
+    "barlow_twins_li mbarlow_twins macl ntxent flatnce dcl_vision dualtemp macl_vision"
 ).split()
 
 
@@ -34,7 +35,7 @@ def test_names_and_catalog():
     assert sorted(LOSSES) == sorted(PROTOCOL_NAMES)
     assert set(DEFAULTS) == set(LOSS_MODULES) == set(LOSSES)
     for name, stem in LOSS_MODULES.items():
-        module = {"nie2023": nie2023, "li2024": li2024, "macl": macl}[stem]
+        module = {"nie2023": nie2023, "li2024": li2024, "macl": macl, "vision": vision}[stem]
         assert name in module.ENTRIES
         assert catalog.module_path(name) == f"src/contrastlab/losses/{stem}.py"
 
@@ -54,6 +55,11 @@ def test_paper_defaults():
     assert DEFAULTS["mmhe"]["r"] == 1.75 and DEFAULTS["mmhs"]["r"] == 1.75
     assert DEFAULTS["mvicreg"]["r"] == 1.5 and DEFAULTS["mbarlow_twins"]["r"] == 1.5
     assert DEFAULTS["macl"] == {"tau0": 0.05, "alpha": 2.0, "a0": 0.8, "reweight": False}
+    # MACL App. B.3: τ 0.1 for all vision losses, MACL α 0.5, A0 0; Dual temperature's τ_β = 10 x 0.1
+    for name in ("ntxent", "flatnce", "dcl_vision"):
+        assert DEFAULTS[name] == {"tau": 0.1}
+    assert DEFAULTS["dualtemp"] == {"tau": 0.1, "tau_beta": 1.0}
+    assert DEFAULTS["macl_vision"] == {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True}
 
 
 def test_unknown_name_lists_valid_names():
@@ -77,6 +83,9 @@ def test_unknown_name_lists_valid_names():
         ("align_uniform", {"lam": 1.5}, "lam must be in"),
         ("arccon", {"u": 4.0}, "u must be in"),
         ("macl", {"reweight": "yes"}, "reweight must be true or false"),
+        ("dualtemp", {"tau_beta": -1.0}, "tau_beta must be > 0"),
+        ("macl_vision", {"alpha": -0.5}, "alpha must be >= 0"),
+        ("dcl_vision", {"tau_beta": 1.0}, "unknown hyperparameter.*tau_beta.*valid: tau"),
     ],
 )
 def test_invalid_hyperparameters_are_named(name, hp, match):
@@ -134,7 +143,7 @@ def test_table5_original_option_equals_original_loss(original):
         torch.testing.assert_close(x, y, atol=1e-12, rtol=1e-12)
 
 
-@pytest.mark.parametrize("module", [losses, registry, nie2023, li2024, macl, paradigm_view])
+@pytest.mark.parametrize("module", [losses, registry, nie2023, li2024, macl, vision, paradigm_view])
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0

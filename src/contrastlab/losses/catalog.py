@@ -1,7 +1,7 @@
-"""Names, module files and default hyperparameters of every sentence loss (imports no torch).
+"""Names, module files and default hyperparameters of every loss, sentence and vision (imports no torch).
 
 The workflow reads this module to declare a loss's source file as a rule input and to fill in
-hyperparameters a config leaves out. Defaults are the papers' BERT-base values:
+hyperparameters a config leaves out. Defaults are the papers' values (BERT-base for the sentence losses):
 
 - Nie et al. 2023, Table 2 (BERT-base column): infonce τ 0.05; align_uniform α 2, t 6, λ 0.1;
   dcl τ 0.03; dcl_plus τ 0.17; mpt m 0.23; met m 0.45; mat m 0.15 (units of π).
@@ -9,6 +9,11 @@ hyperparameters a config leaves out. Defaults are the papers' BERT-base values:
   for the modified losses (BERT-base), the authors' scripts for the originals' λ (mhe 10, mhs 1,
   vicreg 30, barlow twins 30) and ArcCon's u = 10° (Zhang et al. 2022; τ 0.05).
 - Huang et al. 2023 (MACL), App. B.4: τ0 0.05, α 2, A0 0.8, no reweighting.
+- Vision losses of MACL's CIFAR-10 study (Huang et al. Table 9, App. B.3, :mod:`.vision`): "the
+  temperature is 0.1 for all the losses" (ntxent, flatnce, dcl_vision, dualtemp's intra-anchor τ,
+  macl_vision's τ0) and α 0.5, A0 0 for MACL, reweighting on (protocol.md §1 "Vision defaults");
+  dualtemp's inter-anchor τ_β = 1.0 = ``dt_m`` 10 x ``temperature`` 0.1 of the released SimCo script
+  (github.com/ChaoningZhang/Dual-temperature, ``bash_files/simco.sh``).
 """
 
 from __future__ import annotations
@@ -34,6 +39,11 @@ LOSS_MODULES: dict[str, str] = {
     "barlow_twins_li": "li2024",
     "mbarlow_twins": "li2024",
     "macl": "macl",
+    "ntxent": "vision",
+    "flatnce": "vision",
+    "dcl_vision": "vision",
+    "dualtemp": "vision",
+    "macl_vision": "vision",
 }
 
 DEFAULTS: dict[str, dict[str, object]] = {
@@ -58,6 +68,12 @@ DEFAULTS: dict[str, dict[str, object]] = {
     "mbarlow_twins": {"lam": 1.0, "m": 0.30, "tau": 0.05, "r": 1.50, "gd": True, "weight": "exp"},
     # Huang et al. 2023, App. B.4 (sentence setting).
     "macl": {"tau0": 0.05, "alpha": 2.0, "a0": 0.8, "reweight": False},
+    # Huang et al. 2023, App. B.3 (CIFAR-10, Table 9); dualtemp's tau_beta from the SimCo script.
+    "ntxent": {"tau": 0.1},
+    "flatnce": {"tau": 0.1},
+    "dcl_vision": {"tau": 0.1},
+    "dualtemp": {"tau": 0.1, "tau_beta": 1.0},
+    "macl_vision": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True},
 }
 
 LOSSES: tuple[str, ...] = tuple(LOSS_MODULES)

@@ -22,13 +22,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import li2024, macl, nie2023
+from . import li2024, macl, nie2023, vision
 from ._common import LossOutput
 from .catalog import DEFAULTS, LOSS_MODULES, LOSSES
 
 __all__ = ["LossOutput", "SentenceLoss", "build_loss"]
 
-_ENTRIES: dict[str, Callable] = {**nie2023.ENTRIES, **li2024.ENTRIES, **macl.ENTRIES}
+_ENTRIES: dict[str, Callable] = {**nie2023.ENTRIES, **li2024.ENTRIES, **macl.ENTRIES, **vision.ENTRIES}
 
 _WEIGHTS = {"paradigm": ("exp", "uniform"), "mmhe": ("exp", "none"), "mvicreg": ("exp", "none")}
 _WEIGHTS["mbarlow_twins"] = _WEIGHTS["mvicreg"]
@@ -56,7 +56,9 @@ def _validate(name: str, hp: dict[str, Any]) -> dict[str, Any]:
             out[key] = None
         else:
             v = _number(name, key, value)
-            positive = key in ("tau", "tau0", "t", "r") or (key == "alpha" and name == "align_uniform")
+            positive = key in ("tau", "tau_beta", "tau0", "t", "r") or (
+                key == "alpha" and name == "align_uniform"
+            )
             if positive and v <= 0:
                 raise ValueError(f"{name}: {key} must be > 0, got {value!r}")
             if key in ("lam", "alpha") and v < 0:
@@ -74,7 +76,8 @@ class SentenceLoss:
 
     ``h1``, ``h2``: raw [N, D] embeddings of the two views (N >= 2). ``stats`` holds plain floats
     (``align`` = mean s_ii, ``gd_active`` for gated losses, ``tau_a`` for MACL, ...) fetched with a
-    single host transfer; ``with_stats=False`` skips it (no host-device sync).
+    single host transfer; ``with_stats=False`` skips it (no host-device sync). The vision losses
+    (:mod:`.vision`, two augmented views of N images) are called the same way.
     """
 
     def __init__(self, name: str, hp: dict[str, Any]):
