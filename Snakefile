@@ -17,6 +17,7 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
+include: "rules/vision.smk"
 include: "rules/tables.smk"
 
 

@@ -1,10 +1,11 @@
 # Config validation, grid expansion and input functions. Logic lives in contrastlab.config.
 import functools
 import os
+import re
 import sys
 
 from contrastlab import config as cl_config
-from contrastlab.data.acquire import data_identity
+from contrastlab.data.acquire import data_identity, image_data_identity
 from contrastlab.evaluation.tasks import SentEvalDataError
 from contrastlab.losses.catalog import module_path
 from contrastlab.paths import REPO_ROOT
@@ -27,7 +28,15 @@ THREADS = config["resources"]["threads"]
 
 
 def _alternatives(values):
-    return "|".join(sorted({str(v) for v in values})) or "__none__"
+    return "|".join(sorted({re.escape(str(v)) for v in values})) or "__none__"
+
+
+def _is_vision(experiment):
+    return cl_config.track(config, experiment) == "vision"
+
+
+SENTENCE_EXPERIMENTS = _alternatives(c.experiment for c in CELLS if not _is_vision(c.experiment))
+VISION_EXPERIMENTS = _alternatives(c.experiment for c in CELLS if _is_vision(c.experiment))
 
 
 wildcard_constraints:
@@ -84,7 +93,8 @@ def loss_source(wildcards):
 
 
 def cell_metrics():
-    return [f"{R}/metrics/{c.path}/senteval.json" for c in CELLS] + [
+    """Every cell's metrics file (``senteval.json``, or ``vision.json`` for a vision cell)."""
+    return [f"{R}/metrics/{c.path}/{metrics_name(c.experiment)}" for c in CELLS] + [
         f"{R}/metrics/pretrained/{b}/senteval.json" for b, _ in PRETRAINED
     ]
 
@@ -118,3 +128,30 @@ def runtime(kind):
 
 def mem_mb(kind):
     return config["resources"][f"{kind}_mem_mb"]
+
+
+def metrics_name(experiment):
+    return "vision.json" if _is_vision(experiment) else "senteval.json"
+
+
+def images_marker(dataset):
+    """This run's marker of a vision dataset (what it is, never where it lies; see data.smk)."""
+    return f"{R}/state/data/images-{dataset}.ready.json"
+
+
+def cell_images_marker(wildcards):
+    return images_marker(config["experiments"][wildcards.experiment]["dataset"])
+
+
+@functools.cache
+def images_identity(dataset):
+    try:
+        return image_data_identity(config, dataset)
+    except OSError as error:
+        sys.exit(f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}")
+
+
+# A user's CIFAR copy is checked (torchvision's md5 of every file) before any job starts, like SentEval.
+if workflow.is_main_process:
+    for dataset in sorted({config["experiments"][c.experiment]["dataset"] for c in CELLS if _is_vision(c.experiment)}):
+        images_identity(dataset)

@@ -16,6 +16,8 @@ rule evaluate:
         f"{R}/logs/evaluate/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
     benchmark:
         f"{R}/benchmarks/evaluate/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
+    wildcard_constraints:
+        experiment=SENTENCE_EXPERIMENTS,
     threads: THREADS
     resources:
         gpu=GPU,

@@ -19,6 +19,8 @@ rule train:
         f"{R}/logs/train/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
     benchmark:
         f"{R}/benchmarks/train/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
+    wildcard_constraints:
+        experiment=SENTENCE_EXPERIMENTS,
     threads: THREADS
     resources:
         gpu=GPU,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -100,6 +101,18 @@ def _coerce_text(text: str, types: list[str]) -> Any:
     return text
 
 
+def _with_branch(schema: Mapping[str, Any], value: Mapping[str, Any]) -> dict:
+    """``schema`` with the ``then`` or ``else`` branch its ``if`` selects for ``value`` merged into its
+    properties (an experiment's ``training`` block is read per its ``track``)."""
+    import jsonschema
+
+    selected = jsonschema.Draft202012Validator(schema["if"]).is_valid(value)
+    branch = schema["then"] if selected else schema.get("else")
+    merged = dict(schema)
+    merged["properties"] = {**schema.get("properties", {}), **((branch or {}).get("properties") or {})}
+    return merged
+
+
 def coerce_scalars(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
     """Convert strings to the number/boolean/null types the schema expects, recursively.
 
@@ -110,6 +123,8 @@ def coerce_scalars(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any
     """
     if "$ref" in schema:
         schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
+    if "if" in schema and isinstance(value, dict):
+        schema = _with_branch(schema, value)
     if isinstance(value, str):
         types = schema.get("type", [])
         types = [types] if isinstance(types, str) else list(types)
@@ -154,6 +169,7 @@ def validate(config: Mapping[str, Any]) -> dict:
     config = _fill_defaults(config, schema)
     # Only the global training block gets the defaults: overrides lower down must stay partial.
     config["training"] = _fill_defaults(config["training"], schema["$defs"]["training"])
+    config["vision_training"] = _fill_defaults(config["vision_training"], schema["$defs"]["vision_training"])
     _check_references(config)
     _check_select(config)
     return config
@@ -167,7 +183,7 @@ def _check_select(config: Mapping[str, Any]) -> None:
     valid = {
         "experiments": list(experiments),
         "backbones": sorted({b for exp in chosen for b in exp["backbones"]}),
-        "methods": sorted({m for exp in chosen for m in exp["methods"]}),
+        "methods": sorted({m for exp in chosen for m in [*exp["methods"], *expanded_methods(exp)]}),
         "seeds": sorted({int(s) for exp in chosen for s in exp.get("seeds") or config["seeds"]}),
     }
     for key, allowed in valid.items():
@@ -189,6 +205,25 @@ def _check_references(config: Mapping[str, Any]) -> None:
     from contrastlab.losses.catalog import DEFAULTS
 
     backbones = config["backbones"]
+    schema_defs = load_schema()["$defs"]
+    for name, experiment in config["experiments"].items():
+        vision = experiment.get("track") == "vision"
+        for backbone in experiment["backbones"]:
+            if backbone in backbones and ("vision" in backbones[backbone]) != vision:
+                wanted = "an image encoder (backbones.<alias>.vision)" if vision else "a text model"
+                raise ConfigError(
+                    f"config key experiments.{name}.backbones: {backbone!r} is not {wanted}; "
+                    f"a {'vision' if vision else 'sentence'} experiment needs one"
+                )
+        training_keys = schema_defs["vision_training" if vision else "training"]["properties"]
+        for key in experiment.get("sweep") or {}:
+            known = key in training_keys or key.startswith("hp.")
+            if not known or key in ("precision", "protocol"):
+                raise ConfigError(
+                    f"config key experiments.{name}.sweep.{key}: not a sweepable setting; use a training "
+                    f"key ({', '.join(k for k in training_keys if k not in ('precision', 'protocol'))}) "
+                    "or hp.<hyperparameter>"
+                )
     for alias, spec in backbones.items():
         tokenizer_from = spec.get("tokenizer_from")
         if tokenizer_from is not None and tokenizer_from not in backbones:
@@ -220,7 +255,9 @@ def _check_references(config: Mapping[str, Any]) -> None:
                         f"config key {where}.per_backbone.{backbone}: not in this experiment's backbones"
                     )
             for backbone in experiment["backbones"]:
-                hp = method_settings(config, name, method, backbone)["loss_hp"]
+                hp = dict(method_settings(config, name, method, backbone)["loss_hp"])
+                swept = experiment.get("sweep") or {}
+                hp.update({k.removeprefix("hp."): v for k, v in swept.items() if k.startswith("hp.")})
                 unknown = sorted(set(hp) - set(DEFAULTS[spec["loss"]]))
                 if unknown:
                     raise ConfigError(
@@ -252,21 +289,71 @@ def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict:
     return merged
 
 
-def method_settings(config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> dict:
-    """Flat training settings of one cell (all ``TrainSettings`` fields but the seed).
+#: How a sweep axis appears in method names (batch_size 64 -> ``<method>-bs64``); other axes use their
+#: key without ``hp.`` (``hp.m`` 0.1 -> ``<method>-m0.1``).
+SWEEP_LABELS = {"batch_size": "bs"}
 
-    Resolution order (later wins): global ``training``, the experiment's ``training``, the experiment's
-    ``backbone_training[backbone]``, the method's ``lr``/``batch_size``/``training``/``hp``, then the
-    method's ``per_backbone[backbone]`` (same keys). ``loss_hp`` starts from the loss's paper defaults.
-    A top-level ``precision_override`` (the speed switch) replaces every cell's precision.
+
+def track(config: Mapping[str, Any], experiment: str) -> str:
+    """``sentence`` or ``vision``: which trainer and evaluator the experiment's cells use."""
+    return config["experiments"][experiment].get("track") or "sentence"
+
+
+def expanded_methods(experiment: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every method of an experiment spec after its ``sweep``: name -> (configured method, overrides).
+
+    Without a sweep each method is itself with no overrides. With ``sweep: {batch_size: [64, 128]}``
+    method ``ntxent`` becomes ``ntxent-bs64`` ({"batch_size": 64}) and ``ntxent-bs128``; several axes
+    give their product, in the order written.
+
+    >>> expanded_methods({"methods": {"cl": {}}, "sweep": {"batch_size": [64, 128]}})
+    {'cl-bs64': ('cl', {'batch_size': 64}), 'cl-bs128': ('cl', {'batch_size': 128})}
+    """
+    sweep = experiment.get("sweep") or {}
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for method in experiment["methods"]:
+        for combo in itertools.product(*sweep.values()):
+            overrides = dict(zip(sweep, combo, strict=True))
+            labels = [f"{SWEEP_LABELS.get(k, k.removeprefix('hp.'))}{v}" for k, v in overrides.items()]
+            out["-".join([method, *labels])] = (method, overrides)
+    return out
+
+
+def _resolve_method(exp: Mapping[str, Any], method: str) -> tuple[str, dict[str, Any]]:
+    if method in exp["methods"]:
+        return method, {}
+    try:
+        return expanded_methods(exp)[method]
+    except KeyError:
+        raise KeyError(method) from None
+
+
+def method_settings(config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> dict:
+    """Flat training settings of one cell (all ``TrainSettings`` or ``VisionTrainSettings`` fields but
+    the seed); ``method`` may be a configured method or one of its sweep points (:func:`expanded_methods`).
+
+    Resolution order (later wins): global ``training`` (``vision_training`` for a vision experiment),
+    the experiment's ``training``, the experiment's ``backbone_training[backbone]`` (for a vision
+    experiment: the backbone's ``vision`` spec), the method's ``lr``/``batch_size``/``training``/``hp``,
+    the method's ``per_backbone[backbone]`` (same keys), then the sweep point's values. ``loss_hp``
+    starts from the loss's paper defaults. A top-level ``precision_override`` (the speed switch)
+    replaces every sentence cell's precision.
     """
     from contrastlab.losses.catalog import DEFAULTS
 
     exp = config["experiments"][experiment]
-    spec = exp["methods"][method]
-    settings = dict(config["training"])
+    base, overrides = _resolve_method(exp, method)
+    spec = exp["methods"][base]
+    vision = (exp.get("track") or "sentence") == "vision"
+    settings = dict(config.get("vision_training") or {}) if vision else dict(config["training"])
     settings.update(exp.get("training", {}))
-    settings.update(exp.get("backbone_training", {}).get(backbone, {}))
+    if vision:
+        encoder = dict((config["backbones"].get(backbone) or {}).get("vision") or {})
+        settings.update({"arch": encoder.get("arch", "resnet18"), "stem": encoder.get("stem", "cifar")})
+        settings["width"] = encoder.get("width", 64)
+        settings["dataset"] = exp["dataset"]
+    else:
+        settings.update(exp.get("backbone_training", {}).get(backbone, {}))
     hp = dict(DEFAULTS.get(spec["loss"], {}))
     for layer in (spec, spec.get("per_backbone", {}).get(backbone, {})):
         settings.update(layer.get("training", {}))
@@ -274,7 +361,12 @@ def method_settings(config: Mapping[str, Any], experiment: str, method: str, bac
         for key in ("lr", "batch_size"):
             if key in layer:
                 settings[key] = layer[key]
-    if config.get("precision_override"):
+    for key, value in overrides.items():
+        if key.startswith("hp."):
+            hp[key.removeprefix("hp.")] = value
+        else:
+            settings[key] = value
+    if config.get("precision_override") and not vision:
         settings["precision"] = config["precision_override"]
     settings["loss"] = spec["loss"]
     settings["loss_hp"] = hp
@@ -300,9 +392,10 @@ def cells(config: Mapping[str, Any]) -> Iterator[Cell]:
         for backbone in exp["backbones"]:
             if not _selected(backbone, select.get("backbones")):
                 continue
-            for method, spec in exp["methods"].items():
-                if not _selected(method, select.get("methods")) or not _selected(
-                    backbone, spec.get("backbones")
+            for method, (base, _) in expanded_methods(exp).items():
+                chosen = select.get("methods")
+                if not (_selected(method, chosen) or _selected(base, chosen)) or not _selected(
+                    backbone, exp["methods"][base].get("backbones")
                 ):
                     continue
                 for seed in seeds:

@@ -44,6 +44,16 @@ def write_cell(root: Path, experiment: str, backbone: str, method: str, seeds=SE
         path.write_text(json.dumps(metrics_dict(experiment, backbone, method, seed, **kw)))
 
 
+def write_vision_cell(root: Path, experiment: str, backbone: str, method: str, seeds=SEEDS) -> None:
+    """A vision cell's ``vision.json`` per seed (linear and kNN top-1, as evaluation.vision writes)."""
+    for seed in seeds:
+        path = root / experiment / backbone / method / f"seed{seed}" / "vision.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = (experiment, backbone, method, seed)
+        scores = {task: synthetic_score(*key, task) for task in ("linear_top1", "knn_top1")}
+        path.write_text(json.dumps({"scores": scores, "n_train": 50000, "n_test": 10000}))
+
+
 def write_pretrained(root: Path, backbone: str) -> None:
     path = root / "pretrained" / backbone / "senteval.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -55,7 +65,13 @@ def make_config() -> dict:
     li_mod = {"lr": 1.0e-5, "batch_size": 128, "per_backbone": {"roberta-base": {"batch_size": 512}}}
     return {
         "seeds": list(SEEDS),
-        "backbones": {"bert-base": {"hf_id": "bert-base-uncased"}, "tiny-bert": {"random": {}}, "minilm": {}},
+        "backbones": {
+            "bert-base": {"hf_id": "bert-base-uncased"},
+            "tiny-bert": {"random": {}},
+            "minilm": {},
+            "resnet18-cifar": {"vision": {"arch": "resnet18"}},
+            "resnet18-w8": {"vision": {"arch": "resnet18", "width": 8}},
+        },
         "training": {
             "max_length": 32,
             "eval_every": 125,
@@ -106,6 +122,18 @@ def make_config() -> dict:
                     "mmhs": {"loss": "mmhs", "hp": {"m": 0.30, "r": 1.75}, **li_mod},
                 },
             },
+            "macl_cifar10": {
+                "track": "vision",
+                "dataset": "cifar10",
+                "backbones": ["resnet18-cifar", "resnet18-w8"],
+                "training": {"epochs": 200},
+                "sweep": {"batch_size": [64, 128, 256, 512, 1024]},
+                "methods": {
+                    "ntxent": {"loss": "ntxent", "hp": {"tau": 0.1}},
+                    "dcl": {"loss": "dcl_vision", "hp": {"tau": 0.1}},
+                    "macl": {"loss": "macl_vision", "hp": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0}},
+                },
+            },
             "macl": {
                 "backbones": ["roberta-base", "bert-base"],
                 "training": {"dropout": 0.2},
@@ -134,3 +162,7 @@ def write_synthetic_metrics(root: Path) -> None:
     write_cell(root, "macl", "roberta-base", "simcse")
     write_cell(root, "macl", "roberta-base", "macl", seeds=[42])
     write_cell(root, "macl", "bert-base", "simcse")
+    for batch in (64, 128, 256, 512, 1024):
+        write_vision_cell(root, "macl_cifar10", "resnet18-cifar", f"ntxent-bs{batch}")
+    write_vision_cell(root, "macl_cifar10", "resnet18-cifar", "macl-bs64", seeds=[42])  # partial
+    write_vision_cell(root, "macl_cifar10", "resnet18-w8", "ntxent-bs64")  # toy encoder

@@ -59,3 +59,20 @@ def test_parse_cells():
         (None, None, "*"),
     ]
     assert parse_cells("<b>82.78</b> (+0.36)\t67.16 (-1.24)") == [(82.78, 0.36, ""), (67.16, -1.24, "")]
+
+
+def test_macl_table9_repeats_table_b3_linear_accuracies():
+    # Table 9 (main text) prints only the linear accuracies; they must equal Table B.3's first numbers.
+    lines = (papers_dir() / "huang2023-macl-model-aware-contrastive-ICML.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Table 9. **Comparison"))
+    rows = {"NT-Xent": "ntxent", "FlatNCE": "flatnce", "DCL": "dcl", "Dual": "dual", "<b>MACL</b>": "macl"}
+    published = load_published("macl_table9").set_index(["method", "key"])["value"]
+    found = 0
+    for line in lines[start : start + 12]:
+        label, _, rest = line.partition("\t")
+        if label in rows:
+            values = [value for value, _, _ in parse_cells(rest)]
+            batches = (64, 128, 256, 512, 1024)
+            assert values == [published[(f"{rows[label]}-bs{b}", "linear_top1")] for b in batches], label
+            found += 1
+    assert found == 5

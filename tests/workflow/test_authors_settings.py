@@ -13,6 +13,11 @@ import pytest
 from contrastlab import config as cl_config
 
 
+def sentence_cells(config):
+    """The sentence cells (the vision cells' settings are tested in test_vision_config.py)."""
+    return [c for c in cl_config.cells(config) if cl_config.track(config, c.experiment) == "sentence"]
+
+
 @pytest.fixture(scope="module")
 def full(repo_root):
     return cl_config.load(repo_root / "config.yaml")
@@ -73,7 +78,7 @@ def test_eval_interval_50_only_for_li_scripts_on_roberta(full):
     """Li's RoBERTa scripts select every 50 steps; the quoted losses keep their papers' 125."""
     for method in ("infonce", "arccon", "mpt", "met"):
         assert resolved(full, "li2024", method, "roberta-base")["eval_every"] == 125, method
-    for cell in cl_config.cells(full):
+    for cell in sentence_cells(full):
         s = resolved(full, cell.experiment, cell.method, cell.backbone)
         expected = 50 if (cell.experiment, cell.backbone) == ("li2024", "roberta-base") else 125
         if cell.experiment == "li2024" and cell.method in ("infonce", "arccon", "mpt", "met"):
@@ -91,7 +96,7 @@ def test_each_paper_trains_in_its_own_precision(full):
         ("li2024", "met"): "fp32",
         ("macl", None): "fp16",  # App. B.4 follows SimCSE's setup
     }
-    for cell in cl_config.cells(full):
+    for cell in sentence_cells(full):
         want = expected.get((cell.experiment, cell.method), expected[(cell.experiment, None)])
         assert resolved(full, cell.experiment, cell.method, cell.backbone)["precision"] == want, cell
 
@@ -99,13 +104,13 @@ def test_each_paper_trains_in_its_own_precision(full):
 def test_precision_override_is_one_switch(repo_root):
     fast = cl_config.load(repo_root / "config.yaml", {"precision_override": "bf16"})
     assert {
-        resolved(fast, c.experiment, c.method, c.backbone)["precision"] for c in cl_config.cells(fast)
+        resolved(fast, c.experiment, c.method, c.backbone)["precision"] for c in sentence_cells(fast)
     } == {"bf16"}
 
 
 def test_dev_pooling_is_the_authors_choice(full):
     """Nie's script omits --mlp_only_train (dev selection with the MLP); SimCSE, Li and MACL use raw [CLS]."""
-    for cell in cl_config.cells(full):
+    for cell in sentence_cells(full):
         s = resolved(full, cell.experiment, cell.method, cell.backbone)
         nie_like = cell.experiment == "nie2023" or (cell.experiment, cell.method) in {
             ("li2024", "mpt"),

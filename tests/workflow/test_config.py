@@ -50,9 +50,14 @@ def test_every_optional_key_has_a_default():
         "path",
         "random",
         "tokenizer_from",
+        "vision",
+        "arch",
+        "dataset",  # required of a vision experiment, meaningless for a sentence one
     }
     no_default |= {"lr", "batch_size", "hp", "training"}  # method-level overrides: absent means inherit
-    for prefix, root in [("", schema), ("$defs.training", schema["$defs"]["training"])]:
+    defs = schema["$defs"]
+    roots = [("", schema), ("$defs.training", defs["training"]), ("$defs.vision", defs["vision_training"])]
+    for prefix, root in roots:
         for key, sub in _walk_properties(root, prefix):
             name = key.rsplit(".", 1)[-1]
             if name not in no_default:
@@ -115,8 +120,10 @@ def test_full_grid_size(repo_root):
     for cell in cells:
         by_experiment[cell.experiment] = by_experiment.get(cell.experiment, 0) + 1
     # Nie: 7 losses x 4 backbones x 3 seeds; MACL: 2 x 2 x 3;
-    # Li: 12 losses x 2 backbones + 7 Table-5 steps on BERT-base only, x 3 seeds.
-    assert by_experiment == {"nie2023": 84, "li2024": (12 * 2 + 7) * 3, "macl": 12}
+    # Li: 12 losses x 2 backbones + 7 Table-5 steps on BERT-base only, x 3 seeds;
+    # MACL CIFAR-10 (Table 9): 5 losses x 5 batch sizes x 3 seeds.
+    expected = {"nie2023": 84, "li2024": (12 * 2 + 7) * 3, "macl": 12, "macl_cifar10": 75}
+    assert by_experiment == expected
 
 
 def test_settings_resolution_order(repo_root):

@@ -68,10 +68,15 @@ def full_dry_run(repo_root, tmp_path_factory):
 def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     counts = job_counts(full_dry_run)
     config = cl_config.load(repo_root / "config.yaml")
-    n_cells = len(list(cl_config.cells(config)))
+    cells = list(cl_config.cells(config))
+    n_vision = sum(cl_config.track(config, c.experiment) == "vision" for c in cells)
+    n_sentence = len(cells) - n_vision
     print("jobs per rule (config.yaml):", counts)
-    assert counts["train"] == n_cells == 189
-    assert counts["evaluate"] == n_cells
+    assert counts["train"] == n_sentence == 189
+    assert counts["evaluate"] == n_sentence
+    # MACL Table 9 / B.3: 5 losses x 5 batch sizes x 3 seeds, CIFAR-10 fetched once.
+    assert counts["train_vision"] == counts["evaluate_vision"] == n_vision == 75
+    assert counts["image_data"] == 1
     assert counts["evaluate_pretrained"] == 4
     assert counts["fetch_backbone"] == 4
     assert counts["senteval_data"] == 1 and counts["corpus"] == 1
@@ -104,16 +109,19 @@ def test_slurm_profile_requests_gpus_only_for_gpu_rules(repo_root, tmp_path):
         "--config",
         f"results_dir={tmp_path}/results",
         f"resources_dir={tmp_path}/res",
-        "select={experiments: [nie2023], methods: [cl]}",
+        "select={experiments: [nie2023, macl_cifar10], methods: [cl, ntxent]}",
     )
     jobs = _jobs_with_resources(output)
     rules = {rule for rule, _ in jobs}
-    assert {"train", "evaluate", "tables"} <= rules, rules
+    assert {"train", "evaluate", "train_vision", "evaluate_vision", "image_data", "tables"} <= rules, rules
+    assert sum(rule == "train_vision" for rule, _ in jobs) == 15  # ntxent at 5 batch sizes x 3 seeds
     for rule, resources in jobs:
-        if rule in {"train", "evaluate", "evaluate_pretrained"}:
+        if rule in {"train", "evaluate", "evaluate_pretrained", "train_vision", "evaluate_vision"}:
             assert re.search(r"\bgpu=1\b", resources), (rule, resources)
             assert re.search(r"\bruntime=\d+", resources), (rule, resources)
-        if rule in {"tables", "fetch_backbone", "senteval_data", "corpus"}:
+        if rule == "train_vision":
+            assert re.search(r"\bruntime=480\b", resources), resources  # resources.vision_train_runtime_min
+        if rule in {"tables", "fetch_backbone", "senteval_data", "corpus", "image_data"}:
             assert "gpu=" not in resources.replace("gpu=0", ""), (rule, resources)
 
 

@@ -100,6 +100,8 @@ def data_locations(config: Mapping[str, Any]) -> dict[str, str]:
         "corpus": str(corpus),
         "downloads": f"{resources}/downloads",
         "cache": f"{resources}/cache",  # tokenised corpora, keyed by content
+        # Vision track: the folder holding cifar-10-batches-py/ or cifar-100-python/.
+        "images": str(data.get("cifar_root") or f"{resources}/data/cifar"),
     }
 
 
@@ -134,3 +136,32 @@ def data_identity(config: Mapping[str, Any], what: str) -> dict[str, Any]:
             return {"corpus": "fixture", "sentences": data["fixture_corpus_sentences"]}
         return {"corpus": "download", "url": data["wiki_url"]}
     raise ValueError(f"unknown data kind {what!r}; expected senteval or corpus")
+
+
+def image_data_identity(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
+    """What the images of ``dataset`` are, independent of where they lie (see :func:`data_identity`).
+
+    CIFAR is held to the published archive's files (torchvision's md5 of every batch file), so a user's
+    copy (``data.cifar_root``, checked here so that a wrong path stops the workflow before any job) and
+    the download are one identity; digits are the copy bundled with scikit-learn.
+    """
+    if dataset == "digits":
+        return {"images": "digits", "source": "scikit-learn load_digits"}
+    if dataset not in CIFAR_ARCHIVE_MD5:
+        raise ValueError(
+            f"unknown image dataset {dataset!r}; expected digits, {', '.join(CIFAR_ARCHIVE_MD5)}"
+        )
+    root = config["data"].get("cifar_root")
+    if root:
+        from contrastlab.data import images  # imports torch: only when there is a copy to check
+
+        images.check_local_copy(dataset, root)
+    return {"images": dataset, "source": "published", "archive_md5": CIFAR_ARCHIVE_MD5[dataset]}
+
+
+#: md5 of the published CIFAR archives (torchvision's CIFAR10/CIFAR100 ``tgz_md5``; a test keeps them equal),
+#: here so that the workflow computes the data identity without importing torch.
+CIFAR_ARCHIVE_MD5 = {
+    "cifar10": "c58f30108f718f92721af3b95e74349a",
+    "cifar100": "eb9058c3a382ffc7106e4002c42a8d85",
+}

@@ -78,7 +78,24 @@ def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
             dict(backbone=b, method=m, key=k, row_group=row_group, row=row, col_group=col_group, col=col)
         )
 
-    if spec.kind == "scores":
+    if spec.kind == "scores" and layout.get("sweep"):
+        # Sweep tables (MACL Table 9): a row per method, a column group per sweep point, the tasks inside.
+        tlab, sweep = labels.get("tasks", {}), layout["sweep"]
+        for b in backbones:
+            for m in layout["methods"]:
+                for v in sweep["values"]:
+                    for t in layout["tasks"]:
+                        col_group = f"{sweep['title']} {v}"
+                        add(
+                            b,
+                            f"{m}-{sweep['label']}{v}",
+                            t,
+                            blab[b],
+                            _label(mlab, m),
+                            col_group,
+                            _label(tlab, t),
+                        )
+    elif spec.kind == "scores":
         tlab = labels.get("tasks", {})
         for b in backbones if by_backbone_rows else [None]:
             for m in layout["methods"]:
@@ -134,7 +151,12 @@ def configured(config: dict, experiment: str, backbone: str, method: str) -> boo
         return False
     if method == PRETRAINED:
         return exp.get("pretrained_pooling") is not None
-    entry = (exp.get("methods") or {}).get(method)
+    methods = exp.get("methods") or {}
+    if method not in methods and exp.get("sweep"):
+        from contrastlab.config import expanded_methods
+
+        method = expanded_methods(exp).get(method, (method, {}))[0]  # a sweep point: its method's entry
+    entry = methods.get(method)
     return entry is not None and (entry.get("backbones") is None or backbone in entry["backbones"])
 
 

@@ -34,7 +34,7 @@ def collect_failures(metrics_root: str | Path) -> set[tuple[str, str, str]]:
     root = Path(metrics_root)
     found = set()
     for path in sorted(root.glob("*/*/*/seed*/failed.json")) if root.is_dir() else []:
-        if not (path.parent / "senteval.json").exists():
+        if not any((path.parent / name).exists() for name in ("senteval.json", "vision.json")):
             found.add(tuple(p.name for p in path.parents[1:4])[::-1])
     return found
 
@@ -42,7 +42,8 @@ def collect_failures(metrics_root: str | Path) -> set[tuple[str, str, str]]:
 def collect_metrics(metrics_root: str | Path) -> pd.DataFrame:
     """Every score under ``metrics_root`` as a long frame (columns :data:`COLUMNS`).
 
-    Reads ``<experiment>/<backbone>/<method>/seed<seed>/senteval.json`` and
+    Reads ``<experiment>/<backbone>/<method>/seed<seed>/senteval.json`` (``vision.json`` for a vision
+    cell: ``scores`` holds ``linear_top1`` and ``knn_top1``) and
     ``pretrained/<backbone>/senteval.json`` (experiment and method ``pretrained``, seed NA). Scores are
     in percent as written; ``sts_avg``/``tr_avg``/``tr_devacc_avg`` appear as tasks when not
     null. A missing root gives an empty frame (nothing has run yet).
@@ -50,7 +51,8 @@ def collect_metrics(metrics_root: str | Path) -> pd.DataFrame:
     root = Path(metrics_root)
     rows: list[dict] = []
     if root.is_dir():
-        for path in sorted(root.glob("*/*/*/seed*/senteval.json")):
+        cells = [*root.glob("*/*/*/seed*/senteval.json"), *root.glob("*/*/*/seed*/vision.json")]
+        for path in sorted(cells):
             seed_dir, method, backbone, experiment = (p.name for p in path.parents[:4])
             m = _SEED_DIR.fullmatch(seed_dir)
             if m is None or experiment == PRETRAINED:

@@ -62,6 +62,12 @@ TABLES: dict[str, TableSpec] = {
         ),
         TableSpec("macl_table3", "macl", "scores", "Huang et al. 2023 (MACL), Table 3: RoBERTa-base"),
         TableSpec("macl_tableB4", "macl", "scores", "Huang et al. 2023 (MACL), Table B.4: BERT-base"),
+        TableSpec(
+            "macl_table9",
+            "macl_cifar10",
+            "scores",
+            "Huang et al. 2023 (MACL), Table 9 / B.3: CIFAR-10, linear / kNN top-1",
+        ),
     )
 }
 

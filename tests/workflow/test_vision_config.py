@@ -1,0 +1,134 @@
+"""The vision track in the config: sweeps expand into cells, settings resolve per track, mistakes are
+one-line errors (protocol.md section 3)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from contrastlab import config as cl_config
+
+BASE = {
+    "seeds": [1],
+    "backbones": {
+        "r18": {"vision": {"arch": "resnet18", "width": 8}},
+        "bert": {"hf_id": "bert-base-uncased"},
+    },
+    "vision_training": {"epochs": 7},
+    "experiments": {
+        "img": {
+            "track": "vision",
+            "dataset": "digits",
+            "backbones": ["r18"],
+            "training": {"lr": 0.002},
+            "sweep": {"batch_size": [64, 512]},
+            "methods": {"cl": {"loss": "infonce", "hp": {"tau": 0.1}}, "mp": {"loss": "mpt", "lr": 0.5}},
+        },
+        "txt": {"backbones": ["bert"], "methods": {"cl": {"loss": "infonce"}}},
+    },
+}
+
+
+def make(**changes):
+    config = copy.deepcopy(BASE)
+    for path, value in changes.items():
+        *parents, last = path.split(".")
+        node = config
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return cl_config.validate(config)
+
+
+def test_sweep_points_are_cells_with_their_settings():
+    config = make()
+    vision = [c for c in cl_config.cells(config) if c.experiment == "img"]
+    assert [c.method for c in vision] == ["cl-bs64", "cl-bs512", "mp-bs64", "mp-bs512"]
+    settings = cl_config.method_settings(config, "img", "cl-bs512", "r18")
+    assert settings["batch_size"] == 512 and settings["lr"] == 0.002 and settings["epochs"] == 7
+    assert (settings["arch"], settings["stem"], settings["width"], settings["dataset"]) == (
+        "resnet18",
+        "cifar",
+        8,
+        "digits",
+    )
+    assert settings["lr_reference_batch"] == 256 and settings["weight_decay"] == 1e-6  # MACL App. B.3
+    assert settings["loss"] == "infonce" and settings["loss_hp"] == {"tau": 0.1}
+    assert cl_config.method_settings(config, "img", "mp-bs64", "r18")["lr"] == 0.5  # the method's own lr
+    # The sentence experiment beside it resolves as before: sentence keys, no vision keys.
+    text = cl_config.method_settings(config, "txt", "cl", "bert")
+    assert "max_length" in text and "arch" not in text and "epochs" in text and text["epochs"] == 1
+
+
+def test_hp_sweep_and_method_labels():
+    only_cl = {"cl": {"loss": "infonce"}}  # mpt has no tau (an error, tested below)
+    config = make(**{"experiments.img.sweep": {"hp.tau": [0.05, 0.2]}, "experiments.img.methods": only_cl})
+    names = [c.method for c in cl_config.cells(config) if c.experiment == "img"]
+    assert names[:2] == ["cl-tau0.05", "cl-tau0.2"]
+    assert cl_config.method_settings(config, "img", "cl-tau0.2", "r18")["loss_hp"]["tau"] == 0.2
+
+
+def test_select_by_method_or_by_sweep_point():
+    assert len(list(cl_config.cells(make(select={"methods": ["cl"]})))) == 3  # 2 sweep points + txt/cl
+    assert [c.method for c in cl_config.cells(make(select={"methods": ["cl-bs512"]}))] == ["cl-bs512"]
+    with pytest.raises(cl_config.ConfigError, match=r"unknown method 'cl-bs65'.*cl-bs512"):
+        make(select={"methods": ["cl-bs65"]})
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"experiments.img.backbones": ["bert"]},
+            r"experiments\.img\.backbones: 'bert' is not an image encoder",
+        ),
+        ({"experiments.txt.backbones": ["r18"]}, r"experiments\.txt\.backbones: 'r18' is not a text model"),
+        ({"experiments.img.sweep": {"dropout": [0.1]}}, r"experiments\.img\.sweep\.dropout: not a sweepable"),
+        ({"experiments.img.sweep": {"hp.q": [1]}}, r"loss 'infonce' has no hyperparameter 'q'"),
+        ({"experiments.img.training": {"max_length": 32}}, r"experiments\.img\.training.*max_length"),
+        ({"experiments.txt.training": {"head_dim": 32}}, r"experiments\.txt\.training.*head_dim"),
+        ({"experiments.img.dataset": "mnist"}, r"experiments\.img\.dataset: 'mnist' is not one of"),
+        ({"backbones.r18.vision": {"arch": "resnet34"}}, r"backbones\.r18"),
+    ],
+)
+def test_mistakes_are_one_line_errors(changes, message):
+    with pytest.raises(cl_config.ConfigError, match=message) as caught:
+        make(**changes)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_vision_experiment_needs_its_dataset():
+    config = copy.deepcopy(BASE)
+    del config["experiments"]["img"]["dataset"]
+    with pytest.raises(cl_config.ConfigError, match=r"experiments\.img.*'dataset' is a required property"):
+        cl_config.validate(config)
+
+
+def test_command_line_text_is_read_per_track():
+    # Snakemake hands nested --config values over as text; a vision experiment's training block is read
+    # with the vision keys' types, a sentence one's with the sentence keys'.
+    config = make(
+        **{
+            "experiments.img.training": {"epochs": "3", "lr": "1e-3"},
+            "experiments.txt.training": {"max_length": "16"},
+            "vision_training": {"epochs": "5", "precision": "bf16"},
+        }
+    )
+    assert config["experiments"]["img"]["training"] == {"epochs": 3, "lr": 0.001}
+    assert config["experiments"]["txt"]["training"] == {"max_length": 16}
+    assert config["vision_training"]["epochs"] == 5
+
+
+def test_presets_validate():
+    from contrastlab.paths import REPO_ROOT
+
+    full = cl_config.load(REPO_ROOT / "config.yaml")
+    vision = [c for c in cl_config.cells(full) if c.experiment == "macl_cifar10"]
+    assert len(vision) == 5 * 5 * 3  # MACL Table 9: 5 losses x 5 batch sizes, 3 seeds
+    assert cl_config.method_settings(full, "macl_cifar10", "macl-bs1024", "resnet18-cifar")["loss_hp"] == {
+        "tau0": 0.1,
+        "alpha": 0.5,
+        "a0": 0.0,
+        "reweight": True,
+    }
