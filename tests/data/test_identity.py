@@ -55,3 +55,15 @@ def test_locations_default_under_resources(repo_root):
     assert where["corpus"] == "resources/data/wiki1m_for_simcse.txt"
     demo = data_locations(cl_config.load(repo_root / "config" / "demo.yaml"))
     assert demo["senteval_dir"] == "resources/data/senteval-fixture"
+
+
+def test_cifar_identity_is_torchvisions_published_archive():
+    # The workflow reads the md5 without importing torch; it must stay torchvision's.
+    from torchvision.datasets import CIFAR10, CIFAR100
+
+    from contrastlab.data.acquire import CIFAR_ARCHIVE_MD5, image_data_identity
+
+    assert CIFAR_ARCHIVE_MD5 == {"cifar10": CIFAR10.tgz_md5, "cifar100": CIFAR100.tgz_md5}
+    config = {"data": {"cifar_root": None}}
+    assert image_data_identity(config, "cifar10")["archive_md5"] == CIFAR10.tgz_md5
+    assert image_data_identity(config, "digits") == {"images": "digits", "source": "scikit-learn load_digits"}
