@@ -1,8 +1,8 @@
 """Snakemake entry: linear and kNN evaluation of one trained encoder on frozen features (MACL App. B.3)."""
 
 import torch
-from contrastlab.evaluation.vision import evaluate_encoder
 
+from contrastlab.evaluation.vision import evaluate_encoder
 from contrastlab.workflow import failure_record, job_data_locations, job_label, logged_to, write_json
 
 snakemake = globals()["snakemake"]

@@ -2,7 +2,6 @@
 download, checked against the published md5 of every file)."""
 
 from contrastlab.data.images import prepare_images
-
 from contrastlab.workflow import job_data_locations, job_label, logged_to, write_json
 
 snakemake = globals()["snakemake"]

@@ -4,7 +4,6 @@ import os
 import sys
 
 from contrastlab.training.vision import VisionTrainSettings, train_vision
-
 from contrastlab.workflow import failure_record, job_data_locations, job_label, logged_to
 
 sm = globals()["snakemake"]

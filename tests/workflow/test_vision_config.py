@@ -132,3 +132,8 @@ def test_presets_validate():
         "a0": 0.0,
         "reweight": True,
     }
+    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    assert [c.method for c in cl_config.cells(demo) if c.experiment == "macl_cifar10"] == [
+        "ntxent-bs64",
+        "macl-bs64",
+    ]

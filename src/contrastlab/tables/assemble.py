@@ -79,22 +79,14 @@ def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
         )
 
     if spec.kind == "scores" and layout.get("sweep"):
-        # Sweep tables (MACL Table 9): a row per method, a column group per sweep point, the tasks inside.
+        # Sweep tables (MACL Table 9): a row per method, a column per sweep point and task ("batch 64 kNN").
         tlab, sweep = labels.get("tasks", {}), layout["sweep"]
         for b in backbones:
             for m in layout["methods"]:
                 for v in sweep["values"]:
                     for t in layout["tasks"]:
-                        col_group = f"{sweep['title']} {v}"
-                        add(
-                            b,
-                            f"{m}-{sweep['label']}{v}",
-                            t,
-                            blab[b],
-                            _label(mlab, m),
-                            col_group,
-                            _label(tlab, t),
-                        )
+                        column = f"{sweep['title']} {v} {_label(tlab, t)}"
+                        add(b, f"{m}-{sweep['label']}{v}", t, blab[b], _label(mlab, m), "", column)
     elif spec.kind == "scores":
         tlab = labels.get("tasks", {})
         for b in backbones if by_backbone_rows else [None]:

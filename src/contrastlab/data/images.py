@@ -1,0 +1,232 @@
+"""Image datasets of the vision track (protocol.md §3): CIFAR-10/100 through torchvision, and
+scikit-learn's bundled digits for offline tests and the demo.
+
+Every split is returned whole as a uint8 tensor [N, 3, H, W] (CIFAR-10's 50,000 training images are
+150 MB): the trainer keeps it on the device and augments whole batches there, so no data loader bounds
+an epoch.
+
+CIFAR is read by torchvision's dataset classes, whose constructor checks the md5 of every batch file.
+The archive is fetched by :func:`contrastlab.data.download.fetch` (retries, resume, a corrupt file kept
+aside) and held to the published archive's md5 before it is unpacked. A :class:`CifarSource` names the
+archive and the md5s; tests substitute one that points at a local server and a generated archive, and
+the same code path (including torchvision's per-file check) runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torchvision import datasets
+
+from contrastlab.data.download import LOCK_FILE, ChecksumError, fetch
+
+__all__ = [
+    "DATASETS",
+    "IMAGE_STATS",
+    "NATIVE_SIZE",
+    "NUM_CLASSES",
+    "PUBLISHED_SOURCES",
+    "CifarSource",
+    "ImageDataError",
+    "ImageSplit",
+    "check_local_copy",
+    "load_images",
+    "prepare_images",
+]
+
+DATASETS = ("digits", "cifar10", "cifar100")
+SPLITS = ("train", "test")
+NUM_CLASSES = {"digits": 10, "cifar10": 10, "cifar100": 100}
+#: Side of the images as :func:`load_images` returns them by default (digits: 8x8 upsampled to 16x16).
+NATIVE_SIZE = {"digits": 16, "cifar10": 32, "cifar100": 32}
+#: Per-channel mean and std of the training split in [0, 1]. CIFAR: computed over the 50,000 training
+#: images (the often quoted CIFAR-10 std (0.2023, 0.1994, 0.2010) is a per-image average, not the
+#: dataset's); digits: of the 16x16 training split below (one grey level, replicated).
+IMAGE_STATS = {
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+    "digits": ((0.3054,) * 3, (0.3186,) * 3),
+}
+#: Digits: a stratified 80/20 split with this seed (1437 training, 360 test images).
+DIGITS_TEST_FRACTION, DIGITS_SPLIT_SEED = 0.2, 0
+
+
+class ImageDataError(OSError):
+    """Image data missing or corrupt; the message is one line naming the file and the fix."""
+
+
+@dataclass(frozen=True)
+class ImageSplit:
+    """One split of a dataset: ``images`` uint8 [N, 3, H, W] (CPU), ``labels`` int64 [N]."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    classes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CifarSource:
+    """Where a CIFAR archive comes from and what it must hash to.
+
+    ``file_md5`` replaces torchvision's md5 of the unpacked files (``{file name: md5}``; None keeps
+    the published ones): a test's generated archive has its own.
+    """
+
+    torchvision_class: type
+    url: str
+    archive_md5: str
+    file_md5: dict[str, str] | None = field(default=None)
+
+    @property
+    def archive_name(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+    def dataset_class(self) -> type:
+        """torchvision's class, or a subclass whose documented md5 attributes are this source's."""
+        base = self.torchvision_class
+        if self.file_md5 is None:
+            return base
+        md5 = self.file_md5
+        return type(
+            f"{base.__name__}FromSource",
+            (base,),
+            {
+                "train_list": [[name, md5[name]] for name, _ in base.train_list],
+                "test_list": [[name, md5[name]] for name, _ in base.test_list],
+                "meta": {**base.meta, "md5": md5[base.meta["filename"]]},
+            },
+        )
+
+
+PUBLISHED_SOURCES = {
+    "cifar10": CifarSource(datasets.CIFAR10, datasets.CIFAR10.url, datasets.CIFAR10.tgz_md5),
+    "cifar100": CifarSource(datasets.CIFAR100, datasets.CIFAR100.url, datasets.CIFAR100.tgz_md5),
+}
+
+
+def _check_name(dataset: str, split: str = "train") -> None:
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown image dataset {dataset!r}; valid: {', '.join(DATASETS)}")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _cifar(dataset: str, root: str | Path, train: bool, source: CifarSource | None):
+    source = source or PUBLISHED_SOURCES[dataset]
+    cls = source.dataset_class()
+    folder = Path(root) / cls.base_folder
+    if not folder.is_dir():
+        raise ImageDataError(
+            f"{dataset}: {folder} does not exist; set data.cifar_root to the folder holding "
+            f"{cls.base_folder}/, or leave it unset to download the archive"
+        )
+    for name, md5 in [*cls.train_list, *cls.test_list, [cls.meta["filename"], cls.meta["md5"]]]:
+        path = folder / name
+        if not path.is_file():
+            raise ImageDataError(f"{dataset}: {path} is missing; restore the file or download again")
+        if _md5(path) != md5:
+            raise ImageDataError(
+                f"{dataset}: {path} is corrupt (md5 differs from the published file); replace it or "
+                "delete the folder and download again"
+            )
+    return cls(str(root), train=train, download=False)
+
+
+def check_local_copy(dataset: str, root: str | Path, *, source: CifarSource | None = None) -> None:
+    """Raise :class:`ImageDataError` unless ``root`` holds an intact copy of ``dataset`` (md5 per file)."""
+    _check_name(dataset)
+    if dataset != "digits":
+        _cifar(dataset, root, True, source)
+
+
+def prepare_images(
+    dataset: str,
+    root: str | Path,
+    *,
+    download: bool,
+    downloads: str | Path,
+    source: CifarSource | None = None,
+    lock_file: str | Path = LOCK_FILE,
+    progress: bool = True,
+) -> None:
+    """Make ``dataset`` loadable from ``root``: digits need nothing; CIFAR is checked file by file and,
+    when absent and ``download`` is set, fetched to ``downloads``, held to the archive's md5, unpacked."""
+    _check_name(dataset)
+    if dataset == "digits":
+        return
+    source = source or PUBLISHED_SOURCES[dataset]
+    folder = Path(root) / source.dataset_class().base_folder
+    if download and not folder.is_dir():
+        from torchvision.datasets.utils import extract_archive
+
+        archive = Path(downloads) / source.archive_name
+        fetch(source.url, archive, lock_file=lock_file, progress=progress)
+        if _md5(archive) != source.archive_md5:
+            aside = archive.with_name(archive.name + ".corrupt")
+            archive.replace(aside)
+            raise ChecksumError(
+                f"{dataset}: md5 of {source.url} differs from the published archive's "
+                f"({source.archive_md5}); the file was moved aside to {aside}; delete it and run again"
+            )
+        extract_archive(str(archive), str(root))
+    check_local_copy(dataset, root, source=source)
+
+
+def _digits(split: str, image_size: int) -> ImageSplit:
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    indices = np.arange(len(digits.target))
+    train, test = train_test_split(
+        indices, test_size=DIGITS_TEST_FRACTION, stratify=digits.target, random_state=DIGITS_SPLIT_SEED
+    )
+    chosen = train if split == "train" else test
+    grey = torch.tensor(digits.images[chosen] / 16.0, dtype=torch.float32)[:, None]
+    if image_size != grey.shape[-1]:
+        grey = F.interpolate(grey, size=image_size, mode="bilinear", align_corners=False)
+    images = (grey * 255).round().clamp(0, 255).to(torch.uint8).expand(-1, 3, -1, -1).contiguous()
+    labels = torch.as_tensor(digits.target[chosen], dtype=torch.int64)
+    return ImageSplit(images, labels, tuple(str(c) for c in digits.target_names))
+
+
+def load_images(
+    dataset: str,
+    split: str,
+    *,
+    root: str | Path | None = None,
+    image_size: int | None = None,
+    source: CifarSource | None = None,
+) -> ImageSplit:
+    """The ``split`` ("train", "test") of ``dataset`` ("digits", "cifar10", "cifar100").
+
+    CIFAR is read from ``root`` (see :func:`prepare_images`) at its 32x32; ``image_size`` sets the
+    digits' side (default 16).
+    """
+    _check_name(dataset, split)
+    if dataset == "digits":
+        return _digits(split, image_size or NATIVE_SIZE["digits"])
+    if root is None:
+        raise ImageDataError(
+            f"{dataset}: no folder given; set data.cifar_root or let the workflow download it"
+        )
+    data = _cifar(dataset, root, split == "train", source)
+    images = torch.from_numpy(np.ascontiguousarray(data.data)).permute(0, 3, 1, 2).contiguous()
+    if image_size is not None and image_size != images.shape[-1]:
+        raise ValueError(
+            f"{dataset}: images are {images.shape[-1]}x{images.shape[-1]}; image_size must match"
+        )
+    return ImageSplit(images, torch.as_tensor(data.targets, dtype=torch.int64), tuple(data.classes))

@@ -1,0 +1,34 @@
+"""Run train_vision in a subprocess for the kill tests: ``python _run_vision.py SETTINGS WORKDIR [KILL_AT]``
+(KILL_AT: the process SIGKILLs itself right after that optimiser step)."""
+
+import json
+import os
+import signal
+import sys
+
+import torch
+
+from contrastlab.training.vision import VisionTrainSettings, train_vision
+
+settings, workdir = json.loads(sys.argv[1]), sys.argv[2]
+if len(sys.argv) > 3:
+    kill_at, original, calls = int(sys.argv[3]), torch.optim.Adam.step, [0]
+
+    def step_then_maybe_die(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        calls[0] += 1
+        if calls[0] == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    torch.optim.Adam.step = step_then_maybe_die
+torch.set_num_threads(1)
+train_vision(
+    VisionTrainSettings.from_dict(settings),
+    data_root=None,
+    out_dir=f"{workdir}/encoder",
+    log_path=f"{workdir}/train_log.jsonl",
+    state_dir=f"{workdir}/state",
+    device="cpu",
+    progress=False,
+)

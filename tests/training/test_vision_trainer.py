@@ -1,0 +1,125 @@
+"""The vision trainer (MACL App. B.3 setting at toy scale on digits): logs, resume after SIGKILL,
+non-finite losses, settings."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from contrastlab.training.sentence import NonFiniteLossError
+from contrastlab.training.vision import VisionTrainSettings, effective_lr, load_encoder, train_vision
+
+RUNNER = Path(__file__).with_name("_run_vision.py")
+TINY = {
+    "dataset": "digits",
+    "loss": "macl_vision",
+    "loss_hp": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True},
+    "width": 4,
+    "head_hidden": 32,
+    "head_dim": 16,
+    "batch_size": 32,
+    "max_steps": 24,
+    "log_every": 3,
+    "state_every": 5,
+}
+
+
+def run(settings: dict, workdir: Path, kill_at: int | None = None) -> int:
+    args = [sys.executable, str(RUNNER), json.dumps(settings), str(workdir)]
+    return subprocess.run([*args, *([str(kill_at)] if kill_at else [])], timeout=300).returncode
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("reference")
+    assert run(TINY, workdir) == 0
+    return workdir
+
+
+def test_log_and_encoder(reference):
+    records = [json.loads(line) for line in (reference / "train_log.jsonl").read_text().splitlines()]
+    assert [r["event"] for r in records][0] == "start" and records[-1]["event"] == "end"
+    steps = [r["step"] for r in records if r["event"] == "train"]
+    assert steps == list(range(3, 25, 3))
+    train = [r for r in records if r["event"] == "train"]
+    assert all(r["stats"]["tau_a"] > 0 and 0 < r["images_per_s"] for r in train)
+    assert records[0]["steps_per_epoch"] == 1437 // 32 and records[0]["effective_lr"] == 1e-3
+    encoder, summary = load_encoder(reference / "encoder")
+    assert summary["steps"] == 24 and encoder(torch.zeros(2, 3, 16, 16)).shape == (2, 32)  # width 4 -> 32-d
+    assert not (reference / "state").exists()  # snapshots are removed when the cell finishes
+
+
+@pytest.mark.fault(
+    "SIGKILL of a vision training job at a random step", "rerun resumes; encoder and log bit-identical"
+)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sigkill_at_a_random_step_resumes_bit_identically(reference, tmp_path, seed, observed):
+    kill_at = random.Random(seed).randint(6, 22)
+    assert run(TINY, tmp_path, kill_at=kill_at) == -9
+    assert (tmp_path / "state" / "state.pt").exists() and not (tmp_path / "encoder").exists()
+    assert run(TINY, tmp_path) == 0
+    got = torch.load(tmp_path / "encoder" / "encoder.pt", weights_only=True)
+    expected = torch.load(reference / "encoder" / "encoder.pt", weights_only=True)
+    assert got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in got)
+
+    def without_timing(path):
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        keep = [r for r in lines if r["event"] == "train"]
+        return [{k: v for k, v in r.items() if k not in ("steps_per_s", "images_per_s")} for r in keep]
+
+    assert without_timing(tmp_path / "train_log.jsonl") == without_timing(reference / "train_log.jsonl")
+    log = (tmp_path / "train_log.jsonl").read_text()
+    assert '"event": "resume"' in log
+    observed(f"killed after step {kill_at}; resumed; encoder weights and log equal")
+
+
+@pytest.mark.fault("NaN loss in a vision cell", "NonFiniteLossError naming the step and the loss stats")
+def test_a_non_finite_loss_stops_with_the_step(tmp_path, monkeypatch, observed):
+    from contrastlab.training import vision
+
+    real = vision.build_loss
+
+    def poisoned(name, **hp):
+        loss_fn, calls = real(name, **hp), [0]
+
+        def call(h1, h2, with_stats=True):
+            calls[0] += 1
+            if calls[0] == 4:
+                h1 = h1 * float("nan")
+            return loss_fn(h1, h2, with_stats=with_stats)
+
+        return call
+
+    monkeypatch.setattr(vision, "build_loss", poisoned)
+    settings = VisionTrainSettings.from_dict({**TINY, "max_steps": 6})
+    with pytest.raises(NonFiniteLossError, match=r"not finite at step 4.*loss stats") as caught:
+        train_vision(
+            settings,
+            data_root=None,
+            out_dir=tmp_path / "e",
+            log_path=tmp_path / "l.jsonl",
+            state_dir=tmp_path / "s",
+            device="cpu",
+            progress=False,
+        )
+    observed(str(caught.value)[:90])
+
+
+def test_settings_are_validated_and_the_learning_rate_scales_above_256():
+    with pytest.raises(ValueError, match="unknown vision training setting.*dropout"):
+        VisionTrainSettings.from_dict({"dropout": 0.1})
+    with pytest.raises(ValueError, match="precision must be auto, fp32 or bf16"):
+        VisionTrainSettings(precision="fp16")
+    assert [effective_lr(VisionTrainSettings(batch_size=b)) for b in (64, 256, 512, 1024)] == [
+        1e-3,
+        1e-3,
+        2e-3,
+        4e-3,
+    ]
+    assert effective_lr(VisionTrainSettings(batch_size=1024, lr_reference_batch=None)) == 1e-3
