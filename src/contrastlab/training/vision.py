@@ -142,6 +142,20 @@ def _write_encoder(
     tmp_log.replace(log_path)
 
 
+def train_step(encoder, head, loss_fn, optimizer, view1, view2, *, autocast, memory_format, with_stats: bool):
+    """One optimiser step on two augmented views [B, 3, S, S]: both views through the encoder and head
+    in one forward pass of 2B images (BatchNorm sees the whole 2N batch), the loss on the halves.
+    Returns (loss output, h1, h2); the benchmark times exactly this."""
+    x = torch.cat([view1, view2]).contiguous(memory_format=memory_format)
+    with autocast():
+        h1, h2 = head(encoder(x)).chunk(2)
+    out = loss_fn(h1, h2, with_stats=with_stats)
+    out.loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return out, h1, h2
+
+
 def train_vision(
     settings: VisionTrainSettings,
     *,
@@ -251,13 +265,17 @@ def train_vision(
         batch = images[order[position * s.batch_size : (position + 1) * s.batch_size]]
         logging = step % s.log_every == 0 or step == total_steps
         snapshot = step % s.state_every == 0 and step < total_steps
-        x = torch.cat([augment(batch, views), augment(batch, views)]).contiguous(memory_format=channels_last)
-        with autocast():
-            h1, h2 = head(encoder(x)).chunk(2)
-        out = loss_fn(h1, h2, with_stats=logging)
-        out.loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        out, h1, h2 = train_step(
+            encoder,
+            head,
+            loss_fn,
+            optimizer,
+            augment(batch, views),
+            augment(batch, views),
+            autocast=autocast,
+            memory_format=channels_last,
+            with_stats=logging,
+        )
         loss = out.loss.detach()
         loss_sum += loss
         first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), step, first_bad)
