@@ -468,6 +468,7 @@ def train(
     if saved is None:
         st.reset_state_dir(state_dir)
         step, best, best_step, evals, resumed_from = 0, -math.inf, None, [], []
+        interval = (0.0, 0)
         log.write({"event": "start", "settings": s.to_dict(), **run_info, "meta": run_metadata()})
         record = evaluate(0)  # the backbone before training: logged, never selected
         evals.append({k: v for k, v in record.items() if k != "event"})
@@ -486,6 +487,7 @@ def train(
         st.truncate_log(state_dir, saved["log_offset"])
         log.write({"event": "resume", "step": step})
         st.restore_rng(saved["rng"])
+        interval = saved.get("interval", (0.0, 0))  # snapshots written before it was saved: (0, 0)
     del saved
 
     if dev.type == "cuda":
@@ -499,9 +501,9 @@ def train(
         mininterval=1.0 if sys.stderr.isatty() else 30.0,
         dynamic_ncols=True,
     )
-    loss_sum = torch.zeros((), device=dev)
+    loss_sum = torch.full((), interval[0], device=dev)
     first_bad = torch.full((), -1, dtype=torch.long, device=dev)
-    interval_steps, interval_t, paused = 0, time.perf_counter(), 0.0
+    interval_steps, interval_t, paused = interval[1], time.perf_counter(), 0.0
     order_epoch, order = -1, np.empty(0, dtype=np.int64)
     micro = min(s.grad_accum, s.batch_size)
 
@@ -603,6 +605,8 @@ def train(
                 "scheduler": scheduler.state_dict(),
                 "scaler": scaler.state_dict(),
                 "rng": st.capture_rng(),
+                # The log's running interval, so that a resumed run logs the same interval means.
+                "interval": (loss_sum.item(), interval_steps),
             }
             st.save_state(
                 state_dir, payload, {"step": step, "best_step": best_step, "fingerprint": fingerprint}
