@@ -278,6 +278,76 @@ def macl_vision(h1, h2, tau0, alpha, a0, reweight):
     return sum(a * b for a, b in zip(v, terms, strict=True)) / len(terms)
 
 
+# --------------------------------------------------------------------------- OAR study (raw embeddings)
+def column(h, d):
+    return [row[d] for row in h]
+
+
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
+def barlow_twins(h1, h2, lam, eps=1e-5):
+    """Σ_i (1 - C_ii)² + λ Σ_{i≠j} C_ij², C_ij = (1/N) Σ_b a_bi b_bj with a, b each view standardised
+    per dimension by its batch mean and biased variance (+ eps): BatchNorm1d(affine=False)."""
+    n, dim = len(h1), len(h1[0])
+
+    def standardise(h):
+        cols = []
+        for d in range(dim):
+            x = column(h, d)
+            m = mean(x)
+            var = mean([(v - m) ** 2 for v in x])
+            cols.append([(v - m) / math.sqrt(var + eps) for v in x])
+        return cols  # cols[d][b]
+
+    a, b = standardise(h1), standardise(h2)
+    c = [[sum(a[i][k] * b[j][k] for k in range(n)) / n for j in range(dim)] for i in range(dim)]
+    on = sum((1 - c[i][i]) ** 2 for i in range(dim))
+    off = sum(c[i][j] ** 2 for i in range(dim) for j in range(dim) if i != j)
+    return on + lam * off
+
+
+def vicreg_terms(h1, h2, gamma, eps):
+    """(invariance, variance, covariance) of VICReg: MSE over all N·D entries; per view
+    mean_d relu(γ - sqrt(unbiased var_d + ε)), averaged over the two views; per view
+    Σ_{i≠j} cov_ij² / D (cov unbiased), summed over the two views."""
+    n, dim = len(h1), len(h1[0])
+    inv = sum((h1[b][d] - h2[b][d]) ** 2 for b in range(n) for d in range(dim)) / (n * dim)
+
+    def var_term(h):
+        out = 0.0
+        for d in range(dim):
+            x = column(h, d)
+            m = mean(x)
+            out += max(0.0, gamma - math.sqrt(sum((v - m) ** 2 for v in x) / (n - 1) + eps))
+        return out / dim
+
+    def cov_term(h):
+        means = [mean(column(h, d)) for d in range(dim)]
+        total = 0.0
+        for i in range(dim):
+            for j in range(dim):
+                if i != j:
+                    cov = sum((h[b][i] - means[i]) * (h[b][j] - means[j]) for b in range(n)) / (n - 1)
+                    total += cov**2
+        return total / dim
+
+    return inv, 0.5 * (var_term(h1) + var_term(h2)), cov_term(h1) + cov_term(h2)
+
+
+def vicreg(h1, h2, lam, mu, nu, gamma, eps):
+    inv, var, cov = vicreg_terms(h1, h2, gamma, eps)
+    return lam * inv + mu * var + nu * cov
+
+
+def oar_terms(z, labels, anchors, mask=None):
+    """Per labelled sample 1 - cos(z_i, c_{y_i}) (OAR §4); unlabelled samples are left out."""
+    zs, cs = unit(z), unit(anchors)
+    mask = mask if mask is not None else [True] * len(z)
+    return [1.0 - dot(zs[i], cs[labels[i]]) for i in range(len(z)) if mask[i]]
+
+
 def value(name: str, h1, h2, hp: dict) -> float:
     """Oracle value of loss ``name`` with the full hyperparameter dict ``hp``."""
     if name in ("mhe", "mmhe"):

@@ -20,6 +20,7 @@ from contrastlab.losses import (
     li2024,
     macl,
     nie2023,
+    oar,
     paradigm_view,
     registry,
     vision,
@@ -27,7 +28,7 @@ from contrastlab.losses import (
 
 PROTOCOL_NAMES = (
     "infonce align_uniform dcl dcl_plus mpt met mat arccon paradigm mhe mmhe mhs mmhs vicreg_li mvicreg "
-    "barlow_twins_li mbarlow_twins macl ntxent flatnce dcl_vision dualtemp macl_vision"
+    "barlow_twins_li mbarlow_twins macl ntxent flatnce dcl_vision dualtemp macl_vision barlow_twins vicreg"
 ).split()
 
 
@@ -35,7 +36,7 @@ def test_names_and_catalog():
     assert sorted(LOSSES) == sorted(PROTOCOL_NAMES)
     assert set(DEFAULTS) == set(LOSS_MODULES) == set(LOSSES)
     for name, stem in LOSS_MODULES.items():
-        module = {"nie2023": nie2023, "li2024": li2024, "macl": macl, "vision": vision}[stem]
+        module = {"nie2023": nie2023, "li2024": li2024, "macl": macl, "vision": vision, "oar": oar}[stem]
         assert name in module.ENTRIES
         assert catalog.module_path(name) == f"src/contrastlab/losses/{stem}.py"
 
@@ -60,6 +61,9 @@ def test_paper_defaults():
         assert DEFAULTS[name] == {"tau": 0.1}
     assert DEFAULTS["dualtemp"] == {"tau": 0.1, "tau_beta": 1.0}
     assert DEFAULTS["macl_vision"] == {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True}
+    # OAR study: Barlow Twins λ 5e-3 (Zbontar §4); VICReg λ = μ = 25, ν 1, γ 1, ε 1e-4 (Bardes §4.2)
+    assert DEFAULTS["barlow_twins"] == {"lam": 5e-3}
+    assert DEFAULTS["vicreg"] == {"lam": 25.0, "mu": 25.0, "nu": 1.0, "gamma": 1.0, "eps": 1e-4}
 
 
 def test_unknown_name_lists_valid_names():
@@ -143,7 +147,7 @@ def test_table5_original_option_equals_original_loss(original):
         torch.testing.assert_close(x, y, atol=1e-12, rtol=1e-12)
 
 
-@pytest.mark.parametrize("module", [losses, registry, nie2023, li2024, macl, vision, paradigm_view])
+@pytest.mark.parametrize("module", [losses, registry, nie2023, li2024, macl, vision, oar, paradigm_view])
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0

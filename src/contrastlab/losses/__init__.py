@@ -1,5 +1,5 @@
-"""Sentence losses of Nie 2023, Li 2024 and MACL, and the vision losses of MACL's CIFAR-10 study, behind
-one registry (protocol.md §1, §3).
+"""Sentence losses of Nie 2023, Li 2024 and MACL, and the vision losses of MACL's CIFAR-10 study and
+of the OAR study, behind one registry (protocol.md §1, §3).
 
 ``build_loss(name, **hp)`` validates the hyperparameters once (unknown names and invalid values raise
 ``ValueError`` naming them) and returns a callable ``loss_fn(h1, h2, with_stats=True) -> LossOutput``
@@ -11,8 +11,11 @@ Modules: :mod:`.nie2023` (infonce, align_uniform, dcl, dcl_plus, mpt, met, mat),
 (arccon, paradigm, mhe, mmhe, mhs, mmhs, vicreg_li, mvicreg, barlow_twins_li, mbarlow_twins, with
 the Li Table 5 options ``gd`` / ``weight`` / ``r``), :mod:`.macl` (macl), :mod:`.vision` (ntxent,
 flatnce, dcl_vision, dualtemp, macl_vision: MACL Table 9 / App. B.3, symmetric over the 2N batch,
-temperature 0.1 for all, MACL α 0.5, A0 0, reweighting on), :mod:`.paradigm_view` (GD, W and R per
-anchor, Li Tables 1-2).
+temperature 0.1 for all, MACL α 0.5, A0 0, reweighting on), :mod:`.oar` (barlow_twins, vicreg: the
+original vision forms on the *raw* embeddings, hyperparameters ``lam`` / ``mu`` / ``nu`` / ``gamma`` /
+``eps``; and, outside the registry because they need labels, ``oar.orthonormal_anchors``,
+``oar.oar_term`` and ``oar.oar_loss``; the OAR study's InfoNCE and DCL are ``ntxent`` and
+``dcl_vision``), :mod:`.paradigm_view` (GD, W and R per anchor, Li Tables 1-2).
 
 >>> import torch
 >>> out = build_loss("mpt", m=0.23)(torch.eye(3), torch.eye(3))

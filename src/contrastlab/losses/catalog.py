@@ -14,6 +14,9 @@ hyperparameters a config leaves out. Defaults are the papers' values (BERT-base 
   macl_vision's τ0) and α 0.5, A0 0 for MACL, reweighting on (protocol.md §1 "Vision defaults");
   dualtemp's inter-anchor τ_β = 1.0 = ``dt_m`` 10 x ``temperature`` 0.1 of the released SimCo script
   (github.com/ChaoningZhang/Dual-temperature, ``bash_files/simco.sh``).
+- Vision losses of the OAR study (:mod:`.oar`; its InfoNCE and DCL are ``ntxent`` and ``dcl_vision``):
+  barlow_twins λ 5e-3 (Zbontar et al. 2021 §4); vicreg λ 25, μ 25, ν 1, γ 1, ε 1e-4 (Bardes et al.
+  2022 §4.2 and ``main_vicreg.py``). The OAR authors' released code has neither loss.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ LOSS_MODULES: dict[str, str] = {
     "dcl_vision": "vision",
     "dualtemp": "vision",
     "macl_vision": "vision",
+    "barlow_twins": "oar",
+    "vicreg": "oar",
 }
 
 DEFAULTS: dict[str, dict[str, object]] = {
@@ -74,6 +79,9 @@ DEFAULTS: dict[str, dict[str, object]] = {
     "dcl_vision": {"tau": 0.1},
     "dualtemp": {"tau": 0.1, "tau_beta": 1.0},
     "macl_vision": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True},
+    # OAR study (raw embeddings): Zbontar et al. 2021 §4; Bardes et al. 2022 §4.2.
+    "barlow_twins": {"lam": 5e-3},
+    "vicreg": {"lam": 25.0, "mu": 25.0, "nu": 1.0, "gamma": 1.0, "eps": 1e-4},
 }
 
 LOSSES: tuple[str, ...] = tuple(LOSS_MODULES)

@@ -22,13 +22,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import li2024, macl, nie2023, vision
+from . import li2024, macl, nie2023, oar, vision
 from ._common import LossOutput
 from .catalog import DEFAULTS, LOSS_MODULES, LOSSES
 
 __all__ = ["LossOutput", "SentenceLoss", "build_loss"]
 
-_ENTRIES: dict[str, Callable] = {**nie2023.ENTRIES, **li2024.ENTRIES, **macl.ENTRIES, **vision.ENTRIES}
+_ENTRIES: dict[str, Callable] = {
+    **nie2023.ENTRIES,
+    **li2024.ENTRIES,
+    **macl.ENTRIES,
+    **vision.ENTRIES,
+    **oar.ENTRIES,
+}
+
+#: Losses whose entry receives the raw h1, h2 (Barlow Twins, VICReg: their batch statistics replace
+#: the row normalisation); every other entry receives F.normalize(h1), F.normalize(h2).
+_RAW_INPUT: frozenset[str] = oar.RAW_INPUT
 
 _WEIGHTS = {"paradigm": ("exp", "uniform"), "mmhe": ("exp", "none"), "mvicreg": ("exp", "none")}
 _WEIGHTS["mbarlow_twins"] = _WEIGHTS["mvicreg"]
@@ -56,12 +66,12 @@ def _validate(name: str, hp: dict[str, Any]) -> dict[str, Any]:
             out[key] = None
         else:
             v = _number(name, key, value)
-            positive = key in ("tau", "tau_beta", "tau0", "t", "r") or (
+            positive = key in ("tau", "tau_beta", "tau0", "t", "r", "gamma", "eps") or (
                 key == "alpha" and name == "align_uniform"
             )
             if positive and v <= 0:
                 raise ValueError(f"{name}: {key} must be > 0, got {value!r}")
-            if key in ("lam", "alpha") and v < 0:
+            if key in ("lam", "alpha", "mu", "nu") and v < 0:
                 raise ValueError(f"{name}: {key} must be >= 0, got {value!r}")
             if key == "lam" and name == "align_uniform" and v > 1:
                 raise ValueError(f"{name}: lam must be in [0, 1], got {value!r}")
@@ -77,7 +87,9 @@ class SentenceLoss:
     ``h1``, ``h2``: raw [N, D] embeddings of the two views (N >= 2). ``stats`` holds plain floats
     (``align`` = mean s_ii, ``gd_active`` for gated losses, ``tau_a`` for MACL, ...) fetched with a
     single host transfer; ``with_stats=False`` skips it (no host-device sync). The vision losses
-    (:mod:`.vision`, two augmented views of N images) are called the same way.
+    (:mod:`.vision`, :mod:`.oar`: two augmented views of N images) are called the same way; the
+    entries named in ``oar.RAW_INPUT`` (barlow_twins, vicreg) get the raw h1, h2, all others the
+    row-normalised ones.
     """
 
     def __init__(self, name: str, hp: dict[str, Any]):
@@ -98,9 +110,10 @@ class SentenceLoss:
             raise ValueError(f"{self.name}: needs a batch of at least 2, got N={h1.shape[0]}")
         dtype = torch.float64 if h1.dtype == torch.float64 else torch.float32
         with torch.autocast(device_type=h1.device.type, enabled=False):
-            z1 = F.normalize(h1.to(dtype), dim=-1)
-            z2 = F.normalize(h2.to(dtype), dim=-1)
-            loss, stats = self._fn(z1, z2, **self.hp)
+            x1, x2 = h1.to(dtype), h2.to(dtype)
+            if self.name not in _RAW_INPUT:
+                x1, x2 = F.normalize(x1, dim=-1), F.normalize(x2, dim=-1)
+            loss, stats = self._fn(x1, x2, **self.hp)
         if not with_stats:
             return LossOutput(loss, {})
         keys = list(stats)
