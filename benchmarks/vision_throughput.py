@@ -22,9 +22,8 @@ import torch
 
 from contrastlab.data.images import IMAGE_STATS
 from contrastlab.losses import build_loss
-from contrastlab.training.augment import SimCLRAugment
 from contrastlab.training.sentence import autocast_for, device_name, resolve_precision
-from contrastlab.training.vision import train_step
+from contrastlab.training.vision import VisionTrainSettings, effective_lr, train_step
 from contrastlab.vision_models import ProjectionHead, build_encoder
 
 CIFAR_TRAIN_IMAGES = 50_000
@@ -39,19 +38,21 @@ def measure(
     device: torch.device, batch_size: int, steps: int, warmup: int, compile_model: bool, precision: str
 ) -> dict:
     torch.manual_seed(0)
+    # The trainer's defaults (MACL App. B.3): CIFAR ResNet-18, width 64, head 512 -> 128, Adam.
+    s = VisionTrainSettings(batch_size=batch_size, loss="ntxent", loss_hp={"tau": 0.1})
     precision = resolve_precision(precision, device)
     memory_format = torch.channels_last if device.type == "cuda" else torch.contiguous_format
-    encoder = build_encoder("resnet18", stem="cifar").to(device, memory_format=memory_format).train()
-    head = ProjectionHead(encoder.feature_dim, 512, 128).to(device).train()
-    model_encoder = torch.compile(encoder) if compile_model else encoder
+    encoder = build_encoder(s.arch, stem=s.stem, width=s.width).to(device, memory_format=memory_format)
+    head = ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim).to(device).train()
+    model_encoder = torch.compile(encoder.train()) if compile_model else encoder.train()
     optimizer = torch.optim.Adam(
         [*encoder.parameters(), *head.parameters()],
-        lr=1e-3,
-        weight_decay=1e-6,
+        lr=effective_lr(s),
+        weight_decay=s.weight_decay,
         fused=device.type == "cuda" or None,
     )
-    loss_fn = build_loss("ntxent", tau=0.1)
-    augment = SimCLRAugment(32, mean=IMAGE_STATS["cifar10"][0], std=IMAGE_STATS["cifar10"][1])
+    loss_fn = build_loss(s.loss, **s.loss_hp)
+    augment = s.augment(32, *IMAGE_STATS["cifar10"])
     images = torch.randint(0, 256, (batch_size, 3, 32, 32), dtype=torch.uint8, device=device)
     views = torch.Generator(device=device).manual_seed(0)
     autocast = autocast_for(precision, device)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import pickle
 import tarfile
 
@@ -11,57 +12,101 @@ import numpy as np
 import pytest
 import torch
 from test_download import server  # noqa: F401 (the local HTTP server fixture)
-from torchvision.datasets import CIFAR10
+from torchvision.datasets import CIFAR10, CIFAR100
 
 from contrastlab.data import images
 from contrastlab.data.download import ChecksumError
 
-CLASSES = [f"class{i}" for i in range(10)]
+ARCHIVE = "/cifar-10-python.tar.gz"
 
 
 def _md5(data: bytes) -> str:
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
-def cifar_archive(
-    per_batch: int = 4, seed: int = 0
-) -> tuple[bytes, dict[str, bytes], np.ndarray, np.ndarray]:
-    """A tiny archive in the real CIFAR-10 python format: (tar.gz bytes, files, train pixels NCHW, labels)."""
+def cifar_archive(cls: type = CIFAR10, per_file: int = 3, seed: int = 0) -> dict:
+    """A tiny archive in the real CIFAR python format of ``cls``: pickled dicts with "data" (uint8
+    [n, 3072], the rows R, G, B planes of 32x32), the labels, and the meta file with the class names.
+
+    The published files are Python 2 pickles, whose str keys torchvision reads as str (it unpickles
+    with encoding="latin1"); protocol-2 pickles with str keys are read the same way.
+    """
     rng = np.random.default_rng(seed)
-    files, pixels, labels = {}, [], []
-    for name in [*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"]:
-        data = rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8)
-        target = rng.integers(0, 10, per_batch).tolist()
-        files[name] = pickle.dumps({"data": data, "labels": target, "batch_label": name})
-        if name != "test_batch":
-            pixels.append(data.reshape(-1, 3, 32, 32))
-            labels += target
-    files["batches.meta"] = pickle.dumps({"label_names": CLASSES, "num_vis": 3072})
+    n_classes, label_key = (10, "labels") if cls is CIFAR10 else (100, "fine_labels")
+    classes = [f"class{i}" for i in range(n_classes)]
+    files, expected = {}, {"train": ([], []), "test": ([], [])}
+    for name, _ in [*cls.train_list, *cls.test_list]:
+        data = rng.integers(0, 256, (per_file, 3072), dtype=np.uint8)
+        target = rng.integers(0, n_classes, per_file).tolist()
+        files[name] = pickle.dumps({"data": data, label_key: target, "batch_label": name}, protocol=2)
+        pixels, labels = expected["test" if [name, _] in cls.test_list else "train"]
+        pixels.append(data.reshape(-1, 3, 32, 32))
+        labels += target
+    files[cls.meta["filename"]] = pickle.dumps({cls.meta["key"]: classes}, protocol=2)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for name, blob in files.items():
-            info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
+            info = tarfile.TarInfo(f"{cls.base_folder}/{name}")
             info.size = len(blob)
             tar.addfile(info, io.BytesIO(blob))
-    return buffer.getvalue(), files, np.concatenate(pixels), np.array(labels)
+    return {
+        "archive": buffer.getvalue(),
+        "files": files,
+        "classes": tuple(classes),
+        **{split: (np.concatenate(p), np.array(lab)) for split, (p, lab) in expected.items()},
+    }
 
 
-def source_for(url: str, archive: bytes, files: dict[str, bytes]) -> images.CifarSource:
-    return images.CifarSource(CIFAR10, url, _md5(archive), {n: _md5(b) for n, b in files.items()})
+def source_for(url: str, made: dict, cls: type = CIFAR10) -> images.CifarSource:
+    return images.CifarSource(cls, url, _md5(made["archive"]), {n: _md5(b) for n, b in made["files"].items()})
+
+
+def write_copy(root, made: dict, cls: type = CIFAR10) -> None:
+    folder = root / cls.base_folder
+    folder.mkdir(parents=True)
+    for name, blob in made["files"].items():
+        (folder / name).write_bytes(blob)
+
+
+# --- digits ---------------------------------------------------------------------------------------
 
 
 def test_digits_split_is_stratified_and_deterministic():
     train, test = images.load_images("digits", "train"), images.load_images("digits", "test")
     assert train.images.shape == (1437, 3, 16, 16) and test.images.shape == (360, 3, 16, 16)
-    assert train.images.dtype == torch.uint8 and int(train.images.max()) == 255
+    assert train.images.dtype == torch.uint8 and train.labels.dtype == torch.int64
+    assert int(train.images.min()) == 0 and int(train.images.max()) == 255
     assert torch.equal(train.images[:, 0], train.images[:, 2])  # grey, replicated
-    counts = torch.bincount(test.labels)  # 20% of each class's ~180 images
-    assert counts.sum() == 360 and int(counts.min()) >= 35 and int(counts.max()) <= 37
+    assert train.classes == tuple(str(c) for c in range(10))
+    # 20% of each class's 174..183 images in the test split, the rest in training
+    for split, fraction in ((test, 0.2), (train, 0.8)):
+        counts = torch.bincount(split.labels, minlength=10)
+        full = torch.bincount(torch.cat([train.labels, test.labels]), minlength=10)
+        assert ((counts - fraction * full).abs() <= 1).all()
     again = images.load_images("digits", "train")
     assert torch.equal(train.images, again.images) and torch.equal(train.labels, again.labels)
-    assert images.load_images("digits", "test", image_size=8).images.shape[-1] == 8
-    mean = train.images.float().div(255).mean().item()
-    assert mean == pytest.approx(images.IMAGE_STATS["digits"][0][0], abs=1e-4)
+    x = train.images.float().div(255)
+    mean, std = images.IMAGE_STATS["digits"]
+    assert x.mean().item() == pytest.approx(mean[0], abs=1e-4)
+    assert x.std().item() == pytest.approx(std[0], abs=1e-4)
+
+
+def test_digits_resize():
+    native = images.load_images("digits", "test", image_size=8)
+    assert native.images.shape == (360, 3, 8, 8)
+    from sklearn.datasets import load_digits
+
+    # the native size is the sklearn grey levels scaled by 255/16, nothing resampled
+    values = torch.unique(native.images).float()
+    assert torch.allclose(values, (values * 16 / 255).round() * 255 / 16, atol=0.5)
+    assert load_digits().images.shape[1:] == (8, 8)
+    big = images.load_images("digits", "test", image_size=24)
+    assert big.images.shape == (360, 3, 24, 24)
+    # bilinear enlarging keeps the image's mean within rounding
+    assert big.images.float().mean().item() == pytest.approx(native.images.float().mean().item(), rel=0.02)
+    assert images.load_images("digits", "test", image_size=4).images.shape[-1] == 4
+    with pytest.raises(ValueError, match="image_size must be >= 1"):
+        images.load_images("digits", "test", image_size=0)
 
 
 def test_unknown_names_list_the_valid_ones():
@@ -69,76 +114,113 @@ def test_unknown_names_list_the_valid_ones():
         images.load_images("mnist", "train")
     with pytest.raises(ValueError, match="valid: train, test"):
         images.load_images("digits", "val")
+    assert set(images.DATASETS) == set(images.NUM_CLASSES) == set(images.IMAGE_STATS)
 
 
-@pytest.mark.fault("CIFAR download: HTTP 500, then served", "retried, md5-checked, unpacked, loaded")
-def test_cifar_download_from_a_local_server(server, tmp_path, observed):  # noqa: F811
+# --- CIFAR ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.fault("CIFAR download: HTTP 500 or a dropped connection first", "retried, md5-checked, loaded")
+@pytest.mark.parametrize("fault", ["500", "drop"])
+def test_cifar_download_from_a_local_server(server, tmp_path, fault, observed):  # noqa: F811
     base, handler = server
-    archive, files, pixels, labels = cifar_archive()
-    handler.files["/cifar-10-python.tar.gz"] = archive
-    handler.faults["/cifar-10-python.tar.gz"] = "500"
-    source = source_for(f"{base}/cifar-10-python.tar.gz", archive, files)
-    root = tmp_path / "cifar"
-    images.prepare_images(
-        "cifar10",
-        root,
-        download=True,
-        downloads=tmp_path / "dl",
-        source=source,
-        lock_file=tmp_path / "lock.json",
-        progress=False,
+    made = cifar_archive()
+    handler.files[ARCHIVE] = made["archive"]
+    handler.faults[ARCHIVE] = fault
+    source = source_for(base + ARCHIVE, made)
+    root, lock = tmp_path / "cifar", tmp_path / "lock.json"
+    train = images.load_images(
+        "cifar10", "train", root=root, download=True, source=source, lock_file=lock, progress=False, backoff=0
     )
-    train = images.load_images("cifar10", "train", root=root, source=source)
+    pixels, labels = made["train"]
+    assert train.images.dtype == torch.uint8 and train.images.shape == (15, 3, 32, 32)
     assert torch.equal(train.images, torch.from_numpy(pixels)) and train.labels.tolist() == labels.tolist()
+    assert train.classes == made["classes"]
+    test = images.load_images("cifar10", "test", root=root, source=source)
+    assert torch.equal(test.images, torch.from_numpy(made["test"][0]))
+    assert [path for path, _ in handler.log] == [ARCHIVE, ARCHIVE]  # the fault, then the file
+    assert not list(root.glob(".unpack-*"))  # the temporary extraction folder is gone
+    # the archive's sha256 was recorded only after its md5 matched
     assert (
-        train.classes == tuple(CLASSES)
-        and len(images.load_images("cifar10", "test", root=root, source=source).labels) == 4
+        json.loads(lock.read_text())[base + ARCHIVE]["sha256"] == hashlib.sha256(made["archive"]).hexdigest()
     )
-    assert [path for path, _ in handler.log].count("/cifar-10-python.tar.gz") == 2  # the 500, then the file
-    observed("retried after HTTP 500; pixels and labels equal the served archive")
+    observed(f"{fault} then 200: 2 requests; pixels and labels equal the served archive")
 
 
 @pytest.mark.fault("CIFAR archive whose md5 differs", "one-line error, the file kept aside")
 def test_a_wrong_archive_stops_and_is_kept_aside(server, tmp_path, observed):  # noqa: F811
     base, handler = server
-    archive, files, _, _ = cifar_archive()
-    handler.files["/cifar-10-python.tar.gz"] = archive[:-1] + bytes([archive[-1] ^ 1])
-    source = source_for(f"{base}/cifar-10-python.tar.gz", archive, files)
-    with pytest.raises(ChecksumError, match="differs from the published archive") as caught:
+    made = cifar_archive()
+    handler.files[ARCHIVE] = made["archive"][:-1] + bytes([made["archive"][-1] ^ 1])
+    source = source_for(base + ARCHIVE, made)
+    lock = tmp_path / "l.json"
+    with pytest.raises(ChecksumError, match="md5 mismatch.*moved aside") as caught:
         images.prepare_images(
             "cifar10",
             tmp_path / "c",
             download=True,
             downloads=tmp_path / "dl",
             source=source,
-            lock_file=tmp_path / "l.json",
+            lock_file=lock,
             progress=False,
+            backoff=0,
         )
     assert "\n" not in str(caught.value)
-    assert (tmp_path / "dl" / "cifar-10-python.tar.gz.corrupt").exists() and not (tmp_path / "c").exists()
+    assert (tmp_path / "dl" / "cifar-10-python.tar.gz.corrupt").exists()
+    assert not (tmp_path / "dl" / "cifar-10-python.tar.gz").exists() and not (tmp_path / "c").exists()
+    assert not lock.exists()  # the wrong file's digest never entered the lock file
     observed(str(caught.value).split(";")[0])
 
 
 @pytest.mark.fault("CIFAR copy missing or with a damaged batch file", "one line naming the folder or file")
 def test_a_local_copy_is_checked_file_by_file(tmp_path, observed):
-    archive, files, _, _ = cifar_archive()
-    source = images.CifarSource(
-        CIFAR10, "http://unused/cifar-10-python.tar.gz", _md5(archive), {n: _md5(b) for n, b in files.items()}
-    )
-    with pytest.raises(images.ImageDataError, match="does not exist; set data.cifar_root"):
-        images.check_local_copy("cifar10", tmp_path, source=source)
-    folder = tmp_path / "cifar-10-batches-py"
-    folder.mkdir()
-    for name, blob in files.items():
-        (folder / name).write_bytes(blob)
+    made = cifar_archive()
+    source = source_for("http://unused/cifar-10-python.tar.gz", made)
+    with pytest.raises(images.ImageDataError, match="does not exist; set data.cifar_root") as missing:
+        images.load_images("cifar10", "train", root=tmp_path, source=source)
+    assert "\n" not in str(missing.value) and str(tmp_path / "cifar-10-batches-py") in str(missing.value)
+    write_copy(tmp_path, made)
     images.check_local_copy("cifar10", tmp_path, source=source)  # intact
-    (folder / "data_batch_3").write_bytes(files["data_batch_3"][:-10])
+    train = images.load_images("cifar10", "train", root=tmp_path, source=source)  # no download
+    assert torch.equal(train.images, torch.from_numpy(made["train"][0]))
+    (tmp_path / "cifar-10-batches-py" / "data_batch_3").write_bytes(made["files"]["data_batch_3"][:-10])
     with pytest.raises(images.ImageDataError, match="data_batch_3 is corrupt") as caught:
         images.load_images("cifar10", "train", root=tmp_path, source=source)
+    assert "\n" not in str(caught.value)
+    (tmp_path / "cifar-10-batches-py" / "data_batch_3").write_bytes(made["files"]["data_batch_3"])
+    (tmp_path / "cifar-10-batches-py" / "batches.meta").unlink()
+    with pytest.raises(images.ImageDataError, match="batches.meta is missing"):
+        images.check_local_copy("cifar10", tmp_path, source=source)
     observed(str(caught.value))
 
 
+def test_torchvisions_own_per_file_check_runs_for_a_substituted_source(tmp_path):
+    made = cifar_archive()
+    write_copy(tmp_path, made)
+    cls = source_for("http://unused/x.tar.gz", made).dataset_class()
+    assert issubclass(cls, CIFAR10) and cls is not CIFAR10
+    assert len(cls(str(tmp_path), train=True, download=False)) == 15  # torchvision accepts our md5s
+    with pytest.raises(RuntimeError, match="not found or corrupted"):
+        CIFAR10(str(tmp_path), train=True, download=False)  # ... and rejects them against the published
+    (tmp_path / "cifar-10-batches-py" / "test_batch").write_bytes(b"x")
+    with pytest.raises(RuntimeError, match="not found or corrupted"):
+        cls(str(tmp_path), train=True, download=False)
+
+
+def test_cifar100_format_loads(tmp_path):
+    made = cifar_archive(CIFAR100, per_file=4, seed=1)
+    write_copy(tmp_path, made, CIFAR100)
+    source = source_for("http://unused/cifar-100-python.tar.gz", made, CIFAR100)
+    for split in ("train", "test"):
+        got = images.load_images("cifar100", split, root=tmp_path, source=source)
+        assert torch.equal(got.images, torch.from_numpy(made[split][0]))
+        assert got.labels.tolist() == made[split][1].tolist() and len(got.classes) == 100
+    with pytest.raises(ValueError, match="image_size must be None or 32"):
+        images.load_images("cifar100", "train", root=tmp_path, source=source, image_size=16)
+
+
 def test_the_published_source_is_torchvisions():
-    source = images.PUBLISHED_SOURCES["cifar10"]
-    assert source.url == CIFAR10.url and source.archive_md5 == CIFAR10.tgz_md5
-    assert source.dataset_class() is CIFAR10
+    for name, cls in (("cifar10", CIFAR10), ("cifar100", CIFAR100)):
+        source = images.PUBLISHED_SOURCES[name]
+        assert source.url == cls.url and source.archive_md5 == cls.tgz_md5
+        assert source.dataset_class() is cls

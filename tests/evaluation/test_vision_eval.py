@@ -1,4 +1,4 @@
-"""Linear and kNN evaluation of image encoders, and the encoders themselves."""
+"""Linear and kNN evaluation of image encoders on frozen features (MACL App. B.3)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,24 @@ import math
 
 import pytest
 import torch
-from torchvision.models import resnet18, resnet50
 
-from contrastlab.evaluation.vision import evaluate_encoder, knn_accuracy, linear_probe_accuracy
-from contrastlab.vision_models import ProjectionHead, build_encoder
+from contrastlab.evaluation.vision import (
+    evaluate_encoder,
+    extract_features,
+    knn_accuracy,
+    linear_probe_accuracy,
+)
+from contrastlab.training.augment import eval_transform
+from contrastlab.vision_models import build_encoder
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny torch ops are slowed down badly by thread contention on a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def knn_oracle(train_x, train_y, test_x, test_y, num_classes, k, temperature):
@@ -61,39 +75,50 @@ def test_linear_probe_is_deterministic_given_the_seed():
     assert weights_after(5) == weights_after(5)
 
 
-def test_cifar_resnet18_is_torchvisions_with_the_cifar_stem():
-    ours, theirs = build_encoder("resnet18", stem="cifar"), resnet18()
-    n_ours = sum(p.numel() for p in ours.parameters())
-    n_theirs = sum(p.numel() for p in theirs.parameters())
-    assert (
-        n_ours
-        == n_theirs - theirs.fc.weight.numel() - theirs.fc.bias.numel() - 64 * 3 * 7 * 7 + 64 * 3 * 3 * 3
+def test_knn_ties_go_to_the_lower_class_and_k_may_exceed_the_classes_and_the_set():
+    # Two identical training points with labels 2 and 0: equal votes, class 0 wins.
+    train_x, train_y = torch.tensor([[1.0, 0.0], [1.0, 0.0]]), torch.tensor([2, 0])
+    query = torch.tensor([[2.0, 0.0], [3.0, 0.0]])
+    assert knn_accuracy(train_x, train_y, query, torch.tensor([0, 0]), num_classes=3, k=2) == 100.0
+    assert knn_accuracy(train_x, train_y, query, torch.tensor([2, 2]), num_classes=3, k=200) == 0.0
+    # k = every point, a tiny temperature: the nearest neighbour decides (1-NN); a huge one: the majority.
+    g = torch.Generator().manual_seed(3)
+    train_x, test_x = torch.randn(50, 4, generator=g), torch.randn(30, 4, generator=g)
+    train_y, test_y = torch.randint(0, 3, (50,), generator=g), torch.randint(0, 3, (30,), generator=g)
+    cos = torch.nn.functional.normalize(test_x, dim=1) @ torch.nn.functional.normalize(train_x, dim=1).T
+    nearest = 100.0 * (train_y[cos.argmax(dim=1)] == test_y).float().mean().item()
+    got = knn_accuracy(train_x, train_y, test_x, test_y, num_classes=3, k=50, temperature=1e-3)
+    assert got == pytest.approx(nearest)
+    majority = int(torch.bincount(train_y, minlength=3).argmax())
+    expected = 100.0 * (test_y == majority).float().mean().item()
+    got = knn_accuracy(train_x, train_y, test_x, test_y, num_classes=3, k=500, temperature=1e6)
+    assert got == pytest.approx(expected)
+    with pytest.raises(ValueError, match="temperature > 0"):
+        knn_accuracy(train_x, train_y, test_x, test_y, num_classes=3, temperature=0.0)
+
+
+def test_extract_features_is_the_pooled_eval_mode_output_in_any_batching():
+    encoder = build_encoder("resnet18", width=4).train()
+    images = torch.randint(
+        0, 256, (11, 3, 8, 8), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)
     )
-    weights = {k: v for k, v in theirs.state_dict().items() if not k.startswith(("fc.", "conv1."))}
-    missing, unexpected = ours.load_state_dict(weights, strict=False)
-    assert missing == ["conv1.weight"] and unexpected == []
-    assert (
-        ours.conv1.kernel_size == (3, 3)
-        and ours.conv1.stride == (1, 1)
-        and isinstance(ours.maxpool, torch.nn.Identity)
+    mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
+    features = extract_features(encoder, images, size=16, mean=mean, std=std, batch_size=4, device="cpu")
+    assert features.shape == (11, 32) and features.dtype == torch.float32 and not encoder.training
+    with torch.no_grad():
+        whole = encoder(eval_transform(images, size=16, mean=mean, std=std))
+    assert torch.allclose(features, whole, atol=1e-5)  # batch statistics unused: running BN statistics
+
+
+def test_linear_probe_runs_on_the_requested_device():
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(80, 4, generator=g), torch.randint(0, 2, (80,), generator=g)
+    args = (x[:60], y[:60], x[60:], y[60:])
+    assert linear_probe_accuracy(*args, num_classes=2, epochs=2, device="cpu") == linear_probe_accuracy(
+        *args, num_classes=2, epochs=2
     )
-    assert ours(torch.zeros(2, 3, 32, 32)).shape == (2, 512)
-
-
-def test_imagenet_stem_resnet50_is_torchvisions():
-    ours, theirs = build_encoder("resnet50", stem="imagenet", width=64), resnet50()
-    weights = {k: v for k, v in theirs.state_dict().items() if not k.startswith("fc.")}
-    assert ours.load_state_dict(weights, strict=True) is not None and ours.feature_dim == 2048
-
-
-def test_narrow_encoders_and_the_head():
-    encoder = build_encoder("resnet18", width=8)
-    assert encoder.feature_dim == 64 and encoder(torch.zeros(3, 3, 16, 16)).shape == (3, 64)
-    assert ProjectionHead(64, 32, 16)(torch.zeros(3, 64)).shape == (3, 16)
-    with pytest.raises(ValueError, match="unknown encoder 'resnet34'; valid: resnet18, resnet50"):
-        build_encoder("resnet34")
-    with pytest.raises(ValueError, match="unknown stem"):
-        build_encoder("resnet18", stem="tiny")
+    with pytest.raises(ValueError, match="epochs"):
+        linear_probe_accuracy(*args, num_classes=2, epochs=0)
 
 
 def test_evaluate_encoder_end_to_end_on_digits(tmp_path):
@@ -119,10 +144,14 @@ def test_evaluate_encoder_end_to_end_on_digits(tmp_path):
         device="cpu",
         progress=False,
     )
-    metrics = evaluate_encoder(tmp_path / "enc", data_root=None, linear={"epochs": 20}, knn={"k": 20})
+    # download: digits ship with scikit-learn, so nothing is fetched.
+    metrics = evaluate_encoder(
+        tmp_path / "enc", data_root=tmp_path, download=True, linear={"epochs": 20}, knn={"k": 20}
+    )
     assert metrics["n_train"] == 1437 and metrics["n_test"] == 360 and metrics["feature_dim"] == 32
-    assert (
-        30 < metrics["scores"]["linear_top1"] <= 100 and 30 < metrics["scores"]["knn_top1"] <= 100
-    )  # chance: 10
+    scores = metrics["scores"]
+    assert 30 < scores["linear_top1"] <= 100 and 30 < scores["knn_top1"] <= 100  # chance: 10
+    assert metrics["linear"]["lr"] == 0.02 and metrics["linear"]["epochs"] == 20 and metrics["knn"]["k"] == 20
+    assert set(metrics["timings"]) == {"extract_s", "linear_s", "knn_s"}
     again = evaluate_encoder(tmp_path / "enc", data_root=None, linear={"epochs": 20}, knn={"k": 20})
     assert again["scores"] == metrics["scores"]  # deterministic on CPU

@@ -13,7 +13,13 @@ import pytest
 import torch
 
 from contrastlab.training.sentence import NonFiniteLossError
-from contrastlab.training.vision import VisionTrainSettings, effective_lr, load_encoder, train_vision
+from contrastlab.training.vision import (
+    VisionTrainSettings,
+    effective_lr,
+    load_encoder,
+    load_weights,
+    train_vision,
+)
 
 RUNNER = Path(__file__).with_name("_run_vision.py")
 TINY = {
@@ -53,6 +59,9 @@ def test_log_and_encoder(reference):
     encoder, summary = load_encoder(reference / "encoder")
     assert summary["steps"] == 24 and encoder(torch.zeros(2, 3, 16, 16)).shape == (2, 32)  # width 4 -> 32-d
     assert not (reference / "state").exists()  # snapshots are removed when the cell finishes
+    assert (reference / "encoder" / "encoder.safetensors").exists()
+    assert VisionTrainSettings.from_dict(summary["settings"]) == VisionTrainSettings.from_dict(TINY)
+    assert summary["meta"] and summary["channels_last"] is False and summary["precision"] == "fp32"
 
 
 @pytest.mark.fault(
@@ -64,8 +73,7 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(reference, tmp_path, s
     assert run(TINY, tmp_path, kill_at=kill_at) == -9
     assert (tmp_path / "state" / "state.pt").exists() and not (tmp_path / "encoder").exists()
     assert run(TINY, tmp_path) == 0
-    got = torch.load(tmp_path / "encoder" / "encoder.pt", weights_only=True)
-    expected = torch.load(reference / "encoder" / "encoder.pt", weights_only=True)
+    got, expected = load_weights(tmp_path / "encoder"), load_weights(reference / "encoder")
     assert got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in got)
 
     def without_timing(path):
@@ -123,3 +131,50 @@ def test_settings_are_validated_and_the_learning_rate_scales_above_256():
         4e-3,
     ]
     assert effective_lr(VisionTrainSettings(batch_size=1024, lr_reference_batch=None)) == 1e-3
+
+
+def test_without_drop_last_the_short_batch_of_each_epoch_is_trained(tmp_path, capsys):
+    # 1437 digits in batches of 700: 700, 700, 37 per epoch; 4 steps cross into the second epoch.
+    settings = VisionTrainSettings.from_dict(
+        {**TINY, "batch_size": 700, "drop_last": False, "max_steps": 4, "log_every": 1, "state_every": 100}
+    )
+    summary = train_vision(
+        settings,
+        data_root=None,
+        out_dir=tmp_path / "e",
+        log_path=tmp_path / "l.jsonl",
+        state_dir=tmp_path / "s",
+        device="cpu",
+    )
+    assert summary["steps_per_epoch"] == 3 and summary["epochs"] == 4 / 3
+    records = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records if r["event"] == "train"] == [0, 0, 0, 1]
+    progress = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    assert [r["step"] for r in progress] == [1, 2, 3, 4]  # one JSON line per log step on stderr
+    with pytest.raises(ValueError, match="last batch of one image"):
+        train_vision(
+            VisionTrainSettings.from_dict({**TINY, "batch_size": 718, "drop_last": False}),
+            data_root=None,
+            out_dir=tmp_path / "e2",
+            log_path=tmp_path / "l2.jsonl",
+            state_dir=tmp_path / "s2",
+            device="cpu",
+            progress=False,
+        )
+
+
+def test_settings_round_trip_through_json_and_reject_bad_augmentations():
+    settings = VisionTrainSettings(dataset="digits", crop_scale=[0.8, 1.0], jitter=[0.2, 0.2, 0.2, 0.1])
+    augment = settings.augment(16, (0.5,) * 3, (0.2,) * 3)
+    assert settings.crop_scale == augment.crop_scale == (0.8, 1.0) and augment.jitter == (0.2, 0.2, 0.2, 0.1)
+    assert VisionTrainSettings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings
+    for bad, message in [
+        ({"crop_scale": (0.5, 0.2)}, "crop_scale"),
+        ({"jitter": (0.4, 0.4, 0.4)}, "jitter"),
+        ({"gray_p": 1.5}, "gray_p"),
+        ({"batch_size": 1}, "batch_size"),
+        ({"max_steps": 0}, "max_steps"),
+        ({"optimizer": "sgd"}, "optimizer must be adam"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            VisionTrainSettings(**bad)

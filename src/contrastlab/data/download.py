@@ -5,6 +5,8 @@
 - Digests live in a committed lock file (``data.lock.json`` at the repository root), keyed by URL: the
   first download records the sha256, every later one must match it. A mismatch raises
   :class:`ChecksumError` and the bad file is moved aside to ``<dest>.corrupt`` — never used.
+- A publisher's md5 (``fetch(..., md5=...)``, e.g. torchvision's CIFAR ``tgz_md5``) is checked before
+  the sha256 is recorded, so a wrong first download never enters the lock file.
 - :func:`senteval_data` / :func:`wiki_corpus` use the user's local copies (``data.senteval_dir``,
   ``data.wiki_path``) when given, and download otherwise.
 """
@@ -49,6 +51,15 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def md5_file(path: str | Path) -> str:
+    """md5 of a file, for publishers that give only md5 (an integrity check, not a security one)."""
+    h = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def read_lock(lock_file: str | Path) -> dict[str, dict]:
     lock_file = Path(lock_file)
     return json.loads(lock_file.read_text(encoding="utf-8")) if lock_file.exists() else {}
@@ -70,7 +81,15 @@ def _expected_digest(url: str, sha256: str | None, lock_file: Path) -> str | Non
     return chosen.lower() if chosen else None
 
 
-def _verify(path: Path, url: str, expected: str | None, lock_file: Path, aside: Path) -> None:
+def _verify(
+    path: Path, url: str, expected: str | None, lock_file: Path, aside: Path, md5: str | None = None
+) -> None:
+    if md5 is not None and (got := md5_file(path)) != md5.lower():
+        path.replace(aside)
+        raise ChecksumError(
+            f"md5 mismatch for {url}: got {got}, expected the published {md5.lower()}; the file was "
+            f"moved aside to {aside}; delete it and download again"
+        )
     digest = sha256_file(path)
     if expected is None:
         _record(lock_file, url, digest, path.stat().st_size)
@@ -125,6 +144,7 @@ def fetch(
     dest: str | Path,
     *,
     sha256: str | None = None,
+    md5: str | None = None,
     lock_file: str | Path = LOCK_FILE,
     retries: int = 5,
     timeout: float = 60.0,
@@ -134,13 +154,14 @@ def fetch(
     """Download ``url`` to ``dest`` (resumable, retried) and check its sha256; returns ``dest``.
 
     The expected digest is ``sha256`` or the entry for ``url`` in ``lock_file``; with neither, the
-    digest of the download is recorded there. An existing ``dest`` is verified, not re-downloaded.
+    digest of the download is recorded there. ``md5``, when given, must match as well (checked first,
+    so a wrong file is never recorded). An existing ``dest`` is verified, not re-downloaded.
     """
     dest, lock_file = Path(dest), Path(lock_file)
     expected = _expected_digest(url, sha256, lock_file)
     aside = dest.with_name(dest.name + ".corrupt")
     if dest.exists():
-        _verify(dest, url, expected, lock_file, aside)
+        _verify(dest, url, expected, lock_file, aside, md5)
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
@@ -159,7 +180,7 @@ def fetch(
             time.sleep(backoff * 2**attempt)
     else:
         raise DownloadError(f"could not download {url} after {retries + 1} attempts: {last_error}")
-    _verify(part, url, expected, lock_file, aside)
+    _verify(part, url, expected, lock_file, aside, md5)
     part.replace(dest)
     return dest
 

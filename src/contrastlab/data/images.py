@@ -2,28 +2,31 @@
 scikit-learn's bundled digits for offline tests and the demo.
 
 Every split is returned whole as a uint8 tensor [N, 3, H, W] (CIFAR-10's 50,000 training images are
-150 MB): the trainer keeps it on the device and augments whole batches there, so no data loader bounds
-an epoch.
+150 MB): the trainer keeps it on the device and augments whole batches there
+(:mod:`contrastlab.training.augment`), so no data loader bounds an epoch.
 
 CIFAR is read by torchvision's dataset classes, whose constructor checks the md5 of every batch file.
 The archive is fetched by :func:`contrastlab.data.download.fetch` (retries, resume, a corrupt file kept
 aside) and held to the published archive's md5 before it is unpacked. A :class:`CifarSource` names the
 archive and the md5s; tests substitute one that points at a local server and a generated archive, and
-the same code path (including torchvision's per-file check) runs.
+the same code path (torchvision's per-file check included) runs.
 """
 
 from __future__ import annotations
 
-import hashlib
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torchvision import datasets
 
-from contrastlab.data.download import LOCK_FILE, ChecksumError, fetch
+from contrastlab.data.download import LOCK_FILE, fetch, md5_file
 
 __all__ = [
     "DATASETS",
@@ -31,6 +34,7 @@ __all__ = [
     "NATIVE_SIZE",
     "NUM_CLASSES",
     "PUBLISHED_SOURCES",
+    "SPLITS",
     "CifarSource",
     "ImageDataError",
     "ImageSplit",
@@ -44,9 +48,13 @@ SPLITS = ("train", "test")
 NUM_CLASSES = {"digits": 10, "cifar10": 10, "cifar100": 100}
 #: Side of the images as :func:`load_images` returns them by default (digits: 8x8 upsampled to 16x16).
 NATIVE_SIZE = {"digits": 16, "cifar10": 32, "cifar100": 32}
-#: Per-channel mean and std of the training split in [0, 1]. CIFAR: computed over the 50,000 training
-#: images (the often quoted CIFAR-10 std (0.2023, 0.1994, 0.2010) is a per-image average, not the
-#: dataset's); digits: of the 16x16 training split below (one grey level, replicated).
+#: Per-channel (mean, std) of the training split in [0, 1], for normalising the network's input.
+#: CIFAR-10: the statistics of the 50,000 training images as reported in kuangliu/pytorch-cifar issue #19
+#: and used by lightning-bolts (``pl_bolts/transforms/dataset_normalizations.py``); the often quoted std
+#: (0.2023, 0.1994, 0.2010) of kuangliu/pytorch-cifar's ``main.py`` is an average of per-image stds, not
+#: the dataset's. CIFAR-100: the training-set statistics of weiaicunzai/pytorch-cifar100
+#: (``conf/global_settings.py``), rounded to 4 digits. Digits: of the 16x16 training split of
+#: :func:`load_images` (one grey level, replicated; a test recomputes both numbers).
 IMAGE_STATS = {
     "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
     "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
@@ -57,12 +65,13 @@ DIGITS_TEST_FRACTION, DIGITS_SPLIT_SEED = 0.2, 0
 
 
 class ImageDataError(OSError):
-    """Image data missing or corrupt; the message is one line naming the file and the fix."""
+    """Image data missing or corrupt; the message is one line naming the folder or file and the fix."""
 
 
 @dataclass(frozen=True)
 class ImageSplit:
-    """One split of a dataset: ``images`` uint8 [N, 3, H, W] (CPU), ``labels`` int64 [N]."""
+    """One split of a dataset: ``images`` uint8 [N, 3, H, W] (CPU), ``labels`` int64 [N], and the
+    class names (``classes[label]``)."""
 
     images: torch.Tensor
     labels: torch.Tensor
@@ -73,8 +82,10 @@ class ImageSplit:
 class CifarSource:
     """Where a CIFAR archive comes from and what it must hash to.
 
-    ``file_md5`` replaces torchvision's md5 of the unpacked files (``{file name: md5}``; None keeps
-    the published ones): a test's generated archive has its own.
+    ``torchvision_class`` is ``datasets.CIFAR10`` or ``datasets.CIFAR100``; ``archive_md5`` the md5 of
+    the ``.tar.gz`` at ``url``. ``file_md5`` replaces torchvision's md5 of the unpacked files
+    (``{file name: md5}`` for every file of ``train_list``, ``test_list`` and ``meta``; None keeps the
+    published ones): a test's generated archive has its own, and torchvision's check still runs.
     """
 
     torchvision_class: type
@@ -87,7 +98,8 @@ class CifarSource:
         return self.url.rsplit("/", 1)[-1]
 
     def dataset_class(self) -> type:
-        """torchvision's class, or a subclass whose documented md5 attributes are this source's."""
+        """torchvision's class, or a subclass whose documented md5 attributes (``train_list``,
+        ``test_list``, ``meta``) are this source's."""
         base = self.torchvision_class
         if self.file_md5 is None:
             return base
@@ -103,6 +115,7 @@ class CifarSource:
         )
 
 
+#: torchvision's published archives: URL and md5 as the dataset classes declare them.
 PUBLISHED_SOURCES = {
     "cifar10": CifarSource(datasets.CIFAR10, datasets.CIFAR10.url, datasets.CIFAR10.tgz_md5),
     "cifar100": CifarSource(datasets.CIFAR100, datasets.CIFAR100.url, datasets.CIFAR100.tgz_md5),
@@ -116,28 +129,22 @@ def _check_name(dataset: str, split: str = "train") -> None:
         raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
 
 
-def _md5(path: Path) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _cifar(dataset: str, root: str | Path, train: bool, source: CifarSource | None):
+    """torchvision's dataset from ``root``, after our own per-file md5 check: torchvision's raises a
+    generic "not found or corrupted"; this one names the file."""
     source = source or PUBLISHED_SOURCES[dataset]
     cls = source.dataset_class()
     folder = Path(root) / cls.base_folder
     if not folder.is_dir():
         raise ImageDataError(
             f"{dataset}: {folder} does not exist; set data.cifar_root to the folder holding "
-            f"{cls.base_folder}/, or leave it unset to download the archive"
+            f"{cls.base_folder}/, or allow the download (leave data.cifar_root unset; download=True)"
         )
     for name, md5 in [*cls.train_list, *cls.test_list, [cls.meta["filename"], cls.meta["md5"]]]:
         path = folder / name
         if not path.is_file():
             raise ImageDataError(f"{dataset}: {path} is missing; restore the file or download again")
-        if _md5(path) != md5:
+        if md5_file(path) != md5:
             raise ImageDataError(
                 f"{dataset}: {path} is corrupt (md5 differs from the published file); replace it or "
                 "delete the folder and download again"
@@ -152,40 +159,62 @@ def check_local_copy(dataset: str, root: str | Path, *, source: CifarSource | No
         _cifar(dataset, root, True, source)
 
 
+def _unpack(archive: Path, root: Path, folder_name: str) -> None:
+    """Extract into a temporary folder beside the target and move ``folder_name`` into place, so an
+    interrupted unpack never leaves a half-written folder that a later run would take for a copy."""
+    from torchvision.datasets.utils import extract_archive
+
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root, prefix=".unpack-") as tmp:
+        extract_archive(str(archive), tmp)
+        unpacked = Path(tmp) / folder_name
+        if not unpacked.is_dir():
+            raise ImageDataError(f"{archive} holds no {folder_name}/ folder; is it the CIFAR archive?")
+        target = root / folder_name
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(unpacked, target)
+
+
 def prepare_images(
     dataset: str,
     root: str | Path,
     *,
     download: bool,
-    downloads: str | Path,
+    downloads: str | Path | None = None,
     source: CifarSource | None = None,
     lock_file: str | Path = LOCK_FILE,
     progress: bool = True,
+    **fetch_kwargs: Any,
 ) -> None:
     """Make ``dataset`` loadable from ``root``: digits need nothing; CIFAR is checked file by file and,
-    when absent and ``download`` is set, fetched to ``downloads``, held to the archive's md5, unpacked."""
+    when absent and ``download`` is set, fetched to ``downloads`` (default ``root``) with
+    :func:`~contrastlab.data.download.fetch` (``fetch_kwargs``: retries, timeout, backoff), held to
+    the archive's published md5 (a mismatch raises ``ChecksumError`` and moves the file aside), and
+    unpacked. Raises :class:`ImageDataError` (one line) when the copy is missing or corrupt."""
     _check_name(dataset)
     if dataset == "digits":
         return
     source = source or PUBLISHED_SOURCES[dataset]
-    folder = Path(root) / source.dataset_class().base_folder
-    if download and not folder.is_dir():
-        from torchvision.datasets.utils import extract_archive
-
-        archive = Path(downloads) / source.archive_name
-        fetch(source.url, archive, lock_file=lock_file, progress=progress)
-        if _md5(archive) != source.archive_md5:
-            aside = archive.with_name(archive.name + ".corrupt")
-            archive.replace(aside)
-            raise ChecksumError(
-                f"{dataset}: md5 of {source.url} differs from the published archive's "
-                f"({source.archive_md5}); the file was moved aside to {aside}; delete it and run again"
-            )
-        extract_archive(str(archive), str(root))
+    folder_name = source.dataset_class().base_folder
+    root = Path(root)
+    if download and not (root / folder_name).is_dir():
+        archive = Path(downloads if downloads is not None else root) / source.archive_name
+        fetch(
+            source.url,
+            archive,
+            md5=source.archive_md5,
+            lock_file=lock_file,
+            progress=progress,
+            **fetch_kwargs,
+        )
+        _unpack(archive, root, folder_name)
     check_local_copy(dataset, root, source=source)
 
 
 def _digits(split: str, image_size: int) -> ImageSplit:
+    """scikit-learn's 1797 digits (8x8, grey levels 0..16), split 80/20 stratified by class with a fixed
+    seed, scaled to 0..255, resized to ``image_size`` and replicated to three channels."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
@@ -197,7 +226,9 @@ def _digits(split: str, image_size: int) -> ImageSplit:
     chosen = train if split == "train" else test
     grey = torch.tensor(digits.images[chosen] / 16.0, dtype=torch.float32)[:, None]
     if image_size != grey.shape[-1]:
-        grey = F.interpolate(grey, size=image_size, mode="bilinear", align_corners=False)
+        # Bilinear with antialias (torchvision's Resize default): identical to plain bilinear when
+        # enlarging (the 16x16 default), and without aliasing should a size below 8 be asked for.
+        grey = F.interpolate(grey, size=image_size, mode="bilinear", align_corners=False, antialias=True)
     images = (grey * 255).round().clamp(0, 255).to(torch.uint8).expand(-1, 3, -1, -1).contiguous()
     labels = torch.as_tensor(digits.target[chosen], dtype=torch.int64)
     return ImageSplit(images, labels, tuple(str(c) for c in digits.target_names))
@@ -208,25 +239,33 @@ def load_images(
     split: str,
     *,
     root: str | Path | None = None,
+    download: bool = False,
     image_size: int | None = None,
     source: CifarSource | None = None,
+    **fetch_kwargs: Any,
 ) -> ImageSplit:
-    """The ``split`` ("train", "test") of ``dataset`` ("digits", "cifar10", "cifar100").
+    """The ``split`` ("train", "test") of ``dataset`` ("digits", "cifar10", "cifar100") as uint8 NCHW.
 
-    CIFAR is read from ``root`` (see :func:`prepare_images`) at its 32x32; ``image_size`` sets the
-    digits' side (default 16).
+    CIFAR is read from ``root`` (the folder holding ``cifar-10-batches-py/`` or ``cifar-100-python/``)
+    at its 32x32, every file md5-checked; with ``download`` a missing copy is first fetched and
+    unpacked there (:func:`prepare_images`; ``fetch_kwargs`` such as ``lock_file`` and ``retries`` go
+    to it). ``image_size`` sets the digits' side (default 16); for CIFAR it must be None or 32.
+    Raises :class:`ImageDataError` (one line, naming the folder or file and the fix).
     """
     _check_name(dataset, split)
+    if image_size is not None and image_size < 1:
+        raise ValueError(f"image_size must be >= 1, got {image_size}")
     if dataset == "digits":
         return _digits(split, image_size or NATIVE_SIZE["digits"])
     if root is None:
         raise ImageDataError(
             f"{dataset}: no folder given; set data.cifar_root or let the workflow download it"
         )
+    if image_size is not None and image_size != NATIVE_SIZE[dataset]:
+        raise ValueError(f"{dataset}: images are 32x32; image_size must be None or 32, got {image_size}")
+    if download:
+        prepare_images(dataset, root, download=True, source=source, **fetch_kwargs)
     data = _cifar(dataset, root, split == "train", source)
+    # torchvision keeps .data as [N, 32, 32, 3] (HWC, as pickled); the network wants NCHW.
     images = torch.from_numpy(np.ascontiguousarray(data.data)).permute(0, 3, 1, 2).contiguous()
-    if image_size is not None and image_size != images.shape[-1]:
-        raise ValueError(
-            f"{dataset}: images are {images.shape[-1]}x{images.shape[-1]}; image_size must match"
-        )
     return ImageSplit(images, torch.as_tensor(data.targets, dtype=torch.int64), tuple(data.classes))

@@ -1,15 +1,39 @@
 """SimCLR's image augmentations on whole batches on the device, each image with its own random draw.
 
-SimCLR (Chen et al. 2020, App. A; MACL App. B.3): random resized crop -> horizontal flip -> colour
-jitter (brightness, contrast, saturation, hue, in a random order, applied with p 0.8) -> grayscale
-(p 0.2). torchvision's transforms draw one set of parameters per call, so a batch tensor would share
-them; here every draw is a tensor of per-image values and every operation is batched (no Python loop
-over the images), so augmenting a CIFAR batch costs a few milliseconds on a GPU and data loading never
-bounds an epoch. The colour operations follow ``torchvision.transforms.v2.functional``'s definitions
-(tested against them image by image); the crop samples its box as ``RandomResizedCrop`` does (area
-fraction uniform in ``scale``, log aspect ratio uniform in ``ratio``, ten tries, else the whole image
-clipped to the ratio range) and resamples it bilinearly with one ``grid_sample`` call (no antialias, as
-torchvision on tensors with ``antialias=False``; boxes are continuous rather than whole pixels).
+SimCLR (Chen et al. 2020, "A Simple Framework for Contrastive Learning of Visual Representations",
+App. A; used by MACL, Huang et al., App. B.3) augments every image with, in this order:
+
+1. ``RandomResizedCrop(size, scale=(0.08, 1), ratio=(3/4, 4/3))``,
+2. ``RandomHorizontalFlip(p=0.5)``,
+3. ``RandomApply([ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8)`` (colour-distortion strength 0.5; the four
+   operations in a random order per image),
+4. ``RandomGrayscale(p=0.2)``,
+
+then ``ToTensor`` and ``Normalize``. torchvision's transforms draw one set of parameters per call, so a
+batch tensor would share them; here every draw is a tensor of per-image values and every operation is
+batched (loops run over the four jitter positions, never over images), so augmenting a CIFAR batch
+costs milliseconds on a GPU and data loading never bounds an epoch.
+
+Semantics are those of ``torchvision.transforms.v2`` on float images in [0, 1], operation by operation
+(tests compare each, and the whole pipeline, with torchvision image by image):
+
+- Crop: the box is drawn as ``RandomResizedCrop.get_params`` draws it — area fraction uniform in
+  ``scale``, log aspect ratio uniform in ``log(ratio)``, width and height rounded to whole pixels, the
+  first of ten tries that fits (all ten drawn at once: the same distribution as the sequential
+  rejection loop), else the centre crop of the whole image clipped to the ratio range; the offset is
+  uniform over whole pixels. The box is resampled to ``size`` x ``size`` as ``resized_crop(...,
+  antialias=False)`` does (bilinear, half-pixel centres, edge pixels repeated at the box's border),
+  flipped by reversing the sampling grid, all in one ``grid_sample`` call.
+- Colour: ``adjust_brightness``, ``adjust_contrast``, ``adjust_saturation`` and ``adjust_hue`` with
+  per-image factors drawn uniformly from ``[max(0, 1 - x), 1 + x]`` (hue: ``[-h, h]``), in a random
+  permutation per image as ``ColorJitter`` orders them. The hue rotation goes through HSV (torchvision's
+  algorithm, vectorised over the batch).
+- Grayscale: ITU-R 601-2 luma (0.2989 R + 0.587 G + 0.114 B), replicated to three channels.
+
+Known differences from SimCLR's reference pipeline, which works on 8-bit PIL images: the arithmetic is
+in float32 throughout (no rounding to 8 bits between operations), and the resampling is not
+antialiased (it makes no difference when a crop is enlarged, which is always the case for CIFAR at its
+native 32x32 output).
 
 Every random number comes from the ``generator`` passed in, so a saved generator state replays the
 same augmentations (the trainer's resume relies on it).
@@ -17,103 +41,177 @@ same augmentations (the trainer's resume relies on it).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = [
+    "AugmentParams",
     "SimCLRAugment",
     "adjust_brightness",
     "adjust_contrast",
     "adjust_hue",
     "adjust_saturation",
+    "color_jitter",
     "eval_transform",
     "grayscale",
+    "hsv_to_rgb",
+    "resized_crop",
+    "rgb_to_hsv",
     "sample_crop_boxes",
 ]
 
-#: ITU-R 601-2 luma, as torchvision's rgb_to_grayscale.
+#: ITU-R 601-2 luma weights, as torchvision's rgb_to_grayscale.
 LUMA = (0.2989, 0.587, 0.114)
+#: RandomResizedCrop's number of tries before its centre-crop fallback.
 CROP_TRIES = 10
+#: Index of each colour operation in ``AugmentParams.factors`` and ``AugmentParams.order``.
+BRIGHTNESS, CONTRAST, SATURATION, HUE = range(4)
 
 
 def _per_image(values: Tensor) -> Tensor:
     return values.reshape(-1, 1, 1, 1)
 
 
+@functools.lru_cache(maxsize=64)
+def _constant(values: tuple, device: torch.device, dtype: torch.dtype) -> Tensor:
+    """A small constant tensor, made once per device: ``torch.tensor(..., device="cuda")`` copies from
+    host memory and waits for the stream, which would stall the trainer's queue of GPU work each step.
+    Callers never modify it."""
+    return torch.tensor(values, device=device, dtype=dtype)
+
+
+# --- colour operations (batched; torchvision.transforms.v2.functional semantics, float images) -------
+
+
 def grayscale(x: Tensor) -> Tensor:
-    """Luma [B, 1, H, W] of RGB images in [0, 1]."""
+    """Luma [B, 1, H, W] of RGB images [B, 3, H, W] in [0, 1] (torchvision's ``rgb_to_grayscale``)."""
     r, g, b = x.unbind(dim=-3)
-    return (LUMA[0] * r + LUMA[1] * g + LUMA[2] * b).unsqueeze(-3)
+    return r.mul(LUMA[0]).add_(g, alpha=LUMA[1]).add_(b, alpha=LUMA[2]).unsqueeze(-3)
+
+
+def _blend(x: Tensor, other: Tensor, factor: Tensor) -> Tensor:
+    """factor * x + (1 - factor) * other, clipped to [0, 1]: torchvision's ``_blend`` per image."""
+    f = _per_image(factor)
+    return torch.addcmul(other * (1 - f), x, f).clamp_(0, 1)  # one pass for x * f + ...
 
 
 def adjust_brightness(x: Tensor, factor: Tensor) -> Tensor:
-    """x * factor, clipped to [0, 1] (per-image ``factor`` [B])."""
-    return (x * _per_image(factor)).clamp(0, 1)
+    """``x * factor`` clipped to [0, 1], one factor per image (``factor`` [B], >= 0)."""
+    return (x * _per_image(factor)).clamp_(0, 1)
 
 
 def adjust_contrast(x: Tensor, factor: Tensor) -> Tensor:
-    """Blend with the image's mean luma: factor * x + (1 - factor) * mean, clipped."""
-    mean = grayscale(x).mean(dim=(-3, -2, -1), keepdim=True)
-    f = _per_image(factor)
-    return (f * x + (1 - f) * mean).clamp(0, 1)
+    """Blend each image with the mean of its luma: ``factor * x + (1 - factor) * mean``, clipped."""
+    return _blend(x, grayscale(x).mean(dim=(-3, -2, -1), keepdim=True), factor)
 
 
 def adjust_saturation(x: Tensor, factor: Tensor) -> Tensor:
-    """Blend with the luma image: factor * x + (1 - factor) * gray, clipped."""
-    f = _per_image(factor)
-    return (f * x + (1 - f) * grayscale(x)).clamp(0, 1)
+    """Blend each image with its luma image: ``factor * x + (1 - factor) * gray``, clipped."""
+    return _blend(x, grayscale(x), factor)
 
 
-def _rgb_to_hsv(x: Tensor) -> Tensor:
-    r, g, b = x.unbind(dim=-3)
-    maxc, _ = x.max(dim=-3)
-    minc, _ = x.min(dim=-3)
+def rgb_to_hsv(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Hue (in turns, [0, 1)), saturation and value planes [B, H, W] of RGB images [B, 3, H, W].
+
+    torchvision's ``_rgb_to_hsv`` (after Pillow's ``Convert.c``): where max == min the denominators are
+    replaced by 1, so grey pixels get hue 0 and saturation 0 without NaNs. (Adding the 0/1 mask to the
+    denominator replaces ``torch.where`` exactly: there the numerator and ``max - min`` are 0; full-size
+    ``where`` is several times slower than an add on CPU.)
+    """
+    r, g, _ = x.unbind(dim=1)
+    maxc, minc = x.amax(dim=1), x.amin(dim=1)
     equal = maxc == minc
-    chroma = maxc - minc
-    ones = torch.ones_like(maxc)
-    s = chroma / torch.where(equal, ones, maxc)
-    cr = torch.where(equal, ones, chroma)
-    rc, gc, bc = (maxc - r) / cr, (maxc - g) / cr, (maxc - b) / cr
-    h = torch.where(maxc == r, bc - gc, torch.where(maxc == g, 2.0 + rc - bc, 4.0 + gc - rc))
-    h = torch.remainder(h / 6.0 + 1.0, 1.0)
-    return torch.stack((h, s, maxc), dim=-3)
+    spread = maxc - minc
+    s = spread / (maxc + equal)
+    rc, gc, bc = ((maxc.unsqueeze(1) - x) / (spread + equal).unsqueeze(1)).unbind(dim=1)
+    # Which channel is the maximum, r before g before b on ties; 0/1 float masks (exact products, and
+    # faster than multiplying by bool tensors).
+    max_is_r = (maxc == r).to(x.dtype)
+    max_is_g = (maxc == g).to(x.dtype) * (1.0 - max_is_r)
+    max_is_b = 1.0 - max_is_r - max_is_g
+    h = (bc - gc) * max_is_r + (rc + 2.0 - bc) * max_is_g + (gc + 4.0 - rc) * max_is_b
+    h = torch.fmod(h * (1.0 / 6.0) + 1.0, 1.0)
+    return h, s, maxc
 
 
-def _hsv_to_rgb(x: Tensor) -> Tensor:
-    h, s, v = x.unbind(dim=-3)
-    i = torch.floor(h * 6.0)
-    f = h * 6.0 - i
-    i = i.to(torch.int64) % 6
-    p = (v * (1.0 - s)).clamp(0, 1)
-    q = (v * (1.0 - s * f)).clamp(0, 1)
-    t = (v * (1.0 - s * (1.0 - f))).clamp(0, 1)
-    choices = {
-        "r": (v, q, p, p, t, v),
-        "g": (t, v, v, q, p, p),
-        "b": (p, p, t, v, v, q),
-    }
-    out = []
-    for channel in ("r", "g", "b"):
-        value = torch.zeros_like(v)
-        for sector, candidate in enumerate(choices[channel]):
-            value = torch.where(i == sector, candidate, value)
-        out.append(value)
-    return torch.stack(out, dim=-3)
+#: For each hue sector 0..5, which of (v, p, q, t) becomes R, G and B (torchvision's ``_hsv_to_rgb``).
+#: Row 6 repeats row 0: ``floor(6 h)`` is 6 when h rounds up within an ulp of 1, and torchvision takes
+#: the sector modulo 6 (the extra row saves that pass).
+_SECTOR_SOURCES = ((0, 3, 1), (2, 0, 1), (1, 0, 3), (1, 2, 0), (3, 1, 0), (0, 1, 2), (0, 3, 1))
+
+
+def hsv_to_rgb(h: Tensor, s: Tensor, v: Tensor) -> Tensor:
+    """RGB images [B, 3, H, W] from hue (turns), saturation and value planes [B, H, W]: the inverse of
+    :func:`rgb_to_hsv`, torchvision's sector formula (each channel is one of v, p, q, t)."""
+    h6 = h * 6.0
+    sector = torch.floor(h6)
+    frac = h6 - sector
+    sf = s * frac
+    one_minus_s = 1.0 - s
+    p = (one_minus_s * v).clamp_(0, 1)
+    q = ((1.0 - sf) * v).clamp_(0, 1)
+    t = ((sf + one_minus_s) * v).clamp_(0, 1)
+    vpqt = torch.stack((v, p, q, t), dim=1)
+    table = _constant(_SECTOR_SOURCES, h.device, torch.int64)
+    # The per-pixel table lookup as an embedding: several times faster than advanced indexing on CPU.
+    index = F.embedding(sector.to(torch.int64), table).permute(0, 3, 1, 2)  # [B, 3, H, W]
+    return vpqt.gather(1, index)
 
 
 def adjust_hue(x: Tensor, shift: Tensor) -> Tensor:
-    """Rotate the hue by ``shift`` (in turns, per image, in [-0.5, 0.5]) in HSV space."""
-    hsv = _rgb_to_hsv(x)
-    h = torch.remainder(hsv[:, 0] + shift.reshape(-1, 1, 1), 1.0)
-    return _hsv_to_rgb(torch.stack((h, hsv[:, 1], hsv[:, 2]), dim=1))
+    """Rotate each image's hue by ``shift`` (turns, per image, in [-0.5, 0.5]) in HSV space."""
+    h, s, v = rgb_to_hsv(x)
+    return hsv_to_rgb(torch.remainder(h + shift.reshape(-1, 1, 1), 1.0), s, v)
 
 
-def _uniform(n: int, low: float, high: float, generator: torch.Generator, device) -> Tensor:
-    return low + (high - low) * torch.rand(n, generator=generator, device=device)
+def _blend_step(x: Tensor, op: Tensor, factors: Tensor, active: Tensor) -> Tensor:
+    """One jitter position for the whole batch: brightness, contrast or saturation (``op`` [B]) where
+    ``active``, identity elsewhere.
+
+    All three are blends ``f * x + (1 - f) * target`` with target 0, the mean luma or the luma image
+    (torchvision's definitions); choosing the target with exact 0/1 weights, and ``f = 1`` for inactive
+    images, gives each operation (and the identity exactly) while computing one blend instead of three.
+    """
+    f = factors.gather(1, op.clamp(max=SATURATION).unsqueeze(1)).squeeze(1)
+    f = torch.where(active, f, torch.ones_like(f))
+    # (1 - f) * target, with the 0/1 choice of target folded into per-image weights (exact products).
+    to_mean = _per_image((active & (op == CONTRAST)).to(x.dtype) * (1 - f))
+    to_gray = _per_image((active & (op == SATURATION)).to(x.dtype) * (1 - f))
+    gray = grayscale(x)
+    weighted = (gray * to_gray).add_(gray.mean(dim=(-3, -2, -1), keepdim=True) * to_mean)
+    return torch.addcmul(weighted, x, _per_image(f)).clamp_(0, 1)
+
+
+def color_jitter(x: Tensor, factors: Tensor, order: Tensor, applied: Tensor, *, hue: bool = True) -> Tensor:
+    """``ColorJitter`` per image: the operations ``order[i]`` (a permutation of BRIGHTNESS, CONTRAST,
+    SATURATION, HUE) with ``factors[i]`` [4], on the images where ``applied``; the others unchanged.
+
+    Rather than evaluating each operation at each of the four positions (the costly hue four times),
+    each image's sequence is split at its hue: the operations before it (positions 0-2, each image only
+    where the position precedes its hue), the hue once for the whole batch, then those after it
+    (positions 1-3). ``hue=False`` skips the hue (ColorJitter with hue 0 never calls it).
+    """
+    hue_at = (order == HUE).to(torch.int64).argmax(dim=1)
+    for position in range(3):
+        x = _blend_step(x, order[:, position], factors, applied & (hue_at > position))
+    if hue:
+        x = torch.where(_per_image(applied), adjust_hue(x, factors[:, HUE]), x)
+    for position in range(1, 4):
+        x = _blend_step(x, order[:, position], factors, applied & (hue_at < position))
+    return x
+
+
+# --- crop -----------------------------------------------------------------------------------------
+
+
+def _uniform(shape: tuple[int, ...], low: float, high: float, generator: torch.Generator, device) -> Tensor:
+    return low + (high - low) * torch.rand(shape, generator=generator, device=device)
 
 
 def sample_crop_boxes(
@@ -126,64 +224,122 @@ def sample_crop_boxes(
     generator: torch.Generator,
     device,
 ) -> Tensor:
-    """[n, 4] boxes (top, left, box height, box width) in pixels, drawn as RandomResizedCrop does."""
+    """int64 [n, 4] boxes (top, left, box height, box width) in whole pixels, distributed as
+    ``RandomResizedCrop.get_params``: ten tries of (area fraction ~ U(scale), log ratio ~ U(log ratio)),
+    rounded, the first that fits; if none does, the centre crop of the image clipped to the ratio range.
+    """
     area = height * width
-    target = area * _uniform(n * CROP_TRIES, scale[0], scale[1], generator, device)
-    log_ratio = _uniform(n * CROP_TRIES, math.log(ratio[0]), math.log(ratio[1]), generator, device)
-    aspect = torch.exp(log_ratio)
-    w = torch.sqrt(target * aspect).reshape(n, CROP_TRIES)
-    h = torch.sqrt(target / aspect).reshape(n, CROP_TRIES)
-    valid = (w <= width) & (h <= height)
-    first = torch.where(
-        valid.any(dim=1), valid.float().argmax(dim=1), torch.zeros_like(valid[:, 0], dtype=torch.long)
-    )
-    w, h = w.gather(1, first[:, None])[:, 0], h.gather(1, first[:, None])[:, 0]
-    # No valid try: the whole image, clipped to the ratio range (torchvision's fallback).
+    target = area * _uniform((n, CROP_TRIES), scale[0], scale[1], generator, device)
+    aspect = torch.exp(_uniform((n, CROP_TRIES), math.log(ratio[0]), math.log(ratio[1]), generator, device))
+    w = torch.round(torch.sqrt(target * aspect))
+    h = torch.round(torch.sqrt(target / aspect))
+    fits = (w > 0) & (w <= width) & (h > 0) & (h <= height)
+    first = fits.to(torch.int64).argmax(dim=1, keepdim=True)  # the first try that fits (argmax: first max)
+    found = fits.any(dim=1)
+    w, h = w.gather(1, first).squeeze(1), h.gather(1, first).squeeze(1)
+    offset = torch.rand((n, 2), generator=generator, device=device)
+    # torch.randint(0, height - h + 1) of torchvision, as floor(u * count); min() guards u * count == count.
+    top = torch.minimum(torch.floor(offset[:, 0] * (height - h + 1)), height - h)
+    left = torch.minimum(torch.floor(offset[:, 1] * (width - w + 1)), width - w)
+    # torchvision's fallback: the whole image, clipped to the ratio range, centred.
     in_ratio = width / height
-    fallback_w = (
-        width if ratio[0] <= in_ratio <= ratio[1] else (width if in_ratio < ratio[0] else height * ratio[1])
+    if in_ratio < min(ratio):
+        fallback_w, fallback_h = width, round(width / min(ratio))
+    elif in_ratio > max(ratio):
+        fallback_w, fallback_h = round(height * max(ratio)), height
+    else:
+        fallback_w, fallback_h = width, height
+    fallback = _constant(
+        ((height - fallback_h) // 2, (width - fallback_w) // 2, fallback_h, fallback_w), w.device, w.dtype
     )
-    fallback_h = (
-        height if ratio[0] <= in_ratio <= ratio[1] else (width / ratio[0] if in_ratio < ratio[0] else height)
-    )
-    ok = valid.any(dim=1)
-    w = torch.where(ok, w, torch.full_like(w, fallback_w))
-    h = torch.where(ok, h, torch.full_like(h, fallback_h))
-    top = torch.rand(n, generator=generator, device=device) * (height - h)
-    left = torch.rand(n, generator=generator, device=device) * (width - w)
-    return torch.stack((top, left, h, w), dim=1)
+    boxes = torch.stack((top, left, h, w), dim=1)
+    return torch.where(found.unsqueeze(1), boxes, fallback).to(torch.int64)
 
 
-def _crop_and_flip(x: Tensor, boxes: Tensor, flip: Tensor, size: int) -> Tensor:
-    """Bilinear resample of each box to ``size`` x ``size``, mirrored where ``flip``; one grid_sample."""
+def _source_coords(start: Tensor, length: Tensor, size: int) -> Tensor:
+    """[B, size] input coordinates (pixel centres at integers) that ``F.interpolate(bilinear,
+    align_corners=False)`` reads for each output pixel when resizing a ``length``-pixel span starting at
+    ``start`` to ``size``: ``scale * (o + 0.5) - 0.5`` clamped to the span, so its edge pixels repeat."""
+    o = torch.arange(size, dtype=torch.float32, device=start.device) + 0.5
+    local = (length / size).unsqueeze(1) * o - 0.5
+    local = torch.minimum(local.clamp_(min=0), (length - 1).unsqueeze(1))
+    return start.unsqueeze(1) + local
+
+
+def resized_crop(x: Tensor, boxes: Tensor, flip: Tensor, size: int) -> Tensor:
+    """Each image's box (``boxes`` [B, 4]: top, left, height, width) resampled bilinearly to ``size`` x
+    ``size`` and mirrored where ``flip`` [B]: ``horizontal_flip(resized_crop(x, *box, [size, size],
+    antialias=False))`` per image, as one ``grid_sample`` call.
+
+    The sampling grid is separable (a row coordinate per output row, a column coordinate per output
+    column): ``affine_grid`` would give the same points except at the box's border, where torch's
+    resize repeats the box's edge pixels and an affine map would read the pixels outside the box.
+    """
     n, _, height, width = x.shape
-    top, left, h, w = boxes.unbind(dim=1)
-    sign = torch.where(flip, -1.0, 1.0).to(x.dtype)
-    theta = torch.zeros(n, 2, 3, dtype=x.dtype, device=x.device)
-    theta[:, 0, 0] = sign * w / width
-    theta[:, 0, 2] = (2 * left + w) / width - 1
-    theta[:, 1, 1] = h / height
-    theta[:, 1, 2] = (2 * top + h) / height - 1
-    grid = F.affine_grid(theta, [n, x.shape[1], size, size], align_corners=False)
+    top, left, h, w = boxes.to(torch.float32).unbind(dim=1)
+    rows = _source_coords(top, h, size)
+    cols = _source_coords(left, w, size)
+    cols = torch.where(flip.unsqueeze(1), cols.flip(1), cols)
+    # grid_sample's normalised coordinates (align_corners=False): pixel centre c -> (2c + 1) / side - 1.
+    gy = ((2 * rows + 1) / height - 1).to(x.dtype)
+    gx = ((2 * cols + 1) / width - 1).to(x.dtype)
+    grid = torch.stack((gx.unsqueeze(1).expand(n, size, size), gy.unsqueeze(2).expand(n, size, size)), -1)
     return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
 
 
+# --- pipeline -------------------------------------------------------------------------------------
+
+
 def _to_unit(images: Tensor) -> Tensor:
-    return images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
+    """float32 in [0, 1]: uint8 divided by 255 (``ToTensor``), float passed through."""
+    return images.to(torch.float32).div_(255.0) if images.dtype == torch.uint8 else images.to(torch.float32)
 
 
 def _normalize(x: Tensor, mean: Sequence[float], std: Sequence[float]) -> Tensor:
-    m = torch.tensor(mean, dtype=x.dtype, device=x.device).reshape(1, -1, 1, 1)
-    s = torch.tensor(std, dtype=x.dtype, device=x.device).reshape(1, -1, 1, 1)
+    """``(x - mean) / std`` per channel, as torchvision's ``normalize``."""
+    m = _constant(tuple(mean), x.device, x.dtype).reshape(1, -1, 1, 1)
+    s = _constant(tuple(std), x.device, x.dtype).reshape(1, -1, 1, 1)
     return (x - m) / s
+
+
+def _check_pair(name: str, pair: Sequence[float], low: float, high: float) -> tuple[float, float]:
+    if len(pair) != 2 or not (low < pair[0] <= pair[1] <= high):
+        raise ValueError(f"{name} must be (lo, hi) with {low} < lo <= hi <= {high}, got {tuple(pair)}")
+    return float(pair[0]), float(pair[1])
+
+
+@dataclass(frozen=True)
+class AugmentParams:
+    """Per-image draws of :class:`SimCLRAugment` for a batch of B images (all on the images' device).
+
+    ``boxes`` int64 [B, 4] (top, left, height, width); ``flip`` bool [B]; ``jitter`` bool [B] (colour
+    jitter applied); ``factors`` float32 [B, 4] (brightness, contrast, saturation factors, hue shift);
+    ``order`` int64 [B, 4] (the operation at each jitter position, a permutation of 0..3); ``gray`` bool
+    [B].
+    """
+
+    boxes: Tensor
+    flip: Tensor
+    jitter: Tensor
+    factors: Tensor
+    order: Tensor
+    gray: Tensor
 
 
 class SimCLRAugment:
     """SimCLR's augmentation pipeline for a batch: ``aug(images, generator) -> [B, 3, size, size]``.
 
-    ``images``: uint8 (or float in [0, 1]) [B, 3, H, W] on any device; the output is float32,
-    normalised with ``mean``/``std``. Defaults are SimCLR's CIFAR-10 settings (crop scale 0.08-1,
-    jitter strength 0.5: 0.4/0.4/0.4/0.1 with p 0.8, grayscale p 0.2, flip p 0.5).
+    ``images``: uint8 (or float in [0, 1]) [B, 3, H, W] on any device; ``generator`` a
+    ``torch.Generator`` on that device, the only source of randomness. The output is float32, contiguous,
+    normalised with ``mean``/``std``. Defaults are SimCLR's CIFAR-10 settings (Chen et al. 2020, App. A:
+    crop scale 0.08-1 and ratio 3/4-4/3, flip p 0.5, jitter strength 0.5 = (0.4, 0.4, 0.4, 0.1) with
+    p 0.8, grayscale p 0.2). ``sample`` and ``apply`` expose the two halves (draws, then the pure
+    function of them).
+
+    >>> aug = SimCLRAugment(8, mean=(0.5,) * 3, std=(0.25,) * 3)
+    >>> images = torch.zeros(4, 3, 10, 10, dtype=torch.uint8)
+    >>> aug(images, torch.Generator().manual_seed(0)).shape
+    torch.Size([4, 3, 8, 8])
     """
 
     def __init__(
@@ -199,43 +355,57 @@ class SimCLRAugment:
         gray_p: float = 0.2,
         flip_p: float = 0.5,
     ) -> None:
-        self.size, self.mean, self.std = size, tuple(mean), tuple(std)
-        self.crop_scale, self.crop_ratio = tuple(crop_scale), tuple(crop_ratio)
-        self.jitter, self.jitter_p, self.gray_p, self.flip_p = tuple(jitter), jitter_p, gray_p, flip_p
+        if int(size) != size or size < 1:
+            raise ValueError(f"size must be a positive integer, got {size}")
+        if len(mean) != 3 or len(std) != 3 or min(std) <= 0:
+            raise ValueError(f"mean and std need 3 values each, std > 0; got mean={mean}, std={std}")
+        if len(jitter) != 4 or min(jitter) < 0 or jitter[3] > 0.5:
+            raise ValueError(
+                f"jitter must be (brightness, contrast, saturation, hue) >= 0 with hue <= 0.5, got {jitter}"
+            )
+        for name, p in (("jitter_p", jitter_p), ("gray_p", gray_p), ("flip_p", flip_p)):
+            if not 0 <= p <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {p}")
+        self.size, self.mean, self.std = int(size), tuple(mean), tuple(std)
+        self.crop_scale = _check_pair("crop_scale", crop_scale, 0.0, 1.0)
+        self.crop_ratio = _check_pair("crop_ratio", crop_ratio, 0.0, math.inf)
+        self.jitter = tuple(float(v) for v in jitter)
+        self.jitter_p, self.gray_p, self.flip_p = jitter_p, gray_p, flip_p
 
-    def __call__(self, images: Tensor, generator: torch.Generator) -> Tensor:
-        x = _to_unit(images)
-        n, _, height, width = x.shape
-        dev = x.device
+    def sample(self, n: int, height: int, width: int, generator: torch.Generator) -> AugmentParams:
+        """Draw every image's parameters from ``generator`` (on the device they are made on)."""
+        dev = generator.device
         boxes = sample_crop_boxes(
             n, height, width, scale=self.crop_scale, ratio=self.crop_ratio, generator=generator, device=dev
         )
         flip = torch.rand(n, generator=generator, device=dev) < self.flip_p
-        x = _crop_and_flip(x, boxes, flip, self.size)
-
+        jitter = torch.rand(n, generator=generator, device=dev) < self.jitter_p
         b, c, s, h = self.jitter
-        jitter_on = torch.rand(n, generator=generator, device=dev) < self.jitter_p
-        factors = [
-            _uniform(n, max(0.0, 1 - b), 1 + b, generator, dev),
-            _uniform(n, max(0.0, 1 - c), 1 + c, generator, dev),
-            _uniform(n, max(0.0, 1 - s), 1 + s, generator, dev),
-            _uniform(n, -h, h, generator, dev),
-        ]
-        order = torch.rand(n, 4, generator=generator, device=dev).argsort(dim=1)  # a permutation per image
-        ops = (adjust_brightness, adjust_contrast, adjust_saturation, adjust_hue)
-        for position in range(4):
-            for op_index, op in enumerate(ops):
-                chosen = jitter_on & (order[:, position] == op_index)
-                x = torch.where(_per_image(chosen), op(x, factors[op_index]), x)
-
+        low = _constant((max(0.0, 1 - b), max(0.0, 1 - c), max(0.0, 1 - s), -h), dev, torch.float32)
+        high = _constant((1 + b, 1 + c, 1 + s, h), dev, torch.float32)
+        factors = low + (high - low) * torch.rand((n, 4), generator=generator, device=dev)
+        order = torch.rand((n, 4), generator=generator, device=dev).argsort(dim=1)  # a uniform permutation
         gray = torch.rand(n, generator=generator, device=dev) < self.gray_p
-        x = torch.where(_per_image(gray), grayscale(x).expand_as(x), x)
+        return AugmentParams(boxes, flip, jitter, factors, order, gray)
+
+    def apply(self, images: Tensor, params: AugmentParams) -> Tensor:
+        """The pipeline with given draws: crop + flip, colour jitter, grayscale, normalisation."""
+        x = resized_crop(_to_unit(images), params.boxes, params.flip, self.size)
+        x = color_jitter(x, params.factors, params.order, params.jitter, hue=self.jitter[HUE] > 0)
+        x = torch.where(_per_image(params.gray), grayscale(x).expand_as(x), x)
         return _normalize(x, self.mean, self.std).contiguous()
+
+    def __call__(self, images: Tensor, generator: torch.Generator) -> Tensor:
+        if images.ndim != 4 or images.shape[1] != 3:
+            raise ValueError(f"images must be [B, 3, H, W], got {tuple(images.shape)}")
+        n, _, height, width = images.shape
+        return self.apply(images, self.sample(n, height, width, generator))
 
 
 def eval_transform(images: Tensor, *, size: int, mean: Sequence[float], std: Sequence[float]) -> Tensor:
-    """Images for feature extraction: to [0, 1], resized to ``size`` if needed (bilinear), normalised."""
+    """Images for feature extraction: to float in [0, 1], resized to ``size`` x ``size`` if needed
+    (bilinear with antialias, torchvision's ``Resize`` default), normalised; float32 [B, 3, size, size]."""
     x = _to_unit(images)
     if x.shape[-1] != size or x.shape[-2] != size:
-        x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
-    return _normalize(x, mean, std)
+        x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=True)
+    return _normalize(x, mean, std).contiguous()

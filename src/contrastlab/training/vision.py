@@ -5,12 +5,14 @@ One short loop: each step takes a batch of images from a per-epoch permutation o
 (:class:`~contrastlab.training.augment.SimCLRAugment`), encodes both views in one forward pass of 2B
 images (so BatchNorm sees the whole 2N batch, as SimCLR), projects them with the MLP head and applies
 the loss to the two [B, head_dim] halves. Adam with MACL's learning-rate rule (lr x batch/256 above
-256), a constant rate, weight decay 1e-6. bf16 autocast and channels-last on CUDA.
+256), a constant rate, weight decay 1e-6. bf16 autocast and channels-last on CUDA. Only full batches
+by default (``drop_last``): every step has the same number of negatives.
 
 Snapshots (model, head, optimiser, the augmentation generator and every RNG, the log offset) every
 ``state_every`` steps make a killed job resume to a bit-identical encoder and log on CPU (the helpers
-of :mod:`contrastlab.training.state`). The final encoder is written to ``out_dir/encoder.pt`` with
-``settings.json`` (resolved settings, run information, package versions, git SHA); there is no
+of :mod:`contrastlab.training.state`). The final encoder's state dict is written to
+``out_dir/encoder.safetensors`` (``encoder.pt`` by ``torch.save`` where safetensors is not installed)
+with ``settings.json`` (resolved settings, run information, package versions, git SHA); there is no
 checkpoint selection (the papers evaluate the encoder after the last epoch).
 """
 
@@ -49,14 +51,23 @@ from contrastlab.workflow import run_metadata
 
 __all__ = [
     "ENCODER_FILE",
+    "ENCODER_FILES",
     "SETTINGS_FILE",
     "VisionTrainSettings",
     "effective_lr",
     "load_encoder",
+    "load_weights",
     "train_vision",
 ]
 
-ENCODER_FILE = "encoder.pt"
+try:
+    import safetensors.torch as _safetensors
+except ImportError:  # pragma: no cover - safetensors comes with transformers
+    _safetensors = None
+
+#: The encoder's weights in ``out_dir`` (:func:`load_encoder` reads either name).
+ENCODER_FILE = "encoder.safetensors" if _safetensors is not None else "encoder.pt"
+ENCODER_FILES = ("encoder.safetensors", "encoder.pt")
 SETTINGS_FILE = "settings.json"
 
 
@@ -71,21 +82,47 @@ class VisionTrainSettings:
     arch: str = "resnet18"  # vision_models.ARCHS
     stem: str = "cifar"  # 3x3 stride-1 stem, no max-pool (App. B.3)
     width: int = 64  # channels of the first stage (64 = the standard ResNet)
-    image_size: int | None = None  # None: the dataset's own (CIFAR 32, digits 16)
+    image_size: int | None = None  # None: the dataset's own (CIFAR 32 as App. B.3, digits 16)
     head_hidden: int = 512
     head_dim: int = 128  # protocol.md §3: 2-layer MLP head to 128-d
     epochs: int = 200  # App. B.3
     max_steps: int | None = None  # stop early (tests, presets)
-    batch_size: int = 256
+    batch_size: int = 256  # App. B.3 / Table B.3 sweep 64-1024
+    drop_last: bool = True  # only full batches (the last partial batch of an epoch is skipped)
     optimizer: str = "adam"  # App. B.3: Adam replaces SimCLR's LARS
     lr: float = 1e-3  # App. B.3 base rate ...
     lr_reference_batch: int | None = 256  # ... x batch/256 for batches above 256; None: no scaling
     weight_decay: float = 1e-6  # App. B.3
     precision: str = "auto"  # auto: bf16 on CUDA, fp32 on CPU
-    log_every: int = 50
-    state_every: int = 500
+    channels_last: bool | None = None  # None: on CUDA only (faster convolutions with bf16)
+    # SimCLR's CIFAR augmentations (Chen et al. 2020, App. A; the four types of App. B.3); OAR uses
+    # crop_scale (0.8, 1.0) and jitter (0.2, 0.2, 0.2, 0.1) (protocol.md section 3).
+    crop_scale: tuple[float, float] = (0.08, 1.0)  # area fraction of the random resized crop
+    crop_ratio: tuple[float, float] = (3 / 4, 4 / 3)  # its aspect-ratio range
+    jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.4, 0.1)  # brightness, contrast, sat., hue
+    jitter_p: float = 0.8
+    gray_p: float = 0.2
+    flip_p: float = 0.5
+    log_every: int = 50  # steps between log lines (and progress lines on stderr)
+    state_every: int = 500  # steps between resumable snapshots
 
     def __post_init__(self) -> None:
+        for name in ("crop_scale", "crop_ratio", "jitter"):  # YAML and JSON give lists
+            object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
+        if len(self.crop_scale) != 2 or not 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1:
+            raise ValueError(
+                f"crop_scale must be (low, high) with 0 < low <= high <= 1, got {self.crop_scale}"
+            )
+        if len(self.crop_ratio) != 2 or not 0 < self.crop_ratio[0] <= self.crop_ratio[1]:
+            raise ValueError(f"crop_ratio must be (low, high) with 0 < low <= high, got {self.crop_ratio}")
+        if len(self.jitter) != 4 or min(self.jitter) < 0 or self.jitter[3] > 0.5:
+            raise ValueError(
+                "jitter must be (brightness, contrast, saturation, hue) >= 0 with hue <= 0.5, "
+                f"got {self.jitter}"
+            )
+        for name in ("jitter_p", "gray_p", "flip_p"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if self.optimizer != "adam":
             raise ValueError(f"optimizer must be adam (MACL App. B.3), got {self.optimizer!r}")
         if self.precision not in ("auto", "fp32", "bf16"):
@@ -93,6 +130,10 @@ class VisionTrainSettings:
         for name in ("batch_size", "epochs", "log_every", "state_every", "width", "head_hidden", "head_dim"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 or None, got {self.max_steps}")
+        if self.lr <= 0 or self.weight_decay < 0:
+            raise ValueError(f"lr must be > 0 and weight_decay >= 0, got {self.lr}, {self.weight_decay}")
         if self.batch_size < 2:
             raise ValueError(f"batch_size must be >= 2 (the loss needs negatives), got {self.batch_size}")
 
@@ -108,10 +149,28 @@ class VisionTrainSettings:
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            f.name: (dict(v) if isinstance(v := getattr(self, f.name), Mapping) else v)
-            for f in dataclasses.fields(self)
-        }
+        """Plain JSON values (tuples as lists): ``from_dict(to_dict())`` gives the same settings."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def augment(self, size: int, mean, std) -> SimCLRAugment:
+        """The training augmentation these settings describe, for images of side ``size``."""
+        return SimCLRAugment(
+            size,
+            mean=mean,
+            std=std,
+            crop_scale=self.crop_scale,
+            crop_ratio=self.crop_ratio,
+            jitter=self.jitter,
+            jitter_p=self.jitter_p,
+            gray_p=self.gray_p,
+            flip_p=self.flip_p,
+        )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    return list(value) if isinstance(value, tuple) else value
 
 
 def effective_lr(settings: VisionTrainSettings) -> float:
@@ -132,7 +191,11 @@ def _write_encoder(
     tmp = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    torch.save({k: v.detach().cpu() for k, v in encoder.state_dict().items()}, tmp / ENCODER_FILE)
+    weights = {k: v.detach().cpu().contiguous() for k, v in encoder.state_dict().items()}
+    if _safetensors is not None:
+        _safetensors.save_file(weights, str(tmp / ENCODER_FILE))
+    else:  # pragma: no cover
+        torch.save(weights, tmp / ENCODER_FILE)
     (tmp / SETTINGS_FILE).write_text(json.dumps(summary, indent=1, default=float) + "\n")
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
@@ -164,13 +227,16 @@ def train_vision(
     log_path: str | Path,
     state_dir: str | Path,
     device: str | None = None,
+    download: bool = False,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Train one vision cell; write the encoder to ``out_dir`` and the JSONL log to ``log_path``.
 
-    ``data_root`` holds the CIFAR folders (unused for digits). ``state_dir`` holds snapshots while
-    training (a rerun resumes from them; deleted on success). Returns the summary also written to
-    ``out_dir/settings.json``.
+    ``data_root`` holds the CIFAR folders (unused for digits); ``download`` fetches CIFAR there first
+    when it is absent (:func:`~contrastlab.data.images.load_images`; the workflow does this in its own
+    data rule). ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on
+    success). ``progress``: a progress bar and one JSON line per log step on stderr. Returns the
+    summary also written to ``out_dir/settings.json``.
     """
     from tqdm.auto import tqdm
 
@@ -180,11 +246,20 @@ def train_vision(
     dev = pick_device(device)
     precision = resolve_precision(s.precision, dev)
     autocast = autocast_for(precision, dev)
-    channels_last = torch.channels_last if dev.type == "cuda" else torch.contiguous_format
+    use_channels_last = dev.type == "cuda" if s.channels_last is None else s.channels_last
+    channels_last = torch.channels_last if use_channels_last else torch.contiguous_format
 
-    data = load_images(s.dataset, "train", root=data_root, image_size=s.image_size)
+    data = load_images(s.dataset, "train", root=data_root, download=download, image_size=s.image_size)
     n_images, size = len(data.labels), data.images.shape[-1]
-    steps_per_epoch = n_images // s.batch_size  # drop_last: every step sees a full batch of negatives
+    if s.drop_last:  # every step sees a full batch of negatives
+        steps_per_epoch = n_images // s.batch_size
+    else:
+        steps_per_epoch = -(-n_images // s.batch_size)
+        if n_images % s.batch_size == 1:
+            raise ValueError(
+                f"drop_last=False with {n_images} images and batch {s.batch_size} leaves a last batch of "
+                "one image (no negatives); change batch_size or set drop_last"
+            )
     if steps_per_epoch == 0:
         raise ValueError(
             f"{s.dataset} has {n_images} training images, fewer than one batch of {s.batch_size}"
@@ -192,7 +267,7 @@ def train_vision(
     total_steps = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
     images = data.images.to(dev)
     mean, std = IMAGE_STATS[s.dataset]
-    augment = SimCLRAugment(size, mean=mean, std=std)
+    augment = s.augment(size, mean, std)
 
     random.seed(s.seed)
     np.random.seed(s.seed)
@@ -212,12 +287,13 @@ def train_vision(
     ).hexdigest()[:16]
     saved = st.load_state(state_dir, fingerprint)
     log = JsonlLog(state_dir / st.LOG_FILE)
-    timings = {"train_s": 0.0, "state_s": 0.0}
+    timings = {"train_s": 0.0, "state_s": 0.0, "timed_images": 0}
     run_info = {
         "device": str(dev),
         "device_name": device_name(dev),
         "precision": precision,
         "requested_precision": s.precision,
+        "channels_last": use_channels_last,
         "n_images": n_images,
         "image_size": size,
         "steps_per_epoch": steps_per_epoch,
@@ -228,7 +304,7 @@ def train_vision(
     }
     if saved is None:
         st.reset_state_dir(state_dir)
-        step, resumed_from, interval = 0, [], (0.0, 0)
+        step, resumed_from, interval = 0, [], (0.0, 0, 0)
         log.write({"event": "start", "settings": s.to_dict(), **run_info, "meta": run_metadata()})
     else:
         encoder.load_state_dict(saved["encoder"])
@@ -255,6 +331,7 @@ def train_vision(
     loss_sum = torch.full((), interval[0], device=dev)
     first_bad = torch.full((), -1, dtype=torch.long, device=dev)
     interval_steps, interval_t, paused = interval[1], time.perf_counter(), 0.0
+    interval_images = interval[2]
     order_epoch, order = -1, torch.empty(0, dtype=torch.long)
     while step < total_steps:
         step += 1
@@ -278,6 +355,7 @@ def train_vision(
         )
         loss = out.loss.detach()
         loss_sum += loss
+        interval_images += len(batch)
         first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), step, first_bad)
         interval_steps += 1
         bar.update(1)
@@ -303,12 +381,18 @@ def train_vision(
                 "lr": lr,
                 "stats": dict(out.stats),
                 "steps_per_s": interval_steps / elapsed,
-                "images_per_s": interval_steps * s.batch_size / elapsed,
+                "images_per_s": interval_images / elapsed,
             }
             log.write(record)
+            timings["timed_images"] += interval_images
+            if progress:
+                brief = {k: record[k] for k in ("step", "epoch", "loss")} | {
+                    "images_per_s": round(record["images_per_s"], 1)
+                }
+                bar.write(json.dumps(brief), file=sys.stderr)
             bar.set_postfix(loss=f"{record['loss']:.4f}", refresh=False)
             loss_sum.zero_()
-            interval_steps, interval_t, paused = 0, now, 0.0
+            interval_steps, interval_images, interval_t, paused = 0, 0, now, 0.0
         if snapshot:
             t = time.perf_counter()
             payload = {
@@ -323,7 +407,7 @@ def train_vision(
                 "views": views.get_state(),
                 "rng": st.capture_rng(),
                 # The log's running interval, so that a resumed run logs the same interval means.
-                "interval": (loss_sum.item(), interval_steps),
+                "interval": (loss_sum.item(), interval_steps, interval_images),
             }
             st.save_state(state_dir, payload, {"step": step, "fingerprint": fingerprint})
             timings["state_s"] += time.perf_counter() - t
@@ -331,7 +415,7 @@ def train_vision(
     bar.close()
 
     timings["total_s"] = time.perf_counter() - started
-    timings["images_per_s"] = total_steps * s.batch_size / timings["train_s"] if timings["train_s"] else None
+    timings["images_per_s"] = timings["timed_images"] / timings["train_s"] if timings["train_s"] else None
     summary = {
         "steps": step,
         "epochs": step / steps_per_epoch,
@@ -361,5 +445,19 @@ def load_encoder(
     summary = json.loads((out_dir / SETTINGS_FILE).read_text())
     s = summary["settings"]
     encoder = build_encoder(s["arch"], stem=s["stem"], width=s["width"])
-    encoder.load_state_dict(torch.load(out_dir / ENCODER_FILE, map_location="cpu", weights_only=True))
+    encoder.load_state_dict(load_weights(out_dir))
     return encoder.to(device).eval(), summary
+
+
+def load_weights(out_dir: str | Path) -> dict[str, torch.Tensor]:
+    """The encoder state dict saved in ``out_dir`` (``encoder.safetensors`` or ``encoder.pt``), on the CPU."""
+    out_dir = Path(out_dir)
+    for name in ENCODER_FILES:
+        path = out_dir / name
+        if path.exists():
+            if name.endswith(".safetensors"):
+                from safetensors.torch import load_file
+
+                return load_file(path)
+            return torch.load(path, map_location="cpu", weights_only=True)
+    raise FileNotFoundError(f"{out_dir}: no encoder weights ({' or '.join(ENCODER_FILES)})")
