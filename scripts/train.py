@@ -2,11 +2,9 @@
 
 import argparse
 import json
-import os
-import sys
 
 from contrastlab.training.sentence import TrainSettings, train
-from contrastlab.workflow import failure_record, job_data_locations, job_label, logged_to
+from contrastlab.workflow import failure_record, job_data_locations, job_label, logged_to, stderr_to_log
 
 FLAGS = "--backbone --corpus --dev-data-dir --out --log --state-dir".split()
 KEYWORDS = "backbone_dir corpus_path dev_data_dir out_dir log_path state_dir".split()  # of train()
@@ -38,10 +36,7 @@ def cli() -> None:
 
 if "snakemake" in globals():
     sm = globals()["snakemake"]
-    real_stderr = os.fdopen(os.dup(2), "w", buffering=1)  # for the one-line failure message
-    log_file = open(sm.log[0], "a", buffering=1)  # noqa: SIM115 (C-level writes go to the log too)
-    os.dup2(log_file.fileno(), 2)
-    sys.stderr = real_stderr
+    stderr_to_log(sm.log[0])
     with logged_to(sm.log[0], job_label(sm), append=True, failure_record=failure_record(sm)):
         import torch
 

@@ -154,6 +154,15 @@ def forget_running_workflow(results_dir: str) -> None:
     (Path(results_dir) / "state" / "snakemake.json").unlink(missing_ok=True)
 
 
+def stderr_to_log(log_path: str | os.PathLike) -> None:
+    """Send file descriptor 2 (C-level and library output: tqdm, torch warnings) to the job's log, and
+    keep ``sys.stderr`` on the terminal for the one-line failure message :func:`logged_to` prints."""
+    sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
 @contextlib.contextmanager
 def logged_to(
     log_path: str | os.PathLike,

@@ -41,7 +41,6 @@ def _training_values(config: Mapping[str, Any], experiment: str, key: str) -> se
 
 def detected(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
     """Deviations that follow from the config itself (see the module docstring)."""
-    from contrastlab.tables.published import paper_backbones
 
     exp = config["experiments"][experiment]
     if exp.get("track") == "vision":
@@ -88,17 +87,20 @@ def detected(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]
                 "why": "a preset with fewer runs",
             }
         )
-    extra = [b for b in exp.get("backbones") or [] if b not in paper_backbones(experiment)]
-    if extra:
-        out.append(
-            {
-                "setting": "backbones",
-                "paper": ", ".join(paper_backbones(experiment)),
-                "ours": f"also {', '.join(extra)} (no published numbers)",
-                "why": "offline or small backbones of a preset",
-            }
-        )
+    out += _extra_backbones(config, experiment, "offline or small backbones of a preset")
     return out
+
+
+def _extra_backbones(config: Mapping[str, Any], experiment: str, why: str) -> list[dict[str, str]]:
+    """The backbones the experiment trains that no table of its paper has (no published numbers)."""
+    from contrastlab.tables.published import paper_backbones
+
+    in_paper = paper_backbones(experiment)
+    extra = [b for b in config["experiments"][experiment].get("backbones") or [] if b not in in_paper]
+    if not extra:
+        return []
+    ours = f"also {', '.join(extra)} (no published numbers)"
+    return [{"setting": "backbones", "paper": ", ".join(in_paper), "ours": ours, "why": why}]
 
 
 #: MACL App. B.3: "We train the encoders for 200 epochs" (single runs: no seed count to compare).
@@ -107,7 +109,6 @@ VISION_PAPER_EPOCHS = 200
 
 def _detected_vision(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
     """Shortened schedules and backbones without published numbers, for a vision experiment."""
-    from contrastlab.tables.published import paper_backbones
 
     out = []
     epochs = sorted(v for v in _training_values(config, experiment, "epochs") if v != VISION_PAPER_EPOCHS)
@@ -123,21 +124,7 @@ def _detected_vision(config: Mapping[str, Any], experiment: str) -> list[dict[st
                 "why": "a shortened run (preset); accuracies are not comparable to the paper's",
             }
         )
-    extra = [
-        b
-        for b in config["experiments"][experiment].get("backbones") or []
-        if b not in paper_backbones(experiment)
-    ]
-    if extra:
-        out.append(
-            {
-                "setting": "backbones",
-                "paper": ", ".join(paper_backbones(experiment)),
-                "ours": f"also {', '.join(extra)} (no published numbers)",
-                "why": "small encoders of a preset",
-            }
-        )
-    return out
+    return out + _extra_backbones(config, experiment, "small encoders of a preset")
 
 
 def deviations(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
