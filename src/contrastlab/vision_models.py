@@ -24,7 +24,15 @@ STEMS = ("cifar", "imagenet")
 class ResNetEncoder(nn.Module):
     """A ResNet without its classifier: images [B, 3, H, W] -> pooled features [B, feature_dim]."""
 
-    def __init__(self, block: type, layers: tuple[int, ...], *, width: int = 64, stem: str = "cifar") -> None:
+    def __init__(
+        self,
+        block: type,
+        layers: tuple[int, ...],
+        *,
+        width: int = 64,
+        stem: str = "cifar",
+        out_dim: int | None = None,
+    ) -> None:
         super().__init__()
         if stem not in STEMS:
             raise ValueError(f"unknown stem {stem!r}; valid: {', '.join(STEMS)}")
@@ -53,6 +61,13 @@ class ResNetEncoder(nn.Module):
             setattr(self, f"layer{index + 1}", nn.Sequential(*stage))
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.feature_dim = inplanes
+        # OAR §5.2: a ResNet-50 "that outputs 512-d embeddings": a linear map of the pooled features.
+        self.out: nn.Module = nn.Identity()
+        if out_dim is not None:
+            if out_dim < 1:
+                raise ValueError(f"out_dim must be >= 1 or None, got {out_dim}")
+            self.out = nn.Linear(inplanes, out_dim)
+            self.feature_dim = out_dim
         # torchvision's initialisation (kaiming normal, fan_out; BatchNorm weight 1, bias 0).
         for module in self.modules():
             if isinstance(module, nn.Conv2d):
@@ -64,11 +79,14 @@ class ResNetEncoder(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return torch.flatten(self.avgpool(x), 1)
+        return self.out(torch.flatten(self.avgpool(x), 1))
 
 
-def build_encoder(arch: str = "resnet18", *, stem: str = "cifar", width: int = 64) -> ResNetEncoder:
-    """A randomly initialised ResNet encoder (``arch`` in :data:`ARCHS`); ``.feature_dim`` is its output size.
+def build_encoder(
+    arch: str = "resnet18", *, stem: str = "cifar", width: int = 64, out_dim: int | None = None
+) -> ResNetEncoder:
+    """A randomly initialised ResNet encoder (``arch`` in :data:`ARCHS`); ``.feature_dim`` is its output size
+    (the pooled features, or ``out_dim`` through a final linear layer).
 
     >>> build_encoder("resnet18", width=8).feature_dim
     64
@@ -76,7 +94,7 @@ def build_encoder(arch: str = "resnet18", *, stem: str = "cifar", width: int = 6
     if arch not in ARCHS:
         raise ValueError(f"unknown encoder {arch!r}; valid: {', '.join(ARCHS)}")
     block, layers = ARCHS[arch]
-    return ResNetEncoder(block, layers, width=width, stem=stem)
+    return ResNetEncoder(block, layers, width=width, stem=stem, out_dim=out_dim)
 
 
 class ProjectionHead(nn.Module):

@@ -12,16 +12,20 @@ from contrastlab.training.vision import VisionTrainSettings, train_vision
 
 settings, workdir = json.loads(sys.argv[1]), sys.argv[2]
 if len(sys.argv) > 3:
-    kill_at, original, calls = int(sys.argv[3]), torch.optim.Adam.step, [0]
+    kill_at, calls = int(sys.argv[3]), [0]
 
-    def step_then_maybe_die(self, *args, **kwargs):
-        result = original(self, *args, **kwargs)
-        calls[0] += 1
-        if calls[0] == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return result
+    def dying_after(original):
+        def step_then_maybe_die(self, *args, **kwargs):
+            result = original(self, *args, **kwargs)
+            calls[0] += 1
+            if calls[0] == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return result
 
-    torch.optim.Adam.step = step_then_maybe_die
+        return step_then_maybe_die
+
+    torch.optim.Adam.step = dying_after(torch.optim.Adam.step)
+    torch.optim.SGD.step = dying_after(torch.optim.SGD.step)
 torch.set_num_threads(1)
 train_vision(
     VisionTrainSettings.from_dict(settings),

@@ -64,15 +64,64 @@ def test_log_and_encoder(reference):
     assert summary["meta"] and summary["channels_last"] is False and summary["precision"] == "fp32"
 
 
+#: An OAR cell (OAR §4-5): SGD with a cosine rate over 2 epochs of 22 steps, no projection head, the
+#: anchor term on 10% of the labels (143 digits, 4 labelled batches of 32 per cycle).
+TINY_OAR = TINY | {
+    "loss": "ntxent",
+    "loss_hp": {"tau": 0.5},
+    "optimizer": "sgd",
+    "lr": 0.05,
+    "lr_reference_batch": None,
+    "lr_schedule": "cosine",
+    "weight_decay": 5e-4,
+    "projection_head": False,
+    "batch_size": 64,
+    "epochs": 2,
+    "max_steps": None,
+    "log_every": 4,
+    "state_every": 7,
+    "oar_fraction": 0.1,
+    "oar_batch_size": 32,
+}
+
+
+@pytest.fixture(scope="module")
+def reference_oar(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("reference_oar")
+    assert run(TINY_OAR, workdir) == 0
+    return workdir
+
+
+def test_oar_cell_trains_toward_its_saved_anchors(reference_oar):
+    from safetensors.torch import load_file
+
+    from contrastlab.losses.oar import orthonormal_anchors
+
+    records = [json.loads(line) for line in (reference_oar / "train_log.jsonl").read_text().splitlines()]
+    start, train = records[0], [r for r in records if r["event"] == "train"]
+    assert start["oar_labelled"] == 143 and start["loss_dim"] == 32 and start["steps_per_epoch"] == 22
+    # The rate follows the cosine of the epoch: 0.05 in epoch 0, 0.05 x (1 + cos(pi/2)) / 2 in epoch 1.
+    assert {r["epoch"]: r["lr"] for r in train} == {0: 0.05, 1: pytest.approx(0.025)}
+    oar_terms = [r["stats"]["oar"] for r in train]
+    assert 0 <= oar_terms[-1] < oar_terms[0] <= 2  # 1 - cos in [0, 2]; it is being minimised
+    anchors = load_file(reference_oar / "encoder" / "anchors.safetensors")["anchors"]
+    expected = orthonormal_anchors(10, 32, generator=torch.Generator().manual_seed(42))  # the default seed
+    assert torch.equal(anchors, expected.float())
+    encoder, summary = load_encoder(reference_oar / "encoder")
+    assert summary["settings"]["oar_fraction"] == 0.1 and encoder(torch.zeros(2, 3, 16, 16)).shape == (2, 32)
+
+
 @pytest.mark.fault(
     "SIGKILL of a vision training job at a random step", "rerun resumes; encoder and log bit-identical"
 )
-@pytest.mark.parametrize("seed", [0, 1])
-def test_sigkill_at_a_random_step_resumes_bit_identically(reference, tmp_path, seed, observed):
-    kill_at = random.Random(seed).randint(6, 22)
-    assert run(TINY, tmp_path, kill_at=kill_at) == -9
+@pytest.mark.parametrize("seed", [0, 1, "oar"])
+def test_sigkill_at_a_random_step_resumes_bit_identically(request, tmp_path, seed, observed):
+    cell, reference = (TINY_OAR, "reference_oar") if seed == "oar" else (TINY, "reference")
+    reference = request.getfixturevalue(reference)
+    kill_at = random.Random(seed).randint(8, 40) if seed == "oar" else random.Random(seed).randint(6, 22)
+    assert run(cell, tmp_path, kill_at=kill_at) == -9
     assert (tmp_path / "state" / "state.pt").exists() and not (tmp_path / "encoder").exists()
-    assert run(TINY, tmp_path) == 0
+    assert run(cell, tmp_path) == 0
     got, expected = load_weights(tmp_path / "encoder"), load_weights(reference / "encoder")
     assert got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in got)
 
@@ -84,7 +133,8 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(reference, tmp_path, s
     assert without_timing(tmp_path / "train_log.jsonl") == without_timing(reference / "train_log.jsonl")
     log = (tmp_path / "train_log.jsonl").read_text()
     assert '"event": "resume"' in log
-    observed(f"killed after step {kill_at}; resumed; encoder weights and log equal")
+    cell_name = " (OAR cell)" if seed == "oar" else ""
+    observed(f"killed after step {kill_at}{cell_name}; resumed; encoder weights and log equal")
 
 
 @pytest.mark.fault("NaN loss in a vision cell", "NonFiniteLossError naming the step and the loss stats")
@@ -174,7 +224,11 @@ def test_settings_round_trip_through_json_and_reject_bad_augmentations():
         ({"gray_p": 1.5}, "gray_p"),
         ({"batch_size": 1}, "batch_size"),
         ({"max_steps": 0}, "max_steps"),
-        ({"optimizer": "sgd"}, "optimizer must be adam"),
+        ({"optimizer": "lars"}, "optimizer must be one of adam, sgd"),
+        ({"lr_schedule": "step"}, "lr_schedule must be one of constant, cosine"),
+        ({"oar_fraction": 1.5}, "oar_fraction"),
+        ({"oar_batch_size": 1}, "oar_batch_size"),
+        ({"momentum": 1.0}, "momentum"),
     ]:
         with pytest.raises(ValueError, match=message):
             VisionTrainSettings(**bad)

@@ -39,6 +39,7 @@ __all__ = [
     "ImageDataError",
     "ImageSplit",
     "check_local_copy",
+    "labelled_subset",
     "load_images",
     "prepare_images",
 ]
@@ -269,3 +270,27 @@ def load_images(
     # torchvision keeps .data as [N, 32, 32, 3] (HWC, as pickled); the network wants NCHW.
     images = torch.from_numpy(np.ascontiguousarray(data.data)).permute(0, 3, 1, 2).contiguous()
     return ImageSplit(images, torch.as_tensor(data.targets, dtype=torch.int64), tuple(data.classes))
+
+
+def labelled_subset(n_images: int, fraction: float, seed: int) -> torch.Tensor:
+    """Indices of the training images whose labels a run may use: the first
+    ``int(fraction * n_images)`` entries of a permutation drawn from ``seed`` (OAR §4-5: the labelled
+    set S of the regression term and the 10/50/100% label budgets of the fine-tuning).
+
+    The subsets of one seed are nested (the 10% subset is inside the 50% one), so an OAR run and its
+    fine-tuning at 10% use the same labels, as the paper does ("the same 10% of labels"). Not stratified:
+    the authors draw S with ``random_split`` (``data_CIFAR10.py``). Sorted indices; at least 2.
+
+    >>> labelled_subset(10, 0.3, seed=0).tolist()
+    [2, 3, 4]
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"label fraction must be in (0, 1], got {fraction}")
+    count = int(fraction * n_images)
+    if count < 2:
+        raise ValueError(
+            f"label fraction {fraction} of {n_images} images leaves {count} labelled image(s); "
+            "raise the fraction (at least 2 images)"
+        )
+    order = torch.from_numpy(np.random.default_rng([seed, 0x0A4]).permutation(n_images))
+    return order[:count].sort().values

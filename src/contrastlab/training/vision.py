@@ -8,6 +8,14 @@ the loss to the two [B, head_dim] halves. Adam with MACL's learning-rate rule (l
 256), a constant rate, weight decay 1e-6. bf16 autocast and channels-last on CUDA. Only full batches
 by default (``drop_last``): every step has the same number of negatives.
 
+The OAR study (OAR §4-5) adds, per step, a batch of *labelled* images from a fixed subset of the
+training split (``oar_fraction``, :func:`~contrastlab.data.images.labelled_subset`), seen in two views
+in a second forward pass (its own BatchNorm batch, as the authors' code), and the Orthonormal Anchor
+Regression term (:func:`~contrastlab.losses.oar.oar_loss`) of their embeddings against fixed anchors
+drawn from the seed (saved beside the encoder, ``anchors.safetensors``); SGD with momentum and a
+cosine-annealed rate, and no projection head (the paper trains on the encoder's 512-d output), are
+settings.
+
 Snapshots (model, head, optimiser, the augmentation generator and every RNG, the log offset) every
 ``state_every`` steps make a killed job resume to a bit-identical encoder and log on CPU (the helpers
 of :mod:`contrastlab.training.state`). The final encoder's state dict is written to
@@ -21,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import random
 import shutil
 import sys
@@ -33,8 +42,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from contrastlab.data.images import IMAGE_STATS, load_images
+from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images
 from contrastlab.losses import build_loss
+from contrastlab.losses.oar import oar_loss, orthonormal_anchors
 from contrastlab.models import pick_device
 from contrastlab.training import state as st
 from contrastlab.training.augment import SimCLRAugment
@@ -53,8 +63,11 @@ __all__ = [
     "ENCODER_FILE",
     "ENCODER_FILES",
     "SETTINGS_FILE",
+    "ANCHORS_FILE",
+    "OarBatch",
     "VisionTrainSettings",
     "effective_lr",
+    "scheduled_lr",
     "load_encoder",
     "load_weights",
     "train_vision",
@@ -69,6 +82,10 @@ except ImportError:  # pragma: no cover - safetensors comes with transformers
 ENCODER_FILE = "encoder.safetensors" if _safetensors is not None else "encoder.pt"
 ENCODER_FILES = ("encoder.safetensors", "encoder.pt")
 SETTINGS_FILE = "settings.json"
+#: The OAR anchors [K, D] of an OAR run, beside the encoder (safetensors key ``anchors``).
+ANCHORS_FILE = "anchors.safetensors"
+OPTIMIZERS = ("adam", "sgd")
+LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclass(frozen=True)
@@ -83,16 +100,29 @@ class VisionTrainSettings:
     stem: str = "cifar"  # 3x3 stride-1 stem, no max-pool (App. B.3)
     width: int = 64  # channels of the first stage (64 = the standard ResNet)
     image_size: int | None = None  # None: the dataset's own (CIFAR 32 as App. B.3, digits 16)
+    out_dim: int | None = (
+        None  # a final linear layer of the encoder to this size (OAR §5.2: ResNet-50 -> 512)
+    )
+    input_size: int | None = (
+        None  # side of the network's input; None: the images' own (OAR §5 resizes to 224)
+    )
+    projection_head: bool = True  # False: the loss sees the encoder's output (OAR §5.1, "used for training")
     head_hidden: int = 512
     head_dim: int = 128  # protocol.md §3: 2-layer MLP head to 128-d
     epochs: int = 200  # App. B.3
     max_steps: int | None = None  # stop early (tests, presets)
     batch_size: int = 256  # App. B.3 / Table B.3 sweep 64-1024
     drop_last: bool = True  # only full batches (the last partial batch of an epoch is skipped)
-    optimizer: str = "adam"  # App. B.3: Adam replaces SimCLR's LARS
+    optimizer: str = "adam"  # App. B.3: Adam replaces SimCLR's LARS; sgd: OAR §5 (momentum below)
+    momentum: float = 0.9  # SGD only (the OAR authors' OAR_model_SimCLR.py)
     lr: float = 1e-3  # App. B.3 base rate ...
     lr_reference_batch: int | None = 256  # ... x batch/256 for batches above 256; None: no scaling
+    lr_schedule: str = "constant"  # constant (App. B.3) | cosine: annealed to 0 over `epochs`, per epoch
     weight_decay: float = 1e-6  # App. B.3
+    # OAR (§4): the anchor-regression term on a fixed labelled subset; 0 switches it off.
+    oar_fraction: float = 0.0  # fraction of the training split whose labels the term uses (OAR: 0.1)
+    oar_weight: float = 1.0  # weight of the term (the authors add it with weight 1)
+    oar_batch_size: int | None = None  # labelled images per step; None: batch_size (the authors' loader)
     precision: str = "auto"  # auto: bf16 on CUDA, fp32 on CPU
     channels_last: bool | None = None  # None: on CUDA only (faster convolutions with bf16)
     # SimCLR's CIFAR augmentations (Chen et al. 2020, App. A; the four types of App. B.3); OAR uses
@@ -123,8 +153,25 @@ class VisionTrainSettings:
         for name in ("jitter_p", "gray_p", "flip_p"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if self.optimizer != "adam":
-            raise ValueError(f"optimizer must be adam (MACL App. B.3), got {self.optimizer!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(
+                f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}"
+            )
+        if not 0 <= self.momentum < 1:
+            raise ValueError(f"momentum must be in [0, 1), got {self.momentum}")
+        if not 0 <= self.oar_fraction <= 1 or self.oar_weight < 0:
+            raise ValueError(
+                "oar_fraction must be in [0, 1] and oar_weight >= 0, "
+                f"got {self.oar_fraction}, {self.oar_weight}"
+            )
+        for name in ("out_dim", "input_size", "oar_batch_size"):
+            value = getattr(self, name)
+            if value is not None and value < (2 if name == "oar_batch_size" else 1):
+                raise ValueError(
+                    f"{name} must be None or >= {2 if name == 'oar_batch_size' else 1}, got {value}"
+                )
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"precision must be auto, fp32 or bf16, got {self.precision!r}")
         for name in ("batch_size", "epochs", "log_every", "state_every", "width", "head_hidden", "head_dim"):
@@ -186,7 +233,12 @@ def effective_lr(settings: VisionTrainSettings) -> float:
 
 
 def _write_encoder(
-    out_dir: Path, encoder: torch.nn.Module, summary: dict[str, Any], state_dir: Path, log_path: Path
+    out_dir: Path,
+    encoder: torch.nn.Module,
+    summary: dict[str, Any],
+    state_dir: Path,
+    log_path: Path,
+    anchors: torch.Tensor | None = None,
 ) -> None:
     tmp = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -196,6 +248,12 @@ def _write_encoder(
         _safetensors.save_file(weights, str(tmp / ENCODER_FILE))
     else:  # pragma: no cover
         torch.save(weights, tmp / ENCODER_FILE)
+    if anchors is not None:
+        anchors = anchors.detach().cpu().contiguous()
+        if _safetensors is not None:
+            _safetensors.save_file({"anchors": anchors}, str(tmp / ANCHORS_FILE))
+        else:  # pragma: no cover
+            torch.save({"anchors": anchors}, tmp / ANCHORS_FILE)
     (tmp / SETTINGS_FILE).write_text(json.dumps(summary, indent=1, default=float) + "\n")
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
@@ -205,18 +263,69 @@ def _write_encoder(
     tmp_log.replace(log_path)
 
 
-def train_step(encoder, head, loss_fn, optimizer, view1, view2, *, autocast, memory_format, with_stats: bool):
+@dataclass(frozen=True)
+class OarBatch:
+    """A labelled batch of the OAR term: two views [B, 3, S, S], labels [B], anchors [K, D], weight."""
+
+    view1: torch.Tensor
+    view2: torch.Tensor
+    labels: torch.Tensor
+    anchors: torch.Tensor
+    weight: float
+
+
+def train_step(
+    encoder,
+    head,
+    loss_fn,
+    optimizer,
+    view1,
+    view2,
+    *,
+    autocast,
+    memory_format,
+    with_stats: bool,
+    oar: OarBatch | None = None,
+):
     """One optimiser step on two augmented views [B, 3, S, S]: both views through the encoder and head
-    in one forward pass of 2B images (BatchNorm sees the whole 2N batch), the loss on the halves.
-    Returns (loss output, h1, h2); the benchmark times exactly this."""
+    in one forward pass of 2B images (BatchNorm sees the whole 2N batch), the loss on the halves; with
+    ``oar``, its labelled views in a second pass and ``weight`` x the OAR term added (OAR §4).
+    Returns (loss output, h1, h2, OAR term or None); the benchmark times exactly this."""
     x = torch.cat([view1, view2]).contiguous(memory_format=memory_format)
     with autocast():
         h1, h2 = head(encoder(x)).chunk(2)
     out = loss_fn(h1, h2, with_stats=with_stats)
-    out.loss.backward()
+    total, oar_value = out.loss, None
+    if oar is not None:
+        x = torch.cat([oar.view1, oar.view2]).contiguous(memory_format=memory_format)
+        with autocast():
+            z1, z2 = head(encoder(x)).chunk(2)
+        oar_value = oar_loss(z1, z2, oar.labels, oar.anchors)
+        total = total + oar.weight * oar_value
+    total.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return out, h1, h2
+    return out, h1, h2, oar_value
+
+
+def scheduled_lr(settings: VisionTrainSettings, epoch: int) -> float:
+    """The rate of ``epoch`` (0-based): :func:`effective_lr`, constant or cosine-annealed to 0 over
+    ``settings.epochs`` epochs (``CosineAnnealingLR(T_max=epochs)`` stepped per epoch, the OAR authors'
+    schedule).
+
+    >>> s = VisionTrainSettings(lr=1.0, lr_schedule="cosine", epochs=4, lr_reference_batch=None)
+    >>> [round(scheduled_lr(s, e), 4) for e in range(4)]
+    [1.0, 0.8536, 0.5, 0.1464]
+    """
+    lr = effective_lr(settings)
+    if settings.lr_schedule == "constant":
+        return lr
+    return lr * 0.5 * (1.0 + math.cos(math.pi * min(epoch, settings.epochs) / settings.epochs))
+
+
+def _labelled_order(n: int, seed: int, cycle: int) -> np.ndarray:
+    """The order of the labelled subset in one pass over it (independent of the main epoch order)."""
+    return np.random.default_rng([seed, 0x0A4, cycle]).permutation(n)
 
 
 def train_vision(
@@ -267,19 +376,45 @@ def train_vision(
     total_steps = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
     images = data.images.to(dev)
     mean, std = IMAGE_STATS[s.dataset]
-    augment = s.augment(size, mean, std)
+    input_size = s.input_size or size
+    augment = s.augment(input_size, mean, std)
 
     random.seed(s.seed)
     np.random.seed(s.seed)
     torch.manual_seed(s.seed)
-    encoder = build_encoder(s.arch, stem=s.stem, width=s.width)
-    head = ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim)
+    encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
+    if s.projection_head:
+        head: torch.nn.Module = ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim)
+    else:
+        head = torch.nn.Identity()
+    loss_dim = s.head_dim if s.projection_head else encoder.feature_dim
     encoder.to(dev, memory_format=channels_last).train()
     head.to(dev).train()
     params = [*encoder.parameters(), *head.parameters()]
-    lr = effective_lr(s)
-    optimizer = torch.optim.Adam(params, lr=lr, weight_decay=s.weight_decay, fused=dev.type == "cuda" or None)
+    lr = scheduled_lr(s, 0)
+    fused = dev.type == "cuda" or None
+    if s.optimizer == "adam":
+        optimizer = torch.optim.Adam(params, lr=lr, weight_decay=s.weight_decay, fused=fused)
+    else:
+        optimizer = torch.optim.SGD(
+            params, lr=lr, momentum=s.momentum, weight_decay=s.weight_decay, fused=fused
+        )
     loss_fn = build_loss(s.loss, **s.loss_hp)
+    oar = None
+    if s.oar_fraction > 0:
+        labelled = labelled_subset(n_images, s.oar_fraction, s.seed).to(dev)
+        oar_batch_size = min(s.oar_batch_size or s.batch_size, len(labelled))
+        # Drawn from the run's seed on the CPU in float64: the same anchors on every device.
+        anchors = orthonormal_anchors(
+            NUM_CLASSES[s.dataset], loss_dim, generator=torch.Generator().manual_seed(s.seed)
+        )
+        oar = {
+            "labelled": labelled,
+            "labels": data.labels.to(dev),
+            "batch_size": oar_batch_size,
+            "steps_per_cycle": len(labelled) // oar_batch_size,
+            "anchors": anchors.to(dev),
+        }
     views = torch.Generator(device=dev).manual_seed(s.seed)  # the augmentations' draws
 
     fingerprint = hashlib.sha256(
@@ -298,8 +433,11 @@ def train_vision(
         "image_size": size,
         "steps_per_epoch": steps_per_epoch,
         "total_steps": total_steps,
-        "effective_lr": lr,
+        "effective_lr": effective_lr(s),
+        "input_size": input_size,
         "feature_dim": encoder.feature_dim,
+        "loss_dim": loss_dim,
+        "oar_labelled": len(oar["labelled"]) if oar else 0,
         "trainable_params": sum(p.numel() for p in params),
     }
     if saved is None:
@@ -333,16 +471,38 @@ def train_vision(
     interval_steps, interval_t, paused = interval[1], time.perf_counter(), 0.0
     interval_images = interval[2]
     order_epoch, order = -1, torch.empty(0, dtype=torch.long)
+    oar_cycle, oar_order = -1, torch.empty(0, dtype=torch.long)
     while step < total_steps:
         step += 1
         epoch, position = divmod(step - 1, steps_per_epoch)
         if epoch != order_epoch:
             order_epoch = epoch
             order = torch.from_numpy(epoch_order(n_images, s.seed, epoch)).to(dev)
+            lr = scheduled_lr(s, epoch)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
         batch = images[order[position * s.batch_size : (position + 1) * s.batch_size]]
         logging = step % s.log_every == 0 or step == total_steps
         snapshot = step % s.state_every == 0 and step < total_steps
-        out, h1, h2 = train_step(
+        oar_batch = None
+        if oar is not None:
+            # The labelled loader cycles independently of the epoch (the authors' max_size_cycle).
+            cycle, oar_position = divmod(step - 1, oar["steps_per_cycle"])
+            if cycle != oar_cycle:
+                oar_cycle = cycle
+                oar_order = oar["labelled"][
+                    torch.from_numpy(_labelled_order(len(oar["labelled"]), s.seed, cycle)).to(dev)
+                ]
+            b = oar["batch_size"]
+            rows = oar_order[oar_position * b : (oar_position + 1) * b]
+            oar_batch = OarBatch(
+                augment(images[rows], views),
+                augment(images[rows], views),
+                oar["labels"][rows],
+                oar["anchors"],
+                s.oar_weight,
+            )
+        out, h1, h2, oar_value = train_step(
             encoder,
             head,
             loss_fn,
@@ -352,8 +512,9 @@ def train_vision(
             autocast=autocast,
             memory_format=channels_last,
             with_stats=logging,
+            oar=oar_batch,
         )
-        loss = out.loss.detach()
+        loss = out.loss.detach() if oar_value is None else (out.loss + s.oar_weight * oar_value).detach()
         loss_sum += loss
         interval_images += len(batch)
         first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), step, first_bad)
@@ -379,7 +540,7 @@ def train_vision(
                 "loss": (loss_sum / interval_steps).item(),
                 "loss_last": loss.item(),
                 "lr": lr,
-                "stats": dict(out.stats),
+                "stats": dict(out.stats) | ({"oar": oar_value.item()} if oar_value is not None else {}),
                 "steps_per_s": interval_steps / elapsed,
                 "images_per_s": interval_images / elapsed,
             }
@@ -432,7 +593,7 @@ def train_vision(
             **{k: summary[k] for k in ("steps", "timings", "device_name", "peak_gpu_memory_gib")},
         }
     )
-    _write_encoder(out_dir, encoder, summary, state_dir, log_path)
+    _write_encoder(out_dir, encoder, summary, state_dir, log_path, oar["anchors"] if oar else None)
     shutil.rmtree(state_dir, ignore_errors=True)
     return summary
 
@@ -444,7 +605,7 @@ def load_encoder(
     out_dir = Path(out_dir)
     summary = json.loads((out_dir / SETTINGS_FILE).read_text())
     s = summary["settings"]
-    encoder = build_encoder(s["arch"], stem=s["stem"], width=s["width"])
+    encoder = build_encoder(s["arch"], stem=s["stem"], width=s["width"], out_dim=s.get("out_dim"))
     encoder.load_state_dict(load_weights(out_dir))
     return encoder.to(device).eval(), summary
 
