@@ -1,4 +1,4 @@
-"""Linear and kNN evaluation of image encoders on frozen features (MACL App. B.3)."""
+"""Linear, kNN (MACL App. B.3) and FFN (OAR §5) evaluation of image encoders on frozen features."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import pytest
 import torch
 
 from contrastlab.evaluation.vision import (
+    effective_rank,
+    embedding_variance,
     evaluate_encoder,
     extract_features,
+    ffn_accuracy,
     knn_accuracy,
     linear_probe_accuracy,
 )
@@ -155,3 +158,62 @@ def test_evaluate_encoder_end_to_end_on_digits(tmp_path):
     assert set(metrics["timings"]) == {"extract_s", "linear_s", "knn_s"}
     again = evaluate_encoder(tmp_path / "enc", data_root=None, linear={"epochs": 20}, knn={"k": 20})
     assert again["scores"] == metrics["scores"]  # deterministic on CPU
+    # OAR's protocol: the FFN at two label budgets, top-1 and top-5, and the embedding statistics.
+    ffn = {"label_fractions": [0.1, 1.0], "epochs": 30, "lr": 0.05, "hidden": [16, 8]}
+    oar = evaluate_encoder(tmp_path / "enc", data_root=None, probes=["ffn"], ffn=ffn)
+    assert set(oar["scores"]) == {
+        "ffn10_top1",
+        "ffn10_top5",
+        "ffn100_top1",
+        "ffn100_top5",
+        "embedding_variance",
+        "effective_rank_95",
+    }
+    assert (
+        oar["ffn"]["batch_size"] == 32
+        and oar["ffn"]["lr"] == 0.05
+        and set(oar["timings"])
+        == {
+            "extract_s",
+            "ffn_s",
+        }
+    )
+    assert oar["scores"]["ffn100_top5"] >= oar["scores"]["ffn100_top1"] > 30
+    assert 1 <= oar["scores"]["effective_rank_95"] <= 32
+    with pytest.raises(ValueError, match="unknown probe"):
+        evaluate_encoder(tmp_path / "enc", data_root=None, probes=["svm"])
+
+
+def test_ffn_learns_separable_features_and_gives_chance_on_collapsed_ones():
+    g = torch.Generator().manual_seed(0)
+    centres = torch.randn(4, 8, generator=g) * 3
+    y = torch.arange(400) % 4
+    x = centres[y] + 0.1 * torch.randn(400, 8, generator=g)
+    kwargs = {"num_classes": 4, "hidden": [16, 8], "epochs": 30, "batch_size": 32, "lr": 0.05}
+    top = ffn_accuracy(x[:300], y[:300], x[300:], y[300:], **kwargs)
+    assert top["top1"] == 100.0 and top["top5"] == 100.0
+    assert ffn_accuracy(x[:300], y[:300], x[300:], y[300:], **kwargs) == top  # seeded
+    # OAR §5.1: identical embeddings leave the classifier one answer for every image: the share of
+    # the predicted class (here 25% each), whatever it learns.
+    collapsed = torch.ones(400, 8)
+    top = ffn_accuracy(collapsed[:300], y[:300], collapsed[300:], y[300:], **kwargs)
+    assert top["top1"] == 25.0 and top["top5"] == 100.0  # 4 classes: top-5 covers all
+    with pytest.raises(ValueError, match="hidden sizes"):
+        ffn_accuracy(x, y, x, y, num_classes=4, hidden=[])
+
+
+def test_embedding_variance_and_effective_rank_match_numpy():
+    import numpy as np
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(200, 6, generator=g) * torch.tensor([5.0, 3.0, 1.0, 0.3, 0.1, 0.01])
+    assert embedding_variance(x) == pytest.approx(
+        float(np.var(x.numpy().astype(np.float64), axis=0, ddof=1).sum())
+    )
+    sigma2 = np.linalg.svd(x.numpy() - x.numpy().mean(0), compute_uv=False) ** 2
+    share = np.cumsum(sigma2) / sigma2.sum()
+    for energy in (0.5, 0.9, 0.95, 0.999):
+        assert effective_rank(x, energy) == int(np.argmax(share >= energy)) + 1
+    assert effective_rank(torch.ones(5, 3)) == 0  # no variance at all (total collapse)
+    line = torch.outer(torch.linspace(-1, 1, 50), torch.tensor([1.0, 2.0, 3.0]))
+    assert effective_rank(line) == 1

@@ -10,8 +10,16 @@
   with weight exp(cos / 0.1) (Wu et al. 2018, "Unsupervised Feature Learning via Non-Parametric
   Instance Discrimination", the kNN monitor of the SimCLR/MoCo CIFAR code bases).
 
-Both report top-1 accuracy in percent on the test split; features are the encoder's pooled output
-(before the projection head).
+- FFN fine-tuning (OAR §5): a feed-forward classifier with three hidden layers (256/128/64 for
+  CIFAR-10, 512/1024/1024 for CIFAR-100; ReLU) trained with SGD, batch 32, 100 epochs, on the frozen
+  encoder's features of a labelled fraction (10/50/100%) of the training split; the 10% subset is the
+  one an OAR run regressed (:func:`~contrastlab.data.images.labelled_subset`). The encoder stays
+  frozen: the paper's argument (collapsed embeddings give chance accuracy) is about the embeddings. Top-1
+  and top-5. Beside it, the embedding statistics of OAR Fig. 2-3: the total variance (sum of the
+  per-dimension variances of the test embeddings) and the effective rank at 95% energy.
+
+All report accuracy in percent on the test split; features are the encoder's output (before any
+projection head).
 """
 
 from __future__ import annotations
@@ -24,15 +32,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, load_images
+from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images
 from contrastlab.models import pick_device
 from contrastlab.training.augment import eval_transform
 
 __all__ = [
+    "FFN_DEFAULTS",
     "KNN_DEFAULTS",
     "LINEAR_DEFAULTS",
+    "PROBES",
+    "effective_rank",
+    "embedding_variance",
     "evaluate_encoder",
     "extract_features",
+    "ffn_accuracy",
     "knn_accuracy",
     "linear_probe_accuracy",
 ]
@@ -40,6 +53,18 @@ __all__ = [
 #: MACL App. B.3 and Table B.3.
 LINEAR_DEFAULTS = {"epochs": 100, "batch_size": 128, "lr": 0.02, "momentum": 0.9, "weight_decay": 0.0}
 KNN_DEFAULTS = {"k": 200, "temperature": 0.1}
+#: OAR §5.1 (hidden sizes, batch 32, SGD, 100 epochs); the rate and momentum are not stated (our choice).
+FFN_DEFAULTS = {
+    "hidden": [256, 128, 64],
+    "label_fractions": [0.1, 0.5, 1.0],
+    "epochs": 100,
+    "batch_size": 32,
+    "lr": 0.01,
+    "momentum": 0.9,
+    "weight_decay": 0.0,
+}
+#: The evaluations :func:`evaluate_encoder` can run: linear + kNN (MACL) or the FFN (OAR).
+PROBES = ("linear", "knn", "ffn")
 
 
 @torch.no_grad()
@@ -97,6 +122,86 @@ def linear_probe_accuracy(
     return 100.0 * (predicted == test_y).float().mean().item()
 
 
+def ffn_accuracy(
+    train_x: Tensor,
+    train_y: Tensor,
+    test_x: Tensor,
+    test_y: Tensor,
+    *,
+    num_classes: int,
+    hidden: list[int] | tuple[int, ...] = (256, 128, 64),
+    epochs: int = 100,
+    batch_size: int = 32,
+    lr: float = 0.01,
+    momentum: float = 0.9,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Top-1 and top-5 % of a feed-forward classifier (Linear-ReLU per ``hidden`` size, then a linear
+    output) trained with SGD and cross-entropy on frozen features (OAR §5.1-5.2's fine-tuning FFN).
+
+    Raw features, constant rate, shuffled mini-batches (the last one smaller) from a generator seeded
+    with ``seed``; the weights are initialised from ``seed`` too. Top-5 counts a hit among the five
+    highest logits (capped at the number of classes).
+    """
+    if epochs < 1 or batch_size < 1 or lr <= 0 or not hidden or min(hidden) < 1:
+        raise ValueError(
+            f"epochs and batch_size must be >= 1, lr > 0 and hidden sizes >= 1, got {epochs}, "
+            f"{batch_size}, {lr}, {list(hidden)}"
+        )
+    device = train_x.device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    torch.manual_seed(seed)
+    sizes = [train_x.shape[1], *hidden]
+    layers: list[torch.nn.Module] = []
+    for fan_in, fan_out in zip(sizes, sizes[1:], strict=False):
+        layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(sizes[-1], num_classes)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    for _ in range(epochs):
+        order = torch.randperm(len(train_x), generator=generator, device=device)
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            loss = F.cross_entropy(model(train_x[rows]), train_y[rows])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+    with torch.no_grad():
+        top = model(test_x).topk(min(5, num_classes), dim=1).indices
+    hits = top == test_y.unsqueeze(1)
+    return {
+        "top1": 100.0 * hits[:, 0].float().mean().item(),
+        "top5": 100.0 * hits.any(dim=1).float().mean().item(),
+    }
+
+
+def embedding_variance(x: Tensor) -> float:
+    """Σ_d Var(x[:, d]) (unbiased): the "variance of embeddings" of OAR Fig. 2, "aggregating the
+    variances across each dimension" of the raw encoder outputs.
+
+    >>> embedding_variance(torch.tensor([[0.0, 1.0], [2.0, 1.0]]))
+    2.0
+    """
+    return float(x.double().var(dim=0).sum())
+
+
+def effective_rank(x: Tensor, energy: float = 0.95) -> int:
+    """The number of singular values of ``x`` [N, D] (rows centred) needed to hold ``energy`` of
+    Σσ² (OAR Fig. 3's "effective rank (95% concentration)").
+
+    >>> effective_rank(torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 0.1], [0.0, -0.1]]))
+    1
+    """
+    if not 0 < energy <= 1:
+        raise ValueError(f"energy must be in (0, 1], got {energy}")
+    x = x.double()
+    sigma2 = torch.linalg.svdvals(x - x.mean(dim=0)).pow(2)
+    if float(sigma2.sum()) == 0.0:
+        return 0
+    share = sigma2.cumsum(0) / sigma2.sum()
+    return int((share < energy - 1e-12).sum()) + 1
+
+
 @torch.no_grad()
 def knn_accuracy(
     train_x: Tensor,
@@ -134,23 +239,31 @@ def evaluate_encoder(
     *,
     data_root: str | Path | None,
     batch_size: int = 512,
+    probes: list[str] | tuple[str, ...] = ("linear", "knn"),
     linear: dict[str, Any] | None = None,
     knn: dict[str, Any] | None = None,
+    ffn: dict[str, Any] | None = None,
     device: str | None = None,
     download: bool = False,
 ) -> dict[str, Any]:
-    """Linear and kNN top-1 of the encoder in ``encoder_dir`` (written by ``train_vision``) on its
-    dataset's test split; returns ``{"scores": {"linear_top1", "knn_top1"}, "n_train", "n_test",
-    "timings", ...}`` in percent. ``linear``/``knn`` override :data:`LINEAR_DEFAULTS` /
-    :data:`KNN_DEFAULTS`; the probe's seed is the training seed. ``download``: fetch CIFAR into
-    ``data_root`` first when it is absent."""
+    """The ``probes`` (:data:`PROBES`) of the encoder in ``encoder_dir`` (written by ``train_vision``)
+    on its dataset's test split; returns ``{"scores": {...}, "n_train", "n_test", "timings", ...}``.
+
+    Scores, in percent: ``linear_top1``, ``knn_top1``, and for the FFN ``ffn<P>_top1`` /
+    ``ffn<P>_top5`` per label percentage P; always ``embedding_variance`` and ``effective_rank_95``
+    of the test embeddings. ``linear``/``knn``/``ffn`` override :data:`LINEAR_DEFAULTS` /
+    :data:`KNN_DEFAULTS` / :data:`FFN_DEFAULTS`; the probes' seed is the training seed. ``download``:
+    fetch CIFAR into ``data_root`` first when it is absent."""
+    unknown = sorted(set(probes) - set(PROBES))
+    if unknown or not probes:
+        raise ValueError(f"unknown probe(s) {unknown or probes}; choose from {', '.join(PROBES)}")
     from contrastlab.training.vision import load_encoder
 
     started = time.perf_counter()
     dev = pick_device(device)
     encoder, summary = load_encoder(encoder_dir, dev)
     s = summary["settings"]
-    dataset, size = s["dataset"], summary["image_size"]
+    dataset, size = s["dataset"], summary.get("input_size") or summary["image_size"]
     mean, std = IMAGE_STATS[dataset]
     splits = {
         name: load_images(dataset, name, root=data_root, download=download, image_size=s["image_size"])
@@ -165,25 +278,49 @@ def evaluate_encoder(
     labels = {name: split.labels.to(dev) for name, split in splits.items()}
     extract_s = time.perf_counter() - started
     args = (features["train"], labels["train"], features["test"], labels["test"])
-    num_classes = NUM_CLASSES[dataset]
-    linear_settings = {**LINEAR_DEFAULTS, **(linear or {})}
-    knn_settings = {**KNN_DEFAULTS, **(knn or {})}
-    t = time.perf_counter()
-    linear_top1 = linear_probe_accuracy(
-        *args, num_classes=num_classes, seed=int(s["seed"]), **linear_settings
-    )
-    linear_s = time.perf_counter() - t
-    t = time.perf_counter()
-    knn_top1 = knn_accuracy(*args, num_classes=num_classes, **knn_settings)
+    num_classes, seed = NUM_CLASSES[dataset], int(s["seed"])
+    used = {
+        "linear": {**LINEAR_DEFAULTS, **(linear or {})},
+        "knn": {**KNN_DEFAULTS, **(knn or {})},
+        "ffn": {**FFN_DEFAULTS, **(ffn or {})},
+    }
+    scores: dict[str, float] = {}
+    timings = {"extract_s": extract_s}
+    for probe in probes:
+        t = time.perf_counter()
+        if probe == "linear":
+            scores["linear_top1"] = linear_probe_accuracy(
+                *args, num_classes=num_classes, seed=seed, **used["linear"]
+            )
+        elif probe == "knn":
+            scores["knn_top1"] = knn_accuracy(*args, num_classes=num_classes, **used["knn"])
+        else:
+            settings = {k: v for k, v in used["ffn"].items() if k != "label_fractions"}
+            for fraction in used["ffn"]["label_fractions"]:
+                rows = labelled_subset(len(labels["train"]), fraction, seed).to(dev)
+                top = ffn_accuracy(
+                    features["train"][rows],
+                    labels["train"][rows],
+                    features["test"],
+                    labels["test"],
+                    num_classes=num_classes,
+                    seed=seed,
+                    **settings,
+                )
+                percent = round(100 * fraction)
+                scores[f"ffn{percent}_top1"], scores[f"ffn{percent}_top5"] = top["top1"], top["top5"]
+        timings[f"{probe}_s"] = time.perf_counter() - t
+    scores["embedding_variance"] = embedding_variance(features["test"])
+    scores["effective_rank_95"] = float(effective_rank(features["test"]))
     return {
-        "scores": {"linear_top1": linear_top1, "knn_top1": knn_top1},
+        "scores": scores,
         "dataset": dataset,
         "n_train": len(labels["train"]),
         "n_test": len(labels["test"]),
         "feature_dim": features["train"].shape[1],
-        "linear": linear_settings,
-        "knn": knn_settings,
+        "probes": list(probes),
+        **{probe: used[probe] for probe in probes},
         "encoder_dir": str(encoder_dir),
         "device": str(dev),
-        "timings": {"extract_s": extract_s, "linear_s": linear_s, "knn_s": time.perf_counter() - t},
+        "timings": timings,
     }
