@@ -1,4 +1,4 @@
-# contrastlab: reproduce Nie 2023, Li 2024 and MACL (sentence side) end to end.
+# contrastlab: reproduce Nie 2023, Li 2024, MACL and OAR end to end.
 #   snakemake --workflow-profile profiles/local                 # full reproduction, config.yaml
 #   snakemake --workflow-profile profiles/local --configfile config/demo.yaml   # offline toy run
 from snakemake.utils import min_version
@@ -18,6 +18,7 @@ include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/vision.smk"
+include: "rules/figures.smk"
 include: "rules/tables.smk"
 
 
@@ -45,4 +46,5 @@ rule all:
     default_target: True
     input:
         table_outputs(),
+        figure_outputs(),
         report_path(),

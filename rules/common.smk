@@ -25,6 +25,7 @@ CELL_INDEX = {(c.experiment, c.backbone, c.method, str(c.seed)): c for c in CELL
 PRETRAINED_POOLING = dict(PRETRAINED)
 GPU = config["resources"]["gpu"]
 THREADS = config["resources"]["threads"]
+FIGURES = cl_config.figures(config)
 
 
 def _alternatives(values):
@@ -118,6 +119,11 @@ def table_outputs():
     return expand(f"{R}/tables/{{table}}.{{ext}}", table=selected_tables(), ext=["csv", "md", "tex"])
 
 
+def figure_outputs():
+    """PNG, PDF and CSV of every figure the config produces (contrastlab.config.figures)."""
+    return [f"{R}/figures/{f['name']}.{ext}" for f in FIGURES for ext in ("png", "pdf", "csv")]
+
+
 def report_path():
     return f"{R}/report.md"
 
@@ -155,3 +161,26 @@ def images_identity(dataset):
 if workflow.is_main_process:
     for dataset in sorted({config["experiments"][c.experiment]["dataset"] for c in CELLS if _is_vision(c.experiment)}):
         images_identity(dataset)
+
+
+# Figures (rules/figures.smk).
+FIGURE_EXPERIMENTS = _alternatives(f["experiment"] for f in FIGURES if f["experiment"])
+
+
+def figure_files(name):
+    return {ext: f"{R}/figures/{name}.{ext}" for ext in ("png", "pdf", "csv")}
+
+
+def experiment_metrics(wildcards):
+    """The metrics files of every selected cell of the figure's experiment."""
+    return [f"{R}/metrics/{c.path}/vision.json" for c in CELLS if c.experiment == wildcards.experiment]
+
+
+def spectra_encoders(wildcards):
+    """name -> encoder dir of the first selected seed and backbone of each method in ``spectra``."""
+    out = {}
+    for method in config["experiments"][wildcards.experiment]["spectra"]:
+        chosen = [c for c in CELLS if c.experiment == wildcards.experiment and c.method == method]
+        if chosen:
+            out[method] = f"{R}/checkpoints/{min(chosen, key=lambda c: c.seed).path}/encoder"
+    return out

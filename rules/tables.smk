@@ -1,4 +1,4 @@
-# The papers' tables with the published numbers beside ours (contrastlab.tables).
+# The papers' tables with the published numbers beside ours, and the report showing them and the figures.
 
 
 localrules:
@@ -8,6 +8,7 @@ localrules:
 rule tables:
     input:
         metrics=table_metrics,
+        figures=figure_outputs(),
     output:
         tables=table_outputs(),
         report=report_path(),
@@ -15,6 +16,7 @@ rule tables:
         # Without data locations (the tables never read them): moving the data re-renders nothing.
         config={key: value for key, value in config.items() if key != "data"},
         metrics_root=lambda wildcards: f"{R}/metrics",
+        figures=FIGURES,
         tables_dir=lambda wildcards, output: os.path.dirname(output.tables[0]),
     log:
         f"{R}/logs/tables.log",

@@ -1,4 +1,5 @@
-# The vision track (protocol.md section 3): image data, encoder training, linear and kNN evaluation.
+# The vision track (protocol.md section 3): image data, encoder training, linear/kNN (MACL) or FFN (OAR)
+# evaluation.
 
 
 localrules:
@@ -55,7 +56,7 @@ rule evaluate_vision:
     output:
         metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/vision.json",
     params:
-        evaluation=config["vision_evaluation"],
+        evaluation=lambda wildcards: cl_config.vision_evaluation(config, wildcards.experiment),
     log:
         f"{R}/logs/evaluate/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
     benchmark:

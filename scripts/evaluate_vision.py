@@ -1,4 +1,7 @@
-"""Snakemake entry: linear and kNN evaluation of one trained encoder on frozen features (MACL App. B.3)."""
+"""Snakemake entry: evaluation of one trained encoder on frozen features.
+
+Linear and kNN probes (MACL App. B.3) or the FFN fine-tuning (OAR §5), as the experiment configures.
+"""
 
 import torch
 
@@ -14,8 +17,10 @@ with logged_to(snakemake.log[0], job_label(snakemake), failure_record=failure_re
         snakemake.input.encoder,
         data_root=job_data_locations(snakemake)["images"],
         batch_size=evaluation["batch_size"],
+        probes=list(evaluation.get("probes") or ("linear", "knn")),
         linear=dict(evaluation["linear"]),
         knn=dict(evaluation["knn"]),
+        ffn=dict(evaluation.get("ffn") or {}),
     )
     metrics["wildcards"] = dict(snakemake.wildcards.items())
     print({task: round(score, 2) for task, score in metrics["scores"].items()})

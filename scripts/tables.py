@@ -20,6 +20,7 @@ with logged_to(snakemake.log[0], job_label(snakemake)):
         snakemake.params.tables_dir,
         snakemake.output.report,
         tables=list(dict.fromkeys(p.stem for p in outputs)),
+        figures=[dict(f) for f in snakemake.params.figures],
     )
     missing = [p for p in outputs if p not in written]
     if missing:

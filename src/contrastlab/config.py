@@ -170,6 +170,9 @@ def validate(config: Mapping[str, Any]) -> dict:
     # Only the global training block gets the defaults: overrides lower down must stay partial.
     config["training"] = _fill_defaults(config["training"], schema["$defs"]["training"])
     config["vision_training"] = _fill_defaults(config["vision_training"], schema["$defs"]["vision_training"])
+    config["vision_evaluation"] = _fill_defaults(
+        config["vision_evaluation"], schema["$defs"]["vision_evaluation"]
+    )
     _check_references(config)
     _check_select(config)
     return config
@@ -223,6 +226,12 @@ def _check_references(config: Mapping[str, Any]) -> None:
                     f"config key experiments.{name}.sweep.{key}: not a sweepable setting; use a training "
                     f"key ({', '.join(k for k in training_keys if k not in ('precision', 'protocol'))}) "
                     "or hp.<hyperparameter>"
+                )
+        for method in experiment.get("spectra") or []:
+            if method not in experiment["methods"] and method not in expanded_methods(experiment):
+                raise ConfigError(
+                    f"config key experiments.{name}.spectra: unknown method {method!r}; use a method or "
+                    f"sweep point of this experiment ({', '.join(expanded_methods(experiment))})"
                 )
     for alias, spec in backbones.items():
         tokenizer_from = spec.get("tokenizer_from")
@@ -351,6 +360,10 @@ def method_settings(config: Mapping[str, Any], experiment: str, method: str, bac
         encoder = dict((config["backbones"].get(backbone) or {}).get("vision") or {})
         settings.update({"arch": encoder.get("arch", "resnet18"), "stem": encoder.get("stem", "cifar")})
         settings["width"] = encoder.get("width", 64)
+        if (
+            "out_dim" in encoder
+        ):  # only when set: the other cells' settings (and rerun triggers) stay as they were
+            settings["out_dim"] = encoder["out_dim"]
         settings["dataset"] = exp["dataset"]
     else:
         settings.update(exp.get("backbone_training", {}).get(backbone, {}))
@@ -371,6 +384,66 @@ def method_settings(config: Mapping[str, Any], experiment: str, method: str, bac
     settings["loss"] = spec["loss"]
     settings["loss_hp"] = hp
     return settings
+
+
+def vision_evaluation(config: Mapping[str, Any], experiment: str) -> dict:
+    """The evaluation settings of a vision experiment's cells: the top-level ``vision_evaluation``
+    with the experiment's own ``vision_evaluation`` merged over it."""
+    own = config["experiments"][experiment].get("vision_evaluation") or {}
+    return deep_merge(config.get("vision_evaluation") or {}, own)
+
+
+def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The figures a config produces, each ``{"name", "kind", "experiment", "caption"}`` (``name`` is
+    the path under ``<results>/figures`` without extension): per selected vision experiment with an
+    ``lr`` sweep evaluated by the FFN, its ``lr_sweep`` (OAR Fig. 2/4); with ``spectra``, its
+    ``spectra`` (OAR Fig. 3); with a top-level ``oar_synthetic`` block, the synthetic study (OAR
+    Table 2)."""
+    select = config.get("select") or {}
+    out = []
+    if config.get("oar_synthetic") is not None and (
+        not select.get("experiments") or any(e.startswith("oar") for e in select["experiments"])
+    ):
+        out.append(
+            {
+                "name": "oar_synthetic/table2",
+                "kind": "oar_synthetic",
+                "experiment": "",
+                "caption": "OAR Table 2 (synthetic): three noisy rank-1 clusters in 3-D embedded by a "
+                "3-layer MLP trained with each loss, without and with OAR; the paper: InfoNCE fuses "
+                "the clusters onto one line, OAR keeps them apart.",
+            }
+        )
+    for name, exp in config["experiments"].items():
+        if select.get("experiments") and name not in select["experiments"]:
+            continue
+        probes = (
+            vision_evaluation(config, name).get("probes") or [] if track(config, name) == "vision" else []
+        )
+        if "lr" in (exp.get("sweep") or {}) and "ffn" in probes:
+            out.append(
+                {
+                    "name": f"{name}/lr_sweep",
+                    "kind": "lr_sweep",
+                    "experiment": name,
+                    "caption": "OAR Fig. 2 and 4: FFN top-1 at each label fraction and the total variance "
+                    "of the embeddings across the learning rates, each loss without (solid) and with "
+                    "(dotted) OAR; the paper: without OAR accuracy and variance collapse at large rates "
+                    "(InfoNCE to ~10% at lr 1), with OAR accuracy keeps rising.",
+                }
+            )
+        if exp.get("spectra"):
+            out.append(
+                {
+                    "name": f"{name}/spectra",
+                    "kind": "spectra",
+                    "experiment": name,
+                    "caption": "OAR Fig. 3: normalised singular values and cosine affinity of 1000 test "
+                    f"embeddings ({', '.join(exp['spectra'])}); the paper: OAR gives class-block "
+                    "structure and a higher effective rank (95% energy).",
+                }
+            )
+    return out
 
 
 def settings_digest(settings: Mapping[str, Any]) -> str:

@@ -74,9 +74,16 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     print("jobs per rule (config.yaml):", counts)
     assert counts["train"] == n_sentence == 189
     assert counts["evaluate"] == n_sentence
-    # MACL Table 9 / B.3: 5 losses x 5 batch sizes x 3 seeds, CIFAR-10 fetched once.
-    assert counts["train_vision"] == counts["evaluate_vision"] == n_vision == 75
-    assert counts["image_data"] == 1
+    # MACL Table 9 / B.3: 5 losses x 5 batch sizes x 3 seeds = 75; OAR Table 3 and Fig. 2: 8 methods
+    # (4 losses +- OAR) x 8 learning rates x 1 seed = 64; OAR Table 4: 8 methods on CIFAR-100 = 8.
+    assert counts["train_vision"] == counts["evaluate_vision"] == n_vision == 75 + 64 + 8
+    oar = [c for c in cells if c.experiment.startswith("oar_")]
+    assert len(oar) == 72 and {c.method for c in oar if c.experiment == "oar_cifar100"} == {
+        f"{prefix}{loss}" for prefix in ("", "oar_") for loss in ("infonce", "dcl", "bt", "vicreg")
+    }
+    assert counts["image_data"] == 2  # CIFAR-10 and CIFAR-100, each fetched once
+    # OAR Table 2 (synthetic), Fig. 2/4 (the sweep) and Fig. 3 (spectra), each one job.
+    assert counts["oar_synthetic"] == counts["figure_lr_sweep"] == counts["figure_spectra"] == 1
     assert counts["evaluate_pretrained"] == 4
     assert counts["fetch_backbone"] == 4
     assert counts["senteval_data"] == 1 and counts["corpus"] == 1
@@ -123,6 +130,35 @@ def test_slurm_profile_requests_gpus_only_for_gpu_rules(repo_root, tmp_path):
             assert re.search(r"\bruntime=480\b", resources), resources  # resources.vision_train_runtime_min
         if rule in {"tables", "fetch_backbone", "senteval_data", "corpus", "image_data"}:
             assert "gpu=" not in resources.replace("gpu=0", ""), (rule, resources)
+
+
+def test_slurm_profile_gives_every_oar_job_its_gpu(repo_root, tmp_path):
+    """OAR Tables 3-4 and the Fig. 2 sweep through the SLURM profile: every training, evaluation and the
+    spectra figure ask for a GPU; the synthetic study and the sweep figure run without one."""
+    output = run_snakemake(
+        repo_root,
+        "-n",
+        "--workflow-profile",
+        str(repo_root / "profiles" / "slurm"),
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/res",
+        "select={experiments: [oar_cifar10, oar_cifar100]}",
+    )
+    jobs = _jobs_with_resources(output)
+    counts = {rule: sum(r == rule for r, _ in jobs) for rule, _ in jobs}
+    assert counts["train_vision"] == counts["evaluate_vision"] == 64 + 8, counts
+    assert counts["image_data"] == 2 and counts["oar_synthetic"] == 1 and counts["figure_spectra"] == 1
+    assert counts["figure_lr_sweep"] == 1 and counts["tables"] == 1
+    for rule, resources in jobs:
+        if rule in {"train_vision", "evaluate_vision", "figure_spectra"}:
+            assert re.search(r"\bgpu=1\b", resources) and re.search(r"\bruntime=\d+", resources), (
+                rule,
+                resources,
+            )
+        else:
+            assert "gpu=" not in resources.replace("gpu=0", ""), (rule, resources)
+    assert "oar_infonce-lr1e-07" in output and "oar_vicreg-lr1.0" in output  # the Fig. 2 sweep's ends
 
 
 def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):

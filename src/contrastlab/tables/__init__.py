@@ -68,6 +68,7 @@ def build_tables(
     out_dir: str | Path,
     report_path: str | Path,
     tables: list[str] | None = None,
+    figures: list[dict] | None = None,
 ) -> list[Path]:
     """Write every table (default: :func:`tables_for_config`) as CSV, Markdown and LaTeX into
     ``out_dir`` and the summary ``report_path``; returns the written paths (report last).
@@ -99,6 +100,8 @@ def build_tables(
         paths["tex"].write_text(to_latex(table), encoding="utf-8")
         written += paths.values()
         built.append((table, paths))
-    written.append(write_report(built, Path(report_path), metrics_root=metrics_root, config=config))
+    written.append(
+        write_report(built, Path(report_path), metrics_root=metrics_root, config=config, figures=figures)
+    )
     log.info("wrote %d tables in %.2fs", len(built), time.perf_counter() - t0)
     return written

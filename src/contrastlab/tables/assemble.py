@@ -152,6 +152,25 @@ def configured(config: dict, experiment: str, backbone: str, method: str) -> boo
     return entry is not None and (entry.get("backbones") is None or backbone in entry["backbones"])
 
 
+def best_over_sweep(agg: pd.DataFrame, label: str, values: list) -> pd.DataFrame:
+    """Seed means of sweep points ``<method>-<label><value>`` reduced to their best point per
+    (backbone, method, key), named ``<method>`` with the winning value in ``best_at`` (OAR Table 3:
+    "the highest classification accuracy" over the learning rates of Fig. 2). Other rows are kept."""
+    points = {}
+    for value in values:
+        suffix = f"-{label}{value}"
+        for name in agg["method"].unique():
+            if name.endswith(suffix):
+                points[name] = (name.removesuffix(suffix), value)
+    if not points:
+        return agg
+    swept = agg[agg["method"].isin(points)].copy()
+    swept["best_at"] = swept["method"].map(lambda name: points[name][1])
+    swept["method"] = swept["method"].map(lambda name: points[name][0])
+    best = swept.loc[swept.groupby(["backbone", "method", "key"])["ours_mean"].idxmax()]
+    return pd.concat([agg[~agg["method"].isin(points)], best], ignore_index=True)
+
+
 def _scores(
     table: pd.DataFrame,
     spec: TableSpec,
@@ -162,6 +181,9 @@ def _scores(
 ) -> pd.DataFrame:
     seeds = experiment_seeds(config, spec.experiment)
     agg = aggregate(metrics, spec.experiment, seeds)
+    best = meta["layout"].get("best_over_sweep")
+    if best:
+        agg = best_over_sweep(agg, best["label"], best["values"])
     cells = table.merge(agg, on=["backbone", "method", "key"], how="left")
     cells["n_seeds"] = cells["n_seeds"].fillna(0).astype(int)
     expected = np.where(cells["method"] == PRETRAINED, 1, len(seeds) if seeds is not None else 0)

@@ -68,6 +68,12 @@ TABLES: dict[str, TableSpec] = {
             "scores",
             "Huang et al. 2023 (MACL), Table 9 / B.3: CIFAR-10, linear / kNN top-1",
         ),
+        TableSpec(
+            "oar_table3", "oar_cifar10", "scores", "OAR 2024, Table 3: CIFAR-10 FFN fine-tuning, +- OAR"
+        ),
+        TableSpec(
+            "oar_table4", "oar_cifar100", "scores", "OAR 2024, Table 4: CIFAR-100 FFN fine-tuning, +- OAR"
+        ),
     )
 }
 

@@ -84,9 +84,12 @@ def write_report(
     *,
     metrics_root,
     config: dict | None = None,
+    figures: list[dict] | None = None,
 ) -> Path:
     """Write the Markdown summary of ``built`` (table, {ext: path}) to ``report_path``; with
-    ``config``, also each paper's deviations from the authors' setups and the precision of every cell."""
+    ``config``, also each paper's deviations from the authors' setups and the precision of every cell;
+    with ``figures`` (:func:`contrastlab.config.figures`), each figure inline (``figures/<name>.png``
+    beside the report) under its caption, with links to its PDF and CSV."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
     base = report_path.parent
 
@@ -115,6 +118,19 @@ def write_report(
     else:
         lines.append("No tables: the config has no experiment with a paper table.")
     lines.append("")
+    if figures:
+        lines += ["## Figures", ""]
+        for fig in figures:
+            stem = base / "figures" / fig["name"]
+            files = " · ".join(link(stem.with_name(f"{stem.name}.{ext}"), ext) for ext in ("pdf", "csv"))
+            lines += [
+                f"### {fig['name']}",
+                "",
+                f"![{fig['name']}]({Path(os.path.relpath(stem, base)).as_posix()}.png)",
+                "",
+                f"{fig['caption']} ({files})",
+                "",
+            ]
     if config is not None:
         lines += [
             "## Deviations from the authors' setups",

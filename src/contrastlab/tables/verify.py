@@ -8,6 +8,11 @@ right). A line's cells are parsed as numbers (``0.15\\pi`` and ``1e-5`` included
 reported) or ``-*`` (not reported, footnote); an improvement written right after a value (Li et al.:
 ``71.48+18.2``, ``79.42- 0.1``) or in parentheses (MACL: ``67.16 (-1.24)``, or on the next line with
 ``improvement_next_line``) is compared with the ``improvement`` column.
+
+Tables that the text extraction printed one column at a time (OAR Table 4) use ``column`` entries
+instead of ``line``: the regex finds the column's header line and the cells are the numbers on the
+next non-empty lines, one per line, top to bottom. ``scale`` multiplies every paper number before the
+comparison (OAR prints accuracies as fractions, the transcription holds percent).
 """
 
 from __future__ import annotations
@@ -76,20 +81,32 @@ def verify_transcription(name: str, papers_dir: Path, published: pd.DataFrame | 
         cursor = _find(lines, pattern, cursor, len(lines))
     end = _find(lines, tx["end"], cursor, len(lines))
     seen: set[tuple[str, str, str]] = set()
+    scale = float(tx.get("scale", 1))
     for row in tx["rows"]:
         if "section" in row:
             cursor = _find(lines, row["section"], cursor, end) + 1
             continue
-        i = _find(lines, row["line"], cursor, end)
-        cursor = i + 1
-        match = re.search(row["line"], lines[i])
-        cells = parse_cells(lines[i][match.end() :])
         vary = row["vary"]
         keys = []
         for combo in itertools.product(*vary.values()):
             k = {"backbone": row.get("backbone"), "method": row.get("method"), key_name: row.get(key_name)}
             k.update(dict(zip(vary, combo, strict=True)))
             keys.append((k["backbone"], k["method"], k[key_name]))
+        if "column" in row:
+            i = _find(lines, row["column"], cursor, end)
+            below = [j for j in range(i + 1, end) if lines[j].strip()][: len(keys)]
+            cells = [c for j in below for c in parse_cells(lines[j])]
+            if any(len(parse_cells(lines[j])) != 1 for j in below):
+                problems.append(f"line {i + 1}: the column's lines do not hold one number each")
+                continue
+            cursor = (below[-1] if below else i) + 1
+        else:
+            i = _find(lines, row["line"], cursor, end)
+            cursor = i + 1
+            match = re.search(row["line"], lines[i])
+            cells = parse_cells(lines[i][match.end() :])
+        if scale != 1:
+            cells = [(None if v is None else round(v * scale, 10), imp, mark) for v, imp, mark in cells]
         if row.get("improvement_next_line"):
             imps = [float(x) for x in _IMPROVEMENT.findall(lines[i + 1])]
             cursor = i + 2

@@ -1,0 +1,61 @@
+# The papers' figures (contrastlab.figures): PNG + PDF + the CSV of the plotted numbers, shown in the report.
+
+
+localrules:
+    figure_lr_sweep,
+
+
+rule figure_lr_sweep:
+    input:
+        metrics=experiment_metrics,
+    output:
+        **figure_files("{experiment}/lr_sweep"),
+    params:
+        config={key: value for key, value in config.items() if key != "data"},
+        metrics_root=f"{R}/metrics",
+    log:
+        f"{R}/logs/figures/{{experiment}}-lr_sweep.log",
+    wildcard_constraints:
+        experiment=FIGURE_EXPERIMENTS,
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/figure_lr_sweep.py"
+
+
+rule figure_spectra:
+    input:
+        unpack(spectra_encoders),
+        images_ready=cell_images_marker,
+    output:
+        **figure_files("{experiment}/spectra"),
+    log:
+        f"{R}/logs/figures/{{experiment}}-spectra.log",
+    wildcard_constraints:
+        experiment=FIGURE_EXPERIMENTS,
+    threads: THREADS
+    resources:
+        gpu=GPU,
+        mem_mb=mem_mb("eval"),
+        runtime=runtime("eval"),
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/figure_spectra.py"
+
+
+rule oar_synthetic:
+    output:
+        **figure_files("oar_synthetic/table2"),
+        table=f"{R}/figures/oar_synthetic/table2_numbers.csv",
+    params:
+        settings=config["oar_synthetic"] or {},
+    log:
+        f"{R}/logs/figures/oar_synthetic.log",
+    benchmark:
+        f"{R}/benchmarks/figures/oar_synthetic.tsv"
+    threads: THREADS
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/oar_synthetic.py"

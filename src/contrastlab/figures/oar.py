@@ -1,0 +1,216 @@
+"""The OAR paper's CIFAR figures, from the pipeline's metrics and encoders.
+
+- Fig. 2 (and Appendix Fig. 4): FFN fine-tuning accuracy and the total variance of the embeddings
+  across the learning-rate sweep, each loss without OAR (solid) and with it (dotted). Read from the
+  sweep cells' metrics (``vision.json``: ``ffn<P>_top1``, ``embedding_variance``).
+- Fig. 3: singular values (normalised) and the cosine affinity matrix of 1000 test embeddings,
+  InfoNCE vs OAR-InfoNCE, with the effective rank at 95% energy in the titles.
+
+[0] "Stable Contrastive Learning with Orthonormal Anchors Regression" (OAR), 2024, §5.1, Fig. 2-4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from contrastlab.evaluation.vision import effective_rank
+from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
+
+__all__ = ["embedding_spectrum", "plot_lr_sweep", "plot_spectra", "sweep_frame"]
+
+OAR_PREFIX = "oar_"
+
+
+def sweep_frame(
+    metrics: pd.DataFrame, experiment: str, label: str, values: Sequence[float], keys: Sequence[str]
+) -> pd.DataFrame:
+    """Seed means of ``keys`` at every sweep point ``<method>-<label><value>`` of ``experiment``.
+
+    ``metrics`` is :func:`contrastlab.tables.metrics.collect_metrics`'s frame. Returns one row per
+    (method, value, key): method (without the suffix), loss (method without ``oar_``), oar (bool),
+    value, key, mean, std, n_seeds; sorted by method, key and value.
+    """
+    rows = []
+    mine = metrics[(metrics["experiment"] == experiment) & metrics["task"].isin(keys)]
+    for value in values:
+        suffix = f"-{label}{value}"
+        at = mine[mine["method"].str.endswith(suffix)]
+        for (method, key), group in at.groupby(["method", "task"]):
+            base = method.removesuffix(suffix)
+            rows.append(
+                {
+                    "method": base,
+                    "loss": base.removeprefix(OAR_PREFIX),
+                    "oar": base.startswith(OAR_PREFIX),
+                    "value": float(value),
+                    "key": key,
+                    "mean": group["score"].mean(),
+                    "std": group["score"].std(),
+                    "n_seeds": len(group),
+                }
+            )
+    columns = ["method", "loss", "oar", "value", "key", "mean", "std", "n_seeds"]
+    return pd.DataFrame(rows, columns=columns).sort_values(["method", "key", "value"], ignore_index=True)
+
+
+def plot_lr_sweep(
+    frame: pd.DataFrame,
+    stem: str | Path,
+    *,
+    accuracy_keys: Sequence[str],
+    labels: Mapping[str, str] | None = None,
+    variance: bool = True,
+    xlabel: str = "learning rate",
+) -> list[Path]:
+    """One panel per accuracy key (top-1 % against the swept rate, log scale) and, with ``variance``,
+    a last panel of the total embedding variance (log scale); colour per loss, solid without OAR and
+    dotted with it, as OAR Fig. 2. Writes ``stem``.png/.pdf/.csv (the plotted rows of ``frame``)."""
+    labels = dict(labels or {})
+    keys = [*accuracy_keys, *(["embedding_variance"] if variance else [])]
+    losses = list(dict.fromkeys(frame["loss"]))
+    colour = {loss: PALETTE[i % len(PALETTE)] for i, loss in enumerate(losses)}
+    with house_style():
+        fig, axes = figure(len(keys), 1, width="column", aspect=0.62, sharex=True)
+        for ax, key in zip(axes[:, 0], keys, strict=True):
+            part = frame[frame["key"] == key]
+            for method, curve in part.groupby("method", sort=False):
+                oar = bool(curve["oar"].iloc[0])
+                ax.plot(
+                    curve["value"],
+                    curve["mean"],
+                    LINESTYLES[1] if oar else LINESTYLES[0],
+                    marker="o",
+                    color=colour[curve["loss"].iloc[0]],
+                    label=labels.get(method, method),
+                )
+            ax.set_xscale("log")
+            if key == "embedding_variance":
+                ax.set_yscale("symlog", linthresh=1e-3)
+                ax.set_ylabel("embedding variance")
+            else:
+                ax.set_ylabel(f"top-1 (%), {_fraction_label(key)}")
+            if part.empty:
+                ax.text(0.5, 0.5, "no runs yet", ha="center", va="center", transform=ax.transAxes)
+        axes[-1, 0].set_xlabel(xlabel)
+        handles, names = axes[0, 0].get_legend_handles_labels()
+        if handles:
+            fig.legend(handles, names, loc="upper center", ncol=4, bbox_to_anchor=(0.5, 1.06))
+        return save(fig, stem, frame[frame["key"].isin(keys)])
+
+
+def _fraction_label(key: str) -> str:
+    digits = "".join(ch for ch in key.split("_")[0] if ch.isdigit())
+    return f"{digits}% labels" if digits else key
+
+
+def embedding_spectrum(
+    features: torch.Tensor, labels: torch.Tensor, *, n: int = 1000, seed: int = 0
+) -> dict[str, np.ndarray | int]:
+    """OAR Fig. 3 for one encoder: ``n`` test embeddings drawn with ``seed``, sorted by class.
+
+    Returns ``singular_values`` (of the centred embeddings, divided by the largest), ``affinity``
+    (cosine similarity [n, n], rows and columns in class order), ``labels`` (sorted) and
+    ``effective_rank`` (:func:`~contrastlab.evaluation.vision.effective_rank` at 95% energy).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    n = min(n, len(features))
+    rows = torch.randperm(len(features), generator=generator)[:n]
+    x, y = features[rows].double().cpu(), labels[rows].cpu()
+    order = torch.argsort(y, stable=True)
+    x, y = x[order], y[order]
+    sigma = torch.linalg.svdvals(x - x.mean(dim=0))
+    unit = torch.nn.functional.normalize(x, dim=1)
+    return {
+        "singular_values": (sigma / sigma[0].clamp_min(1e-300)).numpy(),
+        "affinity": (unit @ unit.T).numpy(),
+        "labels": y.numpy(),
+        "effective_rank": effective_rank(x),
+    }
+
+
+def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]:
+    """Per encoder, its normalised singular values (top row, log scale) and affinity matrix (bottom
+    row, colour bar from -1 to 1), titled with the effective rank; writes ``stem``.png/.pdf/.csv (the
+    singular values; the affinity matrices are summarised by their class-block means)."""
+    names = list(spectra)
+    rows = []
+    with house_style():
+        fig, axes = figure(2, len(names), width="page" if len(names) > 2 else "column", aspect=0.9)
+        for col, name in enumerate(names):
+            s = spectra[name]
+            sv = np.asarray(s["singular_values"])
+            ax = axes[0, col]
+            ax.semilogy(np.arange(1, len(sv) + 1), np.clip(sv, 1e-12, None), color=PALETTE[col])
+            ax.set_title(f"{name}\neffective rank (95%): {s['effective_rank']}")
+            ax.set_xlabel("index")
+            ax.set_ylabel("σ / σ₁")
+            image = axes[1, col].imshow(
+                s["affinity"], vmin=-1, vmax=1, cmap="RdBu_r", interpolation="nearest"
+            )
+            axes[1, col].set_title("cosine affinity (sorted by class)")
+            axes[1, col].grid(False)
+            axes[1, col].set_xticks([])
+            axes[1, col].set_yticks([])
+            rows += [
+                {
+                    "encoder": name,
+                    "index": i + 1,
+                    "singular_value": float(v),
+                    "effective_rank": s["effective_rank"],
+                }
+                for i, v in enumerate(sv)
+            ]
+        fig.colorbar(image, ax=axes[1, :].tolist(), shrink=0.8, label="cos")
+        return save(fig, stem, pd.DataFrame(rows))
+
+
+def lr_sweep_figure(
+    metrics_root: str | Path, config: Mapping, experiment: str, stem: str | Path
+) -> list[Path]:
+    """OAR Fig. 2 and 4 of ``experiment`` (its ``sweep: {lr: [...]}`` cells evaluated with the FFN):
+    accuracy at every label fraction and the embedding variance against the rate."""
+    from contrastlab.config import vision_evaluation
+    from contrastlab.tables.metrics import collect_metrics
+
+    exp = config["experiments"][experiment]
+    fractions = vision_evaluation(config, experiment).get("ffn", {}).get("label_fractions", [0.1, 0.5, 1.0])
+    accuracy = [f"ffn{round(100 * f)}_top1" for f in fractions]
+    metrics = collect_metrics(metrics_root)
+    frame = sweep_frame(metrics, experiment, "lr", exp["sweep"]["lr"], [*accuracy, "embedding_variance"])
+    labels = {m: m.replace(OAR_PREFIX, "OAR-") for m in exp["methods"]}
+    return plot_lr_sweep(frame, stem, accuracy_keys=accuracy, labels=labels)
+
+
+def spectra_figure(
+    encoder_dirs: Mapping[str, str | Path], *, data_root: str | Path | None, stem: str | Path, n: int = 1000
+) -> list[Path]:
+    """OAR Fig. 3: :func:`embedding_spectrum` of each trained encoder (``name -> encoder dir``) on
+    ``n`` test images of its dataset (the same images for every encoder), plotted side by side."""
+    from contrastlab.data.images import IMAGE_STATS, load_images
+    from contrastlab.evaluation.vision import extract_features
+    from contrastlab.models import pick_device
+    from contrastlab.training.vision import load_encoder
+
+    device = pick_device(None)
+    spectra = {}
+    for name, encoder_dir in encoder_dirs.items():
+        encoder, summary = load_encoder(encoder_dir, device)
+        s = summary["settings"]
+        test = load_images(s["dataset"], "test", root=data_root, image_size=s["image_size"])
+        rows = torch.randperm(len(test.labels), generator=torch.Generator().manual_seed(0))[:n]
+        features = extract_features(
+            encoder,
+            test.images[rows],
+            size=summary.get("input_size") or summary["image_size"],
+            mean=IMAGE_STATS[s["dataset"]][0],
+            std=IMAGE_STATS[s["dataset"]][1],
+            batch_size=256,
+            device=device,
+        )
+        spectra[name] = embedding_spectrum(features.cpu(), test.labels[rows], n=n, seed=0)
+    return plot_spectra(spectra, stem)
