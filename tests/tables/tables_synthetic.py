@@ -44,13 +44,19 @@ def write_cell(root: Path, experiment: str, backbone: str, method: str, seeds=SE
         path.write_text(json.dumps(metrics_dict(experiment, backbone, method, seed, **kw)))
 
 
-def write_vision_cell(root: Path, experiment: str, backbone: str, method: str, seeds=SEEDS) -> None:
-    """A vision cell's ``vision.json`` per seed (linear and kNN top-1, as evaluation.vision writes)."""
+OAR_TASKS = tuple(f"ffn{p}_top{k}" for p in (10, 50, 100) for k in (1, 5)) + ("embedding_variance",)
+
+
+def write_vision_cell(
+    root: Path, experiment: str, backbone: str, method: str, seeds=SEEDS, tasks=("linear_top1", "knn_top1")
+) -> None:
+    """A vision cell's ``vision.json`` per seed (linear and kNN top-1, or OAR's FFN scores, as
+    evaluation.vision writes)."""
     for seed in seeds:
         path = root / experiment / backbone / method / f"seed{seed}" / "vision.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         key = (experiment, backbone, method, seed)
-        scores = {task: synthetic_score(*key, task) for task in ("linear_top1", "knn_top1")}
+        scores = {task: synthetic_score(*key, task) for task in tasks}
         path.write_text(json.dumps({"scores": scores, "n_train": 50000, "n_test": 10000}))
 
 
@@ -71,6 +77,8 @@ def make_config() -> dict:
             "minilm": {},
             "resnet18-cifar": {"vision": {"arch": "resnet18"}},
             "resnet18-w8": {"vision": {"arch": "resnet18", "width": 8}},
+            "resnet18-oar": {"vision": {"arch": "resnet18", "stem": "imagenet"}},
+            "resnet50-oar": {"vision": {"arch": "resnet50", "stem": "imagenet", "out_dim": 512}},
         },
         "training": {
             "max_length": 32,
@@ -134,6 +142,27 @@ def make_config() -> dict:
                     "macl": {"loss": "macl_vision", "hp": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0}},
                 },
             },
+            "oar_cifar10": {
+                "track": "vision",
+                "dataset": "cifar10",
+                "backbones": ["resnet18-oar", "resnet18-w8"],
+                "seeds": [42],
+                "sweep": {"lr": [0.01, 1.0]},
+                "methods": {
+                    "infonce": {"loss": "ntxent", "hp": {"tau": 1.0}},
+                    "oar_infonce": {"loss": "ntxent", "hp": {"tau": 1.0}, "training": {"oar_fraction": 0.1}},
+                },
+            },
+            "oar_cifar100": {
+                "track": "vision",
+                "dataset": "cifar100",
+                "backbones": ["resnet50-oar"],
+                "seeds": [42],
+                "methods": {
+                    "bt": {"loss": "barlow_twins", "lr": 0.01},
+                    "oar_bt": {"loss": "barlow_twins", "lr": 1.0, "training": {"oar_fraction": 0.1}},
+                },
+            },
             "macl": {
                 "backbones": ["roberta-base", "bert-base"],
                 "training": {"dropout": 0.2},
@@ -166,3 +195,6 @@ def write_synthetic_metrics(root: Path) -> None:
         write_vision_cell(root, "macl_cifar10", "resnet18-cifar", f"ntxent-bs{batch}")
     write_vision_cell(root, "macl_cifar10", "resnet18-cifar", "macl-bs64", seeds=[42])  # partial
     write_vision_cell(root, "macl_cifar10", "resnet18-w8", "ntxent-bs64")  # toy encoder
+    for method in ("infonce-lr0.01", "infonce-lr1.0", "oar_infonce-lr1.0"):  # OAR Table 3: best rate
+        write_vision_cell(root, "oar_cifar10", "resnet18-oar", method, seeds=[42], tasks=OAR_TASKS)
+    write_vision_cell(root, "oar_cifar100", "resnet50-oar", "oar_bt", seeds=[42], tasks=OAR_TASKS)

@@ -31,7 +31,7 @@ def test_docs_page_is_generated_from_the_config(full):
         "docs/deviations.md is stale; regenerate it: "
         "python -m contrastlab.tables.deviations config.yaml > docs/deviations.md"
     )
-    assert len(page.split()) < 600  # readable in two minutes
+    assert len(page.split()) < 1200  # readable in a few minutes (six experiments of four papers)
 
 
 def test_full_config_declares_every_papers_choices_and_detects_nothing(full):

@@ -251,7 +251,10 @@ def test_snakemake_script(tmp_path, monkeypatch):
         input=SimpleNamespace(metrics=[]),
         output=SimpleNamespace(tables=outputs, report=str(tmp_path / "report.md")),
         params=SimpleNamespace(
-            config=config, metrics_root=str(tmp_path / "metrics"), tables_dir=str(tmp_path / "tables")
+            config=config,
+            metrics_root=str(tmp_path / "metrics"),
+            tables_dir=str(tmp_path / "tables"),
+            figures=[],
         ),
         log=[str(tmp_path / "tables.log")],
     )

@@ -154,7 +154,9 @@ def to_csv(table: Table) -> str:
                 for nr, v in zip(missing, c["ours_improvement"], strict=True)
             ]
         if "best_at" in c:  # best point of a sweep (OAR Table 3): which value won
-            cols["best_at"] = ["" if _nan(v) else f"{v:g}" for v in c["best_at"]]
+            cols["best_at"] = [
+                nr or (NA if _nan(v) else f"{v:g}") for nr, v in zip(missing, c["best_at"], strict=True)
+            ]
         cols["status"] = c["status"]
         out = pd.DataFrame(cols)
     buf = io.StringIO()

@@ -1,0 +1,59 @@
+"""OAR Fig. 2-4 from metrics and Fig. 3 from embeddings: the numbers plotted, and non-trivial images."""
+
+from __future__ import annotations
+
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from contrastlab.figures.oar import embedding_spectrum, plot_lr_sweep, plot_spectra, sweep_frame
+
+
+def assert_nontrivial_png(path, min_bytes=8_000):
+    assert path.stat().st_size > min_bytes
+    pixels = matplotlib.image.imread(path)
+    assert pixels.ndim == 3 and len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 20
+
+
+def test_sweep_frame_averages_seeds_per_rate_and_plots(tmp_path):
+    rows = []
+    for method in ("infonce", "oar_infonce"):
+        for lr in (0.01, 1.0):
+            for seed, noise in ((42, 0.0), (43, 2.0)):
+                score = (70.0 if method.startswith("oar") else 40.0 / (1 + 10 * lr)) + noise
+                rows += [
+                    ("oar_cifar10", "r18", f"{method}-lr{lr}", seed, "ffn10_top1", score),
+                    ("oar_cifar10", "r18", f"{method}-lr{lr}", seed, "embedding_variance", 1.0 / lr),
+                ]
+    metrics = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
+    frame = sweep_frame(metrics, "oar_cifar10", "lr", [0.01, 1.0], ["ffn10_top1", "embedding_variance"])
+    assert len(frame) == 8 and set(frame["n_seeds"]) == {2}
+    point = frame.set_index(["method", "key", "value"]).loc[("infonce", "ffn10_top1", 1.0)]
+    assert point["mean"] == pytest.approx(40.0 / 11 + 1.0) and not point["oar"] and point["loss"] == "infonce"
+    written = plot_lr_sweep(frame, tmp_path / "fig2", accuracy_keys=["ffn10_top1"])
+    assert [p.suffix for p in written] == [".png", ".pdf", ".csv"]
+    assert_nontrivial_png(written[0])
+    assert len(pd.read_csv(written[2])) == 8
+
+
+def test_embedding_spectrum_sees_a_collapse_and_class_blocks(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    labels = torch.arange(600) % 3
+    anchors = torch.eye(8)[:3] * 5
+    separated = anchors[labels] + 0.1 * torch.randn(600, 8, generator=g)
+    collapsed = torch.outer(torch.randn(600, generator=g), torch.ones(8)) + 1e-4 * torch.randn(
+        600, 8, generator=g
+    )
+    a = embedding_spectrum(separated, labels, n=300, seed=1)
+    b = embedding_spectrum(collapsed, labels, n=300, seed=1)
+    assert a["effective_rank"] == 2 and b["effective_rank"] == 1  # 3 centred class means span 2 dims
+    assert a["singular_values"][0] == 1.0 and np.all(np.diff(a["singular_values"]) <= 1e-12)
+    assert list(a["labels"]) == sorted(a["labels"]) and a["affinity"].shape == (300, 300)
+    same = a["labels"][:, None] == a["labels"][None, :]
+    assert a["affinity"][same].mean() > 0.9 and abs(a["affinity"][~same].mean()) < 0.1
+    written = plot_spectra({"InfoNCE": b, "OAR-InfoNCE": a}, tmp_path / "fig3")
+    assert_nontrivial_png(written[0])
+    numbers = pd.read_csv(written[2])
+    assert set(numbers["encoder"]) == {"InfoNCE", "OAR-InfoNCE"} and len(numbers) == 16
