@@ -24,6 +24,14 @@ from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, 
 __all__ = ["embedding_spectrum", "plot_lr_sweep", "plot_spectra", "sweep_frame"]
 
 OAR_PREFIX = "oar_"
+#: The papers' names of the losses of the OAR study (config method names without ``oar_``).
+LOSS_LABELS = {"infonce": "InfoNCE", "dcl": "DCL", "bt": "BarlowTwins", "vicreg": "VICReg"}
+
+
+def method_label(method: str) -> str:
+    """``oar_infonce`` -> ``OAR-InfoNCE`` (the paper's row names)."""
+    loss = method.removeprefix(OAR_PREFIX)
+    return ("OAR-" if method.startswith(OAR_PREFIX) else "") + LOSS_LABELS.get(loss, loss)
 
 
 def sweep_frame(
@@ -75,7 +83,7 @@ def plot_lr_sweep(
     losses = list(dict.fromkeys(frame["loss"]))
     colour = {loss: PALETTE[i % len(PALETTE)] for i, loss in enumerate(losses)}
     with house_style():
-        fig, axes = figure(len(keys), 1, width="column", aspect=0.62, sharex=True)
+        fig, axes = figure(len(keys), 1, width="column", aspect=0.55, sharex=True)
         for ax, key in zip(axes[:, 0], keys, strict=True):
             part = frame[frame["key"] == key]
             for method, curve in part.groupby("method", sort=False):
@@ -86,11 +94,12 @@ def plot_lr_sweep(
                     LINESTYLES[1] if oar else LINESTYLES[0],
                     marker="o",
                     color=colour[curve["loss"].iloc[0]],
-                    label=labels.get(method, method),
+                    label=labels.get(method, method_label(method)),
                 )
             ax.set_xscale("log")
             if key == "embedding_variance":
-                ax.set_yscale("symlog", linthresh=1e-3)
+                if (part["mean"] > 0).all() and not part.empty:
+                    ax.set_yscale("log")  # the paper's collapse spans orders of magnitude
                 ax.set_ylabel("embedding variance")
             else:
                 ax.set_ylabel(f"top-1 (%), {_fraction_label(key)}")
@@ -99,7 +108,7 @@ def plot_lr_sweep(
         axes[-1, 0].set_xlabel(xlabel)
         handles, names = axes[0, 0].get_legend_handles_labels()
         if handles:
-            fig.legend(handles, names, loc="upper center", ncol=4, bbox_to_anchor=(0.5, 1.06))
+            fig.legend(handles, names, loc="outside upper center", ncol=min(4, len(handles)))
         return save(fig, stem, frame[frame["key"].isin(keys)])
 
 
@@ -140,13 +149,15 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
     names = list(spectra)
     rows = []
     with house_style():
-        fig, axes = figure(2, len(names), width="page" if len(names) > 2 else "column", aspect=0.9)
+        fig, axes = figure(2, len(names), width="page", aspect=0.8)
         for col, name in enumerate(names):
             s = spectra[name]
             sv = np.asarray(s["singular_values"])
             ax = axes[0, col]
             ax.semilogy(np.arange(1, len(sv) + 1), np.clip(sv, 1e-12, None), color=PALETTE[col])
-            ax.set_title(f"{name}\neffective rank (95%): {s['effective_rank']}")
+            ax.set_title(
+                f"{method_label(name.split('-lr')[0])} ({name})\neffective rank (95%): {s['effective_rank']}"
+            )
             ax.set_xlabel("index")
             ax.set_ylabel("σ / σ₁")
             image = axes[1, col].imshow(
@@ -182,8 +193,7 @@ def lr_sweep_figure(
     accuracy = [f"ffn{round(100 * f)}_top1" for f in fractions]
     metrics = collect_metrics(metrics_root)
     frame = sweep_frame(metrics, experiment, "lr", exp["sweep"]["lr"], [*accuracy, "embedding_variance"])
-    labels = {m: m.replace(OAR_PREFIX, "OAR-") for m in exp["methods"]}
-    return plot_lr_sweep(frame, stem, accuracy_keys=accuracy, labels=labels)
+    return plot_lr_sweep(frame, stem, accuracy_keys=accuracy)
 
 
 def spectra_figure(

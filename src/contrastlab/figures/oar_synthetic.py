@@ -22,7 +22,7 @@ def plot_synthetic(results: Mapping[tuple[str, bool], Mapping], stem: str | Path
     first = next(iter(results.values()))
     rows = []
     with house_style():
-        fig, axes = figure(2, len(losses) + 1, width="page", aspect=1.0, subplot_kw={"projection": "3d"})
+        fig, axes = figure(2, len(losses) + 1, width="page", aspect=1.1, subplot_kw={"projection": "3d"})
         colours = [PALETTE[int(k)] for k in first["labels"]]
         axes[0, 0].scatter(*first["x"].T, c=colours, s=2, depthshade=False)
         axes[0, 0].set_title("input: 3 rank-1 clusters")
@@ -37,11 +37,16 @@ def plot_synthetic(results: Mapping[tuple[str, bool], Mapping], stem: str | Path
                 ax = axes[row, col]
                 ax.scatter(*r["z"].T, c=colours, s=2, depthshade=False)
                 name = ("OAR-" if oar else "") + LOSS_LABELS.get(loss, loss)
-                ax.set_title(f"{name}\nrank {r['effective_rank']}, {r['min_axis_angle_deg']:.0f}°")
+                ax.set_title(
+                    f"{name}\nrank {r['effective_rank']}, axes ≥ {r['min_axis_angle_deg']:.0f}°", fontsize=7
+                )
                 rows += [
                     {"panel": name, "cluster": int(k), "x": float(a), "y": float(b), "z": float(c)}
                     for k, (a, b, c) in zip(r["labels"], r["z"], strict=True)
                 ]
         for ax in axes.flat:
-            ax.tick_params(labelsize=5, pad=0)
+            ax.tick_params(labelsize=4, pad=0)
+            ax.set_xticklabels([])
+            ax.set_yticklabels([])
+            ax.set_zticklabels([])
         return save(fig, stem, pd.DataFrame(rows))

@@ -84,6 +84,7 @@ def figure(
     if not isinstance(inches, int | float) or inches <= 0:
         raise ValueError(f"width must be 'page', 'column' or a positive number of inches, got {width!r}")
     height = inches / ncols * aspect * nrows
+    subplots_kw.setdefault("layout", "constrained")  # titles, labels and colour bars never overlap
     return plt.subplots(nrows, ncols, figsize=(inches, height), squeeze=False, **subplots_kw)
 
 
