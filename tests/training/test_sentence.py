@@ -207,8 +207,13 @@ def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, data):
     losses2 = [r["loss"] for r in read_log(log2) if r["event"] == "train"]
     np.testing.assert_allclose(losses1, losses2, rtol=1e-5)
     a, b = load_file(out1 / "model.safetensors"), load_file(out2 / "model.safetensors")
-    for key in a:  # Adam turns float noise in near-zero gradients into updates of up to ~lr
-        torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=0.1 * SMALL["lr"])
+    # Adam turns float noise (summation order) in near-zero gradients into updates of up to ~lr per
+    # step, on whichever elements happen to have them (machine-dependent): every element stays within
+    # the 3 steps' bound, and all but a handful agree to a tenth of one step's update.
+    lr, steps = SMALL["lr"], common["max_steps"]
+    diffs = torch.cat([(a[key].float() - b[key].float()).abs().flatten() for key in a])
+    assert diffs.max() <= 2 * steps * lr, diffs.max()
+    assert (diffs > 0.1 * lr).sum() <= max(5, 1e-5 * diffs.numel()), int((diffs > 0.1 * lr).sum())
 
 
 def test_gradient_caching_replays_the_dropout_masks(tiny_bert, corpus, minilm_dir):

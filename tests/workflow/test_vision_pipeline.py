@@ -33,7 +33,9 @@ def test_cells_train_evaluate_and_fill_the_table(finished):
         metrics = json.loads(
             (results / f"metrics/macl_cifar10/resnet18-w8/{method}/seed42/vision.json").read_text()
         )
-        assert set(metrics["scores"]) == {"linear_top1", "knn_top1"} and metrics["n_test"] == 360
+        probes = {"linear_top1", "knn_top1"}  # and the embedding statistics every evaluation reports
+        assert set(metrics["scores"]) == probes | {"embedding_variance", "effective_rank_95"}
+        assert metrics["n_test"] == 360
         assert metrics["linear"]["epochs"] == 5 and metrics["knn"]["k"] == 200
         log = (results / f"checkpoints/macl_cifar10/resnet18-w8/{method}/seed42/train_log.jsonl").read_text()
         assert '"event": "end"' in log
