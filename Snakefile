@@ -48,3 +48,4 @@ rule all:
         table_outputs(),
         figure_outputs(),
         report_path(),
+        report_path().removesuffix(".md") + ".html",

@@ -12,6 +12,7 @@ rule tables:
     output:
         tables=table_outputs(),
         report=report_path(),
+        report_html=report_path().removesuffix(".md") + ".html",
     params:
         # Without data locations (the tables never read them): moving the data re-renders nothing.
         config={key: value for key, value in config.items() if key != "data"},

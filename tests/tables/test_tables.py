@@ -60,8 +60,8 @@ def test_outputs_and_speed(built):
     root, paths, seconds = built
     names = tables_for_config(make_config())
     assert names == list(TABLES)
-    assert paths[-1] == root / "report.md"
-    assert {p.name for p in paths[:-1]} == {f"{n}.{e}" for n in names for e in ("csv", "md", "tex")}
+    assert paths[-2:] == [root / "report.md", root / "report.html"]
+    assert {p.name for p in paths[:-2]} == {f"{n}.{e}" for n in names for e in ("csv", "md", "tex")}
     assert seconds < 30, f"tables took {seconds:.1f}s"
 
 
@@ -175,7 +175,7 @@ def test_repository_configs_render(tmp_path):
         assert set(status) <= {"match", "not in paper"}, f"{name}: {status.value_counts().to_dict()}"
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     paths = build_tables(tmp_path / "none", demo, tmp_path / "demo", tmp_path / "demo.md")
-    assert len(paths) == 3 * len(tables_for_config(demo)) + 1
+    assert len(paths) == 3 * len(tables_for_config(demo)) + 2  # + report.md and report.html
     assert "tiny-bert" in read_csv(tmp_path / "demo" / "nie2023_table1.csv").backbone.tolist()
 
 
@@ -249,7 +249,9 @@ def test_snakemake_script(tmp_path, monkeypatch):
     outputs = [str(tmp_path / "tables" / f"{n}.{e}") for n in names for e in ("csv", "md", "tex")]
     snakemake = SimpleNamespace(
         input=SimpleNamespace(metrics=[]),
-        output=SimpleNamespace(tables=outputs, report=str(tmp_path / "report.md")),
+        output=SimpleNamespace(
+            tables=outputs, report=str(tmp_path / "report.md"), report_html=str(tmp_path / "report.html")
+        ),
         params=SimpleNamespace(
             config=config,
             metrics_root=str(tmp_path / "metrics"),
@@ -269,6 +271,7 @@ def test_snakemake_script(tmp_path, monkeypatch):
         if not isinstance(sys.stderr, io.StringIO):
             sys.stderr.close()
     assert all(Path(p).exists() for p in outputs) and (tmp_path / "report.md").exists()
+    assert (tmp_path / "report.html").exists()
     assert "wrote" in (tmp_path / "tables.log").read_text()
     assert len((REPO_ROOT / "scripts" / "tables.py").read_text().splitlines()) < 60
 

@@ -71,7 +71,8 @@ def build_tables(
     figures: list[dict] | None = None,
 ) -> list[Path]:
     """Write every table (default: :func:`tables_for_config`) as CSV, Markdown and LaTeX into
-    ``out_dir`` and the summary ``report_path``; returns the written paths (report last).
+    ``out_dir``, the summary ``report_path`` and its self-contained HTML twin (same name, ``.html``);
+    returns the written paths (report and HTML report last).
 
     Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
     """
@@ -103,5 +104,8 @@ def build_tables(
     written.append(
         write_report(built, Path(report_path), metrics_root=metrics_root, config=config, figures=figures)
     )
+    from contrastlab.tables.html import write_html_report
+
+    written.append(write_html_report(report_path))  # report.html beside it, figures embedded
     log.info("wrote %d tables in %.2fs", len(built), time.perf_counter() - t0)
     return written
