@@ -164,7 +164,17 @@ if workflow.is_main_process:
 
 
 # Figures (rules/figures.smk).
-FIGURE_EXPERIMENTS = _alternatives(f["experiment"] for f in FIGURES if f["experiment"])
+FIGURE_EXPERIMENTS = _alternatives(
+    f["experiment"] for f in FIGURES if f["kind"] in ("lr_sweep", "spectra")
+)
+
+
+LOG_FIGURE_EXPERIMENTS = _alternatives(f["experiment"] for f in FIGURES if f["kind"] == "align_uniform")
+
+
+def cell_files(wildcards, kind, name):
+    """``<R>/<kind>/<cell>/<name>`` of every selected cell of the figure's experiment."""
+    return [f"{R}/{kind}/{c.path}/{name}" for c in CELLS if c.experiment == wildcards.experiment]
 
 
 def figure_files(name):

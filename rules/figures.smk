@@ -3,6 +3,8 @@
 
 localrules:
     figure_lr_sweep,
+    figure_align_uniform,
+    figure_training_curves,
 
 
 rule figure_lr_sweep:
@@ -59,3 +61,37 @@ rule oar_synthetic:
         "../envs/contrastlab.yaml"
     script:
         "../scripts/oar_synthetic.py"
+
+
+rule figure_align_uniform:
+    input:
+        metrics=lambda wildcards: cell_files(wildcards, "metrics", "senteval.json"),
+    output:
+        **figure_files("{experiment}/align_uniform"),
+    params:
+        metrics_root=f"{R}/metrics",
+    log:
+        f"{R}/logs/figures/{{experiment}}-align_uniform.log",
+    wildcard_constraints:
+        experiment=LOG_FIGURE_EXPERIMENTS,
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/figure_logs.py"
+
+
+rule figure_training_curves:
+    input:
+        logs=lambda wildcards: cell_files(wildcards, "checkpoints", "train_log.jsonl"),
+    output:
+        **figure_files("{experiment}/training_curves"),
+    params:
+        checkpoints_root=f"{R}/checkpoints",
+    log:
+        f"{R}/logs/figures/{{experiment}}-training_curves.log",
+    wildcard_constraints:
+        experiment=LOG_FIGURE_EXPERIMENTS,
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/figure_logs.py"

@@ -393,12 +393,16 @@ def vision_evaluation(config: Mapping[str, Any], experiment: str) -> dict:
     return deep_merge(config.get("vision_evaluation") or {}, own)
 
 
+#: Sentence experiments whose paper has a figure read from the training logs and metrics (Nie Fig. 1).
+LOG_FIGURE_EXPERIMENTS = ("nie2023",)
+
+
 def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
     """The figures a config produces, each ``{"name", "kind", "experiment", "caption"}`` (``name`` is
     the path under ``<results>/figures`` without extension): per selected vision experiment with an
     ``lr`` sweep evaluated by the FFN, its ``lr_sweep`` (OAR Fig. 2/4); with ``spectra``, its
     ``spectra`` (OAR Fig. 3); with a top-level ``oar_synthetic`` block, the synthetic study (OAR
-    Table 2)."""
+    Table 2); for Nie's experiment, alignment/uniformity and the training curves (Nie Fig. 1)."""
     select = config.get("select") or {}
     out = []
     if config.get("oar_synthetic") is not None and (
@@ -417,6 +421,25 @@ def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
     for name, exp in config["experiments"].items():
         if select.get("experiments") and name not in select["experiments"]:
             continue
+        if name in LOG_FIGURE_EXPERIMENTS:
+            out += [
+                {
+                    "name": f"{name}/align_uniform",
+                    "kind": "align_uniform",
+                    "experiment": name,
+                    "caption": "Nie Fig. 1a: ℓ_align against ℓ_uniform on STS-B dev of every checkpoint, "
+                    "coloured by STS.Avg; the paper: the positions do not show the gap between L_cl and "
+                    "its decoupled forms.",
+                },
+                {
+                    "name": f"{name}/training_curves",
+                    "kind": "training_curves",
+                    "experiment": name,
+                    "caption": "Nie Fig. 1b-d (in part): training loss and dev ℓ_align, ℓ_uniform and STS-B "
+                    "Spearman over training per loss, from the trainer's logs (the train-set ℓ_uniform "
+                    "and dev loss the paper also plots are not logged yet).",
+                },
+            ]
         probes = (
             vision_evaluation(config, name).get("probes") or [] if track(config, name) == "vision" else []
         )

@@ -84,6 +84,8 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     assert counts["image_data"] == 2  # CIFAR-10 and CIFAR-100, each fetched once
     # OAR Table 2 (synthetic), Fig. 2/4 (the sweep) and Fig. 3 (spectra), each one job.
     assert counts["oar_synthetic"] == counts["figure_lr_sweep"] == counts["figure_spectra"] == 1
+    # Nie Fig. 1 from the metrics and the training logs.
+    assert counts["figure_align_uniform"] == counts["figure_training_curves"] == 1
     assert counts["evaluate_pretrained"] == 4
     assert counts["fetch_backbone"] == 4
     assert counts["senteval_data"] == 1 and counts["corpus"] == 1

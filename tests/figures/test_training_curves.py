@@ -1,0 +1,72 @@
+"""Nie Fig. 1 from the cells' metrics files and training logs."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from contrastlab.figures.training_curves import (
+    alignment_uniformity_frame,
+    curves_frame,
+    plot_alignment_uniformity,
+    plot_training_curves,
+)
+
+
+@pytest.fixture
+def results(tmp_path):
+    for method, (align, uniform, sts) in {"cl": (0.2, -2.3, 76.0), "dcl": (0.25, -2.5, 72.0)}.items():
+        for seed in (42, 43):
+            cell = f"nie2023/bert-base/{method}/seed{seed}"
+            metrics = tmp_path / "metrics" / cell / "senteval.json"
+            metrics.parent.mkdir(parents=True)
+            metrics.write_text(
+                json.dumps({"alignment": align, "uniformity": uniform, "sts_avg": sts + seed - 42})
+            )
+            log = tmp_path / "checkpoints" / cell / "train_log.jsonl"
+            log.parent.mkdir(parents=True)
+            records = [{"event": "start", "settings": {}}]
+            for step in (10, 20):
+                records.append({"event": "train", "step": step, "loss": 3.0 - step / 10 + seed - 42})
+                records.append(
+                    {
+                        "event": "eval",
+                        "step": step,
+                        "dev_spearman": 70.0 + step,
+                        "dev_align": align,
+                        "dev_uniformity": uniform,
+                    }
+                )
+            log.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    skipped = tmp_path / "metrics" / "nie2023" / "bert-base" / "au" / "seed42" / "senteval.json"
+    skipped.parent.mkdir(parents=True)
+    skipped.write_text(json.dumps({"alignment": None, "uniformity": -1.0, "sts_avg": 70.0}))
+    return tmp_path
+
+
+def _nontrivial(path):
+    pixels = matplotlib.image.imread(path)
+    assert path.stat().st_size > 8_000 and len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 20
+
+
+def test_alignment_uniformity_points_per_checkpoint(results, tmp_path):
+    frame = alignment_uniformity_frame(results / "metrics", "nie2023")
+    assert len(frame) == 4 and set(frame["method"]) == {"cl", "dcl"}  # the cell without measures is skipped
+    assert frame.set_index(["method", "seed"]).loc[("cl", 43), "sts_avg"] == 77.0
+    written = plot_alignment_uniformity(frame, tmp_path / "au")
+    _nontrivial(written[0])
+
+
+def test_training_curves_average_seeds_per_step(results, tmp_path):
+    frame = curves_frame(results / "checkpoints", "nie2023")
+    assert len(frame) == 2 * 2 * 2 * 4  # methods x seeds x steps x series
+    written = plot_training_curves(frame, tmp_path / "curves")
+    _nontrivial(written[0])
+    import pandas as pd
+
+    plotted = pd.read_csv(written[2])
+    loss = plotted[(plotted["method"] == "cl") & (plotted["series"] == "training loss")]
+    assert loss["value"].tolist() == pytest.approx([2.5, 1.5])  # mean of seeds 42 and 43 at steps 10, 20
