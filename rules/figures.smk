@@ -95,3 +95,26 @@ rule figure_training_curves:
         "../envs/contrastlab.yaml"
     script:
         "../scripts/figure_logs.py"
+
+
+
+# The analytic and simulated figures of Nie and Li (no training): one job per paper, since Li's
+# Fig. 2 and 10 share one simulation.
+for _paper, _names in cl_config.ANALYTIC_FIGURES.items():
+
+    rule:
+        name:
+            f"figure_analytic_{_paper}"
+        output:
+            [f"{R}/figures/{_paper}/{n}.{ext}" for n in _names for ext in ("png", "pdf", "csv")],
+        params:
+            paper=_paper,
+            size=config["analytic_figures"],
+        log:
+            f"{R}/logs/figures/{_paper}-analytic.log",
+        benchmark:
+            f"{R}/benchmarks/figures/{_paper}-analytic.tsv"
+        conda:
+            "../envs/contrastlab.yaml"
+        script:
+            "../scripts/figure_analytic.py"

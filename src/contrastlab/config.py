@@ -396,13 +396,37 @@ def vision_evaluation(config: Mapping[str, Any], experiment: str) -> dict:
 #: Sentence experiments whose paper has a figure read from the training logs and metrics (Nie Fig. 1).
 LOG_FIGURE_EXPERIMENTS = ("nie2023",)
 
+#: Figures computed from the papers' formulas (no training): experiment -> {figure: caption}.
+ANALYTIC_FIGURES = {
+    "nie2023": {
+        "nie2023_fig2a": "Nie Fig. 2a: norm of the alignment part of the gradient over the anchor-positive "
+        "(θ_ii′) and anchor-negative (θ_ij′) angles, InfoNCE at 64-512 negatives, L_align and DCL; the "
+        "paper: InfoNCE's gradient dissipates as the positive nears the negatives, L_align and DCL do "
+        "not. Closed forms, checked against autograd of our losses.",
+        "nie2023_fig2b": "Nie Fig. 2b: the same for DCL+, MPT, MET and MAT (64 negatives); the paper: the "
+        "margin losses keep a dissipation band at a controlled distance gap.",
+        "nie2023_fig4": "Nie Fig. 4 (App. B): the uniformity part (one negative's, the hardest for the hinge "
+        "losses) of the same losses.",
+    },
+    "li2024": {
+        "li2024_fig2": "Li Fig. 2: Monte-Carlo mean of the gradient-dissipation term of ArcCon and MET over "
+        "μ_pos × μ_neg (1 positive + 127 negatives per batch); the paper: GD falls to 0 once the positive "
+        "is closer than the negatives by a margin.",
+        "li2024_fig10": "Li Fig. 10 (App. A.1): the same for InfoNCE and MPT; at μ_pos = μ_neg InfoNCE's "
+        "term is 127/128 in closed form (tested).",
+        "li2024_fig3": "Li Fig. 3 (simulated part): share of the weight taken by the hardest negative "
+        "against μ_neg for several τ; the paper: small τ puts nearly all weight on one negative.",
+    },
+}
+
 
 def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
     """The figures a config produces, each ``{"name", "kind", "experiment", "caption"}`` (``name`` is
     the path under ``<results>/figures`` without extension): per selected vision experiment with an
     ``lr`` sweep evaluated by the FFN, its ``lr_sweep`` (OAR Fig. 2/4); with ``spectra``, its
     ``spectra`` (OAR Fig. 3); with a top-level ``oar_synthetic`` block, the synthetic study (OAR
-    Table 2); for Nie's experiment, alignment/uniformity and the training curves (Nie Fig. 1)."""
+    Table 2); for Nie's experiment, alignment/uniformity and the training curves (Nie Fig. 1); for
+    Nie's and Li's experiments, their analytic and simulated figures (:data:`ANALYTIC_FIGURES`)."""
     select = config.get("select") or {}
     out = []
     if config.get("oar_synthetic") is not None and (
@@ -421,6 +445,10 @@ def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
     for name, exp in config["experiments"].items():
         if select.get("experiments") and name not in select["experiments"]:
             continue
+        for figure_name, caption in ANALYTIC_FIGURES.get(name, {}).items():
+            out.append(
+                {"name": f"{name}/{figure_name}", "kind": "analytic", "experiment": name, "caption": caption}
+            )
         if name in LOG_FIGURE_EXPERIMENTS:
             out += [
                 {

@@ -86,6 +86,8 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     assert counts["oar_synthetic"] == counts["figure_lr_sweep"] == counts["figure_spectra"] == 1
     # Nie Fig. 1 from the metrics and the training logs.
     assert counts["figure_align_uniform"] == counts["figure_training_curves"] == 1
+    # Nie Fig. 2a/2b/4 and Li Fig. 2/3/10, computed without training: one job per paper.
+    assert counts["figure_analytic_nie2023"] == counts["figure_analytic_li2024"] == 1
     assert counts["evaluate_pretrained"] == 4
     assert counts["fetch_backbone"] == 4
     assert counts["senteval_data"] == 1 and counts["corpus"] == 1

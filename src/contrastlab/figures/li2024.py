@@ -1,0 +1,458 @@
+"""Li, Zhang & Nie 2024, the simulated analyses of §3.1: Fig. 2 / Fig. 10 (the mean gradient-dissipation
+term over a μ_pos x μ_neg grid) and Fig. 3 (the share of the weight taken by the hardest negative).
+
+Li Table 1 writes the three components of the unified paradigm (Eq. 4) of InfoNCE, ArcCon, MPT and
+MET in angular form; :func:`gradient_dissipation`, :func:`weight` and :func:`ratio` evaluate them on
+cosines (the anchor-positive cos θ_ii' and the K anchor-negative cos θ_ij' on the last axis). The
+tests check them against :func:`contrastlab.losses.paradigm_view.paradigm_components`, which
+computes the same terms from embeddings.
+
+The simulation (§3.1, App. A.1): θ_ii' ~ N(μ_pos, σ_pos²), θ_ij' ~ N(μ_neg, σ_neg²) with σ_pos 0.05
+and σ_neg 0.10; μ_pos in [π/20, π/2] and μ_neg in [π/20, π], each interval "divided equally into 100
+parts" (100 values, end points included, as the authors' ``simulation.py`` does); for each
+(μ_pos, μ_neg) pair 1,000 batches of 1 positive and 127 negatives; the mean of GD over the batches.
+Fig. 3 fixes μ_pos = π/6 and sweeps μ_neg over the same 100 values, and reports the mean share
+max_j W_ij / Σ_j W_ij of the exponential weight for several τ.
+
+Hyperparameters are not in the paper's text; the authors' ``simulation.py`` (github.com/BDBC-KG-NLP/
+UnderstandingCSE) uses InfoNCE τ 0.05, ArcCon τ 0.05 and u = 10°, MPT m 0.23, MET m 0.45 (Nie et al.'s
+BERT-base values; the project's :data:`~contrastlab.losses.catalog.DEFAULTS`), and for Fig. 3 the
+temperatures 0.3, 0.1, 0.05, 0.03, 0.01, 0.005. Choices of this module:
+
+- Every loss's GD is evaluated on the *same* draws per grid point (the authors draw anew per loss;
+  the distribution of each estimate is the same, and the four heatmaps become comparable point by
+  point). Each μ_pos row has its own stream spawned from ``seed`` (``numpy.random.SeedSequence``),
+  so a run is bit-identical whatever ``chunk`` is.
+- Sampled angles enter only through their cosines, so a draw outside [0, π] (θ_ii' < 0 has
+  probability ~1e-3 at μ_pos = π/20) acts as the angle arccos(cos θ) in [0, π] that two unit vectors
+  make. Only ArcCon's cos(θ_ii' + u) depends on this; the authors add u to the raw draw.
+- Fig. 3: the authors' script averages the share only over the batches whose InfoNCE GD at the same τ
+  is >= 0.01 (``gd_threshould=1e-2``, batches whose gradient has dissipated carry no direction) and
+  writes 1.0 where no batch passes; the paper's text does not mention the filter. Here ``share`` is
+  the filtered mean (``gd_threshold``, default 0.01) and NaN where no batch passes, ``kept`` the
+  fraction of batches that pass, and ``share_all`` the mean over all batches. The authors' script
+  fixes μ_pos at 0.5 rad; the paper's text says π/6 (0.524 rad), used here.
+
+[0] M. Li, R. Zhang, Z. Nie. "Towards Better Understanding of Contrastive Sentence Representation
+    Learning: A Unified Paradigm for Gradient." ACL 2024 (arXiv full version: Fig. 10 in App. B).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
+from contrastlab.losses.catalog import DEFAULTS
+
+__all__ = [
+    "TABLE1_LOSSES",
+    "FIG2_LOSSES",
+    "FIG10_LOSSES",
+    "FIG3_TAUS",
+    "gradient_dissipation",
+    "weight",
+    "ratio",
+    "grid",
+    "gd_monte_carlo",
+    "hardest_negative_share",
+    "draw_gd_heatmaps",
+    "plot_gd_heatmaps",
+    "draw_hardest_negative_share",
+    "plot_hardest_negative_share",
+    "write_figures",
+]
+
+TABLE1_LOSSES: tuple[str, ...] = ("infonce", "arccon", "mpt", "met")
+FIG2_LOSSES: tuple[str, ...] = ("arccon", "met")
+FIG10_LOSSES: tuple[str, ...] = ("infonce", "mpt")
+#: The temperatures of Fig. 3 (the authors' ``simulation.py``).
+FIG3_TAUS: tuple[float, ...] = (0.3, 0.1, 0.05, 0.03, 0.01, 0.005)
+#: Li §3.1: the ranges of the means and the spreads of the angles, 100 values per range.
+MU_POS_RANGE = (math.pi / 20, math.pi / 2)
+MU_NEG_RANGE = (math.pi / 20, math.pi)
+SIGMA_POS = 0.05
+SIGMA_NEG = 0.10
+POINTS = 100
+BATCHES = 1000
+NEGATIVES = 127
+FIG3_MU_POS = math.pi / 6
+
+_LABELS = {"infonce": "InfoNCE", "arccon": "ArcCon", "mpt": "MPT", "met": "MET"}
+
+
+# --------------------------------------------------------------------------- Li Table 1
+def _hyper(loss: str, hp: Mapping[str, float]) -> dict[str, float]:
+    if loss not in TABLE1_LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; valid names: {', '.join(TABLE1_LOSSES)}")
+    unknown = set(hp) - set(DEFAULTS[loss])
+    if unknown:
+        raise ValueError(f"{loss} has no hyperparameter {sorted(unknown)}; valid: {sorted(DEFAULTS[loss])}")
+    return {**DEFAULTS[loss], **hp}
+
+
+def _logsumexp(x: np.ndarray) -> np.ndarray:
+    """log Σ exp over the last axis (max-shifted: τ = 0.005 puts cosines at 200 in the exponent)."""
+    top = x.max(axis=-1, keepdims=True)
+    return np.log(np.exp(x - top).sum(axis=-1)) + top[..., 0]
+
+
+def _chord(cos: np.ndarray) -> np.ndarray:
+    """‖a - b‖ = sqrt(2 - 2 cos θ) of unit vectors (clipped at 0 against rounding)."""
+    return np.sqrt(np.maximum(2.0 - 2.0 * cos, 0.0))
+
+
+def gradient_dissipation(loss: str, cos_pos, cos_neg, **hp) -> np.ndarray:
+    """GD of Li Table 1 (first column) for anchor-positive cosines ``cos_pos`` [...] and anchor-negative
+    cosines ``cos_neg`` [..., K]; returns [...].
+
+    ======== ==================================================================
+    infonce  1 / (1 + e^{cos θ_ii'/τ} / Σ_k e^{cos θ_ik'/τ})
+    arccon   1 / (1 + e^{cos(θ_ii' + u)/τ} / Σ_k e^{cos θ_ik'/τ}), θ_ii' = arccos(cos_pos)
+    mpt      1[cos θ_ii' - max_k cos θ_ik' < m]
+    met      1[min_k sqrt(2 - 2 cos θ_ik') - sqrt(2 - 2 cos θ_ii') < m]
+    ======== ==================================================================
+
+    Hyperparameters default to :data:`~contrastlab.losses.catalog.DEFAULTS` (τ 0.05, u = π/18, MPT m
+    0.23, MET m 0.45). The fractions are computed as a logistic of log-sums, never exp then divide.
+
+    >>> round(float(gradient_dissipation("infonce", 0.5, np.full(3, 0.5))), 12)
+    0.75
+    """
+    p = _hyper(loss, hp)
+    cos_pos = np.asarray(cos_pos, np.float64)
+    cos_neg = np.asarray(cos_neg, np.float64)
+    if loss in ("infonce", "arccon"):
+        pos = cos_pos if loss == "infonce" else np.cos(np.arccos(np.clip(cos_pos, -1.0, 1.0)) + p["u"])
+        return expit(_logsumexp(cos_neg / p["tau"]) - pos / p["tau"])
+    if loss == "mpt":
+        return (cos_pos - cos_neg.max(axis=-1) < p["m"]).astype(np.float64)
+    # The nearest negative in distance is the one with the largest cosine.
+    return (_chord(cos_neg.max(axis=-1)) - _chord(cos_pos) < p["m"]).astype(np.float64)
+
+
+def _hardest_one_hot(cos_neg: np.ndarray) -> np.ndarray:
+    """1 at the hardest negative (largest cosine = smallest angle; the first one on a tie), 0 elsewhere."""
+    hardest = cos_neg.argmax(axis=-1)[..., None]
+    return (np.arange(cos_neg.shape[-1]) == hardest).astype(np.float64)
+
+
+def weight(loss: str, cos_pos, cos_neg, **hp) -> np.ndarray:
+    """W_ij of Li Table 1 (second column) for every negative j: [..., K] (``cos_pos`` only broadcasts).
+
+    ======== ==================================================================
+    infonce  e^{cos θ_ij'/τ} / (τ Σ_k e^{cos θ_ik'/τ})
+    arccon   as InfoNCE
+    mpt      1 for the hardest negative (argmin_k θ_ik'), 0 for the others
+    met      1 / sqrt(2 - 2 cos θ_ij') for the hardest negative, 0 for the others
+    ======== ==================================================================
+
+    >>> weight("mpt", 0.9, np.array([0.1, 0.7, 0.3])).tolist()
+    [0.0, 1.0, 0.0]
+    """
+    p = _hyper(loss, hp)
+    cos_neg = np.asarray(cos_neg, np.float64)
+    cos_neg = np.broadcast_to(cos_neg, np.broadcast_shapes(np.shape(cos_pos) + (1,), cos_neg.shape))
+    if loss in ("infonce", "arccon"):
+        logits = cos_neg / p["tau"]
+        return np.exp(logits - _logsumexp(logits)[..., None]) / p["tau"]
+    hardest = _hardest_one_hot(cos_neg)
+    return hardest if loss == "mpt" else hardest / _chord(cos_neg)
+
+
+def ratio(loss: str, cos_pos, cos_neg, **hp) -> np.ndarray:
+    """R of Li Table 1 (third column) for every negative j: [..., K].
+
+    ======== ==================================================================
+    infonce  1
+    arccon   sin(θ_ii' + u) / sin θ_ii'
+    mpt      1
+    met      sqrt((1 - cos θ_ij') / (1 - cos θ_ii'))
+    ======== ==================================================================
+
+    >>> round(float(ratio("met", 0.5, np.array([0.0]))[0]), 6)
+    1.414214
+    """
+    p = _hyper(loss, hp)
+    cos_pos = np.asarray(cos_pos, np.float64)
+    cos_neg = np.asarray(cos_neg, np.float64)
+    shape = np.broadcast_shapes(cos_pos.shape + (1,), cos_neg.shape)
+    if loss in ("infonce", "mpt"):
+        return np.ones(shape)
+    if loss == "arccon":
+        theta = np.arccos(np.clip(cos_pos, -1.0, 1.0))
+        return np.broadcast_to((np.sin(theta + p["u"]) / np.sin(theta))[..., None], shape).copy()
+    return np.sqrt((1.0 - cos_neg) / (1.0 - cos_pos)[..., None]) * np.ones(shape)
+
+
+# --------------------------------------------------------------------------- Fig. 2 / Fig. 10
+def grid(value_range: tuple[float, float], points: int) -> np.ndarray:
+    """``points`` equally spaced values over ``value_range``, end points included (Li §3.1 step (1))."""
+    if points < 1:
+        raise ValueError(f"points must be >= 1, got {points}")
+    return np.linspace(value_range[0], value_range[1], points) if points > 1 else np.array([value_range[0]])
+
+
+def gd_monte_carlo(
+    losses: Sequence[str] = TABLE1_LOSSES,
+    *,
+    points: int | tuple[int, int] = POINTS,
+    batches: int = BATCHES,
+    negatives: int = NEGATIVES,
+    mu_pos_range: tuple[float, float] = MU_POS_RANGE,
+    mu_neg_range: tuple[float, float] = MU_NEG_RANGE,
+    sigma_pos: float = SIGMA_POS,
+    sigma_neg: float = SIGMA_NEG,
+    seed: int = 0,
+    hp: Mapping[str, Mapping[str, float]] | None = None,
+    chunk: int = 4,
+) -> pd.DataFrame:
+    """Monte-Carlo mean of Li Table 1's GD over (μ_pos, μ_neg) pairs: Li §3.1.1, Fig. 2 and Fig. 10.
+
+    For each of the ``points`` (an int, or (μ_pos count, μ_neg count)) values of μ_pos and μ_neg,
+    ``batches`` batches of one θ_ii' ~ N(μ_pos, σ_pos²) and ``negatives`` θ_ij' ~ N(μ_neg, σ_neg²);
+    the GD of each loss in ``losses`` per batch (:func:`gradient_dissipation`), averaged. Float64,
+    vectorised over ``chunk`` μ_neg values x batches x negatives at a time (~8 MB per chunk of 4).
+
+    Returns a tidy frame, one row per loss and pair: loss, mu_pos, mu_neg, gd. Bit-identical for the
+    same arguments (whatever ``chunk``); 100 x 100 pairs x 1000 batches x 128 take about a minute
+    on one core.
+    """
+    hp = hp or {}
+    params = [_hyper(loss, hp.get(loss, {})) for loss in losses]  # validate before sampling
+    n_pos, n_neg = (points, points) if isinstance(points, int) else points
+    _check_sampling(batches, negatives, sigma_pos, sigma_neg, chunk)
+    mu_pos, mu_neg = grid(mu_pos_range, n_pos), grid(mu_neg_range, n_neg)
+    gd = np.empty((len(losses), n_pos, n_neg))
+    for row, stream in enumerate(np.random.SeedSequence(seed).spawn(n_pos)):
+        rng = np.random.default_rng(stream)
+        # The positives of the whole row first, then the negatives chunk after chunk: the draws, and
+        # so the result, do not depend on the chunk size.
+        cos_pos = np.cos(mu_pos[row] + sigma_pos * rng.standard_normal((n_neg, batches)))
+        for start in range(0, n_neg, chunk):
+            stop = min(start + chunk, n_neg)
+            cos_neg = _draw_cosines(rng, mu_neg[start:stop], sigma_neg, batches, negatives)
+            for index, (loss, p) in enumerate(zip(losses, params, strict=True)):
+                gd[index, row, start:stop] = gradient_dissipation(
+                    loss, cos_pos[start:stop], cos_neg, **p
+                ).mean(-1)
+    mp, mn = np.meshgrid(mu_pos, mu_neg, indexing="ij")
+    return pd.concat(
+        [
+            pd.DataFrame({"loss": loss, "mu_pos": mp.ravel(), "mu_neg": mn.ravel(), "gd": gd[index].ravel()})
+            for index, loss in enumerate(losses)
+        ],
+        ignore_index=True,
+    )
+
+
+def _check_sampling(batches: int, negatives: int, sigma_pos: float, sigma_neg: float, chunk: int = 1) -> None:
+    for name, value in (("batches", batches), ("negatives", negatives), ("chunk", chunk)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value}")
+    for name, value in (("sigma_pos", sigma_pos), ("sigma_neg", sigma_neg)):
+        if not value >= 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+def _draw_cosines(rng: np.random.Generator, mu: np.ndarray, sigma: float, batches: int, negatives: int):
+    """cos of θ ~ N(mu, σ²), shape [len(mu), batches, negatives], computed in place (one buffer)."""
+    buffer = rng.standard_normal((len(mu), batches, negatives))
+    buffer *= sigma
+    buffer += mu[:, None, None]
+    return np.cos(buffer, out=buffer)
+
+
+def _pi_ticks(axis, values: Sequence[tuple[float, str]]) -> None:
+    axis.set_ticks([v for v, _ in values])
+    axis.set_ticklabels([label for _, label in values])
+
+
+_MU_NEG_TICKS = ((math.pi / 20, r"$\pi/20$"), (math.pi / 2, r"$\pi/2$"), (math.pi, r"$\pi$"))
+_MU_POS_TICKS = ((math.pi / 20, r"$\pi/20$"), (math.pi / 4, r"$\pi/4$"), (math.pi / 2, r"$\pi/2$"))
+
+
+def _hp_text(loss: str) -> str:
+    p = DEFAULTS[loss]
+    if loss == "arccon":
+        return rf"$\tau$={p['tau']:g}, u={math.degrees(p['u']):.0f}°"
+    return rf"$\tau$={p['tau']:g}" if loss == "infonce" else f"m={p['m']:g}"
+
+
+def draw_gd_heatmaps(frame: pd.DataFrame, losses: Sequence[str] | None = None):
+    """One heatmap per loss of :func:`gd_monte_carlo`'s frame: μ_neg horizontal, μ_pos vertical, the mean
+    GD in colour on a shared 0-1 scale (Li Fig. 2 / Fig. 10). Call inside ``house_style()``."""
+    losses = list(losses or dict.fromkeys(frame["loss"]))
+    fig, axes = figure(1, len(losses), width="page" if len(losses) > 1 else "column", aspect=0.75)
+    for ax, loss in zip(axes.flat, losses, strict=True):
+        rows = frame[frame["loss"] == loss]
+        if rows.empty:
+            raise ValueError(f"no rows for loss {loss!r} in the frame")
+        values = rows.pivot(index="mu_pos", columns="mu_neg", values="gd")
+        mesh = ax.pcolormesh(
+            values.columns.to_numpy(),
+            values.index.to_numpy(),
+            values.to_numpy(),
+            shading="nearest",
+            vmin=0.0,
+            vmax=1.0,
+            rasterized=True,
+        )
+        ax.set_title(f"{_LABELS.get(loss, loss)} ({_hp_text(loss)})")
+        ax.set_xlabel(r"$\mu_{\mathrm{neg}}$")
+        ax.set_ylabel(r"$\mu_{\mathrm{pos}}$")
+        ax.grid(False)
+        _pi_ticks(ax.xaxis, _MU_NEG_TICKS)
+        _pi_ticks(ax.yaxis, _MU_POS_TICKS)
+    fig.colorbar(mesh, ax=list(axes.flat), label="mean gradient dissipation GD", fraction=0.05, pad=0.02)
+    return fig
+
+
+def plot_gd_heatmaps(
+    frame: pd.DataFrame, stem: str | Path, losses: Sequence[str] | None = None
+) -> list[Path]:
+    """:func:`draw_gd_heatmaps` in the house style, written to ``stem``.png/.pdf/.csv (the plotted rows)."""
+    losses = list(losses or dict.fromkeys(frame["loss"]))
+    with house_style():
+        fig = draw_gd_heatmaps(frame, losses)
+        return save(fig, stem, frame[frame["loss"].isin(losses)].reset_index(drop=True))
+
+
+# --------------------------------------------------------------------------- Fig. 3
+def hardest_negative_share(
+    taus: Sequence[float] = FIG3_TAUS,
+    *,
+    points: int = POINTS,
+    batches: int = BATCHES,
+    negatives: int = NEGATIVES,
+    mu_pos: float = FIG3_MU_POS,
+    mu_neg_range: tuple[float, float] = MU_NEG_RANGE,
+    sigma_pos: float = SIGMA_POS,
+    sigma_neg: float = SIGMA_NEG,
+    gd_threshold: float | None = 0.01,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Mean share of the exponential weight taken by the hardest negative, max_j W_ij / Σ_j W_ij, for
+    each τ in ``taus`` and μ_neg on a ``points`` grid at fixed ``mu_pos``: Li §3.1.2, Fig. 3.
+
+    Per μ_neg, ``batches`` batches of one θ_ii' ~ N(mu_pos, σ_pos²) and ``negatives`` θ_ij' ~
+    N(μ_neg, σ_neg²), the same draws for every τ. ``share`` averages over the batches whose InfoNCE
+    GD at that τ is >= ``gd_threshold`` (the authors' filter; NaN where none passes, ``None`` keeps
+    all), ``kept`` is the fraction of batches averaged, ``share_all`` the mean over all batches.
+    The share tends to 1 as τ -> 0 and to 1/``negatives`` as τ -> ∞.
+
+    Returns a tidy frame, one row per (τ, μ_neg): tau, mu_pos, mu_neg, share, share_all, kept.
+    """
+    _check_sampling(batches, negatives, sigma_pos, sigma_neg)
+    taus = [float(t) for t in taus]
+    if not taus or min(taus) <= 0:
+        raise ValueError(f"taus must be a non-empty list of positive temperatures, got {taus}")
+    mu_neg = grid(mu_neg_range, points)
+    rows = []
+    for index, stream in enumerate(np.random.SeedSequence(seed).spawn(points)):
+        rng = np.random.default_rng(stream)
+        cos_pos = np.cos(mu_pos + sigma_pos * rng.standard_normal(batches))
+        cos_neg = _draw_cosines(rng, mu_neg[index : index + 1], sigma_neg, batches, negatives)[0]
+        for tau in taus:
+            w = weight("infonce", cos_pos, cos_neg, tau=tau)
+            share = w.max(axis=-1) / w.sum(axis=-1)
+            if gd_threshold is None:
+                keep = np.ones(batches, dtype=bool)
+            else:
+                keep = gradient_dissipation("infonce", cos_pos, cos_neg, tau=tau) >= gd_threshold
+            rows.append(
+                {
+                    "tau": tau,
+                    "mu_pos": mu_pos,
+                    "mu_neg": mu_neg[index],
+                    "share": share[keep].mean() if keep.any() else np.nan,
+                    "share_all": share.mean(),
+                    "kept": keep.mean(),
+                }
+            )
+    return pd.DataFrame(rows).sort_values(["tau", "mu_neg"], ignore_index=True)
+
+
+def draw_hardest_negative_share(
+    frame: pd.DataFrame, *, negatives: int = NEGATIVES, taus: Sequence[float] = FIG3_TAUS
+):
+    """Two panels of :func:`hardest_negative_share`'s frame.
+
+    Left (Li Fig. 3): the share against μ_neg, one colour per τ of ``taus`` found in the frame (all of
+    the frame's when none is), solid over the batches whose gradient has not dissipated (``share``,
+    gaps where none is left), dotted over all batches (``share_all``). Right: the share over all
+    batches against τ (log scale) at four μ_neg, with the uniform share 1/``negatives`` dashed.
+    Call inside ``house_style()``.
+    """
+    fig, axes = figure(1, 2, width="page", aspect=0.8)
+    left, right = axes[0]
+    present = frame["tau"].unique()
+    taus = sorted([t for t in present if np.isclose(t, taus).any()] or present, reverse=True)
+    for k, tau in enumerate(taus):
+        rows = frame[frame["tau"] == tau]
+        colour = PALETTE[k % len(PALETTE)]
+        left.plot(
+            rows["mu_neg"], rows["share"], color=colour, linestyle=LINESTYLES[0], label=rf"$\tau$={tau:g}"
+        )
+        left.plot(rows["mu_neg"], rows["share_all"], color=colour, linestyle=LINESTYLES[1], linewidth=0.9)
+    left.set_xlabel(r"$\mu_{\mathrm{neg}}$")
+    left.set_ylabel("hardest negative's share of W")
+    left.set_ylim(0.0, 1.02)
+    _pi_ticks(left.xaxis, _MU_NEG_TICKS)
+    left.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.2),
+        ncols=3,
+        title=r"solid: batches with GD $\geq$ 0.01; dotted: all batches",
+        title_fontsize=6,
+    )
+    mu_values = np.sort(frame["mu_neg"].unique())
+    marks = sorted({float(mu_values[np.abs(mu_values - target).argmin()]) for target in _SHARE_MARKS})
+    for k, mu in enumerate(marks):
+        rows = frame[frame["mu_neg"] == mu].sort_values("tau")
+        right.plot(
+            rows["tau"],
+            rows["share_all"],
+            color=PALETTE[k],
+            marker="o",
+            label=rf"$\mu_{{\mathrm{{neg}}}}$ = {mu / math.pi:.2f}$\pi$",
+        )
+    right.axhline(1.0 / negatives, color=PALETTE[-1], linestyle=LINESTYLES[2], linewidth=0.8, label="1/K")
+    right.set_xscale("log")
+    right.set_xlabel(r"temperature $\tau$")
+    right.set_ylabel("hardest negative's share of W (all batches)")
+    right.set_ylim(0.0, 1.02)
+    right.legend(loc="upper right")
+    return fig
+
+
+#: The μ_neg values (nearest grid points) of the right panel of the share figure.
+_SHARE_MARKS = (math.pi / 4, math.pi / 2, 3 * math.pi / 4, math.pi)
+
+
+def plot_hardest_negative_share(
+    frame: pd.DataFrame, stem: str | Path, *, negatives: int = NEGATIVES
+) -> list[Path]:
+    """:func:`draw_hardest_negative_share` in the house style, written to ``stem``.png/.pdf/.csv."""
+    with house_style():
+        return save(draw_hardest_negative_share(frame, negatives=negatives), stem, frame)
+
+
+def write_figures(
+    out_dir: str | Path, *, points: int = POINTS, batches: int = BATCHES, seed: int = 0
+) -> list[Path]:
+    """Li Fig. 2, Fig. 10 and Fig. 3 into ``out_dir`` (``li2024_fig2`` etc.; PNG, PDF, CSV each).
+
+    Fig. 3's τ values are :data:`FIG3_TAUS` plus a log-spaced sweep 0.001-3 for the right panel."""
+    out_dir = Path(out_dir)
+    frame = gd_monte_carlo(TABLE1_LOSSES, points=points, batches=batches, seed=seed)
+    written = plot_gd_heatmaps(frame, out_dir / "li2024_fig2", FIG2_LOSSES)
+    written += plot_gd_heatmaps(frame, out_dir / "li2024_fig10", FIG10_LOSSES)
+    taus = sorted(set(FIG3_TAUS) | {float(t) for t in np.geomspace(1e-3, 3.0, 15)})
+    share = hardest_negative_share(taus, points=points, batches=batches, seed=seed)
+    return written + plot_hardest_negative_share(share, out_dir / "li2024_fig3")

@@ -1,0 +1,371 @@
+"""Nie et al. 2023, Fig. 2a/2b and Fig. 4: gradient norms over the anchor-positive angle θ_ii' and
+the anchor-negative angle θ_ij', from the paper's closed forms (no training).
+
+What is plotted (Nie §3.2, §4.1-4.2, App. B, derivations App. C): the norm of the gradient of one
+anchor's loss with respect to the *raw* anchor embedding h_i, split into
+
+- the *alignment* part (Fig. 2): the gradient that flows through the anchor-positive cosine
+  s_ii' = ĥ_i·ĥ'_i, i.e. the term that pulls h_i towards h'_i (Eqs. 7, 8, 9, 11, 39);
+- the *uniformity* part (Fig. 4): the gradient that flows through *one* anchor-negative cosine
+  s_ij' (App. B: "the gradient contribution of a single negative sample to the anchor"; Eqs. 16-19,
+  40); for the hinge losses that is the hardest negative, the only one with a gradient.
+
+The normalisation's Jacobian (I - M_{h_i}) / ||h_i|| turns ||ĥ' - cos θ ĥ_i|| into sin θ / ||h_i||;
+the figures drop the factor 1/||h_i|| (Fig. 2 caption), so every function here is the norm for
+||h_i|| = 1 (divide by ||h_i|| for another norm). "All θ_ij' in one equation are treated as the same
+value" (Fig. 2 caption): the K negatives of the anchor all sit at the angle θ_ij' from it (and, for
+L_uniform, whose Eq. 17 normalises over all N(N-1) cross-view pairs of the batch, every pair does).
+
+Hyperparameters: Nie Table 2, BERT-base column (the caption: "consistent with the columns
+corresponding to BERT_base in Table 2"), from :data:`contrastlab.losses.catalog.DEFAULTS`: InfoNCE
+τ 0.05, L_align α 2 and L_uniform t 6, DCL τ 0.03, DCL+ τ 0.17, MPT m 0.23, MET m 0.45, MAT m 0.15π.
+
+Where the printed equations have typos the derivation (App. C) and the loss definitions win, as the
+project's losses (:mod:`contrastlab.losses.nie2023`) compute them; the tests check every form
+against autograd of those losses:
+
+- Eq. 7's denominator reads exp(cos θ_ij'/τ) + Σ_j ...: the first term is the positive's,
+  exp(cos θ_ii'/τ) (App. C.2, Eq. 16).
+- Eq. 11 (DCL+ alignment) reads sin θ_ij'/τ: it is DCL's sin θ_ii'/τ, gated (Eq. 9 and App. C.4).
+- Eqs. 20-22 are labelled "pos" but sit in the uniformity appendix: the uniformity norms of
+  MPT/MET/MAT are Eq. 40 (sin, cos(·/2), 1 of the hardest negative's angle). Eq. 20's gate reads
+  s_ii' + max s_ij' < m and Eq. 40's MET case reads "≥ m": the gates are the hinges' active sets,
+  cos θ_ii' - cos θ_ij' < m (MPT), 2 sin(θ_ij'/2) - 2 sin(θ_ii'/2) < m (MET) and
+  θ_ij' - θ_ii' < m (MAT; m in units of π, as the project's ``mat``).
+- Eq. 17 prints exp(2t cos θ): it is exp(-t ||ĥ_i - ĥ'_j||²) up to the factor e^{2t}, which cancels
+  between numerator and denominator (Eq. 31).
+
+Negative counts (§3.2): the four leftmost panels of Fig. 2a show InfoNCE "under the different number
+of negative samples", the rest "under the condition of 64 negative sample size". The text does not
+list the four counts; the leftmost is 64 (§4.1 compares DCL+ at 64 with "the leftmost plot of Figure
+2a") and the dissipated area shrinks from left to right as the count grows, so we take the paper's
+batch-size grid (App. A.3: 64, 128, 256, 512) as the counts. K = 64 negatives means a batch of
+N = 65 for L_uniform's pair count. Fig. 4 repeats the layout for the uniformity part.
+
+Axes: θ_ij' horizontal ("their gradient signals will not vary with the horizontal axis" for L_align
+and DCL, which depend on θ_ii' only) and θ_ii' vertical, both over [0, π] (every angle two unit
+vectors can make; the paper's tick ranges are not in the text).
+
+[0] Z. Nie, R. Zhang, Y. Mao. "On the Inadequacy of Optimizing Alignment and Uniformity in
+    Contrastive Learning of Sentence Representations." ICLR 2023.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+from contrastlab.figures.style import figure, house_style, save
+from contrastlab.losses.catalog import DEFAULTS
+
+__all__ = [
+    "LOSSES",
+    "NEGATIVE_COUNTS",
+    "FIGURES",
+    "Panel",
+    "alignment_gradient_norm",
+    "uniformity_gradient_norm",
+    "gradient_norm_frame",
+    "figure_frame",
+    "draw_gradient_norms",
+    "plot_gradient_norms",
+    "write_figures",
+]
+
+#: The losses of Nie Table 1, by the project's registry names ("align_uniform" is L_align for the
+#: alignment part and L_uniform for the uniformity part, Eqs. 8 and 17).
+LOSSES: tuple[str, ...] = ("infonce", "align_uniform", "dcl", "dcl_plus", "mpt", "met", "mat")
+#: InfoNCE's negative counts in Fig. 2a / Fig. 4 (see the module docstring); the other panels use 64.
+NEGATIVE_COUNTS: tuple[int, ...] = (64, 128, 256, 512)
+PANEL_NEGATIVES = 64
+#: Grid points per axis: 91 gives 2° steps over [0, π].
+POINTS = 91
+
+_LABELS = {
+    "infonce": "InfoNCE",
+    "align_uniform": "A&U",
+    "dcl": "DCL",
+    "dcl_plus": "DCL+",
+    "mpt": "MPT",
+    "met": "MET",
+    "mat": "MAT",
+}
+_AU_LABELS = {"alignment": r"$\mathcal{L}_{align}$", "uniformity": r"$\mathcal{L}_{uniform}$"}
+#: The paper's symbol of each plotted norm (mathtext).
+_SYMBOLS = {
+    ("infonce", "alignment"): r"$\Vert\nabla_{cl}^{pos}\Vert$",
+    ("align_uniform", "alignment"): r"$\Vert\nabla\mathcal{L}_{align}\Vert$",
+    ("dcl", "alignment"): r"$\Vert\nabla_{dcl}^{pos}\Vert$",
+    ("dcl_plus", "alignment"): r"$\Vert\nabla_{dcl^+}^{pos}\Vert$",
+    ("mpt", "alignment"): r"$\Vert\nabla_{mpt}^{pos}\Vert$",
+    ("met", "alignment"): r"$\Vert\nabla_{met}^{pos}\Vert$",
+    ("mat", "alignment"): r"$\Vert\nabla_{mat}^{pos}\Vert$",
+    ("infonce", "uniformity"): r"$\Vert\nabla_{cl}^{neg_j}\Vert$",
+    ("align_uniform", "uniformity"): r"$\Vert\nabla\mathcal{L}_{uniform}^{j}\Vert$",
+    ("dcl", "uniformity"): r"$\Vert\nabla_{dcl}^{neg_j}\Vert$",
+    ("dcl_plus", "uniformity"): r"$\Vert\nabla_{dcl^+}^{neg_j}\Vert$",
+    ("mpt", "uniformity"): r"$\Vert\nabla_{mpt}^{neg}\Vert$",
+    ("met", "uniformity"): r"$\Vert\nabla_{met}^{neg}\Vert$",
+    ("mat", "uniformity"): r"$\Vert\nabla_{mat}^{neg}\Vert$",
+}
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One heatmap: the ``part`` ("alignment" | "uniformity") of ``loss``'s gradient norm with
+    ``negatives`` negatives per anchor, in Nie figure ``figure`` ("2a", "2b" or "4")."""
+
+    figure: str
+    loss: str
+    part: str
+    negatives: int = PANEL_NEGATIVES
+
+    @property
+    def symbol(self) -> str:
+        return _SYMBOLS[(self.loss, self.part)]
+
+
+def _panels(counts: Sequence[int] = NEGATIVE_COUNTS) -> dict[str, tuple[Panel, ...]]:
+    fig2a = tuple(Panel("2a", "infonce", "alignment", k) for k in counts) + (
+        Panel("2a", "align_uniform", "alignment"),
+        Panel("2a", "dcl", "alignment"),
+    )
+    fig2b = tuple(Panel("2b", loss, "alignment") for loss in ("dcl_plus", "mpt", "met", "mat"))
+    fig4 = tuple(Panel("4", "infonce", "uniformity", k) for k in counts) + tuple(
+        Panel("4", loss, "uniformity") for loss in ("align_uniform", "dcl", "dcl_plus", "mpt", "met", "mat")
+    )
+    return {"2a": fig2a, "2b": fig2b, "4": fig4}
+
+
+#: The panels of each figure, left to right: Fig. 2a (InfoNCE at 64/128/256/512 negatives, L_align,
+#: DCL), Fig. 2b (DCL+, MPT, MET, MAT), Fig. 4 (the uniformity part of all of them).
+FIGURES: dict[str, tuple[Panel, ...]] = _panels()
+
+
+def _hyper(loss: str, hp: Mapping[str, float] | None) -> dict[str, float]:
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; valid names: {', '.join(LOSSES)}")
+    unknown = set(hp or {}) - set(DEFAULTS[loss])
+    if unknown:
+        raise ValueError(f"{loss} has no hyperparameter {sorted(unknown)}; valid: {sorted(DEFAULTS[loss])}")
+    merged = {**DEFAULTS[loss], **(hp or {})}
+    if loss == "align_uniform":
+        merged.pop("lam")  # Eqs. 8 and 17 are the norms of L_align and L_uniform themselves
+    return merged
+
+
+def _angles(theta_pos, theta_neg, negatives: int):
+    if int(negatives) != negatives or negatives < 1:
+        raise ValueError(f"negatives must be a positive integer, got {negatives}")
+    tp, tn = np.broadcast_arrays(np.asarray(theta_pos, np.float64), np.asarray(theta_neg, np.float64))
+    return tp, tn, np.cos(tp), np.cos(tn)
+
+
+def _negatives_share(cos_pos, cos_neg, tau: float, negatives: int):
+    """Σ_{j≠i} softmax_j of InfoNCE over K equal negatives: K e^{cn/τ} / (e^{cp/τ} + K e^{cn/τ}).
+
+    Written as a logistic of (cn - cp)/τ + log K so that τ = 0.05 never overflows."""
+    return expit((cos_neg - cos_pos) / tau + math.log(negatives))
+
+
+def alignment_gradient_norm(loss: str, theta_pos, theta_neg, *, negatives: int = PANEL_NEGATIVES, **hp):
+    """‖∂L_i/∂h_i‖ through the anchor-positive cosine only (the alignment part), ||h_i|| = 1.
+
+    Nie Eqs. 7 (InfoNCE), 8 (L_align), 9 (DCL), 11 (DCL+) and 39 (MPT, MET, MAT), with all K =
+    ``negatives`` negatives at the angle ``theta_neg`` from the anchor (Fig. 2 caption). Angles in
+    radians, broadcast against each other; hyperparameters default to Nie Table 2 (BERT-base):
+
+    =============  =======================================================================
+    infonce        (1/τ) sin θ_ii' · K e^{cos θ_ij'/τ} / (e^{cos θ_ii'/τ} + K e^{cos θ_ij'/τ})
+    align_uniform  α (2 sin(θ_ii'/2))^{α-2} sin θ_ii' = α (2 sin(θ_ii'/2))^{α-1} cos(θ_ii'/2)
+    dcl            sin θ_ii' / τ
+    dcl_plus       sin θ_ii' / τ where -cos θ_ii'/τ + log Σ_j e^{cos θ_ij'/τ} > 0, else 0
+    mpt            sin θ_ii' where cos θ_ii' - cos θ_ij' < m, else 0
+    met            cos(θ_ii'/2) where 2 sin(θ_ij'/2) - 2 sin(θ_ii'/2) < m, else 0
+    mat            1 where θ_ij' - θ_ii' < m·π, else 0
+    =============  =======================================================================
+
+    >>> round(float(alignment_gradient_norm("dcl", np.pi / 2, 0.0, tau=0.5)), 6)
+    2.0
+    """
+    p = _hyper(loss, hp)
+    tp, tn, cp, cn = _angles(theta_pos, theta_neg, negatives)
+    if loss == "infonce":
+        return np.sin(tp) / p["tau"] * _negatives_share(cp, cn, p["tau"], negatives)
+    if loss == "align_uniform":
+        # The rewritten form stays finite at θ_ii' = 0 for α >= 1 (the printed one is 0^{α-2}·0 there).
+        return p["alpha"] * (2.0 * np.sin(tp / 2.0)) ** (p["alpha"] - 1.0) * np.cos(tp / 2.0)
+    if loss in ("dcl", "dcl_plus"):
+        norm = np.sin(tp) / p["tau"]
+        return norm if loss == "dcl" else np.where(_dcl_active(cp, cn, p["tau"], negatives), norm, 0.0)
+    return np.where(_hinge_active(loss, tp, tn, cp, cn, p["m"]), _hinge_norm(loss, tp), 0.0)
+
+
+def uniformity_gradient_norm(loss: str, theta_pos, theta_neg, *, negatives: int = PANEL_NEGATIVES, **hp):
+    """‖∂L_i/∂h_i‖ through one anchor-negative cosine (the uniformity part of one negative), ||h_i|| = 1.
+
+    Nie Eqs. 16 (InfoNCE), 17 (L_uniform), 18 (DCL), 19 (DCL+) and 40 (MPT, MET, MAT: the hardest
+    negative, the only one with a gradient), all K = ``negatives`` negatives at ``theta_neg``:
+
+    =============  =======================================================================
+    infonce        (1/τ) sin θ_ij' · e^{cos θ_ij'/τ} / (e^{cos θ_ii'/τ} + K e^{cos θ_ij'/τ})
+    align_uniform  2t sin θ_ij' / (N(N-1)), N = K + 1: Eq. 17's softmax over the N(N-1) cross-view
+                   pairs of the batch, all at θ_ij'
+    dcl            sin θ_ij' / (K τ)
+    dcl_plus       sin θ_ij' / (K τ) where DCL_i > 0, else 0
+    mpt            sin θ_ij' where active (gates as in :func:`alignment_gradient_norm`)
+    met            cos(θ_ij'/2) where active
+    mat            1 where active
+    =============  =======================================================================
+
+    >>> round(float(uniformity_gradient_norm("mpt", np.pi / 3, np.pi / 2)), 6)
+    0.0
+    """
+    p = _hyper(loss, hp)
+    tp, tn, cp, cn = _angles(theta_pos, theta_neg, negatives)
+    if loss == "infonce":
+        return np.sin(tn) / (p["tau"] * negatives) * _negatives_share(cp, cn, p["tau"], negatives)
+    if loss == "align_uniform":
+        n = negatives + 1
+        return 2.0 * p["t"] * np.sin(tn) / (n * (n - 1))
+    if loss in ("dcl", "dcl_plus"):
+        norm = np.sin(tn) / (p["tau"] * negatives)
+        return norm if loss == "dcl" else np.where(_dcl_active(cp, cn, p["tau"], negatives), norm, 0.0)
+    return np.where(_hinge_active(loss, tp, tn, cp, cn, p["m"]), _hinge_norm(loss, tn), 0.0)
+
+
+def _dcl_active(cos_pos, cos_neg, tau: float, negatives: int):
+    """DCL_i > 0 with K equal negatives: -cp/τ + log(K e^{cn/τ}) > 0 (the ReLU of Eq. 10 passes)."""
+    return (cos_neg - cos_pos) / tau + math.log(negatives) > 0.0
+
+
+def _hinge_active(loss: str, tp, tn, cp, cn, m: float):
+    """Where the hinge of MPT / MET / MAT (Nie Eqs. 13-15) is positive, i.e. has a gradient."""
+    if loss == "mpt":
+        return cp - cn < m
+    if loss == "met":
+        return 2.0 * np.sin(tn / 2.0) - 2.0 * np.sin(tp / 2.0) < m
+    return tn - tp < m * math.pi  # mat: m in units of π
+
+
+def _hinge_norm(loss: str, theta):
+    """‖∂ρ(ĥ_i, ĥ')/∂h_i‖ for ρ = dot product, Euclidean distance, angle (Nie Eqs. 39-40)."""
+    if loss == "mpt":
+        return np.sin(theta)
+    if loss == "met":
+        return np.cos(theta / 2.0)
+    return np.ones_like(theta)
+
+
+def gradient_norm_frame(
+    panels: Sequence[Panel], *, points: int = POINTS, hp: Mapping[str, Mapping[str, float]] | None = None
+) -> pd.DataFrame:
+    """The gradient norm of every panel on a ``points`` x ``points`` grid of (θ_ii', θ_ij') in [0, π]².
+
+    Returns a tidy frame, one row per panel and grid point: figure, panel (position, 0-based),
+    loss, part, negatives, theta_pos (θ_ii'), theta_neg (θ_ij'), grad_norm. ``hp`` overrides the
+    Table 2 hyperparameters per loss name.
+    """
+    if points < 2:
+        raise ValueError(f"points must be >= 2, got {points}")
+    hp = hp or {}
+    grid = np.linspace(0.0, math.pi, points)
+    tp, tn = np.meshgrid(grid, grid, indexing="ij")
+    frames = []
+    for index, panel in enumerate(panels):
+        if panel.part not in ("alignment", "uniformity"):
+            raise ValueError(f"part must be 'alignment' or 'uniformity', got {panel.part!r}")
+        fn = alignment_gradient_norm if panel.part == "alignment" else uniformity_gradient_norm
+        norm = fn(panel.loss, tp, tn, negatives=panel.negatives, **hp.get(panel.loss, {}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "figure": panel.figure,
+                    "panel": index,
+                    "loss": panel.loss,
+                    "part": panel.part,
+                    "negatives": panel.negatives,
+                    "theta_pos": tp.ravel(),
+                    "theta_neg": tn.ravel(),
+                    "grad_norm": np.asarray(norm, np.float64).ravel(),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def figure_frame(
+    name: str,
+    *,
+    points: int = POINTS,
+    negative_counts: Sequence[int] = NEGATIVE_COUNTS,
+    hp: Mapping[str, Mapping[str, float]] | None = None,
+) -> pd.DataFrame:
+    """:func:`gradient_norm_frame` of Nie Fig. ``name`` ("2a", "2b" or "4", panels as :data:`FIGURES`)."""
+    panels = _panels(negative_counts)
+    if name not in panels:
+        raise ValueError(f"unknown figure {name!r}; valid names: {', '.join(panels)}")
+    return gradient_norm_frame(panels[name], points=points, hp=hp)
+
+
+def _pi_ticks(axis) -> None:
+    axis.set_ticks([0.0, math.pi / 2, math.pi])
+    axis.set_ticklabels(["0", r"$\pi/2$", r"$\pi$"])
+
+
+def draw_gradient_norms(frame: pd.DataFrame, *, ncols: int | None = None):
+    """The heatmaps of ``frame`` (one per panel, in panel order): θ_ij' horizontal, θ_ii' vertical,
+    each with its own colour bar labelled with the paper's symbol (1/‖h_i‖ omitted). Returns the
+    figure; call inside :func:`contrastlab.figures.style.house_style`."""
+    panels = frame.drop_duplicates("panel").sort_values("panel")
+    count = len(panels)
+    ncols = ncols or math.ceil(count / math.ceil(count / 5))  # 6 panels: 2 x 3, 4: 1 x 4, 10: 2 x 5
+    nrows = math.ceil(count / ncols)
+    fig, axes = figure(nrows, ncols, width="page", aspect=0.9 if ncols < 5 else 0.75)
+    for ax in axes.flat[count:]:
+        ax.set_axis_off()
+    for position, (ax, (_, meta)) in enumerate(zip(axes.flat, panels.iterrows(), strict=False)):
+        rows = frame[frame["panel"] == meta["panel"]]
+        grid = rows.pivot(index="theta_pos", columns="theta_neg", values="grad_norm")
+        mesh = ax.pcolormesh(
+            grid.columns.to_numpy(),
+            grid.index.to_numpy(),
+            grid.to_numpy(),
+            shading="nearest",
+            rasterized=True,
+        )
+        panel = Panel(meta["figure"], meta["loss"], meta["part"], int(meta["negatives"]))
+        bar = fig.colorbar(mesh, ax=ax, fraction=0.08, pad=0.03)
+        bar.set_label(panel.symbol)
+        bar.ax.tick_params(labelsize=5)
+        name = _LABELS[panel.loss] if panel.loss != "align_uniform" else _AU_LABELS[panel.part]
+        ax.set_title(f"{name}, K={panel.negatives}", fontsize=7 if ncols < 5 else 6)
+        ax.set_xlabel(r"$\theta_{ij'}$")
+        if position % ncols == 0:  # one y label per row leaves the panels room
+            ax.set_ylabel(r"$\theta_{ii'}$")
+        ax.set_aspect("equal")
+        ax.grid(False)
+        _pi_ticks(ax.xaxis)
+        _pi_ticks(ax.yaxis)
+    return fig
+
+
+def plot_gradient_norms(frame: pd.DataFrame, stem: str | Path, *, ncols: int | None = None) -> list[Path]:
+    """Draw :func:`draw_gradient_norms` in the house style and write ``stem``.png/.pdf/.csv (``frame``)."""
+    with house_style():
+        return save(draw_gradient_norms(frame, ncols=ncols), stem, frame)
+
+
+def write_figures(out_dir: str | Path, *, points: int = POINTS) -> list[Path]:
+    """Nie Fig. 2a, 2b and 4 into ``out_dir`` as ``nie2023_fig2a`` etc. (PNG, PDF, CSV each)."""
+    written = []
+    for name in FIGURES:
+        frame = figure_frame(name, points=points)
+        written += plot_gradient_norms(frame, Path(out_dir) / f"nie2023_fig{name}")
+    return written
