@@ -63,6 +63,32 @@ def test_demo_produces_tables_and_report(finished_demo):
     assert (results / "metrics/pretrained/tiny-bert/senteval.json").exists()
 
 
+def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
+    """Issue acceptance: each figure the config produces (analytic, log-based, synthetic) is a non-trivial
+    PNG (size, many colours, axes: its CSV has numbers) with its PDF and CSV, shown in both reports."""
+    import matplotlib.image
+    import numpy as np
+
+    from contrastlab import config as cl_config
+
+    workdir, config, _ = finished_demo
+    results = workdir / "results"
+    figures = cl_config.figures(cl_config.validate(config))
+    kinds = {f["kind"] for f in figures}
+    assert {"analytic", "align_uniform", "training_curves", "oar_synthetic"} <= kinds, kinds
+    report = (results / "report.md").read_text()
+    html = (results / "report.html").read_text()
+    for fig in figures:
+        png = results / "figures" / f"{fig['name']}.png"
+        pixels = matplotlib.image.imread(png)
+        colours = len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0))
+        assert png.stat().st_size > 10_000 and colours > 20, (fig["name"], colours)
+        assert png.with_suffix(".pdf").stat().st_size > 1_000
+        assert len(png.with_suffix(".csv").read_text().splitlines()) > 2, fig["name"]
+        assert f"](figures/{fig['name']}.png)" in report
+    assert html.count("data:image/png;base64,") == len(figures)
+
+
 def test_nothing_to_do_after_a_finished_run(repo_root, finished_demo):
     workdir, config, _ = finished_demo
     output = run_snakemake(repo_root, "-n", "--configfile", write(config, workdir / "same.yaml"))
