@@ -3,6 +3,8 @@
 
 localrules:
     figure_lr_sweep,
+    figure_li2024_fig6,
+    figure_nie2023_fig3,
     figure_align_uniform,
     figure_training_curves,
 
@@ -118,3 +120,27 @@ for _paper, _names in cl_config.ANALYTIC_FIGURES.items():
             "../envs/contrastlab.yaml"
         script:
             "../scripts/figure_analytic.py"
+
+
+# Figures over a swept setting (Li Fig. 6, Nie Fig. 3): one job each, reading its experiments' cells.
+for _figure, (_experiments, _caption) in cl_config.SWEEP_FIGURES.items():
+
+    rule:
+        name:
+            f"figure_{_figure.rsplit('/', 1)[-1]}"
+        input:
+            logs=[f"{R}/checkpoints/{c.path}/train_log.jsonl" for c in CELLS if c.experiment in _experiments],
+            metrics=[f"{R}/metrics/{c.path}/senteval.json" for c in CELLS if c.experiment in _experiments],
+        output:
+            **figure_files(_figure),
+        params:
+            figure=_figure,
+            experiments=[e for e in _experiments if e in config["experiments"]],
+            config={key: value for key, value in config.items() if key != "data"},
+            results=lambda wildcards: R,
+        log:
+            f"{R}/logs/figures/{_figure.rsplit('/', 1)[-1]}.log",
+        conda:
+            "../envs/contrastlab.yaml"
+        script:
+            "../scripts/figure_sweep.py"

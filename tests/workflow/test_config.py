@@ -134,6 +134,10 @@ def test_full_grid_size(repo_root):
         "macl_cifar10": 75,
         "oar_cifar10": 64,
         "oar_cifar100": 8,
+        "nie2023_fig3": 8,  # the figure sweeps, one seed each as the papers' scripts
+        "li2024_fig6_m": 8,
+        "li2024_fig6_tau": 7,
+        "li2024_fig6_r": 8,
     }
     assert by_experiment == expected
 

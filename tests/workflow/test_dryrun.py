@@ -72,7 +72,8 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     n_vision = sum(cl_config.track(config, c.experiment) == "vision" for c in cells)
     n_sentence = len(cells) - n_vision
     print("jobs per rule (config.yaml):", counts)
-    assert counts["train"] == n_sentence == 189
+    # The papers' tables (189 cells) and the figure sweeps: Nie Fig. 3 (8 margins), Li Fig. 6 (8 + 7 + 8).
+    assert counts["train"] == n_sentence == 189 + 8 + 23
     assert counts["evaluate"] == n_sentence
     # MACL Table 9 / B.3: 5 losses x 5 batch sizes x 3 seeds = 75; OAR Table 3 and Fig. 2: 8 methods
     # (4 losses +- OAR) x 8 learning rates x 1 seed = 64; OAR Table 4: 8 methods on CIFAR-100 = 8.
@@ -88,6 +89,7 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     assert counts["figure_align_uniform"] == counts["figure_training_curves"] == 1
     # Nie Fig. 2a/2b/4 and Li Fig. 2/3/10, computed without training: one job per paper.
     assert counts["figure_analytic_nie2023"] == counts["figure_analytic_li2024"] == 1
+    assert counts["figure_li2024_fig6"] == counts["figure_nie2023_fig3"] == 1
     assert counts["evaluate_pretrained"] == 4
     assert counts["fetch_backbone"] == 4
     assert counts["senteval_data"] == 1 and counts["corpus"] == 1

@@ -1,52 +1,97 @@
-"""OAR Table 2 (a figure in the paper): the synthetic clusters and each loss's embeddings, +- OAR."""
+"""OAR Table 2 (a figure in the paper, §3): the synthetic clusters and each loss's embeddings, ± OAR.
+
+One 3-D scatter panel per run of :func:`contrastlab.training.synthetic.run_synthetic_study`, points
+coloured by cluster: the first column shows the input (top) and the input projected onto the unit
+sphere (bottom: how three lines through the origin look there, two antipodal caps per cluster); then
+one column per loss, without OAR on top and with OAR below, each panel titled with the effective rank
+(95% of Σσ²) and the smallest angle between cluster axes. The CSV holds every plotted point.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from contrastlab.figures.style import PALETTE, figure, house_style, save
 
 __all__ = ["LOSS_LABELS", "plot_synthetic"]
 
+#: The paper's names of the registry losses in the study (Table 2's row names).
 LOSS_LABELS = {"ntxent": "InfoNCE", "dcl_vision": "DCL", "vicreg": "VICReg", "barlow_twins": "BarlowTwins"}
 
+# A fixed camera, the same in every panel, so the panels compare at a glance.
+_VIEW = {"elev": 22.0, "azim": 35.0}
 
-def plot_synthetic(results: Mapping[tuple[str, bool], Mapping], stem: str | Path) -> list[Path]:
-    """The input points (first panel) and, per loss, the unit embeddings without (top row) and with
-    (bottom row) OAR as 3-D scatter plots coloured by cluster, titled with the effective rank and the
-    smallest angle between cluster axes; writes ``stem``.png/.pdf/.csv (every plotted point)."""
-    losses = list(dict.fromkeys(loss for loss, _ in results))
-    first = next(iter(results.values()))
-    rows = []
+
+def _panel(ax, points: np.ndarray, labels: np.ndarray, title: str) -> None:
+    colours = [PALETTE[int(k) % len(PALETTE)] for k in labels]
+    if np.isfinite(points).all():
+        ax.scatter(*points.T, c=colours, s=1.5, depthshade=False, linewidths=0)
+    else:
+        ax.text(0.0, 0.0, 0.0, "diverged", ha="center", va="center")
+    ax.set_xlim(-1, 1)
+    ax.set_ylim(-1, 1)
+    ax.set_zlim(-1, 1)
+    ax.set_box_aspect((1, 1, 1))
+    ax.view_init(**_VIEW)
+    ax.set_title(title, fontsize=7, pad=0)
+    ax.tick_params(labelsize=4, pad=-4)
+    ax.set_xticks([-1, 0, 1])
+    ax.set_yticks([-1, 0, 1])
+    ax.set_zticks([-1, 0, 1])
+    ax.set_xticklabels([])
+    ax.set_yticklabels([])
+    ax.set_zticklabels([])
+
+
+def _rows(panel: str, loss: str, oar: bool | None, labels: np.ndarray, points: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "panel": panel,
+            "loss": loss,
+            "oar": oar,
+            "cluster": labels.astype(int),
+            "x": points[:, 0],
+            "y": points[:, 1],
+            "z": points[:, 2],
+        }
+    )
+
+
+def plot_synthetic(result_by_run: Mapping[tuple[str, bool], Any], stem: str | Path) -> list[Path]:
+    """Draw the study: ``result_by_run`` maps (loss, oar) to a
+    :class:`~contrastlab.training.synthetic.SyntheticRun` (``x``, ``labels``, ``z``,
+    ``effective_rank``, ``min_axis_angle_deg``); writes ``stem``.png/.pdf and ``stem``.csv (panel,
+    loss, oar, cluster, x, y, z of every plotted point) and returns the paths."""
+    if not result_by_run:
+        raise ValueError("no runs to plot")
+    losses = list(dict.fromkeys(loss for loss, _ in result_by_run))
+    first = next(iter(result_by_run.values()))
+    x, labels = np.asarray(first.x, dtype=float), np.asarray(first.labels)
+    on_sphere = x / np.linalg.norm(x, axis=1, keepdims=True)
+    frames = [_rows("input", "", None, labels, x), _rows("input on the sphere", "", None, labels, on_sphere)]
     with house_style():
-        fig, axes = figure(2, len(losses) + 1, width="page", aspect=1.1, subplot_kw={"projection": "3d"})
-        colours = [PALETTE[int(k)] for k in first["labels"]]
-        axes[0, 0].scatter(*first["x"].T, c=colours, s=2, depthshade=False)
-        axes[0, 0].set_title("input: 3 rank-1 clusters")
-        axes[1, 0].set_axis_off()
-        rows += [
-            {"panel": "input", "cluster": int(k), "x": float(a), "y": float(b), "z": float(c)}
-            for k, (a, b, c) in zip(first["labels"], first["x"], strict=True)
-        ]
+        fig, axes = figure(2, len(losses) + 1, width="page", aspect=1.15, subplot_kw={"projection": "3d"})
+        _panel(axes[0, 0], x, labels, "input: 3 noisy lines")
+        _panel(axes[1, 0], on_sphere, labels, "input on the sphere")
         for col, loss in enumerate(losses, start=1):
             for row, oar in enumerate((False, True)):
-                r = results[(loss, oar)]
                 ax = axes[row, col]
-                ax.scatter(*r["z"].T, c=colours, s=2, depthshade=False)
+                run = result_by_run.get((loss, oar))
+                if run is None:
+                    ax.set_axis_off()
+                    continue
                 name = ("OAR-" if oar else "") + LOSS_LABELS.get(loss, loss)
-                ax.set_title(
-                    f"{name}\nrank {r['effective_rank']}, axes ≥ {r['min_axis_angle_deg']:.0f}°", fontsize=7
+                detail = (
+                    "diverged"
+                    if getattr(run, "diverged", False)
+                    else f"rank {run.effective_rank}, axes ≥ {run.min_axis_angle_deg:.0f}°"
                 )
-                rows += [
-                    {"panel": name, "cluster": int(k), "x": float(a), "y": float(b), "z": float(c)}
-                    for k, (a, b, c) in zip(r["labels"], r["z"], strict=True)
-                ]
-        for ax in axes.flat:
-            ax.tick_params(labelsize=4, pad=0)
-            ax.set_xticklabels([])
-            ax.set_yticklabels([])
-            ax.set_zticklabels([])
-        return save(fig, stem, pd.DataFrame(rows))
+                z = np.asarray(run.z, dtype=float)
+                _panel(ax, z, np.asarray(run.labels), f"{name}\n{detail}")
+                frames.append(_rows(name, loss, oar, np.asarray(run.labels), z))
+        return save(fig, stem, pd.concat(frames, ignore_index=True))

@@ -135,6 +135,12 @@ def deviations(config: Mapping[str, Any], experiment: str) -> list[dict[str, str
     if exp is None:
         return []
     declared = [dict(d) for d in exp.get("deviations") or []]
+    from contrastlab.tables.published import TABLES
+
+    if not any(spec.experiment == experiment for spec in TABLES.values()):
+        # A figure-only experiment (a sweep for Li Fig. 6, Nie Fig. 3): no published numbers beside
+        # its cells, so fewer seeds or "backbones without numbers" are not deviations.
+        return declared
     return declared + detected(config, experiment)
 
 
@@ -160,8 +166,16 @@ def render_page(config: Mapping[str, Any]) -> str:
         "",
     ]
     for name, exp in (config.get("experiments") or {}).items():
-        lines += [f"## {exp.get('title') or name}", ""] + markdown_lines(deviations(config, name)) + [""]
+        found = deviations(config, name)
+        if found or any(spec.experiment == name for spec in _tables().values()):
+            lines += [f"## {exp.get('title') or name}", ""] + markdown_lines(found) + [""]
     return "\n".join(lines)
+
+
+def _tables():
+    from contrastlab.tables.published import TABLES
+
+    return TABLES
 
 
 def main(argv: list[str] | None = None) -> int:

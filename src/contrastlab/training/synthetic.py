@@ -1,15 +1,28 @@
 """The synthetic study of the OAR paper (OAR §3, Table 2): does a loss fuse three clusters onto a line?
 
-Three clusters of points in the 3-D unit ball, each a noisy rank-1 subspace (a line through the origin:
-a point and its negation belong to the same cluster); two views of each point, one negated, both with
-Gaussian noise (§3: "multiplying by -1 and adding random Gaussian noise"); a 3-layer dense network with
-BatchNorm and ReLU to 3-D embeddings; trained self-supervised with each loss, without and with the OAR
-term on 10% of the labels (§4, :func:`~contrastlab.losses.oar.oar_loss`). Two numbers measure the
-collapse of the normalised embeddings: the effective rank at 95% energy (1 = one line) and the smallest
-angle between the clusters' principal axes (sign-invariant; 0 degrees = the clusters share one line,
-90 = orthogonal). CPU-sized: the whole study (4 losses x +- OAR) runs in under a minute.
+§3 of [0]: three clusters of points in the 3-D unit ball, each a noisy rank-1 linear subspace (a line
+through the origin: a point and its negation belong to the same cluster, "proximate when they have a
+small minimum angle"); two views of each point made SimCLR-style by "multiplying by -1 and adding
+random Gaussian noise"; "a three-layer neural network characterized by dense connectivity, ReLU
+activation function, and batch normalization", trained self-supervised with InfoNCE, DCL, VICReg and
+Barlow Twins. The paper's finding (Table 2 and its caption): the losses converge "to local minima
+near a rank-1 subspace" (InfoNCE fuses the clusters onto one line, VICReg and Barlow Twins are only
+marginally broader), while the OAR term (§4, Eq. 2) keeps the clusters apart.
 
-[0] "Stable Contrastive Learning with Orthonormal Anchors Regression" (OAR), 2024, §3 and Table 2.
+Here every loss is trained twice, without and with the OAR term on 10% of the labels (§4, the
+project's :func:`~contrastlab.losses.oar.oar_loss`), under one general setup shared by all eight runs:
+the paper's optimiser for its real-data runs (§5: SGD, batch 128; the authors' code: momentum 0.9,
+weight decay 5e-4, cosine annealing) at a learning rate of the paper's "strong learning" regime (§5.1:
+1e-2 to 1, where it reports over-fusion; §5.2 trains OAR at 1). The loss constants are those of the
+project's OAR experiments (``config.yaml``: InfoNCE τ 1, the authors' default; DCL τ 0.1; Barlow
+Twins λ 5e-3; VICReg 25/25/1). Collapse is measured on the unit embeddings of all points by
+:func:`effective_rank` (95% of Σσ², uncentred: 1 = every point on one line through the origin),
+:func:`line_energy` (σ1²/Σσ²) and, sign-invariantly, by the angles between the clusters' principal
+axes (:func:`axis_angles`, :func:`distinct_directions`). CPU-sized: the eight trainings take a few
+seconds.
+
+[0] "Stable Contrastive Learning with Orthonormal Anchors Regression" (OAR), 2024, §3, §4 (Eq. 2),
+    §5 and Table 2.
 """
 
 from __future__ import annotations
@@ -17,7 +30,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,24 +39,34 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from contrastlab.evaluation.vision import effective_rank
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
 
 __all__ = [
     "CLUSTER_DIRECTIONS",
+    "SyntheticRun",
     "SyntheticSettings",
     "axis_angles",
+    "cluster_axes",
+    "distinct_directions",
+    "effective_rank",
+    "line_energy",
     "make_clusters",
+    "make_network",
     "make_views",
     "run_synthetic_study",
+    "seed_table",
+    "study_table",
     "train_synthetic",
 ]
 
-#: The three clusters' lines: unit vectors 60-90 degrees apart (fixed, so every seed sees the same
-#: geometry; the seed draws the points, the noise, the network and the labelled subset).
+#: The three clusters' lines through the origin (rows, unit length): e_x, e_y and the diagonal
+#: (1, 1, 1)/√3, i.e. 90°, 54.7° and 54.7° apart. Fixed, so every seed sees the same geometry (the
+#: seed draws the points, the noise, the network, the batches and the labelled subset); not mutually
+#: orthogonal, so the OAR anchors (orthonormal) are not simply the input directions.
 CLUSTER_DIRECTIONS = torch.tensor(
     [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 1.0]], dtype=torch.float64
 ) / torch.tensor([[1.0], [1.0], [math.sqrt(3.0)]], dtype=torch.float64)
@@ -50,24 +74,62 @@ CLUSTER_DIRECTIONS = torch.tensor(
 
 @dataclass(frozen=True)
 class SyntheticSettings:
-    """Everything that defines the study; the defaults reproduce the paper's finding in ~30 s on 2 CPUs."""
+    """Everything that defines the study. The defaults give, in a few seconds on one CPU thread, the
+    table the README reports; every field but ``losses`` is shared by all eight trainings."""
 
+    # --- data (§3): 3 x 200 points on three noisy lines inside the unit ball
     points_per_cluster: int = 200
-    point_noise: float = 0.05  # std of the Gaussian noise around each line (§3: "controlled Gaussian noise")
-    view_noise: float = 0.05  # std of the noise added to each view
-    hidden: int = 64  # width of the two hidden layers
-    steps: int = 400  # full-batch optimiser steps ("until convergence")
-    lr: float = 0.05
-    label_fraction: float = 0.1  # labels the OAR term uses (§4-5: 10%)
+    # |t| ~ U(min_radius, 1) along the line, random sign: all three lines meet at the origin, where a
+    # point belongs to no cluster in particular, so the points keep this distance from it.
+    min_radius: float = 0.2
+    point_noise: float = 0.05  # std of the Gaussian noise around each line (§1: "controlled Gaussian noise")
+    view_noise: float = 0.05  # std of the noise added to each view (§3: "adding random Gaussian noise")
+    # --- network (§3): 3 -> hidden -> hidden -> 3, BatchNorm + ReLU between the Linear layers
+    hidden: int = 64
+    # --- optimisation: the paper's real-data recipe (§5 and the authors' code), one rate for all runs
+    optimizer: str = "sgd"  # "sgd" (§5) or "adam"
+    lr: float = 1.0  # §5.1's "strong learning" regime (1e-2..1) where the paper reports over-fusion
+    momentum: float = 0.9  # SGD only (the authors' code)
+    weight_decay: float = 5e-4  # the authors' code
+    batch_size: int = 128  # §5; the last incomplete batch of each epoch is dropped (BatchNorm statistics)
+    epochs: int = 50  # 4 steps each (600 points): 200 steps, the cosine schedule ends at lr 0
+    lr_schedule: str = "cosine"  # "cosine" (the authors' code: annealing to 0 over the run) or "constant"
+    # Global gradient-norm clip, a guard against overflow: VICReg's second step at lr 1 otherwise has a
+    # gradient norm ~1e6 and the run ends in NaN; the other losses' norms stay below ~50, never clipped.
+    grad_clip: float | None = 100.0
+    # --- OAR (§4): the term on this fraction of each cluster's points, weight 1 as the authors add it
+    label_fraction: float = 0.1
+    oar_weight: float = 1.0
     seed: int = 0
+    # Threads of the training loop: 1 because the float summation order (and so, through the chaotic
+    # early steps at this rate, the final embeddings) changes with the thread count; restored after.
+    threads: int = 1
+    # --- measures: cluster axes closer than this angle count as one direction (distinct_directions)
+    distinct_angle_deg: float = 30.0
+    # --- the losses (registry names) and their constants: those of the project's OAR experiments
     losses: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: {
-            "ntxent": {"tau": 0.5},
-            "dcl_vision": {"tau": 0.5},
-            "vicreg": {"lam": 25.0, "mu": 25.0, "nu": 1.0},
-            "barlow_twins": {"lam": 5e-3},
+            "ntxent": {"tau": 1.0},  # InfoNCE (lightly's NTXentLoss), the OAR authors' default τ
+            "dcl_vision": {"tau": 0.1},  # DCL (Yeh et al. 2022)
+            "vicreg": {"lam": 25.0, "mu": 25.0, "nu": 1.0},  # Bardes et al. 2022 §4.2
+            "barlow_twins": {"lam": 5e-3},  # Zbontar et al. 2021 §4
         }
     )
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("sgd", "adam"):
+            raise ValueError(f"optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
+        if self.lr_schedule not in ("cosine", "constant"):
+            raise ValueError(f"lr_schedule must be 'cosine' or 'constant', got {self.lr_schedule!r}")
+        if self.batch_size < 2 or self.batch_size > 3 * self.points_per_cluster:
+            raise ValueError(
+                f"batch_size must be in [2, {3 * self.points_per_cluster}] (BatchNorm needs 2), "
+                f"got {self.batch_size}"
+            )
+        if not 0.0 < self.label_fraction <= 1.0:
+            raise ValueError(f"label_fraction must be in (0, 1], got {self.label_fraction}")
+        if not 0.0 <= self.min_radius < 1.0:
+            raise ValueError(f"min_radius must be in [0, 1), got {self.min_radius}")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> SyntheticSettings:
@@ -81,33 +143,65 @@ class SyntheticSettings:
         return cls(**values)
 
 
-def make_clusters(points_per_cluster: int, noise: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Points [3n, 3] (float32, inside the unit ball) and labels [3n]: cluster k is s·t·u_k + noise with
-    u_k = :data:`CLUSTER_DIRECTIONS` [k], t ~ U(0.2, 1) and a random sign s (a line, not a ray)."""
+@dataclass(frozen=True)
+class SyntheticRun:
+    """One training of :func:`train_synthetic`: inputs, unit embeddings of every point and measures."""
+
+    loss: str
+    oar: bool
+    seed: int
+    x: np.ndarray  # [N, 3] input points
+    labels: np.ndarray  # [N] cluster 0..2
+    z: np.ndarray  # [N, 3] unit embeddings (eval-mode BatchNorm), NaN if the run diverged
+    curve: np.ndarray  # [steps] training loss (the OAR term included) per step
+    diverged: bool
+    effective_rank: int | None
+    line_energy: float
+    axis_angles_deg: np.ndarray  # [3] angles between the cluster axes: (0, 1), (0, 2), (1, 2)
+    min_axis_angle_deg: float
+    distinct_directions: int | None
+
+    @property
+    def final_loss(self) -> float:
+        return float(self.curve[-1]) if len(self.curve) else float("nan")
+
+
+# --------------------------------------------------------------------------- data and network
+def make_clusters(
+    points_per_cluster: int, noise: float, seed: int, *, min_radius: float = 0.2
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The §3 input: points [3n, 3] (float32, inside the unit ball) and labels [3n] (0, 1, 2).
+
+    Cluster k is s·t·u_k + ε with u_k = :data:`CLUSTER_DIRECTIONS` [k], t ~ U(min_radius, 1), a random
+    sign s (a line through the origin, not a ray: both signs are the same cluster) and ε ~ N(0, noise²
+    I₃); the few points the noise pushes outside the unit ball are scaled back onto it. Deterministic
+    in ``seed`` (its own generator, float64 draws).
+    """
     g = torch.Generator().manual_seed(seed)
     n = points_per_cluster
     labels = torch.arange(3).repeat_interleave(n)
-    t = 0.2 + 0.8 * torch.rand(3 * n, 1, generator=g, dtype=torch.float64)
+    t = min_radius + (1.0 - min_radius) * torch.rand(3 * n, 1, generator=g, dtype=torch.float64)
     sign = torch.randint(0, 2, (3 * n, 1), generator=g).double() * 2 - 1
-    x = sign * t * CLUSTER_DIRECTIONS[labels] + noise * torch.randn(
-        3 * n, 3, generator=g, dtype=torch.float64
-    )
-    x = x / x.norm(dim=1, keepdim=True).clamp_min(1.0)  # stay inside the unit ball
+    eps = noise * torch.randn(3 * n, 3, generator=g, dtype=torch.float64)
+    x = sign * t * CLUSTER_DIRECTIONS[labels] + eps
+    x = x / x.norm(dim=1, keepdim=True).clamp_min(1.0)
     return x.float(), labels
 
 
 def make_views(
     x: torch.Tensor, noise: float, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two views of each point: x + noise and -x + noise (§3: negation plus Gaussian noise)."""
-    return (
-        x + noise * torch.randn(x.shape, generator=generator),
-        -x + noise * torch.randn(x.shape, generator=generator),
-    )
+    """Two views of each point (§3, "multiplying by -1 and adding random Gaussian noise"):
+    x + ε₁ and -x + ε₂, ε ~ N(0, noise² I). The positive pair is a point and its negation, so a loss
+    can only align them by embedding the two ends of a line together."""
+    first = x + noise * torch.randn(x.shape, generator=generator)
+    second = -x + noise * torch.randn(x.shape, generator=generator)
+    return first, second
 
 
-def _network(hidden: int) -> nn.Module:
-    """§3: a 3-layer dense network with BatchNorm and ReLU, to 3-D embeddings."""
+def make_network(hidden: int) -> nn.Sequential:
+    """§3's "three-layer neural network": Linear(3, h) - BN - ReLU - Linear(h, h) - BN - ReLU -
+    Linear(h, 3); 3-D embeddings so they can be plotted. Initialised from torch's global RNG (seed it)."""
     return nn.Sequential(
         nn.Linear(3, hidden),
         nn.BatchNorm1d(hidden),
@@ -119,60 +213,233 @@ def _network(hidden: int) -> nn.Module:
     )
 
 
-def axis_angles(z: torch.Tensor, labels: torch.Tensor) -> np.ndarray:
-    """Angles (degrees, 0-90) between the clusters' principal axes, one per pair of clusters.
+def _labelled_mask(labels: torch.Tensor, fraction: float, generator: torch.Generator) -> torch.Tensor:
+    """The OAR set S (§4): ceil(fraction·n_k) random points of each cluster (stratified, so with 10%
+    of 600 points every cluster has 20 labels), as a bool mask [N]."""
+    mask = torch.zeros(len(labels), dtype=torch.bool)
+    for k in labels.unique():
+        idx = torch.nonzero(labels == k).flatten()
+        take = math.ceil(fraction * len(idx))
+        mask[idx[torch.randperm(len(idx), generator=generator)[:take]]] = True
+    return mask
 
-    Each cluster's axis is the top right singular vector of its *uncentred* unit embeddings (a line
-    through the origin fits z and -z alike), and the angle is arccos |cos| (sign-invariant): 0 means
-    two clusters lie on one line (the over-fusion of §3), 90 orthogonal lines.
+
+@contextmanager
+def _threads(n: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+# --------------------------------------------------------------------------- collapse measures
+def _matrix(z: Any) -> torch.Tensor:
+    a = torch.as_tensor(
+        np.asarray(z.detach().cpu() if isinstance(z, torch.Tensor) else z), dtype=torch.float64
+    )
+    if a.ndim != 2:
+        raise ValueError(f"expected an [N, D] matrix, got shape {tuple(a.shape)}")
+    return a
+
+
+def effective_rank(z: Any, energy: float = 0.95, *, centre: bool = False) -> int:
+    """The number of singular values of ``z`` [N, D] (array or tensor) needed to hold ``energy`` of
+    Σσ²: the "effective rank (95% concentration)" of OAR Fig. 3, on any embedding matrix.
+
+    Uncentred by default, so it counts *lines through the origin*: the §3 notion of collapse ("a
+    rank-1 linear subspace") is 1 whether the points sit at one end of the line or at both, and a
+    matrix with all rows equal is 1 too. ``centre=True`` subtracts the column means first (the
+    spread around the mean, as :func:`contrastlab.evaluation.vision.effective_rank` computes it).
+    An all-zero matrix gives 0. A share within 1e-12 of ``energy`` counts as reaching it, so
+    hand-made spectra that sum exactly to the target are not lost to rounding.
+
+    >>> effective_rank([[1.0, 0.0], [-2.0, 0.0]]), effective_rank(np.eye(3))
+    (1, 3)
     """
-    unit = torch.nn.functional.normalize(z.double(), dim=1)
-    axes = [torch.linalg.svd(unit[labels == k], full_matrices=False).Vh[0] for k in labels.unique()]
-    angles = [
-        math.degrees(math.acos(min(1.0, abs(float(axes[i] @ axes[j])))))
-        for i in range(len(axes))
-        for j in range(i + 1, len(axes))
-    ]
-    return np.array(angles)
+    if not 0.0 < energy <= 1.0:
+        raise ValueError(f"energy must be in (0, 1], got {energy}")
+    a = _matrix(z)
+    if centre:
+        a = a - a.mean(dim=0)
+    sigma2 = torch.linalg.svdvals(a).pow(2)
+    total = float(sigma2.sum())
+    if total == 0.0:
+        return 0
+    share = sigma2.cumsum(0) / total
+    return int((share < energy - 1e-12).sum()) + 1
 
 
-def train_synthetic(settings: SyntheticSettings, loss: str, *, oar: bool) -> dict[str, Any]:
-    """Train one network with ``loss`` (a registry name, hp from ``settings.losses``), +- the OAR term;
-    returns the inputs, labels, unit embeddings of every point (eval mode), loss curve and the two
-    collapse measures. Deterministic on the CPU for a given seed."""
+def line_energy(z: Any) -> float:
+    """σ1²/Σσ² of ``z`` [N, D] (uncentred): the share of the energy on the best line through the
+    origin; 1 = every row on one line (§3's rank-1 over-fusion), 1/D = isotropic."""
+    sigma2 = torch.linalg.svdvals(_matrix(z)).pow(2)
+    return float(sigma2[0] / sigma2.sum())
+
+
+def cluster_axes(z: Any, labels: Any) -> torch.Tensor:
+    """Each cluster's principal axis [K, D] (clusters in sorted label order): the top right singular
+    vector of its *unit* embeddings, uncentred, so the axis is the line through the origin that best
+    fits the cluster (a point and its negation fit it equally: the axis has no sign)."""
+    unit = F.normalize(_matrix(z), dim=1)
+    labels = torch.as_tensor(np.asarray(labels))
+    return torch.stack(
+        [torch.linalg.svd(unit[labels == k], full_matrices=False).Vh[0] for k in labels.unique()]
+    )
+
+
+def axis_angles(z: Any, labels: Any) -> np.ndarray:
+    """The angles (degrees, 0-90) between the clusters' principal axes (:func:`cluster_axes`), one
+    per pair (i < j, row-major), as arccos |cos|: sign-invariant, like §3's "small minimum angle"
+    notion of proximity. 0 = two clusters on one line (fused), 90 = orthogonal lines."""
+    axes = cluster_axes(z, labels)
+    cos = (axes @ axes.T).abs().clamp(max=1.0)
+    i, j = torch.triu_indices(len(axes), len(axes), offset=1)
+    return np.degrees(torch.arccos(cos[i, j]).numpy())
+
+
+def distinct_directions(z: Any, labels: Any, min_angle_deg: float = 30.0) -> int:
+    """How many distinct directions the clusters keep: clusters whose axes are less than
+    ``min_angle_deg`` apart (:func:`axis_angles`) are merged, transitively (single linkage), and the
+    groups counted. 3 = the three clusters on three lines, 1 = all fused onto one line (§3)."""
+    axes = cluster_axes(z, labels)
+    close = np.degrees(torch.arccos((axes @ axes.T).abs().clamp(max=1.0)).numpy()) < min_angle_deg
+    group = list(range(len(axes)))  # union-find over at most K clusters
+    for i in range(len(axes)):
+        for j in range(i + 1, len(axes)):
+            if close[i, j]:
+                old, new = group[j], group[i]
+                group = [new if g == old else g for g in group]
+    return len(set(group))
+
+
+# --------------------------------------------------------------------------- training
+def train_synthetic(settings: SyntheticSettings, loss: str, oar: bool) -> SyntheticRun:
+    """Train one §3 network with ``loss`` (a registry name, constants from ``settings.losses``),
+    with the OAR term (§4, Eq. 2, mean over the batch's labelled points and both views) if ``oar``,
+    and measure the unit embeddings of every point (BatchNorm in eval mode).
+
+    Deterministic on the CPU: the data, the network's initial weights, the batches and view noise,
+    and the labelled subset each come from their own seed-derived generator (the global RNG is
+    forked, so the caller's is untouched), with ``settings.threads`` intra-op threads. A non-finite
+    loss stops the run (``diverged``; the measures are then None/NaN).
+    """
     s = settings
-    x, labels = make_clusters(s.points_per_cluster, s.point_noise, s.seed)
-    torch.manual_seed(s.seed)
-    net = _network(s.hidden)
-    optimizer = torch.optim.Adam(net.parameters(), lr=s.lr)
-    loss_fn = build_loss(loss, **s.losses[loss])
-    views = torch.Generator().manual_seed(s.seed + 1)
-    labelled = torch.from_numpy(np.random.default_rng([s.seed, 0x0A4]).permutation(len(x)))
-    labelled = labelled[: max(3, int(s.label_fraction * len(x)))]
-    anchors = orthonormal_anchors(3, 3, generator=torch.Generator().manual_seed(s.seed)).float()
-    curve = []
-    for _ in range(s.steps):
-        v1, v2 = make_views(x, s.view_noise, views)
-        h1, h2 = net(torch.cat([v1, v2])).chunk(2)
-        total = loss_fn(h1, h2).loss
-        if oar:
-            total = total + oar_loss(h1[labelled], h2[labelled], labels[labelled], anchors)
-        optimizer.zero_grad(set_to_none=True)
-        total.backward()
-        optimizer.step()
-        curve.append(float(total.detach()))
-    net.eval()
-    with torch.no_grad():
-        z = torch.nn.functional.normalize(net(x), dim=1)
-    angles = axis_angles(z, labels)
+    if loss not in s.losses:
+        raise ValueError(f"loss {loss!r} is not in settings.losses ({', '.join(s.losses)})")
+    x, labels = make_clusters(s.points_per_cluster, s.point_noise, s.seed, min_radius=s.min_radius)
+    with _threads(s.threads), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(s.seed)
+        net = make_network(s.hidden)
+        if s.optimizer == "sgd":
+            opt = torch.optim.SGD(net.parameters(), lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay)
+        else:
+            opt = torch.optim.Adam(net.parameters(), lr=s.lr, weight_decay=s.weight_decay)
+        steps_per_epoch = len(x) // s.batch_size
+        schedule = (
+            torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=s.epochs * steps_per_epoch)
+            if s.lr_schedule == "cosine"
+            else None
+        )
+        loss_fn = build_loss(loss, **s.losses[loss])
+        stream = torch.Generator().manual_seed(s.seed + 1)  # batches and view noise
+        labelled = _labelled_mask(labels, s.label_fraction, torch.Generator().manual_seed(s.seed + 2))
+        anchors = orthonormal_anchors(3, 3, generator=torch.Generator().manual_seed(s.seed))
+        curve: list[float] = []
+        diverged = False
+        net.train()
+        for _ in range(s.epochs):
+            order = torch.randperm(len(x), generator=stream)
+            for b in range(steps_per_epoch):
+                idx = order[b * s.batch_size : (b + 1) * s.batch_size]
+                v1, v2 = make_views(x[idx], s.view_noise, stream)
+                # One forward pass over both views: BatchNorm sees the 2B batch, as in SimCLR.
+                h1, h2 = net(torch.cat([v1, v2])).chunk(2)
+                total = loss_fn(h1, h2).loss
+                if oar:
+                    total = total + s.oar_weight * oar_loss(
+                        h1, h2, labels[idx], anchors, labelled_mask=labelled[idx]
+                    )
+                value = float(total.detach())
+                curve.append(value)
+                if not math.isfinite(value):
+                    diverged = True
+                    break
+                opt.zero_grad(set_to_none=True)
+                total.backward()
+                if s.grad_clip is not None:
+                    nn.utils.clip_grad_norm_(net.parameters(), s.grad_clip)
+                opt.step()
+                if schedule is not None:
+                    schedule.step()
+            if diverged:
+                break
+        net.eval()
+        with torch.no_grad():
+            h = net(x).double()
+    diverged = diverged or not bool(torch.isfinite(h).all())
+    z = F.normalize(h, dim=1)
+    if diverged:
+        rank, energy, angles, distinct = None, float("nan"), np.full(3, np.nan), None
+    else:
+        rank, energy = effective_rank(z), line_energy(z)
+        angles = axis_angles(z, labels)
+        distinct = distinct_directions(z, labels, s.distinct_angle_deg)
+    return SyntheticRun(
+        loss=loss,
+        oar=oar,
+        seed=s.seed,
+        x=x.numpy(),
+        labels=labels.numpy(),
+        z=z.numpy(),
+        curve=np.array(curve),
+        diverged=diverged,
+        effective_rank=rank,
+        line_energy=energy,
+        axis_angles_deg=angles,
+        min_axis_angle_deg=float(np.min(angles)),
+        distinct_directions=distinct,
+    )
+
+
+def _row(run: SyntheticRun) -> dict[str, Any]:
     return {
-        "x": x.numpy(),
-        "labels": labels.numpy(),
-        "z": z.numpy(),
-        "curve": curve,
-        "effective_rank": effective_rank(z),
-        "min_axis_angle_deg": float(angles.min()),
+        "loss": run.loss,
+        "oar": run.oar,
+        "seed": run.seed,
+        "effective_rank": run.effective_rank,
+        "line_energy": round(run.line_energy, 6),
+        "min_axis_angle_deg": round(run.min_axis_angle_deg, 4),
+        "distinct_directions": run.distinct_directions,
+        "final_loss": round(run.final_loss, 6),
+        "diverged": run.diverged,
     }
+
+
+def study_table(runs: Iterable[SyntheticRun]) -> pd.DataFrame:
+    """The Table 2 numbers, one row per run: loss, oar, seed, effective_rank, line_energy,
+    min_axis_angle_deg, distinct_directions, final_loss, diverged. No timings, so the CSV stays
+    bit-identical from run to run; a diverged run's rank and directions are empty cells."""
+    table = pd.DataFrame([_row(run) for run in runs])
+    for column in ("effective_rank", "distinct_directions"):
+        table[column] = table[column].astype("Int64")
+    return table
+
+
+def seed_table(
+    settings: SyntheticSettings, seeds: Iterable[int], losses: Iterable[str] | None = None
+) -> pd.DataFrame:
+    """:func:`study_table` of every loss in ``losses`` (default: all of ``settings.losses``) without
+    and with OAR, once per seed in ``seeds`` (everything else as ``settings``): how often a loss
+    collapses, since one run at this learning rate is one draw of a chaotic first few steps."""
+    names = list(settings.losses) if losses is None else list(losses)
+    return study_table(
+        train_synthetic(dataclasses.replace(settings, seed=seed), loss, oar)
+        for seed in seeds
+        for loss in names
+        for oar in (False, True)
+    )
 
 
 def run_synthetic_study(
@@ -182,35 +449,32 @@ def run_synthetic_study(
     figure_stem: str | Path | None = None,
     table_path: str | Path | None = None,
 ) -> pd.DataFrame:
-    """Every loss of ``settings.losses`` without and with OAR: the table (loss, oar, effective_rank,
-    min_axis_angle_deg, final_loss, seconds) written to ``table_path`` (default ``out_dir/table2.csv``)
-    and the figure (:func:`contrastlab.figures.oar_synthetic.plot_synthetic`) to ``figure_stem``
-    (default ``out_dir/table2``). Returns the table."""
+    """Every loss of ``settings.losses`` without and with OAR (8 trainings with the defaults): writes
+    the table (:func:`study_table`) to ``table_path`` (default ``out_dir/table2.csv``) and the figure
+    (:func:`contrastlab.figures.oar_synthetic.plot_synthetic`) to ``figure_stem`` (default
+    ``out_dir/table2``: .png, .pdf and the plotted points as .csv). Returns the table."""
     from contrastlab.figures.oar_synthetic import plot_synthetic
 
     if not isinstance(settings, SyntheticSettings):
         settings = SyntheticSettings.from_dict(settings)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    results, rows = {}, []
+    runs: dict[tuple[str, bool], SyntheticRun] = {}
     for loss in settings.losses:
         for oar in (False, True):
             started = time.perf_counter()
-            result = train_synthetic(settings, loss, oar=oar)
-            results[(loss, oar)] = result
-            rows.append(
-                {
-                    "loss": loss,
-                    "oar": oar,
-                    "effective_rank": result["effective_rank"],
-                    "min_axis_angle_deg": round(result["min_axis_angle_deg"], 6),
-                    "final_loss": round(result["curve"][-1], 6),
-                    "seconds": round(time.perf_counter() - started, 2),
-                }
+            run = train_synthetic(settings, loss, oar)
+            runs[(loss, oar)] = run
+            print(
+                f"{loss}{' + OAR' if oar else ''}: effective rank {run.effective_rank}, line energy "
+                f"{run.line_energy:.3f}, cluster axes {np.round(run.axis_angles_deg, 1).tolist()} deg, "
+                f"final loss {run.final_loss:.4f}{' (diverged)' if run.diverged else ''} "
+                f"[{time.perf_counter() - started:.1f} s]",
+                flush=True,
             )
-            print({k: v for k, v in rows[-1].items() if k != "seconds"}, flush=True)
-    table = pd.DataFrame(rows)
+    table = study_table(runs.values())
     path = Path(table_path) if table_path is not None else out_dir / "table2.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(path, index=False)
-    plot_synthetic(results, figure_stem if figure_stem is not None else out_dir / "table2")
+    plot_synthetic(runs, figure_stem if figure_stem is not None else out_dir / "table2")
     return table

@@ -1,0 +1,132 @@
+"""Figures over a swept hyperparameter of the sentence losses (config ``sweep: {hp.<name>: [...]}``).
+
+- Li et al. 2024, Fig. 6: STS-B dev Spearman of the baseline when one component varies (m of the
+  gradient-dissipation indicator, τ of the weight, r of the ratio), one panel each; the dev score is the
+  best of the run's evaluations (the checkpoint the trainer keeps, ``--load_best_model_at_end``).
+- Nie et al. 2023, Fig. 3a: STS.Avg and TR.Avg of MPT against its margin m (the paper's x axis is the
+  resulting distance gap d_ij, which the trainer does not log yet: we plot against m, which sets it),
+  and Fig. 3c-e: the training curves at m = 0.10, 0.23 and 0.80.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from contrastlab.figures.style import PALETTE, figure, house_style, save
+
+__all__ = ["best_dev_frame", "plot_sweep_panels", "sweep_metrics_frame", "sweep_points"]
+
+
+def sweep_points(config: Mapping, experiment: str) -> dict[str, tuple[str, float]]:
+    """Sweep-point method name -> (swept key without ``hp.``, value), from the config."""
+    from contrastlab.config import expanded_methods
+
+    out = {}
+    for name, (_, overrides) in expanded_methods(config["experiments"][experiment]).items():
+        for key, value in overrides.items():
+            out[name] = (key.removeprefix("hp."), float(value))
+    return out
+
+
+def best_dev_frame(checkpoints_root: str | Path, config: Mapping, experiment: str) -> pd.DataFrame:
+    """Per finished cell of ``experiment``: backbone, method, seed, param, value and the best
+    ``dev_spearman`` of its ``train_log.jsonl`` (Li Fig. 6's measure)."""
+    points = sweep_points(config, experiment)
+    rows = []
+    for path in sorted((Path(checkpoints_root) / experiment).glob("*/*/seed*/train_log.jsonl")):
+        method = path.parent.parent.name
+        if method not in points:
+            continue
+        scores = [
+            r["dev_spearman"]
+            for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())
+            if r.get("event") == "eval" and r.get("dev_spearman") is not None
+        ]
+        if scores:
+            param, value = points[method]
+            rows.append(
+                {
+                    "backbone": path.parent.parent.parent.name,
+                    "method": method,
+                    "seed": int(path.parent.name.removeprefix("seed")),
+                    "param": param,
+                    "value": value,
+                    "key": "dev_spearman",
+                    "score": max(scores),
+                }
+            )
+    return pd.DataFrame(rows, columns=["backbone", "method", "seed", "param", "value", "key", "score"])
+
+
+def sweep_metrics_frame(
+    metrics_root: str | Path, config: Mapping, experiment: str, keys: Sequence[str] = ("sts_avg", "tr_avg")
+) -> pd.DataFrame:
+    """Per evaluated cell of ``experiment``: the ``keys`` of its ``senteval.json`` at its sweep value."""
+    points = sweep_points(config, experiment)
+    rows = []
+    for path in sorted((Path(metrics_root) / experiment).glob("*/*/seed*/senteval.json")):
+        method = path.parent.parent.name
+        if method not in points:
+            continue
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+        param, value = points[method]
+        for key in keys:
+            if metrics.get(key) is not None:
+                rows.append(
+                    {
+                        "backbone": path.parent.parent.parent.name,
+                        "method": method,
+                        "seed": int(path.parent.name.removeprefix("seed")),
+                        "param": param,
+                        "value": value,
+                        "key": key,
+                        "score": float(metrics[key]),
+                    }
+                )
+    return pd.DataFrame(rows, columns=["backbone", "method", "seed", "param", "value", "key", "score"])
+
+
+def plot_sweep_panels(
+    panels: Mapping[str, pd.DataFrame],
+    stem: str | Path,
+    *,
+    ylabel: str,
+    key_labels: Mapping[str, str] | None = None,
+    log_x: Sequence[str] = (),
+) -> list[Path]:
+    """One panel per entry of ``panels`` (title -> frame of :func:`best_dev_frame` or
+    :func:`sweep_metrics_frame`): the mean score over seeds against the swept value, one line per key
+    and backbone; ``log_x`` names the panels drawn on a log axis (Li's τ)."""
+    key_labels = dict(key_labels or {})
+    means = []
+    with house_style():
+        fig, axes = figure(1, max(1, len(panels)), width="page", aspect=0.8)
+        for ax, (title, frame) in zip(axes[0], panels.items(), strict=False):
+            mean = frame.groupby(["backbone", "param", "value", "key"], as_index=False)["score"].mean()
+            mean.insert(0, "panel", title)
+            means.append(mean)
+            for i, ((backbone, key), curve) in enumerate(mean.groupby(["backbone", "key"], sort=False)):
+                curve = curve.sort_values("value")
+                ax.plot(
+                    curve["value"],
+                    curve["score"],
+                    marker="o",
+                    color=PALETTE[i % len(PALETTE)],
+                    label=f"{key_labels.get(key, key)} ({backbone})",
+                )
+            param = mean["param"].iloc[0] if len(mean) else ""
+            ax.set_xlabel({"tau": "τ"}.get(param, param))
+            ax.set_title(title)
+            if title in log_x:
+                ax.set_xscale("log")
+            if mean.empty:
+                ax.text(0.5, 0.5, "no runs yet", ha="center", va="center", transform=ax.transAxes)
+            else:
+                ax.legend(loc="best")
+        axes[0, 0].set_ylabel(ylabel)
+        data = pd.concat(means, ignore_index=True) if means else pd.DataFrame()
+        return save(fig, stem, data)
