@@ -7,11 +7,12 @@ from contrastlab.workflow import job_label, logged_to
 sm = globals()["snakemake"]
 with logged_to(sm.log[0], job_label(sm)):
     import torch
+
     from contrastlab.training.synthetic import SyntheticSettings, run_synthetic_study
 
     torch.set_num_threads(max(1, sm.threads))
     table = run_synthetic_study(
-        SyntheticSettings(**dict(sm.params.settings)),
+        SyntheticSettings.from_dict(dict(sm.params.settings)),
         Path(sm.output.table).parent,
         figure_stem=Path(sm.output.png).with_suffix(""),
         table_path=sm.output.table,

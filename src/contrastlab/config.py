@@ -455,7 +455,8 @@ def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
                 "experiment": "",
                 "caption": "OAR Table 2 (synthetic): three noisy rank-1 clusters in 3-D embedded by a "
                 "3-layer MLP trained with each loss, without and with OAR; the paper: InfoNCE fuses "
-                "the clusters onto one line, OAR keeps them apart.",
+                "the clusters onto one line, OAR keeps them apart. Ours, in part: over 20 seeds InfoNCE "
+                "flattens to a plane in 14 (never a line), OAR-InfoNCE keeps 3 directions in all 20.",
             }
         )
     for figure_name, (experiments, caption) in SWEEP_FIGURES.items():

@@ -1,61 +1,191 @@
-"""OAR's synthetic study (§3, Table 2): data, collapse measures and determinism.
+"""OAR's synthetic study (§3, Table 2): data, views, network, collapse measures, the finding, determinism
+and the figure.
 
-The paper's finding (InfoNCE fuses the three clusters onto one line) is NOT asserted: with the
-study's default settings it does not reproduce (see the closing note of the OAR issue); the measures
-are checked on constructed embeddings instead.
+The finding is checked over seeds 0-9 of the study's default settings rather than on the default run
+alone: at the paper's "strong learning" rate the outcome of one run is decided by its first few
+chaotic steps, and InfoNCE loses a dimension in about half of the seeds (seed 0, the default run,
+is one that does not). What holds on every seed is the OAR side: OAR-InfoNCE keeps three clusters on
+three lines. The paper's stronger claim, InfoNCE on a single line (effective rank 1), is reached by
+none of these seeds, so it is not asserted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import matplotlib.image
 import numpy as np
 import pytest
 import torch
 
-from contrastlab.evaluation.vision import effective_rank
+from contrastlab.figures.oar_synthetic import plot_synthetic
 from contrastlab.training.synthetic import (
     CLUSTER_DIRECTIONS,
     SyntheticSettings,
     axis_angles,
+    distinct_directions,
+    effective_rank,
+    line_energy,
     make_clusters,
+    make_network,
+    make_views,
     run_synthetic_study,
+    seed_table,
+    train_synthetic,
 )
 
 
-def test_clusters_are_noisy_lines_inside_the_unit_ball_and_seeded():
-    x, labels = make_clusters(100, 0.0, seed=3)
-    assert x.shape == (300, 3) and torch.equal(x, make_clusters(100, 0.0, seed=3)[0])
+# --------------------------------------------------------------------------- data, views, network
+def test_make_clusters_is_seeded_and_gives_three_noisy_lines_in_the_unit_ball():
+    x, labels = make_clusters(200, 0.05, seed=3)
+    again, labels_again = make_clusters(200, 0.05, seed=3)
+    assert x.shape == (600, 3) and x.dtype == torch.float32
+    assert torch.equal(x, again) and torch.equal(labels, labels_again)
+    assert not torch.equal(x, make_clusters(200, 0.05, seed=4)[0])
+    assert torch.equal(labels.bincount(), torch.tensor([200, 200, 200]))
     assert float(x.norm(dim=1).max()) <= 1.0 + 1e-6
+    clean, _ = make_clusters(200, 0.0, seed=3)
     for k in range(3):
-        rows = x[labels == k].double()
-        assert effective_rank(rows - rows.mean(0) * 0, 0.999999) == 1  # noise-free: exactly one line
-        assert (rows @ CLUSTER_DIRECTIONS[k]).abs().min() > 0.19  # |t| >= 0.2 along its direction
-        assert (rows @ CLUSTER_DIRECTIONS[k] > 0).any() and (rows @ CLUSTER_DIRECTIONS[k] < 0).any()
+        noisy, exact = x[labels == k].double(), clean[labels == k].double()
+        # Noise-free: exactly one line through the origin; with the default noise still rank 1 at 95%.
+        assert effective_rank(exact, energy=1.0 - 1e-9) == 1
+        assert effective_rank(noisy) == 1 and line_energy(noisy) > 0.97
+        # ...along the documented direction, with both signs and |t| >= 0.2 (away from the origin).
+        axis = torch.linalg.svd(noisy, full_matrices=False).Vh[0]
+        assert abs(float(axis @ CLUSTER_DIRECTIONS[k])) > 0.999
+        along = exact @ CLUSTER_DIRECTIONS[k]
+        assert (along > 0).any() and (along < 0).any() and float(along.abs().min()) >= 0.2 - 1e-6
 
 
-def test_axis_angles_measure_fusion_sign_invariantly():
-    labels = torch.arange(3).repeat_interleave(50)
-    sign = torch.where(torch.arange(150) % 2 == 0, 1.0, -1.0).unsqueeze(1)
-    fused = sign * torch.tensor([0.0, 0.0, 1.0])  # every cluster on one line, both signs
-    assert np.allclose(axis_angles(fused, labels), 0.0, atol=1e-3)  # acos near 1 amplifies rounding
+def test_views_are_the_point_and_its_negation_plus_seeded_noise():
+    x, _ = make_clusters(10, 0.05, seed=0)
+    first, second = make_views(x, 0.0, torch.Generator().manual_seed(1))
+    assert torch.equal(first, x) and torch.equal(second, -x)
+    a = make_views(x, 0.05, torch.Generator().manual_seed(1))
+    b = make_views(x, 0.05, torch.Generator().manual_seed(1))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert 0.0 < float((a[0] - x).std()) < 0.1 and 0.0 < float((a[1] + x).std()) < 0.1
+
+
+def test_network_is_three_dense_layers_with_batchnorm_and_relu_to_3d():
+    net = make_network(16)
+    kinds = [type(m).__name__ for m in net]
+    assert kinds == ["Linear", "BatchNorm1d", "ReLU", "Linear", "BatchNorm1d", "ReLU", "Linear"]
+    assert net(torch.zeros(4, 3)).shape == (4, 3)
+
+
+# --------------------------------------------------------------------------- collapse measures
+def test_effective_rank_on_hand_made_matrices():
+    rng = np.random.default_rng(0)
+    rank_one = np.outer(rng.normal(size=50), [1.0, -2.0, 0.5])
+    assert effective_rank(rank_one) == 1 and line_energy(rank_one) == pytest.approx(1.0)
+    assert effective_rank(torch.from_numpy(rank_one)) == 1  # tensors too
+    assert effective_rank(np.eye(3)) == 3 and line_energy(np.eye(3)) == pytest.approx(1 / 3)
+    q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    assert effective_rank(np.vstack([q, -q]) * 2.0) == 3  # isotropic: rows ±q_i of an orthonormal basis
+    # A known spectrum σ² = (0.5, 0.3, 0.15, 0.05), rotated on both sides: cumulative shares 0.5, 0.8,
+    # 0.95, 1.0, so 95% needs 3 values, 80% needs 2, 81% needs 3 and 50% needs 1.
+    u, _ = np.linalg.qr(rng.normal(size=(20, 4)))
+    v, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+    z = u @ np.diag(np.sqrt([0.5, 0.3, 0.15, 0.05])) @ v.T
+    assert [effective_rank(z, e) for e in (0.95, 0.8, 0.81, 0.5, 1.0)] == [3, 2, 3, 1, 4]
+    assert line_energy(z) == pytest.approx(0.5)
+    # Uncentred: all rows one point off the origin is one line; centred there is nothing left.
+    same = np.tile([0.3, 0.4, 0.0], (10, 1))
+    assert effective_rank(same) == 1 and effective_rank(same, centre=True) == 0
+    assert effective_rank(np.zeros((5, 3))) == 0
+    with pytest.raises(ValueError, match="energy"):
+        effective_rank(z, 0.0)
+    with pytest.raises(ValueError, match=r"\[N, D\]"):
+        effective_rank(np.ones(3))
+
+
+def test_cluster_axis_measures_are_sign_invariant():
+    labels = torch.arange(3).repeat_interleave(40)
+    sign = torch.where(torch.arange(120) % 3 == 0, -1.0, 1.0).unsqueeze(1)
+    t = torch.linspace(0.5, 1.0, 120).unsqueeze(1)
+    fused = sign * t * torch.tensor([0.0, 0.0, 1.0])  # every cluster on one line, both ends
+    assert np.allclose(axis_angles(fused, labels), 0.0, atol=1e-3)
+    assert distinct_directions(fused, labels) == 1
     apart = sign * torch.eye(3)[labels]
     assert np.allclose(axis_angles(apart, labels), 90.0)
-    tilted = sign * CLUSTER_DIRECTIONS.float()[labels]
-    assert axis_angles(tilted, labels).min() == pytest.approx(math.degrees(math.acos(1 / math.sqrt(3))))
+    assert distinct_directions(apart, labels) == 3
+    two = apart.clone()
+    two[labels == 1] = sign[labels == 1] * torch.tensor([0.95, 0.1, 0.0])  # 6 degrees from cluster 0
+    assert distinct_directions(two, labels) == 2 and axis_angles(two, labels).min() < 10
+    # The input's lines: 90, 54.7 and 54.7 degrees apart, whatever the signs of the points.
+    x, xl = make_clusters(100, 0.0, seed=1)
+    expected = math.degrees(math.acos(1 / math.sqrt(3)))
+    assert np.allclose(np.sort(axis_angles(x, xl)), [expected, expected, 90.0], atol=1e-4)
+    assert distinct_directions(x, xl) == 3
 
 
-def test_study_is_deterministic_and_writes_its_table_and_figure(tmp_path):
-    import matplotlib.image
+# --------------------------------------------------------------------------- the paper's finding
+def test_oar_keeps_the_clusters_apart_where_infonce_fuses_them():
+    """Default settings, seeds 0-9 (see the module docstring for why not seed 0 alone). Observed on
+    this CPU: InfoNCE effective rank 2 in 5 of 10 seeds (14 of 20 over seeds 0-19), all three
+    clusters merged into one direction in 2 (4 of 20), median smallest axis angle ~40 degrees;
+    OAR-InfoNCE rank 3 and three directions in 10 of 10 (20 of 20), smallest angle >= 58 (>= 48)."""
+    table = seed_table(SyntheticSettings(), range(10), losses=["ntxent"])
+    plain, oar = table[~table.oar], table[table.oar]
+    assert not table.diverged.any() and len(plain) == len(oar) == 10
+    # OAR: on every seed three clusters on three lines, far apart.
+    assert (oar.effective_rank == 3).all() and (oar.distinct_directions == 3).all()
+    assert oar.min_axis_angle_deg.min() > 45.0
+    # InfoNCE: often one dimension lost, sometimes the three clusters fused into one direction.
+    assert (plain.effective_rank <= 2).sum() >= 4
+    assert (plain.distinct_directions == 1).sum() >= 1
+    assert plain.min_axis_angle_deg.median() < oar.min_axis_angle_deg.median() - 15.0
+    assert plain.line_energy.median() > oar.line_energy.median()
 
-    settings = SyntheticSettings(points_per_cluster=40, steps=30, losses={"ntxent": {"tau": 0.5}})
-    first = run_synthetic_study(settings, tmp_path / "a")
-    second = run_synthetic_study(settings, tmp_path / "b")
-    keep = ["loss", "oar", "effective_rank", "min_axis_angle_deg", "final_loss"]
-    assert first[keep].equals(second[keep]) and len(first) == 2
-    png = tmp_path / "a" / "table2.png"
-    assert png.stat().st_size > 10_000 and (tmp_path / "a" / "table2.pdf").exists()
+
+# --------------------------------------------------------------------------- determinism and files
+SMALL = SyntheticSettings(
+    points_per_cluster=40,
+    epochs=6,
+    batch_size=64,
+    losses={"ntxent": {"tau": 1.0}, "barlow_twins": {"lam": 5e-3}},
+)
+
+
+def test_training_is_deterministic_and_leaves_global_state_alone():
+    threads, rng = torch.get_num_threads(), torch.random.get_rng_state()
+    first = train_synthetic(SMALL, "ntxent", oar=True)
+    second = train_synthetic(SMALL, "ntxent", oar=True)
+    assert torch.get_num_threads() == threads and torch.equal(torch.random.get_rng_state(), rng)
+    assert np.array_equal(first.z, second.z) and np.array_equal(first.curve, second.curve)
+    assert first.z.shape == (120, 3) and np.allclose(np.linalg.norm(first.z, axis=1), 1.0)
+    assert len(first.curve) == 6 * (120 // 64)
+    with pytest.raises(ValueError, match="not in settings.losses"):
+        train_synthetic(SMALL, "vicreg", oar=False)
+
+
+def test_study_writes_identical_tables_and_a_real_figure(tmp_path):
+    first = run_synthetic_study(SMALL, tmp_path / "a")
+    second = run_synthetic_study(SMALL, tmp_path / "b")
+    assert list(zip(first.loss, first.oar, strict=True)) == [
+        ("ntxent", False),
+        ("ntxent", True),
+        ("barlow_twins", False),
+        ("barlow_twins", True),
+    ]
+    assert {"effective_rank", "min_axis_angle_deg", "distinct_directions", "final_loss"} <= set(first)
+    assert first.equals(second)
+    assert (tmp_path / "a" / "table2.csv").read_bytes() == (tmp_path / "b" / "table2.csv").read_bytes()
+    png = tmp_path / "a" / "table2_figure.png"
+    assert png.stat().st_size > 10_000 and (tmp_path / "a" / "table2_figure.pdf").stat().st_size > 5_000
     pixels = matplotlib.image.imread(png)
-    assert len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 20
+    colours = np.unique((pixels[..., :3] * 255).round().reshape(-1, 3), axis=0)
+    assert len(colours) > 20
+    points = np.loadtxt(tmp_path / "a" / "table2_figure.csv", delimiter=",", skiprows=1, usecols=(4, 5, 6))
+    assert points.shape == ((2 + 4) * 120, 3)  # the input twice, then every run's embeddings
     with pytest.raises(ValueError, match="unknown oar_synthetic setting"):
         run_synthetic_study({"step": 3}, tmp_path / "c")
+
+
+def test_figure_marks_a_diverged_run(tmp_path):
+    run = train_synthetic(SMALL, "ntxent", oar=False)
+    broken = dataclasses.replace(run, z=np.full_like(run.z, np.nan), diverged=True)
+    written = plot_synthetic({("ntxent", False): run, ("ntxent", True): broken}, tmp_path / "fig")
+    assert [p.suffix for p in written] == [".png", ".pdf", ".csv"]
