@@ -123,14 +123,20 @@ for _paper, _names in cl_config.ANALYTIC_FIGURES.items():
 
 
 # Figures over a swept setting (Li Fig. 6, Nie Fig. 3): one job each, reading its experiments' cells.
-for _figure, (_experiments, _caption) in cl_config.SWEEP_FIGURES.items():
+for _figure, (_experiments, _caption, _source) in cl_config.SWEEP_FIGURES.items():
 
     rule:
         name:
             f"figure_{_figure.rsplit('/', 1)[-1]}"
         input:
-            logs=[f"{R}/checkpoints/{c.path}/train_log.jsonl" for c in CELLS if c.experiment in _experiments],
-            metrics=[f"{R}/metrics/{c.path}/senteval.json" for c in CELLS if c.experiment in _experiments],
+            # Only what the figure reads: Li Fig. 6 needs no SentEval evaluation of its 23 cells.
+            [
+                f"{R}/checkpoints/{c.path}/train_log.jsonl"
+                if _source == "logs"
+                else f"{R}/metrics/{c.path}/senteval.json"
+                for c in CELLS
+                if c.experiment in _experiments
+            ],
         output:
             **figure_files(_figure),
         params:

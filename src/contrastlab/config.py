@@ -396,19 +396,22 @@ def vision_evaluation(config: Mapping[str, Any], experiment: str) -> dict:
 #: Sentence experiments whose paper has a figure read from the training logs and metrics (Nie Fig. 1).
 LOG_FIGURE_EXPERIMENTS = ("nie2023",)
 
-#: Figures over a swept setting, from their own experiments (no tables): figure -> (experiments, caption).
+#: Figures over a swept setting, from their own experiments (no tables): figure -> (experiments,
+#: caption, what they read: the training logs' dev scores, or the evaluated metrics).
 SWEEP_FIGURES = {
     "li2024/li2024_fig6": (
         ("li2024_fig6_m", "li2024_fig6_tau", "li2024_fig6_r"),
         "Li Fig. 6: STS-B dev Spearman of the baseline when one component varies (m of the GD indicator, "
         "τ of the weight, r of the ratio); the paper: performance falls as m grows, drops sharply once "
         "τ passes 0.3, and rises with r.",
+        "logs",
     ),
     "nie2023/nie2023_fig3": (
         ("nie2023_fig3",),
         "Nie Fig. 3a (against the margin m rather than the distance gap d_ij it sets, which is not logged "
         "yet): STS.Avg and TR.Avg of MPT; the paper: STS is far more sensitive to the gap than TR, best "
         "at m = 0.23.",
+        "metrics",
     ),
 }
 
@@ -459,7 +462,7 @@ def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
                 "flattens to a plane in 14 (never a line), OAR-InfoNCE keeps 3 directions in all 20.",
             }
         )
-    for figure_name, (experiments, caption) in SWEEP_FIGURES.items():
+    for figure_name, (experiments, caption, _) in SWEEP_FIGURES.items():
         present = [e for e in experiments if e in config["experiments"]]
         if present and (not select.get("experiments") or set(present) & set(select["experiments"])):
             out.append({"name": figure_name, "kind": "sweep", "experiment": "", "caption": caption})

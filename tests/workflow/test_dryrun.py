@@ -167,6 +167,24 @@ def test_slurm_profile_gives_every_oar_job_its_gpu(repo_root, tmp_path):
     assert "oar_infonce-lr1e-07" in output and "oar_vicreg-lr1.0" in output  # the Fig. 2 sweep's ends
 
 
+def test_asking_for_one_figure_runs_exactly_its_trainings(repo_root, tmp_path):
+    """`snakemake <figure file>`: Li Fig. 6 trains its 23 sweep cells (and evaluates none: it reads the
+    dev scores of the training logs); Nie Fig. 3 trains and evaluates its 8 margins."""
+    for figure, trained, evaluated in (("li2024/li2024_fig6", 23, 0), ("nie2023/nie2023_fig3", 8, 8)):
+        output = run_snakemake(
+            repo_root,
+            "-n",
+            "--config",
+            f"results_dir={tmp_path}/results",
+            f"resources_dir={tmp_path}/res",
+            "--",
+            f"{tmp_path}/results/figures/{figure}.png",
+        )
+        counts = job_counts(output)
+        assert counts.get("train", 0) == trained and counts.get("evaluate", 0) == evaluated, (figure, counts)
+        assert "train_vision" not in counts and "tables" not in counts
+
+
 def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
     done = snakemake_process(repo_root, "-n", "--config", "seeds=[forty-two]")
     assert done.returncode != 0
