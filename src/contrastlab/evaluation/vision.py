@@ -105,21 +105,36 @@ def linear_probe_accuracy(
         raise ValueError(f"epochs and batch_size must be >= 1 and lr > 0, got {epochs}, {batch_size}, {lr}")
     if device is not None:
         train_x, train_y, test_x, test_y = (t.to(device) for t in (train_x, train_y, test_x, test_y))
-    generator = torch.Generator(device=train_x.device).manual_seed(seed)
     torch.manual_seed(seed)
     classifier = torch.nn.Linear(train_x.shape[1], num_classes).to(train_x.device)
-    optimizer = torch.optim.SGD(classifier.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    _fit(
+        classifier,
+        train_x,
+        train_y,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        sgd={"lr": lr, "momentum": momentum, "weight_decay": weight_decay},
+    )
+    with torch.no_grad():
+        predicted = classifier(test_x).argmax(dim=1)
+    return 100.0 * (predicted == test_y).float().mean().item()
+
+
+def _fit(model, train_x, train_y, *, epochs: int, batch_size: int, seed: int, sgd: dict) -> None:
+    """Cross-entropy training of ``model`` with SGD (``sgd``: lr, momentum, weight_decay) on shuffled
+    mini-batches (the last one smaller) drawn from a generator seeded with ``seed``, independent of the
+    global RNG: the loop of both the linear probe and the FFN."""
+    generator = torch.Generator(device=train_x.device).manual_seed(seed)
+    optimizer = torch.optim.SGD(model.parameters(), **sgd)
     for _ in range(epochs):
         order = torch.randperm(len(train_x), generator=generator, device=train_x.device)
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
-            loss = F.cross_entropy(classifier(train_x[rows]), train_y[rows])
+            loss = F.cross_entropy(model(train_x[rows]), train_y[rows])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-    with torch.no_grad():
-        predicted = classifier(test_x).argmax(dim=1)
-    return 100.0 * (predicted == test_y).float().mean().item()
 
 
 def ffn_accuracy(
@@ -149,23 +164,21 @@ def ffn_accuracy(
             f"epochs and batch_size must be >= 1, lr > 0 and hidden sizes >= 1, got {epochs}, "
             f"{batch_size}, {lr}, {list(hidden)}"
         )
-    device = train_x.device
-    generator = torch.Generator(device=device).manual_seed(seed)
     torch.manual_seed(seed)
     sizes = [train_x.shape[1], *hidden]
     layers: list[torch.nn.Module] = []
     for fan_in, fan_out in zip(sizes, sizes[1:], strict=False):
         layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(sizes[-1], num_classes)).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
-    for _ in range(epochs):
-        order = torch.randperm(len(train_x), generator=generator, device=device)
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            loss = F.cross_entropy(model(train_x[rows]), train_y[rows])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(sizes[-1], num_classes)).to(train_x.device)
+    _fit(
+        model,
+        train_x,
+        train_y,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        sgd={"lr": lr, "momentum": momentum, "weight_decay": weight_decay},
+    )
     with torch.no_grad():
         top = model(test_x).topk(min(5, num_classes), dim=1).indices
     hits = top == test_y.unsqueeze(1)
