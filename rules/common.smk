@@ -120,8 +120,18 @@ def table_outputs():
 
 
 def figure_outputs():
-    """PNG, PDF and CSV of every figure the config produces (contrastlab.config.figures)."""
-    return [f"{R}/figures/{f['name']}.{ext}" for f in FIGURES for ext in ("png", "pdf", "csv")]
+    """PNG, PDF and CSV of every figure the config produces (contrastlab.config.figures); with
+    tables.partial, not the spectra figures whose encoders are not trained yet."""
+    return [
+        f"{R}/figures/{f['name']}.{ext}"
+        for f in FIGURES
+        if not (f["kind"] == "spectra" and config["tables"]["partial"] and not _spectra_ready(f["experiment"]))
+        for ext in ("png", "pdf", "csv")
+    ]
+
+
+def _spectra_ready(experiment):
+    return all(os.path.exists(p) for p in encoders_for_spectra(experiment).values())
 
 
 def report_path():
@@ -172,9 +182,18 @@ FIGURE_EXPERIMENTS = _alternatives(
 LOG_FIGURE_EXPERIMENTS = _alternatives(f["experiment"] for f in FIGURES if f["kind"] == "align_uniform")
 
 
+def existing_if_partial(paths):
+    """With tables.partial the report is drawn from what exists: the figures too, so nothing trains."""
+    if config["tables"]["partial"]:
+        return [p for p in paths if os.path.exists(p)]
+    return list(paths)
+
+
 def cell_files(wildcards, kind, name):
     """``<R>/<kind>/<cell>/<name>`` of every selected cell of the figure's experiment."""
-    return [f"{R}/{kind}/{c.path}/{name}" for c in CELLS if c.experiment == wildcards.experiment]
+    return existing_if_partial(
+        f"{R}/{kind}/{c.path}/{name}" for c in CELLS if c.experiment == wildcards.experiment
+    )
 
 
 def figure_files(name):
@@ -183,14 +202,18 @@ def figure_files(name):
 
 def experiment_metrics(wildcards):
     """The metrics files of every selected cell of the figure's experiment."""
-    return [f"{R}/metrics/{c.path}/vision.json" for c in CELLS if c.experiment == wildcards.experiment]
+    return cell_files(wildcards, "metrics", "vision.json")
 
 
 def spectra_encoders(wildcards):
+    return encoders_for_spectra(wildcards.experiment)
+
+
+def encoders_for_spectra(experiment):
     """name -> encoder dir of the first selected seed and backbone of each method in ``spectra``."""
     out = {}
-    for method in config["experiments"][wildcards.experiment]["spectra"]:
-        chosen = [c for c in CELLS if c.experiment == wildcards.experiment and c.method == method]
+    for method in config["experiments"][experiment]["spectra"]:
+        chosen = [c for c in CELLS if c.experiment == experiment and c.method == method]
         if chosen:
             out[method] = f"{R}/checkpoints/{min(chosen, key=lambda c: c.seed).path}/encoder"
     return out

@@ -130,13 +130,13 @@ for _figure, (_experiments, _caption, _source) in cl_config.SWEEP_FIGURES.items(
             f"figure_{_figure.rsplit('/', 1)[-1]}"
         input:
             # Only what the figure reads: Li Fig. 6 needs no SentEval evaluation of its 23 cells.
-            [
+            existing_if_partial(
                 f"{R}/checkpoints/{c.path}/train_log.jsonl"
                 if _source == "logs"
                 else f"{R}/metrics/{c.path}/senteval.json"
                 for c in CELLS
                 if c.experiment in _experiments
-            ],
+            ),
         output:
             **figure_files(_figure),
         params:
