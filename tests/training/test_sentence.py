@@ -136,6 +136,8 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, observ
     tiny_bert, corpus, senteval_dir = data
     # Snapshots every 2 steps, logs every 3: a resumed run must log the same interval means.
     settings = {**SMALL, "loss": "infonce", "max_steps": 14, "state_every": 2, "log_every": 3}
+    # The geometry analysis too: a resumed run must log the same probe statistics.
+    settings.update(analysis_every=5, analysis_sentences=64, analysis_batch=32)
     chooser = random.Random(kill_seed)
     kill_after = chooser.choice([2, 4, 6, 8, 10])
 
@@ -195,6 +197,11 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, observ
         return [{k: r[k] for k in keep if k in r} for r in records if r["event"] in ("train", "eval")]
 
     assert metrics("killed") == metrics("straight")
+    geometry = [
+        [r for r in read_log(tmp_path / name / "log.jsonl") if r["event"] == "geometry"]
+        for name in ("killed", "straight")
+    ]
+    assert [r["step"] for r in geometry[1]] == [0, 5, 10, 14] and geometry[0] == geometry[1]
     observed(f"killed after step {kill_after}, resumed from step {resumed['resumed_from'][0]}; weights equal")
 
 

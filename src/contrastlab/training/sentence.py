@@ -61,6 +61,7 @@ from torch import nn
 
 from contrastlab.losses import build_loss
 from contrastlab.models import pick_device
+from contrastlab.training import geometry
 from contrastlab.training import state as st
 from contrastlab.training.corpus import load_tokenized_corpus
 from contrastlab.training.dev import DevEvaluator
@@ -101,6 +102,11 @@ class TrainSettings:
     max_sentences: int | None = None  # use only the first N corpus sentences
     dev_task: str = "STSBenchmark"  # dev split for model selection
     dev_pooling: str = "cls"  # dev embedding for model selection: raw [CLS], or cls_mlp (through the head)
+    # Geometry statistics of a probe set (training.geometry) every N steps; None = off, costs nothing.
+    analysis_every: int | None = None
+    analysis_sentences: int = 1280  # probe size (Li: 10% held out; batches of analysis_batch)
+    analysis_batch: int = 128  # sentences per probe batch (Li: N = 128)
+    analysis_holdout: bool = False  # probe = the corpus's last sentences, removed from training (Li)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "loss_hp", dict(self.loss_hp))
@@ -121,11 +127,13 @@ class TrainSettings:
             "grad_accum",
             "log_every",
             "state_every",
+            "analysis_sentences",
+            "analysis_batch",
         )
         for name in positive:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        for name in ("max_steps", "max_sentences"):
+        for name in ("max_steps", "max_sentences", "analysis_every"):
             if getattr(self, name) is not None and (
                 not isinstance(getattr(self, name), int) or getattr(self, name) < 1
             ):
@@ -134,6 +142,13 @@ class TrainSettings:
             raise ValueError(f"batch_size must be >= 2 (in-batch negatives), got {self.batch_size}")
         if self.grad_accum > self.batch_size:
             raise ValueError(f"grad_accum must be <= batch_size ({self.batch_size}), got {self.grad_accum}")
+        if self.analysis_batch < 2 or self.analysis_sentences < self.analysis_batch:
+            raise ValueError(
+                f"analysis_batch must be >= 2 and <= analysis_sentences ({self.analysis_sentences}), "
+                f"got {self.analysis_batch}"
+            )
+        if not isinstance(self.analysis_holdout, bool):
+            raise ValueError(f"analysis_holdout must be true or false, got {self.analysis_holdout!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0 <= self.dropout < 1:
@@ -393,7 +408,13 @@ def train(
         progress=progress,
     )
     tokenize_s = time.perf_counter() - started
-    n_sentences = len(corpus) if s.max_sentences is None else min(len(corpus), s.max_sentences)
+    trainable = len(corpus) - (s.analysis_sentences if s.analysis_every and s.analysis_holdout else 0)
+    if trainable < 2:
+        raise ValueError(
+            f"analysis_holdout keeps {s.analysis_sentences} of the corpus's {len(corpus)} sentences "
+            "for the probe and leaves nothing to train on; lower analysis_sentences"
+        )
+    n_sentences = trainable if s.max_sentences is None else min(trainable, s.max_sentences)
     steps_per_epoch = n_sentences // s.batch_size
     if steps_per_epoch == 0:
         raise ValueError(f"the corpus has {n_sentences} sentences, fewer than one batch of {s.batch_size}")
@@ -428,6 +449,7 @@ def train(
     loss_fn = build_loss(s.loss, **s.loss_hp)
     evaluator = DevEvaluator(dev_data_dir, s.dev_task, tokenizer, dev)  # fp32: exact, reproducible selection
     pad_id = tokenizer.pad_token_id
+    probe = _analysis_probe(s, corpus, n_sentences, pad_id, dev)
 
     fingerprint = hashlib.sha256(
         json.dumps(
@@ -460,6 +482,24 @@ def train(
         timings["eval_s"] += time.perf_counter() - t
         return record
 
+    def analyse(at_step: int) -> None:
+        """Geometry statistics of the probe (training.geometry), logged; a forked, (seed, step)-seeded
+        RNG draws the probe's dropout masks, so training itself is unchanged."""
+        t = time.perf_counter()
+        devices = [dev] if dev.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(s.seed * 1_000_003 + at_step)
+            stats = geometry.probe_statistics(
+                lambda ids, mask: _embed_pairs(model, head, ids, mask, autocast), probe
+            )
+        log.write({"event": "geometry", "step": at_step, **probe_info, **stats})
+        timings["analysis_s"] = timings.get("analysis_s", 0.0) + time.perf_counter() - t
+
+    probe_info = {
+        "probe_sentences": sum(ids.shape[0] for ids, _ in probe),
+        "probe_heldout": s.analysis_holdout,
+    }
+
     if saved is not None and saved.get("finished"):  # killed while exporting: only the export is left
         summary = saved["summary"]
         _export(state_dir, summary, out_dir, log_path)
@@ -473,6 +513,8 @@ def train(
         record = evaluate(0)  # the backbone before training: logged, never selected
         evals.append({k: v for k, v in record.items() if k != "event"})
         log.write(record)
+        if probe:
+            analyse(0)
     else:
         model.load_state_dict(saved["model"])
         head.load_state_dict(saved["head"])
@@ -588,6 +630,8 @@ def train(
                         {k: record[k] for k in ("step", "dev_spearman", "dev_align", "dev_uniformity")}
                     )
                 )
+        if probe and (step % s.analysis_every == 0 or step == total_steps):
+            analyse(step)
         if snapshot:
             t = time.perf_counter()
             payload = {
@@ -646,6 +690,28 @@ def train(
     _export(state_dir, summary, out_dir, log_path)
     shutil.rmtree(state_dir, ignore_errors=True)
     return summary
+
+
+def _analysis_probe(s: TrainSettings, corpus, n_sentences: int, pad_id: int, dev: torch.device) -> list:
+    """The probe's ``(input_ids, attention_mask)`` batches on ``dev``: the corpus's last
+    ``analysis_sentences`` (held out of training) or, without ``analysis_holdout``, its first ones
+    (training sentences, as Nie's train-set curves); [] when the analysis is off."""
+    if not s.analysis_every:
+        return []
+    if s.analysis_holdout:
+        rows = np.arange(len(corpus) - s.analysis_sentences, len(corpus))
+    else:
+        rows = np.arange(min(s.analysis_sentences, n_sentences))
+    if len(rows) < s.analysis_batch:
+        raise ValueError(
+            f"the analysis probe has {len(rows)} sentences, fewer than one batch of {s.analysis_batch}; "
+            "lower analysis_batch"
+        )
+    whole = len(rows) // s.analysis_batch * s.analysis_batch  # full batches only: N fixes the statistics
+    return [
+        _to_device(*corpus.batch(part, pad_id), dev)
+        for part in np.split(rows[:whole], whole // s.analysis_batch)
+    ]
 
 
 def _to_device(
