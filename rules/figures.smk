@@ -3,8 +3,6 @@
 
 localrules:
     figure_lr_sweep,
-    figure_li2024_fig6,
-    figure_nie2023_fig3,
     figure_align_uniform,
     figure_training_curves,
 
@@ -59,6 +57,9 @@ rule oar_synthetic:
     benchmark:
         f"{R}/benchmarks/figures/oar_synthetic.tsv"
     threads: THREADS
+    resources:
+        mem_mb=mem_mb("eval"),
+        runtime=runtime("eval"),
     conda:
         "../envs/contrastlab.yaml"
     script:
@@ -116,13 +117,17 @@ for _paper, _names in cl_config.ANALYTIC_FIGURES.items():
             f"{R}/logs/figures/{_paper}-analytic.log",
         benchmark:
             f"{R}/benchmarks/figures/{_paper}-analytic.tsv"
+        resources:
+            mem_mb=mem_mb("eval"),
+            runtime=runtime("eval"),
         conda:
             "../envs/contrastlab.yaml"
         script:
             "../scripts/figure_analytic.py"
 
 
-# Figures over a swept setting (Li Fig. 6, Nie Fig. 3): one job each, reading its experiments' cells.
+# Figures over experiments' cells (Li Fig. 5-9, Nie Fig. 3): one job each, reading its cells' training
+# logs and/or metrics.
 for _figure, (_experiments, _caption, _source) in cl_config.SWEEP_FIGURES.items():
 
     rule:
@@ -131,11 +136,14 @@ for _figure, (_experiments, _caption, _source) in cl_config.SWEEP_FIGURES.items(
         input:
             # Only what the figure reads: Li Fig. 6 needs no SentEval evaluation of its 23 cells.
             existing_if_partial(
-                f"{R}/checkpoints/{c.path}/train_log.jsonl"
-                if _source == "logs"
-                else f"{R}/metrics/{c.path}/senteval.json"
+                path
                 for c in CELLS
                 if c.experiment in _experiments
+                for kind, path in (
+                    ("logs", f"{R}/checkpoints/{c.path}/train_log.jsonl"),
+                    ("metrics", f"{R}/metrics/{c.path}/senteval.json"),
+                )
+                if kind in _source.split("+")
             ),
         output:
             **figure_files(_figure),
@@ -146,6 +154,7 @@ for _figure, (_experiments, _caption, _source) in cl_config.SWEEP_FIGURES.items(
             results=lambda wildcards: R,
         log:
             f"{R}/logs/figures/{_figure.rsplit('/', 1)[-1]}.log",
+        localrule: True
         conda:
             "../envs/contrastlab.yaml"
         script:

@@ -1,7 +1,9 @@
-"""Snakemake entry: a figure over a swept setting (Li Fig. 6: dev scores; Nie Fig. 3: metrics)."""
+"""Snakemake entry: a figure over experiments' cells (Li Fig. 6: dev scores; Nie Fig. 3a: metrics and
+gaps; the geometry figures of figures.geometry_logs)."""
 
 from pathlib import Path
 
+from contrastlab.figures.geometry_logs import LOG_FIGURES, draw, with_gap
 from contrastlab.figures.sweeps import best_dev_frame, plot_sweep_panels, sweep_metrics_frame
 from contrastlab.workflow import job_label, logged_to
 
@@ -12,14 +14,20 @@ with logged_to(sm.log[0], job_label(sm)):
         Path(sm.params.results),
         Path(sm.output.png).with_suffix(""),
     )
-    if sm.params.figure == "li2024/li2024_fig6":
+    if sm.params.figure in LOG_FIGURES:
+        written = draw(sm.params.figure, results, config, stem)
+    elif sm.params.figure == "li2024/li2024_fig6":
         titles = {"li2024_fig6_m": "GD margin m", "li2024_fig6_tau": "weight τ", "li2024_fig6_r": "ratio r"}
         panels = {
             titles[e]: best_dev_frame(results / "checkpoints", config, e) for e in sm.params.experiments
         }
         written = plot_sweep_panels(panels, stem, ylabel="STS-B dev Spearman × 100", log_x=["weight τ"])
     else:
-        panels = {"MPT margin m": sweep_metrics_frame(results / "metrics", config, "nie2023_fig3")}
+        by_m = sweep_metrics_frame(results / "metrics", config, "nie2023_fig3")
+        panels = {
+            "MPT margin m": by_m,
+            "distance gap d_ij": with_gap(by_m, results / "checkpoints", "nie2023_fig3"),
+        }
         labels = {"sts_avg": "STS.Avg", "tr_avg": "TR.Avg"}
         written = plot_sweep_panels(panels, stem, ylabel="score", key_labels=labels)
     print(f"figure: wrote {', '.join(p.name for p in written)}")

@@ -408,10 +408,55 @@ SWEEP_FIGURES = {
     ),
     "nie2023/nie2023_fig3": (
         ("nie2023_fig3",),
-        "Nie Fig. 3a (against the margin m rather than the distance gap d_ij it sets, which is not logged "
-        "yet): STS.Avg and TR.Avg of MPT; the paper: STS is far more sensitive to the gap than TR, best "
-        "at m = 0.23.",
-        "metrics",
+        "Nie Fig. 3a: STS.Avg and TR.Avg of MPT against its margin m and against the distance gap d_ij "
+        "the run ends at (probe of training sentences); the paper: STS is far more sensitive to the gap "
+        "than TR, best at m = 0.23.",
+        "metrics+logs",
+    ),
+    # Figures from the trainer's geometry records (training.analysis_every; figures.geometry_logs).
+    "nie2023/nie2023_fig3b": (
+        ("nie2023",),
+        "Nie Fig. 3b: the distance gap d_ij (mean anchor-negative minus anchor-positive distance) across "
+        "training per loss; the paper: it keeps growing under the decoupled forms, far beyond L_cl's.",
+        "logs",
+    ),
+    "nie2023/nie2023_fig3cde": (
+        ("nie2023_fig3",),
+        "Nie Fig. 3c-e: train L_cl, ℓ_align and ℓ_uniform of MPT per margin m; the paper: at m = 0.23 L_cl "
+        "and ℓ_uniform fall lowest, ℓ_align barely moves; m = 0.80 looks like DCL's overfitting curves.",
+        "logs",
+    ),
+    "li2024/li2024_fig5": (
+        ("li2024_conjectures",),
+        "Li Fig. 5: density of anchor-negative (left) and anchor-positive (right) cosines on held-out "
+        "sentences after training the baseline with and without GD; the paper: with GD the positive "
+        "cosines lie closer to the negative ones.",
+        "logs",
+    ),
+    "li2024/li2024_fig7": (
+        ("li2024_conjectures",),
+        "Li Fig. 7: the hardest negative's share of the update against τ before training and after the "
+        "baseline; the paper: the backbone needs a tiny τ for the hardest negative to dominate, the "
+        "trained model already at τ = 0.05.",
+        "logs",
+    ),
+    "li2024/li2024_fig8b": (
+        ("li2024_conjectures",),
+        "Li Fig. 8b: the dynamic ratios of ArcCon, MET (and MAT) on the baseline's held-out batches across "
+        "training; the paper: they stay above 1 throughout.",
+        "logs",
+    ),
+    "li2024/li2024_fig8c": (
+        ("li2024_fig6_r",),
+        "Li Fig. 8c: mean anchor-positive cosine across training for each ratio r of the baseline; the "
+        "paper: a larger r keeps anchor and positive closer.",
+        "logs",
+    ),
+    "li2024/li2024_fig9": (
+        ("li2024_conjectures",),
+        "Li Fig. 9: estimated μ_pos, μ_neg, σ_pos, σ_neg of the angles across training of the baseline; "
+        "the paper: within its simulation's ranges, σ near 0.05 and 0.10.",
+        "logs",
     ),
 }
 
@@ -435,6 +480,9 @@ ANALYTIC_FIGURES = {
         "term is 127/128 in closed form (tested).",
         "li2024_fig3": "Li Fig. 3 (simulated part): share of the weight taken by the hardest negative "
         "against μ_neg for several τ; the paper: small τ puts nearly all weight on one negative.",
+        "li2024_fig4": "Li Fig. 4: the dynamic ratios of ArcCon, MET and MAT over μ_pos × μ_neg, grey where "
+        "the pair does not occur in training (μ_pos > μ_neg, or the gradient has dissipated); the "
+        "paper: where pairs occur the ratio is mostly between 1 and 2.",
     },
 }
 

@@ -62,11 +62,11 @@ def test_alignment_uniformity_points_per_checkpoint(results, tmp_path):
 
 def test_training_curves_average_seeds_per_step(results, tmp_path):
     frame = curves_frame(results / "checkpoints", "nie2023")
-    assert len(frame) == 2 * 2 * 2 * 4  # methods x seeds x steps x series
+    assert len(frame) == 2 * 2 * 2 * 4  # methods x seeds x steps x series (no geometry records here)
     written = plot_training_curves(frame, tmp_path / "curves")
     _nontrivial(written[0])
     import pandas as pd
 
     plotted = pd.read_csv(written[2])
-    loss = plotted[(plotted["method"] == "cl") & (plotted["series"] == "training loss")]
+    loss = plotted[(plotted["method"] == "cl") & (plotted["series"] == "training loss (batch)")]
     assert loss["value"].tolist() == pytest.approx([2.5, 1.5])  # mean of seeds 42 and 43 at steps 10, 20

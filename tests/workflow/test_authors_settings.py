@@ -99,6 +99,7 @@ def test_each_paper_trains_in_its_own_precision(full):
         ("li2024_fig6_m", None): "fp32",  # scripts/empirical/*.sh: no --fp16
         ("li2024_fig6_tau", None): "fp32",
         ("li2024_fig6_r", None): "fp32",
+        ("li2024_conjectures", None): "fp32",  # the §3.2 baseline as in scripts/empirical/*.sh
     }
     for cell in sentence_cells(full):
         want = expected.get((cell.experiment, cell.method), expected[(cell.experiment, None)])

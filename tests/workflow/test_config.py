@@ -59,6 +59,8 @@ def test_every_optional_key_has_a_default():
     # configs written before them keep their settings (and nothing reruns); out_dim and spectra are opt-in.
     no_default |= {"momentum", "lr_schedule", "projection_head", "input_size", "oar_fraction"}
     no_default |= {"oar_weight", "oar_batch_size", "out_dim", "spectra", "vision_evaluation"}
+    # The sentence trainer's geometry analysis: opt-in, absent from the params of cells without it.
+    no_default |= {"analysis_every", "analysis_sentences", "analysis_batch", "analysis_holdout"}
     defs = schema["$defs"]
     roots = [("", schema), ("$defs.training", defs["training"]), ("$defs.vision", defs["vision_training"])]
     for prefix, root in roots:
@@ -138,6 +140,7 @@ def test_full_grid_size(repo_root):
         "li2024_fig6_m": 8,
         "li2024_fig6_tau": 7,
         "li2024_fig6_r": 8,
+        "li2024_conjectures": 2,  # Li §3.2: the baseline with and without GD, probe held out
     }
     assert by_experiment == expected
 

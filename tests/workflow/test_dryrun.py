@@ -169,8 +169,13 @@ def test_slurm_profile_gives_every_oar_job_its_gpu(repo_root, tmp_path):
 
 def test_asking_for_one_figure_runs_exactly_its_trainings(repo_root, tmp_path):
     """`snakemake <figure file>`: Li Fig. 6 trains its 23 sweep cells (and evaluates none: it reads the
-    dev scores of the training logs); Nie Fig. 3 trains and evaluates its 8 margins."""
-    for figure, trained, evaluated in (("li2024/li2024_fig6", 23, 0), ("nie2023/nie2023_fig3", 8, 8)):
+    dev scores of the training logs); Nie Fig. 3 trains and evaluates its 8 margins; Li Fig. 9 trains
+    the 2 cells of li2024_conjectures."""
+    for figure, trained, evaluated in (
+        ("li2024/li2024_fig6", 23, 0),
+        ("nie2023/nie2023_fig3", 8, 8),  # Fig. 3a: the metrics and the logs' distance gaps
+        ("li2024/li2024_fig9", 2, 0),  # a geometry figure: its experiment's training logs only
+    ):
         output = run_snakemake(
             repo_root,
             "-n",

@@ -26,6 +26,8 @@ def reduced_demo(repo_root, workdir):
         "nie2023": {
             "backbones": ["tiny-bert"],
             "pretrained_pooling": "avg_embeddings_and_last",
+            # the probe statistics behind Nie Fig. 1b-d and 3b
+            "training": {"analysis_every": 4, "analysis_sentences": 64, "analysis_batch": 32},
             "methods": {
                 "cl": {"loss": "infonce", "hp": {"tau": 0.05}, "note": "test"},
                 "mpt": {"loss": "mpt", "hp": {"m": 0.23}, "note": "test"},

@@ -1,5 +1,6 @@
 """Li, Zhang & Nie 2024, the simulated analyses of §3.1: Fig. 2 / Fig. 10 (the mean gradient-dissipation
-term over a μ_pos x μ_neg grid) and Fig. 3 (the share of the weight taken by the hardest negative).
+term over a μ_pos x μ_neg grid), Fig. 3 (the share of the weight taken by the hardest negative) and
+Fig. 4 (the dynamic ratio terms over the same grid).
 
 Li Table 1 writes the three components of the unified paradigm (Eq. 4) of InfoNCE, ArcCon, MPT and
 MET in angular form; :func:`gradient_dissipation`, :func:`weight` and :func:`ratio` evaluate them on
@@ -65,6 +66,8 @@ __all__ = [
     "plot_gd_heatmaps",
     "draw_hardest_negative_share",
     "plot_hardest_negative_share",
+    "ratio_grid",
+    "plot_ratio_grid",
     "write_figures",
 ]
 
@@ -323,6 +326,82 @@ def plot_gd_heatmaps(
         return save(fig, stem, frame[frame["loss"].isin(losses)].reset_index(drop=True))
 
 
+# --------------------------------------------------------------------------- Fig. 4
+#: The dynamic ratios of Fig. 4 and the margins of their GD masks (the authors' ``simulation.py``:
+#: ``r_arccon`` τ 0.05, u 10°, 127 negatives, GD threshold 0.01; ``r_met`` m 0.45; ``r_mat`` m 0.15π).
+FIG4_LOSSES: tuple[str, ...] = ("arccon", "met", "mat")
+FIG4_MAT_MARGIN = 0.15 * math.pi
+FIG4_GD_THRESHOLD = 0.01
+
+
+def ratio_grid(points: int = POINTS, *, negatives: int = NEGATIVES) -> pd.DataFrame:
+    """Li Fig. 4: the dynamic ratio R of ArcCon, MET and MAT at θ_ii' = μ_pos, θ_ij' = μ_neg over the
+    §3.1 grid (no sampling: the authors evaluate the closed forms at the grid's angles), and whether the
+    pair ``occurs`` in training: not when μ_pos > μ_neg (the positive is always the nearer), nor where the
+    loss's gradient has dissipated (ArcCon: GD with ``negatives`` negatives at μ_neg below 0.01; MET:
+    distance gap ≥ m; MAT: angle gap ≥ m).
+
+    ======== ============================================= ==========================
+    arccon   sin(θ_ii' + u) / sin θ_ii'                     u = 10°, τ 0.05
+    met      sqrt(2 - 2cos θ_ij') / sqrt(2 - 2cos θ_ii')    m 0.45
+    mat      sin θ_ij' / sin θ_ii'                          m 0.15π
+    ======== ============================================= ==========================
+    """
+    mu_pos, mu_neg = np.meshgrid(grid(MU_POS_RANGE, points), grid(MU_NEG_RANGE, points), indexing="ij")
+    arccon = DEFAULTS["arccon"]
+    chord_pos, chord_neg = _chord(np.cos(mu_pos)), _chord(np.cos(mu_neg))
+    arccon_gd = expit(
+        np.log(negatives) + np.cos(mu_neg) / arccon["tau"] - np.cos(mu_pos + arccon["u"]) / arccon["tau"]
+    )
+    values = {
+        "arccon": (np.sin(mu_pos + arccon["u"]) / np.sin(mu_pos), arccon_gd < FIG4_GD_THRESHOLD),
+        "met": (chord_neg / chord_pos, chord_neg - chord_pos >= DEFAULTS["met"]["m"]),
+        "mat": (np.sin(mu_neg) / np.sin(mu_pos), mu_neg - mu_pos >= FIG4_MAT_MARGIN),
+    }
+    frames = []
+    for loss, (ratio_value, dissipated) in values.items():
+        occurs = ~((mu_pos > mu_neg) | dissipated)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "loss": loss,
+                    "mu_pos": mu_pos.ravel(),
+                    "mu_neg": mu_neg.ravel(),
+                    "ratio": ratio_value.ravel(),
+                    "occurs": occurs.ravel(),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def plot_ratio_grid(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
+    """Li Fig. 4 in the house style: one heatmap per dynamic ratio on the authors' 0-5 scale, the pairs
+    that do not occur in training greyed out."""
+    losses = list(dict.fromkeys(frame["loss"]))
+    labels = {"arccon": "ArcCon", "met": "MET", "mat": "MAT"}
+    with house_style():
+        fig, axes = figure(1, len(losses), width="page", aspect=0.8)
+        for ax, loss in zip(axes.flat, losses, strict=True):
+            rows = frame[frame["loss"] == loss]
+            values = rows.pivot(index="mu_pos", columns="mu_neg", values="ratio")
+            hidden = rows.pivot(index="mu_pos", columns="mu_neg", values="occurs")
+            x, y = values.columns.to_numpy(), values.index.to_numpy()
+            mesh = ax.pcolormesh(x, y, values.to_numpy(), shading="nearest", vmin=0, vmax=5, rasterized=True)
+            shade = np.where(hidden.to_numpy(), np.nan, 1.0)
+            ax.pcolormesh(
+                x, y, shade, shading="nearest", cmap="Greys", vmin=0, vmax=1.6, alpha=0.6, rasterized=True
+            )
+            ax.set_title(f"{labels[loss]} ratio R")
+            ax.set_xlabel(r"$\mu_{\mathrm{neg}}$")
+            ax.set_ylabel(r"$\mu_{\mathrm{pos}}$")
+            ax.grid(False)
+            _pi_ticks(ax.xaxis, _MU_NEG_TICKS)
+            _pi_ticks(ax.yaxis, _MU_POS_TICKS)
+        fig.colorbar(mesh, ax=list(axes.flat), label="R (grey: does not occur in training)", fraction=0.05)
+        return save(fig, stem, frame)
+
+
 # --------------------------------------------------------------------------- Fig. 3
 def hardest_negative_share(
     taus: Sequence[float] = FIG3_TAUS,
@@ -455,4 +534,5 @@ def write_figures(
     written += plot_gd_heatmaps(frame, out_dir / "li2024_fig10", FIG10_LOSSES)
     taus = sorted(set(FIG3_TAUS) | {float(t) for t in np.geomspace(1e-3, 3.0, 15)})
     share = hardest_negative_share(taus, points=points, batches=batches, seed=seed)
-    return written + plot_hardest_negative_share(share, out_dir / "li2024_fig3")
+    written += plot_hardest_negative_share(share, out_dir / "li2024_fig3")
+    return written + plot_ratio_grid(ratio_grid(points), out_dir / "li2024_fig4")

@@ -3,9 +3,14 @@
 - Fig. 1a: ℓ_align against ℓ_uniform of every trained checkpoint on the STS-B dev set, coloured by
   STS.Avg, read from the cells' ``senteval.json`` (``alignment``, ``uniformity``, ``sts_avg``: Wang &
   Isola's measures).
-- Fig. 1b-d, in part: per loss, the training loss and, at every dev evaluation, ℓ_align, ℓ_uniform
-  and the STS-B Spearman, from the trainer's JSONL logs. The paper also plots the train-set ℓ_uniform
-  and the dev-set loss, which the trainer does not log yet.
+- Fig. 1b-d: per loss, on the training side the batch loss and, with the trainer's ``analysis_every``
+  on, L_cl (InfoNCE, τ 0.05), ℓ_align and ℓ_uniform of a fixed probe of training sentences
+  (``training.geometry``); on the dev side ℓ_align, ℓ_uniform and the STS-B Spearman at every dev
+  evaluation. The paper's dev-set L_cl is not measured (STS-B dev has no positive pairs of the training
+  kind; its panel is omitted).
+
+:func:`geometry_frame` and :func:`geometry_histograms` read the ``geometry`` records for the other
+log-based figures (Li Fig. 5, 7, 8b-c, 9; Nie Fig. 3a-e).
 
 [0] Nie et al. 2023, "On the Inadequacy of Optimizing Alignment and Uniformity in Contrastive Learning
     of Sentence Representations", ICLR, Fig. 1.
@@ -24,16 +29,22 @@ __all__ = [
     "CURVE_SERIES",
     "alignment_uniformity_frame",
     "curves_frame",
+    "geometry_frame",
+    "geometry_histograms",
     "plot_alignment_uniformity",
     "plot_training_curves",
 ]
 
-#: Series of the training-curve figure: (log event, field) -> axis label.
+#: Series of the training-curve figure: (log event, field) -> axis label; the first row of panels is the
+#: training side, the second the dev side (Nie Fig. 1b-d).
 CURVE_SERIES = {
-    ("train", "loss"): "training loss",
-    ("eval", "dev_align"): "dev alignment (ℓ_align)",
-    ("eval", "dev_uniformity"): "dev uniformity (ℓ_uniform)",
+    ("train", "loss"): "training loss (batch)",
+    ("geometry", "l_cl"): "train L_cl (probe)",
+    ("geometry", "align"): "train ℓ_align (probe)",
+    ("geometry", "uniformity"): "train ℓ_uniform (probe)",
     ("eval", "dev_spearman"): "dev STS-B Spearman × 100",
+    ("eval", "dev_align"): "dev ℓ_align",
+    ("eval", "dev_uniformity"): "dev ℓ_uniform",
 }
 
 
@@ -89,6 +100,62 @@ def curves_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["backbone", "method", "seed", "step", "series", "value"])
 
 
+def _flat_geometry(record: dict) -> dict[str, float]:
+    """The scalar statistics of a ``geometry`` record, nested ones as ``ratio.met``, ``share.0.05``."""
+    flat = {}
+    for key, value in record.items():
+        if key in ("event", "step", "hist", "probe_sentences", "probe_heldout"):
+            continue
+        if isinstance(value, dict):
+            prefix = "share" if key == "hardest_share" else key
+            flat.update({f"{prefix}.{k}": v for k, v in value.items() if v is not None})
+        elif value is not None:
+            flat[key] = float(value)
+    return flat
+
+
+def geometry_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
+    """Long frame of every ``geometry`` record (trainer ``analysis_every``) of the cells of
+    ``experiment``: backbone, method, seed, step, key, value."""
+    rows = []
+    for backbone, method, seed, path in _cells(Path(checkpoints_root), experiment, "train_log.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("event") != "geometry":
+                continue
+            cell = {"backbone": backbone, "method": method, "seed": seed, "step": int(record["step"])}
+            rows += [{**cell, "key": k, "value": v} for k, v in _flat_geometry(record).items()]
+    return pd.DataFrame(rows, columns=["backbone", "method", "seed", "step", "key", "value"])
+
+
+def geometry_histograms(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
+    """The cosine histograms of each cell's last ``geometry`` record: backbone, method, seed, step, pair
+    (``positive`` / ``negative``), bin centre, density (per unit cosine, so each curve integrates to 1)."""
+    rows = []
+    for backbone, method, seed, path in _cells(Path(checkpoints_root), experiment, "train_log.jsonl"):
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        last = [r for r in records if r.get("event") == "geometry" and r.get("hist")]
+        if not last:
+            continue
+        record = last[-1]
+        for pair, counts in (("positive", record["hist"]["pos"]), ("negative", record["hist"]["neg"])):
+            total, width = sum(counts), 2.0 / len(counts)
+            for i, count in enumerate(counts):
+                rows.append(
+                    {
+                        "backbone": backbone,
+                        "method": method,
+                        "seed": seed,
+                        "step": int(record["step"]),
+                        "pair": pair,
+                        "cosine": -1.0 + (i + 0.5) * width,
+                        "density": count / (total * width) if total else 0.0,
+                    }
+                )
+    columns = ["backbone", "method", "seed", "step", "pair", "cosine", "density"]
+    return pd.DataFrame(rows, columns=columns)
+
+
 def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
     """Nie Fig. 1 (left): ℓ_uniform (x) against ℓ_align (y) per checkpoint, colour = STS.Avg, one
     marker per backbone, each point labelled with its loss; lower-left is "better" by both measures."""
@@ -129,15 +196,21 @@ def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Pat
 
 
 def plot_training_curves(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
-    """One panel per :data:`CURVE_SERIES` entry against the training step; one line per
-    (backbone, loss), the mean over seeds."""
+    """Nie Fig. 1b-d: the :data:`CURVE_SERIES` against the training step, the training side above and
+    the dev side below; one line per (backbone, loss), the mean over seeds. Panels whose series was not
+    logged (the probe's, with ``analysis_every`` off) say so."""
     series = list(CURVE_SERIES.values())
     mean = frame.groupby(["backbone", "method", "series", "step"], as_index=False)["value"].mean()
     runs = list(dict.fromkeys(zip(mean["backbone"], mean["method"], strict=True)))
     colour = {run: PALETTE[i % len(PALETTE)] for i, run in enumerate(runs)}
     with house_style():
-        fig, axes = figure(2, 2, width="page", aspect=0.6, sharex=True)
-        for ax, label in zip(axes.flat, series, strict=True):
+        fig, axes = figure(2, 4, width="page", aspect=0.45, sharex=True)
+        slots = [axes[0, 0], axes[0, 1], axes[0, 2], axes[0, 3], axes[1, 0], axes[1, 2], axes[1, 3]]
+        axes[1, 1].axis("off")
+        axes[1, 1].text(
+            0.5, 0.5, "dev L_cl:\nnot measured", ha="center", va="center", transform=axes[1, 1].transAxes
+        )
+        for ax, label in zip(slots, series, strict=True):
             part = mean[mean["series"] == label]
             for (backbone, method), curve in part.groupby(["backbone", "method"], sort=False):
                 ax.plot(
@@ -148,6 +221,15 @@ def plot_training_curves(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
                     label=f"{method} ({backbone})",
                 )
             ax.set_ylabel(label)
+            if part.empty:
+                ax.text(
+                    0.5,
+                    0.5,
+                    "not logged\n(analysis_every off)",
+                    ha="center",
+                    va="center",
+                    transform=ax.transAxes,
+                )
         for ax in axes[-1]:
             ax.set_xlabel("training step")
         handles, names = axes[0, 0].get_legend_handles_labels()

@@ -1,0 +1,220 @@
+"""Figures drawn from the ``geometry`` records the sentence trainer logs with ``analysis_every`` on
+(``contrastlab.training.geometry``: a fixed probe of corpus sentences, two dropout views each):
+
+- Li et al. 2024 (experiment ``li2024_conjectures``: the §3.2 baseline and the same with GD ≡ 1, the probe
+  held out of training): Fig. 5, densities of the anchor-negative and anchor-positive cosines at the end
+  of training, with and without GD; Fig. 7, the hardest negative's share of the update against τ before
+  training (the backbone) and after; Fig. 8b, the dynamic ratios of ArcCon, MET and MAT across training;
+  Fig. 9, the estimated μ_pos, μ_neg, σ_pos, σ_neg across training. From the r sweep of Fig. 6
+  (``li2024_fig6_r``): Fig. 8c, the mean anchor-positive cosine across training per r.
+- Nie et al. 2023: Fig. 3b, the distance gap d_ij across training per loss (``nie2023``); Fig. 3c-e,
+  train L_cl, ℓ_align and ℓ_uniform of MPT at each margin of the sweep (``nie2023_fig3``); Fig. 3a's x
+  axis (the gap each margin ends at) is :func:`final_gap`.
+
+:func:`draw` is the one entry point (figure name -> PNG, PDF, CSV).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
+from contrastlab.figures.sweeps import sweep_points
+from contrastlab.figures.training_curves import geometry_frame, geometry_histograms
+
+__all__ = ["LOG_FIGURES", "draw", "final_gap", "plot_step_panels", "with_gap"]
+
+#: Figure name -> the experiments whose training logs it reads.
+LOG_FIGURES: dict[str, tuple[str, ...]] = {
+    "li2024/li2024_fig5": ("li2024_conjectures",),
+    "li2024/li2024_fig7": ("li2024_conjectures",),
+    "li2024/li2024_fig8b": ("li2024_conjectures",),
+    "li2024/li2024_fig8c": ("li2024_fig6_r",),
+    "li2024/li2024_fig9": ("li2024_conjectures",),
+    "nie2023/nie2023_fig3b": ("nie2023",),
+    "nie2023/nie2023_fig3cde": ("nie2023_fig3",),
+}
+BASELINE = "baseline"  # the li2024_conjectures method of Li §3.2's baseline
+_NO_DATA = "no geometry records yet\n(training.analysis_every off or cells not trained)"
+
+
+def _empty(ax) -> None:
+    ax.text(0.5, 0.5, _NO_DATA, ha="center", va="center", transform=ax.transAxes)
+
+
+def plot_step_panels(
+    frame: pd.DataFrame,
+    stem: str | Path,
+    panels: Mapping[str, Mapping[str, str]],
+    *,
+    line_label=lambda backbone, method: f"{method} ({backbone})",
+    reference: Mapping[str, float] | None = None,
+) -> list[Path]:
+    """One panel per entry of ``panels`` (title -> {geometry key: label}), the key's mean over seeds
+    against the training step, one line per (backbone, method) and key; ``reference`` draws a dashed
+    horizontal line in the named panels (e.g. R = 1)."""
+    keys = [key for spec in panels.values() for key in spec]
+    part = frame[frame["key"].isin(keys)]
+    mean = part.groupby(["backbone", "method", "key", "step"], as_index=False)["value"].mean()
+    runs = list(dict.fromkeys(zip(mean["backbone"], mean["method"], strict=True)))
+    with house_style():
+        fig, axes = figure(1, len(panels), width="page" if len(panels) > 1 else "column", aspect=0.8)
+        for ax, (title, spec) in zip(axes[0], panels.items(), strict=True):
+            drawn = False
+            for k, (key, label) in enumerate(spec.items()):
+                for i, run in enumerate(runs):
+                    curve = mean[
+                        (mean["key"] == key) & (mean["backbone"] == run[0]) & (mean["method"] == run[1])
+                    ]
+                    if curve.empty:
+                        continue
+                    name = " — ".join(x for x in (label, line_label(*run) if len(runs) > 1 else "") if x)
+                    ax.plot(
+                        curve["step"],
+                        curve["value"],
+                        marker=".",
+                        color=PALETTE[(k if len(spec) > 1 else i) % len(PALETTE)],
+                        linestyle=LINESTYLES[(i if len(spec) > 1 else 0) % len(LINESTYLES)],
+                        label=name or line_label(*run),
+                    )
+                    drawn = True
+            if reference and title in reference:
+                ax.axhline(reference[title], color="grey", linestyle="--", linewidth=0.8)
+            ax.set_title(title)
+            ax.set_xlabel("training step")
+            if drawn:
+                ax.legend(loc="best", fontsize="small")
+            else:
+                _empty(ax)
+        return save(fig, stem, mean)
+
+
+def plot_cosine_densities(hist: pd.DataFrame, stem: str | Path) -> list[Path]:
+    """Li Fig. 5: density of the anchor-negative (left) and anchor-positive (right) cosines of the probe
+    at the end of training, one line per method (the baseline, and GD ≡ 1), mean over seeds."""
+    mean = hist.groupby(["method", "pair", "cosine"], as_index=False)["density"].mean()
+    labels = {BASELINE: "baseline (with GD)", "no_gd": "GD ≡ 1 (without)"}
+    with house_style():
+        fig, axes = figure(1, 2, width="page", aspect=0.7)
+        for ax, pair in zip(axes[0], ("negative", "positive"), strict=True):
+            part = mean[mean["pair"] == pair]
+            for i, (method, curve) in enumerate(part.groupby("method", sort=True)):
+                ax.plot(
+                    curve["cosine"],
+                    curve["density"],
+                    color=PALETTE[i % len(PALETTE)],
+                    label=labels.get(method, method),
+                )
+            ax.set_title(f"anchor-{pair} pairs")
+            ax.set_xlabel("cosine similarity")
+            ax.set_ylabel("density")
+            if part.empty:
+                _empty(ax)
+            else:
+                ax.legend(loc="best")
+        return save(fig, stem, mean)
+
+
+def plot_share_against_tau(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
+    """Li Fig. 7: the hardest negative's share of the baseline anchor's update against τ, measured on
+    the probe before training (the backbone: step 0) and at the last step, mean over seeds."""
+    part = frame[(frame["method"] == BASELINE) & frame["key"].str.startswith("share.")].copy()
+    part["tau"] = part["key"].str.removeprefix("share.").astype(float)
+    rows = []
+    for (backbone, seed), cell in part.groupby(["backbone", "seed"]):
+        for when, step in (("before training", cell["step"].min()), ("after training", cell["step"].max())):
+            at = cell[cell["step"] == step]
+            rows += [
+                {"backbone": backbone, "seed": seed, "when": when, "step": step, "tau": t, "share": v}
+                for t, v in zip(at["tau"], at["value"], strict=True)
+            ]
+    data = pd.DataFrame(rows, columns=["backbone", "seed", "when", "step", "tau", "share"])
+    mean = data.groupby(["backbone", "when", "tau"], as_index=False)["share"].mean()
+    with house_style():
+        fig, axes = figure(1, 1, width="column", aspect=0.8)
+        ax = axes[0, 0]
+        for i, ((backbone, when), curve) in enumerate(mean.groupby(["backbone", "when"], sort=False)):
+            ax.plot(
+                curve["tau"],
+                curve["share"],
+                marker="o",
+                color=PALETTE[i % len(PALETTE)],
+                label=f"{when} ({backbone})",
+            )
+        ax.set_xscale("log")
+        ax.set_xlabel("τ")
+        ax.set_ylabel("hardest negative's share")
+        if mean.empty:
+            _empty(ax)
+        else:
+            ax.legend(loc="best")
+        return save(fig, stem, mean)
+
+
+def final_gap(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
+    """Per cell: the distance gap d_ij of its last geometry record (Nie Fig. 3a's x axis): backbone,
+    method, seed, d_gap."""
+    frame = geometry_frame(checkpoints_root, experiment)
+    gaps = frame[frame["key"] == "d_gap"].sort_values("step").groupby(["backbone", "method", "seed"]).last()
+    return gaps.reset_index()[["backbone", "method", "seed", "value"]].rename(columns={"value": "d_gap"})
+
+
+def with_gap(frame: pd.DataFrame, checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
+    """``frame`` (:func:`~contrastlab.figures.sweeps.sweep_metrics_frame`) with the x value replaced by
+    each cell's final distance gap (Nie Fig. 3a's axis); cells without geometry records are dropped."""
+    gaps = final_gap(checkpoints_root, experiment)
+    merged = frame.drop(columns=["value"]).merge(gaps, on=["backbone", "method", "seed"])
+    merged = merged.rename(columns={"d_gap": "value"}).assign(param="d_ij")
+    return merged[list(frame.columns)]
+
+
+def draw(name: str, results: str | Path, config: Mapping, stem: str | Path) -> list[Path]:
+    """Draw the log-based figure ``name`` (a key of :data:`LOG_FIGURES`) from ``<results>/checkpoints``."""
+    if name not in LOG_FIGURES:
+        raise ValueError(f"unknown log figure {name!r}; valid: {', '.join(LOG_FIGURES)}")
+    root = Path(results) / "checkpoints"
+    experiment = LOG_FIGURES[name][0]
+    if name == "li2024/li2024_fig5":
+        return plot_cosine_densities(geometry_histograms(root, experiment), stem)
+    frame = geometry_frame(root, experiment)
+    if name == "li2024/li2024_fig7":
+        return plot_share_against_tau(frame, stem)
+    if name == "li2024/li2024_fig8b":
+        ratios = {"ratio.arccon": "ArcCon", "ratio.met": "MET", "ratio.mat": "MAT"}
+        return plot_step_panels(
+            frame[frame["method"] == BASELINE],
+            stem,
+            {"dynamic ratio R": ratios},
+            reference={"dynamic ratio R": 1.0},
+        )
+    if name == "li2024/li2024_fig9":
+        return plot_step_panels(
+            frame[frame["method"] == BASELINE],
+            stem,
+            {
+                "means (rad)": {"mu_pos": "μ_pos", "mu_neg": "μ_neg"},
+                "spreads (rad)": {"sigma_pos": "σ_pos", "sigma_neg": "σ_neg"},
+            },
+        )
+    if name == "li2024/li2024_fig8c":
+        points = sweep_points(config, experiment) if experiment in config["experiments"] else {}
+        return plot_step_panels(
+            frame,
+            stem,
+            {"anchor-positive cosine": {"cos_pos": ""}},
+            line_label=lambda backbone, method: "{} = {:g}".format(
+                *points.get(method, (method, float("nan")))
+            ),
+        )
+    if name == "nie2023/nie2023_fig3b":
+        return plot_step_panels(frame, stem, {"distance gap d_ij": {"d_gap": ""}})
+    points = sweep_points(config, experiment) if experiment in config["experiments"] else {}
+    return plot_step_panels(
+        frame,
+        stem,
+        {"train L_cl": {"l_cl": ""}, "train ℓ_align": {"align": ""}, "train ℓ_uniform": {"uniformity": ""}},
+        line_label=lambda backbone, method: "{} = {:g}".format(*points.get(method, (method, float("nan")))),
+    )

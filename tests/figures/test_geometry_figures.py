@@ -1,0 +1,149 @@
+"""Li Fig. 4 against its closed forms, and the figures drawn from the trainer's geometry records (Li Fig. 5,
+7, 8b-c, 9; Nie Fig. 3a-e) on logs written with the real statistics of known vectors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from contrastlab.figures import geometry_logs, li2024
+from contrastlab.figures.sweeps import sweep_metrics_frame
+from contrastlab.training import geometry
+
+
+def _nontrivial(path):
+    pixels = matplotlib.image.imread(path)
+    assert path.stat().st_size > 8_000 and len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 20
+
+
+# ------------------------------------------------------------------------------------------- Li Fig. 4
+def test_ratio_grid_equals_the_closed_forms_and_masks_what_does_not_occur():
+    frame = li2024.ratio_grid(points=7)
+    assert len(frame) == 3 * 7 * 7
+    at = frame.set_index(["loss", "mu_pos", "mu_neg"])
+    mu_pos = li2024.grid(li2024.MU_POS_RANGE, 7)
+    mu_neg = li2024.grid(li2024.MU_NEG_RANGE, 7)
+    p, n = mu_pos[3], mu_neg[3]  # 0.275π and 0.525π
+    u = math.pi / 18
+    assert at.loc[("arccon", p, n), "ratio"] == pytest.approx(math.sin(p + u) / math.sin(p), rel=1e-12)
+    assert at.loc[("met", p, n), "ratio"] == pytest.approx(
+        math.sqrt(2 - 2 * math.cos(n)) / math.sqrt(2 - 2 * math.cos(p)), rel=1e-12
+    )
+    assert at.loc[("mat", p, n), "ratio"] == pytest.approx(math.sin(n) / math.sin(p), rel=1e-12)
+    # equal angles: MET's and MAT's ratios are 1 (same distance / same sine)
+    assert at.loc[("met", mu_pos[0], mu_neg[0]), "ratio"] == pytest.approx(1.0)
+    assert at.loc[("mat", mu_pos[0], mu_neg[0]), "ratio"] == pytest.approx(1.0)
+    # μ_pos > μ_neg never occurs; a far negative has dissipated every loss's gradient
+    assert not frame[(frame["mu_pos"] > frame["mu_neg"])]["occurs"].any()
+    far = frame[(frame["mu_pos"] == mu_pos[0]) & (frame["mu_neg"] == mu_neg[-1])]
+    assert not far["occurs"].any()
+    # MET occurs exactly where its distance gap is below m = 0.45 (and μ_pos <= μ_neg)
+    met = frame[frame["loss"] == "met"]
+    gap = np.sqrt(2 - 2 * np.cos(met["mu_neg"])) - np.sqrt(2 - 2 * np.cos(met["mu_pos"]))
+    assert (met["occurs"] == ((gap < 0.45) & (met["mu_pos"] <= met["mu_neg"]))).all()
+    # ArcCon: GD of 127 negatives at μ_neg against cos(μ_pos + u), below 0.01 = dissipated
+    arccon = frame[frame["loss"] == "arccon"]
+    gd = 1 / (
+        1 + np.exp(np.cos(arccon["mu_pos"] + u) / 0.05) / (127 * np.exp(np.cos(arccon["mu_neg"]) / 0.05))
+    )
+    assert (arccon["occurs"] == ((gd >= 0.01) & (arccon["mu_pos"] <= arccon["mu_neg"]))).all()
+
+
+def test_ratio_grid_figure(tmp_path):
+    written = li2024.plot_ratio_grid(li2024.ratio_grid(points=20), tmp_path / "fig4")
+    _nontrivial(written[0])
+    assert len(pd.read_csv(written[2])) == 3 * 400
+
+
+# ------------------------------------------------------------------------------- log-based figures
+CONFIG = {
+    "experiments": {
+        "li2024_conjectures": {"methods": {"baseline": {"loss": "paradigm"}, "no_gd": {"loss": "paradigm"}}},
+        "li2024_fig6_r": {"sweep": {"hp.r": [0.25, 2.0]}, "methods": {"baseline": {"loss": "paradigm"}}},
+        "nie2023": {"methods": {"cl": {"loss": "infonce"}, "dcl": {"loss": "dcl"}}},
+        "nie2023_fig3": {"sweep": {"hp.m": [0.1, 0.8]}, "methods": {"mpt": {"loss": "mpt"}}},
+    }
+}
+CELLS = {
+    "li2024_conjectures": ("baseline", "no_gd"),
+    "li2024_fig6_r": ("baseline-r0.25", "baseline-r2.0"),
+    "nie2023": ("cl", "dcl"),
+    "nie2023_fig3": ("mpt-m0.1", "mpt-m0.8"),
+}
+
+
+def _record(step: int, spread: float) -> dict:
+    """A geometry record of real statistics: the positives drift towards their anchors with the step."""
+    gen = torch.Generator().manual_seed(step)
+    z1 = F.normalize(torch.randn(32, 8, generator=gen, dtype=torch.float64), dim=-1)
+    z2 = F.normalize(
+        z1 + spread / (1 + step) * torch.randn(32, 8, generator=gen, dtype=torch.float64), dim=-1
+    )
+    stats = geometry.finalize(geometry.batch_sums(z1, z2), (z1, z2))
+    return {"event": "geometry", "step": step, "probe_sentences": 32, "probe_heldout": True, **stats}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    for experiment, methods in CELLS.items():
+        for k, method in enumerate(methods):
+            log = root / "checkpoints" / experiment / "bert-base" / method / "seed42" / "train_log.jsonl"
+            log.parent.mkdir(parents=True)
+            records = [{"event": "start"}] + [_record(step, 0.8 + k) for step in (0, 10, 20)]
+            log.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("name", list(geometry_logs.LOG_FIGURES))
+def test_every_log_figure_is_drawn_from_the_records(results, tmp_path, name):
+    written = geometry_logs.draw(name, results, CONFIG, tmp_path / name.replace("/", "_"))
+    assert [p.suffix for p in written] == [".png", ".pdf", ".csv"]
+    _nontrivial(written[0])
+    assert len(pd.read_csv(written[2])) > 0
+
+
+def test_fig7_compares_the_backbone_with_the_trained_model(results, tmp_path):
+    written = geometry_logs.draw("li2024/li2024_fig7", results, CONFIG, tmp_path / "fig7")
+    data = pd.read_csv(written[2])
+    assert set(data["when"]) == {"before training", "after training"}
+    before = data[data["when"] == "before training"].set_index("tau")["share"]
+    assert before[0.05] == pytest.approx(_record(0, 0.8)["hardest_share"]["0.05"])
+    assert set(data["tau"]) == set(geometry.SHARE_TAUS)
+
+
+def test_fig5_densities_integrate_to_one(results, tmp_path):
+    written = geometry_logs.draw("li2024/li2024_fig5", results, CONFIG, tmp_path / "fig5")
+    data = pd.read_csv(written[2])
+    for _, curve in data.groupby(["method", "pair"]):
+        assert curve["density"].sum() * (2.0 / geometry.HIST_BINS) == pytest.approx(1.0)
+
+
+def test_fig8c_lines_are_named_by_the_swept_ratio(results, tmp_path):
+    stem = tmp_path / "fig8c"
+    geometry_logs.draw("li2024/li2024_fig8c", results, CONFIG, stem)
+    data = pd.read_csv(f"{stem}.csv")
+    assert set(data["method"]) == {"baseline-r0.25", "baseline-r2.0"} and set(data["key"]) == {"cos_pos"}
+
+
+def test_fig3a_gap_axis_is_each_cells_last_distance_gap(results, tmp_path):
+    for m, sts in ((0.1, 74.0), (0.8, 71.0)):
+        path = tmp_path / "metrics/nie2023_fig3/bert-base" / f"mpt-m{m}" / "seed42/senteval.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"sts_avg": sts, "tr_avg": 85.0}))
+    by_m = sweep_metrics_frame(tmp_path / "metrics", CONFIG, "nie2023_fig3")
+    by_gap = geometry_logs.with_gap(by_m, results / "checkpoints", "nie2023_fig3")
+    assert len(by_gap) == len(by_m) == 4 and set(by_gap["param"]) == {"d_ij"}
+    assert by_gap[by_gap["method"] == "mpt-m0.1"]["value"].iloc[0] == pytest.approx(_record(20, 0.8)["d_gap"])
+
+
+def test_unknown_figure_names_the_valid_ones(results, tmp_path):
+    with pytest.raises(ValueError, match="unknown log figure 'li2024/fig99'; valid: li2024/li2024_fig5"):
+        geometry_logs.draw("li2024/fig99", results, CONFIG, tmp_path / "x")
