@@ -440,6 +440,13 @@ SWEEP_FIGURES = {
         "trained model already at τ = 0.05.",
         "logs",
     ),
+    "li2024/li2024_fig8a": (
+        ("li2024_conjectures",),
+        "Li Fig. 8a: density of the least ratio r meeting Lemma 1 (anchor nearer its positive after a "
+        "step λ(r h'_i − h'_j)) before and after training the baseline; λ = 0.1, 0.3, 0.5 are ours (the "
+        "paper's are not given); the paper: a ratio above 1 meets the condition more often.",
+        "logs",
+    ),
     "li2024/li2024_fig8b": (
         ("li2024_conjectures",),
         "Li Fig. 8b: the dynamic ratios of ArcCon, MET (and MAT) on the baseline's held-out batches across "

@@ -22,6 +22,7 @@ def _oracle(z1: np.ndarray, z2: np.ndarray, m: float, tau: float) -> dict:
     """Per-anchor loops over one batch, in float64: the authors' formulas written out."""
     n = len(z1)
     pos, neg, gap, lcl, active, arccon, met, mat, share = [], [], [], [], [], [], [], [], []
+    lemma = {lam: [] for lam in geometry.LEMMA1_LAMBDAS}
     for i in range(n):
         s = z2 @ z1[i]
         others = [j for j in range(n) if j != i]
@@ -42,6 +43,14 @@ def _oracle(z1: np.ndarray, z2: np.ndarray, m: float, tau: float) -> dict:
             combined = sum(wj * v for wj, v in zip(w, vectors, strict=True))
             k = others.index(hard)
             share.append(float((w[k] * vectors[k]) @ combined / (combined @ combined)))
+            # Lemma 1 (Li App. A.3) in the paper's notation: the plane angle from the tangent directions
+            t_pos, t_neg = z2[i] - s[i] * z1[i], z2[hard] - s[hard] * z1[i]
+            cos_a = t_pos @ t_neg / (np.linalg.norm(t_pos) * np.linalg.norm(t_neg))
+            sin_ii, sin_ij = math.sin(math.acos(s[i])), math.sin(math.acos(s[hard]))
+            for lam in geometry.LEMMA1_LAMBDAS:
+                under = 1 / lam**2 - sin_ij**2 * (1 - cos_a**2) / sin_ii**2
+                if s[i] > 0 and s[hard] > 0 and cos_a > 0 and under > 0:
+                    lemma[lam].append(1 / lam + sin_ij * cos_a / sin_ii - math.sqrt(under))
     theta_pos, theta_neg = np.arccos(np.clip(pos, -1, 1)), np.arccos(np.clip(neg, -1, 1))
     return {
         "mu_pos": theta_pos.mean(),
@@ -56,6 +65,7 @@ def _oracle(z1: np.ndarray, z2: np.ndarray, m: float, tau: float) -> dict:
         "gd_active": len(active) / n,
         "ratio": {"arccon": np.mean(arccon), "met": np.mean(met), "mat": np.mean(mat)},
         "share": np.mean(share),
+        "lemma1": {lam: np.array(values) for lam, values in lemma.items()},
     }
 
 
@@ -75,6 +85,12 @@ def test_statistics_equal_per_anchor_loops():
         assert got["ratio"][name] == pytest.approx(want["ratio"][name], rel=1e-10), name
     assert got["hardest_share"][f"{tau:g}"] == pytest.approx(want["share"], rel=1e-9)
     assert sum(got["hist"]["pos"]) == 12 and sum(got["hist"]["neg"]) == 12 * 11
+    for lam, r_min in want["lemma1"].items():
+        entry = got["lemma1"][f"{lam:g}"]
+        assert entry["n"] == len(r_min) and sum(entry["hist"]) == len(r_min), lam
+        if len(r_min):
+            assert entry["share_r1"] == pytest.approx(np.mean(r_min < 1))
+    assert any(len(r) for r in want["lemma1"].values())  # the condition was exercised
     pdist = torch.pdist(z1).square()
     assert got["uniformity"] == pytest.approx(
         (pdist.mul(-2).exp().mean().log().item() + torch.pdist(z2).square().mul(-2).exp().mean().log().item())
@@ -156,6 +172,7 @@ def test_analysis_logs_geometry_and_changes_no_training_number(tmp_path, data):
     assert [r["step"] for r in geo] == [0, 3, 6, 8]  # before training, every 3 steps, the last step
     assert all(r["probe_sentences"] == 64 and r["probe_heldout"] is False for r in geo)  # 2 full batches
     assert all(0 <= r["mu_pos"] < r["mu_neg"] <= math.pi and r["l_cl"] > 0 for r in geo)
+    assert all(r["dev_l_cl"] > 0 and r["dev_d_gap"] > 0 for r in geo)  # the dev probe: Nie's dev-set L_cl
     assert "analysis_s" in on["timings"] and on["n_sentences"] == off["n_sentences"]
 
 

@@ -4,7 +4,8 @@
 - Li et al. 2024 (experiment ``li2024_conjectures``: the §3.2 baseline and the same with GD ≡ 1, the probe
   held out of training): Fig. 5, densities of the anchor-negative and anchor-positive cosines at the end
   of training, with and without GD; Fig. 7, the hardest negative's share of the update against τ before
-  training (the backbone) and after; Fig. 8b, the dynamic ratios of ArcCon, MET and MAT across training;
+  training (the backbone) and after; Fig. 8a, the least ratio meeting Lemma 1 before and after training
+  (λ values ours); Fig. 8b, the dynamic ratios of ArcCon, MET and MAT across training;
   Fig. 9, the estimated μ_pos, μ_neg, σ_pos, σ_neg across training. From the r sweep of Fig. 6
   (``li2024_fig6_r``): Fig. 8c, the mean anchor-positive cosine across training per r.
 - Nie et al. 2023: Fig. 3b, the distance gap d_ij across training per loss (``nie2023``); Fig. 3c-e,
@@ -23,7 +24,7 @@ import pandas as pd
 
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
 from contrastlab.figures.sweeps import sweep_points
-from contrastlab.figures.training_curves import geometry_frame, geometry_histograms
+from contrastlab.figures.training_curves import geometry_frame, geometry_histograms, lemma1_frame
 
 __all__ = ["LOG_FIGURES", "draw", "final_gap", "plot_step_panels", "with_gap"]
 
@@ -31,6 +32,7 @@ __all__ = ["LOG_FIGURES", "draw", "final_gap", "plot_step_panels", "with_gap"]
 LOG_FIGURES: dict[str, tuple[str, ...]] = {
     "li2024/li2024_fig5": ("li2024_conjectures",),
     "li2024/li2024_fig7": ("li2024_conjectures",),
+    "li2024/li2024_fig8a": ("li2024_conjectures",),
     "li2024/li2024_fig8b": ("li2024_conjectures",),
     "li2024/li2024_fig8c": ("li2024_fig6_r",),
     "li2024/li2024_fig9": ("li2024_conjectures",),
@@ -154,6 +156,34 @@ def plot_share_against_tau(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
         return save(fig, stem, mean)
 
 
+def plot_min_ratio(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
+    """Li Fig. 8a: density of the least ratio r meeting Lemma 1 per λ, before training (left) and after
+    training with the baseline (right), mean over seeds; the dashed line is r = 1 (the static ratio of
+    InfoNCE and MPT): the mass to its right is what a ratio above 1 gains."""
+    part = frame[frame["method"] == BASELINE]
+    mean = part.groupby(["when", "lam", "r"], as_index=False)[["density", "share_r1"]].mean()
+    with house_style():
+        fig, axes = figure(1, 2, width="page", aspect=0.7, sharey=True)
+        for ax, when in zip(axes[0], ("before training", "after training"), strict=True):
+            curves = mean[mean["when"] == when]
+            for i, (lam, curve) in enumerate(curves.groupby("lam")):
+                ax.plot(
+                    curve["r"],
+                    curve["density"],
+                    color=PALETTE[i % len(PALETTE)],
+                    label=f"λ = {lam:g} (r = 1 meets {curve['share_r1'].iloc[0]:.0%})",
+                )
+            ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8)
+            ax.set_title(when)
+            ax.set_xlabel("least ratio r meeting Lemma 1")
+            if curves.empty:
+                _empty(ax)
+            else:
+                ax.legend(loc="best", fontsize="small")
+        axes[0, 0].set_ylabel("density")
+        return save(fig, stem, mean)
+
+
 def final_gap(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
     """Per cell: the distance gap d_ij of its last geometry record (Nie Fig. 3a's x axis): backbone,
     method, seed, d_gap."""
@@ -179,6 +209,8 @@ def draw(name: str, results: str | Path, config: Mapping, stem: str | Path) -> l
     experiment = LOG_FIGURES[name][0]
     if name == "li2024/li2024_fig5":
         return plot_cosine_densities(geometry_histograms(root, experiment), stem)
+    if name == "li2024/li2024_fig8a":
+        return plot_min_ratio(lemma1_frame(root, experiment), stem)
     frame = geometry_frame(root, experiment)
     if name == "li2024/li2024_fig7":
         return plot_share_against_tau(frame, stem)

@@ -6,8 +6,7 @@
 - Fig. 1b-d: per loss, on the training side the batch loss and, with the trainer's ``analysis_every``
   on, L_cl (InfoNCE, τ 0.05), ℓ_align and ℓ_uniform of a fixed probe of training sentences
   (``training.geometry``); on the dev side ℓ_align, ℓ_uniform and the STS-B Spearman at every dev
-  evaluation. The paper's dev-set L_cl is not measured (STS-B dev has no positive pairs of the training
-  kind; its panel is omitted).
+  evaluation, and L_cl of the dev sentences under the same two dropout views (the trainer's dev probe).
 
 :func:`geometry_frame` and :func:`geometry_histograms` read the ``geometry`` records for the other
 log-based figures (Li Fig. 5, 7, 8b-c, 9; Nie Fig. 3a-e).
@@ -31,6 +30,7 @@ __all__ = [
     "curves_frame",
     "geometry_frame",
     "geometry_histograms",
+    "lemma1_frame",
     "plot_alignment_uniformity",
     "plot_training_curves",
 ]
@@ -43,6 +43,7 @@ CURVE_SERIES = {
     ("geometry", "align"): "train ℓ_align (probe)",
     ("geometry", "uniformity"): "train ℓ_uniform (probe)",
     ("eval", "dev_spearman"): "dev STS-B Spearman × 100",
+    ("geometry", "dev_l_cl"): "dev L_cl (dropout views)",
     ("eval", "dev_align"): "dev ℓ_align",
     ("eval", "dev_uniformity"): "dev ℓ_uniform",
 }
@@ -104,7 +105,7 @@ def _flat_geometry(record: dict) -> dict[str, float]:
     """The scalar statistics of a ``geometry`` record, nested ones as ``ratio.met``, ``share.0.05``."""
     flat = {}
     for key, value in record.items():
-        if key in ("event", "step", "hist", "probe_sentences", "probe_heldout"):
+        if key in ("event", "step", "hist", "lemma1", "probe_sentences", "probe_heldout"):
             continue
         if isinstance(value, dict):
             prefix = "share" if key == "hardest_share" else key
@@ -156,6 +157,41 @@ def geometry_histograms(checkpoints_root: str | Path, experiment: str) -> pd.Dat
     return pd.DataFrame(rows, columns=columns)
 
 
+def lemma1_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
+    """Li Fig. 8a's numbers from each cell's first (before training) and last ``geometry`` record: per
+    λ the density of the least ratio meeting Lemma 1 (bin centre ``r``, ``density`` per unit r), the
+    number of anchors ``n`` and the share ``share_r1`` that r = 1 satisfies."""
+    from contrastlab.training.geometry import MIN_RATIO_RANGE
+
+    rows = []
+    for backbone, method, seed, path in _cells(Path(checkpoints_root), experiment, "train_log.jsonl"):
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        records = [r for r in records if r.get("event") == "geometry" and r.get("lemma1")]
+        if not records:
+            continue
+        for when, record in (("before training", records[0]), ("after training", records[-1])):
+            for lam, entry in record["lemma1"].items():
+                counts, total = entry["hist"], sum(entry["hist"])
+                width = (MIN_RATIO_RANGE[1] - MIN_RATIO_RANGE[0]) / len(counts)
+                for i, count in enumerate(counts):
+                    rows.append(
+                        {
+                            "backbone": backbone,
+                            "method": method,
+                            "seed": seed,
+                            "when": when,
+                            "step": int(record["step"]),
+                            "lam": float(lam),
+                            "r": MIN_RATIO_RANGE[0] + (i + 0.5) * width,
+                            "density": count / (total * width) if total else 0.0,
+                            "n": entry["n"],
+                            "share_r1": entry["share_r1"],
+                        }
+                    )
+    columns = ["backbone", "method", "seed", "when", "step", "lam", "r", "density", "n", "share_r1"]
+    return pd.DataFrame(rows, columns=columns)
+
+
 def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
     """Nie Fig. 1 (left): ℓ_uniform (x) against ℓ_align (y) per checkpoint, colour = STS.Avg, one
     marker per backbone, each point labelled with its loss; lower-left is "better" by both measures."""
@@ -204,13 +240,8 @@ def plot_training_curves(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
     runs = list(dict.fromkeys(zip(mean["backbone"], mean["method"], strict=True)))
     colour = {run: PALETTE[i % len(PALETTE)] for i, run in enumerate(runs)}
     with house_style():
-        fig, axes = figure(2, 4, width="page", aspect=0.45, sharex=True)
-        slots = [axes[0, 0], axes[0, 1], axes[0, 2], axes[0, 3], axes[1, 0], axes[1, 2], axes[1, 3]]
-        axes[1, 1].axis("off")
-        axes[1, 1].text(
-            0.5, 0.5, "dev L_cl:\nnot measured", ha="center", va="center", transform=axes[1, 1].transAxes
-        )
-        for ax, label in zip(slots, series, strict=True):
+        fig, axes = figure(2, 4, width="page", aspect=0.8, sharex=True)
+        for ax, label in zip(axes.flat, series, strict=True):
             part = mean[mean["series"] == label]
             for (backbone, method), curve in part.groupby(["backbone", "method"], sort=False):
                 ax.plot(
@@ -220,7 +251,7 @@ def plot_training_curves(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
                     color=colour[(backbone, method)],
                     label=f"{method} ({backbone})",
                 )
-            ax.set_ylabel(label)
+            ax.set_title(label, fontsize="medium")
             if part.empty:
                 ax.text(
                     0.5,

@@ -65,6 +65,26 @@ class DevEvaluator:
         self.positive = torch.from_numpy(self.gold >= POSITIVE_GOLD).to(device)
         self.device = device
         self.autocast = autocast
+        self._encoded, self._pad_id = encoded, pad_id
+
+    def probe_batches(
+        self, batch_size: int, max_sentences: int, seed: int
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Up to ``max_sentences`` unique dev sentences in an order drawn from ``seed``, as full padded
+        ``(input_ids, attention_mask)`` batches of ``batch_size`` on the device: the dev side of the
+        trainer's geometry probe (Nie Fig. 1b-d's dev L_cl). [] if the split has fewer than one batch."""
+        order = np.random.default_rng([seed, 1]).permutation(len(self._encoded))[:max_sentences]
+        out = []
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            rows = order[start : start + batch_size]
+            width = max(len(self._encoded[i]) for i in rows)
+            ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for r, i in enumerate(rows):
+                ids[r, : len(self._encoded[i])] = torch.tensor(self._encoded[i])
+                mask[r, : len(self._encoded[i])] = 1
+            out.append((ids.to(self.device), mask.to(self.device)))
+        return out
 
     @torch.inference_mode()
     def embeddings(self, model: torch.nn.Module, head: torch.nn.Module | None = None) -> torch.Tensor:

@@ -25,8 +25,20 @@ Per batch, anchors are view 1's rows (SimCSE's and Li's orientation):
   the exponential weight W_ij = softmax_j(s_ij/τ): with v_j = z'_j − s_ij z_i (the tangent direction
   towards negative j) and c = Σ_j W_ij v_j, share = (W_ij* v_j*) · c / ‖c‖² (the authors' projection
   of the hardest term on the combined direction; Li Fig. 7).
+- ``lemma1[λ]``: Li's Lemma 1 for the GD-active anchors and their hardest negative: the least ratio
+  r_min = 1/λ + sin θ_ij' cos α / sin θ_ii' − sqrt(1/λ² − sin² θ_ij' sin² α / sin² θ_ii') for which a
+  step λ(r h'_i − h'_j) brings the anchor closer to its positive, α the angle between the tangent
+  directions towards the positive and the negative; kept where the authors' ``cal_r_requirements``
+  keeps it (cos θ_ii', cos θ_ij', cos α > 0 and a real root). ``n`` such anchors, ``share_r1`` the share
+  of them that r = 1 satisfies, ``hist`` the counts of r_min (clamped) in :data:`MIN_RATIO_BINS` bins
+  over :data:`MIN_RATIO_RANGE` (Li Fig. 8a). The λ values (:data:`LEMMA1_LAMBDAS`) are ours: neither
+  the paper nor the authors' scripts give them.
 - ``hist``: counts of the anchor-positive and anchor-negative cosines in :data:`HIST_BINS` equal bins
   over [−1, 1] (Li Fig. 5's densities).
+
+The trainer adds ``dev_l_cl``, ``dev_align``, ``dev_uniformity``, ``dev_d_gap``, ``dev_cos_pos``,
+``dev_cos_neg``: the same measures on the dev split's sentences (up to ``analysis_sentences`` of them, in
+an order drawn from the seed), for Nie's dev-set L_cl.
 
 Dropout masks of the probe are drawn from a generator forked from the training RNG and seeded by
 ``(seed, step)``, so turning the analysis on changes no training number and a resumed run logs the same
@@ -48,7 +60,10 @@ from torch import Tensor
 __all__ = [
     "ARCCON_U",
     "HIST_BINS",
+    "LEMMA1_LAMBDAS",
     "LI_BASELINE_M",
+    "MIN_RATIO_BINS",
+    "MIN_RATIO_RANGE",
     "NIE_TAU",
     "SHARE_TAUS",
     "batch_sums",
@@ -62,6 +77,9 @@ NIE_TAU = 0.05  # Nie's L_cl temperature (BERT-base)
 #: τ values of the hardest-negative share (Li Fig. 3 and 7).
 SHARE_TAUS: tuple[float, ...] = (0.005, 0.01, 0.03, 0.05, 0.1, 0.3, 1.0, 3.0)
 HIST_BINS = 100
+LEMMA1_LAMBDAS: tuple[float, ...] = (0.1, 0.3, 0.5)
+MIN_RATIO_BINS = 60
+MIN_RATIO_RANGE = (0.0, 3.0)
 
 
 def _off_diagonal(n: int, device) -> Tensor:
@@ -113,6 +131,24 @@ def batch_sums(z1: Tensor, z2: Tensor, *, m: float = LI_BASELINE_M, taus: Sequen
         hard_term = w_hard * (hard_vec - anchor * a_hard[:, None])
         share = (hard_term * combined).sum(-1) / combined.square().sum(-1)
         sums[f"share_{tau:g}"] = share.sum()
+    sin_pos, sin_hard = torch.sin(theta_a), torch.sqrt((1.0 - a_hard.square()).clamp_min(0.0))
+    cos_plane = F.cosine_similarity(
+        z2[active] - anchor * a_pos[:, None], hard_vec - anchor * a_hard[:, None], dim=-1
+    )
+    sin_plane_sq = (1.0 - cos_plane.square()).clamp_min(0.0)
+    for lam in LEMMA1_LAMBDAS:
+        real = sin_pos.square() - lam**2 * sin_hard.square() * sin_plane_sq > 0
+        keep = (a_pos > 0) & (a_hard > 0) & (cos_plane > 0) & real
+        r_min = (
+            1.0 / lam
+            + sin_hard * cos_plane / sin_pos
+            - (1.0 / lam**2 - sin_hard.square() * sin_plane_sq / sin_pos.square()).clamp_min(0.0).sqrt()
+        )[keep]
+        sums[f"minr_n_{lam:g}"] = keep.double().sum()
+        sums[f"minr_r1_{lam:g}"] = (r_min < 1.0).double().sum()
+        sums[f"minr_hist_{lam:g}"] = torch.histc(
+            r_min.clamp(*MIN_RATIO_RANGE), MIN_RATIO_BINS, *MIN_RATIO_RANGE
+        )
     sums["hist_pos"] = torch.histc(pos, HIST_BINS, -1.0, 1.0)
     sums["hist_neg"] = torch.histc(neg, HIST_BINS, -1.0, 1.0)
     return sums
@@ -151,6 +187,14 @@ def finalize(
         "gd_active": mean("n_active", "n_pos"),
         "ratio": {name: mean(f"ratio_{name}", "n_active") for name in ("arccon", "met", "mat")},
         "hardest_share": {f"{tau:g}": mean(f"share_{tau:g}", "n_active") for tau in taus},
+        "lemma1": {
+            f"{lam:g}": {
+                "n": int(value[f"minr_n_{lam:g}"].item()),
+                "share_r1": mean(f"minr_r1_{lam:g}", f"minr_n_{lam:g}"),
+                "hist": [int(x) for x in value[f"minr_hist_{lam:g}"].tolist()],
+            }
+            for lam in LEMMA1_LAMBDAS
+        },
         "hist": {
             "pos": [int(x) for x in value["hist_pos"].tolist()],
             "neg": [int(x) for x in value["hist_neg"].tolist()],

@@ -450,6 +450,7 @@ def train(
     evaluator = DevEvaluator(dev_data_dir, s.dev_task, tokenizer, dev)  # fp32: exact, reproducible selection
     pad_id = tokenizer.pad_token_id
     probe = _analysis_probe(s, corpus, n_sentences, pad_id, dev)
+    dev_probe = evaluator.probe_batches(s.analysis_batch, s.analysis_sentences, s.seed) if probe else []
 
     fingerprint = hashlib.sha256(
         json.dumps(
@@ -487,12 +488,15 @@ def train(
         RNG draws the probe's dropout masks, so training itself is unchanged."""
         t = time.perf_counter()
         devices = [dev] if dev.type == "cuda" else []
+        embed = lambda ids, mask: _embed_pairs(model, head, ids, mask, autocast)  # noqa: E731
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(s.seed * 1_000_003 + at_step)
-            stats = geometry.probe_statistics(
-                lambda ids, mask: _embed_pairs(model, head, ids, mask, autocast), probe
-            )
-        log.write({"event": "geometry", "step": at_step, **probe_info, **stats})
+            stats = geometry.probe_statistics(embed, probe)
+            # The dev split's sentences with the same dropout views: Nie's dev-set L_cl.
+            dev_stats = geometry.probe_statistics(embed, dev_probe) if dev_probe else {}
+        keep = ("l_cl", "align", "uniformity", "d_gap", "cos_pos", "cos_neg")
+        dev_part = {f"dev_{k}": dev_stats[k] for k in keep if k in dev_stats}
+        log.write({"event": "geometry", "step": at_step, **probe_info, **stats, **dev_part})
         timings["analysis_s"] = timings.get("analysis_s", 0.0) + time.perf_counter() - t
 
     probe_info = {
