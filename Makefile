@@ -5,8 +5,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 SNAKEMAKE := $(BIN)/snakemake --workflow-profile profiles/local
+# The preset that freeze and restore act on: config.yaml (the full run), config/demo.yaml, config/cpu.yaml.
+CONFIG ?= config.yaml
 
-.PHONY: install test test-fast faults demo cpu dry-run lint clean-demo
+.PHONY: install test test-fast faults demo cpu dry-run lint clean-demo freeze restore
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -41,3 +43,10 @@ lint: install
 
 clean-demo:
 	rm -rf results/demo
+
+# Snakemake runs the workflow, DVC versions what it produced (contrastlab.versioning).
+freeze: install          ## dvc add + dvc push everything CONFIG's run produced (needs a default DVC remote)
+	$(BIN)/python scripts/freeze.py --configfile $(CONFIG)
+
+restore: install         ## after `dvc pull`: Snakemake takes the pulled outputs as done; tables re-rendered
+	$(BIN)/python scripts/restore.py --configfile $(CONFIG)

@@ -17,6 +17,7 @@ rule tables:
         # Without data locations (the tables never read them): moving the data re-renders nothing.
         config={key: value for key, value in config.items() if key != "data"},
         metrics_root=lambda wildcards: f"{R}/metrics",
+        results_dir=lambda wildcards: R,  # the report's cost section reads its benchmarks/
         figures=FIGURES,
         tables_dir=lambda wildcards, output: os.path.dirname(output.tables[0]),
     log:

@@ -2,7 +2,8 @@
 
 Reads every metrics file under ``params.metrics_root`` (``input.metrics`` only orders the DAG and may
 be empty: partial grids render with "not run" cells) and writes ``output.tables`` (CSV, Markdown and
-LaTeX per table, into ``params.tables_dir``) and ``output.report``.
+LaTeX per table, into ``params.tables_dir``) and ``output.report``, which ends with the cost of the jobs
+under ``params.results_dir`` (their benchmark files).
 """
 
 from pathlib import Path
@@ -21,6 +22,7 @@ with logged_to(snakemake.log[0], job_label(snakemake)):
         snakemake.output.report,
         tables=list(dict.fromkeys(p.stem for p in outputs)),
         figures=[dict(f) for f in snakemake.params.figures],
+        results_dir=getattr(snakemake.params, "results_dir", None),  # no cost section without it
     )
     missing = [p for p in outputs if p not in written]
     if missing:

@@ -103,9 +103,11 @@ def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finis
     changed["experiments"]["nie2023"]["methods"]["mpt"]["hp"]["m"] = 0.30
     output = run_snakemake(repo_root, "-n", "--configfile", write(changed, workdir / "changed.yaml"))
     counts = job_counts(output)
-    # That cell, and what reads it: the tables and Nie Fig. 1 (its metrics and its training log).
+    # That cell, and what reads it: the tables, Nie Fig. 1 (its metrics and its training log) and Nie
+    # Fig. 3b (its log's distance gaps).
     expected = {"train": 1, "evaluate": 1, "figure_align_uniform": 1, "figure_training_curves": 1}
-    assert counts == {**expected, "tables": 1, "all": 1, "total": 6}, counts
+    expected["figure_nie2023_fig3b"] = 1
+    assert counts == {**expected, "tables": 1, "all": 1, "total": 7}, counts
     assert "wildcards: experiment=nie2023, backbone=tiny-bert, method=mpt, seed=42" in output
     assert "method=cl" not in output
 

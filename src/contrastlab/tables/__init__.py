@@ -69,10 +69,12 @@ def build_tables(
     report_path: str | Path,
     tables: list[str] | None = None,
     figures: list[dict] | None = None,
+    results_dir: str | Path | None = None,
 ) -> list[Path]:
     """Write every table (default: :func:`tables_for_config`) as CSV, Markdown and LaTeX into
     ``out_dir``, the summary ``report_path`` and its self-contained HTML twin (same name, ``.html``);
-    returns the written paths (report and HTML report last).
+    returns the written paths (report and HTML report last). With ``results_dir``, the report ends with
+    the cost of the run's jobs (:mod:`contrastlab.tables.cost`, from ``<results_dir>/benchmarks``).
 
     Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
     """
@@ -102,7 +104,14 @@ def build_tables(
         written += paths.values()
         built.append((table, paths))
     written.append(
-        write_report(built, Path(report_path), metrics_root=metrics_root, config=config, figures=figures)
+        write_report(
+            built,
+            Path(report_path),
+            metrics_root=metrics_root,
+            config=config,
+            figures=figures,
+            results_dir=results_dir,
+        )
     )
     from contrastlab.tables.html import write_html_report
 

@@ -85,11 +85,13 @@ def write_report(
     metrics_root,
     config: dict | None = None,
     figures: list[dict] | None = None,
+    results_dir: str | os.PathLike | None = None,
 ) -> Path:
     """Write the Markdown summary of ``built`` (table, {ext: path}) to ``report_path``; with
     ``config``, also each paper's deviations from the authors' setups and the precision of every cell;
     with ``figures`` (:func:`contrastlab.config.figures`), each figure inline (``figures/<name>.png``
-    beside the report) under its caption, with links to its PDF and CSV."""
+    beside the report) under its caption, with links to its PDF and CSV; with ``results_dir``, what its
+    jobs cost (:func:`contrastlab.tables.cost.cost_lines`)."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
     base = report_path.parent
 
@@ -151,5 +153,9 @@ def write_report(
             "",
         ]
         lines += markdown_table(precision_rows(config, metrics_root)) + [""]
+    if results_dir is not None:  # what each job cost, from the run's benchmark files (tables.cost)
+        from contrastlab.tables.cost import cost_lines
+
+        lines += cost_lines(results_dir)
     report_path.write_text("\n".join(lines), encoding="utf-8")
     return report_path

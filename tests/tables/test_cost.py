@@ -1,0 +1,155 @@
+"""The cost table (contrastlab.tables.cost) on synthetic benchmark files and training logs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contrastlab.tables import build_tables
+from contrastlab.tables.cost import (
+    cost_lines,
+    hms,
+    per_cell,
+    per_paper,
+    per_rule,
+    read_benchmark,
+    read_job_costs,
+)
+
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def bench(results: Path, relative: str, *rows: tuple[float, str]) -> None:
+    """A Snakemake benchmark TSV with one row per (wall seconds, max_rss) repeat."""
+    path = results / "benchmarks" / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = "".join(f"{s}\t0:00:00\t{rss}\t1\t1\t1\t0\t0\t50\t1\n" for s, rss in rows)
+    path.write_text(HEADER + body)
+
+
+def train_log(results: Path, cell: str, device: str, peak: float | None, *, vision: bool = False) -> None:
+    folder = results / "checkpoints" / cell
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ("encoder" if vision else "model")).mkdir()
+    events = [
+        {"event": "start", "device": device, "settings": {}},
+        {"event": "train", "step": 1, "loss": 1.0},
+        {"event": "end", "steps": 10, "peak_gpu_memory_gib": peak},
+    ]
+    (folder / "train_log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """Two Nie cells (one trained on a GPU, one on the CPU), a vision cell on a GPU, a Pretrained row
+    and an analytic figure."""
+    r = tmp_path / "results"
+    train_log(r, "nie2023/bert-base/mpt/seed42", "cuda", 11.5)
+    bench(r, "train/nie2023/bert-base/mpt/seed42.tsv", (5400.0, "20480.4"))
+    bench(r, "evaluate/nie2023/bert-base/mpt/seed42.tsv", (600.0, "8000"))
+    train_log(r, "nie2023/bert-base/cl/seed42", "cpu", None)
+    bench(r, "train/nie2023/bert-base/cl/seed42.tsv", (100.0, "3000"), (140.0, "NA"))  # two repeats
+    train_log(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", "cuda:0", 3.25, vision=True)
+    bench(r, "train/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (1800.0, "4096"))
+    metrics = r / "metrics/macl_cifar10/resnet18-cifar/macl-bs256/seed1"
+    metrics.mkdir(parents=True)
+    (metrics / "vision.json").write_text("{}")
+    bench(r, "evaluate/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (60.0, "2048"))
+    bench(r, "evaluate/pretrained/bert-base.tsv", (30.0, "5000"))
+    bench(r, "figures/li2024-analytic.tsv", (90.0, "700"))
+    return r
+
+
+def test_read_benchmark_averages_repeats_and_ignores_unmeasured_memory(results):
+    seconds, rss = read_benchmark(results / "benchmarks/train/nie2023/bert-base/cl/seed42.tsv")
+    assert seconds == pytest.approx(120.0) and rss == pytest.approx(3000.0)
+
+
+def test_jobs_get_their_rule_paper_cell_and_gpu_hours_from_the_logs(results):
+    jobs = {(j.rule, j.cell): j for j in read_job_costs(results)}
+    assert set(jobs) == {
+        ("train", "nie2023/bert-base/mpt/seed42"),
+        ("evaluate", "nie2023/bert-base/mpt/seed42"),
+        ("train", "nie2023/bert-base/cl/seed42"),
+        ("train_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1"),
+        ("evaluate_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1"),
+        ("evaluate_pretrained", "pretrained/bert-base"),
+        ("figure_analytic_li2024", ""),
+    }
+    gpu = jobs[("train", "nie2023/bert-base/mpt/seed42")]
+    assert gpu.gpu_hours == pytest.approx(1.5) and gpu.peak_gpu_gib == 11.5 and gpu.paper == "nie2023"
+    assert jobs[("train", "nie2023/bert-base/cl/seed42")].gpu_hours is None  # logged on the CPU
+    assert jobs[("evaluate", "nie2023/bert-base/mpt/seed42")].gpu_hours is None  # device not logged
+    assert jobs[("train_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1")].gpu_hours == pytest.approx(
+        0.5
+    )
+    assert jobs[("figure_analytic_li2024", "")].paper == "li2024"
+
+
+def test_per_paper_rule_and_cell_sums(results):
+    jobs = read_job_costs(results)
+    papers = {row["paper"]: row for row in per_paper(jobs)}
+    assert set(papers) == {"nie2023", "macl", "pretrained", "li2024"}
+    assert papers["nie2023"] == {
+        "paper": "nie2023",
+        "jobs": "3",
+        "cells": "2",
+        "wall": hms(5400 + 600 + 120),
+        "peak RSS (MB)": "20480",
+        "GPU-h": "1.50",
+    }
+    assert papers["li2024"]["GPU-h"] == "—" and papers["li2024"]["cells"] == "0"
+    rules = {row["rule"]: row for row in per_rule(jobs)}
+    assert rules["train"]["jobs"] == "2" and rules["train"]["wall"] == "1:32:00"
+    assert rules["train"]["mean per job"] == "0:46:00" and rules["train"]["GPU-h"] == "1.50"
+    assert rules["evaluate"]["GPU-h"] == "—"
+    cells = {row["cell"]: row for row in per_cell(jobs)}
+    assert cells["nie2023/bert-base/mpt/seed42"] == {
+        "cell": "nie2023/bert-base/mpt/seed42",
+        "train": "1:30:00",
+        "evaluate": "0:10:00",
+        "peak RSS (MB)": "20480",
+        "peak GPU mem (GiB)": "11.5",
+        "GPU-h": "1.50",
+    }
+    assert cells["nie2023/bert-base/cl/seed42"]["evaluate"] == "—"
+    assert cells["nie2023/bert-base/cl/seed42"]["peak GPU mem (GiB)"] == "—"
+    assert "" not in cells and "pretrained/bert-base" in cells
+
+
+def test_a_damaged_benchmark_file_names_itself(tmp_path):
+    bench(tmp_path, "train/a/b/c/seed1.tsv", ("NA", "1"))
+    with pytest.raises(ValueError, match="seed1.tsv"):
+        read_job_costs(tmp_path)
+
+
+def test_cost_lines_without_benchmarks_say_so_in_one_line(tmp_path):
+    lines = [line for line in cost_lines(tmp_path / "results") if line]
+    assert lines[0] == "## Cost" and len(lines) == 2 and "No benchmark files" in lines[1]
+
+
+def test_the_report_shows_the_cost_section(results, tmp_path):
+    config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
+    report = tmp_path / "out" / "report.md"
+    build_tables(results / "metrics", config, tmp_path / "out" / "tables", report, results_dir=results)
+    text = report.read_text()
+    section = text[text.index("## Cost") :]
+    for title in ("### Per paper", "### Per rule", "### Per cell"):
+        assert title in section
+    assert "| nie2023 | 3 | 2 | 1:42:00 | 20480 | 1.50 |" in section
+    assert "| train_vision | 1 | 0:30:00 | 0:30:00 | 4096 | 0.50 |" in section
+    # Without benchmark files the report is still written, with the one line.
+    empty = tmp_path / "empty" / "report.md"
+    build_tables(
+        tmp_path / "none", config, tmp_path / "empty" / "tables", empty, results_dir=tmp_path / "none"
+    )
+    assert "No benchmark files under" in empty.read_text()
+
+
+def test_the_report_leaves_out_a_damaged_benchmark_file_and_says_so(results):
+    bench(results, "train/nie2023/bert-base/dcl/seed42.tsv", ("NA", "1"))
+    text = "\n".join(cost_lines(results))
+    assert "Left out: 1 benchmark files without a wall time" in text and "dcl/seed42.tsv" in text
+    assert "| nie2023 | 3 | 2 |" in text
