@@ -6,11 +6,21 @@ Linear and kNN probes (MACL App. B.3) or the FFN fine-tuning (OAR §5), as the e
 import torch
 
 from contrastlab.evaluation.vision import evaluate_encoder
-from contrastlab.workflow import failure_record, job_data_locations, job_label, logged_to, write_json
+from contrastlab.workflow import (
+    failure_record,
+    job_data_locations,
+    job_label,
+    logged_to,
+    require_requested_gpu,
+    workflow_run,
+    write_json,
+)
 
 snakemake = globals()["snakemake"]
 
-with logged_to(snakemake.log[0], job_label(snakemake), failure_record=failure_record(snakemake)):
+record = failure_record(snakemake)
+with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)):
+    require_requested_gpu(snakemake)  # never evaluate on the CPU of a node whose GPU is broken
     torch.set_num_threads(snakemake.threads)
     evaluation = dict(snakemake.params.evaluation)
     metrics = evaluate_encoder(

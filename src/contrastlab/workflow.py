@@ -45,6 +45,76 @@ def failure_record(snakemake: Any) -> Path | None:
     )
 
 
+def workflow_run(snakemake: Any) -> str | None:
+    """``<pid>:<start time>`` of the Snakemake process that runs the job's workflow (the one
+    :func:`record_running_workflow` recorded in ``<results_dir>/state/snakemake.json``), or ``None``.
+
+    A job run by SLURM runs in another Snakemake process on another node; this names the submitting one,
+    which stays the same across the retries of a job and changes with every new invocation."""
+    results = (getattr(snakemake, "config", None) or {}).get("results_dir", "results")
+    try:
+        owner = json.loads(Path(results, "state", "snakemake.json").read_text())
+        return f"{owner['pid']}:{owner['start_time']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+#: Failures that a retry of the same job reproduces: a non-finite loss (NonFiniteLossError is a
+#: FloatingPointError), memory exhaustion raised as an exception (the trainer's MemoryError, torch's
+#: OutOfMemoryError), and a bad setting (ValueError). Any other failure (a lost node, a broken GPU, an
+#: I/O error) may pass on another node or later, so a retry is left to run.
+DETERMINISTIC_FAILURES: tuple[type[BaseException], ...] = (FloatingPointError, MemoryError, ValueError)
+
+
+def is_deterministic_failure(error: BaseException) -> bool:
+    """Whether retrying the job would fail the same way (see :data:`DETERMINISTIC_FAILURES`)."""
+    # torch.OutOfMemoryError (CUDA OOM) is a RuntimeError; matched by name so that torch is not imported.
+    return isinstance(error, DETERMINISTIC_FAILURES) or any(
+        cls.__name__ == "OutOfMemoryError" for cls in type(error).__mro__
+    )
+
+
+class GpuUnavailableError(RuntimeError):
+    """A job that asked the scheduler for a GPU sees none (it would otherwise run on the CPU)."""
+
+
+def requested_gpus(snakemake: Any) -> int:
+    """GPUs the job asked for: its ``gpu`` resource, or the count of a ``gres`` such as ``gpu:1`` or
+    ``gpu:a100:2`` (the ``profiles/slurm-gres`` form); 0 when it asked for none."""
+    found = getattr(snakemake, "resources", None)
+    resources = dict(found.items()) if hasattr(found, "items") else {}
+    gpus = resources.get("gpu") or 0
+    gpus = gpus if isinstance(gpus, int) else 0  # an unevaluated resource ("<TBD>") asks for nothing
+    gres = str(resources.get("gres") or "")
+    for item in filter(None, gres.split(",")):
+        name, *rest = item.strip().split(":")
+        if name == "gpu":
+            count = rest[-1] if rest and rest[-1].isdigit() else "1"
+            gpus = max(gpus, int(count))
+    return gpus
+
+
+def require_requested_gpu(snakemake: Any) -> None:
+    """Raise :class:`GpuUnavailableError` when the job asked for a GPU (:func:`requested_gpus`) and torch
+    sees none: on a node whose driver or CUDA is broken, the job would otherwise train for hours on the
+    CPU. A job that asked for no GPU is left to run wherever it is."""
+    wanted = requested_gpus(snakemake)
+    if not wanted:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    raise GpuUnavailableError(
+        f"this job asked for {wanted} GPU(s) but torch sees none (torch.cuda.is_available() is False on "
+        f"{platform.node()}; CUDA_VISIBLE_DEVICES={visible if visible is not None else 'unset'}, torch "
+        f"{torch.__version__} built for CUDA {torch.version.cuda}); it would run on the CPU instead. Fix "
+        "the node's driver/CUDA (or exclude the node), or run on the CPU on purpose with config "
+        "resources.gpu: 0 (or --set-resources <rule>:gpu=0)"
+    )
+
+
 def job_data_locations(snakemake: Any) -> dict[str, str]:
     """:func:`contrastlab.data.acquire.data_locations` of the job's config. Jobs read where the data lie
     from the config rather than from a param, so that moving the data reruns no job (see data.smk)."""
@@ -170,6 +240,7 @@ def logged_to(
     *,
     append: bool = False,
     failure_record: str | os.PathLike | None = None,
+    run: str | None = None,
 ) -> Iterator[None]:
     """Send stdout/stderr of the block to ``log_path``; a failure ends the job with one line.
 
@@ -177,11 +248,30 @@ def logged_to(
     (log: <path>)`` and the process exits with status 1 (``SystemExit``), so Snakemake shows that line
     and the log path instead of a traceback printed twice. ``label`` names the job (see
     :func:`job_label`): the cell, or the data step. ``failure_record``: a JSON file written on failure
-    (job, error, log) and removed when the job starts again, so the tables can show the cell as
-    "failed" while a ``--keep-going`` run finishes the others.
+    (job, error, log, whether a retry could help, ``run``) and removed when the job starts again, so the
+    tables can show the cell as "failed" while a ``--keep-going`` run finishes the others.
+
+    ``run`` names the Snakemake invocation (:func:`workflow_run`). When the record says that this job
+    failed in the same invocation for a reason a retry reproduces (:func:`is_deterministic_failure`: NaN
+    loss, out of memory, a bad setting), this attempt is Snakemake's retry (``retries:`` in the SLURM
+    profile): it prints the same line and exits at once instead of repeating the failure for hours. A
+    new invocation (the user changed something) runs the job again.
     """
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     if failure_record is not None:
+        previous = _read_record(failure_record)
+        if (
+            run is not None
+            and previous.get("run") == run
+            and previous.get("job") == label
+            and previous.get("retry_can_help") is False
+        ):
+            # Snakemake removed the failed attempt's log before this retry: put its traceback back.
+            with open(log_path, "a") as log:
+                log.write(previous.get("traceback", ""))
+                print(f"contrastlab: not retried (a retry fails the same way): {previous['error']}", file=log)
+            print(previous["error"], file=sys.stderr, flush=True)
+            raise SystemExit(1)
         Path(failure_record).unlink(missing_ok=True)
     die_with_workflow()
     real_stderr = sys.stderr
@@ -196,8 +286,19 @@ def logged_to(
                 line = f"contrastlab: {where}{type(error).__name__}: {message} (log: {log_path})"
                 print(line, file=real_stderr, flush=True)
                 if failure_record is not None:
-                    write_json(failure_record, {"job": label, "error": line, "log": str(log_path)})
+                    retry_can_help = not is_deterministic_failure(error)
+                    record = {"job": label, "error": line, "log": str(log_path), "run": run}
+                    record["traceback"] = traceback.format_exc()
+                    write_json(failure_record, {**record, "retry_can_help": retry_can_help})
                 raise SystemExit(1) from None
+
+
+def _read_record(path: str | os.PathLike) -> dict[str, Any]:
+    try:
+        found = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _git(*args: str) -> str | None:

@@ -72,8 +72,9 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     n_vision = sum(cl_config.track(config, c.experiment) == "vision" for c in cells)
     n_sentence = len(cells) - n_vision
     print("jobs per rule (config.yaml):", counts)
-    # The papers' tables (189 cells) and the figure sweeps: Nie Fig. 3 (8 margins), Li Fig. 6 (8 + 7 + 8).
-    assert counts["train"] == n_sentence == 189 + 8 + 23
+    # The papers' tables (189 cells) and the figure sweeps: Nie Fig. 3 (8 margins), Li Fig. 6 (8 + 7 + 8),
+    # and Li §3.2's conjecture runs (baseline with and without GD).
+    assert counts["train"] == n_sentence == 189 + 8 + 23 + 2
     assert counts["evaluate"] == n_sentence
     # MACL Table 9 / B.3: 5 losses x 5 batch sizes x 3 seeds = 75; OAR Table 3 and Fig. 2: 8 methods
     # (4 losses +- OAR) x 8 learning rates x 1 seed = 64; OAR Table 4: 8 methods on CIFAR-100 = 8.
@@ -90,6 +91,10 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     # Nie Fig. 2a/2b/4 and Li Fig. 2/3/10, computed without training: one job per paper.
     assert counts["figure_analytic_nie2023"] == counts["figure_analytic_li2024"] == 1
     assert counts["figure_li2024_fig6"] == counts["figure_nie2023_fig3"] == 1
+    # The figures of the trainer's geometry records (Li Fig. 5, 7, 8a-c, 9; Nie Fig. 3b, 3c-e): one job each.
+    from contrastlab.figures.geometry_logs import LOG_FIGURES
+
+    assert all(counts[f"figure_{name.rsplit('/', 1)[-1]}"] == 1 for name in LOG_FIGURES), counts
     assert counts["evaluate_pretrained"] == 4
     assert counts["fetch_backbone"] == 4
     assert counts["senteval_data"] == 1 and counts["corpus"] == 1
@@ -165,6 +170,51 @@ def test_slurm_profile_gives_every_oar_job_its_gpu(repo_root, tmp_path):
         else:
             assert "gpu=" not in resources.replace("gpu=0", ""), (rule, resources)
     assert "oar_infonce-lr1e-07" in output and "oar_vicreg-lr1.0" in output  # the Fig. 2 sweep's ends
+
+
+def test_slurm_profiles_take_cpus_memory_and_account_from_the_rules_not_from_bogus_defaults(repo_root):
+    """Nothing in the profiles overrides the rules' threads (cpus_per_task did: jobs asked 8 CPUs and sat
+    pending on smaller nodes) and no placeholder account or partition is submitted."""
+    import yaml
+
+    for name in ("slurm", "slurm-gres"):
+        profile = yaml.safe_load((repo_root / "profiles" / name / "config.yaml").read_text())
+        defaults = profile.get("default-resources") or {}
+        assert not {"cpus_per_task", "slurm_account", "slurm_partition", "threads"} & set(defaults), name
+        assert profile["executor"] == "slurm" and profile["retries"] == 1, name
+
+
+def test_slurm_gres_profile_asks_gpus_as_gres(repo_root, tmp_path):
+    """profiles/slurm-gres (clusters without select/cons_tres): every GPU job asks gres=gpu:1 and no
+    gpu=N (which the plugin would submit as --gpus, rejected there); runtimes and memory as in
+    profiles/slurm."""
+    output = run_snakemake(
+        repo_root,
+        "-n",
+        "--workflow-profile",
+        str(repo_root / "profiles" / "slurm-gres"),
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/res",
+        "select={experiments: [nie2023, oar_cifar10], methods: [cl, oar_infonce]}",
+    )
+    jobs = _jobs_with_resources(output)
+    gpu_rules = {
+        "train",
+        "evaluate",
+        "evaluate_pretrained",
+        "train_vision",
+        "evaluate_vision",
+        "figure_spectra",
+    }
+    assert gpu_rules <= {rule for rule, _ in jobs}, {rule for rule, _ in jobs}
+    for rule, resources in jobs:
+        assert not re.search(r"\bgpu=[1-9]", resources), (rule, resources)
+        if rule in gpu_rules:
+            assert re.search(r"\bgres=gpu:1\b", resources), (rule, resources)
+            assert re.search(r"\bruntime=\d+", resources) and re.search(r"\bmem_mb=\d+", resources), resources
+        else:
+            assert "gres=" not in resources, (rule, resources)
 
 
 def test_asking_for_one_figure_runs_exactly_its_trainings(repo_root, tmp_path):

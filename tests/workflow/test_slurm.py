@@ -1,0 +1,397 @@
+"""The SLURM profiles on a real single-node SLURM (tests/workflow/slurm_cluster.py), and what makes them
+safe there: a job that asked for a GPU and sees none stops in one line instead of running on the CPU;
+the profile's retry resumes a cancelled training job and skips failures that a retry reproduces.
+
+The cluster tests run the profiles unedited plus the overrides the README documents for a cluster
+without accounting (partition, ``--slurm-status-command squeue``), and two test-only polling knobs:
+the plugin waits 40 s before its first status check and adds 10 s per check, for jobs of hours; these
+jobs take seconds. They are skipped with the reason when no cluster can be started here.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from contrastlab.training.sentence import NonFiniteLossError
+from contrastlab.workflow import (
+    GpuUnavailableError,
+    logged_to,
+    requested_gpus,
+    require_requested_gpu,
+    workflow_run,
+)
+
+from .slurm_cluster import ClusterUnavailable, start_cluster, stop_cluster
+from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake
+from .test_pipeline import reduced_demo, write
+
+CELL = ("nie2023", "tiny-bert", "cl", "42")
+CELL_PATH = "nie2023/tiny-bert/cl/seed42"
+# Test-only: status checks every few seconds instead of after 40 s, +10 s per check (see the docstring).
+FAST_POLLING = ["--slurm-init-seconds-before-status-checks", "2", "--seconds-between-status-checks", "2"]
+SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+?)\)\.")
+
+
+# --- the GPU check and the retry marker (no cluster needed) -------------------------------------------
+
+
+def _job(tmp_path: Path, **resources) -> SimpleNamespace:
+    """What a script sees as ``snakemake`` for the training job of :data:`CELL`."""
+    return SimpleNamespace(
+        rule="train",
+        wildcards=dict(zip(("experiment", "backbone", "method", "seed"), CELL, strict=True)),
+        resources=resources,
+        config={"results_dir": str(tmp_path / "results")},
+    )
+
+
+def test_requested_gpus_reads_the_gpu_resource_and_a_gpu_gres():
+    def gpus(**resources):
+        return requested_gpus(SimpleNamespace(resources=resources))
+
+    assert gpus() == gpus(gpu=0) == gpus(gres="") == gpus(gpu="<TBD>") == 0
+    assert gpus(gpu=1) == gpus(gpu=0, gres="gpu:1") == gpus(gres="gpu") == 1
+    assert gpus(gres="gpu:a100:2") == gpus(gres="tmpdisk:10G,gpu:2") == 2
+    assert gpus(gres="tmpdisk:100") == 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a usable GPU")
+@pytest.mark.parametrize("resources", [{"gpu": 1}, {"gpu": 0, "gres": "gpu:1"}], ids=["gpus", "gres"])
+def test_a_job_that_asked_for_a_gpu_and_sees_none_stops_in_one_line(tmp_path, capfd, resources):
+    job = _job(tmp_path, **resources)
+    ran = []
+    with pytest.raises(SystemExit) as stopped:
+        with logged_to(tmp_path / "train.log", "rule train nie2023/tiny-bert/cl/seed42"):
+            require_requested_gpu(job)
+            ran.append("training on the CPU")
+    assert stopped.value.code == 1 and ran == []
+    lines = capfd.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(
+        "contrastlab: rule train nie2023/tiny-bert/cl/seed42: GpuUnavailableError: this job asked for 1 "
+        "GPU(s) but torch sees none (torch.cuda.is_available() is False on "
+    ), lines[0]
+    assert "resources.gpu: 0" in lines[0] and lines[0].endswith(f"(log: {tmp_path / 'train.log'})")
+    require_requested_gpu(_job(tmp_path, gpu=0))  # a CPU job runs wherever it is
+
+
+def _attempt(tmp_path: Path, run: str | None, error: BaseException | None) -> tuple[bool, str]:
+    """One attempt of a job whose body raises ``error``: (whether the body ran, the stderr line)."""
+    ran = []
+    label = f"rule train {CELL_PATH}"
+    try:
+        with logged_to(tmp_path / "train.log", label, failure_record=tmp_path / "failed.json", run=run):
+            ran.append(True)
+            if error is not None:
+                raise error
+    except SystemExit:
+        pass
+    return bool(ran)
+
+
+def test_a_retry_of_a_nan_loss_stops_at_once_with_the_same_line(tmp_path, capfd):
+    nan = NonFiniteLossError("training loss is not finite at step 2")
+    assert _attempt(tmp_path, "100:7", nan)  # attempt 1 trains and fails
+    first = capfd.readouterr().err.strip()
+    record = json.loads((tmp_path / "failed.json").read_text())
+    assert record["retry_can_help"] is False and record["run"] == "100:7" and record["error"] == first
+    assert not _attempt(tmp_path, "100:7", nan)  # Snakemake's retry in the same run: does not train
+    assert capfd.readouterr().err.strip() == first
+    assert "not retried (a retry fails the same way)" in (tmp_path / "train.log").read_text()
+    assert (tmp_path / "failed.json").exists()  # the tables still say failed
+    assert _attempt(tmp_path, "200:9", None)  # a new invocation (the user changed something) trains
+    assert not (tmp_path / "failed.json").exists()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [GpuUnavailableError("no GPU on this node"), OSError("stale file handle"), None],
+    ids=["broken-gpu", "io-error", "killed"],
+)
+def test_a_retry_runs_again_after_a_failure_another_attempt_may_not_have(tmp_path, error):
+    """A broken GPU or an I/O error may not recur on another node; a killed job (scancel, preemption)
+    writes no record at all."""
+    if error is not None:
+        assert _attempt(tmp_path, "100:7", error)
+        assert json.loads((tmp_path / "failed.json").read_text())["retry_can_help"] is True
+    assert _attempt(tmp_path, "100:7", None)
+
+
+def test_workflow_run_names_the_snakemake_process_recorded_for_the_results(tmp_path):
+    job = _job(tmp_path)
+    assert workflow_run(job) is None
+    state = tmp_path / "results" / "state"
+    state.mkdir(parents=True)
+    (state / "snakemake.json").write_text(json.dumps({"pid": 123, "start_time": "456", "command": []}))
+    assert workflow_run(job) == "123:456"
+
+
+@pytest.mark.slow
+def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, shared_resources, tmp_path):
+    """Snakemake's retry of a diverged cell (here the local executor with --retries 1, as the SLURM
+    profile retries) stops at once with the failure's line, its log keeping the first traceback."""
+    config = reduced_demo(repo_root, tmp_path)
+    config.update(oar_synthetic=None, resources_dir=str(shared_resources))
+    config["experiments"]["nie2023"]["methods"]["mpt"]["lr"] = 1.0e12  # NaN within 2 steps
+    configfile = write(config, tmp_path / "c.yaml")
+    target = (
+        tmp_path / "results" / "checkpoints" / "nie2023" / "tiny-bert" / "mpt" / "seed42" / "train_log.jsonl"
+    )
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    profile = ["--workflow-profile", "profiles/local", "--cores", "2", "--configfile", configfile]
+    done = subprocess.run(
+        [*SNAKEMAKE, *profile, "--retries", "1", "--", str(target)],
+        cwd=repo_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = done.stdout + done.stderr
+    lines = [line for line in out.splitlines() if line.startswith("contrastlab: rule train")]
+    assert done.returncode == 1 and len(lines) == 2 and lines[0] == lines[1], out[-3000:]
+    assert "NonFiniteLossError" in lines[0] and "Trying to restart job" in out
+    log = (
+        tmp_path / "results" / "logs" / "train" / "nie2023" / "tiny-bert" / "mpt" / "seed42.log"
+    ).read_text()
+    assert "NonFiniteLossError" in log and log.endswith(
+        f"contrastlab: not retried (a retry fails the same way): {lines[0]}\n"
+    )
+    assert log.count("Traceback") == 1, log
+
+
+# --- a real SLURM -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    try:
+        running = start_cluster()
+    except ClusterUnavailable as reason:
+        pytest.skip(f"no local SLURM cluster: {reason}")
+    try:
+        yield running
+    finally:
+        stop_cluster(running)
+
+
+@pytest.fixture(scope="module")
+def shared_resources(tmp_path_factory) -> Path:
+    """One ``resources_dir`` (backbones, tokenised-corpus cache) for every run here, as for the presets."""
+    return tmp_path_factory.mktemp("resources")
+
+
+def slurm_demo(repo_root: Path, workdir: Path, resources: Path) -> dict:
+    """The reduced demo (two losses on tiny-bert, the analytic figure as a CPU compute job), trained long
+    enough (60 steps, a snapshot every 5) for a test to cancel a job mid-training; small memory
+    requests, since the test node has the memory of this machine."""
+    config = reduced_demo(repo_root, workdir)
+    config["resources_dir"] = str(resources)
+    config["oar_synthetic"] = None
+    config["training"].update(max_steps=60, eval_every=30, state_every=5, log_every=5)
+    config["resources"].update(train_mem_mb=1500, eval_mem_mb=1500, train_runtime_min=20, eval_runtime_min=20)
+    return config
+
+
+@pytest.fixture(scope="module")
+def local_reference(repo_root, tmp_path_factory, shared_resources):
+    """:func:`slurm_demo` through ``profiles/local``: what the SLURM runs must reproduce."""
+    workdir = tmp_path_factory.mktemp("local")
+    configfile = write(slurm_demo(repo_root, workdir, shared_resources), workdir / "c.yaml")
+    run_snakemake(
+        repo_root, "--workflow-profile", "profiles/local", "--cores", "2", "--configfile", configfile
+    )
+    return workdir / "results"
+
+
+def slurm_command(repo_root: Path, cluster, profile: str, configfile: str, *args: str) -> list[str]:
+    """Snakemake through ``profiles/<profile>`` with only the README's overrides for this cluster."""
+    overrides = [
+        "--default-resources",
+        f"slurm_partition={cluster.partition}",
+        "--slurm-status-command",
+        "squeue",
+    ]
+    return [
+        *SNAKEMAKE,
+        "-s",
+        str(repo_root / "Snakefile"),
+        "--workflow-profile",
+        str(repo_root / "profiles" / profile),
+        *overrides,
+        *FAST_POLLING,
+        "--configfile",
+        configfile,
+        *args,
+    ]  # targets after a "--" in args: --configfile takes every word up to the next option
+
+
+def slurm_env(cluster) -> dict[str, str]:
+    return dict(cluster.env, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+
+
+def run_through_slurm(repo_root, cluster, profile, configfile, *args, check=True) -> str:
+    done = subprocess.run(
+        slurm_command(repo_root, cluster, profile, configfile, *args),
+        cwd=repo_root,
+        env=slurm_env(cluster),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = done.stdout + done.stderr
+    if check:
+        assert done.returncode == 0, output[-5000:] + "\n" + cluster.log_tail()
+    return output
+
+
+def submissions(output: str) -> dict[str, str]:
+    """SLURM job id -> rule of every job the plugin submitted (its log is .../rule_<name>/...)."""
+    found = {}
+    for _, slurm_id, log in SUBMITTED.findall(output):
+        found[slurm_id] = re.search(r"/rule_(\w+?)/", log + "/").group(1)
+    return found
+
+
+@pytest.mark.slow
+def test_the_demo_through_slurm_submits_every_compute_job_and_equals_a_local_run(
+    repo_root, cluster, local_reference, shared_resources, tmp_path
+):
+    configfile = write(slurm_demo(repo_root, tmp_path, shared_resources), tmp_path / "c.yaml")
+    planned = job_counts(run_through_slurm(repo_root, cluster, "slurm", configfile, "-n"))
+    started = time.monotonic()
+    output = run_through_slurm(repo_root, cluster, "slurm", configfile)
+    seconds = time.monotonic() - started
+    # What Snakemake ran on the submit host ("localrule X:") and what it sent to the cluster ("rule X:").
+    local = collections.Counter(re.findall(r"^localrule (\w+):$", output, re.M))
+    remote = collections.Counter(re.findall(r"^rule (\w+):$", output, re.M))
+    assert local + remote == {k: v for k, v in planned.items() if k != "total"}, (local, remote, planned)
+    assert {"corpus", "senteval_data", "tables"} <= set(local), local  # backbones: already fetched
+    assert {"train": 2, "evaluate": 2, "evaluate_pretrained": 1, "figure_analytic_nie2023": 1}.items() <= (
+        remote.items()
+    ), remote
+    submitted = submissions(output)
+    assert collections.Counter(submitted.values()) == remote, (submitted, remote)
+    jobs = {job["JobId"]: job for job in cluster.jobs() if job["JobId"] in submitted}
+    assert set(jobs) == set(submitted), (sorted(jobs), sorted(submitted))
+    for slurm_id, job in jobs.items():
+        rule = submitted[slurm_id]
+        assert job["JobState"] == "COMPLETED" and job["Partition"] == cluster.partition, job
+        assert job["NumCPUs"] == "1", job  # threads (config resources.threads), not a profile default
+        if rule in ("train", "evaluate", "evaluate_pretrained"):
+            assert job["MinMemoryNode"] == "1500M" and job["TimeLimit"] == "00:20:00", job
+            assert "gpu" not in job.get("TresPerJob", "") + job.get("TresPerNode", ""), job  # gpu: 0
+
+    tables = sorted(p.name for p in (local_reference / "tables").glob("*.csv"))
+    assert tables, "the local run wrote no table"
+    for name in tables:
+        ours = (tmp_path / "results" / "tables" / name).read_bytes()
+        assert ours == (local_reference / "tables" / name).read_bytes(), name
+    print(f"SLURM run: {len(submitted)} sbatch jobs in {seconds:.0f} s; {len(tables)} tables equal")
+
+
+@pytest.mark.slow
+def test_scancel_of_a_training_job_is_retried_and_resumes_to_the_same_result(
+    repo_root, cluster, local_reference, shared_resources, tmp_path
+):
+    configfile = write(slurm_demo(repo_root, tmp_path, shared_resources), tmp_path / "c.yaml")
+    results = tmp_path / "results"
+    target = f"{results}/metrics/{CELL_PATH}/senteval.json"
+    snapshot = results / "state" / "train" / CELL_PATH / "state.pt"
+    out_path = tmp_path / "snakemake.out"
+    with open(out_path, "w") as out:
+        workflow = subprocess.Popen(
+            slurm_command(repo_root, cluster, "slurm", configfile, "--", target),
+            cwd=repo_root,
+            env=slurm_env(cluster),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 300
+        while not snapshot.exists():
+            assert workflow.poll() is None, out_path.read_text()[-4000:]
+            assert time.monotonic() < deadline, (
+                "no training snapshot in time\n" + out_path.read_text()[-4000:]
+            )
+            time.sleep(0.1)
+        running = [
+            j for j in cluster.jobs() if j["Comment"].startswith("rule_train") and j["JobState"] == "RUNNING"
+        ]
+        assert len(running) == 1, cluster.jobs()
+        cancelled = cluster.run("scancel", running[0]["JobId"])
+        assert cancelled.returncode == 0, cancelled.stderr
+        workflow.wait(timeout=420)
+    finally:
+        if workflow.poll() is None:
+            workflow.terminate()
+            workflow.wait(timeout=60)
+    output = out_path.read_text()
+    assert workflow.returncode == 0, output[-5000:] + "\n" + cluster.log_tail()
+    submitted = submissions(output)
+    train_jobs = [slurm_id for slurm_id, rule in submitted.items() if rule == "train"]
+    assert running[0]["JobId"] in train_jobs and len(train_jobs) == 2, submitted  # the retry
+    assert f"SLURM-job '{running[0]['JobId']}' failed, SLURM status is: 'CANCELLED'" in output, output[-5000:]
+
+    checkpoints = results / "checkpoints" / CELL_PATH
+    records = [json.loads(line) for line in (checkpoints / "train_log.jsonl").open()]
+    resumed = [r["step"] for r in records if r["event"] == "resume"]
+    assert len(resumed) == 1 and 5 <= resumed[0] < 60 and records[-1]["steps"] == 60, resumed
+
+    def curve(path: Path) -> list[dict]:
+        keep = ("step", "loss", "lr", "grad_norm", "stats", "dev_spearman", "dev_align", "dev_uniformity")
+        rows = [json.loads(line) for line in path.open()]
+        return [{k: r[k] for k in keep if k in r} for r in rows if r["event"] in ("train", "eval")]
+
+    reference = local_reference / "checkpoints" / CELL_PATH
+    assert curve(checkpoints / "train_log.jsonl") == curve(reference / "train_log.jsonl")
+    from safetensors.torch import load_file
+
+    ours, theirs = (load_file(p / "model" / "model.safetensors") for p in (checkpoints, reference))
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    metrics = json.loads(Path(target).read_text())
+    expected = json.loads((local_reference / "metrics" / CELL_PATH / "senteval.json").read_text())
+    assert metrics["scores"] == expected["scores"] and metrics["sts_avg"] == expected["sts_avg"]
+    killed, retry = running[0]["JobId"], train_jobs[-1]
+    print(f"scancel of SLURM job {killed}: retried as {retry}, resumed at step {resumed[0]}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", ["slurm", "slurm-gres"])
+def test_a_gpu_job_gets_the_gpu_and_stops_in_one_line_where_cuda_is_missing(
+    repo_root, cluster, shared_resources, tmp_path, profile
+):
+    """The fake GPU is allocated (``--gpus=1`` through profiles/slurm, ``--gres=gpu:1`` through
+    profiles/slurm-gres); torch sees no CUDA there, so the job stops with the GPU line instead of
+    evaluating on the CPU."""
+    if torch.cuda.is_available():
+        pytest.skip("checks the error on a machine without a usable GPU")
+    config = slurm_demo(repo_root, tmp_path, shared_resources)
+    config["resources"]["gpu"] = 1
+    configfile = write(config, tmp_path / "c.yaml")
+    target = f"{tmp_path}/results/metrics/pretrained/tiny-bert/senteval.json"
+    # No retry here (--retries 0): the retry of a GPU failure is the unit tests' business.
+    output = run_through_slurm(
+        repo_root, cluster, profile, configfile, "--retries", "0", "--", target, check=False
+    )
+    submitted = submissions(output)
+    assert list(submitted.values()) == ["evaluate_pretrained"], output[-5000:]
+    jobs = [j for j in cluster.jobs() if j["JobId"] in submitted]
+    assert len(jobs) == 1, jobs
+    # --gpus=1 is a request per job, --gres=gpu:1 one per node.
+    assert jobs[0].get("TresPerJob" if profile == "slurm" else "TresPerNode") == "gres:gpu:1", jobs[0]
+    assert jobs[0]["JobState"] == "FAILED", jobs[0]
+    logs = "".join(Path(p).read_text() for p in re.findall(r"\(log: (\S+?)\)\.", output) if Path(p).exists())
+    line = "contrastlab: rule evaluate_pretrained tiny-bert: GpuUnavailableError: this job asked for 1 GPU(s)"
+    assert line in output + logs, output[-5000:]
+    assert not Path(target).exists()
