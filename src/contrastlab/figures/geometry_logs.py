@@ -231,22 +231,21 @@ def draw(name: str, results: str | Path, config: Mapping, stem: str | Path) -> l
                 "spreads (rad)": {"sigma_pos": "σ_pos", "sigma_neg": "σ_neg"},
             },
         )
-    if name == "li2024/li2024_fig8c":
-        points = sweep_points(config, experiment) if experiment in config["experiments"] else {}
-        return plot_step_panels(
-            frame,
-            stem,
-            {"anchor-positive cosine": {"cos_pos": ""}},
-            line_label=lambda backbone, method: "{} = {:g}".format(
-                *points.get(method, (method, float("nan")))
-            ),
-        )
     if name == "nie2023/nie2023_fig3b":
         return plot_step_panels(frame, stem, {"distance gap d_ij": {"d_gap": ""}})
+    # The sweeps: one line per swept value (Li Fig. 8c: r; Nie Fig. 3c-e: m).
     points = sweep_points(config, experiment) if experiment in config["experiments"] else {}
-    return plot_step_panels(
-        frame,
-        stem,
-        {"train L_cl": {"l_cl": ""}, "train ℓ_align": {"align": ""}, "train ℓ_uniform": {"uniformity": ""}},
-        line_label=lambda backbone, method: "{} = {:g}".format(*points.get(method, (method, float("nan")))),
-    )
+
+    def swept_value(backbone: str, method: str) -> str:
+        param, value = points.get(method, (method, float("nan")))
+        return f"{param} = {value:g}"
+
+    if name == "li2024/li2024_fig8c":
+        panels = {"anchor-positive cosine": {"cos_pos": ""}}
+    else:
+        panels = {
+            "train L_cl": {"l_cl": ""},
+            "train ℓ_align": {"align": ""},
+            "train ℓ_uniform": {"uniformity": ""},
+        }
+    return plot_step_panels(frame, stem, panels, line_label=swept_value)
