@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from contrastlab.figures.style import PALETTE, figure, house_style, save
+from contrastlab.figures.training_curves import cell_files
 
 __all__ = ["best_dev_frame", "plot_sweep_panels", "sweep_metrics_frame", "sweep_points"]
 
@@ -37,8 +38,7 @@ def best_dev_frame(checkpoints_root: str | Path, config: Mapping, experiment: st
     ``dev_spearman`` of its ``train_log.jsonl`` (Li Fig. 6's measure)."""
     points = sweep_points(config, experiment)
     rows = []
-    for path in sorted((Path(checkpoints_root) / experiment).glob("*/*/seed*/train_log.jsonl")):
-        method = path.parent.parent.name
+    for backbone, method, seed, path in cell_files(checkpoints_root, experiment, "train_log.jsonl"):
         if method not in points:
             continue
         scores = [
@@ -50,9 +50,9 @@ def best_dev_frame(checkpoints_root: str | Path, config: Mapping, experiment: st
             param, value = points[method]
             rows.append(
                 {
-                    "backbone": path.parent.parent.parent.name,
+                    "backbone": backbone,
                     "method": method,
-                    "seed": int(path.parent.name.removeprefix("seed")),
+                    "seed": seed,
                     "param": param,
                     "value": value,
                     "key": "dev_spearman",
@@ -68,8 +68,7 @@ def sweep_metrics_frame(
     """Per evaluated cell of ``experiment``: the ``keys`` of its ``senteval.json`` at its sweep value."""
     points = sweep_points(config, experiment)
     rows = []
-    for path in sorted((Path(metrics_root) / experiment).glob("*/*/seed*/senteval.json")):
-        method = path.parent.parent.name
+    for backbone, method, seed, path in cell_files(metrics_root, experiment, "senteval.json"):
         if method not in points:
             continue
         metrics = json.loads(path.read_text(encoding="utf-8"))
@@ -78,9 +77,9 @@ def sweep_metrics_frame(
             if metrics.get(key) is not None:
                 rows.append(
                     {
-                        "backbone": path.parent.parent.parent.name,
+                        "backbone": backbone,
                         "method": method,
-                        "seed": int(path.parent.name.removeprefix("seed")),
+                        "seed": seed,
                         "param": param,
                         "value": value,
                         "key": key,

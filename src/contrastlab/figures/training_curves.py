@@ -27,6 +27,7 @@ from contrastlab.figures.style import PALETTE, figure, house_style, save
 __all__ = [
     "CURVE_SERIES",
     "alignment_uniformity_frame",
+    "cell_files",
     "curves_frame",
     "geometry_frame",
     "geometry_histograms",
@@ -49,9 +50,9 @@ CURVE_SERIES = {
 }
 
 
-def _cells(root: Path, experiment: str, name: str):
+def cell_files(root: str | Path, experiment: str, name: str):
     """(backbone, method, seed, path) of every ``<root>/<experiment>/<backbone>/<method>/seed<N>/<name>``."""
-    for path in sorted((root / experiment).glob(f"*/*/seed*/{name}")):
+    for path in sorted((Path(root) / experiment).glob(f"*/*/seed*/{name}")):
         seed_dir = path.parent
         yield seed_dir.parent.parent.name, seed_dir.parent.name, int(seed_dir.name.removeprefix("seed")), path
 
@@ -60,7 +61,7 @@ def alignment_uniformity_frame(metrics_root: str | Path, experiment: str) -> pd.
     """One row per evaluated cell of ``experiment``: backbone, method, seed, alignment, uniformity,
     sts_avg (cells whose metrics lack the measures are skipped)."""
     rows = []
-    for backbone, method, seed, path in _cells(Path(metrics_root), experiment, "senteval.json"):
+    for backbone, method, seed, path in cell_files(Path(metrics_root), experiment, "senteval.json"):
         metrics = json.loads(path.read_text(encoding="utf-8"))
         if None in (metrics.get("alignment"), metrics.get("uniformity"), metrics.get("sts_avg")):
             continue
@@ -83,7 +84,7 @@ def curves_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
     records after any resume: a resumed log repeats nothing): backbone, method, seed, step, series,
     value."""
     rows = []
-    for backbone, method, seed, path in _cells(Path(checkpoints_root), experiment, "train_log.jsonl"):
+    for backbone, method, seed, path in cell_files(Path(checkpoints_root), experiment, "train_log.jsonl"):
         for line in path.read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
             for (event, key), label in CURVE_SERIES.items():
@@ -119,7 +120,7 @@ def geometry_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFram
     """Long frame of every ``geometry`` record (trainer ``analysis_every``) of the cells of
     ``experiment``: backbone, method, seed, step, key, value."""
     rows = []
-    for backbone, method, seed, path in _cells(Path(checkpoints_root), experiment, "train_log.jsonl"):
+    for backbone, method, seed, path in cell_files(Path(checkpoints_root), experiment, "train_log.jsonl"):
         for line in path.read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
             if record.get("event") != "geometry":
@@ -133,7 +134,7 @@ def geometry_histograms(checkpoints_root: str | Path, experiment: str) -> pd.Dat
     """The cosine histograms of each cell's last ``geometry`` record: backbone, method, seed, step, pair
     (``positive`` / ``negative``), bin centre, density (per unit cosine, so each curve integrates to 1)."""
     rows = []
-    for backbone, method, seed, path in _cells(Path(checkpoints_root), experiment, "train_log.jsonl"):
+    for backbone, method, seed, path in cell_files(Path(checkpoints_root), experiment, "train_log.jsonl"):
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
         last = [r for r in records if r.get("event") == "geometry" and r.get("hist")]
         if not last:
@@ -164,7 +165,7 @@ def lemma1_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
     from contrastlab.training.geometry import MIN_RATIO_RANGE
 
     rows = []
-    for backbone, method, seed, path in _cells(Path(checkpoints_root), experiment, "train_log.jsonl"):
+    for backbone, method, seed, path in cell_files(Path(checkpoints_root), experiment, "train_log.jsonl"):
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
         records = [r for r in records if r.get("event") == "geometry" and r.get("lemma1")]
         if not records:

@@ -118,7 +118,7 @@ def batch_sums(z1: Tensor, z2: Tensor, *, m: float = LI_BASELINE_M, taus: Sequen
         "n_active": active.double().sum(),
     }
     a_pos, a_hard = pos[active], hardest_sim[active]
-    theta_a = torch.arccos(a_pos.clamp(-1.0, 1.0))
+    theta_a = theta_pos[active]
     anchor, hard_vec = z1[active], z2[hardest[active]]
     sums["ratio_arccon"] = (torch.sin(theta_a + ARCCON_U) / torch.sin(theta_a)).sum()
     sums["ratio_met"] = ((anchor - hard_vec).norm(dim=-1) / (anchor - z2[active]).norm(dim=-1)).sum()
