@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contrastlab.workflow import running_workflow_marker
+
 #: What :func:`freeze` versions, relative to the preset's ``results_dir`` and to ``resources_dir``.
 RESULTS_OUTPUTS = (
     "checkpoints",
@@ -149,7 +151,7 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
             f"nothing to freeze: {preset.configfile} has not run yet ({preset.results_dir}/metrics holds "
             "no metrics file); run the workflow with this config first"
         )
-    running = results / "state" / "snakemake.json"
+    running = running_workflow_marker(results)
     if running.exists():
         raise VersioningError(
             f"a Snakemake run is using {preset.results_dir} ({running.relative_to(root)} exists; if it was "

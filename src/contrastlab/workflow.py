@@ -53,7 +53,7 @@ def workflow_run(snakemake: Any) -> str | None:
     which stays the same across the retries of a job and changes with every new invocation."""
     results = (getattr(snakemake, "config", None) or {}).get("results_dir", "results")
     try:
-        owner = json.loads(Path(results, "state", "snakemake.json").read_text())
+        owner = json.loads(running_workflow_marker(results).read_text())
         return f"{owner['pid']}:{owner['start_time']}"
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -187,7 +187,7 @@ def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> st
     run that is still alive is left alone, and Snakemake's own lock makes a second run on the same
     files refuse.
     """
-    marker = Path(results_dir) / "state" / "snakemake.json"
+    marker = running_workflow_marker(results_dir)
     try:
         owner = json.loads(marker.read_text())
     except (OSError, ValueError):
@@ -210,18 +210,24 @@ def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> st
     )
 
 
+def running_workflow_marker(results_dir: str | os.PathLike) -> Path:
+    """``<results_dir>/state/snakemake.json``: the pid and start time of the Snakemake run executing on
+    ``results_dir`` (:func:`record_running_workflow`), absent when none is."""
+    return Path(results_dir) / "state" / "snakemake.json"
+
+
 def record_running_workflow(results_dir: str) -> None:
     """Record this Snakemake process as the one running on ``results_dir`` (see
     :func:`recover_killed_run`); called when the workflow starts executing, after it took its locks."""
     write_json(
-        Path(results_dir) / "state" / "snakemake.json",
+        running_workflow_marker(results_dir),
         {"pid": os.getpid(), "start_time": _start_time(os.getpid()), "command": sys.argv},
     )
 
 
 def forget_running_workflow(results_dir: str) -> None:
     """The run on ``results_dir`` ended (successfully or not) by itself: nothing to recover."""
-    (Path(results_dir) / "state" / "snakemake.json").unlink(missing_ok=True)
+    running_workflow_marker(results_dir).unlink(missing_ok=True)
 
 
 def stderr_to_log(log_path: str | os.PathLike) -> None:
