@@ -1,10 +1,19 @@
 """Training throughput of the sentence trainer's step: sentences/s and model FLOPs utilisation (MFU).
 
-Runs ``contrastlab.training.sentence.train_step`` (duplicated batch in one forward pass, SimCSE head,
-InfoNCE, grad clipping, AdamW — fused on CUDA, bf16 autocast on CUDA unless ``--precision fp32``) on
-randomly initialised BERT-base and RoBERTa-base (``BertConfig()`` / ``RobertaConfig()`` defaults,
-``AutoModel.from_config``; nothing downloaded) at a fixed sequence length (default 32: the truncation
-length; the real corpus pads to the longest sentence of each batch, so real steps are no slower).
+Runs ``contrastlab.training.sentence.train_step`` and the runtime's optimiser step exactly as the
+trainer does (duplicated batch in one forward pass, SimCSE head, InfoNCE, loss scaling in fp16, grad
+clipping, AdamW fused on CUDA; the precision's autocast and TF32 switches from
+``contrastlab.training.runtime``) on randomly initialised encoders built from their configurations
+(``--archs``: bert-base, bert-large, roberta-base, roberta-large, or ``tiny`` for a smoke test;
+``AutoModel.from_config``, nothing downloaded; each row prints the parameter count of what was built) at a
+fixed sequence length (default 32: the truncation length; the real corpus pads to the longest sentence
+of each batch, so real steps are no slower). ``--precision`` defaults to fp32, the precision the Nie and
+Li cells run in; tf32, bf16 and fp16 are the faster choices.
+
+Dev evaluation is timed warm (one untimed pass first) in the evaluator's own precision (IEEE fp32, no
+autocast), and a snapshot (``torch.save`` of model, head and AdamW state) and the start-up (building
+the model and optimiser) are timed too: the projected cell time adds them (a snapshot every 10
+minutes, config.yaml's ``state_minutes``).
 
 FLOPs per step = 6 · N · T + 12 · n_layer · d · L · T (PaLM appendix B: the first term is the matmuls
 of forward + backward, the second attention's QKᵀ and AV), with T = 2 · batch · L tokens (every
@@ -29,24 +38,71 @@ from pathlib import Path
 import torch
 
 from contrastlab.losses import build_loss
-from contrastlab.training.sentence import (
-    autocast_for,
-    build_head,
+from contrastlab.training.runtime import (
+    PRECISIONS,
+    TrainingRun,
+    build_optimizer,
     device_name,
     resolve_precision,
-    train_step,
 )
+from contrastlab.training.sentence import CLIP_NORM, build_head, train_step
 
 DEV_SENTENCES = 2909  # unique sentences of the STS-B dev split (1,500 pairs)
 DEV_LENGTH = 20  # typical padded length of a length-sorted STS-B dev batch (tokens)
 EVAL_EVERY = 125
 EPOCH_SENTENCES = 1_000_000
+SNAPSHOT_MINUTES = 10  # config.yaml's state_minutes
+#: Architectures by name: (config class, keyword arguments); the public checkpoints' configurations.
+ARCHS = {
+    "bert-base": ("BertConfig", {}),
+    "bert-large": (
+        "BertConfig",
+        dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+    ),
+    "roberta-base": ("RobertaConfig", dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1)),
+    "roberta-large": (
+        "RobertaConfig",
+        dict(
+            vocab_size=50265,
+            max_position_embeddings=514,
+            type_vocab_size=1,
+            hidden_size=1024,
+            num_hidden_layers=24,
+            num_attention_heads=16,
+            intermediate_size=4096,
+        ),
+    ),
+    "tiny": (
+        "BertConfig",
+        dict(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=2000
+        ),
+    ),
+}
 
 # Dense peak throughput (TFLOP/s) from the vendors' data sheets (no sparsity).
 GPU_PEAKS = {
-    "H100": {"bf16": 989.4, "fp32": 66.9, "source": "NVIDIA H100 SXM5 data sheet (dense BF16 / FP32)"},
-    "H200": {"bf16": 989.4, "fp32": 66.9, "source": "NVIDIA H200 SXM data sheet (dense BF16 / FP32)"},
-    "A100": {"bf16": 312.0, "fp32": 19.5, "source": "NVIDIA A100 SXM data sheet (dense BF16 / FP32)"},
+    "H100": {
+        "bf16": 989.4,
+        "fp16": 989.4,
+        "tf32": 494.7,
+        "fp32": 66.9,
+        "source": "NVIDIA H100 SXM5 data sheet (dense)",
+    },
+    "H200": {
+        "bf16": 989.4,
+        "fp16": 989.4,
+        "tf32": 494.7,
+        "fp32": 66.9,
+        "source": "NVIDIA H200 SXM data sheet (dense)",
+    },
+    "A100": {
+        "bf16": 312.0,
+        "fp16": 312.0,
+        "tf32": 156.0,
+        "fp32": 19.5,
+        "source": "NVIDIA A100 SXM data sheet (dense)",
+    },
 }
 
 
@@ -72,15 +128,19 @@ def peak_tflops(device: torch.device, precision: str, threads: int, override: fl
     name = torch.cuda.get_device_name(device)
     for key, peaks in GPU_PEAKS.items():
         if key in name:
-            kind = "bf16" if precision == "bf16" else "fp32"
-            return peaks[kind], f"{peaks['source']}, {kind}"
+            return peaks[precision], f"{peaks['source']}, {precision}"
     return math.nan, f"unknown GPU {name!r}: pass --peak-tflops"
 
 
 def build(arch: str, device: torch.device):
-    from transformers import AutoModel, BertConfig, RobertaConfig
+    """The named architecture with random weights (``ARCHS``), its SimCSE head, and its config."""
+    import transformers
+    from transformers import AutoModel
 
-    config = BertConfig() if arch == "bert-base" else RobertaConfig()
+    if arch not in ARCHS:
+        raise SystemExit(f"unknown arch {arch!r}; choose from {', '.join(ARCHS)}")
+    config_class, kwargs = ARCHS[arch]
+    config = getattr(transformers, config_class)(**kwargs)
     model = AutoModel.from_config(config).to(device).train()
     head, _ = build_head("simcse", config.model_type, config.hidden_size)
     return model, head.to(device).train(), config
@@ -105,6 +165,16 @@ def available_gib() -> float:
     return math.inf
 
 
+def time_snapshot(model, head, optimizer, folder: Path) -> float:
+    """Seconds to write one snapshot's tensors (model, head, AdamW moments) with ``torch.save``."""
+    path = Path(folder) / "snapshot-benchmark.pt"
+    start = time.perf_counter()
+    torch.save({"model": model.state_dict(), "head": head.state_dict(), "opt": optimizer.state_dict()}, path)
+    elapsed = time.perf_counter() - start
+    path.unlink()
+    return elapsed
+
+
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -113,38 +183,43 @@ def sync(device: torch.device) -> None:
 def measure(arch, batch_sizes, args, device, precision):
     """Yield one row per batch size; the model, optimiser state and kernels are warmed up once."""
     torch.manual_seed(0)
+    started = time.perf_counter()
     model, head, config = build(arch, device)
     params = [*model.parameters(), *head.parameters()]
-    optimizer = torch.optim.AdamW(params, lr=1e-5, fused=device.type == "cuda" or None)
+    run = TrainingRun(args.state_dir, device=device, precision=precision, state_every=None, progress=False)
+    optimizer = build_optimizer("adamw", params, device, lr=1e-5)
+    startup_s = time.perf_counter() - started
     loss_fn = build_loss("infonce")
-    autocast = autocast_for(precision, device)
     n = non_embedding_params(model, head)
+    total_params = sum(p.numel() for p in params)
 
     def batch_of(size: int, length: int):
         ids = torch.randint(1000, config.vocab_size, (size, length), device=device)
         return ids, torch.ones_like(ids)
 
     def step(chunk):
-        train_step(model, head, loss_fn, [chunk], autocast=autocast, with_stats=False)
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        with run.step_context():
+            train_step(
+                model, head, loss_fn, [chunk], autocast=run.autocast, with_stats=False, scale=run.scale
+            )
+            run.optimizer_step(optimizer, params, CLIP_NORM)
 
     eval_n = min(args.eval_sentences or DEV_SENTENCES, DEV_SENTENCES)
     eval_chunk = batch_of(128, DEV_LENGTH)
     model.eval()
-    sync(device)
-    start = time.perf_counter()
-    with torch.inference_mode():
+    with torch.inference_mode():  # the dev evaluator's precision: IEEE fp32, no autocast; warm first
+        model(input_ids=eval_chunk[0], attention_mask=eval_chunk[1])
+        sync(device)
+        start = time.perf_counter()
         for _ in range(math.ceil(eval_n / 128)):
-            with autocast():
-                model(input_ids=eval_chunk[0], attention_mask=eval_chunk[1])
+            model(input_ids=eval_chunk[0], attention_mask=eval_chunk[1])
     sync(device)
     eval_s = (time.perf_counter() - start) * DEV_SENTENCES / (math.ceil(eval_n / 128) * 128)
     model.train()
 
     for _ in range(args.warmup):  # allocates the optimiser state, picks kernels
         step(batch_of(args.warmup_batch or batch_sizes[0], args.seq_len))
+    snapshot_s = time_snapshot(model, head, optimizer, args.state_dir)
     for batch in batch_sizes:
         need = activation_gib(config, batch, args.seq_len)
         if device.type == "cpu" and need > 0.7 * available_gib():  # an OOM kill would hit the whole machine
@@ -165,8 +240,11 @@ def measure(arch, batch_sizes, args, device, precision):
         tokens = 2 * batch * args.seq_len
         flops = 6 * n * tokens + 12 * config.num_hidden_layers * config.hidden_size * args.seq_len * tokens
         steps = EPOCH_SENTENCES // batch
+        train_min = (steps * step_s + steps // EVAL_EVERY * eval_s) / 60
+        snapshots = math.floor(train_min / SNAPSHOT_MINUTES)
         yield {
             "arch": arch,
+            "params": total_params,
             "batch": batch,
             "seq_len": args.seq_len,
             "step_s": step_s,
@@ -174,7 +252,10 @@ def measure(arch, batch_sizes, args, device, precision):
             "tflops_per_s": flops / step_s / 1e12,
             "non_embedding_params": n,
             "dev_eval_s": eval_s,
-            "epoch_1m_min": (steps * step_s + steps // EVAL_EVERY * eval_s) / 60,
+            "snapshot_s": snapshot_s,
+            "startup_s": startup_s,
+            "epoch_1m_min": train_min,
+            "cell_1m_min": train_min + (snapshots * snapshot_s + startup_s) / 60,
             "peak_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30
             if device.type == "cuda"
             else None,
@@ -190,13 +271,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default: 20 CUDA, 1 CPU)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps (default: 5 CUDA, 1 CPU)")
     parser.add_argument("--warmup-batch", type=int, default=None, help="batch of the warm-up steps (CPU: 8)")
-    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS, help="default: the cells' fp32")
     parser.add_argument(
         "--eval-sentences", type=int, default=None, help="encode only this many dev-like sentences"
     )
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak to compute MFU against")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--state-dir", type=Path, default=Path("benchmarks/out/state"), help="scratch folder")
     args = parser.parse_args()
+    args.state_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cuda = device.type == "cuda"
     args.steps = args.steps or (20 if cuda else 1)
@@ -206,10 +289,10 @@ def main() -> None:
     precision = resolve_precision(args.precision, device)
     peak, source = peak_tflops(device, precision, torch.get_num_threads(), args.peak_tflops)
     print(f"device: {device_name(device)}; precision {precision}; peak {peak:.2f} TFLOP/s ({source})")
-    header = ("arch", "batch", "step s", "sent/s", "TFLOP/s", "MFU %", "1M epoch min")
+    header = ("arch", "batch", "step s", "sent/s", "TFLOP/s", "MFU %", "1M epoch min", "params M")
     print(
         f"{header[0]:13} "
-        + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], (5, 8, 9, 8, 6, 12), strict=True))
+        + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], (5, 8, 9, 8, 6, 12, 9), strict=True))
     )
     rows = []
     for arch in args.archs:
@@ -220,7 +303,8 @@ def main() -> None:
                 rows.append(row)
                 print(
                     f"{arch:13} {row['batch']:5d} {row['step_s']:8.3f} {row['sentences_per_s']:9.1f} "
-                    f"{row['tflops_per_s']:8.3f} {100 * row['mfu']:6.1f} {row['epoch_1m_min']:12.1f}",
+                    f"{row['tflops_per_s']:8.3f} {100 * row['mfu']:6.1f} {row['epoch_1m_min']:12.1f} "
+                    f"{row['params'] / 1e6:9.1f}",
                     flush=True,
                 )
     if args.json:

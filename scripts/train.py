@@ -4,15 +4,7 @@ import argparse
 import json
 
 from contrastlab.training.sentence import TrainSettings, train
-from contrastlab.workflow import (
-    failure_record,
-    job_data_locations,
-    job_label,
-    logged_to,
-    require_requested_gpu,
-    stderr_to_log,
-    workflow_run,
-)
+from contrastlab.workflow import training_job
 
 FLAGS = "--backbone --corpus --dev-data-dir --out --log --state-dir".split()
 KEYWORDS = "backbone_dir corpus_path dev_data_dir out_dir log_path state_dir".split()  # of train()
@@ -44,15 +36,7 @@ def cli() -> None:
 
 if "snakemake" in globals():
     sm = globals()["snakemake"]
-    stderr_to_log(sm.log[0])
-    with logged_to(
-        sm.log[0], job_label(sm), append=True, failure_record=failure_record(sm), run=workflow_run(sm)
-    ):
-        require_requested_gpu(sm)  # never train on the CPU of a node whose GPU is broken
-        import torch
-
-        torch.set_num_threads(max(1, sm.threads))
-        where = job_data_locations(sm)
+    with training_job(sm) as where:
         train(
             TrainSettings.from_dict(dict(sm.params.settings)),
             backbone_dir=sm.input.backbone,

@@ -1,28 +1,13 @@
 """Snakemake entry: train one vision cell (protocol.md section 3)."""
 
 from contrastlab.training.vision import VisionTrainSettings, train_vision
-from contrastlab.workflow import (
-    failure_record,
-    job_data_locations,
-    job_label,
-    logged_to,
-    require_requested_gpu,
-    stderr_to_log,
-    workflow_run,
-)
+from contrastlab.workflow import training_job
 
 sm = globals()["snakemake"]
-stderr_to_log(sm.log[0])
-with logged_to(
-    sm.log[0], job_label(sm), append=True, failure_record=failure_record(sm), run=workflow_run(sm)
-):
-    require_requested_gpu(sm)  # never train on the CPU of a node whose GPU is broken
-    import torch
-
-    torch.set_num_threads(max(1, sm.threads))
+with training_job(sm) as where:
     train_vision(
         VisionTrainSettings.from_dict(dict(sm.params.settings)),
-        data_root=job_data_locations(sm)["images"],
+        data_root=where["images"],
         out_dir=sm.output.encoder,
         log_path=sm.output.log_jsonl,
         state_dir=sm.params.state_dir,

@@ -381,6 +381,8 @@ def method_settings(config: Mapping[str, Any], experiment: str, method: str, bac
             settings[key] = value
     if config.get("precision_override") and not vision:
         settings["precision"] = config["precision_override"]
+        # SimCSE's --fp16 cells put the head under amp; an override is our speed switch, not theirs.
+        settings.pop("head_autocast", None)
     settings["loss"] = spec["loss"]
     settings["loss_hp"] = hp
     return settings

@@ -115,6 +115,27 @@ def require_requested_gpu(snakemake: Any) -> None:
     )
 
 
+@contextlib.contextmanager
+def training_job(snakemake: Any) -> Iterator[dict[str, str]]:
+    """The frame of a training job's script: library output to the job's log, a failure as one line
+    (and a failure record, :func:`logged_to`), never on the CPU of a node whose GPU is broken
+    (:func:`require_requested_gpu`), torch's threads = the rule's; yields the job's data locations."""
+    stderr_to_log(snakemake.log[0])
+    record = failure_record(snakemake)
+    with logged_to(
+        snakemake.log[0],
+        job_label(snakemake),
+        append=True,
+        failure_record=record,
+        run=workflow_run(snakemake),
+    ):
+        require_requested_gpu(snakemake)
+        import torch
+
+        torch.set_num_threads(max(1, snakemake.threads))
+        yield job_data_locations(snakemake)
+
+
 def job_data_locations(snakemake: Any) -> dict[str, str]:
     """:func:`contrastlab.data.acquire.data_locations` of the job's config. Jobs read where the data lie
     from the config rather than from a param, so that moving the data reruns no job (see data.smk)."""

@@ -32,5 +32,5 @@ if sleep:
 
     sentence.build_loss = slow_build_loss
 settings = sentence.TrainSettings.from_dict(args.pop("settings"))
-summary = sentence.train(settings, progress=False, **args)
+summary = sentence.train(settings, progress=False, device="cpu", **args)
 print(json.dumps({"best_step": summary["best_step"], "resumed_from": summary["resumed_from"]}))

@@ -9,7 +9,8 @@ import torch
 
 from contrastlab.training import sentence
 from contrastlab.training.dev import DevEvaluator
-from contrastlab.training.sentence import TrainSettings, build_head, resolve_precision, train
+from contrastlab.training.runtime import PRECISIONS, resolve_precision
+from contrastlab.training.sentence import TrainSettings, build_head, train
 
 
 def _linears(head):
@@ -41,12 +42,23 @@ def test_li2024_head_draws_weight_and_bias_from_normal_6e3(model_type, first):
     assert torch.count_nonzero(linear.bias) == 768
 
 
-def test_precision_resolution():
+def test_precision_resolution(monkeypatch):
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert resolve_precision("fp32", cuda) == "fp32" and resolve_precision("fp16", cuda) == "fp16"
-    assert resolve_precision("fp16", cpu) == "fp32"  # loss-scaled fp16 is a CUDA path
+    assert resolve_precision("tf32", cuda) == "tf32" and resolve_precision("tf32", cpu) == "fp32"
+    assert resolve_precision("fp16", cpu) == "fp16"  # CPU autocast + GradScaler("cpu"): tested on CPU
     assert resolve_precision("auto", cpu) == "fp32" and resolve_precision("bf16", cpu) == "bf16"
-    with pytest.raises(ValueError, match="precision must be one of auto, fp32, bf16, fp16"):
+    # auto never picks emulated bf16: it asks for native support only.
+    asked = []
+    monkeypatch.setattr(
+        torch.cuda,
+        "is_bf16_supported",
+        lambda including_emulation=True: asked.append(including_emulation) or including_emulation,
+    )
+    assert resolve_precision("auto", cuda) == "fp32" and asked == [False]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    assert resolve_precision("auto", cuda) == "bf16"
+    with pytest.raises(ValueError, match="precision must be one of auto, fp32, tf32, bf16, fp16"):
         TrainSettings(loss="infonce", precision="fp8")
     with pytest.raises(ValueError, match="dev_pooling must be one of cls, cls_mlp"):
         TrainSettings(loss="infonce", dev_pooling="avg")
@@ -95,6 +107,7 @@ def runs(tmp_path_factory, tiny_bert, corpus, senteval_dir):
             log_path=tmp / "log.jsonl",
             state_dir=tmp / "state",
             cache_dir=tmp / "cache",
+            device="cpu",
             progress=False,
         )
         out[pooling] = summary, [json.loads(x) for x in (tmp / "log.jsonl").read_text().splitlines()]
@@ -113,4 +126,6 @@ def test_dev_pooling_changes_model_selection_scores_only(runs):
 def test_summary_records_requested_and_resolved_precision(runs):
     summary = runs["cls"][0]
     assert summary["requested_precision"] == "auto" and summary["precision"] == "fp32"
-    assert sentence.PRECISIONS == ("auto", "fp32", "bf16", "fp16")
+    assert summary["tf32_matmul"] is False and summary["tf32_conv"] is False
+    assert summary["autocast_dtype"] is None and summary["loss_scaling"] is False
+    assert sentence.PRECISIONS == PRECISIONS == ("auto", "fp32", "tf32", "bf16", "fp16")

@@ -43,6 +43,7 @@ def run(tmp: Path, data, **overrides) -> tuple[dict, Path, Path]:
         log_path=log,
         state_dir=tmp / "state",
         cache_dir=tmp.parent / "cache",
+        device="cpu",  # these tests mean the CPU (bit-equality, the CPU check cadence)
         progress=False,
     )
     return summary, out, log

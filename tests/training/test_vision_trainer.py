@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from contrastlab.training.sentence import NonFiniteLossError
+from contrastlab.training.runtime import NonFiniteLossError
 from contrastlab.training.vision import (
     VisionTrainSettings,
     effective_lr,
@@ -172,8 +172,8 @@ def test_a_non_finite_loss_stops_with_the_step(tmp_path, monkeypatch, observed):
 def test_settings_are_validated_and_the_learning_rate_scales_above_256():
     with pytest.raises(ValueError, match="unknown vision training setting.*dropout"):
         VisionTrainSettings.from_dict({"dropout": 0.1})
-    with pytest.raises(ValueError, match="precision must be auto, fp32 or bf16"):
-        VisionTrainSettings(precision="fp16")
+    with pytest.raises(ValueError, match="precision must be one of auto, fp32, tf32, bf16, fp16"):
+        VisionTrainSettings(precision="fp8")
     assert [effective_lr(VisionTrainSettings(batch_size=b)) for b in (64, 256, 512, 1024)] == [
         1e-3,
         1e-3,

@@ -27,30 +27,33 @@ loss's gradient with respect to the embeddings, then re-encode each micro-batch 
 masks (the RNG state is replayed) and back-propagate that gradient). Micro-batching the loss itself
 would change the number of negatives, i.e. the method.
 
-Precision (``precision``): ``fp32``; ``bf16`` autocast; ``fp16`` autocast with dynamic loss scaling
-(``torch.amp.GradScaler``), which is what SimCSE's ``--fp16`` runs used (CUDA only: on a CPU it
-resolves to fp32, recorded in the summary); ``auto`` = bf16 on CUDA, fp32 elsewhere.
+Precision (``precision``): ``fp32``, ``tf32``, ``bf16``, ``fp16`` or ``auto``, resolved and recorded
+by :class:`~contrastlab.training.runtime.Precision` (see there for what each does and costs). Under
+bf16/fp16 autocast covers the encoder only: the head and the loss run in fp32 (the head's output is
+not rounded to bf16 before a loss at tau = 0.01), except where ``head_autocast`` puts the head inside
+autocast, which is what SimCSE's ``--fp16`` runs did (HF Trainer's amp wraps the whole forward, MLP
+included): the MACL cells of config.yaml that reproduce SimCSE's fp16 set it.
 
 Speed: the corpus is tokenised once per tokenizer (``training.corpus``); on CUDA fused AdamW; the
 step loop does not synchronise with the device except at logging, evaluation and snapshot steps (the
 loss is called with ``with_stats=False`` elsewhere; the NaN guard accumulates on the device).
-Resuming: see ``training.state``; on CPU a resumed run is bit-identical to an uninterrupted one.
+Resuming and snapshots: see ``training.runtime``; on CPU a resumed run is bit-identical to an
+uninterrupted one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
 import math
-import platform
 import random
 import shutil
-import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,15 +63,23 @@ import torch
 from torch import nn
 
 from contrastlab.losses import build_loss
-from contrastlab.models import pick_device
 from contrastlab.training import geometry
 from contrastlab.training import state as st
 from contrastlab.training.corpus import load_tokenized_corpus
 from contrastlab.training.dev import DevEvaluator
+from contrastlab.training.runtime import (
+    PRECISIONS,
+    NonFiniteLossError,
+    TrainingRun,
+    build_optimizer,
+    epoch_order,
+    settings_from_dict,
+)
 from contrastlab.workflow import run_metadata
 
+__all__ = ["NonFiniteLossError", "TrainSettings", "build_head", "train", "train_step"]
+
 PROTOCOLS = ("simcse", "li2024")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEV_POOLINGS = ("cls", "cls_mlp")
 DEV_TASKS = ("STSBenchmark", "SICKRelatedness")
 ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
@@ -95,10 +106,12 @@ class TrainSettings:
     eval_every: int = 125  # steps between dev evaluations (protocol: 125; Li's RoBERTa runs: 50)
     seed: int = 42  # model head init, dropout masks and data order
     dropout: float = 0.1  # hidden and attention dropout of the backbone (MACL: 0.2)
-    precision: str = "auto"  # auto: bf16 autocast on CUDA, fp32 elsewhere; fp32; bf16; fp16 (CUDA)
+    precision: str = "auto"  # runtime.PRECISIONS; auto: bf16 autocast on CUDA (native bf16), fp32 elsewhere
+    head_autocast: bool = False  # the head inside bf16/fp16 autocast (SimCSE's --fp16); else fp32
     grad_accum: int = 1  # encoder micro-batches per step (same objective, less memory)
     log_every: int = 25  # steps between JSONL training lines (the only routine host syncs)
-    state_every: int = 250  # steps between resumable snapshots
+    state_every: int | None = 250  # steps between resumable snapshots (None: by time only)
+    state_minutes: float | None = None  # minutes between snapshots as well (config.yaml: 10 on GPUs)
     max_sentences: int | None = None  # use only the first N corpus sentences
     dev_task: str = "STSBenchmark"  # dev split for model selection
     dev_pooling: str = "cls"  # dev embedding for model selection: raw [CLS], or cls_mlp (through the head)
@@ -126,14 +139,13 @@ class TrainSettings:
             "eval_every",
             "grad_accum",
             "log_every",
-            "state_every",
             "analysis_sentences",
             "analysis_batch",
         )
         for name in positive:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        for name in ("max_steps", "max_sentences", "analysis_every"):
+        for name in ("max_steps", "max_sentences", "analysis_every", "state_every"):
             if getattr(self, name) is not None and (
                 not isinstance(getattr(self, name), int) or getattr(self, name) < 1
             ):
@@ -147,8 +159,11 @@ class TrainSettings:
                 f"analysis_batch must be >= 2 and <= analysis_sentences ({self.analysis_sentences}), "
                 f"got {self.analysis_batch}"
             )
-        if not isinstance(self.analysis_holdout, bool):
-            raise ValueError(f"analysis_holdout must be true or false, got {self.analysis_holdout!r}")
+        for name in ("analysis_holdout", "head_autocast"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.state_minutes is not None and not self.state_minutes > 0:
+            raise ValueError(f"state_minutes must be > 0 or None, got {self.state_minutes!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0 <= self.dropout < 1:
@@ -157,21 +172,13 @@ class TrainSettings:
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TrainSettings:
         """Build from a flat dict; unknown keys raise (naming the valid ones)."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(names))
-        if unknown:
-            raise ValueError(f"unknown training setting(s) {', '.join(unknown)}; valid: {', '.join(names)}")
-        return cls(**values)
+        return settings_from_dict(cls, values, "training")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             f.name: (dict(v) if isinstance(v := getattr(self, f.name), Mapping) else v)
             for f in dataclasses.fields(self)
         }
-
-
-class NonFiniteLossError(FloatingPointError):
-    """The training loss became NaN or infinite."""
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -198,38 +205,6 @@ def build_head(
     return nn.Sequential(linear), "linear(std 6e-3)"
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """The precision a run on ``device`` uses: ``auto`` is bf16 on CUDA (fp32 elsewhere); ``fp16``
-    (autocast + loss scaling, SimCSE's ``--fp16``) needs CUDA and is fp32 elsewhere."""
-    if precision == "auto":
-        return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
-    if precision == "fp16" and device.type != "cuda":
-        return "fp32"
-    return precision
-
-
-def autocast_for(precision: str, device: torch.device) -> Callable[[], contextlib.AbstractContextManager]:
-    if precision in ("bf16", "fp16"):
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-        return lambda: torch.autocast(device.type, dtype=dtype)
-    return contextlib.nullcontext
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()} ({torch.get_num_threads()} threads)"
-    return platform.processor() or platform.machine()
-
-
-def epoch_order(n_sentences: int, seed: int, epoch: int) -> np.ndarray:
-    """The sentence order of one epoch (a permutation drawn from ``(seed, epoch)``)."""
-    return np.random.default_rng([seed, epoch]).permutation(n_sentences)
-
-
 def _backbone_fingerprint(backbone_dir: Path) -> str:
     files = sorted(p for p in backbone_dir.iterdir() if p.is_file())
     parts = [(backbone_dir / "config.json").read_text()] + [f"{p.name}:{p.stat().st_size}" for p in files]
@@ -252,13 +227,18 @@ def _load_model(backbone_dir: Path, dropout: float) -> nn.Module:
     return model
 
 
-def _embed_pairs(model: nn.Module, head: nn.Module, ids: torch.Tensor, mask: torch.Tensor, autocast):
-    """Both dropout views of a batch in one forward pass: ``(h1, h2)``, float32 [N, D]."""
+def _embed_pairs(
+    model: nn.Module, head: nn.Module, ids: torch.Tensor, mask: torch.Tensor, autocast, head_autocast=False
+):
+    """Both dropout views of a batch in one forward pass: ``(h1, h2)``, float32 [N, D]. The encoder runs
+    under ``autocast``; the head too only with ``head_autocast`` (else in fp32 on the fp32 [CLS])."""
     with autocast():
         cls = model(
             input_ids=ids.repeat_interleave(2, dim=0), attention_mask=mask.repeat_interleave(2, dim=0)
         ).last_hidden_state[:, 0]
-        h = head(cls)
+        if head_autocast:
+            cls = head(cls)
+    h = cls if head_autocast else head(cls.float())
     h = h.float().view(ids.shape[0], 2, -1)
     return h[:, 0], h[:, 1]
 
@@ -274,7 +254,9 @@ def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
         torch.set_rng_state(state)
 
 
-def train_step(model, head, loss_fn, chunks, *, autocast, with_stats: bool, scale=lambda loss: loss):
+def train_step(
+    model, head, loss_fn, chunks, *, autocast, with_stats: bool, scale=lambda loss: loss, head_autocast=False
+):
     """Forward + backward of one batch given as encoder micro-batches ``[(ids, mask), ...]``.
 
     Returns the loss output and the detached embeddings. With one chunk this is the plain step; with
@@ -282,7 +264,7 @@ def train_step(model, head, loss_fn, chunks, *, autocast, with_stats: bool, scal
     the loss to what is back-propagated (fp16's loss scaling; identity otherwise).
     """
     if len(chunks) == 1:
-        h1, h2 = _embed_pairs(model, head, *chunks[0], autocast)
+        h1, h2 = _embed_pairs(model, head, *chunks[0], autocast, head_autocast)
         out = loss_fn(h1, h2, with_stats=with_stats)
         scale(out.loss).backward()
         return out, h1.detach(), h2.detach()
@@ -291,7 +273,7 @@ def train_step(model, head, loss_fn, chunks, *, autocast, with_stats: bool, scal
     with torch.no_grad():
         for ids, mask in chunks:
             rng_states.append(_rng_state(device))
-            views.append(_embed_pairs(model, head, ids, mask, autocast))
+            views.append(_embed_pairs(model, head, ids, mask, autocast, head_autocast))
     h1 = torch.cat([v[0] for v in views]).requires_grad_()
     h2 = torch.cat([v[1] for v in views]).requires_grad_()
     out = loss_fn(h1, h2, with_stats=with_stats)
@@ -302,24 +284,10 @@ def train_step(model, head, loss_fn, chunks, *, autocast, with_stats: bool, scal
         chunks, rng_states, h1.grad.split(sizes), h2.grad.split(sizes), strict=True
     ):
         _set_rng_state(device, rng)
-        c1, c2 = _embed_pairs(model, head, ids, mask, autocast)
+        c1, c2 = _embed_pairs(model, head, ids, mask, autocast, head_autocast)
         torch.autograd.backward([c1, c2], [g1, g2])
     _set_rng_state(device, after)
     return out, h1.detach(), h2.detach()
-
-
-class JsonlLog:
-    """Append-only JSON lines file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def write(self, record: Mapping[str, Any]) -> None:
-        with open(self.path, "a") as handle:
-            handle.write(json.dumps(record, default=float) + "\n")
-
-    def offset(self) -> int:
-        return self.path.stat().st_size if self.path.exists() else 0
 
 
 def _save_checkpoint(model: nn.Module, tokenizer: Any, folder: Path) -> None:
@@ -365,53 +333,36 @@ def _hf_progress_bars_off():
 # -------------------------------------------------------------------------------------------------- train
 
 
-@_hf_progress_bars_off()
-def train(
-    settings: TrainSettings,
-    *,
-    backbone_dir: str | Path,
-    corpus_path: str | Path,
-    dev_data_dir: str | Path,
-    out_dir: str | Path,
-    log_path: str | Path,
-    state_dir: str | Path,
-    device: str | None = None,
-    cache_dir: str | Path | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Train one cell; write the best checkpoint to ``out_dir`` and the JSONL log to ``log_path``.
+@dataclass
+class _Corpus:
+    """The tokenised corpus and what the run takes from it."""
 
-    ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on success);
-    ``cache_dir`` the tokenised corpus (default ``resources/cache``). Returns the summary written to
-    ``out_dir/train_summary.json``: best dev score and step, steps, timings, device, settings, meta.
-    """
-    from tqdm.auto import tqdm
+    tokenizer: Any
+    sentences: Any  # training.corpus.TokenizedCorpus
+    cache_path: Path
+    n_sentences: int
+    steps_per_epoch: int
+    total_steps: int
+    tokenize_s: float
+
+
+def _load_corpus(s: TrainSettings, backbone_dir: Path, corpus_path, cache_dir, progress: bool) -> _Corpus:
     from transformers import AutoTokenizer
 
-    started = time.perf_counter()
-    backbone_dir, out_dir, log_path, state_dir = map(Path, (backbone_dir, out_dir, log_path, state_dir))
-    s = settings
-    dev = pick_device(device)
-    precision = resolve_precision(s.precision, dev)
-    autocast = autocast_for(precision, dev)
-
+    t = time.perf_counter()
     if not (backbone_dir / "config.json").is_file():
         raise FileNotFoundError(
             f"backbone folder {backbone_dir} has no config.json; materialise it first (rule fetch_backbone)"
         )
     tokenizer = AutoTokenizer.from_pretrained(backbone_dir)
-    corpus, cache_path = load_tokenized_corpus(
-        corpus_path,
-        tokenizer,
-        s.max_length,
-        DEFAULT_CACHE_DIR if cache_dir is None else cache_dir,
-        progress=progress,
+    cache = DEFAULT_CACHE_DIR if cache_dir is None else cache_dir
+    sentences, cache_path = load_tokenized_corpus(
+        corpus_path, tokenizer, s.max_length, cache, progress=progress
     )
-    tokenize_s = time.perf_counter() - started
-    trainable = len(corpus) - (s.analysis_sentences if s.analysis_every and s.analysis_holdout else 0)
+    trainable = len(sentences) - (s.analysis_sentences if s.analysis_every and s.analysis_holdout else 0)
     if trainable < 2:
         raise ValueError(
-            f"analysis_holdout keeps {s.analysis_sentences} of the corpus's {len(corpus)} sentences "
+            f"analysis_holdout keeps {s.analysis_sentences} of the corpus's {len(sentences)} sentences "
             "for the probe and leaves nothing to train on; lower analysis_sentences"
         )
     n_sentences = trainable if s.max_sentences is None else min(trainable, s.max_sentences)
@@ -419,7 +370,12 @@ def train(
     if steps_per_epoch == 0:
         raise ValueError(f"the corpus has {n_sentences} sentences, fewer than one batch of {s.batch_size}")
     total_steps = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
+    tokenize_s = time.perf_counter() - t
+    return _Corpus(tokenizer, sentences, cache_path, n_sentences, steps_per_epoch, total_steps, tokenize_s)
 
+
+def _build_model(s: TrainSettings, backbone_dir: Path, device: torch.device):
+    """The seeded backbone and head on ``device`` (train mode) and the trainable parameters."""
     random.seed(s.seed)
     np.random.seed(s.seed)
     torch.manual_seed(s.seed)
@@ -436,264 +392,275 @@ def train(
                 f"protocol li2024 freezes `model.embeddings`, which {type(model).__name__} lacks"
             )
         model.embeddings.requires_grad_(False)
-    model.to(dev).train()
-    head.to(dev).train()
+    model.to(device).train()
+    head.to(device).train()
     params = [p for p in itertools.chain(model.parameters(), head.parameters()) if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        params, lr=s.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0, fused=dev.type == "cuda" or None
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda k: max(0.0, (total_steps - k) / total_steps)
-    )
-    scaler = torch.amp.GradScaler(dev.type, enabled=precision == "fp16")
-    loss_fn = build_loss(s.loss, **s.loss_hp)
-    evaluator = DevEvaluator(dev_data_dir, s.dev_task, tokenizer, dev)  # fp32: exact, reproducible selection
-    pad_id = tokenizer.pad_token_id
-    probe = _analysis_probe(s, corpus, n_sentences, pad_id, dev)
-    dev_probe = evaluator.probe_batches(s.analysis_batch, s.analysis_sentences, s.seed) if probe else []
+    return model, head, head_name, params
 
+
+class _DevSelection:
+    """STS dev evaluations every ``eval_every`` steps; the best checkpoint kept in the state folder."""
+
+    def __init__(self, s: TrainSettings, run: TrainingRun, evaluator, model, head, tokenizer) -> None:
+        self.s, self.run, self.evaluator = s, run, evaluator
+        self.model, self.head, self.tokenizer = model, head, tokenizer
+        self.best, self.best_step, self.evals = -math.inf, None, []
+
+    def state(self) -> dict[str, Any]:
+        return {"best": self.best, "best_step": self.best_step, "evals": self.evals}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        self.best, self.best_step, self.evals = saved["best"], saved["best_step"], saved["evals"]
+        self.prune()
+
+    def prune(self) -> None:
+        st.prune_best(self.run.state_dir, {self.best_step} if self.best_step is not None else set())
+
+    def __call__(self, step: int) -> dict[str, Any]:
+        """Evaluate, keep the checkpoint if it is the best so far (never at step 0), log the record."""
+        with self.run.pause("eval_s"):
+            dev_head = self.head if self.s.dev_pooling == "cls_mlp" else None
+            record = {"event": "eval", "step": step, "dev_task": self.s.dev_task}
+            record.update(self.evaluator(self.model, dev_head))
+            self.evals.append({k: v for k, v in record.items() if k != "event"})
+            if step > 0:
+                if record["dev_spearman"] > self.best:
+                    self.best, self.best_step = record["dev_spearman"], step
+                    save = lambda folder: _save_checkpoint(self.model, self.tokenizer, folder)  # noqa: E731
+                    st.save_best(self.run.state_dir, step, save)
+                record.update(best_dev_spearman=self.best, best_step=self.best_step)
+            self.run.log.write(record)
+            if step > 0:
+                keys = ("step", "dev_spearman", "dev_align", "dev_uniformity")
+                self.run.write(json.dumps({k: record[k] for k in keys}))
+        return record
+
+
+@_hf_progress_bars_off()
+def train(
+    settings: TrainSettings,
+    *,
+    backbone_dir: str | Path,
+    corpus_path: str | Path,
+    dev_data_dir: str | Path,
+    out_dir: str | Path,
+    log_path: str | Path,
+    state_dir: str | Path,
+    device: str | None = None,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+    check_every: int | None = None,
+) -> dict[str, Any]:
+    """Train one cell; write the best checkpoint to ``out_dir`` and the JSONL log to ``log_path``.
+
+    ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on success);
+    ``cache_dir`` the tokenised corpus (default ``resources/cache``); ``check_every`` the non-finite
+    check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`). Returns the summary written to
+    ``out_dir/train_summary.json``: best dev score and step, steps, timings, device, settings, meta.
+    """
+    s, backbone_dir = settings, Path(backbone_dir)
+    run = TrainingRun(
+        state_dir,
+        device=device,
+        precision=s.precision,
+        state_every=s.state_every,
+        state_minutes=s.state_minutes,
+        check_every=check_every,
+        progress=progress,
+    )
+    data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, progress)
+    model, head, head_name, params = _build_model(s, backbone_dir, run.device)
+    hp = dict(lr=s.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
+    optimizer = build_optimizer("adamw", params, run.device, **hp)
+    total = data.total_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: max(0.0, (total - k) / total))
+    loss_fn = build_loss(s.loss, **s.loss_hp)
+    # Dev evaluation in IEEE fp32 (outside the step's precision): exact, reproducible selection.
+    evaluator = DevEvaluator(dev_data_dir, s.dev_task, data.tokenizer, run.device)
+    select = _DevSelection(s, run, evaluator, model, head, data.tokenizer)
+    analyse = _Analysis(s, run, data, evaluator, model, head)
     fingerprint = hashlib.sha256(
         json.dumps(
-            [s.to_dict(), _backbone_fingerprint(backbone_dir), corpus.key, n_sentences],
+            [s.to_dict(), _backbone_fingerprint(backbone_dir), data.sentences.key, data.n_sentences],
             sort_keys=True,
             default=str,
         ).encode()
     ).hexdigest()[:16]
-    saved = st.load_state(state_dir, fingerprint)
-    log = JsonlLog(state_dir / st.LOG_FILE)
-    timings = {"train_s": 0.0, "eval_s": 0.0, "state_s": 0.0}
     run_info = {
-        "device": str(dev),
-        "device_name": device_name(dev),
-        "precision": precision,
-        "requested_precision": s.precision,
+        **run.describe(),
         "dev_pooling": s.dev_pooling,
         "head": head_name,
-        "n_sentences": n_sentences,
-        "total_steps": total_steps,
+        "n_sentences": data.n_sentences,
+        "total_steps": total,
         "trainable_params": sum(p.numel() for p in params),
-        "corpus": {"path": str(corpus_path), "cache": str(cache_path), "cache_key": corpus.key},
+        "corpus": {"path": str(corpus_path), "cache": str(data.cache_path), "cache_key": data.sentences.key},
         "backbone_dir": str(backbone_dir),
     }
-
-    def evaluate(at_step: int) -> dict[str, Any]:
-        t = time.perf_counter()
-        dev_head = head if s.dev_pooling == "cls_mlp" else None
-        record = {"event": "eval", "step": at_step, "dev_task": s.dev_task, **evaluator(model, dev_head)}
-        timings["eval_s"] += time.perf_counter() - t
-        return record
-
-    def analyse(at_step: int) -> None:
-        """Geometry statistics of the probe (training.geometry), logged; a forked, (seed, step)-seeded
-        RNG draws the probe's dropout masks, so training itself is unchanged."""
-        t = time.perf_counter()
-        devices = [dev] if dev.type == "cuda" else []
-        embed = lambda ids, mask: _embed_pairs(model, head, ids, mask, autocast)  # noqa: E731
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(s.seed * 1_000_003 + at_step)
-            stats = geometry.probe_statistics(embed, probe)
-            # The dev split's sentences with the same dropout views: Nie's dev-set L_cl.
-            dev_stats = geometry.probe_statistics(embed, dev_probe) if dev_probe else {}
-        keep = ("l_cl", "align", "uniformity", "d_gap", "cos_pos", "cos_neg")
-        dev_part = {f"dev_{k}": dev_stats[k] for k in keep if k in dev_stats}
-        log.write({"event": "geometry", "step": at_step, **probe_info, **stats, **dev_part})
-        timings["analysis_s"] = timings.get("analysis_s", 0.0) + time.perf_counter() - t
-
-    probe_info = {
-        "probe_sentences": sum(ids.shape[0] for ids, _ in probe),
-        "probe_heldout": s.analysis_holdout,
-    }
-
+    saved = run.load_snapshot(fingerprint)
     if saved is not None and saved.get("finished"):  # killed while exporting: only the export is left
-        summary = saved["summary"]
-        _export(state_dir, summary, out_dir, log_path)
-        shutil.rmtree(state_dir, ignore_errors=True)
-        return summary
+        _export(run.state_dir, saved["summary"], Path(out_dir), Path(log_path))
+        shutil.rmtree(run.state_dir, ignore_errors=True)
+        return saved["summary"]
+    stateful = {"model": model, "head": head, "optimizer": optimizer, "scheduler": scheduler}
+    start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
     if saved is None:
-        st.reset_state_dir(state_dir)
-        step, best, best_step, evals, resumed_from = 0, -math.inf, None, [], []
-        interval = (0.0, 0)
-        log.write({"event": "start", "settings": s.to_dict(), **run_info, "meta": run_metadata()})
-        record = evaluate(0)  # the backbone before training: logged, never selected
-        evals.append({k: v for k, v in record.items() if k != "event"})
-        log.write(record)
-        if probe:
-            analyse(0)
+        select(0)  # the backbone before training: logged, never selected
+        analyse(0)
     else:
-        model.load_state_dict(saved["model"])
-        head.load_state_dict(saved["head"])
-        optimizer.load_state_dict(saved["optimizer"])
-        scheduler.load_state_dict(saved["scheduler"])
-        if "scaler" in saved:
-            scaler.load_state_dict(saved["scaler"])
-        step, best, best_step = saved["step"], saved["best"], saved["best_step"]
-        evals, resumed_from = saved["evals"], [*saved["resumed_from"], saved["step"]]
-        timings.update(saved["timings"])
-        st.prune_best(state_dir, {best_step} if best_step is not None else set())
-        st.truncate_log(state_dir, saved["log_offset"])
-        log.write({"event": "resume", "step": step})
-        st.restore_rng(saved["rng"])
-        interval = saved.get("interval", (0.0, 0))  # snapshots written before it was saved: (0, 0)
+        select.restore(saved)
     del saved
 
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-    bar = tqdm(
-        total=total_steps,
-        initial=step,
-        unit="step",
-        desc=f"{s.loss} {backbone_dir.name}",
-        disable=not progress,
-        mininterval=1.0 if sys.stderr.isatty() else 30.0,
-        dynamic_ncols=True,
-    )
-    loss_sum = torch.full((), interval[0], device=dev)
-    first_bad = torch.full((), -1, dtype=torch.long, device=dev)
-    interval_steps, interval_t, paused = interval[1], time.perf_counter(), 0.0
-    order_epoch, order = -1, np.empty(0, dtype=np.int64)
-    micro = min(s.grad_accum, s.batch_size)
-
-    while step < total_steps:
-        step += 1
-        epoch, position = divmod(step - 1, steps_per_epoch)
+    parts, order_epoch, order = (model, head, loss_fn, optimizer, params, data), -1, np.empty(0, dtype=int)
+    for step in run.steps(start, total, desc=f"{s.loss} {backbone_dir.name}"):
+        epoch, position = divmod(step - 1, data.steps_per_epoch)
         if epoch != order_epoch:
-            order_epoch, order = epoch, epoch_order(n_sentences, s.seed, epoch)
+            order_epoch, order = epoch, epoch_order(data.n_sentences, s.seed, epoch)
         rows = order[position * s.batch_size : (position + 1) * s.batch_size]
-        chunks = [_to_device(*corpus.batch(part, pad_id), dev) for part in np.array_split(rows, micro)]
-        logging = step % s.log_every == 0 or step == total_steps
-        evaluating = step % s.eval_every == 0 or step == total_steps
-        snapshot = step % s.state_every == 0 and step < total_steps
-        try:
-            lr = optimizer.param_groups[0]["lr"]
-            out, h1, h2 = train_step(
-                model, head, loss_fn, chunks, autocast=autocast, with_stats=logging, scale=scaler.scale
-            )
-            scaler.unscale_(optimizer)  # clip the true gradients (no-op unless fp16)
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, CLIP_NORM)
-            scaler.step(optimizer)  # skipped when fp16 gradients overflowed, as HF's Trainer does
-            scaler.update()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-        except OutOfMemoryError as err:
-            raise MemoryError(
-                f"out of memory at step {step} on {device_name(dev)} with batch_size {s.batch_size} "
-                f"({2 * math.ceil(s.batch_size / micro)} sequences of up to {s.max_length} tokens per "
-                f"forward pass); lower batch_size or raise grad_accum (e.g. grad_accum={2 * s.grad_accum}: "
-                f"the loss still sees the whole batch, the encoder runs in smaller micro-batches)"
-            ) from err
-        loss = out.loss.detach()
-        loss_sum += loss
-        first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), step, first_bad)
-        interval_steps += 1
-        bar.update(1)
-
-        if logging or evaluating or snapshot or dev.type == "cpu":  # CPU: checking costs nothing
-            bad = int(first_bad.item())
-            if bad >= 0:
-                raise NonFiniteLossError(
-                    f"loss {s.loss!r} (hp {json.dumps(s.loss_hp)}) is not finite at step {bad} "
-                    f"(detected at step {step}, value now {loss.item()}); loss stats at step {step}: "
-                    f"{_stats_text(loss_fn, h1, h2)}. Try a lower lr, precision=fp32, or check the "
-                    "hyperparameters."
-                )
+        logging = step % s.log_every == 0 or step == total
+        evaluating = step % s.eval_every == 0 or step == total
+        snapshot = run.snapshot_due(step, total)
+        lr = optimizer.param_groups[0]["lr"]
+        out, h1, h2, grad_norm = _step(s, run, parts, rows, step, with_stats=logging)
+        scheduler.step()
+        run.record(step, out.loss.detach(), s.batch_size)
+        what = f"loss {s.loss!r} (hp {json.dumps(s.loss_hp)})"
+        stats = functools.partial(_stats_text, loss_fn, h1, h2)
+        run.check_finite(step, out.loss, syncs=logging or evaluating or snapshot, what=what, stats=stats)
         if logging:
-            now = time.perf_counter()
-            elapsed = now - interval_t - paused
-            mean_loss, grad = torch.stack([loss_sum / interval_steps, grad_norm.float()]).tolist()
-            timings["train_s"] += elapsed
-            record = {
-                "event": "train",
-                "step": step,
-                "epoch": epoch,
-                "loss": mean_loss,
-                "loss_last": loss.item(),
-                "lr": lr,
-                "grad_norm": grad,
-                "stats": dict(out.stats),
-                "steps_per_s": interval_steps / elapsed,
-                "sentences_per_s": interval_steps * s.batch_size / elapsed,
-            }
-            log.write(record)
-            bar.set_postfix(loss=f"{mean_loss:.4f}", best=f"{best:.2f}" if best_step else "-", refresh=False)
-            loss_sum.zero_()
-            interval_steps, interval_t, paused = 0, now, 0.0
-        pause_t = time.perf_counter()
+            _log_interval(run, s, step, epoch, lr, out, grad_norm, select)
         if evaluating:
-            record = evaluate(step)
-            if record["dev_spearman"] > best:
-                best, best_step = record["dev_spearman"], step
-                st.save_best(state_dir, step, lambda folder: _save_checkpoint(model, tokenizer, folder))
-            record.update(best_dev_spearman=best, best_step=best_step)
-            evals.append(
-                {k: v for k, v in record.items() if k not in ("event", "best_dev_spearman", "best_step")}
-            )
-            log.write(record)
-            if progress:
-                bar.write(
-                    json.dumps(
-                        {k: record[k] for k in ("step", "dev_spearman", "dev_align", "dev_uniformity")}
-                    )
-                )
-        if probe and (step % s.analysis_every == 0 or step == total_steps):
+            select(step)
+        if analyse.due(step, total):
             analyse(step)
         if snapshot:
-            t = time.perf_counter()
-            payload = {
-                "fingerprint": fingerprint,
-                "step": step,
-                "best": best,
-                "best_step": best_step,
-                "evals": evals,
-                "resumed_from": resumed_from,
-                "timings": timings,
-                "log_offset": log.offset(),
-                "model": model.state_dict(),
-                "head": head.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "scaler": scaler.state_dict(),
-                "rng": st.capture_rng(),
-                # The log's running interval, so that a resumed run logs the same interval means.
-                "interval": (loss_sum.item(), interval_steps),
-            }
-            st.save_state(
-                state_dir, payload, {"step": step, "best_step": best_step, "fingerprint": fingerprint}
-            )
-            st.prune_best(state_dir, {best_step} if best_step is not None else set())
-            timings["state_s"] += time.perf_counter() - t
-        paused += time.perf_counter() - pause_t
-    bar.close()
+            run.save_snapshot(step, fingerprint, stateful, select.state(), {"best_step": select.best_step})
+            select.prune()
 
-    if best_step is None:
+    if select.best_step is None:
         raise NonFiniteLossError(f"no dev evaluation gave a finite {s.dev_task} Spearman; nothing to save")
-    timings["total_s"] = time.perf_counter() - started
-    timings["tokenize_s"] = tokenize_s
-    timings["steps_per_s"] = total_steps / timings["train_s"] if timings["train_s"] else None
-    timings["sentences_per_s"] = (
-        total_steps * s.batch_size / timings["train_s"] if timings["train_s"] else None
-    )
     summary = {
-        "best_dev_spearman": best,
-        "best_step": best_step,
+        "best_dev_spearman": select.best,
+        "best_step": select.best_step,
         "dev_task": s.dev_task,
-        "steps": step,
-        "evals": evals,
-        "timings": timings,
-        "peak_gpu_memory_gib": torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None,
-        "resumed_from": resumed_from,
+        "steps": total,
+        "evals": select.evals,
+        **run.summary(),
         **run_info,
         "settings": s.to_dict(),
         "meta": run_metadata(),
     }
+    timings = summary["timings"]
+    timings["tokenize_s"] = data.tokenize_s
+    timings["steps_per_s"] = total / timings["train_s"] if timings["train_s"] else None
+    timings["sentences_per_s"] = total * s.batch_size / timings["train_s"] if timings["train_s"] else None
     keys = ("best_dev_spearman", "best_step", "steps", "timings", "device_name", "peak_gpu_memory_gib")
-    log.write({"event": "end", **{k: summary[k] for k in keys}})
-    st.save_state(
-        state_dir, {"fingerprint": fingerprint, "finished": True, "summary": summary}, {"finished": True}
-    )
-    st.prune_best(state_dir, {best_step})
-    _export(state_dir, summary, out_dir, log_path)
-    shutil.rmtree(state_dir, ignore_errors=True)
+    run.log.write({"event": "end", **{k: summary[k] for k in keys}})
+    finished = {
+        "fingerprint": fingerprint,
+        "runtime": run.runtime_key(),
+        "finished": True,
+        "summary": summary,
+    }
+    st.save_state(run.state_dir, finished, {"finished": True})
+    st.prune_best(run.state_dir, {select.best_step})
+    _export(run.state_dir, summary, Path(out_dir), Path(log_path))
+    shutil.rmtree(run.state_dir, ignore_errors=True)
     return summary
+
+
+def _step(s: TrainSettings, run: TrainingRun, parts, rows, step: int, with_stats: bool):
+    """Forward, backward and the optimiser step of one batch (the corpus rows ``rows``); ``parts`` =
+    (model, head, loss_fn, optimizer, params, corpus). Returns (loss output, h1, h2, grad norm)."""
+    model, head, loss_fn, optimizer, params, data = parts
+    micro = min(s.grad_accum, s.batch_size)
+    pad_id = data.tokenizer.pad_token_id
+    chunks = [
+        _to_device(*data.sentences.batch(part, pad_id), run.device) for part in np.array_split(rows, micro)
+    ]
+    try:
+        with run.step_context():
+            out, h1, h2 = train_step(
+                model,
+                head,
+                loss_fn,
+                chunks,
+                autocast=run.autocast,
+                with_stats=with_stats,
+                scale=run.scale,
+                head_autocast=s.head_autocast,
+            )
+            grad_norm = run.optimizer_step(optimizer, params, CLIP_NORM)
+    except OutOfMemoryError as err:
+        raise MemoryError(
+            f"out of memory at step {step} on {run.describe()['device_name']} with batch_size "
+            f"{s.batch_size} ({2 * math.ceil(s.batch_size / micro)} sequences of up to {s.max_length} "
+            f"tokens per forward pass); lower batch_size or raise grad_accum (e.g. "
+            f"grad_accum={2 * s.grad_accum}: the loss still sees the whole batch, the encoder runs in "
+            "smaller micro-batches)"
+        ) from err
+    return out, h1, h2, grad_norm
+
+
+def _log_interval(run: TrainingRun, s: TrainSettings, step, epoch, lr, out, grad_norm, select) -> None:
+    """The JSONL training line of the interval that ends at ``step`` (the loop's routine host sync)."""
+    interval = run.take_interval(grad_norm)
+    record = {
+        "event": "train",
+        "step": step,
+        "epoch": epoch,
+        "loss": interval["loss"],
+        "loss_last": out.loss.item(),
+        "lr": lr,
+        "grad_norm": interval["extra"][0],
+        "stats": dict(out.stats),
+        "steps_per_s": interval["steps_per_s"],
+        "sentences_per_s": interval["items_per_s"],
+    }
+    if "loss_scale" in interval:
+        record.update(loss_scale=interval["loss_scale"], skipped_steps=interval["skipped_steps"])
+    run.log.write(record)
+    best = f"{select.best:.2f}" if select.best_step else "-"
+    run.set_postfix(loss=f"{record['loss']:.4f}", best=best)
+
+
+class _Analysis:
+    """Geometry statistics of a probe (training.geometry) at step 0, every ``analysis_every`` steps and
+    at the last step, logged; off (and free) unless ``analysis_every`` is set."""
+
+    def __init__(self, s: TrainSettings, run: TrainingRun, data: _Corpus, evaluator, model, head) -> None:
+        self.s, self.run, self.model, self.head = s, run, model, head
+        pad_id = data.tokenizer.pad_token_id
+        self.probe = _analysis_probe(s, data.sentences, data.n_sentences, pad_id, run.device)
+        self.dev_probe = (
+            evaluator.probe_batches(s.analysis_batch, s.analysis_sentences, s.seed) if self.probe else []
+        )
+        self.info = {
+            "probe_sentences": sum(ids.shape[0] for ids, _ in self.probe),
+            "probe_heldout": s.analysis_holdout,
+        }
+
+    def due(self, step: int, total: int) -> bool:
+        return bool(self.probe) and (step % self.s.analysis_every == 0 or step == total)
+
+    def __call__(self, step: int) -> None:
+        """A forked, (seed, step)-seeded RNG draws the probe's dropout masks: training is unchanged."""
+        if not self.probe:
+            return
+        run, s = self.run, self.s
+        with run.pause("analysis_s"):
+            devices = [run.device] if run.device.type == "cuda" else []
+
+            def embed(ids, mask):
+                return _embed_pairs(self.model, self.head, ids, mask, run.autocast, s.head_autocast)
+
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(s.seed * 1_000_003 + step)
+                stats = geometry.probe_statistics(embed, self.probe)
+                # The dev split's sentences with the same dropout views: Nie's dev-set L_cl.
+                dev_stats = geometry.probe_statistics(embed, self.dev_probe) if self.dev_probe else {}
+            keep = ("l_cl", "align", "uniformity", "d_gap", "cos_pos", "cos_neg")
+            dev_part = {f"dev_{k}": dev_stats[k] for k in keep if k in dev_stats}
+            run.log.write({"event": "geometry", "step": step, **self.info, **stats, **dev_part})
 
 
 def _analysis_probe(s: TrainSettings, corpus, n_sentences: int, pad_id: int, dev: torch.device) -> list:

@@ -44,6 +44,7 @@ from torch import nn
 
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
+from contrastlab.training.runtime import settings_from_dict
 
 __all__ = [
     "CLUSTER_DIRECTIONS",
@@ -135,13 +136,7 @@ class SyntheticSettings:
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> SyntheticSettings:
         """Build from a mapping (the config's ``oar_synthetic`` block); unknown keys raise."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown oar_synthetic setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
-            )
-        return cls(**values)
+        return settings_from_dict(cls, values, "oar_synthetic")
 
 
 @dataclass(frozen=True)

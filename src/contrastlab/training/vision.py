@@ -5,8 +5,12 @@ One short loop: each step takes a batch of images from a per-epoch permutation o
 (:class:`~contrastlab.training.augment.SimCLRAugment`), encodes both views in one forward pass of 2B
 images (so BatchNorm sees the whole 2N batch, as SimCLR), projects them with the MLP head and applies
 the loss to the two [B, head_dim] halves. Adam with MACL's learning-rate rule (lr x batch/256 above
-256), a constant rate, weight decay 1e-6. bf16 autocast and channels-last on CUDA. Only full batches
-by default (``drop_last``): every step has the same number of negatives.
+256, App. B.3), weight decay 1e-6 (App. B.3), and a constant rate: App. B.3 names no schedule, so the
+constant rate is our choice (the simplest reading; declared in docs/deviations.md). Precision and the
+loop's runtime (snapshots, resume, the non-finite policy, logging) are
+:mod:`contrastlab.training.runtime`'s: ``auto`` is bf16 autocast of the encoder on CUDA (the head and
+the loss in fp32), channels-last on CUDA. Only full batches by default (``drop_last``): every step has
+the same number of negatives.
 
 The OAR study (OAR §4-5) adds, per step, a batch of *labelled* images from a fixed subset of the
 training split (``oar_fraction``, :func:`~contrastlab.data.images.labelled_subset`), seen in two views
@@ -17,8 +21,8 @@ cosine-annealed rate, and no projection head (the paper trains on the encoder's 
 settings.
 
 Snapshots (model, head, optimiser, the augmentation generator and every RNG, the log offset) every
-``state_every`` steps make a killed job resume to a bit-identical encoder and log on CPU (the helpers
-of :mod:`contrastlab.training.state`). The final encoder's state dict is written to
+``state_every`` steps (and/or ``state_minutes``) make a killed job resume to a bit-identical encoder
+and log on CPU (:mod:`contrastlab.training.runtime`). The final encoder's state dict is written to
 ``out_dir/encoder.safetensors`` (``encoder.pt`` by ``torch.save`` where safetensors is not installed)
 with ``settings.json`` (resolved settings, run information, package versions, git SHA); there is no
 checkpoint selection (the papers evaluate the encoder after the last epoch).
@@ -27,13 +31,12 @@ checkpoint selection (the papers evaluate the encoder after the last epoch).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
 import random
 import shutil
-import sys
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,16 +48,15 @@ import torch
 from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
-from contrastlab.models import pick_device
 from contrastlab.training import state as st
 from contrastlab.training.augment import SimCLRAugment
-from contrastlab.training.sentence import (
-    JsonlLog,
-    NonFiniteLossError,
-    autocast_for,
-    device_name,
+from contrastlab.training.runtime import (
+    PRECISIONS,
+    GeneratorState,
+    TrainingRun,
+    build_optimizer,
     epoch_order,
-    resolve_precision,
+    settings_from_dict,
 )
 from contrastlab.vision_models import ProjectionHead, build_encoder
 from contrastlab.workflow import run_metadata
@@ -123,7 +125,8 @@ class VisionTrainSettings:
     oar_fraction: float = 0.0  # fraction of the training split whose labels the term uses (OAR: 0.1)
     oar_weight: float = 1.0  # weight of the term (the authors add it with weight 1)
     oar_batch_size: int | None = None  # labelled images per step; None: batch_size (the authors' loader)
-    precision: str = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+    precision: str = "auto"  # runtime.PRECISIONS; auto: bf16 on CUDA (native bf16), fp32 on CPU
+    head_autocast: bool = False  # the projection head inside bf16/fp16 autocast; else fp32
     channels_last: bool | None = None  # None: on CUDA only (faster convolutions with bf16)
     # SimCLR's CIFAR augmentations (Chen et al. 2020, App. A; the four types of App. B.3); OAR uses
     # crop_scale (0.8, 1.0) and jitter (0.2, 0.2, 0.2, 0.1) (protocol.md section 3).
@@ -134,7 +137,8 @@ class VisionTrainSettings:
     gray_p: float = 0.2
     flip_p: float = 0.5
     log_every: int = 50  # steps between log lines (and progress lines on stderr)
-    state_every: int = 500  # steps between resumable snapshots
+    state_every: int | None = 500  # steps between resumable snapshots (None: by time only)
+    state_minutes: float | None = None  # minutes between snapshots as well (config.yaml: 10 on GPUs)
 
     def __post_init__(self) -> None:
         for name in ("crop_scale", "crop_ratio", "jitter"):  # YAML and JSON give lists
@@ -172,11 +176,15 @@ class VisionTrainSettings:
                 raise ValueError(
                     f"{name} must be None or >= {2 if name == 'oar_batch_size' else 1}, got {value}"
                 )
-        if self.precision not in ("auto", "fp32", "bf16"):
-            raise ValueError(f"precision must be auto, fp32 or bf16, got {self.precision!r}")
-        for name in ("batch_size", "epochs", "log_every", "state_every", "width", "head_hidden", "head_dim"):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        for name in ("batch_size", "epochs", "log_every", "width", "head_hidden", "head_dim"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.state_every is not None and self.state_every < 1:
+            raise ValueError(f"state_every must be >= 1 or None, got {self.state_every}")
+        if self.state_minutes is not None and not self.state_minutes > 0:
+            raise ValueError(f"state_minutes must be > 0 or None, got {self.state_minutes}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1 or None, got {self.max_steps}")
         if self.lr <= 0 or self.weight_decay < 0:
@@ -187,13 +195,7 @@ class VisionTrainSettings:
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> VisionTrainSettings:
         """Build from a flat mapping (the workflow's resolved settings); unknown keys raise."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown vision training setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
-            )
-        return cls(**values)
+        return settings_from_dict(cls, values, "vision training")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values (tuples as lists): ``from_dict(to_dict())`` gives the same settings."""
@@ -278,7 +280,6 @@ def train_step(
     encoder,
     head,
     loss_fn,
-    optimizer,
     view1,
     view2,
     *,
@@ -286,25 +287,33 @@ def train_step(
     memory_format,
     with_stats: bool,
     oar: OarBatch | None = None,
+    scale=lambda loss: loss,
+    head_autocast: bool = False,
 ):
-    """One optimiser step on two augmented views [B, 3, S, S]: both views through the encoder and head
-    in one forward pass of 2B images (BatchNorm sees the whole 2N batch), the loss on the halves; with
-    ``oar``, its labelled views in a second pass and ``weight`` x the OAR term added (OAR §4).
-    Returns (loss output, h1, h2, OAR term or None); the benchmark times exactly this."""
-    x = torch.cat([view1, view2]).contiguous(memory_format=memory_format)
-    with autocast():
-        h1, h2 = head(encoder(x)).chunk(2)
+    """Forward and backward of one batch of two augmented views [B, 3, S, S]: both views through the
+    encoder in one forward pass of 2B images under ``autocast`` (BatchNorm sees the whole 2N batch), the
+    head in fp32 (inside autocast with ``head_autocast``), the loss on the halves; with ``oar``, its
+    labelled views in a second pass and ``weight`` x the OAR term added (OAR §4). ``scale`` maps the
+    total loss to what is back-propagated (fp16 loss scaling). The optimiser step is the caller's
+    (:meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step`). Returns (loss output, h1, h2,
+    OAR term or None); the benchmark times exactly this and that step."""
+
+    def embed(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.cat([a, b]).contiguous(memory_format=memory_format)
+        with autocast():
+            features = encoder(x)
+            if head_autocast:
+                features = head(features)
+        return (features if head_autocast else head(features.float())).float().chunk(2)
+
+    h1, h2 = embed(view1, view2)
     out = loss_fn(h1, h2, with_stats=with_stats)
     total, oar_value = out.loss, None
     if oar is not None:
-        x = torch.cat([oar.view1, oar.view2]).contiguous(memory_format=memory_format)
-        with autocast():
-            z1, z2 = head(encoder(x)).chunk(2)
+        z1, z2 = embed(oar.view1, oar.view2)
         oar_value = oar_loss(z1, z2, oar.labels, oar.anchors)
         total = total + oar.weight * oar_value
-    total.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    scale(total).backward()
     return out, h1, h2, oar_value
 
 
@@ -328,6 +337,64 @@ def _labelled_order(n: int, seed: int, cycle: int) -> np.ndarray:
     return np.random.default_rng([seed, 0x0A4, cycle]).permutation(n)
 
 
+def _build(s: VisionTrainSettings, device: torch.device, channels_last) -> tuple:
+    """The seeded encoder and head on ``device`` (train mode) and the dimension the loss sees."""
+    random.seed(s.seed)
+    np.random.seed(s.seed)
+    torch.manual_seed(s.seed)
+    encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
+    if s.projection_head:
+        head: torch.nn.Module = ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim)
+    else:
+        head = torch.nn.Identity()
+    loss_dim = s.head_dim if s.projection_head else encoder.feature_dim
+    encoder.to(device, memory_format=channels_last).train()
+    head.to(device).train()
+    return encoder, head, loss_dim
+
+
+class _OarBatches:
+    """The labelled batches of the OAR term: a fixed labelled subset (``oar_fraction`` of the training
+    split, nested across fractions), cycled independently of the epochs (the authors' max_size_cycle),
+    and anchors drawn from the seed on the CPU in float64 (the same on every device)."""
+
+    def __init__(self, s: VisionTrainSettings, data, loss_dim: int, device: torch.device) -> None:
+        self.s = s
+        self.labelled = labelled_subset(len(data.labels), s.oar_fraction, s.seed).to(device)
+        self.labels = data.labels.to(device)
+        self.batch_size = min(s.oar_batch_size or s.batch_size, len(self.labelled))
+        self.steps_per_cycle = len(self.labelled) // self.batch_size
+        generator = torch.Generator().manual_seed(s.seed)
+        self.anchors = orthonormal_anchors(NUM_CLASSES[s.dataset], loss_dim, generator=generator).to(device)
+        self.cycle, self.order = -1, torch.empty(0, dtype=torch.long)
+
+    def batch(self, step: int, images: torch.Tensor, augment, views: torch.Generator) -> OarBatch:
+        cycle, position = divmod(step - 1, self.steps_per_cycle)
+        if cycle != self.cycle:
+            order = _labelled_order(len(self.labelled), self.s.seed, cycle)
+            self.cycle, self.order = cycle, self.labelled[torch.from_numpy(order).to(self.labelled.device)]
+        rows = self.order[position * self.batch_size : (position + 1) * self.batch_size]
+        view1, view2 = augment(images[rows], views), augment(images[rows], views)
+        return OarBatch(view1, view2, self.labels[rows], self.anchors, self.s.oar_weight)
+
+
+def _steps_per_epoch(s: VisionTrainSettings, n_images: int) -> int:
+    if s.drop_last:  # every step sees a full batch of negatives
+        steps = n_images // s.batch_size
+    else:
+        steps = -(-n_images // s.batch_size)
+        if n_images % s.batch_size == 1:
+            raise ValueError(
+                f"drop_last=False with {n_images} images and batch {s.batch_size} leaves a last batch of "
+                "one image (no negatives); change batch_size or set drop_last"
+            )
+    if steps == 0:
+        raise ValueError(
+            f"{s.dataset} has {n_images} training images, fewer than one batch of {s.batch_size}"
+        )
+    return steps
+
+
 def train_vision(
     settings: VisionTrainSettings,
     *,
@@ -338,264 +405,153 @@ def train_vision(
     device: str | None = None,
     download: bool = False,
     progress: bool = True,
+    check_every: int | None = None,
 ) -> dict[str, Any]:
     """Train one vision cell; write the encoder to ``out_dir`` and the JSONL log to ``log_path``.
 
     ``data_root`` holds the CIFAR folders (unused for digits); ``download`` fetches CIFAR there first
     when it is absent (:func:`~contrastlab.data.images.load_images`; the workflow does this in its own
     data rule). ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on
-    success). ``progress``: a progress bar and one JSON line per log step on stderr. Returns the
+    success). ``progress``: a progress bar and one JSON line per log step on stderr; ``check_every``:
+    the non-finite check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`). Returns the
     summary also written to ``out_dir/settings.json``.
     """
-    from tqdm.auto import tqdm
-
-    started = time.perf_counter()
-    out_dir, log_path, state_dir = map(Path, (out_dir, log_path, state_dir))
     s = settings
-    dev = pick_device(device)
-    precision = resolve_precision(s.precision, dev)
-    autocast = autocast_for(precision, dev)
+    run = TrainingRun(
+        state_dir,
+        device=device,
+        precision=s.precision,
+        state_every=s.state_every,
+        state_minutes=s.state_minutes,
+        check_every=check_every,
+        progress=progress,
+    )
+    dev = run.device
     use_channels_last = dev.type == "cuda" if s.channels_last is None else s.channels_last
     channels_last = torch.channels_last if use_channels_last else torch.contiguous_format
-
     data = load_images(s.dataset, "train", root=data_root, download=download, image_size=s.image_size)
     n_images, size = len(data.labels), data.images.shape[-1]
-    if s.drop_last:  # every step sees a full batch of negatives
-        steps_per_epoch = n_images // s.batch_size
-    else:
-        steps_per_epoch = -(-n_images // s.batch_size)
-        if n_images % s.batch_size == 1:
-            raise ValueError(
-                f"drop_last=False with {n_images} images and batch {s.batch_size} leaves a last batch of "
-                "one image (no negatives); change batch_size or set drop_last"
-            )
-    if steps_per_epoch == 0:
-        raise ValueError(
-            f"{s.dataset} has {n_images} training images, fewer than one batch of {s.batch_size}"
-        )
-    total_steps = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
+    steps_per_epoch = _steps_per_epoch(s, n_images)
+    total = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
     images = data.images.to(dev)
-    mean, std = IMAGE_STATS[s.dataset]
-    input_size = s.input_size or size
-    augment = s.augment(input_size, mean, std)
-
-    random.seed(s.seed)
-    np.random.seed(s.seed)
-    torch.manual_seed(s.seed)
-    encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
-    if s.projection_head:
-        head: torch.nn.Module = ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim)
-    else:
-        head = torch.nn.Identity()
-    loss_dim = s.head_dim if s.projection_head else encoder.feature_dim
-    encoder.to(dev, memory_format=channels_last).train()
-    head.to(dev).train()
+    augment = s.augment(s.input_size or size, *IMAGE_STATS[s.dataset])
+    encoder, head, loss_dim = _build(s, dev, channels_last)
     params = [*encoder.parameters(), *head.parameters()]
-    lr = scheduled_lr(s, 0)
-    fused = dev.type == "cuda" or None
-    if s.optimizer == "adam":
-        optimizer = torch.optim.Adam(params, lr=lr, weight_decay=s.weight_decay, fused=fused)
-    else:
-        optimizer = torch.optim.SGD(
-            params, lr=lr, momentum=s.momentum, weight_decay=s.weight_decay, fused=fused
-        )
+    hp = {"momentum": s.momentum} if s.optimizer == "sgd" else {}
+    optimizer = build_optimizer(
+        s.optimizer, params, dev, lr=scheduled_lr(s, 0), weight_decay=s.weight_decay, **hp
+    )
     loss_fn = build_loss(s.loss, **s.loss_hp)
-    oar = None
-    if s.oar_fraction > 0:
-        labelled = labelled_subset(n_images, s.oar_fraction, s.seed).to(dev)
-        oar_batch_size = min(s.oar_batch_size or s.batch_size, len(labelled))
-        # Drawn from the run's seed on the CPU in float64: the same anchors on every device.
-        anchors = orthonormal_anchors(
-            NUM_CLASSES[s.dataset], loss_dim, generator=torch.Generator().manual_seed(s.seed)
-        )
-        oar = {
-            "labelled": labelled,
-            "labels": data.labels.to(dev),
-            "batch_size": oar_batch_size,
-            "steps_per_cycle": len(labelled) // oar_batch_size,
-            "anchors": anchors.to(dev),
-        }
+    oar = _OarBatches(s, data, loss_dim, dev) if s.oar_fraction > 0 else None
     views = torch.Generator(device=dev).manual_seed(s.seed)  # the augmentations' draws
-
     fingerprint = hashlib.sha256(
         json.dumps([s.to_dict(), n_images, size], sort_keys=True).encode()
-    ).hexdigest()[:16]
-    saved = st.load_state(state_dir, fingerprint)
-    log = JsonlLog(state_dir / st.LOG_FILE)
-    timings = {"train_s": 0.0, "state_s": 0.0, "timed_images": 0}
+    ).hexdigest()
     run_info = {
-        "device": str(dev),
-        "device_name": device_name(dev),
-        "precision": precision,
-        "requested_precision": s.precision,
+        **run.describe(),
         "channels_last": use_channels_last,
         "n_images": n_images,
         "image_size": size,
         "steps_per_epoch": steps_per_epoch,
-        "total_steps": total_steps,
+        "total_steps": total,
         "effective_lr": effective_lr(s),
-        "input_size": input_size,
+        "input_size": s.input_size or size,
         "feature_dim": encoder.feature_dim,
         "loss_dim": loss_dim,
-        "oar_labelled": len(oar["labelled"]) if oar else 0,
+        "oar_labelled": len(oar.labelled) if oar else 0,
         "trainable_params": sum(p.numel() for p in params),
     }
-    if saved is None:
-        st.reset_state_dir(state_dir)
-        step, resumed_from, interval = 0, [], (0.0, 0, 0)
-        log.write({"event": "start", "settings": s.to_dict(), **run_info, "meta": run_metadata()})
-    else:
-        encoder.load_state_dict(saved["encoder"])
-        head.load_state_dict(saved["head"])
-        optimizer.load_state_dict(saved["optimizer"])
-        views.set_state(saved["views"].to(views.get_state().device))
-        step, resumed_from = saved["step"], [*saved["resumed_from"], saved["step"]]
-        timings.update(saved["timings"])
-        st.truncate_log(state_dir, saved["log_offset"])
-        log.write({"event": "resume", "step": step})
-        st.restore_rng(saved["rng"])
-        interval = saved["interval"]
+    stateful = {"encoder": encoder, "head": head, "optimizer": optimizer, "views": GeneratorState(views)}
+    saved = run.load_snapshot(fingerprint[:16])
+    start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
     del saved
 
-    bar = tqdm(
-        total=total_steps,
-        initial=step,
-        unit="step",
-        desc=f"{s.loss} {s.arch} bs{s.batch_size}",
-        disable=not progress,
-        mininterval=1.0 if sys.stderr.isatty() else 30.0,
-        dynamic_ncols=True,
-    )
-    loss_sum = torch.full((), interval[0], device=dev)
-    first_bad = torch.full((), -1, dtype=torch.long, device=dev)
-    interval_steps, interval_t, paused = interval[1], time.perf_counter(), 0.0
-    interval_images = interval[2]
-    order_epoch, order = -1, torch.empty(0, dtype=torch.long)
-    oar_cycle, oar_order = -1, torch.empty(0, dtype=torch.long)
-    while step < total_steps:
-        step += 1
+    order_epoch, order, lr = -1, torch.empty(0, dtype=torch.long), scheduled_lr(s, 0)
+    for step in run.steps(start, total, desc=f"{s.loss} {s.arch} bs{s.batch_size}"):
         epoch, position = divmod(step - 1, steps_per_epoch)
         if epoch != order_epoch:
-            order_epoch = epoch
-            order = torch.from_numpy(epoch_order(n_images, s.seed, epoch)).to(dev)
+            order_epoch, order = epoch, torch.from_numpy(epoch_order(n_images, s.seed, epoch)).to(dev)
             lr = scheduled_lr(s, epoch)
             for group in optimizer.param_groups:
                 group["lr"] = lr
         batch = images[order[position * s.batch_size : (position + 1) * s.batch_size]]
-        logging = step % s.log_every == 0 or step == total_steps
-        snapshot = step % s.state_every == 0 and step < total_steps
-        oar_batch = None
-        if oar is not None:
-            # The labelled loader cycles independently of the epoch (the authors' max_size_cycle).
-            cycle, oar_position = divmod(step - 1, oar["steps_per_cycle"])
-            if cycle != oar_cycle:
-                oar_cycle = cycle
-                oar_order = oar["labelled"][
-                    torch.from_numpy(_labelled_order(len(oar["labelled"]), s.seed, cycle)).to(dev)
-                ]
-            b = oar["batch_size"]
-            rows = oar_order[oar_position * b : (oar_position + 1) * b]
-            oar_batch = OarBatch(
-                augment(images[rows], views),
-                augment(images[rows], views),
-                oar["labels"][rows],
-                oar["anchors"],
-                s.oar_weight,
+        logging = step % s.log_every == 0 or step == total
+        snapshot = run.snapshot_due(step, total)
+        oar_batch = oar.batch(step, images, augment, views) if oar else None
+        with run.step_context():
+            out, h1, h2, oar_value = train_step(
+                encoder,
+                head,
+                loss_fn,
+                augment(batch, views),
+                augment(batch, views),
+                autocast=run.autocast,
+                memory_format=channels_last,
+                with_stats=logging,
+                oar=oar_batch,
+                scale=run.scale,
+                head_autocast=s.head_autocast,
             )
-        out, h1, h2, oar_value = train_step(
-            encoder,
-            head,
-            loss_fn,
-            optimizer,
-            augment(batch, views),
-            augment(batch, views),
-            autocast=autocast,
-            memory_format=channels_last,
-            with_stats=logging,
-            oar=oar_batch,
-        )
+            run.optimizer_step(optimizer, params, clip_norm=None)
         loss = out.loss.detach() if oar_value is None else (out.loss + s.oar_weight * oar_value).detach()
-        loss_sum += loss
-        interval_images += len(batch)
-        first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), step, first_bad)
-        interval_steps += 1
-        bar.update(1)
-        if logging or snapshot or dev.type == "cpu":  # CPU: checking costs nothing
-            bad = int(first_bad.item())
-            if bad >= 0:
-                stats = json.dumps(loss_fn(h1.detach(), h2.detach(), with_stats=True).stats, default=float)
-                raise NonFiniteLossError(
-                    f"loss {s.loss!r} (hp {json.dumps(dict(s.loss_hp))}) is not finite at step {bad} "
-                    f"(detected at step {step}, value now {loss.item()}); loss stats: {stats}. "
-                    "Try a lower lr, precision=fp32, or check the hyperparameters."
-                )
+        run.record(step, loss, len(batch))
+        what = f"loss {s.loss!r} (hp {json.dumps(dict(s.loss_hp))})"
+        stats = functools.partial(_stats_text, loss_fn, h1, h2)
+        run.check_finite(step, loss, syncs=logging or snapshot, what=what, stats=stats)
         if logging:
-            now = time.perf_counter()
-            elapsed = now - interval_t - paused
-            timings["train_s"] += elapsed
-            record = {
-                "event": "train",
-                "step": step,
-                "epoch": epoch,
-                "loss": (loss_sum / interval_steps).item(),
-                "loss_last": loss.item(),
-                "lr": lr,
-                "stats": dict(out.stats) | ({"oar": oar_value.item()} if oar_value is not None else {}),
-                "steps_per_s": interval_steps / elapsed,
-                "images_per_s": interval_images / elapsed,
-            }
-            log.write(record)
-            timings["timed_images"] += interval_images
-            if progress:
-                brief = {k: record[k] for k in ("step", "epoch", "loss")} | {
-                    "images_per_s": round(record["images_per_s"], 1)
-                }
-                bar.write(json.dumps(brief), file=sys.stderr)
-            bar.set_postfix(loss=f"{record['loss']:.4f}", refresh=False)
-            loss_sum.zero_()
-            interval_steps, interval_images, interval_t, paused = 0, 0, now, 0.0
+            _log_interval(run, step, epoch, lr, loss, out, oar_value)
         if snapshot:
-            t = time.perf_counter()
-            payload = {
-                "fingerprint": fingerprint,
-                "step": step,
-                "resumed_from": resumed_from,
-                "timings": timings,
-                "log_offset": log.offset(),
-                "encoder": encoder.state_dict(),
-                "head": head.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "views": views.get_state(),
-                "rng": st.capture_rng(),
-                # The log's running interval, so that a resumed run logs the same interval means.
-                "interval": (loss_sum.item(), interval_steps, interval_images),
-            }
-            st.save_state(state_dir, payload, {"step": step, "fingerprint": fingerprint})
-            timings["state_s"] += time.perf_counter() - t
-            paused += time.perf_counter() - t
-    bar.close()
+            run.save_snapshot(step, fingerprint[:16], stateful, {})
 
-    timings["total_s"] = time.perf_counter() - started
-    timings["images_per_s"] = timings["timed_images"] / timings["train_s"] if timings["train_s"] else None
     summary = {
-        "steps": step,
-        "epochs": step / steps_per_epoch,
-        "timings": timings,
-        "peak_gpu_memory_gib": torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None,
-        "resumed_from": resumed_from,
+        "steps": total,
+        "epochs": total / steps_per_epoch,
+        **run.summary(),
         **run_info,
         "settings": s.to_dict(),
         "meta": run_metadata(),
     }
-    log.write(
-        {
-            "event": "end",
-            **{k: summary[k] for k in ("steps", "timings", "device_name", "peak_gpu_memory_gib")},
-        }
+    timings = summary["timings"]
+    timings["images_per_s"] = (
+        timings.get("timed_items", 0) / timings["train_s"] if timings["train_s"] else None
     )
-    _write_encoder(out_dir, encoder, summary, state_dir, log_path, oar["anchors"] if oar else None)
-    shutil.rmtree(state_dir, ignore_errors=True)
+    keys = ("steps", "timings", "device_name", "peak_gpu_memory_gib")
+    run.log.write({"event": "end", **{k: summary[k] for k in keys}})
+    _write_encoder(
+        Path(out_dir), encoder, summary, run.state_dir, Path(log_path), oar.anchors if oar else None
+    )
+    shutil.rmtree(run.state_dir, ignore_errors=True)
     return summary
+
+
+def _stats_text(loss_fn, h1: torch.Tensor, h2: torch.Tensor) -> str:
+    try:
+        return json.dumps(loss_fn(h1.detach(), h2.detach(), with_stats=True).stats, default=float)
+    except Exception as err:  # the message must get out even if the stats themselves fail
+        return f"<stats failed: {err}>"
+
+
+def _log_interval(run: TrainingRun, step, epoch, lr, loss, out, oar_value) -> None:
+    interval = run.take_interval()
+    record = {
+        "event": "train",
+        "step": step,
+        "epoch": epoch,
+        "loss": interval["loss"],
+        "loss_last": loss.item(),
+        "lr": lr,
+        "stats": dict(out.stats) | ({"oar": oar_value.item()} if oar_value is not None else {}),
+        "steps_per_s": interval["steps_per_s"],
+        "images_per_s": interval["items_per_s"],
+    }
+    if "loss_scale" in interval:
+        record.update(loss_scale=interval["loss_scale"], skipped_steps=interval["skipped_steps"])
+    run.log.write(record)
+    brief = {k: record[k] for k in ("step", "epoch", "loss")} | {
+        "images_per_s": round(record["images_per_s"], 1)
+    }
+    run.write(json.dumps(brief))
+    run.set_postfix(loss=f"{record['loss']:.4f}")
 
 
 def load_encoder(

@@ -1,0 +1,507 @@
+"""What every trainer of the package needs, written once: device, precision, the optimiser step,
+snapshots and resume, the non-finite-loss policy, interval logging and timings.
+
+The sentence trainer (:mod:`contrastlab.training.sentence`, the SimCSE protocol) and the vision trainer
+(:mod:`contrastlab.training.vision`, the MACL/OAR protocol) keep only what differs between them (the
+batches, the forward pass, the loss, the dev selection) and drive one :class:`TrainingRun` each.
+
+Precision is one explicit choice, resolved once per run and recorded in its summary
+(:meth:`Precision.record`):
+
+- ``fp32``: IEEE fp32 matrix products *and* convolutions. Both TF32 switches are set to ``ieee`` for
+  every step: PyTorch's own defaults differ (matmuls IEEE, cuDNN convolutions TF32), which would make
+  "fp32" mean TF32 for the vision track only.
+- ``tf32``: fp32 weights and activations, TF32 tensor-core matrix products and convolutions inside the
+  training step only (dev evaluation stays IEEE fp32). The closest fast setting to the papers' fp32 runs
+  on V100s (which have no TF32): about 10 significant bits in each product's inputs instead of 24. On a
+  CPU there is no TF32: it resolves to ``fp32``.
+- ``bf16``: bf16 autocast of the encoder; the projection head and the loss run in fp32 outside autocast
+  (``head_autocast`` puts the head inside, see below).
+- ``fp16``: fp16 autocast with dynamic loss scaling (:class:`torch.amp.GradScaler`), SimCSE's
+  ``--fp16``. A step whose scaled gradients overflow is skipped (weights unchanged, scale halved, the
+  skip counted in the log); the run stops only when the loss itself is not finite in fp32, or after
+  :data:`FP16_MAX_CONSECUTIVE_SKIPS` skipped steps in a row. Runs on a CPU too (PyTorch's CPU autocast
+  and ``GradScaler("cpu")``), which is how the test suite exercises it.
+- ``auto``: ``bf16`` on a CUDA device with native bf16 (``is_bf16_supported(including_emulation=False)``:
+  never emulated bf16), ``fp32`` elsewhere.
+
+Snapshots (model, optimiser, scheduler, loss scaler, every RNG, the log offset and the running log
+interval) are written every ``state_every`` steps and/or every ``state_minutes`` minutes, whichever
+comes first (a BERT-base snapshot with AdamW's moments is about 1.3 GB: on a GPU the time rule keeps
+a cell to a handful of them). A snapshot records the device type and the resolved precision it was
+written under; resuming it under another device type or precision stops with one line naming both
+(:class:`SnapshotMismatchError`), instead of crashing on an empty scaler state or silently changing
+precision half-way. On a CPU a resumed run is bit-identical to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from contrastlab.models import pick_device
+from contrastlab.training import state as st
+
+PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
+#: Skipped fp16 steps in a row after which the run stops: the scale has fallen by 2**20 (from 65536 to
+#: 0.06), so the gradients overflow at any scale and further steps would only skip.
+FP16_MAX_CONSECUTIVE_SKIPS = 20
+OPTIMIZERS = ("adamw", "adam", "sgd")
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite (or fp16 loss scaling could not find a finite scale)."""
+
+
+class SnapshotMismatchError(ValueError):
+    """A snapshot of the same cell written under another device type or precision."""
+
+
+# ---------------------------------------------------------------------------------------------- precision
+
+
+def resolve_precision(requested: str, device: torch.device) -> str:
+    """The precision a run on ``device`` uses for ``requested`` (one of :data:`PRECISIONS`).
+
+    >>> resolve_precision("auto", torch.device("cpu")), resolve_precision("tf32", torch.device("cpu"))
+    ('fp32', 'fp32')
+    >>> resolve_precision("fp16", torch.device("cpu")), resolve_precision("bf16", torch.device("cpu"))
+    ('fp16', 'bf16')
+    """
+    if requested not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {requested!r}")
+    if requested == "auto":
+        native_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+        return "bf16" if native_bf16 else "fp32"
+    if requested == "tf32" and device.type != "cuda":
+        return "fp32"
+    return requested
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A resolved precision choice: what autocast, the TF32 switches and the loss scaler do."""
+
+    requested: str
+    name: str  # resolved: fp32 | tf32 | bf16 | fp16
+    device_type: str
+
+    @classmethod
+    def resolve(cls, requested: str, device: torch.device) -> Precision:
+        return cls(requested, resolve_precision(requested, device), device.type)
+
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.name)
+
+    @property
+    def fp32_mode(self) -> str:
+        """``tf32`` or ``ieee``: the fp32 matmul/convolution mode of the training step."""
+        return "tf32" if self.name == "tf32" else "ieee"
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """Autocast for the encoder's forward pass (a no-op in fp32/tf32)."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=self.autocast_dtype)
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        """Set both fp32 switches (cuBLAS matmuls, cuDNN convolutions) for one training step, and put
+        them back to IEEE fp32 afterwards, so that dev evaluation is always IEEE fp32."""
+        set_fp32_mode(self.fp32_mode)
+        try:
+            yield
+        finally:
+            set_fp32_mode("ieee")
+
+    def record(self) -> dict[str, Any]:
+        """What a run's summary records of its precision (the report's precision table reads it)."""
+        return {
+            "precision": self.name,
+            "requested_precision": self.requested,
+            "autocast_dtype": str(self.autocast_dtype).removeprefix("torch.")
+            if self.autocast_dtype
+            else None,
+            "tf32_matmul": self.fp32_mode == "tf32",
+            "tf32_conv": self.fp32_mode == "tf32",
+            "loss_scaling": self.name == "fp16",
+        }
+
+
+def set_fp32_mode(mode: str) -> None:
+    """``ieee`` or ``tf32`` for cuBLAS matmuls and cuDNN convolutions (PyTorch's fp32_precision API; the
+    legacy ``allow_tf32`` flags are never touched: mixing the two APIs is an error in PyTorch 2.14)."""
+    torch.backends.cuda.matmul.fp32_precision = mode
+    torch.backends.cudnn.conv.fp32_precision = mode
+
+
+def fp32_mode_now() -> dict[str, str]:
+    """The current fp32 switches (tests and the run record read them)."""
+    return {
+        "matmul": torch.backends.cuda.matmul.fp32_precision,
+        "conv": torch.backends.cudnn.conv.fp32_precision,
+    }
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+def settings_from_dict(cls: type, values: Mapping[str, Any], what: str):
+    """``cls(**values)`` for a settings dataclass; unknown keys raise one line naming them and the
+    valid ones (``what``: e.g. "vision training")."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown {what} setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+    return cls(**values)
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} ({torch.get_num_threads()} threads)"
+    return platform.processor() or platform.machine()
+
+
+def epoch_order(n_items: int, seed: int, epoch: int) -> np.ndarray:
+    """The order of one epoch's items (a permutation drawn from ``(seed, epoch)``)."""
+    return np.random.default_rng([seed, epoch]).permutation(n_items)
+
+
+def build_optimizer(
+    kind: str, params: list[torch.nn.Parameter], device: torch.device, *, fused: bool | None = None, **hp
+) -> torch.optim.Optimizer:
+    """AdamW, Adam or SGD over ``params``. ``fused=None``: fused kernels on CUDA (one launch updates every
+    parameter), PyTorch's default (foreach) implementation elsewhere, which keeps CPU runs bit-equal
+    to earlier versions; ``True``/``False`` force either (they agree to float rounding, tested)."""
+    if kind not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {kind!r}")
+    if fused is None:
+        fused = True if device.type == "cuda" else None
+    cls = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}[kind]
+    return cls(params, fused=fused, **hp)
+
+
+class JsonlLog:
+    """Append-only JSON lines file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(record, default=float) + "\n")
+
+    def offset(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
+
+class GeneratorState:
+    """A ``torch.Generator`` behind ``state_dict``/``load_state_dict``, so it snapshots like a module."""
+
+    def __init__(self, generator: torch.Generator) -> None:
+        self.generator = generator
+
+    def state_dict(self) -> torch.Tensor:
+        return self.generator.get_state()
+
+    def load_state_dict(self, state: torch.Tensor) -> None:
+        self.generator.set_state(state.to(self.generator.get_state().device))
+
+
+def progress_bar(total: int, initial: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit="step",
+        desc=desc,
+        disable=not enabled,
+        mininterval=1.0 if sys.stderr.isatty() else 30.0,
+        dynamic_ncols=True,
+    )
+
+
+# ------------------------------------------------------------------------------------------ TrainingRun
+
+
+class TrainingRun:
+    """One training run's runtime: the protocol builds its model and batches, this does the rest.
+
+    ``state_every`` / ``state_minutes``: a snapshot is due every ``state_every`` steps and/or once
+    ``state_minutes`` have passed since the last one (``None`` switches a rule off). ``check_every``:
+    how often the device-side non-finite flag is read (a host sync); ``None`` = every step on a CPU
+    (it costs nothing there) and only at the steps that sync anyway (logging, evaluation, snapshots) on
+    CUDA. Either way the error names the first non-finite step. ``clock`` is for tests.
+    """
+
+    def __init__(
+        self,
+        state_dir: str | Path,
+        *,
+        device: str | torch.device | None,
+        precision: str,
+        state_every: int | None,
+        state_minutes: float | None = None,
+        check_every: int | None = None,
+        progress: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.started = time.perf_counter()
+        self.state_dir = Path(state_dir)
+        self.device = device if isinstance(device, torch.device) else pick_device(device)
+        self.precision = Precision.resolve(precision, self.device)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.name == "fp16")
+        self.state_every, self.state_minutes = state_every, state_minutes
+        self.check_every = (
+            check_every if check_every is not None else (1 if self.device.type == "cpu" else None)
+        )
+        self.progress = progress
+        self.clock = clock
+        self.log = JsonlLog(self.state_dir / st.LOG_FILE)
+        self.timings: dict[str, float] = {"train_s": 0.0, "state_s": 0.0}
+        self.resumed_from: list[int] = []
+        self.skipped_steps = 0  # fp16 steps skipped by the loss scaler, over the whole run
+        self._skips_in_a_row = 0
+        self._last_snapshot_t = clock()
+        self._bar = None
+        self._interval_t, self._paused = time.perf_counter(), 0.0
+        self._interval(0.0, 0, 0)
+
+    # -- description -----------------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """Device and precision, for the run's start record and summary."""
+        return {
+            "device": str(self.device),
+            "device_name": device_name(self.device),
+            **self.precision.record(),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The fields every trainer's summary has (timings are final once this is called)."""
+        self.timings["total_s"] = time.perf_counter() - self.started
+        cuda = self.device.type == "cuda"
+        return {
+            "timings": self.timings,
+            "peak_gpu_memory_gib": torch.cuda.max_memory_allocated(self.device) / 2**30 if cuda else None,
+            "resumed_from": self.resumed_from,
+            "skipped_steps": self.skipped_steps,
+        }
+
+    # -- the step --------------------------------------------------------------------------------------
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return self.precision.autocast()
+
+    def step_context(self) -> contextlib.AbstractContextManager:
+        """Around forward + backward + optimiser step: the precision's fp32 switches."""
+        return self.precision.step()
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        """What to back-propagate: the loss times the fp16 loss scale (the loss itself otherwise)."""
+        return self.scaler.scale(loss)
+
+    def optimizer_step(
+        self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter], clip_norm: float | None
+    ) -> torch.Tensor | None:
+        """Unscale (fp16), clip the true gradients' norm to ``clip_norm``, step, update the scale, zero
+        the gradients. Returns the gradient norm before clipping (a device tensor) or None. An fp16 step
+        whose gradients overflowed is skipped by the scaler and counted; too many in a row raise."""
+        self.scaler.unscale_(optimizer)  # no-op unless fp16: clipping must see the true gradients
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, clip_norm) if clip_norm is not None else None
+        if self.scaler.is_enabled():
+            # get_scale() syncs with the device; only fp16 runs pay it, and only one per step.
+            before = self.scaler.get_scale()
+            self.scaler.step(optimizer)
+            self.scaler.update()
+            skipped = self.scaler.get_scale() < before
+            self.skipped_steps += skipped
+            self._skips_in_a_row = self._skips_in_a_row + 1 if skipped else 0
+            if self._skips_in_a_row >= FP16_MAX_CONSECUTIVE_SKIPS:
+                raise NonFiniteLossError(
+                    f"fp16 loss scaling skipped {self._skips_in_a_row} steps in a row (scale now "
+                    f"{self.scaler.get_scale():g}): the gradients overflow at every scale; use precision "
+                    "bf16 or fp32"
+                )
+        else:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return grad_norm
+
+    # -- the loop's bookkeeping ------------------------------------------------------------------------
+    def steps(self, start: int, total: int, desc: str) -> Iterator[int]:
+        """Steps ``start + 1 .. total`` with a progress bar; the interval clock starts here."""
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self._bar = progress_bar(total, start, desc, self.progress)
+        self._interval_t, self._paused = time.perf_counter(), 0.0
+        try:
+            yield from range(start + 1, total + 1)
+        finally:
+            self._bar.close()
+
+    def _interval(self, loss_sum: float, steps: int, items: int) -> None:
+        self._loss_sum = torch.full((), loss_sum, device=self.device)
+        self._first_bad = torch.full((), -1, dtype=torch.long, device=self.device)
+        self._interval_steps, self._interval_items = steps, items
+
+    def record(self, step: int, loss: torch.Tensor, items: int) -> None:
+        """Account one step's (detached) loss and the number of examples it trained on; no host sync."""
+        self._loss_sum += loss
+        self._first_bad = torch.where((self._first_bad < 0) & ~torch.isfinite(loss), step, self._first_bad)
+        self._interval_steps += 1
+        self._interval_items += items
+        self._bar.update(1)
+
+    def check_finite(
+        self, step: int, loss: torch.Tensor, *, syncs: bool, what: str, stats: Callable[[], str]
+    ) -> None:
+        """Raise :class:`NonFiniteLossError` if a loss since the last check was not finite (at the
+        cadence of ``check_every``, or whenever the step ``syncs`` anyway)."""
+        if not (syncs or (self.check_every and step % self.check_every == 0)):
+            return
+        bad = int(self._first_bad.item())
+        if bad >= 0:
+            raise NonFiniteLossError(
+                f"{what} is not finite at step {bad} (detected at step {step}, value now {loss.item()}); "
+                f"loss stats at step {step}: {stats()}. Try a lower lr, precision=fp32, or check the "
+                "hyperparameters."
+            )
+
+    def take_interval(self, *extra: torch.Tensor) -> dict[str, Any]:
+        """The log interval's mean loss, speed and ``extra`` device scalars (one host sync); resets it."""
+        now = time.perf_counter()
+        elapsed = now - self._interval_t - self._paused
+        values = torch.stack([self._loss_sum / self._interval_steps, *(x.float() for x in extra)]).tolist()
+        self.timings["train_s"] += elapsed
+        self.timings["timed_items"] = self.timings.get("timed_items", 0) + self._interval_items
+        out = {
+            "loss": values[0],
+            "extra": values[1:],
+            "steps_per_s": self._interval_steps / elapsed,
+            "items_per_s": self._interval_items / elapsed,
+            "items": self._interval_items,
+        }
+        if self.scaler.is_enabled():
+            out["loss_scale"], out["skipped_steps"] = self.scaler.get_scale(), self.skipped_steps
+        self._loss_sum.zero_()
+        self._interval_steps, self._interval_items, self._interval_t, self._paused = 0, 0, now, 0.0
+        return out
+
+    def set_postfix(self, **values: str) -> None:
+        self._bar.set_postfix(**values, refresh=False)
+
+    def write(self, text: str) -> None:
+        """A line on stderr that does not break the progress bar (only with ``progress``)."""
+        if self.progress:
+            self._bar.write(text, file=sys.stderr)
+
+    @contextlib.contextmanager
+    def pause(self, timing: str) -> Iterator[None]:
+        """A stretch of non-training work (evaluation, analysis, snapshots): timed into
+        ``timings[timing]`` and left out of the training speed."""
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - t
+            self.timings[timing] = self.timings.get(timing, 0.0) + elapsed
+            self._paused += elapsed
+
+    # -- snapshots -------------------------------------------------------------------------------------
+    def runtime_key(self) -> dict[str, str]:
+        return {"device_type": self.device.type, "precision": self.precision.name}
+
+    def load_snapshot(self, fingerprint: str) -> dict[str, Any] | None:
+        """The snapshot of the same run (same ``fingerprint``), or None. One written under another
+        device type or precision stops the run with one line (it cannot be resumed like for like, and
+        discarding it would lose the finished steps)."""
+        saved = st.load_state(self.state_dir, fingerprint)
+        if saved is None:
+            return None
+        written = saved.get("runtime", self.runtime_key())
+        if written != self.runtime_key():
+            raise SnapshotMismatchError(
+                f"the snapshot in {self.state_dir} was written on {written['device_type']} in "
+                f"{written['precision']}, this run is on {self.device.type} in {self.precision.name}; "
+                f"resume it on a {written['device_type']} device with precision {written['precision']}, "
+                f"or delete {self.state_dir} to start the cell over"
+            )
+        return saved
+
+    def begin(
+        self,
+        saved: dict[str, Any] | None,
+        stateful: Mapping[str, Any],
+        start_record: Mapping[str, Any],
+    ) -> int:
+        """Start afresh (``saved`` None: clear the state folder, log ``start_record``) or resume: load
+        every ``stateful`` object's state (``state_dict``/``load_state_dict``), the scaler, timings,
+        the log interval, truncate the log to the snapshot, and restore every RNG last. Returns the
+        step to continue after."""
+        if saved is None:
+            st.reset_state_dir(self.state_dir)
+            self.log.write({"event": "start", **start_record})
+            return 0
+        for name, obj in stateful.items():
+            obj.load_state_dict(saved[name])
+        self.scaler.load_state_dict(saved["scaler"])
+        self.timings.update(saved["timings"])
+        self.resumed_from = [*saved["resumed_from"], saved["step"]]
+        self.skipped_steps = saved.get("skipped_steps", 0)
+        self._interval(*saved["interval"])
+        st.truncate_log(self.state_dir, saved["log_offset"])
+        self.log.write({"event": "resume", "step": saved["step"]})
+        st.restore_rng(saved["rng"])
+        return saved["step"]
+
+    def snapshot_due(self, step: int, total: int) -> bool:
+        if step >= total:
+            return False
+        by_steps = bool(self.state_every) and step % self.state_every == 0
+        by_time = (
+            self.state_minutes is not None and self.clock() - self._last_snapshot_t >= 60 * self.state_minutes
+        )
+        return by_steps or by_time
+
+    def save_snapshot(
+        self, step: int, fingerprint: str, stateful: Mapping[str, Any], extra: Mapping[str, Any], info=None
+    ) -> None:
+        """Write a resumable snapshot after ``step`` (atomic; see :mod:`contrastlab.training.state`)."""
+        with self.pause("state_s"):
+            payload = {
+                "fingerprint": fingerprint,
+                "runtime": self.runtime_key(),
+                "step": step,
+                "resumed_from": self.resumed_from,
+                "timings": self.timings,
+                "log_offset": self.log.offset(),
+                **{name: obj.state_dict() for name, obj in stateful.items()},
+                "scaler": self.scaler.state_dict(),
+                "skipped_steps": self.skipped_steps,
+                "rng": st.capture_rng(),
+                # The log's running interval, so that a resumed run logs the same interval means.
+                "interval": (self._loss_sum.item(), self._interval_steps, self._interval_items),
+                **extra,
+            }
+            st.save_state(
+                self.state_dir,
+                payload,
+                {"step": step, "fingerprint": fingerprint, **self.runtime_key(), **(info or {})},
+            )
+        self._last_snapshot_t = self.clock()
