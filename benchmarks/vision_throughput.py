@@ -1,32 +1,67 @@
 """Training throughput of the vision trainer's step: images/s and seconds per CIFAR-sized epoch.
 
-Times ``contrastlab.training.vision.train_step`` exactly as the trainer runs it: a batch of uint8
-images already on the device, two SimCLR views drawn per image on the device (augmentation included),
-both views through the CIFAR ResNet-18 (3x3 stem, no max-pool, width 64) and the MLP head in one
-forward pass, NT-Xent over the 2N batch, backward, Adam (fused on CUDA); bf16 autocast and
-channels-last on CUDA, fp32 on a CPU. Images are random uint8 of CIFAR's shape (the speed does not
-depend on their content). An epoch is 50,000 images (CIFAR-10's training split) = 50000 // batch steps.
+Times ``contrastlab.training.vision.train_step`` and the runtime's optimiser step exactly as the
+trainer runs them: a batch of uint8 images already on the device, two SimCLR views drawn per image on
+the device (augmentation included), both views through the encoder in one forward pass, the head (if
+any) in fp32, the loss, backward, the optimiser step (fused on CUDA); the precision's autocast and TF32
+switches and channels-last on CUDA, as ``contrastlab.training.runtime`` sets them. ``cudnn.benchmark``
+stays off, as in the trainer (it picks convolution algorithms per shape and makes runs irreproducible).
+Images are random uint8 of the shape the cell trains on (the speed does not depend on their content).
+An epoch is 50,000 images (CIFAR's training split) = 50000 // batch steps.
 
-    python benchmarks/vision_throughput.py                       # CUDA when available, else CPU
+The shapes (``--shape``) are the config's cell kinds:
+
+- ``macl``: MACL App. B.3, CIFAR ResNet-18 (3x3 stem, width 64) at 32 px, MLP head 512 -> 128, NT-Xent,
+  Adam; precision ``auto`` (bf16 on CUDA) as the cells;
+- ``oar-resnet18`` / ``oar-resnet50``: OAR §5, torchvision's ResNet-18 / ResNet-50 (ResNet-50 with its
+  512-d output layer) at 224 px, no head, InfoNCE plus the OAR term on a second, labelled batch of
+  views, SGD with momentum; precision fp32 unless ``--precision``.
+
+    python benchmarks/vision_throughput.py                                  # MACL's shape, CUDA if any
+    python benchmarks/vision_throughput.py --shape oar-resnet50 --batch-size 256 --precision tf32
     python benchmarks/vision_throughput.py --device cpu --steps 2 --warmup 1
-    python benchmarks/vision_throughput.py --compile             # also torch.compile'd (CUDA)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 
 import torch
 
 from contrastlab.data.images import IMAGE_STATS
 from contrastlab.losses import build_loss
-from contrastlab.training.sentence import autocast_for, device_name, resolve_precision
-from contrastlab.training.vision import VisionTrainSettings, effective_lr, train_step
+from contrastlab.losses.oar import orthonormal_anchors
+from contrastlab.training.runtime import PRECISIONS, TrainingRun, build_optimizer, device_name
+from contrastlab.training.vision import OarBatch, VisionTrainSettings, effective_lr, train_step
 from contrastlab.vision_models import ProjectionHead, build_encoder
 
 CIFAR_TRAIN_IMAGES = 50_000
+#: The config's cell kinds: VisionTrainSettings fields, the input side and whether the OAR pass runs.
+SHAPES = {
+    "macl": dict(settings={"loss": "ntxent", "loss_hp": {"tau": 0.1}}, size=32, oar=False, precision="auto"),
+    "oar-resnet18": dict(
+        settings={
+            "loss": "ntxent",
+            "loss_hp": {"tau": 1.0},
+            "stem": "imagenet",
+            "optimizer": "sgd",
+            "lr": 0.01,
+            "lr_reference_batch": None,
+            "weight_decay": 5e-4,
+            "projection_head": False,
+        },
+        size=224,
+        oar=True,
+        precision="fp32",
+    ),
+}
+SHAPES["oar-resnet50"] = {
+    **SHAPES["oar-resnet18"],
+    "settings": {**SHAPES["oar-resnet18"]["settings"], "arch": "resnet50", "out_dim": 512},
+}
 
 
 def _sync(device: torch.device) -> None:
@@ -35,40 +70,71 @@ def _sync(device: torch.device) -> None:
 
 
 def measure(
-    device: torch.device, batch_size: int, steps: int, warmup: int, compile_model: bool, precision: str
+    device: torch.device,
+    shape: str,
+    batch_size: int,
+    steps: int,
+    warmup: int,
+    precision: str | None,
+    width: int | None = None,
+    size: int | None = None,
 ) -> dict:
+    """One row: the step's time and throughput for ``shape`` at ``batch_size`` (``width``/``size``
+    shrink the encoder and images for a smoke test)."""
+    spec = SHAPES[shape]
     torch.manual_seed(0)
-    # The trainer's defaults (MACL App. B.3): CIFAR ResNet-18, width 64, head 512 -> 128, Adam.
-    s = VisionTrainSettings(batch_size=batch_size, loss="ntxent", loss_hp={"tau": 0.1})
-    precision = resolve_precision(precision, device)
+    s = VisionTrainSettings(
+        batch_size=batch_size,
+        precision=precision or spec["precision"],
+        **spec["settings"],
+        **({"width": width} if width else {}),
+    )
+    size = size or spec["size"]
+    run = TrainingRun(
+        tempfile.mkdtemp(), device=device, precision=s.precision, state_every=None, progress=False
+    )
     memory_format = torch.channels_last if device.type == "cuda" else torch.contiguous_format
-    encoder = build_encoder(s.arch, stem=s.stem, width=s.width).to(device, memory_format=memory_format)
-    head = ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim).to(device).train()
-    model_encoder = torch.compile(encoder.train()) if compile_model else encoder.train()
-    optimizer = torch.optim.Adam(
-        [*encoder.parameters(), *head.parameters()],
-        lr=effective_lr(s),
-        weight_decay=s.weight_decay,
-        fused=device.type == "cuda" or None,
+    encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
+    encoder.to(device, memory_format=memory_format).train()
+    head = (
+        ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim)
+        if s.projection_head
+        else torch.nn.Identity()
+    )
+    head.to(device).train()
+    params = [*encoder.parameters(), *head.parameters()]
+    hp = {"momentum": s.momentum} if s.optimizer == "sgd" else {}
+    optimizer = build_optimizer(
+        s.optimizer, params, device, lr=effective_lr(s), weight_decay=s.weight_decay, **hp
     )
     loss_fn = build_loss(s.loss, **s.loss_hp)
-    augment = s.augment(32, *IMAGE_STATS["cifar10"])
-    images = torch.randint(0, 256, (batch_size, 3, 32, 32), dtype=torch.uint8, device=device)
+    augment = s.augment(size, *IMAGE_STATS["cifar10"])
+    images = torch.randint(0, 256, (batch_size, 3, size, size), dtype=torch.uint8, device=device)
+    labels = torch.randint(0, 10, (batch_size,), device=device)
+    loss_dim = s.head_dim if s.projection_head else encoder.feature_dim
+    anchors = orthonormal_anchors(10, loss_dim, generator=torch.Generator().manual_seed(0)).to(device)
     views = torch.Generator(device=device).manual_seed(0)
-    autocast = autocast_for(precision, device)
 
     def step():
-        train_step(
-            model_encoder,
-            head,
-            loss_fn,
-            optimizer,
-            augment(images, views),
-            augment(images, views),
-            autocast=autocast,
-            memory_format=memory_format,
-            with_stats=False,
+        oar = (
+            OarBatch(augment(images, views), augment(images, views), labels, anchors, 1.0)
+            if spec["oar"]
+            else None
         )
+        with run.step_context():
+            train_step(
+                encoder,
+                head,
+                loss_fn,
+                augment(images, views),
+                augment(images, views),
+                autocast=run.autocast,
+                memory_format=memory_format,
+                with_stats=False,
+                oar=oar,
+                scale=run.scale,
+            )
+            run.optimizer_step(optimizer, params, clip_norm=None)
 
     for _ in range(warmup):
         step()
@@ -78,17 +144,23 @@ def measure(
         step()
     _sync(device)
     step_s = (time.perf_counter() - t0) / steps
-    # The augmentation alone (two views), for the share of the step it costs.
+    # The augmentation alone (two views, four with the OAR pass), for the share of the step it costs.
     t0 = time.perf_counter()
     for _ in range(steps):
-        augment(images, views), augment(images, views)
+        for _ in range(4 if spec["oar"] else 2):
+            augment(images, views)
     _sync(device)
     augment_s = (time.perf_counter() - t0) / steps
     steps_per_epoch = CIFAR_TRAIN_IMAGES // batch_size
     return {
+        "shape": shape,
+        "arch": s.arch,
+        "params": sum(p.numel() for p in params),
+        "input_size": size,
+        "oar_pass": spec["oar"],
         "device": device_name(device),
-        "precision": precision,
-        "compile": compile_model,
+        **run.precision.record(),
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "batch_size": batch_size,
         "steps_timed": steps,
         "step_s": round(step_s, 4),
@@ -106,25 +178,19 @@ def measure(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=None, help="cpu, cuda (default: cuda if available)")
+    parser.add_argument("--shape", default="macl", choices=sorted(SHAPES))
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default 30 on CUDA, 2 on CPU)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 10 / 1)")
-    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
-    parser.add_argument(
-        "--compile", action="store_true", help="also measure with torch.compile on the encoder"
-    )
+    parser.add_argument("--precision", default=None, choices=PRECISIONS, help="default: the cells' precision")
+    parser.add_argument("--width", type=int, default=None, help="encoder width (smoke tests)")
+    parser.add_argument("--size", type=int, default=None, help="image side (smoke tests)")
     args = parser.parse_args()
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True
     steps = args.steps or (30 if device.type == "cuda" else 2)
     warmup = args.warmup if args.warmup is not None else (10 if device.type == "cuda" else 1)
-    runs = [False, True] if args.compile else [False]
-    for compile_model in runs:
-        print(
-            json.dumps(measure(device, args.batch_size, steps, warmup, compile_model, args.precision)),
-            flush=True,
-        )
+    row = measure(device, args.shape, args.batch_size, steps, warmup, args.precision, args.width, args.size)
+    print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

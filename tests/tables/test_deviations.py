@@ -95,8 +95,16 @@ def test_report_shows_the_precision_cells_ran_in(tmp_path):
     path = tmp_path / "metrics" / "macl" / "bert-base" / "simcse" / "seed42" / "senteval.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"scores": {}, "training": {"precision": "fp32"}}))
+    # A cell that recorded the step's fp32 switches (the trainer does since the shared runtime).
+    config["experiments"]["macl"]["methods"]["fast"] = {"loss": "infonce", "training": {"precision": "tf32"}}
+    fast = path.parent.parent.parent / "fast" / "seed42" / "senteval.json"
+    fast.parent.mkdir(parents=True)
+    flags = {"tf32_matmul": True, "tf32_conv": True}
+    fast.write_text(json.dumps({"scores": {}, "training": {"precision": "tf32", **flags}}))
     build_tables(tmp_path / "metrics", config, tmp_path / "tables", tmp_path / "report.md")
-    assert "| macl | simcse | bert-base | fp16 | fp32 |" in (tmp_path / "report.md").read_text()
+    report = (tmp_path / "report.md").read_text()
+    assert "| macl | simcse | bert-base | fp16 | fp32 |" in report  # metrics from before the switches
+    assert "| macl | fast | bert-base | tf32 | tf32 (TF32 matmul+conv) |" in report
 
 
 def _mean_over_seeds(root, experiment, backbone, method, key):

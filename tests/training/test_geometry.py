@@ -136,6 +136,7 @@ def _train(tmp, data, **overrides):
         log_path=tmp / "log.jsonl",
         state_dir=tmp / "state",
         cache_dir=tmp.parent / "cache",
+        device="cpu",
         progress=False,
     )
 

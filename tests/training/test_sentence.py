@@ -132,11 +132,13 @@ def _info_step(state_dir: Path) -> int:
 
 
 @pytest.mark.fault("SIGKILL of a training job at a random step", "resumes; checkpoint and log bit-identical")
-@pytest.mark.parametrize("kill_seed", [0, 1, 2])
-def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, observed):
+@pytest.mark.parametrize("kill_seed, precision", [(0, "fp32"), (1, "fp32"), (2, "fp32"), (3, "fp16")])
+def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, precision, observed):
     tiny_bert, corpus, senteval_dir = data
-    # Snapshots every 2 steps, logs every 3: a resumed run must log the same interval means.
+    # Snapshots every 2 steps, logs every 3: a resumed run must log the same interval means. fp16:
+    # CPU autocast + GradScaler("cpu"), whose state is in the snapshot (the loss scale is logged).
     settings = {**SMALL, "loss": "infonce", "max_steps": 14, "state_every": 2, "log_every": 3}
+    settings["precision"] = precision
     # The geometry analysis too: a resumed run must log the same probe statistics.
     settings.update(analysis_every=5, analysis_sentences=64, analysis_batch=32)
     chooser = random.Random(kill_seed)
@@ -185,6 +187,8 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, observ
     def metrics(name):
         keep = (
             "step",
+            "loss_scale",
+            "skipped_steps",
             "loss",
             "loss_last",
             "lr",
@@ -203,7 +207,15 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, observ
         for name in ("killed", "straight")
     ]
     assert [r["step"] for r in geometry[1]] == [0, 5, 10, 14] and geometry[0] == geometry[1]
-    observed(f"killed after step {kill_after}, resumed from step {resumed['resumed_from'][0]}; weights equal")
+    if precision == "fp16":
+        assert resumed["precision"] == "fp16" and resumed["loss_scaling"]
+        assert all(
+            "loss_scale" in r for r in read_log(tmp_path / "killed" / "log.jsonl") if r["event"] == "train"
+        )
+    observed(
+        f"{precision}: killed after step {kill_after}, resumed from step {resumed['resumed_from'][0]}; "
+        "weights equal"
+    )
 
 
 def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, data):
@@ -279,6 +291,42 @@ def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, data, monkeypa
     with pytest.raises(NonFiniteLossError, match=r"loss 'infonce'.*not finite at step 3.*stats at step 3"):
         run(tmp_path, data, log_every=5)
     assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.fault(
+    "NaN loss at step 3, checked at the CUDA cadence", "the error names step 3, found at step 4"
+)
+def test_nan_loss_at_the_cuda_check_cadence_names_the_first_bad_step(tmp_path, data, monkeypatch, observed):
+    """On CUDA the non-finite flag is read only at steps that sync anyway (check_every=0): here the
+    evaluation at step 4 (eval_every 4); the message still names step 3."""
+    real = sentence.build_loss
+
+    def build_nan_loss(name, **hp):
+        loss_fn, calls = real(name, **hp), {"n": 0}
+
+        def nan_from_third_step(h1, h2, with_stats=False):
+            calls["n"] += 1
+            return loss_fn(h1 * (float("nan") if calls["n"] >= 3 else 1.0), h2, with_stats=with_stats)
+
+        return nan_from_third_step
+
+    monkeypatch.setattr(sentence, "build_loss", build_nan_loss)
+    tiny_bert, corpus, senteval_dir = data
+    with pytest.raises(NonFiniteLossError, match=r"not finite at step 3 \(detected at step 4") as caught:
+        train(
+            TrainSettings(**{**SMALL, "loss": "infonce", "log_every": 5}),
+            backbone_dir=tiny_bert,
+            corpus_path=corpus,
+            dev_data_dir=senteval_dir,
+            out_dir=tmp_path / "model",
+            log_path=tmp_path / "log.jsonl",
+            state_dir=tmp_path / "state",
+            cache_dir=tmp_path / "cache",
+            device="cpu",
+            progress=False,
+            check_every=0,
+        )
+    observed(str(caught.value)[:80])
 
 
 @pytest.mark.fault(

@@ -85,6 +85,18 @@ TINY_OAR = TINY | {
 }
 
 
+#: Channels-last on the CPU (the CUDA default): width 8, as PyTorch 2.14's CPU channels-last
+#: convolutions corrupt the heap at width 4 with one thread.
+TINY_CHANNELS_LAST = TINY | {"channels_last": True, "width": 8, "max_steps": 12, "state_every": 4}
+
+
+@pytest.fixture(scope="module")
+def reference_channels_last(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("reference_channels_last")
+    assert run(TINY_CHANNELS_LAST, workdir) == 0
+    return workdir
+
+
 @pytest.fixture(scope="module")
 def reference_oar(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("reference_oar")
@@ -114,11 +126,15 @@ def test_oar_cell_trains_toward_its_saved_anchors(reference_oar):
 @pytest.mark.fault(
     "SIGKILL of a vision training job at a random step", "rerun resumes; encoder and log bit-identical"
 )
-@pytest.mark.parametrize("seed", [0, 1, "oar"])
+@pytest.mark.parametrize("seed", [0, 1, "oar", "channels_last"])
 def test_sigkill_at_a_random_step_resumes_bit_identically(request, tmp_path, seed, observed):
-    cell, reference = (TINY_OAR, "reference_oar") if seed == "oar" else (TINY, "reference")
+    cell, reference = {
+        "oar": (TINY_OAR, "reference_oar"),
+        "channels_last": (TINY_CHANNELS_LAST, "reference_channels_last"),
+    }.get(seed, (TINY, "reference"))
     reference = request.getfixturevalue(reference)
-    kill_at = random.Random(seed).randint(8, 40) if seed == "oar" else random.Random(seed).randint(6, 22)
+    kill_at = {"oar": (8, 40), "channels_last": (5, 10)}.get(seed, (6, 22))
+    kill_at = random.Random(seed).randint(*kill_at)
     assert run(cell, tmp_path, kill_at=kill_at) == -9
     assert (tmp_path / "state" / "state.pt").exists() and not (tmp_path / "encoder").exists()
     assert run(cell, tmp_path) == 0
@@ -133,7 +149,7 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(request, tmp_path, see
     assert without_timing(tmp_path / "train_log.jsonl") == without_timing(reference / "train_log.jsonl")
     log = (tmp_path / "train_log.jsonl").read_text()
     assert '"event": "resume"' in log
-    cell_name = " (OAR cell)" if seed == "oar" else ""
+    cell_name = {"oar": " (OAR cell)", "channels_last": " (channels-last)"}.get(seed, "")
     observed(f"killed after step {kill_at}{cell_name}; resumed; encoder weights and log equal")
 
 

@@ -405,7 +405,16 @@ def checkpoint_fingerprint(model_dir: str | Path, pooling: str, max_length: int 
 
 
 #: Keys of a checkpoint's train_summary.json copied into its metrics file (the report's precision list).
-TRAINING_KEYS = ("precision", "requested_precision", "dev_pooling", "device_name", "best_step", "steps")
+TRAINING_KEYS = (
+    "precision",
+    "requested_precision",
+    "tf32_matmul",
+    "tf32_conv",
+    "dev_pooling",
+    "device_name",
+    "best_step",
+    "steps",
+)
 
 
 def trained_with(model_dir: str | Path) -> dict[str, Any] | None:

@@ -247,6 +247,10 @@ def knn_accuracy(
     return 100.0 * correct / len(test_x)
 
 
+#: Keys of an encoder's settings.json copied into its metrics file (as senteval.TRAINING_KEYS).
+TRAINED_WITH_KEYS = ("precision", "requested_precision", "tf32_matmul", "tf32_conv", "device_name", "steps")
+
+
 def evaluate_encoder(
     encoder_dir: str | Path,
     *,
@@ -336,4 +340,6 @@ def evaluate_encoder(
         "encoder_dir": str(encoder_dir),
         "device": str(dev),
         "timings": timings,
+        # How the encoder was trained (the report's precision table), from its settings.json.
+        "training": {key: summary.get(key) for key in TRAINED_WITH_KEYS},
     }

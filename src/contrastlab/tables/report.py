@@ -51,10 +51,31 @@ def summarize(table: Table) -> dict[str, str]:
     }
 
 
+def precision_label(training: dict | None) -> str:
+    """How a finished cell ran, from the ``training`` block of its metrics file: the resolved precision
+    and, for fp32 runs on CUDA, whether the step's matmuls/convolutions were TF32 (``tf32``) or IEEE.
+
+    >>> precision_label({"precision": "tf32", "tf32_matmul": True, "tf32_conv": True})
+    'tf32 (TF32 matmul+conv)'
+    >>> precision_label({"precision": "fp32", "tf32_matmul": False, "tf32_conv": False})
+    'fp32 (IEEE)'
+    """
+    if not training or not training.get("precision"):
+        return "unknown"
+    name = training["precision"]
+    flags = [training.get("tf32_matmul"), training.get("tf32_conv")]
+    if None in flags:  # metrics written before the switches were recorded
+        return name
+    if all(flags):
+        return f"{name} (TF32 matmul+conv)"
+    return f"{name} (IEEE)" if name == "fp32" else name
+
+
 def precision_rows(config: dict, metrics_root: str | os.PathLike) -> list[dict[str, str]]:
     """One row per (experiment, method): the precision the config gives its cells and the precision
-    they ran in (``training.precision`` of their metrics files: fp16 resolves to fp32 off CUDA)."""
-    from contrastlab.config import cells, method_settings
+    they ran in (the ``training`` block of their metrics files, :func:`precision_label`; auto and tf32
+    run as fp32 off CUDA)."""
+    from contrastlab.config import cells, method_settings, track
 
     rows: dict[tuple[str, str], dict[str, set]] = {}
     for cell in cells({"select": {}, **config}):
@@ -62,10 +83,10 @@ def precision_rows(config: dict, metrics_root: str | os.PathLike) -> list[dict[s
         row = rows.setdefault((cell.experiment, cell.method), {"config": set(), "ran": set(), "cells": set()})
         row["config"].add(resolved.get("precision") or "auto")
         row["cells"].add(cell.backbone)
-        path = Path(metrics_root) / cell.path / "senteval.json"
+        name = "vision.json" if track(config, cell.experiment) == "vision" else "senteval.json"
+        path = Path(metrics_root) / cell.path / name
         if path.exists():
-            ran = (json.loads(path.read_text(encoding="utf-8")).get("training") or {}).get("precision")
-            row["ran"].add(ran or "unknown")
+            row["ran"].add(precision_label(json.loads(path.read_text(encoding="utf-8")).get("training")))
     return [
         {
             "experiment": experiment,
@@ -148,8 +169,8 @@ def write_report(
             "## Precision of every cell",
             "",
             "config: the precision the config resolves for the cells (each paper's own unless "
-            "`precision_override` is set); ran in: what the finished cells' training used (fp16 and "
-            "auto run as fp32 off CUDA).",
+            "`precision_override` is set); ran in: what the finished cells' training used, with the "
+            "fp32 switches of its training step (IEEE or TF32; auto and tf32 run as fp32 off CUDA).",
             "",
         ]
         lines += markdown_table(precision_rows(config, metrics_root)) + [""]

@@ -246,9 +246,10 @@ class TrainingRun:
 
     ``state_every`` / ``state_minutes``: a snapshot is due every ``state_every`` steps and/or once
     ``state_minutes`` have passed since the last one (``None`` switches a rule off). ``check_every``:
-    how often the device-side non-finite flag is read (a host sync); ``None`` = every step on a CPU
-    (it costs nothing there) and only at the steps that sync anyway (logging, evaluation, snapshots) on
-    CUDA. Either way the error names the first non-finite step. ``clock`` is for tests.
+    how often the device-side non-finite flag is read (a host sync); ``0`` = only at the steps that sync
+    anyway (logging, evaluation, snapshots), the CUDA default; ``None`` = every step on a CPU (it costs
+    nothing there), ``0`` on CUDA. Either way the error names the first non-finite step.
+    ``clock`` is for tests.
     """
 
     def __init__(
@@ -269,9 +270,8 @@ class TrainingRun:
         self.precision = Precision.resolve(precision, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.name == "fp16")
         self.state_every, self.state_minutes = state_every, state_minutes
-        self.check_every = (
-            check_every if check_every is not None else (1 if self.device.type == "cpu" else None)
-        )
+        cpu = self.device.type == "cpu"
+        self.check_every = check_every if check_every is not None else (1 if cpu else 0)
         self.progress = progress
         self.clock = clock
         self.log = JsonlLog(self.state_dir / st.LOG_FILE)
@@ -283,6 +283,12 @@ class TrainingRun:
         self._bar = None
         self._interval_t, self._paused = time.perf_counter(), 0.0
         self._interval(0.0, 0, 0)
+
+    @classmethod
+    def for_settings(cls, settings: Any, state_dir: str | Path, **kwargs: Any) -> TrainingRun:
+        """The run of a trainer's settings (their ``precision``, ``state_every``, ``state_minutes``)."""
+        rules = {k: getattr(settings, k) for k in ("precision", "state_every", "state_minutes")}
+        return cls(state_dir, **rules, **kwargs)
 
     # -- description -----------------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

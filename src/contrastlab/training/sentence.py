@@ -459,43 +459,21 @@ def train(
     ``out_dir/train_summary.json``: best dev score and step, steps, timings, device, settings, meta.
     """
     s, backbone_dir = settings, Path(backbone_dir)
-    run = TrainingRun(
-        state_dir,
-        device=device,
-        precision=s.precision,
-        state_every=s.state_every,
-        state_minutes=s.state_minutes,
-        check_every=check_every,
-        progress=progress,
-    )
+    run = TrainingRun.for_settings(s, state_dir, device=device, check_every=check_every, progress=progress)
     data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, progress)
     model, head, head_name, params = _build_model(s, backbone_dir, run.device)
     hp = dict(lr=s.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
     optimizer = build_optimizer("adamw", params, run.device, **hp)
     total = data.total_steps
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: max(0.0, (total - k) / total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda k: max(0.0, (total - k) / total)
+    )  # linear
     loss_fn = build_loss(s.loss, **s.loss_hp)
     # Dev evaluation in IEEE fp32 (outside the step's precision): exact, reproducible selection.
     evaluator = DevEvaluator(dev_data_dir, s.dev_task, data.tokenizer, run.device)
     select = _DevSelection(s, run, evaluator, model, head, data.tokenizer)
     analyse = _Analysis(s, run, data, evaluator, model, head)
-    fingerprint = hashlib.sha256(
-        json.dumps(
-            [s.to_dict(), _backbone_fingerprint(backbone_dir), data.sentences.key, data.n_sentences],
-            sort_keys=True,
-            default=str,
-        ).encode()
-    ).hexdigest()[:16]
-    run_info = {
-        **run.describe(),
-        "dev_pooling": s.dev_pooling,
-        "head": head_name,
-        "n_sentences": data.n_sentences,
-        "total_steps": total,
-        "trainable_params": sum(p.numel() for p in params),
-        "corpus": {"path": str(corpus_path), "cache": str(data.cache_path), "cache_key": data.sentences.key},
-        "backbone_dir": str(backbone_dir),
-    }
+    fingerprint, run_info = _identity(s, run, data, backbone_dir, corpus_path, head_name, params)
     saved = run.load_snapshot(fingerprint)
     if saved is not None and saved.get("finished"):  # killed while exporting: only the export is left
         _export(run.state_dir, saved["summary"], Path(out_dir), Path(log_path))
@@ -536,8 +514,37 @@ def train(
             run.save_snapshot(step, fingerprint, stateful, select.state(), {"best_step": select.best_step})
             select.prune()
 
+    return _finish(s, run, select, data, run_info, fingerprint, Path(out_dir), Path(log_path))
+
+
+def _identity(
+    s: TrainSettings, run: TrainingRun, data: _Corpus, backbone_dir, corpus_path, head_name, params
+):
+    """The run's snapshot fingerprint (settings, backbone, corpus) and the description its start record
+    and summary carry."""
+    key = [s.to_dict(), _backbone_fingerprint(backbone_dir), data.sentences.key, data.n_sentences]
+    fingerprint = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    run_info = {
+        **run.describe(),
+        "dev_pooling": s.dev_pooling,
+        "head": head_name,
+        "n_sentences": data.n_sentences,
+        "total_steps": data.total_steps,
+        "trainable_params": sum(p.numel() for p in params),
+        "corpus": {"path": str(corpus_path), "cache": str(data.cache_path), "cache_key": data.sentences.key},
+        "backbone_dir": str(backbone_dir),
+    }
+    return fingerprint, run_info
+
+
+def _finish(
+    s, run: TrainingRun, select: _DevSelection, data: _Corpus, run_info, fingerprint, out_dir, log_path
+):
+    """Summary, end record, a "finished" snapshot (a kill during the export only redoes the export),
+    the best checkpoint and the log exported, the state folder removed. Returns the summary."""
     if select.best_step is None:
         raise NonFiniteLossError(f"no dev evaluation gave a finite {s.dev_task} Spearman; nothing to save")
+    total = data.total_steps
     summary = {
         "best_dev_spearman": select.best,
         "best_step": select.best_step,
@@ -563,7 +570,7 @@ def train(
     }
     st.save_state(run.state_dir, finished, {"finished": True})
     st.prune_best(run.state_dir, {select.best_step})
-    _export(run.state_dir, summary, Path(out_dir), Path(log_path))
+    _export(run.state_dir, summary, out_dir, log_path)
     shutil.rmtree(run.state_dir, ignore_errors=True)
     return summary
 

@@ -417,15 +417,7 @@ def train_vision(
     summary also written to ``out_dir/settings.json``.
     """
     s = settings
-    run = TrainingRun(
-        state_dir,
-        device=device,
-        precision=s.precision,
-        state_every=s.state_every,
-        state_minutes=s.state_minutes,
-        check_every=check_every,
-        progress=progress,
-    )
+    run = TrainingRun.for_settings(s, state_dir, device=device, check_every=check_every, progress=progress)
     dev = run.device
     use_channels_last = dev.type == "cuda" if s.channels_last is None else s.channels_last
     channels_last = torch.channels_last if use_channels_last else torch.contiguous_format
@@ -444,25 +436,13 @@ def train_vision(
     loss_fn = build_loss(s.loss, **s.loss_hp)
     oar = _OarBatches(s, data, loss_dim, dev) if s.oar_fraction > 0 else None
     views = torch.Generator(device=dev).manual_seed(s.seed)  # the augmentations' draws
-    fingerprint = hashlib.sha256(
-        json.dumps([s.to_dict(), n_images, size], sort_keys=True).encode()
-    ).hexdigest()
-    run_info = {
-        **run.describe(),
-        "channels_last": use_channels_last,
-        "n_images": n_images,
-        "image_size": size,
-        "steps_per_epoch": steps_per_epoch,
-        "total_steps": total,
-        "effective_lr": effective_lr(s),
-        "input_size": s.input_size or size,
-        "feature_dim": encoder.feature_dim,
-        "loss_dim": loss_dim,
-        "oar_labelled": len(oar.labelled) if oar else 0,
-        "trainable_params": sum(p.numel() for p in params),
-    }
+    key = json.dumps([s.to_dict(), n_images, size], sort_keys=True).encode()
+    fingerprint = hashlib.sha256(key).hexdigest()[:16]
+    run_info = _describe(
+        s, run, encoder, params, oar, n_images, size, steps_per_epoch, total, use_channels_last
+    )
     stateful = {"encoder": encoder, "head": head, "optimizer": optimizer, "views": GeneratorState(views)}
-    saved = run.load_snapshot(fingerprint[:16])
+    saved = run.load_snapshot(fingerprint)
     start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
     del saved
 
@@ -501,7 +481,7 @@ def train_vision(
         if logging:
             _log_interval(run, step, epoch, lr, loss, out, oar_value)
         if snapshot:
-            run.save_snapshot(step, fingerprint[:16], stateful, {})
+            run.save_snapshot(step, fingerprint, stateful, {})
 
     summary = {
         "steps": total,
@@ -522,6 +502,24 @@ def train_vision(
     )
     shutil.rmtree(run.state_dir, ignore_errors=True)
     return summary
+
+
+def _describe(s, run, encoder, params, oar, n_images, size, steps_per_epoch, total, channels_last) -> dict:
+    """What the run's start record and summary say about it."""
+    return {
+        **run.describe(),
+        "channels_last": channels_last,
+        "n_images": n_images,
+        "image_size": size,
+        "steps_per_epoch": steps_per_epoch,
+        "total_steps": total,
+        "effective_lr": effective_lr(s),
+        "input_size": s.input_size or size,
+        "feature_dim": encoder.feature_dim,
+        "loss_dim": s.head_dim if s.projection_head else encoder.feature_dim,
+        "oar_labelled": len(oar.labelled) if oar else 0,
+        "trainable_params": sum(p.numel() for p in params),
+    }
 
 
 def _stats_text(loss_fn, h1: torch.Tensor, h2: torch.Tensor) -> str:

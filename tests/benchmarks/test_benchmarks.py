@@ -1,0 +1,66 @@
+"""Each benchmark runs one step on the CPU at a toy size and builds the architecture it names (the
+figures themselves are printed by the benchmarks, never asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from contrastlab.paths import REPO_ROOT
+
+BENCHMARKS = REPO_ROOT / "benchmarks"
+
+
+def _run(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_train_throughput_builds_the_named_architecture_and_times_one_step(tmp_path):
+    out = tmp_path / "rows.json"
+    _run(
+        "train_throughput.py",
+        *("--device", "cpu", "--archs", "tiny", "--batch-sizes", "4", "--steps", "1", "--warmup", "1"),
+        *("--eval-sentences", "128", "--precision", "tf32", "--json", str(out), "--state-dir", str(tmp_path)),
+    )
+    (row,) = json.loads(out.read_text())
+    # tiny = BertConfig(hidden 32, 2 layers, intermediate 64, vocab 2000) + the SimCSE head (32x32 + 32)
+    assert row["arch"] == "tiny" and row["params"] == 99_712 and row["precision"] == "fp32"  # tf32 on CPU
+    assert row["step_s"] > 0 and row["snapshot_s"] > 0 and row["cell_1m_min"] >= row["epoch_1m_min"]
+
+
+@pytest.mark.parametrize(
+    "arch, millions",
+    [("bert-base", 109.5), ("bert-large", 335.1), ("roberta-base", 124.6), ("roberta-large", 355.4)],
+)
+def test_train_throughput_architectures_have_the_public_checkpoints_sizes(arch, millions):
+    """Built on the meta device (no memory): the encoder's parameters as in the published checkpoints."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import train_throughput
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    import transformers
+    from transformers import AutoModel
+
+    config_class, kwargs = train_throughput.ARCHS[arch]
+    with torch.device("meta"):
+        model = AutoModel.from_config(getattr(transformers, config_class)(**kwargs))
+    assert sum(p.numel() for p in model.parameters()) / 1e6 == pytest.approx(millions, abs=0.1)
+
+
+@pytest.mark.parametrize(
+    "shape, arch, oar", [("macl", "resnet18", False), ("oar-resnet50", "resnet50", True)]
+)
+def test_vision_throughput_builds_the_cells_shape_and_times_one_step(shape, arch, oar):
+    args = ("--device", "cpu", "--shape", shape, "--width", "8", "--size", "32", "--batch-size", "8")
+    row = json.loads(_run("vision_throughput.py", *args, "--steps", "1", "--warmup", "1"))
+    assert row["arch"] == arch and row["oar_pass"] is oar and row["step_s"] > 0
+    assert row["precision"] == "fp32" and row["cudnn_benchmark"] is False  # as the trainer

@@ -1,0 +1,147 @@
+"""The GPU path, on a CUDA device: every precision's step against fp32, fused against unfused AdamW,
+a killed-and-resumed cell, and one checkpoint's STS evaluation on the GPU against the CPU.
+
+Skipped (with the reason) on a machine without CUDA; CI has none, so these run where a GPU is at hand
+(``pytest tests/training/test_cuda.py`` and ``make gpu-check``). Tolerances are stated per test: GPU
+kernels are not bit-reproducible across kernels, precisions or devices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from contrastlab.losses import build_loss
+from contrastlab.training import sentence
+from contrastlab.training.runtime import Precision, TrainingRun, build_optimizer, fp32_mode_now
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none visible)")
+
+CUDA = torch.device("cuda")
+#: |step loss - fp32 step loss| for the tiny BERT's InfoNCE (about 3.5): bf16 keeps 8 mantissa bits,
+#: fp16 11; a few layers of rounding stay well inside these.
+LOSS_TOLERANCE = {"tf32": 5e-3, "bf16": 5e-2, "fp16": 2e-2}
+#: After 8 steps at lr 1e-4, a resumed cell's weights differ from an uninterrupted one's only by the GPU's
+#: non-deterministic reductions: far below one step's update.
+RESUME_WEIGHT_TOLERANCE = 1e-4
+STS_TOLERANCE = 0.01  # Spearman x 100, GPU vs CPU encoding of the same checkpoint
+
+
+@pytest.fixture(scope="module")
+def chunks(tiny_bert, corpus):
+    from transformers import AutoTokenizer
+
+    from contrastlab.training.corpus import load_tokenized_corpus
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    cached, _ = load_tokenized_corpus(corpus, tokenizer, 32, corpus.parent / "cuda-cache")
+    ids, mask = cached.batch(np.arange(32), tokenizer.pad_token_id)
+    return [(ids.to(CUDA), mask.to(CUDA))]
+
+
+def _step_loss(tiny_bert, chunks, precision: str) -> float:
+    torch.manual_seed(0)
+    model = sentence._load_model(tiny_bert, 0.0).to(CUDA).train()
+    head, _ = sentence.build_head("simcse", "bert", model.config.hidden_size, 0.2)
+    head.to(CUDA).train()
+    p = Precision.resolve(precision, CUDA)
+    assert p.name == precision
+    with p.step():
+        if precision == "tf32":
+            assert fp32_mode_now() == {"matmul": "tf32", "conv": "tf32"}
+        out, _, _ = sentence.train_step(
+            model, head, build_loss("infonce"), chunks, autocast=p.autocast, with_stats=False
+        )
+    return out.loss.item()
+
+
+@pytest.mark.parametrize("precision", ["tf32", "bf16", "fp16"])
+def test_each_precision_step_is_within_tolerance_of_fp32(tiny_bert, chunks, precision):
+    if precision == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
+        pytest.skip("this GPU has no native bf16")
+    reference = _step_loss(tiny_bert, chunks, "fp32")
+    assert abs(_step_loss(tiny_bert, chunks, precision) - reference) < LOSS_TOLERANCE[precision]
+
+
+def test_fused_and_unfused_adamw_agree_on_cuda():
+    generator = torch.Generator(device=CUDA).manual_seed(0)
+    start = [torch.randn(shape, generator=generator, device=CUDA) for shape in ((256, 128), (128,))]
+    grads = [[torch.randn(p.shape, generator=generator, device=CUDA) for p in start] for _ in range(5)]
+    result = {}
+    for fused in (True, False):
+        params = [torch.nn.Parameter(p.clone()) for p in start]
+        optimizer = build_optimizer("adamw", params, CUDA, fused=fused, lr=1e-2, weight_decay=0.01)
+        for step_grads in grads:
+            for p, g in zip(params, step_grads, strict=True):
+                p.grad = g.clone()
+            optimizer.step()
+        result[fused] = params
+    assert build_optimizer("adamw", result[True], CUDA, lr=1.0).defaults["fused"] is True  # the default
+    for a, b in zip(result[True], result[False], strict=True):
+        assert (a - b).abs().max().item() <= 1e-6
+
+
+def _train(tmp, tiny_bert, corpus, senteval_dir, **overrides):
+    settings = sentence.TrainSettings(
+        loss="infonce",
+        lr=1e-4,
+        batch_size=32,
+        max_steps=8,
+        eval_every=4,
+        log_every=4,
+        state_every=4,
+        **overrides,
+    )
+    return sentence.train(
+        settings,
+        backbone_dir=tiny_bert,
+        corpus_path=corpus,
+        dev_data_dir=senteval_dir,
+        out_dir=tmp / "model",
+        log_path=tmp / "log.jsonl",
+        state_dir=tmp / "state",
+        cache_dir=tmp.parent / "cache",
+        device="cuda",
+        progress=False,
+    )
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_a_cell_killed_after_a_snapshot_resumes_on_the_gpu(
+    tmp_path, tiny_bert, corpus, senteval_dir, precision
+):
+    from safetensors.torch import load_file
+
+    straight = _train(tmp_path / "straight", tiny_bert, corpus, senteval_dir, precision=precision)
+    real_save = TrainingRun.save_snapshot
+
+    def save_then_die(self, *args, **kwargs):
+        real_save(self, *args, **kwargs)
+        raise KeyboardInterrupt  # the job dies right after its first snapshot (step 4)
+
+    TrainingRun.save_snapshot = save_then_die
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _train(tmp_path / "killed", tiny_bert, corpus, senteval_dir, precision=precision)
+    finally:
+        TrainingRun.save_snapshot = real_save
+    resumed = _train(tmp_path / "killed", tiny_bert, corpus, senteval_dir, precision=precision)
+    assert resumed["resumed_from"] == [4] and resumed["precision"] == precision
+    a, b = (
+        load_file(tmp_path / "straight/model/model.safetensors"),
+        load_file(tmp_path / "killed/model/model.safetensors"),
+    )
+    worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+    assert worst <= RESUME_WEIGHT_TOLERANCE, worst
+    assert resumed["best_dev_spearman"] == pytest.approx(straight["best_dev_spearman"], abs=0.5)
+
+
+def test_sts_evaluation_of_a_checkpoint_is_the_same_on_gpu_and_cpu(tiny_bert, senteval_dir):
+    from contrastlab.evaluation.senteval import evaluate_checkpoint
+
+    tasks = ["STS12", "STSBenchmark", "SICKRelatedness"]
+    gpu = evaluate_checkpoint(tiny_bert, senteval_dir, tasks, "fasttest", device="cuda")
+    cpu = evaluate_checkpoint(tiny_bert, senteval_dir, tasks, "fasttest", device="cpu")
+    for task in tasks:
+        assert gpu["scores"][task] == pytest.approx(cpu["scores"][task], abs=STS_TOLERANCE), task

@@ -1,0 +1,335 @@
+"""Every precision path of the training runtime, run on the CPU (PyTorch 2.14 runs bf16/fp16 autocast,
+``GradScaler("cpu")`` and fused optimisers there): what a GPU run would execute, checked without one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from contrastlab.losses import build_loss
+from contrastlab.training import runtime, sentence
+from contrastlab.training import vision as vision_training
+from contrastlab.training.runtime import (
+    FP16_MAX_CONSECUTIVE_SKIPS,
+    NonFiniteLossError,
+    Precision,
+    SnapshotMismatchError,
+    TrainingRun,
+    build_optimizer,
+    fp32_mode_now,
+)
+from contrastlab.vision_models import ProjectionHead, build_encoder
+from contrastlab.workflow import is_deterministic_failure
+
+CPU = torch.device("cpu")
+#: |bf16 step loss - fp32 step loss| bound for the tiny models below: bf16 keeps 8 bits of mantissa
+#: (relative rounding 2**-9 = 0.002 per operation); the losses are about log(2N) = 3.5, and a dozen
+#: layers of rounding stay well inside 0.05.
+BF16_LOSS_TOLERANCE = 0.05
+
+
+def _dtypes_of(module: torch.nn.Module, kinds=(torch.nn.Linear, torch.nn.Conv2d)):
+    """Record the output dtype of every ``kinds`` submodule during a forward pass."""
+    seen: dict[str, torch.dtype] = {}
+    handles = [
+        m.register_forward_hook(lambda mod, args, out, name=name: seen.__setitem__(name, out.dtype))
+        for name, m in module.named_modules()
+        if isinstance(m, kinds)
+    ]
+    return seen, handles
+
+
+@pytest.fixture(scope="module")
+def sentence_parts(tiny_bert, corpus):
+    from transformers import AutoTokenizer
+
+    from contrastlab.training.corpus import load_tokenized_corpus
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    cached, _ = load_tokenized_corpus(corpus, tokenizer, 32, corpus.parent / "precision-cache")
+    return tiny_bert, [cached.batch(torch.arange(16).numpy(), tokenizer.pad_token_id)]
+
+
+def _sentence_step(tiny_bert, chunks, precision: str, *, head_autocast=False, dropout=0.0):
+    """One training step from the same seeded weights; returns (loss output, h1, encoder/head dtypes)."""
+    torch.manual_seed(0)
+    model = sentence._load_model(tiny_bert, dropout).train()
+    head, _ = sentence.build_head("simcse", "bert", model.config.hidden_size, 0.2)
+    p = Precision.resolve(precision, CPU)
+    encoder_dtypes, handles = _dtypes_of(model)
+    head_dtypes, more = _dtypes_of(head)
+    with p.step():
+        out, h1, _ = sentence.train_step(
+            model,
+            head,
+            build_loss("infonce"),
+            chunks,
+            autocast=p.autocast,
+            with_stats=False,
+            head_autocast=head_autocast,
+        )
+    for handle in handles + more:
+        handle.remove()
+    return out, h1, encoder_dtypes, head_dtypes
+
+
+def test_bf16_sentence_step_runs_the_encoder_in_bf16_and_head_and_loss_in_fp32(sentence_parts):
+    tiny_bert, chunks = sentence_parts
+    ref, _, ref_encoder, _ = _sentence_step(tiny_bert, chunks, "fp32")
+    out, h1, encoder, head = _sentence_step(tiny_bert, chunks, "bf16")
+    assert set(ref_encoder.values()) == {torch.float32}
+    assert set(encoder.values()) == {torch.bfloat16}  # every Linear of the encoder ran in bf16
+    assert set(head.values()) == {torch.float32} and h1.dtype == torch.float32  # head outside autocast
+    assert out.loss.dtype == torch.float32 and torch.isfinite(out.loss)
+    assert abs(out.loss.item() - ref.loss.item()) < BF16_LOSS_TOLERANCE
+    assert out.loss.item() != ref.loss.item()  # it really ran in another precision
+    # SimCSE's --fp16 cells put the head under autocast too (head_autocast).
+    _, h1, _, head = _sentence_step(tiny_bert, chunks, "bf16", head_autocast=True)
+    assert set(head.values()) == {torch.bfloat16} and h1.dtype == torch.float32
+
+
+def _vision_parts(channels_last: bool = False):
+    torch.manual_seed(0)
+    # Width 8: PyTorch 2.14's CPU channels-last convolutions corrupt the heap at width 4 with one
+    # thread ("corrupted size vs. prev_size"); widths 8 and 16 run clean.
+    encoder = build_encoder("resnet18", width=8)
+    head = ProjectionHead(encoder.feature_dim, 32, 16)
+    memory = torch.channels_last if channels_last else torch.contiguous_format
+    encoder.to(memory_format=memory).train()
+    head.train()
+    generator = torch.Generator().manual_seed(1)
+    views = [torch.randn(8, 3, 16, 16, generator=generator) for _ in range(2)]
+    return encoder, head, memory, views
+
+
+def _vision_step(precision: str, channels_last=False, optimizer_kind="sgd"):
+    encoder, head, memory, (v1, v2) = _vision_parts(channels_last)
+    p = Precision.resolve(precision, CPU)
+    dtypes, handles = _dtypes_of(encoder)
+    head_dtypes, more = _dtypes_of(head)
+    params = [*encoder.parameters(), *head.parameters()]
+    optimizer = build_optimizer(optimizer_kind, params, CPU, lr=0.1)
+    with p.step():
+        out, h1, _, _ = vision_training.train_step(
+            encoder,
+            head,
+            build_loss("ntxent", tau=0.5),
+            v1,
+            v2,
+            autocast=p.autocast,
+            memory_format=memory,
+            with_stats=False,
+        )
+        optimizer.step()
+    for handle in handles + more:
+        handle.remove()
+    return out, h1, dtypes, head_dtypes, encoder
+
+
+def test_bf16_vision_step_runs_the_convolutions_in_bf16_and_head_and_loss_in_fp32():
+    ref, *_ = _vision_step("fp32")
+    out, h1, dtypes, head_dtypes, _ = _vision_step("bf16")
+    convs = {name: dtype for name, dtype in dtypes.items() if "conv" in name}
+    assert convs and set(convs.values()) == {torch.bfloat16}
+    assert set(head_dtypes.values()) == {torch.float32} and h1.dtype == torch.float32
+    assert out.loss.dtype == torch.float32 and torch.isfinite(out.loss)
+    assert abs(out.loss.item() - ref.loss.item()) < BF16_LOSS_TOLERANCE
+
+
+def test_channels_last_vision_step_equals_the_contiguous_one():
+    a_out, _, _, _, a = _vision_step("fp32", channels_last=False)
+    b_out, _, _, _, b = _vision_step("fp32", channels_last=True)
+    torch.testing.assert_close(a_out.loss, b_out.loss, rtol=0, atol=1e-5)
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
+        torch.testing.assert_close(x, y, rtol=0, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize(
+    "kind, hp", [("adamw", {"weight_decay": 0.01}), ("adam", {}), ("sgd", {"momentum": 0.9})]
+)
+def test_fused_and_unfused_optimisers_agree_after_several_steps(kind, hp):
+    generator = torch.Generator().manual_seed(0)
+    start = [torch.randn(shape, generator=generator) for shape in ((64, 32), (32,), (7, 3, 3, 3))]
+    grads = [[torch.randn(p.shape, generator=generator) for p in start] for _ in range(5)]
+    result = {}
+    for fused in (True, False):
+        params = [torch.nn.Parameter(p.clone()) for p in start]
+        optimizer = build_optimizer(kind, params, CPU, fused=fused, lr=1e-2, **hp)
+        assert optimizer.defaults["fused"] is fused
+        for step_grads in grads:
+            for p, g in zip(params, step_grads, strict=True):
+                p.grad = g.clone()
+            optimizer.step()
+        result[fused] = params
+    for fused_p, plain_p in zip(result[True], result[False], strict=True):
+        assert (fused_p - plain_p).abs().max().item() <= 1e-6
+
+
+def test_default_optimiser_is_fused_on_cuda_and_plain_on_cpu():
+    p = [torch.nn.Parameter(torch.zeros(2))]
+    assert build_optimizer("adamw", p, CPU, lr=1.0).defaults["fused"] is None
+    with pytest.raises(ValueError, match="optimizer must be one of adamw, adam, sgd"):
+        build_optimizer("lamb", p, CPU, lr=1.0)
+
+
+# ---------------------------------------------------------------------------------------- fp16 scaling
+
+
+def _tiny_run(tmp_path, precision="fp16"):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+    run = TrainingRun(tmp_path / "state", device="cpu", precision=precision, state_every=2, progress=False)
+    params = list(model.parameters())
+    optimizer = build_optimizer("adamw", params, CPU, lr=1e-2)
+    return run, model, params, optimizer
+
+
+def _backward(run, model, x, poison=False):
+    with run.step_context():
+        with run.autocast():
+            out = model(x)
+        loss = out.float().pow(2).mean()
+        handle = model[0].weight.register_hook(lambda g: g * float("inf")) if poison else None
+        run.scale(loss).backward()
+        if handle:
+            handle.remove()
+    return loss
+
+
+def test_fp16_overflow_skips_the_step_halves_the_scale_and_counts_it(tmp_path):
+    run, model, params, optimizer = _tiny_run(tmp_path)
+    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(3))
+    assert run.precision.name == "fp16" and run.scaler.is_enabled() and run.scaler.get_scale() == 2.0**16
+    before = [p.detach().clone() for p in params]
+    loss = _backward(run, model, x, poison=True)  # a gradient overflows (the loss itself is finite)
+    assert torch.isfinite(loss)
+    run.optimizer_step(optimizer, params, clip_norm=1.0)
+    assert all(torch.equal(a, b) for a, b in zip(before, params, strict=True))  # bit-unchanged
+    assert run.scaler.get_scale() == 2.0**15 and run.skipped_steps == 1
+    _backward(run, model, x)  # a clean step trains and resets the run of skips
+    run.optimizer_step(optimizer, params, clip_norm=1.0)
+    assert not all(torch.equal(a, b) for a, b in zip(before, params, strict=True))
+    assert run.skipped_steps == 1 and run._skips_in_a_row == 0
+
+
+def test_fp16_stops_after_the_stated_number_of_consecutive_skips(tmp_path):
+    run, model, params, optimizer = _tiny_run(tmp_path)
+    x = torch.randn(16, 8)
+    with pytest.raises(NonFiniteLossError, match=f"skipped {FP16_MAX_CONSECUTIVE_SKIPS} steps in a row"):
+        for _ in range(FP16_MAX_CONSECUTIVE_SKIPS):
+            _backward(run, model, x, poison=True)
+            run.optimizer_step(optimizer, params, clip_norm=1.0)
+    assert run.skipped_steps == FP16_MAX_CONSECUTIVE_SKIPS
+
+
+def test_fp16_clips_the_unscaled_gradients(tmp_path):
+    """The gradient norm the clip sees is the true one (unscale first), not 65536 times it."""
+    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(4))
+    norms = {}
+    for precision in ("fp16", "fp32"):
+        run, model, params, optimizer = _tiny_run(tmp_path / precision, precision)
+        _backward(run, model, x)
+        norms[precision] = run.optimizer_step(optimizer, params, clip_norm=1e-3).item()
+    assert norms["fp16"] == pytest.approx(norms["fp32"], rel=1e-2)
+
+
+# ------------------------------------------------------------------------------------ switches, snapshots
+
+
+def test_each_precision_sets_both_fp32_switches_for_the_step_only():
+    tf32 = Precision("tf32", "tf32", "cuda")  # what a CUDA run resolves tf32 to
+    with tf32.step():
+        assert fp32_mode_now() == {"matmul": "tf32", "conv": "tf32"}
+    assert fp32_mode_now() == {"matmul": "ieee", "conv": "ieee"}  # dev evaluation: IEEE fp32
+    for name in ("fp32", "bf16", "fp16"):
+        with Precision(name, name, "cuda").step():
+            # cuDNN's own default is TF32 convolutions: "fp32" must switch it off explicitly.
+            assert fp32_mode_now() == {"matmul": "ieee", "conv": "ieee"}
+    record = tf32.record()
+    assert record["tf32_matmul"] and record["tf32_conv"] and record["precision"] == "tf32"
+    assert Precision.resolve("tf32", CPU).record()["tf32_matmul"] is False  # no TF32 on a CPU
+
+
+def _snapshot(tmp_path, precision: str):
+    run, model, params, optimizer = _tiny_run(tmp_path, precision)
+    run.begin(None, {}, {"settings": {}})
+    stateful = {"model": model, "optimizer": optimizer}
+    run.save_snapshot(2, "fingerprint", stateful, {})
+    return run
+
+
+@pytest.mark.fault(
+    "resume of a snapshot written on another device type or in another precision",
+    "stops with one line naming both; the snapshot is kept",
+)
+def test_a_snapshot_of_another_precision_or_device_stops_with_one_line(tmp_path, observed):
+    _snapshot(tmp_path, "fp16")
+    other = TrainingRun(tmp_path / "state", device="cpu", precision="fp32", state_every=2, progress=False)
+    with pytest.raises(
+        SnapshotMismatchError, match="written on cpu in fp16, this run is on cpu in fp32"
+    ) as err:
+        other.load_snapshot("fingerprint")
+    assert "\n" not in str(err.value) and is_deterministic_failure(err.value)  # never retried
+    assert (tmp_path / "state" / "state.pt").exists()
+    # A snapshot written on CUDA (its runtime key), resumed on a CPU.
+    payload = torch.load(tmp_path / "state" / "state.pt", weights_only=False)
+    payload["runtime"] = {"device_type": "cuda", "precision": "fp16"}
+    torch.save(payload, tmp_path / "state" / "state.pt")
+    fp16 = TrainingRun(tmp_path / "state", device="cpu", precision="fp16", state_every=2, progress=False)
+    with pytest.raises(SnapshotMismatchError, match="written on cuda in fp16, this run is on cpu in fp16"):
+        fp16.load_snapshot("fingerprint")
+    observed(str(err.value)[:100])
+
+
+def test_the_snapshot_keeps_the_loss_scaler_state(tmp_path):
+    run = _snapshot(tmp_path, "fp16")
+    payload = torch.load(tmp_path / "state" / "state.pt", weights_only=False)
+    assert payload["scaler"]["scale"] == 2.0**16 and payload["runtime"] == run.runtime_key()
+    payload["scaler"]["scale"] = 8.0  # as after a dozen skipped steps
+    torch.save(payload, tmp_path / "state" / "state.pt")
+    resumed = TrainingRun(tmp_path / "state", device="cpu", precision="fp16", state_every=2, progress=False)
+    _, model, _, optimizer = _tiny_run(tmp_path / "other")
+    saved = resumed.load_snapshot("fingerprint")
+    assert resumed.begin(saved, {"model": model, "optimizer": optimizer}, {}) == 2
+    assert resumed.scaler.get_scale() == 8.0 and resumed.resumed_from == [2]
+
+
+def test_snapshots_are_due_by_steps_and_or_by_minutes():
+    now = [0.0]
+    by_time = TrainingRun(
+        "unused",
+        device="cpu",
+        precision="fp32",
+        state_every=None,
+        state_minutes=10,
+        progress=False,
+        clock=lambda: now[0],
+    )
+    assert not by_time.snapshot_due(1, 100)
+    now[0] = 599.0
+    assert not by_time.snapshot_due(2, 100)
+    now[0] = 600.0
+    assert by_time.snapshot_due(3, 100) and not by_time.snapshot_due(100, 100)  # never at the last step
+    both = TrainingRun(
+        "unused",
+        device="cpu",
+        precision="fp32",
+        state_every=4,
+        state_minutes=10,
+        progress=False,
+        clock=lambda: now[0],
+    )
+    assert [s for s in range(1, 10) if both.snapshot_due(s, 10)] == [4, 8]
+    now[0] = 1200.0
+    assert both.snapshot_due(5, 10)
+
+
+def test_the_settings_accept_every_precision_and_snapshot_rule():
+    for name in runtime.PRECISIONS:
+        sentence.TrainSettings(loss="infonce", precision=name)
+        vision_training.VisionTrainSettings(precision=name)
+    sentence.TrainSettings(loss="infonce", state_every=None, state_minutes=10.0)
+    with pytest.raises(ValueError, match="state_minutes must be > 0"):
+        sentence.TrainSettings(loss="infonce", state_minutes=0)
+    with pytest.raises(ValueError, match="head_autocast must be true or false"):
+        sentence.TrainSettings(loss="infonce", head_autocast="yes")
