@@ -204,8 +204,28 @@ def _check_select(config: Mapping[str, Any]) -> None:
         )
 
 
+def _check_user_method(config: Mapping[str, Any], experiment: str, method: str, where: str) -> None:
+    """A user loss (``module:callable``) is imported and run on a random batch now, with each backbone's
+    hyperparameters, so a bad loss stops the workflow before any job starts (losses.user)."""
+    from contrastlab.losses.user import UserLossError, check_user_loss
+
+    exp = config["experiments"][experiment]
+    loss = exp["methods"][method]["loss"]
+    swept = {k.removeprefix("hp."): v for k, v in (exp.get("sweep") or {}).items() if k.startswith("hp.")}
+    points = [dict(zip(swept, values, strict=True)) for values in itertools.product(*swept.values())]
+    for backbone in exp["backbones"]:
+        hp = dict(method_settings(config, experiment, method, backbone)["loss_hp"])
+        for point in points or [{}]:
+            try:
+                check_user_loss(loss, {**hp, **point})
+            except UserLossError as error:
+                key = "hp" if "hyperparameter" in str(error) else "loss"
+                raise ConfigError(f"config key {where}.{key}: {error}") from None
+
+
 def _check_references(config: Mapping[str, Any]) -> None:
     from contrastlab.losses.catalog import DEFAULTS
+    from contrastlab.losses.user import is_user_loss
 
     backbones = config["backbones"]
     schema_defs = load_schema()["$defs"]
@@ -253,7 +273,8 @@ def _check_references(config: Mapping[str, Any]) -> None:
                 raise ConfigError(f"config key {where}: not in this experiment's backbones")
         for method, spec in experiment["methods"].items():
             where = f"experiments.{name}.methods.{method}"
-            if spec["loss"] not in DEFAULTS:
+            user_loss = spec["loss"] not in DEFAULTS and is_user_loss(spec["loss"])
+            if not user_loss and spec["loss"] not in DEFAULTS:
                 choices = ", ".join(DEFAULTS)
                 raise ConfigError(
                     f"config key {where}.loss: unknown loss {spec['loss']!r}; choose one of {choices}"
@@ -263,6 +284,9 @@ def _check_references(config: Mapping[str, Any]) -> None:
                     raise ConfigError(
                         f"config key {where}.per_backbone.{backbone}: not in this experiment's backbones"
                     )
+            if user_loss:
+                _check_user_method(config, name, method, where)
+                continue
             for backbone in experiment["backbones"]:
                 hp = dict(method_settings(config, name, method, backbone)["loss_hp"])
                 swept = experiment.get("sweep") or {}
@@ -573,7 +597,40 @@ def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
                     "structure and a higher effective rank (95% energy).",
                 }
             )
-    return out
+    return out + paradigm_figures(config)
+
+
+def user_loss_methods(config: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every method of the selected experiments whose loss comes from the user's code (losses.user):
+    method name -> (loss, hyperparameters as configured), the first experiment naming it deciding."""
+    from contrastlab.losses.catalog import LOSS_MODULES
+    from contrastlab.losses.user import is_user_loss
+
+    select = config.get("select") or {}
+    found: dict[str, tuple[str, dict[str, Any]]] = {}
+    for name, exp in config["experiments"].items():
+        if select.get("experiments") and name not in select["experiments"]:
+            continue
+        for method, spec in exp["methods"].items():
+            if spec["loss"] not in LOSS_MODULES and is_user_loss(spec["loss"]):
+                found.setdefault(method, (spec["loss"], dict(spec.get("hp") or {})))
+    return found
+
+
+def paradigm_figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Li et al.'s gradient paradigm (GD, W, R by autograd) of every user loss: ``paradigm/<method>``."""
+    return [
+        {
+            "name": f"paradigm/{method}",
+            "kind": "paradigm",
+            "experiment": "",
+            "caption": f"Where {method} ({loss}) sits in Li et al.'s unified gradient paradigm, computed by "
+            "autograd on synthetic batches over the mean anchor-positive and anchor-negative angles: GD "
+            "(the push from the negatives, as a share of its largest; Li Fig. 2), the hardest negative's "
+            "share of the weights W (Li Fig. 3) and the ratio R of pull to push (Li Fig. 4).",
+        }
+        for method, (loss, _) in user_loss_methods(config).items()
+    ]
 
 
 def settings_digest(settings: Mapping[str, Any]) -> str:
