@@ -22,7 +22,8 @@ EXAMPLE = REPO_ROOT / "examples" / "margin_infonce.py"
 
 def demo_with_user_loss(workdir, loss: str, hp: dict | None = None) -> dict:
     """config/demo.yaml cut to Nie's protocol on the tiny BERT and MACL's image protocol on digits, each
-    with one paper loss and the user's loss ``margin_nce``; 8 steps, 2 epochs, no synthetic study."""
+    with one paper loss and the user's loss ``margin_nce``; 8 sentence steps, 6 image steps, no
+    synthetic study."""
     config = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
     config["results_dir"] = str(workdir / "results")
     config["resources_dir"] = str(workdir / "resources")
@@ -34,7 +35,10 @@ def demo_with_user_loss(workdir, loss: str, hp: dict | None = None) -> dict:
     nie["training"] = {"precision": "fp32", "dev_pooling": "cls_mlp"}
     nie.pop("pretrained_pooling")
     nie["methods"] = {"cl": nie["methods"]["cl"], "margin_nce": user}
-    macl["training"].update(epochs=2)
+    # the smallest vision setting of the tests (test_vision_pipeline): 1/16 width, 6 steps, linear 5 epochs
+    config["backbones"]["resnet18-w8"]["vision"]["width"] = 4
+    macl["training"] = {"max_steps": 6, "log_every": 3, "state_every": 3}
+    config["vision_evaluation"] = {"linear": {"epochs": 5}}
     macl["methods"] = {
         "ntxent": macl["methods"]["ntxent"],
         "margin_nce": {**user, "hp": {"tau": 0.1, "m": 0.1} if hp is None else hp},

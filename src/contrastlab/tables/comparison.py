@@ -2,7 +2,8 @@
 
 For every experiment (protocol) with a method whose loss comes from the user's module
 (:func:`contrastlab.config.user_loss_methods`), ``compare_<experiment>`` lists every configured method
-of that experiment, per backbone, with the protocol's headline scores (sentence: STS.Avg and TR.Avg;
+of that experiment, per backbone, with the protocol's headline scores (sentence: STS.Avg and TR.Avg,
+the latter as test and as dev accuracy;
 MACL's image study: linear and kNN top-1; OAR's: the FFN top-1 per label fraction): our mean ± std over
 seeds (n), the published number where the paper's table has that method on that backbone (it never has
 the user's loss), and the seed-noise verdict of each method against the user's loss. ``compare_summary``
@@ -32,7 +33,9 @@ __all__ = [
 ]
 
 #: Headline scores per kind of protocol: metrics key -> column label.
-SENTENCE_HEADLINES = {"sts_avg": "STS.Avg", "tr_avg": "TR.Avg"}
+#: TR.Avg twice: test accuracy (Li's and MACL's tables) and SentEval's dev accuracy (what Nie's Table 1
+#: printed), so each published number sits beside the same measure.
+SENTENCE_HEADLINES = {"sts_avg": "STS.Avg", "tr_avg": "TR.Avg", "tr_devacc_avg": "TR.Avg (dev acc.)"}
 VISION_HEADLINES = {"linear_top1": "linear top-1", "knn_top1": "kNN top-1"}
 
 SUMMARY = "compare_summary"
