@@ -11,6 +11,11 @@ with logged_to(sm.log[0], job_label(sm)):
     size = dict(sm.params.size)
     stem = Path(sm.output[0]).with_suffix("")
     written = write_paradigm_figure(
-        sm.params.loss, dict(sm.params.hp), stem, points=size["points"], batches=size["batches"]
+        sm.params.loss,
+        dict(sm.params.hp),
+        stem,
+        label=sm.wildcards.method,
+        points=size["points"],
+        batches=size["batches"],
     )
     print(f"figures: wrote {len(written)} files")

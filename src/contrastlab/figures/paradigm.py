@@ -5,7 +5,8 @@ For each pair of mean angles on a grid, ``batches`` batches of N anchors are dra
 other angles ~ N(μ_neg, 0.10²), Li App. A.1's spreads) and the loss's autograd paradigm view is averaged
 over anchors and batches: the GD mass (scaled to the grid's maximum, so 1 is the loss's strongest push;
 Li Fig. 2 draws each loss's GD on its own 0-1 scale too), the hardest negative's share of W (Li Fig. 3)
-and the ratio R (Li Fig. 4, where the gradient has not dissipated). Three panels, one per quantity;
+and the ratio R (Li Fig. 4); W and R are blank where GD is below 1% of its largest value (the
+gradient has dissipated there). Three panels, one per quantity;
 the CSV holds every plotted number and the realised mean angles of the batches.
 
 Differences from Li's simulation: every anchor of a batch is drawn, not one (batch losses such as
@@ -30,6 +31,9 @@ __all__ = ["paradigm_grid", "plot_paradigm", "write_paradigm_figure"]
 
 MU_POS_RANGE = (math.pi / 20, math.pi / 2)
 MU_NEG_RANGE = (math.pi / 20, math.pi / 2)
+#: W and R are left blank where GD is below this share of its largest value: the gradient has
+#: dissipated there and its direction is noise (Li Fig. 4 greys those pairs with the same threshold).
+GD_THRESHOLD = 0.01
 
 
 def paradigm_grid(
@@ -89,8 +93,10 @@ def plot_paradigm(frame: pd.DataFrame, stem: str | Path, title: str) -> list[Pat
     with house_style():
         fig, axes = figure(1, 3, width="page", aspect=0.75)
         for ax, (column, label, limits) in zip(axes.flat, panels, strict=True):
-            values = frame.pivot(index="mu_pos", columns="mu_neg", values=column)
-            vmin, vmax = limits or (np.nanmin(values.to_numpy()), np.nanmax(values.to_numpy()))
+            shown = frame[column].where(frame["gd"] >= GD_THRESHOLD) if column != "gd" else frame[column]
+            values = frame.assign(shown=shown).pivot(index="mu_pos", columns="mu_neg", values="shown")
+            finite = values.to_numpy()[np.isfinite(values.to_numpy())]
+            vmin, vmax = limits or ((finite.min(), finite.max()) if finite.size else (0.0, 1.0))
             mesh = ax.pcolormesh(
                 values.columns.to_numpy(),
                 values.index.to_numpy(),
@@ -110,13 +116,22 @@ def plot_paradigm(frame: pd.DataFrame, stem: str | Path, title: str) -> list[Pat
 
 
 def write_paradigm_figure(
-    loss_name: str, hp: dict, stem: str | Path, *, points: int = 12, batches: int = 4, seed: int = 0
+    loss_name: str,
+    hp: dict,
+    stem: str | Path,
+    *,
+    label: str | None = None,
+    points: int = 12,
+    batches: int = 4,
+    seed: int = 0,
 ) -> list[Path]:
-    """The paradigm figure of loss ``loss_name`` (a registry name or a user loss) with ``hp``."""
+    """The paradigm figure of loss ``loss_name`` (a registry name or a user loss) with ``hp``, titled
+    ``label`` (default: the loss's name)."""
     from contrastlab.losses import build_loss
 
     built = build_loss(loss_name, **hp)
     # The paradigm is about unit vectors: every loss, a raw-input one too, gets the unit rows as they are.
     frame = paradigm_grid(built.on_views, points=points, batches=batches, seed=seed)
     hp_text = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in built.hp.items())
-    return plot_paradigm(frame, stem, f"{loss_name} ({hp_text}): Li et al.'s gradient paradigm by autograd")
+    title = f"{label or loss_name} ({hp_text}): Li et al.'s gradient paradigm by autograd"
+    return plot_paradigm(frame, stem, title)
