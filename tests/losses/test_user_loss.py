@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
 
 import pytest
@@ -146,3 +147,17 @@ def test_malformed_names_and_missing_files_are_one_line(tmp_path):
         check_user_loss("no_such_pkg_q.losses:f")
     with pytest.raises(UserLossError, match="write it as"):
         check_user_loss("pkg.mod:not-a-name")
+
+
+def test_an_entry_point_name_resolves_to_its_callable(in_repo, monkeypatch):
+    """A package's ``[project.entry-points."contrastlab.losses"] margin = "examples.margin_infonce:..."``."""
+    from contrastlab.losses import user
+
+    monkeypatch.setattr(user, "_entry_points", lambda: {"margin": "examples.margin_infonce:margin_infonce"})
+    user.resolve_user_loss.cache_clear()
+    assert user.is_user_loss("margin") and not user.is_user_loss("infonce")
+    h = torch.eye(4, 8, dtype=torch.float64)
+    # identical one-hot views: each anchor's positive logit 1/τ = 10, its three negatives' 0
+    expected = math.log(1 + 3 * math.exp(-10))
+    assert build_loss("margin", tau=0.1, m=0.0)(h, h).loss.item() == pytest.approx(expected, rel=1e-12)
+    assert module_path("margin") == str(REPO_ROOT / "examples" / "margin_infonce.py")

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -14,7 +16,7 @@ import yaml
 from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.paths import REPO_ROOT
 
-from .test_dryrun import job_counts, run_snakemake, snakemake_process
+from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake, snakemake_process
 from .test_failures import _one_line_failure
 
 EXAMPLE = REPO_ROOT / "examples" / "margin_infonce.py"
@@ -87,7 +89,17 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
     shutil.copy(EXAMPLE, module)
     config = demo_with_user_loss(tmp_path, f"{module}:margin_infonce")
     path = write(config, tmp_path / "c.yaml")
-    run_snakemake(REPO_ROOT, "--configfile", path, "--cores", "2")
+    # ~2 CPU-minutes of jobs; the wall time limit allows for a machine shared with other work
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    done = subprocess.run(
+        [*SNAKEMAKE, "-s", str(REPO_ROOT / "Snakefile"), "--configfile", path, "--cores", "2"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     results = tmp_path / "results"
 
     # trained and evaluated under both protocols, its provenance in the cell's metadata
