@@ -328,13 +328,24 @@ def adapt(user: UserLoss) -> Callable:
     return entry
 
 
-@cache
-def _checked(name: str, hp_items: tuple[tuple[str, Any], ...]) -> None:
+#: (name, hyperparameters) already checked in this process: the workflow checks each once.
+_CHECKED: set[str] = set()
+
+
+def _checked(name: str, hp: Mapping[str, Any]) -> None:
+    key = repr((name, sorted(hp.items())))
+    if key in _CHECKED:
+        return
+    _run_check(name, hp)
+    _CHECKED.add(key)
+
+
+def _run_check(name: str, hp: Mapping[str, Any]) -> None:
     import torch
 
     from .registry import build_loss
 
-    loss_fn = build_loss(name, **dict(hp_items))
+    loss_fn = build_loss(name, **hp)
     n, d = CHECK_BATCH
     g = torch.Generator().manual_seed(CHECK_SEED)
     h1 = torch.randn(n, d, generator=g, dtype=torch.float64)
@@ -377,5 +388,5 @@ def check_user_loss(name: str, hp: Mapping[str, Any] | None = None) -> UserLoss:
     """
     user = resolve_user_loss(name)
     validate_hyperparameters(user, hp or {})
-    _checked(name, tuple(sorted((hp or {}).items(), key=lambda kv: kv[0])))
+    _checked(name, dict(hp or {}))
     return user
