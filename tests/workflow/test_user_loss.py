@@ -148,3 +148,26 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
     listing = run_snakemake(REPO_ROOT, "-n", "--configfile", path)
     methods = {part.split("=", 1)[1].strip(",") for part in listing.split() if part.startswith("method=")}
     assert methods == {"margin_nce", "margin_nce-bs64"}, methods
+
+
+def test_the_loss_file_is_an_input_of_exactly_its_cells(tmp_path):
+    """Dry run: the user's file is an input of the training jobs of its cells (and of its paradigm
+    figure), of no other job; so a change to it reruns exactly those (the end-to-end test runs it)."""
+    module = tmp_path / "margin_infonce.py"
+    shutil.copy(EXAMPLE, module)
+    config = demo_with_user_loss(tmp_path, f"{module}:margin_infonce")
+    output = run_snakemake(REPO_ROOT, "-n", "--configfile", write(config, tmp_path / "c.yaml"))
+    using = []
+    for block in output.split("\nrule ")[1:]:
+        rule = block.split(":", 1)[0].strip()
+        inputs = next((line for line in block.splitlines() if line.strip().startswith("input:")), "")
+        wildcards = next((line for line in block.splitlines() if line.strip().startswith("wildcards:")), "")
+        if str(module) in inputs:
+            using.append(
+                (rule, wildcards.split("method=")[-1].split(",")[0] if "method=" in wildcards else "")
+            )
+    assert sorted(using) == [
+        ("figure_paradigm", "margin_nce"),
+        ("train", "margin_nce"),
+        ("train_vision", "margin_nce-bs64"),
+    ], using
