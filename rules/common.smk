@@ -10,6 +10,7 @@ from contrastlab.evaluation.tasks import SentEvalDataError
 from contrastlab.losses.catalog import module_path
 from contrastlab.paths import REPO_ROOT
 from contrastlab.tables import tables_for_config
+from contrastlab.tables.comparison import comparison_tables
 from contrastlab.workflow import forget_running_workflow, record_running_workflow, recover_killed_run
 
 try:
@@ -26,6 +27,7 @@ PRETRAINED_POOLING = dict(PRETRAINED)
 GPU = config["resources"]["gpu"]
 THREADS = config["resources"]["threads"]
 FIGURES = cl_config.figures(config)
+USER_LOSS_METHODS = cl_config.user_loss_methods(config)
 
 
 def _alternatives(values):
@@ -116,7 +118,9 @@ def selected_tables():
 
 
 def table_outputs():
-    return expand(f"{R}/tables/{{table}}.{{ext}}", table=selected_tables(), ext=["csv", "md", "tex"])
+    """The selected papers' tables and the comparison tables of the user's losses (tables.comparison)."""
+    names = selected_tables() + comparison_tables(config)
+    return expand(f"{R}/tables/{{table}}.{{ext}}", table=names, ext=["csv", "md", "tex"])
 
 
 def figure_outputs():

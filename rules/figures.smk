@@ -159,3 +159,27 @@ for _figure, (_experiments, _caption, _source) in cl_config.SWEEP_FIGURES.items(
             "../envs/contrastlab.yaml"
         script:
             "../scripts/figure_sweep.py"
+
+
+# Li et al.'s gradient paradigm of each loss from the user's code (GD, W, R by autograd; no training):
+# the loss's file is an input, so editing it redraws the figure.
+rule figure_paradigm:
+    input:
+        loss_source=lambda wildcards: str(REPO_ROOT / module_path(USER_LOSS_METHODS[wildcards.method][0])),
+    output:
+        **figure_files("paradigm/{method}"),
+    params:
+        loss=lambda wildcards: USER_LOSS_METHODS[wildcards.method][0],
+        hp=lambda wildcards: USER_LOSS_METHODS[wildcards.method][1],
+        size=config["paradigm_figures"],
+    log:
+        f"{R}/logs/figures/paradigm-{{method}}.log",
+    wildcard_constraints:
+        method=_alternatives(USER_LOSS_METHODS),
+    resources:
+        mem_mb=mem_mb("eval"),
+        runtime=runtime("eval"),
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/figure_paradigm.py"

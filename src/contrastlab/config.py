@@ -154,7 +154,8 @@ def validate(config: Mapping[str, Any]) -> dict:
     import jsonschema
 
     schema = load_schema()
-    config = coerce_scalars(copy.deepcopy(dict(config)), schema, schema)
+    config = expand_templates(copy.deepcopy(dict(config)))
+    config = coerce_scalars(config, schema, schema)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:
@@ -175,6 +176,98 @@ def validate(config: Mapping[str, Any]) -> dict:
     )
     _check_references(config)
     _check_select(config)
+    return config
+
+
+TEMPLATE_KEYS = ("protocols", "methods", "baselines")
+
+
+def expand_templates(config: dict) -> dict:
+    """Experiment templates: ``experiments: {mine: {protocols: [nie2023, macl_cifar10], methods:
+    [myloss], baselines: [cl, ntxent]}}`` with ``methods: {myloss: {loss: ..., hp: ...}}`` at the top.
+
+    Each template method joins the method list of every protocol (one of the papers' experiments, so
+    its cells get that protocol's backbones, batch sizes, sweeps, seeds and evaluation), with its
+    ``per_protocol[<protocol>]`` overrides merged in; the baselines are the protocols' own methods,
+    whose cells are those of the papers' experiments (shared, trained once). The template itself is
+    recorded under ``templates`` and leaves ``experiments``; ``select: {experiments: [mine]}`` selects
+    its protocols and, unless ``select.methods`` is given, only its methods and baselines, so a run
+    trains only the template's cells. Raises :class:`ConfigError` (one line) for an unknown protocol,
+    method or baseline. Returns ``config`` (changed in place); a config without templates is unchanged.
+    """
+    experiments = config.get("experiments")
+    if not isinstance(experiments, dict):
+        return config
+    found = {k: v for k, v in experiments.items() if isinstance(v, dict) and "protocols" in v}
+    shared = config.pop("methods", None) or {}
+    if not found:
+        if shared:
+            raise ConfigError(
+                "config key methods: no experiment template uses them; add an experiment with protocols, "
+                "methods and baselines (README: Evaluate your own loss)"
+            )
+        return config
+    templates = config.setdefault("templates", {})
+    for name, template in found.items():
+        where = f"experiments.{name}"
+        unknown = sorted(set(template) - set(TEMPLATE_KEYS))
+        if unknown:
+            raise ConfigError(
+                f"config key {where}.{unknown[0]}: unknown key in an experiment template; "
+                f"allowed: {', '.join(TEMPLATE_KEYS)}"
+            )
+        lists = {key: template.get(key) or [] for key in TEMPLATE_KEYS}
+        for key, values in lists.items():
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                raise ConfigError(f"config key {where}.{key}: must be a list of names, got {values!r}")
+        papers = [e for e in experiments if e not in found]
+        for protocol in lists["protocols"]:
+            if protocol not in papers:
+                raise ConfigError(
+                    f"config key {where}.protocols: unknown experiment {protocol!r}; "
+                    f"choose from the configured experiments: {', '.join(papers)}"
+                )
+        if not lists["protocols"] or not lists["methods"]:
+            raise ConfigError(f"config key {where}: a template needs protocols and methods")
+        for method in lists["methods"]:
+            if method not in shared:
+                raise ConfigError(
+                    f"config key {where}.methods: unknown method {method!r}; define it under the top-level "
+                    f"methods ({', '.join(shared) or 'none defined'})"
+                )
+        for baseline in lists["baselines"]:
+            if not any(baseline in (experiments[p].get("methods") or {}) for p in lists["protocols"]):
+                raise ConfigError(
+                    f"config key {where}.baselines: {baseline!r} is not a method of any of its protocols "
+                    f"({', '.join(lists['protocols'])})"
+                )
+        for protocol in lists["protocols"]:
+            methods = experiments[protocol].setdefault("methods", {})
+            for method in lists["methods"]:
+                spec = copy.deepcopy(shared[method])
+                own = (spec.pop("per_protocol", None) or {}).get(protocol) or {}
+                if method in methods and methods[method] != deep_merge(spec, own):
+                    raise ConfigError(
+                        f"config key {where}.methods: {method!r} is already a different method of "
+                        f"{protocol}; rename one of them"
+                    )
+                methods[method] = deep_merge(spec, own)
+        templates[name] = lists
+        del experiments[name]
+    select = config.get("select") or {}
+    chosen = [e for e in select.get("experiments") or [] if e in templates]
+    if chosen:
+        names = [e for e in select["experiments"] if e not in templates]
+        for name in chosen:
+            names += [p for p in templates[name]["protocols"] if p not in names]
+        select["experiments"] = names
+        if not select.get("methods"):
+            select["methods"] = list(
+                dict.fromkeys(
+                    m for name in chosen for key in ("methods", "baselines") for m in templates[name][key]
+                )
+            )
+        config["select"] = select
     return config
 
 
@@ -204,8 +297,28 @@ def _check_select(config: Mapping[str, Any]) -> None:
         )
 
 
+def _check_user_method(config: Mapping[str, Any], experiment: str, method: str, where: str) -> None:
+    """A user loss (``module:callable``) is imported and run on a random batch now, with each backbone's
+    hyperparameters, so a bad loss stops the workflow before any job starts (losses.user)."""
+    from contrastlab.losses.user import UserLossError, check_user_loss
+
+    exp = config["experiments"][experiment]
+    loss = exp["methods"][method]["loss"]
+    swept = {k.removeprefix("hp."): v for k, v in (exp.get("sweep") or {}).items() if k.startswith("hp.")}
+    points = [dict(zip(swept, values, strict=True)) for values in itertools.product(*swept.values())]
+    for backbone in exp["backbones"]:
+        hp = dict(method_settings(config, experiment, method, backbone)["loss_hp"])
+        for point in points or [{}]:
+            try:
+                check_user_loss(loss, {**hp, **point})
+            except UserLossError as error:
+                key = "hp" if "hyperparameter" in str(error) else "loss"
+                raise ConfigError(f"config key {where}.{key}: {error}") from None
+
+
 def _check_references(config: Mapping[str, Any]) -> None:
     from contrastlab.losses.catalog import DEFAULTS
+    from contrastlab.losses.user import is_user_loss
 
     backbones = config["backbones"]
     schema_defs = load_schema()["$defs"]
@@ -253,7 +366,8 @@ def _check_references(config: Mapping[str, Any]) -> None:
                 raise ConfigError(f"config key {where}: not in this experiment's backbones")
         for method, spec in experiment["methods"].items():
             where = f"experiments.{name}.methods.{method}"
-            if spec["loss"] not in DEFAULTS:
+            user_loss = spec["loss"] not in DEFAULTS and is_user_loss(spec["loss"])
+            if not user_loss and spec["loss"] not in DEFAULTS:
                 choices = ", ".join(DEFAULTS)
                 raise ConfigError(
                     f"config key {where}.loss: unknown loss {spec['loss']!r}; choose one of {choices}"
@@ -263,6 +377,9 @@ def _check_references(config: Mapping[str, Any]) -> None:
                     raise ConfigError(
                         f"config key {where}.per_backbone.{backbone}: not in this experiment's backbones"
                     )
+            if user_loss:
+                _check_user_method(config, name, method, where)
+                continue
             for backbone in experiment["backbones"]:
                 hp = dict(method_settings(config, name, method, backbone)["loss_hp"])
                 swept = experiment.get("sweep") or {}
@@ -575,7 +692,40 @@ def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
                     "structure and a higher effective rank (95% energy).",
                 }
             )
-    return out
+    return out + paradigm_figures(config)
+
+
+def user_loss_methods(config: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every method of the selected experiments whose loss comes from the user's code (losses.user):
+    method name -> (loss, hyperparameters as configured), the first experiment naming it deciding."""
+    from contrastlab.losses.catalog import LOSS_MODULES
+    from contrastlab.losses.user import is_user_loss
+
+    select = config.get("select") or {}
+    found: dict[str, tuple[str, dict[str, Any]]] = {}
+    for name, exp in config["experiments"].items():
+        if select.get("experiments") and name not in select["experiments"]:
+            continue
+        for method, spec in exp["methods"].items():
+            if spec["loss"] not in LOSS_MODULES and is_user_loss(spec["loss"]):
+                found.setdefault(method, (spec["loss"], dict(spec.get("hp") or {})))
+    return found
+
+
+def paradigm_figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Li et al.'s gradient paradigm (GD, W, R by autograd) of every user loss: ``paradigm/<method>``."""
+    return [
+        {
+            "name": f"paradigm/{method}",
+            "kind": "paradigm",
+            "experiment": "",
+            "caption": f"Where {method} ({loss}) sits in Li et al.'s unified gradient paradigm, computed by "
+            "autograd on synthetic batches over the mean anchor-positive and anchor-negative angles: GD "
+            "(the push from the negatives, as a share of its largest; Li Fig. 2), the hardest negative's "
+            "share of the weights W (Li Fig. 3) and the ratio R of pull to push (Li Fig. 4).",
+        }
+        for method, (loss, _) in user_loss_methods(config).items()
+    ]
 
 
 def settings_digest(settings: Mapping[str, Any]) -> str:

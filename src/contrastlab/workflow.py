@@ -352,15 +352,21 @@ def package_versions() -> dict[str, str]:
 
 
 def run_metadata() -> dict[str, Any]:
-    """What produced a result: package versions, Python, git SHA (and a dirty flag), the command line."""
+    """What produced a result: package versions, Python, git SHA (and a dirty flag), the command line,
+    and any user loss built in this process (module, callable, file, sha256)."""
+    from contrastlab.losses.user import loaded_user_losses
+
     status = _git("status", "--porcelain")
-    return {
+    meta = {
         "versions": package_versions(),
         "python": platform.python_version(),
         "git_sha": _git("rev-parse", "HEAD") or None,
         "git_dirty": None if status is None else bool(status),
         "command": sys.argv,
     }
+    if loaded_user_losses():  # a loss from the user's module: which one, and the sha256 of its file
+        meta["user_losses"] = loaded_user_losses()
+    return meta
 
 
 def write_json(path: str | os.PathLike, payload: Any) -> None:

@@ -55,6 +55,7 @@ def test_every_optional_key_has_a_default():
         "dataset",  # required of a vision experiment, meaningless for a sentence one
     }
     no_default |= {"lr", "batch_size", "hp", "training"}  # method-level overrides: absent means inherit
+    no_default |= {"protocols"}  # required of an experiment template (written to templates by the workflow)
     # Vision settings added with OAR: absent means the trainer's own default, so that the cells of
     # configs written before them keep their settings (and nothing reruns); out_dim and spectra are opt-in.
     no_default |= {"momentum", "lr_schedule", "projection_head", "input_size", "oar_fraction"}

@@ -15,7 +15,9 @@ temperature 0.1 for all, MACL α 0.5, A0 0, reweighting on), :mod:`.oar` (barlow
 original vision forms on the *raw* embeddings, hyperparameters ``lam`` / ``mu`` / ``nu`` / ``gamma`` /
 ``eps``; and, outside the registry because they need labels, ``oar.orthonormal_anchors``,
 ``oar.oar_term`` and ``oar.oar_loss``; the OAR study's InfoNCE and DCL are ``ntxent`` and
-``dcl_vision``), :mod:`.paradigm_view` (GD, W and R per anchor, Li Tables 1-2).
+``dcl_vision``), :mod:`.paradigm_view` (GD, W and R per anchor, Li Tables 1-2). A loss from the
+user's own code (``"package.module:callable"``, ``"path/file.py:callable"`` or an entry point of the
+group ``contrastlab.losses``) goes through the same ``build_loss``, see :mod:`.user`.
 
 >>> import torch
 >>> out = build_loss("mpt", m=0.23)(torch.eye(3), torch.eye(3))
@@ -38,6 +40,8 @@ _LAZY = {
     "ParadigmTerms": "paradigm_view",
     "paradigm_components": "paradigm_view",
     "paradigm_gradient": "paradigm_view",
+    "contrastive_loss": "user",
+    "check_user_loss": "user",
 }
 
 __all__ = ["LOSSES", "LOSS_MODULES", "DEFAULTS", *_LAZY]

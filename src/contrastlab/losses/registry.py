@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import li2024, macl, nie2023, oar, vision
+from . import li2024, macl, nie2023, oar, user, vision
 from ._common import LossOutput
 from .catalog import DEFAULTS, LOSS_MODULES, LOSSES
 
@@ -92,14 +92,25 @@ class SentenceLoss:
     row-normalised ones.
     """
 
-    def __init__(self, name: str, hp: dict[str, Any]):
+    def __init__(self, name: str, hp: dict[str, Any], entry: Callable | None = None, raw_input: bool = False):
         self.name = name
         self.hp = dict(hp)
-        self._fn = _ENTRIES[name]
+        self._fn = _ENTRIES[name] if entry is None else entry
+        self._raw = name in _RAW_INPUT or raw_input
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.hp.items())
         return f"SentenceLoss({self.name!r}, {args})"
+
+    def on_views(self, x1: Tensor, x2: Tensor) -> Tensor:
+        """The scalar loss of views exactly as the entry receives them (already normalised, or raw for
+        a raw-input loss): no normalisation, no dtype change (the autograd paradigm view uses it)."""
+        return self._fn(x1, x2, **self.hp)[0]
+
+    @property
+    def raw_input(self) -> bool:
+        """True when the loss takes the raw embeddings, not the row-normalised ones."""
+        return self._raw
 
     def __call__(self, h1: Tensor, h2: Tensor, with_stats: bool = True) -> LossOutput:
         if h1.ndim != 2 or h1.shape != h2.shape:
@@ -111,10 +122,10 @@ class SentenceLoss:
         dtype = torch.float64 if h1.dtype == torch.float64 else torch.float32
         with torch.autocast(device_type=h1.device.type, enabled=False):
             x1, x2 = h1.to(dtype), h2.to(dtype)
-            if self.name not in _RAW_INPUT:
+            if not self._raw:
                 x1, x2 = F.normalize(x1, dim=-1), F.normalize(x2, dim=-1)
             loss, stats = self._fn(x1, x2, **self.hp)
-        if not with_stats:
+        if not with_stats or not stats:
             return LossOutput(loss, {})
         keys = list(stats)
         values = torch.stack([stats[k].detach().to(torch.float64).reshape(()) for k in keys]).tolist()
@@ -126,7 +137,19 @@ def build_loss(name: str, **hp: Any) -> SentenceLoss:
 
     Raises ``ValueError`` for an unknown loss (listing the valid names), an unknown hyperparameter
     (naming it and the valid ones) or an invalid value (naming it).
+
+    ``name`` may also be a user loss (``"package.module:callable"``, ``"path/file.py:callable"`` or an
+    entry point of the group ``contrastlab.losses``, see :mod:`.user`): its hyperparameters are the
+    callable's keyword arguments, and it receives normalised or raw views as it declares.
     """
+    if name not in LOSS_MODULES and user.is_user_loss(name):
+        resolved = user.resolve_user_loss(name)
+        entry = user.adapt(resolved)
+        built = SentenceLoss(
+            name, user.validate_hyperparameters(resolved, hp), entry, raw_input=resolved.inputs == "raw"
+        )
+        user.note_loaded(resolved)
+        return built
     if name not in LOSS_MODULES:
         raise ValueError(f"unknown loss {name!r}; valid names: {', '.join(LOSSES)}")
     defaults = DEFAULTS[name]

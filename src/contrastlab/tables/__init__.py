@@ -71,19 +71,24 @@ def build_tables(
     figures: list[dict] | None = None,
     results_dir: str | Path | None = None,
 ) -> list[Path]:
-    """Write every table (default: :func:`tables_for_config`) as CSV, Markdown and LaTeX into
-    ``out_dir``, the summary ``report_path`` and its self-contained HTML twin (same name, ``.html``);
+    """Write every table (default: :func:`tables_for_config`, and the comparison tables of the user's
+    losses, :mod:`.comparison`) as CSV, Markdown and LaTeX into ``out_dir``, the summary
+    ``report_path`` and its self-contained HTML twin (same name, ``.html``);
     returns the written paths (report and HTML report last). With ``results_dir``, the report ends with
     the cost of the run's jobs (:mod:`contrastlab.tables.cost`, from ``<results_dir>/benchmarks``).
 
     Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
     """
     from contrastlab.tables.assemble import assemble
+    from contrastlab.tables.comparison import comparison_tables, write_comparisons
     from contrastlab.tables.render import to_csv, to_latex, to_markdown
     from contrastlab.tables.report import write_report
 
     t0 = time.perf_counter()
     names = tables_for_config(config) if tables is None else list(tables)
+    compared = comparison_tables(config)
+    comparisons = [name for name in names if name in compared] if tables is not None else compared
+    names = [name for name in names if name not in compared]
     for name in names:
         get_spec(name)
     from contrastlab.tables.metrics import collect_failures
@@ -103,6 +108,9 @@ def build_tables(
         paths["tex"].write_text(to_latex(table), encoding="utf-8")
         written += paths.values()
         built.append((table, paths))
+    # Your own losses beside the papers' (tables.comparison), when the config has any.
+    compare_paths, compare_lines = write_comparisons(config, metrics, out_dir, comparisons)
+    written += compare_paths
     written.append(
         write_report(
             built,
@@ -111,6 +119,7 @@ def build_tables(
             config=config,
             figures=figures,
             results_dir=results_dir,
+            sections=compare_lines,
         )
     )
     from contrastlab.tables.html import write_html_report

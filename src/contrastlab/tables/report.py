@@ -107,12 +107,14 @@ def write_report(
     config: dict | None = None,
     figures: list[dict] | None = None,
     results_dir: str | os.PathLike | None = None,
+    sections: list[str] | None = None,
 ) -> Path:
     """Write the Markdown summary of ``built`` (table, {ext: path}) to ``report_path``; with
     ``config``, also each paper's deviations from the authors' setups and the precision of every cell;
     with ``figures`` (:func:`contrastlab.config.figures`), each figure inline (``figures/<name>.png``
     beside the report) under its caption, with links to its PDF and CSV; with ``results_dir``, what its
-    jobs cost (:func:`contrastlab.tables.cost.cost_lines`)."""
+    jobs cost (:func:`contrastlab.tables.cost.cost_lines`); ``sections``: Markdown lines put after the
+    table list (the comparison tables of the user's losses)."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
     base = report_path.parent
 
@@ -141,6 +143,7 @@ def write_report(
     else:
         lines.append("No tables: the config has no experiment with a paper table.")
     lines.append("")
+    lines += sections or []  # e.g. the comparison tables of the user's losses
     if figures:
         lines += ["## Figures", ""]
         for fig in figures:

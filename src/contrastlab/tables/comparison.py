@@ -1,0 +1,248 @@
+"""Comparison tables for losses from the user's code: the user's loss beside the papers' losses.
+
+For every experiment (protocol) with a method whose loss comes from the user's module
+(:func:`contrastlab.config.user_loss_methods`), ``compare_<experiment>`` lists every configured method
+of that experiment, per backbone, with the protocol's headline scores (sentence: STS.Avg and TR.Avg,
+the latter as test and as dev accuracy;
+MACL's image study: linear and kNN top-1; OAR's: the FFN top-1 per label fraction): our mean ± std over
+seeds (n), the published number where the paper's table has that method on that backbone (it never has
+the user's loss), and the seed-noise verdict of each method against the user's loss. ``compare_summary``
+puts the first headline score of every protocol side by side, with each method's rank per protocol.
+
+The verdict is a hook, :func:`seed_noise_verdict`: it asks :mod:`contrastlab.tables.verdicts` (the
+seed-noise verdicts of the paper tables) when that module provides ``seed_noise_verdict``, and says
+"—" otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pandas is imported where a table is built: the workflow reads the names only
+    import pandas as pd
+
+__all__ = [
+    "comparison_tables",
+    "build_comparison",
+    "build_summary",
+    "seed_noise_verdict",
+    "write_comparisons",
+]
+
+#: Headline scores per kind of protocol: metrics key -> column label.
+#: TR.Avg twice: test accuracy (Li's and MACL's tables) and SentEval's dev accuracy (what Nie's Table 1
+#: printed), so each published number sits beside the same measure.
+SENTENCE_HEADLINES = {"sts_avg": "STS.Avg", "tr_avg": "TR.Avg", "tr_devacc_avg": "TR.Avg (dev acc.)"}
+VISION_HEADLINES = {"linear_top1": "linear top-1", "knn_top1": "kNN top-1"}
+
+SUMMARY = "compare_summary"
+
+
+def _user_experiments(config: Mapping[str, Any]) -> list[str]:
+    from contrastlab.config import user_loss_methods
+
+    users = user_loss_methods(config)
+    select = config.get("select") or {}
+    return [
+        name
+        for name, exp in config["experiments"].items()
+        if (not select.get("experiments") or name in select["experiments"])
+        and set(exp["methods"]) & set(users)
+    ]
+
+
+def comparison_tables(config: Mapping[str, Any]) -> list[str]:
+    """Names of the comparison tables a config produces (none without a user loss)."""
+    experiments = _user_experiments(config)
+    return [f"compare_{name}" for name in experiments] + ([SUMMARY] if experiments else [])
+
+
+def seed_noise_verdict(user_scores: Sequence[float], other_scores: Sequence[float]) -> str:
+    """Hook for the seed-noise verdict of another method against the user's loss on one score (their
+    per-seed values): ``contrastlab.tables.verdicts.seed_noise_verdict(user, other)`` when that module
+    provides it, else "—" (no verdict yet)."""
+    try:
+        from contrastlab.tables import verdicts  # type: ignore[attr-defined]
+    except ImportError:
+        return "—"
+    verdict = getattr(verdicts, "seed_noise_verdict", None)
+    return str(verdict(list(user_scores), list(other_scores))) if callable(verdict) else "—"
+
+
+def _headlines(config: Mapping[str, Any], experiment: str, metrics: pd.DataFrame) -> dict[str, str]:
+    from contrastlab.config import track
+
+    if track(config, experiment) == "sentence":
+        return dict(SENTENCE_HEADLINES)
+    keys = sorted(set(metrics.loc[metrics["experiment"] == experiment, "task"]))
+    heads = {k: v for k, v in VISION_HEADLINES.items() if k in keys}
+    ffn = sorted((k for k in keys if k.startswith("ffn") and k.endswith("_top1")), key=lambda k: int(k[3:-5]))
+    heads.update({k: f"FFN {k[3:-5]}% top-1" for k in ffn})
+    return heads or dict(VISION_HEADLINES)
+
+
+def _published(experiment: str) -> pd.DataFrame:
+    import pandas as pd
+
+    from contrastlab.tables.published import TABLES, load_published
+
+    frames = [load_published(name) for name, spec in TABLES.items() if spec.experiment == experiment]
+    if not frames:
+        return pd.DataFrame(columns=["backbone", "method", "key", "value"])
+    both = pd.concat(frames, ignore_index=True)
+    key = "key" if "key" in both.columns else "task"
+    return both.rename(columns={key: "key"})[["backbone", "method", "key", "value"]].drop_duplicates(
+        ["backbone", "method", "key"]
+    )
+
+
+def _fmt(values: list[float]) -> str:
+    if not values:
+        return "not run"
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return f"{mean:.2f} (n=1)"
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    return f"{mean:.2f} ± {std:.2f} (n={len(values)})"
+
+
+def build_comparison(config: Mapping[str, Any], metrics: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    """One row per (backbone, method) of ``experiment`` (sweep points included): loss, per headline
+    score ours (mean ± std (n)), published, and the verdict against the (first) user loss."""
+    import pandas as pd
+
+    from contrastlab.config import cells, expanded_methods, user_loss_methods
+
+    exp = config["experiments"][experiment]
+    users = [m for m in exp["methods"] if m in user_loss_methods(config)]
+    heads = _headlines(config, experiment, metrics)
+    published = _published(experiment)
+    seeds = [int(s) for s in exp.get("seeds") or config["seeds"]]
+    mine = metrics[(metrics["experiment"] == experiment) & metrics["seed"].isin(seeds)]
+    grid = sorted(
+        {(c.backbone, c.method) for c in cells(config) if c.experiment == experiment},
+        key=lambda bm: (exp["backbones"].index(bm[0]), list(expanded_methods(exp)).index(bm[1])),
+    )
+
+    def scores(backbone: str, method: str, key: str) -> list[float]:
+        rows = mine[(mine["backbone"] == backbone) & (mine["method"] == method) & (mine["task"] == key)]
+        return rows.sort_values("seed")["score"].tolist()
+
+    rows = []
+    for backbone, method in grid:
+        base, _ = expanded_methods(exp)[method]
+        reference = next((u for u in users if method == u or method.startswith(f"{u}-")), None)
+        point = method.removeprefix(base)  # "-bs64" for a sweep point, "" otherwise
+        user_point = f"{users[0]}{point}" if users else None
+        row: dict[str, Any] = {
+            "backbone": backbone,
+            "method": method,
+            "loss": exp["methods"][base]["loss"],
+            "yours": "yes" if reference else "",
+        }
+        for key, label in heads.items():
+            row[label] = _fmt(scores(backbone, method, key))
+            pub = published[
+                (published["backbone"] == backbone)
+                & (published["method"] == method)
+                & (published["key"] == key)
+            ]
+            row[f"{label} published"] = f"{float(pub['value'].iloc[0]):.2f}" if len(pub) else "n/a"
+            if reference or user_point is None:
+                row[f"{label} vs yours"] = ""
+            else:
+                user_values = scores(backbone, user_point, key)
+                other = scores(backbone, method, key)
+                row[f"{label} vs yours"] = (
+                    seed_noise_verdict(user_values, other) if user_values and other else "—"
+                )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def build_summary(config: Mapping[str, Any], metrics: pd.DataFrame) -> pd.DataFrame:
+    """Every method of every compared protocol, the first headline score per (protocol, backbone) as
+    mean over seeds, and its rank there (1 = best; "not run" when it has no score)."""
+    import pandas as pd
+
+    columns: dict[str, dict[str, str]] = {}
+    for experiment in _user_experiments(config):
+        table = build_comparison(config, metrics, experiment)
+        label = next(iter(_headlines(config, experiment, metrics).values()))
+        for backbone, group in table.groupby("backbone", sort=False):
+            means = {m: _mean(v) for m, v in zip(group["method"], group[label], strict=True)}
+            ranked = sorted((v, m) for m, v in means.items() if v is not None)
+            rank = {m: i + 1 for i, (_, m) in enumerate(sorted(ranked, key=lambda vm: -vm[0]))}
+            column = f"{experiment} {backbone} {label}"
+            columns[column] = {
+                m: ("not run" if v is None else f"{v:.2f} (#{rank[m]} of {len(ranked)})")
+                for m, v in means.items()
+            }
+    methods = list(dict.fromkeys(m for col in columns.values() for m in col))
+    return pd.DataFrame([{"method": m, **{c: col.get(m, "") for c, col in columns.items()}} for m in methods])
+
+
+def _mean(text: str) -> float | None:
+    return None if text == "not run" else float(text.split()[0])
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body]) + "\n"
+
+
+def _latex(frame: pd.DataFrame) -> str:
+    def esc(text: Any) -> str:
+        return (
+            str(text)
+            .replace("\\", r"\textbackslash{}")
+            .replace("_", r"\_")
+            .replace("%", r"\%")
+            .replace("#", r"\#")
+        )
+
+    lines = [r"\begin{tabular}{" + "l" * len(frame.columns) + "}", r"\hline"]
+    lines.append(" & ".join(esc(c) for c in frame.columns) + r" \\ \hline")
+    lines += [
+        " & ".join(esc(v).replace("±", r"$\pm$") for v in row) + r" \\"
+        for row in frame.itertuples(index=False)
+    ]
+    return "\n".join([*lines, r"\hline", r"\end{tabular}"]) + "\n"
+
+
+def write_comparisons(
+    config: Mapping[str, Any], metrics: pd.DataFrame, out_dir: str | Path, names: Sequence[str] | None = None
+) -> tuple[list[Path], list[str]]:
+    """Write each comparison table as CSV, Markdown and LaTeX; return the paths and the report's lines."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    names = comparison_tables(config) if names is None else list(names)
+    written: list[Path] = []
+    lines = ["## Your losses beside the papers' (comparison tables)", ""] if names else []
+    for name in names:
+        if name == SUMMARY:
+            frame = build_summary(config, metrics)
+            title = "Summary across protocols: first headline score per protocol and backbone, with the rank"
+        else:
+            experiment = name.removeprefix("compare_")
+            frame = build_comparison(config, metrics, experiment)
+            title = (
+                f"{experiment}: every method of the protocol with the same settings; ours = mean ± std over "
+                "seeds (n); published = the paper's table (n/a where it has no such cell); vs yours = "
+                "seed-noise verdict against your loss"
+            )
+        for ext, text in (
+            ("csv", frame.to_csv(index=False)),
+            ("md", _markdown(frame)),
+            ("tex", _latex(frame)),
+        ):
+            path = out_dir / f"{name}.{ext}"
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+        lines += [f"### {name}", "", title, "", _markdown(frame), ""]
+    return written, lines

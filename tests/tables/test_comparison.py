@@ -1,0 +1,56 @@
+"""Comparison tables of a user loss: ours (mean ± std, n) beside the papers' losses and published numbers."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from contrastlab import config as cl_config
+from contrastlab.paths import REPO_ROOT
+from contrastlab.tables.comparison import build_comparison, build_summary, comparison_tables
+
+LOSS = "examples/margin_infonce.py:margin_infonce"
+
+
+@pytest.fixture
+def config(monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)
+    config = cl_config.load(
+        REPO_ROOT / "config.yaml",
+        {"experiments": {"nie2023": {"methods": {"margin_nce": {"loss": LOSS, "hp": {"tau": 0.05}}}}}},
+    )
+    config["select"] = {"experiments": ["nie2023"], "backbones": ["bert-base"]}
+    return config
+
+
+def metrics(rows):
+    frame = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
+    frame["seed"] = frame["seed"].astype("Int64")
+    return frame
+
+
+def test_the_user_loss_sits_beside_the_papers_losses_with_published_numbers(config):
+    assert comparison_tables(config) == ["compare_nie2023", "compare_summary"]
+    frame = metrics(
+        [("nie2023", "bert-base", "cl", s, "sts_avg", v) for s, v in ((42, 75.0), (43, 77.0), (44, 76.0))]
+        + [("nie2023", "bert-base", "margin_nce", s, "sts_avg", v) for s, v in ((42, 78.0), (43, 78.0))]
+        + [("nie2023", "bert-base", "margin_nce", 7, "sts_avg", 10.0)]  # a seed outside the config: ignored
+    )
+    table = build_comparison(config, frame, "nie2023").set_index("method")
+    assert list(table.index) == ["cl", "au", "dcl", "dcl_plus", "mpt", "met", "mat", "margin_nce"]
+    assert table.loc["cl", "STS.Avg"] == "76.00 ± 1.00 (n=3)"
+    assert table.loc["cl", "STS.Avg published"] == "76.04"  # Nie Table 1, BERT-base
+    assert (
+        table.loc["cl", "TR.Avg (dev acc.) published"] == "86.38" and table.loc["cl", "TR.Avg"] == "not run"
+    )
+    assert table.loc["margin_nce", "STS.Avg"] == "78.00 ± 0.00 (n=2)"
+    assert table.loc["margin_nce", "STS.Avg published"] == "n/a" and table.loc["margin_nce", "yours"] == "yes"
+    assert table.loc["cl", "STS.Avg vs yours"] == "—"  # the verdict hook, until tables.verdicts provides one
+    summary = build_summary(config, frame).set_index("method")
+    column = "nie2023 bert-base STS.Avg"
+    assert summary.loc["margin_nce", column] == "78.00 (#1 of 2)"
+    assert summary.loc["cl", column] == "76.00 (#2 of 2)" and summary.loc["mpt", column] == "not run"
+
+
+def test_no_user_loss_no_comparison_table():
+    assert comparison_tables(cl_config.load(REPO_ROOT / "config" / "demo.yaml")) == []

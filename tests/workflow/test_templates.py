@@ -1,0 +1,88 @@
+"""Experiment templates: a new loss under several papers' protocols, sharing the papers' baseline cells."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from contrastlab import config as cl_config
+from contrastlab.paths import REPO_ROOT
+
+LOSS = "examples/margin_infonce.py:margin_infonce"
+
+
+@pytest.fixture
+def demo(monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)  # the example's file path is relative to where the workflow runs
+    config = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
+    config["methods"] = {
+        "margin_nce": {
+            "loss": LOSS,
+            "hp": {"tau": 0.05, "m": 0.1},
+            "per_protocol": {"macl_cifar10": {"hp": {"tau": 0.1}}, "oar_cifar10": {"hp": {"tau": 1.0}}},
+        }
+    }
+    config["experiments"]["mine"] = {
+        "protocols": ["nie2023", "li2024", "macl_cifar10", "oar_cifar10"],
+        "methods": ["margin_nce"],
+        "baselines": ["cl", "mmhe", "ntxent", "infonce"],
+    }
+    return config
+
+
+def paths(config):
+    return [c.path for c in cl_config.cells(config)]
+
+
+def test_a_template_adds_its_methods_to_each_protocol_with_that_protocols_settings(demo):
+    plain = cl_config.validate(
+        {k: v for k, v in copy.deepcopy(demo).items() if k != "methods"}
+        | {"experiments": {k: v for k, v in demo["experiments"].items() if k != "mine"}}
+    )
+    config = cl_config.validate(demo)
+    assert "mine" not in config["experiments"] and config["templates"]["mine"]["protocols"][0] == "nie2023"
+    new = [p for p in paths(config) if p not in paths(plain)]
+    # every paper cell is still there, unchanged (shared); the new ones are the template's method under
+    # each protocol's own backbones and sweep points (MACL's batch size, OAR's learning rates)
+    assert set(paths(plain)) <= set(paths(config))
+    assert new == [
+        "nie2023/tiny-bert/margin_nce/seed42",
+        "nie2023/minilm/margin_nce/seed42",
+        "li2024/tiny-bert/margin_nce/seed42",
+        "macl_cifar10/resnet18-w8/margin_nce-bs64/seed42",
+        "oar_cifar10/resnet18-w8/margin_nce-lr0.01/seed42",
+        "oar_cifar10/resnet18-w8/margin_nce-lr0.5/seed42",
+    ]
+    li = cl_config.method_settings(config, "li2024", "margin_nce", "tiny-bert")
+    assert li["protocol"] == "li2024" and li["loss_hp"] == {"tau": 0.05, "m": 0.1}
+    oar = cl_config.method_settings(config, "oar_cifar10", "margin_nce-lr0.5", "resnet18-w8")
+    assert oar["lr"] == 0.5 and oar["optimizer"] == "sgd" and oar["loss_hp"] == {"tau": 1.0, "m": 0.1}
+    for cell in ("nie2023/tiny-bert/cl/seed42", "macl_cifar10/resnet18-w8/ntxent-bs64/seed42"):
+        e, b, m, _ = cell.split("/")
+        assert cl_config.method_settings(config, e, m, b) == cl_config.method_settings(plain, e, m, b)
+
+
+def test_selecting_the_template_runs_only_its_methods_and_baselines(demo):
+    demo["select"] = {"experiments": ["mine"]}
+    config = cl_config.validate(demo)
+    methods = {p.split("/")[2].split("-")[0] for p in paths(config)}
+    assert methods == {"margin_nce", "cl", "mmhe", "ntxent", "infonce"}
+    assert paths(cl_config.validate(config)) == paths(config)  # validating again changes nothing
+
+
+@pytest.mark.parametrize(
+    "change,expected",
+    [
+        ({"protocols": ["nie"]}, "experiments.mine.protocols: unknown experiment 'nie'"),
+        ({"methods": ["mine_loss"]}, "experiments.mine.methods: unknown method 'mine_loss'"),
+        ({"baselines": ["simcse"]}, "experiments.mine.baselines: 'simcse' is not a method"),
+        ({"seeds": [1]}, "experiments.mine.seeds: unknown key in an experiment template"),
+    ],
+)
+def test_template_errors_are_one_line(demo, change, expected):
+    demo["experiments"]["mine"].update(change)
+    with pytest.raises(cl_config.ConfigError) as info:
+        cl_config.validate(demo)
+    assert str(info.value).startswith(f"config key {expected}") and "\n" not in str(info.value)
