@@ -62,6 +62,9 @@ def test_every_optional_key_has_a_default():
     no_default |= {"oar_weight", "oar_batch_size", "out_dim", "spectra", "vision_evaluation"}
     # The sentence trainer's geometry analysis: opt-in, absent from the params of cells without it.
     no_default |= {"analysis_every", "analysis_sentences", "analysis_batch", "analysis_holdout"}
+    # The runtime's time-based snapshots and SimCSE's head under autocast: absent means the trainer's
+    # default (None, False), so the cells of earlier configs keep their params.
+    no_default |= {"state_minutes", "head_autocast"}
     defs = schema["$defs"]
     roots = [("", schema), ("$defs.training", defs["training"]), ("$defs.vision", defs["vision_training"])]
     for prefix, root in roots:
