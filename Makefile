@@ -8,7 +8,7 @@ SNAKEMAKE := $(BIN)/snakemake --workflow-profile profiles/local
 # The preset that freeze and restore act on: config.yaml (the full run), config/demo.yaml, config/cpu.yaml.
 CONFIG ?= config.yaml
 
-.PHONY: install test test-fast faults demo cpu dry-run lint clean-demo freeze restore
+.PHONY: install test test-fast faults demo cpu gpu-check dry-run lint clean-demo freeze restore
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ demo: install            ## offline toy reproduction on CPU: results/tables/*.{c
 cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentEval (needs $(SHARED)/data)
 	$(SNAKEMAKE) --configfile config/cpu.yaml --cores 2 \
 	  --config 'data={senteval_dir: $(SHARED)/data/senteval, wiki_path: $(SHARED)/data/wiki1m-head/wiki1m_head.txt}'
+
+gpu-check: install      ## the GPU path in ~10 minutes on one GPU: results/gpu-check/report.md, calibration.json
+	$(BIN)/python scripts/gpu_check.py
 
 dry-run: install         ## list every job of the full reproduction (config.yaml)
 	$(BIN)/snakemake -n --cores all --quiet rules

@@ -1,0 +1,176 @@
+"""make gpu-check: the GPU path in about ten minutes through Snakemake and the real rules.
+
+Runs config/gpu-check.yaml's cells (one sentence cell per precision, the fp16 one killed after its first
+snapshot and resumed; one MACL and one OAR image cell), evaluates one checkpoint's STS on the GPU and
+on the CPU, and writes <results_dir>/report.md and calibration.json (contrastlab.tables.gpu_check).
+Without a GPU it stops with one line. ``--toy`` runs the same preset at a toy size on the CPU (tiny
+BERT, narrow ResNets, a dozen steps): what the test suite does so that the preset cannot rot.
+
+    python scripts/gpu_check.py                      # make gpu-check
+    python scripts/gpu_check.py --toy --results-dir /tmp/gpu-check-toy
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from contrastlab import config as cl_config
+from contrastlab.paths import REPO_ROOT
+from contrastlab.tables import gpu_check as G
+
+PRESET = REPO_ROOT / "config" / "gpu-check.yaml"
+KILLED_METHOD = "fp16"  # the cell killed after its first snapshot and resumed
+#: --toy: the same cells at a toy size on the CPU.
+TOY = {
+    "backbones": {
+        "tiny-bert": {
+            "random": {
+                "hidden_size": 32,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "intermediate_size": 64,
+            },
+            "tokenizer_from": "minilm",
+            "params_millions": 1,
+        },
+        "resnet18-cifar": {"vision": {"arch": "resnet18", "stem": "cifar", "width": 8}},
+        "resnet18-oar": {"vision": {"arch": "resnet18", "stem": "imagenet", "width": 8}},
+    },
+    "data": {"fixture_corpus_sentences": 600},
+    "training": {"max_steps": 12, "eval_every": 4, "log_every": 4, "state_every": 4, "batch_size": 16},
+    "resources": {"gpu": 0, "threads": 1},
+    "experiments": {
+        "gpu_check": {"backbones": ["tiny-bert"]},
+        "gpu_check_macl": {"training": {"batch_size": 64, "max_steps": 4, "log_every": 2, "state_every": 2}},
+        "gpu_check_oar": {
+            "training": {"input_size": 32, "batch_size": 32, "max_steps": 4, "log_every": 2, "state_every": 2}
+        },
+    },
+}
+
+
+def _metrics_path(config: dict, cell) -> Path:
+    name = "vision.json" if cl_config.track(config, cell.experiment) == "vision" else "senteval.json"
+    return Path(config["results_dir"]) / "metrics" / cell.path / name
+
+
+def _snakemake(configfile: Path, targets: list[Path], cores: int) -> list[str]:
+    return [
+        *(sys.executable, "-m", "snakemake", *map(str, targets)),
+        *("--workflow-profile", str(REPO_ROOT / "profiles" / "local")),
+        *("--configfile", str(configfile), "--cores", str(cores), "--quiet", "rules"),
+    ]
+
+
+def _kill_after_first_snapshot(command: list[str], state_json: Path, timeout_s: float) -> bool:
+    """Run ``command`` and SIGKILL it (and its jobs) once ``state_json`` exists; True if it was killed."""
+    proc = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and not state_json.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if proc.poll() is not None:
+        return False
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--toy", action="store_true", help="the preset at a toy size on the CPU (tests)")
+    parser.add_argument("--results-dir", default=None, help="default: the preset's results/gpu-check")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    if not args.toy and not torch.cuda.is_available():
+        sys.exit(
+            "contrastlab: make gpu-check needs a CUDA GPU and torch sees none "
+            f"(torch {torch.__version__}, CUDA {torch.version.cuda}, "
+            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); run it on a GPU node"
+        )
+    raw = yaml.safe_load(PRESET.read_text())
+    if args.toy:
+        raw = cl_config.deep_merge(raw, TOY)
+    if args.results_dir:
+        raw["results_dir"] = args.results_dir
+    config = cl_config.validate(raw)
+    results = Path(config["results_dir"])
+    results.mkdir(parents=True, exist_ok=True)
+    configfile = results / "gpu-check.config.yaml"
+    configfile.write_text(yaml.safe_dump(raw, sort_keys=False))
+    cells = list(cl_config.cells(config))
+    targets = [_metrics_path(config, cell) for cell in cells]
+
+    killed_cell = next(c for c in cells if c.method == KILLED_METHOD)
+    state_json = results / "state" / "train" / killed_cell.path / "state.json"
+    killed = False
+    if not _metrics_path(config, killed_cell).exists():
+        print(f"== {killed_cell.path}: started, to be killed after its first snapshot", flush=True)
+        command = _snakemake(configfile, [_metrics_path(config, killed_cell)], args.cores)
+        killed = _kill_after_first_snapshot(command, state_json, timeout_s=1800)
+    print("== every cell (the killed one resumes)", flush=True)
+    done = subprocess.run(_snakemake(configfile, targets, args.cores), cwd=REPO_ROOT)
+    if done.returncode:
+        sys.exit(
+            f"contrastlab: the gpu-check workflow failed (exit {done.returncode}); logs under {results}/logs"
+        )
+
+    device = "cuda" if torch.cuda.is_available() and not args.toy else "cpu"
+    rows = []
+    for cell in cells:
+        folder = results / "checkpoints" / cell.path
+        if cl_config.track(config, cell.experiment) == "vision":
+            summary = json.loads((folder / "encoder" / "settings.json").read_text())
+            flops = G.vision_step_flops(folder / "encoder", device)
+            kind = f"vision {cell.experiment.removeprefix('gpu_check_')}"
+        else:
+            summary = json.loads((folder / "model" / "train_summary.json").read_text())
+            s = summary["settings"]
+            flops = G.sentence_step_flops(folder / "model", s["batch_size"], s["max_length"], device)
+            kind = f"sentence {cell.method}"
+        rows.append(G.cell_row(summary, flops, kind))
+    killed_row = next(r for r in rows if r["cell"] == f"sentence {KILLED_METHOD}")
+    checks = {
+        "kill and resume": (
+            killed and bool(killed_row["resumed_from"]),
+            f"the {KILLED_METHOD} cell was killed after its first snapshot and resumed from step "
+            f"{killed_row['resumed_from'] or '—'}"
+            if killed
+            else "the cell had finished before (rerun on a fresh results folder)",
+        ),
+    }
+    checks["GPU vs CPU evaluation"] = _gpu_vs_cpu(config, cells, results, device)
+    path = G.write_report(results, rows, G.environment(), checks)
+    print(path.read_text())
+
+
+def _gpu_vs_cpu(config: dict, cells, results: Path, device: str) -> tuple[bool, str]:
+    """STS of the fp32 cell's checkpoint encoded on ``device`` and on the CPU, equal to 0.01."""
+    from contrastlab.data.acquire import data_locations
+    from contrastlab.evaluation.senteval import evaluate_checkpoint
+
+    cell = next(c for c in cells if c.method == "fp32")
+    model = results / "checkpoints" / cell.path / "model"
+    senteval = data_locations(config)["senteval_dir"]
+    scores = {
+        where: evaluate_checkpoint(model, senteval, G.STS_TASKS, "fasttest", device=where)["scores"]
+        for where in dict.fromkeys([device, "cpu"])
+    }
+    worst = max(abs(scores[device][t] - scores["cpu"][t]) for t in G.STS_TASKS)
+    return (
+        worst <= G.STS_TOLERANCE,
+        f"{device} vs cpu, largest STS difference {worst:.4f} (tolerance {G.STS_TOLERANCE})",
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""make gpu-check (config/gpu-check.yaml, scripts/gpu_check.py): one line where no GPU is; the same
+preset at a toy size on the CPU, through Snakemake and the real rules, so that it cannot rot."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from contrastlab.paths import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "scripts" / "gpu_check.py"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible: the check would run")
+def test_without_a_gpu_it_stops_with_one_line():
+    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("contrastlab: make gpu-check needs a CUDA GPU")
+
+
+@pytest.mark.slow
+def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(tmp_path):
+    results = tmp_path / "gpu-check"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    command = [sys.executable, str(SCRIPT), "--toy", "--results-dir", str(results), "--cores", "2"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1500, cwd=REPO_ROOT, env=env)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    report = (results / "report.md").read_text()
+    for cell in (
+        "sentence fp32",
+        "sentence tf32",
+        "sentence bf16",
+        "sentence fp16",
+        "vision macl",
+        "vision oar",
+    ):
+        assert f"| {cell} |" in report
+    assert "- kill and resume: PASS" in report and "- GPU vs CPU evaluation: PASS" in report
+    calibration = json.loads((results / "calibration.json").read_text())
+    # On a CPU tf32 runs as fp32; the others as asked.
+    assert set(calibration["sentence_tflops"]) == {"fp32", "bf16", "fp16"}
+    assert set(calibration["vision_tflops"]) == {"fp32"} and calibration["overheads_s"]["dev_eval"] > 0
