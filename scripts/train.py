@@ -7,9 +7,9 @@ from contrastlab.training.sentence import TrainSettings, train
 from contrastlab.workflow import (
     failure_record,
     job_data_locations,
+    job_device,
     job_label,
     logged_to,
-    require_requested_gpu,
     stderr_to_log,
     workflow_run,
 )
@@ -48,7 +48,7 @@ if "snakemake" in globals():
     with logged_to(
         sm.log[0], job_label(sm), append=True, failure_record=failure_record(sm), run=workflow_run(sm)
     ):
-        require_requested_gpu(sm)  # never train on the CPU of a node whose GPU is broken
+        device = job_device(sm)  # its own GPU (or the CPU with resources.gpu: 0), before CUDA starts
         import torch
 
         torch.set_num_threads(max(1, sm.threads))
@@ -62,6 +62,7 @@ if "snakemake" in globals():
             log_path=sm.output.log_jsonl,
             state_dir=sm.params.state_dir,
             cache_dir=where["cache"],
+            device=device,
         )
 elif __name__ == "__main__":
     cli()

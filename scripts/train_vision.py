@@ -4,9 +4,9 @@ from contrastlab.training.vision import VisionTrainSettings, train_vision
 from contrastlab.workflow import (
     failure_record,
     job_data_locations,
+    job_device,
     job_label,
     logged_to,
-    require_requested_gpu,
     stderr_to_log,
     workflow_run,
 )
@@ -16,7 +16,7 @@ stderr_to_log(sm.log[0])
 with logged_to(
     sm.log[0], job_label(sm), append=True, failure_record=failure_record(sm), run=workflow_run(sm)
 ):
-    require_requested_gpu(sm)  # never train on the CPU of a node whose GPU is broken
+    device = job_device(sm)  # its own GPU (or the CPU with resources.gpu: 0), before CUDA starts
     import torch
 
     torch.set_num_threads(max(1, sm.threads))
@@ -26,4 +26,5 @@ with logged_to(
         out_dir=sm.output.encoder,
         log_path=sm.output.log_jsonl,
         state_dir=sm.params.state_dir,
+        device=device,
     )

@@ -8,6 +8,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -113,6 +114,89 @@ def require_requested_gpu(snakemake: Any) -> None:
         "the node's driver/CUDA (or exclude the node), or run on the CPU on purpose with config "
         "resources.gpu: 0 (or --set-resources <rule>:gpu=0)"
     )
+
+
+#: Lock files of the GPU slots (:func:`claim_gpus`): machine-wide, so that two Snakemake runs on one box
+#: (two presets) share its GPUs too. ``CONTRASTLAB_GPU_LOCK_DIR`` replaces it.
+GPU_LOCK_DIR = Path(tempfile.gettempdir()) / "contrastlab-gpu-slots"
+
+#: The slots this process holds: the open lock files. The kernel releases an ``fcntl`` lock when its
+#: process ends or dies (SIGKILL, out-of-memory kill), so a dead job never blocks a slot.
+_HELD_SLOTS: list[Any] = []
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, without initialising CUDA: the entries of
+    ``CUDA_VISIBLE_DEVICES`` when it is set, else one index per NVIDIA GPU the driver lists
+    (``/proc/driver/nvidia/gpus``); ``[]`` on a machine without one."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip()]
+    try:
+        return [str(i) for i in range(len(list(Path("/proc/driver/nvidia/gpus").iterdir())))]
+    except OSError:
+        return []
+
+
+def claim_gpus(
+    wanted: int,
+    devices: list[str],
+    lock_dir: str | os.PathLike | None = None,
+    *,
+    poll_seconds: float = 2.0,
+    log: Any = None,
+) -> list[str]:
+    """Claim ``wanted`` of ``devices`` for this process: each under an exclusive ``fcntl`` lock on
+    ``<lock_dir>/gpu-<device>.lock``, held until the process ends (or dies: the kernel drops the lock).
+    Waits (polling) while every device is taken, printing one line to ``log`` once. With no more
+    devices than wanted, they are all this job's (a scheduler such as SLURM chose them): no lock."""
+    import fcntl
+
+    if wanted <= 0 or len(devices) <= wanted:
+        return list(devices)
+    folder = Path(lock_dir or os.environ.get("CONTRASTLAB_GPU_LOCK_DIR") or GPU_LOCK_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # other users' jobs share the box's GPUs too
+        folder.chmod(0o1777)
+    claimed: list[str] = []
+    said = False
+    while True:
+        for device in devices:
+            if device in claimed:
+                continue
+            fd = os.open(folder / f"gpu-{device}.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            _HELD_SLOTS.append(fd)
+            claimed.append(device)
+            if len(claimed) == wanted:
+                return claimed
+        if not said and log is not None:
+            print(
+                f"contrastlab: all {len(devices)} GPUs ({', '.join(devices)}) are in use; waiting", file=log
+            )
+            said = True
+        time.sleep(poll_seconds)
+
+
+def job_device(snakemake: Any) -> str:
+    """The device a training or evaluation job runs on, decided before torch touches CUDA: ``"cpu"``
+    for a job that asked for no GPU (``resources.gpu: 0``; CUDA is then hidden from it), else
+    ``"cuda"`` on GPUs of its own: :func:`claim_gpus` picks free ones of :func:`visible_gpus` and sets
+    ``CUDA_VISIBLE_DEVICES`` to them, so that concurrent jobs of ``--resources gpu=N`` use N different
+    GPUs. Raises :class:`GpuUnavailableError` when a GPU was asked for and torch sees none."""
+    wanted = requested_gpus(snakemake)
+    if not wanted:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        return "cpu"
+    devices = visible_gpus()
+    if devices:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(claim_gpus(wanted, devices, log=sys.stderr))
+    require_requested_gpu(snakemake)
+    return "cuda"
 
 
 def job_data_locations(snakemake: Any) -> dict[str, str]:
