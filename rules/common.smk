@@ -9,6 +9,7 @@ from contrastlab.data.acquire import data_identity, image_data_identity
 from contrastlab.evaluation.tasks import SentEvalDataError
 from contrastlab.losses.catalog import module_path
 from contrastlab.paths import REPO_ROOT
+from contrastlab.tables import plan as cl_plan
 from contrastlab.tables import tables_for_config
 from contrastlab.workflow import forget_running_workflow, record_running_workflow, recover_killed_run
 
@@ -138,8 +139,30 @@ def report_path():
     return f"{R}/report.md"
 
 
-def runtime(kind):
-    return config["resources"][f"{kind}_runtime_min"]
+@functools.cache
+def plan_calibration():
+    """The calibration `make plan` uses (a measured results/gpu-check/calibration.json, else the default)."""
+    try:
+        return cl_plan.load_calibration()
+    except ValueError as error:
+        sys.exit(f"contrastlab: {error}")
+
+
+def runtime(kind, rule=None):
+    """Wall-time request (minutes; SLURM's -t) of a job: ``resources.<kind>_runtime_min`` when the config
+    sets it; else, for a GPU job of a cell (``rule``), its projected time × a margin (contrastlab.tables.plan
+    .job_runtime_minutes, × the attempt on a retry); else a fixed fallback."""
+    configured = config["resources"][f"{kind}_runtime_min"]
+    if configured is not None:
+        return configured
+    if rule is None or not GPU:
+        return cl_plan.FALLBACK_RUNTIME_MIN[kind]
+
+    def planned(wildcards, attempt):
+        where = {"backbone": wildcards.backbone} if rule == "evaluate_pretrained" else {"cell": cell_of(wildcards)}
+        return cl_plan.job_runtime_minutes(config, rule, plan_calibration(), attempt=attempt, **where)
+
+    return planned
 
 
 def mem_mb(kind):

@@ -252,3 +252,19 @@ def test_readme_cell_counts_equal_the_config():
         found = re.findall(rf"(?:; |: |\. ){re.escape(label)}: (\d+) \(", text)
         assert found == [str(sum(per_experiment[e] for e in experiments))], (label, found)
     assert counts["figure"] == sum(per_experiment[e] for e in README_GROUPS["figures"])
+
+
+def test_runtime_requests_are_the_projection_with_a_margin(tmp_path):
+    config = _toy_config()
+    cell = next(cl_config.cells(config))
+    cal = _flat_calibration(tmp_path, tflops=1e-6)  # a million times slower: the toy cell takes hours
+    projected = next(j for j in plan.make_plan(config, cal) if j.rule == "train").seconds["config"]
+    assert projected > 3600
+    minutes = plan.job_runtime_minutes(config, "train", cal, cell=cell)
+    assert minutes == -(-projected * plan.RUNTIME_MARGIN // 60)
+    assert plan.job_runtime_minutes(config, "train", cal, cell=cell, attempt=2) == pytest.approx(
+        2 * minutes, abs=1
+    )
+    # a job projected at seconds still asks for the minimum
+    fast = _flat_calibration(tmp_path / "fast", tflops=1000.0)
+    assert plan.job_runtime_minutes(config, "evaluate", fast, cell=cell) == plan.MINIMUM_RUNTIME_MIN

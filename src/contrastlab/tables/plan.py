@@ -60,6 +60,7 @@ import csv
 import functools
 import importlib.util
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -708,7 +709,7 @@ def cell_counts(config: Mapping[str, Any]) -> dict[str, int]:
 
 # ----------------------------------------------------------------------------------------- rendering
 def _hours(jobs: Sequence[PlannedJob], choice: str) -> str:
-    return f"{sum(j.seconds[choice] for j in jobs) / 3600:.1f}"
+    return f"{sum(j.seconds[choice] for j in jobs) / 3600:.2f}"
 
 
 def _choices(jobs: Sequence[PlannedJob]) -> list[str]:
@@ -863,3 +864,39 @@ def plan_report(
     markdown = out / "plan.md"
     markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return [markdown, write_plan_csv(out / "plan.csv", jobs)]
+
+
+#: A GPU job's wall-time request (SLURM's ``-t``) when the config sets none: its projection × this
+#: margin (a projection is ±40%, and the cluster's GPU may be slower than the calibration's), at least
+#: :data:`MINIMUM_RUNTIME_MIN`, and × the attempt (a retry after a timeout asks for more).
+RUNTIME_MARGIN = 2.0
+MINIMUM_RUNTIME_MIN = 30
+#: The request of the jobs the plan does not project (figures, CPU runs with ``resources.gpu: 0``).
+FALLBACK_RUNTIME_MIN = {"train": 240, "vision_train": 480, "eval": 60}
+
+
+def job_runtime_minutes(
+    config: Mapping[str, Any],
+    rule: str,
+    calibration: Calibration,
+    *,
+    cell: cl_config.Cell | None = None,
+    backbone: str | None = None,
+    attempt: int = 1,
+) -> int:
+    """Minutes to request for one GPU job: ``train``, ``train_vision``, ``evaluate``,
+    ``evaluate_vision`` of ``cell``, or ``evaluate_pretrained`` of ``backbone``: its projected seconds
+    (as configured) × :data:`RUNTIME_MARGIN` × ``attempt``, at least :data:`MINIMUM_RUNTIME_MIN`."""
+    if rule == "evaluate_pretrained":
+        n = backbone_transformer(config, backbone).non_embedding
+        work = CellWork(
+            "sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * _senteval_tokens(config), 0, 0, ""
+        )
+        seconds = _eval_seconds(config, work, calibration)
+    elif rule in ("train", "train_vision"):
+        seconds = _train_seconds(cell_work(config, cell), calibration)
+    elif rule in ("evaluate", "evaluate_vision"):
+        seconds = _eval_seconds(config, cell_work(config, cell), calibration)
+    else:
+        raise ValueError(f"no projection for rule {rule!r}")
+    return max(MINIMUM_RUNTIME_MIN, math.ceil(seconds * RUNTIME_MARGIN * attempt / 60))
