@@ -268,3 +268,11 @@ def test_runtime_requests_are_the_projection_with_a_margin(tmp_path):
     # a job projected at seconds still asks for the minimum
     fast = _flat_calibration(tmp_path / "fast", tflops=1000.0)
     assert plan.job_runtime_minutes(config, "evaluate", fast, cell=cell) == plan.MINIMUM_RUNTIME_MIN
+
+
+def test_a_user_corpus_is_counted_line_by_line(tmp_path):
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_text("".join(f"sentence {i}\n" for i in range(1000)))
+    config = _toy_config()
+    config["data"] = {"fixture": False, "wiki_path": str(corpus)}
+    assert plan.cell_work(config, next(cl_config.cells(config))).steps == 1000 // 16

@@ -12,16 +12,18 @@ left out):
   backbone's non-embedding parameters (:func:`transformer_parameters`), tokens = batch_size × 2 dropout
   views × ``max_length`` (32, SimCSE's truncation; wiki1m sentences nearly always fill it, so dynamic
   padding pads every batch to it). Steps = ⌊sentences / batch_size⌋ × epochs (or ``max_steps``);
-  sentences: the corpus (1,000,000 for wiki1m, the fixture's size for the demo) less a held-out probe.
+  sentences: the corpus (1,000,000 for wiki1m, the fixture's size for the demo, a user corpus's lines)
+  less a held-out probe.
 - dev evaluations (forward only, ``2 × N × tokens``) at step 0, every ``eval_every`` steps and the
   last: the STS-B dev sentences (:data:`STSB_DEV_TOKENS`); the analysis probe when ``analysis_every``
   is set: two views of ``analysis_sentences`` corpus sentences (32 tokens) and of as many dev
   sentences; the final SentEval encoding: every unique sentence of the tasks once
   (:data:`SENTEVAL_TOKENS`), in fp32 (the evaluator loads the checkpoint in fp32, no autocast).
 - vision training: ``3 × F × images`` per step, F = the encoder's (and head's) forward FLOPs per image
-  at the input size (:func:`vision_forward`, counted on the meta device from the encoder the trainer
-  builds), images = 2 views × batch_size, plus OAR's labelled pass (2 views × its batch); evaluation:
-  one forward of the train and test splits, then the probes' small optimiser steps (timed per step).
+  at the input size (:func:`vision_forward`, layer by layer as the trainer builds the encoder; a test
+  checks it against hooks on the real module), images = 2 views × batch_size, plus OAR's labelled
+  pass (2 views × its batch); evaluation: one forward of the train and test splits, then the probes'
+  small optimiser steps (timed per step).
 
 Peak GPU memory (an estimate): fp32 weights, gradients and the two Adam moments (16 bytes per
 parameter; 12 with SGD's momentum), activations (transformers: Korthikanti et al. 2022, ``s·b·h·(34 +
@@ -467,10 +469,21 @@ def _resolved(precision: str | None) -> str:
 
 
 def _corpus_sentences(config: Mapping[str, Any]) -> int:
+    """Training sentences: the fixture's count, the lines of a user's corpus (``data.wiki_path``, one
+    sentence per line, as the trainer reads it), else wiki1m's 1,000,000."""
     data = config.get("data") or {}
     if data.get("fixture"):
         return int(data.get("fixture_corpus_sentences", 2000))
+    corpus = Path(data.get("wiki_path") or "")
+    if data.get("wiki_path") and corpus.is_file():
+        return _line_count(str(corpus.resolve()), corpus.stat().st_mtime_ns)
     return WIKI1M_SENTENCES
+
+
+@functools.cache
+def _line_count(path: str, mtime_ns: int) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for _ in handle)
 
 
 def _senteval_tokens(config: Mapping[str, Any]) -> float:
