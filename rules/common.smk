@@ -149,20 +149,15 @@ def plan_calibration():
 
 
 def runtime(kind, rule=None):
-    """Wall-time request (minutes; SLURM's -t) of a job: ``resources.<kind>_runtime_min`` when the config
-    sets it; else, for a GPU job of a cell (``rule``), its projected time × a margin (contrastlab.tables.plan
-    .job_runtime_minutes, × the attempt on a retry); else a fixed fallback."""
-    configured = config["resources"][f"{kind}_runtime_min"]
-    if configured is not None:
-        return configured
-    if rule is None or not GPU:
-        return cl_plan.FALLBACK_RUNTIME_MIN[kind]
+    """Wall-time request (minutes; SLURM's -t): contrastlab.tables.plan.runtime_resource."""
+    return cl_plan.runtime_resource(config, kind, rule, job_place, plan_calibration)
 
-    def planned(wildcards, attempt):
-        where = {"backbone": wildcards.backbone} if rule == "evaluate_pretrained" else {"cell": cell_of(wildcards)}
-        return cl_plan.job_runtime_minutes(config, rule, plan_calibration(), attempt=attempt, **where)
 
-    return planned
+def job_place(wildcards):
+    """The cell of a job, or the backbone of a Pretrained row (for its runtime request)."""
+    if "experiment" in wildcards.keys():
+        return {"cell": cell_of(wildcards)}
+    return {"backbone": wildcards.backbone}
 
 
 def mem_mb(kind):

@@ -45,7 +45,8 @@ prefers)::
         "vision": {"bf16": 190.0}             # missing entries: taken from the default, and said so
       },
       "overheads_s": {                        # seconds; missing keys: the default's
-        "train_startup": 60, "snapshot_per_gib": 2, "dev_evaluation": 2, "evaluate_startup": 30,
+        "train_startup": 60, "sentence_step": 0.01, "vision_step": 0.01, "snapshot_per_gib": 2,
+        "dev_evaluation": 2, "evaluate_startup": 30,
         "senteval_probe_test": 300, "senteval_probe_fasttest": 120, "senteval_probe_dev": 60,
         "vision_probe_step": 0.002
       },
@@ -401,14 +402,23 @@ def calibration_from_measurements(
 ) -> dict:
     """The calibration dict (module docstring) of measured runs: per (track, precision) the mean
     achieved TFLOP/s of its measurements; ``overheads_s`` measured per job (missing keys: the
-    default's when the plan loads it)."""
+    default's when the plan loads it). A step's time is its FLOPs at the achieved rate plus the
+    track's ``<track>_step`` overhead: given one (e.g. timed at a tiny batch), it is taken out of the
+    measured step time; not given, it is 0 and the whole step counts as FLOPs."""
+    overheads = {f"{track}_step": 0.0 for track in TRACKS} | dict(overheads_s or {})
     grouped: dict[tuple[str, str], list[float]] = {}
     for m in measurements:
         if m.track not in TRACKS or m.precision not in PRECISIONS:
             raise ValueError(
                 f"measurement of {m.track}/{m.precision}: track in {TRACKS}, precision in {PRECISIONS}"
             )
-        grouped.setdefault((m.track, m.precision), []).append(m.achieved_tflops)
+        flop_seconds = 1.0 / m.steps_per_s - overheads[f"{m.track}_step"]
+        if flop_seconds <= 0:
+            raise ValueError(
+                f"measurement of {m.track}/{m.precision}: {m.steps_per_s} steps/s leaves no time for the "
+                f"FLOPs after the {overheads[f'{m.track}_step']} s step overhead; time a larger batch"
+            )
+        grouped.setdefault((m.track, m.precision), []).append(m.step_flops / flop_seconds / 1e12)
     achieved: dict[str, dict[str, float]] = {}
     for (track, precision), values in sorted(grouped.items()):
         achieved.setdefault(track, {})[precision] = sum(values) / len(values)
@@ -418,7 +428,7 @@ def calibration_from_measurements(
         "device": device,
         "source": source,
         "achieved_tflops": achieved,
-        "overheads_s": dict(overheads_s or {}),
+        "overheads_s": overheads,
     }
     if gpu_memory_gib is not None:
         out["gpu_memory_gib"] = float(gpu_memory_gib)
@@ -631,6 +641,7 @@ def _train_seconds(work: CellWork, cal: Calibration) -> float:
     compute = cal.seconds(work.train_flops + work.dev_flops + work.analysis_flops, work.track, work.precision)
     return (
         compute
+        + work.steps * o[f"{work.track}_step"]
         + o["train_startup"]
         + work.snapshots * work.snapshot_gib * o["snapshot_per_gib"]
         + work.dev_evaluations * o["dev_evaluation"]
@@ -887,6 +898,26 @@ RUNTIME_MARGIN = 2.0
 MINIMUM_RUNTIME_MIN = 30
 #: The request of the jobs the plan does not project (figures, CPU runs with ``resources.gpu: 0``).
 FALLBACK_RUNTIME_MIN = {"train": 240, "vision_train": 480, "eval": 60}
+
+
+def runtime_resource(
+    config: Mapping[str, Any], kind: str, rule: str | None, where: Any, calibration: Any
+) -> Any:
+    """A rule's ``runtime`` resource (minutes): ``resources.<kind>_runtime_min`` when the config sets
+    it; for a GPU job of a cell (``rule``; not with ``resources.gpu: 0``), a function of the job's
+    wildcards and attempt giving :func:`job_runtime_minutes`, ``where(wildcards)`` naming its cell or
+    backbone (keyword arguments) and ``calibration()`` the calibration; else
+    :data:`FALLBACK_RUNTIME_MIN`."""
+    configured = config["resources"].get(f"{kind}_runtime_min")
+    if configured is not None:
+        return configured
+    if rule is None or not config["resources"].get("gpu"):
+        return FALLBACK_RUNTIME_MIN[kind]
+
+    def planned(wildcards: Any, attempt: int) -> int:
+        return job_runtime_minutes(config, rule, calibration(), attempt=attempt, **where(wildcards))
+
+    return planned
 
 
 def job_runtime_minutes(
