@@ -7,8 +7,10 @@ SHARED ?= ../shared
 SNAKEMAKE := $(BIN)/snakemake --workflow-profile profiles/local
 # The preset that freeze and restore act on: config.yaml (the full run), config/demo.yaml, config/cpu.yaml.
 CONFIG ?= config.yaml
+# The precision choice `make plan` details (config: each cell's own; fp32, tf32, bf16, fp16).
+PRECISION ?= config
 
-.PHONY: install test test-fast faults demo cpu gpu-check dry-run lint clean-demo freeze restore
+.PHONY: install test test-fast faults demo cpu plan gpu-check dry-run lint clean-demo freeze restore
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,8 +39,12 @@ cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentE
 gpu-check: install      ## the GPU path in ~10 minutes on one GPU: results/gpu-check/report.md, calibration.json
 	$(BIN)/python scripts/gpu_check.py
 
-dry-run: install         ## list every job of the full reproduction (config.yaml)
-	$(BIN)/snakemake -n --cores all --quiet rules
+plan: install            ## projected GPU-hours and GPU memory of CONFIG's cells (fp32/tf32/bf16), in seconds
+	$(BIN)/python scripts/plan.py --configfile $(CONFIG) --precision $(PRECISION)
+
+dry-run: install         ## the plan, then every job of CONFIG (default config.yaml), counted per rule
+	$(BIN)/python scripts/plan.py --configfile $(CONFIG) --precision $(PRECISION)
+	$(BIN)/snakemake -n --cores all --quiet rules --configfile $(CONFIG)
 
 lint: install
 	$(BIN)/snakemake --lint

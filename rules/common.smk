@@ -9,6 +9,7 @@ from contrastlab.data.acquire import data_identity, image_data_identity
 from contrastlab.evaluation.tasks import SentEvalDataError
 from contrastlab.losses.catalog import module_path
 from contrastlab.paths import REPO_ROOT
+from contrastlab.tables import plan as cl_plan
 from contrastlab.tables import tables_for_config
 from contrastlab.tables.comparison import comparison_tables
 from contrastlab.workflow import forget_running_workflow, record_running_workflow, recover_killed_run
@@ -142,8 +143,25 @@ def report_path():
     return f"{R}/report.md"
 
 
-def runtime(kind):
-    return config["resources"][f"{kind}_runtime_min"]
+@functools.cache
+def plan_calibration():
+    """The calibration `make plan` uses (a measured results/gpu-check/calibration.json, else the default)."""
+    try:
+        return cl_plan.load_calibration()
+    except ValueError as error:
+        sys.exit(f"contrastlab: {error}")
+
+
+def runtime(kind, rule=None):
+    """Wall-time request (minutes; SLURM's -t): contrastlab.tables.plan.runtime_resource."""
+    return cl_plan.runtime_resource(config, kind, rule, job_place, plan_calibration)
+
+
+def job_place(wildcards):
+    """The cell of a job, or the backbone of a Pretrained row (for its runtime request)."""
+    if "experiment" in wildcards.keys():
+        return {"cell": cell_of(wildcards)}
+    return {"backbone": wildcards.backbone}
 
 
 def mem_mb(kind):

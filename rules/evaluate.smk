@@ -22,7 +22,7 @@ rule evaluate:
     resources:
         gpu=GPU,
         mem_mb=mem_mb("eval"),
-        runtime=runtime("eval"),
+        runtime=runtime("eval", "evaluate"),
     conda:
         "../envs/contrastlab.yaml"
     script:
@@ -48,7 +48,7 @@ rule evaluate_pretrained:
     resources:
         gpu=GPU,
         mem_mb=mem_mb("eval"),
-        runtime=runtime("eval"),
+        runtime=runtime("eval", "evaluate_pretrained"),
     conda:
         "../envs/contrastlab.yaml"
     script:

@@ -25,7 +25,7 @@ rule train:
     resources:
         gpu=GPU,
         mem_mb=mem_mb("train"),
-        runtime=runtime("train"),
+        runtime=runtime("train", "train"),
     conda:
         "../envs/contrastlab.yaml"
     script:

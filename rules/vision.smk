@@ -42,7 +42,7 @@ rule train_vision:
     resources:
         gpu=GPU,
         mem_mb=mem_mb("train"),
-        runtime=runtime("vision_train"),
+        runtime=runtime("vision_train", "train_vision"),
     conda:
         "../envs/contrastlab.yaml"
     script:
@@ -67,7 +67,7 @@ rule evaluate_vision:
     resources:
         gpu=GPU,
         mem_mb=mem_mb("eval"),
-        runtime=runtime("eval"),
+        runtime=runtime("eval", "evaluate_vision"),
     conda:
         "../envs/contrastlab.yaml"
     script:

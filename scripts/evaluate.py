@@ -6,9 +6,9 @@ from contrastlab.evaluation.senteval import evaluate_checkpoint
 from contrastlab.workflow import (
     failure_record,
     job_data_locations,
+    job_device,
     job_label,
     logged_to,
-    require_requested_gpu,
     workflow_run,
     write_json,
 )
@@ -17,7 +17,7 @@ snakemake = globals()["snakemake"]
 
 record = failure_record(snakemake)
 with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)):
-    require_requested_gpu(snakemake)  # never evaluate on the CPU of a node whose GPU is broken
+    device = job_device(snakemake)  # its own GPU (or the CPU with resources.gpu: 0)
     torch.set_num_threads(snakemake.threads)
     metrics = evaluate_checkpoint(
         snakemake.input.model,
@@ -26,6 +26,7 @@ with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, ru
         snakemake.params.mode,
         pooling=snakemake.params.pooling,
         batch_size=snakemake.params.batch_size,
+        device=device,
     )
     metrics["wildcards"] = dict(snakemake.wildcards.items())
     print({task: round(score, 2) for task, score in metrics["scores"].items()})

@@ -9,9 +9,9 @@ from contrastlab.evaluation.vision import evaluate_encoder
 from contrastlab.workflow import (
     failure_record,
     job_data_locations,
+    job_device,
     job_label,
     logged_to,
-    require_requested_gpu,
     workflow_run,
     write_json,
 )
@@ -20,7 +20,7 @@ snakemake = globals()["snakemake"]
 
 record = failure_record(snakemake)
 with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)):
-    require_requested_gpu(snakemake)  # never evaluate on the CPU of a node whose GPU is broken
+    device = job_device(snakemake)  # its own GPU (or the CPU with resources.gpu: 0)
     torch.set_num_threads(snakemake.threads)
     evaluation = dict(snakemake.params.evaluation)
     metrics = evaluate_encoder(
@@ -31,6 +31,7 @@ with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, ru
         linear=dict(evaluation["linear"]),
         knn=dict(evaluation["knn"]),
         ffn=dict(evaluation.get("ffn") or {}),
+        device=device,
     )
     metrics["wildcards"] = dict(snakemake.wildcards.items())
     print({task: round(score, 2) for task, score in metrics["scores"].items()})

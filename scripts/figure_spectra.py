@@ -3,15 +3,19 @@
 from pathlib import Path
 
 from contrastlab.figures.oar import spectra_figure
-from contrastlab.workflow import job_data_locations, job_label, logged_to
+from contrastlab.workflow import job_data_locations, job_device, job_label, logged_to
 
 sm = globals()["snakemake"]
 with logged_to(sm.log[0], job_label(sm)):
+    device = job_device(sm)  # its own GPU (or the CPU with resources.gpu: 0), before CUDA starts
     import torch
 
     torch.set_num_threads(max(1, sm.threads))
     encoders = {name: path for name, path in sm.input.items() if name != "images_ready"}
     written = spectra_figure(
-        encoders, data_root=job_data_locations(sm)["images"], stem=Path(sm.output.png).with_suffix("")
+        encoders,
+        data_root=job_data_locations(sm)["images"],
+        stem=Path(sm.output.png).with_suffix(""),
+        device=device,
     )
     print(f"figure: {', '.join(encoders)}; wrote {', '.join(p.name for p in written)}")

@@ -27,6 +27,7 @@ import yaml
 from contrastlab import config as cl_config
 from contrastlab.paths import REPO_ROOT
 from contrastlab.tables import gpu_check as G
+from contrastlab.tables import plan
 
 PRESET = REPO_ROOT / "config" / "gpu-check.yaml"
 KILLED_METHOD = "fp16"  # the cell killed after its first snapshot and resumed
@@ -128,16 +129,16 @@ def main() -> None:
     rows = []
     for cell in cells:
         folder = results / "checkpoints" / cell.path
-        if cl_config.track(config, cell.experiment) == "vision":
-            summary = json.loads((folder / "encoder" / "settings.json").read_text())
-            flops = G.vision_step_flops(folder / "encoder", device)
-            kind = f"vision {cell.experiment.removeprefix('gpu_check_')}"
-        else:
-            summary = json.loads((folder / "model" / "train_summary.json").read_text())
-            s = summary["settings"]
-            flops = G.sentence_step_flops(folder / "model", s["batch_size"], s["max_length"], device)
-            kind = f"sentence {cell.method}"
-        rows.append(G.cell_row(summary, flops, kind))
+        track = cl_config.track(config, cell.experiment)
+        summary_file = folder / ("encoder/settings.json" if track == "vision" else "model/train_summary.json")
+        summary = json.loads(summary_file.read_text())
+        flops = plan.cell_work(config, cell).step_flops
+        kind = (
+            f"vision {cell.experiment.removeprefix('gpu_check_')}"
+            if track == "vision"
+            else f"sentence {cell.method}"
+        )
+        rows.append(G.cell_row(summary, flops, kind, track))
     killed_row = next(r for r in rows if r["cell"] == f"sentence {KILLED_METHOD}")
     checks = {
         "kill and resume": (

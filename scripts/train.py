@@ -36,7 +36,7 @@ def cli() -> None:
 
 if "snakemake" in globals():
     sm = globals()["snakemake"]
-    with training_job(sm) as where:
+    with training_job(sm) as (device, where):
         train(
             TrainSettings.from_dict(dict(sm.params.settings)),
             backbone_dir=sm.input.backbone,
@@ -46,6 +46,7 @@ if "snakemake" in globals():
             log_path=sm.output.log_jsonl,
             state_dir=sm.params.state_dir,
             cache_dir=where["cache"],
+            device=device,
         )
 elif __name__ == "__main__":
     cli()

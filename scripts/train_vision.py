@@ -4,11 +4,12 @@ from contrastlab.training.vision import VisionTrainSettings, train_vision
 from contrastlab.workflow import training_job
 
 sm = globals()["snakemake"]
-with training_job(sm) as where:
+with training_job(sm) as (device, where):
     train_vision(
         VisionTrainSettings.from_dict(dict(sm.params.settings)),
         data_root=where["images"],
         out_dir=sm.output.encoder,
         log_path=sm.output.log_jsonl,
         state_dir=sm.params.state_dir,
+        device=device,
     )

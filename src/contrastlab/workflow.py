@@ -8,6 +8,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -115,11 +116,95 @@ def require_requested_gpu(snakemake: Any) -> None:
     )
 
 
+#: Lock files of the GPU slots (:func:`claim_gpus`): machine-wide, so that two Snakemake runs on one box
+#: (two presets) share its GPUs too. ``CONTRASTLAB_GPU_LOCK_DIR`` replaces it.
+GPU_LOCK_DIR = Path(tempfile.gettempdir()) / "contrastlab-gpu-slots"
+
+#: The slots this process holds: the open lock files. The kernel releases an ``fcntl`` lock when its
+#: process ends or dies (SIGKILL, out-of-memory kill), so a dead job never blocks a slot.
+_HELD_SLOTS: list[Any] = []
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, without initialising CUDA: the entries of
+    ``CUDA_VISIBLE_DEVICES`` when it is set, else one index per NVIDIA GPU the driver lists
+    (``/proc/driver/nvidia/gpus``); ``[]`` on a machine without one."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip()]
+    try:
+        return [str(i) for i in range(len(list(Path("/proc/driver/nvidia/gpus").iterdir())))]
+    except OSError:
+        return []
+
+
+def claim_gpus(
+    wanted: int,
+    devices: list[str],
+    lock_dir: str | os.PathLike | None = None,
+    *,
+    poll_seconds: float = 2.0,
+    log: Any = None,
+) -> list[str]:
+    """Claim ``wanted`` of ``devices`` for this process: each under an exclusive ``fcntl`` lock on
+    ``<lock_dir>/gpu-<device>.lock``, held until the process ends (or dies: the kernel drops the lock).
+    Waits (polling) while every device is taken, printing one line to ``log`` once. With no more
+    devices than wanted, they are all this job's (a scheduler such as SLURM chose them): no lock."""
+    import fcntl
+
+    if wanted <= 0 or len(devices) <= wanted:
+        return list(devices)
+    folder = Path(lock_dir or os.environ.get("CONTRASTLAB_GPU_LOCK_DIR") or GPU_LOCK_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # other users' jobs share the box's GPUs too
+        folder.chmod(0o1777)
+    claimed: list[str] = []
+    said = False
+    while True:
+        for device in devices:
+            if device in claimed:
+                continue
+            fd = os.open(folder / f"gpu-{device}.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            _HELD_SLOTS.append(fd)
+            claimed.append(device)
+            if len(claimed) == wanted:
+                return claimed
+        if not said and log is not None:
+            print(
+                f"contrastlab: all {len(devices)} GPUs ({', '.join(devices)}) are in use; waiting", file=log
+            )
+            said = True
+        time.sleep(poll_seconds)
+
+
+def job_device(snakemake: Any) -> str:
+    """The device a training or evaluation job runs on, decided before torch touches CUDA: ``"cpu"``
+    for a job that asked for no GPU (``resources.gpu: 0``; CUDA is then hidden from it), else
+    ``"cuda"`` on GPUs of its own: :func:`claim_gpus` picks free ones of :func:`visible_gpus` and sets
+    ``CUDA_VISIBLE_DEVICES`` to them, so that concurrent jobs of ``--resources gpu=N`` use N different
+    GPUs. Raises :class:`GpuUnavailableError` when a GPU was asked for and torch sees none."""
+    wanted = requested_gpus(snakemake)
+    if not wanted:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        return "cpu"
+    devices = visible_gpus()
+    if devices:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(claim_gpus(wanted, devices, log=sys.stderr))
+    require_requested_gpu(snakemake)
+    return "cuda"
+
+
 @contextlib.contextmanager
-def training_job(snakemake: Any) -> Iterator[dict[str, str]]:
+def training_job(snakemake: Any) -> Iterator[tuple[str, dict[str, str]]]:
     """The frame of a training job's script: library output to the job's log, a failure as one line
-    (and a failure record, :func:`logged_to`), never on the CPU of a node whose GPU is broken
-    (:func:`require_requested_gpu`), torch's threads = the rule's; yields the job's data locations."""
+    (and a failure record, :func:`logged_to`), the job's device (:func:`job_device`: its own GPU, never
+    the CPU of a node whose GPU is broken, or the CPU with ``resources.gpu: 0``), torch's threads = the
+    rule's; yields ``(device, the job's data locations)``."""
     stderr_to_log(snakemake.log[0])
     record = failure_record(snakemake)
     with logged_to(
@@ -129,11 +214,11 @@ def training_job(snakemake: Any) -> Iterator[dict[str, str]]:
         failure_record=record,
         run=workflow_run(snakemake),
     ):
-        require_requested_gpu(snakemake)
+        device = job_device(snakemake)  # before torch touches CUDA
         import torch
 
         torch.set_num_threads(max(1, snakemake.threads))
-        yield job_data_locations(snakemake)
+        yield device, job_data_locations(snakemake)
 
 
 def job_data_locations(snakemake: Any) -> dict[str, str]:

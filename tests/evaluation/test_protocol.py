@@ -151,6 +151,23 @@ def test_evaluate_checkpoint_metrics_dict(fixture_dir, tmp_path, tiny_bert):
     assert again["scores"] == metrics["scores"]
 
 
+def test_encoding_in_one_job_and_probing_in_another_gives_the_same_numbers(
+    fixture_dir, tmp_path, tiny_bert, monkeypatch
+):
+    tasks = ["STS12", "STSBenchmark", "SICKRelatedness", "MR", "MRPC"]
+    single = S.evaluate_checkpoint(tiny_bert, fixture_dir, tasks, "fasttest", device="cpu")
+    encoded = S.encode_checkpoint(tiny_bert, fixture_dir, tasks, "fasttest", cache_dir=tmp_path, device="cpu")
+    assert encoded["sentences"] > 0
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the probe job loaded the model")
+
+    monkeypatch.setattr("contrastlab.models.load_backbone", no_model)  # the probe job reads the cache only
+    split = S.evaluate_checkpoint(tiny_bert, fixture_dir, tasks, "fasttest", cache_dir=tmp_path, device="cpu")
+    for key in ("scores", "devacc", "sts_avg", "alignment", "uniformity"):
+        assert split[key] == single[key], key
+
+
 def test_transfer_averages_of_both_accuracies(fixture_dir, tmp_path, tiny_bert):
     from contrastlab.evaluation import senteval_probe
 

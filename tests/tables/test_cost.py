@@ -153,3 +153,34 @@ def test_the_report_leaves_out_a_damaged_benchmark_file_and_says_so(results):
     text = "\n".join(cost_lines(results))
     assert "Left out: 1 benchmark files without a wall time" in text and "dcl/seed42.tsv" in text
     assert "| nie2023 | 3 | 2 |" in text
+
+
+def test_projected_gpu_hours_stand_beside_the_measured_ones(results):
+    projected = {
+        "paper": {"nie2023": 2.0, "macl": 0.25},
+        "rule": {"train": 1.75},
+        "cell": {"nie2023/bert-base/mpt/seed42": 1.25},
+    }
+    text = "\n".join(cost_lines(results, projected, "Projected GPU-h: as the plan says."))
+    assert "Projected GPU-h: as the plan says." in text
+    assert "| nie2023 | 3 | 2 | 1:42:00 | 20480 | 1.50 | 2.00 |" in text
+    assert "| train | 2 | 1:32:00 | 0:46:00 | 20480 | 1.50 | 1.75 |" in text
+    assert "| evaluate | 1 | 0:10:00 | 0:10:00 | 8000 | — | — |" in text  # no projection for the rule
+    assert "| nie2023/bert-base/mpt/seed42 | 1:30:00 | 0:10:00 | 20480 | 11.5 | 1.50 | 1.25 |" in text
+    # before any job ran: the projection alone
+    alone = "\n".join(cost_lines(results / "nothing", projected))
+    assert "### Projected, per paper" in alone and "| nie2023 | 2.00 |" in alone
+
+
+def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
+    from contrastlab import config as cl_config
+    from contrastlab.paths import REPO_ROOT
+
+    config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    report = tmp_path / "out" / "report.md"
+    build_tables(
+        tmp_path / "none", config, tmp_path / "out" / "tables", report, results_dir=tmp_path / "none"
+    )
+    section = report.read_text().split("## Cost", 1)[1]
+    assert "calibration: the shipped default" in section and "### Projected, per rule" in section
+    assert "| train_vision |" in section and "| evaluate_pretrained |" in section

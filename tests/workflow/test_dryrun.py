@@ -137,8 +137,9 @@ def test_slurm_profile_requests_gpus_only_for_gpu_rules(repo_root, tmp_path):
         if rule in {"train", "evaluate", "evaluate_pretrained", "train_vision", "evaluate_vision"}:
             assert re.search(r"\bgpu=1\b", resources), (rule, resources)
             assert re.search(r"\bruntime=\d+", resources), (rule, resources)
-        if rule == "train_vision":
-            assert re.search(r"\bruntime=480\b", resources), resources  # resources.vision_train_runtime_min
+        if rule in {"train", "evaluate", "train_vision", "evaluate_vision"}:
+            # config.yaml sets no *_runtime_min: each GPU job asks for its projected time x 2 (make plan)
+            assert int(re.search(r"\bruntime=(\d+)", resources).group(1)) >= 30, resources
         if rule in {"tables", "fetch_backbone", "senteval_data", "corpus", "image_data"}:
             assert "gpu=" not in resources.replace("gpu=0", ""), (rule, resources)
 

@@ -43,6 +43,12 @@ def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(tmp_p
         assert f"| {cell} |" in report
     assert "- kill and resume: PASS" in report and "- GPU vs CPU evaluation: PASS" in report
     calibration = json.loads((results / "calibration.json").read_text())
-    # On a CPU tf32 runs as fp32; the others as asked.
-    assert set(calibration["sentence_tflops"]) == {"fp32", "bf16", "fp16"}
-    assert set(calibration["vision_tflops"]) == {"fp32"} and calibration["overheads_s"]["dev_eval"] > 0
+    # The format make plan reads; on a CPU tf32 runs as fp32, the others as asked.
+    assert calibration["format"] == "contrastlab-calibration/1" and calibration["measured"] is True
+    assert set(calibration["achieved_tflops"]["sentence"]) == {"fp32", "bf16", "fp16"}
+    assert set(calibration["achieved_tflops"]["vision"]) == {"fp32"}
+    assert calibration["overheads_s"]["dev_evaluation"] > 0
+    from contrastlab.tables import plan
+
+    loaded = plan.load_calibration(results / "calibration.json")  # make plan accepts it
+    assert loaded is not None

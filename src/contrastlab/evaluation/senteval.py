@@ -294,6 +294,20 @@ def run_tasks(
     return scores, devacc, seconds
 
 
+def _task_inputs(
+    data_dir: str | Path, tasks: Iterable[str], mode: str, extra_sentences: Iterable[str] = ()
+) -> tuple[dict[str, Any], list[str]]:
+    """The loaded ``tasks`` and every unique sentence to encode (theirs and ``extra_sentences``),
+    shortest first: the one list, in the one order, that an evaluation encodes (so that an encoding
+    made in a separate job, :func:`encode_checkpoint`, is the same arrays)."""
+    mode = P.check_mode(mode)
+    loaded = {task: _load_task(Path(data_dir), task, mode) for task in P.check_tasks(tasks)}
+    unique = set(extra_sentences)
+    for data in loaded.values():
+        unique.update(_sentences_of(data))
+    return loaded, sorted(unique, key=lambda s: (len(s), s))
+
+
 def _evaluate(
     encode: Encode,
     data_dir: str | Path,
@@ -305,14 +319,8 @@ def _evaluate(
     extra_sentences: Iterable[str] = (),
     probe: str = DEFAULT_PROBE,
 ) -> dict[str, Any]:
-    mode = P.check_mode(mode)
     _probe_module(probe)
-    tasks = P.check_tasks(tasks)
-    loaded = {task: _load_task(Path(data_dir), task, mode) for task in tasks}
-    unique = set(extra_sentences)
-    for data in loaded.values():
-        unique.update(_sentences_of(data))
-    sentences = sorted(unique, key=lambda s: (len(s), s))
+    loaded, sentences = _task_inputs(data_dir, tasks, mode, extra_sentences)
     start = time.perf_counter()
     embeddings = _embed_all(encode, sentences, cache_dir, cache_key)
     encode_s = time.perf_counter() - start
@@ -431,6 +439,47 @@ def _group_mean(scores: Mapping[str, float], group: tuple[str, ...]) -> float | 
     return float(np.mean([scores[t] for t in group])) if all(t in scores for t in group) else None
 
 
+def _lazy_encoder(model_dir: str | Path, *, pooling: str, batch_size: int, device: str | None) -> Encode:
+    """:func:`contrastlab.models.make_encoder` of the checkpoint, loaded at the first call only: an
+    evaluation whose embeddings are all cached never loads the model (nor touches a GPU)."""
+    from contrastlab.models import load_backbone, make_encoder
+
+    made: list[Encode] = []
+
+    def encode(sentences: list[str]) -> np.ndarray:
+        if not made:
+            model, tokenizer = load_backbone(model_dir, device=device)
+            made.append(make_encoder(model, tokenizer, pooling=pooling, batch_size=batch_size))
+        return made[0](sentences)
+
+    return encode
+
+
+def encode_checkpoint(
+    model_dir: str | Path,
+    data_dir: str | Path,
+    tasks: Iterable[str] = P.TASKS,
+    mode: str = "test",
+    *,
+    cache_dir: str | Path,
+    pooling: str = "cls",
+    batch_size: int = 128,
+    device: str | None = None,
+) -> dict[str, Any]:
+    """The encoding half of :func:`evaluate_checkpoint`: every sentence it needs for ``tasks`` in
+    ``mode`` (and the STS-B test pairs), encoded on ``device`` into ``cache_dir`` as it would encode
+    them. ``evaluate_checkpoint(..., cache_dir=cache_dir)`` then fits the probes from the cache, without
+    loading the model, with the numbers of a single call: a GPU job encodes, a CPU job probes. Returns
+    the sentence count and the encoding seconds."""
+    stsb = load_sts_pairs(data_dir, "STSBenchmark", "test")
+    _, sentences = _task_inputs(data_dir, tasks, mode, stsb.a + stsb.b)
+    key = checkpoint_fingerprint(model_dir, pooling)
+    encode = _lazy_encoder(model_dir, pooling=pooling, batch_size=batch_size, device=device)
+    start = time.perf_counter()
+    _embed_all(encode, sentences, Path(cache_dir) / key, key)
+    return {"sentences": len(sentences), "encode_s": time.perf_counter() - start, "model_dir": str(model_dir)}
+
+
 def evaluate_checkpoint(
     model_dir: str | Path,
     data_dir: str | Path,
@@ -451,12 +500,9 @@ def evaluate_checkpoint(
     STS-B test sentences are always encoded too (alignment/uniformity), within the same single
     ``encode`` call. With ``cache_dir``, embeddings live in ``cache_dir/<checkpoint fingerprint>``.
     """
-    from contrastlab.models import load_backbone, make_encoder
-
     tasks = P.check_tasks(tasks)
     mode = P.check_mode(mode)
-    model, tokenizer = load_backbone(model_dir, device=device)
-    encode = make_encoder(model, tokenizer, pooling=pooling, batch_size=batch_size)
+    encode = _lazy_encoder(model_dir, pooling=pooling, batch_size=batch_size, device=device)
     stsb = load_sts_pairs(data_dir, "STSBenchmark", "test")
     key = checkpoint_fingerprint(model_dir, pooling)
     result = _evaluate(

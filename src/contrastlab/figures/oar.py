@@ -197,16 +197,22 @@ def lr_sweep_figure(
 
 
 def spectra_figure(
-    encoder_dirs: Mapping[str, str | Path], *, data_root: str | Path | None, stem: str | Path, n: int = 1000
+    encoder_dirs: Mapping[str, str | Path],
+    *,
+    data_root: str | Path | None,
+    stem: str | Path,
+    n: int = 1000,
+    device: str | None = None,
 ) -> list[Path]:
     """OAR Fig. 3: :func:`embedding_spectrum` of each trained encoder (``name -> encoder dir``) on
-    ``n`` test images of its dataset (the same images for every encoder), plotted side by side."""
+    ``n`` test images of its dataset (the same images for every encoder), plotted side by side; on
+    ``device`` (default: CUDA when available)."""
     from contrastlab.data.images import IMAGE_STATS, load_images
     from contrastlab.evaluation.vision import extract_features
     from contrastlab.models import pick_device
     from contrastlab.training.vision import load_encoder
 
-    device = pick_device(None)
+    device = pick_device(device)
     spectra = {}
     for name, encoder_dir in encoder_dirs.items():
         encoder, summary = load_encoder(encoder_dir, device)

@@ -29,7 +29,7 @@ import csv
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,8 +174,21 @@ def _grouped(jobs: Sequence[JobCost], key: Callable[[JobCost], str]) -> dict[str
     return groups
 
 
-def per_paper(jobs: Sequence[JobCost]) -> list[dict[str, str]]:
-    """One row per paper: jobs, cells, total wall time, the largest peak RSS, GPU-hours."""
+#: Projected GPU-hours per "paper", "rule" and "cell" (:func:`contrastlab.tables.plan.projected_hours`).
+Projected = Mapping[str, Mapping[str, float]]
+
+
+def _projected(projected: Projected | None, kind: str, key: str) -> dict[str, str]:
+    """The "projected GPU-h" column of one row, or nothing without a projection."""
+    if projected is None:
+        return {}
+    value = projected[kind].get(key)
+    return {"projected GPU-h": NONE if value is None else f"{value:.2f}"}
+
+
+def per_paper(jobs: Sequence[JobCost], projected: Projected | None = None) -> list[dict[str, str]]:
+    """One row per paper: jobs, cells, total wall time, the largest peak RSS, GPU-hours (and the
+    projected GPU-hours of the paper's whole grid, with ``projected``)."""
     return [
         {
             "paper": paper,
@@ -184,13 +197,15 @@ def per_paper(jobs: Sequence[JobCost]) -> list[dict[str, str]]:
             "wall": hms(sum(j.seconds for j in group)),
             "peak RSS (MB)": _rss(group),
             "GPU-h": _gpu_hours(group),
+            **_projected(projected, "paper", paper),
         }
         for paper, group in sorted(_grouped(jobs, lambda j: j.paper).items())
     ]
 
 
-def per_rule(jobs: Sequence[JobCost]) -> list[dict[str, str]]:
-    """One row per rule: jobs, total and mean wall time, the largest peak RSS, GPU-hours."""
+def per_rule(jobs: Sequence[JobCost], projected: Projected | None = None) -> list[dict[str, str]]:
+    """One row per rule: jobs, total and mean wall time, the largest peak RSS, GPU-hours (and the
+    projected GPU-hours of all the rule's jobs in the grid, with ``projected``)."""
     return [
         {
             "rule": rule,
@@ -199,14 +214,15 @@ def per_rule(jobs: Sequence[JobCost]) -> list[dict[str, str]]:
             "mean per job": hms(sum(j.seconds for j in group) / len(group)),
             "peak RSS (MB)": _rss(group),
             "GPU-h": _gpu_hours(group),
+            **_projected(projected, "rule", rule),
         }
         for rule, group in sorted(_grouped(jobs, lambda j: j.rule).items())
     ]
 
 
-def per_cell(jobs: Sequence[JobCost]) -> list[dict[str, str]]:
+def per_cell(jobs: Sequence[JobCost], projected: Projected | None = None) -> list[dict[str, str]]:
     """One row per cell (training and evaluation together): wall time of each, the larger peak RSS, the
-    training's peak GPU memory, GPU-hours."""
+    training's peak GPU memory, GPU-hours (and the projected GPU-hours, with ``projected``)."""
     rows = []
     for cell, group in sorted(_grouped([j for j in jobs if j.cell], lambda j: j.cell).items()):
         train = [j for j in group if j.rule.startswith("train")]
@@ -220,22 +236,32 @@ def per_cell(jobs: Sequence[JobCost]) -> list[dict[str, str]]:
                 "peak RSS (MB)": _rss(group),
                 "peak GPU mem (GiB)": f"{max(peaks):.1f}" if peaks else NONE,
                 "GPU-h": _gpu_hours(group),
+                **_projected(projected, "cell", cell),
             }
         )
     return rows
 
 
-def cost_lines(results_dir: str | os.PathLike) -> list[str]:
+def cost_lines(
+    results_dir: str | os.PathLike, projected: Projected | None = None, projected_note: str = ""
+) -> list[str]:
     """The report's cost section (Markdown lines) for the run in ``results_dir``: per paper, per rule
-    and per cell; one line saying so when no job has written a benchmark file yet."""
+    and per cell; one line saying so when no job has written a benchmark file yet. With ``projected``
+    (:func:`contrastlab.tables.plan.projected_hours`), the projected GPU-hours beside the measured
+    ones (``projected_note`` says how they were projected), or alone before any job ran."""
     skipped: list[Path] = []
     jobs = read_job_costs(results_dir, skipped)
     lines = ["## Cost", ""]
+    if projected_note:
+        lines += [projected_note, ""]
     if not jobs:
-        return lines + [
-            f"No benchmark files under `{Path(results_dir) / 'benchmarks'}` yet: no cost to show.",
-            "",
-        ]
+        lines += [f"No benchmark files under `{Path(results_dir) / 'benchmarks'}` yet: no cost to show.", ""]
+        if projected is not None:
+            for kind in ("paper", "rule"):
+                rows = [{kind: k, "projected GPU-h": f"{v:.2f}"} for k, v in sorted(projected[kind].items())]
+                lines += [f"### Projected, per {kind}", ""] + markdown_table(rows, numeric_after_first=True)
+                lines.append("")
+        return lines
     lines += [
         f"From the {len(jobs)} jobs' Snakemake benchmark files (`benchmarks/`: wall time and peak resident "
         "memory of each job) and the training logs (device, peak GPU memory). GPU-h: wall hours of the jobs "
@@ -249,9 +275,9 @@ def cost_lines(results_dir: str | os.PathLike) -> list[str]:
         "",
     ]
     for title, rows in (
-        ("Per paper", per_paper(jobs)),
-        ("Per rule", per_rule(jobs)),
-        ("Per cell", per_cell(jobs)),
+        ("Per paper", per_paper(jobs, projected)),
+        ("Per rule", per_rule(jobs, projected)),
+        ("Per cell", per_cell(jobs, projected)),
     ):
         lines += [f"### {title}", ""] + markdown_table(rows, numeric_after_first=True) + [""]
     return lines

@@ -1,12 +1,10 @@
 """The figures of ``make gpu-check`` (config/gpu-check.yaml): per cell steps/s, achieved TFLOP/s, MFU and
 peak memory, the resume and GPU-vs-CPU evaluation checks, and the calibration file ``make plan`` reads.
 
-FLOPs per training step are counted by :class:`torch.utils.flop_counter.FlopCounterMode` on one forward
-pass of the cell's own shapes (matmuls and convolutions, attention included) times 3 (forward +
-backward, the usual 1:2 split). For the sentence cells every sentence is taken at the truncation
-length (32 tokens); the corpus pads to each batch's longest sentence, so the sentence MFU is an upper
-bound. MFU = achieved FLOP/s ÷ the device's dense peak for the cell's precision (:data:`GPU_PEAKS`,
-vendors' data sheets; fp32 cells against the non-tensor-core fp32 peak).
+FLOPs per training step are the plan's (:func:`contrastlab.tables.plan.cell_work`), so that the
+calibration written here is in the units ``make plan`` divides by. MFU = achieved FLOP/s ÷ the
+device's dense peak for the cell's precision (:data:`GPU_PEAKS`, vendors' data sheets; fp32 cells
+against the non-tensor-core fp32 peak).
 """
 
 from __future__ import annotations
@@ -57,41 +55,7 @@ def peak_tflops(device_name: str, precision: str) -> tuple[float | None, str]:
     return None, f"no data-sheet peak for {device_name!r}"
 
 
-def forward_flops(module: torch.nn.Module, *inputs: Any, **kwargs: Any) -> int:
-    """FLOPs of one forward pass of ``module`` on ``inputs`` (FlopCounterMode: matmuls, convolutions)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    counter = FlopCounterMode(display=False)
-    with torch.no_grad(), counter:
-        module(*inputs, **kwargs)
-    return counter.get_total_flops()
-
-
-def sentence_step_flops(model_dir: str | Path, batch_size: int, max_length: int, device: str) -> int:
-    """Training FLOPs of one step of a sentence cell: 3 x the forward of 2 x ``batch_size`` sentences
-    of ``max_length`` tokens through the checkpoint's encoder (the head's share is negligible)."""
-    from transformers import AutoModel
-
-    model = AutoModel.from_pretrained(model_dir).to(device).eval()
-    ids = torch.randint(1000, model.config.vocab_size, (2 * batch_size, max_length), device=device)
-    return 3 * forward_flops(model, input_ids=ids, attention_mask=torch.ones_like(ids))
-
-
-def vision_step_flops(encoder_dir: str | Path, device: str) -> int:
-    """Training FLOPs of one step of a vision cell: 3 x the forward of both views of the batch (and of
-    the labelled OAR batch) through the saved encoder at the cell's input size."""
-    from contrastlab.training.vision import load_encoder
-
-    encoder, summary = load_encoder(encoder_dir, device)
-    s, size = summary["settings"], summary["input_size"]
-    images = 2 * s["batch_size"] + (
-        2 * (s.get("oar_batch_size") or s["batch_size"]) if s.get("oar_fraction") else 0
-    )
-    one = forward_flops(encoder, torch.zeros(1, 3, size, size, device=device))
-    return 3 * one * images
-
-
-def cell_row(summary: Mapping[str, Any], step_flops: int, kind: str) -> dict[str, Any]:
+def cell_row(summary: Mapping[str, Any], step_flops: float, kind: str, track: str) -> dict[str, Any]:
     """One row of the report from a cell's training summary and its FLOPs per step."""
     timings = summary["timings"]
     steps_per_s = summary["steps"] / timings["train_s"] if timings.get("train_s") else None
@@ -99,6 +63,8 @@ def cell_row(summary: Mapping[str, Any], step_flops: int, kind: str) -> dict[str
     peak, source = peak_tflops(summary.get("device_name", ""), summary["precision"])
     return {
         "cell": kind,
+        "track": track,
+        "step_flops": step_flops,
         "precision": summary["precision"],
         "tf32": bool(summary.get("tf32_matmul")),
         "steps": summary["steps"],
@@ -127,6 +93,7 @@ def environment() -> dict[str, Any]:
     if torch.cuda.is_available():
         env["device"] = torch.cuda.get_device_name(0)
         env["capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
+        env["gpu_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
         try:
             import subprocess
 
@@ -144,29 +111,27 @@ def environment() -> dict[str, Any]:
 
 
 def calibration(rows: Iterable[Mapping[str, Any]], env: Mapping[str, Any]) -> dict[str, Any]:
-    """What ``make plan`` reads: achieved TFLOP/s per track and precision, and per-cell overheads."""
-    rows = list(rows)
-    out: dict[str, Any] = {
-        "source": f"make gpu-check on {env.get('device')} ({env.get('date')})",
-        "device": env.get("device"),
-        "sentence_tflops": {},
-        "vision_tflops": {},
-        "overheads_s": {},
-    }
-    for row in rows:
-        if row["tflops_per_s"] is None:
-            continue
-        track = "vision_tflops" if row["cell"].startswith("vision") else "sentence_tflops"
-        out[track][row["precision"]] = row["tflops_per_s"]
-    sentence = [r for r in rows if not r["cell"].startswith("vision")]
-    if sentence:
-        evals = [r["eval_s"] / r["evals"] for r in sentence if r.get("eval_s") and r.get("evals")]
-        out["overheads_s"] = {
-            "startup": max(r["startup_s"] for r in sentence),
-            "dev_eval": sum(evals) / len(evals) if evals else None,
-            "snapshot": max((r["state_s"] or 0) for r in sentence),
-        }
-    return out
+    """What ``make plan`` reads (:func:`contrastlab.tables.plan.calibration_from_measurements`): the
+    achieved TFLOP/s per track and precision, start-up and dev-evaluation overheads, GPU memory."""
+    from contrastlab.tables import plan
+
+    rows = [r for r in rows if r["steps_per_s"]]
+    measured = [
+        plan.Measurement(r["track"], r["precision"], step_flops=r["step_flops"], steps_per_s=r["steps_per_s"])
+        for r in rows
+    ]
+    sentence = [r for r in rows if r["track"] == "sentence"]
+    evals = [r["eval_s"] / r["evals"] for r in sentence if r.get("eval_s") and r.get("evals")]
+    overheads = {"train_startup": max((r["startup_s"] for r in rows), default=0.0)}
+    if evals:
+        overheads["dev_evaluation"] = sum(evals) / len(evals)
+    return plan.calibration_from_measurements(
+        measured,
+        device=str(env.get("device")),
+        source=f"make gpu-check on {env.get('device')} ({env.get('date')})",
+        overheads_s=overheads,
+        gpu_memory_gib=env.get("gpu_memory_gib"),
+    )
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -203,8 +168,8 @@ def write_report(
     lines += [f"- {name}: {'PASS' if ok else 'FAIL'} — {what}" for name, (ok, what) in checks.items()]
     lines += [
         "",
-        "MFU: achieved FLOP/s over the data-sheet dense peak of the cell's precision (fp32 against the "
-        "non-tensor-core peak); sentence FLOPs count every sentence at 32 tokens (an upper bound). "
+        "MFU: achieved FLOP/s (the plan's FLOPs per step x steps/s) over the data-sheet dense peak of the "
+        "cell's precision (fp32 against the non-tensor-core peak). "
         f"`{CALIBRATION_FILE}` beside this report is what `make plan` reads.",
         "",
     ]

@@ -99,6 +99,26 @@ def precision_rows(config: dict, metrics_root: str | os.PathLike) -> list[dict[s
     ]
 
 
+def projected_cost(config: dict) -> tuple[dict | None, str]:
+    """The projected GPU-hours of the config's grid as configured (:mod:`contrastlab.tables.plan`) and
+    a sentence saying how they were projected; ``(None, <why not>)`` when the calibration cannot be
+    read (the report must not fail over it)."""
+    from contrastlab.tables import plan
+
+    try:
+        calibration = plan.load_calibration()
+        jobs = plan.make_plan(config, calibration)
+    except (OSError, ValueError, KeyError, TypeError) as error:  # a partial or hand-made config
+        return None, f"No projection ({type(error).__name__}: {error})."
+    note = (
+        f"Projected GPU-h: what each job would take on the calibration's GPU with the precision the config "
+        f"gives it (`make plan`: FLOPs ÷ achieved TFLOP/s + overheads; {calibration.describe()}); "
+        f"{plan.total_hours(jobs):.1f} GPU-h for the whole grid. Measured GPU-h count only jobs that ran on "
+        "a GPU."
+    )
+    return plan.projected_hours(jobs), note
+
+
 def write_report(
     built: list[tuple[Table, dict[str, Path]]],
     report_path: Path,
@@ -180,6 +200,7 @@ def write_report(
     if results_dir is not None:  # what each job cost, from the run's benchmark files (tables.cost)
         from contrastlab.tables.cost import cost_lines
 
-        lines += cost_lines(results_dir)
+        projected, note = projected_cost(config) if config is not None else (None, "")
+        lines += cost_lines(results_dir, projected, note)
     report_path.write_text("\n".join(lines), encoding="utf-8")
     return report_path

@@ -1,0 +1,34 @@
+"""`make plan`: projected GPU-hours and peak GPU memory of a config's cells before anything runs.
+
+Prints the plan (contrastlab.tables.plan) and writes it to ``<results_dir>/plan/plan.{md,csv}``. Reads
+the config through contrastlab.config (no Snakemake DAG): a few seconds for config.yaml.
+"""
+
+import argparse
+import sys
+
+from contrastlab import config as cl_config
+from contrastlab.tables import plan
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--configfile", default="config.yaml", help="the config to plan (default config.yaml)")
+parser.add_argument(
+    "--precision",
+    default=plan.AS_CONFIGURED,
+    choices=[plan.AS_CONFIGURED, *plan.PRECISIONS],
+    help="the choice whose memory and per-cell times are shown (config: each cell's own); fp32, tf32 "
+    "and bf16 are always shown side by side",
+)
+parser.add_argument(
+    "--calibration", default=None, help=f"calibration JSON (default {plan.MEASURED_CALIBRATION} if present)"
+)
+parser.add_argument(
+    "--out", default=None, help="folder for plan.md and plan.csv (default <results_dir>/plan)"
+)
+args = parser.parse_args()
+try:
+    config = cl_config.load(args.configfile)
+    written = plan.plan_report(config, args.precision, args.calibration, args.out, title=args.configfile)
+except (cl_config.ConfigError, ValueError) as error:
+    sys.exit(f"contrastlab: plan: {error}")
+print(f"\nwrote {', '.join(map(str, written))}")

@@ -1,0 +1,293 @@
+"""The cost plan (contrastlab.tables.plan): its arithmetic on a toy config against FLOPs computed by hand,
+parameter counts of the real architectures, the calibration file, and README's cell counts."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from contrastlab import config as cl_config
+from contrastlab.paths import REPO_ROOT
+from contrastlab.tables import plan
+
+#: A random BERT of hidden 32, 2 layers, feed-forward 64. Per layer: 4·32² + 4·32 (Q, K, V, output)
+#: + 2·32·64 + 64 + 32 (feed-forward) + 4·32 (two LayerNorms) = 4096 + 128 + 4096 + 96 + 128 = 8544.
+TOY_NON_EMBEDDING = 2 * 8544
+
+
+def _toy_config(**training) -> dict:
+    return cl_config.validate(
+        {
+            "seeds": [1, 2],
+            "data": {"fixture": True, "fixture_corpus_sentences": 2000},
+            "backbones": {
+                "toy": {
+                    "random": {
+                        "hidden_size": 32,
+                        "num_hidden_layers": 2,
+                        "intermediate_size": 64,
+                        "num_attention_heads": 2,
+                    },
+                    "tokenizer_from": "ref",
+                },
+                "ref": {"hf_id": "bert-base-uncased"},
+            },
+            "training": {
+                "batch_size": 16,
+                "eval_every": 50,
+                "state_every": 60,
+                "precision": "fp32",
+                **training,
+            },
+            "evaluation": {"mode": "fasttest"},
+            "experiments": {
+                "nie2023": {"backbones": ["toy"], "methods": {"cl": {"loss": "infonce", "hp": {"tau": 0.05}}}}
+            },
+        }
+    )
+
+
+def _flat_calibration(tmp_path, tflops: float = 1.0) -> plan.Calibration:
+    """1 TFLOP/s for everything; 10 s start-up, 1 s per GiB of snapshot, 0.5 s per dev evaluation, 20 s
+    evaluation start-up, 100 s of fasttest probing."""
+    path = tmp_path / "calibration.json"
+    overheads = {"train_startup": 10, "snapshot_per_gib": 1, "dev_evaluation": 0.5, "evaluate_startup": 20}
+    overheads["senteval_probe_fasttest"] = 100
+    cal = plan.calibration_from_measurements(
+        [plan.Measurement(t, p, 1e12 * tflops, 1.0) for t in plan.TRACKS for p in plan.PRECISIONS],
+        device="toy",
+        source="test",
+        overheads_s=overheads,
+    )
+    plan.write_calibration(path, cal)
+    return plan.load_calibration(path)
+
+
+def test_transformer_parameters_of_the_real_backbones():
+    assert plan.transformer_parameters(768, 12, 3072, 30522, 512, 2) == (85_054_464, 109_482_240)
+    assert plan.transformer_parameters(1024, 24, 4096, 30522, 512, 2)[0] == 302_309_376
+    # roberta-base: 124.6M in all (its 50,265-token vocabulary), the same layers as BERT-base
+    assert plan.transformer_parameters(768, 12, 3072, 50265, 514, 1) == (85_054_464, 124_645_632)
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    assert plan.backbone_transformer(config, "roberta-large").non_embedding == 302_309_376
+
+
+def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
+    config = _toy_config()
+    cell = next(cl_config.cells(config))
+    work = plan.cell_work(config, cell)
+    assert plan.backbone_transformer(config, "toy").non_embedding == TOY_NON_EMBEDDING
+    # 2000 sentences // 16 = 125 steps; a step: 6 × N × (16 sentences × 2 views × 32 tokens).
+    assert work.steps == 125
+    assert work.step_flops == 6 * 17_088 * 1024 == 104_988_672
+    assert work.train_flops == 125 * 104_988_672
+    # dev evaluations at steps 0, 50, 100 and 125 (the last), each a forward of the STS-B dev sentences
+    assert work.dev_evaluations == 4
+    assert work.dev_flops == 4 * 2 * 17_088 * plan.STSB_DEV_TOKENS
+    assert work.analysis_flops == 0
+    assert work.snapshots == 2  # steps 60 and 120
+    assert work.eval_flops == pytest.approx(2 * 17_088 * plan.SENTEVAL_ALL_TOKENS)
+
+    cal = _flat_calibration(tmp_path)
+    jobs = plan.make_plan(config, cal)
+    train = [j for j in jobs if j.rule == "train"]
+    evaluate = [j for j in jobs if j.rule == "evaluate"]
+    assert [j.cell for j in train] == ["nie2023/toy/cl/seed1", "nie2023/toy/cl/seed2"]
+    snapshot_gib = 12 * plan.backbone_transformer(config, "toy").total / 2**30
+    expected = (
+        (125 * 104_988_672 + 4 * 2 * 17_088 * plan.STSB_DEV_TOKENS) / 1e12 + 10 + 2 * snapshot_gib + 4 * 0.5
+    )
+    assert train[0].seconds["config"] == pytest.approx(expected)
+    assert evaluate[0].seconds["fp32"] == pytest.approx(
+        2 * 17_088 * plan.SENTEVAL_ALL_TOKENS / 1e12 + 20 + 100
+    )
+    assert plan.total_hours(jobs) == pytest.approx(2 * (expected + evaluate[0].seconds["fp32"]) / 3600)
+
+
+def test_analysis_probe_and_holdout_flops():
+    config = _toy_config(analysis_every=50, analysis_sentences=64, analysis_holdout=True)
+    work = plan.cell_work(config, next(cl_config.cells(config)))
+    assert work.steps == (2000 - 64) // 16 == 121  # the probe is held out of training
+    dev_part = 64 * plan.STSB_DEV_TOKENS / plan.STSB_DEV_SENTENCES  # as many dev sentences as the probe
+    # at steps 0, 50, 100, 121: two views of 64 probe sentences × 32 tokens and of 64 dev sentences
+    assert work.analysis_flops == pytest.approx(4 * 2 * 17_088 * 2 * (64 * 32 + dev_part))
+
+
+def test_precision_choices_reach_the_sentence_cells_through_the_override(tmp_path):
+    config = _toy_config()
+    cal = plan.load_calibration(plan.DEFAULT_CALIBRATION)
+    job = next(j for j in plan.make_plan(config, cal, "bf16") if j.rule == "train")
+    assert dict(job.precision) == {"config": "fp32", "fp32": "fp32", "tf32": "tf32", "bf16": "bf16"}
+    assert job.seconds["fp32"] > job.seconds["tf32"] > job.seconds["bf16"]
+
+
+def _counted_on_the_meta_device(arch, stem, width, out_dim, size, head):
+    """Forward hooks on the encoder the trainer builds (and its head): MACs, parameters, saved outputs."""
+    import torch
+
+    from contrastlab.vision_models import ProjectionHead, build_encoder
+
+    counts = {"macs": 0, "saved": 0}
+
+    def hook(module, inputs, output):
+        if isinstance(module, torch.nn.Conv2d):
+            area = module.kernel_size[0] * module.kernel_size[1]
+            counts["macs"] += output.numel() * module.in_channels // module.groups * area
+            counts["saved"] += output.numel()
+        elif isinstance(module, torch.nn.Linear):
+            counts["macs"] += module.in_features * module.out_features
+        elif isinstance(module, torch.nn.BatchNorm2d):
+            counts["saved"] += output.numel()
+
+    with torch.device("meta"):
+        modules = [build_encoder(arch, stem=stem, width=width, out_dim=out_dim)]
+        if head:
+            modules.append(ProjectionHead(modules[0].feature_dim, *head))
+        for module in (m for top in modules for m in top.modules()):
+            module.register_forward_hook(hook)
+        features = modules[0](torch.empty(1, 3, size, size))
+        if head:
+            modules[1].eval()(features)
+    params = sum(p.numel() for top in modules for p in top.parameters())
+    return plan.VisionForward(counts["macs"], params, counts["saved"])
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        ("resnet18", "cifar", 64, None, 32, (512, 128)),  # MACL's CIFAR cells
+        ("resnet18", "imagenet", 64, None, 224, None),  # OAR CIFAR-10
+        ("resnet50", "imagenet", 64, 512, 224, None),  # OAR CIFAR-100
+        ("resnet18", "cifar", 8, None, 16, (512, 128)),  # the demo's
+    ],
+)
+def test_resnet_counts_equal_hooks_on_the_real_encoder(shape):
+    assert plan.vision_forward(*shape) == _counted_on_the_meta_device(*shape)
+
+
+def test_resnet_flops_and_parameters_match_torchvision():
+    # torchvision's documented GFLOPS (multiply-adds) at 224: ResNet-18 1.81, ResNet-50 4.09 (their fc,
+    # which our encoders drop, is 0.5M and 2.0M of them); parameters without the fc.
+    r18 = plan.vision_forward("resnet18", "imagenet", 64, None, 224, None)
+    r50 = plan.vision_forward("resnet50", "imagenet", 64, None, 224, None)
+    assert r18.macs == pytest.approx(1.81e9, rel=0.01) and r18.params == 11_176_512
+    assert r50.macs == pytest.approx(4.09e9, rel=0.01) and r50.params == 23_508_032
+    cifar = plan.vision_forward("resnet18", "cifar", 64, None, 32, None)
+    assert cifar.macs == pytest.approx(0.556e9, rel=0.01)  # the CIFAR stem keeps 32x32 in the first stage
+
+
+def test_vision_cell_flops_count_both_views_and_the_oar_pass():
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    fwd = plan.vision_forward("resnet18", "imagenet", 64, None, 224, None)
+    oar = plan.cell_work(config, cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42))
+    plain = plan.cell_work(config, cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr1.0", 42))
+    assert plain.steps == oar.steps == 50_000 // 128 * 100
+    assert plain.step_flops == 3 * 2 * fwd.macs * 2 * 128
+    assert oar.step_flops == 3 * 2 * fwd.macs * (2 * 128 + 2 * 128)  # the labelled batch, two views
+
+
+def test_full_config_plans_in_seconds_and_prints_every_section(tmp_path, capsys):
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    written = plan.plan_report(config, "config", plan.DEFAULT_CALIBRATION, tmp_path, title="config.yaml")
+    out = capsys.readouterr().out
+    for title in ("Per paper", "Per experiment", "Per rule", "Peak GPU memory", "Per cell"):
+        assert f"### {title}" in out
+    assert "GPU-h all tf32" in out and "the shipped default" in out
+    rows = (tmp_path / "plan.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 369 + 4 and written[0].name == "plan.md"
+
+
+def test_a_measured_calibration_replaces_the_default_and_fills_gaps_from_it(tmp_path):
+    path = tmp_path / "calibration.json"
+    cal = plan.calibration_from_measurements(
+        [plan.Measurement("sentence", "bf16", 2e12, 50.0), plan.Measurement("sentence", "bf16", 2e12, 70.0)],
+        device="H100",
+        source="gpu-check",
+        overheads_s={"train_startup": 42.0},
+    )
+    plan.write_calibration(path, cal)
+    loaded = plan.load_calibration(path)
+    assert loaded.achieved_tflops["sentence"]["bf16"] == 120.0 and loaded.measured
+    assert loaded.overheads_s["train_startup"] == 42.0
+    assert "sentence/fp32" in loaded.filled_from_default and "measured" in loaded.describe()
+    path.write_text(json.dumps({**cal, "achieved_tflops": {"vision": {"bf16": -1}}}))
+    with pytest.raises(ValueError, match=r"achieved_tflops\.vision\.bf16 must be a positive number"):
+        plan.load_calibration(path)
+
+
+def test_default_calibration_is_peak_times_mfu():
+    data = json.loads(plan.DEFAULT_CALIBRATION.read_text())
+    for track, per_precision in data["achieved_tflops"].items():
+        for precision, value in per_precision.items():
+            assert value == pytest.approx(data["peak_tflops"][precision] * data["mfu"][track][precision])
+
+
+#: README's phrase for each group of experiments -> the experiments it counts.
+README_GROUPS = {
+    "Nie": ["nie2023"],
+    "Li": ["li2024"],
+    "MACL": ["macl"],
+    "figures": ["nie2023_fig3", "li2024_fig6_m", "li2024_fig6_tau", "li2024_fig6_r", "li2024_conjectures"],
+    "MACL Table 9": ["macl_cifar10"],
+    "OAR": ["oar_cifar10", "oar_cifar100"],
+}
+
+
+def test_readme_cell_counts_equal_the_config():
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    counts = plan.cell_counts(config)
+    text = " ".join((REPO_ROOT / "README.md").read_text().split())
+    assert (
+        f"`config.yaml` is the full grid: {counts['total']} training cells. "
+        f"{counts['sentence']} sentence cells:" in text
+    )
+    assert f"{counts['vision']} image cells:" in text and f'the {counts["pretrained"]} "Pretrained"' in text
+    per_experiment: dict[str, int] = {}
+    for cell in cl_config.cells(config):
+        per_experiment[cell.experiment] = per_experiment.get(cell.experiment, 0) + 1
+    assert sorted(e for group in README_GROUPS.values() for e in group) == sorted(per_experiment)
+    for label, experiments in README_GROUPS.items():
+        found = re.findall(rf"(?:; |: |\. ){re.escape(label)}: (\d+) \(", text)
+        assert found == [str(sum(per_experiment[e] for e in experiments))], (label, found)
+    assert counts["figure"] == sum(per_experiment[e] for e in README_GROUPS["figures"])
+
+
+def test_runtime_requests_are_the_projection_with_a_margin(tmp_path):
+    config = _toy_config()
+    cell = next(cl_config.cells(config))
+    cal = _flat_calibration(tmp_path, tflops=1e-6)  # a million times slower: the toy cell takes hours
+    projected = next(j for j in plan.make_plan(config, cal) if j.rule == "train").seconds["config"]
+    assert projected > 3600
+    minutes = plan.job_runtime_minutes(config, "train", cal, cell=cell)
+    assert minutes == -(-projected * plan.RUNTIME_MARGIN // 60)
+    assert plan.job_runtime_minutes(config, "train", cal, cell=cell, attempt=2) == pytest.approx(
+        2 * minutes, abs=1
+    )
+    # a job projected at seconds still asks for the minimum
+    fast = _flat_calibration(tmp_path / "fast", tflops=1000.0)
+    assert plan.job_runtime_minutes(config, "evaluate", fast, cell=cell) == plan.MINIMUM_RUNTIME_MIN
+
+
+def test_a_user_corpus_is_counted_line_by_line(tmp_path):
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_text("".join(f"sentence {i}\n" for i in range(1000)))
+    config = _toy_config()
+    config["data"] = {"fixture": False, "wiki_path": str(corpus)}
+    assert plan.cell_work(config, next(cl_config.cells(config))).steps == 1000 // 16
+
+
+def test_a_measured_step_overhead_is_taken_out_of_the_flop_rate():
+    measured = [plan.Measurement("vision", "bf16", 1e12, 10.0)]  # 0.1 s a step
+    with_overhead = plan.calibration_from_measurements(
+        measured, device="H100", source="test", overheads_s={"vision_step": 0.05}
+    )
+    assert with_overhead["achieved_tflops"]["vision"]["bf16"] == pytest.approx(20.0)  # 1e12 in 0.05 s
+    without = plan.calibration_from_measurements(measured, device="H100", source="test")
+    assert without["achieved_tflops"]["vision"]["bf16"] == pytest.approx(10.0)
+    assert without["overheads_s"]["vision_step"] == 0.0  # not the default's: no double counting
+    with pytest.raises(ValueError, match="leaves no time for the FLOPs"):
+        plan.calibration_from_measurements(
+            measured, device="H100", source="test", overheads_s={"vision_step": 0.2}
+        )
