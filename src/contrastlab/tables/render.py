@@ -164,7 +164,11 @@ def to_csv(table: Table) -> str:
             cols["best_at"] = [
                 nr or (NA if _nan(v) else f"{v:g}") for nr, v in zip(missing, c["best_at"], strict=True)
             ]
-            cols["diverged_at"] = c["diverged_at"].fillna("") if "diverged_at" in c else ""
+            diverged_at = c["diverged_at"] if "diverged_at" in c else [""] * len(c)
+            cols["diverged_at"] = [
+                nr or (v if isinstance(v, str) and v else "none")
+                for nr, v in zip(missing, diverged_at, strict=True)
+            ]
         cols["status"] = c["status"]
         out = pd.DataFrame(cols)
     buf = io.StringIO()
