@@ -678,7 +678,9 @@ def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
                     "caption": "OAR Fig. 2 and 4: FFN top-1 at each label fraction and the total variance "
                     "of the embeddings across the learning rates, each loss without (solid) and with "
                     "(dotted) OAR; the paper: without OAR accuracy and variance collapse at large rates "
-                    "(InfoNCE to ~10% at lr 1), with OAR accuracy keeps rising.",
+                    "(InfoNCE to ~10% at lr 1), with OAR accuracy keeps rising. A cross on a panel's "
+                    "bottom edge: the FFN diverged at that rate (no accuracy, not a collapse)."
+                    + _anchor_reach_note(config, name),
                 }
             )
         if exp.get("spectra"):
@@ -689,7 +691,7 @@ def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
                     "experiment": name,
                     "caption": "OAR Fig. 3: normalised singular values and cosine affinity of 1000 test "
                     f"embeddings ({', '.join(exp['spectra'])}); the paper: OAR gives class-block "
-                    "structure and a higher effective rank (95% energy).",
+                    "structure and a higher effective rank (95% energy)." + _anchor_reach_note(config, name),
                 }
             )
     return out + paradigm_figures(config)
@@ -726,6 +728,27 @@ def paradigm_figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
         }
         for method, (loss, _) in user_loss_methods(config).items()
     ]
+
+
+def _anchor_reach_note(config: Mapping[str, Any], experiment: str) -> str:
+    """A caption sentence for OAR experiments whose loss sees a ResNet's pooled output directly (no
+    projection head, no final linear layer): that output is non-negative after ReLU, so a random
+    orthonormal anchor is reachable only up to cosine sqrt(1/2) in expectation (the norm of its
+    positive part); empty otherwise."""
+    exp = config["experiments"][experiment]
+    first = next((c for c in cells(config) if c.experiment == experiment), None)
+    if first is None:
+        return ""
+    settings = method_settings(config, experiment, first.method, first.backbone)
+    linear_out = any(
+        (config["backbones"][b].get("vision") or {}).get("out_dim") for b in exp.get("backbones") or []
+    )
+    if settings.get("projection_head", True) or linear_out:
+        return ""
+    return (
+        " Without a projection head (as the paper) the embeddings are the encoder's pooled ReLU outputs, "
+        "non-negative, so the cosine to an OAR anchor can reach only about 0.71 (sqrt 1/2), not 1."
+    )
 
 
 def settings_digest(settings: Mapping[str, Any]) -> str:

@@ -202,6 +202,59 @@ def test_ffn_learns_separable_features_and_gives_chance_on_collapsed_ones():
         ffn_accuracy(x, y, x, y, num_classes=4, hidden=[])
 
 
+def _separable(scale):
+    g = torch.Generator().manual_seed(0)
+    y = torch.arange(400) % 4
+    x = (torch.randn(4, 8, generator=g) * 3)[y] + 0.1 * torch.randn(400, 8, generator=g)
+    return scale * x, y
+
+
+FFN_KWARGS = {"num_classes": 4, "hidden": [16, 8], "epochs": 30, "batch_size": 32, "lr": 0.05}
+
+
+def test_ffn_that_diverges_reports_no_accuracy():
+    """OAR's sweep spans orders of magnitude of feature scale at one FFN rate: at scale 1e3 the first
+    SGD steps kill every ReLU of the FFN (its output no longer depends on the features, chance
+    accuracy); at 1e30 the loss is not finite. Both say why, with no accuracy; the same features at
+    scale 1 train to 100%, and collapsed features (all equal) still give chance without a flag."""
+    x, y = _separable(1.0)
+    ok = ffn_accuracy(x[:300], y[:300], x[300:], y[300:], **FFN_KWARGS)
+    assert ok["diverged"] is None and ok["top1"] == 100.0 and ok["dead_fraction"] < 1
+    x, y = _separable(1e3)
+    dead = ffn_accuracy(x[:300], y[:300], x[300:], y[300:], **FFN_KWARGS)
+    assert dead["top1"] is None and dead["top5"] is None and dead["dead_fraction"] == 1.0
+    assert "dead ReLUs" in dead["diverged"]
+    x, y = _separable(1e30)
+    inf = ffn_accuracy(x[:300], y[:300], x[300:], y[300:], **FFN_KWARGS)
+    assert inf["top1"] is None and "non-finite" in inf["diverged"]
+    collapsed = torch.ones(400, 8)
+    flat = ffn_accuracy(collapsed[:300], y[:300], collapsed[300:], y[300:], **FFN_KWARGS)
+    assert flat["diverged"] is None and flat["top1"] == 25.0
+
+
+def test_ffn_divergence_criteria_one_by_one():
+    from contrastlab.evaluation.vision import FFN_PRIOR_LOSS_FACTOR, _ffn_divergence
+
+    x, y = _separable(1.0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 3), torch.nn.ReLU(), torch.nn.Linear(3, 4))
+    fine = {"last_epoch_loss": 0.1, "non_finite_epoch": None}
+    assert _ffn_divergence(model, x, y, fine, 4) is None
+    assert "epoch 3" in _ffn_divergence(model, x, y, {**fine, "non_finite_epoch": 2}, 4)
+    prior = math.log(4)  # balanced labels: predicting the frequencies costs log 4
+    above = {**fine, "last_epoch_loss": FFN_PRIOR_LOSS_FACTOR * prior + 0.01}
+    assert "label-frequency loss" in _ffn_divergence(model, x, y, above, 4)
+    below = {**fine, "last_epoch_loss": FFN_PRIOR_LOSS_FACTOR * prior - 0.01}
+    assert _ffn_divergence(model, x, y, below, 4) is None
+    with torch.no_grad():
+        model[0].weight.zero_()
+        model[0].bias.fill_(-1.0)  # every ReLU dead: the hidden layer is 0 for every input
+    assert "dead ReLUs" in _ffn_divergence(model, x, y, fine, 4)
+    assert _ffn_divergence(model, torch.ones_like(x), y, fine, 4) is None  # equal features: collapse
+    with torch.no_grad():
+        model[2].weight[0, 0] = math.inf
+    assert _ffn_divergence(model, x, y, fine, 4) == "non-finite FFN weights"
+
+
 def test_embedding_variance_and_effective_rank_match_numpy():
     import numpy as np
 

@@ -57,3 +57,36 @@ def test_embedding_spectrum_sees_a_collapse_and_class_blocks(tmp_path):
     assert_nontrivial_png(written[0])
     numbers = pd.read_csv(written[2])
     assert set(numbers["encoder"]) == {"InfoNCE", "OAR-InfoNCE"} and len(numbers) == 16
+
+
+def test_lr_sweep_marks_diverged_ffn_points_not_as_accuracy(tmp_path, monkeypatch):
+    """A rate whose FFN diverged (NaN scores in the metrics frame) is no point on the accuracy curve:
+    a cross on the panel's bottom edge and "FFN diverged" in the legend; the CSV counts it."""
+    import contrastlab.figures.oar as oar_figures
+
+    rows = []
+    for lr, score in ((0.01, 40.0), (0.1, 35.0), (1.0, float("nan"))):
+        rows += [
+            ("oar_cifar10", "r18", f"infonce-lr{lr}", 42, "ffn10_top1", score),
+            ("oar_cifar10", "r18", f"infonce-lr{lr}", 42, "embedding_variance", 1.0 / lr),
+        ]
+    metrics = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
+    frame = sweep_frame(metrics, "oar_cifar10", "lr", [0.01, 0.1, 1.0], ["ffn10_top1", "embedding_variance"])
+    point = frame.set_index(["key", "value"]).loc[("ffn10_top1", 1.0)]
+    assert np.isnan(point["mean"]) and point["n_seeds"] == 0 and point["n_diverged"] == 1
+    saved = {}
+    real_save = oar_figures.save
+
+    def capture(fig, stem, data):
+        saved["fig"] = fig
+        return real_save(fig, stem, data)
+
+    monkeypatch.setattr(oar_figures, "save", capture)
+    written = plot_lr_sweep(frame, tmp_path / "fig2", accuracy_keys=["ffn10_top1"])
+    legend = [t.get_text() for t in saved["fig"].legends[0].get_texts()]
+    assert "FFN diverged (no accuracy)" in legend
+    accuracy_axis = saved["fig"].axes[0]
+    crosses = [line for line in accuracy_axis.lines if line.get_marker() == "x"]
+    assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [1.0]
+    assert list(crosses[0].get_ydata()) == [0.0]  # the bottom edge (axes units), not an accuracy of 0
+    assert pd.read_csv(written[2])["n_diverged"].sum() == 1

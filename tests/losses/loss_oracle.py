@@ -246,13 +246,44 @@ def dcl_vision(h1, h2, tau):
     return sum(terms) / len(terms)
 
 
-def dualtemp_weights(h1, h2, tau, tau_beta):
+def dualtemp_other_view(h1, h2, tau, tau_beta):
+    """The released SimCo loss as loops: per direction (q, k) in ((z1, z2), (z2, z1)) and anchor i,
+    logits [q_i.k_i, q_i.k_j (j != i)]; term w_i * -log P_i(τ), w_i = (1 - P_i(τ_β)) / (1 - P_i(τ));
+    each direction's mean, then the mean of the two. Returns (terms, weights), view-1 anchors first."""
+    z1, z2 = unit(h1), unit(h2)
+    n = len(z1)
+    terms, weights = [], []
+    for q, k in ((z1, z2), (z2, z1)):
+        for i in range(n):
+            logits = [dot(q[i], k[j]) for j in range(n)]
+
+            def negatives_share(t, logits=logits, i=i):
+                total = lse([x / t for x in logits])
+                return sum(math.exp(x / t - total) for j, x in enumerate(logits) if j != i)
+
+            terms.append(
+                math.log1p(sum(math.exp((x - logits[i]) / tau) for j, x in enumerate(logits) if j != i))
+            )
+            weights.append(negatives_share(tau_beta) / negatives_share(tau))
+    return terms, weights
+
+
+def dualtemp_weights(h1, h2, tau, tau_beta, negatives="other_view"):
+    if negatives == "other_view":
+        return dualtemp_other_view(h1, h2, tau, tau_beta)[1]
     _, s, pos, _ = two_n(h1, h2)
     return [negatives_prob(s, k, pos[k], tau_beta) / negatives_prob(s, k, pos[k], tau) for k in range(len(s))]
 
 
-def dualtemp(h1, h2, tau, tau_beta):
-    w = dualtemp_weights(h1, h2, tau, tau_beta)
+def dualtemp(h1, h2, tau, tau_beta, negatives="other_view"):
+    if negatives == "other_view":
+        terms, w = dualtemp_other_view(h1, h2, tau, tau_beta)
+        n = len(terms) // 2
+        directions = [
+            sum(a * b for a, b in zip(w[d : d + n], terms[d : d + n], strict=True)) / n for d in (0, n)
+        ]
+        return sum(directions) / 2
+    w = dualtemp_weights(h1, h2, tau, tau_beta, negatives)
     terms = ntxent_terms(h1, h2, tau)
     return sum(a * b for a, b in zip(w, terms, strict=True)) / len(terms)
 

@@ -16,6 +16,7 @@ from contrastlab.losses import DEFAULTS, build_loss
 from contrastlab.losses.oar import (
     RAW_INPUT,
     barlow_twins,
+    nonnegative_reach,
     oar_loss,
     oar_term,
     orthonormal_anchors,
@@ -388,3 +389,20 @@ def test_oar_term_edge_cases_and_validation():
         oar_term(z, torch.tensor([0, 1, 2, 3]), c, labelled_mask=torch.ones(4))
     with pytest.raises(ValueError, match="anchors"):
         oar_term(z, torch.tensor([0, 1, 2, 3]), torch.eye(4, 5))
+
+
+def test_nonnegative_embeddings_reach_an_anchor_only_up_to_its_positive_part():
+    """Without a projection head the ResNet-18's pooled ReLU output is non-negative: the best cosine
+    to anchor c is ||c+|| (attained at x = c+, never exceeded by any x >= 0), about sqrt(1/2) = 0.71
+    for random anchors in 512-d (E||c+||^2 = 1/2 by symmetry)."""
+    anchors = orthonormal_anchors(10, 512, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    reach = nonnegative_reach(anchors)
+    best = torch.nn.functional.cosine_similarity(anchors, anchors.clamp_min(0), dim=1)
+    torch.testing.assert_close(reach, best, rtol=1e-12, atol=0)
+    x = torch.rand(2000, 512, generator=torch.Generator().manual_seed(1), dtype=torch.float64) ** 4
+    cos = torch.nn.functional.normalize(x, dim=1) @ anchors.T
+    assert (cos <= reach + 1e-12).all()
+    many = nonnegative_reach(
+        orthonormal_anchors(512, 512, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    )
+    assert abs(float((many**2).mean()) - 0.5) < 0.01 and 0.6 < float(many.min()) < float(many.max()) < 0.8

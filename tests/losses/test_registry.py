@@ -59,7 +59,7 @@ def test_paper_defaults():
     # MACL App. B.3: τ 0.1 for all vision losses, MACL α 0.5, A0 0; Dual temperature's τ_β = 10 x 0.1
     for name in ("ntxent", "flatnce", "dcl_vision"):
         assert DEFAULTS[name] == {"tau": 0.1}
-    assert DEFAULTS["dualtemp"] == {"tau": 0.1, "tau_beta": 1.0}
+    assert DEFAULTS["dualtemp"] == {"tau": 0.1, "tau_beta": 1.0, "negatives": "other_view"}
     assert DEFAULTS["macl_vision"] == {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True}
     # OAR study: Barlow Twins λ 5e-3 (Zbontar §4); VICReg λ = μ = 25, ν 1, γ 1, ε 1e-4 (Bardes §4.2)
     assert DEFAULTS["barlow_twins"] == {"lam": 5e-3}

@@ -28,10 +28,10 @@ HP_SETS = {
     "ntxent": [{}, {"tau": 0.5}],
     "flatnce": [{}, {"tau": 0.5}],
     "dcl_vision": [{}, {"tau": 0.5}],
-    "dualtemp": [{}, {"tau": 0.2, "tau_beta": 0.7}],
+    "dualtemp": [{}, {"tau": 0.2, "tau_beta": 0.7}, {"tau": 0.2, "tau_beta": 0.7, "negatives": "both_views"}],
     "macl_vision": [{}, {"tau0": 0.2, "alpha": 1.0, "a0": 0.3, "reweight": False}],
 }
-CASES = [(name, i) for name in NAMES for i in range(2)]
+CASES = [(name, i) for name in NAMES for i in range(len(HP_SETS[name]))]
 TOL = {
     torch.float64: {"value": (1e-10, 1e-10), "grad": (1e-9, 1e-8)},
     torch.float32: {"value": (2e-5, 2e-5), "grad": (2e-4, 2e-4)},
@@ -70,19 +70,23 @@ def oracle_similarity_grad(name, h1, h2, hp):
                 g[k][j] = math.exp(s[k][j] / tau) / den / (tau * n2)
             g[k][pos[k]] = -1.0 / (tau * n2)
         return g
+    # The softmax of anchor k runs over j != k (2N - 1 others), or over the other view only (dualtemp's
+    # released form: the positive and N - 1 negatives).
+    others = [[j for j in range(n2) if j != k] for k in range(n2)]
     if name == "ntxent":
         tau, coef = hp["tau"], [1.0] * n2
     elif name == "dualtemp":
-        tau, coef = hp["tau"], dualtemp_weights(h1, h2, hp["tau"], hp["tau_beta"])
+        tau, coef = hp["tau"], dualtemp_weights(h1, h2, hp["tau"], hp["tau_beta"], hp["negatives"])
+        if hp["negatives"] == "other_view":
+            others = [[j for j in range(n2) if (j < n2 // 2) != (k < n2 // 2)] for k in range(n2)]
     else:
         args = (hp["tau0"], hp["alpha"], hp["a0"])
         tau, coef = macl_vision_tau(h1, h2, *args), macl_vision_weights(h1, h2, *args, hp["reweight"])
     for k in range(n2):
-        den = sum(math.exp(s[k][j] / tau) for j in range(n2) if j != k)
-        for j in range(n2):
-            if j != k:
-                p_kj = math.exp(s[k][j] / tau) / den
-                g[k][j] = coef[k] * (p_kj - (1.0 if j == pos[k] else 0.0)) / (tau * n2)
+        den = sum(math.exp(s[k][j] / tau) for j in others[k])
+        for j in others[k]:
+            p_kj = math.exp(s[k][j] / tau) / den
+            g[k][j] = coef[k] * (p_kj - (1.0 if j == pos[k] else 0.0)) / (tau * n2)
     return g
 
 
@@ -121,7 +125,7 @@ def test_value_and_stats_match_oracle(name, i, n, seed, dtype):
     if name == "flatnce":
         assert out.stats["ntxent"] == pytest.approx(value("ntxent", x1, x2, hp), rel=rtol, abs=atol)
     if name == "dualtemp":
-        w = dualtemp_weights(x1, x2, hp["tau"], hp["tau_beta"])
+        w = dualtemp_weights(x1, x2, hp["tau"], hp["tau_beta"], hp["negatives"])
         assert out.stats["weight_mean"] == pytest.approx(np.mean(w), rel=10 * rtol)
     if name == "macl_vision":
         tau_a = macl_vision_tau(x1, x2, hp["tau0"], hp["alpha"], hp["a0"])
@@ -177,8 +181,13 @@ def test_hand_computed_closed_forms():
         math.log(2) - 1 / tau, abs=1e-12
     )
     w = (math.exp(1 / tau) + 2) / (math.exp(1 / tau_b) + 2)  # (1 - P(τ_β)) / (1 - P(τ))
-    out = build_loss("dualtemp", tau=tau, tau_beta=tau_b)(eye, eye)
+    out = build_loss("dualtemp", tau=tau, tau_beta=tau_b, negatives="both_views")(eye, eye)
     assert out.loss.item() == pytest.approx(w * ntx, abs=1e-12)
+    assert out.stats["weight_mean"] == pytest.approx(w, abs=1e-12)
+    # The released form: one negative per anchor (the other view's other sample, cosine 0).
+    w = (math.exp(1 / tau) + 1) / (math.exp(1 / tau_b) + 1)
+    out = build_loss("dualtemp", tau=tau, tau_beta=tau_b)(eye, eye)
+    assert out.loss.item() == pytest.approx(w * (math.log(math.exp(1 / tau) + 1) - 1 / tau), abs=1e-12)
     assert out.stats["weight_mean"] == pytest.approx(w, abs=1e-12)
     # MACL: A = 1, τ_a = τ0 (1 + α (1 - A0)), V = 1 / (1 - P + 1e-8)
     tau_a = 0.2 * (1 + 0.5 * (1 - 0.25))
@@ -212,7 +221,7 @@ def test_flatnce_and_dcl_have_the_same_gradient(n, seed, tau):
 @pytest.mark.parametrize("n", [2, 3, 8])
 def test_dualtemp_with_equal_temperatures_is_ntxent_exactly(n, tau, dtype):
     h1, h2 = batch(n, n, dtype=dtype)
-    dual, a1, a2 = run("dualtemp", h1, h2, tau=tau, tau_beta=tau)
+    dual, a1, a2 = run("dualtemp", h1, h2, tau=tau, tau_beta=tau, negatives="both_views")
     ntx, b1, b2 = run("ntxent", h1, h2, tau=tau)
     assert torch.equal(dual.loss, ntx.loss) and torch.equal(a1, b1) and torch.equal(a2, b2)
     assert dual.stats["weight_mean"] == 1.0
@@ -339,3 +348,32 @@ def test_tau_beta_is_validated():
         build_loss("dualtemp", tau_beta=float("inf"))
     with pytest.raises(ValueError, match="unknown hyperparameter.*tau_beta"):
         build_loss("ntxent", tau_beta=1.0)
+
+
+@pytest.mark.parametrize("n", [2, 5, 16])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dualtemp_default_is_the_released_simco_loss(n, seed):
+    """MACL Table 9's Dual row follows the released SimCo loss (Dual-temperature,
+    ``dual_temperature_loss_func`` averaged over (q1, q2) and (q2, q1)): each anchor's softmax holds its
+    positive and the N - 1 other samples of the other view. Value and gradient equal a float64 loop of
+    that form; the 2N - 2 form of the other Table 9 losses is the ``both_views`` option and differs."""
+    h1, h2 = batch(seed + 20, n)
+    hp = {"tau": 0.1, "tau_beta": 1.0}
+    out, g1, g2 = run("dualtemp", h1, h2, **hp)
+    x1, x2 = as_lists(h1), as_lists(h2)
+    from loss_oracle import dualtemp as oracle
+
+    assert out.loss.item() == pytest.approx(oracle(x1, x2, 0.1, 1.0, "other_view"), rel=1e-11, abs=1e-12)
+    want1, want2 = oracle_grad("dualtemp", x1, x2, {**hp, "negatives": "other_view"})
+    np.testing.assert_allclose(g1.numpy(), want1, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(g2.numpy(), want2, rtol=1e-8, atol=1e-10)
+    both = build_loss("dualtemp", negatives="both_views", **hp)(h1, h2).loss.item()
+    assert both == pytest.approx(oracle(x1, x2, 0.1, 1.0, "both_views"), rel=1e-11)
+    assert abs(both - out.loss.item()) > 1e-6
+
+
+def test_dualtemp_negatives_are_validated():
+    with pytest.raises(ValueError, match="negatives must be one of other_view, both_views"):
+        build_loss("dualtemp", negatives="same_view")
+    with pytest.raises(ValueError, match="unknown hyperparameter.*negatives"):
+        build_loss("ntxent", negatives="other_view")

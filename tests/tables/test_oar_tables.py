@@ -82,3 +82,65 @@ def test_table3_is_assembled_from_the_best_sweep_point(tmp_path):
     assert cells.loc[("dcl", "ffn10_top1"), "status"] == "not configured"
     csv = pd.read_csv(__import__("io").StringIO(to_csv(table)), dtype=str)
     assert csv.set_index(["method", "task"]).loc[("infonce", "ffn10_top1"), "best_at"] == "0.01"
+
+
+def _oar_config():
+    return {
+        "seeds": [42],
+        "backbones": {"resnet18-oar": {"vision": {"arch": "resnet18", "stem": "imagenet"}}},
+        "experiments": {
+            "oar_cifar10": {
+                "track": "vision",
+                "dataset": "cifar10",
+                "backbones": ["resnet18-oar"],
+                "seeds": [42],
+                "sweep": {"lr": [0.01, 0.1, 1.0]},
+                "methods": {"infonce": {"loss": "ntxent"}, "oar_infonce": {"loss": "ntxent"}},
+            }
+        },
+    }
+
+
+def test_diverged_ffn_is_marked_never_a_number(tmp_path):
+    """A sweep point whose FFN diverged (vision.json's ``diverged``) is a NaN row of the metrics: it
+    never wins the best-of-sweep, the winner is marked †, the CSV names the diverged rates, and a cell
+    whose every point diverged says "diverged" (not a chance-level number, not "not run")."""
+    import json
+
+    from contrastlab.tables.metrics import collect_metrics
+    from contrastlab.tables.render import to_markdown
+
+    points = {  # method-lr: (ffn10_top1 or None when diverged)
+        "infonce-lr0.01": 33.0,
+        "infonce-lr0.1": None,
+        "infonce-lr1.0": None,
+        "oar_infonce-lr1.0": None,
+    }
+    for method, score in points.items():
+        cell = tmp_path / "oar_cifar10" / "resnet18-oar" / method / "seed42"
+        cell.mkdir(parents=True)
+        data = {"scores": {"embedding_variance": 1.0}, "diverged": {}}
+        if score is None:
+            data["diverged"]["ffn10_top1"] = "non-finite training loss in epoch 1"
+        else:
+            data["scores"]["ffn10_top1"] = score
+        (cell / "vision.json").write_text(json.dumps(data))
+    metrics = collect_metrics(tmp_path)
+    lost = metrics[metrics["task"] == "ffn10_top1"].set_index("method")["score"]
+    assert lost["infonce-lr0.01"] == 33.0 and lost[["infonce-lr1.0", "oar_infonce-lr1.0"]].isna().all()
+    table = assemble(get_spec("oar_table3"), _oar_config(), metrics)
+    cells = table.cells.set_index(["method", "key"])
+    assert cells.loc[("infonce", "ffn10_top1"), "ours_mean"] == 33.0
+    assert cells.loc[("infonce", "ffn10_top1"), "diverged_at"] == "1, 0.1"
+    assert cells.loc[("oar_infonce", "ffn10_top1"), "status"] == "diverged"
+    assert pd.isna(cells.loc[("oar_infonce", "ffn10_top1"), "ours_mean"])
+    assert cells.loc[("infonce", "ffn50_top1"), "status"] == "not run"  # no metrics: not a divergence
+    csv = pd.read_csv(__import__("io").StringIO(to_csv(table)), dtype=str, keep_default_na=False)
+    rows = csv.set_index(["method", "task"])
+    assert rows.loc[("oar_infonce", "ffn10_top1"), "ours_mean"] == "diverged"
+    assert rows.loc[("infonce", "ffn10_top1"), "ours_mean"] == "33.00"
+    assert rows.loc[("infonce", "ffn10_top1"), "diverged_at"] == "1, 0.1"
+    assert rows.loc[("infonce", "ffn10_top1"), "best_at"] == "0.01"
+    markdown = to_markdown(table)
+    assert "33.00†" in markdown and "| diverged |" in markdown
+    assert "diverged: the FFN diverged at every point of the sweep" in markdown

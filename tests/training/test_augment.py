@@ -173,6 +173,9 @@ def _torchvision_pipeline(x, params, aug, *, hue=True):
                     y = TV_OPS[op](y, params.factors[i, op].item())
         if params.gray[i]:
             y = TF.rgb_to_grayscale(y, num_output_channels=3)
+        if params.blur is not None and params.blur[i]:
+            sigma = params.blur_sigma[i].item()
+            y = TF.gaussian_blur(y, [aug.blur_kernel, aug.blur_kernel], [sigma, sigma])
         out.append(TF.normalize(y, list(aug.mean), list(aug.std)))
     return torch.stack(out)
 
@@ -192,6 +195,54 @@ def test_whole_pipeline_equals_torchvision_image_by_image_in_every_jitter_order(
     torch.testing.assert_close(
         no_hue.apply(x, params), _torchvision_pipeline(x, params, no_hue, hue=False), atol=2e-5, rtol=0
     )
+
+
+@pytest.mark.parametrize("kernel", [1, 3, 13, 23])
+def test_gaussian_blur_equals_torchvision_per_image(kernel):
+    x = _images(5, 24, 30, 14)
+    sigma = torch.tensor([0.1, 0.5, 1.0, 1.7, 2.0])
+    got = A.gaussian_blur(x, sigma, kernel)
+    expected = torch.stack(
+        [
+            TF.gaussian_blur(image, [kernel, kernel], [s, s])
+            for image, s in zip(x, sigma.tolist(), strict=True)
+        ]
+    )
+    # two 1-D passes against torchvision's one 2-D pass: float32 sums of up to 23 x 23 terms in another order
+    torch.testing.assert_close(got, expected, atol=2e-6, rtol=0)
+    assert (got - x).abs().amax() > 1e-2 or kernel == 1  # it does blur
+    torch.testing.assert_close(A.gaussian_kernels(sigma, kernel).sum(1), torch.ones(5))
+
+
+def test_pipeline_with_blur_equals_torchvision_and_keeps_the_other_draws():
+    """lightly's SimCLRTransform defaults (p 0.5, sigma 0.1-2), blur after grayscale as there; the
+    draws of crop, flip, jitter and grayscale are those of the pipeline without blur (blur's are
+    drawn last), so switching blur off (the default) reproduces every earlier view."""
+    stats = {"mean": (0.4, 0.5, 0.6), "std": (0.2, 0.25, 0.3)}
+    aug = A.SimCLRAugment(16, blur_p=0.5, blur_sigma=(0.1, 2.0), **stats)
+    assert aug.blur_kernel == 13  # 2 * ceil(3 * 2) + 1
+    x = _images(40, 20, 28, 15)
+    drawn = aug.sample(len(x), 20, 28, torch.Generator().manual_seed(16))
+    assert drawn.blur.any() and not drawn.blur.all()
+    torch.testing.assert_close(aug.apply(x, drawn), _torchvision_pipeline(x, drawn, aug), atol=2e-5, rtol=0)
+    plain = A.SimCLRAugment(16, **stats)
+    without = plain.sample(len(x), 20, 28, torch.Generator().manual_seed(16))
+    assert without.blur is None and without.blur_sigma is None
+    for name in ("boxes", "flip", "jitter", "factors", "order", "gray"):
+        assert torch.equal(getattr(drawn, name), getattr(without, name)), name
+    off = A.SimCLRAugment(16, blur_p=0.0, **stats)
+    torch.testing.assert_close(
+        off(x, torch.Generator().manual_seed(3)), plain(x, torch.Generator().manual_seed(3)), atol=0, rtol=0
+    )
+
+
+def test_blur_draws_follow_the_configured_probability_and_range():
+    aug = A.SimCLRAugment(32, mean=(0.5,) * 3, std=(0.25,) * 3, blur_p=0.5, blur_sigma=(0.1, 2.0))
+    n = 20000
+    p = aug.sample(n, 32, 32, torch.Generator().manual_seed(17))
+    assert abs(p.blur.float().mean().item() - 0.5) < 4.5 * math.sqrt(0.25 / n)
+    assert 0.1 <= p.blur_sigma.min().item() < 0.11 and 1.99 < p.blur_sigma.max().item() <= 2.0
+    assert abs(p.blur_sigma.mean().item() - 1.05) < 0.02
 
 
 def test_draws_follow_the_configured_probabilities_and_ranges():
@@ -263,6 +314,10 @@ def test_invalid_settings_are_named():
         ({"size": 8, "crop_ratio": (0, 1)}, "crop_ratio"),
         ({"size": 8, "jitter": (0.4, 0.4, 0.4, 0.6)}, "jitter"),
         ({"size": 8, "gray_p": 1.5}, "gray_p"),
+        ({"size": 8, "blur_p": 1.5}, "blur_p"),
+        ({"size": 8, "blur_sigma": (0.0, 2.0)}, "blur_sigma"),
+        ({"size": 8, "blur_kernel": 4}, "blur_kernel must be an odd"),
+        ({"size": 6, "blur_p": 0.5}, "blur_kernel 13 needs images larger than 6 pixels"),
     ):
         with pytest.raises(ValueError, match=message):
             A.SimCLRAugment(**kwargs, **stats)

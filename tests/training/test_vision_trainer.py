@@ -234,6 +234,11 @@ def test_settings_round_trip_through_json_and_reject_bad_augmentations():
     augment = settings.augment(16, (0.5,) * 3, (0.2,) * 3)
     assert settings.crop_scale == augment.crop_scale == (0.8, 1.0) and augment.jitter == (0.2, 0.2, 0.2, 0.1)
     assert VisionTrainSettings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings
+    assert augment.blur_p == 0.0  # MACL's augmentation: no blur unless asked
+    blurred = VisionTrainSettings(dataset="digits", blur_p=0.5, blur_sigma=[0.1, 2.0], blur_kernel=7)
+    augment = blurred.augment(16, (0.5,) * 3, (0.2,) * 3)
+    assert (augment.blur_p, augment.blur_sigma, augment.blur_kernel) == (0.5, (0.1, 2.0), 7)
+    assert VisionTrainSettings.from_dict(json.loads(json.dumps(blurred.to_dict()))) == blurred
     for bad, message in [
         ({"crop_scale": (0.5, 0.2)}, "crop_scale"),
         ({"jitter": (0.4, 0.4, 0.4)}, "jitter"),
@@ -245,6 +250,9 @@ def test_settings_round_trip_through_json_and_reject_bad_augmentations():
         ({"oar_fraction": 1.5}, "oar_fraction"),
         ({"oar_batch_size": 1}, "oar_batch_size"),
         ({"momentum": 1.0}, "momentum"),
+        ({"blur_p": -0.1}, "blur_p"),
+        ({"blur_sigma": (2.0, 0.1)}, "blur_sigma"),
+        ({"blur_kernel": 12}, "blur_kernel"),
     ]:
         with pytest.raises(ValueError, match=message):
             VisionTrainSettings(**bad)

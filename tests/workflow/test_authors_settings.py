@@ -137,3 +137,28 @@ def test_pretrained_rows_use_the_authors_avg_first_last(full):
     assert cl_config.pretrained_backbones(full) == [
         (b, "avg_embeddings_and_last") for b in ("bert-base", "bert-large", "roberta-base", "roberta-large")
     ]
+
+
+def vision_cells(config, *experiments):
+    return [c for c in cl_config.cells(config) if c.experiment in experiments]
+
+
+def test_oar_cells_train_as_the_authors_code_where_the_paper_is_silent(full):
+    """OAR (HuanranLi/ContrastiveLearning_V2): lightly's SimCLRTransform blur (p 0.5, sigma 0.1-2) and
+    Lightning's default fp32, at every point of the rate sweep; MACL's CIFAR cells (App. B.3: four
+    augmentations, no blur) are unchanged."""
+    from contrastlab.training.vision import VisionTrainSettings
+
+    oar = vision_cells(full, "oar_cifar10", "oar_cifar100")
+    assert len(oar) == 8 * 8 + 8  # CIFAR-10: 8 losses x 8 rates of Fig. 2; CIFAR-100: 8 losses
+    rates = set()
+    for cell in oar:
+        s = VisionTrainSettings.from_dict(resolved(full, cell.experiment, cell.method, cell.backbone))
+        assert (s.blur_p, s.blur_sigma, s.precision) == (0.5, (0.1, 2.0), "fp32"), cell
+        augment = s.augment(s.input_size, (0.5,) * 3, (0.25,) * 3)
+        assert (augment.blur_p, augment.blur_sigma, augment.blur_kernel) == (0.5, (0.1, 2.0), 13)
+        rates.add(s.lr)
+    assert {0.1, 1.0} <= rates
+    for cell in vision_cells(full, "macl_cifar10"):
+        s = VisionTrainSettings.from_dict(resolved(full, cell.experiment, cell.method, cell.backbone))
+        assert s.blur_p == 0.0 and s.augment(32, (0.5,) * 3, (0.25,) * 3).blur_p == 0.0, cell

@@ -60,6 +60,7 @@ def test_every_optional_key_has_a_default():
     # configs written before them keep their settings (and nothing reruns); out_dim and spectra are opt-in.
     no_default |= {"momentum", "lr_schedule", "projection_head", "input_size", "oar_fraction"}
     no_default |= {"oar_weight", "oar_batch_size", "out_dim", "spectra", "vision_evaluation"}
+    no_default |= {"blur_p", "blur_sigma", "blur_kernel"}  # the OAR authors' blur; absent: none
     # The sentence trainer's geometry analysis: opt-in, absent from the params of cells without it.
     no_default |= {"analysis_every", "analysis_sentences", "analysis_batch", "analysis_holdout"}
     # The runtime's time-based snapshots and SimCSE's head under autocast: absent means the trainer's

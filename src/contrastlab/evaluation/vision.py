@@ -17,6 +17,10 @@
   frozen: the paper's argument (collapsed embeddings give chance accuracy) is about the embeddings. Top-1
   and top-5. Beside it, the embedding statistics of OAR Fig. 2-3: the total variance (sum of the
   per-dimension variances of the test embeddings) and the effective rank at 95% energy.
+  The FFN trains at one fixed rate on raw features whose scale spans orders of magnitude across the
+  learning-rate sweep, so the FFN itself can diverge; :data:`FFN_DIVERGENCE` states when its run counts
+  as diverged, and then no accuracy is reported (``diverged`` in the metrics, a marker in the tables
+  and figures), never the chance-level number a collapsed embedding would also give.
 
 All report accuracy in percent on the test split; features are the encoder's output (before any
 projection head).
@@ -24,6 +28,7 @@ projection head).
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +43,7 @@ from contrastlab.training.augment import eval_transform
 
 __all__ = [
     "FFN_DEFAULTS",
+    "FFN_DIVERGENCE",
     "KNN_DEFAULTS",
     "LINEAR_DEFAULTS",
     "PROBES",
@@ -63,6 +69,17 @@ FFN_DEFAULTS = {
     "momentum": 0.9,
     "weight_decay": 0.0,
 }
+#: When an FFN run counts as diverged (:func:`ffn_accuracy`; its accuracy is then not reported).
+FFN_DIVERGENCE = (
+    "the FFN's training loss became non-finite (checked after every epoch; training stops there), its "
+    "weights are non-finite, its last epoch's mean training loss exceeds 1.5x the cross-entropy of "
+    "predicting the training labels' frequencies (a converged FFN reaches that with its output bias "
+    "alone, collapsed features included), or its last hidden layer gives one vector for every training "
+    "feature although the features differ (its ReLUs died: the output no longer depends on the input)"
+)
+#: The factor of the loss criterion above.
+FFN_PRIOR_LOSS_FACTOR = 1.5
+
 #: The evaluations :func:`evaluate_encoder` can run: linear + kNN (MACL) or the FFN (OAR).
 PROBES = ("linear", "knn", "ffn")
 
@@ -121,20 +138,33 @@ def linear_probe_accuracy(
     return 100.0 * (predicted == test_y).float().mean().item()
 
 
-def _fit(model, train_x, train_y, *, epochs: int, batch_size: int, seed: int, sgd: dict) -> None:
+def _fit(
+    model, train_x, train_y, *, epochs: int, batch_size: int, seed: int, sgd: dict, stop_if_non_finite=False
+) -> dict[str, Any]:
     """Cross-entropy training of ``model`` with SGD (``sgd``: lr, momentum, weight_decay) on shuffled
     mini-batches (the last one smaller) drawn from a generator seeded with ``seed``, independent of the
-    global RNG: the loop of both the linear probe and the FFN."""
+    global RNG: the loop of both the linear probe and the FFN. Returns ``last_epoch_loss`` (the mean
+    of the last epoch's batch losses) and ``non_finite_epoch`` (the first epoch with a non-finite batch
+    loss, or None); with ``stop_if_non_finite`` training stops after that epoch (one check per epoch)."""
     generator = torch.Generator(device=train_x.device).manual_seed(seed)
     optimizer = torch.optim.SGD(model.parameters(), **sgd)
-    for _ in range(epochs):
+    epoch_loss, batches = torch.zeros((), device=train_x.device), 0
+    for epoch in range(epochs):
         order = torch.randperm(len(train_x), generator=generator, device=train_x.device)
+        epoch_loss.zero_()
+        batches = 0
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
             loss = F.cross_entropy(model(train_x[rows]), train_y[rows])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            epoch_loss += loss.detach()
+            batches += 1
+        if stop_if_non_finite and not bool(torch.isfinite(epoch_loss)):
+            return {"last_epoch_loss": float(epoch_loss) / batches, "non_finite_epoch": epoch}
+    last = float(epoch_loss) / max(batches, 1)
+    return {"last_epoch_loss": last, "non_finite_epoch": None if math.isfinite(last) else epochs - 1}
 
 
 def ffn_accuracy(
@@ -157,7 +187,11 @@ def ffn_accuracy(
 
     Raw features, constant rate, shuffled mini-batches (the last one smaller) from a generator seeded
     with ``seed``; the weights are initialised from ``seed`` too. Top-5 counts a hit among the five
-    highest logits (capped at the number of classes).
+    highest logits (capped at the number of classes). Returns ``{"top1", "top5", "diverged",
+    "last_epoch_loss", "dead_fraction"}``: ``diverged`` is None, or the reason (:data:`FFN_DIVERGENCE`)
+    with ``top1``/``top5`` None; ``dead_fraction`` is the share of the last hidden layer's units that
+    are 0 on every training feature (a partly dead FFN still reports its accuracy; this says how much
+    of it was left).
     """
     if epochs < 1 or batch_size < 1 or lr <= 0 or not hidden or min(hidden) < 1:
         raise ValueError(
@@ -170,7 +204,7 @@ def ffn_accuracy(
     for fan_in, fan_out in zip(sizes, sizes[1:], strict=False):
         layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers, torch.nn.Linear(sizes[-1], num_classes)).to(train_x.device)
-    _fit(
+    fit = _fit(
         model,
         train_x,
         train_y,
@@ -178,14 +212,43 @@ def ffn_accuracy(
         batch_size=batch_size,
         seed=seed,
         sgd={"lr": lr, "momentum": momentum, "weight_decay": weight_decay},
+        stop_if_non_finite=True,
     )
+    diverged = _ffn_divergence(model, train_x, train_y, fit, num_classes)
+    with torch.no_grad():
+        dead = float((model[:-1](train_x) <= 0).all(dim=0).float().mean())
+    info = {"diverged": diverged, "last_epoch_loss": fit["last_epoch_loss"], "dead_fraction": dead}
+    if diverged is not None:
+        return {"top1": None, "top5": None, **info}
     with torch.no_grad():
         top = model(test_x).topk(min(5, num_classes), dim=1).indices
     hits = top == test_y.unsqueeze(1)
     return {
         "top1": 100.0 * hits[:, 0].float().mean().item(),
         "top5": 100.0 * hits.any(dim=1).float().mean().item(),
+        **info,
     }
+
+
+@torch.no_grad()
+def _ffn_divergence(model, train_x, train_y, fit: dict, num_classes: int) -> str | None:
+    """The reason the trained FFN counts as diverged (:data:`FFN_DIVERGENCE`), or None."""
+    if fit["non_finite_epoch"] is not None:
+        return f"non-finite training loss in epoch {fit['non_finite_epoch'] + 1}"
+    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        return "non-finite FFN weights"
+    share = torch.bincount(train_y, minlength=num_classes).double() / len(train_y)
+    prior_loss = float(-(share[share > 0] * share[share > 0].log()).sum())
+    if fit["last_epoch_loss"] > FFN_PRIOR_LOSS_FACTOR * prior_loss + 1e-6:
+        return (
+            f"last-epoch training loss {fit['last_epoch_loss']:.4g} > {FFN_PRIOR_LOSS_FACTOR} x the "
+            f"label-frequency loss {prior_loss:.4g}"
+        )
+    hidden = model[:-1](train_x)
+    features_differ = bool((train_x != train_x[:1]).any())
+    if features_differ and bool((hidden == hidden[:1]).all()):
+        return "the last hidden layer is constant over the training features (dead ReLUs)"
+    return None
 
 
 def embedding_variance(x: Tensor) -> float:
@@ -268,7 +331,8 @@ def evaluate_encoder(
 
     Scores, in percent: ``linear_top1``, ``knn_top1``, and for the FFN ``ffn<P>_top1`` /
     ``ffn<P>_top5`` per label percentage P; always ``embedding_variance`` and ``effective_rank_95``
-    of the test embeddings. ``linear``/``knn``/``ffn`` override :data:`LINEAR_DEFAULTS` /
+    of the test embeddings. An FFN run that diverged (:data:`FFN_DIVERGENCE`) has no scores: its keys
+    are in ``diverged`` (key -> reason) instead. ``linear``/``knn``/``ffn`` override :data:`LINEAR_DEFAULTS` /
     :data:`KNN_DEFAULTS` / :data:`FFN_DEFAULTS`; the probes' seed is the training seed. ``download``:
     fetch CIFAR into ``data_root`` first when it is absent."""
     unknown = sorted(set(probes) - set(PROBES))
@@ -302,6 +366,8 @@ def evaluate_encoder(
         "ffn": {**FFN_DEFAULTS, **(ffn or {})},
     }
     scores: dict[str, float] = {}
+    diverged: dict[str, str] = {}
+    ffn_runs: dict[str, dict[str, Any]] = {}
     timings = {"extract_s": extract_s}
     for probe in probes:
         t = time.perf_counter()
@@ -325,17 +391,26 @@ def evaluate_encoder(
                     **settings,
                 )
                 percent = round(100 * fraction)
-                scores[f"ffn{percent}_top1"], scores[f"ffn{percent}_top5"] = top["top1"], top["top5"]
+                ffn_runs[f"ffn{percent}"] = {
+                    k: top[k] for k in ("diverged", "last_epoch_loss", "dead_fraction")
+                }
+                for k in ("top1", "top5"):
+                    if top["diverged"] is None:
+                        scores[f"ffn{percent}_{k}"] = top[k]
+                    else:
+                        diverged[f"ffn{percent}_{k}"] = top["diverged"]
         timings[f"{probe}_s"] = time.perf_counter() - t
     scores["embedding_variance"] = embedding_variance(features["test"])
     scores["effective_rank_95"] = float(effective_rank(features["test"]))
     return {
         "scores": scores,
+        "diverged": diverged,
         "dataset": dataset,
         "n_train": len(labels["train"]),
         "n_test": len(labels["test"]),
         "feature_dim": features["train"].shape[1],
         "probes": list(probes),
+        **({"ffn_runs": ffn_runs} if ffn_runs else {}),
         **{probe: used[probe] for probe in probes},
         "encoder_dir": str(encoder_dir),
         "device": str(dev),

@@ -41,7 +41,8 @@ def sweep_frame(
 
     ``metrics`` is :func:`contrastlab.tables.metrics.collect_metrics`'s frame. Returns one row per
     (method, value, key): method (without the suffix), loss (method without ``oar_``), oar (bool),
-    value, key, mean, std, n_seeds; sorted by method, key and value.
+    value, key, mean, std, n_seeds (seeds with a score) and n_diverged (seeds whose probe diverged:
+    NaN scores, see :func:`contrastlab.tables.metrics.collect_metrics`); sorted by method, key and value.
     """
     rows = []
     mine = metrics[(metrics["experiment"] == experiment) & metrics["task"].isin(keys)]
@@ -59,10 +60,11 @@ def sweep_frame(
                     "key": key,
                     "mean": group["score"].mean(),
                     "std": group["score"].std(),
-                    "n_seeds": len(group),
+                    "n_seeds": int(group["score"].notna().sum()),
+                    "n_diverged": int(group["score"].isna().sum()),
                 }
             )
-    columns = ["method", "loss", "oar", "value", "key", "mean", "std", "n_seeds"]
+    columns = ["method", "loss", "oar", "value", "key", "mean", "std", "n_seeds", "n_diverged"]
     return pd.DataFrame(rows, columns=columns).sort_values(["method", "key", "value"], ignore_index=True)
 
 
@@ -77,11 +79,14 @@ def plot_lr_sweep(
 ) -> list[Path]:
     """One panel per accuracy key (top-1 % against the swept rate, log scale) and, with ``variance``,
     a last panel of the total embedding variance (log scale); colour per loss, solid without OAR and
-    dotted with it, as OAR Fig. 2. Writes ``stem``.png/.pdf/.csv (the plotted rows of ``frame``)."""
+    dotted with it, as OAR Fig. 2. A point whose FFN diverged on every seed (no mean, ``n_diverged``
+    > 0) is drawn as a cross on the panel's bottom edge, "FFN diverged" in the legend, never as an
+    accuracy. Writes ``stem``.png/.pdf/.csv (the plotted rows of ``frame``)."""
     labels = dict(labels or {})
     keys = [*accuracy_keys, *(["embedding_variance"] if variance else [])]
     losses = list(dict.fromkeys(frame["loss"]))
     colour = {loss: PALETTE[i % len(PALETTE)] for i, loss in enumerate(losses)}
+    diverged_any = False
     with house_style():
         fig, axes = figure(len(keys), 1, width="column", aspect=0.55, sharex=True)
         for ax, key in zip(axes[:, 0], keys, strict=True):
@@ -96,6 +101,19 @@ def plot_lr_sweep(
                     color=colour[curve["loss"].iloc[0]],
                     label=labels.get(method, method_label(method)),
                 )
+                lost = curve[curve["mean"].isna() & (curve.get("n_diverged", 0) > 0)]
+                if len(lost):
+                    ax.plot(
+                        lost["value"],
+                        [0.0] * len(lost),
+                        "x",
+                        color=colour[curve["loss"].iloc[0]],
+                        markersize=7,
+                        markeredgewidth=1.5,
+                        transform=ax.get_xaxis_transform(),  # y in axes units: the bottom edge
+                        clip_on=False,
+                    )
+                    diverged_any = True
             ax.set_xscale("log")
             if key == "embedding_variance":
                 if (part["mean"] > 0).all() and not part.empty:
@@ -107,6 +125,11 @@ def plot_lr_sweep(
                 ax.text(0.5, 0.5, "no runs yet", ha="center", va="center", transform=ax.transAxes)
         axes[-1, 0].set_xlabel(xlabel)
         handles, names = axes[0, 0].get_legend_handles_labels()
+        if diverged_any:
+            from matplotlib.lines import Line2D
+
+            handles.append(Line2D([], [], linestyle="none", marker="x", color="0.3", markeredgewidth=1.5))
+            names.append("FFN diverged (no accuracy)")
         if handles:
             fig.legend(handles, names, loc="outside upper center", ncol=min(4, len(handles)))
         return save(fig, stem, frame[frame["key"].isin(keys)])

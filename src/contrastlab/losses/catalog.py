@@ -13,7 +13,9 @@ hyperparameters a config leaves out. Defaults are the papers' values (BERT-base 
   temperature is 0.1 for all the losses" (ntxent, flatnce, dcl_vision, dualtemp's intra-anchor τ,
   macl_vision's τ0) and α 0.5, A0 0 for MACL, reweighting on (protocol.md §1 "Vision defaults");
   dualtemp's inter-anchor τ_β = 1.0 = ``dt_m`` 10 x ``temperature`` 0.1 of the released SimCo script
-  (github.com/ChaoningZhang/Dual-temperature, ``bash_files/simco.sh``).
+  (github.com/ChaoningZhang/Dual-temperature, ``bash_files/simco.sh``), and its negatives those of the
+  released loss: the N - 1 of the other view per anchor, the two directions averaged
+  (``negatives: both_views`` gives the 2N - 2 of both views of the other Table 9 losses).
 - Vision losses of the OAR study (:mod:`.oar`; its InfoNCE and DCL are ``ntxent`` and ``dcl_vision``):
   barlow_twins λ 5e-3 (Zbontar et al. 2021 §4); vicreg λ 25, μ 25, ν 1, γ 1, ε 1e-4 (Bardes et al.
   2022 §4.2 and ``main_vicreg.py``). The OAR authors' released code has neither loss.
@@ -77,7 +79,7 @@ DEFAULTS: dict[str, dict[str, object]] = {
     "ntxent": {"tau": 0.1},
     "flatnce": {"tau": 0.1},
     "dcl_vision": {"tau": 0.1},
-    "dualtemp": {"tau": 0.1, "tau_beta": 1.0},
+    "dualtemp": {"tau": 0.1, "tau_beta": 1.0, "negatives": "other_view"},
     "macl_vision": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True},
     # OAR study (raw embeddings): Zbontar et al. 2021 §4; Bardes et al. 2022 §4.2.
     "barlow_twins": {"lam": 5e-3},

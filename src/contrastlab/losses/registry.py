@@ -62,6 +62,11 @@ def _validate(name: str, hp: dict[str, Any]) -> dict[str, Any]:
             if value not in valid:
                 raise ValueError(f"{name}: weight must be one of {', '.join(valid)}, got {value!r}")
             out[key] = value
+        elif key == "negatives":
+            if value not in vision.DUALTEMP_NEGATIVES:
+                valid = ", ".join(vision.DUALTEMP_NEGATIVES)
+                raise ValueError(f"{name}: negatives must be one of {valid}, got {value!r}")
+            out[key] = value
         elif key == "r" and value is None and name != "paradigm":
             out[key] = None
         else:

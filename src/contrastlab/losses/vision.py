@@ -1,5 +1,6 @@
 """Vision losses of MACL's CIFAR-10 study (Huang et al. Table 9, App. B.3): NT-Xent, FlatNCE, DCL,
-Dual temperature and MACL, all over the symmetric 2N batch.
+Dual temperature and MACL, over the symmetric 2N batch (Dual temperature by default as its released
+code: other-view negatives only, see :func:`dualtemp`).
 
 [0] Z. Huang, H. Chen, Z. Wen, C. Zhang, H. Li, B. Wang, C. Chen. "Model-Aware Contrastive
     Learning: Towards Escaping the Dilemmas." ICML 2023. Eq. (7), Eq. (11), §5.2, §7.2, Table 9,
@@ -17,7 +18,8 @@ Dual temperature and MACL, all over the symmetric 2N batch.
 
 The 2N batch (protocol.md §3; App. B.3 "we make the loss symmetric"): ``z = cat(z1, z2)`` [2N, D],
 ``s_kj = z_k . z_j``; anchor k's positive is its other view p(k) = (k + N) mod 2N; its negatives are
-the other 2N - 2 samples of *both* views (self and positive excluded). Every loss is a mean over the
+the other 2N - 2 samples of *both* views (self and positive excluded; ``dualtemp``'s default keeps the
+N - 1 of the other view, as the released SimCo loss). Every loss is a mean over the
 2N anchors (SimCLR's TensorFlow code and the DCL reimplementation github.com/raminnakhli/
 Decoupled-Contrastive-Learning sum the two directions' means instead, a constant factor 2).
 
@@ -45,6 +47,8 @@ __all__ = [
     "ntxent",
     "flatnce",
     "dcl_vision",
+    "DUALTEMP_NEGATIVES",
+    "cross_view_logsumexp",
     "dualtemp_weight",
     "dualtemp",
     "macl_vision",
@@ -161,52 +165,93 @@ def dcl_vision(z1: Tensor, z2: Tensor, *, tau: float) -> Tensor:
 
 
 # --------------------------------------------------------------------------- Dual temperature
+#: Which negatives ``dualtemp`` gives each anchor: the released SimCo loss's N - 1 of the other view
+#: (default), or the 2N - 2 of both views that the other Table 9 losses use.
+DUALTEMP_NEGATIVES = ("other_view", "both_views")
+
+
+def cross_view_logsumexp(z1: Tensor, z2: Tensor, *, tau: float | Tensor) -> Tensor:
+    """v_k [2N] = logsumexp over anchor k's N - 1 *other-view* negatives of (s_kj - s_kk)/τ.
+
+    Anchors 0..N-1 are view 1 (row i of S = z1 z2ᵀ: positive S_ii, negatives S_ij, j ≠ i), anchors
+    N..2N-1 view 2 (row i of Sᵀ): the two directions of the released SimCo loss ([4]), stacked. The
+    diagonal is masked with -inf, never multiplied by 0.
+    """
+    s = z1 @ z2.T
+    both = torch.cat([s, s.T])  # [2N, N]: view-1 anchors, then view-2 anchors
+    n = s.shape[0]
+    positive = torch.diagonal(s).repeat(2)
+    eye = torch.eye(n, dtype=torch.bool, device=s.device).repeat(2, 1)
+    logits = (both - positive[:, None]) / tau
+    return torch.logsumexp(logits.masked_fill(eye, float("-inf")), dim=-1)
+
+
 def dualtemp_weight(sim: Tensor, positive: Tensor, *, tau: float, tau_beta: float) -> Tensor:
-    """The detached inter-anchor factor w_k = (1 - P_k(τ_β)) / (1 - P_k(τ)) of [4].
+    """The detached inter-anchor factor w_k = (1 - P_k(τ_β)) / (1 - P_k(τ)) of [4], 2N - 2 negatives.
 
     log(1 - P_k) = logsigmoid(v_k) at each temperature; log w is capped at 80 (w finite in float32).
     """
     with torch.no_grad():
         v_alpha = decoupled_logsumexp(sim, positive, tau=tau)
         v_beta = decoupled_logsumexp(sim, positive, tau=tau_beta)
-        log_w = F.logsigmoid(v_beta) - F.logsigmoid(v_alpha)
-        return log_w.clamp_max(LOG_WEIGHT_CAP).exp()
+        return _capped_weight(v_alpha, v_beta)
 
 
-def dualtemp(z1: Tensor, z2: Tensor, *, tau: float, tau_beta: float) -> Tensor:
-    """Dual temperature InfoNCE over the 2N batch ([4]; the loss of its SimCo framework).
+def _capped_weight(v_alpha: Tensor, v_beta: Tensor) -> Tensor:
+    log_w = F.logsigmoid(v_beta.detach()) - F.logsigmoid(v_alpha.detach())
+    return log_w.clamp_max(LOG_WEIGHT_CAP).exp()
 
-    mean_k -sg(w_k) log P_k(τ), w_k = (1 - P_k(τ_β)) / (1 - P_k(τ)): the NT-Xent term at the
+
+def dualtemp(z1: Tensor, z2: Tensor, *, tau: float, tau_beta: float, negatives: str = "other_view") -> Tensor:
+    """Dual temperature InfoNCE as the released SimCo loss computes it ([4]; MACL Table 9's "Dual").
+
+    mean_k -sg(w_k) log P_k(τ), w_k = (1 - P_k(τ_β)) / (1 - P_k(τ)): the InfoNCE term at the
     intra-anchor temperature τ (which sets the relative weights of an anchor's negatives), rescaled
     per anchor so that the anchor's overall gradient magnitude, ∝ 1 - P_k, follows the inter-anchor
-    temperature τ_β instead. With τ_β = τ, w ≡ 1 and this is NT-Xent.
+    temperature τ_β instead. With τ_β = τ, w ≡ 1 and this is InfoNCE.
 
-    Facts of the released code (``dual_temperature_loss_func`` and ``bash_files/simco.sh``):
+    Negatives (``negatives``): ``"other_view"`` (default) follows the released code: each anchor's
+    softmax holds its positive and the N - 1 other samples of the *other* view, and the loss is the
+    mean of the two directions (view 1 anchoring on view 2 and the reverse), i.e. the mean over the 2N
+    anchors; MACL App. B.3 names Dual temperature among its baselines without saying otherwise, and
+    Table 9 is a batch-size sweep, where the number of negatives is what it studies. ``"both_views"``
+    gives each anchor the 2N - 2 negatives of both views, as the other Table 9 losses (NT-Xent, DCL,
+    FlatNCE, MACL) over the symmetric 2N batch: with N - 1 more negatives in every softmax its value is
+    larger, by an amount that depends on N (e.g. 14% at N = 8, 4% at N = 64 for noisy Gaussian pairs).
+
+    Facts of the released code (``solo/losses/dual_temperature_loss.py``,
+    ``solo/methods/simco_dual_temperature.py``, ``bash_files/simco.sh``): ``(loss(q1, q2) + loss(q2,
+    q1)) / 2`` on normalised projections, each ``loss`` with logits [q_i·k_i, q_i·k_j (j ≠ i)];
     ``temperature`` = τ = 0.1 (intra-anchor), ``dt_m`` = 10, and the inter-anchor temperature is
     ``dt_m * temperature`` = τ_β = 1.0 (our default); the weight is
     ``(1 - prob_inter[:, 0]) / (1 - prob_intra[:, 0])``, detached, times
     ``-log_softmax(logits / temperature)[:, 0]``, mean over anchors. Here τ_β is an absolute
     temperature (changing τ does not move it, unlike ``dt_m``).
 
-    Choices: the released SimCo loss uses cross-view negatives only (N - 1 per anchor) and averages
-    the two directions; here, as for every Table 9 loss (MACL App. B.3, protocol.md §3), the
-    negatives are the 2N - 2 samples of both views. 1 - P and -log P are computed from v_k
-    (:func:`decoupled_logsumexp`) rather than by subtraction, which divides by 0 once P(τ) rounds to 1;
-    not in the released code: log w is capped at 80 (reached only when 1 - P(τ) < e^{-80}(1 - P(τ_β)),
-    e.g. τ ≲ 0.025 with perfectly aligned views), so that w stays finite in float32.
-    Ranges: tau > 0, tau_beta > 0.
+    Not in the released code: 1 - P and -log P are computed from v_k (:func:`cross_view_logsumexp`,
+    :func:`decoupled_logsumexp`) rather than by subtraction, which divides by 0 once P(τ) rounds to 1;
+    log w is capped at 80 (reached only when 1 - P(τ) < e^{-80}(1 - P(τ_β)), e.g. τ ≲ 0.025 with
+    perfectly aligned views), so that w stays finite in float32. Ranges: tau > 0, tau_beta > 0.
 
     >>> import torch
-    >>> round(dualtemp(torch.eye(2), torch.eye(2), tau=1.0, tau_beta=1.0).item(), 4)  # = NT-Xent
-    0.5514
+    >>> round(dualtemp(torch.eye(2), torch.eye(2), tau=1.0, tau_beta=1.0).item(), 4)  # log(e + 1) - 1
+    0.3133
     """
-    return _dualtemp_impl(z1, z2, tau=tau, tau_beta=tau_beta)[0]
+    return _dualtemp_impl(z1, z2, tau=tau, tau_beta=tau_beta, negatives=negatives)[0]
 
 
-def _dualtemp_impl(z1: Tensor, z2: Tensor, *, tau: float, tau_beta: float):
-    sim, pos = symmetric_similarity(z1, z2)
-    w = dualtemp_weight(sim, pos, tau=tau, tau_beta=tau_beta)
-    loss = (w * ntxent_per_anchor(sim, pos, tau=tau)).mean()
+def _dualtemp_impl(z1: Tensor, z2: Tensor, *, tau: float, tau_beta: float, negatives: str = "other_view"):
+    if negatives == "other_view":
+        v_alpha = cross_view_logsumexp(z1, z2, tau=tau)
+        with torch.no_grad():
+            w = _capped_weight(v_alpha, cross_view_logsumexp(z1, z2, tau=tau_beta))
+    elif negatives == "both_views":
+        sim, pos = symmetric_similarity(z1, z2)
+        v_alpha = decoupled_logsumexp(sim, pos, tau=tau)
+        w = dualtemp_weight(sim, pos, tau=tau, tau_beta=tau_beta)
+    else:
+        raise ValueError(f"negatives must be one of {', '.join(DUALTEMP_NEGATIVES)}, got {negatives!r}")
+    loss = (w * softplus(v_alpha)).mean()
     return loss, {"align": (z1 * z2).sum(-1).mean(), "weight_mean": w.mean()}
 
 

@@ -37,6 +37,8 @@ TASK_LABELS = {
 STATUS_OK, STATUS_PARTIAL, STATUS_NOT_RUN = "ok", "partial", "not run"
 #: A configured cell with no metrics whose training or evaluation failed (see metrics.collect_failures).
 STATUS_FAILED = "failed"
+#: A configured cell whose every seed's probe diverged (the FFN of OAR's sweep; no accuracy exists).
+STATUS_DIVERGED = "diverged"
 #: A cell outside the config's grid (backbone or method not configured) with no metrics file.
 STATUS_NOT_CONFIGURED = "not configured"
 
@@ -155,7 +157,10 @@ def configured(config: dict, experiment: str, backbone: str, method: str) -> boo
 def best_over_sweep(agg: pd.DataFrame, label: str, values: list) -> pd.DataFrame:
     """Seed means of sweep points ``<method>-<label><value>`` reduced to their best point per
     (backbone, method, key), named ``<method>`` with the winning value in ``best_at`` (OAR Table 3:
-    "the highest classification accuracy" over the learning rates of Fig. 2). Other rows are kept."""
+    "the highest classification accuracy" over the learning rates of Fig. 2; our reading: each
+    rate's accuracy after the last fine-tuning epoch, the best rate kept). Points whose probe diverged
+    (``n_diverged`` > 0, no mean) never win; their values are listed in ``diverged_at`` ("1, 0.1"), and
+    a cell whose every point diverged keeps no mean. Other rows are kept."""
     points = {}
     for value in values:
         suffix = f"-{label}{value}"
@@ -164,10 +169,29 @@ def best_over_sweep(agg: pd.DataFrame, label: str, values: list) -> pd.DataFrame
                 points[name] = (name.removesuffix(suffix), value)
     if not points:
         return agg
+    keys = ["backbone", "method", "key"]
     swept = agg[agg["method"].isin(points)].copy()
     swept["best_at"] = swept["method"].map(lambda name: points[name][1])
     swept["method"] = swept["method"].map(lambda name: points[name][0])
-    best = swept.loc[swept.groupby(["backbone", "method", "key"])["ours_mean"].idxmax()]
+    if "n_diverged" not in swept:
+        swept["n_diverged"] = 0
+    diverged_at = (
+        swept[swept["n_diverged"] > 0]
+        .groupby(keys)["best_at"]
+        .agg(lambda v: ", ".join(f"{x:g}" for x in sorted(v, reverse=True)))
+        .rename("diverged_at")
+    )
+    # The best mean first (ties: the first point, as idxmax); a cell without any mean keeps one row.
+    ranked = swept.sort_values("ours_mean", ascending=False, na_position="last", kind="stable")
+    best = ranked.drop_duplicates(keys, keep="first").copy()
+    best.loc[best["ours_mean"].isna(), "best_at"] = math.nan
+    best["n_diverged"] = (
+        best[keys]
+        .merge(swept.groupby(keys)["n_diverged"].max().reset_index(), on=keys, how="left")["n_diverged"]
+        .to_numpy()
+    )
+    best = best.merge(diverged_at.reset_index(), on=keys, how="left")
+    best["diverged_at"] = [v if isinstance(v, str) else "" for v in best["diverged_at"]]
     return pd.concat([agg[~agg["method"].isin(points)], best], ignore_index=True)
 
 
@@ -186,6 +210,9 @@ def _scores(
         agg = best_over_sweep(agg, best["label"], best["values"])
     cells = table.merge(agg, on=["backbone", "method", "key"], how="left")
     cells["n_seeds"] = cells["n_seeds"].fillna(0).astype(int)
+    if "n_diverged" not in cells:
+        cells["n_diverged"] = 0
+    cells["n_diverged"] = cells["n_diverged"].fillna(0).astype(int)
     expected = np.where(cells["method"] == PRETRAINED, 1, len(seeds) if seeds is not None else 0)
     in_grid = np.array(
         [
@@ -203,11 +230,12 @@ def _scores(
     cells["status"] = np.select(
         [
             (cells["n_seeds"] == 0) & in_grid & failed,
+            (cells["n_seeds"] == 0) & in_grid & (cells["n_diverged"] > 0),
             (cells["n_seeds"] == 0) & in_grid,
             cells["n_seeds"] == 0,
             cells["n_seeds"] < expected,
         ],
-        [STATUS_FAILED, STATUS_NOT_RUN, STATUS_NOT_CONFIGURED, STATUS_PARTIAL],
+        [STATUS_FAILED, STATUS_DIVERGED, STATUS_NOT_RUN, STATUS_NOT_CONFIGURED, STATUS_PARTIAL],
         STATUS_OK,
     )
     cells["expected_seeds"] = expected

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from pathlib import Path
 
@@ -25,7 +26,10 @@ def _rows(path: Path, experiment: str, backbone: str, method: str, seed: int | N
     scores = dict(data.get("scores") or {})
     scores.update({k: data.get(k) for k in AVERAGES})
     key = {"experiment": experiment, "backbone": backbone, "method": method, "seed": seed}
-    return [{**key, "task": task, "score": float(v)} for task, v in scores.items() if v is not None]
+    rows = [{**key, "task": task, "score": float(v)} for task, v in scores.items() if v is not None]
+    # A probe that diverged (vision.json's ``diverged``: the FFN of OAR's sweep) has no score: a NaN row,
+    # so that the tables and figures can mark it instead of reporting a number or "not run".
+    return rows + [{**key, "task": task, "score": math.nan} for task in data.get("diverged") or {}]
 
 
 def collect_failures(metrics_root: str | Path) -> set[tuple[str, str, str]]:
@@ -46,7 +50,8 @@ def collect_metrics(metrics_root: str | Path) -> pd.DataFrame:
     cell: ``scores`` holds ``linear_top1`` and ``knn_top1``) and
     ``pretrained/<backbone>/senteval.json`` (experiment and method ``pretrained``, seed NA). Scores are
     in percent as written; ``sts_avg``/``tr_avg``/``tr_devacc_avg`` appear as tasks when not
-    null. A missing root gives an empty frame (nothing has run yet).
+    null; a task in a vision cell's ``diverged`` has score NaN. A missing root gives an empty frame
+    (nothing has run yet).
     """
     root = Path(metrics_root)
     rows: list[dict] = []
@@ -68,7 +73,8 @@ def collect_metrics(metrics_root: str | Path) -> pd.DataFrame:
 
 
 def aggregate(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None) -> pd.DataFrame:
-    """Mean, sample std (ddof 1; NaN for one seed) and number of seeds per (backbone, method, task).
+    """Mean, sample std (ddof 1; NaN for one seed), number of seeds with a score (``n_seeds``) and with
+    a diverged probe (``n_diverged``, NaN scores) per (backbone, method, task).
 
     Trained cells come from ``experiment``, restricted to ``seeds`` when given (so stale runs of
     other seeds do not leak in); ``pretrained`` cells come from the pretrained metrics files.
@@ -79,5 +85,6 @@ def aggregate(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None) -
     pretrained = metrics[metrics["experiment"] == PRETRAINED]
     both = pd.concat([trained, pretrained], ignore_index=True) if len(pretrained) else trained
     grouped = both.groupby(["backbone", "method", "task"])["score"]
-    out = grouped.agg(ours_mean="mean", ours_std="std", n_seeds="count").reset_index()
+    out = grouped.agg(ours_mean="mean", ours_std="std", n_seeds="count", n_rows="size").reset_index()
+    out["n_diverged"] = out.pop("n_rows") - out["n_seeds"]
     return out.rename(columns={"task": "key"})

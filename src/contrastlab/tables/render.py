@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from contrastlab.tables.assemble import (
+    STATUS_DIVERGED,
     STATUS_FAILED,
     STATUS_NOT_CONFIGURED,
     STATUS_NOT_RUN,
@@ -28,6 +29,8 @@ NOT_RUN = STATUS_NOT_RUN
 NOT_CONFIGURED = STATUS_NOT_CONFIGURED
 NA = "n/a"
 NO_DIFF = "–"
+#: Beside a best-of-sweep number when the probe diverged at some points of the sweep (OAR Table 3).
+DIVERGED_MARK = "†"
 
 
 def _nan(x: Any) -> bool:
@@ -76,9 +79,11 @@ def published_text(rec: pd.Series, decimals: int | None = None, *, with_improvem
 
 
 def ours_text(rec: pd.Series, decimals: int | None = None, *, with_improvement: bool = True) -> str:
-    if rec["status"] in (NOT_RUN, NOT_CONFIGURED, STATUS_FAILED):
+    if rec["status"] in (NOT_RUN, NOT_CONFIGURED, STATUS_FAILED, STATUS_DIVERGED):
         return rec["status"]
     text = fmt_score(rec["ours_mean"])
+    if rec.get("diverged_at"):
+        text += DIVERGED_MARK
     if rec["n_seeds"] >= 2:
         text += f" ± {fmt_score(rec['ours_std'])}"
     if rec["status"] == STATUS_PARTIAL:
@@ -129,7 +134,9 @@ def to_csv(table: Table) -> str:
         )
     else:
         d = table.improvement_decimals
-        missing = c["status"].where(c["status"].isin([NOT_RUN, NOT_CONFIGURED, STATUS_FAILED]), "")
+        missing = c["status"].where(
+            c["status"].isin([NOT_RUN, NOT_CONFIGURED, STATUS_FAILED, STATUS_DIVERGED]), ""
+        )
         cols: dict[str, Iterable] = {
             "backbone": c["backbone"],
             "method": c["method"],
@@ -156,6 +163,11 @@ def to_csv(table: Table) -> str:
         if "best_at" in c:  # best point of a sweep (OAR Table 3): which value won
             cols["best_at"] = [
                 nr or (NA if _nan(v) else f"{v:g}") for nr, v in zip(missing, c["best_at"], strict=True)
+            ]
+            diverged_at = c["diverged_at"] if "diverged_at" in c else [""] * len(c)
+            cols["diverged_at"] = [
+                nr or (v if isinstance(v, str) and v else "none")
+                for nr, v in zip(missing, diverged_at, strict=True)
             ]
         cols["status"] = c["status"]
         out = pd.DataFrame(cols)
@@ -213,6 +225,16 @@ def _legend(table: Table) -> list[str]:
     if table.improvement_decimals is not None:
         over = ", ".join(f"{k} over {v}" for k, v in table.meta["improvement"]["over"].items())
         text += f" In parentheses: the improvement over the unmodified loss ({over})."
+    if (table.cells["status"] == STATUS_DIVERGED).any() or (
+        "diverged_at" in table.cells and (table.cells["diverged_at"].fillna("") != "").any()
+    ):
+        from contrastlab.evaluation.vision import FFN_DIVERGENCE
+
+        text += (
+            f" {STATUS_DIVERGED}: the FFN diverged at every point of the sweep (no accuracy, never a "
+            f"chance-level number); {DIVERGED_MARK}: the best over the points where it did not (the CSV's "
+            f"diverged_at lists the others). Diverged means: {FFN_DIVERGENCE}."
+        )
     if (table.cells["status"] == STATUS_FAILED).any():
         text += (
             f" {STATUS_FAILED}: the cell's training or evaluation failed (its failed.json, beside where the "

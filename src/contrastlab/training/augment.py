@@ -8,6 +8,9 @@ App. A; used by MACL, Huang et al., App. B.3) augments every image with, in this
 3. ``RandomApply([ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8)`` (colour-distortion strength 0.5; the four
    operations in a random order per image),
 4. ``RandomGrayscale(p=0.2)``,
+5. optionally (``blur_p`` > 0, off by default) a Gaussian blur with σ ~ U(``blur_sigma``) applied with
+   probability ``blur_p``: SimCLR's ImageNet augmentation, and lightly's ``SimCLRTransform`` default
+   (``gaussian_blur=0.5``, ``sigmas=(0.1, 2)``, after grayscale), which the OAR authors' code trains with,
 
 then ``ToTensor`` and ``Normalize``. torchvision's transforms draw one set of parameters per call, so a
 batch tensor would share them; here every draw is a tensor of per-image values and every operation is
@@ -29,6 +32,11 @@ Semantics are those of ``torchvision.transforms.v2`` on float images in [0, 1], 
   permutation per image as ``ColorJitter`` orders them. The hue rotation goes through HSV (torchvision's
   algorithm, vectorised over the batch).
 - Grayscale: ITU-R 601-2 luma (0.2989 R + 0.587 G + 0.114 B), replicated to three channels.
+- Blur: ``gaussian_blur(image, [K, K], [σ, σ])`` (torchvision's kernel: taps at integer offsets,
+  exp(-x²/2σ²) normalised to sum 1; reflect padding), one σ per image, as two 1-D passes. K is
+  ``blur_kernel``, by default 2⌈3σ_max⌉ + 1 (13 for σ ≤ 2). lightly blurs with Pillow's
+  ``ImageFilter.GaussianBlur(radius=σ)``, three box blurs approximating the Gaussian, whose support at
+  σ = 2 is the same 13 pixels; that approximation is not reproduced.
 
 Known differences from SimCLR's reference pipeline, which works on 8-bit PIL images: the arithmetic is
 in float32 throughout (no rounding to 8 bits between operations), and the resampling is not
@@ -59,6 +67,8 @@ __all__ = [
     "adjust_saturation",
     "color_jitter",
     "eval_transform",
+    "gaussian_blur",
+    "gaussian_kernels",
     "grayscale",
     "hsv_to_rgb",
     "resized_crop",
@@ -207,6 +217,31 @@ def color_jitter(x: Tensor, factors: Tensor, order: Tensor, applied: Tensor, *, 
     return x
 
 
+# --- blur -----------------------------------------------------------------------------------------
+
+
+def gaussian_kernels(sigma: Tensor, kernel_size: int) -> Tensor:
+    """float32 [B, K] normalised 1-D Gaussian kernels, one per σ in ``sigma`` [B]: torchvision's
+    ``_get_gaussian_kernel1d`` (taps at offsets -(K-1)/2 ... (K-1)/2, weights exp(-x²/2σ²) / sum)."""
+    half = (kernel_size - 1) / 2
+    x = torch.linspace(-half, half, kernel_size, device=sigma.device, dtype=torch.float32)
+    return torch.softmax(-0.5 * (x / sigma.to(torch.float32).unsqueeze(1)) ** 2, dim=1)
+
+
+def gaussian_blur(x: Tensor, sigma: Tensor, kernel_size: int) -> Tensor:
+    """Each image of ``x`` [B, C, H, W] blurred with its own σ (``sigma`` [B]): torchvision's
+    ``gaussian_blur(image, [K, K], [σ, σ])`` per image (reflect padding by K // 2, which must be
+    smaller than H and W), computed as a vertical then a horizontal depthwise 1-D convolution (the
+    2-D kernel is their outer product)."""
+    b, c, h, w = x.shape
+    pad = kernel_size // 2
+    weight = gaussian_kernels(sigma, kernel_size).to(x.dtype).repeat_interleave(c, dim=0)  # [B*C, K]
+    y = F.pad(x.reshape(1, b * c, h, w), (pad, pad, pad, pad), mode="reflect")
+    y = F.conv2d(y, weight.view(b * c, 1, kernel_size, 1), groups=b * c)
+    y = F.conv2d(y, weight.view(b * c, 1, 1, kernel_size), groups=b * c)
+    return y.reshape(b, c, h, w)
+
+
 # --- crop -----------------------------------------------------------------------------------------
 
 
@@ -315,7 +350,7 @@ class AugmentParams:
     ``boxes`` int64 [B, 4] (top, left, height, width); ``flip`` bool [B]; ``jitter`` bool [B] (colour
     jitter applied); ``factors`` float32 [B, 4] (brightness, contrast, saturation factors, hue shift);
     ``order`` int64 [B, 4] (the operation at each jitter position, a permutation of 0..3); ``gray`` bool
-    [B].
+    [B]; ``blur`` bool [B] and ``blur_sigma`` float32 [B] (None when the pipeline has no blur).
     """
 
     boxes: Tensor
@@ -324,6 +359,8 @@ class AugmentParams:
     factors: Tensor
     order: Tensor
     gray: Tensor
+    blur: Tensor | None = None
+    blur_sigma: Tensor | None = None
 
 
 class SimCLRAugment:
@@ -333,8 +370,11 @@ class SimCLRAugment:
     ``torch.Generator`` on that device, the only source of randomness. The output is float32, contiguous,
     normalised with ``mean``/``std``. Defaults are SimCLR's CIFAR-10 settings (Chen et al. 2020, App. A:
     crop scale 0.08-1 and ratio 3/4-4/3, flip p 0.5, jitter strength 0.5 = (0.4, 0.4, 0.4, 0.1) with
-    p 0.8, grayscale p 0.2). ``sample`` and ``apply`` expose the two halves (draws, then the pure
-    function of them).
+    p 0.8, grayscale p 0.2, no blur). ``blur_p`` > 0 adds the Gaussian blur (σ ~ U(``blur_sigma``),
+    kernel ``blur_kernel``, default 2⌈3σ_max⌉ + 1) after the grayscale; lightly's ``SimCLRTransform``
+    defaults are ``blur_p=0.5, blur_sigma=(0.1, 2)``. With ``blur_p=0`` no blur parameter is drawn, so
+    the other draws (and every view) are those of a pipeline without blur. ``sample`` and ``apply``
+    expose the two halves (draws, then the pure function of them).
 
     >>> aug = SimCLRAugment(8, mean=(0.5,) * 3, std=(0.25,) * 3)
     >>> images = torch.zeros(4, 3, 10, 10, dtype=torch.uint8)
@@ -354,6 +394,9 @@ class SimCLRAugment:
         jitter_p: float = 0.8,
         gray_p: float = 0.2,
         flip_p: float = 0.5,
+        blur_p: float = 0.0,
+        blur_sigma: Sequence[float] = (0.1, 2.0),
+        blur_kernel: int | None = None,
     ) -> None:
         if int(size) != size or size < 1:
             raise ValueError(f"size must be a positive integer, got {size}")
@@ -363,9 +406,20 @@ class SimCLRAugment:
             raise ValueError(
                 f"jitter must be (brightness, contrast, saturation, hue) >= 0 with hue <= 0.5, got {jitter}"
             )
-        for name, p in (("jitter_p", jitter_p), ("gray_p", gray_p), ("flip_p", flip_p)):
+        for name, p in (("jitter_p", jitter_p), ("gray_p", gray_p), ("flip_p", flip_p), ("blur_p", blur_p)):
             if not 0 <= p <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {p}")
+        self.blur_sigma = _check_pair("blur_sigma", blur_sigma, 0.0, math.inf)
+        if blur_kernel is None:
+            blur_kernel = 2 * math.ceil(3 * self.blur_sigma[1]) + 1
+        if int(blur_kernel) != blur_kernel or blur_kernel < 1 or blur_kernel % 2 == 0:
+            raise ValueError(f"blur_kernel must be an odd positive integer, got {blur_kernel}")
+        if blur_p > 0 and blur_kernel // 2 >= size:
+            raise ValueError(
+                f"blur_kernel {blur_kernel} needs images larger than {blur_kernel // 2} pixels (reflect "
+                f"padding), got size {size}; use a smaller blur_kernel or blur_sigma"
+            )
+        self.blur_p, self.blur_kernel = float(blur_p), int(blur_kernel)
         self.size, self.mean, self.std = int(size), tuple(mean), tuple(std)
         self.crop_scale = _check_pair("crop_scale", crop_scale, 0.0, 1.0)
         self.crop_ratio = _check_pair("crop_ratio", crop_ratio, 0.0, math.inf)
@@ -386,13 +440,19 @@ class SimCLRAugment:
         factors = low + (high - low) * torch.rand((n, 4), generator=generator, device=dev)
         order = torch.rand((n, 4), generator=generator, device=dev).argsort(dim=1)  # a uniform permutation
         gray = torch.rand(n, generator=generator, device=dev) < self.gray_p
-        return AugmentParams(boxes, flip, jitter, factors, order, gray)
+        if self.blur_p == 0:  # draw nothing: the views of a pipeline without blur, unchanged
+            return AugmentParams(boxes, flip, jitter, factors, order, gray)
+        blur = torch.rand(n, generator=generator, device=dev) < self.blur_p
+        sigma = _uniform((n,), *self.blur_sigma, generator, dev)
+        return AugmentParams(boxes, flip, jitter, factors, order, gray, blur, sigma)
 
     def apply(self, images: Tensor, params: AugmentParams) -> Tensor:
-        """The pipeline with given draws: crop + flip, colour jitter, grayscale, normalisation."""
+        """The pipeline with given draws: crop + flip, colour jitter, grayscale, blur, normalisation."""
         x = resized_crop(_to_unit(images), params.boxes, params.flip, self.size)
         x = color_jitter(x, params.factors, params.order, params.jitter, hue=self.jitter[HUE] > 0)
         x = torch.where(_per_image(params.gray), grayscale(x).expand_as(x), x)
+        if params.blur is not None:
+            x = torch.where(_per_image(params.blur), gaussian_blur(x, params.blur_sigma, self.blur_kernel), x)
         return _normalize(x, self.mean, self.std).contiguous()
 
     def __call__(self, images: Tensor, generator: torch.Generator) -> Tensor:

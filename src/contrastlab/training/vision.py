@@ -136,12 +136,17 @@ class VisionTrainSettings:
     jitter_p: float = 0.8
     gray_p: float = 0.2
     flip_p: float = 0.5
+    # Gaussian blur after the grayscale (off: MACL App. B.3 lists four augmentations without it). The OAR
+    # authors' code blurs with lightly's SimCLRTransform defaults: p 0.5, sigma 0.1-2 (Pillow's radius).
+    blur_p: float = 0.0
+    blur_sigma: tuple[float, float] = (0.1, 2.0)
+    blur_kernel: int | None = None  # None: 2 * ceil(3 * sigma_max) + 1 (13 taps for sigma <= 2)
     log_every: int = 50  # steps between log lines (and progress lines on stderr)
     state_every: int | None = 500  # steps between resumable snapshots (None: by time only)
     state_minutes: float | None = None  # minutes between snapshots as well (config.yaml: 10 on GPUs)
 
     def __post_init__(self) -> None:
-        for name in ("crop_scale", "crop_ratio", "jitter"):  # YAML and JSON give lists
+        for name in ("crop_scale", "crop_ratio", "jitter", "blur_sigma"):  # YAML and JSON give lists
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
         if len(self.crop_scale) != 2 or not 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1:
             raise ValueError(
@@ -154,9 +159,13 @@ class VisionTrainSettings:
                 "jitter must be (brightness, contrast, saturation, hue) >= 0 with hue <= 0.5, "
                 f"got {self.jitter}"
             )
-        for name in ("jitter_p", "gray_p", "flip_p"):
+        for name in ("jitter_p", "gray_p", "flip_p", "blur_p"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if len(self.blur_sigma) != 2 or not 0 < self.blur_sigma[0] <= self.blur_sigma[1]:
+            raise ValueError(f"blur_sigma must be (low, high) with 0 < low <= high, got {self.blur_sigma}")
+        if self.blur_kernel is not None and (self.blur_kernel < 1 or self.blur_kernel % 2 == 0):
+            raise ValueError(f"blur_kernel must be None or an odd integer >= 1, got {self.blur_kernel}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.lr_schedule not in LR_SCHEDULES:
@@ -213,6 +222,9 @@ class VisionTrainSettings:
             jitter_p=self.jitter_p,
             gray_p=self.gray_p,
             flip_p=self.flip_p,
+            blur_p=self.blur_p,
+            blur_sigma=self.blur_sigma,
+            blur_kernel=self.blur_kernel,
         )
 
 
