@@ -82,6 +82,8 @@ TINY_OAR = TINY | {
     "state_every": 7,
     "oar_fraction": 0.1,
     "oar_batch_size": 32,
+    "val_fraction": 0.2,  # the authors' 80/20 split, the encoder of the lowest validation loss kept
+    "keep": "best_val_loss",
 }
 
 
@@ -104,6 +106,18 @@ def reference_oar(tmp_path_factory) -> Path:
     return workdir
 
 
+def test_oar_cell_keeps_the_epoch_of_the_lowest_validation_loss(reference_oar):
+    records = [json.loads(line) for line in (reference_oar / "train_log.jsonl").read_text().splitlines()]
+    val = [r for r in records if r["event"] == "val"]
+    assert [r["epoch"] for r in val] == [0, 1] and all(r["val_loss"] > 0 for r in val)
+    losses = [r["val_loss"] for r in val]
+    _, summary = load_encoder(reference_oar / "encoder")
+    assert summary["val_losses"] == losses and summary["kept_epoch"] == losses.index(min(losses))
+    assert summary["val_images"] == 287 and summary["keep"] == "best_val_loss"
+    train = [r for r in records if r["event"] == "train"]
+    assert all(r["stats"]["anchor_cos"] == pytest.approx(1 - r["stats"]["oar"]) for r in train)
+
+
 def test_oar_cell_trains_toward_its_saved_anchors(reference_oar):
     from safetensors.torch import load_file
 
@@ -111,7 +125,9 @@ def test_oar_cell_trains_toward_its_saved_anchors(reference_oar):
 
     records = [json.loads(line) for line in (reference_oar / "train_log.jsonl").read_text().splitlines()]
     start, train = records[0], [r for r in records if r["event"] == "train"]
-    assert start["oar_labelled"] == 143 and start["loss_dim"] == 32 and start["steps_per_epoch"] == 22
+    # 1437 digits: 287 held out for validation, 1150 train (17 batches of 64); 143 labelled (10% of all).
+    assert start["oar_labelled"] == 143 and start["loss_dim"] == 32 and start["steps_per_epoch"] == 17
+    assert start["n_images"] == 1150
     # The rate follows the cosine of the epoch: 0.05 in epoch 0, 0.05 x (1 + cos(pi/2)) / 2 in epoch 1.
     assert {r["epoch"]: r["lr"] for r in train} == {0: 0.05, 1: pytest.approx(0.025)}
     oar_terms = [r["stats"]["oar"] for r in train]

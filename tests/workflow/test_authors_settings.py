@@ -155,6 +155,8 @@ def test_oar_cells_train_as_the_authors_code_where_the_paper_is_silent(full):
     for cell in oar:
         s = VisionTrainSettings.from_dict(resolved(full, cell.experiment, cell.method, cell.backbone))
         assert (s.blur_p, s.blur_sigma, s.precision) == (0.5, (0.1, 2.0), "fp32"), cell
+        # The code's 80/20 random_split and ModelCheckpoint(monitor="val_loss").
+        assert (s.val_fraction, s.keep) == (0.2, "best_val_loss"), cell
         augment = s.augment(s.input_size, (0.5,) * 3, (0.25,) * 3)
         assert (augment.blur_p, augment.blur_sigma, augment.blur_kernel) == (0.5, (0.1, 2.0), 13)
         rates.add(s.lr)
@@ -162,3 +164,4 @@ def test_oar_cells_train_as_the_authors_code_where_the_paper_is_silent(full):
     for cell in vision_cells(full, "macl_cifar10"):
         s = VisionTrainSettings.from_dict(resolved(full, cell.experiment, cell.method, cell.backbone))
         assert s.blur_p == 0.0 and s.augment(32, (0.5,) * 3, (0.25,) * 3).blur_p == 0.0, cell
+        assert (s.val_fraction, s.keep) == (0.0, "last"), cell

@@ -65,7 +65,7 @@ def test_every_optional_key_has_a_default():
     no_default |= {"analysis_every", "analysis_sentences", "analysis_batch", "analysis_holdout"}
     # The runtime's time-based snapshots and SimCSE's head under autocast: absent means the trainer's
     # default (None, False), so the cells of earlier configs keep their params.
-    no_default |= {"state_minutes", "head_autocast"}
+    no_default |= {"state_minutes", "head_autocast", "val_fraction", "keep"}
     defs = schema["$defs"]
     roots = [("", schema), ("$defs.training", defs["training"]), ("$defs.vision", defs["vision_training"])]
     for prefix, root in roots:

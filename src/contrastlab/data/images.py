@@ -294,3 +294,21 @@ def labelled_subset(n_images: int, fraction: float, seed: int) -> torch.Tensor:
         )
     order = torch.from_numpy(np.random.default_rng([seed, 0x0A4]).permutation(n_images))
     return order[:count].sort().values
+
+
+def validation_split(n_images: int, fraction: float, seed: int) -> torch.Tensor:
+    """Indices of the training images held out to select the encoder on a validation loss: the *last*
+    ``int(fraction * n_images)`` entries of :func:`labelled_subset`'s permutation, so they never overlap
+    a labelled subset of up to ``1 - fraction`` of the images (OAR's 10% labels stay the FFN's). The OAR
+    authors hold out a random 20% with ``random_split(val_split=0.2)`` (``data_CIFAR10.py``). Sorted.
+
+    >>> validation_split(10, 0.2, seed=0).tolist(), labelled_subset(10, 0.3, seed=0).tolist()
+    ([0, 7], [2, 3, 4])
+    """
+    if not 0 < fraction < 1:
+        raise ValueError(f"validation fraction must be in (0, 1), got {fraction}")
+    count = int(fraction * n_images)
+    if count < 2:
+        raise ValueError(f"validation fraction {fraction} of {n_images} images leaves {count}; raise it")
+    order = torch.from_numpy(np.random.default_rng([seed, 0x0A4]).permutation(n_images))
+    return order[n_images - count :].sort().values

@@ -311,7 +311,16 @@ def knn_accuracy(
 
 
 #: Keys of an encoder's settings.json copied into its metrics file (as senteval.TRAINING_KEYS).
-TRAINED_WITH_KEYS = ("precision", "requested_precision", "tf32_matmul", "tf32_conv", "device_name", "steps")
+TRAINED_WITH_KEYS = (
+    "precision",
+    "requested_precision",
+    "tf32_matmul",
+    "tf32_conv",
+    "device_name",
+    "steps",
+    "keep",
+    "kept_epoch",
+)
 
 
 def evaluate_encoder(

@@ -24,8 +24,11 @@ Snapshots (model, head, optimiser, the augmentation generator and every RNG, the
 ``state_every`` steps (and/or ``state_minutes``) make a killed job resume to a bit-identical encoder
 and log on CPU (:mod:`contrastlab.training.runtime`). The final encoder's state dict is written to
 ``out_dir/encoder.safetensors`` (``encoder.pt`` by ``torch.save`` where safetensors is not installed)
-with ``settings.json`` (resolved settings, run information, package versions, git SHA); there is no
-checkpoint selection (the papers evaluate the encoder after the last epoch).
+with ``settings.json`` (resolved settings, run information, package versions, git SHA). The encoder
+written is the last epoch's (``keep: last``: MACL's CIFAR study names no selection) or, with
+``keep: best_val_loss`` and a held-out ``val_fraction``, the epoch of the lowest validation loss (the
+OAR authors' code: an 80/20 ``random_split`` and ``ModelCheckpoint(monitor="val_loss")``); the epoch
+kept is recorded (``kept_epoch``).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images
+from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images, validation_split
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
 from contrastlab.training import state as st
@@ -88,6 +91,8 @@ SETTINGS_FILE = "settings.json"
 ANCHORS_FILE = "anchors.safetensors"
 OPTIMIZERS = ("adam", "sgd")
 LR_SCHEDULES = ("constant", "cosine")
+KEEP_RULES = ("last", "best_val_loss")
+BEST_ENCODER = "best-encoder.pt"  # in the state folder: the kept encoder so far (keep: best_val_loss)
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,11 @@ class VisionTrainSettings:
     weight_decay: float = 1e-6  # App. B.3
     # OAR (§4): the anchor-regression term on a fixed labelled subset; 0 switches it off.
     oar_fraction: float = 0.0  # fraction of the training split whose labels the term uses (OAR: 0.1)
+    # The encoder kept: "last" (MACL) or "best_val_loss": the epoch with the lowest contrastive loss on a
+    # held-out val_fraction of the training split (the OAR authors: random 20%, ModelCheckpoint on
+    # val_loss); the rest is trained on.
+    val_fraction: float = 0.0
+    keep: str = "last"
     oar_weight: float = 1.0  # weight of the term (the authors add it with weight 1)
     oar_batch_size: int | None = None  # labelled images per step; None: batch_size (the authors' loader)
     precision: str = "auto"  # runtime.PRECISIONS; auto: bf16 on CUDA (native bf16), fp32 on CPU
@@ -168,6 +178,17 @@ class VisionTrainSettings:
             raise ValueError(f"blur_kernel must be None or an odd integer >= 1, got {self.blur_kernel}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.keep not in KEEP_RULES:
+            raise ValueError(f"keep must be one of {', '.join(KEEP_RULES)}, got {self.keep!r}")
+        if not 0 <= self.val_fraction < 1 or (self.keep == "best_val_loss") != (self.val_fraction > 0):
+            raise ValueError(
+                "keep: best_val_loss needs val_fraction in (0, 1) and keep: last none, got "
+                f"keep {self.keep!r} with val_fraction {self.val_fraction}"
+            )
+        if self.oar_fraction + self.val_fraction > 1:
+            raise ValueError(
+                f"oar_fraction {self.oar_fraction} + val_fraction {self.val_fraction} exceed the training set"
+            )
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(
                 f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}"
@@ -435,7 +456,9 @@ def train_vision(
     channels_last = torch.channels_last if use_channels_last else torch.contiguous_format
     data = load_images(s.dataset, "train", root=data_root, download=download, image_size=s.image_size)
     n_images, size = len(data.labels), data.images.shape[-1]
-    steps_per_epoch = _steps_per_epoch(s, n_images)
+    trained = _trained_rows(s, n_images, dev)  # None: every image (no validation split)
+    n_train = n_images if trained is None else len(trained)
+    steps_per_epoch = _steps_per_epoch(s, n_train)
     total = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
     images = data.images.to(dev)
     augment = s.augment(s.input_size or size, *IMAGE_STATS[s.dataset])
@@ -451,18 +474,26 @@ def train_vision(
     key = json.dumps([s.to_dict(), n_images, size], sort_keys=True).encode()
     fingerprint = hashlib.sha256(key).hexdigest()[:16]
     run_info = _describe(
-        s, run, encoder, params, oar, n_images, size, steps_per_epoch, total, use_channels_last
+        s, run, encoder, params, oar, n_train, size, steps_per_epoch, total, use_channels_last
+    )
+    select = (
+        _ValSelection(s, run, images, augment, loss_fn, encoder, head, channels_last)
+        if trained is not None
+        else None
     )
     stateful = {"encoder": encoder, "head": head, "optimizer": optimizer, "views": GeneratorState(views)}
     saved = run.load_snapshot(fingerprint)
     start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
+    if select is not None and saved is not None:
+        select.restore(saved)
     del saved
 
     order_epoch, order, lr = -1, torch.empty(0, dtype=torch.long), scheduled_lr(s, 0)
     for step in run.steps(start, total, desc=f"{s.loss} {s.arch} bs{s.batch_size}"):
         epoch, position = divmod(step - 1, steps_per_epoch)
         if epoch != order_epoch:
-            order_epoch, order = epoch, torch.from_numpy(epoch_order(n_images, s.seed, epoch)).to(dev)
+            order_epoch, order = epoch, torch.from_numpy(epoch_order(n_train, s.seed, epoch)).to(dev)
+            order = order if trained is None else trained[order]
             lr = scheduled_lr(s, epoch)
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -492,12 +523,18 @@ def train_vision(
         run.check_finite(step, loss, syncs=logging or snapshot, what=what, stats=stats)
         if logging:
             _log_interval(run, step, epoch, lr, loss, out, oar_value)
+        if select is not None and (step % steps_per_epoch == 0 or step == total):
+            select(step, epoch)
         if snapshot:
-            run.save_snapshot(step, fingerprint, stateful, {})
+            run.save_snapshot(step, fingerprint, stateful, select.state() if select else {})
 
+    if select is not None:
+        select.load_kept()  # the encoder of the epoch with the lowest validation loss
     summary = {
         "steps": total,
         "epochs": total / steps_per_epoch,
+        "keep": s.keep,
+        **(select.summary() if select else {}),
         **run.summary(),
         **run_info,
         "settings": s.to_dict(),
@@ -514,6 +551,77 @@ def train_vision(
     )
     shutil.rmtree(run.state_dir, ignore_errors=True)
     return summary
+
+
+def _trained_rows(s: VisionTrainSettings, n_images: int, device: torch.device) -> torch.Tensor | None:
+    """The training images when a validation split is held out (all but :func:`validation_split`)."""
+    if s.val_fraction == 0:
+        return None
+    keep = torch.ones(n_images, dtype=torch.bool)
+    keep[validation_split(n_images, s.val_fraction, s.seed)] = False
+    return torch.nonzero(keep).flatten().to(device)
+
+
+class _ValSelection:
+    """``keep: best_val_loss``: after every epoch, the contrastive loss (the OAR term left out, as the
+    authors' ``validation_step``) of two augmented views of the held-out images, in eval mode (BatchNorm
+    on its running statistics, as Lightning validates), averaged over images; the encoder of the lowest
+    one is kept in the state folder (``best-encoder.pt``) and becomes the cell's encoder. The views come
+    from a generator seeded by (seed, epoch), so training's draws are untouched and a resumed run
+    validates identically."""
+
+    def __init__(self, s, run: TrainingRun, images, augment, loss_fn, encoder, head, memory_format) -> None:
+        self.s, self.run, self.augment, self.loss_fn = s, run, augment, loss_fn
+        self.encoder, self.head, self.memory_format = encoder, head, memory_format
+        self.images = images[validation_split(len(images), s.val_fraction, s.seed).to(images.device)]
+        self.best, self.kept_epoch, self.losses = math.inf, None, []
+
+    def state(self) -> dict[str, Any]:
+        return {"val_best": self.best, "val_kept_epoch": self.kept_epoch, "val_losses": self.losses}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        self.best, self.kept_epoch, self.losses = (
+            saved["val_best"],
+            saved["val_kept_epoch"],
+            saved["val_losses"],
+        )
+
+    def __call__(self, step: int, epoch: int) -> None:
+        run, s = self.run, self.s
+        with run.pause("val_s"):
+            generator = torch.Generator(device=run.device).manual_seed(s.seed * 1_000_003 + epoch)
+            self.encoder.eval(), self.head.eval()
+            total, count = 0.0, 0
+            with torch.no_grad(), run.step_context():
+                for start in range(0, len(self.images), s.batch_size):
+                    batch = self.images[start : start + s.batch_size]
+                    if len(batch) < 2:  # no negatives
+                        continue
+                    v1, v2 = self.augment(batch, generator), self.augment(batch, generator)
+                    x = torch.cat([v1, v2]).contiguous(memory_format=self.memory_format)
+                    with run.autocast():
+                        features = self.encoder(x)
+                    h1, h2 = self.head(features.float()).float().chunk(2)
+                    total += self.loss_fn(h1, h2, with_stats=False).loss.item() * len(batch)
+                    count += len(batch)
+            self.encoder.train(), self.head.train()
+            loss = total / count
+            self.losses.append(loss)
+            if loss < self.best:
+                self.best, self.kept_epoch = loss, epoch
+                weights = {k: v.detach().cpu().clone() for k, v in self.encoder.state_dict().items()}
+                st.atomic_write_bytes(
+                    run.state_dir / BEST_ENCODER, lambda handle: torch.save(weights, handle)
+                )
+            record = {"event": "val", "step": step, "epoch": epoch, "val_loss": loss}
+            run.log.write(record | {"best_val_loss": self.best, "kept_epoch": self.kept_epoch})
+
+    def load_kept(self) -> None:
+        weights = torch.load(self.run.state_dir / BEST_ENCODER, map_location="cpu", weights_only=True)
+        self.encoder.load_state_dict(weights)
+
+    def summary(self) -> dict[str, Any]:
+        return {"kept_epoch": self.kept_epoch, "val_losses": self.losses, "val_images": len(self.images)}
 
 
 def _describe(s, run, encoder, params, oar, n_images, size, steps_per_epoch, total, channels_last) -> dict:
@@ -550,7 +658,10 @@ def _log_interval(run: TrainingRun, step, epoch, lr, loss, out, oar_value) -> No
         "loss": interval["loss"],
         "loss_last": loss.item(),
         "lr": lr,
-        "stats": dict(out.stats) | ({"oar": oar_value.item()} if oar_value is not None else {}),
+        # OAR's mean cosine to the anchors is 1 - the term (OAR §4); with a non-negative encoder output
+        # it cannot pass ~0.71 on average (losses.oar.nonnegative_reach).
+        "stats": dict(out.stats)
+        | ({"oar": (v := oar_value.item()), "anchor_cos": 1.0 - v} if oar_value is not None else {}),
         "steps_per_s": interval["steps_per_s"],
         "images_per_s": interval["items_per_s"],
     }
