@@ -111,6 +111,7 @@ def build_tables(
             config=config,
             figures=figures,
             results_dir=results_dir,
+            metrics=metrics,
         )
     )
     from contrastlab.tables.html import write_html_report
