@@ -8,7 +8,7 @@ SNAKEMAKE := $(BIN)/snakemake --workflow-profile profiles/local
 # The preset that freeze and restore act on: config.yaml (the full run), config/demo.yaml, config/cpu.yaml.
 CONFIG ?= config.yaml
 
-.PHONY: install test test-fast faults demo cpu dry-run lint clean-demo freeze restore
+.PHONY: install test test-fast faults demo cpu dry-run lint clean-demo freeze restore add-seeds
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,9 @@ lint: install
 
 clean-demo:
 	rm -rf results/demo
+
+add-seeds: install       ## print the commands adding seeds to the cells of undecided claims only (RUN=1: run them)
+	$(BIN)/python scripts/add_seeds.py --configfile $(CONFIG) $(if $(RUN),--run,)
 
 # Snakemake runs the workflow, DVC versions what it produced (contrastlab.versioning).
 freeze: install          ## dvc add + dvc push everything CONFIG's run produced (needs a default DVC remote)
