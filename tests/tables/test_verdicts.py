@@ -157,3 +157,17 @@ def test_report_counts_verdicts_and_opens_with_claims(tmp_path):
     assert "| 4 | 2 | 1 | 1 | 0 |" in row
     claims = report[report.index("## Claims") : report.index("## Tables")]
     assert "MACL beats SimCSE on STS.Avg" in claims and "not reproduced (1/2 parts run)" in claims
+
+
+def test_the_cpu_preset_shows_no_published_number_never_a_made_up_comparison():
+    """config/cpu.yaml trains MiniLM + InfoNCE: no paper has a MiniLM row, and the preset declares no
+    stand-in, so its cell says "no published number" (and Nie's claims on the paper backbones: not run)."""
+    from contrastlab.tables.claims import NOT_RUN, evaluate_claims
+
+    cpu = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
+    assert not cpu["tables"]["verdict_stand_ins"]
+    metrics = frame([("nie2023", "minilm", "cl", 42, "sts_avg", 71.3)])
+    c = assemble(get_spec("nie2023_table1"), cpu, metrics).cells.set_index(["backbone", "method", "key"])
+    assert c.loc[("minilm", "cl", "sts_avg"), "verdict"] == NO_PUBLISHED
+    assert c.loc[("minilm", "cl", "sts_avg"), "compared_with"] == "n/a"
+    assert {r.verdict for r in evaluate_claims(metrics, cpu)} == {NOT_RUN}

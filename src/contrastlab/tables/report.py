@@ -249,9 +249,7 @@ def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> l
             "More seeds for the cells of the undecided claims only (`make add-seeds`; the last command "
             "renders the tables and this report again):",
             "",
-            "```bash",
-            *commands,
-            "```",
+            *(f"    {command}" for command in commands),  # an indented code block (plain Markdown)
             "",
         ]
     return lines

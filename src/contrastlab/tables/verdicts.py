@@ -29,10 +29,10 @@ Example (two cells of three seeds each, a published single run)::
 
     >>> s, df = pooled_std([[1.0, 2.0, 3.0], [2.0, 2.0, 5.0]])
     >>> round(s, 4), df
-    (1.2247, 4)
+    (1.4142, 4)
     >>> h = half_width(s, df, n=3, k=1)
-    >>> round(h, 3), cell_verdict(2.0, h, df), cell_verdict(-4.0, h, df), cell_verdict(1.0, h, 0)
-    (3.926, 'within noise', 'below', 'undecided')
+    >>> round(h, 3), cell_verdict(2.0, h, df), cell_verdict(-5.0, h, df), cell_verdict(1.0, h, 0)
+    (4.534, 'within noise', 'below', 'undecided')
 """
 
 from __future__ import annotations
