@@ -325,6 +325,9 @@ def numbers_text(result: ClaimResult) -> str:
     for p in result.parts:
         if p.status == NOT_RUN:
             continue
+        if not any(p.terms.values()):  # both sides resolved to one cell (e.g. the best rate is the largest)
+            texts.append(f"{p.backbone}: {', '.join(p.terms)} is both sides (no difference)")
+            continue
         label = " − ".join(
             f"{'' if abs(c) == 1 else f'{abs(c):g}·'}{m}"
             for m, c in sorted(p.terms.items(), key=lambda kv: -kv[1])
@@ -347,7 +350,7 @@ def verdict_text(result: ClaimResult) -> str:
         text += (
             ": needs ≥ 2 seeds per cell to measure the noise"
             if needed is None
-            else f": ~{'> 100' if needed > MAX_SEEDS else needed} seeds per cell would decide it"
+            else f": {'> 100' if needed > MAX_SEEDS else f'~{needed}'} seeds per cell would decide it"
         )
     return text
 
