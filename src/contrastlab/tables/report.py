@@ -243,10 +243,11 @@ def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> l
     for r in results:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     lines += [", ".join(f"{v}: {n}" for v, n in counts.items()) + f" (of {len(results)} claims).", ""]
-    commands = add_seeds_commands(seed_plan(results, config))
+    commands = add_seeds_commands(seed_plan(results, config), configfile="$CONFIG")
     if commands:
         lines += [
-            "More seeds for the cells of the undecided claims only (`make add-seeds`; the last command "
+            "More seeds for the cells of the undecided claims only, with `CONFIG` set to the preset this "
+            "run came from (`make add-seeds CONFIG=<preset>` prints them filled in; the last command "
             "renders the tables and this report again):",
             "",
             *(f"    {command}" for command in commands),  # an indented code block (plain Markdown)
