@@ -211,7 +211,7 @@ def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> l
         "",
     ]
     if toy:
-        pairs = ", ".join(f"{toy_b} for {paper_b}" for m in toy.values() for toy_b, paper_b in m.items())
+        pairs = ", ".join(dict.fromkeys(f"{t} for {p}" for m in toy.values() for t, p in m.items()))
         lines += [
             f"**Toy numbers**: this run's backbones stand in for the papers' ({pairs}); these verdicts "
             "exercise the code and say nothing about the papers.",
