@@ -10,7 +10,7 @@ CONFIG ?= config.yaml
 # The precision choice `make plan` details (config: each cell's own; fp32, tf32, bf16, fp16).
 PRECISION ?= config
 
-.PHONY: install test test-fast faults demo cpu plan gpu-check dry-run lint clean-demo freeze restore
+.PHONY: install test test-fast faults demo cpu plan gpu-check dry-run lint clean-demo freeze restore add-seeds
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,9 @@ lint: install
 
 clean-demo:
 	rm -rf results/demo
+
+add-seeds: install       ## print the commands adding seeds to the cells of undecided claims only (RUN=1: run them)
+	$(BIN)/python scripts/add_seeds.py --configfile $(CONFIG) $(if $(RUN),--run,)
 
 # Snakemake runs the workflow, DVC versions what it produced (contrastlab.versioning).
 freeze: install          ## dvc add + dvc push everything CONFIG's run produced (needs a default DVC remote)

@@ -65,6 +65,33 @@ def test_demo_produces_tables_and_report(finished_demo):
     assert (results / "metrics/pretrained/tiny-bert/senteval.json").exists()
 
 
+def test_demo_writes_the_claims_section_and_the_verdict_markers(finished_demo):
+    """Issue 26 acceptance: the run's report opens with the claims and their verdicts (toy: the demo's
+    stand-ins, said in one line), and the tables carry the verdict markers, legend and CSV columns."""
+    import pandas as pd
+
+    workdir, _, _ = finished_demo
+    results = workdir / "results"
+    report = (results / "report.md").read_text()
+    claims = report[report.index("## Claims") : report.index("## Tables")]
+    assert "**Toy numbers**" in claims and "tiny-bert for bert-base" in claims
+    row = next(
+        line for line in claims.splitlines() if "L_cl, L_a&u and L_dcl each beat the pretrained" in line
+    )
+    # one seed: no noise estimate, and the command that adds seeds to exactly these cells
+    assert "undecided (1/12 parts run): needs ≥ 2 seeds per cell" in row, row
+    assert "bert-base: cl − pretrained = " in row
+    assert "select={experiments: [nie2023], backbones: [tiny-bert]" in claims
+    assert "| not run |" in claims  # claims whose cells the reduced demo does not train
+    md = (results / "tables" / "nie2023_table1.md").read_text()
+    assert " ?†" in md and "? undecided (no noise estimate" in md
+    csv = pd.read_csv(results / "tables" / "nie2023_table1.csv", dtype=str, keep_default_na=False)
+    cl = csv[(csv["backbone"] == "tiny-bert") & (csv["method"] == "cl") & (csv["task"] == "sts_avg")]
+    assert cl[["verdict", "compared_with"]].values.tolist() == [["undecided", "bert-base (stand-in)"]]
+    pretrained = csv[(csv["backbone"] == "tiny-bert") & (csv["method"] == "pretrained")]
+    assert set(pretrained["verdict"]) <= {"within noise", "above", "below", "no published number"}
+
+
 def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
     """Issue acceptance: each figure the config produces (analytic, log-based, synthetic) is a non-trivial
     PNG (size, many colours, axes: its CSV has numbers) with its PDF and CSV, shown in both reports."""

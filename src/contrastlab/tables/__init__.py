@@ -120,6 +120,7 @@ def build_tables(
             figures=figures,
             results_dir=results_dir,
             sections=compare_lines,
+            metrics=metrics,
         )
     )
     from contrastlab.tables.html import write_html_report

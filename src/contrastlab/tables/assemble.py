@@ -20,6 +20,7 @@ from contrastlab.tables.deviations import deviations
 from contrastlab.tables.metrics import PRETRAINED, aggregate
 from contrastlab.tables.published import TableSpec, load_published, paper_backbones
 from contrastlab.tables.settings import method_settings, param_value
+from contrastlab.tables.verdicts import add_verdicts
 
 BACKBONE_LABELS = {
     "bert-base": "BERT-base",
@@ -305,6 +306,7 @@ def assemble(
         cells = _hparams(grid, spec, config)
     else:
         cells = _scores(grid, spec, meta, metrics, config, failures)
+        cells = add_verdicts(cells, spec.name, meta, metrics, config, spec.experiment, seeds)
     improvement = meta.get("improvement") or {}
     return Table(
         spec=spec,

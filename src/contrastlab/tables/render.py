@@ -24,6 +24,7 @@ from contrastlab.tables.assemble import (
     Table,
 )
 from contrastlab.tables.deviations import markdown_lines
+from contrastlab.tables.verdicts import MARKERS, noise_note
 
 NOT_RUN = STATUS_NOT_RUN
 NOT_CONFIGURED = STATUS_NOT_CONFIGURED
@@ -93,8 +94,19 @@ def ours_text(rec: pd.Series, decimals: int | None = None, *, with_improvement: 
     return text
 
 
+#: Mark of a Δ computed against a stand-in backbone's published number (toy runs only).
+STAND_IN_MARK = "†"
+
+
 def diff_text(rec: pd.Series) -> str:
-    return NO_DIFF if _nan(rec["diff"]) else fmt_signed(rec["diff"])
+    """Ours − paper with the verdict's marker (≈ within noise, ▲ above, ▼ below, ? undecided); a toy
+    backbone compared with its stand-in's published number shows that difference, marked †."""
+    marker = MARKERS.get(rec.get("verdict"), "")
+    if not _nan(rec["diff"]):
+        return f"{fmt_signed(rec['diff'])} {marker}".rstrip()
+    if marker and str(rec.get("compared_with", "")).endswith("(stand-in)"):
+        return f"{fmt_signed(rec['ours_mean'] - rec['verdict_published'])} {marker}{STAND_IN_MARK}"
+    return NO_DIFF
 
 
 def config_text(rec: pd.Series, fmt: str) -> str:
@@ -170,6 +182,13 @@ def to_csv(table: Table) -> str:
                 for nr, v in zip(missing, diverged_at, strict=True)
             ]
         cols["status"] = c["status"]
+        if "verdict" in c:  # the seed-noise interval and verdict (tables.verdicts)
+            cols["noise_std"] = [NA if _nan(v) else fmt_score(v) for v in c["noise_std"]]
+            cols["noise_df"] = c["noise_df"]
+            cols["published_runs"] = c["published_runs"]
+            cols["half_width"] = [NA if _nan(v) else fmt_score(v) for v in c["half_width"]]
+            cols["verdict"] = c["verdict"]
+            cols["compared_with"] = c["compared_with"]
         out = pd.DataFrame(cols)
     buf = io.StringIO()
     out.to_csv(buf, index=False, lineterminator="\n")
@@ -235,6 +254,18 @@ def _legend(table: Table) -> list[str]:
             f"chance-level number); {DIVERGED_MARK}: the best over the points where it did not (the CSV's "
             f"diverged_at lists the others). Diverged means: {FFN_DIVERGENCE}."
         )
+    if "verdict" in table.cells:
+        text += (
+            f" Verdict after Δ: {MARKERS['within noise']} within seed noise, {MARKERS['above']} above or "
+            f"{MARKERS['below']} below the paper beyond noise, {MARKERS['undecided']} undecided (no noise "
+            "estimate: too few seeds); the interval is t·s·sqrt(1/n + 1/k) for our n seeds and the k runs "
+            "behind the published number (level 0.95). " + noise_note(table.cells)
+        )
+        if table.cells["compared_with"].astype(str).str.endswith("(stand-in)").any():
+            text += (
+                f" {STAND_IN_MARK}: a toy backbone compared with its stand-in's published number "
+                "(tables.verdict_stand_ins; toy numbers, the verdict only exercises the code)."
+            )
     if (table.cells["status"] == STATUS_FAILED).any():
         text += (
             f" {STATUS_FAILED}: the cell's training or evaluation failed (its failed.json, beside where the "
@@ -315,6 +346,10 @@ _LATEX_SPECIAL = {
     "−": "$-$",
     "“": "``",
     "”": "''",
+    "≈": r"$\approx$",
+    "▲": r"$\uparrow$",
+    "▼": r"$\downarrow$",
+    "†": r"$\dagger$",
 }
 
 

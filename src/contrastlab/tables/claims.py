@@ -1,0 +1,450 @@
+"""Each paper's headline claims, stated once (``claims/<paper>.yaml``) and checked against our metrics.
+
+A claim file lists, per claim: ``id``, ``claim`` (our one-line statement), ``quote`` (verbatim from the
+paper text under ``../shared/papers``; a test finds it there after collapsing whitespace), ``where``
+(section, table or figure), ``links`` (the tables / figures it rests on), and its machine-checkable
+form: an ``experiment``, a ``task``, the ``backbones`` it holds on, a ``relation`` and ``parts``. Each
+part is a linear contrast over cells of one backbone, ``{method: coefficient}`` (the short form
+``[a, b]`` is ``{a: 1, b: -1}``, "a beats b"); a method may name a sweep point by its position,
+``infonce@max`` / ``infonce@min`` (the largest / smallest value of the experiment's sweep) or
+``infonce@best`` (the point with the highest mean on the task, as OAR Table 3 picks its rate).
+
+**Evaluation of one part** (contrast D = Σ c_i μ_i, margin m, default 0; level :data:`~.verdicts.LEVEL`):
+
+- paired, when every cell of the part has the same seeds (≥ 2) and no deterministic cell: the per-seed
+  contrast D_s = Σ c_i x_{i,s}; its variance s_D² is pooled over the claim's paired parts
+  (s_D² = Σ_j (n_j − 1) s_j² / Σ_j (n_j − 1), ν = Σ_j (n_j − 1)); se = s_D / sqrt(n);
+- otherwise unpaired, from the cells' pooled seed noise (:func:`~.verdicts.noise_pools`):
+  se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell), ν by Welch–Satterthwaite;
+- h = t_{ν} · se. Relation ``>``: **reproduced** if D − m > h, **not reproduced** if D − m < −h, else
+  **undecided**; relation ``>=`` ("comparable or better"): **not reproduced** if D − m < −h, else
+  reproduced. No noise estimate (ν = 0): undecided.
+- For an undecided part, the seeds per cell that would decide it at the measured noise: the smallest
+  n with t_{ν(n)} · se(n) < |D − m|, ν(n) = max(ν, n − 1) (paired: se(n) = s_D / sqrt(n); unpaired:
+  se(n)² = Σ c_i² s_{p,i}² / n), if |D − m| stays as measured; none up to 100 prints "> 100".
+
+A claim holds over all its parts and backbones: **not reproduced** if any run part is, else
+**undecided** if any is (seeds needed: the largest), else **reproduced**; **not run** if no part has run
+(a part with a cell missing has not run; the verdict then counts the parts that ran, "2/8 parts run").
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from contrastlab.tables.metrics import PRETRAINED
+from contrastlab.tables.verdicts import LEVEL, noise_pools, stand_ins, t_quantile
+
+CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
+#: Paper claim files, in report order.
+PAPERS = ("nie2023", "li2024", "macl", "oar")
+REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_RUN = "reproduced", "not reproduced", "undecided", "not run"
+RELATIONS = (">", ">=")
+MAX_SEEDS = 100
+
+
+@functools.cache
+def load_claims(paper: str) -> dict[str, Any]:
+    """The claim file ``claims/<paper>.yaml`` (keys ``paper``, ``file``, ``claims``), validated."""
+    path = CLAIMS_DIR / f"{paper}.yaml"
+    if not path.exists():
+        raise ValueError(f"no claim file for paper {paper!r}; valid: {', '.join(PAPERS)}")
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for claim in data["claims"]:
+        missing = {"id", "claim", "quote", "where", "experiment", "task", "backbones", "parts"} - set(claim)
+        if missing:
+            raise ValueError(f"{path.name}: claim {claim.get('id')!r} lacks {sorted(missing)}")
+        if claim.get("relation", ">") not in RELATIONS:
+            raise ValueError(f"{path.name}: claim {claim['id']!r}: relation must be one of {RELATIONS}")
+    return data
+
+
+def all_claims() -> list[dict[str, Any]]:
+    """Every claim of every paper, each with its ``paper`` and paper ``file``."""
+    out = []
+    for paper in PAPERS:
+        data = load_claims(paper)
+        out += [{"paper": paper, "file": data["file"], **claim} for claim in data["claims"]]
+    return out
+
+
+def contrast(part: Any) -> dict[str, float]:
+    """A part as ``{method: coefficient}`` (``[a, b]`` -> ``{a: 1, b: -1}``)."""
+    if isinstance(part, list | tuple):
+        if len(part) != 2:
+            raise ValueError(f"a part [a, b] names two methods, got {part!r}")
+        return {str(part[0]): 1.0, str(part[1]): -1.0}
+    return {str(k): float(v) for k, v in dict(part).items()}
+
+
+@dataclass
+class PartResult:
+    """One evaluated contrast on one backbone."""
+
+    backbone: str
+    terms: dict[str, float]
+    status: str  # reproduced / not reproduced / undecided / not run
+    diff: float = math.nan
+    half_width: float = math.nan
+    df: float = 0
+    paired: bool = False
+    seeds: int = 0
+    seeds_needed: int | None = None
+    missing: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ClaimResult:
+    """A claim with the verdict over its parts."""
+
+    claim: dict[str, Any]
+    verdict: str
+    parts: list[PartResult]
+
+    @property
+    def parts_run(self) -> int:
+        return sum(p.status != NOT_RUN for p in self.parts)
+
+    @property
+    def seeds_needed(self) -> int | None:
+        needed = [p.seeds_needed for p in self.parts if p.status == UNDECIDED and p.seeds_needed]
+        return max(needed) if needed else None
+
+
+def _seed_values(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None) -> dict:
+    """(backbone, method, task) -> {seed: score} of ``experiment`` (Pretrained: seed None)."""
+    frame = metrics[(metrics["experiment"] == experiment) & (metrics["method"] != PRETRAINED)]
+    if seeds is not None:
+        frame = frame[frame["seed"].isin(seeds)]
+    frame = pd.concat([frame, metrics[metrics["experiment"] == PRETRAINED]], ignore_index=True)
+    out: dict[tuple, dict] = {}
+    for b, m, t, s, v in frame[["backbone", "method", "task", "seed", "score"]].itertuples(index=False):
+        out.setdefault((b, m, t), {})[None if pd.isna(s) else int(s)] = float(v)
+    return out
+
+
+def _resolve(method: str, experiment: dict, values: dict, backbone: str, task: str) -> str:
+    """``name@max|min|best`` -> the sweep point of ``name`` (see the module docstring)."""
+    if "@" not in method:
+        return method
+    from contrastlab.config import expanded_methods
+
+    base, where = method.split("@", 1)
+    points = [(name, over) for name, (b, over) in expanded_methods(experiment).items() if b == base]
+    if not points or not experiment.get("sweep"):
+        return base
+    axis = next(iter(experiment["sweep"]))
+    if where in ("max", "min"):
+        pick = max if where == "max" else min
+        return pick(points, key=lambda p: float(p[1][axis]))[0]
+    if where == "best":
+        means = {
+            n: np.mean(list(values[(backbone, n, task)].values()))
+            for n, _ in points
+            if (backbone, n, task) in values
+        }
+        return max(means, key=means.get) if means else points[0][0]
+    raise ValueError(f"unknown sweep position {where!r} in {method!r}; use max, min or best")
+
+
+def _one_point_sweep(terms: dict[str, float], experiment: dict) -> bool:
+    """Whether ``terms`` compare ``@min`` with ``@max`` of a sweep that has a single value."""
+    positions = {m.split("@", 1)[1] for m in terms if "@" in m}
+    sweep = experiment.get("sweep") or {}
+    return {"min", "max"} <= positions and all(len(v) < 2 for v in sweep.values())
+
+
+def _needed(diff: float, s: float, factor: float, df_of, start: int) -> int | None:
+    """Smallest n ≥ start with t_{df_of(n)} · s · sqrt(factor / n) < |diff| (None: not below 100)."""
+    for n in range(max(start, 2), MAX_SEEDS + 1):
+        df = df_of(n)
+        if df > 0 and t_quantile(df) * s * math.sqrt(factor / n) < abs(diff):
+            return n
+    return None
+
+
+def _decide(delta: float, width: float, relation: str) -> str:
+    if math.isnan(width):
+        return UNDECIDED
+    if delta < -width:
+        return NOT_REPRODUCED
+    if relation == ">=" or delta > width:
+        return REPRODUCED
+    return UNDECIDED
+
+
+def evaluate_claim(
+    claim: dict[str, Any], metrics: pd.DataFrame, config: dict, level: float = LEVEL
+) -> ClaimResult:
+    """Evaluate one claim on ``metrics`` (:func:`~.metrics.collect_metrics`) under ``config`` (its
+    experiment's seeds and sweep; ``tables.verdict_stand_ins`` maps toy backbones onto the claim's)."""
+    from contrastlab.tables.assemble import experiment_seeds
+
+    name, task, relation = claim["experiment"], claim["task"], claim.get("relation", ">")
+    margin = float(claim.get("margin", 0.0))
+    experiment = (config.get("experiments") or {}).get(name)
+    if experiment is None:
+        parts = [PartResult(b, contrast(p), NOT_RUN) for b in claim["backbones"] for p in claim["parts"]]
+        return ClaimResult(claim, NOT_RUN, parts)
+    seeds = experiment_seeds(config, name)
+    values = _seed_values(metrics, name, seeds)
+    pools = noise_pools(metrics, name, seeds).set_index(["backbone", "key"])
+    ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+    raw: list[tuple[PartResult, list[dict], np.ndarray | None]] = []
+    for backbone in claim["backbones"]:
+        ours = (
+            backbone if backbone in (experiment.get("backbones") or []) else ours_for.get(backbone, backbone)
+        )
+        for part in claim["parts"]:
+            wanted = contrast(part)
+            if _one_point_sweep(wanted, experiment):  # @min and @max are the same cell: nothing to compare
+                raw.append(
+                    (PartResult(backbone, wanted, NOT_RUN, missing=["a second sweep point"]), [], None)
+                )
+                continue
+            terms: dict[str, float] = {}
+            for m, c in wanted.items():  # two positions may resolve to one cell (best = max): add up
+                name = _resolve(m, experiment, values, ours, task)
+                terms[name] = terms.get(name, 0.0) + c
+            cells = [values.get((ours, m, task)) for m in terms]
+            missing = [m for m, v in zip(terms, cells, strict=True) if not v]
+            result = PartResult(backbone, terms, NOT_RUN, missing=missing)
+            if missing:
+                raw.append((result, [], None))
+                continue
+            if not any(
+                terms.values()
+            ):  # e.g. "lower at the largest rate than at the best" when best = largest
+                result.status, result.diff, result.half_width, result.seeds = NOT_REPRODUCED, 0.0, 0.0, 0
+                raw.append((result, [], None))
+                continue
+            common = set.intersection(*(set(v) for v in cells))
+            paired = None not in common and len(common) >= 2 and all(set(v) == common for v in cells)
+            per_seed = None
+            if paired:
+                per_seed = np.array(
+                    [
+                        sum(c * v[s] for c, v in zip(terms.values(), cells, strict=True))
+                        for s in sorted(common)
+                    ]
+                )
+            result.diff = sum(
+                c * np.mean(list(v.values())) for c, v in zip(terms.values(), cells, strict=True)
+            )
+            result.paired, result.seeds = paired, min(len(v) for v in cells)
+            raw.append((result, cells, per_seed))
+    # the paired parts' per-seed variances, pooled over the claim (see the module docstring)
+    paired_sets = [ps for _, _, ps in raw if ps is not None]
+    ss = sum(float(((ps - ps.mean()) ** 2).sum()) for ps in paired_sets)
+    paired_df = sum(len(ps) - 1 for ps in paired_sets)
+    s_paired = math.sqrt(ss / paired_df) if paired_df else math.nan
+    parts = []
+    for result, cells, per_seed in raw:
+        if not cells:  # not run, or decided without noise
+            parts.append(result)
+            continue
+        delta = result.diff - margin
+        factor = sum(c * c for m, c in result.terms.items() if m != PRETRAINED)  # deterministic: no noise
+        if per_seed is not None:
+            n = len(per_seed)
+            result.df = paired_df
+            result.half_width = (
+                t_quantile(paired_df, level) * s_paired / math.sqrt(n) if paired_df else math.nan
+            )
+            s_unit, factor = s_paired, 1.0  # s_paired is already the std of one seed's contrast
+            df_of = lambda k, d=paired_df: max(d, k - 1)  # noqa: E731
+        else:
+            variances, weights = [], []
+            for m, c, v in zip(result.terms, result.terms.values(), cells, strict=True):
+                if m == PRETRAINED:
+                    continue
+                ours = next(
+                    iter(
+                        {
+                            b
+                            for b in [result.backbone, ours_for.get(result.backbone)]
+                            if (b, task) in pools.index
+                        }
+                    ),
+                    None,
+                )
+                std, df = (
+                    (pools.loc[(ours, task), "noise_std"], pools.loc[(ours, task), "noise_df"])
+                    if ours
+                    else (math.nan, 0)
+                )
+                variances.append(c * c * std * std / len(v) if df else math.nan)
+                weights.append(df)
+            if not variances:
+                var, df_total = 0.0, math.inf
+            elif any(math.isnan(x) for x in variances):
+                var, df_total = math.nan, 0
+            else:
+                var = sum(variances)
+                df_total = (
+                    var**2 / sum(x * x / d for x, d in zip(variances, weights, strict=True))
+                    if var
+                    else math.inf
+                )
+            result.df = df_total
+            result.half_width = t_quantile(df_total, level) * math.sqrt(var) if df_total else math.nan
+            s_unit = math.sqrt(var * result.seeds / factor) if df_total and factor else math.nan
+            df_of = lambda k, d=df_total: max(d, k - 1)  # noqa: E731
+        result.status = _decide(delta, result.half_width, relation)
+        if result.status == UNDECIDED and relation == ">" and not math.isnan(s_unit):
+            result.seeds_needed = _needed(delta, s_unit, factor, df_of, result.seeds + 1) or MAX_SEEDS + 1
+        parts.append(result)
+    statuses = [p.status for p in parts if p.status != NOT_RUN]
+    if not statuses:
+        verdict = NOT_RUN
+    elif NOT_REPRODUCED in statuses:
+        verdict = NOT_REPRODUCED
+    elif UNDECIDED in statuses:
+        verdict = UNDECIDED
+    else:
+        verdict = REPRODUCED
+    return ClaimResult(claim, verdict, parts)
+
+
+def evaluate_claims(metrics: pd.DataFrame, config: dict) -> list[ClaimResult]:
+    """Every paper's claims (:func:`all_claims`) whose experiment the config has or could have."""
+    return [evaluate_claim(claim, metrics, config) for claim in all_claims()]
+
+
+def numbers_text(result: ClaimResult) -> str:
+    """The numbers behind a verdict: per run part, contrast ± half-width (and the seeds it would need)."""
+    texts = []
+    for p in result.parts:
+        if p.status == NOT_RUN:
+            continue
+        if not any(p.terms.values()):  # both sides resolved to one cell (e.g. the best rate is the largest)
+            texts.append(f"{p.backbone}: {', '.join(p.terms)} is both sides (no difference)")
+            continue
+        label = " − ".join(
+            f"{'' if abs(c) == 1 else f'{abs(c):g}·'}{m}"
+            for m, c in sorted(p.terms.items(), key=lambda kv: -kv[1])
+        )
+        width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
+        extra = ""
+        if p.seeds_needed:
+            extra = f", needs {'> 100' if p.seeds_needed > MAX_SEEDS else p.seeds_needed} seeds"
+        texts.append(f"{p.backbone}: {label} = {p.diff:+.2f} {width}{extra}")
+    return "; ".join(texts) if texts else "–"
+
+
+def verdict_text(result: ClaimResult) -> str:
+    """The verdict with the share of parts run when some have not, and the seeds that would decide."""
+    text = result.verdict
+    if result.verdict != NOT_RUN and result.parts_run < len(result.parts):
+        text += f" ({result.parts_run}/{len(result.parts)} parts run)"
+    if result.verdict == UNDECIDED:
+        needed = result.seeds_needed
+        text += (
+            ": needs ≥ 2 seeds per cell to measure the noise"
+            if needed is None
+            else f": {'> 100' if needed > MAX_SEEDS else f'~{needed}'} seeds per cell would decide it"
+        )
+    return text
+
+
+def undecided_cells(results: list[ClaimResult], config: dict) -> dict[tuple[str, str], set[str]]:
+    """(experiment, backbone) -> the methods (sweep points included) of the undecided claims' run parts:
+    the cells that more seeds would decide (:func:`add_seeds_commands`)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for result in results:
+        if result.verdict != UNDECIDED:
+            continue
+        name = result.claim["experiment"]
+        ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+        for p in result.parts:
+            if p.status == UNDECIDED:
+                backbone = ours_for.get(p.backbone, p.backbone)
+                out.setdefault((name, backbone), set()).update(m for m in p.terms if m != PRETRAINED)
+    return out
+
+
+#: Seeds per cell the add-seeds command aims at when a claim's noise cannot be measured yet (one seed).
+MIN_SEEDS = 3
+
+
+def seed_plan(results: list[ClaimResult], config: dict, max_seeds: int = 10) -> list[dict[str, Any]]:
+    """What the add-seeds command runs: per (experiment, backbone) of an undecided claim's run parts, the
+    methods (:func:`undecided_cells`) and the new seeds that bring them to the seeds the claims need
+    (at least :data:`MIN_SEEDS`, at most ``max_seeds``), continuing after the experiment's last seed."""
+    from contrastlab.tables.assemble import experiment_seeds
+
+    need: dict[tuple[str, str], int] = {}
+    for result in results:
+        if result.verdict != UNDECIDED:
+            continue
+        for key in undecided_cells([result], config):
+            target = result.seeds_needed or MIN_SEEDS
+            need[key] = max(need.get(key, 0), min(max(target, MIN_SEEDS), max_seeds))
+    plan = []
+    for (experiment, backbone), methods in sorted(undecided_cells(results, config).items()):
+        seeds = experiment_seeds(config, experiment) or []
+        extra = list(
+            range(max(seeds) + 1, max(seeds) + 1 + max(0, need[(experiment, backbone)] - len(seeds)))
+        )
+        if extra:
+            plan.append(
+                dict(
+                    experiment=experiment,
+                    backbone=backbone,
+                    methods=sorted(methods),
+                    seeds=seeds + extra,
+                    new=extra,
+                )
+            )
+    return plan
+
+
+def _flow(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+
+
+def add_seeds_commands(
+    plan: list[dict[str, Any]], configfile: str = "config.yaml", profile: str = "profiles/local"
+) -> list[str]:
+    """Snakemake commands that train and evaluate only the cells of ``plan`` (:func:`seed_plan`) with
+    their new seeds (``--config`` gives each experiment its longer seed list, ``select`` picks exactly
+    the cells: one command per experiment and backbone), then render all tables and the report from
+    what exists (``tables={partial: true}``; the other cells of those experiments show n=k/N)."""
+    if not plan:
+        return []
+    base = f".venv/bin/snakemake --workflow-profile {profile} --configfile {configfile}"
+    seeds = {}
+    for step in plan:
+        seeds[step["experiment"]] = {"seeds": step["seeds"]}
+    experiments = f"'experiments={_flow(seeds)}'"
+    out = []
+    for step in plan:
+        select = {
+            "experiments": [step["experiment"]],
+            "backbones": [step["backbone"]],
+            "methods": step["methods"],
+            "seeds": step["new"],
+        }
+        out.append(f"{base} --config {experiments} 'select={_flow(select)}'")
+    out.append(f"{base} --config {experiments} 'tables={{partial: true}}' --forcerun tables")
+    return out
+
+
+def plan_for_configfile(
+    configfile: str, max_seeds: int = 10
+) -> tuple[list[ClaimResult], list[dict[str, Any]]]:
+    """The claims evaluated on the metrics under the preset's ``results_dir`` and the add-seeds plan."""
+    from contrastlab.config import load
+    from contrastlab.tables.metrics import collect_metrics
+
+    config = load(configfile)
+    results = evaluate_claims(collect_metrics(Path(config["results_dir"]) / "metrics"), config)
+    return results, seed_plan(results, config, max_seeds=max_seeds)

@@ -1,0 +1,231 @@
+"""Did it reproduce? Seed-noise intervals and verdicts for every cell compared with a published number.
+
+A difference "ours − paper" of −1.2 STS points is a failed reproduction or seed noise depending on how
+much a cell moves from seed to seed. Three seeds give a poor per-cell standard deviation, so the noise
+is estimated from all cells that share a protocol and backbone: within one experiment (its training
+protocol), one backbone and one task, every trained method contributes its seeds (:func:`noise_pools`).
+
+**Pooled standard deviation** (the classical one-way ANOVA within-group estimate). For cells
+i = 1..C with n_i seeds and sample variances s_i² (ddof 1)::
+
+    s_p² = Σ_i (n_i − 1) s_i²  /  Σ_i (n_i − 1),      ν = Σ_i (n_i − 1) degrees of freedom
+
+(cells with one seed add nothing; ν = 0 means no noise estimate at all).
+
+**Interval for a cell.** Our mean x̄ over n seeds and the published number p, itself a mean over k runs
+of the authors' setup (k = 1 for a single run; :func:`published_runs` says per paper where k comes
+from). If both are draws of the same seed distribution, x̄ − p has variance σ²(1/n + 1/k), so::
+
+    h = t_{ν, (1+level)/2} · s_p · sqrt(1/n + 1/k)         (scipy.stats.t.ppf)
+
+and the verdict is **within noise** if |x̄ − p| ≤ h (the edge counts as within), **above** if x̄ − p > h,
+**below** if x̄ − p < −h, and **undecided** if ν = 0 (no cell of the pool has two seeds: add seeds).
+A deterministic cell (the "Pretrained" rows: one evaluation of an unmodified backbone, no seed) has no
+seed noise; it is compared at the published number's rounding, h = 0.005 (half its last printed digit).
+The intervals are per cell (no correction for the many cells of a table): at level 0.95 about one cell
+in twenty of a faithful reproduction falls outside by chance.
+
+Example (two cells of three seeds each, a published single run)::
+
+    >>> s, df = pooled_std([[1.0, 2.0, 3.0], [2.0, 2.0, 5.0]])
+    >>> round(s, 4), df
+    (1.4142, 4)
+    >>> h = half_width(s, df, n=3, k=1)
+    >>> round(h, 3), cell_verdict(2.0, h, df), cell_verdict(-5.0, h, df), cell_verdict(1.0, h, 0)
+    (4.534, 'within noise', 'below', 'undecided')
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Verdicts of a cell compared with its published number.
+WITHIN, ABOVE, BELOW, UNDECIDED = "within noise", "above", "below", "undecided"
+NO_PUBLISHED = "no published number"
+#: Compact markers for the Markdown and LaTeX tables (the Δ row), in legend order.
+MARKERS = {WITHIN: "≈", ABOVE: "▲", BELOW: "▼", UNDECIDED: "?"}
+#: Two-sided confidence level of every interval.
+LEVEL = 0.95
+#: Half-width for a deterministic cell: the published number's rounding (two decimals).
+ROUNDING = 0.005
+VERDICT_COLUMNS = ["noise_std", "noise_df", "published_runs", "half_width", "verdict", "compared_with"]
+
+
+def pooled_std(groups: Iterable[Iterable[float]]) -> tuple[float, int]:
+    """Pooled standard deviation s_p and its degrees of freedom ν = Σ(n_i − 1) over groups of seed
+    values (see the module docstring); ``(nan, 0)`` when no group has two values."""
+    ss, df = 0.0, 0
+    for values in groups:
+        x = np.asarray(list(values), dtype=float)
+        x = x[~np.isnan(x)]
+        if len(x) >= 2:
+            ss += float(((x - x.mean()) ** 2).sum())
+            df += len(x) - 1
+    return (math.sqrt(ss / df) if df else math.nan), df
+
+
+def t_quantile(df: float, level: float = LEVEL) -> float:
+    """The two-sided Student-t quantile t_{df, (1+level)/2} (normal quantile for df = inf)."""
+    from scipy import stats
+
+    return float(stats.t.ppf((1 + level) / 2, df))
+
+
+def half_width(std: float, df: float, n: int, k: int | None, level: float = LEVEL) -> float:
+    """Half-width t_{df} · std · sqrt(1/n + 1/k) of the interval for ours (mean of ``n`` seeds) minus a
+    published mean of ``k`` runs (``k=None``: the published number is exact, the term drops); NaN when
+    ``df`` is 0."""
+    if not df or n < 1 or math.isnan(std):
+        return math.nan
+    return t_quantile(df, level) * std * math.sqrt(1 / n + (1 / k if k else 0.0))
+
+
+def cell_verdict(diff: float, width: float, df: float) -> str:
+    """``within noise`` (|diff| ≤ width, the edge included), ``above``, ``below``, or ``undecided``
+    (no noise estimate: df 0); ``no published number`` when diff is NaN."""
+    if diff is None or math.isnan(diff):
+        return NO_PUBLISHED
+    if not df or math.isnan(width):
+        return UNDECIDED
+    if abs(diff) <= width:
+        return WITHIN
+    return ABOVE if diff > 0 else BELOW
+
+
+def noise_pools(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None) -> pd.DataFrame:
+    """Pooled seed noise per (backbone, task) of ``experiment``: columns backbone, key, noise_std,
+    noise_df, pool_cells (cells with ≥ 2 seeds). Every trained method of the experiment (sweep points
+    included) is a cell of the pool; "Pretrained" rows are not (they have no seed)."""
+    from contrastlab.tables.metrics import PRETRAINED
+
+    trained = metrics[(metrics["experiment"] == experiment) & (metrics["method"] != PRETRAINED)]
+    if seeds is not None:
+        trained = trained[trained["seed"].isin(seeds)]
+    rows = []
+    for (backbone, task), frame in trained.groupby(["backbone", "task"]):
+        groups = [g["score"].to_numpy() for _, g in frame.groupby("method")]
+        std, df = pooled_std(groups)
+        rows.append(
+            dict(
+                backbone=backbone,
+                key=task,
+                noise_std=std,
+                noise_df=df,
+                pool_cells=sum(len(g) >= 2 for g in groups),
+            )
+        )
+    return pd.DataFrame(rows, columns=["backbone", "key", "noise_std", "noise_df", "pool_cells"])
+
+
+def published_runs(meta: Mapping[str, Any], method: str) -> int:
+    """How many runs the published number of ``method`` averages (the table sidecar's ``runs``:
+    ``default`` and per-``methods`` overrides, each with its source); 1 where the paper does not say."""
+    runs = meta.get("runs") or {}
+    per_method = runs.get("methods") or {}
+    base = method.split("-")[0]
+    return int(per_method.get(method, per_method.get(base, runs.get("default", 1))))
+
+
+def stand_ins(config: Mapping[str, Any], experiment: str) -> dict[str, str]:
+    """``tables.verdict_stand_ins[experiment]``: toy backbone -> the paper backbone whose published
+    numbers and claims it stands in for (the demo only; a real run compares like with like)."""
+    return dict(((config.get("tables") or {}).get("verdict_stand_ins") or {}).get(experiment) or {})
+
+
+@functools.cache
+def _published_index(name: str) -> dict[tuple[str, str, str], float]:
+    from contrastlab.tables.published import load_published
+
+    pub = load_published(name)
+    return {
+        (b, m, k): v
+        for b, m, k, v in zip(pub["backbone"], pub["method"], pub["key"], pub["value"], strict=True)
+    }
+
+
+def add_verdicts(
+    cells: pd.DataFrame,
+    table_name: str,
+    meta: Mapping[str, Any],
+    metrics: pd.DataFrame,
+    config: Mapping[str, Any],
+    experiment: str,
+    seeds: list[int] | None,
+) -> pd.DataFrame:
+    """``cells`` (an assembled score table) with :data:`VERDICT_COLUMNS` added: the pooled noise of the
+    cell's (backbone, task), the runs behind the published number, the interval's half-width and the
+    verdict. A toy backbone with a stand-in (:func:`stand_ins`) is compared with the stand-in's
+    published number (``compared_with`` names it); otherwise cells without a published number say so."""
+    from contrastlab.tables.metrics import PRETRAINED
+
+    out = cells.copy()
+    pools = noise_pools(metrics, experiment, seeds)
+    out = out.merge(pools.drop(columns="pool_cells"), on=["backbone", "key"], how="left")
+    deterministic = out["method"] == PRETRAINED  # one evaluation, no seed: not in any pool
+    out.loc[deterministic, "noise_std"] = math.nan
+    out["noise_df"] = out["noise_df"].where(~deterministic, 0).fillna(0).astype(int)
+    mapping = stand_ins(config, experiment)
+    index = _published_index(table_name)
+    published, compared, runs, widths, verdicts = [], [], [], [], []
+    for rec in out.itertuples():
+        value, against = rec.published, rec.backbone
+        if (value is None or math.isnan(value)) and rec.backbone in mapping:
+            against = mapping[rec.backbone]
+            value = index.get((against, rec.method, rec.key), math.nan)
+            against += " (stand-in)"
+        k = published_runs(meta, rec.method)
+        ran = rec.n_seeds > 0
+        if not ran or value is None or math.isnan(value):
+            width, verdict = math.nan, (NO_PUBLISHED if ran else rec.status)
+            against = "n/a" if value is None or math.isnan(value) else against
+        elif rec.method == PRETRAINED:  # deterministic: no seed noise, the published rounding only
+            width = ROUNDING
+            verdict = cell_verdict(rec.ours_mean - value, width, math.inf)
+        else:
+            width = half_width(rec.noise_std, rec.noise_df, rec.n_seeds, k)
+            verdict = cell_verdict(rec.ours_mean - value, width, rec.noise_df)
+        published.append(value)
+        compared.append(against)
+        runs.append(k)
+        widths.append(width)
+        verdicts.append(verdict)
+    out["published_runs"] = runs
+    out["half_width"] = widths
+    out["verdict"] = verdicts
+    out["compared_with"] = compared
+    out["verdict_published"] = published
+    return out
+
+
+def verdict_counts(cells: pd.DataFrame) -> dict[str, int]:
+    """Compared cells (run, with a published number or stand-in) and how many of each verdict."""
+    if "verdict" not in cells:
+        return {}
+    v = cells["verdict"]
+    kinds = [WITHIN, ABOVE, BELOW, UNDECIDED]
+    counts = {kind: int((v == kind).sum()) for kind in kinds}
+    return {"compared": sum(counts.values()), **counts}
+
+
+def noise_note(cells: pd.DataFrame) -> str:
+    """One sentence on which noise estimate a table uses (pools, their degrees of freedom)."""
+    if "noise_df" not in cells:
+        return ""
+    run = cells[cells["n_seeds"] > 0]
+    run = run[run["method"] != "pretrained"]
+    if run.empty:
+        return "Seed noise: no cell has run."
+    dfs = sorted({int(d) for d in run["noise_df"]})
+    text = (
+        "Seed noise: pooled std over the methods of this experiment that share the cell's backbone and "
+        f"task (degrees of freedom {', '.join(map(str, dfs))})"
+    )
+    if 0 in dfs:
+        text += "; ν = 0: no cell of the pool has two seeds, so its verdicts are undecided"
+    return text + "."

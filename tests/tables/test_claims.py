@@ -1,0 +1,225 @@
+"""Paper claims (contrastlab.tables.claims): quotes verbatim in the papers, cells that exist in the config,
+verdicts on constructed metrics checked by hand, and the add-seeds command selecting exactly the cells."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+import pytest
+import yaml
+
+from contrastlab import config as cl_config
+from contrastlab.paths import REPO_ROOT, shared_dir
+from contrastlab.tables import TABLES
+from contrastlab.tables.claims import (
+    NOT_REPRODUCED,
+    NOT_RUN,
+    PAPERS,
+    REPRODUCED,
+    UNDECIDED,
+    add_seeds_commands,
+    all_claims,
+    evaluate_claim,
+    load_claims,
+    seed_plan,
+    verdict_text,
+)
+
+T975 = {2: 4.302652729911275, 4: 2.7764451051977987}
+FULL = cl_config.load(REPO_ROOT / "config.yaml")
+
+
+def normalised(text: str) -> str:
+    """Whitespace (spaces, tabs, line breaks) collapsed to single spaces: the only normalisation."""
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@pytest.mark.parametrize("claim", all_claims(), ids=lambda c: c["id"])
+def test_quote_is_verbatim_in_the_paper(claim):
+    shared = shared_dir()
+    if shared is None or not (shared / "papers" / claim["file"]).is_file():
+        pytest.skip(
+            f"../shared/papers/{claim['file']} is absent (set CONTRASTLAB_SHARED to check the quotes)"
+        )
+    text = normalised((shared / "papers" / claim["file"]).read_text(encoding="utf-8"))
+    assert normalised(claim["quote"]) in text
+
+
+def test_every_claim_names_cells_and_links_of_the_full_config():
+    figures = {f["name"] for f in cl_config.figures(FULL)}
+    ids = [c["id"] for c in all_claims()]
+    assert len(ids) == len(set(ids))
+    for paper in PAPERS:
+        assert 5 <= len(load_claims(paper)["claims"]) <= 10, paper
+    for claim in all_claims():
+        exp = FULL["experiments"][claim["experiment"]]
+        names = set(exp["methods"]) | set(cl_config.expanded_methods(exp)) | {"pretrained"}
+        for part in claim["parts"]:
+            terms = part if isinstance(part, list) else list(part)
+            for method in terms:
+                base, _, where = method.partition("@")
+                assert base in names, (claim["id"], method)
+                assert where in ("", "min", "max", "best"), (claim["id"], method)
+        assert set(claim["backbones"]) <= set(exp["backbones"]), claim["id"]
+        for link in claim["links"]:
+            assert link in TABLES or link in figures, (claim["id"], link)
+
+
+def metrics(cells: dict[tuple[str, str], list[float]], experiment: str = "macl", task: str = "sts_avg"):
+    rows = [
+        (experiment, backbone, method, 42 + i, task, v)
+        for (backbone, method), values in cells.items()
+        for i, v in enumerate(values)
+    ]
+    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
+    out["seed"] = out["seed"].astype("Int64")
+    return out
+
+
+def claim(claim_id: str) -> dict:
+    return next(c for c in all_claims() if c["id"] == claim_id)
+
+
+MACL = {"seeds": [42, 43, 44], "experiments": {"macl": FULL["experiments"]["macl"]}}
+
+
+def test_a_claim_that_holds_one_contradicted_and_one_within_noise():
+    holds = metrics(
+        {
+            (b, m): [70 + 5 * (m == "macl") + s for s in (0, 0.5, 1)]
+            for b in ("bert-base", "roberta-base")
+            for m in ("simcse", "macl")
+        }
+    )
+    assert evaluate_claim(claim("macl-sts-avg"), holds, MACL).verdict == REPRODUCED
+    contradicted = metrics(
+        {
+            (b, m): [70 - 5 * (m == "macl") + s for s in (0, 0.5, 1)]
+            for b in ("bert-base", "roberta-base")
+            for m in ("simcse", "macl")
+        }
+    )
+    assert evaluate_claim(claim("macl-sts-avg"), contradicted, MACL).verdict == NOT_REPRODUCED
+    # within noise: per-seed differences bert 0.5, 0.2, 0.6 (mean 0.4333, SS 0.086667) and roberta 0.1,
+    # 0.4, 0.4 (mean 0.3, SS 0.06): paired, pooled over the two parts: s² = 0.146667 / 4, df 4
+    close = metrics(
+        {
+            ("bert-base", "simcse"): [76.0, 77.0, 78.0],
+            ("bert-base", "macl"): [76.5, 77.2, 78.6],
+            ("roberta-base", "simcse"): [80.0, 80.0, 80.0],
+            ("roberta-base", "macl"): [80.1, 80.4, 80.4],
+        }
+    )
+    result = evaluate_claim(claim("macl-sts-avg"), close, MACL)
+    s = math.sqrt((0.26 / 3 + 0.06) / 4)
+    h = T975[4] * s / math.sqrt(3)
+    bert, roberta = sorted(result.parts, key=lambda p: p.backbone)
+    assert bert.paired and bert.df == 4 and bert.half_width == pytest.approx(h, rel=1e-9)
+    assert bert.diff == pytest.approx(0.4333333, abs=1e-6) and bert.status == REPRODUCED  # 0.433 > h = 0.307
+    assert roberta.diff == pytest.approx(0.3, abs=1e-9) and roberta.status == UNDECIDED
+    # 4 seeds: t_4 (df stays 4) · s / 2 = 0.266 < 0.3; 3 seeds (now) is 0.307
+    assert roberta.seeds_needed == 4 and result.verdict == UNDECIDED
+    assert verdict_text(result) == "undecided: ~4 seeds per cell would decide it"
+
+
+def test_unpaired_claims_use_the_pooled_noise_and_deterministic_pretrained_rows():
+    config = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
+    frame = metrics(
+        {
+            ("bert-base", "cl"): [75.0, 76.0, 77.0],  # SS 2
+            ("bert-base", "au"): [60.0, 61.0],  # SS 0.5 (a seed missing: not paired)
+            ("bert-base", "dcl"): [56.8],
+        },
+        experiment="nie2023",
+    )
+    frame = pd.concat(
+        [frame, metrics({("bert-base", "pretrained"): [56.7]}, "pretrained")], ignore_index=True
+    )
+    frame.loc[frame["method"] == "pretrained", "seed"] = pd.NA
+    result = evaluate_claim(claim("nie-trained-beat-pretrained-sts"), frame, config)
+    parts = {tuple(sorted(p.terms)): p for p in result.parts if p.backbone == "bert-base"}
+    s2 = 2.5 / 3  # pooled over cl and au: df 3
+    cl = parts[("cl", "pretrained")]
+    assert not cl.paired and cl.df == pytest.approx(3)
+    assert cl.half_width == pytest.approx(3.182446305284263 * math.sqrt(s2 / 3), rel=1e-9)
+    assert cl.status == REPRODUCED
+    dcl = parts[("dcl", "pretrained")]  # 56.8 - 56.7 with one seed: h = t_3 · s · 1 > 0.1
+    assert dcl.status == UNDECIDED and dcl.seeds_needed > 3
+    assert result.verdict == UNDECIDED and "parts run" in verdict_text(result)
+    assert parts[("au", "pretrained")].status == REPRODUCED
+    assert evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame.iloc[:0], config).verdict == NOT_RUN
+
+
+def test_sweep_positions_and_degenerate_contrasts():
+    exp = {**FULL["experiments"]["oar_cifar10"], "sweep": {"lr": [0.01, 1.0]}, "seeds": [42, 43]}
+    config = {"seeds": [42, 43], "experiments": {"oar_cifar10": exp}}
+    cells = {}
+    for method, best, high in (("infonce", 40, 10), ("oar_infonce", 50, 60)):
+        cells[("resnet18-oar", f"{method}-lr0.01")] = [best, best + 1]
+        cells[("resnet18-oar", f"{method}-lr1.0")] = [high, high + 1]
+    frame = metrics(cells, "oar_cifar10", "ffn10_top1")
+    high = evaluate_claim(claim("oar-keeps-accuracy-at-high-lr"), frame, config)
+    first = next(p for p in high.parts if p.status != NOT_RUN)
+    assert first.terms == {"oar_infonce-lr1.0": 1.0, "infonce-lr1.0": -2.0}
+    assert first.diff == pytest.approx(60.5 - 2 * 10.5) and high.verdict == REPRODUCED
+    best = evaluate_claim(claim("oar-improves-10pct"), frame, config)
+    assert next(p for p in best.parts if p.status != NOT_RUN).terms == {
+        "oar_infonce-lr1.0": 1.0,
+        "infonce-lr0.01": -1.0,
+    }
+    # OAR's own best rate is its largest: "lower at the largest rate than at the best" compares a cell
+    # with itself, the claimed drop is absent
+    cells[("resnet18-oar", "infonce-lr1.0")] = [45, 46]
+    collapse = evaluate_claim(
+        claim("oar-original-collapses"), metrics(cells, "oar_cifar10", "ffn10_top1"), config
+    )
+    assert next(p for p in collapse.parts if p.status != NOT_RUN).status == NOT_REPRODUCED
+    # a one-point sweep has no smallest and largest to compare
+    one = {
+        "seeds": [42],
+        "experiments": {
+            "macl_cifar10": {**FULL["experiments"]["macl_cifar10"], "sweep": {"batch_size": [64]}}
+        },
+    }
+    assert evaluate_claim(claim("macl-cifar-margin-small-batch"), frame.iloc[:0], one).verdict == NOT_RUN
+
+
+def parse_command(command: str) -> dict:
+    """The --config overrides of one printed command, as Snakemake would merge them."""
+    overrides = {}
+    for key, value in re.findall(r"'(\w+)=(.*?)'", command):
+        overrides[key] = yaml.safe_load(value)
+    return overrides
+
+
+def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
+    close = metrics(
+        {
+            ("bert-base", "simcse"): [76.0, 77.0, 78.0],
+            ("bert-base", "macl"): [76.5, 77.2, 78.6],
+            ("roberta-base", "simcse"): [80.0, 80.0, 80.0],
+            ("roberta-base", "macl"): [80.1, 80.4, 80.4],
+        }
+    )
+    config = {**FULL, "experiments": {**FULL["experiments"]}}
+    results = [evaluate_claim(claim("macl-sts-avg"), close, config)]
+    plan = seed_plan(results, config)
+    assert plan == [
+        dict(
+            experiment="macl",
+            backbone="roberta-base",
+            methods=["macl", "simcse"],
+            seeds=[42, 43, 44, 45],
+            new=[45],
+        )
+    ]
+    commands = add_seeds_commands(plan, "config.yaml")
+    assert len(commands) == 2 and "tables={partial: true}" in commands[-1]
+    resolved = cl_config.load(REPO_ROOT / "config.yaml", parse_command(commands[0]))
+    assert {(c.experiment, c.backbone, c.method, c.seed) for c in cl_config.cells(resolved)} == {
+        ("macl", "roberta-base", "macl", 45),
+        ("macl", "roberta-base", "simcse", 45),
+    }
+    assert resolved["experiments"]["nie2023"]["methods"] == FULL["experiments"]["nie2023"]["methods"]

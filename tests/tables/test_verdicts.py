@@ -1,0 +1,173 @@
+"""Seed-noise verdicts (contrastlab.tables.verdicts): the pooled noise by hand, the interval's edge, and
+the verdicts on constructed metrics in the CSV, Markdown and report."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from contrastlab import config as cl_config
+from contrastlab.paths import REPO_ROOT
+from contrastlab.tables import build_tables, get_spec
+from contrastlab.tables.assemble import assemble
+from contrastlab.tables.render import to_csv, to_markdown
+from contrastlab.tables.verdicts import (
+    ABOVE,
+    BELOW,
+    NO_PUBLISHED,
+    UNDECIDED,
+    WITHIN,
+    cell_verdict,
+    half_width,
+    pooled_std,
+    published_runs,
+)
+
+# Student t quantiles t_{df, 0.975} from a printed table (not from scipy).
+T975 = {2: 4.302652729911275, 3: 3.182446305284263, 4: 2.7764451051977987}
+
+
+def test_pooled_std_by_hand():
+    # cell A: 70, 71, 72 (mean 71, SS 2); cell B: 75, 77 (mean 76, SS 2); cell C: one seed (adds nothing)
+    std, df = pooled_std([[70.0, 71.0, 72.0], [75.0, 77.0], [80.0]])
+    assert df == 3
+    assert std == pytest.approx(math.sqrt(4 / 3), abs=1e-12)
+    assert pooled_std([[80.0], [81.0]]) == (pytest.approx(math.nan, nan_ok=True), 0)
+
+
+def test_half_width_by_hand():
+    std = math.sqrt(4 / 3)
+    # ours over 3 seeds against a single published run; against a published mean of 3 runs
+    assert half_width(std, 3, n=3, k=1) == pytest.approx(T975[3] * std * math.sqrt(1 / 3 + 1), rel=1e-9)
+    assert half_width(std, 3, n=3, k=3) == pytest.approx(T975[3] * std * math.sqrt(2 / 3), rel=1e-9)
+    assert half_width(std, 3, n=3, k=None) == pytest.approx(T975[3] * std / math.sqrt(3), rel=1e-9)
+    assert math.isnan(half_width(std, 0, n=3, k=1))
+
+
+def test_a_cell_exactly_at_the_edge_is_within_noise():
+    h = half_width(math.sqrt(4 / 3), 3, n=3, k=1)
+    assert cell_verdict(h, h, 3) == WITHIN
+    assert cell_verdict(-h, h, 3) == WITHIN
+    assert cell_verdict(np.nextafter(h, math.inf), h, 3) == ABOVE
+    assert cell_verdict(-np.nextafter(h, math.inf), h, 3) == BELOW
+    assert cell_verdict(0.0, math.nan, 0) == UNDECIDED
+    assert cell_verdict(math.nan, h, 3) == NO_PUBLISHED
+
+
+def test_published_runs_per_paper():
+    assert published_runs(get_spec("nie2023_table1").meta, "mpt") == 3
+    assert published_runs(get_spec("li2024_table3").meta, "mmhe") == 3
+    assert published_runs(get_spec("li2024_table3").meta, "infonce") == 1
+    assert published_runs(get_spec("macl_table9").meta, "macl-bs64") == 1
+    assert published_runs(get_spec("oar_table3").meta, "oar_infonce") == 1
+    for spec in (get_spec(n) for n in ("nie2023_table1", "li2024_table3", "macl_table3", "oar_table3")):
+        assert spec.meta["runs"]["source"], spec.name
+
+
+def frame(rows) -> pd.DataFrame:
+    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
+    out["seed"] = out["seed"].astype("Int64")
+    return out
+
+
+def macl_metrics() -> pd.DataFrame:
+    """MACL Table B.4 (BERT-base, published SimCSE 76.25 and MACL 76.66 STS.Avg, single runs)."""
+    rows = []
+    for seed, simcse, macl in zip((42, 43, 44), (76.0, 77.0, 76.5), (70.0, 71.0, 72.0), strict=True):
+        rows += [
+            ("macl", "bert-base", "simcse", seed, "sts_avg", simcse),
+            ("macl", "bert-base", "macl", seed, "sts_avg", macl),
+            ("macl", "bert-base", "macl", seed, "STS12", 90.0 + seed - 43),  # published 67.16
+        ]
+    rows.append(("macl", "bert-base", "simcse", 42, "STS12", 68.0))  # one seed only
+    return frame(rows)
+
+
+FULL = cl_config.load(REPO_ROOT / "config.yaml")
+MACL_CONFIG = {
+    "seeds": [42, 43, 44],
+    "experiments": {"macl": {**FULL["experiments"]["macl"], "backbones": ["bert-base"]}},
+}
+
+
+def test_verdicts_on_constructed_metrics():
+    table = assemble(get_spec("macl_tableB4"), MACL_CONFIG, macl_metrics())
+    c = table.cells.set_index(["method", "key"])
+    # pool (bert-base, sts_avg): SS simcse 0.5, SS macl 2 -> s² = 2.5 / 4, df 4; n 3, k 1
+    h = T975[4] * math.sqrt(2.5 / 4) * math.sqrt(1 / 3 + 1)
+    assert c.loc[("simcse", "sts_avg"), "noise_df"] == 4
+    assert c.loc[("simcse", "sts_avg"), "half_width"] == pytest.approx(h, rel=1e-9)
+    assert c.loc[("simcse", "sts_avg"), "verdict"] == WITHIN  # 76.50 - 76.25
+    assert c.loc[("macl", "sts_avg"), "verdict"] == BELOW  # 71.00 - 76.66
+    # pool (bert-base, STS12): macl SS 2 over df 2 (simcse's single seed adds nothing)
+    assert c.loc[("macl", "STS12"), "verdict"] == ABOVE  # 90 - 67.16
+    assert c.loc[("simcse", "STS12"), "noise_df"] == 2
+    assert c.loc[("simcse", "MR"), "verdict"] == "not run"
+    csv = to_csv(table)
+    assert "verdict" in csv.splitlines()[0] and ",below," in csv
+    md = to_markdown(table)
+    assert "-5.66 ▼" in md and "+0.25 ≈" in md and "within seed noise" in md
+
+
+def test_one_seed_everywhere_is_undecided_and_toy_backbones_have_no_published_number():
+    metrics = frame(
+        [
+            ("macl", "minilm", "simcse", 42, "sts_avg", 70.0),
+            ("macl", "bert-base", "macl", 42, "sts_avg", 75.0),
+        ]
+    )
+    macl = {**FULL["experiments"]["macl"], "backbones": ["bert-base", "minilm"]}
+    config = {"seeds": [42], "experiments": {"macl": macl}}
+    c = assemble(get_spec("macl_tableB4"), config, metrics).cells.set_index(["backbone", "method", "key"])
+    assert c.loc[("bert-base", "macl", "sts_avg"), "verdict"] == UNDECIDED
+    assert c.loc[("minilm", "simcse", "sts_avg"), "verdict"] == NO_PUBLISHED  # never a made-up comparison
+    # a declared stand-in (the demo's toy runs) compares with the stand-in's published number, marked †
+    config["tables"] = {"verdict_stand_ins": {"macl": {"minilm": "bert-base"}}}
+    table = assemble(get_spec("macl_tableB4"), config, metrics)
+    c = table.cells.set_index(["backbone", "method", "key"])
+    assert c.loc[("minilm", "simcse", "sts_avg"), "compared_with"] == "bert-base (stand-in)"
+    assert c.loc[("minilm", "simcse", "sts_avg"), "verdict"] == UNDECIDED
+    assert "-6.25 ?†" in to_markdown(table)
+
+
+def test_report_counts_verdicts_and_opens_with_claims(tmp_path):
+    root = tmp_path / "metrics"
+    for rec in macl_metrics().itertuples():
+        path = root / rec.experiment / rec.backbone / rec.method / f"seed{rec.seed}" / "senteval.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        import json
+
+        data = json.loads(path.read_text()) if path.exists() else {"scores": {}}
+        if rec.task == "sts_avg":
+            data["sts_avg"] = rec.score
+        else:
+            data["scores"][rec.task] = rec.score
+        path.write_text(json.dumps(data))
+    build_tables(root, MACL_CONFIG, tmp_path / "tables", tmp_path / "report.md", tables=["macl_tableB4"])
+    report = (tmp_path / "report.md").read_text()
+    assert report.index("## Claims") < report.index("## Tables")
+    row = next(
+        line for line in report.splitlines() if line.startswith("| [Huang et al. 2023 (MACL), Table B.4")
+    )
+    # compared 4: simcse sts_avg (+0.25, within), macl sts_avg (below), macl STS12 (above) and simcse
+    # STS12 (one seed, but the pool has df 2: 68.00 vs 68.40, within)
+    assert "| 4 | 2 | 1 | 1 | 0 |" in row
+    claims = report[report.index("## Claims") : report.index("## Tables")]
+    assert "MACL beats SimCSE on STS.Avg" in claims and "not reproduced (1/2 parts run)" in claims
+
+
+def test_the_cpu_preset_shows_no_published_number_never_a_made_up_comparison():
+    """config/cpu.yaml trains MiniLM + InfoNCE: no paper has a MiniLM row, and the preset declares no
+    stand-in, so its cell says "no published number" (and Nie's claims on the paper backbones: not run)."""
+    from contrastlab.tables.claims import NOT_RUN, evaluate_claims
+
+    cpu = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
+    assert not cpu["tables"]["verdict_stand_ins"]
+    metrics = frame([("nie2023", "minilm", "cl", 42, "sts_avg", 71.3)])
+    c = assemble(get_spec("nie2023_table1"), cpu, metrics).cells.set_index(["backbone", "method", "key"])
+    assert c.loc[("minilm", "cl", "sts_avg"), "verdict"] == NO_PUBLISHED
+    assert c.loc[("minilm", "cl", "sts_avg"), "compared_with"] == "n/a"
+    assert {r.verdict for r in evaluate_claims(metrics, cpu)} == {NOT_RUN}
