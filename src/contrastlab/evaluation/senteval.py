@@ -46,7 +46,7 @@ from contrastlab.evaluation.tasks import (
     load_sts_subsets,
     load_trec,
 )
-from contrastlab.workflow import run_metadata
+from contrastlab.provenance import run_metadata
 
 __all__ = [
     "SentEvalDataError",

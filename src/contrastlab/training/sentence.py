@@ -61,11 +61,11 @@ from torch import nn
 
 from contrastlab.losses import build_loss
 from contrastlab.models import pick_device
+from contrastlab.provenance import run_metadata
 from contrastlab.training import geometry
 from contrastlab.training import state as st
 from contrastlab.training.corpus import load_tokenized_corpus
 from contrastlab.training.dev import DevEvaluator
-from contrastlab.workflow import run_metadata
 
 PROTOCOLS = ("simcse", "li2024")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
