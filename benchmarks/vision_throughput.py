@@ -22,9 +22,9 @@ import torch
 
 from contrastlab.data.images import IMAGE_STATS
 from contrastlab.losses import build_loss
+from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.training.sentence import autocast_for, device_name, resolve_precision
 from contrastlab.training.vision import VisionTrainSettings, effective_lr, train_step
-from contrastlab.vision_models import ProjectionHead, build_encoder
 
 CIFAR_TRAIN_IMAGES = 50_000
 

@@ -46,6 +46,7 @@ from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, l
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
 from contrastlab.models import pick_device
+from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.provenance import run_metadata
 from contrastlab.training import state as st
 from contrastlab.training.augment import SimCLRAugment
@@ -57,7 +58,6 @@ from contrastlab.training.sentence import (
     epoch_order,
     resolve_precision,
 )
-from contrastlab.vision_models import ProjectionHead, build_encoder
 
 __all__ = [
     "ENCODER_FILE",
