@@ -1,9 +1,10 @@
 """contrastlab: reproduction of Nie 2023, Li 2024, MACL (Huang 2023) and OAR as one Snakemake pipeline.
 
-The library is laid out in layers; a module imports its own package and the layers below it, never a
-layer beside or above it (``tests/test_layers.py`` holds the same order as data and checks every
-import, function-local ones included, and that no modules import each other in a circle). Bottom
-first:
+The library is laid out in layers; a module imports its own package and the layers below it, never
+another package of its own layer nor anything above (``tests/test_layers.py`` holds the same order as
+data and checks every import, function-local ones included, and that no modules import each other in
+a circle; the one arrow still pointing up, ``training.synthetic`` drawing its figure with
+``figures.oar_synthetic``, is listed there with its fix). Bottom first:
 
 1. paths: ``paths`` (the repository root and the optional ``shared`` folder);
 2. foundations: ``provenance``, ``senteval`` (what produced a result; the SentEval benchmark as data

@@ -55,6 +55,9 @@ def test_bad_arguments(fixture_dir, encoder):
         S.evaluate(encoder, fixture_dir, ["MR"], "quick")
     with pytest.raises(ValueError, match="expected"):
         S.evaluate(lambda s: np.zeros((1, 3)), fixture_dir, ["MR"], "test")
+    with pytest.raises(ValueError, match="unknown probe 'adam'; choose one of senteval, lbfgs"):
+        S.evaluate(encoder, fixture_dir, ["MR"], "test", probe="adam")
+    assert not encoder.calls  # refused before any encoding
 
 
 def test_embedding_cache(fixture_dir, encoder, tmp_path):
