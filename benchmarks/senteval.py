@@ -23,9 +23,10 @@ from pathlib import Path
 
 import torch
 
-from contrastlab.evaluation import protocol as P
 from contrastlab.evaluation import senteval as S
 from contrastlab.paths import shared_dir
+from contrastlab.senteval import protocol as P
+from contrastlab.senteval.tasks import load_task
 
 PROBES = ("senteval", "lbfgs")
 
@@ -69,7 +70,7 @@ def main() -> None:
         start = time.perf_counter()
         result = S._evaluate(encode, data, P.TASKS, "test", probe=PROBES[0])
         total = time.perf_counter() - start
-        loaded = {t: S._load_task(Path(data), t, "test") for t in P.TRANSFER_TASKS}
+        loaded = {t: load_task(Path(data), t, "test") for t in P.TRANSFER_TASKS}
         other, _, other_seconds = S.run_tasks(result["lookup"], loaded, "test", probe=PROBES[1])
 
     reference = {}

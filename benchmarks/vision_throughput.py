@@ -34,9 +34,9 @@ import torch
 from contrastlab.data.images import IMAGE_STATS
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import orthonormal_anchors
+from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.training.runtime import PRECISIONS, TrainingRun, build_optimizer, device_name
 from contrastlab.training.vision import OarBatch, VisionTrainSettings, effective_lr, train_step
-from contrastlab.vision_models import ProjectionHead, build_encoder
 
 CIFAR_TRAIN_IMAGES = 50_000
 #: The config's cell kinds: VisionTrainSettings fields, the input side and whether the OAR pass runs.

@@ -6,8 +6,8 @@ import sys
 
 from contrastlab import config as cl_config
 from contrastlab.data.acquire import data_identity, image_data_identity
-from contrastlab.evaluation.tasks import SentEvalDataError
-from contrastlab.losses.catalog import module_path
+from contrastlab.senteval.tasks import SentEvalDataError
+from contrastlab.losses.user import module_path
 from contrastlab.paths import REPO_ROOT
 from contrastlab.tables import plan as cl_plan
 from contrastlab.tables import tables_for_config

@@ -300,7 +300,8 @@ def _check_select(config: Mapping[str, Any]) -> None:
 def _check_user_method(config: Mapping[str, Any], experiment: str, method: str, where: str) -> None:
     """A user loss (``module:callable``) is imported and run on a random batch now, with each backbone's
     hyperparameters, so a bad loss stops the workflow before any job starts (losses.user)."""
-    from contrastlab.losses.user import UserLossError, check_user_loss
+    from contrastlab.losses.checks import check_user_loss
+    from contrastlab.losses.user import UserLossError
 
     exp = config["experiments"][experiment]
     loss = exp["methods"][method]["loss"]

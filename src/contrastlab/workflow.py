@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import threading
@@ -15,8 +14,6 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-from contrastlab.paths import REPO_ROOT
 
 
 def job_label(snakemake: Any) -> str:
@@ -411,47 +408,6 @@ def _read_record(path: str | os.PathLike) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return found if isinstance(found, dict) else {}
-
-
-def _git(*args: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10, check=True
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip()
-
-
-def package_versions() -> dict[str, str]:
-    """Versions of the packages whose behaviour changes the numbers."""
-    from importlib import metadata
-
-    versions = {}
-    for name in ("contrastlab", "torch", "transformers", "tokenizers", "scikit-learn", "scipy", "numpy"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
-
-
-def run_metadata() -> dict[str, Any]:
-    """What produced a result: package versions, Python, git SHA (and a dirty flag), the command line,
-    and any user loss built in this process (module, callable, file, sha256)."""
-    from contrastlab.losses.user import loaded_user_losses
-
-    status = _git("status", "--porcelain")
-    meta = {
-        "versions": package_versions(),
-        "python": platform.python_version(),
-        "git_sha": _git("rev-parse", "HEAD") or None,
-        "git_dirty": None if status is None else bool(status),
-        "command": sys.argv,
-    }
-    if loaded_user_losses():  # a loss from the user's module: which one, and the sha256 of its file
-        meta["user_losses"] = loaded_user_losses()
-    return meta
 
 
 def write_json(path: str | os.PathLike, payload: Any) -> None:

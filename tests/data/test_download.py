@@ -14,7 +14,7 @@ import pytest
 
 from contrastlab.data import download
 from contrastlab.data.fixtures import write_senteval_fixture
-from contrastlab.evaluation.tasks import SentEvalDataError
+from contrastlab.senteval.tasks import SentEvalDataError
 
 PAYLOAD = bytes(range(256)) * 4000  # ~1 MB
 

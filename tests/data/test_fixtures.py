@@ -8,8 +8,8 @@ import pytest
 
 from contrastlab.data.acquire import prepare_corpus, prepare_senteval
 from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
-from contrastlab.evaluation import protocol as P
-from contrastlab.evaluation.senteval import task_sentences
+from contrastlab.senteval import protocol as P
+from contrastlab.senteval.tasks import task_sentences
 
 
 def test_fixture_is_deterministic_and_counts_itself(tmp_path):
@@ -44,7 +44,7 @@ def test_user_copy_must_match_the_published_checksums(tmp_path, shared):
     import shutil
 
     from contrastlab.data.download import canonical_senteval_files
-    from contrastlab.evaluation.tasks import SentEvalDataError
+    from contrastlab.senteval.tasks import SentEvalDataError
 
     real = tmp_path / "senteval"
     shutil.copytree(shared / "data" / "senteval", real)

@@ -9,7 +9,7 @@ import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.data.acquire import data_identity, data_locations
-from contrastlab.evaluation.tasks import SentEvalDataError
+from contrastlab.senteval.tasks import SentEvalDataError
 
 
 def _config(repo_root, **data):

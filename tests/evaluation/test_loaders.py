@@ -7,8 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
-from contrastlab.evaluation import protocol as P
-from contrastlab.evaluation import tasks as T
+from contrastlab.senteval import protocol as P
+from contrastlab.senteval import tasks as T
 
 
 def test_expected_rows_add_up_to_protocol_totals():

@@ -9,9 +9,11 @@ from scipy.optimize import minimize
 from scipy.stats import spearmanr
 
 from contrastlab.evaluation import probe
-from contrastlab.evaluation import protocol as P
 from contrastlab.evaluation import senteval as S
-from contrastlab.evaluation.tasks import load_sts_pairs, load_sts_subsets
+from contrastlab.evaluation.probe import lbfgs
+from contrastlab.senteval import protocol as P
+from contrastlab.senteval import tasks as T
+from contrastlab.senteval.tasks import load_sts_pairs, load_sts_subsets
 
 
 def test_one_encode_call_with_unique_sentences(fixture_dir, encoder):
@@ -19,7 +21,7 @@ def test_one_encode_call_with_unique_sentences(fixture_dir, encoder):
     assert list(scores) == list(P.TASKS)
     assert len(encoder.calls) == 1
     sent = encoder.calls[0]
-    assert len(sent) == len(set(sent)) == len(S.task_sentences(fixture_dir, P.TASKS, "fasttest"))
+    assert len(sent) == len(set(sent)) == len(T.task_sentences(fixture_dir, P.TASKS, "fasttest"))
     assert all(0 <= v <= 100 for k, v in scores.items() if k in P.TRANSFER_TASKS)
     # the fixture's labels follow its words; SentEval's early-stopped Adam probe (the default) is far
     # from converged on so few rows (the converged lbfgs probe reaches > 75 on MR here)
@@ -38,11 +40,11 @@ def test_sts_is_pooled_all_spearman_not_mean(fixture_dir, encoder):
 def test_dev_mode_scores_dev_split(fixture_dir, encoder):
     dev = S.evaluate(encoder, fixture_dir, ["STSBenchmark", "SICKRelatedness"], "dev")
     test = S.evaluate(encoder, fixture_dir, ["STSBenchmark", "SICKRelatedness"], "test")
-    s1, s2, gold = S.load_sts_split(fixture_dir, "STSBenchmark", "dev")
+    s1, s2, gold = T.load_sts_split(fixture_dir, "STSBenchmark", "dev")
     want = spearmanr(S._cosine(encoder(s1), encoder(s2)), gold).statistic * 100
     assert dev["STSBenchmark"] == pytest.approx(want) and dev["STSBenchmark"] != test["STSBenchmark"]
     assert set(encoder.calls[0]) == set(s1 + s2) | set(
-        sum(S.load_sts_split(fixture_dir, "SICKRelatedness", "dev")[:2], [])
+        sum(T.load_sts_split(fixture_dir, "SICKRelatedness", "dev")[:2], [])
     )
 
 
@@ -53,6 +55,9 @@ def test_bad_arguments(fixture_dir, encoder):
         S.evaluate(encoder, fixture_dir, ["MR"], "quick")
     with pytest.raises(ValueError, match="expected"):
         S.evaluate(lambda s: np.zeros((1, 3)), fixture_dir, ["MR"], "test")
+    with pytest.raises(ValueError, match="unknown probe 'adam'; choose one of senteval, lbfgs"):
+        S.evaluate(encoder, fixture_dir, ["MR"], "test", probe="adam")
+    assert not encoder.calls  # refused before any encoding
 
 
 def test_embedding_cache(fixture_dir, encoder, tmp_path):
@@ -103,7 +108,7 @@ def test_probe_solves_sentevals_objective(nclasses, l2):
     X = rng.standard_normal((300, 5))
     y = (X[:, :nclasses] + 0.8 * rng.standard_normal((300, nclasses))).argmax(1)
     masks = np.ones((1, 300), bool)
-    ours = probe.fit_predict(X, y, masks, [l2], nclasses, dtype=torch.float64)[0]
+    ours = lbfgs.fit_predict(X, y, masks, [l2], nclasses, dtype=torch.float64)[0]
     assert np.array_equal(ours, _reference_optimum(X, y, l2, nclasses))
 
 
@@ -112,9 +117,9 @@ def test_batched_problems_are_independent():
     X = rng.standard_normal((200, 4))
     y = (X[:, 0] + 0.5 * rng.standard_normal(200) > 0).astype(int)
     masks = rng.random((3, 200)) < 0.7
-    together = probe.fit_predict(X, y, masks, [1e-4, 1e-2, 1e-1], 2, dtype=torch.float64)
+    together = lbfgs.fit_predict(X, y, masks, [1e-4, 1e-2, 1e-1], 2, dtype=torch.float64)
     for b, l2 in enumerate([1e-4, 1e-2, 1e-1]):
-        alone = probe.fit_predict(X, y, masks[b : b + 1], [l2], 2, dtype=torch.float64)[0]
+        alone = lbfgs.fit_predict(X, y, masks[b : b + 1], [l2], 2, dtype=torch.float64)[0]
         assert np.array_equal(together[b], alone)
 
 
@@ -122,9 +127,9 @@ def test_inner_kfold_uses_k_and_first_best_l2():
     rng = np.random.default_rng(2)
     X = rng.standard_normal((120, 6))
     y = (X[:, 0] > 0).astype(int)
-    dev, test = probe.inner_kfold(X, y, nclasses=2, k=5, grid=P.L2_GRID, seed=P.SEED)
+    dev, test = probe.inner_kfold(X, y, nclasses=2, k=5, grid=P.L2_GRID, seed=P.SEED, fitter=lbfgs.fit)
     assert 80 <= test <= 100 and round(test, 2) == test
-    assert probe._pick([70.0, 71.5, 71.5, 60.0], P.L2_GRID) == 1
+    assert probe.first_best([70.0, 71.5, 71.5, 60.0]) == 1
 
 
 def test_evaluate_checkpoint_metrics_dict(fixture_dir, tmp_path, tiny_bert):
@@ -169,7 +174,7 @@ def test_encoding_in_one_job_and_probing_in_another_gives_the_same_numbers(
 
 
 def test_transfer_averages_of_both_accuracies(fixture_dir, tmp_path, tiny_bert):
-    from contrastlab.evaluation import senteval_probe
+    from contrastlab.evaluation.probe import senteval as senteval_probe
 
     metrics = S.evaluate_checkpoint(tiny_bert, fixture_dir, P.TRANSFER_TASKS, "fasttest", probe="lbfgs")
     assert set(metrics["devacc"]) == set(P.TRANSFER_TASKS)
@@ -181,7 +186,7 @@ def test_transfer_averages_of_both_accuracies(fixture_dir, tmp_path, tiny_bert):
 
 def test_fasttest_uses_the_rmsprop_classifier(monkeypatch, fixture_dir, encoder):
     """The senteval probe gets SimCSE's fasttest classifier in fasttest mode, Adam in test mode."""
-    from contrastlab.evaluation import senteval_probe
+    from contrastlab.evaluation.probe import senteval as senteval_probe
 
     seen = []
     real = senteval_probe.train_probes

@@ -18,8 +18,8 @@ import json
 
 import pytest
 
-from contrastlab.evaluation import protocol as P
 from contrastlab.evaluation import senteval as S
+from contrastlab.senteval import protocol as P
 
 pytestmark = pytest.mark.shared
 

@@ -1,7 +1,8 @@
-"""The batched replica of SentEval's probe (senteval_probe.py) against a literal, one-probe-at-a-time
-implementation of SentEval's procedure (written here from its documented steps: seeded ``nn.Linear``,
-``torch.optim.Adam`` with ``weight_decay``, ``nn.CrossEntropyLoss``, NumPy permutations, early stopping
-with a never-reset counter), on tiny data."""
+"""The batched replica of SentEval's probe (evaluation/probe/senteval.py, under the schemes of
+evaluation/probe/schemes.py) against a literal, one-probe-at-a-time implementation of SentEval's
+procedure (written here from its documented steps: seeded ``nn.Linear``, ``torch.optim.Adam`` with
+``weight_decay``, ``nn.CrossEntropyLoss``, NumPy permutations, early stopping with a never-reset
+counter), on tiny data."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 import torch
 from sklearn.model_selection import StratifiedKFold
 
-from contrastlab.evaluation import senteval_probe as SP
+from contrastlab.evaluation import probe
+from contrastlab.evaluation.probe import senteval as SP
 
 CFG = SP.ProbeConfig(batch_size=16, max_epoch=40)
 
@@ -104,7 +106,7 @@ def test_batched_fit_equals_literal_probe(nclasses, reduction, optim):
     X, y = _data(nclasses=nclasses)
     tr, dev = np.arange(110), np.arange(110, 150)
     grid = [1e-5, 1e-3, 1e-1]
-    W, acc, Xa = SP.train_probes(X, y, [SP.Fit(tr, dev), SP.Fit(tr)], grid, nclasses, cfg)
+    W, acc, Xa = SP.train_probes(X, y, [probe.Fit(tr, dev), probe.Fit(tr)], grid, nclasses, cfg)
     for r, l2 in enumerate(grid):
         lit = LiteralProbe(X.shape[1], nclasses, l2, cfg)
         assert lit.fit(X[tr], y[tr], validation_data=(X[dev], y[dev])) == pytest.approx(acc[0, r])
@@ -119,8 +121,8 @@ def test_batched_fit_equals_literal_probe(nclasses, reduction, optim):
 
 def test_batched_l2_and_folds_equal_separate_runs():
     X, y = _data(n=120)
-    folds = [SP.Fit(a, b) for a, b in StratifiedKFold(4, shuffle=True, random_state=1).split(X, y)]
-    folds.append(SP.Fit(np.arange(100)))
+    folds = [probe.Fit(a, b) for a, b in StratifiedKFold(4, shuffle=True, random_state=1).split(X, y)]
+    folds.append(probe.Fit(np.arange(100)))
     grid = [1e-5, 1e-4, 1e-3, 1e-2]
     W, acc, _ = SP.train_probes(X, y, folds, grid, 2, CFG)
     for f, fit in enumerate(folds):
@@ -150,10 +152,11 @@ def test_schemes_equal_literal_validation():
         p.fit(X[tr], y[tr])
         test.append(round(100 * p.score(X[te], y[te]), 2))
     want = (round(np.mean(dev), 2), round(np.mean(test), 2))
-    assert SP.inner_kfold(X, y, nclasses=2, k=k, grid=grid, seed=CFG.seed, config=CFG) == want
+    assert probe.inner_kfold(X, y, nclasses=2, k=k, grid=grid, seed=CFG.seed, fitter=SP.fitter(CFG)) == want
 
     Xt, yt = _data(n=40, seed=4)
-    got = SP.kfold_then_test(X, y, Xt, yt, nclasses=2, k=k, grid=grid, seed=CFG.seed, config=CFG)
+    fitter = SP.fitter(CFG)
+    got = probe.kfold_then_test(X, y, Xt, yt, nclasses=2, k=k, grid=grid, seed=CFG.seed, fitter=fitter)
     scores = []
     for l2 in grid:
         accs = []
@@ -170,8 +173,8 @@ def test_schemes_equal_literal_validation():
 def test_split_then_test_picks_on_dev():
     X, y = _data(n=130, seed=5)
     grid = [1e-5, 1e-1]
-    dev_acc, test_acc = SP.split_then_test(
-        X[:80], y[:80], X[80:100], y[80:100], X[100:], y[100:], nclasses=2, grid=grid, config=CFG
+    dev_acc, test_acc = probe.split_then_test(
+        X[:80], y[:80], X[80:100], y[80:100], X[100:], y[100:], nclasses=2, grid=grid, fitter=SP.fitter(CFG)
     )
     scores, probes = [], []
     for l2 in grid:
@@ -187,7 +190,7 @@ def test_early_stopping_counter_is_never_reset():
     """Training stops at the 6th non-improvement in total (tenacity 5), and max_epoch bounds it."""
     X, y = _data(n=60, seed=6)
     cfg = SP.ProbeConfig(batch_size=8, max_epoch=8, epoch_size=1)
-    W, acc, _ = SP.train_probes(X, y, [SP.Fit(np.arange(40), np.arange(40, 60))], [1e-3], 2, cfg)
+    W, acc, _ = SP.train_probes(X, y, [probe.Fit(np.arange(40), np.arange(40, 60))], [1e-3], 2, cfg)
     lit = LiteralProbe(X.shape[1], 2, 1e-3, cfg)
     assert lit.fit(X[:40], y[:40], validation_data=(X[40:], y[40:])) == pytest.approx(acc[0, 0])
 
@@ -195,7 +198,7 @@ def test_early_stopping_counter_is_never_reset():
 def test_fasttest_classifier_is_simcses():
     """SimCSE's evaluation.py, fasttest/dev: {nhid 0, optim rmsprop, batch_size 128, tenacity 3,
     epoch_size 2} with kfold 5; RMSprop at torch's defaults (SentEval passes no arguments)."""
-    from contrastlab.evaluation import protocol as P
+    from contrastlab.senteval import protocol as P
 
     cfg = SP.CONFIG_BY_MODE["fasttest"]
     assert (cfg.optim, cfg.batch_size, cfg.tenacity, cfg.epoch_size) == ("rmsprop", 128, 3, 2)

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from contrastlab.data.transforms import eval_transform
 from contrastlab.evaluation.vision import (
     effective_rank,
     embedding_variance,
@@ -16,8 +17,7 @@ from contrastlab.evaluation.vision import (
     knn_accuracy,
     linear_probe_accuracy,
 )
-from contrastlab.training.augment import eval_transform
-from contrastlab.vision_models import build_encoder
+from contrastlab.models.vision import build_encoder
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from contrastlab.losses import build_loss
-from contrastlab.losses.catalog import module_path
-from contrastlab.losses.user import UserLossError, check_user_loss, loaded_user_losses
+from contrastlab.losses.checks import check_user_loss
+from contrastlab.losses.user import UserLossError, loaded_user_losses, module_path
 from contrastlab.paths import REPO_ROOT
 
 EXAMPLE = "examples/margin_infonce.py:margin_infonce"
@@ -62,7 +62,7 @@ def test_defaults_come_from_the_signature_and_metadata_records_file_and_sha256(i
         "file": str(path),
         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
     }
-    from contrastlab.workflow import run_metadata
+    from contrastlab.provenance import run_metadata
 
     assert run_metadata()["user_losses"][EXAMPLE] == record
 

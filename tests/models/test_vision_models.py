@@ -6,7 +6,7 @@ import pytest
 import torch
 from torchvision.models import resnet18, resnet50
 
-from contrastlab.vision_models import ProjectionHead, build_encoder
+from contrastlab.models.vision import ProjectionHead, build_encoder
 
 
 @pytest.fixture(autouse=True)

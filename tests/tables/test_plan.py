@@ -127,7 +127,7 @@ def _counted_on_the_meta_device(arch, stem, width, out_dim, size, head):
     """Forward hooks on the encoder the trainer builds (and its head): MACs, parameters, saved outputs."""
     import torch
 
-    from contrastlab.vision_models import ProjectionHead, build_encoder
+    from contrastlab.models.vision import ProjectionHead, build_encoder
 
     counts = {"macs": 0, "saved": 0}
 

@@ -325,17 +325,3 @@ def test_invalid_settings_are_named():
         A.SimCLRAugment(8, mean=(0.5,) * 3, std=(0.0, 1.0, 1.0))
     with pytest.raises(ValueError, match=r"\[B, 3, H, W\]"):
         A.SimCLRAugment(8, **stats)(torch.zeros(2, 1, 8, 8), torch.Generator())
-
-
-def test_eval_transform_normalises_and_resizes():
-    images = torch.full((2, 3, 8, 8), 255, dtype=torch.uint8)
-    out = A.eval_transform(images, size=16, mean=(0.5,) * 3, std=(0.5,) * 3)
-    assert (
-        out.shape == (2, 3, 16, 16)
-        and out.dtype == torch.float32
-        and torch.allclose(out, torch.ones_like(out))
-    )
-    x = _images(2, 20, 20, 13)
-    expected = TF.normalize(TF.resize(x, [10, 10]), [0.4, 0.5, 0.6], [0.2, 0.25, 0.3])  # antialiased
-    got = A.eval_transform(x, size=10, mean=(0.4, 0.5, 0.6), std=(0.2, 0.25, 0.3))
-    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from contrastlab.losses import build_loss
+from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.training import runtime, sentence
 from contrastlab.training import vision as vision_training
 from contrastlab.training.runtime import (
@@ -18,7 +19,6 @@ from contrastlab.training.runtime import (
     build_optimizer,
     fp32_mode_now,
 )
-from contrastlab.vision_models import ProjectionHead, build_encoder
 from contrastlab.workflow import is_deterministic_failure
 
 CPU = torch.device("cpu")

@@ -97,8 +97,8 @@ def test_each_loss_family_trains_and_keeps_dev_score(family, family_runs, tiny_b
 def test_checkpoint_loads_and_reproduces_logged_dev_score(family_runs, senteval_dir):
     from transformers import AutoModel, AutoTokenizer
 
-    from contrastlab.evaluation.senteval import load_sts_split
     from contrastlab.models import make_encoder
+    from contrastlab.senteval.tasks import load_sts_split
     from contrastlab.training.dev import DevEvaluator
 
     summary, out, _ = family_runs["nie2023"]

@@ -222,8 +222,8 @@ def verify_senteval_checksums(data_dir: str | Path) -> None:
     """Every file of the published data is present with its published size and sha256; otherwise
     ``SentEvalDataError`` naming the first file that differs (a cut-short sentence or one changed byte
     passes a row count, not this)."""
-    from contrastlab.evaluation.protocol import COUNTS_MANIFEST
-    from contrastlab.evaluation.tasks import SentEvalDataError
+    from contrastlab.senteval.protocol import COUNTS_MANIFEST
+    from contrastlab.senteval.tasks import SentEvalDataError
 
     data_dir = Path(data_dir)
     if (data_dir / "downstream" / COUNTS_MANIFEST).is_file():
@@ -246,8 +246,8 @@ def check_senteval(data_dir: str | Path, *, canonical: bool = False) -> None:
     """Load every task of ``data_dir/downstream``, the STS-B/SICK dev splits (model selection) too;
     raises SentEvalDataError naming a bad file. ``canonical``: also match every file's published
     sha256 (:func:`verify_senteval_checksums`); generated fixtures are checked by counts only."""
-    from contrastlab.evaluation import protocol
-    from contrastlab.evaluation.senteval import task_sentences
+    from contrastlab.senteval import protocol
+    from contrastlab.senteval.tasks import task_sentences
 
     if canonical:
         verify_senteval_checksums(data_dir)

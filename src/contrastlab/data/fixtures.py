@@ -13,7 +13,7 @@ import json
 import random
 from pathlib import Path
 
-from contrastlab.evaluation import protocol as P
+from contrastlab.senteval import protocol as P
 
 SUBJECTS = [
     "the farmer",

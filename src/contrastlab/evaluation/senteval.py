@@ -2,15 +2,15 @@
 
 A faithful re-implementation of the protocol of SentEval as SimCSE runs it, not a copy of its code:
 
-- the data are read as SentEval reads them (:mod:`contrastlab.evaluation.tasks`), so ``encode`` gets
+- the data are read as SentEval reads them (:mod:`contrastlab.senteval.tasks`), so ``encode`` gets
   the same sentences (whitespace tokens joined by single spaces);
 - STS numbers are the same computation (cosine, Spearman; STS12-16 pooled over sub-datasets);
-- the transfer probe (``probe=``) is, by default, SentEval's own procedure replicated step for step
-  and batched (``"senteval"``, :mod:`contrastlab.evaluation.senteval_probe`: seeded init, NumPy
-  permutations, Adam, early stopping, folds, rounding), which reproduces SentEval's accuracies (0.00
-  points off on the reference encoder, all 7 tasks in ~4.5 min for 300-d embeddings on one core,
-  vs ~86 min for SentEval); ``"lbfgs"`` (:mod:`contrastlab.evaluation.probe`) is the converged optimum
-  of the same objective with the same folds, L2 grid and selection rule, ~4x faster but up to 1.3
+- the transfer probe (:mod:`contrastlab.evaluation.probe`) runs SentEval's cross-validation schemes
+  (folds, L2 grid, first-best selection, rounding) with one of two fitters (``probe=``): by default
+  SentEval's own procedure replicated step for step and batched (``"senteval"``: seeded init, NumPy
+  permutations, Adam, early stopping), which reproduces SentEval's accuracies (0.00 points off on the
+  reference encoder, all 7 tasks in ~4.5 min for 300-d embeddings on one core, vs ~86 min for
+  SentEval); ``"lbfgs"`` is the converged optimum of the same objective, ~4x faster but up to 1.3
   points off SentEval on SST2/TREC/MRPC (beyond protocol.md's 0.5).
 
 Every unique sentence of the requested tasks is encoded in one ``encode`` call, optionally through an
@@ -24,93 +24,37 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 from scipy.stats import spearmanr
 
-from contrastlab.evaluation import probe as lbfgs_probe
-from contrastlab.evaluation import protocol as P
-from contrastlab.evaluation import senteval_probe
-from contrastlab.evaluation.tasks import (
-    Labelled,
-    LabelledPairs,
+from contrastlab.evaluation import probe as transfer_probe
+from contrastlab.provenance import run_metadata
+from contrastlab.senteval import protocol as P
+from contrastlab.senteval.tasks import (
     Pairs,
-    SentEvalDataError,
-    load_binary,
-    load_mrpc,
-    load_sst2,
     load_sts_pairs,
-    load_sts_split,
-    load_sts_subsets,
-    load_trec,
+    load_task,
+    sentences_in,
 )
-from contrastlab.workflow import run_metadata
 
 __all__ = [
-    "SentEvalDataError",
     "EmbeddingCache",
     "alignment_uniformity",
     "evaluate",
     "evaluate_checkpoint",
-    "load_sts_split",
-    "task_sentences",
 ]
 
 Encode = Callable[[list[str]], np.ndarray]
 Lookup = Callable[[list[str]], np.ndarray]
 
-# Transfer probes (protocol.md §4): "senteval" replicates SentEval's early-stopped Adam procedure and
-# matches its scores (within 0.1 points on the reference encoder); "lbfgs" solves the same objective
-# to convergence, ~3x faster but up to 1.3 points off SentEval on single-test-set tasks.
-PROBES = MappingProxyType({"senteval": senteval_probe, "lbfgs": lbfgs_probe})
-DEFAULT_PROBE = "senteval"
-
-
-# --- loading: which sentences each task needs ---------------------------------------------------
-
-
-def _load_task(data_dir: Path, task: str, mode: str) -> Any:
-    """The data one task needs in ``mode`` (only the STS-B/SICK-R split that is scored)."""
-    if task in P.STS_SUBSETS:
-        return load_sts_subsets(data_dir, task)
-    if task in ("STSBenchmark", "SICKRelatedness"):
-        return [load_sts_pairs(data_dir, task, P.STS_SPLIT_BY_MODE[mode])]
-    if task in P.BINARY_FILES:
-        return load_binary(data_dir, task)
-    if task == "SST2":
-        return {split: load_sst2(data_dir, split) for split in ("train", "dev", "test")}
-    if task == "TREC":
-        return {split: load_trec(data_dir, split) for split in ("train", "test")}
-    if task == "MRPC":
-        return {split: load_mrpc(data_dir, split) for split in ("train", "test")}
-    raise ValueError(f"unknown task {task!r}")
-
-
-def _sentences_of(data: Any) -> Iterable[str]:
-    if isinstance(data, list):  # STS pairs
-        for pairs in data:
-            yield from pairs.a
-            yield from pairs.b
-    elif isinstance(data, Labelled):
-        yield from data.sentences
-    elif isinstance(data, dict):
-        for part in data.values():
-            if isinstance(part, LabelledPairs):
-                yield from part.a
-                yield from part.b
-            else:
-                yield from part.sentences
-
-
-def task_sentences(data_dir: str | Path, tasks: Iterable[str], mode: str = "test") -> list[str]:
-    """Unique sentences ``evaluate`` encodes for ``tasks`` in ``mode``, shortest first."""
-    mode = P.check_mode(mode)
-    unique = set()
-    for task in P.check_tasks(tasks):
-        unique.update(_sentences_of(_load_task(Path(data_dir), task, mode)))
-    return sorted(unique, key=lambda s: (len(s), s))
+# Transfer probes (protocol.md §4), the fitters of :mod:`contrastlab.evaluation.probe`: "senteval"
+# replicates SentEval's early-stopped Adam procedure and matches its scores (within 0.1 points on the
+# reference encoder); "lbfgs" solves the same objective to convergence, ~3x faster but up to 1.3
+# points off SentEval on single-test-set tasks.
+PROBES = transfer_probe.FITTERS
+DEFAULT_PROBE = transfer_probe.DEFAULT_FITTER
 
 
 # --- scoring ----------------------------------------------------------------------------------------
@@ -135,12 +79,6 @@ def score_sts(lookup: Lookup, subsets: list[Pairs]) -> float:
     return _spearman_percent(np.concatenate(sims), np.concatenate([p.gold for p in subsets]))
 
 
-def _probe_module(probe: str) -> Any:
-    if probe not in PROBES:
-        raise ValueError(f"unknown probe {probe!r}; choose one of {', '.join(PROBES)}")
-    return PROBES[probe]
-
-
 def score_transfer(lookup: Lookup, task: str, data: Any, mode: str, probe: str = DEFAULT_PROBE) -> float:
     """Test accuracy (percent) of the logistic-regression probe under the protocol of ``task``
     (SentEval's ``acc``); see :func:`transfer_accuracies` for both of SentEval's numbers."""
@@ -158,20 +96,19 @@ def transfer_accuracies(
     ``evaluation.py`` prints ``devacc`` under its transfer heading, so Nie 2023 Table 1's TR.Avg is
     the mean of ``devacc``; Li et al. print ``acc``.
 
-    ``probe``: ``"senteval"`` (SentEval's procedure replicated, :mod:`.senteval_probe`, with SimCSE's
-    classifier settings for ``mode``: Adam for ``test``, RMSprop for ``fasttest``/``dev``) or
-    ``"lbfgs"`` (its objective solved to convergence, :mod:`.probe`; faster, less close).
+    ``probe``: the fitter of :mod:`contrastlab.evaluation.probe`, ``"senteval"`` (SentEval's
+    procedure replicated, with SimCSE's classifier settings for ``mode``: Adam for ``test``, RMSprop
+    for ``fasttest``/``dev``) or ``"lbfgs"`` (its objective solved to convergence; faster, less close).
     """
     k, grid, nclasses = P.KFOLD[mode], P.L2_GRID, P.NCLASSES[task]
-    impl = _probe_module(probe)
-    extra = {"config": senteval_probe.CONFIG_BY_MODE[mode]} if impl is senteval_probe else {}
+    fitter = transfer_probe.fitter_for(probe, mode)
     if task in P.BINARY_FILES:
-        dev, acc = impl.inner_kfold(
-            lookup(data.sentences), data.labels, nclasses=nclasses, k=k, grid=grid, seed=P.SEED, **extra
+        dev, acc = transfer_probe.inner_kfold(
+            lookup(data.sentences), data.labels, nclasses=nclasses, k=k, grid=grid, seed=P.SEED, fitter=fitter
         )
     elif task == "SST2":
         tr, dv, te = data["train"], data["dev"], data["test"]
-        dev, acc = impl.split_then_test(
+        dev, acc = transfer_probe.split_then_test(
             lookup(tr.sentences),
             tr.labels,
             lookup(dv.sentences),
@@ -180,7 +117,7 @@ def transfer_accuracies(
             te.labels,
             nclasses=nclasses,
             grid=grid,
-            **extra,
+            fitter=fitter,
         )
     elif task in ("TREC", "MRPC"):
         tr, te = data["train"], data["test"]
@@ -192,7 +129,7 @@ def transfer_accuracies(
                 u, v = lookup(split.a), lookup(split.b)
                 feats.append(np.concatenate([np.abs(u - v), u * v], axis=1))  # mrpc.py: np.c_[|u-v|, u*v]
             train_x, test_x = feats
-        dev, acc = impl.kfold_then_test(
+        dev, acc = transfer_probe.kfold_then_test(
             train_x,
             tr.labels,
             test_x,
@@ -201,7 +138,7 @@ def transfer_accuracies(
             k=k,
             grid=grid,
             seed=P.SEED,
-            **extra,
+            fitter=fitter,
         )
     else:
         raise ValueError(f"{task!r} is not a transfer task")
@@ -301,10 +238,10 @@ def _task_inputs(
     shortest first: the one list, in the one order, that an evaluation encodes (so that an encoding
     made in a separate job, :func:`encode_checkpoint`, is the same arrays)."""
     mode = P.check_mode(mode)
-    loaded = {task: _load_task(Path(data_dir), task, mode) for task in P.check_tasks(tasks)}
+    loaded = {task: load_task(Path(data_dir), task, mode) for task in P.check_tasks(tasks)}
     unique = set(extra_sentences)
     for data in loaded.values():
-        unique.update(_sentences_of(data))
+        unique.update(sentences_in(data))
     return loaded, sorted(unique, key=lambda s: (len(s), s))
 
 
@@ -319,7 +256,7 @@ def _evaluate(
     extra_sentences: Iterable[str] = (),
     probe: str = DEFAULT_PROBE,
 ) -> dict[str, Any]:
-    _probe_module(probe)
+    transfer_probe.fitter_for(probe, P.check_mode(mode))  # an unknown probe fails before any encoding
     loaded, sentences = _task_inputs(data_dir, tasks, mode, extra_sentences)
     start = time.perf_counter()
     embeddings = _embed_all(encode, sentences, cache_dir, cache_key)

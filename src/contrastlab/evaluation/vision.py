@@ -38,8 +38,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images
+from contrastlab.data.transforms import eval_transform
 from contrastlab.models import pick_device
-from contrastlab.training.augment import eval_transform
 
 __all__ = [
     "FFN_DEFAULTS",

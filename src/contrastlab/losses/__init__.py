@@ -41,7 +41,7 @@ _LAZY = {
     "paradigm_components": "paradigm_view",
     "paradigm_gradient": "paradigm_view",
     "contrastive_loss": "user",
-    "check_user_loss": "user",
+    "check_user_loss": "checks",
 }
 
 __all__ = ["LOSSES", "LOSS_MODULES", "DEFAULTS", *_LAZY]

@@ -87,15 +87,3 @@ DEFAULTS: dict[str, dict[str, object]] = {
 }
 
 LOSSES: tuple[str, ...] = tuple(LOSS_MODULES)
-
-
-def module_path(name: str) -> str:
-    """Repository-relative path of the file that implements loss ``name`` (absolute for a user loss:
-    ``module:callable``, ``file.py:callable`` or an entry point, see :mod:`.user`)."""
-    from .user import is_user_loss, user_loss_path
-
-    if name not in LOSS_MODULES and is_user_loss(name):
-        return str(user_loss_path(name))
-    if name not in LOSS_MODULES:
-        raise ValueError(f"unknown loss {name!r}; valid names: {', '.join(LOSSES)}")
-    return f"src/contrastlab/losses/{LOSS_MODULES[name]}.py"

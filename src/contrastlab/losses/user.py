@@ -13,9 +13,9 @@ hyperparameters as named keyword arguments (a default makes one optional) and re
 or ``(loss, stats)`` with ``stats`` a dict of scalars logged with the training loss. It declares what
 it wants with :func:`contrastive_loss`: ``inputs="normalized"`` (the default: unit rows, as every
 sentence loss of the papers) or ``"raw"`` (the encoder's output, as VICReg), and ``symmetric=True`` if
-swapping the views leaves the loss unchanged. :func:`check_user_loss` verifies all of it on a random
-batch before any training starts: the workflow calls it when it loads the config, so a bad loss stops
-the run with one ``contrastlab:`` line.
+swapping the views leaves the loss unchanged. :func:`contrastlab.losses.checks.check_user_loss`
+verifies all of it on a random batch before any training starts: the workflow calls it when it loads
+the config, so a bad loss stops the run with one ``contrastlab:`` line.
 
 Importing this module does not import torch (the workflow reads it while it parses).
 """
@@ -40,7 +40,6 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "UserLoss",
     "UserLossError",
-    "check_user_loss",
     "contrastive_loss",
     "is_user_loss",
     "loaded_user_losses",
@@ -156,7 +155,7 @@ def user_loss_path(name: str) -> Path:
     except ModuleNotFoundError:  # a parent package is missing
         spec = None
     except (ImportError, ValueError) as error:
-        raise UserLossError(f"user loss {name!r}: cannot import {module!r} ({_one_line(error)})") from error
+        raise UserLossError(f"user loss {name!r}: cannot import {module!r} ({one_line(error)})") from error
     if spec is None or not spec.origin or not Path(spec.origin).is_file():
         raise UserLossError(
             f"user loss {name!r}: no module {module!r} on the Python path or in {Path.cwd()}; install it, "
@@ -184,7 +183,7 @@ class _cwd_on_path:
             sys.path.remove(os.getcwd())
 
 
-def _one_line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {' '.join(str(error).split())}"
 
 
@@ -219,7 +218,7 @@ def resolve_user_loss(name: str) -> UserLoss:
     try:
         loaded = _import(name, module)
     except Exception as error:  # anything the user's module raises on import
-        raise UserLossError(f"user loss {name!r}: importing {module} failed: {_one_line(error)}") from error
+        raise UserLossError(f"user loss {name!r}: importing {module} failed: {one_line(error)}") from error
     fn = getattr(loaded, attribute, None)
     if not callable(fn):
         found = "is not callable" if hasattr(loaded, attribute) else "does not exist"
@@ -229,7 +228,7 @@ def resolve_user_loss(name: str) -> UserLoss:
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError) as error:
-        raise UserLossError(f"user loss {name!r}: cannot read its signature ({_one_line(error)})") from error
+        raise UserLossError(f"user loss {name!r}: cannot read its signature ({one_line(error)})") from error
     wanted = f"write it as def {attribute}(z1, z2, *, hp=default, ...)"
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     views = params[:2]
@@ -283,17 +282,18 @@ def validate_hyperparameters(user: UserLoss, hp: Mapping[str, Any]) -> dict[str,
     return {**user.defaults, **hp}
 
 
-#: Provenance of every user loss this process has built (name -> provenance), for the run metadata.
-_LOADED: dict[str, dict[str, str]] = {}
-
-
 def note_loaded(user: UserLoss) -> None:
-    _LOADED[user.name] = user.provenance()
+    """Record ``user`` in :mod:`contrastlab.provenance`: ``run_metadata`` writes it to the cell's files."""
+    from contrastlab.provenance import note_user_loss
+
+    note_user_loss(user.name, user.provenance())
 
 
 def loaded_user_losses() -> dict[str, dict[str, str]]:
     """The user losses built in this process: name -> module, callable, file, sha256 (the cell's metadata)."""
-    return {name: dict(info) for name, info in _LOADED.items()}
+    from contrastlab.provenance import user_losses
+
+    return user_losses()
 
 
 def adapt(user: UserLoss) -> Callable:
@@ -328,65 +328,13 @@ def adapt(user: UserLoss) -> Callable:
     return entry
 
 
-#: (name, hyperparameters) already checked in this process: the workflow checks each once.
-_CHECKED: set[str] = set()
+def module_path(name: str) -> str:
+    """Repository-relative path of the file that implements loss ``name`` (absolute for a user loss:
+    ``module:callable``, ``file.py:callable`` or an entry point, see :mod:`.user`)."""
+    from .catalog import LOSS_MODULES, LOSSES
 
-
-def _checked(name: str, hp: Mapping[str, Any]) -> None:
-    key = repr((name, sorted(hp.items())))
-    if key in _CHECKED:
-        return
-    _run_check(name, hp)
-    _CHECKED.add(key)
-
-
-def _run_check(name: str, hp: Mapping[str, Any]) -> None:
-    import torch
-
-    from .registry import build_loss
-
-    loss_fn = build_loss(name, **hp)
-    n, d = CHECK_BATCH
-    g = torch.Generator().manual_seed(CHECK_SEED)
-    h1 = torch.randn(n, d, generator=g, dtype=torch.float64)
-    h2 = h1 + 0.5 * torch.randn(n, d, generator=g, dtype=torch.float64)
-    a, b = h1.clone().requires_grad_(), h2.clone().requires_grad_()
-    where = f"on a random batch of {n}x{d}"
-    try:
-        out = loss_fn(a, b)
-    except UserLossError:
-        raise
-    except Exception as error:
-        raise UserLossError(f"user loss {name!r} raised {_one_line(error)} {where}") from error
-    value = out.loss
-    if not torch.isfinite(value):
-        raise UserLossError(f"user loss {name!r} returned {value.item()} {where}; it must be finite")
-    if not value.requires_grad:
-        raise UserLossError(
-            f"user loss {name!r} {where} has no gradient w.r.t. the views; do not detach them"
-        )
-    value.backward()
-    for view, grad in (("z1", a.grad), ("z2", b.grad)):
-        if grad is None or not torch.isfinite(grad).all():
-            raise UserLossError(f"user loss {name!r}: its gradient w.r.t. {view} is not finite {where}")
-    user = resolve_user_loss(name)
-    if user.symmetric:
-        with torch.no_grad():
-            swapped = loss_fn(h2, h1).loss
-        if not torch.allclose(swapped, value.detach(), rtol=1e-6, atol=1e-9):
-            raise UserLossError(
-                f"user loss {name!r} declares symmetric=True but L(z1, z2) = {value.item():.6g} != "
-                f"L(z2, z1) = {swapped.item():.6g} {where}; fix the loss or declare symmetric=False"
-            )
-
-
-def check_user_loss(name: str, hp: Mapping[str, Any] | None = None) -> UserLoss:
-    """Import, signature, hyperparameters, a finite loss and gradient on a seeded random float64 batch
-    (8 x 16, the raw views h and h + noise), and the declared symmetry L(z1, z2) = L(z2, z1).
-
-    Raises :class:`UserLossError` with a one-line message for the first problem found.
-    """
-    user = resolve_user_loss(name)
-    validate_hyperparameters(user, hp or {})
-    _checked(name, dict(hp or {}))
-    return user
+    if name not in LOSS_MODULES and is_user_loss(name):
+        return str(user_loss_path(name))
+    if name not in LOSS_MODULES:
+        raise ValueError(f"unknown loss {name!r}; valid names: {', '.join(LOSSES)}")
+    return f"src/contrastlab/losses/{LOSS_MODULES[name]}.py"

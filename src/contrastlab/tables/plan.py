@@ -235,7 +235,7 @@ RESNET_LAYERS = {"resnet18": ((2, 2, 2, 2), 1), "resnet50": ((3, 4, 6, 3), 4)}
 def vision_forward(
     arch: str, stem: str, width: int, out_dim: int | None, input_size: int, head: tuple[int, int] | None
 ) -> VisionForward:
-    """The forward pass of :func:`contrastlab.vision_models.build_encoder` (and, with ``head`` = (hidden,
+    """The forward pass of :func:`contrastlab.models.vision.build_encoder` (and, with ``head`` = (hidden,
     out), the projection head), counted layer by layer without torch: conv MACs = output positions ×
     out channels × in channels × kernel area, linear MACs = in × out features. The stem is the CIFAR
     3×3 stride-1 conv or torchvision's 7×7 stride-2 conv and max-pool; BasicBlock (ResNet-18) and
@@ -438,9 +438,9 @@ def calibration_from_measurements(
 def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -> Path:
     """Write ``calibration`` (from :func:`calibration_from_measurements`) as JSON, after checking that
     :func:`load_calibration` accepts it."""
-    from contrastlab.workflow import write_json
-
-    write_json(path, dict(calibration))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(calibration), indent=1, sort_keys=True) + "\n")
     load_calibration(path)
     return Path(path)
 
@@ -720,16 +720,14 @@ def cell_counts(config: Mapping[str, Any]) -> dict[str, int]:
     the figure sweeps and Li's conjecture runs), ``vision``, ``total``, and ``pretrained`` evaluations.
 
     README.md's sentence on the full grid is checked against these numbers for config.yaml (a test)."""
-    from contrastlab.tables import tables_for_config
+    from contrastlab.tables.published import TABLES
 
     counts = {"sentence": 0, "figure": 0, "vision": 0}
     table_experiments = {}
     for cell in cl_config.cells(config):
         exp = cell.experiment
         if exp not in table_experiments:
-            table_experiments[exp] = bool(
-                tables_for_config({"experiments": {exp: config["experiments"][exp]}})
-            )
+            table_experiments[exp] = any(spec.experiment == exp for spec in TABLES.values())
         if cl_config.track(config, exp) == "vision":
             counts["vision"] += 1
         else:

@@ -49,7 +49,6 @@ same augmentations (the trainer's resume relies on it).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +56,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from contrastlab.data.transforms import constant as _constant
+from contrastlab.data.transforms import normalize as _normalize
+from contrastlab.data.transforms import to_unit as _to_unit
 
 __all__ = [
     "AugmentParams",
@@ -66,7 +69,6 @@ __all__ = [
     "adjust_hue",
     "adjust_saturation",
     "color_jitter",
-    "eval_transform",
     "gaussian_blur",
     "gaussian_kernels",
     "grayscale",
@@ -86,14 +88,6 @@ BRIGHTNESS, CONTRAST, SATURATION, HUE = range(4)
 
 def _per_image(values: Tensor) -> Tensor:
     return values.reshape(-1, 1, 1, 1)
-
-
-@functools.lru_cache(maxsize=64)
-def _constant(values: tuple, device: torch.device, dtype: torch.dtype) -> Tensor:
-    """A small constant tensor, made once per device: ``torch.tensor(..., device="cuda")`` copies from
-    host memory and waits for the stream, which would stall the trainer's queue of GPU work each step.
-    Callers never modify it."""
-    return torch.tensor(values, device=device, dtype=dtype)
 
 
 # --- colour operations (batched; torchvision.transforms.v2.functional semantics, float images) -------
@@ -325,18 +319,6 @@ def resized_crop(x: Tensor, boxes: Tensor, flip: Tensor, size: int) -> Tensor:
 # --- pipeline -------------------------------------------------------------------------------------
 
 
-def _to_unit(images: Tensor) -> Tensor:
-    """float32 in [0, 1]: uint8 divided by 255 (``ToTensor``), float passed through."""
-    return images.to(torch.float32).div_(255.0) if images.dtype == torch.uint8 else images.to(torch.float32)
-
-
-def _normalize(x: Tensor, mean: Sequence[float], std: Sequence[float]) -> Tensor:
-    """``(x - mean) / std`` per channel, as torchvision's ``normalize``."""
-    m = _constant(tuple(mean), x.device, x.dtype).reshape(1, -1, 1, 1)
-    s = _constant(tuple(std), x.device, x.dtype).reshape(1, -1, 1, 1)
-    return (x - m) / s
-
-
 def _check_pair(name: str, pair: Sequence[float], low: float, high: float) -> tuple[float, float]:
     if len(pair) != 2 or not (low < pair[0] <= pair[1] <= high):
         raise ValueError(f"{name} must be (lo, hi) with {low} < lo <= hi <= {high}, got {tuple(pair)}")
@@ -460,12 +442,3 @@ class SimCLRAugment:
             raise ValueError(f"images must be [B, 3, H, W], got {tuple(images.shape)}")
         n, _, height, width = images.shape
         return self.apply(images, self.sample(n, height, width, generator))
-
-
-def eval_transform(images: Tensor, *, size: int, mean: Sequence[float], std: Sequence[float]) -> Tensor:
-    """Images for feature extraction: to float in [0, 1], resized to ``size`` x ``size`` if needed
-    (bilinear with antialias, torchvision's ``Resize`` default), normalised; float32 [B, 3, size, size]."""
-    x = _to_unit(images)
-    if x.shape[-1] != size or x.shape[-2] != size:
-        x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=True)
-    return _normalize(x, mean, std).contiguous()

@@ -38,7 +38,7 @@ class DevEvaluator:
         batch_size: int = 128,
         autocast: Any = contextlib.nullcontext,
     ) -> None:
-        from contrastlab.evaluation.senteval import load_sts_split
+        from contrastlab.senteval.tasks import load_sts_split
 
         sentences1, sentences2, gold = load_sts_split(data_dir, task, "dev")
         unique = sorted(set(sentences1) | set(sentences2))

@@ -63,6 +63,7 @@ import torch
 from torch import nn
 
 from contrastlab.losses import build_loss
+from contrastlab.provenance import run_metadata
 from contrastlab.training import geometry
 from contrastlab.training import state as st
 from contrastlab.training.corpus import load_tokenized_corpus
@@ -75,7 +76,6 @@ from contrastlab.training.runtime import (
     epoch_order,
     settings_from_dict,
 )
-from contrastlab.workflow import run_metadata
 
 __all__ = ["NonFiniteLossError", "TrainSettings", "build_head", "train", "train_step"]
 

@@ -51,6 +51,8 @@ import torch
 from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images, validation_split
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
+from contrastlab.models.vision import ProjectionHead, build_encoder
+from contrastlab.provenance import run_metadata
 from contrastlab.training import state as st
 from contrastlab.training.augment import SimCLRAugment
 from contrastlab.training.runtime import (
@@ -61,8 +63,6 @@ from contrastlab.training.runtime import (
     epoch_order,
     settings_from_dict,
 )
-from contrastlab.vision_models import ProjectionHead, build_encoder
-from contrastlab.workflow import run_metadata
 
 __all__ = [
     "ENCODER_FILE",
@@ -103,7 +103,7 @@ class VisionTrainSettings:
     loss: str = "ntxent"
     loss_hp: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 42
-    arch: str = "resnet18"  # vision_models.ARCHS
+    arch: str = "resnet18"  # models.vision.ARCHS
     stem: str = "cifar"  # 3x3 stride-1 stem, no max-pool (App. B.3)
     width: int = 64  # channels of the first stage (64 = the standard ResNet)
     image_size: int | None = None  # None: the dataset's own (CIFAR 32 as App. B.3, digits 16)

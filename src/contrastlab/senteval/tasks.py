@@ -18,12 +18,14 @@ manifest of a generated fixture) and fails with one line naming the file.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from contrastlab.evaluation import protocol as P
+from contrastlab.senteval import protocol as P
 
 
 class SentEvalDataError(ValueError):
@@ -127,6 +129,33 @@ def _sort_key_single(item: tuple[str, int]) -> tuple[int, int]:
     return (len(item[0].split()), item[1])
 
 
+def _sorted_labelled(samples: list[tuple[str, int]]) -> Labelled:
+    """Single-sentence samples in SentEval's order: sorted (stably) by (number of tokens, label)."""
+    samples = sorted(samples, key=_sort_key_single)
+    return Labelled([s for s, _ in samples], np.array([y for _, y in samples], dtype=np.int64))
+
+
+def _split_lines(
+    data_dir: str | Path, task: str, split: str, encoding: str, *, skip_header: bool = False
+) -> tuple[Path, list[str]]:
+    """The path and rows of ``split`` of ``task`` (``for line in f``, header dropped), its row count
+    checked; an unknown split names the task's splits."""
+    root = downstream_root(data_dir)
+    rel = P.SPLIT_FILES[task].get(split)
+    if rel is None:
+        raise ValueError(
+            f"unknown split {split!r} for {task}; choose one of {', '.join(P.SPLIT_FILES[task])}"
+        )
+    path = _path(root, rel)
+    lines = _lines(path, encoding)[1 if skip_header else 0 :]
+    _check_rows(root, rel, len(lines))
+    return path, lines
+
+
+#: Columns (sentence 1, sentence 2, score) of the STS-B and SICK-R split files.
+STS_PAIR_COLUMNS = {"STSBenchmark": (5, 6, 4), "SICKRelatedness": (1, 2, 3)}
+
+
 # --- STS ------------------------------------------------------------------------------------------
 
 
@@ -157,30 +186,22 @@ def load_sts_subsets(data_dir: str | Path, task: str) -> list[Pairs]:
     return out
 
 
-def _load_tsv_pairs(root: Path, rel: str, cols: tuple[int, int, int], skip_header: bool) -> Pairs:
-    """STS-B (``STSBenchmarkEval.loadFile``: columns 5, 6, score 4) and SICK (header, columns 1, 2, 3)."""
-    path = _path(root, rel)
-    lines = _lines(path, "utf-8")[1 if skip_header else 0 :]
-    _check_rows(root, rel, len(lines))
+def load_sts_pairs(data_dir: str | Path, task: str, split: str) -> Pairs:
+    """One split of STS-B or SICK-R as :class:`Pairs`: STS-B (``STSBenchmarkEval.loadFile``: sentences
+    in columns 5 and 6, score in 4) and SICK-R (header row, sentences in columns 1 and 2, score in 3)."""
+    if task not in STS_PAIR_COLUMNS:
+        raise ValueError(f"split pairs exist for STSBenchmark and SICKRelatedness, not {task!r}")
+    if split not in P.SPLIT_FILES[task]:
+        raise ValueError(f"unknown split {split!r} for {task}; choose one of train, dev, test")
+    cols = STS_PAIR_COLUMNS[task]
+    path, lines = _split_lines(data_dir, task, split, "utf-8", skip_header=task == "SICKRelatedness")
     a, b, gold = [], [], []
     for i, line in enumerate(lines):
         fields = line.strip().split("\t")
         a.append(_join(_field(path, i, fields, cols[0])))
         b.append(_join(_field(path, i, fields, cols[1])))
         gold.append(_float(path, i, _field(path, i, fields, cols[2])))
-    return Pairs(rel, a, b, np.array(gold, dtype=np.float64))
-
-
-def load_sts_pairs(data_dir: str | Path, task: str, split: str) -> Pairs:
-    """One split of STS-B or SICK-R as :class:`Pairs`."""
-    if task not in ("STSBenchmark", "SICKRelatedness"):
-        raise ValueError(f"split pairs exist for STSBenchmark and SICKRelatedness, not {task!r}")
-    if split not in P.SPLIT_FILES[task]:
-        raise ValueError(f"unknown split {split!r} for {task}; choose one of train, dev, test")
-    root = downstream_root(data_dir)
-    if task == "STSBenchmark":
-        return _load_tsv_pairs(root, P.SPLIT_FILES[task][split], (5, 6, 4), skip_header=False)
-    return _load_tsv_pairs(root, P.SPLIT_FILES[task][split], (1, 2, 3), skip_header=True)
+    return Pairs(P.SPLIT_FILES[task][split], a, b, np.array(gold, dtype=np.float64))
 
 
 def load_sts_split(data_dir: str | Path, task: str, split: str) -> tuple[list[str], list[str], np.ndarray]:
@@ -202,19 +223,12 @@ def load_binary(data_dir: str | Path, task: str) -> Labelled:
         lines = _splitlines(_path(root, rel), "latin-1")
         _check_rows(root, rel, len(lines))
         samples += [(_join(line), label) for line in lines]
-    samples.sort(key=_sort_key_single)
-    return Labelled([s for s, _ in samples], np.array([y for _, y in samples], dtype=np.int64))
+    return _sorted_labelled(samples)
 
 
 def load_sst2(data_dir: str | Path, split: str) -> Labelled:
     """SST-2 (``SSTEval.loadFile``, binary): ``sentence<TAB>label`` per line, sorted by (tokens, label)."""
-    root = downstream_root(data_dir)
-    rel = P.SPLIT_FILES["SST2"].get(split)
-    if rel is None:
-        raise ValueError(f"unknown split {split!r} for SST2; choose one of train, dev, test")
-    path = _path(root, rel)
-    lines = _lines(path, "utf-8")
-    _check_rows(root, rel, len(lines))
+    path, lines = _split_lines(data_dir, "SST2", split, "utf-8")
     samples = []
     for i, line in enumerate(lines):
         fields = line.strip().split("\t")
@@ -222,19 +236,12 @@ def load_sst2(data_dir: str | Path, split: str) -> Labelled:
         if label not in ("0", "1"):
             raise SentEvalDataError(f"{path}: row {i + 1}: label {label!r} is not 0 or 1")
         samples.append((_join(fields[0]), int(label)))
-    samples.sort(key=_sort_key_single)
-    return Labelled([s for s, _ in samples], np.array([y for _, y in samples], dtype=np.int64))
+    return _sorted_labelled(samples)
 
 
 def load_trec(data_dir: str | Path, split: str) -> Labelled:
     """TREC (``TRECEval.loadFile``): latin-1, ``COARSE:fine question``, the fine label dropped, sorted."""
-    root = downstream_root(data_dir)
-    rel = P.SPLIT_FILES["TREC"].get(split)
-    if rel is None:
-        raise ValueError(f"unknown split {split!r} for TREC; choose one of train, test")
-    path = _path(root, rel)
-    lines = _lines(path, "latin-1")
-    _check_rows(root, rel, len(lines))
+    path, lines = _split_lines(data_dir, "TREC", split, "latin-1")
     index = {name: i for i, name in enumerate(P.TREC_CLASSES)}
     samples = []
     for i, line in enumerate(lines):
@@ -243,19 +250,12 @@ def load_trec(data_dir: str | Path, split: str) -> Labelled:
         if not sep or target not in index or len(words) < 2:
             raise SentEvalDataError(f"{path}: row {i + 1} is not 'CLASS:fine question'")
         samples.append((_join(words[1]), index[target]))
-    samples.sort(key=_sort_key_single)
-    return Labelled([s for s, _ in samples], np.array([y for _, y in samples], dtype=np.int64))
+    return _sorted_labelled(samples)
 
 
 def load_mrpc(data_dir: str | Path, split: str) -> LabelledPairs:
     """MRPC (``MRPCEval.loadFile``): header row, label in column 0, sentences in 3 and 4, sorted."""
-    root = downstream_root(data_dir)
-    rel = P.SPLIT_FILES["MRPC"].get(split)
-    if rel is None:
-        raise ValueError(f"unknown split {split!r} for MRPC; choose one of train, test")
-    path = _path(root, rel)
-    lines = _lines(path, "utf-8")[1:]
-    _check_rows(root, rel, len(lines))
+    path, lines = _split_lines(data_dir, "MRPC", split, "utf-8", skip_header=True)
     rows = []
     for i, line in enumerate(lines):
         fields = line.strip().split("\t")
@@ -269,3 +269,49 @@ def load_mrpc(data_dir: str | Path, split: str) -> LabelledPairs:
     return LabelledPairs(
         [r[0] for r in rows], [r[1] for r in rows], np.array([r[2] for r in rows], dtype=np.int64)
     )
+
+
+# --- whole tasks: the data and sentences each one needs ------------------------------------------
+
+
+def load_task(data_dir: Path, task: str, mode: str) -> Any:
+    """The data one task needs in ``mode`` (only the STS-B/SICK-R split that is scored)."""
+    if task in P.STS_SUBSETS:
+        return load_sts_subsets(data_dir, task)
+    if task in STS_PAIR_COLUMNS:
+        return [load_sts_pairs(data_dir, task, P.STS_SPLIT_BY_MODE[mode])]
+    if task in P.BINARY_FILES:
+        return load_binary(data_dir, task)
+    if task == "SST2":
+        return {split: load_sst2(data_dir, split) for split in ("train", "dev", "test")}
+    if task == "TREC":
+        return {split: load_trec(data_dir, split) for split in ("train", "test")}
+    if task == "MRPC":
+        return {split: load_mrpc(data_dir, split) for split in ("train", "test")}
+    raise ValueError(f"unknown task {task!r}")
+
+
+def sentences_in(data: Any) -> Iterable[str]:
+    """Every sentence of one task's :func:`load_task` data (with repeats)."""
+    if isinstance(data, list):  # STS pairs
+        for pairs in data:
+            yield from pairs.a
+            yield from pairs.b
+    elif isinstance(data, Labelled):
+        yield from data.sentences
+    elif isinstance(data, dict):
+        for part in data.values():
+            if isinstance(part, LabelledPairs):
+                yield from part.a
+                yield from part.b
+            else:
+                yield from part.sentences
+
+
+def task_sentences(data_dir: str | Path, tasks: Iterable[str], mode: str = "test") -> list[str]:
+    """Unique sentences ``evaluate`` encodes for ``tasks`` in ``mode``, shortest first."""
+    mode = P.check_mode(mode)
+    unique = set()
+    for task in P.check_tasks(tasks):
+        unique.update(sentences_in(load_task(Path(data_dir), task, mode)))
+    return sorted(unique, key=lambda s: (len(s), s))

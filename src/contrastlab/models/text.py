@@ -1,4 +1,4 @@
-"""Backbones: resolve a config alias to a Hugging Face folder, load it, and turn it into an encoder.
+"""Text backbones: resolve a config alias to a Hugging Face folder, load it, and turn it into an encoder.
 
 A backbone spec (one entry of ``backbones:`` in the config) has exactly one source:
 
@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+
+from contrastlab.models.device import pick_device
 
 SOURCES = ("hf_id", "package", "path", "random")
 POOLINGS = ("cls", "avg", "avg_embeddings_and_last", "avg_first_layer_and_last", "cls_pooler")
@@ -100,13 +102,6 @@ def materialize_backbone(
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
     return out
-
-
-def pick_device(device: str | None = None) -> torch.device:
-    """``device`` if given, else CUDA when available, else CPU."""
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def load_backbone(model_dir: str | Path, *, device: str | torch.device | None = None, **model_kwargs: Any):

@@ -1,4 +1,4 @@
-"""SentEval's own transfer probe, re-implemented step for step and batched (the default probe).
+"""SentEval's own fitter of the transfer probe, re-implemented step for step and batched (the default).
 
 SentEval (``tools/classifier.py`` ``MLP`` with ``nhid=0``, ``tools/validation.py``) trains every
 probe the same way; this module reproduces that procedure, not just its objective:
@@ -17,7 +17,8 @@ probe the same way; this module reproduces that procedure, not just its objectiv
   the non-improvement that finds it at ``tenacity`` (5); at most ``max_epoch`` (200) epochs are
   started (``while nepoch <= max_epoch``); the kept copy is the final probe;
 - the cross-validation schemes, folds (``StratifiedKFold(shuffle=True, random_state=1111)``), the
-  L2 grid, the rounding (``round(100 * acc, 2)``) and the first-best L2 choice are SentEval's.
+  L2 grid, the rounding (``round(100 * acc, 2)``) and the first-best L2 choice are SentEval's
+  (:mod:`.schemes`, shared with the L-BFGS fitter).
 
 Speed without changing the arithmetic: probes that consume the same NumPy permutation stream (same
 seed, same number of rows, same kind of validation) take the same minibatch *positions* at every
@@ -33,8 +34,8 @@ handful of small ops, and intra-op threads on a busy 2-core machine made it 20-4
 
 On a fixed bag-of-words encoder (tests/evaluation/test_reference.py) the seven transfer accuracies
 equal SentEval's own (0.00 points off each) in ~5 min on one busy core for 300-d embeddings, where
-SentEval took 86 min on two. :mod:`contrastlab.evaluation.probe` (``probe="lbfgs"``)
-is the faster, converged alternative, within 1.3 points.
+SentEval took 86 min on two. :mod:`.lbfgs` (``probe="lbfgs"``) is the faster, converged
+alternative, within 1.3 points.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from sklearn.model_selection import StratifiedKFold
+
+from contrastlab.evaluation.probe.schemes import Fit, Fitted, Fitter
 
 
 @dataclass(frozen=True)
@@ -77,17 +79,6 @@ DEFAULT_CONFIG = ProbeConfig()
 FASTTEST_CONFIG = ProbeConfig(batch_size=128, tenacity=3, epoch_size=2, optim="rmsprop", lr=1e-2)
 CONFIG_BY_MODE = {"test": DEFAULT_CONFIG, "fasttest": FASTTEST_CONFIG, "dev": FASTTEST_CONFIG}
 OPTIMS = ("adam", "rmsprop")
-
-
-@dataclass(frozen=True)
-class Fit:
-    """One ``MLP.fit`` call (for every L2 value of the grid): rows of the shared feature matrix.
-
-    ``train`` are the rows passed as ``X`` in their order; ``dev`` the rows of ``validation_data``,
-    or None for ``validation_split`` (the held-out rows are then drawn from ``train``)."""
-
-    train: np.ndarray
-    dev: np.ndarray | None = None
 
 
 def initial_weights(d: int, nclasses: int, seed: int) -> torch.Tensor:
@@ -272,94 +263,14 @@ def accuracy(Xa: torch.Tensor, y: np.ndarray, W: torch.Tensor, rows: np.ndarray)
     return float(np.mean(pred == np.asarray(y)[np.asarray(rows)]))
 
 
-# --- SentEval's tools/validation.py, with the fits of each scheme batched ------------------------
+def fitter(config: ProbeConfig = DEFAULT_CONFIG) -> Fitter:
+    """The :data:`~.schemes.Fitter` of SentEval's procedure with classifier settings ``config``: every
+    fit x L2 value trained by :func:`train_probes`, validation accuracies those of the kept probes."""
 
+    def fit(
+        X: np.ndarray, y: np.ndarray, fits: Sequence[Fit], grid: Sequence[float], nclasses: int
+    ) -> Fitted:
+        W, acc, Xa = train_probes(X, y, fits, grid, nclasses, config)
+        return Fitted(acc, lambda f, r, rows: accuracy(Xa, y, W[f, r], rows))
 
-def _first_best(scores: list[float]) -> int:
-    return int(np.argmax(scores))
-
-
-def inner_kfold(
-    X: np.ndarray,
-    y: np.ndarray,
-    *,
-    nclasses: int,
-    k: int,
-    grid: Sequence[float],
-    seed: int,
-    config: ProbeConfig = DEFAULT_CONFIG,
-) -> tuple[float, float]:
-    """``InnerKFoldClassifier`` (MR, CR, SUBJ, MPQA); (dev acc, test acc) in percent.
-
-    Outer and inner ``StratifiedKFold(k, shuffle=True, random_state=seed)``; inner probes early-stop
-    on their inner test fold and are scored on it; the outer probe of the chosen L2 is fitted with
-    ``validation_split`` on the outer training part and scored on the outer test fold.
-    """
-    y = np.asarray(y)
-    outer = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(X, y))
-    fits = []
-    for train_idx, _ in outer:
-        inner = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(train_idx, y[train_idx])
-        fits += [Fit(train_idx[a], train_idx[b]) for a, b in inner]
-        fits.append(Fit(train_idx))
-    W, acc, Xa = train_probes(X, y, fits, grid, nclasses, config)
-    dev, test = [], []
-    for o, (_, test_idx) in enumerate(outer):
-        first = o * (k + 1)
-        inner_acc = acc[first : first + k]  # [k, P]; the kept probe's score on its validation fold
-        scores = [round(100 * float(np.mean(inner_acc[:, r])), 2) for r in range(len(grid))]
-        best = _first_best(scores)
-        dev.append(np.max(scores))
-        test.append(round(100 * accuracy(Xa, y, W[first + k, best], test_idx), 2))
-    return round(float(np.mean(dev)), 2), round(float(np.mean(test)), 2)
-
-
-def kfold_then_test(
-    X_train: np.ndarray,
-    y_train: np.ndarray,
-    X_test: np.ndarray,
-    y_test: np.ndarray,
-    *,
-    nclasses: int,
-    k: int,
-    grid: Sequence[float],
-    seed: int,
-    config: ProbeConfig = DEFAULT_CONFIG,
-) -> tuple[float, float]:
-    """``KFoldClassifier`` (TREC, MRPC): k-fold on train picks L2 (probes early-stop on their test
-    fold), the chosen L2 is refitted on all of train with ``validation_split``, scored on test."""
-    n_train = len(y_train)
-    X = np.concatenate([X_train, X_test])
-    y = np.concatenate([y_train, y_test])
-    folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(X_train, y_train))
-    fits = [Fit(a, b) for a, b in folds] + [Fit(np.arange(n_train))]
-    W, acc, Xa = train_probes(X, y, fits, grid, nclasses, config)
-    scores = [round(100 * float(np.mean(acc[:k, r])), 2) for r in range(len(grid))]
-    best = _first_best(scores)
-    test = accuracy(Xa, y, W[k, best], np.arange(n_train, len(y)))
-    return float(np.max(scores)), round(100 * test, 2)
-
-
-def split_then_test(
-    X_train: np.ndarray,
-    y_train: np.ndarray,
-    X_dev: np.ndarray,
-    y_dev: np.ndarray,
-    X_test: np.ndarray,
-    y_test: np.ndarray,
-    *,
-    nclasses: int,
-    grid: Sequence[float],
-    config: ProbeConfig = DEFAULT_CONFIG,
-) -> tuple[float, float]:
-    """``SplitClassifier`` (SST2): one probe per L2 early-stopped on dev, the first best on dev is
-    scored on test (SentEval's refit with that L2 is the same probe)."""
-    n_tr, n_dev = len(y_train), len(y_dev)
-    X = np.concatenate([X_train, X_dev, X_test])
-    y = np.concatenate([y_train, y_dev, y_test])
-    fits = [Fit(np.arange(n_tr), np.arange(n_tr, n_tr + n_dev))]
-    W, acc, Xa = train_probes(X, y, fits, grid, nclasses, config)
-    scores = [round(100 * float(acc[0, r]), 2) for r in range(len(grid))]
-    best = _first_best(scores)
-    test = accuracy(Xa, y, W[0, best], np.arange(n_tr + n_dev, len(y)))
-    return float(np.max(scores)), round(100 * test, 2)
+    return fit

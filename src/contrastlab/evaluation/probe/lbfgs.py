@@ -1,8 +1,8 @@
-"""Logistic-regression probes of the SentEval protocol, fitted to convergence in batches (``probe="lbfgs"``).
+"""The converged fitter of the transfer probe (``probe="lbfgs"``): SentEval's objective solved by L-BFGS.
 
-The fast, non-default option: :mod:`contrastlab.evaluation.senteval_probe` (``probe="senteval"``,
-the default) replicates SentEval's Adam procedure and matches its numbers; this one is ~4x faster but
-can sit up to 1.3 points away from SentEval on single-test-set tasks (above protocol.md's 0.5).
+The fast, non-default fitter of :mod:`.schemes`: :mod:`.senteval` (``probe="senteval"``, the default)
+replicates SentEval's Adam procedure and matches its numbers; this one is ~4x faster but can sit up
+to 1.3 points away from SentEval on single-test-set tasks (above protocol.md's 0.5).
 
 SentEval's probe (``tools/classifier.py``, ``MLP`` with ``nhid=0``) is ``nn.Linear(d, C)`` trained on
 the mean cross-entropy by Adam with ``weight_decay = l2`` on all parameters (weight and bias) and early
@@ -20,6 +20,9 @@ and MRPC differ by up to 1.3 points, which is the size of the seed-to-seed sprea
 early-stopped Adam probe itself on those single-test-set tasks (no deterministic probe can track one
 draw of it more closely).
 
+A fit without validation rows (SentEval's ``validation_split``, there for early stopping) is fitted
+on all its training rows, which a converged probe does not need to hold out.
+
 Speed: all fits a protocol needs (every fold x every L2 value) are one batch of independent problems
 sharing the feature matrix, so each L-BFGS step is two GEMMs ``[n, d] x [d, problems]``; each problem
 has its own L-BFGS memory, line search and stopping test.
@@ -31,7 +34,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from sklearn.model_selection import StratifiedKFold
+
+from contrastlab.evaluation.probe.schemes import Fit, Fitted
 
 # Stopping rule of the batched L-BFGS: a problem stops when the largest gradient entry is below
 # GTOL or when an iteration lowers its objective by less than FTOL (relative), as SciPy's L-BFGS-B.
@@ -180,133 +184,28 @@ def fit_predict(
     return pred.T.numpy()
 
 
-# --- the three cross-validation schemes of SentEval's tools/validation.py -----------------------
-
-
-def _accuracy(pred: np.ndarray, y: np.ndarray) -> float:
-    return float(np.mean(pred == y))
-
-
-def _pick(scores: list[float], grid: Sequence[float]) -> int:
-    """Index of the first best score; scores are percentages rounded to 2 decimals (as SentEval)."""
-    return int(np.argmax(scores))
-
-
-def inner_kfold(
-    X: np.ndarray, y: np.ndarray, *, nclasses: int, k: int, grid: Sequence[float], seed: int
-) -> tuple[float, float]:
-    """``InnerKFoldClassifier`` (MR, CR, SUBJ, MPQA): outer stratified k-fold for the score, inner
-    stratified k-fold on each outer training part to pick L2. Returns (dev acc, test acc) in percent.
-
-    The final probe of each outer fold is fitted on the whole outer training part (SentEval holds out
-    5% of it for early stopping, which a converged probe does not need).
-    """
-    n = len(y)
-    outer = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(n), y))
-    masks, l2s, evals = [], [], []  # evals: (outer fold, kind, reg index, held-out rows)
-    for o, (train_idx, test_idx) in enumerate(outer):
-        inner = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(train_idx, y[train_idx])
-        inner = list(inner)
-        for r, reg in enumerate(grid):
-            for in_train, in_test in inner:
-                m = np.zeros(n, dtype=bool)
-                m[train_idx[in_train]] = True
-                masks.append(m)
-                l2s.append(reg)
-                evals.append((o, "inner", r, train_idx[in_test]))
-            m = np.zeros(n, dtype=bool)
-            m[train_idx] = True
-            masks.append(m)
-            l2s.append(reg)
-            evals.append((o, "outer", r, test_idx))
-    pred = fit_predict(X, y, np.stack(masks), l2s, nclasses)
-    inner_acc = np.zeros((k, len(grid), k))
-    outer_acc = np.zeros((k, len(grid)))
-    fold_count = np.zeros((k, len(grid)), dtype=int)
-    for p, (o, kind, r, rows) in enumerate(evals):
-        acc = _accuracy(pred[p, rows], y[rows])
-        if kind == "inner":
-            inner_acc[o, r, fold_count[o, r]] = acc
-            fold_count[o, r] += 1
-        else:
-            outer_acc[o, r] = acc
-    dev, test = [], []
-    for o in range(k):
-        scores = [round(100 * float(np.mean(inner_acc[o, r])), 2) for r in range(len(grid))]
-        best = _pick(scores, grid)
-        dev.append(max(scores))
-        test.append(round(100 * outer_acc[o, best], 2))
-    return round(float(np.mean(dev)), 2), round(float(np.mean(test)), 2)
-
-
-def kfold_then_test(
-    X_train: np.ndarray,
-    y_train: np.ndarray,
-    X_test: np.ndarray,
-    y_test: np.ndarray,
-    *,
-    nclasses: int,
-    k: int,
+def fit(
+    X: np.ndarray,
+    y: np.ndarray,
+    fits: Sequence[Fit],
     grid: Sequence[float],
-    seed: int,
-) -> tuple[float, float]:
-    """``KFoldClassifier`` (TREC, MRPC): stratified k-fold on train picks L2, refit on all of train,
-    score on test. Returns (cv acc, test acc) in percent."""
-    n_train = len(y_train)
-    X = np.concatenate([X_train, X_test])
-    y = np.concatenate([y_train, y_test])
-    folds = list(
-        StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(n_train), y_train)
-    )
-    masks, l2s, rows = [], [], []
-    for reg in grid:
-        for train_idx, test_idx in folds:
-            m = np.zeros(len(y), dtype=bool)
-            m[train_idx] = True
-            masks.append(m)
-            l2s.append(reg)
-            rows.append(test_idx)
-    for reg in grid:  # final fits, one per L2 value; the chosen one is scored
-        m = np.zeros(len(y), dtype=bool)
-        m[:n_train] = True
-        masks.append(m)
-        l2s.append(reg)
-        rows.append(np.arange(n_train, len(y)))
-    pred = fit_predict(X, y, np.stack(masks), l2s, nclasses)
-    cv = [
-        round(
-            100
-            * float(
-                np.mean([_accuracy(pred[r * k + f, rows[r * k + f]], y[rows[r * k + f]]) for f in range(k)])
-            ),
-            2,
-        )
-        for r in range(len(grid))
-    ]
-    best = _pick(cv, grid)
-    final = len(grid) * k + best
-    return max(cv), round(100 * _accuracy(pred[final, rows[final]], y[rows[final]]), 2)
-
-
-def split_then_test(
-    X_train: np.ndarray,
-    y_train: np.ndarray,
-    X_dev: np.ndarray,
-    y_dev: np.ndarray,
-    X_test: np.ndarray,
-    y_test: np.ndarray,
-    *,
     nclasses: int,
-    grid: Sequence[float],
-) -> tuple[float, float]:
-    """``SplitClassifier`` (SST2): fit on train for each L2, pick on dev, score that probe on test."""
-    X = np.concatenate([X_train, X_dev, X_test])
-    y = np.concatenate([y_train, y_dev, y_test])
-    n_tr, n_dev = len(y_train), len(y_dev)
-    masks = np.zeros((len(grid), len(y)), dtype=bool)
-    masks[:, :n_tr] = True
-    pred = fit_predict(X, y, masks, list(grid), nclasses)
-    dev_rows, test_rows = slice(n_tr, n_tr + n_dev), slice(n_tr + n_dev, len(y))
-    dev = [round(100 * _accuracy(pred[r, dev_rows], y[dev_rows]), 2) for r in range(len(grid))]
-    best = _pick(dev, grid)
-    return max(dev), round(100 * _accuracy(pred[best, test_rows], y[test_rows]), 2)
+    *,
+    dtype: torch.dtype = torch.float32,
+) -> Fitted:
+    """The :data:`~.schemes.Fitter` of this module: every fit x L2 value solved in one batch of
+    :func:`fit_predict` (problem ``fit * len(grid) + r``), each on all of its fit's training rows."""
+    y = np.asarray(y)
+    masks = np.zeros((len(fits) * len(grid), len(y)), dtype=bool)
+    for f, one in enumerate(fits):
+        masks[f * len(grid) : (f + 1) * len(grid), one.train] = True
+    pred = fit_predict(X, y, masks, [reg for _ in fits for reg in grid], nclasses, dtype=dtype)
+
+    def accuracy(f: int, r: int, rows: np.ndarray) -> float:
+        return float(np.mean(pred[f * len(grid) + r, rows] == y[rows]))
+
+    dev = np.full((len(fits), len(grid)), np.nan)
+    for f, one in enumerate(fits):
+        if one.dev is not None:
+            dev[f] = [accuracy(f, r, one.dev) for r in range(len(grid))]
+    return Fitted(dev, accuracy)

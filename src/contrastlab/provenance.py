@@ -1,0 +1,71 @@
+"""What produced a result: package versions, Python, the git commit and the command line.
+
+Every checkpoint summary and metrics file records :func:`run_metadata` (style guide: "record the
+resolved config, command, package versions and git SHA with every checkpoint and metrics file"). It
+sits at the bottom of the library's layers, so that the trainers and the evaluator can call it
+without importing the workflow glue.
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from typing import Any
+
+from contrastlab.paths import REPO_ROOT
+
+#: The packages whose versions change the numbers.
+VERSIONED_PACKAGES = ("contrastlab", "torch", "transformers", "tokenizers", "scikit-learn", "scipy", "numpy")
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the installed :data:`VERSIONED_PACKAGES` (missing ones left out)."""
+    from importlib import metadata
+
+    versions = {}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+#: The user losses built in this process (``losses.user`` notes each one here, so that this bottom layer
+#: records them without importing the losses): name -> module, callable, file, sha256.
+_USER_LOSSES: dict[str, dict[str, str]] = {}
+
+
+def note_user_loss(name: str, info: dict[str, str]) -> None:
+    _USER_LOSSES[name] = dict(info)
+
+
+def user_losses() -> dict[str, dict[str, str]]:
+    return {name: dict(info) for name, info in _USER_LOSSES.items()}
+
+
+def run_metadata() -> dict[str, Any]:
+    """What produced a result: package versions, Python, git SHA (and a dirty flag), the command line,
+    and any user loss built in this process (module, callable, file, sha256)."""
+    status = _git("status", "--porcelain")
+    meta = {
+        "versions": package_versions(),
+        "python": platform.python_version(),
+        "git_sha": _git("rev-parse", "HEAD") or None,
+        "git_dirty": None if status is None else bool(status),
+        "command": sys.argv,
+    }
+    if _USER_LOSSES:
+        meta["user_losses"] = user_losses()
+    return meta
