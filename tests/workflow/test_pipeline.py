@@ -81,7 +81,7 @@ def test_demo_writes_the_claims_section_and_the_verdict_markers(finished_demo):
     # one seed: no noise estimate, and the command that adds seeds to exactly these cells
     assert "undecided (1/12 parts run): needs ≥ 2 seeds per cell" in row, row
     assert "bert-base: cl − pretrained = " in row
-    assert "select={experiments: [nie2023], backbones: [tiny-bert]" in claims
+    assert "'select={backbones: [tiny-bert], experiments: [nie2023]" in claims
     assert "| not run |" in claims  # claims whose cells the reduced demo does not train
     md = (results / "tables" / "nie2023_table1.md").read_text()
     assert " ?†" in md and "? undecided (no noise estimate" in md

@@ -98,6 +98,27 @@ def cell_verdict(diff: float, width: float, df: float) -> str:
     return ABOVE if diff > 0 else BELOW
 
 
+def seed_noise_verdict(
+    user_scores: Iterable[float], other_scores: Iterable[float], level: float = LEVEL
+) -> str:
+    """Another method's per-seed scores against the user's loss's (the comparison tables of
+    :mod:`contrastlab.tables.comparison`): the difference of the means (other − user) against
+    t_ν · s_p · sqrt(1/n_other + 1/n_user), s_p pooled over the two groups (ν = n_other + n_user − 2).
+
+    >>> seed_noise_verdict([78.0, 78.0], [75.0, 77.0, 76.0])  # -2 against a half-width of 2.37
+    'within noise'
+    >>> seed_noise_verdict([78.0], [76.0])  # no seed noise to measure
+    'undecided'
+    """
+    user = [x for x in map(float, user_scores) if not math.isnan(x)]
+    other = [x for x in map(float, other_scores) if not math.isnan(x)]
+    if not user or not other:
+        return UNDECIDED
+    std, df = pooled_std([user, other])
+    diff = float(np.mean(other) - np.mean(user))
+    return cell_verdict(diff, half_width(std, df, len(other), len(user), level), df)
+
+
 def noise_pools(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None) -> pd.DataFrame:
     """Pooled seed noise per (backbone, task) of ``experiment``: columns backbone, key, noise_std,
     noise_df, pool_cells (cells with ≥ 2 seeds). Every trained method of the experiment (sweep points
