@@ -1,4 +1,4 @@
-"""Snakemake entry: OAR Table 2, the synthetic study (contrastlab.training.synthetic), on the CPU."""
+"""Snakemake entry: OAR Table 2, the synthetic study (contrastlab.figures.oar_synthetic), on the CPU."""
 
 from pathlib import Path
 
@@ -8,7 +8,8 @@ sm = globals()["snakemake"]
 with logged_to(sm.log[0], job_label(sm)):
     import torch
 
-    from contrastlab.training.synthetic import SyntheticSettings, run_synthetic_study
+    from contrastlab.figures.oar_synthetic import run_synthetic_study
+    from contrastlab.training.synthetic import SyntheticSettings
 
     torch.set_num_threads(max(1, sm.threads))
     table = run_synthetic_study(

@@ -35,12 +35,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
 
 #: Arrows that point up today and are someone else's to remove, each with why and where it goes.
 #: An entry that no longer matches an import fails the test, so the list only shrinks.
-KNOWN_UP_ARROWS: dict[tuple[str, str], str] = {
-    ("contrastlab.training.synthetic", "contrastlab.figures.oar_synthetic"): (
-        "run_synthetic_study trains, writes the table and draws the figure; its driver belongs in "
-        "figures/oar_synthetic.py (training/ is being reworked in issue 22, which owns the move)"
-    ),
-}
+KNOWN_UP_ARROWS: dict[tuple[str, str], str] = {}
 
 
 def module_name(path: Path, root: Path) -> str:

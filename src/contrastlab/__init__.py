@@ -3,8 +3,7 @@
 The library is laid out in layers; a module imports its own package and the layers below it, never
 another package of its own layer nor anything above (``tests/test_layers.py`` holds the same order as
 data and checks every import, function-local ones included, and that no modules import each other in
-a circle; the one arrow still pointing up, ``training.synthetic`` drawing its figure with
-``figures.oar_synthetic``, is listed there with its fix). Bottom first:
+a circle). Bottom first:
 
 1. paths: ``paths`` (the repository root and the optional ``shared`` folder);
 2. foundations: ``provenance``, ``senteval`` (what produced a result; the SentEval benchmark as data
@@ -12,7 +11,8 @@ a circle; the one arrow still pointing up, ``training.synthetic`` drawing its fi
 3. components: ``data``, ``models``, ``losses`` (downloads, fixtures, image datasets and transforms;
    text and image encoders; every loss and its catalogue);
 4. grid: ``config`` (the validated config and its cells; it reads the loss catalogue);
-5. training: ``training`` (the sentence, vision and synthetic trainers);
+5. training: ``training`` (the runtime both trainers share, the sentence, vision and synthetic
+   trainers);
 6. evaluation: ``evaluation`` (SentEval-protocol and image evaluation of what training wrote);
 7. tables: ``tables`` (published numbers beside ours, the report);
 8. figures: ``figures`` (the papers' figures, from the metrics the tables collect);

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from contrastlab.figures.oar_synthetic import plot_synthetic
+from contrastlab.figures.oar_synthetic import plot_synthetic, run_synthetic_study
 from contrastlab.training.synthetic import (
     CLUSTER_DIRECTIONS,
     SyntheticSettings,
@@ -30,7 +30,6 @@ from contrastlab.training.synthetic import (
     make_clusters,
     make_network,
     make_views,
-    run_synthetic_study,
     seed_table,
     train_synthetic,
 )

@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,7 +56,6 @@ __all__ = [
     "make_clusters",
     "make_network",
     "make_views",
-    "run_synthetic_study",
     "seed_table",
     "study_table",
     "train_synthetic",
@@ -436,42 +433,3 @@ def seed_table(
         for loss in names
         for oar in (False, True)
     )
-
-
-def run_synthetic_study(
-    settings: SyntheticSettings | Mapping[str, Any],
-    out_dir: str | Path,
-    *,
-    figure_stem: str | Path | None = None,
-    table_path: str | Path | None = None,
-) -> pd.DataFrame:
-    """Every loss of ``settings.losses`` without and with OAR (8 trainings with the defaults): writes
-    the table (:func:`study_table`) to ``table_path`` (default ``out_dir/table2.csv``) and the figure
-    (:func:`contrastlab.figures.oar_synthetic.plot_synthetic`) to ``figure_stem`` (default
-    ``out_dir/table2_figure``: .png, .pdf and the plotted points as .csv, a name apart from the
-    table's). Returns the table."""
-    from contrastlab.figures.oar_synthetic import plot_synthetic
-
-    if not isinstance(settings, SyntheticSettings):
-        settings = SyntheticSettings.from_dict(settings)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    runs: dict[tuple[str, bool], SyntheticRun] = {}
-    for loss in settings.losses:
-        for oar in (False, True):
-            started = time.perf_counter()
-            run = train_synthetic(settings, loss, oar)
-            runs[(loss, oar)] = run
-            print(
-                f"{loss}{' + OAR' if oar else ''}: effective rank {run.effective_rank}, line energy "
-                f"{run.line_energy:.3f}, cluster axes {np.round(run.axis_angles_deg, 1).tolist()} deg, "
-                f"final loss {run.final_loss:.4f}{' (diverged)' if run.diverged else ''} "
-                f"[{time.perf_counter() - started:.1f} s]",
-                flush=True,
-            )
-    table = study_table(runs.values())
-    path = Path(table_path) if table_path is not None else out_dir / "table2.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(path, index=False)
-    plot_synthetic(runs, figure_stem if figure_stem is not None else out_dir / "table2_figure")
-    return table
