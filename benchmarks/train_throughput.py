@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 
 from contrastlab.losses import build_loss
+from contrastlab.tables.gpu_check import GPU_PEAKS
 from contrastlab.training.runtime import (
     PRECISIONS,
     TrainingRun,
@@ -78,31 +79,6 @@ ARCHS = {
             hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=2000
         ),
     ),
-}
-
-# Dense peak throughput (TFLOP/s) from the vendors' data sheets (no sparsity).
-GPU_PEAKS = {
-    "H100": {
-        "bf16": 989.4,
-        "fp16": 989.4,
-        "tf32": 494.7,
-        "fp32": 66.9,
-        "source": "NVIDIA H100 SXM5 data sheet (dense)",
-    },
-    "H200": {
-        "bf16": 989.4,
-        "fp16": 989.4,
-        "tf32": 494.7,
-        "fp32": 66.9,
-        "source": "NVIDIA H200 SXM data sheet (dense)",
-    },
-    "A100": {
-        "bf16": 312.0,
-        "fp16": 312.0,
-        "tf32": 156.0,
-        "fp32": 19.5,
-        "source": "NVIDIA A100 SXM data sheet (dense)",
-    },
 }
 
 

@@ -168,6 +168,15 @@ def settings_from_dict(cls: type, values: Mapping[str, Any], what: str):
     return cls(**values)
 
 
+def loss_stats_text(loss_fn, h1: torch.Tensor, h2: torch.Tensor) -> str:
+    """The loss's stats on ``(h1, h2)`` as JSON, for the non-finite message (never raises: the message
+    must get out even if the stats themselves fail)."""
+    try:
+        return json.dumps(loss_fn(h1.detach(), h2.detach(), with_stats=True).stats, default=float)
+    except Exception as err:
+        return f"<stats failed: {err}>"
+
+
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)

@@ -74,6 +74,7 @@ from contrastlab.training.runtime import (
     TrainingRun,
     build_optimizer,
     epoch_order,
+    loss_stats_text,
     settings_from_dict,
 )
 
@@ -309,13 +310,6 @@ def _export(state_dir: Path, summary: dict[str, Any], out_dir: Path, log_path: P
     tmp_log.replace(log_path)
 
 
-def _stats_text(loss_fn, h1: torch.Tensor, h2: torch.Tensor) -> str:
-    try:
-        return json.dumps(loss_fn(h1, h2, with_stats=True).stats, default=float)
-    except Exception as err:  # the message must get out even if the stats themselves fail
-        return f"<stats failed: {err}>"
-
-
 @contextlib.contextmanager
 def _hf_progress_bars_off():
     """No "Loading weights" / "Writing model shards" bars at every checkpoint save."""
@@ -502,7 +496,7 @@ def train(
         scheduler.step()
         run.record(step, out.loss.detach(), s.batch_size)
         what = f"loss {s.loss!r} (hp {json.dumps(s.loss_hp)})"
-        stats = functools.partial(_stats_text, loss_fn, h1, h2)
+        stats = functools.partial(loss_stats_text, loss_fn, h1, h2)
         run.check_finite(step, out.loss, syncs=logging or evaluating or snapshot, what=what, stats=stats)
         if logging:
             _log_interval(run, s, step, epoch, lr, out, grad_norm, select)

@@ -61,6 +61,7 @@ from contrastlab.training.runtime import (
     TrainingRun,
     build_optimizer,
     epoch_order,
+    loss_stats_text,
     settings_from_dict,
 )
 
@@ -519,7 +520,7 @@ def train_vision(
         loss = out.loss.detach() if oar_value is None else (out.loss + s.oar_weight * oar_value).detach()
         run.record(step, loss, len(batch))
         what = f"loss {s.loss!r} (hp {json.dumps(dict(s.loss_hp))})"
-        stats = functools.partial(_stats_text, loss_fn, h1, h2)
+        stats = functools.partial(loss_stats_text, loss_fn, h1, h2)
         run.check_finite(step, loss, syncs=logging or snapshot, what=what, stats=stats)
         if logging:
             _log_interval(run, step, epoch, lr, loss, out, oar_value)
@@ -640,13 +641,6 @@ def _describe(s, run, encoder, params, oar, n_images, size, steps_per_epoch, tot
         "oar_labelled": len(oar.labelled) if oar else 0,
         "trainable_params": sum(p.numel() for p in params),
     }
-
-
-def _stats_text(loss_fn, h1: torch.Tensor, h2: torch.Tensor) -> str:
-    try:
-        return json.dumps(loss_fn(h1.detach(), h2.detach(), with_stats=True).stats, default=float)
-    except Exception as err:  # the message must get out even if the stats themselves fail
-        return f"<stats failed: {err}>"
 
 
 def _log_interval(run: TrainingRun, step, epoch, lr, loss, out, oar_value) -> None:
