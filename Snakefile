@@ -19,6 +19,7 @@ include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/vision.smk"
 include: "rules/figures.smk"
+include: "rules/search.smk"
 include: "rules/tables.smk"
 
 
@@ -49,3 +50,4 @@ rule all:
         figure_outputs(),
         report_path(),
         report_path().removesuffix(".md") + ".html",
+        search_outputs() if config["searches"]["in_all"] else [],

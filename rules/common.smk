@@ -1,10 +1,12 @@
 # Config validation, grid expansion and input functions. Logic lives in contrastlab.config.
+import dataclasses
 import functools
 import os
 import re
 import sys
 
 from contrastlab import config as cl_config
+from contrastlab import search as cl_search
 from contrastlab.data.acquire import data_identity, image_data_identity
 from contrastlab.senteval.tasks import SentEvalDataError
 from contrastlab.losses.user import module_path
@@ -12,6 +14,7 @@ from contrastlab.paths import REPO_ROOT
 from contrastlab.tables import plan as cl_plan
 from contrastlab.tables import tables_for_config
 from contrastlab.tables.comparison import comparison_tables
+from contrastlab.tables.search import search_tables
 from contrastlab.workflow import forget_running_workflow, record_running_workflow, recover_killed_run
 
 try:
@@ -24,6 +27,14 @@ S = config["resources_dir"]
 CELLS = list(cl_config.cells(config))
 PRETRAINED = cl_config.pretrained_backbones(config)
 CELL_INDEX = {(c.experiment, c.backbone, c.method, str(c.seed)): c for c in CELLS}
+# Hyperparameter searches (rules/search.smk): their points within each search's GPU-hour budget; a point
+# with its own settings is a cell of its own, one equal to a configured cell is that cell.
+try:
+    SEARCH_POINTS = cl_plan.searched_points(config)
+except (cl_config.ConfigError, ValueError) as error:
+    sys.exit(f"contrastlab: {error}")
+SEARCH_INDEX = {(p.experiment, p.backbone, p.name, str(p.seed)): p for p in SEARCH_POINTS}
+CELL_INDEX.update({key: p.cell for key, p in SEARCH_INDEX.items() if p.shared_with is None})
 PRETRAINED_POOLING = dict(PRETRAINED)
 GPU = config["resources"]["gpu"]
 THREADS = config["resources"]["threads"]
@@ -46,8 +57,9 @@ VISION_EXPERIMENTS = _alternatives(c.experiment for c in CELLS if _is_vision(c.e
 wildcard_constraints:
     experiment=_alternatives(c.experiment for c in CELLS),
     backbone=_alternatives(config["backbones"]),
-    method=_alternatives(c.method for c in CELLS),
-    seed=_alternatives(c.seed for c in CELLS),
+    method=_alternatives([c.method for c in CELLS] + [x for p in SEARCH_POINTS for x in (p.name, p.method)]),
+    seed=_alternatives([c.seed for c in CELLS] + [p.seed for p in SEARCH_POINTS]),
+    stage=r"\d+",
 
 
 @functools.cache
@@ -83,12 +95,43 @@ def cell_of(wildcards):
     return CELL_INDEX[(wildcards.experiment, wildcards.backbone, wildcards.method, wildcards.seed)]
 
 
+def search_point_of(wildcards):
+    """The search point a train job trains (None for a configured cell)."""
+    return SEARCH_INDEX.get((wildcards.experiment, wildcards.backbone, wildcards.method, wildcards.seed))
+
+
 def train_settings(wildcards):
-    """The resolved settings of one cell: a param, so changing them reruns exactly this cell."""
-    cell = cell_of(wildcards)
-    settings = cl_config.method_settings(config, cell.experiment, cell.method, cell.backbone)
-    settings["seed"] = cell.seed
+    """The resolved settings of one cell: a param, so changing them reruns exactly this cell. A later
+    search stage's point: the settings known before its earlier stage has a winner (the job completes
+    them, :func:`contrastlab.search.resolve_settings`)."""
+    point = search_point_of(wildcards)
+    if point is not None:
+        settings = cl_search.point_settings(config, point)
+    else:
+        cell = cell_of(wildcards)
+        settings = cl_config.method_settings(config, cell.experiment, cell.method, cell.backbone)
+    settings["seed"] = int(wildcards.seed)
     return settings
+
+
+def search_previous_stage(wildcards):
+    """The earlier stage's selection file a later-stage point starts from ([] for any other cell)."""
+    point = search_point_of(wildcards)
+    if point is None or point.stage == 1:
+        return []
+    return [search_stage_file(point.experiment, point.backbone, point.method, point.stage - 1)]
+
+
+def search_moves(wildcards):
+    """A later-stage point's grid values and moves around the earlier winner ({} for any other cell)."""
+    point = search_point_of(wildcards)
+    if point is None or point.stage == 1:
+        return {}
+    return {"grid": dict(point.grid), "around": {k: list(v) for k, v in point.around.items()}}
+
+
+def search_stage_file(experiment, backbone, method, stage):
+    return f"{R}/search/{experiment}/{backbone}/{method}/stage{stage}.json"
 
 
 def loss_source(wildcards):
@@ -120,7 +163,7 @@ def selected_tables():
 
 def table_outputs():
     """The selected papers' tables and the comparison tables of the user's losses (tables.comparison)."""
-    names = selected_tables() + comparison_tables(config)
+    names = selected_tables() + comparison_tables(config) + search_tables(config)
     return expand(f"{R}/tables/{{table}}.{{ext}}", table=names, ext=["csv", "md", "tex"])
 
 
@@ -160,7 +203,7 @@ def runtime(kind, rule=None):
 def job_place(wildcards):
     """The cell of a job, or the backbone of a Pretrained row (for its runtime request)."""
     if "experiment" in wildcards.keys():
-        return {"cell": cell_of(wildcards)}
+        return {"cell": cell_of(wildcards), "point": search_point_of(wildcards)}
     return {"backbone": wildcards.backbone}
 
 

@@ -9,6 +9,7 @@ rule tables:
     input:
         metrics=table_metrics,
         figures=figure_outputs(),
+        searches=search_table_inputs,
     output:
         tables=table_outputs(),
         report=report_path(),

@@ -2,7 +2,10 @@
 
 import argparse
 import json
+import shutil
+from pathlib import Path
 
+from contrastlab.search import resolve_point, same_as_winner
 from contrastlab.training.sentence import TrainSettings, train
 from contrastlab.workflow import training_job
 
@@ -37,16 +40,26 @@ def cli() -> None:
 if "snakemake" in globals():
     sm = globals()["snakemake"]
     with training_job(sm) as (device, where):
-        train(
-            TrainSettings.from_dict(dict(sm.params.settings)),
-            backbone_dir=sm.input.backbone,
-            corpus_path=where["corpus"],
-            dev_data_dir=where["senteval_dir"],
-            out_dir=sm.output.model,
-            log_path=sm.output.log_jsonl,
-            state_dir=sm.params.state_dir,
-            cache_dir=where["cache"],
-            device=device,
-        )
+        settings = dict(sm.params.settings)
+        winner = None
+        if sm.input.search_previous:  # a later search stage: the earlier winner, moved (contrastlab.search)
+            settings = resolve_point(settings, sm.input.search_previous[0], dict(sm.params.search))
+            winner = same_as_winner(settings, sm.input.search_previous[0])
+        if winner is not None:  # this point is the earlier winner: its checkpoint, not a second training
+            print(f"search: settings equal the earlier winner's; copying {winner}")
+            shutil.copytree(winner, sm.output.model)
+            shutil.copyfile(Path(winner).with_name("train_log.jsonl"), sm.output.log_jsonl)
+        else:
+            train(
+                TrainSettings.from_dict(settings),
+                backbone_dir=sm.input.backbone,
+                corpus_path=where["corpus"],
+                dev_data_dir=where["senteval_dir"],
+                out_dir=sm.output.model,
+                log_path=sm.output.log_jsonl,
+                state_dir=sm.params.state_dir,
+                cache_dir=where["cache"],
+                device=device,
+            )
 elif __name__ == "__main__":
     cli()

@@ -25,6 +25,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "foundations": ("provenance", "senteval"),
     "components": ("data", "models", "losses"),
     "grid": ("config",),
+    "search": ("search",),
     "training": ("training",),
     "evaluation": ("evaluation",),
     "tables": ("tables",),

@@ -11,13 +11,14 @@ a circle). Bottom first:
 3. components: ``data``, ``models``, ``losses`` (downloads, fixtures, image datasets and transforms;
    text and image encoders; every loss and its catalogue);
 4. grid: ``config`` (the validated config and its cells; it reads the loss catalogue);
-5. training: ``training`` (the runtime both trainers share, the sentence, vision and synthetic
+5. search: ``search`` (hyperparameter searches: their points as cells, selection on dev scores);
+6. training: ``training`` (the runtime both trainers share, the sentence, vision and synthetic
    trainers);
-6. evaluation: ``evaluation`` (SentEval-protocol and image evaluation of what training wrote);
-7. tables: ``tables`` (published numbers beside ours, the report);
-8. figures: ``figures`` (the papers' figures, from the metrics the tables collect);
-9. glue: ``workflow`` (what the Snakemake scripts share);
-10. versioning: ``versioning`` (freeze and restore a finished run with DVC).
+7. evaluation: ``evaluation`` (SentEval-protocol and image evaluation of what training wrote);
+8. tables: ``tables`` (published numbers beside ours, the report);
+9. figures: ``figures`` (the papers' figures, from the metrics the tables collect);
+10. glue: ``workflow`` (what the Snakemake scripts share);
+11. versioning: ``versioning`` (freeze and restore a finished run with DVC).
 
 Above the library: ``scripts/`` (one call into it per rule) and ``Snakefile`` / ``rules/``.
 """

@@ -684,6 +684,18 @@ def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
                     + _anchor_reach_note(config, name),
                 }
             )
+        if exp.get("search") and (config.get("searches") or {}).get("in_all"):
+            out.append(
+                {
+                    "name": f"{name}/search",
+                    "kind": "search",
+                    "experiment": name,
+                    "caption": "The hyperparameter search (contrastlab.search): STS-B dev Spearman of every "
+                    "point, one panel per backbone, method and stage; white box: the selected point, black "
+                    "circle: the published setting (Nie Table 2, Li Tables 6-7) where it lies on the grid. "
+                    "The selected settings beside the published ones: the search table.",
+                }
+            )
         if exp.get("spectra"):
             out.append(
                 {

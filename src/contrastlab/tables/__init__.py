@@ -71,9 +71,10 @@ def build_tables(
     figures: list[dict] | None = None,
     results_dir: str | Path | None = None,
 ) -> list[Path]:
-    """Write every table (default: :func:`tables_for_config`, and the comparison tables of the user's
-    losses, :mod:`.comparison`) as CSV, Markdown and LaTeX into ``out_dir``, the summary
-    ``report_path`` and its self-contained HTML twin (same name, ``.html``);
+    """Write every table (default: :func:`tables_for_config`, the comparison tables of the user's
+    losses, :mod:`.comparison`, and the searches' selections, :mod:`.search`) as CSV, Markdown and
+    LaTeX into ``out_dir``, the summary ``report_path`` and its self-contained HTML twin (same name,
+    ``.html``);
     returns the written paths (report and HTML report last). With ``results_dir``, the report ends with
     the cost of the run's jobs (:mod:`contrastlab.tables.cost`, from ``<results_dir>/benchmarks``).
 
@@ -83,12 +84,15 @@ def build_tables(
     from contrastlab.tables.comparison import comparison_tables, write_comparisons
     from contrastlab.tables.render import to_csv, to_latex, to_markdown
     from contrastlab.tables.report import write_report
+    from contrastlab.tables.search import search_tables, write_search_tables
 
     t0 = time.perf_counter()
     names = tables_for_config(config) if tables is None else list(tables)
     compared = comparison_tables(config)
     comparisons = [name for name in names if name in compared] if tables is not None else compared
-    names = [name for name in names if name not in compared]
+    searched = search_tables(config)
+    search_names = [name for name in names if name in searched] if tables is not None else searched
+    names = [name for name in names if name not in compared and name not in searched]
     for name in names:
         get_spec(name)
     from contrastlab.tables.metrics import collect_failures
@@ -111,6 +115,9 @@ def build_tables(
     # Your own losses beside the papers' (tables.comparison), when the config has any.
     compare_paths, compare_lines = write_comparisons(config, metrics, out_dir, comparisons)
     written += compare_paths
+    # The searches' selections beside the published hyperparameters (tables.search), when they ran.
+    search_paths, search_lines = write_search_tables(config, results_dir, out_dir, search_names)
+    written += search_paths
     written.append(
         write_report(
             built,
@@ -119,7 +126,7 @@ def build_tables(
             config=config,
             figures=figures,
             results_dir=results_dir,
-            sections=compare_lines,
+            sections=compare_lines + search_lines,
             metrics=metrics,
         )
     )

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from contrastlab.search import SEARCHED, searched_method, searched_methods
 from contrastlab.tables.deviations import deviations
 from contrastlab.tables.metrics import PRETRAINED, aggregate
 from contrastlab.tables.published import TableSpec, load_published, paper_backbones
@@ -146,6 +147,8 @@ def configured(config: dict, experiment: str, backbone: str, method: str) -> boo
         return False
     if method == PRETRAINED:
         return exp.get("pretrained_pooling") is not None
+    if method.endswith(SEARCHED):
+        return backbone in _searched(config, experiment).get(method.removesuffix(SEARCHED), [])
     methods = exp.get("methods") or {}
     if method not in methods and exp.get("sweep"):
         from contrastlab.config import expanded_methods
@@ -214,7 +217,8 @@ def _scores(
     if "n_diverged" not in cells:
         cells["n_diverged"] = 0
     cells["n_diverged"] = cells["n_diverged"].fillna(0).astype(int)
-    expected = np.where(cells["method"] == PRETRAINED, 1, len(seeds) if seeds is not None else 0)
+    one_run = (cells["method"] == PRETRAINED) | cells["method"].str.endswith(SEARCHED)
+    expected = np.where(one_run, 1, len(seeds) if seeds is not None else 0)
     in_grid = np.array(
         [
             configured(config, spec.experiment, b, m)
@@ -251,6 +255,37 @@ def _scores(
         cells["ours_improvement"] = cells["ours_mean"] - cells["base_mean"]
         cells = cells.drop(columns=["base", "base_mean"])
     return cells
+
+
+def _searched(config: dict, experiment: str) -> dict[str, list[str]]:
+    """method -> backbones of the experiment's search, when the searches run with the tables."""
+    from contrastlab.tables.search import search_experiments
+
+    if experiment not in search_experiments(config):
+        return {}
+    return searched_methods(config, experiment)
+
+
+def _with_searched_rows(grid: pd.DataFrame, spec: TableSpec, config: dict) -> pd.DataFrame:
+    """A score table's grid with an "ours, searched" row after each searched method's rows (method
+    ``<method>~searched``: the search winner's test scores, beside the same published numbers)."""
+    searched = _searched(config, spec.experiment)
+    if spec.kind != "scores" or spec.meta["layout"].get("sweep") or not searched:
+        return grid
+    blocks, start = [], 0
+    keys = list(zip(grid["row_group"], grid["method"], strict=True))
+    for i in range(1, len(grid) + 1):
+        if i == len(grid) or keys[i] != keys[start]:
+            block = grid.iloc[start:i]
+            blocks.append(block)
+            method = keys[start][1]
+            if method in searched:
+                extra = block[block["backbone"].isin(searched[method])].copy()
+                extra["method"] = searched_method(method)
+                extra["row"] = extra["row"] + " (ours, searched)"
+                blocks.append(extra)
+            start = i
+    return pd.concat(blocks, ignore_index=True)
 
 
 def _hparams(table: pd.DataFrame, spec: TableSpec, config: dict) -> pd.DataFrame:
@@ -300,6 +335,7 @@ def assemble(
     grid["unit"] = grid["unit_of"].fillna("")
     grid["mark"] = grid["mark"].fillna("")
     grid = grid.drop(columns=["unit_of"])
+    grid = _with_searched_rows(grid, spec, config)
     grid["in_paper"] = grid["backbone"].isin(layout["backbones"])
     seeds = experiment_seeds(config, spec.experiment)
     if spec.kind == "hparams":

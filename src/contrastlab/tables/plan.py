@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab import config as cl_config
+from contrastlab import search as cl_search
 from contrastlab.tables.cost import hms, paper_of
 from contrastlab.tables.markdown import markdown_table
 
@@ -511,19 +512,30 @@ def _senteval_tokens(config: Mapping[str, Any]) -> float:
     return SENTEVAL_ALL_TOKENS * share
 
 
-def _settings(config: Mapping[str, Any], cell: cl_config.Cell, precision: str) -> dict:
+def _settings(
+    config: Mapping[str, Any], cell: cl_config.Cell, precision: str, point: cl_search.SearchPoint | None
+) -> dict:
     """The cell's resolved settings under a precision choice (``config``: as configured); the choice
-    acts through ``precision_override``, so it reaches exactly the cells the switch reaches."""
+    acts through ``precision_override``, so it reaches exactly the cells the switch reaches. A search
+    point's: :func:`contrastlab.search.point_settings` (a later stage's priced at the configured
+    settings with its grid values: its winner is not known before the search runs)."""
     chosen = dict(config)
     if precision != AS_CONFIGURED:
         chosen["precision_override"] = precision
+    if point is not None:
+        return cl_search.point_settings(chosen, point)
     return cl_config.method_settings(chosen, cell.experiment, cell.method, cell.backbone)
 
 
-def cell_work(config: Mapping[str, Any], cell: cl_config.Cell, precision: str = AS_CONFIGURED) -> CellWork:
-    """The :class:`CellWork` of ``cell`` under a precision choice (``config`` = its own, or one of
-    :data:`PRECISIONS` through ``precision_override``)."""
-    s = _settings(config, cell, precision)
+def cell_work(
+    config: Mapping[str, Any],
+    cell: cl_config.Cell,
+    precision: str = AS_CONFIGURED,
+    point: cl_search.SearchPoint | None = None,
+) -> CellWork:
+    """The :class:`CellWork` of ``cell`` (or of the search ``point`` it trains) under a precision choice
+    (``config`` = its own, or one of :data:`PRECISIONS` through ``precision_override``)."""
+    s = _settings(config, cell, precision, point)
     if cl_config.track(config, cell.experiment) == "vision":
         return _vision_work(config, cell, s)
     return _sentence_work(config, cell, s)
@@ -669,11 +681,16 @@ def make_plan(
     config: Mapping[str, Any],
     calibration: Calibration,
     chosen: str = AS_CONFIGURED,
+    searches: bool | None = None,
 ) -> list[PlannedJob]:
     """Every GPU job of the (validated) config with its projected seconds under each precision choice
-    (``config`` and :data:`SIDE_BY_SIDE`, plus ``chosen``); memory and kind are those of ``chosen``."""
+    (``config`` and :data:`SIDE_BY_SIDE`, plus ``chosen``); memory and kind are those of ``chosen``.
+    ``searches``: with the searches' jobs (:func:`search_jobs`; default: when they run with the
+    default target, ``searches.in_all``)."""
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
-    jobs = []
+    if searches is None:
+        searches = bool((config.get("searches") or {}).get("in_all"))
+    jobs = search_jobs(config, calibration, chosen) if searches else []
     for cell in cl_config.cells(config):
         works = {c: cell_work(config, cell, c) for c in choices}
         vision = works[chosen].track == "vision"
@@ -888,6 +905,8 @@ def plan_report(
         "",
         *plan_lines(config, jobs, calibration, chosen),
     ]
+    if not (config.get("searches") or {}).get("in_all"):
+        lines += search_plan_lines(config, calibration, chosen)
     if echo:
         print("\n".join(lines))
     out = Path(out_dir or Path(config.get("results_dir", "results"), "plan"))
@@ -934,6 +953,7 @@ def job_runtime_minutes(
     cell: cl_config.Cell | None = None,
     backbone: str | None = None,
     attempt: int = 1,
+    point: cl_search.SearchPoint | None = None,
 ) -> int:
     """Minutes to request for one GPU job: ``train``, ``train_vision``, ``evaluate``,
     ``evaluate_vision`` of ``cell``, or ``evaluate_pretrained`` of ``backbone``: its projected seconds
@@ -945,9 +965,141 @@ def job_runtime_minutes(
         )
         seconds = _eval_seconds(config, work, calibration)
     elif rule in ("train", "train_vision"):
-        seconds = _train_seconds(cell_work(config, cell), calibration)
+        seconds = _train_seconds(cell_work(config, cell, point=point), calibration)
     elif rule in ("evaluate", "evaluate_vision"):
         seconds = _eval_seconds(config, cell_work(config, cell), calibration)
     else:
         raise ValueError(f"no projection for rule {rule!r}")
     return max(MINIMUM_RUNTIME_MIN, math.ceil(seconds * RUNTIME_MARGIN * attempt / 60))
+
+
+# ------------------------------------------------------------------------------------------- searches
+def _distance(config: Mapping[str, Any], point: cl_search.SearchPoint) -> int:
+    """Grid steps between a search point and the configured settings: per grid axis, how many values
+    lie between the point's and the one nearest the configured value; per move around a winner, how
+    many lie between it and no move (× 1 or + 0)."""
+    configured = cl_config.method_settings(config, point.experiment, point.method, point.backbone)
+    spec = cl_search.search_spec(config, point.experiment) or {}
+    stage = spec["stages"][point.method][point.stage - 1]
+    steps = 0
+    for axis, value in point.grid.items():
+        values = list(stage["grid"][axis])
+        target = cl_search._value(configured, axis)
+        nearest = min(
+            range(len(values)),
+            key=lambda i: abs(values[i] - target) if _numbers(values[i], target) else values[i] != target,
+        )
+        steps += abs(values.index(value) - nearest)
+    for axis, (op, amount) in point.around.items():
+        moves = list(stage["around"][axis][op])
+        neutral = 1.0 if op == "times" else 0.0
+        nearest = min(range(len(moves)), key=lambda i: abs(moves[i] - neutral))
+        steps += abs(moves.index(amount) - nearest)
+    return steps
+
+
+def _numbers(*values: Any) -> bool:
+    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+
+
+def searched_points(
+    config: Mapping[str, Any], calibration: Calibration | None = None
+) -> list[cl_search.SearchPoint]:
+    """The points of the config's searches (:func:`contrastlab.search.search_points`) that each search's
+    ``budget_gpu_hours`` pays for, in grid order. The stated trimming order: points nearest the
+    configured settings first (:func:`_distance`; ties: earlier stage, then grid order), each at its
+    projected training time as configured (a point shared with a configured cell costs nothing); a point
+    that would pass the budget is dropped. Raises :class:`~contrastlab.config.ConfigError` when a stage
+    of a search keeps no point."""
+    points = cl_search.search_points(config)
+    kept: list[cl_search.SearchPoint] = []
+    for experiment in dict.fromkeys(p.experiment for p in points):
+        group = [p for p in points if p.experiment == experiment]
+        budget = (cl_search.search_spec(config, experiment) or {}).get("budget_gpu_hours")
+        if budget is None:
+            kept += group
+            continue
+        calibration = calibration or load_calibration()
+        ranked = sorted(range(len(group)), key=lambda i: (_distance(config, group[i]), group[i].stage, i))
+        used, chosen = 0.0, set()
+        for i in ranked:
+            point = group[i]
+            hours = 0.0
+            if point.shared_with is None:
+                hours = _train_seconds(cell_work(config, point.cell, point=point), calibration) / 3600
+            if used + hours <= budget:
+                chosen.add(i)
+                used += hours
+        for (_, backbone, method), stages in cl_search.searches(group).items():
+            for stage, members in stages.items():
+                if not any(group.index(p) in chosen for p in members):
+                    raise cl_config.ConfigError(
+                        f"config key experiments.{experiment}.search.budget_gpu_hours: {budget:g} GPU-h "
+                        f"leaves stage {stage} of the {method} search on {backbone} without a point; "
+                        "raise the budget or shrink the grid"
+                    )
+        kept += [p for i, p in enumerate(group) if i in chosen]
+    return kept
+
+
+def search_jobs(
+    config: Mapping[str, Any], calibration: Calibration, chosen: str = AS_CONFIGURED
+) -> list[PlannedJob]:
+    """The GPU jobs of the config's searches: each point's training (not the points shared with a
+    configured cell) and each search's evaluation of its winner (``search_evaluate``), experiment
+    ``<experiment> (search)``."""
+    choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
+    points = searched_points(config, calibration)
+    jobs = []
+    for point in points:
+        if point.shared_with is not None:
+            continue
+        works = {c: cell_work(config, point.cell, c, point=point) for c in choices}
+        jobs.append(
+            PlannedJob(
+                rule="train",
+                paper=paper_of(point.experiment),
+                experiment=f"{point.experiment} (search)",
+                cell=point.cell.path,
+                seconds={c: _train_seconds(w, calibration) for c, w in works.items()},
+                peak_gib=works[chosen].peak_gib,
+                kind=works[chosen].kind,
+                precision={c: w.precision for c, w in works.items()},
+            )
+        )
+    for (experiment, backbone, method), stages in cl_search.searches(points).items():
+        first = stages[1][0]
+        work = cell_work(config, first.cell, point=first)
+        seconds = _eval_seconds(config, work, calibration)
+        jobs.append(
+            PlannedJob(
+                rule="search_evaluate",
+                paper=paper_of(experiment),
+                experiment=f"{experiment} (search)",
+                cell=f"{experiment}/{backbone}/{cl_search.searched_method(method)}/seed{first.seed}",
+                seconds=dict.fromkeys(choices, seconds),
+                precision=dict.fromkeys(choices, EVALUATION_PRECISION),
+            )
+        )
+    return jobs
+
+
+def search_plan_lines(config: Mapping[str, Any], calibration: Calibration, chosen: str) -> list[str]:
+    """The searches' cost when they do not run with the default target (``searches.in_all: false``):
+    one row per search experiment and per rule, with totals ([] without searches)."""
+    jobs = search_jobs(config, calibration, chosen)
+    if not jobs:
+        return []
+    points = searched_points(config, calibration)
+    shared = sum(1 for p in points if p.shared_with is not None)
+    lines = [
+        "### Hyperparameter searches (`make search`; not in the default target)",
+        "",
+        f"{len(points)} search points ({shared} of them configured cells, trained once), "
+        f"{sum(1 for j in jobs if j.rule == 'search_evaluate')} winners evaluated on the test sets. A later "
+        "stage's points are priced at the configured settings with their grid values (their winner is not "
+        "known before the search runs).",
+        "",
+    ]
+    lines += markdown_table(_rows(jobs, lambda j: j.experiment, "search"), numeric_after_first=True) + [""]
+    return lines

@@ -1,0 +1,409 @@
+"""Hyperparameter searches as ordinary cells, selected on dev only (Nie App. A.3, Li App. A.4).
+
+An experiment's ``search:`` section declares, per method, a list of stages; each stage is a grid::
+
+    search:
+      methods: [mpt]                 # default: every method of the experiment
+      backbones: [bert-base]         # default: the experiment's backbones
+      seed: 42                       # default: the experiment's first seed
+      stages:
+        - grid: {lr: [7.0e-6, 1.0e-5, 3.0e-5, 5.0e-5], batch_size: [64, 128, 256, 512]}
+        - grid: {hp.m: [0.27, 0.30, 0.33, 0.37]}          # absolute values
+          around: {lr: {times: [0.5, 2]}}                 # relative to the earlier winner's value
+      per_method: {dcl: {stages: [...]}}                  # another grid for one method
+      budget_gpu_hours: 40           # make plan trims the grid to this (contrastlab.tables.plan)
+
+**Stage 1** is a grid over any training setting or ``hp.<name>``, around the method's configured
+settings; its points are known when the workflow starts, so each is an ordinary cell (method name
+``<method>~s1-<labels>``) and a point whose settings equal a configured cell of the experiment (same
+backbone and seed) *is* that cell: it is not trained twice (:attr:`SearchPoint.shared_with`).
+**Stage k > 1** starts from stage k−1's winner (:func:`resolve_settings`): every setting is the
+winner's, then the stage's ``grid`` sets its axes to the listed values and ``around`` moves its axes
+relative to the winner (``times``: × factor, ``plus``: + offset). Its points are known in advance too
+(their names carry the grid values and the factors, ``<method>~s2-m0.27`` or ``<method>~s2-lrx0.5``);
+only their settings wait for the earlier stage, which the training job reads from the earlier stage's
+selection file (no Snakemake checkpoint).
+
+**Selection** (:func:`select`) reads each point's best STS-B dev Spearman from its checkpoint's
+``train_summary.json`` (the trainer's dev selection) and nothing else: test scores are computed for
+the final winner alone, after the search, and cannot change it. Ties go to the first point in grid
+order. Image experiments are not searchable yet (their trainers have no held-out accuracy to select on).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contrastlab import config as cl_config
+from contrastlab.config import ConfigError
+
+#: The selection metric of a sentence search (train_summary.json key, the trainer's dev selection).
+DEV_METRIC = "best_dev_spearman"
+#: Method name of a search's winner, evaluated on the test sets (``<method>~searched``).
+SEARCHED = "~searched"
+#: Keys of a stage and of a relative axis.
+STAGE_KEYS = ("grid", "around")
+RELATIVE_OPS = {"times": "x", "plus": "+"}
+
+
+@dataclass(frozen=True)
+class SearchPoint:
+    """One point of a search: a training cell (or, with ``shared_with``, a configured cell reused)."""
+
+    experiment: str
+    backbone: str
+    method: str  #: the configured method searched
+    stage: int  #: 1-based
+    index: int  #: position in the stage's grid (grid order: the first axis varies slowest)
+    grid: Mapping[str, Any]  #: absolute values of this point's axes
+    around: Mapping[str, tuple[str, float]] = field(default_factory=dict)  #: axis -> (op, value)
+    seed: int = 42
+    shared_with: str | None = None  #: the configured cell's method name when the settings are equal
+
+    @property
+    def name(self) -> str:
+        """The cell's method name, ``<method>~s<stage>-<labels>``."""
+        labels = [f"{_axis_label(k)}{_number(v)}" for k, v in self.grid.items()]
+        for key, (op, value) in self.around.items():
+            sign = "" if op == "plus" and value < 0 else RELATIVE_OPS[op]
+            labels.append(f"{_axis_label(key)}{sign}{_number(value)}")
+        return "-".join([f"{self.method}~s{self.stage}", *labels])
+
+    @property
+    def trained_as(self) -> str:
+        """The method name whose checkpoint holds this point (the shared cell's, or its own)."""
+        return self.shared_with or self.name
+
+    @property
+    def cell(self) -> cl_config.Cell:
+        return cl_config.Cell(self.experiment, self.backbone, self.trained_as, self.seed)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """(experiment, backbone, method) of the search this point belongs to."""
+        return self.experiment, self.backbone, self.method
+
+
+def _axis_label(key: str) -> str:
+    return cl_config.SWEEP_LABELS.get(key, key.removeprefix("hp."))
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def searched_method(method: str) -> str:
+    """The method name of a search's evaluated winner (``mpt`` -> ``mpt~searched``)."""
+    return f"{method}{SEARCHED}"
+
+
+def search_spec(config: Mapping[str, Any], experiment: str) -> dict | None:
+    """The experiment's ``search`` section with defaults filled (None without one); raises
+    :class:`ConfigError` (one line) for an unknown method, backbone, seed, axis or stage key."""
+    exp = config["experiments"][experiment]
+    raw = exp.get("search")
+    if not raw:
+        return None
+    where = f"experiments.{experiment}.search"
+    if (exp.get("track") or "sentence") == "vision":
+        raise ConfigError(
+            f"config key {where}: image experiments are not searchable yet (their trainers keep no "
+            "held-out accuracy to select on); remove the search or move it to a sentence experiment"
+        )
+    methods = list(raw.get("methods") or exp["methods"])
+    for method in methods:
+        if method not in exp["methods"]:
+            raise ConfigError(
+                f"config key {where}.methods: unknown method {method!r}; "
+                f"choose from {', '.join(exp['methods'])}"
+            )
+    backbones = list(raw.get("backbones") or exp["backbones"])
+    for backbone in backbones:
+        if backbone not in exp["backbones"]:
+            raise ConfigError(
+                f"config key {where}.backbones: {backbone!r} is not one of the experiment's backbones "
+                f"({', '.join(exp['backbones'])})"
+            )
+    seeds = exp.get("seeds") or config["seeds"]
+    seed = int(raw.get("seed", seeds[0]))
+    per_method = raw.get("per_method") or {}
+    for method in per_method:
+        if method not in methods:
+            raise ConfigError(f"config key {where}.per_method.{method}: not one of the searched methods")
+    stages = {m: (per_method.get(m) or {}).get("stages") or raw.get("stages") or [] for m in methods}
+    keys = _searchable_keys(config, experiment)
+    for method, method_stages in stages.items():
+        at = f"{where}.per_method.{method}" if method in per_method else where
+        if not method_stages:
+            raise ConfigError(f"config key {at}.stages: a search needs at least one stage (a grid)")
+        for k, stage in enumerate(method_stages, start=1):
+            _check_stage(stage, k, f"{at}.stages[{k - 1}]", keys)
+    return {
+        "methods": methods,
+        "backbones": backbones,
+        "seed": seed,
+        "stages": stages,
+        "budget_gpu_hours": raw.get("budget_gpu_hours"),
+    }
+
+
+def _searchable_keys(config: Mapping[str, Any], experiment: str) -> set[str]:
+    vision = config["experiments"][experiment].get("track") == "vision"
+    schema = cl_config.load_schema()["$defs"]["vision_training" if vision else "training"]["properties"]
+    return set(schema) - {"precision", "protocol"}
+
+
+def _check_stage(stage: Any, k: int, where: str, keys: set[str]) -> None:
+    if not isinstance(stage, Mapping) or not stage or set(stage) - set(STAGE_KEYS):
+        raise ConfigError(f"config key {where}: a stage is {{grid: {{axis: [values]}}, around: {{...}}}}")
+    axes = list(stage.get("grid") or {}) + list(stage.get("around") or {})
+    if not axes:
+        raise ConfigError(f"config key {where}: the stage has no axis")
+    for axis in axes:
+        if axis not in keys and not axis.startswith("hp."):
+            raise ConfigError(
+                f"config key {where}.{axis}: not a searchable setting; use a training key or hp.<name>"
+            )
+    for axis, values in (stage.get("grid") or {}).items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"config key {where}.grid.{axis}: a non-empty list of values")
+    for axis, rel in (stage.get("around") or {}).items():
+        if k == 1:
+            raise ConfigError(f"config key {where}.around: stage 1 has no earlier winner; use grid")
+        if not isinstance(rel, Mapping) or len(rel) != 1 or next(iter(rel)) not in RELATIVE_OPS:
+            raise ConfigError(
+                f"config key {where}.around.{axis}: give {{times: [factors]}} or {{plus: [offsets]}}"
+            )
+        values = next(iter(rel.values()))
+        if not isinstance(values, list) or not values or not all(isinstance(v, int | float) for v in values):
+            raise ConfigError(f"config key {where}.around.{axis}: a non-empty list of numbers")
+    if set(stage.get("grid") or {}) & set(stage.get("around") or {}):
+        raise ConfigError(f"config key {where}: an axis is either in grid or in around, not both")
+
+
+def stage_points(stage: Mapping[str, Any]) -> list[tuple[dict[str, Any], dict[str, tuple[str, float]]]]:
+    """The (grid values, relative moves) of every point of a stage, in grid order (first axis slowest).
+
+    >>> stage_points({"grid": {"lr": [1e-5, 3e-5]}, "around": {"hp.m": {"plus": [-0.01, 0.01]}}})
+    [({'lr': 1e-05}, {'hp.m': ('plus', -0.01)}), ({'lr': 1e-05}, {'hp.m': ('plus', 0.01)}), \
+({'lr': 3e-05}, {'hp.m': ('plus', -0.01)}), ({'lr': 3e-05}, {'hp.m': ('plus', 0.01)})]
+    """
+    grid = dict(stage.get("grid") or {})
+    around = {axis: next(iter(rel.items())) for axis, rel in (stage.get("around") or {}).items()}
+    axes = [grid[a] for a in grid] + [[(op, v) for v in values] for op, values in around.values()]
+    out = []
+    for combo in itertools.product(*axes):
+        out.append(
+            (
+                dict(zip(grid, combo[: len(grid)], strict=True)),
+                dict(zip(around, combo[len(grid) :], strict=True)),
+            )
+        )
+    return out
+
+
+def search_points(config: Mapping[str, Any]) -> list[SearchPoint]:
+    """Every point of every selected experiment's search, search by search, stage by stage, in grid
+    order; a stage-1 point equal to a configured cell names it in ``shared_with``."""
+    select = config.get("select") or {}
+    existing = list(cl_config.cells(config))
+    out = []
+    for experiment in config["experiments"]:
+        if select.get("experiments") and experiment not in select["experiments"]:
+            continue
+        spec = search_spec(config, experiment)
+        if spec is None:
+            continue
+        for backbone, method in itertools.product(spec["backbones"], spec["methods"]):
+            if not _method_has_backbone(config, experiment, method, backbone):
+                continue
+            twins = _configured_settings(config, existing, experiment, backbone, spec["seed"])
+            for k, stage in enumerate(spec["stages"][method], start=1):
+                for index, (grid, around) in enumerate(stage_points(stage)):
+                    point = SearchPoint(experiment, backbone, method, k, index, grid, around, spec["seed"])
+                    if k == 1:
+                        settings = point_settings(config, point)
+                        shared = next((m for m, s in twins if s == settings), None)
+                        if shared is not None:
+                            point = SearchPoint(
+                                experiment, backbone, method, k, index, grid, around, spec["seed"], shared
+                            )
+                    out.append(point)
+    return out
+
+
+def _method_has_backbone(config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> bool:
+    allowed = config["experiments"][experiment]["methods"][method].get("backbones")
+    return allowed is None or backbone in allowed
+
+
+def _configured_settings(
+    config: Mapping[str, Any], cells: Iterable[cl_config.Cell], experiment: str, backbone: str, seed: int
+) -> list[tuple[str, dict]]:
+    return [
+        (c.method, cl_config.method_settings(config, experiment, c.method, backbone))
+        for c in cells
+        if (c.experiment, c.backbone, c.seed) == (experiment, backbone, seed)
+    ]
+
+
+def point_settings(config: Mapping[str, Any], point: SearchPoint) -> dict:
+    """The settings known before the search runs: the method's configured settings with the point's
+    grid values (all of a stage-1 point's; a later stage's are completed by :func:`resolve_settings`)."""
+    settings = cl_config.method_settings(config, point.experiment, point.method, point.backbone)
+    return apply_overrides(settings, point.grid)
+
+
+def apply_overrides(settings: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict:
+    """``settings`` with each ``key: value`` of ``overrides`` set (``hp.<name>`` in ``loss_hp``)."""
+    out = copy.deepcopy(dict(settings))
+    for key, value in overrides.items():
+        if key.startswith("hp."):
+            out["loss_hp"] = {**out.get("loss_hp", {}), key.removeprefix("hp."): value}
+        else:
+            out[key] = value
+    return out
+
+
+def _value(settings: Mapping[str, Any], key: str) -> Any:
+    if key.startswith("hp."):
+        return (settings.get("loss_hp") or {}).get(key.removeprefix("hp."))
+    return settings.get(key)
+
+
+def resolve_settings(
+    winner_settings: Mapping[str, Any],
+    grid: Mapping[str, Any],
+    around: Mapping[str, tuple[str, float]],
+) -> dict:
+    """The settings of a stage-k point (k > 1): the earlier stage's winner's settings, with the stage's
+    ``grid`` values set and its ``around`` moves applied to the winner's values (``times``: ×,
+    ``plus``: +; rounded to 12 significant digits so that 3e-5 × 2 is 6e-5). A batch size stays an int.
+
+    >>> w = {"lr": 3e-5, "batch_size": 64, "loss_hp": {"m": 0.3, "tau": 0.05}}
+    >>> resolve_settings(w, {"hp.tau": 0.01}, {"lr": ("times", 2), "hp.m": ("plus", -0.03)})
+    {'lr': 6e-05, 'batch_size': 64, 'loss_hp': {'m': 0.27, 'tau': 0.01}}
+    """
+    moved = {}
+    for key, (op, amount) in around.items():
+        base = _value(winner_settings, key)
+        if not isinstance(base, int | float):
+            raise ValueError(f"search: the winner has no numeric {key} to move ({base!r})")
+        value = base * amount if op == "times" else base + amount
+        value = float(f"{value:.12g}")
+        moved[key] = int(round(value)) if isinstance(base, int) and not isinstance(base, bool) else value
+    return apply_overrides(winner_settings, {**grid, **moved})
+
+
+def resolve_point(
+    settings: Mapping[str, Any], previous_selection: str | Path, moves: Mapping[str, Any]
+) -> dict:
+    """The full settings of a later-stage point at training time: :func:`resolve_settings` from the
+    winner recorded in the earlier stage's selection file, with this cell's seed. ``moves`` is the
+    point's ``{"grid": {...}, "around": {axis: [op, value]}}`` (the train rule's ``search`` param)."""
+    selection = json.loads(Path(previous_selection).read_text(encoding="utf-8"))
+    around = {k: (op, value) for k, (op, value) in (moves.get("around") or {}).items()}
+    resolved = resolve_settings(selection["winner_settings"], moves.get("grid") or {}, around)
+    resolved["seed"] = settings["seed"]
+    return resolved
+
+
+def same_as_winner(resolved: Mapping[str, Any], previous_selection: str | Path) -> str | None:
+    """The earlier winner's checkpoint folder when a later-stage point's resolved settings equal the
+    winner's (Li A.4's second grid contains the first grid's point: it is not trained twice), else None."""
+    selection = json.loads(Path(previous_selection).read_text(encoding="utf-8"))
+    return selection["winner_model"] if dict(resolved) == selection["winner_settings"] else None
+
+
+def read_point(model_dir: str | Path) -> dict[str, Any]:
+    """What selection may read of one trained point: its dev score (:data:`DEV_METRIC`), dev step and
+    settings, from ``<model_dir>/train_summary.json`` (never a test score)."""
+    summary = json.loads((Path(model_dir) / "train_summary.json").read_text(encoding="utf-8"))
+    return {
+        "dev": summary.get(DEV_METRIC),
+        "dev_task": summary.get("dev_task"),
+        "best_step": summary.get("best_step"),
+        "settings": summary.get("settings") or {},
+        "model_dir": str(model_dir),
+    }
+
+
+def select(points: Sequence[Mapping[str, Any]]) -> int:
+    """Index of the winner among ``points`` (each with a ``dev`` score): the highest finite dev score,
+    the first in grid order on a tie. Raises ValueError when no point has a finite score."""
+    best = None
+    for i, point in enumerate(points):
+        dev = point.get("dev")
+        if (
+            isinstance(dev, int | float)
+            and math.isfinite(dev)
+            and (best is None or dev > points[best]["dev"])
+        ):
+            best = i
+    if best is None:
+        raise ValueError("search: no point of the stage has a finite dev score; nothing to select")
+    return best
+
+
+def stage_selection(points: Sequence[SearchPoint], model_dirs: Sequence[str | Path]) -> dict[str, Any]:
+    """The selection record of one stage of one search (written as ``stage<k>.json``): every point's
+    name, axes, settings and dev score, and the winner (:func:`select`)."""
+    if not points:
+        raise ValueError("search: a stage without points")
+    rows = []
+    for point, model_dir in zip(points, model_dirs, strict=True):
+        read = read_point(model_dir)
+        rows.append(
+            {
+                "name": point.name,
+                "index": point.index,
+                "grid": dict(point.grid),
+                "around": {k: list(v) for k, v in point.around.items()},
+                "shared_with": point.shared_with,
+                **read,
+            }
+        )
+    first = points[0]
+    winner = select(rows)
+    return {
+        "experiment": first.experiment,
+        "backbone": first.backbone,
+        "method": first.method,
+        "stage": first.stage,
+        "seed": first.seed,
+        "metric": f"{rows[winner]['dev_task'] or 'STS-B'} dev Spearman ({DEV_METRIC})",
+        "points": rows,
+        "winner": rows[winner]["name"],
+        "winner_settings": rows[winner]["settings"],
+        "winner_model": rows[winner]["model_dir"],
+        "winner_dev": rows[winner]["dev"],
+    }
+
+
+def searches(points: Iterable[SearchPoint]) -> dict[tuple[str, str, str], dict[int, list[SearchPoint]]]:
+    """Points grouped by search (experiment, backbone, method) and stage, in order."""
+    out: dict[tuple[str, str, str], dict[int, list[SearchPoint]]] = {}
+    for point in points:
+        out.setdefault(point.key, {}).setdefault(point.stage, []).append(point)
+    return out
+
+
+def searched_methods(config: Mapping[str, Any], experiment: str) -> dict[str, list[str]]:
+    """method -> backbones of the experiment's search (empty without one): where the paper tables get
+    an "ours, searched" row."""
+    if experiment not in (config.get("experiments") or {}):
+        return {}
+    spec = search_spec(config, experiment)
+    if spec is None:
+        return {}
+    return {
+        m: [b for b in spec["backbones"] if _method_has_backbone(config, experiment, m, b)]
+        for m in spec["methods"]
+    }

@@ -1,0 +1,225 @@
+"""Hyperparameter searches (contrastlab.search): points, shared cells, stage-2 centring, selection on dev
+only, the budget's trimming order, the plan's price, and the selection table against the published
+hyperparameters."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from contrastlab import config as cl_config
+from contrastlab import search as S
+from contrastlab.paths import REPO_ROOT
+from contrastlab.tables import plan
+from contrastlab.tables.search import DIFFERS, NOT_RUN, SAME, published_hparams, selection_rows
+
+
+def _demo() -> dict:
+    return cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+
+
+def _with_search(config: dict, experiment: str, search: dict) -> dict:
+    config = json.loads(json.dumps(config))
+    config["experiments"][experiment]["search"] = search
+    return cl_config.validate(config)
+
+
+def test_demo_points_and_shared_cells():
+    points = S.search_points(_demo())
+    nie = [p for p in points if p.experiment == "nie2023"]
+    assert [p.name for p in nie] == [
+        "mpt~s1-lr3e-05-m0.23",
+        "mpt~s1-lr3e-05-m0.3",
+        "mpt~s1-lr0.0001-m0.23",
+        "mpt~s1-lr0.0001-m0.3",
+    ]
+    # lr 3e-5, m 0.23 is the configured mpt cell of the demo: that cell, not a second training
+    assert [p.shared_with for p in nie] == ["mpt", None, None, None]
+    assert nie[0].cell.path == "nie2023/tiny-bert/mpt/seed42"
+    li = [p for p in points if p.experiment == "li2024"]
+    assert [(p.stage, p.name, p.shared_with) for p in li] == [
+        (1, "mmhe~s1-lr3e-05", "mmhe"),
+        (1, "mmhe~s1-lr0.0001", None),
+        (2, "mmhe~s2-r1.25", None),
+        (2, "mmhe~s2-r2", None),
+    ]
+
+
+def test_stage_two_is_centred_on_the_stage_one_winner():
+    winner = {"lr": 3e-5, "batch_size": 128, "seed": 42, "loss_hp": {"m": 0.3, "tau": 0.05, "r": 1.0}}
+    stage = {
+        "grid": {"hp.r": [1.25, 2.0]},
+        "around": {"lr": {"times": [0.5, 2]}, "hp.m": {"plus": [-0.03, 0.03]}},
+    }
+    resolved = [S.resolve_settings(winner, grid, around) for grid, around in S.stage_points(stage)]
+    assert len(resolved) == 8
+    assert sorted({s["lr"] for s in resolved}) == [1.5e-5, 6e-5]  # x0.5 and x2 of the winner's 3e-5
+    assert sorted({s["loss_hp"]["m"] for s in resolved}) == [0.27, 0.33]
+    assert {s["loss_hp"]["r"] for s in resolved} == {1.25, 2.0}
+    # every other setting is the winner's (Li A.4: the best batch size and lr carried into stage 2)
+    assert {(s["batch_size"], s["loss_hp"]["tau"], s["seed"]) for s in resolved} == {(128, 0.05, 42)}
+    # another winner moves the whole stage with it
+    other = S.resolve_settings({**winner, "lr": 1e-5}, {}, {"lr": ("times", 2)})
+    assert other["lr"] == 2e-5
+    assert (
+        S.resolve_settings({**winner, "batch_size": 64}, {}, {"batch_size": ("times", 2)})["batch_size"]
+        == 128
+    )
+
+
+def test_resolve_point_reads_the_winner_and_spots_a_repeat(tmp_path):
+    winner = {"lr": 1e-4, "batch_size": 16, "seed": 42, "loss_hp": {"m": 0.3, "r": 1.75}}
+    selection = tmp_path / "stage1.json"
+    selection.write_text(json.dumps({"winner_settings": winner, "winner_model": "w/model"}))
+    moved = S.resolve_point({"seed": 42, "lr": 3e-5}, selection, {"grid": {"hp.r": 2.0}, "around": {}})
+    assert moved["lr"] == 1e-4 and moved["loss_hp"]["r"] == 2.0
+    assert S.same_as_winner(moved, selection) is None
+    same = S.resolve_point({"seed": 42}, selection, {"grid": {"hp.r": 1.75}, "around": {}})
+    assert S.same_as_winner(same, selection) == "w/model"
+
+
+def _point_dir(root, name, dev, test):
+    model = root / name / "model"
+    model.mkdir(parents=True)
+    (model / "train_summary.json").write_text(
+        json.dumps(
+            {"best_dev_spearman": dev, "dev_task": "STSBenchmark", "best_step": 10, "settings": {"lr": dev}}
+        )
+    )
+    (root / name / "senteval.json").write_text(json.dumps({"scores": {"STSBenchmark": test}}))
+    return model
+
+
+def test_selection_reads_dev_scores_only(tmp_path):
+    points = [S.SearchPoint("e", "b", "m", 1, i, {"lr": i}) for i in range(3)]
+    devs, tests = [70.0, 75.0, 72.0], [90.0, 10.0, 50.0]
+    dirs = [_point_dir(tmp_path, f"p{i}", d, t) for i, (d, t) in enumerate(zip(devs, tests, strict=True))]
+    first = S.stage_selection(points, dirs)
+    assert first["winner"] == points[1].name and first["winner_dev"] == 75.0
+    # every test score changed (the worst dev point now best on test): the same winner
+    for i, path in enumerate(dirs):
+        (path.parent / "senteval.json").write_text(json.dumps({"scores": {"STSBenchmark": 100.0 - i}}))
+    assert S.stage_selection(points, dirs) == first
+    # a dev score changed: the winner follows it (the selection does read the dev scores)
+    summary = json.loads((dirs[2] / "train_summary.json").read_text())
+    (dirs[2] / "train_summary.json").write_text(json.dumps({**summary, "best_dev_spearman": 80.0}))
+    assert S.stage_selection(points, dirs)["winner"] == points[2].name
+
+
+def test_select_ties_and_no_finite_score():
+    assert S.select([{"dev": 1.0}, {"dev": 2.0}, {"dev": 2.0}]) == 1
+    assert S.select([{"dev": math.nan}, {"dev": None}, {"dev": 0.5}]) == 2
+    with pytest.raises(ValueError, match="no point of the stage has a finite dev score"):
+        S.select([{"dev": math.nan}])
+
+
+@pytest.mark.parametrize(
+    ("search", "message"),
+    [
+        (
+            {"methods": ["nope"], "stages": [{"grid": {"lr": [1e-5]}}]},
+            "search.methods: unknown method 'nope'",
+        ),
+        ({"stages": [{"around": {"lr": {"times": [2]}}}]}, "stage 1 has no earlier winner"),
+        ({"stages": [{"grid": {"precision": ["bf16"]}}]}, "not a searchable setting"),
+        ({"stages": []}, "a search needs at least one stage"),
+        (
+            {"backbones": ["minilm"], "stages": [{"grid": {"lr": [1e-5]}}]},
+            "not one of the experiment's backbones",
+        ),
+    ],
+)
+def test_bad_search_is_one_line(search, message):
+    config = _with_search(_demo(), "li2024", search)
+    with pytest.raises(cl_config.ConfigError, match=message) as error:
+        S.search_points(config)
+    assert "\n" not in str(error.value)
+
+
+def test_image_experiments_are_refused():
+    config = _with_search(_demo(), "macl_cifar10", {"stages": [{"grid": {"lr": [0.1]}}]})
+    with pytest.raises(cl_config.ConfigError, match="image experiments are not searchable yet"):
+        S.search_points(config)
+
+
+def test_budget_keeps_the_points_nearest_the_configured_settings():
+    config = _demo()
+    cal = plan.load_calibration(plan.DEFAULT_CALIBRATION)
+    search = {"methods": ["mpt"], "stages": [{"grid": {"lr": [1e-5, 3e-5, 1e-4, 3e-4], "hp.m": [0.23, 0.3]}}]}
+    full = S.search_points(_with_search(config, "nie2023", search))
+    one = plan._train_seconds(plan.cell_work(config, full[1].cell, point=full[1]), cal) / 3600
+    budget = 2.5 * one  # pays for two points besides the shared one
+    trimmed = plan.searched_points(
+        _with_search(config, "nie2023", {**search, "budget_gpu_hours": budget}), cal
+    )
+    names = [p.name for p in trimmed if p.experiment == "nie2023"]
+    # distance 0: lr 3e-5, m 0.23 (shared, free); distance 1: lr 1e-5/m 0.23, lr 3e-5/m 0.3, lr 1e-4/m 0.23
+    # (grid order breaks the tie): the first two of them fit
+    assert names == ["mpt~s1-lr1e-05-m0.23", "mpt~s1-lr3e-05-m0.23", "mpt~s1-lr3e-05-m0.3"]
+    with pytest.raises(cl_config.ConfigError, match="budget_gpu_hours"):
+        search2 = {
+            **search,
+            "stages": [*search["stages"], {"grid": {"hp.m": [0.4]}}],
+            "budget_gpu_hours": 1e-9,
+        }
+        plan.searched_points(_with_search(config, "nie2023", search2), cal)
+
+
+def test_plan_prices_the_searches():
+    config = _demo()
+    cal = plan.load_calibration(plan.DEFAULT_CALIBRATION)
+    base = plan.make_plan(config, cal, searches=False)
+    jobs = plan.make_plan(config, cal)  # the demo runs its searches with everything (searches.in_all)
+    added = [j for j in jobs if j.experiment.endswith("(search)")]
+    # 6 points of their own (1 of the 2x2 and 1 of stage 1 are configured cells) + 2 winners evaluated
+    assert sorted(j.rule for j in added) == ["search_evaluate"] * 2 + ["train"] * 6
+    assert len(jobs) == len(base) + len(added)
+    assert all(j.seconds["config"] > 0 for j in added)
+    lines = plan.search_plan_lines({**config, "searches": {"in_all": False}}, cal, "config")
+    assert lines and "8 search points (2 of them configured cells" in "\n".join(lines)
+
+
+def test_paper_scale_searches_are_priced():
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    points = S.search_points(config)
+    stages = {(p.experiment, p.stage): 0 for p in points}
+    for p in points:
+        stages[(p.experiment, p.stage)] += 1
+    # Nie A.3: 16 lr x batch points x 7 losses x 4 backbones; stage 2: the losses' ranges
+    # (3 + 3 + 135 + 11 + 16 + 11 + 11 = 190 per backbone). Li A.4: 16 x 4 losses x 2 backbones;
+    # stage 2: 60 (MHS: 20) per loss and backbone.
+    assert stages == {("nie2023", 1): 448, ("nie2023", 2): 760, ("li2024", 1): 128, ("li2024", 2): 400}
+    assert sum(p.shared_with is not None for p in points) == 28  # each Nie cell lies on its lr x batch grid
+    lines = "\n".join(
+        plan.search_plan_lines(config, plan.load_calibration(plan.DEFAULT_CALIBRATION), "config")
+    )
+    assert "| nie2023 (search) | 1208 |" in lines and "| li2024 (search) | 536 |" in lines
+
+
+def test_selection_table_against_published(tmp_path):
+    config = _with_search(
+        cl_config.load(REPO_ROOT / "config.yaml"),
+        "nie2023",
+        {
+            "methods": ["mpt"],
+            "backbones": ["bert-base"],
+            "stages": [{"grid": {"lr": [1e-5, 3e-5], "hp.m": [0.23, 0.3]}}],
+        },
+    )
+    assert published_hparams("nie2023", "bert-base", "mpt") == {"hp.m": 0.23, "lr": 1e-5, "batch_size": 64}
+    assert {r["verdict"] for r in selection_rows(config, tmp_path, "nie2023")} == {NOT_RUN}
+    folder = tmp_path / "search" / "nie2023" / "bert-base" / "mpt"
+    folder.mkdir(parents=True)
+    settings = {"lr": 1e-5, "batch_size": 64, "loss_hp": {"m": 0.3}}
+    points = [
+        {"settings": {**settings, "lr": lr, "loss_hp": {"m": m}}} for lr in (1e-5, 3e-5) for m in (0.23, 0.3)
+    ]
+    (folder / "stage1.json").write_text(
+        json.dumps({"winner_settings": settings, "winner_dev": 80.0, "points": points})
+    )
+    rows = {r["setting"]: r for r in selection_rows(config, tmp_path, "nie2023")}
+    assert rows["lr"]["verdict"] == SAME and rows["lr"]["tried"] == "1e-05, 3e-05"
+    assert rows["hp.m"]["verdict"] == DIFFERS and rows["hp.m"]["selected"] == "0.3"
+    assert rows["hp.m"]["published"] == "0.23" and rows["hp.m"]["configured"] == "0.23"
