@@ -10,7 +10,7 @@ CONFIG ?= config.yaml
 # The precision choice `make plan` details (config: each cell's own; fp32, tf32, bf16, fp16).
 PRECISION ?= config
 
-.PHONY: install test test-fast faults demo cpu plan gpu-check dry-run lint clean-demo freeze restore add-seeds
+.PHONY: install test test-fast faults demo cpu plan gpu-check dry-run search lint clean-demo freeze restore add-seeds
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ plan: install            ## projected GPU-hours and GPU memory of CONFIG's cells
 dry-run: install         ## the plan, then every job of CONFIG (default config.yaml), counted per rule
 	$(BIN)/python scripts/plan.py --configfile $(CONFIG) --precision $(PRECISION)
 	$(BIN)/snakemake -n --cores all --quiet rules --configfile $(CONFIG)
+	@echo "The hyperparameter searches (make search), counted per rule:"
+	$(BIN)/snakemake -n --cores all --quiet rules --configfile $(CONFIG) searches
+
+search: install          ## CONFIG's hyperparameter searches with everything else; tables and report show them
+	$(SNAKEMAKE) --configfile $(CONFIG) --config 'searches={in_all: true}'
 
 lint: install
 	$(BIN)/snakemake --lint

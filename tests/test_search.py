@@ -223,3 +223,37 @@ def test_selection_table_against_published(tmp_path):
     assert rows["lr"]["verdict"] == SAME and rows["lr"]["tried"] == "1e-05, 3e-05"
     assert rows["hp.m"]["verdict"] == DIFFERS and rows["hp.m"]["selected"] == "0.3"
     assert rows["hp.m"]["published"] == "0.23" and rows["hp.m"]["configured"] == "0.23"
+
+
+def test_heatmap_plots_every_point_and_marks_the_winner(tmp_path):
+    from contrastlab.figures.search import search_figure
+
+    folder = tmp_path / "search" / "nie2023" / "bert-base" / "mpt"
+    folder.mkdir(parents=True)
+    points = [
+        {
+            "name": f"mpt~s1-lr{lr:g}-m{m:g}",
+            "grid": {"lr": lr, "hp.m": m},
+            "around": {},
+            "dev": dev,
+            "settings": {"lr": lr, "loss_hp": {"m": m}},
+        }
+        for (lr, m), dev in zip(
+            [(1e-5, 0.23), (1e-5, 0.3), (3e-5, 0.23), (3e-5, 0.3)], [80.0, 79.0, 81.5, 78.0], strict=True
+        )
+    ]
+    selection = {
+        "backbone": "bert-base",
+        "method": "mpt",
+        "stage": 1,
+        "points": points,
+        "winner": points[2]["name"],
+    }
+    (folder / "stage1.json").write_text(json.dumps(selection))
+    written = search_figure(tmp_path, "nie2023", tmp_path / "fig" / "search")
+    assert sorted(p.suffix for p in written) == [".csv", ".pdf", ".png"]
+    import pandas as pd
+
+    plotted = pd.read_csv(tmp_path / "fig" / "search.csv")
+    assert len(plotted) == 4 and plotted["dev"].tolist() == [80.0, 79.0, 81.5, 78.0]
+    assert plotted.loc[plotted["winner"], "point"].tolist() == ["mpt~s1-lr3e-05-m0.23"]

@@ -65,6 +65,32 @@ def full_dry_run(repo_root, tmp_path_factory):
     )
 
 
+def test_paper_scale_searches_are_listed(repo_root, tmp_path):
+    """`snakemake -n searches` on config.yaml: every point of Nie A.3 and Li A.4 as a train job (the 28
+    points that are paper cells once, with the paper cells), a selection per stage, a test evaluation per
+    search; none of them in the default target (test_full_reproduction_lists_every_job)."""
+    output = run_snakemake(
+        repo_root,
+        "-n",
+        "--cores",
+        "all",
+        "--quiet",
+        "rules",
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/res",
+        "--",
+        "searches",
+    )
+    counts = job_counts(output)
+    # 1,736 points: Nie 448 + 760, Li 128 + 400; 28 of Nie's stage-1 points are the paper cells.
+    assert counts["train"] == 1736
+    # Nie: 7 losses x 4 backbones x 2 stages; Li: 4 losses x 2 backbones x 2 stages.
+    assert counts["search_select"] == 56 + 16
+    assert counts["search_evaluate"] == 28 + 8
+    assert "evaluate" not in counts and "tables" not in counts
+
+
 def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     counts = job_counts(full_dry_run)
     config = cl_config.load(repo_root / "config.yaml")

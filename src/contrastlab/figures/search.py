@@ -1,8 +1,8 @@
 """Heatmaps of the hyperparameter searches (contrastlab.search): dev score over each stage's grid.
 
-One panel per searched (backbone, method) and stage. Two axes: a heatmap (first axis down, second
-across); one axis: the same as one row; more axes: the first two, each cell the best dev score over the
-others (the title says so). The selected point has a white box; the published point (Nie Table 2, Li
+One panel per searched (backbone, method) and stage. Two axes: a heatmap (the axes in alphabetical
+order: the first down, the second across); one axis: a single column; more axes: the first two, each
+cell the best dev score over the others (the title says so). The selected point has a white box; the published point (Nie Table 2, Li
 Tables 6–7, :func:`contrastlab.tables.search.published_hparams`), where it lies on the panel's grid, a
 black circle. The CSV holds every point's settings on the searched axes and its dev score.
 """
@@ -64,7 +64,7 @@ def search_figure(results_dir: str | Path, experiment: str, stem: str | Path) ->
     with house_style():
         ncols = min(3, max(1, len(panels)))
         nrows = max(1, math.ceil(len(panels) / ncols))
-        fig, axes = figure(nrows, ncols, aspect=0.9)
+        fig, axes = figure(nrows, ncols, width="column" if ncols == 1 else "page", aspect=0.9)
         for ax in axes.flat[len(panels) :]:
             ax.set_axis_off()
         if not panels:
@@ -95,13 +95,13 @@ def _panel(ax, group: pd.DataFrame, experiment: str, backbone: str, method: str,
     row_values = sorted(wide[rows_axis].unique())
     col_values = sorted(wide[cols_axis].unique()) if cols_axis else [None]
     grid = np.full((len(row_values), len(col_values)), np.nan)
-    for rec in wide.itertuples(index=False):
-        record = rec._asdict()
+    for record in wide.to_dict("records"):
         i = row_values.index(record[rows_axis])
         j = col_values.index(record[cols_axis]) if cols_axis else 0
         dev = record["dev"] if isinstance(record["dev"], float | int) else np.nan
         grid[i, j] = dev if np.isnan(grid[i, j]) else max(grid[i, j], dev)
     image = ax.imshow(grid, cmap="viridis", aspect="auto")
+    ax.grid(False)
     ax.figure.colorbar(image, ax=ax, shrink=0.8, label="dev Spearman")
     for i in range(len(row_values)):
         for j in range(len(col_values)):
