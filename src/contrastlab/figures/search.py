@@ -4,7 +4,8 @@ One panel per searched (backbone, method) and stage. Two axes: a heatmap (the ax
 order: the first down, the second across); one axis: a single column; more axes: the first two, each
 cell the best dev score over the others (the title says so). The selected point has a white box;
 the published point (Nie Table 2, Li Tables 6–7, :func:`contrastlab.tables.search.published_hparams`),
-where it lies on the panel's grid, a black circle. The CSV holds every point's settings on the searched axes and its dev score.
+where it lies on the panel's grid, a black circle. The CSV holds every point's settings on the
+searched axes and its dev score.
 """
 
 from __future__ import annotations
