@@ -34,6 +34,7 @@ from contrastlab.workflow import running_workflow_marker
 RESULTS_OUTPUTS = (
     "checkpoints",
     "metrics",
+    "search",  # the searches' selections (contrastlab.search), when the config has searches
     "state",
     "figures",
     "tables",
