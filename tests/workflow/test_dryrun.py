@@ -91,6 +91,40 @@ def test_paper_scale_searches_are_listed(repo_root, tmp_path):
     assert "evaluate" not in counts and "tables" not in counts
 
 
+def test_a_search_point_equal_to_a_cell_is_not_trained_twice(repo_root, tmp_path):
+    """The demo's searches: of the 2x2 MPT grid and the 2 + 2 mMHE stages, the points equal to the
+    configured mpt and mmhe cells train as those cells (one job each), the others as their own."""
+    output = run_snakemake(
+        repo_root,
+        "-n",
+        "--cores",
+        "2",
+        "--configfile",
+        "config/demo.yaml",
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/res",
+        "--",
+        "searches",
+    )
+    trained = sorted(
+        set(re.findall(r"wildcards: experiment=(\w+), backbone=tiny-bert, method=(\S+), seed=42", output))
+    )
+    assert trained == [
+        ("li2024", "mmhe"),
+        ("li2024", "mmhe~s1-lr0.0001"),
+        ("li2024", "mmhe~s2-r1.25"),
+        ("li2024", "mmhe~s2-r2"),
+        ("nie2023", "mpt"),
+        ("nie2023", "mpt~s1-lr0.0001-m0.23"),
+        ("nie2023", "mpt~s1-lr0.0001-m0.3"),
+        ("nie2023", "mpt~s1-lr3e-05-m0.3"),
+    ], trained
+    assert "mpt~s1-lr3e-05-m0.23" not in output and "mmhe~s1-lr3e-05" not in output
+    counts = job_counts(output)
+    assert counts["train"] == 8 and counts["search_select"] == 3 and counts["search_evaluate"] == 2
+
+
 def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     counts = job_counts(full_dry_run)
     config = cl_config.load(repo_root / "config.yaml")
