@@ -175,8 +175,16 @@ def test_repository_configs_render(tmp_path):
         assert set(status) <= {"match", "not in paper"}, f"{name}: {status.value_counts().to_dict()}"
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     paths = build_tables(tmp_path / "none", demo, tmp_path / "demo", tmp_path / "demo.md")
-    assert len(paths) == 3 * len(tables_for_config(demo)) + 2  # + report.md and report.html
-    assert "tiny-bert" in read_csv(tmp_path / "demo" / "nie2023_table1.csv").backbone.tolist()
+    # + the two search tables (the demo runs its searches with everything), report.md and report.html
+    assert len(paths) == 3 * (len(tables_for_config(demo)) + 2) + 2
+    table1 = read_csv(tmp_path / "demo" / "nie2023_table1.csv")
+    assert "tiny-bert" in table1.backbone.tolist()
+    # the MPT search's winner: an "(ours, searched)" row beside the published numbers, not run yet
+    searched = table1[table1.method == "mpt~searched"]
+    assert set(searched.status) == {"not run", "not configured"}, searched.status.value_counts()
+    assert set(searched[searched.status == "not run"].backbone) == {"tiny-bert"}
+    mpt = table1[table1.method == "mpt"].set_index(["backbone", "task"]).published
+    assert searched.set_index(["backbone", "task"]).published.equals(mpt)
 
 
 def test_collect_metrics_frame(tmp_path):

@@ -279,8 +279,8 @@ def _with_searched_rows(grid: pd.DataFrame, spec: TableSpec, config: dict) -> pd
             block = grid.iloc[start:i]
             blocks.append(block)
             method = keys[start][1]
-            if method in searched:
-                extra = block[block["backbone"].isin(searched[method])].copy()
+            if method in searched:  # every column (a backbone not searched says "not configured")
+                extra = block.copy()
                 extra["method"] = searched_method(method)
                 extra["row"] = extra["row"] + " (ours, searched)"
                 blocks.append(extra)
