@@ -198,9 +198,10 @@ def add_verdicts(
         value, against = rec.published, rec.backbone
         if (value is None or math.isnan(value)) and rec.backbone in mapping:
             against = mapping[rec.backbone]
-            value = index.get((against, rec.method, rec.key), math.nan)
+            # a search's winner ("<method>~searched") is compared with its method's published number
+            value = index.get((against, rec.method.removesuffix("~searched"), rec.key), math.nan)
             against += " (stand-in)"
-        k = published_runs(meta, rec.method)
+        k = published_runs(meta, rec.method.removesuffix("~searched"))
         ran = rec.n_seeds > 0
         if not ran or value is None or math.isnan(value):
             width, verdict = math.nan, (NO_PUBLISHED if ran else rec.status)
