@@ -1,10 +1,43 @@
-# SentEval-protocol evaluation (protocol.md §4) of trained checkpoints and of the unmodified backbones.
+# SentEval-protocol evaluation (protocol.md §4) of trained checkpoints and of the unmodified backbones,
+# in two jobs each: `encode` embeds every sentence on the GPU (the only part that needs one), `evaluate`
+# fits the probes from those embeddings on the CPU (minutes per cell that would otherwise hold a GPU).
+# The embeddings are temp(): deleted once the probe job has read them; a finished cell never needs them
+# again, so a run whose metrics are up to date does not re-encode (nor does `make restore`).
+
+
+rule encode:
+    input:
+        model=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/model",
+        senteval_ready=data_marker("senteval"),
+    output:
+        embeddings=temp(directory(f"{R}/state/embeddings/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}")),
+    params:
+        tasks=config["evaluation"]["tasks"],
+        mode=config["evaluation"]["mode"],
+        batch_size=config["evaluation"]["batch_size"],
+        pooling="cls",
+    log:
+        f"{R}/logs/encode/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
+    benchmark:
+        f"{R}/benchmarks/encode/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
+    wildcard_constraints:
+        experiment=SENTENCE_EXPERIMENTS,
+    threads: THREADS
+    resources:
+        gpu=GPU,
+        mem_mb=mem_mb("eval"),
+        runtime=runtime("eval", "encode"),
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/encode.py"
 
 
 rule evaluate:
     input:
         model=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/model",
         senteval_ready=data_marker("senteval"),
+        embeddings=f"{R}/state/embeddings/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}",
     output:
         metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/senteval.json",
     params:
@@ -20,7 +53,7 @@ rule evaluate:
         experiment=SENTENCE_EXPERIMENTS,
     threads: THREADS
     resources:
-        gpu=GPU,
+        gpu=0,  # the probes run on the CPU: no GPU held (workflow.job_device hides CUDA from the job)
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval", "evaluate"),
     conda:
@@ -29,10 +62,37 @@ rule evaluate:
         "../scripts/evaluate.py"
 
 
+rule encode_pretrained:
+    input:
+        model=lambda wildcards: backbone_dir(wildcards.backbone),
+        senteval_ready=data_marker("senteval"),
+    output:
+        embeddings=temp(directory(f"{R}/state/embeddings/pretrained/{{backbone}}")),
+    params:
+        tasks=config["evaluation"]["tasks"],
+        mode=config["evaluation"]["mode"],
+        batch_size=config["evaluation"]["batch_size"],
+        pooling=lambda wildcards: PRETRAINED_POOLING[wildcards.backbone],
+    log:
+        f"{R}/logs/encode/pretrained/{{backbone}}.log",
+    benchmark:
+        f"{R}/benchmarks/encode/pretrained/{{backbone}}.tsv"
+    threads: THREADS
+    resources:
+        gpu=GPU,
+        mem_mb=mem_mb("eval"),
+        runtime=runtime("eval", "encode_pretrained"),
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/encode.py"
+
+
 rule evaluate_pretrained:
     input:
         model=lambda wildcards: backbone_dir(wildcards.backbone),
         senteval_ready=data_marker("senteval"),
+        embeddings=f"{R}/state/embeddings/pretrained/{{backbone}}",
     output:
         metrics=f"{R}/metrics/pretrained/{{backbone}}/senteval.json",
     params:
@@ -46,7 +106,7 @@ rule evaluate_pretrained:
         f"{R}/benchmarks/evaluate/pretrained/{{backbone}}.tsv"
     threads: THREADS
     resources:
-        gpu=GPU,
+        gpu=0,  # the probes run on the CPU, as in rule evaluate
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval", "evaluate_pretrained"),
     conda:

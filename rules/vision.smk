@@ -65,6 +65,8 @@ rule evaluate_vision:
         experiment=VISION_EXPERIMENTS,
     threads: THREADS
     resources:
+        # One job on the GPU, unlike the sentence evaluation (rules/evaluate.smk): the linear and FFN
+        # probes train on the device, for epochs over the features, so the GPU is not idle while they run.
         gpu=GPU,
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval", "evaluate_vision"),

@@ -1,8 +1,9 @@
-"""Snakemake entry: SentEval-protocol evaluation of one checkpoint (or unmodified backbone)."""
+"""Snakemake entry: the CPU half of a SentEval evaluation of one checkpoint (or unmodified backbone):
+the probes, fitted from the embeddings its `encode` job wrote (the model is never loaded here)."""
 
 import torch
 
-from contrastlab.evaluation.senteval import evaluate_checkpoint
+from contrastlab.evaluation.senteval import evaluate_checkpoint, read_encoding
 from contrastlab.workflow import (
     failure_record,
     job_data_locations,
@@ -17,7 +18,7 @@ snakemake = globals()["snakemake"]
 
 record = failure_record(snakemake)
 with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)):
-    device = job_device(snakemake)  # its own GPU (or the CPU with resources.gpu: 0)
+    device = job_device(snakemake)  # the CPU: the rule asks no GPU (resources.gpu: 0)
     torch.set_num_threads(snakemake.threads)
     metrics = evaluate_checkpoint(
         snakemake.input.model,
@@ -27,7 +28,12 @@ with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, ru
         pooling=snakemake.params.pooling,
         batch_size=snakemake.params.batch_size,
         device=device,
+        cache_dir=snakemake.input.embeddings,
+        encode_missing=False,  # never encode on the CPU: the encode job did, on its GPU
     )
+    # The encode job's record (its device and seconds), kept here: its folder is temporary.
+    metrics["encoding"] = read_encoding(snakemake.input.embeddings)
+    metrics["timings"]["encode_s"] = metrics["encoding"]["encode_s"]
     metrics["wildcards"] = dict(snakemake.wildcards.items())
     print({task: round(score, 2) for task, score in metrics["scores"].items()})
     write_json(snakemake.output.metrics, metrics)

@@ -1,7 +1,8 @@
 """make gpu-check: the GPU path in about ten minutes through Snakemake and the real rules.
 
 Runs config/gpu-check.yaml's cells (one sentence cell per precision, the fp16 one killed after its first
-snapshot and resumed; one MACL and one OAR image cell), evaluates one checkpoint's STS on the GPU and
+snapshot and resumed; one MACL and one OAR image cell), checks that each sentence cell's SentEval
+encoding job ran on the GPU (its probes run in a CPU job), evaluates one checkpoint's STS on the GPU and
 on the CPU, and writes <results_dir>/report.md and calibration.json (contrastlab.tables.gpu_check).
 Without a GPU it stops with one line. ``--toy`` runs the same preset at a toy size on the CPU (tiny
 BERT, narrow ResNets, a dozen steps): what the test suite does so that the preset cannot rot.
@@ -149,9 +150,26 @@ def main() -> None:
             else "the cell had finished before (rerun on a fresh results folder)",
         ),
     }
+    checks["evaluation split"] = _encoded_on(config, cells, device)
     checks["GPU vs CPU evaluation"] = _gpu_vs_cpu(config, cells, results, device)
     path = G.write_report(results, rows, G.environment(), checks)
     print(path.read_text())
+
+
+def _encoded_on(config: dict, cells, device: str) -> tuple[bool, str]:
+    """Every sentence cell's encoding job ran on ``device`` (the ``encoding`` its probe job copied into
+    the metrics): rule encode got the GPU, while its probe job, rule evaluate, asked for none."""
+    sentence = [c for c in cells if cl_config.track(config, c.experiment) != "vision"]
+    found = {
+        c.method: (json.loads(_metrics_path(config, c).read_text()).get("encoding") or {}).get("device")
+        for c in sentence
+    }
+    wrong = {method: where for method, where in found.items() if where != device}
+    return (
+        not wrong,
+        f"{len(found) - len(wrong)} of {len(found)} SentEval encoding jobs on {device}, their probe jobs on "
+        "the CPU" + (f"; elsewhere: {wrong}" if wrong else ""),
+    )
 
 
 def _gpu_vs_cpu(config: dict, cells, results: Path, device: str) -> tuple[bool, str]:

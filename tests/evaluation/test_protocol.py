@@ -162,15 +162,31 @@ def test_encoding_in_one_job_and_probing_in_another_gives_the_same_numbers(
     tasks = ["STS12", "STSBenchmark", "SICKRelatedness", "MR", "MRPC"]
     single = S.evaluate_checkpoint(tiny_bert, fixture_dir, tasks, "fasttest", device="cpu")
     encoded = S.encode_checkpoint(tiny_bert, fixture_dir, tasks, "fasttest", cache_dir=tmp_path, device="cpu")
-    assert encoded["sentences"] > 0
+    assert encoded["sentences"] > 0 and encoded["device"] == "cpu" and encoded["torch"]
+    assert (
+        encoded["key"] == S.checkpoint_fingerprint(tiny_bert, "cls") and (tmp_path / encoded["key"]).is_dir()
+    )
 
     def no_model(*args, **kwargs):
         raise AssertionError("the probe job loaded the model")
 
     monkeypatch.setattr("contrastlab.models.load_backbone", no_model)  # the probe job reads the cache only
-    split = S.evaluate_checkpoint(tiny_bert, fixture_dir, tasks, "fasttest", cache_dir=tmp_path, device="cpu")
+    split = S.evaluate_checkpoint(
+        tiny_bert, fixture_dir, tasks, "fasttest", cache_dir=tmp_path, device="cpu", encode_missing=False
+    )
     for key in ("scores", "devacc", "sts_avg", "alignment", "uniformity"):
         assert split[key] == single[key], key
+
+
+def test_a_probe_job_whose_embeddings_are_missing_stops_instead_of_encoding(fixture_dir, tmp_path, tiny_bert):
+    """``encode_missing=False``: the CPU probe job never encodes (a checkpoint changed after its encoding
+    job has another key); one line says what is missing and what to run."""
+    tasks = ["STS12", "MR"]
+    S.encode_checkpoint(tiny_bert, fixture_dir, ["STS12"], "fasttest", cache_dir=tmp_path, device="cpu")
+    with pytest.raises(ValueError, match=r"sentences are missing from the embeddings of .*--forcerun encode"):
+        S.evaluate_checkpoint(
+            tiny_bert, fixture_dir, tasks, "fasttest", cache_dir=tmp_path, encode_missing=False
+        )
 
 
 def test_transfer_averages_of_both_accuracies(fixture_dir, tmp_path, tiny_bert):

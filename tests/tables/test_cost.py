@@ -41,23 +41,33 @@ def train_log(results: Path, cell: str, device: str, peak: float | None, *, visi
     (folder / "train_log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
 
 
+def metrics(results: Path, cell: str, payload: dict, name: str = "senteval.json") -> None:
+    folder = results / "metrics" / cell
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(payload))
+
+
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
-    """Two Nie cells (one trained on a GPU, one on the CPU), a vision cell on a GPU, a Pretrained row
-    and an analytic figure."""
+    """Two Nie cells (one trained and encoded on a GPU, one on the CPU), a vision cell on a GPU, a
+    Pretrained row encoded on a GPU and an analytic figure. The SentEval probe jobs ran on the CPU."""
     r = tmp_path / "results"
     train_log(r, "nie2023/bert-base/mpt/seed42", "cuda", 11.5)
     bench(r, "train/nie2023/bert-base/mpt/seed42.tsv", (5400.0, "20480.4"))
+    bench(r, "encode/nie2023/bert-base/mpt/seed42.tsv", (180.0, "6000"))
     bench(r, "evaluate/nie2023/bert-base/mpt/seed42.tsv", (600.0, "8000"))
+    metrics(r, "nie2023/bert-base/mpt/seed42", {"scores": {}, "encoding": {"device": "cuda"}})
     train_log(r, "nie2023/bert-base/cl/seed42", "cpu", None)
     bench(r, "train/nie2023/bert-base/cl/seed42.tsv", (100.0, "3000"), (140.0, "NA"))  # two repeats
+    bench(r, "encode/nie2023/bert-base/cl/seed42.tsv", (36.0, "2000"))
+    metrics(r, "nie2023/bert-base/cl/seed42", {"scores": {}, "encoding": {"device": "cpu"}})
     train_log(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", "cuda:0", 3.25, vision=True)
     bench(r, "train/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (1800.0, "4096"))
-    metrics = r / "metrics/macl_cifar10/resnet18-cifar/macl-bs256/seed1"
-    metrics.mkdir(parents=True)
-    (metrics / "vision.json").write_text("{}")
-    bench(r, "evaluate/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (60.0, "2048"))
+    metrics(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", {"device": "cuda"}, "vision.json")
+    bench(r, "evaluate/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (360.0, "2048"))
+    bench(r, "encode/pretrained/bert-base.tsv", (72.0, "5000"))
     bench(r, "evaluate/pretrained/bert-base.tsv", (30.0, "5000"))
+    metrics(r, "pretrained/bert-base", {"scores": {}, "encoding": {"device": "cuda"}})
     bench(r, "figures/li2024-analytic.tsv", (90.0, "700"))
     return r
 
@@ -71,21 +81,41 @@ def test_jobs_get_their_rule_paper_cell_and_gpu_hours_from_the_logs(results):
     jobs = {(j.rule, j.cell): j for j in read_job_costs(results)}
     assert set(jobs) == {
         ("train", "nie2023/bert-base/mpt/seed42"),
+        ("encode", "nie2023/bert-base/mpt/seed42"),
         ("evaluate", "nie2023/bert-base/mpt/seed42"),
         ("train", "nie2023/bert-base/cl/seed42"),
+        ("encode", "nie2023/bert-base/cl/seed42"),
         ("train_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1"),
         ("evaluate_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1"),
+        ("encode_pretrained", "pretrained/bert-base"),
         ("evaluate_pretrained", "pretrained/bert-base"),
         ("figure_analytic_li2024", ""),
     }
     gpu = jobs[("train", "nie2023/bert-base/mpt/seed42")]
     assert gpu.gpu_hours == pytest.approx(1.5) and gpu.peak_gpu_gib == 11.5 and gpu.paper == "nie2023"
     assert jobs[("train", "nie2023/bert-base/cl/seed42")].gpu_hours is None  # logged on the CPU
-    assert jobs[("evaluate", "nie2023/bert-base/mpt/seed42")].gpu_hours is None  # device not logged
+    # Every job that held a GPU counts: the encodings whose metrics record a CUDA device ...
+    assert jobs[("encode", "nie2023/bert-base/mpt/seed42")].gpu_hours == pytest.approx(0.05)
+    assert jobs[("encode_pretrained", "pretrained/bert-base")].gpu_hours == pytest.approx(0.02)
+    assert jobs[("encode", "nie2023/bert-base/cl/seed42")].gpu_hours is None  # encoded on the CPU
+    # ... and the vision evaluation (vision.json's device); the SentEval probes ran on the CPU.
+    assert jobs[("evaluate_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1")].gpu_hours == 0.1
+    assert jobs[("evaluate", "nie2023/bert-base/mpt/seed42")].gpu_hours is None
+    assert jobs[("evaluate_pretrained", "pretrained/bert-base")].gpu_hours is None
     assert jobs[("train_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1")].gpu_hours == pytest.approx(
         0.5
     )
     assert jobs[("figure_analytic_li2024", "")].paper == "li2024"
+
+
+def test_an_encoding_whose_metrics_are_missing_counts_no_gpu_hours(results):
+    """Until its probe job has written the metrics (or when they predate the split), an encoding job's
+    device is unknown: "—", never a guess."""
+    (results / "metrics/nie2023/bert-base/mpt/seed42/senteval.json").write_text('{"scores": {}}')
+    (results / "metrics/pretrained/bert-base/senteval.json").unlink()
+    jobs = {(j.rule, j.cell): j for j in read_job_costs(results)}
+    assert jobs[("encode", "nie2023/bert-base/mpt/seed42")].gpu_hours is None
+    assert jobs[("encode_pretrained", "pretrained/bert-base")].gpu_hours is None
 
 
 def test_per_paper_rule_and_cell_sums(results):
@@ -94,29 +124,35 @@ def test_per_paper_rule_and_cell_sums(results):
     assert set(papers) == {"nie2023", "macl", "pretrained", "li2024"}
     assert papers["nie2023"] == {
         "paper": "nie2023",
-        "jobs": "3",
+        "jobs": "5",
         "cells": "2",
-        "wall": hms(5400 + 600 + 120),
+        "wall": hms(5400 + 180 + 600 + 120 + 36),
         "peak RSS (MB)": "20480",
-        "GPU-h": "1.50",
+        "GPU-h": "1.55",  # training 1.5 and encoding 0.05 on the GPU; the probes and the CPU cell none
     }
     assert papers["li2024"]["GPU-h"] == "—" and papers["li2024"]["cells"] == "0"
+    assert papers["pretrained"]["jobs"] == "2" and papers["pretrained"]["GPU-h"] == "0.02"
     rules = {row["rule"]: row for row in per_rule(jobs)}
     assert rules["train"]["jobs"] == "2" and rules["train"]["wall"] == "1:32:00"
     assert rules["train"]["mean per job"] == "0:46:00" and rules["train"]["GPU-h"] == "1.50"
-    assert rules["evaluate"]["GPU-h"] == "—"
+    assert rules["encode"]["jobs"] == "2" and rules["encode"]["GPU-h"] == "0.05"
+    assert rules["evaluate"]["GPU-h"] == "—" and rules["evaluate_pretrained"]["GPU-h"] == "—"
     cells = {row["cell"]: row for row in per_cell(jobs)}
     assert cells["nie2023/bert-base/mpt/seed42"] == {
         "cell": "nie2023/bert-base/mpt/seed42",
         "train": "1:30:00",
+        "encode": "0:03:00",
         "evaluate": "0:10:00",
         "peak RSS (MB)": "20480",
         "peak GPU mem (GiB)": "11.5",
-        "GPU-h": "1.50",
+        "GPU-h": "1.55",
     }
     assert cells["nie2023/bert-base/cl/seed42"]["evaluate"] == "—"
+    assert cells["nie2023/bert-base/cl/seed42"]["encode"] == "0:00:36"
     assert cells["nie2023/bert-base/cl/seed42"]["peak GPU mem (GiB)"] == "—"
-    assert "" not in cells and "pretrained/bert-base" in cells
+    vision = cells["macl_cifar10/resnet18-cifar/macl-bs256/seed1"]
+    assert vision["encode"] == "—" and vision["evaluate"] == "0:06:00" and vision["GPU-h"] == "0.60"
+    assert "" not in cells and cells["pretrained/bert-base"]["encode"] == "0:01:12"
 
 
 def test_a_damaged_benchmark_file_names_itself(tmp_path):
@@ -138,7 +174,7 @@ def test_the_report_shows_the_cost_section(results, tmp_path):
     section = text[text.index("## Cost") :]
     for title in ("### Per paper", "### Per rule", "### Per cell"):
         assert title in section
-    assert "| nie2023 | 3 | 2 | 1:42:00 | 20480 | 1.50 |" in section
+    assert "| nie2023 | 5 | 2 | 1:45:36 | 20480 | 1.55 |" in section
     assert "| train_vision | 1 | 0:30:00 | 0:30:00 | 4096 | 0.50 |" in section
     # Without benchmark files the report is still written, with the one line.
     empty = tmp_path / "empty" / "report.md"
@@ -152,7 +188,7 @@ def test_the_report_leaves_out_a_damaged_benchmark_file_and_says_so(results):
     bench(results, "train/nie2023/bert-base/dcl/seed42.tsv", ("NA", "1"))
     text = "\n".join(cost_lines(results))
     assert "Left out: 1 benchmark files without a wall time" in text and "dcl/seed42.tsv" in text
-    assert "| nie2023 | 3 | 2 |" in text
+    assert "| nie2023 | 5 | 2 |" in text
 
 
 def test_projected_gpu_hours_stand_beside_the_measured_ones(results):
@@ -163,10 +199,12 @@ def test_projected_gpu_hours_stand_beside_the_measured_ones(results):
     }
     text = "\n".join(cost_lines(results, projected, "Projected GPU-h: as the plan says."))
     assert "Projected GPU-h: as the plan says." in text
-    assert "| nie2023 | 3 | 2 | 1:42:00 | 20480 | 1.50 | 2.00 |" in text
+    assert "| nie2023 | 5 | 2 | 1:45:36 | 20480 | 1.55 | 2.00 |" in text
     assert "| train | 2 | 1:32:00 | 0:46:00 | 20480 | 1.50 | 1.75 |" in text
     assert "| evaluate | 1 | 0:10:00 | 0:10:00 | 8000 | — | — |" in text  # no projection for the rule
-    assert "| nie2023/bert-base/mpt/seed42 | 1:30:00 | 0:10:00 | 20480 | 11.5 | 1.50 | 1.25 |" in text
+    assert (
+        "| nie2023/bert-base/mpt/seed42 | 1:30:00 | 0:03:00 | 0:10:00 | 20480 | 11.5 | 1.55 | 1.25 |" in text
+    )
     # before any job ran: the projection alone
     alone = "\n".join(cost_lines(results / "nothing", projected))
     assert "### Projected, per paper" in alone and "| nie2023 | 2.00 |" in alone
@@ -183,4 +221,5 @@ def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
     )
     section = report.read_text().split("## Cost", 1)[1]
     assert "calibration: the shipped default" in section and "### Projected, per rule" in section
-    assert "| train_vision |" in section and "| evaluate_pretrained |" in section
+    assert "| train_vision |" in section and "| encode_pretrained |" in section
+    assert "| evaluate_pretrained |" not in section  # the CPU probe jobs are not GPU time

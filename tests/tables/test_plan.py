@@ -93,17 +93,19 @@ def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
     cal = _flat_calibration(tmp_path)
     jobs = plan.make_plan(config, cal)
     train = [j for j in jobs if j.rule == "train"]
-    evaluate = [j for j in jobs if j.rule == "evaluate"]
+    encode = [j for j in jobs if j.rule == "encode"]
     assert [j.cell for j in train] == ["nie2023/toy/cl/seed1", "nie2023/toy/cl/seed2"]
+    assert [j.cell for j in encode] == [j.cell for j in train]
     snapshot_gib = 12 * plan.backbone_transformer(config, "toy").total / 2**30
     expected = (
         (125 * 104_988_672 + 4 * 2 * 17_088 * plan.STSB_DEV_TOKENS) / 1e12 + 10 + 2 * snapshot_gib + 4 * 0.5
     )
     assert train[0].seconds["config"] == pytest.approx(expected)
-    assert evaluate[0].seconds["fp32"] == pytest.approx(
-        2 * 17_088 * plan.SENTEVAL_ALL_TOKENS / 1e12 + 20 + 100
-    )
-    assert plan.total_hours(jobs) == pytest.approx(2 * (expected + evaluate[0].seconds["fp32"]) / 3600)
+    # The GPU job of the evaluation encodes (and starts up); the 100 s of probing run in a CPU job.
+    assert encode[0].seconds["fp32"] == pytest.approx(2 * 17_088 * plan.SENTEVAL_ALL_TOKENS / 1e12 + 20)
+    assert {j.rule for j in jobs} == {"train", "encode"}  # no probe job among the GPU jobs
+    assert plan.total_hours(jobs) == pytest.approx(2 * (expected + encode[0].seconds["fp32"]) / 3600)
+    assert plan.probe_jobs(config, cal) == (2, pytest.approx(2 * (20 + 100) / 3600))
 
 
 def test_analysis_probe_and_holdout_flops():
@@ -197,6 +199,10 @@ def test_full_config_plans_in_seconds_and_prints_every_section(tmp_path, capsys)
     assert "GPU-h all tf32" in out and "the shipped default" in out
     rows = (tmp_path / "plan.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 369 + 4 and written[0].name == "plan.md"
+    rules = {row.split(",")[0] for row in rows[1:]}
+    assert rules == {"train", "encode", "train_vision", "evaluate_vision", "encode_pretrained"}, rules
+    # the CPU probe jobs, one line: 222 sentence cells and 4 Pretrained rows, 30 s + 300 s (test mode)
+    assert f"Not GPU time: 226 SentEval probe jobs on the CPU, {226 * 330 / 3600:.1f} hours in all" in out
 
 
 def test_a_measured_calibration_replaces_the_default_and_fills_gaps_from_it(tmp_path):
@@ -267,7 +273,25 @@ def test_runtime_requests_are_the_projection_with_a_margin(tmp_path):
     )
     # a job projected at seconds still asks for the minimum
     fast = _flat_calibration(tmp_path / "fast", tflops=1000.0)
-    assert plan.job_runtime_minutes(config, "evaluate", fast, cell=cell) == plan.MINIMUM_RUNTIME_MIN
+    assert plan.job_runtime_minutes(config, "encode", fast, cell=cell) == plan.MINIMUM_RUNTIME_MIN
+    # the encoding's request is its projection; the CPU probe job's is its start-up and probing, which
+    # no GPU speed changes
+    encoding = next(j for j in plan.make_plan(config, cal) if j.rule == "encode").seconds["config"]
+    assert plan.job_runtime_minutes(config, "encode", cal, cell=cell) == -(
+        -encoding * plan.RUNTIME_MARGIN // 60
+    )
+    assert plan.job_runtime_minutes(config, "encode_pretrained", cal, backbone="toy") == pytest.approx(
+        plan.job_runtime_minutes(config, "encode", cal, cell=cell), abs=1
+    )
+    for calibration in (cal, fast):  # a million times apart in TFLOP/s
+        for rule in ("evaluate", "evaluate_pretrained"):
+            # the 10th attempt: (20 s + 100 s) x 2 x 10 = 40 minutes, above the minimum of 30
+            minutes = plan.job_runtime_minutes(
+                config, rule, calibration, cell=cell, backbone="toy", attempt=10
+            )
+            assert minutes == 40, (rule, minutes)
+    with pytest.raises(ValueError, match="no projection for rule 'tables'"):
+        plan.job_runtime_minutes(config, "tables", cal, cell=cell)
 
 
 def test_a_user_corpus_is_counted_line_by_line(tmp_path):

@@ -135,7 +135,8 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     # The papers' tables (189 cells) and the figure sweeps: Nie Fig. 3 (8 margins), Li Fig. 6 (8 + 7 + 8),
     # and Li §3.2's conjecture runs (baseline with and without GD).
     assert counts["train"] == n_sentence == 189 + 8 + 23 + 2
-    assert counts["evaluate"] == n_sentence
+    # each sentence cell's evaluation is two jobs: the encoding (GPU) and the probes (CPU)
+    assert counts["encode"] == counts["evaluate"] == n_sentence
     # MACL Table 9 / B.3: 5 losses x 5 batch sizes x 3 seeds = 75; OAR Table 3 and Fig. 2: 8 methods
     # (4 losses +- OAR) x 8 learning rates x 1 seed = 64; OAR Table 4: 8 methods on CIFAR-100 = 8.
     assert counts["train_vision"] == counts["evaluate_vision"] == n_vision == 75 + 64 + 8
@@ -155,7 +156,7 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     from contrastlab.figures.geometry_logs import LOG_FIGURES
 
     assert all(counts[f"figure_{name.rsplit('/', 1)[-1]}"] == 1 for name in LOG_FIGURES), counts
-    assert counts["evaluate_pretrained"] == 4
+    assert counts["encode_pretrained"] == counts["evaluate_pretrained"] == 4
     assert counts["fetch_backbone"] == 4
     assert counts["senteval_data"] == 1 and counts["corpus"] == 1
     assert counts["tables"] == 1
@@ -191,15 +192,19 @@ def test_slurm_profile_requests_gpus_only_for_gpu_rules(repo_root, tmp_path):
     )
     jobs = _jobs_with_resources(output)
     rules = {rule for rule, _ in jobs}
-    assert {"train", "evaluate", "train_vision", "evaluate_vision", "image_data", "tables"} <= rules, rules
+    expected = {"train", "encode", "evaluate", "train_vision", "evaluate_vision", "image_data", "tables"}
+    assert expected | {"encode_pretrained", "evaluate_pretrained"} <= rules, rules
     assert sum(rule == "train_vision" for rule, _ in jobs) == 15  # ntxent at 5 batch sizes x 3 seeds
     for rule, resources in jobs:
-        if rule in {"train", "evaluate", "evaluate_pretrained", "train_vision", "evaluate_vision"}:
+        if rule in {"train", "encode", "encode_pretrained", "train_vision", "evaluate_vision"}:
             assert re.search(r"\bgpu=1\b", resources), (rule, resources)
             assert re.search(r"\bruntime=\d+", resources), (rule, resources)
-        if rule in {"train", "evaluate", "train_vision", "evaluate_vision"}:
-            # config.yaml sets no *_runtime_min: each GPU job asks for its projected time x 2 (make plan)
+        if rule in {"train", "encode", "evaluate", "train_vision", "evaluate_vision"}:
+            # config.yaml sets no *_runtime_min: each job asks for its projected time x 2 (make plan)
             assert int(re.search(r"\bruntime=(\d+)", resources).group(1)) >= 30, resources
+        if rule in {"evaluate", "evaluate_pretrained"}:
+            # the SentEval probes run on the CPU: no GPU held while they fit (rules/evaluate.smk)
+            assert re.search(r"\bgpu=0\b", resources) and re.search(r"\bruntime=\d+", resources), resources
         if rule in {"tables", "fetch_backbone", "senteval_data", "corpus", "image_data"}:
             assert "gpu=" not in resources.replace("gpu=0", ""), (rule, resources)
 
@@ -262,13 +267,13 @@ def test_slurm_gres_profile_asks_gpus_as_gres(repo_root, tmp_path):
     jobs = _jobs_with_resources(output)
     gpu_rules = {
         "train",
-        "evaluate",
-        "evaluate_pretrained",
+        "encode",
+        "encode_pretrained",
         "train_vision",
         "evaluate_vision",
         "figure_spectra",
     }
-    assert gpu_rules <= {rule for rule, _ in jobs}, {rule for rule, _ in jobs}
+    assert gpu_rules | {"evaluate", "evaluate_pretrained"} <= {rule for rule, _ in jobs}, jobs
     for rule, resources in jobs:
         assert not re.search(r"\bgpu=[1-9]", resources), (rule, resources)
         if rule in gpu_rules:
@@ -280,8 +285,8 @@ def test_slurm_gres_profile_asks_gpus_as_gres(repo_root, tmp_path):
 
 def test_asking_for_one_figure_runs_exactly_its_trainings(repo_root, tmp_path):
     """`snakemake <figure file>`: Li Fig. 6 trains its 23 sweep cells (and evaluates none: it reads the
-    dev scores of the training logs); Nie Fig. 3 trains and evaluates its 8 margins; Li Fig. 9 trains
-    the 2 cells of li2024_conjectures."""
+    dev scores of the training logs); Nie Fig. 3 trains, encodes and evaluates its 8 margins; Li Fig. 9
+    trains the 2 cells of li2024_conjectures."""
     for figure, trained, evaluated in (
         ("li2024/li2024_fig6", 23, 0),
         ("nie2023/nie2023_fig3", 8, 8),  # Fig. 3a: the metrics and the logs' distance gaps
@@ -298,6 +303,7 @@ def test_asking_for_one_figure_runs_exactly_its_trainings(repo_root, tmp_path):
         )
         counts = job_counts(output)
         assert counts.get("train", 0) == trained and counts.get("evaluate", 0) == evaluated, (figure, counts)
+        assert counts.get("encode", 0) == evaluated, (figure, counts)
         assert "train_vision" not in counts and "tables" not in counts
 
 

@@ -161,7 +161,7 @@ def test_freeze_pull_restore_gives_the_same_tables_and_nothing_to_run(repo_root,
     (clone / "config" / "changed.yaml").write_text(yaml.safe_dump(changed_config, sort_keys=False))
     output = snakemake(clone, "-n", "--configfile", "config/changed.yaml")
     counts = pending_jobs(output)
-    assert counts["train"] == 1 and counts["evaluate"] == 1 and "method=mpt" in output, counts
+    assert counts["train"] == counts["encode"] == counts["evaluate"] == 1 and "method=mpt" in output, counts
     assert "method=cl," not in output
 
     # Restoring with a config other than the frozen one stops with one line naming what differs.

@@ -42,6 +42,7 @@ def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(tmp_p
     ):
         assert f"| {cell} |" in report
     assert "- kill and resume: PASS" in report and "- GPU vs CPU evaluation: PASS" in report
+    assert "- evaluation split: PASS — 4 of 4 SentEval encoding jobs on cpu" in report
     calibration = json.loads((results / "calibration.json").read_text())
     # The format make plan reads; on a CPU tf32 runs as fp32, the others as asked.
     assert calibration["format"] == "contrastlab-calibration/1" and calibration["measured"] is True

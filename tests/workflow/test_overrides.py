@@ -114,7 +114,7 @@ def test_documented_overrides_work_through_snakemake(repo_root, tmp_path):
     assert "contrastlab:" not in out
     # tables.partial renders the report from what exists: the tables and the figures, nothing trains
     assert re.search(r"^tables\s+1$", out, re.M), out[-2000:]
-    assert not re.search(r"^(train|evaluate)\s", out, re.M), out[-2000:]
+    assert not re.search(r"^(train|encode|evaluate)\s", out, re.M), out[-2000:]
     done = _snakemake(repo_root, tmp_path, "training={batch_size: 32, lr: 0.0001}", "select={seeds: [42]}")
     # The demo's 5 sentence cells of the tables, 8 of the figure sweeps (Nie Fig. 3, Li Fig. 6) and 2 of
     # Li's conjecture runs (Fig. 5, 7-9).

@@ -118,6 +118,51 @@ def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
     assert html.count("data:image/png;base64,") == len(figures)
 
 
+@pytest.mark.parametrize(
+    "cell, pooling",
+    [("nie2023/tiny-bert/cl/seed42", "cls"), ("pretrained/tiny-bert", "avg_embeddings_and_last")],
+    ids=["trained", "pretrained"],
+)
+def test_the_split_evaluation_gives_the_numbers_of_one_job(finished_demo, cell, pooling):
+    """The encode job (GPU) and the probe job (CPU) give what one evaluation job gave: the metrics the
+    workflow wrote equal a direct evaluate_checkpoint of the same checkpoint, without a cache. The
+    embeddings are gone (temp), the encoding's record is kept in the metrics."""
+    import torch
+
+    from contrastlab import config as cl_config
+    from contrastlab.data.acquire import data_locations
+    from contrastlab.evaluation.senteval import evaluate_checkpoint
+
+    workdir, config, _ = finished_demo
+    results = workdir / "results"
+    validated = cl_config.validate(json.loads(json.dumps(config)))
+    metrics = json.loads((results / "metrics" / cell / "senteval.json").read_text())
+    model = metrics["model_dir"]
+    assert model.endswith(f"{cell}/model" if "seed" in cell else "models/tiny-bert"), model
+    threads = torch.get_num_threads()
+    torch.set_num_threads(validated["resources"]["threads"])  # as the jobs ran (the old single job too)
+    try:
+        direct = evaluate_checkpoint(
+            model,
+            data_locations(validated)["senteval_dir"],
+            validated["evaluation"]["tasks"],
+            validated["evaluation"]["mode"],
+            pooling=pooling,
+            batch_size=validated["evaluation"]["batch_size"],
+            device="cpu",
+        )
+    finally:
+        torch.set_num_threads(threads)
+    for key in ("scores", "devacc", "sts_avg", "tr_avg", "tr_devacc_avg", "alignment", "uniformity"):
+        assert metrics[key] == direct[key], key
+    encoding = metrics["encoding"]
+    assert encoding["device"] == "cpu" and encoding["sentences"] > 0 and encoding["torch"], encoding
+    assert metrics["timings"]["encode_s"] == encoding["encode_s"]
+    assert not (results / "state" / "embeddings" / cell).exists()  # temp: deleted after the probe job
+    assert (results / "benchmarks" / "encode" / f"{cell}.tsv").is_file()
+    assert "sentences on" in (results / "logs" / "encode" / f"{cell}.log").read_text()
+
+
 def test_nothing_to_do_after_a_finished_run(repo_root, finished_demo):
     workdir, config, _ = finished_demo
     output = run_snakemake(repo_root, "-n", "--configfile", write(config, workdir / "same.yaml"))
@@ -132,9 +177,9 @@ def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finis
     counts = job_counts(output)
     # That cell, and what reads it: the tables, Nie Fig. 1 (its metrics and its training log) and Nie
     # Fig. 3b (its log's distance gaps).
-    expected = {"train": 1, "evaluate": 1, "figure_align_uniform": 1, "figure_training_curves": 1}
-    expected["figure_nie2023_fig3b"] = 1
-    assert counts == {**expected, "tables": 1, "all": 1, "total": 7}, counts
+    expected = {"train": 1, "encode": 1, "evaluate": 1, "figure_align_uniform": 1}
+    expected.update(figure_training_curves=1, figure_nie2023_fig3b=1)
+    assert counts == {**expected, "tables": 1, "all": 1, "total": 8}, counts
     assert "wildcards: experiment=nie2023, backbone=tiny-bert, method=mpt, seed=42" in output
     assert "method=cl" not in output
 
@@ -163,8 +208,10 @@ def test_a_corpus_whose_content_changed_retrains_every_cell(repo_root, finished_
     edited.write_text((workdir / "corpus" / "wiki.txt").read_text() + "one more sentence .\n")
     changed["data"]["wiki_path"] = str(edited)
     counts = job_counts(_dry_run(repo_root, workdir, changed, "edited"))
-    assert counts["corpus"] == 1 and counts["train"] == 2 and counts["evaluate"] == 2, counts
-    assert "evaluate_pretrained" not in counts and "senteval_data" not in counts, counts
+    assert counts["corpus"] == 1 and counts["train"] == 2, counts
+    assert counts["encode"] == counts["evaluate"] == 2, counts
+    assert "evaluate_pretrained" not in counts and "encode_pretrained" not in counts, counts
+    assert "senteval_data" not in counts, counts
 
 
 def test_a_wrong_data_path_stops_before_any_job_and_costs_nothing(repo_root, finished_demo):

@@ -277,9 +277,8 @@ def test_the_demo_through_slurm_submits_every_compute_job_and_equals_a_local_run
     remote = collections.Counter(re.findall(r"^rule (\w+):$", output, re.M))
     assert local + remote == {k: v for k, v in planned.items() if k != "total"}, (local, remote, planned)
     assert {"corpus", "senteval_data", "tables"} <= set(local), local  # backbones: already fetched
-    assert {"train": 2, "evaluate": 2, "evaluate_pretrained": 1, "figure_analytic_nie2023": 1}.items() <= (
-        remote.items()
-    ), remote
+    expected = {"train": 2, "encode": 2, "evaluate": 2, "encode_pretrained": 1, "evaluate_pretrained": 1}
+    assert {**expected, "figure_analytic_nie2023": 1}.items() <= remote.items(), remote
     submitted = submissions(output)
     assert collections.Counter(submitted.values()) == remote, (submitted, remote)
     jobs = {job["JobId"]: job for job in cluster.jobs() if job["JobId"] in submitted}
@@ -288,7 +287,7 @@ def test_the_demo_through_slurm_submits_every_compute_job_and_equals_a_local_run
         rule = submitted[slurm_id]
         assert job["JobState"] == "COMPLETED" and job["Partition"] == cluster.partition, job
         assert job["NumCPUs"] == "1", job  # threads (config resources.threads), not a profile default
-        if rule in ("train", "evaluate", "evaluate_pretrained"):
+        if rule in expected:
             assert job["MinMemoryNode"] == "1500M" and job["TimeLimit"] == "00:20:00", job
             assert "gpu" not in job.get("TresPerJob", "") + job.get("TresPerNode", ""), job  # gpu: 0
 
@@ -368,12 +367,13 @@ def test_scancel_of_a_training_job_is_retried_and_resumes_to_the_same_result(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("profile", ["slurm", "slurm-gres"])
-def test_a_gpu_job_gets_the_gpu_and_stops_in_one_line_where_cuda_is_missing(
+def test_the_encoding_gets_the_gpu_and_the_probe_job_none(
     repo_root, cluster, shared_resources, tmp_path, profile
 ):
-    """The fake GPU is allocated (``--gpus=1`` through profiles/slurm, ``--gres=gpu:1`` through
-    profiles/slurm-gres); torch sees no CUDA there, so the job stops with the GPU line instead of
-    evaluating on the CPU."""
+    """The fake GPU is allocated to the encoding job (``--gpus=1`` through profiles/slurm,
+    ``--gres=gpu:1`` through profiles/slurm-gres); torch sees no CUDA there, so the job stops with the
+    GPU line instead of encoding on the CPU. The probe job of the same evaluation asks for no GPU: once
+    the embeddings exist (encoded here on the CPU), it is submitted without a GPU and completes."""
     if torch.cuda.is_available():
         pytest.skip("checks the error on a machine without a usable GPU")
     config = slurm_demo(repo_root, tmp_path, shared_resources)
@@ -385,13 +385,39 @@ def test_a_gpu_job_gets_the_gpu_and_stops_in_one_line_where_cuda_is_missing(
         repo_root, cluster, profile, configfile, "--retries", "0", "--", target, check=False
     )
     submitted = submissions(output)
-    assert list(submitted.values()) == ["evaluate_pretrained"], output[-5000:]
+    assert list(submitted.values()) == ["encode_pretrained"], output[-5000:]
     jobs = [j for j in cluster.jobs() if j["JobId"] in submitted]
     assert len(jobs) == 1, jobs
     # --gpus=1 is a request per job, --gres=gpu:1 one per node.
-    assert jobs[0].get("TresPerJob" if profile == "slurm" else "TresPerNode") == "gres:gpu:1", jobs[0]
+    tres = "TresPerJob" if profile == "slurm" else "TresPerNode"
+    assert jobs[0].get(tres) == "gres:gpu:1", jobs[0]
     assert jobs[0]["JobState"] == "FAILED", jobs[0]
     logs = "".join(Path(p).read_text() for p in re.findall(r"\(log: (\S+?)\)\.", output) if Path(p).exists())
-    line = "contrastlab: rule evaluate_pretrained tiny-bert: GpuUnavailableError: this job asked for 1 GPU(s)"
+    line = "contrastlab: rule encode_pretrained tiny-bert: GpuUnavailableError: this job asked for 1 GPU(s)"
     assert line in output + logs, output[-5000:]
     assert not Path(target).exists()
+
+    # The embeddings, encoded on this machine's CPU (a target of their own: Snakemake keeps a temp
+    # output that was asked for), then the same evaluation through SLURM: only its probe job is left.
+    embeddings = f"{tmp_path}/results/state/embeddings/pretrained/tiny-bert"
+    on_cpu = write({**config, "resources": {**config["resources"], "gpu": 0}}, tmp_path / "cpu.yaml")
+    run_snakemake(
+        repo_root,
+        "--workflow-profile",
+        "profiles/local",
+        "--cores",
+        "1",
+        "--configfile",
+        on_cpu,
+        "--",
+        embeddings,
+    )
+    output = run_through_slurm(repo_root, cluster, profile, configfile, "--retries", "0", "--", target)
+    submitted = submissions(output)
+    assert list(submitted.values()) == ["evaluate_pretrained"], output[-5000:]
+    probe = next(j for j in cluster.jobs() if j["JobId"] in submitted)
+    assert probe["JobState"] == "COMPLETED", probe
+    assert "gpu" not in probe.get("TresPerJob", "") + probe.get("TresPerNode", ""), probe
+    metrics = json.loads(Path(target).read_text())
+    assert metrics["encoding"]["device"] == "cpu" and metrics["scores"], metrics["encoding"]
+    assert not Path(embeddings).exists()  # temp: deleted once the probe job has read it

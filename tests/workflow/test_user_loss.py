@@ -136,6 +136,7 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
     assert counts == {
         "all": 1,
         "train": 1,
+        "encode": 1,
         "evaluate": 1,
         "train_vision": 1,
         "evaluate_vision": 1,
@@ -144,7 +145,7 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
         "figure_align_uniform": 1,
         "figure_nie2023_fig3b": 1,
         "tables": 1,
-        "total": 10,
+        "total": 11,
     }, counts
     listing = run_snakemake(REPO_ROOT, "-n", "--configfile", path)
     methods = {part.split("=", 1)[1].strip(",") for part in listing.split() if part.startswith("method=")}

@@ -14,7 +14,9 @@ A faithful re-implementation of the protocol of SentEval as SimCSE runs it, not 
   points off SentEval on SST2/TREC/MRPC (beyond protocol.md's 0.5).
 
 Every unique sentence of the requested tasks is encoded in one ``encode`` call, optionally through an
-on-disk embedding cache, so STS and transfer tasks share embeddings.
+on-disk embedding cache, so STS and transfer tasks share embeddings. The workflow splits a checkpoint's
+evaluation at that cache: :func:`encode_checkpoint` fills it in a GPU job (rule ``encode``), and
+:func:`evaluate_checkpoint` fits the probes from it in a CPU job (rule ``evaluate``), same numbers.
 """
 
 from __future__ import annotations
@@ -40,10 +42,13 @@ from contrastlab.senteval.tasks import (
 )
 
 __all__ = [
+    "ENCODING_RECORD",
     "EmbeddingCache",
     "alignment_uniformity",
+    "encode_checkpoint",
     "evaluate",
     "evaluate_checkpoint",
+    "read_encoding",
 ]
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -392,6 +397,23 @@ def _lazy_encoder(model_dir: str | Path, *, pooling: str, batch_size: int, devic
     return encode
 
 
+def _refuse_to_encode(model_dir: str | Path, cache_dir: str | Path | None, key: str) -> Encode:
+    """An ``encode`` that raises: a probe job must find every embedding where its encoding job put
+    them, rather than encode for an hour on a CPU allocation sized for probing."""
+
+    def encode(sentences: list[str]) -> np.ndarray:
+        folder = Path(cache_dir) if cache_dir is not None else None
+        found = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder and folder.is_dir() else []
+        raise ValueError(
+            f"{len(sentences)} sentences are missing from the embeddings of {model_dir} in {cache_dir} "
+            f"(key {key}; found {', '.join(found) or 'none'}): the checkpoint changed after its encoding "
+            "job, or that job encoded other tasks; run that job again (--forcerun encode or "
+            "encode_pretrained)"
+        )
+
+    return encode
+
+
 def encode_checkpoint(
     model_dir: str | Path,
     data_dir: str | Path,
@@ -406,15 +428,51 @@ def encode_checkpoint(
     """The encoding half of :func:`evaluate_checkpoint`: every sentence it needs for ``tasks`` in
     ``mode`` (and the STS-B test pairs), encoded on ``device`` into ``cache_dir`` as it would encode
     them. ``evaluate_checkpoint(..., cache_dir=cache_dir)`` then fits the probes from the cache, without
-    loading the model, with the numbers of a single call: a GPU job encodes, a CPU job probes. Returns
-    the sentence count and the encoding seconds."""
+    loading the model, with the numbers of a single call: a GPU job encodes, a CPU job probes.
+
+    Returns what the encoding was: the sentence count, the encoding seconds, the checkpoint and its
+    cache key (:func:`checkpoint_fingerprint`), the device type (``cuda``, ``cpu``) and name, and the
+    torch and CUDA versions."""
+    import torch
+
+    from contrastlab.models import pick_device
+    from contrastlab.training.runtime import device_name
+
     stsb = load_sts_pairs(data_dir, "STSBenchmark", "test")
     _, sentences = _task_inputs(data_dir, tasks, mode, stsb.a + stsb.b)
     key = checkpoint_fingerprint(model_dir, pooling)
     encode = _lazy_encoder(model_dir, pooling=pooling, batch_size=batch_size, device=device)
     start = time.perf_counter()
     _embed_all(encode, sentences, Path(cache_dir) / key, key)
-    return {"sentences": len(sentences), "encode_s": time.perf_counter() - start, "model_dir": str(model_dir)}
+    encode_s = time.perf_counter() - start
+    resolved = pick_device(device)
+    return {
+        "sentences": len(sentences),
+        "encode_s": encode_s,
+        "model_dir": str(model_dir),
+        "key": key,
+        "device": resolved.type,
+        "device_name": device_name(resolved),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+    }
+
+
+#: Written by the encoding job beside the embeddings it encoded (what :func:`encode_checkpoint` returns).
+ENCODING_RECORD = "encoding.json"
+
+
+def read_encoding(cache_dir: str | Path) -> dict[str, Any]:
+    """The :data:`ENCODING_RECORD` of an encoding job's ``cache_dir``; ``ValueError`` (one line) when
+    it has none, i.e. no encoding job finished there."""
+    path = Path(cache_dir) / ENCODING_RECORD
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"{path} cannot be read ({type(error).__name__}): the embeddings there were not written by a "
+            "finished encoding job; run it again (--forcerun encode or encode_pretrained)"
+        ) from None
 
 
 def evaluate_checkpoint(
@@ -428,6 +486,7 @@ def evaluate_checkpoint(
     device: str | None = None,
     cache_dir: str | Path | None = None,
     probe: str = DEFAULT_PROBE,
+    encode_missing: bool = True,
 ) -> dict[str, Any]:
     """Evaluate a Hugging Face checkpoint; returns the metrics-file dict of contracts.md.
 
@@ -436,12 +495,17 @@ def evaluate_checkpoint(
 
     STS-B test sentences are always encoded too (alignment/uniformity), within the same single
     ``encode`` call. With ``cache_dir``, embeddings live in ``cache_dir/<checkpoint fingerprint>``.
+    ``encode_missing=False`` (the probe job after :func:`encode_checkpoint`): sentences missing from
+    the cache raise ``ValueError`` instead of being encoded.
     """
     tasks = P.check_tasks(tasks)
     mode = P.check_mode(mode)
-    encode = _lazy_encoder(model_dir, pooling=pooling, batch_size=batch_size, device=device)
     stsb = load_sts_pairs(data_dir, "STSBenchmark", "test")
     key = checkpoint_fingerprint(model_dir, pooling)
+    if encode_missing:
+        encode = _lazy_encoder(model_dir, pooling=pooling, batch_size=batch_size, device=device)
+    else:
+        encode = _refuse_to_encode(model_dir, cache_dir, key)
     result = _evaluate(
         encode,
         data_dir,

@@ -1,26 +1,29 @@
 """What a run cost: wall time, peak memory and GPU-hours per cell, per rule and per paper.
 
 Read from Snakemake's benchmark files, one TSV per job under ``<results_dir>/benchmarks`` (the rules'
-``benchmark:``: ``train/<experiment>/<backbone>/<method>/seed<N>.tsv``, the same under ``evaluate/``,
-``evaluate/pretrained/<backbone>.tsv``, ``figures/<name>.tsv``; columns ``s`` (wall seconds) and
-``max_rss`` (peak resident memory, MB), one row per repeat), and from the training logs
-(``<results_dir>/checkpoints/<cell>/train_log.jsonl``: the device of the ``start`` event, the
-``peak_gpu_memory_gib`` of the ``end`` event). A job counts GPU-hours (its wall hours, one GPU per job as
-the rules request) only when its log says it ran on a CUDA device; evaluation jobs do not log their
-device, so their GPU-hours show as "—" as do those of every CPU run.
+``benchmark:``: ``train/<experiment>/<backbone>/<method>/seed<N>.tsv``, the same under ``encode/`` and
+``evaluate/``, ``encode/pretrained/<backbone>.tsv``, ``evaluate/pretrained/<backbone>.tsv``,
+``figures/<name>.tsv``; columns ``s`` (wall seconds) and ``max_rss`` (peak resident memory, MB), one row
+per repeat), from the training logs (``<results_dir>/checkpoints/<cell>/train_log.jsonl``: the device of
+the ``start`` event, the ``peak_gpu_memory_gib`` of the ``end`` event) and from the metrics files (the
+SentEval encoding's device, ``encoding.device`` of ``senteval.json``; the vision evaluation's,
+``device`` of ``vision.json``). A job counts GPU-hours (its wall hours, one GPU per job as the rules
+request) only when its record says it ran on a CUDA device: training, the SentEval encoding (rules
+``encode``, ``encode_pretrained``) and the vision evaluation; the SentEval probe jobs (``evaluate``,
+``evaluate_pretrained``) run on the CPU, so their GPU-hours show as "—" as do those of every CPU run.
 
-Example (a training job and its evaluation, on the CPU)::
+Example (a training job, its encoding and its probes, on the CPU)::
 
     >>> import pathlib, tempfile
     >>> r = pathlib.Path(tempfile.mkdtemp())
-    >>> for kind, s in (("train", "12.4"), ("evaluate", "3.0")):
+    >>> for kind, s in (("train", "12.4"), ("encode", "1.5"), ("evaluate", "3.0")):
     ...     f = r / "benchmarks" / kind / "nie2023/bert-base/mpt/seed42.tsv"
     ...     f.parent.mkdir(parents=True)
     ...     _ = f.write_text(f"s\\th:m:s\\tmax_rss\\n{s}\\t0:00:12\\t900.7\\n")
-    >>> [(j.rule, j.cell, j.seconds) for j in read_job_costs(r)]
-    [('evaluate', 'nie2023/bert-base/mpt/seed42', 3.0), ('train', 'nie2023/bert-base/mpt/seed42', 12.4)]
+    >>> [(j.rule, j.seconds) for j in read_job_costs(r)]
+    [('encode', 1.5), ('evaluate', 3.0), ('train', 12.4)]
     >>> per_paper(read_job_costs(r))
-    [{'paper': 'nie2023', 'jobs': '2', 'cells': '1', 'wall': '0:00:15', 'peak RSS (MB)': '901', 'GPU-h': '—'}]
+    [{'paper': 'nie2023', 'jobs': '3', 'cells': '1', 'wall': '0:00:17', 'peak RSS (MB)': '901', 'GPU-h': '—'}]
 """
 
 from __future__ import annotations
@@ -101,28 +104,58 @@ def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | No
     return device, peak
 
 
+def metrics_device(metrics_path: str | os.PathLike) -> str | None:
+    """The device a cell's GPU-side evaluation ran on, from its metrics file: ``encoding.device`` of a
+    ``senteval.json`` (the ``encode`` job's), ``device`` of a ``vision.json``; ``None`` where absent."""
+    try:
+        data = json.loads(Path(metrics_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if Path(metrics_path).name == "vision.json":
+        return data.get("device")
+    encoding = data.get("encoding")
+    return encoding.get("device") if isinstance(encoding, dict) else None
+
+
+def _gpu_hours_if(device: str | None, seconds: float) -> float | None:
+    return seconds / 3600 if str(device or "").startswith("cuda") else None
+
+
 def _job(results: Path, parts: Sequence[str], seconds: float, rss: float | None) -> JobCost:
     """The :class:`JobCost` of the benchmark file ``benchmarks/<parts...>.tsv`` (suffix removed)."""
     kind, rest = parts[0], list(parts[1:])
-    if kind in ("train", "evaluate") and len(rest) == 4:
+    if kind in ("train", "encode", "evaluate") and len(rest) == 4:
         cell = "/".join(rest)
+        paper = paper_of(rest[0])
         if kind == "train":
             vision = (results / "checkpoints" / cell / "encoder").is_dir()
             device, peak = training_device(results / "checkpoints" / cell / "train_log.jsonl")
-            on_gpu = str(device or "").startswith("cuda")
+            gpu_hours = _gpu_hours_if(device, seconds)
             return JobCost(
                 "train_vision" if vision else "train",
-                paper_of(rest[0]),
+                paper,
                 cell,
                 seconds,
                 rss,
-                gpu_hours=seconds / 3600 if on_gpu else None,
-                peak_gpu_gib=peak if on_gpu else None,
+                gpu_hours=gpu_hours,
+                peak_gpu_gib=peak if gpu_hours is not None else None,
             )
-        vision = (results / "metrics" / cell / "vision.json").is_file()
-        return JobCost("evaluate_vision" if vision else "evaluate", paper_of(rest[0]), cell, seconds, rss)
-    if kind == "evaluate" and len(rest) == 2 and rest[0] == "pretrained":
-        return JobCost("evaluate_pretrained", "pretrained", "/".join(rest), seconds, rss)
+        if kind == "encode":
+            device = metrics_device(results / "metrics" / cell / "senteval.json")
+            return JobCost("encode", paper, cell, seconds, rss, gpu_hours=_gpu_hours_if(device, seconds))
+        vision = results / "metrics" / cell / "vision.json"
+        if vision.is_file():  # one job on the GPU: encoding and probes (rules/vision.smk)
+            gpu_hours = _gpu_hours_if(metrics_device(vision), seconds)
+            return JobCost("evaluate_vision", paper, cell, seconds, rss, gpu_hours=gpu_hours)
+        return JobCost("evaluate", paper, cell, seconds, rss)  # the SentEval probes, on the CPU
+    if kind in ("encode", "evaluate") and len(rest) == 2 and rest[0] == "pretrained":
+        if kind == "evaluate":
+            return JobCost("evaluate_pretrained", "pretrained", "/".join(rest), seconds, rss)
+        device = metrics_device(results / "metrics" / "pretrained" / rest[1] / "senteval.json")
+        gpu_hours = _gpu_hours_if(device, seconds)
+        return JobCost("encode_pretrained", "pretrained", "/".join(rest), seconds, rss, gpu_hours=gpu_hours)
     if kind == "figures" and len(rest) == 1:
         name = rest[0]
         rule = f"figure_analytic_{paper_of(name)}" if name.endswith("-analytic") else name
@@ -221,17 +254,20 @@ def per_rule(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
 
 
 def per_cell(jobs: Sequence[JobCost], projected: Projected | None = None) -> list[dict[str, str]]:
-    """One row per cell (training and evaluation together): wall time of each, the larger peak RSS, the
-    training's peak GPU memory, GPU-hours (and the projected GPU-hours, with ``projected``)."""
+    """One row per cell (training, encoding and evaluation together): wall time of each, the larger peak
+    RSS, the training's peak GPU memory, GPU-hours (and the projected GPU-hours, with ``projected``).
+    ``encode`` is the SentEval encoding job (a vision cell encodes inside its evaluation: "—")."""
     rows = []
     for cell, group in sorted(_grouped([j for j in jobs if j.cell], lambda j: j.cell).items()):
         train = [j for j in group if j.rule.startswith("train")]
+        encode = [j for j in group if j.rule.startswith("encode")]
         evaluate = [j for j in group if j.rule.startswith("evaluate")]
         peaks = [j.peak_gpu_gib for j in group if j.peak_gpu_gib is not None]
         rows.append(
             {
                 "cell": cell,
                 "train": hms(sum(j.seconds for j in train)) if train else NONE,
+                "encode": hms(sum(j.seconds for j in encode)) if encode else NONE,
                 "evaluate": hms(sum(j.seconds for j in evaluate)) if evaluate else NONE,
                 "peak RSS (MB)": _rss(group),
                 "peak GPU mem (GiB)": f"{max(peaks):.1f}" if peaks else NONE,
@@ -264,9 +300,10 @@ def cost_lines(
         return lines
     lines += [
         f"From the {len(jobs)} jobs' Snakemake benchmark files (`benchmarks/`: wall time and peak resident "
-        "memory of each job) and the training logs (device, peak GPU memory). GPU-h: wall hours of the jobs "
-        f"whose log records a CUDA device, one GPU each; {NONE} where none did (CPU runs; evaluation jobs "
-        "do not log their device yet)."
+        "memory of each job), the training logs (device, peak GPU memory) and the metrics files (the "
+        "device of the SentEval encoding and of the vision evaluation). GPU-h: wall hours of the jobs that "
+        f"record a CUDA device, one GPU each (training, `encode`, `evaluate_vision`); {NONE} where none "
+        "did (CPU runs; the SentEval probe jobs, `evaluate`, run on the CPU)."
         + (
             f" Left out: {len(skipped)} benchmark files without a wall time ({skipped[0]}, ...)."
             if skipped

@@ -1,5 +1,6 @@
 """The figures of ``make gpu-check`` (config/gpu-check.yaml): per cell steps/s, achieved TFLOP/s, MFU and
-peak memory, the resume and GPU-vs-CPU evaluation checks, and the calibration file ``make plan`` reads.
+peak memory, the resume, evaluation-split and GPU-vs-CPU evaluation checks, and the calibration file
+``make plan`` reads.
 
 FLOPs per training step are the plan's (:func:`contrastlab.tables.plan.cell_work`), so that the
 calibration written here is in the units ``make plan`` divides by. MFU = achieved FLOP/s ÷ the

@@ -1,7 +1,10 @@
 """The bill before the first GPU-hour: projected GPU-hours and peak GPU memory of a config's cells.
 
 Projection of a job = its FLOPs ÷ a throughput calibration (achieved TFLOP/s per track and precision)
-+ per-job overheads. Nothing runs and Snakemake's DAG is not built: the cells come from
++ per-job overheads. The plan lists the jobs that hold a GPU: training, the SentEval encoding (rules
+``encode``, ``encode_pretrained``) and the vision evaluation; the SentEval probes run in CPU jobs of
+their own (rules ``evaluate``, ``evaluate_pretrained``), whose count and hours are stated on one line
+(:func:`probe_jobs`). Nothing runs and Snakemake's DAG is not built: the cells come from
 :func:`contrastlab.config.cells` and :func:`contrastlab.config.method_settings`, so the plan of
 ``config.yaml`` takes a few seconds (:func:`make_plan`; ``make plan``, ``scripts/plan.py``).
 
@@ -18,7 +21,7 @@ left out):
 - dev evaluations (forward only, ``2 × N × tokens``) at step 0, every ``eval_every`` steps and the
   last: the STS-B dev sentences (:data:`STSB_DEV_TOKENS`); the analysis probe when ``analysis_every``
   is set: two views of ``analysis_sentences`` corpus sentences (32 tokens) and of as many dev
-  sentences; the final SentEval encoding: every unique sentence of the tasks once
+  sentences; the final SentEval encoding (its own GPU job): every unique sentence of the tasks once
   (:data:`SENTEVAL_TOKENS`), in fp32 (the evaluator loads the checkpoint in fp32, no autocast).
 - vision training: ``3 × F × images`` per step, F = the encoder's (and head's) forward FLOPs per image
   at the input size (:func:`vision_forward`, layer by layer as the trainer builds the encoder; a test
@@ -668,13 +671,35 @@ def _train_seconds(work: CellWork, cal: Calibration) -> float:
     )
 
 
-def _eval_seconds(config: Mapping[str, Any], work: CellWork, cal: Calibration) -> float:
+def _eval_seconds(work: CellWork, cal: Calibration) -> float:
+    """The GPU job of an evaluation: a sentence cell's encoding (rule ``encode``), or a vision cell's
+    encoding and probes (``evaluate_vision``, one job on the GPU)."""
     o = cal.overheads_s
     compute = cal.seconds(work.eval_flops, work.track, EVALUATION_PRECISION)
     if work.track == "vision":
         return compute + o["evaluate_startup"] + work.eval_probe_steps * o["vision_probe_step"]
+    return compute + o["evaluate_startup"]
+
+
+def _probe_seconds(config: Mapping[str, Any], cal: Calibration) -> float:
+    """The CPU job of a SentEval evaluation (rules ``evaluate``, ``evaluate_pretrained``): its start-up
+    and the probes of the configured mode."""
     mode = (config.get("evaluation") or {}).get("mode", "test")
-    return compute + o["evaluate_startup"] + o[f"senteval_probe_{mode}"]
+    return cal.overheads_s["evaluate_startup"] + cal.overheads_s[f"senteval_probe_{mode}"]
+
+
+def _pretrained_work(config: Mapping[str, Any], backbone: str) -> CellWork:
+    """The encoding of a Pretrained row: the backbone's forward over every SentEval sentence."""
+    n = backbone_transformer(config, backbone).non_embedding
+    return CellWork("sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * _senteval_tokens(config), 0, 0, "")
+
+
+def probe_jobs(config: Mapping[str, Any], calibration: Calibration) -> tuple[int, float]:
+    """``(jobs, hours)`` of the SentEval probe jobs, which run on the CPU and so are not in the plan's
+    GPU-hours: one per sentence cell and per Pretrained row, each :func:`_probe_seconds` long."""
+    sentence = sum(cl_config.track(config, c.experiment) != "vision" for c in cl_config.cells(config))
+    jobs = sentence + len(cl_config.pretrained_backbones(config))
+    return jobs, jobs * _probe_seconds(config, calibration) / 3600
 
 
 def make_plan(
@@ -685,6 +710,8 @@ def make_plan(
 ) -> list[PlannedJob]:
     """Every GPU job of the (validated) config with its projected seconds under each precision choice
     (``config`` and :data:`SIDE_BY_SIDE`, plus ``chosen``); memory and kind are those of ``chosen``.
+    A cell's evaluation is its ``encode`` job (sentence cells; their CPU probe jobs are
+    :func:`probe_jobs`) or its ``evaluate_vision`` job; a Pretrained row is its ``encode_pretrained``.
     ``searches``: with the searches' jobs (:func:`search_jobs`; default: when they run with the
     default target, ``searches.in_all``)."""
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
@@ -705,24 +732,20 @@ def make_plan(
                 **common,
             )
         )
-        evaluation = _eval_seconds(config, works[chosen], calibration)
+        evaluation = _eval_seconds(works[chosen], calibration)
         jobs.append(
             PlannedJob(
-                rule="evaluate_vision" if vision else "evaluate",
+                rule="evaluate_vision" if vision else "encode",
                 seconds=dict.fromkeys(choices, evaluation),
                 precision=dict.fromkeys(choices, EVALUATION_PRECISION),
                 **common,
             )
         )
     for backbone, _ in cl_config.pretrained_backbones(config):
-        n = backbone_transformer(config, backbone).non_embedding
-        work = CellWork(
-            "sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * _senteval_tokens(config), 0, 0, ""
-        )
-        seconds = _eval_seconds(config, work, calibration)
+        seconds = _eval_seconds(_pretrained_work(config, backbone), calibration)
         jobs.append(
             PlannedJob(
-                "evaluate_pretrained",
+                "encode_pretrained",
                 "pretrained",
                 "pretrained",
                 f"pretrained/{backbone}",
@@ -806,10 +829,15 @@ def plan_lines(
     """The plan as Markdown lines: header, per paper, per experiment, per rule, peak memory per cell
     kind, per cell (the seeds of a cell share a row), each with a total."""
     counts = cell_counts(config)
+    probes, probe_hours = probe_jobs(config, calibration)
     lines = [
         f"{counts['total']} training cells ({counts['sentence']} sentence, {counts['figure']} of them for "
         f"figures only; {counts['vision']} vision), as many evaluations, {counts['pretrained']} Pretrained "
-        "evaluations.",
+        "evaluations. A SentEval evaluation is two jobs: the encoding on the GPU (`encode`, "
+        "`encode_pretrained`, below) and the probes on the CPU (`evaluate`, `evaluate_pretrained`).",
+        "",
+        f"Not GPU time: {probes} SentEval probe jobs on the CPU, {probe_hours:.1f} hours in all "
+        f"({_probe_seconds(config, calibration):.0f} s each: start-up and probes).",
         "",
         f"Projected GPU-hours: FLOPs ÷ achieved TFLOP/s + overheads ({calibration.describe()}). "
         "Columns: each cell in its configured precision, then every cell that `precision_override` reaches "
@@ -929,10 +957,10 @@ def runtime_resource(
     config: Mapping[str, Any], kind: str, rule: str | None, where: Any, calibration: Any
 ) -> Any:
     """A rule's ``runtime`` resource (minutes): ``resources.<kind>_runtime_min`` when the config sets
-    it; for a GPU job of a cell (``rule``; not with ``resources.gpu: 0``), a function of the job's
-    wildcards and attempt giving :func:`job_runtime_minutes`, ``where(wildcards)`` naming its cell or
-    backbone (keyword arguments) and ``calibration()`` the calibration; else
-    :data:`FALLBACK_RUNTIME_MIN`."""
+    it; for a job the plan projects (``rule``: a cell's or a Pretrained row's, GPU or SentEval probe
+    job; not with ``resources.gpu: 0``), a function of the job's wildcards and attempt giving
+    :func:`job_runtime_minutes`, ``where(wildcards)`` naming its cell or backbone (keyword arguments)
+    and ``calibration()`` the calibration; else :data:`FALLBACK_RUNTIME_MIN`."""
     configured = config["resources"].get(f"{kind}_runtime_min")
     if configured is not None:
         return configured
@@ -955,19 +983,18 @@ def job_runtime_minutes(
     attempt: int = 1,
     point: cl_search.SearchPoint | None = None,
 ) -> int:
-    """Minutes to request for one GPU job: ``train``, ``train_vision``, ``evaluate``,
-    ``evaluate_vision`` of ``cell``, or ``evaluate_pretrained`` of ``backbone``: its projected seconds
-    (as configured) × :data:`RUNTIME_MARGIN` × ``attempt``, at least :data:`MINIMUM_RUNTIME_MIN`."""
-    if rule == "evaluate_pretrained":
-        n = backbone_transformer(config, backbone).non_embedding
-        work = CellWork(
-            "sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * _senteval_tokens(config), 0, 0, ""
-        )
-        seconds = _eval_seconds(config, work, calibration)
+    """Minutes to request for one job: ``train``, ``train_vision``, ``encode``, ``evaluate_vision`` of
+    ``cell`` or ``encode_pretrained`` of ``backbone`` (GPU jobs), ``evaluate`` or
+    ``evaluate_pretrained`` (the SentEval probes, CPU jobs): its projected seconds (as configured) ×
+    :data:`RUNTIME_MARGIN` × ``attempt``, at least :data:`MINIMUM_RUNTIME_MIN`."""
+    if rule == "encode_pretrained":
+        seconds = _eval_seconds(_pretrained_work(config, backbone), calibration)
+    elif rule in ("evaluate", "evaluate_pretrained"):
+        seconds = _probe_seconds(config, calibration)
     elif rule in ("train", "train_vision"):
         seconds = _train_seconds(cell_work(config, cell, point=point), calibration)
-    elif rule in ("evaluate", "evaluate_vision"):
-        seconds = _eval_seconds(config, cell_work(config, cell), calibration)
+    elif rule in ("encode", "evaluate_vision"):
+        seconds = _eval_seconds(cell_work(config, cell), calibration)
     else:
         raise ValueError(f"no projection for rule {rule!r}")
     return max(MINIMUM_RUNTIME_MIN, math.ceil(seconds * RUNTIME_MARGIN * attempt / 60))
@@ -1070,7 +1097,8 @@ def search_jobs(
     for (experiment, backbone, method), stages in cl_search.searches(points).items():
         first = stages[1][0]
         work = cell_work(config, first.cell, point=first)
-        seconds = _eval_seconds(config, work, calibration)
+        # the winner's encoding on the GPU and its probes in the same job (one per search)
+        seconds = _eval_seconds(work, calibration) + _probe_seconds(config, calibration)
         jobs.append(
             PlannedJob(
                 rule="search_evaluate",

@@ -115,13 +115,14 @@ def projected_cost(config: dict) -> tuple[dict | None, str]:
     try:
         calibration = plan.load_calibration()
         jobs = plan.make_plan(config, calibration)
+        probes, probe_hours = plan.probe_jobs(config, calibration)
     except (OSError, ValueError, KeyError, TypeError) as error:  # a partial or hand-made config
         return None, f"No projection ({type(error).__name__}: {error})."
     note = (
         f"Projected GPU-h: what each job would take on the calibration's GPU with the precision the config "
         f"gives it (`make plan`: FLOPs ÷ achieved TFLOP/s + overheads; {calibration.describe()}); "
-        f"{plan.total_hours(jobs):.1f} GPU-h for the whole grid. Measured GPU-h count only jobs that ran on "
-        "a GPU."
+        f"{plan.total_hours(jobs):.1f} GPU-h for the whole grid, and {probes} SentEval probe jobs on the "
+        f"CPU ({probe_hours:.1f} h, not GPU time). Measured GPU-h count only jobs that ran on a GPU."
     )
     return plan.projected_hours(jobs), note
 

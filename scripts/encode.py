@@ -1,0 +1,37 @@
+"""Snakemake entry: the GPU half of a SentEval evaluation: every sentence it needs, encoded by one
+checkpoint (or unmodified backbone) into the job's embeddings folder, where the CPU job `evaluate` reads
+them. ``encoding.json`` there records how (device, sentences, seconds, versions), for its metrics."""
+
+from pathlib import Path
+
+import torch
+
+from contrastlab.evaluation.senteval import ENCODING_RECORD, encode_checkpoint
+from contrastlab.workflow import (
+    failure_record,
+    job_data_locations,
+    job_device,
+    job_label,
+    logged_to,
+    workflow_run,
+    write_json,
+)
+
+snakemake = globals()["snakemake"]
+
+record = failure_record(snakemake)
+with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)):
+    device = job_device(snakemake)  # its own GPU (or the CPU with resources.gpu: 0)
+    torch.set_num_threads(snakemake.threads)
+    encoding = encode_checkpoint(
+        snakemake.input.model,
+        job_data_locations(snakemake)["senteval_dir"],
+        snakemake.params.tasks,
+        snakemake.params.mode,
+        cache_dir=snakemake.output.embeddings,
+        pooling=snakemake.params.pooling,
+        batch_size=snakemake.params.batch_size,
+        device=device,
+    )
+    print(f"{encoding['sentences']} sentences on {encoding['device_name']} in {encoding['encode_s']:.1f} s")
+    write_json(Path(snakemake.output.embeddings) / ENCODING_RECORD, encoding)
