@@ -282,3 +282,49 @@ def encoders_for_spectra(experiment):
         if chosen:
             out[method] = f"{R}/checkpoints/{min(chosen, key=lambda c: c.seed).path}/encoder"
     return out
+
+
+# Hyperparameter searches (rules/search.smk).
+SEARCHES = cl_search.searches(SEARCH_POINTS)
+
+
+def search_stage_models(wildcards):
+    """The checkpoints of one stage's points (a point shared with a configured cell: that cell's)."""
+    points = SEARCHES[(wildcards.experiment, wildcards.backbone, wildcards.method)][int(wildcards.stage)]
+    return [f"{R}/checkpoints/{p.cell.path}/model" for p in points]
+
+
+def search_stage_points(wildcards):
+    points = SEARCHES[(wildcards.experiment, wildcards.backbone, wildcards.method)][int(wildcards.stage)]
+    return [dataclasses.asdict(p) for p in points]
+
+
+def search_last_stage(wildcards):
+    stages = SEARCHES[(wildcards.experiment, wildcards.backbone, wildcards.method)]
+    return search_stage_file(wildcards.experiment, wildcards.backbone, wildcards.method, max(stages))
+
+
+def search_outputs():
+    """Every stage's selection and every search's evaluated winner."""
+    out = []
+    for (experiment, backbone, method), stages in SEARCHES.items():
+        out += [search_stage_file(experiment, backbone, method, k) for k in stages]
+        seed = stages[1][0].seed
+        out.append(f"{R}/metrics/{experiment}/{backbone}/{cl_search.searched_method(method)}/seed{seed}/senteval.json")
+    return out
+
+
+def search_table_inputs(wildcards):
+    """What the tables read of the searches: everything, when they run with the default target."""
+    if not config["searches"]["in_all"]:
+        return []
+    return existing_if_partial(search_outputs())
+
+
+def search_figure_inputs(wildcards):
+    return existing_if_partial(
+        search_stage_file(e, b, m, k)
+        for (e, b, m), stages in SEARCHES.items()
+        if e == wildcards.experiment
+        for k in stages
+    )

@@ -2,39 +2,11 @@
 # (rules/train.smk); each stage's winner is selected on dev scores only; the last stage's winner alone is
 # evaluated on the test sets, as "<method>~searched".
 
-SEARCHES = cl_search.searches(SEARCH_POINTS)
-
 
 localrules:
     search_select,
     searches,
     figure_search,
-
-
-def search_stage_models(wildcards):
-    """The checkpoints of one stage's points (a point shared with a configured cell: that cell's)."""
-    points = SEARCHES[(wildcards.experiment, wildcards.backbone, wildcards.method)][int(wildcards.stage)]
-    return [f"{R}/checkpoints/{p.cell.path}/model" for p in points]
-
-
-def search_stage_points(wildcards):
-    points = SEARCHES[(wildcards.experiment, wildcards.backbone, wildcards.method)][int(wildcards.stage)]
-    return [dataclasses.asdict(p) for p in points]
-
-
-def search_last_stage(wildcards):
-    stages = SEARCHES[(wildcards.experiment, wildcards.backbone, wildcards.method)]
-    return search_stage_file(wildcards.experiment, wildcards.backbone, wildcards.method, max(stages))
-
-
-def search_outputs():
-    """Every stage's selection and every search's evaluated winner."""
-    out = []
-    for (experiment, backbone, method), stages in SEARCHES.items():
-        out += [search_stage_file(experiment, backbone, method, k) for k in stages]
-        seed = stages[1][0].seed
-        out.append(f"{R}/metrics/{experiment}/{backbone}/{cl_search.searched_method(method)}/seed{seed}/senteval.json")
-    return out
 
 
 rule search_select:
@@ -83,29 +55,13 @@ rule searches:
         search_outputs(),
 
 
-def search_table_inputs(wildcards):
-    """What the tables read of the searches: everything, when they run with the default target."""
-    if not config["searches"]["in_all"]:
-        return []
-    return existing_if_partial(search_outputs())
-
-
-def search_figure_inputs(wildcards):
-    return existing_if_partial(
-        search_stage_file(e, b, m, k)
-        for (e, b, m), stages in SEARCHES.items()
-        if e == wildcards.experiment
-        for k in stages
-    )
-
-
 rule figure_search:
     input:
         selections=search_figure_inputs,
     output:
         **figure_files("{experiment}/search"),
     params:
-        results_dir=R,
+        results_dir=lambda wildcards: R,  # the selections under <R>/search
     log:
         f"{R}/logs/figures/{{experiment}}-search.log",
     wildcard_constraints:
