@@ -1,6 +1,6 @@
 # Hyperparameter searches (contrastlab.search; Nie App. A.3, Li App. A.4): each point trains as a cell
 # (rules/train.smk); each stage's winner is selected on dev scores only; the last stage's winner alone is
-# evaluated on the test sets, as "<method>~searched".
+# evaluated on the test sets, as "<method>~searched" (encoded on the GPU, probed on the CPU, like a cell).
 
 
 localrules:
@@ -24,21 +24,21 @@ rule search_select:
         "../scripts/search_select.py"
 
 
-rule search_evaluate:
+rule search_encode:
     input:
         selection=search_last_stage,
         senteval_ready=data_marker("senteval"),
     output:
-        metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}/senteval.json",
+        embeddings=temp(directory(f"{R}/state/embeddings/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}")),
     params:
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],
         pooling="cls",
     log:
-        f"{R}/logs/search/{{experiment}}/{{backbone}}/{{method}}/evaluate-seed{{seed}}.log",
-    benchmark:
-        f"{R}/benchmarks/search_evaluate/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
+        f"{R}/logs/encode/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.log",
+    benchmark:  # where a cell's encode job writes it: the cost table counts it the same way
+        f"{R}/benchmarks/encode/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.tsv"
     threads: THREADS
     resources:
         gpu=GPU,
@@ -47,7 +47,34 @@ rule search_evaluate:
     conda:
         "../envs/contrastlab.yaml"
     script:
-        "../scripts/search_evaluate.py"
+        "../scripts/encode.py"
+
+
+rule search_evaluate:
+    input:
+        selection=search_last_stage,
+        senteval_ready=data_marker("senteval"),
+        embeddings=f"{R}/state/embeddings/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}",
+    output:
+        metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}/senteval.json",
+    params:
+        tasks=config["evaluation"]["tasks"],
+        mode=config["evaluation"]["mode"],
+        batch_size=config["evaluation"]["batch_size"],
+        pooling="cls",
+    log:
+        f"{R}/logs/evaluate/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.log",
+    benchmark:
+        f"{R}/benchmarks/evaluate/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.tsv"
+    threads: THREADS
+    resources:
+        gpu=0,  # the probes run on the CPU; search_encode held the GPU
+        mem_mb=mem_mb("eval"),
+        runtime=runtime("eval"),
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/evaluate.py"
 
 
 rule searches:

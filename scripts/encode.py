@@ -8,6 +8,7 @@ import torch
 
 from contrastlab.evaluation.senteval import ENCODING_RECORD, encode_checkpoint
 from contrastlab.workflow import (
+    evaluated_model,
     failure_record,
     job_data_locations,
     job_device,
@@ -23,8 +24,9 @@ record = failure_record(snakemake)
 with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)):
     device = job_device(snakemake)  # its own GPU (or the CPU with resources.gpu: 0)
     torch.set_num_threads(snakemake.threads)
+    model_dir, _ = evaluated_model(snakemake)  # a search's winner: named by its selection file
     encoding = encode_checkpoint(
-        snakemake.input.model,
+        model_dir,
         job_data_locations(snakemake)["senteval_dir"],
         snakemake.params.tasks,
         snakemake.params.mode,

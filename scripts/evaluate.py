@@ -5,6 +5,7 @@ import torch
 
 from contrastlab.evaluation.senteval import evaluate_checkpoint, read_encoding
 from contrastlab.workflow import (
+    evaluated_model,
     failure_record,
     job_data_locations,
     job_device,
@@ -20,8 +21,9 @@ record = failure_record(snakemake)
 with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)):
     device = job_device(snakemake)  # the CPU: the rule asks no GPU (resources.gpu: 0)
     torch.set_num_threads(snakemake.threads)
+    model_dir, search = evaluated_model(snakemake)  # a search's winner: named by its selection file
     metrics = evaluate_checkpoint(
-        snakemake.input.model,
+        model_dir,
         job_data_locations(snakemake)["senteval_dir"],
         snakemake.params.tasks,
         snakemake.params.mode,
@@ -35,5 +37,7 @@ with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, ru
     metrics["encoding"] = read_encoding(snakemake.input.embeddings)
     metrics["timings"]["encode_s"] = metrics["encoding"]["encode_s"]
     metrics["wildcards"] = dict(snakemake.wildcards.items())
+    if search is not None:
+        metrics["search"] = search
     print({task: round(score, 2) for task, score in metrics["scores"].items()})
     write_json(snakemake.output.metrics, metrics)

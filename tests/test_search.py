@@ -174,7 +174,7 @@ def test_plan_prices_the_searches():
     jobs = plan.make_plan(config, cal)  # the demo runs its searches with everything (searches.in_all)
     added = [j for j in jobs if j.experiment.endswith("(search)")]
     # 6 points of their own (1 of the 2x2 and 1 of stage 1 are configured cells) + 2 winners evaluated
-    assert sorted(j.rule for j in added) == ["search_evaluate"] * 2 + ["train"] * 6
+    assert sorted(j.rule for j in added) == ["search_encode"] * 2 + ["train"] * 6
     assert len(jobs) == len(base) + len(added)
     assert all(j.seconds["config"] > 0 for j in added)
     lines = plan.search_plan_lines({**config, "searches": {"in_all": False}}, cal, "config")

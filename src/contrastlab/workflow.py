@@ -417,3 +417,14 @@ def write_json(path: str | os.PathLike, payload: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
+
+
+def evaluated_model(snakemake: Any) -> tuple[str, dict[str, Any] | None]:
+    """The checkpoint an evaluation job (``encode``/``evaluate``, or a search's ``search_encode``/
+    ``search_evaluate``) scores, and for a search the winner's record: its ``input.model``, else the
+    winner named in ``input.selection`` (the search's last stage, contrastlab.search)."""
+    if "selection" not in snakemake.input.keys():
+        return str(snakemake.input.model), None
+    selection = json.loads(Path(snakemake.input.selection).read_text(encoding="utf-8"))
+    keys = ("winner", "winner_dev", "winner_settings", "winner_model", "metric", "stage")
+    return selection["winner_model"], {key: selection[key] for key in keys}

@@ -87,7 +87,7 @@ def test_paper_scale_searches_are_listed(repo_root, tmp_path):
     assert counts["train"] == 1736
     # Nie: 7 losses x 4 backbones x 2 stages; Li: 4 losses x 2 backbones x 2 stages.
     assert counts["search_select"] == 56 + 16
-    assert counts["search_evaluate"] == 28 + 8
+    assert counts["search_encode"] == counts["search_evaluate"] == 28 + 8
     assert "evaluate" not in counts and "tables" not in counts
 
 
@@ -122,7 +122,8 @@ def test_a_search_point_equal_to_a_cell_is_not_trained_twice(repo_root, tmp_path
     ], trained
     assert "mpt~s1-lr3e-05-m0.23" not in output and "mmhe~s1-lr3e-05" not in output
     counts = job_counts(output)
-    assert counts["train"] == 8 and counts["search_select"] == 3 and counts["search_evaluate"] == 2
+    assert counts["train"] == 8 and counts["search_select"] == 3
+    assert counts["search_encode"] == counts["search_evaluate"] == 2
 
 
 def test_full_reproduction_lists_every_job(repo_root, full_dry_run):

@@ -1073,8 +1073,8 @@ def search_jobs(
     config: Mapping[str, Any], calibration: Calibration, chosen: str = AS_CONFIGURED
 ) -> list[PlannedJob]:
     """The GPU jobs of the config's searches: each point's training (not the points shared with a
-    configured cell) and each search's evaluation of its winner (``search_evaluate``), experiment
-    ``<experiment> (search)``."""
+    configured cell) and the encoding of each search's winner (``search_encode``; its probes run on
+    the CPU), experiment ``<experiment> (search)``."""
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
     points = searched_points(config, calibration)
     jobs = []
@@ -1097,11 +1097,11 @@ def search_jobs(
     for (experiment, backbone, method), stages in cl_search.searches(points).items():
         first = stages[1][0]
         work = cell_work(config, first.cell, point=first)
-        # the winner's encoding on the GPU and its probes in the same job (one per search)
-        seconds = _eval_seconds(work, calibration) + _probe_seconds(config, calibration)
+        # the winner's encoding on the GPU (its probes: a CPU job, search_evaluate)
+        seconds = _eval_seconds(work, calibration)
         jobs.append(
             PlannedJob(
-                rule="search_evaluate",
+                rule="search_encode",
                 paper=paper_of(experiment),
                 experiment=f"{experiment} (search)",
                 cell=f"{experiment}/{backbone}/{cl_search.searched_method(method)}/seed{first.seed}",
@@ -1124,7 +1124,7 @@ def search_plan_lines(config: Mapping[str, Any], calibration: Calibration, chose
         "### Hyperparameter searches (`make search`; not in the default target)",
         "",
         f"{len(points)} search points ({shared} of them configured cells, trained once), "
-        f"{sum(1 for j in jobs if j.rule == 'search_evaluate')} winners evaluated on the test sets. A later "
+        f"{sum(1 for j in jobs if j.rule == 'search_encode')} winners evaluated on the test sets. A later "
         "stage's points are priced at the configured settings with their grid values (their winner is not "
         "known before the search runs).",
         "",
