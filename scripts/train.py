@@ -42,9 +42,10 @@ if "snakemake" in globals():
     with training_job(sm) as (device, where):
         settings = dict(sm.params.settings)
         winner = None
-        if sm.input.search_previous:  # a later search stage: the earlier winner, moved (contrastlab.search)
-            settings = resolve_point(settings, sm.input.search_previous[0], dict(sm.params.search))
-            winner = same_as_winner(settings, sm.input.search_previous[0])
+        previous = getattr(sm.input, "search_previous", None)  # the earlier stage's selection, if any
+        if previous:  # a later search stage: the earlier winner, moved (contrastlab.search)
+            settings = resolve_point(settings, previous[0], dict(sm.params.search))
+            winner = same_as_winner(settings, previous[0])
         if winner is not None:  # this point is the earlier winner: its checkpoint, not a second training
             print(f"search: settings equal the earlier winner's; copying {winner}")
             shutil.copytree(winner, sm.output.model)
