@@ -50,4 +50,4 @@ rule all:
         figure_outputs(),
         report_path(),
         report_path().removesuffix(".md") + ".html",
-        search_outputs() if config["searches"]["in_all"] else [],
+        existing_if_partial(search_outputs()) if config["searches"]["in_all"] else [],

@@ -37,6 +37,7 @@ def demo_with_user_loss(workdir, loss: str, hp: dict | None = None) -> dict:
     nie["training"] = {"precision": "fp32", "dev_pooling": "cls_mlp"}
     nie.pop("pretrained_pooling")
     nie["methods"] = {"cl": nie["methods"]["cl"], "margin_nce": user}
+    nie.pop("search")  # the demo's search is over mpt, which this cut leaves out
     # the smallest vision setting of the tests (test_vision_pipeline): 1/16 width, 6 steps, linear 5 epochs
     config["backbones"]["resnet18-w8"]["vision"]["width"] = 4
     macl["training"] = {"max_steps": 6, "log_every": 3, "state_every": 3}
