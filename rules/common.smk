@@ -122,14 +122,6 @@ def search_previous_stage(wildcards):
     return [search_stage_file(point.experiment, point.backbone, point.method, point.stage - 1)]
 
 
-def search_moves(wildcards):
-    """A later-stage point's grid values and moves around the earlier winner ({} for any other cell)."""
-    point = search_point_of(wildcards)
-    if point is None or point.stage == 1:
-        return {}
-    return {"grid": dict(point.grid), "around": {k: list(v) for k, v in point.around.items()}}
-
-
 def search_stage_file(experiment, backbone, method, stage):
     return f"{R}/search/{experiment}/{backbone}/{method}/stage{stage}.json"
 

@@ -13,7 +13,6 @@ rule train:
         log_jsonl=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/train_log.jsonl",
     params:
         settings=train_settings,
-        search=search_moves,
         # Where things lie is not a param (a param change retrains): train.py reads the data locations
         # and the cache from the config, and the snapshots sit in this run's state folder.
         state_dir=lambda wildcards: f"{R}/state/train/{cell_of(wildcards).path}",

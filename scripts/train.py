@@ -5,7 +5,8 @@ import json
 import shutil
 from pathlib import Path
 
-from contrastlab.search import resolve_point, same_as_winner
+from contrastlab.config import validate
+from contrastlab.search import find_point, resolve_point, same_as_winner
 from contrastlab.training.sentence import TrainSettings, train
 from contrastlab.workflow import training_job
 
@@ -44,7 +45,9 @@ if "snakemake" in globals():
         winner = None
         previous = getattr(sm.input, "search_previous", None)  # the earlier stage's selection, if any
         if previous:  # a later search stage: the earlier winner, moved (contrastlab.search)
-            settings = resolve_point(settings, previous[0], dict(sm.params.search))
+            wc = sm.wildcards
+            point = find_point(validate(sm.config), wc["experiment"], wc["backbone"], wc["method"])
+            settings = resolve_point(settings, previous[0], point)
             winner = same_as_winner(settings, previous[0])
         if winner is not None:  # this point is the earlier winner: its checkpoint, not a second training
             print(f"search: settings equal the earlier winner's; copying {winner}")

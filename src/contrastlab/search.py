@@ -302,15 +302,22 @@ def resolve_settings(
     return apply_overrides(winner_settings, {**grid, **moved})
 
 
-def resolve_point(
-    settings: Mapping[str, Any], previous_selection: str | Path, moves: Mapping[str, Any]
-) -> dict:
+def find_point(config: Mapping[str, Any], experiment: str, backbone: str, name: str) -> SearchPoint:
+    """The search point of ``experiment`` and ``backbone`` whose cell method name is ``name`` (the
+    training job of a later stage finds its grid values and moves here, not in a rule parameter, so
+    that the train rule's parameters, and with them every other cell, stay as they were)."""
+    for point in search_points(config):
+        if (point.experiment, point.backbone, point.name) == (experiment, backbone, name):
+            return point
+    raise KeyError(f"search: no point {name!r} of {experiment}/{backbone} in the config's searches")
+
+
+def resolve_point(settings: Mapping[str, Any], previous_selection: str | Path, point: SearchPoint) -> dict:
     """The full settings of a later-stage point at training time: :func:`resolve_settings` from the
-    winner recorded in the earlier stage's selection file, with this cell's seed. ``moves`` is the
-    point's ``{"grid": {...}, "around": {axis: [op, value]}}`` (the train rule's ``search`` param)."""
+    winner recorded in the earlier stage's selection file, with the point's grid values and moves and
+    this cell's seed (``settings``: the ones known before, :func:`point_settings`)."""
     selection = json.loads(Path(previous_selection).read_text(encoding="utf-8"))
-    around = {k: (op, value) for k, (op, value) in (moves.get("around") or {}).items()}
-    resolved = resolve_settings(selection["winner_settings"], moves.get("grid") or {}, around)
+    resolved = resolve_settings(selection["winner_settings"], point.grid, point.around)
     resolved["seed"] = settings["seed"]
     return resolved
 
