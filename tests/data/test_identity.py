@@ -55,6 +55,11 @@ def test_locations_default_under_resources(repo_root):
     assert where["corpus"] == "resources/data/wiki1m_for_simcse.txt"
     demo = data_locations(cl_config.load(repo_root / "config" / "demo.yaml"))
     assert demo["senteval_dir"] == "resources/data/senteval-fixture"
+    # presets share resources/: a generated corpus of another size lies in another file (the gpu-check
+    # toy's 600 sentences once overwrote the demo's 2,000 under a marker that still said 2,000)
+    assert demo["corpus"] == "resources/data/demo_corpus-2000.txt"
+    other = cl_config.load(repo_root / "config" / "demo.yaml", {"data": {"fixture_corpus_sentences": 600}})
+    assert data_locations(other)["corpus"] == "resources/data/demo_corpus-600.txt"
 
 
 def test_cifar_identity_is_torchvisions_published_archive():

@@ -90,8 +90,10 @@ def data_locations(config: Mapping[str, Any]) -> dict[str, str]:
     if data["wiki_path"]:
         corpus = data["wiki_path"]
     else:
+        # The generated corpus's file names its size: presets share resources/, and one preset's
+        # corpus must never overwrite another's under a data marker that still names the old size.
         corpus = (
-            f"{resources}/data/demo_corpus.txt"
+            f"{resources}/data/demo_corpus-{data['fixture_corpus_sentences']}.txt"
             if data["fixture"]
             else f"{resources}/data/wiki1m_for_simcse.txt"
         )
