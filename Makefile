@@ -46,7 +46,7 @@ dry-run: install         ## the plan, then every job of CONFIG (default config.y
 	$(BIN)/python scripts/plan.py --configfile $(CONFIG) --precision $(PRECISION)
 	$(BIN)/snakemake -n --cores all --quiet rules --configfile $(CONFIG)
 	@echo "The hyperparameter searches (make search), counted per rule:"
-	$(BIN)/snakemake -n --cores all --quiet rules --configfile $(CONFIG) searches
+	$(BIN)/snakemake searches -n --cores all --quiet rules --configfile $(CONFIG)
 
 search: install          ## CONFIG's hyperparameter searches with everything else; tables and report show them
 	$(SNAKEMAKE) --configfile $(CONFIG) --config 'searches={in_all: true}'
