@@ -6,7 +6,8 @@ import shutil
 from pathlib import Path
 
 from contrastlab.config import validate
-from contrastlab.search import find_point, resolve_point, same_as_winner
+from contrastlab.search import find_point, is_point_name, record_diverged, resolve_point, same_as_winner
+from contrastlab.training.runtime import NonFiniteLossError
 from contrastlab.training.sentence import TrainSettings, train
 from contrastlab.workflow import training_job
 
@@ -54,16 +55,25 @@ if "snakemake" in globals():
             shutil.copytree(winner, sm.output.model)
             shutil.copyfile(Path(winner).with_name("train_log.jsonl"), sm.output.log_jsonl)
         else:
-            train(
-                TrainSettings.from_dict(settings),
-                backbone_dir=sm.input.backbone,
-                corpus_path=where["corpus"],
-                dev_data_dir=where["senteval_dir"],
-                out_dir=sm.output.model,
-                log_path=sm.output.log_jsonl,
-                state_dir=sm.params.state_dir,
-                cache_dir=where["cache"],
-                device=device,
-            )
+            try:
+                train(
+                    TrainSettings.from_dict(settings),
+                    backbone_dir=sm.input.backbone,
+                    corpus_path=where["corpus"],
+                    dev_data_dir=where["senteval_dir"],
+                    out_dir=sm.output.model,
+                    log_path=sm.output.log_jsonl,
+                    state_dir=sm.params.state_dir,
+                    cache_dir=where["cache"],
+                    device=device,
+                )
+            except NonFiniteLossError as error:
+                if not is_point_name(sm.wildcards["method"]):
+                    raise  # a paper cell that diverges is a failure
+                # a search point that diverges is a point with no dev score: selection passes it over
+                message = " ".join(str(error).split())
+                print(f"search: training diverged, recorded without a dev score: {message}")
+                record_diverged(sm.output.model, sm.output.log_jsonl, settings, message)
+                shutil.rmtree(sm.params.state_dir, ignore_errors=True)
 elif __name__ == "__main__":
     cli()

@@ -261,3 +261,14 @@ def test_heatmap_plots_every_point_and_marks_the_winner(tmp_path):
     plotted = pd.read_csv(tmp_path / "fig" / "search.csv")
     assert len(plotted) == 4 and plotted["dev"].tolist() == [80.0, 79.0, 81.5, 78.0]
     assert plotted.loc[plotted["winner"], "point"].tolist() == ["mpt~s1-lr3e-05-m0.23"]
+
+
+def test_a_diverged_point_is_passed_over(tmp_path):
+    assert S.is_point_name("mpt~s1-lr3e-05") and S.is_point_name("mmhe~s2-r2")
+    assert not S.is_point_name("mpt") and not S.is_point_name("mpt~searched")
+    points = [S.SearchPoint("e", "b", "m", 1, i, {"lr": i}) for i in range(2)]
+    good = _point_dir(tmp_path, "good", 70.0, 0.0)
+    S.record_diverged(tmp_path / "bad" / "model", tmp_path / "bad" / "log.jsonl", {"lr": 1e12}, "loss nan")
+    selection = S.stage_selection(points, [tmp_path / "bad" / "model", good])
+    assert selection["winner"] == points[1].name
+    assert selection["points"][0]["dev"] is None and selection["points"][0]["diverged"] == "loss nan"

@@ -36,6 +36,7 @@ import copy
 import itertools
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -329,6 +330,25 @@ def same_as_winner(resolved: Mapping[str, Any], previous_selection: str | Path) 
     return selection["winner_model"] if dict(resolved) == selection["winner_settings"] else None
 
 
+def is_point_name(method: str) -> bool:
+    """Whether a cell's method name is a search point's own (``<method>~s<stage>-...``)."""
+    return re.search(r"~s\d+-", method) is not None
+
+
+def record_diverged(
+    model_dir: str | Path, log_path: str | Path, settings: Mapping[str, Any], error: str
+) -> None:
+    """Write what a search point whose training diverged leaves for selection: a ``train_summary.json``
+    with no dev score (:func:`select` passes it over, the heatmap leaves its cell blank) and the error,
+    and a one-line log. A divergence is a result of the grid (a learning rate too large), not a fault
+    to retry, so the point is finished and the rest of the search goes on."""
+    model_dir = Path(model_dir)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    summary = {DEV_METRIC: None, "diverged": error, "settings": dict(settings)}
+    (model_dir / "train_summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    Path(log_path).write_text(json.dumps({"event": "diverged", "error": error}) + "\n", encoding="utf-8")
+
+
 def read_point(model_dir: str | Path) -> dict[str, Any]:
     """What selection may read of one trained point: its dev score (:data:`DEV_METRIC`), dev step and
     settings, from ``<model_dir>/train_summary.json`` (never a test score)."""
@@ -339,6 +359,7 @@ def read_point(model_dir: str | Path) -> dict[str, Any]:
         "best_step": summary.get("best_step"),
         "settings": summary.get("settings") or {},
         "model_dir": str(model_dir),
+        "diverged": summary.get("diverged"),
     }
 
 

@@ -20,7 +20,8 @@ def test_two_stage_search_runs_and_trains_each_setting_once(repo_root, tmp_path)
     nie.pop("training")  # no probe statistics: faster
     # stage 1: the configured lr only (the mpt cell itself, so it wins); stage 2: the margin at the
     # winner, 0.23 being the winner's own (that point is the winner: a copy, not a second training)
-    nie["search"] = {"stages": [{"grid": {"lr": [3.0e-5]}}, {"grid": {"hp.m": [0.23, 0.5]}}]}
+    # (lr 1e12 diverges to NaN within two steps: a point without a dev score, not a failed search)
+    nie["search"] = {"stages": [{"grid": {"lr": [3.0e-5, 1.0e12]}}, {"grid": {"hp.m": [0.23, 0.5]}}]}
     path = write(config, tmp_path / "search.yaml")
     output = run_snakemake(repo_root, "searches", "--configfile", path, "--cores", "2")
     results = tmp_path / "results"
@@ -29,6 +30,8 @@ def test_two_stage_search_runs_and_trains_each_setting_once(repo_root, tmp_path)
     # stage 1's lr 3e-5 point is the configured cell: its checkpoint, trained once
     assert stage1["points"][0]["model_dir"].endswith("checkpoints/nie2023/tiny-bert/mpt/seed42/model")
     assert stage1["winner"] == "mpt~s1-lr3e-05" and stage1["winner_settings"]["lr"] == 3.0e-5
+    diverged = stage1["points"][1]
+    assert diverged["dev"] is None and "not finite at step" in diverged["diverged"], diverged
     # every stage-2 point at stage 1's winner, with its own margin
     assert [p["settings"]["loss_hp"]["m"] for p in stage2["points"]] == [0.23, 0.5]
     assert {json.dumps({**p["settings"], "loss_hp": None}) for p in stage2["points"]} == {
@@ -48,4 +51,4 @@ def test_two_stage_search_runs_and_trains_each_setting_once(repo_root, tmp_path)
         "mpt~searched"
     ]
     assert "Nothing to be done" in run_snakemake(repo_root, "searches", "-n", "--configfile", path)
-    assert job_counts(output)["train"] == 3  # mpt and the two margins (one of them the copy)
+    assert job_counts(output)["train"] == 4  # mpt, lr 1e12, and the two margins (one of them the copy)
