@@ -33,6 +33,7 @@ order. Image experiments are not searchable yet (their trainers have no held-out
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 import math
@@ -139,7 +140,7 @@ def search_spec(config: Mapping[str, Any], experiment: str) -> dict | None:
         if method not in methods:
             raise ConfigError(f"config key {where}.per_method.{method}: not one of the searched methods")
     stages = {m: (per_method.get(m) or {}).get("stages") or raw.get("stages") or [] for m in methods}
-    keys = _searchable_keys(config, experiment)
+    keys = _searchable_keys()
     for method, method_stages in stages.items():
         at = f"{where}.per_method.{method}" if method in per_method else where
         if not method_stages:
@@ -155,13 +156,15 @@ def search_spec(config: Mapping[str, Any], experiment: str) -> dict | None:
     }
 
 
-def _searchable_keys(config: Mapping[str, Any], experiment: str) -> set[str]:
-    vision = config["experiments"][experiment].get("track") == "vision"
-    schema = cl_config.load_schema()["$defs"]["vision_training" if vision else "training"]["properties"]
-    return set(schema) - {"precision", "protocol"}
+@functools.cache
+def _searchable_keys() -> frozenset[str]:
+    """The sentence training keys a search may vary (read from the schema once: every table row and
+    plan point asks)."""
+    schema = cl_config.load_schema()["$defs"]["training"]["properties"]
+    return frozenset(schema) - {"precision", "protocol"}
 
 
-def _check_stage(stage: Any, k: int, where: str, keys: set[str]) -> None:
+def _check_stage(stage: Any, k: int, where: str, keys: frozenset[str]) -> None:
     if not isinstance(stage, Mapping) or not stage or set(stage) - set(STAGE_KEYS):
         raise ConfigError(f"config key {where}: a stage is {{grid: {{axis: [values]}}, around: {{...}}}}")
     axes = list(stage.get("grid") or {}) + list(stage.get("around") or {})
@@ -273,7 +276,8 @@ def apply_overrides(settings: Mapping[str, Any], overrides: Mapping[str, Any]) -
     return out
 
 
-def _value(settings: Mapping[str, Any], key: str) -> Any:
+def setting_value(settings: Mapping[str, Any], key: str) -> Any:
+    """The value of a search axis in resolved settings (``hp.<name>`` in ``loss_hp``; None if unset)."""
     if key.startswith("hp."):
         return (settings.get("loss_hp") or {}).get(key.removeprefix("hp."))
     return settings.get(key)
@@ -294,7 +298,7 @@ def resolve_settings(
     """
     moved = {}
     for key, (op, amount) in around.items():
-        base = _value(winner_settings, key)
+        base = setting_value(winner_settings, key)
         if not isinstance(base, int | float):
             raise ValueError(f"search: the winner has no numeric {key} to move ({base!r})")
         value = base * amount if op == "times" else base + amount

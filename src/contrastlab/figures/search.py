@@ -48,7 +48,7 @@ def selection_frame(results_dir: str | Path, experiment: str) -> pd.DataFrame:
                         "stage": selection["stage"],
                         "point": point["name"],
                         "axis": axis,
-                        "value": cl_search._value(point["settings"], axis),
+                        "value": cl_search.setting_value(point["settings"], axis),
                         "dev": point["dev"],
                         "winner": point["name"] == selection["winner"],
                     }

@@ -1001,17 +1001,15 @@ def job_runtime_minutes(
 
 
 # ------------------------------------------------------------------------------------------- searches
-def _distance(config: Mapping[str, Any], point: cl_search.SearchPoint) -> int:
-    """Grid steps between a search point and the configured settings: per grid axis, how many values
-    lie between the point's and the one nearest the configured value; per move around a winner, how
-    many lie between it and no move (× 1 or + 0)."""
+def _distance(config: Mapping[str, Any], point: cl_search.SearchPoint, stage: Mapping[str, Any]) -> int:
+    """Grid steps between a search point (of ``stage``) and the configured settings: per grid axis, how
+    many values lie between the point's and the one nearest the configured value; per move around a
+    winner, how many lie between it and no move (× 1 or + 0)."""
     configured = cl_config.method_settings(config, point.experiment, point.method, point.backbone)
-    spec = cl_search.search_spec(config, point.experiment) or {}
-    stage = spec["stages"][point.method][point.stage - 1]
     steps = 0
     for axis, value in point.grid.items():
         values = list(stage["grid"][axis])
-        target = cl_search._value(configured, axis)
+        target = cl_search.setting_value(configured, axis)
         nearest = min(
             range(len(values)),
             key=lambda i: abs(values[i] - target) if _numbers(values[i], target) else values[i] != target,
@@ -1042,12 +1040,14 @@ def searched_points(
     kept: list[cl_search.SearchPoint] = []
     for experiment in dict.fromkeys(p.experiment for p in points):
         group = [p for p in points if p.experiment == experiment]
-        budget = (cl_search.search_spec(config, experiment) or {}).get("budget_gpu_hours")
+        spec = cl_search.search_spec(config, experiment) or {}
+        budget = spec.get("budget_gpu_hours")
         if budget is None:
             kept += group
             continue
         calibration = calibration or load_calibration()
-        ranked = sorted(range(len(group)), key=lambda i: (_distance(config, group[i]), group[i].stage, i))
+        distances = [_distance(config, p, spec["stages"][p.method][p.stage - 1]) for p in group]
+        ranked = sorted(range(len(group)), key=lambda i: (distances[i], group[i].stage, i))
         used, chosen = 0.0, set()
         for i in ranked:
             point = group[i]

@@ -100,12 +100,13 @@ def selection_rows(config: Mapping[str, Any], results_dir: str | Path | None, ex
             published = published_hparams(experiment, backbone, method)
             for axis in axes:
                 tried = sorted(
-                    {cl_search._value(p["settings"], axis) for s in selections for p in s["points"]} - {None},
+                    {cl_search.setting_value(p["settings"], axis) for s in selections for p in s["points"]}
+                    - {None},
                     key=lambda v: (str(type(v)), v),
                 )
                 if not tried:
                     tried = [v for st in stages for v in (st.get("grid") or {}).get(axis, [])]
-                selected = cl_search._value(winner, axis) if winner else None
+                selected = cl_search.setting_value(winner, axis) if winner else None
                 paper = published.get(axis)
                 if winner is None:
                     verdict = NOT_RUN
@@ -120,7 +121,7 @@ def selection_rows(config: Mapping[str, Any], results_dir: str | Path | None, ex
                         "setting": axis,
                         "tried": ", ".join(_fmt(v) for v in tried),
                         "selected": _fmt(selected),
-                        "configured": _fmt(cl_search._value(configured, axis)),
+                        "configured": _fmt(cl_search.setting_value(configured, axis)),
                         "published": _fmt(paper),
                         "verdict": verdict,
                         "winner_dev": selections[-1]["winner_dev"] if done else None,
