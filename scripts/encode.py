@@ -4,26 +4,12 @@ them. ``encoding.json`` there records how (device, sentences, seconds, versions)
 
 from pathlib import Path
 
-import torch
-
 from contrastlab.evaluation.senteval import ENCODING_RECORD, encode_checkpoint
-from contrastlab.workflow import (
-    evaluated_model,
-    failure_record,
-    job_data_locations,
-    job_device,
-    job_label,
-    logged_to,
-    workflow_run,
-    write_json,
-)
+from contrastlab.workflow import evaluated_model, evaluation_job, job_data_locations, write_json
 
 snakemake = globals()["snakemake"]
 
-record = failure_record(snakemake)
-with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)):
-    device = job_device(snakemake)  # its own GPU (or the CPU with resources.gpu: 0)
-    torch.set_num_threads(snakemake.threads)
+with evaluation_job(snakemake) as device:  # its own GPU (or the CPU with resources.gpu: 0)
     model_dir, _ = evaluated_model(snakemake)  # a search's winner: named by its selection file
     encoding = encode_checkpoint(
         model_dir,

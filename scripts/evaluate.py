@@ -1,26 +1,12 @@
 """Snakemake entry: the CPU half of a SentEval evaluation of one checkpoint (or unmodified backbone):
 the probes, fitted from the embeddings its `encode` job wrote (the model is never loaded here)."""
 
-import torch
-
 from contrastlab.evaluation.senteval import evaluate_checkpoint, read_encoding
-from contrastlab.workflow import (
-    evaluated_model,
-    failure_record,
-    job_data_locations,
-    job_device,
-    job_label,
-    logged_to,
-    workflow_run,
-    write_json,
-)
+from contrastlab.workflow import evaluated_model, evaluation_job, job_data_locations, write_json
 
 snakemake = globals()["snakemake"]
 
-record = failure_record(snakemake)
-with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)):
-    device = job_device(snakemake)  # the CPU: the rule asks no GPU (resources.gpu: 0)
-    torch.set_num_threads(snakemake.threads)
+with evaluation_job(snakemake) as device:  # the CPU: the rule asks no GPU (resources.gpu: 0)
     model_dir, search = evaluated_model(snakemake)  # a search's winner: named by its selection file
     metrics = evaluate_checkpoint(
         model_dir,

@@ -3,25 +3,12 @@
 Linear and kNN probes (MACL App. B.3) or the FFN fine-tuning (OAR §5), as the experiment configures.
 """
 
-import torch
-
 from contrastlab.evaluation.vision import evaluate_encoder
-from contrastlab.workflow import (
-    failure_record,
-    job_data_locations,
-    job_device,
-    job_label,
-    logged_to,
-    workflow_run,
-    write_json,
-)
+from contrastlab.workflow import evaluation_job, job_data_locations, write_json
 
 snakemake = globals()["snakemake"]
 
-record = failure_record(snakemake)
-with logged_to(snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)):
-    device = job_device(snakemake)  # its own GPU (or the CPU with resources.gpu: 0)
-    torch.set_num_threads(snakemake.threads)
+with evaluation_job(snakemake) as device:  # its own GPU (or the CPU with resources.gpu: 0)
     evaluation = dict(snakemake.params.evaluation)
     metrics = evaluate_encoder(
         snakemake.input.encoder,

@@ -218,6 +218,23 @@ def training_job(snakemake: Any) -> Iterator[tuple[str, dict[str, str]]]:
         yield device, job_data_locations(snakemake)
 
 
+@contextlib.contextmanager
+def evaluation_job(snakemake: Any) -> Iterator[str]:
+    """The frame of an evaluation job's script (``encode``, ``evaluate``, ``evaluate_vision`` and the
+    searches' twins): library output to the job's log, a failure as one line and a failure record
+    (:func:`logged_to`), torch's threads = the rule's; yields the job's device (:func:`job_device`: its
+    own GPU, or the CPU for a rule asking ``gpu=0``)."""
+    record = failure_record(snakemake)
+    with logged_to(
+        snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)
+    ):
+        device = job_device(snakemake)  # before torch touches CUDA
+        import torch
+
+        torch.set_num_threads(snakemake.threads)
+        yield device
+
+
 def job_data_locations(snakemake: Any) -> dict[str, str]:
     """:func:`contrastlab.data.acquire.data_locations` of the job's config. Jobs read where the data lie
     from the config rather than from a param, so that moving the data reruns no job (see data.smk)."""
