@@ -14,6 +14,52 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+# --- Two workers (pytest-xdist, ``--dist loadgroup``) ----------------------------------------------------
+# Every module that starts Snakemake shares the repository's .snakemake folder (locks, incomplete markers,
+# the killed-run recovery), so they all run on one worker, one after another, in the group "e2e"; they go
+# first, so that the other worker fills the same minutes with the unit tests. Every other module is one
+# group of its own, so that a module-scoped fixture (a trained model, a real-SentEval run) is built once.
+E2E_MODULES = frozenset(
+    f"tests/workflow/test_{name}.py"
+    for name in (
+        "dryrun", "dvc", "failures", "gpu_check", "overrides", "pipeline", "recovery",
+        "search_workflow", "slurm", "user_loss", "vision_pipeline",
+    )
+)
+# The longest groups besides "e2e" start early too: the worker without "e2e" runs them while "e2e" runs.
+EARLY_MODULES = ("tests/evaluation/test_reference.py", "tests/training/test_sentence.py")
+
+
+def _group(item) -> str:
+    module = item.nodeid.split("::", 1)[0]
+    return "e2e" if module in E2E_MODULES else module
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+
+    def order(item):
+        module = item.nodeid.split("::", 1)[0]
+        if module in E2E_MODULES:
+            return 0
+        return 1 if module in EARLY_MODULES else 2
+
+    items.sort(key=order)  # stable: each module keeps its own order
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """One intra-op thread per test process: two workers share the two cores, and bit-equality needs the
+    same thread count everywhere."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def repo_root():
     return REPO_ROOT

@@ -20,14 +20,6 @@ from contrastlab.evaluation.probe import senteval as SP
 CFG = SP.ProbeConfig(batch_size=16, max_epoch=40)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny torch ops are slowed down badly by thread contention on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 class LiteralProbe:
     """One SentEval ``MLP(nhid=0)`` probe, unbatched, using torch's own modules and optimiser."""

@@ -20,15 +20,6 @@ from contrastlab.evaluation.vision import (
 from contrastlab.models.vision import build_encoder
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny torch ops are slowed down badly by thread contention on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def knn_oracle(train_x, train_y, test_x, test_y, num_classes, k, temperature):
     """Weighted kNN in float64 with plain loops (Wu et al. 2018)."""
     correct = 0

@@ -9,15 +9,6 @@ from torchvision.models import resnet18, resnet50
 from contrastlab.models.vision import ProjectionHead, build_encoder
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny torch ops are slowed down badly by thread contention on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def n_params(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
