@@ -20,11 +20,11 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 
 install: $(BIN)/.installed
 
-test: install            ## the whole test suite (includes the end-to-end demo DAG test)
+test: install            ## the whole suite on both cores (pyproject's addopts: -n 2), Snakemake runs included
 	$(BIN)/python -m pytest -q
 
-test-fast: install       ## unit tests only
-	$(BIN)/python -m pytest -q -m "not slow"
+test-fast: install       ## the inner loop: unit tests only (no Snakemake, no training runs), both cores
+	$(BIN)/python -m pytest -q -m "not slow and not e2e"
 
 faults: install          ## the fault-injection suite; ends with a table and "N faults injected, N handled"
 	$(BIN)/python -m pytest -q -m fault

@@ -37,7 +37,10 @@ def _group(item) -> str:
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
+        group = _group(item)
+        item.add_marker(pytest.mark.xdist_group(group))
+        if group == "e2e":
+            item.add_marker(pytest.mark.e2e)  # make test-fast leaves them out
 
     def order(item):
         module = item.nodeid.split("::", 1)[0]
@@ -122,6 +125,8 @@ def observed(request):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    """Puts a fault test's row on its report: under pytest-xdist the report (with its user_properties) is
+    what reaches the controlling process, which prints the table."""
     outcome = yield
     report = outcome.get_result()
     marker = item.get_closest_marker("fault")
@@ -136,7 +141,13 @@ def pytest_runtest_makereport(item, call):
         observation = "; ".join(seen) or "as expected"
     else:
         observation = "NOT HANDLED: " + (report.longreprtext.strip().splitlines() or ["?"])[-1][:200]
-    _FAULTS.append((name, expected, observation, report.passed))
+    report.user_properties.append(("fault_row", [name, expected, observation, report.passed]))
+
+
+def pytest_runtest_logreport(report):
+    for key, value in report.user_properties:
+        if key == "fault_row":
+            _FAULTS.append(tuple(value))
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -146,7 +157,7 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("fault injection")
     write("| fault | expected | observed |")
     write("|---|---|---|")
-    for name, expected, observation, _ in _FAULTS:
+    for name, expected, observation, _ in sorted(_FAULTS):  # workers finish in any order
         write(f"| {name} | {expected} | {observation} |")
     handled = sum(passed for *_, passed in _FAULTS)
     write(f"{len(_FAULTS)} faults injected, {handled} handled")
