@@ -6,10 +6,15 @@ probe ``senteval`` (SentEval's Adam procedure replicated, batched) and with ``lb
 objective); SentEval's own per-task times (its Adam probe, 2-core CPU) and scores are printed beside
 them where the encoder is the reference one. Encoders: ``minilm`` (all-MiniLM-L6-v2, avg pooling,
 384-d; default) or ``bow`` (the deterministic 300-d bag-of-words encoder of
-../shared/docs/senteval-reference, fast, and the encoder bow_scores.json was computed with). Usage:
+../shared/docs/senteval-reference, fast, and the encoder bow_scores.json was computed with).
+
+With ``--encoder bow`` each task's difference to SentEval's score is printed for both probes (columns
+``d``); ``--check`` then exits non-zero when a transfer task is off by more than the tolerances of
+tests/evaluation/test_reference.py (default probe 0.1, lbfgs 0.5, or 1.5 on SST2, TREC, MRPC). That
+test checks CR, TREC and MRPC live; this is the full seven-task comparison. Usage:
 
     python benchmarks/senteval.py [--encoder minilm|bow] [--data DIR] [--device cpu|cuda]
-                                  [--threads N] [--json OUT]
+                                  [--threads N] [--json OUT] [--check]
 """
 
 from __future__ import annotations
@@ -29,6 +34,22 @@ from contrastlab.senteval import protocol as P
 from contrastlab.senteval.tasks import load_task
 
 PROBES = ("senteval", "lbfgs")
+# The tolerances of tests/evaluation/test_reference.py (kept equal by hand; see its module doc).
+REPLICA_TOLERANCE = 0.1
+LBFGS_TOLERANCE = {"SST2": 1.5, "TREC": 1.5, "MRPC": 1.5}
+LBFGS_DEFAULT_TOLERANCE = 0.5
+
+
+def off_tolerance(scores: dict, lbfgs: dict, reference: dict) -> list[str]:
+    """The transfer tasks (per probe) whose difference to SentEval's reference is beyond tolerance."""
+    failed = []
+    for task in P.TRANSFER_TASKS:
+        if abs(scores[task] - reference[task]) > REPLICA_TOLERANCE:
+            failed.append(f"{task} senteval {scores[task] - reference[task]:+.2f}")
+        limit = LBFGS_TOLERANCE.get(task, LBFGS_DEFAULT_TOLERANCE)
+        if abs(lbfgs[task] - reference[task]) > limit:
+            failed.append(f"{task} lbfgs {lbfgs[task] - reference[task]:+.2f}")
+    return failed
 
 
 def _bow_encoder(shared: Path | None):
@@ -41,7 +62,7 @@ def _bow_encoder(shared: Path | None):
     return module.encode
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--encoder", choices=("minilm", "bow"), default="minilm")
     parser.add_argument("--data", type=Path, default=None, help="folder holding downstream/")
@@ -49,7 +70,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--check", action="store_true", help="with --encoder bow: fail on a transfer task beyond tolerance"
+    )
+    args = parser.parse_args(argv)
+    if args.check and args.encoder != "bow":
+        parser.error("--check compares with SentEval's scores of the bow encoder: pass --encoder bow")
     shared = shared_dir()
     data = args.data or (shared / "data" / "senteval" if shared else None)
     if data is None:
@@ -83,14 +109,22 @@ def main() -> None:
         f"encoder {args.encoder}, device {args.device}, torch threads {torch.get_num_threads()}, data {data}"
     )
     print(
-        f"{'task':16s} {'senteval':>9s} {'s':>7s} {'lbfgs':>7s} {'s':>6s} "
+        f"{'task':16s} {'senteval':>9s} {'d':>6s} {'s':>7s} {'lbfgs':>7s} {'d':>6s} {'s':>6s} "
         f"{'SentEval':>9s} {'SentEval s':>11s}"
     )
+
+    def diff(ours: float | None, ref: float | None) -> str:
+        return f"{'' if ours is None or ref is None else f'{ours - ref:+.2f}':>6s}"
+
     for task in P.TASKS:
         ref_s, ref_acc = ref_seconds.get(task), ref_scores.get(task)
-        lb = f"{other[task]:7.2f} {other_seconds[task]:6.1f}" if task in other else f"{'':7s} {'':6s}"
+        lb = (
+            f"{other[task]:7.2f} {diff(other[task], ref_acc)} {other_seconds[task]:6.1f}"
+            if task in other
+            else f"{'':7s} {'':6s} {'':6s}"
+        )
         print(
-            f"{task:16s} {scores[task]:9.2f} {seconds[task]:7.2f} {lb} "
+            f"{task:16s} {scores[task]:9.2f} {diff(scores[task], ref_acc)} {seconds[task]:7.2f} {lb} "
             f"{'' if ref_acc is None else f'{ref_acc:.2f}':>9s} {'' if ref_s is None else ref_s:>11}"
         )
     sts = sum(seconds[t] for t in P.STS_TASKS)
@@ -124,6 +158,13 @@ def main() -> None:
                 indent=1,
             )
         )
+    if args.check:
+        if not ref_scores:
+            raise SystemExit("--check: no bow_scores.json under ../shared/docs/senteval-reference")
+        failed = off_tolerance(scores, other, ref_scores)
+        if failed:
+            raise SystemExit("beyond tolerance: " + "; ".join(failed))
+        print("check: all seven transfer tasks within tolerance for both probes")
 
 
 if __name__ == "__main__":

@@ -238,7 +238,7 @@ def measure(arch, batch_sizes, args, device, precision):
         }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--archs", nargs="+", default=["bert-base", "roberta-base"])
@@ -254,7 +254,7 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak to compute MFU against")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     parser.add_argument("--state-dir", type=Path, default=Path("benchmarks/out/state"), help="scratch folder")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.state_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cuda = device.type == "cuda"

@@ -175,7 +175,7 @@ def measure(
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=None, help="cpu, cuda (default: cuda if available)")
     parser.add_argument("--shape", default="macl", choices=sorted(SHAPES))
@@ -185,7 +185,7 @@ def main() -> None:
     parser.add_argument("--precision", default=None, choices=PRECISIONS, help="default: the cells' precision")
     parser.add_argument("--width", type=int, default=None, help="encoder width (smoke tests)")
     parser.add_argument("--size", type=int, default=None, help="image side (smoke tests)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     steps = args.steps or (30 if device.type == "cuda" else 2)
     warmup = args.warmup if args.warmup is not None else (10 if device.type == "cuda" else 1)

@@ -1,10 +1,11 @@
 """Each benchmark runs one step on the CPU at a toy size and builds the architecture it names (the
-figures themselves are printed by the benchmarks, never asserted)."""
+figures themselves are printed by the benchmarks, never asserted). The scripts run in this process
+through their ``main(argv)`` (no fresh interpreter and torch import per run)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import subprocess
 import sys
 
 import pytest
@@ -15,12 +16,36 @@ from contrastlab.paths import REPO_ROOT
 BENCHMARKS = REPO_ROOT / "benchmarks"
 
 
-def _run(script: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True, timeout=600
+def _load(script: str):
+    spec = importlib.util.spec_from_file_location(
+        f"benchmark_{script.removesuffix('.py')}", BENCHMARKS / script
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(script: str, *args: str) -> None:
+    """Run a benchmark script's ``main`` with these command-line arguments, in this process."""
+    _load(script).main(list(args))
+
+
+def test_senteval_check_flags_a_transfer_task_beyond_the_reference_tests_tolerances():
+    """benchmarks/senteval.py --check holds the seven-task comparison that test_reference.py left to it
+    (MR, SUBJ, MPQA): a difference within tolerance passes, one beyond it is named with its probe."""
+    bench = _load("senteval.py")
+    reference = {task: 70.0 for task in bench.P.TRANSFER_TASKS}
+    assert bench.off_tolerance(dict(reference), dict(reference), reference) == []
+    # At the limits: the replica's 0.1; lbfgs's 0.5, and 1.5 on MRPC.
+    near, near_lbfgs = {**reference, "MR": 70.1}, {**reference, "MR": 70.5, "MRPC": 71.5}
+    assert bench.off_tolerance(near, near_lbfgs, reference) == []
+    scores = {**reference, "SUBJ": 70.2}
+    lbfgs = {**reference, "MPQA": 70.6, "TREC": 68.4}
+    assert bench.off_tolerance(scores, lbfgs, reference) == [
+        "SUBJ senteval +0.20",
+        "MPQA lbfgs +0.60",
+        "TREC lbfgs -1.60",
+    ]
 
 
 def test_train_throughput_builds_the_named_architecture_and_times_one_step(tmp_path):
@@ -59,8 +84,9 @@ def test_train_throughput_architectures_have_the_public_checkpoints_sizes(arch, 
 @pytest.mark.parametrize(
     "shape, arch, oar", [("macl", "resnet18", False), ("oar-resnet50", "resnet50", True)]
 )
-def test_vision_throughput_builds_the_cells_shape_and_times_one_step(shape, arch, oar):
+def test_vision_throughput_builds_the_cells_shape_and_times_one_step(shape, arch, oar, capsys):
     args = ("--device", "cpu", "--shape", shape, "--width", "8", "--size", "32", "--batch-size", "8")
-    row = json.loads(_run("vision_throughput.py", *args, "--steps", "1", "--warmup", "1"))
+    _run("vision_throughput.py", *args, "--steps", "1", "--warmup", "1")
+    row = json.loads(capsys.readouterr().out)
     assert row["arch"] == arch and row["oar_pass"] is oar and row["step_s"] > 0
     assert row["precision"] == "fp32" and row["cudnn_benchmark"] is False  # as the trainer

@@ -9,6 +9,13 @@ Measured with this encoder (ours - SentEval, points):
   SST2 -0.98, TREC +0.20 (+0.60 in an earlier run with 2 threads), MRPC -1.27 — a converged probe
   cannot track one early-stopped Adam draw on tasks scored on a single test set, so its test records
   that honestly: 0.5 where it holds, 1.5 on those three.
+
+The live check here runs the four transfer tasks cheapest for our evaluator (2-core CPU, both probes:
+CR 15 s, TREC 15 s, SST2 5 s, MRPC 4 s; MR, SUBJ and MPQA ~30 s each): CR (10-fold cross-validation),
+SST2, TREC and MRPC (fixed test sets; sentence pairs for MRPC), with both probes and the same
+tolerances. The full seven-task comparison (MR, SUBJ, MPQA too) is the
+benchmark ``python benchmarks/senteval.py --encoder bow --check``: it prints ours, SentEval's and the
+difference for both probes and fails on a difference beyond these same tolerances.
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ TOLERANCE = 0.5  # protocol.md §4, any probe we call equivalent to SentEval's
 REPLICA_TOLERANCE = 0.1
 # lbfgs probe: measured tolerance per task (see module doc).
 LBFGS_TOLERANCE = {"SST2": 1.5, "TREC": 1.5, "MRPC": 1.5}
+# The transfer tasks checked live (see module doc): one cross-validated, three with a fixed test set; the
+# other three are checked by benchmarks/senteval.py --encoder bow --check (issue 32: ~9 min -> <1 min).
+LIVE_TASKS = ("CR", "SST2", "TREC", "MRPC")
 
 
 @pytest.fixture(scope="module")
@@ -59,21 +69,27 @@ def test_sts_equal_to_senteval(reference):
 @pytest.fixture(scope="module")
 def default_scores(reference, cache):
     encode, data, _ = reference
-    return S.evaluate(encode, data, P.TRANSFER_TASKS, "test", cache_dir=cache)
+    return S.evaluate(encode, data, LIVE_TASKS, "test", cache_dir=cache)
 
 
 @pytest.fixture(scope="module")
 def lbfgs_scores(reference, cache):
     encode, data, _ = reference
-    return S.evaluate(encode, data, P.TRANSFER_TASKS, "test", cache_dir=cache, probe="lbfgs")
+    return S.evaluate(encode, data, LIVE_TASKS, "test", cache_dir=cache, probe="lbfgs")
 
 
 def test_default_probe_is_the_senteval_replica():
     assert S.DEFAULT_PROBE == "senteval"
 
 
+def test_live_tasks_are_transfer_tasks_of_both_kinds():
+    """The live subset names real transfer tasks, at least one cross-validated and one fixed-test-set."""
+    assert set(LIVE_TASKS) <= set(P.TRANSFER_TASKS)
+    assert "CR" in LIVE_TASKS and {"TREC", "MRPC"} & set(LIVE_TASKS)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("task", P.TRANSFER_TASKS)
+@pytest.mark.parametrize("task", LIVE_TASKS)
 def test_default_probe_within_half_a_point(reference, default_scores, task):
     diff = abs(default_scores[task] - reference[2][task])
     assert diff <= TOLERANCE
@@ -81,6 +97,6 @@ def test_default_probe_within_half_a_point(reference, default_scores, task):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", P.TRANSFER_TASKS)
+@pytest.mark.parametrize("task", LIVE_TASKS)
 def test_lbfgs_probe_within_its_measured_tolerance(reference, lbfgs_scores, task):
     assert abs(lbfgs_scores[task] - reference[2][task]) <= LBFGS_TOLERANCE.get(task, TOLERANCE)

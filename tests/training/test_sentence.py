@@ -131,33 +131,70 @@ def _info_step(state_dir: Path) -> int:
         return -1
 
 
+# Snapshots every 2 steps, logs every 3: a resumed run must log the same interval means. fp16: CPU
+# autocast + GradScaler("cpu"), whose state is in the snapshot (the loss scale is logged). The geometry
+# analysis too: a resumed run must log the same probe statistics.
+KILL_SETTINGS = {
+    **SMALL,
+    "loss": "infonce",
+    "max_steps": 14,
+    "state_every": 2,
+    "log_every": 3,
+    "analysis_every": 5,
+    "analysis_sentences": 64,
+    "analysis_batch": 32,
+}
+
+
+def _train_args(settings: dict, data, folder: Path, cache: Path) -> dict:
+    tiny_bert, corpus, senteval_dir = data
+    return {
+        "settings": settings,
+        "backbone_dir": str(tiny_bert),
+        "corpus_path": str(corpus),
+        "dev_data_dir": str(senteval_dir),
+        "out_dir": str(folder / "model"),
+        "log_path": str(folder / "log.jsonl"),
+        "state_dir": str(folder / "state"),
+        "cache_dir": str(cache),
+    }
+
+
+def _train_in_process(args: dict) -> None:
+    """What _run_train.py does without its sleep, in this process (one torch thread: the conftest's)."""
+    assert torch.get_num_threads() == 1  # as _run_train.py: bit-equality needs the same thread count
+    settings = TrainSettings.from_dict(args["settings"])
+    train(settings, progress=False, device="cpu", **{k: v for k, v in args.items() if k != "settings"})
+
+
+@pytest.fixture(scope="module")
+def straight_runs(tmp_path_factory, data):
+    """The uninterrupted run per precision, trained once for all kill points (in this process)."""
+    folders: dict[str, Path] = {}
+
+    def get(precision: str) -> Path:
+        if precision not in folders:
+            root = tmp_path_factory.mktemp(f"straight-{precision}")
+            settings = {**KILL_SETTINGS, "precision": precision}
+            _train_in_process(_train_args(settings, data, root / "straight", root / "cache"))
+            folders[precision] = root / "straight"
+        return folders[precision]
+
+    return get
+
+
 @pytest.mark.fault("SIGKILL of a training job at a random step", "resumes; checkpoint and log bit-identical")
 @pytest.mark.parametrize("kill_seed, precision", [(0, "fp32"), (1, "fp32"), (2, "fp32"), (3, "fp16")])
-def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, precision, observed):
-    tiny_bert, corpus, senteval_dir = data
-    # Snapshots every 2 steps, logs every 3: a resumed run must log the same interval means. fp16:
-    # CPU autocast + GradScaler("cpu"), whose state is in the snapshot (the loss scale is logged).
-    settings = {**SMALL, "loss": "infonce", "max_steps": 14, "state_every": 2, "log_every": 3}
-    settings["precision"] = precision
-    # The geometry analysis too: a resumed run must log the same probe statistics.
-    settings.update(analysis_every=5, analysis_sentences=64, analysis_batch=32)
+def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, precision, observed, straight_runs):
+    """A run SIGKILLed after a random snapshot resumes to the uninterrupted run's checkpoint, summary and
+    log metrics, bit for bit. Only the killed run has its own interpreter (a SIGKILL ends a process); the
+    resume and the uninterrupted reference (shared by the kill points of a precision) run in-process."""
+    settings = {**KILL_SETTINGS, "precision": precision}
     chooser = random.Random(kill_seed)
     kill_after = chooser.choice([2, 4, 6, 8, 10])
+    killed_args = _train_args(settings, data, tmp_path / "killed", tmp_path / "cache")
 
-    def args(name: str, sleep: float = 0.0) -> dict:
-        return {
-            "settings": settings,
-            "backbone_dir": str(tiny_bert),
-            "corpus_path": str(corpus),
-            "dev_data_dir": str(senteval_dir),
-            "out_dir": str(tmp_path / name / "model"),
-            "log_path": str(tmp_path / name / "log.jsonl"),
-            "state_dir": str(tmp_path / name / "state"),
-            "cache_dir": str(tmp_path / "cache"),
-            "sleep": sleep,
-        }
-
-    proc = _subprocess_train(args("killed", sleep=0.15))
+    proc = _subprocess_train({**killed_args, "sleep": 0.15})
     deadline = time.monotonic() + 120
     while _info_step(tmp_path / "killed" / "state") < kill_after:
         assert proc.poll() is None, f"run ended before the kill: {proc.communicate()[1][-2000:]}"
@@ -168,21 +205,21 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, precis
     proc.wait()
     assert not (tmp_path / "killed" / "model").exists()
 
-    for name in ("killed", "straight"):  # resume the killed run; run another one without interruption
-        proc = _subprocess_train(args(name))
-        _, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == 0, stderr[-3000:]
+    _train_in_process(killed_args)  # resume the killed run
+    straight_dir = straight_runs(precision)
     resumed = json.loads((tmp_path / "killed/model/train_summary.json").read_text())
-    straight = json.loads((tmp_path / "straight/model/train_summary.json").read_text())
+    straight = json.loads((straight_dir / "model/train_summary.json").read_text())
     assert resumed["resumed_from"] and resumed["resumed_from"][0] >= kill_after
     assert straight["resumed_from"] == []
     for key in ("best_dev_spearman", "best_step", "steps", "evals"):
         assert resumed[key] == straight[key], key
     a, b = (
         load_file(tmp_path / "killed/model/model.safetensors"),
-        load_file(tmp_path / "straight/model/model.safetensors"),
+        load_file(straight_dir / "model/model.safetensors"),
     )
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    logs = {"killed": tmp_path / "killed" / "log.jsonl", "straight": straight_dir / "log.jsonl"}
 
     def metrics(name):
         keep = (
@@ -198,13 +235,12 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, precis
             "dev_align",
             "dev_uniformity",
         )
-        records = read_log(tmp_path / name / "log.jsonl")
+        records = read_log(logs[name])
         return [{k: r[k] for k in keep if k in r} for r in records if r["event"] in ("train", "eval")]
 
     assert metrics("killed") == metrics("straight")
     geometry = [
-        [r for r in read_log(tmp_path / name / "log.jsonl") if r["event"] == "geometry"]
-        for name in ("killed", "straight")
+        [r for r in read_log(logs[name]) if r["event"] == "geometry"] for name in ("killed", "straight")
     ]
     assert [r["step"] for r in geometry[1]] == [0, 5, 10, 14] and geometry[0] == geometry[1]
     if precision == "fp16":

@@ -36,15 +36,30 @@ TINY = {
 }
 
 
-def run(settings: dict, workdir: Path, kill_at: int | None = None) -> int:
-    args = [sys.executable, str(RUNNER), json.dumps(settings), str(workdir)]
-    return subprocess.run([*args, *([str(kill_at)] if kill_at else [])], timeout=300).returncode
+def run(settings: dict, workdir: Path) -> None:
+    """Train a cell in this process as _run_vision.py does (one torch thread: the conftest's)."""
+    assert torch.get_num_threads() == 1  # as _run_vision.py: bit-equality needs the same thread count
+    train_vision(
+        VisionTrainSettings.from_dict(settings),
+        data_root=None,
+        out_dir=workdir / "encoder",
+        log_path=workdir / "train_log.jsonl",
+        state_dir=workdir / "state",
+        device="cpu",
+        progress=False,
+    )
+
+
+def run_until_killed(settings: dict, workdir: Path, kill_at: int) -> int:
+    """Train a cell in its own interpreter, which SIGKILLs itself after optimiser step ``kill_at``."""
+    args = [sys.executable, str(RUNNER), json.dumps(settings), str(workdir), str(kill_at)]
+    return subprocess.run(args, timeout=300).returncode
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("reference")
-    assert run(TINY, workdir) == 0
+    run(TINY, workdir)
     return workdir
 
 
@@ -95,14 +110,14 @@ TINY_CHANNELS_LAST = TINY | {"channels_last": True, "width": 8, "max_steps": 12,
 @pytest.fixture(scope="module")
 def reference_channels_last(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("reference_channels_last")
-    assert run(TINY_CHANNELS_LAST, workdir) == 0
+    run(TINY_CHANNELS_LAST, workdir)
     return workdir
 
 
 @pytest.fixture(scope="module")
 def reference_oar(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("reference_oar")
-    assert run(TINY_OAR, workdir) == 0
+    run(TINY_OAR, workdir)
     return workdir
 
 
@@ -151,9 +166,10 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(request, tmp_path, see
     reference = request.getfixturevalue(reference)
     kill_at = {"oar": (8, 40), "channels_last": (5, 10)}.get(seed, (6, 22))
     kill_at = random.Random(seed).randint(*kill_at)
-    assert run(cell, tmp_path, kill_at=kill_at) == -9
+    # Only the killed run needs its own interpreter; the resume and the references run in-process.
+    assert run_until_killed(cell, tmp_path, kill_at) == -9
     assert (tmp_path / "state" / "state.pt").exists() and not (tmp_path / "encoder").exists()
-    assert run(cell, tmp_path) == 0
+    run(cell, tmp_path)
     got, expected = load_weights(tmp_path / "encoder"), load_weights(reference / "encoder")
     assert got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in got)
 
