@@ -309,8 +309,16 @@ def test_asking_for_one_figure_runs_exactly_its_trainings(repo_root, tmp_path):
 
 
 def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
+    """End to end, through Snakemake: a config error is one ``contrastlab:`` line, exit status 1, no
+    traceback (the in-process checks of test_failures.py::test_config_errors_are_one_line, of the select
+    typos and of the bad user losses rest on this)."""
     done = snakemake_process(repo_root, "-n", "--config", "seeds=[forty-two]")
-    assert done.returncode != 0
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("contrastlab:")]
+    out = done.stdout + done.stderr
+    lines = [line for line in out.splitlines() if line.startswith("contrastlab:")]
     expected = "contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'"
     assert lines == [expected], done.stderr[-2000:]
+    assert done.returncode == 1 and "Traceback" not in out, out[-3000:]
+    # the in-process check gives the same line for the same command line
+    from .workflow_start import start_error
+
+    assert start_error(repo_root / "config.yaml", "seeds=[forty-two]") == expected
