@@ -52,9 +52,11 @@ def job_counts(output: str) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def full_dry_run(repo_root, tmp_path_factory):
+    """The dry-run of config.yaml's default target (its output, and the scratch folder of its results),
+    shared by the tests that read the full DAG."""
     # A scratch results/resources dir so existing local outputs do not change the job list.
     scratch = tmp_path_factory.mktemp("dry")
-    return run_snakemake(
+    output = run_snakemake(
         repo_root,
         "-n",
         "--cores",
@@ -63,6 +65,7 @@ def full_dry_run(repo_root, tmp_path_factory):
         f"results_dir={scratch}/results",
         f"resources_dir={scratch}/res",
     )
+    return output, scratch
 
 
 def test_paper_scale_searches_are_listed(repo_root, tmp_path):
@@ -127,7 +130,9 @@ def test_a_search_point_equal_to_a_cell_is_not_trained_twice(repo_root, tmp_path
 
 
 def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
-    counts = job_counts(full_dry_run)
+    """config.yaml's default target: every cell's training and evaluation, every figure and table, each
+    data set and backbone fetched once."""
+    counts = job_counts(full_dry_run[0])
     config = cl_config.load(repo_root / "config.yaml")
     cells = list(cl_config.cells(config))
     n_vision = sum(cl_config.track(config, c.experiment) == "vision" for c in cells)
@@ -284,28 +289,75 @@ def test_slurm_gres_profile_asks_gpus_as_gres(repo_root, tmp_path):
             assert "gres=" not in resources, (rule, resources)
 
 
-def test_asking_for_one_figure_runs_exactly_its_trainings(repo_root, tmp_path):
+def dry_run_jobs(output: str) -> list[dict]:
+    """Every job a dry-run printed: its rule, and its input and output files."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", output):
+        match = re.match(r"(?:local)?rule (\w+):\n", block)
+        if match:
+            fields = dict(re.findall(r"^    (input|output): (.*)$", block, re.M))
+            files = {key: fields[key].split(", ") if fields.get(key) else [] for key in ("input", "output")}
+            jobs.append({"rule": match.group(1), **files})
+    return jobs
+
+
+def jobs_for_target(jobs: list[dict], target: str) -> dict[str, int]:
+    """Jobs per rule of ``snakemake <target>``: the job making ``target`` and, transitively, the jobs making
+    its inputs. A job's inputs do not depend on the target asked for, so this part of the default target's
+    dry-run is what a dry-run of ``target`` alone lists
+    (test_a_figure_target_lists_the_jobs_upstream_of_it_in_the_full_dag compares the two)."""
+    producer = {path: index for index, job in enumerate(jobs) for path in job["output"]}
+    assert target in producer, f"no job of the dry-run makes {target}"
+    todo, seen = [producer[target]], set()
+    while todo:
+        index = todo.pop()
+        if index not in seen:
+            seen.add(index)
+            todo.extend(producer[path] for path in jobs[index]["input"] if path in producer)
+    counts: dict[str, int] = {}
+    for index in seen:
+        counts[jobs[index]["rule"]] = counts.get(jobs[index]["rule"], 0) + 1
+    return counts
+
+
+def test_asking_for_one_figure_runs_exactly_its_trainings(full_dry_run):
     """`snakemake <figure file>`: Li Fig. 6 trains its 23 sweep cells (and evaluates none: it reads the
     dev scores of the training logs); Nie Fig. 3 trains, encodes and evaluates its 8 margins; Li Fig. 9
-    trains the 2 cells of li2024_conjectures."""
+    trains the 2 cells of li2024_conjectures. Read from the full reproduction's dry-run (the figure's job
+    and everything upstream of it), not from a Snakemake run per figure."""
+    output, scratch = full_dry_run
+    jobs = dry_run_jobs(output)
     for figure, trained, evaluated in (
         ("li2024/li2024_fig6", 23, 0),
         ("nie2023/nie2023_fig3", 8, 8),  # Fig. 3a: the metrics and the logs' distance gaps
         ("li2024/li2024_fig9", 2, 0),  # a geometry figure: its experiment's training logs only
     ):
-        output = run_snakemake(
-            repo_root,
-            "-n",
-            "--config",
-            f"results_dir={tmp_path}/results",
-            f"resources_dir={tmp_path}/res",
-            "--",
-            f"{tmp_path}/results/figures/{figure}.png",
-        )
-        counts = job_counts(output)
+        counts = jobs_for_target(jobs, f"{scratch}/results/figures/{figure}.png")
         assert counts.get("train", 0) == trained and counts.get("evaluate", 0) == evaluated, (figure, counts)
         assert counts.get("encode", 0) == evaluated, (figure, counts)
         assert "train_vision" not in counts and "tables" not in counts
+
+
+def test_a_figure_target_lists_the_jobs_upstream_of_it_in_the_full_dag(repo_root, full_dry_run):
+    """`snakemake -n <figure file>` lists, per rule, exactly the jobs upstream of that file in the default
+    target's dry-run: what test_asking_for_one_figure_runs_exactly_its_trainings relies on."""
+    output, scratch = full_dry_run
+    target = f"{scratch}/results/figures/li2024/li2024_fig9.png"
+    alone = job_counts(
+        run_snakemake(
+            repo_root,
+            "-n",
+            "--quiet",
+            "rules",
+            "--config",
+            f"results_dir={scratch}/results",
+            f"resources_dir={scratch}/res",
+            "--",
+            target,
+        )
+    )
+    assert alone.pop("total") == sum(alone.values())
+    assert alone == jobs_for_target(dry_run_jobs(output), target), alone
 
 
 def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
