@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -52,9 +53,13 @@ def job_counts(output: str) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def full_dry_run(repo_root, tmp_path_factory):
+    """One dry-run of config.yaml's two targets, the default ``all`` and ``searches`` (the paper-scale
+    searches): its output, its jobs (:func:`dry_run_jobs`) and the scratch folder of its results. The
+    tests read each target's jobs from it (:func:`jobs_upstream`) instead of building the full DAG once
+    per target."""
     # A scratch results/resources dir so existing local outputs do not change the job list.
     scratch = tmp_path_factory.mktemp("dry")
-    return run_snakemake(
+    output = run_snakemake(
         repo_root,
         "-n",
         "--cores",
@@ -62,27 +67,53 @@ def full_dry_run(repo_root, tmp_path_factory):
         "--config",
         f"results_dir={scratch}/results",
         f"resources_dir={scratch}/res",
-    )
-
-
-def test_paper_scale_searches_are_listed(repo_root, tmp_path):
-    """`snakemake -n searches` on config.yaml: every point of Nie A.3 and Li A.4 as a train job (the 28
-    points that are paper cells once, with the paper cells), a selection per stage, a test evaluation per
-    search; none of them in the default target (test_full_reproduction_lists_every_job)."""
-    output = run_snakemake(
-        repo_root,
-        "-n",
-        "--cores",
-        "all",
-        "--quiet",
-        "rules",
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
         "--",
+        "all",
         "searches",
     )
-    counts = job_counts(output)
+    return SimpleNamespace(output=output, jobs=dry_run_jobs(output), scratch=scratch)
+
+
+def dry_run_jobs(output: str) -> list[dict]:
+    """Every job a dry-run printed: its rule, and its input and output files."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", output):
+        match = re.match(r"(?:local)?rule (\w+):\n", block)
+        if match:
+            fields = dict(re.findall(r"^    (input|output): (.*)$", block, re.M))
+            files = {key: fields[key].split(", ") if fields.get(key) else [] for key in ("input", "output")}
+            jobs.append({"rule": match.group(1), **files})
+    return jobs
+
+
+def jobs_upstream(jobs: list[dict], target: str) -> dict[str, int]:
+    """Jobs per rule of ``snakemake <target>`` (a file, or a rule of one job such as ``all``): the job of
+    ``target`` and, transitively, the jobs making its inputs. A job's inputs do not depend on the targets
+    asked for, so this part of a dry-run of several targets is what a dry-run of ``target`` alone lists
+    (test_a_figure_target_lists_the_jobs_upstream_of_it_in_the_full_dag compares the two)."""
+    producer = {path: index for index, job in enumerate(jobs) for path in job["output"]}
+    start = [index for index, job in enumerate(jobs) if job["rule"] == target] or (
+        [producer[target]] if target in producer else []
+    )
+    assert len(start) == 1, f"{len(start)} jobs of the dry-run are {target}"
+    todo, seen = start, set()
+    while todo:
+        index = todo.pop()
+        if index not in seen:
+            seen.add(index)
+            todo.extend(producer[path] for path in jobs[index]["input"] if path in producer)
+    counts: dict[str, int] = {}
+    for index in seen:
+        counts[jobs[index]["rule"]] = counts.get(jobs[index]["rule"], 0) + 1
+    return counts
+
+
+def test_paper_scale_searches_are_listed(full_dry_run):
+    """`snakemake -n searches` on config.yaml: every point of Nie A.3 and Li A.4 as a train job (the 28
+    points that are paper cells once, with the paper cells), a selection per stage, a test evaluation per
+    search; none of them in the default target (test_full_reproduction_lists_every_job). Read from the
+    shared dry-run of both targets."""
+    counts = jobs_upstream(full_dry_run.jobs, "searches")
     # 1,736 points: Nie 448 + 760, Li 128 + 400; 28 of Nie's stage-1 points are the paper cells.
     assert counts["train"] == 1736
     # Nie: 7 losses x 4 backbones x 2 stages; Li: 4 losses x 2 backbones x 2 stages.
@@ -127,7 +158,12 @@ def test_a_search_point_equal_to_a_cell_is_not_trained_twice(repo_root, tmp_path
 
 
 def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
-    counts = job_counts(full_dry_run)
+    """config.yaml's default target: every cell's training and evaluation, every figure and table, each
+    data set and backbone fetched once."""
+    # every job of the shared dry-run was read (its job stats count the same), the searches' included
+    assert len(full_dry_run.jobs) == job_counts(full_dry_run.output)["total"]
+    counts = jobs_upstream(full_dry_run.jobs, "all")
+    assert not {"search_select", "search_encode", "search_evaluate"} & set(counts), counts
     config = cl_config.load(repo_root / "config.yaml")
     cells = list(cl_config.cells(config))
     n_vision = sum(cl_config.track(config, c.experiment) == "vision" for c in cells)
@@ -284,33 +320,56 @@ def test_slurm_gres_profile_asks_gpus_as_gres(repo_root, tmp_path):
             assert "gres=" not in resources, (rule, resources)
 
 
-def test_asking_for_one_figure_runs_exactly_its_trainings(repo_root, tmp_path):
+def test_asking_for_one_figure_runs_exactly_its_trainings(full_dry_run):
     """`snakemake <figure file>`: Li Fig. 6 trains its 23 sweep cells (and evaluates none: it reads the
     dev scores of the training logs); Nie Fig. 3 trains, encodes and evaluates its 8 margins; Li Fig. 9
-    trains the 2 cells of li2024_conjectures."""
+    trains the 2 cells of li2024_conjectures. Read from the full reproduction's dry-run (the figure's job
+    and everything upstream of it), not from a Snakemake run per figure."""
+    jobs, scratch = full_dry_run.jobs, full_dry_run.scratch
     for figure, trained, evaluated in (
         ("li2024/li2024_fig6", 23, 0),
         ("nie2023/nie2023_fig3", 8, 8),  # Fig. 3a: the metrics and the logs' distance gaps
         ("li2024/li2024_fig9", 2, 0),  # a geometry figure: its experiment's training logs only
     ):
-        output = run_snakemake(
-            repo_root,
-            "-n",
-            "--config",
-            f"results_dir={tmp_path}/results",
-            f"resources_dir={tmp_path}/res",
-            "--",
-            f"{tmp_path}/results/figures/{figure}.png",
-        )
-        counts = job_counts(output)
+        counts = jobs_upstream(jobs, f"{scratch}/results/figures/{figure}.png")
         assert counts.get("train", 0) == trained and counts.get("evaluate", 0) == evaluated, (figure, counts)
         assert counts.get("encode", 0) == evaluated, (figure, counts)
         assert "train_vision" not in counts and "tables" not in counts
 
 
+def test_a_figure_target_lists_the_jobs_upstream_of_it_in_the_full_dag(repo_root, full_dry_run):
+    """`snakemake -n <figure file>` lists, per rule, exactly the jobs upstream of that file in the default
+    target's dry-run: what test_asking_for_one_figure_runs_exactly_its_trainings relies on."""
+    scratch = full_dry_run.scratch
+    target = f"{scratch}/results/figures/li2024/li2024_fig9.png"
+    alone = job_counts(
+        run_snakemake(
+            repo_root,
+            "-n",
+            "--quiet",
+            "rules",
+            "--config",
+            f"results_dir={scratch}/results",
+            f"resources_dir={scratch}/res",
+            "--",
+            target,
+        )
+    )
+    assert alone.pop("total") == sum(alone.values())
+    assert alone == jobs_upstream(full_dry_run.jobs, target), alone
+
+
 def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
+    """End to end, through Snakemake: a config error is one ``contrastlab:`` line, exit status 1, no
+    traceback (the in-process checks of test_failures.py::test_config_errors_are_one_line, of the select
+    typos and of the bad user losses rest on this)."""
     done = snakemake_process(repo_root, "-n", "--config", "seeds=[forty-two]")
-    assert done.returncode != 0
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("contrastlab:")]
+    out = done.stdout + done.stderr
+    lines = [line for line in out.splitlines() if line.startswith("contrastlab:")]
     expected = "contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'"
     assert lines == [expected], done.stderr[-2000:]
+    assert done.returncode == 1 and "Traceback" not in out, out[-3000:]
+    # the in-process check gives the same line for the same command line
+    from .workflow_start import start_error
+
+    assert start_error(repo_root / "config.yaml", "seeds=[forty-two]") == expected

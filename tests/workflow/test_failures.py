@@ -14,6 +14,7 @@ import yaml
 from contrastlab.paths import REPO_ROOT
 
 from .test_dryrun import snakemake_process
+from .workflow_start import start_error
 
 
 def _contrastlab_lines(text: str) -> list[str]:
@@ -59,7 +60,9 @@ def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
 
 def test_bad_senteval_file_stops_the_workflow_with_one_line(tmp_path, shared):
     """A user copy whose sts-dev.csv lost its last rows: named once, before any job runs (a failing data
-    job would delete the data marker and cost every finished cell)."""
+    job would delete the data marker and cost every finished cell); exit status 1, no traceback. The end
+    to end proof of test_damaged_senteval_copy_is_named_in_one_line, which checks the kinds of damage in
+    this process."""
     data = tmp_path / "senteval"
     shutil.copytree(shared / "data" / "senteval", data)
     dev = data / "downstream" / "STS" / "STSBenchmark" / "sts-dev.csv"
@@ -78,12 +81,9 @@ def test_bad_senteval_file_stops_the_workflow_with_one_line(tmp_path, shared):
         f"{tmp_path}/results/state/data/senteval.ready.json",
     )
     out = done.stdout + done.stderr
-    assert done.returncode != 0
-    lines = _contrastlab_lines(out)
-    assert len(lines) == 1, out[-3000:]
-    assert lines[0].startswith("contrastlab: data: SentEvalDataError: ") and "sts-dev.csv" in lines[0], lines
+    line = _one_line_failure(done)  # exit 1, one contrastlab: line, no traceback
+    assert line.startswith("contrastlab: data: SentEvalDataError: ") and "sts-dev.csv" in line, line
     assert "Select jobs to execute" not in out  # stopped while the workflow was read
-    assert "Traceback" not in out
 
 
 def _one_line_failure(done) -> str:
@@ -115,21 +115,21 @@ SENTEVAL_FAULTS = {
 )
 @pytest.mark.parametrize("damage", list(SENTEVAL_FAULTS))
 def test_damaged_senteval_copy_is_named_in_one_line(tmp_path, shared, damage, observed):
+    """Each kind of damage to a user's SentEval copy stops the reading of the Snakefile with one line
+    naming the damaged file. Checked in this process (the identity check rules/common.smk makes while the
+    workflow is read); test_bad_senteval_file_stops_the_workflow_with_one_line starts Snakemake on such
+    a copy: that line, exit status 1, no traceback and no job."""
     relative, harm = SENTEVAL_FAULTS[damage]
     data = tmp_path / "senteval"
     shutil.copytree(shared / "data" / "senteval", data)
     harm(data / "downstream" / relative)
-    done = snakemake_process(
-        REPO_ROOT,
-        "-n",
-        "--configfile",
-        "config/demo.yaml",
-        "--config",
+    line = start_error(
+        REPO_ROOT / "config" / "demo.yaml",
         f"results_dir={tmp_path}/results",
         f"data={{senteval_dir: {data}, fixture: false}}",
     )
-    line = _one_line_failure(done)
-    assert relative.rsplit("/", 1)[-1] in line, line
+    assert line is not None and line.startswith("contrastlab: data: "), line
+    assert "\n" not in line and relative.rsplit("/", 1)[-1] in line, line
     observed(line[line.index("downstream/") :][:110])
 
 
@@ -160,6 +160,11 @@ def _set(config: dict, dotted: str, value) -> None:
 @pytest.mark.fault("config error", "one contrastlab: line naming the key, exit 1, no traceback")
 @pytest.mark.parametrize("fault", list(CONFIG_FAULTS))
 def test_config_errors_are_one_line(tmp_path, fault, observed):
+    """Each config error, in the file or on the command line, stops the reading of the Snakefile with one
+    line naming the key. Checked in this process (the validation rules/common.smk calls, on the config
+    Snakemake builds from --configfile and --config); test_dryrun.py's
+    test_bad_config_stops_the_workflow_with_one_line starts Snakemake on one of them: the same line, exit
+    status 1, no traceback."""
     change, expected = CONFIG_FAULTS[fault]
     config = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
     config["results_dir"] = str(tmp_path / "results")
@@ -168,9 +173,10 @@ def test_config_errors_are_one_line(tmp_path, fault, observed):
         for dotted, value in change.items():
             _set(config, dotted, value)
     else:
-        overrides = ["--config", *change]
+        overrides = change
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    line = _one_line_failure(snakemake_process(REPO_ROOT, "-n", "--configfile", str(path), *overrides))
-    assert expected in line, line
+    line = start_error(path, *overrides)
+    assert line is not None and line.startswith("contrastlab: config key "), line
+    assert "\n" not in line and expected in line, line
     observed(line[:140])

@@ -7,7 +7,6 @@ them into the types the schema asks for.
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from contrastlab import config as cl_config
 
 from .test_dryrun import snakemake_process
+from .workflow_start import start_error
 
 
 def test_text_values_become_the_schemas_types(repo_root):
@@ -122,7 +122,14 @@ def test_documented_overrides_work_through_snakemake(repo_root, tmp_path):
 
 
 def test_select_typo_stops_snakemake_with_one_line(repo_root, tmp_path):
-    done = _snakemake(repo_root, tmp_path, "select={methods: [mptt]}")
-    assert done.returncode != 0
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("contrastlab:")]
-    assert len(lines) == 1 and "select.methods: unknown method 'mptt'" in lines[0], json.dumps(lines)
+    """A select typo given with --config, as Snakemake parses it, stops the reading of the Snakefile with
+    one line. In this process (rules/common.smk's checks, tests/workflow/workflow_start.py); test_dryrun.py
+    ::test_bad_config_stops_the_workflow_with_one_line proves such a line end to end."""
+    line = start_error(
+        repo_root / "config" / "demo.yaml",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/resources",
+        "select={methods: [mptt]}",
+    )
+    assert line is not None and line.startswith("contrastlab: ") and "\n" not in line, line
+    assert "select.methods: unknown method 'mptt'" in line, line

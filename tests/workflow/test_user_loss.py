@@ -16,8 +16,8 @@ import yaml
 from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.paths import REPO_ROOT
 
-from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake, snakemake_process
-from .test_failures import _one_line_failure
+from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake
+from .workflow_start import start_error
 
 EXAMPLE = REPO_ROOT / "examples" / "margin_infonce.py"
 
@@ -72,15 +72,19 @@ BAD = {
 @pytest.mark.fault("bad user loss", "one contrastlab: line naming the method and the problem, before any job")
 @pytest.mark.parametrize("fault", list(BAD))
 def test_a_bad_user_loss_stops_the_workflow_with_one_line(tmp_path, fault, observed):
+    """A user loss that cannot be imported, takes the wrong arguments, returns NaN or a non-scalar stops
+    the reading of the Snakefile (so before any job) with one line naming the method's loss key and the
+    problem. Checked in this process: the validation rules/common.smk calls first
+    (tests/workflow/workflow_start.py); test_dryrun.py::test_bad_config_stops_the_workflow_with_one_line
+    proves end to end that such a line is all Snakemake prints, with exit status 1."""
     body, expected = BAD[fault]
     module = tmp_path / "bad_loss.py"
     module.write_text(body)
     config = demo_with_user_loss(tmp_path, f"{module}:f", hp={})
-    done = snakemake_process(REPO_ROOT, "-n", "--configfile", write(config, tmp_path / "c.yaml"))
-    line = _one_line_failure(done)
+    line = start_error(write(config, tmp_path / "c.yaml"))
+    assert line is not None and "\n" not in line, line
     assert line.startswith("contrastlab: config key experiments.nie2023.methods.margin_nce.loss: "), line
     assert expected in line, line
-    assert not (tmp_path / "results" / "logs").exists()  # no job started
     observed(line.replace(str(tmp_path), "<tmp>")[:160])
 
 
