@@ -25,10 +25,14 @@ def test_without_a_gpu_it_stops_with_one_line():
 
 
 @pytest.mark.slow
-def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(tmp_path):
+def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(tmp_path, e2e_resources):
+    """scripts/gpu_check.py --toy on the CPU: every cell of the preset in the report, the fp16 cell killed
+    and resumed, the evaluation split and the GPU-vs-CPU check passed, and a calibration make plan reads."""
     results = tmp_path / "gpu-check"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     command = [sys.executable, str(SCRIPT), "--toy", "--results-dir", str(results), "--cores", "2"]
+    # The session's resources folder (the toy tiny BERT is the demo's): built once for all e2e tests.
+    command += ["--resources-dir", str(e2e_resources)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1500, cwd=REPO_ROOT, env=env)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     report = (results / "report.md").read_text()
@@ -53,3 +57,18 @@ def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(tmp_p
 
     loaded = plan.load_calibration(results / "calibration.json")  # make plan accepts it
     assert loaded is not None
+
+
+def test_the_toy_tiny_bert_is_the_demos():
+    """--toy's tiny BERT is config/demo.yaml's (initializer_range included): the tests run both on one
+    resources folder, where a second spec under the same name would rebuild the model and retrain."""
+    import importlib.util
+
+    import yaml
+
+    spec = importlib.util.spec_from_file_location("gpu_check_script", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    demo = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
+    assert script.TOY["backbones"]["tiny-bert"] == demo["backbones"]["tiny-bert"]
+    assert demo["backbones"]["tiny-bert"]["random"]["initializer_range"] == 0.2
