@@ -64,11 +64,11 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
     config = reduced_demo(repo_root, tmp_path)
     config["resources_dir"] = str(e2e_resources)  # tiny BERT, fixture and corpus cache: once a session
     config["oar_synthetic"] = None  # OAR Table 2 (10 s on the CPU) plays no part here
-    # A snapshot at step 10, then ~110 steps (about 4 s on one idle core, longer under load): clearly
-    # longer than a job takes to notice that Snakemake is gone (it polls its parent once a second), so
-    # the killed cell is still training when its job exits.
-    max_steps = 120
-    config["training"].update(max_steps=max_steps, eval_every=40, state_every=10, log_every=10)
+    # Seconds per cell: a snapshot every 10 steps, and many steps after it, so that a training job with a
+    # snapshot is there to be killed after another job has finished (120 steps left too small a window
+    # on a loaded machine) and the killed cell is still training when its job exits.
+    max_steps = 300
+    config["training"].update(max_steps=max_steps, eval_every=100, state_every=10, log_every=10)
     configfile = write(config, tmp_path / "c.yaml")
     results = tmp_path / "results"
     profile = ["--workflow-profile", "profiles/local", "--cores", "1", "--configfile", configfile]
@@ -82,31 +82,21 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    second = None
     try:
         # A second Snakemake on the same files while the first runs (it holds its lock throughout). It is
         # the same command (the profile's rerun-incomplete included): without it, Snakemake stops at the
-        # first job's incomplete outputs before it even looks at the lock. It runs beside the first one's
-        # jobs (not before them) so that its start-up costs no wall time; the kill waits for its answer.
+        # first job's incomplete outputs before it even looks at the lock.
         _wait_for(lambda: (results / "state" / "snakemake.json").exists(), 240, "the workflow to start")
-        second_output = (tmp_path / "second.out").open("w")  # a file: a full pipe would stall it
-        second = subprocess.Popen(
-            [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), *profile],
-            cwd=repo_root,
-            env=env,
-            stdout=second_output,
-            stderr=subprocess.STDOUT,
-        )
+        second = snakemake_process(repo_root, *profile)
+        assert second.returncode != 0
+        assert "cannot be locked" in second.stdout + second.stderr, (second.stdout + second.stderr)[-2000:]
 
         # Kill as soon as a training job is past a snapshot (its state folder exists only while it trains)
-        # and some other job has finished (a trained checkpoint or a metrics file), once the second
-        # Snakemake has answered (after the kill its locks would be stale, and it would clear them).
+        # and some other job has finished (a trained checkpoint or a metrics file).
         def finished_results():
             return [*results.rglob("train_log.jsonl"), *results.rglob("senteval.json")]
 
         def training_after_a_finished_job():
-            if second.poll() is None:
-                return None
             snapshots = list((results / "state" / "train").rglob("*.pt"))
             return snapshots if snapshots and finished_results() else None
 
@@ -133,12 +123,6 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
     finally:
         if workflow.poll() is None:
             os.killpg(workflow.pid, signal.SIGKILL)
-        if second is not None and second.poll() is None:
-            second.kill()
-    second_output.close()
-    answer = (tmp_path / "second.out").read_text()
-    assert second.returncode != 0, answer[-2000:]
-    assert "cannot be locked" in answer, answer[-2000:]
 
     assert list((repo_root / ".snakemake" / "locks").glob("*.lock")), "the kill should leave locks"
     output = run_snakemake(repo_root, *profile)  # the same command again: nothing else to type
