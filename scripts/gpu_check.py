@@ -173,21 +173,26 @@ def _encoded_on(config: dict, cells, device: str) -> tuple[bool, str]:
 
 
 def _gpu_vs_cpu(config: dict, cells, results: Path, device: str) -> tuple[bool, str]:
-    """STS of the fp32 cell's checkpoint encoded on ``device`` and on the CPU, equal to 0.01."""
+    """The fp32 cell's checkpoint encodes STS-B test on ``device`` as on the CPU (relative
+    :data:`~contrastlab.tables.gpu_check.EMBEDDING_TOLERANCE`); the STS scores of both are reported,
+    not compared (the preset's 8-pair fixtures make Spearman move by points for one swapped rank)."""
     from contrastlab.data.acquire import data_locations
-    from contrastlab.evaluation.senteval import evaluate_checkpoint
+    from contrastlab.evaluation.senteval import evaluate_checkpoint, load_sts_pairs
 
     cell = next(c for c in cells if c.method == "fp32")
     model = results / "checkpoints" / cell.path / "model"
     senteval = data_locations(config)["senteval_dir"]
+    pairs = load_sts_pairs(senteval, "STSBenchmark", "test")
+    worst = G.encoding_difference(model, pairs.a + pairs.b, device)
     scores = {
         where: evaluate_checkpoint(model, senteval, G.STS_TASKS, "fasttest", device=where)["scores"]
         for where in dict.fromkeys([device, "cpu"])
     }
-    worst = max(abs(scores[device][t] - scores["cpu"][t]) for t in G.STS_TASKS)
+    gaps = ", ".join(f"{t} {scores[device][t] - scores['cpu'][t]:+.2f}" for t in G.STS_TASKS)
     return (
-        worst <= G.STS_TOLERANCE,
-        f"{device} vs cpu, largest STS difference {worst:.4f} (tolerance {G.STS_TOLERANCE})",
+        worst <= G.EMBEDDING_TOLERANCE,
+        f"{device} vs cpu: largest relative embedding difference {worst:.1e} (tolerance "
+        f"{G.EMBEDDING_TOLERANCE:.0e}); STS score differences {gaps}",
     )
 
 

@@ -22,7 +22,7 @@ SRC = Path(contrastlab.__file__).resolve().parent
 #: Bottom first. Each row: the layer's name and the top-level modules/packages of ``contrastlab`` in it.
 LAYERS: dict[str, tuple[str, ...]] = {
     "paths": ("paths",),
-    "foundations": ("provenance", "senteval"),
+    "foundations": ("provenance", "senteval", "precision"),
     "components": ("data", "models", "losses"),
     "grid": ("config",),
     "search": ("search",),

@@ -6,8 +6,8 @@ data and checks every import, function-local ones included, and that no modules 
 a circle). Bottom first:
 
 1. paths: ``paths`` (the repository root and the optional ``shared`` folder);
-2. foundations: ``provenance``, ``senteval`` (what produced a result; the SentEval benchmark as data
-   and its file readers);
+2. foundations: ``provenance``, ``senteval``, ``precision`` (what produced a result; the SentEval
+   benchmark as data and its file readers; PyTorch's fp32/TF32 switches);
 3. components: ``data``, ``models``, ``losses`` (downloads, fixtures, image datasets and transforms;
    text and image encoders; every loss and its catalogue);
 4. grid: ``config`` (the validated config and its cells; it reads the loss catalogue);

@@ -25,7 +25,6 @@ LOSS_TOLERANCE = {"tf32": 5e-3, "bf16": 5e-2, "fp16": 2e-2}
 #: After 8 steps at lr 1e-4, a resumed cell's weights differ from an uninterrupted one's only by the GPU's
 #: non-deterministic reductions: far below one step's update.
 RESUME_WEIGHT_TOLERANCE = 1e-4
-STS_TOLERANCE = 0.01  # Spearman x 100, GPU vs CPU encoding of the same checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +78,9 @@ def test_fused_and_unfused_adamw_agree_on_cuda():
         result[fused] = params
     assert build_optimizer("adamw", result[True], CUDA, lr=1.0).defaults["fused"] is True  # the default
     for a, b in zip(result[True], result[False], strict=True):
-        assert (a - b).abs().max().item() <= 1e-6
+        # PyTorch's own fp32 tolerances (rtol 1.3e-6, atol 1e-5): the fused kernel rounds differently,
+        # a few ulp after five steps (1.4e-6 absolute on an H100); a wrong update is off by 1e-2.
+        torch.testing.assert_close(a, b)
 
 
 def _train(tmp, tiny_bert, corpus, senteval_dir, **overrides):
@@ -137,11 +138,13 @@ def test_a_cell_killed_after_a_snapshot_resumes_on_the_gpu(
     assert resumed["best_dev_spearman"] == pytest.approx(straight["best_dev_spearman"], abs=0.5)
 
 
-def test_sts_evaluation_of_a_checkpoint_is_the_same_on_gpu_and_cpu(tiny_bert, senteval_dir):
-    from contrastlab.evaluation.senteval import evaluate_checkpoint
+def test_a_checkpoint_encodes_the_same_on_gpu_and_cpu(tiny_bert, senteval_dir):
+    """The evaluator's embeddings, not the fixture's STS scores: with 8 pairs per STS subset one swapped
+    rank moves Spearman by points, so the scores of two fp32 encodings need not agree to 0.01 (on an
+    H100 they differed by 1.06 on STS12 while the CPU's own fp32 and fp64 encodings differ by 1.2)."""
+    from contrastlab.evaluation.senteval import load_sts_pairs
+    from contrastlab.tables import gpu_check
 
-    tasks = ["STS12", "STSBenchmark", "SICKRelatedness"]
-    gpu = evaluate_checkpoint(tiny_bert, senteval_dir, tasks, "fasttest", device="cuda")
-    cpu = evaluate_checkpoint(tiny_bert, senteval_dir, tasks, "fasttest", device="cpu")
-    for task in tasks:
-        assert gpu["scores"][task] == pytest.approx(cpu["scores"][task], abs=STS_TOLERANCE), task
+    pairs = load_sts_pairs(senteval_dir, "STSBenchmark", "test")
+    worst = gpu_check.encoding_difference(tiny_bert, pairs.a + pairs.b, "cuda")
+    assert worst <= gpu_check.EMBEDDING_TOLERANCE, worst

@@ -8,6 +8,7 @@ import torch
 
 from contrastlab.losses import build_loss
 from contrastlab.models.vision import ProjectionHead, build_encoder
+from contrastlab.precision import ieee_fp32, set_fp32_mode
 from contrastlab.training import runtime, sentence
 from contrastlab.training import vision as vision_training
 from contrastlab.training.runtime import (
@@ -248,6 +249,56 @@ def test_each_precision_sets_both_fp32_switches_for_the_step_only():
     record = tf32.record()
     assert record["tf32_matmul"] and record["tf32_conv"] and record["precision"] == "tf32"
     assert Precision.resolve("tf32", CPU).record()["tf32_matmul"] is False  # no TF32 on a CPU
+
+
+def test_every_cudnn_switch_follows_the_mode():
+    # cuDNN's RNN switch too (no model here has an RNN): conv and RNN switches that disagree make
+    # PyTorch's legacy cudnn.allow_tf32 getter raise even in tf32 mode, where it can answer.
+    for mode in ("tf32", "ieee"):
+        set_fp32_mode(mode)
+        assert torch.backends.cudnn.rnn.fp32_precision == torch.backends.cudnn.conv.fp32_precision == mode
+    set_fp32_mode("tf32")
+    assert torch.backends.cudnn.allow_tf32 is True
+    set_fp32_mode("ieee")
+
+
+class _RecordsFp32Mode(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seen: list[dict[str, str]] = []
+
+    def forward(self, x):
+        self.seen.append(fp32_mode_now())
+        return x.flatten(1)
+
+
+def test_image_features_are_extracted_in_ieee_fp32_and_the_callers_switches_come_back():
+    from contrastlab.evaluation.vision import extract_features
+
+    encoder = _RecordsFp32Mode()
+    set_fp32_mode("tf32")  # e.g. left on by a tf32 training step, or cuDNN's own TF32 default
+    try:
+        images = torch.zeros(4, 3, 8, 8, dtype=torch.uint8)
+        features = extract_features(
+            encoder, images, size=8, mean=[0.5] * 3, std=[0.5] * 3, batch_size=2, device=CPU
+        )
+        assert features.shape == (4, 192)
+        assert encoder.seen == [{"matmul": "ieee", "conv": "ieee"}] * 2
+        assert fp32_mode_now() == {"matmul": "tf32", "conv": "tf32"}
+    finally:
+        set_fp32_mode("ieee")
+
+
+def test_ieee_fp32_restores_pytorchs_own_defaults():
+    set_fp32_mode("ieee")
+    torch.backends.cuda.matmul.fp32_precision = "none"  # PyTorch's defaults: matmul unset, cuDNN TF32
+    torch.backends.cudnn.conv.fp32_precision = torch.backends.cudnn.rnn.fp32_precision = "tf32"
+    try:
+        with ieee_fp32():
+            assert fp32_mode_now() == {"matmul": "ieee", "conv": "ieee"}
+        assert fp32_mode_now() == {"matmul": "none", "conv": "tf32"}
+    finally:
+        set_fp32_mode("ieee")
 
 
 def _snapshot(tmp_path, precision: str):

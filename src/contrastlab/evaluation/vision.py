@@ -40,6 +40,7 @@ from torch import Tensor
 from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images
 from contrastlab.data.transforms import eval_transform
 from contrastlab.models import pick_device
+from contrastlab.precision import ieee_fp32
 
 __all__ = [
     "FFN_DEFAULTS",
@@ -85,6 +86,7 @@ PROBES = ("linear", "knn", "ffn")
 
 
 @torch.no_grad()
+@ieee_fp32()  # PyTorch's default runs fp32 convolutions in TF32 on Ampere and later
 def extract_features(
     encoder: torch.nn.Module, images: Tensor, *, size: int, mean, std, batch_size: int, device
 ) -> Tensor:
@@ -323,6 +325,7 @@ TRAINED_WITH_KEYS = (
 )
 
 
+@ieee_fp32()  # the probes' matmuls too: the README's "evaluation in IEEE fp32"
 def evaluate_encoder(
     encoder_dir: str | Path,
     *,

@@ -26,6 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from contrastlab.models.device import pick_device
+from contrastlab.precision import ieee_fp32
 
 SOURCES = ("hf_id", "package", "path", "random")
 POOLINGS = ("cls", "avg", "avg_embeddings_and_last", "avg_first_layer_and_last", "cls_pooler")
@@ -168,6 +169,7 @@ def make_encoder(
     device = next(model.parameters()).device
 
     @torch.inference_mode()
+    @ieee_fp32()  # the scored embeddings are IEEE fp32 whatever the caller's TF32 switches
     def encode(sentences: list[str]) -> np.ndarray:
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
         out: np.ndarray | None = None

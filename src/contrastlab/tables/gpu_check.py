@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 #: Dense peak TFLOP/s by GPU family and precision, from the vendors' data sheets (no sparsity).
@@ -45,7 +46,27 @@ GPU_PEAKS = {
 }
 CALIBRATION_FILE = "calibration.json"
 STS_TASKS = ("STS12", "STSBenchmark", "SICKRelatedness")
-STS_TOLERANCE = 0.01  # Spearman x 100: the same checkpoint encoded on the GPU and on the CPU
+#: Largest ‖e_gpu − e_cpu‖ / ‖e_cpu‖ of one checkpoint's sentence embeddings, both IEEE fp32. Twelve
+#: layers of fp32 rounding stay near 1e-6; TF32 (10-bit products) leaking into evaluation gives about
+#: 1e-3, half precision more. Scores are not compared to a tolerance: on the 8-pair STS fixtures one
+#: swapped rank moves Spearman by up to 2.4 points, and a relative 1e-6 noise on the CPU's own
+#: embeddings already moves the fixture's STS12 by about 1 point.
+EMBEDDING_TOLERANCE = 1e-4
+
+
+def encoding_difference(
+    model_dir: str | Path, sentences: list[str], device: str, *, pooling: str = "cls"
+) -> float:
+    """Largest relative L2 difference between the embeddings of ``sentences`` by the checkpoint at
+    ``model_dir`` encoded on ``device`` and on the CPU (the evaluator's encoder, IEEE fp32 on both)."""
+    from contrastlab.models import load_backbone, make_encoder
+
+    embeddings = {}
+    for where in dict.fromkeys([device, "cpu"]):
+        model, tokenizer = load_backbone(model_dir, device=where)
+        embeddings[where] = make_encoder(model, tokenizer, pooling=pooling, progress=False)(sentences)
+    gap = np.linalg.norm(embeddings[device] - embeddings["cpu"], axis=1)
+    return float((gap / np.maximum(np.linalg.norm(embeddings["cpu"], axis=1), 1e-12)).max())
 
 
 def peak_tflops(device_name: str, precision: str) -> tuple[float | None, str]:
@@ -59,7 +80,15 @@ def peak_tflops(device_name: str, precision: str) -> tuple[float | None, str]:
 def cell_row(summary: Mapping[str, Any], step_flops: float, kind: str, track: str) -> dict[str, Any]:
     """One row of the report from a cell's training summary and its FLOPs per step."""
     timings = summary["timings"]
-    steps_per_s = summary["steps"] / timings["train_s"] if timings.get("train_s") else None
+    if timings.get("steady_train_s"):  # without each process's first log interval (warm-up)
+        steps_per_s = timings["steady_steps"] / timings["steady_train_s"]
+    else:
+        steps_per_s = summary["steps"] / timings["train_s"] if timings.get("train_s") else None
+    max_length = (summary.get("settings") or {}).get("max_length")
+    if track == "sentence" and timings.get("sentences") and max_length:
+        # The plan counts max_length tokens per sentence; dynamic padding runs fewer (the preset's
+        # fixture pads to about 21 of 32): count what ran, or the calibration comes out too fast.
+        step_flops *= timings["padded_tokens"] / timings["sentences"] / max_length
     achieved = step_flops * steps_per_s / 1e12 if steps_per_s else None
     peak, source = peak_tflops(summary.get("device_name", ""), summary["precision"])
     return {
@@ -169,8 +198,9 @@ def write_report(
     lines += [f"- {name}: {'PASS' if ok else 'FAIL'} — {what}" for name, (ok, what) in checks.items()]
     lines += [
         "",
-        "MFU: achieved FLOP/s (the plan's FLOPs per step x steps/s) over the data-sheet dense peak of the "
-        "cell's precision (fp32 against the non-tensor-core peak). "
+        "MFU: achieved FLOP/s (the plan's FLOPs per step, sentence cells at the padded length their batches "
+        "really had, x steps/s without each process's first log interval) over the data-sheet dense peak "
+        "of the cell's precision (fp32 against the non-tensor-core peak). "
         f"`{CALIBRATION_FILE}` beside this report is what `make plan` reads.",
         "",
     ]

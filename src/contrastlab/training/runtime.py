@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 from contrastlab.models import pick_device
+from contrastlab.precision import fp32_mode_now, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
 from contrastlab.training import state as st
 
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
@@ -138,21 +139,6 @@ class Precision:
             "tf32_conv": self.fp32_mode == "tf32",
             "loss_scaling": self.name == "fp16",
         }
-
-
-def set_fp32_mode(mode: str) -> None:
-    """``ieee`` or ``tf32`` for cuBLAS matmuls and cuDNN convolutions (PyTorch's fp32_precision API; the
-    legacy ``allow_tf32`` flags are never touched: mixing the two APIs is an error in PyTorch 2.14)."""
-    torch.backends.cuda.matmul.fp32_precision = mode
-    torch.backends.cudnn.conv.fp32_precision = mode
-
-
-def fp32_mode_now() -> dict[str, str]:
-    """The current fp32 switches (tests and the run record read them)."""
-    return {
-        "matmul": torch.backends.cuda.matmul.fp32_precision,
-        "conv": torch.backends.cudnn.conv.fp32_precision,
-    }
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -291,6 +277,7 @@ class TrainingRun:
         self._last_snapshot_t = clock()
         self._bar = None
         self._interval_t, self._paused = time.perf_counter(), 0.0
+        self._warm = False
         self._interval(0.0, 0, 0)
 
     @classmethod
@@ -405,6 +392,10 @@ class TrainingRun:
         values = torch.stack([self._loss_sum / self._interval_steps, *(x.float() for x in extra)]).tolist()
         self.timings["train_s"] += elapsed
         self.timings["timed_items"] = self.timings.get("timed_items", 0) + self._interval_items
+        if self._warm:  # the first interval of a process holds CUDA's and the allocator's warm-up
+            self.timings["steady_train_s"] = self.timings.get("steady_train_s", 0.0) + elapsed
+            self.timings["steady_steps"] = self.timings.get("steady_steps", 0) + self._interval_steps
+        self._warm = True
         out = {
             "loss": values[0],
             "extra": values[1:],

@@ -578,6 +578,9 @@ def _step(s: TrainSettings, run: TrainingRun, parts, rows, step: int, with_stats
     chunks = [
         _to_device(*data.sentences.batch(part, pad_id), run.device) for part in np.array_split(rows, micro)
     ]
+    # Padded tokens actually run (dynamic padding): make gpu-check's FLOPs count these, not max_length.
+    run.timings["padded_tokens"] = run.timings.get("padded_tokens", 0) + sum(ids.numel() for ids, _ in chunks)
+    run.timings["sentences"] = run.timings.get("sentences", 0) + len(rows)
     try:
         with run.step_context():
             out, h1, h2 = train_step(
