@@ -36,7 +36,7 @@ cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentE
 	$(SNAKEMAKE) --configfile config/cpu.yaml --cores 2 \
 	  --config 'data={senteval_dir: $(SHARED)/data/senteval, wiki_path: $(SHARED)/data/wiki1m-head/wiki1m_head.txt}'
 
-gpu-check: install      ## the GPU path in ~10 minutes on one GPU: results/gpu-check/report.md, calibration.json
+gpu-check: install      ## the GPU path in ~6 minutes on one GPU: results/gpu-check/report.md, calibration.json
 	$(BIN)/python scripts/gpu_check.py
 
 plan: install            ## projected GPU-hours and GPU memory of CONFIG's cells (fp32/tf32/bf16), in seconds

@@ -90,3 +90,21 @@ def test_vision_throughput_builds_the_cells_shape_and_times_one_step(shape, arch
     row = json.loads(capsys.readouterr().out)
     assert row["arch"] == arch and row["oar_pass"] is oar and row["step_s"] > 0
     assert row["precision"] == "fp32" and row["cudnn_benchmark"] is False  # as the trainer
+
+
+def test_gpu_share_runs_k_copies_and_sums_their_rates(tmp_path):
+    # Its own interpreter: the copies are spawned processes, which must import the script by path.
+    import subprocess
+
+    out = tmp_path / "share.json"
+    subprocess.run(
+        [sys.executable, str(BENCHMARKS / "gpu_share.py"), "--device", "cpu", "--arch", "tiny"]
+        + ["--concurrency", "1", "2", "--steps", "1", "--warmup", "1", "--json", str(out)]
+        + ["--state-dir", str(tmp_path / "state")],
+        check=True,
+        cwd=REPO_ROOT,
+    )
+    rows = json.loads(out.read_text())
+    assert [row["k"] for row in rows] == [1, 2] and [len(row["steps_per_s"]) for row in rows] == [1, 2]
+    assert rows[1]["sum"] == pytest.approx(sum(rows[1]["steps_per_s"]))
+    assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] == pytest.approx(rows[1]["sum"] / rows[0]["sum"])
