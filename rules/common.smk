@@ -15,7 +15,7 @@ from contrastlab.tables import plan as cl_plan
 from contrastlab.tables import tables_for_config
 from contrastlab.tables.comparison import comparison_tables
 from contrastlab.tables.search import search_tables
-from contrastlab.workflow import forget_running_workflow, record_running_workflow, recover_killed_run
+from contrastlab.workflow.recovery import forget_running_workflow, record_running_workflow, recover_killed_run
 
 try:
     config = cl_config.validate(config)

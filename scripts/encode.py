@@ -5,7 +5,8 @@ them. ``encoding.json`` there records how (device, sentences, seconds, versions)
 from pathlib import Path
 
 from contrastlab.evaluation.senteval import ENCODING_RECORD, encode_checkpoint
-from contrastlab.workflow import evaluated_model, evaluation_job, job_data_locations, write_json
+from contrastlab.paths import write_json
+from contrastlab.workflow.job import evaluated_model, evaluation_job, job_data_locations
 
 snakemake = globals()["snakemake"]
 

@@ -2,7 +2,8 @@
 the probes, fitted from the embeddings its `encode` job wrote (the model is never loaded here)."""
 
 from contrastlab.evaluation.senteval import evaluate_checkpoint, read_encoding
-from contrastlab.workflow import evaluated_model, evaluation_job, job_data_locations, write_json
+from contrastlab.paths import write_json
+from contrastlab.workflow.job import evaluated_model, evaluation_job, job_data_locations
 
 snakemake = globals()["snakemake"]
 

@@ -4,7 +4,8 @@ Linear and kNN probes (MACL App. B.3) or the FFN fine-tuning (OAR §5), as the e
 """
 
 from contrastlab.evaluation.vision import evaluate_encoder
-from contrastlab.workflow import evaluation_job, job_data_locations, write_json
+from contrastlab.paths import write_json
+from contrastlab.workflow.job import evaluation_job, job_data_locations
 
 snakemake = globals()["snakemake"]
 

@@ -1,7 +1,7 @@
 """Snakemake entry: materialise one backbone (download, package copy, or random init) as an HF folder."""
 
 from contrastlab.models import materialize_backbone
-from contrastlab.workflow import job_label, logged_to
+from contrastlab.workflow.job import job_label, logged_to
 
 snakemake = globals()["snakemake"]
 

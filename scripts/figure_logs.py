@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from contrastlab.figures import training_curves as tc
-from contrastlab.workflow import job_label, logged_to
+from contrastlab.workflow.job import job_label, logged_to
 
 sm = globals()["snakemake"]
 with logged_to(sm.log[0], job_label(sm)):

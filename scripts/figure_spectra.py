@@ -3,7 +3,8 @@
 from pathlib import Path
 
 from contrastlab.figures.oar import spectra_figure
-from contrastlab.workflow import job_data_locations, job_device, job_label, logged_to
+from contrastlab.workflow.gpus import job_device
+from contrastlab.workflow.job import job_data_locations, job_label, logged_to
 
 sm = globals()["snakemake"]
 with logged_to(sm.log[0], job_label(sm)):

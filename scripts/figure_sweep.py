@@ -5,7 +5,7 @@ from pathlib import Path
 
 from contrastlab.figures.geometry_logs import LOG_FIGURES, draw, with_gap
 from contrastlab.figures.sweeps import best_dev_frame, plot_sweep_panels, sweep_metrics_frame
-from contrastlab.workflow import job_label, logged_to
+from contrastlab.workflow.job import job_label, logged_to
 
 sm = globals()["snakemake"]
 with logged_to(sm.log[0], job_label(sm)):

@@ -1,7 +1,8 @@
 """Snakemake entry: make the training corpus available (user copy, generated demo corpus, or download)."""
 
 from contrastlab.data.acquire import prepare_corpus
-from contrastlab.workflow import job_data_locations, job_label, logged_to, write_json
+from contrastlab.paths import write_json
+from contrastlab.workflow.job import job_data_locations, job_label, logged_to
 
 snakemake = globals()["snakemake"]
 

@@ -2,7 +2,8 @@
 download, checked against the published md5 of every file)."""
 
 from contrastlab.data.images import prepare_images
-from contrastlab.workflow import job_data_locations, job_label, logged_to, write_json
+from contrastlab.paths import write_json
+from contrastlab.workflow.job import job_data_locations, job_label, logged_to
 
 snakemake = globals()["snakemake"]
 

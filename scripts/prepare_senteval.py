@@ -1,7 +1,8 @@
 """Snakemake entry: make the SentEval data available (user copy, generated fixture, or download)."""
 
 from contrastlab.data.acquire import prepare_senteval
-from contrastlab.workflow import job_data_locations, job_label, logged_to, write_json
+from contrastlab.paths import write_json
+from contrastlab.workflow.job import job_data_locations, job_label, logged_to
 
 snakemake = globals()["snakemake"]
 

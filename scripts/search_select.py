@@ -1,7 +1,8 @@
 """Snakemake entry of rule ``search_select``: one stage's winner, on dev scores only (contrastlab.search)."""
 
+from contrastlab.paths import write_json
 from contrastlab.search import SearchPoint, stage_selection
-from contrastlab.workflow import job_label, logged_to, write_json
+from contrastlab.workflow.job import job_label, logged_to
 
 snakemake = globals()["snakemake"]
 

@@ -9,7 +9,7 @@ under ``params.results_dir`` (their benchmark files).
 from pathlib import Path
 
 from contrastlab.tables import build_tables
-from contrastlab.workflow import job_label, logged_to
+from contrastlab.workflow.job import job_label, logged_to
 
 snakemake = globals()["snakemake"]
 

@@ -9,7 +9,7 @@ from contrastlab.config import validate
 from contrastlab.search import find_point, is_point_name, record_diverged, resolve_point, same_as_winner
 from contrastlab.training.runtime import NonFiniteLossError
 from contrastlab.training.sentence import TrainSettings, train
-from contrastlab.workflow import training_job
+from contrastlab.workflow.job import training_job
 
 FLAGS = "--backbone --corpus --dev-data-dir --out --log --state-dir".split()
 KEYWORDS = "backbone_dir corpus_path dev_data_dir out_dir log_path state_dir".split()  # of train()

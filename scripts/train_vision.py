@@ -1,7 +1,7 @@
 """Snakemake entry: train one vision cell (protocol.md section 3)."""
 
 from contrastlab.training.vision import VisionTrainSettings, train_vision
-from contrastlab.workflow import training_job
+from contrastlab.workflow.job import training_job
 
 sm = globals()["snakemake"]
 with training_job(sm) as (device, where):

@@ -22,8 +22,17 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 E2E_MODULES = frozenset(
     f"tests/workflow/test_{name}.py"
     for name in (
-        "dryrun", "dvc", "failures", "gpu_check", "overrides", "pipeline", "recovery",
-        "search_workflow", "slurm", "user_loss", "vision_pipeline",
+        "dryrun",
+        "dvc",
+        "failures",
+        "gpu_check",
+        "overrides",
+        "pipeline",
+        "recovery",
+        "search_workflow",
+        "slurm",
+        "user_loss",
+        "vision_pipeline",
     )
 )
 # The longest groups besides "e2e" start early too: the worker without "e2e" runs them while "e2e" runs.

@@ -1,9 +1,14 @@
-"""Where things live: the repository root and the optional ``shared`` folder beside it."""
+"""Where things live, and how they are written: the repository root, the optional ``shared`` folder beside
+it, and the one atomic write (a temporary file renamed over the target) every writer of the package uses."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -16,3 +21,25 @@ def shared_dir() -> Path | None:
     env = os.environ.get("CONTRASTLAB_SHARED")
     candidate = Path(env) if env else REPO_ROOT.parent / "shared"
     return candidate if (candidate / "data").is_dir() or (candidate / "papers").is_dir() else None
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` (``.<name>.partial``, same folder: the rename stays on one
+    file system) and rename it over ``path`` when the block ends without an exception, so that a killed
+    job never leaves half a file; on an exception the partial file is removed and ``path`` is untouched."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_json(path: str | os.PathLike, payload: Any) -> None:
+    """Write ``payload`` as indented, key-sorted JSON atomically (:func:`atomic_write`)."""
+    with atomic_write(path) as tmp:
+        tmp.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contrastlab.workflow import running_workflow_marker
+from contrastlab.workflow.recovery import running_workflow_marker
 
 #: What :func:`freeze` versions, relative to the preset's ``results_dir`` and to ``resources_dir``.
 RESULTS_OUTPUTS = (

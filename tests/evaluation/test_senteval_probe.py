@@ -20,7 +20,6 @@ from contrastlab.evaluation.probe import senteval as SP
 CFG = SP.ProbeConfig(batch_size=16, max_epoch=40)
 
 
-
 class LiteralProbe:
     """One SentEval ``MLP(nhid=0)`` probe, unbatched, using torch's own modules and optimiser."""
 

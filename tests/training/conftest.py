@@ -15,4 +15,3 @@ def corpus(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def senteval_dir(tmp_path_factory) -> Path:
     return write_senteval_fixture(tmp_path_factory.mktemp("senteval"))
-

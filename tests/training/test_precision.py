@@ -20,7 +20,7 @@ from contrastlab.training.runtime import (
     build_optimizer,
     fp32_mode_now,
 )
-from contrastlab.workflow import is_deterministic_failure
+from contrastlab.workflow.job import is_deterministic_failure
 
 CPU = torch.device("cpu")
 #: |bf16 step loss - fp32 step loss| bound for the tiny models below: bf16 keeps 8 bits of mantissa

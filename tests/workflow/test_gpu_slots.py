@@ -15,12 +15,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from contrastlab.workflow import GpuUnavailableError, claim_gpus, job_device, visible_gpus
+from contrastlab.workflow.gpus import GpuUnavailableError, claim_gpus, job_device, visible_gpus
 
 #: A job: claims one of the fake GPUs, says which, and holds it until killed.
 JOB = """
 import sys, time
-from contrastlab.workflow import claim_gpus
+from contrastlab.workflow.gpus import claim_gpus
 print(",".join(claim_gpus(1, sys.argv[1].split(","), sys.argv[2], poll_seconds=0.05)), flush=True)
 time.sleep(600)
 """

@@ -23,13 +23,9 @@ import pytest
 import torch
 
 from contrastlab.training.sentence import NonFiniteLossError
-from contrastlab.workflow import (
-    GpuUnavailableError,
-    logged_to,
-    requested_gpus,
-    require_requested_gpu,
-    workflow_run,
-)
+from contrastlab.workflow.gpus import GpuUnavailableError, requested_gpus, require_requested_gpu
+from contrastlab.workflow.job import logged_to
+from contrastlab.workflow.recovery import workflow_run
 
 from .slurm_cluster import ClusterUnavailable, start_cluster, stop_cluster
 from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake

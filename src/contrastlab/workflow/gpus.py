@@ -1,0 +1,136 @@
+"""GPU slots for Snakemake jobs: how many a job asked for, which visible GPU it gets (claimed under a lock
+file so that concurrent jobs never share one), and the device string its script uses."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+class GpuUnavailableError(RuntimeError):
+    """A job that asked the scheduler for a GPU sees none (it would otherwise run on the CPU)."""
+
+
+def requested_gpus(snakemake: Any) -> int:
+    """GPUs the job asked for: its ``gpu`` resource, or the count of a ``gres`` such as ``gpu:1`` or
+    ``gpu:a100:2`` (the ``profiles/slurm-gres`` form); 0 when it asked for none."""
+    found = getattr(snakemake, "resources", None)
+    resources = dict(found.items()) if hasattr(found, "items") else {}
+    gpus = resources.get("gpu") or 0
+    gpus = gpus if isinstance(gpus, int) else 0  # an unevaluated resource ("<TBD>") asks for nothing
+    gres = str(resources.get("gres") or "")
+    for item in filter(None, gres.split(",")):
+        name, *rest = item.strip().split(":")
+        if name == "gpu":
+            count = rest[-1] if rest and rest[-1].isdigit() else "1"
+            gpus = max(gpus, int(count))
+    return gpus
+
+
+def require_requested_gpu(snakemake: Any) -> None:
+    """Raise :class:`GpuUnavailableError` when the job asked for a GPU (:func:`requested_gpus`) and torch
+    sees none: on a node whose driver or CUDA is broken, the job would otherwise train for hours on the
+    CPU. A job that asked for no GPU is left to run wherever it is."""
+    wanted = requested_gpus(snakemake)
+    if not wanted:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    raise GpuUnavailableError(
+        f"this job asked for {wanted} GPU(s) but torch sees none (torch.cuda.is_available() is False on "
+        f"{platform.node()}; CUDA_VISIBLE_DEVICES={visible if visible is not None else 'unset'}, torch "
+        f"{torch.__version__} built for CUDA {torch.version.cuda}); it would run on the CPU instead. Fix "
+        "the node's driver/CUDA (or exclude the node), or run on the CPU on purpose with config "
+        "resources.gpu: 0 (or --set-resources <rule>:gpu=0)"
+    )
+
+
+#: Lock files of the GPU slots (:func:`claim_gpus`): machine-wide, so that two Snakemake runs on one box
+#: (two presets) share its GPUs too. ``CONTRASTLAB_GPU_LOCK_DIR`` replaces it.
+#: The slots this process holds: the open lock files. The kernel releases an ``fcntl`` lock when its
+#: process ends or dies (SIGKILL, out-of-memory kill), so a dead job never blocks a slot.
+_HELD_SLOTS: list[Any] = []
+GPU_LOCK_DIR = Path(tempfile.gettempdir()) / "contrastlab-gpu-slots"
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, without initialising CUDA: the entries of
+    ``CUDA_VISIBLE_DEVICES`` when it is set, else one index per NVIDIA GPU the driver lists
+    (``/proc/driver/nvidia/gpus``); ``[]`` on a machine without one."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip()]
+    try:
+        return [str(i) for i in range(len(list(Path("/proc/driver/nvidia/gpus").iterdir())))]
+    except OSError:
+        return []
+
+
+def claim_gpus(
+    wanted: int,
+    devices: list[str],
+    lock_dir: str | os.PathLike | None = None,
+    *,
+    poll_seconds: float = 2.0,
+    log: Any = None,
+) -> list[str]:
+    """Claim ``wanted`` of ``devices`` for this process: each under an exclusive ``fcntl`` lock on
+    ``<lock_dir>/gpu-<device>.lock``, held until the process ends (or dies: the kernel drops the lock).
+    Waits (polling) while every device is taken, printing one line to ``log`` once. With no more
+    devices than wanted, they are all this job's (a scheduler such as SLURM chose them): no lock."""
+    import fcntl
+
+    if wanted <= 0 or len(devices) <= wanted:
+        return list(devices)
+    folder = Path(lock_dir or os.environ.get("CONTRASTLAB_GPU_LOCK_DIR") or GPU_LOCK_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # other users' jobs share the box's GPUs too
+        folder.chmod(0o1777)
+    claimed: list[str] = []
+    said = False
+    while True:
+        for device in devices:
+            if device in claimed:
+                continue
+            fd = os.open(folder / f"gpu-{device}.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            _HELD_SLOTS.append(fd)
+            claimed.append(device)
+            if len(claimed) == wanted:
+                return claimed
+        if not said and log is not None:
+            print(
+                f"contrastlab: all {len(devices)} GPUs ({', '.join(devices)}) are in use; waiting", file=log
+            )
+            said = True
+        time.sleep(poll_seconds)
+
+
+def job_device(snakemake: Any) -> str:
+    """The device a training or evaluation job runs on, decided before torch touches CUDA: ``"cpu"``
+    for a job that asked for no GPU (``resources.gpu: 0``; CUDA is then hidden from it), else
+    ``"cuda"`` on GPUs of its own: :func:`claim_gpus` picks free ones of :func:`visible_gpus` and sets
+    ``CUDA_VISIBLE_DEVICES`` to them, so that concurrent jobs of ``--resources gpu=N`` use N different
+    GPUs. Raises :class:`GpuUnavailableError` when a GPU was asked for and torch sees none."""
+    wanted = requested_gpus(snakemake)
+    if not wanted:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        return "cpu"
+    devices = visible_gpus()
+    if devices:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(claim_gpus(wanted, devices, log=sys.stderr))
+    require_requested_gpu(snakemake)
+    return "cuda"

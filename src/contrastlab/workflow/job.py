@@ -1,0 +1,196 @@
+"""What every Snakemake script in ``scripts/`` does around its one call into the library: its job's label
+and failure record, the retry policy, the training and evaluation job contexts (GPU claimed, stderr to the
+rule's log, a failure recorded rather than lost), and which checkpoint an evaluation job scores."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from contrastlab.paths import write_json
+from contrastlab.workflow.gpus import job_device
+from contrastlab.workflow.recovery import die_with_workflow, workflow_run
+
+
+def job_label(snakemake: Any) -> str:
+    """``rule train nie2023/bert-base/mpt/seed42``: the rule and its wildcards, for one-line errors."""
+    found = getattr(snakemake, "wildcards", None)
+    wildcards = dict(found.items()) if hasattr(found, "items") else {}  # Snakemake's Namedlist or a dict
+    cell = "/".join(f"seed{v}" if k == "seed" else str(v) for k, v in wildcards.items())
+    return f"rule {getattr(snakemake, 'rule', '?')}" + (f" {cell}" if cell else "")
+
+
+#: Beside a cell's metrics file when its training or evaluation failed (see :func:`logged_to`).
+FAILURE_RECORD = "failed.json"
+
+
+def failure_record(snakemake: Any) -> Path | None:
+    """``<results_dir>/metrics/<experiment>/<backbone>/<method>/seed<N>/failed.json`` of a cell's job
+    (``None`` for jobs of no cell: data, backbones, Pretrained rows). Derived from the wildcards rather
+    than passed as a param, since a new param would rerun every finished cell."""
+    found = getattr(snakemake, "wildcards", None)
+    wildcards = dict(found.items()) if hasattr(found, "items") else {}
+    if not {"experiment", "backbone", "method", "seed"} <= set(wildcards):
+        return None
+    results = (getattr(snakemake, "config", None) or {}).get("results_dir", "results")
+    w = wildcards
+    return Path(
+        results, "metrics", w["experiment"], w["backbone"], w["method"], f"seed{w['seed']}", FAILURE_RECORD
+    )
+
+
+#: Failures that a retry of the same job reproduces: a non-finite loss (NonFiniteLossError is a
+#: FloatingPointError), memory exhaustion raised as an exception (the trainer's MemoryError, torch's
+#: OutOfMemoryError), and a bad setting (ValueError). Any other failure (a lost node, a broken GPU, an
+#: I/O error) may pass on another node or later, so a retry is left to run.
+DETERMINISTIC_FAILURES: tuple[type[BaseException], ...] = (FloatingPointError, MemoryError, ValueError)
+
+
+def is_deterministic_failure(error: BaseException) -> bool:
+    """Whether retrying the job would fail the same way (see :data:`DETERMINISTIC_FAILURES`)."""
+    # torch.OutOfMemoryError (CUDA OOM) is a RuntimeError; matched by name so that torch is not imported.
+    return isinstance(error, DETERMINISTIC_FAILURES) or any(
+        cls.__name__ == "OutOfMemoryError" for cls in type(error).__mro__
+    )
+
+
+@contextlib.contextmanager
+def training_job(snakemake: Any) -> Iterator[tuple[str, dict[str, str]]]:
+    """The frame of a training job's script: library output to the job's log, a failure as one line
+    (and a failure record, :func:`logged_to`), the job's device (:func:`job_device`: its own GPU, never
+    the CPU of a node whose GPU is broken, or the CPU with ``resources.gpu: 0``), torch's threads = the
+    rule's; yields ``(device, the job's data locations)``."""
+    stderr_to_log(snakemake.log[0])
+    record = failure_record(snakemake)
+    with logged_to(
+        snakemake.log[0],
+        job_label(snakemake),
+        append=True,
+        failure_record=record,
+        run=workflow_run(snakemake),
+    ):
+        device = job_device(snakemake)  # before torch touches CUDA
+        import torch
+
+        torch.set_num_threads(max(1, snakemake.threads))
+        yield device, job_data_locations(snakemake)
+
+
+@contextlib.contextmanager
+def evaluation_job(snakemake: Any) -> Iterator[str]:
+    """The frame of an evaluation job's script (``encode``, ``evaluate``, ``evaluate_vision`` and the
+    searches' twins): library output to the job's log, a failure as one line and a failure record
+    (:func:`logged_to`), torch's threads = the rule's; yields the job's device (:func:`job_device`: its
+    own GPU, or the CPU for a rule asking ``gpu=0``)."""
+    record = failure_record(snakemake)
+    with logged_to(
+        snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)
+    ):
+        device = job_device(snakemake)  # before torch touches CUDA
+        import torch
+
+        torch.set_num_threads(snakemake.threads)
+        yield device
+
+
+def job_data_locations(snakemake: Any) -> dict[str, str]:
+    """:func:`contrastlab.data.acquire.data_locations` of the job's config. Jobs read where the data lie
+    from the config rather than from a param, so that moving the data reruns no job (see data.smk)."""
+    from contrastlab import config as cl_config
+    from contrastlab.data.acquire import data_locations
+
+    return data_locations(cl_config.validate(snakemake.config))
+
+
+def stderr_to_log(log_path: str | os.PathLike) -> None:
+    """Send file descriptor 2 (C-level and library output: tqdm, torch warnings) to the job's log, and
+    keep ``sys.stderr`` on the terminal for the one-line failure message :func:`logged_to` prints."""
+    sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+@contextlib.contextmanager
+def logged_to(
+    log_path: str | os.PathLike,
+    label: str = "",
+    *,
+    append: bool = False,
+    failure_record: str | os.PathLike | None = None,
+    run: str | None = None,
+) -> Iterator[None]:
+    """Send stdout/stderr of the block to ``log_path``; a failure ends the job with one line.
+
+    The traceback goes to the log only; the real stderr gets ``contrastlab: <label>: <Error>: <message>
+    (log: <path>)`` and the process exits with status 1 (``SystemExit``), so Snakemake shows that line
+    and the log path instead of a traceback printed twice. ``label`` names the job (see
+    :func:`job_label`): the cell, or the data step. ``failure_record``: a JSON file written on failure
+    (job, error, log, whether a retry could help, ``run``) and removed when the job starts again, so the
+    tables can show the cell as "failed" while a ``--keep-going`` run finishes the others.
+
+    ``run`` names the Snakemake invocation (:func:`workflow_run`). When the record says that this job
+    failed in the same invocation for a reason a retry reproduces (:func:`is_deterministic_failure`: NaN
+    loss, out of memory, a bad setting), this attempt is Snakemake's retry (``retries:`` in the SLURM
+    profile): it prints the same line and exits at once instead of repeating the failure for hours. A
+    new invocation (the user changed something) runs the job again.
+    """
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    if failure_record is not None:
+        previous = _read_record(failure_record)
+        if (
+            run is not None
+            and previous.get("run") == run
+            and previous.get("job") == label
+            and previous.get("retry_can_help") is False
+        ):
+            # Snakemake removed the failed attempt's log before this retry: put its traceback back.
+            with open(log_path, "a") as log:
+                log.write(previous.get("traceback", ""))
+                print(f"contrastlab: not retried (a retry fails the same way): {previous['error']}", file=log)
+            print(previous["error"], file=sys.stderr, flush=True)
+            raise SystemExit(1)
+        Path(failure_record).unlink(missing_ok=True)
+    die_with_workflow()
+    real_stderr = sys.stderr
+    with open(log_path, "a" if append else "w", buffering=1) as log:
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            try:
+                yield
+            except Exception as error:
+                traceback.print_exc(file=log)
+                where = f"{label}: " if label else ""
+                message = " ".join(str(error).split())
+                line = f"contrastlab: {where}{type(error).__name__}: {message} (log: {log_path})"
+                print(line, file=real_stderr, flush=True)
+                if failure_record is not None:
+                    retry_can_help = not is_deterministic_failure(error)
+                    record = {"job": label, "error": line, "log": str(log_path), "run": run}
+                    record["traceback"] = traceback.format_exc()
+                    write_json(failure_record, {**record, "retry_can_help": retry_can_help})
+                raise SystemExit(1) from None
+
+
+def _read_record(path: str | os.PathLike) -> dict[str, Any]:
+    try:
+        found = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def evaluated_model(snakemake: Any) -> tuple[str, dict[str, Any] | None]:
+    """The checkpoint an evaluation job (``encode``/``evaluate``, or a search's ``search_encode``/
+    ``search_evaluate``) scores, and for a search the winner's record: its ``input.model``, else the
+    winner named in ``input.selection`` (the search's last stage, contrastlab.search)."""
+    if "selection" not in snakemake.input.keys():
+        return str(snakemake.input.model), None
+    selection = json.loads(Path(snakemake.input.selection).read_text(encoding="utf-8"))
+    keys = ("winner", "winner_dev", "winner_settings", "winner_model", "metric", "stage")
+    return selection["winner_model"], {key: selection[key] for key in keys}
