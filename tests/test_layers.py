@@ -24,6 +24,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "paths": ("paths",),
     "foundations": ("provenance", "senteval", "precision"),
     "components": ("data", "models", "losses"),
+    "analysis": ("analysis",),
     "grid": ("config",),
     "search": ("search",),
     "training": ("training",),

@@ -10,6 +10,7 @@ a circle). Bottom first:
    benchmark as data and its file readers; PyTorch's fp32/TF32 switches);
 3. components: ``data``, ``models``, ``losses`` (downloads, fixtures, image datasets and transforms;
    text and image encoders; every loss and its catalogue);
+3b. analysis: ``analysis`` (Li's gradient paradigm of any loss: an analysis the figures read);
 4. grid: ``config`` (the validated config and its cells; it reads the loss catalogue);
 5. search: ``search`` (hyperparameter searches: their points as cells, selection on dev scores);
 6. training: ``training`` (the runtime both trainers share, the sentence, vision and synthetic

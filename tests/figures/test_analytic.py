@@ -15,11 +15,11 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import norm
 
+from contrastlab.analysis.paradigm import paradigm_components
 from contrastlab.figures import li2024 as li
 from contrastlab.figures import nie2023 as nie
 from contrastlab.figures.style import house_style
 from contrastlab.losses import nie2023 as nie_losses
-from contrastlab.losses import paradigm_components
 from contrastlab.losses._common import offdiag_logsumexp
 from contrastlab.losses.catalog import DEFAULTS
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from contrastlab.losses import build_loss, paradigm_components, paradigm_gradient
+from contrastlab.analysis.paradigm import paradigm_components, paradigm_gradient
+from contrastlab.losses import build_loss
 from contrastlab.losses._common import gated, same_view_gate
 from contrastlab.losses.li2024 import (
     barlow_twins_view_term,

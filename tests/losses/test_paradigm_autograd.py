@@ -6,7 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from contrastlab.losses import PARADIGM_LOSSES, build_loss, paradigm_components
+from contrastlab.analysis.paradigm import PARADIGM_LOSSES, paradigm_components
+from contrastlab.analysis.paradigm_autograd import paradigm_by_autograd, view_batch
+from contrastlab.losses import build_loss
 from contrastlab.losses._common import gated, same_view_gate
 from contrastlab.losses.catalog import DEFAULTS
 from contrastlab.losses.li2024 import (
@@ -16,7 +18,6 @@ from contrastlab.losses.li2024 import (
     paradigm_view_term,
     vicreg_view_term,
 )
-from contrastlab.losses.paradigm_autograd import paradigm_by_autograd, view_batch
 
 TOL = {"atol": 1e-9, "rtol": 1e-7}
 N, D = 6, 16

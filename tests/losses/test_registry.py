@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import contrastlab.losses as losses
+from contrastlab.analysis import paradigm as paradigm_view
 from contrastlab.losses import (
     DEFAULTS,
     LOSS_MODULES,
@@ -20,7 +21,6 @@ from contrastlab.losses import (
     macl,
     nie2023,
     oar,
-    paradigm_view,
     registry,
     vision,
 )

@@ -5,7 +5,7 @@ Fig. 4 (the dynamic ratio terms over the same grid).
 Li Table 1 writes the three components of the unified paradigm (Eq. 4) of InfoNCE, ArcCon, MPT and
 MET in angular form; :func:`gradient_dissipation`, :func:`weight` and :func:`ratio` evaluate them on
 cosines (the anchor-positive cos θ_ii' and the K anchor-negative cos θ_ij' on the last axis). The
-tests check them against :func:`contrastlab.losses.paradigm_view.paradigm_components`, which
+tests check them against :func:`contrastlab.analysis.paradigm.paradigm_components`, which
 computes the same terms from embeddings.
 
 The simulation (§3.1, App. A.1): θ_ii' ~ N(μ_pos, σ_pos²), θ_ij' ~ N(μ_neg, σ_neg²) with σ_pos 0.05

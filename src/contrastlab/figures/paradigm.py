@@ -1,7 +1,7 @@
 """Where any loss sits in Li et al.'s gradient paradigm: GD, W concentration and R over (μ_pos, μ_neg).
 
 For each pair of mean angles on a grid, ``batches`` batches of N anchors are drawn with
-:func:`contrastlab.losses.paradigm_autograd.view_batch` (anchor-positive angles ~ N(μ_pos, 0.05²), all
+:func:`contrastlab.analysis.paradigm_autograd.view_batch` (anchor-positive angles ~ N(μ_pos, 0.05²), all
 other angles ~ N(μ_neg, 0.10²), Li App. A.1's spreads) and the loss's autograd paradigm view is averaged
 over anchors and batches: the GD mass (scaled to the grid's maximum, so 1 is the loss's strongest push;
 Li Fig. 2 draws each loss's GD on its own 0-1 scale too), the hardest negative's share of W (Li Fig. 3)
@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from contrastlab.analysis.paradigm_autograd import paradigm_by_autograd, view_batch
 from contrastlab.figures.style import figure, house_style, save
-from contrastlab.losses.paradigm_autograd import paradigm_by_autograd, view_batch
 
 __all__ = ["paradigm_grid", "plot_paradigm", "write_paradigm_figure"]
 

@@ -15,9 +15,10 @@ temperature 0.1 for all, MACL α 0.5, A0 0, reweighting on), :mod:`.oar` (barlow
 original vision forms on the *raw* embeddings, hyperparameters ``lam`` / ``mu`` / ``nu`` / ``gamma`` /
 ``eps``; and, outside the registry because they need labels, ``oar.orthonormal_anchors``,
 ``oar.oar_term`` and ``oar.oar_loss``; the OAR study's InfoNCE and DCL are ``ntxent`` and
-``dcl_vision``), :mod:`.paradigm_view` (GD, W and R per anchor, Li Tables 1-2). A loss from the
-user's own code (``"package.module:callable"``, ``"path/file.py:callable"`` or an entry point of the
-group ``contrastlab.losses``) goes through the same ``build_loss``, see :mod:`.user`.
+``dcl_vision``). Li's GD, W and R per anchor (Tables 1-2) are an analysis, not a loss:
+:mod:`contrastlab.analysis.paradigm`. A loss from the user's own code (``"package.module:callable"``,
+``"path/file.py:callable"`` or an entry point of the group ``contrastlab.losses``) goes through the same
+``build_loss``, see :mod:`.user`.
 
 >>> import torch
 >>> out = build_loss("mpt", m=0.23)(torch.eye(3), torch.eye(3))
@@ -36,10 +37,6 @@ _LAZY = {
     "build_loss": "registry",
     "SentenceLoss": "registry",
     "LossOutput": "_common",
-    "PARADIGM_LOSSES": "paradigm_view",
-    "ParadigmTerms": "paradigm_view",
-    "paradigm_components": "paradigm_view",
-    "paradigm_gradient": "paradigm_view",
     "contrastive_loss": "user",
     "check_user_loss": "checks",
 }

@@ -18,7 +18,7 @@ W_ij R_ij, and that of z1_i itself is the radial part, dropped. So, per anchor,
 
 The split of ``mass`` into a 0/1 or sigmoid GD, W and ``scale`` is a convention of each closed form; the
 three quantities above are what the gradient fixes, and the tests check them against
-:func:`contrastlab.losses.paradigm_view.paradigm_components` for every loss that has a closed form.
+:func:`contrastlab.analysis.paradigm.paradigm_components` for every loss that has a closed form.
 For a loss symmetric in the views (both directions summed), dL/dz1_i also holds the view-2 term's pull
 on z1_i as a positive, so its ``r`` is the whole loss's ratio, not only the view-1 term's.
 

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._common import (
+from contrastlab.losses._common import (
     chord_distance,
     fill_diagonal,
     hardest_similarity,
@@ -34,7 +34,7 @@ from ._common import (
     safe_arccos,
     same_view_gate,
 )
-from .catalog import DEFAULTS
+from contrastlab.losses.catalog import DEFAULTS
 
 PARADIGM_LOSSES: tuple[str, ...] = (
     "infonce",
