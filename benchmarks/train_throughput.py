@@ -37,8 +37,8 @@ from pathlib import Path
 
 import torch
 
+from contrastlab.cost.calibration import peak_tflops as gpu_peak_tflops
 from contrastlab.losses import build_loss
-from contrastlab.tables.gpu_check import GPU_PEAKS
 from contrastlab.training.runtime import (
     PRECISIONS,
     TrainingRun,
@@ -101,11 +101,8 @@ def peak_tflops(device: torch.device, precision: str, threads: int, override: fl
         return override, "--peak-tflops"
     if device.type == "cpu":
         return cpu_peak(threads)
-    name = torch.cuda.get_device_name(device)
-    for key, peaks in GPU_PEAKS.items():
-        if key in name:
-            return peaks[precision], f"{peaks['source']}, {precision}"
-    return math.nan, f"unknown GPU {name!r}: pass --peak-tflops"
+    peak, source = gpu_peak_tflops(torch.cuda.get_device_name(device), precision)
+    return (peak, source) if peak else (math.nan, f"{source}: pass --peak-tflops")
 
 
 def build(arch: str, device: torch.device):

@@ -11,7 +11,9 @@ from contrastlab.data.acquire import data_identity, image_data_identity
 from contrastlab.senteval.tasks import SentEvalDataError
 from contrastlab.losses.user import module_path
 from contrastlab.paths import REPO_ROOT
-from contrastlab.tables import plan as cl_plan
+from contrastlab.cost import budget as cl_budget
+from contrastlab.cost import calibration as cl_calibration
+from contrastlab.cost import plan as cl_plan
 from contrastlab.tables import tables_for_config
 from contrastlab.tables.comparison import comparison_tables
 from contrastlab.tables.search import search_tables
@@ -30,7 +32,7 @@ CELL_INDEX = {(c.experiment, c.backbone, c.method, str(c.seed)): c for c in CELL
 # Hyperparameter searches (rules/search.smk): their points within each search's GPU-hour budget; a point
 # with its own settings is a cell of its own, one equal to a configured cell is that cell.
 try:
-    SEARCH_POINTS = cl_plan.searched_points(config)
+    SEARCH_POINTS = cl_budget.searched_points(config)
 except (cl_config.ConfigError, ValueError) as error:
     sys.exit(f"contrastlab: {error}")
 SEARCH_INDEX = {(p.experiment, p.backbone, p.name, str(p.seed)): p for p in SEARCH_POINTS}
@@ -182,13 +184,13 @@ def report_path():
 def plan_calibration():
     """The calibration `make plan` uses (a measured results/gpu-check/calibration.json, else the default)."""
     try:
-        return cl_plan.load_calibration()
+        return cl_calibration.load_calibration()
     except ValueError as error:
         sys.exit(f"contrastlab: {error}")
 
 
 def runtime(kind, rule=None):
-    """Wall-time request (minutes; SLURM's -t): contrastlab.tables.plan.runtime_resource."""
+    """Wall-time request (minutes; SLURM's -t): contrastlab.cost.plan.runtime_resource."""
     return cl_plan.runtime_resource(config, kind, rule, job_place, plan_calibration)
 
 

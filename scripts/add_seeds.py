@@ -1,13 +1,13 @@
 """``make add-seeds CONFIG=<preset>``: print (or, with ``--run``, run) the Snakemake commands that add
 seeds to the cells of the undecided claims only, and render the tables and report again
-(contrastlab.tables.claims.seed_plan and add_seeds_commands)."""
+(contrastlab.report.claims.seed_plan and add_seeds_commands)."""
 
 import argparse
 import shlex
 import subprocess
 import sys
 
-from contrastlab.tables.claims import add_seeds_commands, plan_for_configfile
+from contrastlab.report.claims import add_seeds_commands, plan_for_configfile
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--configfile", default="config.yaml", help="the preset that ran (default: config.yaml)")

@@ -3,7 +3,7 @@
 Runs config/gpu-check.yaml's cells (one sentence cell per precision, the fp16 one killed after its first
 snapshot and resumed; one MACL and one OAR image cell), checks that each sentence cell's SentEval
 encoding job ran on the GPU (its probes run in a CPU job), evaluates one checkpoint's STS on the GPU and
-on the CPU, and writes <results_dir>/report.md and calibration.json (contrastlab.tables.gpu_check).
+on the CPU, and writes <results_dir>/report.md and calibration.json (contrastlab.cost.gpu_check).
 Without a GPU it stops with one line. ``--toy`` runs the same preset at a toy size on the CPU (tiny
 BERT, narrow ResNets, a dozen steps): what the test suite does so that the preset cannot rot.
 
@@ -27,9 +27,9 @@ import torch
 import yaml
 
 from contrastlab import config as cl_config
+from contrastlab.cost import flops as cl_flops
+from contrastlab.cost import gpu_check as G
 from contrastlab.paths import REPO_ROOT
-from contrastlab.tables import gpu_check as G
-from contrastlab.tables import plan
 
 PRESET = REPO_ROOT / "config" / "gpu-check.yaml"
 DEMO = REPO_ROOT / "config" / "demo.yaml"
@@ -133,7 +133,7 @@ def main() -> None:
         track = cl_config.track(config, cell.experiment)
         summary_file = folder / ("encoder/settings.json" if track == "vision" else "model/train_summary.json")
         summary = json.loads(summary_file.read_text())
-        flops = plan.cell_work(config, cell).step_flops
+        flops = cl_flops.cell_work(config, cell).step_flops
         kind = (
             f"vision {cell.experiment.removeprefix('gpu_check_')}"
             if track == "vision"
@@ -174,7 +174,7 @@ def _encoded_on(config: dict, cells, device: str) -> tuple[bool, str]:
 
 def _gpu_vs_cpu(config: dict, cells, results: Path, device: str) -> tuple[bool, str]:
     """The fp32 cell's checkpoint encodes STS-B test on ``device`` as on the CPU (relative
-    :data:`~contrastlab.tables.gpu_check.EMBEDDING_TOLERANCE`); the STS scores of both are reported,
+    :data:`~contrastlab.cost.gpu_check.EMBEDDING_TOLERANCE`); the STS scores of both are reported,
     not compared (the preset's 8-pair fixtures make Spearman move by points for one swapped rank)."""
     from contrastlab.data.acquire import data_locations
     from contrastlab.evaluation.senteval import evaluate_checkpoint, load_sts_pairs

@@ -1,6 +1,6 @@
 """`make plan`: projected GPU-hours and peak GPU memory of a config's cells before anything runs.
 
-Prints the plan (contrastlab.tables.plan) and writes it to ``<results_dir>/plan/plan.{md,csv}``. Reads
+Prints the plan (contrastlab.cost.plan) and writes it to ``<results_dir>/plan/plan.{md,csv}``. Reads
 the config through contrastlab.config (no Snakemake DAG): a few seconds for config.yaml.
 """
 
@@ -8,19 +8,23 @@ import argparse
 import sys
 
 from contrastlab import config as cl_config
-from contrastlab.tables import plan
+from contrastlab.cost import calibration as cl_calibration
+from contrastlab.cost import flops as cl_flops
+from contrastlab.cost import plan
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--configfile", default="config.yaml", help="the config to plan (default config.yaml)")
 parser.add_argument(
     "--precision",
-    default=plan.AS_CONFIGURED,
-    choices=[plan.AS_CONFIGURED, *plan.PRECISIONS],
+    default=cl_flops.AS_CONFIGURED,
+    choices=[cl_flops.AS_CONFIGURED, *cl_flops.PRECISIONS],
     help="the choice whose memory and per-cell times are shown (config: each cell's own); fp32, tf32 "
     "and bf16 are always shown side by side",
 )
 parser.add_argument(
-    "--calibration", default=None, help=f"calibration JSON (default {plan.MEASURED_CALIBRATION} if present)"
+    "--calibration",
+    default=None,
+    help=f"calibration JSON (default {cl_calibration.MEASURED_CALIBRATION} if present)",
 )
 parser.add_argument(
     "--out", default=None, help="folder for plan.md and plan.csv (default <results_dir>/plan)"

@@ -8,14 +8,14 @@ under ``params.results_dir`` (their benchmark files).
 
 from pathlib import Path
 
-from contrastlab.tables import build_tables
+from contrastlab.report import build_report
 from contrastlab.workflow.job import job_label, logged_to
 
 snakemake = globals()["snakemake"]
 
 with logged_to(snakemake.log[0], job_label(snakemake)):
     outputs = [Path(p) for p in snakemake.output.tables]
-    written = build_tables(
+    written = build_report(
         snakemake.params.metrics_root,
         dict(snakemake.params.config),
         snakemake.params.tables_dir,

@@ -30,7 +30,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "training": ("training",),
     "evaluation": ("evaluation",),
     "tables": ("tables",),
+    "cost": ("cost",),
     "figures": ("figures",),
+    "report": ("report",),
     "glue": ("workflow",),
     "versioning": ("versioning",),
 }

@@ -11,8 +11,11 @@ import pytest
 
 from contrastlab import config as cl_config
 from contrastlab import search as S
+from contrastlab.cost import budget as cl_budget
+from contrastlab.cost import calibration as cl_calibration
+from contrastlab.cost import flops as cl_flops
+from contrastlab.cost import plan
 from contrastlab.paths import REPO_ROOT
-from contrastlab.tables import plan
 from contrastlab.tables.search import DIFFERS, NOT_RUN, SAME, published_hparams, selection_rows
 
 
@@ -150,12 +153,12 @@ def test_image_experiments_are_refused():
 
 def test_budget_keeps_the_points_nearest_the_configured_settings():
     config = _demo()
-    cal = plan.load_calibration(plan.DEFAULT_CALIBRATION)
+    cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     search = {"methods": ["mpt"], "stages": [{"grid": {"lr": [1e-5, 3e-5, 1e-4, 3e-4], "hp.m": [0.23, 0.3]}}]}
     full = S.search_points(_with_search(config, "nie2023", search))
-    one = plan._train_seconds(plan.cell_work(config, full[1].cell, point=full[1]), cal) / 3600
+    one = cl_calibration.train_seconds(cl_flops.cell_work(config, full[1].cell, point=full[1]), cal) / 3600
     budget = 2.5 * one  # pays for two points besides the shared one
-    trimmed = plan.searched_points(
+    trimmed = cl_budget.searched_points(
         _with_search(config, "nie2023", {**search, "budget_gpu_hours": budget}), cal
     )
     names = [p.name for p in trimmed if p.experiment == "nie2023"]
@@ -168,12 +171,12 @@ def test_budget_keeps_the_points_nearest_the_configured_settings():
             "stages": [*search["stages"], {"grid": {"hp.m": [0.4]}}],
             "budget_gpu_hours": 1e-9,
         }
-        plan.searched_points(_with_search(config, "nie2023", search2), cal)
+        cl_budget.searched_points(_with_search(config, "nie2023", search2), cal)
 
 
 def test_plan_prices_the_searches():
     config = _demo()
-    cal = plan.load_calibration(plan.DEFAULT_CALIBRATION)
+    cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     base = plan.make_plan(config, cal, searches=False)
     jobs = plan.make_plan(config, cal)  # the demo runs its searches with everything (searches.in_all)
     added = [j for j in jobs if j.experiment.endswith("(search)")]
@@ -197,7 +200,9 @@ def test_paper_scale_searches_are_priced():
     assert stages == {("nie2023", 1): 448, ("nie2023", 2): 760, ("li2024", 1): 128, ("li2024", 2): 400}
     assert sum(p.shared_with is not None for p in points) == 28  # each Nie cell lies on its lr x batch grid
     lines = "\n".join(
-        plan.search_plan_lines(config, plan.load_calibration(plan.DEFAULT_CALIBRATION), "config")
+        plan.search_plan_lines(
+            config, cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION), "config"
+        )
     )
     assert "| nie2023 (search) | 1208 |" in lines and "| li2024 (search) | 536 |" in lines
 

@@ -16,8 +16,12 @@ a circle). Bottom first:
 6. training: ``training`` (the runtime both trainers share, the sentence, vision and synthetic
    trainers);
 7. evaluation: ``evaluation`` (SentEval-protocol and image evaluation of what training wrote);
-8. tables: ``tables`` (published numbers beside ours, the report);
+8. tables: ``tables`` (published numbers beside ours);
+8b. cost: ``cost`` (what a run costs: FLOPs, calibration, the plan, the search budget, measured job
+   cost, make gpu-check's figures);
 9. figures: ``figures`` (the papers' figures, from the metrics the tables collect);
+9b. report: ``report`` (the run's page: every table written, report.md's sections, the papers'
+   claims, report.html);
 10. glue: ``workflow`` (what the Snakemake scripts share);
 11. versioning: ``versioning`` (freeze and restore a finished run with DVC).
 

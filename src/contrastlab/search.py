@@ -11,7 +11,7 @@ An experiment's ``search:`` section declares, per method, a list of stages; each
         - grid: {hp.m: [0.27, 0.30, 0.33, 0.37]}          # absolute values
           around: {lr: {times: [0.5, 2]}}                 # relative to the earlier winner's value
       per_method: {dcl: {stages: [...]}}                  # another grid for one method
-      budget_gpu_hours: 40           # make plan trims the grid to this (contrastlab.tables.plan)
+      budget_gpu_hours: 40           # make plan trims the grid to this (contrastlab.cost.plan)
 
 **Stage 1** is a grid over any training setting or ``hp.<name>``, around the method's configured
 settings; its points are known when the workflow starts, so each is an ordinary cell (method name

@@ -24,7 +24,8 @@ import pytest
 from tables_synthetic import SEEDS, STS, make_config, synthetic_score, write_cell, write_synthetic_metrics
 
 from contrastlab.paths import REPO_ROOT
-from contrastlab.tables import TABLES, build_table, build_tables, collect_metrics, tables_for_config
+from contrastlab.report import build_report
+from contrastlab.tables import TABLES, build_table, collect_metrics, tables_for_config
 from contrastlab.tables.render import fmt_param, fmt_signed, latex_escape
 
 EXPECTED = Path(__file__).parent / "expected"
@@ -37,7 +38,7 @@ def built(tmp_path_factory) -> tuple[Path, list[Path], float]:
     root = tmp_path_factory.mktemp("tables")
     write_synthetic_metrics(root / "metrics")
     t0 = time.perf_counter()
-    paths = build_tables(root / "metrics", make_config(), root / "tables", root / "report.md")
+    paths = build_report(root / "metrics", make_config(), root / "tables", root / "report.md")
     return root, paths, time.perf_counter() - t0
 
 
@@ -80,7 +81,7 @@ def test_no_blank_or_zero_cells(built):
 def test_not_run_marker_shows_published(tmp_path):
     """No metrics at all: every cell in the grid says "not run" next to the published number."""
     config = make_config()
-    build_tables(tmp_path / "none", config, tmp_path / "tables", tmp_path / "report.md")
+    build_report(tmp_path / "none", config, tmp_path / "tables", tmp_path / "report.md")
     frame = read_csv(tmp_path / "tables" / "nie2023_table1.csv")
     cl = frame[(frame.method == "cl") & (frame.backbone == "bert-base") & (frame.task == "sts_avg")].iloc[0]
     assert (cl.published, cl.ours_mean, cl["diff"], cl.status) == ("76.04", "not run", "not run", "not run")
@@ -169,12 +170,12 @@ def test_repository_configs_render(tmp_path):
     from contrastlab import config as cl_config
 
     full = cl_config.load(REPO_ROOT / "config.yaml")
-    build_tables(tmp_path / "none", full, tmp_path / "full", tmp_path / "full.md")
+    build_report(tmp_path / "none", full, tmp_path / "full", tmp_path / "full.md")
     for name in ("nie2023_table2", "li2024_table6", "li2024_table7"):
         status = read_csv(tmp_path / "full" / f"{name}.csv").status
         assert set(status) <= {"match", "not in paper"}, f"{name}: {status.value_counts().to_dict()}"
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-    paths = build_tables(tmp_path / "none", demo, tmp_path / "demo", tmp_path / "demo.md")
+    paths = build_report(tmp_path / "none", demo, tmp_path / "demo", tmp_path / "demo.md")
     # + the two search tables (the demo runs its searches with everything), report.md and report.html
     assert len(paths) == 3 * (len(tables_for_config(demo)) + 2) + 2
     table1 = read_csv(tmp_path / "demo" / "nie2023_table1.csv")

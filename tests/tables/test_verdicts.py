@@ -11,7 +11,8 @@ import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.paths import REPO_ROOT
-from contrastlab.tables import build_tables, get_spec
+from contrastlab.report import build_report
+from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
 from contrastlab.tables.render import to_csv, to_markdown
 from contrastlab.tables.verdicts import (
@@ -146,7 +147,7 @@ def test_report_counts_verdicts_and_opens_with_claims(tmp_path):
         else:
             data["scores"][rec.task] = rec.score
         path.write_text(json.dumps(data))
-    build_tables(root, MACL_CONFIG, tmp_path / "tables", tmp_path / "report.md", tables=["macl_tableB4"])
+    build_report(root, MACL_CONFIG, tmp_path / "tables", tmp_path / "report.md", tables=["macl_tableB4"])
     report = (tmp_path / "report.md").read_text()
     assert report.index("## Claims") < report.index("## Tables")
     row = next(
@@ -162,7 +163,7 @@ def test_report_counts_verdicts_and_opens_with_claims(tmp_path):
 def test_the_cpu_preset_shows_no_published_number_never_a_made_up_comparison():
     """config/cpu.yaml trains MiniLM + InfoNCE: no paper has a MiniLM row, and the preset declares no
     stand-in, so its cell says "no published number" (and Nie's claims on the paper backbones: not run)."""
-    from contrastlab.tables.claims import NOT_RUN, evaluate_claims
+    from contrastlab.report.claims import NOT_RUN, evaluate_claims
 
     cpu = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
     assert not cpu["tables"]["verdict_stand_ins"]

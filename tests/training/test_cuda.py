@@ -142,8 +142,8 @@ def test_a_checkpoint_encodes_the_same_on_gpu_and_cpu(tiny_bert, senteval_dir):
     """The evaluator's embeddings, not the fixture's STS scores: with 8 pairs per STS subset one swapped
     rank moves Spearman by points, so the scores of two fp32 encodings need not agree to 0.01 (on an
     H100 they differed by 1.06 on STS12 while the CPU's own fp32 and fp64 encodings differ by 1.2)."""
+    from contrastlab.cost import gpu_check
     from contrastlab.evaluation.senteval import load_sts_pairs
-    from contrastlab.tables import gpu_check
 
     pairs = load_sts_pairs(senteval_dir, "STSBenchmark", "test")
     worst = gpu_check.encoding_difference(tiny_bert, pairs.a + pairs.b, "cuda")

@@ -53,9 +53,9 @@ def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(tmp_p
     assert set(calibration["achieved_tflops"]["sentence"]) == {"fp32", "bf16", "fp16"}
     assert set(calibration["achieved_tflops"]["vision"]) == {"fp32"}
     assert calibration["overheads_s"]["dev_evaluation"] > 0
-    from contrastlab.tables import plan
+    from contrastlab.cost import calibration as cl_calibration
 
-    loaded = plan.load_calibration(results / "calibration.json")  # make plan accepts it
+    loaded = cl_calibration.load_calibration(results / "calibration.json")  # make plan accepts it
     assert loaded is not None
 
 

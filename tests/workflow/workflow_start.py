@@ -18,9 +18,9 @@ from snakemake.cli import parse_config
 from snakemake.utils import update_config
 
 from contrastlab import config as cl_config
+from contrastlab.cost import budget as cl_budget
 from contrastlab.data.acquire import data_identity
 from contrastlab.senteval.tasks import SentEvalDataError
-from contrastlab.tables import plan as cl_plan
 
 
 def snakemake_config(configfile: str | Path, *overrides: str) -> dict:
@@ -42,7 +42,7 @@ def start_error(configfile: str | Path, *overrides: str) -> str | None:
     except cl_config.ConfigError as error:
         return f"contrastlab: {error}"
     try:
-        cl_plan.searched_points(config)
+        cl_budget.searched_points(config)
     except (cl_config.ConfigError, ValueError) as error:
         return f"contrastlab: {error}"
     for what in ("senteval", "corpus"):

@@ -1,4 +1,4 @@
-"""The cost table (contrastlab.tables.cost) on synthetic benchmark files and training logs."""
+"""The cost table (contrastlab.cost.measured) on synthetic benchmark files and training logs."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from contrastlab.tables import build_tables
-from contrastlab.tables.cost import (
+from contrastlab.cost.measured import (
     cost_lines,
     hms,
     per_cell,
@@ -17,6 +16,7 @@ from contrastlab.tables.cost import (
     read_benchmark,
     read_job_costs,
 )
+from contrastlab.report import build_report
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
@@ -169,7 +169,7 @@ def test_cost_lines_without_benchmarks_say_so_in_one_line(tmp_path):
 def test_the_report_shows_the_cost_section(results, tmp_path):
     config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
     report = tmp_path / "out" / "report.md"
-    build_tables(results / "metrics", config, tmp_path / "out" / "tables", report, results_dir=results)
+    build_report(results / "metrics", config, tmp_path / "out" / "tables", report, results_dir=results)
     text = report.read_text()
     section = text[text.index("## Cost") :]
     for title in ("### Per paper", "### Per rule", "### Per cell"):
@@ -178,7 +178,7 @@ def test_the_report_shows_the_cost_section(results, tmp_path):
     assert "| train_vision | 1 | 0:30:00 | 0:30:00 | 4096 | 0.50 |" in section
     # Without benchmark files the report is still written, with the one line.
     empty = tmp_path / "empty" / "report.md"
-    build_tables(
+    build_report(
         tmp_path / "none", config, tmp_path / "empty" / "tables", empty, results_dir=tmp_path / "none"
     )
     assert "No benchmark files under" in empty.read_text()
@@ -216,7 +216,7 @@ def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
 
     config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     report = tmp_path / "out" / "report.md"
-    build_tables(
+    build_report(
         tmp_path / "none", config, tmp_path / "out" / "tables", report, results_dir=tmp_path / "none"
     )
     section = report.read_text().split("## Cost", 1)[1]

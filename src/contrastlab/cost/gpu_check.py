@@ -2,10 +2,10 @@
 peak memory, the resume, evaluation-split and GPU-vs-CPU evaluation checks, and the calibration file
 ``make plan`` reads.
 
-FLOPs per training step are the plan's (:func:`contrastlab.tables.plan.cell_work`), so that the
+FLOPs per training step are the plan's (:func:`contrastlab.cost.plan.cell_work`), so that the
 calibration written here is in the units ``make plan`` divides by. MFU = achieved FLOP/s ÷ the
-device's dense peak for the cell's precision (:data:`GPU_PEAKS`, vendors' data sheets; fp32 cells
-against the non-tensor-core fp32 peak).
+device's dense peak for the cell's precision (:data:`contrastlab.cost.calibration.GPU_PEAKS`, vendors'
+data sheets; fp32 cells against the non-tensor-core fp32 peak).
 """
 
 from __future__ import annotations
@@ -20,30 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
-#: Dense peak TFLOP/s by GPU family and precision, from the vendors' data sheets (no sparsity).
-GPU_PEAKS = {
-    "H100": {
-        "fp32": 66.9,
-        "tf32": 494.7,
-        "bf16": 989.4,
-        "fp16": 989.4,
-        "source": "NVIDIA H100 SXM5 data sheet",
-    },
-    "H200": {
-        "fp32": 66.9,
-        "tf32": 494.7,
-        "bf16": 989.4,
-        "fp16": 989.4,
-        "source": "NVIDIA H200 SXM data sheet",
-    },
-    "A100": {
-        "fp32": 19.5,
-        "tf32": 156.0,
-        "bf16": 312.0,
-        "fp16": 312.0,
-        "source": "NVIDIA A100 SXM data sheet",
-    },
-}
+from contrastlab.cost import plan
+from contrastlab.cost.calibration import peak_tflops
+
 CALIBRATION_FILE = "calibration.json"
 STS_TASKS = ("STS12", "STSBenchmark", "SICKRelatedness")
 #: Largest ‖e_gpu − e_cpu‖ / ‖e_cpu‖ of one checkpoint's sentence embeddings, both IEEE fp32. Twelve
@@ -67,14 +46,6 @@ def encoding_difference(
         embeddings[where] = make_encoder(model, tokenizer, pooling=pooling, progress=False)(sentences)
     gap = np.linalg.norm(embeddings[device] - embeddings["cpu"], axis=1)
     return float((gap / np.maximum(np.linalg.norm(embeddings["cpu"], axis=1), 1e-12)).max())
-
-
-def peak_tflops(device_name: str, precision: str) -> tuple[float | None, str]:
-    """The dense peak of ``device_name`` (a CUDA device name) for ``precision``, and its source."""
-    for family, peaks in GPU_PEAKS.items():
-        if family in device_name and precision in peaks:
-            return peaks[precision], f"{peaks['source']}, dense {precision}"
-    return None, f"no data-sheet peak for {device_name!r}"
 
 
 def cell_row(summary: Mapping[str, Any], step_flops: float, kind: str, track: str) -> dict[str, Any]:
@@ -141,9 +112,8 @@ def environment() -> dict[str, Any]:
 
 
 def calibration(rows: Iterable[Mapping[str, Any]], env: Mapping[str, Any]) -> dict[str, Any]:
-    """What ``make plan`` reads (:func:`contrastlab.tables.plan.calibration_from_measurements`): the
+    """What ``make plan`` reads (:func:`contrastlab.cost.plan.calibration_from_measurements`): the
     achieved TFLOP/s per track and precision, start-up and dev-evaluation overheads, GPU memory."""
-    from contrastlab.tables import plan
 
     rows = [r for r in rows if r["steps_per_s"]]
     measured = [

@@ -207,7 +207,7 @@ def _grouped(jobs: Sequence[JobCost], key: Callable[[JobCost], str]) -> dict[str
     return groups
 
 
-#: Projected GPU-hours per "paper", "rule" and "cell" (:func:`contrastlab.tables.plan.projected_hours`).
+#: Projected GPU-hours per "paper", "rule" and "cell" (:func:`contrastlab.cost.plan.projected_hours`).
 Projected = Mapping[str, Mapping[str, float]]
 
 
@@ -283,7 +283,7 @@ def cost_lines(
 ) -> list[str]:
     """The report's cost section (Markdown lines) for the run in ``results_dir``: per paper, per rule
     and per cell; one line saying so when no job has written a benchmark file yet. With ``projected``
-    (:func:`contrastlab.tables.plan.projected_hours`), the projected GPU-hours beside the measured
+    (:func:`contrastlab.cost.plan.projected_hours`), the projected GPU-hours beside the measured
     ones (``projected_note`` says how they were projected), or alone before any job ran."""
     skipped: list[Path] = []
     jobs = read_job_costs(results_dir, skipped)

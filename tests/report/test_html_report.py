@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from contrastlab.figures.style import figure, house_style, save
-from contrastlab.tables.html import render_html, write_html_report
+from contrastlab.report.html import render_html, write_html_report
 
 REPORT = """# Paper tables
 

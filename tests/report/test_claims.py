@@ -1,4 +1,4 @@
-"""Paper claims (contrastlab.tables.claims): quotes verbatim in the papers, cells that exist in the config,
+"""Paper claims (contrastlab.report.claims): quotes verbatim in the papers, cells that exist in the config,
 verdicts on constructed metrics checked by hand, and the add-seeds command selecting exactly the cells."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import yaml
 
 from contrastlab import config as cl_config
 from contrastlab.paths import REPO_ROOT, shared_dir
-from contrastlab.tables import TABLES
-from contrastlab.tables.claims import (
+from contrastlab.report.claims import (
     NOT_REPRODUCED,
     NOT_RUN,
     PAPERS,
@@ -26,6 +25,7 @@ from contrastlab.tables.claims import (
     seed_plan,
     verdict_text,
 )
+from contrastlab.tables import TABLES
 
 T975 = {2: 4.302652729911275, 4: 2.7764451051977987}
 FULL = cl_config.load(REPO_ROOT / "config.yaml")

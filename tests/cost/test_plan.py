@@ -1,4 +1,4 @@
-"""The cost plan (contrastlab.tables.plan): its arithmetic on a toy config against FLOPs computed by hand,
+"""The cost plan (contrastlab.cost.plan): its arithmetic on a toy config against FLOPs computed by hand,
 parameter counts of the real architectures, the calibration file, and README's cell counts."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import re
 import pytest
 
 from contrastlab import config as cl_config
+from contrastlab.cost import calibration as cl_calibration
+from contrastlab.cost import flops as cl_flops
+from contrastlab.cost import plan
 from contrastlab.paths import REPO_ROOT
-from contrastlab.tables import plan
 
 #: A random BERT of hidden 32, 2 layers, feed-forward 64. Per layer: 4·32² + 4·32 (Q, K, V, output)
 #: + 2·32·64 + 64 + 32 (feed-forward) + 4·32 (two LayerNorms) = 4096 + 128 + 4096 + 96 + 128 = 8544.
@@ -49,46 +51,50 @@ def _toy_config(**training) -> dict:
     )
 
 
-def _flat_calibration(tmp_path, tflops: float = 1.0) -> plan.Calibration:
+def _flat_calibration(tmp_path, tflops: float = 1.0) -> cl_calibration.Calibration:
     """1 TFLOP/s for everything; 10 s start-up, 1 s per GiB of snapshot, 0.5 s per dev evaluation, 20 s
     evaluation start-up, 100 s of fasttest probing."""
     path = tmp_path / "calibration.json"
     overheads = {"train_startup": 10, "snapshot_per_gib": 1, "dev_evaluation": 0.5, "evaluate_startup": 20}
     overheads["senteval_probe_fasttest"] = 100
-    cal = plan.calibration_from_measurements(
-        [plan.Measurement(t, p, 1e12 * tflops, 1.0) for t in plan.TRACKS for p in plan.PRECISIONS],
+    cal = cl_calibration.calibration_from_measurements(
+        [
+            cl_calibration.Measurement(t, p, 1e12 * tflops, 1.0)
+            for t in cl_calibration.TRACKS
+            for p in cl_flops.PRECISIONS
+        ],
         device="toy",
         source="test",
         overheads_s=overheads,
     )
-    plan.write_calibration(path, cal)
-    return plan.load_calibration(path)
+    cl_calibration.write_calibration(path, cal)
+    return cl_calibration.load_calibration(path)
 
 
 def test_transformer_parameters_of_the_real_backbones():
-    assert plan.transformer_parameters(768, 12, 3072, 30522, 512, 2) == (85_054_464, 109_482_240)
-    assert plan.transformer_parameters(1024, 24, 4096, 30522, 512, 2)[0] == 302_309_376
+    assert cl_flops.transformer_parameters(768, 12, 3072, 30522, 512, 2) == (85_054_464, 109_482_240)
+    assert cl_flops.transformer_parameters(1024, 24, 4096, 30522, 512, 2)[0] == 302_309_376
     # roberta-base: 124.6M in all (its 50,265-token vocabulary), the same layers as BERT-base
-    assert plan.transformer_parameters(768, 12, 3072, 50265, 514, 1) == (85_054_464, 124_645_632)
+    assert cl_flops.transformer_parameters(768, 12, 3072, 50265, 514, 1) == (85_054_464, 124_645_632)
     config = cl_config.load(REPO_ROOT / "config.yaml")
-    assert plan.backbone_transformer(config, "roberta-large").non_embedding == 302_309_376
+    assert cl_flops.backbone_transformer(config, "roberta-large").non_embedding == 302_309_376
 
 
 def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
     config = _toy_config()
     cell = next(cl_config.cells(config))
-    work = plan.cell_work(config, cell)
-    assert plan.backbone_transformer(config, "toy").non_embedding == TOY_NON_EMBEDDING
+    work = cl_flops.cell_work(config, cell)
+    assert cl_flops.backbone_transformer(config, "toy").non_embedding == TOY_NON_EMBEDDING
     # 2000 sentences // 16 = 125 steps; a step: 6 × N × (16 sentences × 2 views × 32 tokens).
     assert work.steps == 125
     assert work.step_flops == 6 * 17_088 * 1024 == 104_988_672
     assert work.train_flops == 125 * 104_988_672
     # dev evaluations at steps 0, 50, 100 and 125 (the last), each a forward of the STS-B dev sentences
     assert work.dev_evaluations == 4
-    assert work.dev_flops == 4 * 2 * 17_088 * plan.STSB_DEV_TOKENS
+    assert work.dev_flops == 4 * 2 * 17_088 * cl_flops.STSB_DEV_TOKENS
     assert work.analysis_flops == 0
     assert work.snapshots == 2  # steps 60 and 120
-    assert work.eval_flops == pytest.approx(2 * 17_088 * plan.SENTEVAL_ALL_TOKENS)
+    assert work.eval_flops == pytest.approx(2 * 17_088 * cl_flops.SENTEVAL_ALL_TOKENS)
 
     cal = _flat_calibration(tmp_path)
     jobs = plan.make_plan(config, cal)
@@ -96,13 +102,16 @@ def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
     encode = [j for j in jobs if j.rule == "encode"]
     assert [j.cell for j in train] == ["nie2023/toy/cl/seed1", "nie2023/toy/cl/seed2"]
     assert [j.cell for j in encode] == [j.cell for j in train]
-    snapshot_gib = 12 * plan.backbone_transformer(config, "toy").total / 2**30
+    snapshot_gib = 12 * cl_flops.backbone_transformer(config, "toy").total / 2**30
     expected = (
-        (125 * 104_988_672 + 4 * 2 * 17_088 * plan.STSB_DEV_TOKENS) / 1e12 + 10 + 2 * snapshot_gib + 4 * 0.5
+        (125 * 104_988_672 + 4 * 2 * 17_088 * cl_flops.STSB_DEV_TOKENS) / 1e12
+        + 10
+        + 2 * snapshot_gib
+        + 4 * 0.5
     )
     assert train[0].seconds["config"] == pytest.approx(expected)
     # The GPU job of the evaluation encodes (and starts up); the 100 s of probing run in a CPU job.
-    assert encode[0].seconds["fp32"] == pytest.approx(2 * 17_088 * plan.SENTEVAL_ALL_TOKENS / 1e12 + 20)
+    assert encode[0].seconds["fp32"] == pytest.approx(2 * 17_088 * cl_flops.SENTEVAL_ALL_TOKENS / 1e12 + 20)
     assert {j.rule for j in jobs} == {"train", "encode"}  # no probe job among the GPU jobs
     assert plan.total_hours(jobs) == pytest.approx(2 * (expected + encode[0].seconds["fp32"]) / 3600)
     assert plan.probe_jobs(config, cal) == (2, pytest.approx(2 * (20 + 100) / 3600))
@@ -110,16 +119,18 @@ def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
 
 def test_analysis_probe_and_holdout_flops():
     config = _toy_config(analysis_every=50, analysis_sentences=64, analysis_holdout=True)
-    work = plan.cell_work(config, next(cl_config.cells(config)))
+    work = cl_flops.cell_work(config, next(cl_config.cells(config)))
     assert work.steps == (2000 - 64) // 16 == 121  # the probe is held out of training
-    dev_part = 64 * plan.STSB_DEV_TOKENS / plan.STSB_DEV_SENTENCES  # as many dev sentences as the probe
+    dev_part = (
+        64 * cl_flops.STSB_DEV_TOKENS / cl_flops.STSB_DEV_SENTENCES
+    )  # as many dev sentences as the probe
     # at steps 0, 50, 100, 121: two views of 64 probe sentences × 32 tokens and of 64 dev sentences
     assert work.analysis_flops == pytest.approx(4 * 2 * 17_088 * 2 * (64 * 32 + dev_part))
 
 
 def test_precision_choices_reach_the_sentence_cells_through_the_override(tmp_path):
     config = _toy_config()
-    cal = plan.load_calibration(plan.DEFAULT_CALIBRATION)
+    cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     job = next(j for j in plan.make_plan(config, cal, "bf16") if j.rule == "train")
     assert dict(job.precision) == {"config": "fp32", "fp32": "fp32", "tf32": "tf32", "bf16": "bf16"}
     assert job.seconds["fp32"] > job.seconds["tf32"] > job.seconds["bf16"]
@@ -153,7 +164,7 @@ def _counted_on_the_meta_device(arch, stem, width, out_dim, size, head):
         if head:
             modules[1].eval()(features)
     params = sum(p.numel() for top in modules for p in top.parameters())
-    return plan.VisionForward(counts["macs"], params, counts["saved"])
+    return cl_flops.VisionForward(counts["macs"], params, counts["saved"])
 
 
 @pytest.mark.parametrize(
@@ -166,25 +177,25 @@ def _counted_on_the_meta_device(arch, stem, width, out_dim, size, head):
     ],
 )
 def test_resnet_counts_equal_hooks_on_the_real_encoder(shape):
-    assert plan.vision_forward(*shape) == _counted_on_the_meta_device(*shape)
+    assert cl_flops.vision_forward(*shape) == _counted_on_the_meta_device(*shape)
 
 
 def test_resnet_flops_and_parameters_match_torchvision():
     # torchvision's documented GFLOPS (multiply-adds) at 224: ResNet-18 1.81, ResNet-50 4.09 (their fc,
     # which our encoders drop, is 0.5M and 2.0M of them); parameters without the fc.
-    r18 = plan.vision_forward("resnet18", "imagenet", 64, None, 224, None)
-    r50 = plan.vision_forward("resnet50", "imagenet", 64, None, 224, None)
+    r18 = cl_flops.vision_forward("resnet18", "imagenet", 64, None, 224, None)
+    r50 = cl_flops.vision_forward("resnet50", "imagenet", 64, None, 224, None)
     assert r18.macs == pytest.approx(1.81e9, rel=0.01) and r18.params == 11_176_512
     assert r50.macs == pytest.approx(4.09e9, rel=0.01) and r50.params == 23_508_032
-    cifar = plan.vision_forward("resnet18", "cifar", 64, None, 32, None)
+    cifar = cl_flops.vision_forward("resnet18", "cifar", 64, None, 32, None)
     assert cifar.macs == pytest.approx(0.556e9, rel=0.01)  # the CIFAR stem keeps 32x32 in the first stage
 
 
 def test_vision_cell_flops_count_both_views_and_the_oar_pass():
     config = cl_config.load(REPO_ROOT / "config.yaml")
-    fwd = plan.vision_forward("resnet18", "imagenet", 64, None, 224, None)
-    oar = plan.cell_work(config, cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42))
-    plain = plan.cell_work(config, cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr1.0", 42))
+    fwd = cl_flops.vision_forward("resnet18", "imagenet", 64, None, 224, None)
+    oar = cl_flops.cell_work(config, cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42))
+    plain = cl_flops.cell_work(config, cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr1.0", 42))
     assert plain.steps == oar.steps == 50_000 // 128 * 100
     assert plain.step_flops == 3 * 2 * fwd.macs * 2 * 128
     assert oar.step_flops == 3 * 2 * fwd.macs * (2 * 128 + 2 * 128)  # the labelled batch, two views
@@ -192,7 +203,9 @@ def test_vision_cell_flops_count_both_views_and_the_oar_pass():
 
 def test_full_config_plans_in_seconds_and_prints_every_section(tmp_path, capsys):
     config = cl_config.load(REPO_ROOT / "config.yaml")
-    written = plan.plan_report(config, "config", plan.DEFAULT_CALIBRATION, tmp_path, title="config.yaml")
+    written = plan.plan_report(
+        config, "config", cl_calibration.DEFAULT_CALIBRATION, tmp_path, title="config.yaml"
+    )
     out = capsys.readouterr().out
     for title in ("Per paper", "Per experiment", "Per rule", "Peak GPU memory", "Per cell"):
         assert f"### {title}" in out
@@ -207,24 +220,27 @@ def test_full_config_plans_in_seconds_and_prints_every_section(tmp_path, capsys)
 
 def test_a_measured_calibration_replaces_the_default_and_fills_gaps_from_it(tmp_path):
     path = tmp_path / "calibration.json"
-    cal = plan.calibration_from_measurements(
-        [plan.Measurement("sentence", "bf16", 2e12, 50.0), plan.Measurement("sentence", "bf16", 2e12, 70.0)],
+    cal = cl_calibration.calibration_from_measurements(
+        [
+            cl_calibration.Measurement("sentence", "bf16", 2e12, 50.0),
+            cl_calibration.Measurement("sentence", "bf16", 2e12, 70.0),
+        ],
         device="H100",
         source="gpu-check",
         overheads_s={"train_startup": 42.0},
     )
-    plan.write_calibration(path, cal)
-    loaded = plan.load_calibration(path)
+    cl_calibration.write_calibration(path, cal)
+    loaded = cl_calibration.load_calibration(path)
     assert loaded.achieved_tflops["sentence"]["bf16"] == 120.0 and loaded.measured
     assert loaded.overheads_s["train_startup"] == 42.0
     assert "sentence/fp32" in loaded.filled_from_default and "measured" in loaded.describe()
     path.write_text(json.dumps({**cal, "achieved_tflops": {"vision": {"bf16": -1}}}))
     with pytest.raises(ValueError, match=r"achieved_tflops\.vision\.bf16 must be a positive number"):
-        plan.load_calibration(path)
+        cl_calibration.load_calibration(path)
 
 
 def test_default_calibration_is_peak_times_mfu():
-    data = json.loads(plan.DEFAULT_CALIBRATION.read_text())
+    data = json.loads(cl_calibration.DEFAULT_CALIBRATION.read_text())
     for track, per_precision in data["achieved_tflops"].items():
         for precision, value in per_precision.items():
             assert value == pytest.approx(data["peak_tflops"][precision] * data["mfu"][track][precision])
@@ -299,19 +315,19 @@ def test_a_user_corpus_is_counted_line_by_line(tmp_path):
     corpus.write_text("".join(f"sentence {i}\n" for i in range(1000)))
     config = _toy_config()
     config["data"] = {"fixture": False, "wiki_path": str(corpus)}
-    assert plan.cell_work(config, next(cl_config.cells(config))).steps == 1000 // 16
+    assert cl_flops.cell_work(config, next(cl_config.cells(config))).steps == 1000 // 16
 
 
 def test_a_measured_step_overhead_is_taken_out_of_the_flop_rate():
-    measured = [plan.Measurement("vision", "bf16", 1e12, 10.0)]  # 0.1 s a step
-    with_overhead = plan.calibration_from_measurements(
+    measured = [cl_calibration.Measurement("vision", "bf16", 1e12, 10.0)]  # 0.1 s a step
+    with_overhead = cl_calibration.calibration_from_measurements(
         measured, device="H100", source="test", overheads_s={"vision_step": 0.05}
     )
     assert with_overhead["achieved_tflops"]["vision"]["bf16"] == pytest.approx(20.0)  # 1e12 in 0.05 s
-    without = plan.calibration_from_measurements(measured, device="H100", source="test")
+    without = cl_calibration.calibration_from_measurements(measured, device="H100", source="test")
     assert without["achieved_tflops"]["vision"]["bf16"] == pytest.approx(10.0)
     assert without["overheads_s"]["vision_step"] == 0.0  # not the default's: no double counting
     with pytest.raises(ValueError, match="leaves no time for the FLOPs"):
-        plan.calibration_from_measurements(
+        cl_calibration.calibration_from_measurements(
             measured, device="H100", source="test", overheads_s={"vision_step": 0.2}
         )

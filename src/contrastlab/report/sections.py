@@ -107,13 +107,14 @@ def precision_rows(config: dict, metrics_root: str | os.PathLike) -> list[dict[s
 
 
 def projected_cost(config: dict) -> tuple[dict | None, str]:
-    """The projected GPU-hours of the config's grid as configured (:mod:`contrastlab.tables.plan`) and
+    """The projected GPU-hours of the config's grid as configured (:mod:`contrastlab.cost.plan`) and
     a sentence saying how they were projected; ``(None, <why not>)`` when the calibration cannot be
     read (the report must not fail over it)."""
-    from contrastlab.tables import plan
+    from contrastlab.cost import calibration as cl_calibration
+    from contrastlab.cost import plan
 
     try:
-        calibration = plan.load_calibration()
+        calibration = cl_calibration.load_calibration()
         jobs = plan.make_plan(config, calibration)
         probes, probe_hours = plan.probe_jobs(config, calibration)
     except (OSError, ValueError, KeyError, TypeError) as error:  # a partial or hand-made config
@@ -142,7 +143,7 @@ def write_report(
     ``config``, also each paper's deviations from the authors' setups and the precision of every cell;
     with ``figures`` (:func:`contrastlab.config.figures`), each figure inline (``figures/<name>.png``
     beside the report) under its caption, with links to its PDF and CSV; with ``results_dir``, what its
-    jobs cost (:func:`contrastlab.tables.cost.cost_lines`); ``sections``: Markdown lines put after the
+    jobs cost (:func:`contrastlab.cost.measured.cost_lines`); ``sections``: Markdown lines put after the
     table list (the comparison tables of the user's losses). With ``config``, the report opens with the
     papers' claims and their verdicts on ``metrics`` (collected from ``metrics_root`` when not given)."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
@@ -223,7 +224,7 @@ def write_report(
         ]
         lines += markdown_table(precision_rows(config, metrics_root)) + [""]
     if results_dir is not None:  # what each job cost, from the run's benchmark files (tables.cost)
-        from contrastlab.tables.cost import cost_lines
+        from contrastlab.cost.measured import cost_lines
 
         projected, note = projected_cost(config) if config is not None else (None, "")
         lines += cost_lines(results_dir, projected, note)
@@ -232,11 +233,11 @@ def write_report(
 
 
 def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> list[str]:
-    """The "Claims" section: one row per paper claim (:mod:`contrastlab.tables.claims`) with its verdict,
+    """The "Claims" section: one row per paper claim (:mod:`contrastlab.report.claims`) with its verdict,
     the numbers behind it and links to its tables or figures (``pages``: name -> the rendered table's
     Markdown or the figure's PNG; others are named without a link); then how to add seeds to the
     undecided ones only."""
-    from contrastlab.tables.claims import (
+    from contrastlab.report.claims import (
         add_seeds_commands,
         evaluate_claims,
         numbers_text,
@@ -249,7 +250,7 @@ def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> l
     lines = [
         "## Claims",
         "",
-        "Each paper's headline claims (`src/contrastlab/tables/claims/<paper>.yaml`, quoted from the paper) "
+        "Each paper's headline claims (`src/contrastlab/report/claims/<paper>.yaml`, quoted from the paper) "
         "checked on our metrics: reproduced / not reproduced when the difference clears the seed-noise "
         "interval (level 0.95), undecided when it does not (with the seeds per cell that would decide it "
         "at the measured noise), not run when its cells have no metrics. Numbers: each run part's "

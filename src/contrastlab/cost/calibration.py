@@ -1,0 +1,280 @@
+"""Throughput calibration: achieved TFLOP/s per track and precision and the per-job overheads, shipped
+(datasheet peaks x assumed utilisation) or measured by ``make gpu-check``; the seconds of a cell's work.
+
+Calibration file (JSON; the default ships beside this module, :data:`DEFAULT_CALIBRATION`, and
+``make gpu-check`` writes a measured one to :data:`MEASURED_CALIBRATION`, which the plan then
+prefers)::
+
+    {
+      "format": "contrastlab-calibration/1",
+      "measured": true,                       # false: datasheet figures and assumptions
+      "device": "NVIDIA H100 80GB HBM3, driver 550.54, torch 2.14.1+cu130",
+      "source": "one line: where the numbers come from",
+      "achieved_tflops": {                    # TFLOP/s a training step achieves (FLOPs as above)
+        "sentence": {"fp32": 31.0, "tf32": 140.0, "bf16": 250.0, "fp16": 250.0},
+        "vision": {"bf16": 190.0}             # missing entries: taken from the default, and said so
+      },
+      "overheads_s": {                        # seconds; missing keys: the default's
+        "train_startup": 60, "sentence_step": 0.01, "vision_step": 0.01, "snapshot_per_gib": 2,
+        "dev_evaluation": 2, "evaluate_startup": 30,
+        "senteval_probe_test": 300, "senteval_probe_fasttest": 120, "senteval_probe_dev": 60,
+        "vision_probe_step": 0.002
+      },
+      "gpu_memory_gib": 80.0,
+      "peak_tflops": {...}, "mfu": {...}      # optional, for the reader
+    }
+
+:func:`calibration_from_measurements` builds it from measured steps/s (:class:`Measurement`, with the
+step's FLOPs from :func:`cell_work`) and :func:`write_calibration` writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from contrastlab.cost.flops import PRECISIONS, CellWork
+
+#: Dense peak TFLOP/s by GPU family and precision, from the vendors' data sheets (no sparsity), as the
+#: data sheets print them; the shipped calibration's ``peak_tflops`` is the H100 row (tested). The one
+#: table of peaks: make gpu-check's MFU and the benchmarks read it.
+GPU_PEAKS = {
+    "H100": {
+        "fp32": 67.0,
+        "tf32": 495.0,
+        "bf16": 989.0,
+        "fp16": 989.0,
+        "source": "NVIDIA H100 SXM5 data sheet",
+    },
+    "H200": {
+        "fp32": 67.0,
+        "tf32": 495.0,
+        "bf16": 989.0,
+        "fp16": 989.0,
+        "source": "NVIDIA H200 SXM data sheet",
+    },
+    "A100": {
+        "fp32": 19.5,
+        "tf32": 156.0,
+        "bf16": 312.0,
+        "fp16": 312.0,
+        "source": "NVIDIA A100 SXM data sheet",
+    },
+}
+
+CALIBRATION_FORMAT = "contrastlab-calibration/1"
+
+
+#: Shipped default: H100 SXM datasheet peaks × assumed MFU, assumed overheads (its "source" says so).
+DEFAULT_CALIBRATION = Path(__file__).with_name("calibration_h100.json")
+
+
+#: Written by ``make gpu-check`` (relative to the repository root, where make and Snakemake run).
+MEASURED_CALIBRATION = Path("results/gpu-check/calibration.json")
+
+
+TRACKS = ("sentence", "vision")
+
+
+#: The precision choices shown side by side (plus the configured one).
+SIDE_BY_SIDE = ("fp32", "tf32", "bf16")
+
+
+#: The evaluators encode in fp32 (checkpoint loaded in fp32, no autocast).
+EVALUATION_PRECISION = "fp32"
+
+
+# ---------------------------------------------------------------------------------------- calibration
+@dataclass(frozen=True)
+class Calibration:
+    """Achieved TFLOP/s per track and precision, per-job overheads (seconds), the GPU's memory."""
+
+    achieved_tflops: Mapping[str, Mapping[str, float]]
+    overheads_s: Mapping[str, float]
+    gpu_memory_gib: float
+    device: str
+    source: str
+    measured: bool
+    path: str
+    filled_from_default: tuple[str, ...] = ()
+
+    def seconds(self, flops: float, track: str, precision: str) -> float:
+        return flops / (self.achieved_tflops[track][precision] * 1e12)
+
+    def describe(self) -> str:
+        """One line: which calibration, and whether it was measured."""
+        if self.measured:
+            text = f"calibration: {self.path}, measured on {self.device}"
+        else:
+            text = f"calibration: {self.path}: {self.device} datasheet peaks × an assumed MFU, not measured"
+        if self.filled_from_default:
+            text += f"; from the default: {', '.join(self.filled_from_default)}"
+        return text
+
+
+def _read_calibration(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"calibration {path}: cannot be read as JSON ({error}); fix or delete it") from None
+    if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
+        raise ValueError(
+            f"calibration {path}: 'format' must be {CALIBRATION_FORMAT!r}; rewrite it with make gpu-check"
+        )
+    return data
+
+
+def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
+    """The calibration at ``path``; by default the measured one (:data:`MEASURED_CALIBRATION`) when it
+    exists, else the shipped default. Entries a measured file lacks are taken from the default (the
+    returned ``filled_from_default`` names them). Raises ``ValueError`` (one line) on a bad file."""
+    default = _read_calibration(DEFAULT_CALIBRATION)
+    chosen = Path(path) if path is not None else MEASURED_CALIBRATION
+    if path is None and not chosen.is_file():
+        chosen = DEFAULT_CALIBRATION
+    data = default if chosen == DEFAULT_CALIBRATION else _read_calibration(chosen)
+    filled: list[str] = []
+    achieved: dict[str, dict[str, float]] = {}
+    for track in TRACKS:
+        achieved[track] = {}
+        for precision in PRECISIONS:
+            value = (data.get("achieved_tflops") or {}).get(track, {}).get(precision)
+            if value is None:
+                value = default["achieved_tflops"][track][precision]
+                filled.append(f"{track}/{precision}")
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(
+                    f"calibration {chosen}: achieved_tflops.{track}.{precision} must be a positive "
+                    f"number, got {value!r}"
+                )
+            achieved[track][precision] = float(value)
+    overheads = dict(default["overheads_s"])
+    for key, value in (data.get("overheads_s") or {}).items():
+        if key not in overheads or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(
+                f"calibration {chosen}: overheads_s.{key} must be one of {', '.join(overheads)} with a "
+                f"number >= 0, got {value!r}"
+            )
+        overheads[key] = float(value)
+    filled += [f"overheads_s.{k}" for k in default["overheads_s"] if k not in (data.get("overheads_s") or {})]
+    return Calibration(
+        achieved,
+        overheads,
+        float(data.get("gpu_memory_gib") or default["gpu_memory_gib"]),
+        str(data.get("device") or "unknown device"),
+        str(data.get("source") or ""),
+        bool(data.get("measured")),
+        "the shipped default (contrastlab/cost/calibration_h100.json)"
+        if chosen == DEFAULT_CALIBRATION
+        else str(chosen),
+        tuple(filled) if chosen != DEFAULT_CALIBRATION else (),
+    )
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One timed training run: its track, precision, FLOPs of one step (:attr:`CellWork.step_flops`)
+    and the steps per second measured (warm, without dev evaluations and snapshots)."""
+
+    track: str
+    precision: str
+    step_flops: float
+    steps_per_s: float
+
+    @property
+    def achieved_tflops(self) -> float:
+        return self.step_flops * self.steps_per_s / 1e12
+
+
+def calibration_from_measurements(
+    measurements: Iterable[Measurement],
+    *,
+    device: str,
+    source: str,
+    overheads_s: Mapping[str, float] | None = None,
+    gpu_memory_gib: float | None = None,
+) -> dict:
+    """The calibration dict (module docstring) of measured runs: per (track, precision) the mean
+    achieved TFLOP/s of its measurements; ``overheads_s`` measured per job (missing keys: the
+    default's when the plan loads it). A step's time is its FLOPs at the achieved rate plus the
+    track's ``<track>_step`` overhead: given one (e.g. timed at a tiny batch), it is taken out of the
+    measured step time; not given, it is 0 and the whole step counts as FLOPs."""
+    overheads = {f"{track}_step": 0.0 for track in TRACKS} | dict(overheads_s or {})
+    grouped: dict[tuple[str, str], list[float]] = {}
+    for m in measurements:
+        if m.track not in TRACKS or m.precision not in PRECISIONS:
+            raise ValueError(
+                f"measurement of {m.track}/{m.precision}: track in {TRACKS}, precision in {PRECISIONS}"
+            )
+        flop_seconds = 1.0 / m.steps_per_s - overheads[f"{m.track}_step"]
+        if flop_seconds <= 0:
+            raise ValueError(
+                f"measurement of {m.track}/{m.precision}: {m.steps_per_s} steps/s leaves no time for the "
+                f"FLOPs after the {overheads[f'{m.track}_step']} s step overhead; time a larger batch"
+            )
+        grouped.setdefault((m.track, m.precision), []).append(m.step_flops / flop_seconds / 1e12)
+    achieved: dict[str, dict[str, float]] = {}
+    for (track, precision), values in sorted(grouped.items()):
+        achieved.setdefault(track, {})[precision] = sum(values) / len(values)
+    out: dict[str, Any] = {
+        "format": CALIBRATION_FORMAT,
+        "measured": True,
+        "device": device,
+        "source": source,
+        "achieved_tflops": achieved,
+        "overheads_s": overheads,
+    }
+    if gpu_memory_gib is not None:
+        out["gpu_memory_gib"] = float(gpu_memory_gib)
+    return out
+
+
+def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -> Path:
+    """Write ``calibration`` (from :func:`calibration_from_measurements`) as JSON, after checking that
+    :func:`load_calibration` accepts it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(calibration), indent=1, sort_keys=True) + "\n")
+    load_calibration(path)
+    return Path(path)
+
+
+def train_seconds(work: CellWork, cal: Calibration) -> float:
+    o = cal.overheads_s
+    compute = cal.seconds(work.train_flops + work.dev_flops + work.analysis_flops, work.track, work.precision)
+    return (
+        compute
+        + work.steps * o[f"{work.track}_step"]
+        + o["train_startup"]
+        + work.snapshots * work.snapshot_gib * o["snapshot_per_gib"]
+        + work.dev_evaluations * o["dev_evaluation"]
+    )
+
+
+def eval_seconds(work: CellWork, cal: Calibration) -> float:
+    """The GPU job of an evaluation: a sentence cell's encoding (rule ``encode``), or a vision cell's
+    encoding and probes (``evaluate_vision``, one job on the GPU)."""
+    o = cal.overheads_s
+    compute = cal.seconds(work.eval_flops, work.track, EVALUATION_PRECISION)
+    if work.track == "vision":
+        return compute + o["evaluate_startup"] + work.eval_probe_steps * o["vision_probe_step"]
+    return compute + o["evaluate_startup"]
+
+
+def probe_seconds(config: Mapping[str, Any], cal: Calibration) -> float:
+    """The CPU job of a SentEval evaluation (rules ``evaluate``, ``evaluate_pretrained``): its start-up
+    and the probes of the configured mode."""
+    mode = (config.get("evaluation") or {}).get("mode", "test")
+    return cal.overheads_s["evaluate_startup"] + cal.overheads_s[f"senteval_probe_{mode}"]
+
+
+def peak_tflops(device_name: str, precision: str) -> tuple[float | None, str]:
+    """The dense peak of ``device_name`` (a CUDA device name) for ``precision``, and its source."""
+    for family, peaks in GPU_PEAKS.items():
+        if family in device_name and precision in peaks:
+            return peaks[precision], f"{peaks['source']}, dense {precision}"
+    return None, f"no data-sheet peak for {device_name!r}"

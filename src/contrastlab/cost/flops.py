@@ -1,0 +1,462 @@
+"""What a cell computes: FLOPs of its training steps, dev evaluations and SentEval encoding, and its peak
+GPU memory, from the config alone (no model is built; Hugging Face configs are read where present).
+
+FLOPs (the usual 2 per multiply-add; attention's score FLOPs, under 1% at 32 tokens, and the losses are
+left out):
+
+- sentence training: ``6 × N × tokens`` per step (forward 2, backward 4; Kaplan et al. 2020), N the
+  backbone's non-embedding parameters (:func:`transformer_parameters`), tokens = batch_size × 2 dropout
+  views × ``max_length`` (32, SimCSE's truncation: only 27% of wiki1m's sentences reach it, 22 tokens
+  on average, but every shuffled batch of 64 of the first 11,914 lines holds one that does, so dynamic
+  padding pads each batch to 32 and the padding is computed too). Steps = ⌊sentences / batch_size⌋ ×
+  epochs (or ``max_steps``); sentences: the corpus (1,000,000 for wiki1m, the fixture's size for the
+  demo, a user corpus's lines) less a held-out probe.
+- dev evaluations (forward only, ``2 × N × tokens``) at step 0, every ``eval_every`` steps and the
+  last: the STS-B dev sentences (:data:`STSB_DEV_TOKENS`); the analysis probe when ``analysis_every``
+  is set: two views of ``analysis_sentences`` corpus sentences (32 tokens) and of as many dev
+  sentences; the final SentEval encoding (its own GPU job): every unique sentence of the tasks once
+  (:data:`SENTEVAL_TOKENS`), in fp32 (the evaluator loads the checkpoint in fp32, no autocast).
+- vision training: ``3 × F × images`` per step, F = the encoder's (and head's) forward FLOPs per image
+  at the input size (:func:`vision_forward`, layer by layer as the trainer builds the encoder; a test
+  checks it against hooks on the real module), images = 2 views × batch_size, plus OAR's labelled
+  pass (2 views × its batch); evaluation: one forward of the train and test splits, then the probes'
+  small optimiser steps (timed per step).
+
+Peak GPU memory (an estimate): fp32 weights, gradients and the two Adam moments (16 bytes per
+parameter; 12 with SGD's momentum), activations (transformers: Korthikanti et al. 2022, ``s·b·h·(34 +
+5·a·s/h)`` bytes per layer at 16 bits, doubled in fp32/tf32; ResNets: the conv and BatchNorm outputs
+backward keeps), the images kept on the device, and 1 GiB of CUDA context and allocator slack.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from contrastlab import config as cl_config
+from contrastlab import search as cl_search
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+#: The plan's precision choice "as each cell is configured".
+AS_CONFIGURED = "config"
+
+
+#: Sentences of SimCSE's wiki1m_for_simcse.txt (protocol.md §2).
+WIKI1M_SENTENCES = 1_000_000
+
+
+#: STS-B dev (protocol.md §4: 1,500 pairs): unique sentences and their tokens with [CLS]/[SEP], counted
+#: with bert-base-uncased's WordPiece vocabulary (MiniLM's tokenizer) on the published files
+#: (RoBERTa's BPE gives a few percent more).
+STSB_DEV_SENTENCES = 2_909
+
+
+STSB_DEV_TOKENS = 47_750
+
+
+#: Tokens of the unique sentences the SentEval evaluation encodes per task (test mode; not truncated),
+#: counted as above; the union over the 14 tasks is :data:`SENTEVAL_ALL_TOKENS` (shared sentences are
+#: encoded once). ``tests/tables/test_plan.py`` recounts them where the SentEval data are at hand.
+SENTEVAL_TOKENS = {
+    "STS12": 80_670,  # 4_946 sentences
+    "STS13": 33_998,  # 2_638 sentences
+    "STS14": 87_420,  # 6_351 sentences
+    "STS15": 74_857,  # 5_170 sentences
+    "STS16": 29_555,  # 1_867 sentences
+    "STSBenchmark": 36_681,  # 2_551 sentences
+    "SICKRelatedness": 61_295,  # 5_007 sentences
+    "MR": 294_551,  # 10_662 sentences
+    "CR": 89_854,  # 3_766 sentences
+    "SUBJ": 301_930,  # 10_000 sentences
+    "MPQA": 49_420,  # 8_241 sentences
+    "SST2": 962_786,  # 69_669 sentences
+    "TREC": 75_043,  # 5_870 sentences
+    "MRPC": 296_026,  # 10_944 sentences
+}
+
+
+SENTEVAL_ALL_SENTENCES = 134_190
+
+
+SENTEVAL_ALL_TOKENS = 2_153_517
+
+
+#: Images per split (CIFAR: torchvision's; digits: the 80/20 split of scikit-learn's 1,797).
+DATASET_IMAGES = {"cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000), "digits": (1_437, 360)}
+
+
+NATIVE_SIZE = {"digits": 16, "cifar10": 32, "cifar100": 32}
+
+
+#: Hugging Face configs (config.json on the hub) of the backbones config.yaml names: hidden size, layers,
+#: intermediate size, attention heads, vocabulary, positions, token types.
+KNOWN_ARCHITECTURES = {
+    "bert-base-uncased": (768, 12, 3072, 12, 30522, 512, 2),
+    "bert-large-uncased": (1024, 24, 4096, 16, 30522, 512, 2),
+    "roberta-base": (768, 12, 3072, 12, 50265, 514, 1),
+    "roberta-large": (1024, 24, 4096, 16, 50265, 514, 1),
+}
+
+
+#: CUDA context, cuBLAS/cuDNN workspaces and allocator slack (an assumption).
+FIXED_GPU_GIB = 1.0
+
+
+GIB = 2**30
+
+
+# ---------------------------------------------------------------------------------------------- models
+@dataclass(frozen=True)
+class Transformer:
+    """A BERT-like encoder's shape and parameter counts (``non_embedding`` feeds the FLOPs)."""
+
+    hidden: int
+    layers: int
+    intermediate: int
+    heads: int
+    non_embedding: int
+    total: int
+    source: str
+
+
+def transformer_parameters(
+    hidden: int, layers: int, intermediate: int, vocab: int, positions: int, token_types: int
+) -> tuple[int, int]:
+    """``(non-embedding, total)`` parameters of a BERT/RoBERTa encoder with its pooler.
+
+    Per layer: Q, K, V and output projections ``4h² + 4h``, the feed-forward ``2hi + i + h``, two
+    LayerNorms ``4h``; embeddings ``(vocab + positions + token_types)·h + 2h``; pooler ``h² + h``.
+
+    >>> transformer_parameters(768, 12, 3072, 30522, 512, 2)  # bert-base-uncased: 109.48M in all
+    (85054464, 109482240)
+    """
+    per_layer = 4 * hidden * hidden + 4 * hidden + 2 * hidden * intermediate + intermediate + 5 * hidden
+    non_embedding = layers * per_layer
+    embeddings = (vocab + positions + token_types) * hidden + 2 * hidden
+    return non_embedding, non_embedding + embeddings + hidden * hidden + hidden
+
+
+def _transformer(hidden, layers, intermediate, heads, vocab, positions, types, source) -> Transformer:
+    non_embedding, total = transformer_parameters(hidden, layers, intermediate, vocab, positions, types)
+    return Transformer(hidden, layers, intermediate, heads, non_embedding, total, source)
+
+
+def _from_hf_config(path: Path) -> Transformer:
+    c = json.loads(path.read_text())
+    return _transformer(
+        c["hidden_size"],
+        c["num_hidden_layers"],
+        c["intermediate_size"],
+        c.get("num_attention_heads", 12),
+        c.get("vocab_size", 30522),
+        c.get("max_position_embeddings", 512),
+        c.get("type_vocab_size", 2),
+        str(path),
+    )
+
+
+def backbone_transformer(config: Mapping[str, Any], alias: str) -> Transformer:
+    """The architecture of a sentence backbone, from its config and never by downloading: a known
+    Hugging Face id (:data:`KNOWN_ARCHITECTURES`), a materialised or local ``config.json``, a package's
+    ``model/config.json``, a ``random`` BertConfig (BertConfig's defaults for keys it leaves out), or,
+    failing all, ``params_millions`` taken as the non-embedding count."""
+    spec = config["backbones"][alias]
+    candidates = [Path(config.get("resources_dir", "resources"), "models", alias, "config.json")]
+    if "path" in spec:
+        candidates.insert(0, Path(spec["path"], "config.json"))
+    if "package" in spec:
+        found = importlib.util.find_spec(spec["package"])
+        for location in (found.submodule_search_locations or []) if found else []:
+            candidates.insert(0, Path(location, "model", "config.json"))
+    if spec.get("hf_id") in KNOWN_ARCHITECTURES:
+        return _transformer(*KNOWN_ARCHITECTURES[spec["hf_id"]], f"{spec['hf_id']}'s config")
+    if "random" in spec:
+        r = spec["random"]
+        return _transformer(
+            r.get("hidden_size", 768),
+            r.get("num_hidden_layers", 12),
+            r.get("intermediate_size", 3072),
+            r.get("num_attention_heads", 12),
+            r.get("vocab_size", 30522),
+            r.get("max_position_embeddings", 512),
+            r.get("type_vocab_size", 2),
+            "its random BertConfig",
+        )
+    for candidate in candidates:
+        if candidate.is_file():
+            return _from_hf_config(candidate)
+    millions = float(spec.get("params_millions", 110))
+    n = int(millions * 1e6)
+    return Transformer(768, 12, 3072, 12, n, n, "params_millions (no architecture known)")
+
+
+@dataclass(frozen=True)
+class VisionForward:
+    """An image encoder's (and head's) forward multiply-adds per image, parameters, and the elements
+    backward keeps per image (conv and BatchNorm outputs)."""
+
+    macs: int
+    params: int
+    saved_elements: int
+
+
+#: Blocks per stage and the block's output expansion (torchvision's BasicBlock and Bottleneck).
+RESNET_LAYERS = {"resnet18": ((2, 2, 2, 2), 1), "resnet50": ((3, 4, 6, 3), 4)}
+
+
+@functools.cache
+def vision_forward(
+    arch: str, stem: str, width: int, out_dim: int | None, input_size: int, head: tuple[int, int] | None
+) -> VisionForward:
+    """The forward pass of :func:`contrastlab.models.vision.build_encoder` (and, with ``head`` = (hidden,
+    out), the projection head), counted layer by layer without torch: conv MACs = output positions ×
+    out channels × in channels × kernel area, linear MACs = in × out features. The stem is the CIFAR
+    3×3 stride-1 conv or torchvision's 7×7 stride-2 conv and max-pool; BasicBlock (ResNet-18) and
+    Bottleneck (ResNet-50, the stride on its 3×3 conv) as torchvision builds them. A test checks the
+    counts against hooks on the real module.
+
+    >>> vision_forward("resnet18", "imagenet", 64, None, 224, None).macs  # torchvision: 1.81G with its fc
+    1813561344
+    """
+    if arch not in RESNET_LAYERS:
+        raise ValueError(f"unknown encoder {arch!r}; valid: {', '.join(RESNET_LAYERS)}")
+    totals = {"macs": 0, "params": 0, "saved": 0}
+
+    def conv(c_in: int, c_out: int, kernel: int, stride: int, size: int) -> int:
+        out = (size + 2 * (kernel // 2) - kernel) // stride + 1
+        totals["macs"] += out * out * c_out * c_in * kernel * kernel
+        totals["params"] += c_in * c_out * kernel * kernel
+        totals["params"] += 2 * c_out  # the BatchNorm after every convolution
+        totals["saved"] += 2 * out * out * c_out  # the conv output and the BatchNorm output
+        return out
+
+    if stem == "cifar":
+        size = conv(3, width, 3, 1, input_size)
+    else:
+        size = conv(3, width, 7, 2, input_size)
+        size = (size + 2 - 3) // 2 + 1  # max-pool 3x3, stride 2, padding 1
+    layers, expansion = RESNET_LAYERS[arch]
+    inplanes = width
+    for index, blocks in enumerate(layers):
+        planes = width * 2**index
+        for block in range(blocks):
+            stride = 2 if index > 0 and block == 0 else 1
+            if block == 0 and (stride != 1 or inplanes != planes * expansion):
+                conv(inplanes, planes * expansion, 1, stride, size)  # the downsample branch
+            if expansion == 1:
+                inner = conv(inplanes, planes, 3, stride, size)
+                inner = conv(planes, planes, 3, 1, inner)
+            else:
+                inner = conv(inplanes, planes, 1, 1, size)
+                inner = conv(planes, planes, 3, stride, inner)
+                inner = conv(planes, planes * expansion, 1, 1, inner)
+            size, inplanes = inner, planes * expansion
+    features = inplanes
+    if out_dim is not None:
+        totals["macs"] += features * out_dim
+        totals["params"] += features * out_dim + out_dim
+        features = out_dim
+    if head is not None:  # Linear (no bias) -> BatchNorm1d -> ReLU -> Linear
+        hidden, out = head
+        totals["macs"] += features * hidden + hidden * out
+        totals["params"] += features * hidden + 2 * hidden + hidden * out + out
+    return VisionForward(totals["macs"], totals["params"], totals["saved"])
+
+
+# ------------------------------------------------------------------------------------------- the work
+@dataclass(frozen=True)
+class CellWork:
+    """What one cell computes, independent of the GPU: FLOPs of its training (per step and in all),
+    of its dev evaluations and analysis probes, and of its evaluation; counts of steps, dev
+    evaluations and snapshots; the snapshot size; and the probes' optimiser steps (vision)."""
+
+    track: str
+    precision: str
+    steps: int
+    step_flops: float
+    train_flops: float
+    dev_evaluations: int
+    dev_flops: float
+    analysis_flops: float
+    snapshots: int
+    snapshot_gib: float
+    eval_flops: float
+    eval_probe_steps: int
+    peak_gib: float
+    kind: str
+
+
+def _snapshots(steps: int, settings: Mapping[str, Any], default_every: int) -> int:
+    """Snapshots a cell writes by its step rule. Time-based ones (``state_every: null`` with
+    ``state_minutes``, config.yaml's GPU setting) are not counted: a BERT-base snapshot (~1.3 GB) every
+    10 minutes costs well under 1% of the cell."""
+    every = settings.get("state_every", default_every)
+    return max(0, (steps - 1) // int(every)) if every else 0
+
+
+def _schedule_points(steps: int, every: int | None) -> int:
+    """Step 0, every ``every``-th step and the last (the trainer's evaluation and analysis points)."""
+    if not every:
+        return 0
+    return 1 + steps // every + (1 if steps % every else 0)
+
+
+def _resolved(precision: str | None) -> str:
+    return "bf16" if precision in (None, "auto") else precision
+
+
+def _corpus_sentences(config: Mapping[str, Any]) -> int:
+    """Training sentences: the fixture's count, the lines of a user's corpus (``data.wiki_path``, one
+    sentence per line, as the trainer reads it), else wiki1m's 1,000,000."""
+    data = config.get("data") or {}
+    if data.get("fixture"):
+        return int(data.get("fixture_corpus_sentences", 2000))
+    corpus = Path(data.get("wiki_path") or "")
+    if data.get("wiki_path") and corpus.is_file():
+        return _line_count(str(corpus.resolve()), corpus.stat().st_mtime_ns)
+    return WIKI1M_SENTENCES
+
+
+@functools.cache
+def _line_count(path: str, mtime_ns: int) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for _ in handle)
+
+
+def senteval_tokens(config: Mapping[str, Any]) -> float:
+    tasks = (config.get("evaluation") or {}).get("tasks") or list(SENTEVAL_TOKENS)
+    share = sum(SENTEVAL_TOKENS[t] for t in tasks) / sum(SENTEVAL_TOKENS.values())
+    return SENTEVAL_ALL_TOKENS * share
+
+
+def _settings(
+    config: Mapping[str, Any], cell: cl_config.Cell, precision: str, point: cl_search.SearchPoint | None
+) -> dict:
+    """The cell's resolved settings under a precision choice (``config``: as configured); the choice
+    acts through ``precision_override``, so it reaches exactly the cells the switch reaches. A search
+    point's: :func:`contrastlab.search.point_settings` (a later stage's priced at the configured
+    settings with its grid values: its winner is not known before the search runs)."""
+    chosen = dict(config)
+    if precision != AS_CONFIGURED:
+        chosen["precision_override"] = precision
+    if point is not None:
+        return cl_search.point_settings(chosen, point)
+    return cl_config.method_settings(chosen, cell.experiment, cell.method, cell.backbone)
+
+
+def cell_work(
+    config: Mapping[str, Any],
+    cell: cl_config.Cell,
+    precision: str = AS_CONFIGURED,
+    point: cl_search.SearchPoint | None = None,
+) -> CellWork:
+    """The :class:`CellWork` of ``cell`` (or of the search ``point`` it trains) under a precision choice
+    (``config`` = its own, or one of :data:`PRECISIONS` through ``precision_override``)."""
+    s = _settings(config, cell, precision, point)
+    if cl_config.track(config, cell.experiment) == "vision":
+        return _vision_work(config, cell, s)
+    return _sentence_work(config, cell, s)
+
+
+def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
+    model = backbone_transformer(config, cell.backbone)
+    n = model.non_embedding
+    length = int(s.get("max_length", 32))
+    sentences = _corpus_sentences(config)
+    if s.get("max_sentences"):
+        sentences = min(sentences, int(s["max_sentences"]))
+    analysis_every = s.get("analysis_every")
+    probe = int(s.get("analysis_sentences", 1280))
+    if analysis_every and s.get("analysis_holdout"):
+        sentences -= probe
+    batch = int(s.get("batch_size", 64))
+    steps = sentences // batch * int(s.get("epochs", 1))
+    if s.get("max_steps"):
+        steps = min(steps, int(s["max_steps"]))
+    step_flops = 6.0 * n * batch * 2 * length
+    dev_points = _schedule_points(steps, int(s.get("eval_every", 125)))
+    dev_flops = dev_points * 2.0 * n * STSB_DEV_TOKENS
+    dev_probe = min(probe, STSB_DEV_SENTENCES) * STSB_DEV_TOKENS / STSB_DEV_SENTENCES
+    analysis_flops = _schedule_points(steps, analysis_every) * 2.0 * n * 2 * (probe * length + dev_probe)
+    precision = _resolved(s.get("precision"))
+    # Korthikanti et al. 2022, Eq. 2: s·b·h·(34 + 5·a·s/h) bytes per layer with 16-bit activations.
+    sequences = 2 * batch / int(s.get("grad_accum", 1))
+    per_layer = length * sequences * model.hidden * (34 + 5 * model.heads * length / model.hidden)
+    activations = model.layers * per_layer * (2 if precision in ("fp32", "tf32") else 1)
+    peak = (16 * model.total + activations) / GIB + FIXED_GPU_GIB
+    return CellWork(
+        track="sentence",
+        precision=precision,
+        steps=steps,
+        step_flops=step_flops,
+        train_flops=steps * step_flops,
+        dev_evaluations=dev_points,
+        dev_flops=dev_flops,
+        analysis_flops=analysis_flops,
+        snapshots=_snapshots(steps, s, 250),
+        snapshot_gib=12 * model.total / GIB,  # fp32 weights and the two Adam moments
+        eval_flops=2.0 * n * senteval_tokens(config),
+        eval_probe_steps=0,
+        peak_gib=peak,
+        kind=f"{cell.backbone} batch {batch} {precision}",
+    )
+
+
+def _vision_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
+    dataset = s["dataset"]
+    n_train, n_test = DATASET_IMAGES[dataset]
+    size = int(s.get("input_size") or s.get("image_size") or NATIVE_SIZE[dataset])
+    head = (
+        (int(s.get("head_hidden", 512)), int(s.get("head_dim", 128)))
+        if s.get("projection_head", True)
+        else None
+    )
+    fwd = vision_forward(s["arch"], s["stem"], int(s["width"]), s.get("out_dim"), size, head)
+    batch = int(s.get("batch_size", 256))
+    steps = (n_train // batch if s.get("drop_last", True) else -(-n_train // batch)) * int(
+        s.get("epochs", 200)
+    )
+    if s.get("max_steps"):
+        steps = min(steps, int(s["max_steps"]))
+    images = 2 * batch
+    if s.get("oar_fraction"):
+        images += 2 * min(int(s.get("oar_batch_size") or batch), int(s["oar_fraction"] * n_train))
+    step_flops = 3 * 2.0 * fwd.macs * images
+    precision = _resolved(s.get("precision"))
+    oar_pass = " + OAR pass" if s.get("oar_fraction") else ""
+    evaluation = cl_config.vision_evaluation(config, cell.experiment)
+    probes = evaluation.get("probes") or ["linear", "knn"]
+    probe_steps = 0
+    if "linear" in probes:
+        linear = evaluation.get("linear") or {}
+        probe_steps += int(linear.get("epochs", 100)) * -(-n_train // int(linear.get("batch_size", 128)))
+    if "ffn" in probes:
+        ffn = evaluation.get("ffn") or {}
+        for fraction in ffn.get("label_fractions", [0.1, 0.5, 1.0]):
+            probe_steps += int(ffn.get("epochs", 100)) * -(
+                -int(fraction * n_train) // int(ffn.get("batch_size", 32))
+            )
+    optimizer_bytes = 16 if s.get("optimizer", "adam") == "adam" else 12
+    activations = fwd.saved_elements * images * (4 if precision in ("fp32", "tf32") else 2)
+    peak = (optimizer_bytes * fwd.params + activations + n_train * 3 * NATIVE_SIZE[dataset] ** 2) / GIB
+    return CellWork(
+        track="vision",
+        precision=precision,
+        steps=steps,
+        step_flops=step_flops,
+        train_flops=steps * step_flops,
+        dev_evaluations=0,
+        dev_flops=0.0,
+        analysis_flops=0.0,
+        snapshots=_snapshots(steps, s, 500),
+        snapshot_gib=optimizer_bytes * fwd.params / GIB,
+        eval_flops=2.0 * fwd.macs * (n_train + n_test),
+        eval_probe_steps=probe_steps,
+        peak_gib=peak + FIXED_GPU_GIB,
+        kind=f"{cell.backbone} {size}px batch {batch}{oar_pass} {precision}",
+    )

@@ -1,0 +1,442 @@
+"""The bill before the first GPU-hour: projected GPU-hours and peak GPU memory of a config's cells.
+
+Projection of a job = its FLOPs ÷ a throughput calibration (achieved TFLOP/s per track and precision)
++ per-job overheads. The plan lists the jobs that hold a GPU: training, the SentEval encoding (rules
+``encode``, ``encode_pretrained``) and the vision evaluation; the SentEval probes run in CPU jobs of
+their own (rules ``evaluate``, ``evaluate_pretrained``), whose count and hours are stated on one line
+(:func:`probe_jobs`). Nothing runs and Snakemake's DAG is not built: the cells come from
+:func:`contrastlab.config.cells` and :func:`contrastlab.config.method_settings`, so the plan of
+``config.yaml`` takes a few seconds (:func:`make_plan`; ``make plan``, ``scripts/plan.py``).
+
+The FLOPs and memory of a cell: :mod:`contrastlab.cost.flops`; the calibration:
+:mod:`contrastlab.cost.calibration`; the search budget: :mod:`contrastlab.cost.budget`.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contrastlab import config as cl_config
+from contrastlab import search as cl_search
+from contrastlab.cost.budget import searched_points
+from contrastlab.cost.calibration import (
+    EVALUATION_PRECISION,
+    SIDE_BY_SIDE,
+    Calibration,
+    eval_seconds,
+    load_calibration,
+    probe_seconds,
+    train_seconds,
+)
+from contrastlab.cost.flops import (
+    AS_CONFIGURED,
+    PRECISIONS,
+    CellWork,
+    backbone_transformer,
+    cell_work,
+    senteval_tokens,
+)
+from contrastlab.cost.measured import hms, paper_of
+from contrastlab.tables.markdown import markdown_table
+
+
+# ------------------------------------------------------------------------------------------- the plan
+@dataclass(frozen=True)
+class PlannedJob:
+    """One job of the plan: its rule, paper, experiment and cell (``""`` for a Pretrained row), its
+    projected GPU seconds per precision choice, and its peak GPU memory estimate (the chosen one)."""
+
+    rule: str
+    paper: str
+    experiment: str
+    cell: str
+    seconds: Mapping[str, float]
+    peak_gib: float = 0.0
+    kind: str = ""
+    precision: Mapping[str, str] = field(default_factory=dict)
+
+
+def _pretrained_work(config: Mapping[str, Any], backbone: str) -> CellWork:
+    """The encoding of a Pretrained row: the backbone's forward over every SentEval sentence."""
+    n = backbone_transformer(config, backbone).non_embedding
+    return CellWork("sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * senteval_tokens(config), 0, 0, "")
+
+
+def probe_jobs(config: Mapping[str, Any], calibration: Calibration) -> tuple[int, float]:
+    """``(jobs, hours)`` of the SentEval probe jobs, which run on the CPU and so are not in the plan's
+    GPU-hours: one per sentence cell and per Pretrained row, each :func:`probe_seconds` long."""
+    sentence = sum(cl_config.track(config, c.experiment) != "vision" for c in cl_config.cells(config))
+    jobs = sentence + len(cl_config.pretrained_backbones(config))
+    return jobs, jobs * probe_seconds(config, calibration) / 3600
+
+
+def make_plan(
+    config: Mapping[str, Any],
+    calibration: Calibration,
+    chosen: str = AS_CONFIGURED,
+    searches: bool | None = None,
+) -> list[PlannedJob]:
+    """Every GPU job of the (validated) config with its projected seconds under each precision choice
+    (``config`` and :data:`SIDE_BY_SIDE`, plus ``chosen``); memory and kind are those of ``chosen``.
+    A cell's evaluation is its ``encode`` job (sentence cells; their CPU probe jobs are
+    :func:`probe_jobs`) or its ``evaluate_vision`` job; a Pretrained row is its ``encode_pretrained``.
+    ``searches``: with the searches' jobs (:func:`search_jobs`; default: when they run with the
+    default target, ``searches.in_all``)."""
+    choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
+    if searches is None:
+        searches = bool((config.get("searches") or {}).get("in_all"))
+    jobs = search_jobs(config, calibration, chosen) if searches else []
+    for cell in cl_config.cells(config):
+        works = {c: cell_work(config, cell, c) for c in choices}
+        vision = works[chosen].track == "vision"
+        common = {"paper": paper_of(cell.experiment), "experiment": cell.experiment, "cell": cell.path}
+        jobs.append(
+            PlannedJob(
+                rule="train_vision" if vision else "train",
+                seconds={c: train_seconds(w, calibration) for c, w in works.items()},
+                peak_gib=works[chosen].peak_gib,
+                kind=works[chosen].kind,
+                precision={c: w.precision for c, w in works.items()},
+                **common,
+            )
+        )
+        evaluation = eval_seconds(works[chosen], calibration)
+        jobs.append(
+            PlannedJob(
+                rule="evaluate_vision" if vision else "encode",
+                seconds=dict.fromkeys(choices, evaluation),
+                precision=dict.fromkeys(choices, EVALUATION_PRECISION),
+                **common,
+            )
+        )
+    for backbone, _ in cl_config.pretrained_backbones(config):
+        seconds = eval_seconds(_pretrained_work(config, backbone), calibration)
+        jobs.append(
+            PlannedJob(
+                "encode_pretrained",
+                "pretrained",
+                "pretrained",
+                f"pretrained/{backbone}",
+                dict.fromkeys(choices, seconds),
+            )
+        )
+    return jobs
+
+
+def cell_counts(config: Mapping[str, Any]) -> dict[str, int]:
+    """Training cells of a config: ``sentence`` (of which ``figure``: experiments with no paper table,
+    the figure sweeps and Li's conjecture runs), ``vision``, ``total``, and ``pretrained`` evaluations.
+
+    README.md's sentence on the full grid is checked against these numbers for config.yaml (a test)."""
+    from contrastlab.tables.published import TABLES
+
+    counts = {"sentence": 0, "figure": 0, "vision": 0}
+    table_experiments = {}
+    for cell in cl_config.cells(config):
+        exp = cell.experiment
+        if exp not in table_experiments:
+            table_experiments[exp] = any(spec.experiment == exp for spec in TABLES.values())
+        if cl_config.track(config, exp) == "vision":
+            counts["vision"] += 1
+        else:
+            counts["sentence"] += 1
+            counts["figure"] += 0 if table_experiments[exp] else 1
+    counts["total"] = counts["sentence"] + counts["vision"]
+    counts["pretrained"] = len(cl_config.pretrained_backbones(config))
+    return counts
+
+
+# ----------------------------------------------------------------------------------------- rendering
+def _hours(jobs: Sequence[PlannedJob], choice: str) -> str:
+    return f"{sum(j.seconds[choice] for j in jobs) / 3600:.2f}"
+
+
+def _choices(jobs: Sequence[PlannedJob]) -> list[str]:
+    return list(jobs[0].seconds) if jobs else [AS_CONFIGURED, *SIDE_BY_SIDE]
+
+
+def _label(choice: str) -> str:
+    return "as configured" if choice == AS_CONFIGURED else f"all {choice}"
+
+
+def _rows(jobs: Sequence[PlannedJob], key, name: str, extra=None) -> list[dict[str, str]]:
+    groups: dict[str, list[PlannedJob]] = {}
+    for job in jobs:
+        groups.setdefault(key(job), []).append(job)
+    rows = []
+    for value, group in groups.items():
+        row = {name: value, "jobs": str(len(group))}
+        if extra:
+            row.update(extra(group))
+        row.update({f"GPU-h {_label(c)}": _hours(group, c) for c in _choices(jobs)})
+        rows.append(row)
+    total = {name: "**total**", "jobs": str(len(jobs))}
+    if extra:
+        total.update(dict.fromkeys(extra(jobs[:1]), ""))
+    total.update({f"GPU-h {_label(c)}": _hours(jobs, c) for c in _choices(jobs)})
+    return rows + [total]
+
+
+def _cell_extra(group: Sequence[PlannedJob]) -> dict[str, str]:
+    train = [j for j in group if j.rule.startswith("train")]
+    return {
+        "precision": ", ".join(sorted({j.precision.get(AS_CONFIGURED, "") for j in train})),
+        "train (each)": hms(train[0].seconds[AS_CONFIGURED]) if train else "—",
+        "peak GPU GiB": f"{max(j.peak_gib for j in train):.1f}" if train else "—",
+    }
+
+
+def _seedless(job: PlannedJob) -> str:
+    head, _, seed = job.cell.rpartition("/seed")
+    return f"{head}/seed*" if head and seed.isdigit() else job.cell
+
+
+def plan_lines(
+    config: Mapping[str, Any], jobs: Sequence[PlannedJob], calibration: Calibration, chosen: str
+) -> list[str]:
+    """The plan as Markdown lines: header, per paper, per experiment, per rule, peak memory per cell
+    kind, per cell (the seeds of a cell share a row), each with a total."""
+    counts = cell_counts(config)
+    probes, probe_hours = probe_jobs(config, calibration)
+    lines = [
+        f"{counts['total']} training cells ({counts['sentence']} sentence, {counts['figure']} of them for "
+        f"figures only; {counts['vision']} vision), as many evaluations, {counts['pretrained']} Pretrained "
+        "evaluations. A SentEval evaluation is two jobs: the encoding on the GPU (`encode`, "
+        "`encode_pretrained`, below) and the probes on the CPU (`evaluate`, `evaluate_pretrained`).",
+        "",
+        f"Not GPU time: {probes} SentEval probe jobs on the CPU, {probe_hours:.1f} hours in all "
+        f"({probe_seconds(config, calibration):.0f} s each: start-up and probes).",
+        "",
+        f"Projected GPU-hours: FLOPs ÷ achieved TFLOP/s + overheads ({calibration.describe()}). "
+        "Columns: each cell in its configured precision, then every cell that `precision_override` reaches "
+        "in fp32, tf32, bf16 (the evaluators encode in fp32 in every column). Unmeasured figures carry "
+        "±40% or more; `make gpu-check` measures them.",
+        "",
+    ]
+    sections = [
+        ("Per paper", _rows(jobs, lambda j: j.paper, "paper")),
+        ("Per experiment (table)", _rows(jobs, lambda j: j.experiment, "experiment")),
+        ("Per rule", _rows(jobs, lambda j: j.rule, "rule")),
+    ]
+    kinds: dict[str, list[PlannedJob]] = {}
+    for job in jobs:
+        if job.kind:
+            kinds.setdefault(job.kind, []).append(job)
+    memory = [
+        {
+            "cell kind": kind,
+            "cells": str(len(group)),
+            "peak GPU GiB (estimate)": f"{group[0].peak_gib:.1f}",
+            "fits": "yes"
+            if group[0].peak_gib <= calibration.gpu_memory_gib
+            else f"no (> {calibration.gpu_memory_gib:.0f})",
+        }
+        for kind, group in sorted(kinds.items())
+    ]
+    sections.append((f"Peak GPU memory per cell kind ({_label(chosen)})", memory))
+    sections.append(("Per cell (its seeds in one row)", _rows(jobs, _seedless, "cell", _cell_extra)))
+    for title, rows in sections:
+        lines += [f"### {title}", ""] + markdown_table(rows, numeric_after_first=True) + [""]
+    return lines
+
+
+def write_plan_csv(path: str | os.PathLike, jobs: Sequence[PlannedJob]) -> Path:
+    """One row per job: rule, paper, experiment, cell, projected hours per choice, peak memory."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    choices = _choices(jobs)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            ["rule", "paper", "experiment", "cell", *[f"hours_{c}" for c in choices], "peak_gpu_gib"]
+        )
+        for j in jobs:
+            writer.writerow(
+                [
+                    j.rule,
+                    j.paper,
+                    j.experiment,
+                    j.cell,
+                    *[f"{j.seconds[c] / 3600:.4f}" for c in choices],
+                    f"{j.peak_gib:.2f}",
+                ]
+            )
+    return path
+
+
+def projected_hours(jobs: Sequence[PlannedJob], choice: str = AS_CONFIGURED) -> dict[str, dict[str, float]]:
+    """Projected GPU-hours per paper, per rule and per cell (``{"paper": {...}, "rule": ..., "cell":
+    ...}``) under one choice, for the report's cost tables."""
+    out: dict[str, dict[str, float]] = {"paper": {}, "rule": {}, "cell": {}}
+    for job in jobs:
+        hours = job.seconds[choice] / 3600
+        for key, value in (("paper", job.paper), ("rule", job.rule), ("cell", job.cell)):
+            out[key][value] = out[key].get(value, 0.0) + hours
+    return out
+
+
+def total_hours(jobs: Sequence[PlannedJob], choice: str = AS_CONFIGURED) -> float:
+    return sum(j.seconds[choice] for j in jobs) / 3600
+
+
+def plan_report(
+    config: Mapping[str, Any],
+    chosen: str = AS_CONFIGURED,
+    calibration_path: str | os.PathLike | None = None,
+    out_dir: str | os.PathLike | None = None,
+    *,
+    title: str = "",
+    echo: bool = True,
+) -> list[Path]:
+    """Plan a validated config (``make plan``): print it (``echo``) and write ``plan.md`` and
+    ``plan.csv`` to ``out_dir`` (default ``<results_dir>/plan``); returns the files written."""
+    if chosen != AS_CONFIGURED and chosen not in PRECISIONS:
+        raise ValueError(
+            f"precision choice must be {AS_CONFIGURED} or one of {', '.join(PRECISIONS)}, got {chosen!r}"
+        )
+    calibration = load_calibration(calibration_path)
+    jobs = make_plan(config, calibration, chosen)
+    lines = [
+        f"## Projected cost{f' of {title}' if title else ''}",
+        "",
+        *plan_lines(config, jobs, calibration, chosen),
+    ]
+    if not (config.get("searches") or {}).get("in_all"):
+        lines += search_plan_lines(config, calibration, chosen)
+    if echo:
+        print("\n".join(lines))
+    out = Path(out_dir or Path(config.get("results_dir", "results"), "plan"))
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = out / "plan.md"
+    markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return [markdown, write_plan_csv(out / "plan.csv", jobs)]
+
+
+#: A GPU job's wall-time request (SLURM's ``-t``) when the config sets none: its projection × this
+#: margin (a projection is ±40%, and the cluster's GPU may be slower than the calibration's), at least
+#: :data:`MINIMUM_RUNTIME_MIN`, and × the attempt (a retry after a timeout asks for more).
+RUNTIME_MARGIN = 2.0
+
+
+MINIMUM_RUNTIME_MIN = 30
+
+
+#: The request of the jobs the plan does not project (figures, CPU runs with ``resources.gpu: 0``).
+FALLBACK_RUNTIME_MIN = {"train": 240, "vision_train": 480, "eval": 60}
+
+
+def runtime_resource(
+    config: Mapping[str, Any], kind: str, rule: str | None, where: Any, calibration: Any
+) -> Any:
+    """A rule's ``runtime`` resource (minutes): ``resources.<kind>_runtime_min`` when the config sets
+    it; for a job the plan projects (``rule``: a cell's or a Pretrained row's, GPU or SentEval probe
+    job; not with ``resources.gpu: 0``), a function of the job's wildcards and attempt giving
+    :func:`job_runtime_minutes`, ``where(wildcards)`` naming its cell or backbone (keyword arguments)
+    and ``calibration()`` the calibration; else :data:`FALLBACK_RUNTIME_MIN`."""
+    configured = config["resources"].get(f"{kind}_runtime_min")
+    if configured is not None:
+        return configured
+    if rule is None or not config["resources"].get("gpu"):
+        return FALLBACK_RUNTIME_MIN[kind]
+
+    def planned(wildcards: Any, attempt: int) -> int:
+        return job_runtime_minutes(config, rule, calibration(), attempt=attempt, **where(wildcards))
+
+    return planned
+
+
+def job_runtime_minutes(
+    config: Mapping[str, Any],
+    rule: str,
+    calibration: Calibration,
+    *,
+    cell: cl_config.Cell | None = None,
+    backbone: str | None = None,
+    attempt: int = 1,
+    point: cl_search.SearchPoint | None = None,
+) -> int:
+    """Minutes to request for one job: ``train``, ``train_vision``, ``encode``, ``evaluate_vision`` of
+    ``cell`` or ``encode_pretrained`` of ``backbone`` (GPU jobs), ``evaluate`` or
+    ``evaluate_pretrained`` (the SentEval probes, CPU jobs): its projected seconds (as configured) ×
+    :data:`RUNTIME_MARGIN` × ``attempt``, at least :data:`MINIMUM_RUNTIME_MIN`."""
+    if rule == "encode_pretrained":
+        seconds = eval_seconds(_pretrained_work(config, backbone), calibration)
+    elif rule in ("evaluate", "evaluate_pretrained"):
+        seconds = probe_seconds(config, calibration)
+    elif rule in ("train", "train_vision"):
+        seconds = train_seconds(cell_work(config, cell, point=point), calibration)
+    elif rule in ("encode", "evaluate_vision"):
+        seconds = eval_seconds(cell_work(config, cell), calibration)
+    else:
+        raise ValueError(f"no projection for rule {rule!r}")
+    return max(MINIMUM_RUNTIME_MIN, math.ceil(seconds * RUNTIME_MARGIN * attempt / 60))
+
+
+def search_jobs(
+    config: Mapping[str, Any], calibration: Calibration, chosen: str = AS_CONFIGURED
+) -> list[PlannedJob]:
+    """The GPU jobs of the config's searches: each point's training (not the points shared with a
+    configured cell) and the encoding of each search's winner (``search_encode``; its probes run on
+    the CPU), experiment ``<experiment> (search)``."""
+    choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
+    points = searched_points(config, calibration)
+    jobs = []
+    for point in points:
+        if point.shared_with is not None:
+            continue
+        works = {c: cell_work(config, point.cell, c, point=point) for c in choices}
+        jobs.append(
+            PlannedJob(
+                rule="train",
+                paper=paper_of(point.experiment),
+                experiment=f"{point.experiment} (search)",
+                cell=point.cell.path,
+                seconds={c: train_seconds(w, calibration) for c, w in works.items()},
+                peak_gib=works[chosen].peak_gib,
+                kind=works[chosen].kind,
+                precision={c: w.precision for c, w in works.items()},
+            )
+        )
+    for (experiment, backbone, method), stages in cl_search.searches(points).items():
+        first = stages[1][0]
+        work = cell_work(config, first.cell, point=first)
+        # the winner's encoding on the GPU (its probes: a CPU job, search_evaluate)
+        seconds = eval_seconds(work, calibration)
+        jobs.append(
+            PlannedJob(
+                rule="search_encode",
+                paper=paper_of(experiment),
+                experiment=f"{experiment} (search)",
+                cell=f"{experiment}/{backbone}/{cl_search.searched_method(method)}/seed{first.seed}",
+                seconds=dict.fromkeys(choices, seconds),
+                precision=dict.fromkeys(choices, EVALUATION_PRECISION),
+            )
+        )
+    return jobs
+
+
+def search_plan_lines(config: Mapping[str, Any], calibration: Calibration, chosen: str) -> list[str]:
+    """The searches' cost when they do not run with the default target (``searches.in_all: false``):
+    one row per search experiment and per rule, with totals ([] without searches)."""
+    jobs = search_jobs(config, calibration, chosen)
+    if not jobs:
+        return []
+    points = searched_points(config, calibration)
+    shared = sum(1 for p in points if p.shared_with is not None)
+    lines = [
+        "### Hyperparameter searches (`make search`; not in the default target)",
+        "",
+        f"{len(points)} search points ({shared} of them configured cells, trained once), "
+        f"{sum(1 for j in jobs if j.rule == 'search_encode')} winners evaluated on the test sets. A later "
+        "stage's points are priced at the configured settings with their grid values (their winner is not "
+        "known before the search runs).",
+        "",
+    ]
+    lines += markdown_table(_rows(jobs, lambda j: j.experiment, "search"), numeric_after_first=True) + [""]
+    return lines

@@ -1,0 +1,102 @@
+"""The run's page: every table the config produces (:mod:`contrastlab.tables`), written as CSV, Markdown
+and LaTeX, and the report beside them: ``sections`` (report.md's sections), ``claims`` (each paper's
+headline claims against our metrics, ``claims/<paper>.yaml``) and ``html`` (report.html).
+
+Example (no runs yet: every cell shows the published number and "not run")::
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
+    >>> [p.name for p in build_report(d / "metrics", config, d / "tables", d / "report.md")][:3]
+    ['macl_table3.csv', 'macl_table3.md', 'macl_table3.tex']
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from contrastlab.tables.assemble import Table
+
+__all__ = ["build_report"]
+
+log = logging.getLogger(__name__)
+
+
+def build_report(
+    metrics_root: str | Path,
+    config: dict,
+    out_dir: str | Path,
+    report_path: str | Path,
+    tables: list[str] | None = None,
+    figures: list[dict] | None = None,
+    results_dir: str | Path | None = None,
+) -> list[Path]:
+    """Write every table (default: :func:`tables_for_config`, the comparison tables of the user's
+    losses, :mod:`.comparison`, and the searches' selections, :mod:`.search`) as CSV, Markdown and
+    LaTeX into ``out_dir``, the summary ``report_path`` and its self-contained HTML twin (same name,
+    ``.html``);
+    returns the written paths (report and HTML report last). With ``results_dir``, the report ends with
+    the cost of the run's jobs (:mod:`contrastlab.cost.measured`, from ``<results_dir>/benchmarks``).
+
+    Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
+    """
+    from contrastlab.report.sections import write_report
+    from contrastlab.tables import collect_metrics, get_spec, tables_for_config
+    from contrastlab.tables.assemble import assemble
+    from contrastlab.tables.comparison import comparison_tables, write_comparisons
+    from contrastlab.tables.render import to_csv, to_latex, to_markdown
+    from contrastlab.tables.search import search_tables, write_search_tables
+
+    t0 = time.perf_counter()
+    names = tables_for_config(config) if tables is None else list(tables)
+    compared = comparison_tables(config)
+    comparisons = [name for name in names if name in compared] if tables is not None else compared
+    searched = search_tables(config)
+    search_names = [name for name in names if name in searched] if tables is not None else searched
+    names = [name for name in names if name not in compared and name not in searched]
+    for name in names:
+        get_spec(name)
+    from contrastlab.tables.metrics import collect_failures
+
+    metrics = collect_metrics(metrics_root)
+    failures = collect_failures(metrics_root)
+    log.info("collected %d scores from %s", len(metrics), metrics_root)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    built: list[tuple[Table, dict[str, Path]]] = []
+    for name in names:
+        table = assemble(get_spec(name), config, metrics, failures)
+        paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
+        paths["csv"].write_text(to_csv(table), encoding="utf-8")
+        paths["md"].write_text(to_markdown(table), encoding="utf-8")
+        paths["tex"].write_text(to_latex(table), encoding="utf-8")
+        written += paths.values()
+        built.append((table, paths))
+    # Your own losses beside the papers' (tables.comparison), when the config has any.
+    compare_paths, compare_lines = write_comparisons(config, metrics, out_dir, comparisons)
+    written += compare_paths
+    # The searches' selections beside the published hyperparameters (tables.search), when they ran.
+    search_paths, search_lines = write_search_tables(config, results_dir, out_dir, search_names)
+    written += search_paths
+    written.append(
+        write_report(
+            built,
+            Path(report_path),
+            metrics_root=metrics_root,
+            config=config,
+            figures=figures,
+            results_dir=results_dir,
+            sections=compare_lines + search_lines,
+            metrics=metrics,
+        )
+    )
+    from contrastlab.report.html import write_html_report
+
+    written.append(write_html_report(report_path))  # report.html beside it, figures embedded
+    log.info("wrote %d tables in %.2fs", len(built), time.perf_counter() - t0)
+    return written
