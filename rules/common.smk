@@ -6,6 +6,7 @@ import re
 import sys
 
 from contrastlab import config as cl_config
+from contrastlab.figures import catalog as figure_catalog
 from contrastlab import search as cl_search
 from contrastlab.data.acquire import data_identity, image_data_identity
 from contrastlab.senteval.tasks import SentEvalDataError
@@ -40,7 +41,7 @@ CELL_INDEX.update({key: p.cell for key, p in SEARCH_INDEX.items() if p.shared_wi
 PRETRAINED_POOLING = dict(PRETRAINED)
 GPU = config["resources"]["gpu"]
 THREADS = config["resources"]["threads"]
-FIGURES = cl_config.figures(config)
+FIGURES = figure_catalog.figures(config)
 USER_LOSS_METHODS = cl_config.user_loss_methods(config)
 
 
@@ -162,7 +163,7 @@ def table_outputs():
 
 
 def figure_outputs():
-    """PNG, PDF and CSV of every figure the config produces (contrastlab.config.figures); with
+    """PNG, PDF and CSV of every figure the config produces (contrastlab.figures.catalog.figures); with
     tables.partial, not the spectra figures whose encoders are not trained yet."""
     return [
         f"{R}/figures/{f['name']}.{ext}"

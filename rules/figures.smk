@@ -103,7 +103,7 @@ rule figure_training_curves:
 
 # The analytic and simulated figures of Nie and Li (no training): one job per paper, since Li's
 # Fig. 2 and 10 share one simulation.
-for _paper, _names in cl_config.ANALYTIC_FIGURES.items():
+for _paper, _names in figure_catalog.ANALYTIC_FIGURES.items():
 
     rule:
         name:
@@ -128,7 +128,7 @@ for _paper, _names in cl_config.ANALYTIC_FIGURES.items():
 
 # Figures over experiments' cells (Li Fig. 5-9, Nie Fig. 3): one job each, reading its cells' training
 # logs and/or metrics.
-for _figure, (_experiments, _caption, _source) in cl_config.SWEEP_FIGURES.items():
+for _figure, (_experiments, _caption, _source) in figure_catalog.SWEEP_FIGURES.items():
 
     rule:
         name:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from contrastlab import config as cl_config
+from contrastlab.figures import catalog as figure_catalog
 from contrastlab.paths import REPO_ROOT, shared_dir
 from contrastlab.report.claims import (
     NOT_REPRODUCED,
@@ -48,7 +49,7 @@ def test_quote_is_verbatim_in_the_paper(claim):
 
 
 def test_every_claim_names_cells_and_links_of_the_full_config():
-    figures = {f["name"] for f in cl_config.figures(FULL)}
+    figures = {f["name"] for f in figure_catalog.figures(FULL)}
     ids = [c["id"] for c in all_claims()]
     assert len(ids) == len(set(ids))
     for paper in PAPERS:

@@ -99,10 +99,11 @@ def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
     import numpy as np
 
     from contrastlab import config as cl_config
+    from contrastlab.figures import catalog as figure_catalog
 
     workdir, config, _ = finished_demo
     results = workdir / "results"
-    figures = cl_config.figures(cl_config.validate(config))
+    figures = figure_catalog.figures(cl_config.validate(config))
     kinds = {f["kind"] for f in figures}
     assert {"analytic", "align_uniform", "training_curves", "oar_synthetic"} <= kinds, kinds
     report = (results / "report.md").read_text()

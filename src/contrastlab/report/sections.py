@@ -141,7 +141,7 @@ def write_report(
 ) -> Path:
     """Write the Markdown summary of ``built`` (table, {ext: path}) to ``report_path``; with
     ``config``, also each paper's deviations from the authors' setups and the precision of every cell;
-    with ``figures`` (:func:`contrastlab.config.figures`), each figure inline (``figures/<name>.png``
+    with ``figures`` (:func:`contrastlab.figures.catalog.figures`), each figure inline (``figures/<name>.png``
     beside the report) under its caption, with links to its PDF and CSV; with ``results_dir``, what its
     jobs cost (:func:`contrastlab.cost.measured.cost_lines`); ``sections``: Markdown lines put after the
     table list (the comparison tables of the user's losses). With ``config``, the report opens with the

@@ -1,0 +1,117 @@
+"""The experiment configuration: validation against the JSON Schema, defaults, and the grid of cells.
+
+A *cell* is one (experiment, backbone, method, seed): one training job and one evaluation job.
+``config.yaml`` states each paper's grid as data (see ``schemas/config.schema.yaml``); this module
+expands it, so the Snakefile and the tables read the same resolution of every cell's settings:
+
+    defaults (schema) <- ``training:`` <- experiment ``training:`` <- experiment ``backbone_training[b]``
+    <- method (``lr``, ``batch_size``, ``training:``) <- method ``per_backbone[b]``
+
+Rooms: ``schema`` (the JSON Schema, coercion, defaults, one-line errors), ``templates`` (experiment
+templates), ``checks`` (cross-references), ``grid`` (cells and their settings); ``validate`` and ``load``
+live here, so that those do not import each other in a circle. The figure catalogue is
+:mod:`contrastlab.figures.catalog`. Nothing here imports torch, so the workflow parses fast.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from contrastlab.config.checks import _check_references, _check_select
+from contrastlab.config.grid import (
+    SWEEP_LABELS,
+    Cell,
+    backbone_dependencies,
+    cells,
+    expanded_methods,
+    method_settings,
+    pretrained_backbones,
+    settings_digest,
+    track,
+    user_loss_methods,
+    vision_evaluation,
+)
+from contrastlab.config.schema import (
+    SCHEMA_PATH,
+    ConfigError,
+    _fill_defaults,
+    _key_path,
+    coerce_scalars,
+    deep_merge,
+    load_schema,
+)
+from contrastlab.config.templates import TEMPLATE_KEYS, expand_templates
+
+#: The face of the package: what the Snakefile, the scripts and the library read (``cl_config.<name>``).
+__all__ = [
+    "SCHEMA_PATH",
+    "SWEEP_LABELS",
+    "TEMPLATE_KEYS",
+    "Cell",
+    "ConfigError",
+    "backbone_dependencies",
+    "cells",
+    "coerce_scalars",
+    "deep_merge",
+    "expand_templates",
+    "expanded_methods",
+    "load",
+    "load_schema",
+    "method_settings",
+    "pretrained_backbones",
+    "settings_digest",
+    "track",
+    "user_loss_methods",
+    "validate",
+    "vision_evaluation",
+]
+
+
+def validate(config: Mapping[str, Any]) -> dict:
+    """Validate ``config`` against the schema and the cross-references; return it with defaults filled.
+
+    Raises ``ConfigError`` with a one-line message for the first problem found.
+    """
+    import jsonschema
+
+    schema = load_schema()
+    config = expand_templates(copy.deepcopy(dict(config)))
+    config = coerce_scalars(config, schema, schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
+    if errors:
+        error = errors[0]
+        path = list(error.absolute_path)
+        message = error.message
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = sorted(error.schema.get("properties", {}))
+            path.append(sorted(set(error.instance) - set(allowed))[0])
+            message = f"unknown key (typo?); allowed here: {', '.join(allowed)}"
+        raise ConfigError(f"config key {_key_path(path)}: {message}")
+    config = _fill_defaults(config, schema)
+    # Only the global training block gets the defaults: overrides lower down must stay partial.
+    config["training"] = _fill_defaults(config["training"], schema["$defs"]["training"])
+    config["vision_training"] = _fill_defaults(config["vision_training"], schema["$defs"]["vision_training"])
+    config["vision_evaluation"] = _fill_defaults(
+        config["vision_evaluation"], schema["$defs"]["vision_evaluation"]
+    )
+    _check_references(config)
+    _check_select(config)
+    return config
+
+
+def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict:
+    """Read a YAML config, apply ``overrides`` (deep-merged), and validate it."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist; pass an existing YAML file")
+    with open(path) as handle:
+        config = yaml.safe_load(handle) or {}
+    if overrides:
+        config = deep_merge(config, overrides)
+    return validate(config)

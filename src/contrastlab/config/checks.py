@@ -1,0 +1,134 @@
+"""Cross-references the schema cannot state: backbones, methods and figures named where they exist,
+``select`` filters that match something, and a user loss that imports and runs on a toy batch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+from contrastlab.config.grid import cells, expanded_methods, method_settings
+from contrastlab.config.schema import ConfigError, load_schema
+
+
+def _check_select(config: Mapping[str, Any]) -> None:
+    """Unknown names in ``select`` are errors listing the valid ones; so is a selection of no cell."""
+    select = config.get("select") or {}
+    experiments = config["experiments"]
+    chosen = [experiments[name] for name in select.get("experiments") or experiments if name in experiments]
+    valid = {
+        "experiments": list(experiments),
+        "backbones": sorted({b for exp in chosen for b in exp["backbones"]}),
+        "methods": sorted({m for exp in chosen for m in [*exp["methods"], *expanded_methods(exp)]}),
+        "seeds": sorted({int(s) for exp in chosen for s in exp.get("seeds") or config["seeds"]}),
+    }
+    for key, allowed in valid.items():
+        unknown = [v for v in select.get(key) or [] if v not in allowed]
+        if unknown:
+            where = "" if key == "experiments" else " of the selected experiments"
+            raise ConfigError(
+                f"config key select.{key}: unknown {key[:-1]} {unknown[0]!r}; "
+                f"choose from the configured {key}{where}: {', '.join(map(str, allowed))}"
+            )
+    if any(select.get(key) for key in valid) and next(cells(config), None) is None:
+        raise ConfigError(
+            f"config key select: {dict((k, v) for k, v in select.items() if v)} selects no cell "
+            "(no configured method runs on that combination); widen the selection"
+        )
+
+
+def _check_user_method(config: Mapping[str, Any], experiment: str, method: str, where: str) -> None:
+    """A user loss (``module:callable``) is imported and run on a random batch now, with each backbone's
+    hyperparameters, so a bad loss stops the workflow before any job starts (losses.user)."""
+    from contrastlab.losses.checks import check_user_loss
+    from contrastlab.losses.user import UserLossError
+
+    exp = config["experiments"][experiment]
+    loss = exp["methods"][method]["loss"]
+    swept = {k.removeprefix("hp."): v for k, v in (exp.get("sweep") or {}).items() if k.startswith("hp.")}
+    points = [dict(zip(swept, values, strict=True)) for values in itertools.product(*swept.values())]
+    for backbone in exp["backbones"]:
+        hp = dict(method_settings(config, experiment, method, backbone)["loss_hp"])
+        for point in points or [{}]:
+            try:
+                check_user_loss(loss, {**hp, **point})
+            except UserLossError as error:
+                key = "hp" if "hyperparameter" in str(error) else "loss"
+                raise ConfigError(f"config key {where}.{key}: {error}") from None
+
+
+def _check_references(config: Mapping[str, Any]) -> None:
+    from contrastlab.losses.catalog import DEFAULTS
+    from contrastlab.losses.user import is_user_loss
+
+    backbones = config["backbones"]
+    schema_defs = load_schema()["$defs"]
+    for name, experiment in config["experiments"].items():
+        vision = experiment.get("track") == "vision"
+        for backbone in experiment["backbones"]:
+            if backbone in backbones and ("vision" in backbones[backbone]) != vision:
+                wanted = "an image encoder (backbones.<alias>.vision)" if vision else "a text model"
+                raise ConfigError(
+                    f"config key experiments.{name}.backbones: {backbone!r} is not {wanted}; "
+                    f"a {'vision' if vision else 'sentence'} experiment needs one"
+                )
+        training_keys = schema_defs["vision_training" if vision else "training"]["properties"]
+        for key in experiment.get("sweep") or {}:
+            known = key in training_keys or key.startswith("hp.")
+            if not known or key in ("precision", "protocol"):
+                raise ConfigError(
+                    f"config key experiments.{name}.sweep.{key}: not a sweepable setting; use a training "
+                    f"key ({', '.join(k for k in training_keys if k not in ('precision', 'protocol'))}) "
+                    "or hp.<hyperparameter>"
+                )
+        for method in experiment.get("spectra") or []:
+            if method not in experiment["methods"] and method not in expanded_methods(experiment):
+                raise ConfigError(
+                    f"config key experiments.{name}.spectra: unknown method {method!r}; use a method or "
+                    f"sweep point of this experiment ({', '.join(expanded_methods(experiment))})"
+                )
+    for alias, spec in backbones.items():
+        tokenizer_from = spec.get("tokenizer_from")
+        if tokenizer_from is not None and tokenizer_from not in backbones:
+            raise ConfigError(
+                f"config key backbones.{alias}.tokenizer_from: unknown backbone {tokenizer_from!r}; "
+                f"define it under backbones ({', '.join(backbones)})"
+            )
+    for name, experiment in config["experiments"].items():
+        for backbone in experiment["backbones"]:
+            if backbone not in backbones:
+                raise ConfigError(
+                    f"config key experiments.{name}.backbones: unknown backbone {backbone!r}; "
+                    f"define it under backbones ({', '.join(backbones)})"
+                )
+        for key in experiment.get("backbone_training", {}):
+            if key not in experiment["backbones"]:
+                where = f"experiments.{name}.backbone_training.{key}"
+                raise ConfigError(f"config key {where}: not in this experiment's backbones")
+        for method, spec in experiment["methods"].items():
+            where = f"experiments.{name}.methods.{method}"
+            user_loss = spec["loss"] not in DEFAULTS and is_user_loss(spec["loss"])
+            if not user_loss and spec["loss"] not in DEFAULTS:
+                choices = ", ".join(DEFAULTS)
+                raise ConfigError(
+                    f"config key {where}.loss: unknown loss {spec['loss']!r}; choose one of {choices}"
+                )
+            for backbone in list(spec.get("per_backbone", {})) + list(spec.get("backbones") or []):
+                if backbone not in experiment["backbones"]:
+                    raise ConfigError(
+                        f"config key {where}.per_backbone.{backbone}: not in this experiment's backbones"
+                    )
+            if user_loss:
+                _check_user_method(config, name, method, where)
+                continue
+            for backbone in experiment["backbones"]:
+                hp = dict(method_settings(config, name, method, backbone)["loss_hp"])
+                swept = experiment.get("sweep") or {}
+                hp.update({k.removeprefix("hp."): v for k, v in swept.items() if k.startswith("hp.")})
+                unknown = sorted(set(hp) - set(DEFAULTS[spec["loss"]]))
+                if unknown:
+                    raise ConfigError(
+                        f"config key {where}.hp: loss {spec['loss']!r} has no hyperparameter {unknown[0]!r}; "
+                        f"it takes {', '.join(DEFAULTS[spec['loss']]) or 'none'}"
+                    )

@@ -1,0 +1,192 @@
+"""The grid: every cell (experiment, backbone, method, seed) a validated config trains, and each cell's
+settings resolved through the layers the package docstring lists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from contrastlab.config.schema import deep_merge
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid: trained once and evaluated once."""
+
+    experiment: str
+    backbone: str
+    method: str
+    seed: int
+
+    @property
+    def path(self) -> str:
+        return f"{self.experiment}/{self.backbone}/{self.method}/seed{self.seed}"
+
+
+#: How a sweep axis appears in method names (batch_size 64 -> ``<method>-bs64``); other axes use their
+#: key without ``hp.`` (``hp.m`` 0.1 -> ``<method>-m0.1``).
+SWEEP_LABELS = {"batch_size": "bs"}
+
+
+def track(config: Mapping[str, Any], experiment: str) -> str:
+    """``sentence`` or ``vision``: which trainer and evaluator the experiment's cells use."""
+    return config["experiments"][experiment].get("track") or "sentence"
+
+
+def expanded_methods(experiment: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every method of an experiment spec after its ``sweep``: name -> (configured method, overrides).
+
+    Without a sweep each method is itself with no overrides. With ``sweep: {batch_size: [64, 128]}``
+    method ``ntxent`` becomes ``ntxent-bs64`` ({"batch_size": 64}) and ``ntxent-bs128``; several axes
+    give their product, in the order written.
+
+    >>> expanded_methods({"methods": {"cl": {}}, "sweep": {"batch_size": [64, 128]}})
+    {'cl-bs64': ('cl', {'batch_size': 64}), 'cl-bs128': ('cl', {'batch_size': 128})}
+    """
+    sweep = experiment.get("sweep") or {}
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for method in experiment["methods"]:
+        for combo in itertools.product(*sweep.values()):
+            overrides = dict(zip(sweep, combo, strict=True))
+            labels = [f"{SWEEP_LABELS.get(k, k.removeprefix('hp.'))}{v}" for k, v in overrides.items()]
+            out["-".join([method, *labels])] = (method, overrides)
+    return out
+
+
+def _resolve_method(exp: Mapping[str, Any], method: str) -> tuple[str, dict[str, Any]]:
+    if method in exp["methods"]:
+        return method, {}
+    try:
+        return expanded_methods(exp)[method]
+    except KeyError:
+        raise KeyError(method) from None
+
+
+def method_settings(config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> dict:
+    """Flat training settings of one cell (all ``TrainSettings`` or ``VisionTrainSettings`` fields but
+    the seed); ``method`` may be a configured method or one of its sweep points (:func:`expanded_methods`).
+
+    Resolution order (later wins): global ``training`` (``vision_training`` for a vision experiment),
+    the experiment's ``training``, the experiment's ``backbone_training[backbone]`` (for a vision
+    experiment: the backbone's ``vision`` spec), the method's ``lr``/``batch_size``/``training``/``hp``,
+    the method's ``per_backbone[backbone]`` (same keys), then the sweep point's values. ``loss_hp``
+    starts from the loss's paper defaults. A top-level ``precision_override`` (the speed switch)
+    replaces every sentence cell's precision.
+    """
+    from contrastlab.losses.catalog import DEFAULTS
+
+    exp = config["experiments"][experiment]
+    base, overrides = _resolve_method(exp, method)
+    spec = exp["methods"][base]
+    vision = (exp.get("track") or "sentence") == "vision"
+    settings = dict(config.get("vision_training") or {}) if vision else dict(config["training"])
+    settings.update(exp.get("training", {}))
+    if vision:
+        encoder = dict((config["backbones"].get(backbone) or {}).get("vision") or {})
+        settings.update({"arch": encoder.get("arch", "resnet18"), "stem": encoder.get("stem", "cifar")})
+        settings["width"] = encoder.get("width", 64)
+        if (
+            "out_dim" in encoder
+        ):  # only when set: the other cells' settings (and rerun triggers) stay as they were
+            settings["out_dim"] = encoder["out_dim"]
+        settings["dataset"] = exp["dataset"]
+    else:
+        settings.update(exp.get("backbone_training", {}).get(backbone, {}))
+    hp = dict(DEFAULTS.get(spec["loss"], {}))
+    for layer in (spec, spec.get("per_backbone", {}).get(backbone, {})):
+        settings.update(layer.get("training", {}))
+        hp.update(layer.get("hp", {}))
+        for key in ("lr", "batch_size"):
+            if key in layer:
+                settings[key] = layer[key]
+    for key, value in overrides.items():
+        if key.startswith("hp."):
+            hp[key.removeprefix("hp.")] = value
+        else:
+            settings[key] = value
+    if config.get("precision_override") and not vision:
+        settings["precision"] = config["precision_override"]
+        # SimCSE's --fp16 cells put the head under amp; an override is our speed switch, not theirs.
+        settings.pop("head_autocast", None)
+    settings["loss"] = spec["loss"]
+    settings["loss_hp"] = hp
+    return settings
+
+
+def vision_evaluation(config: Mapping[str, Any], experiment: str) -> dict:
+    """The evaluation settings of a vision experiment's cells: the top-level ``vision_evaluation``
+    with the experiment's own ``vision_evaluation`` merged over it."""
+    own = config["experiments"][experiment].get("vision_evaluation") or {}
+    return deep_merge(config.get("vision_evaluation") or {}, own)
+
+
+def user_loss_methods(config: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every method of the selected experiments whose loss comes from the user's code (losses.user):
+    method name -> (loss, hyperparameters as configured), the first experiment naming it deciding."""
+    from contrastlab.losses.catalog import LOSS_MODULES
+    from contrastlab.losses.user import is_user_loss
+
+    select = config.get("select") or {}
+    found: dict[str, tuple[str, dict[str, Any]]] = {}
+    for name, exp in config["experiments"].items():
+        if select.get("experiments") and name not in select["experiments"]:
+            continue
+        for method, spec in exp["methods"].items():
+            if spec["loss"] not in LOSS_MODULES and is_user_loss(spec["loss"]):
+                found.setdefault(method, (spec["loss"], dict(spec.get("hp") or {})))
+    return found
+
+
+def settings_digest(settings: Mapping[str, Any]) -> str:
+    """Short stable hash of a settings dict (for logs and rerun triggers)."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _selected(value: Any, allowed: list | None) -> bool:
+    return allowed is None or value in allowed
+
+
+def cells(config: Mapping[str, Any]) -> Iterator[Cell]:
+    """Every selected cell of the grid, in config order (``select:`` narrows it to a subset)."""
+    select = config.get("select") or {}
+    for name, exp in config["experiments"].items():
+        if not _selected(name, select.get("experiments")):
+            continue
+        seeds = exp.get("seeds") or config["seeds"]
+        for backbone in exp["backbones"]:
+            if not _selected(backbone, select.get("backbones")):
+                continue
+            for method, (base, _) in expanded_methods(exp).items():
+                chosen = select.get("methods")
+                if not (_selected(method, chosen) or _selected(base, chosen)) or not _selected(
+                    backbone, exp["methods"][base].get("backbones")
+                ):
+                    continue
+                for seed in seeds:
+                    if _selected(seed, select.get("seeds")):
+                        yield Cell(name, backbone, method, int(seed))
+
+
+def pretrained_backbones(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(backbone, pooling) pairs whose unmodified model is evaluated for the "Pretrained" rows."""
+    select = config.get("select") or {}
+    pairs: dict[str, str] = {}
+    for name, exp in config["experiments"].items():
+        pooling = exp.get("pretrained_pooling")
+        if pooling is None or not _selected(name, select.get("experiments")):
+            continue
+        for backbone in exp["backbones"]:
+            if _selected(backbone, select.get("backbones")):
+                pairs.setdefault(backbone, pooling)
+    return sorted(pairs.items())
+
+
+def backbone_dependencies(config: Mapping[str, Any], alias: str) -> list[str]:
+    """Aliases a backbone needs materialised first (``tokenizer_from``)."""
+    dependency = config["backbones"][alias].get("tokenizer_from")
+    return [dependency] if dependency else []

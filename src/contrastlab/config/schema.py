@@ -1,0 +1,131 @@
+"""The config's JSON Schema (``schemas/config.schema.yaml``): loading it, coercing ``--config`` text the way
+the schema types it (Snakemake hands nested ``--config`` values over as strings), filling defaults, and
+one-line errors.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from contrastlab.paths import REPO_ROOT
+
+SCHEMA_PATH = REPO_ROOT / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A config value is wrong; the message is one line naming the key and the fix."""
+
+
+def load_schema() -> dict:
+    with open(SCHEMA_PATH) as handle:
+        return yaml.safe_load(handle)
+
+
+def _key_path(parts: Any) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "<top level>"
+
+
+def _fill_defaults(value: Any, schema: Mapping[str, Any]) -> Any:
+    """Insert schema ``default``s for missing object keys, recursively (also into additionalProperties)."""
+    if isinstance(value, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key not in value and "default" in sub:
+                value[key] = copy.deepcopy(sub["default"])
+            if key in value:
+                value[key] = _fill_defaults(value[key], sub)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key in value:
+                if key not in schema.get("properties", {}):
+                    value[key] = _fill_defaults(value[key], extra)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_fill_defaults(item, schema["items"]) for item in value]
+    return value
+
+
+_SCALAR_TYPES = {"integer": int, "number": (int, float), "boolean": bool, "null": type(None)}
+
+
+def _coerce_text(text: str, types: list[str]) -> Any:
+    """``text`` as the first scalar type of ``types`` it parses to (YAML 1.2 rules), else unchanged."""
+    try:
+        parsed = yaml.safe_load(text)
+    except yaml.YAMLError:
+        parsed = text
+    if isinstance(parsed, str):  # YAML 1.1 reads 3e-5 (no dot) as a string; Python reads it as a float
+        try:
+            parsed = float(text)
+        except ValueError:
+            return text
+    for kind in types:
+        wanted = _SCALAR_TYPES.get(kind)
+        if wanted is None or (isinstance(parsed, bool) and kind != "boolean"):
+            continue
+        if isinstance(parsed, wanted):
+            return float(parsed) if kind == "number" and not isinstance(parsed, int) else parsed
+        if kind == "integer" and isinstance(parsed, float) and parsed.is_integer() and "." not in text:
+            return int(parsed)  # 1e3 written for an integer
+    return text
+
+
+def _with_branch(schema: Mapping[str, Any], value: Mapping[str, Any]) -> dict:
+    """``schema`` with the ``then`` or ``else`` branch its ``if`` selects for ``value`` merged into its
+    properties (an experiment's ``training`` block is read per its ``track``)."""
+    import jsonschema
+
+    selected = jsonschema.Draft202012Validator(schema["if"]).is_valid(value)
+    branch = schema["then"] if selected else schema.get("else")
+    merged = dict(schema)
+    merged["properties"] = {**schema.get("properties", {}), **((branch or {}).get("properties") or {})}
+    return merged
+
+
+def coerce_scalars(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
+    """Convert strings to the number/boolean/null types the schema expects, recursively.
+
+    Snakemake hands nested ``--config`` values over as text (``training={batch_size: 32}`` gives
+    ``"32"``), and YAML 1.1 reads ``lr: 3e-5`` as a string; both must mean what they mean in a config
+    file. Keys whose schema allows a string are left alone, and text that is not a valid number or
+    boolean stays text, so the schema check still names it.
+    """
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
+    if "if" in schema and isinstance(value, dict):
+        schema = _with_branch(schema, value)
+    if isinstance(value, str):
+        types = schema.get("type", [])
+        types = [types] if isinstance(types, str) else list(types)
+        if types and "string" not in types:
+            return _coerce_text(value, types)
+        if "null" in types and value.strip() in ("null", "~", "None"):  # `data={senteval_dir: null}`
+            return None
+        return value
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, sub in value.items():
+            sub_schema = props.get(key, extra if isinstance(extra, dict) else None)
+            if sub_schema is not None:
+                value[key] = coerce_scalars(sub, sub_schema, root)
+        return value
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [coerce_scalars(item, schema["items"], root) for item in value]
+    return value
+
+
+def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict:
+    """Merge ``update`` into a copy of ``base``; nested mappings merge, everything else replaces."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
