@@ -1,4 +1,10 @@
-"""The fp32 switches of PyTorch's CUDA backends, set in one place.
+"""Precision, stated once: the choices a cell can ask for, the one rule that resolves them on a device,
+and the fp32 switches of PyTorch's CUDA backends.
+
+The runtime resolves a cell's choice on the device it trains on
+(:func:`contrastlab.training.runtime.resolve_precision`); the plan resolves it on the GPU its
+calibration describes (native bf16, :mod:`contrastlab.cost.flops`); the schema's enums list the same
+choices (tested).
 
 Training (:class:`contrastlab.training.runtime.Precision`) turns TF32 on for the steps of a ``tf32`` run
 only; everything that measures (SentEval encoding, image features and spectra) runs under
@@ -11,7 +17,29 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import torch
+#: What a cell's ``precision`` (and ``precision_override``) may ask for.
+CHOICES = ("auto", "fp32", "tf32", "bf16", "fp16")
+#: What a run computes in, once ``auto`` and a CPU's ``tf32`` are resolved.
+RESOLVED = ("fp32", "tf32", "bf16", "fp16")
+
+
+def resolve(requested: str, *, cuda: bool, native_bf16: bool) -> str:
+    """The precision a run uses for ``requested`` (one of :data:`CHOICES`) on a device that is (or is
+    not) a CUDA GPU with (or without) native bf16: ``auto`` is bf16 on a CUDA GPU with native bf16 and
+    fp32 elsewhere (never emulated bf16); ``tf32`` is fp32 off CUDA (no TF32 there).
+
+    >>> resolve("auto", cuda=True, native_bf16=True), resolve("auto", cuda=False, native_bf16=False)
+    ('bf16', 'fp32')
+    >>> resolve("tf32", cuda=False, native_bf16=False), resolve("fp16", cuda=False, native_bf16=False)
+    ('fp32', 'fp16')
+    """
+    if requested not in CHOICES:
+        raise ValueError(f"precision must be one of {', '.join(CHOICES)}, got {requested!r}")
+    if requested == "auto":
+        return "bf16" if cuda and native_bf16 else "fp32"
+    if requested == "tf32" and not cuda:
+        return "fp32"
+    return requested
 
 
 def set_fp32_mode(mode: str) -> None:
@@ -19,6 +47,8 @@ def set_fp32_mode(mode: str) -> None:
     API; the legacy ``allow_tf32`` flags are never set: mixing the two APIs is an error in PyTorch 2.14).
     No model here has an RNN; its switch follows so that the cuDNN switches never disagree (PyTorch
     2.14's legacy ``cudnn.allow_tf32`` getter raises when they do, and on ``ieee`` in any case)."""
+    import torch  # here, not at the top: the plan and the Snakefile read CHOICES without torch
+
     torch.backends.cuda.matmul.fp32_precision = mode
     torch.backends.cudnn.conv.fp32_precision = mode
     torch.backends.cudnn.rnn.fp32_precision = mode
@@ -29,6 +59,8 @@ def ieee_fp32() -> Iterator[None]:
     """IEEE fp32 matmuls and convolutions inside, the previous switches restored after: evaluation
     (SentEval encoding, image features, spectra) is fp32 whatever PyTorch's defaults (cuDNN convolutions
     in TF32) or a caller set. Usable as a decorator."""
+    import torch
+
     before = (
         torch.backends.cuda.matmul.fp32_precision,
         torch.backends.cudnn.conv.fp32_precision,
@@ -47,6 +79,8 @@ def ieee_fp32() -> Iterator[None]:
 
 def fp32_mode_now() -> dict[str, str]:
     """The current fp32 switches (tests and the run record read them)."""
+    import torch
+
     return {
         "matmul": torch.backends.cuda.matmul.fp32_precision,
         "conv": torch.backends.cudnn.conv.fp32_precision,

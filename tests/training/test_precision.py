@@ -384,3 +384,19 @@ def test_the_settings_accept_every_precision_and_snapshot_rule():
         sentence.TrainSettings(loss="infonce", state_minutes=0)
     with pytest.raises(ValueError, match="head_autocast must be true or false"):
         sentence.TrainSettings(loss="infonce", head_autocast="yes")
+
+
+def test_one_list_of_precisions_for_the_schema_the_runtime_and_the_plan():
+    from contrastlab.config import load_schema
+    from contrastlab.cost import flops
+    from contrastlab.precision import CHOICES, RESOLVED
+
+    schema = load_schema()
+    defs = schema["$defs"]
+    assert defs["training"]["properties"]["precision"]["enum"] == list(CHOICES)
+    assert defs["vision_training"]["properties"]["precision"]["enum"] == list(CHOICES)
+    assert set(schema["properties"]["precision_override"]["enum"]) == {*CHOICES, None}
+    assert runtime.PRECISIONS == CHOICES and flops.PRECISIONS == RESOLVED
+    # one rule for auto: the plan prices the calibrated GPU (CUDA, native bf16) as the runtime would
+    assert flops._resolved("auto") == flops._resolved(None) == "bf16"
+    assert runtime.resolve_precision("auto", CPU) == "fp32"

@@ -40,8 +40,9 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
+from contrastlab.precision import RESOLVED, resolve
 
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+PRECISIONS = RESOLVED  # contrastlab.precision states them
 #: The plan's precision choice "as each cell is configured".
 AS_CONFIGURED = "config"
 
@@ -307,7 +308,9 @@ def _schedule_points(steps: int, every: int | None) -> int:
 
 
 def _resolved(precision: str | None) -> str:
-    return "bf16" if precision in (None, "auto") else precision
+    """The cell's precision on the GPU the calibration describes (an H100-class GPU: CUDA, native bf16),
+    by the runtime's own rule (:func:`contrastlab.precision.resolve`)."""
+    return resolve(precision or "auto", cuda=True, native_bf16=True)
 
 
 def _corpus_sentences(config: Mapping[str, Any]) -> int:

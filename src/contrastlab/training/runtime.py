@@ -51,10 +51,10 @@ import numpy as np
 import torch
 
 from contrastlab.models import pick_device
-from contrastlab.precision import fp32_mode_now, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
+from contrastlab.precision import CHOICES, fp32_mode_now, resolve, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
 from contrastlab.training import state as st
 
-PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
+PRECISIONS = CHOICES  # contrastlab.precision states them
 #: Skipped fp16 steps in a row after which the run stops: the scale has fallen by 2**20 (from 65536 to
 #: 0.06), so the gradients overflow at any scale and further steps would only skip.
 FP16_MAX_CONSECUTIVE_SKIPS = 20
@@ -80,14 +80,10 @@ def resolve_precision(requested: str, device: torch.device) -> str:
     >>> resolve_precision("fp16", torch.device("cpu")), resolve_precision("bf16", torch.device("cpu"))
     ('fp16', 'bf16')
     """
-    if requested not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {requested!r}")
-    if requested == "auto":
-        native_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
-        return "bf16" if native_bf16 else "fp32"
-    if requested == "tf32" and device.type != "cuda":
-        return "fp32"
-    return requested
+    cuda = device.type == "cuda"
+    return resolve(
+        requested, cuda=cuda, native_bf16=cuda and torch.cuda.is_bf16_supported(including_emulation=False)
+    )
 
 
 @dataclass(frozen=True)
