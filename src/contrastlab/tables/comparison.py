@@ -9,9 +9,8 @@ seeds (n), the published number where the paper's table has that method on that 
 the user's loss), and the seed-noise verdict of each method against the user's loss. ``compare_summary``
 puts the first headline score of every protocol side by side, with each method's rank per protocol.
 
-The verdict is a hook, :func:`seed_noise_verdict`: it asks :mod:`contrastlab.tables.verdicts` (the
-seed-noise verdicts of the paper tables) when that module provides ``seed_noise_verdict``, and says
-"—" otherwise.
+The verdict is the paper tables' own seed-noise verdict,
+:func:`contrastlab.tables.verdicts.seed_noise_verdict`.
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contrastlab.tables.verdicts import seed_noise_verdict
+
 if TYPE_CHECKING:  # pandas is imported where a table is built: the workflow reads the names only
     import pandas as pd
 
@@ -28,7 +29,6 @@ __all__ = [
     "comparison_tables",
     "build_comparison",
     "build_summary",
-    "seed_noise_verdict",
     "write_comparisons",
 ]
 
@@ -58,18 +58,6 @@ def comparison_tables(config: Mapping[str, Any]) -> list[str]:
     """Names of the comparison tables a config produces (none without a user loss)."""
     experiments = _user_experiments(config)
     return [f"compare_{name}" for name in experiments] + ([SUMMARY] if experiments else [])
-
-
-def seed_noise_verdict(user_scores: Sequence[float], other_scores: Sequence[float]) -> str:
-    """Hook for the seed-noise verdict of another method against the user's loss on one score (their
-    per-seed values): ``contrastlab.tables.verdicts.seed_noise_verdict(user, other)`` when that module
-    provides it, else "—" (no verdict yet)."""
-    try:
-        from contrastlab.tables import verdicts  # type: ignore[attr-defined]
-    except ImportError:
-        return "—"
-    verdict = getattr(verdicts, "seed_noise_verdict", None)
-    return str(verdict(list(user_scores), list(other_scores))) if callable(verdict) else "—"
 
 
 def _headlines(config: Mapping[str, Any], experiment: str, metrics: pd.DataFrame) -> dict[str, str]:
