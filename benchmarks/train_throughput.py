@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 from contrastlab.cost.calibration import peak_tflops as gpu_peak_tflops
 from contrastlab.losses import build_loss
@@ -48,6 +49,7 @@ from contrastlab.training.runtime import (
 )
 from contrastlab.training.sentence import CLIP_NORM, build_head, train_step
 
+DEMO = Path(__file__).resolve().parents[1] / "config" / "demo.yaml"
 DEV_SENTENCES = 2909  # unique sentences of the STS-B dev split (1,500 pairs)
 DEV_LENGTH = 20  # typical padded length of a length-sorted STS-B dev batch (tokens)
 EVAL_EVERY = 125
@@ -73,11 +75,10 @@ ARCHS = {
             intermediate_size=4096,
         ),
     ),
+    # config/demo.yaml's tiny BERT (the one spec the demo, gpu-check's toy and the tests share)
     "tiny": (
         "BertConfig",
-        dict(
-            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=2000
-        ),
+        {**yaml.safe_load(DEMO.read_text())["backbones"]["tiny-bert"]["random"], "vocab_size": 2000},
     ),
 }
 

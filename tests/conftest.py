@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from contrastlab.paths import REPO_ROOT, shared_dir
 
@@ -100,16 +101,9 @@ def minilm_dir() -> Path:
 def tiny_bert(tmp_path_factory, minilm_dir) -> Path:
     from contrastlab.models import materialize_backbone
 
-    spec = {
-        "random": {
-            "hidden_size": 32,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "intermediate_size": 64,
-            "initializer_range": 0.2,
-        },  # 0.02 leaves all [CLS] vectors within 1e-5 of each other
-        "tokenizer_from": "minilm",
-    }
+    # config/demo.yaml's tiny BERT, the one spec the demo, the gpu-check toy and the tests share (its
+    # initializer_range 0.2: at BERT's 0.02 all [CLS] vectors lie within 1e-5 of each other).
+    spec = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())["backbones"]["tiny-bert"]
     return materialize_backbone(
         spec, tmp_path_factory.mktemp("tiny") / "tiny-bert", resolve_alias=lambda _: minilm_dir
     )

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+import yaml
 
 from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
@@ -26,12 +27,9 @@ def _toy_config(**training) -> dict:
             "data": {"fixture": True, "fixture_corpus_sentences": 2000},
             "backbones": {
                 "toy": {
-                    "random": {
-                        "hidden_size": 32,
-                        "num_hidden_layers": 2,
-                        "intermediate_size": 64,
-                        "num_attention_heads": 2,
-                    },
+                    "random": yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())["backbones"][
+                        "tiny-bert"
+                    ]["random"],
                     "tokenizer_from": "ref",
                 },
                 "ref": {"hf_id": "bert-base-uncased"},
