@@ -24,19 +24,34 @@ def shared_dir() -> Path | None:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path`` (``.<name>.partial``, same folder: the rename stays on one
-    file system) and rename it over ``path`` when the block ends without an exception, so that a killed
-    job never leaves half a file; on an exception the partial file is removed and ``path`` is untouched."""
+def atomic_write(path: str | os.PathLike, *, fsync: bool = False) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` and rename it over ``path`` when the block ends without an
+    exception, so that a killed job never leaves half a file; on an exception the temporary file is
+    removed and ``path`` keeps its previous content. The temporary name (``.<name>.<pid>.partial``, same
+    folder, so the rename stays on one file system) is the process's own: concurrent writers of one file
+    never share it. ``fsync``: the data and the folder entry reach the disk before this returns
+    (snapshots, which a power loss must not corrupt)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.partial")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         yield tmp
+        if fsync:
+            _fsync(tmp)
         os.replace(tmp, path)
+        if fsync:
+            _fsync(path.parent)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_json(path: str | os.PathLike, payload: Any) -> None:

@@ -32,6 +32,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from contrastlab.evaluation import probe as transfer_probe
+from contrastlab.paths import atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.senteval import protocol as P
 from contrastlab.senteval.tasks import (
@@ -202,9 +203,8 @@ class EmbeddingCache:
 
     def _save(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.folder / "embeddings.tmp.npy"
-        np.save(tmp, self.embeddings)
-        tmp.replace(self.folder / "embeddings.npy")
+        with atomic_write(self.folder / "embeddings.npy") as tmp, open(tmp, "wb") as handle:
+            np.save(handle, self.embeddings)  # a handle: np.save would append .npy to a path
         (self.folder / "sentences.json").write_text(json.dumps(self.sentences), encoding="utf-8")
         (self.folder / "cache.json").write_text(json.dumps({"key": self.key, "n": len(self.sentences)}))
 

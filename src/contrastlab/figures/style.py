@@ -17,6 +17,8 @@ from pathlib import Path
 
 import matplotlib
 
+from contrastlab.paths import atomic_write
+
 matplotlib.use("Agg", force=False)  # headless nodes; a no-op where a backend was chosen already
 
 import matplotlib.pyplot as plt  # noqa: E402
@@ -96,15 +98,13 @@ def save(fig, stem: str | Path, data=None, *, formats: Sequence[str] = ("png", "
     written = []
     for fmt in formats:
         path = stem.with_name(f"{stem.name}.{fmt}")
-        tmp = path.with_name(f".{path.name}.partial")
-        fig.savefig(tmp, format=fmt, metadata={"Creator": "contrastlab"} if fmt == "png" else None)
-        tmp.replace(path)
+        with atomic_write(path) as tmp:
+            fig.savefig(tmp, format=fmt, metadata={"Creator": "contrastlab"} if fmt == "png" else None)
         written.append(path)
     plt.close(fig)
     if data is not None:
         path = stem.with_name(f"{stem.name}.csv")
-        tmp = path.with_name(f".{path.name}.partial")
-        data.to_csv(tmp, index=False, float_format="%.10g")
-        tmp.replace(path)
+        with atomic_write(path) as tmp:
+            data.to_csv(tmp, index=False, float_format="%.10g")
         written.append(path)
     return written

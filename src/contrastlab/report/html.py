@@ -13,6 +13,8 @@ import html
 import re
 from pathlib import Path
 
+from contrastlab.paths import atomic_write
+
 __all__ = ["render_html", "write_html_report"]
 
 _IMG = re.compile(r'<img alt="(?P<alt>[^"]*)" src="(?P<src>[^"]+\.png)"\s*/?>')
@@ -59,7 +61,6 @@ def write_html_report(report_md: str | Path, html_path: str | Path | None = None
     report_md = Path(report_md)
     html_path = Path(html_path) if html_path is not None else report_md.with_suffix(".html")
     text = render_html(report_md.read_text(encoding="utf-8"), report_md.parent)
-    tmp = html_path.with_name(f".{html_path.name}.partial")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(html_path)
+    with atomic_write(html_path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return html_path

@@ -18,7 +18,6 @@ import contextlib
 import fcntl
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from contrastlab.paths import atomic_write
 
 CACHE_FORMAT = 1
 TOKENIZE_CHUNK = 10_000
@@ -139,11 +140,7 @@ def load_tokenized_corpus(
     with _locked(cache_dir / f".{path.name}.lock"):
         if not path.exists():
             ids, offsets = tokenize_sentences(tokenizer, read_sentences(corpus_path), max_length, progress)
-            tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-            with open(tmp, "wb") as handle:
+            with atomic_write(path, fsync=True) as tmp, open(tmp, "wb") as handle:
                 np.savez(handle, ids=ids, offsets=offsets)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
     with np.load(path) as data:
         return TokenizedCorpus(ids=data["ids"], offsets=data["offsets"], key=key), path

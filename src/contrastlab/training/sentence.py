@@ -63,6 +63,7 @@ import torch
 from torch import nn
 
 from contrastlab.losses import build_loss
+from contrastlab.paths import atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.training import geometry
 from contrastlab.training import state as st
@@ -305,9 +306,8 @@ def _export(state_dir: Path, summary: dict[str, Any], out_dir: Path, log_path: P
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_log = log_path.with_name(log_path.name + ".partial")
-    shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
-    tmp_log.replace(log_path)
+    with atomic_write(log_path) as tmp_log:
+        shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
 
 
 @contextlib.contextmanager

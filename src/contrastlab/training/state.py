@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from contrastlab.paths import atomic_write
+
 STATE_FILE = "state.pt"
 STATE_INFO = "state.json"
 LOG_FILE = "log.jsonl"
@@ -59,20 +61,11 @@ def _fsync_dir(path: Path) -> None:
 
 
 def atomic_write_bytes(path: Path, write: Any) -> None:
-    """Call ``write(handle)`` on a temporary file, fsync it, and rename it to ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        tmp.unlink(
-            missing_ok=True
-        )  # a failed write (disk full, I/O error) leaves the previous file as it was
-        raise
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    """Call ``write(handle)`` on a temporary file and rename it to ``path``, fsynced
+    (:func:`contrastlab.paths.atomic_write`): a failed write (disk full, I/O error) leaves the previous
+    file as it was."""
+    with atomic_write(path, fsync=True) as tmp, open(tmp, "wb") as handle:
+        write(handle)
 
 
 def save_state(state_dir: Path, payload: dict[str, Any], info: dict[str, Any]) -> None:

@@ -52,6 +52,7 @@ from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, l
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
 from contrastlab.models.vision import ProjectionHead, build_encoder
+from contrastlab.paths import atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.training import state as st
 from contrastlab.training.augment import SimCLRAugment
@@ -294,9 +295,8 @@ def _write_encoder(
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_log = log_path.with_name(log_path.name + ".partial")
-    shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
-    tmp_log.replace(log_path)
+    with atomic_write(log_path) as tmp_log:
+        shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
 
 
 @dataclass(frozen=True)
