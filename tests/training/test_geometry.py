@@ -194,7 +194,7 @@ def test_holdout_takes_the_probe_out_of_training(tmp_path, data):
 
 
 def test_analysis_settings_validate():
-    with pytest.raises(ValueError, match="analysis_every must be a positive integer or None"):
+    with pytest.raises(ValueError, match=r"analysis_every must be >= 1 or None, got 0"):
         TrainSettings(loss="infonce", analysis_every=0)
     with pytest.raises(ValueError, match="analysis_batch must be >= 2 and <= analysis_sentences"):
         TrainSettings(loss="infonce", analysis_every=5, analysis_sentences=10, analysis_batch=20)

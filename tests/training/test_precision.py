@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -400,3 +402,30 @@ def test_one_list_of_precisions_for_the_schema_the_runtime_and_the_plan():
     # one rule for auto: the plan prices the calibrated GPU (CUDA, native bf16) as the runtime would
     assert flops._resolved("auto") == flops._resolved(None) == "bf16"
     assert runtime.resolve_precision("auto", CPU) == "fp32"
+
+
+def test_training_settings_take_their_defaults_and_bounds_from_the_schema():
+    import dataclasses
+
+    from contrastlab.config import load_schema
+    from contrastlab.training.sentence import TrainSettings
+    from contrastlab.training.vision import VisionTrainSettings
+
+    defs = load_schema()["$defs"]
+    for cls, key in ((TrainSettings, "training"), (VisionTrainSettings, "vision_training")):
+        properties = defs[key]["properties"]
+        for f in dataclasses.fields(cls):
+            if f.name in properties and "default" in properties[f.name]:
+                default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+                wanted = properties[f.name]["default"]
+                assert (list(default) if isinstance(default, tuple) else default) == wanted, (key, f.name)
+    # the three bounds the schema and the code once stated differently: the schema's hold now
+    for bad, message in (
+        ({"max_length": 3}, "max_length must be >= 4, got 3"),
+        ({"dropout": 0.95}, "dropout must be <= 0.9, got 0.95"),
+        ({"max_sentences": 1}, "max_sentences must be >= 2 or None, got 1"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            TrainSettings(loss="infonce", **bad)
+    with pytest.raises(ValueError, match=re.escape("momentum must be < 1, got 1.0")):
+        VisionTrainSettings(loss="ntxent", arch="resnet18", dataset="digits", momentum=1.0)

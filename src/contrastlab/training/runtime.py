@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import platform
 import sys
@@ -148,6 +149,51 @@ def settings_from_dict(cls: type, values: Mapping[str, Any], what: str):
     if unknown:
         raise ValueError(f"unknown {what} setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
     return cls(**values)
+
+
+@functools.cache
+def _schema_of(defs_key: str):
+    """The validator and the properties of the config schema's ``$defs[defs_key]`` (loaded once)."""
+    import jsonschema
+
+    from contrastlab.config.schema import load_schema
+
+    defs = load_schema()["$defs"]
+    properties = defs[defs_key]["properties"]
+    return jsonschema.Draft202012Validator(
+        {"$defs": defs, "type": "object", "properties": properties}
+    ), properties
+
+
+def check_against_schema(settings: Any, defs_key: str) -> None:
+    """Check every field of a settings dataclass that the config schema's ``$defs[defs_key]`` describes
+    (type, choices, bounds), so that the schema states each bound once; raise one line naming the
+    first field that fails (e.g. "batch_size must be >= 2, got 1"). The dataclasses keep only the checks
+    that span several fields."""
+    validator, properties = _schema_of(defs_key)
+    values = {
+        name: list(value) if isinstance(value, tuple) else value
+        for name, value in ((f.name, getattr(settings, f.name)) for f in dataclasses.fields(settings))
+        if name in properties
+    }
+    errors = sorted(validator.iter_errors(values), key=lambda e: [str(p) for p in e.path])
+    if not errors:
+        return
+    error = errors[0]
+    name = str(error.path[0]) if error.path else "?"
+    value = values.get(name)
+    nullable = " or None" if "null" in (properties.get(name, {}).get("type") or []) else ""
+    words = {
+        "enum": lambda bound: f"must be one of {', '.join(map(str, bound))}",
+        "minimum": lambda bound: f"must be >= {bound}{nullable}",
+        "exclusiveMinimum": lambda bound: f"must be > {bound}{nullable}",
+        "maximum": lambda bound: f"must be <= {bound}",
+        "exclusiveMaximum": lambda bound: f"must be < {bound}",
+        "type": lambda bound: "must be true or false" if bound == "boolean" else f"must be of type {bound}",
+    }
+    rule = words.get(error.validator)
+    text = rule(error.validator_value) if rule and len(error.path) == 1 else error.message
+    raise ValueError(f"{name} {text}, got {value!r}")
 
 
 def loss_stats_text(loss_fn, h1: torch.Tensor, h2: torch.Tensor) -> str:

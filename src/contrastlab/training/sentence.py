@@ -70,10 +70,10 @@ from contrastlab.training import state as st
 from contrastlab.training.corpus import load_tokenized_corpus
 from contrastlab.training.dev import DevEvaluator
 from contrastlab.training.runtime import (
-    PRECISIONS,
     NonFiniteLossError,
     TrainingRun,
     build_optimizer,
+    check_against_schema,
     epoch_order,
     loss_stats_text,
     settings_from_dict,
@@ -125,51 +125,14 @@ class TrainSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "loss_hp", dict(self.loss_hp))
-        choices = {
-            "protocol": PROTOCOLS,
-            "precision": PRECISIONS,
-            "dev_task": DEV_TASKS,
-            "dev_pooling": DEV_POOLINGS,
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
-        positive = (
-            "batch_size",
-            "max_length",
-            "epochs",
-            "eval_every",
-            "grad_accum",
-            "log_every",
-            "analysis_sentences",
-            "analysis_batch",
-        )
-        for name in positive:
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        for name in ("max_steps", "max_sentences", "analysis_every", "state_every"):
-            if getattr(self, name) is not None and (
-                not isinstance(getattr(self, name), int) or getattr(self, name) < 1
-            ):
-                raise ValueError(f"{name} must be a positive integer or None, got {getattr(self, name)!r}")
-        if self.batch_size < 2:
-            raise ValueError(f"batch_size must be >= 2 (in-batch negatives), got {self.batch_size}")
+        check_against_schema(self, "training")  # types, choices and bounds: the schema states them once
         if self.grad_accum > self.batch_size:
             raise ValueError(f"grad_accum must be <= batch_size ({self.batch_size}), got {self.grad_accum}")
-        if self.analysis_batch < 2 or self.analysis_sentences < self.analysis_batch:
+        if self.analysis_sentences < self.analysis_batch:
             raise ValueError(
                 f"analysis_batch must be >= 2 and <= analysis_sentences ({self.analysis_sentences}), "
                 f"got {self.analysis_batch}"
             )
-        for name in ("analysis_holdout", "head_autocast"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        if self.state_minutes is not None and not self.state_minutes > 0:
-            raise ValueError(f"state_minutes must be > 0 or None, got {self.state_minutes!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TrainSettings:

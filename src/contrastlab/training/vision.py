@@ -57,10 +57,10 @@ from contrastlab.provenance import run_metadata
 from contrastlab.training import state as st
 from contrastlab.training.augment import SimCLRAugment
 from contrastlab.training.runtime import (
-    PRECISIONS,
     GeneratorState,
     TrainingRun,
     build_optimizer,
+    check_against_schema,
     epoch_order,
     loss_stats_text,
     settings_from_dict,
@@ -160,6 +160,7 @@ class VisionTrainSettings:
     def __post_init__(self) -> None:
         for name in ("crop_scale", "crop_ratio", "jitter", "blur_sigma"):  # YAML and JSON give lists
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
+        check_against_schema(self, "vision_training")  # types, choices and bounds: stated in the schema
         if len(self.crop_scale) != 2 or not 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1:
             raise ValueError(
                 f"crop_scale must be (low, high) with 0 < low <= high <= 1, got {self.crop_scale}"
@@ -171,17 +172,10 @@ class VisionTrainSettings:
                 "jitter must be (brightness, contrast, saturation, hue) >= 0 with hue <= 0.5, "
                 f"got {self.jitter}"
             )
-        for name in ("jitter_p", "gray_p", "flip_p", "blur_p"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if len(self.blur_sigma) != 2 or not 0 < self.blur_sigma[0] <= self.blur_sigma[1]:
             raise ValueError(f"blur_sigma must be (low, high) with 0 < low <= high, got {self.blur_sigma}")
         if self.blur_kernel is not None and (self.blur_kernel < 1 or self.blur_kernel % 2 == 0):
             raise ValueError(f"blur_kernel must be None or an odd integer >= 1, got {self.blur_kernel}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.keep not in KEEP_RULES:
-            raise ValueError(f"keep must be one of {', '.join(KEEP_RULES)}, got {self.keep!r}")
         if not 0 <= self.val_fraction < 1 or (self.keep == "best_val_loss") != (self.val_fraction > 0):
             raise ValueError(
                 "keep: best_val_loss needs val_fraction in (0, 1) and keep: last none, got "
@@ -191,38 +185,10 @@ class VisionTrainSettings:
             raise ValueError(
                 f"oar_fraction {self.oar_fraction} + val_fraction {self.val_fraction} exceed the training set"
             )
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(
-                f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}"
-            )
-        if not 0 <= self.momentum < 1:
-            raise ValueError(f"momentum must be in [0, 1), got {self.momentum}")
-        if not 0 <= self.oar_fraction <= 1 or self.oar_weight < 0:
-            raise ValueError(
-                "oar_fraction must be in [0, 1] and oar_weight >= 0, "
-                f"got {self.oar_fraction}, {self.oar_weight}"
-            )
-        for name in ("out_dim", "input_size", "oar_batch_size"):
-            value = getattr(self, name)
-            if value is not None and value < (2 if name == "oar_batch_size" else 1):
-                raise ValueError(
-                    f"{name} must be None or >= {2 if name == 'oar_batch_size' else 1}, got {value}"
-                )
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        for name in ("batch_size", "epochs", "log_every", "width", "head_hidden", "head_dim"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.state_every is not None and self.state_every < 1:
-            raise ValueError(f"state_every must be >= 1 or None, got {self.state_every}")
-        if self.state_minutes is not None and not self.state_minutes > 0:
-            raise ValueError(f"state_minutes must be > 0 or None, got {self.state_minutes}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1 or None, got {self.max_steps}")
-        if self.lr <= 0 or self.weight_decay < 0:
-            raise ValueError(f"lr must be > 0 and weight_decay >= 0, got {self.lr}, {self.weight_decay}")
-        if self.batch_size < 2:
-            raise ValueError(f"batch_size must be >= 2 (the loss needs negatives), got {self.batch_size}")
+        if self.out_dim is not None and self.out_dim < 1:  # not a config key: set from the backbone
+            raise ValueError(f"out_dim must be None or >= 1, got {self.out_dim}")
+        if self.width < 1:  # not a config key: set from the backbone
+            raise ValueError(f"width must be >= 1, got {self.width}")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> VisionTrainSettings:
