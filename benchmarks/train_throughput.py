@@ -15,12 +15,12 @@ autocast), and a snapshot (``torch.save`` of model, head and AdamW state) and th
 the model and optimiser) are timed too: the projected cell time adds them (a snapshot every 10
 minutes, config.yaml's ``state_minutes``).
 
-FLOPs per step = 6 · N · T + 12 · n_layer · d · L · T (PaLM appendix B: the first term is the matmuls
-of forward + backward, the second attention's QKᵀ and AV), with T = 2 · batch · L tokens (every
-sentence twice) and N the non-embedding parameters (encoder + head; embedding lookups are not matmuls).
-MFU = achieved FLOP/s ÷ the device's peak, which is printed with its source (``--peak-tflops``
-overrides). Projected epoch = 1M sentences / batch steps at the measured step time plus one STS-B dev
-evaluation (2,909 unique sentences, forward only) every 125 steps.
+FLOPs per step: the plan's model, ``contrastlab.cost.flops.training_step_flops`` (6 · N · T, T = 2 ·
+batch · L tokens: every sentence twice; N the non-embedding parameters of encoder + head; attention's
+score products, under 1% at 32 tokens, left out), so that this MFU and the plan's are one quantity.
+MFU = achieved FLOP/s ÷ the device's peak (``contrastlab.cost.calibration.GPU_PEAKS``), printed with
+its source (``--peak-tflops`` overrides). Projected epoch = 1M sentences / batch steps at the measured
+step time plus one STS-B dev evaluation (2,909 unique sentences, forward only) every 125 steps.
 
     python benchmarks/train_throughput.py                  # CUDA when available, else CPU
     python benchmarks/train_throughput.py --device cpu --steps 1 --warmup 1
@@ -39,6 +39,12 @@ import torch
 import yaml
 
 from contrastlab.cost.calibration import peak_tflops as gpu_peak_tflops
+from contrastlab.cost.flops import (
+    KNOWN_ARCHITECTURES,
+    STSB_DEV_SENTENCES,
+    WIKI1M_SENTENCES,
+    training_step_flops,
+)
 from contrastlab.losses import build_loss
 from contrastlab.training.runtime import (
     PRECISIONS,
@@ -50,32 +56,31 @@ from contrastlab.training.runtime import (
 from contrastlab.training.sentence import CLIP_NORM, build_head, train_step
 
 DEMO = Path(__file__).resolve().parents[1] / "config" / "demo.yaml"
-DEV_SENTENCES = 2909  # unique sentences of the STS-B dev split (1,500 pairs)
+DEV_SENTENCES = STSB_DEV_SENTENCES
 DEV_LENGTH = 20  # typical padded length of a length-sorted STS-B dev batch (tokens)
 EVAL_EVERY = 125
-EPOCH_SENTENCES = 1_000_000
+EPOCH_SENTENCES = WIKI1M_SENTENCES
 SNAPSHOT_MINUTES = 10  # config.yaml's state_minutes
-#: Architectures by name: (config class, keyword arguments); the public checkpoints' configurations.
+
+
+def _public(hf_id: str) -> tuple[str, dict]:
+    """The config class and keyword arguments of a public checkpoint, from the plan's table."""
+    hidden, layers, intermediate, heads, vocab, positions, types = KNOWN_ARCHITECTURES[hf_id]
+    sizes = dict(hidden_size=hidden, num_hidden_layers=layers, intermediate_size=intermediate)
+    sizes.update(num_attention_heads=heads, vocab_size=vocab, max_position_embeddings=positions)
+    return ("RobertaConfig" if hf_id.startswith("roberta") else "BertConfig"), {
+        **sizes,
+        "type_vocab_size": types,
+    }
+
+
+#: Architectures by name: (config class, keyword arguments); the public checkpoints' configurations
+#: (contrastlab.cost.flops.KNOWN_ARCHITECTURES) and config/demo.yaml's tiny BERT.
 ARCHS = {
-    "bert-base": ("BertConfig", {}),
-    "bert-large": (
-        "BertConfig",
-        dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
-    ),
-    "roberta-base": ("RobertaConfig", dict(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1)),
-    "roberta-large": (
-        "RobertaConfig",
-        dict(
-            vocab_size=50265,
-            max_position_embeddings=514,
-            type_vocab_size=1,
-            hidden_size=1024,
-            num_hidden_layers=24,
-            num_attention_heads=16,
-            intermediate_size=4096,
-        ),
-    ),
-    # config/demo.yaml's tiny BERT (the one spec the demo, gpu-check's toy and the tests share)
+    "bert-base": _public("bert-base-uncased"),
+    "bert-large": _public("bert-large-uncased"),
+    "roberta-base": _public("roberta-base"),
+    "roberta-large": _public("roberta-large"),
     "tiny": (
         "BertConfig",
         {**yaml.safe_load(DEMO.read_text())["backbones"]["tiny-bert"]["random"], "vocab_size": 2000},
@@ -213,8 +218,7 @@ def measure(arch, batch_sizes, args, device, precision):
             step(chunk)
         sync(device)
         step_s = (time.perf_counter() - start) / args.steps
-        tokens = 2 * batch * args.seq_len
-        flops = 6 * n * tokens + 12 * config.num_hidden_layers * config.hidden_size * args.seq_len * tokens
+        flops = training_step_flops(n, batch, args.seq_len)
         steps = EPOCH_SENTENCES // batch
         train_min = (steps * step_s + steps // EVAL_EVERY * eval_s) / 60
         snapshots = math.floor(train_min / SNAPSHOT_MINUTES)

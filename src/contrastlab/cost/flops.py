@@ -125,6 +125,14 @@ class Transformer:
     source: str
 
 
+def training_step_flops(non_embedding: int, sentences: int, length: int) -> float:
+    """``6 · N · tokens``: the matmul FLOPs of one training step's forward (2) and backward (4) passes
+    (Kaplan et al. 2020) over ``sentences`` sentences seen twice (two dropout views) at ``length``
+    tokens; N the non-embedding parameters. Attention's score products are left out (under 1% at 32
+    tokens). The one FLOP model of the plan, ``make gpu-check`` and ``benchmarks/train_throughput.py``."""
+    return 6.0 * non_embedding * sentences * 2 * length
+
+
 def transformer_parameters(
     hidden: int, layers: int, intermediate: int, vocab: int, positions: int, token_types: int
 ) -> tuple[int, int]:
@@ -381,7 +389,7 @@ def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[s
     steps = sentences // batch * int(s.get("epochs", 1))
     if s.get("max_steps"):
         steps = min(steps, int(s["max_steps"]))
-    step_flops = 6.0 * n * batch * 2 * length
+    step_flops = training_step_flops(n, batch, length)
     dev_points = _schedule_points(steps, int(s.get("eval_every", 125)))
     dev_flops = dev_points * 2.0 * n * STSB_DEV_TOKENS
     dev_probe = min(probe, STSB_DEV_SENTENCES) * STSB_DEV_TOKENS / STSB_DEV_SENTENCES
