@@ -21,9 +21,14 @@ from contrastlab.tables.search import search_tables
 from contrastlab.workflow.recovery import forget_running_workflow, record_running_workflow, recover_killed_run
 
 try:
-    config = cl_config.validate(config)
+    _validated = cl_config.validate(config)
 except cl_config.ConfigError as error:
     sys.exit(f"contrastlab: {error}")
+# Validated once per workflow, here, and in place: the jobs' snakemake.config is this same dict, so no job
+# validates it (nor imports and runs the user's losses) again. validate() is idempotent, which a SLURM
+# job's own parse of the Snakefile relies on.
+config.clear()
+config.update(_validated)
 
 R = config["results_dir"]
 S = config["resources_dir"]

@@ -5,7 +5,6 @@ import json
 import shutil
 from pathlib import Path
 
-from contrastlab.config import validate
 from contrastlab.search import find_point, is_point_name, record_diverged, resolve_point, same_as_winner
 from contrastlab.training.runtime import NonFiniteLossError
 from contrastlab.training.sentence import TrainSettings, train
@@ -47,7 +46,7 @@ if "snakemake" in globals():
         previous = getattr(sm.input, "search_previous", None)  # the earlier stage's selection, if any
         if previous:  # a later search stage: the earlier winner, moved (contrastlab.search)
             wc = sm.wildcards
-            point = find_point(validate(sm.config), wc["experiment"], wc["backbone"], wc["method"])
+            point = find_point(sm.config, wc["experiment"], wc["backbone"], wc["method"])
             settings = resolve_point(settings, previous[0], point)
             winner = same_as_winner(settings, previous[0])
         if winner is not None:  # this point is the earlier winner: its checkpoint, not a second training

@@ -102,10 +102,9 @@ def evaluation_job(snakemake: Any) -> Iterator[str]:
 def job_data_locations(snakemake: Any) -> dict[str, str]:
     """:func:`contrastlab.data.acquire.data_locations` of the job's config. Jobs read where the data lie
     from the config rather than from a param, so that moving the data reruns no job (see data.smk)."""
-    from contrastlab import config as cl_config
     from contrastlab.data.acquire import data_locations
 
-    return data_locations(cl_config.validate(snakemake.config))
+    return data_locations(snakemake.config)  # validated once, by rules/common.smk
 
 
 def stderr_to_log(log_path: str | os.PathLike) -> None:
