@@ -223,3 +223,39 @@ def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
         ("macl", "roberta-base", "simcse", 45),
     }
     assert resolved["experiments"]["nie2023"]["methods"] == FULL["experiments"]["nie2023"]["methods"]
+
+
+def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
+    """Audit C1: the unpaired terms of a part draw s and ν from one pool, so the part's ν is the pool's,
+    not a Welch–Satterthwaite sum over the terms as if they were independent estimates."""
+    from scipy import stats
+
+    config = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
+    frame = metrics(
+        {
+            ("bert-base", "cl"): [75.0, 76.0, 77.0],  # SS 2
+            ("bert-base", "au"): [73.2, 74.2],  # SS 0.5 (a seed missing: not paired)
+            ("bert-base", "dcl"): [60.0, 62.0],  # SS 2
+        },
+        experiment="nie2023",
+    )
+    result = evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame, config)
+    au = next(p for p in result.parts if p.backbone == "bert-base" and "au" in p.terms)
+    # pool (bert-base, sts_avg): s² = 4.5 / 4, ν = 4; cl − au: se² = s² (1/3 + 1/2) = 0.9375.
+    # Satterthwaite over the two terms would say ν = (5/6)² / ((1/9 + 1/4) / 4) = 100/13 ≈ 7.69, h ≈ 2.248.
+    h = stats.t.ppf(0.975, 4) * math.sqrt(0.9375)  # 2.688
+    assert not au.paired and au.df == 4
+    assert au.half_width == pytest.approx(h, rel=1e-12)
+    # D = 76 − 73.7 = 2.3 lies between the two widths: reproduced with the inflated ν, undecided with ν = 4
+    assert au.diff == pytest.approx(2.3, abs=1e-9) and au.status == UNDECIDED
+
+
+def test_distinct_pools_are_combined_by_satterthwaite():
+    from contrastlab.tables.claims import contrast_variance
+
+    # pool a: two terms, V_a = 2² (0.1 + 0.15) = 1, ν 4; pool b: V_b = 1, ν 6
+    # ν = (1 + 1)² / (1/4 + 1/6) = 4 / (5/12) = 9.6
+    var, df = contrast_variance([("a", 0.1, 2.0, 4), ("b", 0.25, 2.0, 6), ("a", 0.15, 2.0, 4)])
+    assert var == pytest.approx(2.0, rel=1e-12) and df == pytest.approx(9.6, rel=1e-12)
+    assert contrast_variance([]) == (0.0, math.inf)
+    assert math.isnan(contrast_variance([("a", 0.5, 1.0, 4), ("b", 0.5, math.nan, 0)])[0])

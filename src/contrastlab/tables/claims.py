@@ -15,7 +15,9 @@ part is a linear contrast over cells of one backbone, ``{method: coefficient}`` 
   contrast D_s = Σ c_i x_{i,s}; its variance s_D² is pooled over the claim's paired parts
   (s_D² = Σ_j (n_j − 1) s_j² / Σ_j (n_j − 1), ν = Σ_j (n_j − 1)); se = s_D / sqrt(n);
 - otherwise unpaired, from the cells' pooled seed noise (:func:`~.verdicts.noise_pools`):
-  se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell), ν by Welch–Satterthwaite;
+  se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell); terms that share one pool
+  share one variance estimate and give that pool's ν once, Welch–Satterthwaite combines distinct pools
+  only (:func:`contrast_variance`; the terms of one part always share the pool of its backbone and task);
 - h = t_{ν} · se. Relation ``>``: **reproduced** if D − m > h, **not reproduced** if D − m < −h, else
   **undecided**; relation ``>=`` ("comparable or better"): **not reproduced** if D − m < −h, else
   reproduced. No noise estimate (ν = 0): undecided.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,6 +174,29 @@ def _needed(diff: float, s: float, factor: float, df_of, start: int) -> int | No
     return None
 
 
+def contrast_variance(terms: list[tuple[Hashable, float, float, float]]) -> tuple[float, float]:
+    """Variance of an unpaired contrast Σ c_i x̄_i and its degrees of freedom, from its noisy terms
+    ``(pool, c_i² / n_i, s_pool, ν_pool)``.
+
+    Terms of one pool share one variance estimate s_p², so they are not independent estimates: their
+    variances add up, V_p = s_p² Σ_{i in p} c_i² / n_i, and V_p carries the pool's own ν_p once. Only
+    distinct pools are independent, combined by Welch–Satterthwaite: ν = (Σ_p V_p)² / Σ_p (V_p² / ν_p)
+    (one pool: ν = ν_p). No noisy term: (0, inf); a pool without a noise estimate (ν_p = 0): (nan, 0).
+
+    >>> contrast_variance([("a", 1 / 3, 1.0, 4), ("a", 1 / 2, 1.0, 4)])  # one pool: its ν = 4, not 7.69
+    (0.8333333333333333, 4.0)
+    """
+    per_pool: dict[Hashable, list[float]] = {}  # pool -> [V_p, ν_p]
+    for pool, weight, std, df in terms:
+        if not df or math.isnan(std):
+            return math.nan, 0
+        per_pool.setdefault(pool, [0.0, float(df)])[0] += weight * std * std
+    var = sum(v for v, _ in per_pool.values())
+    if not var:
+        return 0.0, math.inf
+    return var, var**2 / sum(v * v / df for v, df in per_pool.values())
+
+
 def _decide(delta: float, width: float, relation: str) -> str:
     if math.isnan(width):
         return UNDECIDED
@@ -198,7 +224,7 @@ def evaluate_claim(
     values = _seed_values(metrics, name, seeds)
     pools = noise_pools(metrics, name, seeds).set_index(["backbone", "key"])
     ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
-    raw: list[tuple[PartResult, list[dict], np.ndarray | None]] = []
+    raw: list[tuple[PartResult, str, list[dict], np.ndarray | None]] = []
     for backbone in claim["backbones"]:
         ours = (
             backbone if backbone in (experiment.get("backbones") or []) else ours_for.get(backbone, backbone)
@@ -206,9 +232,8 @@ def evaluate_claim(
         for part in claim["parts"]:
             wanted = contrast(part)
             if _one_point_sweep(wanted, experiment):  # @min and @max are the same cell: nothing to compare
-                raw.append(
-                    (PartResult(backbone, wanted, NOT_RUN, missing=["a second sweep point"]), [], None)
-                )
+                missing = ["a second sweep point"]
+                raw.append((PartResult(backbone, wanted, NOT_RUN, missing=missing), ours, [], None))
                 continue
             terms: dict[str, float] = {}
             for m, c in wanted.items():  # two positions may resolve to one cell (best = max): add up
@@ -218,13 +243,13 @@ def evaluate_claim(
             missing = [m for m, v in zip(terms, cells, strict=True) if not v]
             result = PartResult(backbone, terms, NOT_RUN, missing=missing)
             if missing:
-                raw.append((result, [], None))
+                raw.append((result, ours, [], None))
                 continue
             if not any(
                 terms.values()
             ):  # e.g. "lower at the largest rate than at the best" when best = largest
                 result.status, result.diff, result.half_width, result.seeds = NOT_REPRODUCED, 0.0, 0.0, 0
-                raw.append((result, [], None))
+                raw.append((result, ours, [], None))
                 continue
             common = set.intersection(*(set(v) for v in cells))
             paired = None not in common and len(common) >= 2 and all(set(v) == common for v in cells)
@@ -240,14 +265,14 @@ def evaluate_claim(
                 c * np.mean(list(v.values())) for c, v in zip(terms.values(), cells, strict=True)
             )
             result.paired, result.seeds = paired, min(len(v) for v in cells)
-            raw.append((result, cells, per_seed))
+            raw.append((result, ours, cells, per_seed))
     # the paired parts' per-seed variances, pooled over the claim (see the module docstring)
-    paired_sets = [ps for _, _, ps in raw if ps is not None]
+    paired_sets = [ps for *_, ps in raw if ps is not None]
     ss = sum(float(((ps - ps.mean()) ** 2).sum()) for ps in paired_sets)
     paired_df = sum(len(ps) - 1 for ps in paired_sets)
     s_paired = math.sqrt(ss / paired_df) if paired_df else math.nan
     parts = []
-    for result, cells, per_seed in raw:
+    for result, ours, cells, per_seed in raw:
         if not cells:  # not run, or decided without noise
             parts.append(result)
             continue
@@ -262,38 +287,17 @@ def evaluate_claim(
             s_unit, factor = s_paired, 1.0  # s_paired is already the std of one seed's contrast
             df_of = lambda k, d=paired_df: max(d, k - 1)  # noqa: E731
         else:
-            variances, weights = [], []
-            for m, c, v in zip(result.terms, result.terms.values(), cells, strict=True):
-                if m == PRETRAINED:
-                    continue
-                ours = next(
-                    iter(
-                        {
-                            b
-                            for b in [result.backbone, ours_for.get(result.backbone)]
-                            if (b, task) in pools.index
-                        }
-                    ),
-                    None,
-                )
-                std, df = (
-                    (pools.loc[(ours, task), "noise_std"], pools.loc[(ours, task), "noise_df"])
-                    if ours
-                    else (math.nan, 0)
-                )
-                variances.append(c * c * std * std / len(v) if df else math.nan)
-                weights.append(df)
-            if not variances:
-                var, df_total = 0.0, math.inf
-            elif any(math.isnan(x) for x in variances):
-                var, df_total = math.nan, 0
-            else:
-                var = sum(variances)
-                df_total = (
-                    var**2 / sum(x * x / d for x, d in zip(variances, weights, strict=True))
-                    if var
-                    else math.inf
-                )
+            noisy = [
+                (ours, c * c / len(v))  # c_i² / n_i: the term's share of its pool's variance
+                for m, c, v in zip(result.terms, result.terms.values(), cells, strict=True)
+                if m != PRETRAINED  # deterministic: no noise
+            ]
+            pool = (
+                (pools.loc[(ours, task), "noise_std"], pools.loc[(ours, task), "noise_df"])
+                if (ours, task) in pools.index
+                else (math.nan, 0)
+            )
+            var, df_total = contrast_variance([(key, w, *pool) for key, w in noisy])
             result.df = df_total
             result.half_width = t_quantile(df_total, level) * math.sqrt(var) if df_total else math.nan
             s_unit = math.sqrt(var * result.seeds / factor) if df_total and factor else math.nan
