@@ -259,3 +259,57 @@ def test_distinct_pools_are_combined_by_satterthwaite():
     assert var == pytest.approx(2.0, rel=1e-12) and df == pytest.approx(9.6, rel=1e-12)
     assert contrast_variance([]) == (0.0, math.inf)
     assert math.isnan(contrast_variance([("a", 0.5, 1.0, 4), ("b", 0.5, math.nan, 0)])[0])
+
+
+NIE = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
+
+
+def nie_paired(gaps: dict[str, float], spread: float) -> pd.DataFrame:
+    """BERT-base cells of Nie's experiment: cl at 70, 71, 72 and each method at cl + gap + (−spread, 0,
+    +spread) per seed, so every part is paired with per-seed contrasts of SS 2 · spread²."""
+    cl = [70.0, 71.0, 72.0]
+    cells = {("bert-base", "cl"): cl}
+    for method, gap in gaps.items():
+        cells[("bert-base", method)] = [x + gap + e for x, e in zip(cl, (-spread, 0.0, spread), strict=True)]
+    return metrics(cells, experiment="nie2023")
+
+
+def test_comparable_claims_are_non_inferiority_tests_at_their_margin():
+    from scipy import stats
+
+    c = claim("nie-new-losses-match-cl")  # relation ">=": MPT, MET and MAT each comparable to L_cl
+    margin = c["noninferiority_margin"]
+    assert margin == 0.5
+    # spread 0.1: three paired parts of SS 0.02, s_D = 0.1, ν = 6; h = t_{0.975,6} · 0.1 / sqrt(3) = 0.1413
+    h = stats.t.ppf(0.975, 6) * 0.1 / math.sqrt(3)
+    close = evaluate_claim(c, nie_paired({"mpt": -0.3, "met": -0.3, "mat": 0.2}, 0.1), NIE)
+    mpt = next(p for p in close.parts if p.terms == {"mpt": 1.0, "cl": -1.0} and p.backbone == "bert-base")
+    assert mpt.half_width == pytest.approx(h, rel=1e-12)
+    # −0.3 is clearly below zero (−0.3 + h < 0) but its lower bound −0.44 is above −0.5: comparable
+    assert mpt.diff + h < 0 and mpt.diff - h > -margin and mpt.status == REPRODUCED
+    assert close.verdict == REPRODUCED  # (3/12 parts run)
+    # −0.8: the upper bound −0.66 is below −0.5: worse than comparable
+    worse = evaluate_claim(c, nie_paired({"mpt": -0.8, "met": 0.0, "mat": 0.0}, 0.1), NIE)
+    assert worse.verdict == NOT_REPRODUCED
+    # −0.45: the interval (−0.59, −0.31) holds −0.5: undecided
+    edge = evaluate_claim(c, nie_paired({"mpt": -0.45, "met": 0.0, "mat": 0.0}, 0.1), NIE)
+    assert edge.verdict == UNDECIDED
+    # no evidence either way: gaps 0 with seed noise of 2 points (h = 2.83) are undecided, not reproduced
+    noisy = evaluate_claim(c, nie_paired({"mpt": 0.0, "met": 0.0, "mat": 0.0}, 2.0), NIE)
+    assert noisy.verdict == UNDECIDED and noisy.seeds_needed is not None
+
+
+def test_a_comparable_claim_without_a_margin_is_refused(tmp_path, monkeypatch):
+    from contrastlab.tables import claims as claims_module
+
+    data = {"paper": "x", "file": "x.md", "claims": [{**claim("nie-new-losses-match-cl")}]}
+    data["claims"][0].pop("noninferiority_margin")
+    data["claims"][0].pop("paper"), data["claims"][0].pop("file")
+    (tmp_path / "nie2023.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    monkeypatch.setattr(claims_module, "CLAIMS_DIR", tmp_path)
+    claims_module.load_claims.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="noninferiority_margin"):
+            claims_module.load_claims("nie2023")
+    finally:
+        claims_module.load_claims.cache_clear()

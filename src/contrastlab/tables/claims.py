@@ -9,7 +9,8 @@ part is a linear contrast over cells of one backbone, ``{method: coefficient}`` 
 ``infonce@max`` / ``infonce@min`` (the largest / smallest value of the experiment's sweep) or
 ``infonce@best`` (the point with the highest mean on the task, as OAR Table 3 picks its rate).
 
-**Evaluation of one part** (contrast D = Σ c_i μ_i, margin m, default 0; level :data:`~.verdicts.LEVEL`):
+**Evaluation of one part** (contrast D = Σ c_i μ_i; margin m, the claim's ``margin``, default 0;
+level :data:`~.verdicts.LEVEL`):
 
 - paired, when every cell of the part has the same seeds (≥ 2) and no deterministic cell: the per-seed
   contrast D_s = Σ c_i x_{i,s}; its variance s_D² is pooled over the claim's paired parts
@@ -18,12 +19,16 @@ part is a linear contrast over cells of one backbone, ``{method: coefficient}`` 
   se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell); terms that share one pool
   share one variance estimate and give that pool's ν once, Welch–Satterthwaite combines distinct pools
   only (:func:`contrast_variance`; the terms of one part always share the pool of its backbone and task);
-- h = t_{ν} · se. Relation ``>``: **reproduced** if D − m > h, **not reproduced** if D − m < −h, else
-  **undecided**; relation ``>=`` ("comparable or better"): **not reproduced** if D − m < −h, else
-  reproduced. No noise estimate (ν = 0): undecided.
+- h = t_{ν} · se, so D ± h is the two-sided interval at the level. Relation ``>``: **reproduced** if
+  D − m > h, **not reproduced** if D − m < −h, else **undecided**. Relation ``>=`` ("comparable or
+  better") is a non-inferiority test at the claim's ``noninferiority_margin`` M > 0 (required; its
+  reasoning stated in the claim file): **reproduced** if the lower bound D − h > −M, **not reproduced**
+  if the upper bound D + h < −M, else **undecided** (absence of evidence is not comparability). No noise
+  estimate (ν = 0): undecided.
 - For an undecided part, the seeds per cell that would decide it at the measured noise: the smallest
-  n with t_{ν(n)} · se(n) < |D − m|, ν(n) = max(ν, n − 1) (paired: se(n) = s_D / sqrt(n); unpaired:
-  se(n)² = Σ c_i² s_{p,i}² / n), if |D − m| stays as measured; none up to 100 prints "> 100".
+  n with t_{ν(n)} · se(n) < |Δ|, Δ = D − m (``>``) or D + M (``>=``), ν(n) = max(ν, n − 1) (paired:
+  se(n) = s_D / sqrt(n); unpaired: se(n)² = Σ c_i² s_{p,i}² / n), if Δ stays as measured; none up to 100
+  prints "> 100".
 
 A claim holds over all its parts and backbones: **not reproduced** if any run part is, else
 **undecided** if any is (seeds needed: the largest), else **reproduced**; **not run** if no part has run
@@ -54,6 +59,20 @@ RELATIONS = (">", ">=")
 MAX_SEEDS = 100
 
 
+def check_relation(claim: dict[str, Any], source: str) -> None:
+    """Raise ``ValueError`` unless the claim's relation is one of :data:`RELATIONS` and a ``>=`` claim
+    states its ``noninferiority_margin`` (> 0; a ``>`` claim has none, a ``>=`` claim no ``margin``)."""
+    name = f"{source}: claim {claim.get('id')!r}"
+    relation = claim.get("relation", ">")
+    if relation not in RELATIONS:
+        raise ValueError(f"{name}: relation must be one of {RELATIONS}, got {relation!r}")
+    if relation == ">=":  # comparability needs a stated tolerance, never a silent 0
+        if float(claim.get("noninferiority_margin", 0)) <= 0 or "margin" in claim:
+            raise ValueError(f"{name}: relation '>=' needs noninferiority_margin > 0 (and no margin)")
+    elif "noninferiority_margin" in claim:
+        raise ValueError(f"{name}: noninferiority_margin is for relation '>=' only")
+
+
 @functools.cache
 def load_claims(paper: str) -> dict[str, Any]:
     """The claim file ``claims/<paper>.yaml`` (keys ``paper``, ``file``, ``claims``), validated."""
@@ -65,8 +84,7 @@ def load_claims(paper: str) -> dict[str, Any]:
         missing = {"id", "claim", "quote", "where", "experiment", "task", "backbones", "parts"} - set(claim)
         if missing:
             raise ValueError(f"{path.name}: claim {claim.get('id')!r} lacks {sorted(missing)}")
-        if claim.get("relation", ">") not in RELATIONS:
-            raise ValueError(f"{path.name}: claim {claim['id']!r}: relation must be one of {RELATIONS}")
+        check_relation(claim, path.name)
     return data
 
 
@@ -197,14 +215,13 @@ def contrast_variance(terms: list[tuple[Hashable, float, float, float]]) -> tupl
     return var, var**2 / sum(v * v / df for v, df in per_pool.values())
 
 
-def _decide(delta: float, width: float, relation: str) -> str:
+def _decide(delta: float, width: float) -> str:
+    """A part's verdict from Δ (the contrast shifted by the claim's margin) against its half-width."""
     if math.isnan(width):
         return UNDECIDED
     if delta < -width:
         return NOT_REPRODUCED
-    if relation == ">=" or delta > width:
-        return REPRODUCED
-    return UNDECIDED
+    return REPRODUCED if delta > width else UNDECIDED
 
 
 def evaluate_claim(
@@ -214,8 +231,10 @@ def evaluate_claim(
     experiment's seeds and sweep; ``tables.verdict_stand_ins`` maps toy backbones onto the claim's)."""
     from contrastlab.tables.assemble import experiment_seeds
 
+    check_relation(claim, "evaluate_claim")
     name, task, relation = claim["experiment"], claim["task"], claim.get("relation", ">")
-    margin = float(claim.get("margin", 0.0))
+    # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
+    shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
     experiment = (config.get("experiments") or {}).get(name)
     if experiment is None:
         parts = [PartResult(b, contrast(p), NOT_RUN) for b in claim["backbones"] for p in claim["parts"]]
@@ -276,7 +295,7 @@ def evaluate_claim(
         if not cells:  # not run, or decided without noise
             parts.append(result)
             continue
-        delta = result.diff - margin
+        delta = result.diff - shift
         factor = sum(c * c for m, c in result.terms.items() if m != PRETRAINED)  # deterministic: no noise
         if per_seed is not None:
             n = len(per_seed)
@@ -302,8 +321,8 @@ def evaluate_claim(
             result.half_width = t_quantile(df_total, level) * math.sqrt(var) if df_total else math.nan
             s_unit = math.sqrt(var * result.seeds / factor) if df_total and factor else math.nan
             df_of = lambda k, d=df_total: max(d, k - 1)  # noqa: E731
-        result.status = _decide(delta, result.half_width, relation)
-        if result.status == UNDECIDED and relation == ">" and not math.isnan(s_unit):
+        result.status = _decide(delta, result.half_width)
+        if result.status == UNDECIDED and not math.isnan(s_unit):
             result.seeds_needed = _needed(delta, s_unit, factor, df_of, result.seeds + 1) or MAX_SEEDS + 1
         parts.append(result)
     statuses = [p.status for p in parts if p.status != NOT_RUN]
@@ -341,6 +360,8 @@ def numbers_text(result: ClaimResult) -> str:
         if p.seeds_needed:
             extra = f", needs {'> 100' if p.seeds_needed > MAX_SEEDS else p.seeds_needed} seeds"
         texts.append(f"{p.backbone}: {label} = {p.diff:+.2f} {width}{extra}")
+    if texts and result.claim.get("relation") == ">=":
+        texts.insert(0, f"comparable if above −{float(result.claim['noninferiority_margin']):g}")
     return "; ".join(texts) if texts else "–"
 
 

@@ -252,8 +252,11 @@ def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> l
         "Each paper's headline claims (`src/contrastlab/tables/claims/<paper>.yaml`, quoted from the paper) "
         "checked on our metrics: reproduced / not reproduced when the difference clears the seed-noise "
         "interval (level 0.95), undecided when it does not (with the seeds per cell that would decide it "
-        "at the measured noise), not run when its cells have no metrics. Numbers: each run part's "
-        "contrast ± the interval's half-width.",
+        "at the measured noise), not run when its cells have no metrics. A “comparable or better” claim is "
+        "a non-inferiority test at the margin its claim file states and reasons (printed with its "
+        "numbers): reproduced only when the interval's lower bound is above −margin, not reproduced when "
+        "its upper bound is below −margin, else undecided. Numbers: each run part's contrast ± the "
+        "interval's half-width.",
         "",
     ]
     if toy:
