@@ -313,3 +313,45 @@ def test_a_comparable_claim_without_a_margin_is_refused(tmp_path, monkeypatch):
             claims_module.load_claims("nie2023")
     finally:
         claims_module.load_claims.cache_clear()
+
+
+def test_holm_step_down_by_hand():
+    from contrastlab.tables.claims import holm_rejections
+
+    # α = 0.05 over 4: sorted 0.005 < 0.05/4, 0.01 < 0.05/3, 0.03 ≥ 0.05/2: stop (0.04 is not reached)
+    assert holm_rejections([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]
+    assert holm_rejections([0.02], 0.025) == [True] and holm_rejections([], 0.025) == []
+
+
+SIX_PARTS = {
+    "id": "six-near-zero-gaps",
+    "experiment": "nie2023",
+    "task": "sts_avg",
+    "backbones": ["bert-base"],
+    "parts": [[m, "cl"] for m in ("au", "dcl", "dcl_plus", "mpt", "met", "mat")],
+}
+
+
+def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
+    """Audit C4: "not reproduced if any part is" over many uncorrected one-sided tests raises false
+    alarms (12 parts at 0.025: 1 − 0.975¹² ≈ 26 %); Holm over the parts' p-values keeps them ≤ 0.025."""
+    from scipy import stats
+
+    gaps = dict.fromkeys(("au", "dcl", "dcl_plus", "mpt", "met", "mat"), 0.0)
+    # spread 0.5: six paired parts of SS 0.5, s_D = 0.5, ν = 12, se = 0.5 / sqrt(3); h = 0.629
+    se = 0.5 / math.sqrt(3)
+    one = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -0.7}, 0.5), NIE)
+    au = next(p for p in one.parts if "au" in p.terms)
+    # −0.7 is below its own interval (p = 0.016 < 0.025) but not below Holm's first bar 0.025 / 6
+    assert au.diff < -au.half_width
+    assert au.p_value == pytest.approx(stats.t.cdf(-0.7 / se, 12), rel=1e-9)  # 0.0160
+    assert au.status == UNDECIDED and one.verdict == UNDECIDED
+    # far below: p = 7.9e-6 < 0.025 / 6; then −0.9 (p = 0.00445) passes the second bar 0.025 / 5 only
+    # because the first part was rejected (step-down; Bonferroni's 0.025 / 6 would not reject it)
+    two = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -2.0, "dcl": -0.9}, 0.5), NIE)
+    status = {next(iter(p.terms)): p.status for p in two.parts}
+    assert status["au"] == status["dcl"] == NOT_REPRODUCED and two.verdict == NOT_REPRODUCED
+    assert set(status.values()) == {NOT_REPRODUCED, UNDECIDED}
+    assert "2 of 6 parts contradicted" in verdict_text(two)
+    alone = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "dcl": -0.9}, 0.5), NIE)
+    assert alone.verdict == UNDECIDED

@@ -20,7 +20,8 @@ level :data:`~.verdicts.LEVEL`):
   share one variance estimate and give that pool's ν once, Welch–Satterthwaite combines distinct pools
   only (:func:`contrast_variance`; the terms of one part always share the pool of its backbone and task);
 - h = t_{ν} · se, so D ± h is the two-sided interval at the level. Relation ``>``: **reproduced** if
-  D − m > h, **not reproduced** if D − m < −h, else **undecided**. Relation ``>=`` ("comparable or
+  D − m > h, **not reproduced** if D − m < −h (subject to the claim's correction below), else
+  **undecided**. Relation ``>=`` ("comparable or
   better") is a non-inferiority test at the claim's ``noninferiority_margin`` M > 0 (required; its
   reasoning stated in the claim file): **reproduced** if the lower bound D − h > −M, **not reproduced**
   if the upper bound D + h < −M, else **undecided** (absence of evidence is not comparability). No noise
@@ -30,9 +31,21 @@ level :data:`~.verdicts.LEVEL`):
   se(n) = s_D / sqrt(n); unpaired: se(n)² = Σ c_i² s_{p,i}² / n), if Δ stays as measured; none up to 100
   prints "> 100".
 
-A claim holds over all its parts and backbones: **not reproduced** if any run part is, else
-**undecided** if any is (seeds needed: the largest), else **reproduced**; **not run** if no part has run
-(a part with a cell missing has not run; the verdict then counts the parts that ran, "2/8 parts run").
+A claim holds over all its parts and backbones, and its verdict is a multiple test over them:
+
+- **not run** if no part has run (a part with a cell missing has not run; the other verdicts then
+  count the parts that ran, "2/8 parts run");
+- **not reproduced** if any part is contradicted after **Holm's correction** (:func:`holm_rejections`)
+  over the claim's k tested parts (backbones included): each part's one-sided p-value
+  p_j = P(T_ν ≤ Δ_j / se_j), sorted, contradicts while p_(j) < α / (k − j + 1), α = (1 − level) / 2 (a
+  part whose cells are one and the same has p = 0). Uncorrected, "any of k parts below its interval"
+  would read a faithful reproduction with gaps at 0 as not reproduced with chance 1 − 0.975^k (≈ 26 %
+  for 12 parts); corrected, at most α whatever k. A part below its own interval but not after the
+  correction is undecided (and said so in its numbers);
+- else **undecided** if any run part is (seeds needed: the largest; for a part with Δ ≤ 0, at Holm's
+  strictest bar α / k);
+- else **reproduced**: every run part is, an intersection-union test, each part at its own level,
+  which needs no correction.
 """
 
 from __future__ import annotations
@@ -120,6 +133,8 @@ class PartResult:
     seeds: int = 0
     seeds_needed: int | None = None
     missing: list[str] = field(default_factory=list)
+    p_value: float = math.nan  # one-sided, against the claim: P(T_ν ≤ Δ / se); NaN when not tested
+    spared_by_holm: bool = False  # below its own interval, but not after Holm's correction
 
 
 @dataclass
@@ -133,6 +148,15 @@ class ClaimResult:
     @property
     def parts_run(self) -> int:
         return sum(p.status != NOT_RUN for p in self.parts)
+
+    @property
+    def parts_tested(self) -> int:
+        """Run parts with a one-sided p-value: the family of Holm's correction."""
+        return sum(not math.isnan(p.p_value) for p in self.parts)
+
+    @property
+    def parts_contradicted(self) -> int:
+        return sum(p.status == NOT_REPRODUCED for p in self.parts)
 
     @property
     def seeds_needed(self) -> int | None:
@@ -183,11 +207,12 @@ def _one_point_sweep(terms: dict[str, float], experiment: dict) -> bool:
     return {"min", "max"} <= positions and all(len(v) < 2 for v in sweep.values())
 
 
-def _needed(diff: float, s: float, factor: float, df_of, start: int) -> int | None:
-    """Smallest n ≥ start with t_{df_of(n)} · s · sqrt(factor / n) < |diff| (None: not below 100)."""
+def _needed(diff: float, s: float, factor: float, df_of, start: int, level: float = LEVEL) -> int | None:
+    """Smallest n ≥ start with t_{df_of(n)} · s · sqrt(factor / n) < |diff|, t at the two-sided ``level``
+    (None: not below 100)."""
     for n in range(max(start, 2), MAX_SEEDS + 1):
         df = df_of(n)
-        if df > 0 and t_quantile(df) * s * math.sqrt(factor / n) < abs(diff):
+        if df > 0 and t_quantile(df, level) * s * math.sqrt(factor / n) < abs(diff):
             return n
     return None
 
@@ -213,6 +238,32 @@ def contrast_variance(terms: list[tuple[Hashable, float, float, float]]) -> tupl
     if not var:
         return 0.0, math.inf
     return var, var**2 / sum(v * v / df for v, df in per_pool.values())
+
+
+def holm_rejections(p_values: list[float], alpha: float) -> list[bool]:
+    """Holm's step-down procedure (Holm 1979, "A simple sequentially rejective multiple test procedure"):
+    with the k p-values sorted, p_(1) ≤ … ≤ p_(k), reject H_(j) while p_(j) < α / (k − j + 1) and stop at
+    the first that is not. The chance of any false rejection stays ≤ α for any dependence between the
+    tests. Strict "<", so one test (k = 1) rejects exactly when its interval's edge is passed.
+
+    >>> holm_rejections([0.01, 0.04, 0.03, 0.005], 0.05)
+    [True, False, False, True]
+    """
+    rejected = [False] * len(p_values)
+    for j, i in enumerate(sorted(range(len(p_values)), key=lambda i: p_values[i])):
+        if not p_values[i] < alpha / (len(p_values) - j):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def _one_sided_p(delta: float, se: float, df: float) -> float:
+    """P(T_df ≤ Δ / se): the p-value of "the part contradicts the claim" (Δ below 0); se 0: 0 or 1."""
+    from scipy import stats
+
+    if se == 0:
+        return 0.0 if delta < 0 else 1.0
+    return float(stats.t.cdf(delta / se, df))
 
 
 def _decide(delta: float, width: float) -> str:
@@ -268,6 +319,7 @@ def evaluate_claim(
                 terms.values()
             ):  # e.g. "lower at the largest rate than at the best" when best = largest
                 result.status, result.diff, result.half_width, result.seeds = NOT_REPRODUCED, 0.0, 0.0, 0
+                result.p_value = 0.0  # certain: no noise in a cell compared with itself
                 raw.append((result, ours, [], None))
                 continue
             common = set.intersection(*(set(v) for v in cells))
@@ -290,7 +342,7 @@ def evaluate_claim(
     ss = sum(float(((ps - ps.mean()) ** 2).sum()) for ps in paired_sets)
     paired_df = sum(len(ps) - 1 for ps in paired_sets)
     s_paired = math.sqrt(ss / paired_df) if paired_df else math.nan
-    parts = []
+    parts, pending = [], []
     for result, ours, cells, per_seed in raw:
         if not cells:  # not run, or decided without noise
             parts.append(result)
@@ -298,13 +350,8 @@ def evaluate_claim(
         delta = result.diff - shift
         factor = sum(c * c for m, c in result.terms.items() if m != PRETRAINED)  # deterministic: no noise
         if per_seed is not None:
-            n = len(per_seed)
-            result.df = paired_df
-            result.half_width = (
-                t_quantile(paired_df, level) * s_paired / math.sqrt(n) if paired_df else math.nan
-            )
+            result.df, se = paired_df, s_paired / math.sqrt(len(per_seed))
             s_unit, factor = s_paired, 1.0  # s_paired is already the std of one seed's contrast
-            df_of = lambda k, d=paired_df: max(d, k - 1)  # noqa: E731
         else:
             noisy = [
                 (ours, c * c / len(v))  # c_i² / n_i: the term's share of its pool's variance
@@ -316,15 +363,29 @@ def evaluate_claim(
                 if (ours, task) in pools.index
                 else (math.nan, 0)
             )
-            var, df_total = contrast_variance([(key, w, *pool) for key, w in noisy])
-            result.df = df_total
-            result.half_width = t_quantile(df_total, level) * math.sqrt(var) if df_total else math.nan
-            s_unit = math.sqrt(var * result.seeds / factor) if df_total and factor else math.nan
-            df_of = lambda k, d=df_total: max(d, k - 1)  # noqa: E731
+            var, result.df = contrast_variance([(key, w, *pool) for key, w in noisy])
+            se = math.sqrt(var)
+            s_unit = math.sqrt(var * result.seeds / factor) if result.df and factor else math.nan
+        if result.df:
+            result.half_width = t_quantile(result.df, level) * se
+            result.p_value = _one_sided_p(delta, se, result.df)
         result.status = _decide(delta, result.half_width)
-        if result.status == UNDECIDED and not math.isnan(s_unit):
-            result.seeds_needed = _needed(delta, s_unit, factor, df_of, result.seeds + 1) or MAX_SEEDS + 1
+        df_of = lambda k, d=result.df: max(d, k - 1)  # noqa: E731
+        pending.append((result, delta, s_unit, factor, df_of))
         parts.append(result)
+    # "not reproduced" is a union over the parts: Holm-corrected over the claim's tested parts
+    alpha, tested = (1 - level) / 2, [p for p in parts if not math.isnan(p.p_value)]
+    for part, rejected in zip(tested, holm_rejections([p.p_value for p in tested], alpha), strict=True):
+        if rejected:
+            part.status = NOT_REPRODUCED
+        elif part.status == NOT_REPRODUCED:
+            part.status, part.spared_by_holm = UNDECIDED, True
+    for result, delta, s_unit, factor, df_of in pending:
+        if result.status == UNDECIDED and not math.isnan(s_unit):
+            # deciding "reproduced" needs the part's own level; "not reproduced" Holm's strictest bar
+            at = level if delta > 0 else 1 - 2 * alpha / len(tested)
+            start = result.seeds + 1
+            result.seeds_needed = _needed(delta, s_unit, factor, df_of, start, at) or MAX_SEEDS + 1
     statuses = [p.status for p in parts if p.status != NOT_RUN]
     if not statuses:
         verdict = NOT_RUN
@@ -357,8 +418,10 @@ def numbers_text(result: ClaimResult) -> str:
         )
         width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
         extra = ""
+        if p.spared_by_holm:
+            extra = ", below its interval but not after Holm's correction"
         if p.seeds_needed:
-            extra = f", needs {'> 100' if p.seeds_needed > MAX_SEEDS else p.seeds_needed} seeds"
+            extra += f", needs {'> 100' if p.seeds_needed > MAX_SEEDS else p.seeds_needed} seeds"
         texts.append(f"{p.backbone}: {label} = {p.diff:+.2f} {width}{extra}")
     if texts and result.claim.get("relation") == ">=":
         texts.insert(0, f"comparable if above −{float(result.claim['noninferiority_margin']):g}")
@@ -370,6 +433,8 @@ def verdict_text(result: ClaimResult) -> str:
     text = result.verdict
     if result.verdict != NOT_RUN and result.parts_run < len(result.parts):
         text += f" ({result.parts_run}/{len(result.parts)} parts run)"
+    if result.verdict == NOT_REPRODUCED and result.parts_tested > 1:
+        text += f": {result.parts_contradicted} of {result.parts_tested} parts contradicted (Holm-corrected)"
     if result.verdict == UNDECIDED:
         needed = result.seeds_needed
         text += (
