@@ -354,6 +354,7 @@ _LATEX_SPECIAL = {
     "“": "``",
     "”": "''",
     "≈": r"$\approx$",
+    "×": r"$\times$",
     "▲": r"$\uparrow$",
     "▼": r"$\downarrow$",
     "†": r"$\dagger$",
