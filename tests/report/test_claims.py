@@ -224,3 +224,135 @@ def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
         ("macl", "roberta-base", "simcse", 45),
     }
     assert resolved["experiments"]["nie2023"]["methods"] == FULL["experiments"]["nie2023"]["methods"]
+
+
+def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
+    """Audit C1: the unpaired terms of a part draw s and ν from one pool, so the part's ν is the pool's,
+    not a Welch–Satterthwaite sum over the terms as if they were independent estimates."""
+    from scipy import stats
+
+    config = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
+    frame = metrics(
+        {
+            ("bert-base", "cl"): [75.0, 76.0, 77.0],  # SS 2
+            ("bert-base", "au"): [73.2, 74.2],  # SS 0.5 (a seed missing: not paired)
+            ("bert-base", "dcl"): [60.0, 62.0],  # SS 2
+        },
+        experiment="nie2023",
+    )
+    result = evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame, config)
+    au = next(p for p in result.parts if p.backbone == "bert-base" and "au" in p.terms)
+    # pool (bert-base, sts_avg): s² = 4.5 / 4, ν = 4; cl − au: se² = s² (1/3 + 1/2) = 0.9375.
+    # Satterthwaite over the two terms would say ν = (5/6)² / ((1/9 + 1/4) / 4) = 100/13 ≈ 7.69, h ≈ 2.248.
+    h = stats.t.ppf(0.975, 4) * math.sqrt(0.9375)  # 2.688
+    assert not au.paired and au.df == 4
+    assert au.half_width == pytest.approx(h, rel=1e-12)
+    # D = 76 − 73.7 = 2.3 lies between the two widths: reproduced with the inflated ν, undecided with ν = 4
+    assert au.diff == pytest.approx(2.3, abs=1e-9) and au.status == UNDECIDED
+
+
+def test_distinct_pools_are_combined_by_satterthwaite():
+    from contrastlab.report.claims import contrast_variance
+
+    # pool a: two terms, V_a = 2² (0.1 + 0.15) = 1, ν 4; pool b: V_b = 1, ν 6
+    # ν = (1 + 1)² / (1/4 + 1/6) = 4 / (5/12) = 9.6
+    var, df = contrast_variance([("a", 0.1, 2.0, 4), ("b", 0.25, 2.0, 6), ("a", 0.15, 2.0, 4)])
+    assert var == pytest.approx(2.0, rel=1e-12) and df == pytest.approx(9.6, rel=1e-12)
+    assert contrast_variance([]) == (0.0, math.inf)
+    assert math.isnan(contrast_variance([("a", 0.5, 1.0, 4), ("b", 0.5, math.nan, 0)])[0])
+
+
+NIE = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
+
+
+def nie_paired(gaps: dict[str, float], spread: float) -> pd.DataFrame:
+    """BERT-base cells of Nie's experiment: cl at 70, 71, 72 and each method at cl + gap + (−spread, 0,
+    +spread) per seed, so every part is paired with per-seed contrasts of SS 2 · spread²."""
+    cl = [70.0, 71.0, 72.0]
+    cells = {("bert-base", "cl"): cl}
+    for method, gap in gaps.items():
+        cells[("bert-base", method)] = [x + gap + e for x, e in zip(cl, (-spread, 0.0, spread), strict=True)]
+    return metrics(cells, experiment="nie2023")
+
+
+def test_comparable_claims_are_non_inferiority_tests_at_their_margin():
+    from scipy import stats
+
+    c = claim("nie-new-losses-match-cl")  # relation ">=": MPT, MET and MAT each comparable to L_cl
+    margin = c["noninferiority_margin"]
+    assert margin == 0.5
+    # spread 0.1: three paired parts of SS 0.02, s_D = 0.1, ν = 6; h = t_{0.975,6} · 0.1 / sqrt(3) = 0.1413
+    h = stats.t.ppf(0.975, 6) * 0.1 / math.sqrt(3)
+    close = evaluate_claim(c, nie_paired({"mpt": -0.3, "met": -0.3, "mat": 0.2}, 0.1), NIE)
+    mpt = next(p for p in close.parts if p.terms == {"mpt": 1.0, "cl": -1.0} and p.backbone == "bert-base")
+    assert mpt.half_width == pytest.approx(h, rel=1e-12)
+    # −0.3 is clearly below zero (−0.3 + h < 0) but its lower bound −0.44 is above −0.5: comparable
+    assert mpt.diff + h < 0 and mpt.diff - h > -margin and mpt.status == REPRODUCED
+    assert close.verdict == REPRODUCED  # (3/12 parts run)
+    # −0.8: the upper bound −0.66 is below −0.5: worse than comparable
+    worse = evaluate_claim(c, nie_paired({"mpt": -0.8, "met": 0.0, "mat": 0.0}, 0.1), NIE)
+    assert worse.verdict == NOT_REPRODUCED
+    # −0.45: the interval (−0.59, −0.31) holds −0.5: undecided
+    edge = evaluate_claim(c, nie_paired({"mpt": -0.45, "met": 0.0, "mat": 0.0}, 0.1), NIE)
+    assert edge.verdict == UNDECIDED
+    # no evidence either way: gaps 0 with seed noise of 2 points (h = 2.83) are undecided, not reproduced
+    noisy = evaluate_claim(c, nie_paired({"mpt": 0.0, "met": 0.0, "mat": 0.0}, 2.0), NIE)
+    assert noisy.verdict == UNDECIDED and noisy.seeds_needed is not None
+
+
+def test_a_comparable_claim_without_a_margin_is_refused(tmp_path, monkeypatch):
+    from contrastlab.report import claims as claims_module
+
+    data = {"paper": "x", "file": "x.md", "claims": [{**claim("nie-new-losses-match-cl")}]}
+    data["claims"][0].pop("noninferiority_margin")
+    data["claims"][0].pop("paper"), data["claims"][0].pop("file")
+    (tmp_path / "nie2023.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    monkeypatch.setattr(claims_module, "CLAIMS_DIR", tmp_path)
+    claims_module.load_claims.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="noninferiority_margin"):
+            claims_module.load_claims("nie2023")
+    finally:
+        claims_module.load_claims.cache_clear()
+
+
+def test_holm_step_down_by_hand():
+    from contrastlab.report.claims import holm_rejections
+
+    # α = 0.05 over 4: sorted 0.005 < 0.05/4, 0.01 < 0.05/3, 0.03 ≥ 0.05/2: stop (0.04 is not reached)
+    assert holm_rejections([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]
+    assert holm_rejections([0.02], 0.025) == [True] and holm_rejections([], 0.025) == []
+
+
+SIX_PARTS = {
+    "id": "six-near-zero-gaps",
+    "experiment": "nie2023",
+    "task": "sts_avg",
+    "backbones": ["bert-base"],
+    "parts": [[m, "cl"] for m in ("au", "dcl", "dcl_plus", "mpt", "met", "mat")],
+}
+
+
+def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
+    """Audit C4: "not reproduced if any part is" over many uncorrected one-sided tests raises false
+    alarms (12 parts at 0.025: 1 − 0.975¹² ≈ 26 %); Holm over the parts' p-values keeps them ≤ 0.025."""
+    from scipy import stats
+
+    gaps = dict.fromkeys(("au", "dcl", "dcl_plus", "mpt", "met", "mat"), 0.0)
+    # spread 0.5: six paired parts of SS 0.5, s_D = 0.5, ν = 12, se = 0.5 / sqrt(3); h = 0.629
+    se = 0.5 / math.sqrt(3)
+    one = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -0.7}, 0.5), NIE)
+    au = next(p for p in one.parts if "au" in p.terms)
+    # −0.7 is below its own interval (p = 0.016 < 0.025) but not below Holm's first bar 0.025 / 6
+    assert au.diff < -au.half_width
+    assert au.p_value == pytest.approx(stats.t.cdf(-0.7 / se, 12), rel=1e-9)  # 0.0160
+    assert au.status == UNDECIDED and one.verdict == UNDECIDED
+    # far below: p = 7.9e-6 < 0.025 / 6; then −0.9 (p = 0.00445) passes the second bar 0.025 / 5 only
+    # because the first part was rejected (step-down; Bonferroni's 0.025 / 6 would not reject it)
+    two = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -2.0, "dcl": -0.9}, 0.5), NIE)
+    status = {next(iter(p.terms)): p.status for p in two.parts}
+    assert status["au"] == status["dcl"] == NOT_REPRODUCED and two.verdict == NOT_REPRODUCED
+    assert set(status.values()) == {NOT_REPRODUCED, UNDECIDED}
+    assert "2 of 6 parts contradicted" in verdict_text(two)
+    alone = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "dcl": -0.9}, 0.5), NIE)
+    assert alone.verdict == UNDECIDED

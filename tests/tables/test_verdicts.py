@@ -22,6 +22,8 @@ from contrastlab.tables.verdicts import (
     UNDECIDED,
     WITHIN,
     cell_verdict,
+    chance_expected,
+    chance_text,
     half_width,
     pooled_std,
     published_runs,
@@ -111,6 +113,8 @@ def test_verdicts_on_constructed_metrics():
     assert "verdict" in csv.splitlines()[0] and ",below," in csv
     md = to_markdown(table)
     assert "-5.66 ▼" in md and "+0.25 ≈" in md and "within seed noise" in md
+    # four trained cells tested against seed noise (sts_avg and STS12 of each method): 4 × 0.05
+    assert "1 ▲ / 1 ▼ (≈0.2 expected by chance), i.e. 4 cells × 0.05" in md
 
 
 def test_one_seed_everywhere_is_undecided_and_toy_backbones_have_no_published_number():
@@ -155,7 +159,7 @@ def test_report_counts_verdicts_and_opens_with_claims(tmp_path):
     )
     # compared 4: simcse sts_avg (+0.25, within), macl sts_avg (below), macl STS12 (above) and simcse
     # STS12 (one seed, but the pool has df 2: 68.00 vs 68.40, within)
-    assert "| 4 | 2 | 1 | 1 | 0 |" in row
+    assert "| 4 | 2 | 1 | 1 | 0 | ≈0.2 |" in row  # then above/below by chance: 4 tested × 0.05
     claims = report[report.index("## Claims") : report.index("## Tables")]
     assert "MACL beats SimCSE on STS.Avg" in claims and "not reproduced (1/2 parts run)" in claims
 
@@ -172,3 +176,22 @@ def test_the_cpu_preset_shows_no_published_number_never_a_made_up_comparison():
     assert c.loc[("minilm", "cl", "sts_avg"), "verdict"] == NO_PUBLISHED
     assert c.loc[("minilm", "cl", "sts_avg"), "compared_with"] == "n/a"
     assert {r.verdict for r in evaluate_claims(metrics, cpu)} == {NOT_RUN}
+
+
+def test_chance_count_is_the_tested_trained_cells_times_the_level():
+    # 24 trained cells with an interval (20 ≈, 3 ▲, 1 ▼), 2 undecided (no interval) and 4 Pretrained rows
+    # (compared at the published rounding, not seed noise): 24 × 0.05 = 1.2 expected by chance
+    cells = pd.DataFrame(
+        {
+            "method": ["cl"] * 26 + ["pretrained"] * 4,
+            "verdict": [WITHIN] * 20
+            + [ABOVE] * 3
+            + [BELOW]
+            + [UNDECIDED] * 2
+            + [ABOVE, ABOVE, BELOW, WITHIN],
+        }
+    )
+    tested, expected = chance_expected(cells)
+    assert tested == 24 and expected == pytest.approx(1.2, rel=1e-12)
+    assert chance_text(cells) == "3 ▲ / 1 ▼ (≈1.2 expected by chance)"
+    assert chance_text(cells.assign(verdict=UNDECIDED)) == ""

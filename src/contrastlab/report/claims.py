@@ -9,29 +9,50 @@ part is a linear contrast over cells of one backbone, ``{method: coefficient}`` 
 ``infonce@max`` / ``infonce@min`` (the largest / smallest value of the experiment's sweep) or
 ``infonce@best`` (the point with the highest mean on the task, as OAR Table 3 picks its rate).
 
-**Evaluation of one part** (contrast D = Σ c_i μ_i, margin m, default 0; level :data:`~.verdicts.LEVEL`):
+**Evaluation of one part** (contrast D = Σ c_i μ_i; margin m, the claim's ``margin``, default 0;
+level :data:`~.verdicts.LEVEL`):
 
 - paired, when every cell of the part has the same seeds (≥ 2) and no deterministic cell: the per-seed
   contrast D_s = Σ c_i x_{i,s}; its variance s_D² is pooled over the claim's paired parts
   (s_D² = Σ_j (n_j − 1) s_j² / Σ_j (n_j − 1), ν = Σ_j (n_j − 1)); se = s_D / sqrt(n);
 - otherwise unpaired, from the cells' pooled seed noise (:func:`~.verdicts.noise_pools`):
-  se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell), ν by Welch–Satterthwaite;
-- h = t_{ν} · se. Relation ``>``: **reproduced** if D − m > h, **not reproduced** if D − m < −h, else
-  **undecided**; relation ``>=`` ("comparable or better"): **not reproduced** if D − m < −h, else
-  reproduced. No noise estimate (ν = 0): undecided.
+  se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell); terms that share one pool
+  share one variance estimate and give that pool's ν once, Welch–Satterthwaite combines distinct pools
+  only (:func:`contrast_variance`; the terms of one part always share the pool of its backbone and task);
+- h = t_{ν} · se, so D ± h is the two-sided interval at the level. Relation ``>``: **reproduced** if
+  D − m > h, **not reproduced** if D − m < −h (subject to the claim's correction below), else
+  **undecided**. Relation ``>=`` ("comparable or
+  better") is a non-inferiority test at the claim's ``noninferiority_margin`` M > 0 (required; its
+  reasoning stated in the claim file): **reproduced** if the lower bound D − h > −M, **not reproduced**
+  if the upper bound D + h < −M, else **undecided** (absence of evidence is not comparability). No noise
+  estimate (ν = 0): undecided.
 - For an undecided part, the seeds per cell that would decide it at the measured noise: the smallest
-  n with t_{ν(n)} · se(n) < |D − m|, ν(n) = max(ν, n − 1) (paired: se(n) = s_D / sqrt(n); unpaired:
-  se(n)² = Σ c_i² s_{p,i}² / n), if |D − m| stays as measured; none up to 100 prints "> 100".
+  n with t_{ν(n)} · se(n) < |Δ|, Δ = D − m (``>``) or D + M (``>=``), ν(n) = max(ν, n − 1) (paired:
+  se(n) = s_D / sqrt(n); unpaired: se(n)² = Σ c_i² s_{p,i}² / n), if Δ stays as measured; none up to 100
+  prints "> 100".
 
-A claim holds over all its parts and backbones: **not reproduced** if any run part is, else
-**undecided** if any is (seeds needed: the largest), else **reproduced**; **not run** if no part has run
-(a part with a cell missing has not run; the verdict then counts the parts that ran, "2/8 parts run").
+A claim holds over all its parts and backbones, and its verdict is a multiple test over them:
+
+- **not run** if no part has run (a part with a cell missing has not run; the other verdicts then
+  count the parts that ran, "2/8 parts run");
+- **not reproduced** if any part is contradicted after **Holm's correction** (:func:`holm_rejections`)
+  over the claim's k tested parts (backbones included): each part's one-sided p-value
+  p_j = P(T_ν ≤ Δ_j / se_j), sorted, contradicts while p_(j) < α / (k − j + 1), α = (1 − level) / 2 (a
+  part whose cells are one and the same has p = 0). Uncorrected, "any of k parts below its interval"
+  would read a faithful reproduction with gaps at 0 as not reproduced with chance 1 − 0.975^k (≈ 26 %
+  for 12 parts); corrected, at most α whatever k. A part below its own interval but not after the
+  correction is undecided (and said so in its numbers);
+- else **undecided** if any run part is (seeds needed: the largest; for a part with Δ ≤ 0, at Holm's
+  strictest bar α / k);
+- else **reproduced**: every run part is, an intersection-union test, each part at its own level,
+  which needs no correction.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +72,20 @@ RELATIONS = (">", ">=")
 MAX_SEEDS = 100
 
 
+def check_relation(claim: dict[str, Any], source: str) -> None:
+    """Raise ``ValueError`` unless the claim's relation is one of :data:`RELATIONS` and a ``>=`` claim
+    states its ``noninferiority_margin`` (> 0; a ``>`` claim has none, a ``>=`` claim no ``margin``)."""
+    name = f"{source}: claim {claim.get('id')!r}"
+    relation = claim.get("relation", ">")
+    if relation not in RELATIONS:
+        raise ValueError(f"{name}: relation must be one of {RELATIONS}, got {relation!r}")
+    if relation == ">=":  # comparability needs a stated tolerance, never a silent 0
+        if float(claim.get("noninferiority_margin", 0)) <= 0 or "margin" in claim:
+            raise ValueError(f"{name}: relation '>=' needs noninferiority_margin > 0 (and no margin)")
+    elif "noninferiority_margin" in claim:
+        raise ValueError(f"{name}: noninferiority_margin is for relation '>=' only")
+
+
 @functools.cache
 def load_claims(paper: str) -> dict[str, Any]:
     """The claim file ``claims/<paper>.yaml`` (keys ``paper``, ``file``, ``claims``), validated."""
@@ -62,8 +97,7 @@ def load_claims(paper: str) -> dict[str, Any]:
         missing = {"id", "claim", "quote", "where", "experiment", "task", "backbones", "parts"} - set(claim)
         if missing:
             raise ValueError(f"{path.name}: claim {claim.get('id')!r} lacks {sorted(missing)}")
-        if claim.get("relation", ">") not in RELATIONS:
-            raise ValueError(f"{path.name}: claim {claim['id']!r}: relation must be one of {RELATIONS}")
+        check_relation(claim, path.name)
     return data
 
 
@@ -99,6 +133,8 @@ class PartResult:
     seeds: int = 0
     seeds_needed: int | None = None
     missing: list[str] = field(default_factory=list)
+    p_value: float = math.nan  # one-sided, against the claim: P(T_ν ≤ Δ / se); NaN when not tested
+    spared_by_holm: bool = False  # below its own interval, but not after Holm's correction
 
 
 @dataclass
@@ -112,6 +148,15 @@ class ClaimResult:
     @property
     def parts_run(self) -> int:
         return sum(p.status != NOT_RUN for p in self.parts)
+
+    @property
+    def parts_tested(self) -> int:
+        """Run parts with a one-sided p-value: the family of Holm's correction."""
+        return sum(not math.isnan(p.p_value) for p in self.parts)
+
+    @property
+    def parts_contradicted(self) -> int:
+        return sum(p.status == NOT_REPRODUCED for p in self.parts)
 
     @property
     def seeds_needed(self) -> int | None:
@@ -162,23 +207,72 @@ def _one_point_sweep(terms: dict[str, float], experiment: dict) -> bool:
     return {"min", "max"} <= positions and all(len(v) < 2 for v in sweep.values())
 
 
-def _needed(diff: float, s: float, factor: float, df_of, start: int) -> int | None:
-    """Smallest n ≥ start with t_{df_of(n)} · s · sqrt(factor / n) < |diff| (None: not below 100)."""
+def _needed(diff: float, s: float, factor: float, df_of, start: int, level: float = LEVEL) -> int | None:
+    """Smallest n ≥ start with t_{df_of(n)} · s · sqrt(factor / n) < |diff|, t at the two-sided ``level``
+    (None: not below 100)."""
     for n in range(max(start, 2), MAX_SEEDS + 1):
         df = df_of(n)
-        if df > 0 and t_quantile(df) * s * math.sqrt(factor / n) < abs(diff):
+        if df > 0 and t_quantile(df, level) * s * math.sqrt(factor / n) < abs(diff):
             return n
     return None
 
 
-def _decide(delta: float, width: float, relation: str) -> str:
+def contrast_variance(terms: list[tuple[Hashable, float, float, float]]) -> tuple[float, float]:
+    """Variance of an unpaired contrast Σ c_i x̄_i and its degrees of freedom, from its noisy terms
+    ``(pool, c_i² / n_i, s_pool, ν_pool)``.
+
+    Terms of one pool share one variance estimate s_p², so they are not independent estimates: their
+    variances add up, V_p = s_p² Σ_{i in p} c_i² / n_i, and V_p carries the pool's own ν_p once. Only
+    distinct pools are independent, combined by Welch–Satterthwaite: ν = (Σ_p V_p)² / Σ_p (V_p² / ν_p)
+    (one pool: ν = ν_p). No noisy term: (0, inf); a pool without a noise estimate (ν_p = 0): (nan, 0).
+
+    >>> contrast_variance([("a", 1 / 3, 1.0, 4), ("a", 1 / 2, 1.0, 4)])  # one pool: its ν = 4, not 7.69
+    (0.8333333333333333, 4.0)
+    """
+    per_pool: dict[Hashable, list[float]] = {}  # pool -> [V_p, ν_p]
+    for pool, weight, std, df in terms:
+        if not df or math.isnan(std):
+            return math.nan, 0
+        per_pool.setdefault(pool, [0.0, float(df)])[0] += weight * std * std
+    var = sum(v for v, _ in per_pool.values())
+    if not var:
+        return 0.0, math.inf
+    return var, var**2 / sum(v * v / df for v, df in per_pool.values())
+
+
+def holm_rejections(p_values: list[float], alpha: float) -> list[bool]:
+    """Holm's step-down procedure (Holm 1979, "A simple sequentially rejective multiple test procedure"):
+    with the k p-values sorted, p_(1) ≤ … ≤ p_(k), reject H_(j) while p_(j) < α / (k − j + 1) and stop at
+    the first that is not. The chance of any false rejection stays ≤ α for any dependence between the
+    tests. Strict "<", so one test (k = 1) rejects exactly when its interval's edge is passed.
+
+    >>> holm_rejections([0.01, 0.04, 0.03, 0.005], 0.05)
+    [True, False, False, True]
+    """
+    rejected = [False] * len(p_values)
+    for j, i in enumerate(sorted(range(len(p_values)), key=lambda i: p_values[i])):
+        if not p_values[i] < alpha / (len(p_values) - j):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def _one_sided_p(delta: float, se: float, df: float) -> float:
+    """P(T_df ≤ Δ / se): the p-value of "the part contradicts the claim" (Δ below 0); se 0: 0 or 1."""
+    from scipy import stats
+
+    if se == 0:
+        return 0.0 if delta < 0 else 1.0
+    return float(stats.t.cdf(delta / se, df))
+
+
+def _decide(delta: float, width: float) -> str:
+    """A part's verdict from Δ (the contrast shifted by the claim's margin) against its half-width."""
     if math.isnan(width):
         return UNDECIDED
     if delta < -width:
         return NOT_REPRODUCED
-    if relation == ">=" or delta > width:
-        return REPRODUCED
-    return UNDECIDED
+    return REPRODUCED if delta > width else UNDECIDED
 
 
 def evaluate_claim(
@@ -188,8 +282,10 @@ def evaluate_claim(
     experiment's seeds and sweep; ``tables.verdict_stand_ins`` maps toy backbones onto the claim's)."""
     from contrastlab.tables.assemble import experiment_seeds
 
+    check_relation(claim, "evaluate_claim")
     name, task, relation = claim["experiment"], claim["task"], claim.get("relation", ">")
-    margin = float(claim.get("margin", 0.0))
+    # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
+    shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
     experiment = (config.get("experiments") or {}).get(name)
     if experiment is None:
         parts = [PartResult(b, contrast(p), NOT_RUN) for b in claim["backbones"] for p in claim["parts"]]
@@ -198,7 +294,7 @@ def evaluate_claim(
     values = _seed_values(metrics, name, seeds)
     pools = noise_pools(metrics, name, seeds).set_index(["backbone", "key"])
     ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
-    raw: list[tuple[PartResult, list[dict], np.ndarray | None]] = []
+    raw: list[tuple[PartResult, str, list[dict], np.ndarray | None]] = []
     for backbone in claim["backbones"]:
         ours = (
             backbone if backbone in (experiment.get("backbones") or []) else ours_for.get(backbone, backbone)
@@ -206,9 +302,8 @@ def evaluate_claim(
         for part in claim["parts"]:
             wanted = contrast(part)
             if _one_point_sweep(wanted, experiment):  # @min and @max are the same cell: nothing to compare
-                raw.append(
-                    (PartResult(backbone, wanted, NOT_RUN, missing=["a second sweep point"]), [], None)
-                )
+                missing = ["a second sweep point"]
+                raw.append((PartResult(backbone, wanted, NOT_RUN, missing=missing), ours, [], None))
                 continue
             terms: dict[str, float] = {}
             for m, c in wanted.items():  # two positions may resolve to one cell (best = max): add up
@@ -218,13 +313,14 @@ def evaluate_claim(
             missing = [m for m, v in zip(terms, cells, strict=True) if not v]
             result = PartResult(backbone, terms, NOT_RUN, missing=missing)
             if missing:
-                raw.append((result, [], None))
+                raw.append((result, ours, [], None))
                 continue
             if not any(
                 terms.values()
             ):  # e.g. "lower at the largest rate than at the best" when best = largest
                 result.status, result.diff, result.half_width, result.seeds = NOT_REPRODUCED, 0.0, 0.0, 0
-                raw.append((result, [], None))
+                result.p_value = 0.0  # certain: no noise in a cell compared with itself
+                raw.append((result, ours, [], None))
                 continue
             common = set.intersection(*(set(v) for v in cells))
             paired = None not in common and len(common) >= 2 and all(set(v) == common for v in cells)
@@ -240,68 +336,56 @@ def evaluate_claim(
                 c * np.mean(list(v.values())) for c, v in zip(terms.values(), cells, strict=True)
             )
             result.paired, result.seeds = paired, min(len(v) for v in cells)
-            raw.append((result, cells, per_seed))
+            raw.append((result, ours, cells, per_seed))
     # the paired parts' per-seed variances, pooled over the claim (see the module docstring)
-    paired_sets = [ps for _, _, ps in raw if ps is not None]
+    paired_sets = [ps for *_, ps in raw if ps is not None]
     ss = sum(float(((ps - ps.mean()) ** 2).sum()) for ps in paired_sets)
     paired_df = sum(len(ps) - 1 for ps in paired_sets)
     s_paired = math.sqrt(ss / paired_df) if paired_df else math.nan
-    parts = []
-    for result, cells, per_seed in raw:
+    parts, pending = [], []
+    for result, ours, cells, per_seed in raw:
         if not cells:  # not run, or decided without noise
             parts.append(result)
             continue
-        delta = result.diff - margin
+        delta = result.diff - shift
         factor = sum(c * c for m, c in result.terms.items() if m != PRETRAINED)  # deterministic: no noise
         if per_seed is not None:
-            n = len(per_seed)
-            result.df = paired_df
-            result.half_width = (
-                t_quantile(paired_df, level) * s_paired / math.sqrt(n) if paired_df else math.nan
-            )
+            result.df, se = paired_df, s_paired / math.sqrt(len(per_seed))
             s_unit, factor = s_paired, 1.0  # s_paired is already the std of one seed's contrast
-            df_of = lambda k, d=paired_df: max(d, k - 1)  # noqa: E731
         else:
-            variances, weights = [], []
-            for m, c, v in zip(result.terms, result.terms.values(), cells, strict=True):
-                if m == PRETRAINED:
-                    continue
-                ours = next(
-                    iter(
-                        {
-                            b
-                            for b in [result.backbone, ours_for.get(result.backbone)]
-                            if (b, task) in pools.index
-                        }
-                    ),
-                    None,
-                )
-                std, df = (
-                    (pools.loc[(ours, task), "noise_std"], pools.loc[(ours, task), "noise_df"])
-                    if ours
-                    else (math.nan, 0)
-                )
-                variances.append(c * c * std * std / len(v) if df else math.nan)
-                weights.append(df)
-            if not variances:
-                var, df_total = 0.0, math.inf
-            elif any(math.isnan(x) for x in variances):
-                var, df_total = math.nan, 0
-            else:
-                var = sum(variances)
-                df_total = (
-                    var**2 / sum(x * x / d for x, d in zip(variances, weights, strict=True))
-                    if var
-                    else math.inf
-                )
-            result.df = df_total
-            result.half_width = t_quantile(df_total, level) * math.sqrt(var) if df_total else math.nan
-            s_unit = math.sqrt(var * result.seeds / factor) if df_total and factor else math.nan
-            df_of = lambda k, d=df_total: max(d, k - 1)  # noqa: E731
-        result.status = _decide(delta, result.half_width, relation)
-        if result.status == UNDECIDED and relation == ">" and not math.isnan(s_unit):
-            result.seeds_needed = _needed(delta, s_unit, factor, df_of, result.seeds + 1) or MAX_SEEDS + 1
+            noisy = [
+                (ours, c * c / len(v))  # c_i² / n_i: the term's share of its pool's variance
+                for m, c, v in zip(result.terms, result.terms.values(), cells, strict=True)
+                if m != PRETRAINED  # deterministic: no noise
+            ]
+            pool = (
+                (pools.loc[(ours, task), "noise_std"], pools.loc[(ours, task), "noise_df"])
+                if (ours, task) in pools.index
+                else (math.nan, 0)
+            )
+            var, result.df = contrast_variance([(key, w, *pool) for key, w in noisy])
+            se = math.sqrt(var)
+            s_unit = math.sqrt(var * result.seeds / factor) if result.df and factor else math.nan
+        if result.df:
+            result.half_width = t_quantile(result.df, level) * se
+            result.p_value = _one_sided_p(delta, se, result.df)
+        result.status = _decide(delta, result.half_width)
+        df_of = lambda k, d=result.df: max(d, k - 1)  # noqa: E731
+        pending.append((result, delta, s_unit, factor, df_of))
         parts.append(result)
+    # "not reproduced" is a union over the parts: Holm-corrected over the claim's tested parts
+    alpha, tested = (1 - level) / 2, [p for p in parts if not math.isnan(p.p_value)]
+    for part, rejected in zip(tested, holm_rejections([p.p_value for p in tested], alpha), strict=True):
+        if rejected:
+            part.status = NOT_REPRODUCED
+        elif part.status == NOT_REPRODUCED:
+            part.status, part.spared_by_holm = UNDECIDED, True
+    for result, delta, s_unit, factor, df_of in pending:
+        if result.status == UNDECIDED and not math.isnan(s_unit):
+            # deciding "reproduced" needs the part's own level; "not reproduced" Holm's strictest bar
+            at = level if delta > 0 else 1 - 2 * alpha / len(tested)
+            start = result.seeds + 1
+            result.seeds_needed = _needed(delta, s_unit, factor, df_of, start, at) or MAX_SEEDS + 1
     statuses = [p.status for p in parts if p.status != NOT_RUN]
     if not statuses:
         verdict = NOT_RUN
@@ -334,9 +418,13 @@ def numbers_text(result: ClaimResult) -> str:
         )
         width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
         extra = ""
+        if p.spared_by_holm:
+            extra = ", below its interval but not after Holm's correction"
         if p.seeds_needed:
-            extra = f", needs {'> 100' if p.seeds_needed > MAX_SEEDS else p.seeds_needed} seeds"
+            extra += f", needs {'> 100' if p.seeds_needed > MAX_SEEDS else p.seeds_needed} seeds"
         texts.append(f"{p.backbone}: {label} = {p.diff:+.2f} {width}{extra}")
+    if texts and result.claim.get("relation") == ">=":
+        texts.insert(0, f"comparable if above −{float(result.claim['noninferiority_margin']):g}")
     return "; ".join(texts) if texts else "–"
 
 
@@ -345,6 +433,8 @@ def verdict_text(result: ClaimResult) -> str:
     text = result.verdict
     if result.verdict != NOT_RUN and result.parts_run < len(result.parts):
         text += f" ({result.parts_run}/{len(result.parts)} parts run)"
+    if result.verdict == NOT_REPRODUCED and result.parts_tested > 1:
+        text += f": {result.parts_contradicted} of {result.parts_tested} parts contradicted (Holm-corrected)"
     if result.verdict == UNDECIDED:
         needed = result.seeds_needed
         text += (

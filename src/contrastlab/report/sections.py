@@ -16,10 +16,12 @@ from contrastlab.tables.assemble import (
 from contrastlab.tables.deviations import deviations, markdown_lines
 from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.render import fmt_score
-from contrastlab.tables.verdicts import noise_note, verdict_counts
+from contrastlab.tables.verdicts import LEVEL, chance_expected, noise_note, verdict_counts
 
 #: Verdict counts in the summary table (tables.verdicts): compared cells and each verdict.
 VERDICT_KEYS = ("compared", "within noise", "above", "below", "undecided")
+#: Summary column: the above + below verdicts expected by chance (tables.verdicts.chance_expected).
+CHANCE_KEY = "above/below by chance"
 
 
 def summarize(table: Table) -> dict[str, str]:
@@ -36,9 +38,12 @@ def summarize(table: Table) -> dict[str, str]:
             "mean abs Δ": "–",
             "max abs Δ": "–",
             **dict.fromkeys(VERDICT_KEYS, "–"),
+            CHANCE_KEY: "–",
             "note": f"config vs paper: {counts.get('match', 0)} match, {counts.get('differs', 0)} differ",
         }
     verdicts = {k: str(v) for k, v in verdict_counts(c).items()} or dict.fromkeys(VERDICT_KEYS, "–")
+    tested, expected = chance_expected(c)
+    verdicts[CHANCE_KEY] = f"≈{expected:.1f}" if tested else "–"
     diffs = c["diff"].abs().dropna()
     run = c["status"].isin(["ok", STATUS_PARTIAL])
     toy = int((~c["in_paper"] & run).sum())
@@ -179,7 +184,9 @@ def write_report(
         "over the run cells that have a published number. Hyperparameter tables compare the config with "
         "the paper. Compared = run cells with a published number; within noise / above / below / undecided "
         "are their seed-noise verdicts (`contrastlab.tables.verdicts`: our mean against the published "
-        "number, with an interval from the pooled seed noise).",
+        "number, with an interval from the pooled seed noise). The intervals are per cell, so a faithful "
+        "reproduction still shows some above / below: above/below by chance is how many, the trained "
+        f"cells tested against seed noise × {1 - LEVEL:g} (each table's legend gives its ▲ / ▼ beside it).",
         "",
     ]
     if rows:
@@ -253,8 +260,15 @@ def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> l
         "Each paper's headline claims (`src/contrastlab/report/claims/<paper>.yaml`, quoted from the paper) "
         "checked on our metrics: reproduced / not reproduced when the difference clears the seed-noise "
         "interval (level 0.95), undecided when it does not (with the seeds per cell that would decide it "
-        "at the measured noise), not run when its cells have no metrics. Numbers: each run part's "
-        "contrast ± the interval's half-width.",
+        "at the measured noise), not run when its cells have no metrics. A “comparable or better” claim is "
+        "a non-inferiority test at the margin its claim file states and reasons (printed with its "
+        "numbers): reproduced only when the interval's lower bound is above −margin, not reproduced when "
+        "its upper bound is below −margin, else undecided. A claim of several parts (losses × "
+        "backbones) is reproduced only when every part is; it is not reproduced only when a part stays "
+        "below its interval after Holm's correction over the claim's parts (one-sided level 0.025 for "
+        "the whole claim, not per part: uncorrected, 12 parts with no true gap would read “not "
+        "reproduced” about one time in four); a part below its own interval but not after the correction "
+        "is undecided. Numbers: each run part's contrast ± the interval's half-width.",
         "",
     ]
     if toy:

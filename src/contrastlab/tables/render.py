@@ -24,7 +24,7 @@ from contrastlab.tables.assemble import (
     Table,
 )
 from contrastlab.tables.deviations import markdown_lines
-from contrastlab.tables.verdicts import MARKERS, noise_note
+from contrastlab.tables.verdicts import LEVEL, MARKERS, chance_expected, chance_text, noise_note
 
 NOT_RUN = STATUS_NOT_RUN
 NOT_CONFIGURED = STATUS_NOT_CONFIGURED
@@ -261,6 +261,13 @@ def _legend(table: Table) -> list[str]:
             "estimate: too few seeds); the interval is t·s·sqrt(1/n + 1/k) for our n seeds and the k runs "
             "behind the published number (level 0.95). " + noise_note(table.cells)
         )
+        tested, _ = chance_expected(table.cells)
+        if tested:  # per-cell intervals: some ▲/▼ are expected from a faithful reproduction
+            text += (
+                f" Trained cells tested against seed noise: {chance_text(table.cells)}, i.e. "
+                f"{tested} cells × {1 - LEVEL:g} if every one reproduced the paper exactly (no correction "
+                "for the table's many cells)."
+            )
         if table.cells["compared_with"].astype(str).str.endswith("(stand-in)").any():
             text += (
                 f" {STAND_IN_MARK}: a toy backbone compared with its stand-in's published number "
@@ -347,6 +354,7 @@ _LATEX_SPECIAL = {
     "“": "``",
     "”": "''",
     "≈": r"$\approx$",
+    "×": r"$\times$",
     "▲": r"$\uparrow$",
     "▼": r"$\downarrow$",
     "†": r"$\dagger$",

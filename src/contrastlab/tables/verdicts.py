@@ -23,7 +23,8 @@ and the verdict is **within noise** if |x̄ − p| ≤ h (the edge counts as wit
 A deterministic cell (the "Pretrained" rows: one evaluation of an unmodified backbone, no seed) has no
 seed noise; it is compared at the published number's rounding, h = 0.005 (half its last printed digit).
 The intervals are per cell (no correction for the many cells of a table): at level 0.95 about one cell
-in twenty of a faithful reproduction falls outside by chance.
+in twenty of a faithful reproduction falls outside by chance, so each table prints beside its ▲/▼ the
+number expected by chance, (1 − level) × the cells tested against seed noise (:func:`chance_expected`).
 
 Example (two cells of three seeds each, a published single run)::
 
@@ -233,6 +234,43 @@ def verdict_counts(cells: pd.DataFrame) -> dict[str, int]:
     kinds = [WITHIN, ABOVE, BELOW, UNDECIDED]
     counts = {kind: int((v == kind).sum()) for kind in kinds}
     return {"compared": sum(counts.values()), **counts}
+
+
+def chance_expected(cells: pd.DataFrame, level: float = LEVEL) -> tuple[int, float]:
+    """The cells tested against seed noise and the ▲/▼ expected among them by chance: (m, m · (1 − level)).
+
+    Tested: a trained cell with a verdict from a seed-noise interval (within noise, above or below); not
+    undecided cells (no interval) nor the deterministic Pretrained rows (compared at the published
+    rounding, where ▲/▼ means the evaluation differs, not noise). If every tested cell reproduced the
+    paper exactly, each falls outside its two-sided interval with chance 1 − level, so the expected count
+    is m (1 − level) by linearity, whatever the dependence between cells (they share pools, which widens
+    the spread of the count but not its mean).
+
+    >>> cells = pd.DataFrame({"method": ["cl", "cl", "au", "pretrained"]})
+    >>> cells["verdict"] = [WITHIN, ABOVE, UNDECIDED, BELOW]
+    >>> tested, expected = chance_expected(cells)
+    >>> tested, round(expected, 6)
+    (2, 0.1)
+    """
+    from contrastlab.tables.metrics import PRETRAINED
+
+    if "verdict" not in cells:
+        return 0, 0.0
+    tested = int((cells["verdict"].isin([WITHIN, ABOVE, BELOW]) & (cells["method"] != PRETRAINED)).sum())
+    return tested, tested * (1 - level)
+
+
+def chance_text(cells: pd.DataFrame, level: float = LEVEL) -> str:
+    """The tested cells' ▲ and ▼ beside the number expected by chance (:func:`chance_expected`), e.g.
+    "3 ▲ / 1 ▼ (≈1.2 expected by chance)"; empty without verdicts."""
+    from contrastlab.tables.metrics import PRETRAINED
+
+    tested, expected = chance_expected(cells, level)
+    if not tested:
+        return ""
+    trained = cells[cells["method"] != PRETRAINED]["verdict"]
+    above, below = int((trained == ABOVE).sum()), int((trained == BELOW).sum())
+    return f"{above} {MARKERS[ABOVE]} / {below} {MARKERS[BELOW]} (≈{expected:.1f} expected by chance)"
 
 
 def noise_note(cells: pd.DataFrame) -> str:
