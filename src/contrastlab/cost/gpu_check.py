@@ -2,7 +2,7 @@
 peak memory, the resume, evaluation-split and GPU-vs-CPU evaluation checks, and the calibration file
 ``make plan`` reads.
 
-FLOPs per training step are the plan's (:func:`contrastlab.cost.plan.cell_work`), so that the
+FLOPs per training step are the plan's (:func:`contrastlab.cost.flops.cell_work`), so that the
 calibration written here is in the units ``make plan`` divides by. MFU = achieved FLOP/s ÷ the
 device's dense peak for the cell's precision (:data:`contrastlab.cost.calibration.GPU_PEAKS`, vendors'
 data sheets; fp32 cells against the non-tensor-core fp32 peak).
@@ -20,8 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from contrastlab.cost import plan
-from contrastlab.cost.calibration import peak_tflops
+from contrastlab.cost.calibration import Measurement, calibration_from_measurements, peak_tflops
 
 CALIBRATION_FILE = "calibration.json"
 STS_TASKS = ("STS12", "STSBenchmark", "SICKRelatedness")
@@ -112,12 +111,12 @@ def environment() -> dict[str, Any]:
 
 
 def calibration(rows: Iterable[Mapping[str, Any]], env: Mapping[str, Any]) -> dict[str, Any]:
-    """What ``make plan`` reads (:func:`contrastlab.cost.plan.calibration_from_measurements`): the
+    """What ``make plan`` reads (:func:`contrastlab.cost.calibration.calibration_from_measurements`): the
     achieved TFLOP/s per track and precision, start-up and dev-evaluation overheads, GPU memory."""
 
     rows = [r for r in rows if r["steps_per_s"]]
     measured = [
-        plan.Measurement(r["track"], r["precision"], step_flops=r["step_flops"], steps_per_s=r["steps_per_s"])
+        Measurement(r["track"], r["precision"], step_flops=r["step_flops"], steps_per_s=r["steps_per_s"])
         for r in rows
     ]
     sentence = [r for r in rows if r["track"] == "sentence"]
@@ -125,7 +124,7 @@ def calibration(rows: Iterable[Mapping[str, Any]], env: Mapping[str, Any]) -> di
     overheads = {"train_startup": max((r["startup_s"] for r in rows), default=0.0)}
     if evals:
         overheads["dev_evaluation"] = sum(evals) / len(evals)
-    return plan.calibration_from_measurements(
+    return calibration_from_measurements(
         measured,
         device=str(env.get("device")),
         source=f"make gpu-check on {env.get('device')} ({env.get('date')})",
