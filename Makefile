@@ -9,8 +9,10 @@ SNAKEMAKE := $(BIN)/snakemake --workflow-profile profiles/local
 CONFIG ?= config.yaml
 # The precision choice `make plan` details (config: each cell's own; fp32, tf32, bf16, fp16).
 PRECISION ?= config
+# The local port `make monitor` serves TensorBoard on.
+PORT ?= 6006
 
-.PHONY: install test test-fast faults demo cpu plan gpu-check dry-run search lint clean-demo freeze restore add-seeds
+.PHONY: install test test-fast faults demo cpu plan gpu-check dry-run search monitor lint clean-demo freeze restore add-seeds
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +52,12 @@ dry-run: install         ## the plan, then every job of CONFIG (default config.y
 
 search: install          ## CONFIG's hyperparameter searches with everything else; tables and report show them
 	$(SNAKEMAKE) --configfile $(CONFIG) --config 'searches={in_all: true}'
+
+monitor: install         ## live training curves: TensorBoard over CONFIG's <results_dir>/tensorboard, localhost:PORT
+	@results="$$($(BIN)/python -c 'import sys; from contrastlab.config import load; print(load(sys.argv[1])["results_dir"])' '$(CONFIG)')" || exit 1; \
+	mkdir -p "$$results/tensorboard"; \
+	echo "TensorBoard over $$results/tensorboard: http://localhost:$(PORT)/ (Ctrl-C stops it)"; \
+	exec $(BIN)/tensorboard --logdir "$$results/tensorboard" --host localhost --port $(PORT)
 
 lint: install
 	$(BIN)/snakemake --lint

@@ -185,10 +185,13 @@ def straight_runs(tmp_path_factory, data):
 
 @pytest.mark.fault("SIGKILL of a training job at a random step", "resumes; checkpoint and log bit-identical")
 @pytest.mark.parametrize("kill_seed, precision", [(0, "fp32"), (1, "fp32"), (2, "fp32"), (3, "fp16")])
-def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, precision, observed, straight_runs):
-    """A run SIGKILLed after a random snapshot resumes to the uninterrupted run's checkpoint, summary and
-    log metrics, bit for bit. Only the killed run has its own interpreter (a SIGKILL ends a process); the
-    resume and the uninterrupted reference (shared by the kill points of a precision) run in-process."""
+def test_resume_after_sigkill_is_bit_identical(
+    tmp_path, data, kill_seed, precision, observed, straight_runs, read_curves
+):
+    """A run SIGKILLed after a random snapshot resumes to the uninterrupted run's checkpoint, summary,
+    log metrics and TensorBoard curves, bit for bit. Only the killed run has its own interpreter (a SIGKILL
+    ends a process); the resume and the uninterrupted reference (shared by the kill points of a precision)
+    run in-process."""
     settings = {**KILL_SETTINGS, "precision": precision}
     chooser = random.Random(kill_seed)
     kill_after = chooser.choice([2, 4, 6, 8, 10])
@@ -243,7 +246,15 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path, data, kill_seed, precis
         [r for r in read_log(logs[name]) if r["event"] == "geometry"] for name in ("killed", "straight")
     ]
     assert [r["step"] for r in geometry[1]] == [0, 5, 10, 14] and geometry[0] == geometry[1]
+    curves = [read_curves(folder / "state.tensorboard") for folder in (tmp_path / "killed", straight_dir)]
+    assert curves[0].keys() == curves[1].keys() and {"dev/spearman", "train/grad_norm"} <= curves[1].keys()
+    assert {"probe/align", "probe/uniformity", "probe/gd_active", "train/stats/align"} <= curves[1].keys()
+    for tag, points in curves[1].items():  # every tag's steps once each, and the same values
+        timing = tag in ("train/steps_per_s", "train/sentences_per_s", "train/ms_per_step")
+        assert [s for s, _ in curves[0][tag]] == [s for s, _ in points], tag
+        assert timing or curves[0][tag] == points, tag
     if precision == "fp16":
+        assert {"train/loss_scale", "train/skipped_steps"} <= curves[1].keys()
         assert resumed["precision"] == "fp16" and resumed["loss_scaling"]
         assert all(
             "loss_scale" in r for r in read_log(tmp_path / "killed" / "log.jsonl") if r["event"] == "train"

@@ -66,6 +66,7 @@ def test_every_optional_key_has_a_default():
     # The runtime's time-based snapshots and SimCSE's head under autocast: absent means the trainer's
     # default (None, False), so the cells of earlier configs keep their params.
     no_default |= {"state_minutes", "head_autocast", "val_fraction", "keep"}
+    no_default |= {"tensorboard"}  # absent means on: the cells' params stay as they were
     # A search's keys: absent means "all of the experiment's" (methods, backbones), its first seed, the
     # shared stages, no per-method stages, no budget (contrastlab.search.search_spec fills them).
     no_default |= {"methods", "seed", "stages", "per_method", "budget_gpu_hours"}

@@ -32,6 +32,10 @@ a cell to a handful of them). A snapshot records the device type and the resolve
 written under; resuming it under another device type or precision stops with one line naming both
 (:class:`SnapshotMismatchError`), instead of crashing on an empty scaler state or silently changing
 precision half-way. On a CPU a resumed run is bit-identical to an uninterrupted one.
+
+Live curves: every record of the JSONL log is mirrored as TensorBoard scalars in the run's
+``events_dir`` (:mod:`contrastlab.training.events`: no extra host sync, curves continued without
+duplicated steps on resume, never a reason for the run to fail).
 """
 
 from __future__ import annotations
@@ -54,12 +58,16 @@ import torch
 from contrastlab.models import pick_device
 from contrastlab.precision import CHOICES, fp32_mode_now, resolve, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
 from contrastlab.training import state as st
+from contrastlab.training.events import TensorBoardLog, default_events_dir
 
 PRECISIONS = CHOICES  # contrastlab.precision states them
 #: Skipped fp16 steps in a row after which the run stops: the scale has fallen by 2**20 (from 65536 to
 #: 0.06), so the gradients overflow at any scale and further steps would only skip.
 FP16_MAX_CONSECUTIVE_SKIPS = 20
 OPTIMIZERS = ("adamw", "adam", "sgd")
+#: Settings that change no number of a run: left out of its snapshot fingerprint (a snapshot written with
+#: another value, or before the setting existed, resumes).
+NOT_IN_FINGERPRINT = ("tensorboard",)
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -196,6 +204,11 @@ def check_against_schema(settings: Any, defs_key: str) -> None:
     raise ValueError(f"{name} {text}, got {value!r}")
 
 
+def fingerprint_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A settings dict without the keys that change no number (:data:`NOT_IN_FINGERPRINT`)."""
+    return {k: v for k, v in settings.items() if k not in NOT_IN_FINGERPRINT}
+
+
 def loss_stats_text(loss_fn, h1: torch.Tensor, h2: torch.Tensor) -> str:
     """The loss's stats on ``(h1, h2)`` as JSON, for the non-finite message (never raises: the message
     must get out even if the stats themselves fail)."""
@@ -235,14 +248,16 @@ def build_optimizer(
 
 
 class JsonlLog:
-    """Append-only JSON lines file."""
+    """Append-only JSON lines file; ``mirror`` also gets every record (the TensorBoard events)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, mirror: Callable[[Mapping[str, Any]], None] | None = None) -> None:
+        self.path, self.mirror = path, mirror
 
     def write(self, record: Mapping[str, Any]) -> None:
         with open(self.path, "a") as handle:
             handle.write(json.dumps(record, default=float) + "\n")
+        if self.mirror is not None:
+            self.mirror(record)
 
     def offset(self) -> int:
         return self.path.stat().st_size if self.path.exists() else 0
@@ -286,7 +301,7 @@ class TrainingRun:
     how often the device-side non-finite flag is read (a host sync); ``0`` = only at the steps that sync
     anyway (logging, evaluation, snapshots), the CUDA default; ``None`` = every step on a CPU (it costs
     nothing there), ``0`` on CUDA. Either way the error names the first non-finite step.
-    ``clock`` is for tests.
+    ``events_dir``: the run's TensorBoard folder (None: no events). ``clock`` is for tests.
     """
 
     def __init__(
@@ -299,6 +314,7 @@ class TrainingRun:
         state_minutes: float | None = None,
         check_every: int | None = None,
         progress: bool = True,
+        events_dir: str | Path | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.started = time.perf_counter()
@@ -311,7 +327,8 @@ class TrainingRun:
         self.check_every = check_every if check_every is not None else (1 if cpu else 0)
         self.progress = progress
         self.clock = clock
-        self.log = JsonlLog(self.state_dir / st.LOG_FILE)
+        self.events = TensorBoardLog(events_dir)
+        self.log = JsonlLog(self.state_dir / st.LOG_FILE, mirror=self.events.write)
         self.timings: dict[str, float] = {"train_s": 0.0, "state_s": 0.0}
         self.resumed_from: list[int] = []
         self.skipped_steps = 0  # fp16 steps skipped by the loss scaler, over the whole run
@@ -323,10 +340,15 @@ class TrainingRun:
         self._interval(0.0, 0, 0)
 
     @classmethod
-    def for_settings(cls, settings: Any, state_dir: str | Path, **kwargs: Any) -> TrainingRun:
-        """The run of a trainer's settings (their ``precision``, ``state_every``, ``state_minutes``)."""
+    def for_settings(
+        cls, settings: Any, state_dir: str | Path, *, events_dir: str | Path | None = None, **kwargs: Any
+    ) -> TrainingRun:
+        """The run of a trainer's settings (their ``precision``, ``state_every``, ``state_minutes``, and
+        ``tensorboard``: events in ``events_dir``, by default beside the state folder
+        (:func:`~contrastlab.training.events.default_events_dir`), or none)."""
         rules = {k: getattr(settings, k) for k in ("precision", "state_every", "state_minutes")}
-        return cls(state_dir, **rules, **kwargs)
+        events = (events_dir or default_events_dir(state_dir)) if settings.tensorboard else None
+        return cls(state_dir, **rules, events_dir=events, **kwargs)
 
     # -- description -----------------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -335,6 +357,7 @@ class TrainingRun:
             "device": str(self.device),
             "device_name": device_name(self.device),
             **self.precision.record(),
+            "events_dir": str(self.events.folder) if self.events.folder else None,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -389,7 +412,8 @@ class TrainingRun:
 
     # -- the loop's bookkeeping ------------------------------------------------------------------------
     def steps(self, start: int, total: int, desc: str) -> Iterator[int]:
-        """Steps ``start + 1 .. total`` with a progress bar; the interval clock starts here."""
+        """Steps ``start + 1 .. total`` with a progress bar; the interval clock starts here. The
+        TensorBoard events end with the loop (the trainers log no curve after it)."""
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         self._bar = progress_bar(total, start, desc, self.progress)
@@ -398,6 +422,7 @@ class TrainingRun:
             yield from range(start + 1, total + 1)
         finally:
             self._bar.close()
+            self.events.close()
 
     def _interval(self, loss_sum: float, steps: int, items: int) -> None:
         self._loss_sum = torch.full((), loss_sum, device=self.device)
@@ -504,6 +529,7 @@ class TrainingRun:
         step to continue after."""
         if saved is None:
             st.reset_state_dir(self.state_dir)
+            self.events.start(resume_step=None)
             self.log.write({"event": "start", **start_record})
             return 0
         for name, obj in stateful.items():
@@ -514,6 +540,7 @@ class TrainingRun:
         self.skipped_steps = saved.get("skipped_steps", 0)
         self._interval(*saved["interval"])
         st.truncate_log(self.state_dir, saved["log_offset"])
+        self.events.start(resume_step=saved["step"])
         self.log.write({"event": "resume", "step": saved["step"]})
         st.restore_rng(saved["rng"])
         return saved["step"]
@@ -532,6 +559,7 @@ class TrainingRun:
     ) -> None:
         """Write a resumable snapshot after ``step`` (atomic; see :mod:`contrastlab.training.state`)."""
         with self.pause("state_s"):
+            self.events.flush()  # the curves up to this step on disk before the snapshot is
             payload = {
                 "fingerprint": fingerprint,
                 "runtime": self.runtime_key(),

@@ -75,6 +75,7 @@ from contrastlab.training.runtime import (
     build_optimizer,
     check_against_schema,
     epoch_order,
+    fingerprint_settings,
     loss_stats_text,
     settings_from_dict,
 )
@@ -122,6 +123,7 @@ class TrainSettings:
     analysis_sentences: int = 1280  # probe size (Li: 10% held out; batches of analysis_batch)
     analysis_batch: int = 128  # sentences per probe batch (Li: N = 128)
     analysis_holdout: bool = False  # probe = the corpus's last sentences, removed from training (Li)
+    tensorboard: bool = True  # TensorBoard events of the log's records (training.events); no number changes
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "loss_hp", dict(self.loss_hp))
@@ -407,16 +409,19 @@ def train(
     cache_dir: str | Path | None = None,
     progress: bool = True,
     check_every: int | None = None,
+    events_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train one cell; write the best checkpoint to ``out_dir`` and the JSONL log to ``log_path``.
 
     ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on success);
     ``cache_dir`` the tokenised corpus (default ``resources/cache``); ``check_every`` the non-finite
-    check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`). Returns the summary written to
+    check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir`` the TensorBoard
+    run folder (default ``<state_dir>.tensorboard``). Returns the summary written to
     ``out_dir/train_summary.json``: best dev score and step, steps, timings, device, settings, meta.
     """
     s, backbone_dir = settings, Path(backbone_dir)
-    run = TrainingRun.for_settings(s, state_dir, device=device, check_every=check_every, progress=progress)
+    options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
+    run = TrainingRun.for_settings(s, state_dir, **options)
     data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, progress)
     model, head, head_name, params = _build_model(s, backbone_dir, run.device)
     hp = dict(lr=s.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
@@ -479,7 +484,8 @@ def _identity(
 ):
     """The run's snapshot fingerprint (settings, backbone, corpus) and the description its start record
     and summary carry."""
-    key = [s.to_dict(), _backbone_fingerprint(backbone_dir), data.sentences.key, data.n_sentences]
+    numbers = fingerprint_settings(s.to_dict())  # the settings that change the run's numbers
+    key = [numbers, _backbone_fingerprint(backbone_dir), data.sentences.key, data.n_sentences]
     fingerprint = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
     run_info = {
         **run.describe(),

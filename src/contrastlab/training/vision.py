@@ -62,6 +62,7 @@ from contrastlab.training.runtime import (
     build_optimizer,
     check_against_schema,
     epoch_order,
+    fingerprint_settings,
     loss_stats_text,
     settings_from_dict,
 )
@@ -156,6 +157,7 @@ class VisionTrainSettings:
     log_every: int = 50  # steps between log lines (and progress lines on stderr)
     state_every: int | None = 500  # steps between resumable snapshots (None: by time only)
     state_minutes: float | None = None  # minutes between snapshots as well (config.yaml: 10 on GPUs)
+    tensorboard: bool = True  # TensorBoard events of the log's records (training.events); no number changes
 
     def __post_init__(self) -> None:
         for name in ("crop_scale", "crop_ratio", "jitter", "blur_sigma"):  # YAML and JSON give lists
@@ -406,6 +408,7 @@ def train_vision(
     download: bool = False,
     progress: bool = True,
     check_every: int | None = None,
+    events_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train one vision cell; write the encoder to ``out_dir`` and the JSONL log to ``log_path``.
 
@@ -413,11 +416,13 @@ def train_vision(
     when it is absent (:func:`~contrastlab.data.images.load_images`; the workflow does this in its own
     data rule). ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on
     success). ``progress``: a progress bar and one JSON line per log step on stderr; ``check_every``:
-    the non-finite check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`). Returns the
-    summary also written to ``out_dir/settings.json``.
+    the non-finite check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir``
+    the TensorBoard run folder (default ``<state_dir>.tensorboard``). Returns the summary also written to
+    ``out_dir/settings.json``.
     """
     s = settings
-    run = TrainingRun.for_settings(s, state_dir, device=device, check_every=check_every, progress=progress)
+    options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
+    run = TrainingRun.for_settings(s, state_dir, **options)
     dev = run.device
     use_channels_last = dev.type == "cuda" if s.channels_last is None else s.channels_last
     channels_last = torch.channels_last if use_channels_last else torch.contiguous_format
@@ -438,7 +443,7 @@ def train_vision(
     loss_fn = build_loss(s.loss, **s.loss_hp)
     oar = _OarBatches(s, data, loss_dim, dev) if s.oar_fraction > 0 else None
     views = torch.Generator(device=dev).manual_seed(s.seed)  # the augmentations' draws
-    key = json.dumps([s.to_dict(), n_images, size], sort_keys=True).encode()
+    key = json.dumps([fingerprint_settings(s.to_dict()), n_images, size], sort_keys=True).encode()
     fingerprint = hashlib.sha256(key).hexdigest()[:16]
     run_info = _describe(
         s, run, encoder, params, oar, n_train, size, steps_per_epoch, total, use_channels_last
@@ -482,14 +487,15 @@ def train_vision(
                 scale=run.scale,
                 head_autocast=s.head_autocast,
             )
-            run.optimizer_step(optimizer, params, clip_norm=None)
+            # No clipping (App. B.3); at log steps an infinite bound measures the norm (grads x 1.0).
+            grad_norm = run.optimizer_step(optimizer, params, clip_norm=math.inf if logging else None)
         loss = out.loss.detach() if oar_value is None else (out.loss + s.oar_weight * oar_value).detach()
         run.record(step, loss, len(batch))
         what = f"loss {s.loss!r} (hp {json.dumps(dict(s.loss_hp))})"
         stats = functools.partial(loss_stats_text, loss_fn, h1, h2)
         run.check_finite(step, loss, syncs=logging or snapshot, what=what, stats=stats)
         if logging:
-            _log_interval(run, step, epoch, lr, loss, out, oar_value)
+            _log_interval(run, step, epoch, lr, loss, out, oar_value, grad_norm)
         if select is not None and (step % steps_per_epoch == 0 or step == total):
             select(step, epoch)
         if snapshot:
@@ -609,8 +615,8 @@ def _describe(s, run, encoder, params, oar, n_images, size, steps_per_epoch, tot
     }
 
 
-def _log_interval(run: TrainingRun, step, epoch, lr, loss, out, oar_value) -> None:
-    interval = run.take_interval()
+def _log_interval(run: TrainingRun, step, epoch, lr, loss, out, oar_value, grad_norm) -> None:
+    interval = run.take_interval(grad_norm)
     record = {
         "event": "train",
         "step": step,
@@ -618,6 +624,7 @@ def _log_interval(run: TrainingRun, step, epoch, lr, loss, out, oar_value) -> No
         "loss": interval["loss"],
         "loss_last": loss.item(),
         "lr": lr,
+        "grad_norm": interval["extra"][0],
         # OAR's mean cosine to the anchors is 1 - the term (OAR §4); with a non-negative encoder output
         # it cannot pass ~0.71 on average (losses.oar.nonnegative_reach).
         "stats": dict(out.stats)

@@ -1,0 +1,244 @@
+"""TensorBoard events of a training cell (training.events): the curves, a killed cell's resumed curves,
+write failures that must not fail the cell, the switch, and a real TensorBoard server over the files.
+The sentence trainer's SIGKILL test (test_sentence.py) compares its curves too."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+from contrastlab.training.events import TensorBoardLog, scalars
+from contrastlab.training.vision import VisionTrainSettings, load_weights, train_vision
+
+RUNNER = Path(__file__).with_name("_run_vision.py")
+# A vision cell with every kind of record: train lines every 3 steps, snapshots every 5, and a validation
+# loss at the end of each 11-step epoch (0.75 of the digits held out: 359 training images, batch 32).
+TINY = {
+    "dataset": "digits",
+    "loss": "macl_vision",
+    "loss_hp": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True},
+    "width": 4,
+    "head_hidden": 32,
+    "head_dim": 16,
+    "batch_size": 32,
+    "max_steps": 16,
+    "log_every": 3,
+    "state_every": 5,
+    "val_fraction": 0.75,
+    "keep": "best_val_loss",
+}
+TIMING_TAGS = ("train/steps_per_s", "train/images_per_s", "train/ms_per_step")
+# The killed run: the runner's own, with every event written through to its file at once, so that the
+# steps after the snapshot are on disk when it dies (the resume must drop them).
+KILLED = f"""
+import runpy, sys
+from contrastlab.training.events import TensorBoardLog
+write = TensorBoardLog.write
+TensorBoardLog.write = lambda self, record: (write(self, record), self.flush())
+sys.argv = sys.argv[1:]
+runpy.run_path({str(RUNNER)!r}, run_name="__main__")
+"""
+
+
+def run(settings: dict, workdir: Path, **kwargs) -> dict:
+    """Train a cell in this process as _run_vision.py does (one torch thread: the conftest's)."""
+    return train_vision(
+        VisionTrainSettings.from_dict(settings),
+        data_root=None,
+        out_dir=workdir / "encoder",
+        log_path=workdir / "train_log.jsonl",
+        state_dir=workdir / "state",
+        device="cpu",
+        progress=False,
+        **kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("reference")
+    run(TINY, workdir)
+    return workdir
+
+
+def test_log_records_become_scalars_at_their_steps():
+    train = {"event": "train", "step": 6, "epoch": 0, "loss": 2.5, "lr": 1e-3, "grad_norm": 0.5}
+    train |= {"loss_scale": 65536.0, "skipped_steps": 1, "steps_per_s": 4.0, "stats": {"gd_active": 0.25}}
+    assert scalars(train) == {
+        "train/loss": 2.5,
+        "train/lr": 1e-3,
+        "train/grad_norm": 0.5,
+        "train/loss_scale": 65536.0,
+        "train/skipped_steps": 1.0,
+        "train/steps_per_s": 4.0,
+        "train/stats/gd_active": 0.25,
+        "train/ms_per_step": 250.0,
+    }
+    dev = {"event": "eval", "step": 4, "dev_task": "STSBenchmark", "dev_spearman": 60.0, "dev_align": 0.3}
+    assert scalars(dev | {"best_dev_spearman": 61.0, "best_step": 2}) == {
+        "dev/spearman": 60.0,
+        "dev/align": 0.3,
+        "dev/best_dev_spearman": 61.0,
+    }
+    probe = {"event": "geometry", "step": 5, "probe_sentences": 64, "probe_heldout": False, "align": 0.2}
+    probe |= {"ratio": {"met": 1.5}, "hist": {"pos": [1, 2]}, "dev_l_cl": 3.0}
+    assert scalars(probe) == {"probe/align": 0.2, "probe/ratio/met": 1.5, "probe/dev_l_cl": 3.0}
+    assert scalars({"event": "val", "step": 11, "epoch": 0, "val_loss": 4.0}) == {"val/loss": 4.0}
+    assert (
+        scalars({"event": "start", "settings": {"lr": 1.0}}) == scalars({"event": "resume", "step": 5}) == {}
+    )
+
+
+def test_a_resumed_writer_keeps_the_steps_up_to_its_snapshot_and_only_those(tmp_path, read_curves):
+    killed = TensorBoardLog(tmp_path)
+    killed.start(resume_step=None)
+    for step in range(1, 11):  # a run that wrote steps 1-10, then died (never closed)
+        killed.write({"event": "train", "step": step, "loss": float(step)})
+    killed.flush()
+    resumed = TensorBoardLog(tmp_path)
+    resumed.start(resume_step=4)  # its snapshot: step 4
+    for step in range(5, 9):
+        resumed.write({"event": "train", "step": step, "loss": 100.0 + step})
+    resumed.close()
+    expected = [(s, float(s)) for s in range(1, 5)] + [(s, 100.0 + s) for s in range(5, 9)]
+    assert read_curves(tmp_path)["train/loss"] == expected
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 1  # readers without purges agree
+    fresh = TensorBoardLog(tmp_path)
+    fresh.start(resume_step=None)  # a fresh start of the cell starts its curves over
+    fresh.write({"event": "train", "step": 3, "loss": 7.0})
+    fresh.close()
+    assert read_curves(tmp_path) == {"train/loss": [(3, 7.0)]}
+
+
+def test_a_cell_writes_its_curves_at_the_log_points(reference, read_curves):
+    summary = json.loads((reference / "encoder" / "settings.json").read_text())
+    assert summary["events_dir"] == str(reference / "state.tensorboard")
+    curves = read_curves(reference / "state.tensorboard")
+    log_steps = [3, 6, 9, 12, 15, 16]
+    for tag in ("train/loss", "train/lr", "train/grad_norm", "train/images_per_s", "train/ms_per_step"):
+        assert [step for step, _ in curves[tag]] == log_steps, tag
+    assert {"train/stats/align", "train/stats/tau_a", "train/stats/weight_mean"} <= set(curves)
+    assert [step for step, _ in curves["val/loss"]] == [11, 16]
+    lines = [json.loads(line) for line in (reference / "train_log.jsonl").read_text().splitlines()]
+    assert [v for _, v in curves["train/loss"]] == pytest.approx([r["loss"] for r in lines if "loss" in r])
+
+
+@pytest.mark.fault(
+    "SIGKILL of a cell that writes TensorBoard events", "its curves equal an uninterrupted run's"
+)
+def test_a_killed_and_resumed_cell_has_the_curves_of_an_uninterrupted_one(
+    tmp_path, reference, read_curves, observed
+):
+    args = [sys.executable, "-c", KILLED, str(RUNNER), json.dumps(TINY), str(tmp_path), "13"]
+    assert subprocess.run(args, timeout=300).returncode == -9  # killed after step 13: snapshot of step 10
+    before = read_curves(tmp_path / "state.tensorboard")
+    assert max(step for step, _ in before["train/loss"]) == 12 and before["val/loss"][-1][0] == 11
+    run(TINY, tmp_path)  # resumes from step 10: writes 11-16 again
+    resumed, straight = (
+        read_curves(tmp_path / "state.tensorboard"),
+        read_curves(reference / "state.tensorboard"),
+    )
+    assert resumed.keys() == straight.keys()
+    for tag in straight:
+        assert [s for s, _ in resumed[tag]] == [s for s, _ in straight[tag]], tag
+        if tag not in TIMING_TAGS:  # and the values: a resumed CPU run is bit-identical
+            assert resumed[tag] == straight[tag], tag
+    assert len(list((tmp_path / "state.tensorboard").glob("events.out.tfevents.*"))) == 1
+    observed("killed after step 13 (on disk up to 12), resumed from 10: every tag's steps and values equal")
+
+
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+FAULTS = (
+    pytest.param("read-only folder", marks=pytest.mark.skipif(AS_ROOT, reason="root writes into it")),
+    "folder under a file",  # cannot be made, even by root
+    "add_scalar raises",
+)
+
+
+def _inject(fault: str, tmp: Path, monkeypatch) -> Path:
+    """Inject ``fault``; returns the events folder the cell is given."""
+    if fault == "read-only folder":
+        (tmp / "tb").mkdir()
+        (tmp / "tb").chmod(0o555)
+        return tmp / "tb"
+    if fault == "folder under a file":
+        (tmp / "file").write_text("")
+        return tmp / "file" / "tb"
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(SummaryWriter, "add_scalar", disk_full)
+    return tmp / "tb"
+
+
+@pytest.mark.fault("TensorBoard folder unwritable or a write error", "one warning line; the cell trains on")
+@pytest.mark.parametrize("fault", FAULTS)
+def test_events_that_cannot_be_written_are_one_warning_and_the_cell_trains(
+    tmp_path, reference, fault, monkeypatch, caplog, observed
+):
+    events_dir = _inject(fault, tmp_path, monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="contrastlab.training.events"):
+        run(TINY, tmp_path / "cell", events_dir=events_dir)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "contrastlab.training.events"]
+    assert len(warnings) == 1 and "\n" not in warnings[0] and "training goes on" in warnings[0]
+    got, expected = load_weights(tmp_path / "cell" / "encoder"), load_weights(reference / "encoder")
+    assert all(torch.equal(got[k], expected[k]) for k in expected)  # the same cell, trained to its end
+    what = re.search(r"events (cannot \w+) .* \((\w+):", warnings[0]).groups()
+    observed(f"one warning ({what[0]}: {what[1]}); encoder equal to the reference")
+
+
+def test_tensorboard_false_writes_no_events(tmp_path):
+    summary = run(TINY | {"max_steps": 3, "tensorboard": False}, tmp_path)
+    assert summary["events_dir"] is None and not (tmp_path / "state.tensorboard").exists()
+    with pytest.raises(ValueError, match="tensorboard must be true or false"):
+        VisionTrainSettings(tensorboard="no")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow  # a real TensorBoard server (as make monitor starts it): CI's make test, not test-fast
+def test_tensorboard_serves_a_cell_folder(tmp_path):
+    cell = tmp_path / "tensorboard" / "nie2023" / "tiny-bert" / "infonce" / "seed42"
+    events = TensorBoardLog(cell)
+    events.start(resume_step=None)
+    events.write({"event": "train", "step": 25, "loss": 1.5})
+    events.close()
+    port = _free_port()
+    command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path / "tensorboard")]
+    server = subprocess.Popen(
+        [*command, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        runs, deadline = [], time.monotonic() + 90
+        while "nie2023/tiny-bert/infonce/seed42" not in runs:
+            assert server.poll() is None, f"TensorBoard exited: {server.stdout.read()[-2000:]}"
+            assert time.monotonic() < deadline, f"no run listed in time (last answer {runs})"
+            time.sleep(0.5)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=5) as answer:
+                    runs = json.loads(answer.read())
+            except OSError:  # not listening yet
+                continue
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
