@@ -8,7 +8,7 @@ from pathlib import Path
 from contrastlab.search import find_point, is_point_name, record_diverged, resolve_point, same_as_winner
 from contrastlab.training.runtime import NonFiniteLossError
 from contrastlab.training.sentence import TrainSettings, train
-from contrastlab.workflow.job import training_job
+from contrastlab.workflow.job import events_dir_of, training_job
 
 FLAGS = "--backbone --corpus --dev-data-dir --out --log --state-dir".split()
 KEYWORDS = "backbone_dir corpus_path dev_data_dir out_dir log_path state_dir".split()  # of train()
@@ -19,6 +19,9 @@ def cli() -> None:
     for flag, keyword in zip(FLAGS, KEYWORDS, strict=True):
         parser.add_argument(flag, required=True, dest=keyword, help=f"train(..., {keyword}=...)")
     parser.add_argument("--cache-dir", default=None, help="tokenised corpus cache (default resources/cache)")
+    parser.add_argument(
+        "--events-dir", default=None, help="TensorBoard run folder (default <state-dir>.tensorboard)"
+    )
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     parser.add_argument("--settings", default="{}", help="TrainSettings fields as one JSON object")
     parser.add_argument(
@@ -65,6 +68,7 @@ if "snakemake" in globals():
                     state_dir=sm.params.state_dir,
                     cache_dir=where["cache"],
                     device=device,
+                    events_dir=events_dir_of(sm),
                 )
             except NonFiniteLossError as error:
                 if not is_point_name(sm.wildcards["method"]):

@@ -164,3 +164,20 @@ def pytest_terminal_summary(terminalreporter):
         write(f"| {name} | {expected} | {observation} |")
     handled = sum(passed for *_, passed in _FAULTS)
     write(f"{len(_FAULTS)} faults injected, {handled} handled")
+
+
+@pytest.fixture(scope="session")
+def read_curves():
+    """``read_curves(folder)``: a TensorBoard run folder's scalars as {tag: [(step, value), ...]}, read
+    as TensorBoard reads them (EventAccumulator: every event file of the folder, purges applied)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def read(folder: Path) -> dict[str, list[tuple[int, float]]]:
+        accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0})  # 0: keep every point
+        accumulator.Reload()
+        return {
+            tag: [(e.step, e.value) for e in accumulator.Scalars(tag)]
+            for tag in accumulator.Tags()["scalars"]
+        }
+
+    return read

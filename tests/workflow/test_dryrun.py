@@ -35,7 +35,8 @@ def run_snakemake(repo_root: Path, *args: str, cwd: Path | None = None) -> str:
     """:func:`snakemake_process` that must succeed; returns its output."""
     done = snakemake_process(repo_root, *args, cwd=cwd)
     output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-4000:]
+    failures = "\n".join(line for line in output.splitlines() if line.startswith("contrastlab:"))
+    assert done.returncode == 0, f"{failures}\n...\n{output[-4000:]}"
     return output
 
 

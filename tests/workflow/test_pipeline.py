@@ -65,6 +65,21 @@ def test_demo_produces_tables_and_report(finished_demo):
     assert (results / "metrics/pretrained/tiny-bert/senteval.json").exists()
 
 
+def test_every_cell_trains_with_its_live_curves_under_results_tensorboard(finished_demo, read_curves):
+    """Issue 33: each trained cell's TensorBoard run folder is <results_dir>/tensorboard/<cell> (what
+    make monitor shows), holding the training loss at every log point and the dev Spearman at every
+    evaluation; nothing is left beside the removed state folders."""
+    workdir, config, _ = finished_demo
+    results = workdir / "results"
+    cells = sorted(p.parent for p in (results / "checkpoints").rglob("train_log.jsonl"))
+    assert cells
+    for cell in cells:
+        curves = read_curves(results / "tensorboard" / cell.relative_to(results / "checkpoints"))
+        assert [step for step, _ in curves["train/loss"]] == [2, 4, 6, 8], (cell, sorted(curves))
+        assert [step for step, _ in curves["dev/spearman"]] == [4, 8], (cell, sorted(curves))
+    assert not list(results.glob("state/**/*.tensorboard"))
+
+
 def test_demo_writes_the_claims_section_and_the_verdict_markers(finished_demo):
     """Issue 26 acceptance: the run's report opens with the claims and their verdicts (toy: the demo's
     stand-ins, said in one line), and the tables carry the verdict markers, legend and CSV columns."""

@@ -61,14 +61,17 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_ro
     results = tmp_path / "results"
     profile = ["--workflow-profile", "profiles/local", "--cores", "1", "--configfile", configfile]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    workflow = subprocess.Popen(
-        [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), *profile],
-        cwd=repo_root,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    first_output = tmp_path / "first.out"  # read back only to explain a failure
+    with open(first_output, "w") as out:
+        workflow = subprocess.Popen(
+            [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), *profile],
+            cwd=repo_root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    lock_dir = repo_root / ".snakemake" / "locks"
     try:
         # A second Snakemake on the same files while the first runs (it holds its lock throughout). It is
         # the same command (the profile's rerun-incomplete included): without it, Snakemake stops at the
@@ -93,6 +96,11 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_ro
         assert jobs, "no job process found under Snakemake"
         finished = {p: p.stat().st_mtime_ns for p in finished_results()}
         assert finished
+        held = sorted(lock_dir.glob("*.lock"))
+        assert workflow.poll() is None and held, (
+            f"the first Snakemake should be running and hold its locks at the kill: exit status "
+            f"{workflow.poll()}, locks {held}\n{first_output.read_text()[-3000:]}"
+        )
         workflow.send_signal(signal.SIGKILL)
         workflow.wait(timeout=30)
         killed_at = time.monotonic()
@@ -104,7 +112,8 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_ro
         if workflow.poll() is None:
             os.killpg(workflow.pid, signal.SIGKILL)
 
-    assert list((repo_root / ".snakemake" / "locks").glob("*.lock")), "the kill should leave locks"
+    left = sorted(lock_dir.glob("*.lock"))
+    assert left == held, f"the kill should leave the locks held at the kill ({held}), found {left}"
     output = run_snakemake(repo_root, *profile)  # the same command again: nothing else to type
     assert f"contrastlab: the last run on {results} (pid {workflow.pid}) was killed" in output, output[-3000:]
     assert (results / "report.md").is_file()

@@ -27,7 +27,7 @@ def finished(repo_root, tmp_path_factory):
     return workdir, config, output
 
 
-def test_cells_train_evaluate_and_fill_the_table(finished):
+def test_cells_train_evaluate_and_fill_the_table(finished, read_curves):
     workdir, _, _ = finished
     results = workdir / "results"
     for method in ("ntxent-bs64", "macl-bs64"):
@@ -40,6 +40,8 @@ def test_cells_train_evaluate_and_fill_the_table(finished):
         assert metrics["linear"]["epochs"] == 5 and metrics["knn"]["k"] == 200
         log = (results / f"checkpoints/macl_cifar10/resnet18-w8/{method}/seed42/train_log.jsonl").read_text()
         assert '"event": "end"' in log
+        curves = read_curves(results / f"tensorboard/macl_cifar10/resnet18-w8/{method}/seed42")
+        assert [step for step, _ in curves["train/loss"]] == [3, 6], sorted(curves)
     table = (results / "tables" / "macl_table9.csv").read_text()
     rows = [line for line in table.splitlines() if line.startswith("resnet18-w8,macl-bs64,")]
     assert len(rows) == 2 and all(",ok" in row for row in rows), rows

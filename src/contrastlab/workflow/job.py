@@ -107,6 +107,15 @@ def job_data_locations(snakemake: Any) -> dict[str, str]:
     return data_locations(snakemake.config)  # validated once, by rules/common.smk
 
 
+def events_dir_of(snakemake: Any) -> Path:
+    """The training job's TensorBoard run folder, ``<results_dir>/tensorboard/<experiment>/<backbone>/
+    <method>/seed<seed>`` (what ``make monitor`` shows). Read from the config and the wildcards rather
+    than from a param, so that the folder's place reruns no finished cell."""
+    wc = snakemake.wildcards
+    cell = (wc["experiment"], wc["backbone"], wc["method"], f"seed{wc['seed']}")
+    return Path(snakemake.config["results_dir"], "tensorboard", *cell)
+
+
 def stderr_to_log(log_path: str | os.PathLike) -> None:
     """Send file descriptor 2 (C-level and library output: tqdm, torch warnings) to the job's log, and
     keep ``sys.stderr`` on the terminal for the one-line failure message :func:`logged_to` prints."""
