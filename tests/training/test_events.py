@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -17,8 +18,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from torch.utils.tensorboard import SummaryWriter
 
+from contrastlab.paths import REPO_ROOT
 from contrastlab.training.events import TensorBoardLog, scalars
 from contrastlab.training.vision import VisionTrainSettings, load_weights, train_vision
 
@@ -44,6 +47,7 @@ TIMING_TAGS = ("train/steps_per_s", "train/images_per_s", "train/ms_per_step")
 # steps after the snapshot are on disk when it dies (the resume must drop them).
 KILLED = f"""
 import runpy, sys
+from contrastlab.paths import REPO_ROOT
 from contrastlab.training.events import TensorBoardLog
 write = TensorBoardLog.write
 TensorBoardLog.write = lambda self, record: (write(self, record), self.flush())
@@ -213,32 +217,45 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.mark.slow  # a real TensorBoard server (as make monitor starts it): CI's make test, not test-fast
-def test_tensorboard_serves_a_cell_folder(tmp_path):
-    cell = tmp_path / "tensorboard" / "nie2023" / "tiny-bert" / "infonce" / "seed42"
+@pytest.mark.slow  # a real TensorBoard server, started by make monitor: CI's make test, not test-fast
+def test_make_monitor_serves_the_presets_cell_folders(tmp_path):
+    """``make monitor CONFIG=... PORT=...`` reads the preset's results_dir, starts TensorBoard on
+    localhost and lists a cell's run folder by its path (what the run filter matches on)."""
+    config = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
+    config["results_dir"] = str(tmp_path / "results")
+    configfile = tmp_path / "c.yaml"
+    configfile.write_text(yaml.safe_dump(config, sort_keys=False))
+    cell = tmp_path / "results" / "tensorboard" / "nie2023" / "tiny-bert" / "infonce" / "seed42"
     events = TensorBoardLog(cell)
     events.start(resume_step=None)
     events.write({"event": "train", "step": 25, "loss": 1.5})
     events.close()
     port = _free_port()
-    command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path / "tensorboard")]
+    bin_dir = Path(sys.executable).parent
+    # -o: the monitor recipe is under test, not the install (CI installed before the suite).
+    make = ["make", "-s", "-o", f"{bin_dir}/.installed", f"BIN={bin_dir}", "monitor"]
     server = subprocess.Popen(
-        [*command, "--host", "127.0.0.1", "--port", str(port)],
+        [*make, f"CONFIG={configfile}", f"PORT={port}"],
+        cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,
     )
     try:
         runs, deadline = [], time.monotonic() + 90
         while "nie2023/tiny-bert/infonce/seed42" not in runs:
-            assert server.poll() is None, f"TensorBoard exited: {server.stdout.read()[-2000:]}"
+            assert server.poll() is None, f"make monitor exited: {server.stdout.read()[-2000:]}"
             assert time.monotonic() < deadline, f"no run listed in time (last answer {runs})"
             time.sleep(0.5)
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=5) as answer:
+                with urllib.request.urlopen(f"http://localhost:{port}/data/runs", timeout=5) as answer:
                     runs = json.loads(answer.read())
             except OSError:  # not listening yet
                 continue
     finally:
-        server.terminate()
+        os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+    assert f"TensorBoard over {tmp_path / 'results'}/tensorboard: http://localhost:{port}/" in (
+        server.stdout.read()
+    )
