@@ -200,6 +200,23 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     assert counts["tables"] == 1
 
 
+@pytest.mark.parametrize("preset", ["config/gpu-check.yaml", "config/cpu.yaml"])
+def test_every_other_preset_dry_runs(repo_root, tmp_path, preset):
+    """The presets no other test dry-runs (config.yaml and config/demo.yaml have theirs) build their DAG:
+    config/gpu-check.yaml, which has no paper table, stopped with an IndexError in the tables rule."""
+    output = run_snakemake(
+        repo_root,
+        "-n",
+        "--configfile",
+        preset,
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/res",
+    )
+    counts = job_counts(output)
+    assert counts["tables"] == 1 and counts["train"] >= 1, counts
+
+
 def test_lint_is_clean(repo_root):
     output = run_snakemake(repo_root, "--lint")
     assert "Congratulations, your workflow is in a good condition!" in output, output[-3000:]
