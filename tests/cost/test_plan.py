@@ -329,3 +329,23 @@ def test_a_measured_step_overhead_is_taken_out_of_the_flop_rate():
         cl_calibration.calibration_from_measurements(
             measured, device="H100", source="test", overheads_s={"vision_step": 0.2}
         )
+
+
+@pytest.mark.parametrize(
+    "device_name, bf16",
+    [
+        ("NVIDIA H100 80GB HBM3", 989.0),  # what torch calls the SXM card
+        ("NVIDIA H100 PCIe", 756.5),
+        ("NVIDIA H100 NVL", 835.5),
+        ("NVIDIA H200", 989.0),
+        ("NVIDIA H200 NVL", 835.5),
+        ("NVIDIA A100-SXM4-80GB", 312.0),
+        ("NVIDIA A100 80GB PCIe", 312.0),
+    ],
+)
+def test_gpu_peaks_tell_a_familys_pcie_and_nvl_cards_from_its_sxm_card(device_name, bf16):
+    """MFU divides by the card's own peak: a PCIe or NVL H100 matched as "H100" got the SXM5 peak."""
+    from contrastlab.cost.calibration import peak_tflops
+
+    assert peak_tflops(device_name, "bf16")[0] == bf16
+    assert peak_tflops("NVIDIA GeForce RTX 4090", "bf16")[0] is None

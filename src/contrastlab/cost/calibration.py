@@ -42,13 +42,38 @@ from contrastlab.cost.flops import PRECISIONS, CellWork
 #: Dense peak TFLOP/s by GPU family and precision, from the vendors' data sheets (no sparsity), as the
 #: data sheets print them; the shipped calibration's ``peak_tflops`` is the H100 row (tested). The one
 #: table of peaks: make gpu-check's MFU and the benchmarks read it.
+#: Dense peak TFLOP/s per GPU model (the data sheets' tensor figures are with 2:4 sparsity; dense is
+#: half), keyed by the words of the CUDA device name that tell the model apart: the PCIe and NVL cards
+#: of a family have lower clocks and power than its SXM card, which the family's bare name means
+#: (torch names an H100 SXM "NVIDIA H100 80GB HBM3").
 GPU_PEAKS = {
+    "H100 PCIe": {
+        "fp32": 51.0,
+        "tf32": 378.0,
+        "bf16": 756.5,
+        "fp16": 756.5,
+        "source": "NVIDIA H100 PCIe data sheet",
+    },
+    "H100 NVL": {
+        "fp32": 60.0,
+        "tf32": 417.5,
+        "bf16": 835.5,
+        "fp16": 835.5,
+        "source": "NVIDIA H100 NVL data sheet",
+    },
     "H100": {
         "fp32": 67.0,
         "tf32": 495.0,
         "bf16": 989.0,
         "fp16": 989.0,
         "source": "NVIDIA H100 SXM5 data sheet",
+    },
+    "H200 NVL": {
+        "fp32": 60.0,
+        "tf32": 417.5,
+        "bf16": 835.5,
+        "fp16": 835.5,
+        "source": "NVIDIA H200 NVL data sheet",
     },
     "H200": {
         "fp32": 67.0,
@@ -57,13 +82,8 @@ GPU_PEAKS = {
         "fp16": 989.0,
         "source": "NVIDIA H200 SXM data sheet",
     },
-    "A100": {
-        "fp32": 19.5,
-        "tf32": 156.0,
-        "bf16": 312.0,
-        "fp16": 312.0,
-        "source": "NVIDIA A100 SXM data sheet",
-    },
+    # The A100's PCIe and SXM cards share their peaks.
+    "A100": {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "source": "NVIDIA A100 data sheet"},
 }
 
 CALIBRATION_FORMAT = "contrastlab-calibration/1"
@@ -274,7 +294,10 @@ def probe_seconds(config: Mapping[str, Any], cal: Calibration) -> float:
 
 def peak_tflops(device_name: str, precision: str) -> tuple[float | None, str]:
     """The dense peak of ``device_name`` (a CUDA device name) for ``precision``, and its source."""
-    for family, peaks in GPU_PEAKS.items():
-        if family in device_name and precision in peaks:
+    words = device_name.replace("-", " ").split()
+    # The most specific model whose words all appear in the name: "H100 PCIe" before "H100".
+    for model in sorted(GPU_PEAKS, key=lambda m: -len(m.split())):
+        peaks = GPU_PEAKS[model]
+        if all(word in words for word in model.split()) and precision in peaks:
             return peaks[precision], f"{peaks['source']}, dense {precision}"
     return None, f"no data-sheet peak for {device_name!r}"
