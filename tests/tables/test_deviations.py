@@ -69,6 +69,14 @@ def test_presets_and_overrides_are_detected(demo, repo_root):
     fast = cl_config.load(repo_root / "config.yaml", {"precision_override": "bf16"})
     (item,) = detected(fast, "li2024")
     assert item["setting"] == "precision" and "bf16" in item["ours"]
+    # An image experiment that declares its precision: that row says the switch replaced it, once.
+    rows = [d for d in deviations(fast, "oar_cifar10") if d["setting"] == "precision"]
+    assert (
+        len(rows) == 1
+        and rows[0]["ours"]
+        == "bf16 for every cell (precision_override); declared: fp32, IEEE convolutions too (precision_override=tf32: the A100's)"
+    )
+    assert rows[0]["paper"].startswith("not stated (code: Lightning's fp32")
 
 
 @pytest.fixture(scope="module")

@@ -76,7 +76,7 @@ def method_settings(config: Mapping[str, Any], experiment: str, method: str, bac
     experiment: the backbone's ``vision`` spec), the method's ``lr``/``batch_size``/``training``/``hp``,
     the method's ``per_backbone[backbone]`` (same keys), then the sweep point's values. ``loss_hp``
     starts from the loss's paper defaults. A top-level ``precision_override`` (the speed switch)
-    replaces every sentence cell's precision.
+    replaces every cell's precision, sentence and image.
     """
     from contrastlab.losses.catalog import DEFAULTS
 
@@ -109,7 +109,7 @@ def method_settings(config: Mapping[str, Any], experiment: str, method: str, bac
             hp[key.removeprefix("hp.")] = value
         else:
             settings[key] = value
-    if config.get("precision_override") and not vision:
+    if config.get("precision_override"):
         settings["precision"] = config["precision_override"]
         # SimCSE's --fp16 cells put the head under amp; an override is our speed switch, not theirs.
         settings.pop("head_autocast", None)

@@ -44,18 +44,10 @@ def detected(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]
 
     exp = config["experiments"][experiment]
     if exp.get("track") == "vision":
-        return _detected_vision(config, experiment)
-    out = []
-    override = config.get("precision_override")
-    if override:
-        out.append(
-            {
-                "setting": "precision",
-                "paper": "each paper's own (fp32 for Nie and Li, fp16 for SimCSE-based cells)",
-                "ours": f"{override} for every cell (precision_override)",
-                "why": "the speed switch of this run's config",
-            }
+        return _precision_override(config, "each paper's own (the code's: fp32)") + _detected_vision(
+            config, experiment
         )
+    out = _precision_override(config, "each paper's own (fp32 for Nie and Li, fp16 for SimCSE-based cells)")
     mode = (config.get("evaluation") or {}).get("mode", PAPER_MODE)
     if mode != PAPER_MODE:
         out.append(
@@ -108,6 +100,21 @@ def _extra_backbones(config: Mapping[str, Any], experiment: str, why: str) -> li
 VISION_PAPER_EPOCHS = {"macl_cifar10": 200, "oar_cifar10": 100, "oar_cifar100": 100}
 
 
+def _precision_override(config: Mapping[str, Any], paper: str) -> list[dict[str, str]]:
+    """The row of ``precision_override`` (it reaches every cell, sentence and image), if set."""
+    override = config.get("precision_override")
+    if not override:
+        return []
+    return [
+        {
+            "setting": "precision",
+            "paper": paper,
+            "ours": f"{override} for every cell (precision_override)",
+            "why": "the speed switch of this run's config",
+        }
+    ]
+
+
 def _detected_vision(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
     """Shortened schedules and backbones without published numbers, for a vision experiment."""
 
@@ -135,13 +142,21 @@ def deviations(config: Mapping[str, Any], experiment: str) -> list[dict[str, str
     if exp is None:
         return []
     declared = [dict(d) for d in exp.get("deviations") or []]
+    if config.get("precision_override"):  # the switch replaced the precision a declared row describes
+        override = _precision_override(config, "")[0]
+        for row in declared:
+            if row.get("setting") == "precision":
+                row.update(ours=f"{override['ours']}; declared: {row['ours']}", why=override["why"])
     from contrastlab.tables.published import TABLES
 
     if not any(spec.experiment == experiment for spec in TABLES.values()):
         # A figure-only experiment (a sweep for Li Fig. 6, Nie Fig. 3): no published numbers beside
         # its cells, so fewer seeds or "backbones without numbers" are not deviations.
         return declared
-    return declared + detected(config, experiment)
+    found = detected(config, experiment)
+    if any(row.get("setting") == "precision" for row in declared):
+        found = [row for row in found if row["setting"] != "precision"]
+    return declared + found
 
 
 #: Column titles of a deviations table, by key of a deviation entry.
