@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -55,24 +55,56 @@ def require_requested_gpu(snakemake: Any) -> None:
 
 
 #: Lock files of the GPU slots (:func:`claim_gpus`): machine-wide, so that two Snakemake runs on one box
-#: (two presets) share its GPUs too. ``CONTRASTLAB_GPU_LOCK_DIR`` replaces it.
+#: (the grid and ``make gpu-check`` or ``make search``) share its GPUs too; a fixed folder, not the
+#: job's ``TMPDIR`` (which Snakemake or a scheduler may set per job). ``CONTRASTLAB_GPU_LOCK_DIR``
+#: replaces it.
+GPU_LOCK_DIR = Path("/tmp/contrastlab-gpu-slots")
 #: The slots this process holds: the open lock files. The kernel releases an ``fcntl`` lock when its
 #: process ends or dies (SIGKILL, out-of-memory kill), so a dead job never blocks a slot.
 _HELD_SLOTS: list[Any] = []
-GPU_LOCK_DIR = Path(tempfile.gettempdir()) / "contrastlab-gpu-slots"
 
 
 def visible_gpus() -> list[str]:
     """The GPUs this process may use, without initialising CUDA: the entries of
     ``CUDA_VISIBLE_DEVICES`` when it is set, else one index per NVIDIA GPU the driver lists
-    (``/proc/driver/nvidia/gpus``); ``[]`` on a machine without one."""
+    (``/proc/driver/nvidia/gpus``, or ``nvidia-smi -L`` where that folder is absent: WSL2, some
+    containers); ``[]`` on a machine without one."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return [d.strip() for d in visible.split(",") if d.strip()]
-    try:
+    with contextlib.suppress(OSError):
         return [str(i) for i in range(len(list(Path("/proc/driver/nvidia/gpus").iterdir())))]
-    except OSError:
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
         return []
+    return [str(i) for i in range(sum(line.startswith("GPU ") for line in listed.splitlines()))]
+
+
+def scheduler_chose_gpus() -> bool:
+    """Whether a scheduler gave this job its GPUs (SLURM sets ``SLURM_JOB_GPUS`` or ``SLURM_STEP_GPUS``
+    with ``CUDA_VISIBLE_DEVICES`` for a job's ``--gpus``/``--gres``): then they are the job's own."""
+    return bool(os.environ.get("SLURM_JOB_GPUS") or os.environ.get("SLURM_STEP_GPUS"))
+
+
+def _try_lock(path: Path) -> int | None:
+    """An exclusive ``fcntl`` lock on ``path`` (created if absent): its open descriptor, or ``None``
+    when another process holds it."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise OSError(
+            f"cannot open the GPU slot lock {path} ({error.strerror}); set CONTRASTLAB_GPU_LOCK_DIR to a "
+            "folder every job on this machine can write"
+        ) from error
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def claim_gpus(
@@ -85,35 +117,37 @@ def claim_gpus(
 ) -> list[str]:
     """Claim ``wanted`` of ``devices`` for this process: each under an exclusive ``fcntl`` lock on
     ``<lock_dir>/gpu-<device>.lock``, held until the process ends (or dies: the kernel drops the lock).
-    Waits (polling) while every device is taken, printing one line to ``log`` once. With no more
-    devices than wanted, they are all this job's (a scheduler such as SLURM chose them): no lock."""
-    import fcntl
-
-    if wanted <= 0 or len(devices) <= wanted:
+    All or nothing: a job that finds fewer free devices than it wants releases those it locked and
+    waits (polling, one line to ``log``), so that two jobs wanting two GPUs each never hold one each
+    forever. Only when a scheduler chose the devices (:func:`scheduler_chose_gpus`) and they are no
+    more than wanted are they taken without a lock; on a one-GPU box two runs queue for its GPU."""
+    if wanted <= 0 or (len(devices) <= wanted and scheduler_chose_gpus()):
         return list(devices)
+    if wanted > len(devices):
+        raise GpuUnavailableError(
+            f"this job asked for {wanted} GPUs but only {len(devices)} are visible ({', '.join(devices)})"
+        )
     folder = Path(lock_dir or os.environ.get("CONTRASTLAB_GPU_LOCK_DIR") or GPU_LOCK_DIR)
     folder.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):  # other users' jobs share the box's GPUs too
         folder.chmod(0o1777)
-    claimed: list[str] = []
     said = False
     while True:
+        claimed: dict[str, int] = {}
         for device in devices:
-            if device in claimed:
-                continue
-            fd = os.open(folder / f"gpu-{device}.lock", os.O_RDONLY | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                continue
-            _HELD_SLOTS.append(fd)
-            claimed.append(device)
-            if len(claimed) == wanted:
-                return claimed
+            fd = _try_lock(folder / f"gpu-{device}.lock")
+            if fd is not None:
+                claimed[device] = fd
+                if len(claimed) == wanted:
+                    _HELD_SLOTS.extend(claimed.values())
+                    return list(claimed)
+        for fd in claimed.values():  # not enough: hold none while waiting
+            os.close(fd)
         if not said and log is not None:
             print(
-                f"contrastlab: all {len(devices)} GPUs ({', '.join(devices)}) are in use; waiting", file=log
+                f"contrastlab: fewer than {wanted} of the {len(devices)} GPUs ({', '.join(devices)}) are "
+                "free; waiting",
+                file=log,
             )
             said = True
         time.sleep(poll_seconds)
