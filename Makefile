@@ -9,6 +9,8 @@ SNAKEMAKE := $(BIN)/snakemake --workflow-profile profiles/local
 CONFIG ?= config.yaml
 # The precision choice `make plan` details (config: each cell's own; fp32, tf32, bf16, fp16).
 PRECISION ?= config
+# `make plan GPUS=N`: also simulate the run on N GPUs (the plan always shows 1, 8 and 64).
+GPUS ?=
 # The local port `make monitor` serves TensorBoard on.
 PORT ?= 6006
 
@@ -41,8 +43,8 @@ cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentE
 gpu-check: install      ## the GPU path in ~6 minutes on one GPU: results/gpu-check/report.md, calibration.json
 	$(BIN)/python scripts/gpu_check.py
 
-plan: install            ## projected GPU-hours and GPU memory of CONFIG's cells (fp32/tf32/bf16), in seconds
-	$(BIN)/python scripts/plan.py --configfile $(CONFIG) --precision $(PRECISION)
+plan: install            ## projected GPU-hours, GPU memory and makespan on 1/8/64 (GPUS=N) GPUs of CONFIG's cells
+	$(BIN)/python scripts/plan.py --configfile $(CONFIG) --precision $(PRECISION) $(if $(GPUS),--gpus $(GPUS),)
 
 dry-run: install         ## the plan, then every job of CONFIG (default config.yaml), counted per rule
 	$(BIN)/python scripts/plan.py --configfile $(CONFIG) --precision $(PRECISION)

@@ -29,10 +29,33 @@ parser.add_argument(
 parser.add_argument(
     "--out", default=None, help="folder for plan.md and plan.csv (default <results_dir>/plan)"
 )
+parser.add_argument(
+    "--gpus",
+    type=int,
+    default=None,
+    help="also simulate the run on this many GPUs (the makespan section always shows 1, 8 and 64)",
+)
+parser.add_argument(
+    "--cpus-per-gpu",
+    type=int,
+    default=plan.DEFAULT_CPUS_PER_GPU,
+    help="CPU slots per GPU for the SentEval probe jobs in the simulation (default %(default)s)",
+)
 args = parser.parse_args()
+if args.gpus is not None and args.gpus < 1:
+    sys.exit(f"contrastlab: plan: --gpus must be >= 1, got {args.gpus}")
+gpus = (*plan.DEFAULT_GPU_COUNTS, *([args.gpus] if args.gpus else []))
 try:
     config = cl_config.load(args.configfile)
-    written = plan.plan_report(config, args.precision, args.calibration, args.out, title=args.configfile)
+    written = plan.plan_report(
+        config,
+        args.precision,
+        args.calibration,
+        args.out,
+        title=args.configfile,
+        gpus=gpus,
+        cpus_per_gpu=args.cpus_per_gpu,
+    )
 except (cl_config.ConfigError, ValueError) as error:
     sys.exit(f"contrastlab: plan: {error}")
 print(f"\nwrote {', '.join(map(str, written))}")

@@ -43,7 +43,13 @@ from contrastlab.cost.flops import (
     senteval_tokens,
 )
 from contrastlab.cost.measured import hms, paper_of
+from contrastlab.cost.schedule import schedule_lines
 from contrastlab.tables.markdown import markdown_table
+
+#: The GPU counts the makespan section always shows (``make plan GPUS=N`` adds N), and the CPU slots per
+#: GPU its SentEval probe jobs run on (a GPU node has at least this many cores per GPU).
+DEFAULT_GPU_COUNTS = (1, 8, 64)
+DEFAULT_CPUS_PER_GPU = 8
 
 
 # ------------------------------------------------------------------------------------------- the plan
@@ -293,9 +299,12 @@ def plan_report(
     *,
     title: str = "",
     echo: bool = True,
+    gpus: Sequence[int] = DEFAULT_GPU_COUNTS,
+    cpus_per_gpu: int = DEFAULT_CPUS_PER_GPU,
 ) -> list[Path]:
     """Plan a validated config (``make plan``): print it (``echo``) and write ``plan.md`` and
-    ``plan.csv`` to ``out_dir`` (default ``<results_dir>/plan``); returns the files written."""
+    ``plan.csv`` to ``out_dir`` (default ``<results_dir>/plan``); returns the files written. The
+    makespan section simulates the jobs over each of ``gpus`` GPUs (:mod:`contrastlab.cost.schedule`)."""
     if chosen != AS_CONFIGURED and chosen not in PRECISIONS:
         raise ValueError(
             f"precision choice must be {AS_CONFIGURED} or one of {', '.join(PRECISIONS)}, got {chosen!r}"
@@ -306,6 +315,7 @@ def plan_report(
         f"## Projected cost{f' of {title}' if title else ''}",
         "",
         *plan_lines(config, jobs, calibration, chosen),
+        *schedule_lines(jobs, probe_seconds(config, calibration), chosen, gpus, cpus_per_gpu),
     ]
     if not (config.get("searches") or {}).get("in_all"):
         lines += search_plan_lines(config, calibration, chosen)

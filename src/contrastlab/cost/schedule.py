@@ -1,0 +1,190 @@
+"""When will it finish: a list-scheduling simulation of the plan's jobs over N GPUs and C CPU slots.
+
+The jobs are the plan's (:func:`contrastlab.cost.plan.make_plan`): each cell's training, then its
+evaluation on the GPU (``encode`` or ``evaluate_vision``), then, for a sentence cell, its SentEval probe
+job on the CPU (``evaluate``); each Pretrained row's ``encode_pretrained`` then its probe job. A job
+starts once the jobs it needs have finished and a slot of its kind is free; among the ready jobs, the
+one with the longest chain of work still behind it goes first (critical-path-first list scheduling, a
+standard heuristic within 2× of the optimum; Snakemake's own scheduler orders by other priorities, so a
+real run may take somewhat longer). Job lengths are the plan's projections, so the makespan carries
+their ±40%.
+
+Reported per N: the makespan, the GPUs' utilisation (busy GPU time ÷ N × makespan), and the two lower
+bounds no schedule beats: the critical path (the longest chain of dependent jobs) and the GPU work ÷ N.
+Figures, tables and the searches' later stages (which wait for the earlier stage's selection) are not
+simulated: they are minutes, or not in the default target.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: Rules whose job follows the same cell's training job.
+EVALUATION_RULES = frozenset({"encode", "evaluate_vision", "search_encode"})
+
+
+@dataclass(frozen=True)
+class SimJob:
+    """One job of the simulation: its name, the slot it holds (``gpu`` or ``cpu``), its length, and
+    the names of the jobs it needs."""
+
+    name: str
+    slot: str
+    seconds: float
+    after: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The simulation's answer for one slot count (see the module docstring)."""
+
+    gpus: int
+    cpus: int
+    makespan_s: float
+    gpu_busy_s: float
+    critical_path_s: float
+    critical_path: tuple[str, ...]
+
+    @property
+    def gpu_utilisation(self) -> float:
+        return self.gpu_busy_s / (self.gpus * self.makespan_s) if self.makespan_s else 0.0
+
+
+def _tails(jobs: Sequence[SimJob]) -> tuple[dict[str, float], dict[str, str | None]]:
+    """For each job, the longest chain of work from its start to the end of the DAG (itself included),
+    and the next job on that chain."""
+    needed_by: dict[str, list[str]] = {j.name: [] for j in jobs}
+    for job in jobs:
+        for name in job.after:
+            needed_by[name].append(job.name)
+    length = {j.name: j.seconds for j in jobs}
+    tail: dict[str, float] = {}
+    following: dict[str, str | None] = {}
+
+    def visit(name: str) -> float:  # the DAG is three jobs deep: recursion is shallow
+        if name not in tail:
+            best = max(needed_by[name], key=visit, default=None)
+            tail[name] = length[name] + (visit(best) if best else 0.0)
+            following[name] = best
+        return tail[name]
+
+    for job in jobs:
+        visit(job.name)
+    return tail, following
+
+
+def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
+    """Run ``jobs`` on ``gpus`` GPU slots and ``cpus`` CPU slots, critical-path-first (see the module
+    docstring); returns the makespan, the GPUs' busy time and the critical path."""
+    if gpus < 1 or cpus < 1:
+        raise ValueError(f"the simulation needs at least one GPU and one CPU slot, got {gpus} and {cpus}")
+    names = {j.name for j in jobs}
+    missing = sorted({n for j in jobs for n in j.after} - names)
+    if missing:
+        raise ValueError(f"jobs need jobs that are not in the plan: {', '.join(missing[:3])}")
+    tail, following = _tails(jobs)
+    by_name = {j.name: j for j in jobs}
+    waiting_on = {j.name: len(j.after) for j in jobs}
+    needed_by: dict[str, list[str]] = {j.name: [] for j in jobs}
+    for job in jobs:
+        for name in job.after:
+            needed_by[name].append(job.name)
+    free = {"gpu": gpus, "cpu": cpus}
+    # ready jobs per slot kind, longest tail first (name breaks ties: the same plan, the same answer)
+    ready: dict[str, list[tuple[float, str]]] = {"gpu": [], "cpu": []}
+    for job in jobs:
+        if not job.after:
+            heapq.heappush(ready[job.slot], (-tail[job.name], job.name))
+    running: list[tuple[float, str]] = []  # (end time, name)
+    now = gpu_busy = 0.0
+    done = 0
+    while done < len(jobs):
+        for slot, queue in ready.items():
+            while free[slot] and queue:
+                _, name = heapq.heappop(queue)
+                free[slot] -= 1
+                heapq.heappush(running, (now + by_name[name].seconds, name))
+                if slot == "gpu":
+                    gpu_busy += by_name[name].seconds
+        now, name = heapq.heappop(running)
+        free[by_name[name].slot] += 1
+        done += 1
+        for later in needed_by[name]:
+            waiting_on[later] -= 1
+            if not waiting_on[later]:
+                heapq.heappush(ready[by_name[later].slot], (-tail[later], later))
+    start = max(jobs, key=lambda j: (tail[j.name], j.name)) if jobs else None
+    path: list[str] = []
+    while start is not None:
+        path.append(start.name)
+        start = by_name[following[start.name]] if following[start.name] else None
+    return Schedule(gpus, cpus, now, gpu_busy, max(tail.values(), default=0.0), tuple(path))
+
+
+def plan_jobs(planned: Sequence[Any], probe_seconds: float, choice: str) -> list[SimJob]:
+    """The simulation's jobs from the plan's (:class:`contrastlab.cost.plan.PlannedJob`) under one
+    precision choice: an evaluation needs its cell's training, a SentEval probe job (``probe_seconds``,
+    on the CPU) needs its cell's or Pretrained row's encoding."""
+    trained = {p.cell for p in planned if p.rule.startswith("train")}
+    out = []
+    for p in planned:
+        name = f"{p.rule}:{p.cell}"
+        after = (f"train:{p.cell}",) if p.rule in ("encode", "search_encode") else ()
+        if p.rule == "evaluate_vision":
+            after = (f"train_vision:{p.cell}",)
+        if after and p.cell not in trained:
+            after = ()
+        out.append(SimJob(name, "gpu", p.seconds[choice], after))
+        if p.rule in ("encode", "encode_pretrained"):
+            out.append(SimJob(f"evaluate:{p.cell}", "cpu", probe_seconds, (name,)))
+    return out
+
+
+def _hm(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes // 60}:{minutes % 60:02d}"
+
+
+def schedule_lines(
+    planned: Sequence[Any],
+    probe_seconds: float,
+    choice: str,
+    gpu_counts: Sequence[int],
+    cpus_per_gpu: int,
+) -> list[str]:
+    """The makespan section of ``make plan`` (Markdown lines): one row per GPU count, its CPU slots
+    ``cpus_per_gpu`` × N, with the makespan, the GPUs' utilisation and the two lower bounds."""
+    from contrastlab.tables.markdown import markdown_table
+
+    jobs = plan_jobs(planned, probe_seconds, choice)
+    gpu_work = sum(j.seconds for j in jobs if j.slot == "gpu")
+    rows: list[Mapping[str, str]] = []
+    path: tuple[str, ...] = ()
+    for gpus in sorted(set(gpu_counts)):
+        result = simulate(jobs, gpus, cpus_per_gpu * gpus)
+        path = result.critical_path
+        rows.append(
+            {
+                "GPUs": str(gpus),
+                "CPU slots": str(result.cpus),
+                "makespan (h:mm)": _hm(result.makespan_s),
+                "GPU utilisation": f"{result.gpu_utilisation:.0%}",
+                "bound: GPU work ÷ N": _hm(gpu_work / gpus),
+                "bound: critical path": _hm(result.critical_path_s),
+            }
+        )
+    return [
+        "### When it finishes (list-scheduling simulation)",
+        "",
+        f"The plan's GPU jobs ({choice.replace('config', 'as configured')}) over N GPUs and their SentEval "
+        f"probe jobs over {cpus_per_gpu} CPU slots per GPU, the longest remaining chain first "
+        "(`contrastlab.cost.schedule`; a real scheduler may take somewhat longer). Critical path: "
+        + " → ".join(f"`{name}`" for name in path)
+        + ".",
+        "",
+        *markdown_table(rows, numeric_after_first=True),
+        "",
+    ]
