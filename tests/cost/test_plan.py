@@ -349,3 +349,22 @@ def test_gpu_peaks_tell_a_familys_pcie_and_nvl_cards_from_its_sxm_card(device_na
 
     assert peak_tflops(device_name, "bf16")[0] == bf16
     assert peak_tflops("NVIDIA GeForce RTX 4090", "bf16")[0] is None
+
+
+def test_the_plan_states_the_disk_a_run_needs():
+    """Issue 36: kept checkpoints = fp32 weights of every trained cell; the snapshot of the largest
+    cell (weights, Adam moments, best checkpoint: 16 bytes a parameter); the searches' points apart."""
+    from types import SimpleNamespace
+
+    from contrastlab.cost.plan import disk_lines
+
+    config = {"backbones": {"base": {"params_millions": 100}, "large": {"params_millions": 300}}}
+    jobs = [
+        SimpleNamespace(rule="train", cell="nie/base/cl/seed42"),
+        SimpleNamespace(rule="encode", cell="nie/base/cl/seed42"),
+        SimpleNamespace(rule="train", cell="nie/large/cl/seed42"),
+    ]
+    searches = [SimpleNamespace(rule="train", cell=f"nie/base/cl~p{i}/seed42") for i in range(30)]
+    (line, _) = disk_lines(config, jobs, searches)
+    assert line.startswith("Disk: 1.6 GB of kept checkpoints (2 cells, fp32 weights), plus up to 4.8 GB")
+    assert "keep 12 GB more (30 points" in line

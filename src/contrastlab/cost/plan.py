@@ -311,10 +311,12 @@ def plan_report(
         )
     calibration = load_calibration(calibration_path)
     jobs = make_plan(config, calibration, chosen)
+    searches_in_all = bool((config.get("searches") or {}).get("in_all"))
     lines = [
         f"## Projected cost{f' of {title}' if title else ''}",
         "",
         *plan_lines(config, jobs, calibration, chosen),
+        *disk_lines(config, jobs, [] if searches_in_all else search_jobs(config, calibration, chosen)),
         *schedule_lines(jobs, probe_seconds(config, calibration), chosen, gpus, cpus_per_gpu),
     ]
     if not (config.get("searches") or {}).get("in_all"):
@@ -429,6 +431,47 @@ def search_jobs(
             )
         )
     return jobs
+
+
+#: Bytes per parameter of a kept checkpoint (fp32 weights: the sentence model's safetensors, the
+#: vision encoder's state dict) and of a training cell's snapshot at its largest (weights, Adam's two
+#: moments, the best checkpoint so far).
+CHECKPOINT_BYTES_PER_PARAM = 4
+SNAPSHOT_BYTES_PER_PARAM = 16
+
+
+def _weights_gb(config: Mapping[str, Any], cell: str, per_param: int) -> float:
+    backbone = cell.split("/")[1]
+    millions = float((config["backbones"].get(backbone) or {}).get("params_millions", 110))
+    return millions * 1e6 * per_param / 1e9
+
+
+def _gb(value: float) -> str:
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
+
+
+def disk_lines(
+    config: Mapping[str, Any], jobs: Sequence[PlannedJob], searches: Sequence[PlannedJob]
+) -> list[str]:
+    """The disk a run needs: the checkpoints it keeps (every training cell's weights in fp32, from the
+    backbones' ``params_millions``), the largest snapshot a running cell writes beside them, and the
+    searches' checkpoints when they run (every point keeps its own)."""
+    trained = [j for j in jobs if j.rule.startswith("train")]
+    kept = sum(_weights_gb(config, j.cell, CHECKPOINT_BYTES_PER_PARAM) for j in trained)
+    snapshot = max((_weights_gb(config, j.cell, SNAPSHOT_BYTES_PER_PARAM) for j in trained), default=0.0)
+    points = [j for j in searches if j.rule.startswith("train")]
+    searched = sum(_weights_gb(config, j.cell, CHECKPOINT_BYTES_PER_PARAM) for j in points)
+    line = (
+        f"Disk: {_gb(kept)} GB of kept checkpoints ({len(trained)} cells, fp32 weights), plus up to "
+        f"{_gb(snapshot)} GB per training cell while it runs (its snapshot: weights, Adam moments, the best "
+        "checkpoint); the backbones, data and tables are a few GB more."
+    )
+    if points:
+        line += (
+            f" The searches (`make search`) keep {_gb(searched)} GB more ({len(points)} points, each its own "
+            "checkpoint)."
+        )
+    return [line, ""]
 
 
 def search_plan_lines(config: Mapping[str, Any], calibration: Calibration, chosen: str) -> list[str]:
