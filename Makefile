@@ -64,6 +64,7 @@ monitor: install         ## live training curves: TensorBoard over CONFIG's <res
 lint: install
 	$(BIN)/snakemake --lint
 	$(BIN)/ruff check src tests scripts benchmarks
+	$(BIN)/lint-imports
 
 clean-demo:
 	rm -rf results/demo

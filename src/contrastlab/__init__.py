@@ -1,9 +1,10 @@
 """contrastlab: reproduction of Nie 2023, Li 2024, MACL (Huang 2023) and OAR as one Snakemake pipeline.
 
 The library is laid out in layers; a module imports its own package and the layers below it, never
-another package of its own layer nor anything above (``tests/test_layers.py`` holds the same order as
-data and checks every import, function-local ones included, and that no modules import each other in
-a circle). Bottom first:
+another package of its own layer nor anything above. The order is data in pyproject.toml's
+``[tool.importlinter]`` contracts, which ``lint-imports`` (and ``tests/test_layers.py``) checks: every
+import, function-local ones included, and no modules of one package importing each other in a circle.
+Bottom first:
 
 1. paths: ``paths`` (the repository root and the optional ``shared`` folder);
 2. foundations: ``provenance``, ``senteval``, ``precision`` (what produced a result; the SentEval
@@ -17,8 +18,8 @@ a circle). Bottom first:
    trainers);
 7. evaluation: ``evaluation`` (SentEval-protocol and image evaluation of what training wrote);
 8. tables: ``tables`` (published numbers beside ours);
-8b. cost: ``cost`` (what a run costs: FLOPs, calibration, the plan, the search budget, measured job
-   cost, make gpu-check's figures);
+8b. cost: ``cost`` (what a run costs: FLOPs, calibration, the plan and when it finishes, the search
+   budget, measured job cost, make gpu-check's figures);
 9. figures: ``figures`` (the papers' figures, from the metrics the tables collect);
 9b. report: ``report`` (the run's page: every table written, report.md's sections, the papers'
    claims, report.html);
