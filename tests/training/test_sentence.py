@@ -444,3 +444,22 @@ def test_script_help_runs_without_snakemake():
     )
     assert result.returncode == 0, result.stderr
     assert "--backbone" in result.stdout and "--set" in result.stdout
+
+
+def test_between_snapshots_only_the_snapshots_best_and_the_newest_are_kept(tmp_path, data, monkeypatch):
+    """Issue 36: every evaluation a new best (the dev score forced up), four of them before the first
+    snapshot: the state folder never holds more than the last snapshot's best and the newest one (a
+    large cell piled up one checkpoint per evaluation between its ten-minute snapshots)."""
+    real_call = sentence.DevEvaluator.__call__
+    held: list[list[str]] = []
+
+    def rising(self, model, head=None):
+        held.append(sorted(p.name for p in (tmp_path / "state").glob(f"{st.BEST_PREFIX}*")))
+        return {**real_call(self, model, head), "dev_spearman": float(len(held))}
+
+    monkeypatch.setattr(sentence.DevEvaluator, "__call__", rising)
+    summary, out, _ = run(tmp_path, data, max_steps=14, eval_every=2, state_every=10)
+    assert max(len(names) for names in held) <= 2, held
+    assert held[5] == [st.best_dir(tmp_path / "state", 8).name]  # at step 10: only the newest, no snapshot yet
+    assert held[6] == [st.best_dir(tmp_path / "state", 10).name]  # at 12: the snapshot's best (10)
+    assert summary["best_step"] == 14 and (out / "config.json").exists()

@@ -364,6 +364,7 @@ class _DevSelection:
         self.s, self.run, self.evaluator = s, run, evaluator
         self.model, self.head, self.tokenizer = model, head, tokenizer
         self.best, self.best_step, self.evals = -math.inf, None, []
+        self.snapshot_best: int | None = None  # the best step the last snapshot refers to
 
     def state(self) -> dict[str, Any]:
         return {"best": self.best, "best_step": self.best_step, "evals": self.evals}
@@ -373,6 +374,8 @@ class _DevSelection:
         self.prune()
 
     def prune(self) -> None:
+        """After a snapshot (or a resume from one): only its best checkpoint is still needed."""
+        self.snapshot_best = self.best_step
         st.prune_best(self.run.state_dir, {self.best_step} if self.best_step is not None else set())
 
     def __call__(self, step: int) -> dict[str, Any]:
@@ -387,6 +390,9 @@ class _DevSelection:
                     self.best, self.best_step = record["dev_spearman"], step
                     save = lambda folder: _save_checkpoint(self.model, self.tokenizer, folder)  # noqa: E731
                     st.save_best(self.run.state_dir, step, save)
+                    # Between snapshots, only the last snapshot's best (a kill resumes there) and this
+                    # one are needed: large cells would otherwise pile up a checkpoint per evaluation.
+                    st.prune_best(self.run.state_dir, {step} | {self.snapshot_best} - {None})
                 record.update(best_dev_spearman=self.best, best_step=self.best_step)
             self.run.log.write(record)
             if step > 0:
