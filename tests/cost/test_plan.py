@@ -368,3 +368,22 @@ def test_the_plan_states_the_disk_a_run_needs():
     (line, _) = disk_lines(config, jobs, searches)
     assert line.startswith("Disk: 1.6 GB of kept checkpoints (2 cells, fp32 weights), plus up to 4.8 GB")
     assert "keep 12 GB more (30 points" in line
+
+
+def test_memory_rows_name_the_smallest_card_a_kind_fits():
+    """Issue 36: the searches' batch-512 large-model points (about 61 GiB) need an 80-GiB card."""
+    from types import SimpleNamespace
+
+    from contrastlab.cost.plan import memory_rows
+
+    jobs = [
+        SimpleNamespace(kind="bert-large batch 512 fp32", peak_gib=60.7),
+        SimpleNamespace(kind="bert-large batch 512 fp32", peak_gib=60.7),
+        SimpleNamespace(kind="bert-base batch 64 fp32", peak_gib=5.2),
+        SimpleNamespace(kind="", peak_gib=0.0),  # an evaluation job: no row
+    ]
+    rows = memory_rows(jobs, SimpleNamespace(gpu_memory_gib=40.0))
+    assert [(r["cell kind"], r["cells"], r["fits"], r["smallest card"]) for r in rows] == [
+        ("bert-base batch 64 fp32", "1", "yes", "24 GiB"),
+        ("bert-large batch 512 fp32", "2", "no (> 40)", "80 GiB"),
+    ]

@@ -203,6 +203,36 @@ def _seedless(job: PlannedJob) -> str:
     return f"{head}/seed*" if head and seed.isdigit() else job.cell
 
 
+#: GPU memory sizes (GiB) of common cards, for "the smallest card it fits": 24 (RTX 4090, L4),
+#: 40 and 80 (A100), 48 (A6000, L40S), 80 (H100), 141 (H200).
+CARD_MEMORY_GIB = (24, 40, 48, 80, 141)
+
+
+def memory_rows(jobs: Sequence[PlannedJob], calibration: Calibration) -> list[dict[str, str]]:
+    """One row per kind of cell: how many, the peak GPU memory estimate, whether it fits the
+    calibration's GPU, and the smallest common card it fits."""
+    kinds: dict[str, list[PlannedJob]] = {}
+    for job in jobs:
+        if job.kind:
+            kinds.setdefault(job.kind, []).append(job)
+    rows = []
+    for kind, group in sorted(kinds.items()):
+        peak = group[0].peak_gib
+        smallest = next((f"{size} GiB" for size in CARD_MEMORY_GIB if peak <= size), "none listed")
+        rows.append(
+            {
+                "cell kind": kind,
+                "cells": str(len(group)),
+                "peak GPU GiB (estimate)": f"{peak:.1f}",
+                "fits": "yes"
+                if peak <= calibration.gpu_memory_gib
+                else f"no (> {calibration.gpu_memory_gib:.0f})",
+                "smallest card": smallest,
+            }
+        )
+    return rows
+
+
 def plan_lines(
     config: Mapping[str, Any], jobs: Sequence[PlannedJob], calibration: Calibration, chosen: str
 ) -> list[str]:
@@ -230,22 +260,7 @@ def plan_lines(
         ("Per experiment (table)", _rows(jobs, lambda j: j.experiment, "experiment")),
         ("Per rule", _rows(jobs, lambda j: j.rule, "rule")),
     ]
-    kinds: dict[str, list[PlannedJob]] = {}
-    for job in jobs:
-        if job.kind:
-            kinds.setdefault(job.kind, []).append(job)
-    memory = [
-        {
-            "cell kind": kind,
-            "cells": str(len(group)),
-            "peak GPU GiB (estimate)": f"{group[0].peak_gib:.1f}",
-            "fits": "yes"
-            if group[0].peak_gib <= calibration.gpu_memory_gib
-            else f"no (> {calibration.gpu_memory_gib:.0f})",
-        }
-        for kind, group in sorted(kinds.items())
-    ]
-    sections.append((f"Peak GPU memory per cell kind ({_label(chosen)})", memory))
+    sections.append((f"Peak GPU memory per cell kind ({_label(chosen)})", memory_rows(jobs, calibration)))
     sections.append(("Per cell (its seeds in one row)", _rows(jobs, _seedless, "cell", _cell_extra)))
     for title, rows in sections:
         lines += [f"### {title}", ""] + markdown_table(rows, numeric_after_first=True) + [""]
@@ -492,4 +507,6 @@ def search_plan_lines(config: Mapping[str, Any], calibration: Calibration, chose
         "",
     ]
     lines += markdown_table(_rows(jobs, lambda j: j.experiment, "search"), numeric_after_first=True) + [""]
+    lines += [f"Peak GPU memory of the search points ({_label(chosen)}):", ""]
+    lines += markdown_table(memory_rows(jobs, calibration), numeric_after_first=True) + [""]
     return lines
