@@ -117,3 +117,10 @@ def test_a_circle_within_a_package_is_caught(tmp_path, toy, capsys):
     (tmp_path / "toy" / "low" / "b.py").write_text("def f():\n    from toy.low import a\n")
     code, out = lint(config, capsys)
     assert code == 1 and "toy.low" in out, out
+
+
+def test_a_layer_naming_a_module_that_does_not_exist_is_caught(toy, capsys):
+    config = toy({})
+    config.write_text(config.read_text().replace('"mid_a | mid_b", "low"', '"mid_a | mid_b", "ghost", "low"'))
+    code, out = lint(config, capsys)
+    assert code != 0 and "toy.ghost does not" in " ".join(out.split()), out
