@@ -261,3 +261,29 @@ def test_embedding_variance_and_effective_rank_match_numpy():
     assert effective_rank(torch.ones(5, 3)) == 0  # no variance at all (total collapse)
     line = torch.outer(torch.linspace(-1, 1, 50), torch.tensor([1.0, 2.0, 3.0]))
     assert effective_rank(line) == 1
+
+
+def test_a_diverged_encoders_metrics_list_every_score_key_as_diverged(tmp_path):
+    """Issue 36: a sweep point whose training diverged is evaluated as such: train_vision's record read
+    back, no score, every key evaluate_encoder would report in ``diverged`` with the reason."""
+    from contrastlab.evaluation.vision import diverged_encoder_metrics, score_keys
+    from contrastlab.training.vision import diverged_reason, record_diverged
+
+    assert diverged_reason(tmp_path / "encoder") is None
+    record_diverged(tmp_path / "encoder", tmp_path / "log.jsonl", {"lr": 1.0}, "loss is not finite at step 3")
+    reason = diverged_reason(tmp_path / "encoder")
+    assert reason == "loss is not finite at step 3"
+    assert '"event": "diverged"' in (tmp_path / "log.jsonl").read_text()
+    statistics = ["embedding_variance", "effective_rank_95"]
+    assert score_keys(["linear", "knn"]) == ["linear_top1", "knn_top1", *statistics]
+    metrics = diverged_encoder_metrics(tmp_path / "encoder", reason, ["ffn"], {"label_fractions": [0.1, 1.0]})
+    assert metrics["scores"] == {}
+    assert list(metrics["diverged"]) == [
+        "ffn10_top1",
+        "ffn10_top5",
+        "ffn100_top1",
+        "ffn100_top5",
+        "embedding_variance",
+        "effective_rank_95",
+    ]
+    assert set(metrics["diverged"].values()) == {"encoder training diverged: loss is not finite at step 3"}

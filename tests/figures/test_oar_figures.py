@@ -57,6 +57,11 @@ def test_embedding_spectrum_sees_a_collapse_and_class_blocks(tmp_path):
     assert_nontrivial_png(written[0])
     numbers = pd.read_csv(written[2])
     assert set(numbers["encoder"]) == {"InfoNCE", "OAR-InfoNCE"} and len(numbers) == 16
+    # A sweep point whose training diverged has no encoder: its panel says so, its CSV row too.
+    written = plot_spectra({"InfoNCE": b, "infonce-lr1.0": None}, tmp_path / "fig3-diverged")
+    assert_nontrivial_png(written[0])
+    numbers = pd.read_csv(written[2])
+    assert list(numbers[numbers["encoder"] == "infonce-lr1.0"]["effective_rank"]) == ["diverged"]
 
 
 def test_lr_sweep_marks_diverged_ffn_points_not_as_accuracy(tmp_path, monkeypatch):

@@ -74,7 +74,8 @@ def test_presets_and_overrides_are_detected(demo, repo_root):
     assert (
         len(rows) == 1
         and rows[0]["ours"]
-        == "bf16 for every cell (precision_override); declared: fp32, IEEE convolutions too (precision_override=tf32: the A100's)"
+        == "bf16 for every cell (precision_override); declared: "
+        "fp32, IEEE convolutions too (precision_override=tf32: the A100's)"
     )
     assert rows[0]["paper"].startswith("not stated (code: Lightning's fp32")
 

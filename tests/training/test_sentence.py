@@ -460,6 +460,6 @@ def test_between_snapshots_only_the_snapshots_best_and_the_newest_are_kept(tmp_p
     monkeypatch.setattr(sentence.DevEvaluator, "__call__", rising)
     summary, out, _ = run(tmp_path, data, max_steps=14, eval_every=2, state_every=10)
     assert max(len(names) for names in held) <= 2, held
-    assert held[5] == [st.best_dir(tmp_path / "state", 8).name]  # at step 10: only the newest, no snapshot yet
+    assert held[5] == [st.best_dir(tmp_path / "state", 8).name]  # at step 10: the newest, no snapshot yet
     assert held[6] == [st.best_dir(tmp_path / "state", 10).name]  # at 12: the snapshot's best (10)
     assert summary["best_step"] == 14 and (out / "config.json").exists()

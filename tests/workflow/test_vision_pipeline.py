@@ -52,3 +52,48 @@ def test_nothing_to_do_after_a_finished_run(repo_root, finished):
     workdir, config, _ = finished
     output = run_snakemake(repo_root, "-n", "--configfile", write(config, workdir / "same.yaml"))
     assert "Nothing to be done" in output, output[-2000:]
+
+
+#: A rate at which SGD turns the loss NaN within a few steps, and the name of its sweep point.
+HUGE_LR, DIVERGING = 1.0e12, "infonce-lr1000000000000.0"
+
+
+@pytest.mark.fault(
+    "an OAR sweep point whose encoder training diverges (NaN loss at a huge learning rate)",
+    "recorded as a result: evaluated as diverged, the table, the rate figure and the spectra say so",
+)
+def test_a_diverging_sweep_point_is_a_result_not_a_blocked_run(repo_root, tmp_path_factory, observed):
+    """Issue 36: OAR's rate sweep reaches lr 1; a point whose training turns NaN used to fail its job
+    and, with it, the tables. Now it is recorded, evaluated as diverged, drawn as such (the rate figure's
+    cross, the spectra's panel), and the tables are built."""
+    workdir = tmp_path_factory.mktemp("vision-diverged")
+    config = yaml.safe_load((repo_root / "config" / "demo.yaml").read_text())
+    config.update(results_dir=str(workdir / "results"), resources_dir=str(workdir / "resources"))
+    config["backbones"]["resnet18-w8"]["vision"]["width"] = 4
+    oar = config["experiments"]["oar_cifar10"]
+    oar.update(seeds=[42], sweep={"lr": [0.01, HUGE_LR]}, spectra=["infonce-lr0.01", DIVERGING])
+    oar["methods"] = {"infonce": oar["methods"]["infonce"]}
+    oar["training"].update(epochs=1, log_every=2, state_every=10)
+    oar["vision_evaluation"]["ffn"].update(epochs=2, label_fractions=[1.0])
+    config["select"] = {"experiments": ["oar_cifar10"]}
+    config["oar_synthetic"] = None
+    run_snakemake(repo_root, "--configfile", write(config, workdir / "c.yaml"), "--cores", "2")  # exit 0
+    results = workdir / "results"
+    log = results / f"logs/train/oar_cifar10/resnet18-w8/{DIVERGING}/seed42.log"
+    assert "sweep point: training diverged, recorded" in log.read_text()
+    metrics = json.loads(
+        (results / f"metrics/oar_cifar10/resnet18-w8/{DIVERGING}/seed42/vision.json").read_text()
+    )
+    assert metrics["scores"] == {} and "not finite" in metrics["encoder_diverged"]
+    keys = {"ffn100_top1", "ffn100_top5", "embedding_variance", "effective_rank_95"}
+    assert set(metrics["diverged"]) == keys
+    sweep = (results / "figures/oar_cifar10/lr_sweep.csv").read_text().splitlines()
+    assert "infonce,infonce,False,1e+12,ffn100_top1,,,0,1" in sweep, sweep  # no seed scored, one diverged
+    assert "diverged" in (results / "figures/oar_cifar10/spectra.csv").read_text()
+    # Table 3 is built; its best-of-sweep reads the paper's rates only (1e12 is none of them), so the
+    # best is 0.01. A diverged point at a paper rate is marked there as a diverged FFN is (the metrics
+    # have the same form: tests/tables/test_oar_tables.py::test_diverged_ffn_is_marked_never_a_number).
+    table = (results / "tables/oar_table3.csv").read_text().splitlines()
+    best = [row for row in table if row.startswith("resnet18-w8,infonce,ffn100_top1,")]
+    assert len(best) == 1 and ",0.01," in best[0], table
+    observed("NaN at lr 1e12: recorded, every key diverged, lr_sweep n_diverged 1, table and spectra drawn")

@@ -58,6 +58,12 @@ def expanded_methods(experiment: Mapping[str, Any]) -> dict[str, tuple[str, dict
     return out
 
 
+def is_sweep_point(config: Mapping[str, Any], experiment: str, method: str) -> bool:
+    """Whether ``method`` is a point of its experiment's ``sweep`` rather than a configured method."""
+    exp = config["experiments"][experiment]
+    return method not in exp["methods"] and method in expanded_methods(exp)
+
+
 def _resolve_method(exp: Mapping[str, Any], method: str) -> tuple[str, dict[str, Any]]:
     if method in exp["methods"]:
         return method, {}

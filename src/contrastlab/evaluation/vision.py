@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -429,4 +430,28 @@ def evaluate_encoder(
         "timings": timings,
         # How the encoder was trained (the report's precision table), from its settings.json.
         "training": {key: summary.get(key) for key in TRAINED_WITH_KEYS},
+    }
+
+
+def score_keys(probes: Sequence[str], ffn: Mapping[str, Any] | None = None) -> list[str]:
+    """The score keys :func:`evaluate_encoder` reports for ``probes`` (the embedding statistics last)."""
+    fractions = {**FFN_DEFAULTS, **(ffn or {})}["label_fractions"]
+    keys = {"linear": ["linear_top1"], "knn": ["knn_top1"]}
+    keys["ffn"] = [f"ffn{round(100 * f)}_{k}" for f in fractions for k in ("top1", "top5")]
+    return [k for probe in probes for k in keys[probe]] + ["embedding_variance", "effective_rank_95"]
+
+
+def diverged_encoder_metrics(
+    encoder_dir: str | Path, reason: str, probes: Sequence[str], ffn: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The metrics of a sweep point whose encoder's training diverged (``train_vision`` recorded it,
+    :func:`contrastlab.training.vision.diverged_reason`): no score, every key in ``diverged`` with the
+    reason, so that the tables and the rate sweep's figure show the point as diverged (as for a
+    diverged FFN) and the run goes on."""
+    return {
+        "scores": {},
+        "diverged": dict.fromkeys(score_keys(probes, ffn), f"encoder training diverged: {reason}"),
+        "encoder_diverged": reason,
+        "probes": list(probes),
+        "encoder_dir": str(encoder_dir),
     }

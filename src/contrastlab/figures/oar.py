@@ -171,10 +171,22 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
     singular values; the affinity matrices are summarised by their class-block means)."""
     names = list(spectra)
     rows = []
+    image = None
     with house_style():
         fig, axes = figure(2, len(names), width="page", aspect=0.8)
         for col, name in enumerate(names):
             s = spectra[name]
+            if s is None:  # a sweep point whose training diverged: no encoder to embed with
+                axes[0, col].set_title(f"{method_label(name.split('-lr')[0])} ({name})")
+                for ax in axes[:, col]:
+                    ax.text(0.5, 0.5, "training diverged", ha="center", va="center", transform=ax.transAxes)
+                    ax.set_xticks([])
+                    ax.set_yticks([])
+                    ax.grid(False)
+                rows.append(
+                    {"encoder": name, "index": 0, "singular_value": np.nan, "effective_rank": "diverged"}
+                )
+                continue
             sv = np.asarray(s["singular_values"])
             ax = axes[0, col]
             ax.semilogy(np.arange(1, len(sv) + 1), np.clip(sv, 1e-12, None), color=PALETTE[col])
@@ -199,7 +211,8 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
                 }
                 for i, v in enumerate(sv)
             ]
-        fig.colorbar(image, ax=axes[1, :].tolist(), shrink=0.8, label="cos")
+        if image is not None:
+            fig.colorbar(image, ax=axes[1, :].tolist(), shrink=0.8, label="cos")
         return save(fig, stem, pd.DataFrame(rows))
 
 
@@ -233,11 +246,14 @@ def spectra_figure(
     from contrastlab.data.images import IMAGE_STATS, load_images
     from contrastlab.evaluation.vision import extract_features
     from contrastlab.models import pick_device
-    from contrastlab.training.vision import load_encoder
+    from contrastlab.training.vision import diverged_reason, load_encoder
 
     device = pick_device(device)
-    spectra = {}
+    spectra: dict[str, Mapping | None] = {}
     for name, encoder_dir in encoder_dirs.items():
+        if diverged_reason(encoder_dir) is not None:
+            spectra[name] = None  # drawn as "training diverged"
+            continue
         encoder, summary = load_encoder(encoder_dir, device)
         s = summary["settings"]
         test = load_images(s["dataset"], "test", root=data_root, image_size=s["image_size"])

@@ -52,7 +52,7 @@ from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, l
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
 from contrastlab.models.vision import ProjectionHead, build_encoder
-from contrastlab.paths import atomic_write
+from contrastlab.paths import atomic_write, write_json
 from contrastlab.provenance import run_metadata
 from contrastlab.training import state as st
 from contrastlab.training.augment import SimCLRAugment
@@ -90,6 +90,7 @@ except ImportError:  # pragma: no cover - safetensors comes with transformers
 ENCODER_FILE = "encoder.safetensors" if _safetensors is not None else "encoder.pt"
 ENCODER_FILES = ("encoder.safetensors", "encoder.pt")
 SETTINGS_FILE = "settings.json"
+DIVERGED_FILE = "diverged.json"  # a sweep point whose training diverged (record_diverged)
 #: The OAR anchors [K, D] of an OAR run, beside the encoder (safetensors key ``anchors``).
 ANCHORS_FILE = "anchors.safetensors"
 OPTIMIZERS = ("adam", "sgd")
@@ -640,6 +641,25 @@ def _log_interval(run: TrainingRun, step, epoch, lr, loss, out, oar_value, grad_
     }
     run.write(json.dumps(brief))
     run.set_postfix(loss=f"{record['loss']:.4f}")
+
+
+def record_diverged(
+    out_dir: str | Path, log_path: str | Path, settings: Mapping[str, Any], error: str
+) -> None:
+    """What a sweep point whose training diverged leaves instead of an encoder: ``diverged.json`` (the
+    error and the settings) and a one-line log. A divergence at a large learning rate is a result of
+    the sweep (OAR Fig. 2 reaches lr 1), not a fault to retry: the point is finished, its evaluation
+    records it (:func:`contrastlab.evaluation.vision.diverged_encoder_metrics`) and the tables go on."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / DIVERGED_FILE, {"diverged": error, "settings": dict(settings)})
+    Path(log_path).write_text(json.dumps({"event": "diverged", "error": error}) + "\n", encoding="utf-8")
+
+
+def diverged_reason(out_dir: str | Path) -> str | None:
+    """The error :func:`record_diverged` recorded in ``out_dir``, or None for a trained encoder."""
+    path = Path(out_dir) / DIVERGED_FILE
+    return json.loads(path.read_text())["diverged"] if path.exists() else None
 
 
 def load_encoder(
