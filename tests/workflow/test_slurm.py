@@ -2,7 +2,7 @@
 safe there: a job that asked for a GPU and sees none stops in one line instead of running on the CPU;
 the profile's retry resumes a cancelled training job and skips failures that a retry reproduces.
 
-The cluster tests run the profiles unedited plus the overrides the README documents for a cluster
+The cluster tests run the profiles unedited plus the overrides docs/cluster.md documents for a cluster
 without accounting (partition, ``--slurm-status-command squeue``), and two test-only polling knobs:
 the plugin waits 40 s before its first status check and adds 10 s per check, for jobs of hours; these
 jobs take seconds. They are skipped with the reason when no cluster can be started here.
@@ -211,7 +211,7 @@ def local_reference(repo_root, tmp_path_factory, shared_resources):
 
 
 def slurm_command(repo_root: Path, cluster, profile: str, configfile: str, *args: str) -> list[str]:
-    """Snakemake through ``profiles/<profile>`` with only the README's overrides for this cluster."""
+    """Snakemake through ``profiles/<profile>`` with only docs/cluster.md's overrides for this cluster."""
     overrides = [
         "--default-resources",
         f"slurm_partition={cluster.partition}",

@@ -33,7 +33,7 @@ def expand_templates(config: dict) -> dict:
         if shared:
             raise ConfigError(
                 "config key methods: no experiment template uses them; add an experiment with protocols, "
-                "methods and baselines (README: Evaluate your own loss)"
+                "methods and baselines (docs/own-loss.md)"
             )
         return config
     templates = config.setdefault("templates", {})
