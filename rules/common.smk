@@ -38,7 +38,8 @@ CELL_INDEX = {(c.experiment, c.backbone, c.method, str(c.seed)): c for c in CELL
 # Hyperparameter searches (rules/search.smk): their points within each search's GPU-hour budget; a point
 # with its own settings is a cell of its own, one equal to a configured cell is that cell.
 try:
-    SEARCH_POINTS = cl_budget.searched_points(config)
+    # pinned by the first run of this results folder: a measured calibration changes no started search
+    SEARCH_POINTS = cl_budget.searched_points(config, pins=cl_budget.read_pins(config))
 except (cl_config.ConfigError, ValueError) as error:
     sys.exit(f"contrastlab: {error}")
 SEARCH_INDEX = {(p.experiment, p.backbone, p.name, str(p.seed)): p for p in SEARCH_POINTS}

@@ -174,6 +174,37 @@ def test_budget_keeps_the_points_nearest_the_configured_settings():
         cl_budget.searched_points(_with_search(config, "nie2023", search2), cal)
 
 
+def test_a_measured_calibration_changes_no_pinned_search(tmp_path):
+    """Issue 36: a GPU twice as fast (a measured calibration) would let the same budget pay for more
+    points; once a run has pinned what the budget kept, the points stay, until the search changes."""
+    import dataclasses
+
+    config = _demo()
+    config["results_dir"] = str(tmp_path / "results")
+    cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    search = {"methods": ["mpt"], "stages": [{"grid": {"lr": [1e-5, 3e-5, 1e-4, 3e-4], "hp.m": [0.23, 0.3]}}]}
+    full = S.search_points(_with_search(config, "nie2023", search))
+    one = cl_calibration.train_seconds(cl_flops.cell_work(config, full[1].cell, point=full[1]), cal) / 3600
+    config = _with_search(config, "nie2023", {**search, "budget_gpu_hours": 2.5 * one})
+    faster = dataclasses.replace(  # every job four times shorter, FLOPs and overheads alike
+        cal,
+        achieved_tflops={k: {p: 4 * v for p, v in d.items()} for k, d in cal.achieved_tflops.items()},
+        overheads_s={k: v / 4 for k, v in cal.overheads_s.items()},
+    )
+
+    def names(points):
+        return [p.name for p in points if p.experiment == "nie2023"]
+
+    first = cl_budget.searched_points(config, cal, pins=cl_budget.read_pins(config))
+    assert len(names(first)) == 3 and cl_budget.read_pins(config) == {}
+    assert len(names(cl_budget.searched_points(config, faster))) > 3  # unpinned: the budget buys more
+    cl_budget.write_pins(config, first)  # the workflow's onstart
+    assert names(cl_budget.searched_points(config, faster, pins=cl_budget.read_pins(config))) == names(first)
+    # A changed budget is a changed search: priced afresh.
+    bigger = _with_search(config, "nie2023", {**search, "budget_gpu_hours": 2.6 * one})
+    assert len(names(cl_budget.searched_points(bigger, faster, pins=cl_budget.read_pins(bigger)))) > 3
+
+
 def test_plan_prices_the_searches():
     config = _demo()
     cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)

@@ -1,16 +1,27 @@
 """The search budget: which points of a config's searches their ``budget_gpu_hours`` pays for, nearest the
 configured settings first.
+
+The points a budget keeps depend on the calibration that prices them, and ``make gpu-check`` replaces
+the shipped calibration with a measured one. So that a measured calibration never changes a search
+that has started (points appearing or vanishing from a half-run grid), the workflow pins what each
+budget kept when it first runs (:func:`write_pins`, ``<results_dir>/search/budget_pins.json``); later
+runs and ``make plan`` read the pin (:func:`read_pins`) while the search's spec, budget and grid are
+the same, and price afresh once any of them changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.cost.calibration import Calibration, load_calibration, train_seconds
 from contrastlab.cost.flops import cell_work
+from contrastlab.paths import write_json
 
 
 # ------------------------------------------------------------------------------------------- searches
@@ -40,15 +51,71 @@ def _numbers(*values: Any) -> bool:
     return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
 
 
+#: Where a run pins the points each search's budget kept, under ``results_dir``.
+PIN_FILE = "search/budget_pins.json"
+
+
+def pins_path(config: Mapping[str, Any]) -> Path:
+    return Path(config.get("results_dir", "results"), PIN_FILE)
+
+
+def _point_id(point: cl_search.SearchPoint) -> str:
+    return f"{point.backbone}/{point.name}/seed{point.seed}"
+
+
+def _search_fingerprint(
+    config: Mapping[str, Any], experiment: str, group: Iterable[cl_search.SearchPoint]
+) -> str:
+    """What a pin is valid for: the search's spec (budget included) and every candidate point."""
+    spec = cl_search.search_spec(config, experiment) or {}
+    text = json.dumps({"spec": spec, "points": [_point_id(p) for p in group]}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_pins(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The pins an earlier run of this results folder wrote (:func:`write_pins`), or ``{}``."""
+    try:
+        return json.loads(pins_path(config).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def write_pins(config: Mapping[str, Any], points: Iterable[cl_search.SearchPoint]) -> Path | None:
+    """Pin, per budgeted search, the points it kept (called when the workflow starts executing); an
+    existing pin that still matches is left as it is. Returns the file, or None without a budget."""
+    points = list(points)
+    pins = read_pins(config)
+    candidates = cl_search.search_points(config)
+    for experiment in dict.fromkeys(p.experiment for p in candidates):
+        spec = cl_search.search_spec(config, experiment) or {}
+        if spec.get("budget_gpu_hours") is None:
+            continue
+        fingerprint = _search_fingerprint(
+            config, experiment, [p for p in candidates if p.experiment == experiment]
+        )
+        if (pins.get(experiment) or {}).get("fingerprint") != fingerprint:
+            kept = [_point_id(p) for p in points if p.experiment == experiment]
+            pins[experiment] = {
+                "fingerprint": fingerprint,
+                "budget_gpu_hours": spec["budget_gpu_hours"],
+                "points": kept,
+            }
+    if not pins:
+        return None
+    write_json(pins_path(config), pins)
+    return pins_path(config)
+
+
 def searched_points(
-    config: Mapping[str, Any], calibration: Calibration | None = None
+    config: Mapping[str, Any], calibration: Calibration | None = None, pins: Mapping[str, Any] | None = None
 ) -> list[cl_search.SearchPoint]:
     """The points of the config's searches (:func:`contrastlab.search.search_points`) that each search's
     ``budget_gpu_hours`` pays for, in grid order. The stated trimming order: points nearest the
     configured settings first (:func:`_distance`; ties: earlier stage, then grid order), each at its
     projected training time as configured (a point shared with a configured cell costs nothing); a point
     that would pass the budget is dropped. Raises :class:`~contrastlab.config.ConfigError` when a stage
-    of a search keeps no point."""
+    of a search keeps no point. ``pins`` (:func:`read_pins`): a search whose pin still matches keeps
+    the pinned points, whatever the calibration."""
     points = cl_search.search_points(config)
     kept: list[cl_search.SearchPoint] = []
     for experiment in dict.fromkeys(p.experiment for p in points):
@@ -57,6 +124,11 @@ def searched_points(
         budget = spec.get("budget_gpu_hours")
         if budget is None:
             kept += group
+            continue
+        pin = (pins or {}).get(experiment) or {}
+        if pin.get("fingerprint") == _search_fingerprint(config, experiment, group):
+            pinned = set(pin["points"])
+            kept += [p for p in group if _point_id(p) in pinned]
             continue
         calibration = calibration or load_calibration()
         distances = [_distance(config, p, spec["stages"][p.method][p.stage - 1]) for p in group]

@@ -24,7 +24,7 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
-from contrastlab.cost.budget import searched_points
+from contrastlab.cost.budget import read_pins, searched_points
 from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
     SIDE_BY_SIDE,
@@ -412,7 +412,7 @@ def search_jobs(
     configured cell) and the encoding of each search's winner (``search_encode``; its probes run on
     the CPU), experiment ``<experiment> (search)``."""
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
-    points = searched_points(config, calibration)
+    points = searched_points(config, calibration, pins=read_pins(config))
     jobs = []
     for point in points:
         if point.shared_with is not None:
@@ -495,7 +495,7 @@ def search_plan_lines(config: Mapping[str, Any], calibration: Calibration, chose
     jobs = search_jobs(config, calibration, chosen)
     if not jobs:
         return []
-    points = searched_points(config, calibration)
+    points = searched_points(config, calibration, pins=read_pins(config))
     shared = sum(1 for p in points if p.shared_with is not None)
     lines = [
         "### Hyperparameter searches (`make search`; not in the default target)",
