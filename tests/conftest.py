@@ -15,11 +15,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-# --- Two workers (pytest-xdist, ``--dist loadgroup``) ----------------------------------------------------
+# --- Two workers (pytest-xdist) ---------------------------------------------------------------------
 # Every module that starts Snakemake shares the repository's .snakemake folder (locks, incomplete markers,
-# the killed-run recovery), so they all run on one worker, one after another, in the group "e2e"; they go
-# first, so that the other worker fills the same minutes with the unit tests. Every other module is one
-# group of its own, so that a module-scoped fixture (a trained model, a real-SentEval run) is built once.
+# the killed-run recovery; a Snakemake run that ends removes the whole locks folder, another run's locks
+# included), so they all run on one worker, one after another, in the group "e2e"; they go first, so
+# that the other worker fills the same minutes with the unit tests. Every other module is one group of
+# its own, so that a module-scoped fixture (a trained model, a real-SentEval run) is built once.
 E2E_MODULES = frozenset(
     f"tests/workflow/test_{name}.py"
     for name in (
@@ -40,16 +41,33 @@ E2E_MODULES = frozenset(
 EARLY_MODULES = ("tests/evaluation/test_reference.py", "tests/training/test_sentence.py")
 
 
-def _group(item) -> str:
-    module = item.nodeid.split("::", 1)[0]
-    return "e2e" if module in E2E_MODULES else module
+#: Snakemake modules that run it in a repository copy of their own (their own .snakemake): a group each.
+OWN_REPOSITORY_MODULES = frozenset({"tests/workflow/test_dvc.py"})
+
+
+def group_of(nodeid: str) -> str:
+    """The worker group of a test: "e2e" for the modules that start Snakemake in this repository, else
+    its module."""
+    module = nodeid.split("::", 1)[0]
+    return "e2e" if module in E2E_MODULES - OWN_REPOSITORY_MODULES else module
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduler with :func:`group_of` as the scope: each group runs whole on one worker.
+    (xdist's own ``--dist loadgroup`` cannot do it with pytest 9.2: it renames ``item._nodeid``, which
+    pytest no longer reads, so the groups were silently spread over both workers.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        group = _group(item)
-        item.add_marker(pytest.mark.xdist_group(group))
-        if group == "e2e":
+        if item.nodeid.split("::", 1)[0] in E2E_MODULES:
             item.add_marker(pytest.mark.e2e)  # make test-fast leaves them out
 
     def order(item):
