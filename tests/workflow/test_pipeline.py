@@ -193,9 +193,9 @@ def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finis
     counts = job_counts(output)
     # That cell, and what reads it: the tables, Nie Fig. 1 (its metrics and its training log) and Nie
     # Fig. 3b (its log's distance gaps).
-    expected = {"train": 1, "encode": 1, "evaluate": 1, "figure_align_uniform": 1}
+    expected = {"train": 1, "encode": 1, "evaluate": 1, "model_card": 1, "figure_align_uniform": 1}
     expected.update(figure_training_curves=1, figure_nie2023_fig3b=1)
-    assert counts == {**expected, "tables": 1, "all": 1, "total": 8}, counts
+    assert counts == {**expected, "tables": 1, "all": 1, "total": 9}, counts
     assert "wildcards: experiment=nie2023, backbone=tiny-bert, method=mpt, seed=42" in output
     assert "method=cl" not in output
 

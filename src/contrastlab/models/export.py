@@ -181,20 +181,49 @@ def write_sentence_transformers_files(folder: str | Path, pooling: str) -> list[
 
 
 def write_torchvision_spec(
-    folder: str | Path, *, arch: str, stem: str, width: int, out_dim: int | None, weights: str
+    folder: str | Path,
+    *,
+    arch: str,
+    stem: str,
+    width: int,
+    out_dim: int | None,
+    weights: str,
+    head: torch.nn.Module | None = None,
+    anchors: str | None = None,
 ) -> Path:
-    """Write ``torchvision.json``: how a plain ``torchvision.models.<arch>`` loads ``weights`` (our
-    :class:`~.vision.ResNetEncoder`'s state dict, whose names are torchvision's). ``torchvision`` is
-    false where no stock torchvision ResNet has this shape (a width other than 64)."""
+    """Write ``torchvision.json`` (and ``head.safetensors``) beside an image encoder's weights.
+
+    The spec says how a plain ``torchvision.models.<arch>`` loads ``weights`` (our
+    :class:`~.vision.ResNetEncoder`'s state dict, whose parameter names are torchvision's; our optional
+    output Linear ``out.*`` is torchvision's ``fc``). ``torchvision`` is false where no stock
+    torchvision ResNet has the shape: its stages are fixed at 64 channels, so a smaller ``width`` (the
+    demo's) loads only through :func:`contrastlab.training.vision.load_encoder`. ``head``, the
+    projection head (:class:`~.vision.ProjectionHead`), is saved as ``head.safetensors`` with the keys of
+    ``nn.Sequential(Linear(in, hidden, bias=False), BatchNorm1d(hidden), ReLU(), Linear(hidden, out))``.
+    """
+    folder = Path(folder)
+    head_spec = None
+    if head is not None and any(True for _ in head.parameters()):
+        state = {k.removeprefix("net."): v.detach().cpu().contiguous() for k, v in head.state_dict().items()}
+        save_file(state, str(folder / "head.safetensors"))
+        head_spec = {
+            "file": "head.safetensors",
+            "layers": "Linear(in, hidden, bias=False), BatchNorm1d(hidden), ReLU(), Linear(hidden, out)",
+            "in": int(state["0.weight"].shape[1]),
+            "hidden": int(state["0.weight"].shape[0]),
+            "out": int(state["3.weight"].shape[0]),
+        }
     spec = {
         "arch": arch,
         "stem": stem,  # cifar: conv1 = Conv2d(3, 64, 3, 1, 1, bias=False) and maxpool = Identity
         "width": width,
-        "out_dim": out_dim,  # None: fc = Identity (pooled features); else fc = Linear, from our `out.*`
+        "out_dim": out_dim,  # None: fc = Identity (pooled features); else torchvision's fc, our `out.*`
         "weights": weights,
         "rename": {"out.": "fc."} if out_dim is not None else {},
         "torchvision": width == 64,
+        "head": head_spec,
+        "anchors": anchors,  # OAR: safetensors key `anchors`, [K, D]
     }
-    path = Path(folder) / TORCHVISION_SPEC
+    path = folder / TORCHVISION_SPEC
     _write_json(path, spec)
     return path

@@ -51,6 +51,7 @@ import torch
 from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images, validation_split
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
+from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.paths import atomic_write
 from contrastlab.provenance import run_metadata
@@ -244,7 +245,10 @@ def _write_encoder(
     state_dir: Path,
     log_path: Path,
     anchors: torch.Tensor | None = None,
+    head: torch.nn.Module | None = None,
 ) -> None:
+    """The encoder folder: weights, anchors, ``settings.json``, and what a plain torchvision ResNet needs
+    to load them (``torchvision.json``, the projection head; ``models.export.write_torchvision_spec``)."""
     tmp = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -260,6 +264,17 @@ def _write_encoder(
         else:  # pragma: no cover
             torch.save({"anchors": anchors}, tmp / ANCHORS_FILE)
     (tmp / SETTINGS_FILE).write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    s = summary["settings"]
+    write_torchvision_spec(
+        tmp,
+        arch=s["arch"],
+        stem=s["stem"],
+        width=s["width"],
+        out_dim=s.get("out_dim"),
+        weights=ENCODER_FILE,
+        head=head,
+        anchors=ANCHORS_FILE if anchors is not None else None,
+    )
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -519,9 +534,9 @@ def train_vision(
     )
     keys = ("steps", "timings", "device_name", "peak_gpu_memory_gib")
     run.log.write({"event": "end", **{k: summary[k] for k in keys}})
-    _write_encoder(
-        Path(out_dir), encoder, summary, run.state_dir, Path(log_path), oar.anchors if oar else None
-    )
+    kept_head = None if select else head  # the kept epoch's encoder is restored without its head
+    anchors = oar.anchors if oar else None
+    _write_encoder(Path(out_dir), encoder, summary, run.state_dir, Path(log_path), anchors, kept_head)
     shutil.rmtree(run.state_dir, ignore_errors=True)
     return summary
 
