@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from contrastlab.models import POOLINGS, load_backbone, make_encoder
 from contrastlab.models.export import sentence_transformers_modules, write_sentence_transformers_files
@@ -68,3 +72,93 @@ def test_export_again_replaces_the_modules(tiny_bert, tmp_path):
 def test_unknown_pooling_names_the_valid_ones():
     with pytest.raises(ValueError, match="avg_first_layer_and_last"):
         sentence_transformers_modules("avg_top2")
+
+
+# --- image encoders: the README's torchvision snippets load what the trainer writes ---------------------
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_torchvision_snippets() -> list[str]:
+    """The README's Python blocks that build a torchvision ResNet (the three-line one, the general one)."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    return [block for block in blocks if "torchvision.models" in block]
+
+
+def written_encoder(tmp_path, arch, stem, width, out_dim=None, head=None):
+    """An encoder with random weights and BatchNorm statistics, saved by the trainer's own writer."""
+    from contrastlab.models.vision import build_encoder
+    from contrastlab.training import state as st
+    from contrastlab.training.vision import _write_encoder
+
+    torch.manual_seed(0)
+    encoder = build_encoder(arch, stem=stem, width=width, out_dim=out_dim)
+    for module in encoder.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.normal_()
+            module.running_var.uniform_(0.5, 2.0)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / st.LOG_FILE).write_text("")
+    settings = {"arch": arch, "stem": stem, "width": width, "out_dim": out_dim}
+    folder = tmp_path / "encoder"
+    _write_encoder(folder, encoder, {"settings": settings}, state, tmp_path / "log.jsonl", None, head)
+    return encoder.eval(), folder
+
+
+@pytest.mark.parametrize(
+    ("arch", "stem", "out_dim"),
+    [("resnet18", "cifar", None), ("resnet18", "imagenet", None), ("resnet50", "imagenet", 512)],
+)
+def test_readme_snippet_loads_the_encoder_in_plain_torchvision(tmp_path, arch, stem, out_dim):
+    import safetensors.torch
+    import torchvision
+
+    ours, folder = written_encoder(tmp_path, arch, stem, 64, out_dim)
+    images = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        expected = ours(images)
+    snippets = readme_torchvision_snippets()
+    assert len(snippets) == 2, snippets
+    three_lines, general = snippets
+    assert len(three_lines.strip().splitlines()) == 3
+    for snippet in [general, three_lines] if (arch, stem) == ("resnet18", "cifar") else [general]:
+        scope = {
+            "folder": str(folder),
+            "torch": torch,
+            "torchvision": torchvision,
+            "safetensors": safetensors,
+        }
+        exec(snippet, scope)  # noqa: S102 - the README's own code
+        with torch.no_grad():
+            got = scope["net"](images)
+        assert got.shape == expected.shape and torch.allclose(got, expected, rtol=0, atol=1e-5)
+
+
+def test_demo_size_encoder_says_it_needs_our_loader_and_saves_its_head(tmp_path):
+    """The demo's 1/8-width ResNet has no stock torchvision twin (stages fixed at 64 channels): its
+    spec says so; the projection head loads into a plain nn.Sequential and computes the same."""
+    from safetensors.torch import load_file
+
+    from contrastlab.models.vision import ProjectionHead
+    from contrastlab.training.vision import load_encoder
+
+    torch.manual_seed(1)
+    head = ProjectionHead(64, 32, 16).eval()
+    ours, folder = written_encoder(tmp_path, "resnet18", "cifar", 8, head=head)
+    spec = json.loads((folder / "torchvision.json").read_text())
+    assert spec["torchvision"] is False and spec["width"] == 8 and spec["anchors"] is None
+    assert spec["head"] == {**spec["head"], "in": 64, "hidden": 32, "out": 16}
+    plain = torch.nn.Sequential(
+        torch.nn.Linear(64, 32, bias=False),
+        torch.nn.BatchNorm1d(32),
+        torch.nn.ReLU(),
+        torch.nn.Linear(32, 16),
+    ).eval()
+    plain.load_state_dict(load_file(folder / "head.safetensors"))
+    loaded, _ = load_encoder(folder)  # our loader reads the folder as before
+    images = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        features = loaded(images)
+        assert torch.equal(features, ours(images))
+        assert torch.equal(plain(features), head(features))

@@ -72,7 +72,7 @@ def _papers(experiment: str) -> list[str]:
     for name, spec in TABLES.items():
         if spec.experiment == experiment and spec.kind == "scores":
             paper = load_meta(name).get("paper", {})
-            seen[f"{paper.get('reference', name)}, {paper.get('table', name)}"] = None
+            seen[f"{str(paper.get('reference', name)).rstrip('.')}, {paper.get('table', name)}"] = None
     return list(seen)
 
 
