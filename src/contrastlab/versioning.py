@@ -5,8 +5,8 @@ Snakemake runs the workflow; DVC only versions its results, so the two never orc
 - :func:`freeze` (``make freeze CONFIG=<preset>``) ``dvc add``s what one preset produced, i.e. the
   results folder's checkpoints, model cards, metrics, state (data markers), figures, tables, report,
   timings and logs and the shared resources' data and backbones (:func:`frozen_paths`), records the
-  config they came from (:data:`FREEZE_RECORD`) and ``dvc push``es them to the default remote. The ``.dvc`` pointers it
-  writes beside them are committed to git.
+  config they came from (:data:`FREEZE_RECORD`) and ``dvc push``es them to the default remote. The
+  ``.dvc`` pointers it writes beside them are committed to git.
 - :func:`restore` (``make restore CONFIG=<preset>``, after ``dvc pull``) checks that the pulled copy
   belongs to this config and data, replays the DAG with ``snakemake --touch --forceall`` (which stamps
   every output in DAG order and records Snakemake's provenance of each for the current config, so that a
