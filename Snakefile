@@ -49,6 +49,7 @@ rule all:
     input:
         table_outputs(),
         figure_outputs(),
+        card_outputs(),
         report_path(),
         report_path().removesuffix(".md") + ".html",
         existing_if_partial(search_outputs()) if config["searches"]["in_all"] else [],

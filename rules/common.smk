@@ -168,6 +168,17 @@ def table_outputs():
     return expand(f"{R}/tables/{{table}}.{{ext}}", table=names, ext=["csv", "md", "tex"])
 
 
+def card_outputs():
+    """The model card of every sentence cell (rule model_card); with tables.partial, of the cells whose
+    metrics exist (nothing trains for a card)."""
+    return [
+        f"{R}/cards/{c.path}/README.md"
+        for c in CELLS
+        if not _is_vision(c.experiment)
+        and (not config["tables"]["partial"] or os.path.exists(f"{R}/metrics/{c.path}/senteval.json"))
+    ]
+
+
 def figure_outputs():
     """PNG, PDF and CSV of every figure the config produces (contrastlab.figures.catalog.figures); with
     tables.partial, not the spectra figures whose encoders are not trained yet."""

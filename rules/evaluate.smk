@@ -15,7 +15,7 @@ rule encode:
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],
-        pooling="cls",
+        pooling=cl_config.CELL_POOLING,
     log:
         f"{R}/logs/encode/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
     benchmark:
@@ -44,7 +44,7 @@ rule evaluate:
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],
-        pooling="cls",
+        pooling=cl_config.CELL_POOLING,
     log:
         f"{R}/logs/evaluate/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
     benchmark:
@@ -113,3 +113,31 @@ rule evaluate_pretrained:
         "../envs/contrastlab.yaml"
     script:
         "../scripts/evaluate.py"
+
+
+# The model card of each kept sentence checkpoint (contrastlab.report.cards): a small output of its own,
+# since the scores exist only now and the checkpoint folder is the train job's output (never rewritten).
+# The checkpoint is already a sentence-transformers model (the trainer wrote its files); checkpoint +
+# card is what `huggingface-cli upload` publishes. Nothing is uploaded here.
+localrules:
+    model_card,
+
+
+rule model_card:
+    input:
+        model=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/model",
+        metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/senteval.json",
+        senteval_ready=data_marker("senteval"),
+        corpus_ready=data_marker("corpus"),
+    output:
+        card=f"{R}/cards/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/README.md",
+    params:
+        base_model=lambda wildcards: config["backbones"][wildcards.backbone].get("hf_id"),
+    log:
+        f"{R}/logs/model_card/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
+    wildcard_constraints:
+        experiment=SENTENCE_EXPERIMENTS,
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/model_card.py"

@@ -34,7 +34,7 @@ rule search_encode:
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],
-        pooling="cls",
+        pooling=cl_config.CELL_POOLING,
     log:
         f"{R}/logs/encode/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.log",
     benchmark:  # where a cell's encode job writes it: the cost table counts it the same way
@@ -61,7 +61,7 @@ rule search_evaluate:
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],
-        pooling="cls",
+        pooling=cl_config.CELL_POOLING,
     log:
         f"{R}/logs/evaluate/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.log",
     benchmark:

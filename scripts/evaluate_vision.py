@@ -5,7 +5,7 @@ Linear and kNN probes (MACL App. B.3) or the FFN fine-tuning (OAR §5), as the e
 
 from contrastlab.evaluation.vision import diverged_encoder_metrics, evaluate_encoder
 from contrastlab.paths import write_json
-from contrastlab.training.vision import diverged_reason
+from contrastlab.training.runtime import diverged_reason
 from contrastlab.workflow.job import evaluation_job, job_data_locations
 
 snakemake = globals()["snakemake"]

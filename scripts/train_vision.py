@@ -3,8 +3,8 @@
 import shutil
 
 from contrastlab.config import is_sweep_point
-from contrastlab.training.runtime import NonFiniteLossError
-from contrastlab.training.vision import VisionTrainSettings, record_diverged, train_vision
+from contrastlab.training.runtime import NonFiniteLossError, record_diverged
+from contrastlab.training.vision import VisionTrainSettings, train_vision
 from contrastlab.workflow.job import events_dir_of, training_job
 
 sm = globals()["snakemake"]

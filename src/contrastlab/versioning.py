@@ -3,10 +3,10 @@
 Snakemake runs the workflow; DVC only versions its results, so the two never orchestrate the same DAG:
 
 - :func:`freeze` (``make freeze CONFIG=<preset>``) ``dvc add``s what one preset produced, i.e. the
-  results folder's checkpoints, metrics, state (data markers), figures, tables, report, timings and logs
-  and the shared resources' data and backbones (:func:`frozen_paths`), records the config they came
-  from (:data:`FREEZE_RECORD`) and ``dvc push``es them to the default remote. The ``.dvc`` pointers it
-  writes beside them are committed to git.
+  results folder's checkpoints, model cards, metrics, state (data markers), figures, tables, report,
+  timings and logs and the shared resources' data and backbones (:func:`frozen_paths`), records the
+  config they came from (:data:`FREEZE_RECORD`) and ``dvc push``es them to the default remote. The
+  ``.dvc`` pointers it writes beside them are committed to git.
 - :func:`restore` (``make restore CONFIG=<preset>``, after ``dvc pull``) checks that the pulled copy
   belongs to this config and data, replays the DAG with ``snakemake --touch --forceall`` (which stamps
   every output in DAG order and records Snakemake's provenance of each for the current config, so that a
@@ -33,6 +33,7 @@ from contrastlab.workflow.recovery import running_workflow_marker
 #: What :func:`freeze` versions, relative to the preset's ``results_dir`` and to ``resources_dir``.
 RESULTS_OUTPUTS = (
     "checkpoints",
+    "cards",  # the model cards (rule model_card), beside the checkpoints they describe
     "metrics",
     "search",  # the searches' selections (contrastlab.search), when the config has searches
     "state",

@@ -115,6 +115,25 @@ def test_checkpoint_loads_and_reproduces_logged_dev_score(family_runs, senteval_
     assert spearmanr(cos, gold).statistic * 100 == pytest.approx(summary["best_dev_spearman"], abs=0.05)
 
 
+def test_kept_checkpoint_is_a_sentence_transformer_with_the_cells_pooling(family_runs):
+    """The trainer writes the sentence-transformers files into the kept checkpoint (no later job touches
+    the folder): loaded by sentence-transformers, it returns the vectors the evaluator scores."""
+    from contrastlab.config import CELL_POOLING
+    from contrastlab.models import load_backbone, make_encoder
+
+    SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
+    _, out, _ = family_runs["nie2023"]
+    assert (
+        json.loads((out / "config_sentence_transformers.json").read_text())["contrastlab_pooling"]
+        == CELL_POOLING
+    )
+    sentences = ["A man is playing a guitar.", "The stock market fell on Monday.", "Rain again."]
+    model, tokenizer = load_backbone(out, device="cpu")
+    expected = make_encoder(model, tokenizer, pooling=CELL_POOLING, progress=False)(sentences)
+    got = SentenceTransformer(str(out), device="cpu").encode(sentences)
+    assert np.abs(got - expected).max() <= 1e-5
+
+
 def _subprocess_train(args: dict) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, str(HERE / "_run_train.py"), json.dumps(args)],

@@ -175,6 +175,8 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     assert counts["train"] == n_sentence == 189 + 8 + 23 + 2
     # each sentence cell's evaluation is two jobs: the encoding (GPU) and the probes (CPU)
     assert counts["encode"] == counts["evaluate"] == n_sentence
+    # and its model card (rule model_card: the checkpoint is a sentence-transformers model already)
+    assert counts["model_card"] == n_sentence
     # MACL Table 9 / B.3: 5 losses x 5 batch sizes x 3 seeds = 75; OAR Table 3 and Fig. 2: 8 methods
     # (4 losses +- OAR) x 8 learning rates x 1 seed = 64; OAR Table 4: 8 methods on CIFAR-100 = 8.
     assert counts["train_vision"] == counts["evaluate_vision"] == n_vision == 75 + 64 + 8

@@ -65,6 +65,29 @@ def test_demo_produces_tables_and_report(finished_demo):
     assert (results / "metrics/pretrained/tiny-bert/senteval.json").exists()
 
 
+def test_every_cell_has_its_model_card_and_its_checkpoint_loads_in_sentence_transformers(finished_demo):
+    """Issue 33 part 2: the train job wrote the sentence-transformers files into the checkpoint (no
+    other job touches it); rule model_card wrote the card from the cell's metrics."""
+    from contrastlab.models import load_backbone, make_encoder
+
+    workdir, _, _ = finished_demo
+    results = workdir / "results"
+    for method in ("cl", "mpt"):
+        cell = f"nie2023/tiny-bert/{method}/seed42"
+        card = (results / "cards" / cell / "README.md").read_text()
+        metrics = json.loads((results / "metrics" / cell / "senteval.json").read_text())
+        assert card.startswith("---\nlibrary_name: sentence-transformers\n"), card[:200]
+        assert f"| sts_avg | {metrics['sts_avg']:.2f} |" in card
+        assert (results / "checkpoints" / cell / "model" / "modules.json").exists()
+    SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
+    folder = results / "checkpoints/nie2023/tiny-bert/cl/seed42/model"
+    sentences = ["A man is playing a guitar.", "A woman slices an onion."]
+    model, tokenizer = load_backbone(folder, device="cpu")
+    expected = make_encoder(model, tokenizer, pooling="cls", progress=False)(sentences)
+    got = SentenceTransformer(str(folder), device="cpu").encode(sentences)
+    assert abs(got - expected).max() <= 1e-5
+
+
 def test_every_cell_trains_with_its_live_curves_under_results_tensorboard(finished_demo, read_curves):
     """Issue 33: each trained cell's TensorBoard run folder is <results_dir>/tensorboard/<cell> (what
     make monitor shows), holding the training loss at every log point and the dev Spearman at every
@@ -193,9 +216,9 @@ def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finis
     counts = job_counts(output)
     # That cell, and what reads it: the tables, Nie Fig. 1 (its metrics and its training log) and Nie
     # Fig. 3b (its log's distance gaps).
-    expected = {"train": 1, "encode": 1, "evaluate": 1, "figure_align_uniform": 1}
+    expected = {"train": 1, "encode": 1, "evaluate": 1, "model_card": 1, "figure_align_uniform": 1}
     expected.update(figure_training_curves=1, figure_nie2023_fig3b=1)
-    assert counts == {**expected, "tables": 1, "all": 1, "total": 8}, counts
+    assert counts == {**expected, "tables": 1, "all": 1, "total": 9}, counts
     assert "wildcards: experiment=nie2023, backbone=tiny-bert, method=mpt, seed=42" in output
     assert "method=cl" not in output
 

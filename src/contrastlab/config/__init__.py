@@ -24,6 +24,7 @@ import yaml
 
 from contrastlab.config.checks import _check_references, _check_select
 from contrastlab.config.grid import (
+    CELL_POOLING,
     SWEEP_LABELS,
     Cell,
     backbone_dependencies,
@@ -50,6 +51,7 @@ from contrastlab.config.templates import TEMPLATE_KEYS, expand_templates
 
 #: The face of the package: what the Snakefile, the scripts and the library read (``cl_config.<name>``).
 __all__ = [
+    "CELL_POOLING",
     "SCHEMA_PATH",
     "SWEEP_LABELS",
     "TEMPLATE_KEYS",

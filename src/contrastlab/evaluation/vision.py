@@ -445,7 +445,7 @@ def diverged_encoder_metrics(
     encoder_dir: str | Path, reason: str, probes: Sequence[str], ffn: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The metrics of a sweep point whose encoder's training diverged (``train_vision`` recorded it,
-    :func:`contrastlab.training.vision.diverged_reason`): no score, every key in ``diverged`` with the
+    :func:`contrastlab.training.runtime.diverged_reason`): no score, every key in ``diverged`` with the
     reason, so that the tables and the rate sweep's figure show the point as diverged (as for a
     diverged FFN) and the run goes on."""
     return {

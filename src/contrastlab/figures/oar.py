@@ -246,7 +246,8 @@ def spectra_figure(
     from contrastlab.data.images import IMAGE_STATS, load_images
     from contrastlab.evaluation.vision import extract_features
     from contrastlab.models import pick_device
-    from contrastlab.training.vision import diverged_reason, load_encoder
+    from contrastlab.training.runtime import diverged_reason
+    from contrastlab.training.vision import load_encoder
 
     device = pick_device(device)
     spectra: dict[str, Mapping | None] = {}

@@ -62,7 +62,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from contrastlab.config.grid import CELL_POOLING
 from contrastlab.losses import build_loss
+from contrastlab.models.export import write_sentence_transformers_files
 from contrastlab.paths import atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.training import geometry
@@ -263,11 +265,16 @@ def _save_checkpoint(model: nn.Module, tokenizer: Any, folder: Path) -> None:
 
 
 def _export(state_dir: Path, summary: dict[str, Any], out_dir: Path, log_path: Path) -> None:
-    """Copy the best checkpoint (+ train_summary.json) to ``out_dir`` and the log to ``log_path``."""
+    """Copy the best checkpoint (+ train_summary.json) to ``out_dir`` and the log to ``log_path``.
+
+    The checkpoint is also a sentence-transformers model with the pooling the cell is evaluated with
+    (:data:`~contrastlab.config.grid.CELL_POOLING`): its files are written here, before the folder
+    becomes the job's output, so no later job touches it."""
     tmp = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp)
     (tmp / "train_summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    write_sentence_transformers_files(tmp, CELL_POOLING)
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -51,8 +51,9 @@ import torch
 from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images, validation_split
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
+from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
-from contrastlab.paths import atomic_write, write_json
+from contrastlab.paths import atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.training import state as st
 from contrastlab.training.augment import SimCLRAugment
@@ -90,7 +91,6 @@ except ImportError:  # pragma: no cover - safetensors comes with transformers
 ENCODER_FILE = "encoder.safetensors" if _safetensors is not None else "encoder.pt"
 ENCODER_FILES = ("encoder.safetensors", "encoder.pt")
 SETTINGS_FILE = "settings.json"
-DIVERGED_FILE = "diverged.json"  # a sweep point whose training diverged (record_diverged)
 #: The OAR anchors [K, D] of an OAR run, beside the encoder (safetensors key ``anchors``).
 ANCHORS_FILE = "anchors.safetensors"
 OPTIMIZERS = ("adam", "sgd")
@@ -245,7 +245,10 @@ def _write_encoder(
     state_dir: Path,
     log_path: Path,
     anchors: torch.Tensor | None = None,
+    head: torch.nn.Module | None = None,
 ) -> None:
+    """The encoder folder: weights, anchors, ``settings.json``, and what a plain torchvision ResNet needs
+    to load them (``torchvision.json``, the projection head; ``models.export.write_torchvision_spec``)."""
     tmp = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -261,6 +264,17 @@ def _write_encoder(
         else:  # pragma: no cover
             torch.save({"anchors": anchors}, tmp / ANCHORS_FILE)
     (tmp / SETTINGS_FILE).write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    s = summary["settings"]
+    write_torchvision_spec(
+        tmp,
+        arch=s["arch"],
+        stem=s["stem"],
+        width=s["width"],
+        out_dim=s.get("out_dim"),
+        weights=ENCODER_FILE,
+        head=head,
+        anchors=ANCHORS_FILE if anchors is not None else None,
+    )
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -520,9 +534,9 @@ def train_vision(
     )
     keys = ("steps", "timings", "device_name", "peak_gpu_memory_gib")
     run.log.write({"event": "end", **{k: summary[k] for k in keys}})
-    _write_encoder(
-        Path(out_dir), encoder, summary, run.state_dir, Path(log_path), oar.anchors if oar else None
-    )
+    kept_head = None if select else head  # the kept epoch's encoder is restored without its head
+    anchors = oar.anchors if oar else None
+    _write_encoder(Path(out_dir), encoder, summary, run.state_dir, Path(log_path), anchors, kept_head)
     shutil.rmtree(run.state_dir, ignore_errors=True)
     return summary
 
@@ -641,25 +655,6 @@ def _log_interval(run: TrainingRun, step, epoch, lr, loss, out, oar_value, grad_
     }
     run.write(json.dumps(brief))
     run.set_postfix(loss=f"{record['loss']:.4f}")
-
-
-def record_diverged(
-    out_dir: str | Path, log_path: str | Path, settings: Mapping[str, Any], error: str
-) -> None:
-    """What a sweep point whose training diverged leaves instead of an encoder: ``diverged.json`` (the
-    error and the settings) and a one-line log. A divergence at a large learning rate is a result of
-    the sweep (OAR Fig. 2 reaches lr 1), not a fault to retry: the point is finished, its evaluation
-    records it (:func:`contrastlab.evaluation.vision.diverged_encoder_metrics`) and the tables go on."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / DIVERGED_FILE, {"diverged": error, "settings": dict(settings)})
-    Path(log_path).write_text(json.dumps({"event": "diverged", "error": error}) + "\n", encoding="utf-8")
-
-
-def diverged_reason(out_dir: str | Path) -> str | None:
-    """The error :func:`record_diverged` recorded in ``out_dir``, or None for a trained encoder."""
-    path = Path(out_dir) / DIVERGED_FILE
-    return json.loads(path.read_text())["diverged"] if path.exists() else None
 
 
 def load_encoder(

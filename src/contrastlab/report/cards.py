@@ -1,0 +1,231 @@
+"""Model cards: a Hugging Face ``README.md`` for each kept sentence checkpoint.
+
+The checkpoint folder is a sentence-transformers model (``models.export``, written by the trainer); its
+card needs the scores, which exist only after evaluation, so the card is a separate small output
+(``<results_dir>/cards/<experiment>/<backbone>/<method>/seed<seed>/README.md``, rule ``model_card``).
+Publishing is the user's step: the checkpoint folder plus its card is a complete model::
+
+    cp <card> <checkpoint>/README.md && huggingface-cli upload <repo> <checkpoint>
+
+The card says what the cell reproduces (paper and table), the loss and its hyperparameters, the
+training settings and precision, every score our evaluation measured with the published number beside
+it where the paper's table has one, the commit, the package versions and the data digests. Everything
+comes from the files given; nothing is typed by hand and nothing depends on the time it is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from contrastlab.paths import atomic_write
+from contrastlab.tables.published import TABLES, load_meta, load_published
+
+__all__ = ["TRAINING_KEYS", "model_card", "published_scores", "write_model_card"]
+
+#: The training settings a card lists (the rest are in the checkpoint's ``train_summary.json``).
+TRAINING_KEYS = (
+    "protocol",
+    "lr",
+    "batch_size",
+    "max_length",
+    "epochs",
+    "max_steps",
+    "dropout",
+    "head_autocast",
+    "grad_accum",
+    "dev_task",
+    "dev_pooling",
+    "eval_every",
+    "seed",
+)
+
+
+def published_scores(experiment: str, backbone: str, method: str) -> list[dict[str, Any]]:
+    """The published scores of one cell in the experiment's score tables: table, reference, task, value."""
+    rows = []
+    for name, spec in TABLES.items():
+        if spec.experiment != experiment or spec.kind != "scores":
+            continue
+        paper = load_meta(name).get("paper", {})
+        frame = load_published(name)
+        hits = frame[(frame["backbone"] == backbone) & (frame["method"] == method)]
+        for _, hit in hits.iterrows():
+            if hit["value"] == hit["value"]:  # not NaN: the paper prints a number
+                rows.append(
+                    {
+                        "table": f"{paper.get('table', name)} ({name})",
+                        "reference": paper.get("reference", ""),
+                        "task": hit["key"],
+                        "value": float(hit["value"]),
+                    }
+                )
+    return rows
+
+
+def _papers(experiment: str) -> list[str]:
+    seen: dict[str, None] = {}
+    for name, spec in TABLES.items():
+        if spec.experiment == experiment and spec.kind == "scores":
+            paper = load_meta(name).get("paper", {})
+            seen[f"{str(paper.get('reference', name)).rstrip('.')}, {paper.get('table', name)}"] = None
+    return list(seen)
+
+
+def _number(value: Any) -> str:
+    return "–" if value is None else f"{float(value):.2f}"
+
+
+def _score_rows(metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> list[str]:
+    ours = {
+        **metrics.get("scores", {}),
+        **{k: metrics.get(k) for k in ("sts_avg", "tr_avg", "tr_devacc_avg")},
+    }
+    paper = {row["task"]: row["value"] for row in published}
+    lines = ["| task | ours | published | Δ |", "|---|---:|---:|---:|"]
+    for task in [*metrics.get("scores", {}), "sts_avg", "tr_avg", "tr_devacc_avg"]:
+        if ours.get(task) is None:
+            continue
+        theirs = paper.get(task)
+        delta = f"{ours[task] - theirs:+.2f}" if theirs is not None else "–"
+        lines.append(f"| {task} | {_number(ours[task])} | {_number(theirs)} | {delta} |")
+    return lines
+
+
+def model_card(
+    *,
+    experiment: str,
+    backbone: str,
+    method: str,
+    seed: int,
+    summary: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    data: Mapping[str, Any],
+    base_model: str | None = None,
+) -> str:
+    """The card's text: YAML front matter (``library_name: sentence-transformers``, tags) and Markdown.
+
+    ``summary`` is the checkpoint's ``train_summary.json``, ``metrics`` its ``senteval.json``, ``data``
+    the run's data markers by name (what the data were: sha256 digests or the published files)."""
+    settings = summary.get("settings", {})
+    loss = settings.get("loss", method)
+    published = published_scores(experiment, backbone, method)
+    papers = _papers(experiment)
+    front: dict[str, Any] = {
+        "library_name": "sentence-transformers",
+        "pipeline_tag": "sentence-similarity",
+        "tags": [
+            "sentence-transformers",
+            "feature-extraction",
+            "sentence-similarity",
+            "contrastive-learning",
+            loss,
+        ],
+        "language": ["en"],
+    }
+    if base_model:
+        front["base_model"] = base_model
+    meta = summary.get("meta", {})
+    pooling = metrics.get("pooling", "cls")
+    precision = summary.get("precision", settings.get("precision"))
+    mode, probe = metrics.get("mode"), metrics.get("probe")
+    lines = [
+        "---",
+        yaml.safe_dump(front, sort_keys=False).rstrip(),
+        "---",
+        "",
+        f"# {experiment} / {backbone} / {method} / seed {seed}",
+        "",
+        "A sentence encoder trained by contrastlab to reproduce "
+        + ("; ".join(papers) if papers else f"the experiment `{experiment}` (no published table)")
+        + ". The best STS-B dev checkpoint of the run, unmodified.",
+        "",
+        "## Usage",
+        "",
+        "```python",
+        "from sentence_transformers import SentenceTransformer",
+        "",
+        'model = SentenceTransformer("<this folder or repo>")',
+        'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])',
+        "```",
+        "",
+        f"Pooling `{pooling}` as our evaluation scored it (contrastlab's name; `cls` is the last layer's "
+        "[CLS] before BERT's pooler), no normalisation: the vectors equal those the SentEval evaluation "
+        "scored (to 1e-5). Compare them by cosine similarity.",
+        "",
+        "## Training",
+        "",
+        f"- Loss: `{loss}` with hyperparameters `{json.dumps(settings.get('loss_hp', {}), sort_keys=True)}`",
+        f"- Precision: `{precision}`; device: {summary.get('device_name', '?')}",
+        f"- Steps: {summary.get('steps')}; kept step {summary.get('best_step')} "
+        f"(STS-B dev Spearman {_number(summary.get('best_dev_spearman'))})",
+        *(f"- `{key}`: `{settings[key]}`" for key in TRAINING_KEYS if key in settings),
+        "",
+        "Every setting is in the checkpoint's `train_summary.json`.",
+        "",
+        "## Evaluation",
+        "",
+        f"SentEval protocol as SimCSE runs it (mode `{mode}`, probe `{probe}`): "
+        "STS Spearman × 100, transfer accuracy (`tr_devacc_avg`: the mean dev accuracy Nie et al. print as "
+        "TR.Avg). Published: the paper's number for this backbone and method, where its table has one.",
+        "",
+        *_score_rows(metrics, published),
+        "",
+    ]
+    if published:
+        lines += [f"Published numbers from {'; '.join(sorted({row['table'] for row in published}))}.", ""]
+    lines += [
+        "## Provenance",
+        "",
+        f"- Commit: `{meta.get('git_sha')}`{' (uncommitted changes)' if meta.get('git_dirty') else ''}",
+        f"- Packages: {', '.join(f'{k} {v}' for k, v in sorted(meta.get('versions', {}).items()))}",
+        *(f"- Data `{name}`: `{json.dumps(value, sort_keys=True)}`" for name, value in sorted(data.items())),
+        "",
+        "## Publishing",
+        "",
+        "The checkpoint folder is the complete sentence-transformers model; with this card as its README:",
+        "",
+        "```bash",
+        "cp README.md <checkpoint folder>/README.md",
+        "huggingface-cli upload <user>/<repo> <checkpoint folder>",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_model_card(
+    out: str | Path,
+    *,
+    experiment: str,
+    backbone: str,
+    method: str,
+    seed: int,
+    model_dir: str | Path,
+    metrics_path: str | Path,
+    markers: Mapping[str, str | Path],
+    base_model: str | None = None,
+) -> Path:
+    """Read the checkpoint's summary, the metrics and the data markers; write the card to ``out``."""
+    summary = json.loads((Path(model_dir) / "train_summary.json").read_text())
+    metrics = json.loads(Path(metrics_path).read_text())
+    data = {name: json.loads(Path(path).read_text()) for name, path in markers.items()}
+    text = model_card(
+        experiment=experiment,
+        backbone=backbone,
+        method=method,
+        seed=seed,
+        summary=summary,
+        metrics=metrics,
+        data=data,
+        base_model=base_model,
+    )
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
+    return out

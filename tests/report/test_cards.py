@@ -1,0 +1,81 @@
+"""Model cards (report.cards): Hugging Face front matter, published numbers beside ours, provenance."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from contrastlab.report.cards import model_card, published_scores, write_model_card
+
+SUMMARY = {
+    "settings": {"loss": "infonce", "loss_hp": {"tau": 0.05}, "lr": 3e-5, "batch_size": 64, "seed": 42},
+    "precision": "fp32",
+    "device_name": "NVIDIA H100",
+    "steps": 15625,
+    "best_step": 1250,
+    "best_dev_spearman": 82.5,
+    "meta": {"git_sha": "abc123", "git_dirty": False, "versions": {"torch": "2.14.1"}},
+}
+METRICS = {
+    "scores": {"STS12": 68.1, "MR": 81.0},
+    "sts_avg": 75.5,
+    "tr_avg": 85.0,
+    "tr_devacc_avg": 86.0,
+    "mode": "test",
+    "probe": "senteval",
+    "pooling": "cls",
+}
+DATA = {"corpus": {"corpus": "file", "sha256": "f00d"}, "senteval": {"senteval": "published"}}
+
+
+def card(**overrides):
+    args = dict(experiment="nie2023", backbone="bert-base", method="cl", seed=42, summary=SUMMARY)
+    return model_card(
+        **{**args, "metrics": METRICS, "data": DATA, "base_model": "bert-base-uncased", **overrides}
+    )
+
+
+def test_front_matter_is_hugging_face_yaml():
+    text = card()
+    assert text.startswith("---\n")
+    front = yaml.safe_load(text.split("---\n")[1])
+    assert front["library_name"] == "sentence-transformers" and front["base_model"] == "bert-base-uncased"
+    assert {"sentence-transformers", "contrastive-learning", "infonce"} <= set(front["tags"])
+
+
+def test_published_number_beside_ours_with_the_difference():
+    assert {"task": "sts_avg", "value": 76.04} in [
+        {k: r[k] for k in ("task", "value")} for r in published_scores("nie2023", "bert-base", "cl")
+    ]
+    text = card()
+    assert "| sts_avg | 75.50 | 76.04 | -0.54 |" in text
+    assert "| STS12 | 68.10 | – | – |" in text  # Table 1 prints only the averages
+    assert "Nie, Zhang, Mao (2023)" in text and "Table 1" in text
+
+
+def test_training_settings_precision_commit_and_data_digests():
+    text = card()
+    assert "`infonce`" in text and '{"tau": 0.05}' in text and "Precision: `fp32`" in text
+    assert "`lr`: `3e-05`" in text and "Commit: `abc123`" in text and "torch 2.14.1" in text
+    assert '"sha256": "f00d"' in text and "huggingface-cli upload" in text
+
+
+def test_a_backbone_the_paper_lacks_says_so(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "train_summary.json").write_text(json.dumps(SUMMARY))
+    (tmp_path / "metrics.json").write_text(json.dumps(METRICS))
+    (tmp_path / "corpus.json").write_text(json.dumps(DATA["corpus"]))
+    out = write_model_card(
+        tmp_path / "card" / "README.md",
+        experiment="nie2023",
+        backbone="tiny-bert",
+        method="cl",
+        seed=42,
+        model_dir=tmp_path / "model",
+        metrics_path=tmp_path / "metrics.json",
+        markers={"corpus": tmp_path / "corpus.json"},
+    )
+    text = out.read_text()
+    assert "| sts_avg | 75.50 | – | – |" in text and "base_model" not in text
+    assert out.read_text() == card(backbone="tiny-bert", base_model=None, data={"corpus": DATA["corpus"]})
