@@ -108,3 +108,14 @@ def test_gpu_share_runs_k_copies_and_sums_their_rates(tmp_path):
     assert [row["k"] for row in rows] == [1, 2] and [len(row["steps_per_s"]) for row in rows] == [1, 2]
     assert rows[1]["sum"] == pytest.approx(sum(rows[1]["steps_per_s"]))
     assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] == pytest.approx(rows[1]["sum"] / rows[0]["sum"])
+
+
+def test_tensorboard_cost_trains_the_cell_with_events_on_and_off(tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    options = ["--steps", "4", "--log-every", "2", "--repeats", "1"]
+    _run("tensorboard_cost.py", *options, "--out", str(tmp_path / "o"), "--json", str(out))
+    rows = json.loads(out.read_text())
+    assert [row["events"] for row in rows] == ["off", "on"] and all(row["ms_per_step"] > 0 for row in rows)
+    assert list((tmp_path / "o" / "run0-on" / "state.tensorboard").glob("events.out.tfevents.*"))
+    assert not (tmp_path / "o" / "run0-off" / "state.tensorboard").exists()
+    assert "difference:" in capsys.readouterr().out
