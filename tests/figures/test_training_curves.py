@@ -70,3 +70,15 @@ def test_training_curves_average_seeds_per_step(results, tmp_path):
     plotted = pd.read_csv(written[2])
     loss = plotted[(plotted["method"] == "cl") & (plotted["series"] == "training loss (batch)")]
     assert loss["value"].tolist() == pytest.approx([2.5, 1.5])  # mean of seeds 42 and 43 at steps 10, 20
+
+
+def test_paper_figures_read_configured_cells_never_search_points(tmp_path):
+    """Issue 34: the demo's Nie Fig. 3b and alignment/uniformity figure drew the MPT search points (and the
+    search's winner) whenever they had finished before the figure's job ran."""
+    from contrastlab.figures.training_curves import cell_files
+
+    for method in ("cl", "mpt", "mpt~s1-lr3e-05-m0.3", "mpt~searched"):
+        path = tmp_path / "nie2023" / "tiny-bert" / method / "seed42" / "train_log.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_text("")
+    assert [method for _, method, _, _ in cell_files(tmp_path, "nie2023", "train_log.jsonl")] == ["cl", "mpt"]

@@ -51,9 +51,13 @@ CURVE_SERIES = {
 
 
 def cell_files(root: str | Path, experiment: str, name: str):
-    """(backbone, method, seed, path) of every ``<root>/<experiment>/<backbone>/<method>/seed<N>/<name>``."""
+    """(backbone, method, seed, path) of every ``<root>/<experiment>/<backbone>/<method>/seed<N>/<name>``
+    of a configured cell: search points and winners (``<method>~...``, :mod:`contrastlab.search`) have a
+    figure of their own, and whether theirs had finished when a paper figure ran must not change it."""
     for path in sorted((Path(root) / experiment).glob(f"*/*/seed*/{name}")):
         seed_dir = path.parent
+        if "~" in seed_dir.parent.name:
+            continue
         yield seed_dir.parent.parent.name, seed_dir.parent.name, int(seed_dir.name.removeprefix("seed")), path
 
 
