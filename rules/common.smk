@@ -169,13 +169,13 @@ def table_outputs():
 
 
 def card_outputs():
-    """The model card of every sentence cell (rule model_card); with tables.partial, of the cells whose
-    metrics exist (nothing trains for a card)."""
+    """The model card of every cell (rules model_card, model_card_vision); with tables.partial, of the
+    cells whose metrics exist (nothing trains for a card)."""
     return [
         f"{R}/cards/{c.path}/README.md"
         for c in CELLS
-        if not _is_vision(c.experiment)
-        and (not config["tables"]["partial"] or os.path.exists(f"{R}/metrics/{c.path}/senteval.json"))
+        if not config["tables"]["partial"]
+        or os.path.exists(f"{R}/metrics/{c.path}/{metrics_name(c.experiment)}")
     ]
 
 

@@ -115,12 +115,13 @@ rule evaluate_pretrained:
         "../scripts/evaluate.py"
 
 
-# The model card of each kept sentence checkpoint (contrastlab.report.cards): a small output of its own,
+# The model card of each kept checkpoint, sentence and image (contrastlab.report.cards): a small output of its own,
 # since the scores exist only now and the checkpoint folder is the train job's output (never rewritten).
 # The checkpoint is already a sentence-transformers model (the trainer wrote its files); checkpoint +
 # card is what `huggingface-cli upload` publishes. Nothing is uploaded here.
 localrules:
     model_card,
+    model_card_vision,
 
 
 rule model_card:
@@ -137,6 +138,23 @@ rule model_card:
         f"{R}/logs/model_card/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
     wildcard_constraints:
         experiment=SENTENCE_EXPERIMENTS,
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/model_card.py"
+
+
+rule model_card_vision:
+    input:
+        model=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/encoder",
+        metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/vision.json",
+        images_ready=cell_images_marker,
+    output:
+        card=f"{R}/cards/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/README.md",
+    log:
+        f"{R}/logs/model_card/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
+    wildcard_constraints:
+        experiment=VISION_EXPERIMENTS,
     conda:
         "../envs/contrastlab.yaml"
     script:

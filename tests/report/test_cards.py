@@ -79,3 +79,48 @@ def test_a_backbone_the_paper_lacks_says_so(tmp_path):
     text = out.read_text()
     assert "| sts_avg | 75.50 | – | – |" in text and "base_model" not in text
     assert out.read_text() == card(backbone="tiny-bert", base_model=None, data={"corpus": DATA["corpus"]})
+
+
+def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_path):
+    """Issue 33: every kept checkpoint, image encoders too, carries a card with its scores."""
+    encoder = tmp_path / "encoder"
+    encoder.mkdir()
+    settings = {"loss": "macl_vision", "loss_hp": {"tau0": 0.1}, "dataset": "cifar10", "arch": "resnet18"}
+    summary = {"settings": settings, "precision": "bf16", "steps": 9}
+    (encoder / "settings.json").write_text(json.dumps(summary))
+    (encoder / "torchvision.json").write_text(
+        json.dumps({"torchvision": True, "arch": "resnet18", "stem": "cifar", "width": 64, "weights": "e"})
+    )
+    metrics = {"scores": {"linear_top1": 80.0, "knn_top1": 75.5}, "probes": ["linear", "knn"], "n_test": 9}
+    (tmp_path / "vision.json").write_text(json.dumps(metrics))
+    out = write_model_card(
+        tmp_path / "card.md",
+        experiment="macl_cifar10",
+        backbone="resnet18-cifar",
+        method="macl-bs256",
+        seed=42,
+        model_dir=encoder,
+        metrics_path=tmp_path / "vision.json",
+        markers={},
+    )
+    text = out.read_text()
+    assert yaml.safe_load(text.split("---\n")[1])["library_name"] == "pytorch"
+    rows = published_scores("macl_cifar10", "resnet18-cifar", "macl-bs256")
+    published = {row["task"]: row["value"] for row in rows}
+    assert f"| linear_top1 | 80.00 | {published['linear_top1']:.2f} |" in text
+    assert "`macl_vision`" in text and "Precision: `bf16`" in text and "torchvision `resnet18`" in text
+    # a sweep point whose training diverged: a card saying so, no scores
+    diverged = {"scores": {}, "encoder_diverged": "loss is not finite at step 3", "probes": ["ffn"]}
+    (tmp_path / "d.json").write_text(json.dumps(diverged))
+    (tmp_path / "d" / "encoder").mkdir(parents=True)
+    text = write_model_card(
+        tmp_path / "d.md",
+        experiment="oar_cifar10",
+        backbone="resnet18-oar",
+        method="infonce-lr1.0",
+        seed=42,
+        model_dir=tmp_path / "d" / "encoder",
+        metrics_path=tmp_path / "d.json",
+        markers={},
+    ).read_text()
+    assert "Training diverged" in text and "loss is not finite at step 3" in text

@@ -168,3 +168,14 @@ def test_oar_cells_train_as_the_authors_code_where_the_paper_is_silent(full):
         s = VisionTrainSettings.from_dict(resolved(full, cell.experiment, cell.method, cell.backbone))
         assert s.blur_p == 0.0 and s.augment(32, (0.5,) * 3, (0.25,) * 3).blur_p == 0.0, cell
         assert (s.val_fraction, s.keep) == (0.0, "last"), cell
+
+
+def test_one_key_turns_the_live_curves_off_for_every_cell(repo_root):
+    """Issue 33: training.tensorboard: false reaches the image cells too; absent, no cell's settings
+    change (no rerun)."""
+    off = cl_config.load(repo_root / "config" / "demo.yaml", {"training": {"tensorboard": False}})
+    cells = list(cl_config.cells(off))
+    assert {cl_config.track(off, c.experiment) for c in cells} == {"sentence", "vision"}
+    assert {resolved(off, c.experiment, c.method, c.backbone)["tensorboard"] for c in cells} == {False}
+    demo = cl_config.load(repo_root / "config" / "demo.yaml")
+    assert not any("tensorboard" in resolved(demo, c.experiment, c.method, c.backbone) for c in cells)

@@ -38,6 +38,9 @@ def test_cells_train_evaluate_and_fill_the_table(finished, read_curves):
         assert set(metrics["scores"]) == probes | {"embedding_variance", "effective_rank_95"}
         assert metrics["n_test"] == 360
         assert metrics["linear"]["epochs"] == 5 and metrics["knn"]["k"] == 200
+        card = (results / f"cards/macl_cifar10/resnet18-w8/{method}/seed42/README.md").read_text()
+        linear = f"| linear_top1 | {metrics['scores']['linear_top1']:.2f} |"
+        assert "library_name: pytorch" in card and linear in card, card  # the image encoder's model card
         log = (results / f"checkpoints/macl_cifar10/resnet18-w8/{method}/seed42/train_log.jsonl").read_text()
         assert '"event": "end"' in log
         curves = read_curves(results / f"tensorboard/macl_cifar10/resnet18-w8/{method}/seed42")

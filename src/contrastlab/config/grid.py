@@ -108,6 +108,9 @@ def method_settings(config: Mapping[str, Any], experiment: str, method: str, bac
         ):  # only when set: the other cells' settings (and rerun triggers) stay as they were
             settings["out_dim"] = encoder["out_dim"]
         settings["dataset"] = exp["dataset"]
+        # training.tensorboard: false turns the live curves off for the image cells too (one key for all)
+        if "tensorboard" in config.get("training", {}) and "tensorboard" not in settings:
+            settings["tensorboard"] = config["training"]["tensorboard"]
     else:
         settings.update(exp.get("backbone_training", {}).get(backbone, {}))
     hp = dict(DEFAULTS.get(spec["loss"], {}))

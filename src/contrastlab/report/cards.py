@@ -1,4 +1,4 @@
-"""Model cards: a Hugging Face ``README.md`` for each kept sentence checkpoint.
+"""Model cards: a Hugging Face ``README.md`` for each kept checkpoint, sentence and image.
 
 The checkpoint folder is a sentence-transformers model (``models.export``, written by the trainer); its
 card needs the scores, which exist only after evaluation, so the card is a separate small output
@@ -25,9 +25,10 @@ import yaml
 from contrastlab.paths import atomic_write
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
-__all__ = ["TRAINING_KEYS", "model_card", "published_scores", "write_model_card"]
+__all__ = ["TRAINING_KEYS", "model_card", "published_scores", "vision_model_card", "write_model_card"]
 
-#: The training settings a card lists (the rest are in the checkpoint's ``train_summary.json``).
+#: The training settings a card lists (the rest are in the checkpoint's ``train_summary.json`` or, for an
+#: image encoder, its ``settings.json``).
 TRAINING_KEYS = (
     "protocol",
     "lr",
@@ -42,6 +43,16 @@ TRAINING_KEYS = (
     "dev_pooling",
     "eval_every",
     "seed",
+    "arch",
+    "stem",
+    "width",
+    "image_size",
+    "input_size",
+    "optimizer",
+    "lr_schedule",
+    "weight_decay",
+    "oar_fraction",
+    "oar_weight",
 )
 
 
@@ -179,12 +190,7 @@ def model_card(
     if published:
         lines += [f"Published numbers from {'; '.join(sorted({row['table'] for row in published}))}.", ""]
     lines += [
-        "## Provenance",
-        "",
-        f"- Commit: `{meta.get('git_sha')}`{' (uncommitted changes)' if meta.get('git_dirty') else ''}",
-        f"- Packages: {', '.join(f'{k} {v}' for k, v in sorted(meta.get('versions', {}).items()))}",
-        *(f"- Data `{name}`: `{json.dumps(value, sort_keys=True)}`" for name, value in sorted(data.items())),
-        "",
+        *_provenance(meta, data),
         "## Publishing",
         "",
         "The checkpoint folder is the complete sentence-transformers model; with this card as its README:",
@@ -196,6 +202,102 @@ def model_card(
         "",
     ]
     return "\n".join(lines)
+
+
+def _provenance(meta: Mapping[str, Any], data: Mapping[str, Any]) -> list[str]:
+    return [
+        "## Provenance",
+        "",
+        f"- Commit: `{meta.get('git_sha')}`{' (uncommitted changes)' if meta.get('git_dirty') else ''}",
+        f"- Packages: {', '.join(f'{k} {v}' for k, v in sorted(meta.get('versions', {}).items()))}",
+        *(f"- Data `{name}`: `{json.dumps(value, sort_keys=True)}`" for name, value in sorted(data.items())),
+        "",
+    ]
+
+
+def vision_model_card(
+    *,
+    experiment: str,
+    backbone: str,
+    method: str,
+    seed: int,
+    summary: Mapping[str, Any] | None,
+    metrics: Mapping[str, Any],
+    data: Mapping[str, Any],
+    torchvision_spec: Mapping[str, Any] | None = None,
+) -> str:
+    """The card of an image encoder: front matter (``library_name: pytorch``), how plain torchvision
+    loads it (``torchvision.json``, :func:`contrastlab.models.export.write_torchvision_spec`), the loss,
+    training settings and precision, the linear/kNN/FFN scores with the published number beside them,
+    the provenance. ``summary`` is the encoder's ``settings.json`` (None for a sweep point whose
+    training diverged: ``metrics["encoder_diverged"]`` says why)."""
+    summary = summary or {}
+    settings = summary.get("settings", {})
+    loss = settings.get("loss", method)
+    published = published_scores(experiment, backbone, method)
+    papers = _papers(experiment)
+    front = {
+        "library_name": "pytorch",
+        "pipeline_tag": "image-feature-extraction",
+        "tags": ["image-feature-extraction", "contrastive-learning", "torchvision", loss],
+    }
+    spec = torchvision_spec or {}
+    lines = [
+        "---",
+        yaml.safe_dump(front, sort_keys=False).rstrip(),
+        "---",
+        "",
+        f"# {experiment} / {backbone} / {method} / seed {seed}",
+        "",
+        "An image encoder trained by contrastlab to reproduce "
+        + ("; ".join(papers) if papers else f"the experiment `{experiment}` (no published table)")
+        + ". The encoder as training kept it (its `keep` setting), without the training's projection head.",
+        "",
+    ]
+    if metrics.get("encoder_diverged"):
+        lines += [
+            "## Training diverged",
+            "",
+            f"This sweep point's training diverged ({metrics['encoder_diverged']}): there is no encoder "
+            "and no score, and the tables and the rate figure show it as diverged.",
+            "",
+        ]
+        return "\n".join([*lines, *_provenance({}, data)])
+    lines += ["## Usage", ""]
+    if spec.get("torchvision"):
+        lines += [
+            f"A torchvision `{spec.get('arch')}` loads `{spec.get('weights')}` as `torchvision.json` "
+            f"describes (stem `{spec.get('stem')}`, width {spec.get('width')}, output "
+            f"{spec.get('out_dim') or 'the pooled features'}); the snippets are in contrastlab's "
+            "`docs/encoders.md`.",
+        ]
+    else:
+        lines += [
+            f"No stock torchvision model has this shape (width {spec.get('width', settings.get('width'))}): "
+            "`contrastlab.training.vision.load_encoder(<this folder>)` loads it.",
+        ]
+    lines += [
+        "",
+        "## Training",
+        "",
+        f"- Loss: `{loss}` with hyperparameters `{json.dumps(settings.get('loss_hp', {}), sort_keys=True)}`",
+        f"- Precision: `{summary.get('precision', settings.get('precision'))}`; "
+        f"device: {summary.get('device_name', '?')}",
+        f"- Steps: {summary.get('steps')}; dataset `{settings.get('dataset')}`",
+        *(f"- `{key}`: `{settings[key]}`" for key in TRAINING_KEYS if key in settings),
+        "",
+        "## Evaluation",
+        "",
+        f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
+        f"({metrics.get('n_test', '?')} images), top-1 accuracy in percent; published: the paper's number "
+        "for this backbone and method, where its table has one.",
+        "",
+        *_score_rows(metrics, published),
+        "",
+    ]
+    if published:
+        lines += [f"Published numbers from {'; '.join(sorted({row['table'] for row in published}))}.", ""]
+    return "\n".join([*lines, *_provenance(summary.get("meta", {}), data)])
 
 
 def write_model_card(
@@ -210,10 +312,28 @@ def write_model_card(
     markers: Mapping[str, str | Path],
     base_model: str | None = None,
 ) -> Path:
-    """Read the checkpoint's summary, the metrics and the data markers; write the card to ``out``."""
-    summary = json.loads((Path(model_dir) / "train_summary.json").read_text())
+    """Read the checkpoint's summary, the metrics and the data markers; write the card to ``out``: an
+    image encoder's (:func:`vision_model_card`) when ``model_dir`` is an ``encoder`` folder."""
     metrics = json.loads(Path(metrics_path).read_text())
     data = {name: json.loads(Path(path).read_text()) for name, path in markers.items()}
+    model_dir = Path(model_dir)
+    if model_dir.name == "encoder":
+        summary, spec = (
+            json.loads((model_dir / name).read_text()) if (model_dir / name).exists() else None
+            for name in ("settings.json", "torchvision.json")
+        )
+        text = vision_model_card(
+            experiment=experiment,
+            backbone=backbone,
+            method=method,
+            seed=seed,
+            summary=summary,
+            metrics=metrics,
+            data=data,
+            torchvision_spec=spec,
+        )
+        return _write(out, text)
+    summary = json.loads((model_dir / "train_summary.json").read_text())
     text = model_card(
         experiment=experiment,
         backbone=backbone,
@@ -224,6 +344,10 @@ def write_model_card(
         data=data,
         base_model=base_model,
     )
+    return _write(out, text)
+
+
+def _write(out: str | Path, text: str) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(out) as tmp:
