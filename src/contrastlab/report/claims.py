@@ -2,7 +2,9 @@
 
 A claim file lists, per claim: ``id``, ``claim`` (our one-line statement), ``quote`` (verbatim from the
 paper text under ``../shared/papers``; a test finds it there after collapsing whitespace), ``where``
-(section, table or figure), ``links`` (the tables / figures it rests on), and its machine-checkable
+(section, table or figure), ``links`` (the tables / figures it rests on), optionally ``paper_tables``
+(why the paper's own tables do not support the quoted sentence: the report prints it beside the
+verdict, and :mod:`contrastlab.report.control` checks it), and its machine-checkable
 form: an ``experiment``, a ``task``, the ``backbones`` it holds on, a ``relation`` and ``parts``. Each
 part is a linear contrast over cells of one backbone, ``{method: coefficient}`` (the short form
 ``[a, b]`` is ``{a: 1, b: -1}``, "a beats b"); a method may name a sweep point by its position,
@@ -98,6 +100,9 @@ def load_claims(paper: str) -> dict[str, Any]:
         if missing:
             raise ValueError(f"{path.name}: claim {claim.get('id')!r} lacks {sorted(missing)}")
         check_relation(claim, path.name)
+        note = claim.get("paper_tables")
+        if note is not None and not (isinstance(note, str) and note.strip()):
+            raise ValueError(f"{path.name}: claim {claim['id']!r}: paper_tables must be the reason, a text")
     return data
 
 
@@ -412,9 +417,10 @@ def numbers_text(result: ClaimResult) -> str:
         if not any(p.terms.values()):  # both sides resolved to one cell (e.g. the best rate is the largest)
             texts.append(f"{p.backbone}: {', '.join(p.terms)} is both sides (no difference)")
             continue
-        label = " − ".join(
+        label = "".join(
+            f"{(' − ' if c < 0 else ' + ') if i else ('−' if c < 0 else '')}"
             f"{'' if abs(c) == 1 else f'{abs(c):g}·'}{m}"
-            for m, c in sorted(p.terms.items(), key=lambda kv: -kv[1])
+            for i, (m, c) in enumerate(sorted(p.terms.items(), key=lambda kv: -kv[1]))
         )
         width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
         extra = ""
@@ -429,7 +435,8 @@ def numbers_text(result: ClaimResult) -> str:
 
 
 def verdict_text(result: ClaimResult) -> str:
-    """The verdict with the share of parts run when some have not, and the seeds that would decide."""
+    """The verdict with the share of parts run when some have not, and the seeds that would decide; for
+    a claim whose sentence the paper's own tables do not support (its ``paper_tables``), that reason."""
     text = result.verdict
     if result.verdict != NOT_RUN and result.parts_run < len(result.parts):
         text += f" ({result.parts_run}/{len(result.parts)} parts run)"
@@ -442,6 +449,8 @@ def verdict_text(result: ClaimResult) -> str:
             if needed is None
             else f": {'> 100' if needed > MAX_SEEDS else f'~{needed}'} seeds per cell would decide it"
         )
+    if result.claim.get("paper_tables"):
+        text += f" (the paper's tables do not support its sentence: {result.claim['paper_tables']})"
     return text
 
 
