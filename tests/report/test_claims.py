@@ -356,3 +356,20 @@ def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
     assert "2 of 6 parts contradicted" in verdict_text(two)
     alone = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "dcl": -0.9}, 0.5), NIE)
     assert alone.verdict == UNDECIDED
+
+
+def test_li_fig6_claims_read_the_stsb_dev_score_not_the_sts_test_average():
+    """Audit B.3: Li §3.2 measures Fig. 6 "with Spearman's correlation on the STS-B ... validation set"; the
+    claims read the metrics' dev task (the kept checkpoint's STS-B dev Spearman), whatever STS.Avg says."""
+    from contrastlab.tables.metrics import DEV_SPEARMAN
+
+    c = claim("li-fig6-m")
+    assert c["task"] == DEV_SPEARMAN
+    exp = {**FULL["experiments"]["li2024_fig6_m"], "sweep": {"hp.m": [0.3, 1.0]}, "seeds": [42, 43, 44]}
+    config = {"seeds": [42, 43, 44], "experiments": {"li2024_fig6_m": exp}}
+    m03, m10 = ("bert-base", "baseline-m0.3"), ("bert-base", "baseline-m1.0")
+    dev = metrics({m03: [84.0, 84.5, 85.0], m10: [80.0, 80.5, 81.0]}, "li2024_fig6_m", DEV_SPEARMAN)
+    test = metrics({m03: [70.0, 70.5, 71.0], m10: [75.0, 75.5, 76.0]}, "li2024_fig6_m", "sts_avg")
+    frame = pd.concat([dev, test], ignore_index=True)  # STS.Avg would say the opposite
+    result = evaluate_claim(c, frame, config)
+    assert result.verdict == REPRODUCED and result.parts[0].diff == pytest.approx(4.0)
