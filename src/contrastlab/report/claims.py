@@ -90,7 +90,8 @@ def check_relation(claim: dict[str, Any], source: str) -> None:
 
 @functools.cache
 def load_claims(paper: str) -> dict[str, Any]:
-    """The claim file ``claims/<paper>.yaml`` (keys ``paper``, ``file``, ``claims``), validated."""
+    """The claim file ``claims/<paper>.yaml`` (keys ``paper``, ``file``, ``claims``; optionally
+    ``not_regenerated``: the paper's headline results the pipeline does not regenerate), validated."""
     path = CLAIMS_DIR / f"{paper}.yaml"
     if not path.exists():
         raise ValueError(f"no claim file for paper {paper!r}; valid: {', '.join(PAPERS)}")
