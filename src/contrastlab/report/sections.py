@@ -270,7 +270,9 @@ def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> l
         "below its interval after Holm's correction over the claim's parts (one-sided level 0.025 for "
         "the whole claim, not per part: uncorrected, 12 parts with no true gap would read “not "
         "reproduced” about one time in four); a part below its own interval but not after the correction "
-        "is undecided. Numbers: each run part's contrast ± the interval's half-width.",
+        "is undecided. A claim that counts (“12 of the 24 accuracies”) needs that many parts reproduced, "
+        "and is not reproduced when fewer are left uncontradicted. Numbers: each run part's contrast ± "
+        "the interval's half-width.",
         "",
         "Control: every claim that rests on a paper table is also evaluated on the paper's own "
         "transcribed numbers, as if they were ours (`contrastlab.report.control`, "
