@@ -60,7 +60,7 @@ def published_cells(experiment: str) -> pd.DataFrame:
     for name, spec in TABLES.items():
         if spec.experiment != experiment or spec.kind == "hparams":
             continue
-        meta, table = load_meta(name), meta_table(name)
+        meta, table = load_meta(name), _transcribed(name)
         over = (meta.get("improvement") or {}).get("over") or {}
         for b, m, k, v, imp in table.itertuples(index=False):
             if pd.isna(v):
@@ -91,7 +91,7 @@ def published_cells(experiment: str) -> pd.DataFrame:
     return out
 
 
-def meta_table(name: str) -> pd.DataFrame:
+def _transcribed(name: str) -> pd.DataFrame:
     """A table's transcribed numbers as (backbone, method, key, value, improvement)."""
     return load_published(name)[["backbone", "method", "key", "value", "improvement"]]
 
