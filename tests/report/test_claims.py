@@ -23,6 +23,7 @@ from contrastlab.report.claims import (
     all_claims,
     evaluate_claim,
     load_claims,
+    numbers_text,
     seed_plan,
     verdict_text,
 )
@@ -53,7 +54,7 @@ def test_every_claim_names_cells_and_links_of_the_full_config():
     ids = [c["id"] for c in all_claims()]
     assert len(ids) == len(set(ids))
     for paper in PAPERS:
-        assert 5 <= len(load_claims(paper)["claims"]) <= 10, paper
+        assert 5 <= len(load_claims(paper)["claims"]) <= 12, paper
     for claim in all_claims():
         exp = FULL["experiments"][claim["experiment"]]
         names = set(exp["methods"]) | set(cl_config.expanded_methods(exp)) | {"pretrained"}
@@ -356,3 +357,103 @@ def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
     assert "2 of 6 parts contradicted" in verdict_text(two)
     alone = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "dcl": -0.9}, 0.5), NIE)
     assert alone.verdict == UNDECIDED
+
+
+def test_li_fig6_claims_read_the_stsb_dev_score_not_the_sts_test_average():
+    """Audit B.3: Li §3.2 measures Fig. 6 "with Spearman's correlation on the STS-B ... validation set"; the
+    claims read the metrics' dev task (the kept checkpoint's STS-B dev Spearman), whatever STS.Avg says."""
+    from contrastlab.tables.metrics import DEV_SPEARMAN
+
+    c = claim("li-fig6-m")
+    assert c["task"] == DEV_SPEARMAN
+    exp = {**FULL["experiments"]["li2024_fig6_m"], "sweep": {"hp.m": [0.3, 1.0]}, "seeds": [42, 43, 44]}
+    config = {"seeds": [42, 43, 44], "experiments": {"li2024_fig6_m": exp}}
+    m03, m10 = ("bert-base", "baseline-m0.3"), ("bert-base", "baseline-m1.0")
+    dev = metrics({m03: [84.0, 84.5, 85.0], m10: [80.0, 80.5, 81.0]}, "li2024_fig6_m", DEV_SPEARMAN)
+    test = metrics({m03: [70.0, 70.5, 71.0], m10: [75.0, 75.5, 76.0]}, "li2024_fig6_m", "sts_avg")
+    frame = pd.concat([dev, test], ignore_index=True)  # STS.Avg would say the opposite
+    result = evaluate_claim(c, frame, config)
+    assert result.verdict == REPRODUCED and result.parts[0].diff == pytest.approx(4.0)
+
+
+def test_a_count_claim_needs_that_many_parts_and_no_more():
+    """OAR §5.2, "12 out of the 24 reported accuracies": relation count, at_least parts reproduced at the
+    claim's margin; not reproduced once too few parts are left uncontradicted; else undecided."""
+    c = {
+        "id": "two-of-three",
+        "experiment": "nie2023",
+        "task": ["sts_avg", "tr_devacc_avg"],
+        "relation": "count",
+        "at_least": 3,
+        "margin": 1.0,
+        "backbones": ["bert-base"],
+        "parts": [["au", "cl"], ["dcl", "cl"]],
+    }
+
+    def frame(gaps: dict[tuple[str, str], float]) -> pd.DataFrame:
+        out = []
+        for task in c["task"]:
+            cells = {("bert-base", "cl"): [70.0, 71.0, 72.0]}
+            for m in ("au", "dcl"):
+                cells[("bert-base", m)] = [
+                    x + gaps[(m, task)] + e
+                    for x, e in zip(cells[("bert-base", "cl")], (-0.1, 0, 0.1), strict=True)
+                ]
+            out.append(metrics(cells, "nie2023", task))
+        return pd.concat(out, ignore_index=True)
+
+    # four parts (2 contrasts × 2 tasks), paired, s_D = 0.1: h ≈ 0.12 at ν = 8
+    three = evaluate_claim(
+        c,
+        frame(
+            {
+                ("au", "sts_avg"): 3,
+                ("dcl", "sts_avg"): 2,
+                ("au", "tr_devacc_avg"): 5,
+                ("dcl", "tr_devacc_avg"): -4,
+            }
+        ),
+        NIE,
+    )
+    assert len(three.parts) == 4 and {p.task for p in three.parts} == {"sts_avg", "tr_devacc_avg"}
+    assert three.verdict == REPRODUCED  # 3 of 4 clear the margin; the fourth (−4) may fail
+    assert verdict_text(three).startswith("reproduced: 3 of 4 parts clear it, the claim needs 3")
+    assert "bert-base tr_devacc_avg: dcl − cl = -4.00" in numbers_text(three)
+    two = evaluate_claim(
+        c,
+        frame(
+            {
+                ("au", "sts_avg"): 3,
+                ("dcl", "sts_avg"): -2,
+                ("au", "tr_devacc_avg"): 5,
+                ("dcl", "tr_devacc_avg"): -4,
+            }
+        ),
+        NIE,
+    )
+    assert two.verdict == NOT_REPRODUCED  # only 2 left uncontradicted
+    edge = evaluate_claim(
+        c,
+        frame(
+            {
+                ("au", "sts_avg"): 3,
+                ("dcl", "sts_avg"): 1.0,
+                ("au", "tr_devacc_avg"): 5,
+                ("dcl", "tr_devacc_avg"): -4,
+            }
+        ),
+        NIE,
+    )
+    assert edge.verdict == UNDECIDED  # a gap at the margin: neither clears it nor is contradicted
+
+
+def test_a_count_claim_states_how_many():
+    from contrastlab.report.claims import check_relation
+
+    base = {"id": "x", "relation": "count", "backbones": ["b"], "task": ["t1", "t2"], "parts": [["a", "b"]]}
+    check_relation({**base, "at_least": 2}, "t")
+    for bad in ({}, {"at_least": 0}, {"at_least": 3}, {"at_least": 1.5}):
+        with pytest.raises(ValueError, match="at_least"):
+            check_relation({**base, **bad}, "t")
+    with pytest.raises(ValueError, match="at_least is for relation 'count' only"):
+        check_relation({**base, "relation": ">", "at_least": 1}, "t")

@@ -196,6 +196,23 @@ def test_collect_metrics_frame(tmp_path):
     assert collect_metrics(tmp_path / "missing").empty
 
 
+def test_collect_metrics_reads_the_training_dev_score(tmp_path):
+    """The metrics file's ``training`` block carries the kept checkpoint's STS-B dev Spearman (Li Fig. 6's
+    measure): a task of its own, absent where the block has none (the pretrained rows, older files)."""
+    import json
+
+    from contrastlab.tables.metrics import DEV_SPEARMAN
+
+    write_cell(tmp_path, "li2024_fig6_m", "bert-base", "baseline-m0.3", seeds=[42], tasks=STS)
+    path = tmp_path / "li2024_fig6_m" / "bert-base" / "baseline-m0.3" / "seed42" / "senteval.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "training": {"best_step": 250, DEV_SPEARMAN: 81.25}}))
+    write_cell(tmp_path, "li2024_fig6_m", "bert-base", "baseline-m1.0", seeds=[42], tasks=STS)
+    frame = collect_metrics(tmp_path)
+    dev = frame[frame.task == DEV_SPEARMAN]
+    assert dev[["method", "score"]].values.tolist() == [["baseline-m0.3", 81.25]]
+
+
 def test_formatting():
     assert fmt_signed(0.2449) == "+0.24" and fmt_signed(-1.5) == "-1.50" and fmt_signed(-0.001) == "+0.00"
     assert fmt_signed(18.24, 1) == "+18.2"

@@ -363,6 +363,7 @@ TRAINING_KEYS = (
     "dev_pooling",
     "device_name",
     "best_step",
+    "best_dev_spearman",  # STS-B dev Spearman of the kept checkpoint: Li Fig. 6's measure (report claims)
     "steps",
 )
 

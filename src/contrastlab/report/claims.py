@@ -2,9 +2,12 @@
 
 A claim file lists, per claim: ``id``, ``claim`` (our one-line statement), ``quote`` (verbatim from the
 paper text under ``../shared/papers``; a test finds it there after collapsing whitespace), ``where``
-(section, table or figure), ``links`` (the tables / figures it rests on), and its machine-checkable
-form: an ``experiment``, a ``task``, the ``backbones`` it holds on, a ``relation`` and ``parts``. Each
-part is a linear contrast over cells of one backbone, ``{method: coefficient}`` (the short form
+(section, table or figure), ``links`` (the tables / figures it rests on), optionally ``paper_tables``
+(why the paper's own tables do not support the quoted sentence: the report prints it beside the
+verdict, and :mod:`contrastlab.report.control` checks it), and its machine-checkable
+form: an ``experiment``, a ``task`` (or a list of tasks), the ``backbones`` it holds on, a ``relation``
+and ``parts``; every part is evaluated on every backbone and task. Each
+part is a linear contrast over cells of one backbone and task, ``{method: coefficient}`` (the short form
 ``[a, b]`` is ``{a: 1, b: -1}``, "a beats b"); a method may name a sweep point by its position,
 ``infonce@max`` / ``infonce@min`` (the largest / smallest value of the experiment's sweep) or
 ``infonce@best`` (the point with the highest mean on the task, as OAR Table 3 picks its rate).
@@ -46,6 +49,12 @@ A claim holds over all its parts and backbones, and its verdict is a multiple te
   strictest bar α / k);
 - else **reproduced**: every run part is, an intersection-union test, each part at its own level,
   which needs no correction.
+
+Relation ``count`` ("12 of the 24 accuracies improve by a noticeable margin", OAR §5.2): each part is
+tested as for ``>`` at the claim's ``margin``, and the claim needs ``at_least`` of them, not all:
+**reproduced** if at least ``at_least`` parts are reproduced; **not reproduced** if fewer than
+``at_least`` parts are left that are not contradicted (after Holm's correction; parts not run count
+as possible); else **undecided**. Paired parts pool s_D over the claim, its tasks included.
 """
 
 from __future__ import annotations
@@ -68,17 +77,25 @@ CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
 #: Paper claim files, in report order.
 PAPERS = ("nie2023", "li2024", "macl", "oar")
 REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_RUN = "reproduced", "not reproduced", "undecided", "not run"
-RELATIONS = (">", ">=")
+RELATIONS = (">", ">=", "count")
 MAX_SEEDS = 100
 
 
 def check_relation(claim: dict[str, Any], source: str) -> None:
-    """Raise ``ValueError`` unless the claim's relation is one of :data:`RELATIONS` and a ``>=`` claim
-    states its ``noninferiority_margin`` (> 0; a ``>`` claim has none, a ``>=`` claim no ``margin``)."""
+    """Raise ``ValueError`` unless the claim's relation is one of :data:`RELATIONS`, a ``>=`` claim
+    states its ``noninferiority_margin`` (> 0; a ``>`` claim has none, a ``>=`` claim no ``margin``) and a
+    ``count`` claim its ``at_least`` (1 to the number of its parts)."""
     name = f"{source}: claim {claim.get('id')!r}"
     relation = claim.get("relation", ">")
     if relation not in RELATIONS:
         raise ValueError(f"{name}: relation must be one of {RELATIONS}, got {relation!r}")
+    total = len(claim.get("parts") or []) * len(claim.get("backbones") or []) * len(tasks_of(claim))
+    if relation == "count" and not (
+        isinstance(claim.get("at_least"), int) and 1 <= claim["at_least"] <= total
+    ):
+        raise ValueError(f"{name}: relation 'count' needs at_least, an integer from 1 to {total}")
+    if relation != "count" and "at_least" in claim:
+        raise ValueError(f"{name}: at_least is for relation 'count' only")
     if relation == ">=":  # comparability needs a stated tolerance, never a silent 0
         if float(claim.get("noninferiority_margin", 0)) <= 0 or "margin" in claim:
             raise ValueError(f"{name}: relation '>=' needs noninferiority_margin > 0 (and no margin)")
@@ -88,7 +105,8 @@ def check_relation(claim: dict[str, Any], source: str) -> None:
 
 @functools.cache
 def load_claims(paper: str) -> dict[str, Any]:
-    """The claim file ``claims/<paper>.yaml`` (keys ``paper``, ``file``, ``claims``), validated."""
+    """The claim file ``claims/<paper>.yaml`` (keys ``paper``, ``file``, ``claims``; optionally
+    ``not_regenerated``: the paper's headline results the pipeline does not regenerate), validated."""
     path = CLAIMS_DIR / f"{paper}.yaml"
     if not path.exists():
         raise ValueError(f"no claim file for paper {paper!r}; valid: {', '.join(PAPERS)}")
@@ -98,6 +116,9 @@ def load_claims(paper: str) -> dict[str, Any]:
         if missing:
             raise ValueError(f"{path.name}: claim {claim.get('id')!r} lacks {sorted(missing)}")
         check_relation(claim, path.name)
+        note = claim.get("paper_tables")
+        if note is not None and not (isinstance(note, str) and note.strip()):
+            raise ValueError(f"{path.name}: claim {claim['id']!r}: paper_tables must be the reason, a text")
     return data
 
 
@@ -108,6 +129,12 @@ def all_claims() -> list[dict[str, Any]]:
         data = load_claims(paper)
         out += [{"paper": paper, "file": data["file"], **claim} for claim in data["claims"]]
     return out
+
+
+def tasks_of(claim: dict[str, Any]) -> list[str]:
+    """The claim's ``task`` as a list (a claim may name several: its parts hold on each)."""
+    task = claim.get("task")
+    return [str(t) for t in task] if isinstance(task, list | tuple) else [str(task)]
 
 
 def contrast(part: Any) -> dict[str, float]:
@@ -135,6 +162,7 @@ class PartResult:
     missing: list[str] = field(default_factory=list)
     p_value: float = math.nan  # one-sided, against the claim: P(T_ν ≤ Δ / se); NaN when not tested
     spared_by_holm: bool = False  # below its own interval, but not after Holm's correction
+    task: str = ""
 
 
 @dataclass
@@ -283,19 +311,24 @@ def evaluate_claim(
     from contrastlab.tables.assemble import experiment_seeds
 
     check_relation(claim, "evaluate_claim")
-    name, task, relation = claim["experiment"], claim["task"], claim.get("relation", ">")
+    name, relation = claim["experiment"], claim.get("relation", ">")
     # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
     shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
     experiment = (config.get("experiments") or {}).get(name)
     if experiment is None:
-        parts = [PartResult(b, contrast(p), NOT_RUN) for b in claim["backbones"] for p in claim["parts"]]
+        parts = [
+            PartResult(b, contrast(p), NOT_RUN, task=t)
+            for b in claim["backbones"]
+            for t in tasks_of(claim)
+            for p in claim["parts"]
+        ]
         return ClaimResult(claim, NOT_RUN, parts)
     seeds = experiment_seeds(config, name)
     values = _seed_values(metrics, name, seeds)
     pools = noise_pools(metrics, name, seeds).set_index(["backbone", "key"])
     ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
     raw: list[tuple[PartResult, str, list[dict], np.ndarray | None]] = []
-    for backbone in claim["backbones"]:
+    for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
         ours = (
             backbone if backbone in (experiment.get("backbones") or []) else ours_for.get(backbone, backbone)
         )
@@ -303,7 +336,9 @@ def evaluate_claim(
             wanted = contrast(part)
             if _one_point_sweep(wanted, experiment):  # @min and @max are the same cell: nothing to compare
                 missing = ["a second sweep point"]
-                raw.append((PartResult(backbone, wanted, NOT_RUN, missing=missing), ours, [], None))
+                raw.append(
+                    (PartResult(backbone, wanted, NOT_RUN, missing=missing, task=task), ours, [], None)
+                )
                 continue
             terms: dict[str, float] = {}
             for m, c in wanted.items():  # two positions may resolve to one cell (best = max): add up
@@ -311,7 +346,7 @@ def evaluate_claim(
                 terms[name] = terms.get(name, 0.0) + c
             cells = [values.get((ours, m, task)) for m in terms]
             missing = [m for m, v in zip(terms, cells, strict=True) if not v]
-            result = PartResult(backbone, terms, NOT_RUN, missing=missing)
+            result = PartResult(backbone, terms, NOT_RUN, missing=missing, task=task)
             if missing:
                 raw.append((result, ours, [], None))
                 continue
@@ -359,8 +394,8 @@ def evaluate_claim(
                 if m != PRETRAINED  # deterministic: no noise
             ]
             pool = (
-                (pools.loc[(ours, task), "noise_std"], pools.loc[(ours, task), "noise_df"])
-                if (ours, task) in pools.index
+                (pools.loc[(ours, result.task), "noise_std"], pools.loc[(ours, result.task), "noise_df"])
+                if (ours, result.task) in pools.index
                 else (math.nan, 0)
             )
             var, result.df = contrast_variance([(key, w, *pool) for key, w in noisy])
@@ -389,6 +424,15 @@ def evaluate_claim(
     statuses = [p.status for p in parts if p.status != NOT_RUN]
     if not statuses:
         verdict = NOT_RUN
+    elif relation == "count":  # at least `at_least` parts clear the margin; the others need not
+        cleared = statuses.count(REPRODUCED)
+        still_possible = len(parts) - statuses.count(NOT_REPRODUCED)  # not-run parts could still clear it
+        if cleared >= claim["at_least"]:
+            verdict = REPRODUCED
+        elif still_possible < claim["at_least"]:
+            verdict = NOT_REPRODUCED
+        else:
+            verdict = UNDECIDED
     elif NOT_REPRODUCED in statuses:
         verdict = NOT_REPRODUCED
     elif UNDECIDED in statuses:
@@ -406,15 +450,18 @@ def evaluate_claims(metrics: pd.DataFrame, config: dict) -> list[ClaimResult]:
 def numbers_text(result: ClaimResult) -> str:
     """The numbers behind a verdict: per run part, contrast ± half-width (and the seeds it would need)."""
     texts = []
+    several = len(tasks_of(result.claim)) > 1
     for p in result.parts:
+        where = f"{p.backbone} {p.task}" if several else p.backbone
         if p.status == NOT_RUN:
             continue
         if not any(p.terms.values()):  # both sides resolved to one cell (e.g. the best rate is the largest)
-            texts.append(f"{p.backbone}: {', '.join(p.terms)} is both sides (no difference)")
+            texts.append(f"{where}: {', '.join(p.terms)} is both sides (no difference)")
             continue
-        label = " − ".join(
+        label = "".join(
+            f"{(' − ' if c < 0 else ' + ') if i else ('−' if c < 0 else '')}"
             f"{'' if abs(c) == 1 else f'{abs(c):g}·'}{m}"
-            for m, c in sorted(p.terms.items(), key=lambda kv: -kv[1])
+            for i, (m, c) in enumerate(sorted(p.terms.items(), key=lambda kv: -kv[1]))
         )
         width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
         extra = ""
@@ -422,18 +469,24 @@ def numbers_text(result: ClaimResult) -> str:
             extra = ", below its interval but not after Holm's correction"
         if p.seeds_needed:
             extra += f", needs {'> 100' if p.seeds_needed > MAX_SEEDS else p.seeds_needed} seeds"
-        texts.append(f"{p.backbone}: {label} = {p.diff:+.2f} {width}{extra}")
+        texts.append(f"{where}: {label} = {p.diff:+.2f} {width}{extra}")
     if texts and result.claim.get("relation") == ">=":
         texts.insert(0, f"comparable if above −{float(result.claim['noninferiority_margin']):g}")
     return "; ".join(texts) if texts else "–"
 
 
 def verdict_text(result: ClaimResult) -> str:
-    """The verdict with the share of parts run when some have not, and the seeds that would decide."""
+    """The verdict with the share of parts run when some have not, and the seeds that would decide; for
+    a claim whose sentence the paper's own tables do not support (its ``paper_tables``), that reason."""
     text = result.verdict
     if result.verdict != NOT_RUN and result.parts_run < len(result.parts):
         text += f" ({result.parts_run}/{len(result.parts)} parts run)"
-    if result.verdict == NOT_REPRODUCED and result.parts_tested > 1:
+    if result.claim.get("relation") == "count" and result.verdict != NOT_RUN:
+        cleared = sum(p.status == REPRODUCED for p in result.parts)
+        text += (
+            f": {cleared} of {len(result.parts)} parts clear it, the claim needs {result.claim['at_least']}"
+        )
+    elif result.verdict == NOT_REPRODUCED and result.parts_tested > 1:
         text += f": {result.parts_contradicted} of {result.parts_tested} parts contradicted (Holm-corrected)"
     if result.verdict == UNDECIDED:
         needed = result.seeds_needed
@@ -442,6 +495,8 @@ def verdict_text(result: ClaimResult) -> str:
             if needed is None
             else f": {'> 100' if needed > MAX_SEEDS else f'~{needed}'} seeds per cell would decide it"
         )
+    if result.claim.get("paper_tables"):
+        text += f" (the paper's tables do not support its sentence: {result.claim['paper_tables']})"
     return text
 
 

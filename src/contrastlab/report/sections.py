@@ -245,8 +245,10 @@ def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> l
     Markdown or the figure's PNG; others are named without a link); then how to add seeds to the
     undecided ones only."""
     from contrastlab.report.claims import (
+        PAPERS,
         add_seeds_commands,
         evaluate_claims,
+        load_claims,
         numbers_text,
         seed_plan,
         verdict_text,
@@ -268,9 +270,28 @@ def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> l
         "below its interval after Holm's correction over the claim's parts (one-sided level 0.025 for "
         "the whole claim, not per part: uncorrected, 12 parts with no true gap would read “not "
         "reproduced” about one time in four); a part below its own interval but not after the correction "
-        "is undecided. Numbers: each run part's contrast ± the interval's half-width.",
+        "is undecided. A claim that counts (“12 of the 24 accuracies”) needs that many parts reproduced, "
+        "and is not reproduced when fewer are left uncontradicted. Numbers: each run part's contrast ± "
+        "the interval's half-width.",
+        "",
+        "Control: every claim that rests on a paper table is also evaluated on the paper's own "
+        "transcribed numbers, as if they were ours (`contrastlab.report.control`, "
+        "`tests/report/test_claims_control.py`): each reads reproduced there, except the claims whose "
+        "sentence the paper's own tables do not support, which say so beside their verdict.",
         "",
     ]
+    untested = [
+        f"{load_claims(p)['paper']}: {load_claims(p)['not_regenerated']}"
+        for p in PAPERS
+        if load_claims(p).get("not_regenerated")
+    ]
+    if untested:
+        lines += [
+            "Not tested here (headline results of the papers that this pipeline does not regenerate): "
+            + "; ".join(untested)
+            + ".",
+            "",
+        ]
     if toy:
         pairs = ", ".join(dict.fromkeys(f"{t} for {p}" for m in toy.values() for t, p in m.items()))
         lines += [

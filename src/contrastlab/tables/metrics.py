@@ -16,6 +16,11 @@ log = logging.getLogger(__name__)
 PRETRAINED = "pretrained"
 #: Keys of the metrics file besides ``scores`` that hold a score (percent).
 AVERAGES = ("sts_avg", "tr_avg", "tr_devacc_avg")
+#: Task name of a sentence cell's STS-B dev Spearman (percent): the best of the run's dev evaluations,
+#: the checkpoint the trainer kept (``train_summary.json``), which the metrics file copies under
+#: ``training`` (evaluation.senteval.TRAINING_KEYS). Li et al. 2024 §3.2 and Fig. 6 measure this, not
+#: the STS test sets.
+DEV_SPEARMAN = "best_dev_spearman"
 COLUMNS = ["experiment", "backbone", "method", "seed", "task", "score"]
 
 _SEED_DIR = re.compile(r"seed(\d+)")
@@ -25,6 +30,7 @@ def _rows(path: Path, experiment: str, backbone: str, method: str, seed: int | N
     data = json.loads(path.read_text(encoding="utf-8"))
     scores = dict(data.get("scores") or {})
     scores.update({k: data.get(k) for k in AVERAGES})
+    scores[DEV_SPEARMAN] = (data.get("training") or {}).get(DEV_SPEARMAN)
     key = {"experiment": experiment, "backbone": backbone, "method": method, "seed": seed}
     rows = [{**key, "task": task, "score": float(v)} for task, v in scores.items() if v is not None]
     # A probe that diverged (vision.json's ``diverged``: the FFN of OAR's sweep) has no score: a NaN row,
@@ -49,8 +55,9 @@ def collect_metrics(metrics_root: str | Path) -> pd.DataFrame:
     Reads ``<experiment>/<backbone>/<method>/seed<seed>/senteval.json`` (``vision.json`` for a vision
     cell: ``scores`` holds ``linear_top1`` and ``knn_top1``) and
     ``pretrained/<backbone>/senteval.json`` (experiment and method ``pretrained``, seed NA). Scores are
-    in percent as written; ``sts_avg``/``tr_avg``/``tr_devacc_avg`` appear as tasks when not
-    null; a task in a vision cell's ``diverged`` has score NaN. A missing root gives an empty frame
+    in percent as written; ``sts_avg``/``tr_avg``/``tr_devacc_avg`` and the training's STS-B dev
+    score (:data:`DEV_SPEARMAN`, from the file's ``training`` block) appear as tasks when not null; a
+    task in a vision cell's ``diverged`` has score NaN. A missing root gives an empty frame
     (nothing has run yet).
     """
     root = Path(metrics_root)

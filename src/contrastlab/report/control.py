@@ -1,0 +1,163 @@
+"""The control: every claim evaluated on the papers' own transcribed numbers, as if they were ours.
+
+A perfect reproduction is one whose numbers equal the paper's. Every claim that rests on a paper table
+(its ``links`` name a table of :data:`contrastlab.tables.published.TABLES`) is evaluated by
+:func:`~contrastlab.report.claims.evaluate_claim` on metrics built from the transcribed tables
+(:func:`published_cells`, :func:`published_metrics`); a claim the paper's own tables fail would read
+"not reproduced" for a perfect reproduction, which is a fault of the claim's encoding, not of the run.
+A claim whose sentence the paper's tables do not support says so in its file (``paper_tables``: the
+reason, printed by the report) and is then expected *not* to come out reproduced here.
+
+The fake results, cell by cell (the cells the comparison tables and the paper tables show):
+
+- the printed number of each transcribed cell (:func:`~contrastlab.tables.published.load_published`);
+- where a table prints only the improvement of a modified loss over its original (Li's subscripts,
+  the sidecar's ``improvement.over``), the original as value − improvement, unless another table of the
+  experiment prints it (Li Table 5 prints BERT-base's STS.Avg originals); the subscripts have one
+  decimal, so such an original is exact to ±0.05;
+- where a table prints the tasks but not their average (MACL Table 3), STS.Avg and TR.Avg as the mean
+  over :data:`~contrastlab.senteval.protocol.STS_TASKS` / ``TRANSFER_TASKS``, as our evaluation
+  computes them;
+- each cell has the paper's number of runs k (:func:`~contrastlab.tables.verdicts.published_runs`; k = 1
+  where the paper states none: *assumed*), every run at the published value: a perfect reproduction
+  has no error. A single run measures no seed noise at all (every claim would be "undecided: needs ≥ 2
+  seeds"), so a cell with k = 1 gets two identical runs; with no spread, the number of runs decides
+  nothing else, and the verdicts test the paper's point contrasts against the claims' relations,
+  margins and non-inferiority margins. Whether the paper's gaps would clear seed noise at its run
+  count is a different question (claims audit C6), which this control does not ask;
+- a table that reports the best point of a sweep (OAR Table 3: ``layout.best_over_sweep``) prints no
+  rate, so its experiment is evaluated without its sweep and ``@best`` is the printed number; claims
+  on the sweep itself (Fig. 2, Li Fig. 6, Nie Fig. 3) link only figures and have no transcribed
+  numbers: they are not checkable here (:func:`control_results` lists them).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from contrastlab.report.claims import NOT_RUN, ClaimResult, all_claims, evaluate_claim
+from contrastlab.senteval.protocol import STS_TASKS, TRANSFER_TASKS
+from contrastlab.tables.metrics import COLUMNS, PRETRAINED
+from contrastlab.tables.published import TABLES, load_meta, load_published
+from contrastlab.tables.verdicts import published_runs
+
+#: Seeds of the fake runs (k of them per cell, at least two).
+FIRST_SEED = 42
+#: Averages our evaluation computes from the tasks (evaluation.senteval: the mean over the group).
+AVERAGED = {"sts_avg": STS_TASKS, "tr_avg": TRANSFER_TASKS}
+
+
+def published_cells(experiment: str) -> pd.DataFrame:
+    """The paper's numbers of ``experiment``'s score tables, one row per (backbone, method, task):
+    columns backbone, method, task, value, runs (k), runs_assumed (k = 1: the paper states none), source
+    ("Table 3", "Table 3 subscript", "Table 3 per-task mean"); see the module docstring."""
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    derived: list[dict[str, Any]] = []
+    for name, spec in TABLES.items():
+        if spec.experiment != experiment or spec.kind == "hparams":
+            continue
+        meta, table = load_meta(name), _transcribed(name)
+        over = (meta.get("improvement") or {}).get("over") or {}
+        for b, m, k, v, imp in table.itertuples(index=False):
+            if pd.isna(v):
+                continue
+            runs = published_runs(meta, m)
+            rows.setdefault((b, m, k), dict(value=v, runs=runs, source=meta["paper"]["table"]))
+            if m in over and not pd.isna(imp):
+                runs = published_runs(meta, over[m])
+                label = f"{meta['paper']['table']} subscript"
+                derived.append(dict(key=(b, over[m], k), value=v - imp, runs=runs, source=label))
+    for row in derived:  # a printed number wins over one derived from a subscript
+        rows.setdefault(row.pop("key"), row)
+    for b, m in sorted({bmk[:2] for bmk in rows}):
+        for avg, tasks in AVERAGED.items():
+            parts = [rows.get((b, m, t)) for t in tasks]
+            if (b, m, avg) in rows or not all(parts):
+                continue
+            rows[(b, m, avg)] = dict(
+                value=sum(p["value"] for p in parts) / len(parts),
+                runs=min(p["runs"] for p in parts),
+                source=f"{parts[0]['source'].removesuffix(' subscript')} per-task mean",
+            )
+    out = pd.DataFrame(
+        [dict(backbone=b, method=m, task=k, **r) for (b, m, k), r in rows.items()],
+        columns=["backbone", "method", "task", "value", "runs", "source"],
+    )
+    out.insert(5, "runs_assumed", out["runs"] == 1)
+    return out
+
+
+def _transcribed(name: str) -> pd.DataFrame:
+    """A table's transcribed numbers as (backbone, method, key, value, improvement)."""
+    return load_published(name)[["backbone", "method", "key", "value", "improvement"]]
+
+
+def published_metrics(experiment: str) -> pd.DataFrame:
+    """:func:`published_cells` as a metrics frame (:data:`~contrastlab.tables.metrics.COLUMNS`): each
+    cell's max(k, 2) runs at the published value, seeds from :data:`FIRST_SEED`; a "Pretrained" row as
+    the pretrained experiment's one deterministic evaluation (seed NA)."""
+    rows = []
+    for b, m, t, v, k in published_cells(experiment)[
+        ["backbone", "method", "task", "value", "runs"]
+    ].itertuples(index=False):
+        if m == PRETRAINED:
+            rows.append((PRETRAINED, b, m, None, t, v))
+            continue
+        rows += [(experiment, b, m, FIRST_SEED + i, t, v) for i in range(max(int(k), 2))]
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame["seed"] = frame["seed"].astype("Int64")
+    frame["score"] = frame["score"].astype(float)
+    return frame
+
+
+def control_config(config: dict[str, Any], experiment: str) -> dict[str, Any]:
+    """``config`` with ``experiment``'s seeds set to the fake runs' and, where its table reports the best
+    point of a sweep, without the sweep (``@best`` is then the printed number)."""
+    out = copy.deepcopy(config)
+    exp = out["experiments"][experiment]
+    exp["seeds"] = list(
+        range(FIRST_SEED, FIRST_SEED + max(2, int(published_cells(experiment)["runs"].max())))
+    )
+    if any(
+        load_meta(n)["layout"].get("best_over_sweep") for n, s in TABLES.items() if s.experiment == experiment
+    ):
+        exp.pop("sweep", None)
+    return out
+
+
+@dataclass
+class ControlResult:
+    """A claim on the paper's own numbers: its result, or why it is not checkable there."""
+
+    claim: dict[str, Any]
+    result: ClaimResult | None
+    why_not: str = ""
+
+
+def checkable(claim: dict[str, Any]) -> bool:
+    """Whether the claim rests on a transcribed table (a figure-only claim has no published numbers)."""
+    return any(link in TABLES for link in claim.get("links") or [])
+
+
+def control_results(config: dict[str, Any]) -> list[ControlResult]:
+    """Every claim (:func:`~contrastlab.report.claims.all_claims`) evaluated on its paper's own numbers,
+    or the reason it cannot be."""
+    out = []
+    for claim in all_claims():
+        name = claim["experiment"]
+        if not checkable(claim):
+            out.append(ControlResult(claim, None, "links only figures: no transcribed numbers"))
+            continue
+        if name not in (config.get("experiments") or {}):
+            out.append(ControlResult(claim, None, f"experiment {name} not in the config"))
+            continue
+        result = evaluate_claim(claim, published_metrics(name), control_config(config, name))
+        why = "; ".join(
+            f"{p.backbone}: no published {', '.join(p.missing)}" for p in result.parts if p.missing
+        )
+        out.append(ControlResult(claim, result, why if result.verdict == NOT_RUN else ""))
+    return out
