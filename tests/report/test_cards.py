@@ -58,7 +58,7 @@ def test_training_settings_precision_commit_and_data_digests():
     text = card()
     assert "`infonce`" in text and '{"tau": 0.05}' in text and "Precision: `fp32`" in text
     assert "`lr`: `3e-05`" in text and "Commit: `abc123`" in text and "torch 2.14.1" in text
-    assert '"sha256": "f00d"' in text and "huggingface-cli upload" in text
+    assert '"sha256": "f00d"' in text and "hf upload <user>/<repo> <this card> README.md" in text
 
 
 def test_a_backbone_the_paper_lacks_says_so(tmp_path):

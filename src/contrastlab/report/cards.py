@@ -3,9 +3,10 @@
 The checkpoint folder is a sentence-transformers model (``models.export``, written by the trainer); its
 card needs the scores, which exist only after evaluation, so the card is a separate small output
 (``<results_dir>/cards/<experiment>/<backbone>/<method>/seed<seed>/README.md``, rule ``model_card``).
-Publishing is the user's step: the checkpoint folder plus its card is a complete model::
+Publishing is the user's step: the checkpoint folder plus its card is a complete model, uploaded
+without writing into the folder (a Snakemake output)::
 
-    cp <card> <checkpoint>/README.md && huggingface-cli upload <repo> <checkpoint>
+    hf upload <repo> <checkpoint> . && hf upload <repo> <card> README.md
 
 The card says what the cell reproduces (paper and table), the loss and its hyperparameters, the
 training settings and precision, every score our evaluation measured with the published number beside
@@ -193,11 +194,12 @@ def model_card(
         *_provenance(meta, data),
         "## Publishing",
         "",
-        "The checkpoint folder is the complete sentence-transformers model; with this card as its README:",
+        "The checkpoint folder is the complete sentence-transformers model; upload it, then this card as",
+        "its README (`hf` is huggingface_hub's command line, formerly `huggingface-cli`):",
         "",
         "```bash",
-        "cp README.md <checkpoint folder>/README.md",
-        "huggingface-cli upload <user>/<repo> <checkpoint folder>",
+        "hf upload <user>/<repo> <checkpoint folder> .",
+        "hf upload <user>/<repo> <this card> README.md",
         "```",
         "",
     ]
