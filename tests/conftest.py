@@ -52,6 +52,7 @@ def group_of(nodeid: str) -> str:
     return "e2e" if module in E2E_MODULES - OWN_REPOSITORY_MODULES else module
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest -p no:xdist runs the suite in one process
 def pytest_xdist_make_scheduler(config, log):
     """xdist's scope scheduler with :func:`group_of` as the scope: each group runs whole on one worker.
     (xdist's own ``--dist loadgroup`` cannot do it with pytest 9.2: it renames ``item._nodeid``, which
