@@ -91,9 +91,8 @@ def build_report(
             config=config,
             figures=figures,
             results_dir=results_dir,
-            sections=compare_lines
-            + (["## Hyperparameter searches", ""] if search_lines else [])
-            + [line for lines in search_lines.values() for line in lines],
+            sections=compare_lines,
+            searches=search_lines,
             metrics=metrics,
         )
     )
