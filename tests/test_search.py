@@ -308,3 +308,94 @@ def test_a_diverged_point_is_passed_over(tmp_path):
     selection = S.stage_selection(points, [tmp_path / "bad" / "model", good])
     assert selection["winner"] == points[1].name
     assert selection["points"][0]["dev"] is None and selection["points"][0]["diverged"] == "loss nan"
+
+
+def _nie_search(methods: list[str], backbones: list[str], stages: list[dict]) -> dict:
+    return _with_search(
+        cl_config.load(REPO_ROOT / "config.yaml"),
+        "nie2023",
+        {"methods": methods, "backbones": backbones, "stages": stages},
+    )
+
+
+def _write_stage(tmp_path, backbone: str, method: str, k: int, points: list[tuple[dict, float]], winner: int):
+    folder = tmp_path / "search" / "nie2023" / backbone / method
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"settings": settings, "dev": dev} for settings, dev in points]
+    selection = {
+        "winner_settings": rows[winner]["settings"],
+        "winner_dev": rows[winner]["dev"],
+        "points": rows,
+    }
+    (folder / f"stage{k}.json").write_text(json.dumps(selection))
+
+
+def _dev_metrics(values: dict[str, list[float]], backbone: str = "bert-base"):
+    """Configured cells' best STS-B dev Spearman per seed (the dev noise's pool)."""
+    import pandas as pd
+
+    rows = [
+        ("nie2023", backbone, method, seed, "best_dev_spearman", v)
+        for method, vs in values.items()
+        for seed, v in zip((42, 43, 44), vs, strict=True)
+    ]
+    frame = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
+    frame["seed"] = frame["seed"].astype("Int64")
+    return frame
+
+
+def test_published_point_within_the_winners_dev_noise_counts_as_matched(tmp_path):
+    """Dev noise: pooled seed std s of the configured cells' dev score (cl 80, 81, 82; mpt 79, 80, 81:
+    s = 1, ν = 4), half-width of a two-point difference t_{4,0.975} · s · √2 = 3.9265. The published m
+    (0.23) scored 3.9 below the winner (0.3): same within dev noise; 4.0 below: differs."""
+    from contrastlab.tables.search import SAME_NOISE, dev_noise
+
+    config = _nie_search(["mpt"], ["bert-base"], [{"grid": {"hp.m": [0.23, 0.3]}}])
+    metrics = _dev_metrics({"cl": [80.0, 81.0, 82.0], "mpt": [79.0, 80.0, 81.0]})
+    noise, df = dev_noise(metrics, "nie2023", "bert-base")
+    assert df == 4 and noise == pytest.approx(2.7764451051977987 * math.sqrt(2), rel=1e-9)
+    base = {"lr": 1e-5, "batch_size": 64}
+    for gap, verdict in ((3.9, SAME_NOISE), (4.0, DIFFERS)):
+        points = [({**base, "loss_hp": {"m": 0.23}}, 80.0 - gap), ({**base, "loss_hp": {"m": 0.3}}, 80.0)]
+        _write_stage(tmp_path, "bert-base", "mpt", 1, points, winner=1)
+        row = next(r for r in selection_rows(config, tmp_path, "nie2023", metrics) if r["setting"] == "hp.m")
+        assert row["verdict"] == verdict, gap
+        assert row["published − winner (dev)"] == f"{-gap:+.2f} (noise ± 3.93)"
+    # without a noise estimate (one seed per cell) the exact rule is all that is left
+    one_seed = _dev_metrics({"cl": [80.0, math.nan, math.nan]})
+    row = next(r for r in selection_rows(config, tmp_path, "nie2023", one_seed) if r["setting"] == "hp.m")
+    assert row["verdict"] == DIFFERS and row["published − winner (dev)"] == "-4.00"
+
+
+def test_published_values_outside_the_papers_grid_are_flagged(tmp_path):
+    """Nie Table 2 prints L_dcl τ 0.01 on BERT-large, outside A.3's {0.03, 0.05, 0.07}: the search can
+    never select it, so the row says so instead of "differs"."""
+    from contrastlab.tables.search import OFF_GRID, off_grid
+
+    config = _nie_search(
+        ["dcl"], ["bert-large"], [{"grid": {"lr": [5e-5]}}, {"grid": {"hp.tau": [0.03, 0.05, 0.07]}}]
+    )
+    stage1 = [({"lr": 5e-5, "batch_size": 64, "loss_hp": {"tau": 0.01}}, 80.0)]
+    _write_stage(tmp_path, "bert-large", "dcl", 1, stage1, winner=0)
+    stage2 = [
+        ({"lr": 5e-5, "batch_size": 64, "loss_hp": {"tau": t}}, 80.0 + i)
+        for i, t in enumerate((0.03, 0.05, 0.07))
+    ]
+    _write_stage(tmp_path, "bert-large", "dcl", 2, stage2, winner=2)
+    rows = {r["setting"]: r for r in selection_rows(config, tmp_path, "nie2023")}
+    assert rows["hp.tau"]["verdict"] == OFF_GRID and rows["hp.tau"]["published"] == "0.01 (off grid)"
+    assert rows["hp.tau"]["off_grid"] and not rows["lr"]["off_grid"] and rows["lr"]["verdict"] == SAME
+    assert off_grid([{"grid": {"hp.tau": [0.03]}}], "hp.tau", 0.2)
+    assert not off_grid([{"around": {"hp.tau": {"plus": [0.01]}}}], "hp.tau", 0.2)  # relative: no grid
+
+
+def test_mat_margin_prints_in_units_of_pi(tmp_path):
+    config = _nie_search(["mat"], ["bert-base"], [{"grid": {"hp.m": [0.15, 0.2]}}])
+    points = [
+        ({"lr": 1e-5, "batch_size": 128, "loss_hp": {"m": m}}, dev) for m, dev in ((0.15, 81.0), (0.2, 80.0))
+    ]
+    _write_stage(tmp_path, "bert-base", "mat", 1, points, winner=0)
+    (row,) = selection_rows(config, tmp_path, "nie2023")
+    assert (row["tried"], row["selected"], row["configured"], row["published"]) == (
+        "0.15π, 0.2π", "0.15π", "0.15π", "0.15π")  # fmt: skip
+    assert row["verdict"] == SAME

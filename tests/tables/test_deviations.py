@@ -32,8 +32,34 @@ def test_docs_page_is_generated_from_the_config(full):
         "docs/deviations.md is stale; regenerate it: "
         "python -m contrastlab.tables.deviations config.yaml > docs/deviations.md"
     )
-    # readable in a few minutes: six experiments of four papers, the image half's open settings declared
-    assert len(page.split()) < 1500
+    # readable in a few minutes: six experiments of four papers, the image half's open settings declared,
+    # and the two searches' readings (issue 34: about 220 words)
+    assert len(page.split()) < 1750
+
+
+def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):
+    """Nie's search: selection on STS-B dev (the caption reads as test selection), the staged reading,
+    stage 1 anchored at the published values, and Table 2's five values outside A.3's own grid."""
+    from contrastlab.tables.deviations import off_grid_values, search_rows
+
+    rows = {d["setting"]: d for d in search_rows(full, "nie2023")}
+    assert "STS-B dev" in rows["search: selection metric"]["ours"]
+    assert "test sets" in rows["search: selection metric"]["paper"]
+    assert "joint or staged not stated" in rows["search: stages"]["paper"]
+    assert rows["search: stages"]["ours"].startswith("2 stages")
+    assert "the published ones in 28 of 28 searches" in rows["search: stage 1 anchor"]["ours"]
+    assert off_grid_values(full, "nie2023") == [
+        ("au", "hp.lam", 0.2, ["roberta-base"]),
+        ("au", "hp.lam", 0.4, ["roberta-large"]),
+        ("dcl", "hp.tau", 0.01, ["bert-large"]),
+        ("dcl", "hp.tau", 0.02, ["roberta-base", "roberta-large"]),
+    ]
+    assert "these 5 can never be selected" in rows["search: published values off the grid"]["ours"]
+    # Li's staging and anchor follow A.4: only the unstated selection metric is ours
+    assert [d["setting"] for d in search_rows(full, "li2024")] == ["search: selection metric"]
+    assert off_grid_values(full, "li2024") == []
+    page = (REPO_ROOT / "docs" / "deviations.md").read_text()
+    assert "dcl tau 0.01 (bert-large)" in page and "published off grid" in page
 
 
 def test_full_config_declares_every_papers_choices_and_detects_nothing(full):

@@ -160,7 +160,9 @@ def test_report_counts_verdicts_and_opens_with_claims(tmp_path):
     # compared 4: simcse sts_avg (+0.25, within), macl sts_avg (below), macl STS12 (above) and simcse
     # STS12 (one seed, but the pool has df 2: 68.00 vs 68.40, within)
     assert "| 4 | 2 | 1 | 1 | 0 | ≈0.2 |" in row  # then above/below by chance: 4 tested × 0.05
-    claims = report[report.index("## Claims") : report.index("## Tables")]
+    # the paper's section: its claims before its tables
+    macl = report[report.index("\n## Huang et al. 2023") :]
+    claims = macl[macl.index("### Claims") : macl.index("### Tables")]
     assert "MACL beats SimCSE on STS.Avg" in claims and "not reproduced (1/2 parts run)" in claims
 
 

@@ -81,7 +81,7 @@ def build_report(
     compare_paths, compare_lines = write_comparisons(config, metrics, out_dir, comparisons)
     written += compare_paths
     # The searches' selections beside the published hyperparameters (tables.search), when they ran.
-    search_paths, search_lines = write_search_tables(config, results_dir, out_dir, search_names)
+    search_paths, search_lines = write_search_tables(config, results_dir, out_dir, search_names, metrics)
     written += search_paths
     written.append(
         write_report(
@@ -91,7 +91,8 @@ def build_report(
             config=config,
             figures=figures,
             results_dir=results_dir,
-            sections=compare_lines + search_lines,
+            sections=compare_lines,
+            searches=search_lines,
             metrics=metrics,
         )
     )

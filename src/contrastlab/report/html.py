@@ -4,6 +4,11 @@ For readers who open reports in a browser (or mail them): the same content as ``
 Python-Markdown (with its ``tables`` extension), every figure the report shows inlined as a base64
 ``data:`` URI so the file needs nothing beside it; links to tables and CSVs stay relative (they work
 when the page sits in the results folder). A short style sheet keeps wide tables readable.
+
+**Verdicts at a glance** (:func:`badge_verdicts`): every claim verdict (a table's ``verdict`` column, and
+a paper's tally line ``Tally: reproduced 2 · …``) and every seed-noise marker of a table cell (≈ ▲ ▼ ?
+after a Δ) gets a coloured badge, ``<span class="badge v-<kind>">``. The words and markers stay inside
+the badge, so the page reads the same without colour (printed, or to a screen reader).
 """
 
 from __future__ import annotations
@@ -15,9 +20,44 @@ from pathlib import Path
 
 from contrastlab.paths import atomic_write
 
-__all__ = ["render_html", "write_html_report"]
+__all__ = ["badge", "badge_verdicts", "render_html", "write_html_report"]
 
 _IMG = re.compile(r'<img alt="(?P<alt>[^"]*)" src="(?P<src>[^"]+\.png)"\s*/?>')
+
+#: Badge colours (background, text) per verdict kind: green reproduced / within noise / matched, red not
+#: reproduced / below / differs, blue above, amber undecided, grey not run or nothing to compare. Every
+#: pair has a contrast ratio above 4.5 (WCAG AA), and the word or marker stays inside the badge.
+BADGE_COLOURS = {
+    "reproduced": ("#c8e6c9", "#1b5e20"),
+    "not-reproduced": ("#ffcdd2", "#b71c1c"),
+    "undecided": ("#ffe0b2", "#8a4b00"),
+    "not-run": ("#e0e0e0", "#424242"),
+    "within": ("#c8e6c9", "#1b5e20"),
+    "above": ("#bbdefb", "#0d47a1"),
+    "below": ("#ffcdd2", "#b71c1c"),
+    "same": ("#c8e6c9", "#1b5e20"),
+    "differs": ("#ffcdd2", "#b71c1c"),
+    "off-grid": ("#e1bee7", "#4a148c"),
+}
+#: Verdict words (claims, searches) -> badge kind; longest first so "not reproduced" wins over "reproduced".
+VERDICT_WORDS = {
+    "not reproduced": "not-reproduced",
+    "reproduced": "reproduced",
+    "undecided": "undecided",
+    "not run": "not-run",
+    "same within dev noise": "same",
+    "same as published": "same",
+    "published off grid": "off-grid",
+    "differs": "differs",
+    "not in paper": "not-run",
+}
+#: A table cell's seed-noise marker (tables.verdicts.MARKERS) -> (badge kind, the verdict's word).
+CELL_MARKERS = {
+    "≈": ("within", "within noise"),
+    "▲": ("above", "above"),
+    "▼": ("below", "below"),
+    "?": ("undecided", "undecided"),
+}
 
 _CSS = """
 body { font-family: system-ui, sans-serif; max-width: 75rem; margin: 2rem auto; padding: 0 1rem;
@@ -28,7 +68,58 @@ th { background: #f3f3f3; }
 tr:nth-child(even) td { background: #fafafa; }
 img { max-width: 100%; height: auto; display: block; margin: 0.5rem 0; }
 code { background: #f3f3f3; padding: 0 0.2rem; }
-"""
+.badge { border-radius: 0.3rem; padding: 0 0.3rem; font-weight: 600; white-space: nowrap; }
+""" + "".join(
+    f".badge.v-{kind} {{ background: {bg}; color: {fg}; }}\n" for kind, (bg, fg) in BADGE_COLOURS.items()
+)
+
+_WORDS = re.compile("|".join(re.escape(w) for w in VERDICT_WORDS))
+_TALLY = re.compile(r"<p>Tally: .*?</p>", re.S)
+_TALLY_ITEM = re.compile(rf"({'|'.join(re.escape(w) for w in VERDICT_WORDS)}) (\d+)")
+_TABLE = re.compile(r"<table>.*?</table>", re.S)
+_ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
+_CELL = re.compile(r"<(t[dh])([^>]*)>(.*?)</t[dh]>", re.S)
+#: A number followed by a marker (the Δ row: "+1.20 ▲", "-0.31 ≈†"), not the "± ?" of a claim's numbers.
+_MARKER = re.compile(r"(?<=\d) ([≈▲▼?])")
+
+
+def badge(kind: str, text: str, title: str | None = None) -> str:
+    """``text`` in a badge of ``kind`` (a key of :data:`BADGE_COLOURS`)."""
+    extra = f' title="{html.escape(title)}"' if title else ""
+    return f'<span class="badge v-{kind}"{extra}>{text}</span>'
+
+
+def _badge_cell(text: str, is_verdict: bool) -> str:
+    if is_verdict:
+        match = _WORDS.match(text)
+        return badge(VERDICT_WORDS[match[0]], match[0]) + text[match.end() :] if match else text
+    return _MARKER.sub(lambda m: " " + badge(CELL_MARKERS[m[1]][0], m[1], CELL_MARKERS[m[1]][1]), text)
+
+
+def _badge_table(table: str) -> str:
+    column: list[int] = []  # the verdict column's index, once the header row is read
+
+    def row(match: re.Match) -> str:
+        cells = _CELL.findall(match[1])
+        if cells and cells[0][0] == "th":
+            column[:] = [i for i, (_, _, text) in enumerate(cells) if text.strip() == "verdict"]
+            return match[0]
+        inner = "\n".join(
+            f"<{tag}{attrs}>{_badge_cell(text, i in column)}</{tag}>"
+            for i, (tag, attrs, text) in enumerate(cells)
+        )
+        return f"<tr>\n{inner}\n</tr>"
+
+    return _ROW.sub(row, table)
+
+
+def badge_verdicts(body: str) -> str:
+    """``body`` (HTML) with a coloured badge on every verdict: the words of each table's ``verdict``
+    column, the ≈ ▲ ▼ ? markers after a number in any table cell, and the counts of a ``Tally:`` line."""
+    body = _TABLE.sub(lambda m: _badge_table(m[0]), body)
+    return _TALLY.sub(
+        lambda m: _TALLY_ITEM.sub(lambda i: badge(VERDICT_WORDS[i[1]], f"{i[1]} {i[2]}"), m[0]), body
+    )
 
 
 def render_html(markdown_text: str, base_dir: str | Path, *, title: str = "contrastlab report") -> str:
@@ -49,7 +140,7 @@ def render_html(markdown_text: str, base_dir: str | Path, *, title: str = "contr
         data = base64.b64encode(path.read_bytes()).decode("ascii")
         return f'<img alt="{match["alt"]}" src="data:image/png;base64,{data}">'
 
-    body = _IMG.sub(embed, body)
+    body = badge_verdicts(_IMG.sub(embed, body))
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n"

@@ -1,9 +1,14 @@
-"""The summary page listing every table with how much of it has run and how far ours is from the paper."""
+"""report.md: one section per paper, in the papers' order (Nie 2023, Li 2024, MACL, OAR), each with its
+claims and their tally, its tables (a summary row of how much has run and how far ours is from the paper,
+then the grid itself), its figures in the paper's own numbering and its deviations; then the user's
+losses, the precision of every cell and the cost. report.html (:mod:`.html`) is the same page with a
+coloured badge on every verdict."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from contrastlab.tables.assemble import (
@@ -18,14 +23,19 @@ from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.render import fmt_score
 from contrastlab.tables.verdicts import LEVEL, chance_expected, noise_note, verdict_counts
 
-#: Verdict counts in the summary table (tables.verdicts): compared cells and each verdict.
-VERDICT_KEYS = ("compared", "within noise", "above", "below", "undecided")
+#: Verdict counts in the summary table: the run cells with a seed-noise verdict (tables.verdicts; a toy
+#: backbone's against its stand-in's published number) and each verdict. Not called "compared": the note's
+#: "Δ cells" are the run cells with a published number for their own backbone, a different count.
+VERDICT_KEYS = ("verdicts", "within noise", "above", "below", "undecided")
 #: Summary column: the above + below verdicts expected by chance (tables.verdicts.chance_expected).
 CHANCE_KEY = "above/below by chance"
 
 
 def summarize(table: Table) -> dict[str, str]:
-    """Counts and mean/max |Δ| of one table, as display strings."""
+    """Counts and mean/max |Δ| of one table, as display strings. Each word has one meaning: "Δ cells"
+    (the note) are run cells with a published number for their own backbone, over which mean/max abs Δ
+    are taken; "verdicts" are run cells with a seed-noise verdict, which includes a toy backbone judged
+    against the number of the paper backbone it stands in for (it has a verdict but no Δ)."""
     c = table.cells
     counts = c["status"].value_counts()
     if table.spec.kind == "hparams":
@@ -41,12 +51,21 @@ def summarize(table: Table) -> dict[str, str]:
             CHANCE_KEY: "–",
             "note": f"config vs paper: {counts.get('match', 0)} match, {counts.get('differs', 0)} differ",
         }
-    verdicts = {k: str(v) for k, v in verdict_counts(c).items()} or dict.fromkeys(VERDICT_KEYS, "–")
+    counts_by_verdict = verdict_counts(c)
+    if counts_by_verdict:
+        counts_by_verdict["verdicts"] = counts_by_verdict.pop("compared")
+        verdicts = {k: str(counts_by_verdict[k]) for k in VERDICT_KEYS}
+    else:
+        verdicts = dict.fromkeys(VERDICT_KEYS, "–")
     tested, expected = chance_expected(c)
     verdicts[CHANCE_KEY] = f"≈{expected:.1f}" if tested else "–"
     diffs = c["diff"].abs().dropna()
     run = c["status"].isin(["ok", STATUS_PARTIAL])
     toy = int((~c["in_paper"] & run).sum())
+    stand_in = 0
+    if "compared_with" in c:  # toy cells judged against the number of the backbone they stand in for
+        judged = c["verdict"].isin(VERDICT_KEYS[1:])
+        stand_in = int((c["compared_with"].astype(str).str.endswith("(stand-in)") & judged).sum())
     failed = int(counts.get(STATUS_FAILED, 0))
     return {
         "cells": str(len(c)),
@@ -57,8 +76,9 @@ def summarize(table: Table) -> dict[str, str]:
         "mean abs Δ": fmt_score(diffs.mean()) if len(diffs) else "–",
         "max abs Δ": fmt_score(diffs.max()) if len(diffs) else "–",
         **verdicts,
-        "note": f"{len(diffs)} cells compared with the paper"
+        "note": f"Δ cells: {len(diffs)} (run, with a published number for their own backbone)"
         + (f"; {toy} cells on backbones not in the paper" if toy else "")
+        + (f", {stand_in} of them with a verdict against a stand-in backbone's number" if stand_in else "")
         + (f"; {failed} cells failed (see failed.json beside their metrics)" if failed else ""),
     }
 
@@ -133,6 +153,44 @@ def projected_cost(config: dict) -> tuple[dict | None, str]:
     return plan.projected_hours(jobs), note
 
 
+#: Figure captions start with their place in the paper ("Nie Fig. 3b:", "OAR Table 2 (synthetic)").
+_FIGURE_PLACE = re.compile(r"\b(Fig|Table)\. ?(\d+)([a-z]?)|\b(Table) (\d+)([a-z]?)")
+
+
+def paper_of(name: str) -> str | None:
+    """The paper (a key of :data:`contrastlab.report.claims.PAPERS`) an experiment, table or figure name
+    belongs to (``nie2023_fig3`` and ``nie2023/align_uniform`` -> ``nie2023``, ``oar_synthetic/table2``
+    -> ``oar``); None for anything else (the user's own losses)."""
+    from contrastlab.report.claims import PAPERS
+
+    return next((paper for paper in PAPERS if name.startswith(paper)), None)
+
+
+def figure_order(figure: dict) -> tuple:
+    """Sort key putting a paper's figures in its own numbering (Fig. 1a, 1b-d, 2a, ..., then tables),
+    from the caption's opening words; figures without a number keep their catalogue order, last.
+
+    >>> sorted(["Nie Fig. 3b: x", "OAR Table 2 (synthetic): y", "Nie Fig. 1a: z", "no number"],
+    ...        key=lambda c: figure_order({"caption": c}))
+    ['Nie Fig. 1a: z', 'Nie Fig. 3b: x', 'OAR Table 2 (synthetic): y', 'no number']
+    """
+    match = _FIGURE_PLACE.search(figure["caption"].split(":")[0])
+    if match is None:
+        return (2, 0, "")
+    kind, number, letter = (match[1], match[2], match[3]) if match[1] else (match[4], match[5], match[6])
+    return (0 if kind == "Fig" else 1, int(number), letter)
+
+
+def table_block(markdown_page: str) -> list[str]:
+    """The first Markdown table of a rendered table page (its grid, without title, source and legend)."""
+    lines = markdown_page.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("|")), None)
+    if start is None:
+        return []
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return lines[start:end]
+
+
 def write_report(
     built: list[tuple[Table, dict[str, Path]]],
     report_path: Path,
@@ -142,15 +200,21 @@ def write_report(
     figures: list[dict] | None = None,
     results_dir: str | os.PathLike | None = None,
     sections: list[str] | None = None,
+    searches: dict[str, list[str]] | None = None,
     metrics=None,
 ) -> Path:
-    """Write the Markdown summary of ``built`` (table, {ext: path}) to ``report_path``; with
-    ``config``, also each paper's deviations from the authors' setups and the precision of every cell;
-    with ``figures`` (:func:`contrastlab.figures.catalog.figures`), each figure inline (``figures/<name>.png``
-    beside the report) under its caption, with links to its PDF and CSV; with ``results_dir``, what its
-    jobs cost (:func:`contrastlab.cost.measured.cost_lines`); ``sections``: Markdown lines put after the
-    table list (the comparison tables of the user's losses). With ``config``, the report opens with the
-    papers' claims and their verdicts on ``metrics`` (collected from ``metrics_root`` when not given)."""
+    """Write the Markdown report of ``built`` (table, {ext: path}) to ``report_path``, one section per
+    paper in the papers' order (Nie 2023, Li 2024, MACL, OAR), each with its claims and their tally
+    (with ``config``), its tables (the summary row, the grid inline with its verdict markers, and its
+    experiments' ``searches``: experiment -> the search table's lines), its figures in the paper's own
+    numbering (``figures``: :func:`contrastlab.figures.catalog.figures`, each inline from
+    ``figures/<name>.png`` beside the report) and its deviations from the authors' setups (with
+    ``config``). Then ``sections`` (Markdown lines: the comparison tables of the user's losses), the
+    figures of no paper, the precision of every cell (with ``config``) and, with ``results_dir``, what
+    the jobs cost (:func:`contrastlab.cost.measured.cost_lines`). Claims are evaluated on ``metrics``
+    (collected from ``metrics_root`` when not given)."""
+    from contrastlab.report.claims import PAPERS, load_claims
+
     report_path.parent.mkdir(parents=True, exist_ok=True)
     base = report_path.parent
     if metrics is None and config is not None:
@@ -161,66 +225,56 @@ def write_report(
     def link(path: Path, text: str) -> str:
         return f"[{text}]({Path(os.path.relpath(path, base)).as_posix()})"
 
-    rows, noise_lines = [], []
-    for table, paths in built:
-        if "verdict" in table.cells:
-            noise_lines.append(f"- {table.spec.title}: {noise_note(table.cells)}")
-        s = summarize(table)
-        files = " · ".join(link(paths[ext], ext) for ext in ("csv", "tex"))
-        rows.append({"table": link(paths["md"], table.spec.title), **s, "files": files})
-    lines = ["# Paper tables: published numbers beside ours", ""]
+    lines = [
+        "# Paper tables: published numbers beside ours",
+        "",
+        "One section per paper, in the papers' order: its claims with their verdicts (a tally above "
+        "them), its tables, its figures in the paper's numbering, and where this run deviates from the "
+        "authors' setups. Then your own losses, the precision of every cell and the cost.",
+        "",
+    ]
+    per_paper: dict[str | None, list[str]] = {}
     if config is not None and metrics is not None:
         pages = {t.spec.name: p["md"] for t, p in built}
         pages.update({f["name"]: base / "figures" / f"{f['name']}.png" for f in figures or []})
-        lines += claims_lines(config, metrics, base, pages)
-    lines += [
-        "## Tables",
-        "",
-        f"Generated by `contrastlab.tables` from the metrics files under `{metrics_root}` and the config; "
-        "every number below is computed, none typed by hand. Each table puts the paper's number, our mean "
-        "± std over seeds and the difference (ours − paper) side by side; cells without a run say "
-        "“not run” (or “not configured” outside the config's grid), numbers the paper does not give say "
-        "“n/a”. Run = cells with at least one seed; partial = fewer seeds than configured; mean/max abs Δ "
-        "over the run cells that have a published number. Hyperparameter tables compare the config with "
-        "the paper. Compared = run cells with a published number; within noise / above / below / undecided "
-        "are their seed-noise verdicts (`contrastlab.tables.verdicts`: our mean against the published "
-        "number, with an interval from the pooled seed noise). The intervals are per cell, so a faithful "
-        "reproduction still shows some above / below: above/below by chance is how many, the trained "
-        f"cells tested against seed noise × {1 - LEVEL:g} (each table's legend gives its ▲ / ▼ beside it).",
+        intro, per_paper = claims_sections(config, metrics, base, pages)
+        lines += intro
+    # The tables' reading guide closes the first section (under the claims' when there are claims).
+    lines += ([] if per_paper else ["## How to read the tables", ""]) + [
+        "**Tables.** " + TABLES_TEXT.format(metrics_root=metrics_root),
         "",
     ]
-    if rows:
-        lines += markdown_table(rows, numeric_after_first=True)
-    else:
-        lines.append("No tables: the config has no experiment with a paper table.")
-    lines.append("")
+    titles = {p: load_claims(p)["paper"] for p in PAPERS}
+    figures = sorted(figures or [], key=figure_order)
+    experiments = (config or {}).get("experiments") or {}
+    searches = dict(searches or {})
+    for paper in PAPERS:
+        tables = [(t, p) for t, p in built if paper_of(t.spec.experiment) == paper]
+        paper_figures = [f for f in figures if paper_of(f["name"]) == paper]
+        paper_searches = [e for e in searches if paper_of(e) == paper]
+        paper_experiments = [e for e in experiments if paper_of(e) == paper]
+        claims = per_paper.get(paper, [])
+        if not (claims or tables or paper_figures or paper_searches or paper_experiments):
+            continue
+        lines += [f"## {titles[paper]}", "", *claims]
+        if tables or paper_searches:
+            lines += ["### Tables", ""] + _tables_lines(tables, link)
+            for experiment in paper_searches:
+                lines += searches.pop(experiment)
+        if paper_figures:
+            lines += ["### Figures", ""] + _figure_lines(paper_figures, base, link)
+        if config is not None and paper_experiments:
+            lines += _deviation_lines(config, paper_experiments)
     lines += sections or []  # e.g. the comparison tables of the user's losses
-    if noise_lines:
-        lines += ["Which seed-noise estimate each table uses:", ""] + noise_lines + [""]
-    if figures:
-        lines += ["## Figures", ""]
-        for fig in figures:
-            stem = base / "figures" / fig["name"]
-            files = " · ".join(link(stem.with_name(f"{stem.name}.{ext}"), ext) for ext in ("pdf", "csv"))
-            lines += [
-                f"### {fig['name']}",
-                "",
-                f"![{fig['name']}]({Path(os.path.relpath(stem, base)).as_posix()}.png)",
-                "",
-                f"{fig['caption']} ({files})",
-                "",
-            ]
+    for rest in searches.values():  # searches of experiments of no paper
+        lines += rest
+    other = [f for f in figures if paper_of(f["name"]) is None]
+    if other:
+        lines += ["## Other figures", ""] + _figure_lines(other, base, link)
+    orphans = [(t, p) for t, p in built if paper_of(t.spec.experiment) is None]
+    if orphans:
+        lines += ["## Other tables", ""] + _tables_lines(orphans, link)
     if config is not None:
-        lines += [
-            "## Deviations from the authors' setups",
-            "",
-            "Settings in which this config's cells deliberately differ from the paper (and, where the "
-            "paper is silent, from the authors' released scripts); everything else follows them "
-            "(`docs/deviations.md` for the full reproduction).",
-            "",
-        ]
-        for name, exp in (config.get("experiments") or {}).items():
-            lines += [f"### {exp.get('title') or name}", ""] + markdown_lines(deviations(config, name)) + [""]
         lines += [
             "## Precision of every cell",
             "",
@@ -239,11 +293,98 @@ def write_report(
     return report_path
 
 
-def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> list[str]:
-    """The "Claims" section: one row per paper claim (:mod:`contrastlab.report.claims`) with its verdict,
-    the numbers behind it and links to its tables or figures (``pages``: name -> the rendered table's
-    Markdown or the figure's PNG; others are named without a link); then how to add seeds to the
-    undecided ones only."""
+#: The reading guide of the tables' summary rows and grids (before the papers' sections).
+TABLES_TEXT = (
+    "Generated by `contrastlab.tables` from the metrics files under `{metrics_root}` and the config; "
+    "every number below is computed, none typed by hand. Each table puts the paper's number, our mean "
+    "± std over seeds and the difference Δ (ours − paper) side by side; cells without a run say "
+    "“not run” (or “not configured” outside the config's grid), numbers the paper does not give say "
+    "“n/a”. In each paper's summary row: run = cells with at least one seed; partial = fewer seeds than "
+    "configured; Δ cells = run cells with a published number for their own backbone, and mean/max abs Δ "
+    "are over them. Verdicts = run cells with a seed-noise verdict (`contrastlab.tables.verdicts`: our "
+    "mean against the published number, with an interval from the pooled seed noise; a toy backbone is "
+    "judged against the number of the paper backbone it stands in for, so it has a verdict but no Δ "
+    "cell); within noise / above / below / undecided count them. Hyperparameter tables compare the "
+    "config with the paper. The intervals are per cell, so a faithful reproduction still shows some "
+    "above / below: above/below by chance is how many, the trained cells tested against seed noise × "
+    f"{1 - LEVEL:g} (≈ within noise, ▲ above, ▼ below, ? undecided after each Δ in the grids)."
+)
+
+
+def _tables_lines(tables: list[tuple[Table, dict[str, Path]]], link) -> list[str]:
+    """A paper's tables: their summary rows, which seed-noise estimate each uses, then each grid inline."""
+    if not tables:
+        return []
+    rows, noise, grids = [], [], []
+    for table, paths in tables:
+        files = " · ".join(link(paths[ext], ext) for ext in ("csv", "tex"))
+        rows.append({"table": link(paths["md"], table.spec.title), **summarize(table), "files": files})
+        if "verdict" in table.cells:
+            noise.append(f"- {table.spec.title}: {noise_note(table.cells)}")
+        grid = table_block(paths["md"].read_text(encoding="utf-8")) if paths["md"].exists() else []
+        if grid:
+            grids += [f"#### {table.spec.title}", "", *grid, ""]
+    lines = markdown_table(rows, numeric_after_first=True) + [""]
+    if noise:
+        lines += ["Which seed-noise estimate each table uses:", "", *noise, ""]
+    return lines + grids
+
+
+def _figure_lines(figures: list[dict], base: Path, link) -> list[str]:
+    lines = []
+    for fig in figures:
+        stem = base / "figures" / fig["name"]
+        files = " · ".join(link(stem.with_name(f"{stem.name}.{ext}"), ext) for ext in ("pdf", "csv"))
+        lines += [
+            f"#### {fig['name']}",
+            "",
+            f"![{fig['name']}]({Path(os.path.relpath(stem, base)).as_posix()}.png)",
+            "",
+            f"{fig['caption']} ({files})",
+            "",
+        ]
+    return lines
+
+
+def _deviation_lines(config: dict, experiments: list[str]) -> list[str]:
+    lines = [
+        "### Deviations from the authors' setups",
+        "",
+        "Settings in which this config's cells deliberately differ from the paper (and, where the "
+        "paper is silent, from the authors' released scripts); everything else follows them "
+        "(`docs/deviations.md` for the full reproduction).",
+        "",
+    ]
+    for name in experiments:
+        exp = config["experiments"][name]
+        lines += [f"#### {exp.get('title') or name}", ""] + markdown_lines(deviations(config, name)) + [""]
+    return lines
+
+
+def verdict_tally(results) -> dict[str, int]:
+    """How many claims of ``results`` have each verdict, in a fixed order (reproduced, not reproduced,
+    undecided, not run), zeros included."""
+    from contrastlab.report.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED
+
+    kinds = (REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_RUN)
+    return {kind: sum(r.verdict == kind for r in results) for kind in kinds}
+
+
+def tally_line(results) -> str:
+    """``Tally: reproduced 1 · not reproduced 0 · undecided 2 · not run 5 (of 8 claims).`` (report.html
+    turns each count into a coloured badge)."""
+    counts = verdict_tally(results)
+    return "Tally: " + " · ".join(f"{k} {n}" for k, n in counts.items()) + f" (of {len(results)} claims)."
+
+
+def claims_sections(
+    config: dict, metrics, base: Path, pages: dict[str, Path]
+) -> tuple[list[str], dict[str, list[str]]]:
+    """The claims (:mod:`contrastlab.report.claims`): the "Claims" section that says how they are read
+    (with the tally over all papers and how to add seeds to the undecided ones only), and per paper its
+    "Claims" subsection: the tally, then one row per claim with its verdict, the numbers behind it and
+    links to its tables or figures (``pages``: name -> the rendered table's Markdown or the figure's
+    PNG; others are named without a link)."""
     from contrastlab.report.claims import (
         PAPERS,
         add_seeds_commands,
@@ -256,30 +397,7 @@ def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> l
 
     results = evaluate_claims(metrics, config)
     toy = {e: m for e, m in ((config.get("tables") or {}).get("verdict_stand_ins") or {}).items() if m}
-    lines = [
-        "## Claims",
-        "",
-        "Each paper's headline claims (`src/contrastlab/report/claims/<paper>.yaml`, quoted from the paper) "
-        "checked on our metrics: reproduced / not reproduced when the difference clears the seed-noise "
-        "interval (level 0.95), undecided when it does not (with the seeds per cell that would decide it "
-        "at the measured noise), not run when its cells have no metrics. A “comparable or better” claim is "
-        "a non-inferiority test at the margin its claim file states and reasons (printed with its "
-        "numbers): reproduced only when the interval's lower bound is above −margin, not reproduced when "
-        "its upper bound is below −margin, else undecided. A claim of several parts (losses × "
-        "backbones) is reproduced only when every part is; it is not reproduced only when a part stays "
-        "below its interval after Holm's correction over the claim's parts (one-sided level 0.025 for "
-        "the whole claim, not per part: uncorrected, 12 parts with no true gap would read “not "
-        "reproduced” about one time in four); a part below its own interval but not after the correction "
-        "is undecided. A claim that counts (“12 of the 24 accuracies”) needs that many parts reproduced, "
-        "and is not reproduced when fewer are left uncontradicted. Numbers: each run part's contrast ± "
-        "the interval's half-width.",
-        "",
-        "Control: every claim that rests on a paper table is also evaluated on the paper's own "
-        "transcribed numbers, as if they were ours (`contrastlab.report.control`, "
-        "`tests/report/test_claims_control.py`): each reads reproduced there, except the claims whose "
-        "sentence the paper's own tables do not support, which say so beside their verdict.",
-        "",
-    ]
+    lines = ["## Claims and tables: how to read them", "", CLAIMS_TEXT, "", CONTROL_TEXT, ""]
     untested = [
         f"{load_claims(p)['paper']}: {load_claims(p)['not_regenerated']}"
         for p in PAPERS
@@ -299,32 +417,7 @@ def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> l
             "exercise the code and say nothing about the papers.",
             "",
         ]
-
-    def links(claim) -> str:
-        out = []
-        for name in claim.get("links") or []:
-            if name in pages:
-                out.append(f"[{name}]({Path(os.path.relpath(pages[name], base)).as_posix()})")
-            else:  # a table or figure this run does not render
-                out.append(name)
-        return " · ".join(out)
-
-    rows = [
-        {
-            "paper": r.claim["paper"],
-            "claim": r.claim["claim"],
-            "verdict": verdict_text(r),
-            "numbers": numbers_text(r),
-            "where": r.claim["where"],
-            "see": links(r.claim),
-        }
-        for r in results
-    ]
-    lines += markdown_table(rows) + [""]
-    counts = {}
-    for r in results:
-        counts[r.verdict] = counts.get(r.verdict, 0) + 1
-    lines += [", ".join(f"{v}: {n}" for v, n in counts.items()) + f" (of {len(results)} claims).", ""]
+    lines += ["All papers: " + tally_line(results).removeprefix("Tally: "), ""]
     commands = add_seeds_commands(seed_plan(results, config), configfile="$CONFIG")
     if commands:
         lines += [
@@ -335,4 +428,54 @@ def claims_lines(config: dict, metrics, base: Path, pages: dict[str, Path]) -> l
             *(f"    {command}" for command in commands),  # an indented code block (plain Markdown)
             "",
         ]
-    return lines
+
+    def links(claim) -> str:
+        out = []
+        for name in claim.get("links") or []:
+            if name in pages:
+                out.append(f"[{name}]({Path(os.path.relpath(pages[name], base)).as_posix()})")
+            else:  # a table or figure this run does not render
+                out.append(name)
+        return " · ".join(out)
+
+    per_paper: dict[str, list[str]] = {}
+    for paper in PAPERS:
+        own = [r for r in results if r.claim["paper"] == paper]
+        if not own:
+            continue
+        rows = [
+            {
+                "claim": r.claim["claim"],
+                "verdict": verdict_text(r),
+                "numbers": numbers_text(r),
+                "where": r.claim["where"],
+                "see": links(r.claim),
+            }
+            for r in own
+        ]
+        per_paper[paper] = ["### Claims", "", tally_line(own), "", *markdown_table(rows), ""]
+    return lines, per_paper
+
+
+CLAIMS_TEXT = (
+    "Each paper's headline claims (`src/contrastlab/report/claims/<paper>.yaml`, quoted from the paper) "
+    "checked on our metrics, listed in each paper's section below: reproduced / not reproduced when the "
+    "difference clears the seed-noise interval (level 0.95), undecided when it does not (with the seeds "
+    "per cell that would decide it at the measured noise), not run when its cells have no metrics. A "
+    "“comparable or better” claim is a non-inferiority test at the margin its claim file states and "
+    "reasons (printed with its numbers): reproduced only when the interval's lower bound is above "
+    "−margin, not reproduced when its upper bound is below −margin, else undecided. A claim of several "
+    "parts (losses × backbones) is reproduced only when every part is; it is not reproduced only when a "
+    "part stays below its interval after Holm's correction over the claim's parts (one-sided level "
+    "0.025 for the whole claim, not per part: uncorrected, 12 parts with no true gap would read “not "
+    "reproduced” about one time in four); a part below its own interval but not after the correction "
+    "is undecided. A claim that counts (“12 of the 24 accuracies”) needs that many parts reproduced, "
+    "and is not reproduced when fewer are left uncontradicted. Numbers: each run part's contrast ± "
+    "the interval's half-width. Each paper's tally counts its claims per verdict."
+)
+CONTROL_TEXT = (
+    "Control: every claim that rests on a paper table is also evaluated on the paper's own "
+    "transcribed numbers, as if they were ours (`contrastlab.report.control`, "
+    "`tests/report/test_claims_control.py`): each reads reproduced there, except the claims whose "
+    "sentence the paper's own tables do not support, which say so beside their verdict."
+)

@@ -8,7 +8,11 @@ Two sources, one list per experiment:
 - deviations that follow from the config the run actually used, detected here: a
   ``precision_override``, an evaluation ``mode`` other than ``test``, shortened training
   (``max_steps``/``max_sentences``), fewer seeds than the paper's three-run averages, backbones the
-  paper does not have.
+  paper does not have;
+- the experiment's hyperparameter search (:func:`search_rows`), when it has one: the selection metric,
+  the staged reading and stage 1's anchor (what the paper says comes from its hyperparameter table's
+  sidecar, ``published/<table>.yaml``'s ``search``; what we do from the config), and the published
+  values that lie outside the paper's own grid.
 
 Each table's Markdown and ``report.md`` list them ("none" when empty); ``docs/deviations.md`` is
 :func:`render_page` of ``config.yaml`` (a test keeps the two equal)::
@@ -136,6 +140,114 @@ def _detected_vision(config: Mapping[str, Any], experiment: str) -> list[dict[st
     return out + _extra_backbones(config, experiment, "small encoders of a preset")
 
 
+def _search_reading(experiment: str) -> dict[str, Any]:
+    """The ``search`` block of the experiment's hyperparameter table sidecar (what the paper says)."""
+    from contrastlab.tables.published import load_meta
+
+    for name, spec in _tables().items():
+        if spec.experiment == experiment and spec.kind == "hparams" and load_meta(name).get("search"):
+            return load_meta(name)["search"]
+    return {}
+
+
+def off_grid_values(config: Mapping[str, Any], experiment: str) -> list[tuple[str, str, float, list[str]]]:
+    """(method, setting, published value, backbones) of every published hyperparameter outside the grid
+    the search runs for it (the paper's own, e.g. Nie Table 2's L_dcl τ 0.01 against A.3's
+    {0.03, 0.05, 0.07}); such a value can never be selected."""
+    from contrastlab import search as cl_search
+    from contrastlab.tables.search import off_grid, published_hparams
+
+    spec = cl_search.search_spec(config, experiment)
+    if spec is None:
+        return []
+    found: dict[tuple[str, str, float], list[str]] = {}
+    for method in spec["methods"]:
+        for backbone in cl_search.searched_methods(config, experiment).get(method, []):
+            for axis, value in published_hparams(experiment, backbone, method).items():
+                if off_grid(spec["stages"][method], axis, value):
+                    found.setdefault((method, axis, value), []).append(backbone)
+    return [(m, a, v, b) for (m, a, v), b in found.items()]
+
+
+def _grid_text(stages, axis: str) -> str:
+    return ", ".join(f"{x:g}" for st in stages for x in (st.get("grid") or {}).get(axis, []))
+
+
+def search_rows(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
+    """The search's deviations (see the module docstring); none without a ``search`` section."""
+    from contrastlab import search as cl_search
+    from contrastlab.tables.search import published_hparams
+
+    spec = cl_search.search_spec(config, experiment)
+    if spec is None:
+        return []
+    reading = _search_reading(experiment)
+    depth = max(len(st) for st in spec["stages"].values())
+    axes = [
+        ", ".join(
+            dict.fromkeys(
+                a
+                for stages in spec["stages"].values()
+                if len(stages) > k
+                for a in (*(stages[k].get("grid") or {}), *(stages[k].get("around") or {}))
+            )
+        )
+        for k in range(depth)
+    ]
+    ours = {
+        "selection": f"STS-B dev Spearman, one seed ({spec['seed']}) per point; test scores for the "
+        "winner only",
+        "staging": f"{depth} stages: "
+        + "; ".join(
+            f"stage {k} {a}" + (f" at stage {k - 1}'s winner" if k > 1 else "")
+            for k, a in enumerate(axes, start=1)
+        ),
+    }
+    pairs = [
+        (b, m) for m in spec["methods"] for b in cl_search.searched_methods(config, experiment).get(m, [])
+    ]
+    first = {m: set(spec["stages"][m][0].get("grid") or {}) for m in spec["methods"]}
+    anchored = 0
+    for backbone, method in pairs:
+        configured = cl_search.point_settings(
+            config, cl_search.SearchPoint(experiment, backbone, method, 1, 0, {})
+        )
+        published = published_hparams(experiment, backbone, method)
+        rest = {a: v for a, v in published.items() if a not in first[method]}
+        anchored += all(cl_search.setting_value(configured, a) == v for a, v in rest.items())
+    ours["anchor"] = (
+        f"stage 1 at the configured values: the published ones in {anchored} of {len(pairs)} searches"
+    )
+    labels = {
+        "selection": "search: selection metric",
+        "staging": "search: stages",
+        "anchor": "search: stage 1 anchor",
+    }
+    rows = [
+        {"setting": labels[key], "paper": str(r["paper"]), "ours": ours[key], "why": str(r["why"])}
+        for key, r in reading.items()
+        if key in labels
+    ]
+    outside = off_grid_values(config, experiment)
+    if outside:
+        listed = "; ".join(f"{m} {a.removeprefix('hp.')} {v:g} ({', '.join(b)})" for m, a, v, b in outside)
+        grids = "; ".join(
+            dict.fromkeys(
+                f"{m} {a.removeprefix('hp.')} {{{_grid_text(spec['stages'][m], a)}}}" for m, a, *_ in outside
+            )
+        )
+        count = sum(len(b) for *_, b in outside)
+        rows.append(
+            {
+                "setting": "search: published values off the grid",
+                "paper": f"prints {listed}; grid {grids}",
+                "ours": f"the grid: these {count} can never be selected (“published off grid”)",
+                "why": "the paper disagrees with itself",
+            }
+        )
+    return rows
+
+
 def deviations(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
     """The config's declared deviations of ``experiment`` followed by the detected ones."""
     exp = (config.get("experiments") or {}).get(experiment)
@@ -152,11 +264,11 @@ def deviations(config: Mapping[str, Any], experiment: str) -> list[dict[str, str
     if not any(spec.experiment == experiment for spec in TABLES.values()):
         # A figure-only experiment (a sweep for Li Fig. 6, Nie Fig. 3): no published numbers beside
         # its cells, so fewer seeds or "backbones without numbers" are not deviations.
-        return declared
+        return declared + search_rows(config, experiment)
     found = detected(config, experiment)
     if any(row.get("setting") == "precision" for row in declared):
         found = [row for row in found if row["setting"] != "precision"]
-    return declared + found
+    return declared + found + search_rows(config, experiment)
 
 
 #: Column titles of a deviations table, by key of a deviation entry.

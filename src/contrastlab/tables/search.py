@@ -4,8 +4,31 @@ For every experiment with a ``search`` (:mod:`contrastlab.search`) that runs wit
 ``search_<experiment>`` lists, per searched backbone, method and searched setting: the values the
 search tried, the one it selected on dev (the last stage's winner), the configured value (what the
 paper cells train with), the published value where the paper's hyperparameter table has one, and
-"same as published" / "differs" / "not in paper". The selections are read from
+a verdict. The selections are read from
 ``<results_dir>/search/<experiment>/<backbone>/<method>/stage<k>.json`` (rule ``search_select``).
+
+Verdicts, per searched setting:
+
+- **same as published**: the selected value equals the published one;
+- **same within dev noise**: it does not, but the published value's point scored on dev within the dev
+  noise of the winner of the stage that searched the setting (below), so dev cannot tell them apart;
+- **differs**: the published value's point scored lower than that by more than the noise (or there is
+  no noise estimate, or no such point);
+- **published off grid**: the paper prints a value outside its own grid (Nie Table 2's L_dcl τ 0.01 and
+  0.02 and L_a&u λ 0.2 and 0.4, outside App. A.3's τ {0.03, 0.05, 0.07} and λ {0.1, ..., 0.9}): the
+  search cannot select it, whatever happens;
+- **not in paper** (no published value), **not run** (the search has not finished).
+
+**Dev noise.** A search point is one seed, so the difference of two points' best STS-B dev Spearman
+has seed variance 2σ². σ is estimated as the pooled seed std of that score over the experiment's
+configured cells on the backbone (:func:`contrastlab.tables.verdicts.noise_pools`, ν degrees of
+freedom), and the published point matches when winner − published ≤ t_{ν, 0.975} · s · √2, the 95 %
+half-width of a two-point difference (:func:`contrastlab.tables.verdicts.half_width` with n = k = 1).
+The published value's point is the one of the stage that searched the setting whose setting equals the
+published value, the stage's other settings at the published values where they are on its grid, else
+at the stage winner's.
+
+Values in units of π (L_mat's m, Nie Table 2's "0.15π") print with the unit.
 """
 
 from __future__ import annotations
@@ -22,7 +45,24 @@ from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.published import TABLES, load_published
 
 SAME, DIFFERS, NOT_IN_PAPER, NOT_RUN = "same as published", "differs", "not in paper", "not run"
-COLUMNS = ["backbone", "method", "setting", "tried", "selected", "configured", "published", "verdict"]
+SAME_NOISE, OFF_GRID = "same within dev noise", "published off grid"
+#: Verdicts that count the published value as found by the search.
+MATCHED = (SAME, SAME_NOISE)
+#: The dev gap column: published point − stage winner on dev ± the dev noise (see the module docstring).
+DEV_GAP = "published − winner (dev)"
+COLUMNS = [
+    "backbone",
+    "method",
+    "setting",
+    "tried",
+    "selected",
+    "configured",
+    "published",
+    DEV_GAP,
+    "verdict",
+]
+#: How a published unit prints after its value.
+UNIT_SYMBOLS = {"pi": "π"}
 
 
 def search_experiments(config: Mapping[str, Any]) -> list[str]:
@@ -57,6 +97,71 @@ def published_hparams(experiment: str, backbone: str, method: str) -> dict[str, 
     return out
 
 
+def published_units(experiment: str, backbone: str, method: str) -> dict[str, str]:
+    """setting -> unit of the published value (``"pi"`` for L_mat's m) where the table gives one."""
+    out = {}
+    for spec in TABLES.values():
+        if spec.experiment == experiment and spec.kind == "hparams":
+            table = load_published(spec.name)
+            rows = table[
+                (table["backbone"] == backbone) & (table["method"] == method) & (table["unit"] != "")
+            ]
+            for key, unit in zip(rows["key"], rows["unit"], strict=True):
+                out[key if key in ("lr", "batch_size") else f"hp.{key}"] = unit
+    return out
+
+
+def dev_noise(
+    metrics, experiment: str, backbone: str, seeds: Sequence[int] | None = None
+) -> tuple[float, int]:
+    """Half-width of the dev difference of two single-seed points, t_{ν, 0.975} · s · √2, and ν: s the
+    pooled seed std of the best STS-B dev Spearman over the experiment's cells on ``backbone``
+    (:func:`~contrastlab.tables.verdicts.noise_pools`); ``(nan, 0)`` without two seeds of any cell."""
+    from contrastlab.tables.metrics import DEV_SPEARMAN
+    from contrastlab.tables.verdicts import half_width, noise_pools
+
+    if metrics is None or len(metrics) == 0:
+        return math.nan, 0
+    pools = noise_pools(metrics, experiment, list(seeds) if seeds else None)
+    row = pools[(pools["backbone"] == backbone) & (pools["key"] == DEV_SPEARMAN)]
+    if row.empty or not int(row["noise_df"].iloc[0]):
+        return math.nan, 0
+    std, df = float(row["noise_std"].iloc[0]), int(row["noise_df"].iloc[0])
+    return half_width(std, df, n=1, k=1), df
+
+
+def off_grid(stages: Sequence[Mapping[str, Any]], axis: str, value: float | None) -> bool:
+    """Whether a published ``value`` of ``axis`` lies outside every grid that searches the axis (a
+    relative ``around`` axis has no fixed grid: never off it).
+
+    >>> off_grid([{"grid": {"lr": [1e-5]}}, {"grid": {"hp.tau": [0.03, 0.05, 0.07]}}], "hp.tau", 0.01)
+    True
+    """
+    grids = [st["grid"][axis] for st in stages if axis in (st.get("grid") or {})]
+    if value is None or not grids:
+        return False
+    return not any(_close(v, value) for grid in grids for v in grid)
+
+
+def _published_point(selection: Mapping[str, Any], stage: Mapping[str, Any], axis: str, published: dict):
+    """The point of a stage selection at the published value of ``axis`` (see the module docstring)."""
+    winner = selection.get("winner_settings") or {}
+    target = {}
+    for a in [*(stage.get("grid") or {}), *(stage.get("around") or {})]:
+        grid = (stage.get("grid") or {}).get(a)
+        if a == axis:
+            target[a] = published[a]
+        elif a in published and grid and any(_close(v, published[a]) for v in grid):
+            target[a] = published[a]
+        else:
+            target[a] = cl_search.setting_value(winner, a)
+    for point in selection.get("points") or []:
+        settings = point.get("settings") or {}
+        if all(_close(cl_search.setting_value(settings, a), v) for a, v in target.items()):
+            return point
+    return None
+
+
 def _selections(results_dir: str | Path | None, experiment: str, backbone: str, method: str) -> list[dict]:
     if results_dir is None:
         return []
@@ -65,10 +170,10 @@ def _selections(results_dir: str | Path | None, experiment: str, backbone: str, 
     return [json.loads(p.read_text(encoding="utf-8")) for p in files]
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, unit: str = "") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return (f"{value:g}" if isinstance(value, float) else str(value)) + UNIT_SYMBOLS.get(unit, unit)
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -77,13 +182,19 @@ def _close(a: Any, b: Any) -> bool:
     return a == b
 
 
-def selection_rows(config: Mapping[str, Any], results_dir: str | Path | None, experiment: str) -> list[dict]:
-    """One row per (backbone, method, searched setting) of the experiment's search (:data:`COLUMNS`)."""
+def selection_rows(
+    config: Mapping[str, Any], results_dir: str | Path | None, experiment: str, metrics=None
+) -> list[dict]:
+    """One row per (backbone, method, searched setting) of the experiment's search (:data:`COLUMNS`, and
+    ``winner_dev``, ``published_dev``, ``dev_noise``, ``off_grid`` for the CSV); ``metrics`` (the
+    collected metrics frame) gives the dev noise of "same within dev noise" (module docstring)."""
     spec = cl_search.search_spec(config, experiment)
     if spec is None:
         return []
+    seeds = config["experiments"][experiment].get("seeds") or config.get("seeds")
     rows = []
     for backbone in spec["backbones"]:
+        noise, _ = dev_noise(metrics, experiment, backbone, seeds)
         for method in spec["methods"]:
             if backbone not in cl_search.searched_methods(config, experiment).get(method, []):
                 continue
@@ -98,7 +209,9 @@ def selection_rows(config: Mapping[str, Any], results_dir: str | Path | None, ex
             winner = selections[-1]["winner_settings"] if done else None
             configured = cl_config.method_settings(config, experiment, method, backbone)
             published = published_hparams(experiment, backbone, method)
+            units = published_units(experiment, backbone, method)
             for axis in axes:
+                unit = units.get(axis, "")
                 tried = sorted(
                     {cl_search.setting_value(p["settings"], axis) for s in selections for p in s["points"]}
                     - {None},
@@ -108,23 +221,47 @@ def selection_rows(config: Mapping[str, Any], results_dir: str | Path | None, ex
                     tried = [v for st in stages for v in (st.get("grid") or {}).get(axis, [])]
                 selected = cl_search.setting_value(winner, axis) if winner else None
                 paper = published.get(axis)
+                outside = off_grid(stages, axis, paper)
+                gap = math.nan
+                if done and paper is not None and not outside:
+                    k = max(
+                        i
+                        for i, st in enumerate(stages)
+                        if axis in {**(st.get("grid") or {}), **(st.get("around") or {})}
+                    )
+                    point = _published_point(selections[k], stages[k], axis, published)
+                    dev, best = (point or {}).get("dev"), selections[k].get("winner_dev")
+                    if isinstance(dev, int | float) and isinstance(best, int | float):
+                        gap = float(dev) - float(best)
                 if winner is None:
                     verdict = NOT_RUN
                 elif paper is None:
                     verdict = NOT_IN_PAPER
+                elif outside:
+                    verdict = OFF_GRID
+                elif _close(selected, paper):
+                    verdict = SAME
+                elif not math.isnan(gap) and not math.isnan(noise) and -gap <= noise:
+                    verdict = SAME_NOISE
                 else:
-                    verdict = SAME if _close(selected, paper) else DIFFERS
+                    verdict = DIFFERS
                 rows.append(
                     {
                         "backbone": backbone,
                         "method": method,
                         "setting": axis,
-                        "tried": ", ".join(_fmt(v) for v in tried),
-                        "selected": _fmt(selected),
-                        "configured": _fmt(cl_search.setting_value(configured, axis)),
-                        "published": _fmt(paper),
+                        "tried": ", ".join(_fmt(v, unit) for v in tried),
+                        "selected": _fmt(selected, unit),
+                        "configured": _fmt(cl_search.setting_value(configured, axis), unit),
+                        "published": _fmt(paper, unit) + (" (off grid)" if outside else ""),
+                        DEV_GAP: "—"
+                        if math.isnan(gap)
+                        else f"{gap:+.2f}" + ("" if math.isnan(noise) else f" (noise ± {noise:.2f})"),
                         "verdict": verdict,
                         "winner_dev": selections[-1]["winner_dev"] if done else None,
+                        "published_dev_gap": gap,
+                        "dev_noise": noise,
+                        "off_grid": outside,
                     }
                 )
     return rows
@@ -145,18 +282,24 @@ def _latex(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def write_search_tables(
-    config: Mapping[str, Any], results_dir: str | Path | None, out_dir: str | Path, names: Sequence[str]
-) -> tuple[list[Path], list[str]]:
-    """Write ``<name>.csv/.md/.tex`` for each search table in ``names``; returns the paths and the
-    report's section (its tables inline, and where the heatmaps are)."""
+    config: Mapping[str, Any],
+    results_dir: str | Path | None,
+    out_dir: str | Path,
+    names: Sequence[str],
+    metrics=None,
+) -> tuple[list[Path], dict[str, list[str]]]:
+    """Write ``<name>.csv/.md/.tex`` for each search table in ``names``; returns the paths and, per
+    experiment, the report's lines (its table inline, the selection metric, the noise, the off-grid
+    values, where the heatmap is). ``metrics``: the collected metrics (the dev noise)."""
     import pandas as pd
 
     out_dir = Path(out_dir)
-    written, lines = [], []
+    written, sections = [], {}
+    extra = ["winner_dev", "published_dev_gap", "dev_noise", "off_grid"]
     for name in names:
         experiment = name.removeprefix("search_")
-        rows = selection_rows(config, results_dir, experiment)
-        frame = pd.DataFrame(rows, columns=[*COLUMNS, "winner_dev"])
+        rows = selection_rows(config, results_dir, experiment, metrics)
+        frame = pd.DataFrame(rows, columns=[*COLUMNS, *extra])
         shown = [{c: r[c] for c in COLUMNS} for r in rows]
         paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
         frame.to_csv(paths["csv"], index=False)
@@ -165,19 +308,22 @@ def write_search_tables(
         paths["md"].write_text("\n".join([f"# {title}", "", *table, ""]), encoding="utf-8")
         paths["tex"].write_text(_latex(shown), encoding="utf-8")
         written += paths.values()
-        same = sum(r["verdict"] == SAME for r in rows)
-        differs = sum(r["verdict"] == DIFFERS for r in rows)
-        lines += [
-            f"### {title}",
+        count = {v: sum(r["verdict"] == v for r in rows) for v in (SAME, SAME_NOISE, DIFFERS, OFF_GRID)}
+        sections[experiment] = [
+            f"#### {title}",
             "",
-            "Each point trained as a cell and was selected on its best STS-B dev Spearman (the trainer's "
-            f"dev selection); the test sets scored the winner alone (the “ours, searched” rows of the paper "
-            f"tables). {same} selected settings equal the published ones, {differs} differ. Heatmap: "
-            f"figure `{experiment}/search`. Files: [csv](tables/{name}.csv) · [tex](tables/{name}.tex).",
+            "Each point trained as a cell (one seed) and was selected on its best STS-B dev Spearman (the "
+            "trainer's dev selection); the test sets scored the winner alone (the “ours, searched” rows "
+            "of the paper tables); where the paper chose on another measure, its deviations below say so. "
+            f"{count[SAME]} selected settings equal the published ones and {count[SAME_NOISE]} more "
+            "match within dev noise (the published value's point within t · s · √2 of its stage's "
+            "winner on dev, s the pooled seed std of the dev score over the experiment's cells); "
+            f"{count[DIFFERS]} differ; {count[OFF_GRID]} published values lie outside the paper's own "
+            "grid and cannot be selected. "
+            f"Heatmap: figure `{experiment}/search`. Files: [csv](tables/{name}.csv) · "
+            f"[tex](tables/{name}.tex).",
             "",
             *table,
             "",
         ]
-    if lines:
-        lines = ["## Hyperparameter searches", "", *lines]
-    return written, lines
+    return written, sections

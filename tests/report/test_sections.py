@@ -1,0 +1,83 @@
+"""report.md's sections (contrastlab.report.sections): one meaning per word in the tables' summary, and
+the report laid out per paper, in the papers' order, each with its claims, tables, figures (in the
+paper's numbering) and deviations."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from contrastlab import config as cl_config
+from contrastlab.paths import REPO_ROOT
+from contrastlab.report.sections import figure_order, paper_of, summarize
+from contrastlab.tables import get_spec
+from contrastlab.tables.assemble import assemble
+
+
+def _frame(rows) -> pd.DataFrame:
+    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
+    out["seed"] = out["seed"].astype("Int64")
+    return out
+
+
+def test_summary_counts_delta_cells_and_verdicts_under_different_words():
+    """The demo's case: a toy backbone (MiniLM standing in for RoBERTa-base) has verdicts against the
+    stand-in's published numbers but no Δ (the paper has no MiniLM number). The summary says "verdicts"
+    for the first and "Δ cells" for the second, and never "compared" for either."""
+    config = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
+    config["tables"]["verdict_stand_ins"] = {"nie2023": {"minilm": "roberta-base"}}
+    metrics = _frame(
+        [("nie2023", "minilm", "cl", seed, "sts_avg", 70.0 + i) for i, seed in enumerate((42, 43, 44))]
+    )
+    summary = summarize(assemble(get_spec("nie2023_table1"), config, metrics))
+    assert "compared" not in summary and not any("compared" in v for v in summary.values())
+    assert summary["verdicts"] == "1" and summary["mean abs Δ"] == "–"
+    assert summary["note"] == (
+        "Δ cells: 0 (run, with a published number for their own backbone); 1 cells on backbones not in "
+        "the paper, 1 of them with a verdict against a stand-in backbone's number"
+    )
+
+
+def test_papers_and_figures_in_the_papers_order():
+    assert [paper_of(n) for n in ("nie2023_fig3", "nie2023/align_uniform", "oar_synthetic/table2",
+                                  "macl_cifar10", "li2024_fig6_m", "compare_nie2023")] == [
+        "nie2023", "nie2023", "oar", "macl", "li2024", None]  # fmt: skip
+    captions = [
+        "Li Fig. 10 (App. A.1): x",
+        "Li Fig. 2: x",
+        "Nie Fig. 3b: x",
+        "Nie Fig. 1b-d (in part): x",
+        "Nie Fig. 1a: x",
+        "Nie Fig. 2a: x",
+        "OAR Table 2 (synthetic): x",
+        "Heatmap of the search",
+    ]
+    ordered = sorted(captions, key=lambda c: figure_order({"caption": c}))
+    assert [c for c in ordered if c.startswith("Nie")] == [
+        "Nie Fig. 1a: x", "Nie Fig. 1b-d (in part): x", "Nie Fig. 2a: x", "Nie Fig. 3b: x"]  # fmt: skip
+    assert [c for c in ordered if c.startswith("Li")] == ["Li Fig. 2: x", "Li Fig. 10 (App. A.1): x"]
+    assert ordered[-1] == "Heatmap of the search"
+
+
+def test_the_report_reads_per_paper(tmp_path):
+    """The demo preset with no run yet: each paper one section, in the papers' order, holding its claims,
+    its tables (the grid inline), its figures in its own numbering and its deviations; the papers'
+    figures come before the precision list, none left in rule order."""
+    from contrastlab.figures.catalog import figures
+    from contrastlab.report import build_report
+    from contrastlab.report.claims import PAPERS, load_claims
+
+    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    build_report(tmp_path / "none", demo, tmp_path / "tables", tmp_path / "report.md", figures=figures(demo))
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    starts = [report.index(f"\n## {load_claims(p)['paper']}\n") for p in PAPERS]
+    assert starts == sorted(starts)
+    nie = report[starts[0] : starts[1]]
+    order = [nie.index(h) for h in ("### Claims", "### Tables", "### Figures", "### Deviations from")]
+    assert order == sorted(order)
+    assert "Tally: reproduced 0 · not reproduced 0 · undecided 0 · not run" in nie
+    assert "#### Nie et al. 2023, Table 1: STS.Avg and TR.Avg\n\n| Method |" in nie  # the grid inline
+    figs = [line.removeprefix("#### ") for line in nie.splitlines() if line.startswith("#### nie2023/")]
+    assert figs.index("nie2023/align_uniform") < figs.index("nie2023/nie2023_fig2a")  # Fig. 1a before 2a
+    assert figs.index("nie2023/nie2023_fig2a") < figs.index("nie2023/nie2023_fig3b")
+    oar = report[starts[3] :]
+    assert "#### oar_synthetic/table2" in oar.split("## Precision of every cell")[0]
