@@ -4,6 +4,7 @@ said to be assumed)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -74,8 +75,8 @@ def test_the_speedup_is_the_largest_measured_count_up_to_the_share():
     assert packing.packed_seconds(240.0, "bf16", 4, figures) == 100.0
 
 
-def test_a_training_jobs_share_is_its_cells_on_the_calibrations_card(tmp_path):
-    cal = _calibration(tmp_path)
+def test_a_training_jobs_share_fits_the_card_and_pays(tmp_path):
+    cal = _calibration(tmp_path, {"fp32": {2: 1.5, 4: 2.0}})
     on = _toy_config(gpu_share=4)
     cell = next(cl_config.cells(on))
     peak = cl_flops.cell_work(on, cell).peak_gib
@@ -83,8 +84,19 @@ def test_a_training_jobs_share_is_its_cells_on_the_calibrations_card(tmp_path):
     assert packing.job_share(on, cell, cal) == 4
     assert packing.job_share(_toy_config(), cell, cal) == 1  # off by default
     assert packing.job_share(_toy_config(gpu_share=4, gpu=0), cell, cal) == 1  # CPU jobs share nothing
-    small_card = cl_calibration.Calibration(**{**cal.__dict__, "gpu_memory_gib": 2.5 * peak / 0.8})
-    assert packing.job_share(on, cell, small_card) == 2
+    small_card = dataclasses.replace(cal, gpu_memory_gib=2.5 * peak / 0.8)
+    assert packing.job_share(on, cell, small_card) == 2  # two fit, not four
+    # sharing must pay: the largest speed-up among the counts that fit, none above 1 is a GPU alone
+    assert (
+        packing.chosen_share(
+            1.0, "fp32", dataclasses.replace(cal, packing_speedup={"fp32": {2: 1.3, 4: 1.2}}), 4
+        )
+        == 2
+    )
+    default = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    assert packing.chosen_share(1.0, "fp32", default, 4) == 1  # 0.92× on the README's H100
+    assert packing.chosen_share(1.0, "bf16", default, 4) == 4  # 2.34×
+    assert packing.chosen_share(1.0, "tf32", default, 4) == 1  # no figure
 
 
 def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):

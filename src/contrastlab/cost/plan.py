@@ -43,7 +43,7 @@ from contrastlab.cost.flops import (
     senteval_tokens,
 )
 from contrastlab.cost.measured import hms, paper_of
-from contrastlab.cost.packing import cell_share, packed_seconds, packing_lines
+from contrastlab.cost.packing import chosen_share, packed_seconds, packing_lines
 from contrastlab.cost.schedule import schedule_lines
 from contrastlab.tables.markdown import markdown_table
 
@@ -85,9 +85,9 @@ def _training_job(
     **where: str,
 ) -> PlannedJob:
     """A training job of the plan: per choice its seconds, packed (:mod:`contrastlab.cost.packing`)
-    when its cell shares a GPU under that choice's memory estimate."""
+    when its cell shares a GPU under that choice (its memory estimate and precision)."""
     share = config["resources"].get("gpu_share", 1) if config["resources"].get("gpu") else 1
-    shares = {c: cell_share(w.peak_gib, calibration.gpu_memory_gib, share) for c, w in works.items()}
+    shares = {c: chosen_share(w.peak_gib, w.precision, calibration, share) for c, w in works.items()}
     return PlannedJob(
         rule="train_vision" if works[chosen].track == "vision" else "train",
         seconds={
