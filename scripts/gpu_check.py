@@ -1,4 +1,4 @@
-"""make gpu-check: the GPU path in about six minutes (5:29 on an H100) through Snakemake and the real rules.
+"""make gpu-check: the GPU path in about eight minutes on one GPU through Snakemake and the real rules.
 
 Runs config/gpu-check.yaml's cells (one sentence cell per precision, the fp16 one killed after its first
 snapshot and resumed; one MACL and one OAR image cell), checks that each sentence cell's SentEval
