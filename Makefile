@@ -40,7 +40,7 @@ cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentE
 	$(SNAKEMAKE) --configfile config/cpu.yaml --cores 2 \
 	  --config 'data={senteval_dir: $(SHARED)/data/senteval, wiki_path: $(SHARED)/data/wiki1m-head/wiki1m_head.txt}'
 
-gpu-check: install      ## the GPU path in ~6 minutes on one GPU: results/gpu-check/report.md, calibration.json
+gpu-check: install      ## the GPU path in ~8 minutes on one GPU: results/gpu-check/report.md, calibration.json
 	$(BIN)/python scripts/gpu_check.py
 
 plan: install            ## projected GPU-hours, GPU memory and makespan on 1/8/64 (GPUS=N) GPUs of CONFIG's cells

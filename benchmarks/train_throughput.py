@@ -211,8 +211,6 @@ def measure(arch, batch_sizes, args, device, precision):
             step(chunk)  # one untimed step at this shape (allocator, autotuning)
             torch.cuda.reset_peak_memory_stats(device)
         sync(device)
-        if getattr(args, "barrier", None) is not None:  # benchmarks/gpu_share.py: k copies time together
-            args.barrier.wait()
         start = time.perf_counter()
         for _ in range(args.steps):
             step(chunk)

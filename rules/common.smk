@@ -14,6 +14,7 @@ from contrastlab.losses.user import module_path
 from contrastlab.paths import REPO_ROOT
 from contrastlab.cost import budget as cl_budget
 from contrastlab.cost import calibration as cl_calibration
+from contrastlab.cost import packing as cl_packing
 from contrastlab.cost import plan as cl_plan
 from contrastlab.tables import tables_for_config
 from contrastlab.tables.comparison import comparison_tables
@@ -210,6 +211,12 @@ def plan_calibration():
 def runtime(kind, rule=None):
     """Wall-time request (minutes; SLURM's -t): contrastlab.cost.plan.runtime_resource."""
     return cl_plan.runtime_resource(config, kind, rule, job_place, plan_calibration)
+
+
+def gpu_share(wildcards):
+    """Training jobs that may share this training job's GPU (resources.gpu_share; 1: a GPU of its own):
+    contrastlab.cost.packing.job_share, read by the job's GPU claim (contrastlab.workflow.gpus)."""
+    return cl_packing.job_share(config, cell_of(wildcards), plan_calibration(), search_point_of(wildcards))
 
 
 def job_place(wildcards):

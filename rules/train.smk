@@ -25,6 +25,7 @@ rule train:
     threads: THREADS
     resources:
         gpu=GPU,
+        gpu_share=gpu_share,
         mem_mb=mem_mb("train"),
         runtime=runtime("train", "train"),
     conda:

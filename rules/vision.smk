@@ -41,6 +41,7 @@ rule train_vision:
     threads: THREADS
     resources:
         gpu=GPU,
+        gpu_share=gpu_share,
         mem_mb=mem_mb("train"),
         runtime=runtime("vision_train", "train_vision"),
     conda:

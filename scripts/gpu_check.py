@@ -1,9 +1,10 @@
-"""make gpu-check: the GPU path in about six minutes (5:29 on an H100) through Snakemake and the real rules.
+"""make gpu-check: the GPU path in about eight minutes on one GPU through Snakemake and the real rules.
 
 Runs config/gpu-check.yaml's cells (one sentence cell per precision, the fp16 one killed after its first
 snapshot and resumed; one MACL and one OAR image cell), checks that each sentence cell's SentEval
 encoding job ran on the GPU (its probes run in a CPU job), evaluates one checkpoint's STS on the GPU and
-on the CPU, and writes <results_dir>/report.md and calibration.json (contrastlab.cost.gpu_check).
+on the CPU, times 1, 2 and 4 sentence cells at once on the GPU (contrastlab.cost.packing), and writes
+<results_dir>/report.md and calibration.json (contrastlab.cost.gpu_check).
 Without a GPU it stops with one line. ``--toy`` runs the same preset at a toy size on the CPU (tiny
 BERT, narrow ResNets, a dozen steps): what the test suite does so that the preset cannot rot.
 
@@ -29,6 +30,7 @@ import yaml
 from contrastlab import config as cl_config
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import gpu_check as G
+from contrastlab.data.acquire import data_locations
 from contrastlab.paths import REPO_ROOT
 
 PRESET = REPO_ROOT / "config" / "gpu-check.yaml"
@@ -152,7 +154,24 @@ def main() -> None:
     }
     checks["evaluation split"] = _encoded_on(config, cells, device)
     checks["GPU vs CPU evaluation"] = _gpu_vs_cpu(config, cells, results, device)
-    path = G.write_report(results, rows, G.environment(), checks)
+    print("== 1, 2 and 4 sentence cells at once on one device", flush=True)
+    fp32 = next(c for c in cells if c.method == "fp32")
+    settings = json.loads((results / "checkpoints" / fp32.path / "model/train_summary.json").read_text())
+    packing = G.measure_packing(
+        config["backbones"][fp32.backbone]["random"],
+        batch=settings["settings"]["batch_size"],
+        length=settings["settings"]["max_length"],
+        device=device,
+        precisions=("fp32",) if args.toy else G.PACKING_PRECISIONS,
+        steps=2 if args.toy else 100,
+        warmup=1 if args.toy else 10,
+        state_dir=results / "state" / "packing",
+    )
+    senteval = data_locations(config)["senteval_dir"]
+    dev_sentences = G.sts_dev_sentences(senteval)
+    path = G.write_report(
+        results, rows, G.environment(), checks, packing=packing, dev_sentences=dev_sentences
+    )
     print(path.read_text())
 
 
@@ -176,7 +195,6 @@ def _gpu_vs_cpu(config: dict, cells, results: Path, device: str) -> tuple[bool, 
     """The fp32 cell's checkpoint encodes STS-B test on ``device`` as on the CPU (relative
     :data:`~contrastlab.cost.gpu_check.EMBEDDING_TOLERANCE`); the STS scores of both are reported,
     not compared (the preset's 8-pair fixtures make Spearman move by points for one swapped rank)."""
-    from contrastlab.data.acquire import data_locations
     from contrastlab.evaluation.senteval import evaluate_checkpoint, load_sts_pairs
 
     cell = next(c for c in cells if c.method == "fp32")

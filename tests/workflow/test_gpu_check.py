@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -27,7 +28,8 @@ def test_without_a_gpu_it_stops_with_one_line():
 @pytest.mark.slow
 def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(tmp_path, e2e_resources):
     """scripts/gpu_check.py --toy on the CPU: every cell of the preset in the report, the fp16 cell killed
-    and resumed, the evaluation split and the GPU-vs-CPU check passed, and a calibration make plan reads."""
+    and resumed, the evaluation split and the GPU-vs-CPU check passed, the packing rows (1, 2 and 4
+    cells at once), and a calibration make plan reads, with the packing speed-ups."""
     results = tmp_path / "gpu-check"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     command = [sys.executable, str(SCRIPT), "--toy", "--results-dir", str(results), "--cores", "2"]
@@ -47,12 +49,19 @@ def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(tmp_p
         assert f"| {cell} |" in report
     assert "- kill and resume: PASS" in report and "- GPU vs CPU evaluation: PASS" in report
     assert "- evaluation split: PASS — 4 of 4 SentEval encoding jobs on cpu" in report
+    for k in (1, 2, 4):  # 1, 2 and 4 sentence cells at once (fp32 only at toy size)
+        assert re.search(
+            rf"^\| packing fp32 \| {k} \| ([0-9.]+(, )?){{{k}}} \| [0-9.]+ \| [0-9.]+x \|", report, re.M
+        )
     calibration = json.loads((results / "calibration.json").read_text())
     # The format make plan reads; on a CPU tf32 runs as fp32, the others as asked.
     assert calibration["format"] == "contrastlab-calibration/1" and calibration["measured"] is True
     assert set(calibration["achieved_tflops"]["sentence"]) == {"fp32", "bf16", "fp16"}
     assert set(calibration["achieved_tflops"]["vision"]) == {"fp32"}
     assert calibration["overheads_s"]["dev_evaluation"] > 0
+    assert calibration["packing"]["measured"] is True
+    assert set(calibration["packing"]["speedup"]) == {"fp32"}
+    assert set(calibration["packing"]["speedup"]["fp32"]) == {"2", "4"}
     from contrastlab.cost import calibration as cl_calibration
 
     loaded = cl_calibration.load_calibration(results / "calibration.json")  # make plan accepts it

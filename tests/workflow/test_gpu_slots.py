@@ -1,6 +1,6 @@
 """GPUs used one job each: concurrent jobs claim different GPUs under file locks, a dead job's GPU is
-free again at once, and ``resources.gpu: 0`` means the CPU (contrastlab.workflow.job_device). Fake
-device lists: no GPU is needed."""
+free again at once, and ``resources.gpu: 0`` means the CPU (contrastlab.workflow.job_device); with
+``resources.gpu_share`` n, at most n small jobs per GPU. Fake device lists: no GPU is needed."""
 
 from __future__ import annotations
 
@@ -16,22 +16,29 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from contrastlab.workflow.gpus import GpuUnavailableError, claim_gpus, job_device, visible_gpus
+from contrastlab.workflow.gpus import (
+    GpuUnavailableError,
+    claim_gpus,
+    job_device,
+    requested_share,
+    visible_gpus,
+)
 
 #: A job: claims ``wanted`` of the fake GPUs, says which, and holds them until killed.
 JOB = """
 import sys, time
 from contrastlab.workflow.gpus import claim_gpus
-wanted = int(sys.argv[3])
-print(",".join(claim_gpus(wanted, sys.argv[1].split(","), sys.argv[2], poll_seconds=0.05)), flush=True)
+wanted, share = int(sys.argv[3]), int(sys.argv[4])
+devices = sys.argv[1].split(",")
+print(",".join(claim_gpus(wanted, devices, sys.argv[2], share=share, poll_seconds=0.05)), flush=True)
 time.sleep(600)
 """
 
 
-def _start(devices: str, lock_dir: Path, wanted: int = 1) -> subprocess.Popen:
+def _start(devices: str, lock_dir: Path, wanted: int = 1, share: int = 1) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     return subprocess.Popen(
-        [sys.executable, "-c", JOB, devices, str(lock_dir), str(wanted)],
+        [sys.executable, "-c", JOB, devices, str(lock_dir), str(wanted), str(share)],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -118,7 +125,7 @@ def test_a_job_asking_more_gpus_than_visible_stops_with_one_line(tmp_path):
 
 
 def test_an_unusable_lock_file_is_one_line_naming_the_fix(tmp_path):
-    (tmp_path / "gpu-0.lock").mkdir()  # a lock path that cannot be opened as a file
+    (tmp_path / "gpu-0-0.lock").mkdir()  # a lock path that cannot be opened as a file
     with pytest.raises(OSError, match="CONTRASTLAB_GPU_LOCK_DIR"):
         claim_gpus(1, ["0", "1"], tmp_path)
 
@@ -161,5 +168,112 @@ def test_a_gpu_job_gets_one_of_the_visible_gpus_before_cuda_starts(monkeypatch, 
     monkeypatch.setenv("CONTRASTLAB_GPU_LOCK_DIR", str(tmp_path))
     with pytest.raises(GpuUnavailableError, match=r"CUDA_VISIBLE_DEVICES=3, "):
         job_device(_job(gpu=1))  # no real GPU here: the one-line error, naming the GPU it was given
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "3"  # the first free one, held under its lock
-    assert [p.name for p in tmp_path.iterdir()] == ["gpu-3.lock"]
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "3"  # the first free one, held under its locks
+    held = [p.name for p in sorted(tmp_path.iterdir()) if not _free(p)]
+    assert held == [f"gpu-3-{slot}.lock" for slot in range(4)]  # all its slots: a GPU of its own
+
+
+def _free(path: Path) -> bool:
+    """Whether no open file holds the lock on ``path`` (this process's own claims included: ``flock``
+    locks belong to an open file, and this is a new one)."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _stop(jobs: list[subprocess.Popen]) -> None:
+    for job in jobs:
+        job.kill()
+        job.wait()
+
+
+@pytest.mark.parametrize("share", [2, 4])
+def test_shared_slots_put_k_jobs_on_each_gpu_and_never_more(tmp_path, share):
+    """resources.gpu_share k: 2k small jobs on two fake GPUs, k on each (spread: the least loaded first);
+    one more waits until a holder dies (SIGKILL), then takes that holder's GPU."""
+    lock_dir = tmp_path / "locks"
+    jobs = [_start("0,1", lock_dir, share=share) for _ in range(2 * share)]
+    try:
+        claimed = [_claimed(job) for job in jobs]
+        assert sorted(claimed) == sorted(["0", "1"] * share)
+        jobs.append(_start("0,1", lock_dir, share=share))
+        assert _waiting(jobs[-1])  # a (k+1)-th job on either GPU: never
+        victim = claimed.index("1")
+        os.kill(jobs[victim].pid, signal.SIGKILL)
+        assert _claimed(jobs[-1]) == "1"
+    finally:
+        _stop(jobs)
+
+
+def test_a_job_of_its_own_waits_for_an_empty_gpu_and_small_ones_fill_the_rest(tmp_path):
+    """A whole-GPU job (share 1) never runs beside small ones, and small ones never beside it."""
+    lock_dir = tmp_path / "locks"
+    jobs = [_start("0", lock_dir, share=2)]
+    try:
+        assert _claimed(jobs[0]) == "0"
+        jobs.append(_start("0", lock_dir, share=1))
+        assert _waiting(jobs[1])  # one small job is enough to keep it out
+        jobs[0].kill()
+        assert _claimed(jobs[1]) == "0"
+        jobs.append(_start("0", lock_dir, share=4))
+        assert _waiting(jobs[2])  # the whole-GPU job keeps every slot
+    finally:
+        _stop(jobs)
+
+
+def test_mixed_shares_respect_each_jobs_limit(tmp_path):
+    """A share-2 job takes half the slots, so beside it fit one more share-2 job or two share-4 jobs."""
+    lock_dir = tmp_path / "locks"
+    jobs = [_start("0", lock_dir, share=2), _start("0", lock_dir, share=4), _start("0", lock_dir, share=4)]
+    try:
+        assert [_claimed(job) for job in jobs] == ["0", "0", "0"]
+        jobs.append(_start("0", lock_dir, share=4))
+        assert _waiting(jobs[-1])
+    finally:
+        _stop(jobs)
+
+
+def test_two_gpu_requests_do_not_deadlock_while_slots_are_shared(tmp_path):
+    """Small jobs (share 2) on both GPUs: two jobs wanting both GPUs to themselves wait holding nothing,
+    so a small job still gets the slot left; once the small ones end, the two-GPU jobs run one after the
+    other."""
+    lock_dir = tmp_path / "locks"
+    small = [_start("0,1", lock_dir, share=2) for _ in range(3)]
+    big: list[subprocess.Popen] = []
+    try:
+        placed = [_claimed(job) for job in small]
+        assert sorted(set(placed)) == ["0", "1"]  # spread over both, two on one of them
+        (room,) = [d for d in ("0", "1") if placed.count(d) == 1]
+        big = [_start("0,1", lock_dir, wanted=2) for _ in range(2)]
+        assert all(_waiting(job) for job in big)
+        small.append(_start("0,1", lock_dir, share=2))
+        assert _claimed(small[-1]) == room  # not kept out by the two-GPU jobs waiting
+        _stop(small)
+        ready, _, _ = select.select([job.stdout for job in big], [], [], 10.0)
+        assert len(ready) == 1  # one of them has both GPUs, the other still waits
+        first = next(job for job in big if job.stdout is ready[0])
+        assert sorted(_claimed(first).split(",")) == ["0", "1"]
+        (second,) = [job for job in big if job is not first]
+        assert _waiting(second)
+        first.kill()
+        assert sorted(_claimed(second).split(",")) == ["0", "1"]
+    finally:
+        _stop(small + big)
+
+
+def test_a_share_that_is_not_a_slot_count_is_one_line(tmp_path):
+    with pytest.raises(ValueError, match="gpu_share must be one of 1, 2, 4, got 3"):
+        claim_gpus(1, ["0"], tmp_path, share=3)
+
+
+def test_the_share_comes_from_the_jobs_gpu_share_resource():
+    assert requested_share(_job(gpu=1, gpu_share=4)) == 4
+    assert requested_share(_job(gpu=1)) == 1
+    assert requested_share(_job(gpu=1, gpu_share="<TBD>")) == 1  # an unevaluated resource

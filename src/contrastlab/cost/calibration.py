@@ -21,6 +21,10 @@ prefers)::
         "vision_probe_step": 0.002
       },
       "gpu_memory_gib": 80.0,
+      "packing": {                            # several small cells per GPU (cost.packing); missing: the
+        "measured": true, "source": "...",    # default's (the README's H100 benchmark, assumed)
+        "speedup": {"bf16": {"2": 1.82, "4": 2.34}}   # precision -> concurrent cells -> summed speed-up
+      },
       "peak_tflops": {...}, "mfu": {...}      # optional, for the reader
     }
 
@@ -33,7 +37,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +125,10 @@ class Calibration:
     measured: bool
     path: str
     filled_from_default: tuple[str, ...] = ()
+    #: precision -> concurrent cells on one GPU -> their summed steps/s over one cell's alone
+    packing_speedup: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+    packing_measured: bool = False
+    packing_source: str = ""
 
     def seconds(self, flops: float, track: str, precision: str) -> float:
         return flops / (self.achieved_tflops[track][precision] * 1e12)
@@ -181,6 +189,7 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
             )
         overheads[key] = float(value)
     filled += [f"overheads_s.{k}" for k in default["overheads_s"] if k not in (data.get("overheads_s") or {})]
+    packing = data.get("packing") or default["packing"]
     return Calibration(
         achieved,
         overheads,
@@ -192,7 +201,29 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         if chosen == DEFAULT_CALIBRATION
         else str(chosen),
         tuple(filled) if chosen != DEFAULT_CALIBRATION else (),
+        _packing_speedup(packing, chosen),
+        bool(packing.get("measured")),
+        str(packing.get("source") or ""),
     )
+
+
+def _packing_speedup(packing: Mapping[str, Any], path: Path) -> dict[str, dict[int, float]]:
+    """A calibration's ``packing.speedup`` with integer counts, checked (one line on a bad entry)."""
+    out: dict[str, dict[int, float]] = {}
+    for precision, by_count in (packing.get("speedup") or {}).items():
+        for count, value in (by_count or {}).items():
+            if (
+                precision not in PRECISIONS
+                or not str(count).isdigit()
+                or not isinstance(value, (int, float))
+                or value <= 0
+            ):
+                raise ValueError(
+                    f"calibration {path}: packing.speedup.{precision}.{count} must be a precision of "
+                    f"{', '.join(PRECISIONS)}, a count of cells and a positive number, got {value!r}"
+                )
+            out.setdefault(precision, {})[int(count)] = float(value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -217,12 +248,15 @@ def calibration_from_measurements(
     source: str,
     overheads_s: Mapping[str, float] | None = None,
     gpu_memory_gib: float | None = None,
+    packing_speedup: Mapping[str, Mapping[int, float]] | None = None,
 ) -> dict:
     """The calibration dict (module docstring) of measured runs: per (track, precision) the mean
     achieved TFLOP/s of its measurements; ``overheads_s`` measured per job (missing keys: the
     default's when the plan loads it). A step's time is its FLOPs at the achieved rate plus the
     track's ``<track>_step`` overhead: given one (e.g. timed at a tiny batch), it is taken out of the
-    measured step time; not given, it is 0 and the whole step counts as FLOPs."""
+    measured step time; not given, it is 0 and the whole step counts as FLOPs. ``packing_speedup``
+    (precision -> concurrent cells -> summed speed-up, :mod:`contrastlab.cost.packing`): measured
+    figures of several cells on one GPU."""
     overheads = {f"{track}_step": 0.0 for track in TRACKS} | dict(overheads_s or {})
     grouped: dict[tuple[str, str], list[float]] = {}
     for m in measurements:
@@ -250,6 +284,12 @@ def calibration_from_measurements(
     }
     if gpu_memory_gib is not None:
         out["gpu_memory_gib"] = float(gpu_memory_gib)
+    if packing_speedup:
+        out["packing"] = {
+            "measured": True,
+            "source": f"{source}: 1, 2 and 4 concurrent small cells",
+            "speedup": {p: {str(k): float(v) for k, v in by.items()} for p, by in packing_speedup.items()},
+        }
     return out
 
 

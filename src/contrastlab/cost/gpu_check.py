@@ -10,6 +10,7 @@ data sheets; fp32 cells against the non-tensor-core fp32 peak).
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 import time
@@ -21,6 +22,8 @@ import numpy as np
 import torch
 
 from contrastlab.cost.calibration import Measurement, calibration_from_measurements, peak_tflops
+from contrastlab.cost.flops import STSB_DEV_SENTENCES
+from contrastlab.cost.packing import SHARES, packing_rows, sentence_step_copy
 
 CALIBRATION_FILE = "calibration.json"
 STS_TASKS = ("STS12", "STSBenchmark", "SICKRelatedness")
@@ -110,9 +113,28 @@ def environment() -> dict[str, Any]:
     return env
 
 
-def calibration(rows: Iterable[Mapping[str, Any]], env: Mapping[str, Any]) -> dict[str, Any]:
+def sts_dev_sentences(senteval_dir: str | Path) -> int:
+    """Unique sentences of the STS-B dev split under ``senteval_dir`` (what one dev evaluation encodes)."""
+    from contrastlab.senteval.tasks import load_sts_pairs
+
+    pairs = load_sts_pairs(senteval_dir, "STSBenchmark", "dev")
+    return len(set(pairs.a) | set(pairs.b))
+
+
+def calibration(
+    rows: Iterable[Mapping[str, Any]],
+    env: Mapping[str, Any],
+    *,
+    dev_sentences: int | None = None,
+    packing: Mapping[str, Mapping[int, float]] | None = None,
+) -> dict[str, Any]:
     """What ``make plan`` reads (:func:`contrastlab.cost.calibration.calibration_from_measurements`): the
-    achieved TFLOP/s per track and precision, start-up and dev-evaluation overheads, GPU memory."""
+    achieved TFLOP/s per track and precision, start-up and dev-evaluation overheads, GPU memory, and the
+    packing speed-ups measured (``packing``: precision -> concurrent cells -> speed-up). A dev
+    evaluation timed on ``dev_sentences`` unique sentences (the preset's fixture has a few dozen) is
+    scaled to STS-B dev's :data:`~contrastlab.cost.flops.STSB_DEV_SENTENCES`, the set a real cell
+    evaluates (an encoding's time grows with its sentences; the fixed part, under a millisecond of
+    launches per batch, is scaled with it, which errs long)."""
 
     rows = [r for r in rows if r["steps_per_s"]]
     measured = [
@@ -123,13 +145,15 @@ def calibration(rows: Iterable[Mapping[str, Any]], env: Mapping[str, Any]) -> di
     evals = [r["eval_s"] / r["evals"] for r in sentence if r.get("eval_s") and r.get("evals")]
     overheads = {"train_startup": max((r["startup_s"] for r in rows), default=0.0)}
     if evals:
-        overheads["dev_evaluation"] = sum(evals) / len(evals)
+        scale = STSB_DEV_SENTENCES / dev_sentences if dev_sentences else 1.0
+        overheads["dev_evaluation"] = sum(evals) / len(evals) * scale
     return calibration_from_measurements(
         measured,
         device=str(env.get("device")),
         source=f"make gpu-check on {env.get('device')} ({env.get('date')})",
         overheads_s=overheads,
         gpu_memory_gib=env.get("gpu_memory_gib"),
+        packing_speedup=packing,
     )
 
 
@@ -137,16 +161,67 @@ def _fmt(value: Any, spec: str) -> str:
     return "—" if value is None else format(value, spec)
 
 
+#: make gpu-check's packing measurement (:func:`measure_packing`): concurrent copies of the preset's
+#: sentence cell, and the precisions timed (the README's benchmark: fp32 gains nothing, bf16 does).
+PACKING_COUNTS = SHARES
+PACKING_PRECISIONS = ("fp32", "bf16")
+
+
+def measure_packing(
+    model_config: Mapping[str, Any],
+    *,
+    batch: int,
+    length: int,
+    device: str,
+    precisions: Iterable[str] = PACKING_PRECISIONS,
+    steps: int = 100,
+    warmup: int = 10,
+    state_dir: str | Path,
+) -> dict[str, list[dict[str, Any]]]:
+    """Per precision, :func:`~contrastlab.cost.packing.packing_rows` of 1, 2 and 4 concurrent copies of
+    a sentence cell's training step (:func:`~contrastlab.cost.packing.sentence_step_copy`: a random
+    encoder of ``model_config``, ``batch`` sentences × ``length`` tokens on ``device``)."""
+    Path(state_dir).mkdir(parents=True, exist_ok=True)
+    out = {}
+    for precision in precisions:
+        copy = functools.partial(
+            sentence_step_copy,
+            model_config=dict(model_config),
+            batch=batch,
+            length=length,
+            precision=precision,
+            device=device,
+            steps=steps,
+            warmup=warmup,
+            state_dir=str(state_dir),
+        )
+        out[precision] = packing_rows(copy, PACKING_COUNTS)
+    return out
+
+
+def packing_speedups(packing: Mapping[str, list[Mapping[str, Any]]]) -> dict[str, dict[int, float]]:
+    """The calibration's ``packing.speedup`` from :func:`measure_packing`'s rows (counts above 1)."""
+    return {p: {r["k"]: r["speedup"] for r in rows if r["k"] > 1} for p, rows in packing.items()}
+
+
 def write_report(
     out_dir: str | Path,
     rows: list[dict[str, Any]],
     env: Mapping[str, Any],
     checks: Mapping[str, Any],
+    *,
+    packing: Mapping[str, list[Mapping[str, Any]]] | None = None,
+    dev_sentences: int | None = None,
 ) -> Path:
-    """``report.md`` and ``calibration.json`` in ``out_dir``; returns the report's path."""
+    """``report.md`` and ``calibration.json`` in ``out_dir``; returns the report's path. ``packing``:
+    :func:`measure_packing`'s rows; ``dev_sentences``: the unique STS-B dev sentences the cells'
+    dev evaluations encoded (:func:`calibration` scales their time to the real set)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / CALIBRATION_FILE).write_text(json.dumps(calibration(rows, env), indent=1) + "\n")
+    measured = calibration(
+        rows, env, dev_sentences=dev_sentences, packing=packing_speedups(packing) if packing else None
+    )
+    (out_dir / CALIBRATION_FILE).write_text(json.dumps(measured, indent=1) + "\n")
     lines = [
         "# GPU check",
         "",
@@ -163,14 +238,39 @@ def write_report(
             f"{_fmt(r['peak_gpu_memory_gib'], '.2f')} | {r['skipped_steps']} | "
             f"{', '.join(map(str, r['resumed_from'])) or '—'} |"
         )
+    if packing:
+        lines += [
+            "",
+            "## Several small cells per GPU",
+            "",
+            "Concurrent copies of the sentence cell's training step, each a process of its own, timed "
+            "together; speed-up: their summed steps/s over one copy alone (`resources.gpu_share`; "
+            "`make plan` prices packed cells with it).",
+            "",
+            "| packing | cells at once | steps/s each | steps/s in all | speed-up | peak GiB each |",
+            "|---|---|---|---|---|---|",
+        ]
+        for precision, measured_rows in packing.items():
+            for r in measured_rows:
+                each = ", ".join(f"{rate:.2f}" for rate in r["steps_per_s"])
+                lines.append(
+                    f"| packing {precision} | {r['k']} | {each} | {r['sum']:.2f} | {r['speedup']:.2f}x | "
+                    f"{_fmt(r['peak_gib'], '.2f')} |"
+                )
     lines += ["", "## Checks", ""]
     lines += [f"- {name}: {'PASS' if ok else 'FAIL'} — {what}" for name, (ok, what) in checks.items()]
+    scaled = (
+        f" The dev-evaluation overhead is the cells' time per evaluation of {dev_sentences} sentences "
+        f"scaled to STS-B dev's {STSB_DEV_SENTENCES}."
+        if dev_sentences
+        else ""
+    )
     lines += [
         "",
         "MFU: achieved FLOP/s (the plan's FLOPs per step, sentence cells at the padded length their batches "
         "really had, x steps/s without each process's first log interval) over the data-sheet dense peak "
-        "of the cell's precision (fp32 against the non-tensor-core peak). "
-        f"`{CALIBRATION_FILE}` beside this report is what `make plan` reads.",
+        "of the cell's precision (fp32 against the non-tensor-core peak)."
+        f"{scaled} `{CALIBRATION_FILE}` beside this report is what `make plan` reads.",
         "",
     ]
     path = out_dir / "report.md"

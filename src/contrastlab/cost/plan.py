@@ -43,6 +43,7 @@ from contrastlab.cost.flops import (
     senteval_tokens,
 )
 from contrastlab.cost.measured import hms, paper_of
+from contrastlab.cost.packing import chosen_share, packed_seconds, packing_lines
 from contrastlab.cost.schedule import schedule_lines
 from contrastlab.tables.markdown import markdown_table
 
@@ -66,12 +67,41 @@ class PlannedJob:
     peak_gib: float = 0.0
     kind: str = ""
     precision: Mapping[str, str] = field(default_factory=dict)
+    #: training jobs per GPU, itself included (``resources.gpu_share``; the chosen precision's)
+    share: int = 1
 
 
 def _pretrained_work(config: Mapping[str, Any], backbone: str) -> CellWork:
     """The encoding of a Pretrained row: the backbone's forward over every SentEval sentence."""
     n = backbone_transformer(config, backbone).non_embedding
     return CellWork("sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * senteval_tokens(config), 0, 0, "")
+
+
+def _training_job(
+    config: Mapping[str, Any],
+    calibration: Calibration,
+    works: Mapping[str, CellWork],
+    chosen: str,
+    **where: str,
+) -> PlannedJob:
+    """A training job of the plan: per choice its seconds, packed (:mod:`contrastlab.cost.packing`)
+    when its cell shares a GPU under that choice (its memory estimate and precision)."""
+    share = config["resources"].get("gpu_share", 1) if config["resources"].get("gpu") else 1
+    shares = {c: chosen_share(w.peak_gib, w.precision, calibration, share) for c, w in works.items()}
+    return PlannedJob(
+        rule="train_vision" if works[chosen].track == "vision" else "train",
+        seconds={
+            c: packed_seconds(
+                train_seconds(w, calibration), w.precision, shares[c], calibration.packing_speedup
+            )
+            for c, w in works.items()
+        },
+        peak_gib=works[chosen].peak_gib,
+        kind=works[chosen].kind,
+        precision={c: w.precision for c, w in works.items()},
+        share=shares[chosen],
+        **where,
+    )
 
 
 def probe_jobs(config: Mapping[str, Any], calibration: Calibration) -> tuple[int, float]:
@@ -102,16 +132,7 @@ def make_plan(
         works = {c: cell_work(config, cell, c) for c in choices}
         vision = works[chosen].track == "vision"
         common = {"paper": paper_of(cell.experiment), "experiment": cell.experiment, "cell": cell.path}
-        jobs.append(
-            PlannedJob(
-                rule="train_vision" if vision else "train",
-                seconds={c: train_seconds(w, calibration) for c, w in works.items()},
-                peak_gib=works[chosen].peak_gib,
-                kind=works[chosen].kind,
-                precision={c: w.precision for c, w in works.items()},
-                **common,
-            )
-        )
+        jobs.append(_training_job(config, calibration, works, chosen, **common))
         evaluation = eval_seconds(works[chosen], calibration)
         jobs.append(
             PlannedJob(
@@ -216,6 +237,7 @@ def memory_rows(jobs: Sequence[PlannedJob], calibration: Calibration) -> list[di
         if job.kind:
             kinds.setdefault(job.kind, []).append(job)
     rows = []
+    packed = any(getattr(j, "share", 1) > 1 for j in jobs)  # the column only where cells share a GPU
     for kind, group in sorted(kinds.items()):
         peak = group[0].peak_gib
         smallest = next((f"{size} GiB" for size in CARD_MEMORY_GIB if peak <= size), "none listed")
@@ -228,6 +250,7 @@ def memory_rows(jobs: Sequence[PlannedJob], calibration: Calibration) -> list[di
                 if peak <= calibration.gpu_memory_gib
                 else f"no (> {calibration.gpu_memory_gib:.0f})",
                 "smallest card": smallest,
+                **({"jobs per GPU": str(group[0].share)} if packed else {}),
             }
         )
     return rows
@@ -255,6 +278,7 @@ def plan_lines(
         "±40% or more; `make gpu-check` measures them.",
         "",
     ]
+    lines += packing_lines(config, jobs, calibration)
     sections = [
         ("Per paper", _rows(jobs, lambda j: j.paper, "paper")),
         ("Per experiment (table)", _rows(jobs, lambda j: j.experiment, "experiment")),
@@ -418,18 +442,8 @@ def search_jobs(
         if point.shared_with is not None:
             continue
         works = {c: cell_work(config, point.cell, c, point=point) for c in choices}
-        jobs.append(
-            PlannedJob(
-                rule="train",
-                paper=paper_of(point.experiment),
-                experiment=f"{point.experiment} (search)",
-                cell=point.cell.path,
-                seconds={c: train_seconds(w, calibration) for c, w in works.items()},
-                peak_gib=works[chosen].peak_gib,
-                kind=works[chosen].kind,
-                precision={c: w.precision for c, w in works.items()},
-            )
-        )
+        where = {"paper": paper_of(point.experiment), "experiment": f"{point.experiment} (search)"}
+        jobs.append(_training_job(config, calibration, works, chosen, cell=point.cell.path, **where))
     for (experiment, backbone, method), stages in cl_search.searches(points).items():
         first = stages[1][0]
         work = cell_work(config, first.cell, point=first)

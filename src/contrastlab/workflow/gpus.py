@@ -1,5 +1,6 @@
-"""GPU slots for Snakemake jobs: how many a job asked for, which visible GPU it gets (claimed under a lock
-file so that concurrent jobs never share one), and the device string its script uses."""
+"""GPU slots for Snakemake jobs: how many GPUs a job asked for, which visible GPU it gets (claimed under
+lock files so that concurrent jobs never share one, or, for a small cell kind with ``resources.gpu_share``
+on, share it with at most ``gpu_share - 1`` others), and the device string its script uses."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from contrastlab.cost.packing import SHARES
 
 
 class GpuUnavailableError(RuntimeError):
@@ -31,6 +34,14 @@ def requested_gpus(snakemake: Any) -> int:
             count = rest[-1] if rest and rest[-1].isdigit() else "1"
             gpus = max(gpus, int(count))
     return gpus
+
+
+def requested_share(snakemake: Any) -> int:
+    """How many jobs may run on this job's GPU, itself included: its ``gpu_share`` resource (set by the
+    training rules from :func:`contrastlab.cost.packing.job_share`), 1 when absent or unevaluated."""
+    found = getattr(snakemake, "resources", None)
+    share = (dict(found.items()) if hasattr(found, "items") else {}).get("gpu_share")
+    return share if isinstance(share, int) and share >= 1 else 1
 
 
 def require_requested_gpu(snakemake: Any) -> None:
@@ -54,11 +65,15 @@ def require_requested_gpu(snakemake: Any) -> None:
     )
 
 
-#: Lock files of the GPU slots (:func:`claim_gpus`): machine-wide, so that two Snakemake runs on one box
-#: (the grid and ``make gpu-check`` or ``make search``) share its GPUs too; a fixed folder, not the
-#: job's ``TMPDIR`` (which Snakemake or a scheduler may set per job). ``CONTRASTLAB_GPU_LOCK_DIR``
-#: replaces it.
+#: Lock files of the GPU slots (:func:`claim_gpus`), ``gpu-<device>-<slot>.lock``: machine-wide, so
+#: that two Snakemake runs on one box (the grid and ``make gpu-check`` or ``make search``) share its
+#: GPUs too; a fixed folder, not the job's ``TMPDIR`` (which Snakemake or a scheduler may set per job).
+#: ``CONTRASTLAB_GPU_LOCK_DIR`` replaces it.
 GPU_LOCK_DIR = Path("/tmp/contrastlab-gpu-slots")
+#: Slots per GPU, fixed for the machine (not per run, so that two runs with different ``gpu_share`` see
+#: the same slots): a job that may share its GPU with ``n - 1`` others holds ``SLOTS_PER_GPU // n`` of
+#: them, a job of its own holds them all, so no device ever runs more than ``n`` jobs of share ``n``.
+SLOTS_PER_GPU = max(SHARES)
 #: The slots this process holds: the open lock files. The kernel releases an ``fcntl`` lock when its
 #: process ends or dies (SIGKILL, out-of-memory kill), so a dead job never blocks a slot.
 _HELD_SLOTS: list[Any] = []
@@ -107,20 +122,38 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
+def _lock_all_free(folder: Path, devices: list[str]) -> dict[str, list[int]]:
+    """Lock every free slot of ``devices``: per device, the descriptors of the slots now held."""
+    return {
+        device: [
+            fd
+            for slot in range(SLOTS_PER_GPU)
+            if (fd := _try_lock(folder / f"gpu-{device}-{slot}.lock")) is not None
+        ]
+        for device in devices
+    }
+
+
 def claim_gpus(
     wanted: int,
     devices: list[str],
     lock_dir: str | os.PathLike | None = None,
     *,
+    share: int = 1,
     poll_seconds: float = 2.0,
     log: Any = None,
 ) -> list[str]:
-    """Claim ``wanted`` of ``devices`` for this process: each under an exclusive ``fcntl`` lock on
-    ``<lock_dir>/gpu-<device>.lock``, held until the process ends (or dies: the kernel drops the lock).
-    All or nothing: a job that finds fewer free devices than it wants releases those it locked and
-    waits (polling, one line to ``log``), so that two jobs wanting two GPUs each never hold one each
-    forever. Only when a scheduler chose the devices (:func:`scheduler_chose_gpus`) and they are no
-    more than wanted are they taken without a lock; on a one-GPU box two runs queue for its GPU."""
+    """Claim ``wanted`` of ``devices`` for this process, each under exclusive ``fcntl`` locks on
+    ``SLOTS_PER_GPU // share`` of its slot files ``<lock_dir>/gpu-<device>-<slot>.lock`` (all of them
+    for ``share`` 1: the GPU is the job's own; for ``share`` n, at most n such jobs per GPU), held until
+    the process ends (or dies: the kernel drops the locks). Of the devices with enough free slots, the
+    least loaded go first (a job alone on a GPU runs fastest). All or nothing: a job that finds fewer
+    such devices than it wants releases every slot it locked and waits (polling, one line to ``log``),
+    so that jobs wanting two GPUs never hold one each forever. Only when a scheduler chose the devices
+    (:func:`scheduler_chose_gpus`) and they are no more than wanted are they taken without a lock; on a
+    one-GPU box two runs queue for its GPU."""
+    if share not in SHARES:
+        raise ValueError(f"gpu_share must be one of {', '.join(map(str, SHARES))}, got {share!r}")
     if wanted <= 0 or (len(devices) <= wanted and scheduler_chose_gpus()):
         return list(devices)
     if wanted > len(devices):
@@ -131,24 +164,22 @@ def claim_gpus(
     folder.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):  # other users' jobs share the box's GPUs too
         folder.chmod(0o1777)
+    slots = SLOTS_PER_GPU // share
     said = False
     while True:
-        claimed: dict[str, int] = {}
-        for device in devices:
-            fd = _try_lock(folder / f"gpu-{device}.lock")
-            if fd is not None:
-                claimed[device] = fd
-                if len(claimed) == wanted:
-                    _HELD_SLOTS.extend(claimed.values())
-                    return list(claimed)
-        for fd in claimed.values():  # not enough: hold none while waiting
-            os.close(fd)
+        free = _lock_all_free(folder, devices)
+        # most free slots first; sorted() is stable, so ties keep the visible order
+        chosen = [d for d in sorted(devices, key=lambda d: -len(free[d])) if len(free[d]) >= slots][:wanted]
+        kept = {d: free[d][:slots] for d in chosen} if len(chosen) == wanted else {}
+        for device, fds in free.items():  # not enough: hold none while waiting
+            for fd in fds[len(kept.get(device, [])) :]:
+                os.close(fd)
+        if kept:
+            _HELD_SLOTS.extend(fd for fds in kept.values() for fd in fds)
+            return chosen
         if not said and log is not None:
-            print(
-                f"contrastlab: fewer than {wanted} of the {len(devices)} GPUs ({', '.join(devices)}) are "
-                "free; waiting",
-                file=log,
-            )
+            what = "free GPUs" if share == 1 else f"GPUs with a free slot (of {share} per GPU)"
+            print(f"contrastlab: fewer than {wanted} {what} among {', '.join(devices)}; waiting", file=log)
             said = True
         time.sleep(poll_seconds)
 
@@ -158,13 +189,15 @@ def job_device(snakemake: Any) -> str:
     for a job that asked for no GPU (``resources.gpu: 0``; CUDA is then hidden from it), else
     ``"cuda"`` on GPUs of its own: :func:`claim_gpus` picks free ones of :func:`visible_gpus` and sets
     ``CUDA_VISIBLE_DEVICES`` to them, so that concurrent jobs of ``--resources gpu=N`` use N different
-    GPUs. Raises :class:`GpuUnavailableError` when a GPU was asked for and torch sees none."""
+    GPUs (or, with its ``gpu_share`` resource n > 1, a GPU shared with at most n - 1 others). Raises
+    :class:`GpuUnavailableError` when a GPU was asked for and torch sees none."""
     wanted = requested_gpus(snakemake)
     if not wanted:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         return "cpu"
     devices = visible_gpus()
     if devices:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(claim_gpus(wanted, devices, log=sys.stderr))
+        claimed = claim_gpus(wanted, devices, share=requested_share(snakemake), log=sys.stderr)
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(claimed)
     require_requested_gpu(snakemake)
     return "cuda"
