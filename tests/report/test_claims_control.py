@@ -23,6 +23,7 @@ FIGURE_ONLY = {
     "li-fig6-tau",
     "li-fig6-r",
     "oar-keeps-accuracy-at-high-lr",
+    "oar-doubles-at-high-lr",
     "oar-original-collapses",
 }
 

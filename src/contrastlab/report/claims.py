@@ -55,6 +55,11 @@ tested as for ``>`` at the claim's ``margin``, and the claim needs ``at_least`` 
 **reproduced** if at least ``at_least`` parts are reproduced; **not reproduced** if fewer than
 ``at_least`` parts are left that are not contradicted (after Holm's correction; parts not run count
 as possible); else **undecided**. Paired parts pool s_D over the claim, its tasks included.
+
+Relation ``trend`` (a figure's sentence over a sweep, "performance decreasing as m increases"): each part
+is the least-squares slope of one method's score over its sweep points (or those within ``over``), its
+noise from the residuals about the fitted line, so a one-seed sweep decides it
+(:mod:`contrastlab.report.trend`); the parts' verdicts combine as for ``>`` (Holm included).
 """
 
 from __future__ import annotations
@@ -77,18 +82,24 @@ CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
 #: Paper claim files, in report order.
 PAPERS = ("nie2023", "li2024", "macl", "oar")
 REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_RUN = "reproduced", "not reproduced", "undecided", "not run"
-RELATIONS = (">", ">=", "count")
+RELATIONS = (">", ">=", "count", "trend")
 MAX_SEEDS = 100
 
 
 def check_relation(claim: dict[str, Any], source: str) -> None:
     """Raise ``ValueError`` unless the claim's relation is one of :data:`RELATIONS`, a ``>=`` claim
     states its ``noninferiority_margin`` (> 0; a ``>`` claim has none, a ``>=`` claim no ``margin``) and a
-    ``count`` claim its ``at_least`` (1 to the number of its parts)."""
+    ``count`` claim its ``at_least`` (1 to the number of its parts); a ``trend`` claim's parts are
+    :func:`~contrastlab.report.trend.check_trend`'s."""
     name = f"{source}: claim {claim.get('id')!r}"
     relation = claim.get("relation", ">")
     if relation not in RELATIONS:
         raise ValueError(f"{name}: relation must be one of {RELATIONS}, got {relation!r}")
+    if relation == "trend":
+        from contrastlab.report.trend import check_trend
+
+        check_trend(claim, name)
+        return
     total = len(claim.get("parts") or []) * len(claim.get("backbones") or []) * len(tasks_of(claim))
     if relation == "count" and not (
         isinstance(claim.get("at_least"), int) and 1 <= claim["at_least"] <= total
@@ -137,6 +148,11 @@ def tasks_of(claim: dict[str, Any]) -> list[str]:
     return [str(t) for t in task] if isinstance(task, list | tuple) else [str(task)]
 
 
+def part_terms(claim: dict[str, Any], part: Any) -> dict[str, float]:
+    """A part's terms before evaluation: its contrast, or for a trend part ``{sweep method: 1}``."""
+    return {str(part["sweep"]): 1.0} if claim.get("relation") == "trend" else contrast(part)
+
+
 def contrast(part: Any) -> dict[str, float]:
     """A part as ``{method: coefficient}`` (``[a, b]`` -> ``{a: 1, b: -1}``)."""
     if isinstance(part, list | tuple):
@@ -163,6 +179,8 @@ class PartResult:
     p_value: float = math.nan  # one-sided, against the claim: P(T_ν ≤ Δ / se); NaN when not tested
     spared_by_holm: bool = False  # below its own interval, but not after Holm's correction
     task: str = ""
+    trend: str = ""  # a trend part (relation "trend"): what its diff is, e.g. "slope of mpt over m"
+    rho: float = math.nan  # a trend part: Spearman's ρ of the point means (a description)
 
 
 @dataclass
@@ -303,35 +321,26 @@ def _decide(delta: float, width: float) -> str:
     return REPRODUCED if delta > width else UNDECIDED
 
 
-def evaluate_claim(
-    claim: dict[str, Any], metrics: pd.DataFrame, config: dict, level: float = LEVEL
-) -> ClaimResult:
-    """Evaluate one claim on ``metrics`` (:func:`~.metrics.collect_metrics`) under ``config`` (its
-    experiment's seeds and sweep; ``tables.verdict_stand_ins`` maps toy backbones onto the claim's)."""
-    from contrastlab.tables.assemble import experiment_seeds
+def ours_backbone(backbone: str, experiment: dict, ours_for: dict[str, str]) -> str:
+    """The backbone whose cells stand for the claim's ``backbone`` (itself, or its toy stand-in)."""
+    return backbone if backbone in (experiment.get("backbones") or []) else ours_for.get(backbone, backbone)
 
-    check_relation(claim, "evaluate_claim")
-    name, relation = claim["experiment"], claim.get("relation", ">")
-    # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
-    shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
-    experiment = (config.get("experiments") or {}).get(name)
-    if experiment is None:
-        parts = [
-            PartResult(b, contrast(p), NOT_RUN, task=t)
-            for b in claim["backbones"]
-            for t in tasks_of(claim)
-            for p in claim["parts"]
-        ]
-        return ClaimResult(claim, NOT_RUN, parts)
-    seeds = experiment_seeds(config, name)
-    values = _seed_values(metrics, name, seeds)
-    pools = noise_pools(metrics, name, seeds).set_index(["backbone", "key"])
-    ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+
+def _contrast_parts(
+    claim: dict[str, Any],
+    experiment: dict,
+    values: dict,
+    pools: pd.DataFrame,
+    ours_for: dict[str, str],
+    shift: float,
+    level: float,
+) -> tuple[list[PartResult], list[tuple]]:
+    """The contrast parts of a claim (relations ``>``, ``>=``, ``count``; the module docstring), each
+    evaluated on its own; and for each tested part (result, Δ, s, factor, ν(n)), what the seeds it would
+    need are computed from."""
     raw: list[tuple[PartResult, str, list[dict], np.ndarray | None]] = []
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
-        ours = (
-            backbone if backbone in (experiment.get("backbones") or []) else ours_for.get(backbone, backbone)
-        )
+        ours = ours_backbone(backbone, experiment, ours_for)
         for part in claim["parts"]:
             wanted = contrast(part)
             if _one_point_sweep(wanted, experiment):  # @min and @max are the same cell: nothing to compare
@@ -408,6 +417,39 @@ def evaluate_claim(
         df_of = lambda k, d=result.df: max(d, k - 1)  # noqa: E731
         pending.append((result, delta, s_unit, factor, df_of))
         parts.append(result)
+    return parts, pending
+
+
+def evaluate_claim(
+    claim: dict[str, Any], metrics: pd.DataFrame, config: dict, level: float = LEVEL
+) -> ClaimResult:
+    """Evaluate one claim on ``metrics`` (:func:`~.metrics.collect_metrics`) under ``config`` (its
+    experiment's seeds and sweep; ``tables.verdict_stand_ins`` maps toy backbones onto the claim's)."""
+    from contrastlab.tables.assemble import experiment_seeds
+
+    check_relation(claim, "evaluate_claim")
+    name, relation = claim["experiment"], claim.get("relation", ">")
+    # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
+    shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
+    experiment = (config.get("experiments") or {}).get(name)
+    if experiment is None:
+        parts = [
+            PartResult(b, part_terms(claim, p), NOT_RUN, task=t)
+            for b in claim["backbones"]
+            for t in tasks_of(claim)
+            for p in claim["parts"]
+        ]
+        return ClaimResult(claim, NOT_RUN, parts)
+    seeds = experiment_seeds(config, name)
+    values = _seed_values(metrics, name, seeds)
+    ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+    if relation == "trend":
+        from contrastlab.report.trend import trend_parts
+
+        parts, pending = trend_parts(claim, experiment, values, ours_for, level)
+    else:
+        pools = noise_pools(metrics, name, seeds).set_index(["backbone", "key"])
+        parts, pending = _contrast_parts(claim, experiment, values, pools, ours_for, shift, level)
     # "not reproduced" is a union over the parts: Holm-corrected over the claim's tested parts
     alpha, tested = (1 - level) / 2, [p for p in parts if not math.isnan(p.p_value)]
     for part, rejected in zip(tested, holm_rejections([p.p_value for p in tested], alpha), strict=True):
@@ -454,6 +496,15 @@ def numbers_text(result: ClaimResult) -> str:
     for p in result.parts:
         where = f"{p.backbone} {p.task}" if several else p.backbone
         if p.status == NOT_RUN:
+            continue
+        if p.trend:  # a slope over a sweep (relation "trend")
+            width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
+            rho = "" if math.isnan(p.rho) else f", Spearman ρ {p.rho:+.2f}"
+            extra = ", below its interval but not after Holm's correction" if p.spared_by_holm else ""
+            if p.seeds_needed:
+                needed = "> 100" if p.seeds_needed > MAX_SEEDS else p.seeds_needed
+                extra += f", needs {needed} seeds per point"
+            texts.append(f"{where}: {p.trend} = {p.diff:+.2f} {width} (ν = {p.df:g}{rho}){extra}")
             continue
         if not any(p.terms.values()):  # both sides resolved to one cell (e.g. the best rate is the largest)
             texts.append(f"{where}: {', '.join(p.terms)} is both sides (no difference)")
