@@ -21,10 +21,12 @@ from contrastlab.tables.verdicts import (
     NO_PUBLISHED,
     UNDECIDED,
     WITHIN,
+    cell_stratum,
     cell_verdict,
     chance_expected,
     chance_text,
     half_width,
+    noise_pools,
     pooled_std,
     published_runs,
 )
@@ -115,6 +117,36 @@ def test_verdicts_on_constructed_metrics():
     assert "-5.66 ▼" in md and "+0.25 ≈" in md and "within seed noise" in md
     # four trained cells tested against seed noise (sts_avg and STS12 of each method): 4 × 0.05
     assert "1 ▲ / 1 ▼ (≈0.2 expected by chance), i.e. 4 cells × 0.05" in md
+
+
+def test_a_pool_never_mixes_training_protocols_or_precisions():
+    """Audit C3: Li's InfoNCE trains under SimCSE's protocol in fp16, mMHE under li2024's in fp32; each
+    has its own pool, and a claim contrasting them combines the two pools by Satterthwaite."""
+    from contrastlab.report.claims import all_claims, evaluate_claim
+
+    li = {**FULL["experiments"]["li2024"], "backbones": ["bert-base"]}
+    config = {"seeds": [42, 43, 44], "experiments": {"li2024": li}}
+    assert cell_stratum(config, "li2024", "bert-base", "infonce") == "simcse/fp16"
+    assert cell_stratum(config, "li2024", "bert-base", "mmhe") == "li2024/fp32"
+    assert cell_stratum(config, "li2024", "bert-base", "mmhe~searched") == "li2024/fp32"
+    assert cell_stratum(None, "li2024", "bert-base", "mmhe") == ""
+    metrics = frame(
+        [("li2024", "bert-base", "infonce", 42 + i, "sts_avg", v) for i, v in enumerate((70, 72, 74))]
+        + [("li2024", "bert-base", "mmhe", 42 + i, "sts_avg", v) for i, v in enumerate((80.0, 81.0))]
+    )
+    pools = noise_pools(metrics, "li2024", [42, 43, 44], config).set_index("stratum")
+    # InfoNCE SS 8 over df 2 (s 2), mMHE SS 0.5 over df 1; one pool would have been s² = 8.5 / 3
+    assert pools.loc["simcse/fp16", ["noise_std", "noise_df"]].tolist() == [pytest.approx(2.0), 2]
+    assert pools.loc["li2024/fp32", ["noise_std", "noise_df"]].tolist() == [pytest.approx(math.sqrt(0.5)), 1]
+    assert noise_pools(metrics, "li2024", None)["noise_df"].tolist() == [3]  # no config: one pool
+    c = assemble(get_spec("li2024_table3"), config, metrics).cells.set_index(["backbone", "method", "key"])
+    assert c.loc[("bert-base", "infonce", "sts_avg"), "noise_std"] == pytest.approx(2.0)
+    assert c.loc[("bert-base", "mmhe", "sts_avg"), "noise_df"] == 1
+    # the claim's contrast mMHE − InfoNCE (seeds differ: unpaired) over two pools: V 0.25 and 4/3
+    claim = {**next(c for c in all_claims() if c["id"] == "li-arccon-met"), "backbones": ["bert-base"]}
+    part = evaluate_claim({**claim, "parts": [["mmhe", "infonce"]]}, metrics, config).parts[0]
+    v1, v2 = 0.5 / 2, 4 / 3
+    assert not part.paired and part.df == pytest.approx((v1 + v2) ** 2 / (v1**2 / 1 + v2**2 / 2))
 
 
 def test_one_seed_everywhere_is_undecided_and_toy_backbones_have_no_published_number():

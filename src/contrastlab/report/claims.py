@@ -19,9 +19,11 @@ level :data:`~.verdicts.LEVEL`):
   contrast D_s = Σ c_i x_{i,s}; its variance s_D² is pooled over the claim's paired parts
   (s_D² = Σ_j (n_j − 1) s_j² / Σ_j (n_j − 1), ν = Σ_j (n_j − 1)); se = s_D / sqrt(n);
 - otherwise unpaired, from the cells' pooled seed noise (:func:`~.verdicts.noise_pools`):
-  se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell); terms that share one pool
+  se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell; a cell's pool is its backbone,
+  task, training protocol and precision); terms that share one pool
   share one variance estimate and give that pool's ν once, Welch–Satterthwaite combines distinct pools
-  only (:func:`contrast_variance`; the terms of one part always share the pool of its backbone and task);
+  only (:func:`contrast_variance`; Li's InfoNCE, SimCSE's protocol in fp16, and mMHE, li2024's in fp32,
+  are two pools);
 - h = t_{ν} · se, so D ± h is the two-sided interval at the level. Relation ``>``: **reproduced** if
   D − m > h, **not reproduced** if D − m < −h (subject to the claim's correction below), else
   **undecided**. Relation ``>=`` ("comparable or
@@ -66,7 +68,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,7 +78,7 @@ import pandas as pd
 import yaml
 
 from contrastlab.tables.metrics import PRETRAINED
-from contrastlab.tables.verdicts import LEVEL, noise_pools, stand_ins, t_quantile
+from contrastlab.tables.verdicts import LEVEL, cell_stratum, noise_pools, stand_ins, t_quantile
 
 CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
 #: Paper claim files, in report order.
@@ -334,6 +336,7 @@ def _contrast_parts(
     ours_for: dict[str, str],
     shift: float,
     level: float,
+    stratum_of: Callable[[str, str], str],
 ) -> tuple[list[PartResult], list[tuple]]:
     """The contrast parts of a claim (relations ``>``, ``>=``, ``count``; the module docstring), each
     evaluated on its own; and for each tested part (result, Δ, s, factor, ν(n)), what the seeds it would
@@ -397,17 +400,18 @@ def _contrast_parts(
             result.df, se = paired_df, s_paired / math.sqrt(len(per_seed))
             s_unit, factor = s_paired, 1.0  # s_paired is already the std of one seed's contrast
         else:
-            noisy = [
-                (ours, c * c / len(v))  # c_i² / n_i: the term's share of its pool's variance
-                for m, c, v in zip(result.terms, result.terms.values(), cells, strict=True)
-                if m != PRETRAINED  # deterministic: no noise
-            ]
-            pool = (
-                (pools.loc[(ours, result.task), "noise_std"], pools.loc[(ours, result.task), "noise_df"])
-                if (ours, result.task) in pools.index
-                else (math.nan, 0)
-            )
-            var, result.df = contrast_variance([(key, w, *pool) for key, w in noisy])
+            noisy = []
+            for m, c, v in zip(result.terms, result.terms.values(), cells, strict=True):
+                if m == PRETRAINED:  # deterministic: no noise
+                    continue
+                key = (ours, result.task, stratum_of(ours, m))  # the pool of its protocol and precision
+                pool = (
+                    (pools.loc[key, "noise_std"], pools.loc[key, "noise_df"])
+                    if key in pools.index
+                    else (math.nan, 0)
+                )
+                noisy.append((key, c * c / len(v), *pool))  # c_i² / n_i: its share of its pool's variance
+            var, result.df = contrast_variance(noisy)
             se = math.sqrt(var)
             s_unit = math.sqrt(var * result.seeds / factor) if result.df and factor else math.nan
         if result.df:
@@ -448,8 +452,9 @@ def evaluate_claim(
 
         parts, pending = trend_parts(claim, experiment, values, ours_for, level)
     else:
-        pools = noise_pools(metrics, name, seeds).set_index(["backbone", "key"])
-        parts, pending = _contrast_parts(claim, experiment, values, pools, ours_for, shift, level)
+        pools = noise_pools(metrics, name, seeds, config).set_index(["backbone", "key", "stratum"])
+        strata = functools.cache(lambda b, m: cell_stratum(config, name, b, m))
+        parts, pending = _contrast_parts(claim, experiment, values, pools, ours_for, shift, level, strata)
     # "not reproduced" is a union over the parts: Holm-corrected over the claim's tested parts
     alpha, tested = (1 - level) / 2, [p for p in parts if not math.isnan(p.p_value)]
     for part, rejected in zip(tested, holm_rejections([p.p_value for p in tested], alpha), strict=True):
