@@ -29,6 +29,8 @@ from contrastlab.tables.verdicts import (
     noise_pools,
     pooled_std,
     published_runs,
+    runs_assumed,
+    runs_text,
 )
 
 # Student t quantiles t_{df, 0.975} from a printed table (not from scipy).
@@ -70,6 +72,44 @@ def test_published_runs_per_paper():
     assert published_runs(get_spec("oar_table3").meta, "oar_infonce") == 1
     for spec in (get_spec(n) for n in ("nie2023_table1", "li2024_table3", "macl_table3", "oar_table3")):
         assert spec.meta["runs"]["source"], spec.name
+
+
+def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
+    """Audit C2: only Nie Table 1 and Li's modified losses state their runs (three); MACL, OAR, Li's quoted
+    InfoNCE/ArcCon and Li Table 5's steps state none, so k = 1 is assumed, and the legend says which."""
+    from contrastlab.tables import TABLES
+
+    assert not runs_assumed(get_spec("nie2023_table1").meta, "cl")
+    assert not runs_assumed(get_spec("li2024_table3").meta, "mmhe")
+    assert not runs_assumed(get_spec("li2024_table3").meta, "mpt")  # Nie Table 1's caption: three
+    assert runs_assumed(get_spec("li2024_table3").meta, "infonce")
+    assert runs_assumed(get_spec("li2024_table5").meta, "mhe_gd")  # the default, assumed
+    assert not runs_assumed(get_spec("li2024_table5").meta, "mmhe")
+    assert runs_assumed(get_spec("macl_table9").meta, "macl-bs64")
+    scores = [get_spec(n) for n, spec in TABLES.items() if spec.kind != "hparams"]
+    assert {s.name for s in scores if runs_assumed(s.meta, "any")} == {
+        "li2024_table5",
+        "macl_table3",
+        "macl_table9",
+        "macl_tableB4",
+        "oar_table3",
+        "oar_table4",
+    }
+    for spec in scores:
+        runs = spec.meta["runs"]
+        assert set(runs.get("assumed") or []) <= {"default", *(runs.get("methods") or {})}, spec.name
+        assert runs_text(spec.meta).startswith("Published runs per number: k = "), spec.name
+    md = to_markdown(assemble(get_spec("macl_tableB4"), MACL_CONFIG, macl_metrics()))
+    assert "Published runs per number: k = 1 (assumed). Source: As Table 3 (App. B.4)" in md
+    assert 'k = 1 widens the interval, which favours "within noise"' in md
+    li = {**FULL["experiments"]["li2024"], "backbones": ["bert-base"]}
+    li_md = to_markdown(
+        assemble(get_spec("li2024_table3"), {"seeds": [42], "experiments": {"li2024": li}}, frame([]))
+    )
+    assert "k = 3 (stated); infonce, arccon: k = 1 (assumed). Source: Caption:" in li_md
+    nie = to_markdown(assemble(get_spec("nie2023_table1"), {"seeds": [42], "experiments": {}}, frame([])))
+    assert 'k = 3 (stated). Source: Table 1 caption: "All results reported are the average' in nie
+    assert "(assumed)" not in nie
 
 
 def frame(rows) -> pd.DataFrame:

@@ -192,6 +192,45 @@ def published_runs(meta: Mapping[str, Any], method: str) -> int:
     return int(per_method.get(method, per_method.get(base, runs.get("default", 1))))
 
 
+def runs_assumed(meta: Mapping[str, Any], method: str) -> bool:
+    """Whether ``method``'s k is assumed, not stated by the paper: the sidecar's ``runs.assumed`` names
+    the method (or its base, ``macl`` for ``macl-bs64``), or ``default`` for every method without its
+    own ``runs.methods`` entry. An assumed k = 1 gives the widest interval, which favours "within noise"
+    (it is not the cautious choice for a "did it reproduce?" verdict)."""
+    runs = meta.get("runs") or {}
+    assumed = set(runs.get("assumed") or [])
+    per_method = runs.get("methods") or {}
+    base = method.split("-")[0]
+    name = method if method in per_method else base if base in per_method else None
+    return name in assumed if name is not None else "default" in assumed
+
+
+def runs_text(meta: Mapping[str, Any]) -> str:
+    """The k of a table's published numbers for its legend, each value stated or assumed, then the
+    source, e.g. "k = 3 (stated); infonce, arccon: k = 1 (assumed: the paper states none). Source: ..."."""
+    runs = meta.get("runs") or {}
+    if not runs:
+        return ""
+    per_method = runs.get("methods") or {}
+    default = int(runs.get("default", 1))
+    groups: dict[tuple[int, bool], list[str]] = {}
+    for method, k in per_method.items():
+        groups.setdefault((int(k), runs_assumed(meta, method)), []).append(method)
+    default_assumed = "default" in set(runs.get("assumed") or [])
+    parts = [f"k = {default} ({'assumed' if default_assumed else 'stated'})"]
+    for (k, assumed), methods in groups.items():
+        if (k, assumed) != (default, default_assumed):
+            parts.append(f"{', '.join(methods)}: k = {k} ({'assumed' if assumed else 'stated'})")
+    note = (
+        ' Assumed: the paper states no number of runs; k = 1 widens the interval, which favours "within'
+        ' noise".'
+        if default_assumed or any(assumed for _, assumed in groups)
+        else ""
+    )
+    source = " ".join(str(runs["source"]).split())
+    return f"Published runs per number: {'; '.join(parts)}. Source: {source}{note}"
+
+
 def stand_ins(config: Mapping[str, Any], experiment: str) -> dict[str, str]:
     """``tables.verdict_stand_ins[experiment]``: toy backbone -> the paper backbone whose published
     numbers and claims it stands in for (the demo only; a real run compares like with like)."""
