@@ -28,6 +28,7 @@ from contrastlab.report.claims import (
     verdict_text,
 )
 from contrastlab.tables import TABLES
+from contrastlab.tables.published import load_published
 
 T975 = {2: 4.302652729911275, 4: 2.7764451051977987}
 FULL = cl_config.load(REPO_ROOT / "config.yaml")
@@ -64,6 +65,10 @@ def test_every_claim_names_cells_and_links_of_the_full_config():
                 assert part["sweep"] in exp["methods"] and exp.get("sweep"), claim["id"]
                 terms = []
             for method in terms:
+                method, _, task = method.partition("/")  # a term on another task: method/task
+                assert not task or any(  # a task of the claim's tables
+                    task in set(load_published(link)["key"]) for link in claim["links"] if link in TABLES
+                ), (claim["id"], task)
                 base, _, where = method.partition("@")
                 assert base in names, (claim["id"], method)
                 assert where in ("", "min", "max", "best"), (claim["id"], method)
@@ -462,3 +467,24 @@ def test_a_count_claim_states_how_many():
             check_relation({**base, **bad}, "t")
     with pytest.raises(ValueError, match="at_least is for relation 'count' only"):
         check_relation({**base, "relation": ">", "at_least": 1}, "t")
+
+
+def test_a_term_on_another_task_is_paired_within_the_same_runs():
+    """OAR §5.1, "10% labels within 3% of 100%": a contrast across two tasks of the same runs (terms
+    ``method@best/task``), each at its own task's best rate, paired per seed."""
+    exp = {**FULL["experiments"]["oar_cifar10"], "sweep": {"lr": [0.01, 1.0]}, "seeds": [42, 43]}
+    config = {"seeds": [42, 43], "experiments": {"oar_cifar10": exp}}
+    frames = []
+    for m in ("oar_infonce", "oar_dcl", "oar_bt", "oar_vicreg"):
+        for task, good, bad in (("ffn10_top1", [60, 61], [50, 50]), ("ffn100_top1", [62, 64], [70, 40])):
+            cells = {("resnet18-oar", f"{m}-lr0.01"): good, ("resnet18-oar", f"{m}-lr1.0"): bad}
+            frames.append(metrics(cells, "oar_cifar10", task))
+    result = evaluate_claim(claim("oar-10pct-within-3-of-100pct"), pd.concat(frames), config)
+    part = result.parts[0]
+    assert part.terms == {"oar_infonce-lr0.01": 1.0, "oar_infonce-lr0.01/ffn100_top1": -1.0}
+    # per seed 60 − 62 and 61 − 64: D −2.5; SS 0.5 per part, pooled over 4: s² 0.5, ν 4, se 0.5
+    assert part.paired and part.diff == pytest.approx(-2.5) and part.df == 4
+    assert part.half_width == pytest.approx(T975[4] * 0.5, rel=1e-9)
+    assert part.status == UNDECIDED  # Δ = −2.5 + 3 = 0.5 < 1.39
+    text = numbers_text(result)
+    assert "oar_infonce-lr0.01/ffn10_top1 − oar_infonce-lr0.01/ffn100_top1 = -2.50 ± 1.39" in text

@@ -10,7 +10,9 @@ and ``parts``; every part is evaluated on every backbone and task. Each
 part is a linear contrast over cells of one backbone and task, ``{method: coefficient}`` (the short form
 ``[a, b]`` is ``{a: 1, b: -1}``, "a beats b"); a method may name a sweep point by its position,
 ``infonce@max`` / ``infonce@min`` (the largest / smallest value of the experiment's sweep) or
-``infonce@best`` (the point with the highest mean on the task, as OAR Table 3 picks its rate).
+``infonce@best`` (the point with the highest mean on the task, as OAR Table 3 picks its rate); a term
+``method/task`` is that method's cell on another task (``{oar_bt@best/ffn10_top1: 1,
+oar_bt@best/ffn100_top1: -1}``: paired when the two tasks come from the same runs).
 
 **Evaluation of one part** (contrast D = Σ c_i μ_i; margin m, the claim's ``margin``, default 0;
 level :data:`~.verdicts.LEVEL`):
@@ -224,6 +226,13 @@ def _seed_values(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None
     return out
 
 
+def _cell_of(term: str, task: str) -> tuple[str, str]:
+    """A term's method and task: ``method/task`` names its own task (a contrast across tasks, "10 %
+    labels within 3 points of 100 %"), a plain ``method`` is on the part's ``task``."""
+    method, _, own = term.partition("/")
+    return method, own or task
+
+
 def _resolve(method: str, experiment: dict, values: dict, backbone: str, task: str) -> str:
     """``name@max|min|best`` -> the sweep point of ``name`` (see the module docstring)."""
     if "@" not in method:
@@ -250,7 +259,7 @@ def _resolve(method: str, experiment: dict, values: dict, backbone: str, task: s
 
 def _one_point_sweep(terms: dict[str, float], experiment: dict) -> bool:
     """Whether ``terms`` compare ``@min`` with ``@max`` of a sweep that has a single value."""
-    positions = {m.split("@", 1)[1] for m in terms if "@" in m}
+    positions = {_cell_of(m, "")[0].split("@", 1)[1] for m in terms if "@" in m}
     sweep = experiment.get("sweep") or {}
     return {"min", "max"} <= positions and all(len(v) < 2 for v in sweep.values())
 
@@ -354,9 +363,11 @@ def _contrast_parts(
                 continue
             terms: dict[str, float] = {}
             for m, c in wanted.items():  # two positions may resolve to one cell (best = max): add up
-                name = _resolve(m, experiment, values, ours, task)
-                terms[name] = terms.get(name, 0.0) + c
-            cells = [values.get((ours, m, task)) for m in terms]
+                method, cell_task = _cell_of(m, task)
+                name = _resolve(method, experiment, values, ours, cell_task)
+                key = name if cell_task == task else f"{name}/{cell_task}"
+                terms[key] = terms.get(key, 0.0) + c
+            cells = [values.get((ours, *_cell_of(m, task))) for m in terms]
             missing = [m for m, v in zip(terms, cells, strict=True) if not v]
             result = PartResult(backbone, terms, NOT_RUN, missing=missing, task=task)
             if missing:
@@ -395,16 +406,18 @@ def _contrast_parts(
             parts.append(result)
             continue
         delta = result.diff - shift
-        factor = sum(c * c for m, c in result.terms.items() if m != PRETRAINED)  # deterministic: no noise
+        # a deterministic cell has no noise
+        factor = sum(c * c for m, c in result.terms.items() if _cell_of(m, "")[0] != PRETRAINED)
         if per_seed is not None:
             result.df, se = paired_df, s_paired / math.sqrt(len(per_seed))
             s_unit, factor = s_paired, 1.0  # s_paired is already the std of one seed's contrast
         else:
             noisy = []
             for m, c, v in zip(result.terms, result.terms.values(), cells, strict=True):
-                if m == PRETRAINED:  # deterministic: no noise
+                method, cell_task = _cell_of(m, result.task)
+                if method == PRETRAINED:  # deterministic: no noise
                     continue
-                key = (ours, result.task, stratum_of(ours, m))  # the pool of its protocol and precision
+                key = (ours, cell_task, stratum_of(ours, method))  # its protocol's and precision's pool
                 pool = (
                     (pools.loc[key, "noise_std"], pools.loc[key, "noise_df"])
                     if key in pools.index
@@ -514,9 +527,10 @@ def numbers_text(result: ClaimResult) -> str:
         if not any(p.terms.values()):  # both sides resolved to one cell (e.g. the best rate is the largest)
             texts.append(f"{where}: {', '.join(p.terms)} is both sides (no difference)")
             continue
+        across = any("/" in m for m in p.terms)  # terms on two tasks: each names its own
         label = "".join(
             f"{(' − ' if c < 0 else ' + ') if i else ('−' if c < 0 else '')}"
-            f"{'' if abs(c) == 1 else f'{abs(c):g}·'}{m}"
+            f"{'' if abs(c) == 1 else f'{abs(c):g}·'}{m}{f'/{p.task}' if across and '/' not in m else ''}"
             for i, (m, c) in enumerate(sorted(p.terms.items(), key=lambda kv: -kv[1]))
         )
         width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
@@ -528,6 +542,8 @@ def numbers_text(result: ClaimResult) -> str:
         texts.append(f"{where}: {label} = {p.diff:+.2f} {width}{extra}")
     if texts and result.claim.get("relation") == ">=":
         texts.insert(0, f"comparable if above −{float(result.claim['noninferiority_margin']):g}")
+    elif texts and float(result.claim.get("margin", 0)):
+        texts.insert(0, f"claimed above {float(result.claim['margin']):g}")
     return "; ".join(texts) if texts else "–"
 
 
@@ -568,7 +584,8 @@ def undecided_cells(results: list[ClaimResult], config: dict) -> dict[tuple[str,
         for p in result.parts:
             if p.status == UNDECIDED:
                 backbone = ours_for.get(p.backbone, p.backbone)
-                out.setdefault((name, backbone), set()).update(m for m in p.terms if m != PRETRAINED)
+                cells = {_cell_of(m, p.task)[0] for m in p.terms}
+                out.setdefault((name, backbone), set()).update(cells - {PRETRAINED})
     return out
 
 
