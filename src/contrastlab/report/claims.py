@@ -71,7 +71,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,13 +79,23 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from contrastlab.report.parts import (
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    UNDECIDED,
+    PartResult,
+    decide,
+    one_sided_p,
+    ours_backbone,
+    tasks_of,
+)
 from contrastlab.tables.metrics import PRETRAINED
 from contrastlab.tables.verdicts import LEVEL, cell_stratum, noise_pools, stand_ins, t_quantile
 
 CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
 #: Paper claim files, in report order.
 PAPERS = ("nie2023", "li2024", "macl", "oar")
-REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_RUN = "reproduced", "not reproduced", "undecided", "not run"
 RELATIONS = (">", ">=", "count", "trend")
 MAX_SEEDS = 100
 
@@ -146,12 +156,6 @@ def all_claims() -> list[dict[str, Any]]:
     return out
 
 
-def tasks_of(claim: dict[str, Any]) -> list[str]:
-    """The claim's ``task`` as a list (a claim may name several: its parts hold on each)."""
-    task = claim.get("task")
-    return [str(t) for t in task] if isinstance(task, list | tuple) else [str(task)]
-
-
 def part_terms(claim: dict[str, Any], part: Any) -> dict[str, float]:
     """A part's terms before evaluation: its contrast, or for a trend part ``{sweep method: 1}``."""
     return {str(part["sweep"]): 1.0} if claim.get("relation") == "trend" else contrast(part)
@@ -164,27 +168,6 @@ def contrast(part: Any) -> dict[str, float]:
             raise ValueError(f"a part [a, b] names two methods, got {part!r}")
         return {str(part[0]): 1.0, str(part[1]): -1.0}
     return {str(k): float(v) for k, v in dict(part).items()}
-
-
-@dataclass
-class PartResult:
-    """One evaluated contrast on one backbone."""
-
-    backbone: str
-    terms: dict[str, float]
-    status: str  # reproduced / not reproduced / undecided / not run
-    diff: float = math.nan
-    half_width: float = math.nan
-    df: float = 0
-    paired: bool = False
-    seeds: int = 0
-    seeds_needed: int | None = None
-    missing: list[str] = field(default_factory=list)
-    p_value: float = math.nan  # one-sided, against the claim: P(T_ν ≤ Δ / se); NaN when not tested
-    spared_by_holm: bool = False  # below its own interval, but not after Holm's correction
-    task: str = ""
-    trend: str = ""  # a trend part (relation "trend"): what its diff is, e.g. "slope of mpt over m"
-    rho: float = math.nan  # a trend part: Spearman's ρ of the point means (a description)
 
 
 @dataclass
@@ -314,29 +297,6 @@ def holm_rejections(p_values: list[float], alpha: float) -> list[bool]:
     return rejected
 
 
-def _one_sided_p(delta: float, se: float, df: float) -> float:
-    """P(T_df ≤ Δ / se): the p-value of "the part contradicts the claim" (Δ below 0); se 0: 0 or 1."""
-    from scipy import stats
-
-    if se == 0:
-        return 0.0 if delta < 0 else 1.0
-    return float(stats.t.cdf(delta / se, df))
-
-
-def _decide(delta: float, width: float) -> str:
-    """A part's verdict from Δ (the contrast shifted by the claim's margin) against its half-width."""
-    if math.isnan(width):
-        return UNDECIDED
-    if delta < -width:
-        return NOT_REPRODUCED
-    return REPRODUCED if delta > width else UNDECIDED
-
-
-def ours_backbone(backbone: str, experiment: dict, ours_for: dict[str, str]) -> str:
-    """The backbone whose cells stand for the claim's ``backbone`` (itself, or its toy stand-in)."""
-    return backbone if backbone in (experiment.get("backbones") or []) else ours_for.get(backbone, backbone)
-
-
 def _contrast_parts(
     claim: dict[str, Any],
     experiment: dict,
@@ -429,8 +389,8 @@ def _contrast_parts(
             s_unit = math.sqrt(var * result.seeds / factor) if result.df and factor else math.nan
         if result.df:
             result.half_width = t_quantile(result.df, level) * se
-            result.p_value = _one_sided_p(delta, se, result.df)
-        result.status = _decide(delta, result.half_width)
+            result.p_value = one_sided_p(delta, se, result.df)
+        result.status = decide(delta, result.half_width)
         df_of = lambda k, d=result.df: max(d, k - 1)  # noqa: E731
         pending.append((result, delta, s_unit, factor, df_of))
         parts.append(result)

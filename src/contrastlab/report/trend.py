@@ -142,14 +142,7 @@ def trend_parts(
     task) -> {seed: score}, diverged runs NaN and left out), and for each tested part (result, Δ, s,
     1 / S_xx,pts, ν(n)), from which :func:`~contrastlab.report.claims.evaluate_claim` computes the seeds
     per point that would decide it (ν(n) = n P − 2 with n seeds at each of the P points)."""
-    from contrastlab.report.claims import (
-        NOT_RUN,
-        PartResult,
-        _decide,
-        _one_sided_p,
-        ours_backbone,
-        tasks_of,
-    )
+    from contrastlab.report.parts import NOT_RUN, PartResult, decide, one_sided_p, ours_backbone, tasks_of
     from contrastlab.tables.verdicts import t_quantile
 
     scale = claim.get("scale", "linear")
@@ -180,8 +173,8 @@ def trend_parts(
             delta = DIRECTIONS[part["direction"]] * fit.slope
             if fit.df:
                 result.half_width = t_quantile(fit.df, level) * fit.se
-                result.p_value = _one_sided_p(delta, fit.se, fit.df)
-            result.status = _decide(delta, result.half_width)
+                result.p_value = one_sided_p(delta, fit.se, fit.df)
+            result.status = decide(delta, result.half_width)
             n_points = len(points)
             df_of = lambda n, d=fit.df, p=n_points: max(d, n * p - 2)  # noqa: E731
             pending.append((result, delta, fit.s, 1 / fit.sxx_points, df_of))
