@@ -16,7 +16,8 @@ from contrastlab.tables.published import load_published
 FULL = cl_config.load(REPO_ROOT / "config.yaml")
 RESULTS = {r.claim["id"]: r for r in control_results(FULL)}
 
-#: Claims that link only figures (Nie Fig. 3, Li Fig. 6, OAR Fig. 2): no published numbers to check.
+#: Claims that link only figures (Nie Fig. 1 and 3, Li Fig. 6, OAR Fig. 2): no published numbers to check;
+#: the sweep claims among them are trends (report.trend), tested on constructed sweeps in test_trend.py.
 FIGURE_ONLY = {
     "nie-mpt-best-margin",
     "li-fig6-m",
@@ -25,6 +26,7 @@ FIGURE_ONLY = {
     "oar-keeps-accuracy-at-high-lr",
     "oar-doubles-at-high-lr",
     "oar-infonce-collapses-to-chance",  # the paper's number is the text's "a mere 10%" (Fig. 2), no table
+    "nie-decoupled-overfit",  # Fig. 1's dev curves: the paper prints no number for them
     "oar-original-collapses",
 }
 
