@@ -19,6 +19,7 @@ from contrastlab.report.claims import (
     evaluate_claim,
     numbers_text,
     seed_plan,
+    verdict_text,
 )
 from contrastlab.report.trend import fit_slope
 from contrastlab.tables.metrics import DEV_SPEARMAN
@@ -65,7 +66,8 @@ def test_slope_and_its_residual_noise_by_hand():
     twice = fit_slope([0, 0, 1, 1, 2, 2, 3, 3], [1, 1, 2, 2, 4, 4, 5, 5])
     assert twice.slope == pytest.approx(1.4) and twice.df == 6
     assert twice.se == pytest.approx(math.sqrt((0.4 / 6) / 10))
-    assert fit_slope([0, 1], [1, 2]).df == 0 and fit_slope([1, 1, 1], [1, 2, 3]).df == 0
+    assert fit_slope([0, 1], [1, 2]).df == 0 and fit_slope([0, 1], [1, 2]).slope == pytest.approx(1.0)
+    assert fit_slope([1, 1, 1], [1, 2, 3]).df == 0
 
 
 def test_an_increasing_one_seed_sweep_reproduces_a_rising_claim():
@@ -142,3 +144,21 @@ def test_a_malformed_trend_claim_is_one_line_naming_the_fix():
         check_relation(bad, "li2024.yaml")
     with pytest.raises(ValueError, match="margin is not for relation 'trend'"):
         check_relation({**claim("li-fig6-r"), "margin": 1.0}, "li2024.yaml")
+
+
+def test_two_points_need_two_seeds_for_a_residual():
+    """The demo's two-point sweeps: with one seed the line passes through both points (no residual, ν 0:
+    undecided, more seeds named); with two seeds per point the scatter within each point is the noise."""
+    exp = {**FULL["experiments"]["li2024_fig6_r"], "sweep": {"hp.r": [0.5, 2.0]}}
+    one = {"seeds": [42], "experiments": {"li2024_fig6_r": exp}}
+    frame = sweep({0.5: [1.0], 2.0: [5.0]}, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN)
+    result = evaluate_claim(claim("li-fig6-r"), frame, one)
+    assert result.verdict == UNDECIDED and result.parts[0].df == 0 and result.parts[0].diff == 4 / 1.5
+    assert verdict_text(result) == "undecided: needs ≥ 2 seeds per cell to measure the noise"
+    two = {"seeds": [42, 43], "experiments": {"li2024_fig6_r": {**exp, "seeds": [42, 43]}}}
+    frame = sweep({0.5: [1.0, 2.0], 2.0: [5.0, 6.0]}, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN)
+    (part,) = evaluate_claim(claim("li-fig6-r"), frame, two).parts
+    # x̄ 1.25, S_xx 2.25, S_xy 6: b 8/3; residuals ±0.5 (SS 1, ν 2): se² = 0.5 / 2.25
+    assert part.diff == pytest.approx(8 / 3) and part.df == 2 and part.seeds == 2
+    assert part.half_width == pytest.approx(T975_2 * math.sqrt(0.5 / 2.25), rel=1e-9)
+    assert part.status == REPRODUCED

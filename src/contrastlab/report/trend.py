@@ -10,7 +10,7 @@ values kept, both ends included) and a claim-level ``scale``: ``linear`` (defaul
 log10 of the swept value, for rates and temperatures swept over decades).
 
 **The test** (ordinary least squares, every run of every kept point one observation (x_k, y_k),
-N of them at P ≥ 3 distinct x)::
+N ≥ 3 of them at P ≥ 2 distinct x; one seed at two points leaves no residual: undecided)::
 
     b = S_xy / S_xx,   S_xx = Σ (x_k − x̄)²,   S_xy = Σ (x_k − x̄)(y_k − ȳ)
     s² = Σ (y_k − ȳ − b (x_k − x̄))² / (N − 2),   se(b) = s / sqrt(S_xx),   ν = N − 2
@@ -53,7 +53,7 @@ class Slope:
 
 def fit_slope(x: list[float] | np.ndarray, y: list[float] | np.ndarray) -> Slope:
     """The slope of ``y`` on ``x`` (one observation per run), its standard error from the residuals and
-    ν = N − 2; ``df`` 0 (se NaN) with fewer than three observations or two distinct x.
+    ν = N − 2; ``df`` 0 (se NaN) with fewer than three observations, slope NaN too with one distinct x.
 
     >>> fit = fit_slope([0, 1, 2, 3], [1, 2, 4, 5])
     >>> round(fit.slope, 6), round(fit.se**2, 6), fit.df
@@ -63,14 +63,14 @@ def fit_slope(x: list[float] | np.ndarray, y: list[float] | np.ndarray) -> Slope
 
     xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     points = np.unique(xa)
-    if len(xa) < 3 or len(points) < 2:
+    if len(points) < 2:
         return Slope(math.nan, math.nan, 0, math.nan, math.nan, math.nan)
     dx = xa - xa.mean()
     sxx = float((dx * dx).sum())
     slope = float((dx * (ya - ya.mean())).sum() / sxx)
     resid = ya - ya.mean() - slope * dx
     df = len(xa) - 2
-    s = math.sqrt(float((resid * resid).sum()) / df)
+    s = math.sqrt(float((resid * resid).sum()) / df) if df else math.nan
     means = np.array([ya[xa == p].mean() for p in points])
     rho = float(stats.spearmanr(points, means)[0]) if len(points) >= 3 else math.nan
     sxx_points = float(((points - points.mean()) ** 2).sum())
@@ -157,8 +157,8 @@ def trend_parts(
             label = trend_label(claim, part, axis)
             result = PartResult(backbone, {n: 0.0 for n, _ in points}, NOT_RUN, task=task, trend=label)
             result.missing = [n for n, r in runs.items() if not r]
-            if len(points) < 3:
-                result.missing.append(f"three sweep points of {part['sweep']} (the sweep has {len(points)})")
+            if len(points) < 2:
+                result.missing.append(f"two sweep points of {part['sweep']} (the sweep has {len(points)})")
             if result.missing:
                 result.terms = result.terms or {part["sweep"]: 1.0}
                 parts.append(result)
