@@ -28,6 +28,7 @@ from contrastlab.report.claims import (
     verdict_text,
 )
 from contrastlab.tables import TABLES
+from contrastlab.tables.published import load_published
 
 T975 = {2: 4.302652729911275, 4: 2.7764451051977987}
 FULL = cl_config.load(REPO_ROOT / "config.yaml")
@@ -60,7 +61,14 @@ def test_every_claim_names_cells_and_links_of_the_full_config():
         names = set(exp["methods"]) | set(cl_config.expanded_methods(exp)) | {"pretrained"}
         for part in claim["parts"]:
             terms = part if isinstance(part, list) else list(part)
+            if claim.get("relation") == "trend":  # {sweep: method, direction, over}: a swept method
+                assert part["sweep"] in exp["methods"] and exp.get("sweep"), claim["id"]
+                terms = []
             for method in terms:
+                method, _, task = method.partition("/")  # a term on another task: method/task
+                assert not task or any(  # a task of the claim's tables
+                    task in set(load_published(link)["key"]) for link in claim["links"] if link in TABLES
+                ), (claim["id"], task)
                 base, _, where = method.partition("@")
                 assert base in names, (claim["id"], method)
                 assert where in ("", "min", "max", "best"), (claim["id"], method)
@@ -162,7 +170,7 @@ def test_sweep_positions_and_degenerate_contrasts():
         cells[("resnet18-oar", f"{method}-lr0.01")] = [best, best + 1]
         cells[("resnet18-oar", f"{method}-lr1.0")] = [high, high + 1]
     frame = metrics(cells, "oar_cifar10", "ffn10_top1")
-    high = evaluate_claim(claim("oar-keeps-accuracy-at-high-lr"), frame, config)
+    high = evaluate_claim(claim("oar-doubles-at-high-lr"), frame, config)
     first = next(p for p in high.parts if p.status != NOT_RUN)
     assert first.terms == {"oar_infonce-lr1.0": 1.0, "infonce-lr1.0": -2.0}
     assert first.diff == pytest.approx(60.5 - 2 * 10.5) and high.verdict == REPRODUCED
@@ -174,9 +182,11 @@ def test_sweep_positions_and_degenerate_contrasts():
     # OAR's own best rate is its largest: "lower at the largest rate than at the best" compares a cell
     # with itself, the claimed drop is absent
     cells[("resnet18-oar", "infonce-lr1.0")] = [45, 46]
-    collapse = evaluate_claim(
-        claim("oar-original-collapses"), metrics(cells, "oar_cifar10", "ffn10_top1"), config
-    )
+    at_best = {  # oar-original-collapses before it became a trend (report.trend)
+        **claim("oar-improves-10pct"),
+        "parts": [["infonce@best", "infonce@max"]],
+    }
+    collapse = evaluate_claim(at_best, metrics(cells, "oar_cifar10", "ffn10_top1"), config)
     assert next(p for p in collapse.parts if p.status != NOT_RUN).status == NOT_REPRODUCED
     # a one-point sweep has no smallest and largest to compare
     one = {
@@ -366,14 +376,14 @@ def test_li_fig6_claims_read_the_stsb_dev_score_not_the_sts_test_average():
 
     c = claim("li-fig6-m")
     assert c["task"] == DEV_SPEARMAN
-    exp = {**FULL["experiments"]["li2024_fig6_m"], "sweep": {"hp.m": [0.3, 1.0]}, "seeds": [42, 43, 44]}
-    config = {"seeds": [42, 43, 44], "experiments": {"li2024_fig6_m": exp}}
-    m03, m10 = ("bert-base", "baseline-m0.3"), ("bert-base", "baseline-m1.0")
-    dev = metrics({m03: [84.0, 84.5, 85.0], m10: [80.0, 80.5, 81.0]}, "li2024_fig6_m", DEV_SPEARMAN)
-    test = metrics({m03: [70.0, 70.5, 71.0], m10: [75.0, 75.5, 76.0]}, "li2024_fig6_m", "sts_avg")
+    exp = {**FULL["experiments"]["li2024_fig6_m"], "sweep": {"hp.m": [0.3, 0.6, 1.0]}, "seeds": [42]}
+    config = {"seeds": [42], "experiments": {"li2024_fig6_m": exp}}
+    m03, m06, m10 = (("bert-base", f"baseline-m{m}") for m in (0.3, 0.6, 1.0))
+    dev = metrics({m03: [84.0], m06: [82.1], m10: [80.0]}, "li2024_fig6_m", DEV_SPEARMAN)
+    test = metrics({m03: [70.0], m06: [72.0], m10: [75.0]}, "li2024_fig6_m", "sts_avg")
     frame = pd.concat([dev, test], ignore_index=True)  # STS.Avg would say the opposite
     result = evaluate_claim(c, frame, config)
-    assert result.verdict == REPRODUCED and result.parts[0].diff == pytest.approx(4.0)
+    assert result.verdict == REPRODUCED and result.parts[0].diff < -5  # a falling trend over m
 
 
 def test_a_count_claim_needs_that_many_parts_and_no_more():
@@ -457,3 +467,52 @@ def test_a_count_claim_states_how_many():
             check_relation({**base, **bad}, "t")
     with pytest.raises(ValueError, match="at_least is for relation 'count' only"):
         check_relation({**base, "relation": ">", "at_least": 1}, "t")
+
+
+def test_a_term_on_another_task_is_paired_within_the_same_runs():
+    """OAR §5.1, "10% labels within 3% of 100%": a contrast across two tasks of the same runs (terms
+    ``method@best/task``), each at its own task's best rate, paired per seed."""
+    exp = {**FULL["experiments"]["oar_cifar10"], "sweep": {"lr": [0.01, 1.0]}, "seeds": [42, 43]}
+    config = {"seeds": [42, 43], "experiments": {"oar_cifar10": exp}}
+    frames = []
+    for m in ("oar_infonce", "oar_dcl", "oar_bt", "oar_vicreg"):
+        for task, good, bad in (("ffn10_top1", [60, 61], [50, 50]), ("ffn100_top1", [62, 64], [70, 40])):
+            cells = {("resnet18-oar", f"{m}-lr0.01"): good, ("resnet18-oar", f"{m}-lr1.0"): bad}
+            frames.append(metrics(cells, "oar_cifar10", task))
+    result = evaluate_claim(claim("oar-10pct-within-3-of-100pct"), pd.concat(frames), config)
+    part = result.parts[0]
+    assert part.terms == {"oar_infonce-lr0.01": 1.0, "oar_infonce-lr0.01/ffn100_top1": -1.0}
+    # per seed 60 − 62 and 61 − 64: D −2.5; SS 0.5 per part, pooled over 4: s² 0.5, ν 4, se 0.5
+    assert part.paired and part.diff == pytest.approx(-2.5) and part.df == 4
+    assert part.half_width == pytest.approx(T975[4] * 0.5, rel=1e-9)
+    assert part.status == UNDECIDED  # Δ = −2.5 + 3 = 0.5 < 1.39
+    text = numbers_text(result)
+    assert "oar_infonce-lr0.01/ffn10_top1 − oar_infonce-lr0.01/ffn100_top1 = -2.50 ± 1.39" in text
+
+
+def test_nies_overfitting_claim_reads_the_dev_uniformity_rebound_of_each_run(tmp_path):
+    """Nie's abstract, "prone to overfitting, which does not occur on the contrastive loss" (Fig. 1): the
+    metrics file's training block carries the dev uniformity rebound (last dev evaluation minus the
+    minimum), collect_metrics reads it as a task, and the claim compares L_a&u and L_dcl with L_cl."""
+    import json
+
+    from contrastlab.evaluation.senteval import dev_rebound
+    from contrastlab.tables.metrics import DEV_REBOUND, collect_metrics
+
+    assert dev_rebound([{"dev_uniformity": -2.0}, {"dev_uniformity": -3.5}, {"dev_uniformity": -3.0}]) == 0.5
+    assert dev_rebound([{"dev_uniformity": -2.0}]) is None and dev_rebound(None) is None
+    rebounds = {"cl": [0.01, 0.02, 0.00], "au": [0.40, 0.50, 0.45], "dcl": [0.30, 0.35, 0.20]}
+    for method, values in rebounds.items():
+        for seed, value in zip((42, 43, 44), values, strict=True):
+            cell = tmp_path / "nie2023" / "bert-base" / method / f"seed{seed}"
+            cell.mkdir(parents=True)
+            data = {"scores": {}, "sts_avg": 70.0, "training": {DEV_REBOUND: value}}
+            (cell / "senteval.json").write_text(json.dumps(data))
+    frame = collect_metrics(tmp_path)
+    assert sorted(frame[frame.task == DEV_REBOUND]["score"]) == sorted(sum(rebounds.values(), []))
+    config = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
+    result = evaluate_claim(claim("nie-decoupled-overfit"), frame, config)
+    au, dcl = result.parts
+    # paired per seed: au − cl = 0.39, 0.48, 0.45 (mean 0.44); dcl − cl = 0.29, 0.33, 0.20 (mean 0.2733)
+    assert au.paired and au.diff == pytest.approx(0.44) and dcl.diff == pytest.approx(0.82 / 3)
+    assert result.verdict == REPRODUCED

@@ -21,12 +21,16 @@ from contrastlab.tables.verdicts import (
     NO_PUBLISHED,
     UNDECIDED,
     WITHIN,
+    cell_stratum,
     cell_verdict,
     chance_expected,
     chance_text,
     half_width,
+    noise_pools,
     pooled_std,
     published_runs,
+    runs_assumed,
+    runs_text,
 )
 
 # Student t quantiles t_{df, 0.975} from a printed table (not from scipy).
@@ -68,6 +72,44 @@ def test_published_runs_per_paper():
     assert published_runs(get_spec("oar_table3").meta, "oar_infonce") == 1
     for spec in (get_spec(n) for n in ("nie2023_table1", "li2024_table3", "macl_table3", "oar_table3")):
         assert spec.meta["runs"]["source"], spec.name
+
+
+def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
+    """Audit C2: only Nie Table 1 and Li's modified losses state their runs (three); MACL, OAR, Li's quoted
+    InfoNCE/ArcCon and Li Table 5's steps state none, so k = 1 is assumed, and the legend says which."""
+    from contrastlab.tables import TABLES
+
+    assert not runs_assumed(get_spec("nie2023_table1").meta, "cl")
+    assert not runs_assumed(get_spec("li2024_table3").meta, "mmhe")
+    assert not runs_assumed(get_spec("li2024_table3").meta, "mpt")  # Nie Table 1's caption: three
+    assert runs_assumed(get_spec("li2024_table3").meta, "infonce")
+    assert runs_assumed(get_spec("li2024_table5").meta, "mhe_gd")  # the default, assumed
+    assert not runs_assumed(get_spec("li2024_table5").meta, "mmhe")
+    assert runs_assumed(get_spec("macl_table9").meta, "macl-bs64")
+    scores = [get_spec(n) for n, spec in TABLES.items() if spec.kind != "hparams"]
+    assert {s.name for s in scores if runs_assumed(s.meta, "any")} == {
+        "li2024_table5",
+        "macl_table3",
+        "macl_table9",
+        "macl_tableB4",
+        "oar_table3",
+        "oar_table4",
+    }
+    for spec in scores:
+        runs = spec.meta["runs"]
+        assert set(runs.get("assumed") or []) <= {"default", *(runs.get("methods") or {})}, spec.name
+        assert runs_text(spec.meta).startswith("Published runs per number: k = "), spec.name
+    md = to_markdown(assemble(get_spec("macl_tableB4"), MACL_CONFIG, macl_metrics()))
+    assert "Published runs per number: k = 1 (assumed). Source: As Table 3 (App. B.4)" in md
+    assert 'k = 1 widens the interval, which favours "within noise"' in md
+    li = {**FULL["experiments"]["li2024"], "backbones": ["bert-base"]}
+    li_md = to_markdown(
+        assemble(get_spec("li2024_table3"), {"seeds": [42], "experiments": {"li2024": li}}, frame([]))
+    )
+    assert "k = 3 (stated); infonce, arccon: k = 1 (assumed). Source: Caption:" in li_md
+    nie = to_markdown(assemble(get_spec("nie2023_table1"), {"seeds": [42], "experiments": {}}, frame([])))
+    assert 'k = 3 (stated). Source: Table 1 caption: "All results reported are the average' in nie
+    assert "(assumed)" not in nie
 
 
 def frame(rows) -> pd.DataFrame:
@@ -115,6 +157,36 @@ def test_verdicts_on_constructed_metrics():
     assert "-5.66 ▼" in md and "+0.25 ≈" in md and "within seed noise" in md
     # four trained cells tested against seed noise (sts_avg and STS12 of each method): 4 × 0.05
     assert "1 ▲ / 1 ▼ (≈0.2 expected by chance), i.e. 4 cells × 0.05" in md
+
+
+def test_a_pool_never_mixes_training_protocols_or_precisions():
+    """Audit C3: Li's InfoNCE trains under SimCSE's protocol in fp16, mMHE under li2024's in fp32; each
+    has its own pool, and a claim contrasting them combines the two pools by Satterthwaite."""
+    from contrastlab.report.claims import all_claims, evaluate_claim
+
+    li = {**FULL["experiments"]["li2024"], "backbones": ["bert-base"]}
+    config = {"seeds": [42, 43, 44], "experiments": {"li2024": li}}
+    assert cell_stratum(config, "li2024", "bert-base", "infonce") == "simcse/fp16"
+    assert cell_stratum(config, "li2024", "bert-base", "mmhe") == "li2024/fp32"
+    assert cell_stratum(config, "li2024", "bert-base", "mmhe~searched") == "li2024/fp32"
+    assert cell_stratum(None, "li2024", "bert-base", "mmhe") == ""
+    metrics = frame(
+        [("li2024", "bert-base", "infonce", 42 + i, "sts_avg", v) for i, v in enumerate((70, 72, 74))]
+        + [("li2024", "bert-base", "mmhe", 42 + i, "sts_avg", v) for i, v in enumerate((80.0, 81.0))]
+    )
+    pools = noise_pools(metrics, "li2024", [42, 43, 44], config).set_index("stratum")
+    # InfoNCE SS 8 over df 2 (s 2), mMHE SS 0.5 over df 1; one pool would have been s² = 8.5 / 3
+    assert pools.loc["simcse/fp16", ["noise_std", "noise_df"]].tolist() == [pytest.approx(2.0), 2]
+    assert pools.loc["li2024/fp32", ["noise_std", "noise_df"]].tolist() == [pytest.approx(math.sqrt(0.5)), 1]
+    assert noise_pools(metrics, "li2024", None)["noise_df"].tolist() == [3]  # no config: one pool
+    c = assemble(get_spec("li2024_table3"), config, metrics).cells.set_index(["backbone", "method", "key"])
+    assert c.loc[("bert-base", "infonce", "sts_avg"), "noise_std"] == pytest.approx(2.0)
+    assert c.loc[("bert-base", "mmhe", "sts_avg"), "noise_df"] == 1
+    # the claim's contrast mMHE − InfoNCE (seeds differ: unpaired) over two pools: V 0.25 and 4/3
+    claim = {**next(c for c in all_claims() if c["id"] == "li-arccon-met"), "backbones": ["bert-base"]}
+    part = evaluate_claim({**claim, "parts": [["mmhe", "infonce"]]}, metrics, config).parts[0]
+    v1, v2 = 0.5 / 2, 4 / 3
+    assert not part.paired and part.df == pytest.approx((v1 + v2) ** 2 / (v1**2 / 1 + v2**2 / 2))
 
 
 def test_one_seed_everywhere_is_undecided_and_toy_backbones_have_no_published_number():

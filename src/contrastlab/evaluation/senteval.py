@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -368,14 +369,34 @@ TRAINING_KEYS = (
 )
 
 
+#: Key of the training block's dev-set rebound of the uniformity loss (:func:`dev_rebound`).
+DEV_UNIFORMITY_REBOUND = "dev_uniformity_rebound"
+
+
+def dev_rebound(evals: list[dict[str, Any]] | None, key: str = "dev_uniformity") -> float | None:
+    """How far a dev-set loss rose after its lowest point: its value at the run's last dev evaluation
+    minus its minimum over the evaluations (≥ 0; None without two finite values). Nie et al. 2023 §2 and
+    Fig. 1c-d read overfitting from dev losses that "first decrease and then increase" under L_a&u and
+    L_dcl, where under L_cl they "first decrease and then remain flat" (a rebound near 0).
+
+    >>> dev_rebound([{"dev_uniformity": -2.0}, {"dev_uniformity": -3.5}, {"dev_uniformity": -3.0}])
+    0.5
+    """
+    values = [float(e[key]) for e in evals or [] if e.get(key) is not None and math.isfinite(e[key])]
+    return values[-1] - min(values) if len(values) >= 2 else None
+
+
 def trained_with(model_dir: str | Path) -> dict[str, Any] | None:
-    """How a checkpoint was trained (``TRAINING_KEYS`` of its ``train_summary.json``), or None for an
-    unmodified backbone."""
+    """How a checkpoint was trained (``TRAINING_KEYS`` of its ``train_summary.json``) and its dev-set
+    uniformity rebound (:data:`DEV_UNIFORMITY_REBOUND`, from the summary's dev evaluations), or None for
+    an unmodified backbone."""
     path = Path(model_dir) / "train_summary.json"
     if not path.exists():
         return None
     summary = json.loads(path.read_text())
-    return {key: summary.get(key) for key in TRAINING_KEYS}
+    out = {key: summary.get(key) for key in TRAINING_KEYS}
+    out[DEV_UNIFORMITY_REBOUND] = dev_rebound(summary.get("evals"))
+    return out
 
 
 def _group_mean(scores: Mapping[str, float], group: tuple[str, ...]) -> float | None:

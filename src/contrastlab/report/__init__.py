@@ -1,6 +1,8 @@
 """The run's page: every table the config produces (:mod:`contrastlab.tables`), written as CSV, Markdown
 and LaTeX, and the report beside them: ``sections`` (report.md's sections), ``claims`` (each paper's
-headline claims against our metrics, ``claims/<paper>.yaml``) and ``html`` (report.html).
+headline claims against our metrics, ``claims/<paper>.yaml``; ``parts``: one part and its verdict rules;
+``trend``: sweep claims as slopes; ``control``: the claims on the papers' own numbers) and ``html``
+(report.html).
 
 Example (no runs yet: every cell shows the published number and "not run")::
 

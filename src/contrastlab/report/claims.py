@@ -10,7 +10,9 @@ and ``parts``; every part is evaluated on every backbone and task. Each
 part is a linear contrast over cells of one backbone and task, ``{method: coefficient}`` (the short form
 ``[a, b]`` is ``{a: 1, b: -1}``, "a beats b"); a method may name a sweep point by its position,
 ``infonce@max`` / ``infonce@min`` (the largest / smallest value of the experiment's sweep) or
-``infonce@best`` (the point with the highest mean on the task, as OAR Table 3 picks its rate).
+``infonce@best`` (the point with the highest mean on the task, as OAR Table 3 picks its rate); a term
+``method/task`` is that method's cell on another task (``{oar_bt@best/ffn10_top1: 1,
+oar_bt@best/ffn100_top1: -1}``: paired when the two tasks come from the same runs).
 
 **Evaluation of one part** (contrast D = Σ c_i μ_i; margin m, the claim's ``margin``, default 0;
 level :data:`~.verdicts.LEVEL`):
@@ -19,9 +21,11 @@ level :data:`~.verdicts.LEVEL`):
   contrast D_s = Σ c_i x_{i,s}; its variance s_D² is pooled over the claim's paired parts
   (s_D² = Σ_j (n_j − 1) s_j² / Σ_j (n_j − 1), ν = Σ_j (n_j − 1)); se = s_D / sqrt(n);
 - otherwise unpaired, from the cells' pooled seed noise (:func:`~.verdicts.noise_pools`):
-  se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell); terms that share one pool
+  se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell; a cell's pool is its backbone,
+  task, training protocol and precision); terms that share one pool
   share one variance estimate and give that pool's ν once, Welch–Satterthwaite combines distinct pools
-  only (:func:`contrast_variance`; the terms of one part always share the pool of its backbone and task);
+  only (:func:`contrast_variance`; Li's InfoNCE, SimCSE's protocol in fp16, and mMHE, li2024's in fp32,
+  are two pools);
 - h = t_{ν} · se, so D ± h is the two-sided interval at the level. Relation ``>``: **reproduced** if
   D − m > h, **not reproduced** if D − m < −h (subject to the claim's correction below), else
   **undecided**. Relation ``>=`` ("comparable or
@@ -55,14 +59,19 @@ tested as for ``>`` at the claim's ``margin``, and the claim needs ``at_least`` 
 **reproduced** if at least ``at_least`` parts are reproduced; **not reproduced** if fewer than
 ``at_least`` parts are left that are not contradicted (after Holm's correction; parts not run count
 as possible); else **undecided**. Paired parts pool s_D over the claim, its tasks included.
+
+Relation ``trend`` (a figure's sentence over a sweep, "performance decreasing as m increases"): each part
+is the least-squares slope of one method's score over its sweep points (or those within ``over``), its
+noise from the residuals about the fitted line, so a one-seed sweep decides it
+(:mod:`contrastlab.report.trend`); the parts' verdicts combine as for ``>`` (Holm included).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,25 +79,41 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from contrastlab.report.parts import (
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    UNDECIDED,
+    PartResult,
+    decide,
+    one_sided_p,
+    ours_backbone,
+    tasks_of,
+)
 from contrastlab.tables.metrics import PRETRAINED
-from contrastlab.tables.verdicts import LEVEL, noise_pools, stand_ins, t_quantile
+from contrastlab.tables.verdicts import LEVEL, cell_stratum, noise_pools, stand_ins, t_quantile
 
 CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
 #: Paper claim files, in report order.
 PAPERS = ("nie2023", "li2024", "macl", "oar")
-REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_RUN = "reproduced", "not reproduced", "undecided", "not run"
-RELATIONS = (">", ">=", "count")
+RELATIONS = (">", ">=", "count", "trend")
 MAX_SEEDS = 100
 
 
 def check_relation(claim: dict[str, Any], source: str) -> None:
     """Raise ``ValueError`` unless the claim's relation is one of :data:`RELATIONS`, a ``>=`` claim
     states its ``noninferiority_margin`` (> 0; a ``>`` claim has none, a ``>=`` claim no ``margin``) and a
-    ``count`` claim its ``at_least`` (1 to the number of its parts)."""
+    ``count`` claim its ``at_least`` (1 to the number of its parts); a ``trend`` claim's parts are
+    :func:`~contrastlab.report.trend.check_trend`'s."""
     name = f"{source}: claim {claim.get('id')!r}"
     relation = claim.get("relation", ">")
     if relation not in RELATIONS:
         raise ValueError(f"{name}: relation must be one of {RELATIONS}, got {relation!r}")
+    if relation == "trend":
+        from contrastlab.report.trend import check_trend
+
+        check_trend(claim, name)
+        return
     total = len(claim.get("parts") or []) * len(claim.get("backbones") or []) * len(tasks_of(claim))
     if relation == "count" and not (
         isinstance(claim.get("at_least"), int) and 1 <= claim["at_least"] <= total
@@ -131,10 +156,9 @@ def all_claims() -> list[dict[str, Any]]:
     return out
 
 
-def tasks_of(claim: dict[str, Any]) -> list[str]:
-    """The claim's ``task`` as a list (a claim may name several: its parts hold on each)."""
-    task = claim.get("task")
-    return [str(t) for t in task] if isinstance(task, list | tuple) else [str(task)]
+def part_terms(claim: dict[str, Any], part: Any) -> dict[str, float]:
+    """A part's terms before evaluation: its contrast, or for a trend part ``{sweep method: 1}``."""
+    return {str(part["sweep"]): 1.0} if claim.get("relation") == "trend" else contrast(part)
 
 
 def contrast(part: Any) -> dict[str, float]:
@@ -144,25 +168,6 @@ def contrast(part: Any) -> dict[str, float]:
             raise ValueError(f"a part [a, b] names two methods, got {part!r}")
         return {str(part[0]): 1.0, str(part[1]): -1.0}
     return {str(k): float(v) for k, v in dict(part).items()}
-
-
-@dataclass
-class PartResult:
-    """One evaluated contrast on one backbone."""
-
-    backbone: str
-    terms: dict[str, float]
-    status: str  # reproduced / not reproduced / undecided / not run
-    diff: float = math.nan
-    half_width: float = math.nan
-    df: float = 0
-    paired: bool = False
-    seeds: int = 0
-    seeds_needed: int | None = None
-    missing: list[str] = field(default_factory=list)
-    p_value: float = math.nan  # one-sided, against the claim: P(T_ν ≤ Δ / se); NaN when not tested
-    spared_by_holm: bool = False  # below its own interval, but not after Holm's correction
-    task: str = ""
 
 
 @dataclass
@@ -204,6 +209,13 @@ def _seed_values(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None
     return out
 
 
+def _cell_of(term: str, task: str) -> tuple[str, str]:
+    """A term's method and task: ``method/task`` names its own task (a contrast across tasks, "10 %
+    labels within 3 points of 100 %"), a plain ``method`` is on the part's ``task``."""
+    method, _, own = term.partition("/")
+    return method, own or task
+
+
 def _resolve(method: str, experiment: dict, values: dict, backbone: str, task: str) -> str:
     """``name@max|min|best`` -> the sweep point of ``name`` (see the module docstring)."""
     if "@" not in method:
@@ -230,7 +242,7 @@ def _resolve(method: str, experiment: dict, values: dict, backbone: str, task: s
 
 def _one_point_sweep(terms: dict[str, float], experiment: dict) -> bool:
     """Whether ``terms`` compare ``@min`` with ``@max`` of a sweep that has a single value."""
-    positions = {m.split("@", 1)[1] for m in terms if "@" in m}
+    positions = {_cell_of(m, "")[0].split("@", 1)[1] for m in terms if "@" in m}
     sweep = experiment.get("sweep") or {}
     return {"min", "max"} <= positions and all(len(v) < 2 for v in sweep.values())
 
@@ -285,53 +297,22 @@ def holm_rejections(p_values: list[float], alpha: float) -> list[bool]:
     return rejected
 
 
-def _one_sided_p(delta: float, se: float, df: float) -> float:
-    """P(T_df ≤ Δ / se): the p-value of "the part contradicts the claim" (Δ below 0); se 0: 0 or 1."""
-    from scipy import stats
-
-    if se == 0:
-        return 0.0 if delta < 0 else 1.0
-    return float(stats.t.cdf(delta / se, df))
-
-
-def _decide(delta: float, width: float) -> str:
-    """A part's verdict from Δ (the contrast shifted by the claim's margin) against its half-width."""
-    if math.isnan(width):
-        return UNDECIDED
-    if delta < -width:
-        return NOT_REPRODUCED
-    return REPRODUCED if delta > width else UNDECIDED
-
-
-def evaluate_claim(
-    claim: dict[str, Any], metrics: pd.DataFrame, config: dict, level: float = LEVEL
-) -> ClaimResult:
-    """Evaluate one claim on ``metrics`` (:func:`~.metrics.collect_metrics`) under ``config`` (its
-    experiment's seeds and sweep; ``tables.verdict_stand_ins`` maps toy backbones onto the claim's)."""
-    from contrastlab.tables.assemble import experiment_seeds
-
-    check_relation(claim, "evaluate_claim")
-    name, relation = claim["experiment"], claim.get("relation", ">")
-    # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
-    shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
-    experiment = (config.get("experiments") or {}).get(name)
-    if experiment is None:
-        parts = [
-            PartResult(b, contrast(p), NOT_RUN, task=t)
-            for b in claim["backbones"]
-            for t in tasks_of(claim)
-            for p in claim["parts"]
-        ]
-        return ClaimResult(claim, NOT_RUN, parts)
-    seeds = experiment_seeds(config, name)
-    values = _seed_values(metrics, name, seeds)
-    pools = noise_pools(metrics, name, seeds).set_index(["backbone", "key"])
-    ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+def _contrast_parts(
+    claim: dict[str, Any],
+    experiment: dict,
+    values: dict,
+    pools: pd.DataFrame,
+    ours_for: dict[str, str],
+    shift: float,
+    level: float,
+    stratum_of: Callable[[str, str], str],
+) -> tuple[list[PartResult], list[tuple]]:
+    """The contrast parts of a claim (relations ``>``, ``>=``, ``count``; the module docstring), each
+    evaluated on its own; and for each tested part (result, Δ, s, factor, ν(n)), what the seeds it would
+    need are computed from."""
     raw: list[tuple[PartResult, str, list[dict], np.ndarray | None]] = []
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
-        ours = (
-            backbone if backbone in (experiment.get("backbones") or []) else ours_for.get(backbone, backbone)
-        )
+        ours = ours_backbone(backbone, experiment, ours_for)
         for part in claim["parts"]:
             wanted = contrast(part)
             if _one_point_sweep(wanted, experiment):  # @min and @max are the same cell: nothing to compare
@@ -342,9 +323,11 @@ def evaluate_claim(
                 continue
             terms: dict[str, float] = {}
             for m, c in wanted.items():  # two positions may resolve to one cell (best = max): add up
-                name = _resolve(m, experiment, values, ours, task)
-                terms[name] = terms.get(name, 0.0) + c
-            cells = [values.get((ours, m, task)) for m in terms]
+                method, cell_task = _cell_of(m, task)
+                name = _resolve(method, experiment, values, ours, cell_task)
+                key = name if cell_task == task else f"{name}/{cell_task}"
+                terms[key] = terms.get(key, 0.0) + c
+            cells = [values.get((ours, *_cell_of(m, task))) for m in terms]
             missing = [m for m, v in zip(terms, cells, strict=True) if not v]
             result = PartResult(backbone, terms, NOT_RUN, missing=missing, task=task)
             if missing:
@@ -383,31 +366,68 @@ def evaluate_claim(
             parts.append(result)
             continue
         delta = result.diff - shift
-        factor = sum(c * c for m, c in result.terms.items() if m != PRETRAINED)  # deterministic: no noise
+        # a deterministic cell has no noise
+        factor = sum(c * c for m, c in result.terms.items() if _cell_of(m, "")[0] != PRETRAINED)
         if per_seed is not None:
             result.df, se = paired_df, s_paired / math.sqrt(len(per_seed))
             s_unit, factor = s_paired, 1.0  # s_paired is already the std of one seed's contrast
         else:
-            noisy = [
-                (ours, c * c / len(v))  # c_i² / n_i: the term's share of its pool's variance
-                for m, c, v in zip(result.terms, result.terms.values(), cells, strict=True)
-                if m != PRETRAINED  # deterministic: no noise
-            ]
-            pool = (
-                (pools.loc[(ours, result.task), "noise_std"], pools.loc[(ours, result.task), "noise_df"])
-                if (ours, result.task) in pools.index
-                else (math.nan, 0)
-            )
-            var, result.df = contrast_variance([(key, w, *pool) for key, w in noisy])
+            noisy = []
+            for m, c, v in zip(result.terms, result.terms.values(), cells, strict=True):
+                method, cell_task = _cell_of(m, result.task)
+                if method == PRETRAINED:  # deterministic: no noise
+                    continue
+                key = (ours, cell_task, stratum_of(ours, method))  # its protocol's and precision's pool
+                pool = (
+                    (pools.loc[key, "noise_std"], pools.loc[key, "noise_df"])
+                    if key in pools.index
+                    else (math.nan, 0)
+                )
+                noisy.append((key, c * c / len(v), *pool))  # c_i² / n_i: its share of its pool's variance
+            var, result.df = contrast_variance(noisy)
             se = math.sqrt(var)
             s_unit = math.sqrt(var * result.seeds / factor) if result.df and factor else math.nan
         if result.df:
             result.half_width = t_quantile(result.df, level) * se
-            result.p_value = _one_sided_p(delta, se, result.df)
-        result.status = _decide(delta, result.half_width)
+            result.p_value = one_sided_p(delta, se, result.df)
+        result.status = decide(delta, result.half_width)
         df_of = lambda k, d=result.df: max(d, k - 1)  # noqa: E731
         pending.append((result, delta, s_unit, factor, df_of))
         parts.append(result)
+    return parts, pending
+
+
+def evaluate_claim(
+    claim: dict[str, Any], metrics: pd.DataFrame, config: dict, level: float = LEVEL
+) -> ClaimResult:
+    """Evaluate one claim on ``metrics`` (:func:`~.metrics.collect_metrics`) under ``config`` (its
+    experiment's seeds and sweep; ``tables.verdict_stand_ins`` maps toy backbones onto the claim's)."""
+    from contrastlab.tables.assemble import experiment_seeds
+
+    check_relation(claim, "evaluate_claim")
+    name, relation = claim["experiment"], claim.get("relation", ">")
+    # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
+    shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
+    experiment = (config.get("experiments") or {}).get(name)
+    if experiment is None:
+        parts = [
+            PartResult(b, part_terms(claim, p), NOT_RUN, task=t)
+            for b in claim["backbones"]
+            for t in tasks_of(claim)
+            for p in claim["parts"]
+        ]
+        return ClaimResult(claim, NOT_RUN, parts)
+    seeds = experiment_seeds(config, name)
+    values = _seed_values(metrics, name, seeds)
+    ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+    if relation == "trend":
+        from contrastlab.report.trend import trend_parts
+
+        parts, pending = trend_parts(claim, experiment, values, ours_for, level)
+    else:
+        pools = noise_pools(metrics, name, seeds, config).set_index(["backbone", "key", "stratum"])
+        strata = functools.cache(lambda b, m: cell_stratum(config, name, b, m))
+        parts, pending = _contrast_parts(claim, experiment, values, pools, ours_for, shift, level, strata)
     # "not reproduced" is a union over the parts: Holm-corrected over the claim's tested parts
     alpha, tested = (1 - level) / 2, [p for p in parts if not math.isnan(p.p_value)]
     for part, rejected in zip(tested, holm_rejections([p.p_value for p in tested], alpha), strict=True):
@@ -455,12 +475,22 @@ def numbers_text(result: ClaimResult) -> str:
         where = f"{p.backbone} {p.task}" if several else p.backbone
         if p.status == NOT_RUN:
             continue
+        if p.trend:  # a slope over a sweep (relation "trend")
+            width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
+            rho = "" if math.isnan(p.rho) else f", Spearman ρ {p.rho:+.2f}"
+            extra = ", below its interval but not after Holm's correction" if p.spared_by_holm else ""
+            if p.seeds_needed:
+                needed = "> 100" if p.seeds_needed > MAX_SEEDS else p.seeds_needed
+                extra += f", needs {needed} seeds per point"
+            texts.append(f"{where}: {p.trend} = {p.diff:+.2f} {width} (ν = {p.df:g}{rho}){extra}")
+            continue
         if not any(p.terms.values()):  # both sides resolved to one cell (e.g. the best rate is the largest)
             texts.append(f"{where}: {', '.join(p.terms)} is both sides (no difference)")
             continue
+        across = any("/" in m for m in p.terms)  # terms on two tasks: each names its own
         label = "".join(
             f"{(' − ' if c < 0 else ' + ') if i else ('−' if c < 0 else '')}"
-            f"{'' if abs(c) == 1 else f'{abs(c):g}·'}{m}"
+            f"{'' if abs(c) == 1 else f'{abs(c):g}·'}{m}{f'/{p.task}' if across and '/' not in m else ''}"
             for i, (m, c) in enumerate(sorted(p.terms.items(), key=lambda kv: -kv[1]))
         )
         width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
@@ -472,6 +502,8 @@ def numbers_text(result: ClaimResult) -> str:
         texts.append(f"{where}: {label} = {p.diff:+.2f} {width}{extra}")
     if texts and result.claim.get("relation") == ">=":
         texts.insert(0, f"comparable if above −{float(result.claim['noninferiority_margin']):g}")
+    elif texts and float(result.claim.get("margin", 0)):
+        texts.insert(0, f"claimed above {float(result.claim['margin']):g}")
     return "; ".join(texts) if texts else "–"
 
 
@@ -512,7 +544,8 @@ def undecided_cells(results: list[ClaimResult], config: dict) -> dict[tuple[str,
         for p in result.parts:
             if p.status == UNDECIDED:
                 backbone = ours_for.get(p.backbone, p.backbone)
-                out.setdefault((name, backbone), set()).update(m for m in p.terms if m != PRETRAINED)
+                cells = {_cell_of(m, p.task)[0] for m in p.terms}
+                out.setdefault((name, backbone), set()).update(cells - {PRETRAINED})
     return out
 
 

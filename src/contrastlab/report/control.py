@@ -19,7 +19,8 @@ The fake results, cell by cell (the cells the comparison tables and the paper ta
   over :data:`~contrastlab.senteval.protocol.STS_TASKS` / ``TRANSFER_TASKS``, as our evaluation
   computes them;
 - each cell has the paper's number of runs k (:func:`~contrastlab.tables.verdicts.published_runs`; k = 1
-  where the paper states none: *assumed*), every run at the published value: a perfect reproduction
+  where the paper states none: *assumed*, :func:`~contrastlab.tables.verdicts.runs_assumed`), every run
+  at the published value: a perfect reproduction
   has no error. A single run measures no seed noise at all (every claim would be "undecided: needs ≥ 2
   seeds"), so a cell with k = 1 gets two identical runs; with no spread, the number of runs decides
   nothing else, and the verdicts test the paper's point contrasts against the claims' relations,
@@ -43,7 +44,7 @@ from contrastlab.report.claims import NOT_RUN, ClaimResult, all_claims, evaluate
 from contrastlab.senteval.protocol import STS_TASKS, TRANSFER_TASKS
 from contrastlab.tables.metrics import COLUMNS, PRETRAINED
 from contrastlab.tables.published import TABLES, load_meta, load_published
-from contrastlab.tables.verdicts import published_runs
+from contrastlab.tables.verdicts import published_runs, runs_assumed
 
 #: Seeds of the fake runs (k of them per cell, at least two).
 FIRST_SEED = 42
@@ -53,7 +54,8 @@ AVERAGED = {"sts_avg": STS_TASKS, "tr_avg": TRANSFER_TASKS}
 
 def published_cells(experiment: str) -> pd.DataFrame:
     """The paper's numbers of ``experiment``'s score tables, one row per (backbone, method, task):
-    columns backbone, method, task, value, runs (k), runs_assumed (k = 1: the paper states none), source
+    columns backbone, method, task, value, runs (k), runs_assumed (the paper states no k: the table
+    sidecar's ``runs.assumed``, :func:`~contrastlab.tables.verdicts.runs_assumed`), source
     ("Table 3", "Table 3 subscript", "Table 3 per-task mean"); see the module docstring."""
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     derived: list[dict[str, Any]] = []
@@ -65,12 +67,16 @@ def published_cells(experiment: str) -> pd.DataFrame:
         for b, m, k, v, imp in table.itertuples(index=False):
             if pd.isna(v):
                 continue
-            runs = published_runs(meta, m)
-            rows.setdefault((b, m, k), dict(value=v, runs=runs, source=meta["paper"]["table"]))
+            runs, assumed = published_runs(meta, m), runs_assumed(meta, m)
+            rows.setdefault(
+                (b, m, k), dict(value=v, runs=runs, runs_assumed=assumed, source=meta["paper"]["table"])
+            )
             if m in over and not pd.isna(imp):
-                runs = published_runs(meta, over[m])
+                runs, assumed = published_runs(meta, over[m]), runs_assumed(meta, over[m])
                 label = f"{meta['paper']['table']} subscript"
-                derived.append(dict(key=(b, over[m], k), value=v - imp, runs=runs, source=label))
+                derived.append(
+                    dict(key=(b, over[m], k), value=v - imp, runs=runs, runs_assumed=assumed, source=label)
+                )
     for row in derived:  # a printed number wins over one derived from a subscript
         rows.setdefault(row.pop("key"), row)
     for b, m in sorted({bmk[:2] for bmk in rows}):
@@ -81,13 +87,13 @@ def published_cells(experiment: str) -> pd.DataFrame:
             rows[(b, m, avg)] = dict(
                 value=sum(p["value"] for p in parts) / len(parts),
                 runs=min(p["runs"] for p in parts),
+                runs_assumed=any(p["runs_assumed"] for p in parts),
                 source=f"{parts[0]['source'].removesuffix(' subscript')} per-task mean",
             )
     out = pd.DataFrame(
         [dict(backbone=b, method=m, task=k, **r) for (b, m, k), r in rows.items()],
-        columns=["backbone", "method", "task", "value", "runs", "source"],
+        columns=["backbone", "method", "task", "value", "runs", "runs_assumed", "source"],
     )
-    out.insert(5, "runs_assumed", out["runs"] == 1)
     return out
 
 

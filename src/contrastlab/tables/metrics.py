@@ -21,6 +21,10 @@ AVERAGES = ("sts_avg", "tr_avg", "tr_devacc_avg")
 #: ``training`` (evaluation.senteval.TRAINING_KEYS). Li et al. 2024 §3.2 and Fig. 6 measure this, not
 #: the STS test sets.
 DEV_SPEARMAN = "best_dev_spearman"
+#: Task name of a sentence cell's dev-set uniformity rebound (the last dev evaluation's uniformity loss
+#: minus its minimum, evaluation.senteval.dev_rebound, copied under ``training``): Nie et al. 2023's
+#: overfitting of the decoupled losses (Fig. 1). Not a percent: a loss difference.
+DEV_REBOUND = "dev_uniformity_rebound"
 COLUMNS = ["experiment", "backbone", "method", "seed", "task", "score"]
 
 _SEED_DIR = re.compile(r"seed(\d+)")
@@ -31,6 +35,7 @@ def _rows(path: Path, experiment: str, backbone: str, method: str, seed: int | N
     scores = dict(data.get("scores") or {})
     scores.update({k: data.get(k) for k in AVERAGES})
     scores[DEV_SPEARMAN] = (data.get("training") or {}).get(DEV_SPEARMAN)
+    scores[DEV_REBOUND] = (data.get("training") or {}).get(DEV_REBOUND)
     key = {"experiment": experiment, "backbone": backbone, "method": method, "seed": seed}
     rows = [{**key, "task": task, "score": float(v)} for task, v in scores.items() if v is not None]
     # A probe that diverged (vision.json's ``diverged``: the FFN of OAR's sweep) has no score: a NaN row,
@@ -56,7 +61,8 @@ def collect_metrics(metrics_root: str | Path) -> pd.DataFrame:
     cell: ``scores`` holds ``linear_top1`` and ``knn_top1``) and
     ``pretrained/<backbone>/senteval.json`` (experiment and method ``pretrained``, seed NA). Scores are
     in percent as written; ``sts_avg``/``tr_avg``/``tr_devacc_avg`` and the training's STS-B dev
-    score (:data:`DEV_SPEARMAN`, from the file's ``training`` block) appear as tasks when not null; a
+    score (:data:`DEV_SPEARMAN`) and dev uniformity rebound (:data:`DEV_REBOUND`), both from the file's
+    ``training`` block, appear as tasks when not null; a
     task in a vision cell's ``diverged`` has score NaN. A missing root gives an empty frame
     (nothing has run yet).
     """

@@ -24,7 +24,14 @@ from contrastlab.tables.assemble import (
     Table,
 )
 from contrastlab.tables.deviations import markdown_lines
-from contrastlab.tables.verdicts import LEVEL, MARKERS, chance_expected, chance_text, noise_note
+from contrastlab.tables.verdicts import (
+    LEVEL,
+    MARKERS,
+    chance_expected,
+    chance_text,
+    noise_note,
+    runs_text,
+)
 
 NOT_RUN = STATUS_NOT_RUN
 NOT_CONFIGURED = STATUS_NOT_CONFIGURED
@@ -273,6 +280,8 @@ def _legend(table: Table) -> list[str]:
                 f" {STAND_IN_MARK}: a toy backbone compared with its stand-in's published number "
                 "(tables.verdict_stand_ins; toy numbers, the verdict only exercises the code)."
             )
+    if runs_text(table.meta):  # k behind each published number, stated or assumed, and where from
+        text += " " + runs_text(table.meta)
     if (table.cells["status"] == STATUS_FAILED).any():
         text += (
             f" {STATUS_FAILED}: the cell's training or evaluation failed (its failed.json, beside where the "

@@ -2,8 +2,10 @@
 
 A difference "ours − paper" of −1.2 STS points is a failed reproduction or seed noise depending on how
 much a cell moves from seed to seed. Three seeds give a poor per-cell standard deviation, so the noise
-is estimated from all cells that share a protocol and backbone: within one experiment (its training
-protocol), one backbone and one task, every trained method contributes its seeds (:func:`noise_pools`).
+is estimated from all cells that share a protocol and backbone: within one experiment, one backbone, one
+task, one training protocol and one precision (:func:`cell_stratum`: an experiment may mix them, Li's
+quotes InfoNCE under SimCSE's protocol in fp16 beside its own losses under li2024's in fp32, and their
+seed noise need not be the same), every trained method contributes its seeds (:func:`noise_pools`).
 
 **Pooled standard deviation** (the classical one-way ANOVA within-group estimate). For cells
 i = 1..C with n_i seeds and sample variances s_i² (ddof 1)::
@@ -55,6 +57,7 @@ MARKERS = {WITHIN: "≈", ABOVE: "▲", BELOW: "▼", UNDECIDED: "?"}
 LEVEL = 0.95
 #: Half-width for a deterministic cell: the published number's rounding (two decimals).
 ROUNDING = 0.005
+POOL_COLUMNS = ["backbone", "key", "stratum", "noise_std", "noise_df", "pool_cells"]
 VERDICT_COLUMNS = ["noise_std", "noise_df", "published_runs", "half_width", "verdict", "compared_with"]
 
 
@@ -120,29 +123,64 @@ def seed_noise_verdict(
     return cell_verdict(diff, half_width(std, df, len(other), len(user), level), df)
 
 
-def noise_pools(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None) -> pd.DataFrame:
-    """Pooled seed noise per (backbone, task) of ``experiment``: columns backbone, key, noise_std,
-    noise_df, pool_cells (cells with ≥ 2 seeds). Every trained method of the experiment (sweep points
-    included) is a cell of the pool; "Pretrained" rows are not (they have no seed)."""
+def cell_stratum(config: Mapping[str, Any] | None, experiment: str, backbone: str, method: str) -> str:
+    """The training protocol and precision of a cell, ``"<protocol>/<precision>"`` (its resolved settings,
+    :func:`contrastlab.config.method_settings`; a search point ``<method>~...`` as its method): cells of
+    one pool share it. ``""`` without a config or for a cell the config cannot resolve (the Pretrained
+    rows, a method no longer configured): such cells pool together, as before pools were split."""
+    from contrastlab.config import method_settings
+
+    if not config or experiment not in (config.get("experiments") or {}):
+        return ""
+    try:
+        settings = method_settings(
+            {**config, "training": config.get("training") or {}, "backbones": config.get("backbones") or {}},
+            experiment,
+            method.split("~", 1)[0],
+            backbone,
+        )
+    except KeyError:
+        return ""
+    return f"{settings.get('protocol') or ''}/{settings.get('precision') or ''}"
+
+
+def noise_pools(
+    metrics: pd.DataFrame,
+    experiment: str,
+    seeds: list[int] | None,
+    config: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Pooled seed noise per (backbone, task, stratum) of ``experiment``: columns backbone, key, stratum
+    (:func:`cell_stratum` under ``config``; ``""`` for every cell without one), noise_std, noise_df,
+    pool_cells (cells with ≥ 2 seeds). Every trained method of the experiment (sweep points included) is
+    a cell of the pool of its protocol and precision; "Pretrained" rows are not (they have no seed)."""
     from contrastlab.tables.metrics import PRETRAINED
 
     trained = metrics[(metrics["experiment"] == experiment) & (metrics["method"] != PRETRAINED)]
     if seeds is not None:
         trained = trained[trained["seed"].isin(seeds)]
+    strata = {
+        (b, m): cell_stratum(config, experiment, b, m)
+        for b, m in set(zip(trained["backbone"], trained["method"], strict=True))
+    }
+    trained = trained.assign(
+        stratum=[strata[bm] for bm in zip(trained["backbone"], trained["method"], strict=True)]
+    )
     rows = []
-    for (backbone, task), frame in trained.groupby(["backbone", "task"]):
+    for (backbone, task, stratum), frame in trained.groupby(["backbone", "task", "stratum"]):
         groups = [g["score"].to_numpy() for _, g in frame.groupby("method")]
         std, df = pooled_std(groups)
         rows.append(
             dict(
                 backbone=backbone,
                 key=task,
+                stratum=stratum,
                 noise_std=std,
                 noise_df=df,
                 pool_cells=sum(len(g) >= 2 for g in groups),
             )
         )
-    return pd.DataFrame(rows, columns=["backbone", "key", "noise_std", "noise_df", "pool_cells"])
+    return pd.DataFrame(rows, columns=POOL_COLUMNS)
 
 
 def published_runs(meta: Mapping[str, Any], method: str) -> int:
@@ -152,6 +190,45 @@ def published_runs(meta: Mapping[str, Any], method: str) -> int:
     per_method = runs.get("methods") or {}
     base = method.split("-")[0]
     return int(per_method.get(method, per_method.get(base, runs.get("default", 1))))
+
+
+def runs_assumed(meta: Mapping[str, Any], method: str) -> bool:
+    """Whether ``method``'s k is assumed, not stated by the paper: the sidecar's ``runs.assumed`` names
+    the method (or its base, ``macl`` for ``macl-bs64``), or ``default`` for every method without its
+    own ``runs.methods`` entry. An assumed k = 1 gives the widest interval, which favours "within noise"
+    (it is not the cautious choice for a "did it reproduce?" verdict)."""
+    runs = meta.get("runs") or {}
+    assumed = set(runs.get("assumed") or [])
+    per_method = runs.get("methods") or {}
+    base = method.split("-")[0]
+    name = method if method in per_method else base if base in per_method else None
+    return name in assumed if name is not None else "default" in assumed
+
+
+def runs_text(meta: Mapping[str, Any]) -> str:
+    """The k of a table's published numbers for its legend, each value stated or assumed, then the
+    source, e.g. "k = 3 (stated); infonce, arccon: k = 1 (assumed: the paper states none). Source: ..."."""
+    runs = meta.get("runs") or {}
+    if not runs:
+        return ""
+    per_method = runs.get("methods") or {}
+    default = int(runs.get("default", 1))
+    groups: dict[tuple[int, bool], list[str]] = {}
+    for method, k in per_method.items():
+        groups.setdefault((int(k), runs_assumed(meta, method)), []).append(method)
+    default_assumed = "default" in set(runs.get("assumed") or [])
+    parts = [f"k = {default} ({'assumed' if default_assumed else 'stated'})"]
+    for (k, assumed), methods in groups.items():
+        if (k, assumed) != (default, default_assumed):
+            parts.append(f"{', '.join(methods)}: k = {k} ({'assumed' if assumed else 'stated'})")
+    note = (
+        ' Assumed: the paper states no number of runs; k = 1 widens the interval, which favours "within'
+        ' noise".'
+        if default_assumed or any(assumed for _, assumed in groups)
+        else ""
+    )
+    source = " ".join(str(runs["source"]).split())
+    return f"Published runs per number: {'; '.join(parts)}. Source: {source}{note}"
 
 
 def stand_ins(config: Mapping[str, Any], experiment: str) -> dict[str, str]:
@@ -187,8 +264,12 @@ def add_verdicts(
     from contrastlab.tables.metrics import PRETRAINED
 
     out = cells.copy()
-    pools = noise_pools(metrics, experiment, seeds)
-    out = out.merge(pools.drop(columns="pool_cells"), on=["backbone", "key"], how="left")
+    pools = noise_pools(metrics, experiment, seeds, config)
+    out["stratum"] = [
+        cell_stratum(config, experiment, b, m) for b, m in zip(out["backbone"], out["method"], strict=True)
+    ]
+    out = out.merge(pools.drop(columns="pool_cells"), on=["backbone", "key", "stratum"], how="left")
+    out = out.drop(columns="stratum")
     deterministic = out["method"] == PRETRAINED  # one evaluation, no seed: not in any pool
     out.loc[deterministic, "noise_std"] = math.nan
     out["noise_df"] = out["noise_df"].where(~deterministic, 0).fillna(0).astype(int)
@@ -283,8 +364,8 @@ def noise_note(cells: pd.DataFrame) -> str:
         return "Seed noise: no cell has run."
     dfs = sorted({int(d) for d in run["noise_df"]})
     text = (
-        "Seed noise: pooled std over the methods of this experiment that share the cell's backbone and "
-        f"task (degrees of freedom {', '.join(map(str, dfs))})"
+        "Seed noise: pooled std over the methods of this experiment that share the cell's backbone, "
+        f"task, training protocol and precision (degrees of freedom {', '.join(map(str, dfs))})"
     )
     if 0 in dfs:
         text += "; ν = 0: no cell of the pool has two seeds, so its verdicts are undecided"

@@ -1,0 +1,61 @@
+"""One part of a paper claim and the rules that decide it (:mod:`contrastlab.report.claims` evaluates
+the claims; :mod:`contrastlab.report.trend` the sweep parts): the verdict words, a part's result, its
+one-sided p-value and its verdict from Δ against its interval's half-width."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_RUN = "reproduced", "not reproduced", "undecided", "not run"
+
+
+def tasks_of(claim: dict[str, Any]) -> list[str]:
+    """The claim's ``task`` as a list (a claim may name several: its parts hold on each)."""
+    task = claim.get("task")
+    return [str(t) for t in task] if isinstance(task, list | tuple) else [str(task)]
+
+
+def ours_backbone(backbone: str, experiment: dict, ours_for: dict[str, str]) -> str:
+    """The backbone whose cells stand for the claim's ``backbone`` (itself, or its toy stand-in)."""
+    return backbone if backbone in (experiment.get("backbones") or []) else ours_for.get(backbone, backbone)
+
+
+@dataclass
+class PartResult:
+    """One evaluated part (a contrast, or a trend: a slope over a sweep) on one backbone and task."""
+
+    backbone: str
+    terms: dict[str, float]
+    status: str  # reproduced / not reproduced / undecided / not run
+    diff: float = math.nan
+    half_width: float = math.nan
+    df: float = 0
+    paired: bool = False
+    seeds: int = 0
+    seeds_needed: int | None = None
+    missing: list[str] = field(default_factory=list)
+    p_value: float = math.nan  # one-sided, against the claim: P(T_ν ≤ Δ / se); NaN when not tested
+    spared_by_holm: bool = False  # below its own interval, but not after Holm's correction
+    task: str = ""
+    trend: str = ""  # a trend part (relation "trend"): what its diff is, e.g. "slope of mpt over m"
+    rho: float = math.nan  # a trend part: Spearman's ρ of the point means (a description)
+
+
+def one_sided_p(delta: float, se: float, df: float) -> float:
+    """P(T_df ≤ Δ / se): the p-value of "the part contradicts the claim" (Δ below 0); se 0: 0 or 1."""
+    from scipy import stats
+
+    if se == 0:
+        return 0.0 if delta < 0 else 1.0
+    return float(stats.t.cdf(delta / se, df))
+
+
+def decide(delta: float, width: float) -> str:
+    """A part's verdict from Δ (the contrast shifted by the claim's margin) against its half-width."""
+    if math.isnan(width):
+        return UNDECIDED
+    if delta < -width:
+        return NOT_REPRODUCED
+    return REPRODUCED if delta > width else UNDECIDED

@@ -1,0 +1,164 @@
+"""Sweep claims as trends (contrastlab.report.trend): the slope over a sweep, its noise from the residuals,
+checked on constructed sweeps against the least-squares formulas worked by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from contrastlab import config as cl_config
+from contrastlab.paths import REPO_ROOT
+from contrastlab.report.claims import (
+    NOT_REPRODUCED,
+    REPRODUCED,
+    UNDECIDED,
+    all_claims,
+    check_relation,
+    evaluate_claim,
+    numbers_text,
+    seed_plan,
+    verdict_text,
+)
+from contrastlab.report.trend import fit_slope
+from contrastlab.tables.metrics import DEV_SPEARMAN
+
+FULL = cl_config.load(REPO_ROOT / "config.yaml")
+T975_2 = 4.302652729911275  # t_{0.975, 2}
+R = [0.5, 1.0, 1.5, 2.0]
+
+
+def claim(claim_id: str) -> dict:
+    return next(c for c in all_claims() if c["id"] == claim_id)
+
+
+def sweep(scores: dict[float, list[float]], experiment: str, exp: dict, method: str, task: str):
+    """A metrics frame of ``method``'s sweep points (named as the config names them): value -> scores."""
+    axis = next(iter(exp["sweep"]))
+    names = {
+        over[axis]: name for name, (base, over) in cl_config.expanded_methods(exp).items() if base == method
+    }
+    rows = [
+        (experiment, "bert-base", names[x], 42 + i, task, v)
+        for x, values in scores.items()
+        for i, v in enumerate(values)
+    ]
+    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
+    out["seed"] = out["seed"].astype("Int64")
+    return out
+
+
+def li_r(values: list[float], seeds: int = 1) -> tuple[pd.DataFrame, dict]:
+    """Li Fig. 6 (right) on a four-point sweep r = 0.5 ... 2.0, one seed per point as configured."""
+    exp = {**FULL["experiments"]["li2024_fig6_r"], "sweep": {"hp.r": R}}
+    config = {"seeds": list(range(42, 42 + seeds)), "experiments": {"li2024_fig6_r": exp}}
+    scores = {r: [v] for r, v in zip(R, values, strict=True)}
+    return sweep(scores, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN), config
+
+
+def test_slope_and_its_residual_noise_by_hand():
+    # x 0..3, y 1 2 4 5: x̄ 1.5, ȳ 3, S_xx 5, S_xy 7, b 1.4; residuals 0.1 −0.3 0.3 −0.1 (SS 0.2), s² 0.1
+    fit = fit_slope([0, 1, 2, 3], [1, 2, 4, 5])
+    assert fit.slope == pytest.approx(1.4) and fit.df == 2 and fit.s == pytest.approx(math.sqrt(0.1))
+    assert fit.se == pytest.approx(math.sqrt(0.1 / 5)) and fit.rho == pytest.approx(1.0)
+    # two seeds per point: N 8, ν 6, S_xx doubles
+    twice = fit_slope([0, 0, 1, 1, 2, 2, 3, 3], [1, 1, 2, 2, 4, 4, 5, 5])
+    assert twice.slope == pytest.approx(1.4) and twice.df == 6
+    assert twice.se == pytest.approx(math.sqrt((0.4 / 6) / 10))
+    assert fit_slope([0, 1], [1, 2]).df == 0 and fit_slope([0, 1], [1, 2]).slope == pytest.approx(1.0)
+    assert fit_slope([1, 1, 1], [1, 2, 3]).df == 0
+
+
+def test_an_increasing_one_seed_sweep_reproduces_a_rising_claim():
+    frame, config = li_r([1.0, 2.0, 4.0, 5.0])  # the by-hand sweep at r = 0.5 + 0.5·(0..3): 2.8 per unit r
+    result = evaluate_claim(claim("li-fig6-r"), frame, config)
+    (part,) = result.parts
+    assert part.diff == pytest.approx(2.8) and part.df == 2 and part.seeds == 1
+    assert part.half_width == pytest.approx(T975_2 * math.sqrt(0.02) / 0.5, rel=1e-9)  # 1.217
+    assert part.status == REPRODUCED and result.verdict == REPRODUCED
+    # the slope is the contrast of the point means with coefficients (r − r̄) / S_xx,pts (S_xx,pts 1.25)
+    assert list(part.terms.values()) == pytest.approx([-0.6, -0.2, 0.2, 0.6])
+    assert "slope of baseline over r (claimed > 0) = +2.80 ± 1.22 (ν = 2, Spearman ρ +1.00)" in numbers_text(
+        result
+    )
+
+
+def test_a_decreasing_sweep_contradicts_it_and_a_flat_noisy_one_is_undecided():
+    falling = evaluate_claim(claim("li-fig6-r"), *li_r([5.0, 4.0, 2.0, 1.0]))
+    assert falling.parts[0].diff == pytest.approx(-2.8) and falling.verdict == NOT_REPRODUCED
+    # y 1 3 1 3: b 0.4 per index = 0.8 per unit r, residual SS 3.2, s² 1.6, se² = 1.6 / 5 / 0.25 = 1.28
+    flat = evaluate_claim(claim("li-fig6-r"), *li_r([1.0, 3.0, 1.0, 3.0]))
+    (part,) = flat.parts
+    assert part.diff == pytest.approx(0.8)
+    assert part.half_width == pytest.approx(T975_2 * math.sqrt(1.28), rel=1e-9)  # 4.87
+    assert part.status == UNDECIDED and flat.verdict == UNDECIDED
+    # n seeds per point at the same scatter: t_{4n−2} · sqrt(1.6 / (1.25 n)) < 0.8 first at n = 9
+    assert part.seeds_needed == 9
+    plan = seed_plan([flat], li_r([1.0] * 4)[1])
+    assert plan[0]["methods"] == [f"baseline-r{r}" for r in R] and plan[0]["new"] == list(range(43, 51))
+
+
+def test_the_configured_one_seed_sweeps_decide_the_figure_claims():
+    """Audit B.3: with the config's own sweeps and one seed, a clear trend is decided either way."""
+    fig3 = FULL["experiments"]["nie2023_fig3"]
+    config = {"seeds": [42], "experiments": {"nie2023_fig3": fig3}}
+    ms = fig3["sweep"]["hp.m"]
+    peak = {m: [80.0 - 40.0 * abs(m - 0.23) + (0.05 if i % 2 else -0.05)] for i, m in enumerate(ms)}
+    frame = sweep(peak, "nie2023_fig3", fig3, "mpt", "sts_avg")
+    result = evaluate_claim(claim("nie-mpt-best-margin"), frame, config)
+    rise, fall = result.parts
+    assert rise.df == 2 and fall.df == 3  # 4 points in [0.10, 0.23], 5 in [0.23, 0.80] (0.23 in both)
+    assert rise.diff == pytest.approx(40.0, abs=3) and fall.diff == pytest.approx(-40.0, abs=1)
+    assert result.verdict == REPRODUCED
+    rising = {m: [60.0 + 10.0 * m] for m in ms}  # no peak: the fall after 0.23 is contradicted
+    frame = sweep(rising, "nie2023_fig3", fig3, "mpt", "sts_avg")
+    monotone = evaluate_claim(claim("nie-mpt-best-margin"), frame, config)
+    assert [p.status for p in monotone.parts] == [REPRODUCED, NOT_REPRODUCED]
+    assert monotone.verdict == NOT_REPRODUCED
+    # OAR's collapse on a log scale over 1e-3 ... 1: −10 points per decade
+    oar = FULL["experiments"]["oar_cifar10"]
+    config = {"seeds": [42], "experiments": {"oar_cifar10": oar}}
+    lrs = oar["sweep"]["lr"]
+    frame = pd.concat(
+        [
+            sweep(
+                {lr: [40 - 10 * max(0.0, math.log10(lr) + 3) + 0.1 * (i % 2)] for i, lr in enumerate(lrs)},
+                "oar_cifar10",
+                oar,
+                m,
+                "ffn10_top1",
+            ).assign(backbone="resnet18-oar")
+            for m in ("infonce", "dcl", "bt", "vicreg")
+        ],
+        ignore_index=True,
+    )
+    collapse = evaluate_claim(claim("oar-original-collapses"), frame, config)
+    assert [len(p.terms) for p in collapse.parts] == [4] * 4 and collapse.verdict == REPRODUCED
+    assert all(p.diff == pytest.approx(-10.0, abs=0.2) for p in collapse.parts)
+
+
+def test_a_malformed_trend_claim_is_one_line_naming_the_fix():
+    bad = {**claim("li-fig6-r"), "parts": [{"sweep": "baseline", "direction": "upwards"}]}
+    with pytest.raises(ValueError, match="direction must be one of \\('increasing', 'decreasing'\\)"):
+        check_relation(bad, "li2024.yaml")
+    with pytest.raises(ValueError, match="margin is not for relation 'trend'"):
+        check_relation({**claim("li-fig6-r"), "margin": 1.0}, "li2024.yaml")
+
+
+def test_two_points_need_two_seeds_for_a_residual():
+    """The demo's two-point sweeps: with one seed the line passes through both points (no residual, ν 0:
+    undecided, more seeds named); with two seeds per point the scatter within each point is the noise."""
+    exp = {**FULL["experiments"]["li2024_fig6_r"], "sweep": {"hp.r": [0.5, 2.0]}}
+    one = {"seeds": [42], "experiments": {"li2024_fig6_r": exp}}
+    frame = sweep({0.5: [1.0], 2.0: [5.0]}, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN)
+    result = evaluate_claim(claim("li-fig6-r"), frame, one)
+    assert result.verdict == UNDECIDED and result.parts[0].df == 0 and result.parts[0].diff == 4 / 1.5
+    assert verdict_text(result) == "undecided: needs ≥ 2 seeds per cell to measure the noise"
+    two = {"seeds": [42, 43], "experiments": {"li2024_fig6_r": {**exp, "seeds": [42, 43]}}}
+    frame = sweep({0.5: [1.0, 2.0], 2.0: [5.0, 6.0]}, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN)
+    (part,) = evaluate_claim(claim("li-fig6-r"), frame, two).parts
+    # x̄ 1.25, S_xx 2.25, S_xy 6: b 8/3; residuals ±0.5 (SS 1, ν 2): se² = 0.5 / 2.25
+    assert part.diff == pytest.approx(8 / 3) and part.df == 2 and part.seeds == 2
+    assert part.half_width == pytest.approx(T975_2 * math.sqrt(0.5 / 2.25), rel=1e-9)
+    assert part.status == REPRODUCED
