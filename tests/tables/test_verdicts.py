@@ -103,9 +103,8 @@ def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
     assert "Published runs per number: k = 1 (assumed). Source: As Table 3 (App. B.4)" in md
     assert 'k = 1 widens the interval, which favours "within noise"' in md
     li = {**FULL["experiments"]["li2024"], "backbones": ["bert-base"]}
-    li_md = to_markdown(
-        assemble(get_spec("li2024_table3"), {"seeds": [42], "experiments": {"li2024": li}}, frame([]))
-    )
+    li_config = {**LI_BASE, "seeds": [42], "experiments": {"li2024": li}}
+    li_md = to_markdown(assemble(get_spec("li2024_table3"), li_config, frame([])))
     assert "k = 3 (stated); infonce, arccon: k = 1 (assumed). Source: Caption:" in li_md
     nie = to_markdown(assemble(get_spec("nie2023_table1"), {"seeds": [42], "experiments": {}}, frame([])))
     assert 'k = 3 (stated). Source: Table 1 caption: "All results reported are the average' in nie
@@ -132,6 +131,8 @@ def macl_metrics() -> pd.DataFrame:
 
 
 FULL = cl_config.load(REPO_ROOT / "config.yaml")
+#: What a li2024 cell's settings resolve from beside its experiment (its search's deviations read them).
+LI_BASE = {"training": FULL["training"]}
 MACL_CONFIG = {
     "seeds": [42, 43, 44],
     "experiments": {"macl": {**FULL["experiments"]["macl"], "backbones": ["bert-base"]}},
@@ -165,7 +166,7 @@ def test_a_pool_never_mixes_training_protocols_or_precisions():
     from contrastlab.report.claims import all_claims, evaluate_claim
 
     li = {**FULL["experiments"]["li2024"], "backbones": ["bert-base"]}
-    config = {"seeds": [42, 43, 44], "experiments": {"li2024": li}}
+    config = {**LI_BASE, "seeds": [42, 43, 44], "experiments": {"li2024": li}}
     assert cell_stratum(config, "li2024", "bert-base", "infonce") == "simcse/fp16"
     assert cell_stratum(config, "li2024", "bert-base", "mmhe") == "li2024/fp32"
     assert cell_stratum(config, "li2024", "bert-base", "mmhe~searched") == "li2024/fp32"
