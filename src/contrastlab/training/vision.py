@@ -23,12 +23,11 @@ settings.
 Snapshots (model, head, optimiser, the augmentation generator and every RNG, the log offset) every
 ``state_every`` steps (and/or ``state_minutes``) make a killed job resume to a bit-identical encoder
 and log on CPU (:mod:`contrastlab.training.runtime`). The final encoder's state dict is written to
-``out_dir/encoder.safetensors`` (``encoder.pt`` by ``torch.save`` where safetensors is not installed)
-with ``settings.json`` (resolved settings, run information, package versions, git SHA). The encoder
-written is the last epoch's (``keep: last``: MACL's CIFAR study names no selection) or, with
-``keep: best_val_loss`` and a held-out ``val_fraction``, the epoch of the lowest validation loss (the
-OAR authors' code: an 80/20 ``random_split`` and ``ModelCheckpoint(monitor="val_loss")``); the epoch
-kept is recorded (``kept_epoch``).
+``out_dir/encoder.safetensors`` with ``settings.json`` (resolved settings, run information, package
+versions, git SHA). The encoder written is the last epoch's (``keep: last``: MACL's CIFAR study names
+no selection) or, with ``keep: best_val_loss`` and a held-out ``val_fraction``, the epoch of the
+lowest validation loss (the OAR authors' code: an 80/20 ``random_split`` and
+``ModelCheckpoint(monitor="val_loss")``); the epoch kept is recorded (``kept_epoch``).
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 
 from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images, validation_split
 from contrastlab.losses import build_loss
@@ -70,7 +70,6 @@ from contrastlab.training.runtime import (
 
 __all__ = [
     "ENCODER_FILE",
-    "ENCODER_FILES",
     "SETTINGS_FILE",
     "ANCHORS_FILE",
     "OarBatch",
@@ -82,14 +81,8 @@ __all__ = [
     "train_vision",
 ]
 
-try:
-    import safetensors.torch as _safetensors
-except ImportError:  # pragma: no cover - safetensors comes with transformers
-    _safetensors = None
-
-#: The encoder's weights in ``out_dir`` (:func:`load_encoder` reads either name).
-ENCODER_FILE = "encoder.safetensors" if _safetensors is not None else "encoder.pt"
-ENCODER_FILES = ("encoder.safetensors", "encoder.pt")
+#: The encoder's weights in ``out_dir``.
+ENCODER_FILE = "encoder.safetensors"
 SETTINGS_FILE = "settings.json"
 #: The OAR anchors [K, D] of an OAR run, beside the encoder (safetensors key ``anchors``).
 ANCHORS_FILE = "anchors.safetensors"
@@ -253,16 +246,9 @@ def _write_encoder(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     weights = {k: v.detach().cpu().contiguous() for k, v in encoder.state_dict().items()}
-    if _safetensors is not None:
-        _safetensors.save_file(weights, str(tmp / ENCODER_FILE))
-    else:  # pragma: no cover
-        torch.save(weights, tmp / ENCODER_FILE)
+    save_file(weights, str(tmp / ENCODER_FILE))
     if anchors is not None:
-        anchors = anchors.detach().cpu().contiguous()
-        if _safetensors is not None:
-            _safetensors.save_file({"anchors": anchors}, str(tmp / ANCHORS_FILE))
-        else:  # pragma: no cover
-            torch.save({"anchors": anchors}, tmp / ANCHORS_FILE)
+        save_file({"anchors": anchors.detach().cpu().contiguous()}, str(tmp / ANCHORS_FILE))
     (tmp / SETTINGS_FILE).write_text(json.dumps(summary, indent=1, default=float) + "\n")
     s = summary["settings"]
     write_torchvision_spec(
@@ -670,14 +656,8 @@ def load_encoder(
 
 
 def load_weights(out_dir: str | Path) -> dict[str, torch.Tensor]:
-    """The encoder state dict saved in ``out_dir`` (``encoder.safetensors`` or ``encoder.pt``), on the CPU."""
-    out_dir = Path(out_dir)
-    for name in ENCODER_FILES:
-        path = out_dir / name
-        if path.exists():
-            if name.endswith(".safetensors"):
-                from safetensors.torch import load_file
-
-                return load_file(path)
-            return torch.load(path, map_location="cpu", weights_only=True)
-    raise FileNotFoundError(f"{out_dir}: no encoder weights ({' or '.join(ENCODER_FILES)})")
+    """The encoder state dict saved in ``out_dir`` (``encoder.safetensors``), on the CPU."""
+    path = Path(out_dir) / ENCODER_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{out_dir}: no encoder weights ({ENCODER_FILE})")
+    return load_file(path)
