@@ -53,7 +53,7 @@ from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
 from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
-from contrastlab.paths import atomic_write
+from contrastlab.paths import atomic_dir, atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.training import state as st
 from contrastlab.training.augment import SimCLRAugment
@@ -242,27 +242,24 @@ def _write_encoder(
 ) -> None:
     """The encoder folder: weights, anchors, ``settings.json``, and what a plain torchvision ResNet needs
     to load them (``torchvision.json``, the projection head; ``models.export.write_torchvision_spec``)."""
-    tmp = out_dir.with_name(out_dir.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    weights = {k: v.detach().cpu().contiguous() for k, v in encoder.state_dict().items()}
-    save_file(weights, str(tmp / ENCODER_FILE))
-    if anchors is not None:
-        save_file({"anchors": anchors.detach().cpu().contiguous()}, str(tmp / ANCHORS_FILE))
-    (tmp / SETTINGS_FILE).write_text(json.dumps(summary, indent=1, default=float) + "\n")
-    s = summary["settings"]
-    write_torchvision_spec(
-        tmp,
-        arch=s["arch"],
-        stem=s["stem"],
-        width=s["width"],
-        out_dim=s.get("out_dim"),
-        weights=ENCODER_FILE,
-        head=head,
-        anchors=ANCHORS_FILE if anchors is not None else None,
-    )
-    shutil.rmtree(out_dir, ignore_errors=True)
-    tmp.rename(out_dir)
+    with atomic_dir(out_dir) as tmp:
+        tmp.mkdir()
+        weights = {k: v.detach().cpu().contiguous() for k, v in encoder.state_dict().items()}
+        save_file(weights, str(tmp / ENCODER_FILE))
+        if anchors is not None:
+            save_file({"anchors": anchors.detach().cpu().contiguous()}, str(tmp / ANCHORS_FILE))
+        (tmp / SETTINGS_FILE).write_text(json.dumps(summary, indent=1, default=float) + "\n")
+        s = summary["settings"]
+        write_torchvision_spec(
+            tmp,
+            arch=s["arch"],
+            stem=s["stem"],
+            width=s["width"],
+            out_dim=s.get("out_dim"),
+            weights=ENCODER_FILE,
+            head=head,
+            anchors=ANCHORS_FILE if anchors is not None else None,
+        )
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(log_path) as tmp_log:
         shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
