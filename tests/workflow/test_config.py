@@ -111,6 +111,10 @@ BAD = [
         {"backbones": {"bert-base": {"hf_id": 3}}},
         "config key backbones.bert-base.hf_id: 3 is not of type 'string'",
     ),
+    (  # a bound on one item of a list, stated in the schema (the settings class reads the same bound)
+        {"vision_training": {"jitter": [0.4, 0.4, 0.4, 0.6]}},
+        "config key vision_training.jitter[3]: 0.6 is greater than the maximum of 0.5",
+    ),
 ]
 
 

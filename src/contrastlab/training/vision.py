@@ -156,23 +156,16 @@ class VisionTrainSettings:
     def __post_init__(self) -> None:
         for name in ("crop_scale", "crop_ratio", "jitter", "blur_sigma"):  # YAML and JSON give lists
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
-        check_against_schema(self, "vision_training")  # types, choices and bounds: stated in the schema
-        if len(self.crop_scale) != 2 or not 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1:
-            raise ValueError(
-                f"crop_scale must be (low, high) with 0 < low <= high <= 1, got {self.crop_scale}"
-            )
-        if len(self.crop_ratio) != 2 or not 0 < self.crop_ratio[0] <= self.crop_ratio[1]:
-            raise ValueError(f"crop_ratio must be (low, high) with 0 < low <= high, got {self.crop_ratio}")
-        if len(self.jitter) != 4 or min(self.jitter) < 0 or self.jitter[3] > 0.5:
-            raise ValueError(
-                "jitter must be (brightness, contrast, saturation, hue) >= 0 with hue <= 0.5, "
-                f"got {self.jitter}"
-            )
-        if len(self.blur_sigma) != 2 or not 0 < self.blur_sigma[0] <= self.blur_sigma[1]:
-            raise ValueError(f"blur_sigma must be (low, high) with 0 < low <= high, got {self.blur_sigma}")
-        if self.blur_kernel is not None and (self.blur_kernel < 1 or self.blur_kernel % 2 == 0):
+        # Types, choices, bounds and list lengths are stated once, in the schema's $defs.vision_training;
+        # the code keeps what one field's schema cannot say: each range's order, the kernel's parity.
+        check_against_schema(self, "vision_training")
+        for name in ("crop_scale", "crop_ratio", "blur_sigma"):
+            low, high = getattr(self, name)
+            if low > high:
+                raise ValueError(f"{name} must be (low, high) with low <= high, got {getattr(self, name)}")
+        if self.blur_kernel is not None and self.blur_kernel % 2 == 0:
             raise ValueError(f"blur_kernel must be None or an odd integer >= 1, got {self.blur_kernel}")
-        if not 0 <= self.val_fraction < 1 or (self.keep == "best_val_loss") != (self.val_fraction > 0):
+        if (self.keep == "best_val_loss") != (self.val_fraction > 0):
             raise ValueError(
                 "keep: best_val_loss needs val_fraction in (0, 1) and keep: last none, got "
                 f"keep {self.keep!r} with val_fraction {self.val_fraction}"
