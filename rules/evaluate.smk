@@ -63,7 +63,8 @@ rule evaluate:
 
 
 # The Pretrained rows: the unmodified backbone, encoded and probed by the cells' rules (their params,
-# threads and script), with the backbone's folder and its own pooling.
+# threads and script), with the backbone's folder and its own pooling. `with:` merges params key by key
+# but replaces every other section whole, so input and resources are stated in full.
 use rule encode as encode_pretrained with:
     input:
         model=lambda wildcards: backbone_dir(wildcards.backbone),
