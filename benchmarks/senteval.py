@@ -1,17 +1,16 @@
-"""Wall time of the full 14-task `test`-mode SentEval-protocol evaluation, with both transfer probes.
+"""Wall time of the full 14-task `test`-mode SentEval-protocol evaluation.
 
 Encoding and probing are timed separately, per task, on the real data (../shared/data/senteval or
---data), CPU by default. Every transfer task is probed twice from the same embeddings: with the default
-probe ``senteval`` (SentEval's Adam procedure replicated, batched) and with ``lbfgs`` (converged
-objective); SentEval's own per-task times (its Adam probe, 2-core CPU) and scores are printed beside
-them where the encoder is the reference one. Encoders: ``minilm`` (all-MiniLM-L6-v2, avg pooling,
-384-d; default) or ``bow`` (the deterministic 300-d bag-of-words encoder of
-../shared/docs/senteval-reference, fast, and the encoder bow_scores.json was computed with).
+--data), CPU by default. Every transfer task is probed with the probe ``senteval`` (SentEval's Adam
+procedure replicated, batched); SentEval's own per-task times (its Adam probe, 2-core CPU) and scores
+are printed beside them where the encoder is the reference one. Encoders: ``minilm``
+(all-MiniLM-L6-v2, avg pooling, 384-d; default) or ``bow`` (the deterministic 300-d bag-of-words
+encoder of ../shared/docs/senteval-reference, fast, and the encoder bow_scores.json was computed with).
 
-With ``--encoder bow`` each task's difference to SentEval's score is printed for both probes (columns
-``d``); ``--check`` then exits non-zero when a transfer task is off by more than the tolerances of
-tests/evaluation/test_reference.py (default probe 0.1, lbfgs 0.5, or 1.5 on SST2, TREC, MRPC). That
-test checks CR, TREC and MRPC live; this is the full seven-task comparison. Usage:
+With ``--encoder bow`` each task's difference to SentEval's score is printed (column ``d``);
+``--check`` then exits non-zero when a transfer task is off by more than the tolerance of
+tests/evaluation/test_reference.py (0.1). That test checks CR, SST2, TREC and MRPC live; this is the
+full seven-task comparison. Usage:
 
     python benchmarks/senteval.py [--encoder minilm|bow] [--data DIR] [--device cpu|cuda]
                                   [--threads N] [--json OUT] [--check]
@@ -31,25 +30,18 @@ import torch
 from contrastlab.evaluation import senteval as S
 from contrastlab.paths import shared_dir
 from contrastlab.senteval import protocol as P
-from contrastlab.senteval.tasks import load_task
 
-PROBES = ("senteval", "lbfgs")
-# The tolerances of tests/evaluation/test_reference.py (kept equal by hand; see its module doc).
+# The tolerance of tests/evaluation/test_reference.py (kept equal by hand; see its module doc).
 REPLICA_TOLERANCE = 0.1
-LBFGS_TOLERANCE = {"SST2": 1.5, "TREC": 1.5, "MRPC": 1.5}
-LBFGS_DEFAULT_TOLERANCE = 0.5
 
 
-def off_tolerance(scores: dict, lbfgs: dict, reference: dict) -> list[str]:
-    """The transfer tasks (per probe) whose difference to SentEval's reference is beyond tolerance."""
-    failed = []
-    for task in P.TRANSFER_TASKS:
-        if abs(scores[task] - reference[task]) > REPLICA_TOLERANCE:
-            failed.append(f"{task} senteval {scores[task] - reference[task]:+.2f}")
-        limit = LBFGS_TOLERANCE.get(task, LBFGS_DEFAULT_TOLERANCE)
-        if abs(lbfgs[task] - reference[task]) > limit:
-            failed.append(f"{task} lbfgs {lbfgs[task] - reference[task]:+.2f}")
-    return failed
+def off_tolerance(scores: dict, reference: dict) -> list[str]:
+    """The transfer tasks whose difference to SentEval's reference is beyond tolerance."""
+    return [
+        f"{task} senteval {scores[task] - reference[task]:+.2f}"
+        for task in P.TRANSFER_TASKS
+        if abs(scores[task] - reference[task]) > REPLICA_TOLERANCE
+    ]
 
 
 def _bow_encoder(shared: Path | None):
@@ -94,10 +86,8 @@ def main(argv: list[str] | None = None) -> None:
             model, tokenizer = load_backbone(model_dir, device=args.device)
             encode = make_encoder(model, tokenizer, pooling="avg", batch_size=args.batch_size)
         start = time.perf_counter()
-        result = S._evaluate(encode, data, P.TASKS, "test", probe=PROBES[0])
+        result = S._evaluate(encode, data, P.TASKS, "test")
         total = time.perf_counter() - start
-        loaded = {t: load_task(Path(data), t, "test") for t in P.TRANSFER_TASKS}
-        other, _, other_seconds = S.run_tasks(result["lookup"], loaded, "test", probe=PROBES[1])
 
     reference = {}
     if shared and (shared / "docs/senteval-reference/bow_scores.json").exists():
@@ -108,35 +98,26 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"encoder {args.encoder}, device {args.device}, torch threads {torch.get_num_threads()}, data {data}"
     )
-    print(
-        f"{'task':16s} {'senteval':>9s} {'d':>6s} {'s':>7s} {'lbfgs':>7s} {'d':>6s} {'s':>6s} "
-        f"{'SentEval':>9s} {'SentEval s':>11s}"
-    )
+    print(f"{'task':16s} {'senteval':>9s} {'d':>6s} {'s':>7s} {'SentEval':>9s} {'SentEval s':>11s}")
 
     def diff(ours: float | None, ref: float | None) -> str:
         return f"{'' if ours is None or ref is None else f'{ours - ref:+.2f}':>6s}"
 
     for task in P.TASKS:
         ref_s, ref_acc = ref_seconds.get(task), ref_scores.get(task)
-        lb = (
-            f"{other[task]:7.2f} {diff(other[task], ref_acc)} {other_seconds[task]:6.1f}"
-            if task in other
-            else f"{'':7s} {'':6s} {'':6s}"
-        )
         print(
-            f"{task:16s} {scores[task]:9.2f} {diff(scores[task], ref_acc)} {seconds[task]:7.2f} {lb} "
+            f"{task:16s} {scores[task]:9.2f} {diff(scores[task], ref_acc)} {seconds[task]:7.2f} "
             f"{'' if ref_acc is None else f'{ref_acc:.2f}':>9s} {'' if ref_s is None else ref_s:>11}"
         )
     sts = sum(seconds[t] for t in P.STS_TASKS)
     transfer = sum(seconds[t] for t in P.TRANSFER_TASKS)
-    transfer_lbfgs = sum(other_seconds.values())
     ref_transfer = sum(ref_seconds.get(t, 0.0) for t in P.TRANSFER_TASKS)
     print(f"encode (one call, all unique sentences): {result['encode_s']:.1f} s")
     print(
-        f"STS scoring: {sts:.1f} s; transfer probing: senteval {transfer:.1f} s, lbfgs "
-        f"{transfer_lbfgs:.1f} s (SentEval's own probe: {ref_transfer:.0f} s)"
+        f"STS scoring: {sts:.1f} s; transfer probing: {transfer:.1f} s "
+        f"(SentEval's own probe: {ref_transfer:.0f} s)"
     )
-    print(f"total with the default probe: {total:.1f} s")
+    print(f"total: {total:.1f} s")
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -146,12 +127,10 @@ def main(argv: list[str] | None = None) -> None:
                     "threads": torch.get_num_threads(),
                     "encode_s": result["encode_s"],
                     "sts_s": sts,
-                    "transfer_s": {"senteval": transfer, "lbfgs": transfer_lbfgs},
+                    "transfer_s": transfer,
                     "total_s": total,
                     "task_seconds": seconds,
                     "scores": scores,
-                    "lbfgs_task_seconds": other_seconds,
-                    "lbfgs_scores": other,
                     "senteval_seconds": ref_seconds,
                     "senteval_scores": ref_scores,
                 },
@@ -161,10 +140,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.check:
         if not ref_scores:
             raise SystemExit("--check: no bow_scores.json under ../shared/docs/senteval-reference")
-        failed = off_tolerance(scores, other, ref_scores)
+        failed = off_tolerance(scores, ref_scores)
         if failed:
             raise SystemExit("beyond tolerance: " + "; ".join(failed))
-        print("check: all seven transfer tasks within tolerance for both probes")
+        print("check: all seven transfer tasks within tolerance")
 
 
 if __name__ == "__main__":

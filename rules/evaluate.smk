@@ -62,33 +62,28 @@ rule evaluate:
         "../scripts/evaluate.py"
 
 
-rule encode_pretrained:
+# The Pretrained rows: the unmodified backbone, encoded and probed by the cells' rules (their params,
+# threads and script), with the backbone's folder and its own pooling. `with:` merges params key by key
+# but replaces every other section whole, so input and resources are stated in full.
+use rule encode as encode_pretrained with:
     input:
         model=lambda wildcards: backbone_dir(wildcards.backbone),
         senteval_ready=data_marker("senteval"),
     output:
         embeddings=temp(directory(f"{R}/state/embeddings/pretrained/{{backbone}}")),
     params:
-        tasks=config["evaluation"]["tasks"],
-        mode=config["evaluation"]["mode"],
-        batch_size=config["evaluation"]["batch_size"],
         pooling=lambda wildcards: PRETRAINED_POOLING[wildcards.backbone],
     log:
         f"{R}/logs/encode/pretrained/{{backbone}}.log",
     benchmark:
         f"{R}/benchmarks/encode/pretrained/{{backbone}}.tsv"
-    threads: THREADS
     resources:
         gpu=GPU,
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval", "encode_pretrained"),
-    conda:
-        "../envs/contrastlab.yaml"
-    script:
-        "../scripts/encode.py"
 
 
-rule evaluate_pretrained:
+use rule evaluate as evaluate_pretrained with:
     input:
         model=lambda wildcards: backbone_dir(wildcards.backbone),
         senteval_ready=data_marker("senteval"),
@@ -96,23 +91,15 @@ rule evaluate_pretrained:
     output:
         metrics=f"{R}/metrics/pretrained/{{backbone}}/senteval.json",
     params:
-        tasks=config["evaluation"]["tasks"],
-        mode=config["evaluation"]["mode"],
-        batch_size=config["evaluation"]["batch_size"],
         pooling=lambda wildcards: PRETRAINED_POOLING[wildcards.backbone],
     log:
         f"{R}/logs/evaluate/pretrained/{{backbone}}.log",
     benchmark:
         f"{R}/benchmarks/evaluate/pretrained/{{backbone}}.tsv"
-    threads: THREADS
     resources:
         gpu=0,  # the probes run on the CPU, as in rule evaluate
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval", "evaluate_pretrained"),
-    conda:
-        "../envs/contrastlab.yaml"
-    script:
-        "../scripts/evaluate.py"
 
 
 # The model card of each kept checkpoint, sentence and image (contrastlab.report.cards): a small output of its own,

@@ -24,57 +24,40 @@ rule search_select:
         "../scripts/search_select.py"
 
 
-rule search_encode:
+# The winner's test evaluation: a cell's encode and evaluate rules (their params, threads, script and
+# sentence-only experiments: image experiments have no searches), reading the checkpoint the last
+# stage's selection names.
+use rule encode as search_encode with:
     input:
         selection=search_last_stage,
         senteval_ready=data_marker("senteval"),
     output:
         embeddings=temp(directory(f"{R}/state/embeddings/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}")),
-    params:
-        tasks=config["evaluation"]["tasks"],
-        mode=config["evaluation"]["mode"],
-        batch_size=config["evaluation"]["batch_size"],
-        pooling=cl_config.CELL_POOLING,
     log:
         f"{R}/logs/encode/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.log",
     benchmark:  # where a cell's encode job writes it: the cost table counts it the same way
         f"{R}/benchmarks/encode/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.tsv"
-    threads: THREADS
     resources:
         gpu=GPU,
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval"),
-    conda:
-        "../envs/contrastlab.yaml"
-    script:
-        "../scripts/encode.py"
 
 
-rule search_evaluate:
+use rule evaluate as search_evaluate with:
     input:
         selection=search_last_stage,
         senteval_ready=data_marker("senteval"),
         embeddings=f"{R}/state/embeddings/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}",
     output:
         metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}/senteval.json",
-    params:
-        tasks=config["evaluation"]["tasks"],
-        mode=config["evaluation"]["mode"],
-        batch_size=config["evaluation"]["batch_size"],
-        pooling=cl_config.CELL_POOLING,
     log:
         f"{R}/logs/evaluate/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.log",
     benchmark:
         f"{R}/benchmarks/evaluate/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.tsv"
-    threads: THREADS
     resources:
         gpu=0,  # the probes run on the CPU; search_encode held the GPU
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval"),
-    conda:
-        "../envs/contrastlab.yaml"
-    script:
-        "../scripts/evaluate.py"
 
 
 rule searches:

@@ -1,11 +1,13 @@
 """Where things live, and how they are written: the repository root, the optional ``shared`` folder beside
-it, and the one atomic write (a temporary file renamed over the target) every writer of the package uses."""
+it, and the one atomic write (a temporary file or folder renamed over the target) every writer of the
+package uses."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,13 +29,12 @@ def shared_dir() -> Path | None:
 def atomic_write(path: str | os.PathLike, *, fsync: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` and rename it over ``path`` when the block ends without an
     exception, so that a killed job never leaves half a file; on an exception the temporary file is
-    removed and ``path`` keeps its previous content. The temporary name (``.<name>.<pid>.partial``, same
-    folder, so the rename stays on one file system) is the process's own: concurrent writers of one file
-    never share it. ``fsync``: the data and the folder entry reach the disk before this returns
+    removed and ``path`` keeps its previous content. The temporary name is :func:`_partial`'s.
+    ``fsync``: the data and the folder entry reach the disk before this returns
     (snapshots, which a power loss must not corrupt)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    tmp = _partial(path)
     try:
         yield tmp
         if fsync:
@@ -44,6 +45,34 @@ def atomic_write(path: str | os.PathLike, *, fsync: bool = False) -> Iterator[Pa
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _partial(path: Path) -> Path:
+    """The temporary name of ``path`` while it is written: ``.<name>.<pid>.partial`` beside it (same folder,
+    so the rename stays on one file system; the process's own, so concurrent writers never share it)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.partial")
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike, *, fsync: bool = False) -> Iterator[Path]:
+    """:func:`atomic_write` for a folder: yield a temporary path beside ``path`` (not created, so that
+    ``shutil.copytree`` or ``save_pretrained`` may create it) and put it in the place of ``path`` (whose
+    previous content is removed) when the block ends without an exception; on an exception the
+    temporary folder is removed and ``path`` is left as it was. A killed job leaves either the previous
+    folder or the new one, never half of one. ``fsync``: the folder entry reaches the disk before this
+    returns."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _partial(path)
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        yield tmp
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(tmp, path)
+        if fsync:
+            _fsync(path.parent)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _fsync(path: Path) -> None:

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from scipy.optimize import minimize
 from scipy.stats import spearmanr
 
 from contrastlab.evaluation import probe
 from contrastlab.evaluation import senteval as S
-from contrastlab.evaluation.probe import lbfgs
 from contrastlab.senteval import protocol as P
 from contrastlab.senteval import tasks as T
 from contrastlab.senteval.tasks import load_sts_pairs, load_sts_subsets
@@ -24,7 +21,7 @@ def test_one_encode_call_with_unique_sentences(fixture_dir, encoder):
     assert len(sent) == len(set(sent)) == len(T.task_sentences(fixture_dir, P.TASKS, "fasttest"))
     assert all(0 <= v <= 100 for k, v in scores.items() if k in P.TRANSFER_TASKS)
     # the fixture's labels follow its words; SentEval's early-stopped Adam probe (the default) is far
-    # from converged on so few rows (the converged lbfgs probe reaches > 75 on MR here)
+    # from converged on so few rows
     assert scores["MR"] > 60 and scores["STSBenchmark"] > 50
 
 
@@ -55,7 +52,7 @@ def test_bad_arguments(fixture_dir, encoder):
         S.evaluate(encoder, fixture_dir, ["MR"], "quick")
     with pytest.raises(ValueError, match="expected"):
         S.evaluate(lambda s: np.zeros((1, 3)), fixture_dir, ["MR"], "test")
-    with pytest.raises(ValueError, match="unknown probe 'adam'; choose one of senteval, lbfgs"):
+    with pytest.raises(ValueError, match="unknown probe 'adam'; choose one of senteval"):
         S.evaluate(encoder, fixture_dir, ["MR"], "test", probe="adam")
     assert not encoder.calls  # refused before any encoding
 
@@ -84,51 +81,15 @@ def test_alignment_uniformity_matches_definition(fixture_dir, encoder):
     assert unif == pytest.approx(np.log(np.mean(np.exp(-2 * np.sum((z[i] - z[j]) ** 2, 1)))), rel=1e-6)
 
 
-def _reference_optimum(X, y, l2, nclasses):
-    """scipy L-BFGS on SentEval's objective: mean CE of softmax(W x + b) + l2/2 (|W|^2 + |b|^2)."""
-    Xa = np.c_[X, np.ones(len(X))]
-    Y = np.eye(nclasses)[y]
-
-    def f(w):
-        W = w.reshape(Xa.shape[1], nclasses)
-        Z = Xa @ W
-        Z = Z - Z.max(1, keepdims=True)
-        P_ = np.exp(Z) / np.exp(Z).sum(1, keepdims=True)
-        loss = -np.mean(np.sum(Y * np.log(P_), 1)) + 0.5 * l2 * np.sum(W * W)
-        return loss, (Xa.T @ (P_ - Y) / len(X) + l2 * W).ravel()
-
-    res = minimize(f, np.zeros(Xa.shape[1] * nclasses), jac=True, method="L-BFGS-B", options={"gtol": 1e-10})
-    return (Xa @ res.x.reshape(-1, nclasses)).argmax(1)
-
-
-@pytest.mark.parametrize("nclasses", [2, 3])
-@pytest.mark.parametrize("l2", [1e-3, 1e-1])
-def test_probe_solves_sentevals_objective(nclasses, l2):
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((300, 5))
-    y = (X[:, :nclasses] + 0.8 * rng.standard_normal((300, nclasses))).argmax(1)
-    masks = np.ones((1, 300), bool)
-    ours = lbfgs.fit_predict(X, y, masks, [l2], nclasses, dtype=torch.float64)[0]
-    assert np.array_equal(ours, _reference_optimum(X, y, l2, nclasses))
-
-
-def test_batched_problems_are_independent():
-    rng = np.random.default_rng(1)
-    X = rng.standard_normal((200, 4))
-    y = (X[:, 0] + 0.5 * rng.standard_normal(200) > 0).astype(int)
-    masks = rng.random((3, 200)) < 0.7
-    together = lbfgs.fit_predict(X, y, masks, [1e-4, 1e-2, 1e-1], 2, dtype=torch.float64)
-    for b, l2 in enumerate([1e-4, 1e-2, 1e-1]):
-        alone = lbfgs.fit_predict(X, y, masks[b : b + 1], [l2], 2, dtype=torch.float64)[0]
-        assert np.array_equal(together[b], alone)
-
-
 def test_inner_kfold_uses_k_and_first_best_l2():
     rng = np.random.default_rng(2)
     X = rng.standard_normal((120, 6))
     y = (X[:, 0] > 0).astype(int)
-    dev, test = probe.inner_kfold(X, y, nclasses=2, k=5, grid=P.L2_GRID, seed=P.SEED, fitter=lbfgs.fit)
-    assert 80 <= test <= 100 and round(test, 2) == test
+    fitter = probe.fitter_for(probe.DEFAULT_FITTER, "fasttest")
+    dev, test = probe.inner_kfold(X, y, nclasses=2, k=5, grid=P.L2_GRID, seed=P.SEED, fitter=fitter)
+    # SentEval's early-stopped probe (fasttest settings) on a separable toy: well above chance (50), not
+    # converged (75.0 here; the removed L-BFGS fitter reached > 80), and rounded as SentEval rounds
+    assert 70 <= test <= 100 and round(test, 2) == test
     assert probe.first_best([70.0, 71.5, 71.5, 60.0]) == 1
 
 
@@ -192,7 +153,7 @@ def test_a_probe_job_whose_embeddings_are_missing_stops_instead_of_encoding(fixt
 def test_transfer_averages_of_both_accuracies(fixture_dir, tmp_path, tiny_bert):
     from contrastlab.evaluation.probe import senteval as senteval_probe
 
-    metrics = S.evaluate_checkpoint(tiny_bert, fixture_dir, P.TRANSFER_TASKS, "fasttest", probe="lbfgs")
+    metrics = S.evaluate_checkpoint(tiny_bert, fixture_dir, P.TRANSFER_TASKS, "fasttest")
     assert set(metrics["devacc"]) == set(P.TRANSFER_TASKS)
     assert metrics["tr_avg"] == pytest.approx(np.mean([metrics["scores"][t] for t in P.TRANSFER_TASKS]))
     assert metrics["tr_devacc_avg"] == pytest.approx(np.mean(list(metrics["devacc"].values())))

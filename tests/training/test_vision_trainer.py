@@ -285,6 +285,12 @@ def test_settings_round_trip_through_json_and_reject_bad_augmentations():
         ({"blur_p": -0.1}, "blur_p"),
         ({"blur_sigma": (2.0, 0.1)}, "blur_sigma"),
         ({"blur_kernel": 12}, "blur_kernel"),
+        ({"blur_kernel": 0}, "blur_kernel must be >= 1 or None, got 0"),
+        ({"jitter": (0.4, 0.4, 0.4, 0.6)}, r"jitter\[3\] must be <= 0.5, got \[0.4, 0.4, 0.4, 0.6\]"),
+        ({"jitter": (0.4, -0.1, 0.4, 0.1)}, r"jitter\[1\] must be >= 0"),
+        ({"crop_scale": (0.5, 1.2)}, r"crop_scale\[1\] must be <= 1"),
+        ({"crop_ratio": (0.0, 1.0)}, r"crop_ratio\[0\] must be > 0"),
+        ({"crop_scale": (0.1, 0.2, 0.3)}, "crop_scale must have at most 2 items"),
     ]:
         with pytest.raises(ValueError, match=message):
             VisionTrainSettings(**bad)

@@ -111,6 +111,10 @@ BAD = [
         {"backbones": {"bert-base": {"hf_id": 3}}},
         "config key backbones.bert-base.hf_id: 3 is not of type 'string'",
     ),
+    (  # a bound on one item of a list, stated in the schema (the settings class reads the same bound)
+        {"vision_training": {"jitter": [0.4, 0.4, 0.4, 0.6]}},
+        "config key vision_training.jitter[3]: 0.6 is greater than the maximum of 0.5",
+    ),
 ]
 
 
@@ -196,3 +200,52 @@ def test_each_preset_has_its_own_results_and_state(repo_root):
     results = [cl_config.load(path)["results_dir"] for path in presets]
     assert len(set(results)) == len(results), dict(zip(map(str, presets), results, strict=True))
     assert results[0] == "results" and "results/demo" in results
+
+
+@pytest.mark.parametrize("preset", ["config.yaml", "config/demo.yaml"])
+def test_each_cell_is_resolved_once_per_config(repo_root, preset, monkeypatch):
+    """The plan (every precision choice), the figures, the deviations, the searches and the workflow's
+    train params read one resolution per (experiment, method, backbone) of a loaded config."""
+    from contrastlab.config import grid
+    from contrastlab.cost import calibration, plan
+    from contrastlab.figures import catalog
+    from contrastlab.tables import deviations
+
+    config = cl_config.load(repo_root / preset)
+    grid._GRIDS.clear()  # validation resolved the user-loss cells already: count from nothing
+    calls = []
+    layered = grid._layered_settings
+    monkeypatch.setattr(grid, "_layered_settings", lambda *args: calls.append(args[1:]) or layered(*args))
+    resolved = cl_config.resolve(config)
+    assert len(calls) == len({(r.cell.experiment, r.cell.method, r.cell.backbone) for r in resolved})
+    plan.make_plan(config, calibration.load_calibration(calibration.DEFAULT_CALIBRATION), searches=False)
+    catalog.figures(config)
+    for experiment in config["experiments"]:
+        deviations.detected(config, experiment)
+    for r in resolved:
+        assert (
+            cl_config.method_settings(config, r.cell.experiment, r.cell.method, r.cell.backbone) == r.settings
+        )
+    assert len(calls) == len(set(calls)), "a cell was resolved twice"
+
+
+@pytest.mark.parametrize("preset", ["config.yaml", "config/demo.yaml"])
+def test_resolved_settings_are_the_layers(repo_root, preset):
+    """Every cell's settings, read from the resolved grid, equal the resolution layers applied afresh;
+    the copy a caller gets is its own, and a config changed in place is resolved again."""
+    import copy
+
+    from contrastlab.config import grid
+
+    config = cl_config.load(repo_root / preset)
+    fresh = copy.deepcopy(config)
+    for r in cl_config.resolve(config):
+        c = r.cell
+        assert dict(r.settings) == grid._layered_settings(fresh, c.experiment, c.method, c.backbone), c.path
+    first = next(iter(cl_config.cells(config)))
+    mine = cl_config.method_settings(config, first.experiment, first.method, first.backbone)
+    mine["loss_hp"]["changed"] = True
+    again = cl_config.method_settings(config, first.experiment, first.method, first.backbone)
+    assert "changed" not in again["loss_hp"]
+    config["experiments"][first.experiment]["methods"][first.method.split("-")[0]]["lr"] = 0.123
+    assert cl_config.method_settings(config, first.experiment, first.method, first.backbone)["lr"] == 0.123

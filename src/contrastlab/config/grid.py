@@ -4,11 +4,13 @@ settings resolved through the layers the package docstring lists.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from contrastlab.config.schema import deep_merge
@@ -89,8 +91,23 @@ def method_settings(config: Mapping[str, Any], experiment: str, method: str, bac
     experiment: the backbone's ``vision`` spec), the method's ``lr``/``batch_size``/``training``/``hp``,
     the method's ``per_backbone[backbone]`` (same keys), then the sweep point's values. ``loss_hp``
     starts from the loss's paper defaults. A top-level ``precision_override`` (the speed switch)
-    replaces every cell's precision, sentence and image.
+    replaces every cell's precision, sentence and image (:func:`override_precision`).
+
+    Each cell is resolved once per config (:func:`resolve`); this returns a copy the caller may change.
     """
+    return copy.deepcopy(_grid(config).settings(config, experiment, method, backbone))
+
+
+def override_precision(settings: dict, precision: str) -> dict:
+    """``settings`` (changed in place and returned) under the speed switch ``precision_override``."""
+    settings["precision"] = precision
+    # SimCSE's --fp16 cells put the head under amp; an override is our speed switch, not theirs.
+    settings.pop("head_autocast", None)
+    return settings
+
+
+def _layered_settings(config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> dict:
+    """:func:`method_settings` computed: the resolution layers, applied in order."""
     from contrastlab.losses.catalog import DEFAULTS
 
     exp = config["experiments"][experiment]
@@ -126,12 +143,66 @@ def method_settings(config: Mapping[str, Any], experiment: str, method: str, bac
         else:
             settings[key] = value
     if config.get("precision_override"):
-        settings["precision"] = config["precision_override"]
-        # SimCSE's --fp16 cells put the head under amp; an override is our speed switch, not theirs.
-        settings.pop("head_autocast", None)
+        override_precision(settings, config["precision_override"])
     settings["loss"] = spec["loss"]
     settings["loss_hp"] = hp
     return settings
+
+
+@dataclass(frozen=True)
+class ResolvedCell:
+    """A cell with its settings resolved once (:func:`method_settings`, read-only here) and, for a
+    search point's cell, the point (a :class:`contrastlab.search.SearchPoint`; search sits above config)."""
+
+    cell: Cell
+    settings: Mapping[str, Any]
+    point: Any = None
+
+
+@dataclass
+class _Grid:
+    """One config's resolved settings, per (experiment, method, backbone), filled as they are asked for."""
+
+    snapshot: dict  #: a copy of the config they were resolved from: a changed config resolves anew
+    by_cell: dict[tuple[str, str, str], dict] = field(default_factory=dict)
+    #: how many cells were resolved (the test of "once per config" counts them)
+    resolutions: int = 0
+
+    def settings(self, config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> dict:
+        key = (experiment, method, backbone)
+        if key not in self.by_cell:
+            self.by_cell[key] = _layered_settings(config, experiment, method, backbone)
+            self.resolutions += 1
+        return self.by_cell[key]
+
+
+#: Resolved grids of the configs last asked about, by ``id``; each entry keeps a copy of its config and
+#: is used only while the config still equals it, so a config changed in place (or a new dict that reuses
+#: a freed one's id) is resolved again. A handful suffices: the workflow and the tables ask about one.
+_GRIDS: dict[int, _Grid] = {}
+_GRIDS_KEPT = 8
+
+
+def _grid(config: Mapping[str, Any]) -> _Grid:
+    grid = _GRIDS.get(id(config))
+    if grid is not None and grid.snapshot == config:
+        return grid
+    _GRIDS.pop(id(config), None)
+    while len(_GRIDS) >= _GRIDS_KEPT:
+        del _GRIDS[next(iter(_GRIDS))]
+    grid = _GRIDS[id(config)] = _Grid(snapshot=copy.deepcopy(dict(config)))
+    return grid
+
+
+def resolve(config: Mapping[str, Any]) -> list[ResolvedCell]:
+    """Every selected cell (:func:`cells`) with its settings, each resolved once per config: the
+    workflow, the plan, the tables, the deviations and the figures read these rather than resolving a
+    cell again. ``settings`` is a read-only view; :func:`method_settings` gives a copy to change."""
+    grid = _grid(config)
+    return [
+        ResolvedCell(c, MappingProxyType(grid.settings(config, c.experiment, c.method, c.backbone)))
+        for c in cells(config)
+    ]
 
 
 def vision_evaluation(config: Mapping[str, Any], experiment: str) -> dict:

@@ -352,12 +352,13 @@ def _settings(
     acts through ``precision_override``, so it reaches exactly the cells the switch reaches. A search
     point's: :func:`contrastlab.search.point_settings` (a later stage's priced at the configured
     settings with its grid values: its winner is not known before the search runs)."""
-    chosen = dict(config)
+    # The configured cell's settings (resolved once per config), then the switch, then the point's grid
+    # values: the order point_settings on a config with the switch set would apply them in.
+    of = point if point is not None else cell
+    settings = cl_config.method_settings(config, of.experiment, of.method, of.backbone)
     if precision != AS_CONFIGURED:
-        chosen["precision_override"] = precision
-    if point is not None:
-        return cl_search.point_settings(chosen, point)
-    return cl_config.method_settings(chosen, cell.experiment, cell.method, cell.backbone)
+        cl_config.override_precision(settings, precision)
+    return cl_search.apply_overrides(settings, point.grid) if point is not None else settings
 
 
 def cell_work(

@@ -25,7 +25,7 @@ import urllib.request
 from http.client import HTTPException
 from pathlib import Path
 
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, atomic_write
 
 SENTEVAL_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
 WIKI1M_URL = (
@@ -68,9 +68,8 @@ def read_lock(lock_file: str | Path) -> dict[str, dict]:
 def _record(lock_file: Path, url: str, digest: str, size: int) -> None:
     lock = read_lock(lock_file)
     lock[url] = {"sha256": digest, "bytes": size}
-    tmp = lock_file.with_name(lock_file.name + ".tmp")
-    tmp.write_text(json.dumps(dict(sorted(lock.items())), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(lock_file)
+    with atomic_write(lock_file) as tmp:
+        tmp.write_text(json.dumps(dict(sorted(lock.items())), indent=2) + "\n", encoding="utf-8")
 
 
 def _expected_digest(url: str, sha256: str | None, lock_file: Path) -> str | None:

@@ -6,12 +6,10 @@ A faithful re-implementation of the protocol of SentEval as SimCSE runs it, not 
   the same sentences (whitespace tokens joined by single spaces);
 - STS numbers are the same computation (cosine, Spearman; STS12-16 pooled over sub-datasets);
 - the transfer probe (:mod:`contrastlab.evaluation.probe`) runs SentEval's cross-validation schemes
-  (folds, L2 grid, first-best selection, rounding) with one of two fitters (``probe=``): by default
-  SentEval's own procedure replicated step for step and batched (``"senteval"``: seeded init, NumPy
-  permutations, Adam, early stopping), which reproduces SentEval's accuracies (0.00 points off on the
-  reference encoder, all 7 tasks in ~4.5 min for 300-d embeddings on one core, vs ~86 min for
-  SentEval); ``"lbfgs"`` is the converged optimum of the same objective, ~4x faster but up to 1.3
-  points off SentEval on SST2/TREC/MRPC (beyond protocol.md's 0.5).
+  (folds, L2 grid, first-best selection, rounding) with SentEval's own procedure replicated step for
+  step and batched (``probe="senteval"``: seeded init, NumPy permutations, Adam, early stopping),
+  which reproduces SentEval's accuracies (0.00 points off on the reference encoder, all 7 tasks in
+  ~4.5 min for 300-d embeddings on one core, vs ~86 min for SentEval).
 
 Every unique sentence of the requested tasks is encoded in one ``encode`` call, optionally through an
 on-disk embedding cache, so STS and transfer tasks share embeddings. The workflow splits a checkpoint's
@@ -58,8 +56,7 @@ Lookup = Callable[[list[str]], np.ndarray]
 
 # Transfer probes (protocol.md §4), the fitters of :mod:`contrastlab.evaluation.probe`: "senteval"
 # replicates SentEval's early-stopped Adam procedure and matches its scores (within 0.1 points on the
-# reference encoder); "lbfgs" solves the same objective to convergence, ~3x faster but up to 1.3
-# points off SentEval on single-test-set tasks.
+# reference encoder). The name is recorded in every metrics file.
 PROBES = transfer_probe.FITTERS
 DEFAULT_PROBE = transfer_probe.DEFAULT_FITTER
 
@@ -105,7 +102,7 @@ def transfer_accuracies(
 
     ``probe``: the fitter of :mod:`contrastlab.evaluation.probe`, ``"senteval"`` (SentEval's
     procedure replicated, with SimCSE's classifier settings for ``mode``: Adam for ``test``, RMSprop
-    for ``fasttest``/``dev``) or ``"lbfgs"`` (its objective solved to convergence; faster, less close).
+    for ``fasttest``/``dev``).
     """
     k, grid, nclasses = P.KFOLD[mode], P.L2_GRID, P.NCLASSES[task]
     fitter = transfer_probe.fitter_for(probe, mode)
@@ -286,8 +283,8 @@ def evaluate(
     ``encode(list[str]) -> [n, d]`` is called once, with every unique sentence the tasks need;
     ``data_dir`` holds ``downstream/``; ``mode`` is ``test`` (k = 10), ``fasttest`` or ``dev`` (k = 5;
     ``dev`` scores STS-B/SICK-R on their dev split). ``cache_dir`` keeps embeddings between calls.
-    ``probe`` is the transfer probe: ``"senteval"`` (default; SentEval's procedure, same numbers) or
-    ``"lbfgs"`` (faster, converged; see :data:`PROBES`).
+    ``probe`` is the transfer probe: ``"senteval"`` (SentEval's procedure, same numbers; see
+    :data:`PROBES`).
     """
     return _evaluate(encode, data_dir, tasks, mode, cache_dir=cache_dir, probe=probe)["scores"]
 
@@ -512,8 +509,7 @@ def evaluate_checkpoint(
 ) -> dict[str, Any]:
     """Evaluate a Hugging Face checkpoint; returns the metrics-file dict of contracts.md.
 
-    ``probe`` picks the transfer probe (``"senteval"`` default, or ``"lbfgs"``); it is recorded
-    in the result.
+    ``probe`` picks the transfer probe (:data:`PROBES`); it is recorded in the result.
 
     STS-B test sentences are always encoded too (alignment/uniformity), within the same single
     ``encode`` call. With ``cache_dir``, embeddings live in ``cache_dir/<checkpoint fingerprint>``.

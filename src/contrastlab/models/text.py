@@ -26,6 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from contrastlab.models.device import pick_device
+from contrastlab.paths import atomic_dir
 from contrastlab.precision import ieee_fp32
 
 SOURCES = ("hf_id", "package", "path", "random")
@@ -75,14 +76,13 @@ def materialize_backbone(
     if source == "hf_id":
         from huggingface_hub import snapshot_download
 
-        tmp = out.with_name(out.name + ".partial")
-        snapshot_download(
-            repo_id=spec["hf_id"],
-            revision=spec.get("revision"),
-            local_dir=tmp,
-            allow_patterns=["*.json", "*.txt", "*.safetensors", "*.model", "merges.txt", "vocab.*"],
-        )
-        tmp.rename(out)
+        with atomic_dir(out) as tmp:
+            snapshot_download(
+                repo_id=spec["hf_id"],
+                revision=spec.get("revision"),
+                local_dir=tmp,
+                allow_patterns=["*.json", "*.txt", "*.safetensors", "*.model", "merges.txt", "vocab.*"],
+            )
     elif source in ("package", "path"):
         src = package_model_dir(spec["package"]) if source == "package" else Path(spec["path"])
         if not (src / "config.json").exists():

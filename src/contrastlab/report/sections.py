@@ -110,8 +110,9 @@ def precision_rows(config: dict, metrics_root: str | os.PathLike) -> list[dict[s
     from contrastlab.config import cells, method_settings, track
 
     rows: dict[tuple[str, str], dict[str, set]] = {}
+    patched = config if "training" in config else {"training": {}, **config}  # one dict: resolved once
     for cell in cells({"select": {}, **config}):
-        resolved = method_settings({"training": {}, **config}, cell.experiment, cell.method, cell.backbone)
+        resolved = method_settings(patched, cell.experiment, cell.method, cell.backbone)
         row = rows.setdefault((cell.experiment, cell.method), {"config": set(), "ran": set(), "cells": set()})
         row["config"].add(resolved.get("precision") or "auto")
         row["cells"].add(cell.backbone)

@@ -37,10 +37,10 @@ def _training_values(config: Mapping[str, Any], experiment: str, key: str) -> se
     """Every value ``key`` takes in the experiment's cells' resolved training settings."""
     from contrastlab.config import cells, method_settings
 
-    everything = {"training": {}, **config, "select": {"experiments": [experiment]}}
-    return {
-        method_settings(everything, c.experiment, c.method, c.backbone).get(key) for c in cells(everything)
-    }
+    everything = {**config, "select": {"experiments": [experiment]}}
+    # Settings do not depend on select: read them from the config itself, resolved once for all keys.
+    resolved = config if "training" in config else {"training": {}, **config}
+    return {method_settings(resolved, c.experiment, c.method, c.backbone).get(key) for c in cells(everything)}
 
 
 def detected(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:

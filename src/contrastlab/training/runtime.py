@@ -191,7 +191,10 @@ def check_against_schema(settings: Any, defs_key: str) -> None:
     error = errors[0]
     name = str(error.path[0]) if error.path else "?"
     value = values.get(name)
-    nullable = " or None" if "null" in (properties.get(name, {}).get("type") or []) else ""
+    # an item of a list field is named by its index: "jitter[3] must be <= 0.5, got [0.4, 0.4, 0.4, 0.6]"
+    where = name + "".join(f"[{index}]" for index in list(error.path)[1:])
+    top = len(error.path) == 1
+    nullable = " or None" if top and "null" in (properties.get(name, {}).get("type") or []) else ""
     words = {
         "enum": lambda bound: f"must be one of {', '.join(map(str, bound))}",
         "minimum": lambda bound: f"must be >= {bound}{nullable}",
@@ -199,10 +202,12 @@ def check_against_schema(settings: Any, defs_key: str) -> None:
         "maximum": lambda bound: f"must be <= {bound}",
         "exclusiveMaximum": lambda bound: f"must be < {bound}",
         "type": lambda bound: "must be true or false" if bound == "boolean" else f"must be of type {bound}",
+        "minItems": lambda bound: f"must have at least {bound} items",
+        "maxItems": lambda bound: f"must have at most {bound} items",
     }
     rule = words.get(error.validator)
-    text = rule(error.validator_value) if rule and len(error.path) == 1 else error.message
-    raise ValueError(f"{name} {text}, got {value!r}")
+    text = rule(error.validator_value) if rule and error.path else error.message
+    raise ValueError(f"{where} {text}, got {value!r}")
 
 
 def fingerprint_settings(settings: Mapping[str, Any]) -> dict[str, Any]:

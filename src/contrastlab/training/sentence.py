@@ -65,7 +65,7 @@ from torch import nn
 from contrastlab.config.grid import CELL_POOLING
 from contrastlab.losses import build_loss
 from contrastlab.models.export import write_sentence_transformers_files
-from contrastlab.paths import atomic_write
+from contrastlab.paths import atomic_dir, atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.training import geometry
 from contrastlab.training import state as st
@@ -270,13 +270,10 @@ def _export(state_dir: Path, summary: dict[str, Any], out_dir: Path, log_path: P
     The checkpoint is also a sentence-transformers model with the pooling the cell is evaluated with
     (:data:`~contrastlab.config.grid.CELL_POOLING`): its files are written here, before the folder
     becomes the job's output, so no later job touches it."""
-    tmp = out_dir.with_name(out_dir.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp)
-    (tmp / "train_summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
-    write_sentence_transformers_files(tmp, CELL_POOLING)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    tmp.rename(out_dir)
+    with atomic_dir(out_dir) as tmp:
+        shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp)
+        (tmp / "train_summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
+        write_sentence_transformers_files(tmp, CELL_POOLING)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(log_path) as tmp_log:
         shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)

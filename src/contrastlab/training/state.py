@@ -15,7 +15,6 @@ longer refers to it has been written, so the snapshot and its best checkpoint al
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from contrastlab.paths import atomic_write
+from contrastlab.paths import atomic_dir, atomic_write
 
 STATE_FILE = "state.pt"
 STATE_INFO = "state.json"
@@ -50,14 +49,6 @@ def restore_rng(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def atomic_write_bytes(path: Path, write: Any) -> None:
@@ -89,19 +80,15 @@ def load_state(state_dir: Path, fingerprint: str) -> dict[str, Any] | None:
 def save_best(state_dir: Path, step: int, save: Any) -> Path:
     """Write a best checkpoint with ``save(folder)`` into ``best-step<step>`` atomically."""
     final = best_dir(state_dir, step)
-    tmp = final.with_name(final.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    save(tmp)
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    _fsync_dir(state_dir)
+    with atomic_dir(final, fsync=True) as tmp:
+        save(tmp)
     return final
 
 
 def prune_best(state_dir: Path, keep: set[int]) -> None:
     """Delete best checkpoint folders (and leftovers of interrupted writes) except those in ``keep``."""
     keep_names = {best_dir(state_dir, step).name for step in keep}
-    for path in state_dir.glob(f"{BEST_PREFIX}*"):
+    for path in [*state_dir.glob(f"{BEST_PREFIX}*"), *state_dir.glob(f".{BEST_PREFIX}*.partial")]:
         if path.name not in keep_names:
             shutil.rmtree(path, ignore_errors=True)
 

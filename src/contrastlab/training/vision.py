@@ -23,12 +23,11 @@ settings.
 Snapshots (model, head, optimiser, the augmentation generator and every RNG, the log offset) every
 ``state_every`` steps (and/or ``state_minutes``) make a killed job resume to a bit-identical encoder
 and log on CPU (:mod:`contrastlab.training.runtime`). The final encoder's state dict is written to
-``out_dir/encoder.safetensors`` (``encoder.pt`` by ``torch.save`` where safetensors is not installed)
-with ``settings.json`` (resolved settings, run information, package versions, git SHA). The encoder
-written is the last epoch's (``keep: last``: MACL's CIFAR study names no selection) or, with
-``keep: best_val_loss`` and a held-out ``val_fraction``, the epoch of the lowest validation loss (the
-OAR authors' code: an 80/20 ``random_split`` and ``ModelCheckpoint(monitor="val_loss")``); the epoch
-kept is recorded (``kept_epoch``).
+``out_dir/encoder.safetensors`` with ``settings.json`` (resolved settings, run information, package
+versions, git SHA). The encoder written is the last epoch's (``keep: last``: MACL's CIFAR study names
+no selection) or, with ``keep: best_val_loss`` and a held-out ``val_fraction``, the epoch of the
+lowest validation loss (the OAR authors' code: an 80/20 ``random_split`` and
+``ModelCheckpoint(monitor="val_loss")``); the epoch kept is recorded (``kept_epoch``).
 """
 
 from __future__ import annotations
@@ -47,13 +46,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 
 from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images, validation_split
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
 from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
-from contrastlab.paths import atomic_write
+from contrastlab.paths import atomic_dir, atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.training import state as st
 from contrastlab.training.augment import SimCLRAugment
@@ -70,7 +70,6 @@ from contrastlab.training.runtime import (
 
 __all__ = [
     "ENCODER_FILE",
-    "ENCODER_FILES",
     "SETTINGS_FILE",
     "ANCHORS_FILE",
     "OarBatch",
@@ -82,14 +81,8 @@ __all__ = [
     "train_vision",
 ]
 
-try:
-    import safetensors.torch as _safetensors
-except ImportError:  # pragma: no cover - safetensors comes with transformers
-    _safetensors = None
-
-#: The encoder's weights in ``out_dir`` (:func:`load_encoder` reads either name).
-ENCODER_FILE = "encoder.safetensors" if _safetensors is not None else "encoder.pt"
-ENCODER_FILES = ("encoder.safetensors", "encoder.pt")
+#: The encoder's weights in ``out_dir``.
+ENCODER_FILE = "encoder.safetensors"
 SETTINGS_FILE = "settings.json"
 #: The OAR anchors [K, D] of an OAR run, beside the encoder (safetensors key ``anchors``).
 ANCHORS_FILE = "anchors.safetensors"
@@ -163,23 +156,16 @@ class VisionTrainSettings:
     def __post_init__(self) -> None:
         for name in ("crop_scale", "crop_ratio", "jitter", "blur_sigma"):  # YAML and JSON give lists
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
-        check_against_schema(self, "vision_training")  # types, choices and bounds: stated in the schema
-        if len(self.crop_scale) != 2 or not 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1:
-            raise ValueError(
-                f"crop_scale must be (low, high) with 0 < low <= high <= 1, got {self.crop_scale}"
-            )
-        if len(self.crop_ratio) != 2 or not 0 < self.crop_ratio[0] <= self.crop_ratio[1]:
-            raise ValueError(f"crop_ratio must be (low, high) with 0 < low <= high, got {self.crop_ratio}")
-        if len(self.jitter) != 4 or min(self.jitter) < 0 or self.jitter[3] > 0.5:
-            raise ValueError(
-                "jitter must be (brightness, contrast, saturation, hue) >= 0 with hue <= 0.5, "
-                f"got {self.jitter}"
-            )
-        if len(self.blur_sigma) != 2 or not 0 < self.blur_sigma[0] <= self.blur_sigma[1]:
-            raise ValueError(f"blur_sigma must be (low, high) with 0 < low <= high, got {self.blur_sigma}")
-        if self.blur_kernel is not None and (self.blur_kernel < 1 or self.blur_kernel % 2 == 0):
+        # Types, choices, bounds and list lengths are stated once, in the schema's $defs.vision_training;
+        # the code keeps what one field's schema cannot say: each range's order, the kernel's parity.
+        check_against_schema(self, "vision_training")
+        for name in ("crop_scale", "crop_ratio", "blur_sigma"):
+            low, high = getattr(self, name)
+            if low > high:
+                raise ValueError(f"{name} must be (low, high) with low <= high, got {getattr(self, name)}")
+        if self.blur_kernel is not None and self.blur_kernel % 2 == 0:
             raise ValueError(f"blur_kernel must be None or an odd integer >= 1, got {self.blur_kernel}")
-        if not 0 <= self.val_fraction < 1 or (self.keep == "best_val_loss") != (self.val_fraction > 0):
+        if (self.keep == "best_val_loss") != (self.val_fraction > 0):
             raise ValueError(
                 "keep: best_val_loss needs val_fraction in (0, 1) and keep: last none, got "
                 f"keep {self.keep!r} with val_fraction {self.val_fraction}"
@@ -249,34 +235,24 @@ def _write_encoder(
 ) -> None:
     """The encoder folder: weights, anchors, ``settings.json``, and what a plain torchvision ResNet needs
     to load them (``torchvision.json``, the projection head; ``models.export.write_torchvision_spec``)."""
-    tmp = out_dir.with_name(out_dir.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    weights = {k: v.detach().cpu().contiguous() for k, v in encoder.state_dict().items()}
-    if _safetensors is not None:
-        _safetensors.save_file(weights, str(tmp / ENCODER_FILE))
-    else:  # pragma: no cover
-        torch.save(weights, tmp / ENCODER_FILE)
-    if anchors is not None:
-        anchors = anchors.detach().cpu().contiguous()
-        if _safetensors is not None:
-            _safetensors.save_file({"anchors": anchors}, str(tmp / ANCHORS_FILE))
-        else:  # pragma: no cover
-            torch.save({"anchors": anchors}, tmp / ANCHORS_FILE)
-    (tmp / SETTINGS_FILE).write_text(json.dumps(summary, indent=1, default=float) + "\n")
-    s = summary["settings"]
-    write_torchvision_spec(
-        tmp,
-        arch=s["arch"],
-        stem=s["stem"],
-        width=s["width"],
-        out_dim=s.get("out_dim"),
-        weights=ENCODER_FILE,
-        head=head,
-        anchors=ANCHORS_FILE if anchors is not None else None,
-    )
-    shutil.rmtree(out_dir, ignore_errors=True)
-    tmp.rename(out_dir)
+    with atomic_dir(out_dir) as tmp:
+        tmp.mkdir()
+        weights = {k: v.detach().cpu().contiguous() for k, v in encoder.state_dict().items()}
+        save_file(weights, str(tmp / ENCODER_FILE))
+        if anchors is not None:
+            save_file({"anchors": anchors.detach().cpu().contiguous()}, str(tmp / ANCHORS_FILE))
+        (tmp / SETTINGS_FILE).write_text(json.dumps(summary, indent=1, default=float) + "\n")
+        s = summary["settings"]
+        write_torchvision_spec(
+            tmp,
+            arch=s["arch"],
+            stem=s["stem"],
+            width=s["width"],
+            out_dim=s.get("out_dim"),
+            weights=ENCODER_FILE,
+            head=head,
+            anchors=ANCHORS_FILE if anchors is not None else None,
+        )
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(log_path) as tmp_log:
         shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
@@ -670,14 +646,8 @@ def load_encoder(
 
 
 def load_weights(out_dir: str | Path) -> dict[str, torch.Tensor]:
-    """The encoder state dict saved in ``out_dir`` (``encoder.safetensors`` or ``encoder.pt``), on the CPU."""
-    out_dir = Path(out_dir)
-    for name in ENCODER_FILES:
-        path = out_dir / name
-        if path.exists():
-            if name.endswith(".safetensors"):
-                from safetensors.torch import load_file
-
-                return load_file(path)
-            return torch.load(path, map_location="cpu", weights_only=True)
-    raise FileNotFoundError(f"{out_dir}: no encoder weights ({' or '.join(ENCODER_FILES)})")
+    """The encoder state dict saved in ``out_dir`` (``encoder.safetensors``), on the CPU."""
+    path = Path(out_dir) / ENCODER_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{out_dir}: no encoder weights ({ENCODER_FILE})")
+    return load_file(path)

@@ -1,4 +1,4 @@
-"""The transfer probe's protocol (SentEval's ``tools/validation.py``), written once for both fitters.
+"""The transfer probe's protocol (SentEval's ``tools/validation.py``), written once for its fitter.
 
 SentEval scores a transfer task with a logistic-regression probe under one of three cross-validation
 schemes. Each picks the L2 penalty from the grid by the first best rounded accuracy and returns
@@ -15,7 +15,7 @@ A scheme lists the fits it needs (:class:`Fit`: the training rows and, where Sen
 ``validation_data``, the rows the probe is validated on) and hands all of them, with the whole L2
 grid, to a :data:`Fitter` in one call, so that the fitter can train them as one batch. The fitter
 says what a fit without validation rows means: SentEval's procedure (:mod:`.senteval`) holds out
-``validation_split`` of the rows for early stopping, the converged one (:mod:`.lbfgs`) uses them all.
+``validation_split`` of the rows for early stopping.
 Folds are ``StratifiedKFold(k, shuffle=True, random_state=seed)`` throughout, as in SentEval.
 """
 

@@ -18,7 +18,7 @@ probe the same way; this module reproduces that procedure, not just its objectiv
   started (``while nepoch <= max_epoch``); the kept copy is the final probe;
 - the cross-validation schemes, folds (``StratifiedKFold(shuffle=True, random_state=1111)``), the
   L2 grid, the rounding (``round(100 * acc, 2)``) and the first-best L2 choice are SentEval's
-  (:mod:`.schemes`, shared with the L-BFGS fitter).
+  (:mod:`.schemes`).
 
 Speed without changing the arithmetic: probes that consume the same NumPy permutation stream (same
 seed, same number of rows, same kind of validation) take the same minibatch *positions* at every
@@ -34,8 +34,7 @@ handful of small ops, and intra-op threads on a busy 2-core machine made it 20-4
 
 On a fixed bag-of-words encoder (tests/evaluation/test_reference.py) the seven transfer accuracies
 equal SentEval's own (0.00 points off each) in ~5 min on one busy core for 300-d embeddings, where
-SentEval took 86 min on two. :mod:`.lbfgs` (``probe="lbfgs"``) is the faster, converged
-alternative, within 1.3 points.
+SentEval took 86 min on two.
 """
 
 from __future__ import annotations
