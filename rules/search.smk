@@ -69,6 +69,7 @@ rule search_evaluate:
     threads: THREADS
     resources:
         gpu=0,  # the probes run on the CPU; search_encode held the GPU
+        probe_slots=1,
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval"),
     conda:
