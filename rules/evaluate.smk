@@ -54,6 +54,7 @@ rule evaluate:
     threads: THREADS
     resources:
         gpu=0,  # the probes run on the CPU: no GPU held (workflow.job_device hides CUDA from the job)
+        probe_slots=1,  # profiles/slurm: a group job of probe jobs runs as many at once as it has slots
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval", "evaluate"),
     conda:
@@ -98,6 +99,7 @@ use rule evaluate as evaluate_pretrained with:
         f"{R}/benchmarks/evaluate/pretrained/{{backbone}}.tsv"
     resources:
         gpu=0,  # the probes run on the CPU, as in rule evaluate
+        probe_slots=1,
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval", "evaluate_pretrained"),
 

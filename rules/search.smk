@@ -56,6 +56,7 @@ use rule evaluate as search_evaluate with:
         f"{R}/benchmarks/evaluate/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.tsv"
     resources:
         gpu=0,  # the probes run on the CPU; search_encode held the GPU
+        probe_slots=1,
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval"),
 

@@ -50,10 +50,40 @@ rule train_vision:
         "../scripts/train_vision.py"
 
 
-rule evaluate_vision:
+# An image evaluation is two jobs, as the SentEval one (rules/evaluate.smk): `encode_vision` extracts the
+# frozen features on the GPU (the only part that needs one: seconds to minutes), `evaluate_vision` fits
+# the probes from them on the CPU (the linear and kNN probes, OAR's FFN: every probe trains on frozen
+# features; thousands of small launch-bound steps a CPU runs about as fast). The features are temp():
+# deleted once the probe job has read them.
+rule encode_vision:
     input:
         encoder=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/encoder",
         images_ready=cell_images_marker,
+    output:
+        features=temp(f"{R}/state/features/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.pt"),
+    params:
+        batch_size=lambda wildcards: cl_config.vision_evaluation(config, wildcards.experiment)["batch_size"],
+    log:
+        f"{R}/logs/encode/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
+    benchmark:
+        f"{R}/benchmarks/encode/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
+    wildcard_constraints:
+        experiment=VISION_EXPERIMENTS,
+    threads: THREADS
+    resources:
+        gpu=GPU,
+        mem_mb=mem_mb("eval"),
+        runtime=runtime("eval", "encode_vision"),
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/encode_vision.py"
+
+
+rule evaluate_vision:
+    input:
+        encoder=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/encoder",
+        features=f"{R}/state/features/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.pt",
     output:
         metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/vision.json",
     params:
@@ -66,9 +96,7 @@ rule evaluate_vision:
         experiment=VISION_EXPERIMENTS,
     threads: THREADS
     resources:
-        # One job on the GPU, unlike the sentence evaluation (rules/evaluate.smk): the linear and FFN
-        # probes train on the device, for epochs over the features, so the GPU is not idle while they run.
-        gpu=GPU,
+        gpu=0,  # the probes run on the CPU: no GPU held (workflow.job_device hides CUDA from the job)
         mem_mb=mem_mb("eval"),
         runtime=runtime("eval", "evaluate_vision"),
     conda:

@@ -1,26 +1,28 @@
-"""Snakemake entry: evaluation of one trained encoder on frozen features.
+"""Snakemake entry: the CPU half of an image evaluation: the linear and kNN probes (MACL App. B.3) or
+the FFN on frozen features (OAR §5), as the experiment configures, fitted from the features its
+`encode_vision` job wrote (the encoder is never loaded here)."""
 
-Linear and kNN probes (MACL App. B.3) or the FFN fine-tuning (OAR §5), as the experiment configures.
-"""
-
-from contrastlab.evaluation.vision import diverged_encoder_metrics, evaluate_encoder
+from contrastlab.evaluation.vision import (
+    DIVERGED_KEY,
+    diverged_encoder_metrics,
+    load_features,
+    probe_features,
+)
 from contrastlab.paths import write_json
-from contrastlab.training.runtime import diverged_reason
-from contrastlab.workflow.job import evaluation_job, job_data_locations
+from contrastlab.workflow.job import evaluation_job
 
 snakemake = globals()["snakemake"]
 
-with evaluation_job(snakemake) as device:  # its own GPU (or the CPU with resources.gpu: 0)
+with evaluation_job(snakemake) as device:  # the CPU: the rule asks no GPU (resources.gpu: 0)
     evaluation = dict(snakemake.params.evaluation)
     probes = list(evaluation.get("probes") or ("linear", "knn"))
-    reason = diverged_reason(snakemake.input.encoder)  # a sweep point whose training diverged
-    if reason is not None:
+    features = load_features(snakemake.input.features)
+    if DIVERGED_KEY in features:  # a sweep point whose encoder training diverged
+        reason = features[DIVERGED_KEY]
         metrics = diverged_encoder_metrics(snakemake.input.encoder, reason, probes, evaluation.get("ffn"))
     else:
-        metrics = evaluate_encoder(
-            snakemake.input.encoder,
-            data_root=job_data_locations(snakemake)["images"],
-            batch_size=evaluation["batch_size"],
+        metrics = probe_features(
+            features,
             probes=probes,
             linear=dict(evaluation["linear"]),
             knn=dict(evaluation["knn"]),

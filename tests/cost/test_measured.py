@@ -63,8 +63,10 @@ def results(tmp_path: Path) -> Path:
     metrics(r, "nie2023/bert-base/cl/seed42", {"scores": {}, "encoding": {"device": "cpu"}})
     train_log(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", "cuda:0", 3.25, vision=True)
     bench(r, "train/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (1800.0, "4096"))
-    metrics(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", {"device": "cuda"}, "vision.json")
-    bench(r, "evaluate/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (360.0, "2048"))
+    vision = {"device": "cpu", "encoding": {"device": "cuda"}}  # features on the GPU, probes on the CPU
+    metrics(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", vision, "vision.json")
+    bench(r, "encode/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (360.0, "2048"))
+    bench(r, "evaluate/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (300.0, "2048"))
     bench(r, "encode/pretrained/bert-base.tsv", (72.0, "5000"))
     bench(r, "evaluate/pretrained/bert-base.tsv", (30.0, "5000"))
     metrics(r, "pretrained/bert-base", {"scores": {}, "encoding": {"device": "cuda"}})
@@ -86,6 +88,7 @@ def test_jobs_get_their_rule_paper_cell_and_gpu_hours_from_the_logs(results):
         ("train", "nie2023/bert-base/cl/seed42"),
         ("encode", "nie2023/bert-base/cl/seed42"),
         ("train_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1"),
+        ("encode_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1"),
         ("evaluate_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1"),
         ("encode_pretrained", "pretrained/bert-base"),
         ("evaluate_pretrained", "pretrained/bert-base"),
@@ -98,8 +101,9 @@ def test_jobs_get_their_rule_paper_cell_and_gpu_hours_from_the_logs(results):
     assert jobs[("encode", "nie2023/bert-base/mpt/seed42")].gpu_hours == pytest.approx(0.05)
     assert jobs[("encode_pretrained", "pretrained/bert-base")].gpu_hours == pytest.approx(0.02)
     assert jobs[("encode", "nie2023/bert-base/cl/seed42")].gpu_hours is None  # encoded on the CPU
-    # ... and the vision evaluation (vision.json's device); the SentEval probes ran on the CPU.
-    assert jobs[("evaluate_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1")].gpu_hours == 0.1
+    # ... and the image features (vision.json's encoding.device); the probes ran on the CPU.
+    assert jobs[("encode_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1")].gpu_hours == 0.1
+    assert jobs[("evaluate_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1")].gpu_hours is None
     assert jobs[("evaluate", "nie2023/bert-base/mpt/seed42")].gpu_hours is None
     assert jobs[("evaluate_pretrained", "pretrained/bert-base")].gpu_hours is None
     assert jobs[("train_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1")].gpu_hours == pytest.approx(
@@ -151,7 +155,7 @@ def test_per_paper_rule_and_cell_sums(results):
     assert cells["nie2023/bert-base/cl/seed42"]["encode"] == "0:00:36"
     assert cells["nie2023/bert-base/cl/seed42"]["peak GPU mem (GiB)"] == "—"
     vision = cells["macl_cifar10/resnet18-cifar/macl-bs256/seed1"]
-    assert vision["encode"] == "—" and vision["evaluate"] == "0:06:00" and vision["GPU-h"] == "0.60"
+    assert vision["encode"] == "0:06:00" and vision["evaluate"] == "0:05:00" and vision["GPU-h"] == "0.60"
     assert "" not in cells and cells["pretrained/bert-base"]["encode"] == "0:01:12"
 
 

@@ -134,6 +134,31 @@ def test_precision_choices_reach_the_sentence_cells_through_the_override(tmp_pat
     assert job.seconds["fp32"] > job.seconds["tf32"] > job.seconds["bf16"]
 
 
+def test_the_tf32_and_bf16_columns_move_the_oar_and_macl_rows_of_config_yaml():
+    """Issue 36: ``precision_override`` reaches the image cells, so the plan's side-by-side columns move
+    the OAR study (its cells fp32 as configured) and MACL's Table 9 (``auto``: bf16 on the calibration's
+    GPU); the image features (``encode_vision``) are fp32 in every column, the probes CPU time."""
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    jobs = plan.make_plan(config, cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION))
+    choices = ("config", "fp32", "tf32", "bf16")
+
+    def hours(experiments):
+        return {c: sum(j.seconds[c] for j in jobs if j.experiment in experiments) / 3600 for c in choices}
+
+    oar, macl = hours({"oar_cifar10", "oar_cifar100"}), hours({"macl_cifar10"})
+    assert oar["config"] == oar["fp32"] > oar["tf32"] > oar["bf16"] > 0
+    assert macl["fp32"] > macl["tf32"] > macl["bf16"] == macl["config"] > 0
+    assert plan.projected_hours(jobs, "tf32")["paper"]["oar"] == pytest.approx(oar["tf32"])
+    trained = {j.experiment: dict(j.precision) for j in jobs if j.rule == "train_vision"}
+    assert trained["oar_cifar10"] == trained["oar_cifar100"] == {
+        "config": "fp32", "fp32": "fp32", "tf32": "tf32", "bf16": "bf16",
+    }  # fmt: skip
+    assert trained["macl_cifar10"] == {"config": "bf16", "fp32": "fp32", "tf32": "tf32", "bf16": "bf16"}
+    features = [j for j in jobs if j.rule == "encode_vision"]
+    assert len(features) == 147 and all(len(set(j.seconds.values())) == 1 for j in features)
+    assert all(j.cpu_after_s > 0 for j in features)
+
+
 def _counted_on_the_meta_device(arch, stem, width, out_dim, size, head):
     """Forward hooks on the encoder the trainer builds (and its head): MACs, parameters, saved outputs."""
     import torch
@@ -211,7 +236,8 @@ def test_full_config_plans_in_seconds_and_prints_every_section(tmp_path, capsys)
     rows = (tmp_path / "plan.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 369 + 4 and written[0].name == "plan.md"
     rules = {row.split(",")[0] for row in rows[1:]}
-    assert rules == {"train", "encode", "train_vision", "evaluate_vision", "encode_pretrained"}, rules
+    # the image probes (evaluate_vision) run on the CPU, like the SentEval ones: no GPU job of the plan
+    assert rules == {"train", "encode", "train_vision", "encode_vision", "encode_pretrained"}, rules
     # the CPU probe jobs, one line: 222 sentence cells and 4 Pretrained rows, 30 s + 300 s (test mode)
     assert f"Not GPU time: 226 SentEval probe jobs on the CPU, {226 * 330 / 3600:.1f} hours in all" in out
 

@@ -50,15 +50,17 @@ def test_a_job_needing_an_unknown_job_is_one_line():
 def test_the_plans_jobs_chain_training_encoding_and_probes():
     from types import SimpleNamespace
 
-    def planned(rule, cell, hours):
-        return SimpleNamespace(rule=rule, cell=cell, seconds={"config": hours * 3600})
+    def planned(rule, cell, hours, cpu_after_s=0.0):
+        return SimpleNamespace(
+            rule=rule, cell=cell, seconds={"config": hours * 3600}, cpu_after_s=cpu_after_s
+        )
 
     jobs = plan_jobs(
         [
             planned("train", "nie/bert/cl/seed42", 2),
             planned("encode", "nie/bert/cl/seed42", 0.1),
             planned("train_vision", "oar/r18/oar/seed42", 3),
-            planned("evaluate_vision", "oar/r18/oar/seed42", 0.5),
+            planned("encode_vision", "oar/r18/oar/seed42", 0.5, cpu_after_s=600),
             planned("encode_pretrained", "pretrained/bert", 0.1),
         ],
         probe_seconds=300,
@@ -67,10 +69,16 @@ def test_the_plans_jobs_chain_training_encoding_and_probes():
     after = {j.name: (j.slot, j.after) for j in jobs}
     assert after["encode:nie/bert/cl/seed42"] == ("gpu", ("train:nie/bert/cl/seed42",))
     assert after["evaluate:nie/bert/cl/seed42"] == ("cpu", ("encode:nie/bert/cl/seed42",))
-    assert after["evaluate_vision:oar/r18/oar/seed42"] == ("gpu", ("train_vision:oar/r18/oar/seed42",))
+    assert after["encode_vision:oar/r18/oar/seed42"] == ("gpu", ("train_vision:oar/r18/oar/seed42",))
+    assert after["evaluate_vision:oar/r18/oar/seed42"] == ("cpu", ("encode_vision:oar/r18/oar/seed42",))
     assert after["evaluate:pretrained/bert"] == ("cpu", ("encode_pretrained:pretrained/bert",))
     # 1 GPU: the OAR cell's training has the longest tail (3.5 h) and goes first; the GPU is busy for
     # 5.7 h, and the last GPU job (an encoding) is followed by its 300-s probe.
     result = simulate(jobs, gpus=1, cpus=8)
     assert result.makespan_s == pytest.approx((3 + 2 + 0.5 + 0.1 + 0.1) * 3600 + 300)
-    assert result.critical_path == ("train_vision:oar/r18/oar/seed42", "evaluate_vision:oar/r18/oar/seed42")
+    assert result.critical_path == (
+        "train_vision:oar/r18/oar/seed42",
+        "encode_vision:oar/r18/oar/seed42",
+        "evaluate_vision:oar/r18/oar/seed42",  # its 600-s probes on the CPU, done by 5.5 h + 600 s
+    )
+    assert result.critical_path_s == pytest.approx(3.5 * 3600 + 600)

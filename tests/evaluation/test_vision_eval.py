@@ -287,3 +287,40 @@ def test_a_diverged_encoders_metrics_list_every_score_key_as_diverged(tmp_path):
         "effective_rank_95",
     ]
     assert set(metrics["diverged"].values()) == {"encoder training diverged: loss is not finite at step 3"}
+
+
+def test_features_saved_by_one_job_give_the_probes_of_the_one_job_path(tmp_path):
+    """The workflow's split (rules/vision.smk): the features extracted and saved by `encode_vision`, the
+    probes fitted from the saved file by `evaluate_vision`, give exactly the scores, diverged runs and
+    settings of evaluate_encoder in one process (OAR's FFN trains on frozen features too)."""
+    from contrastlab.evaluation.vision import encoder_features, load_features, probe_features, save_features
+    from contrastlab.training.vision import VisionTrainSettings, train_vision
+
+    settings = VisionTrainSettings(
+        dataset="digits", loss="ntxent", loss_hp={"tau": 0.1}, width=4, head_hidden=32, head_dim=16,
+        batch_size=64, max_steps=4, log_every=2,
+    )  # fmt: skip
+    encoder = tmp_path / "enc"
+    train_vision(
+        settings, data_root=None, out_dir=encoder, log_path=tmp_path / "log.jsonl", state_dir=tmp_path / "s",
+        device="cpu", progress=False,
+    )  # fmt: skip
+    probes = {
+        "probes": ["linear", "knn", "ffn"],
+        "linear": {"epochs": 3},
+        "knn": {"k": 10},
+        "ffn": {"label_fractions": [0.1, 1.0], "epochs": 3, "hidden": [16, 8], "lr": 0.05},
+    }
+    one_job = evaluate_encoder(encoder, data_root=None, device="cpu", **probes)
+    save_features(tmp_path / "features.pt", encoder_features(encoder, data_root=None, device="cpu"))
+    saved = load_features(tmp_path / "features.pt")
+    assert saved["train_x"].shape == (1437, 32) and saved["test_y"].shape == (360,)
+    split = probe_features(saved, device="cpu", **probes)
+    assert split["scores"] == one_job["scores"] and split["diverged"] == one_job["diverged"]
+    assert len(split["scores"]) == 1 + 1 + 4 + 2
+    assert split["ffn_runs"] == one_job["ffn_runs"]
+    same = ("n_train", "n_test", "feature_dim", "probes", "linear", "knn", "ffn", "training", "device")
+    assert {k: split[k] for k in same} == {k: one_job[k] for k in same}
+    assert split["encoding"]["device"] == "cpu" and set(split["timings"]) == {
+        "extract_s", "linear_s", "knn_s", "ffn_s",
+    }  # fmt: skip

@@ -294,3 +294,47 @@ def test_settings_round_trip_through_json_and_reject_bad_augmentations():
     ]:
         with pytest.raises(ValueError, match=message):
             VisionTrainSettings(**bad)
+
+
+def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_step(tmp_path, monkeypatch):
+    """Issue 36 (review N6): the kept-epoch validation is an evaluation, IEEE fp32 and no autocast
+    whatever the cell's precision (here a bf16 cell whose step runs TF32, as on a CUDA GPU); OAR's
+    labelled batch, whose blur is a convolution, is drawn inside the step's precision, the first step
+    of a process included (it used to see PyTorch's defaults, the later ones IEEE)."""
+    from contrastlab.precision import fp32_mode_now, set_fp32_mode
+    from contrastlab.training import runtime
+    from contrastlab.training import vision as trainer
+
+    monkeypatch.setattr(runtime.Precision, "fp32_mode", property(lambda self: "tf32"))
+    seen: dict[bool, set] = {True: set(), False: set()}  # encoder.training -> (fp32 mode, autocast)
+    build, draw = trainer._build, trainer._OarBatches.batch
+
+    def build_recording(*args, **kwargs):
+        encoder, head, loss_dim = build(*args, **kwargs)
+
+        def record(module, _inputs):
+            mode = tuple(fp32_mode_now().values())
+            seen[module.training].add((mode, torch.is_autocast_enabled("cpu")))
+
+        encoder.register_forward_pre_hook(record)
+        return encoder, head, loss_dim
+
+    blurs = []
+
+    def draw_recording(self, *args):
+        blurs.append(tuple(fp32_mode_now().values()))
+        return draw(self, *args)
+
+    monkeypatch.setattr(trainer, "_build", build_recording)
+    monkeypatch.setattr(trainer._OarBatches, "batch", draw_recording)
+    torch.backends.cuda.matmul.fp32_precision = "none"  # PyTorch's defaults, as in a fresh process
+    torch.backends.cudnn.conv.fp32_precision = torch.backends.cudnn.rnn.fp32_precision = "tf32"
+    try:
+        run(TINY_OAR | {"precision": "bf16", "epochs": 1}, tmp_path)
+    finally:
+        set_fp32_mode("ieee")
+    assert seen[True] == {(("tf32", "tf32"), True)}  # the training step: its precision, autocast on
+    assert seen[False] == {(("ieee", "ieee"), False)}  # the validation: IEEE fp32, no autocast
+    _, summary = load_encoder(tmp_path / "encoder")
+    assert summary["precision"] == "bf16" and summary["val_losses"]
+    assert len(blurs) == summary["steps"] > 1 and set(blurs) == {("tf32", "tf32")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import subprocess
@@ -179,7 +180,14 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     assert counts["model_card"] == n_sentence
     # MACL Table 9 / B.3: 5 losses x 5 batch sizes x 3 seeds = 75; OAR Table 3 and Fig. 2: 8 methods
     # (4 losses +- OAR) x 8 learning rates x 1 seed = 64; OAR Table 4: 8 methods on CIFAR-100 = 8.
-    assert counts["train_vision"] == counts["evaluate_vision"] == n_vision == 75 + 64 + 8
+    # each image cell's evaluation is two jobs too: the features (GPU) and the probes (CPU)
+    assert (
+        counts["train_vision"]
+        == counts["encode_vision"]
+        == counts["evaluate_vision"]
+        == n_vision
+        == 75 + 64 + 8
+    )
     assert counts["model_card_vision"] == n_vision  # every image encoder's card too
     oar = [c for c in cells if c.experiment.startswith("oar_")]
     assert len(oar) == 72 and {c.method for c in oar if c.experiment == "oar_cifar100"} == {
@@ -228,7 +236,7 @@ def test_lint_is_clean(repo_root):
 def _jobs_with_resources(output: str) -> list[tuple[str, str]]:
     """(rule, resources line) for every job printed by a dry-run."""
     jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+    for block in re.split(r"\n(?=\s*(?:local)?rule \w+:)", output):  # a group's jobs are indented
         match = re.match(r"(?:local)?rule (\w+):", block.strip())
         if not match:
             continue
@@ -250,26 +258,27 @@ def test_slurm_profile_requests_gpus_only_for_gpu_rules(repo_root, tmp_path):
     )
     jobs = _jobs_with_resources(output)
     rules = {rule for rule, _ in jobs}
-    expected = {"train", "encode", "evaluate", "train_vision", "evaluate_vision", "image_data", "tables"}
-    assert expected | {"encode_pretrained", "evaluate_pretrained"} <= rules, rules
+    expected = {"train", "encode", "evaluate", "train_vision", "encode_vision", "evaluate_vision", "tables"}
+    assert expected | {"encode_pretrained", "evaluate_pretrained", "image_data"} <= rules, rules
     assert sum(rule == "train_vision" for rule, _ in jobs) == 15  # ntxent at 5 batch sizes x 3 seeds
     for rule, resources in jobs:
-        if rule in {"train", "encode", "encode_pretrained", "train_vision", "evaluate_vision"}:
+        if rule in {"train", "encode", "encode_pretrained", "train_vision", "encode_vision"}:
             assert re.search(r"\bgpu=1\b", resources), (rule, resources)
             assert re.search(r"\bruntime=\d+", resources), (rule, resources)
         if rule in {"train", "encode", "evaluate", "train_vision", "evaluate_vision"}:
             # config.yaml sets no *_runtime_min: each job asks for its projected time x 2 (make plan)
             assert int(re.search(r"\bruntime=(\d+)", resources).group(1)) >= 30, resources
-        if rule in {"evaluate", "evaluate_pretrained"}:
-            # the SentEval probes run on the CPU: no GPU held while they fit (rules/evaluate.smk)
+        if rule in {"evaluate", "evaluate_pretrained", "evaluate_vision"}:
+            # the probes run on the CPU: no GPU held while they fit (rules/evaluate.smk, rules/vision.smk)
             assert re.search(r"\bgpu=0\b", resources) and re.search(r"\bruntime=\d+", resources), resources
         if rule in {"tables", "fetch_backbone", "senteval_data", "corpus", "image_data"}:
             assert "gpu=" not in resources.replace("gpu=0", ""), (rule, resources)
 
 
 def test_slurm_profile_gives_every_oar_job_its_gpu(repo_root, tmp_path):
-    """OAR Tables 3-4 and the Fig. 2 sweep through the SLURM profile: every training, evaluation and the
-    spectra figure ask for a GPU; the synthetic study and the sweep figure run without one."""
+    """OAR Tables 3-4 and the Fig. 2 sweep through the SLURM profile: every training, feature extraction
+    and the spectra figure ask for a GPU; the FFN probes, the synthetic study and the sweep figure run
+    without one."""
     output = run_snakemake(
         repo_root,
         "-n",
@@ -282,11 +291,11 @@ def test_slurm_profile_gives_every_oar_job_its_gpu(repo_root, tmp_path):
     )
     jobs = _jobs_with_resources(output)
     counts = {rule: sum(r == rule for r, _ in jobs) for rule, _ in jobs}
-    assert counts["train_vision"] == counts["evaluate_vision"] == 64 + 8, counts
+    assert counts["train_vision"] == counts["encode_vision"] == counts["evaluate_vision"] == 64 + 8, counts
     assert counts["image_data"] == 2 and counts["oar_synthetic"] == 1 and counts["figure_spectra"] == 1
     assert counts["figure_lr_sweep"] == 1 and counts["tables"] == 1
     for rule, resources in jobs:
-        if rule in {"train_vision", "evaluate_vision", "figure_spectra"}:
+        if rule in {"train_vision", "encode_vision", "figure_spectra"}:
             assert re.search(r"\bgpu=1\b", resources) and re.search(r"\bruntime=\d+", resources), (
                 rule,
                 resources,
@@ -306,6 +315,70 @@ def test_slurm_profiles_take_cpus_memory_and_account_from_the_rules_not_from_bog
         defaults = profile.get("default-resources") or {}
         assert not {"cpus_per_task", "slurm_account", "slurm_partition", "threads"} & set(defaults), name
         assert profile["executor"] == "slurm" and profile["retries"] == 1, name
+
+
+def _group_jobs(output: str, group: str) -> list[collections.Counter]:
+    """The rules of each group job ``group`` a dry-run through a SLURM profile printed (a group's jobs
+    are listed indented under its ``Group job <group>`` line)."""
+    groups: list[collections.Counter] = []
+    inside = False
+    for line in output.splitlines():
+        if f"Group job {group} " in line:
+            groups.append(collections.Counter())
+            inside = True
+        elif inside and (match := re.match(r"\s+rule (\w+):", line)):
+            groups[-1][match.group(1)] += 1
+        elif inside and line and not line[0].isspace():
+            inside = False
+    return groups
+
+
+def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(repo_root, tmp_path):
+    """The SentEval probe jobs (minutes on the CPU each: 226 for config.yaml) go to SLURM 20 to a job
+    (the profiles' job group `senteval_probes` and its `group-components`), run 4 at a time inside it
+    (a local `probe_slots` pool per group job); the GPU jobs and the image probes go out one by one; a
+    local run has no groups."""
+    import yaml
+
+    for name in ("slurm", "slurm-gres"):
+        profile = yaml.safe_load((repo_root / "profiles" / name / "config.yaml").read_text())
+        assert profile["group-components"] == {"senteval_probes": 20}, name
+        assert profile["resources"] == {"probe_slots": 4}, name
+        assert profile["set-resource-scopes"] == {"probe_slots": "local"}, name  # per group, not global
+        probe_rules = ("evaluate", "evaluate_pretrained", "search_evaluate")
+        assert profile["groups"] == dict.fromkeys(probe_rules, "senteval_probes"), name
+    for rule_file in ("evaluate.smk", "search.smk"):  # each probe job holds one slot of its group job
+        text = (repo_root / "rules" / rule_file).read_text()
+        for rule in re.findall(r"^rule (\w+):", text, re.M):
+            body = text.split(f"rule {rule}:\n", 1)[1].split("\nrule ", 1)[0]
+            assert bool(re.search(r"^\s+probe_slots=1,", body, re.M)) == (rule in probe_rules), rule
+    output = run_snakemake(
+        repo_root,
+        "-n",
+        "--workflow-profile",
+        str(repo_root / "profiles" / "slurm"),
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/res",
+        "select={experiments: [nie2023, macl_cifar10], methods: [cl, mpt, ntxent]}",
+    )
+    groups = _group_jobs(output, "senteval_probes")
+    # Nie: 4 backbones x 2 losses x 3 seeds = 24 probe jobs, and 4 Pretrained rows: 20 + 8
+    assert sorted(sum(g.values()) for g in groups) == [8, 20], groups
+    assert sum(groups, collections.Counter()) == {"evaluate": 24, "evaluate_pretrained": 4}, groups
+    alone = collections.Counter(rule for rule, _ in _jobs_with_resources(output))
+    assert alone["evaluate"] == 24 and alone["evaluate_vision"] == 15 and alone["encode"] == 24, alone
+    local = run_snakemake(
+        repo_root,
+        "-n",
+        "--workflow-profile",
+        str(repo_root / "profiles" / "local"),
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/res",
+        "select={experiments: [nie2023], methods: [cl]}",
+    )
+    assert "Group job" not in local and job_counts(local)["evaluate"] == 12
 
 
 def test_slurm_gres_profile_asks_gpus_as_gres(repo_root, tmp_path):
@@ -328,10 +401,12 @@ def test_slurm_gres_profile_asks_gpus_as_gres(repo_root, tmp_path):
         "encode",
         "encode_pretrained",
         "train_vision",
-        "evaluate_vision",
+        "encode_vision",
         "figure_spectra",
     }
-    assert gpu_rules | {"evaluate", "evaluate_pretrained"} <= {rule for rule, _ in jobs}, jobs
+    assert gpu_rules | {"evaluate", "evaluate_pretrained", "evaluate_vision"} <= {rule for rule, _ in jobs}, (
+        jobs
+    )
     for rule, resources in jobs:
         assert not re.search(r"\bgpu=[1-9]", resources), (rule, resources)
         if rule in gpu_rules:

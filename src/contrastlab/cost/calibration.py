@@ -316,13 +316,18 @@ def train_seconds(work: CellWork, cal: Calibration) -> float:
 
 
 def eval_seconds(work: CellWork, cal: Calibration) -> float:
-    """The GPU job of an evaluation: a sentence cell's encoding (rule ``encode``), or a vision cell's
-    encoding and probes (``evaluate_vision``, one job on the GPU)."""
-    o = cal.overheads_s
-    compute = cal.seconds(work.eval_flops, work.track, EVALUATION_PRECISION)
-    if work.track == "vision":
-        return compute + o["evaluate_startup"] + work.eval_probe_steps * o["vision_probe_step"]
-    return compute + o["evaluate_startup"]
+    """The GPU job of an evaluation: a sentence cell's encoding (rule ``encode``) or a vision cell's
+    feature extraction (``encode_vision``): its forward FLOPs in fp32 and the job's start-up."""
+    return (
+        cal.seconds(work.eval_flops, work.track, EVALUATION_PRECISION) + cal.overheads_s["evaluate_startup"]
+    )
+
+
+def vision_probe_seconds(work: CellWork, cal: Calibration) -> float:
+    """The CPU job of a vision cell's evaluation (rule ``evaluate_vision``): its start-up and the probes'
+    optimiser steps (linear probe, OAR's FFN), each ``vision_probe_step`` long: small launch-bound steps
+    on frozen features, which a CPU runs about as fast as a GPU."""
+    return cal.overheads_s["evaluate_startup"] + work.eval_probe_steps * cal.overheads_s["vision_probe_step"]
 
 
 def probe_seconds(config: Mapping[str, Any], cal: Calibration) -> float:

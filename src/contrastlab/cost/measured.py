@@ -105,17 +105,18 @@ def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | No
 
 
 def metrics_device(metrics_path: str | os.PathLike) -> str | None:
-    """The device a cell's GPU-side evaluation ran on, from its metrics file: ``encoding.device`` of a
-    ``senteval.json`` (the ``encode`` job's), ``device`` of a ``vision.json``; ``None`` where absent."""
+    """The device a cell's GPU-side evaluation ran on, from its metrics file: ``encoding.device`` (the
+    ``encode`` or ``encode_vision`` job's; a ``vision.json`` written before the split: its ``device``);
+    ``None`` where absent."""
     try:
         data = json.loads(Path(metrics_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
         return None
-    if Path(metrics_path).name == "vision.json":
-        return data.get("device")
     encoding = data.get("encoding")
+    if Path(metrics_path).name == "vision.json" and not isinstance(encoding, dict):
+        return data.get("device")
     return encoding.get("device") if isinstance(encoding, dict) else None
 
 
@@ -142,12 +143,17 @@ def _job(results: Path, parts: Sequence[str], seconds: float, rss: float | None)
                 gpu_hours=gpu_hours,
                 peak_gpu_gib=peak if gpu_hours is not None else None,
             )
-        if kind == "encode":
-            device = metrics_device(results / "metrics" / cell / "senteval.json")
-            return JobCost("encode", paper, cell, seconds, rss, gpu_hours=_gpu_hours_if(device, seconds))
         vision = results / "metrics" / cell / "vision.json"
-        if vision.is_file():  # one job on the GPU: encoding and probes (rules/vision.smk)
-            gpu_hours = _gpu_hours_if(metrics_device(vision), seconds)
+        if kind == "encode":
+            rule = "encode_vision" if vision.is_file() else "encode"
+            device = metrics_device(
+                vision if vision.is_file() else results / "metrics" / cell / "senteval.json"
+            )
+            return JobCost(rule, paper, cell, seconds, rss, gpu_hours=_gpu_hours_if(device, seconds))
+        if vision.is_file():  # the image probes, on the CPU (rules/vision.smk)
+            # a vision.json without `encoding` predates the split: extraction and probes in one GPU job
+            legacy = "encoding" not in json.loads(vision.read_text(encoding="utf-8"))
+            gpu_hours = _gpu_hours_if(metrics_device(vision), seconds) if legacy else None
             return JobCost("evaluate_vision", paper, cell, seconds, rss, gpu_hours=gpu_hours)
         return JobCost("evaluate", paper, cell, seconds, rss)  # the SentEval probes, on the CPU
     if kind in ("encode", "evaluate") and len(rest) == 2 and rest[0] == "pretrained":
@@ -256,7 +262,7 @@ def per_rule(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
 def per_cell(jobs: Sequence[JobCost], projected: Projected | None = None) -> list[dict[str, str]]:
     """One row per cell (training, encoding and evaluation together): wall time of each, the larger peak
     RSS, the training's peak GPU memory, GPU-hours (and the projected GPU-hours, with ``projected``).
-    ``encode`` is the SentEval encoding job (a vision cell encodes inside its evaluation: "—")."""
+    ``encode`` is the encoding job (SentEval's, or an image cell's features), ``evaluate`` its probes."""
     rows = []
     for cell, group in sorted(_grouped([j for j in jobs if j.cell], lambda j: j.cell).items()):
         train = [j for j in group if j.rule.startswith("train")]
@@ -302,7 +308,7 @@ def cost_lines(
         f"From the {len(jobs)} jobs' Snakemake benchmark files (`benchmarks/`: wall time and peak resident "
         "memory of each job), the training logs (device, peak GPU memory) and the metrics files (the "
         "device of the SentEval encoding and of the vision evaluation). GPU-h: wall hours of the jobs that "
-        f"record a CUDA device, one GPU each (training, `encode`, `evaluate_vision`); {NONE} where none "
+        f"record a CUDA device, one GPU each (training, `encode`, `encode_vision`); {NONE} where none "
         "did (CPU runs; the SentEval probe jobs, `evaluate`, run on the CPU)."
         + (
             f" Left out: {len(skipped)} benchmark files without a wall time ({skipped[0]}, ...)."

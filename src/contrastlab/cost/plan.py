@@ -2,11 +2,12 @@
 
 Projection of a job = its FLOPs ÷ a throughput calibration (achieved TFLOP/s per track and precision)
 + per-job overheads. The plan lists the jobs that hold a GPU: training, the SentEval encoding (rules
-``encode``, ``encode_pretrained``) and the vision evaluation; the SentEval probes run in CPU jobs of
-their own (rules ``evaluate``, ``evaluate_pretrained``), whose count and hours are stated on one line
-(:func:`probe_jobs`). Nothing runs and Snakemake's DAG is not built: the cells come from
-:func:`contrastlab.config.cells` and :func:`contrastlab.config.method_settings`, so the plan of
-``config.yaml`` takes a few seconds (:func:`make_plan`; ``make plan``, ``scripts/plan.py``).
+``encode``, ``encode_pretrained``) and the image feature extraction (``encode_vision``); the probes run
+in CPU jobs of their own (rules ``evaluate``, ``evaluate_pretrained``: :func:`probe_jobs`;
+``evaluate_vision``: :attr:`PlannedJob.cpu_after_s`), whose count and hours are stated on one line.
+Nothing runs and Snakemake's DAG is not built: the cells come from :func:`contrastlab.config.cells`
+and :func:`contrastlab.config.method_settings`, so the plan of ``config.yaml`` takes a few seconds
+(:func:`make_plan`; ``make plan``, ``scripts/plan.py``).
 
 The FLOPs and memory of a cell: :mod:`contrastlab.cost.flops`; the calibration:
 :mod:`contrastlab.cost.calibration`; the search budget: :mod:`contrastlab.cost.budget`.
@@ -33,6 +34,7 @@ from contrastlab.cost.calibration import (
     load_calibration,
     probe_seconds,
     train_seconds,
+    vision_probe_seconds,
 )
 from contrastlab.cost.flops import (
     AS_CONFIGURED,
@@ -48,7 +50,7 @@ from contrastlab.cost.schedule import schedule_lines
 from contrastlab.tables.markdown import markdown_table
 
 #: The GPU counts the makespan section always shows (``make plan GPUS=N`` adds N), and the CPU slots per
-#: GPU its SentEval probe jobs run on (a GPU node has at least this many cores per GPU).
+#: GPU its probe jobs (SentEval and image) run on (a GPU node has at least this many cores per GPU).
 DEFAULT_GPU_COUNTS = (1, 8, 64)
 DEFAULT_CPUS_PER_GPU = 8
 
@@ -57,7 +59,9 @@ DEFAULT_CPUS_PER_GPU = 8
 @dataclass(frozen=True)
 class PlannedJob:
     """One job of the plan: its rule, paper, experiment and cell (``""`` for a Pretrained row), its
-    projected GPU seconds per precision choice, and its peak GPU memory estimate (the chosen one)."""
+    projected GPU seconds per precision choice, and its peak GPU memory estimate (the chosen one);
+    ``cpu_after_s``: the CPU job that follows it (an ``encode_vision``'s ``evaluate_vision``: the
+    probes), not GPU time."""
 
     rule: str
     paper: str
@@ -69,6 +73,7 @@ class PlannedJob:
     precision: Mapping[str, str] = field(default_factory=dict)
     #: training jobs per GPU, itself included (``resources.gpu_share``; the chosen precision's)
     share: int = 1
+    cpu_after_s: float = 0.0
 
 
 def _pretrained_work(config: Mapping[str, Any], backbone: str) -> CellWork:
@@ -121,7 +126,8 @@ def make_plan(
     """Every GPU job of the (validated) config with its projected seconds under each precision choice
     (``config`` and :data:`SIDE_BY_SIDE`, plus ``chosen``); memory and kind are those of ``chosen``.
     A cell's evaluation is its ``encode`` job (sentence cells; their CPU probe jobs are
-    :func:`probe_jobs`) or its ``evaluate_vision`` job; a Pretrained row is its ``encode_pretrained``.
+    :func:`probe_jobs`) or its ``encode_vision`` job (image cells; the CPU probe job that follows it
+    in ``cpu_after_s``); a Pretrained row is its ``encode_pretrained``.
     ``searches``: with the searches' jobs (:func:`search_jobs`; default: when they run with the
     default target, ``searches.in_all``)."""
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
@@ -136,9 +142,10 @@ def make_plan(
         evaluation = eval_seconds(works[chosen], calibration)
         jobs.append(
             PlannedJob(
-                rule="evaluate_vision" if vision else "encode",
+                rule="encode_vision" if vision else "encode",
                 seconds=dict.fromkeys(choices, evaluation),
                 precision=dict.fromkeys(choices, EVALUATION_PRECISION),
+                cpu_after_s=vision_probe_seconds(works[chosen], calibration) if vision else 0.0,
                 **common,
             )
         )
@@ -263,14 +270,17 @@ def plan_lines(
     kind, per cell (the seeds of a cell share a row), each with a total."""
     counts = cell_counts(config)
     probes, probe_hours = probe_jobs(config, calibration)
+    vision_probes = [j.cpu_after_s for j in jobs if j.rule == "encode_vision"]
     lines = [
         f"{counts['total']} training cells ({counts['sentence']} sentence, {counts['figure']} of them for "
         f"figures only; {counts['vision']} vision), as many evaluations, {counts['pretrained']} Pretrained "
-        "evaluations. A SentEval evaluation is two jobs: the encoding on the GPU (`encode`, "
-        "`encode_pretrained`, below) and the probes on the CPU (`evaluate`, `evaluate_pretrained`).",
+        "evaluations. An evaluation is two jobs: the encoding on the GPU (`encode`, `encode_pretrained`, "
+        "`encode_vision`: below) and the probes on the CPU (`evaluate`, `evaluate_pretrained`, "
+        "`evaluate_vision`).",
         "",
         f"Not GPU time: {probes} SentEval probe jobs on the CPU, {probe_hours:.1f} hours in all "
-        f"({probe_seconds(config, calibration):.0f} s each: start-up and probes).",
+        f"({probe_seconds(config, calibration):.0f} s each: start-up and probes); {len(vision_probes)} "
+        f"image probe jobs on the CPU (`evaluate_vision`), {sum(vision_probes) / 3600:.1f} hours in all.",
         "",
         f"Projected GPU-hours: FLOPs ÷ achieved TFLOP/s + overheads ({calibration.describe()}). "
         "Columns: each cell in its configured precision, then every cell that `precision_override` reaches "
@@ -412,18 +422,20 @@ def job_runtime_minutes(
     attempt: int = 1,
     point: cl_search.SearchPoint | None = None,
 ) -> int:
-    """Minutes to request for one job: ``train``, ``train_vision``, ``encode``, ``evaluate_vision`` of
-    ``cell`` or ``encode_pretrained`` of ``backbone`` (GPU jobs), ``evaluate`` or
-    ``evaluate_pretrained`` (the SentEval probes, CPU jobs): its projected seconds (as configured) ×
-    :data:`RUNTIME_MARGIN` × ``attempt``, at least :data:`MINIMUM_RUNTIME_MIN`."""
+    """Minutes to request for one job: ``train``, ``train_vision``, ``encode``, ``encode_vision`` of
+    ``cell`` or ``encode_pretrained`` of ``backbone`` (GPU jobs), ``evaluate``, ``evaluate_pretrained``
+    (the SentEval probes) or ``evaluate_vision`` (the image probes; CPU jobs): its projected seconds
+    (as configured) × :data:`RUNTIME_MARGIN` × ``attempt``, at least :data:`MINIMUM_RUNTIME_MIN`."""
     if rule == "encode_pretrained":
         seconds = eval_seconds(_pretrained_work(config, backbone), calibration)
     elif rule in ("evaluate", "evaluate_pretrained"):
         seconds = probe_seconds(config, calibration)
     elif rule in ("train", "train_vision"):
         seconds = train_seconds(cell_work(config, cell, point=point), calibration)
-    elif rule in ("encode", "evaluate_vision"):
+    elif rule in ("encode", "encode_vision"):
         seconds = eval_seconds(cell_work(config, cell), calibration)
+    elif rule == "evaluate_vision":
+        seconds = vision_probe_seconds(cell_work(config, cell), calibration)
     else:
         raise ValueError(f"no projection for rule {rule!r}")
     return max(MINIMUM_RUNTIME_MIN, math.ceil(seconds * RUNTIME_MARGIN * attempt / 60))

@@ -1,8 +1,8 @@
 """When will it finish: a list-scheduling simulation of the plan's jobs over N GPUs and C CPU slots.
 
 The jobs are the plan's (:func:`contrastlab.cost.plan.make_plan`): each cell's training, then its
-evaluation on the GPU (``encode`` or ``evaluate_vision``), then, for a sentence cell, its SentEval probe
-job on the CPU (``evaluate``); each Pretrained row's ``encode_pretrained`` then its probe job. A job
+evaluation on the GPU (``encode`` or ``encode_vision``), then its probe job on the CPU (``evaluate``, or
+``evaluate_vision`` for an image cell); each Pretrained row's ``encode_pretrained`` then its probe job. A job
 starts once the jobs it needs have finished and a slot of its kind is free; among the ready jobs, the
 one with the longest chain of work still behind it goes first (critical-path-first list scheduling, a
 standard heuristic within 2× of the optimum; Snakemake's own scheduler orders by other priorities, so a
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Rules whose job follows the same cell's training job.
-EVALUATION_RULES = frozenset({"encode", "evaluate_vision", "search_encode"})
+EVALUATION_RULES = frozenset({"encode", "encode_vision", "search_encode"})
 
 
 @dataclass(frozen=True)
@@ -127,19 +127,22 @@ def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
 def plan_jobs(planned: Sequence[Any], probe_seconds: float, choice: str) -> list[SimJob]:
     """The simulation's jobs from the plan's (:class:`contrastlab.cost.plan.PlannedJob`) under one
     precision choice: an evaluation needs its cell's training, a SentEval probe job (``probe_seconds``,
-    on the CPU) needs its cell's or Pretrained row's encoding."""
+    on the CPU) needs its cell's or Pretrained row's encoding, an image probe job (``cpu_after_s`` of
+    the plan's ``encode_vision``, on the CPU) its cell's features."""
     trained = {p.cell for p in planned if p.rule.startswith("train")}
     out = []
     for p in planned:
         name = f"{p.rule}:{p.cell}"
         after = (f"train:{p.cell}",) if p.rule in ("encode", "search_encode") else ()
-        if p.rule == "evaluate_vision":
+        if p.rule == "encode_vision":
             after = (f"train_vision:{p.cell}",)
         if after and p.cell not in trained:
             after = ()
         out.append(SimJob(name, "gpu", p.seconds[choice], after))
         if p.rule in ("encode", "encode_pretrained"):
             out.append(SimJob(f"evaluate:{p.cell}", "cpu", probe_seconds, (name,)))
+        if p.rule == "encode_vision":
+            out.append(SimJob(f"evaluate_vision:{p.cell}", "cpu", p.cpu_after_s, (name,)))
     return out
 
 
@@ -179,8 +182,8 @@ def schedule_lines(
     return [
         "### When it finishes (list-scheduling simulation)",
         "",
-        f"The plan's GPU jobs ({choice.replace('config', 'as configured')}) over N GPUs and their SentEval "
-        f"probe jobs over {cpus_per_gpu} CPU slots per GPU, the longest remaining chain first "
+        f"The plan's GPU jobs ({choice.replace('config', 'as configured')}) over N GPUs and their probe "
+        f"jobs (SentEval and image) over {cpus_per_gpu} CPU slots per GPU, the longest remaining chain first "
         "(`contrastlab.cost.schedule`; a real scheduler may take somewhat longer). Critical path: "
         + " → ".join(f"`{name}`" for name in path)
         + ".",

@@ -29,6 +29,7 @@ projection head).
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -41,6 +42,7 @@ from torch import Tensor
 from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images
 from contrastlab.data.transforms import eval_transform
 from contrastlab.models import pick_device
+from contrastlab.paths import atomic_write
 from contrastlab.precision import ieee_fp32
 
 __all__ = [
@@ -51,11 +53,15 @@ __all__ = [
     "PROBES",
     "effective_rank",
     "embedding_variance",
+    "encoder_features",
     "evaluate_encoder",
     "extract_features",
     "ffn_accuracy",
     "knn_accuracy",
     "linear_probe_accuracy",
+    "load_features",
+    "probe_features",
+    "save_features",
 ]
 
 #: MACL App. B.3 and Table B.3.
@@ -326,31 +332,27 @@ TRAINED_WITH_KEYS = (
 )
 
 
-@ieee_fp32()  # the probes' matmuls too: the README's "evaluation in IEEE fp32"
-def evaluate_encoder(
+#: The key of a features file (:func:`encoder_features`) that marks an encoder whose training diverged.
+DIVERGED_KEY = "encoder_diverged"
+
+
+@ieee_fp32()  # the README's "evaluation in IEEE fp32"
+def encoder_features(
     encoder_dir: str | Path,
     *,
     data_root: str | Path | None,
     batch_size: int = 512,
-    probes: list[str] | tuple[str, ...] = ("linear", "knn"),
-    linear: dict[str, Any] | None = None,
-    knn: dict[str, Any] | None = None,
-    ffn: dict[str, Any] | None = None,
     device: str | None = None,
     download: bool = False,
 ) -> dict[str, Any]:
-    """The ``probes`` (:data:`PROBES`) of the encoder in ``encoder_dir`` (written by ``train_vision``)
-    on its dataset's test split; returns ``{"scores": {...}, "n_train", "n_test", "timings", ...}``.
+    """The GPU half of an image evaluation: the frozen encoder in ``encoder_dir`` (written by
+    ``train_vision``) applied to its dataset's train and test splits (:func:`extract_features`).
 
-    Scores, in percent: ``linear_top1``, ``knn_top1``, and for the FFN ``ffn<P>_top1`` /
-    ``ffn<P>_top5`` per label percentage P; always ``embedding_variance`` and ``effective_rank_95``
-    of the test embeddings. An FFN run that diverged (:data:`FFN_DIVERGENCE`) has no scores: its keys
-    are in ``diverged`` (key -> reason) instead. ``linear``/``knn``/``ffn`` override :data:`LINEAR_DEFAULTS` /
-    :data:`KNN_DEFAULTS` / :data:`FFN_DEFAULTS`; the probes' seed is the training seed. ``download``:
-    fetch CIFAR into ``data_root`` first when it is absent."""
-    unknown = sorted(set(probes) - set(PROBES))
-    if unknown or not probes:
-        raise ValueError(f"unknown probe(s) {unknown or probes}; choose from {', '.join(PROBES)}")
+    Returns ``{"train_x", "train_y", "test_x", "test_y"}`` (tensors on ``device``) with what the
+    probes and the metrics need: ``dataset``, ``seed`` (the training seed, the probes' seed),
+    ``training`` (:data:`TRAINED_WITH_KEYS` of its settings.json), ``encoder_dir``, and ``encoding``
+    (``device``, ``extract_s``). :func:`probe_features` fits the probes from it, in the same process or,
+    saved with :func:`save_features`, in a CPU job of its own (rules/vision.smk)."""
     from contrastlab.training.vision import load_encoder
 
     started = time.perf_counter()
@@ -359,20 +361,60 @@ def evaluate_encoder(
     s = summary["settings"]
     dataset, size = s["dataset"], summary.get("input_size") or summary["image_size"]
     mean, std = IMAGE_STATS[dataset]
-    splits = {
-        name: load_images(dataset, name, root=data_root, download=download, image_size=s["image_size"])
-        for name in ("train", "test")
-    }
-    features = {
-        name: extract_features(
+    out: dict[str, Any] = {}
+    for name in ("train", "test"):
+        split = load_images(dataset, name, root=data_root, download=download, image_size=s["image_size"])
+        out[f"{name}_x"] = extract_features(
             encoder, split.images, size=size, mean=mean, std=std, batch_size=batch_size, device=dev
         )
-        for name, split in splits.items()
+        out[f"{name}_y"] = split.labels.to(dev)
+    return {
+        **out,
+        "dataset": dataset,
+        "seed": int(s["seed"]),
+        # How the encoder was trained (the report's precision table), from its settings.json.
+        "training": {key: summary.get(key) for key in TRAINED_WITH_KEYS},
+        "encoder_dir": str(encoder_dir),
+        "encoding": {"device": str(dev), "extract_s": time.perf_counter() - started},
     }
-    labels = {name: split.labels.to(dev) for name, split in splits.items()}
-    extract_s = time.perf_counter() - started
-    args = (features["train"], labels["train"], features["test"], labels["test"])
-    num_classes, seed = NUM_CLASSES[dataset], int(s["seed"])
+
+
+def save_features(path: str | os.PathLike, features: Mapping[str, Any]) -> None:
+    """Write :func:`encoder_features`' answer (tensors moved to the CPU), or ``{DIVERGED_KEY: reason}``
+    for an encoder whose training diverged, to ``path`` atomically."""
+    cpu = {k: v.cpu() if isinstance(v, Tensor) else v for k, v in features.items()}
+    with atomic_write(path) as tmp:
+        torch.save(cpu, tmp)
+
+
+def load_features(path: str | os.PathLike) -> dict[str, Any]:
+    """What :func:`save_features` wrote (on the CPU)."""
+    return torch.load(Path(path), map_location="cpu", weights_only=True)
+
+
+@ieee_fp32()  # the probes' matmuls too: the README's "evaluation in IEEE fp32"
+def probe_features(
+    features: Mapping[str, Any],
+    *,
+    probes: list[str] | tuple[str, ...] = ("linear", "knn"),
+    linear: dict[str, Any] | None = None,
+    knn: dict[str, Any] | None = None,
+    ffn: dict[str, Any] | None = None,
+    device: str | None = None,
+) -> dict[str, Any]:
+    """The CPU half of an image evaluation: the ``probes`` (:data:`PROBES`) fitted on the frozen features
+    of :func:`encoder_features` (moved to ``device``, default: where they are); returns the metrics
+    :func:`evaluate_encoder` documents. Every probe trains on frozen features (OAR's FFN too: the
+    encoder is not fine-tuned), so nothing here needs the encoder or a GPU."""
+    unknown = sorted(set(probes) - set(PROBES))
+    if unknown or not probes:
+        raise ValueError(f"unknown probe(s) {unknown or probes}; choose from {', '.join(PROBES)}")
+    dev = torch.device(device) if device is not None else features["train_x"].device
+    train_x, train_y, test_x, test_y = (
+        features[k].to(dev) for k in ("train_x", "train_y", "test_x", "test_y")
+    )
+    args = (train_x, train_y, test_x, test_y)
+    num_classes, seed = NUM_CLASSES[features["dataset"]], int(features["seed"])
     used = {
         "linear": {**LINEAR_DEFAULTS, **(linear or {})},
         "knn": {**KNN_DEFAULTS, **(knn or {})},
@@ -381,7 +423,7 @@ def evaluate_encoder(
     scores: dict[str, float] = {}
     diverged: dict[str, str] = {}
     ffn_runs: dict[str, dict[str, Any]] = {}
-    timings = {"extract_s": extract_s}
+    timings = {"extract_s": features["encoding"]["extract_s"]}
     for probe in probes:
         t = time.perf_counter()
         if probe == "linear":
@@ -393,12 +435,12 @@ def evaluate_encoder(
         else:
             settings = {k: v for k, v in used["ffn"].items() if k != "label_fractions"}
             for fraction in used["ffn"]["label_fractions"]:
-                rows = labelled_subset(len(labels["train"]), fraction, seed).to(dev)
+                rows = labelled_subset(len(train_y), fraction, seed).to(dev)
                 top = ffn_accuracy(
-                    features["train"][rows],
-                    labels["train"][rows],
-                    features["test"],
-                    labels["test"],
+                    train_x[rows],
+                    train_y[rows],
+                    test_x,
+                    test_y,
                     num_classes=num_classes,
                     seed=seed,
                     **settings,
@@ -413,24 +455,56 @@ def evaluate_encoder(
                     else:
                         diverged[f"ffn{percent}_{k}"] = top["diverged"]
         timings[f"{probe}_s"] = time.perf_counter() - t
-    scores["embedding_variance"] = embedding_variance(features["test"])
-    scores["effective_rank_95"] = float(effective_rank(features["test"]))
+    scores["embedding_variance"] = embedding_variance(test_x)
+    scores["effective_rank_95"] = float(effective_rank(test_x))
     return {
         "scores": scores,
         "diverged": diverged,
-        "dataset": dataset,
-        "n_train": len(labels["train"]),
-        "n_test": len(labels["test"]),
-        "feature_dim": features["train"].shape[1],
+        "dataset": features["dataset"],
+        "n_train": len(train_y),
+        "n_test": len(test_y),
+        "feature_dim": train_x.shape[1],
         "probes": list(probes),
         **({"ffn_runs": ffn_runs} if ffn_runs else {}),
         **{probe: used[probe] for probe in probes},
-        "encoder_dir": str(encoder_dir),
-        "device": str(dev),
+        "encoder_dir": features["encoder_dir"],
+        "device": str(dev),  # the probes'; the features': encoding.device
+        "encoding": dict(features["encoding"]),
         "timings": timings,
-        # How the encoder was trained (the report's precision table), from its settings.json.
-        "training": {key: summary.get(key) for key in TRAINED_WITH_KEYS},
+        "training": dict(features["training"]),
     }
+
+
+def evaluate_encoder(
+    encoder_dir: str | Path,
+    *,
+    data_root: str | Path | None,
+    batch_size: int = 512,
+    probes: list[str] | tuple[str, ...] = ("linear", "knn"),
+    linear: dict[str, Any] | None = None,
+    knn: dict[str, Any] | None = None,
+    ffn: dict[str, Any] | None = None,
+    device: str | None = None,
+    download: bool = False,
+) -> dict[str, Any]:
+    """The ``probes`` (:data:`PROBES`) of the encoder in ``encoder_dir`` (written by ``train_vision``)
+    on its dataset's test split, in one process on ``device``: :func:`encoder_features` then
+    :func:`probe_features` (the workflow runs the two in separate jobs, GPU then CPU). Returns
+    ``{"scores": {...}, "n_train", "n_test", "timings", ...}``.
+
+    Scores, in percent: ``linear_top1``, ``knn_top1``, and for the FFN ``ffn<P>_top1`` /
+    ``ffn<P>_top5`` per label percentage P; always ``embedding_variance`` and ``effective_rank_95``
+    of the test embeddings. An FFN run that diverged (:data:`FFN_DIVERGENCE`) has no scores: its keys
+    are in ``diverged`` (key -> reason) instead. ``linear``/``knn``/``ffn`` override :data:`LINEAR_DEFAULTS` /
+    :data:`KNN_DEFAULTS` / :data:`FFN_DEFAULTS`; the probes' seed is the training seed. ``download``:
+    fetch CIFAR into ``data_root`` first when it is absent."""
+    unknown = sorted(set(probes) - set(PROBES))
+    if unknown or not probes:  # before the features are extracted
+        raise ValueError(f"unknown probe(s) {unknown or probes}; choose from {', '.join(PROBES)}")
+    features = encoder_features(
+        encoder_dir, data_root=data_root, batch_size=batch_size, device=device, download=download
+    )
+    return probe_features(features, probes=probes, linear=linear, knn=knn, ffn=ffn)
 
 
 def score_keys(probes: Sequence[str], ffn: Mapping[str, Any] | None = None) -> list[str]:

@@ -54,6 +54,7 @@ from contrastlab.losses.oar import oar_loss, orthonormal_anchors
 from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.paths import atomic_dir, atomic_write
+from contrastlab.precision import ieee_fp32
 from contrastlab.provenance import run_metadata
 from contrastlab.training import state as st
 from contrastlab.training.augment import SimCLRAugment
@@ -463,8 +464,8 @@ def train_vision(
         batch = images[order[position * s.batch_size : (position + 1) * s.batch_size]]
         logging = step % s.log_every == 0 or step == total
         snapshot = run.snapshot_due(step, total)
-        oar_batch = oar.batch(step, images, augment, views) if oar else None
-        with run.step_context():
+        with run.step_context():  # OAR's blur (a convolution) too: the step's precision, every step
+            oar_batch = oar.batch(step, images, augment, views) if oar else None
             out, h1, h2, oar_value = train_step(
                 encoder,
                 head,
@@ -530,9 +531,11 @@ class _ValSelection:
     """``keep: best_val_loss``: after every epoch, the contrastive loss (the OAR term left out, as the
     authors' ``validation_step``) of two augmented views of the held-out images, in eval mode (BatchNorm
     on its running statistics, as Lightning validates), averaged over images; the encoder of the lowest
-    one is kept in the state folder (``best-encoder.pt``) and becomes the cell's encoder. The views come
-    from a generator seeded by (seed, epoch), so training's draws are untouched and a resumed run
-    validates identically."""
+    one is kept in the state folder (``best-encoder.pt``) and becomes the cell's encoder. Like every
+    evaluation here it runs in IEEE fp32 whatever the cell's precision (no autocast, no TF32: the
+    README's "dev evaluation stays IEEE"), so a tf32 or bf16 cell is selected on the same arithmetic
+    as an fp32 one. The views come from a generator seeded by (seed, epoch), so training's draws are
+    untouched and a resumed run validates identically."""
 
     def __init__(self, s, run: TrainingRun, images, augment, loss_fn, encoder, head, memory_format) -> None:
         self.s, self.run, self.augment, self.loss_fn = s, run, augment, loss_fn
@@ -556,16 +559,14 @@ class _ValSelection:
             generator = torch.Generator(device=run.device).manual_seed(s.seed * 1_000_003 + epoch)
             self.encoder.eval(), self.head.eval()
             total, count = 0.0, 0
-            with torch.no_grad(), run.step_context():
+            with torch.no_grad(), ieee_fp32():
                 for start in range(0, len(self.images), s.batch_size):
                     batch = self.images[start : start + s.batch_size]
                     if len(batch) < 2:  # no negatives
                         continue
                     v1, v2 = self.augment(batch, generator), self.augment(batch, generator)
                     x = torch.cat([v1, v2]).contiguous(memory_format=self.memory_format)
-                    with run.autocast():
-                        features = self.encoder(x)
-                    h1, h2 = self.head(features.float()).float().chunk(2)
+                    h1, h2 = self.head(self.encoder(x)).float().chunk(2)
                     total += self.loss_fn(h1, h2, with_stats=False).loss.item() * len(batch)
                     count += len(batch)
             self.encoder.train(), self.head.train()

@@ -84,10 +84,10 @@ def training_job(snakemake: Any) -> Iterator[tuple[str, dict[str, str]]]:
 
 @contextlib.contextmanager
 def evaluation_job(snakemake: Any) -> Iterator[str]:
-    """The frame of an evaluation job's script (``encode``, ``evaluate``, ``evaluate_vision`` and the
-    searches' twins): library output to the job's log, a failure as one line and a failure record
-    (:func:`logged_to`), torch's threads = the rule's; yields the job's device (:func:`job_device`: its
-    own GPU, or the CPU for a rule asking ``gpu=0``)."""
+    """The frame of an evaluation job's script (``encode``, ``evaluate``, ``encode_vision``,
+    ``evaluate_vision`` and the searches' twins): library output to the job's log, a failure as one
+    line and a failure record (:func:`logged_to`), torch's threads = the rule's; yields the job's device
+    (:func:`job_device`: its own GPU, or the CPU for a rule asking ``gpu=0``)."""
     record = failure_record(snakemake)
     with logged_to(
         snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)
