@@ -349,9 +349,10 @@ def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(repo_
         assert profile["groups"] == dict.fromkeys(probe_rules, "senteval_probes"), name
     for rule_file in ("evaluate.smk", "search.smk"):  # each probe job holds one slot of its group job
         text = (repo_root / "rules" / rule_file).read_text()
-        for rule in re.findall(r"^rule (\w+):", text, re.M):
-            body = text.split(f"rule {rule}:\n", 1)[1].split("\nrule ", 1)[0]
-            assert bool(re.search(r"^\s+probe_slots=1,", body, re.M)) == (rule in probe_rules), rule
+        # one block per rule, a `use rule <parent> as <rule> with:` one included
+        for block in re.split(r"^(?=(?:use )?rule )", text, flags=re.M)[1:]:
+            rule = re.match(r"(?:use rule \w+ as |rule )(\w+)", block)[1]
+            assert bool(re.search(r"^\s+probe_slots=1,", block, re.M)) == (rule in probe_rules), rule
     output = run_snakemake(
         repo_root,
         "-n",
