@@ -216,7 +216,7 @@ def runtime(kind, rule=None):
 def gpu_share(wildcards):
     """Training jobs that may share this training job's GPU (resources.gpu_share; 1: a GPU of its own):
     contrastlab.cost.packing.job_share, read by the job's GPU claim (contrastlab.workflow.gpus)."""
-    return cl_packing.job_share(config, cell_of(wildcards), plan_calibration(), search_point_of(wildcards))
+    return cl_packing.job_share(config, cell_of(wildcards), plan_calibration, search_point_of(wildcards))
 
 
 def job_place(wildcards):

@@ -81,11 +81,15 @@ def test_a_training_jobs_share_fits_the_card_and_pays(tmp_path):
     cell = next(cl_config.cells(on))
     peak = cl_flops.cell_work(on, cell).peak_gib
     assert peak < 16  # the tiny BERT: four fit
-    assert packing.job_share(on, cell, cal) == 4
-    assert packing.job_share(_toy_config(), cell, cal) == 1  # off by default
-    assert packing.job_share(_toy_config(gpu_share=4, gpu=0), cell, cal) == 1  # CPU jobs share nothing
+    assert packing.job_share(on, cell, lambda: cal) == 4
+
+    def unread():  # off, or on the CPU: the calibration is never read (the DAG asks every job)
+        raise AssertionError("the calibration was read")
+
+    assert packing.job_share(_toy_config(), cell, unread) == 1  # off by default
+    assert packing.job_share(_toy_config(gpu_share=4, gpu=0), cell, unread) == 1  # CPU jobs share nothing
     small_card = dataclasses.replace(cal, gpu_memory_gib=2.5 * peak / 0.8)
-    assert packing.job_share(on, cell, small_card) == 2  # two fit, not four
+    assert packing.job_share(on, cell, lambda: small_card) == 2  # two fit, not four
     # sharing must pay: the largest speed-up among the counts that fit, none above 1 is a GPU alone
     assert (
         packing.chosen_share(

@@ -64,7 +64,8 @@ def chosen_share(peak_gib: float, precision: str, calibration: Any, gpu_share: i
 def job_share(config: Mapping[str, Any], cell: Any, calibration: Any, point: Any = None) -> int:
     """The ``gpu_share`` resource of a training job (rules ``train``, ``train_vision``): its cell's
     :func:`chosen_share` as configured; 1 when packing is off or the job runs on the CPU
-    (``resources.gpu: 0``)."""
+    (``resources.gpu: 0``). ``calibration()`` gives the calibration, called only when packing is on
+    (as :func:`contrastlab.cost.plan.runtime_resource` does: the DAG asks every training job)."""
     resources = config["resources"]
     share = resources.get("gpu_share", 1)
     if share == 1 or not resources.get("gpu"):
@@ -72,7 +73,7 @@ def job_share(config: Mapping[str, Any], cell: Any, calibration: Any, point: Any
     from contrastlab.cost.flops import cell_work
 
     work = cell_work(config, cell, point=point)
-    return chosen_share(work.peak_gib, work.precision, calibration, share)
+    return chosen_share(work.peak_gib, work.precision, calibration(), share)
 
 
 def speedup(figures: Mapping[str, Mapping[int, float]], precision: str, share: int) -> float:
