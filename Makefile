@@ -16,10 +16,11 @@ PORT ?= 6006
 
 .PHONY: install test test-fast faults demo cpu plan gpu-check dry-run search monitor lint clean-demo freeze restore add-seeds
 
-$(BIN)/.installed: pyproject.toml constraints.txt
+# scripts/install.py: -e '.[workflow,offline-models,dev]' under constraints.txt, with uv (about 30 s; it
+# falls back to pip, about 3 minutes, where uv cannot be had).
+$(BIN)/.installed: pyproject.toml constraints.txt scripts/install.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install -c constraints.txt -e '.[workflow,offline-models,dev]'
+	$(BIN)/python scripts/install.py
 	touch $@
 
 install: $(BIN)/.installed

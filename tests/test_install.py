@@ -1,0 +1,52 @@
+"""scripts/install.py: uv is handed pip's package sources, so that it installs from where pip would."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from contrastlab.paths import REPO_ROOT
+
+spec = importlib.util.spec_from_file_location("install_script", REPO_ROOT / "scripts" / "install.py")
+install = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(install)
+
+# `pip config list` on the development machine: config files, then the PIP_* variables (":env:").
+LISTED = """\
+global.cert='/etc/ssl/certs/ca-certificates.crt'
+global.constraint='/etc/xdg/pip/constraints.txt'
+global.extra-index-url='file:///opt/pypi/simple file:///opt/pypi-more/simple'
+global.find-links='/opt/wheels'
+:env:.default-timeout='180'
+:env:.find-links='/opt/other-wheels'
+"""
+
+
+def test_pip_settings_are_read_with_the_variables_winning_over_the_files():
+    settings = install.parse_pip_config(LISTED)
+    assert settings["extra-index-url"] == "file:///opt/pypi/simple file:///opt/pypi-more/simple"
+    assert settings["find-links"] == "/opt/other-wheels"  # PIP_FIND_LINKS overrides pip.conf, as in pip
+    assert settings["cert"] == "/etc/ssl/certs/ca-certificates.crt"
+
+
+def test_uv_gets_every_index_find_links_and_constraint_of_pip_and_picks_the_best_match_as_pip_does():
+    options = install.uv_options(install.parse_pip_config(LISTED))
+    assert options == [
+        "--index", "file:///opt/pypi/simple",
+        "--index", "file:///opt/pypi-more/simple",
+        "--find-links", "/opt/other-wheels",
+        "-c", "/etc/xdg/pip/constraints.txt",
+        "--index-strategy", "unsafe-best-match",
+    ]  # fmt: skip
+
+
+def test_a_plain_pip_gives_uv_no_options():
+    assert install.uv_options(install.parse_pip_config("")) == []
+    assert install.uv_options({"index-url": "https://mirror.example/simple"}) == [
+        "--default-index",
+        "https://mirror.example/simple",
+    ]
+
+
+def test_the_constraints_pin_uv_itself():
+    pins = (REPO_ROOT / "constraints.txt").read_text().splitlines()
+    assert any(line.startswith("uv==") for line in pins)
