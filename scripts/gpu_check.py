@@ -65,15 +65,16 @@ def _metrics_path(config: dict, cell) -> Path:
 
 def _snakemake(configfile: Path, targets: list[Path], cores: int) -> list[str]:
     return [
-        *(sys.executable, "-m", "snakemake", *map(str, targets)),
+        *(sys.executable, "-m", "snakemake", *map(str, targets), "-s", str(REPO_ROOT / "Snakefile")),
         *("--workflow-profile", str(REPO_ROOT / "profiles" / "local")),
         *("--configfile", str(configfile), "--cores", str(cores), "--quiet", "rules"),
     ]
 
 
-def _kill_after_first_snapshot(command: list[str], state_json: Path, timeout_s: float) -> bool:
-    """Run ``command`` and SIGKILL it (and its jobs) once ``state_json`` exists; True if it was killed."""
-    proc = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True)
+def _kill_after_first_snapshot(command: list[str], state_json: Path, timeout_s: float, cwd: str) -> bool:
+    """Run ``command`` in ``cwd`` and SIGKILL it (and its jobs) once ``state_json`` exists; True if it was
+    killed."""
+    proc = subprocess.Popen(command, cwd=cwd, start_new_session=True)
     deadline = time.monotonic() + timeout_s
     while proc.poll() is None and not state_json.exists() and time.monotonic() < deadline:
         time.sleep(0.1)  # --toy: a dozen steps of tiny BERT take a fraction of a second
@@ -92,6 +93,9 @@ def main() -> None:
         "--resources-dir", default=None, help="models and data (default: the preset's, resources/)"
     )
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--workdir", default=str(REPO_ROOT), help="Snakemake's working directory (default: the repository)"
+    )
     args = parser.parse_args()
     if not args.toy and not torch.cuda.is_available():
         sys.exit(
@@ -120,9 +124,9 @@ def main() -> None:
     if not _metrics_path(config, killed_cell).exists():
         print(f"== {killed_cell.path}: started, to be killed after its first snapshot", flush=True)
         command = _snakemake(configfile, [_metrics_path(config, killed_cell)], args.cores)
-        killed = _kill_after_first_snapshot(command, state_json, timeout_s=1800)
+        killed = _kill_after_first_snapshot(command, state_json, timeout_s=1800, cwd=args.workdir)
     print("== every cell (the killed one resumes)", flush=True)
-    done = subprocess.run(_snakemake(configfile, targets, args.cores), cwd=REPO_ROOT)
+    done = subprocess.run(_snakemake(configfile, targets, args.cores), cwd=args.workdir)
     if done.returncode:
         sys.exit(
             f"contrastlab: the gpu-check workflow failed (exit {done.returncode}); logs under {results}/logs"

@@ -16,11 +16,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 # --- Two workers (pytest-xdist) ---------------------------------------------------------------------
-# Every module that starts Snakemake shares the repository's .snakemake folder (locks, incomplete markers,
-# the killed-run recovery; a Snakemake run that ends removes the whole locks folder, another run's locks
-# included), so they all run on one worker, one after another, in the group "e2e"; they go first, so
-# that the other worker fills the same minutes with the unit tests. Every other module is one group of
-# its own, so that a module-scoped fixture (a trained model, a real-SentEval run) is built once.
+# Each module is a group that runs whole on one worker, so that a module-scoped fixture (a finished demo
+# run, a trained model, a real-SentEval run) is built once. The modules that start Snakemake run it in a
+# working copy of the repository of their own (tests/workflow/conftest.py: repo_root), so that two of them
+# can run at once. They are marked e2e (make test-fast leaves them out).
 E2E_MODULES = frozenset(
     f"tests/workflow/test_{name}.py"
     for name in (
@@ -37,32 +36,42 @@ E2E_MODULES = frozenset(
         "vision_pipeline",
     )
 )
-# The longest groups besides "e2e" start early too: the worker without "e2e" runs them while "e2e" runs.
-EARLY_MODULES = ("tests/evaluation/test_reference.py", "tests/training/test_sentence.py")
-
-
-#: Snakemake modules that run it in a repository copy of their own (their own .snakemake): a group each.
-OWN_REPOSITORY_MODULES = frozenset({"tests/workflow/test_dvc.py"})
+# The longest modules first, longest first (seconds in CI's log), so that the two workers end together:
+# a worker takes the next module when it is done with its last, and the short ones fill in at the end.
+LONGEST_FIRST = (
+    "tests/workflow/test_slurm.py",
+    "tests/workflow/test_recovery.py",
+    "tests/workflow/test_gpu_check.py",
+    "tests/workflow/test_pipeline.py",
+    "tests/workflow/test_dvc.py",
+    "tests/workflow/test_user_loss.py",
+    "tests/workflow/test_dryrun.py",
+    "tests/workflow/test_vision_pipeline.py",
+    "tests/evaluation/test_reference.py",
+    "tests/workflow/test_search_workflow.py",
+    "tests/training/test_sentence.py",
+    "tests/workflow/test_failures.py",
+    "tests/workflow/test_overrides.py",
+)
 
 
 def group_of(nodeid: str) -> str:
-    """The worker group of a test: "e2e" for the modules that start Snakemake in this repository, else
-    its module."""
-    module = nodeid.split("::", 1)[0]
-    return "e2e" if module in E2E_MODULES - OWN_REPOSITORY_MODULES else module
+    """The worker group of a test: its module."""
+    return nodeid.split("::", 1)[0]
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest -p no:xdist runs the suite in one process
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's scope scheduler with :func:`group_of` as the scope: each group runs whole on one worker.
-    (xdist's own ``--dist loadgroup`` cannot do it with pytest 9.2: it renames ``item._nodeid``, which
-    pytest no longer reads, so the groups were silently spread over both workers.)"""
+    """xdist's scope scheduler with :func:`group_of` as the scope, in the order of collection (not
+    xdist's default of the most tests first): each group runs whole on one worker. (xdist's own ``--dist
+    loadgroup`` cannot do it with pytest 9.2: it renames ``item._nodeid``, which pytest no longer reads.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class GroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return group_of(nodeid)
 
+    config.option.loadscopereorder = False
     return GroupScheduling(config, log)
 
 
@@ -73,9 +82,7 @@ def pytest_collection_modifyitems(config, items):
 
     def order(item):
         module = item.nodeid.split("::", 1)[0]
-        if module in E2E_MODULES:
-            return 0
-        return 1 if module in EARLY_MODULES else 2
+        return LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=order)  # stable: each module keeps its own order
 

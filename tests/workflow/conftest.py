@@ -1,4 +1,5 @@
-"""Fixtures of the end-to-end tests (every module here that starts Snakemake runs on one xdist worker)."""
+"""Fixtures of the end-to-end tests: each module that starts Snakemake runs it in a working copy of its own
+of the repository."""
 
 from __future__ import annotations
 
@@ -6,10 +7,33 @@ from pathlib import Path
 
 import pytest
 
+from contrastlab.paths import REPO_ROOT
+
+# What Snakemake writes into its working directory, and the run outputs the presets keep there: a module's
+# working copy has its own (empty) ones; everything else is a link to the repository.
+OWN_IN_EACH_COPY = frozenset({".snakemake", "results", "resources"})
+
+
+@pytest.fixture(scope="module")
+def repo_root(tmp_path_factory) -> Path:
+    """The repository as this module's Snakemake runs see it: a folder of links to the repository's files
+    (Snakefile, rules, scripts, config, profiles, schemas, examples...) with a ``.snakemake`` of its own.
+
+    Snakemake keeps its locks, incomplete markers and metadata in the ``.snakemake`` folder of its working
+    directory, and a run that ends removes the whole locks folder, other runs' locks included. With one
+    working directory per module, the modules no longer have to run one after another on one xdist
+    worker. The library is the installed one either way (``contrastlab.paths.REPO_ROOT``).
+    """
+    copy = tmp_path_factory.mktemp("repo")
+    for entry in REPO_ROOT.iterdir():
+        if entry.name not in OWN_IN_EACH_COPY:
+            (copy / entry.name).symlink_to(entry)
+    return copy
+
 
 @pytest.fixture(scope="session")
 def e2e_resources(tmp_path_factory) -> Path:
-    """One ``resources_dir`` for every end-to-end config of the session (the tiny BERT materialised, the
+    """One ``resources_dir`` for the end-to-end configs of a worker (the tiny BERT materialised, the
     SentEval fixture, the generated corpus and its tokenised cache), as the presets share ``resources/``:
     each run builds only what an earlier one has not. ``results_dir`` stays each test's own."""
     return tmp_path_factory.mktemp("e2e-resources")

@@ -58,7 +58,7 @@ def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
     assert "Traceback" not in done.stderr and "Traceback" in log.read_text()
 
 
-def test_bad_senteval_file_stops_the_workflow_with_one_line(tmp_path, shared):
+def test_bad_senteval_file_stops_the_workflow_with_one_line(repo_root, tmp_path, shared):
     """A user copy whose sts-dev.csv lost its last rows: named once, before any job runs (a failing data
     job would delete the data marker and cost every finished cell); exit status 1, no traceback. The end
     to end proof of test_damaged_senteval_copy_is_named_in_one_line, which checks the kinds of damage in
@@ -68,7 +68,7 @@ def test_bad_senteval_file_stops_the_workflow_with_one_line(tmp_path, shared):
     dev = data / "downstream" / "STS" / "STSBenchmark" / "sts-dev.csv"
     dev.write_text("".join(dev.read_text().splitlines(keepends=True)[:-5]))
     done = snakemake_process(
-        REPO_ROOT,
+        repo_root,
         "--cores",
         "1",
         "--configfile",

@@ -26,7 +26,9 @@ def test_without_a_gpu_it_stops_with_one_line():
 
 
 @pytest.mark.slow
-def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(tmp_path, e2e_resources):
+def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(
+    repo_root, tmp_path, e2e_resources
+):
     """scripts/gpu_check.py --toy on the CPU: every cell of the preset in the report, the fp16 cell killed
     and resumed, the evaluation split and the GPU-vs-CPU check passed, the packing rows (1, 2 and 4
     cells at once), and a calibration make plan reads, with the packing speed-ups."""
@@ -34,8 +36,13 @@ def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(tmp_p
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     command = [sys.executable, str(SCRIPT), "--toy", "--results-dir", str(results), "--cores", "2"]
     # The session's resources folder (the toy tiny BERT is the demo's): built once for all e2e tests.
-    command += ["--resources-dir", str(e2e_resources)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1500, cwd=REPO_ROOT, env=env)
+    command += [
+        "--resources-dir",
+        str(e2e_resources),
+        "--workdir",
+        str(repo_root),
+    ]  # this module's .snakemake
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1500, env=env)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     report = (results / "report.md").read_text()
     for cell in (

@@ -89,7 +89,7 @@ def test_a_bad_user_loss_stops_the_workflow_with_one_line(tmp_path, fault, obser
 
 
 @pytest.mark.slow
-def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cells(tmp_path):
+def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cells(repo_root, tmp_path):
     module = tmp_path / "mine" / "margin_infonce.py"
     module.parent.mkdir()
     shutil.copy(EXAMPLE, module)
@@ -98,8 +98,8 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
     # ~2 CPU-minutes of jobs; the wall time limit allows for a machine shared with other work
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     done = subprocess.run(
-        [*SNAKEMAKE, "-s", str(REPO_ROOT / "Snakefile"), "--configfile", path, "--cores", "2"],
-        cwd=REPO_ROOT,
+        [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), "--configfile", path, "--cores", "2"],
+        cwd=repo_root,
         env=env,
         capture_output=True,
         text=True,
@@ -137,7 +137,7 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
 
     # a change to the loss's file reruns exactly its cells, its figure and the tables
     module.write_text(module.read_text() + "\n# tuned\n")
-    counts = job_counts(run_snakemake(REPO_ROOT, "-n", "--configfile", path))
+    counts = job_counts(run_snakemake(repo_root, "-n", "--configfile", path))
     assert counts == {
         "all": 1,
         "train": 1,
@@ -155,18 +155,18 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
         "tables": 1,
         "total": 14,
     }, counts
-    listing = run_snakemake(REPO_ROOT, "-n", "--configfile", path)
+    listing = run_snakemake(repo_root, "-n", "--configfile", path)
     methods = {part.split("=", 1)[1].strip(",") for part in listing.split() if part.startswith("method=")}
     assert methods == {"margin_nce", "margin_nce-bs64"}, methods
 
 
-def test_the_loss_file_is_an_input_of_exactly_its_cells(tmp_path):
+def test_the_loss_file_is_an_input_of_exactly_its_cells(repo_root, tmp_path):
     """Dry run: the user's file is an input of the training jobs of its cells (and of its paradigm
     figure), of no other job; so a change to it reruns exactly those (the end-to-end test runs it)."""
     module = tmp_path / "margin_infonce.py"
     shutil.copy(EXAMPLE, module)
     config = demo_with_user_loss(tmp_path, f"{module}:margin_infonce")
-    output = run_snakemake(REPO_ROOT, "-n", "--configfile", write(config, tmp_path / "c.yaml"))
+    output = run_snakemake(repo_root, "-n", "--configfile", write(config, tmp_path / "c.yaml"))
     using = []
     for block in output.split("\nrule ")[1:]:
         rule = block.split(":", 1)[0].strip()
