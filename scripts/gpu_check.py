@@ -6,7 +6,8 @@ encoding job ran on the GPU (its probes run in a CPU job), evaluates one checkpo
 on the CPU, times 1, 2 and 4 sentence cells at once on the GPU (contrastlab.cost.packing), and writes
 <results_dir>/report.md and calibration.json (contrastlab.cost.gpu_check).
 Without a GPU it stops with one line. ``--toy`` runs the same preset at a toy size on the CPU (tiny
-BERT, narrow ResNets, a dozen steps): what the test suite does so that the preset cannot rot.
+BERT, narrow ResNets, a dozen steps; the packing copies fork from one server process that imported
+torch, where the GPU run spawns each): what the test suite does so that the preset cannot rot.
 
     python scripts/gpu_check.py                      # make gpu-check
     python scripts/gpu_check.py --toy --results-dir /tmp/gpu-check-toy
@@ -30,6 +31,7 @@ import yaml
 from contrastlab import config as cl_config
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import gpu_check as G
+from contrastlab.cost.packing import STEP_COPY_MODULES
 from contrastlab.data.acquire import data_locations
 from contrastlab.paths import REPO_ROOT
 
@@ -170,6 +172,9 @@ def main() -> None:
         steps=2 if args.toy else 100,
         warmup=1 if args.toy else 10,
         state_dir=results / "state" / "packing",
+        # --toy: the copies fork from one process that imported torch (a spawned copy's imports cost
+        # more than the toy's steps); the GPU run spawns them, as Snakemake starts its jobs.
+        forkserver_preload=STEP_COPY_MODULES if args.toy else None,
     )
     senteval = data_locations(config)["senteval_dir"]
     dev_sentences = G.sts_dev_sentences(senteval)

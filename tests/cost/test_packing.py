@@ -5,6 +5,7 @@ said to be assumed)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 
 import pytest
@@ -148,3 +149,23 @@ def test_a_bad_packing_figure_is_one_line(tmp_path):
     path.write_text(__import__("json").dumps(data))
     with pytest.raises(ValueError, match=r"packing\.speedup\.bf16\.2 must be .* a positive number, got -1"):
         cl_calibration.load_calibration(path)
+
+
+def _where_a_copy_ran(ready) -> dict:
+    """A copy for concurrent_rates: its process, and whether tabnanny (imported by nothing here) was
+    already imported when it ran."""
+    import sys
+
+    ready()
+    return {"steps_per_s": 1.0, "pid": os.getpid(), "tabnanny": "tabnanny" in sys.modules}
+
+
+def test_the_copies_are_processes_of_their_own_spawned_or_forked_from_a_server_that_imported_them():
+    """packing.concurrent_rates: k copies, each a process of its own; spawned (make gpu-check on a GPU,
+    benchmarks/gpu_share.py), or with ``forkserver_preload`` (make gpu-check --toy) forked from one
+    server that imported the given modules once, so that a copy does not import them itself."""
+    for preload, preloaded in ((None, False), (("tabnanny",), True)):
+        rows = packing.concurrent_rates(_where_a_copy_ran, 2, timeout=120, forkserver_preload=preload)
+        pids = {row["pid"] for row in rows}
+        assert len(pids) == 2 and os.getpid() not in pids, (preload, rows)
+        assert [row["tabnanny"] for row in rows] == [preloaded, preloaded], (preload, rows)

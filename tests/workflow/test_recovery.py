@@ -49,14 +49,35 @@ def _wait_for(condition, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _macl_pair(repo_root, workdir, e2e_resources, **macl):
+    """reduced_demo with MACL's two sentence cells on the tiny BERT (simcse; macl, its settings updated by
+    ``macl``) in place of Nie's: two training cells and no job that plays no part in these tests (no
+    figures, no Pretrained rows, no OAR Table 2). Models, fixture and corpus cache: the session's."""
+    config = reduced_demo(repo_root, workdir)
+    config["resources_dir"] = str(e2e_resources)  # tiny BERT, fixture and corpus cache: once a session
+    config["oar_synthetic"] = None
+    macl_hp = {"tau0": 0.05, "alpha": 2, "a0": 0.8, "reweight": False}
+    methods = {
+        "simcse": {"loss": "infonce", "hp": {"tau": 0.05}, "note": "test"},
+        "macl": {"loss": "macl", "hp": macl_hp, "note": "test", **macl},
+    }
+    config["experiments"] = {"macl": {"backbones": ["tiny-bert"], "methods": methods}}
+    return config
+
+
 @pytest.mark.fault(
     "SIGKILL of Snakemake mid-training; a 2nd Snakemake on the same results meanwhile",
     "2nd refused; no orphan; the same command resumes, nothing finished recomputed",
 )
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to find the jobs")
-def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_root, tmp_path, observed):
-    config = reduced_demo(repo_root, tmp_path)
-    config["training"].update(max_steps=300, eval_every=100, state_every=10, log_every=10)  # seconds per cell
+def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
+    repo_root, tmp_path, e2e_resources, observed
+):
+    # At one core the first cell trains to its end (no result exists before it ends), the second is
+    # killed after its first snapshot with over 100 steps (seconds) to go.
+    config = _macl_pair(repo_root, tmp_path, e2e_resources)
+    steps = 120
+    config["training"].update(max_steps=steps, eval_every=60, state_every=5, log_every=10)
     configfile = write(config, tmp_path / "c.yaml")
     results = tmp_path / "results"
     profile = ["--workflow-profile", "profiles/local", "--cores", "1", "--configfile", configfile]
@@ -123,7 +144,7 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(repo_ro
         json.loads(line) for line in (results / "checkpoints" / killed_cell / "train_log.jsonl").open()
     ]
     events = [r["event"] for r in records]
-    assert "resume" in events and records[-1]["event"] == "end" and records[-1]["steps"] == 300, events
+    assert "resume" in events and records[-1]["event"] == "end" and records[-1]["steps"] == steps, events
     observed(
         f"2nd run: lock refused; {len(jobs)} job(s) exited with Snakemake; rerun cleared the locks, resumed "
         f"{killed_cell} from step {next(r['step'] for r in records if r['event'] == 'resume')}, "
@@ -139,11 +160,7 @@ def test_a_diverging_cell_fails_alone_and_the_table_says_failed(repo_root, tmp_p
     """A cell whose loss turns NaN fails with one contrastlab: line naming the step, the loss and its
     statistics, and a failed.json holding that line; --keep-going finishes the other cell, and a partial
     table says "failed" in the diverged cell's row and shows numbers in the other's."""
-    config = reduced_demo(repo_root, tmp_path)
-    config["resources_dir"] = str(e2e_resources)  # tiny BERT, fixture and corpus cache: once a session
-    config["oar_synthetic"] = None  # OAR Table 2 (10 s on the CPU) plays no part here
-    del config["experiments"]["nie2023"]["training"]  # nor do the probe statistics (Nie Fig. 1b-d, 3b)
-    config["experiments"]["nie2023"]["methods"]["mpt"]["lr"] = 1.0e12  # diverges to NaN within 2 steps
+    config = _macl_pair(repo_root, tmp_path, e2e_resources, lr=1.0e12)  # NaN within 2 steps
     configfile = write(config, tmp_path / "c.yaml")
     # Two jobs at a time (each single-threaded, resources.threads = 1): the two cells train side by side.
     profile = ["--workflow-profile", "profiles/local", "--cores", "2", "--configfile", configfile]
@@ -151,19 +168,20 @@ def test_a_diverging_cell_fails_alone_and_the_table_says_failed(repo_root, tmp_p
     out = done.stdout + done.stderr
     lines = [line for line in out.splitlines() if line.startswith("contrastlab:")]
     assert done.returncode == 1 and len(lines) == 1, out[-3000:]
-    assert lines[0].startswith("contrastlab: rule train nie2023/tiny-bert/mpt/seed42: NonFiniteLossError")
+    assert lines[0].startswith("contrastlab: rule train macl/tiny-bert/macl/seed42: NonFiniteLossError")
     assert "not finite at step" in lines[0] and "loss stats at step" in lines[0], lines[0]
-    metrics = tmp_path / "results" / "metrics" / "nie2023" / "tiny-bert"
-    assert (metrics / "cl" / "seed42" / "senteval.json").is_file()
-    record = json.loads((metrics / "mpt" / "seed42" / "failed.json").read_text())
+    metrics = tmp_path / "results" / "metrics" / "macl" / "tiny-bert"
+    assert (metrics / "simcse" / "seed42" / "senteval.json").is_file()
+    record = json.loads((metrics / "macl" / "seed42" / "failed.json").read_text())
     assert record["error"] == lines[0]
 
     run_snakemake(repo_root, *profile, "--config", "tables={partial: true}")
-    table = (tmp_path / "results" / "tables" / "nie2023_table1.md").read_text()
+    table = (tmp_path / "results" / "tables" / "macl_tableB4.md").read_text()
     rows = table.splitlines()
-    ours = {
-        rows[i].split(" | ")[0].strip("| "): rows[i + 1] for i, row in enumerate(rows) if " | paper | " in row
+    ours_from = next(i for i, row in enumerate(rows) if row.startswith("| tiny-bert | "))  # our backbone's
+    ours = {  # method -> our row (the one after the paper's)
+        rows[i].split(" | ")[1]: rows[i + 1] for i in range(ours_from, len(rows)) if " | paper | " in rows[i]
     }
-    assert ours["L_mpt"].endswith("| failed | failed | failed |"), ours["L_mpt"]
-    assert re.search(r"\| \d+\.\d\d \| \d+\.\d\d \| \d+\.\d\d \|$", ours["L_cl"]), ours["L_cl"]
-    observed(lines[0].split(": ", 2)[2][:110] + "; cl finished; table: failed")
+    assert ours["w/ MACL"].endswith("| failed | failed | failed |"), ours["w/ MACL"]
+    assert re.search(r"\| \d+\.\d\d \| \d+\.\d\d \| \d+\.\d\d \|$", ours["SimCSE"]), ours["SimCSE"]
+    observed(lines[0].split(": ", 2)[2][:110] + "; simcse finished; table: failed")

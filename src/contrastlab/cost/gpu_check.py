@@ -14,7 +14,7 @@ import functools
 import json
 import platform
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -177,10 +177,12 @@ def measure_packing(
     steps: int = 100,
     warmup: int = 10,
     state_dir: str | Path,
+    forkserver_preload: Sequence[str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Per precision, :func:`~contrastlab.cost.packing.packing_rows` of 1, 2 and 4 concurrent copies of
     a sentence cell's training step (:func:`~contrastlab.cost.packing.sentence_step_copy`: a random
-    encoder of ``model_config``, ``batch`` sentences × ``length`` tokens on ``device``)."""
+    encoder of ``model_config``, ``batch`` sentences × ``length`` tokens on ``device``);
+    ``forkserver_preload``: see :func:`~contrastlab.cost.packing.concurrent_rates` (``--toy``)."""
     Path(state_dir).mkdir(parents=True, exist_ok=True)
     out = {}
     for precision in precisions:
@@ -195,7 +197,7 @@ def measure_packing(
             warmup=warmup,
             state_dir=str(state_dir),
         )
-        out[precision] = packing_rows(copy, PACKING_COUNTS)
+        out[precision] = packing_rows(copy, PACKING_COUNTS, forkserver_preload=forkserver_preload)
     return out
 
 

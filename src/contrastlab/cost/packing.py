@@ -127,13 +127,41 @@ def _figures_text(calibration: Any) -> str:
 
 
 # ------------------------------------------------------------------------------- measuring the speed-up
-def concurrent_rates(copy: Callable[[Callable[[], Any]], Mapping[str, Any]], k: int, *, timeout: float = 600):
+#: What :func:`sentence_step_copy` imports (the toy's tiny BERT's modelling included): the modules a
+#: fork server imports once for all copies (``forkserver_preload`` of :func:`concurrent_rates`).
+STEP_COPY_MODULES = (
+    "torch",
+    "transformers",
+    "transformers.models.bert.modeling_bert",
+    "contrastlab.cost.packing",
+    "contrastlab.losses",
+    "contrastlab.training.runtime",
+    "contrastlab.training.sentence",
+)
+
+
+def concurrent_rates(
+    copy: Callable[[Callable[[], Any]], Mapping[str, Any]],
+    k: int,
+    *,
+    timeout: float = 600,
+    forkserver_preload: Sequence[str] | None = None,
+):
     """What each of ``k`` copies of ``copy`` returns when they run at once, each in a process of its own
     (spawned, as k Snakemake jobs on one GPU would be), in copy order. ``copy(ready)`` builds and warms
     up its model, calls ``ready()`` (a barrier: the copies time their steps together, not one copy's
     warm-up against another's steps) and returns ``{"steps_per_s": ..., ...}``; it must be a
-    module-level function (or a ``functools.partial`` of one), since a spawned process imports it."""
-    ctx = mp.get_context("spawn")
+    module-level function (or a ``functools.partial`` of one), since a spawned process imports it.
+
+    ``forkserver_preload`` (``make gpu-check --toy``, on the CPU): fork each copy from a server process
+    that imported these modules (and ``__main__``) once, instead of spawning it: a spawned copy imports
+    torch and transformers itself, which at toy size costs far more than the steps it times. The imports
+    precede the barrier either way, so only the untimed start-up differs."""
+    if forkserver_preload is None:
+        ctx = mp.get_context("spawn")
+    else:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["__main__", *forkserver_preload])
     results, barrier = ctx.Queue(), ctx.Barrier(k)
     procs = [ctx.Process(target=_run_copy, args=(copy, i, barrier, results)) for i in range(k)]
     for p in procs:
@@ -154,15 +182,21 @@ def _run_copy(copy, index: int, barrier, results) -> None:
     results.put((index, dict(copy(barrier.wait))))
 
 
-def packing_rows(copy, counts: Sequence[int] = SHARES, *, timeout: float = 600) -> list[dict[str, Any]]:
+def packing_rows(
+    copy,
+    counts: Sequence[int] = SHARES,
+    *,
+    timeout: float = 600,
+    forkserver_preload: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
     """For each k of ``counts`` (the first 1): each copy's steps/s when k run at once
-    (:func:`concurrent_rates`), their sum, the speed-up of the sum over one copy alone, and the largest
-    ``peak_gib`` a copy reported."""
+    (:func:`concurrent_rates`, ``forkserver_preload`` passed on), their sum, the speed-up of the sum
+    over one copy alone, and the largest ``peak_gib`` a copy reported."""
     if not counts or counts[0] != 1:
         raise ValueError(f"counts must start with 1 (one copy alone: the speed-ups' base), got {counts!r}")
     rows: list[dict[str, Any]] = []
     for k in counts:
-        copies = concurrent_rates(copy, k, timeout=timeout)
+        copies = concurrent_rates(copy, k, timeout=timeout, forkserver_preload=forkserver_preload)
         rates = [float(c["steps_per_s"]) for c in copies]
         peaks = [c["peak_gib"] for c in copies if c.get("peak_gib") is not None]
         total = sum(rates)
