@@ -24,10 +24,15 @@ def repo_root(tmp_path_factory) -> Path:
     working directory per module, the modules no longer have to run one after another on one xdist
     worker. The library is the installed one either way (``contrastlab.paths.REPO_ROOT``).
     """
-    copy = tmp_path_factory.mktemp("repo")
+    copy = tmp_path_factory.mktemp("copy") / "repo"
+    copy.mkdir()
     for entry in REPO_ROOT.iterdir():
         if entry.name not in OWN_IN_EACH_COPY:
             (copy / entry.name).symlink_to(entry)
+    # The presets name the real data relative to the repository (config/cpu.yaml: ../shared/data/...).
+    shared = REPO_ROOT.parent / "shared"
+    if shared.exists():
+        (copy.parent / "shared").symlink_to(shared)
     return copy
 
 
