@@ -32,6 +32,7 @@ E2E_MODULES = frozenset(
         "recovery",
         "search_workflow",
         "slurm",
+        "slurm_gpu",
         "user_loss",
         "vision_pipeline",
     )
@@ -40,6 +41,7 @@ E2E_MODULES = frozenset(
 # a worker takes the next module when it is done with its last, and the short ones fill in at the end.
 LONGEST_FIRST = (
     "tests/workflow/test_slurm.py",
+    "tests/workflow/test_slurm_gpu.py",
     "tests/workflow/test_recovery.py",
     "tests/workflow/test_gpu_check.py",
     "tests/workflow/test_pipeline.py",

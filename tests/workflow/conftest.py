@@ -9,6 +9,8 @@ import pytest
 
 from contrastlab.paths import REPO_ROOT
 
+from .slurm_cluster import ClusterUnavailable, start_cluster, stop_cluster
+
 # What Snakemake writes into its working directory, and the run outputs the presets keep there: a module's
 # working copy has its own (empty) ones; everything else is a link to the repository.
 OWN_IN_EACH_COPY = frozenset({".snakemake", "results", "resources"})
@@ -42,3 +44,27 @@ def e2e_resources(tmp_path_factory) -> Path:
     SentEval fixture, the generated corpus and its tokenised cache), as the presets share ``resources/``:
     each run builds only what an earlier one has not. ``results_dir`` stays each test's own."""
     return tmp_path_factory.mktemp("e2e-resources")
+
+
+# --- a real SLURM (test_slurm.py, test_slurm_gpu.py: a cluster of each module's own, so the two modules run
+# at once on the two workers) ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A single-node SLURM on 127.0.0.1 (slurm_cluster.py) for this module; skips where none can start."""
+    try:
+        running = start_cluster()
+    except ClusterUnavailable as reason:
+        pytest.skip(f"no local SLURM cluster: {reason}")
+    try:
+        yield running
+    finally:
+        stop_cluster(running)
+
+
+@pytest.fixture(scope="module")
+def shared_resources(tmp_path_factory) -> Path:
+    """One ``resources_dir`` (backbones, tokenised-corpus cache) for every run of a module, as for the
+    presets."""
+    return tmp_path_factory.mktemp("resources")

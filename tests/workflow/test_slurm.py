@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import re
 import subprocess
 import time
@@ -27,7 +26,6 @@ from contrastlab.workflow.gpus import GpuUnavailableError, requested_gpus, requi
 from contrastlab.workflow.job import logged_to
 from contrastlab.workflow.recovery import workflow_run
 
-from .slurm_cluster import ClusterUnavailable, start_cluster, stop_cluster
 from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake
 from .test_pipeline import reduced_demo, write
 
@@ -136,61 +134,6 @@ def test_workflow_run_names_the_snakemake_process_recorded_for_the_results(tmp_p
     state.mkdir(parents=True)
     (state / "snakemake.json").write_text(json.dumps({"pid": 123, "start_time": "456", "command": []}))
     assert workflow_run(job) == "123:456"
-
-
-@pytest.mark.slow
-def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, shared_resources, tmp_path):
-    """Snakemake's retry of a diverged cell (here the local executor with --retries 1, as the SLURM
-    profile retries) stops at once with the failure's line, its log keeping the first traceback."""
-    config = reduced_demo(repo_root, tmp_path)
-    config.update(oar_synthetic=None, resources_dir=str(shared_resources))
-    config["experiments"]["nie2023"]["methods"]["mpt"]["lr"] = 1.0e12  # NaN within 2 steps
-    configfile = write(config, tmp_path / "c.yaml")
-    target = (
-        tmp_path / "results" / "checkpoints" / "nie2023" / "tiny-bert" / "mpt" / "seed42" / "train_log.jsonl"
-    )
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    profile = ["--workflow-profile", "profiles/local", "--cores", "2", "--configfile", configfile]
-    done = subprocess.run(
-        [*SNAKEMAKE, *profile, "--retries", "1", "--", str(target)],
-        cwd=repo_root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    out = done.stdout + done.stderr
-    lines = [line for line in out.splitlines() if line.startswith("contrastlab: rule train")]
-    assert done.returncode == 1 and len(lines) == 2 and lines[0] == lines[1], out[-3000:]
-    assert "NonFiniteLossError" in lines[0] and "Trying to restart job" in out
-    log = (
-        tmp_path / "results" / "logs" / "train" / "nie2023" / "tiny-bert" / "mpt" / "seed42.log"
-    ).read_text()
-    assert "NonFiniteLossError" in log and log.endswith(
-        f"contrastlab: not retried (a retry fails the same way): {lines[0]}\n"
-    )
-    assert log.count("Traceback") == 1, log
-
-
-# --- a real SLURM -------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    try:
-        running = start_cluster()
-    except ClusterUnavailable as reason:
-        pytest.skip(f"no local SLURM cluster: {reason}")
-    try:
-        yield running
-    finally:
-        stop_cluster(running)
-
-
-@pytest.fixture(scope="module")
-def shared_resources(tmp_path_factory) -> Path:
-    """One ``resources_dir`` (backbones, tokenised-corpus cache) for every run here, as for the presets."""
-    return tmp_path_factory.mktemp("resources")
 
 
 def slurm_demo(repo_root: Path, workdir: Path, resources: Path) -> dict:
@@ -380,62 +323,3 @@ def test_scancel_of_a_training_job_is_retried_and_resumes_to_the_same_result(
     assert metrics["scores"] == expected["scores"] and metrics["sts_avg"] == expected["sts_avg"]
     killed, retry = running[0]["JobId"], train_jobs[-1]
     print(f"scancel of SLURM job {killed}: retried as {retry}, resumed at step {resumed[0]}")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("profile", ["slurm", "slurm-gres"])
-def test_the_encoding_gets_the_gpu_and_the_probe_job_none(
-    repo_root, cluster, shared_resources, tmp_path, profile
-):
-    """The fake GPU is allocated to the encoding job (``--gpus=1`` through profiles/slurm,
-    ``--gres=gpu:1`` through profiles/slurm-gres); torch sees no CUDA there, so the job stops with the
-    GPU line instead of encoding on the CPU. The probe job of the same evaluation asks for no GPU: once
-    the embeddings exist (encoded here on the CPU), it is submitted without a GPU and completes."""
-    if torch.cuda.is_available():
-        pytest.skip("checks the error on a machine without a usable GPU")
-    config = slurm_demo(repo_root, tmp_path, shared_resources)
-    config["resources"]["gpu"] = 1
-    configfile = write(config, tmp_path / "c.yaml")
-    target = f"{tmp_path}/results/metrics/pretrained/tiny-bert/senteval.json"
-    # No retry here (--retries 0): the retry of a GPU failure is the unit tests' business.
-    output = run_through_slurm(
-        repo_root, cluster, profile, configfile, "--retries", "0", "--", target, check=False
-    )
-    submitted = submissions(output)
-    assert list(submitted.values()) == ["encode_pretrained"], output[-5000:]
-    jobs = [j for j in cluster.jobs() if j["JobId"] in submitted]
-    assert len(jobs) == 1, jobs
-    # --gpus=1 is a request per job, --gres=gpu:1 one per node.
-    tres = "TresPerJob" if profile == "slurm" else "TresPerNode"
-    assert jobs[0].get(tres) == "gres:gpu:1", jobs[0]
-    assert jobs[0]["JobState"] == "FAILED", jobs[0]
-    logs = "".join(Path(p).read_text() for p in re.findall(r"\(log: (\S+?)\)\.", output) if Path(p).exists())
-    line = "contrastlab: rule encode_pretrained tiny-bert: GpuUnavailableError: this job asked for 1 GPU(s)"
-    assert line in output + logs, output[-5000:]
-    assert not Path(target).exists()
-
-    # The embeddings, encoded on this machine's CPU (a target of their own: Snakemake keeps a temp
-    # output that was asked for), then the same evaluation through SLURM: only its probe job is left.
-    embeddings = f"{tmp_path}/results/state/embeddings/pretrained/tiny-bert"
-    on_cpu = write({**config, "resources": {**config["resources"], "gpu": 0}}, tmp_path / "cpu.yaml")
-    run_snakemake(
-        repo_root,
-        "--workflow-profile",
-        "profiles/local",
-        "--cores",
-        "1",
-        "--configfile",
-        on_cpu,
-        "--",
-        embeddings,
-    )
-    output = run_through_slurm(repo_root, cluster, profile, configfile, "--retries", "0", "--", target)
-    submitted = submissions(output)
-    assert list(submitted.values()) == [PROBE_GROUP], output[-5000:]  # a group of one probe job
-    assert re.findall(r"^\s*rule (\w+):$", output, re.M) == ["evaluate_pretrained"], output[-5000:]
-    probe = next(j for j in cluster.jobs() if j["JobId"] in submitted)
-    assert probe["JobState"] == "COMPLETED", probe
-    assert "gpu" not in probe.get("TresPerJob", "") + probe.get("TresPerNode", ""), probe
-    metrics = json.loads(Path(target).read_text())
-    assert metrics["encoding"]["device"] == "cpu" and metrics["scores"], metrics["encoding"]
-    assert not Path(embeddings).exists()  # temp: deleted once the probe job has read it

@@ -1,0 +1,115 @@
+"""The SLURM profiles' GPU requests on a real single-node SLURM (tests/workflow/slurm_cluster.py), and a
+diverged cell's retry: a module of its own, with a cluster of its own, so that it runs beside
+test_slurm.py's demo and scancel runs on the other xdist worker (each module is one worker's group).
+The overrides and polling knobs are test_slurm.py's (see its docstring)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from .test_dryrun import SNAKEMAKE, run_snakemake
+from .test_pipeline import reduced_demo, write
+from .test_slurm import PROBE_GROUP, run_through_slurm, slurm_demo, submissions
+
+
+@pytest.mark.slow
+def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, shared_resources, tmp_path):
+    """Snakemake's retry of a diverged cell (here the local executor with --retries 1, as the SLURM
+    profile retries) stops at once with the failure's line, its log keeping the first traceback."""
+    config = reduced_demo(repo_root, tmp_path)
+    config.update(oar_synthetic=None, resources_dir=str(shared_resources))
+    config["experiments"]["nie2023"]["methods"]["mpt"]["lr"] = 1.0e12  # NaN within 2 steps
+    configfile = write(config, tmp_path / "c.yaml")
+    target = (
+        tmp_path / "results" / "checkpoints" / "nie2023" / "tiny-bert" / "mpt" / "seed42" / "train_log.jsonl"
+    )
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    profile = ["--workflow-profile", "profiles/local", "--cores", "2", "--configfile", configfile]
+    done = subprocess.run(
+        [*SNAKEMAKE, *profile, "--retries", "1", "--", str(target)],
+        cwd=repo_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = done.stdout + done.stderr
+    lines = [line for line in out.splitlines() if line.startswith("contrastlab: rule train")]
+    assert done.returncode == 1 and len(lines) == 2 and lines[0] == lines[1], out[-3000:]
+    assert "NonFiniteLossError" in lines[0] and "Trying to restart job" in out
+    log = (
+        tmp_path / "results" / "logs" / "train" / "nie2023" / "tiny-bert" / "mpt" / "seed42.log"
+    ).read_text()
+    assert "NonFiniteLossError" in log and log.endswith(
+        f"contrastlab: not retried (a retry fails the same way): {lines[0]}\n"
+    )
+    assert log.count("Traceback") == 1, log
+
+
+# --- a real SLURM -------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", ["slurm", "slurm-gres"])
+def test_the_encoding_gets_the_gpu_and_the_probe_job_none(
+    repo_root, cluster, shared_resources, tmp_path, profile
+):
+    """The fake GPU is allocated to the encoding job (``--gpus=1`` through profiles/slurm,
+    ``--gres=gpu:1`` through profiles/slurm-gres); torch sees no CUDA there, so the job stops with the
+    GPU line instead of encoding on the CPU. The probe job of the same evaluation asks for no GPU: once
+    the embeddings exist (encoded here on the CPU), it is submitted without a GPU and completes."""
+    if torch.cuda.is_available():
+        pytest.skip("checks the error on a machine without a usable GPU")
+    config = slurm_demo(repo_root, tmp_path, shared_resources)
+    config["resources"]["gpu"] = 1
+    configfile = write(config, tmp_path / "c.yaml")
+    target = f"{tmp_path}/results/metrics/pretrained/tiny-bert/senteval.json"
+    # No retry here (--retries 0): the retry of a GPU failure is the unit tests' business.
+    output = run_through_slurm(
+        repo_root, cluster, profile, configfile, "--retries", "0", "--", target, check=False
+    )
+    submitted = submissions(output)
+    assert list(submitted.values()) == ["encode_pretrained"], output[-5000:]
+    jobs = [j for j in cluster.jobs() if j["JobId"] in submitted]
+    assert len(jobs) == 1, jobs
+    # --gpus=1 is a request per job, --gres=gpu:1 one per node.
+    tres = "TresPerJob" if profile == "slurm" else "TresPerNode"
+    assert jobs[0].get(tres) == "gres:gpu:1", jobs[0]
+    assert jobs[0]["JobState"] == "FAILED", jobs[0]
+    logs = "".join(Path(p).read_text() for p in re.findall(r"\(log: (\S+?)\)\.", output) if Path(p).exists())
+    line = "contrastlab: rule encode_pretrained tiny-bert: GpuUnavailableError: this job asked for 1 GPU(s)"
+    assert line in output + logs, output[-5000:]
+    assert not Path(target).exists()
+
+    # The embeddings, encoded on this machine's CPU (a target of their own: Snakemake keeps a temp
+    # output that was asked for), then the same evaluation through SLURM: only its probe job is left.
+    embeddings = f"{tmp_path}/results/state/embeddings/pretrained/tiny-bert"
+    on_cpu = write({**config, "resources": {**config["resources"], "gpu": 0}}, tmp_path / "cpu.yaml")
+    run_snakemake(
+        repo_root,
+        "--workflow-profile",
+        "profiles/local",
+        "--cores",
+        "1",
+        "--configfile",
+        on_cpu,
+        "--",
+        embeddings,
+    )
+    output = run_through_slurm(repo_root, cluster, profile, configfile, "--retries", "0", "--", target)
+    submitted = submissions(output)
+    assert list(submitted.values()) == [PROBE_GROUP], output[-5000:]  # a group of one probe job
+    assert re.findall(r"^\s*rule (\w+):$", output, re.M) == ["evaluate_pretrained"], output[-5000:]
+    probe = next(j for j in cluster.jobs() if j["JobId"] in submitted)
+    assert probe["JobState"] == "COMPLETED", probe
+    assert "gpu" not in probe.get("TresPerJob", "") + probe.get("TresPerNode", ""), probe
+    metrics = json.loads(Path(target).read_text())
+    assert metrics["encoding"]["device"] == "cpu" and metrics["scores"], metrics["encoding"]
+    assert not Path(embeddings).exists()  # temp: deleted once the probe job has read it
