@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 from contrastlab.paths import REPO_ROOT
 
@@ -50,3 +51,20 @@ def test_a_plain_pip_gives_uv_no_options():
 def test_the_constraints_pin_uv_itself():
     pins = (REPO_ROOT / "constraints.txt").read_text().splitlines()
     assert any(line.startswith("uv==") for line in pins)
+
+
+def test_uv_compiles_what_it_installs_as_pip_does():
+    """uv writes no .pyc unless asked; with PYTHONDONTWRITEBYTECODE set, every job would then compile
+    torch and transformers from source (10 of the 16 s of a toy training job)."""
+    assert "--compile-bytecode" in install.uv_command({})
+
+
+def test_this_environment_imports_compiled_modules():
+    """What make install left: the installed packages and the project's own modules have their .pyc."""
+    import torch
+
+    import contrastlab.config
+
+    for module in (torch, contrastlab.config):
+        cached = importlib.util.cache_from_source(module.__file__)
+        assert Path(cached).is_file(), f"{module.__name__} has no {cached}: run make install again"
