@@ -14,7 +14,6 @@ import runpy
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -33,13 +32,12 @@ REGEN = os.environ.get("CONTRASTLAB_REGEN_EXPECTED") == "1"
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, list[Path], float]:
+def built(tmp_path_factory) -> tuple[Path, list[Path]]:
     """All tables built once from the synthetic partial grid (module scope: two shared CPU cores)."""
     root = tmp_path_factory.mktemp("tables")
     write_synthetic_metrics(root / "metrics")
-    t0 = time.perf_counter()
     paths = build_report(root / "metrics", make_config(), root / "tables", root / "report.md")
-    return root, paths, time.perf_counter() - t0
+    return root, paths
 
 
 def read_csv(path: Path) -> pd.DataFrame:
@@ -48,7 +46,7 @@ def read_csv(path: Path) -> pd.DataFrame:
 
 @pytest.mark.parametrize("name", list(TABLES))
 def test_table_matches_expected_csv(built, name):
-    root, _, _ = built
+    root, _ = built
     got = (root / "tables" / f"{name}.csv").read_text()
     expected = EXPECTED / f"{name}.csv"
     if REGEN:
@@ -57,17 +55,17 @@ def test_table_matches_expected_csv(built, name):
     assert got == expected.read_text()
 
 
-def test_outputs_and_speed(built):
-    root, paths, seconds = built
+def test_each_table_is_written_as_csv_md_and_tex_and_the_report_comes_last(built):
+    # How long the build took is logged by build_report ("wrote N tables in X s"), not asserted.
+    root, paths = built
     names = tables_for_config(make_config())
     assert names == list(TABLES)
     assert paths[-2:] == [root / "report.md", root / "report.html"]
     assert {p.name for p in paths[:-2]} == {f"{n}.{e}" for n in names for e in ("csv", "md", "tex")}
-    assert seconds < 30, f"tables took {seconds:.1f}s"
 
 
 def test_no_blank_or_zero_cells(built):
-    root, _, _ = built
+    root, _ = built
     for name in TABLES:
         frame = read_csv(root / "tables" / f"{name}.csv")
         assert (frame != "").all().all(), f"{name} has blank cells"
@@ -94,7 +92,7 @@ def test_not_run_marker_shows_published(tmp_path):
 
 
 def test_partial_grid(built):
-    root, _, _ = built
+    root, _ = built
     frame = read_csv(root / "tables" / "nie2023_table1.csv").set_index(["backbone", "method", "task"])
     partial = frame.loc[("roberta-base", "cl", "sts_avg")]
     assert (partial.status, partial.n_seeds) == ("partial", "2")
@@ -126,7 +124,7 @@ def test_mean_std_and_difference(tmp_path):
 
 
 def test_toy_backbones_render_with_na(built):
-    root, _, _ = built
+    root, _ = built
     frame = read_csv(root / "tables" / "li2024_table3.csv")
     toy = frame[frame.backbone == "minilm"]
     assert len(toy) == 8 * 8 and set(toy.published) == {"n/a"}
@@ -137,7 +135,7 @@ def test_toy_backbones_render_with_na(built):
 
 
 def test_hyperparameter_tables(built):
-    root, _, _ = built
+    root, _ = built
     t2 = read_csv(root / "tables" / "nie2023_table2.csv").set_index(["backbone", "method", "param"])
     assert t2.loc[("bert-base", "cl", "tau")].status == "match"
     assert t2.loc[("bert-base", "mpt", "m")][["published", "config", "status"]].tolist() == [
@@ -156,7 +154,7 @@ def test_hyperparameter_tables(built):
 
 
 def test_report_lists_every_table(built):
-    root, paths, _ = built
+    root, paths = built
     report = (root / "report.md").read_text()
     for name in TABLES:
         assert f"(tables/{name}.md)" in report and f"(tables/{name}.tex)" in report
@@ -241,7 +239,7 @@ def _latex_rows_consistent(tex: str) -> None:
 
 
 def test_latex_structure(built):
-    root, _, _ = built
+    root, _ = built
     for name in TABLES:
         _latex_rows_consistent((root / "tables" / f"{name}.tex").read_text())
 
@@ -250,7 +248,7 @@ def test_latex_compiles(built, tmp_path):
     pdflatex = shutil.which("pdflatex")
     if pdflatex is None:
         pytest.skip("pdflatex not installed (apt-get install texlive-latex-base texlive-latex-recommended)")
-    root, _, _ = built
+    root, _ = built
     inputs = "\n".join(f"\\input{{{(root / 'tables' / name).as_posix()}.tex}}\\clearpage" for name in TABLES)
     doc = tmp_path / "doc.tex"
     doc.write_text(
