@@ -22,7 +22,10 @@ rule senteval_data:
         "../scripts/prepare_senteval.py"
 
 
-rule corpus:
+# A checkpoint: its marker holds the corpus's content digest (known for a download only once it is
+# fetched), and the cells read the digest from it as a param (corpus_digest in common.smk), so the same
+# bytes from anywhere retrain nothing and other bytes retrain exactly the cells that read the corpus.
+checkpoint corpus:
     output:
         data_marker("corpus"),
     params:

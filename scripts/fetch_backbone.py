@@ -1,7 +1,8 @@
 """Snakemake entry: materialise one backbone (download, package copy, or random init) as an HF folder."""
 
 from contrastlab.models import materialize_backbone
-from contrastlab.workflow.job import job_label, logged_to
+from contrastlab.models.text import backbone_record
+from contrastlab.workflow.job import job_data_locations, job_label, logged_to
 
 snakemake = globals()["snakemake"]
 
@@ -11,5 +12,8 @@ with logged_to(snakemake.log[0], job_label(snakemake)):
         snakemake.params.spec,
         snakemake.output[0],
         resolve_alias=lambda other: f"{snakemake.params.models_dir}/{other}",
+        lock_file=job_data_locations(snakemake)["lock"],
     )
-    print(f"backbone {alias} -> {out}")
+    record = backbone_record(out) or {}
+    named = record.get("hf_id") or record.get("package") or record.get("path") or record.get("source")
+    print(f"backbone {alias} -> {out} ({named} {record.get('revision') or record.get('version') or ''})")

@@ -9,12 +9,15 @@ snakemake = globals()["snakemake"]
 with logged_to(snakemake.log[0], job_label(snakemake)):
     data = snakemake.config["data"]
     where = job_data_locations(snakemake)
-    prepare_corpus(
+    content = prepare_corpus(
         where["corpus"],
         url=data["wiki_url"],
         downloads=where["downloads"],
         user_copy=bool(data["wiki_path"]),
         fixture=data["fixture"],
         fixture_sentences=data["fixture_corpus_sentences"],
+        lock_file=where["lock"],
+        expected_lines=data["wiki_lines"],
     )
-    write_json(snakemake.output[0], dict(snakemake.params.identity))  # what, never where: see data.smk
+    print(f"corpus: {content['lines']:,} lines, sha256 {content['sha256']}")
+    write_json(snakemake.output[0], content)  # what, never where: the cells read the digest (data.smk)

@@ -1,7 +1,8 @@
 """Snakemake entry: make a vision dataset available (scikit-learn's digits, a user's CIFAR copy, or the
 download, checked against the published md5 of every file)."""
 
-from contrastlab.data.images import prepare_images
+from contrastlab.data.acquire import user_images_root
+from contrastlab.data.images import configured_source, prepare_images
 from contrastlab.paths import write_json
 from contrastlab.workflow.job import job_data_locations, job_label, logged_to
 
@@ -9,10 +10,13 @@ snakemake = globals()["snakemake"]
 
 with logged_to(snakemake.log[0], job_label(snakemake)):
     where = job_data_locations(snakemake)
+    dataset = snakemake.wildcards.dataset
     prepare_images(
-        snakemake.wildcards.dataset,
+        dataset,
         where["images"],
-        download=not snakemake.config["data"].get("cifar_root"),
+        download=not user_images_root(snakemake.config, dataset),
         downloads=where["downloads"],
+        source=configured_source(snakemake.config, dataset),
+        lock_file=where["lock"],
     )
     write_json(snakemake.output[0], dict(snakemake.params.identity))  # what, never where: see data.smk

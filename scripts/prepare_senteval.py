@@ -15,5 +15,6 @@ with logged_to(snakemake.log[0], job_label(snakemake)):
         downloads=where["downloads"],
         user_copy=bool(data["senteval_dir"]),
         fixture=data["fixture"],
+        lock_file=where["lock"],
     )
     write_json(snakemake.output[0], dict(snakemake.params.identity))  # what, never where: see data.smk

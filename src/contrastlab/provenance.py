@@ -8,6 +8,7 @@ without importing the workflow glue.
 
 from __future__ import annotations
 
+import json
 import platform
 import subprocess
 import sys
@@ -55,9 +56,19 @@ def user_losses() -> dict[str, dict[str, str]]:
     return {name: dict(info) for name, info in _USER_LOSSES.items()}
 
 
+#: What the job in this process reads (noted by the workflow's job frames): the backbone's source record
+#: (its hub revision or package version, the weights' sha256) and the data's digests.
+_INPUTS: dict[str, Any] = {}
+
+
+def note_inputs(inputs: dict[str, Any]) -> None:
+    _INPUTS.update(inputs)
+
+
 def run_metadata() -> dict[str, Any]:
     """What produced a result: package versions, Python, git SHA (and a dirty flag), the command line,
-    and any user loss built in this process (module, callable, file, sha256)."""
+    any user loss built in this process (module, callable, file, sha256) and the inputs the job noted
+    (``inputs``: the backbone's revision and the data's digests)."""
     status = _git("status", "--porcelain")
     meta = {
         "versions": package_versions(),
@@ -68,4 +79,6 @@ def run_metadata() -> dict[str, Any]:
     }
     if _USER_LOSSES:
         meta["user_losses"] = user_losses()
+    if _INPUTS:
+        meta["inputs"] = json.loads(json.dumps(_INPUTS))  # a copy
     return meta

@@ -23,10 +23,14 @@ class _Handler(BaseHTTPRequestHandler):
     files: dict[str, bytes] = {}
     cut_first: set[str] = set()  # paths whose first response stops half-way
     faults: dict[str, str] = {}  # path -> a fault served once: "500", "drop" (headers, no body), "stall"
+    extra_headers: dict[str, str] = {}  # sent with every file (e.g. the hub's X-Repo-Commit)
     log: list[tuple[str, str | None]] = []
 
     def log_message(self, *args):  # keep test output quiet
         pass
+
+    def headers_to_send(self) -> dict[str, str]:
+        return type(self).extra_headers
 
     def do_GET(self):
         body = self.files.get(self.path)
@@ -62,6 +66,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self.send_response(200)
         self.send_header("Content-Length", str(len(body) - start))
+        for key, value in self.headers_to_send().items():
+            self.send_header(key, value)
         self.end_headers()
         chunk = body[start:]
         if self.path in self.cut_first:
@@ -77,6 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     _Handler.files, _Handler.cut_first, _Handler.log, _Handler.faults = {}, set(), [], {}
+    _Handler.extra_headers = {}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -94,12 +101,66 @@ def _fetch(url, dest, lock, **kw):
 def test_first_download_records_digest_in_lock(server, tmp_path):
     base, handler = server
     handler.files["/a.bin"] = PAYLOAD
-    lock = tmp_path / "data.lock.json"
+    lock = tmp_path / "artifacts.lock.json"
     out = _fetch(f"{base}/a.bin", tmp_path / "a.bin", lock)
     assert out.read_bytes() == PAYLOAD
-    entry = json.loads(lock.read_text())[f"{base}/a.bin"]
-    assert entry == {"sha256": hashlib.sha256(PAYLOAD).hexdigest(), "bytes": len(PAYLOAD)}
+    entry = json.loads(lock.read_text())["data"]["a.bin"]
+    digest = hashlib.sha256(PAYLOAD).hexdigest()
+    assert entry == {"url": f"{base}/a.bin", "revision": None, "sha256": digest, "bytes": len(PAYLOAD)}
     assert not (tmp_path / "a.bin.part").exists()
+    # an existing file held to its entry is used without a request
+    handler.log.clear()
+    assert _fetch(f"{base}/a.bin", tmp_path / "a.bin", lock).read_bytes() == PAYLOAD
+    assert handler.log == []
+
+
+def test_a_hub_file_is_pinned_to_its_commit_and_fetched_at_it(server, tmp_path):
+    """The hub's X-Repo-Commit is recorded, and later runs fetch resolve/<commit>/ instead of main: the
+    file's bytes cannot move under a lock even when the branch does."""
+    base, handler = server
+    commit = "e145e8bb659b2aa2669f32ef79cb4cdef6c58fef"
+    handler.files["/datasets/x/resolve/main/w.txt"] = PAYLOAD
+    handler.files[f"/datasets/x/resolve/{commit}/w.txt"] = PAYLOAD
+    handler.extra_headers = {"X-Repo-Commit": commit}
+    lock = tmp_path / "lock.json"
+    url = f"{base}/datasets/x/resolve/main/w.txt"
+    _fetch(url, tmp_path / "w.txt", lock)
+    assert json.loads(lock.read_text())["data"]["w.txt"]["revision"] == commit
+    (tmp_path / "w.txt").unlink()
+    handler.files["/datasets/x/resolve/main/w.txt"] = b"main moved on"
+    handler.log.clear()
+    assert _fetch(url, tmp_path / "w.txt", lock).read_bytes() == PAYLOAD
+    assert [p for p, _ in handler.log] == [f"/datasets/x/resolve/{commit}/w.txt"]
+    # pinning the URL to the same commit is the same file: nothing is fetched
+    handler.log.clear()
+    assert _fetch(f"{base}/datasets/x/resolve/{commit}/w.txt", tmp_path / "w.txt", lock, name="w.txt")
+    assert [p for p, _ in handler.log] == [f"/datasets/x/resolve/{commit}/w.txt"]  # another URL: re-checked
+    # a URL naming another commit than the pin stops with one line saying what to do
+    other = "0" * 40
+    with pytest.raises(download.LockMismatch, match=f"names commit {other}.*delete the entry"):
+        _fetch(f"{base}/datasets/x/resolve/{other}/w.txt", tmp_path / "w.txt", lock)
+
+
+@pytest.mark.fault("download: a corpus of the wrong length", "one line naming both counts; kept aside, never locked")
+def test_a_short_corpus_is_kept_aside_and_never_locked(server, tmp_path, observed):
+    base, handler = server
+    handler.files["/wiki1m_for_simcse.txt"] = b"one .\ntwo .\nthree .\n"
+    lock = tmp_path / "lock.json"
+    with pytest.raises(download.ContentError) as error:
+        download.wiki_corpus(
+            None, tmp_path, url=f"{base}/wiki1m_for_simcse.txt", lock_file=lock, progress=False, backoff=0.0
+        )
+    message = str(error.value)
+    assert "has 3 lines where the published file has 1,000,000" in message and "\n" not in message
+    assert not (tmp_path / "wiki1m_for_simcse.txt").exists()
+    assert (tmp_path / "wiki1m_for_simcse.txt.corrupt").exists() and not lock.exists()
+    # with the expected count it is taken, and a last line without its newline counts
+    handler.files["/wiki1m_for_simcse.txt"] = b"one .\ntwo .\nthree ."
+    got = download.wiki_corpus(
+        None, tmp_path, url=f"{base}/wiki1m_for_simcse.txt", lock_file=lock, progress=False, expected_lines=3
+    )
+    assert got.read_bytes().endswith(b"three .") and "wiki1m_for_simcse.txt" in json.loads(lock.read_text())["data"]
+    observed(message)
 
 
 def test_interrupted_transfer_resumes_with_range(server, tmp_path):
@@ -152,9 +213,10 @@ def test_corrupt_file_is_moved_aside_and_never_used(server, tmp_path):
     base, handler = server
     url = f"{base}/c.bin"
     lock = tmp_path / "lock.json"
-    lock.write_text(json.dumps({url: {"sha256": hashlib.sha256(PAYLOAD).hexdigest(), "bytes": len(PAYLOAD)}}))
+    entry = {"url": url, "revision": None, "sha256": hashlib.sha256(PAYLOAD).hexdigest(), "bytes": len(PAYLOAD)}
+    lock.write_text(json.dumps({"format": 1, "data": {"c.bin": entry}}))
     handler.files["/c.bin"] = PAYLOAD[:-1] + b"x"
-    with pytest.raises(download.ChecksumError, match="sha256 mismatch.*moved aside"):
+    with pytest.raises(download.LockMismatch, match=r"c.bin: sha256 \w+ .* differs from .*delete the entry"):
         _fetch(url, tmp_path / "c.bin", lock)
     assert not (tmp_path / "c.bin").exists()
     assert (tmp_path / "c.bin.corrupt").exists()
@@ -174,17 +236,27 @@ def test_gives_up_after_retries_and_404_is_not_retried(server, tmp_path):
         _fetch("http://127.0.0.1:9/nothing", tmp_path / "n", tmp_path / "lock.json", retries=1, timeout=2)
 
 
-def _tar_of(folder) -> bytes:
+def _tar_of(folder, *, published: bool = True) -> bytes:
+    """``folder/downstream`` as a tar: in the published layout (SimCSE's senteval.tar: the task folders
+    at the top level), or with a ``downstream/`` folder (SentEval's own layout)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(folder / "downstream", arcname="downstream")
+        if published:
+            for task in sorted((folder / "downstream").iterdir()):
+                tar.add(task, arcname=task.name)
+        else:
+            tar.add(folder / "downstream", arcname="downstream")
     return buf.getvalue()
 
 
-def test_senteval_download_and_unpack(server, tmp_path):
+@pytest.mark.parametrize("published", [True, False], ids=["task folders at the top", "downstream folder"])
+def test_senteval_download_and_unpack(server, tmp_path, published):
     base, handler = server
     write_senteval_fixture(tmp_path / "src")
-    handler.files["/senteval.tar"] = _tar_of(tmp_path / "src")
+    handler.files["/senteval.tar"] = _tar_of(tmp_path / "src", published=published)
+    with tarfile.open(fileobj=io.BytesIO(handler.files["/senteval.tar"])) as tar:
+        top = {name.split("/")[0] for name in tar.getnames()}
+    assert ("STS" in top) == published and ("downstream" in top) != published
     lock = tmp_path / "lock.json"
     folder = download.senteval_data(
         None,
@@ -195,11 +267,22 @@ def test_senteval_download_and_unpack(server, tmp_path):
         progress=False,
     )
     assert (folder / "downstream" / "MR" / "rt-polarity.pos").exists()
-    assert f"{base}/senteval.tar" in json.loads(lock.read_text())
+    assert (folder / "downstream" / "STS").is_dir() and not (folder / "downstream" / "downstream").exists()
+    assert "senteval.tar" in json.loads(lock.read_text())["data"]
     # a local copy is used as is, without any request
     handler.log.clear()
     assert download.senteval_data(tmp_path / "src", tmp_path / "dl2", tmp_path / "x") == tmp_path / "src"
     assert handler.log == []
+
+
+def test_a_tar_of_something_else_is_refused_in_one_line(tmp_path):
+    (tmp_path / "src" / "other").mkdir(parents=True)
+    (tmp_path / "src" / "other" / "x.txt").write_text("x")
+    tar = tmp_path / "s.tar"
+    with tarfile.open(tar, "w") as out:
+        out.add(tmp_path / "src" / "other", arcname="other")
+    with pytest.raises(download.DownloadError, match=r"neither SentEval's task folders .* is it senteval.tar\?$"):
+        download.unpack_senteval(tar, tmp_path / "out")
 
 
 def test_unpack_rejects_truncated_data(tmp_path):

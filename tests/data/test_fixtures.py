@@ -7,6 +7,7 @@ import json
 import pytest
 
 from contrastlab.data.acquire import prepare_corpus, prepare_senteval
+from contrastlab.data.download import sha256_file
 from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
 from contrastlab.senteval import protocol as P
 from contrastlab.senteval.tasks import task_sentences
@@ -36,7 +37,8 @@ def test_prepare_entry_points_offline(tmp_path):
     assert (folder / "downstream" / P.COUNTS_MANIFEST).exists()
     assert prepare_senteval(folder, downloads=tmp_path / "dl", user_copy=True, fixture=False) == folder
     corpus = prepare_corpus(tmp_path / "c.txt", user_copy=False, fixture=True, fixture_sentences=20)
-    assert len(corpus.read_text().splitlines()) == 20
+    assert len((tmp_path / "c.txt").read_text().splitlines()) == 20
+    assert corpus == {"corpus": "text", "sha256": sha256_file(tmp_path / "c.txt"), "lines": 20}
 
 
 def test_user_copy_must_match_the_published_checksums(tmp_path, shared):
@@ -59,7 +61,7 @@ def test_user_copy_must_match_the_published_checksums(tmp_path, shared):
     }
     for fault, content in faults.items():
         mr.write_bytes(content)
-        with pytest.raises(SentEvalDataError, match="rt-polarity.pos differs from the published"):
+        with pytest.raises(SentEvalDataError, match="rt-polarity.pos differs from SentEval.s published file"):
             prepare_senteval(real, downloads=tmp_path / "dl", user_copy=True, fixture=False)
         assert fault
     mr.unlink()

@@ -3,12 +3,14 @@ cells depend on the identity only."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.data.acquire import data_identity, data_locations
+from contrastlab.data.download import sha256_file
 from contrastlab.senteval.tasks import SentEvalDataError
 
 
@@ -41,10 +43,14 @@ def test_a_corpus_is_its_content_wherever_it_lies(repo_root, tmp_path):
     c.write_text("one .\ntwo !\n")
     identity = {p: data_identity(_config(repo_root, wiki_path=str(p)), "corpus") for p in (a, b, c)}
     assert identity[a] == identity[b] != identity[c]
-    assert data_identity(_config(repo_root), "corpus") == {
-        "corpus": "download",
-        "url": cl_config.load(repo_root / "config.yaml")["data"]["wiki_url"],
-    }
+    # a download is the digest its lock entry pins, whatever its URL: the same as a user's copy of it
+    lock = tmp_path / "artifacts.lock.json"
+    unpinned = _config(repo_root, wiki_url="https://mirror.example/wiki1m_for_simcse.txt")
+    unpinned["artifacts_lock"] = str(lock)
+    assert data_identity(unpinned, "corpus") == {"corpus": "text", "sha256": None}
+    entry = {"url": "https://x/wiki1m_for_simcse.txt", "revision": None, "sha256": sha256_file(a), "bytes": 12}
+    lock.write_text(json.dumps({"format": 1, "data": {"wiki1m_for_simcse.txt": entry}}))
+    assert data_identity(unpinned, "corpus") == identity[a]
     with pytest.raises(FileNotFoundError, match="data.wiki_path"):
         data_identity(_config(repo_root, wiki_path=str(tmp_path / "missing.txt")), "corpus")
 

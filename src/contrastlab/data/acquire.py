@@ -1,9 +1,13 @@
 """Workflow entry points for the data rules: a user's copy, the generated fixture, or the download.
 
-Where the data lie (:func:`data_locations`) and what they are (:func:`data_identity`) are kept apart on
-purpose: the workflow's data markers and the cells depend on the identity only, so moving a copy, or
-switching from the download to an identical copy, retrains nothing, while a corpus whose content
-changed retrains every cell that reads it.
+Where the data lie (:func:`data_locations`) and what they are are kept apart on purpose: the cells
+depend on what the data are, so moving a copy, re-downloading it, pinning its URL to a revision or
+switching from the download to an identical copy retrains nothing, while a corpus whose content changed
+retrains every cell that reads it. SentEval is held to its pinned per-file sha256, so its identity is
+known before anything runs (:func:`data_identity`). The corpus is its content digest, which for a
+download is known only once it is fetched: the corpus rule is a checkpoint whose marker
+(:func:`prepare_corpus`'s return) holds the digest, and the cells read it from there
+(rules/data.smk).
 """
 
 from __future__ import annotations
@@ -12,13 +16,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from contrastlab.data import lock as artifacts_lock
 from contrastlab.data.download import (
     CANONICAL_SENTEVAL,
     LOCK_FILE,
     SENTEVAL_URL,
+    WIKI1M_LINES,
     WIKI1M_URL,
     check_senteval,
+    expect_lines,
     fetch,
+    line_count,
     senteval_data,
     sha256_file,
     verify_senteval_checksums,
@@ -62,17 +70,23 @@ def prepare_corpus(
     fixture: bool,
     fixture_sentences: int = 2000,
     lock_file: str | Path = LOCK_FILE,
-) -> Path:
-    """Make the training corpus ``corpus`` exist (user copy, generated demo corpus, or download)."""
+    expected_lines: int | None = WIKI1M_LINES,
+) -> dict[str, Any]:
+    """Make the training corpus ``corpus`` exist (user copy, generated demo corpus, or download) and
+    return what it is: ``{"corpus": "text", "sha256": ..., "lines": ...}``, the same for the same bytes
+    wherever they came from. A download is held to the artifacts lock and to ``expected_lines`` (the
+    published wiki1m's 1,000,000; a short or long file is moved aside and nothing is marked ready)."""
     del downloads  # the corpus is fetched straight to its final path (resumable via its .part file)
     corpus = Path(corpus)
     if user_copy:
         if not corpus.is_file():
             raise FileNotFoundError(f"data.wiki_path {corpus} is not a file")
-        return corpus
-    if fixture:
-        return write_demo_corpus(corpus, fixture_sentences)
-    return fetch(url, corpus, lock_file=lock_file)
+    elif fixture:
+        write_demo_corpus(corpus, fixture_sentences)
+    else:
+        check = expect_lines(expected_lines, corpus.name) if expected_lines else None
+        fetch(url, corpus, name="wiki1m_for_simcse.txt", check=check, lock_file=lock_file)
+    return {"corpus": "text", "sha256": sha256_file(corpus), "lines": line_count(corpus)}
 
 
 def data_locations(config: Mapping[str, Any]) -> dict[str, str]:
@@ -102,18 +116,39 @@ def data_locations(config: Mapping[str, Any]) -> dict[str, str]:
         "corpus": str(corpus),
         "downloads": f"{resources}/downloads",
         "cache": f"{resources}/cache",  # tokenised corpora, keyed by content
-        # Vision track: the folder holding cifar-10-batches-py/ or cifar-100-python/.
-        "images": str(data.get("cifar_root") or f"{resources}/data/cifar"),
+        # Vision track: the folder holding cifar-10-batches-py/ or cifar-100-python/ (a job of one dataset
+        # gets that dataset's own, contrastlab.workflow.job.job_data_locations).
+        "images": images_root(config, None),
+        "lock": str(config.get("artifacts_lock") or LOCK_FILE),
     }
 
 
-def data_identity(config: Mapping[str, Any], what: str) -> dict[str, Any]:
-    """What the ``what`` (``senteval`` or ``corpus``) data of ``config`` are, independent of where they lie.
+def user_images_root(config: Mapping[str, Any], dataset: str | None) -> str | None:
+    """The user's copy of ``dataset`` (``data.cifar_root``: one folder for both, or one per dataset), or
+    None where it is to be downloaded."""
+    root = config["data"].get("cifar_root")
+    if isinstance(root, Mapping):
+        return root.get(dataset) if dataset else None
+    return root or None
 
-    The published SentEval files (a user's copy is held to their sha256, the download too) are one
-    identity whatever their folder; a user's corpus is its sha256 (hashed here, a fraction of a second
-    for wiki1m); a download is its URL; the fixtures are their generator settings. Cheap enough to be
-    computed on every workflow start. A user's SentEval copy is verified here, so a wrong
+
+def images_root(config: Mapping[str, Any], dataset: str | None) -> str:
+    """The folder ``dataset``'s images are read from: the user's copy, else the download's folder."""
+    return str(user_images_root(config, dataset) or f"{config['resources_dir']}/data/cifar")
+
+
+def data_identity(config: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """What the ``what`` data of ``config`` are asked to be, independent of where they lie: the params
+    of its data rule.
+
+    ``senteval``: the published SentEval files (a user's copy is held to their sha256, the download
+    too), one identity whatever their folder. ``corpus``: the request the corpus checkpoint serves, its
+    content digest where that is known before anything runs: a user's file is its sha256 (hashed here, a
+    fraction of a second for wiki1m), a download is the digest its lock entry pins (None before the
+    first download), the fixture its generator settings: the same bytes from a download or a user's
+    file are the same request, so the checkpoint does not even rerun. The cells do
+    not read this: they read the digest the checkpoint writes (:func:`prepare_corpus`). Cheap enough to
+    be computed on every workflow start. A user's SentEval copy is verified here, so a wrong
     ``data.senteval_dir`` stops the workflow before any job instead of failing inside one.
     """
     data = config["data"]
@@ -133,10 +168,13 @@ def data_identity(config: Mapping[str, Any], what: str) -> dict[str, Any]:
             corpus = Path(data["wiki_path"])
             if not corpus.is_file():
                 raise FileNotFoundError(f"data.wiki_path {corpus} is not a file; fix the path or unset it")
-            return {"corpus": "file", "sha256": sha256_file(corpus)}
+            return {"corpus": "text", "sha256": sha256_file(corpus)}
         if data["fixture"]:
             return {"corpus": "fixture", "sentences": data["fixture_corpus_sentences"]}
-        return {"corpus": "download", "url": data["wiki_url"]}
+        pinned = artifacts_lock.entry(
+            config.get("artifacts_lock") or LOCK_FILE, "data", "wiki1m_for_simcse.txt"
+        )
+        return {"corpus": "text", "sha256": (pinned or {}).get("sha256")}
     raise ValueError(f"unknown data kind {what!r}; expected senteval or corpus")
 
 
@@ -153,11 +191,14 @@ def image_data_identity(config: Mapping[str, Any], dataset: str) -> dict[str, An
         raise ValueError(
             f"unknown image dataset {dataset!r}; expected digits, {', '.join(CIFAR_ARCHIVE_MD5)}"
         )
-    root = config["data"].get("cifar_root")
+    root = user_images_root(config, dataset)
+    custom = config["data"].get("cifar_sources", {}).get(dataset, {})
     if root:
         from contrastlab.data import images  # imports torch: only when there is a copy to check
 
-        images.check_local_copy(dataset, root)
+        images.check_local_copy(dataset, root, source=images.configured_source(config, dataset))
+    if custom.get("archive_md5"):  # a re-packed archive: another dataset to the workflow
+        return {"images": dataset, "source": "repacked", "archive_md5": custom["archive_md5"]}
     return {"images": dataset, "source": "published", "archive_md5": CIFAR_ARCHIVE_MD5[dataset]}
 
 

@@ -1,12 +1,15 @@
-"""Fetching the evaluation and training data (protocol.md §3-4): resumable, retried, sha256-locked.
+"""Fetching the evaluation and training data (protocol.md §3-4): resumable, retried, pinned in the lock.
 
 - :func:`fetch` downloads into ``<dest>.part`` and resumes it with an HTTP ``Range`` request after an
   interruption, retrying with exponential back-off; a tqdm bar shows progress.
-- Digests live in a committed lock file (``data.lock.json`` at the repository root), keyed by URL: the
-  first download records the sha256, every later one must match it. A mismatch raises
-  :class:`ChecksumError` and the bad file is moved aside to ``<dest>.corrupt`` — never used.
-- A publisher's md5 (``fetch(..., md5=...)``, e.g. torchvision's CIFAR ``tgz_md5``) is checked before
-  the sha256 is recorded, so a wrong first download never enters the lock file.
+- Every file is an entry of the artifacts lock (:mod:`contrastlab.data.lock`), keyed by its name: the
+  first download records its sha256, size, URL and (for the Hugging Face hub) the commit the URL resolved
+  to; every later one fetches that commit and must match those bytes. A mismatch raises
+  :class:`LockMismatch`, one line naming the file, both digests and how to accept the new bytes; the
+  bad file is moved aside to ``<dest>.corrupt``, never used.
+- The publishers' own checks run before anything is recorded, so a wrong first download never enters
+  the lock: an md5 (``fetch(..., md5=...)``, torchvision's CIFAR ``tgz_md5``), a content check
+  (``check=``: wiki1m's 1,000,000 lines, :func:`expect_lines`), SentEval's per-file sha256.
 - :func:`senteval_data` / :func:`wiki_corpus` use the user's local copies (``data.senteval_dir``,
   ``data.wiki_path``) when given, and download otherwise.
 """
@@ -14,33 +17,40 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import re
 import shutil
 import tarfile
 import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from http.client import HTTPException
 from pathlib import Path
 
-from contrastlab.paths import REPO_ROOT, atomic_write
+from contrastlab.data import lock as artifacts_lock
+from contrastlab.data.lock import LOCK_FILE, ChecksumError, LockMismatch
 
 SENTEVAL_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
 WIKI1M_URL = (
     "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
 )
-LOCK_FILE = REPO_ROOT / "data.lock.json"
+#: Lines of the published ``wiki1m_for_simcse.txt`` (SimCSE's README: "1 million sentences sampled from
+#: English Wikipedia"; 1,000,000 lines per the dataset's file page).
+WIKI1M_LINES = 1_000_000
 CHUNK = 1 << 20
+#: A Hugging Face download URL: ``<endpoint>/[datasets/]<repo>/resolve/<revision>/<file>``.
+_HUB_RESOLVE = re.compile(r"^(?P<head>.+?/resolve/)(?P<revision>[^/]+)(?P<tail>/.+)$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 class DownloadError(RuntimeError):
     """A download failed after all retries."""
 
 
-class ChecksumError(RuntimeError):
-    """A downloaded or existing file does not have the recorded sha256."""
+class ContentError(RuntimeError):
+    """A download arrived whole but is not what its publisher published (e.g. a short corpus)."""
 
 
 def sha256_file(path: str | Path) -> str:
@@ -60,48 +70,43 @@ def md5_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def read_lock(lock_file: str | Path) -> dict[str, dict]:
-    lock_file = Path(lock_file)
-    return json.loads(lock_file.read_text(encoding="utf-8")) if lock_file.exists() else {}
+def line_count(path: str | Path) -> int:
+    """Lines of a text file as ``wc -l`` would count them, plus a last line without its newline."""
+    lines, last = 0, b"\n"
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(CHUNK), b""):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
 
 
-def _record(lock_file: Path, url: str, digest: str, size: int) -> None:
-    lock = read_lock(lock_file)
-    lock[url] = {"sha256": digest, "bytes": size}
-    with atomic_write(lock_file) as tmp:
-        tmp.write_text(json.dumps(dict(sorted(lock.items())), indent=2) + "\n", encoding="utf-8")
+def expect_lines(expected: int, what: str) -> Callable[[Path], None]:
+    """A content check for :func:`fetch`: the file has exactly ``expected`` lines, else ContentError."""
+
+    def check(path: Path) -> None:
+        found = line_count(path)
+        if found != expected:
+            raise ContentError(f"{what} has {found:,} lines where the published file has {expected:,}")
+
+    return check
 
 
-def _expected_digest(url: str, sha256: str | None, lock_file: Path) -> str | None:
-    locked = read_lock(lock_file).get(url, {}).get("sha256")
-    if sha256 and locked and sha256.lower() != locked.lower():
-        raise ChecksumError(f"sha256 given for {url} ({sha256}) differs from {lock_file} ({locked})")
-    chosen = sha256 or locked
-    return chosen.lower() if chosen else None
+def pin_revision(url: str, revision: str | None) -> str:
+    """``url`` with a hub branch (``/resolve/main/``) replaced by the pinned commit ``revision``; other
+    URLs unchanged. A URL that names another commit than the pin raises LockMismatch (the caller adds
+    the lock's words)."""
+    match = _HUB_RESOLVE.match(url)
+    if revision is None or match is None:
+        return url
+    named = match["revision"]
+    if _COMMIT.match(named) and named != revision:
+        raise LockMismatch(f"{url} names commit {named}, the lock pins {revision}")
+    return f"{match['head']}{revision}{match['tail']}"
 
 
-def _verify(
-    path: Path, url: str, expected: str | None, lock_file: Path, aside: Path, md5: str | None = None
-) -> None:
-    if md5 is not None and (got := md5_file(path)) != md5.lower():
-        path.replace(aside)
-        raise ChecksumError(
-            f"md5 mismatch for {url}: got {got}, expected the published {md5.lower()}; the file was "
-            f"moved aside to {aside}; delete it and download again"
-        )
-    digest = sha256_file(path)
-    if expected is None:
-        _record(lock_file, url, digest, path.stat().st_size)
-    elif digest != expected:
-        path.replace(aside)
-        raise ChecksumError(
-            f"sha256 mismatch for {url}: got {digest}, expected {expected} (from {lock_file}); "
-            f"the file was moved aside to {aside}; delete it and download again, or fix the lock entry"
-        )
-
-
-def _download_once(url: str, part: Path, timeout: float, progress: bool) -> None:
-    """One attempt: resume ``part`` from its current size; raises on any transport error."""
+def _download_once(url: str, part: Path, timeout: float, progress: bool) -> str | None:
+    """One attempt: resume ``part`` from its current size; raises on any transport error. Returns the
+    commit the hub served it from (its ``X-Repo-Commit`` header; None for any other server)."""
     have = part.stat().st_size if part.exists() else 0
     request = urllib.request.Request(url, headers={"User-Agent": "contrastlab"})
     if have:
@@ -110,9 +115,10 @@ def _download_once(url: str, part: Path, timeout: float, progress: bool) -> None
         response = urllib.request.urlopen(request, timeout=timeout)
     except urllib.error.HTTPError as error:
         if error.code == 416 and have:  # nothing left to send: the part file is complete
-            return
+            return error.headers.get("X-Repo-Commit")
         raise
     with response:
+        commit = response.headers.get("X-Repo-Commit")
         if have and response.status != 206:  # the server ignored Range: start over
             have = 0
         length = response.headers.get("Content-Length")
@@ -136,39 +142,22 @@ def _download_once(url: str, part: Path, timeout: float, progress: bool) -> None
     got = part.stat().st_size
     if total is not None and got < total:
         raise DownloadError(f"connection closed after {got} of {total} bytes of {url}")
+    return commit
 
 
-def fetch(
-    url: str,
-    dest: str | Path,
-    *,
-    sha256: str | None = None,
-    md5: str | None = None,
-    lock_file: str | Path = LOCK_FILE,
-    retries: int = 5,
-    timeout: float = 60.0,
-    backoff: float = 2.0,
-    progress: bool = True,
-) -> Path:
-    """Download ``url`` to ``dest`` (resumable, retried) and check its sha256; returns ``dest``.
+def _reject(path: Path, aside: Path, message: str, error: type[Exception] = ChecksumError) -> Exception:
+    """Move ``path`` aside (never used, kept for a look) and return the one-line error to raise."""
+    path.replace(aside)
+    return error(f"{message}; the file was moved aside to {aside}")
 
-    The expected digest is ``sha256`` or the entry for ``url`` in ``lock_file``; with neither, the
-    digest of the download is recorded there. ``md5``, when given, must match as well (checked first,
-    so a wrong file is never recorded). An existing ``dest`` is verified, not re-downloaded.
-    """
-    dest, lock_file = Path(dest), Path(lock_file)
-    expected = _expected_digest(url, sha256, lock_file)
-    aside = dest.with_name(dest.name + ".corrupt")
-    if dest.exists():
-        _verify(dest, url, expected, lock_file, aside, md5)
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
+
+def _download(
+    url: str, part: Path, retries: int, timeout: float, backoff: float, progress: bool
+) -> str | None:
     last_error: Exception | None = None
     for attempt in range(retries + 1):
         try:
-            _download_once(url, part, timeout, progress)
-            break
+            return _download_once(url, part, timeout, progress)
         except urllib.error.HTTPError as error:
             if 400 <= error.code < 500 and error.code not in (408, 429):
                 raise DownloadError(f"{url}: HTTP {error.code} {error.reason}") from None
@@ -177,48 +166,144 @@ def fetch(
             last_error = error
         if attempt < retries:
             time.sleep(backoff * 2**attempt)
-    else:
-        raise DownloadError(f"could not download {url} after {retries + 1} attempts: {last_error}")
-    _verify(part, url, expected, lock_file, aside, md5)
+    raise DownloadError(f"could not download {url} after {retries + 1} attempts: {last_error}")
+
+
+def fetch(
+    url: str,
+    dest: str | Path,
+    *,
+    name: str | None = None,
+    sha256: str | None = None,
+    md5: str | None = None,
+    check: Callable[[Path], None] | None = None,
+    lock_file: str | Path = LOCK_FILE,
+    retries: int = 5,
+    timeout: float = 60.0,
+    backoff: float = 2.0,
+    progress: bool = True,
+) -> Path:
+    """Download ``url`` to ``dest`` (resumable, retried), held to the artifacts lock; returns ``dest``.
+
+    ``name`` (default: the URL's file name) is the file's entry in ``lock_file``'s ``data``. With an
+    entry, the pinned revision is fetched and the bytes must match; an existing ``dest`` that matches is
+    used as it is, unless the entry came from another URL (then that URL is fetched and must give the
+    same bytes: a pinned or mirrored URL of identical bytes changes nothing). Without an entry the file
+    is downloaded, checked (``sha256``: a digest known beforehand; ``md5``: the publisher's; ``check``: a
+    content check raising ContentError) and recorded. A file failing any check is moved aside to
+    ``<dest>.corrupt`` and never recorded.
+    """
+    dest, lock_file = Path(dest), Path(lock_file)
+    name = name or url.rstrip("/").rsplit("/", 1)[-1]
+    pinned = artifacts_lock.entry(lock_file, "data", name)
+    try:
+        source = pin_revision(url, (pinned or {}).get("revision"))
+    except LockMismatch as error:
+        raise LockMismatch(
+            f"{name}: {error}; point the URL at the pinned commit (or a branch), or delete the entry "
+            f'"{name}" from "data" in {lock_file} and run again'
+        ) from None
+    expected = (pinned or {}).get("sha256")
+    if sha256 and expected and sha256.lower() != expected:
+        raise artifacts_lock.mismatch(
+            lock_file, "data", name, "sha256", expected, sha256.lower(), where="given"
+        )
+    expected = expected or (sha256.lower() if sha256 else None)
+    aside = dest.with_name(dest.name + ".corrupt")
+    if pinned is not None and dest.exists() and pinned.get("url") == url:
+        if (found := sha256_file(dest)) != expected:
+            mismatch = artifacts_lock.mismatch(
+                lock_file, "data", name, "sha256", expected, found, where=str(dest)
+            )
+            raise _reject(dest, aside, str(mismatch), LockMismatch)
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    commit = _download(source, part, retries, timeout, backoff, progress)
+    if md5 is not None and (got := md5_file(part)) != md5.lower():
+        raise _reject(part, aside, f"md5 mismatch for {url}: got {got}, expected the published {md5.lower()}")
+    if check is not None:
+        try:
+            check(part)
+        except ContentError as error:
+            raise _reject(part, aside, f"{name} from {url}: {error}", ContentError) from None
+    digest = sha256_file(part)
+    if expected is not None and digest != expected:
+        mismatch = artifacts_lock.mismatch(lock_file, "data", name, "sha256", expected, digest, where=url)
+        raise _reject(part, aside, str(mismatch), LockMismatch)
+    revision = (pinned or {}).get("revision") or (commit if commit and _COMMIT.match(commit) else None)
+    artifacts_lock.record(
+        lock_file,
+        "data",
+        name,
+        {"url": url, "revision": revision, "sha256": digest, "bytes": part.stat().st_size},
+    )
     part.replace(dest)
     return dest
+
+
+#: The task folders of SentEval's ``downstream/`` (``senteval.tar`` holds them at its top level).
+SENTEVAL_TASK_FOLDERS = ("STS", "SICK", "MR", "CR", "SUBJ", "MPQA", "SST", "TREC", "MRPC")
+
+
+def _downstream_in(unpacked: Path) -> Path | None:
+    """The folder of an unpacked SentEval archive that holds the task folders: the archive's top level, as
+    SimCSE publishes ``senteval.tar`` (its ``download_dataset.sh`` unpacks it *inside*
+    ``SentEval/data/downstream/``), or a ``downstream/`` folder, as SentEval's own layout has it."""
+    found = sorted(unpacked.rglob("downstream"), key=lambda p: len(p.parts))
+    if found and found[0].is_dir():
+        return found[0]
+    if any((unpacked / task).is_dir() for task in ("STS", "SICK")):
+        return unpacked
+    return None
 
 
 def unpack_senteval(tar_path: str | Path, out_dir: str | Path, *, verify: bool = True) -> Path:
     """Unpack ``senteval.tar`` so that ``out_dir/downstream`` holds the tasks; returns ``out_dir``.
 
-    Extraction goes to a temporary folder beside ``out_dir`` and is moved into place at the end, so a
-    failed unpack leaves nothing half-written. With ``verify`` every task is loaded (counts checked).
+    The published tar has the task folders (``STS/``, ``SICK/``, ``MR/`` ...) at its top level; a tar with
+    a ``downstream/`` folder is taken too. Extraction goes to a temporary folder beside ``out_dir`` and is
+    moved into place at the end, so a failed unpack leaves nothing half-written. With ``verify`` every
+    task is loaded (counts checked).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".unpack-") as tmp:
+        unpacked = Path(tmp) / "tar"
         with tarfile.open(tar_path) as tar:
-            tar.extractall(tmp, filter="data")
-        found = sorted(Path(tmp).rglob("downstream"), key=lambda p: len(p.parts))
-        if not found or not found[0].is_dir():
-            raise DownloadError(f"{tar_path} has no downstream/ folder; is it senteval.tar?")
+            tar.extractall(unpacked, filter="data")
+        downstream = _downstream_in(unpacked)
+        if downstream is None:
+            raise DownloadError(
+                f"{tar_path} holds neither SentEval's task folders (STS/, SICK/, MR/ ...) at its top level "
+                "nor a downstream/ folder; is it senteval.tar?"
+            )
         target = out_dir / "downstream"
         if target.exists():
             shutil.rmtree(target)
-        os.replace(found[0], target)
+        os.replace(downstream, target)
     if verify:
         check_senteval(out_dir)
     return out_dir
 
 
-#: sha256 and size of every file of the published senteval.tar's downstream/ (SimCSE's distribution).
+#: sha256 and size of the 80 files of ``downstream/`` that the evaluation reads. Not hashes of the published
+#: ``senteval.tar`` itself (no such hash is published): they are of unpacked copies that third-party
+#: repositories committed, 79 of the 80 with two or more independent byte-identical witnesses;
+#: ``SICK/SICK_test_annotated.txt`` (CRLF line ends) has one (realrun-review.md D3). A wrong pin stops
+#: the data step with one line naming the file, never silently.
 CANONICAL_SENTEVAL = Path(__file__).with_name("senteval_sha256.tsv")
 
 
 def canonical_senteval_files() -> dict[str, tuple[int, str]]:
-    """``{relative path: (bytes, sha256)}`` of the published SentEval data."""
+    """``{relative path: (bytes, sha256)}`` of the SentEval files the evaluation reads (see
+    :data:`CANONICAL_SENTEVAL` for where the digests come from)."""
     rows = CANONICAL_SENTEVAL.read_text(encoding="utf-8").splitlines()[1:]
     return {path: (int(size), digest) for path, size, digest in (row.split("\t") for row in rows)}
 
 
 def verify_senteval_checksums(data_dir: str | Path) -> None:
-    """Every file of the published data is present with its published size and sha256; otherwise
+    """Every file the evaluation reads is present with its pinned size and sha256; otherwise
     ``SentEvalDataError`` naming the first file that differs (a cut-short sentence or one changed byte
     passes a row count, not this)."""
     from contrastlab.senteval.protocol import COUNTS_MANIFEST
@@ -235,7 +320,7 @@ def verify_senteval_checksums(data_dir: str | Path) -> None:
             )
         if path.stat().st_size != size or sha256_file(path) != digest:
             raise SentEvalDataError(
-                f"{path} differs from the published senteval.tar ({path.stat().st_size} bytes, expected "
+                f"{path} differs from SentEval's published file ({path.stat().st_size} bytes, expected "
                 f"{size} with sha256 {digest[:12]}...); restore the file, or unset data.senteval_dir to "
                 "download it"
             )
@@ -268,10 +353,12 @@ def senteval_data(
     if senteval_dir:
         check_senteval(senteval_dir)
         return Path(senteval_dir)
+    # The tar is fetched (or, when present, held to the lock) even when it was unpacked before, so that
+    # the lock always names the bytes the unpacked folder came from.
+    tar = fetch(url, Path(downloads_dir) / "senteval.tar", lock_file=lock_file, **fetch_kwargs)
     if (Path(out_dir) / "downstream").is_dir():
         check_senteval(out_dir)
         return Path(out_dir)
-    tar = fetch(url, Path(downloads_dir) / "senteval.tar", lock_file=lock_file, **fetch_kwargs)
     return unpack_senteval(tar, out_dir)
 
 
@@ -281,12 +368,16 @@ def wiki_corpus(
     *,
     url: str = WIKI1M_URL,
     lock_file: str | Path = LOCK_FILE,
+    expected_lines: int | None = WIKI1M_LINES,
     **fetch_kwargs,
 ) -> Path:
-    """The training corpus: the user's ``data.wiki_path`` if set, else ``wiki1m_for_simcse.txt`` fetched."""
+    """The training corpus: the user's ``data.wiki_path`` if set, else ``wiki1m_for_simcse.txt`` fetched
+    and held to its published 1,000,000 lines (``expected_lines``; None: no line check)."""
     if wiki_path:
         path = Path(wiki_path)
         if not path.is_file():
             raise FileNotFoundError(f"data.wiki_path {path} is not a file")
         return path
-    return fetch(url, Path(downloads_dir) / "wiki1m_for_simcse.txt", lock_file=lock_file, **fetch_kwargs)
+    check = expect_lines(expected_lines, "wiki1m_for_simcse.txt") if expected_lines else None
+    dest = Path(downloads_dir) / "wiki1m_for_simcse.txt"
+    return fetch(url, dest, check=check, lock_file=lock_file, **fetch_kwargs)

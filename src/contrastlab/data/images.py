@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ __all__ = [
     "ImageDataError",
     "ImageSplit",
     "check_local_copy",
+    "configured_source",
     "labelled_subset",
     "load_images",
     "prepare_images",
@@ -121,6 +123,21 @@ PUBLISHED_SOURCES = {
     "cifar10": CifarSource(datasets.CIFAR10, datasets.CIFAR10.url, datasets.CIFAR10.tgz_md5),
     "cifar100": CifarSource(datasets.CIFAR100, datasets.CIFAR100.url, datasets.CIFAR100.tgz_md5),
 }
+
+
+def configured_source(config: Mapping[str, Any], dataset: str) -> CifarSource | None:
+    """The ``data.cifar_sources`` entry of ``dataset`` as a :class:`CifarSource` (a mirror's URL with the
+    published md5s, or a re-packed archive with its own), or None for torchvision's published source."""
+    custom = config["data"].get("cifar_sources", {}).get(dataset)
+    if not custom or dataset not in PUBLISHED_SOURCES:
+        return None
+    published = PUBLISHED_SOURCES[dataset]
+    return CifarSource(
+        published.torchvision_class,
+        custom["url"],
+        custom.get("archive_md5", published.archive_md5),
+        custom.get("file_md5"),
+    )
 
 
 def _check_name(dataset: str, split: str = "train") -> None:

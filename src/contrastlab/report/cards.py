@@ -206,11 +206,32 @@ def model_card(
     return "\n".join(lines)
 
 
+def _backbone_line(record: Mapping[str, Any] | None) -> list[str]:
+    """The base model as it was fetched: hub repository and commit, package and version, or a folder."""
+    if not record:
+        return []
+    weights = ", ".join(
+        f"{name} sha256 `{digest}`" for name, digest in sorted(record.get("weights_sha256", {}).items())
+    )
+    if record.get("source") == "hf_id":
+        what = f"`{record['hf_id']}` at commit `{record['revision']}`"
+    elif record.get("source") == "package":
+        what = f"package `{record.get('package')}` ({record.get('version')})"
+    elif record.get("source") == "path":
+        what = f"local folder `{record.get('path')}`" + (
+            f" (a copy of `{record['hf_id']}`)" if record.get("hf_id") else ""
+        )
+    else:
+        what = f"random initialisation `{json.dumps(record.get('random', {}), sort_keys=True)}`"
+    return [f"- Backbone: {what}" + (f"; {weights}" if weights else "")]
+
+
 def _provenance(meta: Mapping[str, Any], data: Mapping[str, Any]) -> list[str]:
     return [
         "## Provenance",
         "",
         f"- Commit: `{meta.get('git_sha')}`{' (uncommitted changes)' if meta.get('git_dirty') else ''}",
+        *_backbone_line(meta.get("inputs", {}).get("backbone")),
         f"- Packages: {', '.join(f'{k} {v}' for k, v in sorted(meta.get('versions', {}).items()))}",
         *(f"- Data `{name}`: `{json.dumps(value, sort_keys=True)}`" for name, value in sorted(data.items())),
         "",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.paths import write_json
+from contrastlab.provenance import note_inputs
 from contrastlab.workflow.gpus import job_device
 from contrastlab.workflow.recovery import die_with_workflow, workflow_run
 
@@ -79,6 +80,7 @@ def training_job(snakemake: Any) -> Iterator[tuple[str, dict[str, str]]]:
         import torch
 
         torch.set_num_threads(max(1, snakemake.threads))
+        note_inputs(job_inputs(snakemake))  # run_metadata() records them in the checkpoint's summary
         yield device, job_data_locations(snakemake)
 
 
@@ -96,15 +98,51 @@ def evaluation_job(snakemake: Any) -> Iterator[str]:
         import torch
 
         torch.set_num_threads(snakemake.threads)
+        note_inputs(job_inputs(snakemake))  # run_metadata() records them in the metrics file
         yield device
+
+
+def job_inputs(snakemake: Any) -> dict[str, Any]:
+    """What a cell's job reads, for its provenance: the backbone's source record (hub revision, package
+    version, weights' sha256; :func:`contrastlab.models.text.backbone_record`) and each data marker's
+    content (the corpus's sha256 and lines, SentEval's pinned files). An evaluation job adds what the
+    checkpoint it scores was trained on (the ``inputs`` of its ``train_summary.json``)."""
+    from contrastlab.models.text import backbone_record
+
+    inputs: dict[str, Any] = {}
+    model = getattr(snakemake.input, "model", None) if hasattr(snakemake, "input") else None
+    summary = Path(str(model), "train_summary.json") if isinstance(model, str) else None
+    if summary is not None and summary.is_file():
+        inputs.update(json.loads(summary.read_text()).get("meta", {}).get("inputs", {}))
+    found = getattr(snakemake, "wildcards", None)
+    wildcards = dict(found.items()) if hasattr(found, "items") else {}
+    if "backbone" in wildcards and "backbone" not in inputs:
+        resources = (getattr(snakemake, "config", None) or {}).get("resources_dir", "resources")
+        record = backbone_record(Path(resources, "models", wildcards["backbone"]))
+        if record is not None:
+            inputs["backbone"] = record
+    items = snakemake.input.items() if hasattr(getattr(snakemake, "input", None), "items") else []
+    for name, path in items:
+        if name.endswith("_ready") and isinstance(path, str) and Path(path).is_file():
+            inputs[name.removesuffix("_ready")] = json.loads(Path(path).read_text())
+    return inputs
 
 
 def job_data_locations(snakemake: Any) -> dict[str, str]:
     """:func:`contrastlab.data.acquire.data_locations` of the job's config. Jobs read where the data lie
     from the config rather than from a param, so that moving the data reruns no job (see data.smk)."""
-    from contrastlab.data.acquire import data_locations
+    from contrastlab.data.acquire import data_locations, images_root
 
-    return data_locations(snakemake.config)  # validated once, by rules/common.smk
+    config = snakemake.config  # validated once, by rules/common.smk
+    where = data_locations(config)
+    found = getattr(snakemake, "wildcards", None)
+    wildcards = dict(found.items()) if hasattr(found, "items") else {}
+    dataset = wildcards.get("dataset") or config["experiments"].get(wildcards.get("experiment"), {}).get(
+        "dataset"
+    )
+    if dataset:  # CIFAR-10 and CIFAR-100 may lie in folders of their own (data.cifar_root per dataset)
+        where["images"] = images_root(config, dataset)
+    return where
 
 
 def events_dir_of(snakemake: Any) -> Path:

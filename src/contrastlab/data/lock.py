@@ -1,0 +1,96 @@
+"""The artifacts lock: which bytes of every upstream input a reproduction used, so a second lab gets the same.
+
+``artifacts.lock.json`` (at the repository root by default; the config's ``artifacts_lock``) has two parts:
+
+- ``data``: one entry per downloaded file, keyed by its file name (``senteval.tar``,
+  ``wiki1m_for_simcse.txt``, ``cifar-10-python.tar.gz`` ...): ``sha256``, ``bytes``, the ``url`` it came
+  from and, for a file on the Hugging Face hub, the ``revision`` (commit) that URL resolved to.
+- ``backbones``: one entry per Hugging Face repository: the ``revision`` (commit) and the sha256 of every
+  file taken from it.
+
+The first run resolves and writes every entry (trust on first use, after every publisher's check that
+exists: CIFAR's md5, SentEval's per-file sha256, wiki1m's line count); every later run fetches exactly
+the pinned revisions and must find exactly the pinned bytes. A user commits the file to share the inputs
+byte for byte; deleting an entry accepts new bytes on the next run. Writers hold a file lock (the
+``filelock`` library, which falls back to a soft lock where the file system has no ``flock``) around
+each read-modify-write, as several data and backbone jobs finish at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from contrastlab.paths import REPO_ROOT, atomic_write
+
+#: The default lock file (the config's ``artifacts_lock``, relative paths from the working directory).
+LOCK_FILE = REPO_ROOT / "artifacts.lock.json"
+FORMAT = 1
+SECTIONS = ("data", "backbones")
+
+
+class ChecksumError(RuntimeError):
+    """A downloaded or existing file does not have the expected digest."""
+
+
+class LockMismatch(ChecksumError):
+    """An artifact's bytes or revision differ from its entry in the artifacts lock."""
+
+
+def read_lock(lock_file: str | Path) -> dict[str, Any]:
+    """The whole lock (``{"format": 1, "data": {...}, "backbones": {...}}``; empty parts when absent)."""
+    path = Path(lock_file)
+    lock = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if not isinstance(lock, dict) or lock.get("format", FORMAT) != FORMAT:
+        raise LockMismatch(
+            f"{path} is not an artifacts lock of format {FORMAT}; move it aside and run again to write one"
+        )
+    return {"format": FORMAT, **{section: dict(lock.get(section, {})) for section in SECTIONS}}
+
+
+def entry(lock_file: str | Path, section: str, key: str) -> dict[str, Any] | None:
+    """The lock's entry ``key`` of ``section`` (``data`` or ``backbones``), or None."""
+    found = read_lock(lock_file)[section].get(key)
+    return dict(found) if found is not None else None
+
+
+@contextmanager
+def _held(lock_file: Path):
+    from filelock import FileLock, SoftFileLock
+
+    guard = lock_file.with_name(lock_file.name + ".lock")
+    try:
+        with FileLock(guard, timeout=600):
+            yield
+    except OSError:  # a file system without flock (Lustre noflock, some NFS): the soft lock still serialises
+        with SoftFileLock(guard, timeout=600):
+            yield
+
+
+def record(lock_file: str | Path, section: str, key: str, value: Mapping[str, Any]) -> None:
+    """Write ``value`` as the entry ``key`` of ``section``, keeping every other entry (held under a lock)."""
+    if section not in SECTIONS:
+        raise ValueError(f"unknown lock section {section!r}; expected one of {', '.join(SECTIONS)}")
+    path = Path(lock_file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _held(path):
+        lock = read_lock(path)
+        lock[section][key] = dict(value)
+        lock[section] = dict(sorted(lock[section].items()))
+        with atomic_write(path) as tmp:
+            tmp.write_text(json.dumps(lock, indent=2) + "\n", encoding="utf-8")
+
+
+def mismatch(
+    lock_file: str | Path, section: str, key: str, what: str, expected: str, found: str, *, where: str = ""
+) -> LockMismatch:
+    """The one-line error for ``key`` whose ``what`` (sha256, revision) is ``found`` where the lock pins
+    ``expected``; says how to accept the new one."""
+    place = f" ({where})" if where else ""
+    return LockMismatch(
+        f"{key}: {what} {found}{place} differs from the {what} {expected} pinned in {lock_file}; if the new "
+        f'one is intended, delete the entry "{key}" from "{section}" in {lock_file} and run again'
+    )
