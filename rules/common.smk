@@ -9,7 +9,8 @@ import sys
 from contrastlab import config as cl_config
 from contrastlab.figures import catalog as figure_catalog
 from contrastlab import search as cl_search
-from contrastlab.data.acquire import data_identity, image_data_identity
+from contrastlab.data import lock as cl_lock
+from contrastlab.data.acquire import check_lock, data_identity, image_data_identity
 from contrastlab.senteval.tasks import SentEvalDataError
 from contrastlab.losses.user import module_path
 from contrastlab.paths import REPO_ROOT
@@ -87,6 +88,12 @@ def data_marker_identity(what):
 if workflow.is_main_process:
     for what in ("senteval", "corpus"):
         data_marker_identity(what)
+    # A revision asked for that the artifacts lock does not pin stops here, before a fetch job would
+    # replace a finished backbone folder by a failing one.
+    try:
+        check_lock(config)
+    except cl_lock.LockMismatch as error:
+        sys.exit(f"contrastlab: {' '.join(str(error).split())}")
 
 
 def data_marker(what):

@@ -35,6 +35,7 @@ E2E_MODULES = frozenset(
         "slurm_gpu",
         "user_loss",
         "vision_pipeline",
+        "real_inputs",
     )
 )
 # The longest modules first, longest first (seconds in CI's log), so that the two workers end together:
@@ -49,6 +50,7 @@ LONGEST_FIRST = (
     "tests/workflow/test_user_loss.py",
     "tests/workflow/test_dryrun.py",
     "tests/workflow/test_vision_pipeline.py",
+    "tests/workflow/test_real_inputs.py",
     "tests/evaluation/test_reference.py",
     "tests/workflow/test_search_workflow.py",
     "tests/training/test_sentence.py",

@@ -34,7 +34,8 @@ def test_docs_page_is_generated_from_the_config(full):
     )
     # readable in a few minutes: six experiments of four papers, the image half's open settings declared,
     # and the two searches' readings (issue 34: about 220 words)
-    assert len(page.split()) < 1750
+    # and the training corpus of Li et al. (issue 43: about 40 words)
+    assert len(page.split()) < 1800
 
 
 def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):

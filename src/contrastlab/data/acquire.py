@@ -27,6 +27,7 @@ from contrastlab.data.download import (
     expect_lines,
     fetch,
     line_count,
+    pin_revision,
     senteval_data,
     sha256_file,
     verify_senteval_checksums,
@@ -121,6 +122,38 @@ def data_locations(config: Mapping[str, Any]) -> dict[str, str]:
         "images": images_root(config, None),
         "lock": str(config.get("artifacts_lock") or LOCK_FILE),
     }
+
+
+def check_lock(config: Mapping[str, Any]) -> None:
+    """Raise LockMismatch (one line) where ``config`` asks for another revision than the artifacts lock
+    pins: a backbone's ``revision``, or a data URL naming another commit. Read from the lock alone (no
+    network), so the workflow stops before any job, and no finished folder is replaced by a failing one."""
+    lock_file = config.get("artifacts_lock") or LOCK_FILE
+    lock = artifacts_lock.read_lock(lock_file)
+    for alias, spec in config["backbones"].items():
+        pinned = lock["backbones"].get(spec.get("hf_id")) if "hf_id" in spec and "path" not in spec else None
+        asked = spec.get("revision") or "main"
+        if pinned is not None and asked not in (pinned["revision"], pinned.get("requested")):
+            raise artifacts_lock.mismatch(
+                lock_file,
+                "backbones",
+                spec["hf_id"],
+                "revision",
+                f"{pinned['revision']} (resolved from {pinned.get('requested')})",
+                asked,
+                where=f"backbones.{alias}.revision",
+            )
+    data = config["data"]
+    for name, url in (("senteval.tar", data["senteval_url"]), ("wiki1m_for_simcse.txt", data["wiki_url"])):
+        pinned = lock["data"].get(name)
+        if pinned is not None:
+            try:
+                pin_revision(url, pinned.get("revision"))
+            except artifacts_lock.LockMismatch as error:
+                raise artifacts_lock.LockMismatch(
+                    f"{name}: {error}; point the URL at the pinned commit (or a branch), or delete the entry "
+                    f'"{name}" from "data" in {lock_file} and run again'
+                ) from None
 
 
 def user_images_root(config: Mapping[str, Any], dataset: str | None) -> str | None:
