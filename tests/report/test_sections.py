@@ -4,6 +4,8 @@ paper's numbering) and deviations."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from contrastlab import config as cl_config
@@ -81,3 +83,23 @@ def test_the_report_reads_per_paper(tmp_path):
     assert figs.index("nie2023/nie2023_fig2a") < figs.index("nie2023/nie2023_fig3b")
     oar = report[starts[3] :]
     assert "#### oar_synthetic/table2" in oar.split("## Precision of every cell")[0]
+
+
+def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest(tmp_path):
+    """Issue 43: the report's provenance names the backbone's resolved revision and the data digests."""
+    from contrastlab.report.sections import input_lines
+
+    bert = {"source": "hf_id", "hf_id": "google-bert/bert-base-uncased", "revision": "86b5e09" + "0" * 33,
+            "weights_sha256": {"model.safetensors": "ab" * 32}}  # fmt: skip
+    corpus = {"corpus": "text", "sha256": "cd" * 32, "lines": 1_000_000}
+    for seed in (42, 43):
+        path = tmp_path / "metrics" / "nie2023" / "bert-base" / "cl" / f"seed{seed}" / "senteval.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"meta": {"inputs": {"backbone": bert, "corpus": corpus}}}))
+    lines = input_lines(tmp_path / "metrics", {"artifacts_lock": "artifacts.lock.json"})
+    assert lines[0] == "## Inputs" and "`artifacts.lock.json`" in lines[2]
+    table = "\n".join(lines)
+    row = f"| backbone | `google-bert/bert-base-uncased` | commit `{bert['revision']}` | abababababab… | 2 |"
+    assert row in table
+    assert "| corpus | text | 1,000,000 lines | cdcdcdcdcdcdcdcd | 2 |" in table
+    assert input_lines(tmp_path / "empty", None) == []

@@ -285,6 +285,7 @@ def write_report(
             "",
         ]
         lines += markdown_table(precision_rows(config, metrics_root)) + [""]
+    lines += input_lines(metrics_root, config)
     if results_dir is not None:  # what each job cost, from the run's benchmark files (tables.cost)
         from contrastlab.cost.measured import cost_lines
 
@@ -292,6 +293,62 @@ def write_report(
         lines += cost_lines(results_dir, projected, note)
     report_path.write_text("\n".join(lines), encoding="utf-8")
     return report_path
+
+
+def _describe_backbone(record: dict) -> tuple[str, str]:
+    source = record.get("source")
+    if source == "hf_id":
+        return f"`{record.get('hf_id')}`", f"commit `{record.get('revision')}`"
+    if source == "package":
+        return f"package `{record.get('package')}`", str(record.get("version"))
+    if source == "path":
+        return f"folder `{record.get('path')}`", f"a copy of `{record['hf_id']}`" if record.get(
+            "hf_id"
+        ) else ""
+    return "random initialisation", f"seed {record.get('seed')}"
+
+
+def input_rows(metrics_root: str | Path) -> list[dict[str, str]]:
+    """One row per distinct input the finished cells read (backbones, corpus, SentEval and image data),
+    from the ``meta.inputs`` of every metrics file, with how many cells read it."""
+    seen: dict[tuple[str, str], dict[str, str]] = {}
+    for path in sorted(Path(metrics_root).rglob("*.json")):
+        try:
+            inputs = json.loads(path.read_text()).get("meta", {}).get("inputs", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        for kind, value in sorted(inputs.items()):
+            if kind == "backbone":
+                what, version = _describe_backbone(value)
+                weights = ", ".join(f"{d[:12]}…" for _, d in sorted(value.get("weights_sha256", {}).items()))
+                row = {"input": "backbone", "what": what, "revision or version": version, "sha256": weights}
+            else:
+                digest = value.get("sha256") or value.get("files_sha256") or value.get("archive_md5") or ""
+                what = value.get(kind) or value.get("images") or kind
+                detail = f"{value['lines']:,} lines" if "lines" in value else str(value.get("source", ""))
+                row = {"input": kind, "what": str(what), "revision or version": detail, "sha256": digest[:16]}
+            key = (row["input"], json.dumps(row, sort_keys=True))
+            seen.setdefault(key, {**row, "cells": "0"})
+            seen[key]["cells"] = str(int(seen[key]["cells"]) + 1)
+    return list(seen.values())
+
+
+def input_lines(metrics_root: str | Path, config: dict | None) -> list[str]:
+    """The report's provenance of the inputs: what every finished cell read, and where the lock is."""
+    rows = input_rows(metrics_root)
+    if not rows:
+        return []
+    lock = (config or {}).get("artifacts_lock", "artifacts.lock.json")
+    return [
+        "## Inputs",
+        "",
+        "What the finished cells read, from their metrics files: each backbone's resolved revision (or "
+        "package version) and weights' sha256, the corpus's and the evaluation data's digests. Every "
+        f"download and hub revision is pinned in `{lock}` (commit it to share these inputs byte for byte).",
+        "",
+        *markdown_table(rows),
+        "",
+    ]
 
 
 #: The reading guide of the tables' summary rows and grids (before the papers' sections).
