@@ -14,7 +14,7 @@ GPUS ?=
 # The local port `make monitor` serves TensorBoard on.
 PORT ?= 6006
 
-.PHONY: install test test-fast faults demo cpu plan gpu-check dry-run search monitor lint clean-demo freeze restore add-seeds
+.PHONY: install test test-fast faults demo cpu lock plan gpu-check dry-run search monitor lint clean-demo freeze restore add-seeds
 
 # scripts/install.py: -e '.[workflow,offline-models,dev]' under constraints.txt, with uv (about 30 s; it
 # falls back to pip, about 3 minutes, where uv cannot be had).
@@ -40,6 +40,10 @@ demo: install            ## offline toy reproduction on CPU: results/tables/*.{c
 cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentEval (needs $(SHARED)/data)
 	$(SNAKEMAKE) --configfile config/cpu.yaml --cores 2 \
 	  --config 'data={senteval_dir: $(SHARED)/data/senteval, wiki_path: $(SHARED)/data/wiki1m-head/wiki1m_head.txt}'
+
+lock: install            ## CONFIG's data and backbone steps only (downloads, checks, no training): writes artifacts.lock.json
+	$(SNAKEMAKE) --configfile $(CONFIG) --cores 2 --until senteval_data corpus image_data fetch_backbone
+	@echo "artifacts.lock.json pins every input's revision and sha256: commit it (git add artifacts.lock.json)."
 
 gpu-check: install      ## the GPU path in ~8 minutes on one GPU: results/gpu-check/report.md, calibration.json
 	$(BIN)/python scripts/gpu_check.py

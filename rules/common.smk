@@ -9,7 +9,7 @@ import sys
 from contrastlab import config as cl_config
 from contrastlab.figures import catalog as figure_catalog
 from contrastlab import search as cl_search
-from contrastlab.data import lock as cl_lock
+from contrastlab import artifacts as cl_lock
 from contrastlab.data.acquire import check_lock, data_identity, image_data_identity
 from contrastlab.senteval.tasks import SentEvalDataError
 from contrastlab.losses.user import module_path

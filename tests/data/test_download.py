@@ -141,7 +141,9 @@ def test_a_hub_file_is_pinned_to_its_commit_and_fetched_at_it(server, tmp_path):
         _fetch(f"{base}/datasets/x/resolve/{other}/w.txt", tmp_path / "w.txt", lock)
 
 
-@pytest.mark.fault("download: a corpus of the wrong length", "one line naming both counts; kept aside, never locked")
+@pytest.mark.fault(
+    "download: a corpus of the wrong length", "one line naming both counts; kept aside, never locked"
+)
 def test_a_short_corpus_is_kept_aside_and_never_locked(server, tmp_path, observed):
     base, handler = server
     handler.files["/wiki1m_for_simcse.txt"] = b"one .\ntwo .\nthree .\n"
@@ -159,7 +161,10 @@ def test_a_short_corpus_is_kept_aside_and_never_locked(server, tmp_path, observe
     got = download.wiki_corpus(
         None, tmp_path, url=f"{base}/wiki1m_for_simcse.txt", lock_file=lock, progress=False, expected_lines=3
     )
-    assert got.read_bytes().endswith(b"three .") and "wiki1m_for_simcse.txt" in json.loads(lock.read_text())["data"]
+    assert (
+        got.read_bytes().endswith(b"three .")
+        and "wiki1m_for_simcse.txt" in json.loads(lock.read_text())["data"]
+    )
     observed(message)
 
 
@@ -213,7 +218,12 @@ def test_corrupt_file_is_moved_aside_and_never_used(server, tmp_path):
     base, handler = server
     url = f"{base}/c.bin"
     lock = tmp_path / "lock.json"
-    entry = {"url": url, "revision": None, "sha256": hashlib.sha256(PAYLOAD).hexdigest(), "bytes": len(PAYLOAD)}
+    entry = {
+        "url": url,
+        "revision": None,
+        "sha256": hashlib.sha256(PAYLOAD).hexdigest(),
+        "bytes": len(PAYLOAD),
+    }
     lock.write_text(json.dumps({"format": 1, "data": {"c.bin": entry}}))
     handler.files["/c.bin"] = PAYLOAD[:-1] + b"x"
     with pytest.raises(download.LockMismatch, match=r"c.bin: sha256 \w+ .* differs from .*delete the entry"):
@@ -281,7 +291,9 @@ def test_a_tar_of_something_else_is_refused_in_one_line(tmp_path):
     tar = tmp_path / "s.tar"
     with tarfile.open(tar, "w") as out:
         out.add(tmp_path / "src" / "other", arcname="other")
-    with pytest.raises(download.DownloadError, match=r"neither SentEval's task folders .* is it senteval.tar\?$"):
+    with pytest.raises(
+        download.DownloadError, match=r"neither SentEval's task folders .* is it senteval.tar\?$"
+    ):
         download.unpack_senteval(tar, tmp_path / "out")
 
 

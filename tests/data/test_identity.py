@@ -48,7 +48,12 @@ def test_a_corpus_is_its_content_wherever_it_lies(repo_root, tmp_path):
     unpinned = _config(repo_root, wiki_url="https://mirror.example/wiki1m_for_simcse.txt")
     unpinned["artifacts_lock"] = str(lock)
     assert data_identity(unpinned, "corpus") == {"corpus": "text", "sha256": None}
-    entry = {"url": "https://x/wiki1m_for_simcse.txt", "revision": None, "sha256": sha256_file(a), "bytes": 12}
+    entry = {
+        "url": "https://x/wiki1m_for_simcse.txt",
+        "revision": None,
+        "sha256": sha256_file(a),
+        "bytes": 12,
+    }
     lock.write_text(json.dumps({"format": 1, "data": {"wiki1m_for_simcse.txt": entry}}))
     assert data_identity(unpinned, "corpus") == identity[a]
     with pytest.raises(FileNotFoundError, match="data.wiki_path"):
@@ -78,3 +83,25 @@ def test_cifar_identity_is_torchvisions_published_archive():
     config = {"data": {"cifar_root": None}}
     assert image_data_identity(config, "cifar10")["archive_md5"] == CIFAR10.tgz_md5
     assert image_data_identity(config, "digits") == {"images": "digits", "source": "scikit-learn load_digits"}
+
+
+def test_cifar_10_and_100_may_lie_in_folders_of_their_own(repo_root, tmp_path):
+    """Issue 43: a user's CIFAR-10 and CIFAR-100 in two folders; a dataset left out is downloaded, and each
+    job reads its own dataset's folder."""
+    from types import SimpleNamespace
+
+    from contrastlab.data.acquire import images_root, user_images_root
+    from contrastlab.workflow.job import job_data_locations
+
+    config = cl_config.load(
+        repo_root / "config.yaml", {"data": {"cifar_root": {"cifar10": str(tmp_path / "c10")}}}
+    )
+    assert user_images_root(config, "cifar10") == str(tmp_path / "c10")
+    assert user_images_root(config, "cifar100") is None
+    assert images_root(config, "cifar100") == "resources/data/cifar"
+    job = SimpleNamespace(config=config, wildcards={"experiment": "oar_cifar10"})
+    assert job_data_locations(job)["images"] == str(tmp_path / "c10")
+    job = SimpleNamespace(config=config, wildcards={"dataset": "cifar100"})
+    assert job_data_locations(job)["images"] == "resources/data/cifar"
+    shared = cl_config.load(repo_root / "config.yaml", {"data": {"cifar_root": "/data/cifar"}})
+    assert images_root(shared, "cifar10") == images_root(shared, "cifar100") == "/data/cifar"

@@ -47,7 +47,9 @@ def link_venv(repo: Path) -> None:
     """``repo/.venv`` -> this interpreter's environment, so the README's ``.venv/bin/...`` commands run."""
     (repo / ".venv").symlink_to(sys.prefix, target_is_directory=True)
     with open(repo / ".git" / "info" / "exclude", "a") as handle:
-        handle.write(".venv\n")  # a symlink: kept out of git even where .gitignore says ".venv/" (a folder only)
+        handle.write(
+            ".venv\n"
+        )  # a symlink: kept out of git even where .gitignore says ".venv/" (a folder only)
 
 
 @pytest.fixture(scope="module")

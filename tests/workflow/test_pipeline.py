@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -38,6 +39,10 @@ def reduced_demo(repo_root, workdir):
         }
     }
     return config
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def write(config, path):
@@ -240,6 +245,35 @@ def test_an_identical_copy_of_the_data_elsewhere_reruns_nothing(repo_root, finis
     moved["data"]["wiki_path"] = str(copy)
     output = _dry_run(repo_root, workdir, moved, "moved")
     assert "Nothing to be done" in output, output[-3000:]
+
+
+def test_the_same_corpus_as_a_pinned_download_under_another_url_retrains_nothing(repo_root, finished_demo):
+    """Issue 43: a corpus is its content. The same bytes as a download (a lock entry pinning their sha256,
+    the URL pinned to a commit of a mirror) are the user's copy the cells trained on: nothing reruns, the
+    corpus step included; other bytes pinned retrain the sentence cells."""
+    workdir, config, _ = finished_demo
+    corpus = (workdir / "corpus" / "wiki.txt").read_bytes()
+    lock = workdir / "downloaded.lock.json"
+    downloaded = json.loads(json.dumps(config))
+    downloaded["artifacts_lock"] = str(lock)
+    downloaded["data"].update(
+        fixture=False,  # the generated SentEval fixture, named by its folder: still the fixture
+        senteval_dir=str(workdir / "resources" / "data" / "senteval-fixture"),
+        wiki_path=None,
+        wiki_url="https://mirror.invalid/datasets/x/resolve/" + "a" * 40 + "/wiki1m_for_simcse.txt",
+        wiki_lines=2000,
+    )
+    entry = {"url": "https://elsewhere.invalid/wiki1m_for_simcse.txt", "revision": None, "bytes": len(corpus)}
+    lock.write_text(
+        json.dumps({"format": 1, "data": {"wiki1m_for_simcse.txt": {**entry, "sha256": sha256(corpus)}}})
+    )
+    output = _dry_run(repo_root, workdir, downloaded, "downloaded")
+    assert "Nothing to be done" in output, output[-3000:]
+    lock.write_text(
+        json.dumps({"format": 1, "data": {"wiki1m_for_simcse.txt": {**entry, "sha256": "0" * 64}}})
+    )
+    counts = job_counts(_dry_run(repo_root, workdir, downloaded, "other-bytes"))
+    assert counts["corpus"] == 1 and counts["train"] == 2 and "senteval_data" not in counts, counts
 
 
 def test_a_corpus_whose_content_changed_retrains_every_cell(repo_root, finished_demo):

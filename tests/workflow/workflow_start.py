@@ -18,8 +18,9 @@ from snakemake.cli import parse_config
 from snakemake.utils import update_config
 
 from contrastlab import config as cl_config
+from contrastlab.artifacts import LockMismatch
 from contrastlab.cost import budget as cl_budget
-from contrastlab.data.acquire import data_identity
+from contrastlab.data.acquire import check_lock, data_identity
 from contrastlab.senteval.tasks import SentEvalDataError
 
 
@@ -35,7 +36,8 @@ def start_error(configfile: str | Path, *overrides: str) -> str | None:
     """The one ``contrastlab:`` line with which reading the Snakefile stops, or None when it would not.
 
     Mirrors the top of rules/common.smk: ``cl_config.validate``, the search points within their budgets,
-    then the identity (and so the verification) of the SentEval data and of the corpus.
+    then the identity (and so the verification) of the SentEval data and of the corpus, then the
+    revisions the config asks against the artifacts lock.
     """
     try:
         config = cl_config.validate(snakemake_config(configfile, *overrides))
@@ -50,4 +52,8 @@ def start_error(configfile: str | Path, *overrides: str) -> str | None:
             data_identity(config, what)
         except (OSError, SentEvalDataError) as error:
             return f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}"
+    try:
+        check_lock(config)
+    except LockMismatch as error:
+        return f"contrastlab: {' '.join(str(error).split())}"
     return None

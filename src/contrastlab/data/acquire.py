@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from contrastlab.data import lock as artifacts_lock
+from contrastlab import artifacts as artifacts_lock
 from contrastlab.data.download import (
     CANONICAL_SENTEVAL,
     LOCK_FILE,
@@ -194,6 +194,10 @@ def data_identity(config: Mapping[str, Any], what: str) -> dict[str, Any]:
                     f"data.senteval_dir {data['senteval_dir']} holds no downstream/ folder; point it at the "
                     "folder that holds downstream/, or unset it to download the data"
                 )
+            from contrastlab.senteval.protocol import COUNTS_MANIFEST
+
+            if (Path(data["senteval_dir"]) / "downstream" / COUNTS_MANIFEST).is_file():
+                return {"senteval": "fixture"}  # a generated fixture is the fixture, wherever it lies
             verify_senteval_checksums(data["senteval_dir"])
         return {"senteval": "published", "files_sha256": sha256_file(CANONICAL_SENTEVAL)}
     if what == "corpus":

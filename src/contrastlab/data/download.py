@@ -2,7 +2,7 @@
 
 - :func:`fetch` downloads into ``<dest>.part`` and resumes it with an HTTP ``Range`` request after an
   interruption, retrying with exponential back-off; a tqdm bar shows progress.
-- Every file is an entry of the artifacts lock (:mod:`contrastlab.data.lock`), keyed by its name: the
+- Every file is an entry of the artifacts lock (:mod:`contrastlab.artifacts`), keyed by its name: the
   first download records its sha256, size, URL and (for the Hugging Face hub) the commit the URL resolved
   to; every later one fetches that commit and must match those bytes. A mismatch raises
   :class:`LockMismatch`, one line naming the file, both digests and how to accept the new bytes; the
@@ -29,8 +29,8 @@ from collections.abc import Callable
 from http.client import HTTPException
 from pathlib import Path
 
-from contrastlab.data import lock as artifacts_lock
-from contrastlab.data.lock import LOCK_FILE, ChecksumError, LockMismatch
+from contrastlab import artifacts as artifacts_lock
+from contrastlab.artifacts import CHUNK, LOCK_FILE, ChecksumError, LockMismatch, sha256_file
 
 SENTEVAL_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
 WIKI1M_URL = (
@@ -39,7 +39,6 @@ WIKI1M_URL = (
 #: Lines of the published ``wiki1m_for_simcse.txt`` (SimCSE's README: "1 million sentences sampled from
 #: English Wikipedia"; 1,000,000 lines per the dataset's file page).
 WIKI1M_LINES = 1_000_000
-CHUNK = 1 << 20
 #: A Hugging Face download URL: ``<endpoint>/[datasets/]<repo>/resolve/<revision>/<file>``.
 _HUB_RESOLVE = re.compile(r"^(?P<head>.+?/resolve/)(?P<revision>[^/]+)(?P<tail>/.+)$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -51,14 +50,6 @@ class DownloadError(RuntimeError):
 
 class ContentError(RuntimeError):
     """A download arrived whole but is not what its publisher published (e.g. a short corpus)."""
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def md5_file(path: str | Path) -> str:

