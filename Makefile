@@ -9,6 +9,10 @@ SNAKEMAKE := $(BIN)/snakemake --workflow-profile profiles/local
 CONFIG ?= config.yaml
 # The precision choice `make plan` details (config: each cell's own; fp32, tf32, bf16, fp16).
 PRECISION ?= config
+# `make install CUDA=12.6`: torch's build for CUDA 12.6 (NVIDIA drivers >= 525; P100/V100 GPUs) instead of
+# the registry's (CUDA 13.0: drivers >= 580, Turing and newer); CUDA=cpu for a CPU-only build. The choice
+# is remembered in the environment.
+CUDA ?=
 # `make plan GPUS=N`: also simulate the run on N GPUs (the plan always shows 1, 8 and 64).
 GPUS ?=
 # The local port `make monitor` serves TensorBoard on.
@@ -23,7 +27,14 @@ $(BIN)/.installed: pyproject.toml constraints.txt scripts/install.py
 	$(BIN)/python scripts/install.py
 	touch $@
 
+ifeq ($(CUDA),)
 install: $(BIN)/.installed
+else
+install:                 ## with CUDA=12.6 (or cpu): (re)install with that torch build
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python scripts/install.py --cuda $(CUDA)
+	touch $(BIN)/.installed
+endif
 
 test: install            ## the whole suite on both cores (pyproject's addopts: -n 2), Snakemake runs included
 	$(BIN)/python -m pytest -q

@@ -32,6 +32,7 @@ from contrastlab import config as cl_config
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import gpu_check as G
 from contrastlab.cost.packing import STEP_COPY_MODULES
+from contrastlab.cuda import diagnose, probe
 from contrastlab.data.acquire import data_locations
 from contrastlab.paths import REPO_ROOT
 
@@ -87,6 +88,11 @@ def _kill_after_first_snapshot(command: list[str], state_json: Path, timeout_s: 
     return True
 
 
+def gpu_stack_problem() -> str | None:
+    """Why the installed torch cannot use this node's GPU, in one line (contrastlab.cuda), or None."""
+    return diagnose(probe())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--toy", action="store_true", help="the preset at a toy size on the CPU (tests)")
@@ -99,6 +105,8 @@ def main() -> None:
         "--workdir", default=str(REPO_ROOT), help="Snakemake's working directory (default: the repository)"
     )
     args = parser.parse_args()
+    if not args.toy and (problem := gpu_stack_problem()):
+        sys.exit(f"contrastlab: make gpu-check: {problem}")
     if not args.toy and not torch.cuda.is_available():
         sys.exit(
             "contrastlab: make gpu-check needs a CUDA GPU and torch sees none "

@@ -17,7 +17,9 @@ module it imports from source: 10 of the 16 s a toy training job took, in every 
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -30,6 +32,15 @@ CONSTRAINTS = ROOT / "constraints.txt"
 # The project's own modules (an editable install: not under site-packages, so neither installer compiles
 # them); a stale .pyc after an edit is recompiled in memory, never used.
 OWN_SOURCES = ROOT / "src"
+
+# Where a torch build for another CUDA version comes from (``--cuda 12.6``: PyTorch's own index; uv knows
+# it as ``--torch-backend cu126``), and the file in the environment that remembers the choice, so that a
+# later ``make install`` (constraints changed) keeps the build the machine needs.
+TORCH_INDEX = "https://download.pytorch.org/whl/{backend}"
+CUDA_CHOICE = Path(sys.prefix) / ".contrastlab-cuda"
+# The packages whose versions the torch build decides (its CUDA libraries, its triton): left unpinned for
+# another build, whose own requirements pin them.
+CUDA_STACK = re.compile(r"^(nvidia-|cuda-|triton\b)", re.IGNORECASE)
 
 # pip setting -> the uv option taking the same values, one option per value.
 PIP_TO_UV = {"index-url": "--default-index", "extra-index-url": "--index", "find-links": "--find-links"}
@@ -70,10 +81,18 @@ def uv_options(settings: dict[str, str]) -> list[str]:
     return options
 
 
-def uv_command(settings: dict[str, str]) -> list[str]:
-    """``uv pip install`` into this interpreter's environment, compiling what it installs as pip does."""
+def uv_command(settings: dict[str, str], backend: str | None = None) -> list[str]:
+    """``uv pip install`` into this interpreter's environment, compiling what it installs as pip does;
+    ``backend`` (``cu126``, ``cpu``): torch and torchvision from PyTorch's index for that build."""
     uv = [sys.executable, "-m", "uv", "pip", "install", "--python", sys.executable, "--compile-bytecode"]
-    return [*uv, "-c", str(CONSTRAINTS), *uv_options(settings)]
+    torch = ["--torch-backend", backend] if backend else []
+    return [*uv, "-c", str(constraints_for(backend)), *torch, *uv_options(settings)]
+
+
+def pip_command(backend: str | None = None) -> list[str]:
+    """``pip install`` of the same, PyTorch's index for ``backend`` added."""
+    index = ["--extra-index-url", TORCH_INDEX.format(backend=backend)] if backend else []
+    return [sys.executable, "-m", "pip", "install", "-q", "-c", str(constraints_for(backend)), *index]
 
 
 def uv_environment(settings: dict[str, str]) -> dict[str, str]:
@@ -83,23 +102,68 @@ def uv_environment(settings: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def torch_backend(cuda: str | None) -> str | None:
+    """``"12.6"`` -> ``"cu126"``, ``"cpu"`` -> ``"cpu"``, None -> None (the registry's default build);
+    anything else stops with one line."""
+    if cuda is None or cuda == "":
+        return None
+    if cuda == "cpu":
+        return "cpu"
+    match = re.fullmatch(r"(\d+)\.(\d)", cuda)
+    if match is None:
+        sys.exit(
+            f"contrastlab: CUDA={cuda!r} is not a CUDA version; use e.g. CUDA=12.6, CUDA=13.0 or CUDA=cpu"
+        )
+    return f"cu{match[1]}{match[2]}"
+
+
+def constraints_for(backend: str | None, folder: Path | None = None) -> Path:
+    """constraints.txt, or for another torch build a copy without the CUDA stack's pins (torch==2.14.1
+    itself stays: it admits 2.14.1+cu126)."""
+    if backend is None:
+        return CONSTRAINTS
+    kept = [line for line in CONSTRAINTS.read_text().splitlines() if not CUDA_STACK.match(line.strip())]
+    path = Path(folder or sys.prefix) / f"constraints-{backend}.txt"
+    path.write_text("\n".join(kept) + "\n")
+    return path
+
+
 def run(command: list[str], env: dict[str, str] | None = None) -> bool:
     print("+", shlex.join(command), flush=True)
     return subprocess.run(command, cwd=ROOT, env=env, check=False).returncode == 0
 
 
-def main() -> int:
+def chosen_cuda(argv: list[str] | None = None) -> str | None:
+    """``--cuda`` (``make install CUDA=12.6``), remembered in the environment; else the earlier choice."""
+    parser = argparse.ArgumentParser(description="Install contrastlab into this environment.")
+    parser.add_argument(
+        "--cuda",
+        default=None,
+        help="a torch build for this CUDA version (12.6: drivers >= 525 and P100/V100 GPUs) or cpu; "
+        "default: the package registry's build, or the one chosen before in this environment",
+    )
+    cuda = parser.parse_args(argv).cuda
+    if cuda is None:
+        return CUDA_CHOICE.read_text().strip() or None if CUDA_CHOICE.is_file() else None
+    CUDA_CHOICE.write_text(cuda + "\n")
+    return cuda
+
+
+def main(argv: list[str] | None = None) -> int:
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     settings = pip_settings()
+    backend = torch_backend(chosen_cuda(argv))
+    if backend:
+        print(f"contrastlab: installing torch's {backend} build (make install CUDA=...)", flush=True)
     if run([*pip, "-c", str(CONSTRAINTS), "uv"]):
-        if run([*uv_command(settings), *TARGET], env=uv_environment(settings)):
+        if run([*uv_command(settings, backend), *TARGET], env=uv_environment(settings)):
             return compile_own_sources()
         print("contrastlab: uv could not install the project; installing with pip instead", flush=True)
     else:
         print("contrastlab: uv is not installable here; installing with pip instead", flush=True)
     if not run([*pip, "--upgrade", "pip"]):
         return 1
-    return compile_own_sources() if run([*pip, "-c", str(CONSTRAINTS), *TARGET]) else 1
+    return compile_own_sources() if run([*pip_command(backend), *TARGET]) else 1
 
 
 def compile_own_sources() -> int:

@@ -68,3 +68,32 @@ def test_this_environment_imports_compiled_modules():
     for module in (torch, contrastlab.config):
         cached = importlib.util.cache_from_source(module.__file__)
         assert Path(cached).is_file(), f"{module.__name__} has no {cached}: run make install again"
+
+
+def test_make_install_cuda_picks_that_torch_build_and_leaves_its_cuda_stack_to_it(tmp_path, monkeypatch):
+    """Issue 48: ``make install CUDA=12.6`` installs torch's CUDA 12.6 build (drivers >= 525, P100/V100):
+    uv's torch backend (pip: PyTorch's index), constraints without the CUDA 13 libraries' and triton's
+    pins (the build's own requirements pin them), torch's own pin kept (2.14.1 admits 2.14.1+cu126)."""
+    import pytest
+
+    assert install.torch_backend("12.6") == "cu126" and install.torch_backend("cpu") == "cpu"
+    assert install.torch_backend(None) is None
+    with pytest.raises(SystemExit, match="CUDA='twelve' is not a CUDA version"):
+        install.torch_backend("twelve")
+    monkeypatch.setattr(install.sys, "prefix", str(tmp_path))
+    constraints = install.constraints_for("cu126", tmp_path)
+    pins = constraints.read_text().splitlines()
+    assert "torch==2.14.1" in pins and "torchvision==0.29.1" in pins
+    assert not [p for p in pins if p.startswith(("nvidia-", "cuda-", "triton=="))], pins
+    assert install.constraints_for(None) == install.CONSTRAINTS
+    command = install.uv_command({}, "cu126")
+    assert command[command.index("--torch-backend") + 1] == "cu126"
+    assert command[command.index("-c") + 1] == str(tmp_path / "constraints-cu126.txt")
+    pip = install.pip_command("cu126")
+    assert pip[pip.index("--extra-index-url") + 1] == "https://download.pytorch.org/whl/cu126"
+    assert "--torch-backend" not in install.uv_command({})
+    assert "--extra-index-url" not in install.pip_command()
+    # the choice is remembered in the environment: a later plain `make install` keeps the build
+    monkeypatch.setattr(install, "CUDA_CHOICE", tmp_path / ".contrastlab-cuda")
+    assert install.chosen_cuda([]) is None
+    assert install.chosen_cuda(["--cuda", "12.6"]) == "12.6" and install.chosen_cuda([]) == "12.6"

@@ -7,9 +7,10 @@ import, function-local ones included, and no modules of one package importing ea
 Bottom first:
 
 1. paths: ``paths`` (the repository root and the optional ``shared`` folder);
-2. foundations: ``provenance``, ``senteval``, ``precision``, ``artifacts`` (what produced a result; the
-   SentEval benchmark as data and its file readers; PyTorch's fp32/TF32 switches; the artifacts lock
-   that pins every download's and backbone's bytes);
+2. foundations: ``provenance``, ``senteval``, ``precision``, ``artifacts``, ``cuda`` (what produced a
+   result; the SentEval benchmark as data and its file readers; PyTorch's fp32/TF32 switches; the
+   artifacts lock that pins every download's and backbone's bytes; whether the installed torch runs on
+   the node's driver and GPUs);
 3. components: ``data``, ``models``, ``losses`` (downloads, fixtures, image datasets and transforms;
    text and image encoders; every loss and its catalogue);
 3b. analysis: ``analysis`` (Li's gradient paradigm of any loss: an analysis the figures read);

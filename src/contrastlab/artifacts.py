@@ -21,11 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from contrastlab.paths import REPO_ROOT, atomic_write
+from contrastlab.paths import REPO_ROOT, atomic_write, inter_process_lock
 
 #: The default lock file (the config's ``artifacts_lock``, relative paths from the working directory).
 LOCK_FILE = REPO_ROOT / "artifacts.lock.json"
@@ -68,26 +67,13 @@ def entry(lock_file: str | Path, section: str, key: str) -> dict[str, Any] | Non
     return dict(found) if found is not None else None
 
 
-@contextmanager
-def _held(lock_file: Path):
-    from filelock import FileLock, SoftFileLock
-
-    guard = lock_file.with_name(lock_file.name + ".lock")
-    try:
-        with FileLock(guard, timeout=600):
-            yield
-    except OSError:  # a file system without flock (Lustre noflock, some NFS): the soft lock still serialises
-        with SoftFileLock(guard, timeout=600):
-            yield
-
-
 def record(lock_file: str | Path, section: str, key: str, value: Mapping[str, Any]) -> None:
     """Write ``value`` as the entry ``key`` of ``section``, keeping every other entry (held under a lock)."""
     if section not in SECTIONS:
         raise ValueError(f"unknown lock section {section!r}; expected one of {', '.join(SECTIONS)}")
     path = Path(lock_file)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _held(path):
+    with inter_process_lock(path.with_name(path.name + ".lock"), timeout=600):
         lock = read_lock(path)
         lock[section][key] = dict(value)
         lock[section] = dict(sorted(lock[section].items()))

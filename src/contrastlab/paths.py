@@ -87,3 +87,24 @@ def write_json(path: str | os.PathLike, payload: Any) -> None:
     """Write ``payload`` as indented, key-sorted JSON atomically (:func:`atomic_write`)."""
     with atomic_write(path) as tmp:
         tmp.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def inter_process_lock(path: str | os.PathLike, *, timeout: float = -1) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if absent) across processes and machines, with the
+    ``filelock`` library: an ``flock`` where the file system has one, else (Lustre mounted ``noflock``,
+    some NFS: ``flock`` fails with ENOSYS) a soft lock, the lock file's existence, which ``filelock``
+    removes on release (filelock 4 falls back by itself, with a warning; older ones raise, and the
+    fallback is here). ``timeout``: seconds to wait (-1: forever)."""
+    from filelock import FileLock, SoftFileLock
+
+    try:
+        lock = FileLock(path, timeout=timeout)
+        lock.acquire()
+    except (NotImplementedError, OSError):  # no flock on this file system
+        lock = SoftFileLock(path, timeout=timeout)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()

@@ -36,3 +36,46 @@ def test_batch_matches_the_tokenizer_with_dynamic_padding(tmp_path, corpus, mini
         [sentences[i] for i in rows], truncation=True, max_length=12, padding=True, return_tensors="pt"
     )
     assert ids.tolist() == want["input_ids"].tolist() and mask.tolist() == want["attention_mask"].tolist()
+
+
+def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpus, minilm_dir, monkeypatch):
+    """Issue 48: on storage mounted without flock (Lustre ``noflock``, some NFS) ``flock`` fails with
+    ENOSYS; the cache lock falls back to filelock's soft lock, and two jobs racing for one cache still
+    tokenise it once (the second waits, then reads it)."""
+    import errno
+    import fcntl
+    import threading
+    import time
+
+    from transformers import AutoTokenizer
+
+    from contrastlab.training import corpus as corpus_module
+
+    def no_flock(*args, **kwargs):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    built = []
+    tokenize = corpus_module.tokenize_sentences
+
+    def slow_tokenize(*args, **kwargs):
+        built.append(threading.get_ident())
+        time.sleep(0.5)  # long enough for the other job to arrive while this one holds the lock
+        return tokenize(*args, **kwargs)
+
+    monkeypatch.setattr(corpus_module, "tokenize_sentences", slow_tokenize)
+    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
+    results = []
+    jobs = [
+        threading.Thread(
+            target=lambda: results.append(load_tokenized_corpus(corpus, tokenizer, 32, tmp_path))
+        )
+        for _ in range(2)
+    ]
+    for job in jobs:
+        job.start()
+    for job in jobs:
+        job.join(timeout=120)
+    assert len(results) == 2 and len(built) == 1, built
+    assert np.array_equal(results[0][0].ids, results[1][0].ids) and results[0][1] == results[1][1]
+    assert not list(tmp_path.glob(".*.lock"))  # the soft lock is gone once released

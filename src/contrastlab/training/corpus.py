@@ -14,11 +14,8 @@ trailing newline removed, nothing else), as SimCSE's ``datasets`` text loader re
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from contrastlab.paths import atomic_write
+from contrastlab.paths import atomic_write, inter_process_lock
 
 CACHE_FORMAT = 1
 TOKENIZE_CHUNK = 10_000
@@ -87,16 +84,6 @@ def cache_key(tokenizer: Any, max_length: int, corpus_sha: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def tokenize_sentences(tokenizer: Any, sentences: list[str], max_length: int, progress: bool = False):
     """``(ids, offsets)`` arrays for ``sentences`` (truncated to ``max_length``, special tokens added)."""
     from tqdm.auto import tqdm
@@ -137,7 +124,9 @@ def load_tokenized_corpus(
     cache_dir.mkdir(parents=True, exist_ok=True)
     key = cache_key(tokenizer, max_length, file_sha256(corpus_path))
     path = cache_dir / f"{corpus_path.stem}.{key}.tokens.npz"
-    with _locked(cache_dir / f".{path.name}.lock"):
+    # Two jobs wanting the same cache build it once: the second waits, then reads it. The lock works on
+    # shared storage without flock too (paths.inter_process_lock).
+    with inter_process_lock(cache_dir / f".{path.name}.lock"):
         if not path.exists():
             ids, offsets = tokenize_sentences(tokenizer, read_sentences(corpus_path), max_length, progress)
             with atomic_write(path, fsync=True) as tmp, open(tmp, "wb") as handle:

@@ -53,6 +53,13 @@ def require_requested_gpu(snakemake: Any) -> None:
         return
     import torch
 
+    from contrastlab.cuda import diagnose, probe
+
+    # The driver or the GPU's generation that the installed torch cannot run on: the line that names the
+    # fix (another torch build), not the node's driver (contrastlab.cuda).
+    problem = diagnose(probe())
+    if problem is not None:
+        raise GpuUnavailableError(f"this job asked for {wanted} GPU(s) on {platform.node()}: {problem}")
     if torch.cuda.is_available():
         return
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -1,0 +1,147 @@
+"""Does the installed torch run on this machine's NVIDIA driver and GPUs? One line that says why not and
+what fixes it, before the first GPU job rather than inside it.
+
+Two facts decide it, and the torch wheel fixes both:
+
+- the **driver**: a torch built for CUDA 13.x needs a Linux driver >= 580, one for CUDA 12.x >= 525,
+  one for 11.x >= 450 (NVIDIA's CUDA minor-version compatibility table, "CUDA Toolkit 11.x, 12.x and 13.x
+  driver version ranges");
+- the **GPU generation**: torch carries kernels for the compute capabilities in
+  ``torch.cuda.get_arch_list()``; PyTorch's CUDA 13.0 builds have sm_75 to sm_120 (Turing to
+  Blackwell), its CUDA 12.6 builds sm_50 to sm_90 (Maxwell to Hopper: the P100 and V100 that many
+  university clusters still run, and the GPUs Nie and Li trained on). PyTorch's release matrix
+  (RELEASE.md) keeps the 12.6 build as "legacy" through release 2.14.
+
+:func:`probe` reads the driver and the GPUs from ``nvidia-smi`` and torch's build from torch;
+:func:`diagnose` turns them into the one line (or None), naming the driver found, the CUDA version the
+installed torch needs, the GPU's compute capability and the command that fixes it (``make install
+CUDA=12.6``: :data:`BUILDS`). Tests hand :func:`probe` a stand-in ``nvidia-smi`` on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+#: The oldest driver each CUDA major version runs on (minor-version compatibility).
+MIN_DRIVER = {11: (450, 80), 12: (525, 60), 13: (580, 65)}
+#: The torch builds ``make install CUDA=...`` offers: CUDA version -> (compute capabilities with kernels,
+#: what that covers). "cpu" needs no driver.
+BUILDS = {
+    "13.0": ((75, 80, 86, 90, 100, 120), "Turing to Blackwell (T4, A100, H100, B200, RTX 20xx-50xx)"),
+    "12.6": ((50, 60, 70, 75, 80, 86, 90), "Maxwell to Hopper (P100, V100, T4, A100, H100)"),
+}
+
+
+@dataclass
+class Gpu:
+    name: str
+    capability: tuple[int, int]  # (7, 0) for a V100
+
+    @property
+    def sm(self) -> int:
+        return self.capability[0] * 10 + self.capability[1]
+
+    def __str__(self) -> str:
+        return f"{self.name} (compute capability {self.capability[0]}.{self.capability[1]})"
+
+
+@dataclass
+class GpuStack:
+    """What decides whether torch runs here: the driver and GPUs ``nvidia-smi`` reports (None and [] where
+    there is none) and the installed torch's version, CUDA version (None for a CPU build) and kernels."""
+
+    driver: str | None
+    gpus: list[Gpu] = field(default_factory=list)
+    torch_version: str = ""
+    torch_cuda: str | None = None
+    arch_list: list[str] = field(default_factory=list)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def query_nvidia_smi(timeout: float = 30.0) -> tuple[str | None, list[Gpu]]:
+    """``(driver version, GPUs)`` from ``nvidia-smi`` (``(None, [])`` where it is missing or fails)."""
+    if shutil.which("nvidia-smi") is None:
+        return None, []
+    try:
+        listed = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None, []
+    driver, gpus = None, []
+    for line in listed.strip().splitlines():
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) != 3:
+            continue
+        name, driver, capability = parts
+        major, _, minor = capability.partition(".")
+        if major.isdigit() and minor.isdigit():
+            gpus.append(Gpu(name, (int(major), int(minor))))
+    return driver, gpus
+
+
+def probe() -> GpuStack:
+    """This machine's driver and GPUs, and the installed torch's build."""
+    import torch
+
+    driver, gpus = query_nvidia_smi()
+    cuda = torch.version.cuda
+    arch = list(torch.cuda.get_arch_list()) if cuda else []
+    return GpuStack(driver, gpus, torch.__version__, cuda, arch)
+
+
+def _fix_for(stack: GpuStack) -> str:
+    """The install command whose torch runs on this driver and GPU, or what else to do."""
+    driver = _version(stack.driver or "0")
+    for cuda, (capabilities, _) in BUILDS.items():
+        needed = MIN_DRIVER[_version(cuda)[0]]
+        fits_driver = driver[:2] >= needed
+        fits_gpus = all(gpu.sm in capabilities for gpu in stack.gpus)
+        if fits_driver and fits_gpus and cuda != stack.torch_cuda:
+            return (
+                f"make install CUDA={cuda} (torch for CUDA {cuda}: driver >= {needed[0]}, {BUILDS[cuda][1]})"
+            )
+    return "ask the cluster's admins for a driver >= 580, or run on the CPU with config resources.gpu: 0"
+
+
+def diagnose(stack: GpuStack) -> str | None:
+    """One line saying why the installed torch cannot run on this machine's GPU and what fixes it, or None
+    when it can (or when there is no NVIDIA GPU to judge)."""
+    if stack.driver is None or not stack.gpus:
+        return None
+    where = f"NVIDIA driver {stack.driver}, {stack.gpus[0]}"
+    if stack.torch_cuda is None:
+        return (
+            f"torch {stack.torch_version} is a CPU build and cannot use the GPU ({where}); fix: "
+            f"{_fix_for(GpuStack(stack.driver, stack.gpus, stack.torch_version, 'cpu'))}"
+        )
+    needed = MIN_DRIVER.get(_version(stack.torch_cuda)[0])
+    if needed is not None and _version(stack.driver)[:2] < needed:
+        return (
+            f"torch {stack.torch_version} needs CUDA {stack.torch_cuda}, i.e. an NVIDIA driver >= "
+            f"{needed[0]}.{needed[1]}, and this node has {where}; fix: {_fix_for(stack)}"
+        )
+    built = {int(arch.removeprefix("sm_")) for arch in stack.arch_list if arch.startswith("sm_")}
+    missing = [gpu for gpu in stack.gpus if gpu.sm not in built and not _ptx_covers(stack.arch_list, gpu.sm)]
+    if missing:
+        gpu = missing[0]
+        return (
+            f"torch {stack.torch_version} (CUDA {stack.torch_cuda}) has no kernels for {gpu} (it has "
+            f"{', '.join(stack.arch_list)}; NVIDIA driver {stack.driver}); fix: {_fix_for(stack)}"
+        )
+    return None
+
+
+def _ptx_covers(arch_list: list[str], sm: int) -> bool:
+    """A ``compute_XY`` entry (PTX) runs, JIT-compiled, on GPUs of that capability and newer."""
+    ptx = [int(a.removeprefix("compute_")) for a in arch_list if a.startswith("compute_")]
+    return any(sm >= p for p in ptx)
