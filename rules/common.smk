@@ -223,9 +223,10 @@ def report_path():
 
 @functools.cache
 def plan_calibration():
-    """The calibration `make plan` uses (a measured results/gpu-check/calibration.json, else the default)."""
+    """The calibration `make plan` uses (a measured results/gpu-check/calibration.json, else the default),
+    priced for the card the jobs will get (resources.gpu_model)."""
     try:
-        return cl_calibration.load_calibration()
+        return cl_calibration.for_gpu_model(cl_calibration.load_calibration(), config["resources"]["gpu_model"])
     except ValueError as error:
         sys.exit(f"contrastlab: {error}")
 

@@ -1,4 +1,8 @@
-# The papers' figures (contrastlab.figures): PNG + PDF + the CSV of the plotted numbers, shown in the report.
+# The papers' figures (contrastlab.figures): PNG + PDF + the CSV of the plotted numbers, shown in the report;
+# each PNG flagged for Snakemake's report too (reported_figure).
+
+
+include: "../report/report.smk"
 
 
 localrules:
@@ -11,7 +15,7 @@ rule figure_lr_sweep:
     input:
         metrics=experiment_metrics,
     output:
-        **figure_files("{experiment}/lr_sweep"),
+        **reported_figure("{experiment}/lr_sweep"),
     params:
         config={key: value for key, value in config.items() if key != "data"},
         metrics_root=f"{R}/metrics",
@@ -30,7 +34,7 @@ rule figure_spectra:
         unpack(spectra_encoders),
         images_ready=cell_images_marker,
     output:
-        **figure_files("{experiment}/spectra"),
+        **reported_figure("{experiment}/spectra"),
     log:
         f"{R}/logs/figures/{{experiment}}-spectra.log",
     wildcard_constraints:
@@ -48,7 +52,7 @@ rule figure_spectra:
 
 rule oar_synthetic:
     output:
-        **figure_files("oar_synthetic/table2"),
+        **reported_figure("oar_synthetic/table2"),
         table=f"{R}/figures/oar_synthetic/table2_numbers.csv",
     params:
         settings=config["oar_synthetic"] or {},
@@ -70,7 +74,7 @@ rule figure_align_uniform:
     input:
         metrics=lambda wildcards: cell_files(wildcards, "metrics", "senteval.json"),
     output:
-        **figure_files("{experiment}/align_uniform"),
+        **reported_figure("{experiment}/align_uniform"),
     params:
         metrics_root=f"{R}/metrics",
     log:
@@ -87,7 +91,7 @@ rule figure_training_curves:
     input:
         logs=lambda wildcards: cell_files(wildcards, "checkpoints", "train_log.jsonl"),
     output:
-        **figure_files("{experiment}/training_curves"),
+        **reported_figure("{experiment}/training_curves"),
     params:
         checkpoints_root=f"{R}/checkpoints",
     log:
@@ -109,7 +113,7 @@ for _paper, _names in figure_catalog.ANALYTIC_FIGURES.items():
         name:
             f"figure_analytic_{_paper}"
         output:
-            [f"{R}/figures/{_paper}/{n}.{ext}" for n in _names for ext in ("png", "pdf", "csv")],
+            [path for n in _names for path in reported_figure(f"{_paper}/{n}").values()],
         params:
             paper=_paper,
             size=config["analytic_figures"],
@@ -146,7 +150,7 @@ for _figure, (_experiments, _caption, _source) in figure_catalog.SWEEP_FIGURES.i
                 if kind in _source.split("+")
             ),
         output:
-            **figure_files(_figure),
+            **reported_figure(_figure),
         params:
             figure=_figure,
             experiments=[e for e in _experiments if e in config["experiments"]],
@@ -167,7 +171,7 @@ rule figure_paradigm:
     input:
         loss_source=lambda wildcards: str(REPO_ROOT / module_path(USER_LOSS_METHODS[wildcards.method][0])),
     output:
-        **figure_files("paradigm/{method}"),
+        **reported_figure("paradigm/{method}"),
     params:
         loss=lambda wildcards: USER_LOSS_METHODS[wildcards.method][0],
         hp=lambda wildcards: USER_LOSS_METHODS[wildcards.method][1],

@@ -1,4 +1,8 @@
-# The papers' tables with the published numbers beside ours, and the report showing them and the figures.
+# The papers' tables with the published numbers beside ours, and the report showing them and the figures;
+# each table's CSV and the report flagged for Snakemake's report too (report/report.smk).
+
+
+include: "../report/report.smk"
 
 
 localrules:
@@ -11,9 +15,14 @@ rule tables:
         figures=figure_outputs(),
         searches=search_table_inputs,
     output:
-        tables=table_outputs(),
+        tables=reported_tables(table_outputs()),
         report=report_path(),
-        report_html=report_path().removesuffix(".md") + ".html",
+        # the richer report, the one to open first (report/workflow.rst says so)
+        report_html=report(
+            report_path().removesuffix(".md") + ".html",
+            caption=f"{REPORT_CAPTIONS}/report.rst",
+            category="Report",
+        ),
     params:
         # Without data locations (the tables never read them): moving the data re-renders nothing.
         config={key: value for key, value in config.items() if key != "data"},

@@ -470,3 +470,40 @@ def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
     from .workflow_start import start_error
 
     assert start_error(repo_root / "config.yaml", "seeds=[forty-two]") == expected
+
+
+def _train_runtime(repo_root, tmp_path, *config):
+    """The wall time (minutes) the dry run of config.yaml asks for one fp32 training job, Li's InfoNCE on
+    BERT-base."""
+    target = f"{tmp_path}/r/checkpoints/li2024/bert-base/infonce/seed42/model"
+    output = run_snakemake(
+        repo_root, "-n", "--cores", "1", "--config", f"results_dir={tmp_path}/r", *config, "--", target
+    )
+    train = output.split("rule train:", 1)[1]
+    return int(re.search(r"\bruntime=(\d+)", train).group(1))
+
+
+def test_a_job_asks_the_wall_time_of_the_gpu_it_will_get(repo_root, tmp_path):
+    """Issue 48: an fp32 cell asks more time on an A100 (19.5 fp32 TFLOP/s on its data sheet) than on the
+    H100 the shipped calibration is made for (67), more still on a V100 (15.7); a retry asks for more
+    than the first attempt (a timed-out job resumes from its snapshot with a longer limit)."""
+    from contrastlab import config as cl_config
+    from contrastlab.cost import calibration as cl_calibration
+    from contrastlab.cost import plan
+
+    h100 = _train_runtime(repo_root, tmp_path)
+    a100 = _train_runtime(repo_root, tmp_path, "resources={gpu_model: A100}")
+    v100 = _train_runtime(repo_root, tmp_path, "resources={gpu_model: v100}")
+    assert h100 < a100 < v100, (h100, a100, v100)
+    config = cl_config.load(repo_root / "config.yaml", {"resources": {"gpu_model": "A100"}})
+    cell = next(c for c in cl_config.cells(config) if c.path == "li2024/bert-base/infonce/seed42")
+    calibration = cl_calibration.for_gpu_model(cl_calibration.load_calibration(), "A100")
+    first, second = (
+        plan.job_runtime_minutes(config, "train", calibration, cell=cell, attempt=attempt)
+        for attempt in (1, 2)
+    )
+    assert first == a100 and second > first
+    with pytest.raises(
+        ValueError, match="resources.gpu_model 'K80' has no data-sheet peaks here; use one of"
+    ):
+        cl_calibration.for_gpu_model(calibration, "K80")

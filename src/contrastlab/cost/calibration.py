@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,11 @@ GPU_PEAKS = {
     },
     # The A100's PCIe and SXM cards share their peaks.
     "A100": {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "source": "NVIDIA A100 data sheet"},
+    "L40S": {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "source": "NVIDIA L40S data sheet"},
+    # No TF32 or bf16 units before Ampere: torch runs tf32 as fp32 there, and bf16 without tensor cores
+    # (priced at the fp32 peak). V100 SXM2 and P100 SXM2 figures.
+    "V100": {"fp32": 15.7, "tf32": 15.7, "bf16": 15.7, "fp16": 125.0, "source": "NVIDIA V100 data sheet"},
+    "P100": {"fp32": 10.6, "tf32": 10.6, "bf16": 10.6, "fp16": 21.2, "source": "NVIDIA P100 data sheet"},
 }
 
 CALIBRATION_FORMAT = "contrastlab-calibration/1"
@@ -337,12 +342,51 @@ def probe_seconds(config: Mapping[str, Any], cal: Calibration) -> float:
     return cal.overheads_s["evaluate_startup"] + cal.overheads_s[f"senteval_probe_{mode}"]
 
 
+def for_gpu_model(calibration: Calibration, gpu_model: str | None) -> Calibration:
+    """``calibration`` priced for the card ``gpu_model`` (config ``resources.gpu_model``): its achieved
+    TFLOP/s scaled, per precision, by that card's data-sheet peak over the peak of the card it was made
+    on (an estimate: the achieved fraction of the peak is taken as the same). Unchanged for None or for
+    the card it was made on; an unknown card stops with one line naming the known ones."""
+    if not gpu_model:
+        return calibration
+    model = model_of(gpu_model)
+    if model is None:
+        raise ValueError(
+            f"resources.gpu_model {gpu_model!r} has no data-sheet peaks here; use one of "
+            f"{', '.join(GPU_PEAKS)}, or measure the card with make gpu-check"
+        )
+    made_on = model_of(calibration.device)
+    if made_on == model or made_on is None:
+        return calibration
+    scaled = {
+        track: {
+            precision: achieved * GPU_PEAKS[model][precision] / GPU_PEAKS[made_on][precision]
+            for precision, achieved in per_precision.items()
+        }
+        for track, per_precision in calibration.achieved_tflops.items()
+    }
+    return replace(
+        calibration,
+        achieved_tflops=scaled,
+        device=f"{model} (scaled from {calibration.device} by data-sheet peaks)",
+        measured=False,
+    )
+
+
+def model_of(device_name: str) -> str | None:
+    """The card of :data:`GPU_PEAKS` that ``device_name`` (a CUDA device name, or a card's name such as
+    ``a100``) is: the most specific one whose words all appear in it ("H100 PCIe" before "H100")."""
+    words = device_name.upper().replace("-", " ").split()
+    for model in sorted(GPU_PEAKS, key=lambda m: -len(m.split())):
+        if all(word.upper() in words for word in model.split()):
+            return model
+    return None
+
+
 def peak_tflops(device_name: str, precision: str) -> tuple[float | None, str]:
     """The dense peak of ``device_name`` (a CUDA device name) for ``precision``, and its source."""
-    words = device_name.replace("-", " ").split()
-    # The most specific model whose words all appear in the name: "H100 PCIe" before "H100".
-    for model in sorted(GPU_PEAKS, key=lambda m: -len(m.split())):
+    model = model_of(device_name)
+    if model is not None and precision in GPU_PEAKS[model]:
         peaks = GPU_PEAKS[model]
-        if all(word in words for word in model.split()) and precision in peaks:
-            return peaks[precision], f"{peaks['source']}, dense {precision}"
+        return peaks[precision], f"{peaks['source']}, dense {precision}"
     return None, f"no data-sheet peak for {device_name!r}"

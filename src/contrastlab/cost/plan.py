@@ -31,6 +31,7 @@ from contrastlab.cost.calibration import (
     SIDE_BY_SIDE,
     Calibration,
     eval_seconds,
+    for_gpu_model,
     load_calibration,
     probe_seconds,
     train_seconds,
@@ -358,7 +359,8 @@ def plan_report(
         raise ValueError(
             f"precision choice must be {AS_CONFIGURED} or one of {', '.join(PRECISIONS)}, got {chosen!r}"
         )
-    calibration = load_calibration(calibration_path)
+    # priced for the card the jobs will get (resources.gpu_model), as their wall-time requests are
+    calibration = for_gpu_model(load_calibration(calibration_path), config["resources"].get("gpu_model"))
     jobs = make_plan(config, calibration, chosen)
     searches_in_all = bool((config.get("searches") or {}).get("in_all"))
     lines = [
