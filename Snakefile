@@ -1,9 +1,24 @@
 # contrastlab: reproduce Nie 2023, Li 2024, MACL and OAR end to end.
 #   snakemake --workflow-profile profiles/local                 # full reproduction, config.yaml
 #   snakemake --workflow-profile profiles/local --configfile config/demo.yaml   # offline toy run
+import os
+import sys
+
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+# The library is this workflow's own src/: the controller imports it from there (rules/common.smk), and
+# every job too (PYTHONPATH, which local jobs and SLURM's --export=ALL inherit), so that a job in a conda
+# environment built from envs/contrastlab.yaml (`--sdm conda`: the dependencies only) finds it without
+# `pip install -e`.
+_SRC = os.path.join(workflow.basedir, "src")
+if _SRC not in sys.path:
+    sys.path.insert(0, _SRC)
+os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [_SRC, os.environ.get("PYTHONPATH")])))
+
+
+report: "report/workflow.rst"
 
 
 # config.yaml is the full reproduction; a preset given with --configfile replaces it (Snakemake would

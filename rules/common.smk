@@ -1,7 +1,6 @@
 # Config validation, grid expansion and input functions. Logic lives in contrastlab.config.
 import dataclasses
 import functools
-import json
 import os
 import re
 import sys
@@ -78,7 +77,9 @@ wildcard_constraints:
 def data_marker_identity(what):
     """What the data are (not where): the data rules' only param, so moving a copy retrains nothing."""
     try:
-        return data_identity(config, what)
+        # The main process may resolve an unpinned download's digest (one HEAD, or the download itself);
+        # a job's process reads the lock, which the corpus job has written by then.
+        return data_identity(config, what, resolve=workflow.is_main_process)
     except (OSError, SentEvalDataError) as error:
         sys.exit(f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}")
 
@@ -99,20 +100,6 @@ if workflow.is_main_process:
 def data_marker(what):
     """This run's marker of ``what`` (senteval, corpus): its state, so presets never share it."""
     return f"{R}/state/data/{what}.ready.json"
-
-
-def corpus_ready(wildcards):
-    """The corpus marker, once the corpus checkpoint has run; ancient: a rerun of the checkpoint that
-    finds the same bytes (a moved copy, a pinned URL) retrains nothing, since the cells' corpus param
-    (:func:`corpus_digest`) is what decides."""
-    return ancient(checkpoints.corpus.get().output[0])
-
-
-def corpus_digest(wildcards):
-    """The sha256 of the corpus the cells train on, read from the checkpoint's marker: a param (not
-    derived from ``input``, which Snakemake would not record), so other bytes retrain the cells."""
-    with open(checkpoints.corpus.get().output[0]) as handle:
-        return json.load(handle)["sha256"]
 
 
 def backbone_dir(alias):

@@ -22,10 +22,11 @@ rule senteval_data:
         "../scripts/prepare_senteval.py"
 
 
-# A checkpoint: its marker holds the corpus's content digest (known for a download only once it is
-# fetched), and the cells read the digest from it as a param (corpus_digest in common.smk), so the same
-# bytes from anywhere retrain nothing and other bytes retrain exactly the cells that read the corpus.
-checkpoint corpus:
+# Its param is the corpus's content digest (data_identity: a user's file hashed, a download's lock entry,
+# or on the first run the hub's digest of the file, resolved before the DAG is built), which the cells
+# take as a param too: the same bytes from anywhere retrain nothing, other bytes retrain the cells that
+# read the corpus. (Not a checkpoint: re-planning after one regroups Snakemake's job groups wrongly.)
+rule corpus:
     output:
         data_marker("corpus"),
     params:

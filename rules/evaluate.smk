@@ -118,7 +118,7 @@ rule model_card:
         model=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/model",
         metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/senteval.json",
         senteval_ready=data_marker("senteval"),
-        corpus_ready=corpus_ready,
+        corpus_ready=data_marker("corpus"),
     output:
         card=f"{R}/cards/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/README.md",
     params:

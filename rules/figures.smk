@@ -17,7 +17,7 @@ rule figure_lr_sweep:
     output:
         **reported_figure("{experiment}/lr_sweep"),
     params:
-        config={key: value for key, value in config.items() if key != "data"},
+        config={key: value for key, value in config.items() if key not in ("data", "artifacts_lock")},
         metrics_root=f"{R}/metrics",
     log:
         f"{R}/logs/figures/{{experiment}}-lr_sweep.log",
@@ -154,7 +154,7 @@ for _figure, (_experiments, _caption, _source) in figure_catalog.SWEEP_FIGURES.i
         params:
             figure=_figure,
             experiments=[e for e in _experiments if e in config["experiments"]],
-            config={key: value for key, value in config.items() if key != "data"},
+            config={key: value for key, value in config.items() if key not in ("data", "artifacts_lock")},
             results=lambda wildcards: R,
         log:
             f"{R}/logs/figures/{_figure.rsplit('/', 1)[-1]}.log",

@@ -25,7 +25,7 @@ rule tables:
         ),
     params:
         # Without data locations (the tables never read them): moving the data re-renders nothing.
-        config={key: value for key, value in config.items() if key != "data"},
+        config={key: value for key, value in config.items() if key not in ("data", "artifacts_lock")},
         metrics_root=lambda wildcards: f"{R}/metrics",
         results_dir=lambda wildcards: R,  # the report's cost section reads its benchmarks/
         figures=FIGURES,

@@ -4,7 +4,7 @@
 rule train:
     input:
         backbone=lambda wildcards: backbone_dir(wildcards.backbone),
-        corpus_ready=corpus_ready,
+        corpus_ready=data_marker("corpus"),
         senteval_ready=data_marker("senteval"),
         loss_source=loss_source,
         search_previous=search_previous_stage,  # a later search stage starts from the earlier winner
@@ -13,7 +13,7 @@ rule train:
         log_jsonl=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/train_log.jsonl",
     params:
         settings=train_settings,
-        corpus_sha256=corpus_digest,  # what the cell trains on: other bytes retrain, moved bytes do not
+        corpus=lambda wildcards: data_marker_identity("corpus"),  # what, not where: other bytes retrain
         # Where things lie is not a param (a param change retrains): train.py reads the data locations
         # and the cache from the config, and the snapshots sit in this run's state folder.
         state_dir=lambda wildcards: f"{R}/state/train/{cell_of(wildcards).path}",

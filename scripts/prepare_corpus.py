@@ -18,6 +18,7 @@ with logged_to(snakemake.log[0], job_label(snakemake)):
         fixture_sentences=data["fixture_corpus_sentences"],
         lock_file=where["lock"],
         expected_lines=data["wiki_lines"],
+        expected_sha256=dict(snakemake.params.identity).get("sha256"),  # resolved before any job
     )
     print(f"corpus: {content['lines']:,} lines, sha256 {content['sha256']}")
-    write_json(snakemake.output[0], content)  # what, never where: the cells read the digest (data.smk)
+    write_json(snakemake.output[0], content)  # what, never where (the cells' param is the identity)

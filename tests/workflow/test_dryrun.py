@@ -77,10 +77,11 @@ def full_dry_run(repo_root, tmp_path_factory):
 
 
 def dry_run_jobs(output: str) -> list[dict]:
-    """Every job a dry-run printed: its rule, and its input and output files."""
+    """Every job a dry-run printed: its rule (a checkpoint too: the corpus), and its input and output
+    files."""
     jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", output):
-        match = re.match(r"(?:local)?rule (\w+):\n", block)
+    for block in re.split(r"\n(?=(?:local)?(?:rule|checkpoint) \w+:\n)", output):
+        match = re.match(r"(?:local)?(?:rule|checkpoint) (\w+):\n", block)
         if match:
             fields = dict(re.findall(r"^    (input|output): (.*)$", block, re.M))
             files = {key: fields[key].split(", ") if fields.get(key) else [] for key in ("input", "output")}
@@ -246,6 +247,11 @@ def _jobs_with_resources(output: str) -> list[tuple[str, str]]:
 
 
 def test_slurm_profile_requests_gpus_only_for_gpu_rules(repo_root, tmp_path):
+    # A run whose corpus step is done: before it, the probe jobs wait behind the corpus checkpoint and a
+    # dry run shows them in one placeholder group, split into 20s once the checkpoint is resolved.
+    corpus = tmp_path / "results" / "state" / "data" / "corpus.ready.json"
+    corpus.parent.mkdir(parents=True)
+    corpus.write_text('{"corpus": "text", "lines": 1000000, "sha256": "' + "0" * 64 + '"}')
     output = run_snakemake(
         repo_root,
         "-n",

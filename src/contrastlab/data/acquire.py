@@ -4,10 +4,9 @@ Where the data lie (:func:`data_locations`) and what they are are kept apart on 
 depend on what the data are, so moving a copy, re-downloading it, pinning its URL to a revision or
 switching from the download to an identical copy retrains nothing, while a corpus whose content changed
 retrains every cell that reads it. SentEval is held to its pinned per-file sha256, so its identity is
-known before anything runs (:func:`data_identity`). The corpus is its content digest, which for a
-download is known only once it is fetched: the corpus rule is a checkpoint whose marker
-(:func:`prepare_corpus`'s return) holds the digest, and the cells read it from there
-(rules/data.smk).
+known before anything runs (:func:`data_identity`). The corpus is its content digest: a user's file
+hashed, a download's lock entry, or, before the first download, the digest the hub gives for the file
+(one HEAD request) or the download itself, resolved before the workflow builds its jobs.
 """
 
 from __future__ import annotations
@@ -33,6 +32,9 @@ from contrastlab.data.download import (
     verify_senteval_checksums,
 )
 from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
+
+#: The corpus's entry in the artifacts lock (whatever URL it comes from).
+CORPUS_NAME = "wiki1m_for_simcse.txt"
 
 
 def prepare_senteval(
@@ -72,11 +74,13 @@ def prepare_corpus(
     fixture_sentences: int = 2000,
     lock_file: str | Path = LOCK_FILE,
     expected_lines: int | None = WIKI1M_LINES,
+    expected_sha256: str | None = None,
 ) -> dict[str, Any]:
     """Make the training corpus ``corpus`` exist (user copy, generated demo corpus, or download) and
     return what it is: ``{"corpus": "text", "sha256": ..., "lines": ...}``, the same for the same bytes
     wherever they came from. A download is held to the artifacts lock and to ``expected_lines`` (the
-    published wiki1m's 1,000,000; a short or long file is moved aside and nothing is marked ready)."""
+    published wiki1m's 1,000,000; a short or long file is moved aside and nothing is marked ready) and to
+    ``expected_sha256`` (the digest the workflow resolved before any job, :func:`data_identity`)."""
     del downloads  # the corpus is fetched straight to its final path (resumable via its .part file)
     corpus = Path(corpus)
     if user_copy:
@@ -86,7 +90,7 @@ def prepare_corpus(
         write_demo_corpus(corpus, fixture_sentences)
     else:
         check = expect_lines(expected_lines, corpus.name) if expected_lines else None
-        fetch(url, corpus, name="wiki1m_for_simcse.txt", check=check, lock_file=lock_file)
+        fetch(url, corpus, name=CORPUS_NAME, sha256=expected_sha256, check=check, lock_file=lock_file)
     return {"corpus": "text", "sha256": sha256_file(corpus), "lines": line_count(corpus)}
 
 
@@ -170,19 +174,18 @@ def images_root(config: Mapping[str, Any], dataset: str | None) -> str:
     return str(user_images_root(config, dataset) or f"{config['resources_dir']}/data/cifar")
 
 
-def data_identity(config: Mapping[str, Any], what: str) -> dict[str, Any]:
-    """What the ``what`` data of ``config`` are asked to be, independent of where they lie: the params
-    of its data rule.
+def data_identity(config: Mapping[str, Any], what: str, *, resolve: bool = False) -> dict[str, Any]:
+    """What the ``what`` data of ``config`` are, independent of where they lie: the params of its data rule
+    and of every cell that reads them.
 
     ``senteval``: the published SentEval files (a user's copy is held to their sha256, the download
-    too), one identity whatever their folder. ``corpus``: the request the corpus checkpoint serves, its
-    content digest where that is known before anything runs: a user's file is its sha256 (hashed here, a
-    fraction of a second for wiki1m), a download is the digest its lock entry pins (None before the
-    first download), the fixture its generator settings: the same bytes from a download or a user's
-    file are the same request, so the checkpoint does not even rerun. The cells do
-    not read this: they read the digest the checkpoint writes (:func:`prepare_corpus`). Cheap enough to
-    be computed on every workflow start. A user's SentEval copy is verified here, so a wrong
-    ``data.senteval_dir`` stops the workflow before any job instead of failing inside one.
+    too), one identity whatever their folder. ``corpus``: its content digest, so the same bytes from a
+    download, a user's file, a mirror or a URL pinned to a commit are one identity: a user's file is its
+    sha256 (hashed here, a fraction of a second for wiki1m), a download the digest its lock entry pins;
+    a download not pinned yet is, with ``resolve`` (the workflow's main process), resolved before any job
+    (:func:`resolve_download_digest`), else ``None``; the fixture is its generator settings. A user's
+    SentEval copy is verified here, so a wrong ``data.senteval_dir`` stops the workflow before any job
+    instead of failing inside one.
     """
     data = config["data"]
     if what == "senteval":
@@ -208,11 +211,42 @@ def data_identity(config: Mapping[str, Any], what: str) -> dict[str, Any]:
             return {"corpus": "text", "sha256": sha256_file(corpus)}
         if data["fixture"]:
             return {"corpus": "fixture", "sentences": data["fixture_corpus_sentences"]}
-        pinned = artifacts_lock.entry(
-            config.get("artifacts_lock") or LOCK_FILE, "data", "wiki1m_for_simcse.txt"
-        )
-        return {"corpus": "text", "sha256": (pinned or {}).get("sha256")}
+        lock_file = config.get("artifacts_lock") or LOCK_FILE
+        pinned = artifacts_lock.entry(lock_file, "data", CORPUS_NAME)
+        if pinned is not None:
+            return {"corpus": "text", "sha256": pinned["sha256"]}
+        digest = resolve_download_digest(config) if resolve else None
+        return {"corpus": "text", "sha256": digest}
     raise ValueError(f"unknown data kind {what!r}; expected senteval or corpus")
+
+
+def resolve_download_digest(config: Mapping[str, Any], *, timeout: float = 30.0) -> str | None:
+    """The sha256 of the corpus a download will get, before any job: the hub's ``X-Linked-Etag`` (the
+    sha256 of a file it keeps in git-lfs, as wiki1m) from one HEAD request; from another server, the
+    download itself (into its place, checked and pinned as the corpus job would). The corpus job then
+    holds the bytes to this digest. Where neither works (offline, a dry run without network), one line
+    says so and None is returned: the corpus job fetches (or fails) in the run itself."""
+    import urllib.error
+    import urllib.request
+
+    data = config["data"]
+    url = data["wiki_url"]
+    try:
+        request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "contrastlab"})
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            linked = (response.headers.get("X-Linked-Etag") or "").strip('"').lower()
+        if len(linked) == 64 and all(c in "0123456789abcdef" for c in linked):
+            return linked
+        check = expect_lines(data["wiki_lines"], CORPUS_NAME) if data["wiki_lines"] else None
+        lock_file = config.get("artifacts_lock") or LOCK_FILE
+        corpus = data_locations(config)["corpus"]
+        return sha256_file(fetch(url, corpus, name=CORPUS_NAME, check=check, lock_file=lock_file, retries=0))
+    except (OSError, ValueError, RuntimeError) as error:
+        message = " ".join(str(error).split())
+        print(
+            f"contrastlab note: the corpus's digest is not pinned yet and {url} could not tell it ({message})"
+        )
+        return None
 
 
 def image_data_identity(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
