@@ -70,7 +70,7 @@ rule figure_search:
     input:
         selections=search_figure_inputs,
     output:
-        **figure_files("{experiment}/search"),
+        **reported_figure("{experiment}/search"),
     params:
         results_dir=lambda wildcards: R,  # the selections under <R>/search
     log:

@@ -36,6 +36,8 @@ E2E_MODULES = frozenset(
         "user_loss",
         "vision_pipeline",
         "real_inputs",
+        "snakemake_report",
+        "conda_env",
     )
 )
 # The longest modules first, longest first (seconds in CI's log), so that the two workers end together:
@@ -48,6 +50,7 @@ LONGEST_FIRST = (
     "tests/workflow/test_pipeline.py",
     "tests/workflow/test_dvc.py",
     "tests/workflow/test_user_loss.py",
+    "tests/workflow/test_snakemake_report.py",
     "tests/workflow/test_dryrun.py",
     "tests/workflow/test_vision_pipeline.py",
     "tests/workflow/test_real_inputs.py",
