@@ -77,8 +77,7 @@ def full_dry_run(repo_root, tmp_path_factory):
 
 
 def dry_run_jobs(output: str) -> list[dict]:
-    """Every job a dry-run printed: its rule (a checkpoint too: the corpus), and its input and output
-    files."""
+    """Every job a dry-run printed: its rule (a checkpoint's too), and its input and output files."""
     jobs = []
     for block in re.split(r"\n(?=(?:local)?(?:rule|checkpoint) \w+:\n)", output):
         match = re.match(r"(?:local)?(?:rule|checkpoint) (\w+):\n", block)
@@ -247,11 +246,6 @@ def _jobs_with_resources(output: str) -> list[tuple[str, str]]:
 
 
 def test_slurm_profile_requests_gpus_only_for_gpu_rules(repo_root, tmp_path):
-    # A run whose corpus step is done: before it, the probe jobs wait behind the corpus checkpoint and a
-    # dry run shows them in one placeholder group, split into 20s once the checkpoint is resolved.
-    corpus = tmp_path / "results" / "state" / "data" / "corpus.ready.json"
-    corpus.parent.mkdir(parents=True)
-    corpus.write_text('{"corpus": "text", "lines": 1000000, "sha256": "' + "0" * 64 + '"}')
     output = run_snakemake(
         repo_root,
         "-n",
