@@ -54,7 +54,7 @@ cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentE
 
 lock: install            ## CONFIG's data and backbone steps only (downloads, checks, no training): writes artifacts.lock.json
 	$(SNAKEMAKE) --configfile $(CONFIG) --cores 2 --until senteval_data corpus image_data fetch_backbone
-	@echo "artifacts.lock.json pins every input's revision and sha256: commit it (git add artifacts.lock.json)."
+	@$(BIN)/python -m contrastlab.artifacts "$$($(BIN)/python -c 'import sys; from contrastlab.config import load; print(load(sys.argv[1])["artifacts_lock"])' '$(CONFIG)')"
 
 gpu-check: install      ## the GPU path in ~8 minutes on one GPU: results/gpu-check/report.md, calibration.json
 	$(BIN)/python scripts/gpu_check.py

@@ -91,3 +91,26 @@ def mismatch(
         f"{key}: {what} {found}{place} differs from the {what} {expected} pinned in {lock_file}; if the new "
         f'one is intended, delete the entry "{key}" from "{section}" in {lock_file} and run again'
     )
+
+
+def summary(lock_file: str | Path = LOCK_FILE) -> str:
+    """One line per pinned input of ``lock_file`` (what ``make lock`` prints), or why there is none."""
+    lock = read_lock(lock_file)
+    lines = [
+        f"{name}: sha256 {entry['sha256'][:16]}… ({entry['bytes']:,} bytes"
+        + (f", commit {entry['revision'][:12]})" if entry.get("revision") else ")")
+        for name, entry in lock["data"].items()
+    ] + [
+        f"{repo}: commit {entry['revision']} ({len(entry['files'])} files)"
+        for repo, entry in lock["backbones"].items()
+    ]
+    if not lines:
+        return f"{lock_file}: nothing pinned (this preset downloads nothing and fetches no hub backbone)"
+    head = f"{lock_file} pins {len(lines)} inputs; commit it to share them byte for byte:"
+    return "\n".join([head, *lines])
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(summary(sys.argv[1] if len(sys.argv) > 1 else LOCK_FILE))

@@ -194,6 +194,11 @@ def test_the_published_layouts_pass_every_step_and_the_lock_names_every_input(fi
     )
     assert record["revision"] == lock["backbones"]["bert-base-uncased"]["revision"]
     assert record["files"] == lock["backbones"]["bert-base-uncased"]["files"]
+    from contrastlab.artifacts import summary  # what make lock prints after the steps
+
+    printed = summary(workdir.parent / "artifacts.lock.json").splitlines()
+    assert printed[0].endswith("pins 8 inputs; commit it to share them byte for byte:") and len(printed) == 9
+    assert f"bert-base-uncased: commit {hub.head('bert-base-uncased')} (4 files)" in printed
 
 
 def test_a_second_lab_with_the_lock_gets_the_pinned_bytes_although_every_branch_moved(
