@@ -83,14 +83,14 @@ lint: install
 	$(BIN)/lint-imports
 
 clean-demo:
-	rm -rf results/demo
+	rm -rf results/demo results/plots/demo
 
 add-seeds: install       ## print the commands adding seeds to the cells of undecided claims only (RUN=1: run them)
 	$(BIN)/python scripts/add_seeds.py --configfile $(CONFIG) $(if $(RUN),--run,)
 
-# Snakemake runs the workflow, DVC versions what it produced (contrastlab.versioning).
-freeze: install          ## dvc add + dvc push everything CONFIG's run produced (needs a default DVC remote)
+# Snakemake runs the workflow; DVC runs it per preset (dvc.yaml) and versions it (contrastlab.versioning).
+freeze: install          ## dvc repro of CONFIG's stage (nothing left to run) + dvc add resources + dvc push (a default remote)
 	$(BIN)/python scripts/freeze.py --configfile $(CONFIG)
 
-restore: install         ## after `dvc pull`: Snakemake takes the pulled outputs as done; tables re-rendered
+restore: install         ## after `dvc pull`: Snakemake takes the pulled outputs as done; tables and PNGs re-rendered
 	$(BIN)/python scripts/restore.py --configfile $(CONFIG)

@@ -1,12 +1,22 @@
-"""Version what the workflow produced with DVC, and hand a pulled copy back to Snakemake as finished.
+"""Run a preset under DVC, version what it produced, and hand a pulled copy back to Snakemake as finished.
 
-Snakemake runs the workflow; DVC only versions its results, so the two never orchestrate the same DAG:
+Snakemake owns the workflow's DAG; DVC sees each preset as one stage, ``reproduce@<preset>`` in
+``dvc.yaml``, whose command (:func:`reproduce`, ``scripts/reproduce.py``) is the Snakemake run of that
+preset and whose outputs are the preset's results folders (:data:`RESULTS_OUTPUTS`, in DVC's cache), the
+summary of its headline numbers (:func:`summary_path`, committed to git: ``dvc metrics``, ``dvc exp
+show``) and copies of its figures' PNGs (:func:`plots_path`: ``dvc plots``). So:
 
-- :func:`freeze` (``make freeze CONFIG=<preset>``) ``dvc add``s what one preset produced, i.e. the
-  results folder's checkpoints, model cards, metrics, state (data markers), figures, tables, report,
-  timings and logs and the shared resources' data and backbones (:func:`frozen_paths`), records the
-  config they came from (:data:`FREEZE_RECORD`) and ``dvc push``es them to the default remote. The
-  ``.dvc`` pointers it writes beside them are committed to git.
+- ``dvc repro reproduce@demo`` runs Snakemake on ``config/demo.yaml`` (Snakemake decides what is left
+  to do; the stage is ``always_changed``, so DVC never answers "up to date" on Snakemake's behalf) and
+  versions the result in DVC's cache, with :data:`FREEZE_RECORD` (the config the results came from)
+  written by the same command: whatever ``dvc.lock`` records was made by a complete run with that config.
+- ``dvc exp run -S training.lr=1e-4`` sets a key of :data:`PARAMS_FILE`, a small
+  overlay merged over the preset's config (empty: the preset's own value), and trains what it changes.
+  ``-S`` on a config file itself (``-S config/demo.yaml:training.lr=1e-4``), which DVC would rewrite
+  whole, is undone and refused in one line (:func:`check_configs_untouched`).
+- :func:`freeze` (``make freeze CONFIG=<preset>``) runs the stage on a finished run (Snakemake has
+  nothing left to do), ``dvc add``s the shared resources (:data:`RESOURCES_OUTPUTS`) and ``dvc push``es
+  both; ``dvc.lock``, the summary and the resources' ``.dvc`` pointers are what git commits.
 - :func:`restore` (``make restore CONFIG=<preset>``, after ``dvc pull``) checks that the pulled copy
   belongs to this config and data, replays the DAG with ``snakemake --touch --forceall`` (which stamps
   every output in DAG order and records Snakemake's provenance of each for the current config, so that a
@@ -21,16 +31,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from contrastlab.paths import atomic_dir, write_json
 from contrastlab.workflow.recovery import running_workflow_marker
 
-#: What :func:`freeze` versions, relative to the preset's ``results_dir`` and to ``resources_dir``.
+#: The preset's outputs each ``reproduce@<preset>`` stage versions (``dvc.yaml``'s ``outs``), relative
+#: to its ``results_dir``; the folders are created empty where a preset writes none (``search`` without
+#: a search), so that DVC never fails a finished run on a missing output.
 RESULTS_OUTPUTS = (
     "checkpoints",
     "cards",  # the model cards (rule model_card), beside the checkpoints they describe
@@ -44,43 +60,100 @@ RESULTS_OUTPUTS = (
     "report.md",
     "report.html",
 )
+#: What :func:`freeze` ``dvc add``s under ``resources_dir``: shared by the presets, so no stage's output.
 RESOURCES_OUTPUTS = ("data", "models")
 
-#: Written by :func:`freeze` under ``results_dir``: the config the frozen results came from.
+#: Written under ``results_dir`` by every run of the stage: the config the versioned results came from.
 FREEZE_RECORD = "state/freeze.json"
+#: The overlay ``dvc exp run -S`` sets; merged over every preset's config by the stage.
+PARAMS_FILE = "params.yaml"
+#: The stage of ``dvc.yaml`` that runs a preset, one ``reproduce@<name>`` per entry of its ``foreach``.
+STAGE = "reproduce"
+#: Where the stages write each preset's summary (``<name>.json``, committed to git: not in DVC's cache, so
+#: that a preset that has not run is no file rather than a missing output) and its PNGs (``<name>/``, made
+#: again by :func:`restore`); dvc.yaml's ``metrics`` and ``plots`` read these folders.
+SUMMARY_DIR = "summary"
+PLOTS_DIR = "results/plots"
 
 #: Config keys that do not change any result (where the data lie; job sizes): a restore on another
 #: machine may differ in them.
 _UNVERSIONED_KEYS = ("data", "resources")
+#: Rules that only render: a params change that leaves only these to run changed no cell.
+_RENDERING_ONLY = frozenset({"all", "tables"})
 
 _SNAKEMAKE = (sys.executable, "-m", "snakemake", "--workflow-profile", "profiles/local")
 
 
 class VersioningError(RuntimeError):
-    """A one-line reason why a freeze or a restore cannot go on."""
+    """A one-line reason why a run, a freeze or a restore cannot go on."""
 
 
 @dataclass(frozen=True)
 class Preset:
-    """A config file, validated, and the folders it writes to (relative to the repository root)."""
+    """A config file with the params overlay, validated, and the folders it writes to (relative to the
+    repository root)."""
 
     configfile: str
     config: dict[str, Any]
     results_dir: Path
     resources_dir: Path
+    overlay: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def snakemake_args(self) -> list[str]:
+        """``--configfile`` and the overlay as ``--config KEY=VALUE`` (Snakemake merges it key by key)."""
+        return ["--configfile", self.configfile, *overlay_args(self.overlay)]
 
 
-def load_preset(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> Preset:
-    """Validate ``configfile`` as the workflow does and locate its results and resources in ``root``;
-    both must lie inside ``root`` (DVC versions nothing outside its repository)."""
+def _drop_nulls(tree: Any) -> Any:
+    if not isinstance(tree, Mapping):
+        return tree
+    kept = {key: _drop_nulls(value) for key, value in tree.items() if value is not None}
+    return {key: value for key, value in kept.items() if value != {}}
+
+
+def params_overlay(root: str | os.PathLike = ".") -> dict[str, Any]:
+    """The settings of ``root``'s :data:`PARAMS_FILE` that are set (empty/null: the preset's own value), read
+    as DVC writes it (YAML 1.2: ``1e-05`` is a number); empty when there is no such file."""
+    from dvc.utils.serialize import loads_yaml
+
+    path = Path(root) / PARAMS_FILE
+    if not path.is_file():
+        return {}
+    data = loads_yaml(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, Mapping):
+        raise VersioningError(f"{PARAMS_FILE} must hold a mapping of config keys, got {type(data).__name__}")
+    return _drop_nulls(data)
+
+
+def overlay_args(overlay: Mapping[str, Any]) -> list[str]:
+    """``--config KEY=VALUE ...`` for each top-level key of ``overlay`` (VALUE in YAML flow style)."""
+    if not overlay:
+        return []
+    # safe_dump ends a lone scalar with the document end marker "...": not part of the value
+    values = [
+        yaml.safe_dump(v, default_flow_style=True, width=1 << 20).removesuffix("...\n")
+        for v in overlay.values()
+    ]
+    return ["--config", *(f"{key}={value.strip()}" for key, value in zip(overlay, values, strict=True))]
+
+
+def load_preset(
+    configfile: str | os.PathLike, root: str | os.PathLike = ".", overlay: Mapping[str, Any] | None = None
+) -> Preset:
+    """Validate ``configfile`` with ``overlay`` (default: :func:`params_overlay`) merged over it, as the
+    stage's Snakemake run does, and locate its results and resources in ``root``; both must lie inside
+    ``root`` (DVC versions nothing outside its repository)."""
     from contrastlab import config as cl_config
 
     root = Path(root).resolve()
+    overlay = dict(params_overlay(root) if overlay is None else overlay)
     path = Path(configfile) if Path(configfile).is_absolute() else root / configfile
     try:
-        config = cl_config.load(path)
+        config = cl_config.load(path, overlay)
     except cl_config.ConfigError as error:
-        raise VersioningError(str(error)) from None
+        where = f" with {PARAMS_FILE}'s {', '.join(_flatten(overlay))}" if overlay else ""
+        raise VersioningError(f"{configfile}{where}: {error}") from None
     folders = {}
     for key in ("results_dir", "resources_dir"):
         folder = (root / config[key]).resolve()
@@ -90,14 +163,50 @@ def load_preset(configfile: str | os.PathLike, root: str | os.PathLike = ".") ->
                 "only files inside it"
             )
         folders[key] = folder.relative_to(root)
-    return Preset(str(configfile), config, folders["results_dir"], folders["resources_dir"])
+    return Preset(str(configfile), config, folders["results_dir"], folders["resources_dir"], overlay)
+
+
+def preset_stages(root: str | os.PathLike = ".") -> dict[str, dict[str, str]]:
+    """``{name: {"config": ..., "results": ...}}``: the presets ``dvc.yaml``'s stage :data:`STAGE`
+    runs, in its order."""
+    path = Path(root) / "dvc.yaml"
+    stages = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("stages") or {}
+    return dict((stages.get(STAGE) or {}).get("foreach") or {})
+
+
+def stage_for(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> str:
+    """``reproduce@<name>``, the stage of ``dvc.yaml`` that runs ``configfile``."""
+    wanted = Path(os.path.normpath(configfile))
+    stages = preset_stages(root)
+    for name, item in stages.items():
+        if Path(os.path.normpath(item["config"])) == wanted:
+            return f"{STAGE}@{name}"
+    known = ", ".join(item["config"] for item in stages.values()) or "none"
+    raise VersioningError(
+        f"{configfile} has no stage in dvc.yaml (presets with one: {known}); add it to the foreach of "
+        f"stage {STAGE} there (config.yaml and config/cpu.yaml have a line to uncomment)"
+    )
+
+
+def preset_name(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> str:
+    """``demo`` for ``config/demo.yaml``: the key of ``configfile``'s stage (:func:`stage_for`)."""
+    return stage_for(configfile, root).split("@", 1)[1]
+
+
+def summary_path(name: str) -> Path:
+    """The headline summary of the preset ``name`` (:func:`contrastlab.tables.summary.summary`)."""
+    return Path(SUMMARY_DIR) / f"{name}.json"
+
+
+def plots_path(name: str) -> Path:
+    """The folder of the PNGs of the preset ``name``'s figures (:func:`copy_figure_images`)."""
+    return Path(PLOTS_DIR) / name
 
 
 def frozen_paths(preset: Preset, root: str | os.PathLike = ".") -> list[Path]:
-    """The outputs of ``preset`` that exist under ``root``, as paths relative to it, in the order of
-    :data:`RESULTS_OUTPUTS` then :data:`RESOURCES_OUTPUTS`."""
-    wanted = [preset.results_dir / name for name in RESULTS_OUTPUTS]
-    wanted += [preset.resources_dir / name for name in RESOURCES_OUTPUTS]
+    """The shared resources of ``preset`` that exist under ``root`` (what :func:`freeze` ``dvc add``s),
+    as paths relative to it."""
+    wanted = [preset.resources_dir / name for name in RESOURCES_OUTPUTS]
     return [path for path in wanted if (Path(root) / path).exists()]
 
 
@@ -105,6 +214,171 @@ def config_fingerprint(config: dict[str, Any]) -> dict[str, Any]:
     """The part of a validated config that the results depend on, as plain JSON values."""
     kept = {key: value for key, value in config.items() if key not in _UNVERSIONED_KEYS}
     return json.loads(json.dumps(kept, sort_keys=True, default=str))
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, Mapping) or not tree:
+        return {prefix: tree}
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
+# --- the stage's command ---------------------------------------------------------------------------------
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True)
+
+
+def _take_changes(node: dict, target: Mapping[str, Any]) -> None:
+    """Make ``node`` equal to ``target``, replacing only the values that differ (as Hydra's overrides do)."""
+    for key in [key for key in node if key not in target]:
+        del node[key]
+    for key, value in target.items():
+        if isinstance(node.get(key), dict) and isinstance(value, Mapping):
+            _take_changes(node[key], value)
+        elif key not in node or node[key] != value:
+            node[key] = value
+
+
+def _set_param_rewrite(baseline: str, current: str) -> bool:
+    """Whether ``current`` is what ``dvc exp run -S`` writes when it sets keys of ``baseline``: DVC's
+    ``apply_overrides`` (the baseline read for update, its values with the changed ones set, merged back
+    and dumped: every list in block style) replayed with the changes ``current`` holds. A baseline that
+    is already in that form gives no sign of DVC: an edit of its values is taken as the user's."""
+    from dvc.utils.collections import merge_dicts, remove_missing_keys, to_omegaconf
+    from dvc.utils.serialize import dumps_yaml, loads_yaml, parse_yaml_for_update
+    from omegaconf import OmegaConf
+
+    try:
+        original, target = parse_yaml_for_update(baseline, "baseline"), loads_yaml(current)
+    except Exception:  # not YAML DVC can read: not DVC's rewrite either
+        return False
+    if not isinstance(original, dict) or not isinstance(target, dict) or dumps_yaml(original) == baseline:
+        return False
+    values = OmegaConf.to_object(OmegaConf.create(to_omegaconf(original), flags={"allow_objects": True}))
+    _take_changes(values, target)
+    merge_dicts(original, values)
+    remove_missing_keys(original, values)
+    return dumps_yaml(original) == current
+
+
+def check_configs_untouched(root: str | os.PathLike, baseline_rev: str) -> None:
+    """Under ``dvc exp run``: undo what ``-S <config file>:<key>=<value>`` did to a config file (DVC
+    applies it to any YAML file, rewriting it whole: flow lists to blocks, comments moved) and refuse in
+    one line naming the keys. An edit of the user's own is left alone (it is part of the experiment)."""
+    from dvc.utils.serialize import loads_yaml
+
+    root = Path(root)
+    listed = _git(root, "ls-tree", "-r", "--name-only", baseline_rev, "--", "config.yaml", "config")
+    rewritten = {}
+    for name in listed.stdout.decode().split():
+        if not name.endswith((".yaml", ".yml")) or not (root / name).is_file():
+            continue
+        current = (root / name).read_text(encoding="utf-8")
+        baseline = _git(root, "show", f"{baseline_rev}:{name}").stdout.decode()
+        if current != baseline and _set_param_rewrite(baseline, current):
+            rewritten[name] = (baseline, current)
+    if not rewritten:
+        return
+    changes = []
+    for name, (baseline, current) in rewritten.items():
+        (root / name).write_text(baseline, encoding="utf-8")
+        before, after = _flatten(loads_yaml(baseline)), _flatten(loads_yaml(current))
+        changes += [f"{key}={after.get(key)}" for key in after if before.get(key) != after.get(key)]
+    example = changes[0] if changes else "KEY=VALUE"
+    raise VersioningError(
+        f"`dvc exp run -S <config file>:...` rewrote {', '.join(rewritten)} whole; restored it, nothing "
+        f"ran. Set the value in {PARAMS_FILE} instead: dvc exp run -S '{example}' (a key {PARAMS_FILE} "
+        "does not list takes a leading +)"
+    )
+
+
+def _snakemake_streamed(preset: Preset, root: Path) -> None:
+    """Snakemake on ``preset`` in ``root``, its output going to this process's (the user sees the run)."""
+    done = subprocess.run([*_SNAKEMAKE, *preset.snakemake_args], cwd=root)
+    if done.returncode != 0:
+        raise VersioningError(
+            f"snakemake failed on {preset.configfile} (exit {done.returncode}; its output is above): "
+            "nothing is versioned"
+        )
+
+
+def _check_overlay_changes_a_cell(preset: Preset, root: Path) -> None:
+    """Refuse a params overlay, new since the last run, that leaves Snakemake nothing to do but render the
+    tables: it changes no cell (it repeats the preset's value, or a cell's own setting wins over
+    ``training.*``), and a run would train nothing."""
+    record = root / preset.results_dir / FREEZE_RECORD
+    before = json.loads(record.read_text(encoding="utf-8")).get("overlay") if record.is_file() else None
+    if not preset.overlay or before is None or before == preset.overlay:
+        return
+    left = pending_jobs(_snakemake([*preset.snakemake_args, "-n"], root, "snakemake -n"))
+    if not set(left) - _RENDERING_ONLY:
+        keys = ", ".join(f"{k}={v}" for k, v in _flatten(preset.overlay).items())
+        raise VersioningError(
+            f"{PARAMS_FILE} sets {keys}, which changes no cell of {preset.configfile} (the preset's own "
+            "value, or one each cell sets itself): nothing would train. Set the cell's own key in the "
+            f"config, or reset {PARAMS_FILE} (git checkout {PARAMS_FILE})"
+        )
+
+
+def copy_figure_images(figures_dir: Path, plots_dir: Path) -> list[Path]:
+    """Put the PNGs under ``figures_dir`` (and nothing else: DVC cannot draw the PDFs, and the figures'
+    CSVs have no x/y it could guess) into ``plots_dir``, replacing what it held; returns the copies."""
+    with atomic_dir(plots_dir) as tmp:
+        tmp.mkdir()
+        for png in sorted(figures_dir.rglob("*.png")) if figures_dir.is_dir() else []:
+            target = tmp / png.relative_to(figures_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(png, target)
+    return sorted(plots_dir.rglob("*.png"))
+
+
+def reproduce(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> Preset:
+    """The command of the stage ``reproduce@<name>``: run Snakemake on ``configfile`` with the params
+    overlay, then write :data:`FREEZE_RECORD`, the headline summary (:func:`summary_path`) and the
+    figures' PNGs (:func:`plots_path`), and create the output folders the preset wrote none of. Under
+    ``dvc exp run`` it first undoes and refuses a ``-S`` on a config file
+    (:func:`check_configs_untouched`)."""
+    from contrastlab.tables.summary import summary
+
+    root = Path(root).resolve()
+    name = preset_name(configfile, root)
+    baseline = os.environ.get("DVC_EXP_BASELINE_REV")
+    if baseline:
+        check_configs_untouched(root, baseline)
+    preset = load_preset(configfile, root)
+    _check_overlay_changes_a_cell(preset, root)
+    _snakemake_streamed(preset, root)
+    results = root / preset.results_dir
+    for output in RESULTS_OUTPUTS:
+        if "." not in output:  # a folder
+            (results / output).mkdir(parents=True, exist_ok=True)
+        elif not (results / output).is_file():
+            raise VersioningError(
+                f"snakemake finished without {preset.results_dir / output}: nothing is versioned"
+            )
+    write_json(results / FREEZE_RECORD, _record(preset, results))
+    write_json(root / summary_path(name), summary(preset.config, results / "metrics"))
+    copy_figure_images(results / "figures", root / plots_path(name))
+    return preset
+
+
+def _record(preset: Preset, results: Path) -> dict[str, Any]:
+    """What :func:`check_restorable` holds a pulled copy to: the config and what its data are (for each
+    data marker the run wrote, the data's identity under this config)."""
+    markers = sorted(p.name for p in (results / "state" / "data").glob("*.ready.json"))
+    return {
+        "configfile": preset.configfile,
+        "overlay": preset.overlay,
+        "config": config_fingerprint(preset.config),
+        "data": {marker: _current_data_identity(preset.config, marker) for marker in markers},
+    }
+
+
+# --- freeze and restore ----------------------------------------------------------------------------------
 
 
 def _dvc(args: Sequence[str], root: Path, *, capture: bool = False) -> subprocess.CompletedProcess:
@@ -132,13 +406,16 @@ def default_remote(root: str | os.PathLike = ".") -> str | None:
 
 
 def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push: bool = True) -> list[Path]:
-    """``dvc add`` every existing output of the preset ``configfile`` (:func:`frozen_paths`) after
-    writing :data:`FREEZE_RECORD`, then ``dvc push`` them to the default remote; returns the ``.dvc``
-    pointer files (relative to ``root``) to commit.
+    """Version a finished run of the preset ``configfile``: ``dvc repro`` its stage (Snakemake has
+    nothing left to run; the stage records the config and commits the outputs to DVC's cache), ``dvc
+    add`` the shared resources (:func:`frozen_paths`) and ``dvc push`` both to the default remote;
+    returns the files to commit (``dvc.lock``, the summary and the resources' ``.dvc`` pointers), relative
+    to ``root``.
 
     Refuses, with a one-line :class:`VersioningError`, when no default remote is configured (checked
-    first, before any hashing), when the preset has not run (no metrics file), or while a Snakemake run
-    is using its results folder. Never call it from a Snakemake job: it versions the whole folder.
+    first, before any hashing), when the preset has no stage in ``dvc.yaml``, has not run (no metrics
+    file) or has jobs left, or while a Snakemake run is using its results folder. Never call it from a
+    Snakemake job: it versions the whole folder.
     """
     root = Path(root).resolve()
     preset = load_preset(configfile, root)
@@ -147,11 +424,12 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
             "no DVC remote configured: add one with `.venv/bin/dvc remote add -d store <folder or URL>` "
             "(commit .dvc/config), then freeze again"
         )
+    stage = stage_for(configfile, root)
     results = root / preset.results_dir
     if not any((results / "metrics").rglob("*.json")):
         raise VersioningError(
             f"nothing to freeze: {preset.configfile} has not run yet ({preset.results_dir}/metrics holds "
-            "no metrics file); run the workflow with this config first"
+            f"no metrics file); run it first: .venv/bin/dvc repro {stage}"
         )
     running = running_workflow_marker(results)
     if running.exists():
@@ -159,27 +437,22 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
             f"a Snakemake run is using {preset.results_dir} ({running.relative_to(root)} exists; if it was "
             "killed, run the workflow again to finish it): freeze when it has ended"
         )
-    record = {
-        "configfile": preset.configfile,
-        "config": config_fingerprint(preset.config),
-        "data_markers": _data_markers(results),
-    }
-    record_path = results / FREEZE_RECORD
-    record_path.parent.mkdir(parents=True, exist_ok=True)
-    record_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    left = pending_jobs(_snakemake([*preset.snakemake_args, "-n"], root, "snakemake -n"))
+    if left:
+        jobs = ", ".join(f"{rule} {n}" for rule, n in left.items())
+        raise VersioningError(
+            f"{preset.configfile} is not a finished run: Snakemake would still run {jobs}; finish it "
+            f"(.venv/bin/dvc repro {stage}), then freeze"
+        )
+    _check(_dvc(["repro", stage], root), f"dvc repro {stage}")
     paths = frozen_paths(preset, root)
     # Quiet: DVC would suggest `git add`ing the .gitignore files it writes, which .gitignore keeps out.
-    _check(_dvc(["add", "--quiet", *map(str, paths)], root), "dvc add")
+    if paths:
+        _check(_dvc(["add", "--quiet", *map(str, paths)], root), "dvc add")
     pointers = [path.with_name(path.name + ".dvc") for path in paths]
     if push:
-        _check(_dvc(["push", *map(str, pointers)], root), "dvc push")
-    return pointers
-
-
-def _data_markers(results: Path) -> dict[str, Any]:
-    """``{name: content}`` of the data markers under ``results/state/data`` (what data a run used)."""
-    folder = results / "state" / "data"
-    return {p.name: json.loads(p.read_text()) for p in sorted(folder.glob("*.ready.json"))}
+        _check(_dvc(["push", stage, *map(str, pointers)], root), "dvc push")
+    return [Path("dvc.lock"), summary_path(preset_name(configfile, root)), *pointers]
 
 
 def _current_data_identity(config: dict[str, Any], marker: str) -> Any:
@@ -196,43 +469,48 @@ def _current_data_identity(config: dict[str, Any], marker: str) -> Any:
     return json.loads(json.dumps(identity))
 
 
+def _locked_outputs(stage: str, root: Path) -> list[str] | None:
+    """The outputs ``dvc.lock`` records for ``stage`` (what ``dvc pull`` brings), None when it has none."""
+    lock = root / "dvc.lock"
+    if not lock.is_file():
+        return None
+    entry = ((yaml.safe_load(lock.read_text(encoding="utf-8")) or {}).get("stages") or {}).get(stage)
+    return None if entry is None else [out["path"] for out in entry.get("outs", [])]
+
+
 def check_restorable(preset: Preset, root: str | os.PathLike = ".") -> dict[str, Any]:
-    """Check that the pulled copy of ``preset`` in ``root`` is complete and came from this config and
-    these data; returns its freeze record. Raises :class:`VersioningError` naming what is wrong."""
+    """Check that the pulled copy of ``preset`` in ``root`` is complete and came from this config (with
+    the same params overlay) and these data; returns its record. Raises :class:`VersioningError` naming
+    what is wrong."""
     root = Path(root)
-    results = root / preset.results_dir
-    record_path = results / FREEZE_RECORD
-    if not record_path.is_file():
+    stage = stage_for(preset.configfile, root)
+    outputs = _locked_outputs(stage, root)
+    if outputs is None:
         raise VersioningError(
-            f"nothing to restore for {preset.configfile}: {preset.results_dir / FREEZE_RECORD} is missing; "
-            "run `.venv/bin/dvc pull` first (and `make freeze` where the preset ran)"
+            f"nothing to restore for {preset.configfile}: dvc.lock has no stage {stage}; run `make freeze "
+            f"CONFIG={preset.configfile}` where the preset ran and commit dvc.lock"
         )
-    record = json.loads(record_path.read_text(encoding="utf-8"))
-    missing = [str(p) for p in _pointed_paths(preset, root) if not (root / p).exists()]
-    if missing:
+    cached = [path for path in outputs if not path.startswith(f"{PLOTS_DIR}/")]  # the PNGs: made again
+    missing = [path for path in cached if not (root / path).exists()]
+    record_path = root / preset.results_dir / FREEZE_RECORD
+    if missing or not record_path.is_file():
+        missing = missing or [str(preset.results_dir / FREEZE_RECORD)]
         raise VersioningError(f"not pulled yet: {', '.join(missing)}; run `.venv/bin/dvc pull` first")
+    record = json.loads(record_path.read_text(encoding="utf-8"))
     frozen, current = record["config"], config_fingerprint(preset.config)
     if frozen != current:
         keys = sorted(k for k in set(frozen) | set(current) if frozen.get(k) != current.get(k))
         raise VersioningError(
-            f"{preset.configfile} differs from the config the results were frozen with in: "
-            f"{', '.join(keys)}; restore with that config (the commit of the freeze), then change it"
+            f"{preset.configfile} (with {PARAMS_FILE}) differs from the config the results were frozen with "
+            f"in: {', '.join(keys)}; restore with that config (the commit of the freeze), then change it"
         )
-    for marker, content in record.get("data_markers", {}).items():
-        if _current_data_identity(preset.config, marker) != content:
+    for marker, identity in record.get("data", {}).items():
+        if _current_data_identity(preset.config, marker) != identity:
             raise VersioningError(
                 f"the data of {preset.configfile} are not those the results were made with "
-                f"({marker}: frozen {content}); point data.* at the same data"
+                f"({marker.removesuffix('.ready.json')}: frozen {identity}); point data.* at the same data"
             )
     return record
-
-
-def _pointed_paths(preset: Preset, root: Path) -> list[Path]:
-    """The outputs of ``preset`` that have a ``.dvc`` pointer in ``root`` (what ``dvc pull`` brings)."""
-    wanted = [preset.results_dir / n for n in RESULTS_OUTPUTS] + [
-        preset.resources_dir / n for n in RESOURCES_OUTPUTS
-    ]
-    return [p for p in wanted if (root / p.with_name(p.name + ".dvc")).is_file()]
 
 
 def _snakemake(args: Sequence[str], root: Path, what: str) -> str:
@@ -265,12 +543,12 @@ def restore(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> lis
     DAG order, its provenance recorded under ``.snakemake/`` for the current config), checks with a dry
     run that no job is left (a copy frozen from an unfinished run stops here, naming the jobs), then
     renders with ``snakemake --forcerun tables``, allowed to run the table rule only: nothing is
-    trained or evaluated.
+    trained or evaluated. The figures' PNGs for ``dvc plots`` are copied again (not in DVC's cache).
     """
     root = Path(root).resolve()
     preset = load_preset(configfile, root)
     check_restorable(preset, root)
-    config_args = ["--configfile", str(configfile), "--cores", "1"]
+    config_args = [*preset.snakemake_args, "--cores", "1"]
     _snakemake([*config_args, "--touch", "--forceall"], root, "snakemake --touch --forceall")
     left = pending_jobs(_snakemake([*config_args, "-n"], root, "snakemake -n"))
     if left:
@@ -283,5 +561,8 @@ def restore(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> lis
         [*config_args, "--forcerun", "tables", "--allowed-rules", "tables", "all"],
         root,
         "snakemake --forcerun tables",
+    )
+    copy_figure_images(
+        root / preset.results_dir / "figures", root / plots_path(preset_name(configfile, root))
     )
     return sorted(str(p.relative_to(root)) for p in (root / preset.results_dir / "tables").iterdir())

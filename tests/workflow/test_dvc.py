@@ -1,22 +1,32 @@
-"""DVC versions what Snakemake produced: a reduced demo run, ``make freeze``, a fresh clone, ``dvc pull``,
-``make restore``: the same tables byte for byte, and a dry run with no job (README "Full reproduction")."""
+"""The DVC commands a DVC user types first, on a reduced demo in a repository of its own with a local-folder
+remote: ``dvc repro reproduce@demo`` runs Snakemake and versions the result; ``dvc exp run -S`` trains a
+changed setting of params.yaml, and refuses in one line (undoing DVC's rewrite) a ``-S`` on a config file
+or a setting that changes no cell; ``dvc metrics show`` reads one summary per preset and ``dvc plots
+show`` only the PNGs; ``make freeze``, a fresh clone, ``dvc pull`` and ``make restore`` give the same
+tables byte for byte and a dry run with no job (README "Full reproduction"). One Snakemake run of the
+reduced demo serves every test of the module; the tests that change the repository come last."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
-from contrastlab.versioning import pending_jobs
+from contrastlab.versioning import FREEZE_RECORD, pending_jobs
 
-CONFIG = "config/test-dvc.yaml"
-RESULTS = "results/demo"  # a results folder that dvc.yaml's metrics and plots name
+CONFIG = "config/demo.yaml"  # the preset of stage reproduce@demo, cut down in the module's repository
+RESULTS = "results/demo"
+STAGE = "reproduce@demo"
+SUMMARY = "summary/demo.json"
 
 
 def _env() -> dict[str, str]:
@@ -31,6 +41,10 @@ def run(cwd: Path, *command: str, ok: bool = True) -> subprocess.CompletedProces
     if ok:
         assert done.returncode == 0, f"{' '.join(command)}:\n{(done.stdout + done.stderr)[-4000:]}"
     return done
+
+
+def dvc(cwd: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+    return run(cwd, ".venv/bin/dvc", *args, ok=ok)
 
 
 def git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -67,17 +81,21 @@ def tools():
 
 def tracked_copy(repo_root: Path, dest: Path) -> Path:
     """A new git repository at ``dest`` holding the working-tree content of the repository's files that
-    git tracks or would (the workflow, Makefile, .dvc/config, dvc.yaml, .gitignore, .dvcignore)."""
+    git tracks or would (the workflow, Makefile, .dvc/config, dvc.yaml, params.yaml, .gitignore,
+    .dvcignore)."""
+    # Listed in the repository the links of repo_root point to: git sees a linked folder (scripts/) as one
+    # link, and an untracked file inside it (a new script not yet added) would be left out.
+    source_root = (repo_root / "Snakefile").resolve().parent
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=repo_root,
+        cwd=source_root,
         capture_output=True,
         text=True,
     )
     if listed.returncode != 0:
-        pytest.skip(f"{repo_root} is not a git checkout: {listed.stderr.strip()}")
+        pytest.skip(f"{source_root} is not a git checkout: {listed.stderr.strip()}")
     for name in filter(None, listed.stdout.split("\0")):
-        source = repo_root / name
+        source = source_root / name
         if source.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
@@ -113,37 +131,140 @@ def snakemake(repo: Path, *args: str) -> str:
     return done.stdout + done.stderr
 
 
-@pytest.mark.slow
-def test_freeze_pull_restore_gives_the_same_tables_and_nothing_to_run(repo_root, tools, tmp_path):
-    # The run, where it ran: a reduced demo in a repository with a local-folder DVC remote.
-    origin = tracked_copy(repo_root, tmp_path / "origin")
-    (origin / CONFIG).write_text(yaml.safe_dump(reduced_demo(repo_root), sort_keys=False))
+def contrastlab_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("contrastlab:")]
+
+
+@pytest.fixture(scope="module")
+def demo(repo_root, tools, tmp_path_factory):
+    """The reduced demo as this repository's ``config/demo.yaml``, committed with a local-folder remote,
+    then ``dvc repro reproduce@demo`` and the commit of its ``dvc.lock``."""
+    tmp = tmp_path_factory.mktemp("dvc")
+    origin = tracked_copy(repo_root, tmp / "origin")
+    # Flow-style lists and a comment, as in the presets: what DVC's rewrite of a whole file changes.
+    text = yaml.safe_dump(reduced_demo(repo_root), sort_keys=False, default_flow_style=None, width=100)
+    (origin / CONFIG).write_text("# config/demo.yaml, reduced (tests/workflow/test_dvc.py)\n" + text)
+    dvc(origin, "remote", "add", "-d", "store", str(tmp / "remote"))
     git(origin, "add", "-A")
-    git(origin, "commit", "-qm", "the workflow and the test preset")
-    run(origin, ".venv/bin/dvc", "remote", "add", "-d", "store", str(tmp_path / "remote"))
-    snakemake(origin, "--configfile", CONFIG, "--cores", "2")
+    git(origin, "commit", "-qm", "the workflow, the test preset and its remote")
+    done = dvc(origin, "repro", STAGE)
+    git(origin, "add", "dvc.lock", SUMMARY)
+    git(origin, "commit", "-qm", "dvc repro reproduce@demo")
+    return SimpleNamespace(origin=origin, tmp=tmp, repro=done.stdout + done.stderr)
+
+
+@pytest.mark.slow
+def test_dvc_repro_runs_snakemake_and_versions_what_it_produced(demo):
+    origin = demo.origin
+    assert "Job stats:" in demo.repro and "rule train:" in demo.repro, demo.repro[-3000:]
+    assert f"contrastlab: {CONFIG} ran" in demo.repro
+    assert "pipelines are up to date" not in demo.repro
     tables = sorted((origin / RESULTS / "tables").iterdir())
     assert len(tables) >= 6  # Nie Table 1 and 2, each as CSV, Markdown and LaTeX
+    lock = yaml.safe_load((origin / "dvc.lock").read_text())["stages"][STAGE]
+    outs = {out["path"] for out in lock["outs"]}
+    assert {f"{RESULTS}/metrics", f"{RESULTS}/checkpoints", f"{RESULTS}/tables", SUMMARY} <= outs, outs
+    assert json.loads((origin / RESULTS / FREEZE_RECORD).read_text())["overlay"] == {}
 
+    # DVC cannot know what Snakemake has left to do: it always asks Snakemake, which says so.
+    assert "always changed" in dvc(origin, "status", STAGE).stdout
+    again = dvc(origin, "repro", STAGE)
+    output = again.stdout + again.stderr
+    assert "Nothing to be done" in output and "pipelines are up to date" not in output, output[-3000:]
+    # Committing the outputs to DVC's cache left Snakemake's view of them intact.
+    output = snakemake(origin, "-n", "--configfile", CONFIG)
+    assert "Nothing to be done" in output and not pending_jobs(output), output[-3000:]
+
+
+@pytest.mark.slow
+def test_dvc_repro_alone_runs_the_demo_and_a_preset_without_a_stage_is_refused_in_one_line(demo):
+    done = dvc(demo.origin, "repro")
+    output = done.stdout + done.stderr
+    assert "Running stage 'reproduce@demo'" in output and "Nothing to be done" in output, output[-3000:]
+    assert "pipelines are up to date" not in output and "didn't change" not in output
+    done = dvc(demo.origin, "repro", "reproduce@full", ok=False)  # dvc.yaml's line for it is commented out
+    assert done.returncode != 0 and "Stage 'reproduce@full' not found" in done.stderr, done.stderr
+    assert len((done.stdout + done.stderr).strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.slow
+def test_dvc_metrics_show_reads_one_summary_per_preset_that_ran(demo):
+    done = dvc(demo.origin, "metrics", "show", "--json")
+    assert "failed to load" not in done.stderr, done.stderr
+    files = json.loads(done.stdout)[""]["data"]
+    assert list(files) == [SUMMARY], list(files)
+    summary = files[SUMMARY]["data"]
+    methods = summary["nie2023"]["tiny-bert"]
+    assert set(summary) == {"nie2023"} and set(methods) == {"cl", "mpt", "pretrained"}, summary
+    assert all(set(scores) == {"sts_avg", "tr_avg", "tr_devacc_avg"} for scores in methods.values())
+    cell = RESULTS + "/metrics/nie2023/tiny-bert/cl/seed42/senteval.json"
+    assert methods["cl"]["sts_avg"] == round(json.loads((demo.origin / cell).read_text())["sts_avg"], 2)
+    # The table a user reads: the path and nine numbers.
+    header = dvc(demo.origin, "metrics", "show").stdout.splitlines()[0].split()
+    assert header[0] == "Path" and len(header) == 1 + 9, header
+
+
+@pytest.mark.slow
+def test_dvc_plots_show_draws_the_figures_pngs_only(demo):
+    rendered = demo.tmp / "dvc_plots"  # not the repository's dvc_plots/, which git would list
+    done = dvc(demo.origin, "plots", "show", "--json", "-o", str(rendered))
+    assert "failed to load" not in done.stderr and "ERROR" not in done.stderr, done.stderr
+    plots = json.loads(done.stdout)
+    assert set(plots) == {"data"}, plots.get("errors")  # no "errors"
+    assert all(entry["type"] == "image" for entries in plots["data"].values() for entry in entries)
+    folder = demo.origin / RESULTS / "figures"
+    figures = {png.relative_to(folder) for png in folder.rglob("*.png")}
+    assert figures and {Path(path).relative_to("results/plots/demo") for path in plots["data"]} == figures
+
+
+@pytest.mark.slow
+def test_dvc_exp_run_set_param_on_a_config_file_is_undone_and_refused(demo):
+    origin = demo.origin
+    before = {name: (origin / name).read_bytes() for name in (CONFIG, "params.yaml")}
+    done = dvc(origin, "exp", "run", STAGE, "-S", f"{CONFIG}:training.lr=1e-4", ok=False)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "Ran experiment" not in output, output[-3000:]
+    lines = contrastlab_lines(output)
+    assert len(lines) == 1 and f"rewrote {CONFIG} whole; restored it" in lines[0], output[-3000:]
+    assert "dvc exp run -S 'training.lr=0.0001'" in lines[0]
+    assert {name: (origin / name).read_bytes() for name in before} == before
+    assert not git(origin, "status", "--porcelain").stdout
+    assert not dvc(origin, "exp", "list", "--name-only").stdout.strip()
+
+
+@pytest.mark.slow
+def test_dvc_exp_run_refuses_a_setting_that_changes_no_cell(demo):
+    """training.batch_size 16 is the preset's own: nothing to train, so nothing may claim it ran."""
+    origin = demo.origin
+    done = dvc(origin, "exp", "run", STAGE, "-S", "training.batch_size=16", ok=False)
+    output = done.stdout + done.stderr
+    lines = contrastlab_lines(output)
+    assert done.returncode != 0 and "Ran experiment" not in output, output[-3000:]
+    assert len(lines) == 1 and "training.batch_size=16, which changes no cell" in lines[0], output[-3000:]
+    git(origin, "checkout", "params.yaml")  # DVC leaves its -S applied in the workspace
+    assert not git(origin, "status", "--porcelain").stdout
+
+
+@pytest.mark.slow
+def test_freeze_pull_restore_gives_the_same_tables_and_nothing_to_run(repo_root, demo):
+    origin, tmp = demo.origin, demo.tmp
+    tables = sorted((origin / RESULTS / "tables").iterdir())
     frozen = make(origin, "freeze", CONFIG).stdout
-    assert "git add" in frozen, frozen
-    # Only DVC's pointers (and the remote's config) reach git: .gitignore keeps every result out of it.
+    assert f"git add dvc.lock {SUMMARY} resources/data.dvc resources/models.dvc" in frozen, frozen
+    # Only DVC's pointers reach git: .gitignore keeps every result out of it; dvc.lock and the summary
+    # were committed with the run, and the freeze changed neither.
     changed = git(origin, "status", "--porcelain", "-uall").stdout.splitlines()
-    assert changed and all(line.endswith(".dvc") or line.endswith(".dvc/config") for line in changed), changed
-    for name in ("checkpoints", "metrics", "state", "tables", "report.md", "benchmarks"):
-        assert f"?? {RESULTS}/{name}.dvc" in changed, (name, changed)
-    assert "?? resources/models.dvc" in changed and "?? resources/data.dvc" in changed, changed
-    run(origin, "bash", "-c", f"git add .dvc/config {RESULTS}/*.dvc resources/*.dvc")
+    assert sorted(changed) == ["?? resources/data.dvc", "?? resources/models.dvc"], changed
+    run(origin, "bash", "-c", f"git add dvc.lock {SUMMARY} resources/*.dvc")
     git(origin, "commit", "-qm", "freeze")
-    assert not git(origin, "status", "--porcelain").stdout, "the README's git add missed a pointer"
 
     # Elsewhere: a fresh clone (no results, resources, DVC cache or .snakemake), then the README's commands.
-    clone = tmp_path / "clone"
-    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    clone = tmp / "clone"
+    git(tmp, "clone", "-q", str(origin), str(clone))
     link_venv(clone)
     assert not (clone / RESULTS / "metrics").exists() and not (clone / ".dvc" / "cache").exists()
     assert not (clone / "resources" / "models").exists() and not (clone / ".snakemake").exists()
-    run(clone, ".venv/bin/dvc", "pull")
+    dvc(clone, "pull")
     restored = make(clone, "restore", CONFIG).stdout
     assert "nothing left to run" in restored, restored
 
@@ -152,6 +273,9 @@ def test_freeze_pull_restore_gives_the_same_tables_and_nothing_to_run(repo_root,
     for report in ("report.md", "report.html"):
         assert (clone / RESULTS / report).read_bytes() == (origin / RESULTS / report).read_bytes(), report
     assert "## Cost" in (clone / RESULTS / "report.md").read_text()
+    assert (clone / SUMMARY).read_bytes() == (origin / SUMMARY).read_bytes()  # from git
+    pngs = sorted(p.relative_to(origin) for p in (origin / "results/plots").rglob("*.png"))
+    assert pngs and sorted(p.relative_to(clone) for p in (clone / "results/plots").rglob("*.png")) == pngs
 
     output = snakemake(clone, "-n", "--configfile", CONFIG)
     assert "Nothing to be done" in output and not pending_jobs(output), output[-3000:]
@@ -167,33 +291,47 @@ def test_freeze_pull_restore_gives_the_same_tables_and_nothing_to_run(repo_root,
     assert "method=cl," not in output
 
     # Restoring with a config other than the frozen one stops with one line naming what differs.
-    done = make(clone, "restore", "config/changed.yaml", ok=False)
-    assert (
-        done.returncode != 0
-        and "differs from the config the results were frozen with in: experiments" in (done.stderr)
-    ), done.stderr
+    (clone / CONFIG).write_text((clone / "config" / "changed.yaml").read_text())
+    done = make(clone, "restore", CONFIG, ok=False)
+    assert done.returncode != 0, done.stdout
+    assert "differs from the config the results were frozen with in: experiments" in done.stderr, done.stderr
 
-    # dvc.yaml's metrics read the pulled metrics files.
-    shown = json.loads(run(clone, ".venv/bin/dvc", "metrics", "show", "--json").stdout)
-    cell = f"{RESULTS}/metrics/nie2023/tiny-bert/cl/seed42/senteval.json"
-    ours = json.loads((origin / cell).read_text())["sts_avg"]
-    values = [data for revision in shown.values() for data in revision.get("data", {}).items()]
-    assert any(path == cell and d["data"]["sts_avg"] == ours for path, d in values), values
+
+@pytest.mark.slow
+def test_dvc_exp_run_set_param_trains_the_changed_setting(demo):
+    origin = demo.origin
+    config = (origin / CONFIG).read_bytes()
+    done = dvc(origin, "exp", "run", STAGE, "-S", "training.lr=1e-4")
+    output = done.stdout + done.stderr
+    assert "Ran experiment" in output and pending_jobs(output)["train"] == 2, output[-3000:]
+    # DVC rewrote params.yaml: one line, the value; the preset's config is untouched; the run changed
+    # dvc.lock and the summary.
+    assert git(origin, "diff", "--numstat", "params.yaml").stdout.split() == ["1", "1", "params.yaml"]
+    assert "+  lr: 0.0001" in git(origin, "diff", "params.yaml").stdout
+    assert git(origin, "diff", "--name-only").stdout.split() == ["dvc.lock", "params.yaml", SUMMARY]
+    assert (origin / CONFIG).read_bytes() == config
+    record = json.loads((origin / RESULTS / FREEZE_RECORD).read_text())
+    assert record["overlay"] == {"training": {"lr": 0.0001}} and record["config"]["training"]["lr"] == 0.0001
+
+    # The experiment table: a handful of columns, not hundreds.
+    table = list(csv.reader(io.StringIO(dvc(origin, "exp", "show", "--csv").stdout)))
+    assert len(table) >= 3 and len(table[0]) < 40, table[0]
+    assert any(column.endswith("training.lr") for column in table[0]), table[0]
 
 
 def test_freeze_and_restore_refuse_bad_input_in_one_line(repo_root, tools, tmp_path):
     repo = tracked_copy(repo_root, tmp_path / "repo")
-    config = "config/demo.yaml"
 
-    def last_line(target: str) -> str:
+    def last_line(target: str, config: str = CONFIG) -> str:
         done = make(repo, target, config, ok=False)
         assert done.returncode != 0, done.stdout
-        lines = [line for line in done.stderr.splitlines() if line.startswith("contrastlab:")]
+        lines = contrastlab_lines(done.stderr)
         assert len(lines) == 1, done.stderr
         return lines[0]
 
     assert "no DVC remote configured" in last_line("freeze")
     assert "dvc remote add -d" in last_line("freeze")
-    run(repo, ".venv/bin/dvc", "remote", "add", "-d", "store", str(tmp_path / "remote"))
+    dvc(repo, "remote", "add", "-d", "store", str(tmp_path / "remote"))
     assert "has not run yet" in last_line("freeze")
-    assert "run `.venv/bin/dvc pull` first" in last_line("restore")
+    assert "config.yaml has no stage in dvc.yaml" in last_line("freeze", "config.yaml")
+    assert "dvc.lock has no stage reproduce@demo" in last_line("restore")

@@ -1,0 +1,33 @@
+"""The headline summary DVC reads (contrastlab.tables.summary): one small JSON of means over seeds."""
+
+from __future__ import annotations
+
+import json
+
+from tables_synthetic import SEEDS, write_cell
+
+from contrastlab.tables import TABLES, tables_for_config
+from contrastlab.tables.summary import summary
+
+
+def test_summary_holds_the_headline_means_of_the_table_experiments_cells(config, metrics_root):
+    result = summary(config, metrics_root)
+    assert set(result) <= {TABLES[name].experiment for name in tables_for_config(config)}
+    cells = sorted(metrics_root.glob("nie2023/*/*/seed42/senteval.json"))
+    assert cells, "the synthetic metrics have Nie cells"
+    for cell in cells:
+        backbone, method = cell.parts[-4], cell.parts[-3]
+        files = [cell.parents[1] / f"seed{seed}" / "senteval.json" for seed in SEEDS]
+        values = [json.loads(path.read_text())["sts_avg"] for path in files if path.exists()]
+        scores = result["nie2023"][backbone][method]
+        assert scores["sts_avg"] == round(sum(values) / len(values), 2)
+        assert set(scores) <= {"sts_avg", "tr_avg", "tr_devacc_avg"}
+
+
+def test_summary_leaves_out_a_method_the_config_no_longer_has(config, metrics_root):
+    write_cell(metrics_root, "nie2023", "bert-base", "removed_loss")
+    assert "removed_loss" not in summary(config, metrics_root)["nie2023"]["bert-base"]
+
+
+def test_summary_of_a_run_with_no_metrics_is_empty(config, tmp_path):
+    assert summary(config, tmp_path / "nothing") == {}
