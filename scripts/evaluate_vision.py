@@ -9,6 +9,7 @@ from contrastlab.evaluation.vision import (
     probe_features,
 )
 from contrastlab.paths import write_json
+from contrastlab.provenance import run_metadata
 from contrastlab.workflow.job import evaluation_job
 
 snakemake = globals()["snakemake"]
@@ -30,5 +31,6 @@ with evaluation_job(snakemake) as device:  # the CPU: the rule asks no GPU (reso
             device=device,
         )
     metrics["wildcards"] = dict(snakemake.wildcards.items())
+    metrics["meta"] = run_metadata()  # packages, commit, and the inputs: the images' identity, the encoder's
     print({task: round(score, 2) for task, score in metrics["scores"].items()})
     write_json(snakemake.output.metrics, metrics)

@@ -99,7 +99,8 @@ def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest
     lines = input_lines(tmp_path / "metrics", {"artifacts_lock": "artifacts.lock.json"})
     assert lines[0] == "## Inputs" and "`artifacts.lock.json`" in lines[2]
     table = "\n".join(lines)
-    row = f"| backbone | `google-bert/bert-base-uncased` | commit `{bert['revision']}` | abababababab… | 2 |"
+    commit = bert["revision"]
+    row = f"| backbone | `google-bert/bert-base-uncased` | commit `{commit}` | sha256 abababababab… | 2 |"
     assert row in table
-    assert "| corpus | text | 1,000,000 lines | cdcdcdcdcdcdcdcd | 2 |" in table
+    assert "| corpus | text | 1,000,000 lines | sha256 cdcdcdcdcdcdcdcd | 2 |" in table
     assert input_lines(tmp_path / "empty", None) == []

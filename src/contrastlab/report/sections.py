@@ -321,12 +321,18 @@ def input_rows(metrics_root: str | Path) -> list[dict[str, str]]:
             if kind == "backbone":
                 what, version = _describe_backbone(value)
                 weights = ", ".join(f"{d[:12]}…" for _, d in sorted(value.get("weights_sha256", {}).items()))
-                row = {"input": "backbone", "what": what, "revision or version": version, "sha256": weights}
+                weights = f"sha256 {weights}" if weights else ""
+                row = {"input": "backbone", "what": what, "revision or version": version, "digest": weights}
             else:
-                digest = value.get("sha256") or value.get("files_sha256") or value.get("archive_md5") or ""
+                sha = value.get("sha256") or value.get("files_sha256")
+                digest = (
+                    f"sha256 {sha[:16]}"
+                    if sha
+                    else (f"md5 {value['archive_md5']}" if "archive_md5" in value else "")
+                )
                 what = value.get(kind) or value.get("images") or kind
                 detail = f"{value['lines']:,} lines" if "lines" in value else str(value.get("source", ""))
-                row = {"input": kind, "what": str(what), "revision or version": detail, "sha256": digest[:16]}
+                row = {"input": kind, "what": str(what), "revision or version": detail, "digest": digest}
             key = (row["input"], json.dumps(row, sort_keys=True))
             seen.setdefault(key, {**row, "cells": "0"})
             seen[key]["cells"] = str(int(seen[key]["cells"]) + 1)
