@@ -473,9 +473,9 @@ def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
 
 
 def _train_runtime(repo_root, tmp_path, *config):
-    """The wall time (minutes) the dry run of config.yaml asks for one fp32 training job, Li's InfoNCE on
+    """The wall time (minutes) the dry run of config.yaml asks for one fp32 training job, Nie's InfoNCE on
     BERT-base."""
-    target = f"{tmp_path}/r/checkpoints/li2024/bert-base/infonce/seed42/model"
+    target = f"{tmp_path}/r/checkpoints/nie2023/bert-base/cl/seed42/model"
     output = run_snakemake(
         repo_root, "-n", "--cores", "1", "--config", f"results_dir={tmp_path}/r", *config, "--", target
     )
@@ -490,13 +490,15 @@ def test_a_job_asks_the_wall_time_of_the_gpu_it_will_get(repo_root, tmp_path):
     from contrastlab import config as cl_config
     from contrastlab.cost import calibration as cl_calibration
     from contrastlab.cost import plan
+    from contrastlab.cost.flops import cell_work
 
     h100 = _train_runtime(repo_root, tmp_path)
     a100 = _train_runtime(repo_root, tmp_path, "resources={gpu_model: A100}")
     v100 = _train_runtime(repo_root, tmp_path, "resources={gpu_model: v100}")
     assert h100 < a100 < v100, (h100, a100, v100)
     config = cl_config.load(repo_root / "config.yaml", {"resources": {"gpu_model": "A100"}})
-    cell = next(c for c in cl_config.cells(config) if c.path == "li2024/bert-base/infonce/seed42")
+    cell = next(c for c in cl_config.cells(config) if c.path == "nie2023/bert-base/cl/seed42")
+    assert cell_work(config, cell).precision == "fp32"
     calibration = cl_calibration.for_gpu_model(cl_calibration.load_calibration(), "A100")
     first, second = (
         plan.job_runtime_minutes(config, "train", calibration, cell=cell, attempt=attempt)

@@ -90,10 +90,12 @@ GPU_PEAKS = {
     "A100": {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "source": "NVIDIA A100 data sheet"},
     "L40S": {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "source": "NVIDIA L40S data sheet"},
     # No TF32 or bf16 units before Ampere: torch runs tf32 as fp32 there, and bf16 without tensor cores
-    # (priced at the fp32 peak). V100 SXM2 and P100 SXM2 figures.
+    # (RUNS_AS prices both as the card's fp32). V100 SXM2 and P100 SXM2 figures.
     "V100": {"fp32": 15.7, "tf32": 15.7, "bf16": 15.7, "fp16": 125.0, "source": "NVIDIA V100 data sheet"},
     "P100": {"fp32": 10.6, "tf32": 10.6, "bf16": 10.6, "fp16": 21.2, "source": "NVIDIA P100 data sheet"},
 }
+#: The precisions a card has no units for, and what they run as there.
+RUNS_AS = {"V100": {"tf32": "fp32", "bf16": "fp32"}, "P100": {"tf32": "fp32", "bf16": "fp32"}}
 
 CALIBRATION_FORMAT = "contrastlab-calibration/1"
 
@@ -358,10 +360,14 @@ def for_gpu_model(calibration: Calibration, gpu_model: str | None) -> Calibratio
     made_on = model_of(calibration.device)
     if made_on == model or made_on is None:
         return calibration
+    runs_as = RUNS_AS.get(model, {})
     scaled = {
         track: {
-            precision: achieved * GPU_PEAKS[model][precision] / GPU_PEAKS[made_on][precision]
-            for precision, achieved in per_precision.items()
+            # a precision the card has no units for runs (and is priced) as the one it runs as
+            precision: per_precision[runs_as.get(precision, precision)]
+            * GPU_PEAKS[model][precision]
+            / GPU_PEAKS[made_on][runs_as.get(precision, precision)]
+            for precision in per_precision
         }
         for track, per_precision in calibration.achieved_tflops.items()
     }
