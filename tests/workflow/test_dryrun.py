@@ -505,6 +505,9 @@ def test_a_job_asks_the_wall_time_of_the_gpu_it_will_get(repo_root, tmp_path):
         for attempt in (1, 2)
     )
     assert first == a100 and second > first
+    volta = cl_calibration.for_gpu_model(cl_calibration.load_calibration(), "V100")
+    volta = volta.achieved_tflops["sentence"]
+    assert volta["tf32"] == volta["bf16"] == volta["fp32"]  # no TF32 or bf16 units: they run as fp32
     with pytest.raises(
         ValueError, match="resources.gpu_model 'K80' has no data-sheet peaks here; use one of"
     ):
