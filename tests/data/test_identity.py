@@ -105,3 +105,19 @@ def test_cifar_10_and_100_may_lie_in_folders_of_their_own(repo_root, tmp_path):
     assert job_data_locations(job)["images"] == "resources/data/cifar"
     shared = cl_config.load(repo_root / "config.yaml", {"data": {"cifar_root": "/data/cifar"}})
     assert images_root(shared, "cifar10") == images_root(shared, "cifar100") == "/data/cifar"
+
+
+def test_an_image_cells_job_records_what_its_images_are(repo_root, tmp_path):
+    """Issue 43: every metrics file names its inputs; an image probe job reads only the features, so its
+    provenance takes the images' identity from the run's marker."""
+    from types import SimpleNamespace
+
+    from contrastlab.workflow.job import job_inputs
+
+    config = cl_config.load(repo_root / "config" / "demo.yaml", {"results_dir": str(tmp_path)})
+    marker = tmp_path / "state" / "data" / "images-digits.ready.json"
+    marker.parent.mkdir(parents=True)
+    marker.write_text(json.dumps({"images": "digits", "source": "scikit-learn load_digits"}))
+    wildcards = {"experiment": "oar_cifar10", "backbone": "resnet18-w8", "method": "oar", "seed": "42"}
+    job = SimpleNamespace(config=config, wildcards=wildcards, input={})
+    assert job_inputs(job) == {"images": {"images": "digits", "source": "scikit-learn load_digits"}}

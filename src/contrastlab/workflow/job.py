@@ -125,6 +125,11 @@ def job_inputs(snakemake: Any) -> dict[str, Any]:
     for name, path in items:
         if name.endswith("_ready") and isinstance(path, str) and Path(path).is_file():
             inputs[name.removesuffix("_ready")] = json.loads(Path(path).read_text())
+    config = getattr(snakemake, "config", None) or {}
+    dataset = (config.get("experiments", {}).get(wildcards.get("experiment")) or {}).get("dataset")
+    marker = Path(config.get("results_dir", "results"), "state", "data", f"images-{dataset}.ready.json")
+    if dataset and "images" not in inputs and marker.is_file():  # an image probe job reads the features only
+        inputs["images"] = json.loads(marker.read_text())
     return inputs
 
 
