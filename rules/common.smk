@@ -9,7 +9,7 @@ from contrastlab import config as cl_config
 from contrastlab.figures import catalog as figure_catalog
 from contrastlab import search as cl_search
 from contrastlab import artifacts as cl_lock
-from contrastlab.data.acquire import check_lock, data_identity, image_data_identity
+from contrastlab.data.acquire import check_lock, data_identity, data_marker_path, image_data_identity
 from contrastlab.senteval.tasks import SentEvalDataError
 from contrastlab.losses.user import module_path
 from contrastlab.paths import REPO_ROOT
@@ -99,7 +99,7 @@ if workflow.is_main_process:
 
 def data_marker(what):
     """This run's marker of ``what`` (senteval, corpus): its state, so presets never share it."""
-    return f"{R}/state/data/{what}.ready.json"
+    return data_marker_path(R, what)
 
 
 def backbone_dir(alias):
@@ -246,7 +246,7 @@ def metrics_name(experiment):
 
 def images_marker(dataset):
     """This run's marker of a vision dataset (what it is, never where it lies; see data.smk)."""
-    return f"{R}/state/data/images-{dataset}.ready.json"
+    return data_marker_path(R, f"images-{dataset}")
 
 
 def cell_images_marker(wildcards):

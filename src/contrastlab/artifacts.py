@@ -93,6 +93,27 @@ def mismatch(
     )
 
 
+def pinned_backbone(
+    lock_file: str | Path, repo_id: str, revision: str | None, *, where: str
+) -> dict[str, Any] | None:
+    """The lock's entry of the hub repository ``repo_id`` (None when not pinned yet), after checking that
+    ``revision`` (the config's, None for ``main``; ``where`` names the setting) is the one it was pinned
+    from or its commit: another revision raises LockMismatch, one line saying what to do."""
+    pinned = entry(lock_file, "backbones", repo_id)
+    asked = revision or "main"
+    if pinned is not None and asked not in (pinned["revision"], pinned.get("requested")):
+        raise mismatch(
+            lock_file,
+            "backbones",
+            repo_id,
+            "revision",
+            f"{pinned['revision']} (resolved from {pinned.get('requested')})",
+            asked,
+            where=where,
+        )
+    return pinned
+
+
 def summary(lock_file: str | Path = LOCK_FILE) -> str:
     """One line per pinned input of ``lock_file`` (what ``make lock`` prints), or why there is none."""
     lock = read_lock(lock_file)

@@ -18,6 +18,7 @@ from typing import Any
 from contrastlab import artifacts as artifacts_lock
 from contrastlab.data.download import (
     CANONICAL_SENTEVAL,
+    CORPUS_NAME,
     LOCK_FILE,
     SENTEVAL_URL,
     WIKI1M_LINES,
@@ -32,9 +33,6 @@ from contrastlab.data.download import (
     verify_senteval_checksums,
 )
 from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
-
-#: The corpus's entry in the artifacts lock (whatever URL it comes from).
-CORPUS_NAME = "wiki1m_for_simcse.txt"
 
 
 def prepare_senteval(
@@ -94,6 +92,12 @@ def prepare_corpus(
     return {"corpus": "text", "sha256": sha256_file(corpus), "lines": line_count(corpus)}
 
 
+def data_marker_path(results_dir: str | Path, what: str) -> str:
+    """A run's marker of the data ``what`` (``senteval``, ``corpus``, ``images-<dataset>``): the file its
+    data rule writes what the data are into, and the jobs that read them depend on."""
+    return f"{results_dir}/state/data/{what}.ready.json"
+
+
 def data_locations(config: Mapping[str, Any]) -> dict[str, str]:
     """Where the validated ``config``'s data lie: ``senteval_dir`` (the folder holding ``downstream/``)
     and ``corpus`` (the training text): the user's copies if set, else the generated fixture (demo) or
@@ -135,29 +139,15 @@ def check_lock(config: Mapping[str, Any]) -> None:
     lock_file = config.get("artifacts_lock") or LOCK_FILE
     lock = artifacts_lock.read_lock(lock_file)
     for alias, spec in config["backbones"].items():
-        pinned = lock["backbones"].get(spec.get("hf_id")) if "hf_id" in spec and "path" not in spec else None
-        asked = spec.get("revision") or "main"
-        if pinned is not None and asked not in (pinned["revision"], pinned.get("requested")):
-            raise artifacts_lock.mismatch(
-                lock_file,
-                "backbones",
-                spec["hf_id"],
-                "revision",
-                f"{pinned['revision']} (resolved from {pinned.get('requested')})",
-                asked,
-                where=f"backbones.{alias}.revision",
+        if "hf_id" in spec and "path" not in spec:
+            artifacts_lock.pinned_backbone(
+                lock_file, spec["hf_id"], spec.get("revision"), where=f"backbones.{alias}.revision"
             )
     data = config["data"]
-    for name, url in (("senteval.tar", data["senteval_url"]), ("wiki1m_for_simcse.txt", data["wiki_url"])):
+    for name, url in (("senteval.tar", data["senteval_url"]), (CORPUS_NAME, data["wiki_url"])):
         pinned = lock["data"].get(name)
         if pinned is not None:
-            try:
-                pin_revision(url, pinned.get("revision"))
-            except artifacts_lock.LockMismatch as error:
-                raise artifacts_lock.LockMismatch(
-                    f"{name}: {error}; point the URL at the pinned commit (or a branch), or delete the entry "
-                    f'"{name}" from "data" in {lock_file} and run again'
-                ) from None
+            pin_revision(url, pinned.get("revision"), name=name, lock_file=lock_file)
 
 
 def user_images_root(config: Mapping[str, Any], dataset: str | None) -> str | None:

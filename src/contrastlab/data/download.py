@@ -39,6 +39,8 @@ WIKI1M_URL = (
 #: Lines of the published ``wiki1m_for_simcse.txt`` (SimCSE's README: "1 million sentences sampled from
 #: English Wikipedia"; 1,000,000 lines per the dataset's file page).
 WIKI1M_LINES = 1_000_000
+#: The corpus's entry in the artifacts lock and its file name (whatever URL it comes from).
+CORPUS_NAME = "wiki1m_for_simcse.txt"
 #: A Hugging Face download URL: ``<endpoint>/[datasets/]<repo>/resolve/<revision>/<file>``.
 _HUB_RESOLVE = re.compile(r"^(?P<head>.+?/resolve/)(?P<revision>[^/]+)(?P<tail>/.+)$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -82,16 +84,19 @@ def expect_lines(expected: int, what: str) -> Callable[[Path], None]:
     return check
 
 
-def pin_revision(url: str, revision: str | None) -> str:
-    """``url`` with a hub branch (``/resolve/main/``) replaced by the pinned commit ``revision``; other
-    URLs unchanged. A URL that names another commit than the pin raises LockMismatch (the caller adds
-    the lock's words)."""
+def pin_revision(url: str, revision: str | None, *, name: str, lock_file: str | Path) -> str:
+    """``url`` with a hub branch (``/resolve/main/``) replaced by the commit ``revision`` that the lock
+    entry ``name`` of ``lock_file`` pins; other URLs unchanged. A URL that names another commit than the
+    pin raises LockMismatch, one line saying what to do."""
     match = _HUB_RESOLVE.match(url)
     if revision is None or match is None:
         return url
     named = match["revision"]
     if _COMMIT.match(named) and named != revision:
-        raise LockMismatch(f"{url} names commit {named}, the lock pins {revision}")
+        raise LockMismatch(
+            f"{name}: {url} names commit {named}, the lock pins {revision}; point the URL at the pinned "
+            f'commit (or a branch), or delete the entry "{name}" from "data" in {lock_file} and run again'
+        )
     return f"{match['head']}{revision}{match['tail']}"
 
 
@@ -187,13 +192,7 @@ def fetch(
     dest, lock_file = Path(dest), Path(lock_file)
     name = name or url.rstrip("/").rsplit("/", 1)[-1]
     pinned = artifacts_lock.entry(lock_file, "data", name)
-    try:
-        source = pin_revision(url, (pinned or {}).get("revision"))
-    except LockMismatch as error:
-        raise LockMismatch(
-            f"{name}: {error}; point the URL at the pinned commit (or a branch), or delete the entry "
-            f'"{name}" from "data" in {lock_file} and run again'
-        ) from None
+    source = pin_revision(url, (pinned or {}).get("revision"), name=name, lock_file=lock_file)
     expected = (pinned or {}).get("sha256")
     if sha256 and expected and sha256.lower() != expected:
         raise artifacts_lock.mismatch(
@@ -231,10 +230,6 @@ def fetch(
     )
     part.replace(dest)
     return dest
-
-
-#: The task folders of SentEval's ``downstream/`` (``senteval.tar`` holds them at its top level).
-SENTEVAL_TASK_FOLDERS = ("STS", "SICK", "MR", "CR", "SUBJ", "MPQA", "SST", "TREC", "MRPC")
 
 
 def _downstream_in(unpacked: Path) -> Path | None:
@@ -369,6 +364,6 @@ def wiki_corpus(
         if not path.is_file():
             raise FileNotFoundError(f"data.wiki_path {path} is not a file")
         return path
-    check = expect_lines(expected_lines, "wiki1m_for_simcse.txt") if expected_lines else None
-    dest = Path(downloads_dir) / "wiki1m_for_simcse.txt"
+    check = expect_lines(expected_lines, CORPUS_NAME) if expected_lines else None
+    dest = Path(downloads_dir) / CORPUS_NAME
     return fetch(url, dest, check=check, lock_file=lock_file, **fetch_kwargs)

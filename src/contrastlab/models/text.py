@@ -111,17 +111,7 @@ def _from_hub(spec: Mapping[str, Any], out: Path, lock_file: str | Path) -> dict
     from huggingface_hub import snapshot_download
 
     repo_id, asked = spec["hf_id"], spec.get("revision") or "main"
-    pinned = artifacts_lock.entry(lock_file, "backbones", repo_id)
-    if pinned is not None and asked not in (pinned["revision"], pinned.get("requested")):
-        raise artifacts_lock.mismatch(
-            lock_file,
-            "backbones",
-            repo_id,
-            "revision",
-            f"{pinned['revision']} (from {pinned.get('requested')})",
-            asked,
-            where="config",
-        )
+    pinned = artifacts_lock.pinned_backbone(lock_file, repo_id, spec.get("revision"), where="config")
     snapshot = Path(
         snapshot_download(
             repo_id=repo_id, revision=pinned["revision"] if pinned else asked, allow_patterns=HUB_FILES

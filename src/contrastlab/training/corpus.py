@@ -23,19 +23,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from contrastlab.artifacts import sha256_file
 from contrastlab.paths import atomic_write, inter_process_lock
 
 CACHE_FORMAT = 1
 TOKENIZE_CHUNK = 10_000
-
-
-def file_sha256(path: str | Path, chunk: int = 1 << 22) -> str:
-    """SHA-256 of a file's bytes (hex)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
@@ -122,7 +114,7 @@ def load_tokenized_corpus(
         raise FileNotFoundError(f"training corpus {corpus_path} does not exist")
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    key = cache_key(tokenizer, max_length, file_sha256(corpus_path))
+    key = cache_key(tokenizer, max_length, sha256_file(corpus_path))
     path = cache_dir / f"{corpus_path.stem}.{key}.tokens.npz"
     # Two jobs wanting the same cache build it once: the second waits, then reads it. The lock works on
     # shared storage without flock too (paths.inter_process_lock).

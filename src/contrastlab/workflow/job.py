@@ -107,6 +107,7 @@ def job_inputs(snakemake: Any) -> dict[str, Any]:
     version, weights' sha256; :func:`contrastlab.models.text.backbone_record`) and each data marker's
     content (the corpus's sha256 and lines, SentEval's pinned files). An evaluation job adds what the
     checkpoint it scores was trained on (the ``inputs`` of its ``train_summary.json``)."""
+    from contrastlab.data.acquire import data_marker_path
     from contrastlab.models.text import backbone_record
 
     inputs: dict[str, Any] = {}
@@ -127,7 +128,7 @@ def job_inputs(snakemake: Any) -> dict[str, Any]:
             inputs[name.removesuffix("_ready")] = json.loads(Path(path).read_text())
     config = getattr(snakemake, "config", None) or {}
     dataset = (config.get("experiments", {}).get(wildcards.get("experiment")) or {}).get("dataset")
-    marker = Path(config.get("results_dir", "results"), "state", "data", f"images-{dataset}.ready.json")
+    marker = Path(data_marker_path(config.get("results_dir", "results"), f"images-{dataset}"))
     if dataset and "images" not in inputs and marker.is_file():  # an image probe job reads the features only
         inputs["images"] = json.loads(marker.read_text())
     return inputs
