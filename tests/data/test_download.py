@@ -11,6 +11,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from publisher_formats import senteval_tar
 
 from contrastlab.data import download
 from contrastlab.data.fixtures import write_senteval_fixture
@@ -246,24 +247,11 @@ def test_gives_up_after_retries_and_404_is_not_retried(server, tmp_path):
         _fetch("http://127.0.0.1:9/nothing", tmp_path / "n", tmp_path / "lock.json", retries=1, timeout=2)
 
 
-def _tar_of(folder, *, published: bool = True) -> bytes:
-    """``folder/downstream`` as a tar: in the published layout (SimCSE's senteval.tar: the task folders
-    at the top level), or with a ``downstream/`` folder (SentEval's own layout)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        if published:
-            for task in sorted((folder / "downstream").iterdir()):
-                tar.add(task, arcname=task.name)
-        else:
-            tar.add(folder / "downstream", arcname="downstream")
-    return buf.getvalue()
-
-
 @pytest.mark.parametrize("published", [True, False], ids=["task folders at the top", "downstream folder"])
 def test_senteval_download_and_unpack(server, tmp_path, published):
     base, handler = server
     write_senteval_fixture(tmp_path / "src")
-    handler.files["/senteval.tar"] = _tar_of(tmp_path / "src", published=published)
+    handler.files["/senteval.tar"] = senteval_tar(tmp_path / "src" / "downstream", published=published)
     with tarfile.open(fileobj=io.BytesIO(handler.files["/senteval.tar"])) as tar:
         top = {name.split("/")[0] for name in tar.getnames()}
     assert ("STS" in top) == published and ("downstream" in top) != published
@@ -302,7 +290,7 @@ def test_unpack_rejects_truncated_data(tmp_path):
     pos = tmp_path / "src" / "downstream" / "MR" / "rt-polarity.pos"
     pos.write_text("".join(pos.read_text().splitlines(keepends=True)[:-3]))
     tar = tmp_path / "s.tar"
-    tar.write_bytes(_tar_of(tmp_path / "src"))
+    tar.write_bytes(senteval_tar(tmp_path / "src" / "downstream"))
     with pytest.raises(SentEvalDataError, match="rt-polarity.pos"):
         download.unpack_senteval(tar, tmp_path / "out")
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import pickle
-import tarfile
 
 import numpy as np
+import publisher_formats
 import pytest
 import torch
 from test_download import server  # noqa: F401 (the local HTTP server fixture)
@@ -20,45 +18,18 @@ from contrastlab.data.download import ChecksumError
 ARCHIVE = "/cifar-10-python.tar.gz"
 
 
-def _md5(data: bytes) -> str:
-    return hashlib.md5(data, usedforsecurity=False).hexdigest()
-
-
 def cifar_archive(cls: type = CIFAR10, per_file: int = 3, seed: int = 0) -> dict:
-    """A tiny archive in the real CIFAR python format of ``cls``: pickled dicts with "data" (uint8
-    [n, 3072], the rows R, G, B planes of 32x32), the labels, and the meta file with the class names.
-
-    The published files are Python 2 pickles, whose str keys torchvision reads as str (it unpickles
-    with encoding="latin1"); protocol-2 pickles with str keys are read the same way.
-    """
+    """A tiny archive in the real CIFAR python format of ``cls`` (tests/publisher_formats.py), random
+    pixels and labels."""
     rng = np.random.default_rng(seed)
-    n_classes, label_key = (10, "labels") if cls is CIFAR10 else (100, "fine_labels")
-    classes = [f"class{i}" for i in range(n_classes)]
-    files, expected = {}, {"train": ([], []), "test": ([], [])}
-    for name, _ in [*cls.train_list, *cls.test_list]:
-        data = rng.integers(0, 256, (per_file, 3072), dtype=np.uint8)
-        target = rng.integers(0, n_classes, per_file).tolist()
-        files[name] = pickle.dumps({"data": data, label_key: target, "batch_label": name}, protocol=2)
-        pixels, labels = expected["test" if [name, _] in cls.test_list else "train"]
-        pixels.append(data.reshape(-1, 3, 32, 32))
-        labels += target
-    files[cls.meta["filename"]] = pickle.dumps({cls.meta["key"]: classes}, protocol=2)
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, blob in files.items():
-            info = tarfile.TarInfo(f"{cls.base_folder}/{name}")
-            info.size = len(blob)
-            tar.addfile(info, io.BytesIO(blob))
-    return {
-        "archive": buffer.getvalue(),
-        "files": files,
-        "classes": tuple(classes),
-        **{split: (np.concatenate(p), np.array(lab)) for split, (p, lab) in expected.items()},
-    }
+    n = per_file * (len(cls.train_list) + len(cls.test_list))
+    rows = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
+    labels = rng.integers(0, 10 if cls is CIFAR10 else 100, n)
+    return publisher_formats.cifar_archive(cls, rows, labels, per_file)
 
 
 def source_for(url: str, made: dict, cls: type = CIFAR10) -> images.CifarSource:
-    return images.CifarSource(cls, url, _md5(made["archive"]), {n: _md5(b) for n, b in made["files"].items()})
+    return images.CifarSource(cls, url, publisher_formats.md5(made["archive"]), made["file_md5"])
 
 
 def write_copy(root, made: dict, cls: type = CIFAR10) -> None:

@@ -14,19 +14,17 @@ each stop with one line, losing nothing that finished.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
-import pickle
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 from hub_standin import HubStandin, build_tiny_bert, folder_files
+from publisher_formats import cifar_archive, md5, senteval_tar
 from torchvision.datasets import CIFAR10, CIFAR100
 
 pytestmark = pytest.mark.slow
@@ -36,51 +34,20 @@ STEPS = ("senteval_data", "corpus", "image_data", "fetch_backbone")
 WIKI_LINES = 1_000_000
 
 
-def senteval_tar(downstream: Path) -> bytes:
-    """``senteval.tar`` as SimCSE publishes it: the task folders (``STS/``, ``SICK/`` ...) at the top."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for task in sorted(downstream.iterdir()):
-            tar.add(task, arcname=task.name)
-    return buffer.getvalue()
-
-
 def wiki1m_like(lines: int) -> bytes:
     """One sentence per line, as ``wiki1m_for_simcse.txt``."""
     return "".join(f"sentence number {i} of the corpus .\n" for i in range(lines)).encode()
 
 
-def cifar_from_digits(cls: type, per_file: int = 20) -> tuple[bytes, dict[str, str]]:
-    """A CIFAR archive in the published python format of ``cls`` (pickled dicts of uint8 rows, R, G and B
-    planes of 32x32, in ``cls.base_folder``), its images scikit-learn's 8x8 digits scaled up; returns the
-    ``.tar.gz`` and the md5 of every file in it."""
+def cifar_from_digits(cls: type, per_file: int = 20) -> dict:
+    """A CIFAR archive in the published python format of ``cls`` (tests/publisher_formats.py), its images
+    scikit-learn's 8x8 digits scaled up to 32x32, the three planes alike."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
     pixels = (np.kron(digits.images, np.ones((4, 4))) * 15).astype(np.uint8)  # 1797 x 32 x 32
-    rows = np.concatenate([pixels.reshape(len(pixels), -1)] * 3, axis=1)  # the three planes
-    label_key, names = ("labels", "label_names") if cls is CIFAR10 else ("fine_labels", "fine_label_names")
-    files, start = {}, 0
-    for name, _ in [*cls.train_list, *cls.test_list]:
-        chunk = slice(start, start + per_file)
-        start += per_file
-        batch = {"data": rows[chunk], label_key: digits.target[chunk].tolist(), "batch_label": name}
-        files[name] = pickle.dumps(batch, protocol=2)
-    n_classes = 10 if cls is CIFAR10 else 100
-    files[cls.meta["filename"]] = pickle.dumps({names: [f"class{i}" for i in range(n_classes)]}, protocol=2)
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, blob in files.items():
-            info = tarfile.TarInfo(f"{cls.base_folder}/{name}")
-            info.size = len(blob)
-            tar.addfile(info, io.BytesIO(blob))
-    return buffer.getvalue(), {
-        name: hashlib.md5(blob, usedforsecurity=False).hexdigest() for name, blob in files.items()
-    }
-
-
-def _md5(data: bytes) -> str:
-    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+    rows = np.concatenate([pixels.reshape(len(pixels), -1)] * 3, axis=1)
+    return cifar_archive(cls, rows, digits.target, per_file)
 
 
 @pytest.fixture(scope="module")
@@ -97,13 +64,13 @@ def hub(shared, tmp_path_factory):
         running.add_dataset_file(DATA_REPO, "wiki1m_for_simcse.txt", wiki1m_like(WIKI_LINES))
         running.cifar = {}
         for name, cls in (("cifar10", CIFAR10), ("cifar100", CIFAR100)):
-            archive, file_md5 = cifar_from_digits(cls)
+            made = cifar_from_digits(cls)
             archive_name = cls.url.rsplit("/", 1)[-1]
-            running.add_dataset_file("cifar/mirror", archive_name, archive)
+            running.add_dataset_file("cifar/mirror", archive_name, made["archive"])
             running.cifar[name] = {
                 "url": f"{running.endpoint}/datasets/cifar/mirror/resolve/main/{archive_name}",
-                "archive_md5": _md5(archive),
-                "file_md5": file_md5,
+                "archive_md5": md5(made["archive"]),
+                "file_md5": made["file_md5"],
             }
         yield running
 
