@@ -1,8 +1,7 @@
 """The library's layers point down only, and no modules import each other in a circle.
 
 The order is data in one place, pyproject.toml's ``[tool.importlinter]`` contracts (top layer first);
-import-linter checks them (``lint-imports``, and here). ``src/contrastlab/__init__.py``'s docstring says
-what each layer holds, in the same order (a test below). The last tests check, on a small package of
+import-linter checks them (``lint-imports``, and here). The last tests check, on a small package of
 their own, that the contracts catch what the hand-written checker caught before: an upward import inside
 a function, an import between two packages of one layer, a top-level module in no layer, a circle.
 """
@@ -12,22 +11,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import tomllib
 from pathlib import Path
 
 import pytest
 
-import contrastlab
 from contrastlab.paths import REPO_ROOT
 
 PYPROJECT = REPO_ROOT / "pyproject.toml"
-
-
-def layer_rows() -> list[list[str]]:
-    """pyproject.toml's layers, bottom first, each a list of the top-level modules in it."""
-    contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
-    (layers,) = [c for c in contracts if c["type"] == "layers"]
-    return [[name.strip() for name in row.split("|")] for row in reversed(layers["layers"])]
 
 
 #: ``lint-imports`` in an interpreter of its own: import-linter configures logging with dictConfig, which
@@ -49,13 +39,6 @@ def lint(config: Path) -> tuple[int, str]:
 def test_the_import_contracts_are_kept():
     code, out = lint(PYPROJECT)
     assert code == 0, out
-
-
-def test_package_docstring_states_the_layers_in_order():
-    doc = contrastlab.__doc__
-    positions = [doc.find(f"``{name}``") for row in layer_rows() for name in row]
-    assert -1 not in positions, [n for row in layer_rows() for n in row if f"``{n}``" not in doc]
-    assert positions == sorted(positions), "the docstring lists the layers in another order than pyproject"
 
 
 # --- the contracts catch what they should: a package of our own ---------------------------------------

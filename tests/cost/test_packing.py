@@ -1,5 +1,5 @@
 """Several small cells per GPU (contrastlab.cost.packing, resources.gpu_share): which cells share a GPU,
-the packed plan's arithmetic, and the speed-ups it prices (measured, or the README's H100 figures,
+the packed plan's arithmetic, and the speed-ups it prices (measured, or docs/measured.md's H100 figures,
 said to be assumed)."""
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def test_a_training_jobs_share_fits_the_card_and_pays(tmp_path):
         == 2
     )
     default = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    assert packing.chosen_share(1.0, "fp32", default, 4) == 1  # 0.92× on the README's H100
+    assert packing.chosen_share(1.0, "fp32", default, 4) == 1  # 0.92× on the H100 of docs/measured.md
     assert packing.chosen_share(1.0, "bf16", default, 4) == 4  # 2.34×
     assert packing.chosen_share(1.0, "tf32", default, 4) == 1  # no figure
 
@@ -134,11 +134,11 @@ def test_without_a_measured_speedup_the_plan_prices_the_readmes_h100_figures_and
         assert loaded.packing_speedup["bf16"] == {2: 1.82, 4: 2.34}
         text = " ".join(packing.packing_lines(_toy_config(gpu_share=4), [], loaded))
         assert "speed-ups assumed (not measured on this machine): fp32 0.92× with 2, 0.92× with 4" in text
-        assert "README: benchmarks/gpu_share.py on an H100" in text
-    # the figures are the README's
-    readme = " ".join((REPO_ROOT / "README.md").read_text().split())
+        assert "docs/measured.md: benchmarks/gpu_share.py on an H100" in text
+    # the figures are the ones docs/measured.md quotes
+    readme = " ".join((REPO_ROOT / "docs" / "measured.md").read_text().split())
     quoted = re.search(r"\(0\.92× with 2 and 4 copies.*?\(2 copies, 1\.82×\).*?\(4 copies, 2\.34×\)", readme)
-    assert quoted, "README no longer quotes benchmarks/gpu_share.py's H100 figures the default prices"
+    assert quoted, "docs/measured.md no longer quotes benchmarks/gpu_share.py's H100 figures the default prices"
 
 
 def test_a_bad_packing_figure_is_one_line(tmp_path):

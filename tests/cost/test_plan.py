@@ -1,5 +1,5 @@
 """The cost plan (contrastlab.cost.plan): its arithmetic on a toy config against FLOPs computed by hand,
-parameter counts of the real architectures, the calibration file, and README's cell counts."""
+parameter counts of the real architectures, the calibration file, and docs/cost.md's cell counts."""
 
 from __future__ import annotations
 
@@ -270,8 +270,8 @@ def test_default_calibration_is_peak_times_mfu():
             assert value == pytest.approx(data["peak_tflops"][precision] * data["mfu"][track][precision])
 
 
-#: README's phrase for each group of experiments -> the experiments it counts.
-README_GROUPS = {
+#: docs/cost.md's phrase for each group of experiments -> the experiments it counts.
+DOC_GROUPS = {
     "Nie": ["nie2023"],
     "Li": ["li2024"],
     "MACL": ["macl"],
@@ -281,10 +281,10 @@ README_GROUPS = {
 }
 
 
-def test_readme_cell_counts_equal_the_config():
+def test_documented_cell_counts_equal_the_config():
     config = cl_config.load(REPO_ROOT / "config.yaml")
     counts = plan.cell_counts(config)
-    text = " ".join((REPO_ROOT / "README.md").read_text().split())
+    text = " ".join((REPO_ROOT / "docs" / "cost.md").read_text().split())
     assert (
         f"`config.yaml` is the full grid: {counts['total']} training cells. "
         f"{counts['sentence']} sentence cells:" in text
@@ -293,11 +293,11 @@ def test_readme_cell_counts_equal_the_config():
     per_experiment: dict[str, int] = {}
     for cell in cl_config.cells(config):
         per_experiment[cell.experiment] = per_experiment.get(cell.experiment, 0) + 1
-    assert sorted(e for group in README_GROUPS.values() for e in group) == sorted(per_experiment)
-    for label, experiments in README_GROUPS.items():
+    assert sorted(e for group in DOC_GROUPS.values() for e in group) == sorted(per_experiment)
+    for label, experiments in DOC_GROUPS.items():
         found = re.findall(rf"(?:; |: |\. ){re.escape(label)}: (\d+) \(", text)
         assert found == [str(sum(per_experiment[e] for e in experiments))], (label, found)
-    assert counts["figure"] == sum(per_experiment[e] for e in README_GROUPS["figures"])
+    assert counts["figure"] == sum(per_experiment[e] for e in DOC_GROUPS["figures"])
 
 
 def test_runtime_requests_are_the_projection_with_a_margin(tmp_path):

@@ -22,7 +22,7 @@ prefers)::
       },
       "gpu_memory_gib": 80.0,
       "packing": {                            # several small cells per GPU (cost.packing); missing: the
-        "measured": true, "source": "...",    # default's (the README's H100 benchmark, assumed)
+        "measured": true, "source": "...",    # default's (the H100 benchmark in docs/measured.md, assumed)
         "speedup": {"bf16": {"2": 1.82, "4": 2.34}}   # precision -> concurrent cells -> summed speed-up
       },
       "peak_tflops": {...}, "mfu": {...}      # optional, for the reader

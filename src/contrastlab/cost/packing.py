@@ -12,7 +12,7 @@ of :mod:`contrastlab.workflow.gpus` hold every GPU to that.
 Price: n copies that run together at a summed speed-up s (the sum of their steps/s over one copy's
 alone) each take n/s times as long on 1/n of a GPU, so a packed job costs its GPU-seconds alone ÷ s
 (:func:`packed_seconds`). s comes from the calibration's packing speed-ups (precision -> copies ->
-speed-up): measured by ``make gpu-check``, else the shipped default's, which are the README's H100
+speed-up): measured by ``make gpu-check``, else the shipped default's, which are docs/measured.md's H100
 figures of ``benchmarks/gpu_share.py`` (assumed for any other machine; the plan says which). Both
 measure with :func:`packing_rows`: 1, 2 and 4 copies of the trainer's step, each in a process of its
 own (:func:`sentence_step_copy`), timed together.

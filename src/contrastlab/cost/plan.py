@@ -168,7 +168,7 @@ def cell_counts(config: Mapping[str, Any]) -> dict[str, int]:
     """Training cells of a config: ``sentence`` (of which ``figure``: experiments with no paper table,
     the figure sweeps and Li's conjecture runs), ``vision``, ``total``, and ``pretrained`` evaluations.
 
-    README.md's sentence on the full grid is checked against these numbers for config.yaml (a test)."""
+    docs/cost.md's sentence on the full grid is checked against these numbers for config.yaml (a test)."""
     from contrastlab.tables.published import TABLES
 
     counts = {"sentence": 0, "figure": 0, "vision": 0}
