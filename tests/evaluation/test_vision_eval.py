@@ -264,10 +264,10 @@ def test_embedding_variance_and_effective_rank_match_numpy():
 
 
 def test_a_diverged_encoders_metrics_list_every_score_key_as_diverged(tmp_path):
-    """Issue 36: a sweep point whose training diverged is evaluated as such: train_vision's record read
-    back, no score, every key evaluate_encoder would report in ``diverged`` with the reason."""
+    """Issue 36: a point whose training diverged is evaluated as such: its diverged.json read back, no
+    score, every key evaluate_encoder would report in ``diverged`` with the reason."""
     from contrastlab.evaluation.vision import diverged_encoder_metrics, score_keys
-    from contrastlab.training.runtime import diverged_reason, record_diverged
+    from contrastlab.search import diverged_reason, record_diverged
 
     assert diverged_reason(tmp_path / "encoder") is None
     record_diverged(tmp_path / "encoder", tmp_path / "log.jsonl", {"lr": 1.0}, "loss is not finite at step 3")

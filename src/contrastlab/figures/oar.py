@@ -20,6 +20,7 @@ import torch
 
 from contrastlab.evaluation.vision import effective_rank
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
+from contrastlab.search import diverged_reason
 
 __all__ = ["embedding_spectrum", "plot_lr_sweep", "plot_spectra", "sweep_frame"]
 
@@ -176,7 +177,7 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
         fig, axes = figure(2, len(names), width="page", aspect=0.8)
         for col, name in enumerate(names):
             s = spectra[name]
-            if s is None:  # a sweep point whose training diverged: no encoder to embed with
+            if s is None:  # a point whose training diverged: no encoder to embed with
                 axes[0, col].set_title(f"{method_label(name.split('-lr')[0])} ({name})")
                 for ax in axes[:, col]:
                     ax.text(0.5, 0.5, "training diverged", ha="center", va="center", transform=ax.transAxes)
@@ -246,7 +247,6 @@ def spectra_figure(
     from contrastlab.data.images import IMAGE_STATS, load_images
     from contrastlab.evaluation.vision import extract_features
     from contrastlab.models import pick_device
-    from contrastlab.training.runtime import diverged_reason
     from contrastlab.training.vision import load_encoder
 
     device = pick_device(device)
