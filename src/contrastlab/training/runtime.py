@@ -56,11 +56,10 @@ import numpy as np
 import torch
 
 from contrastlab.models import pick_device
-from contrastlab.precision import CHOICES, fp32_mode_now, resolve, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
+from contrastlab.precision import fp32_mode_now, resolve, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
 from contrastlab.training import state as st
 from contrastlab.training.events import TensorBoardLog, default_events_dir
 
-PRECISIONS = CHOICES  # contrastlab.precision states them
 #: Skipped fp16 steps in a row after which the run stops: the scale has fallen by 2**20 (from 65536 to
 #: 0.06), so the gradients overflow at any scale and further steps would only skip.
 FP16_MAX_CONSECUTIVE_SKIPS = 20
@@ -82,7 +81,7 @@ class SnapshotMismatchError(ValueError):
 
 
 def resolve_precision(requested: str, device: torch.device) -> str:
-    """The precision a run on ``device`` uses for ``requested`` (one of :data:`PRECISIONS`).
+    """The precision a run on ``device`` uses for ``requested`` (:data:`~contrastlab.precision.CHOICES`).
 
     >>> resolve_precision("auto", torch.device("cpu")), resolve_precision("tf32", torch.device("cpu"))
     ('fp32', 'fp32')
