@@ -45,6 +45,7 @@ from contrastlab.models import pick_device
 from contrastlab.paths import atomic_write
 from contrastlab.precision import ieee_fp32
 from contrastlab.search import diverged_reason
+from contrastlab.training.synthetic import effective_rank
 
 __all__ = [
     "FFN_DEFAULTS",
@@ -52,7 +53,6 @@ __all__ = [
     "KNN_DEFAULTS",
     "LINEAR_DEFAULTS",
     "PROBES",
-    "effective_rank",
     "embedding_variance",
     "encoder_features",
     "evaluate_encoder",
@@ -273,23 +273,6 @@ def embedding_variance(x: Tensor) -> float:
     return float(x.double().var(dim=0).sum())
 
 
-def effective_rank(x: Tensor, energy: float = 0.95) -> int:
-    """The number of singular values of ``x`` [N, D] (rows centred) needed to hold ``energy`` of
-    Σσ² (OAR Fig. 3's "effective rank (95% concentration)").
-
-    >>> effective_rank(torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 0.1], [0.0, -0.1]]))
-    1
-    """
-    if not 0 < energy <= 1:
-        raise ValueError(f"energy must be in (0, 1], got {energy}")
-    x = x.double()
-    sigma2 = torch.linalg.svdvals(x - x.mean(dim=0)).pow(2)
-    if float(sigma2.sum()) == 0.0:
-        return 0
-    share = sigma2.cumsum(0) / sigma2.sum()
-    return int((share < energy - 1e-12).sum()) + 1
-
-
 @torch.no_grad()
 def knn_accuracy(
     train_x: Tensor,
@@ -496,7 +479,7 @@ def probe_features(
                         diverged[f"ffn{percent}_{k}"] = top["diverged"]
         timings[f"{probe}_s"] = time.perf_counter() - t
     scores["embedding_variance"] = embedding_variance(test_x)
-    scores["effective_rank_95"] = float(effective_rank(test_x))
+    scores["effective_rank_95"] = float(effective_rank(test_x, centre=True))  # the spread around the mean
     return {
         "scores": scores,
         "diverged": diverged,

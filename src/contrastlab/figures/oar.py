@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from contrastlab.evaluation.vision import effective_rank
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
 from contrastlab.search import diverged_reason
+from contrastlab.training.synthetic import effective_rank
 
 __all__ = ["embedding_spectrum", "plot_lr_sweep", "plot_spectra", "sweep_frame"]
 
@@ -148,7 +148,8 @@ def embedding_spectrum(
 
     Returns ``singular_values`` (of the centred embeddings, divided by the largest), ``affinity``
     (cosine similarity [n, n], rows and columns in class order), ``labels`` (sorted) and
-    ``effective_rank`` (:func:`~contrastlab.evaluation.vision.effective_rank` at 95% energy).
+    ``effective_rank`` (:func:`~contrastlab.training.synthetic.effective_rank` of the centred embeddings at
+    95% energy).
     """
     generator = torch.Generator().manual_seed(seed)
     n = min(n, len(features))
@@ -162,7 +163,7 @@ def embedding_spectrum(
         "singular_values": (sigma / sigma[0].clamp_min(1e-300)).numpy(),
         "affinity": (unit @ unit.T).numpy(),
         "labels": y.numpy(),
-        "effective_rank": effective_rank(x),
+        "effective_rank": effective_rank(x, centre=True),
     }
 
 
