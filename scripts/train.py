@@ -1,26 +1,30 @@
-"""Train one sentence cell (protocol.md §2): Snakemake `script:` entry (contrastlab.training.cells)."""
+"""Train one sentence cell (protocol.md §2): Snakemake `script:` entry, or a CLI for debugging (`--help`);
+both in contrastlab.training.cells."""
 
 from contrastlab.search import find_point, is_point_name
-from contrastlab.training.cells import train_cell
+from contrastlab.training.cells import cli, train_cell
 from contrastlab.workflow.job import events_dir_of, training_job
 
-sm = globals()["snakemake"]
-with training_job(sm) as (device, where):
-    wc = sm.wildcards
-    previous = getattr(sm.input, "search_previous", None)  # the earlier stage's selection, if any
-    train_cell(
-        sm.params.settings,
-        point=find_point(sm.config, wc["experiment"], wc["backbone"], wc["method"])
-        if is_point_name(wc["method"])
-        else None,
-        previous_selection=previous[0] if previous else None,
-        backbone_dir=sm.input.backbone,
-        corpus_path=where["corpus"],
-        dev_data_dir=where["senteval_dir"],
-        out_dir=sm.output.model,
-        log_path=sm.output.log_jsonl,
-        state_dir=sm.params.state_dir,
-        cache_dir=where["cache"],
-        device=device,
-        events_dir=events_dir_of(sm),
-    )
+if "snakemake" in globals():
+    sm = globals()["snakemake"]
+    with training_job(sm) as (device, where):
+        wc = sm.wildcards
+        previous = getattr(sm.input, "search_previous", None)  # the earlier stage's selection, if any
+        train_cell(
+            sm.params.settings,
+            point=find_point(sm.config, wc["experiment"], wc["backbone"], wc["method"])
+            if is_point_name(wc["method"])
+            else None,
+            previous_selection=previous[0] if previous else None,
+            backbone_dir=sm.input.backbone,
+            corpus_path=where["corpus"],
+            dev_data_dir=where["senteval_dir"],
+            out_dir=sm.output.model,
+            log_path=sm.output.log_jsonl,
+            state_dir=sm.params.state_dir,
+            cache_dir=where["cache"],
+            device=device,
+            events_dir=events_dir_of(sm),
+        )
+elif __name__ == "__main__":
+    cli()

@@ -192,3 +192,13 @@ def test_a_diverging_image_point_is_evaluated_as_diverged(tmp_path, nan_at_step_
 
     with pytest.raises(NonFiniteLossError):  # a configured image cell
         train_image(tmp_path / "configured", point=False)
+
+
+def test_the_debugging_cli_trains_with_its_settings(tmp_path, data, capsys):
+    tiny_bert, corpus, senteval_dir = data
+    paths = [tiny_bert, corpus, senteval_dir, tmp_path / "model", tmp_path / "log.jsonl", tmp_path / "state"]
+    flags = [item for flag, path in zip(cells.CLI_PATHS, paths, strict=True) for item in (flag, str(path))]
+    settings = json.dumps({**SMALL, "max_steps": 2, "eval_every": 2})
+    summary = cells.cli([*flags, "--device", "cpu", "--settings", settings, "--set", "precision=fp32"])
+    assert summary["steps"] == 2 and summary["requested_precision"] == "fp32"  # a bare string, not JSON
+    assert json.loads(capsys.readouterr().out)["best_step"] == summary["best_step"]

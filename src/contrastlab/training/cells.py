@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
+import argparse
 import functools
+import json
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -102,6 +104,46 @@ def train_vision_cell(
         events_dir=events_dir,
     )
     return _diverging_is_a_result(run, point, settings, out_dir, log_path, state_dir)
+
+
+#: ``cli``'s required options and the keyword of :func:`~contrastlab.training.sentence.train` each sets.
+CLI_PATHS = {
+    "--backbone": "backbone_dir",
+    "--corpus": "corpus_path",
+    "--dev-data-dir": "dev_data_dir",
+    "--out": "out_dir",
+    "--log": "log_path",
+    "--state-dir": "state_dir",
+}
+
+
+def cli(argv: list[str] | None = None) -> dict[str, Any]:
+    """``python scripts/train.py --help``: train one sentence cell outside the workflow (for debugging),
+    print its best dev score, step, steps and timings; returns the training summary."""
+    parser = argparse.ArgumentParser(description="Train one sentence-embedding cell (contrastlab.training).")
+    for flag, keyword in CLI_PATHS.items():
+        parser.add_argument(flag, required=True, dest=keyword, help=f"train(..., {keyword}=...)")
+    parser.add_argument("--cache-dir", default=None, help="tokenised corpus cache (default resources/cache)")
+    parser.add_argument(
+        "--events-dir", default=None, help="TensorBoard run folder (default <state-dir>.tensorboard)"
+    )
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    parser.add_argument("--settings", default="{}", help="TrainSettings fields as one JSON object")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="one field, e.g. lr=3e-5"
+    )
+    args = vars(parser.parse_args(argv))
+    values = json.loads(args.pop("settings"))
+    for item in args.pop("set"):
+        key, _, value = item.partition("=")
+        try:
+            values[key] = json.loads(value)
+        except json.JSONDecodeError:  # a bare string, e.g. precision=fp32
+            values[key] = value
+    summary = train(TrainSettings.from_dict(values), **args)
+    shown = {k: summary[k] for k in ("best_dev_spearman", "best_step", "steps", "timings")}
+    print(json.dumps(shown, indent=1))
+    return summary
 
 
 def _diverging_is_a_result(
