@@ -11,13 +11,14 @@ from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan
+from contrastlab.precision import RESOLVED
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--configfile", default="config.yaml", help="the config to plan (default config.yaml)")
 parser.add_argument(
     "--precision",
     default=cl_flops.AS_CONFIGURED,
-    choices=[cl_flops.AS_CONFIGURED, *cl_flops.PRECISIONS],
+    choices=[cl_flops.AS_CONFIGURED, *RESOLVED],
     help="the choice whose memory and per-cell times are shown (config: each cell's own); fp32, tf32 "
     "and bf16 are always shown side by side",
 )
@@ -26,9 +27,7 @@ parser.add_argument(
     default=None,
     help=f"calibration JSON (default {cl_calibration.MEASURED_CALIBRATION} if present)",
 )
-parser.add_argument(
-    "--out", default=None, help="folder for plan.md and plan.csv (default <results_dir>/plan)"
-)
+parser.add_argument("--out", default=None, help="folder of plan.md, plan.csv (default <results_dir>/plan)")
 parser.add_argument(
     "--gpus",
     type=int,

@@ -21,6 +21,9 @@ from collections.abc import Iterator
 CHOICES = ("auto", "fp32", "tf32", "bf16", "fp16")
 #: What a run computes in, once ``auto`` and a CPU's ``tf32`` are resolved.
 RESOLVED = ("fp32", "tf32", "bf16", "fp16")
+#: Bytes of one activation element a run keeps at each resolved precision: TF32 rounds the inputs of
+#: the products only, so its activations are fp32's; bf16 and fp16 autocast keep 16-bit ones.
+ACTIVATION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 
 
 def resolve(requested: str, *, cuda: bool, native_bf16: bool) -> str:

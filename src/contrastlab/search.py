@@ -27,7 +27,9 @@ selection file (no Snakemake checkpoint).
 **Selection** (:func:`select`) reads each point's best STS-B dev Spearman from its checkpoint's
 ``train_summary.json`` (the trainer's dev selection) and nothing else: test scores are computed for
 the final winner alone, after the search, and cannot change it. Ties go to the first point in grid
-order. Image experiments are not searchable yet (their trainers have no held-out accuracy to select on).
+order. A point whose training diverged leaves ``diverged.json`` instead (:func:`record_diverged`, the
+points of an image sweep too): it has no dev score and is passed over. Image experiments are not
+searchable yet (their trainers have no held-out accuracy to select on).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab.config import ConfigError
+from contrastlab.paths import atomic_write, write_json
 
 #: The selection metric of a sentence search (train_summary.json key, the trainer's dev selection).
 DEV_METRIC = "best_dev_spearman"
@@ -339,24 +342,46 @@ def is_point_name(method: str) -> bool:
     return re.search(r"~s\d+-", method) is not None
 
 
+#: What a point whose training diverged leaves in its checkpoint (or encoder) folder instead of a model:
+#: the error and the settings (:func:`record_diverged`).
+DIVERGED_FILE = "diverged.json"
+
+
 def record_diverged(
-    model_dir: str | Path, log_path: str | Path, settings: Mapping[str, Any], error: str
+    out_dir: str | Path, log_path: str | Path, settings: Mapping[str, Any], error: str
 ) -> None:
-    """Write what a search point whose training diverged leaves for selection: a ``train_summary.json``
-    with no dev score (:func:`select` passes it over, the heatmap leaves its cell blank) and the error,
-    and a one-line log. A divergence is a result of the grid (a learning rate too large), not a fault
-    to retry, so the point is finished and the rest of the search goes on."""
-    model_dir = Path(model_dir)
-    model_dir.mkdir(parents=True, exist_ok=True)
-    summary = {DEV_METRIC: None, "diverged": error, "settings": dict(settings)}
-    (model_dir / "train_summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    Path(log_path).write_text(json.dumps({"event": "diverged", "error": error}) + "\n", encoding="utf-8")
+    """Write what a point (of a search or a sweep) whose training diverged leaves instead of a model:
+    ``<out_dir>/diverged.json`` (the error and the settings) and a one-line log, each atomically.
+
+    A divergence is a result of the grid (a learning rate too large; OAR Fig. 2's rates reach 1), not a
+    fault to retry, so the point is finished and the run goes on: selection passes it over
+    (:func:`read_point` gives it no dev score), the image evaluation records it
+    (:func:`contrastlab.evaluation.vision.diverged_encoder_metrics`) and the figures mark it."""
+    write_json(Path(out_dir) / DIVERGED_FILE, {"diverged": error, "settings": dict(settings)})
+    with atomic_write(log_path) as tmp:
+        tmp.write_text(json.dumps({"event": "diverged", "error": error}) + "\n", encoding="utf-8")
+
+
+def diverged_record(out_dir: str | Path) -> dict[str, Any] | None:
+    """What :func:`record_diverged` wrote in ``out_dir`` (``diverged``: the error, ``settings``), or None
+    for a trained model."""
+    path = Path(out_dir) / DIVERGED_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def diverged_reason(out_dir: str | Path) -> str | None:
+    """The error :func:`record_diverged` recorded in ``out_dir``, or None for a trained model."""
+    record = diverged_record(out_dir)
+    return None if record is None else record["diverged"]
 
 
 def read_point(model_dir: str | Path) -> dict[str, Any]:
     """What selection may read of one trained point: its dev score (:data:`DEV_METRIC`), dev step and
-    settings, from ``<model_dir>/train_summary.json`` (never a test score)."""
-    summary = json.loads((Path(model_dir) / "train_summary.json").read_text(encoding="utf-8"))
+    settings, from ``<model_dir>/train_summary.json`` (never a test score); a point whose training
+    diverged (:func:`record_diverged`) has no dev score, its settings and the error."""
+    summary = diverged_record(model_dir)
+    if summary is None:
+        summary = json.loads((Path(model_dir) / "train_summary.json").read_text(encoding="utf-8"))
     return {
         "dev": summary.get(DEV_METRIC),
         "dev_task": summary.get("dev_task"),

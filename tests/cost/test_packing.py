@@ -16,6 +16,7 @@ from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import packing, plan
 from contrastlab.paths import REPO_ROOT
+from contrastlab.precision import RESOLVED
 
 
 def _toy_config(**resources) -> dict:
@@ -40,7 +41,7 @@ def _calibration(tmp_path, speedups=None) -> cl_calibration.Calibration:
     measured = [
         cl_calibration.Measurement(t, p, 1e12, 1.0)
         for t in cl_calibration.TRACKS
-        for p in cl_flops.PRECISIONS
+        for p in RESOLVED
     ]
     data = cl_calibration.calibration_from_measurements(
         measured,

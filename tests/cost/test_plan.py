@@ -14,6 +14,7 @@ from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan
 from contrastlab.paths import REPO_ROOT
+from contrastlab.precision import RESOLVED
 
 #: A random BERT of hidden 32, 2 layers, feed-forward 64. Per layer: 4·32² + 4·32 (Q, K, V, output)
 #: + 2·32·64 + 64 + 32 (feed-forward) + 4·32 (two LayerNorms) = 4096 + 128 + 4096 + 96 + 128 = 8544.
@@ -59,7 +60,7 @@ def _flat_calibration(tmp_path, tflops: float = 1.0) -> cl_calibration.Calibrati
         [
             cl_calibration.Measurement(t, p, 1e12 * tflops, 1.0)
             for t in cl_calibration.TRACKS
-            for p in cl_flops.PRECISIONS
+            for p in RESOLVED
         ],
         device="toy",
         source="test",

@@ -65,10 +65,6 @@ def default_scores(reference, cache):
     return S.evaluate(encode, data, LIVE_TASKS, "test", cache_dir=cache)
 
 
-def test_default_probe_is_the_senteval_replica():
-    assert S.DEFAULT_PROBE == "senteval"
-
-
 def test_live_tasks_are_transfer_tasks_of_both_kinds():
     """The live subset names real transfer tasks, at least one cross-validated and one fixed-test-set."""
     assert set(LIVE_TASKS) <= set(P.TRANSFER_TASKS)

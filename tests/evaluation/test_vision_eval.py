@@ -9,7 +9,6 @@ import torch
 
 from contrastlab.data.transforms import eval_transform
 from contrastlab.evaluation.vision import (
-    effective_rank,
     embedding_variance,
     evaluate_encoder,
     extract_features,
@@ -18,6 +17,7 @@ from contrastlab.evaluation.vision import (
     linear_probe_accuracy,
 )
 from contrastlab.models.vision import build_encoder
+from contrastlab.training.synthetic import effective_rank
 
 
 def knn_oracle(train_x, train_y, test_x, test_y, num_classes, k, temperature):
@@ -257,17 +257,17 @@ def test_embedding_variance_and_effective_rank_match_numpy():
     sigma2 = np.linalg.svd(x.numpy() - x.numpy().mean(0), compute_uv=False) ** 2
     share = np.cumsum(sigma2) / sigma2.sum()
     for energy in (0.5, 0.9, 0.95, 0.999):
-        assert effective_rank(x, energy) == int(np.argmax(share >= energy)) + 1
-    assert effective_rank(torch.ones(5, 3)) == 0  # no variance at all (total collapse)
+        assert effective_rank(x, energy, centre=True) == int(np.argmax(share >= energy)) + 1
+    assert effective_rank(torch.ones(5, 3), centre=True) == 0  # no variance at all (total collapse)
     line = torch.outer(torch.linspace(-1, 1, 50), torch.tensor([1.0, 2.0, 3.0]))
-    assert effective_rank(line) == 1
+    assert effective_rank(line, centre=True) == 1
 
 
 def test_a_diverged_encoders_metrics_list_every_score_key_as_diverged(tmp_path):
-    """Issue 36: a sweep point whose training diverged is evaluated as such: train_vision's record read
-    back, no score, every key evaluate_encoder would report in ``diverged`` with the reason."""
+    """Issue 36: a point whose training diverged is evaluated as such: its diverged.json read back, no
+    score, every key evaluate_encoder would report in ``diverged`` with the reason."""
     from contrastlab.evaluation.vision import diverged_encoder_metrics, score_keys
-    from contrastlab.training.runtime import diverged_reason, record_diverged
+    from contrastlab.search import diverged_reason, record_diverged
 
     assert diverged_reason(tmp_path / "encoder") is None
     record_diverged(tmp_path / "encoder", tmp_path / "log.jsonl", {"lr": 1.0}, "loss is not finite at step 3")

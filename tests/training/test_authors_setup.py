@@ -7,8 +7,9 @@ import json
 import pytest
 import torch
 
+from contrastlab.precision import CHOICES
 from contrastlab.training.dev import DevEvaluator
-from contrastlab.training.runtime import PRECISIONS, resolve_precision
+from contrastlab.training.runtime import resolve_precision
 from contrastlab.training.sentence import TrainSettings, build_head, train
 
 
@@ -127,4 +128,4 @@ def test_summary_records_requested_and_resolved_precision(runs):
     assert summary["requested_precision"] == "auto" and summary["precision"] == "fp32"
     assert summary["tf32_matmul"] is False and summary["tf32_conv"] is False
     assert summary["autocast_dtype"] is None and summary["loss_scaling"] is False
-    assert PRECISIONS == ("auto", "fp32", "tf32", "bf16", "fp16")  # contrastlab.precision.CHOICES
+    assert CHOICES == ("auto", "fp32", "tf32", "bf16", "fp16")

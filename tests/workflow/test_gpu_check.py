@@ -78,13 +78,10 @@ def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(
 def test_the_toy_tiny_bert_is_the_demos():
     """--toy's tiny BERT is config/demo.yaml's (initializer_range included): the tests run both on one
     resources folder, where a second spec under the same name would rebuild the model and retrain."""
-    import importlib.util
-
     import yaml
 
-    spec = importlib.util.spec_from_file_location("gpu_check_script", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from contrastlab.cost import gpu_check
+
     demo = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
-    assert script.TOY["backbones"]["tiny-bert"] == demo["backbones"]["tiny-bert"]
+    assert gpu_check.TOY["backbones"]["tiny-bert"] == demo["backbones"]["tiny-bert"]
     assert demo["backbones"]["tiny-bert"]["random"]["initializer_range"] == 0.2

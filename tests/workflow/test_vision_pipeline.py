@@ -83,7 +83,7 @@ def test_a_diverging_sweep_point_is_a_result_not_a_blocked_run(repo_root, tmp_pa
     run_snakemake(repo_root, "--configfile", write(config, workdir / "c.yaml"), "--cores", "2")  # exit 0
     results = workdir / "results"
     log = results / f"logs/train/oar_cifar10/resnet18-w8/{DIVERGING}/seed42.log"
-    assert "sweep point: training diverged, recorded" in log.read_text()
+    assert "point: training diverged, recorded" in log.read_text()
     metrics = json.loads(
         (results / f"metrics/oar_cifar10/resnet18-w8/{DIVERGING}/seed42/vision.json").read_text()
     )

@@ -41,7 +41,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from contrastlab.cost.flops import PRECISIONS, CellWork
+from contrastlab.cost.flops import CellWork
+from contrastlab.precision import RESOLVED
 
 #: Dense peak TFLOP/s by GPU family and precision, from the vendors' data sheets (no sparsity), as the
 #: data sheets print them; the shipped calibration's ``peak_tflops`` is the H100 row (tested). The one
@@ -176,7 +177,7 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
     achieved: dict[str, dict[str, float]] = {}
     for track in TRACKS:
         achieved[track] = {}
-        for precision in PRECISIONS:
+        for precision in RESOLVED:
             value = (data.get("achieved_tflops") or {}).get(track, {}).get(precision)
             if value is None:
                 value = default["achieved_tflops"][track][precision]
@@ -220,14 +221,14 @@ def _packing_speedup(packing: Mapping[str, Any], path: Path) -> dict[str, dict[i
     for precision, by_count in (packing.get("speedup") or {}).items():
         for count, value in (by_count or {}).items():
             if (
-                precision not in PRECISIONS
+                precision not in RESOLVED
                 or not str(count).isdigit()
                 or not isinstance(value, (int, float))
                 or value <= 0
             ):
                 raise ValueError(
                     f"calibration {path}: packing.speedup.{precision}.{count} must be a precision of "
-                    f"{', '.join(PRECISIONS)}, a count of cells and a positive number, got {value!r}"
+                    f"{', '.join(RESOLVED)}, a count of cells and a positive number, got {value!r}"
                 )
             out.setdefault(precision, {})[int(count)] = float(value)
     return out
@@ -267,9 +268,9 @@ def calibration_from_measurements(
     overheads = {f"{track}_step": 0.0 for track in TRACKS} | dict(overheads_s or {})
     grouped: dict[tuple[str, str], list[float]] = {}
     for m in measurements:
-        if m.track not in TRACKS or m.precision not in PRECISIONS:
+        if m.track not in TRACKS or m.precision not in RESOLVED:
             raise ValueError(
-                f"measurement of {m.track}/{m.precision}: track in {TRACKS}, precision in {PRECISIONS}"
+                f"measurement of {m.track}/{m.precision}: track in {TRACKS}, precision in {RESOLVED}"
             )
         flop_seconds = 1.0 / m.steps_per_s - overheads[f"{m.track}_step"]
         if flop_seconds <= 0:

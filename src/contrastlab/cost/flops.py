@@ -40,9 +40,8 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
-from contrastlab.precision import RESOLVED, resolve
+from contrastlab.precision import ACTIVATION_BYTES, resolve
 
-PRECISIONS = RESOLVED  # contrastlab.precision states them
 #: The plan's precision choice "as each cell is configured".
 AS_CONFIGURED = "config"
 
@@ -368,7 +367,7 @@ def cell_work(
     point: cl_search.SearchPoint | None = None,
 ) -> CellWork:
     """The :class:`CellWork` of ``cell`` (or of the search ``point`` it trains) under a precision choice
-    (``config`` = its own, or one of :data:`PRECISIONS` through ``precision_override``)."""
+    (``config`` = its own, or one of :data:`~contrastlab.precision.RESOLVED` as ``precision_override``)."""
     s = _settings(config, cell, precision, point)
     if cl_config.track(config, cell.experiment) == "vision":
         return _vision_work(config, cell, s)
@@ -399,7 +398,7 @@ def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[s
     # Korthikanti et al. 2022, Eq. 2: s·b·h·(34 + 5·a·s/h) bytes per layer with 16-bit activations.
     sequences = 2 * batch / int(s.get("grad_accum", 1))
     per_layer = length * sequences * model.hidden * (34 + 5 * model.heads * length / model.hidden)
-    activations = model.layers * per_layer * (2 if precision in ("fp32", "tf32") else 1)
+    activations = model.layers * per_layer * (ACTIVATION_BYTES[precision] // 2)  # Eq. 2 counts 2 bytes
     peak = (16 * model.total + activations) / GIB + FIXED_GPU_GIB
     return CellWork(
         track="sentence",
@@ -454,7 +453,7 @@ def _vision_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[str
                 -int(fraction * n_train) // int(ffn.get("batch_size", 32))
             )
     optimizer_bytes = 16 if s.get("optimizer", "adam") == "adam" else 12
-    activations = fwd.saved_elements * images * (4 if precision in ("fp32", "tf32") else 2)
+    activations = fwd.saved_elements * images * ACTIVATION_BYTES[precision]
     peak = (optimizer_bytes * fwd.params + activations + n_train * 3 * NATIVE_SIZE[dataset] ** 2) / GIB
     return CellWork(
         track="vision",

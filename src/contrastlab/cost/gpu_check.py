@@ -1,6 +1,7 @@
-"""The figures of ``make gpu-check`` (config/gpu-check.yaml): per cell steps/s, achieved TFLOP/s, MFU and
-peak memory, the resume, evaluation-split and GPU-vs-CPU evaluation checks, and the calibration file
-``make plan`` reads.
+"""``make gpu-check`` (config/gpu-check.yaml) and its figures: :func:`run` trains the preset's cells
+through Snakemake (one killed and resumed), then measures per cell steps/s, achieved TFLOP/s, MFU and
+peak memory, runs the resume, evaluation-split and GPU-vs-CPU evaluation checks and the packing
+measurement, and writes the report and the calibration file ``make plan`` reads.
 
 FLOPs per training step are the plan's (:func:`contrastlab.cost.flops.cell_work`), so that the
 calibration written here is in the units ``make plan`` divides by. MFU = achieved FLOP/s ÷ the
@@ -10,9 +11,14 @@ data sheets; fp32 cells against the non-tensor-core fp32 peak).
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
+import os
 import platform
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -20,10 +26,17 @@ from typing import Any
 
 import numpy as np
 import torch
+import yaml
 
+from contrastlab import config as cl_config
+from contrastlab import cuda
 from contrastlab.cost.calibration import Measurement, calibration_from_measurements, peak_tflops
-from contrastlab.cost.flops import STSB_DEV_SENTENCES
-from contrastlab.cost.packing import SHARES, packing_rows, sentence_step_copy
+from contrastlab.cost.flops import STSB_DEV_SENTENCES, cell_work
+from contrastlab.cost.packing import SHARES, STEP_COPY_MODULES, packing_rows, sentence_step_copy
+from contrastlab.data.acquire import data_locations
+from contrastlab.evaluation.senteval import evaluate_checkpoint
+from contrastlab.paths import REPO_ROOT
+from contrastlab.senteval.tasks import load_sts_pairs
 
 CALIBRATION_FILE = "calibration.json"
 STS_TASKS = ("STS12", "STSBenchmark", "SICKRelatedness")
@@ -98,8 +111,6 @@ def environment() -> dict[str, Any]:
         env["capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
         env["gpu_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
         try:
-            import subprocess
-
             env["driver"] = subprocess.run(
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                 capture_output=True,
@@ -115,8 +126,6 @@ def environment() -> dict[str, Any]:
 
 def sts_dev_sentences(senteval_dir: str | Path) -> int:
     """Unique sentences of the STS-B dev split under ``senteval_dir`` (what one dev evaluation encodes)."""
-    from contrastlab.senteval.tasks import load_sts_pairs
-
     pairs = load_sts_pairs(senteval_dir, "STSBenchmark", "dev")
     return len(set(pairs.a) | set(pairs.b))
 
@@ -278,3 +287,209 @@ def write_report(
     path = out_dir / "report.md"
     path.write_text("\n".join(lines))
     return path
+
+
+# --------------------------------------------------------------------------------------------- the run
+
+PRESET = REPO_ROOT / "config" / "gpu-check.yaml"
+DEMO = REPO_ROOT / "config" / "demo.yaml"
+KILLED_METHOD = "fp16"  # the cell killed after its first snapshot and resumed
+#: --toy: the same cells at a toy size on the CPU. Its tiny BERT is config/demo.yaml's, read from there:
+#: the presets share ``resources/`` (the tests one resources folder), where a second spec under the same
+#: name would rebuild the model and retrain what was trained on it.
+TOY = {
+    "backbones": {
+        "tiny-bert": yaml.safe_load(DEMO.read_text())["backbones"]["tiny-bert"],
+        "resnet18-cifar": {"vision": {"arch": "resnet18", "stem": "cifar", "width": 8}},
+        "resnet18-oar": {"vision": {"arch": "resnet18", "stem": "imagenet", "width": 8}},
+    },
+    "data": {"fixture_corpus_sentences": 600},
+    "training": {"max_steps": 12, "eval_every": 4, "log_every": 4, "state_every": 4, "batch_size": 16},
+    "resources": {"gpu": 0, "threads": 1},
+    "experiments": {
+        "gpu_check": {"backbones": ["tiny-bert"]},
+        "gpu_check_macl": {"training": {"batch_size": 64, "max_steps": 4, "log_every": 2, "state_every": 2}},
+        "gpu_check_oar": {
+            "training": {"input_size": 32, "batch_size": 32, "max_steps": 4, "log_every": 2, "state_every": 2}
+        },
+    },
+}
+
+
+def run(args: argparse.Namespace) -> Path:
+    """``make gpu-check`` (``scripts/gpu_check.py``'s options in ``args``: ``toy``, ``results_dir``,
+    ``resources_dir``, ``cores``, ``workdir``): the preset's cells through Snakemake, the fp16 cell killed
+    after its first snapshot and resumed, the checks, the packing measurement, then ``report.md`` and
+    ``calibration.json`` in the results folder; returns the report's path. Without a usable GPU (and
+    not ``--toy``) it stops with one line."""
+    if not args.toy:
+        _require_gpu()
+    config, configfile = _preset(args)
+    results = Path(config["results_dir"])
+    cells = list(cl_config.cells(config))
+    killed = _run_cells(config, configfile, cells, args.cores, args.workdir)
+    device = "cuda" if torch.cuda.is_available() and not args.toy else "cpu"
+    rows = [_cell_row(config, cell) for cell in cells]
+    killed_row = next(r for r in rows if r["cell"] == f"sentence {KILLED_METHOD}")
+    checks = {
+        "kill and resume": (
+            killed and bool(killed_row["resumed_from"]),
+            f"the {KILLED_METHOD} cell was killed after its first snapshot and resumed from step "
+            f"{killed_row['resumed_from'] or '—'}"
+            if killed
+            else "the cell had finished before (rerun on a fresh results folder)",
+        ),
+        "evaluation split": _encoded_on(config, cells, device),
+        "GPU vs CPU evaluation": _gpu_vs_cpu(config, cells, results, device),
+    }
+    print("== 1, 2 and 4 sentence cells at once on one device", flush=True)
+    fp32 = next(c for c in cells if c.method == "fp32")
+    trained = json.loads((results / "checkpoints" / fp32.path / "model/train_summary.json").read_text())
+    packing = measure_packing(
+        config["backbones"][fp32.backbone]["random"],
+        batch=trained["settings"]["batch_size"],
+        length=trained["settings"]["max_length"],
+        device=device,
+        precisions=("fp32",) if args.toy else PACKING_PRECISIONS,
+        steps=2 if args.toy else 100,
+        warmup=1 if args.toy else 10,
+        state_dir=results / "state" / "packing",
+        # --toy: the copies fork from one process that imported torch (a spawned copy's imports cost
+        # more than the toy's steps); the GPU run spawns them, as Snakemake starts its jobs.
+        forkserver_preload=STEP_COPY_MODULES if args.toy else None,
+    )
+    dev_sentences = sts_dev_sentences(data_locations(config)["senteval_dir"])
+    return write_report(results, rows, environment(), checks, packing=packing, dev_sentences=dev_sentences)
+
+
+def gpu_stack_problem() -> str | None:
+    """Why the installed torch cannot use this node's GPU, in one line (contrastlab.cuda), or None."""
+    return cuda.diagnose(cuda.probe())
+
+
+def _require_gpu() -> None:
+    if problem := gpu_stack_problem():
+        raise SystemExit(f"contrastlab: make gpu-check: {problem}")
+    if not torch.cuda.is_available():
+        raise SystemExit(
+            "contrastlab: make gpu-check needs a CUDA GPU and torch sees none "
+            f"(torch {torch.__version__}, CUDA {torch.version.cuda}, "
+            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); run it on a GPU node"
+        )
+
+
+def _preset(args: argparse.Namespace) -> tuple[dict, Path]:
+    """The validated preset (at toy size with ``--toy``, in the folders ``args`` name) and the config
+    file Snakemake reads it from, written in its results folder."""
+    raw = yaml.safe_load(PRESET.read_text())
+    if args.toy:
+        raw = cl_config.deep_merge(raw, TOY)
+    if args.results_dir:
+        raw["results_dir"] = args.results_dir
+    if args.resources_dir:
+        raw["resources_dir"] = args.resources_dir
+    config = cl_config.validate(raw)
+    configfile = Path(config["results_dir"]) / "gpu-check.config.yaml"
+    configfile.parent.mkdir(parents=True, exist_ok=True)
+    configfile.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return config, configfile
+
+
+def _run_cells(config: dict, configfile: Path, cells: list, cores: int, workdir: str) -> bool:
+    """Every cell's metrics through Snakemake, the :data:`KILLED_METHOD` cell killed after its first
+    snapshot first (unless it has finished before); True if it was killed."""
+    results = Path(config["results_dir"])
+    killed_cell = next(c for c in cells if c.method == KILLED_METHOD)
+    state_json = results / "state" / "train" / killed_cell.path / "state.json"
+    killed = False
+    if not _metrics_path(config, killed_cell).exists():
+        print(f"== {killed_cell.path}: started, to be killed after its first snapshot", flush=True)
+        command = _snakemake(configfile, [_metrics_path(config, killed_cell)], cores)
+        killed = _kill_after_first_snapshot(command, state_json, timeout_s=1800, cwd=workdir)
+    print("== every cell (the killed one resumes)", flush=True)
+    targets = [_metrics_path(config, cell) for cell in cells]
+    done = subprocess.run(_snakemake(configfile, targets, cores), cwd=workdir)
+    if done.returncode:
+        raise SystemExit(
+            f"contrastlab: the gpu-check workflow failed (exit {done.returncode}); logs under {results}/logs"
+        )
+    return killed
+
+
+def _metrics_path(config: dict, cell) -> Path:
+    name = "vision.json" if cl_config.track(config, cell.experiment) == "vision" else "senteval.json"
+    return Path(config["results_dir"]) / "metrics" / cell.path / name
+
+
+def _snakemake(configfile: Path, targets: list[Path], cores: int) -> list[str]:
+    return [
+        *(sys.executable, "-m", "snakemake", *map(str, targets), "-s", str(REPO_ROOT / "Snakefile")),
+        *("--workflow-profile", str(REPO_ROOT / "profiles" / "local")),
+        *("--configfile", str(configfile), "--cores", str(cores), "--quiet", "rules"),
+    ]
+
+
+def _kill_after_first_snapshot(command: list[str], state_json: Path, timeout_s: float, cwd: str) -> bool:
+    """Run ``command`` in ``cwd`` and SIGKILL it (and its jobs) once ``state_json`` exists; True if it was
+    killed."""
+    proc = subprocess.Popen(command, cwd=cwd, start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and not state_json.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # --toy: a dozen steps of tiny BERT take a fraction of a second
+    if proc.poll() is not None:
+        return False
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return True
+
+
+def _cell_row(config: dict, cell) -> dict[str, Any]:
+    """:func:`cell_row` of one trained cell of the preset, from its summary and the plan's FLOPs."""
+    folder = Path(config["results_dir"]) / "checkpoints" / cell.path
+    track = cl_config.track(config, cell.experiment)
+    summary_file = folder / ("encoder/settings.json" if track == "vision" else "model/train_summary.json")
+    summary = json.loads(summary_file.read_text())
+    flops = cell_work(config, cell).step_flops
+    kind = (
+        f"vision {cell.experiment.removeprefix('gpu_check_')}"
+        if track == "vision"
+        else f"sentence {cell.method}"
+    )
+    return cell_row(summary, flops, kind, track)
+
+
+def _encoded_on(config: dict, cells, device: str) -> tuple[bool, str]:
+    """Every sentence cell's encoding job ran on ``device`` (the ``encoding`` its probe job copied into
+    the metrics): rule encode got the GPU, while its probe job, rule evaluate, asked for none."""
+    sentence = [c for c in cells if cl_config.track(config, c.experiment) != "vision"]
+    found = {
+        c.method: (json.loads(_metrics_path(config, c).read_text()).get("encoding") or {}).get("device")
+        for c in sentence
+    }
+    wrong = {method: where for method, where in found.items() if where != device}
+    return (
+        not wrong,
+        f"{len(found) - len(wrong)} of {len(found)} SentEval encoding jobs on {device}, their probe jobs on "
+        "the CPU" + (f"; elsewhere: {wrong}" if wrong else ""),
+    )
+
+
+def _gpu_vs_cpu(config: dict, cells, results: Path, device: str) -> tuple[bool, str]:
+    """The fp32 cell's checkpoint encodes STS-B test on ``device`` as on the CPU (relative
+    :data:`EMBEDDING_TOLERANCE`); the STS scores of both are reported, not compared (the preset's 8-pair
+    fixtures make Spearman move by points for one swapped rank)."""
+    cell = next(c for c in cells if c.method == "fp32")
+    model = results / "checkpoints" / cell.path / "model"
+    senteval = data_locations(config)["senteval_dir"]
+    pairs = load_sts_pairs(senteval, "STSBenchmark", "test")
+    worst = encoding_difference(model, pairs.a + pairs.b, device)
+    scores = {
+        where: evaluate_checkpoint(model, senteval, STS_TASKS, "fasttest", device=where)["scores"]
+        for where in dict.fromkeys([device, "cpu"])
+    }
+    gaps = ", ".join(f"{t} {scores[device][t] - scores['cpu'][t]:+.2f}" for t in STS_TASKS)
+    return (
+        worst <= EMBEDDING_TOLERANCE,
+        f"{device} vs cpu: largest relative embedding difference {worst:.1e} (tolerance "
+        f"{EMBEDDING_TOLERANCE:.0e}); STS score differences {gaps}",
+    )

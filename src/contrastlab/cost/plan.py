@@ -39,7 +39,6 @@ from contrastlab.cost.calibration import (
 )
 from contrastlab.cost.flops import (
     AS_CONFIGURED,
-    PRECISIONS,
     CellWork,
     backbone_transformer,
     cell_work,
@@ -48,6 +47,7 @@ from contrastlab.cost.flops import (
 from contrastlab.cost.measured import hms, paper_of
 from contrastlab.cost.packing import chosen_share, packed_seconds, packing_lines
 from contrastlab.cost.schedule import schedule_lines
+from contrastlab.precision import RESOLVED
 from contrastlab.tables.markdown import markdown_table
 
 #: The GPU counts the makespan section always shows (``make plan GPUS=N`` adds N), and the CPU slots per
@@ -355,9 +355,9 @@ def plan_report(
     """Plan a validated config (``make plan``): print it (``echo``) and write ``plan.md`` and
     ``plan.csv`` to ``out_dir`` (default ``<results_dir>/plan``); returns the files written. The
     makespan section simulates the jobs over each of ``gpus`` GPUs (:mod:`contrastlab.cost.schedule`)."""
-    if chosen != AS_CONFIGURED and chosen not in PRECISIONS:
+    if chosen != AS_CONFIGURED and chosen not in RESOLVED:
         raise ValueError(
-            f"precision choice must be {AS_CONFIGURED} or one of {', '.join(PRECISIONS)}, got {chosen!r}"
+            f"precision choice must be {AS_CONFIGURED} or one of {', '.join(RESOLVED)}, got {chosen!r}"
         )
     # priced for the card the jobs will get (resources.gpu_model), as their wall-time requests are
     calibration = for_gpu_model(load_calibration(calibration_path), config["resources"].get("gpu_model"))

@@ -7,7 +7,7 @@ A faithful re-implementation of the protocol of SentEval as SimCSE runs it, not 
 - STS numbers are the same computation (cosine, Spearman; STS12-16 pooled over sub-datasets);
 - the transfer probe (:mod:`contrastlab.evaluation.probe`) runs SentEval's cross-validation schemes
   (folds, L2 grid, first-best selection, rounding) with SentEval's own procedure replicated step for
-  step and batched (``probe="senteval"``: seeded init, NumPy permutations, Adam, early stopping),
+  step and batched (seeded init, NumPy permutations, Adam, early stopping),
   which reproduces SentEval's accuracies (0.00 points off on the reference encoder, all 7 tasks in
   ~4.5 min for 300-d embeddings on one core, vs ~86 min for SentEval).
 
@@ -54,11 +54,10 @@ __all__ = [
 Encode = Callable[[list[str]], np.ndarray]
 Lookup = Callable[[list[str]], np.ndarray]
 
-# Transfer probes (protocol.md §4), the fitters of :mod:`contrastlab.evaluation.probe`: "senteval"
-# replicates SentEval's early-stopped Adam procedure and matches its scores (within 0.1 points on the
-# reference encoder). The name is recorded in every metrics file.
-PROBES = transfer_probe.FITTERS
-DEFAULT_PROBE = transfer_probe.DEFAULT_FITTER
+#: The transfer probe (protocol.md §4, :mod:`contrastlab.evaluation.probe`), as every metrics file names
+#: it: SentEval's early-stopped procedure replicated, which matches its scores (within 0.1 points on the
+#: reference encoder).
+PROBE = "senteval"
 
 
 # --- scoring ----------------------------------------------------------------------------------------
@@ -83,15 +82,13 @@ def score_sts(lookup: Lookup, subsets: list[Pairs]) -> float:
     return _spearman_percent(np.concatenate(sims), np.concatenate([p.gold for p in subsets]))
 
 
-def score_transfer(lookup: Lookup, task: str, data: Any, mode: str, probe: str = DEFAULT_PROBE) -> float:
+def score_transfer(lookup: Lookup, task: str, data: Any, mode: str) -> float:
     """Test accuracy (percent) of the logistic-regression probe under the protocol of ``task``
     (SentEval's ``acc``); see :func:`transfer_accuracies` for both of SentEval's numbers."""
-    return transfer_accuracies(lookup, task, data, mode, probe)[1]
+    return transfer_accuracies(lookup, task, data, mode)[1]
 
 
-def transfer_accuracies(
-    lookup: Lookup, task: str, data: Any, mode: str, probe: str = DEFAULT_PROBE
-) -> tuple[float, float]:
+def transfer_accuracies(lookup: Lookup, task: str, data: Any, mode: str) -> tuple[float, float]:
     """``(devacc, acc)`` in percent: SentEval's two numbers for a transfer task.
 
     ``acc`` is the test accuracy (protocol.md §4). ``devacc`` is the model-selection accuracy:
@@ -100,12 +97,11 @@ def transfer_accuracies(
     ``evaluation.py`` prints ``devacc`` under its transfer heading, so Nie 2023 Table 1's TR.Avg is
     the mean of ``devacc``; Li et al. print ``acc``.
 
-    ``probe``: the fitter of :mod:`contrastlab.evaluation.probe`, ``"senteval"`` (SentEval's
-    procedure replicated, with SimCSE's classifier settings for ``mode``: Adam for ``test``, RMSprop
-    for ``fasttest``/``dev``).
+    The probe is SentEval's procedure replicated (:mod:`contrastlab.evaluation.probe`), with SimCSE's
+    classifier settings for ``mode``: Adam for ``test``, RMSprop for ``fasttest``/``dev``.
     """
     k, grid, nclasses = P.KFOLD[mode], P.L2_GRID, P.NCLASSES[task]
-    fitter = transfer_probe.fitter_for(probe, mode)
+    fitter = transfer_probe.fitter(mode)
     if task in P.BINARY_FILES:
         dev, acc = transfer_probe.inner_kfold(
             lookup(data.sentences), data.labels, nclasses=nclasses, k=k, grid=grid, seed=P.SEED, fitter=fitter
@@ -216,7 +212,7 @@ def _embed_all(
 
 
 def run_tasks(
-    lookup: Lookup, loaded: Mapping[str, Any], mode: str, probe: str = DEFAULT_PROBE
+    lookup: Lookup, loaded: Mapping[str, Any], mode: str
 ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """Score already-loaded tasks from embeddings; returns (scores, transfer ``devacc``, seconds per task).
 
@@ -229,7 +225,7 @@ def run_tasks(
         if task in P.STS_TASKS:
             scores[task] = score_sts(lookup, data)
         else:
-            devacc[task], scores[task] = transfer_accuracies(lookup, task, data, mode, probe)
+            devacc[task], scores[task] = transfer_accuracies(lookup, task, data, mode)
         seconds[task] = time.perf_counter() - start
     return scores, devacc, seconds
 
@@ -257,15 +253,13 @@ def _evaluate(
     cache_dir: str | Path | None = None,
     cache_key: str | None = None,
     extra_sentences: Iterable[str] = (),
-    probe: str = DEFAULT_PROBE,
 ) -> dict[str, Any]:
-    transfer_probe.fitter_for(probe, P.check_mode(mode))  # an unknown probe fails before any encoding
     loaded, sentences = _task_inputs(data_dir, tasks, mode, extra_sentences)
     start = time.perf_counter()
     embeddings = _embed_all(encode, sentences, cache_dir, cache_key)
     encode_s = time.perf_counter() - start
     lookup = _lookup_from(sentences, embeddings)
-    scores, devacc, seconds = run_tasks(lookup, loaded, mode, probe)
+    scores, devacc, seconds = run_tasks(lookup, loaded, mode)
     return {"scores": scores, "devacc": devacc, "seconds": seconds, "encode_s": encode_s, "lookup": lookup}
 
 
@@ -276,17 +270,14 @@ def evaluate(
     mode: str = "test",
     *,
     cache_dir: str | Path | None = None,
-    probe: str = DEFAULT_PROBE,
 ) -> dict[str, float]:
     """Scores in percent (not rounded) of ``tasks`` under the SentEval protocol (protocol.md §4).
 
     ``encode(list[str]) -> [n, d]`` is called once, with every unique sentence the tasks need;
     ``data_dir`` holds ``downstream/``; ``mode`` is ``test`` (k = 10), ``fasttest`` or ``dev`` (k = 5;
     ``dev`` scores STS-B/SICK-R on their dev split). ``cache_dir`` keeps embeddings between calls.
-    ``probe`` is the transfer probe: ``"senteval"`` (SentEval's procedure, same numbers; see
-    :data:`PROBES`).
     """
-    return _evaluate(encode, data_dir, tasks, mode, cache_dir=cache_dir, probe=probe)["scores"]
+    return _evaluate(encode, data_dir, tasks, mode, cache_dir=cache_dir)["scores"]
 
 
 # --- alignment and uniformity ---------------------------------------------------------------------
@@ -504,12 +495,10 @@ def evaluate_checkpoint(
     batch_size: int = 128,
     device: str | None = None,
     cache_dir: str | Path | None = None,
-    probe: str = DEFAULT_PROBE,
     encode_missing: bool = True,
 ) -> dict[str, Any]:
-    """Evaluate a Hugging Face checkpoint; returns the metrics-file dict of contracts.md.
-
-    ``probe`` picks the transfer probe (:data:`PROBES`); it is recorded in the result.
+    """Evaluate a Hugging Face checkpoint; returns the metrics-file dict of contracts.md (the transfer
+    probe named as :data:`PROBE`).
 
     STS-B test sentences are always encoded too (alignment/uniformity), within the same single
     ``encode`` call. With ``cache_dir``, embeddings live in ``cache_dir/<checkpoint fingerprint>``.
@@ -532,7 +521,6 @@ def evaluate_checkpoint(
         cache_dir=None if cache_dir is None else Path(cache_dir) / key,
         cache_key=key,
         extra_sentences=stsb.a + stsb.b,
-        probe=probe,
     )
     scores, devacc, seconds = result["scores"], result["devacc"], result["seconds"]
     start = time.perf_counter()
@@ -549,7 +537,7 @@ def evaluate_checkpoint(
         "uniformity": uniformity,
         "mode": mode,
         "pooling": pooling,
-        "probe": probe,
+        "probe": PROBE,
         "model_dir": str(model_dir),
         "timings": {
             "encode_s": result["encode_s"],

@@ -44,6 +44,8 @@ from contrastlab.data.transforms import eval_transform
 from contrastlab.models import pick_device
 from contrastlab.paths import atomic_write
 from contrastlab.precision import ieee_fp32
+from contrastlab.search import diverged_reason
+from contrastlab.training.synthetic import effective_rank
 
 __all__ = [
     "FFN_DEFAULTS",
@@ -51,14 +53,15 @@ __all__ = [
     "KNN_DEFAULTS",
     "LINEAR_DEFAULTS",
     "PROBES",
-    "effective_rank",
     "embedding_variance",
     "encoder_features",
     "evaluate_encoder",
+    "evaluate_features",
     "extract_features",
     "ffn_accuracy",
     "knn_accuracy",
     "linear_probe_accuracy",
+    "job_features",
     "load_features",
     "probe_features",
     "save_features",
@@ -270,23 +273,6 @@ def embedding_variance(x: Tensor) -> float:
     return float(x.double().var(dim=0).sum())
 
 
-def effective_rank(x: Tensor, energy: float = 0.95) -> int:
-    """The number of singular values of ``x`` [N, D] (rows centred) needed to hold ``energy`` of
-    Σσ² (OAR Fig. 3's "effective rank (95% concentration)").
-
-    >>> effective_rank(torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 0.1], [0.0, -0.1]]))
-    1
-    """
-    if not 0 < energy <= 1:
-        raise ValueError(f"energy must be in (0, 1], got {energy}")
-    x = x.double()
-    sigma2 = torch.linalg.svdvals(x - x.mean(dim=0)).pow(2)
-    if float(sigma2.sum()) == 0.0:
-        return 0
-    share = sigma2.cumsum(0) / sigma2.sum()
-    return int((share < energy - 1e-12).sum()) + 1
-
-
 @torch.no_grad()
 def knn_accuracy(
     train_x: Tensor,
@@ -379,6 +365,43 @@ def encoder_features(
     }
 
 
+def job_features(
+    encoder_dir: str | Path, *, data_root: str | Path | None, batch_size: int = 512, device: str | None = None
+) -> dict[str, Any]:
+    """What the GPU job of an image evaluation writes to its features file: :func:`encoder_features`, or
+    ``{DIVERGED_KEY: reason}`` for a point whose training diverged (its ``diverged.json``,
+    :func:`contrastlab.search.record_diverged`: there is no encoder to extract with)."""
+    reason = diverged_reason(encoder_dir)
+    if reason is not None:
+        return {DIVERGED_KEY: reason}
+    return encoder_features(encoder_dir, data_root=data_root, batch_size=batch_size, device=device)
+
+
+def evaluate_features(
+    encoder_dir: str | Path,
+    features_path: str | os.PathLike,
+    evaluation: Mapping[str, Any],
+    *,
+    device: str | None = None,
+) -> dict[str, Any]:
+    """The metrics of the CPU job of an image evaluation: the probes the experiment's ``evaluation``
+    section configures (``probes``, default linear and kNN; ``linear``, ``knn``, ``ffn``) fitted on the
+    features its GPU job saved (:func:`probe_features`), or, for a point whose training diverged (the
+    encoder folder's ``diverged.json``), :func:`diverged_encoder_metrics`."""
+    probes = list(evaluation.get("probes") or ("linear", "knn"))
+    reason = diverged_reason(encoder_dir)
+    if reason is not None:
+        return diverged_encoder_metrics(encoder_dir, reason, probes, evaluation.get("ffn"))
+    return probe_features(
+        load_features(features_path),
+        probes=probes,
+        linear=dict(evaluation["linear"]),
+        knn=dict(evaluation["knn"]),
+        ffn=dict(evaluation.get("ffn") or {}),
+        device=device,
+    )
+
+
 def save_features(path: str | os.PathLike, features: Mapping[str, Any]) -> None:
     """Write :func:`encoder_features`' answer (tensors moved to the CPU), or ``{DIVERGED_KEY: reason}``
     for an encoder whose training diverged, to ``path`` atomically."""
@@ -456,7 +479,7 @@ def probe_features(
                         diverged[f"ffn{percent}_{k}"] = top["diverged"]
         timings[f"{probe}_s"] = time.perf_counter() - t
     scores["embedding_variance"] = embedding_variance(test_x)
-    scores["effective_rank_95"] = float(effective_rank(test_x))
+    scores["effective_rank_95"] = float(effective_rank(test_x, centre=True))  # the spread around the mean
     return {
         "scores": scores,
         "diverged": diverged,
@@ -518,8 +541,8 @@ def score_keys(probes: Sequence[str], ffn: Mapping[str, Any] | None = None) -> l
 def diverged_encoder_metrics(
     encoder_dir: str | Path, reason: str, probes: Sequence[str], ffn: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The metrics of a sweep point whose encoder's training diverged (``train_vision`` recorded it,
-    :func:`contrastlab.training.runtime.diverged_reason`): no score, every key in ``diverged`` with the
+    """The metrics of a point whose encoder's training diverged (its ``diverged.json``,
+    :func:`contrastlab.search.record_diverged`): no score, every key in ``diverged`` with the
     reason, so that the tables and the rate sweep's figure show the point as diverged (as for a
     diverged FFN) and the run goes on."""
     return {

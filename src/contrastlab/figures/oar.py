@@ -18,8 +18,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from contrastlab.evaluation.vision import effective_rank
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
+from contrastlab.search import diverged_reason
+from contrastlab.training.synthetic import effective_rank
 
 __all__ = ["embedding_spectrum", "plot_lr_sweep", "plot_spectra", "sweep_frame"]
 
@@ -147,7 +148,8 @@ def embedding_spectrum(
 
     Returns ``singular_values`` (of the centred embeddings, divided by the largest), ``affinity``
     (cosine similarity [n, n], rows and columns in class order), ``labels`` (sorted) and
-    ``effective_rank`` (:func:`~contrastlab.evaluation.vision.effective_rank` at 95% energy).
+    ``effective_rank`` (:func:`~contrastlab.training.synthetic.effective_rank` of the centred embeddings at
+    95% energy).
     """
     generator = torch.Generator().manual_seed(seed)
     n = min(n, len(features))
@@ -161,7 +163,7 @@ def embedding_spectrum(
         "singular_values": (sigma / sigma[0].clamp_min(1e-300)).numpy(),
         "affinity": (unit @ unit.T).numpy(),
         "labels": y.numpy(),
-        "effective_rank": effective_rank(x),
+        "effective_rank": effective_rank(x, centre=True),
     }
 
 
@@ -176,7 +178,7 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
         fig, axes = figure(2, len(names), width="page", aspect=0.8)
         for col, name in enumerate(names):
             s = spectra[name]
-            if s is None:  # a sweep point whose training diverged: no encoder to embed with
+            if s is None:  # a point whose training diverged: no encoder to embed with
                 axes[0, col].set_title(f"{method_label(name.split('-lr')[0])} ({name})")
                 for ax in axes[:, col]:
                     ax.text(0.5, 0.5, "training diverged", ha="center", va="center", transform=ax.transAxes)
@@ -246,7 +248,6 @@ def spectra_figure(
     from contrastlab.data.images import IMAGE_STATS, load_images
     from contrastlab.evaluation.vision import extract_features
     from contrastlab.models import pick_device
-    from contrastlab.training.runtime import diverged_reason
     from contrastlab.training.vision import load_encoder
 
     device = pick_device(device)

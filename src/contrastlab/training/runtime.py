@@ -56,12 +56,10 @@ import numpy as np
 import torch
 
 from contrastlab.models import pick_device
-from contrastlab.paths import write_json
-from contrastlab.precision import CHOICES, fp32_mode_now, resolve, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
+from contrastlab.precision import fp32_mode_now, resolve, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
 from contrastlab.training import state as st
 from contrastlab.training.events import TensorBoardLog, default_events_dir
 
-PRECISIONS = CHOICES  # contrastlab.precision states them
 #: Skipped fp16 steps in a row after which the run stops: the scale has fallen by 2**20 (from 65536 to
 #: 0.06), so the gradients overflow at any scale and further steps would only skip.
 FP16_MAX_CONSECUTIVE_SKIPS = 20
@@ -83,7 +81,7 @@ class SnapshotMismatchError(ValueError):
 
 
 def resolve_precision(requested: str, device: torch.device) -> str:
-    """The precision a run on ``device`` uses for ``requested`` (one of :data:`PRECISIONS`).
+    """The precision a run on ``device`` uses for ``requested`` (:data:`~contrastlab.precision.CHOICES`).
 
     >>> resolve_precision("auto", torch.device("cpu")), resolve_precision("tf32", torch.device("cpu"))
     ('fp32', 'fp32')
@@ -213,29 +211,6 @@ def check_against_schema(settings: Any, defs_key: str) -> None:
 def fingerprint_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """A settings dict without the keys that change no number (:data:`NOT_IN_FINGERPRINT`)."""
     return {k: v for k, v in settings.items() if k not in NOT_IN_FINGERPRINT}
-
-
-#: What an image sweep point whose training diverged leaves in its encoder folder (record_diverged).
-DIVERGED_FILE = "diverged.json"
-
-
-def record_diverged(
-    out_dir: str | Path, log_path: str | Path, settings: Mapping[str, Any], error: str
-) -> None:
-    """What an image sweep point whose training diverged leaves instead of an encoder: ``diverged.json`` (the
-    error and the settings) and a one-line log. A divergence at a large learning rate is a result of
-    the sweep (OAR Fig. 2 reaches lr 1), not a fault to retry: the point is finished, its evaluation
-    records it (:func:`contrastlab.evaluation.vision.diverged_encoder_metrics`) and the tables go on."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / DIVERGED_FILE, {"diverged": error, "settings": dict(settings)})
-    Path(log_path).write_text(json.dumps({"event": "diverged", "error": error}) + "\n", encoding="utf-8")
-
-
-def diverged_reason(out_dir: str | Path) -> str | None:
-    """The error :func:`record_diverged` recorded in ``out_dir``, or None for a trained encoder."""
-    path = Path(out_dir) / DIVERGED_FILE
-    return json.loads(path.read_text())["diverged"] if path.exists() else None
 
 
 def loss_stats_text(loss_fn, h1: torch.Tensor, h2: torch.Tensor) -> str:

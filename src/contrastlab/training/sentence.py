@@ -111,7 +111,7 @@ class TrainSettings:
     eval_every: int = 125  # steps between dev evaluations (protocol: 125; Li's RoBERTa runs: 50)
     seed: int = 42  # model head init, dropout masks and data order
     dropout: float = 0.1  # hidden and attention dropout of the backbone (MACL: 0.2)
-    precision: str = "auto"  # runtime.PRECISIONS; auto: bf16 autocast on CUDA (native bf16), fp32 elsewhere
+    precision: str = "auto"  # precision.CHOICES; auto: bf16 autocast on CUDA (native bf16), fp32 elsewhere
     head_autocast: bool = False  # the head inside bf16/fp16 autocast (SimCSE's --fp16); else fp32
     grad_accum: int = 1  # encoder micro-batches per step (same objective, less memory)
     log_every: int = 25  # steps between JSONL training lines (the only routine host syncs)

@@ -244,7 +244,7 @@ def effective_rank(z: Any, energy: float = 0.95, *, centre: bool = False) -> int
     Uncentred by default, so it counts *lines through the origin*: the §3 notion of collapse ("a
     rank-1 linear subspace") is 1 whether the points sit at one end of the line or at both, and a
     matrix with all rows equal is 1 too. ``centre=True`` subtracts the column means first (the
-    spread around the mean, as :func:`contrastlab.evaluation.vision.effective_rank` computes it).
+    spread around the mean: what the image evaluation and OAR Fig. 3's spectra report).
     An all-zero matrix gives 0. A share within 1e-12 of ``energy`` counts as reaching it, so
     hand-made spectra that sum exactly to the target are not lost to rounding.
 

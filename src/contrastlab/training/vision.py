@@ -133,7 +133,7 @@ class VisionTrainSettings:
     keep: str = "last"
     oar_weight: float = 1.0  # weight of the term (the authors add it with weight 1)
     oar_batch_size: int | None = None  # labelled images per step; None: batch_size (the authors' loader)
-    precision: str = "auto"  # runtime.PRECISIONS; auto: bf16 on CUDA (native bf16), fp32 on CPU
+    precision: str = "auto"  # precision.CHOICES; auto: bf16 on CUDA (native bf16), fp32 on CPU
     head_autocast: bool = False  # the projection head inside bf16/fp16 autocast; else fp32
     channels_last: bool | None = None  # None: on CUDA only (faster convolutions with bf16)
     # SimCLR's CIFAR augmentations (Chen et al. 2020, App. A; the four types of App. B.3); OAR uses

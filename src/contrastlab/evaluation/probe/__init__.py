@@ -21,25 +21,17 @@ from contrastlab.evaluation.probe.schemes import (
 )
 
 __all__ = [
-    "DEFAULT_FITTER",
-    "FITTERS",
     "Fit",
     "Fitted",
     "Fitter",
     "first_best",
-    "fitter_for",
+    "fitter",
     "inner_kfold",
     "kfold_then_test",
     "split_then_test",
 ]
 
-#: The fitters by the name the config and ``evaluate(probe=...)`` use.
-FITTERS = ("senteval",)
-DEFAULT_FITTER = "senteval"
 
-
-def fitter_for(name: str, mode: str) -> Fitter:
-    """The fitter ``name`` with its settings for SentEval ``mode`` (only SentEval's procedure has any)."""
-    if name == "senteval":
-        return senteval.fitter(senteval.CONFIG_BY_MODE[mode])
-    raise ValueError(f"unknown probe {name!r}; choose one of {', '.join(FITTERS)}")
+def fitter(mode: str) -> Fitter:
+    """SentEval's fitter with SimCSE's classifier settings for SentEval ``mode``."""
+    return senteval.fitter(senteval.CONFIG_BY_MODE[mode])

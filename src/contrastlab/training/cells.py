@@ -1,0 +1,168 @@
+"""One training job of the workflow per track: what a cell's job does around its trainer.
+
+- A configured cell trains (:func:`~contrastlab.training.sentence.train`,
+  :func:`~contrastlab.training.vision.train_vision`); its divergence is a failure.
+- A point of a search (:mod:`contrastlab.search`) or of an image sweep (``sweep:``, OAR's rates reach 1)
+  that diverges is a result: :func:`contrastlab.search.record_diverged` writes its ``diverged.json``,
+  which selection, the image evaluation and the figures read, and the run goes on.
+- A later search stage's point completes its settings from the earlier stage's winner
+  (:func:`contrastlab.search.resolve_point`); when they equal the winner's, the winner's checkpoint is
+  copied instead of training the same settings twice (Li A.4's second grid holds the first's winner).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from contrastlab.paths import atomic_dir, atomic_write
+from contrastlab.search import SearchPoint, record_diverged, resolve_point, same_as_winner
+from contrastlab.training.runtime import NonFiniteLossError
+from contrastlab.training.sentence import TrainSettings, train
+from contrastlab.training.vision import VisionTrainSettings, train_vision
+
+
+def train_cell(
+    settings: Mapping[str, Any],
+    *,
+    point: SearchPoint | None,
+    previous_selection: str | Path | None,
+    backbone_dir: str | Path,
+    corpus_path: str | Path,
+    dev_data_dir: str | Path,
+    out_dir: str | Path,
+    log_path: str | Path,
+    state_dir: str | Path,
+    cache_dir: str | Path | None = None,
+    device: str | None = None,
+    events_dir: str | Path | None = None,
+) -> str:
+    """Train one sentence cell into ``out_dir`` (its checkpoint) and ``log_path``; returns what became of
+    it: ``"trained"``, ``"copied"`` (a later-stage point equal to the earlier winner) or ``"diverged"``.
+
+    ``point``: the search point the cell is, None for a configured cell (whose divergence raises
+    :class:`NonFiniteLossError`). ``previous_selection``: the earlier stage's selection file of a
+    later-stage point (its settings start from that winner), None otherwise."""
+    settings = dict(settings)
+    if previous_selection is not None:
+        if point is None:
+            raise ValueError("train_cell: a previous stage's selection is for a later stage's point")
+        settings = resolve_point(settings, previous_selection, point)
+        winner = same_as_winner(settings, previous_selection)
+        if winner is not None:  # one setting, one training: the earlier winner's checkpoint is this point's
+            print(f"search: settings equal the earlier winner's; copying {winner}")
+            with atomic_dir(out_dir) as tmp:
+                shutil.copytree(winner, tmp)
+            with atomic_write(log_path) as tmp:
+                shutil.copyfile(Path(winner).with_name("train_log.jsonl"), tmp)
+            return "copied"
+    run = functools.partial(
+        train,
+        TrainSettings.from_dict(settings),
+        backbone_dir=backbone_dir,
+        corpus_path=corpus_path,
+        dev_data_dir=dev_data_dir,
+        out_dir=out_dir,
+        log_path=log_path,
+        state_dir=state_dir,
+        cache_dir=cache_dir,
+        device=device,
+        events_dir=events_dir,
+    )
+    return _diverging_is_a_result(run, point is not None, settings, out_dir, log_path, state_dir)
+
+
+def train_vision_cell(
+    settings: Mapping[str, Any],
+    *,
+    point: bool,
+    data_root: str | Path | None,
+    out_dir: str | Path,
+    log_path: str | Path,
+    state_dir: str | Path,
+    device: str | None = None,
+    events_dir: str | Path | None = None,
+) -> str:
+    """Train one image cell into ``out_dir`` (its encoder) and ``log_path``; returns ``"trained"`` or
+    ``"diverged"``. ``point``: whether the cell is a point of its experiment's sweep
+    (:func:`contrastlab.config.is_sweep_point`), whose divergence is recorded; a configured cell's
+    raises :class:`NonFiniteLossError`."""
+    settings = dict(settings)
+    run = functools.partial(
+        train_vision,
+        VisionTrainSettings.from_dict(settings),
+        data_root=data_root,
+        out_dir=out_dir,
+        log_path=log_path,
+        state_dir=state_dir,
+        device=device,
+        events_dir=events_dir,
+    )
+    return _diverging_is_a_result(run, point, settings, out_dir, log_path, state_dir)
+
+
+#: ``cli``'s required options and the keyword of :func:`~contrastlab.training.sentence.train` each sets.
+CLI_PATHS = {
+    "--backbone": "backbone_dir",
+    "--corpus": "corpus_path",
+    "--dev-data-dir": "dev_data_dir",
+    "--out": "out_dir",
+    "--log": "log_path",
+    "--state-dir": "state_dir",
+}
+
+
+def cli(argv: list[str] | None = None) -> dict[str, Any]:
+    """``python scripts/train.py --help``: train one sentence cell outside the workflow (for debugging),
+    print its best dev score, step, steps and timings; returns the training summary."""
+    parser = argparse.ArgumentParser(description="Train one sentence-embedding cell (contrastlab.training).")
+    for flag, keyword in CLI_PATHS.items():
+        parser.add_argument(flag, required=True, dest=keyword, help=f"train(..., {keyword}=...)")
+    parser.add_argument("--cache-dir", default=None, help="tokenised corpus cache (default resources/cache)")
+    parser.add_argument(
+        "--events-dir", default=None, help="TensorBoard run folder (default <state-dir>.tensorboard)"
+    )
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    parser.add_argument("--settings", default="{}", help="TrainSettings fields as one JSON object")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="one field, e.g. lr=3e-5"
+    )
+    args = vars(parser.parse_args(argv))
+    values = json.loads(args.pop("settings"))
+    for item in args.pop("set"):
+        key, _, value = item.partition("=")
+        try:
+            values[key] = json.loads(value)
+        except json.JSONDecodeError:  # a bare string, e.g. precision=fp32
+            values[key] = value
+    summary = train(TrainSettings.from_dict(values), **args)
+    shown = {k: summary[k] for k in ("best_dev_spearman", "best_step", "steps", "timings")}
+    print(json.dumps(shown, indent=1))
+    return summary
+
+
+def _diverging_is_a_result(
+    run: Callable[[], Any],
+    point: bool,
+    settings: Mapping[str, Any],
+    out_dir: str | Path,
+    log_path: str | Path,
+    state_dir: str | Path,
+) -> str:
+    try:
+        run()
+    except NonFiniteLossError as error:
+        if not point:
+            raise  # a configured cell that diverges is a failure
+        message = " ".join(str(error).split())
+        print(f"point: training diverged, recorded without a score: {message}")
+        record_diverged(out_dir, log_path, settings, message)
+        # its snapshots would only resume into the same divergence
+        shutil.rmtree(state_dir, ignore_errors=True)
+        return "diverged"
+    return "trained"

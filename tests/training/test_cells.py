@@ -1,0 +1,204 @@
+"""One training job per track (contrastlab.training.cells): a later search stage trains at the earlier
+winner's settings moved, a point equal to that winner gets the winner's checkpoint, and a point that
+diverges leaves one atomic ``diverged.json`` that selection, the image evaluation and the figures read;
+a configured cell that diverges is still a failure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contrastlab import search as S
+from contrastlab.evaluation.vision import DIVERGED_KEY, evaluate_features, job_features
+from contrastlab.training import cells
+from contrastlab.training.runtime import NonFiniteLossError
+
+SMALL = dict(loss="infonce", lr=1e-4, batch_size=32, max_steps=4, eval_every=2, log_every=2, state_every=2)
+SMALL_SETTINGS = {**SMALL, "seed": 42}
+
+
+@pytest.fixture(scope="module")
+def data(tiny_bert, corpus, senteval_dir):
+    return tiny_bert, corpus, senteval_dir
+
+
+def train_sentence(tmp: Path, data, settings: dict, **where) -> str:
+    tiny_bert, corpus, senteval_dir = data
+    return cells.train_cell(
+        settings,
+        backbone_dir=tiny_bert,
+        corpus_path=corpus,
+        dev_data_dir=senteval_dir,
+        out_dir=tmp / "model",
+        log_path=tmp / "train_log.jsonl",
+        state_dir=tmp / "state",
+        cache_dir=tmp.parent / "cache",
+        device="cpu",
+        **where,
+    )
+
+
+def selection_file(tmp: Path, winner_settings: dict, winner_model: Path) -> Path:
+    path = tmp / "stage1.json"
+    path.write_text(json.dumps({"winner_settings": winner_settings, "winner_model": str(winner_model)}))
+    return path
+
+
+def test_a_later_stage_point_trains_at_the_winners_settings_moved(tmp_path, data):
+    winner = {**SMALL_SETTINGS, "lr": 5e-5}
+    previous = selection_file(tmp_path, winner, tmp_path / "nowhere" / "model")
+    point = S.SearchPoint("nie2023", "tiny-bert", "infonce", 2, 0, {}, {"lr": ("times", 2)})
+    # the settings the rule knew before stage 1 had a winner: only the seed survives
+    known = {**SMALL_SETTINGS, "lr": 1.0, "batch_size": 64}
+    cell = tmp_path / "point"
+    assert train_sentence(cell, data, known, point=point, previous_selection=previous) == "trained"
+    summary = json.loads((cell / "model" / "train_summary.json").read_text())
+    assert summary["settings"]["lr"] == 1e-4 and summary["settings"]["batch_size"] == 32
+    assert summary["steps"] == 4 and S.read_point(cell / "model")["dev"] == summary["best_dev_spearman"]
+
+
+def test_a_point_equal_to_the_earlier_winner_is_its_checkpoint(tmp_path):
+    winner_dir = tmp_path / "winner" / "model"
+    winner_dir.mkdir(parents=True)
+    (winner_dir / "train_summary.json").write_text(
+        json.dumps({"best_dev_spearman": 71.5, "settings": SMALL_SETTINGS, "best_step": 4})
+    )
+    (winner_dir / "model.safetensors").write_bytes(b"weights")
+    (winner_dir.parent / "train_log.jsonl").write_text('{"event": "end"}\n')
+    previous = selection_file(tmp_path, SMALL_SETTINGS, winner_dir)
+    point = S.SearchPoint("nie2023", "tiny-bert", "infonce", 2, 0, {"lr": SMALL["lr"]})
+    cell = tmp_path / "point"
+    # no backbone, corpus or dev data is touched: nothing trains
+    where = dict(backbone_dir="absent", corpus_path="absent", dev_data_dir="absent")
+    done = cells.train_cell(
+        {**SMALL_SETTINGS, "lr": 3.0},
+        point=point,
+        previous_selection=previous,
+        out_dir=cell / "model",
+        log_path=cell / "train_log.jsonl",
+        state_dir=cell / "state",
+        **where,
+    )
+    assert done == "copied" and not (cell / "state").exists()
+    assert (cell / "model" / "model.safetensors").read_bytes() == b"weights"
+    assert (cell / "train_log.jsonl").read_text() == '{"event": "end"}\n'
+    assert S.read_point(cell / "model")["dev"] == 71.5
+    assert sorted(p.name for p in cell.iterdir()) == ["model", "train_log.jsonl"]  # no partial left
+
+
+def test_previous_selection_needs_the_point(tmp_path):
+    previous = selection_file(tmp_path, SMALL_SETTINGS, tmp_path / "w")
+    with pytest.raises(ValueError, match="later stage's point"):
+        train_sentence(tmp_path, (None, None, None), SMALL_SETTINGS, point=None, previous_selection=previous)
+
+
+def test_a_diverging_point_is_recorded_and_passed_over_by_selection(tmp_path, data):
+    point = S.SearchPoint("nie2023", "tiny-bert", "infonce", 1, 1, {"lr": 1e12})
+    settings = {**SMALL_SETTINGS, "lr": 1e12}  # NaN within two steps
+    cell = tmp_path / "diverged"
+    assert train_sentence(cell, data, settings, point=point, previous_selection=None) == "diverged"
+    # one record, written whole: no summary, no partial file, the snapshots gone
+    assert sorted(p.name for p in (cell / "model").iterdir()) == ["diverged.json"]
+    assert not (cell / "state").exists()
+    record = json.loads((cell / "model" / "diverged.json").read_text())
+    assert "not finite at step" in record["diverged"] and record["settings"] == settings
+    log = [json.loads(line) for line in (cell / "train_log.jsonl").read_text().splitlines()]
+    assert log == [{"event": "diverged", "error": record["diverged"]}]
+
+    good = tmp_path / "good" / "model"
+    good.mkdir(parents=True)
+    (good / "train_summary.json").write_text(json.dumps({"best_dev_spearman": 60.0, "settings": SMALL}))
+    points = [point, S.SearchPoint("nie2023", "tiny-bert", "infonce", 1, 0, {"lr": 1e-4})]
+    selection = S.stage_selection(points, [cell / "model", good])
+    assert selection["winner"] == points[1].name
+    read = selection["points"][0]
+    assert read["dev"] is None and read["diverged"] == record["diverged"] and read["settings"] == settings
+
+    # the same settings in a configured cell: a failure, nothing recorded
+    with pytest.raises(NonFiniteLossError):
+        train_sentence(tmp_path / "configured", data, settings, point=None, previous_selection=None)
+    assert not (tmp_path / "configured" / "model" / "diverged.json").exists()
+
+
+def test_a_record_that_cannot_be_written_whole_is_not_there(tmp_path):
+    with pytest.raises(TypeError):
+        S.record_diverged(tmp_path / "model", tmp_path / "log.jsonl", {"lr": object()}, "loss nan")
+    assert (
+        not (tmp_path / "model" / S.DIVERGED_FILE).exists() and S.diverged_reason(tmp_path / "model") is None
+    )
+
+
+VISION = {
+    "dataset": "digits",
+    "loss": "macl_vision",
+    "loss_hp": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True},
+    "width": 4,
+    "head_hidden": 32,
+    "head_dim": 16,
+    "batch_size": 32,
+    "max_steps": 4,
+    "log_every": 2,
+    "state_every": 2,
+}
+EVALUATION = {"probes": ["linear", "knn"], "linear": {}, "knn": {}}
+
+
+@pytest.fixture
+def nan_at_step_two(monkeypatch):
+    """The image loss turns NaN at its second call (a rate too large, without the minutes to reach it)."""
+    from contrastlab.training import vision
+
+    real = vision.build_loss
+
+    def poisoned(name, **hp):
+        loss_fn, calls = real(name, **hp), [0]
+
+        def call(h1, h2, with_stats=True):
+            calls[0] += 1
+            return loss_fn(h1 * float("nan") if calls[0] == 2 else h1, h2, with_stats=with_stats)
+
+        return call
+
+    monkeypatch.setattr(vision, "build_loss", poisoned)
+
+
+def train_image(tmp: Path, *, point: bool) -> str:
+    return cells.train_vision_cell(
+        VISION,
+        point=point,
+        data_root=None,
+        out_dir=tmp / "encoder",
+        log_path=tmp / "train_log.jsonl",
+        state_dir=tmp / "state",
+        device="cpu",
+    )
+
+
+def test_a_diverging_image_point_is_evaluated_as_diverged(tmp_path, nan_at_step_two):
+    assert train_image(tmp_path, point=True) == "diverged"
+    encoder = tmp_path / "encoder"
+    assert (
+        sorted(p.name for p in encoder.iterdir()) == ["diverged.json"] and not (tmp_path / "state").exists()
+    )
+    reason = S.diverged_reason(encoder)
+    assert "not finite at step 2" in reason
+    features = job_features(encoder, data_root=None)  # the GPU job: no encoder to extract with
+    assert features == {DIVERGED_KEY: reason}
+    metrics = evaluate_features(encoder, tmp_path / "absent.pt", EVALUATION)  # the CPU job: no features read
+    assert metrics["scores"] == {} and metrics["encoder_diverged"] == reason
+    assert set(metrics["diverged"]) == {"linear_top1", "knn_top1", "embedding_variance", "effective_rank_95"}
+
+    with pytest.raises(NonFiniteLossError):  # a configured image cell
+        train_image(tmp_path / "configured", point=False)
+
+
+def test_the_debugging_cli_trains_with_its_settings(tmp_path, data, capsys):
+    tiny_bert, corpus, senteval_dir = data
+    paths = [tiny_bert, corpus, senteval_dir, tmp_path / "model", tmp_path / "log.jsonl", tmp_path / "state"]
+    flags = [item for flag, path in zip(cells.CLI_PATHS, paths, strict=True) for item in (flag, str(path))]
+    settings = json.dumps({**SMALL, "max_steps": 2, "eval_every": 2})
+    summary = cells.cli([*flags, "--device", "cpu", "--settings", settings, "--set", "precision=fp32"])
+    assert summary["steps"] == 2 and summary["requested_precision"] == "fp32"  # a bare string, not JSON
+    assert json.loads(capsys.readouterr().out)["best_step"] == summary["best_step"]
