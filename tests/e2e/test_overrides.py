@@ -16,6 +16,8 @@ from contrastlab import config as cl_config
 from .test_dryrun import snakemake_process
 from .workflow_start import start_error
 
+SCHEDULE_FIRST = 1  # a long module: tests/conftest.py starts the highest numbers first
+
 
 def test_text_values_become_the_schemas_types(repo_root):
     config = cl_config.load(
@@ -123,7 +125,7 @@ def test_documented_overrides_work_through_snakemake(repo_root, tmp_path):
 
 def test_select_typo_stops_snakemake_with_one_line(repo_root, tmp_path):
     """A select typo given with --config, as Snakemake parses it, stops the reading of the Snakefile with
-    one line. In this process (rules/common.smk's checks, tests/workflow/workflow_start.py); test_dryrun.py
+    one line. In this process (rules/common.smk's checks, tests/e2e/workflow_start.py); test_dryrun.py
     ::test_bad_config_stops_the_workflow_with_one_line proves such a line end to end."""
     line = start_error(
         repo_root / "config" / "demo.yaml",

@@ -16,6 +16,8 @@ from contrastlab.paths import REPO_ROOT
 from .test_dryrun import snakemake_process
 from .workflow_start import start_error
 
+SCHEDULE_FIRST = 2  # a long module: tests/conftest.py starts the highest numbers first
+
 
 def _contrastlab_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("contrastlab:")]
