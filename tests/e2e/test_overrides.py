@@ -1,87 +1,16 @@
-"""Command-line overrides mean what they mean in a config file; ``select`` typos are config errors.
-
-Snakemake hands nested ``--config`` values over as text (``training={batch_size: 32}`` arrives as
-``"32"``), and YAML 1.1 reads ``lr: 3e-5`` as a string; ``contrastlab.config.coerce_scalars`` turns
-them into the types the schema asks for.
+"""Command-line overrides mean what they mean in a config file, through Snakemake itself; a ``select``
+typo stops it with one line. (The coercion itself is tests/config/test_schema.py's, the ``select`` checks
+tests/config/test_checks.py's: both without Snakemake.)
 """
 
 from __future__ import annotations
 
 import re
 
-import pytest
-
-from contrastlab import config as cl_config
-
 from .test_dryrun import snakemake_process
 from .workflow_start import start_error
 
 SCHEDULE_FIRST = 1  # a long module: tests/conftest.py starts the highest numbers first
-
-
-def test_text_values_become_the_schemas_types(repo_root):
-    config = cl_config.load(
-        repo_root / "config" / "demo.yaml",
-        {
-            "training": {"batch_size": "32", "lr": "0.0001", "max_steps": "1e3", "dropout": "0.2"},
-            "tables": {"partial": "true"},
-            "select": {"seeds": ["42"]},
-            "resources": {"gpu": "0", "train_mem_mb": "4000"},
-            "data": {"fixture": "false", "senteval_dir": "null"},
-        },
-    )
-    training = config["training"]
-    assert (training["batch_size"], training["lr"], training["max_steps"], training["dropout"]) == (
-        32,
-        1e-4,
-        1000,
-        0.2,
-    )
-    assert type(training["batch_size"]) is int and type(training["lr"]) is float
-    assert config["tables"]["partial"] is True and config["select"]["seeds"] == [42]
-    assert config["resources"]["train_mem_mb"] == 4000 and config["data"]["fixture"] is False
-    assert config["data"]["senteval_dir"] is None
-
-
-def test_yaml11_exponent_without_a_dot_is_a_number(tmp_path, repo_root):
-    text = (repo_root / "config" / "demo.yaml").read_text().replace("lr: 3.0e-5", "lr: 3e-5")
-    assert "lr: 3e-5" in text
-    path = tmp_path / "demo.yaml"
-    path.write_text(text)
-    assert cl_config.load(path)["training"]["lr"] == 3e-5
-
-
-@pytest.mark.parametrize(
-    ("override", "expected"),
-    [
-        ({"training": {"batch_size": "thirty"}}, "config key training.batch_size: 'thirty' is not of type"),
-        ({"tables": {"partial": "maybe"}}, "config key tables.partial: 'maybe' is not of type 'boolean'"),
-        ({"seeds": "42"}, "config key seeds: '42' is not of type 'array'"),
-        ({"training": {"protocol": "1"}}, "config key training.protocol: '1' is not one of"),  # strings stay
-    ],
-)
-def test_text_that_is_not_the_type_still_fails_naming_the_key(repo_root, override, expected):
-    with pytest.raises(cl_config.ConfigError, match="^" + expected.replace("(", r"\(")):
-        cl_config.load(repo_root / "config" / "demo.yaml", override)
-
-
-@pytest.mark.parametrize(
-    ("select", "expected"),
-    [
-        ({"experiments": ["nie"]}, "select.experiments: unknown experiment 'nie'; choose from"),
-        ({"methods": ["mptt"]}, "select.methods: unknown method 'mptt'; choose from"),
-        ({"backbones": ["bert-large"]}, "select.backbones: unknown backbone 'bert-large'; choose from"),
-        ({"seeds": [7]}, "select.seeds: unknown seed 7; choose from"),
-        ({"experiments": ["li2024"], "methods": ["cl"]}, "select.methods: unknown method 'cl'"),
-        ({"experiments": ["nie2023"], "methods": ["mpt"], "backbones": ["minilm"]}, "selects no cell"),
-    ],
-)
-def test_select_typos_are_config_errors_listing_the_choices(repo_root, select, expected):
-    with pytest.raises(cl_config.ConfigError) as caught:
-        cl_config.load(repo_root / "config" / "demo.yaml", {"select": select})
-    assert expected in str(caught.value) and "\n" not in str(caught.value)
-    if "choose from" in expected:  # the valid names follow
-        assert str(caught.value).rsplit(": ", 1)[1].strip()
 
 
 def _snakemake(repo_root, tmp_path, *config: str):
