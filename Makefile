@@ -39,8 +39,8 @@ endif
 test: install            ## the whole suite on both cores (pyproject's addopts: -n 2), Snakemake runs included
 	$(BIN)/python -m pytest -q
 
-test-fast: install       ## the inner loop: unit tests only (no Snakemake, no training runs), both cores
-	$(BIN)/python -m pytest -q -m "not slow and not e2e"
+test-fast: install       ## the inner loop: no Snakemake (tests/e2e), no slow runs (real SentEval, TensorBoard), both cores
+	$(BIN)/python -m pytest -q --ignore=tests/e2e -m "not slow"
 
 faults: install          ## the fault-injection suite; ends with a table and "N faults injected, N handled"
 	$(BIN)/python -m pytest -q -m fault

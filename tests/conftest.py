@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from results_guard import changes, snapshot  # tests/results_guard.py
 
 from contrastlab.paths import REPO_ROOT, shared_dir
 
@@ -17,49 +18,24 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # --- Two workers (pytest-xdist) ---------------------------------------------------------------------
 # Each module is a group that runs whole on one worker, so that a module-scoped fixture (a finished demo
-# run, a trained model, a real-SentEval run) is built once. The modules that start Snakemake run it in a
-# working copy of the repository of their own (tests/workflow/conftest.py: repo_root), so that two of them
-# can run at once. They are marked e2e (make test-fast leaves them out).
-E2E_MODULES = frozenset(
-    f"tests/workflow/test_{name}.py"
-    for name in (
-        "dryrun",
-        "dvc",
-        "failures",
-        "gpu_check",
-        "overrides",
-        "pipeline",
-        "recovery",
-        "search_workflow",
-        "slurm",
-        "slurm_gpu",
-        "user_loss",
-        "vision_pipeline",
-        "real_inputs",
-        "snakemake_report",
-        "conda_env",
-    )
-)
-# The longest modules first, longest first (seconds in CI's log), so that the two workers end together:
-# a worker takes the next module when it is done with its last, and the short ones fill in at the end.
-LONGEST_FIRST = (
-    "tests/workflow/test_slurm.py",
-    "tests/workflow/test_slurm_gpu.py",
-    "tests/workflow/test_recovery.py",
-    "tests/workflow/test_gpu_check.py",
-    "tests/workflow/test_pipeline.py",
-    "tests/workflow/test_dvc.py",
-    "tests/workflow/test_user_loss.py",
-    "tests/workflow/test_snakemake_report.py",
-    "tests/workflow/test_dryrun.py",
-    "tests/workflow/test_vision_pipeline.py",
-    "tests/workflow/test_real_inputs.py",
-    "tests/evaluation/test_reference.py",
-    "tests/workflow/test_search_workflow.py",
-    "tests/training/test_sentence.py",
-    "tests/workflow/test_failures.py",
-    "tests/workflow/test_overrides.py",
-)
+# run, a trained model, a real-SentEval run) is built once. The modules that start Snakemake are the
+# folder tests/e2e/: each runs Snakemake in a working copy of the repository of its own (tests/e2e/
+# conftest.py: repo_root), so that two of them can run at once, and tests/e2e/conftest.py marks the whole
+# folder e2e (make test-fast leaves the folder out: --ignore=tests/e2e).
+#
+# The order the workers take modules in: a worker takes the next module when it is done with its last, so
+# the longest modules start first and the short ones fill in at the end, and the two workers end together.
+# A long module says so itself, with a module-level ``SCHEDULE_FIRST = n`` beside its tests (the higher,
+# the earlier; today's values keep the order of CI's log, the longest first: test_slurm 16 ... test_overrides
+# 1). Then come the other modules of tests/e2e/ (each starts Snakemake: none is short), then the rest, each
+# group in the order of collection. Nothing here lists paths: a module that moves keeps its place, and a
+# new long module sets its own number.
+
+
+def schedule_key(item) -> tuple[int, bool]:
+    """Where an item's module starts: ``SCHEDULE_FIRST`` (high first), then e2e before the rest."""
+    module = getattr(item, "module", None)
+    return (-getattr(module, "SCHEDULE_FIRST", 0), item.get_closest_marker("e2e") is None)
 
 
 def group_of(nodeid: str) -> str:
@@ -82,16 +58,9 @@ def pytest_xdist_make_scheduler(config, log):
     return GroupScheduling(config, log)
 
 
+@pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has marked its folder
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.nodeid.split("::", 1)[0] in E2E_MODULES:
-            item.add_marker(pytest.mark.e2e)  # make test-fast leaves them out
-
-    def order(item):
-        module = item.nodeid.split("::", 1)[0]
-        return LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=order)  # stable: each module keeps its own order
+    items.sort(key=schedule_key)  # stable: each module keeps its own order
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -109,6 +78,14 @@ def _one_torch_thread():
 @pytest.fixture(scope="session")
 def repo_root():
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def fixture_dir(tmp_path_factory):
+    """The generated SentEval tree (seed 0) the evaluator and the task readers read."""
+    from contrastlab.data.fixtures import write_senteval_fixture
+
+    return write_senteval_fixture(tmp_path_factory.mktemp("senteval"), seed=0)
 
 
 @pytest.fixture(scope="session")
@@ -140,6 +117,34 @@ def tiny_bert(tmp_path_factory, minilm_dir) -> Path:
     return materialize_backbone(
         spec, tmp_path_factory.mktemp("tiny") / "tiny-bert", resolve_alias=lambda _: minilm_dir
     )
+
+
+# --- The user's results are not the suite's (issue 47): after `make demo` then `make test`, results/ and
+# resources/ are as the demo left them. The controlling process (the only one under xdist, or the one
+# process without it) notes every file there before the first test and compares after the last; a run that
+# created, changed or deleted one fails, naming the files (tests/results_guard.py).
+GUARDED = ("results", "resources")
+_BEFORE = pytest.StashKey[dict]()
+_TOUCHED = pytest.StashKey[list]()
+
+
+def _is_controller(config) -> bool:
+    return not hasattr(config, "workerinput")  # an xdist worker has its controller's workerinput
+
+
+def pytest_sessionstart(session):
+    if _is_controller(session.config):
+        session.config.stash[_BEFORE] = snapshot([REPO_ROOT / name for name in GUARDED], REPO_ROOT)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = session.config.stash.get(_BEFORE, None)
+    if before is None or not _is_controller(session.config):
+        return
+    touched = changes(before, snapshot([REPO_ROOT / name for name in GUARDED], REPO_ROOT))
+    session.config.stash[_TOUCHED] = touched
+    if touched and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 # --- Fault-injection suite (issue 10): `make faults` = `pytest -m fault`, ending with a table -----------
@@ -187,6 +192,15 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
+    touched = terminalreporter.config.stash.get(_TOUCHED, None)
+    if touched:
+        terminalreporter.section("the suite touched the checkout's results", red=True)
+        terminalreporter.write_line(
+            f"{len(touched)} file(s) under {', '.join(GUARDED)} of {REPO_ROOT} changed during this run "
+            "(tests must write under tmp_path; a config's results_dir and resources_dir both redirected):"
+        )
+        for line in touched:
+            terminalreporter.write_line(f"  {line}")
     if not _FAULTS:
         return
     write = terminalreporter.write_line

@@ -1,7 +1,7 @@
 """contrastlab.versioning without Snakemake: dvc.yaml's stages agree with the presets and with what their
 command writes, params.yaml's overlay, and DVC's whole-file rewrite of a config (``dvc exp run -S
 config/demo.yaml:...``) told from a user's own edit. The DVC commands themselves run in
-tests/workflow/test_dvc.py."""
+tests/e2e/test_dvc.py."""
 
 from __future__ import annotations
 

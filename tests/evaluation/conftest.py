@@ -1,4 +1,5 @@
-"""Fixtures of the evaluator tests: the generated SentEval tree and a bag-of-words encoder."""
+"""Fixtures of the evaluator tests: a bag-of-words encoder (the generated SentEval tree, ``fixture_dir``, is
+tests/conftest.py's: tests/senteval/ reads it too)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,6 @@ import hashlib
 
 import numpy as np
 import pytest
-
-from contrastlab.data.fixtures import write_senteval_fixture
-
-
-@pytest.fixture(scope="session")
-def fixture_dir(tmp_path_factory):
-    return write_senteval_fixture(tmp_path_factory.mktemp("senteval"), seed=0)
 
 
 def _word_vec(word: str, dim: int) -> np.ndarray:

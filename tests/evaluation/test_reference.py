@@ -24,6 +24,7 @@ from contrastlab.evaluation import senteval as S
 from contrastlab.senteval import protocol as P
 
 pytestmark = pytest.mark.shared
+SCHEDULE_FIRST = 5  # a long module: tests/conftest.py starts the highest numbers first
 
 TOLERANCE = 0.5  # protocol.md §4, any probe we call equivalent to SentEval's
 # The replica agrees to the rounding of SentEval's own output on this encoder; allow float-order noise.

@@ -21,6 +21,8 @@ from contrastlab.training import sentence
 from contrastlab.training import state as st
 from contrastlab.training.sentence import NonFiniteLossError, TrainSettings, train
 
+SCHEDULE_FIRST = 3  # a long module: tests/conftest.py starts the highest numbers first
+
 HERE = Path(__file__).parent
 FAMILIES = {  # one loss per paper family, with the protocol options its experiment uses
     "nie2023": dict(loss="infonce", protocol="simcse"),

@@ -540,6 +540,6 @@ CLAIMS_TEXT = (
 CONTROL_TEXT = (
     "Control: every claim that rests on a paper table is also evaluated on the paper's own "
     "transcribed numbers, as if they were ours (`contrastlab.report.control`, "
-    "`tests/report/test_claims_control.py`): each reads reproduced there, except the claims whose "
+    "`tests/report/test_control.py`): each reads reproduced there, except the claims whose "
     "sentence the paper's own tables do not support, which say so beside their verdict."
 )

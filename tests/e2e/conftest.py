@@ -1,5 +1,6 @@
-"""Fixtures of the end-to-end tests: each module that starts Snakemake runs it in a working copy of its own
-of the repository."""
+"""The end-to-end tests: every module here starts Snakemake, and only those do. This folder is marked e2e
+as a whole (``make test-fast`` leaves it out with ``--ignore=tests/e2e``; ``-m "not e2e"`` works too), and
+each of its modules runs Snakemake in a working copy of its own of the repository."""
 
 from __future__ import annotations
 
@@ -10,6 +11,16 @@ import pytest
 from contrastlab.paths import REPO_ROOT
 
 from .slurm_cluster import ClusterUnavailable, start_cluster, stop_cluster
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items):
+    """Every test of this folder is e2e: the folder says it, not a list of names."""
+    for item in items:
+        if HERE in Path(item.path).parents:
+            item.add_marker(pytest.mark.e2e)
+
 
 # What Snakemake writes into its working directory, and the run outputs the presets keep there: a module's
 # working copy has its own (empty) ones; everything else is a link to the repository.

@@ -1,6 +1,6 @@
 """Cross-table consistency of the transcribed Li et al. 2024 numbers (Tables 3, 4 and 5).
 
-The transcription check (test_transcription.py) proves each number is where the paper prints it; these
+The transcription check (test_verify.py) proves each number is where the paper prints it; these
 tests prove the numbers agree with each other, so a row transcribed under the wrong loss (as the arXiv
 text's BERT-base mB/mV rows of Table 3 are) fails:
 

@@ -14,6 +14,7 @@ from .test_dryrun import run_snakemake
 from .test_pipeline import reduced_demo, write
 
 pytestmark = pytest.mark.slow
+SCHEDULE_FIRST = 9  # a long module: tests/conftest.py starts the highest numbers first
 
 #: The report's category of each paper the reduced demo draws (report/report.smk: as its tables name it).
 CATEGORIES = {"nie2023": "Nie et al. 2023", "oar": "OAR 2024"}

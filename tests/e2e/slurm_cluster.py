@@ -265,7 +265,7 @@ def slurm_cluster(timeout: float = 60) -> Iterator[SlurmCluster]:
         stop_cluster(cluster)
 
 
-if __name__ == "__main__":  # python tests/workflow/slurm_cluster.py: start one, show it, stop it
+if __name__ == "__main__":  # python tests/e2e/slurm_cluster.py: start one, show it, stop it
     with slurm_cluster() as running:
         print(running.run("sinfo").stdout)
         print(running.run("scontrol", "show", "node", NODE).stdout)

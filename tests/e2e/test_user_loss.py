@@ -19,6 +19,8 @@ from contrastlab.paths import REPO_ROOT
 from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake
 from .workflow_start import start_error
 
+SCHEDULE_FIRST = 10  # a long module: tests/conftest.py starts the highest numbers first
+
 EXAMPLE = REPO_ROOT / "examples" / "margin_infonce.py"
 
 
@@ -75,7 +77,7 @@ def test_a_bad_user_loss_stops_the_workflow_with_one_line(tmp_path, fault, obser
     """A user loss that cannot be imported, takes the wrong arguments, returns NaN or a non-scalar stops
     the reading of the Snakefile (so before any job) with one line naming the method's loss key and the
     problem. Checked in this process: the validation rules/common.smk calls first
-    (tests/workflow/workflow_start.py); test_dryrun.py::test_bad_config_stops_the_workflow_with_one_line
+    (tests/e2e/workflow_start.py); test_dryrun.py::test_bad_config_stops_the_workflow_with_one_line
     proves end to end that such a line is all Snakemake prints, with exit status 1."""
     body, expected = BAD[fault]
     module = tmp_path / "bad_loss.py"

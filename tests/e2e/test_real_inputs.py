@@ -28,6 +28,7 @@ from publisher_formats import cifar_archive, md5, senteval_tar
 from torchvision.datasets import CIFAR10, CIFAR100
 
 pytestmark = pytest.mark.slow
+SCHEDULE_FIRST = 6  # a long module: tests/conftest.py starts the highest numbers first
 
 DATA_REPO = "princeton-nlp/datasets-for-simcse"
 STEPS = ("senteval_data", "corpus", "image_data", "fetch_backbone")

@@ -1,4 +1,4 @@
-"""The SLURM profiles' GPU requests on a real single-node SLURM (tests/workflow/slurm_cluster.py), and a
+"""The SLURM profiles' GPU requests on a real single-node SLURM (tests/e2e/slurm_cluster.py), and a
 diverged cell's retry: a module of its own, with a cluster of its own, so that it runs beside
 test_slurm.py's demo and scancel runs on the other xdist worker (each module is one worker's group).
 The overrides and polling knobs are test_slurm.py's (see its docstring)."""
@@ -17,6 +17,8 @@ import torch
 from .test_dryrun import SNAKEMAKE, run_snakemake
 from .test_pipeline import reduced_demo, write
 from .test_slurm import PROBE_GROUP, run_through_slurm, slurm_demo, submissions
+
+SCHEDULE_FIRST = 15  # a long module: tests/conftest.py starts the highest numbers first
 
 
 @pytest.mark.slow

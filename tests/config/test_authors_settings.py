@@ -14,7 +14,7 @@ from contrastlab import config as cl_config
 
 
 def sentence_cells(config):
-    """The sentence cells (the vision cells' settings are tested in test_vision_config.py)."""
+    """The sentence cells (the vision cells' settings are tested in test_grid.py)."""
     return [c for c in cl_config.cells(config) if cl_config.track(config, c.experiment) == "sentence"]
 
 

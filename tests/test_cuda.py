@@ -97,7 +97,7 @@ def test_a_gpu_job_on_such_a_node_stops_with_the_line(fake_smi, monkeypatch, obs
     observed(message[message.index("torch") :][:100] + "...")
 
 
-def test_make_gpu_check_stops_with_the_same_line(fake_smi, monkeypatch, repo_root):
+def test_make_gpu_check_stops_with_the_same_line(fake_smi, monkeypatch, repo_root, tmp_path):
     """The pre-flight: ``make gpu-check`` prints the line before it starts anything."""
     import subprocess
 
@@ -108,7 +108,11 @@ def test_make_gpu_check_stops_with_the_same_line(fake_smi, monkeypatch, repo_roo
         "c.probe = lambda: c.GpuStack(*c.query_nvidia_smi(), '2.14.1', '13.0', ['sm_75', 'sm_80', 'sm_90']);"
         f"runpy.run_path({str(repo_root / 'scripts' / 'gpu_check.py')!r}, run_name='__main__')"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # cwd: the preset's relative results_dir and resources_dir, were the check to get that far, are not the
+    # checkout's
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     lines = [line for line in done.stderr.splitlines() if line.startswith("contrastlab:")]
     assert done.returncode == 1 and len(lines) == 1, done.stderr[-2000:]
     assert lines[0].startswith("contrastlab: make gpu-check: torch 2.14.1 needs CUDA 13.0")

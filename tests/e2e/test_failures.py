@@ -3,6 +3,7 @@ in the job's log file (issue 10 item 4)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from contrastlab.paths import REPO_ROOT
 
 from .test_dryrun import snakemake_process
 from .workflow_start import start_error
+
+SCHEDULE_FIRST = 2  # a long module: tests/conftest.py starts the highest numbers first
 
 
 def _contrastlab_lines(text: str) -> list[str]:
@@ -30,6 +33,7 @@ def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
         import yaml
         config = yaml.safe_load(open({str(REPO_ROOT / "config" / "demo.yaml")!r}))
         config["resources_dir"] = {str(tmp_path)!r}
+        config["results_dir"] = {str(tmp_path / "results")!r}  # the failure record's home: never results/demo
         config["data"].update(senteval_dir={str(tmp_path)!r}, wiki_path={str(tmp_path / "corpus.txt")!r})
         sm = SimpleNamespace(
             config=config,
@@ -49,13 +53,19 @@ def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
         runpy.run_path({str(REPO_ROOT / "scripts" / "train.py")!r}, init_globals={{"snakemake": sm}})
         """
     )
-    done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=300)
+    # cwd: a relative path the driver missed would land in tmp_path, not in the checkout
+    done = subprocess.run(
+        [sys.executable, "-c", driver], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert done.returncode == 1
     lines = _contrastlab_lines(done.stderr)
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("contrastlab: rule train nie2023/tiny-bert/cl/seed42: ")
     assert "no-such-backbone" in lines[0] and f"(log: {log})" in lines[0]
     assert "Traceback" not in done.stderr and "Traceback" in log.read_text()
+    # the cell's failure record, under the config's results_dir (the test's own)
+    record = tmp_path / "results" / "metrics" / "nie2023" / "tiny-bert" / "cl" / "seed42" / "failed.json"
+    assert "no-such-backbone" in json.loads(record.read_text())["error"]
 
 
 def test_bad_senteval_file_stops_the_workflow_with_one_line(repo_root, tmp_path, shared):

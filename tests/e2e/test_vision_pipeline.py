@@ -11,6 +11,7 @@ from .test_dryrun import run_snakemake
 from .test_pipeline import write
 
 pytestmark = pytest.mark.slow
+SCHEDULE_FIRST = 7  # a long module: tests/conftest.py starts the highest numbers first
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +96,7 @@ def test_a_diverging_sweep_point_is_a_result_not_a_blocked_run(repo_root, tmp_pa
     assert "diverged" in (results / "figures/oar_cifar10/spectra.csv").read_text()
     # Table 3 is built; its best-of-sweep reads the paper's rates only (1e12 is none of them), so the
     # best is 0.01. A diverged point at a paper rate is marked there as a diverged FFN is (the metrics
-    # have the same form: tests/tables/test_oar_tables.py::test_diverged_ffn_is_marked_never_a_number).
+    # have the same form: tests/tables/test_assemble.py::test_diverged_ffn_is_marked_never_a_number).
     table = (results / "tables/oar_table3.csv").read_text().splitlines()
     best = [row for row in table if row.startswith("resnet18-w8,infonce,ffn100_top1,")]
     assert len(best) == 1 and ",0.01," in best[0], table

@@ -14,6 +14,8 @@ import pytest
 
 from contrastlab import config as cl_config
 
+SCHEDULE_FIRST = 8  # a long module: tests/conftest.py starts the highest numbers first
+
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 

@@ -23,6 +23,8 @@ import yaml
 
 from contrastlab.versioning import FREEZE_RECORD, pending_jobs
 
+SCHEDULE_FIRST = 11  # a long module: tests/conftest.py starts the highest numbers first
+
 CONFIG = "config/demo.yaml"  # the preset of stage reproduce@demo, cut down in the module's repository
 RESULTS = "results/demo"
 STAGE = "reproduce@demo"
@@ -143,7 +145,7 @@ def demo(repo_root, tools, tmp_path_factory):
     origin = tracked_copy(repo_root, tmp / "origin")
     # Flow-style lists and a comment, as in the presets: what DVC's rewrite of a whole file changes.
     text = yaml.safe_dump(reduced_demo(repo_root), sort_keys=False, default_flow_style=None, width=100)
-    (origin / CONFIG).write_text("# config/demo.yaml, reduced (tests/workflow/test_dvc.py)\n" + text)
+    (origin / CONFIG).write_text("# config/demo.yaml, reduced (tests/e2e/test_dvc.py)\n" + text)
     dvc(origin, "remote", "add", "-d", "store", str(tmp / "remote"))
     git(origin, "add", "-A")
     git(origin, "commit", "-qm", "the workflow, the test preset and its remote")

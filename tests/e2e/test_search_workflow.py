@@ -11,6 +11,7 @@ from .test_dryrun import job_counts, run_snakemake
 from .test_pipeline import reduced_demo, write
 
 pytestmark = pytest.mark.slow
+SCHEDULE_FIRST = 4  # a long module: tests/conftest.py starts the highest numbers first
 
 
 def test_two_stage_search_runs_and_trains_each_setting_once(repo_root, tmp_path):

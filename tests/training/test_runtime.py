@@ -10,7 +10,7 @@ import torch
 
 from contrastlab.losses import build_loss
 from contrastlab.models.vision import ProjectionHead, build_encoder
-from contrastlab.precision import CHOICES, ieee_fp32, set_fp32_mode
+from contrastlab.precision import CHOICES, set_fp32_mode
 from contrastlab.training import runtime, sentence
 from contrastlab.training import vision as vision_training
 from contrastlab.training.runtime import (
@@ -253,17 +253,6 @@ def test_each_precision_sets_both_fp32_switches_for_the_step_only():
     assert Precision.resolve("tf32", CPU).record()["tf32_matmul"] is False  # no TF32 on a CPU
 
 
-def test_every_cudnn_switch_follows_the_mode():
-    # cuDNN's RNN switch too (no model here has an RNN): conv and RNN switches that disagree make
-    # PyTorch's legacy cudnn.allow_tf32 getter raise even in tf32 mode, where it can answer.
-    for mode in ("tf32", "ieee"):
-        set_fp32_mode(mode)
-        assert torch.backends.cudnn.rnn.fp32_precision == torch.backends.cudnn.conv.fp32_precision == mode
-    set_fp32_mode("tf32")
-    assert torch.backends.cudnn.allow_tf32 is True
-    set_fp32_mode("ieee")
-
-
 class _RecordsFp32Mode(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -287,18 +276,6 @@ def test_image_features_are_extracted_in_ieee_fp32_and_the_callers_switches_come
         assert features.shape == (4, 192)
         assert encoder.seen == [{"matmul": "ieee", "conv": "ieee"}] * 2
         assert fp32_mode_now() == {"matmul": "tf32", "conv": "tf32"}
-    finally:
-        set_fp32_mode("ieee")
-
-
-def test_ieee_fp32_restores_pytorchs_own_defaults():
-    set_fp32_mode("ieee")
-    torch.backends.cuda.matmul.fp32_precision = "none"  # PyTorch's defaults: matmul unset, cuDNN TF32
-    torch.backends.cudnn.conv.fp32_precision = torch.backends.cudnn.rnn.fp32_precision = "tf32"
-    try:
-        with ieee_fp32():
-            assert fp32_mode_now() == {"matmul": "ieee", "conv": "ieee"}
-        assert fp32_mode_now() == {"matmul": "none", "conv": "tf32"}
     finally:
         set_fp32_mode("ieee")
 

@@ -1,4 +1,4 @@
-"""The SLURM profiles on a real single-node SLURM (tests/workflow/slurm_cluster.py), and what makes them
+"""The SLURM profiles on a real single-node SLURM (tests/e2e/slurm_cluster.py), and what makes them
 safe there: a job that asked for a GPU and sees none stops in one line instead of running on the CPU;
 the profile's retry resumes a cancelled training job and skips failures that a retry reproduces.
 
@@ -28,6 +28,8 @@ from contrastlab.workflow.recovery import workflow_run
 
 from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake
 from .test_pipeline import reduced_demo, write
+
+SCHEDULE_FIRST = 16  # a long module: tests/conftest.py starts the highest numbers first
 
 CELL = ("nie2023", "tiny-bert", "cl", "42")
 CELL_PATH = "nie2023/tiny-bert/cl/seed42"

@@ -14,6 +14,8 @@ import torch
 
 from contrastlab.paths import REPO_ROOT
 
+SCHEDULE_FIRST = 13  # a long module: tests/conftest.py starts the highest numbers first
+
 SCRIPT = REPO_ROOT / "scripts" / "gpu_check.py"
 
 

@@ -1,0 +1,56 @@
+"""contrastlab.precision: what a cell's precision resolves to on a device, and the fp32 switches (IEEE or
+TF32) that training steps set and evaluation restores. The steps in each precision are
+tests/training/test_runtime.py's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from contrastlab.precision import CHOICES, RESOLVED, fp32_mode_now, ieee_fp32, resolve, set_fp32_mode
+
+
+@pytest.mark.parametrize(
+    "requested, cuda, native_bf16, resolved",
+    [
+        ("auto", True, True, "bf16"),  # a GPU with native bf16
+        ("auto", True, False, "fp32"),  # never emulated bf16
+        ("auto", False, False, "fp32"),
+        ("tf32", True, False, "tf32"),
+        ("tf32", False, False, "fp32"),  # no TF32 off CUDA
+        ("fp16", False, False, "fp16"),  # CPU autocast + GradScaler("cpu")
+        ("bf16", False, False, "bf16"),
+        ("fp32", True, True, "fp32"),
+    ],
+)
+def test_a_choice_resolves_per_device(requested, cuda, native_bf16, resolved):
+    assert resolve(requested, cuda=cuda, native_bf16=native_bf16) == resolved
+    assert resolved in RESOLVED and requested in CHOICES
+
+
+def test_an_unknown_precision_is_one_line_listing_the_choices():
+    with pytest.raises(ValueError, match="precision must be one of auto, fp32, tf32, bf16, fp16, got 'fp8'"):
+        resolve("fp8", cuda=True, native_bf16=True)
+
+
+def test_every_cudnn_switch_follows_the_mode():
+    # cuDNN's RNN switch too (no model here has an RNN): conv and RNN switches that disagree make
+    # PyTorch's legacy cudnn.allow_tf32 getter raise even in tf32 mode, where it can answer.
+    for mode in ("tf32", "ieee"):
+        set_fp32_mode(mode)
+        assert torch.backends.cudnn.rnn.fp32_precision == torch.backends.cudnn.conv.fp32_precision == mode
+    set_fp32_mode("tf32")
+    assert torch.backends.cudnn.allow_tf32 is True
+    set_fp32_mode("ieee")
+
+
+def test_ieee_fp32_restores_pytorchs_own_defaults():
+    set_fp32_mode("ieee")
+    torch.backends.cuda.matmul.fp32_precision = "none"  # PyTorch's defaults: matmul unset, cuDNN TF32
+    torch.backends.cudnn.conv.fp32_precision = torch.backends.cudnn.rnn.fp32_precision = "tf32"
+    try:
+        with ieee_fp32():
+            assert fp32_mode_now() == {"matmul": "ieee", "conv": "ieee"}
+        assert fp32_mode_now() == {"matmul": "none", "conv": "tf32"}
+    finally:
+        set_fp32_mode("ieee")
