@@ -125,7 +125,8 @@ def main() -> None:
     results.mkdir(parents=True, exist_ok=True)
     configfile = results / "gpu-check.config.yaml"
     configfile.write_text(yaml.safe_dump(raw, sort_keys=False))
-    cells = list(cl_config.cells(config))
+    grid = cl_config.Grid(config)
+    cells = list(grid.cells)
     targets = [_metrics_path(config, cell) for cell in cells]
 
     killed_cell = next(c for c in cells if c.method == KILLED_METHOD)
@@ -149,7 +150,7 @@ def main() -> None:
         track = cl_config.track(config, cell.experiment)
         summary_file = folder / ("encoder/settings.json" if track == "vision" else "model/train_summary.json")
         summary = json.loads(summary_file.read_text())
-        flops = cl_flops.cell_work(config, cell).step_flops
+        flops = cl_flops.cell_work(grid, cell).step_flops
         kind = (
             f"vision {cell.experiment.removeprefix('gpu_check_')}"
             if track == "vision"

@@ -167,7 +167,7 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     counts = jobs_upstream(full_dry_run.jobs, "all")
     assert not {"search_select", "search_encode", "search_evaluate"} & set(counts), counts
     config = cl_config.load(repo_root / "config.yaml")
-    cells = list(cl_config.cells(config))
+    cells = list(cl_config.Grid(config).cells)
     n_vision = sum(cl_config.track(config, c.experiment) == "vision" for c in cells)
     n_sentence = len(cells) - n_vision
     print("jobs per rule (config.yaml):", counts)
@@ -497,7 +497,7 @@ def test_a_job_asks_the_wall_time_of_the_gpu_it_will_get(repo_root, tmp_path):
     v100 = _train_runtime(repo_root, tmp_path, "resources={gpu_model: v100}")
     assert h100 < a100 < v100, (h100, a100, v100)
     config = cl_config.load(repo_root / "config.yaml", {"resources": {"gpu_model": "A100"}})
-    cell = next(c for c in cl_config.cells(config) if c.path == "nie2023/bert-base/cl/seed42")
+    cell = next(c for c in cl_config.Grid(config).cells if c.path == "nie2023/bert-base/cl/seed42")
     assert cell_work(config, cell).precision == "fp32"
     calibration = cl_calibration.for_gpu_model(cl_calibration.load_calibration(), "A100")
     first, second = (
