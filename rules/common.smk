@@ -10,6 +10,7 @@ from contrastlab.figures import catalog as figure_catalog
 from contrastlab import search as cl_search
 from contrastlab import artifacts as cl_lock
 from contrastlab.data.acquire import check_lock, data_identity, data_marker_path, image_data_identity
+from contrastlab.senteval.protocol import CELL_POOLING
 from contrastlab.senteval.tasks import SentEvalDataError
 from contrastlab.losses.user import module_path
 from contrastlab.paths import REPO_ROOT

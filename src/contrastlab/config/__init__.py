@@ -23,7 +23,6 @@ import yaml
 
 from contrastlab.config.checks import check_references, check_select
 from contrastlab.config.grid import (
-    CELL_POOLING,
     SWEEP_LABELS,
     Cell,
     Grid,
@@ -49,7 +48,6 @@ from contrastlab.config.templates import TEMPLATE_KEYS, expand_templates
 
 #: The face of the package: what the Snakefile, the scripts and the library read (``cl_config.<name>``).
 __all__ = [
-    "CELL_POOLING",
     "SCHEMA_PATH",
     "SWEEP_LABELS",
     "TEMPLATE_KEYS",

@@ -44,13 +44,6 @@ class MethodOn(NamedTuple):
 #: key without ``hp.`` (``hp.m`` 0.1 -> ``<method>-m0.1``).
 SWEEP_LABELS = {"batch_size": "bs"}
 
-#: The pooling every trained sentence cell is evaluated with: the last layer's [CLS] before BERT's pooler
-#: (protocol.md §4; SimCSE's ``cls_before_pooler``, what the three papers evaluate after training). One
-#: setting for all cells, so it is a constant rather than a config key: the ``encode``/``evaluate`` rules
-#: pass it to the evaluator and the trainer writes the sentence-transformers files of each kept checkpoint
-#: with it (``models.export``). The "Pretrained" rows use the experiment's ``pretrained_pooling``.
-CELL_POOLING = "cls"
-
 
 def track(config: Mapping[str, Any], experiment: str) -> str:
     """``sentence`` or ``vision``: which trainer and evaluator the experiment's cells use."""
