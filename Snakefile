@@ -48,7 +48,7 @@ if workflow.is_main_process:
 
 onstart:
     record_running_workflow(R)
-    cl_budget.write_pins(config, SEARCH_POINTS)  # what each search's budget kept, for later runs
+    cl_budget.write_pins(GRID, SEARCH_POINTS)  # what each search's budget kept, for later runs
 
 
 onsuccess:

@@ -46,8 +46,8 @@ from contrastlab.cost.flops import (
     training_step_flops,
 )
 from contrastlab.losses import build_loss
+from contrastlab.precision import CHOICES as PRECISIONS
 from contrastlab.training.runtime import (
-    PRECISIONS,
     TrainingRun,
     build_optimizer,
     device_name,

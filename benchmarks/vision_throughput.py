@@ -35,7 +35,8 @@ from contrastlab.data.images import IMAGE_STATS
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import orthonormal_anchors
 from contrastlab.models.vision import ProjectionHead, build_encoder
-from contrastlab.training.runtime import PRECISIONS, TrainingRun, build_optimizer, device_name
+from contrastlab.precision import CHOICES as PRECISIONS
+from contrastlab.training.runtime import TrainingRun, build_optimizer, device_name
 from contrastlab.training.vision import OarBatch, VisionTrainSettings, effective_lr, train_step
 
 CIFAR_TRAIN_IMAGES = 50_000

@@ -10,6 +10,7 @@ from contrastlab.figures import catalog as figure_catalog
 from contrastlab import search as cl_search
 from contrastlab import artifacts as cl_lock
 from contrastlab.data.acquire import check_lock, data_identity, data_marker_path, image_data_identity
+from contrastlab.senteval.protocol import CELL_POOLING
 from contrastlab.senteval.tasks import SentEvalDataError
 from contrastlab.losses.user import module_path
 from contrastlab.paths import REPO_ROOT
@@ -34,14 +35,17 @@ config.update(_validated)
 
 R = config["results_dir"]
 S = config["resources_dir"]
-CELLS = list(cl_config.cells(config))
-PRETRAINED = cl_config.pretrained_backbones(config)
+# The workflow's one grid (contrastlab.config.Grid): its cells and their settings, resolved once here and
+# handed to everything below that needs cells.
+GRID = cl_config.Grid(config)
+CELLS = list(GRID.cells)
+PRETRAINED = GRID.pretrained
 CELL_INDEX = {(c.experiment, c.backbone, c.method, str(c.seed)): c for c in CELLS}
 # Hyperparameter searches (rules/search.smk): their points within each search's GPU-hour budget; a point
 # with its own settings is a cell of its own, one equal to a configured cell is that cell.
 try:
     # pinned by the first run of this results folder: a measured calibration changes no started search
-    SEARCH_POINTS = cl_budget.searched_points(config, pins=cl_budget.read_pins(config))
+    SEARCH_POINTS = cl_budget.searched_points(GRID, pins=cl_budget.read_pins(config))
 except (cl_config.ConfigError, ValueError) as error:
     sys.exit(f"contrastlab: {error}")
 SEARCH_INDEX = {(p.experiment, p.backbone, p.name, str(p.seed)): p for p in SEARCH_POINTS}
@@ -49,8 +53,8 @@ CELL_INDEX.update({key: p.cell for key, p in SEARCH_INDEX.items() if p.shared_wi
 PRETRAINED_POOLING = dict(PRETRAINED)
 GPU = config["resources"]["gpu"]
 THREADS = config["resources"]["threads"]
-FIGURES = figure_catalog.figures(config)
-USER_LOSS_METHODS = cl_config.user_loss_methods(config)
+FIGURES = figure_catalog.figures(GRID)
+USER_LOSS_METHODS = GRID.user_losses
 
 
 def _alternatives(values):
@@ -125,10 +129,9 @@ def train_settings(wildcards):
     them, :func:`contrastlab.search.resolve_settings`)."""
     point = search_point_of(wildcards)
     if point is not None:
-        settings = cl_search.point_settings(config, point)
+        settings = cl_search.point_settings(GRID, point)
     else:
-        cell = cell_of(wildcards)
-        settings = cl_config.method_settings(config, cell.experiment, cell.method, cell.backbone)
+        settings = GRID.settings_copy(cell_of(wildcards))
     settings["seed"] = int(wildcards.seed)
     return settings
 
@@ -167,14 +170,12 @@ def table_metrics(wildcards):
 
 def selected_tables():
     """Tables of the selected experiments (``select: {experiments: [...]}`` renders only theirs)."""
-    chosen = (config.get("select") or {}).get("experiments")
-    experiments = {k: v for k, v in config["experiments"].items() if chosen is None or k in chosen}
-    return tables_for_config({**config, "experiments": experiments})
+    return tables_for_config(GRID)
 
 
 def table_outputs():
     """The selected papers' tables and the comparison tables of the user's losses (tables.comparison)."""
-    names = selected_tables() + comparison_tables(config) + search_tables(config)
+    names = selected_tables() + comparison_tables(GRID) + search_tables(GRID)
     return expand(f"{R}/tables/{{table}}.{{ext}}", table=names, ext=["csv", "md", "tex"])
 
 
@@ -220,13 +221,13 @@ def plan_calibration():
 
 def runtime(kind, rule=None):
     """Wall-time request (minutes; SLURM's -t): contrastlab.cost.plan.runtime_resource."""
-    return cl_plan.runtime_resource(config, kind, rule, job_place, plan_calibration)
+    return cl_plan.runtime_resource(GRID, kind, rule, job_place, plan_calibration)
 
 
 def gpu_share(wildcards):
     """Training jobs that may share this training job's GPU (resources.gpu_share; 1: a GPU of its own):
     contrastlab.cost.packing.job_share, read by the job's GPU claim (contrastlab.workflow.gpus)."""
-    return cl_packing.job_share(config, cell_of(wildcards), plan_calibration, search_point_of(wildcards))
+    return cl_packing.job_share(GRID, cell_of(wildcards), plan_calibration, search_point_of(wildcards))
 
 
 def job_place(wildcards):

@@ -15,7 +15,7 @@ rule encode:
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],
-        pooling=cl_config.CELL_POOLING,
+        pooling=CELL_POOLING,
     log:
         f"{R}/logs/encode/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
     benchmark:
@@ -44,7 +44,7 @@ rule evaluate:
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],
-        pooling=cl_config.CELL_POOLING,
+        pooling=CELL_POOLING,
     log:
         f"{R}/logs/evaluate/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
     benchmark:

@@ -30,7 +30,7 @@ def _with_search(config: dict, experiment: str, search: dict) -> dict:
 
 
 def test_demo_points_and_shared_cells():
-    points = S.search_points(_demo())
+    points = S.search_points(cl_config.Grid(_demo()))
     nie = [p for p in points if p.experiment == "nie2023"]
     assert [p.name for p in nie] == [
         "mpt~s1-lr3e-05-m0.23",
@@ -141,25 +141,30 @@ def test_select_ties_and_no_finite_score():
 def test_bad_search_is_one_line(search, message):
     config = _with_search(_demo(), "li2024", search)
     with pytest.raises(cl_config.ConfigError, match=message) as error:
-        S.search_points(config)
+        S.search_points(cl_config.Grid(config))
     assert "\n" not in str(error.value)
 
 
 def test_image_experiments_are_refused():
     config = _with_search(_demo(), "macl_cifar10", {"stages": [{"grid": {"lr": [0.1]}}]})
     with pytest.raises(cl_config.ConfigError, match="image experiments are not searchable yet"):
-        S.search_points(config)
+        S.search_points(cl_config.Grid(config))
 
 
 def test_budget_keeps_the_points_nearest_the_configured_settings():
     config = _demo()
     cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     search = {"methods": ["mpt"], "stages": [{"grid": {"lr": [1e-5, 3e-5, 1e-4, 3e-4], "hp.m": [0.23, 0.3]}}]}
-    full = S.search_points(_with_search(config, "nie2023", search))
-    one = cl_calibration.train_seconds(cl_flops.cell_work(config, full[1].cell, point=full[1]), cal) / 3600
+    full = S.search_points(cl_config.Grid(_with_search(config, "nie2023", search)))
+    one = (
+        cl_calibration.train_seconds(
+            cl_flops.cell_work(cl_config.Grid(config), full[1].cell, point=full[1]), cal
+        )
+        / 3600
+    )
     budget = 2.5 * one  # pays for two points besides the shared one
     trimmed = cl_budget.searched_points(
-        _with_search(config, "nie2023", {**search, "budget_gpu_hours": budget}), cal
+        cl_config.Grid(_with_search(config, "nie2023", {**search, "budget_gpu_hours": budget})), cal
     )
     names = [p.name for p in trimmed if p.experiment == "nie2023"]
     # distance 0: lr 3e-5, m 0.23 (shared, free); distance 1: lr 1e-5/m 0.23, lr 3e-5/m 0.3, lr 1e-4/m 0.23
@@ -171,7 +176,7 @@ def test_budget_keeps_the_points_nearest_the_configured_settings():
             "stages": [*search["stages"], {"grid": {"hp.m": [0.4]}}],
             "budget_gpu_hours": 1e-9,
         }
-        cl_budget.searched_points(_with_search(config, "nie2023", search2), cal)
+        cl_budget.searched_points(cl_config.Grid(_with_search(config, "nie2023", search2)), cal)
 
 
 def test_a_measured_calibration_changes_no_pinned_search(tmp_path):
@@ -183,8 +188,13 @@ def test_a_measured_calibration_changes_no_pinned_search(tmp_path):
     config["results_dir"] = str(tmp_path / "results")
     cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     search = {"methods": ["mpt"], "stages": [{"grid": {"lr": [1e-5, 3e-5, 1e-4, 3e-4], "hp.m": [0.23, 0.3]}}]}
-    full = S.search_points(_with_search(config, "nie2023", search))
-    one = cl_calibration.train_seconds(cl_flops.cell_work(config, full[1].cell, point=full[1]), cal) / 3600
+    full = S.search_points(cl_config.Grid(_with_search(config, "nie2023", search)))
+    one = (
+        cl_calibration.train_seconds(
+            cl_flops.cell_work(cl_config.Grid(config), full[1].cell, point=full[1]), cal
+        )
+        / 3600
+    )
     config = _with_search(config, "nie2023", {**search, "budget_gpu_hours": 2.5 * one})
     faster = dataclasses.replace(  # every job four times shorter, FLOPs and overheads alike
         cal,
@@ -195,33 +205,44 @@ def test_a_measured_calibration_changes_no_pinned_search(tmp_path):
     def names(points):
         return [p.name for p in points if p.experiment == "nie2023"]
 
-    first = cl_budget.searched_points(config, cal, pins=cl_budget.read_pins(config))
+    first = cl_budget.searched_points(cl_config.Grid(config), cal, pins=cl_budget.read_pins(config))
     assert len(names(first)) == 3 and cl_budget.read_pins(config) == {}
-    assert len(names(cl_budget.searched_points(config, faster))) > 3  # unpinned: the budget buys more
-    cl_budget.write_pins(config, first)  # the workflow's onstart
-    assert names(cl_budget.searched_points(config, faster, pins=cl_budget.read_pins(config))) == names(first)
+    assert (
+        len(names(cl_budget.searched_points(cl_config.Grid(config), faster))) > 3
+    )  # unpinned: the budget buys more
+    cl_budget.write_pins(cl_config.Grid(config), first)  # the workflow's onstart
+    assert names(
+        cl_budget.searched_points(cl_config.Grid(config), faster, pins=cl_budget.read_pins(config))
+    ) == names(first)
     # A changed budget is a changed search: priced afresh.
     bigger = _with_search(config, "nie2023", {**search, "budget_gpu_hours": 2.6 * one})
-    assert len(names(cl_budget.searched_points(bigger, faster, pins=cl_budget.read_pins(bigger)))) > 3
+    assert (
+        len(
+            names(cl_budget.searched_points(cl_config.Grid(bigger), faster, pins=cl_budget.read_pins(bigger)))
+        )
+        > 3
+    )
 
 
 def test_plan_prices_the_searches():
     config = _demo()
     cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    base = plan.make_plan(config, cal, searches=False)
-    jobs = plan.make_plan(config, cal)  # the demo runs its searches with everything (searches.in_all)
+    base = plan.make_plan(cl_config.Grid(config), cal, searches=False)
+    jobs = plan.make_plan(
+        cl_config.Grid(config), cal
+    )  # the demo runs its searches with everything (searches.in_all)
     added = [j for j in jobs if j.experiment.endswith("(search)")]
     # 6 points of their own (1 of the 2x2 and 1 of stage 1 are configured cells) + 2 winners evaluated
     assert sorted(j.rule for j in added) == ["search_encode"] * 2 + ["train"] * 6
     assert len(jobs) == len(base) + len(added)
     assert all(j.seconds["config"] > 0 for j in added)
-    lines = plan.search_plan_lines({**config, "searches": {"in_all": False}}, cal, "config")
+    lines = plan.search_plan_lines(cl_config.Grid({**config, "searches": {"in_all": False}}), cal, "config")
     assert lines and "8 search points (2 of them configured cells" in "\n".join(lines)
 
 
 def test_paper_scale_searches_are_priced():
     config = cl_config.load(REPO_ROOT / "config.yaml")
-    points = S.search_points(config)
+    points = S.search_points(cl_config.Grid(config))
     stages = {(p.experiment, p.stage): 0 for p in points}
     for p in points:
         stages[(p.experiment, p.stage)] += 1
@@ -232,7 +253,9 @@ def test_paper_scale_searches_are_priced():
     assert sum(p.shared_with is not None for p in points) == 28  # each Nie cell lies on its lr x batch grid
     lines = "\n".join(
         plan.search_plan_lines(
-            config, cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION), "config"
+            cl_config.Grid(config),
+            cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION),
+            "config",
         )
     )
     assert "| nie2023 (search) | 1208 |" in lines and "| li2024 (search) | 536 |" in lines
@@ -249,7 +272,7 @@ def test_selection_table_against_published(tmp_path):
         },
     )
     assert published_hparams("nie2023", "bert-base", "mpt") == {"hp.m": 0.23, "lr": 1e-5, "batch_size": 64}
-    assert {r["verdict"] for r in selection_rows(config, tmp_path, "nie2023")} == {NOT_RUN}
+    assert {r["verdict"] for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023")} == {NOT_RUN}
     folder = tmp_path / "search" / "nie2023" / "bert-base" / "mpt"
     folder.mkdir(parents=True)
     settings = {"lr": 1e-5, "batch_size": 64, "loss_hp": {"m": 0.3}}
@@ -259,7 +282,7 @@ def test_selection_table_against_published(tmp_path):
     (folder / "stage1.json").write_text(
         json.dumps({"winner_settings": settings, "winner_dev": 80.0, "points": points})
     )
-    rows = {r["setting"]: r for r in selection_rows(config, tmp_path, "nie2023")}
+    rows = {r["setting"]: r for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023")}
     assert rows["lr"]["verdict"] == SAME and rows["lr"]["tried"] == "1e-05, 3e-05"
     assert rows["hp.m"]["verdict"] == DIFFERS and rows["hp.m"]["selected"] == "0.3"
     assert rows["hp.m"]["published"] == "0.23" and rows["hp.m"]["configured"] == "0.23"
@@ -358,12 +381,20 @@ def test_published_point_within_the_winners_dev_noise_counts_as_matched(tmp_path
     for gap, verdict in ((3.9, SAME_NOISE), (4.0, DIFFERS)):
         points = [({**base, "loss_hp": {"m": 0.23}}, 80.0 - gap), ({**base, "loss_hp": {"m": 0.3}}, 80.0)]
         _write_stage(tmp_path, "bert-base", "mpt", 1, points, winner=1)
-        row = next(r for r in selection_rows(config, tmp_path, "nie2023", metrics) if r["setting"] == "hp.m")
+        row = next(
+            r
+            for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023", metrics)
+            if r["setting"] == "hp.m"
+        )
         assert row["verdict"] == verdict, gap
         assert row["published − winner (dev)"] == f"{-gap:+.2f} (noise ± 3.93)"
     # without a noise estimate (one seed per cell) the exact rule is all that is left
     one_seed = _dev_metrics({"cl": [80.0, math.nan, math.nan]})
-    row = next(r for r in selection_rows(config, tmp_path, "nie2023", one_seed) if r["setting"] == "hp.m")
+    row = next(
+        r
+        for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023", one_seed)
+        if r["setting"] == "hp.m"
+    )
     assert row["verdict"] == DIFFERS and row["published − winner (dev)"] == "-4.00"
 
 
@@ -382,7 +413,7 @@ def test_published_values_outside_the_papers_grid_are_flagged(tmp_path):
         for i, t in enumerate((0.03, 0.05, 0.07))
     ]
     _write_stage(tmp_path, "bert-large", "dcl", 2, stage2, winner=2)
-    rows = {r["setting"]: r for r in selection_rows(config, tmp_path, "nie2023")}
+    rows = {r["setting"]: r for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023")}
     assert rows["hp.tau"]["verdict"] == OFF_GRID and rows["hp.tau"]["published"] == "0.01 (off grid)"
     assert rows["hp.tau"]["off_grid"] and not rows["lr"]["off_grid"] and rows["lr"]["verdict"] == SAME
     assert off_grid([{"grid": {"hp.tau": [0.03]}}], "hp.tau", 0.2)
@@ -395,7 +426,7 @@ def test_mat_margin_prints_in_units_of_pi(tmp_path):
         ({"lr": 1e-5, "batch_size": 128, "loss_hp": {"m": m}}, dev) for m, dev in ((0.15, 81.0), (0.2, 80.0))
     ]
     _write_stage(tmp_path, "bert-base", "mat", 1, points, winner=0)
-    (row,) = selection_rows(config, tmp_path, "nie2023")
+    (row,) = selection_rows(cl_config.Grid(config), tmp_path, "nie2023")
     assert (row["tried"], row["selected"], row["configured"], row["published"]) == (
         "0.15π, 0.2π", "0.15π", "0.15π", "0.15π")  # fmt: skip
     assert row["verdict"] == SAME

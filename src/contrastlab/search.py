@@ -216,31 +216,32 @@ def stage_points(stage: Mapping[str, Any]) -> list[tuple[dict[str, Any], dict[st
     return out
 
 
-def search_points(config: Mapping[str, Any]) -> list[SearchPoint]:
+def search_points(grid: cl_config.Grid) -> list[SearchPoint]:
     """Every point of every selected experiment's search, search by search, stage by stage, in grid
     order; a stage-1 point equal to a configured cell names it in ``shared_with``."""
-    select = config.get("select") or {}
-    existing = list(cl_config.cells(config))
+    config = grid.config
     out = []
-    for experiment in config["experiments"]:
-        if select.get("experiments") and experiment not in select["experiments"]:
-            continue
+    for experiment in grid.experiments:
         spec = search_spec(config, experiment)
         if spec is None:
             continue
         for backbone, method in itertools.product(spec["backbones"], spec["methods"]):
             if not _method_has_backbone(config, experiment, method, backbone):
                 continue
-            twins = _configured_settings(config, existing, experiment, backbone, spec["seed"])
+            twins = [
+                (c.method, grid.settings(c))
+                for c in grid.cells
+                if (c.experiment, c.backbone, c.seed) == (experiment, backbone, spec["seed"])
+            ]
             for k, stage in enumerate(spec["stages"][method], start=1):
-                for index, (grid, around) in enumerate(stage_points(stage)):
-                    point = SearchPoint(experiment, backbone, method, k, index, grid, around, spec["seed"])
+                for index, (values, around) in enumerate(stage_points(stage)):
+                    point = SearchPoint(experiment, backbone, method, k, index, values, around, spec["seed"])
                     if k == 1:
-                        settings = point_settings(config, point)
+                        settings = point_settings(grid, point)
                         shared = next((m for m, s in twins if s == settings), None)
                         if shared is not None:
                             point = SearchPoint(
-                                experiment, backbone, method, k, index, grid, around, spec["seed"], shared
+                                experiment, backbone, method, k, index, values, around, spec["seed"], shared
                             )
                     out.append(point)
     return out
@@ -251,26 +252,16 @@ def _method_has_backbone(config: Mapping[str, Any], experiment: str, method: str
     return allowed is None or backbone in allowed
 
 
-def _configured_settings(
-    config: Mapping[str, Any], cells: Iterable[cl_config.Cell], experiment: str, backbone: str, seed: int
-) -> list[tuple[str, dict]]:
-    return [
-        (c.method, cl_config.method_settings(config, experiment, c.method, backbone))
-        for c in cells
-        if (c.experiment, c.backbone, c.seed) == (experiment, backbone, seed)
-    ]
-
-
-def point_settings(config: Mapping[str, Any], point: SearchPoint) -> dict:
+def point_settings(grid: cl_config.Grid, point: SearchPoint) -> dict:
     """The settings known before the search runs: the method's configured settings with the point's
     grid values (all of a stage-1 point's; a later stage's are completed by :func:`resolve_settings`)."""
-    settings = cl_config.method_settings(config, point.experiment, point.method, point.backbone)
-    return apply_overrides(settings, point.grid)
+    return apply_overrides(grid.settings(point), point.grid)
 
 
 def apply_overrides(settings: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict:
     """``settings`` with each ``key: value`` of ``overrides`` set (``hp.<name>`` in ``loss_hp``)."""
-    out = copy.deepcopy(dict(settings))
+    # dict() first: a grid's read-only settings (and their loss_hp) cannot be deep-copied as they are
+    out = copy.deepcopy({k: dict(v) if isinstance(v, Mapping) else v for k, v in settings.items()})
     for key, value in overrides.items():
         if key.startswith("hp."):
             out["loss_hp"] = {**out.get("loss_hp", {}), key.removeprefix("hp."): value}
@@ -314,7 +305,7 @@ def find_point(config: Mapping[str, Any], experiment: str, backbone: str, name: 
     """The search point of ``experiment`` and ``backbone`` whose cell method name is ``name`` (the
     training job of a later stage finds its grid values and moves here, not in a rule parameter, so
     that the train rule's parameters, and with them every other cell, stay as they were)."""
-    for point in search_points(config):
+    for point in search_points(cl_config.Grid(config)):
         if (point.experiment, point.backbone, point.name) == (experiment, backbone, name):
             return point
     raise KeyError(f"search: no point {name!r} of {experiment}/{backbone} in the config's searches")

@@ -15,7 +15,7 @@ from contrastlab import config as cl_config
 
 def sentence_cells(config):
     """The sentence cells (the vision cells' settings are tested in test_grid.py)."""
-    return [c for c in cl_config.cells(config) if cl_config.track(config, c.experiment) == "sentence"]
+    return [c for c in cl_config.Grid(config).cells if cl_config.track(config, c.experiment) == "sentence"]
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def full(repo_root):
 
 
 def resolved(config, experiment, method, backbone):
-    return cl_config.method_settings(config, experiment, method, backbone)
+    return cl_config.Grid(config).settings(cl_config.MethodOn(experiment, backbone, method))
 
 
 # (method, lr, batch) per Li et al.'s scripts/application/<backbone>/<script>.sh
@@ -109,7 +109,7 @@ def test_each_paper_trains_in_its_own_precision(full):
 def test_precision_override_is_one_switch_for_sentence_and_image_cells(repo_root, full):
     """Issue 36: the switch reaches the image cells too (OAR's 130 GPU-hours were out of its reach)."""
     fast = cl_config.load(repo_root / "config.yaml", {"precision_override": "bf16"})
-    cells = list(cl_config.cells(fast))
+    cells = list(cl_config.Grid(fast).cells)
     assert {c.experiment for c in cells} >= {"oar_cifar10", "macl_cifar10"}
     assert {resolved(fast, c.experiment, c.method, c.backbone)["precision"] for c in cells} == {"bf16"}
     as_configured = {resolved(full, c.experiment, c.method, c.backbone)["precision"] for c in cells}
@@ -137,13 +137,13 @@ def test_macl_dropout_is_a_stated_choice(full):
 def test_pretrained_rows_use_the_authors_avg_first_last(full):
     """Nie's evaluation.py "avg_first_last" averages hidden_states[0] (embeddings) and the last layer."""
     assert full["experiments"]["nie2023"]["pretrained_pooling"] == "avg_embeddings_and_last"
-    assert cl_config.pretrained_backbones(full) == [
+    assert cl_config.Grid(full).pretrained == [
         (b, "avg_embeddings_and_last") for b in ("bert-base", "bert-large", "roberta-base", "roberta-large")
     ]
 
 
 def vision_cells(config, *experiments):
-    return [c for c in cl_config.cells(config) if c.experiment in experiments]
+    return [c for c in cl_config.Grid(config).cells if c.experiment in experiments]
 
 
 def test_oar_cells_train_as_the_authors_code_where_the_paper_is_silent(full):
@@ -174,7 +174,7 @@ def test_one_key_turns_the_live_curves_off_for_every_cell(repo_root):
     """Issue 33: training.tensorboard: false reaches the image cells too; absent, no cell's settings
     change (no rerun)."""
     off = cl_config.load(repo_root / "config" / "demo.yaml", {"training": {"tensorboard": False}})
-    cells = list(cl_config.cells(off))
+    cells = list(cl_config.Grid(off).cells)
     assert {cl_config.track(off, c.experiment) for c in cells} == {"sentence", "vision"}
     assert {resolved(off, c.experiment, c.method, c.backbone)["tensorboard"] for c in cells} == {False}
     demo = cl_config.load(repo_root / "config" / "demo.yaml")

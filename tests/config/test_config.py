@@ -13,7 +13,7 @@ PRESETS = ["config.yaml", "config/demo.yaml", "config/cpu.yaml"]
 @pytest.mark.parametrize("preset", PRESETS)
 def test_presets_validate(repo_root, preset):
     config = cl_config.load(repo_root / preset)
-    assert list(cl_config.cells(config)), f"{preset} has an empty grid"
+    assert list(cl_config.Grid(config).cells), f"{preset} has an empty grid"
 
 
 def _walk_properties(schema, path=""):
@@ -134,7 +134,7 @@ def test_missing_config_file(tmp_path):
 
 def test_full_grid_size(repo_root):
     config = cl_config.load(repo_root / "config.yaml")
-    cells = list(cl_config.cells(config))
+    cells = list(cl_config.Grid(config).cells)
     by_experiment = {}
     for cell in cells:
         by_experiment[cell.experiment] = by_experiment.get(cell.experiment, 0) + 1
@@ -160,21 +160,21 @@ def test_full_grid_size(repo_root):
 
 def test_settings_resolution_order(repo_root):
     config = cl_config.load(repo_root / "config.yaml")
-    nie_mat_large = cl_config.method_settings(config, "nie2023", "mat", "bert-large")
+    nie_mat_large = cl_config.Grid(config).settings(cl_config.MethodOn("nie2023", "bert-large", "mat"))
     assert (nie_mat_large["loss_hp"], nie_mat_large["lr"], nie_mat_large["batch_size"]) == (
         {"m": 0.17},
         3e-5,
         128,
     )
-    li_roberta = cl_config.method_settings(config, "li2024", "mmhs", "roberta-base")
+    li_roberta = cl_config.Grid(config).settings(cl_config.MethodOn("li2024", "roberta-base", "mmhs"))
     assert li_roberta["protocol"] == "li2024" and li_roberta["precision"] == "fp32"
     assert li_roberta["eval_every"] == 50 and li_roberta["batch_size"] == 512
     assert li_roberta["loss_hp"]["m"] == 0.27 and li_roberta["loss_hp"]["r"] == 1.0
-    li_infonce = cl_config.method_settings(config, "li2024", "infonce", "bert-base")
+    li_infonce = cl_config.Grid(config).settings(cl_config.MethodOn("li2024", "bert-base", "infonce"))
     assert li_infonce["protocol"] == "simcse"
-    macl = cl_config.method_settings(config, "macl", "macl", "roberta-base")
+    macl = cl_config.Grid(config).settings(cl_config.MethodOn("macl", "roberta-base", "macl"))
     assert macl["dropout"] == 0.2 and macl["lr"] == 1e-5 and macl["batch_size"] == 64
-    simcse = cl_config.method_settings(config, "macl", "simcse", "bert-base")
+    simcse = cl_config.Grid(config).settings(cl_config.MethodOn("macl", "bert-base", "simcse"))
     assert simcse["dropout"] == 0.1
 
 
@@ -182,7 +182,7 @@ def test_select_narrows_the_grid(repo_root):
     config = cl_config.load(
         repo_root / "config.yaml", {"select": {"experiments": ["nie2023"], "methods": ["mpt"]}}
     )
-    cells = list(cl_config.cells(config))
+    cells = list(cl_config.Grid(config).cells)
     assert {(c.experiment, c.method) for c in cells} == {("nie2023", "mpt")}
     assert len(cells) == 4 * 3
 
@@ -203,49 +203,88 @@ def test_each_preset_has_its_own_results_and_state(repo_root):
 
 
 @pytest.mark.parametrize("preset", ["config.yaml", "config/demo.yaml"])
-def test_each_cell_is_resolved_once_per_config(repo_root, preset, monkeypatch):
-    """The plan (every precision choice), the figures, the deviations, the searches and the workflow's
-    train params read one resolution per (experiment, method, backbone) of a loaded config."""
-    from contrastlab.config import grid
+def test_a_grid_resolves_each_cell_once(repo_root, preset):
+    """One grid resolves each (experiment, method, backbone) once; the plan (every precision choice),
+    the figures and the deviations read its settings and resolve nothing again."""
     from contrastlab.cost import calibration, plan
     from contrastlab.figures import catalog
     from contrastlab.tables import deviations
 
     config = cl_config.load(repo_root / preset)
-    grid._GRIDS.clear()  # validation resolved the user-loss cells already: count from nothing
-    calls = []
-    layered = grid._layered_settings
-    monkeypatch.setattr(grid, "_layered_settings", lambda *args: calls.append(args[1:]) or layered(*args))
-    resolved = cl_config.resolve(config)
-    assert len(calls) == len({(r.cell.experiment, r.cell.method, r.cell.backbone) for r in resolved})
-    plan.make_plan(config, calibration.load_calibration(calibration.DEFAULT_CALIBRATION), searches=False)
-    catalog.figures(config)
+    grid = cl_config.Grid(config)
+    views = [grid.settings(c) for c in grid.cells]
+    assert grid.resolutions == len({(c.experiment, c.method, c.backbone) for c in grid.cells})
+    plan.make_plan(
+        grid, calibration.load_calibration(calibration.DEFAULT_CALIBRATION), "bf16", searches=False
+    )
+    catalog.figures(grid)
+    configured = {(c.experiment, c.method, c.backbone) for c in grid.every_cell()}
     for experiment in config["experiments"]:
-        deviations.detected(config, experiment)
-    for r in resolved:
-        assert (
-            cl_config.method_settings(config, r.cell.experiment, r.cell.method, r.cell.backbone) == r.settings
-        )
-    assert len(calls) == len(set(calls)), "a cell was resolved twice"
+        deviations.detected(grid, experiment)
+    assert grid.resolutions == len(configured)  # the deviations read every configured cell, once
+    assert all(grid.settings(c) is view for c, view in zip(grid.cells, views, strict=True))
 
 
 @pytest.mark.parametrize("preset", ["config.yaml", "config/demo.yaml"])
 def test_resolved_settings_are_the_layers(repo_root, preset):
-    """Every cell's settings, read from the resolved grid, equal the resolution layers applied afresh;
-    the copy a caller gets is its own, and a config changed in place is resolved again."""
+    """Every cell's settings equal the resolution layers applied afresh; they are read-only, the copy a
+    caller gets is its own, and a changed config is resolved by a grid of its own."""
     import copy
 
-    from contrastlab.config import grid
+    from contrastlab.config import grid as cl_grid
 
     config = cl_config.load(repo_root / preset)
     fresh = copy.deepcopy(config)
-    for r in cl_config.resolve(config):
-        c = r.cell
-        assert dict(r.settings) == grid._layered_settings(fresh, c.experiment, c.method, c.backbone), c.path
-    first = next(iter(cl_config.cells(config)))
-    mine = cl_config.method_settings(config, first.experiment, first.method, first.backbone)
+    grid = cl_config.Grid(config)
+    for c in grid.cells:
+        assert grid.settings_copy(c) == cl_grid._layered_settings(
+            fresh, c.experiment, c.method, c.backbone
+        ), c.path
+    first = grid.cells[0]
+    with pytest.raises(TypeError):
+        grid.settings(first)["lr"] = 0.123
+    with pytest.raises(TypeError):
+        grid.settings(first)["loss_hp"]["changed"] = True
+    mine = grid.settings_copy(first)
     mine["loss_hp"]["changed"] = True
-    again = cl_config.method_settings(config, first.experiment, first.method, first.backbone)
-    assert "changed" not in again["loss_hp"]
+    assert "changed" not in grid.settings(first)["loss_hp"]
     config["experiments"][first.experiment]["methods"][first.method.split("-")[0]]["lr"] = 0.123
-    assert cl_config.method_settings(config, first.experiment, first.method, first.backbone)["lr"] == 0.123
+    assert cl_config.Grid(config).settings(first)["lr"] == 0.123
+
+
+def test_the_workflow_builds_one_grid_while_it_is_read(repo_root, tmp_path):
+    """Reading the Snakefile (the demo, through Snakemake's API in this process) builds exactly one
+    Grid: rules/common.smk's, which every input function and parameter reads."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+
+    before = cl_config.Grid.built
+    with SnakemakeApi(OutputSettings()) as api:
+        workflow = api.workflow(
+            resource_settings=ResourceSettings(cores=1),
+            config_settings=ConfigSettings(
+                configfiles=[repo_root / "config" / "demo.yaml"],
+                config={"results_dir": str(tmp_path / "results"), "resources_dir": str(tmp_path / "res")},
+            ),
+            storage_settings=StorageSettings(),
+            snakefile=repo_root / "Snakefile",
+            workdir=tmp_path,  # Snakemake's own log folder lands here, not in the checkout
+        )
+        parsed = workflow._workflow  # reading the Snakefile happens on first use
+        assert parsed.globals["GRID"].cells
+    assert cl_config.Grid.built - before == 1
+
+
+def test_the_plan_and_the_report_each_build_one_grid(repo_root, tmp_path):
+    """``make plan`` (plan_report) and the tables job (build_report) each build one Grid and hand it
+    to everything they call."""
+    from contrastlab.cost import plan
+    from contrastlab.report import build_report
+
+    config = cl_config.load(repo_root / "config" / "demo.yaml", {"results_dir": str(tmp_path / "results")})
+    before = cl_config.Grid.built
+    plan.plan_report(config, out_dir=tmp_path / "plan", echo=False)
+    assert cl_config.Grid.built - before == 1
+    before = cl_config.Grid.built
+    build_report(tmp_path / "metrics", config, tmp_path / "tables", tmp_path / "report.md")
+    assert cl_config.Grid.built - before == 1

@@ -43,9 +43,9 @@ def make(**changes):
 
 def test_sweep_points_are_cells_with_their_settings():
     config = make()
-    vision = [c for c in cl_config.cells(config) if c.experiment == "img"]
+    vision = [c for c in cl_config.Grid(config).cells if c.experiment == "img"]
     assert [c.method for c in vision] == ["cl-bs64", "cl-bs512", "mp-bs64", "mp-bs512"]
-    settings = cl_config.method_settings(config, "img", "cl-bs512", "r18")
+    settings = cl_config.Grid(config).settings(cl_config.MethodOn("img", "r18", "cl-bs512"))
     assert settings["batch_size"] == 512 and settings["lr"] == 0.002 and settings["epochs"] == 7
     assert (settings["arch"], settings["stem"], settings["width"], settings["dataset"]) == (
         "resnet18",
@@ -55,23 +55,28 @@ def test_sweep_points_are_cells_with_their_settings():
     )
     assert settings["lr_reference_batch"] == 256 and settings["weight_decay"] == 1e-6  # MACL App. B.3
     assert settings["loss"] == "infonce" and settings["loss_hp"] == {"tau": 0.1}
-    assert cl_config.method_settings(config, "img", "mp-bs64", "r18")["lr"] == 0.5  # the method's own lr
+    assert (
+        cl_config.Grid(config).settings(cl_config.MethodOn("img", "r18", "mp-bs64"))["lr"] == 0.5
+    )  # the method's own lr
     # The sentence experiment beside it resolves as before: sentence keys, no vision keys.
-    text = cl_config.method_settings(config, "txt", "cl", "bert")
+    text = cl_config.Grid(config).settings(cl_config.MethodOn("txt", "bert", "cl"))
     assert "max_length" in text and "arch" not in text and "epochs" in text and text["epochs"] == 1
 
 
 def test_hp_sweep_and_method_labels():
     only_cl = {"cl": {"loss": "infonce"}}  # mpt has no tau (an error, tested below)
     config = make(**{"experiments.img.sweep": {"hp.tau": [0.05, 0.2]}, "experiments.img.methods": only_cl})
-    names = [c.method for c in cl_config.cells(config) if c.experiment == "img"]
+    names = [c.method for c in cl_config.Grid(config).cells if c.experiment == "img"]
     assert names[:2] == ["cl-tau0.05", "cl-tau0.2"]
-    assert cl_config.method_settings(config, "img", "cl-tau0.2", "r18")["loss_hp"]["tau"] == 0.2
+    assert (
+        cl_config.Grid(config).settings(cl_config.MethodOn("img", "r18", "cl-tau0.2"))["loss_hp"]["tau"]
+        == 0.2
+    )
 
 
 def test_select_by_method_or_by_sweep_point():
-    assert len(list(cl_config.cells(make(select={"methods": ["cl"]})))) == 3  # 2 sweep points + txt/cl
-    assert [c.method for c in cl_config.cells(make(select={"methods": ["cl-bs512"]}))] == ["cl-bs512"]
+    assert len(cl_config.Grid(make(select={"methods": ["cl"]})).cells) == 3  # 2 sweep points + txt/cl
+    assert [c.method for c in cl_config.Grid(make(select={"methods": ["cl-bs512"]})).cells] == ["cl-bs512"]
     with pytest.raises(cl_config.ConfigError, match=r"unknown method 'cl-bs65'.*cl-bs512"):
         make(select={"methods": ["cl-bs65"]})
 
@@ -124,9 +129,11 @@ def test_presets_validate():
     from contrastlab.paths import REPO_ROOT
 
     full = cl_config.load(REPO_ROOT / "config.yaml")
-    vision = [c for c in cl_config.cells(full) if c.experiment == "macl_cifar10"]
+    vision = [c for c in cl_config.Grid(full).cells if c.experiment == "macl_cifar10"]
     assert len(vision) == 5 * 5 * 3  # MACL Table 9: 5 losses x 5 batch sizes, 3 seeds
-    assert cl_config.method_settings(full, "macl_cifar10", "macl-bs1024", "resnet18-cifar")["loss_hp"] == {
+    assert cl_config.Grid(full).settings(cl_config.MethodOn("macl_cifar10", "resnet18-cifar", "macl-bs1024"))[
+        "loss_hp"
+    ] == {
         "tau0": 0.1,
         "alpha": 0.5,
         "a0": 0.0,
@@ -134,7 +141,7 @@ def test_presets_validate():
     }
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     # two seeds each: the seed-noise verdicts (tables.verdicts) have a noise estimate in the demo
-    assert [(c.method, c.seed) for c in cl_config.cells(demo) if c.experiment == "macl_cifar10"] == [
+    assert [(c.method, c.seed) for c in cl_config.Grid(demo).cells if c.experiment == "macl_cifar10"] == [
         ("ntxent-bs64", 42),
         ("ntxent-bs64", 43),
         ("macl-bs64", 42),

@@ -80,18 +80,20 @@ def test_the_speedup_is_the_largest_measured_count_up_to_the_share():
 def test_a_training_jobs_share_fits_the_card_and_pays(tmp_path):
     cal = _calibration(tmp_path, {"fp32": {2: 1.5, 4: 2.0}})
     on = _toy_config(gpu_share=4)
-    cell = next(cl_config.cells(on))
-    peak = cl_flops.cell_work(on, cell).peak_gib
+    cell = cl_config.Grid(on).cells[0]
+    peak = cl_flops.cell_work(cl_config.Grid(on), cell).peak_gib
     assert peak < 16  # the tiny BERT: four fit
-    assert packing.job_share(on, cell, lambda: cal) == 4
+    assert packing.job_share(cl_config.Grid(on), cell, lambda: cal) == 4
 
     def unread():  # off, or on the CPU: the calibration is never read (the DAG asks every job)
         raise AssertionError("the calibration was read")
 
-    assert packing.job_share(_toy_config(), cell, unread) == 1  # off by default
-    assert packing.job_share(_toy_config(gpu_share=4, gpu=0), cell, unread) == 1  # CPU jobs share nothing
+    assert packing.job_share(cl_config.Grid(_toy_config()), cell, unread) == 1  # off by default
+    assert (
+        packing.job_share(cl_config.Grid(_toy_config(gpu_share=4, gpu=0)), cell, unread) == 1
+    )  # CPU jobs share nothing
     small_card = dataclasses.replace(cal, gpu_memory_gib=2.5 * peak / 0.8)
-    assert packing.job_share(on, cell, lambda: small_card) == 2  # two fit, not four
+    assert packing.job_share(cl_config.Grid(on), cell, lambda: small_card) == 2  # two fit, not four
     # sharing must pay: the largest speed-up among the counts that fit, none above 1 is a GPU alone
     assert (
         packing.chosen_share(
@@ -108,8 +110,8 @@ def test_a_training_jobs_share_fits_the_card_and_pays(tmp_path):
 def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
     cal = _calibration(tmp_path, {"fp32": {2: 1.5, 4: 2.0}, "bf16": {2: 1.8, 4: 3.0}})
     assert cal.packing_measured and cal.packing_speedup["fp32"] == {2: 1.5, 4: 2.0}
-    alone = plan.make_plan(_toy_config(), cal)
-    packed = plan.make_plan(_toy_config(gpu_share=4), cal)
+    alone = plan.make_plan(cl_config.Grid(_toy_config()), cal)
+    packed = plan.make_plan(cl_config.Grid(_toy_config(gpu_share=4)), cal)
     for a, p in zip(alone, packed, strict=True):
         if a.rule == "train":
             assert p.share == 4 and a.share == 1
@@ -118,11 +120,11 @@ def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
             assert p.seconds["tf32"] == a.seconds["tf32"]  # no tf32 figure
         else:
             assert p.seconds == a.seconds and p.share == 1  # the encoding keeps its GPU
-    lines = "\n".join(plan.plan_lines(_toy_config(gpu_share=4), packed, cal, "config"))
+    lines = "\n".join(plan.plan_lines(cl_config.Grid(_toy_config(gpu_share=4)), packed, cal, "config"))
     assert "GPU sharing on (`resources.gpu_share: 4`" in lines and "1 training jobs 4 per GPU" in lines
     assert "speed-ups measured: fp32 1.50× with 2, 2.00× with 4; bf16 1.80× with 2, 3.00× with 4 " in lines
     assert "| jobs per GPU |" in lines
-    off = "\n".join(plan.plan_lines(_toy_config(), alone, cal, "config"))
+    off = "\n".join(plan.plan_lines(cl_config.Grid(_toy_config()), alone, cal, "config"))
     assert "GPU sharing: off" in off and "| jobs per GPU |" not in off
 
 
@@ -139,7 +141,7 @@ def test_without_a_measured_speedup_the_plan_prices_the_readmes_h100_figures_and
     # the figures are the ones docs/measured.md quotes
     readme = " ".join((REPO_ROOT / "docs" / "measured.md").read_text().split())
     quoted = re.search(r"\(0\.92× with 2 and 4 copies.*?\(2 copies, 1\.82×\).*?\(4 copies, 2\.34×\)", readme)
-    assert quoted, "docs/measured.md no longer quotes benchmarks/gpu_share.py's H100 figures the default prices"
+    assert quoted, "docs/measured.md no longer quotes gpu_share.py's H100 figures, which the default prices"
 
 
 def test_a_bad_packing_figure_is_one_line(tmp_path):

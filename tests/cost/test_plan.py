@@ -81,8 +81,8 @@ def test_transformer_parameters_of_the_real_backbones():
 
 def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
     config = _toy_config()
-    cell = next(cl_config.cells(config))
-    work = cl_flops.cell_work(config, cell)
+    cell = cl_config.Grid(config).cells[0]
+    work = cl_flops.cell_work(cl_config.Grid(config), cell)
     assert cl_flops.backbone_transformer(config, "toy").non_embedding == TOY_NON_EMBEDDING
     # 2000 sentences // 16 = 125 steps; a step: 6 × N × (16 sentences × 2 views × 32 tokens).
     assert work.steps == 125
@@ -96,7 +96,7 @@ def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
     assert work.eval_flops == pytest.approx(2 * 17_088 * cl_flops.SENTEVAL_ALL_TOKENS)
 
     cal = _flat_calibration(tmp_path)
-    jobs = plan.make_plan(config, cal)
+    jobs = plan.make_plan(cl_config.Grid(config), cal)
     train = [j for j in jobs if j.rule == "train"]
     encode = [j for j in jobs if j.rule == "encode"]
     assert [j.cell for j in train] == ["nie2023/toy/cl/seed1", "nie2023/toy/cl/seed2"]
@@ -113,12 +113,12 @@ def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
     assert encode[0].seconds["fp32"] == pytest.approx(2 * 17_088 * cl_flops.SENTEVAL_ALL_TOKENS / 1e12 + 20)
     assert {j.rule for j in jobs} == {"train", "encode"}  # no probe job among the GPU jobs
     assert plan.total_hours(jobs) == pytest.approx(2 * (expected + encode[0].seconds["fp32"]) / 3600)
-    assert plan.probe_jobs(config, cal) == (2, pytest.approx(2 * (20 + 100) / 3600))
+    assert plan.probe_jobs(cl_config.Grid(config), cal) == (2, pytest.approx(2 * (20 + 100) / 3600))
 
 
 def test_analysis_probe_and_holdout_flops():
     config = _toy_config(analysis_every=50, analysis_sentences=64, analysis_holdout=True)
-    work = cl_flops.cell_work(config, next(cl_config.cells(config)))
+    work = cl_flops.cell_work(cl_config.Grid(config), cl_config.Grid(config).cells[0])
     assert work.steps == (2000 - 64) // 16 == 121  # the probe is held out of training
     dev_part = (
         64 * cl_flops.STSB_DEV_TOKENS / cl_flops.STSB_DEV_SENTENCES
@@ -130,7 +130,7 @@ def test_analysis_probe_and_holdout_flops():
 def test_precision_choices_reach_the_sentence_cells_through_the_override(tmp_path):
     config = _toy_config()
     cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    job = next(j for j in plan.make_plan(config, cal, "bf16") if j.rule == "train")
+    job = next(j for j in plan.make_plan(cl_config.Grid(config), cal, "bf16") if j.rule == "train")
     assert dict(job.precision) == {"config": "fp32", "fp32": "fp32", "tf32": "tf32", "bf16": "bf16"}
     assert job.seconds["fp32"] > job.seconds["tf32"] > job.seconds["bf16"]
 
@@ -140,7 +140,9 @@ def test_the_tf32_and_bf16_columns_move_the_oar_and_macl_rows_of_config_yaml():
     the OAR study (its cells fp32 as configured) and MACL's Table 9 (``auto``: bf16 on the calibration's
     GPU); the image features (``encode_vision``) are fp32 in every column, the probes CPU time."""
     config = cl_config.load(REPO_ROOT / "config.yaml")
-    jobs = plan.make_plan(config, cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION))
+    jobs = plan.make_plan(
+        cl_config.Grid(config), cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    )
     choices = ("config", "fp32", "tf32", "bf16")
 
     def hours(experiments):
@@ -218,8 +220,12 @@ def test_resnet_flops_and_parameters_match_torchvision():
 def test_vision_cell_flops_count_both_views_and_the_oar_pass():
     config = cl_config.load(REPO_ROOT / "config.yaml")
     fwd = cl_flops.vision_forward("resnet18", "imagenet", 64, None, 224, None)
-    oar = cl_flops.cell_work(config, cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42))
-    plain = cl_flops.cell_work(config, cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr1.0", 42))
+    oar = cl_flops.cell_work(
+        cl_config.Grid(config), cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42)
+    )
+    plain = cl_flops.cell_work(
+        cl_config.Grid(config), cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr1.0", 42)
+    )
     assert plain.steps == oar.steps == 50_000 // 128 * 100
     assert plain.step_flops == 3 * 2 * fwd.macs * 2 * 128
     assert oar.step_flops == 3 * 2 * fwd.macs * (2 * 128 + 2 * 128)  # the labelled batch, two views
@@ -284,7 +290,7 @@ DOC_GROUPS = {
 
 def test_documented_cell_counts_equal_the_config():
     config = cl_config.load(REPO_ROOT / "config.yaml")
-    counts = plan.cell_counts(config)
+    counts = plan.cell_counts(cl_config.Grid(config))
     text = " ".join((REPO_ROOT / "docs" / "cost.md").read_text().split())
     assert (
         f"`config.yaml` is the full grid: {counts['total']} training cells. "
@@ -292,7 +298,7 @@ def test_documented_cell_counts_equal_the_config():
     )
     assert f"{counts['vision']} image cells:" in text and f'the {counts["pretrained"]} "Pretrained"' in text
     per_experiment: dict[str, int] = {}
-    for cell in cl_config.cells(config):
+    for cell in cl_config.Grid(config).cells:
         per_experiment[cell.experiment] = per_experiment.get(cell.experiment, 0) + 1
     assert sorted(e for group in DOC_GROUPS.values() for e in group) == sorted(per_experiment)
     for label, experiments in DOC_GROUPS.items():
@@ -303,36 +309,43 @@ def test_documented_cell_counts_equal_the_config():
 
 def test_runtime_requests_are_the_projection_with_a_margin(tmp_path):
     config = _toy_config()
-    cell = next(cl_config.cells(config))
+    cell = cl_config.Grid(config).cells[0]
     cal = _flat_calibration(tmp_path, tflops=1e-6)  # a million times slower: the toy cell takes hours
-    projected = next(j for j in plan.make_plan(config, cal) if j.rule == "train").seconds["config"]
+    projected = next(j for j in plan.make_plan(cl_config.Grid(config), cal) if j.rule == "train").seconds[
+        "config"
+    ]
     assert projected > 3600
-    minutes = plan.job_runtime_minutes(config, "train", cal, cell=cell)
+    minutes = plan.job_runtime_minutes(cl_config.Grid(config), "train", cal, cell=cell)
     assert minutes == -(-projected * plan.RUNTIME_MARGIN // 60)
-    assert plan.job_runtime_minutes(config, "train", cal, cell=cell, attempt=2) == pytest.approx(
-        2 * minutes, abs=1
-    )
+    assert plan.job_runtime_minutes(
+        cl_config.Grid(config), "train", cal, cell=cell, attempt=2
+    ) == pytest.approx(2 * minutes, abs=1)
     # a job projected at seconds still asks for the minimum
     fast = _flat_calibration(tmp_path / "fast", tflops=1000.0)
-    assert plan.job_runtime_minutes(config, "encode", fast, cell=cell) == plan.MINIMUM_RUNTIME_MIN
+    assert (
+        plan.job_runtime_minutes(cl_config.Grid(config), "encode", fast, cell=cell)
+        == plan.MINIMUM_RUNTIME_MIN
+    )
     # the encoding's request is its projection; the CPU probe job's is its start-up and probing, which
     # no GPU speed changes
-    encoding = next(j for j in plan.make_plan(config, cal) if j.rule == "encode").seconds["config"]
-    assert plan.job_runtime_minutes(config, "encode", cal, cell=cell) == -(
+    encoding = next(j for j in plan.make_plan(cl_config.Grid(config), cal) if j.rule == "encode").seconds[
+        "config"
+    ]
+    assert plan.job_runtime_minutes(cl_config.Grid(config), "encode", cal, cell=cell) == -(
         -encoding * plan.RUNTIME_MARGIN // 60
     )
-    assert plan.job_runtime_minutes(config, "encode_pretrained", cal, backbone="toy") == pytest.approx(
-        plan.job_runtime_minutes(config, "encode", cal, cell=cell), abs=1
-    )
+    assert plan.job_runtime_minutes(
+        cl_config.Grid(config), "encode_pretrained", cal, backbone="toy"
+    ) == pytest.approx(plan.job_runtime_minutes(cl_config.Grid(config), "encode", cal, cell=cell), abs=1)
     for calibration in (cal, fast):  # a million times apart in TFLOP/s
         for rule in ("evaluate", "evaluate_pretrained"):
             # the 10th attempt: (20 s + 100 s) x 2 x 10 = 40 minutes, above the minimum of 30
             minutes = plan.job_runtime_minutes(
-                config, rule, calibration, cell=cell, backbone="toy", attempt=10
+                cl_config.Grid(config), rule, calibration, cell=cell, backbone="toy", attempt=10
             )
             assert minutes == 40, (rule, minutes)
     with pytest.raises(ValueError, match="no projection for rule 'tables'"):
-        plan.job_runtime_minutes(config, "tables", cal, cell=cell)
+        plan.job_runtime_minutes(cl_config.Grid(config), "tables", cal, cell=cell)
 
 
 def test_a_user_corpus_is_counted_line_by_line(tmp_path):
@@ -340,7 +353,7 @@ def test_a_user_corpus_is_counted_line_by_line(tmp_path):
     corpus.write_text("".join(f"sentence {i}\n" for i in range(1000)))
     config = _toy_config()
     config["data"] = {"fixture": False, "wiki_path": str(corpus)}
-    assert cl_flops.cell_work(config, next(cl_config.cells(config))).steps == 1000 // 16
+    assert cl_flops.cell_work(cl_config.Grid(config), cl_config.Grid(config).cells[0]).steps == 1000 // 16
 
 
 def test_a_measured_step_overhead_is_taken_out_of_the_flop_rate():

@@ -169,7 +169,7 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     counts = jobs_upstream(full_dry_run.jobs, "all")
     assert not {"search_select", "search_encode", "search_evaluate"} & set(counts), counts
     config = cl_config.load(repo_root / "config.yaml")
-    cells = list(cl_config.cells(config))
+    cells = list(cl_config.Grid(config).cells)
     n_vision = sum(cl_config.track(config, c.experiment) == "vision" for c in cells)
     n_sentence = len(cells) - n_vision
     print("jobs per rule (config.yaml):", counts)
@@ -499,12 +499,12 @@ def test_a_job_asks_the_wall_time_of_the_gpu_it_will_get(repo_root, tmp_path):
     v100 = _train_runtime(repo_root, tmp_path, "resources={gpu_model: v100}")
     assert h100 < a100 < v100, (h100, a100, v100)
     config = cl_config.load(repo_root / "config.yaml", {"resources": {"gpu_model": "A100"}})
-    cell = next(c for c in cl_config.cells(config) if c.path == "nie2023/bert-base/cl/seed42")
-    assert cell_work(config, cell).precision == "fp32"
+    grid = cl_config.Grid(config)
+    cell = next(c for c in grid.cells if c.path == "nie2023/bert-base/cl/seed42")
+    assert cell_work(grid, cell).precision == "fp32"
     calibration = cl_calibration.for_gpu_model(cl_calibration.load_calibration(), "A100")
     first, second = (
-        plan.job_runtime_minutes(config, "train", calibration, cell=cell, attempt=attempt)
-        for attempt in (1, 2)
+        plan.job_runtime_minutes(grid, "train", calibration, cell=cell, attempt=attempt) for attempt in (1, 2)
     )
     assert first == a100 and second > first
     volta = cl_calibration.for_gpu_model(cl_calibration.load_calibration(), "V100")

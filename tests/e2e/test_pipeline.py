@@ -8,6 +8,7 @@ import json
 import pytest
 import yaml
 
+from contrastlab.config import Grid
 from contrastlab.data.fixtures import write_demo_corpus
 
 from .test_dryrun import job_counts, run_snakemake, snakemake_process
@@ -150,7 +151,7 @@ def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
 
     workdir, config, _ = finished_demo
     results = workdir / "results"
-    figures = figure_catalog.figures(cl_config.validate(config))
+    figures = figure_catalog.figures(Grid(cl_config.validate(config)))
     kinds = {f["kind"] for f in figures}
     assert {"analytic", "align_uniform", "training_curves", "oar_synthetic"} <= kinds, kinds
     report = (results / "report.md").read_text()

@@ -84,7 +84,7 @@ def test_every_figure_png_is_in_the_archive_under_its_paper_and_figures(reported
     from contrastlab.report.sections import paper_of
 
     demo = reported_demo
-    figures = catalog.figures(cl_config.validate(json.loads(json.dumps(demo.config))))
+    figures = catalog.figures(cl_config.Grid(cl_config.validate(json.loads(json.dumps(demo.config)))))
     assert {paper_of(f["name"]) for f in figures} == set(CATEGORIES)
     for paper, category in CATEGORIES.items():
         expected = sorted(

@@ -44,7 +44,7 @@ def start_error(configfile: str | Path, *overrides: str) -> str | None:
     except cl_config.ConfigError as error:
         return f"contrastlab: {error}"
     try:
-        cl_budget.searched_points(config)
+        cl_budget.searched_points(cl_config.Grid(config))
     except (cl_config.ConfigError, ValueError) as error:
         return f"contrastlab: {error}"
     for what in ("senteval", "corpus"):

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from contrastlab import config as cl_config
+from contrastlab.config import Grid
 from contrastlab.figures import catalog as figure_catalog
 from contrastlab.paths import REPO_ROOT, shared_dir
 from contrastlab.report.claims import (
@@ -51,7 +52,7 @@ def test_quote_is_verbatim_in_the_paper(claim):
 
 
 def test_every_claim_names_cells_and_links_of_the_full_config():
-    figures = {f["name"] for f in figure_catalog.figures(FULL)}
+    figures = {f["name"] for f in figure_catalog.figures(Grid(FULL))}
     ids = [c["id"] for c in all_claims()]
     assert len(ids) == len(set(ids))
     for paper in PAPERS:
@@ -103,7 +104,7 @@ def test_a_claim_that_holds_one_contradicted_and_one_within_noise():
             for m in ("simcse", "macl")
         }
     )
-    assert evaluate_claim(claim("macl-sts-avg"), holds, MACL).verdict == REPRODUCED
+    assert evaluate_claim(claim("macl-sts-avg"), holds, Grid(MACL)).verdict == REPRODUCED
     contradicted = metrics(
         {
             (b, m): [70 - 5 * (m == "macl") + s for s in (0, 0.5, 1)]
@@ -111,7 +112,7 @@ def test_a_claim_that_holds_one_contradicted_and_one_within_noise():
             for m in ("simcse", "macl")
         }
     )
-    assert evaluate_claim(claim("macl-sts-avg"), contradicted, MACL).verdict == NOT_REPRODUCED
+    assert evaluate_claim(claim("macl-sts-avg"), contradicted, Grid(MACL)).verdict == NOT_REPRODUCED
     # within noise: per-seed differences bert 0.5, 0.2, 0.6 (mean 0.4333, SS 0.086667) and roberta 0.1,
     # 0.4, 0.4 (mean 0.3, SS 0.06): paired, pooled over the two parts: s² = 0.146667 / 4, df 4
     close = metrics(
@@ -122,7 +123,7 @@ def test_a_claim_that_holds_one_contradicted_and_one_within_noise():
             ("roberta-base", "macl"): [80.1, 80.4, 80.4],
         }
     )
-    result = evaluate_claim(claim("macl-sts-avg"), close, MACL)
+    result = evaluate_claim(claim("macl-sts-avg"), close, Grid(MACL))
     s = math.sqrt((0.26 / 3 + 0.06) / 4)
     h = T975[4] * s / math.sqrt(3)
     bert, roberta = sorted(result.parts, key=lambda p: p.backbone)
@@ -148,7 +149,7 @@ def test_unpaired_claims_use_the_pooled_noise_and_deterministic_pretrained_rows(
         [frame, metrics({("bert-base", "pretrained"): [56.7]}, "pretrained")], ignore_index=True
     )
     frame.loc[frame["method"] == "pretrained", "seed"] = pd.NA
-    result = evaluate_claim(claim("nie-trained-beat-pretrained-sts"), frame, config)
+    result = evaluate_claim(claim("nie-trained-beat-pretrained-sts"), frame, Grid(config))
     parts = {tuple(sorted(p.terms)): p for p in result.parts if p.backbone == "bert-base"}
     s2 = 2.5 / 3  # pooled over cl and au: df 3
     cl = parts[("cl", "pretrained")]
@@ -159,7 +160,9 @@ def test_unpaired_claims_use_the_pooled_noise_and_deterministic_pretrained_rows(
     assert dcl.status == UNDECIDED and dcl.seeds_needed > 3
     assert result.verdict == UNDECIDED and "parts run" in verdict_text(result)
     assert parts[("au", "pretrained")].status == REPRODUCED
-    assert evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame.iloc[:0], config).verdict == NOT_RUN
+    assert (
+        evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame.iloc[:0], Grid(config)).verdict == NOT_RUN
+    )
 
 
 def test_sweep_positions_and_degenerate_contrasts():
@@ -170,11 +173,11 @@ def test_sweep_positions_and_degenerate_contrasts():
         cells[("resnet18-oar", f"{method}-lr0.01")] = [best, best + 1]
         cells[("resnet18-oar", f"{method}-lr1.0")] = [high, high + 1]
     frame = metrics(cells, "oar_cifar10", "ffn10_top1")
-    high = evaluate_claim(claim("oar-doubles-at-high-lr"), frame, config)
+    high = evaluate_claim(claim("oar-doubles-at-high-lr"), frame, Grid(config))
     first = next(p for p in high.parts if p.status != NOT_RUN)
     assert first.terms == {"oar_infonce-lr1.0": 1.0, "infonce-lr1.0": -2.0}
     assert first.diff == pytest.approx(60.5 - 2 * 10.5) and high.verdict == REPRODUCED
-    best = evaluate_claim(claim("oar-improves-10pct"), frame, config)
+    best = evaluate_claim(claim("oar-improves-10pct"), frame, Grid(config))
     assert next(p for p in best.parts if p.status != NOT_RUN).terms == {
         "oar_infonce-lr1.0": 1.0,
         "infonce-lr0.01": -1.0,
@@ -186,7 +189,7 @@ def test_sweep_positions_and_degenerate_contrasts():
         **claim("oar-improves-10pct"),
         "parts": [["infonce@best", "infonce@max"]],
     }
-    collapse = evaluate_claim(at_best, metrics(cells, "oar_cifar10", "ffn10_top1"), config)
+    collapse = evaluate_claim(at_best, metrics(cells, "oar_cifar10", "ffn10_top1"), Grid(config))
     assert next(p for p in collapse.parts if p.status != NOT_RUN).status == NOT_REPRODUCED
     # a one-point sweep has no smallest and largest to compare
     one = {
@@ -195,7 +198,9 @@ def test_sweep_positions_and_degenerate_contrasts():
             "macl_cifar10": {**FULL["experiments"]["macl_cifar10"], "sweep": {"batch_size": [64]}}
         },
     }
-    assert evaluate_claim(claim("macl-cifar-margin-small-batch"), frame.iloc[:0], one).verdict == NOT_RUN
+    assert (
+        evaluate_claim(claim("macl-cifar-margin-small-batch"), frame.iloc[:0], Grid(one)).verdict == NOT_RUN
+    )
 
 
 def parse_command(command: str) -> dict:
@@ -216,7 +221,7 @@ def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
         }
     )
     config = {**FULL, "experiments": {**FULL["experiments"]}}
-    results = [evaluate_claim(claim("macl-sts-avg"), close, config)]
+    results = [evaluate_claim(claim("macl-sts-avg"), close, Grid(config))]
     plan = seed_plan(results, config)
     assert plan == [
         dict(
@@ -230,7 +235,7 @@ def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
     commands = add_seeds_commands(plan, "config.yaml")
     assert len(commands) == 2 and "tables={partial: true}" in commands[-1]
     resolved = cl_config.load(REPO_ROOT / "config.yaml", parse_command(commands[0]))
-    assert {(c.experiment, c.backbone, c.method, c.seed) for c in cl_config.cells(resolved)} == {
+    assert {(c.experiment, c.backbone, c.method, c.seed) for c in cl_config.Grid(resolved).cells} == {
         ("macl", "roberta-base", "macl", 45),
         ("macl", "roberta-base", "simcse", 45),
     }
@@ -251,7 +256,7 @@ def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
         },
         experiment="nie2023",
     )
-    result = evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame, config)
+    result = evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame, Grid(config))
     au = next(p for p in result.parts if p.backbone == "bert-base" and "au" in p.terms)
     # pool (bert-base, sts_avg): s² = 4.5 / 4, ν = 4; cl − au: se² = s² (1/3 + 1/2) = 0.9375.
     # Satterthwaite over the two terms would say ν = (5/6)² / ((1/9 + 1/4) / 4) = 100/13 ≈ 7.69, h ≈ 2.248.
@@ -294,20 +299,20 @@ def test_comparable_claims_are_non_inferiority_tests_at_their_margin():
     assert margin == 0.5
     # spread 0.1: three paired parts of SS 0.02, s_D = 0.1, ν = 6; h = t_{0.975,6} · 0.1 / sqrt(3) = 0.1413
     h = stats.t.ppf(0.975, 6) * 0.1 / math.sqrt(3)
-    close = evaluate_claim(c, nie_paired({"mpt": -0.3, "met": -0.3, "mat": 0.2}, 0.1), NIE)
+    close = evaluate_claim(c, nie_paired({"mpt": -0.3, "met": -0.3, "mat": 0.2}, 0.1), Grid(NIE))
     mpt = next(p for p in close.parts if p.terms == {"mpt": 1.0, "cl": -1.0} and p.backbone == "bert-base")
     assert mpt.half_width == pytest.approx(h, rel=1e-12)
     # −0.3 is clearly below zero (−0.3 + h < 0) but its lower bound −0.44 is above −0.5: comparable
     assert mpt.diff + h < 0 and mpt.diff - h > -margin and mpt.status == REPRODUCED
     assert close.verdict == REPRODUCED  # (3/12 parts run)
     # −0.8: the upper bound −0.66 is below −0.5: worse than comparable
-    worse = evaluate_claim(c, nie_paired({"mpt": -0.8, "met": 0.0, "mat": 0.0}, 0.1), NIE)
+    worse = evaluate_claim(c, nie_paired({"mpt": -0.8, "met": 0.0, "mat": 0.0}, 0.1), Grid(NIE))
     assert worse.verdict == NOT_REPRODUCED
     # −0.45: the interval (−0.59, −0.31) holds −0.5: undecided
-    edge = evaluate_claim(c, nie_paired({"mpt": -0.45, "met": 0.0, "mat": 0.0}, 0.1), NIE)
+    edge = evaluate_claim(c, nie_paired({"mpt": -0.45, "met": 0.0, "mat": 0.0}, 0.1), Grid(NIE))
     assert edge.verdict == UNDECIDED
     # no evidence either way: gaps 0 with seed noise of 2 points (h = 2.83) are undecided, not reproduced
-    noisy = evaluate_claim(c, nie_paired({"mpt": 0.0, "met": 0.0, "mat": 0.0}, 2.0), NIE)
+    noisy = evaluate_claim(c, nie_paired({"mpt": 0.0, "met": 0.0, "mat": 0.0}, 2.0), Grid(NIE))
     assert noisy.verdict == UNDECIDED and noisy.seeds_needed is not None
 
 
@@ -352,7 +357,7 @@ def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
     gaps = dict.fromkeys(("au", "dcl", "dcl_plus", "mpt", "met", "mat"), 0.0)
     # spread 0.5: six paired parts of SS 0.5, s_D = 0.5, ν = 12, se = 0.5 / sqrt(3); h = 0.629
     se = 0.5 / math.sqrt(3)
-    one = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -0.7}, 0.5), NIE)
+    one = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -0.7}, 0.5), Grid(NIE))
     au = next(p for p in one.parts if "au" in p.terms)
     # −0.7 is below its own interval (p = 0.016 < 0.025) but not below Holm's first bar 0.025 / 6
     assert au.diff < -au.half_width
@@ -360,12 +365,12 @@ def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
     assert au.status == UNDECIDED and one.verdict == UNDECIDED
     # far below: p = 7.9e-6 < 0.025 / 6; then −0.9 (p = 0.00445) passes the second bar 0.025 / 5 only
     # because the first part was rejected (step-down; Bonferroni's 0.025 / 6 would not reject it)
-    two = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -2.0, "dcl": -0.9}, 0.5), NIE)
+    two = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -2.0, "dcl": -0.9}, 0.5), Grid(NIE))
     status = {next(iter(p.terms)): p.status for p in two.parts}
     assert status["au"] == status["dcl"] == NOT_REPRODUCED and two.verdict == NOT_REPRODUCED
     assert set(status.values()) == {NOT_REPRODUCED, UNDECIDED}
     assert "2 of 6 parts contradicted" in verdict_text(two)
-    alone = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "dcl": -0.9}, 0.5), NIE)
+    alone = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "dcl": -0.9}, 0.5), Grid(NIE))
     assert alone.verdict == UNDECIDED
 
 
@@ -382,7 +387,7 @@ def test_li_fig6_claims_read_the_stsb_dev_score_not_the_sts_test_average():
     dev = metrics({m03: [84.0], m06: [82.1], m10: [80.0]}, "li2024_fig6_m", DEV_SPEARMAN)
     test = metrics({m03: [70.0], m06: [72.0], m10: [75.0]}, "li2024_fig6_m", "sts_avg")
     frame = pd.concat([dev, test], ignore_index=True)  # STS.Avg would say the opposite
-    result = evaluate_claim(c, frame, config)
+    result = evaluate_claim(c, frame, Grid(config))
     assert result.verdict == REPRODUCED and result.parts[0].diff < -5  # a falling trend over m
 
 
@@ -423,7 +428,7 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
                 ("dcl", "tr_devacc_avg"): -4,
             }
         ),
-        NIE,
+        Grid(NIE),
     )
     assert len(three.parts) == 4 and {p.task for p in three.parts} == {"sts_avg", "tr_devacc_avg"}
     assert three.verdict == REPRODUCED  # 3 of 4 clear the margin; the fourth (−4) may fail
@@ -439,7 +444,7 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
                 ("dcl", "tr_devacc_avg"): -4,
             }
         ),
-        NIE,
+        Grid(NIE),
     )
     assert two.verdict == NOT_REPRODUCED  # only 2 left uncontradicted
     edge = evaluate_claim(
@@ -452,7 +457,7 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
                 ("dcl", "tr_devacc_avg"): -4,
             }
         ),
-        NIE,
+        Grid(NIE),
     )
     assert edge.verdict == UNDECIDED  # a gap at the margin: neither clears it nor is contradicted
 
@@ -479,7 +484,7 @@ def test_a_term_on_another_task_is_paired_within_the_same_runs():
         for task, good, bad in (("ffn10_top1", [60, 61], [50, 50]), ("ffn100_top1", [62, 64], [70, 40])):
             cells = {("resnet18-oar", f"{m}-lr0.01"): good, ("resnet18-oar", f"{m}-lr1.0"): bad}
             frames.append(metrics(cells, "oar_cifar10", task))
-    result = evaluate_claim(claim("oar-10pct-within-3-of-100pct"), pd.concat(frames), config)
+    result = evaluate_claim(claim("oar-10pct-within-3-of-100pct"), pd.concat(frames), Grid(config))
     part = result.parts[0]
     assert part.terms == {"oar_infonce-lr0.01": 1.0, "oar_infonce-lr0.01/ffn100_top1": -1.0}
     # per seed 60 − 62 and 61 − 64: D −2.5; SS 0.5 per part, pooled over 4: s² 0.5, ν 4, se 0.5
@@ -511,7 +516,7 @@ def test_nies_overfitting_claim_reads_the_dev_uniformity_rebound_of_each_run(tmp
     frame = collect_metrics(tmp_path)
     assert sorted(frame[frame.task == DEV_REBOUND]["score"]) == sorted(sum(rebounds.values(), []))
     config = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
-    result = evaluate_claim(claim("nie-decoupled-overfit"), frame, config)
+    result = evaluate_claim(claim("nie-decoupled-overfit"), frame, Grid(config))
     au, dcl = result.parts
     # paired per seed: au − cl = 0.39, 0.48, 0.45 (mean 0.44); dcl − cl = 0.29, 0.33, 0.20 (mean 0.2733)
     assert au.paired and au.diff == pytest.approx(0.44) and dcl.diff == pytest.approx(0.82 / 3)

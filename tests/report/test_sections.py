@@ -9,6 +9,7 @@ import json
 import pandas as pd
 
 from contrastlab import config as cl_config
+from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT
 from contrastlab.report.sections import figure_order, paper_of, summarize
 from contrastlab.tables import get_spec
@@ -30,7 +31,7 @@ def test_summary_counts_delta_cells_and_verdicts_under_different_words():
     metrics = _frame(
         [("nie2023", "minilm", "cl", seed, "sts_avg", 70.0 + i) for i, seed in enumerate((42, 43, 44))]
     )
-    summary = summarize(assemble(get_spec("nie2023_table1"), config, metrics))
+    summary = summarize(assemble(get_spec("nie2023_table1"), Grid(config), metrics))
     assert "compared" not in summary and not any("compared" in v for v in summary.values())
     assert summary["verdicts"] == "1" and summary["mean abs Δ"] == "–"
     assert summary["note"] == (
@@ -69,7 +70,9 @@ def test_the_report_reads_per_paper(tmp_path):
     from contrastlab.report.claims import PAPERS, load_claims
 
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-    build_report(tmp_path / "none", demo, tmp_path / "tables", tmp_path / "report.md", figures=figures(demo))
+    build_report(
+        tmp_path / "none", demo, tmp_path / "tables", tmp_path / "report.md", figures=figures(Grid(demo))
+    )
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     starts = [report.index(f"\n## {load_claims(p)['paper']}\n") for p in PAPERS]
     assert starts == sorted(starts)

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from contrastlab import config as cl_config
+from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT
 from contrastlab.report.claims import (
     NOT_REPRODUCED,
@@ -49,12 +50,12 @@ def sweep(scores: dict[float, list[float]], experiment: str, exp: dict, method: 
     return out
 
 
-def li_r(values: list[float], seeds: int = 1) -> tuple[pd.DataFrame, dict]:
+def li_r(values: list[float], seeds: int = 1) -> tuple[pd.DataFrame, Grid]:
     """Li Fig. 6 (right) on a four-point sweep r = 0.5 ... 2.0, one seed per point as configured."""
     exp = {**FULL["experiments"]["li2024_fig6_r"], "sweep": {"hp.r": R}}
     config = {"seeds": list(range(42, 42 + seeds)), "experiments": {"li2024_fig6_r": exp}}
     scores = {r: [v] for r, v in zip(R, values, strict=True)}
-    return sweep(scores, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN), config
+    return sweep(scores, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN), Grid(config)
 
 
 def test_slope_and_its_residual_noise_by_hand():
@@ -71,8 +72,8 @@ def test_slope_and_its_residual_noise_by_hand():
 
 
 def test_an_increasing_one_seed_sweep_reproduces_a_rising_claim():
-    frame, config = li_r([1.0, 2.0, 4.0, 5.0])  # the by-hand sweep at r = 0.5 + 0.5·(0..3): 2.8 per unit r
-    result = evaluate_claim(claim("li-fig6-r"), frame, config)
+    frame, grid = li_r([1.0, 2.0, 4.0, 5.0])  # the by-hand sweep at r = 0.5 + 0.5·(0..3): 2.8 per unit r
+    result = evaluate_claim(claim("li-fig6-r"), frame, grid)
     (part,) = result.parts
     assert part.diff == pytest.approx(2.8) and part.df == 2 and part.seeds == 1
     assert part.half_width == pytest.approx(T975_2 * math.sqrt(0.02) / 0.5, rel=1e-9)  # 1.217
@@ -95,7 +96,7 @@ def test_a_decreasing_sweep_contradicts_it_and_a_flat_noisy_one_is_undecided():
     assert part.status == UNDECIDED and flat.verdict == UNDECIDED
     # n seeds per point at the same scatter: t_{4n−2} · sqrt(1.6 / (1.25 n)) < 0.8 first at n = 9
     assert part.seeds_needed == 9
-    plan = seed_plan([flat], li_r([1.0] * 4)[1])
+    plan = seed_plan([flat], li_r([1.0] * 4)[1].config)
     assert plan[0]["methods"] == [f"baseline-r{r}" for r in R] and plan[0]["new"] == list(range(43, 51))
 
 
@@ -106,14 +107,14 @@ def test_the_configured_one_seed_sweeps_decide_the_figure_claims():
     ms = fig3["sweep"]["hp.m"]
     peak = {m: [80.0 - 40.0 * abs(m - 0.23) + (0.05 if i % 2 else -0.05)] for i, m in enumerate(ms)}
     frame = sweep(peak, "nie2023_fig3", fig3, "mpt", "sts_avg")
-    result = evaluate_claim(claim("nie-mpt-best-margin"), frame, config)
+    result = evaluate_claim(claim("nie-mpt-best-margin"), frame, Grid(config))
     rise, fall = result.parts
     assert rise.df == 2 and fall.df == 3  # 4 points in [0.10, 0.23], 5 in [0.23, 0.80] (0.23 in both)
     assert rise.diff == pytest.approx(40.0, abs=3) and fall.diff == pytest.approx(-40.0, abs=1)
     assert result.verdict == REPRODUCED
     rising = {m: [60.0 + 10.0 * m] for m in ms}  # no peak: the fall after 0.23 is contradicted
     frame = sweep(rising, "nie2023_fig3", fig3, "mpt", "sts_avg")
-    monotone = evaluate_claim(claim("nie-mpt-best-margin"), frame, config)
+    monotone = evaluate_claim(claim("nie-mpt-best-margin"), frame, Grid(config))
     assert [p.status for p in monotone.parts] == [REPRODUCED, NOT_REPRODUCED]
     assert monotone.verdict == NOT_REPRODUCED
     # OAR's collapse on a log scale over 1e-3 ... 1: −10 points per decade
@@ -133,7 +134,7 @@ def test_the_configured_one_seed_sweeps_decide_the_figure_claims():
         ],
         ignore_index=True,
     )
-    collapse = evaluate_claim(claim("oar-original-collapses"), frame, config)
+    collapse = evaluate_claim(claim("oar-original-collapses"), frame, Grid(config))
     assert [len(p.terms) for p in collapse.parts] == [4] * 4 and collapse.verdict == REPRODUCED
     assert all(p.diff == pytest.approx(-10.0, abs=0.2) for p in collapse.parts)
 
@@ -152,12 +153,12 @@ def test_two_points_need_two_seeds_for_a_residual():
     exp = {**FULL["experiments"]["li2024_fig6_r"], "sweep": {"hp.r": [0.5, 2.0]}}
     one = {"seeds": [42], "experiments": {"li2024_fig6_r": exp}}
     frame = sweep({0.5: [1.0], 2.0: [5.0]}, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN)
-    result = evaluate_claim(claim("li-fig6-r"), frame, one)
+    result = evaluate_claim(claim("li-fig6-r"), frame, Grid(one))
     assert result.verdict == UNDECIDED and result.parts[0].df == 0 and result.parts[0].diff == 4 / 1.5
     assert verdict_text(result) == "undecided: needs ≥ 2 seeds per cell to measure the noise"
     two = {"seeds": [42, 43], "experiments": {"li2024_fig6_r": {**exp, "seeds": [42, 43]}}}
     frame = sweep({0.5: [1.0, 2.0], 2.0: [5.0, 6.0]}, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN)
-    (part,) = evaluate_claim(claim("li-fig6-r"), frame, two).parts
+    (part,) = evaluate_claim(claim("li-fig6-r"), frame, Grid(two)).parts
     # x̄ 1.25, S_xx 2.25, S_xy 6: b 8/3; residuals ±0.5 (SS 1, ν 2): se² = 0.5 / 2.25
     assert part.diff == pytest.approx(8 / 3) and part.df == 2 and part.seeds == 2
     assert part.half_width == pytest.approx(T975_2 * math.sqrt(0.5 / 2.25), rel=1e-9)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from contrastlab.config import Grid
 from contrastlab.tables import load_published
 from contrastlab.tables.assemble import assemble, best_over_sweep
 from contrastlab.tables.published import get_spec
@@ -74,7 +75,7 @@ def test_table3_is_assembled_from_the_best_sweep_point(tmp_path):
         for m, lr, score in [("infonce", 0.01, 33.0), ("infonce", 1.0, 10.0), ("oar_infonce", 1.0, 70.0)]
     ]
     metrics = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
-    table = assemble(get_spec("oar_table3"), config, metrics)
+    table = assemble(get_spec("oar_table3"), Grid(config), metrics)
     cells = table.cells.set_index(["method", "key"])
     assert cells.loc[("infonce", "ffn10_top1"), "ours_mean"] == 33.0
     assert cells.loc[("infonce", "ffn10_top1"), "diff"] == pytest.approx(33.0 - 31.47)
@@ -128,7 +129,7 @@ def test_diverged_ffn_is_marked_never_a_number(tmp_path):
     metrics = collect_metrics(tmp_path)
     lost = metrics[metrics["task"] == "ffn10_top1"].set_index("method")["score"]
     assert lost["infonce-lr0.01"] == 33.0 and lost[["infonce-lr1.0", "oar_infonce-lr1.0"]].isna().all()
-    table = assemble(get_spec("oar_table3"), _oar_config(), metrics)
+    table = assemble(get_spec("oar_table3"), Grid(_oar_config()), metrics)
     cells = table.cells.set_index(["method", "key"])
     assert cells.loc[("infonce", "ffn10_top1"), "ours_mean"] == 33.0
     assert cells.loc[("infonce", "ffn10_top1"), "diverged_at"] == "1, 0.1"

@@ -10,6 +10,7 @@ import pytest
 from tables_synthetic import SEEDS, TR, make_config, write_synthetic_metrics
 
 from contrastlab import config as cl_config
+from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT
 from contrastlab.report import build_report
 from contrastlab.tables import build_table
@@ -28,7 +29,7 @@ def demo():
 
 def test_docs_page_is_generated_from_the_config(full):
     page = (REPO_ROOT / "docs" / "deviations.md").read_text()
-    assert page == render_page(full), (
+    assert page == render_page(Grid(full)), (
         "docs/deviations.md is stale; regenerate it: "
         "python -m contrastlab.tables.deviations config.yaml > docs/deviations.md"
     )
@@ -43,7 +44,7 @@ def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):
     stage 1 anchored at the published values, and Table 2's five values outside A.3's own grid."""
     from contrastlab.tables.deviations import off_grid_values, search_rows
 
-    rows = {d["setting"]: d for d in search_rows(full, "nie2023")}
+    rows = {d["setting"]: d for d in search_rows(Grid(full), "nie2023")}
     assert "STS-B dev" in rows["search: selection metric"]["ours"]
     assert "test sets" in rows["search: selection metric"]["paper"]
     assert "joint or staged not stated" in rows["search: stages"]["paper"]
@@ -57,7 +58,7 @@ def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):
     ]
     assert "these 5 can never be selected" in rows["search: published values off the grid"]["ours"]
     # Li's staging and anchor follow A.4: only the unstated selection metric is ours
-    assert [d["setting"] for d in search_rows(full, "li2024")] == ["search: selection metric"]
+    assert [d["setting"] for d in search_rows(Grid(full), "li2024")] == ["search: selection metric"]
     assert off_grid_values(full, "li2024") == []
     page = (REPO_ROOT / "docs" / "deviations.md").read_text()
     assert "dcl tau 0.01 (bert-large)" in page and "published off grid" in page
@@ -65,9 +66,9 @@ def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):
 
 def test_full_config_declares_every_papers_choices_and_detects_nothing(full):
     for name in ("nie2023", "li2024", "macl"):
-        assert detected(full, name) == [], name  # the full reproduction runs the papers' own setup
-        assert deviations(full, name), name
-    macl = {d["setting"] for d in deviations(full, "macl")}
+        assert detected(Grid(full), name) == [], name  # the full reproduction runs the papers' own setup
+        assert deviations(Grid(full), name), name
+    macl = {d["setting"] for d in deviations(Grid(full), "macl")}
     assert "dropout 0.2" in macl and "precision and dev pooling" in macl
 
 
@@ -75,29 +76,29 @@ def test_image_half_declares_the_authors_code_and_our_choices(full):
     """OAR: where the paper is silent the code decides (blur, fp32, mean losses) and our readings are
     declared (Table 3's 'highest accuracy', no head, ResNet-50's 512-d output); MACL CIFAR: the open
     settings are ours, Dual temperature's negatives the released loss's."""
-    oar10 = {d["setting"]: d for d in deviations(full, "oar_cifar10")}
-    oar100 = {d["setting"]: d for d in deviations(full, "oar_cifar100")}
+    oar10 = {d["setting"]: d for d in deviations(Grid(full), "oar_cifar10")}
+    oar100 = {d["setting"]: d for d in deviations(Grid(full), "oar_cifar100")}
     for setting in ("Gaussian blur", "precision", "loss scale", "'highest accuracy' (Table 3)"):
         assert setting in oar10 and oar100[setting] == oar10[setting]
     assert "0.71" in oar10["projection head"]["ours"] and "projection head" not in oar100
     assert "Linear(2048, 512)" in oar100["512-d output of ResNet-50"]["ours"]
     assert oar10["precision"]["ours"].startswith("fp32")
-    macl = {d["setting"]: d for d in deviations(full, "macl_cifar10")}
+    macl = {d["setting"]: d for d in deviations(Grid(full), "macl_cifar10")}
     assert "constant rate" in macl["settings App. B.3 leaves open (ours)"]["ours"]
     assert "N - 1" in macl["Dual temperature's negatives"]["ours"]
-    page = render_page(full)
+    page = render_page(Grid(full))
     assert "As `oar_cifar10` above: crops, normalisation" in page
     assert "where neither says (MACL's CIFAR study has no released script), the choice is ours" in page
 
 
 def test_presets_and_overrides_are_detected(demo, repo_root):
-    settings = {d["setting"] for d in detected(demo, "nie2023")}
+    settings = {d["setting"] for d in detected(Grid(demo), "nie2023")}
     assert settings == {"evaluation mode", "max_steps", "seeds", "backbones"}
     fast = cl_config.load(repo_root / "config.yaml", {"precision_override": "bf16"})
-    (item,) = detected(fast, "li2024")
+    (item,) = detected(Grid(fast), "li2024")
     assert item["setting"] == "precision" and "bf16" in item["ours"]
     # An image experiment that declares its precision: that row says the switch replaced it, once.
-    rows = [d for d in deviations(fast, "oar_cifar10") if d["setting"] == "precision"]
+    rows = [d for d in deviations(Grid(fast), "oar_cifar10") if d["setting"] == "precision"]
     assert (
         len(rows) == 1
         and rows[0]["ours"]
@@ -176,7 +177,7 @@ def _mean_over_seeds(root, experiment, backbone, method, key):
 
 def test_nie_table1_compares_trAvg_on_devacc_and_shows_test_accuracy_beside(built):
     root, config = built
-    table = build_table("nie2023_table1", config, root / "metrics")
+    table = build_table("nie2023_table1", Grid(config), root / "metrics")
     cells = table.cells.set_index(["backbone", "method", "key"])
     dev = cells.loc[("bert-base", "cl", "tr_devacc_avg")]
     test = cells.loc[("bert-base", "cl", "tr_avg")]
@@ -195,7 +196,7 @@ def test_nie_table1_compares_trAvg_on_devacc_and_shows_test_accuracy_beside(buil
 def test_li_and_macl_tables_stay_on_test_accuracy(built):
     root, config = built
     for name in ("li2024_table4", "macl_tableB4"):
-        table = build_table(name, config, root / "metrics")
+        table = build_table(name, Grid(config), root / "metrics")
         keys = set(table.cells["key"])
         assert "tr_avg" in keys and "tr_devacc_avg" not in keys, name
         assert set(TR) <= keys or name == "li2024_table4"

@@ -22,9 +22,11 @@ import pandas as pd
 import pytest
 from tables_synthetic import SEEDS, STS, make_config, synthetic_score, write_cell, write_synthetic_metrics
 
+from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT
 from contrastlab.report import build_report
-from contrastlab.tables import TABLES, build_table, collect_metrics, tables_for_config
+from contrastlab.tables import TABLES, build_table, tables_for_config
+from contrastlab.tables.metrics import collect_metrics
 from contrastlab.tables.render import fmt_param, fmt_signed, latex_escape
 
 EXPECTED = Path(__file__).parent / "expected"
@@ -58,7 +60,7 @@ def test_table_matches_expected_csv(built, name):
 def test_each_table_is_written_as_csv_md_and_tex_and_the_report_comes_last(built):
     # How long the build took is logged by build_report ("wrote N tables in X s"), not asserted.
     root, paths = built
-    names = tables_for_config(make_config())
+    names = tables_for_config(Grid(make_config()))
     assert names == list(TABLES)
     assert paths[-2:] == [root / "report.md", root / "report.html"]
     assert {p.name for p in paths[:-2]} == {f"{n}.{e}" for n in names for e in ("csv", "md", "tex")}
@@ -112,7 +114,7 @@ def test_mean_std_and_difference(tmp_path):
     config = make_config()
     write_cell(tmp_path, "li2024", "bert-base", "mmhe")
     write_cell(tmp_path, "li2024", "bert-base", "mhe")
-    table = build_table("li2024_table3", config, tmp_path)
+    table = build_table("li2024_table3", Grid(config), tmp_path)
     cell = table.cells.set_index(["backbone", "method", "key"]).loc[("bert-base", "mmhe", "STS12")]
     ours = np.array([synthetic_score("li2024", "bert-base", "mmhe", s, "STS12") for s in SEEDS])
     base = np.array([synthetic_score("li2024", "bert-base", "mhe", s, "STS12") for s in SEEDS])
@@ -175,7 +177,7 @@ def test_repository_configs_render(tmp_path):
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     paths = build_report(tmp_path / "none", demo, tmp_path / "demo", tmp_path / "demo.md")
     # + the two search tables (the demo runs its searches with everything), report.md and report.html
-    assert len(paths) == 3 * (len(tables_for_config(demo)) + 2) + 2
+    assert len(paths) == 3 * (len(tables_for_config(Grid(demo))) + 2) + 2
     table1 = read_csv(tmp_path / "demo" / "nie2023_table1.csv")
     assert "tiny-bert" in table1.backbone.tolist()
     # the MPT search's winner: an "(ours, searched)" row beside the published numbers, not run yet
@@ -269,7 +271,7 @@ def test_snakemake_script(tmp_path, monkeypatch):
     """scripts/tables.py with a stand-in ``snakemake`` object: writes the declared outputs and logs."""
     write_synthetic_metrics(tmp_path / "metrics")
     config = make_config()
-    names = tables_for_config(config)
+    names = tables_for_config(Grid(config))
     outputs = [str(tmp_path / "tables" / f"{n}.{e}") for n in names for e in ("csv", "md", "tex")]
     snakemake = SimpleNamespace(
         input=SimpleNamespace(metrics=[]),
@@ -302,20 +304,31 @@ def test_snakemake_script(tmp_path, monkeypatch):
 
 def test_settings_resolution_for_the_tables():
     """defaults <- experiment <- method <- per_backbone, and which loss values are catalog defaults."""
-    from contrastlab.tables.settings import method_settings, param_value
+    from contrastlab.config import MethodOn
+    from contrastlab.tables.assemble import param_value
 
-    config = make_config()
-    flat = method_settings(config, "nie2023", "mat", "roberta-base")
+    grid = Grid(make_config())
+    mat = MethodOn("nie2023", "roberta-base", "mat")
+    flat = grid.settings(mat)
     assert (flat["lr"], flat["batch_size"], flat["loss_hp"], flat["max_length"]) == (
         7e-6,
         128,
         {"m": 0.14},
         32,
     )
-    assert param_value(flat, "m") == (0.14, False) and param_value(flat, "lr") == (7e-6, False)
-    li = method_settings(config, "li2024", "mmhe", "roberta-base")
+    explicit = grid.explicit_hp(mat)
+    assert param_value(flat, explicit, "m") == (0.14, False) and param_value(flat, explicit, "lr") == (
+        7e-6,
+        False,
+    )
+    mmhe = MethodOn("li2024", "roberta-base", "mmhe")
+    li = grid.settings(mmhe)
     assert li["precision"] == "fp32" and li["batch_size"] == 512
     assert {k: li["loss_hp"][k] for k in ("m", "tau", "r")} == {"m": 0.30, "tau": 0.05, "r": 1.25}
-    assert param_value(li, "r") == (1.25, False)
-    assert param_value(li, "lam") == (1.0, True)  # not in the config: the loss's default
-    assert method_settings(config, "nie2023", "not-a-method", "bert-base") is None
+    assert param_value(li, grid.explicit_hp(mmhe), "r") == (1.25, False)
+    assert param_value(li, grid.explicit_hp(mmhe), "lam") == (
+        1.0,
+        True,
+    )  # not in the config: the loss's default
+    with pytest.raises(KeyError):
+        grid.settings(MethodOn("nie2023", "bert-base", "not-a-method"))

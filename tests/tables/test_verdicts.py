@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from contrastlab import config as cl_config
+from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT
 from contrastlab.report import build_report
 from contrastlab.tables import get_spec
@@ -99,14 +100,16 @@ def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
         runs = spec.meta["runs"]
         assert set(runs.get("assumed") or []) <= {"default", *(runs.get("methods") or {})}, spec.name
         assert runs_text(spec.meta).startswith("Published runs per number: k = "), spec.name
-    md = to_markdown(assemble(get_spec("macl_tableB4"), MACL_CONFIG, macl_metrics()))
+    md = to_markdown(assemble(get_spec("macl_tableB4"), Grid(MACL_CONFIG), macl_metrics()))
     assert "Published runs per number: k = 1 (assumed). Source: As Table 3 (App. B.4)" in md
     assert 'k = 1 widens the interval, which favours "within noise"' in md
     li = {**FULL["experiments"]["li2024"], "backbones": ["bert-base"]}
     li_config = {**LI_BASE, "seeds": [42], "experiments": {"li2024": li}}
-    li_md = to_markdown(assemble(get_spec("li2024_table3"), li_config, frame([])))
+    li_md = to_markdown(assemble(get_spec("li2024_table3"), Grid(li_config), frame([])))
     assert "k = 3 (stated); infonce, arccon: k = 1 (assumed). Source: Caption:" in li_md
-    nie = to_markdown(assemble(get_spec("nie2023_table1"), {"seeds": [42], "experiments": {}}, frame([])))
+    nie = to_markdown(
+        assemble(get_spec("nie2023_table1"), Grid({"seeds": [42], "experiments": {}}), frame([]))
+    )
     assert 'k = 3 (stated). Source: Table 1 caption: "All results reported are the average' in nie
     assert "(assumed)" not in nie
 
@@ -140,7 +143,7 @@ MACL_CONFIG = {
 
 
 def test_verdicts_on_constructed_metrics():
-    table = assemble(get_spec("macl_tableB4"), MACL_CONFIG, macl_metrics())
+    table = assemble(get_spec("macl_tableB4"), Grid(MACL_CONFIG), macl_metrics())
     c = table.cells.set_index(["method", "key"])
     # pool (bert-base, sts_avg): SS simcse 0.5, SS macl 2 -> s² = 2.5 / 4, df 4; n 3, k 1
     h = T975[4] * math.sqrt(2.5 / 4) * math.sqrt(1 / 3 + 1)
@@ -167,25 +170,27 @@ def test_a_pool_never_mixes_training_protocols_or_precisions():
 
     li = {**FULL["experiments"]["li2024"], "backbones": ["bert-base"]}
     config = {**LI_BASE, "seeds": [42, 43, 44], "experiments": {"li2024": li}}
-    assert cell_stratum(config, "li2024", "bert-base", "infonce") == "simcse/fp16"
-    assert cell_stratum(config, "li2024", "bert-base", "mmhe") == "li2024/fp32"
-    assert cell_stratum(config, "li2024", "bert-base", "mmhe~searched") == "li2024/fp32"
+    assert cell_stratum(Grid(config), "li2024", "bert-base", "infonce") == "simcse/fp16"
+    assert cell_stratum(Grid(config), "li2024", "bert-base", "mmhe") == "li2024/fp32"
+    assert cell_stratum(Grid(config), "li2024", "bert-base", "mmhe~searched") == "li2024/fp32"
     assert cell_stratum(None, "li2024", "bert-base", "mmhe") == ""
     metrics = frame(
         [("li2024", "bert-base", "infonce", 42 + i, "sts_avg", v) for i, v in enumerate((70, 72, 74))]
         + [("li2024", "bert-base", "mmhe", 42 + i, "sts_avg", v) for i, v in enumerate((80.0, 81.0))]
     )
-    pools = noise_pools(metrics, "li2024", [42, 43, 44], config).set_index("stratum")
+    pools = noise_pools(metrics, "li2024", [42, 43, 44], Grid(config)).set_index("stratum")
     # InfoNCE SS 8 over df 2 (s 2), mMHE SS 0.5 over df 1; one pool would have been s² = 8.5 / 3
     assert pools.loc["simcse/fp16", ["noise_std", "noise_df"]].tolist() == [pytest.approx(2.0), 2]
     assert pools.loc["li2024/fp32", ["noise_std", "noise_df"]].tolist() == [pytest.approx(math.sqrt(0.5)), 1]
     assert noise_pools(metrics, "li2024", None)["noise_df"].tolist() == [3]  # no config: one pool
-    c = assemble(get_spec("li2024_table3"), config, metrics).cells.set_index(["backbone", "method", "key"])
+    c = assemble(get_spec("li2024_table3"), Grid(config), metrics).cells.set_index(
+        ["backbone", "method", "key"]
+    )
     assert c.loc[("bert-base", "infonce", "sts_avg"), "noise_std"] == pytest.approx(2.0)
     assert c.loc[("bert-base", "mmhe", "sts_avg"), "noise_df"] == 1
     # the claim's contrast mMHE − InfoNCE (seeds differ: unpaired) over two pools: V 0.25 and 4/3
     claim = {**next(c for c in all_claims() if c["id"] == "li-arccon-met"), "backbones": ["bert-base"]}
-    part = evaluate_claim({**claim, "parts": [["mmhe", "infonce"]]}, metrics, config).parts[0]
+    part = evaluate_claim({**claim, "parts": [["mmhe", "infonce"]]}, metrics, Grid(config)).parts[0]
     v1, v2 = 0.5 / 2, 4 / 3
     assert not part.paired and part.df == pytest.approx((v1 + v2) ** 2 / (v1**2 / 1 + v2**2 / 2))
 
@@ -199,12 +204,14 @@ def test_one_seed_everywhere_is_undecided_and_toy_backbones_have_no_published_nu
     )
     macl = {**FULL["experiments"]["macl"], "backbones": ["bert-base", "minilm"]}
     config = {"seeds": [42], "experiments": {"macl": macl}}
-    c = assemble(get_spec("macl_tableB4"), config, metrics).cells.set_index(["backbone", "method", "key"])
+    c = assemble(get_spec("macl_tableB4"), Grid(config), metrics).cells.set_index(
+        ["backbone", "method", "key"]
+    )
     assert c.loc[("bert-base", "macl", "sts_avg"), "verdict"] == UNDECIDED
     assert c.loc[("minilm", "simcse", "sts_avg"), "verdict"] == NO_PUBLISHED  # never a made-up comparison
     # a declared stand-in (the demo's toy runs) compares with the stand-in's published number, marked †
     config["tables"] = {"verdict_stand_ins": {"macl": {"minilm": "bert-base"}}}
-    table = assemble(get_spec("macl_tableB4"), config, metrics)
+    table = assemble(get_spec("macl_tableB4"), Grid(config), metrics)
     c = table.cells.set_index(["backbone", "method", "key"])
     assert c.loc[("minilm", "simcse", "sts_avg"), "compared_with"] == "bert-base (stand-in)"
     assert c.loc[("minilm", "simcse", "sts_avg"), "verdict"] == UNDECIDED
@@ -247,10 +254,12 @@ def test_the_cpu_preset_shows_no_published_number_never_a_made_up_comparison():
     cpu = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
     assert not cpu["tables"]["verdict_stand_ins"]
     metrics = frame([("nie2023", "minilm", "cl", 42, "sts_avg", 71.3)])
-    c = assemble(get_spec("nie2023_table1"), cpu, metrics).cells.set_index(["backbone", "method", "key"])
+    c = assemble(get_spec("nie2023_table1"), Grid(cpu), metrics).cells.set_index(
+        ["backbone", "method", "key"]
+    )
     assert c.loc[("minilm", "cl", "sts_avg"), "verdict"] == NO_PUBLISHED
     assert c.loc[("minilm", "cl", "sts_avg"), "compared_with"] == "n/a"
-    assert {r.verdict for r in evaluate_claims(metrics, cpu)} == {NOT_RUN}
+    assert {r.verdict for r in evaluate_claims(metrics, Grid(cpu))} == {NOT_RUN}
 
 
 def test_chance_count_is_the_tested_trained_cells_times_the_level():

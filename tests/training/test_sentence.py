@@ -120,8 +120,8 @@ def test_checkpoint_loads_and_reproduces_logged_dev_score(family_runs, senteval_
 def test_kept_checkpoint_is_a_sentence_transformer_with_the_cells_pooling(family_runs):
     """The trainer writes the sentence-transformers files into the kept checkpoint (no later job touches
     the folder): loaded by sentence-transformers, it returns the vectors the evaluator scores."""
-    from contrastlab.config import CELL_POOLING
     from contrastlab.models import load_backbone, make_encoder
+    from contrastlab.senteval.protocol import CELL_POOLING
 
     SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
     _, out, _ = family_runs["nie2023"]

@@ -1,11 +1,10 @@
 """The experiment configuration: validation against the JSON Schema, defaults, and the grid of cells.
 
 A *cell* is one (experiment, backbone, method, seed): one training job and one evaluation job.
-``config.yaml`` states each paper's grid as data (see ``schemas/config.schema.yaml``); this module
-expands it, so the Snakefile and the tables read the same resolution of every cell's settings:
-
-    defaults (schema) <- ``training:`` <- experiment ``training:`` <- experiment ``backbone_training[b]``
-    <- method (``lr``, ``batch_size``, ``training:``) <- method ``per_backbone[b]``
+``config.yaml`` states each paper's grid as data (see ``schemas/config.schema.yaml``); a
+:class:`~contrastlab.config.grid.Grid` built once from the validated config lists the cells and resolves
+every cell's settings (its docstring states the resolution order), so the Snakefile, the plan and the
+report read the same settings.
 
 Rooms: ``schema`` (the JSON Schema, coercion, defaults, one-line errors), ``templates`` (experiment
 templates), ``checks`` (cross-references), ``grid`` (cells and their settings); ``validate`` and ``load``
@@ -22,47 +21,41 @@ from typing import Any
 
 import yaml
 
-from contrastlab.config.checks import _check_references, _check_select
+from contrastlab.config.checks import check_references, check_select
 from contrastlab.config.grid import (
-    CELL_POOLING,
     SWEEP_LABELS,
     Cell,
-    ResolvedCell,
+    Grid,
+    MethodOn,
     backbone_dependencies,
-    cells,
     expanded_methods,
     is_sweep_point,
-    method_settings,
     override_precision,
-    pretrained_backbones,
-    resolve,
     settings_digest,
     track,
-    user_loss_methods,
     vision_evaluation,
 )
 from contrastlab.config.schema import (
     SCHEMA_PATH,
     ConfigError,
-    _fill_defaults,
-    _key_path,
     coerce_scalars,
     deep_merge,
+    fill_defaults,
+    key_path,
     load_schema,
 )
 from contrastlab.config.templates import TEMPLATE_KEYS, expand_templates
 
 #: The face of the package: what the Snakefile, the scripts and the library read (``cl_config.<name>``).
 __all__ = [
-    "CELL_POOLING",
     "SCHEMA_PATH",
     "SWEEP_LABELS",
     "TEMPLATE_KEYS",
     "Cell",
-    "ResolvedCell",
+    "Grid",
+    "MethodOn",
     "ConfigError",
     "backbone_dependencies",
-    "cells",
     "coerce_scalars",
     "deep_merge",
     "expand_templates",
@@ -70,13 +63,9 @@ __all__ = [
     "load",
     "load_schema",
     "is_sweep_point",
-    "method_settings",
     "override_precision",
-    "pretrained_backbones",
-    "resolve",
     "settings_digest",
     "track",
-    "user_loss_methods",
     "validate",
     "vision_evaluation",
 ]
@@ -102,16 +91,16 @@ def validate(config: Mapping[str, Any]) -> dict:
             allowed = sorted(error.schema.get("properties", {}))
             path.append(sorted(set(error.instance) - set(allowed))[0])
             message = f"unknown key (typo?); allowed here: {', '.join(allowed)}"
-        raise ConfigError(f"config key {_key_path(path)}: {message}")
-    config = _fill_defaults(config, schema)
+        raise ConfigError(f"config key {key_path(path)}: {message}")
+    config = fill_defaults(config, schema)
     # Only the global training block gets the defaults: overrides lower down must stay partial.
-    config["training"] = _fill_defaults(config["training"], schema["$defs"]["training"])
-    config["vision_training"] = _fill_defaults(config["vision_training"], schema["$defs"]["vision_training"])
-    config["vision_evaluation"] = _fill_defaults(
+    config["training"] = fill_defaults(config["training"], schema["$defs"]["training"])
+    config["vision_training"] = fill_defaults(config["vision_training"], schema["$defs"]["vision_training"])
+    config["vision_evaluation"] = fill_defaults(
         config["vision_evaluation"], schema["$defs"]["vision_evaluation"]
     )
-    _check_references(config)
-    _check_select(config)
+    check_references(config)
+    check_select(config)
     return config
 
 

@@ -8,11 +8,11 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from contrastlab.config.grid import cells, expanded_methods, method_settings
+from contrastlab.config.grid import expanded_methods, loss_hp, selected_cells
 from contrastlab.config.schema import ConfigError, load_schema
 
 
-def _check_select(config: Mapping[str, Any]) -> None:
+def check_select(config: Mapping[str, Any]) -> None:
     """Unknown names in ``select`` are errors listing the valid ones; so is a selection of no cell."""
     select = config.get("select") or {}
     experiments = config["experiments"]
@@ -31,7 +31,7 @@ def _check_select(config: Mapping[str, Any]) -> None:
                 f"config key select.{key}: unknown {key[:-1]} {unknown[0]!r}; "
                 f"choose from the configured {key}{where}: {', '.join(map(str, allowed))}"
             )
-    if any(select.get(key) for key in valid) and next(cells(config), None) is None:
+    if any(select.get(key) for key in valid) and next(selected_cells(config), None) is None:
         raise ConfigError(
             f"config key select: {dict((k, v) for k, v in select.items() if v)} selects no cell "
             "(no configured method runs on that combination); widen the selection"
@@ -49,7 +49,7 @@ def _check_user_method(config: Mapping[str, Any], experiment: str, method: str, 
     swept = {k.removeprefix("hp."): v for k, v in (exp.get("sweep") or {}).items() if k.startswith("hp.")}
     points = [dict(zip(swept, values, strict=True)) for values in itertools.product(*swept.values())]
     for backbone in exp["backbones"]:
-        hp = dict(method_settings(config, experiment, method, backbone)["loss_hp"])
+        hp = loss_hp(exp["methods"][method], backbone)
         for point in points or [{}]:
             try:
                 check_user_loss(loss, {**hp, **point})
@@ -58,7 +58,7 @@ def _check_user_method(config: Mapping[str, Any], experiment: str, method: str, 
                 raise ConfigError(f"config key {where}.{key}: {error}") from None
 
 
-def _check_references(config: Mapping[str, Any]) -> None:
+def check_references(config: Mapping[str, Any]) -> None:
     from contrastlab.losses.catalog import DEFAULTS
     from contrastlab.losses.user import is_user_loss
 
@@ -123,7 +123,7 @@ def _check_references(config: Mapping[str, Any]) -> None:
                 _check_user_method(config, name, method, where)
                 continue
             for backbone in experiment["backbones"]:
-                hp = dict(method_settings(config, name, method, backbone)["loss_hp"])
+                hp = loss_hp(spec, backbone)
                 swept = experiment.get("sweep") or {}
                 hp.update({k.removeprefix("hp."): v for k, v in swept.items() if k.startswith("hp.")})
                 unknown = sorted(set(hp) - set(DEFAULTS[spec["loss"]]))

@@ -1,17 +1,18 @@
 """The grid: every cell (experiment, backbone, method, seed) a validated config trains, and each cell's
-settings resolved through the layers the package docstring lists.
+settings, resolved once (:class:`Grid`, whose docstring states the resolution order).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import itertools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 from contrastlab.config.schema import deep_merge
 
@@ -30,16 +31,18 @@ class Cell:
         return f"{self.experiment}/{self.backbone}/{self.method}/seed{self.seed}"
 
 
+class MethodOn(NamedTuple):
+    """A method of an experiment on a backbone: what one set of settings belongs to (its cells, one
+    per seed, share them); :meth:`Grid.settings` takes it as it takes a :class:`Cell`."""
+
+    experiment: str
+    backbone: str
+    method: str
+
+
 #: How a sweep axis appears in method names (batch_size 64 -> ``<method>-bs64``); other axes use their
 #: key without ``hp.`` (``hp.m`` 0.1 -> ``<method>-m0.1``).
 SWEEP_LABELS = {"batch_size": "bs"}
-
-#: The pooling every trained sentence cell is evaluated with: the last layer's [CLS] before BERT's pooler
-#: (protocol.md §4; SimCSE's ``cls_before_pooler``, what the three papers evaluate after training). One
-#: setting for all cells, so it is a constant rather than a config key: the ``encode``/``evaluate`` rules
-#: pass it to the evaluator and the trainer writes the sentence-transformers files of each kept checkpoint
-#: with it (``models.export``). The "Pretrained" rows use the experiment's ``pretrained_pooling``.
-CELL_POOLING = "cls"
 
 
 def track(config: Mapping[str, Any], experiment: str) -> str:
@@ -82,22 +85,6 @@ def _resolve_method(exp: Mapping[str, Any], method: str) -> tuple[str, dict[str,
         raise KeyError(method) from None
 
 
-def method_settings(config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> dict:
-    """Flat training settings of one cell (all ``TrainSettings`` or ``VisionTrainSettings`` fields but
-    the seed); ``method`` may be a configured method or one of its sweep points (:func:`expanded_methods`).
-
-    Resolution order (later wins): global ``training`` (``vision_training`` for a vision experiment),
-    the experiment's ``training``, the experiment's ``backbone_training[backbone]`` (for a vision
-    experiment: the backbone's ``vision`` spec), the method's ``lr``/``batch_size``/``training``/``hp``,
-    the method's ``per_backbone[backbone]`` (same keys), then the sweep point's values. ``loss_hp``
-    starts from the loss's paper defaults. A top-level ``precision_override`` (the speed switch)
-    replaces every cell's precision, sentence and image (:func:`override_precision`).
-
-    Each cell is resolved once per config (:func:`resolve`); this returns a copy the caller may change.
-    """
-    return copy.deepcopy(_grid(config).settings(config, experiment, method, backbone))
-
-
 def override_precision(settings: dict, precision: str) -> dict:
     """``settings`` (changed in place and returned) under the speed switch ``precision_override``."""
     settings["precision"] = precision
@@ -106,18 +93,28 @@ def override_precision(settings: dict, precision: str) -> dict:
     return settings
 
 
-def _layered_settings(config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> dict:
-    """:func:`method_settings` computed: the resolution layers, applied in order."""
+def loss_hp(spec: Mapping[str, Any], backbone: str) -> dict[str, Any]:
+    """The loss hyperparameters a configured method states for ``backbone``, over the loss's paper
+    defaults (:data:`contrastlab.losses.catalog.DEFAULTS`): its ``hp``, then ``per_backbone[backbone].hp``."""
     from contrastlab.losses.catalog import DEFAULTS
 
+    hp = dict(DEFAULTS.get(spec["loss"], {}))
+    for layer in (spec, (spec.get("per_backbone") or {}).get(backbone) or {}):
+        hp.update(layer.get("hp") or {})
+    return hp
+
+
+def _layered_settings(config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> dict:
+    """One cell's settings through the resolution layers (:class:`Grid`), applied in order."""
     exp = config["experiments"][experiment]
     base, overrides = _resolve_method(exp, method)
     spec = exp["methods"][base]
     vision = (exp.get("track") or "sentence") == "vision"
-    settings = dict(config.get("vision_training") or {}) if vision else dict(config["training"])
+    training = config.get("training") or {}
+    settings = dict(config.get("vision_training") or {}) if vision else dict(training)
     settings.update(exp.get("training", {}))
     if vision:
-        encoder = dict((config["backbones"].get(backbone) or {}).get("vision") or {})
+        encoder = dict(((config.get("backbones") or {}).get(backbone) or {}).get("vision") or {})
         settings.update({"arch": encoder.get("arch", "resnet18"), "stem": encoder.get("stem", "cifar")})
         settings["width"] = encoder.get("width", 64)
         if (
@@ -126,14 +123,13 @@ def _layered_settings(config: Mapping[str, Any], experiment: str, method: str, b
             settings["out_dim"] = encoder["out_dim"]
         settings["dataset"] = exp["dataset"]
         # training.tensorboard: false turns the live curves off for the image cells too (one key for all)
-        if "tensorboard" in config.get("training", {}) and "tensorboard" not in settings:
-            settings["tensorboard"] = config["training"]["tensorboard"]
+        if "tensorboard" in training and "tensorboard" not in settings:
+            settings["tensorboard"] = training["tensorboard"]
     else:
         settings.update(exp.get("backbone_training", {}).get(backbone, {}))
-    hp = dict(DEFAULTS.get(spec["loss"], {}))
+    hp = loss_hp(spec, backbone)
     for layer in (spec, spec.get("per_backbone", {}).get(backbone, {})):
         settings.update(layer.get("training", {}))
-        hp.update(layer.get("hp", {}))
         for key in ("lr", "batch_size"):
             if key in layer:
                 settings[key] = layer[key]
@@ -149,62 +145,6 @@ def _layered_settings(config: Mapping[str, Any], experiment: str, method: str, b
     return settings
 
 
-@dataclass(frozen=True)
-class ResolvedCell:
-    """A cell with its settings resolved once (:func:`method_settings`, read-only here) and, for a
-    search point's cell, the point (a :class:`contrastlab.search.SearchPoint`; search sits above config)."""
-
-    cell: Cell
-    settings: Mapping[str, Any]
-    point: Any = None
-
-
-@dataclass
-class _Grid:
-    """One config's resolved settings, per (experiment, method, backbone), filled as they are asked for."""
-
-    snapshot: dict  #: a copy of the config they were resolved from: a changed config resolves anew
-    by_cell: dict[tuple[str, str, str], dict] = field(default_factory=dict)
-    #: how many cells were resolved (the test of "once per config" counts them)
-    resolutions: int = 0
-
-    def settings(self, config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> dict:
-        key = (experiment, method, backbone)
-        if key not in self.by_cell:
-            self.by_cell[key] = _layered_settings(config, experiment, method, backbone)
-            self.resolutions += 1
-        return self.by_cell[key]
-
-
-#: Resolved grids of the configs last asked about, by ``id``; each entry keeps a copy of its config and
-#: is used only while the config still equals it, so a config changed in place (or a new dict that reuses
-#: a freed one's id) is resolved again. A handful suffices: the workflow and the tables ask about one.
-_GRIDS: dict[int, _Grid] = {}
-_GRIDS_KEPT = 8
-
-
-def _grid(config: Mapping[str, Any]) -> _Grid:
-    grid = _GRIDS.get(id(config))
-    if grid is not None and grid.snapshot == config:
-        return grid
-    _GRIDS.pop(id(config), None)
-    while len(_GRIDS) >= _GRIDS_KEPT:
-        del _GRIDS[next(iter(_GRIDS))]
-    grid = _GRIDS[id(config)] = _Grid(snapshot=copy.deepcopy(dict(config)))
-    return grid
-
-
-def resolve(config: Mapping[str, Any]) -> list[ResolvedCell]:
-    """Every selected cell (:func:`cells`) with its settings, each resolved once per config: the
-    workflow, the plan, the tables, the deviations and the figures read these rather than resolving a
-    cell again. ``settings`` is a read-only view; :func:`method_settings` gives a copy to change."""
-    grid = _grid(config)
-    return [
-        ResolvedCell(c, MappingProxyType(grid.settings(config, c.experiment, c.method, c.backbone)))
-        for c in cells(config)
-    ]
-
-
 def vision_evaluation(config: Mapping[str, Any], experiment: str) -> dict:
     """The evaluation settings of a vision experiment's cells: the top-level ``vision_evaluation``
     with the experiment's own ``vision_evaluation`` merged over it."""
@@ -212,35 +152,26 @@ def vision_evaluation(config: Mapping[str, Any], experiment: str) -> dict:
     return deep_merge(config.get("vision_evaluation") or {}, own)
 
 
-def user_loss_methods(config: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Every method of the selected experiments whose loss comes from the user's code (losses.user):
-    method name -> (loss, hyperparameters as configured), the first experiment naming it deciding."""
-    from contrastlab.losses.catalog import LOSS_MODULES
-    from contrastlab.losses.user import is_user_loss
-
-    select = config.get("select") or {}
-    found: dict[str, tuple[str, dict[str, Any]]] = {}
-    for name, exp in config["experiments"].items():
-        if select.get("experiments") and name not in select["experiments"]:
-            continue
-        for method, spec in exp["methods"].items():
-            if spec["loss"] not in LOSS_MODULES and is_user_loss(spec["loss"]):
-                found.setdefault(method, (spec["loss"], dict(spec.get("hp") or {})))
-    return found
-
-
 def settings_digest(settings: Mapping[str, Any]) -> str:
     """Short stable hash of a settings dict (for logs and rerun triggers)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def backbone_dependencies(config: Mapping[str, Any], alias: str) -> list[str]:
+    """Aliases a backbone needs materialised first (``tokenizer_from``)."""
+    dependency = config["backbones"][alias].get("tokenizer_from")
+    return [dependency] if dependency else []
+
+
 def _selected(value: Any, allowed: list | None) -> bool:
+    """Whether ``value`` passes one ``select`` filter (null: everything)."""
     return allowed is None or value in allowed
 
 
-def cells(config: Mapping[str, Any]) -> Iterator[Cell]:
-    """Every selected cell of the grid, in config order (``select:`` narrows it to a subset)."""
-    select = config.get("select") or {}
+def selected_cells(config: Mapping[str, Any], select: Mapping[str, Any] | None = None) -> Iterator[Cell]:
+    """Every cell of the grid that ``select`` (default: the config's ``select:``) keeps, in config order:
+    the one selection filter (:attr:`Grid.cells`; ``config.checks`` asks it before a grid exists)."""
+    select = (config.get("select") or {}) if select is None else select
     for name, exp in config["experiments"].items():
         if not _selected(name, select.get("experiments")):
             continue
@@ -259,21 +190,113 @@ def cells(config: Mapping[str, Any]) -> Iterator[Cell]:
                         yield Cell(name, backbone, method, int(seed))
 
 
-def pretrained_backbones(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(backbone, pooling) pairs whose unmodified model is evaluated for the "Pretrained" rows."""
-    select = config.get("select") or {}
-    pairs: dict[str, str] = {}
-    for name, exp in config["experiments"].items():
-        pooling = exp.get("pretrained_pooling")
-        if pooling is None or not _selected(name, select.get("experiments")):
-            continue
-        for backbone in exp["backbones"]:
-            if _selected(backbone, select.get("backbones")):
-                pairs.setdefault(backbone, pooling)
-    return sorted(pairs.items())
+@dataclass(frozen=True, eq=False)
+class Grid:
+    """The cells a config trains and each one's settings, resolved once: built where the workflow
+    (``rules/common.smk``), the plan (:func:`contrastlab.cost.plan.plan_report`) and the report
+    (:func:`contrastlab.report.build_report`) start, and handed to whatever needs cells.
 
+    A cell's settings (all ``TrainSettings`` or ``VisionTrainSettings`` fields but the seed) are the
+    flat dict these layers give, **later wins**:
 
-def backbone_dependencies(config: Mapping[str, Any], alias: str) -> list[str]:
-    """Aliases a backbone needs materialised first (``tokenizer_from``)."""
-    dependency = config["backbones"][alias].get("tokenizer_from")
-    return [dependency] if dependency else []
+    1. the global ``training`` (``vision_training`` for a vision experiment; the schema's defaults
+       filled in);
+    2. the experiment's ``training``;
+    3. the experiment's ``backbone_training[backbone]`` (for a vision experiment: the backbone's
+       ``vision`` spec: arch, stem, width, out_dim; and the experiment's dataset);
+    4. the method's ``lr``, ``batch_size``, ``training`` and ``hp``;
+    5. the method's ``per_backbone[backbone]`` (the same keys);
+    6. the sweep point's values (``method`` may be a point of the experiment's ``sweep``,
+       :func:`expanded_methods`);
+    7. a top-level ``precision_override`` (the speed switch) replaces every cell's precision, sentence
+       and image (:func:`override_precision`).
+
+    ``loss_hp`` starts from the loss's paper defaults (:func:`loss_hp`). ``select:`` narrows
+    :attr:`cells`, :attr:`experiments`, :attr:`pretrained` and :attr:`user_losses`; settings do not depend
+    on it, so a cell outside the selection resolves too (the report's precision table lists them all).
+
+    The config is read as it is when the grid is built; a grid never sees later changes to it.
+    """
+
+    config: Mapping[str, Any]
+    #: the selected cells, in config order
+    cells: tuple[Cell, ...] = field(init=False)
+    #: the selected experiments' specs by name, in config order (read-only)
+    experiments: Mapping[str, Mapping[str, Any]] = field(init=False)
+    #: (experiment, method, backbone) -> (settings, their read-only view)
+    _resolved: dict[tuple[str, str, str], tuple[dict, Mapping]] = field(init=False, repr=False)
+
+    #: Grids built in this process (the test of "one grid per workflow" reads it).
+    built: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        type(self).built += 1
+        chosen = (self.config.get("select") or {}).get("experiments")
+        experiments = {k: v for k, v in self.config["experiments"].items() if _selected(k, chosen)}
+        object.__setattr__(self, "cells", tuple(selected_cells(self.config)))
+        object.__setattr__(self, "experiments", MappingProxyType(experiments))
+        object.__setattr__(self, "_resolved", {})
+
+    @property
+    def resolutions(self) -> int:
+        """How many (experiment, method, backbone) this grid has resolved so far (each once)."""
+        return len(self._resolved)
+
+    def settings(self, cell: Cell | Any) -> Mapping[str, Any]:
+        """The resolved settings of ``cell`` (a :class:`Cell`, or anything with its ``experiment``,
+        ``backbone`` and ``method``, e.g. a search point: its configured method's), read-only; resolved
+        on first use and kept. :meth:`settings_copy` gives a dict to change."""
+        return self._resolve(cell)[1]
+
+    def settings_copy(self, cell: Cell | Any) -> dict[str, Any]:
+        """:meth:`settings` as a new dict the caller may change (nested values copied too)."""
+        return copy.deepcopy(self._resolve(cell)[0])
+
+    def _resolve(self, cell: Cell | Any) -> tuple[dict[str, Any], Mapping[str, Any]]:
+        key = (cell.experiment, cell.method, cell.backbone)
+        if key not in self._resolved:
+            plain = _layered_settings(self.config, *key)
+            view = MappingProxyType({**plain, "loss_hp": MappingProxyType(plain["loss_hp"])})
+            self._resolved[key] = (plain, view)
+        return self._resolved[key]
+
+    def explicit_hp(self, cell: Cell | Any) -> dict[str, Any]:
+        """The loss hyperparameters the config states for ``cell``'s configured method (its ``hp`` and
+        ``per_backbone[backbone].hp``); the rest of ``loss_hp`` are the loss's catalog defaults."""
+        exp = self.config["experiments"][cell.experiment]
+        spec = exp["methods"][_resolve_method(exp, cell.method)[0]]
+        per_backbone = (spec.get("per_backbone") or {}).get(cell.backbone) or {}
+        return {**(spec.get("hp") or {}), **(per_backbone.get("hp") or {})}
+
+    def every_cell(self, experiment: str | None = None) -> Iterator[Cell]:
+        """Every configured cell (of ``experiment``), whatever ``select:`` keeps."""
+        select = {"experiments": [experiment]} if experiment is not None else {}
+        return selected_cells(self.config, select)
+
+    @functools.cached_property
+    def pretrained(self) -> list[tuple[str, str]]:
+        """(backbone, pooling) pairs whose unmodified model is evaluated for the "Pretrained" rows."""
+        backbones = (self.config.get("select") or {}).get("backbones")
+        pairs: dict[str, str] = {}
+        for exp in self.experiments.values():
+            pooling = exp.get("pretrained_pooling")
+            if pooling is None:
+                continue
+            for backbone in exp["backbones"]:
+                if _selected(backbone, backbones):
+                    pairs.setdefault(backbone, pooling)
+        return sorted(pairs.items())
+
+    @functools.cached_property
+    def user_losses(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Every method of the selected experiments whose loss comes from the user's code (losses.user):
+        method name -> (loss, hyperparameters as configured), the first experiment naming it deciding."""
+        from contrastlab.losses.catalog import LOSS_MODULES
+        from contrastlab.losses.user import is_user_loss
+
+        found: dict[str, tuple[str, dict[str, Any]]] = {}
+        for exp in self.experiments.values():
+            for method, spec in exp["methods"].items():
+                if spec["loss"] not in LOSS_MODULES and is_user_loss(spec["loss"]):
+                    found.setdefault(method, (spec["loss"], dict(spec.get("hp") or {})))
+        return found

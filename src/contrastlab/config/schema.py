@@ -25,28 +25,29 @@ def load_schema() -> dict:
         return yaml.safe_load(handle)
 
 
-def _key_path(parts: Any) -> str:
+def key_path(parts: Any) -> str:
+    """A schema error's location as the config key a user writes (``experiments.nie2023.seeds[0]``)."""
     text = ""
     for part in parts:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text or "<top level>"
 
 
-def _fill_defaults(value: Any, schema: Mapping[str, Any]) -> Any:
+def fill_defaults(value: Any, schema: Mapping[str, Any]) -> Any:
     """Insert schema ``default``s for missing object keys, recursively (also into additionalProperties)."""
     if isinstance(value, dict):
         for key, sub in schema.get("properties", {}).items():
             if key not in value and "default" in sub:
                 value[key] = copy.deepcopy(sub["default"])
             if key in value:
-                value[key] = _fill_defaults(value[key], sub)
+                value[key] = fill_defaults(value[key], sub)
         extra = schema.get("additionalProperties")
         if isinstance(extra, dict):
             for key in value:
                 if key not in schema.get("properties", {}):
-                    value[key] = _fill_defaults(value[key], extra)
+                    value[key] = fill_defaults(value[key], extra)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [_fill_defaults(item, schema["items"]) for item in value]
+        return [fill_defaults(item, schema["items"]) for item in value]
     return value
 
 

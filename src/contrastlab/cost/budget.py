@@ -25,11 +25,11 @@ from contrastlab.paths import write_json
 
 
 # ------------------------------------------------------------------------------------------- searches
-def _distance(config: Mapping[str, Any], point: cl_search.SearchPoint, stage: Mapping[str, Any]) -> int:
+def _distance(grid: cl_config.Grid, point: cl_search.SearchPoint, stage: Mapping[str, Any]) -> int:
     """Grid steps between a search point (of ``stage``) and the configured settings: per grid axis, how
     many values lie between the point's and the one nearest the configured value; per move around a
     winner, how many lie between it and no move (× 1 or + 0)."""
-    configured = cl_config.method_settings(config, point.experiment, point.method, point.backbone)
+    configured = grid.settings(point)
     steps = 0
     for axis, value in point.grid.items():
         values = list(stage["grid"][axis])
@@ -80,12 +80,13 @@ def read_pins(config: Mapping[str, Any]) -> dict[str, Any]:
         return {}
 
 
-def write_pins(config: Mapping[str, Any], points: Iterable[cl_search.SearchPoint]) -> Path | None:
+def write_pins(grid: cl_config.Grid, points: Iterable[cl_search.SearchPoint]) -> Path | None:
     """Pin, per budgeted search, the points it kept (called when the workflow starts executing); an
     existing pin that still matches is left as it is. Returns the file, or None without a budget."""
+    config = grid.config
     points = list(points)
     pins = read_pins(config)
-    candidates = cl_search.search_points(config)
+    candidates = cl_search.search_points(grid)
     for experiment in dict.fromkeys(p.experiment for p in candidates):
         spec = cl_search.search_spec(config, experiment) or {}
         if spec.get("budget_gpu_hours") is None:
@@ -107,7 +108,7 @@ def write_pins(config: Mapping[str, Any], points: Iterable[cl_search.SearchPoint
 
 
 def searched_points(
-    config: Mapping[str, Any], calibration: Calibration | None = None, pins: Mapping[str, Any] | None = None
+    grid: cl_config.Grid, calibration: Calibration | None = None, pins: Mapping[str, Any] | None = None
 ) -> list[cl_search.SearchPoint]:
     """The points of the config's searches (:func:`contrastlab.search.search_points`) that each search's
     ``budget_gpu_hours`` pays for, in grid order. The stated trimming order: points nearest the
@@ -116,7 +117,8 @@ def searched_points(
     that would pass the budget is dropped. Raises :class:`~contrastlab.config.ConfigError` when a stage
     of a search keeps no point. ``pins`` (:func:`read_pins`): a search whose pin still matches keeps
     the pinned points, whatever the calibration."""
-    points = cl_search.search_points(config)
+    config = grid.config
+    points = cl_search.search_points(grid)
     kept: list[cl_search.SearchPoint] = []
     for experiment in dict.fromkeys(p.experiment for p in points):
         group = [p for p in points if p.experiment == experiment]
@@ -131,14 +133,14 @@ def searched_points(
             kept += [p for p in group if _point_id(p) in pinned]
             continue
         calibration = calibration or load_calibration()
-        distances = [_distance(config, p, spec["stages"][p.method][p.stage - 1]) for p in group]
+        distances = [_distance(grid, p, spec["stages"][p.method][p.stage - 1]) for p in group]
         ranked = sorted(range(len(group)), key=lambda i: (distances[i], group[i].stage, i))
         used, chosen = 0.0, set()
         for i in ranked:
             point = group[i]
             hours = 0.0
             if point.shared_with is None:
-                hours = train_seconds(cell_work(config, point.cell, point=point), calibration) / 3600
+                hours = train_seconds(cell_work(grid, point.cell, point=point), calibration) / 3600
             if used + hours <= budget:
                 chosen.add(i)
                 used += hours

@@ -345,33 +345,32 @@ def senteval_tokens(config: Mapping[str, Any]) -> float:
 
 
 def _settings(
-    config: Mapping[str, Any], cell: cl_config.Cell, precision: str, point: cl_search.SearchPoint | None
-) -> dict:
+    grid: cl_config.Grid, cell: cl_config.Cell, precision: str, point: cl_search.SearchPoint | None
+) -> Mapping[str, Any]:
     """The cell's resolved settings under a precision choice (``config``: as configured); the choice
     acts through ``precision_override``, so it reaches exactly the cells the switch reaches. A search
     point's: :func:`contrastlab.search.point_settings` (a later stage's priced at the configured
     settings with its grid values: its winner is not known before the search runs)."""
-    # The configured cell's settings (resolved once per config), then the switch, then the point's grid
-    # values: the order point_settings on a config with the switch set would apply them in.
-    of = point if point is not None else cell
-    settings = cl_config.method_settings(config, of.experiment, of.method, of.backbone)
+    # The configured cell's settings, then the switch, then the point's grid values: the order
+    # point_settings on a config with the switch set would apply them in.
+    settings = grid.settings(point if point is not None else cell)
     if precision != AS_CONFIGURED:
-        cl_config.override_precision(settings, precision)
+        settings = cl_config.override_precision(dict(settings), precision)
     return cl_search.apply_overrides(settings, point.grid) if point is not None else settings
 
 
 def cell_work(
-    config: Mapping[str, Any],
+    grid: cl_config.Grid,
     cell: cl_config.Cell,
     precision: str = AS_CONFIGURED,
     point: cl_search.SearchPoint | None = None,
 ) -> CellWork:
     """The :class:`CellWork` of ``cell`` (or of the search ``point`` it trains) under a precision choice
     (``config`` = its own, or one of :data:`~contrastlab.precision.RESOLVED` as ``precision_override``)."""
-    s = _settings(config, cell, precision, point)
-    if cl_config.track(config, cell.experiment) == "vision":
-        return _vision_work(config, cell, s)
-    return _sentence_work(config, cell, s)
+    s = _settings(grid, cell, precision, point)
+    if cl_config.track(grid.config, cell.experiment) == "vision":
+        return _vision_work(grid.config, cell, s)
+    return _sentence_work(grid.config, cell, s)
 
 
 def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:

@@ -326,10 +326,11 @@ def run(args: argparse.Namespace) -> Path:
         _require_gpu()
     config, configfile = _preset(args)
     results = Path(config["results_dir"])
-    cells = list(cl_config.cells(config))
+    grid = cl_config.Grid(config)
+    cells = list(grid.cells)
     killed = _run_cells(config, configfile, cells, args.cores, args.workdir)
     device = "cuda" if torch.cuda.is_available() and not args.toy else "cpu"
-    rows = [_cell_row(config, cell) for cell in cells]
+    rows = [_cell_row(grid, cell) for cell in cells]
     killed_row = next(r for r in rows if r["cell"] == f"sentence {KILLED_METHOD}")
     checks = {
         "kill and resume": (
@@ -443,13 +444,14 @@ def _kill_after_first_snapshot(command: list[str], state_json: Path, timeout_s: 
     return True
 
 
-def _cell_row(config: dict, cell) -> dict[str, Any]:
+def _cell_row(grid: cl_config.Grid, cell) -> dict[str, Any]:
     """:func:`cell_row` of one trained cell of the preset, from its summary and the plan's FLOPs."""
+    config = grid.config
     folder = Path(config["results_dir"]) / "checkpoints" / cell.path
     track = cl_config.track(config, cell.experiment)
     summary_file = folder / ("encoder/settings.json" if track == "vision" else "model/train_summary.json")
     summary = json.loads(summary_file.read_text())
-    flops = cell_work(config, cell).step_flops
+    flops = cell_work(grid, cell).step_flops
     kind = (
         f"vision {cell.experiment.removeprefix('gpu_check_')}"
         if track == "vision"

@@ -25,6 +25,7 @@ import queue
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from contrastlab.config import Grid
 from contrastlab.precision import RESOLVED
 
 #: GPU jobs per GPU a cell may share with (``resources.gpu_share``'s values): what make gpu-check
@@ -61,18 +62,19 @@ def chosen_share(peak_gib: float, precision: str, calibration: Any, gpu_share: i
     return max(fits, key=lambda n: (speedup(calibration.packing_speedup, precision, n), -n))
 
 
-def job_share(config: Mapping[str, Any], cell: Any, calibration: Any, point: Any = None) -> int:
+def job_share(grid: Grid, cell: Any, calibration: Any, point: Any = None) -> int:
     """The ``gpu_share`` resource of a training job (rules ``train``, ``train_vision``): its cell's
     :func:`chosen_share` as configured; 1 when packing is off or the job runs on the CPU
     (``resources.gpu: 0``). ``calibration()`` gives the calibration, called only when packing is on
-    (as :func:`contrastlab.cost.plan.runtime_resource` does: the DAG asks every training job)."""
-    resources = config["resources"]
+    (as :func:`contrastlab.cost.plan.runtime_resource` does: the DAG asks every training job);
+    ``grid``: the workflow's :class:`~contrastlab.config.Grid`."""
+    resources = grid.config["resources"]
     share = resources.get("gpu_share", 1)
     if share == 1 or not resources.get("gpu"):
         return 1
     from contrastlab.cost.flops import cell_work
 
-    work = cell_work(config, cell, point=point)
+    work = cell_work(grid, cell, point=point)
     return chosen_share(work.peak_gib, work.precision, calibration(), share)
 
 

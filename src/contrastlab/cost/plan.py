@@ -5,8 +5,8 @@ Projection of a job = its FLOPs ÷ a throughput calibration (achieved TFLOP/s pe
 ``encode``, ``encode_pretrained``) and the image feature extraction (``encode_vision``); the probes run
 in CPU jobs of their own (rules ``evaluate``, ``evaluate_pretrained``: :func:`probe_jobs`;
 ``evaluate_vision``: :attr:`PlannedJob.cpu_after_s`), whose count and hours are stated on one line.
-Nothing runs and Snakemake's DAG is not built: the cells come from :func:`contrastlab.config.cells`
-and :func:`contrastlab.config.method_settings`, so the plan of ``config.yaml`` takes a few seconds
+Nothing runs and Snakemake's DAG is not built: the cells and their settings come from one
+:class:`contrastlab.config.Grid`, so the plan of ``config.yaml`` takes a few seconds
 (:func:`make_plan`; ``make plan``, ``scripts/plan.py``).
 
 The FLOPs and memory of a cell: :mod:`contrastlab.cost.flops`; the calibration:
@@ -110,16 +110,17 @@ def _training_job(
     )
 
 
-def probe_jobs(config: Mapping[str, Any], calibration: Calibration) -> tuple[int, float]:
+def probe_jobs(grid: cl_config.Grid, calibration: Calibration) -> tuple[int, float]:
     """``(jobs, hours)`` of the SentEval probe jobs, which run on the CPU and so are not in the plan's
     GPU-hours: one per sentence cell and per Pretrained row, each :func:`probe_seconds` long."""
-    sentence = sum(cl_config.track(config, c.experiment) != "vision" for c in cl_config.cells(config))
-    jobs = sentence + len(cl_config.pretrained_backbones(config))
+    config = grid.config
+    sentence = sum(cl_config.track(config, c.experiment) != "vision" for c in grid.cells)
+    jobs = sentence + len(grid.pretrained)
     return jobs, jobs * probe_seconds(config, calibration) / 3600
 
 
 def make_plan(
-    config: Mapping[str, Any],
+    grid: cl_config.Grid,
     calibration: Calibration,
     chosen: str = AS_CONFIGURED,
     searches: bool | None = None,
@@ -131,12 +132,13 @@ def make_plan(
     in ``cpu_after_s``); a Pretrained row is its ``encode_pretrained``.
     ``searches``: with the searches' jobs (:func:`search_jobs`; default: when they run with the
     default target, ``searches.in_all``)."""
+    config = grid.config
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
     if searches is None:
         searches = bool((config.get("searches") or {}).get("in_all"))
-    jobs = search_jobs(config, calibration, chosen) if searches else []
-    for cell in cl_config.cells(config):
-        works = {c: cell_work(config, cell, c) for c in choices}
+    jobs = search_jobs(grid, calibration, chosen) if searches else []
+    for cell in grid.cells:
+        works = {c: cell_work(grid, cell, c) for c in choices}
         vision = works[chosen].track == "vision"
         common = {"paper": paper_of(cell.experiment), "experiment": cell.experiment, "cell": cell.path}
         jobs.append(_training_job(config, calibration, works, chosen, **common))
@@ -150,7 +152,7 @@ def make_plan(
                 **common,
             )
         )
-    for backbone, _ in cl_config.pretrained_backbones(config):
+    for backbone, _ in grid.pretrained:
         seconds = eval_seconds(_pretrained_work(config, backbone), calibration)
         jobs.append(
             PlannedJob(
@@ -164,16 +166,18 @@ def make_plan(
     return jobs
 
 
-def cell_counts(config: Mapping[str, Any]) -> dict[str, int]:
+def cell_counts(grid: cl_config.Grid) -> dict[str, int]:
     """Training cells of a config: ``sentence`` (of which ``figure``: experiments with no paper table,
     the figure sweeps and Li's conjecture runs), ``vision``, ``total``, and ``pretrained`` evaluations.
 
     docs/cost.md's sentence on the full grid is checked against these numbers for config.yaml (a test)."""
     from contrastlab.tables.published import TABLES
 
+    config = grid.config
+
     counts = {"sentence": 0, "figure": 0, "vision": 0}
     table_experiments = {}
-    for cell in cl_config.cells(config):
+    for cell in grid.cells:
         exp = cell.experiment
         if exp not in table_experiments:
             table_experiments[exp] = any(spec.experiment == exp for spec in TABLES.values())
@@ -183,7 +187,7 @@ def cell_counts(config: Mapping[str, Any]) -> dict[str, int]:
             counts["sentence"] += 1
             counts["figure"] += 0 if table_experiments[exp] else 1
     counts["total"] = counts["sentence"] + counts["vision"]
-    counts["pretrained"] = len(cl_config.pretrained_backbones(config))
+    counts["pretrained"] = len(grid.pretrained)
     return counts
 
 
@@ -265,12 +269,13 @@ def memory_rows(jobs: Sequence[PlannedJob], calibration: Calibration) -> list[di
 
 
 def plan_lines(
-    config: Mapping[str, Any], jobs: Sequence[PlannedJob], calibration: Calibration, chosen: str
+    grid: cl_config.Grid, jobs: Sequence[PlannedJob], calibration: Calibration, chosen: str
 ) -> list[str]:
     """The plan as Markdown lines: header, per paper, per experiment, per rule, peak memory per cell
     kind, per cell (the seeds of a cell share a row), each with a total."""
-    counts = cell_counts(config)
-    probes, probe_hours = probe_jobs(config, calibration)
+    config = grid.config
+    counts = cell_counts(grid)
+    probes, probe_hours = probe_jobs(grid, calibration)
     vision_probes = [j.cpu_after_s for j in jobs if j.rule == "encode_vision"]
     lines = [
         f"{counts['total']} training cells ({counts['sentence']} sentence, {counts['figure']} of them for "
@@ -359,19 +364,20 @@ def plan_report(
         raise ValueError(
             f"precision choice must be {AS_CONFIGURED} or one of {', '.join(RESOLVED)}, got {chosen!r}"
         )
+    grid = cl_config.Grid(config)  # the plan's one grid: every function below reads its cells from it
     # priced for the card the jobs will get (resources.gpu_model), as their wall-time requests are
     calibration = for_gpu_model(load_calibration(calibration_path), config["resources"].get("gpu_model"))
-    jobs = make_plan(config, calibration, chosen)
+    jobs = make_plan(grid, calibration, chosen)
     searches_in_all = bool((config.get("searches") or {}).get("in_all"))
     lines = [
         f"## Projected cost{f' of {title}' if title else ''}",
         "",
-        *plan_lines(config, jobs, calibration, chosen),
-        *disk_lines(config, jobs, [] if searches_in_all else search_jobs(config, calibration, chosen)),
+        *plan_lines(grid, jobs, calibration, chosen),
+        *disk_lines(config, jobs, [] if searches_in_all else search_jobs(grid, calibration, chosen)),
         *schedule_lines(jobs, probe_seconds(config, calibration), chosen, gpus, cpus_per_gpu),
     ]
     if not (config.get("searches") or {}).get("in_all"):
-        lines += search_plan_lines(config, calibration, chosen)
+        lines += search_plan_lines(grid, calibration, chosen)
     if echo:
         print("\n".join(lines))
     out = Path(out_dir or Path(config.get("results_dir", "results"), "plan"))
@@ -395,13 +401,14 @@ FALLBACK_RUNTIME_MIN = {"train": 240, "vision_train": 480, "eval": 60}
 
 
 def runtime_resource(
-    config: Mapping[str, Any], kind: str, rule: str | None, where: Any, calibration: Any
+    grid: cl_config.Grid, kind: str, rule: str | None, where: Any, calibration: Any
 ) -> Any:
     """A rule's ``runtime`` resource (minutes): ``resources.<kind>_runtime_min`` when the config sets
     it; for a job the plan projects (``rule``: a cell's or a Pretrained row's, GPU or SentEval probe
     job; not with ``resources.gpu: 0``), a function of the job's wildcards and attempt giving
     :func:`job_runtime_minutes`, ``where(wildcards)`` naming its cell or backbone (keyword arguments)
     and ``calibration()`` the calibration; else :data:`FALLBACK_RUNTIME_MIN`."""
+    config = grid.config
     configured = config["resources"].get(f"{kind}_runtime_min")
     if configured is not None:
         return configured
@@ -409,13 +416,13 @@ def runtime_resource(
         return FALLBACK_RUNTIME_MIN[kind]
 
     def planned(wildcards: Any, attempt: int) -> int:
-        return job_runtime_minutes(config, rule, calibration(), attempt=attempt, **where(wildcards))
+        return job_runtime_minutes(grid, rule, calibration(), attempt=attempt, **where(wildcards))
 
     return planned
 
 
 def job_runtime_minutes(
-    config: Mapping[str, Any],
+    grid: cl_config.Grid,
     rule: str,
     calibration: Calibration,
     *,
@@ -428,39 +435,41 @@ def job_runtime_minutes(
     ``cell`` or ``encode_pretrained`` of ``backbone`` (GPU jobs), ``evaluate``, ``evaluate_pretrained``
     (the SentEval probes) or ``evaluate_vision`` (the image probes; CPU jobs): its projected seconds
     (as configured) × :data:`RUNTIME_MARGIN` × ``attempt``, at least :data:`MINIMUM_RUNTIME_MIN`."""
+    config = grid.config
     if rule == "encode_pretrained":
         seconds = eval_seconds(_pretrained_work(config, backbone), calibration)
     elif rule in ("evaluate", "evaluate_pretrained"):
         seconds = probe_seconds(config, calibration)
     elif rule in ("train", "train_vision"):
-        seconds = train_seconds(cell_work(config, cell, point=point), calibration)
+        seconds = train_seconds(cell_work(grid, cell, point=point), calibration)
     elif rule in ("encode", "encode_vision"):
-        seconds = eval_seconds(cell_work(config, cell), calibration)
+        seconds = eval_seconds(cell_work(grid, cell), calibration)
     elif rule == "evaluate_vision":
-        seconds = vision_probe_seconds(cell_work(config, cell), calibration)
+        seconds = vision_probe_seconds(cell_work(grid, cell), calibration)
     else:
         raise ValueError(f"no projection for rule {rule!r}")
     return max(MINIMUM_RUNTIME_MIN, math.ceil(seconds * RUNTIME_MARGIN * attempt / 60))
 
 
 def search_jobs(
-    config: Mapping[str, Any], calibration: Calibration, chosen: str = AS_CONFIGURED
+    grid: cl_config.Grid, calibration: Calibration, chosen: str = AS_CONFIGURED
 ) -> list[PlannedJob]:
     """The GPU jobs of the config's searches: each point's training (not the points shared with a
     configured cell) and the encoding of each search's winner (``search_encode``; its probes run on
     the CPU), experiment ``<experiment> (search)``."""
+    config = grid.config
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
-    points = searched_points(config, calibration, pins=read_pins(config))
+    points = searched_points(grid, calibration, pins=read_pins(config))
     jobs = []
     for point in points:
         if point.shared_with is not None:
             continue
-        works = {c: cell_work(config, point.cell, c, point=point) for c in choices}
+        works = {c: cell_work(grid, point.cell, c, point=point) for c in choices}
         where = {"paper": paper_of(point.experiment), "experiment": f"{point.experiment} (search)"}
         jobs.append(_training_job(config, calibration, works, chosen, cell=point.cell.path, **where))
     for (experiment, backbone, method), stages in cl_search.searches(points).items():
         first = stages[1][0]
-        work = cell_work(config, first.cell, point=first)
+        work = cell_work(grid, first.cell, point=first)
         # the winner's encoding on the GPU (its probes: a CPU job, search_evaluate)
         seconds = eval_seconds(work, calibration)
         jobs.append(
@@ -517,13 +526,14 @@ def disk_lines(
     return [line, ""]
 
 
-def search_plan_lines(config: Mapping[str, Any], calibration: Calibration, chosen: str) -> list[str]:
+def search_plan_lines(grid: cl_config.Grid, calibration: Calibration, chosen: str) -> list[str]:
     """The searches' cost when they do not run with the default target (``searches.in_all: false``):
     one row per search experiment and per rule, with totals ([] without searches)."""
-    jobs = search_jobs(config, calibration, chosen)
+    config = grid.config
+    jobs = search_jobs(grid, calibration, chosen)
     if not jobs:
         return []
-    points = searched_points(config, calibration, pins=read_pins(config))
+    points = searched_points(grid, calibration, pins=read_pins(config))
     shared = sum(1 for p in points if p.shared_with is not None)
     lines = [
         "### Hyperparameter searches (`make search`; not in the default target)",

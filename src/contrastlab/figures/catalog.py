@@ -4,10 +4,7 @@ catalogue. Import-light (no matplotlib, no torch), so that the workflow parses f
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from contrastlab.config import cells, method_settings, track, user_loss_methods, vision_evaluation
+from contrastlab.config import Grid, track, vision_evaluation
 
 #: Sentence experiments whose paper has a figure read from the training logs and metrics (Nie Fig. 1).
 LOG_FIGURE_EXPERIMENTS = ("nie2023",)
@@ -112,17 +109,18 @@ ANALYTIC_FIGURES = {
 }
 
 
-def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
+def figures(grid: Grid) -> list[dict[str, str]]:
     """The figures a config produces, each ``{"name", "kind", "experiment", "caption"}`` (``name`` is
     the path under ``<results>/figures`` without extension): per selected vision experiment with an
     ``lr`` sweep evaluated by the FFN, its ``lr_sweep`` (OAR Fig. 2/4); with ``spectra``, its
     ``spectra`` (OAR Fig. 3); with a top-level ``oar_synthetic`` block, the synthetic study (OAR
     Table 2); for Nie's experiment, alignment/uniformity and the training curves (Nie Fig. 1); for
     Nie's and Li's experiments, their analytic and simulated figures (:data:`ANALYTIC_FIGURES`)."""
-    select = config.get("select") or {}
+    config = grid.config
+    narrowed = len(grid.experiments) < len(config["experiments"])  # select: names the experiments
     out = []
     if config.get("oar_synthetic") is not None and (
-        not select.get("experiments") or any(e.startswith("oar") for e in select["experiments"])
+        not narrowed or any(e.startswith("oar") for e in grid.experiments)
     ):
         out.append(
             {
@@ -137,11 +135,9 @@ def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
         )
     for figure_name, (experiments, caption, _) in SWEEP_FIGURES.items():
         present = [e for e in experiments if e in config["experiments"]]
-        if present and (not select.get("experiments") or set(present) & set(select["experiments"])):
+        if set(present) & set(grid.experiments):
             out.append({"name": figure_name, "kind": "sweep", "experiment": "", "caption": caption})
-    for name, exp in config["experiments"].items():
-        if select.get("experiments") and name not in select["experiments"]:
-            continue
+    for name, exp in grid.experiments.items():
         for figure_name, caption in ANALYTIC_FIGURES.get(name, {}).items():
             out.append(
                 {"name": f"{name}/{figure_name}", "kind": "analytic", "experiment": name, "caption": caption}
@@ -179,7 +175,7 @@ def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
                     "(dotted) OAR; the paper: without OAR accuracy and variance collapse at large rates "
                     "(InfoNCE to ~10% at lr 1), with OAR accuracy keeps rising. A cross on a panel's "
                     "bottom edge: the FFN diverged at that rate (no accuracy, not a collapse)."
-                    + _anchor_reach_note(config, name),
+                    + _anchor_reach_note(grid, name),
                 }
             )
         if exp.get("search") and (config.get("searches") or {}).get("in_all"):
@@ -202,13 +198,13 @@ def figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
                     "experiment": name,
                     "caption": "OAR Fig. 3: normalised singular values and cosine affinity of 1000 test "
                     f"embeddings ({', '.join(exp['spectra'])}); the paper: OAR gives class-block "
-                    "structure and a higher effective rank (95% energy)." + _anchor_reach_note(config, name),
+                    "structure and a higher effective rank (95% energy)." + _anchor_reach_note(grid, name),
                 }
             )
-    return out + paradigm_figures(config)
+    return out + paradigm_figures(grid)
 
 
-def paradigm_figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
+def paradigm_figures(grid: Grid) -> list[dict[str, str]]:
     """Li et al.'s gradient paradigm (GD, W, R by autograd) of every user loss: ``paradigm/<method>``."""
     return [
         {
@@ -220,20 +216,21 @@ def paradigm_figures(config: Mapping[str, Any]) -> list[dict[str, str]]:
             "(the push from the negatives, as a share of its largest; Li Fig. 2), the hardest negative's "
             "share of the weights W (Li Fig. 3) and the ratio R of pull to push (Li Fig. 4).",
         }
-        for method, (loss, _) in user_loss_methods(config).items()
+        for method, (loss, _) in grid.user_losses.items()
     ]
 
 
-def _anchor_reach_note(config: Mapping[str, Any], experiment: str) -> str:
+def _anchor_reach_note(grid: Grid, experiment: str) -> str:
     """A caption sentence for OAR experiments whose loss sees a ResNet's pooled output directly (no
     projection head, no final linear layer): that output is non-negative after ReLU, so a random
     orthonormal anchor is reachable only up to cosine sqrt(1/2) in expectation (the norm of its
     positive part); empty otherwise."""
+    config = grid.config
     exp = config["experiments"][experiment]
-    first = next((c for c in cells(config) if c.experiment == experiment), None)
+    first = next((c for c in grid.cells if c.experiment == experiment), None)
     if first is None:
         return ""
-    settings = method_settings(config, experiment, first.method, first.backbone)
+    settings = grid.settings(first)
     linear_out = any(
         (config["backbones"][b].get("vision") or {}).get("out_dim") for b in exp.get("backbones") or []
     )

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from contrastlab.config import Grid
+
 if TYPE_CHECKING:
     from contrastlab.tables.assemble import Table
 
@@ -47,23 +49,23 @@ def build_report(
     Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
     """
     from contrastlab.report.sections import write_report
-    from contrastlab.tables import collect_metrics, get_spec, tables_for_config
+    from contrastlab.tables import get_spec, tables_for_config
     from contrastlab.tables.assemble import assemble
     from contrastlab.tables.comparison import comparison_tables, write_comparisons
+    from contrastlab.tables.metrics import collect_failures, collect_metrics
     from contrastlab.tables.render import to_csv, to_latex, to_markdown
     from contrastlab.tables.search import search_tables, write_search_tables
 
     t0 = time.perf_counter()
-    names = tables_for_config(config) if tables is None else list(tables)
-    compared = comparison_tables(config)
+    grid = Grid(config)  # the report's one grid: every table, claim and section reads its cells
+    names = tables_for_config(grid) if tables is None else list(tables)
+    compared = comparison_tables(grid)
     comparisons = [name for name in names if name in compared] if tables is not None else compared
-    searched = search_tables(config)
+    searched = search_tables(grid)
     search_names = [name for name in names if name in searched] if tables is not None else searched
     names = [name for name in names if name not in compared and name not in searched]
     for name in names:
         get_spec(name)
-    from contrastlab.tables.metrics import collect_failures
-
     metrics = collect_metrics(metrics_root)
     failures = collect_failures(metrics_root)
     log.info("collected %d scores from %s", len(metrics), metrics_root)
@@ -72,7 +74,7 @@ def build_report(
     written: list[Path] = []
     built: list[tuple[Table, dict[str, Path]]] = []
     for name in names:
-        table = assemble(get_spec(name), config, metrics, failures)
+        table = assemble(get_spec(name), grid, metrics, failures)
         paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
         paths["csv"].write_text(to_csv(table), encoding="utf-8")
         paths["md"].write_text(to_markdown(table), encoding="utf-8")
@@ -80,17 +82,17 @@ def build_report(
         written += paths.values()
         built.append((table, paths))
     # Your own losses beside the papers' (tables.comparison), when the config has any.
-    compare_paths, compare_lines = write_comparisons(config, metrics, out_dir, comparisons)
+    compare_paths, compare_lines = write_comparisons(grid, metrics, out_dir, comparisons)
     written += compare_paths
     # The searches' selections beside the published hyperparameters (tables.search), when they ran.
-    search_paths, search_lines = write_search_tables(config, results_dir, out_dir, search_names, metrics)
+    search_paths, search_lines = write_search_tables(grid, results_dir, out_dir, search_names, metrics)
     written += search_paths
     written.append(
         write_report(
             built,
             Path(report_path),
             metrics_root=metrics_root,
-            config=config,
+            grid=grid,
             figures=figures,
             results_dir=results_dir,
             sections=compare_lines,

@@ -79,6 +79,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from contrastlab.config import Grid
 from contrastlab.report.parts import (
     NOT_REPRODUCED,
     NOT_RUN,
@@ -398,9 +399,9 @@ def _contrast_parts(
 
 
 def evaluate_claim(
-    claim: dict[str, Any], metrics: pd.DataFrame, config: dict, level: float = LEVEL
+    claim: dict[str, Any], metrics: pd.DataFrame, grid: Grid, level: float = LEVEL
 ) -> ClaimResult:
-    """Evaluate one claim on ``metrics`` (:func:`~.metrics.collect_metrics`) under ``config`` (its
+    """Evaluate one claim on ``metrics`` (:func:`~.metrics.collect_metrics`) under ``grid``'s config (its
     experiment's seeds and sweep; ``tables.verdict_stand_ins`` maps toy backbones onto the claim's)."""
     from contrastlab.tables.assemble import experiment_seeds
 
@@ -408,6 +409,7 @@ def evaluate_claim(
     name, relation = claim["experiment"], claim.get("relation", ">")
     # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
     shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
+    config = grid.config
     experiment = (config.get("experiments") or {}).get(name)
     if experiment is None:
         parts = [
@@ -425,8 +427,8 @@ def evaluate_claim(
 
         parts, pending = trend_parts(claim, experiment, values, ours_for, level)
     else:
-        pools = noise_pools(metrics, name, seeds, config).set_index(["backbone", "key", "stratum"])
-        strata = functools.cache(lambda b, m: cell_stratum(config, name, b, m))
+        pools = noise_pools(metrics, name, seeds, grid).set_index(["backbone", "key", "stratum"])
+        strata = functools.partial(cell_stratum, grid, name)
         parts, pending = _contrast_parts(claim, experiment, values, pools, ours_for, shift, level, strata)
     # "not reproduced" is a union over the parts: Holm-corrected over the claim's tested parts
     alpha, tested = (1 - level) / 2, [p for p in parts if not math.isnan(p.p_value)]
@@ -462,9 +464,9 @@ def evaluate_claim(
     return ClaimResult(claim, verdict, parts)
 
 
-def evaluate_claims(metrics: pd.DataFrame, config: dict) -> list[ClaimResult]:
+def evaluate_claims(metrics: pd.DataFrame, grid: Grid) -> list[ClaimResult]:
     """Every paper's claims (:func:`all_claims`) whose experiment the config has or could have."""
-    return [evaluate_claim(claim, metrics, config) for claim in all_claims()]
+    return [evaluate_claim(claim, metrics, grid) for claim in all_claims()]
 
 
 def numbers_text(result: ClaimResult) -> str:
@@ -624,5 +626,5 @@ def plan_for_configfile(
     from contrastlab.tables.metrics import collect_metrics
 
     config = load(configfile)
-    results = evaluate_claims(collect_metrics(Path(config["results_dir"]) / "metrics"), config)
+    results = evaluate_claims(collect_metrics(Path(config["results_dir"]) / "metrics"), Grid(config))
     return results, seed_plan(results, config, max_seeds=max_seeds)

@@ -40,6 +40,7 @@ from typing import Any
 
 import pandas as pd
 
+from contrastlab.config import Grid
 from contrastlab.report.claims import NOT_RUN, ClaimResult, all_claims, evaluate_claim
 from contrastlab.senteval.protocol import STS_TASKS, TRANSFER_TASKS
 from contrastlab.tables.metrics import COLUMNS, PRETRAINED
@@ -161,7 +162,8 @@ def control_results(config: dict[str, Any]) -> list[ControlResult]:
         if name not in (config.get("experiments") or {}):
             out.append(ControlResult(claim, None, f"experiment {name} not in the config"))
             continue
-        result = evaluate_claim(claim, published_metrics(name), control_config(config, name))
+        # the control's own config (the fake runs' seeds, no best-of-sweep): a grid of its own
+        result = evaluate_claim(claim, published_metrics(name), Grid(control_config(config, name)))
         why = "; ".join(
             f"{p.backbone}: no published {', '.join(p.missing)}" for p in result.parts if p.missing
         )

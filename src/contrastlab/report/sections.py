@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 
+from contrastlab.config import Grid, track
 from contrastlab.tables.assemble import (
     STATUS_FAILED,
     STATUS_NOT_CONFIGURED,
@@ -103,16 +104,14 @@ def precision_label(training: dict | None) -> str:
     return f"{name} (IEEE)" if name == "fp32" else name
 
 
-def precision_rows(config: dict, metrics_root: str | os.PathLike) -> list[dict[str, str]]:
+def precision_rows(grid: Grid, metrics_root: str | os.PathLike) -> list[dict[str, str]]:
     """One row per (experiment, method): the precision the config gives its cells and the precision
     they ran in (the ``training`` block of their metrics files, :func:`precision_label`; auto and tf32
     run as fp32 off CUDA)."""
-    from contrastlab.config import cells, method_settings, track
-
+    config = grid.config
     rows: dict[tuple[str, str], dict[str, set]] = {}
-    patched = config if "training" in config else {"training": {}, **config}  # one dict: resolved once
-    for cell in cells({"select": {}, **config}):
-        resolved = method_settings(patched, cell.experiment, cell.method, cell.backbone)
+    for cell in grid.every_cell():
+        resolved = grid.settings(cell)
         row = rows.setdefault((cell.experiment, cell.method), {"config": set(), "ran": set(), "cells": set()})
         row["config"].add(resolved.get("precision") or "auto")
         row["cells"].add(cell.backbone)
@@ -132,7 +131,7 @@ def precision_rows(config: dict, metrics_root: str | os.PathLike) -> list[dict[s
     ]
 
 
-def projected_cost(config: dict) -> tuple[dict | None, str]:
+def projected_cost(grid: Grid) -> tuple[dict | None, str]:
     """The projected GPU-hours of the config's grid as configured (:mod:`contrastlab.cost.plan`) and
     a sentence saying how they were projected; ``(None, <why not>)`` when the calibration cannot be
     read (the report must not fail over it)."""
@@ -141,8 +140,8 @@ def projected_cost(config: dict) -> tuple[dict | None, str]:
 
     try:
         calibration = cl_calibration.load_calibration()
-        jobs = plan.make_plan(config, calibration)
-        probes, probe_hours = plan.probe_jobs(config, calibration)
+        jobs = plan.make_plan(grid, calibration)
+        probes, probe_hours = plan.probe_jobs(grid, calibration)
     except (OSError, ValueError, KeyError, TypeError) as error:  # a partial or hand-made config
         return None, f"No projection ({type(error).__name__}: {error})."
     note = (
@@ -197,7 +196,7 @@ def write_report(
     report_path: Path,
     *,
     metrics_root,
-    config: dict | None = None,
+    grid: Grid | None = None,
     figures: list[dict] | None = None,
     results_dir: str | os.PathLike | None = None,
     sections: list[str] | None = None,
@@ -213,9 +212,11 @@ def write_report(
     ``config``). Then ``sections`` (Markdown lines: the comparison tables of the user's losses), the
     figures of no paper, the precision of every cell (with ``config``) and, with ``results_dir``, what
     the jobs cost (:func:`contrastlab.cost.measured.cost_lines`). Claims are evaluated on ``metrics``
-    (collected from ``metrics_root`` when not given)."""
+    (collected from ``metrics_root`` when not given). ``grid``: the run's
+    :class:`~contrastlab.config.Grid` (its config's claims, deviations and precision)."""
     from contrastlab.report.claims import PAPERS, load_claims
 
+    config = grid.config if grid is not None else None
     report_path.parent.mkdir(parents=True, exist_ok=True)
     base = report_path.parent
     if metrics is None and config is not None:
@@ -238,7 +239,7 @@ def write_report(
     if config is not None and metrics is not None:
         pages = {t.spec.name: p["md"] for t, p in built}
         pages.update({f["name"]: base / "figures" / f"{f['name']}.png" for f in figures or []})
-        intro, per_paper = claims_sections(config, metrics, base, pages)
+        intro, per_paper = claims_sections(grid, metrics, base, pages)
         lines += intro
     # The tables' reading guide closes the first section (under the claims' when there are claims).
     lines += ([] if per_paper else ["## How to read the tables", ""]) + [
@@ -265,7 +266,7 @@ def write_report(
         if paper_figures:
             lines += ["### Figures", ""] + _figure_lines(paper_figures, base, link)
         if config is not None and paper_experiments:
-            lines += _deviation_lines(config, paper_experiments)
+            lines += _deviation_lines(grid, paper_experiments)
     lines += sections or []  # e.g. the comparison tables of the user's losses
     for rest in searches.values():  # searches of experiments of no paper
         lines += rest
@@ -284,12 +285,12 @@ def write_report(
             "fp32 switches of its training step (IEEE or TF32; auto and tf32 run as fp32 off CUDA).",
             "",
         ]
-        lines += markdown_table(precision_rows(config, metrics_root)) + [""]
+        lines += markdown_table(precision_rows(grid, metrics_root)) + [""]
     lines += input_lines(metrics_root, config)
     if results_dir is not None:  # what each job cost, from the run's benchmark files (tables.cost)
         from contrastlab.cost.measured import cost_lines
 
-        projected, note = projected_cost(config) if config is not None else (None, "")
+        projected, note = projected_cost(grid) if grid is not None else (None, "")
         lines += cost_lines(results_dir, projected, note)
     report_path.write_text("\n".join(lines), encoding="utf-8")
     return report_path
@@ -410,7 +411,8 @@ def _figure_lines(figures: list[dict], base: Path, link) -> list[str]:
     return lines
 
 
-def _deviation_lines(config: dict, experiments: list[str]) -> list[str]:
+def _deviation_lines(grid: Grid, experiments: list[str]) -> list[str]:
+    config = grid.config
     lines = [
         "### Deviations from the authors' setups",
         "",
@@ -421,7 +423,7 @@ def _deviation_lines(config: dict, experiments: list[str]) -> list[str]:
     ]
     for name in experiments:
         exp = config["experiments"][name]
-        lines += [f"#### {exp.get('title') or name}", ""] + markdown_lines(deviations(config, name)) + [""]
+        lines += [f"#### {exp.get('title') or name}", ""] + markdown_lines(deviations(grid, name)) + [""]
     return lines
 
 
@@ -442,7 +444,7 @@ def tally_line(results) -> str:
 
 
 def claims_sections(
-    config: dict, metrics, base: Path, pages: dict[str, Path]
+    grid: Grid, metrics, base: Path, pages: dict[str, Path]
 ) -> tuple[list[str], dict[str, list[str]]]:
     """The claims (:mod:`contrastlab.report.claims`): the "Claims" section that says how they are read
     (with the tally over all papers and how to add seeds to the undecided ones only), and per paper its
@@ -459,7 +461,8 @@ def claims_sections(
         verdict_text,
     )
 
-    results = evaluate_claims(metrics, config)
+    config = grid.config
+    results = evaluate_claims(metrics, grid)
     toy = {e: m for e, m in ((config.get("tables") or {}).get("verdict_stand_ins") or {}).items() if m}
     lines = ["## Claims and tables: how to read them", "", CLAIMS_TEXT, "", CONTROL_TEXT, ""]
     untested = [

@@ -178,3 +178,11 @@ def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     return mode
+
+
+#: The pooling every trained sentence cell is evaluated with: the last layer's [CLS] before BERT's pooler
+#: (protocol.md §4; SimCSE's ``cls_before_pooler``, what the three papers evaluate after training). One
+#: setting for all cells, so it is a constant rather than a config key: the ``encode``/``evaluate`` rules
+#: pass it to the evaluator and the trainer writes the sentence-transformers files of each kept checkpoint
+#: with it (``models.export``). The "Pretrained" rows use the experiment's ``pretrained_pooling``.
+CELL_POOLING = "cls"

@@ -9,18 +9,18 @@ backbones) are appended with no published number.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from contrastlab.config import Grid, MethodOn, expanded_methods
 from contrastlab.search import SEARCHED, searched_method, searched_methods
 from contrastlab.tables.deviations import deviations
 from contrastlab.tables.metrics import PRETRAINED, aggregate
 from contrastlab.tables.published import TableSpec, load_published, paper_backbones
-from contrastlab.tables.settings import method_settings, param_value
 from contrastlab.tables.verdicts import add_verdicts
 
 BACKBONE_LABELS = {
@@ -140,19 +140,17 @@ def experiment_seeds(config: dict, experiment: str) -> list[int] | None:
     return [int(s) for s in seeds] if seeds is not None else None
 
 
-def configured(config: dict, experiment: str, backbone: str, method: str) -> bool:
+def configured(grid: Grid, experiment: str, backbone: str, method: str) -> bool:
     """Whether the config's grid has this cell (``pretrained``: the experiment has Pretrained rows)."""
-    exp = _experiment(config, experiment)
+    exp = _experiment(grid.config, experiment)
     if backbone not in (exp.get("backbones") or []):
         return False
     if method == PRETRAINED:
         return exp.get("pretrained_pooling") is not None
     if method.endswith(SEARCHED):
-        return backbone in _searched(config, experiment).get(method.removesuffix(SEARCHED), [])
+        return backbone in _searched(grid, experiment).get(method.removesuffix(SEARCHED), [])
     methods = exp.get("methods") or {}
     if method not in methods and exp.get("sweep"):
-        from contrastlab.config import expanded_methods
-
         method = expanded_methods(exp).get(method, (method, {}))[0]  # a sweep point: its method's entry
     entry = methods.get(method)
     return entry is not None and (entry.get("backbones") is None or backbone in entry["backbones"])
@@ -204,10 +202,10 @@ def _scores(
     spec: TableSpec,
     meta: dict,
     metrics: pd.DataFrame,
-    config: dict,
+    grid: Grid,
     failures: Collection[tuple[str, str, str]] = (),
 ) -> pd.DataFrame:
-    seeds = experiment_seeds(config, spec.experiment)
+    seeds = experiment_seeds(grid.config, spec.experiment)
     agg = aggregate(metrics, spec.experiment, seeds)
     best = meta["layout"].get("best_over_sweep")
     if best:
@@ -221,7 +219,7 @@ def _scores(
     expected = np.where(one_run, 1, len(seeds) if seeds is not None else 0)
     in_grid = np.array(
         [
-            configured(config, spec.experiment, b, m)
+            configured(grid, spec.experiment, b, m)
             for b, m in zip(cells["backbone"], cells["method"], strict=True)
         ]
     )
@@ -257,26 +255,26 @@ def _scores(
     return cells
 
 
-def _searched(config: dict, experiment: str) -> dict[str, list[str]]:
+def _searched(grid: Grid, experiment: str) -> dict[str, list[str]]:
     """method -> backbones of the experiment's search, when the searches run with the tables."""
     from contrastlab.tables.search import search_experiments
 
-    if experiment not in search_experiments(config):
+    if experiment not in search_experiments(grid):
         return {}
-    return searched_methods(config, experiment)
+    return searched_methods(grid.config, experiment)
 
 
-def _with_searched_rows(grid: pd.DataFrame, spec: TableSpec, config: dict) -> pd.DataFrame:
+def _with_searched_rows(rows: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.DataFrame:
     """A score table's grid with an "ours, searched" row after each searched method's rows (method
     ``<method>~searched``: the search winner's test scores, beside the same published numbers)."""
-    searched = _searched(config, spec.experiment)
+    searched = _searched(grid, spec.experiment)
     if spec.kind != "scores" or spec.meta["layout"].get("sweep") or not searched:
-        return grid
+        return rows
     blocks, start = [], 0
-    keys = list(zip(grid["row_group"], grid["method"], strict=True))
-    for i in range(1, len(grid) + 1):
-        if i == len(grid) or keys[i] != keys[start]:
-            block = grid.iloc[start:i]
+    keys = list(zip(rows["row_group"], rows["method"], strict=True))
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or keys[i] != keys[start]:
+            block = rows.iloc[start:i]
             blocks.append(block)
             method = keys[start][1]
             if method in searched:  # every column (a backbone not searched says "not configured")
@@ -288,12 +286,33 @@ def _with_searched_rows(grid: pd.DataFrame, spec: TableSpec, config: dict) -> pd
     return pd.concat(blocks, ignore_index=True)
 
 
-def _hparams(table: pd.DataFrame, spec: TableSpec, config: dict) -> pd.DataFrame:
+#: Parameters of a hyperparameter table that are training settings; every other is a loss hyperparameter.
+TRAINING_PARAMS = ("lr", "batch_size")
+
+
+def param_value(settings: Mapping[str, Any], explicit_hp: Mapping[str, Any], param: str) -> tuple[Any, bool]:
+    """``(value, is_default)`` of ``param`` in resolved ``settings``; value None when unset. A loss
+    hyperparameter the config leaves out of ``explicit_hp`` (:meth:`Grid.explicit_hp`) is the loss's
+    catalog default (``is_default`` True)."""
+    if param in TRAINING_PARAMS:
+        return settings.get(param), False
+    hp = settings.get("loss_hp") or {}
+    if param in hp:
+        return hp[param], param not in explicit_hp
+    return None, False
+
+
+def _hparams(table: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.DataFrame:
     values, defaults, statuses = [], [], []
     for rec in table.itertuples():
-        in_grid = configured(config, spec.experiment, rec.backbone, rec.method)
-        settings = method_settings(config, spec.experiment, rec.method, rec.backbone) if in_grid else None
-        value, is_default = param_value(settings, rec.key) if settings is not None else (None, False)
+        # settings only for a configured method itself (not a sweep point, Pretrained or a searched row)
+        methods = _experiment(grid.config, spec.experiment).get("methods") or {}
+        in_grid = rec.method in methods and configured(grid, spec.experiment, rec.backbone, rec.method)
+        cell = MethodOn(spec.experiment, rec.backbone, rec.method)
+        settings = grid.settings(cell) if in_grid else None
+        value, is_default = (
+            param_value(settings, grid.explicit_hp(cell), rec.key) if in_grid else (None, False)
+        )
         values.append(value)
         defaults.append(is_default)
         if settings is None:
@@ -315,7 +334,7 @@ def _hparams(table: pd.DataFrame, spec: TableSpec, config: dict) -> pd.DataFrame
 
 def assemble(
     spec: TableSpec,
-    config: dict,
+    grid: Grid,
     metrics: pd.DataFrame,
     failures: Collection[tuple[str, str, str]] = (),
 ) -> Table:
@@ -324,25 +343,26 @@ def assemble(
     meta = spec.meta
     layout = meta["layout"]
     in_paper = paper_backbones(spec.experiment)
+    config = grid.config
     extras = [b for b in _experiment(config, spec.experiment).get("backbones") or [] if b not in in_paper]
-    grid = _grid(spec, meta, list(layout["backbones"]) + extras)
+    rows = _grid(spec, meta, list(layout["backbones"]) + extras)
     pub = load_published(spec.name).rename(
         columns={"value": "published", "improvement": "published_improvement"}
     )
     units = pub[pub["unit"] != ""].groupby(["method", "key"])["unit"].first().rename("unit_of").reset_index()
-    grid = grid.merge(pub, on=["backbone", "method", "key"], how="left")
-    grid = grid.merge(units, on=["method", "key"], how="left")
-    grid["unit"] = grid["unit_of"].fillna("")
-    grid["mark"] = grid["mark"].fillna("")
-    grid = grid.drop(columns=["unit_of"])
-    grid = _with_searched_rows(grid, spec, config)
-    grid["in_paper"] = grid["backbone"].isin(layout["backbones"])
+    rows = rows.merge(pub, on=["backbone", "method", "key"], how="left")
+    rows = rows.merge(units, on=["method", "key"], how="left")
+    rows["unit"] = rows["unit_of"].fillna("")
+    rows["mark"] = rows["mark"].fillna("")
+    rows = rows.drop(columns=["unit_of"])
+    rows = _with_searched_rows(rows, spec, grid)
+    rows["in_paper"] = rows["backbone"].isin(layout["backbones"])
     seeds = experiment_seeds(config, spec.experiment)
     if spec.kind == "hparams":
-        cells = _hparams(grid, spec, config)
+        cells = _hparams(rows, spec, grid)
     else:
-        cells = _scores(grid, spec, meta, metrics, config, failures)
-        cells = add_verdicts(cells, spec.name, meta, metrics, config, spec.experiment, seeds)
+        cells = _scores(rows, spec, meta, metrics, grid, failures)
+        cells = add_verdicts(cells, spec.name, meta, metrics, grid, spec.experiment, seeds)
     improvement = meta.get("improvement") or {}
     return Table(
         spec=spec,
@@ -353,5 +373,5 @@ def assemble(
         col_groups_are_backbones=layout["backbone_axis"] == "columns" and spec.kind != "hparams",
         improvement_decimals=improvement.get("decimals") if improvement else None,
         formats=dict(layout.get("formats") or {}),
-        deviations=deviations(config, spec.experiment),
+        deviations=deviations(grid, spec.experiment),
     )

@@ -1,7 +1,7 @@
 """Comparison tables for losses from the user's code: the user's loss beside the papers' losses.
 
 For every experiment (protocol) with a method whose loss comes from the user's module
-(:func:`contrastlab.config.user_loss_methods`), ``compare_<experiment>`` lists every configured method
+(:attr:`contrastlab.config.Grid.user_losses`), ``compare_<experiment>`` lists every configured method
 of that experiment, per backbone, with the protocol's headline scores (sentence: STS.Avg and TR.Avg,
 the latter as test and as dev accuracy;
 MACL's image study: linear and kNN top-1; OAR's: the FFN top-1 per label fraction): our mean ± std over
@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contrastlab.config import Grid, expanded_methods, track
 from contrastlab.tables.verdicts import seed_noise_verdict
 
 if TYPE_CHECKING:  # pandas is imported where a table is built: the workflow reads the names only
@@ -41,28 +42,17 @@ VISION_HEADLINES = {"linear_top1": "linear top-1", "knn_top1": "kNN top-1"}
 SUMMARY = "compare_summary"
 
 
-def _user_experiments(config: Mapping[str, Any]) -> list[str]:
-    from contrastlab.config import user_loss_methods
-
-    users = user_loss_methods(config)
-    select = config.get("select") or {}
-    return [
-        name
-        for name, exp in config["experiments"].items()
-        if (not select.get("experiments") or name in select["experiments"])
-        and set(exp["methods"]) & set(users)
-    ]
+def _user_experiments(grid: Grid) -> list[str]:
+    return [name for name, exp in grid.experiments.items() if set(exp["methods"]) & set(grid.user_losses)]
 
 
-def comparison_tables(config: Mapping[str, Any]) -> list[str]:
+def comparison_tables(grid: Grid) -> list[str]:
     """Names of the comparison tables a config produces (none without a user loss)."""
-    experiments = _user_experiments(config)
+    experiments = _user_experiments(grid)
     return [f"compare_{name}" for name in experiments] + ([SUMMARY] if experiments else [])
 
 
 def _headlines(config: Mapping[str, Any], experiment: str, metrics: pd.DataFrame) -> dict[str, str]:
-    from contrastlab.config import track
-
     if track(config, experiment) == "sentence":
         return dict(SENTENCE_HEADLINES)
     keys = sorted(set(metrics.loc[metrics["experiment"] == experiment, "task"]))
@@ -97,21 +87,20 @@ def _fmt(values: list[float]) -> str:
     return f"{mean:.2f} ± {std:.2f} (n={len(values)})"
 
 
-def build_comparison(config: Mapping[str, Any], metrics: pd.DataFrame, experiment: str) -> pd.DataFrame:
+def build_comparison(grid: Grid, metrics: pd.DataFrame, experiment: str) -> pd.DataFrame:
     """One row per (backbone, method) of ``experiment`` (sweep points included): loss, per headline
     score ours (mean ± std (n)), published, and the verdict against the (first) user loss."""
     import pandas as pd
 
-    from contrastlab.config import cells, expanded_methods, user_loss_methods
-
+    config = grid.config
     exp = config["experiments"][experiment]
-    users = [m for m in exp["methods"] if m in user_loss_methods(config)]
+    users = [m for m in exp["methods"] if m in grid.user_losses]
     heads = _headlines(config, experiment, metrics)
     published = _published(experiment)
     seeds = [int(s) for s in exp.get("seeds") or config["seeds"]]
     mine = metrics[(metrics["experiment"] == experiment) & metrics["seed"].isin(seeds)]
     grid = sorted(
-        {(c.backbone, c.method) for c in cells(config) if c.experiment == experiment},
+        {(c.backbone, c.method) for c in grid.cells if c.experiment == experiment},
         key=lambda bm: (exp["backbones"].index(bm[0]), list(expanded_methods(exp)).index(bm[1])),
     )
 
@@ -151,14 +140,15 @@ def build_comparison(config: Mapping[str, Any], metrics: pd.DataFrame, experimen
     return pd.DataFrame(rows)
 
 
-def build_summary(config: Mapping[str, Any], metrics: pd.DataFrame) -> pd.DataFrame:
+def build_summary(grid: Grid, metrics: pd.DataFrame) -> pd.DataFrame:
     """Every method of every compared protocol, the first headline score per (protocol, backbone) as
     mean over seeds, and its rank there (1 = best; "not run" when it has no score)."""
     import pandas as pd
 
+    config = grid.config
     columns: dict[str, dict[str, str]] = {}
-    for experiment in _user_experiments(config):
-        table = build_comparison(config, metrics, experiment)
+    for experiment in _user_experiments(grid):
+        table = build_comparison(grid, metrics, experiment)
         label = next(iter(_headlines(config, experiment, metrics).values()))
         for backbone, group in table.groupby("backbone", sort=False):
             means = {m: _mean(v) for m, v in zip(group["method"], group[label], strict=True)}
@@ -204,21 +194,21 @@ def _latex(frame: pd.DataFrame) -> str:
 
 
 def write_comparisons(
-    config: Mapping[str, Any], metrics: pd.DataFrame, out_dir: str | Path, names: Sequence[str] | None = None
+    grid: Grid, metrics: pd.DataFrame, out_dir: str | Path, names: Sequence[str] | None = None
 ) -> tuple[list[Path], list[str]]:
     """Write each comparison table as CSV, Markdown and LaTeX; return the paths and the report's lines."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = comparison_tables(config) if names is None else list(names)
+    names = comparison_tables(grid) if names is None else list(names)
     written: list[Path] = []
     lines = ["## Your losses beside the papers' (comparison tables)", ""] if names else []
     for name in names:
         if name == SUMMARY:
-            frame = build_summary(config, metrics)
+            frame = build_summary(grid, metrics)
             title = "Summary across protocols: first headline score per protocol and backbone, with the rank"
         else:
             experiment = name.removeprefix("compare_")
-            frame = build_comparison(config, metrics, experiment)
+            frame = build_comparison(grid, metrics, experiment)
             title = (
                 f"{experiment}: every method of the protocol with the same settings; ours = mean ± std over "
                 "seeds (n); published = the paper's table (n/a where it has no such cell); vs yours = "

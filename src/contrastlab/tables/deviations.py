@@ -26,30 +26,29 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from contrastlab import search as cl_search
+from contrastlab.config import Grid, load
 from contrastlab.tables.markdown import markdown_table
+from contrastlab.tables.published import TABLES, load_meta, paper_backbones
+from contrastlab.tables.search import off_grid, published_hparams
 
 #: Seeds the papers average over ("the average value obtained from three runs").
 PAPER_RUNS = 3
 PAPER_MODE = "test"
 
 
-def _training_values(config: Mapping[str, Any], experiment: str, key: str) -> set:
+def _training_values(grid: Grid, experiment: str, key: str) -> set:
     """Every value ``key`` takes in the experiment's cells' resolved training settings."""
-    from contrastlab.config import cells, method_settings
-
-    everything = {**config, "select": {"experiments": [experiment]}}
-    # Settings do not depend on select: read them from the config itself, resolved once for all keys.
-    resolved = config if "training" in config else {"training": {}, **config}
-    return {method_settings(resolved, c.experiment, c.method, c.backbone).get(key) for c in cells(everything)}
+    return {grid.settings(c).get(key) for c in grid.every_cell(experiment)}
 
 
-def detected(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
+def detected(grid: Grid, experiment: str) -> list[dict[str, str]]:
     """Deviations that follow from the config itself (see the module docstring)."""
-
+    config = grid.config
     exp = config["experiments"][experiment]
     if exp.get("track") == "vision":
         return _precision_override(config, "each paper's own (the code's: fp32)") + _detected_vision(
-            config, experiment
+            grid, experiment
         )
     out = _precision_override(config, "each paper's own (fp32 for Nie and Li, fp16 for SimCSE-based cells)")
     mode = (config.get("evaluation") or {}).get("mode", PAPER_MODE)
@@ -63,7 +62,7 @@ def detected(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]
             }
         )
     for key in ("max_steps", "max_sentences"):
-        values = sorted(v for v in _training_values(config, experiment, key) if v is not None)
+        values = sorted(v for v in _training_values(grid, experiment, key) if v is not None)
         if values:
             out.append(
                 {
@@ -89,8 +88,6 @@ def detected(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]
 
 def _extra_backbones(config: Mapping[str, Any], experiment: str, why: str) -> list[dict[str, str]]:
     """The backbones the experiment trains that no table of its paper has (no published numbers)."""
-    from contrastlab.tables.published import paper_backbones
-
     in_paper = paper_backbones(experiment)
     extra = [b for b in config["experiments"][experiment].get("backbones") or [] if b not in in_paper]
     if not extra:
@@ -119,13 +116,14 @@ def _precision_override(config: Mapping[str, Any], paper: str) -> list[dict[str,
     ]
 
 
-def _detected_vision(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
+def _detected_vision(grid: Grid, experiment: str) -> list[dict[str, str]]:
     """Shortened schedules and backbones without published numbers, for a vision experiment."""
+    config = grid.config
 
     out = []
     paper_epochs = VISION_PAPER_EPOCHS.get(experiment, VISION_PAPER_EPOCHS["macl_cifar10"])
-    epochs = sorted(v for v in _training_values(config, experiment, "epochs") if v != paper_epochs)
-    steps = sorted(v for v in _training_values(config, experiment, "max_steps") if v is not None)
+    epochs = sorted(v for v in _training_values(grid, experiment, "epochs") if v != paper_epochs)
+    steps = sorted(v for v in _training_values(grid, experiment, "max_steps") if v is not None)
     if epochs or steps:
         ours = [f"epochs = {', '.join(map(str, epochs))}"] if epochs else []
         ours += [f"max_steps = {', '.join(map(str, steps))}"] if steps else []
@@ -142,9 +140,7 @@ def _detected_vision(config: Mapping[str, Any], experiment: str) -> list[dict[st
 
 def _search_reading(experiment: str) -> dict[str, Any]:
     """The ``search`` block of the experiment's hyperparameter table sidecar (what the paper says)."""
-    from contrastlab.tables.published import load_meta
-
-    for name, spec in _tables().items():
+    for name, spec in TABLES.items():
         if spec.experiment == experiment and spec.kind == "hparams" and load_meta(name).get("search"):
             return load_meta(name)["search"]
     return {}
@@ -154,8 +150,6 @@ def off_grid_values(config: Mapping[str, Any], experiment: str) -> list[tuple[st
     """(method, setting, published value, backbones) of every published hyperparameter outside the grid
     the search runs for it (the paper's own, e.g. Nie Table 2's L_dcl τ 0.01 against A.3's
     {0.03, 0.05, 0.07}); such a value can never be selected."""
-    from contrastlab import search as cl_search
-    from contrastlab.tables.search import off_grid, published_hparams
 
     spec = cl_search.search_spec(config, experiment)
     if spec is None:
@@ -173,11 +167,9 @@ def _grid_text(stages, axis: str) -> str:
     return ", ".join(f"{x:g}" for st in stages for x in (st.get("grid") or {}).get(axis, []))
 
 
-def search_rows(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
+def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
     """The search's deviations (see the module docstring); none without a ``search`` section."""
-    from contrastlab import search as cl_search
-    from contrastlab.tables.search import published_hparams
-
+    config = grid.config
     spec = cl_search.search_spec(config, experiment)
     if spec is None:
         return []
@@ -210,7 +202,7 @@ def search_rows(config: Mapping[str, Any], experiment: str) -> list[dict[str, st
     anchored = 0
     for backbone, method in pairs:
         configured = cl_search.point_settings(
-            config, cl_search.SearchPoint(experiment, backbone, method, 1, 0, {})
+            grid, cl_search.SearchPoint(experiment, backbone, method, 1, 0, {})
         )
         published = published_hparams(experiment, backbone, method)
         rest = {a: v for a, v in published.items() if a not in first[method]}
@@ -248,8 +240,9 @@ def search_rows(config: Mapping[str, Any], experiment: str) -> list[dict[str, st
     return rows
 
 
-def deviations(config: Mapping[str, Any], experiment: str) -> list[dict[str, str]]:
+def deviations(grid: Grid, experiment: str) -> list[dict[str, str]]:
     """The config's declared deviations of ``experiment`` followed by the detected ones."""
+    config = grid.config
     exp = (config.get("experiments") or {}).get(experiment)
     if exp is None:
         return []
@@ -259,16 +252,14 @@ def deviations(config: Mapping[str, Any], experiment: str) -> list[dict[str, str
         for row in declared:
             if row.get("setting") == "precision":
                 row.update(ours=f"{override['ours']}; declared: {row['ours']}", why=override["why"])
-    from contrastlab.tables.published import TABLES
-
     if not any(spec.experiment == experiment for spec in TABLES.values()):
         # A figure-only experiment (a sweep for Li Fig. 6, Nie Fig. 3): no published numbers beside
         # its cells, so fewer seeds or "backbones without numbers" are not deviations.
-        return declared + search_rows(config, experiment)
-    found = detected(config, experiment)
+        return declared + search_rows(grid, experiment)
+    found = detected(grid, experiment)
     if any(row.get("setting") == "precision" for row in declared):
         found = [row for row in found if row["setting"] != "precision"]
-    return declared + found + search_rows(config, experiment)
+    return declared + found + search_rows(grid, experiment)
 
 
 #: Column titles of a deviations table, by key of a deviation entry.
@@ -280,8 +271,9 @@ def markdown_lines(items: list[dict[str, str]]) -> list[str]:
     return markdown_table([{title: d[key] for key, title in COLUMNS.items()} for d in items])
 
 
-def render_page(config: Mapping[str, Any]) -> str:
+def render_page(grid: Grid) -> str:
     """``docs/deviations.md``: every experiment's deviations, readable in two minutes."""
+    config = grid.config
     lines = [
         "# Deviations from the papers",
         "",
@@ -295,8 +287,8 @@ def render_page(config: Mapping[str, Any]) -> str:
     ]
     shown: list[tuple[str, list[dict[str, str]]]] = []
     for name, exp in (config.get("experiments") or {}).items():
-        found = deviations(config, name)
-        if found or any(spec.experiment == name for spec in _tables().values()):
+        found = deviations(grid, name)
+        if found or any(spec.experiment == name for spec in TABLES.values()):
             lines += [f"## {exp.get('title') or name}", ""]
             # An experiment that repeats the start of an earlier one's list (OAR CIFAR-100 after
             # CIFAR-10) names those rows and lists only the rest.
@@ -320,17 +312,9 @@ def render_page(config: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _tables():
-    from contrastlab.tables.published import TABLES
-
-    return TABLES
-
-
 def main(argv: list[str] | None = None) -> int:
-    from contrastlab.config import load
-
     argv = sys.argv[1:] if argv is None else argv
-    sys.stdout.write(render_page(load(argv[0] if argv else "config.yaml")))
+    sys.stdout.write(render_page(Grid(load(argv[0] if argv else "config.yaml"))))
     return 0
 
 

@@ -65,21 +65,16 @@ COLUMNS = [
 UNIT_SYMBOLS = {"pi": "π"}
 
 
-def search_experiments(config: Mapping[str, Any]) -> list[str]:
+def search_experiments(grid: cl_config.Grid) -> list[str]:
     """Selected experiments whose search runs with the default target (``searches.in_all``)."""
-    if not (config.get("searches") or {}).get("in_all"):
+    if not (grid.config.get("searches") or {}).get("in_all"):
         return []
-    chosen = (config.get("select") or {}).get("experiments")
-    return [
-        name
-        for name, exp in (config.get("experiments") or {}).items()
-        if exp.get("search") and (not chosen or name in chosen)
-    ]
+    return [name for name, exp in grid.experiments.items() if exp.get("search")]
 
 
-def search_tables(config: Mapping[str, Any]) -> list[str]:
+def search_tables(grid: cl_config.Grid) -> list[str]:
     """Names of the search tables a config produces (``search_<experiment>``)."""
-    return [f"search_{name}" for name in search_experiments(config)]
+    return [f"search_{name}" for name in search_experiments(grid)]
 
 
 def published_hparams(experiment: str, backbone: str, method: str) -> dict[str, float]:
@@ -183,11 +178,12 @@ def _close(a: Any, b: Any) -> bool:
 
 
 def selection_rows(
-    config: Mapping[str, Any], results_dir: str | Path | None, experiment: str, metrics=None
+    grid: cl_config.Grid, results_dir: str | Path | None, experiment: str, metrics=None
 ) -> list[dict]:
     """One row per (backbone, method, searched setting) of the experiment's search (:data:`COLUMNS`, and
     ``winner_dev``, ``published_dev``, ``dev_noise``, ``off_grid`` for the CSV); ``metrics`` (the
     collected metrics frame) gives the dev noise of "same within dev noise" (module docstring)."""
+    config = grid.config
     spec = cl_search.search_spec(config, experiment)
     if spec is None:
         return []
@@ -207,7 +203,7 @@ def selection_rows(
             selections = _selections(results_dir, experiment, backbone, method)
             done = len(selections) == len(stages)
             winner = selections[-1]["winner_settings"] if done else None
-            configured = cl_config.method_settings(config, experiment, method, backbone)
+            configured = grid.settings(cl_config.MethodOn(experiment, backbone, method))
             published = published_hparams(experiment, backbone, method)
             units = published_units(experiment, backbone, method)
             for axis in axes:
@@ -282,7 +278,7 @@ def _latex(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def write_search_tables(
-    config: Mapping[str, Any],
+    grid: cl_config.Grid,
     results_dir: str | Path | None,
     out_dir: str | Path,
     names: Sequence[str],
@@ -298,7 +294,7 @@ def write_search_tables(
     extra = ["winner_dev", "published_dev_gap", "dev_noise", "off_grid"]
     for name in names:
         experiment = name.removeprefix("search_")
-        rows = selection_rows(config, results_dir, experiment, metrics)
+        rows = selection_rows(grid, results_dir, experiment, metrics)
         frame = pd.DataFrame(rows, columns=[*COLUMNS, *extra])
         shown = [{c: r[c] for c in COLUMNS} for r in rows]
         paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}

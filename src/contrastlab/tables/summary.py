@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contrastlab.config import Grid
 from contrastlab.tables.comparison import SENTENCE_HEADLINES, VISION_HEADLINES, comparison_tables
 from contrastlab.tables.published import TABLES
 
@@ -40,13 +41,13 @@ def _is_headline(task: str) -> bool:
     return task in SENTENCE_HEADLINES or task in VISION_HEADLINES or bool(_FFN_TOP1.fullmatch(task))
 
 
-def summary_experiments(config: Mapping[str, Any]) -> list[str]:
-    """The experiments of ``config`` that a paper table or a comparison table reports, in config order."""
+def summary_experiments(grid: Grid) -> list[str]:
+    """The selected experiments that a paper table or a comparison table reports, in config order."""
     from contrastlab.tables import tables_for_config
 
-    reported = {TABLES[name].experiment for name in tables_for_config(dict(config))}
-    reported |= {name.removeprefix("compare_") for name in comparison_tables(config)}
-    return [name for name in config["experiments"] if name in reported]
+    reported = {TABLES[name].experiment for name in tables_for_config(grid)}
+    reported |= {name.removeprefix("compare_") for name in comparison_tables(grid)}
+    return [name for name in grid.experiments if name in reported]
 
 
 def headline_means(
@@ -71,14 +72,14 @@ def summary(config: Mapping[str, Any], metrics_root: str | Path) -> dict[str, An
     from contrastlab.tables.assemble import configured, experiment_seeds
     from contrastlab.tables.metrics import collect_metrics
 
-    config = dict(config)
+    grid = Grid(dict(config))  # a frozen run's summary: its own entry, so its own grid
     metrics = collect_metrics(metrics_root)
     result: dict[str, Any] = {}
-    for experiment in summary_experiments(config):
+    for experiment in summary_experiments(grid):
         means = headline_means(metrics, experiment, seeds=experiment_seeds(config, experiment))
         kept = {
             backbone: {
-                m: scores for m, scores in methods.items() if configured(config, experiment, backbone, m)
+                m: scores for m, scores in methods.items() if configured(grid, experiment, backbone, m)
             }
             for backbone, methods in means.items()
         }

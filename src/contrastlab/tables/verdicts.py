@@ -48,6 +48,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from contrastlab.config import Grid, MethodOn
+from contrastlab.tables.metrics import PRETRAINED
+from contrastlab.tables.published import load_published
+
 #: Verdicts of a cell compared with its published number.
 WITHIN, ABOVE, BELOW, UNDECIDED = "within noise", "above", "below", "undecided"
 NO_PUBLISHED = "no published number"
@@ -123,22 +127,15 @@ def seed_noise_verdict(
     return cell_verdict(diff, half_width(std, df, len(other), len(user), level), df)
 
 
-def cell_stratum(config: Mapping[str, Any] | None, experiment: str, backbone: str, method: str) -> str:
-    """The training protocol and precision of a cell, ``"<protocol>/<precision>"`` (its resolved settings,
-    :func:`contrastlab.config.method_settings`; a search point ``<method>~...`` as its method): cells of
-    one pool share it. ``""`` without a config or for a cell the config cannot resolve (the Pretrained
-    rows, a method no longer configured): such cells pool together, as before pools were split."""
-    from contrastlab.config import method_settings
-
-    if not config or experiment not in (config.get("experiments") or {}):
+def cell_stratum(grid: Grid | None, experiment: str, backbone: str, method: str) -> str:
+    """The training protocol and precision of a cell, ``"<protocol>/<precision>"`` (its settings in
+    ``grid``; a search point ``<method>~...`` as its method): cells of one pool share it. ``""``
+    without a grid or for a cell the grid cannot resolve (the Pretrained rows, a method no longer
+    configured): such cells pool together, as before pools were split."""
+    if grid is None or experiment not in (grid.config.get("experiments") or {}):
         return ""
     try:
-        settings = method_settings(
-            {**config, "training": config.get("training") or {}, "backbones": config.get("backbones") or {}},
-            experiment,
-            method.split("~", 1)[0],
-            backbone,
-        )
+        settings = grid.settings(MethodOn(experiment, backbone, method.split("~", 1)[0]))
     except KeyError:
         return ""
     return f"{settings.get('protocol') or ''}/{settings.get('precision') or ''}"
@@ -148,23 +145,20 @@ def noise_pools(
     metrics: pd.DataFrame,
     experiment: str,
     seeds: list[int] | None,
-    config: Mapping[str, Any] | None = None,
+    grid: Grid | None = None,
 ) -> pd.DataFrame:
     """Pooled seed noise per (backbone, task, stratum) of ``experiment``: columns backbone, key, stratum
-    (:func:`cell_stratum` under ``config``; ``""`` for every cell without one), noise_std, noise_df,
+    (:func:`cell_stratum` in ``grid``; ``""`` for every cell without one), noise_std, noise_df,
     pool_cells (cells with ≥ 2 seeds). Every trained method of the experiment (sweep points included) is
     a cell of the pool of its protocol and precision; "Pretrained" rows are not (they have no seed)."""
-    from contrastlab.tables.metrics import PRETRAINED
-
     trained = metrics[(metrics["experiment"] == experiment) & (metrics["method"] != PRETRAINED)]
     if seeds is not None:
         trained = trained[trained["seed"].isin(seeds)]
-    strata = {
-        (b, m): cell_stratum(config, experiment, b, m)
-        for b, m in set(zip(trained["backbone"], trained["method"], strict=True))
-    }
     trained = trained.assign(
-        stratum=[strata[bm] for bm in zip(trained["backbone"], trained["method"], strict=True)]
+        stratum=[
+            cell_stratum(grid, experiment, b, m)
+            for b, m in zip(trained["backbone"], trained["method"], strict=True)
+        ]
     )
     rows = []
     for (backbone, task, stratum), frame in trained.groupby(["backbone", "task", "stratum"]):
@@ -239,8 +233,6 @@ def stand_ins(config: Mapping[str, Any], experiment: str) -> dict[str, str]:
 
 @functools.cache
 def _published_index(name: str) -> dict[tuple[str, str, str], float]:
-    from contrastlab.tables.published import load_published
-
     pub = load_published(name)
     return {
         (b, m, k): v
@@ -253,7 +245,7 @@ def add_verdicts(
     table_name: str,
     meta: Mapping[str, Any],
     metrics: pd.DataFrame,
-    config: Mapping[str, Any],
+    grid: Grid,
     experiment: str,
     seeds: list[int] | None,
 ) -> pd.DataFrame:
@@ -261,19 +253,17 @@ def add_verdicts(
     cell's (backbone, task), the runs behind the published number, the interval's half-width and the
     verdict. A toy backbone with a stand-in (:func:`stand_ins`) is compared with the stand-in's
     published number (``compared_with`` names it); otherwise cells without a published number say so."""
-    from contrastlab.tables.metrics import PRETRAINED
-
     out = cells.copy()
-    pools = noise_pools(metrics, experiment, seeds, config)
+    pools = noise_pools(metrics, experiment, seeds, grid)
     out["stratum"] = [
-        cell_stratum(config, experiment, b, m) for b, m in zip(out["backbone"], out["method"], strict=True)
+        cell_stratum(grid, experiment, b, m) for b, m in zip(out["backbone"], out["method"], strict=True)
     ]
     out = out.merge(pools.drop(columns="pool_cells"), on=["backbone", "key", "stratum"], how="left")
     out = out.drop(columns="stratum")
     deterministic = out["method"] == PRETRAINED  # one evaluation, no seed: not in any pool
     out.loc[deterministic, "noise_std"] = math.nan
     out["noise_df"] = out["noise_df"].where(~deterministic, 0).fillna(0).astype(int)
-    mapping = stand_ins(config, experiment)
+    mapping = stand_ins(grid.config, experiment)
     index = _published_index(table_name)
     published, compared, runs, widths, verdicts = [], [], [], [], []
     for rec in out.itertuples():
@@ -333,8 +323,6 @@ def chance_expected(cells: pd.DataFrame, level: float = LEVEL) -> tuple[int, flo
     >>> tested, round(expected, 6)
     (2, 0.1)
     """
-    from contrastlab.tables.metrics import PRETRAINED
-
     if "verdict" not in cells:
         return 0, 0.0
     tested = int((cells["verdict"].isin([WITHIN, ABOVE, BELOW]) & (cells["method"] != PRETRAINED)).sum())
@@ -344,8 +332,6 @@ def chance_expected(cells: pd.DataFrame, level: float = LEVEL) -> tuple[int, flo
 def chance_text(cells: pd.DataFrame, level: float = LEVEL) -> str:
     """The tested cells' ▲ and ▼ beside the number expected by chance (:func:`chance_expected`), e.g.
     "3 ▲ / 1 ▼ (≈1.2 expected by chance)"; empty without verdicts."""
-    from contrastlab.tables.metrics import PRETRAINED
-
     tested, expected = chance_expected(cells, level)
     if not tested:
         return ""

@@ -62,11 +62,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from contrastlab.config.grid import CELL_POOLING
 from contrastlab.losses import build_loss
 from contrastlab.models.export import write_sentence_transformers_files
 from contrastlab.paths import atomic_dir, atomic_write
 from contrastlab.provenance import run_metadata
+from contrastlab.senteval.protocol import CELL_POOLING
 from contrastlab.training import geometry
 from contrastlab.training import state as st
 from contrastlab.training.corpus import load_tokenized_corpus
@@ -268,7 +268,7 @@ def _export(state_dir: Path, summary: dict[str, Any], out_dir: Path, log_path: P
     """Copy the best checkpoint (+ train_summary.json) to ``out_dir`` and the log to ``log_path``.
 
     The checkpoint is also a sentence-transformers model with the pooling the cell is evaluated with
-    (:data:`~contrastlab.config.grid.CELL_POOLING`): its files are written here, before the folder
+    (:data:`~contrastlab.senteval.protocol.CELL_POOLING`): its files are written here, before the folder
     becomes the job's output, so no later job touches it."""
     with atomic_dir(out_dir) as tmp:
         shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp)
