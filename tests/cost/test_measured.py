@@ -10,6 +10,7 @@ import pytest
 from contrastlab.cost.measured import (
     cost_lines,
     hms,
+    migrate_benchmarks,
     per_cell,
     per_paper,
     per_rule,
@@ -50,7 +51,8 @@ def metrics(results: Path, cell: str, payload: dict, name: str = "senteval.json"
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
     """Two Nie cells (one trained and encoded on a GPU, one on the CPU), a vision cell on a GPU, a
-    Pretrained row encoded on a GPU and an analytic figure. The SentEval probe jobs ran on the CPU."""
+    Pretrained row encoded on a GPU and an analytic figure, each job's file in its rule's folder. The
+    SentEval probe jobs ran on the CPU."""
     r = tmp_path / "results"
     train_log(r, "nie2023/bert-base/mpt/seed42", "cuda", 11.5)
     bench(r, "train/nie2023/bert-base/mpt/seed42.tsv", (5400.0, "20480.4"))
@@ -62,15 +64,15 @@ def results(tmp_path: Path) -> Path:
     bench(r, "encode/nie2023/bert-base/cl/seed42.tsv", (36.0, "2000"))
     metrics(r, "nie2023/bert-base/cl/seed42", {"scores": {}, "encoding": {"device": "cpu"}})
     train_log(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", "cuda:0", 3.25, vision=True)
-    bench(r, "train/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (1800.0, "4096"))
+    bench(r, "train_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (1800.0, "4096"))
     vision = {"device": "cpu", "encoding": {"device": "cuda"}}  # features on the GPU, probes on the CPU
     metrics(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", vision, "vision.json")
-    bench(r, "encode/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (360.0, "2048"))
-    bench(r, "evaluate/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (300.0, "2048"))
-    bench(r, "encode/pretrained/bert-base.tsv", (72.0, "5000"))
-    bench(r, "evaluate/pretrained/bert-base.tsv", (30.0, "5000"))
+    bench(r, "encode_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (360.0, "2048"))
+    bench(r, "evaluate_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (300.0, "2048"))
+    bench(r, "encode_pretrained/pretrained/bert-base.tsv", (72.0, "5000"))
+    bench(r, "evaluate_pretrained/pretrained/bert-base.tsv", (30.0, "5000"))
     metrics(r, "pretrained/bert-base", {"scores": {}, "encoding": {"device": "cuda"}})
-    bench(r, "figures/li2024-analytic.tsv", (90.0, "700"))
+    bench(r, "figure_analytic_li2024.tsv", (90.0, "700"))
     return r
 
 
@@ -157,6 +159,49 @@ def test_per_paper_rule_and_cell_sums(results):
     vision = cells["macl_cifar10/resnet18-cifar/macl-bs256/seed1"]
     assert vision["encode"] == "0:06:00" and vision["evaluate"] == "0:05:00" and vision["GPU-h"] == "0.60"
     assert "" not in cells and cells["pretrained/bert-base"]["encode"] == "0:01:12"
+
+
+def test_a_search_winners_jobs_are_its_rules_and_count_as_its_cells_encoding_and_probes(tmp_path):
+    cell = "nie2023/bert-base/mpt~searched/seed42"
+    bench(tmp_path, f"search_encode/{cell}.tsv", (60.0, "100"))
+    bench(tmp_path, f"search_evaluate/{cell}.tsv", (120.0, "100"))
+    metrics(tmp_path, cell, {"scores": {}, "encoding": {"device": "cuda"}})
+    jobs = read_job_costs(tmp_path)
+    assert [(j.rule, j.cell, j.paper, j.gpu_hours) for j in jobs] == [
+        ("search_encode", cell, "nie2023", pytest.approx(60 / 3600)),
+        ("search_evaluate", cell, "nie2023", None),
+    ]
+    (row,) = per_cell(jobs)
+    assert (row["encode"], row["evaluate"]) == ("0:01:00", "0:02:00")
+
+
+MACL = "macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv"
+SEARCHED = "nie2023/bert-base/mpt~searched/seed42.tsv"
+#: Where a run wrote these benchmark files before the folders were named by rule.
+BEFORE_RULE_FOLDERS = {
+    f"train_vision/{MACL}": f"train/{MACL}",
+    f"encode_vision/{MACL}": f"encode/{MACL}",
+    f"evaluate_vision/{MACL}": f"evaluate/{MACL}",
+    "encode_pretrained/pretrained/bert-base.tsv": "encode/pretrained/bert-base.tsv",
+    "evaluate_pretrained/pretrained/bert-base.tsv": "evaluate/pretrained/bert-base.tsv",
+    "figure_analytic_li2024.tsv": "figures/li2024-analytic.tsv",
+    f"search_encode/{SEARCHED}": f"encode/{SEARCHED}",
+}
+
+
+def test_migrate_benchmarks_moves_an_older_runs_files_to_their_rules_folders(results):
+    bench(results, f"search_encode/{SEARCHED}", (60.0, "100"))
+    expected = read_job_costs(results)
+    root = results / "benchmarks"
+    for new, old in BEFORE_RULE_FOLDERS.items():
+        (root / old).parent.mkdir(parents=True, exist_ok=True)
+        (root / new).rename(root / old)
+    moves = migrate_benchmarks(results)
+    assert sorted((str(a.relative_to(root)), str(b.relative_to(root))) for a, b in moves) == sorted(
+        (old, new) for new, old in BEFORE_RULE_FOLDERS.items()
+    )
+    assert read_job_costs(results) == expected  # the sentence cells' train/, encode/, evaluate/ stay
+    assert migrate_benchmarks(results) == []
 
 
 def test_a_damaged_benchmark_file_names_itself(tmp_path):

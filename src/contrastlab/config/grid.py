@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from contrastlab.config.schema import deep_merge
+from contrastlab.paths import cell_path
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class Cell:
 
     @property
     def path(self) -> str:
-        return f"{self.experiment}/{self.backbone}/{self.method}/seed{self.seed}"
+        return cell_path(self)
 
 
 #: How a sweep axis appears in method names (batch_size 64 -> ``<method>-bs64``); other axes use their

@@ -468,7 +468,7 @@ def search_jobs(
                 rule="search_encode",
                 paper=paper_of(experiment),
                 experiment=f"{experiment} (search)",
-                cell=f"{experiment}/{backbone}/{cl_search.searched_method(method)}/seed{first.seed}",
+                cell=cl_config.Cell(experiment, backbone, cl_search.searched_method(method), first.seed).path,
                 seconds=dict.fromkeys(choices, seconds),
                 precision=dict.fromkeys(choices, EVALUATION_PRECISION),
             )
