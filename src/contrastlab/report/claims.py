@@ -79,6 +79,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from contrastlab.paths import Results
 from contrastlab.report.parts import (
     NOT_REPRODUCED,
     NOT_RUN,
@@ -624,5 +625,5 @@ def plan_for_configfile(
     from contrastlab.tables.metrics import collect_metrics
 
     config = load(configfile)
-    results = evaluate_claims(collect_metrics(Path(config["results_dir"]) / "metrics"), config)
+    results = evaluate_claims(collect_metrics(Results(config["results_dir"]).metrics()), config)
     return results, seed_plan(results, config, max_seeds=max_seeds)
