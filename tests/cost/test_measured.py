@@ -17,6 +17,7 @@ from contrastlab.cost.measured import (
     read_benchmark,
     read_job_costs,
 )
+from contrastlab.paths import Results
 from contrastlab.report import build_report
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
@@ -217,20 +218,16 @@ def test_cost_lines_without_benchmarks_say_so_in_one_line(tmp_path):
 
 def test_the_report_shows_the_cost_section(results, tmp_path):
     config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
-    report = tmp_path / "out" / "report.md"
-    build_report(results / "metrics", config, tmp_path / "out" / "tables", report, results_dir=results)
-    text = report.read_text()
+    build_report(Results(results), config)
+    text = (results / "report.md").read_text()
     section = text[text.index("## Cost") :]
     for title in ("### Per paper", "### Per rule", "### Per cell"):
         assert title in section
     assert "| nie2023 | 5 | 2 | 1:45:36 | 20480 | 1.55 |" in section
     assert "| train_vision | 1 | 0:30:00 | 0:30:00 | 4096 | 0.50 |" in section
     # Without benchmark files the report is still written, with the one line.
-    empty = tmp_path / "empty" / "report.md"
-    build_report(
-        tmp_path / "none", config, tmp_path / "empty" / "tables", empty, results_dir=tmp_path / "none"
-    )
-    assert "No benchmark files under" in empty.read_text()
+    build_report(Results(tmp_path / "empty"), config)
+    assert "No benchmark files under" in (tmp_path / "empty" / "report.md").read_text()
 
 
 def test_the_report_leaves_out_a_damaged_benchmark_file_and_says_so(results):
@@ -264,11 +261,8 @@ def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
     from contrastlab.paths import REPO_ROOT
 
     config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-    report = tmp_path / "out" / "report.md"
-    build_report(
-        tmp_path / "none", config, tmp_path / "out" / "tables", report, results_dir=tmp_path / "none"
-    )
-    section = report.read_text().split("## Cost", 1)[1]
+    build_report(Results(tmp_path), config)
+    section = (tmp_path / "report.md").read_text().split("## Cost", 1)[1]
     assert "calibration: the shipped default" in section and "### Projected, per rule" in section
     assert "| train_vision |" in section and "| encode_pretrained |" in section
     assert "| evaluate_pretrained |" not in section  # the CPU probe jobs are not GPU time

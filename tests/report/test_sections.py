@@ -9,7 +9,7 @@ import json
 import pandas as pd
 
 from contrastlab import config as cl_config
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report.sections import figure_order, paper_of, summarize
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
@@ -69,7 +69,7 @@ def test_the_report_reads_per_paper(tmp_path):
     from contrastlab.report.claims import PAPERS, load_claims
 
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-    build_report(tmp_path / "none", demo, tmp_path / "tables", tmp_path / "report.md", figures=figures(demo))
+    build_report(Results(tmp_path), demo, figures=figures(demo))
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     starts = [report.index(f"\n## {load_claims(p)['paper']}\n") for p in PAPERS]
     assert starts == sorted(starts)

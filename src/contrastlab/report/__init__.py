@@ -7,9 +7,10 @@ headline claims against our metrics, ``claims/<paper>.yaml``; ``parts``: one par
 Example (no runs yet: every cell shows the published number and "not run")::
 
     >>> import tempfile, pathlib
+    >>> from contrastlab.paths import Results
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
-    >>> [p.name for p in build_report(d / "metrics", config, d / "tables", d / "report.md")][:3]
+    >>> [p.name for p in build_report(Results(d), config)][:3]
     ['macl_table3.csv', 'macl_table3.md', 'macl_table3.tex']
 """
 
@@ -20,6 +21,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from contrastlab.paths import Results
+
 if TYPE_CHECKING:
     from contrastlab.tables.assemble import Table
 
@@ -29,20 +32,17 @@ log = logging.getLogger(__name__)
 
 
 def build_report(
-    metrics_root: str | Path,
+    results: Results,
     config: dict,
-    out_dir: str | Path,
-    report_path: str | Path,
     tables: list[str] | None = None,
     figures: list[dict] | None = None,
-    results_dir: str | Path | None = None,
 ) -> list[Path]:
     """Write every table (default: :func:`tables_for_config`, the comparison tables of the user's
     losses, :mod:`.comparison`, and the searches' selections, :mod:`.search`) as CSV, Markdown and
-    LaTeX into ``out_dir``, the summary ``report_path`` and its self-contained HTML twin (same name,
-    ``.html``);
-    returns the written paths (report and HTML report last). With ``results_dir``, the report ends with
-    the cost of the run's jobs (:mod:`contrastlab.cost.measured`, from ``<results_dir>/benchmarks``).
+    LaTeX into ``results.tables``, the summary ``results.report`` and its self-contained HTML twin (same
+    name, ``.html``), from the metrics under ``results.metrics()``; returns the written paths (report and
+    HTML report last). The report ends with the cost of the run's jobs (:mod:`contrastlab.cost.measured`,
+    from ``results.benchmarks``).
 
     Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
     """
@@ -54,6 +54,7 @@ def build_report(
     from contrastlab.tables.search import search_tables, write_search_tables
 
     t0 = time.perf_counter()
+    metrics_root, results_dir, report_path = results.metrics(), results.root, results.report
     names = tables_for_config(config) if tables is None else list(tables)
     compared = comparison_tables(config)
     comparisons = [name for name in names if name in compared] if tables is not None else compared
@@ -67,7 +68,7 @@ def build_report(
     metrics = collect_metrics(metrics_root)
     failures = collect_failures(metrics_root)
     log.info("collected %d scores from %s", len(metrics), metrics_root)
-    out_dir = Path(out_dir)
+    out_dir = Path(results.tables)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     built: list[tuple[Table, dict[str, Path]]] = []
