@@ -107,7 +107,7 @@ use rule evaluate as evaluate_pretrained with:
 # The model card of each kept checkpoint, sentence and image (contrastlab.report.cards): a small output of its own,
 # since the scores exist only now and the checkpoint folder is the train job's output (never rewritten).
 # The checkpoint is already a sentence-transformers model (the trainer wrote its files); checkpoint +
-# card is what `huggingface-cli upload` publishes. Nothing is uploaded here.
+# card is what `hf upload` publishes (docs/encoders.md). Nothing is uploaded here.
 localrules:
     model_card,
     model_card_vision,

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from contrastlab.config import paper_of
 from contrastlab.paths import Results
 from contrastlab.tables.markdown import markdown_table
 
@@ -58,13 +59,6 @@ class JobCost:
     max_rss_mb: float | None
     gpu_hours: float | None = None
     peak_gpu_gib: float | None = None
-
-
-def paper_of(experiment: str) -> str:
-    """The paper an experiment or figure job belongs to: the config names experiments ``<paper>`` or
-    ``<paper>_<study>`` (``nie2023_fig3``, ``macl_cifar10``, ``oar_synthetic``) and analytic figures
-    ``<paper>-analytic``."""
-    return experiment.split("-", 1)[0].split("_", 1)[0]
 
 
 def _number(text: str | None) -> float | None:
