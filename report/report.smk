@@ -54,14 +54,14 @@ def _reported_table(path):
 def report_category(name):
     """The report's category of an experiment, table or figure name: its paper as the paper's tables name it
     ("Nie et al. 2023", "Huang et al. 2023 (MACL)"), else "Your losses"."""
-    from contrastlab.report.sections import paper_of
+    from contrastlab.config import paper_of
 
     return _paper_names().get(paper_of(name), "Your losses")
 
 
 @functools.cache
 def _paper_names():
-    from contrastlab.report.sections import paper_of
+    from contrastlab.config import paper_of
     from contrastlab.tables import TABLES
 
     names = {}
@@ -74,7 +74,8 @@ def figure_label(name):
     """A figure's label in the report: its place in the paper as its caption opens ("Nie Fig. 2a"; the
     reading of report.md's figure order), with its experiment where that is not the paper's own ("OAR Fig.
     3 (oar_cifar10)"); else its name ("paradigm/mpt")."""
-    from contrastlab.report.sections import figure_order, paper_of
+    from contrastlab.config import paper_of
+    from contrastlab.report.sections import figure_order
 
     figure = next((f for f in FIGURES if f["name"] == name), None)
     if figure is None or figure_order(figure)[0] == 2:  # no "Fig. N" or "Table N" in the opening

@@ -1,4 +1,5 @@
-# Config validation, grid expansion and input functions. Logic lives in contrastlab.config.
+# What the rules look up: the validated config, its cells and searches, where their files lie (RESULTS), and
+# the input functions. Logic lives in the library (contrastlab.config, .search, .cost, .paths, ...).
 import dataclasses
 import functools
 import os
@@ -13,7 +14,7 @@ from contrastlab.data.acquire import check_lock, data_identity, data_marker_path
 from contrastlab.senteval.protocol import CELL_POOLING
 from contrastlab.senteval.tasks import SentEvalDataError
 from contrastlab.losses.user import module_path
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.cost import budget as cl_budget
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import packing as cl_packing
@@ -38,6 +39,12 @@ S = config["resources_dir"]
 # The workflow's one grid (contrastlab.config.Grid): its cells and their settings, resolved once here and
 # handed to everything below that needs cells.
 GRID = cl_config.Grid(config)
+RESULTS = Results(R)
+# A rule's cell: its wildcards, so that RESULTS.<path>(CELL) is the rule's pattern; a search's winner is
+# evaluated as the cell of method "<method>~searched".
+CELL = cl_config.Cell("{experiment}", "{backbone}", "{method}", "{seed}")
+SEARCHED_CELL = dataclasses.replace(CELL, method=cl_search.searched_method("{method}"))
+PRETRAINED_PLACE = "pretrained/{backbone}"  # a Pretrained row's place, as a cell's (metrics, logs, ...)
 CELLS = list(GRID.cells)
 PRETRAINED = GRID.pretrained
 CELL_INDEX = {(c.experiment, c.backbone, c.method, str(c.seed)): c for c in CELLS}
@@ -145,7 +152,7 @@ def search_previous_stage(wildcards):
 
 
 def search_stage_file(experiment, backbone, method, stage):
-    return f"{R}/search/{experiment}/{backbone}/{method}/stage{stage}.json"
+    return RESULTS.search_stage(experiment, backbone, method, stage)
 
 
 def loss_source(wildcards):
@@ -155,8 +162,8 @@ def loss_source(wildcards):
 
 def cell_metrics():
     """Every cell's metrics file (``senteval.json``, or ``vision.json`` for a vision cell)."""
-    return [f"{R}/metrics/{c.path}/{metrics_name(c.experiment)}" for c in CELLS] + [
-        f"{R}/metrics/pretrained/{b}/senteval.json" for b, _ in PRETRAINED
+    return [RESULTS.metrics(c, cl_config.track(config, c.experiment)) for c in CELLS] + [
+        RESULTS.metrics(f"pretrained/{b}", "sentence") for b, _ in PRETRAINED
     ]
 
 
@@ -176,17 +183,16 @@ def selected_tables():
 def table_outputs():
     """The selected papers' tables and the comparison tables of the user's losses (tables.comparison)."""
     names = selected_tables() + comparison_tables(GRID) + search_tables(GRID)
-    return expand(f"{R}/tables/{{table}}.{{ext}}", table=names, ext=["csv", "md", "tex"])
+    return expand(f"{RESULTS.tables}/{{table}}.{{ext}}", table=names, ext=["csv", "md", "tex"])
 
 
 def card_outputs():
     """The model card of every cell (rules model_card, model_card_vision); with tables.partial, of the
     cells whose metrics exist (nothing trains for a card)."""
     return [
-        f"{R}/cards/{c.path}/README.md"
+        RESULTS.card(c)
         for c in CELLS
-        if not config["tables"]["partial"]
-        or os.path.exists(f"{R}/metrics/{c.path}/{metrics_name(c.experiment)}")
+        if not config["tables"]["partial"] or os.path.exists(RESULTS.metrics(c, cl_config.track(config, c.experiment)))
     ]
 
 
@@ -194,7 +200,7 @@ def figure_outputs():
     """PNG, PDF and CSV of every figure the config produces (contrastlab.figures.catalog.figures); with
     tables.partial, not the spectra figures whose encoders are not trained yet."""
     return [
-        f"{R}/figures/{f['name']}.{ext}"
+        f"{RESULTS.figures}/{f['name']}.{ext}"
         for f in FIGURES
         if not (f["kind"] == "spectra" and config["tables"]["partial"] and not _spectra_ready(f["experiment"]))
         for ext in ("png", "pdf", "csv")
@@ -206,7 +212,7 @@ def _spectra_ready(experiment):
 
 
 def report_path():
-    return f"{R}/report.md"
+    return RESULTS.report
 
 
 @functools.cache
@@ -239,10 +245,6 @@ def job_place(wildcards):
 
 def mem_mb(kind):
     return config["resources"][f"{kind}_mem_mb"]
-
-
-def metrics_name(experiment):
-    return "vision.json" if _is_vision(experiment) else "senteval.json"
 
 
 def images_marker(dataset):
@@ -285,14 +287,14 @@ def existing_if_partial(paths):
 
 
 def cell_files(wildcards, kind, name):
-    """``<R>/<kind>/<cell>/<name>`` of every selected cell of the figure's experiment."""
-    return existing_if_partial(
-        f"{R}/{kind}/{c.path}/{name}" for c in CELLS if c.experiment == wildcards.experiment
-    )
+    """``<R>/<kind>/<cell>/<name>`` of every selected cell of the figure's experiment (kind:
+    ``checkpoints`` or ``metrics``)."""
+    of = RESULTS.checkpoint if kind == "checkpoints" else RESULTS.metrics
+    return existing_if_partial(f"{of(c)}/{name}" for c in CELLS if c.experiment == wildcards.experiment)
 
 
 def figure_files(name):
-    return {ext: f"{R}/figures/{name}.{ext}" for ext in ("png", "pdf", "csv")}
+    return {ext: f"{RESULTS.figures}/{name}.{ext}" for ext in ("png", "pdf", "csv")}
 
 
 def experiment_metrics(wildcards):
@@ -310,7 +312,7 @@ def encoders_for_spectra(experiment):
     for method in config["experiments"][experiment]["spectra"]:
         chosen = [c for c in CELLS if c.experiment == experiment and c.method == method]
         if chosen:
-            out[method] = f"{R}/checkpoints/{min(chosen, key=lambda c: c.seed).path}/encoder"
+            out[method] = RESULTS.checkpoint(min(chosen, key=lambda c: c.seed), "encoder")
     return out
 
 
@@ -321,7 +323,7 @@ SEARCHES = cl_search.searches(SEARCH_POINTS)
 def search_stage_models(wildcards):
     """The checkpoints of one stage's points (a point shared with a configured cell: that cell's)."""
     points = SEARCHES[(wildcards.experiment, wildcards.backbone, wildcards.method)][int(wildcards.stage)]
-    return [f"{R}/checkpoints/{p.cell.path}/model" for p in points]
+    return [RESULTS.checkpoint(p.cell, "model") for p in points]
 
 
 def search_stage_points(wildcards):
@@ -340,7 +342,8 @@ def search_outputs():
     for (experiment, backbone, method), stages in SEARCHES.items():
         out += [search_stage_file(experiment, backbone, method, k) for k in stages]
         seed = stages[1][0].seed
-        out.append(f"{R}/metrics/{experiment}/{backbone}/{cl_search.searched_method(method)}/seed{seed}/senteval.json")
+        winner = cl_config.Cell(experiment, backbone, cl_search.searched_method(method), seed)
+        out.append(RESULTS.metrics(winner, "sentence"))
     return out
 
 

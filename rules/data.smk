@@ -15,7 +15,7 @@ rule senteval_data:
     params:
         identity=lambda wildcards: data_marker_identity("senteval"),
     log:
-        f"{R}/logs/data/senteval.log",
+        RESULTS.log("data", "senteval"),
     conda:
         "../envs/contrastlab.yaml"
     script:
@@ -32,7 +32,7 @@ rule corpus:
     params:
         identity=lambda wildcards: data_marker_identity("corpus"),
     log:
-        f"{R}/logs/data/corpus.log",
+        RESULTS.log("data", "corpus"),
     conda:
         "../envs/contrastlab.yaml"
     script:
@@ -48,7 +48,7 @@ rule fetch_backbone:
         spec=lambda wildcards: config["backbones"][wildcards.backbone],
         models_dir=lambda wildcards, output: os.path.dirname(output[0]),
     log:
-        f"{R}/logs/backbones/{{backbone}}.log",
+        RESULTS.log("backbones", "{backbone}"),
     conda:
         "../envs/contrastlab.yaml"
     script:

@@ -7,19 +7,19 @@
 
 rule encode:
     input:
-        model=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/model",
+        model=RESULTS.checkpoint(CELL, "model"),
         senteval_ready=data_marker("senteval"),
     output:
-        embeddings=temp(directory(f"{R}/state/embeddings/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}")),
+        embeddings=temp(directory(RESULTS.state("embeddings", CELL))),
     params:
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],
         pooling=CELL_POOLING,
     log:
-        f"{R}/logs/encode/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
+        RESULTS.log("encode", CELL),
     benchmark:
-        f"{R}/benchmarks/encode/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
+        RESULTS.benchmark("encode", CELL)
     wildcard_constraints:
         experiment=SENTENCE_EXPERIMENTS,
     threads: THREADS
@@ -35,20 +35,20 @@ rule encode:
 
 rule evaluate:
     input:
-        model=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/model",
+        model=RESULTS.checkpoint(CELL, "model"),
         senteval_ready=data_marker("senteval"),
-        embeddings=f"{R}/state/embeddings/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}",
+        embeddings=RESULTS.state("embeddings", CELL),
     output:
-        metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/senteval.json",
+        metrics=RESULTS.metrics(CELL, "sentence"),
     params:
         tasks=config["evaluation"]["tasks"],
         mode=config["evaluation"]["mode"],
         batch_size=config["evaluation"]["batch_size"],
         pooling=CELL_POOLING,
     log:
-        f"{R}/logs/evaluate/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
+        RESULTS.log("evaluate", CELL),
     benchmark:
-        f"{R}/benchmarks/evaluate/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
+        RESULTS.benchmark("evaluate", CELL)
     wildcard_constraints:
         experiment=SENTENCE_EXPERIMENTS,
     threads: THREADS
@@ -71,13 +71,13 @@ use rule encode as encode_pretrained with:
         model=lambda wildcards: backbone_dir(wildcards.backbone),
         senteval_ready=data_marker("senteval"),
     output:
-        embeddings=temp(directory(f"{R}/state/embeddings/pretrained/{{backbone}}")),
+        embeddings=temp(directory(RESULTS.state("embeddings", PRETRAINED_PLACE))),
     params:
         pooling=lambda wildcards: PRETRAINED_POOLING[wildcards.backbone],
     log:
-        f"{R}/logs/encode/pretrained/{{backbone}}.log",
+        RESULTS.log("encode", PRETRAINED_PLACE),
     benchmark:
-        f"{R}/benchmarks/encode/pretrained/{{backbone}}.tsv"
+        RESULTS.benchmark("encode_pretrained", PRETRAINED_PLACE)
     resources:
         gpu=GPU,
         mem_mb=mem_mb("eval"),
@@ -88,15 +88,15 @@ use rule evaluate as evaluate_pretrained with:
     input:
         model=lambda wildcards: backbone_dir(wildcards.backbone),
         senteval_ready=data_marker("senteval"),
-        embeddings=f"{R}/state/embeddings/pretrained/{{backbone}}",
+        embeddings=RESULTS.state("embeddings", PRETRAINED_PLACE),
     output:
-        metrics=f"{R}/metrics/pretrained/{{backbone}}/senteval.json",
+        metrics=RESULTS.metrics(PRETRAINED_PLACE, "sentence"),
     params:
         pooling=lambda wildcards: PRETRAINED_POOLING[wildcards.backbone],
     log:
-        f"{R}/logs/evaluate/pretrained/{{backbone}}.log",
+        RESULTS.log("evaluate", PRETRAINED_PLACE),
     benchmark:
-        f"{R}/benchmarks/evaluate/pretrained/{{backbone}}.tsv"
+        RESULTS.benchmark("evaluate_pretrained", PRETRAINED_PLACE)
     resources:
         gpu=0,  # the probes run on the CPU, as in rule evaluate
         probe_slots=1,
@@ -107,7 +107,7 @@ use rule evaluate as evaluate_pretrained with:
 # The model card of each kept checkpoint, sentence and image (contrastlab.report.cards): a small output of its own,
 # since the scores exist only now and the checkpoint folder is the train job's output (never rewritten).
 # The checkpoint is already a sentence-transformers model (the trainer wrote its files); checkpoint +
-# card is what `huggingface-cli upload` publishes. Nothing is uploaded here.
+# card is what `hf upload` publishes (docs/encoders.md). Nothing is uploaded here.
 localrules:
     model_card,
     model_card_vision,
@@ -115,16 +115,16 @@ localrules:
 
 rule model_card:
     input:
-        model=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/model",
-        metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/senteval.json",
+        model=RESULTS.checkpoint(CELL, "model"),
+        metrics=RESULTS.metrics(CELL, "sentence"),
         senteval_ready=data_marker("senteval"),
         corpus_ready=data_marker("corpus"),
     output:
-        card=f"{R}/cards/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/README.md",
+        card=RESULTS.card(CELL),
     params:
         base_model=lambda wildcards: config["backbones"][wildcards.backbone].get("hf_id"),
     log:
-        f"{R}/logs/model_card/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
+        RESULTS.log("model_card", CELL),
     wildcard_constraints:
         experiment=SENTENCE_EXPERIMENTS,
     conda:
@@ -135,13 +135,13 @@ rule model_card:
 
 rule model_card_vision:
     input:
-        model=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/encoder",
-        metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/vision.json",
+        model=RESULTS.checkpoint(CELL, "encoder"),
+        metrics=RESULTS.metrics(CELL, "vision"),
         images_ready=cell_images_marker,
     output:
-        card=f"{R}/cards/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/README.md",
+        card=RESULTS.card(CELL),
     log:
-        f"{R}/logs/model_card/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
+        RESULTS.log("model_card", CELL),
     wildcard_constraints:
         experiment=VISION_EXPERIMENTS,
     conda:

@@ -18,9 +18,9 @@ rule figure_lr_sweep:
         **reported_figure("{experiment}/lr_sweep"),
     params:
         config={key: value for key, value in config.items() if key not in ("data", "artifacts_lock")},
-        metrics_root=f"{R}/metrics",
+        metrics_root=RESULTS.metrics(),
     log:
-        f"{R}/logs/figures/{{experiment}}-lr_sweep.log",
+        RESULTS.log("figures", "{experiment}-lr_sweep"),
     wildcard_constraints:
         experiment=FIGURE_EXPERIMENTS,
     conda:
@@ -36,7 +36,7 @@ rule figure_spectra:
     output:
         **reported_figure("{experiment}/spectra"),
     log:
-        f"{R}/logs/figures/{{experiment}}-spectra.log",
+        RESULTS.log("figures", "{experiment}-spectra"),
     wildcard_constraints:
         experiment=FIGURE_EXPERIMENTS,
     threads: THREADS
@@ -53,13 +53,13 @@ rule figure_spectra:
 rule oar_synthetic:
     output:
         **reported_figure("oar_synthetic/table2"),
-        table=f"{R}/figures/oar_synthetic/table2_numbers.csv",
+        table=f"{RESULTS.figures}/oar_synthetic/table2_numbers.csv",
     params:
         settings=config["oar_synthetic"] or {},
     log:
-        f"{R}/logs/figures/oar_synthetic.log",
+        RESULTS.log("figures", "oar_synthetic"),
     benchmark:
-        f"{R}/benchmarks/figures/oar_synthetic.tsv"
+        RESULTS.benchmark("oar_synthetic")
     threads: THREADS
     resources:
         mem_mb=mem_mb("eval"),
@@ -76,9 +76,9 @@ rule figure_align_uniform:
     output:
         **reported_figure("{experiment}/align_uniform"),
     params:
-        metrics_root=f"{R}/metrics",
+        metrics_root=RESULTS.metrics(),
     log:
-        f"{R}/logs/figures/{{experiment}}-align_uniform.log",
+        RESULTS.log("figures", "{experiment}-align_uniform"),
     wildcard_constraints:
         experiment=LOG_FIGURE_EXPERIMENTS,
     conda:
@@ -93,9 +93,9 @@ rule figure_training_curves:
     output:
         **reported_figure("{experiment}/training_curves"),
     params:
-        checkpoints_root=f"{R}/checkpoints",
+        checkpoints_root=RESULTS.checkpoint(),
     log:
-        f"{R}/logs/figures/{{experiment}}-training_curves.log",
+        RESULTS.log("figures", "{experiment}-training_curves"),
     wildcard_constraints:
         experiment=LOG_FIGURE_EXPERIMENTS,
     conda:
@@ -118,9 +118,9 @@ for _paper, _names in figure_catalog.ANALYTIC_FIGURES.items():
             paper=_paper,
             size=config["analytic_figures"],
         log:
-            f"{R}/logs/figures/{_paper}-analytic.log",
+            RESULTS.log("figures", f"{_paper}-analytic"),
         benchmark:
-            f"{R}/benchmarks/figures/{_paper}-analytic.tsv"
+            RESULTS.benchmark(f"figure_analytic_{_paper}")
         resources:
             mem_mb=mem_mb("eval"),
             runtime=runtime("eval"),
@@ -144,8 +144,8 @@ for _figure, (_experiments, _caption, _source) in figure_catalog.SWEEP_FIGURES.i
                 for c in CELLS
                 if c.experiment in _experiments
                 for kind, path in (
-                    ("logs", f"{R}/checkpoints/{c.path}/train_log.jsonl"),
-                    ("metrics", f"{R}/metrics/{c.path}/senteval.json"),
+                    ("logs", RESULTS.checkpoint(c, "train_log.jsonl")),
+                    ("metrics", RESULTS.metrics(c, "sentence")),
                 )
                 if kind in _source.split("+")
             ),
@@ -157,7 +157,7 @@ for _figure, (_experiments, _caption, _source) in figure_catalog.SWEEP_FIGURES.i
             config={key: value for key, value in config.items() if key not in ("data", "artifacts_lock")},
             results=lambda wildcards: R,
         log:
-            f"{R}/logs/figures/{_figure.rsplit('/', 1)[-1]}.log",
+            RESULTS.log("figures", _figure.rsplit("/", 1)[-1]),
         localrule: True
         conda:
             "../envs/contrastlab.yaml"
@@ -177,7 +177,7 @@ rule figure_paradigm:
         hp=lambda wildcards: USER_LOSS_METHODS[wildcards.method][1],
         size=config["paradigm_figures"],
     log:
-        f"{R}/logs/figures/paradigm-{{method}}.log",
+        RESULTS.log("figures", "paradigm-{method}"),
     wildcard_constraints:
         method=_alternatives(USER_LOSS_METHODS),
     resources:

@@ -13,11 +13,11 @@ rule search_select:
     input:
         models=search_stage_models,
     output:
-        selection=f"{R}/search/{{experiment}}/{{backbone}}/{{method}}/stage{{stage}}.json",
+        selection=RESULTS.search_stage("{experiment}", "{backbone}", "{method}", "{stage}"),
     params:
         points=search_stage_points,
     log:
-        f"{R}/logs/search/{{experiment}}/{{backbone}}/{{method}}/stage{{stage}}.log",
+        RESULTS.log("search", "{experiment}/{backbone}/{method}/stage{stage}"),
     conda:
         "../envs/contrastlab.yaml"
     script:
@@ -32,11 +32,11 @@ use rule encode as search_encode with:
         selection=search_last_stage,
         senteval_ready=data_marker("senteval"),
     output:
-        embeddings=temp(directory(f"{R}/state/embeddings/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}")),
+        embeddings=temp(directory(RESULTS.state("embeddings", SEARCHED_CELL))),
     log:
-        f"{R}/logs/encode/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.log",
-    benchmark:  # where a cell's encode job writes it: the cost table counts it the same way
-        f"{R}/benchmarks/encode/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.tsv"
+        RESULTS.log("encode", SEARCHED_CELL),
+    benchmark:
+        RESULTS.benchmark("search_encode", SEARCHED_CELL)
     resources:
         gpu=GPU,
         mem_mb=mem_mb("eval"),
@@ -47,13 +47,13 @@ use rule evaluate as search_evaluate with:
     input:
         selection=search_last_stage,
         senteval_ready=data_marker("senteval"),
-        embeddings=f"{R}/state/embeddings/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}",
+        embeddings=RESULTS.state("embeddings", SEARCHED_CELL),
     output:
-        metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}/senteval.json",
+        metrics=RESULTS.metrics(SEARCHED_CELL, "sentence"),
     log:
-        f"{R}/logs/evaluate/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.log",
+        RESULTS.log("evaluate", SEARCHED_CELL),
     benchmark:
-        f"{R}/benchmarks/evaluate/{{experiment}}/{{backbone}}/{{method}}~searched/seed{{seed}}.tsv"
+        RESULTS.benchmark("search_evaluate", SEARCHED_CELL)
     resources:
         gpu=0,  # the probes run on the CPU; search_encode held the GPU
         probe_slots=1,
@@ -74,7 +74,7 @@ rule figure_search:
     params:
         results_dir=lambda wildcards: R,  # the selections under <R>/search
     log:
-        f"{R}/logs/figures/{{experiment}}-search.log",
+        RESULTS.log("figures", "{experiment}-search"),
     wildcard_constraints:
         experiment=_alternatives(e for e, _, _ in SEARCHES),
     conda:

@@ -26,12 +26,10 @@ rule tables:
     params:
         # Without data locations (the tables never read them): moving the data re-renders nothing.
         config={key: value for key, value in config.items() if key not in ("data", "artifacts_lock")},
-        metrics_root=lambda wildcards: f"{R}/metrics",
-        results_dir=lambda wildcards: R,  # the report's cost section reads its benchmarks/
+        results_dir=lambda wildcards: R,  # the metrics, where the tables go, the benchmarks (the cost)
         figures=FIGURES,
-        tables_dir=lambda wildcards: f"{R}/tables",  # a preset with no paper table (gpu-check) has none
     log:
-        f"{R}/logs/tables.log",
+        RESULTS.log("tables"),
     conda:
         "../envs/contrastlab.yaml"
     script:

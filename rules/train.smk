@@ -9,18 +9,18 @@ rule train:
         loss_source=loss_source,
         search_previous=search_previous_stage,  # a later search stage starts from the earlier winner
     output:
-        model=directory(f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/model"),
-        log_jsonl=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/train_log.jsonl",
+        model=directory(RESULTS.checkpoint(CELL, "model")),
+        log_jsonl=RESULTS.checkpoint(CELL, "train_log.jsonl"),
     params:
         settings=train_settings,
         corpus=lambda wildcards: data_marker_identity("corpus"),  # what, not where: other bytes retrain
         # Where things lie is not a param (a param change retrains): train.py reads the data locations
         # and the cache from the config, and the snapshots sit in this run's state folder.
-        state_dir=lambda wildcards: f"{R}/state/train/{cell_of(wildcards).path}",
+        state_dir=lambda wildcards: RESULTS.state("train", cell_of(wildcards)),
     log:
-        f"{R}/logs/train/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
+        RESULTS.log("train", CELL),
     benchmark:
-        f"{R}/benchmarks/train/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
+        RESULTS.benchmark("train", CELL)
     wildcard_constraints:
         experiment=SENTENCE_EXPERIMENTS,
     threads: THREADS

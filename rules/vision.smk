@@ -13,7 +13,7 @@ rule image_data:
     params:
         identity=lambda wildcards: images_identity(wildcards.dataset),
     log:
-        f"{R}/logs/data/images-{{dataset}}.log",
+        RESULTS.log("data", "images-{dataset}"),
     wildcard_constraints:
         dataset="digits|cifar10|cifar100",
     conda:
@@ -27,15 +27,15 @@ rule train_vision:
         images_ready=cell_images_marker,
         loss_source=loss_source,
     output:
-        encoder=directory(f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/encoder"),
-        log_jsonl=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/train_log.jsonl",
+        encoder=directory(RESULTS.checkpoint(CELL, "encoder")),
+        log_jsonl=RESULTS.checkpoint(CELL, "train_log.jsonl"),
     params:
         settings=train_settings,
-        state_dir=lambda wildcards: f"{R}/state/train/{cell_of(wildcards).path}",
+        state_dir=lambda wildcards: RESULTS.state("train", cell_of(wildcards)),
     log:
-        f"{R}/logs/train/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
+        RESULTS.log("train", CELL),
     benchmark:
-        f"{R}/benchmarks/train/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
+        RESULTS.benchmark("train_vision", CELL)
     wildcard_constraints:
         experiment=VISION_EXPERIMENTS,
     threads: THREADS
@@ -57,16 +57,16 @@ rule train_vision:
 # deleted once the probe job has read them.
 rule encode_vision:
     input:
-        encoder=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/encoder",
+        encoder=RESULTS.checkpoint(CELL, "encoder"),
         images_ready=cell_images_marker,
     output:
-        features=temp(f"{R}/state/features/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.pt"),
+        features=temp(RESULTS.state("features", CELL) + ".pt"),
     params:
         batch_size=lambda wildcards: cl_config.vision_evaluation(config, wildcards.experiment)["batch_size"],
     log:
-        f"{R}/logs/encode/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
+        RESULTS.log("encode", CELL),
     benchmark:
-        f"{R}/benchmarks/encode/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
+        RESULTS.benchmark("encode_vision", CELL)
     wildcard_constraints:
         experiment=VISION_EXPERIMENTS,
     threads: THREADS
@@ -82,16 +82,16 @@ rule encode_vision:
 
 rule evaluate_vision:
     input:
-        encoder=f"{R}/checkpoints/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/encoder",
-        features=f"{R}/state/features/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.pt",
+        encoder=RESULTS.checkpoint(CELL, "encoder"),
+        features=RESULTS.state("features", CELL) + ".pt",
     output:
-        metrics=f"{R}/metrics/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}/vision.json",
+        metrics=RESULTS.metrics(CELL, "vision"),
     params:
         evaluation=lambda wildcards: cl_config.vision_evaluation(config, wildcards.experiment),
     log:
-        f"{R}/logs/evaluate/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.log",
+        RESULTS.log("evaluate", CELL),
     benchmark:
-        f"{R}/benchmarks/evaluate/{{experiment}}/{{backbone}}/{{method}}/seed{{seed}}.tsv"
+        RESULTS.benchmark("evaluate_vision", CELL)
     wildcard_constraints:
         experiment=VISION_EXPERIMENTS,
     threads: THREADS

@@ -1,12 +1,16 @@
-"""The one atomic write (contrastlab.paths): a file or a folder is replaced whole or not at all."""
+"""contrastlab.paths: the results layout (one spelling of a cell's place, for the rules and the library),
+and the one atomic write (a file or a folder is replaced whole or not at all)."""
 
 from __future__ import annotations
 
 import os
+import re
+from types import SimpleNamespace
 
 import pytest
 
-from contrastlab.paths import atomic_dir, atomic_write
+from contrastlab.config import Cell
+from contrastlab.paths import CELL_PATH, REPO_ROOT, Results, atomic_dir, atomic_write, cell_path
 
 
 def test_atomic_dir_replaces_the_folder_whole(tmp_path):
@@ -40,3 +44,73 @@ def test_a_file_and_a_folder_use_one_temporary_name(tmp_path):
         dir_tmp.mkdir()
     assert (file_tmp.name, dir_tmp.name) == (f".a.json.{os.getpid()}.partial", f".b.{os.getpid()}.partial")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b"]
+
+
+# The results layout (Results): one spelling of every path, a file's or a rule's pattern.
+
+CELL = Cell("nie2023", "bert-base", "mpt", 42)
+PATTERN = Cell("{experiment}", "{backbone}", "{method}", "{seed}")
+
+
+def test_a_cell_has_one_path_from_a_cell_its_wildcards_or_a_mapping():
+    wildcards = SimpleNamespace(experiment="nie2023", backbone="bert-base", method="mpt", seed="42")
+    assert CELL.path == cell_path(wildcards) == cell_path(vars(wildcards)) == "nie2023/bert-base/mpt/seed42"
+    assert cell_path(PATTERN) == CELL_PATH == "{experiment}/{backbone}/{method}/seed{seed}"
+
+
+def test_results_paths_of_a_cell_are_the_layout_the_readers_expect(tmp_path):
+    r = Results("results/demo")
+    cell = "results/demo/{}/nie2023/bert-base/mpt/seed42"
+    assert r.checkpoint(CELL, "model") == cell.format("checkpoints") + "/model"
+    assert r.checkpoint(CELL) == cell.format("checkpoints") and r.checkpoint() == "results/demo/checkpoints"
+    assert r.metrics(CELL, "sentence") == cell.format("metrics") + "/senteval.json"
+    assert r.metrics(CELL, "vision") == cell.format("metrics") + "/vision.json"
+    assert r.metrics(CELL) == cell.format("metrics") and r.metrics() == "results/demo/metrics"
+    assert r.card(CELL) == cell.format("cards") + "/README.md"
+    assert r.log("train", CELL) == cell.format("logs/train") + ".log"
+    assert r.log("tables") == "results/demo/logs/tables.log"
+    assert r.benchmark("train_vision", CELL) == cell.format("benchmarks/train_vision") + ".tsv"
+    assert r.benchmark("oar_synthetic") == "results/demo/benchmarks/oar_synthetic.tsv"
+    assert r.state("train", CELL) == cell.format("state/train")
+    assert r.state("data", "corpus.ready.json") == "results/demo/state/data/corpus.ready.json"
+    assert r.tensorboard(CELL) == cell.format("tensorboard")
+    assert (
+        r.search_stage("nie2023", "bert-base", "mpt", 2)
+        == "results/demo/search/nie2023/bert-base/mpt/stage2.json"
+    )
+    assert (r.tables, r.figures, r.report) == (
+        "results/demo/tables",
+        "results/demo/figures",
+        "results/demo/report.md",
+    )
+    assert Results(tmp_path).calibration == f"{tmp_path}/calibration.json"
+
+
+def test_results_give_the_rules_patterns_from_a_cell_of_wildcards():
+    r = Results("results")
+    assert (
+        r.checkpoint(PATTERN, "model")
+        == "results/checkpoints/{experiment}/{backbone}/{method}/seed{seed}/model"
+    )
+    assert r.benchmark("encode_pretrained", "pretrained/{backbone}") == (
+        "results/benchmarks/encode_pretrained/pretrained/{backbone}.tsv"
+    )
+    assert (
+        r.metrics("pretrained/{backbone}", "sentence")
+        == "results/metrics/pretrained/{backbone}/senteval.json"
+    )
+
+
+def test_the_cell_path_is_spelled_once_in_the_project():
+    """Issue 47: the rules, the scripts and the library spell a cell's place through CELL_PATH only."""
+    four = re.compile(r"(\{[^{}/]*\}+/){3}seed\{")  # {a}/{b}/{c}/seed{d}, with any braces inside
+    files = [REPO_ROOT / "Snakefile"] + [
+        path
+        for folder in ("src", "rules", "scripts", "report")
+        for path in (REPO_ROOT / folder).rglob("*")
+        if path.suffix in (".py", ".smk", ".yaml", ".rst")
+    ]
+    spelled = sorted(
+        p.relative_to(REPO_ROOT).as_posix() for p in files if four.search(p.read_text(encoding="utf-8"))
+    )
+    assert spelled == ["src/contrastlab/paths.py"]

@@ -1,16 +1,17 @@
 """Where things live, and how they are written: the repository root, the optional ``shared`` folder beside
-it, and the one atomic write (a temporary file or folder renamed over the target) every writer of the
-package uses."""
+it, the layout of a results folder (:class:`Results`, for the rules and the library alike), and the one
+atomic write (a temporary file or folder renamed over the target) every writer of the package uses."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,6 +24,119 @@ def shared_dir() -> Path | None:
     env = os.environ.get("CONTRASTLAB_SHARED")
     candidate = Path(env) if env else REPO_ROOT.parent / "shared"
     return candidate if (candidate / "data").is_dir() or (candidate / "papers").is_dir() else None
+
+
+#: A cell's place under each folder of a results folder (checkpoints, metrics, logs, ...): the one spelling.
+CELL_PATH = "{experiment}/{backbone}/{method}/seed{seed}"
+CELL_FIELDS = ("experiment", "backbone", "method", "seed")
+
+#: A cell's metrics file by its track.
+METRICS_FILES = {"sentence": "senteval.json", "vision": "vision.json"}
+
+
+class CellLike(Protocol):
+    experiment: str
+    backbone: str
+    method: str
+    seed: int | str
+
+
+#: A place under a folder of the results: a cell, or a path as it is (``pretrained/<backbone>``).
+Place = CellLike | Mapping[str, Any] | str
+
+
+def cell_path(cell: CellLike | Mapping[str, Any]) -> str:
+    """:data:`CELL_PATH` of ``cell``: a :class:`~contrastlab.config.Cell`, anything with its four
+    attributes (Snakemake's wildcards) or a mapping of them. Fields holding wildcard braces
+    (``"{method}"``) give the rules' pattern."""
+    get = cell.__getitem__ if isinstance(cell, Mapping) else functools.partial(getattr, cell)
+    return CELL_PATH.format(**{field: get(field) for field in CELL_FIELDS})
+
+
+class Results:
+    """The layout of one results folder, ``root`` (``results_dir``): each path a string ``<root>/...``,
+    a file's or a Snakemake pattern's alike (a place holding wildcard braces). Benchmark files lie
+    under the rule that writes them, so the cost table reads the rule from the folder."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = os.fspath(root)
+
+    def __repr__(self) -> str:
+        return f"Results({self.root!r})"
+
+    def cell(self, place: Place) -> str:
+        """The place's path under a folder of the results: a cell's :data:`CELL_PATH`, a string as is."""
+        return place if isinstance(place, str) else cell_path(place)
+
+    def _under(self, folder: str, place: Place | None, suffix: str = "") -> str:
+        return (
+            f"{self.root}/{folder}" if place is None else f"{self.root}/{folder}/{self.cell(place)}{suffix}"
+        )
+
+    def checkpoint(self, cell: Place | None = None, name: str | None = None) -> str:
+        """``checkpoints/<cell>/<name>`` (``model``, ``encoder``, ``train_log.jsonl``); without a name
+        the cell's folder, without a cell the folder of all checkpoints."""
+        return self._under("checkpoints", cell, f"/{name}" if name else "")
+
+    def metrics(self, cell: Place | None = None, track: str | None = None) -> str:
+        """``metrics/<cell>/senteval.json`` (track ``sentence``) or ``vision.json`` (``vision``); without
+        a track the cell's folder, without a cell the folder of all metrics."""
+        return self._under("metrics", cell, f"/{METRICS_FILES[track]}" if track else "")
+
+    def card(self, cell: Place) -> str:
+        """``cards/<cell>/README.md``: the model card of a cell's checkpoint."""
+        return self._under("cards", cell, "/README.md")
+
+    def log(self, rule: str, place: Place | None = None) -> str:
+        """``logs/<rule>/<place>.log``, or ``logs/<rule>.log`` for a job of no place. ``rule`` names the
+        folder, which a track's twins share (``train_vision`` logs under ``train``)."""
+        return (
+            self._under(f"logs/{rule}", place, ".log")
+            if place is not None
+            else f"{self.root}/logs/{rule}.log"
+        )
+
+    def benchmark(self, rule: str, place: Place | None = None) -> str:
+        """``benchmarks/<rule>/<place>.tsv``, or ``benchmarks/<rule>.tsv`` for a job of no place: the
+        Snakemake benchmark file of the job, under the rule that writes it."""
+        if place is None:
+            return f"{self.benchmarks}/{rule}.tsv"
+        return self._under(f"benchmarks/{rule}", place, ".tsv")
+
+    @property
+    def benchmarks(self) -> str:
+        return f"{self.root}/benchmarks"
+
+    def state(self, kind: str, place: Place | None = None) -> str:
+        """``state/<kind>/<place>``: what a run keeps for itself (``train`` snapshots, ``features``,
+        ``embeddings``, ``data`` markers), never a result."""
+        return self._under(f"state/{kind}", place)
+
+    def search_stage(self, experiment: str, backbone: str, method: str, stage: int | str) -> str:
+        """``search/<experiment>/<backbone>/<method>/stage<k>.json``: one stage's selection of a search."""
+        return f"{self.root}/search/{experiment}/{backbone}/{method}/stage{stage}.json"
+
+    def tensorboard(self, cell: Place) -> str:
+        """``tensorboard/<cell>``: a training job's TensorBoard run folder (``make monitor``)."""
+        return self._under("tensorboard", cell)
+
+    @property
+    def tables(self) -> str:
+        return f"{self.root}/tables"
+
+    @property
+    def figures(self) -> str:
+        return f"{self.root}/figures"
+
+    @property
+    def report(self) -> str:
+        """``report.md`` (``report.html`` beside it)."""
+        return f"{self.root}/report.md"
+
+    @property
+    def calibration(self) -> str:
+        """``calibration.json``: the measured calibration ``make gpu-check`` writes in its results."""
+        return f"{self.root}/calibration.json"
 
 
 @contextlib.contextmanager

@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from contrastlab.paths import atomic_dir, write_json
+from contrastlab.paths import Results, atomic_dir, write_json
 from contrastlab.workflow.recovery import running_workflow_marker
 
 #: The preset's outputs each ``reproduce@<preset>`` stage versions (``dvc.yaml``'s ``outs``), relative
@@ -361,15 +361,16 @@ def reproduce(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> P
                 f"snakemake finished without {preset.results_dir / output}: nothing is versioned"
             )
     write_json(results / FREEZE_RECORD, _record(preset, results))
-    write_json(root / summary_path(name), summary(preset.config, results / "metrics"))
-    copy_figure_images(results / "figures", root / plots_path(name))
+    layout = Results(results)
+    write_json(root / summary_path(name), summary(preset.config, Path(layout.metrics())))
+    copy_figure_images(Path(layout.figures), root / plots_path(name))
     return preset
 
 
 def _record(preset: Preset, results: Path) -> dict[str, Any]:
     """What :func:`check_restorable` holds a pulled copy to: the config and what its data are (for each
     data marker the run wrote, the data's identity under this config)."""
-    markers = sorted(p.name for p in (results / "state" / "data").glob("*.ready.json"))
+    markers = sorted(p.name for p in Path(Results(results).state("data")).glob("*.ready.json"))
     return {
         "configfile": preset.configfile,
         "overlay": preset.overlay,
@@ -426,7 +427,7 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
         )
     stage = stage_for(configfile, root)
     results = root / preset.results_dir
-    if not any((results / "metrics").rglob("*.json")):
+    if not any(Path(Results(results).metrics()).rglob("*.json")):
         raise VersioningError(
             f"nothing to freeze: {preset.configfile} has not run yet ({preset.results_dir}/metrics holds "
             f"no metrics file); run it first: .venv/bin/dvc repro {stage}"
@@ -562,7 +563,6 @@ def restore(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> lis
         root,
         "snakemake --forcerun tables",
     )
-    copy_figure_images(
-        root / preset.results_dir / "figures", root / plots_path(preset_name(configfile, root))
-    )
-    return sorted(str(p.relative_to(root)) for p in (root / preset.results_dir / "tables").iterdir())
+    results = Results(root / preset.results_dir)
+    copy_figure_images(Path(results.figures), root / plots_path(preset_name(configfile, root)))
+    return sorted(str(p.relative_to(root)) for p in Path(results.tables).iterdir())

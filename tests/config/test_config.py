@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from contrastlab import config as cl_config
+from contrastlab.paths import Results
 
 PRESETS = ["config.yaml", "config/demo.yaml", "config/cpu.yaml"]
 
@@ -286,5 +287,5 @@ def test_the_plan_and_the_report_each_build_one_grid(repo_root, tmp_path):
     plan.plan_report(config, out_dir=tmp_path / "plan", echo=False)
     assert cl_config.Grid.built - before == 1
     before = cl_config.Grid.built
-    build_report(tmp_path / "metrics", config, tmp_path / "tables", tmp_path / "report.md")
+    build_report(Results(tmp_path / "results"), config)
     assert cl_config.Grid.built - before == 1

@@ -10,12 +10,14 @@ import pytest
 from contrastlab.cost.measured import (
     cost_lines,
     hms,
+    migrate_benchmarks,
     per_cell,
     per_paper,
     per_rule,
     read_benchmark,
     read_job_costs,
 )
+from contrastlab.paths import Results
 from contrastlab.report import build_report
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
@@ -50,7 +52,8 @@ def metrics(results: Path, cell: str, payload: dict, name: str = "senteval.json"
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
     """Two Nie cells (one trained and encoded on a GPU, one on the CPU), a vision cell on a GPU, a
-    Pretrained row encoded on a GPU and an analytic figure. The SentEval probe jobs ran on the CPU."""
+    Pretrained row encoded on a GPU and an analytic figure, each job's file in its rule's folder. The
+    SentEval probe jobs ran on the CPU."""
     r = tmp_path / "results"
     train_log(r, "nie2023/bert-base/mpt/seed42", "cuda", 11.5)
     bench(r, "train/nie2023/bert-base/mpt/seed42.tsv", (5400.0, "20480.4"))
@@ -62,15 +65,15 @@ def results(tmp_path: Path) -> Path:
     bench(r, "encode/nie2023/bert-base/cl/seed42.tsv", (36.0, "2000"))
     metrics(r, "nie2023/bert-base/cl/seed42", {"scores": {}, "encoding": {"device": "cpu"}})
     train_log(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", "cuda:0", 3.25, vision=True)
-    bench(r, "train/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (1800.0, "4096"))
+    bench(r, "train_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (1800.0, "4096"))
     vision = {"device": "cpu", "encoding": {"device": "cuda"}}  # features on the GPU, probes on the CPU
     metrics(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", vision, "vision.json")
-    bench(r, "encode/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (360.0, "2048"))
-    bench(r, "evaluate/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (300.0, "2048"))
-    bench(r, "encode/pretrained/bert-base.tsv", (72.0, "5000"))
-    bench(r, "evaluate/pretrained/bert-base.tsv", (30.0, "5000"))
+    bench(r, "encode_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (360.0, "2048"))
+    bench(r, "evaluate_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (300.0, "2048"))
+    bench(r, "encode_pretrained/pretrained/bert-base.tsv", (72.0, "5000"))
+    bench(r, "evaluate_pretrained/pretrained/bert-base.tsv", (30.0, "5000"))
     metrics(r, "pretrained/bert-base", {"scores": {}, "encoding": {"device": "cuda"}})
-    bench(r, "figures/li2024-analytic.tsv", (90.0, "700"))
+    bench(r, "figure_analytic_li2024.tsv", (90.0, "700"))
     return r
 
 
@@ -159,6 +162,49 @@ def test_per_paper_rule_and_cell_sums(results):
     assert "" not in cells and cells["pretrained/bert-base"]["encode"] == "0:01:12"
 
 
+def test_a_search_winners_jobs_are_its_rules_and_count_as_its_cells_encoding_and_probes(tmp_path):
+    cell = "nie2023/bert-base/mpt~searched/seed42"
+    bench(tmp_path, f"search_encode/{cell}.tsv", (60.0, "100"))
+    bench(tmp_path, f"search_evaluate/{cell}.tsv", (120.0, "100"))
+    metrics(tmp_path, cell, {"scores": {}, "encoding": {"device": "cuda"}})
+    jobs = read_job_costs(tmp_path)
+    assert [(j.rule, j.cell, j.paper, j.gpu_hours) for j in jobs] == [
+        ("search_encode", cell, "nie2023", pytest.approx(60 / 3600)),
+        ("search_evaluate", cell, "nie2023", None),
+    ]
+    (row,) = per_cell(jobs)
+    assert (row["encode"], row["evaluate"]) == ("0:01:00", "0:02:00")
+
+
+MACL = "macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv"
+SEARCHED = "nie2023/bert-base/mpt~searched/seed42.tsv"
+#: Where a run wrote these benchmark files before the folders were named by rule.
+BEFORE_RULE_FOLDERS = {
+    f"train_vision/{MACL}": f"train/{MACL}",
+    f"encode_vision/{MACL}": f"encode/{MACL}",
+    f"evaluate_vision/{MACL}": f"evaluate/{MACL}",
+    "encode_pretrained/pretrained/bert-base.tsv": "encode/pretrained/bert-base.tsv",
+    "evaluate_pretrained/pretrained/bert-base.tsv": "evaluate/pretrained/bert-base.tsv",
+    "figure_analytic_li2024.tsv": "figures/li2024-analytic.tsv",
+    f"search_encode/{SEARCHED}": f"encode/{SEARCHED}",
+}
+
+
+def test_migrate_benchmarks_moves_an_older_runs_files_to_their_rules_folders(results):
+    bench(results, f"search_encode/{SEARCHED}", (60.0, "100"))
+    expected = read_job_costs(results)
+    root = results / "benchmarks"
+    for new, old in BEFORE_RULE_FOLDERS.items():
+        (root / old).parent.mkdir(parents=True, exist_ok=True)
+        (root / new).rename(root / old)
+    moves = migrate_benchmarks(results)
+    assert sorted((str(a.relative_to(root)), str(b.relative_to(root))) for a, b in moves) == sorted(
+        (old, new) for new, old in BEFORE_RULE_FOLDERS.items()
+    )
+    assert read_job_costs(results) == expected  # the sentence cells' train/, encode/, evaluate/ stay
+    assert migrate_benchmarks(results) == []
+
+
 def test_a_damaged_benchmark_file_names_itself(tmp_path):
     bench(tmp_path, "train/a/b/c/seed1.tsv", ("NA", "1"))
     with pytest.raises(ValueError, match="seed1.tsv"):
@@ -172,20 +218,16 @@ def test_cost_lines_without_benchmarks_say_so_in_one_line(tmp_path):
 
 def test_the_report_shows_the_cost_section(results, tmp_path):
     config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
-    report = tmp_path / "out" / "report.md"
-    build_report(results / "metrics", config, tmp_path / "out" / "tables", report, results_dir=results)
-    text = report.read_text()
+    build_report(Results(results), config)
+    text = (results / "report.md").read_text()
     section = text[text.index("## Cost") :]
     for title in ("### Per paper", "### Per rule", "### Per cell"):
         assert title in section
     assert "| nie2023 | 5 | 2 | 1:45:36 | 20480 | 1.55 |" in section
     assert "| train_vision | 1 | 0:30:00 | 0:30:00 | 4096 | 0.50 |" in section
     # Without benchmark files the report is still written, with the one line.
-    empty = tmp_path / "empty" / "report.md"
-    build_report(
-        tmp_path / "none", config, tmp_path / "empty" / "tables", empty, results_dir=tmp_path / "none"
-    )
-    assert "No benchmark files under" in empty.read_text()
+    build_report(Results(tmp_path / "empty"), config)
+    assert "No benchmark files under" in (tmp_path / "empty" / "report.md").read_text()
 
 
 def test_the_report_leaves_out_a_damaged_benchmark_file_and_says_so(results):
@@ -219,11 +261,8 @@ def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
     from contrastlab.paths import REPO_ROOT
 
     config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-    report = tmp_path / "out" / "report.md"
-    build_report(
-        tmp_path / "none", config, tmp_path / "out" / "tables", report, results_dir=tmp_path / "none"
-    )
-    section = report.read_text().split("## Cost", 1)[1]
+    build_report(Results(tmp_path), config)
+    section = (tmp_path / "report.md").read_text().split("## Cost", 1)[1]
     assert "calibration: the shipped default" in section and "### Projected, per rule" in section
     assert "| train_vision |" in section and "| encode_pretrained |" in section
     assert "| evaluate_pretrained |" not in section  # the CPU probe jobs are not GPU time

@@ -80,8 +80,8 @@ def test_every_figure_png_is_in_the_archive_under_its_paper_and_figures(reported
     """Each figure the reduced demo draws (Nie's analytic, log-based and sweep figures, OAR's synthetic
     study), its PNG under its paper's Figures, labelled with its place in the paper."""
     from contrastlab import config as cl_config
+    from contrastlab.config import paper_of
     from contrastlab.figures import catalog
-    from contrastlab.report.sections import paper_of
 
     demo = reported_demo
     figures = catalog.figures(cl_config.Grid(cl_config.validate(json.loads(json.dumps(demo.config)))))

@@ -162,13 +162,14 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
     counts the badges of that paper's claim verdicts."""
     import re
 
+    from contrastlab.paths import Results
     from contrastlab.report import build_report
     from contrastlab.report.claims import PAPERS
     from tests.tables.test_verdicts import MACL_CONFIG, macl_metrics
 
     root = tmp_path / "metrics"
     _write_metrics(root, macl_metrics())
-    build_report(root, MACL_CONFIG, tmp_path / "tables", tmp_path / "report.md", tables=["macl_tableB4"])
+    build_report(Results(tmp_path), MACL_CONFIG, tables=["macl_tableB4"])
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     sections = re.split(r"<h2>", page)
     seen = 0

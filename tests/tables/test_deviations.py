@@ -11,7 +11,7 @@ from tables_synthetic import SEEDS, TR, make_config, write_synthetic_metrics
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
 from contrastlab.tables import build_table
 from contrastlab.tables.deviations import detected, deviations, render_page
@@ -116,7 +116,7 @@ def built(tmp_path_factory):
     config["experiments"]["nie2023"]["deviations"] = [
         {"setting": "seeds", "paper": "unstated", "ours": "42, 43, 44", "why": "three runs"}
     ]
-    build_report(root / "metrics", config, root / "tables", root / "report.md")
+    build_report(Results(root), config)
     return root, config
 
 
@@ -159,7 +159,7 @@ def test_report_shows_the_precision_cells_ran_in(tmp_path):
     fast.parent.mkdir(parents=True)
     flags = {"tf32_matmul": True, "tf32_conv": True}
     fast.write_text(json.dumps({"scores": {}, "training": {"precision": "tf32", **flags}}))
-    build_report(tmp_path / "metrics", config, tmp_path / "tables", tmp_path / "report.md")
+    build_report(Results(tmp_path), config)
     report = (tmp_path / "report.md").read_text()
     assert "| macl | simcse | bert-base | fp16 | fp32 |" in report  # metrics from before the switches
     assert "| macl | fast | bert-base | tf32 | tf32 (TF32 matmul+conv) |" in report

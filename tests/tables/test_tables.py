@@ -23,7 +23,7 @@ import pytest
 from tables_synthetic import SEEDS, STS, make_config, synthetic_score, write_cell, write_synthetic_metrics
 
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
 from contrastlab.tables import TABLES, build_table, tables_for_config
 from contrastlab.tables.metrics import collect_metrics
@@ -38,7 +38,7 @@ def built(tmp_path_factory) -> tuple[Path, list[Path]]:
     """All tables built once from the synthetic partial grid (module scope: two shared CPU cores)."""
     root = tmp_path_factory.mktemp("tables")
     write_synthetic_metrics(root / "metrics")
-    paths = build_report(root / "metrics", make_config(), root / "tables", root / "report.md")
+    paths = build_report(Results(root), make_config())
     return root, paths
 
 
@@ -81,7 +81,7 @@ def test_no_blank_or_zero_cells(built):
 def test_not_run_marker_shows_published(tmp_path):
     """No metrics at all: every cell in the grid says "not run" next to the published number."""
     config = make_config()
-    build_report(tmp_path / "none", config, tmp_path / "tables", tmp_path / "report.md")
+    build_report(Results(tmp_path), config)
     frame = read_csv(tmp_path / "tables" / "nie2023_table1.csv")
     cl = frame[(frame.method == "cl") & (frame.backbone == "bert-base") & (frame.task == "sts_avg")].iloc[0]
     assert (cl.published, cl.ours_mean, cl["diff"], cl.status) == ("76.04", "not run", "not run", "not run")
@@ -170,15 +170,15 @@ def test_repository_configs_render(tmp_path):
     from contrastlab import config as cl_config
 
     full = cl_config.load(REPO_ROOT / "config.yaml")
-    build_report(tmp_path / "none", full, tmp_path / "full", tmp_path / "full.md")
+    build_report(Results(tmp_path / "full"), full)
     for name in ("nie2023_table2", "li2024_table6", "li2024_table7"):
-        status = read_csv(tmp_path / "full" / f"{name}.csv").status
+        status = read_csv(tmp_path / "full" / "tables" / f"{name}.csv").status
         assert set(status) <= {"match", "not in paper"}, f"{name}: {status.value_counts().to_dict()}"
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-    paths = build_report(tmp_path / "none", demo, tmp_path / "demo", tmp_path / "demo.md")
+    paths = build_report(Results(tmp_path / "demo"), demo)
     # + the two search tables (the demo runs its searches with everything), report.md and report.html
     assert len(paths) == 3 * (len(tables_for_config(Grid(demo))) + 2) + 2
-    table1 = read_csv(tmp_path / "demo" / "nie2023_table1.csv")
+    table1 = read_csv(tmp_path / "demo" / "tables" / "nie2023_table1.csv")
     assert "tiny-bert" in table1.backbone.tolist()
     # the MPT search's winner: an "(ours, searched)" row beside the published numbers, not run yet
     searched = table1[table1.method == "mpt~searched"]
@@ -278,12 +278,7 @@ def test_snakemake_script(tmp_path, monkeypatch):
         output=SimpleNamespace(
             tables=outputs, report=str(tmp_path / "report.md"), report_html=str(tmp_path / "report.html")
         ),
-        params=SimpleNamespace(
-            config=config,
-            metrics_root=str(tmp_path / "metrics"),
-            tables_dir=str(tmp_path / "tables"),
-            figures=[],
-        ),
+        params=SimpleNamespace(config=config, results_dir=str(tmp_path), figures=[]),
         log=[str(tmp_path / "tables.log")],
     )
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # the script redirects stderr; restored after

@@ -11,7 +11,7 @@ import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
@@ -231,7 +231,7 @@ def test_report_counts_verdicts_and_opens_with_claims(tmp_path):
         else:
             data["scores"][rec.task] = rec.score
         path.write_text(json.dumps(data))
-    build_report(root, MACL_CONFIG, tmp_path / "tables", tmp_path / "report.md", tables=["macl_tableB4"])
+    build_report(Results(tmp_path), MACL_CONFIG, tables=["macl_tableB4"])
     report = (tmp_path / "report.md").read_text()
     assert report.index("## Claims") < report.index("## Tables")
     row = next(

@@ -41,12 +41,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from contrastlab.cost.flops import CellWork
+from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.precision import RESOLVED
 
-#: Dense peak TFLOP/s by GPU family and precision, from the vendors' data sheets (no sparsity), as the
-#: data sheets print them; the shipped calibration's ``peak_tflops`` is the H100 row (tested). The one
-#: table of peaks: make gpu-check's MFU and the benchmarks read it.
 #: Dense peak TFLOP/s per GPU model (the data sheets' tensor figures are with 2:4 sparsity; dense is
 #: half), keyed by the words of the CUDA device name that tell the model apart: the PCIe and NVL cards
 #: of a family have lower clocks and power than its SXM card, which the family's bare name means
@@ -105,8 +105,10 @@ CALIBRATION_FORMAT = "contrastlab-calibration/1"
 DEFAULT_CALIBRATION = Path(__file__).with_name("calibration_h100.json")
 
 
+#: ``make gpu-check``'s preset: the measured calibration lies in its ``results_dir``.
+GPU_CHECK_PRESET = REPO_ROOT / "config" / "gpu-check.yaml"
 #: Written by ``make gpu-check`` (relative to the repository root, where make and Snakemake run).
-MEASURED_CALIBRATION = Path("results/gpu-check/calibration.json")
+MEASURED_CALIBRATION = Path(Results(yaml.safe_load(GPU_CHECK_PRESET.read_text())["results_dir"]).calibration)
 
 
 TRACKS = ("sentence", "vision")

@@ -61,7 +61,7 @@ STSB_DEV_TOKENS = 47_750
 
 #: Tokens of the unique sentences the SentEval evaluation encodes per task (test mode; not truncated),
 #: counted as above; the union over the 14 tasks is :data:`SENTEVAL_ALL_TOKENS` (shared sentences are
-#: encoded once). ``tests/tables/test_plan.py`` recounts them where the SentEval data are at hand.
+#: encoded once).
 SENTEVAL_TOKENS = {
     "STS12": 80_670,  # 4_946 sentences
     "STS13": 33_998,  # 2_638 sentences

@@ -1,16 +1,18 @@
 """What a run cost: wall time, peak memory and GPU-hours per cell, per rule and per paper.
 
-Read from Snakemake's benchmark files, one TSV per job under ``<results_dir>/benchmarks`` (the rules'
-``benchmark:``: ``train/<experiment>/<backbone>/<method>/seed<N>.tsv``, the same under ``encode/`` and
-``evaluate/``, ``encode/pretrained/<backbone>.tsv``, ``evaluate/pretrained/<backbone>.tsv``,
-``figures/<name>.tsv``; columns ``s`` (wall seconds) and ``max_rss`` (peak resident memory, MB), one row
-per repeat), from the training logs (``<results_dir>/checkpoints/<cell>/train_log.jsonl``: the device of
-the ``start`` event, the ``peak_gpu_memory_gib`` of the ``end`` event) and from the metrics files (the
-SentEval encoding's device, ``encoding.device`` of ``senteval.json``; the vision evaluation's,
-``device`` of ``vision.json``). A job counts GPU-hours (its wall hours, one GPU per job as the rules
-request) only when its record says it ran on a CUDA device: training, the SentEval encoding (rules
-``encode``, ``encode_pretrained``) and the vision evaluation; the SentEval probe jobs (``evaluate``,
-``evaluate_pretrained``) run on the CPU, so their GPU-hours show as "—" as do those of every CPU run.
+Read from Snakemake's benchmark files, one TSV per job under ``<results_dir>/benchmarks``, in the folder of
+the rule that wrote it (:meth:`contrastlab.paths.Results.benchmark`: ``<rule>/<cell>.tsv``,
+``encode_pretrained/pretrained/<backbone>.tsv``, ``<rule>.tsv`` for a figure's job; columns ``s`` (wall
+seconds) and ``max_rss`` (peak resident memory, MB), one row per repeat), from the training logs
+(``<results_dir>/checkpoints/<cell>/train_log.jsonl``: the device of the ``start`` event, the
+``peak_gpu_memory_gib`` of the ``end`` event) and from the metrics files (the SentEval encoding's device,
+``encoding.device`` of ``senteval.json``; the image encoding's, ``encoding.device`` of ``vision.json``). A
+job counts GPU-hours (its wall hours, one GPU per job as the rules request) only when its record says it
+ran on a CUDA device: training, the SentEval encodings (rules ``encode``, ``encode_pretrained``,
+``search_encode``) and the image encoding (``encode_vision``); the probe jobs (``evaluate``,
+``evaluate_vision``, ...) run on the CPU, so their GPU-hours show as "—" as do those of every CPU run.
+:func:`migrate_benchmarks` moves the files of a results folder written before the benchmark folders
+were named by rule.
 
 Example (a training job, its encoding and its probes, on the CPU)::
 
@@ -36,6 +38,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from contrastlab.config import paper_of
+from contrastlab.paths import Results
 from contrastlab.tables.markdown import markdown_table
 
 #: Shown where a number is unknown or zero by construction (no GPU job, no memory figure).
@@ -55,13 +59,6 @@ class JobCost:
     max_rss_mb: float | None
     gpu_hours: float | None = None
     peak_gpu_gib: float | None = None
-
-
-def paper_of(experiment: str) -> str:
-    """The paper an experiment or figure job belongs to: the config names experiments ``<paper>`` or
-    ``<paper>_<study>`` (``nie2023_fig3``, ``macl_cifar10``, ``oar_synthetic``) and analytic figures
-    ``<paper>-analytic``."""
-    return experiment.split("-", 1)[0].split("_", 1)[0]
 
 
 def _number(text: str | None) -> float | None:
@@ -124,49 +121,47 @@ def _gpu_hours_if(device: str | None, seconds: float) -> float | None:
     return seconds / 3600 if str(device or "").startswith("cuda") else None
 
 
-def _job(results: Path, parts: Sequence[str], seconds: float, rss: float | None) -> JobCost:
-    """The :class:`JobCost` of the benchmark file ``benchmarks/<parts...>.tsv`` (suffix removed)."""
-    kind, rest = parts[0], list(parts[1:])
-    if kind in ("train", "encode", "evaluate") and len(rest) == 4:
-        cell = "/".join(rest)
-        paper = paper_of(rest[0])
-        if kind == "train":
-            vision = (results / "checkpoints" / cell / "encoder").is_dir()
-            device, peak = training_device(results / "checkpoints" / cell / "train_log.jsonl")
-            gpu_hours = _gpu_hours_if(device, seconds)
-            return JobCost(
-                "train_vision" if vision else "train",
-                paper,
-                cell,
-                seconds,
-                rss,
-                gpu_hours=gpu_hours,
-                peak_gpu_gib=peak if gpu_hours is not None else None,
-            )
-        vision = results / "metrics" / cell / "vision.json"
-        if kind == "encode":
-            rule = "encode_vision" if vision.is_file() else "encode"
-            device = metrics_device(
-                vision if vision.is_file() else results / "metrics" / cell / "senteval.json"
-            )
-            return JobCost(rule, paper, cell, seconds, rss, gpu_hours=_gpu_hours_if(device, seconds))
-        if vision.is_file():  # the image probes, on the CPU (rules/vision.smk)
-            # a vision.json without `encoding` predates the split: extraction and probes in one GPU job
-            legacy = "encoding" not in json.loads(vision.read_text(encoding="utf-8"))
-            gpu_hours = _gpu_hours_if(metrics_device(vision), seconds) if legacy else None
-            return JobCost("evaluate_vision", paper, cell, seconds, rss, gpu_hours=gpu_hours)
-        return JobCost("evaluate", paper, cell, seconds, rss)  # the SentEval probes, on the CPU
-    if kind in ("encode", "evaluate") and len(rest) == 2 and rest[0] == "pretrained":
-        if kind == "evaluate":
-            return JobCost("evaluate_pretrained", "pretrained", "/".join(rest), seconds, rss)
-        device = metrics_device(results / "metrics" / "pretrained" / rest[1] / "senteval.json")
-        gpu_hours = _gpu_hours_if(device, seconds)
-        return JobCost("encode_pretrained", "pretrained", "/".join(rest), seconds, rss, gpu_hours=gpu_hours)
-    if kind == "figures" and len(rest) == 1:
-        name = rest[0]
-        rule = f"figure_analytic_{paper_of(name)}" if name.endswith("-analytic") else name
-        return JobCost(rule, paper_of(name), "", seconds, rss)
-    return JobCost("/".join(parts[:-1]) or kind, paper_of(rest[0] if rest else kind), "", seconds, rss)
+#: The rules of a cell whose job may hold a GPU, and where the job's device is recorded: the training log,
+#: or the metrics file of the cell's track (an encoding's; the SentEval probe jobs, ``evaluate``,
+#: ``search_evaluate`` and ``evaluate_pretrained``, run on the CPU).
+_DEVICE_RECORD = {
+    "train": "log",
+    "train_vision": "log",
+    "encode": "sentence",
+    "encode_pretrained": "sentence",
+    "search_encode": "sentence",
+    "encode_vision": "vision",
+    "evaluate_vision": "vision",
+}
+
+
+def _job(results: Results, parts: Sequence[str], seconds: float, rss: float | None) -> JobCost:
+    """The :class:`JobCost` of the benchmark file ``benchmarks/<rule>/<place>.tsv`` (``parts``: the
+    rule, then the place's parts, suffix removed), or of ``benchmarks/<rule>.tsv`` for a job of no cell."""
+    rule, place = parts[0], "/".join(parts[1:])
+    if not place:  # a figure's job: oar_synthetic, figure_analytic_<paper>
+        return JobCost(rule, paper_of(rule.removeprefix("figure_analytic_")), "", seconds, rss)
+    device = peak = None
+    record = _DEVICE_RECORD.get(rule)
+    if record == "log":
+        device, peak = training_device(results.checkpoint(place, "train_log.jsonl"))
+    elif record is not None:
+        metrics = results.metrics(place, record)
+        # The image probes run on the CPU; a vision.json without `encoding` predates that split: its one
+        # GPU job extracted the features and fitted the probes.
+        if rule != "evaluate_vision" or "encoding" not in _json(metrics):
+            device = metrics_device(metrics)
+    gpu_hours = _gpu_hours_if(device, seconds)
+    peak = peak if gpu_hours is not None else None
+    return JobCost(rule, paper_of(parts[1]), place, seconds, rss, gpu_hours=gpu_hours, peak_gpu_gib=peak)
+
+
+def _json(path: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def read_job_costs(results_dir: str | os.PathLike, skipped: list[Path] | None = None) -> list[JobCost]:
@@ -175,8 +170,8 @@ def read_job_costs(results_dir: str | os.PathLike, skipped: list[Path] | None = 
     A file without a wall time raises ``ValueError``, or, given a ``skipped`` list, is appended to it and
     left out (the report must not fail over one damaged timing file).
     """
-    results = Path(results_dir)
-    root = results / "benchmarks"
+    results = Results(results_dir)
+    root = Path(results.benchmarks)
     jobs = []
     for path in sorted(root.rglob("*.tsv")):
         try:
@@ -188,6 +183,44 @@ def read_job_costs(results_dir: str | os.PathLike, skipped: list[Path] | None = 
             continue
         jobs.append(_job(results, path.relative_to(root).with_suffix("").parts, seconds, rss))
     return sorted(jobs, key=lambda j: (j.rule, j.cell, j.paper))
+
+
+def migrate_benchmarks(results_dir: str | os.PathLike) -> list[tuple[Path, Path]]:
+    """Move the benchmark files a run wrote before they were named by rule (the image rules under
+    ``train/``, ``encode/`` and ``evaluate/``, the searches' winners there too, the Pretrained rows
+    under ``encode/pretrained/``, the figures under ``figures/``) to ``benchmarks/<rule>/``; returns the
+    moves, ``(from, to)``. Moving again moves nothing. Snakemake reruns nothing over a benchmark file."""
+    from contrastlab.search import SEARCHED
+
+    results = Results(results_dir)
+    root = Path(results.benchmarks)
+    moves = []
+    for old in sorted(root.glob("*/**/*.tsv")):
+        step, *place = old.relative_to(root).with_suffix("").parts
+        rule = None
+        if step == "figures" and len(place) == 1:
+            name = place[0]
+            rule, place = (
+                (f"figure_analytic_{name.removesuffix('-analytic')}" if name.endswith("-analytic") else name),
+                [],
+            )
+        elif step in ("encode", "evaluate") and place[:1] == ["pretrained"]:
+            rule = f"{step}_pretrained"
+        elif step in ("train", "encode", "evaluate") and len(place) == 4:
+            cell = "/".join(place)
+            if place[2].endswith(SEARCHED):
+                rule = f"search_{step}"
+            elif (
+                Path(results.checkpoint(cell, "encoder")).is_dir()
+                or Path(results.metrics(cell, "vision")).is_file()
+            ):
+                rule = f"{step}_vision"
+        if rule is not None:
+            new = Path(results.benchmark(rule, "/".join(place) or None))
+            new.parent.mkdir(parents=True, exist_ok=True)
+            old.rename(new)
+            moves.append((old, new))
+    return moves
 
 
 def hms(seconds: float) -> str:
@@ -259,15 +292,21 @@ def per_rule(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
     ]
 
 
+def _step(rule: str) -> str:
+    """A cell's step a rule runs: ``train``, ``encode`` or ``evaluate`` (``search_encode``,
+    ``encode_vision`` and ``encode_pretrained`` encode)."""
+    return rule.removeprefix("search_").split("_", 1)[0]
+
+
 def per_cell(jobs: Sequence[JobCost], projected: Projected | None = None) -> list[dict[str, str]]:
     """One row per cell (training, encoding and evaluation together): wall time of each, the larger peak
     RSS, the training's peak GPU memory, GPU-hours (and the projected GPU-hours, with ``projected``).
     ``encode`` is the encoding job (SentEval's, or an image cell's features), ``evaluate`` its probes."""
     rows = []
     for cell, group in sorted(_grouped([j for j in jobs if j.cell], lambda j: j.cell).items()):
-        train = [j for j in group if j.rule.startswith("train")]
-        encode = [j for j in group if j.rule.startswith("encode")]
-        evaluate = [j for j in group if j.rule.startswith("evaluate")]
+        train = [j for j in group if _step(j.rule) == "train"]
+        encode = [j for j in group if _step(j.rule) == "encode"]
+        evaluate = [j for j in group if _step(j.rule) == "evaluate"]
         peaks = [j.peak_gpu_gib for j in group if j.peak_gpu_gib is not None]
         rows.append(
             {
@@ -297,7 +336,10 @@ def cost_lines(
     if projected_note:
         lines += [projected_note, ""]
     if not jobs:
-        lines += [f"No benchmark files under `{Path(results_dir) / 'benchmarks'}` yet: no cost to show.", ""]
+        lines += [
+            f"No benchmark files under `{Path(Results(results_dir).benchmarks)}` yet: no cost to show.",
+            "",
+        ]
         if projected is not None:
             for kind in ("paper", "rule"):
                 rows = [{kind: k, "projected GPU-h": f"{v:.2f}"} for k, v in sorted(projected[kind].items())]

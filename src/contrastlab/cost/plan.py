@@ -25,6 +25,7 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
+from contrastlab.config import paper_of
 from contrastlab.cost.budget import read_pins, searched_points
 from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
@@ -44,7 +45,7 @@ from contrastlab.cost.flops import (
     cell_work,
     senteval_tokens,
 )
-from contrastlab.cost.measured import hms, paper_of
+from contrastlab.cost.measured import hms
 from contrastlab.cost.packing import chosen_share, packed_seconds, packing_lines
 from contrastlab.cost.schedule import schedule_lines
 from contrastlab.precision import RESOLVED
@@ -477,7 +478,7 @@ def search_jobs(
                 rule="search_encode",
                 paper=paper_of(experiment),
                 experiment=f"{experiment} (search)",
-                cell=f"{experiment}/{backbone}/{cl_search.searched_method(method)}/seed{first.seed}",
+                cell=cl_config.Cell(experiment, backbone, cl_search.searched_method(method), first.seed).path,
                 seconds=dict.fromkeys(choices, seconds),
                 precision=dict.fromkeys(choices, EVALUATION_PRECISION),
             )

@@ -33,6 +33,7 @@ from contrastlab.data.download import (
     verify_senteval_checksums,
 )
 from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
+from contrastlab.paths import Results
 
 
 def prepare_senteval(
@@ -95,7 +96,7 @@ def prepare_corpus(
 def data_marker_path(results_dir: str | Path, what: str) -> str:
     """A run's marker of the data ``what`` (``senteval``, ``corpus``, ``images-<dataset>``): the file its
     data rule writes what the data are into, and the jobs that read them depend on."""
-    return f"{results_dir}/state/data/{what}.ready.json"
+    return Results(results_dir).state("data", f"{what}.ready.json")
 
 
 def data_locations(config: Mapping[str, Any]) -> dict[str, str]:

@@ -25,6 +25,7 @@ import pandas as pd
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
 from contrastlab.figures.sweeps import sweep_points
 from contrastlab.figures.training_curves import geometry_frame, geometry_histograms, lemma1_frame
+from contrastlab.paths import Results
 
 __all__ = ["LOG_FIGURES", "draw", "final_gap", "plot_step_panels", "with_gap"]
 
@@ -205,7 +206,7 @@ def draw(name: str, results: str | Path, config: Mapping, stem: str | Path) -> l
     """Draw the log-based figure ``name`` (a key of :data:`LOG_FIGURES`) from ``<results>/checkpoints``."""
     if name not in LOG_FIGURES:
         raise ValueError(f"unknown log figure {name!r}; valid: {', '.join(LOG_FIGURES)}")
-    root = Path(results) / "checkpoints"
+    root = Path(Results(results).checkpoint())
     experiment = LOG_FIGURES[name][0]
     if name == "li2024/li2024_fig5":
         return plot_cosine_densities(geometry_histograms(root, experiment), stem)

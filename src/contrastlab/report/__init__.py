@@ -7,9 +7,10 @@ headline claims against our metrics, ``claims/<paper>.yaml``; ``parts``: one par
 Example (no runs yet: every cell shows the published number and "not run")::
 
     >>> import tempfile, pathlib
+    >>> from contrastlab.paths import Results
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
-    >>> [p.name for p in build_report(d / "metrics", config, d / "tables", d / "report.md")][:3]
+    >>> [p.name for p in build_report(Results(d), config)][:3]
     ['macl_table3.csv', 'macl_table3.md', 'macl_table3.tex']
 """
 
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contrastlab.config import Grid
+from contrastlab.paths import Results
 
 if TYPE_CHECKING:
     from contrastlab.tables.assemble import Table
@@ -31,20 +33,17 @@ log = logging.getLogger(__name__)
 
 
 def build_report(
-    metrics_root: str | Path,
+    results: Results,
     config: dict,
-    out_dir: str | Path,
-    report_path: str | Path,
     tables: list[str] | None = None,
     figures: list[dict] | None = None,
-    results_dir: str | Path | None = None,
 ) -> list[Path]:
     """Write every table (default: :func:`tables_for_config`, the comparison tables of the user's
     losses, :mod:`.comparison`, and the searches' selections, :mod:`.search`) as CSV, Markdown and
-    LaTeX into ``out_dir``, the summary ``report_path`` and its self-contained HTML twin (same name,
-    ``.html``);
-    returns the written paths (report and HTML report last). With ``results_dir``, the report ends with
-    the cost of the run's jobs (:mod:`contrastlab.cost.measured`, from ``<results_dir>/benchmarks``).
+    LaTeX into ``results.tables``, the summary ``results.report`` and its self-contained HTML twin (same
+    name, ``.html``), from the metrics under ``results.metrics()``; returns the written paths (report and
+    HTML report last). The report ends with the cost of the run's jobs (:mod:`contrastlab.cost.measured`,
+    from ``results.benchmarks``).
 
     Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
     """
@@ -58,6 +57,7 @@ def build_report(
 
     t0 = time.perf_counter()
     grid = Grid(config)  # the report's one grid: every table, claim and section reads its cells
+    metrics_root, results_dir, report_path = results.metrics(), results.root, results.report
     names = tables_for_config(grid) if tables is None else list(tables)
     compared = comparison_tables(grid)
     comparisons = [name for name in names if name in compared] if tables is not None else compared
@@ -69,7 +69,7 @@ def build_report(
     metrics = collect_metrics(metrics_root)
     failures = collect_failures(metrics_root)
     log.info("collected %d scores from %s", len(metrics), metrics_root)
-    out_dir = Path(out_dir)
+    out_dir = Path(results.tables)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     built: list[tuple[Table, dict[str, Path]]] = []

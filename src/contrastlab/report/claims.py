@@ -80,6 +80,7 @@ import pandas as pd
 import yaml
 
 from contrastlab.config import Grid
+from contrastlab.paths import Results
 from contrastlab.report.parts import (
     NOT_REPRODUCED,
     NOT_RUN,
@@ -626,5 +627,5 @@ def plan_for_configfile(
     from contrastlab.tables.metrics import collect_metrics
 
     config = load(configfile)
-    results = evaluate_claims(collect_metrics(Path(config["results_dir"]) / "metrics"), Grid(config))
+    results = evaluate_claims(collect_metrics(Results(config["results_dir"]).metrics()), Grid(config))
     return results, seed_plan(results, config, max_seeds=max_seeds)

@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from contrastlab.config import Grid, track
+from contrastlab.config import Grid, paper_of, track
 from contrastlab.tables.assemble import (
     STATUS_FAILED,
     STATUS_NOT_CONFIGURED,
@@ -157,15 +157,6 @@ def projected_cost(grid: Grid) -> tuple[dict | None, str]:
 _FIGURE_PLACE = re.compile(r"\b(Fig|Table)\. ?(\d+)([a-z]?)|\b(Table) (\d+)([a-z]?)")
 
 
-def paper_of(name: str) -> str | None:
-    """The paper (a key of :data:`contrastlab.report.claims.PAPERS`) an experiment, table or figure name
-    belongs to (``nie2023_fig3`` and ``nie2023/align_uniform`` -> ``nie2023``, ``oar_synthetic/table2``
-    -> ``oar``); None for anything else (the user's own losses)."""
-    from contrastlab.report.claims import PAPERS
-
-    return next((paper for paper in PAPERS if name.startswith(paper)), None)
-
-
 def figure_order(figure: dict) -> tuple:
     """Sort key putting a paper's figures in its own numbering (Fig. 1a, 1b-d, 2a, ..., then tables),
     from the caption's opening words; figures without a number keep their catalogue order, last.
@@ -270,10 +261,10 @@ def write_report(
     lines += sections or []  # e.g. the comparison tables of the user's losses
     for rest in searches.values():  # searches of experiments of no paper
         lines += rest
-    other = [f for f in figures if paper_of(f["name"]) is None]
+    other = [f for f in figures if paper_of(f["name"]) not in PAPERS]
     if other:
         lines += ["## Other figures", ""] + _figure_lines(other, base, link)
-    orphans = [(t, p) for t, p in built if paper_of(t.spec.experiment) is None]
+    orphans = [(t, p) for t, p in built if paper_of(t.spec.experiment) not in PAPERS]
     if orphans:
         lines += ["## Other tables", ""] + _tables_lines(orphans, link)
     if config is not None:

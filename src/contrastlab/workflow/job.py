@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from contrastlab.paths import write_json
+from contrastlab.paths import CELL_FIELDS, Results, cell_path, write_json
 from contrastlab.provenance import note_inputs
 from contrastlab.workflow.gpus import job_device
 from contrastlab.workflow.recovery import die_with_workflow, workflow_run
@@ -23,7 +23,9 @@ def job_label(snakemake: Any) -> str:
     """``rule train nie2023/bert-base/mpt/seed42``: the rule and its wildcards, for one-line errors."""
     found = getattr(snakemake, "wildcards", None)
     wildcards = dict(found.items()) if hasattr(found, "items") else {}  # Snakemake's Namedlist or a dict
-    cell = "/".join(f"seed{v}" if k == "seed" else str(v) for k, v in wildcards.items())
+    cell = (
+        cell_path(wildcards) if set(CELL_FIELDS) <= set(wildcards) else "/".join(map(str, wildcards.values()))
+    )
     return f"rule {getattr(snakemake, 'rule', '?')}" + (f" {cell}" if cell else "")
 
 
@@ -39,11 +41,8 @@ def failure_record(snakemake: Any) -> Path | None:
     wildcards = dict(found.items()) if hasattr(found, "items") else {}
     if not {"experiment", "backbone", "method", "seed"} <= set(wildcards):
         return None
-    results = (getattr(snakemake, "config", None) or {}).get("results_dir", "results")
-    w = wildcards
-    return Path(
-        results, "metrics", w["experiment"], w["backbone"], w["method"], f"seed{w['seed']}", FAILURE_RECORD
-    )
+    results = Results((getattr(snakemake, "config", None) or {}).get("results_dir", "results"))
+    return Path(results.metrics(wildcards), FAILURE_RECORD)
 
 
 #: Failures that a retry of the same job reproduces: a non-finite loss (NonFiniteLossError is a
@@ -155,9 +154,7 @@ def events_dir_of(snakemake: Any) -> Path:
     """The training job's TensorBoard run folder, ``<results_dir>/tensorboard/<experiment>/<backbone>/
     <method>/seed<seed>`` (what ``make monitor`` shows). Read from the config and the wildcards rather
     than from a param, so that the folder's place reruns no finished cell."""
-    wc = snakemake.wildcards
-    cell = (wc["experiment"], wc["backbone"], wc["method"], f"seed{wc['seed']}")
-    return Path(snakemake.config["results_dir"], "tensorboard", *cell)
+    return Path(Results(snakemake.config["results_dir"]).tensorboard(snakemake.wildcards))
 
 
 def stderr_to_log(log_path: str | os.PathLike) -> None:
