@@ -267,17 +267,6 @@ def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
     assert au.diff == pytest.approx(2.3, abs=1e-9) and au.status == UNDECIDED
 
 
-def test_distinct_pools_are_combined_by_satterthwaite():
-    from contrastlab.report.claims import contrast_variance
-
-    # pool a: two terms, V_a = 2² (0.1 + 0.15) = 1, ν 4; pool b: V_b = 1, ν 6
-    # ν = (1 + 1)² / (1/4 + 1/6) = 4 / (5/12) = 9.6
-    var, df = contrast_variance([("a", 0.1, 2.0, 4), ("b", 0.25, 2.0, 6), ("a", 0.15, 2.0, 4)])
-    assert var == pytest.approx(2.0, rel=1e-12) and df == pytest.approx(9.6, rel=1e-12)
-    assert contrast_variance([]) == (0.0, math.inf)
-    assert math.isnan(contrast_variance([("a", 0.5, 1.0, 4), ("b", 0.5, math.nan, 0)])[0])
-
-
 NIE = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
 
 
@@ -330,14 +319,6 @@ def test_a_comparable_claim_without_a_margin_is_refused(tmp_path, monkeypatch):
             claims_module.load_claims("nie2023")
     finally:
         claims_module.load_claims.cache_clear()
-
-
-def test_holm_step_down_by_hand():
-    from contrastlab.report.claims import holm_rejections
-
-    # α = 0.05 over 4: sorted 0.005 < 0.05/4, 0.01 < 0.05/3, 0.03 ≥ 0.05/2: stop (0.04 is not reached)
-    assert holm_rejections([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]
-    assert holm_rejections([0.02], 0.025) == [True] and holm_rejections([], 0.025) == []
 
 
 SIX_PARTS = {

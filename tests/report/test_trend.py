@@ -22,7 +22,6 @@ from contrastlab.report.claims import (
     seed_plan,
     verdict_text,
 )
-from contrastlab.report.trend import fit_slope
 from contrastlab.tables.metrics import DEV_SPEARMAN
 
 FULL = cl_config.load(REPO_ROOT / "config.yaml")
@@ -56,19 +55,6 @@ def li_r(values: list[float], seeds: int = 1) -> tuple[pd.DataFrame, Grid]:
     config = {"seeds": list(range(42, 42 + seeds)), "experiments": {"li2024_fig6_r": exp}}
     scores = {r: [v] for r, v in zip(R, values, strict=True)}
     return sweep(scores, "li2024_fig6_r", exp, "baseline", DEV_SPEARMAN), Grid(config)
-
-
-def test_slope_and_its_residual_noise_by_hand():
-    # x 0..3, y 1 2 4 5: x̄ 1.5, ȳ 3, S_xx 5, S_xy 7, b 1.4; residuals 0.1 −0.3 0.3 −0.1 (SS 0.2), s² 0.1
-    fit = fit_slope([0, 1, 2, 3], [1, 2, 4, 5])
-    assert fit.slope == pytest.approx(1.4) and fit.df == 2 and fit.s == pytest.approx(math.sqrt(0.1))
-    assert fit.se == pytest.approx(math.sqrt(0.1 / 5)) and fit.rho == pytest.approx(1.0)
-    # two seeds per point: N 8, ν 6, S_xx doubles
-    twice = fit_slope([0, 0, 1, 1, 2, 2, 3, 3], [1, 1, 2, 2, 4, 4, 5, 5])
-    assert twice.slope == pytest.approx(1.4) and twice.df == 6
-    assert twice.se == pytest.approx(math.sqrt((0.4 / 6) / 10))
-    assert fit_slope([0, 1], [1, 2]).df == 0 and fit_slope([0, 1], [1, 2]).slope == pytest.approx(1.0)
-    assert fit_slope([1, 1, 1], [1, 2, 3]).df == 0
 
 
 def test_an_increasing_one_seed_sweep_reproduces_a_rising_claim():

@@ -13,6 +13,7 @@ from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
+from contrastlab.stats import half_width
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
 from contrastlab.tables.render import to_csv, to_markdown
@@ -26,9 +27,7 @@ from contrastlab.tables.verdicts import (
     cell_verdict,
     chance_expected,
     chance_text,
-    half_width,
     noise_pools,
-    pooled_std,
     published_runs,
     runs_assumed,
     runs_text,
@@ -36,23 +35,6 @@ from contrastlab.tables.verdicts import (
 
 # Student t quantiles t_{df, 0.975} from a printed table (not from scipy).
 T975 = {2: 4.302652729911275, 3: 3.182446305284263, 4: 2.7764451051977987}
-
-
-def test_pooled_std_by_hand():
-    # cell A: 70, 71, 72 (mean 71, SS 2); cell B: 75, 77 (mean 76, SS 2); cell C: one seed (adds nothing)
-    std, df = pooled_std([[70.0, 71.0, 72.0], [75.0, 77.0], [80.0]])
-    assert df == 3
-    assert std == pytest.approx(math.sqrt(4 / 3), abs=1e-12)
-    assert pooled_std([[80.0], [81.0]]) == (pytest.approx(math.nan, nan_ok=True), 0)
-
-
-def test_half_width_by_hand():
-    std = math.sqrt(4 / 3)
-    # ours over 3 seeds against a single published run; against a published mean of 3 runs
-    assert half_width(std, 3, n=3, k=1) == pytest.approx(T975[3] * std * math.sqrt(1 / 3 + 1), rel=1e-9)
-    assert half_width(std, 3, n=3, k=3) == pytest.approx(T975[3] * std * math.sqrt(2 / 3), rel=1e-9)
-    assert half_width(std, 3, n=3, k=None) == pytest.approx(T975[3] * std / math.sqrt(3), rel=1e-9)
-    assert math.isnan(half_width(std, 0, n=3, k=1))
 
 
 def test_a_cell_exactly_at_the_edge_is_within_noise():

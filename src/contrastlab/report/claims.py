@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,12 +88,12 @@ from contrastlab.report.parts import (
     UNDECIDED,
     PartResult,
     decide,
-    one_sided_p,
     ours_backbone,
     tasks_of,
 )
+from contrastlab.stats import LEVEL, contrast_variance, holm_rejections, one_sided_p, seeds_needed, t_quantile
 from contrastlab.tables.metrics import PRETRAINED
-from contrastlab.tables.verdicts import LEVEL, cell_stratum, noise_pools, stand_ins, t_quantile
+from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
 
 CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
 #: Paper claim files, in report order.
@@ -249,56 +249,6 @@ def _one_point_sweep(terms: dict[str, float], experiment: dict) -> bool:
     return {"min", "max"} <= positions and all(len(v) < 2 for v in sweep.values())
 
 
-def _needed(diff: float, s: float, factor: float, df_of, start: int, level: float = LEVEL) -> int | None:
-    """Smallest n ≥ start with t_{df_of(n)} · s · sqrt(factor / n) < |diff|, t at the two-sided ``level``
-    (None: not below 100)."""
-    for n in range(max(start, 2), MAX_SEEDS + 1):
-        df = df_of(n)
-        if df > 0 and t_quantile(df, level) * s * math.sqrt(factor / n) < abs(diff):
-            return n
-    return None
-
-
-def contrast_variance(terms: list[tuple[Hashable, float, float, float]]) -> tuple[float, float]:
-    """Variance of an unpaired contrast Σ c_i x̄_i and its degrees of freedom, from its noisy terms
-    ``(pool, c_i² / n_i, s_pool, ν_pool)``.
-
-    Terms of one pool share one variance estimate s_p², so they are not independent estimates: their
-    variances add up, V_p = s_p² Σ_{i in p} c_i² / n_i, and V_p carries the pool's own ν_p once. Only
-    distinct pools are independent, combined by Welch–Satterthwaite: ν = (Σ_p V_p)² / Σ_p (V_p² / ν_p)
-    (one pool: ν = ν_p). No noisy term: (0, inf); a pool without a noise estimate (ν_p = 0): (nan, 0).
-
-    >>> contrast_variance([("a", 1 / 3, 1.0, 4), ("a", 1 / 2, 1.0, 4)])  # one pool: its ν = 4, not 7.69
-    (0.8333333333333333, 4.0)
-    """
-    per_pool: dict[Hashable, list[float]] = {}  # pool -> [V_p, ν_p]
-    for pool, weight, std, df in terms:
-        if not df or math.isnan(std):
-            return math.nan, 0
-        per_pool.setdefault(pool, [0.0, float(df)])[0] += weight * std * std
-    var = sum(v for v, _ in per_pool.values())
-    if not var:
-        return 0.0, math.inf
-    return var, var**2 / sum(v * v / df for v, df in per_pool.values())
-
-
-def holm_rejections(p_values: list[float], alpha: float) -> list[bool]:
-    """Holm's step-down procedure (Holm 1979, "A simple sequentially rejective multiple test procedure"):
-    with the k p-values sorted, p_(1) ≤ … ≤ p_(k), reject H_(j) while p_(j) < α / (k − j + 1) and stop at
-    the first that is not. The chance of any false rejection stays ≤ α for any dependence between the
-    tests. Strict "<", so one test (k = 1) rejects exactly when its interval's edge is passed.
-
-    >>> holm_rejections([0.01, 0.04, 0.03, 0.005], 0.05)
-    [True, False, False, True]
-    """
-    rejected = [False] * len(p_values)
-    for j, i in enumerate(sorted(range(len(p_values)), key=lambda i: p_values[i])):
-        if not p_values[i] < alpha / (len(p_values) - j):
-            break
-        rejected[i] = True
-    return rejected
-
-
 def _contrast_parts(
     claim: dict[str, Any],
     experiment: dict,
@@ -443,7 +393,8 @@ def evaluate_claim(
             # deciding "reproduced" needs the part's own level; "not reproduced" Holm's strictest bar
             at = level if delta > 0 else 1 - 2 * alpha / len(tested)
             start = result.seeds + 1
-            result.seeds_needed = _needed(delta, s_unit, factor, df_of, start, at) or MAX_SEEDS + 1
+            needed = seeds_needed(delta, s_unit, factor, df_of, start, at, MAX_SEEDS)
+            result.seeds_needed = needed or MAX_SEEDS + 1
     statuses = [p.status for p in parts if p.status != NOT_RUN]
     if not statuses:
         verdict = NOT_RUN

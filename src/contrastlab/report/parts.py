@@ -1,6 +1,6 @@
 """One part of a paper claim and the rules that decide it (:mod:`contrastlab.report.claims` evaluates
-the claims; :mod:`contrastlab.report.trend` the sweep parts): the verdict words, a part's result, its
-one-sided p-value and its verdict from Δ against its interval's half-width."""
+the claims; :mod:`contrastlab.report.trend` the sweep parts): the verdict words, a part's result, and its
+verdict from Δ against its interval's half-width."""
 
 from __future__ import annotations
 
@@ -41,15 +41,6 @@ class PartResult:
     task: str = ""
     trend: str = ""  # a trend part (relation "trend"): what its diff is, e.g. "slope of mpt over m"
     rho: float = math.nan  # a trend part: Spearman's ρ of the point means (a description)
-
-
-def one_sided_p(delta: float, se: float, df: float) -> float:
-    """P(T_df ≤ Δ / se): the p-value of "the part contradicts the claim" (Δ below 0); se 0: 0 or 1."""
-    from scipy import stats
-
-    if se == 0:
-        return 0.0 if delta < 0 else 1.0
-    return float(stats.t.cdf(delta / se, df))
 
 
 def decide(delta: float, width: float) -> str:

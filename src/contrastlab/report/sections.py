@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from contrastlab.config import Grid, paper_of, track
+from contrastlab.stats import LEVEL
 from contrastlab.tables.assemble import (
     STATUS_FAILED,
     STATUS_NOT_CONFIGURED,
@@ -22,7 +23,7 @@ from contrastlab.tables.assemble import (
 from contrastlab.tables.deviations import deviations, markdown_lines
 from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.render import fmt_score
-from contrastlab.tables.verdicts import LEVEL, chance_expected, noise_note, verdict_counts
+from contrastlab.tables.verdicts import chance_expected, noise_note, verdict_counts
 
 #: Verdict counts in the summary table: the run cells with a seed-noise verdict (tables.verdicts; a toy
 #: backbone's against its stand-in's published number) and each verdict. Not called "compared": the note's

@@ -16,7 +16,7 @@ N ≥ 3 of them at P ≥ 2 distinct x; one seed at two points leaves no residual
     s² = Σ (y_k − ȳ − b (x_k − x̄))² / (N − 2),   se(b) = s / sqrt(S_xx),   ν = N − 2
 
 Δ = b for ``increasing``, −b for ``decreasing``; h = t_ν · se(b) (two-sided level
-:data:`~contrastlab.tables.verdicts.LEVEL`): **reproduced** if Δ > h, **not reproduced** if Δ < −h (Holm
+:data:`~contrastlab.stats.LEVEL`): **reproduced** if Δ > h, **not reproduced** if Δ < −h (Holm
 over the claim's parts, as for contrasts), else **undecided**. The residuals hold the seed noise and any
 curvature the line misses, so a curved but monotone sweep gets a wider interval, never a narrower one
 (conservative); a sweep with a peak inside ``over`` fails to be monotone and cannot be "reproduced",
@@ -29,52 +29,15 @@ point means is printed beside it (a description: with P ≤ 8 points its own tes
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from contrastlab.stats import fit_slope, one_sided_p, t_quantile
+
 #: Directions of a trend part and the sign that turns its slope into Δ.
 DIRECTIONS = {"increasing": 1.0, "decreasing": -1.0}
 SCALES = ("linear", "log")
-
-
-@dataclass(frozen=True)
-class Slope:
-    """A least-squares slope with its standard error and degrees of freedom (see the module docstring)."""
-
-    slope: float
-    se: float
-    df: int
-    s: float  # residual standard deviation
-    sxx_points: float  # Σ_p (x_p − x̄)² over the distinct points (one seed each): se = s / sqrt(n S_xx,pts)
-    rho: float  # Spearman's rank correlation of the point means with x (NaN: fewer than 3 points)
-
-
-def fit_slope(x: list[float] | np.ndarray, y: list[float] | np.ndarray) -> Slope:
-    """The slope of ``y`` on ``x`` (one observation per run), its standard error from the residuals and
-    ν = N − 2; ``df`` 0 (se NaN) with fewer than three observations, slope NaN too with one distinct x.
-
-    >>> fit = fit_slope([0, 1, 2, 3], [1, 2, 4, 5])
-    >>> round(fit.slope, 6), round(fit.se**2, 6), fit.df
-    (1.4, 0.02, 2)
-    """
-    from scipy import stats
-
-    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    points = np.unique(xa)
-    if len(points) < 2:
-        return Slope(math.nan, math.nan, 0, math.nan, math.nan, math.nan)
-    dx = xa - xa.mean()
-    sxx = float((dx * dx).sum())
-    slope = float((dx * (ya - ya.mean())).sum() / sxx)
-    resid = ya - ya.mean() - slope * dx
-    df = len(xa) - 2
-    s = math.sqrt(float((resid * resid).sum()) / df) if df else math.nan
-    means = np.array([ya[xa == p].mean() for p in points])
-    rho = float(stats.spearmanr(points, means)[0]) if len(points) >= 3 else math.nan
-    sxx_points = float(((points - points.mean()) ** 2).sum())
-    return Slope(slope, s / math.sqrt(sxx), df, s, sxx_points, rho)
 
 
 def check_trend(claim: dict[str, Any], name: str) -> None:
@@ -142,8 +105,7 @@ def trend_parts(
     task) -> {seed: score}, diverged runs NaN and left out), and for each tested part (result, Δ, s,
     1 / S_xx,pts, ν(n)), from which :func:`~contrastlab.report.claims.evaluate_claim` computes the seeds
     per point that would decide it (ν(n) = n P − 2 with n seeds at each of the P points)."""
-    from contrastlab.report.parts import NOT_RUN, PartResult, decide, one_sided_p, ours_backbone, tasks_of
-    from contrastlab.tables.verdicts import t_quantile
+    from contrastlab.report.parts import NOT_RUN, PartResult, decide, ours_backbone, tasks_of
 
     scale = claim.get("scale", "linear")
     axis = next(iter(experiment.get("sweep") or {"": None})).removeprefix("hp.")

@@ -23,7 +23,7 @@ Verdicts, per searched setting:
 has seed variance 2σ². σ is estimated as the pooled seed std of that score over the experiment's
 configured cells on the backbone (:func:`contrastlab.tables.verdicts.noise_pools`, ν degrees of
 freedom), and the published point matches when winner − published ≤ t_{ν, 0.975} · s · √2, the 95 %
-half-width of a two-point difference (:func:`contrastlab.tables.verdicts.half_width` with n = k = 1).
+half-width of a two-point difference (:func:`contrastlab.stats.half_width` with n = k = 1).
 The published value's point is the one of the stage that searched the setting whose setting equals the
 published value, the stage's other settings at the published values where they are on its grid, else
 at the stage winner's.
@@ -41,6 +41,7 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
+from contrastlab.stats import half_width
 from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.published import TABLES, load_published
 
@@ -113,7 +114,7 @@ def dev_noise(
     pooled seed std of the best STS-B dev Spearman over the experiment's cells on ``backbone``
     (:func:`~contrastlab.tables.verdicts.noise_pools`); ``(nan, 0)`` without two seeds of any cell."""
     from contrastlab.tables.metrics import DEV_SPEARMAN
-    from contrastlab.tables.verdicts import half_width, noise_pools
+    from contrastlab.tables.verdicts import noise_pools
 
     if metrics is None or len(metrics) == 0:
         return math.nan, 0

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from contrastlab.config import Grid, MethodOn
+from contrastlab.stats import LEVEL, half_width, pooled_std
 from contrastlab.tables.metrics import PRETRAINED
 from contrastlab.tables.published import load_published
 
@@ -57,41 +58,10 @@ WITHIN, ABOVE, BELOW, UNDECIDED = "within noise", "above", "below", "undecided"
 NO_PUBLISHED = "no published number"
 #: Compact markers for the Markdown and LaTeX tables (the Δ row), in legend order.
 MARKERS = {WITHIN: "≈", ABOVE: "▲", BELOW: "▼", UNDECIDED: "?"}
-#: Two-sided confidence level of every interval.
-LEVEL = 0.95
 #: Half-width for a deterministic cell: the published number's rounding (two decimals).
 ROUNDING = 0.005
 POOL_COLUMNS = ["backbone", "key", "stratum", "noise_std", "noise_df", "pool_cells"]
 VERDICT_COLUMNS = ["noise_std", "noise_df", "published_runs", "half_width", "verdict", "compared_with"]
-
-
-def pooled_std(groups: Iterable[Iterable[float]]) -> tuple[float, int]:
-    """Pooled standard deviation s_p and its degrees of freedom ν = Σ(n_i − 1) over groups of seed
-    values (see the module docstring); ``(nan, 0)`` when no group has two values."""
-    ss, df = 0.0, 0
-    for values in groups:
-        x = np.asarray(list(values), dtype=float)
-        x = x[~np.isnan(x)]
-        if len(x) >= 2:
-            ss += float(((x - x.mean()) ** 2).sum())
-            df += len(x) - 1
-    return (math.sqrt(ss / df) if df else math.nan), df
-
-
-def t_quantile(df: float, level: float = LEVEL) -> float:
-    """The two-sided Student-t quantile t_{df, (1+level)/2} (normal quantile for df = inf)."""
-    from scipy import stats
-
-    return float(stats.t.ppf((1 + level) / 2, df))
-
-
-def half_width(std: float, df: float, n: int, k: int | None, level: float = LEVEL) -> float:
-    """Half-width t_{df} · std · sqrt(1/n + 1/k) of the interval for ours (mean of ``n`` seeds) minus a
-    published mean of ``k`` runs (``k=None``: the published number is exact, the term drops); NaN when
-    ``df`` is 0."""
-    if not df or n < 1 or math.isnan(std):
-        return math.nan
-    return t_quantile(df, level) * std * math.sqrt(1 / n + (1 / k if k else 0.0))
 
 
 def cell_verdict(diff: float, width: float, df: float) -> str:

@@ -1,0 +1,145 @@
+"""The statistics every verdict uses, in one place: the confidence level, seed-noise pooling and
+intervals (:mod:`contrastlab.tables.verdicts`), one-sided p-values, contrasts over noise pools, Holm's
+correction and the seeds a difference needs (:mod:`contrastlab.report.claims`), and the least-squares
+slope of a sweep (:mod:`contrastlab.report.trend`). The modules that use them say what each decides.
+scipy is imported where it is used: the workflow imports this module when it parses the Snakefile.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Two-sided confidence level of every interval.
+LEVEL = 0.95
+
+
+def pooled_std(groups: Iterable[Iterable[float]]) -> tuple[float, int]:
+    """Pooled standard deviation s_p and its degrees of freedom ν = Σ(n_i − 1) over groups of seed
+    values (see the module docstring); ``(nan, 0)`` when no group has two values."""
+    ss, df = 0.0, 0
+    for values in groups:
+        x = np.asarray(list(values), dtype=float)
+        x = x[~np.isnan(x)]
+        if len(x) >= 2:
+            ss += float(((x - x.mean()) ** 2).sum())
+            df += len(x) - 1
+    return (math.sqrt(ss / df) if df else math.nan), df
+
+
+def t_quantile(df: float, level: float = LEVEL) -> float:
+    """The two-sided Student-t quantile t_{df, (1+level)/2} (normal quantile for df = inf)."""
+    import scipy.stats
+
+    return float(scipy.stats.t.ppf((1 + level) / 2, df))
+
+
+def half_width(std: float, df: float, n: int, k: int | None, level: float = LEVEL) -> float:
+    """Half-width t_{df} · std · sqrt(1/n + 1/k) of the interval for ours (mean of ``n`` seeds) minus a
+    published mean of ``k`` runs (``k=None``: the published number is exact, the term drops); NaN when
+    ``df`` is 0."""
+    if not df or n < 1 or math.isnan(std):
+        return math.nan
+    return t_quantile(df, level) * std * math.sqrt(1 / n + (1 / k if k else 0.0))
+
+
+def one_sided_p(delta: float, se: float, df: float) -> float:
+    """P(T_df ≤ Δ / se): the p-value of "the part contradicts the claim" (Δ below 0); se 0: 0 or 1."""
+    import scipy.stats
+
+    if se == 0:
+        return 0.0 if delta < 0 else 1.0
+    return float(scipy.stats.t.cdf(delta / se, df))
+
+
+def contrast_variance(terms: list[tuple[Hashable, float, float, float]]) -> tuple[float, float]:
+    """Variance of an unpaired contrast Σ c_i x̄_i and its degrees of freedom, from its noisy terms
+    ``(pool, c_i² / n_i, s_pool, ν_pool)``.
+
+    Terms of one pool share one variance estimate s_p², so they are not independent estimates: their
+    variances add up, V_p = s_p² Σ_{i in p} c_i² / n_i, and V_p carries the pool's own ν_p once. Only
+    distinct pools are independent, combined by Welch–Satterthwaite: ν = (Σ_p V_p)² / Σ_p (V_p² / ν_p)
+    (one pool: ν = ν_p). No noisy term: (0, inf); a pool without a noise estimate (ν_p = 0): (nan, 0).
+
+    >>> contrast_variance([("a", 1 / 3, 1.0, 4), ("a", 1 / 2, 1.0, 4)])  # one pool: its ν = 4, not 7.69
+    (0.8333333333333333, 4.0)
+    """
+    per_pool: dict[Hashable, list[float]] = {}  # pool -> [V_p, ν_p]
+    for pool, weight, std, df in terms:
+        if not df or math.isnan(std):
+            return math.nan, 0
+        per_pool.setdefault(pool, [0.0, float(df)])[0] += weight * std * std
+    var = sum(v for v, _ in per_pool.values())
+    if not var:
+        return 0.0, math.inf
+    return var, var**2 / sum(v * v / df for v, df in per_pool.values())
+
+
+def holm_rejections(p_values: list[float], alpha: float) -> list[bool]:
+    """Holm's step-down procedure (Holm 1979, "A simple sequentially rejective multiple test procedure"):
+    with the k p-values sorted, p_(1) ≤ … ≤ p_(k), reject H_(j) while p_(j) < α / (k − j + 1) and stop at
+    the first that is not. The chance of any false rejection stays ≤ α for any dependence between the
+    tests. Strict "<", so one test (k = 1) rejects exactly when its interval's edge is passed.
+
+    >>> holm_rejections([0.01, 0.04, 0.03, 0.005], 0.05)
+    [True, False, False, True]
+    """
+    rejected = [False] * len(p_values)
+    for j, i in enumerate(sorted(range(len(p_values)), key=lambda i: p_values[i])):
+        if not p_values[i] < alpha / (len(p_values) - j):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def seeds_needed(
+    diff: float, s: float, factor: float, df_of, start: int, level: float = LEVEL, most: int = 100
+) -> int | None:
+    """Smallest n ≥ start with t_{df_of(n)} · s · sqrt(factor / n) < |diff|, t at the two-sided ``level``
+    (None: not at or below ``most``)."""
+    for n in range(max(start, 2), most + 1):
+        df = df_of(n)
+        if df > 0 and t_quantile(df, level) * s * math.sqrt(factor / n) < abs(diff):
+            return n
+    return None
+
+
+@dataclass(frozen=True)
+class Slope:
+    """A least-squares slope with its standard error and degrees of freedom (see the module docstring)."""
+
+    slope: float
+    se: float
+    df: int
+    s: float  # residual standard deviation
+    sxx_points: float  # Σ_p (x_p − x̄)² over the distinct points (one seed each): se = s / sqrt(n S_xx,pts)
+    rho: float  # Spearman's rank correlation of the point means with x (NaN: fewer than 3 points)
+
+
+def fit_slope(x: list[float] | np.ndarray, y: list[float] | np.ndarray) -> Slope:
+    """The slope of ``y`` on ``x`` (one observation per run), its standard error from the residuals and
+    ν = N − 2; ``df`` 0 (se NaN) with fewer than three observations, slope NaN too with one distinct x.
+
+    >>> fit = fit_slope([0, 1, 2, 3], [1, 2, 4, 5])
+    >>> round(fit.slope, 6), round(fit.se**2, 6), fit.df
+    (1.4, 0.02, 2)
+    """
+    import scipy.stats
+
+    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    points = np.unique(xa)
+    if len(points) < 2:
+        return Slope(math.nan, math.nan, 0, math.nan, math.nan, math.nan)
+    dx = xa - xa.mean()
+    sxx = float((dx * dx).sum())
+    slope = float((dx * (ya - ya.mean())).sum() / sxx)
+    resid = ya - ya.mean() - slope * dx
+    df = len(xa) - 2
+    s = math.sqrt(float((resid * resid).sum()) / df) if df else math.nan
+    means = np.array([ya[xa == p].mean() for p in points])
+    rho = float(scipy.stats.spearmanr(points, means)[0]) if len(points) >= 3 else math.nan
+    sxx_points = float(((points - points.mean()) ** 2).sum())
+    return Slope(slope, s / math.sqrt(sxx), df, s, sxx_points, rho)

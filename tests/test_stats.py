@@ -1,0 +1,57 @@
+"""contrastlab.stats: every statistic by hand, against printed t quantiles rather than scipy's."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from contrastlab.stats import contrast_variance, fit_slope, half_width, holm_rejections, pooled_std
+
+# Student t quantiles t_{df, 0.975} from a printed table (not from scipy).
+T975 = {2: 4.302652729911275, 3: 3.182446305284263, 4: 2.7764451051977987}
+
+
+def test_pooled_std_by_hand():
+    # cell A: 70, 71, 72 (mean 71, SS 2); cell B: 75, 77 (mean 76, SS 2); cell C: one seed (adds nothing)
+    std, df = pooled_std([[70.0, 71.0, 72.0], [75.0, 77.0], [80.0]])
+    assert df == 3
+    assert std == pytest.approx(math.sqrt(4 / 3), abs=1e-12)
+    assert pooled_std([[80.0], [81.0]]) == (pytest.approx(math.nan, nan_ok=True), 0)
+
+
+def test_half_width_by_hand():
+    std = math.sqrt(4 / 3)
+    # ours over 3 seeds against a single published run; against a published mean of 3 runs
+    assert half_width(std, 3, n=3, k=1) == pytest.approx(T975[3] * std * math.sqrt(1 / 3 + 1), rel=1e-9)
+    assert half_width(std, 3, n=3, k=3) == pytest.approx(T975[3] * std * math.sqrt(2 / 3), rel=1e-9)
+    assert half_width(std, 3, n=3, k=None) == pytest.approx(T975[3] * std / math.sqrt(3), rel=1e-9)
+    assert math.isnan(half_width(std, 0, n=3, k=1))
+
+
+def test_distinct_pools_are_combined_by_satterthwaite():
+    # pool a: two terms, V_a = 2² (0.1 + 0.15) = 1, ν 4; pool b: V_b = 1, ν 6
+    # ν = (1 + 1)² / (1/4 + 1/6) = 4 / (5/12) = 9.6
+    var, df = contrast_variance([("a", 0.1, 2.0, 4), ("b", 0.25, 2.0, 6), ("a", 0.15, 2.0, 4)])
+    assert var == pytest.approx(2.0, rel=1e-12) and df == pytest.approx(9.6, rel=1e-12)
+    assert contrast_variance([]) == (0.0, math.inf)
+    assert math.isnan(contrast_variance([("a", 0.5, 1.0, 4), ("b", 0.5, math.nan, 0)])[0])
+
+
+def test_holm_step_down_by_hand():
+    # α = 0.05 over 4: sorted 0.005 < 0.05/4, 0.01 < 0.05/3, 0.03 ≥ 0.05/2: stop (0.04 is not reached)
+    assert holm_rejections([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]
+    assert holm_rejections([0.02], 0.025) == [True] and holm_rejections([], 0.025) == []
+
+
+def test_slope_and_its_residual_noise_by_hand():
+    # x 0..3, y 1 2 4 5: x̄ 1.5, ȳ 3, S_xx 5, S_xy 7, b 1.4; residuals 0.1 −0.3 0.3 −0.1 (SS 0.2), s² 0.1
+    fit = fit_slope([0, 1, 2, 3], [1, 2, 4, 5])
+    assert fit.slope == pytest.approx(1.4) and fit.df == 2 and fit.s == pytest.approx(math.sqrt(0.1))
+    assert fit.se == pytest.approx(math.sqrt(0.1 / 5)) and fit.rho == pytest.approx(1.0)
+    # two seeds per point: N 8, ν 6, S_xx doubles
+    twice = fit_slope([0, 0, 1, 1, 2, 2, 3, 3], [1, 1, 2, 2, 4, 4, 5, 5])
+    assert twice.slope == pytest.approx(1.4) and twice.df == 6
+    assert twice.se == pytest.approx(math.sqrt((0.4 / 6) / 10))
+    assert fit_slope([0, 1], [1, 2]).df == 0 and fit_slope([0, 1], [1, 2]).slope == pytest.approx(1.0)
+    assert fit_slope([1, 1, 1], [1, 2, 3]).df == 0
