@@ -41,6 +41,8 @@ from typing import Any
 
 import yaml
 
+from contrastlab import config as cl_config
+from contrastlab.data.acquire import data_identity, image_data_identity
 from contrastlab.paths import Results, atomic_dir, write_json
 from contrastlab.workflow.recovery import running_workflow_marker
 
@@ -144,8 +146,6 @@ def load_preset(
     """Validate ``configfile`` with ``overlay`` (default: :func:`params_overlay`) merged over it, as the
     stage's Snakemake run does, and locate its results and resources in ``root``; both must lie inside
     ``root`` (DVC versions nothing outside its repository)."""
-    from contrastlab import config as cl_config
-
     root = Path(root).resolve()
     overlay = dict(params_overlay(root) if overlay is None else overlay)
     path = Path(configfile) if Path(configfile).is_absolute() else root / configfile
@@ -342,6 +342,7 @@ def reproduce(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> P
     figures' PNGs (:func:`plots_path`), and create the output folders the preset wrote none of. Under
     ``dvc exp run`` it first undoes and refuses a ``-S`` on a config file
     (:func:`check_configs_untouched`)."""
+    # pandas (tables.summary): loaded only by a reproduce, not by freeze or restore
     from contrastlab.tables.summary import summary
 
     root = Path(root).resolve()
@@ -459,8 +460,6 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
 def _current_data_identity(config: dict[str, Any], marker: str) -> Any:
     """What the data behind ``marker`` (``senteval``, ``corpus``, ``images-<dataset>``) are under
     ``config``, in the form the data rules write into their marker."""
-    from contrastlab.data.acquire import data_identity, image_data_identity
-
     what = marker.removesuffix(".ready.json")
     identity = (
         image_data_identity(config, what.removeprefix("images-"))

@@ -129,7 +129,7 @@ def test_encoding_in_one_job_and_probing_in_another_gives_the_same_numbers(
     def no_model(*args, **kwargs):
         raise AssertionError("the probe job loaded the model")
 
-    monkeypatch.setattr("contrastlab.models.load_backbone", no_model)  # the probe job reads the cache only
+    monkeypatch.setattr(S, "load_backbone", no_model)  # the probe job reads the cache only
     split = S.evaluate_checkpoint(
         tiny_bert, fixture_dir, tasks, "fasttest", cache_dir=tmp_path, device="cpu", encode_missing=False
     )

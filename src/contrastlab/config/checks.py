@@ -10,6 +10,8 @@ from typing import Any
 
 from contrastlab.config.grid import expanded_methods, loss_hp, selected_cells
 from contrastlab.config.schema import ConfigError, load_schema
+from contrastlab.losses.catalog import DEFAULTS
+from contrastlab.losses.user import UserLossError, is_user_loss
 
 
 def check_select(config: Mapping[str, Any]) -> None:
@@ -41,8 +43,8 @@ def check_select(config: Mapping[str, Any]) -> None:
 def _check_user_method(config: Mapping[str, Any], experiment: str, method: str, where: str) -> None:
     """A user loss (``module:callable``) is imported and run on a random batch now, with each backbone's
     hyperparameters, so a bad loss stops the workflow before any job starts (losses.user)."""
+    # torch (losses.checks): loaded only when the config names a user loss
     from contrastlab.losses.checks import check_user_loss
-    from contrastlab.losses.user import UserLossError
 
     exp = config["experiments"][experiment]
     loss = exp["methods"][method]["loss"]
@@ -59,9 +61,6 @@ def _check_user_method(config: Mapping[str, Any], experiment: str, method: str, 
 
 
 def check_references(config: Mapping[str, Any]) -> None:
-    from contrastlab.losses.catalog import DEFAULTS
-    from contrastlab.losses.user import is_user_loss
-
     backbones = config["backbones"]
     schema_defs = load_schema()["$defs"]
     for name, experiment in config["experiments"].items():

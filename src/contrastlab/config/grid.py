@@ -16,6 +16,8 @@ from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
 from contrastlab.config.schema import deep_merge
+from contrastlab.losses.catalog import DEFAULTS, LOSS_MODULES
+from contrastlab.losses.user import is_user_loss
 from contrastlab.paths import cell_path
 
 
@@ -109,8 +111,6 @@ def override_precision(settings: dict, precision: str) -> dict:
 def loss_hp(spec: Mapping[str, Any], backbone: str) -> dict[str, Any]:
     """The loss hyperparameters a configured method states for ``backbone``, over the loss's paper
     defaults (:data:`contrastlab.losses.catalog.DEFAULTS`): its ``hp``, then ``per_backbone[backbone].hp``."""
-    from contrastlab.losses.catalog import DEFAULTS
-
     hp = dict(DEFAULTS.get(spec["loss"], {}))
     for layer in (spec, (spec.get("per_backbone") or {}).get(backbone) or {}):
         hp.update(layer.get("hp") or {})
@@ -304,9 +304,6 @@ class Grid:
     def user_losses(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Every method of the selected experiments whose loss comes from the user's code (losses.user):
         method name -> (loss, hyperparameters as configured), the first experiment naming it deciding."""
-        from contrastlab.losses.catalog import LOSS_MODULES
-        from contrastlab.losses.user import is_user_loss
-
         found: dict[str, tuple[str, dict[str, Any]]] = {}
         for exp in self.experiments.values():
             for method, spec in exp["methods"].items():

@@ -35,6 +35,7 @@ from contrastlab.cost.flops import STSB_DEV_SENTENCES, cell_work
 from contrastlab.cost.packing import SHARES, STEP_COPY_MODULES, packing_rows, sentence_step_copy
 from contrastlab.data.acquire import data_locations
 from contrastlab.evaluation.senteval import evaluate_checkpoint
+from contrastlab.models import load_backbone, make_encoder
 from contrastlab.paths import REPO_ROOT
 from contrastlab.senteval.tasks import load_sts_pairs
 
@@ -53,8 +54,6 @@ def encoding_difference(
 ) -> float:
     """Largest relative L2 difference between the embeddings of ``sentences`` by the checkpoint at
     ``model_dir`` encoded on ``device`` and on the CPU (the evaluator's encoder, IEEE fp32 on both)."""
-    from contrastlab.models import load_backbone, make_encoder
-
     embeddings = {}
     for where in dict.fromkeys([device, "cpu"]):
         model, tokenizer = load_backbone(model_dir, device=where)

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from contrastlab.config import paper_of
 from contrastlab.paths import Results
+from contrastlab.search import SEARCHED
 from contrastlab.tables.markdown import markdown_table
 
 #: Shown where a number is unknown or zero by construction (no GPU job, no memory figure).
@@ -190,8 +191,6 @@ def migrate_benchmarks(results_dir: str | os.PathLike) -> list[tuple[Path, Path]
     ``train/``, ``encode/`` and ``evaluate/``, the searches' winners there too, the Pretrained rows
     under ``encode/pretrained/``, the figures under ``figures/``) to ``benchmarks/<rule>/``; returns the
     moves, ``(from, to)``. Moving again moves nothing. Snakemake reruns nothing over a benchmark file."""
-    from contrastlab.search import SEARCHED
-
     results = Results(results_dir)
     root = Path(results.benchmarks)
     moves = []

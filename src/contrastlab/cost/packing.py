@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from contrastlab.config import Grid
+from contrastlab.cost.flops import cell_work
 from contrastlab.precision import RESOLVED
 
 #: GPU jobs per GPU a cell may share with (``resources.gpu_share``'s values): what make gpu-check
@@ -72,7 +73,6 @@ def job_share(grid: Grid, cell: Any, calibration: Any, point: Any = None) -> int
     share = resources.get("gpu_share", 1)
     if share == 1 or not resources.get("gpu"):
         return 1
-    from contrastlab.cost.flops import cell_work
 
     work = cell_work(grid, cell, point=point)
     return chosen_share(work.peak_gib, work.precision, calibration(), share)
@@ -235,6 +235,7 @@ def sentence_step_copy(
     memory on CUDA. A copy for :func:`concurrent_rates`."""
     import time
 
+    # torch and transformers: imported only when a copy runs, not by the workflow's parse
     import torch
     import transformers
 

@@ -50,6 +50,7 @@ from contrastlab.cost.packing import chosen_share, packed_seconds, packing_lines
 from contrastlab.cost.schedule import schedule_lines
 from contrastlab.precision import RESOLVED
 from contrastlab.tables.markdown import markdown_table
+from contrastlab.tables.published import TABLES
 
 #: The GPU counts the makespan section always shows (``make plan GPUS=N`` adds N), and the CPU slots per
 #: GPU its probe jobs (SentEval and image) run on (a GPU node has at least this many cores per GPU).
@@ -172,8 +173,6 @@ def cell_counts(grid: cl_config.Grid) -> dict[str, int]:
     the figure sweeps and Li's conjecture runs), ``vision``, ``total``, and ``pretrained`` evaluations.
 
     docs/cost.md's sentence on the full grid is checked against these numbers for config.yaml (a test)."""
-    from contrastlab.tables.published import TABLES
-
     config = grid.config
 
     counts = {"sentence": 0, "figure": 0, "vision": 0}
@@ -401,9 +400,7 @@ MINIMUM_RUNTIME_MIN = 30
 FALLBACK_RUNTIME_MIN = {"train": 240, "vision_train": 480, "eval": 60}
 
 
-def runtime_resource(
-    grid: cl_config.Grid, kind: str, rule: str | None, where: Any, calibration: Any
-) -> Any:
+def runtime_resource(grid: cl_config.Grid, kind: str, rule: str | None, where: Any, calibration: Any) -> Any:
     """A rule's ``runtime`` resource (minutes): ``resources.<kind>_runtime_min`` when the config sets
     it; for a job the plan projects (``rule``: a cell's or a Pretrained row's, GPU or SentEval probe
     job; not with ``resources.gpu: 0``), a function of the job's wildcards and attempt giving

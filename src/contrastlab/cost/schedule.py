@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contrastlab.tables.markdown import markdown_table
+
 #: Rules whose job follows the same cell's training job.
 EVALUATION_RULES = frozenset({"encode", "encode_vision", "search_encode"})
 
@@ -160,8 +162,6 @@ def schedule_lines(
 ) -> list[str]:
     """The makespan section of ``make plan`` (Markdown lines): one row per GPU count, its CPU slots
     ``cpus_per_gpu`` × N, with the makespan, the GPUs' utilisation and the two lower bounds."""
-    from contrastlab.tables.markdown import markdown_table
-
     jobs = plan_jobs(planned, probe_seconds, choice)
     gpu_work = sum(j.seconds for j in jobs if j.slot == "gpu")
     rows: list[Mapping[str, str]] = []

@@ -34,6 +34,7 @@ from contrastlab.data.download import (
 )
 from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
 from contrastlab.paths import Results
+from contrastlab.senteval.protocol import COUNTS_MANIFEST
 
 
 def prepare_senteval(
@@ -188,7 +189,6 @@ def data_identity(config: Mapping[str, Any], what: str, *, resolve: bool = False
                     f"data.senteval_dir {data['senteval_dir']} holds no downstream/ folder; point it at the "
                     "folder that holds downstream/, or unset it to download the data"
                 )
-            from contrastlab.senteval.protocol import COUNTS_MANIFEST
 
             if (Path(data["senteval_dir"]) / "downstream" / COUNTS_MANIFEST).is_file():
                 return {"senteval": "fixture"}  # a generated fixture is the fixture, wherever it lies

@@ -31,6 +31,9 @@ from pathlib import Path
 
 from contrastlab import artifacts as artifacts_lock
 from contrastlab.artifacts import CHUNK, LOCK_FILE, ChecksumError, LockMismatch, sha256_file
+from contrastlab.senteval import protocol
+from contrastlab.senteval.protocol import COUNTS_MANIFEST
+from contrastlab.senteval.tasks import SentEvalDataError, task_sentences
 
 SENTEVAL_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
 WIKI1M_URL = (
@@ -292,9 +295,6 @@ def verify_senteval_checksums(data_dir: str | Path) -> None:
     """Every file the evaluation reads is present with its pinned size and sha256; otherwise
     ``SentEvalDataError`` naming the first file that differs (a cut-short sentence or one changed byte
     passes a row count, not this)."""
-    from contrastlab.senteval.protocol import COUNTS_MANIFEST
-    from contrastlab.senteval.tasks import SentEvalDataError
-
     data_dir = Path(data_dir)
     if (data_dir / "downstream" / COUNTS_MANIFEST).is_file():
         return  # a generated fixture (data.fixtures), which carries and checks its own row counts
@@ -316,9 +316,6 @@ def check_senteval(data_dir: str | Path, *, canonical: bool = False) -> None:
     """Load every task of ``data_dir/downstream``, the STS-B/SICK dev splits (model selection) too;
     raises SentEvalDataError naming a bad file. ``canonical``: also match every file's published
     sha256 (:func:`verify_senteval_checksums`); generated fixtures are checked by counts only."""
-    from contrastlab.senteval import protocol
-    from contrastlab.senteval.tasks import task_sentences
-
     if canonical:
         verify_senteval_checksums(data_dir)
     task_sentences(data_dir, protocol.TASKS, "test")

@@ -31,6 +31,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from contrastlab.evaluation import probe as transfer_probe
+from contrastlab.models import load_backbone, make_encoder, pick_device
 from contrastlab.paths import atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.senteval import protocol as P
@@ -40,6 +41,7 @@ from contrastlab.senteval.tasks import (
     load_task,
     sentences_in,
 )
+from contrastlab.training.runtime import device_name
 
 __all__ = [
     "ENCODING_RECORD",
@@ -394,8 +396,6 @@ def _group_mean(scores: Mapping[str, float], group: tuple[str, ...]) -> float | 
 def _lazy_encoder(model_dir: str | Path, *, pooling: str, batch_size: int, device: str | None) -> Encode:
     """:func:`contrastlab.models.make_encoder` of the checkpoint, loaded at the first call only: an
     evaluation whose embeddings are all cached never loads the model (nor touches a GPU)."""
-    from contrastlab.models import load_backbone, make_encoder
-
     made: list[Encode] = []
 
     def encode(sentences: list[str]) -> np.ndarray:
@@ -444,9 +444,6 @@ def encode_checkpoint(
     cache key (:func:`checkpoint_fingerprint`), the device type (``cuda``, ``cpu``) and name, and the
     torch and CUDA versions."""
     import torch
-
-    from contrastlab.models import pick_device
-    from contrastlab.training.runtime import device_name
 
     stsb = load_sts_pairs(data_dir, "STSBenchmark", "test")
     _, sentences = _task_inputs(data_dir, tasks, mode, stsb.a + stsb.b)

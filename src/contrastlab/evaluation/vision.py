@@ -46,6 +46,7 @@ from contrastlab.paths import atomic_write
 from contrastlab.precision import ieee_fp32
 from contrastlab.search import diverged_reason
 from contrastlab.training.synthetic import effective_rank
+from contrastlab.training.vision import load_encoder
 
 __all__ = [
     "FFN_DEFAULTS",
@@ -339,8 +340,6 @@ def encoder_features(
     ``training`` (:data:`TRAINED_WITH_KEYS` of its settings.json), ``encoder_dir``, and ``encoding``
     (``device``, ``extract_s``). :func:`probe_features` fits the probes from it, in the same process or,
     saved with :func:`save_features`, in a CPU job of its own (rules/vision.smk)."""
-    from contrastlab.training.vision import load_encoder
-
     started = time.perf_counter()
     dev = pick_device(device)
     encoder, summary = load_encoder(encoder_dir, dev)

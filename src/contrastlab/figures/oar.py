@@ -18,8 +18,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from contrastlab.config import vision_evaluation
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
+from contrastlab.models import pick_device
 from contrastlab.search import diverged_reason
+from contrastlab.tables.metrics import collect_metrics
 from contrastlab.training.synthetic import effective_rank
 
 __all__ = ["embedding_spectrum", "plot_lr_sweep", "plot_spectra", "sweep_frame"]
@@ -223,9 +226,6 @@ def lr_sweep_figure(
 ) -> list[Path]:
     """OAR Fig. 2 and 4 of ``experiment`` (its ``sweep: {lr: [...]}`` cells evaluated with the FFN):
     accuracy at every label fraction and the embedding variance against the rate."""
-    from contrastlab.config import vision_evaluation
-    from contrastlab.tables.metrics import collect_metrics
-
     exp = config["experiments"][experiment]
     fractions = vision_evaluation(config, experiment).get("ffn", {}).get("label_fractions", [0.1, 0.5, 1.0])
     accuracy = [f"ffn{round(100 * f)}_top1" for f in fractions]
@@ -245,9 +245,9 @@ def spectra_figure(
     """OAR Fig. 3: :func:`embedding_spectrum` of each trained encoder (``name -> encoder dir``) on
     ``n`` test images of its dataset (the same images for every encoder), plotted side by side; on
     ``device`` (default: CUDA when available)."""
+    # torchvision: loaded only when the spectrum figure encodes images
     from contrastlab.data.images import IMAGE_STATS, load_images
     from contrastlab.evaluation.vision import extract_features
-    from contrastlab.models import pick_device
     from contrastlab.training.vision import load_encoder
 
     device = pick_device(device)

@@ -26,6 +26,7 @@ import torch
 
 from contrastlab.analysis.paradigm_autograd import paradigm_by_autograd, view_batch
 from contrastlab.figures.style import figure, house_style, save
+from contrastlab.losses import build_loss
 
 __all__ = ["paradigm_grid", "plot_paradigm", "write_paradigm_figure"]
 
@@ -127,8 +128,6 @@ def write_paradigm_figure(
 ) -> list[Path]:
     """The paradigm figure of loss ``loss_name`` (a registry name or a user loss) with ``hp``, titled
     ``label`` (default: the loss's name)."""
-    from contrastlab.losses import build_loss
-
     built = build_loss(loss_name, **hp)
     # The paradigm is about unit vectors: every loss, a raw-input one too, gets the unit rows as they are.
     frame = paradigm_grid(built.on_views, points=points, batches=batches, seed=seed)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from contrastlab.config import expanded_methods
 from contrastlab.figures.style import PALETTE, figure, house_style, save
 from contrastlab.figures.training_curves import cell_files
 
@@ -24,8 +25,6 @@ __all__ = ["best_dev_frame", "plot_sweep_panels", "sweep_metrics_frame", "sweep_
 
 def sweep_points(config: Mapping, experiment: str) -> dict[str, tuple[str, float]]:
     """Sweep-point method name -> (swept key without ``hp.``, value), from the config."""
-    from contrastlab.config import expanded_methods
-
     out = {}
     for name, (_, overrides) in expanded_methods(config["experiments"][experiment]).items():
         for key, value in overrides.items():

@@ -166,6 +166,7 @@ def lemma1_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
     """Li Fig. 8a's numbers from each cell's first (before training) and last ``geometry`` record: per
     λ the density of the least ratio meeting Lemma 1 (bin centre ``r``, ``density`` per unit r), the
     number of anchors ``n`` and the share ``share_r1`` that r = 1 satisfies."""
+    # torch (training.geometry): this figure module needs only matplotlib and pandas otherwise
     from contrastlab.training.geometry import MIN_RATIO_RANGE
 
     rows = []

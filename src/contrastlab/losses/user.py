@@ -36,6 +36,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from contrastlab.provenance import note_user_loss, user_losses
+
 __all__ = [
     "ENTRY_POINT_GROUP",
     "UserLoss",
@@ -284,15 +286,11 @@ def validate_hyperparameters(user: UserLoss, hp: Mapping[str, Any]) -> dict[str,
 
 def note_loaded(user: UserLoss) -> None:
     """Record ``user`` in :mod:`contrastlab.provenance`: ``run_metadata`` writes it to the cell's files."""
-    from contrastlab.provenance import note_user_loss
-
     note_user_loss(user.name, user.provenance())
 
 
 def loaded_user_losses() -> dict[str, dict[str, str]]:
     """The user losses built in this process: name -> module, callable, file, sha256 (the cell's metadata)."""
-    from contrastlab.provenance import user_losses
-
     return user_losses()
 
 

@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING
 
 from contrastlab.config import Grid
 from contrastlab.paths import Results
+from contrastlab.report.html import write_html_report
+from contrastlab.tables import get_spec, tables_for_config
+from contrastlab.tables.search import search_tables, write_search_tables
 
 if TYPE_CHECKING:
     from contrastlab.tables.assemble import Table
@@ -47,13 +50,12 @@ def build_report(
 
     Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
     """
+    # pandas: loaded only when the report is built, so `import contrastlab.report` stays light
     from contrastlab.report.sections import write_report
-    from contrastlab.tables import get_spec, tables_for_config
     from contrastlab.tables.assemble import assemble
     from contrastlab.tables.comparison import comparison_tables, write_comparisons
     from contrastlab.tables.metrics import collect_failures, collect_metrics
     from contrastlab.tables.render import to_csv, to_latex, to_markdown
-    from contrastlab.tables.search import search_tables, write_search_tables
 
     t0 = time.perf_counter()
     grid = Grid(config)  # the report's one grid: every table, claim and section reads its cells
@@ -100,7 +102,6 @@ def build_report(
             metrics=metrics,
         )
     )
-    from contrastlab.report.html import write_html_report
 
     written.append(write_html_report(report_path))  # report.html beside it, figures embedded
     log.info("wrote %d tables in %.2fs", len(built), time.perf_counter() - t0)

@@ -79,7 +79,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from contrastlab.config import Grid
+from contrastlab.config import Grid, expanded_methods, load
 from contrastlab.paths import Results
 from contrastlab.report.parts import (
     NOT_REPRODUCED,
@@ -91,8 +91,10 @@ from contrastlab.report.parts import (
     ours_backbone,
     tasks_of,
 )
+from contrastlab.report.trend import check_trend, trend_parts
 from contrastlab.stats import LEVEL, contrast_variance, holm_rejections, one_sided_p, seeds_needed, t_quantile
-from contrastlab.tables.metrics import PRETRAINED
+from contrastlab.tables.assemble import experiment_seeds
+from contrastlab.tables.metrics import PRETRAINED, collect_metrics
 from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
 
 CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
@@ -112,8 +114,6 @@ def check_relation(claim: dict[str, Any], source: str) -> None:
     if relation not in RELATIONS:
         raise ValueError(f"{name}: relation must be one of {RELATIONS}, got {relation!r}")
     if relation == "trend":
-        from contrastlab.report.trend import check_trend
-
         check_trend(claim, name)
         return
     total = len(claim.get("parts") or []) * len(claim.get("backbones") or []) * len(tasks_of(claim))
@@ -222,7 +222,6 @@ def _resolve(method: str, experiment: dict, values: dict, backbone: str, task: s
     """``name@max|min|best`` -> the sweep point of ``name`` (see the module docstring)."""
     if "@" not in method:
         return method
-    from contrastlab.config import expanded_methods
 
     base, where = method.split("@", 1)
     points = [(name, over) for name, (b, over) in expanded_methods(experiment).items() if b == base]
@@ -354,8 +353,6 @@ def evaluate_claim(
 ) -> ClaimResult:
     """Evaluate one claim on ``metrics`` (:func:`~.metrics.collect_metrics`) under ``grid``'s config (its
     experiment's seeds and sweep; ``tables.verdict_stand_ins`` maps toy backbones onto the claim's)."""
-    from contrastlab.tables.assemble import experiment_seeds
-
     check_relation(claim, "evaluate_claim")
     name, relation = claim["experiment"], claim.get("relation", ">")
     # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
@@ -374,8 +371,6 @@ def evaluate_claim(
     values = _seed_values(metrics, name, seeds)
     ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
     if relation == "trend":
-        from contrastlab.report.trend import trend_parts
-
         parts, pending = trend_parts(claim, experiment, values, ours_for, level)
     else:
         pools = noise_pools(metrics, name, seeds, grid).set_index(["backbone", "key", "stratum"])
@@ -511,8 +506,6 @@ def seed_plan(results: list[ClaimResult], config: dict, max_seeds: int = 10) -> 
     """What the add-seeds command runs: per (experiment, backbone) of an undecided claim's run parts, the
     methods (:func:`undecided_cells`) and the new seeds that bring them to the seeds the claims need
     (at least :data:`MIN_SEEDS`, at most ``max_seeds``), continuing after the experiment's last seed."""
-    from contrastlab.tables.assemble import experiment_seeds
-
     need: dict[tuple[str, str], int] = {}
     for result in results:
         if result.verdict != UNDECIDED:
@@ -574,9 +567,6 @@ def plan_for_configfile(
     configfile: str, max_seeds: int = 10
 ) -> tuple[list[ClaimResult], list[dict[str, Any]]]:
     """The claims evaluated on the metrics under the preset's ``results_dir`` and the add-seeds plan."""
-    from contrastlab.config import load
-    from contrastlab.tables.metrics import collect_metrics
-
     config = load(configfile)
     results = evaluate_claims(collect_metrics(Results(config["results_dir"]).metrics()), Grid(config))
     return results, seed_plan(results, config, max_seeds=max_seeds)

@@ -12,6 +12,22 @@ import re
 from pathlib import Path
 
 from contrastlab.config import Grid, paper_of, track
+from contrastlab.cost import calibration as cl_calibration
+from contrastlab.cost import plan
+from contrastlab.cost.measured import cost_lines
+from contrastlab.report.claims import (
+    NOT_REPRODUCED,
+    NOT_RUN,
+    PAPERS,
+    REPRODUCED,
+    UNDECIDED,
+    add_seeds_commands,
+    evaluate_claims,
+    load_claims,
+    numbers_text,
+    seed_plan,
+    verdict_text,
+)
 from contrastlab.stats import LEVEL
 from contrastlab.tables.assemble import (
     STATUS_FAILED,
@@ -22,6 +38,7 @@ from contrastlab.tables.assemble import (
 )
 from contrastlab.tables.deviations import deviations, markdown_lines
 from contrastlab.tables.markdown import markdown_table
+from contrastlab.tables.metrics import collect_metrics
 from contrastlab.tables.render import fmt_score
 from contrastlab.tables.verdicts import chance_expected, noise_note, verdict_counts
 
@@ -136,9 +153,6 @@ def projected_cost(grid: Grid) -> tuple[dict | None, str]:
     """The projected GPU-hours of the config's grid as configured (:mod:`contrastlab.cost.plan`) and
     a sentence saying how they were projected; ``(None, <why not>)`` when the calibration cannot be
     read (the report must not fail over it)."""
-    from contrastlab.cost import calibration as cl_calibration
-    from contrastlab.cost import plan
-
     try:
         calibration = cl_calibration.load_calibration()
         jobs = plan.make_plan(grid, calibration)
@@ -206,14 +220,10 @@ def write_report(
     the jobs cost (:func:`contrastlab.cost.measured.cost_lines`). Claims are evaluated on ``metrics``
     (collected from ``metrics_root`` when not given). ``grid``: the run's
     :class:`~contrastlab.config.Grid` (its config's claims, deviations and precision)."""
-    from contrastlab.report.claims import PAPERS, load_claims
-
     config = grid.config if grid is not None else None
     report_path.parent.mkdir(parents=True, exist_ok=True)
     base = report_path.parent
     if metrics is None and config is not None:
-        from contrastlab.tables.metrics import collect_metrics
-
         metrics = collect_metrics(metrics_root)
 
     def link(path: Path, text: str) -> str:
@@ -280,8 +290,6 @@ def write_report(
         lines += markdown_table(precision_rows(grid, metrics_root)) + [""]
     lines += input_lines(metrics_root, config)
     if results_dir is not None:  # what each job cost, from the run's benchmark files (tables.cost)
-        from contrastlab.cost.measured import cost_lines
-
         projected, note = projected_cost(grid) if grid is not None else (None, "")
         lines += cost_lines(results_dir, projected, note)
     report_path.write_text("\n".join(lines), encoding="utf-8")
@@ -422,8 +430,6 @@ def _deviation_lines(grid: Grid, experiments: list[str]) -> list[str]:
 def verdict_tally(results) -> dict[str, int]:
     """How many claims of ``results`` have each verdict, in a fixed order (reproduced, not reproduced,
     undecided, not run), zeros included."""
-    from contrastlab.report.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED
-
     kinds = (REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_RUN)
     return {kind: sum(r.verdict == kind for r in results) for kind in kinds}
 
@@ -443,16 +449,6 @@ def claims_sections(
     "Claims" subsection: the tally, then one row per claim with its verdict, the numbers behind it and
     links to its tables or figures (``pages``: name -> the rendered table's Markdown or the figure's
     PNG; others are named without a link)."""
-    from contrastlab.report.claims import (
-        PAPERS,
-        add_seeds_commands,
-        evaluate_claims,
-        load_claims,
-        numbers_text,
-        seed_plan,
-        verdict_text,
-    )
-
     config = grid.config
     results = evaluate_claims(metrics, grid)
     toy = {e: m for e, m in ((config.get("tables") or {}).get("verdict_stand_ins") or {}).items() if m}

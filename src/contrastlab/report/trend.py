@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from contrastlab.config import expanded_methods
+from contrastlab.report.parts import NOT_RUN, PartResult, decide, ours_backbone, tasks_of
 from contrastlab.stats import fit_slope, one_sided_p, t_quantile
 
 #: Directions of a trend part and the sign that turns its slope into Δ.
@@ -61,8 +63,6 @@ def check_trend(claim: dict[str, Any], name: str) -> None:
 def sweep_points(experiment: dict[str, Any], part: dict[str, Any]) -> list[tuple[str, float]]:
     """(cell name, swept value) of the part's method at the sweep values within its ``over``, in sweep
     order; empty when the experiment has no sweep."""
-    from contrastlab.config import expanded_methods
-
     sweep = experiment.get("sweep") or {}
     if not sweep:
         return []
@@ -105,8 +105,6 @@ def trend_parts(
     task) -> {seed: score}, diverged runs NaN and left out), and for each tested part (result, Δ, s,
     1 / S_xx,pts, ν(n)), from which :func:`~contrastlab.report.claims.evaluate_claim` computes the seeds
     per point that would decide it (ν(n) = n P − 2 with n seeds at each of the P points)."""
-    from contrastlab.report.parts import NOT_RUN, PartResult, decide, ours_backbone, tasks_of
-
     scale = claim.get("scale", "linear")
     axis = next(iter(experiment.get("sweep") or {"": None})).removeprefix("hp.")
     parts, pending = [], []

@@ -21,6 +21,7 @@ from contrastlab.search import SEARCHED, searched_method, searched_methods
 from contrastlab.tables.deviations import deviations
 from contrastlab.tables.metrics import PRETRAINED, aggregate
 from contrastlab.tables.published import TableSpec, load_published, paper_backbones
+from contrastlab.tables.search import search_experiments
 from contrastlab.tables.verdicts import add_verdicts
 
 BACKBONE_LABELS = {
@@ -257,8 +258,6 @@ def _scores(
 
 def _searched(grid: Grid, experiment: str) -> dict[str, list[str]]:
     """method -> backbones of the experiment's search, when the searches run with the tables."""
-    from contrastlab.tables.search import search_experiments
-
     if experiment not in search_experiments(grid):
         return {}
     return searched_methods(grid.config, experiment)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contrastlab.config import Grid, expanded_methods, track
+from contrastlab.tables.published import TABLES, load_published
 from contrastlab.tables.verdicts import seed_noise_verdict
 
 if TYPE_CHECKING:  # pandas is imported where a table is built: the workflow reads the names only
@@ -64,8 +65,6 @@ def _headlines(config: Mapping[str, Any], experiment: str, metrics: pd.DataFrame
 
 def _published(experiment: str) -> pd.DataFrame:
     import pandas as pd
-
-    from contrastlab.tables.published import TABLES, load_published
 
     frames = [load_published(name) for name, spec in TABLES.items() if spec.experiment == experiment]
     if not frames:

@@ -254,6 +254,7 @@ def _legend(table: Table) -> list[str]:
     if (table.cells["status"] == STATUS_DIVERGED).any() or (
         "diverged_at" in table.cells and (table.cells["diverged_at"].fillna("") != "").any()
     ):
+        # torch (evaluation.vision): loaded only when a table has a diverged image cell
         from contrastlab.evaluation.vision import FFN_DIVERGENCE
 
         text += (

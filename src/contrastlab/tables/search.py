@@ -113,6 +113,7 @@ def dev_noise(
     """Half-width of the dev difference of two single-seed points, t_{ν, 0.975} · s · √2, and ν: s the
     pooled seed std of the best STS-B dev Spearman over the experiment's cells on ``backbone``
     (:func:`~contrastlab.tables.verdicts.noise_pools`); ``(nan, 0)`` without two seeds of any cell."""
+    # pandas: this module is read at the workflow's parse (rules/common.smk), the noise only by a job
     from contrastlab.tables.metrics import DEV_SPEARMAN
     from contrastlab.tables.verdicts import noise_pools
 

@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contrastlab.config import Grid
+from contrastlab.tables import tables_for_config
+from contrastlab.tables.assemble import configured, experiment_seeds
 from contrastlab.tables.comparison import SENTENCE_HEADLINES, VISION_HEADLINES, comparison_tables
+from contrastlab.tables.metrics import aggregate, collect_metrics
 from contrastlab.tables.published import TABLES
 
 if TYPE_CHECKING:  # pandas is imported where the summary is built
@@ -43,8 +46,6 @@ def _is_headline(task: str) -> bool:
 
 def summary_experiments(grid: Grid) -> list[str]:
     """The selected experiments that a paper table or a comparison table reports, in config order."""
-    from contrastlab.tables import tables_for_config
-
     reported = {TABLES[name].experiment for name in tables_for_config(grid)}
     reported |= {name.removeprefix("compare_") for name in comparison_tables(grid)}
     return [name for name in grid.experiments if name in reported]
@@ -55,8 +56,6 @@ def headline_means(
 ) -> dict[str, dict[str, dict[str, float]]]:
     """``{backbone: {method: {score: mean}}}`` of ``experiment``'s headline scores over ``seeds`` (the
     unmodified backbones as method ``pretrained``); NaN means (diverged probes) are left out."""
-    from contrastlab.tables.metrics import aggregate
-
     means: dict[str, dict[str, dict[str, float]]] = {}
     for row in aggregate(metrics, experiment, list(seeds) if seeds is not None else None).itertuples():
         if _is_headline(row.key) and not math.isnan(row.ours_mean):
@@ -69,9 +68,6 @@ def summary(config: Mapping[str, Any], metrics_root: str | Path) -> dict[str, An
     """``{experiment: {backbone: {method: {score: mean}}}}`` of every cell under ``metrics_root`` that
     the config's tables report (:func:`summary_experiments`) and that the config still configures (a
     stale cell of a removed method stays out, as in the tables); an experiment with no score is left out."""
-    from contrastlab.tables.assemble import configured, experiment_seeds
-    from contrastlab.tables.metrics import collect_metrics
-
     grid = Grid(dict(config))  # a frozen run's summary: its own entry, so its own grid
     metrics = collect_metrics(metrics_root)
     result: dict[str, Any] = {}

@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import spearmanr
 
+from contrastlab.senteval.tasks import load_sts_split
+
 POSITIVE_GOLD = 4.0  # protocol.md §4: pairs with gold score >= 4 are the "positive pairs" of alignment
 
 
@@ -38,8 +40,6 @@ class DevEvaluator:
         batch_size: int = 128,
         autocast: Any = contextlib.nullcontext,
     ) -> None:
-        from contrastlab.senteval.tasks import load_sts_split
-
         sentences1, sentences2, gold = load_sts_split(data_dir, task, "dev")
         unique = sorted(set(sentences1) | set(sentences2))
         index = {sentence: i for i, sentence in enumerate(unique)}

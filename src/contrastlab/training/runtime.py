@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from contrastlab.config.schema import load_schema
 from contrastlab.models import pick_device
 from contrastlab.precision import fp32_mode_now, resolve, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
 from contrastlab.training import state as st
@@ -162,8 +163,6 @@ def settings_from_dict(cls: type, values: Mapping[str, Any], what: str):
 def _schema_of(defs_key: str):
     """The validator and the properties of the config schema's ``$defs[defs_key]`` (loaded once)."""
     import jsonschema
-
-    from contrastlab.config.schema import load_schema
 
     defs = load_schema()["$defs"]
     properties = defs[defs_key]["properties"]

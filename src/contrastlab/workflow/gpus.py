@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.cost.packing import SHARES
+from contrastlab.cuda import diagnose, probe
 
 
 class GpuUnavailableError(RuntimeError):
@@ -52,8 +53,6 @@ def require_requested_gpu(snakemake: Any) -> None:
     if not wanted:
         return
     import torch
-
-    from contrastlab.cuda import diagnose, probe
 
     # The driver or the GPU's generation that the installed torch cannot run on: the line that names the
     # fix (another torch build), not the node's driver (contrastlab.cuda).

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from contrastlab.data.acquire import data_locations, data_marker_path, images_root
 from contrastlab.paths import CELL_FIELDS, Results, cell_path, write_json
 from contrastlab.provenance import note_inputs
 from contrastlab.workflow.gpus import job_device
@@ -106,7 +107,7 @@ def job_inputs(snakemake: Any) -> dict[str, Any]:
     version, weights' sha256; :func:`contrastlab.models.text.backbone_record`) and each data marker's
     content (the corpus's sha256 and lines, SentEval's pinned files). An evaluation job adds what the
     checkpoint it scores was trained on (the ``inputs`` of its ``train_summary.json``)."""
-    from contrastlab.data.acquire import data_marker_path
+    # torch (models.text): loaded only when a job records its inputs, not by every script's import
     from contrastlab.models.text import backbone_record
 
     inputs: dict[str, Any] = {}
@@ -136,8 +137,6 @@ def job_inputs(snakemake: Any) -> dict[str, Any]:
 def job_data_locations(snakemake: Any) -> dict[str, str]:
     """:func:`contrastlab.data.acquire.data_locations` of the job's config. Jobs read where the data lie
     from the config rather than from a param, so that moving the data reruns no job (see data.smk)."""
-    from contrastlab.data.acquire import data_locations, images_root
-
     config = snakemake.config  # validated once, by rules/common.smk
     where = data_locations(config)
     found = getattr(snakemake, "wildcards", None)
