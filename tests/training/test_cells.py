@@ -199,6 +199,7 @@ def test_the_debugging_cli_trains_with_its_settings(tmp_path, data, capsys):
     paths = [tiny_bert, corpus, senteval_dir, tmp_path / "model", tmp_path / "log.jsonl", tmp_path / "state"]
     flags = [item for flag, path in zip(cells.CLI_PATHS, paths, strict=True) for item in (flag, str(path))]
     settings = json.dumps({**SMALL, "max_steps": 2, "eval_every": 2})
+    flags += ["--cache-dir", str(tmp_path / "cache")]  # not the checkout's resources/cache (the guard)
     summary = cells.cli([*flags, "--device", "cpu", "--settings", settings, "--set", "precision=fp32"])
     assert summary["steps"] == 2 and summary["requested_precision"] == "fp32"  # a bare string, not JSON
     assert json.loads(capsys.readouterr().out)["best_step"] == summary["best_step"]
