@@ -92,11 +92,12 @@ CONSTRUCTED = """## Nie et al. 2023
 
 ### Claims
 
-Tally: reproduced 2 · not reproduced 1 · undecided 0 · not run 3 (of 6 claims).
+Tally: reproduced 2 · not reproduced 1 · paper unsupported 1 · undecided 0 · not run 3 (of 7 claims).
 
 | claim | verdict | numbers |
 |---|---|---|
 | A beats B | not reproduced: 1 of 2 parts contradicted (Holm-corrected) | +3.52 ± ? |
+| G beats H | paper unsupported: not reproduced, as on the paper's own tables | -1.20 ± 0.50 |
 | C beats D | reproduced | +1.00 ± 0.50 |
 | E beats F | not run | – |
 
@@ -119,6 +120,7 @@ def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_pat
     assert '<td><span class="badge v-not-reproduced">not reproduced</span>: 1 of 2 parts' in page
     assert '<td><span class="badge v-reproduced">reproduced</span></td>' in page
     assert '<td><span class="badge v-not-run">not run</span></td>' in page
+    assert '<td><span class="badge v-paper-unsupported">paper unsupported</span>: not reproduced, as' in page
     # the grid's seed-noise markers, each in a badge titled with its word; "not run" outside a verdict
     # column and the "± ?" of a claim's numbers stay plain
     assert '+1.20 <span class="badge v-above" title="above">▲</span>†' in page
@@ -126,14 +128,15 @@ def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_pat
     assert '-2.50 <span class="badge v-below" title="below">▼</span>' in page
     assert '-0.10 <span class="badge v-undecided" title="undecided">?</span>' in page
     assert '<td style="text-align: right;">not run</td>' in page and "<td>+3.52 ± ?</td>" in page
-    # the tally's counts, each a badge with its number
+    # the tally's counts, each a badge with its number; a zero is no finding and stays uncoloured
     for kind, text in [
         ("reproduced", "reproduced 2"),
         ("not-reproduced", "not reproduced 1"),
-        ("undecided", "undecided 0"),
+        ("paper-unsupported", "paper unsupported 1"),
         ("not-run", "not run 3"),
     ]:
         assert f'<span class="badge v-{kind}">{text}</span>' in page
+    assert "· undecided 0 ·" in page and 'v-undecided">undecided 0' not in page
     # the colours: green for reproduced and within noise, red for not reproduced and below
     assert BADGE_COLOURS["reproduced"] == BADGE_COLOURS["within"] == ("#c8e6c9", "#1b5e20")
     assert BADGE_COLOURS["not-reproduced"] == BADGE_COLOURS["below"] == ("#ffcdd2", "#b71c1c")
@@ -150,11 +153,20 @@ def test_tally_counts_each_verdict_of_a_constructed_list():
 
     verdicts = ["reproduced", "not run", "undecided", "reproduced", "not run", "not run", "not reproduced"]
     results = [ClaimResult({"paper": "nie2023"}, v, []) for v in verdicts]
-    assert verdict_tally(results) == {"reproduced": 2, "not reproduced": 1, "undecided": 1, "not run": 3}
+    # a "not reproduced" whose sentence the paper's own tables do not support either: counted apart
+    unsupported = {"paper": "nie2023", "paper_tables": "Table 1 disagrees"}
+    results += [ClaimResult(unsupported, "not reproduced", []), ClaimResult(unsupported, "undecided", [])]
+    assert verdict_tally(results) == {
+        "reproduced": 2, "not reproduced": 1, "paper unsupported": 1, "undecided": 2, "not run": 3
+    }  # fmt: skip
     assert tally_line(results) == (
-        "Tally: reproduced 2 · not reproduced 1 · undecided 1 · not run 3 (of 7 claims)."
+        "Tally: reproduced 2 · not reproduced 1 · paper unsupported 1 · undecided 2 · not run 3 "
+        "(of 9 claims)."
     )
-    assert tally_line([]) == "Tally: reproduced 0 · not reproduced 0 · undecided 0 · not run 0 (of 0 claims)."
+    assert tally_line([]) == (
+        "Tally: reproduced 0 · not reproduced 0 · paper unsupported 0 · undecided 0 · not run 0 "
+        "(of 0 claims)."
+    )
 
 
 def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_path):
@@ -178,13 +190,13 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
             continue
         seen += 1
         claims = section.split("<h3>Claims</h3>", 1)[1].split("<h3>", 1)[0]
-        tally = dict(
-            re.findall(r'<span class="badge v-[a-z-]+">([a-z ]+) (\d+)</span>', claims.split("</p>")[0])
-        )
+        counts = re.sub(r"<[^>]+>", "", claims.split("</p>")[0])  # zero counts carry no badge
+        tally = dict(re.findall(r"((?:not |paper )?[a-z]+) (\d+)", counts.removeprefix("\nTally: ")))
         table = claims.split("<table>", 1)[1]
         for word, kind in [
             ("reproduced", "reproduced"),
             ("not reproduced", "not-reproduced"),
+            ("paper unsupported", "paper-unsupported"),
             ("undecided", "undecided"),
             ("not run", "not-run"),
         ]:

@@ -77,7 +77,7 @@ def test_the_report_reads_per_paper(tmp_path):
     nie = report[starts[0] : starts[1]]
     order = [nie.index(h) for h in ("### Claims", "### Tables", "### Figures", "### Deviations from")]
     assert order == sorted(order)
-    assert "Tally: reproduced 0 · not reproduced 0 · undecided 0 · not run" in nie
+    assert "Tally: reproduced 0 · not reproduced 0 · paper unsupported 0 · undecided 0 · not run" in nie
     assert "#### Nie et al. 2023, Table 1: STS.Avg and TR.Avg\n\n| Method |" in nie  # the grid inline
     figs = [line.removeprefix("#### ") for line in nie.splitlines() if line.startswith("#### nie2023/")]
     assert figs.index("nie2023/align_uniform") < figs.index("nie2023/nie2023_fig2a")  # Fig. 1a before 2a
@@ -105,3 +105,38 @@ def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest
     assert row in table
     assert "| corpus | text | 1,000,000 lines | sha256 cdcdcdcdcdcdcdcd | 2 |" in table
     assert input_lines(tmp_path / "empty", None) == []
+
+
+def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
+    """Issue 44: per paper one line of claim counts before anything else, the undecided claims' seeds
+    beside it, and the how-to-read text folded below (one <details> block)."""
+    from contrastlab.report.claims import ClaimResult, load_claims
+    from contrastlab.report.parts import UNDECIDED, PartResult
+    from contrastlab.report.sections import answer_lines
+
+    def undecided(seeds_needed):
+        part = PartResult(backbone="bert-base", terms={}, status=UNDECIDED, seeds_needed=seeds_needed)
+        return ClaimResult({"paper": "nie2023"}, UNDECIDED, [part])
+
+    results = [undecided(None), undecided(5), undecided(8), undecided(101)]
+    results.append(ClaimResult({"paper": "macl"}, "reproduced", []))
+    lines = answer_lines(results)
+    nie = load_claims("nie2023")["paper"].split(",")[0]
+    assert lines[:2] == ["## The answer", ""]
+    assert lines[2] == (
+        f"**{nie}**: reproduced 0 · not reproduced 0 · paper unsupported 0 · undecided 4 · not run 0 "
+        "(of 4 claims). Undecided: 1 need ≥ 2 seeds per cell to measure the noise, 2 would be decided at "
+        "≤ 8 seeds per cell, 1 need > 100 seeds per cell."
+    )
+    assert lines[-2].startswith("All papers: reproduced 1 ·")
+
+    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    from contrastlab.report import build_report
+
+    build_report(Results(tmp_path), demo)
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    heads = [line for line in report.splitlines() if line.startswith("## ")]
+    assert heads[0] == "## The answer"
+    answer, rest = report.split('<details markdown="1"><summary>How to read the claims and tables</summary>')
+    assert "Each paper's headline claims" not in answer and "Each paper's headline claims" in rest
+    assert rest.index("</details>") < rest.index(f"\n## {load_claims('nie2023')['paper']}\n")

@@ -84,6 +84,7 @@ from contrastlab.paths import Results
 from contrastlab.report.parts import (
     NOT_REPRODUCED,
     NOT_RUN,
+    PAPER_UNSUPPORTED,
     REPRODUCED,
     UNDECIDED,
     PartResult,
@@ -192,6 +193,14 @@ class ClaimResult:
     @property
     def parts_contradicted(self) -> int:
         return sum(p.status == NOT_REPRODUCED for p in self.parts)
+
+    @property
+    def kind(self) -> str:
+        """The verdict as the report counts it: :data:`PAPER_UNSUPPORTED` for a claim that reads "not
+        reproduced" and whose sentence the paper's own tables do not support either, else the verdict."""
+        if self.verdict == NOT_REPRODUCED and self.claim.get("paper_tables"):
+            return PAPER_UNSUPPORTED
+        return self.verdict
 
     @property
     def seeds_needed(self) -> int | None:
@@ -458,8 +467,11 @@ def numbers_text(result: ClaimResult) -> str:
 
 def verdict_text(result: ClaimResult) -> str:
     """The verdict with the share of parts run when some have not, and the seeds that would decide; for
-    a claim whose sentence the paper's own tables do not support (its ``paper_tables``), that reason."""
+    a claim whose sentence the paper's own tables do not support (its ``paper_tables``), that reason; such
+    a claim that reads "not reproduced" opens with :data:`PAPER_UNSUPPORTED` (its own badge and count)."""
     text = result.verdict
+    if result.kind == PAPER_UNSUPPORTED:
+        text = f"{PAPER_UNSUPPORTED}: {result.verdict}, as on the paper's own tables"
     if result.verdict != NOT_RUN and result.parts_run < len(result.parts):
         text += f" ({result.parts_run}/{len(result.parts)} parts run)"
     if result.claim.get("relation") == "count" and result.verdict != NOT_RUN:

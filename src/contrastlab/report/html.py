@@ -30,6 +30,7 @@ _IMG = re.compile(r'<img alt="(?P<alt>[^"]*)" src="(?P<src>[^"]+\.png)"\s*/?>')
 BADGE_COLOURS = {
     "reproduced": ("#c8e6c9", "#1b5e20"),
     "not-reproduced": ("#ffcdd2", "#b71c1c"),
+    "paper-unsupported": ("#d1c4e9", "#311b92"),
     "undecided": ("#ffe0b2", "#8a4b00"),
     "not-run": ("#e0e0e0", "#424242"),
     "within": ("#c8e6c9", "#1b5e20"),
@@ -41,6 +42,7 @@ BADGE_COLOURS = {
 }
 #: Verdict words (claims, searches) -> badge kind; longest first so "not reproduced" wins over "reproduced".
 VERDICT_WORDS = {
+    "paper unsupported": "paper-unsupported",
     "not reproduced": "not-reproduced",
     "reproduced": "reproduced",
     "undecided": "undecided",
@@ -74,7 +76,9 @@ code { background: #f3f3f3; padding: 0 0.2rem; }
 )
 
 _WORDS = re.compile("|".join(re.escape(w) for w in VERDICT_WORDS))
-_TALLY = re.compile(r"<p>Tally: .*?</p>", re.S)
+#: A line of counts: a paper's ``Tally:``, the answer's ``<strong>paper</strong>: reproduced 1 · …`` lines
+#: and ``All papers:``.
+_TALLY = re.compile(r"<p>(?:Tally: |All papers: |<strong>[^<]*</strong>: reproduced \d).*?</p>", re.S)
 _TALLY_ITEM = re.compile(rf"({'|'.join(re.escape(w) for w in VERDICT_WORDS)}) (\d+)")
 _TABLE = re.compile(r"<table>.*?</table>", re.S)
 _ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
@@ -115,11 +119,14 @@ def _badge_table(table: str) -> str:
 
 def badge_verdicts(body: str) -> str:
     """``body`` (HTML) with a coloured badge on every verdict: the words of each table's ``verdict``
-    column, the ≈ ▲ ▼ ? markers after a number in any table cell, and the counts of a ``Tally:`` line."""
+    column, the ≈ ▲ ▼ ? markers after a number in any table cell, and the non-zero counts of a line of
+    counts."""
     body = _TABLE.sub(lambda m: _badge_table(m[0]), body)
-    return _TALLY.sub(
-        lambda m: _TALLY_ITEM.sub(lambda i: badge(VERDICT_WORDS[i[1]], f"{i[1]} {i[2]}"), m[0]), body
-    )
+
+    def count(item: re.Match) -> str:  # a zero is no finding: left uncoloured
+        return item[0] if item[2] == "0" else badge(VERDICT_WORDS[item[1]], f"{item[1]} {item[2]}")
+
+    return _TALLY.sub(lambda m: _TALLY_ITEM.sub(count, m[0]), body)
 
 
 def render_html(markdown_text: str, base_dir: str | Path, *, title: str = "contrastlab report") -> str:
@@ -130,7 +137,7 @@ def render_html(markdown_text: str, base_dir: str | Path, *, title: str = "contr
     """
     import markdown
 
-    body = markdown.markdown(markdown_text, extensions=["tables"], output_format="html")
+    body = markdown.markdown(markdown_text, extensions=["tables", "md_in_html"], output_format="html")
     base_dir = Path(base_dir)
 
     def embed(match: re.Match) -> str:

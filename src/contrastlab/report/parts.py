@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_RUN = "reproduced", "not reproduced", "undecided", "not run"
+#: A claim that reads "not reproduced" where the paper's own tables do not support its sentence either
+#: (its ``paper_tables``): counted and coloured apart, since a perfect reproduction reads the same.
+PAPER_UNSUPPORTED = "paper unsupported"
 
 
 def tasks_of(claim: dict[str, Any]) -> list[str]:

@@ -16,8 +16,10 @@ from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import plan
 from contrastlab.cost.measured import cost_lines
 from contrastlab.report.claims import (
+    MAX_SEEDS,
     NOT_REPRODUCED,
     NOT_RUN,
+    PAPER_UNSUPPORTED,
     PAPERS,
     REPRODUCED,
     UNDECIDED,
@@ -229,25 +231,19 @@ def write_report(
     def link(path: Path, text: str) -> str:
         return f"[{text}]({Path(os.path.relpath(path, base)).as_posix()})"
 
-    lines = [
-        "# Paper tables: published numbers beside ours",
-        "",
-        "One section per paper, in the papers' order: its claims with their verdicts (a tally above "
-        "them), its tables, its figures in the paper's numbering, and where this run deviates from the "
-        "authors' setups. Then your own losses, the precision of every cell and the cost.",
-        "",
-    ]
+    lines = ["# Paper tables: published numbers beside ours", ""]
     per_paper: dict[str | None, list[str]] = {}
+    guide = [LAYOUT_TEXT, ""]
     if config is not None and metrics is not None:
         pages = {t.spec.name: p["md"] for t, p in built}
         pages.update({f["name"]: base / "figures" / f"{f['name']}.png" for f in figures or []})
-        intro, per_paper = claims_sections(grid, metrics, base, pages)
-        lines += intro
-    # The tables' reading guide closes the first section (under the claims' when there are claims).
-    lines += ([] if per_paper else ["## How to read the tables", ""]) + [
-        "**Tables.** " + TABLES_TEXT.format(metrics_root=metrics_root),
-        "",
-    ]
+        answer, claims_guide, per_paper = claims_sections(grid, metrics, base, pages)
+        lines += answer
+        guide += claims_guide
+    # The reading guide, folded below the answer: it is read once, the answer every time.
+    guide += ["**Tables.** " + TABLES_TEXT.format(metrics_root=metrics_root), ""]
+    title = "How to read the claims and tables" if per_paper else "How to read the tables"
+    lines += [f'<details markdown="1"><summary>{title}</summary>', "", *guide, "</details>", ""]
     titles = {p: load_claims(p)["paper"] for p in PAPERS}
     figures = sorted(figures or [], key=figure_order)
     experiments = (config or {}).get("experiments") or {}
@@ -429,9 +425,9 @@ def _deviation_lines(grid: Grid, experiments: list[str]) -> list[str]:
 
 def verdict_tally(results) -> dict[str, int]:
     """How many claims of ``results`` have each verdict, in a fixed order (reproduced, not reproduced,
-    undecided, not run), zeros included."""
-    kinds = (REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_RUN)
-    return {kind: sum(r.verdict == kind for r in results) for kind in kinds}
+    paper unsupported, undecided, not run), zeros included (:attr:`ClaimResult.kind`)."""
+    kinds = (REPRODUCED, NOT_REPRODUCED, PAPER_UNSUPPORTED, UNDECIDED, NOT_RUN)
+    return {kind: sum(r.kind == kind for r in results) for kind in kinds}
 
 
 def tally_line(results) -> str:
@@ -443,44 +439,45 @@ def tally_line(results) -> str:
 
 def claims_sections(
     grid: Grid, metrics, base: Path, pages: dict[str, Path]
-) -> tuple[list[str], dict[str, list[str]]]:
-    """The claims (:mod:`contrastlab.report.claims`): the "Claims" section that says how they are read
-    (with the tally over all papers and how to add seeds to the undecided ones only), and per paper its
-    "Claims" subsection: the tally, then one row per claim with its verdict, the numbers behind it and
-    links to its tables or figures (``pages``: name -> the rendered table's Markdown or the figure's
-    PNG; others are named without a link)."""
+) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """The claims (:mod:`contrastlab.report.claims`) in three pieces: the answer the report opens with
+    (per paper one line of counts, the undecided claims' seeds, the toy-number warning, and how to add
+    seeds to the undecided claims only: :func:`answer_lines`), the reading guide of the claims (folded
+    below the answer), and per paper its "Claims" subsection: the tally, then one row per claim with its
+    verdict, the numbers behind it and links to its tables or figures (``pages``: name -> the rendered
+    table's Markdown or the figure's PNG; others are named without a link)."""
     config = grid.config
     results = evaluate_claims(metrics, grid)
     toy = {e: m for e, m in ((config.get("tables") or {}).get("verdict_stand_ins") or {}).items() if m}
-    lines = ["## Claims and tables: how to read them", "", CLAIMS_TEXT, "", CONTROL_TEXT, ""]
+    answer = answer_lines(results)
+    if toy:
+        pairs = ", ".join(dict.fromkeys(f"{t} for {p}" for m in toy.values() for t, p in m.items()))
+        answer += [
+            f"**Toy numbers**: this run's backbones stand in for the papers' ({pairs}); these verdicts "
+            "exercise the code and say nothing about the papers.",
+            "",
+        ]
+    commands = add_seeds_commands(seed_plan(results, config), configfile="$CONFIG")
+    if commands:
+        answer += [
+            "More seeds for the cells of the undecided claims only, with `CONFIG` set to the preset this "
+            "run came from (`make add-seeds CONFIG=<preset>` prints them filled in; the last command "
+            "renders the tables and this report again):",
+            "",
+            *(f"    {command}" for command in commands),  # an indented code block (plain Markdown)
+            "",
+        ]
+    guide = [CLAIMS_TEXT, "", CONTROL_TEXT, ""]
     untested = [
         f"{load_claims(p)['paper']}: {load_claims(p)['not_regenerated']}"
         for p in PAPERS
         if load_claims(p).get("not_regenerated")
     ]
     if untested:
-        lines += [
+        guide += [
             "Not tested here (headline results of the papers that this pipeline does not regenerate): "
             + "; ".join(untested)
             + ".",
-            "",
-        ]
-    if toy:
-        pairs = ", ".join(dict.fromkeys(f"{t} for {p}" for m in toy.values() for t, p in m.items()))
-        lines += [
-            f"**Toy numbers**: this run's backbones stand in for the papers' ({pairs}); these verdicts "
-            "exercise the code and say nothing about the papers.",
-            "",
-        ]
-    lines += ["All papers: " + tally_line(results).removeprefix("Tally: "), ""]
-    commands = add_seeds_commands(seed_plan(results, config), configfile="$CONFIG")
-    if commands:
-        lines += [
-            "More seeds for the cells of the undecided claims only, with `CONFIG` set to the preset this "
-            "run came from (`make add-seeds CONFIG=<preset>` prints them filled in; the last command "
-            "renders the tables and this report again):",
-            "",
-            *(f"    {command}" for command in commands),  # an indented code block (plain Markdown)
             "",
         ]
 
@@ -509,9 +506,43 @@ def claims_sections(
             for r in own
         ]
         per_paper[paper] = ["### Claims", "", tally_line(own), "", *markdown_table(rows), ""]
-    return lines, per_paper
+    return answer, guide, per_paper
 
 
+def answer_lines(results) -> list[str]:
+    """What the report opens with: per paper one line of claim counts by verdict
+    (:func:`verdict_tally`), and for its undecided claims the seeds per cell that would decide them.
+
+    ``**Nie et al. 2023 …**: reproduced 1 · not reproduced 0 · paper unsupported 0 · undecided 2 · not
+    run 7 (of 10 claims). Undecided: 1 needs ≥ 2 seeds per cell to measure the noise, 1 ~5 seeds.``
+    """
+    lines = ["## The answer", ""]
+    for paper in PAPERS:
+        own = [r for r in results if r.claim["paper"] == paper]
+        if not own:
+            continue
+        counts = tally_line(own).removeprefix("Tally: ")
+        line = f"**{load_claims(paper)['paper'].split(',')[0]}**: {counts}"
+        undecided = [r.seeds_needed for r in own if r.kind == UNDECIDED]
+        if undecided:
+            unmeasured = sum(n is None for n in undecided)
+            beyond = sum(n is not None and n > MAX_SEEDS for n in undecided)
+            within = sorted(n for n in undecided if n is not None and n <= MAX_SEEDS)
+            needs = [f"{unmeasured} need ≥ 2 seeds per cell to measure the noise"] if unmeasured else []
+            needs += [f"{len(within)} would be decided at ≤ {within[-1]} seeds per cell"] if within else []
+            needs += [f"{beyond} need > {MAX_SEEDS} seeds per cell"] if beyond else []
+            line += " Undecided: " + ", ".join(needs) + "."
+        lines += [line, ""]
+    if len([p for p in PAPERS if any(r.claim["paper"] == p for r in results)]) > 1:
+        lines += ["All papers: " + tally_line(results).removeprefix("Tally: "), ""]
+    return lines
+
+
+LAYOUT_TEXT = (
+    "One section per paper, in the papers' order: its claims with their verdicts (a tally above them), "
+    "its tables, its figures in the paper's numbering, and where this run deviates from the authors' "
+    "setups. Then your own losses, the precision of every cell and the cost."
+)
 CLAIMS_TEXT = (
     "Each paper's headline claims (`src/contrastlab/report/claims/<paper>.yaml`, quoted from the paper) "
     "checked on our metrics, listed in each paper's section below: reproduced / not reproduced when the "
@@ -525,8 +556,10 @@ CLAIMS_TEXT = (
     "0.025 for the whole claim, not per part: uncorrected, 12 parts with no true gap would read “not "
     "reproduced” about one time in four); a part below its own interval but not after the correction "
     "is undecided. A claim that counts (“12 of the 24 accuracies”) needs that many parts reproduced, "
-    "and is not reproduced when fewer are left uncontradicted. Numbers: each run part's contrast ± "
-    "the interval's half-width. Each paper's tally counts its claims per verdict."
+    "and is not reproduced when fewer are left uncontradicted. A claim whose sentence the paper's own "
+    "tables do not support reads “paper unsupported” when it is not reproduced here either: counted "
+    "apart, since a perfect reproduction reads the same. Numbers: each run part's contrast ± the "
+    "interval's half-width. Each paper's tally counts its claims per verdict."
 )
 CONTROL_TEXT = (
     "Control: every claim that rests on a paper table is also evaluated on the paper's own "
