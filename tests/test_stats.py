@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from contrastlab.stats import contrast_variance, fit_slope, half_width, holm_rejections, pooled_std
+from contrastlab.stats import (
+    blocked_pooled_std,
+    contrast_variance,
+    fit_slope,
+    half_width,
+    holm_rejections,
+    pooled_std,
+)
 
 # Student t quantiles t_{df, 0.975} from a printed table (not from scipy).
 T975 = {2: 4.302652729911275, 3: 3.182446305284263, 4: 2.7764451051977987}
@@ -18,6 +25,33 @@ def test_pooled_std_by_hand():
     assert df == 3
     assert std == pytest.approx(math.sqrt(4 / 3), abs=1e-12)
     assert pooled_std([[80.0], [81.0]]) == (pytest.approx(math.nan, nan_ok=True), 0)
+
+
+def test_seed_blocked_pool_by_hand():
+    # cells × seeds = seed effect (70, 71, 72) + cell means (0, 2, 4, 4.46) + residuals r that sum to 0
+    # over every cell and every seed: a (0.3, −0.3, 0), b (−0.3, 0.3, 0), c and d 0. The fit returns r:
+    # SS 4 · 0.09 = 0.36 over ν = (4 − 1)(3 − 1) = 6, s² = 0.06
+    base, r = [70.0, 71.0, 72.0], {0: [0.3, -0.3, 0.0], 1: [-0.3, 0.3, 0.0]}
+    cells = [
+        {42 + s: base[s] + gap + r.get(i, [0.0] * 3)[s] for s in range(3)}
+        for i, gap in enumerate((0.0, 2.0, 4.0, 4.46))
+    ]
+    std, df = blocked_pooled_std(cells)
+    assert df == 6 and std**2 == pytest.approx(0.06, rel=1e-9)
+    # the same six pairs' per-seed contrasts pooled as independent parts: Σ SS = 4 · 0.36 = 1.44 over
+    # 6 · 2 = 12, s_D² = 0.12 = 2 s²: the same estimate, twice the degrees of freedom it has
+    ss = sum(
+        sum((d - sum(ds) / 3) ** 2 for d in ds)
+        for i in range(4)
+        for j in range(i + 1, 4)
+        for ds in [[cells[i][k] - cells[j][k] for k in (42, 43, 44)]]
+    )
+    assert ss / 12 == pytest.approx(2 * std**2, rel=1e-9)
+    # a seed missing from one cell: N 11, rank 4 + 3 − 1 = 6, ν 5; a one-seed cell adds nothing
+    del cells[3][44]
+    assert blocked_pooled_std(cells)[1] == 5
+    assert blocked_pooled_std([{42: 1.0, 43: 2.0}, {42: 5.0}]) == (pytest.approx(math.nan, nan_ok=True), 0)
+    assert blocked_pooled_std([{42: 1.0, 43: 2.0}])[1] == 0  # one cell: its seeds are the seed effect
 
 
 def test_half_width_by_hand():

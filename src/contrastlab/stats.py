@@ -1,14 +1,15 @@
 """The statistics every verdict uses, in one place: the confidence level, seed-noise pooling and
-intervals (:mod:`contrastlab.tables.verdicts`), one-sided p-values, contrasts over noise pools, Holm's
-correction and the seeds a difference needs (:mod:`contrastlab.report.claims`), and the least-squares
-slope of a sweep (:mod:`contrastlab.report.trend`). The modules that use them say what each decides.
-scipy is imported where it is used: the workflow imports this module when it parses the Snakefile.
+intervals (:mod:`contrastlab.tables.verdicts`), seed-blocked pooling for paired contrasts, one-sided
+p-values, contrasts over noise pools, Holm's correction and the seeds a difference needs
+(:mod:`contrastlab.report.claims`), and the least-squares slope of a sweep
+(:mod:`contrastlab.report.trend`). The modules that use them say what each decides. scipy is imported
+where it is used: the workflow imports this module when it parses the Snakefile.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,47 @@ def pooled_std(groups: Iterable[Iterable[float]]) -> tuple[float, int]:
             ss += float(((x - x.mean()) ** 2).sum())
             df += len(x) - 1
     return (math.sqrt(ss / df) if df else math.nan), df
+
+
+def blocked_pooled_std(cells: Iterable[Mapping[Hashable, float]]) -> tuple[float, int]:
+    """Pooled seed noise of cells that share seeds, the seed blocked out (two-way additive model,
+    cells × seeds without interaction: the randomized-block analysis of variance), and its degrees of
+    freedom; ``cells`` maps each cell's seeds to its score.
+
+    Model x_{i,s} = μ_i + β_s + ε_{i,s}, ε_{i,s} ~ N(0, σ²) independent: β_s is what seed s does to every
+    cell of the stratum (its data order, its initialisation), which a paired contrast Σ c_i x_{i,s} with
+    Σ c_i = 0 cancels. σ² is estimated from the residuals of the least-squares fit of μ and β::
+
+        s² = Σ_{i,s} (x_{i,s} − μ̂_i − β̂_s)²  /  ν,        ν = N − rank(design)
+
+    N the values, the design the cell and seed indicators. When every one of C cells has the same n
+    seeds the residual is x_{i,s} − x̄_{i·} − x̄_{·s} + x̄_{··} and ν = (C − 1)(n − 1): one estimate
+    from all the stratum's cells, whatever contrasts of them a claim tests. (Pooling the per-seed
+    contrasts of several parts instead, s_D² = Σ_j SS_j / Σ_j (n − 1), counts a cell shared by two parts
+    twice: all C(C − 1)/2 pairs of C cells give the same s_D² = 2 s² with ν = C(C − 1)/2 · (n − 1).)
+    A cell with one seed adds nothing; ``(nan, 0)`` when no residual is left (one cell, one seed).
+
+    >>> s, df = blocked_pooled_std([{1: 71.0, 2: 72.0}, {1: 73.0, 2: 75.0}])  # one paired difference
+    >>> round(s**2, 6), df  # half the variance (0.5) of the per-seed differences 2 and 3
+    (0.25, 1)
+    """
+    rows = [(i, seed, float(v)) for i, cell in enumerate(cells) for seed, v in cell.items()]
+    rows = [r for r in rows if not math.isnan(r[2])]
+    if not rows:
+        return math.nan, 0
+    cell_ids = sorted({r[0] for r in rows})
+    seed_ids = sorted({r[1] for r in rows}, key=repr)
+    design = np.zeros((len(rows), len(cell_ids) + len(seed_ids)))
+    for row, (i, seed, _) in enumerate(rows):
+        design[row, cell_ids.index(i)] = 1.0
+        design[row, len(cell_ids) + seed_ids.index(seed)] = 1.0
+    y = np.array([r[2] for r in rows])
+    df = len(rows) - int(np.linalg.matrix_rank(design))
+    if df <= 0:
+        return math.nan, 0
+    coef = np.linalg.lstsq(design, y, rcond=None)[0]
+    resid = y - design @ coef
+    return math.sqrt(float(resid @ resid) / df), df
 
 
 def t_quantile(df: float, level: float = LEVEL) -> float:

@@ -113,24 +113,25 @@ def test_a_claim_that_holds_one_contradicted_and_one_within_noise():
         }
     )
     assert evaluate_claim(claim("macl-sts-avg"), contradicted, Grid(MACL)).verdict == NOT_REPRODUCED
-    # within noise: per-seed differences bert 0.5, 0.2, 0.6 (mean 0.4333, SS 0.086667) and roberta 0.1,
-    # 0.4, 0.4 (mean 0.3, SS 0.06): paired, pooled over the two parts: s² = 0.146667 / 4, df 4
+    # within noise: per-seed differences bert 0.5, 0.5, 0.3 (mean 0.4333, SS 0.026667) and roberta 0.1,
+    # 0.4, 0.4 (mean 0.3, SS 0.06): paired, each backbone its own stratum (two cells of three seeds,
+    # ν = 1 · 2 = 2; two cells' seed-blocked s² is half the differences' variance, so se² = s_D² / 3):
+    # bert s_D² = 0.013333, se = 1/15; roberta s_D² = 0.03, se = 0.1
     close = metrics(
         {
             ("bert-base", "simcse"): [76.0, 77.0, 78.0],
-            ("bert-base", "macl"): [76.5, 77.2, 78.6],
+            ("bert-base", "macl"): [76.5, 77.5, 78.3],
             ("roberta-base", "simcse"): [80.0, 80.0, 80.0],
             ("roberta-base", "macl"): [80.1, 80.4, 80.4],
         }
     )
     result = evaluate_claim(claim("macl-sts-avg"), close, Grid(MACL))
-    s = math.sqrt((0.26 / 3 + 0.06) / 4)
-    h = T975[4] * s / math.sqrt(3)
     bert, roberta = sorted(result.parts, key=lambda p: p.backbone)
-    assert bert.paired and bert.df == 4 and bert.half_width == pytest.approx(h, rel=1e-9)
-    assert bert.diff == pytest.approx(0.4333333, abs=1e-6) and bert.status == REPRODUCED  # 0.433 > h = 0.307
-    assert roberta.diff == pytest.approx(0.3, abs=1e-9) and roberta.status == UNDECIDED
-    # 4 seeds: t_4 (df stays 4) · s / 2 = 0.266 < 0.3; 3 seeds (now) is 0.307
+    assert bert.paired and bert.df == 2 and bert.half_width == pytest.approx(T975[2] / 15, rel=1e-9)
+    assert bert.diff == pytest.approx(0.4333333, abs=1e-6) and bert.status == REPRODUCED  # 0.433 > h = 0.287
+    assert roberta.df == 2 and roberta.half_width == pytest.approx(T975[2] * 0.1, rel=1e-9)
+    assert roberta.diff == pytest.approx(0.3, abs=1e-9) and roberta.status == UNDECIDED  # h = 0.430
+    # 4 seeds: t_3 (ν(4) = max(2, 3)) · sqrt(0.03 / 4) = 0.276 < 0.3
     assert roberta.seeds_needed == 4 and result.verdict == UNDECIDED
     assert verdict_text(result) == "undecided: ~4 seeds per cell would decide it"
 
@@ -212,10 +213,12 @@ def parse_command(command: str) -> dict:
 
 
 def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
+    # the close case of test_a_claim_that_holds_one_contradicted_and_one_within_noise: bert-base
+    # reproduced, roberta-base undecided (4 seeds would decide it)
     close = metrics(
         {
             ("bert-base", "simcse"): [76.0, 77.0, 78.0],
-            ("bert-base", "macl"): [76.5, 77.2, 78.6],
+            ("bert-base", "macl"): [76.5, 77.5, 78.3],
             ("roberta-base", "simcse"): [80.0, 80.0, 80.0],
             ("roberta-base", "macl"): [80.1, 80.4, 80.4],
         }
@@ -272,7 +275,9 @@ NIE = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["ni
 
 def nie_paired(gaps: dict[str, float], spread: float) -> pd.DataFrame:
     """BERT-base cells of Nie's experiment: cl at 70, 71, 72 and each method at cl + gap + (−spread, 0,
-    +spread) per seed, so every part is paired with per-seed contrasts of SS 2 · spread²."""
+    +spread) per seed, so every part is paired with per-seed contrasts of SS 2 · spread². With m methods
+    the stratum's seed-blocked residual is (a_i − m/(m + 1)) e_s (a_i = 1 but for cl, e the spreads):
+    SS = m/(m + 1) · 2 spread² over ν = 2m, s² = spread² / (m + 1), and a part's se² = 2 s² / 3."""
     cl = [70.0, 71.0, 72.0]
     cells = {("bert-base", "cl"): cl}
     for method, gap in gaps.items():
@@ -286,21 +291,23 @@ def test_comparable_claims_are_non_inferiority_tests_at_their_margin():
     c = claim("nie-new-losses-match-cl")  # relation ">=": MPT, MET and MAT each comparable to L_cl
     margin = c["noninferiority_margin"]
     assert margin == 0.5
-    # spread 0.1: three paired parts of SS 0.02, s_D = 0.1, ν = 6; h = t_{0.975,6} · 0.1 / sqrt(3) = 0.1413
+    # four cells (cl, mpt, met, mat), spread 0.1 · sqrt(2): s² = 0.02 / 4, ν = 6, se² = 2 s² / 3 = 0.1² / 3;
+    # h = t_{0.975,6} · 0.1 / sqrt(3) = 0.1413
+    spread = 0.1 * math.sqrt(2)
     h = stats.t.ppf(0.975, 6) * 0.1 / math.sqrt(3)
-    close = evaluate_claim(c, nie_paired({"mpt": -0.3, "met": -0.3, "mat": 0.2}, 0.1), Grid(NIE))
+    close = evaluate_claim(c, nie_paired({"mpt": -0.3, "met": -0.3, "mat": 0.2}, spread), Grid(NIE))
     mpt = next(p for p in close.parts if p.terms == {"mpt": 1.0, "cl": -1.0} and p.backbone == "bert-base")
     assert mpt.half_width == pytest.approx(h, rel=1e-12)
     # −0.3 is clearly below zero (−0.3 + h < 0) but its lower bound −0.44 is above −0.5: comparable
     assert mpt.diff + h < 0 and mpt.diff - h > -margin and mpt.status == REPRODUCED
     assert close.verdict == REPRODUCED  # (3/12 parts run)
     # −0.8: the upper bound −0.66 is below −0.5: worse than comparable
-    worse = evaluate_claim(c, nie_paired({"mpt": -0.8, "met": 0.0, "mat": 0.0}, 0.1), Grid(NIE))
+    worse = evaluate_claim(c, nie_paired({"mpt": -0.8, "met": 0.0, "mat": 0.0}, spread), Grid(NIE))
     assert worse.verdict == NOT_REPRODUCED
     # −0.45: the interval (−0.59, −0.31) holds −0.5: undecided
-    edge = evaluate_claim(c, nie_paired({"mpt": -0.45, "met": 0.0, "mat": 0.0}, 0.1), Grid(NIE))
+    edge = evaluate_claim(c, nie_paired({"mpt": -0.45, "met": 0.0, "mat": 0.0}, spread), Grid(NIE))
     assert edge.verdict == UNDECIDED
-    # no evidence either way: gaps 0 with seed noise of 2 points (h = 2.83) are undecided, not reproduced
+    # no evidence either way: gaps 0 with seed noise of 2 points (se² = 4 / 6, h = 2.00) are undecided
     noisy = evaluate_claim(c, nie_paired({"mpt": 0.0, "met": 0.0, "mat": 0.0}, 2.0), Grid(NIE))
     assert noisy.verdict == UNDECIDED and noisy.seeds_needed is not None
 
@@ -336,9 +343,9 @@ def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
     from scipy import stats
 
     gaps = dict.fromkeys(("au", "dcl", "dcl_plus", "mpt", "met", "mat"), 0.0)
-    # spread 0.5: six paired parts of SS 0.5, s_D = 0.5, ν = 12, se = 0.5 / sqrt(3); h = 0.629
-    se = 0.5 / math.sqrt(3)
-    one = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -0.7}, 0.5), Grid(NIE))
+    # seven cells, spread sqrt(7/8): s² = 0.875 / 7 = 0.125, ν = 12, se² = 2 s² / 3 = 0.5² / 3; h = 0.629
+    spread, se = math.sqrt(7 / 8), 0.5 / math.sqrt(3)
+    one = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -0.7}, spread), Grid(NIE))
     au = next(p for p in one.parts if "au" in p.terms)
     # −0.7 is below its own interval (p = 0.016 < 0.025) but not below Holm's first bar 0.025 / 6
     assert au.diff < -au.half_width
@@ -346,13 +353,78 @@ def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
     assert au.status == UNDECIDED and one.verdict == UNDECIDED
     # far below: p = 7.9e-6 < 0.025 / 6; then −0.9 (p = 0.00445) passes the second bar 0.025 / 5 only
     # because the first part was rejected (step-down; Bonferroni's 0.025 / 6 would not reject it)
-    two = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -2.0, "dcl": -0.9}, 0.5), Grid(NIE))
+    two = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "au": -2.0, "dcl": -0.9}, spread), Grid(NIE))
     status = {next(iter(p.terms)): p.status for p in two.parts}
     assert status["au"] == status["dcl"] == NOT_REPRODUCED and two.verdict == NOT_REPRODUCED
     assert set(status.values()) == {NOT_REPRODUCED, UNDECIDED}
     assert "2 of 6 parts contradicted" in verdict_text(two)
-    alone = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "dcl": -0.9}, 0.5), Grid(NIE))
+    alone = evaluate_claim(SIX_PARTS, nie_paired({**gaps, "dcl": -0.9}, spread), Grid(NIE))
     assert alone.verdict == UNDECIDED
+
+
+def test_paired_parts_that_share_cells_count_the_cells_degrees_of_freedom_once():
+    """Audit S-1: six pairs of four cells at three seeds. Pooling the six parts' per-seed contrasts as
+    if independent said ν = 6 · 2 = 12; the stratum's seed-blocked pool has ν = (4 − 1)(3 − 1) = 6."""
+    from scipy import stats
+
+    methods = ("cl", "au", "dcl", "mpt")
+    all_pairs = {
+        "id": "all-pairs-of-four",
+        "experiment": "nie2023",
+        "task": "sts_avg",
+        "backbones": ["bert-base"],
+        "parts": [[b, a] for i, a in enumerate(methods) for b in methods[i + 1 :]],
+    }
+    # seed effect 70, 71, 72 + means cl 0, au 2, dcl 4, mpt 4.46 + residuals cl (0.3, −0.3, 0),
+    # au (−0.3, 0.3, 0), dcl and mpt 0 (summing to 0 over every cell and every seed): the blocked fit
+    # leaves exactly these, SS 0.36 over ν 6, s² = 0.06, and a part's se² = 2 s² / 3 = 0.04, se = 0.2.
+    # The old pooling: Σ SS over the six parts = 1.44 over 12 = 0.12 = 2 s², the same se, twice the ν.
+    residual = {"cl": (0.3, -0.3, 0.0), "au": (-0.3, 0.3, 0.0)}
+    frame = metrics(
+        {
+            ("bert-base", m): [70 + s + gap + residual.get(m, (0.0,) * 3)[s] for s in range(3)]
+            for m, gap in zip(methods, (0.0, 2.0, 4.0, 4.46), strict=True)
+        },
+        experiment="nie2023",
+    )
+    result = evaluate_claim(all_pairs, frame, Grid(NIE))
+    assert len(result.parts) == 6 and all(p.paired for p in result.parts)
+    assert [p.df for p in result.parts] == [6] * 6
+    h6 = stats.t.ppf(0.975, 6) * 0.2  # 0.4894 (ν = 12 said t_12 · 0.2 = 0.4358)
+    assert all(p.half_width == pytest.approx(h6, rel=1e-9) for p in result.parts)
+    top = next(p for p in result.parts if p.terms == {"mpt": 1.0, "dcl": -1.0})
+    # 0.46 clears ν = 12's 0.4358 but not ν = 6's 0.4894: reproduced before, undecided now
+    assert top.diff == pytest.approx(0.46, abs=1e-9) and top.status == UNDECIDED
+    assert result.verdict == UNDECIDED
+    # 4 seeds: t_6 (ν(4) = max(6, 3)) · sqrt(2 · 0.06 / 4) = 0.4238 < 0.46
+    assert top.seeds_needed == 4
+
+
+def test_paired_noise_is_pooled_per_task_not_over_the_claim():
+    """Audit S-2: one paired part on two tasks whose seed noise differs 20-fold. Each task is its own
+    stratum, so each has its own half-width; one s_D over the claim gave both 2.27."""
+    two_tasks = {
+        "id": "one-part-two-tasks",
+        "experiment": "nie2023",
+        "task": ["sts_avg", "tr_devacc_avg"],
+        "backbones": ["bert-base"],
+        "parts": [["au", "cl"]],
+    }
+    frames = []
+    for task, base, spread in (("sts_avg", 70.0, 0.1), ("tr_devacc_avg", 80.0, 2.0)):
+        cl = [base, base + 1, base + 2]
+        au = [x + 1 + e for x, e in zip(cl, (-spread, 0.0, spread), strict=True)]
+        frames.append(metrics({("bert-base", "cl"): cl, ("bert-base", "au"): au}, "nie2023", task))
+    result = evaluate_claim(two_tasks, pd.concat(frames, ignore_index=True), Grid(NIE))
+    sts, tr = sorted(result.parts, key=lambda p: p.task)
+    # per task two cells, ν = 2, se² = s_D² / 3: STS s_D² = 0.01, se = 0.0577, h = 0.2484;
+    # TR s_D² = 4, se = 1.1547, h = 4.9683. Pooled over the claim: s_D² = (0.02 + 8) / 4 = 2.005, ν 4,
+    # h = t_4 · sqrt(2.005 / 3) = 2.2698 for both
+    assert sts.task == "sts_avg" and sts.df == 2 and tr.df == 2
+    assert sts.half_width == pytest.approx(T975[2] * 0.1 / math.sqrt(3), rel=1e-9)
+    assert tr.half_width == pytest.approx(T975[2] * 2.0 / math.sqrt(3), rel=1e-9)
+    assert sts.diff == pytest.approx(1.0) and sts.status == REPRODUCED  # 1 > 0.248
+    assert tr.diff == pytest.approx(1.0) and tr.status == UNDECIDED  # 1 < 4.97
 
 
 def test_li_fig6_claims_read_the_stsb_dev_score_not_the_sts_test_average():
@@ -398,7 +470,8 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
             out.append(metrics(cells, "nie2023", task))
         return pd.concat(out, ignore_index=True)
 
-    # four parts (2 contrasts × 2 tasks), paired, s_D = 0.1: h ≈ 0.12 at ν = 8
+    # four parts (2 contrasts × 2 tasks), paired; per task a stratum of three cells (nie_paired's rule at
+    # m = 2): s² = 0.01 / 3, ν = 4, se² = 2 s² / 3, h = t_4 · 0.0471 ≈ 0.13
     three = evaluate_claim(
         c,
         frame(
@@ -468,7 +541,8 @@ def test_a_term_on_another_task_is_paired_within_the_same_runs():
     result = evaluate_claim(claim("oar-10pct-within-3-of-100pct"), pd.concat(frames), Grid(config))
     part = result.parts[0]
     assert part.terms == {"oar_infonce-lr0.01": 1.0, "oar_infonce-lr0.01/ffn100_top1": -1.0}
-    # per seed 60 − 62 and 61 − 64: D −2.5; SS 0.5 per part, pooled over 4: s² 0.5, ν 4, se 0.5
+    # per seed 60 − 62 and 61 − 64: D −2.5; SS 0.5 per part, pooled over the 4 parts (the same tasks and
+    # coefficients, no cell shared): s² 0.5, ν 4, se 0.5
     assert part.paired and part.diff == pytest.approx(-2.5) and part.df == 4
     assert part.half_width == pytest.approx(T975[4] * 0.5, rel=1e-9)
     assert part.status == UNDECIDED  # Δ = −2.5 + 3 = 0.5 < 1.39

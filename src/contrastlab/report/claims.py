@@ -17,9 +17,26 @@ oar_bt@best/ffn100_top1: -1}``: paired when the two tasks come from the same run
 **Evaluation of one part** (contrast D = Σ c_i μ_i; margin m, the claim's ``margin``, default 0;
 level :data:`~.verdicts.LEVEL`):
 
-- paired, when every cell of the part has the same seeds (≥ 2) and no deterministic cell: the per-seed
-  contrast D_s = Σ c_i x_{i,s}; its variance s_D² is pooled over the claim's paired parts
-  (s_D² = Σ_j (n_j − 1) s_j² / Σ_j (n_j − 1), ν = Σ_j (n_j − 1)); se = s_D / sqrt(n);
+- paired, when every cell of the part has the same n seeds (≥ 2) and no deterministic cell, in one of
+  two ways (:func:`_pairing`; a part that is neither, such as Li's InfoNCE against mMHE, whose cells of
+  two protocols share a seed number and not a run, is unpaired). The model: x_{i,s} = μ_i + β_{g,s} +
+  ε_{i,s}, ε ~ N(0, σ_g²), what seed s does to stratum g's cells (β) shared by them:
+
+  - within strata (the coefficients sum to 0 within each (backbone, task, protocol/precision) stratum
+    of its cells, so what a seed does to the stratum's cells cancels in D_s = Σ c_i x_{i,s}): each
+    stratum's noise is its seed-blocked pool (:func:`~contrastlab.stats.blocked_pooled_std`: the
+    residual of cells × seeds without interaction, over every trained cell of the stratum, s_g² with
+    ν_g = (C_g − 1)(n − 1) for C_g cells of n seeds), and se² = Σ_g s_g² Σ_{i in g} c_i² / n, ν by
+    Welch–Satterthwaite over the distinct strata (:func:`contrast_variance`). Every part that uses a
+    stratum shares its one estimate, so a cell shared by two parts is counted once (pooling the parts'
+    per-seed contrasts instead, ν = Σ_j (n − 1), would give the six pairs of four cells ν = 12 for 6
+    degrees of freedom), and each stratum keeps its own noise (a noisy task's interval is not narrowed
+    by a quiet one's);
+  - otherwise, within one protocol and precision (chiefly across the tasks of the same runs,
+    ``method/task`` terms, "10 % labels within 3 points of 100 %", where a run's own effect cancels but
+    no stratum's seed effect does): its own per-seed contrasts, s_D² = Σ_s (D_s − D̄)² / (n − 1),
+    pooled (Σ SS / Σ (n_j − 1)) only with the claim's parts of the same backbone, strata and
+    coefficients when none of them shares a cell (:func:`_own_pools`); se = s_D / sqrt(n);
 - otherwise unpaired, from the cells' pooled seed noise (:func:`~.verdicts.noise_pools`):
   se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell; a cell's pool is its backbone,
   task, training protocol and precision); terms that share one pool
@@ -34,9 +51,9 @@ level :data:`~.verdicts.LEVEL`):
   if the upper bound D + h < −M, else **undecided** (absence of evidence is not comparability). No noise
   estimate (ν = 0): undecided.
 - For an undecided part, the seeds per cell that would decide it at the measured noise: the smallest
-  n with t_{ν(n)} · se(n) < |Δ|, Δ = D − m (``>``) or D + M (``>=``), ν(n) = max(ν, n − 1) (paired:
-  se(n) = s_D / sqrt(n); unpaired: se(n)² = Σ c_i² s_{p,i}² / n), if Δ stays as measured; none up to 100
-  prints "> 100".
+  n with t_{ν(n)} · se(n) < |Δ|, Δ = D − m (``>``) or D + M (``>=``), ν(n) = max(ν, n − 1) (paired on its
+  own contrasts: se(n) = s_D / sqrt(n); otherwise se(n)² = Σ c_i² s_i² / n, s_i its cell's pool), if Δ
+  stays as measured; none up to 100 prints "> 100".
 
 A claim holds over all its parts and backbones, and its verdict is a multiple test over them:
 
@@ -58,7 +75,7 @@ Relation ``count`` ("12 of the 24 accuracies improve by a noticeable margin", OA
 tested as for ``>`` at the claim's ``margin``, and the claim needs ``at_least`` of them, not all:
 **reproduced** if at least ``at_least`` parts are reproduced; **not reproduced** if fewer than
 ``at_least`` parts are left that are not contradicted (after Holm's correction; parts not run count
-as possible); else **undecided**. Paired parts pool s_D over the claim, its tasks included.
+as possible); else **undecided**. A part's noise is its own strata's, as above, on every task.
 
 Relation ``trend`` (a figure's sentence over a sweep, "performance decreasing as m increases"): each part
 is the least-squares slope of one method's score over its sweep points (or those within ``over``), its
@@ -93,7 +110,15 @@ from contrastlab.report.parts import (
     tasks_of,
 )
 from contrastlab.report.trend import check_trend, trend_parts
-from contrastlab.stats import LEVEL, contrast_variance, holm_rejections, one_sided_p, seeds_needed, t_quantile
+from contrastlab.stats import (
+    LEVEL,
+    blocked_pooled_std,
+    contrast_variance,
+    holm_rejections,
+    one_sided_p,
+    seeds_needed,
+    t_quantile,
+)
 from contrastlab.tables.assemble import experiment_seeds
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
 from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
@@ -271,6 +296,7 @@ def _contrast_parts(
     evaluated on its own; and for each tested part (result, Δ, s, factor, ν(n)), what the seeds it would
     need are computed from."""
     raw: list[tuple[PartResult, str, list[dict], np.ndarray | None]] = []
+    modes: dict[int, str] = {}  # id(result) -> "blocked" or "own": how a paired part gets its noise
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
         ours = ours_backbone(backbone, experiment, ours_for)
         for part in claim["parts"]:
@@ -301,25 +327,36 @@ def _contrast_parts(
                 raw.append((result, ours, [], None))
                 continue
             common = set.intersection(*(set(v) for v in cells))
-            paired = None not in common and len(common) >= 2 and all(set(v) == common for v in cells)
+            same_seeds = None not in common and len(common) >= 2 and all(set(v) == common for v in cells)
             per_seed = None
-            if paired:
-                per_seed = np.array(
-                    [
-                        sum(c * v[s] for c, v in zip(terms.values(), cells, strict=True))
-                        for s in sorted(common)
-                    ]
-                )
+            if same_seeds:
+                mode = _pairing(terms, result.task, ours, stratum_of)
+                if mode:
+                    modes[id(result)] = mode
+                    per_seed = np.array(
+                        [
+                            sum(c * v[s] for c, v in zip(terms.values(), cells, strict=True))
+                            for s in sorted(common)
+                        ]
+                    )
             result.diff = sum(
                 c * np.mean(list(v.values())) for c, v in zip(terms.values(), cells, strict=True)
             )
-            result.paired, result.seeds = paired, min(len(v) for v in cells)
+            result.paired, result.seeds = per_seed is not None, min(len(v) for v in cells)
             raw.append((result, ours, cells, per_seed))
-    # the paired parts' per-seed variances, pooled over the claim (see the module docstring)
-    paired_sets = [ps for *_, ps in raw if ps is not None]
-    ss = sum(float(((ps - ps.mean()) ** 2).sum()) for ps in paired_sets)
-    paired_df = sum(len(ps) - 1 for ps in paired_sets)
-    s_paired = math.sqrt(ss / paired_df) if paired_df else math.nan
+    own = _own_pools([(r, o, ps) for r, o, _, ps in raw if modes.get(id(r)) == "own"], stratum_of)
+    blocked: dict[tuple[str, str, str], tuple[float, int]] = {}  # (backbone, task, stratum) -> (s, ν)
+
+    def blocked_pool(ours: str, task: str, stratum: str) -> tuple[float, int]:
+        key = (ours, task, stratum)
+        if key not in blocked:
+            blocked[key] = blocked_pooled_std(
+                v
+                for (b, m, t), v in values.items()
+                if b == ours and t == task and m != PRETRAINED and stratum_of(ours, m) == stratum
+            )
+        return blocked[key]
+
     parts, pending = [], []
     for result, ours, cells, per_seed in raw:
         if not cells:  # not run, or decided without noise
@@ -328,21 +365,24 @@ def _contrast_parts(
         delta = result.diff - shift
         # a deterministic cell has no noise
         factor = sum(c * c for m, c in result.terms.items() if _cell_of(m, "")[0] != PRETRAINED)
-        if per_seed is not None:
-            result.df, se = paired_df, s_paired / math.sqrt(len(per_seed))
-            s_unit, factor = s_paired, 1.0  # s_paired is already the std of one seed's contrast
-        else:
+        mode = modes.get(id(result))
+        if mode == "own":  # the part's own per-seed contrasts, pooled only with independent parts
+            s_own, result.df = own[id(result)]
+            se = s_own / math.sqrt(len(per_seed))
+            s_unit, factor = s_own, 1.0  # s_own is already the std of one seed's contrast
+        else:  # paired "blocked": the seed-blocked pools; unpaired: the cells' pooled seed noise
             noisy = []
             for m, c, v in zip(result.terms, result.terms.values(), cells, strict=True):
                 method, cell_task = _cell_of(m, result.task)
-                if method == PRETRAINED:  # deterministic: no noise
+                if method == PRETRAINED or not c:  # deterministic, or on both sides: no noise
                     continue
                 key = (ours, cell_task, stratum_of(ours, method))  # its protocol's and precision's pool
-                pool = (
-                    (pools.loc[key, "noise_std"], pools.loc[key, "noise_df"])
-                    if key in pools.index
-                    else (math.nan, 0)
-                )
+                if mode == "blocked":
+                    pool = blocked_pool(*key)
+                elif key in pools.index:
+                    pool = (pools.loc[key, "noise_std"], pools.loc[key, "noise_df"])
+                else:
+                    pool = (math.nan, 0)
                 noisy.append((key, c * c / len(v), *pool))  # c_i² / n_i: its share of its pool's variance
             var, result.df = contrast_variance(noisy)
             se = math.sqrt(var)
@@ -355,6 +395,51 @@ def _contrast_parts(
         pending.append((result, delta, s_unit, factor, df_of))
         parts.append(result)
     return parts, pending
+
+
+def _pairing(
+    terms: dict[str, float], task: str, ours: str, stratum_of: Callable[[str, str], str]
+) -> str | None:
+    """How a part whose cells share their seeds is paired (the module docstring): ``"blocked"`` when its
+    coefficients sum to 0 within each (task, protocol/precision) stratum of its cells, so the seed's
+    effect on the stratum cancels; else ``"own"`` when its cells share one protocol and precision (the
+    same runs on two tasks, or coefficients that do not sum to 0); else None (unpaired): cells of
+    different protocols or precisions share a seed number and nothing else."""
+    sums: dict[tuple[str, str], float] = {}
+    for m, c in terms.items():
+        if not c:  # a cell on both sides (best = max): not in the contrast
+            continue
+        method, cell_task = _cell_of(m, task)
+        key = (cell_task, stratum_of(ours, method))
+        sums[key] = sums.get(key, 0.0) + c
+    if all(abs(v) < 1e-9 for v in sums.values()):
+        return "blocked"
+    return "own" if len({stratum for _, stratum in sums}) == 1 else None
+
+
+def _own_pools(
+    own: list[tuple[PartResult, str, np.ndarray]], stratum_of: Callable[[str, str], str]
+) -> dict[int, tuple[float, int]]:
+    """id(part) -> (s_D, ν) for the parts paired on their own per-seed contrasts D_s (the module
+    docstring): s_D² = Σ_j Σ_s (D_{j,s} − D̄_j)² / Σ_j (n_j − 1) over the parts of one backbone with the
+    same coefficients on the same (task, protocol/precision) strata when no two of them share a cell
+    (independent estimates of one variance); each part alone (ν = n − 1) when some do."""
+    groups: dict[tuple, list[tuple[PartResult, set, np.ndarray]]] = {}
+    for result, ours, per_seed in own:
+        cells = [_cell_of(m, result.task) for m in result.terms]
+        shape = sorted(
+            (t, stratum_of(ours, m), c) for (m, t), c in zip(cells, result.terms.values(), strict=True)
+        )
+        groups.setdefault((ours, tuple(shape)), []).append((result, {(ours, *k) for k in cells}, per_seed))
+    out: dict[int, tuple[float, int]] = {}
+    for members in groups.values():
+        disjoint = sum(len(c) for _, c, _ in members) == len(set().union(*(c for _, c, _ in members)))
+        for pool in [members] if disjoint else [[m] for m in members]:
+            ss = sum(float(((ps - ps.mean()) ** 2).sum()) for *_, ps in pool)
+            df = sum(len(ps) - 1 for *_, ps in pool)
+            for result, *_ in pool:
+                out[id(result)] = (math.sqrt(ss / df), df)
+    return out
 
 
 def evaluate_claim(
