@@ -91,6 +91,7 @@ from contrastlab.report.figure_values import (
     figure_numbers_text,
     figure_parts,
     figure_verdict,
+    part_label,
 )
 from contrastlab.report.parts import (
     NOT_REPRODUCED,
@@ -173,7 +174,10 @@ def all_claims() -> list[dict[str, Any]]:
 
 
 def part_terms(claim: dict[str, Any], part: Any) -> dict[str, float]:
-    """A part's terms before evaluation: its contrast, or for a trend part ``{sweep method: 1}``."""
+    """A part's terms before evaluation: its contrast, for a trend part ``{sweep method: 1}``, for a
+    ``figure_values`` part ``{its label: 1}``."""
+    if claim.get("relation") == "figure_values":
+        return {part_label(part): 1.0}
     return {str(part["sweep"]): 1.0} if claim.get("relation") == "trend" else contrast(part)
 
 
