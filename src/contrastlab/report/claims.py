@@ -81,6 +81,11 @@ Relation ``trend`` (a figure's sentence over a sweep, "performance decreasing as
 is the least-squares slope of one method's score over its sweep points (or those within ``over``), its
 noise from the residuals about the fitted line, so a one-seed sweep decides it
 (:mod:`contrastlab.report.trend`); the parts' verdicts combine as for ``>`` (Holm included).
+
+Relation ``figure_values`` (a sentence about a quantity only a regenerated figure's numbers hold: OAR's
+synthetic rank-1 study, Li's conjecture figures, Nie's d_ij across training): each part reads one value
+from a figure's CSV and compares it with a bound, one run per point and no seed-noise interval, a
+reading as of the paper's own figure (:mod:`contrastlab.report.figure_values`).
 """
 
 from __future__ import annotations
@@ -98,6 +103,13 @@ import yaml
 
 from contrastlab.config import Grid, expanded_methods, load
 from contrastlab.paths import Results
+from contrastlab.report.figure_values import (
+    check_figure_values,
+    figure_numbers_text,
+    figure_parts,
+    figure_verdict,
+    part_label,
+)
 from contrastlab.report.parts import (
     NOT_REPRODUCED,
     NOT_RUN,
@@ -126,7 +138,7 @@ from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
 CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
 #: Paper claim files, in report order.
 PAPERS = ("nie2023", "li2024", "macl", "oar")
-RELATIONS = (">", ">=", "count", "trend")
+RELATIONS = (">", ">=", "count", "trend", "figure_values")
 MAX_SEEDS = 100
 
 
@@ -141,6 +153,9 @@ def check_relation(claim: dict[str, Any], source: str) -> None:
         raise ValueError(f"{name}: relation must be one of {RELATIONS}, got {relation!r}")
     if relation == "trend":
         check_trend(claim, name)
+        return
+    if relation == "figure_values":
+        check_figure_values(claim, name)
         return
     total = len(claim.get("parts") or []) * len(claim.get("backbones") or []) * len(tasks_of(claim))
     if relation == "count" and not (
@@ -185,7 +200,10 @@ def all_claims() -> list[dict[str, Any]]:
 
 
 def part_terms(claim: dict[str, Any], part: Any) -> dict[str, float]:
-    """A part's terms before evaluation: its contrast, or for a trend part ``{sweep method: 1}``."""
+    """A part's terms before evaluation: its contrast, for a trend part ``{sweep method: 1}``, for a
+    ``figure_values`` part ``{its label: 1}``."""
+    if claim.get("relation") == "figure_values":
+        return {part_label(part): 1.0}
     return {str(part["sweep"]): 1.0} if claim.get("relation") == "trend" else contrast(part)
 
 
@@ -448,6 +466,8 @@ def evaluate_claim(
     """Evaluate one claim on ``metrics`` (:func:`~.metrics.collect_metrics`) under ``grid``'s config (its
     experiment's seeds and sweep; ``tables.verdict_stand_ins`` maps toy backbones onto the claim's)."""
     check_relation(claim, "evaluate_claim")
+    if claim.get("relation") == "figure_values":  # a reading of a figure's numbers, no seed statistics
+        return evaluate_figure_claim(claim, grid)
     name, relation = claim["experiment"], claim.get("relation", ">")
     # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
     shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
@@ -505,6 +525,13 @@ def evaluate_claim(
     return ClaimResult(claim, verdict, parts)
 
 
+def evaluate_figure_claim(claim: dict[str, Any], grid: Grid) -> ClaimResult:
+    """A ``figure_values`` claim on the figures' CSVs under ``grid``'s results folder
+    (:mod:`contrastlab.report.figure_values`)."""
+    parts = figure_parts(claim, grid.config)
+    return ClaimResult(claim, figure_verdict(parts, claim.get("combine", "all")), parts)
+
+
 def evaluate_claims(metrics: pd.DataFrame, grid: Grid) -> list[ClaimResult]:
     """Every paper's claims (:func:`all_claims`) whose experiment the config has or could have."""
     return [evaluate_claim(claim, metrics, grid) for claim in all_claims()]
@@ -512,6 +539,8 @@ def evaluate_claims(metrics: pd.DataFrame, grid: Grid) -> list[ClaimResult]:
 
 def numbers_text(result: ClaimResult) -> str:
     """The numbers behind a verdict: per run part, contrast ± half-width (and the seeds it would need)."""
+    if result.claim.get("relation") == "figure_values":
+        return figure_numbers_text(result.claim, result.parts)
     texts = []
     several = len(tasks_of(result.claim)) > 1
     for p in result.parts:

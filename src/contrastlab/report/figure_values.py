@@ -1,0 +1,259 @@
+"""Claims read off a figure's numbers: relation ``figure_values`` (:mod:`contrastlab.report.claims`).
+
+Some headline sentences rest on a quantity that no metrics file holds but that a regenerated figure
+writes beside its PNG, one row per plotted value: the synthetic study of OAR Table 2
+(``oar_synthetic/table2_numbers.csv``: effective rank of each loss's embeddings), Li et al.'s
+conjecture figures (the training logs' ratios, shares and cosines: ``li2024/li2024_fig7.csv``,
+``li2024_fig8b.csv``, ...), Nie et al.'s distance gap d_ij across training (``nie2023_fig3b.csv``). A
+claim of relation ``figure_values`` reads those CSVs under the results folder's ``figures/`` and checks
+the value the sentence names against a bound, as one reads the paper's own figure.
+
+A part::
+
+    {csv: li2024/li2024_fig8b, column: value, at: every, rows: {method: baseline, key: ratio.met}, above: 1}
+    {csv: nie2023/nie2023_fig3b, column: value, at: last, by: step,
+     terms: [[1, {method: au, key: d_gap}], [-1, {method: cl, key: d_gap}]], above: 0}
+
+- ``csv``: the file under ``figures/``, without ``.csv``;
+- ``rows`` (one selection) or ``terms`` (``[coefficient, selection]`` pairs): a selection is
+  ``{column: value}`` (numbers compared with a relative tolerance of 1e-9, text as text); where the CSV
+  has a ``backbone`` column, the rows of the claim's backbone, or of its toy stand-in
+  (``tables.verdict_stand_ins`` of the claim's ``experiment``);
+- ``at``: how a selection's rows give one number: ``every`` (each row must meet the bound on its
+  own: "greater than 1 throughout the training process"; one selection, coefficient 1), ``last`` /
+  ``first`` (the mean of the rows at the largest / smallest ``by``, default ``step``: one per seed),
+  ``growth`` (last − first), ``mean`` (optionally
+  weighted by the column ``weights``, e.g. a density), ``min``, ``max``; with ``terms`` the part's
+  value is Σ coefficient · value of the selection;
+- the bound: one of ``above`` (value > bound), ``below`` (<), ``at_least`` (≥), ``at_most`` (≤).
+
+**Verdict.** A figure's numbers here are one run per point (the papers' figures are too); there is no
+seed noise to set an interval with, so the part is a reading, not a test: **reproduced** if the value
+meets its bound (for ``every``: every selected row does), **not reproduced** if it does not, **not
+run** if the CSV or a selection's rows are missing (or all NaN: a diverged run is no number). The claim
+holds over its parts and backbones as for ``>``: not reproduced if any run part is, reproduced if every
+run part is; a claim with ``combine: any`` needs one of its parts on each backbone (an "or": "L_cl
+does not beat L_a&u on both metrics at once"). The numbers text prints each part's value and its
+bound, and for ``every`` how many rows meet it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from contrastlab.paths import Results
+from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, PartResult
+from contrastlab.tables.verdicts import stand_ins
+
+RELATION = "figure_values"
+AGGREGATES = ("every", "last", "first", "growth", "mean", "min", "max")
+#: How a claim's parts combine on each backbone: all must hold (default) or any one suffices.
+COMBINE = ("all", "any")
+#: Bound keys and their tests.
+BOUNDS = {
+    "above": (">", lambda v, b: v > b),
+    "below": ("<", lambda v, b: v < b),
+    "at_least": ("≥", lambda v, b: v >= b),
+    "at_most": ("≤", lambda v, b: v <= b),
+}
+
+
+def _terms(part: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
+    if "terms" in part:
+        return [(float(c), dict(rows)) for c, rows in part["terms"]]
+    return [(1.0, dict(part.get("rows") or {}))]
+
+
+def check_figure_values(claim: dict[str, Any], name: str) -> None:
+    """Raise ``ValueError`` unless every part of a ``figure_values`` claim names its ``csv`` and
+    ``column``, a known ``at``, one selection (``rows``) or ``terms`` of [coefficient, selection], and
+    exactly one bound; ``every`` takes one selection with coefficient 1."""
+    for key in ("margin", "at_least", "noninferiority_margin", "scale"):
+        if key in claim:
+            raise ValueError(f"{name}: {key} is not for relation {RELATION!r} (each part states its bound)")
+    if claim.get("combine", "all") not in COMBINE:
+        raise ValueError(f"{name}: combine must be one of {COMBINE}, got {claim.get('combine')!r}")
+    for part in claim.get("parts") or []:
+        if not isinstance(part, dict) or not isinstance(part.get("csv"), str) or not part.get("column"):
+            raise ValueError(f"{name}: a {RELATION} part is {{csv: ..., column: ..., ...}}, got {part!r}")
+        if part.get("at", "every") not in AGGREGATES:
+            raise ValueError(f"{name}: at must be one of {AGGREGATES}, got {part.get('at')!r}")
+        if ("rows" in part) == ("terms" in part):
+            raise ValueError(f"{name}: a {RELATION} part has rows or terms (one of them), got {part!r}")
+        try:
+            terms = _terms(part)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{name}: terms are [coefficient, {{column: value}}], got {part!r}") from err
+        if part.get("at", "every") == "every" and [c for c, _ in terms] != [1.0]:
+            raise ValueError(f"{name}: at 'every' takes one selection (rows), got {part!r}")
+        bounds = [k for k in BOUNDS if k in part]
+        if len(bounds) != 1 or isinstance(part[bounds[0]], bool):
+            raise ValueError(f"{name}: a {RELATION} part states one bound of {tuple(BOUNDS)}, got {part!r}")
+        float(part[bounds[0]])
+
+
+def _select(frame: pd.DataFrame, rows: dict[str, Any]) -> pd.DataFrame:
+    keep = pd.Series(True, index=frame.index)
+    for column, wanted in rows.items():
+        if column not in frame.columns:
+            return frame.iloc[0:0]
+        values = frame[column]
+        if isinstance(wanted, bool):  # a CSV's True/False (read as bool or as text)
+            keep &= values.astype(str).str.lower() == str(wanted).lower()
+        elif isinstance(wanted, int | float):
+            numeric = pd.to_numeric(values, errors="coerce")
+            keep &= np.isclose(numeric, float(wanted), rtol=1e-9, atol=0.0)
+        else:
+            keep &= values.astype(str) == str(wanted)
+    return frame[keep]
+
+
+def _value(rows: pd.DataFrame, part: dict[str, Any]) -> float:
+    """One number from a selection's rows (``at``: last, first, mean, min, max)."""
+    column, at = part["column"], part.get("at", "every")
+    values = pd.to_numeric(rows[column], errors="coerce")
+    if at in ("last", "first", "growth"):  # the mean of the rows at the largest / smallest `by` (seeds)
+        order = pd.to_numeric(rows[part.get("by", "step")], errors="coerce")
+        last, first = float(values[order == order.max()].mean()), float(values[order == order.min()].mean())
+        return {"last": last, "first": first, "growth": last - first}[at]
+    if at == "mean" and part.get("weights"):
+        weights = pd.to_numeric(rows[part["weights"]], errors="coerce")
+        ok = values.notna() & weights.notna()
+        total = float(weights[ok].sum())
+        return float((values[ok] * weights[ok]).sum() / total) if total > 0 else math.nan
+    return float(getattr(values, at)())
+
+
+def part_label(part: dict[str, Any]) -> str:
+    """How the numbers name a part, e.g. "li2024_fig8b: every value of {method: baseline, key: ratio.met}"."""
+
+    def sel(rows: dict[str, Any]) -> str:
+        return "{" + ", ".join(f"{k}: {v}" for k, v in rows.items()) + "}"
+
+    at, column = part.get("at", "every"), part["column"]
+    how = f"{at} {column}" + (f" (weights {part['weights']})" if part.get("weights") else "")
+    terms = _terms(part)
+    if len(terms) == 1 and terms[0][0] == 1.0:
+        return f"{part['csv']}: {how} of {sel(terms[0][1])}"
+    text = "".join(
+        f"{(' − ' if c < 0 else ' + ') if i else ('−' if c < 0 else '')}"
+        f"{'' if abs(c) == 1 else f'{abs(c):g}·'}{sel(rows)}"
+        for i, (c, rows) in enumerate(terms)
+    )
+    return f"{part['csv']}: {how} of {text}"
+
+
+def bound_of(part: dict[str, Any]) -> tuple[str, str, float]:
+    """(key, symbol, value) of the part's bound."""
+    key = next(k for k in BOUNDS if k in part)
+    return key, BOUNDS[key][0], float(part[key])
+
+
+def figure_parts(claim: dict[str, Any], config: dict[str, Any]) -> list[PartResult]:
+    """Every part on every backbone of the claim, read from the CSVs under ``config``'s results folder
+    (see the module docstring; not run when the config has neither the claim's ``experiment`` nor a
+    top-level block of that name, such as ``oar_synthetic``); ``PartResult.diff`` is the part's value
+    (for ``every``, the row farthest on the wrong side of the bound, else the nearest to it; its label
+    then says how many rows meet the bound), ``seeds`` the rows read; no interval (``half_width`` NaN,
+    ``df`` 0)."""
+    name = str(claim.get("experiment"))
+    # the figure is the config's: an experiment of it, or a top-level study block (oar_synthetic)
+    configured = name in (config.get("experiments") or {}) or config.get(name) is not None
+    root = Path(Results(config["results_dir"]).figures) if config.get("results_dir") and configured else None
+    ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+    frames: dict[str, pd.DataFrame | None] = {}
+    parts = []
+    for backbone in claim["backbones"]:
+        for part in claim["parts"]:
+            label = part_label(part)
+            result = PartResult(backbone, {label: 1.0}, NOT_RUN, task=str(part["column"]))
+            parts.append(result)
+            csv = part["csv"]
+            if csv not in frames:
+                path = root / f"{csv}.csv" if root is not None else None
+                frames[csv] = pd.read_csv(path) if path is not None and path.is_file() else None
+            frame = frames[csv]
+            if frame is None:
+                result.missing = [f"figures/{csv}.csv" if configured else f"{name} in the config"]
+                continue
+            if "backbone" in frame.columns:
+                names = frame["backbone"].astype(str)
+                frame = (
+                    frame[names == backbone]
+                    if (names == backbone).any()
+                    else frame[names == ours_for.get(backbone)]
+                )
+            _, _, bound = bound_of(part)
+            meets = BOUNDS[bound_of(part)[0]][1]
+            selections = [(c, _select(frame, rows)) for c, rows in _terms(part)]
+            empty = [rows for (_, rows), (_, sel) in zip(_terms(part), selections, strict=True) if sel.empty]
+            if part["column"] not in frame.columns:
+                result.missing = [f"column {part['column']} of figures/{csv}.csv"]
+                continue
+            if empty:
+                result.missing = [f"rows {r} of figures/{csv}.csv" for r in empty]
+                continue
+            if part.get("at", "every") == "every":
+                values = pd.to_numeric(selections[0][1][part["column"]], errors="coerce").dropna()
+                if values.empty:
+                    result.missing = [f"a number in rows {_terms(part)[0][1]} of figures/{csv}.csv"]
+                    continue
+                ok = [meets(float(v), bound) for v in values]
+                result.seeds = len(ok)
+                result.terms = {f"{label}: {sum(ok)} of {len(ok)} rows {bound_of(part)[1]} {bound:g}": 1.0}
+                # the worst row: the one farthest on the wrong side (or nearest the bound when all meet it)
+                sign = 1.0 if bound_of(part)[0] in ("above", "at_least") else -1.0
+                result.diff = float(values.iloc[int(np.argmin(sign * (values.to_numpy() - bound)))])
+                result.status = REPRODUCED if all(ok) else NOT_REPRODUCED
+                continue
+            value = sum(c * _value(sel, part) for c, sel in selections)
+            result.seeds = min(len(sel) for _, sel in selections)
+            if math.isnan(value):
+                result.missing = [f"a number in figures/{csv}.csv"]
+                continue
+            result.diff = value
+            result.status = REPRODUCED if meets(value, bound) else NOT_REPRODUCED
+    return parts
+
+
+def figure_verdict(parts: list[PartResult], combine: str = "all") -> str:
+    """Not run if no part ran; ``combine`` all: not reproduced if any run part is, else reproduced;
+    ``any``: per backbone, reproduced if any of its run parts is, and the claim reproduced if every
+    backbone with a run part is (not reproduced if one of them has none)."""
+    statuses = [p.status for p in parts if p.status != NOT_RUN]
+    if not statuses:
+        return NOT_RUN
+    if combine == "any":
+        per_backbone: dict[str, list[str]] = {}
+        for p in parts:
+            if p.status != NOT_RUN:
+                per_backbone.setdefault(p.backbone, []).append(p.status)
+        held = [REPRODUCED in s for s in per_backbone.values()]
+        return REPRODUCED if all(held) else NOT_REPRODUCED
+    return NOT_REPRODUCED if NOT_REPRODUCED in statuses else REPRODUCED
+
+
+def figure_numbers_text(claim: dict[str, Any], parts: list[PartResult]) -> str:
+    """Per run part: its value against its bound (for ``every``: the worst row, and how many meet it)."""
+    texts = []
+    specs = [part for _ in claim["backbones"] for part in claim["parts"]]
+    several = len(claim["backbones"]) > 1
+    for spec, p in zip(specs, parts, strict=True):
+        if p.status == NOT_RUN:
+            continue
+        _, symbol, bound = bound_of(spec)
+        where = f"{p.backbone}: " if several else ""
+        label = next(iter(p.terms))
+        if spec.get("at", "every") == "every":  # the label says how many rows meet the bound
+            texts.append(f"{where}{label} (worst {p.diff:.4g})")
+        else:
+            texts.append(f"{where}{label} = {p.diff:.4g} (claimed {symbol} {bound:g})")
+    if texts:
+        one = "; one part on each backbone suffices" if claim.get("combine") == "any" else ""
+        texts.insert(0, f"read off the figure's numbers (one run per point: no seed-noise interval{one})")
+    return "; ".join(texts) if texts else "–"
