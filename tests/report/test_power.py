@@ -138,3 +138,28 @@ def test_make_plan_prints_the_claims_section(tmp_path, capsys):
     markdown = written[0].read_text()
     assert "### Claims: would a perfect reproduction decide them?" in markdown
     assert "| nie-dcl-plus-beats-dcl |" in markdown
+
+
+def test_measured_pools_replace_the_prior():
+    """Once runs exist, a pool's own s_p (ν ≥ 2) is the σ its cells are drawn with."""
+    import pandas as pd
+
+    from contrastlab.report.claims import all_claims
+    from contrastlab.tables.metrics import COLUMNS
+
+    rows = [
+        ("nie2023", "bert-base", m, seed, "sts_avg", 76.0 + 0.1 * (seed - 43))
+        for m in ("cl", "dcl")
+        for seed in (42, 43, 44)
+    ]
+    metrics = pd.DataFrame(rows, columns=COLUMNS)
+    metrics["seed"] = metrics["seed"].astype("Int64")
+    grid = Grid(FULL)
+    measured = power.measured_noise(metrics, grid)
+    assert list(measured.values()) == [pytest.approx(0.1)]  # one pool: nie2023 bert-base sts_avg
+    claim = next(c for c in all_claims() if c["id"] == "nie-cl-beats-decoupled-sts")
+    s = power.claim_structure(claim, FULL, grid, measured=measured)
+    on_bert = [i for i, (b, _, _) in enumerate(s.cells) if b == "bert-base"]
+    assert s.sigma[on_bert] == pytest.approx(0.1)
+    others = [i for i, (b, _, _) in enumerate(s.cells) if b != "bert-base"]
+    assert s.sigma[others] == pytest.approx(power.noise_prior("sts_avg"))

@@ -44,17 +44,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
+from contrastlab.paths import Results
 from contrastlab.report.claims import _cell_of, evaluate_claim
 from contrastlab.report.control import checkable, control_config, published_cells, published_metrics
 from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED, ours_backbone
 from contrastlab.stats import LEVEL
 from contrastlab.tables.assemble import experiment_seeds
-from contrastlab.tables.metrics import PRETRAINED
-from contrastlab.tables.verdicts import cell_stratum, stand_ins
+from contrastlab.tables.metrics import PRETRAINED, collect_metrics
+from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
 
 #: P(decided) a claim needs to count as decidable.
 TARGET = 0.9
@@ -66,7 +68,7 @@ REPLICATES = 1000
 GOAL = 35
 
 #: Seed std σ per metric (score points), the noise a perfect reproduction is drawn with, until measured
-#: pools replace it (the run's own seeds, :func:`~contrastlab.tables.verdicts.noise_pools`). None of the
+#: pools replace it (the runs' own seeds under results_dir, :func:`measured_noise`). None of the
 #: four papers prints a seed std for these metrics (Nie and Li average three runs, MACL and OAR state no
 #: runs; their ± are for graph tasks outside our scope), so these are the claims audit's stated
 #: assumptions (claims-audit.md §1.2, "illustrative, not measured"): the order of the spread SimCSE-style
@@ -125,10 +127,15 @@ class Structure:
 
 
 def claim_structure(
-    claim: dict[str, Any], config: Mapping[str, Any], grid: Grid, cache: dict | None = None
+    claim: dict[str, Any],
+    config: Mapping[str, Any],
+    grid: Grid,
+    cache: dict | None = None,
+    measured: Mapping[tuple[str, str, str, str], float] | None = None,
 ) -> Structure | str:
     """The claim's :class:`Structure` under ``config`` (``grid`` its grid; ``cache``: the control's
-    frames per experiment, shared between claims), or why it has none (a text): a claim on figures
+    frames per experiment, shared between claims; ``measured``: σ of the pools measured so far,
+    :func:`measured_noise`, which replace the prior), or why it has none (a text): a claim on figures
     only, an experiment not in the config, a trend, or a metric without a prior."""
     name = claim["experiment"]
     if not checkable(claim):
@@ -166,8 +173,14 @@ def claim_structure(
         coefs.append(row)
         fixed.append(const)
         det.append(has_det)
+    measured = measured or {}
+
+    def sigma_of(backbone: str, method: str, task: str) -> float:
+        key = (name, backbone, task, cell_stratum(grid, name, backbone, method))
+        return measured[key] if key in measured else noise_prior(task)
+
     try:
-        sigma = np.array([noise_prior(task) for _, _, task in cells])
+        sigma = np.array([sigma_of(*cell) for cell in cells])
     except KeyError as error:
         return f"no noise prior for metric {error.args[0]}"
     coef = np.zeros((len(coefs), len(cells)))
@@ -187,7 +200,7 @@ def claim_structure(
             keys.append(key)
         pool.append(keys.index(key))
     pool_cells = np.array([max(len(members.get((b, s), [])), 1) for b, _, s in keys])
-    pool_sigma = np.array([noise_prior(t) for _, t, _ in keys]) if keys else np.zeros(0)
+    pool_sigma = sigma[[pool.index(q) for q in range(len(keys))]] if keys else np.zeros(0)
     relation = claim.get("relation", ">")
     shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
     return Structure(
@@ -374,16 +387,41 @@ def seed_hours(jobs: Sequence[PlannedJob], config: Mapping[str, Any]) -> dict[tu
     return out
 
 
+#: Degrees of freedom a measured pool needs before its σ replaces the prior (2: two cells of 2 seeds).
+MEASURED_DF = 2
+
+
+def measured_noise(metrics: pd.DataFrame, grid: Grid) -> dict[tuple[str, str, str, str], float]:
+    """(experiment, backbone, task, stratum) -> the pooled seed std s_p of the runs in ``metrics``
+    (:func:`~contrastlab.tables.verdicts.noise_pools` at the configured seeds), for the pools with
+    ν ≥ :data:`MEASURED_DF`: what the runs measured replaces the prior."""
+    out = {}
+    for name in grid.config.get("experiments") or {}:
+        if metrics.empty or not (metrics["experiment"] == name).any():
+            continue
+        pools = noise_pools(metrics, name, experiment_seeds(grid.config, name), grid)
+        for b, t, stratum, std, df in pools[
+            ["backbone", "key", "stratum", "noise_std", "noise_df"]
+        ].itertuples(index=False):
+            if df >= MEASURED_DF:
+                out[(name, b, t, stratum)] = float(std)
+    return out
+
+
 def claims_power(
-    config: Mapping[str, Any], grid: Grid | None = None, replicates: int = REPLICATES
+    config: Mapping[str, Any],
+    grid: Grid | None = None,
+    replicates: int = REPLICATES,
+    measured: Mapping[tuple[str, str, str, str], float] | None = None,
 ) -> list[ClaimPower]:
-    """Every claim's :class:`ClaimPower` under ``config`` (:func:`~.claims.all_claims`)."""
+    """Every claim's :class:`ClaimPower` under ``config`` (:func:`~.claims.all_claims`; ``measured``:
+    :func:`measured_noise`, replacing the prior where the runs measured a pool)."""
     from contrastlab.report.claims import all_claims
 
     grid = grid or Grid(config)
     out, cache = [], {}
     for claim in all_claims():
-        s = claim_structure(claim, config, grid, cache)
+        s = claim_structure(claim, config, grid, cache, measured)
         if isinstance(s, str):
             out.append(ClaimPower(claim, why_not=s))
             continue
@@ -441,7 +479,11 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
     """The plan's claims section (Markdown): the summary lines, then one row per claim."""
     from contrastlab.tables.markdown import markdown_table
 
-    powers = claims_power(grid.config, grid, replicates)
+    # the runs' own pools where they exist (a second `make plan` after some runs), else the prior
+    metrics = collect_metrics(Results(grid.config.get("results_dir", "results")).metrics())
+    measured = measured_noise(metrics, grid)
+    powers = claims_power(grid.config, grid, replicates, measured)
+    replaced = f"; replaced by the runs' own pooled σ in {len(measured)} pools" if measured else ""
     hours = seed_hours(jobs, grid.config)
     total, decidable = len(powers), sum(p.decidable for p in powers)
     reachable = [p for p in powers if p.decidable or p.seeds_needed]
@@ -453,7 +495,8 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
         "",
         f"A perfect reproduction: every cell at the paper's own number, each seed drawn around it with the "
         f"seed noise σ of its metric (a stated prior, not measured: STS.Avg 0.5, TR.Avg 0.25, one STS task "
-        f"1.0, one transfer task 0.5, CIFAR linear and kNN 0.2, OAR FFN 1.0; `contrastlab.report.power`). "
+        f"1.0, one transfer task 0.5, CIFAR linear and kNN 0.2, OAR FFN 1.0; `contrastlab.report.power`"
+        f"{replaced}). "
         f"Decidable: it reads its expected verdict with P ≥ {TARGET} ({replicates} draws per claim and seed "
         "count, through the claims' own decision rule).",
         "",
