@@ -1,7 +1,9 @@
 """`make plan`: projected GPU-hours and peak GPU memory of a config's cells before anything runs.
 
 Prints the plan (contrastlab.cost.plan) and writes it to ``<results_dir>/plan/plan.{md,csv}``. Reads
-the config through contrastlab.config (no Snakemake DAG): a few seconds for config.yaml.
+the config through contrastlab.config (no Snakemake DAG): a few seconds for config.yaml. Its last
+section is the claims' power (contrastlab.report.power): which claims a perfect reproduction would
+decide at the configured seeds, and the GPU-hours of the seeds that would decide more.
 """
 
 import argparse
@@ -12,6 +14,7 @@ from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan
 from contrastlab.precision import RESOLVED
+from contrastlab.report import power
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--configfile", default="config.yaml", help="the config to plan (default config.yaml)")
@@ -40,6 +43,9 @@ parser.add_argument(
     default=plan.DEFAULT_CPUS_PER_GPU,
     help="CPU slots per GPU for the SentEval probe jobs in the simulation (default %(default)s)",
 )
+parser.add_argument(
+    "--no-claims", action="store_true", help="leave out the claims' power section (a few seconds)"
+)
 args = parser.parse_args()
 if args.gpus is not None and args.gpus < 1:
     sys.exit(f"contrastlab: plan: --gpus must be >= 1, got {args.gpus}")
@@ -54,6 +60,7 @@ try:
         title=args.configfile,
         gpus=gpus,
         cpus_per_gpu=args.cpus_per_gpu,
+        sections=() if args.no_claims else (power.power_lines,),
     )
 except (cl_config.ConfigError, ValueError) as error:
     sys.exit(f"contrastlab: plan: {error}")

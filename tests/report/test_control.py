@@ -4,13 +4,29 @@ sentence, the claim says so (``paper_tables``) and the control checks that it re
 
 from __future__ import annotations
 
+import zlib
+
+import numpy as np
+import pandas as pd
 import pytest
+import scipy.stats
 
 from contrastlab import config as cl_config
+from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT
-from contrastlab.report.claims import NOT_REPRODUCED, REPRODUCED, numbers_text, verdict_text
-from contrastlab.report.control import control_results, published_cells, published_metrics
+from contrastlab.report import power
+from contrastlab.report.claims import (
+    NOT_REPRODUCED,
+    REPRODUCED,
+    evaluate_claim,
+    numbers_text,
+    verdict_text,
+)
+from contrastlab.report.control import control_config, control_results, published_cells, published_metrics
 from contrastlab.senteval.protocol import STS_TASKS
+from contrastlab.stats import LEVEL
+from contrastlab.tables.assemble import experiment_seeds
+from contrastlab.tables.metrics import COLUMNS, PRETRAINED
 from contrastlab.tables.published import load_published
 
 FULL = cl_config.load(REPO_ROOT / "config.yaml")
@@ -146,3 +162,123 @@ def test_the_cross_task_headline_claims_hold_on_the_papers_numbers():
     }
     assert gain.parts[0].diff == pytest.approx(18.30)
     assert min(p.diff for p in gain.parts) == pytest.approx(13.74)  # BERT-base L_a&u: 15.92 − 2.18
+
+
+# ------------------------------------------------------------------------------ the control with noise
+# A perfect reproduction with seed noise (contrastlab.report.power's prior per metric): every run of a
+# cell drawn around the paper's number, at config.yaml's seeds, evaluated by the claims' own rule
+# (evaluate_claim). The zero-spread control above checks signs and margins; this one checks the rule's
+# calibration: how often a faithful run reads the wrong verdict.
+ALPHA = (1 - LEVEL) / 2
+NOISY_DRAWS = 30  # per claim at the papers' numbers (evaluate_claim: a few ms to tens of ms each)
+CHECKABLE = sorted(cid for cid, r in RESULTS.items() if r.result is not None)
+
+
+def noisy_frames(experiment: str, seeds: int, rng: np.random.Generator, means: dict | None = None):
+    """A metrics frame factory for ``experiment``: every trained cell at ``seeds`` seeds (42, 43, …)
+    drawn as μ + σ z (μ the paper's number, or ``means[(backbone, method, task)]``), Pretrained rows
+    as printed; and the grid of the control's config with those seeds."""
+    cells = published_cells(experiment)
+    rows, mu, sigma = [], [], []
+    for b, m, t, v in cells[["backbone", "method", "task", "value"]].itertuples(index=False):
+        if m == PRETRAINED:
+            rows.append((PRETRAINED, b, m, None, t))
+            mu.append(v)
+            sigma.append(0.0)
+            continue
+        for i in range(seeds):
+            rows.append((experiment, b, m, 42 + i, t))
+            mu.append((means or {}).get((b, m, t), v))
+            sigma.append(power.noise_prior(t))
+    frame = pd.DataFrame(rows, columns=COLUMNS[:-1])
+    frame["seed"] = frame["seed"].astype("Int64")
+    mu, sigma = np.array(mu, dtype=float), np.array(sigma)
+    config = control_config(FULL, experiment)
+    config["experiments"][experiment]["seeds"] = list(range(42, 42 + seeds))
+    grid = Grid(config)
+
+    def draw() -> pd.DataFrame:
+        return frame.assign(score=mu + sigma * rng.standard_normal(len(mu)))
+
+    return draw, grid
+
+
+def noisy_verdicts(claim_id: str, draws: int) -> list[str]:
+    """``draws`` verdicts of evaluate_claim on noisy perfect reproductions at config.yaml's seeds."""
+    claim = RESULTS[claim_id].claim
+    name = claim["experiment"]
+    rng = np.random.default_rng([7, zlib.crc32(claim_id.encode())])
+    draw, grid = noisy_frames(name, len(experiment_seeds(FULL, name)), rng)
+    return [evaluate_claim(claim, draw(), grid).verdict for _ in range(draws)]
+
+
+def allowed(draws: int, rate: float = ALPHA) -> int:
+    """The most wrong verdicts a calibrated rule (rate ≤ α) gives in ``draws`` with probability 0.999."""
+    return int(scipy.stats.binom.ppf(0.999, draws, rate))
+
+
+FULL_GRID = Grid(FULL)
+
+
+@pytest.mark.parametrize("claim_id", CHECKABLE)
+def test_a_noisy_perfect_reproduction_rarely_reads_the_wrong_verdict(claim_id):
+    """At the papers' numbers with seed noise, config.yaml's seeds: a claim the paper's tables support
+    reads "not reproduced" at most at rate α (Holm's family-wise bound); one they fail (paper_tables)
+    reads "reproduced" at most at α (its failing part must clear its own one-sided test). And the
+    plan's power (power.simulate, the same rule on arrays) agrees with evaluate_claim's share of the
+    expected verdict within Monte-Carlo error."""
+    verdicts = noisy_verdicts(claim_id, NOISY_DRAWS)
+    claim = RESULTS[claim_id].claim
+    wrong = REPRODUCED if claim.get("paper_tables") else NOT_REPRODUCED
+    assert verdicts.count(wrong) <= allowed(NOISY_DRAWS), verdicts
+    s = power.claim_structure(claim, FULL, FULL_GRID)
+    expected = power.decided_probability(s, s.seeds, replicates=4000)
+    share = verdicts.count(s.expected) / NOISY_DRAWS
+    # 4 standard errors of the smaller sample, at least 0.1 (a binomial share of 30 is coarse)
+    assert abs(share - expected) <= max(0.1, 4 * (expected * (1 - expected) / NOISY_DRAWS) ** 0.5), (
+        share,
+        expected,
+    )
+
+
+#: Claims whose paired parts share cells: claims.py pools s_D over them with ν = Σ(n_j − 1), too many
+#: degrees of freedom (claims audit S-1), so at the boundary their false "not reproduced" rate exceeds α.
+#: Each fails here at 0.030–0.035 (bound 0.0294 at 20,000 draws); decided through the unpaired path's
+#: pooled cell noise instead (its own ν), the same draws give 0.020–0.0275. When claims.py's paired path
+#: is fixed, power.simulate's paired branch follows it (the agreement test above checks the two decide
+#: alike) and these marks flip (strict: an unexpected pass fails until the mark is removed).
+PAIRED_DF_BUG = (
+    "claims audit S-1: the paired path pools s_D over parts that share cells with ν = Σ(n_j − 1) "
+    "(report/claims.py; power.simulate decides as it does)"
+)
+PAIRED_DF_BUG_CLAIMS = {
+    "li-contrastive-beats-non-contrastive",  # 8 parts on 10 cells: 0.032
+    "li-modified-match-contrastive",  # 32 parts on 16 cells: 0.035
+    "macl-cifar-all-beat-ntxent",  # 8 parts on 10 cells: 0.030
+    "nie-new-losses-beat-decoupled",  # 24 parts on 20 cells: 0.031
+}
+BOUNDARY_DRAWS = 20_000  # power.simulate: the claims' rule on arrays, a few seconds for all claims
+
+
+@pytest.mark.parametrize(
+    "claim_id",
+    [
+        pytest.param(c, marks=pytest.mark.xfail(reason=PAIRED_DF_BUG, strict=True))
+        if c in PAIRED_DF_BUG_CLAIMS
+        else c
+        for c in CHECKABLE
+    ],
+)
+def test_at_its_boundary_a_claim_reads_not_reproduced_at_most_at_its_level(claim_id):
+    """The calibration of the decision rule: every part of a perfect reproduction moved (least squares)
+    to exactly its claim's boundary (Δ = 0), seed noise added, 3 seeds per cell (OAR's one seed decides
+    nothing): the family-wise rate of "not reproduced" is at most α = (1 − level) / 2 (Holm over the
+    parts), within 4 Monte-Carlo standard errors. :func:`power.simulate` applies claims.py's rule to
+    many draws at once; the test above checks that it decides as evaluate_claim does."""
+    s = power.claim_structure(RESULTS[claim_id].claim, FULL, FULL_GRID)
+    mu = power.boundary_means(s)
+    if mu is None:
+        pytest.skip("its parts cannot all sit at the boundary at once")
+    rng = np.random.default_rng([11, zlib.crc32(claim_id.encode())])
+    rate = float((power.simulate(s, 3, BOUNDARY_DRAWS, rng, mu=mu) == 1).mean())
+    assert rate <= ALPHA + 4 * (ALPHA * (1 - ALPHA) / BOUNDARY_DRAWS) ** 0.5, rate

@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -356,10 +356,14 @@ def plan_report(
     echo: bool = True,
     gpus: Sequence[int] = DEFAULT_GPU_COUNTS,
     cpus_per_gpu: int = DEFAULT_CPUS_PER_GPU,
+    sections: Sequence[Callable[[cl_config.Grid, Sequence[PlannedJob]], list[str]]] = (),
 ) -> list[Path]:
     """Plan a validated config (``make plan``): print it (``echo``) and write ``plan.md`` and
     ``plan.csv`` to ``out_dir`` (default ``<results_dir>/plan``); returns the files written. The
-    makespan section simulates the jobs over each of ``gpus`` GPUs (:mod:`contrastlab.cost.schedule`)."""
+    makespan section simulates the jobs over each of ``gpus`` GPUs (:mod:`contrastlab.cost.schedule`).
+    ``sections``: more sections, each the Markdown lines of a function of the grid and the jobs, put
+    last (``scripts/plan.py`` adds the claims' power, :mod:`contrastlab.report.power`, which sits above
+    this layer)."""
     if chosen != AS_CONFIGURED and chosen not in RESOLVED:
         raise ValueError(
             f"precision choice must be {AS_CONFIGURED} or one of {', '.join(RESOLVED)}, got {chosen!r}"
@@ -378,6 +382,8 @@ def plan_report(
     ]
     if not (config.get("searches") or {}).get("in_all"):
         lines += search_plan_lines(grid, calibration, chosen)
+    for section in sections:
+        lines += section(grid, jobs)
     if echo:
         print("\n".join(lines))
     out = Path(out_dir or Path(config.get("results_dir", "results"), "plan"))

@@ -1,0 +1,538 @@
+"""Power before the run: the chance that a *perfect* reproduction decides each claim at the configured
+seeds, the seeds per cell it needs to decide it, and what those seeds cost (``make plan``'s claims section).
+
+**A perfect reproduction** has the paper's own numbers as its cell means (the control's cells,
+:func:`~contrastlab.report.control.published_cells`) and seed noise around them: seed s of cell i scores
+x_{i,s} = μ_i + σ_i z_{i,s}, z ~ N(0, 1) independent, σ_i the prior of its metric (:data:`NOISE_PRIOR`;
+a "Pretrained" cell is deterministic). Its *expected verdict* is "reproduced", or "not reproduced" for a
+claim whose sentence the paper's own tables fail (``paper_tables``). **P(decided)** is the probability
+that the claim's verdict is its expected one; a claim is **decidable** at n seeds per cell when
+P(decided) ≥ :data:`TARGET`.
+
+**The simulation** applies the decision rule of :mod:`contrastlab.report.claims` to R replicates at once
+(its module docstring has the formulas; the claim's structure, its parts with their terms resolved, comes
+from one evaluation on the papers' numbers, :func:`~contrastlab.report.control.control_results`'s):
+
+- D_j = Σ_i c_{ji} x̄_i (+ the deterministic terms), Δ_j = D_j − m (``>``, ``count``) or D_j + M (``>=``);
+- paired (n ≥ 2, no deterministic term): s_D² = Σ_j SS_j / Σ_j (n − 1) over the claim's paired parts,
+  SS_j the sum of squares of the per-seed contrasts D_{j,s}, ν = Σ_j (n − 1), se_j = s_D / sqrt(n) (as
+  claims.py computes it today: claims audit S-1 says this ν over-counts shared cells);
+- unpaired: a pool's sum of squares is its claim cells' within-seed SS plus σ² χ²_{(m − c)(n − 1)} for
+  its m − c cells the claim does not use (m: the pool's cells in the config's grid, c: the claim's;
+  exact in distribution, since a normal sample's SS is independent of its mean), s_p² = SS / (m(n − 1));
+  se_j² = Σ_p s_p² Σ_{i in p} c_{ji}² / n, ν_j by Welch–Satterthwaite over pools
+  (:func:`~contrastlab.stats.contrast_variance`); n = 1: ν = 0, undecided;
+- h_j = t_{ν, (1+level)/2} se_j, p_j = P(T_ν ≤ Δ_j / se_j); Holm at α = (1 − level) / 2 over the tested
+  parts; the verdict over the parts as claims.py combines them (``count``: at least ``at_least``).
+
+Approximations, each in the direction of the report's own behaviour: ``@best`` is the paper's printed
+best cell (the winner's curse of picking it from our noisy means, audit S-6, is not simulated); trend
+claims and claims on figures only have no numbers to simulate.
+
+**Seeds needed**: the smallest n in 2 … :data:`MAX_SEEDS` with P(decided) ≥ :data:`TARGET`. **Cost**:
+the extra runs Σ_cells (n_claim − n_configured) × the projected GPU-hours of one seed of the cell (its
+training and encoding jobs in the plan, :mod:`contrastlab.cost.plan`); a cell shared by several claims
+is priced once, at the largest n they need.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from contrastlab.config import Grid, expanded_methods
+from contrastlab.cost.flops import AS_CONFIGURED
+from contrastlab.cost.plan import PlannedJob
+from contrastlab.paths import Results
+from contrastlab.report.claims import _cell_of, evaluate_claim
+from contrastlab.report.control import checkable, control_config, published_cells, published_metrics
+from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED, ours_backbone
+from contrastlab.stats import LEVEL
+from contrastlab.tables.assemble import experiment_seeds
+from contrastlab.tables.metrics import PRETRAINED, collect_metrics
+from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
+
+#: P(decided) a claim needs to count as decidable.
+TARGET = 0.9
+#: The largest seeds per cell the search tries (n = 2 … MAX_SEEDS).
+MAX_SEEDS = 10
+#: Replicates per (claim, n): the Monte-Carlo standard error of P near 0.9 is sqrt(0.09 / R) ≈ 0.01.
+REPLICATES = 1000
+#: The claims the issue asks the plan to price: "the GPU-hours to make ≥ 35 of the claims decidable".
+GOAL = 35
+
+#: Seed std σ per metric (score points), the noise a perfect reproduction is drawn with, until measured
+#: pools replace it (the runs' own seeds under results_dir, :func:`measured_noise`). None of the
+#: four papers prints a seed std for these metrics (Nie and Li average three runs, MACL and OAR state no
+#: runs; their ± are for graph tasks outside our scope), so these are the claims audit's stated
+#: assumptions (claims-audit.md §1.2, "illustrative, not measured"): the order of the spread SimCSE-style
+#: runs show across seeds for the STS average (about half a point), half that for the transfer average
+#: (seven logistic-regression probes average out more), a single task twice its average's; CIFAR linear
+#: and kNN accuracy of a fixed recipe 0.2; OAR's FFN accuracy after a short labelled fine-tune 1.0.
+NOISE_PRIOR: dict[str, tuple[float, str]] = {
+    "sts_avg": (0.5, "STS.Avg, audit §1.2 (SimCSE-style seed spread, assumed)"),
+    "tr_avg": (0.25, "TR.Avg, audit §1.2 (assumed)"),
+    "tr_devacc_avg": (0.25, "TR.Avg (dev accuracies), audit §1.2 (assumed)"),
+    "sts_task": (1.0, "one STS task, audit §1.2 (assumed)"),
+    "tr_task": (0.5, "one transfer task, audit §1.2 (assumed)"),
+    "linear_top1": (0.2, "CIFAR linear probe, audit §1.2 (assumed)"),
+    "knn_top1": (0.2, "CIFAR kNN, audit §1.2 (assumed)"),
+    "ffn": (1.0, "OAR FFN accuracy, audit §1.2 (assumed)"),
+}
+STS_TASK_KEYS = {"STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"}
+TR_TASK_KEYS = {"MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"}
+
+
+def noise_prior(task: str) -> float:
+    """σ of one seed on ``task`` (:data:`NOISE_PRIOR`); ``KeyError`` for a metric with no prior."""
+    if task in NOISE_PRIOR:
+        return NOISE_PRIOR[task][0]
+    if task in STS_TASK_KEYS:
+        return NOISE_PRIOR["sts_task"][0]
+    if task in TR_TASK_KEYS:
+        return NOISE_PRIOR["tr_task"][0]
+    if task.startswith("ffn"):
+        return NOISE_PRIOR["ffn"][0]
+    raise KeyError(task)
+
+
+# ------------------------------------------------------------------------------------- the structure
+@dataclass
+class Structure:
+    """What the simulation needs of one claim: its noisy cells (ours backbone, method, task) with mean μ
+    and σ, their pools, the parts' coefficients over those cells, and the claim's rule."""
+
+    claim: dict[str, Any]
+    experiment: str
+    cells: list[tuple[str, str, str]]
+    mu: np.ndarray  # (C,)
+    sigma: np.ndarray  # (C,)
+    pool: np.ndarray  # (C,) index into pool_cells
+    pool_cells: np.ndarray  # (Q,) cells of each pool in the config's grid (m)
+    pool_sigma: np.ndarray  # (Q,)
+    coef: np.ndarray  # (P, C)
+    fixed: np.ndarray  # (P,) the deterministic terms' Σ c μ (Pretrained)
+    deterministic: np.ndarray  # (P,) bool: the part has a deterministic term (never paired)
+    certain_nr: int  # parts whose terms cancel (a cell against itself): "not reproduced", p = 0
+    shift: float
+    expected: str
+    seeds: int  # configured seeds per cell
+    level: float = LEVEL
+
+
+def claim_structure(
+    claim: dict[str, Any],
+    config: Mapping[str, Any],
+    grid: Grid,
+    cache: dict | None = None,
+    measured: Mapping[tuple[str, str, str, str], float] | None = None,
+) -> Structure | str:
+    """The claim's :class:`Structure` under ``config`` (``grid`` its grid; ``cache``: the control's
+    frames per experiment, shared between claims; ``measured``: σ of the pools measured so far,
+    :func:`measured_noise`, which replace the prior), or why it has none (a text): a claim on figures
+    only, an experiment not in the config, a trend, or a metric without a prior."""
+    name = claim["experiment"]
+    if not checkable(claim):
+        return "figures only: the paper prints no numbers to simulate"
+    experiment = (config.get("experiments") or {}).get(name)
+    if experiment is None:
+        return f"experiment {name} not in the config"
+    if claim.get("relation") == "trend":
+        return "a trend: not simulated"
+    structure = _control(config, name, {} if cache is None else cache)
+    result = evaluate_claim(claim, structure["metrics"], structure["grid"])
+    values = structure["values"]
+    ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+    cells: list[tuple[str, str, str]] = []
+    mu, coefs, fixed, det, certain = [], [], [], [], 0
+    for part in result.parts:
+        if part.status == NOT_RUN:
+            continue
+        if not any(part.terms.values()):
+            certain += 1
+            continue
+        row: dict[int, float] = {}
+        const, has_det = 0.0, False
+        for term, c in part.terms.items():
+            method, task = _cell_of(term, part.task)
+            value = values[(part.backbone, method, task)]
+            if method == PRETRAINED:
+                const, has_det = const + c * value, True
+                continue
+            cell = (ours_backbone(part.backbone, experiment, ours_for), method, task)
+            if cell not in cells:
+                cells.append(cell)
+                mu.append(value)
+            row[cells.index(cell)] = row.get(cells.index(cell), 0.0) + c
+        coefs.append(row)
+        fixed.append(const)
+        det.append(has_det)
+    measured = measured or {}
+
+    def sigma_of(backbone: str, method: str, task: str) -> float:
+        key = (name, backbone, task, cell_stratum(grid, name, backbone, method))
+        return measured[key] if key in measured else noise_prior(task)
+
+    try:
+        sigma = np.array([sigma_of(*cell) for cell in cells])
+    except KeyError as error:
+        return f"no noise prior for metric {error.args[0]}"
+    coef = np.zeros((len(coefs), len(cells)))
+    for j, row in enumerate(coefs):
+        for i, c in row.items():
+            coef[j, i] = c
+    # pools: (backbone, task, stratum) of the config's grid, m = its methods on that backbone
+    members: dict[tuple[str, str], list[str]] = {}
+    for method in expanded_methods(experiment):
+        for backbone in {b for b, _, _ in cells}:
+            members.setdefault((backbone, cell_stratum(grid, name, backbone, method)), []).append(method)
+    keys: list[tuple[str, str, str]] = []
+    pool = []
+    for backbone, method, task in cells:
+        key = (backbone, task, cell_stratum(grid, name, backbone, method))
+        if key not in keys:
+            keys.append(key)
+        pool.append(keys.index(key))
+    pool_cells = np.array([max(len(members.get((b, s), [])), 1) for b, _, s in keys])
+    pool_sigma = sigma[[pool.index(q) for q in range(len(keys))]] if keys else np.zeros(0)
+    relation = claim.get("relation", ">")
+    shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
+    return Structure(
+        claim=claim,
+        experiment=name,
+        cells=cells,
+        mu=np.array(mu, dtype=float),
+        sigma=sigma,
+        pool=np.array(pool, dtype=int),
+        pool_cells=pool_cells,
+        pool_sigma=pool_sigma,
+        coef=coef,
+        fixed=np.array(fixed, dtype=float),
+        deterministic=np.array(det, dtype=bool),
+        certain_nr=certain,
+        shift=shift,
+        expected=NOT_REPRODUCED if claim.get("paper_tables") else REPRODUCED,
+        seeds=len(experiment_seeds(config, name) or [1]),
+    )
+
+
+def _control(config: Mapping[str, Any], experiment: str, cache: dict) -> dict[str, Any]:
+    """The control's metrics and grid of ``experiment`` (:mod:`contrastlab.report.control`: the
+    claim's parts resolved on the papers' numbers) and its published cell values, once per ``cache``."""
+    if experiment not in cache:
+        cells = published_cells(experiment)
+        cache[experiment] = dict(
+            metrics=published_metrics(experiment),
+            grid=Grid(control_config(dict(config), experiment)),
+            values={
+                (b, m, t): float(v)
+                for b, m, t, v in cells[["backbone", "method", "task", "value"]].itertuples(index=False)
+            },
+        )
+    return cache[experiment]
+
+
+# ---------------------------------------------------------------------------------------- simulation
+VERDICT_CODES = (REPRODUCED, NOT_REPRODUCED, UNDECIDED)
+
+
+def simulate(
+    s: Structure, n: int, replicates: int, rng: np.random.Generator, mu: np.ndarray | None = None
+) -> np.ndarray:
+    """The verdicts (codes into :data:`VERDICT_CODES`) of ``replicates`` perfect reproductions of the
+    claim with ``n`` seeds per cell (``mu``: other cell means, e.g. a claim's boundary); see the module
+    docstring for the rule."""
+    import scipy.stats
+
+    mean = s.mu if mu is None else mu
+    R, C, P = replicates, len(s.cells), len(s.coef)
+    x = mean[None, :, None] + s.sigma[None, :, None] * rng.standard_normal((R, C, n))
+    xbar = x.mean(axis=2)
+    delta = xbar @ s.coef.T + s.fixed[None, :] - s.shift  # (R, P)
+    se = np.full((R, P), np.nan)
+    df = np.zeros((R, P))
+    paired = ~s.deterministic if n >= 2 else np.zeros(P, dtype=bool)
+    if paired.any():
+        per_seed = np.einsum("rcn,pc->rpn", x, s.coef[paired])
+        ss = ((per_seed - per_seed.mean(axis=2, keepdims=True)) ** 2).sum(axis=2).sum(axis=1)
+        pooled_df = int(paired.sum()) * (n - 1)
+        se[:, paired] = np.sqrt(ss / pooled_df / n)[:, None]
+        df[:, paired] = pooled_df
+    unpaired = ~paired
+    if unpaired.any() and n >= 2:
+        within = ((x - xbar[:, :, None]) ** 2).sum(axis=2)  # (R, C)
+        Q = len(s.pool_cells)
+        ss_pool = np.zeros((R, Q))
+        np.add.at(ss_pool.T, s.pool, within.T)
+        used = np.bincount(s.pool, minlength=Q)
+        other = np.maximum(s.pool_cells - used, 0) * (n - 1)
+        for q in range(Q):
+            if other[q]:
+                ss_pool[:, q] += s.pool_sigma[q] ** 2 * rng.chisquare(other[q], R)
+        pool_df = s.pool_cells * (n - 1)
+        s2 = ss_pool / pool_df[None, :]  # (R, Q)
+        weight = np.zeros((P, Q))  # Σ_{i in q} c_ji² / n
+        for i, q in enumerate(s.pool):
+            weight[:, q] += s.coef[:, i] ** 2 / n
+        for j in np.flatnonzero(unpaired):
+            v = s2 * weight[j][None, :]
+            var = v.sum(axis=1)
+            if not weight[j].any():  # deterministic cells only
+                se[:, j], df[:, j] = 0.0, np.inf
+                continue
+            se[:, j] = np.sqrt(var)
+            df[:, j] = var**2 / (v**2 / pool_df[None, :]).sum(axis=1)
+    tested = df[0] > 0
+    half = (1 + s.level) / 2
+    status = np.full((R, P), 2)  # undecided
+    p = np.full((R, P), np.nan)
+    if tested.any():
+        d, e, f = delta[:, tested], se[:, tested], df[:, tested]
+        h = scipy.stats.t.ppf(half, f) * e
+        # se 0 (deterministic cells only): p is 0 or 1, as stats.one_sided_p
+        p_t = np.where(e > 0, scipy.stats.t.cdf(d / np.where(e > 0, e, 1.0), f), (d >= 0).astype(float))
+        st = np.where(d > h, 0, np.where(d < -h, 1, 2))
+        status[:, tested], p[:, tested] = st, p_t
+    # Holm over the tested parts (the certain ones included, p = 0), as claims.evaluate_claim
+    alpha = (1 - s.level) / 2
+    family = np.concatenate([p[:, tested], np.zeros((R, s.certain_nr))], axis=1)
+    fam_status = np.concatenate([status[:, tested], np.ones((R, s.certain_nr), dtype=int)], axis=1)
+    k = family.shape[1]
+    if k:
+        order = np.argsort(family, axis=1, kind="stable")
+        ok = np.cumprod(np.take_along_axis(family, order, 1) < alpha / (k - np.arange(k)), axis=1)
+        rejected = np.zeros_like(ok)
+        np.put_along_axis(rejected, order, ok, 1)
+        fam_status = np.where(rejected.astype(bool), 1, np.where(fam_status == 1, 2, fam_status))
+    untested = status[:, ~tested]
+    final = np.concatenate([fam_status, untested], axis=1)
+    reproduced = (final == 0).sum(axis=1)
+    contradicted = (final == 1).sum(axis=1)
+    undecided = (final == 2).sum(axis=1)
+    if s.claim.get("relation") == "count":
+        need = int(s.claim["at_least"])
+        verdict = np.where(reproduced >= need, 0, np.where(final.shape[1] - contradicted < need, 1, 2))
+    else:
+        verdict = np.where(contradicted > 0, 1, np.where(undecided > 0, 2, 0))
+    return verdict
+
+
+def boundary_means(s: Structure) -> np.ndarray | None:
+    """Cell means as close to the paper's as possible (least squares) with every part exactly at its
+    claim's boundary, Δ_j = 0 (D_j = m, or −M for ``>=``): the least favourable truth for a false "not
+    reproduced", where its rate is at most α = (1 − level) / 2 if the rule is calibrated. None when the
+    parts cannot all sit there at once (or the claim has a part decided without noise)."""
+    if s.certain_nr or not len(s.coef):
+        return None
+    target = s.shift - s.fixed
+    step, *_ = np.linalg.lstsq(s.coef, target - s.coef @ s.mu, rcond=None)
+    mu = s.mu + step
+    return mu if np.allclose(s.coef @ mu, target, atol=1e-9) else None
+
+
+def decided_probability(s: Structure, n: int, replicates: int = REPLICATES, seed: int = 0) -> float:
+    """P(verdict = expected) at ``n`` seeds per cell, from ``replicates`` draws seeded by the claim."""
+    rng = np.random.default_rng([seed, zlib.crc32(s.claim["id"].encode()), n])
+    codes = simulate(s, n, replicates, rng)
+    return float((codes == VERDICT_CODES.index(s.expected)).mean())
+
+
+# ------------------------------------------------------------------------------------- power and cost
+@dataclass
+class ClaimPower:
+    """One claim's power: P(decided) at the configured seeds, the seeds per cell for P ≥ TARGET (None:
+    not within MAX_SEEDS) and the extra GPU-hours of those seeds on its cells; ``why_not`` when the
+    claim has no numbers to simulate."""
+
+    claim: dict[str, Any]
+    seeds: int = 0
+    probability: float = math.nan
+    seeds_needed: int | None = None
+    probability_needed: float = math.nan
+    cells: list[tuple[str, str, str]] = field(default_factory=list)  # (experiment, backbone, method)
+    why_not: str = ""
+
+    @property
+    def decidable(self) -> bool:
+        return not self.why_not and self.probability >= TARGET
+
+
+def seed_hours(jobs: Sequence[PlannedJob], config: Mapping[str, Any]) -> dict[tuple[str, str, str], float]:
+    """(experiment, backbone, method) -> projected GPU-hours of one seed (its training and encoding
+    jobs, as configured, averaged over the configured seeds); a sweep point is also priced under its
+    configured method's name, at its points' mean (``@best`` adds seeds to one point)."""
+    per: dict[tuple[str, str, str], list[float]] = {}
+    seeds: dict[tuple[str, str, str], set[str]] = {}
+    for job in jobs:
+        if job.rule not in ("train", "train_vision", "encode", "encode_vision"):
+            continue
+        experiment, backbone, method, seed = job.cell.split("/")
+        key = (experiment, backbone, method)
+        per.setdefault(key, []).append(job.seconds[AS_CONFIGURED] / 3600)
+        seeds.setdefault(key, set()).add(seed)
+    out = {key: sum(h) / len(seeds[key]) for key, h in per.items()}
+    base: dict[tuple[str, str, str], list[float]] = {}
+    for (experiment, backbone, method), hours in out.items():
+        points = expanded_methods((config.get("experiments") or {}).get(experiment) or {"methods": {}})
+        configured = points.get(method, (method, {}))[0]
+        base.setdefault((experiment, backbone, configured), []).append(hours)
+    for key, hours in base.items():
+        out.setdefault(key, sum(hours) / len(hours))
+    return out
+
+
+#: Degrees of freedom a measured pool needs before its σ replaces the prior (2: two cells of 2 seeds).
+MEASURED_DF = 2
+
+
+def measured_noise(metrics: pd.DataFrame, grid: Grid) -> dict[tuple[str, str, str, str], float]:
+    """(experiment, backbone, task, stratum) -> the pooled seed std s_p of the runs in ``metrics``
+    (:func:`~contrastlab.tables.verdicts.noise_pools` at the configured seeds), for the pools with
+    ν ≥ :data:`MEASURED_DF`: what the runs measured replaces the prior."""
+    out = {}
+    for name in grid.config.get("experiments") or {}:
+        if metrics.empty or not (metrics["experiment"] == name).any():
+            continue
+        pools = noise_pools(metrics, name, experiment_seeds(grid.config, name), grid)
+        for b, t, stratum, std, df in pools[
+            ["backbone", "key", "stratum", "noise_std", "noise_df"]
+        ].itertuples(index=False):
+            if df >= MEASURED_DF:
+                out[(name, b, t, stratum)] = float(std)
+    return out
+
+
+def claims_power(
+    config: Mapping[str, Any],
+    grid: Grid | None = None,
+    replicates: int = REPLICATES,
+    measured: Mapping[tuple[str, str, str, str], float] | None = None,
+) -> list[ClaimPower]:
+    """Every claim's :class:`ClaimPower` under ``config`` (:func:`~.claims.all_claims`; ``measured``:
+    :func:`measured_noise`, replacing the prior where the runs measured a pool)."""
+    from contrastlab.report.claims import all_claims
+
+    grid = grid or Grid(config)
+    out, cache = [], {}
+    for claim in all_claims():
+        s = claim_structure(claim, config, grid, cache, measured)
+        if isinstance(s, str):
+            out.append(ClaimPower(claim, why_not=s))
+            continue
+        power = ClaimPower(claim, seeds=s.seeds, cells=sorted({(s.experiment, b, m) for b, m, _ in s.cells}))
+        power.probability = decided_probability(s, s.seeds, replicates)
+        if power.probability >= TARGET:
+            power.seeds_needed, power.probability_needed = s.seeds, power.probability
+        else:
+            for n in range(max(2, s.seeds + 1), MAX_SEEDS + 1):
+                prob = decided_probability(s, n, replicates)
+                if prob >= TARGET:
+                    power.seeds_needed, power.probability_needed = n, prob
+                    break
+        out.append(power)
+    return out
+
+
+def extra_hours(
+    chosen: Sequence[ClaimPower], hours: Mapping[tuple[str, str, str], float]
+) -> tuple[float, int]:
+    """(GPU-hours, extra seed runs) that bring every cell of ``chosen`` to the largest seeds_needed of
+    the chosen claims that use it."""
+    target: dict[tuple[str, str, str], tuple[int, int]] = {}
+    for power in chosen:
+        for cell in power.cells:
+            have, want = target.get(cell, (power.seeds, power.seeds))
+            target[cell] = (have, max(want, power.seeds_needed or have))
+    runs = {cell: want - have for cell, (have, want) in target.items() if want > have}
+    return sum(n * hours.get(cell, 0.0) for cell, n in runs.items()), sum(runs.values())
+
+
+def cheapest_to(
+    goal: int, powers: Sequence[ClaimPower], hours: Mapping
+) -> tuple[list[ClaimPower], float] | None:
+    """The claims to add seeds to so that ``goal`` claims are decidable, chosen greedily (each step the
+    claim with the fewest extra GPU-hours given the cells already raised), and their GPU-hours; None
+    when fewer than ``goal`` can be made decidable within :data:`MAX_SEEDS`."""
+    decided = [p for p in powers if p.decidable]
+    candidates = [p for p in powers if not p.decidable and p.seeds_needed]
+    if len(decided) + len(candidates) < goal:
+        return None
+    chosen: list[ClaimPower] = []
+    while len(decided) + len(chosen) < goal:
+        base = extra_hours(chosen, hours)[0]
+        best = min(candidates, key=lambda p: extra_hours([*chosen, p], hours)[0] - base)
+        chosen.append(best)
+        candidates.remove(best)
+    return chosen, extra_hours(chosen, hours)[0]
+
+
+FAILED_BY_PAPER = "the paper's tables fail it: decided = not reproduced"
+
+
+def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLICATES) -> list[str]:
+    """The plan's claims section (Markdown): the summary lines, then one row per claim."""
+    from contrastlab.tables.markdown import markdown_table
+
+    # the runs' own pools where they exist (a second `make plan` after some runs), else the prior
+    metrics = collect_metrics(Results(grid.config.get("results_dir", "results")).metrics())
+    measured = measured_noise(metrics, grid)
+    powers = claims_power(grid.config, grid, replicates, measured)
+    replaced = f"; replaced by the runs' own pooled σ in {len(measured)} pools" if measured else ""
+    hours = seed_hours(jobs, grid.config)
+    total, decidable = len(powers), sum(p.decidable for p in powers)
+    reachable = [p for p in powers if p.decidable or p.seeds_needed]
+    more = [p for p in powers if not p.decidable and p.seeds_needed]
+    more_hours, more_runs = extra_hours(more, hours)
+    more_cells = len({c for p in more for c in p.cells})
+    lines = [
+        "### Claims: would a perfect reproduction decide them?",
+        "",
+        f"A perfect reproduction: every cell at the paper's own number, each seed drawn around it with the "
+        f"seed noise σ of its metric (a stated prior, not measured: STS.Avg 0.5, TR.Avg 0.25, one STS task "
+        f"1.0, one transfer task 0.5, CIFAR linear and kNN 0.2, OAR FFN 1.0; `contrastlab.report.power`"
+        f"{replaced}). "
+        f"Decidable: it reads its expected verdict with P ≥ {TARGET} ({replicates} draws per claim and seed "
+        "count, through the claims' own decision rule).",
+        "",
+        f"**Decidable at the configured seeds: {decidable} of {total}; with {more_runs} more seed runs on "
+        f"{more_cells} cells (up to {MAX_SEEDS} seeds per cell): {len(reachable)} of {total}, "
+        f"+{more_hours:,.0f} GPU-hours.**",
+        "",
+    ]
+    goal = cheapest_to(GOAL, powers, hours)
+    if goal is None:
+        lines.append(
+            f"**≥ {GOAL} of {total} decidable: not reachable with up to {MAX_SEEDS} seeds per cell** "
+            f"(at most {len(reachable)}; {sum(bool(p.why_not) for p in powers)} claims have no numbers "
+            "to simulate)."
+        )
+    else:
+        chosen, cost = goal
+        lines.append(
+            f"**≥ {GOAL} of {total} decidable: +{cost:,.0f} GPU-hours** (seeds added to the cells of "
+            f"{len(chosen)} claims, cheapest first)."
+        )
+    lines.append("")
+    rows = []
+    for p in powers:
+        extra = extra_hours([p], hours)[0] if p.seeds_needed and not p.decidable else 0.0
+        rows.append(
+            {
+                "claim": p.claim["id"],
+                "seeds": str(p.seeds) if p.seeds else "—",
+                "P(decided)": "—" if p.why_not else f"{p.probability:.2f}",
+                "seeds for P ≥ 0.9": "—"
+                if p.why_not
+                else (str(p.seeds_needed) if p.seeds_needed else f"> {MAX_SEEDS}"),
+                "+GPU-h": f"{extra:,.1f}" if extra else "",
+                "note": p.why_not or (FAILED_BY_PAPER if p.claim.get("paper_tables") else ""),
+            }
+        )
+    lines += markdown_table(rows, numeric_after_first=True) + [""]
+    return lines

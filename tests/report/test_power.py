@@ -1,0 +1,165 @@
+"""The claims' power before the run (contrastlab.report.power): the Monte-Carlo decision rule against
+closed forms from the noncentral t, and the plan's claims section on config.yaml."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from contrastlab import config as cl_config
+from contrastlab.config import Grid
+from contrastlab.paths import REPO_ROOT
+from contrastlab.report import power
+from contrastlab.report.parts import REPRODUCED
+from contrastlab.stats import LEVEL
+
+FULL = cl_config.load(REPO_ROOT / "config.yaml")
+
+
+def one_part(mu, sigma, *, fixed=0.0, deterministic=False, pool_cells=None, shift=0.0, seeds=3):
+    """A one-part claim "a beats b" (or "a beats a deterministic number", ``deterministic``)."""
+    cells = [("b0", m, "sts_avg") for m in ("a", "b")[: len(mu)]]
+    coef = np.array([[1.0, -1.0][: len(mu)]])
+    return power.Structure(
+        claim={"id": "toy", "relation": ">"},
+        experiment="toy",
+        cells=cells,
+        mu=np.array(mu, dtype=float),
+        sigma=np.full(len(mu), sigma),
+        pool=np.zeros(len(mu), dtype=int),
+        pool_cells=np.array([pool_cells or len(mu)]),
+        pool_sigma=np.array([sigma]),
+        coef=coef,
+        fixed=np.array([fixed]),
+        deterministic=np.array([deterministic]),
+        certain_nr=0,
+        shift=shift,
+        expected=REPRODUCED,
+        seeds=seeds,
+    )
+
+
+def reproduced_share(s, n, replicates=20_000, seed=1):
+    codes = power.simulate(s, n, replicates, np.random.default_rng(seed))
+    return float((codes == 0).mean()), float((codes == 1).mean())
+
+
+@pytest.mark.parametrize("n, gap, margin", [(3, 1.0, 0.0), (5, 0.8, 0.3), (2, 2.5, 0.0)])
+def test_a_paired_part_reproduces_with_the_noncentral_t_probability(n, gap, margin):
+    """Paired "a beats b" by a margin: D_s = x_a,s − x_b,s has std σ√2, T = (D̄ − m) / (s_D / √n) is
+    noncentral t with ν = n − 1 and δ = (gap − m) / (σ√2 / √n); reproduced when T > t_{ν, 0.975},
+    not reproduced (Holm with one part: p < α) when T < −t_{ν, 0.975}."""
+    sigma = 0.5
+    s = one_part([70.0 + gap, 70.0], sigma, shift=margin)
+    got_r, got_nr = reproduced_share(s, n)
+    df, delta = n - 1, (gap - margin) / (sigma * math.sqrt(2) / math.sqrt(n))
+    t = scipy.stats.t.ppf((1 + LEVEL) / 2, df)
+    assert got_r == pytest.approx(scipy.stats.nct.sf(t, df, delta), abs=0.015)  # 4 MC standard errors
+    assert got_nr == pytest.approx(scipy.stats.nct.cdf(-t, df, delta), abs=0.01)
+
+
+@pytest.mark.parametrize("n, pool", [(3, 1), (3, 6), (2, 12)])
+def test_an_unpaired_part_takes_its_pools_degrees_of_freedom(n, pool):
+    """A part "a beats a deterministic number" (a Pretrained row): unpaired, se = s_p / √n with s_p
+    pooled over the pool's m cells, ν = m (n − 1): T is noncentral t with ν and δ = gap / (σ / √n)."""
+    sigma, gap = 1.0, 1.2
+    s = one_part([60.0], sigma, fixed=-(60.0 - gap), deterministic=True, pool_cells=pool)
+    got_r, _ = reproduced_share(s, n)
+    df, delta = pool * (n - 1), gap / (sigma / math.sqrt(n))
+    t = scipy.stats.t.ppf((1 + LEVEL) / 2, df)
+    assert got_r == pytest.approx(scipy.stats.nct.sf(t, df, delta), abs=0.015)
+
+
+def test_one_seed_never_decides_a_contrast():
+    s = one_part([80.0, 60.0], 0.5, seeds=1)
+    codes = power.simulate(s, 1, 200, np.random.default_rng(0))
+    assert set(codes) == {2}  # undecided: no seed noise to measure
+
+
+def test_the_noise_prior_covers_every_metric_of_the_papers_tables():
+    for task in ("sts_avg", "tr_avg", "tr_devacc_avg", "STS12", "SICKRelatedness", "MRPC", "linear_top1"):
+        assert power.noise_prior(task) > 0
+    assert power.noise_prior("ffn100_top5") == power.NOISE_PRIOR["ffn"][0]
+    with pytest.raises(KeyError):
+        power.noise_prior("no_such_metric")
+
+
+@pytest.fixture(scope="module")
+def full_power():
+    return {p.claim["id"]: p for p in power.claims_power(FULL, Grid(FULL), replicates=400)}
+
+
+def test_config_yaml_power_matches_the_audits_picture(full_power):
+    """Claims audit §1.2: the OAR table claims run one seed and are never decided; large gaps are; the
+    margin of 3 against Nie's +3.15 / +3.20 is not; figure claims have no numbers to simulate."""
+    for cid in ("oar-improves-10pct", "oar-improves-100pct", "oar-cifar100-bt-doubles"):
+        assert full_power[cid].seeds == 1 and full_power[cid].probability == 0.0
+    for cid in ("nie-trained-beat-pretrained-sts", "nie-gain-mostly-sts", "li-w-improves"):
+        assert full_power[cid].decidable and full_power[cid].seeds_needed == 3
+    assert full_power["nie-dcl-plus-beats-dcl"].probability < 0.2
+    assert full_power["nie-mpt-best-margin"].why_not.startswith("figures only")
+    assert not full_power["nie-mpt-best-margin"].decidable
+
+
+def test_more_seeds_are_priced_once_per_cell(full_power):
+    a, b = ("cell", "b", "x"), ("cell", "b", "y")
+    p1 = power.ClaimPower({"id": "p1"}, seeds=3, seeds_needed=5, cells=[a, b])
+    p2 = power.ClaimPower({"id": "p2"}, seeds=3, seeds_needed=7, cells=[b])
+    hours, runs = power.extra_hours([p1, p2], {a: 1.0, b: 10.0})
+    assert runs == 2 + 4 and hours == pytest.approx(2 * 1.0 + 4 * 10.0)
+
+
+def test_make_plan_prints_the_claims_section(tmp_path, capsys):
+    """``scripts/plan.py`` hands :func:`power.power_lines` to the plan: the summary, the ≥ 35 figure
+    and one row per claim, printed and written to plan.md."""
+    import functools
+    import re
+
+    from contrastlab.cost import calibration as cl_calibration
+    from contrastlab.cost import plan
+
+    section = functools.partial(power.power_lines, replicates=200)
+    written = plan.plan_report(
+        FULL, "config", cl_calibration.DEFAULT_CALIBRATION, tmp_path, title="config.yaml", sections=(section,)
+    )
+    out = capsys.readouterr().out
+    summary = re.search(
+        r"Decidable at the configured seeds: (\d+) of (\d+); with ([\d,]+) more seed runs on (\d+) cells "
+        r"\(up to 10 seeds per cell\): (\d+) of \2, \+([\d,]+) GPU-hours",
+        out,
+    )
+    assert summary, out[-3000:]
+    now, total, _, _, later, _ = summary.groups()
+    assert 0 < int(now) < int(later) <= int(total)
+    assert re.search(rf"≥ {power.GOAL} of {total} decidable: (\+[\d,]+ GPU-hours|not reachable)", out)
+    markdown = written[0].read_text()
+    assert "### Claims: would a perfect reproduction decide them?" in markdown
+    assert "| nie-dcl-plus-beats-dcl |" in markdown
+
+
+def test_measured_pools_replace_the_prior():
+    """Once runs exist, a pool's own s_p (ν ≥ 2) is the σ its cells are drawn with."""
+    import pandas as pd
+
+    from contrastlab.report.claims import all_claims
+    from contrastlab.tables.metrics import COLUMNS
+
+    rows = [
+        ("nie2023", "bert-base", m, seed, "sts_avg", 76.0 + 0.1 * (seed - 43))
+        for m in ("cl", "dcl")
+        for seed in (42, 43, 44)
+    ]
+    metrics = pd.DataFrame(rows, columns=COLUMNS)
+    metrics["seed"] = metrics["seed"].astype("Int64")
+    grid = Grid(FULL)
+    measured = power.measured_noise(metrics, grid)
+    assert list(measured.values()) == [pytest.approx(0.1)]  # one pool: nie2023 bert-base sts_avg
+    claim = next(c for c in all_claims() if c["id"] == "nie-cl-beats-decoupled-sts")
+    s = power.claim_structure(claim, FULL, grid, measured=measured)
+    on_bert = [i for i, (b, _, _) in enumerate(s.cells) if b == "bert-base"]
+    assert s.sigma[on_bert] == pytest.approx(0.1)
+    others = [i for i, (b, _, _) in enumerate(s.cells) if b != "bert-base"]
+    assert s.sigma[others] == pytest.approx(power.noise_prior("sts_avg"))
