@@ -315,6 +315,7 @@ def _contrast_parts(
     need are computed from."""
     raw: list[tuple[PartResult, str, list[dict], np.ndarray | None]] = []
     modes: dict[int, str] = {}  # id(result) -> "blocked" or "own": how a paired part gets its noise
+    resolved: set[tuple] = set()  # parts already evaluated, as (backbone, task, resolved terms)
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
         ours = ours_backbone(backbone, experiment, ours_for)
         for part in claim["parts"]:
@@ -331,6 +332,10 @@ def _contrast_parts(
                 name = _resolve(method, experiment, values, ours, cell_task)
                 key = name if cell_task == task else f"{name}/{cell_task}"
                 terms[key] = terms.get(key, 0.0) + c
+            same = (ours, task, frozenset(terms.items()))
+            if same in resolved:  # "at the smallest and at the largest" of a one-point sweep: one contrast
+                continue
+            resolved.add(same)
             cells = [values.get((ours, *_cell_of(m, task))) for m in terms]
             missing = [m for m, v in zip(terms, cells, strict=True) if not v]
             result = PartResult(backbone, terms, NOT_RUN, missing=missing, task=task)
