@@ -72,11 +72,13 @@ def blocked_pooled_std(cells: Iterable[Mapping[Hashable, float]]) -> tuple[float
     return math.sqrt(float(resid @ resid) / df), df
 
 
-def t_quantile(df: float, level: float = LEVEL) -> float:
-    """The two-sided Student-t quantile t_{df, (1+level)/2} (normal quantile for df = inf)."""
+def t_quantile(df, level: float = LEVEL):
+    """The two-sided Student-t quantile t_{df, (1+level)/2} (normal quantile for df = inf); a float, or
+    an array for an array of ``df`` (elementwise)."""
     import scipy.stats
 
-    return float(scipy.stats.t.ppf((1 + level) / 2, df))
+    q = scipy.stats.t.ppf((1 + level) / 2, df)
+    return float(q) if np.ndim(q) == 0 else q
 
 
 def half_width(std: float, df: float, n: int, k: int | None, level: float = LEVEL) -> float:
@@ -88,13 +90,19 @@ def half_width(std: float, df: float, n: int, k: int | None, level: float = LEVE
     return t_quantile(df, level) * std * math.sqrt(1 / n + (1 / k if k else 0.0))
 
 
-def one_sided_p(delta: float, se: float, df: float) -> float:
-    """P(T_df ≤ Δ / se): the p-value of "the part contradicts the claim" (Δ below 0); se 0: 0 or 1."""
+def one_sided_p(delta, se, df):
+    """P(T_df ≤ Δ / se): the p-value of "the part contradicts the claim" (Δ below 0); se 0: 0 or 1. A
+    float, or an array for arrays (elementwise, broadcast)."""
     import scipy.stats
 
-    if se == 0:
-        return 0.0 if delta < 0 else 1.0
-    return float(scipy.stats.t.cdf(delta / se, df))
+    if np.ndim(delta) == 0 and np.ndim(se) == 0 and np.ndim(df) == 0:
+        if se == 0:
+            return 0.0 if delta < 0 else 1.0
+        return float(scipy.stats.t.cdf(delta / se, df))
+    delta, se = np.asarray(delta, dtype=float), np.asarray(se, dtype=float)
+    noisy = se > 0
+    p = scipy.stats.t.cdf(delta / np.where(noisy, se, 1.0), df)
+    return np.where(noisy, p, (delta >= 0).astype(float))
 
 
 def contrast_variance(terms: list[tuple[Hashable, float, float, float]]) -> tuple[float, float]:
@@ -114,10 +122,29 @@ def contrast_variance(terms: list[tuple[Hashable, float, float, float]]) -> tupl
         if not df or math.isnan(std):
             return math.nan, 0
         per_pool.setdefault(pool, [0.0, float(df)])[0] += weight * std * std
-    var = sum(v for v, _ in per_pool.values())
-    if not var:
+    if not per_pool or not sum(v for v, _ in per_pool.values()):
         return 0.0, math.inf
-    return var, var**2 / sum(v * v / df for v, df in per_pool.values())
+    var, df = satterthwaite(*np.array(list(per_pool.values())).T)
+    return float(var), float(df)
+
+
+def satterthwaite(variances, dfs) -> tuple:
+    """Welch–Satterthwaite over independent variance estimates V_p with ν_p degrees of freedom each,
+    along the last axis: V = Σ_p V_p, ν = V² / Σ_p (V_p² / ν_p) (a term with V_p = 0 drops out; V = 0
+    gives ν NaN). Arrays broadcast, so a simulation combines many replicates at once
+    (:mod:`contrastlab.report.power`); :func:`contrast_variance` is its use on one contrast.
+
+    >>> satterthwaite([0.5, 0.5], [4, 4])  # two equal pools: ν doubles
+    (1.0, 8.0)
+    """
+    v, d = np.broadcast_arrays(np.asarray(variances, dtype=float), np.asarray(dfs, dtype=float))
+    var = v.sum(axis=-1)
+    share = np.divide(v * v, d, out=np.zeros_like(v), where=v > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = var**2 / share.sum(axis=-1)
+    if np.ndim(var) == 0:
+        return float(var), float(df)
+    return var, df
 
 
 def holm_rejections(p_values: list[float], alpha: float) -> list[bool]:

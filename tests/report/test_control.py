@@ -241,40 +241,18 @@ def test_a_noisy_perfect_reproduction_rarely_reads_the_wrong_verdict(claim_id):
     )
 
 
-#: Claims whose paired parts share cells: claims.py pools s_D over them with ν = Σ(n_j − 1), too many
-#: degrees of freedom (claims audit S-1), so at the boundary their false "not reproduced" rate exceeds α.
-#: Each fails here at 0.030–0.035 (bound 0.0294 at 20,000 draws); decided through the unpaired path's
-#: pooled cell noise instead (its own ν), the same draws give 0.020–0.0275. When claims.py's paired path
-#: is fixed, power.simulate's paired branch follows it (the agreement test above checks the two decide
-#: alike) and these marks flip (strict: an unexpected pass fails until the mark is removed).
-PAIRED_DF_BUG = (
-    "claims audit S-1: the paired path pools s_D over parts that share cells with ν = Σ(n_j − 1) "
-    "(report/claims.py; power.simulate decides as it does)"
-)
-PAIRED_DF_BUG_CLAIMS = {
-    "li-contrastive-beats-non-contrastive",  # 8 parts on 10 cells: 0.032
-    "li-modified-match-contrastive",  # 32 parts on 16 cells: 0.035
-    "macl-cifar-all-beat-ntxent",  # 8 parts on 10 cells: 0.030
-    "nie-new-losses-beat-decoupled",  # 24 parts on 20 cells: 0.031
-}
 BOUNDARY_DRAWS = 20_000  # power.simulate: the claims' rule on arrays, a few seconds for all claims
 
 
-@pytest.mark.parametrize(
-    "claim_id",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(reason=PAIRED_DF_BUG, strict=True))
-        if c in PAIRED_DF_BUG_CLAIMS
-        else c
-        for c in CHECKABLE
-    ],
-)
+@pytest.mark.parametrize("claim_id", CHECKABLE)
 def test_at_its_boundary_a_claim_reads_not_reproduced_at_most_at_its_level(claim_id):
     """The calibration of the decision rule: every part of a perfect reproduction moved (least squares)
     to exactly its claim's boundary (Δ = 0), seed noise added, 3 seeds per cell (OAR's one seed decides
     nothing): the family-wise rate of "not reproduced" is at most α = (1 − level) / 2 (Holm over the
     parts), within 4 Monte-Carlo standard errors. :func:`power.simulate` applies claims.py's rule to
-    many draws at once; the test above checks that it decides as evaluate_claim does."""
+    many draws at once; the test above checks that it decides as evaluate_claim does. (Before the
+    paired path took its noise from the seed-blocked strata, claims audit S-1, the claims whose paired
+    parts share cells read 0.030–0.035 here: s_D pooled over the parts with ν = Σ(n_j − 1).)"""
     s = power.claim_structure(RESULTS[claim_id].claim, FULL, FULL_GRID)
     mu = power.boundary_means(s)
     if mu is None:

@@ -73,6 +73,37 @@ def test_an_unpaired_part_takes_its_pools_degrees_of_freedom(n, pool):
     assert got_r == pytest.approx(scipy.stats.nct.sf(t, df, delta), abs=0.015)
 
 
+@pytest.mark.parametrize("n, pool", [(3, 2), (3, 6), (2, 12)])
+def test_a_blocked_part_takes_its_strata_degrees_of_freedom(n, pool):
+    """Paired within a stratum of ``pool`` trained cells, two of them the claim's: s_g² is the
+    seed-blocked residual of all of them, ν = (C − 1)(n − 1), se = s_g sqrt(2 / n), so T is noncentral t
+    with that ν and δ = gap / (σ sqrt(2 / n)) (the other cells drawn through their residual and seed
+    profile only)."""
+    sigma, gap = 0.5, 0.9
+    s = one_part([70.0 + gap, 70.0], sigma, pool_cells=pool)
+    assert list(s.mode) == [power.BLOCKED]
+    got_r, got_nr = reproduced_share(s, n)
+    df, delta = (pool - 1) * (n - 1), gap / (sigma * math.sqrt(2 / n))
+    t = scipy.stats.t.ppf((1 + LEVEL) / 2, df)
+    assert got_r == pytest.approx(scipy.stats.nct.sf(t, df, delta), abs=0.015)
+    assert got_nr == pytest.approx(scipy.stats.nct.cdf(-t, df, delta), abs=0.01)
+
+
+def test_a_part_on_its_own_contrasts_and_a_cross_protocol_part():
+    """``own`` (the same runs on two tasks: two pools, one protocol): ν = n − 1 from its own per-seed
+    contrasts; the same cells across protocols: unpaired, each pool's ν = m (n − 1), combined by
+    Welch–Satterthwaite (equal pools: 2 m (n − 1))."""
+    sigma, gap, n = 0.5, 0.9, 3
+    for mode, df in ((power.OWN, n - 1), (power.UNPAIRED, 2 * 4 * (n - 1))):
+        s = one_part([70.0 + gap, 70.0], sigma)
+        s.pool, s.pool_cells, s.pool_sigma = np.array([0, 1]), np.array([4, 4]), np.array([sigma, sigma])
+        s.mode, s.own_pool = np.array([mode]), np.array([0 if mode == power.OWN else -1])
+        got_r, _ = reproduced_share(s, n)
+        delta = gap / (sigma * math.sqrt(2 / n))
+        t = scipy.stats.t.ppf((1 + LEVEL) / 2, df)
+        assert got_r == pytest.approx(scipy.stats.nct.sf(t, df, delta), abs=0.015), mode
+
+
 def test_one_seed_never_decides_a_contrast():
     s = one_part([80.0, 60.0], 0.5, seeds=1)
     codes = power.simulate(s, 1, 200, np.random.default_rng(0))
@@ -102,6 +133,11 @@ def test_config_yaml_power_matches_the_audits_picture(full_power):
     assert full_power["nie-dcl-plus-beats-dcl"].probability < 0.2
     assert full_power["nie-mpt-best-margin"].why_not.startswith("figures only")
     assert not full_power["nie-mpt-best-margin"].decidable
+    # a figure_values claim reads a regenerated figure: no seed noise, counted apart
+    assert full_power["oar-synthetic-infonce-rank-one"].figure_reading
+    assert sum(p.figure_reading for p in full_power.values()) == sum(
+        p.claim.get("relation") == "figure_values" for p in full_power.values()
+    )
 
 
 def test_more_seeds_are_priced_once_per_cell(full_power):
@@ -135,6 +171,7 @@ def test_make_plan_prints_the_claims_section(tmp_path, capsys):
     now, total, _, _, later, _ = summary.groups()
     assert 0 < int(now) < int(later) <= int(total)
     assert re.search(rf"≥ {power.GOAL} of {total} decidable: (\+[\d,]+ GPU-hours|not reachable)", out)
+    assert re.search(r"Not counted below: [1-9]\d* figure readings \(no seed noise to simulate", out)
     markdown = written[0].read_text()
     assert "### Claims: would a perfect reproduction decide them?" in markdown
     assert "| nie-dcl-plus-beats-dcl |" in markdown

@@ -18,7 +18,7 @@ oar_bt@best/ffn100_top1: -1}``: paired when the two tasks come from the same run
 level :data:`~.verdicts.LEVEL`):
 
 - paired, when every cell of the part has the same n seeds (≥ 2) and no deterministic cell, in one of
-  two ways (:func:`_pairing`; a part that is neither, such as Li's InfoNCE against mMHE, whose cells of
+  two ways (:func:`pairing`; a part that is neither, such as Li's InfoNCE against mMHE, whose cells of
   two protocols share a seed number and not a run, is unpaired). The model: x_{i,s} = μ_i + β_{g,s} +
   ε_{i,s}, ε ~ N(0, σ_g²), what seed s does to stratum g's cells (β) shared by them:
 
@@ -353,7 +353,7 @@ def _contrast_parts(
             same_seeds = None not in common and len(common) >= 2 and all(set(v) == common for v in cells)
             per_seed = None
             if same_seeds:
-                mode = _pairing(terms, result.task, ours, stratum_of)
+                mode = pairing(terms, result.task, ours, stratum_of)
                 if mode:
                     modes[id(result)] = mode
                     per_seed = np.array(
@@ -420,7 +420,7 @@ def _contrast_parts(
     return parts, pending
 
 
-def _pairing(
+def pairing(
     terms: dict[str, float], task: str, ours: str, stratum_of: Callable[[str, str], str]
 ) -> str | None:
     """How a part whose cells share their seeds is paired (the module docstring): ``"blocked"`` when its
@@ -444,24 +444,32 @@ def _own_pools(
     own: list[tuple[PartResult, str, np.ndarray]], stratum_of: Callable[[str, str], str]
 ) -> dict[int, tuple[float, int]]:
     """id(part) -> (s_D, ν) for the parts paired on their own per-seed contrasts D_s (the module
-    docstring): s_D² = Σ_j Σ_s (D_{j,s} − D̄_j)² / Σ_j (n_j − 1) over the parts of one backbone with the
-    same coefficients on the same (task, protocol/precision) strata when no two of them share a cell
-    (independent estimates of one variance); each part alone (ν = n − 1) when some do."""
-    groups: dict[tuple, list[tuple[PartResult, set, np.ndarray]]] = {}
-    for result, ours, per_seed in own:
-        cells = [_cell_of(m, result.task) for m in result.terms]
-        shape = sorted(
-            (t, stratum_of(ours, m), c) for (m, t), c in zip(cells, result.terms.values(), strict=True)
-        )
-        groups.setdefault((ours, tuple(shape)), []).append((result, {(ours, *k) for k in cells}, per_seed))
+    docstring): s_D² = Σ_j Σ_s (D_{j,s} − D̄_j)² / Σ_j (n_j − 1) over each group of :func:`own_groups`."""
     out: dict[int, tuple[float, int]] = {}
+    for group in own_groups([(r.terms, r.task, ours) for r, ours, _ in own], stratum_of):
+        ss = sum(float(((own[k][2] - own[k][2].mean()) ** 2).sum()) for k in group)
+        df = sum(len(own[k][2]) - 1 for k in group)
+        for k in group:
+            out[id(own[k][0])] = (math.sqrt(ss / df), df)
+    return out
+
+
+def own_groups(
+    parts: list[tuple[dict[str, float], str, str]], stratum_of: Callable[[str, str], str]
+) -> list[list[int]]:
+    """The pools of the parts paired on their own contrasts, ``parts`` as (terms, task, ours backbone):
+    lists of indices, the parts of one backbone with the same coefficients on the same (task,
+    protocol/precision) strata when no two of them share a cell (independent estimates of one
+    variance); each part alone when some do. :mod:`contrastlab.report.power` pools as this does."""
+    groups: dict[tuple, list[tuple[int, set]]] = {}
+    for k, (terms, task, ours) in enumerate(parts):
+        cells = [_cell_of(m, task) for m in terms]
+        shape = sorted((t, stratum_of(ours, m), c) for (m, t), c in zip(cells, terms.values(), strict=True))
+        groups.setdefault((ours, tuple(shape)), []).append((k, {(ours, *cell) for cell in cells}))
+    out: list[list[int]] = []
     for members in groups.values():
-        disjoint = sum(len(c) for _, c, _ in members) == len(set().union(*(c for _, c, _ in members)))
-        for pool in [members] if disjoint else [[m] for m in members]:
-            ss = sum(float(((ps - ps.mean()) ** 2).sum()) for *_, ps in pool)
-            df = sum(len(ps) - 1 for *_, ps in pool)
-            for result, *_ in pool:
-                out[id(result)] = (math.sqrt(ss / df), df)
+        disjoint = sum(len(c) for _, c in members) == len(set().union(*(c for _, c in members)))
+        out += [[k for k, _ in members]] if disjoint else [[k] for k, _ in members]
     return out
 
 

@@ -14,20 +14,42 @@ P(decided) ≥ :data:`TARGET`.
 from one evaluation on the papers' numbers, :func:`~contrastlab.report.control.control_results`'s):
 
 - D_j = Σ_i c_{ji} x̄_i (+ the deterministic terms), Δ_j = D_j − m (``>``, ``count``) or D_j + M (``>=``);
-- paired (n ≥ 2, no deterministic term): s_D² = Σ_j SS_j / Σ_j (n − 1) over the claim's paired parts,
-  SS_j the sum of squares of the per-seed contrasts D_{j,s}, ν = Σ_j (n − 1), se_j = s_D / sqrt(n) (as
-  claims.py computes it today: claims audit S-1 says this ν over-counts shared cells);
-- unpaired: a pool's sum of squares is its claim cells' within-seed SS plus σ² χ²_{(m − c)(n − 1)} for
-  its m − c cells the claim does not use (m: the pool's cells in the config's grid, c: the claim's;
-  exact in distribution, since a normal sample's SS is independent of its mean), s_p² = SS / (m(n − 1));
-  se_j² = Σ_p s_p² Σ_{i in p} c_{ji}² / n, ν_j by Welch–Satterthwaite over pools
-  (:func:`~contrastlab.stats.contrast_variance`); n = 1: ν = 0, undecided;
-- h_j = t_{ν, (1+level)/2} se_j, p_j = P(T_ν ≤ Δ_j / se_j); Holm at α = (1 − level) / 2 over the tested
-  parts; the verdict over the parts as claims.py combines them (``count``: at least ``at_least``).
+- each part is paired or not as claims.py pairs it (:func:`~contrastlab.report.claims.pairing`, n ≥ 2,
+  no deterministic term). A stratum g is (backbone, task, protocol/precision)
+  (:func:`~contrastlab.tables.verdicts.cell_stratum`), with C_g = max(m_g, c_g) trained cells: m_g its
+  cells in the config's grid, c_g the claim's cells in it. Its c_g claim cells are drawn seed by seed;
+  its C_g − c_g = o_g other cells enter through what the rule reads of them, drawn exactly in
+  distribution (a normal sample's residual sums of squares are independent of its means): their
+  residual SS_res,O ~ σ_g² χ²_{(o_g − 1)(n − 1)} and their per-seed mean p_s ~ N(·, σ_g² / o_g). Then
+  with ũ_s, p̃_s the centred per-seed means of the claim's and the other cells,
+  SS_within = Σ_{i in g} Σ_s (x_{i,s} − x̄_i)² + SS_res,O + o_g Σ_s p̃_s² and the seed-blocked residual
+  SS_res = SS_within − C_g Σ_s ((c_g ũ_s + o_g p̃_s) / C_g)² (the randomized-block decomposition,
+  :func:`~contrastlab.stats.blocked_pooled_std`);
+- paired within strata (``blocked``: the coefficients sum to 0 in each stratum): s_g² = SS_res /
+  ν_g, ν_g = (C_g − 1)(n − 1); se_j² = Σ_g s_g² Σ_{i in g} c_{ji}² / n, ν_j by Welch–Satterthwaite over
+  the distinct strata, each stratum's ν_g once (:func:`~contrastlab.stats.satterthwaite`, as
+  :func:`~contrastlab.stats.contrast_variance`);
+- paired on its own contrasts (``own``: one protocol and precision, coefficients that do not cancel per
+  stratum, e.g. the same runs on two tasks): D_{j,s} = Σ_i c_{ji} x_{i,s},
+  s_D² = Σ_{j in k} Σ_s (D_{j,s} − D̄_j)² / (|k| (n − 1)) over its pool k
+  (:func:`~contrastlab.report.claims.own_groups`), ν = |k| (n − 1), se_j = s_D / sqrt(n);
+- unpaired (a deterministic term, or cells of several protocols/precisions, or n = 1): s_p² =
+  SS_within / (C_g (n − 1)), ν_p = C_g (n − 1); se_j² = Σ_p s_p² Σ_{i in p} c_{ji}² / n, ν_j by
+  Welch–Satterthwaite over pools; n = 1: ν = 0, undecided;
+- h_j = t_{ν, (1+level)/2} se_j, p_j = P(T_ν ≤ Δ_j / se_j) (:func:`~contrastlab.stats.t_quantile`,
+  :func:`~contrastlab.stats.one_sided_p`); Holm at α = (1 − level) / 2 over the tested parts; the
+  verdict over the parts as claims.py combines them (``count``: at least ``at_least``).
+
+All the parts of one replicate read the same draws, so their dependence (a shared cell, a shared
+stratum estimate) is the real rule's. The model has no seed effect shared by a stratum's cells
+(β_s = 0 in claims.py's x_{i,s} = μ_i + β_s + ε_{i,s}): the blocked rule's distribution does not depend
+on β, the unpaired one's is then the one the noisy control draws.
 
 Approximations, each in the direction of the report's own behaviour: ``@best`` is the paper's printed
 best cell (the winner's curse of picking it from our noisy means, audit S-6, is not simulated); trend
-claims and claims on figures only have no numbers to simulate.
+claims and claims on figures only have no numbers to simulate; a ``figure_values`` claim is a reading of
+a regenerated figure, one run per point and no seed noise (:mod:`contrastlab.report.figure_values`): not
+simulated, and counted apart in the plan.
 
 **Seeds needed**: the smallest n in 2 … :data:`MAX_SEEDS` with P(decided) ≥ :data:`TARGET`. **Cost**:
 the extra runs Σ_cells (n_claim − n_configured) × the projected GPU-hours of one seed of the cell (its
@@ -37,6 +59,7 @@ is priced once, at the largest n they need.
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from collections.abc import Mapping, Sequence
@@ -50,10 +73,10 @@ from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
 from contrastlab.paths import Results
-from contrastlab.report.claims import _cell_of, evaluate_claim
+from contrastlab.report.claims import _cell_of, evaluate_claim, own_groups, pairing
 from contrastlab.report.control import checkable, control_config, published_cells, published_metrics
 from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED, ours_backbone
-from contrastlab.stats import LEVEL
+from contrastlab.stats import LEVEL, one_sided_p, satterthwaite, t_quantile
 from contrastlab.tables.assemble import experiment_seeds
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
 from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
@@ -66,6 +89,8 @@ MAX_SEEDS = 10
 REPLICATES = 1000
 #: The claims the issue asks the plan to price: "the GPU-hours to make ≥ 35 of the claims decidable".
 GOAL = 35
+#: Why a ``figure_values`` claim is not simulated (:func:`claim_structure`): counted apart in the plan.
+FIGURE_READING = "a figure reading: no seed noise to simulate"
 
 #: Seed std σ per metric (score points), the noise a perfect reproduction is drawn with, until measured
 #: pools replace it (the runs' own seeds under results_dir, :func:`measured_noise`). None of the
@@ -106,7 +131,8 @@ def noise_prior(task: str) -> float:
 @dataclass
 class Structure:
     """What the simulation needs of one claim: its noisy cells (ours backbone, method, task) with mean μ
-    and σ, their pools, the parts' coefficients over those cells, and the claim's rule."""
+    and σ, their pools (a pool is a stratum: backbone, task, protocol/precision), the parts'
+    coefficients over those cells and how each is paired, and the claim's rule."""
 
     claim: dict[str, Any]
     experiment: str
@@ -124,6 +150,25 @@ class Structure:
     expected: str
     seeds: int  # configured seeds per cell
     level: float = LEVEL
+    #: (P,) how each part is paired at n ≥ 2: UNPAIRED, BLOCKED or OWN (None: BLOCKED where the
+    #: coefficients sum to 0 in each pool and no term is deterministic, else UNPAIRED)
+    mode: np.ndarray | None = None
+    #: (P,) the pool of an OWN part's per-seed contrasts (claims.own_groups), −1 for the others
+    own_pool: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode is None:
+            sums = np.zeros((len(self.coef), len(self.pool_cells)))
+            for i, q in enumerate(self.pool):
+                sums[:, q] += self.coef[:, i]
+            cancels = np.all(np.abs(sums) < 1e-9, axis=1) & ~self.deterministic
+            self.mode = np.where(cancels, BLOCKED, UNPAIRED)
+        if self.own_pool is None:
+            self.own_pool = np.where(self.mode == OWN, np.arange(len(self.coef)), -1)
+
+
+#: How a part is paired (:func:`~contrastlab.report.claims.pairing`).
+UNPAIRED, BLOCKED, OWN = 0, 1, 2
 
 
 def claim_structure(
@@ -138,6 +183,8 @@ def claim_structure(
     :func:`measured_noise`, which replace the prior), or why it has none (a text): a claim on figures
     only, an experiment not in the config, a trend, or a metric without a prior."""
     name = claim["experiment"]
+    if claim.get("relation") == "figure_values":
+        return FIGURE_READING
     if not checkable(claim):
         return "figures only: the paper prints no numbers to simulate"
     experiment = (config.get("experiments") or {}).get(name)
@@ -149,8 +196,9 @@ def claim_structure(
     result = evaluate_claim(claim, structure["metrics"], structure["grid"])
     values = structure["values"]
     ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+    stratum_of = functools.partial(cell_stratum, grid, name)
     cells: list[tuple[str, str, str]] = []
-    mu, coefs, fixed, det, certain = [], [], [], [], 0
+    mu, coefs, fixed, det, certain, modes, own = [], [], [], [], 0, [], []
     for part in result.parts:
         if part.status == NOT_RUN:
             continue
@@ -173,10 +221,14 @@ def claim_structure(
         coefs.append(row)
         fixed.append(const)
         det.append(has_det)
+        ours = ours_backbone(part.backbone, experiment, ours_for)
+        how = None if has_det else pairing(part.terms, part.task, ours, stratum_of)
+        modes.append({"blocked": BLOCKED, "own": OWN}.get(how, UNPAIRED))
+        own.append((part.terms, part.task, ours))
     measured = measured or {}
 
     def sigma_of(backbone: str, method: str, task: str) -> float:
-        key = (name, backbone, task, cell_stratum(grid, name, backbone, method))
+        key = (name, backbone, task, stratum_of(backbone, method))
         return measured[key] if key in measured else noise_prior(task)
 
     try:
@@ -191,16 +243,21 @@ def claim_structure(
     members: dict[tuple[str, str], list[str]] = {}
     for method in expanded_methods(experiment):
         for backbone in {b for b, _, _ in cells}:
-            members.setdefault((backbone, cell_stratum(grid, name, backbone, method)), []).append(method)
+            members.setdefault((backbone, stratum_of(backbone, method)), []).append(method)
     keys: list[tuple[str, str, str]] = []
     pool = []
     for backbone, method, task in cells:
-        key = (backbone, task, cell_stratum(grid, name, backbone, method))
+        key = (backbone, task, stratum_of(backbone, method))
         if key not in keys:
             keys.append(key)
         pool.append(keys.index(key))
     pool_cells = np.array([max(len(members.get((b, s), [])), 1) for b, _, s in keys])
     pool_sigma = sigma[[pool.index(q) for q in range(len(keys))]] if keys else np.zeros(0)
+    mode = np.array(modes, dtype=int)
+    own_pool = np.full(len(modes), -1)
+    own_parts = np.flatnonzero(mode == OWN)
+    for k, group in enumerate(own_groups([own[j] for j in own_parts], stratum_of)):
+        own_pool[own_parts[group]] = k
     relation = claim.get("relation", ">")
     shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
     return Structure(
@@ -219,6 +276,8 @@ def claim_structure(
         shift=shift,
         expected=NOT_REPRODUCED if claim.get("paper_tables") else REPRODUCED,
         seeds=len(experiment_seeds(config, name) or [1]),
+        mode=mode,
+        own_pool=own_pool,
     )
 
 
@@ -248,8 +307,6 @@ def simulate(
     """The verdicts (codes into :data:`VERDICT_CODES`) of ``replicates`` perfect reproductions of the
     claim with ``n`` seeds per cell (``mu``: other cell means, e.g. a claim's boundary); see the module
     docstring for the rule."""
-    import scipy.stats
-
     mean = s.mu if mu is None else mu
     R, C, P = replicates, len(s.cells), len(s.coef)
     x = mean[None, :, None] + s.sigma[None, :, None] * rng.standard_normal((R, C, n))
@@ -257,48 +314,40 @@ def simulate(
     delta = xbar @ s.coef.T + s.fixed[None, :] - s.shift  # (R, P)
     se = np.full((R, P), np.nan)
     df = np.zeros((R, P))
-    paired = ~s.deterministic if n >= 2 else np.zeros(P, dtype=bool)
-    if paired.any():
-        per_seed = np.einsum("rcn,pc->rpn", x, s.coef[paired])
-        ss = ((per_seed - per_seed.mean(axis=2, keepdims=True)) ** 2).sum(axis=2).sum(axis=1)
-        pooled_df = int(paired.sum()) * (n - 1)
-        se[:, paired] = np.sqrt(ss / pooled_df / n)[:, None]
-        df[:, paired] = pooled_df
-    unpaired = ~paired
-    if unpaired.any() and n >= 2:
-        within = ((x - xbar[:, :, None]) ** 2).sum(axis=2)  # (R, C)
-        Q = len(s.pool_cells)
-        ss_pool = np.zeros((R, Q))
-        np.add.at(ss_pool.T, s.pool, within.T)
-        used = np.bincount(s.pool, minlength=Q)
-        other = np.maximum(s.pool_cells - used, 0) * (n - 1)
-        for q in range(Q):
-            if other[q]:
-                ss_pool[:, q] += s.pool_sigma[q] ** 2 * rng.chisquare(other[q], R)
-        pool_df = s.pool_cells * (n - 1)
-        s2 = ss_pool / pool_df[None, :]  # (R, Q)
-        weight = np.zeros((P, Q))  # Σ_{i in q} c_ji² / n
+    mode = s.mode if n >= 2 else np.full(P, UNPAIRED)
+    if n >= 2:
+        s2_unpaired, df_unpaired, s2_blocked, df_blocked = _stratum_noise(s, x, xbar, rng)
+        weight = np.zeros((P, len(s.pool_cells)))  # Σ_{i in g} c_ji² / n
         for i, q in enumerate(s.pool):
             weight[:, q] += s.coef[:, i] ** 2 / n
-        for j in np.flatnonzero(unpaired):
-            v = s2 * weight[j][None, :]
-            var = v.sum(axis=1)
+        for j in np.flatnonzero(mode != OWN):
             if not weight[j].any():  # deterministic cells only
                 se[:, j], df[:, j] = 0.0, np.inf
                 continue
+            s2, nu = (s2_blocked, df_blocked) if mode[j] == BLOCKED else (s2_unpaired, df_unpaired)
+            used = weight[j] > 0
+            var, df[:, j] = satterthwaite(s2[:, used] * weight[j, used], nu[used])
             se[:, j] = np.sqrt(var)
-            df[:, j] = var**2 / (v**2 / pool_df[None, :]).sum(axis=1)
+        own = np.flatnonzero(mode == OWN)
+        if len(own):
+            per_seed = np.einsum("rcn,pc->rpn", x, s.coef[own])  # D_{j,s}
+            ss = ((per_seed - per_seed.mean(axis=2, keepdims=True)) ** 2).sum(axis=2)  # (R, own)
+            for k in np.unique(s.own_pool[own]):
+                members = s.own_pool[own] == k
+                nu = int(members.sum()) * (n - 1)
+                se[:, own[members]] = np.sqrt(ss[:, members].sum(axis=1) / nu / n)[:, None]
+                df[:, own[members]] = nu
+    else:  # one seed: no noise estimate, except for a part of deterministic cells only
+        for j in np.flatnonzero(~s.coef.any(axis=1)):
+            se[:, j], df[:, j] = 0.0, np.inf
     tested = df[0] > 0
-    half = (1 + s.level) / 2
     status = np.full((R, P), 2)  # undecided
     p = np.full((R, P), np.nan)
     if tested.any():
         d, e, f = delta[:, tested], se[:, tested], df[:, tested]
-        h = scipy.stats.t.ppf(half, f) * e
-        # se 0 (deterministic cells only): p is 0 or 1, as stats.one_sided_p
-        p_t = np.where(e > 0, scipy.stats.t.cdf(d / np.where(e > 0, e, 1.0), f), (d >= 0).astype(float))
+        h = t_quantile(f, s.level) * e
         st = np.where(d > h, 0, np.where(d < -h, 1, 2))
-        status[:, tested], p[:, tested] = st, p_t
+        status[:, tested], p[:, tested] = st, one_sided_p(d, e, f)
     # Holm over the tested parts (the certain ones included, p = 0), as claims.evaluate_claim
     alpha = (1 - s.level) / 2
     family = np.concatenate([p[:, tested], np.zeros((R, s.certain_nr))], axis=1)
@@ -321,6 +370,36 @@ def simulate(
     else:
         verdict = np.where(contradicted > 0, 1, np.where(undecided > 0, 2, 0))
     return verdict
+
+
+def _stratum_noise(
+    s: Structure, x: np.ndarray, xbar: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per replicate and stratum (pool) g, from the claim's cells ``x`` (R, C, n) and the stratum's other
+    cells drawn as the module docstring says: the unpaired pooled variance s_p² = SS_within / (C_g (n −
+    1)) and the seed-blocked s_g² = SS_res / ((C_g − 1)(n − 1)), each (R, Q), and their ν (Q,)."""
+    R, _, n = x.shape
+    Q = len(s.pool_cells)
+    used = np.bincount(s.pool, minlength=Q)
+    total = np.maximum(s.pool_cells, used)
+    other = total - used
+    within = np.zeros((R, Q))
+    np.add.at(within.T, s.pool, ((x - xbar[:, :, None]) ** 2).sum(axis=2).T)
+    profile = np.zeros((R, Q, n))  # Σ_{i in g} centred per-seed values: c_g ũ_s, then + o_g p̃_s
+    np.add.at(profile.transpose(1, 0, 2), s.pool, (x - xbar[:, :, None]).transpose(1, 0, 2))
+    for q in np.flatnonzero(other):
+        sigma = s.pool_sigma[q]
+        if other[q] > 1:
+            within[:, q] += sigma**2 * rng.chisquare((other[q] - 1) * (n - 1), R)  # SS_res,O
+        p_s = sigma / math.sqrt(other[q]) * rng.standard_normal((R, n))
+        p_s -= p_s.mean(axis=1, keepdims=True)
+        within[:, q] += other[q] * (p_s**2).sum(axis=1)
+        profile[:, q] += other[q] * p_s
+    residual = within - (profile**2).sum(axis=2) / total[None, :]
+    df_unpaired = total * (n - 1)
+    df_blocked = (total - 1) * (n - 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return within / df_unpaired, df_unpaired, residual / df_blocked, df_blocked
 
 
 def boundary_means(s: Structure) -> np.ndarray | None:
@@ -361,6 +440,11 @@ class ClaimPower:
     @property
     def decidable(self) -> bool:
         return not self.why_not and self.probability >= TARGET
+
+    @property
+    def figure_reading(self) -> bool:
+        """A ``figure_values`` claim: one run per point, no seed noise; outside the plan's count."""
+        return self.why_not == FIGURE_READING
 
 
 def seed_hours(jobs: Sequence[PlannedJob], config: Mapping[str, Any]) -> dict[tuple[str, str, str], float]:
@@ -482,7 +566,9 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
     # the runs' own pools where they exist (a second `make plan` after some runs), else the prior
     metrics = collect_metrics(Results(grid.config.get("results_dir", "results")).metrics())
     measured = measured_noise(metrics, grid)
-    powers = claims_power(grid.config, grid, replicates, measured)
+    every = claims_power(grid.config, grid, replicates, measured)
+    readings = [p for p in every if p.figure_reading]
+    powers = [p for p in every if not p.figure_reading]
     replaced = f"; replaced by the runs' own pooled σ in {len(measured)} pools" if measured else ""
     hours = seed_hours(jobs, grid.config)
     total, decidable = len(powers), sum(p.decidable for p in powers)
@@ -498,7 +584,9 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
         f"1.0, one transfer task 0.5, CIFAR linear and kNN 0.2, OAR FFN 1.0; `contrastlab.report.power`"
         f"{replaced}). "
         f"Decidable: it reads its expected verdict with P ≥ {TARGET} ({replicates} draws per claim and seed "
-        "count, through the claims' own decision rule).",
+        "count, through the claims' own decision rule). "
+        f"Not counted below: {len(readings)} figure readings (no seed noise to simulate: a "
+        "regenerated figure's values against the paper's bound, one run per point).",
         "",
         f"**Decidable at the configured seeds: {decidable} of {total}; with {more_runs} more seed runs on "
         f"{more_cells} cells (up to {MAX_SEEDS} seeds per cell): {len(reachable)} of {total}, "
@@ -520,7 +608,7 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
         )
     lines.append("")
     rows = []
-    for p in powers:
+    for p in every:
         extra = extra_hours([p], hours)[0] if p.seeds_needed and not p.decidable else 0.0
         rows.append(
             {
