@@ -38,11 +38,7 @@ def _toy_config(**resources) -> dict:
 
 def _calibration(tmp_path, speedups=None) -> cl_calibration.Calibration:
     """1 TFLOP/s everywhere, 10 s start-up; ``speedups``: measured packing figures (else the default's)."""
-    measured = [
-        cl_calibration.Measurement(t, p, 1e12, 1.0)
-        for t in cl_calibration.TRACKS
-        for p in RESOLVED
-    ]
+    measured = [cl_calibration.Measurement(t, p, 1e12, 1.0) for t in cl_calibration.TRACKS for p in RESOLVED]
     data = cl_calibration.calibration_from_measurements(
         measured,
         device="toy",
