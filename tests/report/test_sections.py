@@ -112,7 +112,7 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
     beside it, and the how-to-read text folded below (one <details> block)."""
     from contrastlab.report.claims import ClaimResult, load_claims
     from contrastlab.report.parts import UNDECIDED, PartResult
-    from contrastlab.report.sections import answer_lines
+    from contrastlab.report.sections import answer_lines, short_title
 
     def undecided(seeds_needed):
         part = PartResult(backbone="bert-base", terms={}, status=UNDECIDED, seeds_needed=seeds_needed)
@@ -121,7 +121,8 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
     results = [undecided(None), undecided(5), undecided(8), undecided(101)]
     results.append(ClaimResult({"paper": "macl"}, "reproduced", []))
     lines = answer_lines(results)
-    nie = load_claims("nie2023")["paper"].split(",")[0]
+    assert [short_title(p) for p in ("nie2023", "li2024")] == ["Nie et al. 2023", "Li, Zhang & Nie 2024"]
+    nie = short_title("nie2023")
     assert lines[:2] == ["## The answer", ""]
     assert lines[2] == (
         f"**{nie}**: reproduced 0 · not reproduced 0 · paper unsupported 0 · undecided 4 · not run 0 "

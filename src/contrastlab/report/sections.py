@@ -509,6 +509,13 @@ def claims_sections(
     return answer, guide, per_paper
 
 
+def short_title(paper: str) -> str:
+    """The paper's authors and year (its claim file's title up to the year): ``Li, Zhang & Nie 2024``."""
+    title = load_claims(paper)["paper"]
+    year = re.search(r"\b(?:19|20)\d\d\b", title)
+    return title[: year.end()] if year else title
+
+
 def answer_lines(results) -> list[str]:
     """What the report opens with: per paper one line of claim counts by verdict
     (:func:`verdict_tally`), and for its undecided claims the seeds per cell that would decide them.
@@ -522,7 +529,7 @@ def answer_lines(results) -> list[str]:
         if not own:
             continue
         counts = tally_line(own).removeprefix("Tally: ")
-        line = f"**{load_claims(paper)['paper'].split(',')[0]}**: {counts}"
+        line = f"**{short_title(paper)}**: {counts}"
         undecided = [r.seeds_needed for r in own if r.kind == UNDECIDED]
         if undecided:
             unmeasured = sum(n is None for n in undecided)
