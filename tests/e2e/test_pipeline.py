@@ -114,22 +114,27 @@ def test_every_cell_trains_with_its_live_curves_under_results_tensorboard(finish
 
 
 def test_demo_writes_the_claims_section_and_the_verdict_markers(finished_demo):
-    """Issue 26 acceptance: the run's report opens with the claims and their verdicts (toy: the demo's
-    stand-ins, said in one line), and the tables carry the verdict markers, legend and CSV columns."""
+    """Issue 26 acceptance: the run's report opens with the claims' answer (toy: the demo's stand-ins,
+    said in one line; issue 44: per paper one line of counts, the reading guide folded below it), each
+    paper's claims carry their verdicts, and the tables carry the verdict markers, legend and CSV
+    columns."""
     import pandas as pd
 
     workdir, _, _ = finished_demo
     results = workdir / "results"
     report = (results / "report.md").read_text()
-    claims = report[report.index("## Claims") : report.index("## Tables")]
-    assert "**Toy numbers**" in claims and "tiny-bert for bert-base" in claims
+    answer = report[report.index("## The answer") : report.index('<details markdown="1">')]
+    assert report.index("## The answer") < report.index("\n## Nie et al. 2023")
+    assert "**Toy numbers**" in answer and "tiny-bert for bert-base" in answer
+    assert "**Nie et al. 2023**: reproduced 0 · not reproduced 0 · paper unsupported 0 · undecided " in answer
+    assert "'select={backbones: [tiny-bert], experiments: [nie2023]" in answer
+    claims = report[report.index("\n### Claims") : report.index("\n### Tables")]
     row = next(
         line for line in claims.splitlines() if "L_cl, L_a&u and L_dcl each beat the pretrained" in line
     )
     # one seed: no noise estimate, and the command that adds seeds to exactly these cells
     assert "undecided (1/12 parts run): needs ≥ 2 seeds per cell" in row, row
     assert "bert-base: cl − pretrained = " in row
-    assert "'select={backbones: [tiny-bert], experiments: [nie2023]" in claims
     assert "| not run |" in claims  # claims whose cells the reduced demo does not train
     md = (results / "tables" / "nie2023_table1.md").read_text()
     assert " ?†" in md and "? undecided (no noise estimate" in md
