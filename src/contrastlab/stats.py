@@ -147,21 +147,26 @@ def satterthwaite(variances, dfs) -> tuple:
     return var, df
 
 
-def holm_rejections(p_values: list[float], alpha: float) -> list[bool]:
+def holm_rejections(p_values, alpha: float):
     """Holm's step-down procedure (Holm 1979, "A simple sequentially rejective multiple test procedure"):
     with the k p-values sorted, p_(1) ≤ … ≤ p_(k), reject H_(j) while p_(j) < α / (k − j + 1) and stop at
     the first that is not. The chance of any false rejection stays ≤ α for any dependence between the
     tests. Strict "<", so one test (k = 1) rejects exactly when its interval's edge is passed.
 
+    ``p_values``: one family (a list: a list of bools back) or an array whose last axis is the family,
+    one per row (an array of bools back: :mod:`contrastlab.report.power`'s replicates). Ties keep their
+    order.
+
     >>> holm_rejections([0.01, 0.04, 0.03, 0.005], 0.05)
     [True, False, False, True]
     """
-    rejected = [False] * len(p_values)
-    for j, i in enumerate(sorted(range(len(p_values)), key=lambda i: p_values[i])):
-        if not p_values[i] < alpha / (len(p_values) - j):
-            break
-        rejected[i] = True
-    return rejected
+    p = np.asarray(p_values, dtype=float)
+    k = p.shape[-1]
+    order = np.argsort(p, axis=-1, kind="stable")
+    passed = np.take_along_axis(p, order, axis=-1) < alpha / (k - np.arange(k))
+    rejected = np.zeros(p.shape, dtype=bool)
+    np.put_along_axis(rejected, order, np.cumprod(passed, axis=-1).astype(bool), axis=-1)
+    return rejected.tolist() if p.ndim == 1 else rejected
 
 
 def seeds_needed(

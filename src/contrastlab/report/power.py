@@ -73,10 +73,10 @@ from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
 from contrastlab.paths import Results
-from contrastlab.report.claims import _cell_of, evaluate_claim, own_groups, pairing
+from contrastlab.report.claims import cell_of, evaluate_claim, own_groups, pairing
 from contrastlab.report.control import checkable, control_config, published_cells, published_metrics
 from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED, ours_backbone
-from contrastlab.stats import LEVEL, one_sided_p, satterthwaite, t_quantile
+from contrastlab.stats import LEVEL, holm_rejections, one_sided_p, satterthwaite, t_quantile
 from contrastlab.tables.assemble import experiment_seeds
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
 from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
@@ -208,7 +208,7 @@ def claim_structure(
         row: dict[int, float] = {}
         const, has_det = 0.0, False
         for term, c in part.terms.items():
-            method, task = _cell_of(term, part.task)
+            method, task = cell_of(term, part.task)
             value = values[(part.backbone, method, task)]
             if method == PRETRAINED:
                 const, has_det = const + c * value, True
@@ -352,13 +352,9 @@ def simulate(
     alpha = (1 - s.level) / 2
     family = np.concatenate([p[:, tested], np.zeros((R, s.certain_nr))], axis=1)
     fam_status = np.concatenate([status[:, tested], np.ones((R, s.certain_nr), dtype=int)], axis=1)
-    k = family.shape[1]
-    if k:
-        order = np.argsort(family, axis=1, kind="stable")
-        ok = np.cumprod(np.take_along_axis(family, order, 1) < alpha / (k - np.arange(k)), axis=1)
-        rejected = np.zeros_like(ok)
-        np.put_along_axis(rejected, order, ok, 1)
-        fam_status = np.where(rejected.astype(bool), 1, np.where(fam_status == 1, 2, fam_status))
+    if family.shape[1]:
+        rejected = holm_rejections(family, alpha)
+        fam_status = np.where(rejected, 1, np.where(fam_status == 1, 2, fam_status))
     untested = status[:, ~tested]
     final = np.concatenate([fam_status, untested], axis=1)
     reproduced = (final == 0).sum(axis=1)
