@@ -263,7 +263,7 @@ def _seed_values(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None
     return out
 
 
-def _cell_of(term: str, task: str) -> tuple[str, str]:
+def cell_of(term: str, task: str) -> tuple[str, str]:
     """A term's method and task: ``method/task`` names its own task (a contrast across tasks, "10 %
     labels within 3 points of 100 %"), a plain ``method`` is on the part's ``task``."""
     method, _, own = term.partition("/")
@@ -295,7 +295,7 @@ def _resolve(method: str, experiment: dict, values: dict, backbone: str, task: s
 
 def _one_point_sweep(terms: dict[str, float], experiment: dict) -> bool:
     """Whether ``terms`` compare ``@min`` with ``@max`` of a sweep that has a single value."""
-    positions = {_cell_of(m, "")[0].split("@", 1)[1] for m in terms if "@" in m}
+    positions = {cell_of(m, "")[0].split("@", 1)[1] for m in terms if "@" in m}
     sweep = experiment.get("sweep") or {}
     return {"min", "max"} <= positions and all(len(v) < 2 for v in sweep.values())
 
@@ -328,7 +328,7 @@ def _contrast_parts(
                 continue
             terms: dict[str, float] = {}
             for m, c in wanted.items():  # two positions may resolve to one cell (best = max): add up
-                method, cell_task = _cell_of(m, task)
+                method, cell_task = cell_of(m, task)
                 name = _resolve(method, experiment, values, ours, cell_task)
                 key = name if cell_task == task else f"{name}/{cell_task}"
                 terms[key] = terms.get(key, 0.0) + c
@@ -336,7 +336,7 @@ def _contrast_parts(
             if same in resolved:  # "at the smallest and at the largest" of a one-point sweep: one contrast
                 continue
             resolved.add(same)
-            cells = [values.get((ours, *_cell_of(m, task))) for m in terms]
+            cells = [values.get((ours, *cell_of(m, task))) for m in terms]
             missing = [m for m, v in zip(terms, cells, strict=True) if not v]
             result = PartResult(backbone, terms, NOT_RUN, missing=missing, task=task)
             if missing:
@@ -387,7 +387,7 @@ def _contrast_parts(
             continue
         delta = result.diff - shift
         # a deterministic cell has no noise
-        factor = sum(c * c for m, c in result.terms.items() if _cell_of(m, "")[0] != PRETRAINED)
+        factor = sum(c * c for m, c in result.terms.items() if cell_of(m, "")[0] != PRETRAINED)
         mode = modes.get(id(result))
         if mode == "own":  # the part's own per-seed contrasts, pooled only with independent parts
             s_own, result.df = own[id(result)]
@@ -396,7 +396,7 @@ def _contrast_parts(
         else:  # paired "blocked": the seed-blocked pools; unpaired: the cells' pooled seed noise
             noisy = []
             for m, c, v in zip(result.terms, result.terms.values(), cells, strict=True):
-                method, cell_task = _cell_of(m, result.task)
+                method, cell_task = cell_of(m, result.task)
                 if method == PRETRAINED or not c:  # deterministic, or on both sides: no noise
                     continue
                 key = (ours, cell_task, stratum_of(ours, method))  # its protocol's and precision's pool
@@ -432,7 +432,7 @@ def pairing(
     for m, c in terms.items():
         if not c:  # a cell on both sides (best = max): not in the contrast
             continue
-        method, cell_task = _cell_of(m, task)
+        method, cell_task = cell_of(m, task)
         key = (cell_task, stratum_of(ours, method))
         sums[key] = sums.get(key, 0.0) + c
     if all(abs(v) < 1e-9 for v in sums.values()):
@@ -463,7 +463,7 @@ def own_groups(
     variance); each part alone when some do. :mod:`contrastlab.report.power` pools as this does."""
     groups: dict[tuple, list[tuple[int, set]]] = {}
     for k, (terms, task, ours) in enumerate(parts):
-        cells = [_cell_of(m, task) for m in terms]
+        cells = [cell_of(m, task) for m in terms]
         shape = sorted((t, stratum_of(ours, m), c) for (m, t), c in zip(cells, terms.values(), strict=True))
         groups.setdefault((ours, tuple(shape)), []).append((k, {(ours, *cell) for cell in cells}))
     out: list[list[int]] = []
@@ -632,7 +632,7 @@ def undecided_cells(results: list[ClaimResult], config: dict) -> dict[tuple[str,
         for p in result.parts:
             if p.status == UNDECIDED:
                 backbone = ours_for.get(p.backbone, p.backbone)
-                cells = {_cell_of(m, p.task)[0] for m in p.terms}
+                cells = {cell_of(m, p.task)[0] for m in p.terms}
                 out.setdefault((name, backbone), set()).update(cells - {PRETRAINED})
     return out
 
