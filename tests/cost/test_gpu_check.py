@@ -5,12 +5,14 @@ written to the report and the calibration make plan reads."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import gpu_check as G
 from contrastlab.cost.flops import STSB_DEV_SENTENCES
+from contrastlab.paths import Results
 
 #: The plan's FLOPs of one step: 6 · N · batch 64 · 2 views · 32 tokens, N = 85,054,464 (BERT-base).
 PLAN_STEP_FLOPS = 6 * 85_054_464 * 64 * 2 * 32
@@ -69,8 +71,8 @@ def test_the_report_has_the_packing_rows_and_the_calibration_their_speedups(tmp_
     assert "| packing fp32 | 2 | 9.00, 9.50 | 18.50 | 0.93x | 3.10 |" in report
     assert "| packing fp32 | 4 | 4.50, 4.50, 4.60, 4.80 | 18.40 | 0.92x | 3.10 |" in report
     assert f"of 32 sentences scaled to STS-B dev's {STSB_DEV_SENTENCES}" in report
-    written = json.loads((tmp_path / G.CALIBRATION_FILE).read_text())
+    written = json.loads(Path(Results(tmp_path).calibration).read_text())
     assert written["packing"]["measured"] is True
     assert written["packing"]["speedup"] == {"fp32": {"2": 0.925, "4": 0.92}}
-    loaded = cl_calibration.load_calibration(tmp_path / G.CALIBRATION_FILE)
+    loaded = cl_calibration.load_calibration(Results(tmp_path).calibration)
     assert loaded.packing_measured and loaded.packing_speedup == {"fp32": {2: 0.925, 4: 0.92}}

@@ -2,7 +2,7 @@
 (datasheet peaks x assumed utilisation) or measured by ``make gpu-check``; the seconds of a cell's work.
 
 Calibration file (JSON; the default ships beside this module, :data:`DEFAULT_CALIBRATION`, and
-``make gpu-check`` writes a measured one to :data:`MEASURED_CALIBRATION`, which the plan then
+``make gpu-check`` writes a measured one to :func:`measured_calibration`, which the plan then
 prefers)::
 
     {
@@ -107,8 +107,13 @@ DEFAULT_CALIBRATION = Path(__file__).with_name("calibration_h100.json")
 
 #: ``make gpu-check``'s preset: the measured calibration lies in its ``results_dir``.
 GPU_CHECK_PRESET = REPO_ROOT / "config" / "gpu-check.yaml"
-#: Written by ``make gpu-check`` (relative to the repository root, where make and Snakemake run).
-MEASURED_CALIBRATION = Path(Results(yaml.safe_load(GPU_CHECK_PRESET.read_text())["results_dir"]).calibration)
+
+
+def measured_calibration() -> Path:
+    """Where ``make gpu-check`` writes its calibration: its preset's ``results_dir`` (relative to the
+    repository root, where make and Snakemake run). Read when asked, not when the module is imported:
+    the workflow imports it at parse."""
+    return Path(Results(yaml.safe_load(GPU_CHECK_PRESET.read_text())["results_dir"]).calibration)
 
 
 TRACKS = ("sentence", "vision")
@@ -167,11 +172,11 @@ def _read_calibration(path: Path) -> dict:
 
 
 def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
-    """The calibration at ``path``; by default the measured one (:data:`MEASURED_CALIBRATION`) when it
+    """The calibration at ``path``; by default the measured one (:func:`measured_calibration`) when it
     exists, else the shipped default. Entries a measured file lacks are taken from the default (the
     returned ``filled_from_default`` names them). Raises ``ValueError`` (one line) on a bad file."""
     default = _read_calibration(DEFAULT_CALIBRATION)
-    chosen = Path(path) if path is not None else MEASURED_CALIBRATION
+    chosen = Path(path) if path is not None else measured_calibration()
     if path is None and not chosen.is_file():
         chosen = DEFAULT_CALIBRATION
     data = default if chosen == DEFAULT_CALIBRATION else _read_calibration(chosen)

@@ -36,10 +36,9 @@ from contrastlab.cost.packing import SHARES, STEP_COPY_MODULES, packing_rows, se
 from contrastlab.data.acquire import data_locations
 from contrastlab.evaluation.senteval import evaluate_checkpoint
 from contrastlab.models import load_backbone, make_encoder
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.senteval.tasks import load_sts_pairs
 
-CALIBRATION_FILE = "calibration.json"
 STS_TASKS = ("STS12", "STSBenchmark", "SICKRelatedness")
 #: Largest ‖e_gpu − e_cpu‖ / ‖e_cpu‖ of one checkpoint's sentence embeddings, both IEEE fp32. Twelve
 #: layers of fp32 rounding stay near 1e-6; TF32 (10-bit products) leaking into evaluation gives about
@@ -231,7 +230,8 @@ def write_report(
     measured = calibration(
         rows, env, dev_sentences=dev_sentences, packing=packing_speedups(packing) if packing else None
     )
-    (out_dir / CALIBRATION_FILE).write_text(json.dumps(measured, indent=1) + "\n")
+    calibration_file = Path(Results(out_dir).calibration)
+    calibration_file.write_text(json.dumps(measured, indent=1) + "\n")
     lines = [
         "# GPU check",
         "",
@@ -280,7 +280,7 @@ def write_report(
         "MFU: achieved FLOP/s (the plan's FLOPs per step, sentence cells at the padded length their batches "
         "really had, x steps/s without each process's first log interval) over the data-sheet dense peak "
         "of the cell's precision (fp32 against the non-tensor-core peak)."
-        f"{scaled} `{CALIBRATION_FILE}` beside this report is what `make plan` reads.",
+        f"{scaled} `{calibration_file.name}` beside this report is what `make plan` reads.",
         "",
     ]
     path = out_dir / "report.md"
