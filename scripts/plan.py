@@ -25,27 +25,18 @@ parser.add_argument(
     help="the choice whose memory and per-cell times are shown (config: each cell's own); fp32, tf32 "
     "and bf16 are always shown side by side",
 )
-parser.add_argument(
-    "--calibration",
-    default=None,
-    help=f"calibration JSON (default {cl_calibration.MEASURED_CALIBRATION} if present)",
-)
+calibration_help = f"calibration JSON (default {cl_calibration.measured_calibration()} if present)"
+parser.add_argument("--calibration", default=None, help=calibration_help)
 parser.add_argument("--out", default=None, help="folder of plan.md, plan.csv (default <results_dir>/plan)")
-parser.add_argument(
-    "--gpus",
-    type=int,
-    default=None,
-    help="also simulate the run on this many GPUs (the makespan section always shows 1, 8 and 64)",
-)
+gpus_help = "also simulate the run on this many GPUs (the makespan section always shows 1, 8 and 64)"
+parser.add_argument("--gpus", type=int, default=None, help=gpus_help)
 parser.add_argument(
     "--cpus-per-gpu",
     type=int,
     default=plan.DEFAULT_CPUS_PER_GPU,
     help="CPU slots per GPU for the SentEval probe jobs in the simulation (default %(default)s)",
 )
-parser.add_argument(
-    "--no-claims", action="store_true", help="leave out the claims' power section (a few seconds)"
-)
+parser.add_argument("--no-claims", action="store_true", help="leave out the claims' power section")
 args = parser.parse_args()
 if args.gpus is not None and args.gpus < 1:
     sys.exit(f"contrastlab: plan: --gpus must be >= 1, got {args.gpus}")

@@ -115,3 +115,14 @@ def test_a_layer_naming_a_module_that_does_not_exist_is_caught(toy):
     config.write_text(config.read_text().replace('"mid_a | mid_b", "low"', '"mid_a | mid_b", "ghost", "low"'))
     code, out = lint(config)
     assert code != 0 and "toy.ghost does not" in " ".join(out.split()), out
+
+
+def test_every_script_stays_a_thin_entry_point():
+    """Issue 47: a rule's script only calls into the library (at most 60 lines); the installer, a tooling
+    script that runs before the library is installed, is the one exception."""
+    long = {
+        path.name: length
+        for path in (REPO_ROOT / "scripts").glob("*.py")
+        if path.name != "install.py" and (length := len(path.read_text().splitlines())) > 60
+    }
+    assert not long, f"scripts over 60 lines (move their logic into src/contrastlab): {long}"
