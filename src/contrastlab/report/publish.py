@@ -152,18 +152,13 @@ def hub_dataset(url: str | None) -> tuple[str, str | None] | None:
     return match.group(1), revision if re.fullmatch(r"[0-9a-f]{40}", revision) else None
 
 
-def training_corpus(
-    data_config: Mapping[str, Any] | None, markers: Mapping[str, Any]
-) -> tuple[list[str], str | None]:
+def training_corpus(data_config: Mapping[str, Any] | None) -> tuple[list[str], str | None]:
     """``(hub dataset ids, URL)`` of the corpus a run trained on, for the card's ``datasets`` and MTEB's
     ``public_training_data``: the download's (``data.wiki_url``, wiki1m in princeton-nlp's
-    datasets-for-simcse); nothing for the demo's generated corpus or a user's own file
-    (``data.wiki_path``), whose sha256 the card's provenance lists instead."""
-    if (
-        not data_config
-        or markers.get("corpus", {}).get("corpus") == "fixture"
-        or data_config.get("wiki_path")
-    ):
+    datasets-for-simcse); nothing for the demo's generated corpus (``data.fixture``: its data marker says
+    ``text`` as a download's does) or a user's own file (``data.wiki_path``), whose sha256 the card's
+    provenance lists."""
+    if not data_config or data_config.get("fixture") or data_config.get("wiki_path"):
         return [], None
     url = data_config.get("wiki_url")
     found = hub_dataset(url)
@@ -491,10 +486,7 @@ def publish_plan(
 
 def publish(plan: PublishPlan, *, push: bool = False, run: Any = subprocess.run) -> list[str]:
     """Print ``plan``'s commands; with ``push``, run them (huggingface_hub's ``hf`` beside this Python).
-    Pushing without a Hugging Face token is a :class:`PublishError` before anything is uploaded."""
-    lines = plan.lines()
-    for line in lines:
-        print(line)
+    Pushing without a Hugging Face token is a :class:`PublishError` before anything is printed or run."""
     if push:
         from huggingface_hub import get_token
 
@@ -502,6 +494,10 @@ def publish(plan: PublishPlan, *, push: bool = False, run: Any = subprocess.run)
             raise PublishError(
                 "no Hugging Face token: run `hf auth login` (or set HF_TOKEN), then PUSH=1 again"
             )
+    lines = plan.lines()
+    for line in lines:
+        print(line)
+    if push:
         hf = Path(sys.executable).with_name("hf")
         for command in plan.commands:
             run([str(hf) if hf.exists() else "hf", *command[1:]], check=True, env=dict(os.environ))
