@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 SNAKEMAKE := $(BIN)/snakemake --workflow-profile profiles/local
-# The preset that freeze and restore act on: config.yaml (the full run), config/demo.yaml, config/cpu.yaml.
+# The preset that freeze, restore and publish act on: config.yaml (the full run), config/demo.yaml, config/cpu.yaml.
 CONFIG ?= config.yaml
 # The precision choice `make plan` details (config: each cell's own; fp32, tf32, bf16, fp16).
 PRECISION ?= config
@@ -18,7 +18,7 @@ GPUS ?=
 # The local port `make monitor` serves TensorBoard on.
 PORT ?= 6006
 
-.PHONY: install test test-fast faults demo cpu lock plan gpu-check dry-run search monitor lint clean-demo freeze restore add-seeds
+.PHONY: install test test-fast faults demo cpu lock plan gpu-check dry-run search monitor lint clean-demo freeze restore add-seeds publish
 
 # scripts/install.py: -e '.[workflow,offline-models,dev]' under constraints.txt, with uv (about 30 s; it
 # falls back to pip, about 3 minutes, where uv cannot be had).
@@ -84,6 +84,9 @@ lint: install
 
 clean-demo:
 	rm -rf results/demo results/plots/demo
+
+publish: install         ## CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>: print the upload commands (PUSH=1: run them)
+	$(BIN)/python scripts/publish.py --configfile $(CONFIG) --cell '$(CELL)' --repo '$(REPO)' $(if $(CODE),--code '$(CODE)',) $(if $(PUSH),--push,)
 
 add-seeds: install       ## print the commands adding seeds to the cells of undecided claims only (RUN=1: run them)
 	$(BIN)/python scripts/add_seeds.py --configfile $(CONFIG) $(if $(RUN),--run,)

@@ -121,8 +121,13 @@ rule model_card:
         corpus_ready=data_marker("corpus"),
     output:
         card=RESULTS.card(CELL),
+        model_meta=os.path.join(os.path.dirname(RESULTS.card(CELL)), "mteb_model_meta.json"),
     params:
-        base_model=lambda wildcards: config["backbones"][wildcards.backbone].get("hf_id"),
+        # licence, base model and corpus from the config (contrastlab.report.publish); MTEB's results of
+        # the cell are read where they exist (an optional input: the MTEB rule's output, once it is one)
+        backbones=config["backbones"],
+        data={k: config["data"].get(k) for k in ("fixture", "wiki_url", "wiki_path", "senteval_url")},
+        mteb_dir=lambda wildcards: f"{RESULTS.root}/mteb/{RESULTS.cell(wildcards)}",
     log:
         RESULTS.log("model_card", CELL),
     wildcard_constraints:

@@ -1,6 +1,7 @@
 """Snakemake entry: the model card (Hugging Face README.md) of one kept checkpoint, sentence (rule
-model_card) or image (rule model_card_vision), from its training summary, its metrics and the run's data
-markers (contrastlab.report.cards)."""
+model_card, with its MTEB ModelMeta beside it) or image (rule model_card_vision), from its training
+summary, its metrics, the run's data markers and, where they exist, MTEB's results
+(contrastlab.report.cards, contrastlab.report.publish)."""
 
 from contrastlab.report.cards import write_model_card
 from contrastlab.workflow.job import job_label, logged_to
@@ -17,6 +18,8 @@ with logged_to(sm.log[0], job_label(sm)):
         model_dir=sm.input.model,
         metrics_path=sm.input.metrics,
         markers={name.removesuffix("_ready"): p for name, p in sm.input.items() if name.endswith("_ready")},
-        base_model=getattr(sm.params, "base_model", None),
+        backbones=getattr(sm.params, "backbones", None),
+        data_config=getattr(sm.params, "data", None),
+        mteb_dir=getattr(sm.params, "mteb_dir", None),
     )
     print(f"model card: wrote {card}")

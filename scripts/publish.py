@@ -1,0 +1,22 @@
+"""``make publish CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>``: print the
+``hf upload`` commands that publish one kept sentence checkpoint with its card and MTEB ModelMeta (and,
+with ``--push``, run them), after checking the cell (contrastlab.report.publish)."""
+
+import argparse
+import sys
+
+from contrastlab.report.publish import PublishError, publish, publish_plan
+
+parser = argparse.ArgumentParser(description=__doc__)
+parser.add_argument("--configfile", default="config.yaml", help="the preset that trained the cell")
+parser.add_argument("--cell", required=True, help="<experiment>/<backbone>/<method>/seed<seed>")
+parser.add_argument("--repo", required=True, help="the Hugging Face model repository, <user>/<name>")
+parser.add_argument("--code", default=None, help="URL of the public training code (MTEB's ModelMeta)")
+parser.add_argument("--push", action="store_true", help="run the commands instead of only printing them")
+args = parser.parse_args()
+try:
+    plan = publish_plan(args.configfile, args.cell, args.repo, code=args.code)
+    print(f"# {plan.cell} -> https://huggingface.co/{plan.repo} (MTEB ModelMeta: {plan.meta})")
+    publish(plan, push=args.push)
+except PublishError as error:
+    sys.exit(f"contrastlab: publish: {error}")
