@@ -106,10 +106,9 @@ def test_the_card_reads_back_through_huggingface_hubs_parser_with_both_protocols
         (r.source_name or "SentEval", r.dataset_config, r.metric_type): r.metric_value
         for r in data.eval_results
     }
-    assert got[("SentEval", "STS12", "spearman")] == 68.1
-    assert got[("SentEval", "STSBenchmark", "spearman")] == 76.8512  # rounded to 4 decimals
+    sts = {task: value for (source, task, metric), value in got.items() if metric == "spearman"}
+    assert sts == {**STS, "STSBenchmark": 76.8512, "SICKRelatedness": 70.5}  # rounded to 4 decimals
     assert got[("SentEval", "MR", "accuracy")] == 81.0
-    assert got[("MTEB", "default", "cosine_spearman")] in (81.23, 70.01)
     mteb_rows = sorted(
         (r.dataset_type, r.dataset_revision, r.metric_value) for r in data.eval_results if r.source_name
     )
