@@ -91,6 +91,7 @@ def test_the_card_reads_back_through_huggingface_hubs_parser_with_both_protocols
 
     pytest.importorskip("mteb")
     mteb_results(tmp_path / "mteb", {"STSBenchmark": 0.8123, "SICK-R": 0.7001})
+    (tmp_path / "mteb" / "bridge.json").write_text("{}")  # not MTEB's layout: not read
     parsed = ModelCard.load(card(tmp_path, tmp_path / "mteb"))
     data = parsed.data
     assert (data.license, data.base_model, data.library_name) == (
@@ -118,6 +119,20 @@ def test_the_card_reads_back_through_huggingface_hubs_parser_with_both_protocols
     ]
     assert len(data.eval_results) == 7 + 1 + 2
     assert "| STSBenchmark | test | default | cosine_spearman | 81.23 |" in parsed.text
+
+
+def test_a_task_twice_in_the_mteb_folder_is_an_error(tmp_path):
+    pytest.importorskip("mteb")
+    mteb_results(tmp_path, {"STS12": 0.5})
+    assert [(s.task, s.value, s.subset) for s in pub.mteb_scores(tmp_path)] == [("STS12", 0.5, "default")]
+    (tmp_path / "contrastlab__cell" / "other_revision").mkdir()
+    (tmp_path / "contrastlab__cell" / "no_revision_available" / "STS12.json").rename(
+        tmp_path / "contrastlab__cell" / "other_revision" / "STS12.json"
+    )
+    mteb_results(tmp_path, {"STS12": 0.6})
+    with pytest.raises(ValueError, match="MTEB results for STS12 twice"):
+        pub.mteb_scores(tmp_path)
+    assert pub.mteb_scores(None) == [] and pub.mteb_scores(tmp_path / "absent") == []
 
 
 def test_mteb_results_are_omitted_when_absent_and_the_model_meta_validates_in_mteb(tmp_path):
