@@ -119,6 +119,10 @@ def test_the_card_reads_back_through_huggingface_hubs_parser_with_both_protocols
     ]
     assert len(data.eval_results) == 7 + 1 + 2
     assert "| STSBenchmark | test | default | cosine_spearman | 81.23 |" in parsed.text
+    assert (
+        "- Licence: `apache-2.0`, the backbone's (https://huggingface.co/google-bert/bert-base-uncased"
+        in (parsed.text)
+    )
 
 
 def test_a_task_twice_in_the_mteb_folder_is_an_error(tmp_path):

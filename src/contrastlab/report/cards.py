@@ -3,15 +3,18 @@
 The checkpoint folder is a sentence-transformers model (``models.export``, written by the trainer); its
 card needs the scores, which exist only after evaluation, so the card is a separate small output
 (``<results_dir>/cards/<experiment>/<backbone>/<method>/seed<seed>/README.md``, rule ``model_card``).
-Publishing is the user's step: the checkpoint folder plus its card is a complete model, uploaded
-without writing into the folder (a Snakemake output)::
+Publishing is the user's step (``make publish``, :mod:`contrastlab.report.publish`): the checkpoint folder
+plus its card is a complete model, uploaded without writing into the folder (a Snakemake output)::
 
     hf upload <repo> <checkpoint> . && hf upload <repo> <card> README.md
 
-The card says what the cell reproduces (paper and table), the loss and its hyperparameters, the
-training settings and precision, every score our evaluation measured with the published number beside
-it where the paper's table has one, the commit, the package versions and the data digests. Everything
-comes from the files given; nothing is typed by hand and nothing depends on the time it is written.
+A sentence card's front matter is huggingface_hub's ``ModelCardData`` (licence, datasets, base model,
+the ``model-index`` of our SentEval-protocol scores and of MTEB's where they exist, the provenance), and
+the MTEB ``ModelMeta`` of the checkpoint lies beside it (``mteb_model_meta.json``). The card says what
+the cell reproduces (paper and table), the loss and its hyperparameters, the training settings and
+precision, every score our evaluation measured with the published number beside it where the paper's
+table has one, the commit, the package versions and the data digests. Everything comes from the files
+given; nothing is typed by hand and nothing depends on the time it is written.
 """
 
 from __future__ import annotations
@@ -227,7 +230,7 @@ def model_card(
         lines += [f"Published numbers from {'; '.join(sorted({row['table'] for row in published}))}.", ""]
     lines += _mteb_rows(mteb)
     lines += [
-        *_provenance(meta, data),
+        *_provenance(meta, data)[:-1],  # its list, then ours, then the blank line
         f"- Settings digest: `{provenance['settings_digest']}` (of `train_summary.json`'s settings)",
         f"- Licence: `{licence}`, the backbone's ({licence_source})",
         "",
@@ -247,12 +250,12 @@ def model_card(
 
 
 def _mteb_rows(mteb: Sequence[MtebScore]) -> list[str]:
-    """MTEB's scores as MTEB computed them (its evaluator, its copies of the datasets), × 100."""
+    """MTEB's scores as its results folder holds them (its evaluator, the dataset revision it read), × 100."""
     if not mteb:
         return []
     lines = [
-        "MTEB's own evaluator on MTEB's copies of the datasets (main score × 100; the model-index holds "
-        "both protocols):",
+        "MTEB's own evaluator (`mteb`), on the datasets and revisions it read (main score × 100; the "
+        "model-index holds both protocols):",
         "",
         "| MTEB task | split | subset | metric | score | dataset revision |",
         "|---|---|---|---|---:|---|",
