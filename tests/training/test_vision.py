@@ -432,3 +432,51 @@ def test_the_oar_step_reads_nothing_back_from_the_device_once_its_labels_were_ch
 
     assert step(checked=False) >= 2  # the check, once per view: the counter sees it
     assert step(checked=True) == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none visible)")
+def test_the_oar_step_on_cuda_never_waits_for_the_gpu():
+    """The same on CUDA with torch's own sync detector: an OAR step (both augmentation calls, both
+    passes, the backward) raises if anything in it synchronises."""
+    from contrastlab.losses.oar import orthonormal_anchors
+    from contrastlab.models.vision import build_encoder
+
+    cuda = torch.device("cuda")
+    encoder = build_encoder("resnet18", stem="cifar", width=4).to(cuda)
+    anchors = orthonormal_anchors(10, encoder.feature_dim, generator=torch.Generator().manual_seed(0)).to(
+        cuda
+    )
+    augment = VisionTrainSettings(blur_p=0.5).augment(16, (0.5,) * 3, (0.25,) * 3)
+    images = torch.randint(0, 256, (8, 3, 16, 16), dtype=torch.uint8, device=cuda)
+    labels = torch.randint(0, 10, (8,), device=cuda)
+    views = torch.Generator(device=cuda).manual_seed(0)
+    for sync_mode in (0, "error"):  # a first pass makes the cached constants (their copy waits once)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode(sync_mode)
+        _oar_steps(encoder, augment, images, labels, anchors, views)
+    torch.cuda.set_sync_debug_mode(0)
+
+
+def _oar_steps(encoder, augment, images, labels, anchors, views) -> None:
+    import contextlib
+
+    from contrastlab.losses import build_loss
+    from contrastlab.training.vision import OarBatch, train_step
+
+    try:
+        for calls in ("two", "one"):
+            oar = OarBatch(
+                *two_views(augment, images, views, calls), labels, anchors, 1.0, labels_checked=True
+            )
+            train_step(
+                encoder,
+                torch.nn.Identity(),
+                build_loss("ntxent", tau=1.0),
+                *two_views(augment, images, views, calls),
+                autocast=contextlib.nullcontext,
+                memory_format=torch.channels_last,
+                with_stats=False,
+                oar=oar,
+            )
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
