@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import tempfile
 import time
 import traceback
@@ -265,17 +266,19 @@ def main(argv: list[str] | None = None) -> None:
             row = {"variant": variant, "error": f"{type(error).__name__}: {error}"}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print(
+    # The table on stderr: stdout stays one JSON line per variant.
+    table = [
         f"\n{'variant':<14} {'images/s':>10} {'steps/s':>9} {'step ms':>9} {'augment':>8} {'warm-up s':>10}"
-    )
+    ]
     for row in rows:
         if "error" in row:
-            print(f"{row['variant']:<14} {row['error']}")
+            table.append(f"{row['variant']:<14} {row['error']}")
             continue
-        print(
+        table.append(
             f"{row['variant']:<14} {row['images_per_s']:>10.1f} {row['steps_per_s']:>9.2f} "
             f"{1000 * row['step_s']:>9.1f} {row['augment_share']:>8.0%} {row['warmup_s']:>10.1f}"
         )
+    print("\n".join(table), file=sys.stderr)
 
 
 if __name__ == "__main__":
