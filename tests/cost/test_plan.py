@@ -304,6 +304,11 @@ def test_the_shipped_calibration_prices_the_measured_h100_steps():
     """docs/measured.md (H100, torch 2.11, 2026-11-24): BERT-base batch 64 at 21 padded tokens, 23.4 /
     31.2 / 24.1 steps/s in fp32 / tf32 / bf16; MACL batch 256 bf16 36 steps/s; OAR 4.9 steps/s fp32."""
     cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    data = json.loads(cl_calibration.DEFAULT_CALIBRATION.read_text())
+    for entry in cal.measured_entries:  # each names a figure of the file
+        section, *keys = entry.split(".")
+        assert functools.reduce(lambda d, k: d[k], keys, data[section]) > 0, entry
+    assert f"except {len(cal.measured_entries)} figures measured on a GPU" in cal.describe()
     step_flops = 1.389e12  # 32.5 TFLOP/s / 23.4 steps/s: the measured run's FLOPs per step
     for precision, rate in (("fp32", 23.4), ("tf32", 31.2), ("bf16", 24.1)):
         work = cl_flops.CellWork(

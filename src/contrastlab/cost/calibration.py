@@ -26,7 +26,9 @@ prefers)::
         "measured": true, "source": "...",    # default's (the H100 benchmark in docs/measured.md, assumed)
         "speedup": {"bf16": {"2": 1.82, "4": 2.34}}   # precision -> concurrent cells -> summed speed-up
       },
-      "peak_tflops": {...}, "mfu": {...}      # optional, for the reader
+      "peak_tflops": {...}, "mfu": {...},     # optional, for the reader
+      "measured_entries": ["achieved_tflops.sentence.fp32", ...],   # optional: in an assumed file, the
+      "measured_source": "..."                # entries that are measured figures, and where from
     }
 
 :func:`calibration_from_measurements` builds it from measured steps/s (:class:`Measurement`, with the
@@ -145,6 +147,8 @@ class Calibration:
     packing_speedup: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
     packing_measured: bool = False
     packing_source: str = ""
+    #: An assumed calibration's entries that are measured figures (``measured_entries`` in the file)
+    measured_entries: tuple[str, ...] = ()
 
     def seconds(self, flops: float, track: str, precision: str) -> float:
         return flops / (self.achieved_tflops[track][precision] * 1e12)
@@ -155,6 +159,10 @@ class Calibration:
             text = f"calibration: {self.path}, measured on {self.device}"
         else:
             text = f"calibration: {self.path}: {self.device} datasheet peaks × an assumed MFU, not measured"
+            if self.measured_entries:
+                text += (
+                    f", except {len(self.measured_entries)} figures measured on a GPU (its measured_source)"
+                )
         if self.filled_from_default:
             text += f"; from the default: {', '.join(self.filled_from_default)}"
         return text
@@ -220,6 +228,7 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         _packing_speedup(packing, chosen),
         bool(packing.get("measured")),
         str(packing.get("source") or ""),
+        tuple(data.get("measured_entries") or ()),
     )
 
 
