@@ -4,10 +4,23 @@ Times ``contrastlab.training.vision.train_step`` and the runtime's optimiser ste
 trainer runs them: a batch of uint8 images already on the device, two SimCLR views drawn per image on
 the device (augmentation included), both views through the encoder in one forward pass, the head (if
 any) in fp32, the loss, backward, the optimiser step (fused on CUDA); the precision's autocast and TF32
-switches and channels-last on CUDA, as ``contrastlab.training.runtime`` sets them. ``cudnn.benchmark``
-stays off, as in the trainer (it picks convolution algorithms per shape and makes runs irreproducible).
-Images are random uint8 of the shape the cell trains on (the speed does not depend on their content).
-An epoch is 50,000 images (CIFAR's training split) = 50000 // batch steps.
+switches and channels-last on CUDA, as ``contrastlab.training.runtime`` sets them. Images are random
+uint8 of the shape the cell trains on (the speed does not depend on their content). An epoch is 50,000
+images (CIFAR's training split) = 50000 // batch steps.
+
+Variants (``--variants``, each timed on its own; a failing one prints its error and the others go on),
+the trainer's speed switches (docs/gpu-defects.md):
+
+- ``eager``: today's default step (two augmentation calls, channels-last on CUDA only, no compile,
+  ``cudnn.benchmark`` off);
+- ``one_call``: both views in one augmentation call of 2B images (``augment_calls: one``);
+- ``channels_last`` / ``contiguous``: the memory format forced either way (G6: IEEE-fp32 convolutions);
+- ``cudnn_bench``: ``cudnn.benchmark`` on (the trainer's default on CUDA; CUDA only);
+- ``compile``: ``torch.compile`` of the encoder and of the augmentation's pure half (``compile: true``;
+  the first steps, compilation included, are reported as ``warmup_s``).
+
+It builds no ``VisionTrainSettings`` (whose schema check needs jsonschema, absent on some GPU machines:
+G4): the settings are the dataclass's defaults and the shape's values, read without validation.
 
 The shapes (``--shape``) are the config's cell kinds:
 
@@ -25,9 +38,13 @@ The shapes (``--shape``) are the config's cell kinds:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import sys
 import tempfile
 import time
+import traceback
+from types import SimpleNamespace
 
 import torch
 
@@ -37,7 +54,9 @@ from contrastlab.losses.oar import orthonormal_anchors
 from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.precision import CHOICES as PRECISIONS
 from contrastlab.training.runtime import TrainingRun, build_optimizer, device_name
-from contrastlab.training.vision import OarBatch, VisionTrainSettings, effective_lr, train_step
+from contrastlab.training.vision import OarBatch, VisionTrainSettings, effective_lr, train_step, two_views
+
+VARIANTS = ("eager", "one_call", "channels_last", "contiguous", "cudnn_bench", "compile")
 
 CIFAR_TRAIN_IMAGES = 50_000
 #: The config's cell kinds: VisionTrainSettings fields, the input side and whether the OAR pass runs.
@@ -70,6 +89,17 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _settings(**values) -> SimpleNamespace:
+    """VisionTrainSettings' defaults with ``values``, unvalidated (no jsonschema needed)."""
+    defaults = {
+        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        for f in dataclasses.fields(VisionTrainSettings)
+    }
+    s = SimpleNamespace(**(defaults | values))
+    s.augment = lambda size, mean, std: VisionTrainSettings.augment(s, size, mean, std)
+    return s
+
+
 def measure(
     device: torch.device,
     shape: str,
@@ -79,12 +109,17 @@ def measure(
     precision: str | None,
     width: int | None = None,
     size: int | None = None,
+    variant: str = "eager",
 ) -> dict:
     """One row: the step's time and throughput for ``shape`` at ``batch_size`` (``width``/``size``
-    shrink the encoder and images for a smoke test)."""
+    shrink the encoder and images for a smoke test) in ``variant`` (:data:`VARIANTS`)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    if variant == "cudnn_bench" and device.type != "cuda":
+        raise ValueError("cudnn_bench needs a CUDA device")
     spec = SHAPES[shape]
     torch.manual_seed(0)
-    s = VisionTrainSettings(
+    s = _settings(
         batch_size=batch_size,
         precision=precision or spec["precision"],
         **spec["settings"],
@@ -94,7 +129,11 @@ def measure(
     run = TrainingRun(
         tempfile.mkdtemp(), device=device, precision=s.precision, state_every=None, progress=False
     )
-    memory_format = torch.channels_last if device.type == "cuda" else torch.contiguous_format
+    channels_last = {"channels_last": True, "contiguous": False}.get(variant, device.type == "cuda")
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    benchmark_was = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = variant == "cudnn_bench"
+    calls = "one" if variant == "one_call" else "two"
     encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
     encoder.to(device, memory_format=memory_format).train()
     head = (
@@ -115,20 +154,23 @@ def measure(
     loss_dim = s.head_dim if s.projection_head else encoder.feature_dim
     anchors = orthonormal_anchors(10, loss_dim, generator=torch.Generator().manual_seed(0)).to(device)
     views = torch.Generator(device=device).manual_seed(0)
+    forward_encoder = encoder
+    if variant == "compile":
+        forward_encoder = torch.compile(encoder)
+        augment.apply = torch.compile(augment.apply)
 
     def step():
         oar = (
-            OarBatch(augment(images, views), augment(images, views), labels, anchors, 1.0)
+            OarBatch(*two_views(augment, images, views, calls), labels, anchors, 1.0, labels_checked=True)
             if spec["oar"]
             else None
         )
         with run.step_context():
             train_step(
-                encoder,
+                forward_encoder,
                 head,
                 loss_fn,
-                augment(images, views),
-                augment(images, views),
+                *two_views(augment, images, views, calls),
                 autocast=run.autocast,
                 memory_format=memory_format,
                 with_stats=False,
@@ -137,9 +179,11 @@ def measure(
             )
             run.optimizer_step(optimizer, params, clip_norm=None)
 
+    t0 = time.perf_counter()
     for _ in range(warmup):
         step()
     _sync(device)
+    warmup_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
@@ -148,12 +192,14 @@ def measure(
     # The augmentation alone (two views, four with the OAR pass), for the share of the step it costs.
     t0 = time.perf_counter()
     for _ in range(steps):
-        for _ in range(4 if spec["oar"] else 2):
-            augment(images, views)
+        for _ in range(2 if spec["oar"] else 1):
+            two_views(augment, images, views, calls)
     _sync(device)
     augment_s = (time.perf_counter() - t0) / steps
+    torch.backends.cudnn.benchmark = benchmark_was
     steps_per_epoch = CIFAR_TRAIN_IMAGES // batch_size
     return {
+        "variant": variant,
         "shape": shape,
         "arch": s.arch,
         "params": sum(p.numel() for p in params),
@@ -164,7 +210,12 @@ def measure(
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "batch_size": batch_size,
         "steps_timed": steps,
+        "channels_last": channels_last,
+        "augment_calls": calls,
+        "compiled": variant == "compile",
+        "warmup_s": round(warmup_s, 2),
         "step_s": round(step_s, 4),
+        "steps_per_s": round(1 / step_s, 3),
         "augment_share": round(augment_s / step_s, 3),
         "images_per_s": round(batch_size / step_s, 1),
         "epoch_s": round(step_s * steps_per_epoch, 2),
@@ -186,12 +237,48 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--precision", default=None, choices=PRECISIONS, help="default: the cells' precision")
     parser.add_argument("--width", type=int, default=None, help="encoder width (smoke tests)")
     parser.add_argument("--size", type=int, default=None, help="image side (smoke tests)")
+    parser.add_argument(
+        "--variants", default="eager", help=f"comma-separated, of {', '.join(VARIANTS)}, or all"
+    )
     args = parser.parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     steps = args.steps or (30 if device.type == "cuda" else 2)
     warmup = args.warmup if args.warmup is not None else (10 if device.type == "cuda" else 1)
-    row = measure(device, args.shape, args.batch_size, steps, warmup, args.precision, args.width, args.size)
-    print(json.dumps(row), flush=True)
+    variants = VARIANTS if args.variants == "all" else tuple(args.variants.split(","))
+    rows = []
+    for variant in variants:
+        if variant == "cudnn_bench" and device.type != "cuda":
+            continue  # nothing to switch on a CPU
+        try:
+            row = measure(
+                device,
+                args.shape,
+                args.batch_size,
+                steps,
+                warmup,
+                args.precision,
+                args.width,
+                args.size,
+                variant,
+            )
+        except Exception as error:  # one variant's failure (e.g. compile without a compiler) is reported
+            traceback.print_exc()
+            row = {"variant": variant, "error": f"{type(error).__name__}: {error}"}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    # The table on stderr: stdout stays one JSON line per variant.
+    table = [
+        f"\n{'variant':<14} {'images/s':>10} {'steps/s':>9} {'step ms':>9} {'augment':>8} {'warm-up s':>10}"
+    ]
+    for row in rows:
+        if "error" in row:
+            table.append(f"{row['variant']:<14} {row['error']}")
+            continue
+        table.append(
+            f"{row['variant']:<14} {row['images_per_s']:>10.1f} {row['steps_per_s']:>9.2f} "
+            f"{1000 * row['step_s']:>9.1f} {row['augment_share']:>8.0%} {row['warmup_s']:>10.1f}"
+        )
+    print("\n".join(table), file=sys.stderr)
 
 
 if __name__ == "__main__":

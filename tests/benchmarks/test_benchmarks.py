@@ -83,7 +83,26 @@ def test_vision_throughput_builds_the_cells_shape_and_times_one_step(shape, arch
     _run("vision_throughput.py", *args, "--steps", "1", "--warmup", "1")
     row = json.loads(capsys.readouterr().out)
     assert row["arch"] == arch and row["oar_pass"] is oar and row["step_s"] > 0
-    assert row["precision"] == "fp32" and row["cudnn_benchmark"] is False  # as the trainer
+    assert row["precision"] == "fp32" and row["cudnn_benchmark"] is False  # CPU: nothing to switch
+
+
+def test_vision_throughput_times_each_variant_on_its_own(capsys):
+    args = ("--device", "cpu", "--shape", "macl", "--width", "4", "--size", "16", "--batch-size", "4")
+    _run(
+        "vision_throughput.py",
+        *args,
+        "--steps",
+        "1",
+        "--warmup",
+        "0",
+        "--variants",
+        "one_call,contiguous,nope",
+    )
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["variant"] for row in rows] == ["one_call", "contiguous", "nope"]
+    assert rows[0]["augment_calls"] == "one" and rows[0]["steps_per_s"] > 0
+    assert rows[1]["augment_calls"] == "two" and rows[1]["channels_last"] is False
+    assert rows[2]["error"].startswith("ValueError: variant must be one of")  # reported, the others ran
 
 
 def test_gpu_share_runs_k_copies_and_sums_their_rates(tmp_path):

@@ -3,6 +3,8 @@ parameter counts of the real architectures, the calibration file, and docs/cost.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import re
 
@@ -55,6 +57,7 @@ def _flat_calibration(tmp_path, tflops: float = 1.0) -> cl_calibration.Calibrati
     evaluation start-up, 100 s of fasttest probing."""
     path = tmp_path / "calibration.json"
     overheads = {"train_startup": 10, "snapshot_per_gib": 1, "dev_evaluation": 0.5, "evaluate_startup": 20}
+    overheads |= {"sentence_launch": 0.0, "vision_launch": 0.0}  # no host bound: FLOPs only
     overheads["senteval_probe_fasttest"] = 100
     cal = cl_calibration.calibration_from_measurements(
         [
@@ -132,6 +135,13 @@ def test_precision_choices_reach_the_sentence_cells_through_the_override(tmp_pat
     cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     job = next(j for j in plan.make_plan(cl_config.Grid(config), cal, "bf16") if j.rule == "train")
     assert dict(job.precision) == {"config": "fp32", "fp32": "fp32", "tf32": "tf32", "bf16": "bf16"}
+    # A toy model is host-bound in every precision: bf16's autocast casts make its step the slowest
+    # (as the H100 measured for BERT-base); priced by FLOPs alone the order is the tensor cores'.
+    assert job.seconds["bf16"] > job.seconds["tf32"] == job.seconds["fp32"]
+    flops_only = dataclasses.replace(
+        cal, overheads_s={**cal.overheads_s, "sentence_launch": 0.0, "vision_launch": 0.0}
+    )
+    job = next(j for j in plan.make_plan(cl_config.Grid(config), flops_only, "bf16") if j.rule == "train")
     assert job.seconds["fp32"] > job.seconds["tf32"] > job.seconds["bf16"]
 
 
@@ -226,9 +236,105 @@ def test_vision_cell_flops_count_both_views_and_the_oar_pass():
     plain = cl_flops.cell_work(
         cl_config.Grid(config), cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr1.0", 42)
     )
-    assert plain.steps == oar.steps == 50_000 // 128 * 100
+    # val_fraction 0.2: the trainer trains on 40,000 of the 50,000 images (review G3: not 39,000 steps)
+    assert plain.steps == oar.steps == 40_000 // 128 * 100 == 31_200
     assert plain.step_flops == 3 * 2 * fwd.macs * 2 * 128
     assert oar.step_flops == 3 * 2 * fwd.macs * (2 * 128 + 2 * 128)  # the labelled batch, two views
+    # the per-epoch validation: 100 passes over two views of the 10,000 held-out images, forward only
+    assert oar.dev_flops == plain.dev_flops == 100 * 2 * 2 * fwd.macs * 10_000
+    assert oar.dev_evaluations == 0
+    # launches: two augmentation calls (with blur) and the encoder per pass, plus the rest of the step;
+    # validation: 79 batches of 128, each two calls, a forward and its head/loss
+    per_call = cl_flops.AUGMENT_LAUNCHES + cl_flops.BLUR_LAUNCHES
+    encoder, forward = cl_flops.ENCODER_LAUNCHES["resnet18"]
+    assert plain.step_launches == 2 * per_call + encoder + cl_flops.STEP_LAUNCHES
+    assert oar.step_launches == 2 * (2 * per_call + encoder) + cl_flops.STEP_LAUNCHES
+    assert oar.dev_launches == 100 * 79 * (2 * per_call + forward + cl_flops.VALIDATION_LAUNCHES)
+
+
+def test_the_validation_is_priced_in_ieee_fp32_whatever_the_cells_precision(tmp_path):
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    cell = cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr1.0", 42)
+    bf16 = cl_flops.cell_work(cl_config.Grid(config), cell, "bf16")
+    path = tmp_path / "calibration.json"
+    rates = [cl_calibration.Measurement("vision", p, 1e12 * r, 1.0) for p, r in (("fp32", 10), ("bf16", 100))]
+    cal = cl_calibration.calibration_from_measurements(
+        rates, device="toy", source="test", overheads_s={"train_startup": 0.0, "vision_launch": 0.0}
+    )
+    cl_calibration.write_calibration(
+        path, {**cal, "overheads_s": {**cal["overheads_s"], "snapshot_per_gib": 0}}
+    )
+    loaded = cl_calibration.load_calibration(path)
+    seconds = cl_calibration.train_seconds(bf16, loaded)
+    assert seconds == pytest.approx(bf16.train_flops / 100e12 + bf16.dev_flops / 10e12)
+
+
+def test_an_eager_image_step_is_priced_at_its_host_launches_when_they_outlast_its_flops():
+    """Review §1.2: a MACL step launches ~875 kernels at ~30 µs each whatever its batch, so the batch-64
+    cells run about as many steps per second as the batch-256 ones (and are ~2x the old plan's time)."""
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    grid, cal = cl_config.Grid(config), cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    small = cl_flops.cell_work(grid, cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42))
+    launch = cal.overheads_s["vision_launch"]
+    assert small.step_launches == 2 * cl_flops.AUGMENT_LAUNCHES + 214 + cl_flops.STEP_LAUNCHES == 875
+    flop_s = cal.seconds(small.step_flops, "vision", "bf16")
+    assert flop_s < small.step_launches * launch  # host-bound at batch 64
+    assert (
+        cl_calibration.step_seconds(small, cal)
+        == pytest.approx(875 * launch)
+        == pytest.approx(1 / 36, rel=1e-3)
+    )
+    # One augmentation call for both views (augment_calls: one) saves a call's launches per step.
+    one = cl_flops.cell_work(grid, cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42))
+    settings = dict(grid.settings(cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42)))
+    one = cl_flops._vision_work(
+        config,
+        cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42),
+        settings | {"augment_calls": "one"},
+    )
+    assert small.step_launches - one.step_launches == cl_flops.AUGMENT_LAUNCHES
+    # Where the FLOPs outlast the launches (OAR at 224 px, IEEE fp32) the FLOPs set the step.
+    oar = cl_flops.cell_work(grid, cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42))
+    assert cl_calibration.step_seconds(oar, cal) == pytest.approx(
+        cal.seconds(oar.step_flops, "vision", "fp32")
+    )
+
+
+def test_the_shipped_calibration_prices_the_measured_h100_steps():
+    """docs/measured.md (H100, torch 2.11, 2026-11-24): BERT-base batch 64 at 21 padded tokens, 23.4 /
+    31.2 / 24.1 steps/s in fp32 / tf32 / bf16; MACL batch 256 bf16 36 steps/s; OAR 4.9 steps/s fp32."""
+    cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    data = json.loads(cl_calibration.DEFAULT_CALIBRATION.read_text())
+    for entry in cal.measured_entries:  # each names a figure of the file
+        section, *keys = entry.split(".")
+        assert functools.reduce(lambda d, k: d[k], keys, data[section]) > 0, entry
+    assert f"except {len(cal.measured_entries)} figures measured on a GPU" in cal.describe()
+    step_flops = 1.389e12  # 32.5 TFLOP/s / 23.4 steps/s: the measured run's FLOPs per step
+    for precision, rate in (("fp32", 23.4), ("tf32", 31.2), ("bf16", 24.1)):
+        work = cl_flops.CellWork(
+            "sentence",
+            precision,
+            1,
+            step_flops,
+            step_flops,
+            0,
+            0.0,
+            0.0,
+            0,
+            0.0,
+            0.0,
+            0,
+            0.0,
+            "",
+            step_launches=cl_flops.SENTENCE_STEP_LAUNCHES[precision],
+        )
+        assert 1 / cl_calibration.step_seconds(work, cal) == pytest.approx(rate, rel=0.01), precision
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    grid = cl_config.Grid(config)
+    macl = cl_flops.cell_work(grid, cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs256", 42))
+    oar = cl_flops.cell_work(grid, cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42))
+    assert 1 / cl_calibration.step_seconds(macl, cal) == pytest.approx(36, rel=0.01)
+    assert 1 / cl_calibration.step_seconds(oar, cal) == pytest.approx(4.9, rel=0.01)
 
 
 def test_full_config_plans_in_seconds_and_prints_every_section(tmp_path, capsys):
@@ -427,3 +533,55 @@ def test_memory_rows_name_the_smallest_card_a_kind_fits():
         ("bert-base batch 64 fp32", "1", "yes", "24 GiB"),
         ("bert-large batch 512 fp32", "2", "no (> 40)", "80 GiB"),
     ]
+
+
+def _launches(fn) -> int:
+    """Non-view ATen ops ``fn`` dispatches (what an eager CUDA run launches as kernels, one each)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+    views = {
+        aten.view.default, aten._unsafe_view.default, aten.expand.default, aten.t.default,
+        aten.permute.default, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default,
+        aten.squeeze.dims, aten.slice.Tensor, aten.select.int, aten.detach.default,
+        aten.as_strided.default, aten.reshape.default, aten.unbind.int, aten.alias.default,
+        aten.transpose.int, aten.split.Tensor, aten.chunk.default, aten.empty.memory_format,
+        aten.empty_like.default,
+    }  # fmt: skip
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += func not in views
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        fn()
+    return Count.n
+
+
+def test_the_launch_counts_are_those_of_the_projects_augmentation_and_encoders():
+    import torch
+
+    from contrastlab.models.vision import build_encoder
+    from contrastlab.training.augment import SimCLRAugment
+
+    images = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
+    stats = {"mean": (0.5,) * 3, "std": (0.25,) * 3}
+    plain, blurred = SimCLRAugment(32, **stats), SimCLRAugment(224, **stats, blur_p=0.5)
+    generator = torch.Generator().manual_seed(0)
+    plain(images, generator), blurred(images, generator)  # warm: constants are cached per device
+    assert _launches(lambda: plain(images, generator)) == cl_flops.AUGMENT_LAUNCHES
+    blur = _launches(lambda: blurred(images, generator))
+    assert blur == cl_flops.AUGMENT_LAUNCHES + cl_flops.BLUR_LAUNCHES
+    # the count does not grow with the batch: every draw is a batched tensor
+    larger = images.repeat(8, 1, 1, 1)
+    assert _launches(lambda: plain(larger, generator)) == cl_flops.AUGMENT_LAUNCHES
+    for arch, (both, forward) in cl_flops.ENCODER_LAUNCHES.items():
+        encoder = build_encoder(arch, stem="imagenet" if arch == "resnet50" else "cifar", width=4)
+        x = torch.randn(2, 3, 32, 32)
+        encoder(x).sum().backward()  # warm
+        assert _launches(functools.partial(encoder, x)) == forward, arch
+        assert _launches(lambda e=encoder, x=x: e(x).sum().backward()) == both, arch

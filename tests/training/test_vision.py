@@ -19,6 +19,7 @@ from contrastlab.training.vision import (
     load_encoder,
     load_weights,
     train_vision,
+    two_views,
 )
 
 RUNNER = Path(__file__).with_name("_run_vision.py")
@@ -338,3 +339,144 @@ def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_s
     _, summary = load_encoder(tmp_path / "encoder")
     assert summary["precision"] == "bf16" and summary["val_losses"]
     assert len(blurs) == summary["steps"] > 1 and set(blurs) == {("tf32", "tf32")}
+
+
+def _pair_statistics(view1: torch.Tensor, view2: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per image pair: each view's mean and spread (crop, flip, jitter), whether it is grey, and how far
+    the two views lie apart (which a pairing error, e.g. shared draws, would move)."""
+    grey = [
+        (v[:, 0] == v[:, 1]).flatten(1).all(1) & (v[:, 1] == v[:, 2]).flatten(1).all(1)
+        for v in (view1, view2)
+    ]
+    return {
+        "mean1": view1.mean((1, 2, 3)),
+        "mean2": view2.mean((1, 2, 3)),
+        "std1": view1.std((1, 2, 3)),
+        "std2": view2.std((1, 2, 3)),
+        "distance": (view1 - view2).pow(2).mean((1, 2, 3)).sqrt(),
+        "grey": grey[0].long() * 2 + grey[1].long(),  # the pair's 2 x 2 grey cell
+    }
+
+
+def _same_distribution(a: dict, b: dict) -> dict[str, float]:
+    """p-values: two-sample KS for the continuous statistics, chi-square on the 2 x 2 grey cells."""
+    from scipy.stats import chi2_contingency, ks_2samp
+
+    out = {k: ks_2samp(a[k].numpy(), b[k].numpy()).pvalue for k in a if k != "grey"}
+    table = torch.stack([torch.bincount(x["grey"], minlength=4) for x in (a, b)]).numpy()
+    out["grey"] = chi2_contingency(table).pvalue
+    return out
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},  # MACL's SimCLR defaults
+        {"crop_scale": (0.8, 1.0), "jitter": (0.2, 0.2, 0.2, 0.1), "blur_p": 0.5},  # OAR's, with the blur
+    ],
+    ids=["macl", "oar"],
+)
+def test_one_augmentation_call_draws_the_view_pairs_of_two(settings):
+    """``augment_calls: one`` (both views in one call of 2B images, half the launches) against today's
+    two calls: the same distribution of view pairs by KS and chi-square tests at alpha 1e-3 on 3,000
+    pairs (fixed seeds), while a broken pairing (both views from the same draws) fails them."""
+    augment = VisionTrainSettings(**settings).augment(16, (0.5,) * 3, (0.25,) * 3)
+    images = (torch.rand(3000, 3, 16, 16, generator=torch.Generator().manual_seed(0)) * 255).to(torch.uint8)
+    two = _pair_statistics(*two_views(augment, images, torch.Generator().manual_seed(1), "two"))
+    one = _pair_statistics(*two_views(augment, images, torch.Generator().manual_seed(2), "one"))
+    assert not torch.equal(two["mean1"], one["mean1"])  # other draws ...
+    p_values = _same_distribution(two, one)
+    assert min(p_values.values()) > 1e-3, p_values  # ... from the same distribution
+    shared = augment(images, torch.Generator().manual_seed(3))
+    broken = _same_distribution(two, _pair_statistics(shared, shared))
+    assert broken["distance"] < 1e-6 and broken["grey"] < 1e-6, broken
+
+
+def test_the_oar_step_reads_nothing_back_from_the_device_once_its_labels_were_checked(monkeypatch):
+    """Defect 14 of docs/gpu-defects.md: the OAR term's label check (``bool(tensor)``) made the host
+    wait for the GPU in every step. Counted on the CPU with a stand-in for CUDA's sync debug mode:
+    every ``Tensor.__bool__``/``item``/``tolist`` inside the step."""
+    import contextlib
+
+    from contrastlab.losses import build_loss
+    from contrastlab.losses.oar import orthonormal_anchors
+    from contrastlab.models.vision import build_encoder
+    from contrastlab.training.vision import OarBatch, train_step
+
+    torch.manual_seed(0)
+    encoder = build_encoder("resnet18", stem="cifar", width=4)
+    anchors = orthonormal_anchors(10, encoder.feature_dim, generator=torch.Generator().manual_seed(0))
+    views = torch.randn(4, 3, 16, 16)
+    reads = []
+    for name in ("__bool__", "item", "tolist"):
+        original = getattr(torch.Tensor, name)
+        monkeypatch.setattr(
+            torch.Tensor, name, lambda t, *a, _f=original, _n=name: reads.append(_n) or _f(t, *a)
+        )
+
+    def step(checked: bool) -> int:
+        reads.clear()
+        oar = OarBatch(views, views, torch.tensor([0, 1, 2, 9]), anchors, 1.0, labels_checked=checked)
+        train_step(
+            encoder,
+            torch.nn.Identity(),
+            build_loss("ntxent", tau=1.0),
+            views,
+            views,
+            autocast=contextlib.nullcontext,
+            memory_format=torch.contiguous_format,
+            with_stats=False,
+            oar=oar,
+        )
+        return len(reads)
+
+    assert step(checked=False) >= 2  # the check, once per view: the counter sees it
+    assert step(checked=True) == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none visible)")
+def test_the_oar_step_on_cuda_never_waits_for_the_gpu():
+    """The same on CUDA with torch's own sync detector: an OAR step (both augmentation calls, both
+    passes, the backward) raises if anything in it synchronises."""
+    from contrastlab.losses.oar import orthonormal_anchors
+    from contrastlab.models.vision import build_encoder
+
+    cuda = torch.device("cuda")
+    encoder = build_encoder("resnet18", stem="cifar", width=4).to(cuda)
+    anchors = orthonormal_anchors(10, encoder.feature_dim, generator=torch.Generator().manual_seed(0)).to(
+        cuda
+    )
+    augment = VisionTrainSettings(blur_p=0.5).augment(16, (0.5,) * 3, (0.25,) * 3)
+    images = torch.randint(0, 256, (8, 3, 16, 16), dtype=torch.uint8, device=cuda)
+    labels = torch.randint(0, 10, (8,), device=cuda)
+    views = torch.Generator(device=cuda).manual_seed(0)
+    for sync_mode in (0, "error"):  # a first pass makes the cached constants (their copy waits once)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode(sync_mode)
+        _oar_steps(encoder, augment, images, labels, anchors, views)
+    torch.cuda.set_sync_debug_mode(0)
+
+
+def _oar_steps(encoder, augment, images, labels, anchors, views) -> None:
+    import contextlib
+
+    from contrastlab.losses import build_loss
+    from contrastlab.training.vision import OarBatch, train_step
+
+    try:
+        for calls in ("two", "one"):
+            oar = OarBatch(
+                *two_views(augment, images, views, calls), labels, anchors, 1.0, labels_checked=True
+            )
+            train_step(
+                encoder,
+                torch.nn.Identity(),
+                build_loss("ntxent", tau=1.0),
+                *two_views(augment, images, views, calls),
+                autocast=contextlib.nullcontext,
+                memory_format=torch.channels_last,
+                with_stats=False,
+                oar=oar,
+            )
+    finally:
+        torch.cuda.set_sync_debug_mode(0)

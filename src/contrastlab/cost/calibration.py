@@ -16,6 +16,7 @@ prefers)::
       },
       "overheads_s": {                        # seconds; missing keys: the default's
         "train_startup": 60, "sentence_step": 0.01, "vision_step": 0.01, "snapshot_per_gib": 2,
+        "sentence_launch": 2.8e-5, "vision_launch": 3.1e-5,   # host seconds per launched kernel
         "dev_evaluation": 2, "evaluate_startup": 30,
         "senteval_probe_test": 300, "senteval_probe_fasttest": 120, "senteval_probe_dev": 60,
         "vision_probe_step": 0.002
@@ -25,7 +26,9 @@ prefers)::
         "measured": true, "source": "...",    # default's (the H100 benchmark in docs/measured.md, assumed)
         "speedup": {"bf16": {"2": 1.82, "4": 2.34}}   # precision -> concurrent cells -> summed speed-up
       },
-      "peak_tflops": {...}, "mfu": {...}      # optional, for the reader
+      "peak_tflops": {...}, "mfu": {...},     # optional, for the reader
+      "measured_entries": ["achieved_tflops.sentence.fp32", ...],   # optional: in an assumed file, the
+      "measured_source": "..."                # entries that are measured figures, and where from
     }
 
 :func:`calibration_from_measurements` builds it from measured steps/s (:class:`Measurement`, with the
@@ -144,6 +147,8 @@ class Calibration:
     packing_speedup: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
     packing_measured: bool = False
     packing_source: str = ""
+    #: An assumed calibration's entries that are measured figures (``measured_entries`` in the file)
+    measured_entries: tuple[str, ...] = ()
 
     def seconds(self, flops: float, track: str, precision: str) -> float:
         return flops / (self.achieved_tflops[track][precision] * 1e12)
@@ -154,6 +159,10 @@ class Calibration:
             text = f"calibration: {self.path}, measured on {self.device}"
         else:
             text = f"calibration: {self.path}: {self.device} datasheet peaks × an assumed MFU, not measured"
+            if self.measured_entries:
+                text += (
+                    f", except {len(self.measured_entries)} figures measured on a GPU (its measured_source)"
+                )
         if self.filled_from_default:
             text += f"; from the default: {', '.join(self.filled_from_default)}"
         return text
@@ -219,6 +228,7 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         _packing_speedup(packing, chosen),
         bool(packing.get("measured")),
         str(packing.get("source") or ""),
+        tuple(data.get("measured_entries") or ()),
     )
 
 
@@ -318,12 +328,28 @@ def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -
     return Path(path)
 
 
-def train_seconds(work: CellWork, cal: Calibration) -> float:
+def step_seconds(work: CellWork, cal: Calibration) -> float:
+    """One training step: the larger of its FLOPs at the achieved rate and its host launches at the
+    calibration's ``<track>_launch`` seconds each (an eager step is bound by whichever is slower:
+    docs/gpu-speed.md §1.1-1.2 found the H100's MACL step and its bf16/fp16 sentence steps host-bound),
+    plus the track's ``<track>_step`` overhead."""
     o = cal.overheads_s
-    compute = cal.seconds(work.train_flops + work.dev_flops + work.analysis_flops, work.track, work.precision)
+    flop_s = cal.seconds(work.step_flops, work.track, work.precision)
+    return max(flop_s, work.step_launches * o.get(f"{work.track}_launch", 0.0)) + o[f"{work.track}_step"]
+
+
+def train_seconds(work: CellWork, cal: Calibration) -> float:
+    """A training job: its steps (:func:`step_seconds`), its dev evaluations or validation passes in
+    IEEE fp32 (the evaluators' precision, :data:`EVALUATION_PRECISION`, whatever the cell's; bounded by
+    their launches too), the analysis probe in the cell's precision, start-up, snapshots and each dev
+    evaluation's fixed cost."""
+    o = cal.overheads_s
+    launch = o.get(f"{work.track}_launch", 0.0)
+    dev = max(cal.seconds(work.dev_flops, work.track, EVALUATION_PRECISION), work.dev_launches * launch)
     return (
-        compute
-        + work.steps * o[f"{work.track}_step"]
+        work.steps * step_seconds(work, cal)
+        + dev
+        + cal.seconds(work.analysis_flops, work.track, work.precision)
         + o["train_startup"]
         + work.snapshots * work.snapshot_gib * o["snapshot_per_gib"]
         + work.dev_evaluations * o["dev_evaluation"]

@@ -103,6 +103,25 @@ KNOWN_ARCHITECTURES = {
 }
 
 
+#: Host-launched kernels (non-view ATen ops, counted on the CPU with a ``TorchDispatchMode``;
+#: tests/cost/test_plan.py recounts the first three on the project's code) of an eager image step:
+#: one :class:`~contrastlab.training.augment.SimCLRAugment` call without blur (a fixed count, whatever
+#: the batch: every draw is a batched tensor), what its blur adds, an encoder's forward + backward and
+#: forward alone (ResNets of this project's ``build_encoder``), and the rest of a MACL step (projection
+#: head, loss, fused Adam: the review's 875 ops of a MACL step, docs/gpu-speed.md §1.2, less two
+#: augmentation calls and the encoder).
+AUGMENT_LAUNCHES = 296
+BLUR_LAUNCHES = 15
+ENCODER_LAUNCHES = {"resnet18": (214, 86), "resnet50": (560, 226)}
+STEP_LAUNCHES = 69
+#: A validation batch's launches beyond its augmentation and forward (head, loss, the loss's copy to the
+#: host): an estimate, a third of :data:`STEP_LAUNCHES`' head, loss and optimiser.
+VALIDATION_LAUNCHES = 23
+#: Host-launched kernels of an eager BERT-base training step (12 layers) per precision on CUDA, the
+#: review's count (docs/gpu-speed.md §1.1: fp32 ~940, bf16 ~1,460 with 520 autocast casts, fp16
+#: ~1,470); other depths scale with their layers.
+SENTENCE_STEP_LAUNCHES = {"fp32": 940, "tf32": 940, "bf16": 1460, "fp16": 1470}
+
 #: CUDA context, cuBLAS/cuDNN workspaces and allocator slack (an assumption).
 FIXED_GPU_GIB = 1.0
 
@@ -297,6 +316,11 @@ class CellWork:
     eval_probe_steps: int
     peak_gib: float
     kind: str
+    #: Kernels the host launches per training step, and in all the dev evaluations or validation passes
+    #: (:data:`STEP_LAUNCHES`): a step takes at least ``step_launches`` x the calibration's
+    #: ``<track>_launch`` seconds however few its FLOPs (an eager step is bound by its host there).
+    step_launches: int = 0
+    dev_launches: int = 0
 
 
 def _snapshots(steps: int, settings: Mapping[str, Any], default_every: int) -> int:
@@ -414,12 +438,17 @@ def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[s
         eval_probe_steps=0,
         peak_gib=peak,
         kind=f"{cell.backbone} batch {batch} {precision}",
+        step_launches=round(SENTENCE_STEP_LAUNCHES[precision] * model.layers / 12),
     )
 
 
 def _vision_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
     dataset = s["dataset"]
-    n_train, n_test = DATASET_IMAGES[dataset]
+    n_images, n_test = DATASET_IMAGES[dataset]
+    # The trainer holds out int(val_fraction x images) for the per-epoch validation
+    # (data.images.validation_split) and trains on the rest: OAR's 20% leaves 40,000 of CIFAR's 50,000.
+    n_val = int(float(s.get("val_fraction") or 0) * n_images)
+    n_train = n_images - n_val
     size = int(s.get("input_size") or s.get("image_size") or NATIVE_SIZE[dataset])
     head = (
         (int(s.get("head_hidden", 512)), int(s.get("head_dim", 128)))
@@ -428,45 +457,62 @@ def _vision_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[str
     )
     fwd = vision_forward(s["arch"], s["stem"], int(s["width"]), s.get("out_dim"), size, head)
     batch = int(s.get("batch_size", 256))
-    steps = (n_train // batch if s.get("drop_last", True) else -(-n_train // batch)) * int(
-        s.get("epochs", 200)
-    )
+    steps_per_epoch = n_train // batch if s.get("drop_last", True) else -(-n_train // batch)
+    steps = steps_per_epoch * int(s.get("epochs", 200))
     if s.get("max_steps"):
         steps = min(steps, int(s["max_steps"]))
     images = 2 * batch
+    passes = 1
     if s.get("oar_fraction"):
-        images += 2 * min(int(s.get("oar_batch_size") or batch), int(s["oar_fraction"] * n_train))
+        # the labelled subset is drawn from all the images (data.images.labelled_subset)
+        images += 2 * min(int(s.get("oar_batch_size") or batch), int(s["oar_fraction"] * n_images))
+        passes = 2
     step_flops = 3 * 2.0 * fwd.macs * images
     precision = _resolved(s.get("precision"))
+    # Launches: the augmentation calls (two per pass, one with augment_calls: one), the encoder's
+    # forward and backward per pass, the head, loss and optimiser once.
+    per_call = AUGMENT_LAUNCHES + (BLUR_LAUNCHES if float(s.get("blur_p") or 0) > 0 else 0)
+    calls = 1 if s.get("augment_calls") == "one" else 2
+    encoder_launches, forward_launches = ENCODER_LAUNCHES.get(s["arch"], ENCODER_LAUNCHES["resnet18"])
+    step_launches = passes * (calls * per_call + encoder_launches) + STEP_LAUNCHES
+    # The per-epoch validation (keep: best_val_loss): two views of each held-out image, forward only in
+    # IEEE fp32, in batches of batch_size (a last batch of one image is skipped), after every epoch.
+    validations = (-(-steps // steps_per_epoch)) if n_val else 0
+    val_images = n_val - (1 if n_val % batch == 1 else 0)
+    val_batches = -(-val_images // batch) if n_val else 0
+    dev_flops = validations * 2 * 2.0 * fwd.macs * val_images
+    dev_launches = validations * val_batches * (calls * per_call + forward_launches + VALIDATION_LAUNCHES)
     oar_pass = " + OAR pass" if s.get("oar_fraction") else ""
     evaluation = cl_config.vision_evaluation(config, cell.experiment)
     probes = evaluation.get("probes") or ["linear", "knn"]
     probe_steps = 0
     if "linear" in probes:
         linear = evaluation.get("linear") or {}
-        probe_steps += int(linear.get("epochs", 100)) * -(-n_train // int(linear.get("batch_size", 128)))
+        probe_steps += int(linear.get("epochs", 100)) * -(-n_images // int(linear.get("batch_size", 128)))
     if "ffn" in probes:
         ffn = evaluation.get("ffn") or {}
         for fraction in ffn.get("label_fractions", [0.1, 0.5, 1.0]):
             probe_steps += int(ffn.get("epochs", 100)) * -(
-                -int(fraction * n_train) // int(ffn.get("batch_size", 32))
+                -int(fraction * n_images) // int(ffn.get("batch_size", 32))
             )
     optimizer_bytes = 16 if s.get("optimizer", "adam") == "adam" else 12
     activations = fwd.saved_elements * images * ACTIVATION_BYTES[precision]
-    peak = (optimizer_bytes * fwd.params + activations + n_train * 3 * NATIVE_SIZE[dataset] ** 2) / GIB
+    peak = (optimizer_bytes * fwd.params + activations + n_images * 3 * NATIVE_SIZE[dataset] ** 2) / GIB
     return CellWork(
         track="vision",
         precision=precision,
         steps=steps,
         step_flops=step_flops,
         train_flops=steps * step_flops,
-        dev_evaluations=0,
-        dev_flops=0.0,
+        dev_evaluations=0,  # priced by dev_flops and dev_launches (no sentence evaluator start-up)
+        dev_flops=dev_flops,
         analysis_flops=0.0,
         snapshots=_snapshots(steps, s, 500),
         snapshot_gib=optimizer_bytes * fwd.params / GIB,
-        eval_flops=2.0 * fwd.macs * (n_train + n_test),
+        eval_flops=2.0 * fwd.macs * (n_images + n_test),
         eval_probe_steps=probe_steps,
         peak_gib=peak + FIXED_GPU_GIB,
         kind=f"{cell.backbone} {size}px batch {batch}{oar_pass} {precision}",
+        step_launches=step_launches,
+        dev_launches=dev_launches,
     )

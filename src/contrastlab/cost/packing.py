@@ -260,7 +260,11 @@ def sentence_step_copy(
     optimizer = build_optimizer("adamw", params, where, lr=1e-5)
     loss_fn = build_loss("infonce")
     ids = torch.randint(1000, config.vocab_size, (batch, length), device=where)
-    chunk = (ids, torch.ones_like(ids))
+    # Padded rows as the trainer's batches have them (one at the full length, the rest shorter): an
+    # all-ones mask would let SDPA drop the mask and time another kernel (docs/gpu-defects.md, G5).
+    lengths = torch.randint(min(8, length), length + 1, (batch,), device=where)
+    lengths[0] = length
+    chunk = (ids, (torch.arange(length, device=where) < lengths[:, None]).to(ids.dtype))
 
     def step() -> None:
         with run.step_context():

@@ -224,6 +224,7 @@ def oar_term(
     *,
     labelled_mask: Tensor | None = None,
     reduction: str = "mean",
+    check_labels: bool = True,
 ) -> Tensor:
     """The OAR regression loss of one view (§4 of [0]): 1 - cos(z_i, c_{y_i}) over the labelled i.
 
@@ -234,7 +235,8 @@ def oar_term(
     ``labelled_mask`` [N] bool selects S (default: every row); labels of unlabelled rows are
     ignored (e.g. -1). An empty S gives 0 (not NaN). Computed in float32 (float64 stays float64)
     with autocast disabled. Shapes: z [N, D] raw, labels [N] integer in [0, K), anchors [K, D].
-    Validation of the labelled labels' range needs one host sync.
+    Validation of the labelled labels' range needs one host sync; ``check_labels=False`` skips it for
+    a caller that checked its labels once (the trainer, whose step must not wait for the GPU).
 
     >>> import torch
     >>> c = torch.eye(2)
@@ -260,7 +262,7 @@ def oar_term(
             f"got {labelled_mask.dtype} {tuple(labelled_mask.shape)}"
         )
     num_classes = anchors.shape[0]
-    if bool((((labels < 0) | (labels >= num_classes)) & labelled_mask).any()):
+    if check_labels and bool((((labels < 0) | (labels >= num_classes)) & labelled_mask).any()):
         raise ValueError(f"labels of labelled samples must be in [0, {num_classes})")
     dtype = torch.float64 if z.dtype == torch.float64 else torch.float32
     with torch.autocast(device_type=z.device.type, enabled=False):
@@ -275,7 +277,13 @@ def oar_term(
 
 
 def oar_loss(
-    z1: Tensor, z2: Tensor, labels: Tensor, anchors: Tensor, *, labelled_mask: Tensor | None = None
+    z1: Tensor,
+    z2: Tensor,
+    labels: Tensor,
+    anchors: Tensor,
+    *,
+    labelled_mask: Tensor | None = None,
+    check_labels: bool = True,
 ) -> Tensor:
     """The OAR term of a labelled batch seen in two views, as the authors add it to the contrastive
     loss: [oar_term(z1) + oar_term(z2)] / 2 with ``reduction="mean"`` (both views contribute; their
@@ -287,7 +295,9 @@ def oar_loss(
     >>> oar_loss(z, -z, torch.tensor([0, 1]), torch.eye(2)).item()  # (0 + 2) / 2
     1.0
     """
-    terms = [oar_term(z, labels, anchors, labelled_mask=labelled_mask) for z in (z1, z2)]
+    terms = [
+        oar_term(z, labels, anchors, labelled_mask=labelled_mask, check_labels=check_labels) for z in (z1, z2)
+    ]
     return 0.5 * (terms[0] + terms[1])
 
 

@@ -80,6 +80,7 @@ __all__ = [
     "load_encoder",
     "load_weights",
     "train_vision",
+    "two_views",
 ]
 
 #: The encoder's weights in ``out_dir``.
@@ -136,6 +137,13 @@ class VisionTrainSettings:
     precision: str = "auto"  # precision.CHOICES; auto: bf16 on CUDA (native bf16), fp32 on CPU
     head_autocast: bool = False  # the projection head inside bf16/fp16 autocast; else fp32
     channels_last: bool | None = None  # None: on CUDA only (faster convolutions with bf16)
+    # The GPU step's speed switches (docs/gpu-defects.md); none changes a CPU run's numbers by default.
+    # augment_calls: "two" draws each view in its own SimCLRAugment call (today's draws); "one" draws
+    # both in one call of 2B images: half the augmentation's kernel launches, the same distribution of
+    # views (tests/training/test_augment.py tests it), other draws for a seed.
+    augment_calls: str = "two"
+    cudnn_benchmark: bool = True  # CUDA only: cuDNN times its convolution algorithms once per shape
+    compile: bool = False  # torch.compile the encoder and the augmentation's pure half (off: unmeasured)
     # SimCLR's CIFAR augmentations (Chen et al. 2020, App. A; the four types of App. B.3); OAR uses
     # crop_scale (0.8, 1.0) and jitter (0.2, 0.2, 0.2, 0.1) (protocol.md section 3).
     crop_scale: tuple[float, float] = (0.08, 1.0)  # area fraction of the random resized crop
@@ -268,6 +276,9 @@ class OarBatch:
     labels: torch.Tensor
     anchors: torch.Tensor
     weight: float
+    #: The labels were checked to lie in [0, K) when the subset was made: the step then skips the
+    #: check, a host sync in every step otherwise (docs/gpu-defects.md, defect 14).
+    labels_checked: bool = False
 
 
 def train_step(
@@ -305,7 +316,7 @@ def train_step(
     total, oar_value = out.loss, None
     if oar is not None:
         z1, z2 = embed(oar.view1, oar.view2)
-        oar_value = oar_loss(z1, z2, oar.labels, oar.anchors)
+        oar_value = oar_loss(z1, z2, oar.labels, oar.anchors, check_labels=not oar.labels_checked)
         total = total + oar.weight * oar_value
     scale(total).backward()
     return out, h1, h2, oar_value
@@ -361,15 +372,42 @@ class _OarBatches:
         generator = torch.Generator().manual_seed(s.seed)
         self.anchors = orthonormal_anchors(NUM_CLASSES[s.dataset], loss_dim, generator=generator).to(device)
         self.cycle, self.order = -1, torch.empty(0, dtype=torch.long)
+        labelled = data.labels[labelled_subset(len(data.labels), s.oar_fraction, s.seed)]
+        if len(labelled) and not (0 <= int(labelled.min()) and int(labelled.max()) < len(self.anchors)):
+            raise ValueError(
+                f"{s.dataset}: labels of the labelled subset must be in [0, {len(self.anchors)})"
+            )
 
     def batch(self, step: int, images: torch.Tensor, augment, views: torch.Generator) -> OarBatch:
         cycle, position = divmod(step - 1, self.steps_per_cycle)
         if cycle != self.cycle:
             order = _labelled_order(len(self.labelled), self.s.seed, cycle)
-            self.cycle, self.order = cycle, self.labelled[torch.from_numpy(order).to(self.labelled.device)]
+            self.cycle, self.order = cycle, self.labelled[_to_device(order, self.labelled.device)]
         rows = self.order[position * self.batch_size : (position + 1) * self.batch_size]
-        view1, view2 = augment(images[rows], views), augment(images[rows], views)
-        return OarBatch(view1, view2, self.labels[rows], self.anchors, self.s.oar_weight)
+        view1, view2 = two_views(augment, images[rows], views, self.s.augment_calls)
+        return OarBatch(view1, view2, self.labels[rows], self.anchors, self.s.oar_weight, labels_checked=True)
+
+
+def two_views(
+    augment: SimCLRAugment, images: torch.Tensor, generator: torch.Generator, calls: str = "two"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two SimCLR views of ``images`` [B, 3, H, W]: ``calls="two"`` one augmentation call per view (the
+    first view's draws, then the second's); ``"one"`` one call on the batch twice over (2B images, each
+    with its own draws: the same distribution of view pairs, half the kernel launches, other views for
+    a generator state)."""
+    if calls == "one":
+        view1, view2 = augment(torch.cat([images, images]), generator).chunk(2)
+        return view1, view2
+    return augment(images, generator), augment(images, generator)
+
+
+def _to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``array`` on ``device``; to CUDA through pinned memory without blocking: a pageable copy makes
+    the host wait for the GPU's queue (docs/gpu-defects.md, G10)."""
+    tensor = torch.from_numpy(array)
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def _steps_per_epoch(s: VisionTrainSettings, n_images: int) -> int:
@@ -427,6 +465,14 @@ def train_vision(
     images = data.images.to(dev)
     augment = s.augment(s.input_size or size, *IMAGE_STATS[s.dataset])
     encoder, head, loss_dim = _build(s, dev, channels_last)
+    # The step's encoder: compiled (its state dict stays the plain module's) or the module itself.
+    forward_encoder = encoder
+    if s.compile:
+        forward_encoder = torch.compile(encoder)
+        augment.apply = torch.compile(augment.apply)  # the pure half; the draws stay eager
+    benchmark_was = torch.backends.cudnn.benchmark
+    if dev.type == "cuda":  # static shapes (drop_last): cuDNN times its algorithms once per shape
+        torch.backends.cudnn.benchmark = s.cudnn_benchmark
     params = [*encoder.parameters(), *head.parameters()]
     hp = {"momentum": s.momentum} if s.optimizer == "sgd" else {}
     optimizer = build_optimizer(
@@ -456,7 +502,7 @@ def train_vision(
     for step in run.steps(start, total, desc=f"{s.loss} {s.arch} bs{s.batch_size}"):
         epoch, position = divmod(step - 1, steps_per_epoch)
         if epoch != order_epoch:
-            order_epoch, order = epoch, torch.from_numpy(epoch_order(n_train, s.seed, epoch)).to(dev)
+            order_epoch, order = epoch, _to_device(epoch_order(n_train, s.seed, epoch), dev)
             order = order if trained is None else trained[order]
             lr = scheduled_lr(s, epoch)
             for group in optimizer.param_groups:
@@ -467,11 +513,10 @@ def train_vision(
         with run.step_context():  # OAR's blur (a convolution) too: the step's precision, every step
             oar_batch = oar.batch(step, images, augment, views) if oar else None
             out, h1, h2, oar_value = train_step(
-                encoder,
+                forward_encoder,
                 head,
                 loss_fn,
-                augment(batch, views),
-                augment(batch, views),
+                *two_views(augment, batch, views, s.augment_calls),
                 autocast=run.autocast,
                 memory_format=channels_last,
                 with_stats=logging,
@@ -493,6 +538,7 @@ def train_vision(
         if snapshot:
             run.save_snapshot(step, fingerprint, stateful, select.state() if select else {})
 
+    torch.backends.cudnn.benchmark = benchmark_was  # a process-wide switch: as it was
     if select is not None:
         select.load_kept()  # the encoder of the epoch with the lowest validation loss
     summary = {
@@ -558,19 +604,23 @@ class _ValSelection:
         with run.pause("val_s"):
             generator = torch.Generator(device=run.device).manual_seed(s.seed * 1_000_003 + epoch)
             self.encoder.eval(), self.head.eval()
-            total, count = 0.0, 0
+            # The sum stays on the device in float64 (one host sync per validation, not one per batch:
+            # docs/gpu-defects.md, G9); the same float32 losses summed in the same order in float64 as
+            # Python floats would, so the result is the same number.
+            total, count = torch.zeros((), dtype=torch.float64, device=run.device), 0
             with torch.no_grad(), ieee_fp32():
                 for start in range(0, len(self.images), s.batch_size):
                     batch = self.images[start : start + s.batch_size]
                     if len(batch) < 2:  # no negatives
                         continue
-                    v1, v2 = self.augment(batch, generator), self.augment(batch, generator)
+                    v1, v2 = two_views(self.augment, batch, generator, s.augment_calls)
                     x = torch.cat([v1, v2]).contiguous(memory_format=self.memory_format)
                     h1, h2 = self.head(self.encoder(x)).float().chunk(2)
-                    total += self.loss_fn(h1, h2, with_stats=False).loss.item() * len(batch)
+                    loss = self.loss_fn(h1, h2, with_stats=False).loss.detach()
+                    total = total + loss.to(torch.float64) * len(batch)
                     count += len(batch)
             self.encoder.train(), self.head.train()
-            loss = total / count
+            loss = total.item() / count
             self.losses.append(loss)
             if loss < self.best:
                 self.best, self.kept_epoch = loss, epoch
