@@ -445,11 +445,12 @@ def train(
     s, backbone_dir = settings, Path(backbone_dir)
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(s, state_dir, **options)
+    if s.cuda_graph:  # before anything is loaded: the one-line error comes first
+        capture.require_cuda(run.device)
     data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, progress)
     model, head, head_name, params = _build_model(s, backbone_dir, run.device)
     hp = dict(lr=s.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
-    if s.cuda_graph:  # before anything is loaded: the one-line error comes first
-        capture.require_cuda(run.device)
+    if s.cuda_graph:
         hp["capturable"] = True  # fused AdamW with its step count and lr on the device
     optimizer = build_optimizer("adamw", params, run.device, **hp)
     total = data.total_steps
