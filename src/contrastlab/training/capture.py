@@ -22,6 +22,8 @@ Both are switches of :class:`~contrastlab.training.sentence.TrainSettings`, off 
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 from collections.abc import Callable, Iterable
 
 import torch
@@ -122,6 +124,40 @@ class CapturedStep:
         self.mask.copy_(mask, non_blocking=True)
         self.graph.replay()
         return self.outputs
+
+
+def capture_sentence_step(
+    run, model, head, loss_fn, optimizer, params, first, *, head_autocast: bool, clip_norm: float
+) -> CapturedStep:
+    """The sentence trainer's step (:func:`~contrastlab.training.sentence.train_step` and
+    :meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step`, the eager code unchanged) as a
+    :class:`CapturedStep`: the learning rate becomes a device tensor, fp16's scale tensors exist before
+    the capture, autocast runs without its cast cache. Returns the step; calling it with a batch returns
+    (loss output, h1, h2, grad norm), device tensors rewritten at every replay."""
+    from contrastlab.training.sentence import train_step  # here: sentence imports this module
+
+    tensor_lr(optimizer, run.device)
+    if run.scaler.is_enabled():
+        run.scaler.scale(torch.zeros((), device=run.device))  # creates the scaler's scale tensors
+    autocast = no_autocast_cache(run.autocast)
+
+    def body(ids, mask):
+        with run.step_context():
+            out, h1, h2 = train_step(
+                model, head, loss_fn, [(ids, mask)], autocast=autocast, with_stats=False, scale=run.scale,
+                head_autocast=head_autocast,
+            )  # fmt: skip
+            grad_norm = run.optimizer_step(optimizer, params, clip_norm, zero_grad=False)
+        return out, h1, h2, grad_norm
+
+    def state():
+        yield from itertools.chain(model.parameters(), model.buffers(), head.parameters(), head.buffers())
+        for per_param in optimizer.state.values():
+            yield from (v for v in per_param.values() if torch.is_tensor(v))
+        yield from run.device_state()
+
+    zero_grad = functools.partial(optimizer.zero_grad, set_to_none=True)
+    return CapturedStep(body, first, state, zero_grad, run.device)
 
 
 def tensor_lr(optimizer: torch.optim.Optimizer, device: torch.device) -> None:

@@ -617,35 +617,25 @@ def _step(s: TrainSettings, run: TrainingRun, parts, rows, step: int, graph=None
 
 
 def _capture_step(s: TrainSettings, run: TrainingRun, parts, start: int) -> capture.CapturedStep:
-    """The whole step as one CUDA graph (``cuda_graph``): the eager step's code, captured once after any
-    resume, warmed up on the first batch the run will train on, the state it touched put back."""
+    """The whole step as one CUDA graph (``cuda_graph``), captured once after any resume and warmed up
+    on the first batch the run will train on."""
     model, head, loss_fn, optimizer, params, data = parts
-    capture.tensor_lr(optimizer, run.device)
-    if run.scaler.is_enabled():
-        run.scaler.scale(torch.zeros((), device=run.device))  # fp16: the scale tensors exist before capture
-    autocast = capture.no_autocast_cache(run.autocast)
-
-    def body(ids, mask):
-        with run.step_context():
-            out, h1, h2 = train_step(
-                model, head, loss_fn, [(ids, mask)], autocast=autocast, with_stats=False, scale=run.scale,
-                head_autocast=s.head_autocast,
-            )  # fmt: skip
-            grad_norm = run.optimizer_step(optimizer, params, CLIP_NORM, zero_grad=False)
-        return out, h1, h2, grad_norm
-
-    def state():
-        yield from itertools.chain(model.parameters(), model.buffers(), head.parameters(), head.buffers())
-        for per_param in optimizer.state.values():
-            yield from (v for v in per_param.values() if torch.is_tensor(v))
-        yield from run.device_state()
-
     epoch, position = divmod(start, data.steps_per_epoch)
     rows = epoch_order(data.n_sentences, s.seed, epoch)[
         position * s.batch_size : (position + 1) * s.batch_size
     ]
-    zero_grad = functools.partial(optimizer.zero_grad, set_to_none=True)
-    return capture.CapturedStep(body, _batch(s, data, rows, run.device), state, zero_grad, run.device)
+    first = _batch(s, data, rows, run.device)
+    return capture.capture_sentence_step(
+        run,
+        model,
+        head,
+        loss_fn,
+        optimizer,
+        params,
+        first,
+        head_autocast=s.head_autocast,
+        clip_norm=CLIP_NORM,
+    )
 
 
 def _log_interval(run: TrainingRun, s: TrainSettings, step, epoch, lr, last, grad_norm, select) -> None:
