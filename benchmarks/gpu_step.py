@@ -161,10 +161,8 @@ def run_variant(name: str, precision: str, args, device, batches, table, lengths
 
     if graphed:
         t = time.perf_counter()
-        graph = capture.capture_sentence_step(
-            run, encoder, head, loss_fn, optimizer, params, device_batches[0], head_autocast=False,
-            clip_norm=CLIP_NORM,
-        )  # fmt: skip
+        pieces = (run, train_step, encoder, head, loss_fn, optimizer, params, device_batches[0])
+        graph = capture.capture_sentence_step(*pieces, head_autocast=False, clip_norm=CLIP_NORM)
         capture_s = time.perf_counter() - t
 
         def step():

@@ -247,3 +247,50 @@ def test_cuda_graph_on_a_cpu_is_one_line_before_anything_loads(tmp_path):
 def test_pad_to_width_refuses_a_batch_wider_than_max_length():
     with pytest.raises(ValueError, match="a batch of width 5 is wider than max_length 4"):
         capture.pad_to_width(torch.ones(1, 5, dtype=torch.long), torch.ones(1, 5, dtype=torch.long), 4, 0)
+
+
+# ------------------------------------------------------------------ the graph path's CPU-testable parts
+
+
+def test_restore_puts_tensors_back_in_place_and_zeroes_state_made_since():
+    # CapturedStep's warm-up runs real optimiser steps; the first replay must be the run's first step.
+    param = nn.Parameter(torch.tensor([1.0, 2.0]))
+    optimizer = torch.optim.AdamW([param], lr=0.1)
+
+    def tensors():
+        yield param
+        for per_param in optimizer.state.values():
+            yield from (v for v in per_param.values() if torch.is_tensor(v))
+
+    restore, storage = capture._Restore(tensors), param.data_ptr()
+    param.grad = torch.ones(2)
+    optimizer.step()  # changes the parameter, creates exp_avg, exp_avg_sq, step
+    restore()
+    assert param.tolist() == [1.0, 2.0] and param.data_ptr() == storage
+    assert all(float(v.abs().sum()) == 0 for v in tensors() if v is not param)
+
+
+def test_the_scheduler_fills_the_tensor_lr_in_place():
+    param = nn.Parameter(torch.zeros(2))
+    optimizer = torch.optim.AdamW([param], lr=3e-5)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: max(0.0, (10 - k) / 10))
+    capture.tensor_lr(optimizer, torch.device("cpu"))
+    lr = optimizer.param_groups[0]["lr"]
+    for k in range(1, 4):
+        scheduler.step()
+        assert optimizer.param_groups[0]["lr"] is lr  # the tensor a graph holds
+        assert lr.item() == pytest.approx(3e-5 * (10 - k) / 10)
+
+
+def test_capture_autocast_has_no_cast_cache():
+    made = capture.no_autocast_cache(lambda: torch.autocast("cpu", dtype=torch.bfloat16))()
+    assert made.fast_dtype == torch.bfloat16 and made._cache_enabled is False
+    assert isinstance(capture.no_autocast_cache(contextlib.nullcontext)(), contextlib.nullcontext)
+
+
+def test_the_new_switches_at_their_defaults_match_the_settings_fields():
+    # left out of the snapshot fingerprint at these values, so a snapshot written before them resumes
+    from contrastlab.training.sentence import LATER_DEFAULTS
+
+    defaults = TrainSettings(loss="infonce").to_dict()
+    assert {k: defaults[k] for k in LATER_DEFAULTS} == LATER_DEFAULTS

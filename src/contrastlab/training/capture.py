@@ -127,15 +127,14 @@ class CapturedStep:
 
 
 def capture_sentence_step(
-    run, model, head, loss_fn, optimizer, params, first, *, head_autocast: bool, clip_norm: float
+    run, train_step, model, head, loss_fn, optimizer, params, first, *, head_autocast: bool, clip_norm: float
 ) -> CapturedStep:
-    """The sentence trainer's step (:func:`~contrastlab.training.sentence.train_step` and
+    """The sentence trainer's step (``train_step`` = :func:`~contrastlab.training.sentence.train_step`,
+    passed in: that module imports this one; then
     :meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step`, the eager code unchanged) as a
     :class:`CapturedStep`: the learning rate becomes a device tensor, fp16's scale tensors exist before
     the capture, autocast runs without its cast cache. Returns the step; calling it with a batch returns
     (loss output, h1, h2, grad norm), device tensors rewritten at every replay."""
-    from contrastlab.training.sentence import train_step  # here: sentence imports this module
-
     tensor_lr(optimizer, run.device)
     if run.scaler.is_enabled():
         run.scaler.scale(torch.zeros((), device=run.device))  # creates the scaler's scale tensors

@@ -98,6 +98,8 @@ ADAM_BETAS = (0.9, 0.999)  # protocol.md §2 (SimCSE's HF Trainer defaults)
 ADAM_EPS = 1e-8
 CLIP_NORM = 1.0
 LI2024_HEAD_STD = 6e-3  # Li et al.'s custom_param_init: nn.init.normal_(weight and bias, 0, 6e-3)
+#: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint).
+LATER_DEFAULTS = {"dev_batch_size": 128, "static_shapes": False, "cuda_graph": False, "compile": False}
 OutOfMemoryError = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 
@@ -517,6 +519,8 @@ def _identity(
     """The run's snapshot fingerprint (settings, backbone, corpus) and the description its start record
     and summary carry."""
     numbers = fingerprint_settings(s.to_dict())  # the settings that change the run's numbers
+    # Settings added after snapshots existed count only when set: a snapshot written before them resumes.
+    numbers = {k: v for k, v in numbers.items() if LATER_DEFAULTS.get(k, object()) != v}
     key = [numbers, _backbone_fingerprint(backbone_dir), data.sentences.key, data.n_sentences]
     fingerprint = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
     run_info = {
@@ -625,17 +629,8 @@ def _capture_step(s: TrainSettings, run: TrainingRun, parts, start: int) -> capt
         position * s.batch_size : (position + 1) * s.batch_size
     ]
     first = _batch(s, data, rows, run.device)
-    return capture.capture_sentence_step(
-        run,
-        model,
-        head,
-        loss_fn,
-        optimizer,
-        params,
-        first,
-        head_autocast=s.head_autocast,
-        clip_norm=CLIP_NORM,
-    )
+    pieces = (run, train_step, model, head, loss_fn, optimizer, params, first)
+    return capture.capture_sentence_step(*pieces, head_autocast=s.head_autocast, clip_norm=CLIP_NORM)
 
 
 def _log_interval(run: TrainingRun, s: TrainSettings, step, epoch, lr, last, grad_norm, select) -> None:
