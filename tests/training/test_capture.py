@@ -270,6 +270,7 @@ def test_restore_puts_tensors_back_in_place_and_zeroes_state_made_since():
     assert all(float(v.abs().sum()) == 0 for v in tensors() if v is not param)
 
 
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")
 def test_the_scheduler_fills_the_tensor_lr_in_place():
     param = nn.Parameter(torch.zeros(2))
     optimizer = torch.optim.AdamW([param], lr=3e-5)
