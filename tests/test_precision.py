@@ -44,6 +44,20 @@ def test_every_cudnn_switch_follows_the_mode():
     set_fp32_mode("ieee")
 
 
+@pytest.mark.parametrize("mode", ["tf32", "ieee"])
+def test_the_legacy_tf32_getters_answer_after_either_mode(mode):
+    # Defect N7 of the GPU review: TorchInductor reads these while compiling; PyTorch 2.14 raises in them
+    # when only the new fp32_precision switches were set.
+    try:
+        set_fp32_mode(mode)
+        tf32 = mode == "tf32"
+        assert torch.backends.cuda.matmul.allow_tf32 is tf32
+        assert torch.backends.cudnn.allow_tf32 is tf32
+        assert torch.get_float32_matmul_precision() == ("high" if tf32 else "highest")
+    finally:
+        set_fp32_mode("ieee")
+
+
 def test_ieee_fp32_restores_pytorchs_own_defaults():
     set_fp32_mode("ieee")
     torch.backends.cuda.matmul.fp32_precision = "none"  # PyTorch's defaults: matmul unset, cuDNN TF32

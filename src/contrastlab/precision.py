@@ -47,14 +47,31 @@ def resolve(requested: str, *, cuda: bool, native_bf16: bool) -> str:
 
 def set_fp32_mode(mode: str) -> None:
     """``ieee`` or ``tf32`` for cuBLAS matmuls and cuDNN convolutions and RNNs (PyTorch's fp32_precision
-    API; the legacy ``allow_tf32`` flags are never set: mixing the two APIs is an error in PyTorch 2.14).
-    No model here has an RNN; its switch follows so that the cuDNN switches never disagree (PyTorch
-    2.14's legacy ``cudnn.allow_tf32`` getter raises when they do, and on ``ieee`` in any case)."""
+    API), with PyTorch's legacy switches (``set_float32_matmul_precision``, ``cudnn.allow_tf32``) set to
+    agree. No model here has an RNN; its switch follows so that the cuDNN switches never disagree.
+
+    Why both APIs: PyTorch 2.14's legacy getters (``torch.backends.cuda.matmul.allow_tf32``,
+    ``torch.get_float32_matmul_precision()``, ``torch.backends.cudnn.allow_tf32``) raise when the new
+    switches were set and the legacy state says otherwise, and TorchInductor reads them while it compiles
+    and autotunes (gpu-speed review, defect N7). Set to the same mode, every getter answers.
+    """
     import torch  # here, not at the top: the plan and the Snakefile read CHOICES without torch
 
+    _set_legacy(mode, mode)
     torch.backends.cuda.matmul.fp32_precision = mode
     torch.backends.cudnn.conv.fp32_precision = mode
     torch.backends.cudnn.rnn.fp32_precision = mode
+
+
+def _set_legacy(matmul: str, conv: str) -> None:
+    """PyTorch's legacy TF32 switches to agree with the new ones (``none`` leaves a legacy switch as it
+    is: the new API then defers to it)."""
+    import torch
+
+    if matmul != "none":
+        torch.set_float32_matmul_precision("high" if matmul == "tf32" else "highest")
+    if conv != "none":
+        torch.backends.cudnn.allow_tf32 = conv == "tf32"
 
 
 @contextlib.contextmanager
@@ -73,6 +90,7 @@ def ieee_fp32() -> Iterator[None]:
     try:
         yield
     finally:
+        _set_legacy(before[0], before[1])
         (
             torch.backends.cuda.matmul.fp32_precision,
             torch.backends.cudnn.conv.fp32_precision,

@@ -132,3 +132,19 @@ def test_tensorboard_cost_trains_the_cell_with_events_on_and_off(tmp_path, capsy
     assert list((tmp_path / "o" / "run0-on" / "state.tensorboard").glob("events.out.tfevents.*"))
     assert not (tmp_path / "o" / "run0-off" / "state.tensorboard").exists()
     assert "difference:" in capsys.readouterr().out
+
+
+def test_gpu_step_compares_the_variants_losses_with_eager_on_a_cpu(tmp_path, capsys):
+    """benchmarks/gpu_step.py at toy size: the 4D-mask variant's losses equal the 2D-mask eager ones
+    (bit_equal), and a CUDA-only variant reports its error without stopping the others."""
+    out = tmp_path / "rows.jsonl"
+    _run(
+        "gpu_step.py",
+        *("--toy", "--device", "cpu", "--part", "sentence", "--precisions", "fp32", "--batch", "8"),
+        *("--variants", "eager2d,graph,mask4d", "--steps", "2", "--warmup", "2"),
+        *("--out", str(out), "--scratch", str(tmp_path / "scratch")),
+    )
+    rows = {row["variant"]: row for row in map(json.loads, out.read_text().splitlines())}
+    assert rows["eager2d"]["bit_equal"] is True and rows["mask4d"]["bit_equal"] is True
+    assert rows["mask4d"]["steps_per_s"] > 0 and rows["mask4d"]["kernels_per_step"] > 0
+    assert rows["graph"]["error"] == "RuntimeError: graph needs a CUDA device"

@@ -68,6 +68,8 @@ def test_every_optional_key_has_a_default():
     # default (None, False), so the cells of earlier configs keep their params.
     no_default |= {"state_minutes", "head_autocast", "val_fraction", "keep"}
     no_default |= {"tensorboard"}  # absent means on: the cells' params stay as they were
+    # The sentence step's GPU fast paths: absent means off (dev batches of 128), params unchanged.
+    no_default |= {"dev_batch_size", "static_shapes", "cuda_graph", "compile"}
     # A search's keys: absent means "all of the experiment's" (methods, backbones), its first seed, the
     # shared stages, no per-method stages, no budget (contrastlab.search.search_spec fills them).
     no_default |= {"methods", "seed", "stages", "per_method", "budget_gpu_hours"}

@@ -66,3 +66,42 @@ def test_old_ambiguous_name_is_rejected(outputs):
     out, mask, _, _ = outputs
     with pytest.raises(ValueError, match="avg_embeddings_and_last"):
         pool(out, mask, "avg_first_last")
+
+
+def _random_bert(attn: str = "sdpa"):
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        initializer_range=0.2, attn_implementation=attn,
+    )  # fmt: skip
+    return BertModel(config)
+
+
+@pytest.mark.parametrize("padded", [True, False])
+@pytest.mark.parametrize("dtype", [None, torch.bfloat16])
+def test_the_4d_attention_mask_gives_the_2d_masks_outputs_bit_for_bit(padded, dtype):
+    from contrastlab.models.text import attention_bias
+
+    model = _random_bert().train()  # dropout on: the same seed draws the same masks both ways
+    ids = torch.randint(1, 100, (4, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(4, 9, dtype=torch.long)
+    if padded:
+        mask[1, 5:] = mask[3, 2:] = 0
+    bias = attention_bias(model, mask)
+    assert bias.shape == (4, 1, 9, 9) and bias.dtype == torch.bool
+    outputs = []
+    for m in (mask, bias):
+        torch.manual_seed(3)
+        with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            outputs.append(model(input_ids=ids, attention_mask=m).last_hidden_state.float())
+    assert torch.equal(*outputs)
+
+
+def test_attention_bias_keeps_the_2d_mask_where_the_model_builds_no_sdpa_mask():
+    from contrastlab.models.text import attention_bias
+
+    mask = torch.ones(2, 3, dtype=torch.long)
+    assert attention_bias(_random_bert("eager"), mask) is mask  # eager attention: no sync to avoid
+    assert attention_bias(torch.nn.Linear(2, 2), mask) is mask  # no transformers config

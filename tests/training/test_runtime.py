@@ -212,16 +212,19 @@ def test_fp16_overflow_skips_the_step_halves_the_scale_and_counts_it(tmp_path):
     _backward(run, model, x)  # a clean step trains and resets the run of skips
     run.optimizer_step(optimizer, params, clip_norm=1.0)
     assert not all(torch.equal(a, b) for a, b in zip(before, params, strict=True))
-    assert run.skipped_steps == 1 and run._skips_in_a_row == 0
+    assert run.skipped_steps == 1 and run.skips_in_a_row == 0
 
 
 def test_fp16_stops_after_the_stated_number_of_consecutive_skips(tmp_path):
     run, model, params, optimizer = _tiny_run(tmp_path)
     x = torch.randn(16, 8)
     with pytest.raises(NonFiniteLossError, match=f"skipped {FP16_MAX_CONSECUTIVE_SKIPS} steps in a row"):
-        for _ in range(FP16_MAX_CONSECUTIVE_SKIPS):
-            _backward(run, model, x, poison=True)
+        for step in range(1, FP16_MAX_CONSECUTIVE_SKIPS + 1):
+            loss = _backward(run, model, x, poison=True)
             run.optimizer_step(optimizer, params, clip_norm=1.0)
+            # the skips are counted on the device and read where the run checks its loss anyway
+            run.check_finite(step, loss, syncs=True, what="loss", stats=lambda: "")
+            assert run.skips_in_a_row == step
     assert run.skipped_steps == FP16_MAX_CONSECUTIVE_SKIPS
 
 

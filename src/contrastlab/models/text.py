@@ -48,6 +48,10 @@ SOURCE_RECORD = "contrastlab_source.json"
 #: The files taken from a hub repository: configs, tokenizers and safetensors weights (never the
 #: pickle-based ``pytorch_model.bin``, nor the TF, Flax, Rust, ONNX and Core ML copies).
 HUB_FILES = ["*.json", "*.txt", "*.safetensors", "*.model", "merges.txt", "vocab.*"]
+#: Encoders whose transformers-5 modelling code builds its attention bias with
+#: ``masking_utils.create_bidirectional_mask``, which returns a 4D mask unchanged (read in transformers
+#: 5.23's modeling_{bert,roberta,xlm_roberta,camembert,distilbert,mpnet,electra}.py).
+MASK_4D_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "mpnet", "electra")
 
 
 class BackboneError(RuntimeError):
@@ -274,6 +278,33 @@ def pool(outputs: Any, attention_mask: torch.Tensor, pooling: str) -> torch.Tens
     raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
 
 
+def attention_bias(model: torch.nn.Module, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The attention mask to hand ``model``: for an SDPA encoder of :data:`MASK_4D_MODEL_TYPES`, the
+    boolean 4D mask ``[n, 1, L, L]`` (True = attend) that transformers would build from the 2D
+    ``attention_mask`` [n, L]; the 2D mask itself for anything else.
+
+    Why: given a 2D mask, transformers 5's ``create_bidirectional_mask`` calls ``sdpa_mask``, which
+    asks ``padding_mask.all()`` in Python (``_ignore_bidirectional_mask_sdpa``, masking_utils.py:367-369
+    in 5.23, called from ``sdpa_mask`` :536) to decide whether the mask can be dropped: a host-device
+    sync in every forward pass, and an error inside CUDA-graph capture. A 4D mask takes
+    ``_preprocess_mask_arguments``' early exit (masking_utils.py:832-834) and reaches SDPA as it is. The
+    numbers do not change: masked keys get zero weight either way, and where a batch has no padding the
+    all-True mask adds exact zeros (tests/models/test_text.py holds both bit-equal on a CPU). The eager
+    attention path builds its additive mask without that check, so it keeps the 2D mask.
+    """
+    config = getattr(model, "config", None)
+    if (
+        config is None
+        or getattr(config, "model_type", None) not in MASK_4D_MODEL_TYPES
+        or getattr(config, "_attn_implementation", None) != "sdpa"
+        or getattr(config, "is_decoder", False)
+        or attention_mask.dim() != 2
+    ):
+        return attention_mask
+    n, width = attention_mask.shape
+    return attention_mask.bool()[:, None, None, :].expand(n, 1, width, width)
+
+
 def make_encoder(
     model: torch.nn.Module,
     tokenizer: Any,
@@ -310,7 +341,8 @@ def make_encoder(
                 max_length=max_length,
                 return_tensors="pt",
             ).to(device)
-            outputs = model(**batch, output_hidden_states=pooling in FIRST_LAST_POOLINGS)
+            inputs = {**batch, "attention_mask": attention_bias(model, batch["attention_mask"])}
+            outputs = model(**inputs, output_hidden_states=pooling in FIRST_LAST_POOLINGS)
             emb = pool(outputs, batch["attention_mask"], pooling).float().cpu().numpy()
             if out is None:
                 out = np.empty((len(sentences), emb.shape[1]), dtype=np.float32)

@@ -334,8 +334,10 @@ class TrainingRun:
         self.log = JsonlLog(self.state_dir / st.LOG_FILE, mirror=self.events.write)
         self.timings: dict[str, float] = {"train_s": 0.0, "state_s": 0.0}
         self.resumed_from: list[int] = []
-        self.skipped_steps = 0  # fp16 steps skipped by the loss scaler, over the whole run
-        self._skips_in_a_row = 0
+        # fp16 steps skipped by the loss scaler: counted on the device (no host sync per step) and read
+        # where the run syncs anyway (:attr:`skipped_steps`, :meth:`check_finite`).
+        zero = functools.partial(torch.zeros, (), dtype=torch.long, device=self.device)
+        self._skipped, self._skip_run, self._worst_skip_run = zero(), zero(), zero()
         self._last_snapshot_t = clock()
         self._bar = None
         self._interval_t, self._paused = time.perf_counter(), 0.0
@@ -387,31 +389,67 @@ class TrainingRun:
         return self.scaler.scale(loss)
 
     def optimizer_step(
-        self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter], clip_norm: float | None
+        self,
+        optimizer: torch.optim.Optimizer,
+        params: list[torch.nn.Parameter],
+        clip_norm: float | None,
+        *,
+        zero_grad: bool = True,
     ) -> torch.Tensor | None:
         """Unscale (fp16), clip the true gradients' norm to ``clip_norm``, step, update the scale, zero
-        the gradients. Returns the gradient norm before clipping (a device tensor) or None. An fp16 step
-        whose gradients overflowed is skipped by the scaler and counted; too many in a row raise."""
+        the gradients (unless ``zero_grad`` is False: a captured step's backward rewrites them). Returns
+        the gradient norm before clipping (a device tensor) or None. An fp16 step
+        whose gradients overflowed is skipped by the scaler and counted on the device; too many in a row
+        raise at the next :meth:`check_finite`. No host sync on CUDA (fused optimizers take the scaler's
+        ``found_inf`` on the device; PyTorch's unfused path, a CPU's default, reads it)."""
         self.scaler.unscale_(optimizer)  # no-op unless fp16: clipping must see the true gradients
         grad_norm = torch.nn.utils.clip_grad_norm_(params, clip_norm) if clip_norm is not None else None
         if self.scaler.is_enabled():
-            # get_scale() syncs with the device; only fp16 runs pay it, and only one per step.
-            before = self.scaler.get_scale()
+            # The scale falls exactly when the scaler skipped the step (overflowed gradients). Compared on
+            # the device: get_scale() would sync twice per step (review defect N9). _get_scale_async is the
+            # scaler's own sync-free accessor of its scale tensor (PyTorch's fused optimizers read it too).
+            before = self.scaler._get_scale_async().clone()
             self.scaler.step(optimizer)
             self.scaler.update()
-            skipped = self.scaler.get_scale() < before
-            self.skipped_steps += skipped
-            self._skips_in_a_row = self._skips_in_a_row + 1 if skipped else 0
-            if self._skips_in_a_row >= FP16_MAX_CONSECUTIVE_SKIPS:
-                raise NonFiniteLossError(
-                    f"fp16 loss scaling skipped {self._skips_in_a_row} steps in a row (scale now "
-                    f"{self.scaler.get_scale():g}): the gradients overflow at every scale; use precision "
-                    "bf16 or fp32"
-                )
+            skipped = (self.scaler._get_scale_async() < before).long()
+            self._skipped += skipped
+            self._skip_run.mul_(skipped).add_(skipped)  # (run + 1) if skipped else 0
+            torch.maximum(self._worst_skip_run, self._skip_run, out=self._worst_skip_run)
         else:
             optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        if zero_grad:
+            optimizer.zero_grad(set_to_none=True)
         return grad_norm
+
+    def device_state(self) -> Iterator[torch.Tensor]:
+        """The device tensors :meth:`optimizer_step` updates in place (the loss scaler's scale and growth
+        tracker, the skip counters): what a captured step must put back after its warm-up."""
+        yield from (self._skipped, self._skip_run, self._worst_skip_run)
+        if self.scaler.is_enabled():
+            # the scaler's tensors, created by its first scale() call (private names: no public accessor)
+            yield from (t for t in (self.scaler._scale, self.scaler._growth_tracker) if t is not None)
+
+    @property
+    def skipped_steps(self) -> int:
+        """fp16 steps skipped by the loss scaler over the whole run (a host sync)."""
+        return int(self._skipped.item())
+
+    @skipped_steps.setter
+    def skipped_steps(self, value: int) -> None:
+        self._skipped.fill_(value)
+
+    @property
+    def skips_in_a_row(self) -> int:
+        """fp16 steps skipped in a row up to the last step (a host sync)."""
+        return int(self._skip_run.item())
+
+    def _check_skips(self, worst: int) -> None:
+        if worst >= FP16_MAX_CONSECUTIVE_SKIPS:
+            raise NonFiniteLossError(
+                f"fp16 loss scaling skipped {worst} steps in a row (scale now {self.scaler.get_scale():g}): "
+                "the gradients overflow at every scale; use precision bf16 or fp32"
+            )
+        self._worst_skip_run.copy_(self._skip_run)
 
     # -- the loop's bookkeeping ------------------------------------------------------------------------
     def steps(self, start: int, total: int, desc: str) -> Iterator[int]:
@@ -443,23 +481,29 @@ class TrainingRun:
     def check_finite(
         self, step: int, loss: torch.Tensor, *, syncs: bool, what: str, stats: Callable[[], str]
     ) -> None:
-        """Raise :class:`NonFiniteLossError` if a loss since the last check was not finite (at the
+        """Raise :class:`NonFiniteLossError` if a loss since the last check was not finite, or if fp16
+        loss scaling skipped :data:`FP16_MAX_CONSECUTIVE_SKIPS` steps in a row since then (at the
         cadence of ``check_every``, or whenever the step ``syncs`` anyway)."""
         if not (syncs or (self.check_every and step % self.check_every == 0)):
             return
-        bad = int(self._first_bad.item())
+        bad, worst = torch.stack([self._first_bad, self._worst_skip_run]).tolist()  # one host sync
         if bad >= 0:
             raise NonFiniteLossError(
                 f"{what} is not finite at step {bad} (detected at step {step}, value now {loss.item()}); "
                 f"loss stats at step {step}: {stats()}. Try a lower lr, precision=fp32, or check the "
                 "hyperparameters."
             )
+        self._check_skips(worst)
 
     def take_interval(self, *extra: torch.Tensor) -> dict[str, Any]:
         """The log interval's mean loss, speed and ``extra`` device scalars (one host sync); resets it."""
         now = time.perf_counter()
         elapsed = now - self._interval_t - self._paused
-        values = torch.stack([self._loss_sum / self._interval_steps, *(x.float() for x in extra)]).tolist()
+        scaler = [self.scaler._get_scale_async(), self._skipped] if self.scaler.is_enabled() else []
+        parts = [self._loss_sum / self._interval_steps, *(x.float() for x in extra), *scaler]
+        values = torch.stack([x.float().reshape(()) for x in parts]).tolist()  # the one host sync
+        if scaler:
+            *values, scale, skipped = values
         self.timings["train_s"] += elapsed
         self.timings["timed_items"] = self.timings.get("timed_items", 0) + self._interval_items
         if self._warm:  # the first interval of a process holds CUDA's and the allocator's warm-up
@@ -473,8 +517,8 @@ class TrainingRun:
             "items_per_s": self._interval_items / elapsed,
             "items": self._interval_items,
         }
-        if self.scaler.is_enabled():
-            out["loss_scale"], out["skipped_steps"] = self.scaler.get_scale(), self.skipped_steps
+        if scaler:
+            out["loss_scale"], out["skipped_steps"] = scale, int(skipped)
         self._loss_sum.zero_()
         self._interval_steps, self._interval_items, self._interval_t, self._paused = 0, 0, now, 0.0
         return out

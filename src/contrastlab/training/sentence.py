@@ -35,8 +35,12 @@ autocast, which is what SimCSE's ``--fp16`` runs did (HF Trainer's amp wraps the
 included): the MACL cells of config.yaml that reproduce SimCSE's fp16 set it.
 
 Speed: the corpus is tokenised once per tokenizer (``training.corpus``); on CUDA fused AdamW; the
-step loop does not synchronise with the device except at logging, evaluation and snapshot steps (the
-loss is called with ``with_stats=False`` elsewhere; the NaN guard accumulates on the device).
+encoder gets the 4D attention mask (:func:`~contrastlab.models.text.attention_bias`: transformers' 2D
+path asks the device whether a batch has padding in every forward pass); the step itself never
+synchronises with the host (the loss's stats are computed after it, at log steps only; the NaN guard and
+fp16's skip count accumulate on the device), and the loop reads the device only at logging, evaluation
+and snapshot steps. ``static_shapes``, ``cuda_graph`` and ``compile`` are the GPU fast paths
+(:mod:`contrastlab.training.capture`), all off by default; docs/training-speed.md says what each does.
 Resuming and snapshots: see ``training.runtime``; on CPU a resumed run is bit-identical to an
 uninterrupted one.
 """
@@ -64,10 +68,11 @@ from torch import nn
 
 from contrastlab.losses import build_loss
 from contrastlab.models.export import write_sentence_transformers_files
+from contrastlab.models.text import attention_bias
 from contrastlab.paths import atomic_dir, atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.senteval.protocol import CELL_POOLING
-from contrastlab.training import geometry
+from contrastlab.training import capture, geometry
 from contrastlab.training import state as st
 from contrastlab.training.corpus import load_tokenized_corpus
 from contrastlab.training.dev import DevEvaluator
@@ -93,6 +98,8 @@ ADAM_BETAS = (0.9, 0.999)  # protocol.md §2 (SimCSE's HF Trainer defaults)
 ADAM_EPS = 1e-8
 CLIP_NORM = 1.0
 LI2024_HEAD_STD = 6e-3  # Li et al.'s custom_param_init: nn.init.normal_(weight and bias, 0, 6e-3)
+#: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint).
+LATER_DEFAULTS = {"dev_batch_size": 128, "static_shapes": False, "cuda_graph": False, "compile": False}
 OutOfMemoryError = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 
@@ -126,10 +133,19 @@ class TrainSettings:
     analysis_batch: int = 128  # sentences per probe batch (Li: N = 128)
     analysis_holdout: bool = False  # probe = the corpus's last sentences, removed from training (Li)
     tensorboard: bool = True  # TensorBoard events of the log's records (training.events); no number changes
+    dev_batch_size: int = 128  # dev sentences per encoder call (512: fewer launches on a GPU; IEEE fp32 both)
+    static_shapes: bool = False  # pad every batch to max_length (training.capture); implied by cuda_graph
+    cuda_graph: bool = False  # the whole step as one CUDA graph (CUDA only; training.capture)
+    compile: bool = False  # torch.compile the encoder for the training step (its own dropout stream)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "loss_hp", dict(self.loss_hp))
         check_against_schema(self, "training")  # types, choices and bounds: the schema states them once
+        if self.cuda_graph and self.grad_accum != 1:
+            raise ValueError(
+                f"cuda_graph captures one encoder pass per step; set grad_accum: 1 (got {self.grad_accum}) "
+                "or cuda_graph: false"
+            )
         if self.grad_accum > self.batch_size:
             raise ValueError(f"grad_accum must be <= batch_size ({self.batch_size}), got {self.grad_accum}")
         if self.analysis_sentences < self.analysis_batch:
@@ -201,10 +217,9 @@ def _embed_pairs(
 ):
     """Both dropout views of a batch in one forward pass: ``(h1, h2)``, float32 [N, D]. The encoder runs
     under ``autocast``; the head too only with ``head_autocast`` (else in fp32 on the fp32 [CLS])."""
+    mask = attention_bias(model, mask.repeat_interleave(2, dim=0))
     with autocast():
-        cls = model(
-            input_ids=ids.repeat_interleave(2, dim=0), attention_mask=mask.repeat_interleave(2, dim=0)
-        ).last_hidden_state[:, 0]
+        cls = model(input_ids=ids.repeat_interleave(2, dim=0), attention_mask=mask).last_hidden_state[:, 0]
         if head_autocast:
             cls = head(cls)
     h = cls if head_autocast else head(cls.float())
@@ -432,9 +447,13 @@ def train(
     s, backbone_dir = settings, Path(backbone_dir)
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(s, state_dir, **options)
+    if s.cuda_graph:  # before anything is loaded: the one-line error comes first
+        capture.require_cuda(run.device)
     data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, progress)
     model, head, head_name, params = _build_model(s, backbone_dir, run.device)
     hp = dict(lr=s.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
+    if s.cuda_graph:
+        hp["capturable"] = True  # fused AdamW with its step count and lr on the device
     optimizer = build_optimizer("adamw", params, run.device, **hp)
     total = data.total_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -442,7 +461,9 @@ def train(
     )  # linear
     loss_fn = build_loss(s.loss, **s.loss_hp)
     # Dev evaluation in IEEE fp32 (outside the step's precision): exact, reproducible selection.
-    evaluator = DevEvaluator(dev_data_dir, s.dev_task, data.tokenizer, run.device)
+    evaluator = DevEvaluator(
+        dev_data_dir, s.dev_task, data.tokenizer, run.device, batch_size=s.dev_batch_size
+    )
     select = _DevSelection(s, run, evaluator, model, head, data.tokenizer)
     analyse = _Analysis(s, run, data, evaluator, model, head)
     fingerprint, run_info = _identity(s, run, data, backbone_dir, corpus_path, head_name, params)
@@ -460,7 +481,9 @@ def train(
         select.restore(saved)
     del saved
 
-    parts, order_epoch, order = (model, head, loss_fn, optimizer, params, data), -1, np.empty(0, dtype=int)
+    encoder = capture.compiled(model, s.compile)  # the training step's encoder (the model itself by default)
+    parts, order_epoch, order = (encoder, head, loss_fn, optimizer, params, data), -1, np.empty(0, dtype=int)
+    graph = _capture_step(s, run, parts, start) if s.cuda_graph else None  # after a resume's loading
     for step in run.steps(start, total, desc=f"{s.loss} {backbone_dir.name}"):
         epoch, position = divmod(step - 1, data.steps_per_epoch)
         if epoch != order_epoch:
@@ -470,14 +493,15 @@ def train(
         evaluating = step % s.eval_every == 0 or step == total
         snapshot = run.snapshot_due(step, total)
         lr = optimizer.param_groups[0]["lr"]
-        out, h1, h2, grad_norm = _step(s, run, parts, rows, step, with_stats=logging)
+        lr = lr.item() if logging and torch.is_tensor(lr) else lr  # cuda_graph's lr tensor, read before the
+        out, h1, h2, grad_norm = _step(s, run, parts, rows, step, graph)  # scheduler refills it
         scheduler.step()
         run.record(step, out.loss.detach(), s.batch_size)
         what = f"loss {s.loss!r} (hp {json.dumps(s.loss_hp)})"
         stats = functools.partial(loss_stats_text, loss_fn, h1, h2)
         run.check_finite(step, out.loss, syncs=logging or evaluating or snapshot, what=what, stats=stats)
         if logging:
-            _log_interval(run, s, step, epoch, lr, out, grad_norm, select)
+            _log_interval(run, s, step, epoch, lr, (loss_fn, out, h1, h2), grad_norm, select)
         if evaluating:
             select(step)
         if analyse.due(step, total):
@@ -495,6 +519,8 @@ def _identity(
     """The run's snapshot fingerprint (settings, backbone, corpus) and the description its start record
     and summary carry."""
     numbers = fingerprint_settings(s.to_dict())  # the settings that change the run's numbers
+    # Settings added after snapshots existed count only when set: a snapshot written before them resumes.
+    numbers = {k: v for k, v in numbers.items() if LATER_DEFAULTS.get(k, object()) != v}
     key = [numbers, _backbone_fingerprint(backbone_dir), data.sentences.key, data.n_sentences]
     fingerprint = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
     run_info = {
@@ -548,18 +574,28 @@ def _finish(
     return summary
 
 
-def _step(s: TrainSettings, run: TrainingRun, parts, rows, step: int, with_stats: bool):
+def _batch(s: TrainSettings, data: _Corpus, rows, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The corpus rows ``rows`` as padded ``(input_ids, attention_mask)`` on ``device``: as wide as their
+    longest sentence, or ``max_length`` with static shapes (``static_shapes`` or ``cuda_graph``)."""
+    pad_id = data.tokenizer.pad_token_id
+    ids, mask = data.sentences.batch(rows, pad_id)
+    if s.static_shapes or s.cuda_graph:
+        ids, mask = capture.pad_to_width(ids, mask, s.max_length, pad_id)
+    return _to_device(ids, mask, device)
+
+
+def _step(s: TrainSettings, run: TrainingRun, parts, rows, step: int, graph=None):
     """Forward, backward and the optimiser step of one batch (the corpus rows ``rows``); ``parts`` =
-    (model, head, loss_fn, optimizer, params, corpus). Returns (loss output, h1, h2, grad norm)."""
+    (encoder, head, loss_fn, optimizer, params, corpus); ``graph``: the captured step (cuda_graph).
+    Returns (loss output without stats, h1, h2, grad norm); no host sync (tests/training/test_capture.py)."""
     model, head, loss_fn, optimizer, params, data = parts
     micro = min(s.grad_accum, s.batch_size)
-    pad_id = data.tokenizer.pad_token_id
-    chunks = [
-        _to_device(*data.sentences.batch(part, pad_id), run.device) for part in np.array_split(rows, micro)
-    ]
+    chunks = [_batch(s, data, part, run.device) for part in np.array_split(rows, micro)]
     # Padded tokens actually run (dynamic padding): make gpu-check's FLOPs count these, not max_length.
     run.timings["padded_tokens"] = run.timings.get("padded_tokens", 0) + sum(ids.numel() for ids, _ in chunks)
     run.timings["sentences"] = run.timings.get("sentences", 0) + len(rows)
+    if graph is not None:
+        return graph(*chunks[0])
     try:
         with run.step_context():
             out, h1, h2 = train_step(
@@ -568,7 +604,7 @@ def _step(s: TrainSettings, run: TrainingRun, parts, rows, step: int, with_stats
                 loss_fn,
                 chunks,
                 autocast=run.autocast,
-                with_stats=with_stats,
+                with_stats=False,  # stats at log steps only, after the step (_log_interval)
                 scale=run.scale,
                 head_autocast=s.head_autocast,
             )
@@ -584,18 +620,36 @@ def _step(s: TrainSettings, run: TrainingRun, parts, rows, step: int, with_stats
     return out, h1, h2, grad_norm
 
 
-def _log_interval(run: TrainingRun, s: TrainSettings, step, epoch, lr, out, grad_norm, select) -> None:
-    """The JSONL training line of the interval that ends at ``step`` (the loop's routine host sync)."""
-    interval = run.take_interval(grad_norm)
+def _capture_step(s: TrainSettings, run: TrainingRun, parts, start: int) -> capture.CapturedStep:
+    """The whole step as one CUDA graph (``cuda_graph``), captured once after any resume and warmed up
+    on the first batch the run will train on."""
+    model, head, loss_fn, optimizer, params, data = parts
+    epoch, position = divmod(start, data.steps_per_epoch)
+    rows = epoch_order(data.n_sentences, s.seed, epoch)[
+        position * s.batch_size : (position + 1) * s.batch_size
+    ]
+    first = _batch(s, data, rows, run.device)
+    pieces = (run, train_step, model, head, loss_fn, optimizer, params, first)
+    return capture.capture_sentence_step(*pieces, head_autocast=s.head_autocast, clip_norm=CLIP_NORM)
+
+
+def _log_interval(run: TrainingRun, s: TrainSettings, step, epoch, lr, last, grad_norm, select) -> None:
+    """The JSONL training line of the interval that ends at ``step`` (the loop's routine host sync);
+    ``last`` = (loss_fn, loss output, h1, h2) of the step: the loss's stats are computed here, from the
+    step's embeddings (the same numbers the step's own loss call would give, outside the step)."""
+    loss_fn, out, h1, h2 = last
+    with torch.no_grad():
+        stats = loss_fn(h1, h2, with_stats=True).stats
+    interval = run.take_interval(grad_norm, out.loss.detach())
     record = {
         "event": "train",
         "step": step,
         "epoch": epoch,
         "loss": interval["loss"],
-        "loss_last": out.loss.item(),
+        "loss_last": interval["extra"][1],
         "lr": lr,
         "grad_norm": interval["extra"][0],
-        "stats": dict(out.stats),
+        "stats": dict(stats),
         "steps_per_s": interval["steps_per_s"],
         "sentences_per_s": interval["items_per_s"],
     }

@@ -1,0 +1,186 @@
+"""The sentence step's fast paths: static shapes, and the whole step as one CUDA graph.
+
+Both are switches of :class:`~contrastlab.training.sentence.TrainSettings`, off by default:
+
+- ``static_shapes``: every batch padded to the cell's ``max_length`` (:func:`pad_to_width`), so that every
+  step has the same tensor shapes. The loss trajectory is the dynamic-padding one wherever a batch
+  already holds a ``max_length`` sentence (wiki1m at batch 64 practically always does: 27 % of its
+  sentences reach 32 tokens, so P(none of 64) ~ 2e-9); elsewhere the attention reductions and the dropout
+  masks run over more (masked) positions, which moves the loss by float rounding and draws other dropout
+  masks (tests/training/test_capture.py holds both).
+- ``cuda_graph``: forward, backward, gradient clipping, fp16 unscale/skip/scale update and the fused,
+  ``capturable`` AdamW step captured once in a :class:`torch.cuda.CUDAGraph` and replayed each step
+  (:class:`CapturedStep`): one launch instead of ~1,000-1,500 kernels whose host cost set the pace of an
+  eager step on the H100 (gpu-speed review §1.1, §3.1). It needs static shapes (implied), one encoder
+  micro-batch (``grad_accum: 1``), the 4D attention mask (no host sync in the forward:
+  :func:`~contrastlab.models.text.attention_bias`) and a tensor learning rate that the scheduler fills
+  outside the graph. The same kernels run in the same order from the same Philox stream, so the losses
+  are expected to equal the eager step's; that is measured on a GPU by ``benchmarks/gpu_step.py``, and
+  until it is, the switch stays off in every config.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+from collections.abc import Callable, Iterable
+
+import torch
+import torch.nn.functional as F
+
+
+def pad_to_width(
+    ids: torch.Tensor, mask: torch.Tensor, width: int, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids, mask)`` [n, w] padded on the right to [n, ``width``] with ``pad_id`` and mask 0 (the
+    batch as is when it is already that wide).
+
+    >>> ids, mask = pad_to_width(torch.tensor([[5, 6]]), torch.tensor([[1, 1]]), 4, 0)
+    >>> ids.tolist(), mask.tolist()
+    ([[5, 6, 0, 0]], [[1, 1, 0, 0]])
+    """
+    extra = width - ids.shape[1]
+    if extra < 0:
+        raise ValueError(f"a batch of width {ids.shape[1]} is wider than max_length {width}")
+    if extra == 0:
+        return ids, mask
+    return F.pad(ids, (0, extra), value=pad_id), F.pad(mask, (0, extra), value=0)
+
+
+def require_cuda(device: torch.device, what: str = "cuda_graph: true") -> None:
+    """One line when a CUDA-only switch meets another device."""
+    if device.type != "cuda":
+        raise ValueError(
+            f"{what} captures the step in a CUDA graph and needs a CUDA device, but this run is on "
+            f"{device.type}; set cuda_graph: false (the eager step computes the same numbers)"
+        )
+
+
+class _Restore:
+    """Copies of tensors that warm-up and capture write into, put back in place afterwards (same
+    storage: the graph keeps their addresses). State created during warm-up (a fresh optimizer's
+    moments) is zeroed: that is the state a fresh optimizer starts from."""
+
+    def __init__(self, tensors: Callable[[], Iterable[torch.Tensor]]) -> None:
+        self.tensors = tensors
+        self.saved = {id(t): t.detach().clone() for t in tensors()}
+
+    def __call__(self) -> None:
+        with torch.no_grad():
+            for t in self.tensors():
+                saved = self.saved.get(id(t))
+                t.copy_(saved) if saved is not None else t.zero_()
+
+
+class CapturedStep:
+    """The whole training step as one CUDA graph, replayed per batch.
+
+    ``body(ids, mask)`` runs forward, backward and the optimiser step on the static input buffers and
+    returns its outputs (device tensors; the graph rewrites them at every replay). It must leave the
+    gradients in place (no ``zero_grad``: the graph's backward writes them afresh) and must not
+    synchronise with the host. ``state()`` yields every tensor the step updates in place (parameters,
+    buffers, optimiser and loss-scaler state, device-side counters): warm-up and capture run the body
+    four times, and these are put back afterwards, as is the CUDA RNG, so that the first replay is the
+    run's first real step. ``first`` = (ids, mask) of a real batch for the warm-up. Build it after a
+    resume (``load_state_dict`` replaces the tensors a graph would hold).
+    """
+
+    WARMUP = 3  # eager iterations on a side stream before capture (allocator, cuBLAS handles, state)
+
+    def __init__(
+        self,
+        body: Callable[[torch.Tensor, torch.Tensor], tuple],
+        first: tuple[torch.Tensor, torch.Tensor],
+        state: Callable[[], Iterable[torch.Tensor]],
+        zero_grad: Callable[[], None],
+        device: torch.device,
+    ) -> None:
+        require_cuda(device)
+        self.ids, self.mask = (x.to(device).clone() for x in first)
+        restore, rng = _Restore(state), torch.cuda.get_rng_state(device)
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(self.WARMUP):
+                zero_grad()
+                body(self.ids, self.mask)
+        torch.cuda.current_stream(device).wait_stream(side)
+        zero_grad()  # gradients allocated inside the capture, in the graph's memory pool
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.outputs = body(self.ids, self.mask)
+        restore()  # after the capture: state the warm-up created now exists and is zeroed
+        torch.cuda.set_rng_state(rng, device)
+        torch.cuda.synchronize(device)
+
+    def __call__(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple:
+        """Copy a batch (host or device tensors of the captured shape) into the static inputs, replay."""
+        if ids.shape != self.ids.shape:
+            raise ValueError(
+                f"a captured step takes batches of shape {tuple(self.ids.shape)}, got {tuple(ids.shape)}"
+            )
+        self.ids.copy_(ids, non_blocking=True)
+        self.mask.copy_(mask, non_blocking=True)
+        self.graph.replay()
+        return self.outputs
+
+
+def capture_sentence_step(
+    run, train_step, model, head, loss_fn, optimizer, params, first, *, head_autocast: bool, clip_norm: float
+) -> CapturedStep:
+    """The sentence trainer's step (``train_step`` = :func:`~contrastlab.training.sentence.train_step`,
+    passed in: that module imports this one; then
+    :meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step`, the eager code unchanged) as a
+    :class:`CapturedStep`: the learning rate becomes a device tensor, fp16's scale tensors exist before
+    the capture, autocast runs without its cast cache. Returns the step; calling it with a batch returns
+    (loss output, h1, h2, grad norm), device tensors rewritten at every replay."""
+    tensor_lr(optimizer, run.device)
+    if run.scaler.is_enabled():
+        run.scaler.scale(torch.zeros((), device=run.device))  # creates the scaler's scale tensors
+    autocast = no_autocast_cache(run.autocast)
+
+    def body(ids, mask):
+        with run.step_context():
+            out, h1, h2 = train_step(
+                model, head, loss_fn, [(ids, mask)], autocast=autocast, with_stats=False, scale=run.scale,
+                head_autocast=head_autocast,
+            )  # fmt: skip
+            grad_norm = run.optimizer_step(optimizer, params, clip_norm, zero_grad=False)
+        return out, h1, h2, grad_norm
+
+    def state():
+        yield from itertools.chain(model.parameters(), model.buffers(), head.parameters(), head.buffers())
+        for per_param in optimizer.state.values():
+            yield from (v for v in per_param.values() if torch.is_tensor(v))
+        yield from run.device_state()
+
+    zero_grad = functools.partial(optimizer.zero_grad, set_to_none=True)
+    return CapturedStep(body, first, state, zero_grad, run.device)
+
+
+def tensor_lr(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
+    """Each group's learning rate as a device tensor (a graph replays the value it finds in memory; the
+    scheduler fills it in place between replays). One host read per group, at set-up."""
+    for group in optimizer.param_groups:
+        group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
+
+
+def compiled(model: torch.nn.Module, enabled: bool) -> torch.nn.Module:
+    """``torch.compile(model)`` (TorchInductor, default mode) with ``enabled``, else ``model``. The
+    compiled module shares the parameters; it draws dropout masks from Inductor's own RNG (same
+    distribution, another stream than eager), so a compiled run's numbers are its own."""
+    return torch.compile(model) if enabled else model
+
+
+def no_autocast_cache(autocast: Callable[[], contextlib.AbstractContextManager]):
+    """``autocast`` with its weight-cast cache off, as CUDA-graph capture needs (a cached cast made
+    during capture would outlive the autocast region that owns it)."""
+
+    def make():
+        context = autocast()
+        if isinstance(context, torch.autocast):
+            return torch.autocast(context.device, dtype=context.fast_dtype, cache_enabled=False)
+        return context
+
+    return make
