@@ -408,3 +408,18 @@ def test_training_settings_take_their_defaults_and_bounds_from_the_schema():
             TrainSettings(loss="infonce", **bad)
     with pytest.raises(ValueError, match=re.escape("momentum must be < 1, got 1.0")):
         VisionTrainSettings(loss="ntxent", arch="resnet18", dataset="digits", momentum=1.0)
+
+
+def test_settings_added_after_snapshots_count_in_the_fingerprint_only_when_set():
+    """A snapshot written before a setting existed resumes while the setting holds its default."""
+    import dataclasses
+
+    from contrastlab.training import sentence, vision
+    from contrastlab.training.runtime import fingerprint_settings
+
+    later = {"compile": False}
+    assert fingerprint_settings({"lr": 1, "compile": False, "tensorboard": True}, later) == {"lr": 1}
+    assert fingerprint_settings({"lr": 1, "compile": True}, later) == {"lr": 1, "compile": True}
+    for module, settings in ((sentence, sentence.TrainSettings), (vision, vision.VisionTrainSettings)):
+        defaults = {f.name: f.default for f in dataclasses.fields(settings)}
+        assert {k: defaults[k] for k in module.LATER_DEFAULTS} == module.LATER_DEFAULTS

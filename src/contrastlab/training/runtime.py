@@ -68,6 +68,7 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 #: Settings that change no number of a run: left out of its snapshot fingerprint (a snapshot written with
 #: another value, or before the setting existed, resumes).
 NOT_IN_FINGERPRINT = ("tensorboard",)
+_UNSET = object()
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -207,9 +208,18 @@ def check_against_schema(settings: Any, defs_key: str) -> None:
     raise ValueError(f"{where} {text}, got {value!r}")
 
 
-def fingerprint_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A settings dict without the keys that change no number (:data:`NOT_IN_FINGERPRINT`)."""
-    return {k: v for k, v in settings.items() if k not in NOT_IN_FINGERPRINT}
+def fingerprint_settings(
+    settings: Mapping[str, Any], later_defaults: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A settings dict without the keys that change no number (:data:`NOT_IN_FINGERPRINT`) and without
+    ``later_defaults``' keys where they hold their default: settings added after snapshots existed count
+    only when set, so a snapshot written before them still resumes."""
+    later_defaults = later_defaults or {}
+    return {
+        k: v
+        for k, v in settings.items()
+        if k not in NOT_IN_FINGERPRINT and later_defaults.get(k, _UNSET) != v
+    }
 
 
 def loss_stats_text(loss_fn, h1: torch.Tensor, h2: torch.Tensor) -> str:

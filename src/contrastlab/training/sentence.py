@@ -518,9 +518,7 @@ def _identity(
 ):
     """The run's snapshot fingerprint (settings, backbone, corpus) and the description its start record
     and summary carry."""
-    numbers = fingerprint_settings(s.to_dict())  # the settings that change the run's numbers
-    # Settings added after snapshots existed count only when set: a snapshot written before them resumes.
-    numbers = {k: v for k, v in numbers.items() if LATER_DEFAULTS.get(k, object()) != v}
+    numbers = fingerprint_settings(s.to_dict(), LATER_DEFAULTS)  # the settings that change the numbers
     key = [numbers, _backbone_fingerprint(backbone_dir), data.sentences.key, data.n_sentences]
     fingerprint = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
     run_info = {

@@ -94,6 +94,10 @@ KEEP_RULES = ("last", "best_val_loss")
 BEST_ENCODER = "best-encoder.pt"  # in the state folder: the kept encoder so far (keep: best_val_loss)
 
 
+#: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint).
+LATER_DEFAULTS = {"augment_calls": "two", "cudnn_benchmark": True, "compile": False}
+
+
 @dataclass(frozen=True)
 class VisionTrainSettings:
     """Everything that defines one vision cell; defaults are MACL App. B.3's CIFAR-10 setting."""
@@ -481,7 +485,8 @@ def train_vision(
     loss_fn = build_loss(s.loss, **s.loss_hp)
     oar = _OarBatches(s, data, loss_dim, dev) if s.oar_fraction > 0 else None
     views = torch.Generator(device=dev).manual_seed(s.seed)  # the augmentations' draws
-    key = json.dumps([fingerprint_settings(s.to_dict()), n_images, size], sort_keys=True).encode()
+    key = json.dumps([fingerprint_settings(s.to_dict(), LATER_DEFAULTS), n_images, size], sort_keys=True)
+    key = key.encode()
     fingerprint = hashlib.sha256(key).hexdigest()[:16]
     run_info = _describe(
         s, run, encoder, params, oar, n_train, size, steps_per_epoch, total, use_channels_last
