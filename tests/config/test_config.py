@@ -70,6 +70,9 @@ def test_every_optional_key_has_a_default():
     no_default |= {"tensorboard"}  # absent means on: the cells' params stay as they were
     # The sentence step's GPU fast paths: absent means off (dev batches of 128), params unchanged.
     no_default |= {"dev_batch_size", "static_shapes", "cuda_graph", "compile"}
+    # The image step's GPU switches (augment_calls, cudnn_benchmark; compile above): absent means the
+    # trainer's default, so the vision cells' params stay as they were and nothing reruns.
+    no_default |= {"augment_calls", "cudnn_benchmark"}
     # A search's keys: absent means "all of the experiment's" (methods, backbones), its first seed, the
     # shared stages, no per-method stages, no budget (contrastlab.search.search_spec fills them).
     no_default |= {"methods", "seed", "stages", "per_method", "budget_gpu_hours"}
