@@ -105,7 +105,9 @@ def one_sided_p(delta, se, df):
     return np.where(noisy, p, (delta >= 0).astype(float))
 
 
-def contrast_variance(terms: list[tuple[Hashable, float, float, float]]) -> tuple[float, float]:
+def contrast_variance(
+    terms: list[tuple[Hashable, float, float, float]], conservative: bool = False
+) -> tuple[float, float]:
     """Variance of an unpaired contrast Σ c_i x̄_i and its degrees of freedom, from its noisy terms
     ``(pool, c_i² / n_i, s_pool, ν_pool)``.
 
@@ -114,8 +116,18 @@ def contrast_variance(terms: list[tuple[Hashable, float, float, float]]) -> tupl
     distinct pools are independent, combined by Welch–Satterthwaite: ν = (Σ_p V_p)² / Σ_p (V_p² / ν_p)
     (one pool: ν = ν_p). No noisy term: (0, inf); a pool without a noise estimate (ν_p = 0): (nan, 0).
 
+    ``conservative``: ν = min_p ν_p over the pools with V_p > 0 instead (the "Hsu" choice for Welch's
+    test, Scheffé 1970, "Practical solutions of the Behrens-Fisher problem"): the Satterthwaite ν is an
+    approximation that is too large in the far tail when few pools of small ν_p carry similar shares
+    (Li's claim on two protocols of ν = 4 each, at Holm's bar α/16, rejected at 0.0277 for a nominal 0.025
+    at its boundary), while the t quantile at the smallest ν_p bounds the level for any ratio of the
+    pools' variances. The claims' unpaired path uses it (:mod:`contrastlab.report.claims`); with one
+    pool the two rules agree.
+
     >>> contrast_variance([("a", 1 / 3, 1.0, 4), ("a", 1 / 2, 1.0, 4)])  # one pool: its ν = 4, not 7.69
     (0.8333333333333333, 4.0)
+    >>> contrast_variance([("a", 0.5, 1.0, 4), ("b", 0.5, 1.0, 4)], conservative=True)  # not 8
+    (1.0, 4.0)
     """
     per_pool: dict[Hashable, list[float]] = {}  # pool -> [V_p, ν_p]
     for pool, weight, std, df in terms:
@@ -124,7 +136,10 @@ def contrast_variance(terms: list[tuple[Hashable, float, float, float]]) -> tupl
         per_pool.setdefault(pool, [0.0, float(df)])[0] += weight * std * std
     if not per_pool or not sum(v for v, _ in per_pool.values()):
         return 0.0, math.inf
-    var, df = satterthwaite(*np.array(list(per_pool.values())).T)
+    variances, dfs = np.array(list(per_pool.values())).T
+    if conservative:
+        return float(variances.sum()), float(dfs[variances > 0].min())
+    var, df = satterthwaite(variances, dfs)
     return float(var), float(df)
 
 
