@@ -286,3 +286,18 @@ def test_at_its_boundary_a_claim_reads_not_reproduced_at_most_at_its_level(claim
     rng = np.random.default_rng([11, zlib.crc32(claim_id.encode())])
     rate = float((power.simulate(s, 3, BOUNDARY_DRAWS, rng, mu=mu) == 1).mean())
     assert rate <= ALPHA + 4 * (ALPHA * (1 - ALPHA) / BOUNDARY_DRAWS) ** 0.5, rate
+
+
+def test_the_unpaired_rule_is_conservative_in_holms_far_tail():
+    """Issue 44: Li's comparability claim in its old, strictest form (each of 4 modified losses against
+    each of 4 contrastive losses, 2 backbones: 32 unpaired parts, pools of ν 30 and 4), moved to its
+    boundary, read "not reproduced" at 0.0279 ± 0.0005 for α = 0.025 with Welch–Satterthwaite on the
+    pools' own ν; with the conservative rule (stats.contrast_variance: ν_p − 2) 0.0183 ± 0.0004."""
+    li = dict(RESULTS["li-modified-match-contrastive"].claim)
+    modified, contrastive = ["mmhe", "mmhs", "mbarlow_twins", "mvicreg"], ["infonce", "arccon", "mpt", "met"]
+    li["parts"] = [[m, c] for c in contrastive for m in modified]
+    s = power.claim_structure(li, FULL, FULL_GRID)
+    assert (s.mode == power.UNPAIRED).all() and len(s.coef) == 32
+    rng = np.random.default_rng([11, zlib.crc32(b"li-modified-match-contrastive")])
+    rate = float((power.simulate(s, 3, 30_000, rng, mu=power.boundary_means(s)) == 1).mean())
+    assert rate < ALPHA - 2 * (ALPHA * (1 - ALPHA) / 30_000) ** 0.5, rate  # below α with a margin

@@ -44,10 +44,10 @@ level :data:`~.verdicts.LEVEL`):
 - otherwise unpaired, from the cells' pooled seed noise (:func:`~.verdicts.noise_pools`):
   se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell; a cell's pool is its backbone,
   task, training protocol and precision); terms that share one pool
-  share one variance estimate and give that pool's ν once; distinct pools add their variances and the
-  contrast takes the smallest pool's ν (:func:`contrast_variance`, ``conservative``: Welch–Satterthwaite's
-  ν rejected above the level in Holm's far tail with two ν = 4 pools; Li's InfoNCE, SimCSE's protocol
-  in fp16, and mMHE, li2024's in fp32, are two pools);
+  share one variance estimate and give that pool's ν once; distinct pools are combined by
+  Welch–Satterthwaite over their ν_p − 2 (:func:`contrast_variance`, ``conservative``: on the pools' own
+  ν_p the rule rejected above its level in Holm's far tail with pools of ν 30 and 4; Li's InfoNCE,
+  SimCSE's protocol in fp16, and mMHE, li2024's in fp32, are two pools);
 - h = t_{ν} · se, so D ± h is the two-sided interval at the level. Relation ``>``: **reproduced** if
   D − m > h, **not reproduced** if D − m < −h (subject to the claim's correction below), else
   **undecided**. Relation ``>=`` ("comparable or
@@ -175,6 +175,13 @@ def check_relation(claim: dict[str, Any], source: str) -> None:
             raise ValueError(f"{name}: relation '>=' needs noninferiority_margin > 0 (and no margin)")
     elif "noninferiority_margin" in claim:
         raise ValueError(f"{name}: noninferiority_margin is for relation '>=' only")
+
+
+def check_margin(claim: dict[str, Any], source: str) -> None:
+    """Raise ``ValueError`` unless a claim file's claim with a ``margin`` or ``noninferiority_margin``
+    states its ``margin_reason`` (why the paper's sentence bears it, a text) and its ``paper_gap`` (if
+    any) is a number."""
+    name = f"{source}: claim {claim.get('id')!r}"
     if (float(claim.get("margin", 0)) or "noninferiority_margin" in claim) and not claim.get("margin_reason"):
         raise ValueError(f"{name}: a margin needs its margin_reason (why the sentence bears it), a text")
     if "paper_gap" in claim and not isinstance(claim["paper_gap"], int | float):
@@ -194,6 +201,7 @@ def load_claims(paper: str) -> dict[str, Any]:
         if missing:
             raise ValueError(f"{path.name}: claim {claim.get('id')!r} lacks {sorted(missing)}")
         check_relation(claim, path.name)
+        check_margin(claim, path.name)
         note = claim.get("paper_tables")
         if note is not None and not (isinstance(note, str) and note.strip()):
             raise ValueError(f"{path.name}: claim {claim['id']!r}: paper_tables must be the reason, a text")
@@ -417,7 +425,7 @@ def _contrast_parts(
                 else:
                     pool = (math.nan, 0)
                 noisy.append((key, c * c / len(v), *pool))  # c_i² / n_i: its share of its pool's variance
-            # unpaired: the conservative ν (the smallest pool's), stats.contrast_variance says why
+            # unpaired: the conservative ν (stats.contrast_variance says why)
             var, result.df = contrast_variance(noisy, conservative=mode is None)
             se = math.sqrt(var)
             s_unit = math.sqrt(var * result.seeds / factor) if result.df and factor else math.nan

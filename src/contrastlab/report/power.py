@@ -34,8 +34,9 @@ from one evaluation on the papers' numbers, :func:`~contrastlab.report.control.c
   s_D² = Σ_{j in k} Σ_s (D_{j,s} − D̄_j)² / (|k| (n − 1)) over its pool k
   (:func:`~contrastlab.report.claims.own_groups`), ν = |k| (n − 1), se_j = s_D / sqrt(n);
 - unpaired (a deterministic term, or cells of several protocols/precisions, or n = 1): s_p² =
-  SS_within / (C_g (n − 1)), ν_p = C_g (n − 1); se_j² = Σ_p s_p² Σ_{i in p} c_{ji}² / n, ν_j the
-  smallest ν_p of its pools (claims.py's conservative choice); n = 1: ν = 0, undecided;
+  SS_within / (C_g (n − 1)), ν_p = C_g (n − 1); se_j² = Σ_p s_p² Σ_{i in p} c_{ji}² / n, ν_j by
+  Welch–Satterthwaite over its pools' ν_p − 2 (claims.py's conservative rule,
+  :func:`~contrastlab.stats.contrast_variance`); n = 1: ν = 0, undecided;
 - h_j = t_{ν, (1+level)/2} se_j, p_j = P(T_ν ≤ Δ_j / se_j) (:func:`~contrastlab.stats.t_quantile`,
   :func:`~contrastlab.stats.one_sided_p`); Holm at α = (1 − level) / 2 over the tested parts; the
   verdict over the parts as claims.py combines them (``count``: at least ``at_least``).
@@ -76,7 +77,7 @@ from contrastlab.paths import Results
 from contrastlab.report.claims import cell_of, evaluate_claim, own_groups, pairing
 from contrastlab.report.control import checkable, control_config, published_cells, published_metrics
 from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED, ours_backbone
-from contrastlab.stats import LEVEL, holm_rejections, one_sided_p, satterthwaite, t_quantile
+from contrastlab.stats import LEVEL, haircut, holm_rejections, one_sided_p, satterthwaite, t_quantile
 from contrastlab.tables.assemble import experiment_seeds
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
 from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
@@ -326,9 +327,10 @@ def simulate(
                 continue
             s2, nu = (s2_blocked, df_blocked) if mode[j] == BLOCKED else (s2_unpaired, df_unpaired)
             used = weight[j] > 0
-            var, df[:, j] = satterthwaite(s2[:, used] * weight[j, used], nu[used])
-            if mode[j] == UNPAIRED:  # claims.py's conservative ν: the smallest pool's
-                df[:, j] = nu[used].min()
+            nu_j = nu[used]
+            if mode[j] == UNPAIRED and used.sum() > 1:  # claims.py's conservative ν (stats.haircut)
+                nu_j = haircut(nu_j)
+            var, df[:, j] = satterthwaite(s2[:, used] * weight[j, used], nu_j)
             se[:, j] = np.sqrt(var)
         own = np.flatnonzero(mode == OWN)
         if len(own):
