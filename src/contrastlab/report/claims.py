@@ -517,7 +517,8 @@ def evaluate_claim(
     values = _seed_values(metrics, name, seeds)
     ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
     if relation == "trend":
-        parts, pending = trend_parts(claim, experiment, values, ours_for, level)
+        strata = functools.partial(cell_stratum, grid, name)
+        parts, pending = trend_parts(claim, experiment, values, ours_for, level, strata)
     else:
         pools = noise_pools(metrics, name, seeds, grid).set_index(["backbone", "key", "stratum"])
         strata = functools.partial(cell_stratum, grid, name)
