@@ -509,18 +509,24 @@ def claims_power(
         if isinstance(s, str):
             out.append(ClaimPower(claim, why_not=s))
             continue
-        power = ClaimPower(claim, seeds=s.seeds, cells=sorted({(s.experiment, b, m) for b, m, _ in s.cells}))
-        power.probability = decided_probability(s, s.seeds, replicates)
-        if power.probability >= TARGET:
-            power.seeds_needed, power.probability_needed = s.seeds, power.probability
-        else:
-            for n in range(max(2, s.seeds + 1), MAX_SEEDS + 1):
-                prob = decided_probability(s, n, replicates)
-                if prob >= TARGET:
-                    power.seeds_needed, power.probability_needed = n, prob
-                    break
-        out.append(power)
+        out.append(claim_power(claim, s, replicates))
     return out
+
+
+def claim_power(claim: dict[str, Any], s: Structure, replicates: int = REPLICATES) -> ClaimPower:
+    """One claim's :class:`ClaimPower` from its :class:`Structure`: P(decided) at its configured seeds
+    and, when below :data:`TARGET`, the smallest n ≤ :data:`MAX_SEEDS` that reaches it."""
+    power = ClaimPower(claim, seeds=s.seeds, cells=sorted({(s.experiment, b, m) for b, m, _ in s.cells}))
+    power.probability = decided_probability(s, s.seeds, replicates)
+    if power.probability >= TARGET:
+        power.seeds_needed, power.probability_needed = s.seeds, power.probability
+        return power
+    for n in range(max(2, s.seeds + 1), MAX_SEEDS + 1):
+        prob = decided_probability(s, n, replicates)
+        if prob >= TARGET:
+            power.seeds_needed, power.probability_needed = n, prob
+            break
+    return power
 
 
 def extra_hours(
@@ -624,3 +630,49 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
         )
     lines += markdown_table(rows, numeric_after_first=True) + [""]
     return lines
+
+
+def power_note(power: ClaimPower, hours: Mapping[tuple[str, str, str], float]) -> str:
+    """The report's note beside a claim the configured seeds cannot decide (issue 44): "undecided at the
+    configured seeds; P(decided) = 0.58 at 3 seeds; needs 7 seeds per cell for ≥ 0.9 = +22.1 GPU-hours",
+    or why no such number exists (a trend, figures only)."""
+    if power.why_not:
+        return f"no power estimate: {power.why_not}"
+    head = f"P(decided) = {power.probability:.2f} at {power.seeds} seed{'s' if power.seeds > 1 else ''}"
+    if power.decidable:
+        return f"{head}: decidable at the configured seeds"
+    if power.seeds_needed is None:
+        return (
+            f"undecided at the configured seeds; {head}; not decidable (P ≥ {TARGET}) within "
+            f"{MAX_SEEDS} seeds per cell"
+        )
+    extra = extra_hours([power], hours)[0]
+    return (
+        f"undecided at the configured seeds; {head}; needs {power.seeds_needed} seeds per cell for "
+        f"≥ {TARGET} = +{extra:,.1f} GPU-hours"
+    )
+
+
+def power_notes(
+    claim_ids: Sequence[str], grid: Grid, metrics: pd.DataFrame, jobs: Sequence[PlannedJob] | None
+) -> dict[str, str]:
+    """claim id -> :func:`power_note` for the claims ``claim_ids`` (the report's undecided ones), with
+    the runs' own pooled noise where measured (:func:`measured_noise`) and GPU-hours from the plan's
+    ``jobs`` (None: no projection, the hours read 0)."""
+    from contrastlab.report.claims import all_claims
+
+    wanted = set(claim_ids)
+    if not wanted:
+        return {}
+    measured = measured_noise(metrics, grid)
+    hours = seed_hours(jobs or [], grid.config)
+    out, cache = {}, {}
+    for claim in all_claims():
+        if claim["id"] not in wanted:
+            continue
+        s = claim_structure(claim, grid.config, grid, cache, measured)
+        if isinstance(s, str):
+            out[claim["id"]] = power_note(ClaimPower(claim, why_not=s), hours)
+            continue
+        out[claim["id"]] = power_note(claim_power(claim, s), hours)
+    return out
