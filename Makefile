@@ -85,8 +85,8 @@ lint: install
 clean-demo:
 	rm -rf results/demo results/plots/demo
 
-add-seeds: install       ## print the commands adding seeds to the cells of undecided claims only (RUN=1: run them)
-	$(BIN)/python scripts/add_seeds.py --configfile $(CONFIG) $(if $(RUN),--run,)
+add-seeds: install       ## print the commands adding seeds to the cells of undecided claims only (TARGET=power: the seeds make plan's claims section needs; RUN=1: run them)
+	$(BIN)/python scripts/add_seeds.py --configfile $(CONFIG) $(if $(TARGET),--target $(TARGET),) $(if $(RUN),--run,)
 
 # Snakemake runs the workflow; DVC runs it per preset (dvc.yaml) and versions it (contrastlab.versioning).
 freeze: install          ## dvc repro of CONFIG's stage (nothing left to run) + dvc add resources + dvc push (a default remote)

@@ -225,3 +225,34 @@ def test_the_report_notes_what_a_perfect_reproduction_would_need(full_power):
     )
     assert power.power_note(full_power["li-fig6-m"], hours).startswith("no power estimate: figures only")
     assert power.power_note(full_power["li-w-improves"], hours).endswith("decidable at the configured seeds")
+
+
+def test_add_seeds_targets_the_power_on_a_small_config():
+    """``make add-seeds TARGET=power`` (scripts/add_seeds.py --target power), dry: on config.yaml cut
+    to MACL's sentence experiment, the one claim a perfect reproduction decides with more seeds within
+    10 per cell, macl-tr-avg-roberta (P ≈ 0.7 at 3 seeds, 4 needed), gets exactly its cells' new seed;
+    the claims beyond 10 seeds get none."""
+    from contrastlab.report.claims import add_seeds_commands
+    from tests.report.test_claims import parse_command
+
+    config = {**FULL, "experiments": {"macl": FULL["experiments"]["macl"]}}
+    powers = power.claims_power(config, Grid(config))
+    by_id = {p.claim["id"]: p for p in powers}
+    needs = {cid for cid, p in by_id.items() if not p.decidable and p.seeds_needed}
+    assert needs == {"macl-tr-avg-roberta"} and by_id["macl-tr-avg-roberta"].seeds_needed == 4
+    plan = power.power_seed_plan(powers, config)
+    assert plan == [
+        dict(
+            experiment="macl",
+            backbone="roberta-base",
+            methods=["macl", "simcse"],
+            seeds=[42, 43, 44, 45],
+            new=[45],
+        )
+    ]
+    commands = add_seeds_commands(plan, "config.yaml")
+    resolved = cl_config.load(REPO_ROOT / "config.yaml", parse_command(commands[0]))
+    assert {(c.experiment, c.backbone, c.method, c.seed) for c in Grid(resolved).cells} == {
+        ("macl", "roberta-base", "macl", 45),
+        ("macl", "roberta-base", "simcse", 45),
+    }

@@ -718,9 +718,10 @@ def add_seeds_commands(
     if not plan:
         return []
     base = f".venv/bin/snakemake --workflow-profile {profile} --configfile {configfile}"
-    seeds = {}
-    for step in plan:
-        seeds[step["experiment"]] = {"seeds": step["seeds"]}
+    seeds: dict[str, dict[str, list[int]]] = {}
+    for step in plan:  # an experiment's longest list: its steps of fewer seeds select their own
+        if len(step["seeds"]) > len(seeds.get(step["experiment"], {}).get("seeds", [])):
+            seeds[step["experiment"]] = {"seeds": step["seeds"]}
     experiments = f"'experiments={_flow(seeds)}'"
     out = []
     for step in plan:

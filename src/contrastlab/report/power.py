@@ -259,6 +259,8 @@ def claim_structure(
     own_parts = np.flatnonzero(mode == OWN)
     for k, group in enumerate(own_groups([own[j] for j in own_parts], stratum_of)):
         own_pool[own_parts[group]] = k
+    if not coefs and not certain:  # e.g. a preset whose backbones are not the paper's (no stand-in)
+        return "its parts do not resolve in this config's grid"
     relation = claim.get("relation", ">")
     shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
     return Structure(
@@ -647,9 +649,10 @@ def power_note(power: ClaimPower, hours: Mapping[tuple[str, str, str], float]) -
             f"{MAX_SEEDS} seeds per cell"
         )
     extra = extra_hours([power], hours)[0]
+    cost = f"+{extra:,.1f}" if extra >= 0.05 else "< 0.1"
     return (
         f"undecided at the configured seeds; {head}; needs {power.seeds_needed} seeds per cell for "
-        f"≥ {TARGET} = +{extra:,.1f} GPU-hours"
+        f"≥ {TARGET} = {cost} GPU-hours"
     )
 
 
@@ -676,3 +679,33 @@ def power_notes(
             continue
         out[claim["id"]] = power_note(claim_power(claim, s), hours)
     return out
+
+
+def power_seed_plan(powers: Sequence[ClaimPower], config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What ``make add-seeds TARGET=power`` runs: the seeds the plan's claims section says are needed
+    (its "with K more seed runs on N cells" line): every cell of each claim that is not decidable at the
+    configured seeds but is within :data:`MAX_SEEDS` brought to the largest ``seeds_needed`` of those
+    claims that use it (:func:`extra_hours`' rule), as :func:`~contrastlab.report.claims.seed_plan`'s
+    steps (experiment, backbone, methods, seeds, new), one step per (experiment, backbone, seed count).
+    A sweep point's configured name (``@best``: its best rate is not known before the run) selects
+    every point of its sweep."""
+    target: dict[tuple[str, str, str], int] = {}
+    for power in powers:
+        if power.decidable or not power.seeds_needed:
+            continue
+        for cell in power.cells:
+            target[cell] = max(target.get(cell, 0), power.seeds_needed)
+    steps: dict[tuple[str, str, int], list[str]] = {}
+    for (experiment, backbone, method), n in sorted(target.items()):
+        steps.setdefault((experiment, backbone, n), []).append(method)
+    plan = []
+    for (experiment, backbone, n), methods in steps.items():
+        seeds = list(experiment_seeds(config, experiment) or [])
+        extra = list(range(max(seeds) + 1, max(seeds) + 1 + n - len(seeds)))
+        if extra:
+            plan.append(
+                dict(
+                    experiment=experiment, backbone=backbone, methods=methods, seeds=seeds + extra, new=extra
+                )
+            )
+    return plan
