@@ -22,7 +22,13 @@ from contrastlab.report.claims import (
     numbers_text,
     verdict_text,
 )
-from contrastlab.report.control import control_config, control_results, published_cells, published_metrics
+from contrastlab.report.control import (
+    control_config,
+    control_results,
+    published_cells,
+    published_metrics,
+    text_cells,
+)
 from contrastlab.senteval.protocol import STS_TASKS
 from contrastlab.stats import LEVEL
 from contrastlab.tables.assemble import experiment_seeds
@@ -41,7 +47,6 @@ FIGURE_ONLY = {
     "li-fig6-r",
     "oar-keeps-accuracy-at-high-lr",
     "oar-doubles-at-high-lr",
-    "oar-infonce-collapses-to-chance",  # the paper's number is the text's "a mere 10%" (Fig. 2), no table
     "nie-decoupled-overfit",  # Fig. 1's dev curves: the paper prints no number for them
     "oar-original-collapses",
     # issue 44's headline claims on figures: Fig. 1 / 1a / 3b (Nie), Fig. 5, 7, 8b, 8c (Li), Fig. 2's
@@ -127,6 +132,17 @@ def test_every_margin_states_its_reason_and_the_papers_own_gap_the_control_finds
     # Nie's "3%-7% improvement" is relative: L_dcl+ − 1.03 L_dcl, with room on the paper's numbers
     dcl = RESULTS["nie-dcl-plus-beats-dcl"].result
     assert [round(p.diff, 2) for p in dcl.parts] == [1.99, 2.49, 0.95, 1.03]
+
+
+def test_a_figure_claim_whose_number_the_text_prints_has_a_control_on_it():
+    """Issue 44: OAR's "a mere 10% classification accuracy" (InfoNCE at lr 1, §5.1) is printed in the
+    text, so the claim's control reads that number (``text_values``, with how it was read) instead of
+    being exempt; the other figure claims' values are not in the paper texts (Markdown without the
+    figures' data), so nothing is read off them."""
+    chance = RESULTS["oar-infonce-collapses-to-chance"]
+    assert chance.claim["text_values"]["infonce@max"]["read"].startswith("§5.1's text")
+    assert chance.result.verdict == REPRODUCED and chance.result.parts[0].diff == pytest.approx(-10.0)
+    assert all(not RESULTS[cid].claim.get("text_values") for cid in FIGURE_ONLY)
 
 
 def test_fake_results_come_from_the_transcribed_tables():
@@ -234,7 +250,7 @@ def noisy_verdicts(claim_id: str, draws: int) -> list[str]:
     claim = RESULTS[claim_id].claim
     name = claim["experiment"]
     rng = np.random.default_rng([7, zlib.crc32(claim_id.encode())])
-    draw, grid = noisy_frames(name, len(experiment_seeds(FULL, name)), rng)
+    draw, grid = noisy_frames(name, len(experiment_seeds(FULL, name)), rng, text_cells(claim) or None)
     return [evaluate_claim(claim, draw(), grid).verdict for _ in range(draws)]
 
 

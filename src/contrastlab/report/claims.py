@@ -7,8 +7,9 @@ paper text under ``../shared/papers``; a test finds it there after collapsing wh
 verdict, and :mod:`contrastlab.report.control` checks it), ``margin_reason`` (required with a
 ``margin`` or ``noninferiority_margin``: why the paper's sentence bears it) and ``paper_gap`` (the
 claim's contrast on the paper's own numbers at its worst part, for a ``count`` claim the part at its
-``at_least``-th place; printed beside the margin, and checked against the control by the tests), and its
-machine-checkable
+``at_least``-th place; printed beside the margin, and checked against the control by the tests),
+optionally ``text_values`` (a figure claim's numbers that the paper prints in its text, ``{term: {value,
+read}}``, with how each was read: the control and the plan's power use them), and its machine-checkable
 form: an ``experiment``, a ``task`` (or a list of tasks), the ``backbones`` it holds on, a ``relation``
 and ``parts``; every part is evaluated on every backbone and task. Each
 part is a linear contrast over cells of one backbone and task, ``{method: coefficient}`` (the short form
@@ -186,6 +187,11 @@ def check_margin(claim: dict[str, Any], source: str) -> None:
         raise ValueError(f"{name}: a margin needs its margin_reason (why the sentence bears it), a text")
     if "paper_gap" in claim and not isinstance(claim["paper_gap"], int | float):
         raise ValueError(f"{name}: paper_gap is the paper's own worst contrast, a number")
+    for term, spec in (claim.get("text_values") or {}).items():
+        if not (isinstance(spec, dict) and isinstance(spec.get("value"), int | float) and spec.get("read")):
+            raise ValueError(
+                f"{name}: text_values {term!r} needs a value (a number) and read (how it was read)"
+            )
 
 
 @functools.cache

@@ -75,7 +75,14 @@ from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
 from contrastlab.paths import Results
 from contrastlab.report.claims import cell_of, evaluate_claim, own_groups, pairing
-from contrastlab.report.control import checkable, control_config, published_cells, published_metrics
+from contrastlab.report.control import (
+    checkable,
+    claim_metrics,
+    control_config,
+    published_cells,
+    published_metrics,
+    text_cells,
+)
 from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED, ours_backbone
 from contrastlab.stats import LEVEL, haircut, holm_rejections, one_sided_p, satterthwaite, t_quantile
 from contrastlab.tables.assemble import experiment_seeds
@@ -194,8 +201,10 @@ def claim_structure(
     if claim.get("relation") == "trend":
         return "a trend: not simulated"
     structure = _control(config, name, {} if cache is None else cache)
-    result = evaluate_claim(claim, structure["metrics"], structure["grid"])
-    values = structure["values"]
+    text = text_cells(claim)  # numbers the paper prints in its text (a figure claim): they replace the cells'
+    metrics = claim_metrics(claim, name) if text else structure["metrics"]
+    result = evaluate_claim(claim, metrics, structure["grid"])
+    values = {**structure["values"], **text}
     ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
     stratum_of = functools.partial(cell_stratum, grid, name)
     cells: list[tuple[str, str, str]] = []
