@@ -210,3 +210,19 @@ def test_a_phased_claim_names_a_phase_in_every_part():
         check_relation({**bad, "parts": [{"sweep": "oar_dcl", "direction": "increasing"}]}, "oar.yaml")
     with pytest.raises(ValueError, match="phases must be disjoint"):
         check_relation({**bad, "phases": {"a": [1e-3, 1e-1], "b": [1e-2, 1.0]}}, "oar.yaml")
+
+
+def test_the_variance_drops_in_the_mild_phase_and_recovers_in_the_strong_one():
+    """OAR §5.1 (claims audit §3 O2): both phases the sentence names are tested, per loss, with the
+    residuals of each loss's own per-phase lines (pool: method): one seed, ν = 8 − 6 = 2 per loss."""
+    recovers = [5.0, 5.1, 4.9, 4.0, 2.0, 3.0, 6.0, 9.1]
+    flat_after = [5.0, 5.1, 4.9, 4.0, 2.0, 3.0, 1.5, 0.0]  # no recovery: it falls on in the Strong phase
+    frame, grid = oar_sweeps(
+        {"oar_infonce": recovers, "oar_dcl": recovers, "oar_bt": recovers, "oar_vicreg": flat_after}
+    )
+    frame = frame.assign(task="embedding_variance")
+    result = evaluate_claim(claim("oar-variance-recovers-at-high-lr"), frame, grid)
+    assert [round(p.diff, 2) for p in result.parts] == [-2.0, 3.05] * 3 + [-2.0, -1.5]
+    assert all(p.df == 2 for p in result.parts)  # each loss's own residuals: SS 0.015 + 0.0017 for "recovers"
+    assert [p.status for p in result.parts[:6]] == [REPRODUCED] * 6
+    assert result.parts[-1].status == NOT_REPRODUCED and result.verdict == NOT_REPRODUCED

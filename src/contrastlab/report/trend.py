@@ -34,7 +34,9 @@ across the Strong one reads "not reproduced" for a claim on the Strong phase, wh
 whole sweep would read its rise. The noise is the residuals about those per-phase lines over every
 named phase of the method's sweep, pooled over the claim's methods of one (backbone, task,
 protocol/precision) stratum (as the tables pool seed noise per stratum: a Strong phase of three
-one-seed points alone leaves ν = 1), each method once however many of its phases are tested::
+one-seed points alone leaves ν = 1), each method once however many of its phases are tested; a claim
+with ``pool: method`` pools each method's own phases only (a metric whose scale differs between the
+methods, such as the embeddings' variance)::
 
     b_j = S_xy,ph / S_xx,ph,   s² = Σ_methods Σ_phases SS_res / ν,   ν = Σ_methods Σ_phases (N_ph − k_ph)
 
@@ -68,6 +70,10 @@ def check_trend(claim: dict[str, Any], name: str) -> None:
         if key in claim:
             raise ValueError(f"{name}: {key} is not for relation 'trend' (its parts state a direction)")
     phases = claim.get("phases")
+    if claim.get("pool", "stratum") not in ("stratum", "method") or ("pool" in claim and not phases):
+        raise ValueError(
+            f"{name}: pool is 'stratum' or 'method', for a claim with phases, got {claim['pool']!r}"
+        )
     if phases is not None:
         spans = sorted((float(lo), float(hi), ph) for ph, (lo, hi) in dict(phases).items())
         if any(lo >= hi for lo, hi, _ in spans) or any(
@@ -184,8 +190,9 @@ def phased_parts(
                 xs = {n: x_of(v, scale) for n, v in points}
                 fitted[method] = (runs, xs, *phase_fit(runs, xs, spans))
         pools: dict[Any, list[float]] = {}  # stratum -> [SS, ν, ν per extra seed]
+        by_stratum = stratum_of is not None and claim.get("pool", "stratum") == "stratum"
         for method, (_, xs, ss, df, _) in fitted.items():
-            key = stratum_of(ours, method) if stratum_of else method
+            key = stratum_of(ours, method) if by_stratum else method
             pool = pools.setdefault(key, [0.0, 0, 0])
             pool[0] += ss
             pool[1] += df
@@ -207,7 +214,7 @@ def phased_parts(
                 continue
             runs, xs, _, _, fits = fitted[part["sweep"]]
             slope, sxx, sxx_points = fits[k]
-            ss, df, per_seed = pools[stratum_of(ours, part["sweep"]) if stratum_of else part["sweep"]]
+            ss, df, per_seed = pools[stratum_of(ours, part["sweep"]) if by_stratum else part["sweep"]]
             mean_x = float(np.mean([xs[n] for n, _ in in_phase]))
             result.terms = {n: (xs[n] - mean_x) / sxx_points for n, _ in in_phase}
             result.diff, result.df = slope, df
