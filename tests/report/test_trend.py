@@ -193,6 +193,11 @@ def test_a_curve_that_falls_across_the_strong_phase_does_not_keep_accuracy_there
     assert falling.half_width == pytest.approx(2.306004 * se, rel=1e-3)  # t_{0.975, 8}
     assert all(p.diff == pytest.approx(10.25) and p.status == REPRODUCED for p in rising)
     assert after.verdict == NOT_REPRODUCED
+    # a diverged run outside the phase (NaN at 1e-6) leaves that point's residual out, not the part
+    diverged = frame.assign(score=frame["score"].where(~frame["method"].str.fullmatch("oar_dcl-lr1e-06")))
+    assert diverged["score"].isna().sum() == 1
+    kept = evaluate_claim(claim("oar-keeps-accuracy-at-high-lr"), diverged, grid)
+    assert kept.parts[1].status == REPRODUCED and kept.parts[1].df == 7
     assert "oar_infonce over log10 lr in the 'Strong Learning' phase [0.01, 1] (claimed > 0) = -14.50" in (
         numbers_text(after)
     )

@@ -186,8 +186,8 @@ def phased_parts(
             points = sweep_points(experiment, {"sweep": method, "over": [lo, hi]})
             runs = {n: values.get((ours, n, task)) or {} for n, _ in points}
             runs = {n: [v for v in r.values() if not math.isnan(v)] for n, r in runs.items()}
-            if points and all(runs.values()):
-                xs = {n: x_of(v, scale) for n, v in points}
+            if any(runs.values()):  # a point with no run (diverged) leaves its phase's noise out, no more
+                xs = {n: x_of(v, scale) for n, v in points if runs[n]}
                 fitted[method] = (runs, xs, *phase_fit(runs, xs, spans))
         pools: dict[Any, list[float]] = {}  # stratum -> [SS, ν, ν per extra seed]
         by_stratum = stratum_of is not None and claim.get("pool", "stratum") == "stratum"
@@ -204,9 +204,12 @@ def phased_parts(
                 experiment, {"sweep": part["sweep"], "over": claim["phases"][part["phase"]]}
             )
             result = PartResult(backbone, {n: 0.0 for n, _ in in_phase}, NOT_RUN, task=task, trend=label)
-            if part["sweep"] not in fitted or k not in fitted[part["sweep"]][4]:
-                runs = {n: values.get((ours, n, task)) or {} for n, _ in in_phase}
-                result.missing = [n for n, r in runs.items() if not r] or [
+            fit = fitted.get(part["sweep"])
+            result.missing = [n for n, _ in in_phase if not (fit and fit[0].get(n))]
+            if (
+                result.missing or fit is None or k not in fit[4]
+            ):  # a phase's point not run: the part has not run
+                result.missing = result.missing or [
                     f"two sweep points of {part['sweep']} in the {part['phase']!r} phase"
                 ]
                 result.terms = result.terms or {part["sweep"]: 1.0}
