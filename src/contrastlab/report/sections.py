@@ -582,8 +582,12 @@ CLAIMS_TEXT = (
     "interval's half-width. Each paper's tally counts its claims per verdict."
 )
 CONTROL_TEXT = (
-    "Control: every claim that rests on a paper table is also evaluated on the paper's own "
-    "transcribed numbers, as if they were ours (`contrastlab.report.control`, "
+    "Control: every claim that rests on a paper table, or on a number the paper prints in its text, is "
+    "also evaluated on the paper's own numbers, as if they were ours (`contrastlab.report.control`, "
     "`tests/report/test_control.py`): each reads reproduced there, except the claims whose "
-    "sentence the paper's own tables do not support, which say so beside their verdict."
+    "sentence the paper's own tables do not support, which say so beside their verdict. The same "
+    "numbers drawn with a stated seed noise check how often the rule gives a faithful run the wrong "
+    "verdict (`contrastlab.report.power`, which also says beside each undecided claim what a perfect "
+    "reproduction would need). Claims on figures alone have no control: the papers print no numbers "
+    "for them."
 )
