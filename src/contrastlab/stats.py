@@ -123,8 +123,8 @@ def contrast_variance(
     moved to its boundary, read "not reproduced" at 0.0279 ± 0.0005 (100,000 draws) for a nominal
     α = 0.025; with a haircut of 1 still 0.0238, at the level's edge; with 2, 0.0183. The exactly
     conservative choice, the smallest ν_p (Hsu's for Welch's test), gave 0.0000 there: a t quantile
-    at ν = 4 where the truth is near 14, which throws the power away. The claims' unpaired path uses it (:mod:`contrastlab.report.claims`); with one pool
-    the plain rule (ν = ν_p) applies.
+    at ν = 4 where the truth is near 14, which throws the power away. The claims' unpaired path uses
+    it (:mod:`contrastlab.report.claims`); with one pool the plain rule (ν = ν_p) applies.
 
     >>> contrast_variance([("a", 1 / 3, 1.0, 4), ("a", 1 / 2, 1.0, 4)])  # one pool: its ν = 4, not 7.69
     (0.8333333333333333, 4.0)
