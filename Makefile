@@ -88,8 +88,8 @@ clean-demo:
 publish: install         ## CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>: print the upload commands (PUSH=1: run them)
 	$(BIN)/python scripts/publish.py --configfile $(CONFIG) --cell '$(CELL)' --repo '$(REPO)' $(if $(CODE),--code '$(CODE)',) $(if $(PUSH),--push,)
 
-add-seeds: install       ## print the commands adding seeds to the cells of undecided claims only (RUN=1: run them)
-	$(BIN)/python scripts/add_seeds.py --configfile $(CONFIG) $(if $(RUN),--run,)
+add-seeds: install       ## print the commands adding seeds to the cells of undecided claims only (TARGET=power: the seeds make plan's claims section needs; RUN=1: run them)
+	$(BIN)/python scripts/add_seeds.py --configfile $(CONFIG) $(if $(TARGET),--target $(TARGET),) $(if $(RUN),--run,)
 
 # Snakemake runs the workflow; DVC runs it per preset (dvc.yaml) and versions it (contrastlab.versioning).
 freeze: install          ## dvc repro of CONFIG's stage (nothing left to run) + dvc add resources + dvc push (a default remote)

@@ -72,6 +72,16 @@ def test_distinct_pools_are_combined_by_satterthwaite():
     assert math.isnan(contrast_variance([("a", 0.5, 1.0, 4), ("b", 0.5, math.nan, 0)])[0])
 
 
+def test_the_conservative_rule_takes_two_degrees_off_each_pool():
+    # the same two pools on ν − 2: (1 + 1)² / (1/2 + 1/4) = 4 / 0.75 = 5.33 (not 9.6); one pool keeps ν
+    var, df = contrast_variance(
+        [("a", 0.1, 2.0, 4), ("b", 0.25, 2.0, 6), ("a", 0.15, 2.0, 4)], conservative=True
+    )
+    assert var == pytest.approx(2.0, rel=1e-12) and df == pytest.approx(16 / 3, rel=1e-12)
+    assert contrast_variance([("a", 0.5, 1.0, 4)], conservative=True) == (0.5, 4.0)
+    assert contrast_variance([("a", 0.5, 1.0, 2), ("b", 0.5, 1.0, 2)], conservative=True) == (1.0, 2.0)
+
+
 def test_holm_step_down_by_hand():
     # α = 0.05 over 4: sorted 0.005 < 0.05/4, 0.01 < 0.05/3, 0.03 ≥ 0.05/2: stop (0.04 is not reached)
     assert holm_rejections([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]

@@ -149,3 +149,85 @@ def test_two_points_need_two_seeds_for_a_residual():
     assert part.diff == pytest.approx(8 / 3) and part.df == 2 and part.seeds == 2
     assert part.half_width == pytest.approx(T975_2 * math.sqrt(0.5 / 2.25), rel=1e-9)
     assert part.status == REPRODUCED
+
+
+def oar_sweeps(curves: dict[str, list[float]]) -> tuple[pd.DataFrame, Grid]:
+    """OAR Fig. 2 (10 % labels) on config.yaml's eight rates 1e-7 ... 1, one seed: method -> accuracies."""
+    oar = FULL["experiments"]["oar_cifar10"]
+    lrs = oar["sweep"]["lr"]
+    frame = pd.concat(
+        [
+            sweep(dict(zip(lrs, ([v] for v in ys), strict=True)), "oar_cifar10", oar, m, "ffn10_top1")
+            for m, ys in curves.items()
+        ],
+        ignore_index=True,
+    ).assign(backbone="resnet18-oar")
+    return frame, Grid({"seeds": [42], "experiments": {"oar_cifar10": oar}})
+
+
+#: Claims audit C-1's constructed curve: it rises to 69 at 1e-2 and falls 29 points across the "Strong
+#: Learning" phase [1e-2, 1]; the other three OAR losses rise across it, +10.25 per decade.
+FALLING = [10, 10, 12, 30, 50, 69, 60, 40]
+RISING = [10, 10, 11, 20, 35, 50, 60, 70.5]
+
+
+def test_a_curve_that_falls_across_the_strong_phase_does_not_keep_accuracy_there():
+    """Issue 44 (claims audit C-1): "accuracy continually increases even in the 'Strong Learning'
+    phase". One slope over the whole sweep read the falling curve as a rise (+7.75 ± 5.58, reproduced);
+    decided on the phase the sentence names, its slope there is −14.5 and the claim is not reproduced.
+    By hand: one line per phase (§5.1's three), residual SS 0.667 + 20.167 for the falling curve and
+    0.1667 + 0.0417 for each rising one, pooled over the four losses: s² = 21.458 / 8, se = s / sqrt(2)."""
+    frame, grid = oar_sweeps(
+        {"oar_infonce": FALLING, "oar_dcl": RISING, "oar_bt": RISING, "oar_vicreg": RISING}
+    )
+    whole = {**claim("oar-keeps-accuracy-at-high-lr"), "phases": None}
+    whole["parts"] = [{k: v for k, v in p.items() if k != "phase"} for p in whole["parts"]]
+    before = evaluate_claim(whole, frame, grid)
+    assert before.verdict == REPRODUCED  # the old whole-sweep reading
+    assert before.parts[0].diff == pytest.approx(7.75, abs=0.01)
+    assert before.parts[0].half_width == pytest.approx(5.58, abs=0.01)
+    after = evaluate_claim(claim("oar-keeps-accuracy-at-high-lr"), frame, grid)
+    falling, *rising = after.parts
+    assert falling.diff == pytest.approx(-14.5) and falling.df == 8 and falling.status == NOT_REPRODUCED
+    se = math.sqrt((0.6667 + 20.1667 + 3 * (0.1667 + 0.0417)) / 8 / 2)
+    assert falling.half_width == pytest.approx(2.306004 * se, rel=1e-3)  # t_{0.975, 8}
+    assert all(p.diff == pytest.approx(10.25) and p.status == REPRODUCED for p in rising)
+    assert after.verdict == NOT_REPRODUCED
+    # a diverged run outside the phase (NaN at 1e-6) leaves that point's residual out, not the part
+    diverged = frame.assign(score=frame["score"].where(~frame["method"].str.fullmatch("oar_dcl-lr1e-06")))
+    assert diverged["score"].isna().sum() == 1
+    kept = evaluate_claim(claim("oar-keeps-accuracy-at-high-lr"), diverged, grid)
+    assert kept.parts[1].status == REPRODUCED and kept.parts[1].df == 7
+    assert "oar_infonce over log10 lr in the 'Strong Learning' phase [0.01, 1] (claimed > 0) = -14.50" in (
+        numbers_text(after)
+    )
+    # a perfect rise through the Strong phase everywhere is reproduced at one seed
+    ok = evaluate_claim(
+        claim("oar-keeps-accuracy-at-high-lr"),
+        *oar_sweeps(dict.fromkeys(("oar_infonce", "oar_dcl", "oar_bt", "oar_vicreg"), RISING)),
+    )
+    assert ok.verdict == REPRODUCED
+
+
+def test_a_phased_claim_names_a_phase_in_every_part():
+    bad = claim("oar-keeps-accuracy-at-high-lr")
+    with pytest.raises(ValueError, match="names one \\(phase: one of"):
+        check_relation({**bad, "parts": [{"sweep": "oar_dcl", "direction": "increasing"}]}, "oar.yaml")
+    with pytest.raises(ValueError, match="phases must be disjoint"):
+        check_relation({**bad, "phases": {"a": [1e-3, 1e-1], "b": [1e-2, 1.0]}}, "oar.yaml")
+
+
+def test_the_variance_drops_in_the_mild_phase_and_recovers_in_the_strong_one():
+    """OAR §5.1 (claims audit §3 O2): both phases the sentence names are tested, per loss, with the
+    residuals of each loss's own per-phase lines (pool: method): one seed, ν = 8 − 6 = 2 per loss."""
+    recovers = [5.0, 5.1, 4.9, 4.0, 2.0, 3.0, 6.0, 9.1]
+    flat_after = [5.0, 5.1, 4.9, 4.0, 2.0, 3.0, 1.5, 0.0]  # no recovery: it falls on in the Strong phase
+    frame, grid = oar_sweeps(
+        {"oar_infonce": recovers, "oar_dcl": recovers, "oar_bt": recovers, "oar_vicreg": flat_after}
+    )
+    frame = frame.assign(task="embedding_variance")
+    result = evaluate_claim(claim("oar-variance-recovers-at-high-lr"), frame, grid)
+    assert [round(p.diff, 2) for p in result.parts] == [-2.0, 3.05] * 3 + [-2.0, -1.5]
+    assert all(p.df == 2 for p in result.parts)  # each loss's own residuals: SS 0.015 + 0.0017 for "recovers"
+    assert [p.status for p in result.parts[:6]] == [REPRODUCED] * 6
+    assert result.parts[-1].status == NOT_REPRODUCED and result.verdict == NOT_REPRODUCED

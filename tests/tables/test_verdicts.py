@@ -170,11 +170,12 @@ def test_a_pool_never_mixes_training_protocols_or_precisions():
     )
     assert c.loc[("bert-base", "infonce", "sts_avg"), "noise_std"] == pytest.approx(2.0)
     assert c.loc[("bert-base", "mmhe", "sts_avg"), "noise_df"] == 1
-    # the claim's contrast mMHE − InfoNCE (seeds differ: unpaired) over two pools: V 0.25 and 4/3
+    # the claim's contrast mMHE − InfoNCE (seeds differ: unpaired) over two pools: V 0.25 and 4/3, by
+    # the conservative Satterthwaite (stats.contrast_variance: each pool's ν − 2, at least 1: 1 and 1)
     claim = {**next(c for c in all_claims() if c["id"] == "li-arccon-met"), "backbones": ["bert-base"]}
     part = evaluate_claim({**claim, "parts": [["mmhe", "infonce"]]}, metrics, Grid(config)).parts[0]
     v1, v2 = 0.5 / 2, 4 / 3
-    assert not part.paired and part.df == pytest.approx((v1 + v2) ** 2 / (v1**2 / 1 + v2**2 / 2))
+    assert not part.paired and part.df == pytest.approx((v1 + v2) ** 2 / (v1**2 / 1 + v2**2 / 1))
 
 
 def test_one_seed_everywhere_is_undecided_and_toy_backbones_have_no_published_number():

@@ -4,7 +4,12 @@ A claim file lists, per claim: ``id``, ``claim`` (our one-line statement), ``quo
 paper text under ``../shared/papers``; a test finds it there after collapsing whitespace), ``where``
 (section, table or figure), ``links`` (the tables / figures it rests on), optionally ``paper_tables``
 (why the paper's own tables do not support the quoted sentence: the report prints it beside the
-verdict, and :mod:`contrastlab.report.control` checks it), and its machine-checkable
+verdict, and :mod:`contrastlab.report.control` checks it), ``margin_reason`` (required with a
+``margin`` or ``noninferiority_margin``: why the paper's sentence bears it) and ``paper_gap`` (the
+claim's contrast on the paper's own numbers at its worst part, for a ``count`` claim the part at its
+``at_least``-th place; printed beside the margin, and checked against the control by the tests),
+optionally ``text_values`` (a figure claim's numbers that the paper prints in its text, ``{term: {value,
+read}}``, with how each was read: the control and the plan's power use them), and its machine-checkable
 form: an ``experiment``, a ``task`` (or a list of tasks), the ``backbones`` it holds on, a ``relation``
 and ``parts``; every part is evaluated on every backbone and task. Each
 part is a linear contrast over cells of one backbone and task, ``{method: coefficient}`` (the short form
@@ -40,9 +45,10 @@ level :data:`~.verdicts.LEVEL`):
 - otherwise unpaired, from the cells' pooled seed noise (:func:`~.verdicts.noise_pools`):
   se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell; a cell's pool is its backbone,
   task, training protocol and precision); terms that share one pool
-  share one variance estimate and give that pool's ν once, Welch–Satterthwaite combines distinct pools
-  only (:func:`contrast_variance`; Li's InfoNCE, SimCSE's protocol in fp16, and mMHE, li2024's in fp32,
-  are two pools);
+  share one variance estimate and give that pool's ν once; distinct pools are combined by
+  Welch–Satterthwaite over their ν_p − 2 (:func:`contrast_variance`, ``conservative``: on the pools' own
+  ν_p the rule rejected above its level in Holm's far tail with pools of ν 30 and 4; Li's InfoNCE,
+  SimCSE's protocol in fp16, and mMHE, li2024's in fp32, are two pools);
 - h = t_{ν} · se, so D ± h is the two-sided interval at the level. Relation ``>``: **reproduced** if
   D − m > h, **not reproduced** if D − m < −h (subject to the claim's correction below), else
   **undecided**. Relation ``>=`` ("comparable or
@@ -94,6 +100,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +178,22 @@ def check_relation(claim: dict[str, Any], source: str) -> None:
         raise ValueError(f"{name}: noninferiority_margin is for relation '>=' only")
 
 
+def check_margin(claim: dict[str, Any], source: str) -> None:
+    """Raise ``ValueError`` unless a claim file's claim with a ``margin`` or ``noninferiority_margin``
+    states its ``margin_reason`` (why the paper's sentence bears it, a text) and its ``paper_gap`` (if
+    any) is a number."""
+    name = f"{source}: claim {claim.get('id')!r}"
+    if (float(claim.get("margin", 0)) or "noninferiority_margin" in claim) and not claim.get("margin_reason"):
+        raise ValueError(f"{name}: a margin needs its margin_reason (why the sentence bears it), a text")
+    if "paper_gap" in claim and not isinstance(claim["paper_gap"], int | float):
+        raise ValueError(f"{name}: paper_gap is the paper's own worst contrast, a number")
+    for term, spec in (claim.get("text_values") or {}).items():
+        if not (isinstance(spec, dict) and isinstance(spec.get("value"), int | float) and spec.get("read")):
+            raise ValueError(
+                f"{name}: text_values {term!r} needs a value (a number) and read (how it was read)"
+            )
+
+
 @functools.cache
 def load_claims(paper: str) -> dict[str, Any]:
     """The claim file ``claims/<paper>.yaml`` (keys ``paper``, ``file``, ``claims``; optionally
@@ -184,6 +207,7 @@ def load_claims(paper: str) -> dict[str, Any]:
         if missing:
             raise ValueError(f"{path.name}: claim {claim.get('id')!r} lacks {sorted(missing)}")
         check_relation(claim, path.name)
+        check_margin(claim, path.name)
         note = claim.get("paper_tables")
         if note is not None and not (isinstance(note, str) and note.strip()):
             raise ValueError(f"{path.name}: claim {claim['id']!r}: paper_tables must be the reason, a text")
@@ -407,7 +431,8 @@ def _contrast_parts(
                 else:
                     pool = (math.nan, 0)
                 noisy.append((key, c * c / len(v), *pool))  # c_i² / n_i: its share of its pool's variance
-            var, result.df = contrast_variance(noisy)
+            # unpaired: the conservative ν (stats.contrast_variance says why)
+            var, result.df = contrast_variance(noisy, conservative=mode is None)
             se = math.sqrt(var)
             s_unit = math.sqrt(var * result.seeds / factor) if result.df and factor else math.nan
         if result.df:
@@ -498,7 +523,8 @@ def evaluate_claim(
     values = _seed_values(metrics, name, seeds)
     ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
     if relation == "trend":
-        parts, pending = trend_parts(claim, experiment, values, ours_for, level)
+        strata = functools.partial(cell_stratum, grid, name)
+        parts, pending = trend_parts(claim, experiment, values, ours_for, level, strata)
     else:
         pools = noise_pools(metrics, name, seeds, grid).set_index(["backbone", "key", "stratum"])
         strata = functools.partial(cell_stratum, grid, name)
@@ -575,7 +601,8 @@ def numbers_text(result: ClaimResult) -> str:
         across = any("/" in m for m in p.terms)  # terms on two tasks: each names its own
         label = "".join(
             f"{(' − ' if c < 0 else ' + ') if i else ('−' if c < 0 else '')}"
-            f"{'' if abs(c) == 1 else f'{abs(c):g}·'}{m}{f'/{p.task}' if across and '/' not in m else ''}"
+            f"{'' if abs(c) == 1 else f'{_coefficient(abs(c))}·'}{m}"
+            f"{f'/{p.task}' if across and '/' not in m else ''}"
             for i, (m, c) in enumerate(sorted(p.terms.items(), key=lambda kv: -kv[1]))
         )
         width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
@@ -585,11 +612,23 @@ def numbers_text(result: ClaimResult) -> str:
         if p.seeds_needed:
             extra += f", needs {'> 100' if p.seeds_needed > MAX_SEEDS else p.seeds_needed} seeds"
         texts.append(f"{where}: {label} = {p.diff:+.2f} {width}{extra}")
+    gap = result.claim.get("paper_gap")
+    own = "" if gap is None else f" (the paper's own: {float(gap):+.2f})"
     if texts and result.claim.get("relation") == ">=":
-        texts.insert(0, f"comparable if above −{float(result.claim['noninferiority_margin']):g}")
+        texts.insert(0, f"comparable if above −{float(result.claim['noninferiority_margin']):g}{own}")
     elif texts and float(result.claim.get("margin", 0)):
-        texts.insert(0, f"claimed above {float(result.claim['margin']):g}")
+        texts.insert(0, f"claimed above {float(result.claim['margin']):g}{own}")
+    elif texts and gap is not None:
+        texts.insert(0, f"claimed above 0{own}")
     return "; ".join(texts) if texts else "–"
+
+
+def _coefficient(c: float) -> str:
+    """A coefficient as the claim file means it: 1/3 for a third (a group's mean), else ``:g``."""
+    fraction = Fraction(c).limit_denominator(12)
+    if abs(float(fraction) - c) < 1e-9 and fraction.denominator > 1 and abs(c) < 1:
+        return f"{fraction.numerator}/{fraction.denominator}"
+    return f"{c:g}"
 
 
 def verdict_text(result: ClaimResult) -> str:
@@ -685,9 +724,10 @@ def add_seeds_commands(
     if not plan:
         return []
     base = f".venv/bin/snakemake --workflow-profile {profile} --configfile {configfile}"
-    seeds = {}
-    for step in plan:
-        seeds[step["experiment"]] = {"seeds": step["seeds"]}
+    seeds: dict[str, dict[str, list[int]]] = {}
+    for step in plan:  # an experiment's longest list: its steps of fewer seeds select their own
+        if len(step["seeds"]) > len(seeds.get(step["experiment"], {}).get("seeds", [])):
+            seeds[step["experiment"]] = {"seeds": step["seeds"]}
     experiments = f"'experiments={_flow(seeds)}'"
     out = []
     for step in plan:

@@ -146,8 +146,31 @@ class ControlResult:
 
 
 def checkable(claim: dict[str, Any]) -> bool:
-    """Whether the claim rests on a transcribed table (a figure-only claim has no published numbers)."""
-    return any(link in TABLES for link in claim.get("links") or [])
+    """Whether the claim rests on a transcribed table, or on numbers its paper prints in the text
+    (``text_values``; a figure-only claim has no published numbers)."""
+    return bool(claim.get("text_values")) or any(link in TABLES for link in claim.get("links") or [])
+
+
+def text_cells(claim: dict[str, Any]) -> dict[tuple[str, str, str], float]:
+    """(backbone, method, task) -> value of the numbers a figure claim's paper prints in its text
+    (``text_values: {term: {value: v, read: how}}``, a term as the claim's parts name it, on the
+    claim's task and backbones). The control has no sweep where its table prints only the best point
+    (:func:`control_config`), so a sweep position (``infonce@max``) is its method's cell there."""
+    out = {}
+    for term, spec in (claim.get("text_values") or {}).items():
+        method, _, task = term.partition("/")
+        for backbone in claim["backbones"]:
+            out[(backbone, method.split("@", 1)[0], task or claim["task"])] = float(spec["value"])
+    return out
+
+
+def claim_metrics(claim: dict[str, Any], experiment: str) -> pd.DataFrame:
+    """:func:`published_metrics` of the claim's experiment with its ``text_values`` (:func:`text_cells`)
+    in place of the tables' numbers for those cells."""
+    frame = published_metrics(experiment)
+    for (b, m, t), v in text_cells(claim).items():
+        frame.loc[(frame["backbone"] == b) & (frame["method"] == m) & (frame["task"] == t), "score"] = v
+    return frame
 
 
 def control_results(config: dict[str, Any]) -> list[ControlResult]:
@@ -163,7 +186,7 @@ def control_results(config: dict[str, Any]) -> list[ControlResult]:
             out.append(ControlResult(claim, None, f"experiment {name} not in the config"))
             continue
         # the control's own config (the fake runs' seeds, no best-of-sweep): a grid of its own
-        result = evaluate_claim(claim, published_metrics(name), Grid(control_config(config, name)))
+        result = evaluate_claim(claim, claim_metrics(claim, name), Grid(control_config(config, name)))
         why = "; ".join(
             f"{p.backbone}: no published {', '.join(p.missing)}" for p in result.parts if p.missing
         )

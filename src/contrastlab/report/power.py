@@ -35,7 +35,8 @@ from one evaluation on the papers' numbers, :func:`~contrastlab.report.control.c
   (:func:`~contrastlab.report.claims.own_groups`), ν = |k| (n − 1), se_j = s_D / sqrt(n);
 - unpaired (a deterministic term, or cells of several protocols/precisions, or n = 1): s_p² =
   SS_within / (C_g (n − 1)), ν_p = C_g (n − 1); se_j² = Σ_p s_p² Σ_{i in p} c_{ji}² / n, ν_j by
-  Welch–Satterthwaite over pools; n = 1: ν = 0, undecided;
+  Welch–Satterthwaite over its pools' ν_p − 2 (claims.py's conservative rule,
+  :func:`~contrastlab.stats.contrast_variance`); n = 1: ν = 0, undecided;
 - h_j = t_{ν, (1+level)/2} se_j, p_j = P(T_ν ≤ Δ_j / se_j) (:func:`~contrastlab.stats.t_quantile`,
   :func:`~contrastlab.stats.one_sided_p`); Holm at α = (1 − level) / 2 over the tested parts; the
   verdict over the parts as claims.py combines them (``count``: at least ``at_least``).
@@ -74,9 +75,16 @@ from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
 from contrastlab.paths import Results
 from contrastlab.report.claims import cell_of, evaluate_claim, own_groups, pairing
-from contrastlab.report.control import checkable, control_config, published_cells, published_metrics
+from contrastlab.report.control import (
+    checkable,
+    claim_metrics,
+    control_config,
+    published_cells,
+    published_metrics,
+    text_cells,
+)
 from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED, ours_backbone
-from contrastlab.stats import LEVEL, holm_rejections, one_sided_p, satterthwaite, t_quantile
+from contrastlab.stats import LEVEL, haircut, holm_rejections, one_sided_p, satterthwaite, t_quantile
 from contrastlab.tables.assemble import experiment_seeds
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
 from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
@@ -193,8 +201,10 @@ def claim_structure(
     if claim.get("relation") == "trend":
         return "a trend: not simulated"
     structure = _control(config, name, {} if cache is None else cache)
-    result = evaluate_claim(claim, structure["metrics"], structure["grid"])
-    values = structure["values"]
+    text = text_cells(claim)  # numbers the paper prints in its text (a figure claim): they replace the cells'
+    metrics = claim_metrics(claim, name) if text else structure["metrics"]
+    result = evaluate_claim(claim, metrics, structure["grid"])
+    values = {**structure["values"], **text}
     ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
     stratum_of = functools.partial(cell_stratum, grid, name)
     cells: list[tuple[str, str, str]] = []
@@ -258,6 +268,8 @@ def claim_structure(
     own_parts = np.flatnonzero(mode == OWN)
     for k, group in enumerate(own_groups([own[j] for j in own_parts], stratum_of)):
         own_pool[own_parts[group]] = k
+    if not coefs and not certain:  # e.g. a preset whose backbones are not the paper's (no stand-in)
+        return "its parts do not resolve in this config's grid"
     relation = claim.get("relation", ">")
     shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
     return Structure(
@@ -326,7 +338,10 @@ def simulate(
                 continue
             s2, nu = (s2_blocked, df_blocked) if mode[j] == BLOCKED else (s2_unpaired, df_unpaired)
             used = weight[j] > 0
-            var, df[:, j] = satterthwaite(s2[:, used] * weight[j, used], nu[used])
+            nu_j = nu[used]
+            if mode[j] == UNPAIRED and used.sum() > 1:  # claims.py's conservative ν (stats.haircut)
+                nu_j = haircut(nu_j)
+            var, df[:, j] = satterthwaite(s2[:, used] * weight[j, used], nu_j)
             se[:, j] = np.sqrt(var)
         own = np.flatnonzero(mode == OWN)
         if len(own):
@@ -505,18 +520,24 @@ def claims_power(
         if isinstance(s, str):
             out.append(ClaimPower(claim, why_not=s))
             continue
-        power = ClaimPower(claim, seeds=s.seeds, cells=sorted({(s.experiment, b, m) for b, m, _ in s.cells}))
-        power.probability = decided_probability(s, s.seeds, replicates)
-        if power.probability >= TARGET:
-            power.seeds_needed, power.probability_needed = s.seeds, power.probability
-        else:
-            for n in range(max(2, s.seeds + 1), MAX_SEEDS + 1):
-                prob = decided_probability(s, n, replicates)
-                if prob >= TARGET:
-                    power.seeds_needed, power.probability_needed = n, prob
-                    break
-        out.append(power)
+        out.append(claim_power(claim, s, replicates))
     return out
+
+
+def claim_power(claim: dict[str, Any], s: Structure, replicates: int = REPLICATES) -> ClaimPower:
+    """One claim's :class:`ClaimPower` from its :class:`Structure`: P(decided) at its configured seeds
+    and, when below :data:`TARGET`, the smallest n ≤ :data:`MAX_SEEDS` that reaches it."""
+    power = ClaimPower(claim, seeds=s.seeds, cells=sorted({(s.experiment, b, m) for b, m, _ in s.cells}))
+    power.probability = decided_probability(s, s.seeds, replicates)
+    if power.probability >= TARGET:
+        power.seeds_needed, power.probability_needed = s.seeds, power.probability
+        return power
+    for n in range(max(2, s.seeds + 1), MAX_SEEDS + 1):
+        prob = decided_probability(s, n, replicates)
+        if prob >= TARGET:
+            power.seeds_needed, power.probability_needed = n, prob
+            break
+    return power
 
 
 def extra_hours(
@@ -620,3 +641,80 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
         )
     lines += markdown_table(rows, numeric_after_first=True) + [""]
     return lines
+
+
+def power_note(power: ClaimPower, hours: Mapping[tuple[str, str, str], float]) -> str:
+    """The report's note beside a claim the configured seeds cannot decide (issue 44): "undecided at the
+    configured seeds; P(decided) = 0.58 at 3 seeds; needs 7 seeds per cell for ≥ 0.9 = +22.1 GPU-hours",
+    or why no such number exists (a trend, figures only)."""
+    if power.why_not:
+        return f"no power estimate: {power.why_not}"
+    head = f"P(decided) = {power.probability:.2f} at {power.seeds} seed{'s' if power.seeds > 1 else ''}"
+    if power.decidable:
+        return f"{head}: decidable at the configured seeds"
+    if power.seeds_needed is None:
+        return (
+            f"undecided at the configured seeds; {head}; not decidable (P ≥ {TARGET}) within "
+            f"{MAX_SEEDS} seeds per cell"
+        )
+    extra = extra_hours([power], hours)[0]
+    cost = f"+{extra:,.1f}" if extra >= 0.05 else "< 0.1"
+    return (
+        f"undecided at the configured seeds; {head}; needs {power.seeds_needed} seeds per cell for "
+        f"≥ {TARGET} = {cost} GPU-hours"
+    )
+
+
+def power_notes(
+    claim_ids: Sequence[str], grid: Grid, metrics: pd.DataFrame, jobs: Sequence[PlannedJob] | None
+) -> dict[str, str]:
+    """claim id -> :func:`power_note` for the claims ``claim_ids`` (the report's undecided ones), with
+    the runs' own pooled noise where measured (:func:`measured_noise`) and GPU-hours from the plan's
+    ``jobs`` (None: no projection, the hours read 0)."""
+    from contrastlab.report.claims import all_claims
+
+    wanted = set(claim_ids)
+    if not wanted:
+        return {}
+    measured = measured_noise(metrics, grid)
+    hours = seed_hours(jobs or [], grid.config)
+    out, cache = {}, {}
+    for claim in all_claims():
+        if claim["id"] not in wanted:
+            continue
+        s = claim_structure(claim, grid.config, grid, cache, measured)
+        if isinstance(s, str):
+            out[claim["id"]] = power_note(ClaimPower(claim, why_not=s), hours)
+            continue
+        out[claim["id"]] = power_note(claim_power(claim, s), hours)
+    return out
+
+
+def power_seed_plan(powers: Sequence[ClaimPower], config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What ``make add-seeds TARGET=power`` runs: the seeds the plan's claims section says are needed
+    (its "with K more seed runs on N cells" line): every cell of each claim that is not decidable at the
+    configured seeds but is within :data:`MAX_SEEDS` brought to the largest ``seeds_needed`` of those
+    claims that use it (:func:`extra_hours`' rule), as :func:`~contrastlab.report.claims.seed_plan`'s
+    steps (experiment, backbone, methods, seeds, new), one step per (experiment, backbone, seed count).
+    A sweep point's configured name (``@best``: its best rate is not known before the run) selects
+    every point of its sweep."""
+    target: dict[tuple[str, str, str], int] = {}
+    for power in powers:
+        if power.decidable or not power.seeds_needed:
+            continue
+        for cell in power.cells:
+            target[cell] = max(target.get(cell, 0), power.seeds_needed)
+    steps: dict[tuple[str, str, int], list[str]] = {}
+    for (experiment, backbone, method), n in sorted(target.items()):
+        steps.setdefault((experiment, backbone, n), []).append(method)
+    plan = []
+    for (experiment, backbone, n), methods in steps.items():
+        seeds = list(experiment_seeds(config, experiment) or [])
+        extra = list(range(max(seeds) + 1, max(seeds) + 1 + n - len(seeds)))
+        if extra:
+            plan.append(
+                dict(
+                    experiment=experiment, backbone=backbone, methods=methods, seeds=seeds + extra, new=extra
+                )
+            )
+    return plan

@@ -15,6 +15,7 @@ from contrastlab.config import Grid, paper_of, track
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import plan
 from contrastlab.cost.measured import cost_lines
+from contrastlab.report import power
 from contrastlab.report.claims import (
     MAX_SEEDS,
     NOT_REPRODUCED,
@@ -149,6 +150,15 @@ def precision_rows(grid: Grid, metrics_root: str | os.PathLike) -> list[dict[str
         }
         for (experiment, method), r in rows.items()
     ]
+
+
+def planned_jobs(grid: Grid) -> list | None:
+    """The plan's jobs of ``grid`` (:func:`~contrastlab.cost.plan.make_plan` at the calibration), None
+    when the calibration or the config cannot be projected (the report must not fail over it)."""
+    try:
+        return plan.make_plan(grid, cl_calibration.load_calibration())
+    except (OSError, ValueError, KeyError, TypeError):  # a partial or hand-made config
+        return None
 
 
 def projected_cost(grid: Grid) -> tuple[dict | None, str]:
@@ -490,6 +500,9 @@ def claims_sections(
                 out.append(name)
         return " · ".join(out)
 
+    # beside each claim these seeds cannot decide: would a perfect reproduction decide it, at what cost
+    undecided = [r.claim["id"] for r in results if r.kind == UNDECIDED]
+    notes = power.power_notes(undecided, grid, metrics, planned_jobs(grid)) if undecided else {}
     per_paper: dict[str, list[str]] = {}
     for paper in PAPERS:
         own = [r for r in results if r.claim["paper"] == paper]
@@ -498,7 +511,7 @@ def claims_sections(
         rows = [
             {
                 "claim": r.claim["claim"],
-                "verdict": verdict_text(r),
+                "verdict": verdict_text(r) + (f" ({notes[r.claim['id']]})" if r.claim["id"] in notes else ""),
                 "numbers": numbers_text(r),
                 "where": r.claim["where"],
                 "see": links(r.claim),
@@ -569,8 +582,12 @@ CLAIMS_TEXT = (
     "interval's half-width. Each paper's tally counts its claims per verdict."
 )
 CONTROL_TEXT = (
-    "Control: every claim that rests on a paper table is also evaluated on the paper's own "
-    "transcribed numbers, as if they were ours (`contrastlab.report.control`, "
+    "Control: every claim that rests on a paper table, or on a number the paper prints in its text, is "
+    "also evaluated on the paper's own numbers, as if they were ours (`contrastlab.report.control`, "
     "`tests/report/test_control.py`): each reads reproduced there, except the claims whose "
-    "sentence the paper's own tables do not support, which say so beside their verdict."
+    "sentence the paper's own tables do not support, which say so beside their verdict. The same "
+    "numbers drawn with a stated seed noise check how often the rule gives a faithful run the wrong "
+    "verdict (`contrastlab.report.power`, which also says beside each undecided claim what a perfect "
+    "reproduction would need). Claims on figures alone have no control: the papers print no numbers "
+    "for them."
 )

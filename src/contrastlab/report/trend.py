@@ -24,6 +24,23 @@ which is why a peak claim (Nie's "0.23 (corresponding the best performance)") is
 the peak and a fall after it. With equal seeds per point the slope is the linear contrast of the point
 means with coefficients (x_p − x̄) / S_xx,pts, which the part's ``terms`` record. Spearman's ρ of the
 point means is printed beside it (a description: with P ≤ 8 points its own test is coarse).
+
+**Phases** (a figure whose paper names ranges of the sweep, OAR §5.1's "Not Learning" [1e-7, 1e-5],
+"Mild Learning" [1e-4, 1e-3] and "Strong Learning" [1e-2, 1]): the claim lists them, ``phases: {name:
+[lo, hi]}``, and each part names the ``phase`` its sentence is about (no ``over``). A part is then
+decided on its phase: the slope of its method within the phase, one line per phase (its own intercept
+and slope; a phase of one point only its mean), so a curve that rises across the Mild phase and falls
+across the Strong one reads "not reproduced" for a claim on the Strong phase, where one line over the
+whole sweep would read its rise. The noise is the residuals about those per-phase lines over every
+named phase of the method's sweep, pooled over the claim's methods of one (backbone, task,
+protocol/precision) stratum (as the tables pool seed noise per stratum: a Strong phase of three
+one-seed points alone leaves ν = 1), each method once however many of its phases are tested; a claim
+with ``pool: method`` pools each method's own phases only (a metric whose scale differs between the
+methods, such as the embeddings' variance)::
+
+    b_j = S_xy,ph / S_xx,ph,   s² = Σ_methods Σ_phases SS_res / ν,   ν = Σ_methods Σ_phases (N_ph − k_ph)
+
+k_ph = 2 for a phase of ≥ 2 distinct points, 1 for a single one; se(b_j) = s / sqrt(S_xx,ph).
 """
 
 from __future__ import annotations
@@ -44,12 +61,31 @@ SCALES = ("linear", "log")
 
 def check_trend(claim: dict[str, Any], name: str) -> None:
     """Raise ``ValueError`` unless every part of a ``trend`` claim names its ``sweep`` method and a
-    ``direction``, its ``over`` (if any) is [lo, hi] with lo < hi, and the claim's ``scale`` is known."""
+    ``direction``, its ``over`` (if any) is [lo, hi] with lo < hi, and the claim's ``scale`` is known; a
+    claim with ``phases`` ({name: [lo, hi]}, disjoint) has parts that each name one of them (``phase``)
+    and no ``over``."""
     if claim.get("scale", "linear") not in SCALES:
         raise ValueError(f"{name}: scale must be one of {SCALES}, got {claim.get('scale')!r}")
     for key in ("margin", "at_least", "noninferiority_margin"):
         if key in claim:
             raise ValueError(f"{name}: {key} is not for relation 'trend' (its parts state a direction)")
+    phases = claim.get("phases")
+    if claim.get("pool", "stratum") not in ("stratum", "method") or ("pool" in claim and not phases):
+        raise ValueError(
+            f"{name}: pool is 'stratum' or 'method', for a claim with phases, got {claim['pool']!r}"
+        )
+    if phases is not None:
+        spans = sorted((float(lo), float(hi), ph) for ph, (lo, hi) in dict(phases).items())
+        if any(lo >= hi for lo, hi, _ in spans) or any(
+            a[1] >= b[0] for a, b in zip(spans, spans[1:], strict=False)
+        ):
+            raise ValueError(f"{name}: phases must be disjoint [lo, hi] ranges with lo < hi, got {phases!r}")
+        for part in claim.get("parts") or []:
+            if not isinstance(part, dict) or part.get("phase") not in phases or "over" in part:
+                raise ValueError(
+                    f"{name}: a part of a claim with phases names one (phase: one of {sorted(phases)}) "
+                    f"and no over, got {part!r}"
+                )
     for part in claim.get("parts") or []:
         if not isinstance(part, dict) or not isinstance(part.get("sweep"), str):
             raise ValueError(f"{name}: a trend part is {{sweep: <method>, direction: ...}}, got {part!r}")
@@ -79,8 +115,10 @@ def sweep_points(experiment: dict[str, Any], part: dict[str, Any]) -> list[tuple
 def trend_label(claim: dict[str, Any], part: dict[str, Any], axis: str) -> str:
     """How the numbers name a part, e.g. "slope of baseline over log10 tau in [0.1, 3] (claimed < 0)"."""
     x = f"log10 {axis}" if claim.get("scale") == "log" else axis
-    over = part.get("over")
+    over = part.get("over") or (claim["phases"][part["phase"]] if "phase" in part else None)
     where = f" in [{float(over[0]):g}, {float(over[1]):g}]" if over else ""
+    if "phase" in part:
+        where = f" in the {part['phase']!r} phase{where.removeprefix(' in')}"
     sign = ">" if part["direction"] == "increasing" else "<"
     return f"slope of {part['sweep']} over {x}{where} (claimed {sign} 0)"
 
@@ -94,17 +132,124 @@ def x_of(value: float, scale: str) -> float:
     return value
 
 
+def phase_fit(
+    runs: dict[str, list[float]], xs: dict[str, float], spans: list[tuple[float, float]]
+) -> tuple[float, int, dict[int, tuple[float, float, float]]]:
+    """One method's sweep fitted by one least-squares line per phase (module docstring): the residual
+    SS, its ν, and per phase index (slope, S_xx of its runs, S_xx of its distinct points) for the phases
+    with ≥ 2 distinct points. ``runs``: point -> scores; ``xs``: point -> x; ``spans``: the phases'
+    [lo, hi] on the x scale."""
+    ss, df, fits = 0.0, 0, {}
+    for k, (lo, hi) in enumerate(spans):
+        points = [n for n, x in xs.items() if lo - 1e-9 <= x <= hi + 1e-9 and runs.get(n)]
+        x = np.array([xs[n] for n in points for _ in runs[n]])
+        y = np.array([v for n in points for v in runs[n]])
+        if not len(y):
+            continue
+        if len(points) < 2:
+            ss += float(((y - y.mean()) ** 2).sum())
+            df += len(y) - 1
+            continue
+        sxx = float(((x - x.mean()) ** 2).sum())
+        slope = float(((x - x.mean()) * (y - y.mean())).sum()) / sxx
+        ss += float(((y - y.mean() - slope * (x - x.mean())) ** 2).sum())
+        df += len(y) - 2
+        px = np.array([xs[n] for n in points])
+        fits[k] = (slope, sxx, float(((px - px.mean()) ** 2).sum()))
+    return ss, df, fits
+
+
+def phased_parts(
+    claim: dict[str, Any],
+    experiment: dict[str, Any],
+    values: dict,
+    ours_for: dict[str, str],
+    level: float,
+    stratum_of: Any = None,
+) -> tuple[list, list[tuple]]:
+    """A ``trend`` claim with ``phases``: each part's slope within its phase, its noise from the
+    residuals about per-phase lines pooled per stratum (module docstring; ``stratum_of(ours, method)``,
+    None: each method its own pool); returns as :func:`trend_parts`."""
+    scale = claim.get("scale", "linear")
+    axis = next(iter(experiment.get("sweep") or {"": None})).removeprefix("hp.")
+    names = list(claim["phases"])
+    spans = [tuple(x_of(float(v), scale) for v in claim["phases"][ph]) for ph in names]
+    lo, hi = (
+        min(float(v[0]) for v in claim["phases"].values()),
+        max(float(v[1]) for v in claim["phases"].values()),
+    )
+    parts, pending = [], []
+    for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
+        ours = ours_backbone(backbone, experiment, ours_for)
+        fitted: dict[str, tuple] = {}  # sweep method -> (runs, xs, ss, df, fits, points per phase)
+        for method in dict.fromkeys(p["sweep"] for p in claim["parts"]):
+            points = sweep_points(experiment, {"sweep": method, "over": [lo, hi]})
+            runs = {n: values.get((ours, n, task)) or {} for n, _ in points}
+            runs = {n: [v for v in r.values() if not math.isnan(v)] for n, r in runs.items()}
+            if any(runs.values()):  # a point with no run (diverged) leaves its phase's noise out, no more
+                xs = {n: x_of(v, scale) for n, v in points if runs[n]}
+                fitted[method] = (runs, xs, *phase_fit(runs, xs, spans))
+        pools: dict[Any, list[float]] = {}  # stratum -> [SS, ν, ν per extra seed]
+        by_stratum = stratum_of is not None and claim.get("pool", "stratum") == "stratum"
+        for method, (_, xs, ss, df, _) in fitted.items():
+            key = stratum_of(ours, method) if by_stratum else method
+            pool = pools.setdefault(key, [0.0, 0, 0])
+            pool[0] += ss
+            pool[1] += df
+            pool[2] += len(xs)  # each further seed at every point adds one degree of freedom per point
+        for part in claim["parts"]:
+            k = names.index(part["phase"])
+            label = trend_label(claim, part, axis)
+            in_phase = sweep_points(
+                experiment, {"sweep": part["sweep"], "over": claim["phases"][part["phase"]]}
+            )
+            result = PartResult(backbone, {n: 0.0 for n, _ in in_phase}, NOT_RUN, task=task, trend=label)
+            fit = fitted.get(part["sweep"])
+            result.missing = [n for n, _ in in_phase if not (fit and fit[0].get(n))]
+            if (
+                result.missing or fit is None or k not in fit[4]
+            ):  # a phase's point not run: the part has not run
+                result.missing = result.missing or [
+                    f"two sweep points of {part['sweep']} in the {part['phase']!r} phase"
+                ]
+                result.terms = result.terms or {part["sweep"]: 1.0}
+                parts.append(result)
+                continue
+            runs, xs, _, _, fits = fitted[part["sweep"]]
+            slope, sxx, sxx_points = fits[k]
+            ss, df, per_seed = pools[stratum_of(ours, part["sweep"]) if by_stratum else part["sweep"]]
+            mean_x = float(np.mean([xs[n] for n, _ in in_phase]))
+            result.terms = {n: (xs[n] - mean_x) / sxx_points for n, _ in in_phase}
+            result.diff, result.df = slope, df
+            result.seeds = min(len(runs[n]) for n, _ in in_phase)
+            delta = DIRECTIONS[part["direction"]] * slope
+            s = math.sqrt(ss / df) if df else math.nan
+            if df:
+                se = s / math.sqrt(sxx)
+                result.half_width = t_quantile(df, level) * se
+                result.p_value = one_sided_p(delta, se, df)
+            result.status = decide(delta, result.half_width)
+            df_of = lambda n, d=df, e=per_seed, r=result.seeds: max(d, d + (n - r) * e)  # noqa: E731
+            pending.append((result, delta, s, 1 / sxx_points, df_of))
+            parts.append(result)
+    return parts, pending
+
+
 def trend_parts(
     claim: dict[str, Any],
     experiment: dict[str, Any],
     values: dict,
     ours_for: dict[str, str],
     level: float,
+    stratum_of: Any = None,
 ) -> tuple[list, list[tuple]]:
     """A ``trend`` claim's parts, each tested by :func:`fit_slope` on ``values`` ((backbone, method,
     task) -> {seed: score}, diverged runs NaN and left out), and for each tested part (result, Δ, s,
     1 / S_xx,pts, ν(n)), from which :func:`~contrastlab.report.claims.evaluate_claim` computes the seeds
-    per point that would decide it (ν(n) = n P − 2 with n seeds at each of the P points)."""
+    per point that would decide it (ν(n) = n P − 2 with n seeds at each of the P points). A claim with
+    ``phases`` is decided per phase (:func:`phased_parts`, ``stratum_of`` its pooling)."""
+    if claim.get("phases"):
+        return phased_parts(claim, experiment, values, ours_for, level, stratum_of)
     scale = claim.get("scale", "linear")
     axis = next(iter(experiment.get("sweep") or {"": None})).removeprefix("hp.")
     parts, pending = [], []
