@@ -28,13 +28,3 @@ rule mteb:
     script:
         "../scripts/mteb_sts.py"
 
-
-def mteb_outputs(wildcards=None):
-    """The MTEB folder of every sentence cell when mteb.enabled ([] otherwise); with tables.partial, those
-    whose checkpoint exists (nothing trains for the bridge table)."""
-    if not config["mteb"]["enabled"]:
-        return []
-    cells = [c for c in CELLS if not _is_vision(c.experiment)]
-    if config["tables"]["partial"]:
-        cells = [c for c in cells if os.path.exists(RESULTS.checkpoint(c, "model"))]
-    return [RESULTS.mteb(c) for c in cells]

@@ -299,6 +299,7 @@ def test_mteb_is_off_in_the_full_run_on_in_the_demo_and_checks_its_source(repo_r
         "data": "hub",
         "stsb_dir": None,
         "batch_size": 64,
+        "experiments": None,
     }
     demo = cl_config.load(repo_root / "config/demo.yaml")
     assert demo["mteb"]["enabled"] and demo["mteb"]["data"] == "standin"

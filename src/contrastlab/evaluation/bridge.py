@@ -210,13 +210,15 @@ def mteb_checkpoint(
     device: str | None = None,
     name: str | None = None,
     lock_file: str | Path | None = None,
+    overwrite: str = "always",
 ) -> dict[str, Any]:
     """Rule ``mteb``'s work on one checkpoint: MTEB's seven STS tasks through ``mteb`` (results in MTEB's
     format under ``out_dir``), the bridge from the SentEval protocol (``bridge.json``), and
     sentence-transformers' ``EmbeddingSimilarityEvaluator`` on MTEB's STS-B rows; ``provenance.json``
     says where MTEB's rows came from (``data``: ``hub`` at the pinned revisions, recorded in
     ``lock_file``, or ``standin`` with :func:`~contrastlab.evaluation.mteb_sts.standin_check`'s
-    comparison). Returns what ``bridge.json`` holds."""
+    comparison). ``overwrite``: MTEB's ``overwrite_strategy`` (``only-missing`` resumes a killed run).
+    Returns what ``bridge.json`` holds."""
     import mteb
 
     from contrastlab.evaluation import mteb_sts
@@ -235,7 +237,7 @@ def mteb_checkpoint(
         if lock_file is not None:
             mteb_sts.record_pins(lock_file, pairs, pins)
         source = {"data": "hub"}
-    scores = mteb_sts.run_mteb(model, pairs, out_dir, batch_size=batch_size)
+    scores = mteb_sts.run_mteb(model, pairs, out_dir, batch_size=batch_size, overwrite=overwrite)
     bridge = bridge_checkpoint(mteb_sts.encoder_of(model, batch_size), senteval_dir, pairs, scores)
     result = {
         "model_dir": str(model_dir),
@@ -247,3 +249,40 @@ def mteb_checkpoint(
     write_json(out_dir / BRIDGE_FILE, result)
     write_json(out_dir / PROVENANCE_FILE, {**source, "pins": pins, "mteb": mteb.__version__, "model": name})
     return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m contrastlab.evaluation.bridge MODEL SENTEVAL_DIR OUT [--standin] [--stsb-dir D]``:
+    :func:`mteb_checkpoint` outside the workflow (docs/bridge.md), printing the bridge as a table."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m contrastlab.evaluation.bridge", description=main.__doc__)
+    parser.add_argument("model", help="a sentence-transformers folder (a kept checkpoint, MiniLM's package)")
+    parser.add_argument("senteval_dir", help="the folder holding SentEval's downstream/")
+    parser.add_argument("out", help="where MTEB's results, bridge.json and provenance.json go")
+    parser.add_argument("--standin", action="store_true", help="MTEB's rows from local files, not the hub")
+    parser.add_argument("--stsb-dir", help="the folder of the original STS-B release's sts-test.csv")
+    parser.add_argument("--name", help="the model's name in MTEB's results")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--resume", action="store_true", help="keep the MTEB tasks already in OUT")
+    args = parser.parse_args(argv)
+    result = mteb_checkpoint(
+        args.model,
+        args.senteval_dir,
+        args.out,
+        data="standin" if args.standin else "hub",
+        stsb_dir=args.stsb_dir,
+        batch_size=args.batch_size,
+        name=args.name,
+        overwrite="only-missing" if args.resume else "always",
+    )
+    st = result["sentence_transformers"]
+    print("task | SentEval | " + " | ".join(STEPS) + " | MTEB | MTEB - SentEval | ST evaluator")
+    for task, r in result["tasks"].items():
+        parts = " | ".join(f"{r['parts'][s]:+.4f}" for s in STEPS)
+        extra = f"{st[task]:.4f}" if task in st else ""
+        print(f"{task} | {r['senteval']:.4f} | {parts} | {r['mteb']:.4f} | {r['total']:+.4f} | {extra}")
+
+
+if __name__ == "__main__":
+    main()

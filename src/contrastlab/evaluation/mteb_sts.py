@@ -256,11 +256,13 @@ def run_mteb(
     *,
     tasks=TASK_NAMES,
     batch_size: int = 64,
+    overwrite: str = "always",
 ) -> dict[str, dict[str, float]]:
     """Run MTEB's ``tasks`` on ``model`` (a ``SentenceTransformer``) with ``mteb.evaluate``, its results
     written by ``mteb.ResultCache(out_dir)`` in MTEB's format. ``pairs`` (MTEB task -> :class:`PairSet`)
     replaces each task's hub dataset (the stand-in); None loads the hub's. Returns, per task, MTEB's
-    test-split scores (``cosine_spearman``, ``main_score``, ... as fractions, MTEB's scale)."""
+    test-split scores (``cosine_spearman``, ``main_score``, ... as fractions, MTEB's scale).
+    ``overwrite``: MTEB's ``overwrite_strategy`` (``only-missing`` keeps the tasks already in ``out_dir``)."""
     mteb = _mteb()
     task_objects = []
     for name in tasks:
@@ -273,7 +275,7 @@ def run_mteb(
         model,
         task_objects,
         cache=mteb.ResultCache(str(out_dir)),
-        overwrite_strategy="always",
+        overwrite_strategy=overwrite,
         encode_kwargs={"batch_size": batch_size},
         show_progress_bar=False,
     )
