@@ -85,7 +85,8 @@ def write_bridge_table(results: Results, out_dir: str | Path) -> tuple[list[Path
         "Spearman -> MTEB's evaluator). The parts add up to MTEB - SentEval. ST evaluator: "
         "sentence-transformers' EmbeddingSimilarityEvaluator on MTEB's STS-B rows (equal to MTEB's "
         "score: same rows, same cosine Spearman). MTEB data 'standin': MTEB-format sets built from local "
-        "files, not the hub's; see docs/bridge.md.",
+        "files, not the hub's; see docs/bridge.md. Files: `tables/bridge.md`, `tables/bridge.csv`; MTEB's "
+        "own results: `mteb/<cell>/results/`.",
         "",
         *table,
         "",
