@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from contrastlab.evaluation.bridge import BRIDGE_FILE, PROVENANCE_FILE, STEPS
+from contrastlab.evaluation.mteb_sts import MTEB_TASKS
 from contrastlab.paths import Results
 from contrastlab.tables.markdown import markdown_table
 
@@ -41,7 +42,8 @@ def bridge_rows(results: Results) -> list[dict[str, str]]:
             else "?"
         )
         st = found.get("sentence_transformers", {})
-        for task, r in found["tasks"].items():
+        for task in [t for t in MTEB_TASKS if t in found["tasks"]]:  # SentEval's order
+            r = found["tasks"][task]
             row = {
                 "checkpoint": place,
                 "task": task,
