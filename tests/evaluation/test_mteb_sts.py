@@ -128,6 +128,7 @@ def test_sentence_transformers_evaluator_equals_mteb_on_stsb(rule_output):
     assert result["sentence_transformers"]["STSBenchmark"] == pytest.approx(stsb["mteb"], abs=1e-6)
 
 
+@pytest.mark.shared
 def test_the_standin_files_are_mtebs_rows_by_mtebs_own_statistics(shared):
     data = shared / "data"
     found = mteb_sts.standin_check(
