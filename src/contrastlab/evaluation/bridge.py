@@ -264,7 +264,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stsb-dir", help="the folder of the original STS-B release's sts-test.csv")
     parser.add_argument("--name", help="the model's name in MTEB's results")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--resume", action="store_true", help="keep the MTEB tasks already in OUT")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the MTEB tasks already in OUT (their scores as MTEB stored them: rounded to 1e-5)",
+    )
     args = parser.parse_args(argv)
     result = mteb_checkpoint(
         args.model,

@@ -262,7 +262,8 @@ def run_mteb(
     written by ``mteb.ResultCache(out_dir)`` in MTEB's format. ``pairs`` (MTEB task -> :class:`PairSet`)
     replaces each task's hub dataset (the stand-in); None loads the hub's. Returns, per task, MTEB's
     test-split scores (``cosine_spearman``, ``main_score``, ... as fractions, MTEB's scale).
-    ``overwrite``: MTEB's ``overwrite_strategy`` (``only-missing`` keeps the tasks already in ``out_dir``)."""
+    ``overwrite``: MTEB's ``overwrite_strategy`` (``only-missing`` keeps the tasks already in ``out_dir``;
+    their scores come back as MTEB stored them, rounded to 1e-5, where a fresh run's are not)."""
     mteb = _mteb()
     task_objects = []
     for name in tasks:
