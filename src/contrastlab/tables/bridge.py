@@ -85,10 +85,11 @@ def write_bridge_table(results: Results, out_dir: str | Path) -> tuple[list[Path
         "time: text form (SentEval's tokenised, lowercased text -> MTEB's copy), pooling (SentEval's "
         "'all' -> MTEB's single set), pairs present, split, and similarity/correlation (our cosine "
         "Spearman -> MTEB's evaluator). The parts add up to MTEB - SentEval. ST evaluator: "
-        "sentence-transformers' EmbeddingSimilarityEvaluator on MTEB's STS-B rows (equal to MTEB's "
-        "score: same rows, same cosine Spearman). MTEB data 'standin': MTEB-format sets built from local "
-        "files, not the hub's; see docs/bridge.md. Files: `tables/bridge.md`, `tables/bridge.csv`; MTEB's "
-        "own results: `mteb/<cell>/results/`.",
+        "sentence-transformers' EmbeddingSimilarityEvaluator on MTEB's STS-B rows (MTEB's score: same "
+        "rows, same cosine Spearman; they part only where a pair holds two identical sentences, whose "
+        "float32 cosines each rounds its own way, as in the demo's fixture). MTEB data 'standin': "
+        "MTEB-format sets built from local files, not the hub's; see docs/bridge.md. Files: "
+        "`tables/bridge.md`, `tables/bridge.csv`; MTEB's own results: `mteb/<cell>/results/`.",
         "",
         *table,
         "",
