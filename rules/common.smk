@@ -361,3 +361,21 @@ def search_figure_inputs(wildcards):
         if e == wildcards.experiment
         for k in stages
     )
+
+
+# MTEB's evaluator and the bridge table (rules/mteb.smk; mteb.enabled).
+_unknown = sorted(set(config["mteb"]["experiments"] or []) - set(config["experiments"]))
+if _unknown:
+    sys.exit(f"contrastlab: mteb.experiments names {', '.join(_unknown)}, not experiments of this config; choose from {', '.join(config['experiments'])}")
+
+
+def mteb_outputs(wildcards=None):
+    """The MTEB folder of every sentence cell when mteb.enabled ([] otherwise); with tables.partial, those
+    whose checkpoint exists (nothing trains for the bridge table)."""
+    if not config["mteb"]["enabled"]:
+        return []
+    chosen = config["mteb"]["experiments"]
+    cells = [c for c in CELLS if not _is_vision(c.experiment) and (chosen is None or c.experiment in chosen)]
+    if config["tables"]["partial"]:
+        cells = [c for c in cells if os.path.exists(RESULTS.checkpoint(c, "model"))]
+    return [RESULTS.mteb(c) for c in cells]

@@ -14,6 +14,7 @@ rule tables:
         metrics=table_metrics,
         figures=figure_outputs(),
         searches=search_table_inputs,
+        mteb=mteb_outputs,  # the bridge table's inputs (rules/mteb.smk; [] unless mteb.enabled)
     output:
         tables=reported_tables(table_outputs()),
         report=report_path(),

@@ -74,6 +74,7 @@ def test_results_paths_of_a_cell_are_the_layout_the_readers_expect(tmp_path):
     assert r.state("train", CELL) == cell.format("state/train")
     assert r.state("data", "corpus.ready.json") == "results/demo/state/data/corpus.ready.json"
     assert r.tensorboard(CELL) == cell.format("tensorboard")
+    assert r.mteb(CELL) == cell.format("mteb") and r.mteb() == "results/demo/mteb"
     assert (
         r.search_stage("nie2023", "bert-base", "mpt", 2)
         == "results/demo/search/nie2023/bert-base/mpt/stage2.json"

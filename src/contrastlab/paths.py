@@ -87,6 +87,12 @@ class Results:
         """``cards/<cell>/README.md``: the model card of a cell's checkpoint."""
         return self._under("cards", cell, "/README.md")
 
+    def mteb(self, cell: Place | None = None) -> str:
+        """``mteb/<cell>``: MTEB's evaluation of a cell's checkpoint (rule ``mteb``): MTEB's own results
+        folder (``results/<model>/<revision>/<task>.json``), ``bridge.json`` and ``provenance.json``;
+        without a cell the folder of all of them."""
+        return self._under("mteb", cell)
+
     def log(self, rule: str, place: Place | None = None) -> str:
         """``logs/<rule>/<place>.log``, or ``logs/<rule>.log`` for a job of no place. ``rule`` names the
         folder, which a track's twins share (``train_vision`` logs under ``train``)."""

@@ -294,3 +294,21 @@ def test_the_plan_and_the_report_each_build_one_grid(repo_root, tmp_path):
     before = cl_config.Grid.built
     build_report(Results(tmp_path / "results"), config)
     assert cl_config.Grid.built - before == 1
+
+
+def test_mteb_is_off_in_the_full_run_on_in_the_demo_and_checks_its_source(repo_root):
+    # MTEB's evaluator encodes every STS set again per checkpoint: off where that costs GPU time, on
+    # (offline, on the stand-in) in the demo
+    assert cl_config.load(repo_root / "config.yaml")["mteb"] == {
+        "enabled": False,
+        "data": "hub",
+        "stsb_dir": None,
+        "batch_size": 64,
+        "experiments": None,
+    }
+    demo = cl_config.load(repo_root / "config/demo.yaml")
+    assert demo["mteb"]["enabled"] and demo["mteb"]["data"] == "standin"
+    with pytest.raises(cl_config.ConfigError, match="mteb.data"):
+        cl_config.validate(
+            {**yaml.safe_load((repo_root / "config/demo.yaml").read_text()), "mteb": {"data": "web"}}
+        )

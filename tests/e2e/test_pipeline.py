@@ -73,6 +73,9 @@ def test_demo_produces_tables_and_report(finished_demo):
     assert set(metrics["scores"]) >= {"STS12", "STSBenchmark", "MR", "MRPC"}
     assert (results / "checkpoints/nie2023/tiny-bert/cl/seed42/model/config.json").exists()
     assert (results / "metrics/pretrained/tiny-bert/senteval.json").exists()
+    # MTEB's evaluator on each cell (mteb.enabled in the demo): MTEB's results and the bridge table
+    assert len(list((results / "mteb/nie2023/tiny-bert/cl/seed42/results").glob("*/*/STS12.json"))) == 1
+    assert "## SentEval protocol and MTEB on the same checkpoints" in report
 
 
 def test_every_cell_has_its_model_card_and_its_checkpoint_loads_in_sentence_transformers(finished_demo):
@@ -233,8 +236,8 @@ def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finis
     # That cell, and what reads it: the tables, Nie Fig. 1 (its metrics and its training log) and Nie
     # Fig. 3b (its log's distance gaps).
     expected = {"train": 1, "encode": 1, "evaluate": 1, "model_card": 1, "figure_align_uniform": 1}
-    expected.update(figure_training_curves=1, figure_nie2023_fig3b=1)
-    assert counts == {**expected, "tables": 1, "all": 1, "total": 9}, counts
+    expected.update(figure_training_curves=1, figure_nie2023_fig3b=1, mteb=1)  # mteb: the demo's bridge
+    assert counts == {**expected, "tables": 1, "all": 1, "total": 10}, counts
     assert "wildcards: experiment=nie2023, backbone=tiny-bert, method=mpt, seed=42" in output
     assert "method=cl" not in output
 

@@ -53,6 +53,7 @@ def build_report(
     # pandas: loaded only when the report is built, so `import contrastlab.report` stays light
     from contrastlab.report.sections import write_report
     from contrastlab.tables.assemble import assemble
+    from contrastlab.tables.bridge import write_bridge_table
     from contrastlab.tables.comparison import comparison_tables, write_comparisons
     from contrastlab.tables.metrics import collect_failures, collect_metrics
     from contrastlab.tables.render import to_csv, to_latex, to_markdown
@@ -89,6 +90,9 @@ def build_report(
     # The searches' selections beside the published hyperparameters (tables.search), when they ran.
     search_paths, search_lines = write_search_tables(grid, results_dir, out_dir, search_names, metrics)
     written += search_paths
+    # The SentEval protocol beside MTEB's evaluator (tables.bridge), when rule mteb ran (mteb.enabled).
+    bridge_paths, bridge_lines = write_bridge_table(results, out_dir)
+    written += bridge_paths
     written.append(
         write_report(
             built,
@@ -97,7 +101,7 @@ def build_report(
             grid=grid,
             figures=figures,
             results_dir=results_dir,
-            sections=compare_lines,
+            sections=compare_lines + bridge_lines,
             searches=search_lines,
             metrics=metrics,
         )

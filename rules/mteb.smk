@@ -1,0 +1,30 @@
+# MTEB's own evaluator on every kept sentence checkpoint (config key mteb; off unless mteb.enabled): the seven
+# English STS tasks through the mteb package, MTEB's results folder, and the bridge from the SentEval
+# protocol to MTEB (contrastlab.evaluation.bridge; docs/bridge.md). The tables rule renders the bridge table.
+
+
+rule mteb:
+    input:
+        model=RESULTS.checkpoint(CELL, "model"),
+        senteval_ready=data_marker("senteval"),
+    output:
+        folder=directory(RESULTS.mteb(CELL)),
+    params:
+        data=config["mteb"]["data"],
+        batch_size=config["mteb"]["batch_size"],
+    log:
+        RESULTS.log("mteb", CELL),
+    benchmark:
+        RESULTS.benchmark("mteb", CELL)
+    wildcard_constraints:
+        experiment=SENTENCE_EXPERIMENTS,
+    threads: THREADS
+    resources:
+        gpu=GPU,
+        mem_mb=mem_mb("eval"),
+        runtime=runtime("eval", "encode"),
+    conda:
+        "../envs/contrastlab.yaml"
+    script:
+        "../scripts/mteb_sts.py"
+

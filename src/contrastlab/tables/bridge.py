@@ -1,0 +1,97 @@
+"""The bridge table: per checkpoint and STS task, the SentEval-protocol score, MTEB's, and the difference
+split into its causes (:mod:`contrastlab.evaluation.bridge`), with sentence-transformers' evaluator on
+STS-B beside them; read from every ``bridge.json`` under the results' ``mteb/`` folder (rule ``mteb``)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from contrastlab.evaluation.bridge import BRIDGE_FILE, PROVENANCE_FILE, STEPS
+from contrastlab.evaluation.mteb_sts import MTEB_TASKS
+from contrastlab.paths import Results
+from contrastlab.tables.markdown import markdown_table
+
+__all__ = ["BRIDGE_TABLE", "bridge_rows", "write_bridge_table"]
+
+BRIDGE_TABLE = "bridge"
+#: Column headers of the steps, in the chain's order.
+STEP_HEADERS = {
+    "text_form": "text form",
+    "pooling": "pooling",
+    "pairs": "pairs present",
+    "split": "split",
+    "similarity": "similarity/correlation",
+}
+
+
+def bridge_rows(results: Results) -> list[dict[str, str]]:
+    """One row per (checkpoint, task) of every finished ``bridge.json``, scores in percent to 2 decimals,
+    the parts to 3 (``sum`` = the parts added up, equal to ``MTEB - SentEval``)."""
+    root = Path(results.mteb())
+    rows = []
+    for path in sorted(root.rglob(BRIDGE_FILE)):
+        place = path.parent.relative_to(root).as_posix()
+        found = json.loads(path.read_text(encoding="utf-8"))
+        provenance = path.parent / PROVENANCE_FILE
+        data = (
+            json.loads(provenance.read_text(encoding="utf-8")).get("data", "?")
+            if provenance.exists()
+            else "?"
+        )
+        st = found.get("sentence_transformers", {})
+        for task in [t for t in MTEB_TASKS if t in found["tasks"]]:  # SentEval's order
+            r = found["tasks"][task]
+            row = {
+                "checkpoint": place,
+                "task": task,
+                "MTEB data": data,
+                "SentEval": f"{r['senteval']:.2f}",
+                **{STEP_HEADERS[s]: f"{r['parts'][s]:+.3f}" for s in STEPS},
+                "MTEB": f"{r['mteb']:.2f}",
+                "MTEB - SentEval": f"{r['total']:+.3f}",
+                "sum of parts": f"{sum(r['parts'].values()):+.3f}",
+                "ST evaluator": f"{st[task]:.2f}" if task in st else "",
+            }
+            rows.append(row)
+    return rows
+
+
+def write_bridge_table(results: Results, out_dir: str | Path) -> tuple[list[Path], list[str]]:
+    """``bridge.csv`` and ``bridge.md`` in ``out_dir`` and the report's section lines; nothing (and no
+    section) when no checkpoint has a ``bridge.json`` (``mteb.enabled`` off)."""
+    rows = bridge_rows(results)
+    if not rows:
+        return [], []
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    csv_path, md_path = out_dir / f"{BRIDGE_TABLE}.csv", out_dir / f"{BRIDGE_TABLE}.md"
+    csv_path.write_text(buffer.getvalue(), encoding="utf-8")
+    table = markdown_table(rows)
+    md_path.write_text(
+        "\n".join(["# SentEval protocol -> MTEB, step by step", "", *table, ""]), encoding="utf-8"
+    )
+    lines = [
+        "## SentEval protocol and MTEB on the same checkpoints",
+        "",
+        "Each kept sentence checkpoint scored by the SentEval protocol (the papers' numbers) and by MTEB's "
+        "own evaluator (the mteb package), with the difference split into its causes, one change at a "
+        "time: text form (SentEval's tokenised, lowercased text -> MTEB's copy), pooling (SentEval's "
+        "'all' -> MTEB's single set), pairs present, split, and similarity/correlation (our cosine "
+        "Spearman -> MTEB's evaluator). The parts add up to MTEB - SentEval. ST evaluator: "
+        "sentence-transformers' EmbeddingSimilarityEvaluator on MTEB's STS-B rows (MTEB's score: same "
+        "rows, same cosine Spearman; they part only where a pair holds two identical sentences, whose "
+        "float32 cosines each rounds its own way, as in the demo's fixture). MTEB data 'standin': "
+        "MTEB-format sets built from local files, not the hub's; see docs/bridge.md. Files: "
+        "`tables/bridge.md`, `tables/bridge.csv`; MTEB's own results: `mteb/<cell>/results/`.",
+        "",
+        *table,
+        "",
+    ]
+    return [csv_path, md_path], lines
