@@ -369,6 +369,15 @@ if _unknown:
     sys.exit(f"contrastlab: mteb.experiments names {', '.join(_unknown)}, not experiments of this config; choose from {', '.join(config['experiments'])}")
 
 
+def cell_mteb_input(wildcards):
+    """A sentence cell's MTEB folder when rule mteb scores it (mteb.enabled and its experiment chosen), so
+    that its model card carries MTEB's results; [] otherwise (the card then carries SentEval's only)."""
+    chosen = config["mteb"]["experiments"]
+    if not config["mteb"]["enabled"] or (chosen is not None and wildcards.experiment not in chosen):
+        return []
+    return [RESULTS.mteb(wildcards)]
+
+
 def mteb_outputs(wildcards=None):
     """The MTEB folder of every sentence cell when mteb.enabled ([] otherwise); with tables.partial, those
     whose checkpoint exists (nothing trains for the bridge table)."""

@@ -119,15 +119,16 @@ rule model_card:
         metrics=RESULTS.metrics(CELL, "sentence"),
         senteval_ready=data_marker("senteval"),
         corpus_ready=data_marker("corpus"),
+        mteb=cell_mteb_input,
     output:
         card=RESULTS.card(CELL),
         model_meta=os.path.join(os.path.dirname(RESULTS.card(CELL)), "mteb_model_meta.json"),
     params:
         # licence, base model and corpus from the config (contrastlab.report.publish); MTEB's results of
-        # the cell are read where they exist (an optional input: the MTEB rule's output, once it is one)
+        # the cell where rule mteb scores it (input mteb), else where an earlier run left them
         backbones=config["backbones"],
         data={k: config["data"].get(k) for k in ("fixture", "wiki_url", "wiki_path", "senteval_url")},
-        mteb_dir=lambda wildcards: f"{RESULTS.root}/mteb/{RESULTS.cell(wildcards)}",
+        mteb_dir=lambda wildcards: RESULTS.mteb(wildcards),
     log:
         RESULTS.log("model_card", CELL),
     wildcard_constraints:

@@ -256,3 +256,11 @@ def test_the_script_prints_the_commands_and_fails_in_one_line(tmp_path):
         bad.stderr.strip().startswith("contrastlab: publish: checkpoint")
         and len(bad.stderr.splitlines()) == 1
     )
+
+
+def test_mteb_scores_reads_rule_mtebs_result_cache_folder(tmp_path):
+    """Rule mteb's folder is a ``mteb.ResultCache`` root: its scores sit under ``results/``."""
+    pytest.importorskip("mteb")
+    mteb_results(tmp_path / "results", {"STSBenchmark": 0.75})
+    (tmp_path / "bridge.json").write_text("{}")
+    assert [(s.task, s.value) for s in pub.mteb_scores(tmp_path)] == [("STSBenchmark", 0.75)]

@@ -181,12 +181,14 @@ class MtebScore:
 
 def mteb_scores(folder: str | Path | None) -> list[MtebScore]:
     """The scores in MTEB's results folder ``folder`` (``<model>/<revision>/<TaskName>.json``, as mteb
-    writes them), read by ``mteb.TaskResult.from_disk``; the task's metadata (``mteb.get_task``) gives the
+    writes them; or a ``mteb.ResultCache`` root holding that folder as ``results/``, as rule ``mteb`` does), read by ``mteb.TaskResult.from_disk``; the task's metadata (``mteb.get_task``) gives the
     dataset and the main score. Only files at that depth are read (another file beside them, a bridge
     table's, is not a result). Empty when ``folder`` is None or holds no results. A task found twice (two
     model revisions in one folder) is an error: the card would not know which to show."""
     if folder is None or not Path(folder).is_dir():
         return []
+    if (Path(folder) / "results").is_dir():  # a ResultCache's root (rule mteb's folder): its results/
+        folder = Path(folder) / "results"
     files = sorted(p for p in Path(folder).glob("*/*/*.json") if p.name != "model_meta.json")
     if not files:
         return []
