@@ -263,4 +263,11 @@ def test_mteb_scores_reads_rule_mtebs_result_cache_folder(tmp_path):
     pytest.importorskip("mteb")
     mteb_results(tmp_path / "results", {"STSBenchmark": 0.75})
     (tmp_path / "bridge.json").write_text("{}")
-    assert [(s.task, s.value) for s in pub.mteb_scores(tmp_path)] == [("STSBenchmark", 0.75)]
+    assert [(s.task, s.value, s.standin) for s in pub.mteb_scores(tmp_path)] == [
+        ("STSBenchmark", 0.75, False)
+    ]
+    # MTEB's rows from local files (the demo's stand-in): the card must not claim MTEB's hub copy
+    (tmp_path / "provenance.json").write_text('{"data": "standin"}')
+    (score,) = pub.mteb_scores(tmp_path)
+    (result,) = [r for r in pub.eval_results({}, {}, mteb=[score]) if r.source_name == "MTEB"]
+    assert "stand-in" in result.dataset_name and result.dataset_revision is None

@@ -177,17 +177,24 @@ class MtebScore:
     revision: str
     metric: str
     value: float
+    standin: bool = False  # MTEB's rows came from local files (rule mteb's data: standin), not the hub
 
 
 def mteb_scores(folder: str | Path | None) -> list[MtebScore]:
     """The scores in MTEB's results folder ``folder`` (``<model>/<revision>/<TaskName>.json``, as mteb
-    writes them; or a ``mteb.ResultCache`` root holding that folder as ``results/``, as rule ``mteb`` does), read by ``mteb.TaskResult.from_disk``; the task's metadata (``mteb.get_task``) gives the
-    dataset and the main score. Only files at that depth are read (another file beside them, a bridge
-    table's, is not a result). Empty when ``folder`` is None or holds no results. A task found twice (two
-    model revisions in one folder) is an error: the card would not know which to show."""
+    writes them; or a ``mteb.ResultCache`` root holding that folder as ``results/``, as rule ``mteb``
+    writes it, whose ``provenance.json`` marks a stand-in's scores), read by ``mteb.TaskResult.from_disk``;
+    the task's metadata (``mteb.get_task``) gives the dataset and the main score. Only files at that
+    depth are read (another file beside them, a bridge table's, is not a result). Empty when ``folder``
+    is None or holds no results. A task found twice (two model revisions in one folder) is an error:
+    the card would not know which to show."""
     if folder is None or not Path(folder).is_dir():
         return []
+    standin = False
     if (Path(folder) / "results").is_dir():  # a ResultCache's root (rule mteb's folder): its results/
+        # rule mteb's provenance.json says whether MTEB read the hub's rows or a local stand-in
+        provenance = Path(folder) / "provenance.json"
+        standin = provenance.is_file() and json.loads(provenance.read_text()).get("data") == "standin"
         folder = Path(folder) / "results"
     files = sorted(p for p in Path(folder).glob("*/*/*.json") if p.name != "model_meta.json")
     if not files:
@@ -215,6 +222,7 @@ def mteb_scores(folder: str | Path | None) -> list[MtebScore]:
                         revision=result.dataset_revision,
                         metric=meta.main_score,
                         value=float(row["main_score"]),
+                        standin=standin,
                     )
                 )
     return scores
@@ -287,10 +295,11 @@ def eval_results(
                 task_type="sentence-similarity",
                 task_name="STS",
                 dataset_type=score.dataset,
-                dataset_name=f"MTEB {score.task} ({score.subset})",
+                dataset_name=f"MTEB {score.task} ({score.subset})"
+                + (", a stand-in built from local files, not MTEB's hub copy" if score.standin else ""),
                 dataset_config=score.subset,
                 dataset_split=score.split,
-                dataset_revision=score.revision,
+                dataset_revision=None if score.standin else score.revision,
                 metric_type=score.metric,
                 metric_name=f"{score.metric} x 100 (MTEB)",
                 metric_value=round(100 * score.value, 4),
