@@ -127,7 +127,13 @@ rule model_card:
         # licence, base model and corpus from the config (contrastlab.report.publish); MTEB's results of
         # the cell where rule mteb scores it (input mteb), else where an earlier run left them
         backbones=config["backbones"],
-        data={k: config["data"].get(k) for k in ("fixture", "wiki_url", "wiki_path", "senteval_url")},
+        # what the card says of the data, not where it lies: a copy elsewhere changes no param, reruns nothing
+        data={
+            "fixture": bool(config["data"].get("fixture")),
+            "wiki_path": bool(config["data"].get("wiki_path")),
+            "wiki_url": config["data"].get("wiki_url"),
+            "senteval_url": config["data"].get("senteval_url"),
+        },
         mteb_dir=lambda wildcards: RESULTS.mteb(wildcards),
     log:
         RESULTS.log("model_card", CELL),

@@ -52,6 +52,7 @@ from contrastlab.workflow.recovery import running_workflow_marker
 RESULTS_OUTPUTS = (
     "checkpoints",
     "cards",  # the model cards (rule model_card), beside the checkpoints they describe
+    "mteb",  # MTEB's results and the bridge of each scored checkpoint (rule mteb; empty when off)
     "metrics",
     "search",  # the searches' selections (contrastlab.search), when the config has searches
     "state",
