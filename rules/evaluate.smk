@@ -124,16 +124,10 @@ rule model_card:
         card=RESULTS.card(CELL),
         model_meta=os.path.join(os.path.dirname(RESULTS.card(CELL)), "mteb_model_meta.json"),
     params:
-        # licence, base model and corpus from the config (contrastlab.report.publish); MTEB's results of
-        # the cell where rule mteb scores it (input mteb), else where an earlier run left them
+        # licence and base model from the config (contrastlab.report.publish); the corpus's dataset names
+        # the script reads from the config, not params (a corpus is its content: the same bytes found
+        # elsewhere or under another URL rerun nothing); MTEB's results where rule mteb scores the cell
         backbones=config["backbones"],
-        # what the card says of the data, not where it lies: a copy elsewhere changes no param, reruns nothing
-        data={
-            "fixture": bool(config["data"].get("fixture")),
-            "wiki_path": bool(config["data"].get("wiki_path")),
-            "wiki_url": config["data"].get("wiki_url"),
-            "senteval_url": config["data"].get("senteval_url"),
-        },
         mteb_dir=lambda wildcards: RESULTS.mteb(wildcards),
     log:
         RESULTS.log("model_card", CELL),
