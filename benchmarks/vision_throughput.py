@@ -9,15 +9,20 @@ uint8 of the shape the cell trains on (the speed does not depend on their conten
 images (CIFAR's training split) = 50000 // batch steps.
 
 Variants (``--variants``, each timed on its own; a failing one prints its error and the others go on),
-the trainer's speed switches (docs/gpu-defects.md):
+the trainer's speed switches (docs/gpu-defects.md). Each changes one switch of ``eager``:
 
-- ``eager``: today's default step (two augmentation calls, channels-last on CUDA only, no compile,
-  ``cudnn.benchmark`` off);
+- ``eager``: the trainer's default step, its switches read from ``VisionTrainSettings``' defaults and
+  applied as ``train()`` applies them (:func:`switches`): today two augmentation calls, channels-last on
+  CUDA only, ``cudnn.benchmark`` on (CUDA only: on a CPU ``train()`` leaves the flag alone), no compile;
 - ``one_call``: both views in one augmentation call of 2B images (``augment_calls: one``);
 - ``channels_last`` / ``contiguous``: the memory format forced either way (G6: IEEE-fp32 convolutions);
-- ``cudnn_bench``: ``cudnn.benchmark`` on (the trainer's default on CUDA; CUDA only);
+- ``cudnn_bench`` / ``cudnn_off``: ``cudnn.benchmark`` forced on / off (``cudnn_benchmark: true`` /
+  ``false``; with ``all`` timed on CUDA only: on a CPU the flag changes nothing);
 - ``compile``: ``torch.compile`` of the encoder and of the augmentation's pure half (``compile: true``;
   the first steps, compilation included, are reported as ``warmup_s``).
+
+Each row reports the switches the timed steps ran with: ``cudnn_benchmark`` is the flag's value read
+during the timed steps (and restored afterwards), not after.
 
 It builds no ``VisionTrainSettings`` (whose schema check needs jsonschema, absent on some GPU machines:
 G4): the settings are the dataclass's defaults and the shape's values, read without validation.
@@ -33,6 +38,14 @@ The shapes (``--shape``) are the config's cell kinds:
     python benchmarks/vision_throughput.py                                  # MACL's shape, CUDA if any
     python benchmarks/vision_throughput.py --shape oar-resnet50 --batch-size 256 --precision tf32
     python benchmarks/vision_throughput.py --device cpu --steps 2 --warmup 1
+
+From another script (``benchmarks/`` on ``sys.path``), one row each (:func:`measure`; ``steps=30,
+warmup=10`` by default)::
+
+    from vision_throughput import measure
+    cuda = torch.device("cuda")
+    measure(cuda, "macl", 256, precision="bf16")                   # MACL, the trainer's default step
+    measure(cuda, "oar-resnet18", 128, precision="fp32", variant="cudnn_bench")  # OAR, cudnn.benchmark on
 """
 
 from __future__ import annotations
@@ -56,7 +69,19 @@ from contrastlab.precision import CHOICES as PRECISIONS
 from contrastlab.training.runtime import TrainingRun, build_optimizer, device_name
 from contrastlab.training.vision import OarBatch, VisionTrainSettings, effective_lr, train_step, two_views
 
-VARIANTS = ("eager", "one_call", "channels_last", "contiguous", "cudnn_bench", "compile")
+VARIANTS = ("eager", "one_call", "channels_last", "contiguous", "cudnn_bench", "cudnn_off", "compile")
+#: The variants that change only ``cudnn.benchmark``: nothing to switch on a CPU (skipped there by ``all``).
+CUDNN_VARIANTS = ("cudnn_bench", "cudnn_off")
+#: Each variant's one change to the trainer's default switches (``eager``: none).
+CHANGES = {
+    "eager": {},
+    "one_call": {"augment_calls": "one"},
+    "channels_last": {"channels_last": True},
+    "contiguous": {"channels_last": False},
+    "cudnn_bench": {"cudnn_benchmark": True},
+    "cudnn_off": {"cudnn_benchmark": False},
+    "compile": {"compile": True},
+}
 
 CIFAR_TRAIN_IMAGES = 50_000
 #: The config's cell kinds: VisionTrainSettings fields, the input side and whether the OAR pass runs.
@@ -100,23 +125,42 @@ def _settings(**values) -> SimpleNamespace:
     return s
 
 
+def switches(variant: str, device: torch.device) -> dict:
+    """The speed switches ``variant`` runs with on ``device``: the trainer's defaults
+    (``VisionTrainSettings``' field defaults, as ``train()`` applies them) with the variant's one change
+    (:data:`CHANGES`).
+
+    ``channels_last``: the setting, or (``None``) CUDA only, as ``train()``; ``cudnn_benchmark``: the
+    value to set, or ``None`` to leave the flag as it is (``train()`` sets it on CUDA only)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    d = _settings()
+    trainer = {
+        "channels_last": device.type == "cuda" if d.channels_last is None else d.channels_last,
+        "augment_calls": d.augment_calls,
+        "cudnn_benchmark": d.cudnn_benchmark if device.type == "cuda" else None,
+        "compile": d.compile,
+    }
+    return trainer | CHANGES[variant]
+
+
 def measure(
     device: torch.device,
     shape: str,
     batch_size: int,
-    steps: int,
-    warmup: int,
-    precision: str | None,
+    steps: int = 30,
+    warmup: int = 10,
+    precision: str | None = None,
     width: int | None = None,
     size: int | None = None,
     variant: str = "eager",
 ) -> dict:
-    """One row: the step's time and throughput for ``shape`` at ``batch_size`` (``width``/``size``
-    shrink the encoder and images for a smoke test) in ``variant`` (:data:`VARIANTS`)."""
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
-    if variant == "cudnn_bench" and device.type != "cuda":
-        raise ValueError("cudnn_bench needs a CUDA device")
+    """One row: the step's time and throughput for ``shape`` (:data:`SHAPES`) at ``batch_size`` in
+    ``variant`` (:data:`VARIANTS`; ``eager`` = the trainer's default switches), ``steps`` timed after
+    ``warmup`` untimed; ``precision`` None: the shape's (``auto`` = bf16 on CUDA; fp32 for OAR);
+    ``width``/``size`` shrink the encoder and images for a smoke test. ``cudnn.benchmark`` is restored
+    afterwards; the row's ``cudnn_benchmark`` is the value in effect during the timed steps."""
+    switch = switches(variant, device)
     spec = SHAPES[shape]
     torch.manual_seed(0)
     s = _settings(
@@ -126,14 +170,25 @@ def measure(
         **({"width": width} if width else {}),
     )
     size = size or spec["size"]
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    benchmark_was = torch.backends.cudnn.benchmark
+    try:
+        if switch["cudnn_benchmark"] is not None:
+            torch.backends.cudnn.benchmark = switch["cudnn_benchmark"]
+        return _measure(device, shape, s, size, steps, warmup, variant, switch)
+    finally:
+        torch.backends.cudnn.benchmark = benchmark_was
+
+
+def _measure(device, shape, s, size, steps, warmup, variant, switch) -> dict:
+    spec, batch_size = SHAPES[shape], s.batch_size
     run = TrainingRun(
         tempfile.mkdtemp(), device=device, precision=s.precision, state_every=None, progress=False
     )
-    channels_last = {"channels_last": True, "contiguous": False}.get(variant, device.type == "cuda")
+    channels_last = switch["channels_last"]
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
-    benchmark_was = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = variant == "cudnn_bench"
-    calls = "one" if variant == "one_call" else "two"
+    calls = switch["augment_calls"]
     encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
     encoder.to(device, memory_format=memory_format).train()
     head = (
@@ -155,7 +210,7 @@ def measure(
     anchors = orthonormal_anchors(10, loss_dim, generator=torch.Generator().manual_seed(0)).to(device)
     views = torch.Generator(device=device).manual_seed(0)
     forward_encoder = encoder
-    if variant == "compile":
+    if switch["compile"]:  # as train(): the encoder and the augmentation's pure half
         forward_encoder = torch.compile(encoder)
         augment.apply = torch.compile(augment.apply)
 
@@ -176,6 +231,7 @@ def measure(
                 with_stats=False,
                 oar=oar,
                 scale=run.scale,
+                head_autocast=s.head_autocast,
             )
             run.optimizer_step(optimizer, params, clip_norm=None)
 
@@ -187,6 +243,7 @@ def measure(
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
+    benchmark_in_effect = torch.backends.cudnn.benchmark  # read while the timed steps run
     _sync(device)
     step_s = (time.perf_counter() - t0) / steps
     # The augmentation alone (two views, four with the OAR pass), for the share of the step it costs.
@@ -196,7 +253,6 @@ def measure(
             two_views(augment, images, views, calls)
     _sync(device)
     augment_s = (time.perf_counter() - t0) / steps
-    torch.backends.cudnn.benchmark = benchmark_was
     steps_per_epoch = CIFAR_TRAIN_IMAGES // batch_size
     return {
         "variant": variant,
@@ -207,12 +263,12 @@ def measure(
         "oar_pass": spec["oar"],
         "device": device_name(device),
         **run.precision.record(),
-        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_benchmark": benchmark_in_effect,
         "batch_size": batch_size,
         "steps_timed": steps,
         "channels_last": channels_last,
         "augment_calls": calls,
-        "compiled": variant == "compile",
+        "compiled": switch["compile"],
         "warmup_s": round(warmup_s, 2),
         "step_s": round(step_s, 4),
         "steps_per_s": round(1 / step_s, 3),
@@ -247,7 +303,7 @@ def main(argv: list[str] | None = None) -> None:
     variants = VARIANTS if args.variants == "all" else tuple(args.variants.split(","))
     rows = []
     for variant in variants:
-        if variant == "cudnn_bench" and device.type != "cuda":
+        if args.variants == "all" and variant in CUDNN_VARIANTS and device.type != "cuda":
             continue  # nothing to switch on a CPU
         try:
             row = measure(

@@ -148,3 +148,82 @@ def test_gpu_step_compares_the_variants_losses_with_eager_on_a_cpu(tmp_path, cap
     assert rows["eager2d"]["bit_equal"] is True and rows["mask4d"]["bit_equal"] is True
     assert rows["mask4d"]["steps_per_s"] > 0 and rows["mask4d"]["kernels_per_step"] > 0
     assert rows["graph"]["error"] == "RuntimeError: graph needs a CUDA device"
+
+
+def _field_default(cls, name):
+    import dataclasses
+
+    (field,) = [f for f in dataclasses.fields(cls) if f.name == name]
+    return field
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_vision_throughput_eager_is_the_trainers_default_step(device):
+    """The ``eager`` variant's switches are VisionTrainSettings' defaults as train() applies them on that
+    device (channels-last None = CUDA only; cudnn.benchmark set on CUDA only, left alone on a CPU); every
+    other variant changes exactly one of them."""
+    from contrastlab.training.vision import VisionTrainSettings
+
+    bench = _load("vision_throughput.py")
+    d = VisionTrainSettings()
+    cuda = device == "cuda"
+    trainer = {
+        "channels_last": cuda if d.channels_last is None else d.channels_last,
+        "augment_calls": d.augment_calls,
+        "cudnn_benchmark": d.cudnn_benchmark if cuda else None,
+        "compile": d.compile,
+    }
+    assert bench.switches("eager", torch.device(device)) == trainer
+    for variant in bench.VARIANTS:
+        changed = {k for k, v in bench.switches(variant, torch.device(device)).items() if trainer[k] != v}
+        assert len(changed) <= 1 and changed <= set(bench.CHANGES[variant]), variant
+    assert bench.switches("cudnn_off", torch.device("cuda"))["cudnn_benchmark"] is False
+
+
+def test_vision_throughput_eager_follows_the_dataclass_not_a_copy(monkeypatch):
+    """The defaults are read from VisionTrainSettings' fields, not retyped: change one, eager follows."""
+    from contrastlab.training.vision import VisionTrainSettings
+
+    bench = _load("vision_throughput.py")
+    monkeypatch.setattr(_field_default(VisionTrainSettings, "augment_calls"), "default", "one")
+    monkeypatch.setattr(_field_default(VisionTrainSettings, "cudnn_benchmark"), "default", False)
+    monkeypatch.setattr(_field_default(VisionTrainSettings, "channels_last"), "default", True)
+    assert bench.switches("eager", torch.device("cuda")) == {
+        "channels_last": True, "augment_calls": "one", "cudnn_benchmark": False, "compile": False
+    }  # fmt: skip
+    row = bench.measure(torch.device("cpu"), "macl", 4, 1, 0, width=4, size=16)
+    assert row["augment_calls"] == "one" and row["channels_last"] is True
+
+
+def test_vision_throughput_eager_row_reports_the_trainers_defaults_on_a_cpu():
+    from contrastlab.training.vision import VisionTrainSettings
+
+    bench = _load("vision_throughput.py")
+    d = VisionTrainSettings()
+    row = bench.measure(torch.device("cpu"), "macl", 4, steps=1, warmup=0, width=4, size=16)
+    assert row["variant"] == "eager" and row["augment_calls"] == d.augment_calls
+    assert row["compiled"] is d.compile and row["channels_last"] is (d.channels_last or False)
+    assert row["cudnn_benchmark"] is torch.backends.cudnn.benchmark  # a CPU: train() leaves it alone
+
+
+@pytest.mark.parametrize(
+    "variant, before, during", [("cudnn_bench", False, True), ("cudnn_off", True, False)]
+)
+def test_vision_throughput_reports_the_cudnn_flag_in_effect_while_timing(
+    variant, before, during, monkeypatch
+):
+    """The row's ``cudnn_benchmark`` is the value the timed steps ran with (it was read after the flag had
+    been restored, so a cudnn_bench row said false), and the flag is restored afterwards. On a CPU the
+    flag can be set (it changes nothing there), so the reading is shown here."""
+    bench = _load("vision_throughput.py")
+    seen, train_step = [], bench.train_step
+
+    def recording(*args, **kwargs):
+        seen.append(torch.backends.cudnn.benchmark)
+        return train_step(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "train_step", recording)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", before)
+    row = bench.measure(torch.device("cpu"), "macl", 4, steps=2, warmup=1, width=4, size=16, variant=variant)
+    assert seen == [during] * 3 and row["cudnn_benchmark"] is during
+    assert torch.backends.cudnn.benchmark is before  # restored
