@@ -21,12 +21,25 @@ Each prints one JSON line (appended to ``--out``) and a table at the end: ``step
 ``host_ms_per_step`` (the Python loop before the final synchronize: equal to ms_per_step = host-bound),
 ``busy_ms_per_step`` (device kernel time per step from torch.profiler over 3 steps; on a CPU the
 profiled CPU time), ``kernels_per_step`` (CUDA kernels; on a CPU the aten ops), ``warmup_s`` (warm-up
-or compile, or capture), ``peak_gib``, ``cell_min`` (15,625 steps), and the loss check against
-``eager2d``: ``bit_equal`` (every loss equal as floats) and ``max_rel_diff``, ``loss_mean_first_20``.
+or compile, or capture), ``peak_gib``, ``cell_min`` (15,625 steps), ``loss_mean_first_20``, and the
+loss check against a separate eager run: per precision, before the variants, the ``mask4d`` step runs
+once more on its own (:func:`sentence_reference`, not reported), and every row's losses are compared
+with that run's (:func:`compare_losses`): ``reference`` (``"separate eager run (mask4d)"``),
+``bit_equal`` (every loss equal as floats) and ``max_rel_diff``. No row is compared with itself, so on a
+GPU, where eager is not bit-reproducible, the eager rows show eager's own run-to-run spread.
+
+``--part dev``: one STS-B-dev-sized evaluation (forward only) four ways (:data:`DEV_WAYS`: the trainer's
+128-sentence batches with the 2D mask, 512-sentence length buckets with the 4D mask eager, and the same
+captured in CUDA graphs in IEEE fp32 and TF32; the graph ways on CUDA only), each with
+``max_rel_diff_vs_first`` from a separate eager IEEE-fp32 run of the 512 bucketing (the first run made);
+the graphed IEEE way must be within 1e-6 of it (``within_tolerance``). Another script calls it as
+``dev_equivalence(device, *, toy=False, model=None, sentences=2909, seed=5) -> list[dict]`` (one row per
+way; see its docstring), e.g. ``dev_equivalence(torch.device("cuda"))`` for BERT-base or
+``dev_equivalence(torch.device("cpu"), toy=True, sentences=300)`` for a CPU smoke test.
 
 Three GPU commands of under 10 minutes each (the images' third is benchmarks/vision_throughput.py's):
 
-    python benchmarks/gpu_step.py --part host,sentence,dev     # ~6 min on an H100/H200
+    python benchmarks/gpu_step.py --part host,sentence,dev     # ~7 min on an H100/H200
     python benchmarks/gpu_step.py --part compile --precisions bf16 --budget-s 540
     python benchmarks/gpu_step.py --toy --device cpu --part sentence --precisions fp32 \\
         --variants eager2d,mask4d,compile --steps 30 --warmup 3     # the CPU smoke test
@@ -49,7 +62,7 @@ from torch import nn
 
 from contrastlab.losses import build_loss
 from contrastlab.models.text import attention_bias
-from contrastlab.precision import set_fp32_mode
+from contrastlab.precision import ieee_fp32, set_fp32_mode
 from contrastlab.training import capture
 from contrastlab.training.runtime import TrainingRun, build_optimizer, device_name
 from contrastlab.training.sentence import CLIP_NORM, build_head, train_step
@@ -61,6 +74,10 @@ CELL_STEPS = 15_625  # 1M sentences / batch 64
 DEV_SENTENCES, DEV_MEAN_TOKENS = 2_909, 16.4  # STS-B dev: unique sentences, mean tokens
 VARIANTS = ("trainer", "eager2d", "mask4d", "graph", "compile", "compile_ro", "compile_graph")
 CUDA_ONLY = {"graph", "compile_ro", "compile_graph"}
+#: The eager step every sentence row's losses are compared with: run once more per precision, on its own,
+#: before the variants (not reported as a variant), so no row is compared with itself.
+REFERENCE = "mask4d"
+REFERENCE_LABEL = f"separate eager run ({REFERENCE})"
 
 
 class Mask2d(nn.Module):
@@ -136,15 +153,19 @@ def profile(step, device, steps: int = 3) -> tuple[float, float]:
     return sum(e.cpu_time_total for e in top) / 1e3 / steps, len(ops) / steps
 
 
-def run_variant(name: str, precision: str, args, device, batches, table, lengths) -> dict:
-    """Warm up, time ``args.steps`` steps, profile 3, return the row."""
+def run_variant(
+    name: str, precision: str, args, device, batches, table, lengths, *, tag: str | None = None,
+    profiled: bool = True,
+) -> dict:  # fmt: skip
+    """Warm up, time ``args.steps`` steps, profile 3 (unless not ``profiled``), return the row (with its
+    ``losses``, every step's). ``tag``: the run's scratch folder name (default ``<name>-<precision>``)."""
     if name in CUDA_ONLY and device.type != "cuda":
         raise RuntimeError(f"{name} needs a CUDA device")
     model, head = bert(args.toy, device)
     params = [*model.parameters(), *head.parameters()]
     run = TrainingRun(
-        Path(args.scratch) / f"{name}-{precision}", device=device, precision=precision, state_every=None,
-        progress=False,
+        Path(args.scratch) / (tag or f"{name}-{precision}"), device=device, precision=precision,
+        state_every=None, progress=False,
     )  # fmt: skip
     graphed = name in ("graph", "compile_graph")
     optimizer = build_optimizer("adamw", params, device, lr=3e-5, capturable=True) if graphed else (
@@ -202,7 +223,7 @@ def run_variant(name: str, precision: str, args, device, batches, table, lengths
     host_s = time.perf_counter() - t
     sync(device)
     wall_s = time.perf_counter() - t
-    busy_ms, kernels = profile(step, device)
+    busy_ms, kernels = profile(step, device) if profiled else (None, None)
     values = torch.stack(losses).float().cpu().tolist()
     return {
         "variant": name,
@@ -218,6 +239,25 @@ def run_variant(name: str, precision: str, args, device, batches, table, lengths
         "losses": values,
         "loss_mean_first_20": float(np.mean(values[:20])),
     }
+
+
+def sentence_reference(precision: str, args, device, batches, table, lengths) -> list[float]:
+    """The reference losses of ``precision``: a separate run of the :data:`REFERENCE` eager step on the
+    same batches and seed, not profiled and not reported."""
+    tag = f"reference-{REFERENCE}-{precision}"
+    row = run_variant(REFERENCE, precision, args, device, batches, table, lengths, tag=tag, profiled=False)
+    return row["losses"]
+
+
+def compare_losses(row: dict, reference: list[float], label: str = REFERENCE_LABEL) -> dict:
+    """Add to ``row`` its losses' comparison with ``reference`` (another run's): ``reference`` (which run),
+    ``bit_equal`` (every loss equal as floats) and ``max_rel_diff`` (over the steps both ran)."""
+    n = min(len(reference), len(row["losses"]))
+    a, b = np.array(reference[:n]), np.array(row["losses"][:n])
+    row["reference"] = label
+    row["bit_equal"] = bool(np.array_equal(a, b))
+    row["max_rel_diff"] = float(np.max(np.abs(a - b) / np.abs(a)))
+    return row
 
 
 def host_cost(device, n: int = 2000) -> dict:
@@ -250,14 +290,55 @@ def host_cost(device, n: int = 2000) -> dict:
     return row
 
 
+#: The dev evaluation's ways: (name, 2D mask through transformers, batch size, fp32 mode, CUDA graph).
+DEV_WAYS = (
+    ("trainer_128_2d_ieee", True, 128, "ieee", False),
+    ("bucket512_4d_ieee", False, 512, "ieee", False),
+    ("bucket512_4d_graph_ieee", False, 512, "ieee", True),
+    ("bucket512_4d_graph_tf32", False, 512, "tf32", True),
+)
+#: The reference every way is compared with: this eager way, run once more on its own before the ways.
+DEV_REFERENCE = "bucket512_4d_ieee"
+#: The largest relative difference allowed from the reference for an IEEE-fp32 way of the same bucketing.
+DEV_TOLERANCE = 1e-6
+
+
 def dev_rows(args, device) -> list[dict]:
-    """One STS-B-dev-sized evaluation (forward only, IEEE fp32 unless stated) four ways, with the
-    largest relative difference of the embeddings from the first way's."""
-    rng = np.random.default_rng(5)
-    lengths = np.clip(rng.poisson(DEV_MEAN_TOKENS, DEV_SENTENCES), 4, 64)
-    tokens = rng.integers(1000, 30000, (DEV_SENTENCES, int(lengths.max())))  # one sentence, one row
+    """``--part dev``: :func:`dev_equivalence` at the size ``args`` asks for (``--toy``: the tiny BERT)."""
+    return dev_equivalence(device, toy=args.toy)
+
+
+def dev_equivalence(
+    device: torch.device,
+    *,
+    toy: bool = False,
+    model: nn.Module | None = None,
+    sentences: int = DEV_SENTENCES,
+    seed: int = 5,
+) -> list[dict]:
+    """One STS-B-dev-sized evaluation (forward only) the :data:`DEV_WAYS`, each against a separate eager
+    IEEE-fp32 run of the same bucketing (:data:`DEV_REFERENCE`, computed first, not reported): one row
+    per way, in that order.
+
+    ``device``: where to run (the graph ways are left out on anything but CUDA, no row for them);
+    ``toy``: config/demo.yaml's tiny BERT instead of BERT-base (random weights, built here); ``model``:
+    a BERT-like encoder to use instead (put in eval mode for the call, its mode restored after);
+    ``sentences``: how many dev sentences (Poisson lengths of mean 16.4, 4 to 64 tokens, seed ``seed``).
+    The caller's fp32 switches are restored afterwards.
+
+    Each row: ``variant`` (``dev:<way>``), ``batch_size``, ``fp32_mode``, ``graph``, ``s_per_eval``
+    (one timed pass after a warm one), ``s_per_cell_126`` (126 evaluations), ``max_rel_diff_vs_first``
+    (max |z - z_ref| / max |z_ref| over the CLS embeddings, z_ref = the separate reference run, the first
+    run made), ``reference``, and for the IEEE ways of the reference's bucketing ``tolerance``
+    (:data:`DEV_TOLERANCE`) and ``within_tolerance``; a way that fails has ``error`` instead.
+    """
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(rng.poisson(DEV_MEAN_TOKENS, sentences), 4, 64)
+    tokens = rng.integers(1000, 30000, (sentences, int(lengths.max())))  # one sentence, one row
     order = np.argsort(lengths, kind="stable")
-    model, _ = bert(args.toy, device)
+    was_training = None if model is None else model.training
+    if model is None:
+        model, _ = bert(toy, device)
     model.eval()
 
     def batches(size):
@@ -272,11 +353,11 @@ def dev_rows(args, device) -> list[dict]:
 
     def encode(encoder, bs, fp32_mode="ieee", graph=False):
         set_fp32_mode(fp32_mode)
-        z = torch.empty(DEV_SENTENCES, model.config.hidden_size, device=device)
+        z = torch.empty(sentences, model.config.hidden_size, device=device)
         calls = []
         for ids, mask, rows in bs:
             if graph:
-                calls.append(_graphed_forward(model, ids, attention_bias(model, mask), rows, z))
+                calls.append(GraphedForward(model, ids, mask, rows, z))
             else:
 
                 def call(ids=ids, mask=mask, rows=rows):
@@ -295,40 +376,61 @@ def dev_rows(args, device) -> list[dict]:
         set_fp32_mode("ieee")
         return z.clone(), time.perf_counter() - t
 
-    ways = [
-        ("trainer_128_2d_ieee", Mask2d(model), 128, "ieee", False),
-        ("bucket512_4d_ieee", model, 512, "ieee", False),
-    ]
-    if device.type == "cuda":
-        ways += [
-            ("bucket512_4d_graph_ieee", model, 512, "ieee", True),
-            ("bucket512_4d_graph_tf32", model, 512, "tf32", True),
-        ]
-    rows, first = [], None
-    for name, encoder, size, mode, graph in ways:
-        try:
-            z, seconds = encode(encoder, batches(size), mode, graph)
-            first = z if first is None else first
-            diff = ((z - first).abs().max() / first.abs().max()).item()
-            rows.append({"variant": f"dev:{name}", "s_per_eval": seconds, "s_per_cell_126": 126 * seconds,
-                         "max_rel_diff_vs_first": diff})  # fmt: skip
-        except Exception as err:  # one failing way does not stop the others
-            rows.append({"variant": f"dev:{name}", "error": f"{type(err).__name__}: {err}"})
+    ways = [way for way in DEV_WAYS if device.type == "cuda" or not way[4]]
+    (ref_way,) = [way for way in DEV_WAYS if way[0] == DEV_REFERENCE]
+    label = f"separate eager run ({DEV_REFERENCE})"
+    rows = []
+    try:
+        with ieee_fp32():
+            _, mask2d, size, mode, graph = ref_way
+            reference, _ = encode(Mask2d(model) if mask2d else model, batches(size), mode, graph)
+            scale = reference.abs().max()
+            for name, mask2d, size, mode, graph in ways:
+                row = {"variant": f"dev:{name}", "batch_size": size, "fp32_mode": mode, "graph": graph}
+                try:
+                    z, seconds = encode(Mask2d(model) if mask2d else model, batches(size), mode, graph)
+                    diff = ((z - reference).abs().max() / scale).item()
+                    row.update(s_per_eval=seconds, s_per_cell_126=126 * seconds)
+                    row.update(max_rel_diff_vs_first=diff, reference=label)
+                    if mode == "ieee" and size == ref_way[2]:
+                        row.update(tolerance=DEV_TOLERANCE, within_tolerance=diff <= DEV_TOLERANCE)
+                except Exception as err:  # one failing way does not stop the others
+                    row["error"] = f"{type(err).__name__}: {err}"
+                rows.append(row)
+    finally:
+        if was_training is not None:
+            model.train(was_training)
     return rows
 
 
-def _graphed_forward(model, ids, mask, rows, z):
-    """One dev batch's forward captured in a CUDA graph (the dev batches never change)."""
-    with torch.no_grad():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            model(input_ids=ids, attention_mask=mask)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            z.index_copy_(0, rows, model(input_ids=ids, attention_mask=mask).last_hidden_state[:, 0])
-    return graph.replay
+class GraphedForward:
+    """One dev batch's forward captured in a CUDA graph (the dev batches never change); calling it
+    replays the graph, writing the batch's CLS embeddings into ``z`` at ``rows``.
+
+    Every tensor the graph reads lives as long as this object: the static ``ids``, the 2D ``mask`` and
+    ``rows`` are its attributes, and the 4D attention bias is built from the 2D mask inside the captured
+    region (as the trainer's captured step does), so it is recomputed at every replay in the graph's own
+    pool. (Built outside and passed in, the bias was a view of a temporary ``mask.bool()`` freed once
+    capture returned: every replay read another batch's memory, 0.67 off in IEEE fp32.)"""
+
+    def __init__(self, model: nn.Module, ids, mask, rows, z) -> None:
+        self.model, self.ids, self.mask, self.rows, self.z = model, ids, mask, rows, z
+        with torch.no_grad():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self._forward()
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self._forward()
+
+    def _forward(self) -> None:
+        out = self.model(input_ids=self.ids, attention_mask=attention_bias(self.model, self.mask))
+        self.z.index_copy_(0, self.rows, out.last_hidden_state[:, 0])
+
+    def __call__(self) -> None:
+        self.graph.replay()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -382,6 +484,12 @@ def main(argv: list[str] | None = None) -> None:
         ]
         for precision in args.precisions.split(","):
             reference = None
+            if time.perf_counter() - started <= args.budget_s:
+                try:
+                    reference = sentence_reference(precision, args, device, batches, table, lengths)
+                except Exception as err:  # the variants still run, without a comparison
+                    emit({"variant": f"reference:{REFERENCE}", "precision": precision,
+                          "error": f"{type(err).__name__}: {err}"})  # fmt: skip
             for name in variants:
                 if time.perf_counter() - started > args.budget_s:
                     emit({"variant": name, "precision": precision, "error": "skipped: --budget-s reached"})
@@ -391,13 +499,8 @@ def main(argv: list[str] | None = None) -> None:
                 except Exception as err:
                     emit({"variant": name, "precision": precision, "error": f"{type(err).__name__}: {err}"})
                     continue
-                if name == "eager2d":
-                    reference = row["losses"]
-                if reference is not None and name not in ("trainer",):
-                    n = min(len(reference), len(row["losses"]))
-                    a, b = np.array(reference[:n]), np.array(row["losses"][:n])
-                    row["bit_equal"] = bool(np.array_equal(a, b))
-                    row["max_rel_diff"] = float(np.max(np.abs(a - b) / np.abs(a)))
+                if reference is not None:
+                    compare_losses(row, reference)
                 row["losses_first"] = row["losses"][:3]
                 emit(row)
     if "dev" in parts:

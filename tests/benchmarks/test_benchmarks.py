@@ -135,8 +135,9 @@ def test_tensorboard_cost_trains_the_cell_with_events_on_and_off(tmp_path, capsy
 
 
 def test_gpu_step_compares_the_variants_losses_with_eager_on_a_cpu(tmp_path, capsys):
-    """benchmarks/gpu_step.py at toy size: the 4D-mask variant's losses equal the 2D-mask eager ones
-    (bit_equal), and a CUDA-only variant reports its error without stopping the others."""
+    """benchmarks/gpu_step.py at toy size: the 2D-mask eager and the 4D-mask variants' losses equal a
+    separate eager run's (bit_equal: eager is deterministic on a CPU), and a CUDA-only variant reports
+    its error without stopping the others."""
     out = tmp_path / "rows.jsonl"
     _run(
         "gpu_step.py",
@@ -145,7 +146,9 @@ def test_gpu_step_compares_the_variants_losses_with_eager_on_a_cpu(tmp_path, cap
         *("--out", str(out), "--scratch", str(tmp_path / "scratch")),
     )
     rows = {row["variant"]: row for row in map(json.loads, out.read_text().splitlines())}
+    assert sorted(rows) == ["eager2d", "graph", "mask4d"]  # the reference run is no row
     assert rows["eager2d"]["bit_equal"] is True and rows["mask4d"]["bit_equal"] is True
+    assert rows["eager2d"]["reference"] == rows["mask4d"]["reference"] == "separate eager run (mask4d)"
     assert rows["mask4d"]["steps_per_s"] > 0 and rows["mask4d"]["kernels_per_step"] > 0
     assert rows["graph"]["error"] == "RuntimeError: graph needs a CUDA device"
 
@@ -227,3 +230,76 @@ def test_vision_throughput_reports_the_cudnn_flag_in_effect_while_timing(
     row = bench.measure(torch.device("cpu"), "macl", 4, steps=2, warmup=1, width=4, size=16, variant=variant)
     assert seen == [during] * 3 and row["cudnn_benchmark"] is during
     assert torch.backends.cudnn.benchmark is before  # restored
+
+
+def test_gpu_step_compares_every_row_with_a_separate_eager_run(tmp_path, monkeypatch):
+    """The reference losses come from a run of their own (the mask4d step, once per precision, before the
+    variants, not reported), never from the row itself: perturb that run's losses and the eager2d row,
+    bit-equal to it otherwise, is no longer bit-equal."""
+    bench = _load("gpu_step.py")
+    calls, run_variant = [], bench.run_variant
+
+    def recording(name, precision, *args, **kwargs):
+        calls.append((name, kwargs.get("tag")))
+        row = run_variant(name, precision, *args, **kwargs)
+        if kwargs.get("tag", "").startswith("reference"):
+            row["losses"][1] *= 1 + 1e-3
+        return row
+
+    monkeypatch.setattr(bench, "run_variant", recording)
+    out = tmp_path / "rows.jsonl"
+    bench.main(
+        [
+            *("--toy", "--device", "cpu", "--part", "sentence", "--precisions", "fp32", "--batch", "8"),
+            *("--variants", "eager2d", "--steps", "2", "--warmup", "1"),
+            *("--out", str(out), "--scratch", str(tmp_path / "scratch")),
+        ]
+    )
+    assert calls == [("mask4d", "reference-mask4d-fp32"), ("eager2d", None)]
+    (row,) = map(json.loads, out.read_text().splitlines())  # the reference is not a row
+    assert row["variant"] == "eager2d" and row["reference"] == "separate eager run (mask4d)"
+    assert row["bit_equal"] is False and row["max_rel_diff"] == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_gpu_step_compare_losses_names_the_reference_and_finds_a_difference():
+    bench = _load("gpu_step.py")
+    row = bench.compare_losses({"losses": [1.0, 2.0, 4.0]}, [1.0, 2.0, 4.0])
+    assert row["bit_equal"] is True and row["max_rel_diff"] == 0.0
+    assert row["reference"] == "separate eager run (mask4d)"
+    row = bench.compare_losses({"losses": [1.0, 2.0, 4.0]}, [1.0, 2.0, 4.0 * (1 + 1e-7)])
+    assert row["bit_equal"] is False and 0 < row["max_rel_diff"] < 2e-7
+
+
+def test_gpu_step_dev_equivalence_compares_each_way_with_a_separate_eager_run_on_a_cpu():
+    """The importable dev check (benchmarks/gpu_bench.py calls it): on a CPU the two eager ways, each
+    against a separate eager IEEE run of the 512 bucketing; the graph ways need CUDA and are left out."""
+    bench = _load("gpu_step.py")
+    rows = bench.dev_equivalence(torch.device("cpu"), toy=True, sentences=300)
+    assert [row["variant"] for row in rows] == ["dev:trainer_128_2d_ieee", "dev:bucket512_4d_ieee"]
+    assert all(row["reference"] == "separate eager run (bucket512_4d_ieee)" for row in rows)
+    trainer, bucket = rows
+    assert bucket["max_rel_diff_vs_first"] == 0.0 and bucket["within_tolerance"] is True  # CPU: deterministic
+    assert trainer["max_rel_diff_vs_first"] < 1e-5 and "within_tolerance" not in trainer  # other padding
+    assert all(row["s_per_eval"] > 0 and row["s_per_cell_126"] == 126 * row["s_per_eval"] for row in rows)
+
+
+def test_gpu_step_dev_equivalence_restores_a_given_models_mode_and_the_fp32_switches():
+    from contrastlab.precision import fp32_mode_now, set_fp32_mode
+
+    bench = _load("gpu_step.py")
+    model, _ = bench.bert(True, torch.device("cpu"))
+    before = fp32_mode_now()
+    rows = bench.dev_equivalence(torch.device("cpu"), model=model, sentences=40)
+    assert model.training and len(rows) == 2 and all("error" not in row for row in rows)
+    assert fp32_mode_now() == before
+    set_fp32_mode("ieee")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the CUDA-graph dev ways need a CUDA device")
+def test_gpu_step_graphed_dev_forward_keeps_its_inputs_and_matches_eager():
+    """The graphed dev forward within 1e-6 of eager in IEEE fp32 (its mask was freed after capture: 0.67)."""
+    bench = _load("gpu_step.py")
+    rows = {row["variant"]: row for row in bench.dev_equivalence(torch.device("cuda"), toy=True)}
+    graph = rows["dev:bucket512_4d_graph_ieee"]
+    assert "error" not in graph and graph["within_tolerance"] is True, graph
+    assert rows["dev:bucket512_4d_graph_tf32"]["max_rel_diff_vs_first"] < 1e-2
