@@ -14,11 +14,13 @@ PRECISION ?= config
 # is remembered in the environment.
 CUDA ?=
 # `make plan GPUS=N`: also simulate the run on N GPUs (the plan always shows 1, 8 and 64).
+# `make plan GPU_MODEL=H100`: price for that card (default: config's resources.gpu_model, else the H200).
 GPUS ?=
+GPU_MODEL ?=
 # The local port `make monitor` serves TensorBoard on.
 PORT ?= 6006
 
-.PHONY: install test test-fast faults demo cpu lock plan gpu-check dry-run search monitor lint clean-demo freeze restore add-seeds publish
+.PHONY: install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds publish
 
 # scripts/install.py: -e '.[workflow,offline-models,dev]' under constraints.txt, with uv (about 30 s; it
 # falls back to pip, about 3 minutes, where uv cannot be had).
@@ -59,8 +61,11 @@ lock: install            ## CONFIG's data and backbone steps only (downloads, ch
 gpu-check: install      ## the GPU path in ~8 minutes on one GPU: results/gpu-check/report.md, calibration.json
 	$(BIN)/python scripts/gpu_check.py
 
+gpu-bench: install      ## a new GPU in ~9 minutes, no Snakemake: results/gpu-bench/gpu_bench.{md,json}
+	$(BIN)/python benchmarks/gpu_bench.py $(if $(wildcard $(SHARED)/data/senteval),--senteval $(SHARED)/data/senteval,)
+
 plan: install            ## projected GPU-hours, GPU memory and makespan on 1/8/64 (GPUS=N) GPUs of CONFIG's cells
-	$(BIN)/python scripts/plan.py --configfile $(CONFIG) --precision $(PRECISION) $(if $(GPUS),--gpus $(GPUS),)
+	$(BIN)/python scripts/plan.py --configfile $(CONFIG) --precision $(PRECISION) $(if $(GPUS),--gpus $(GPUS),) $(if $(GPU_MODEL),--gpu-model $(GPU_MODEL),)
 
 dry-run: install         ## the plan, then every job of CONFIG (default config.yaml), counted per rule
 	$(BIN)/python scripts/plan.py --configfile $(CONFIG) --precision $(PRECISION)

@@ -303,3 +303,36 @@ def test_gpu_step_graphed_dev_forward_keeps_its_inputs_and_matches_eager():
     graph = rows["dev:bucket512_4d_graph_ieee"]
     assert "error" not in graph and graph["within_tolerance"] is True, graph
     assert rows["dev:bucket512_4d_graph_tf32"]["max_rel_diff_vs_first"] < 1e-2
+
+
+def test_gpu_bench_runs_every_part_at_toy_size_on_a_cpu(tmp_path):
+    """benchmarks/gpu_bench.py (make gpu-bench) end to end at toy size: every part gives its rows (the
+    pack part needs CUDA and says so), and the Markdown table and the JSON file are written. On a CPU
+    the graph's place in the two equivalence checks is taken by an eager run (rows say captured false):
+    a CPU's eager step is bit-reproducible, so both checks must pass here."""
+    bench = _load("gpu_bench.py")
+    result = bench.main(["--toy", "--device", "cpu", "--out", str(tmp_path), "--work", str(tmp_path / "w")])
+    rows = result["rows"]
+    by_part = {}
+    for row in rows:
+        by_part.setdefault(row["part"], []).append(row)
+    assert set(by_part) == set(bench.PARTS)
+    assert [r["error"] for r in by_part["pack"]] == ["needs a CUDA device"]
+    assert not [r for r in rows if "error" in r and r["part"] != "pack"], rows
+    spread, det = by_part["spread"], by_part["deterministic"]
+    assert {r["precision"] for r in spread} == {r["precision"] for r in det} == {"bf16", "fp32"}
+    assert all(r["within"] and not r["captured"] for r in spread)
+    assert all(r["bit_equal"] and r["steps"] == 6 for r in det)
+    (cell,) = by_part["cell"]
+    assert cell["steps"] == 20 and cell["dev_evaluations"] == 3 and cell["cuda_graph"] is False
+    assert cell["dev_batch_size"] == 128  # a CPU keeps its dev batches
+    table = (tmp_path / "gpu_bench.md").read_text()
+    assert table.count("| pass |") == len(spread) + len(det) + 1  # + the dev way that states a tolerance
+    assert json.loads((tmp_path / "gpu_bench.json").read_text())["rows"] == json.loads(json.dumps(rows))
+
+
+def test_gpu_bench_draws_wiki1m_lengths():
+    bench = _load("gpu_bench.py")
+    lengths = bench.wiki1m_lengths(200_000, seed=0)
+    assert lengths.min() >= 3 and lengths.max() == 32
+    assert abs(lengths.mean() - 21.9) < 0.1 and abs((lengths == 32).mean() - 0.271) < 0.005

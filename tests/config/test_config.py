@@ -68,8 +68,8 @@ def test_every_optional_key_has_a_default():
     # default (None, False), so the cells of earlier configs keep their params.
     no_default |= {"state_minutes", "head_autocast", "val_fraction", "keep"}
     no_default |= {"tensorboard"}  # absent means on: the cells' params stay as they were
-    # The sentence step's GPU fast paths: absent means off (dev batches of 128), params unchanged.
-    no_default |= {"dev_batch_size", "static_shapes", "cuda_graph", "compile"}
+    # The sentence step's GPU switches: absent means the trainer's device-dependent default, params unchanged.
+    no_default |= {"dev_batch_size", "static_shapes", "cuda_graph", "compile", "deterministic"}
     # The image step's GPU switches (augment_calls, cudnn_benchmark; compile above): absent means the
     # trainer's default, so the vision cells' params stay as they were and nothing reruns.
     no_default |= {"augment_calls", "cudnn_benchmark"}

@@ -294,4 +294,64 @@ def test_the_new_switches_at_their_defaults_match_the_settings_fields():
     from contrastlab.training.sentence import LATER_DEFAULTS
 
     defaults = TrainSettings(loss="infonce").to_dict()
-    assert {k: defaults[k] for k in LATER_DEFAULTS} == LATER_DEFAULTS
+    for key, default in LATER_DEFAULTS.items():
+        assert defaults[key] in default if isinstance(default, frozenset) else defaults[key] == default
+
+
+# -- the device-dependent defaults (issue 53): the graph on for CUDA, the CPU run as it was ------------
+
+
+@pytest.mark.parametrize(
+    ("device", "values", "graph", "dev_batch", "notes"),
+    [
+        ("cpu", {}, False, 128, 0),  # the CPU run keeps what it always had: no CPU number moves
+        ("cuda", {}, True, 512, 0),
+        ("cuda", {"grad_accum": 2}, False, 512, 1),  # one line: why the step stays eager
+        ("cuda", {"cuda_graph": False, "dev_batch_size": 128}, False, 128, 0),  # explicit values kept
+        ("cpu", {"dev_batch_size": 512}, False, 512, 0),
+    ],
+)
+def test_for_device_decides_the_graph_and_the_dev_batch(device, values, graph, dev_batch, notes):
+    settings, said = capture.for_device(TrainSettings(loss="infonce", **values), torch.device(device))
+    assert (settings.cuda_graph, settings.dev_batch_size, len(said)) == (graph, dev_batch, notes)
+    assert all("\n" not in line and "grad_accum 2" in line for line in said)
+
+
+def test_the_defaults_keep_the_fingerprint_of_a_snapshot_written_before_them():
+    """The settings dict the trainer fingerprinted before issue 53 (cuda_graph false, dev batches of 128,
+    no deterministic key) and today's defaults give the same fingerprint: an interrupted cell resumes."""
+    from contrastlab.training.runtime import fingerprint_settings
+    from contrastlab.training.sentence import LATER_DEFAULTS
+
+    today = TrainSettings(loss="infonce").to_dict()
+    before = {k: v for k, v in today.items() if k != "deterministic"}
+    before.update(cuda_graph=False, dev_batch_size=128)
+    assert fingerprint_settings(today, LATER_DEFAULTS) == fingerprint_settings(before, LATER_DEFAULTS)
+    chosen = TrainSettings(loss="infonce", deterministic=True, cuda_graph=True).to_dict()
+    assert {"deterministic", "cuda_graph"} <= set(fingerprint_settings(chosen, LATER_DEFAULTS))
+
+
+def test_a_step_that_cannot_be_captured_is_named_in_one_line_and_runs_eager():
+    said = []
+
+    def capture_fails():
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nCUDA kernel errors")
+
+    assert capture.capture_or_eager(capture_fails, said.append) is None
+    assert len(said) == 1 and "\n" not in said[0]
+    assert said[0].startswith("cuda_graph: the step cannot be captured, so this run takes the eager step")
+    assert "operation not permitted when stream is capturing" in said[0]
+    assert capture.capture_or_eager(lambda: "graph", said.append) == "graph" and len(said) == 1
+
+
+def test_deterministic_algorithms_switch_on_inside_and_restore_after(monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    assert not torch.are_deterministic_algorithms_enabled()
+    with capture.deterministic_algorithms(True):
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert capture.os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert not torch.are_deterministic_algorithms_enabled()
+    assert "CUBLAS_WORKSPACE_CONFIG" not in capture.os.environ
+    with capture.deterministic_algorithms(False):
+        assert not torch.are_deterministic_algorithms_enabled()

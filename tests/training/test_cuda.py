@@ -1,5 +1,8 @@
 """The GPU path, on a CUDA device: every precision's step against fp32, fused against unfused AdamW,
-a killed-and-resumed cell, and one checkpoint's STS evaluation on the GPU against the CPU.
+a killed-and-resumed cell, one checkpoint's STS evaluation on the GPU against the CPU, and the CUDA
+graph as the default step: bit-equal to eager under deterministic algorithms, within eager's own
+run-to-run spread otherwise (contrastlab.training.equivalence), a step that cannot be captured named in
+one line and run eagerly, and ``deterministic: true`` giving bit-identical reruns.
 
 Skipped (with the reason) on a machine without CUDA; CI has none, so these run where a GPU is at hand
 (``pytest tests/training/test_cuda.py`` and ``make gpu-check``). Tolerances are stated per test: GPU
@@ -148,3 +151,81 @@ def test_a_checkpoint_encodes_the_same_on_gpu_and_cpu(tiny_bert, senteval_dir):
     pairs = load_sts_pairs(senteval_dir, "STSBenchmark", "test")
     worst = gpu_check.encoding_difference(tiny_bert, pairs.a + pairs.b, "cuda")
     assert worst <= gpu_check.EMBEDDING_TOLERANCE, worst
+
+
+# -- the CUDA graph as the default step (issue 53) --------------------------------------------------------
+
+PRECISIONS = ["bf16", "fp16", "tf32", "fp32"]
+
+
+@pytest.fixture(scope="module")
+def step_parts(tiny_bert, chunks):
+    """``make_model`` (fresh copies of one tiny BERT + head, dropout 0.1) and static-shape batches."""
+    import copy
+
+    from contrastlab.training.capture import pad_to_width
+
+    torch.manual_seed(0)
+    model = sentence._load_model(tiny_bert, 0.1).to(CUDA).train()
+    head, _ = sentence.build_head("simcse", "bert", model.config.hidden_size, 0.2)
+    template = (model, head.to(CUDA).train())
+    ids, mask = pad_to_width(*chunks[0], 32, 0)
+    batches = [(ids.roll(k, dims=0), mask.roll(k, dims=0)) for k in range(4)]
+    return (lambda: copy.deepcopy(template)), batches
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_the_graph_is_bit_equal_to_eager_under_deterministic_algorithms(step_parts, precision):
+    from contrastlab.training import equivalence
+
+    if precision == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
+        pytest.skip("this GPU has no native bf16")
+    make_model, batches = step_parts
+    row = equivalence.deterministic_check(make_model, batches, precision=precision, device=CUDA, steps=200)
+    assert row["bit_equal"], row
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_the_graph_lies_within_eagers_own_spread(step_parts, precision):
+    from contrastlab.training import equivalence
+
+    if precision == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
+        pytest.skip("this GPU has no native bf16")
+    make_model, batches = step_parts
+    row = equivalence.spread_check(make_model, batches, precision=precision, device=CUDA, steps=100, repeat=3)
+    assert row["within"], row
+
+
+def test_the_default_on_cuda_is_the_graph_with_dev_batches_of_512(tmp_path, tiny_bert, corpus, senteval_dir):
+    summary = _train(tmp_path, tiny_bert, corpus, senteval_dir, precision="bf16")
+    assert summary["settings"]["cuda_graph"] is True and summary["settings"]["dev_batch_size"] == 512
+
+
+def test_a_step_that_cannot_be_captured_runs_eager_after_one_line(
+    tmp_path, tiny_bert, corpus, senteval_dir, monkeypatch, capsys
+):
+    from contrastlab.losses import build_loss
+
+    infonce = build_loss("infonce")
+
+    def reads_the_host(h1, h2, with_stats=False):  # a user's loss that asks the device a question
+        out = infonce(h1, h2, with_stats=with_stats)
+        if out.loss.item() > 1e9:
+            raise AssertionError("unreachable")
+        return out
+
+    monkeypatch.setattr(sentence, "build_loss", lambda name, **hp: reads_the_host)
+    summary = _train(tmp_path, tiny_bert, corpus, senteval_dir, precision="fp32")
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("cuda_graph:")]
+    assert len(lines) == 1 and "cannot be captured" in lines[0], lines
+    assert summary["settings"]["cuda_graph"] is False and summary["steps"] == 8
+
+
+def test_deterministic_reruns_are_bit_identical_on_the_gpu(tmp_path, tiny_bert, corpus, senteval_dir):
+    from safetensors.torch import load_file
+
+    for name in ("a", "b"):
+        _train(tmp_path / name, tiny_bert, corpus, senteval_dir, precision="bf16", deterministic=True)
+    a, b = (load_file(tmp_path / f"{name}/model/model.safetensors") for name in ("a", "b"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert (tmp_path / "a/log.jsonl").read_text().count('"loss"') > 0

@@ -1,6 +1,7 @@
 """The sentence step's fast paths: static shapes, and the whole step as one CUDA graph.
 
-Both are switches of :class:`~contrastlab.training.sentence.TrainSettings`, off by default:
+Both are switches of :class:`~contrastlab.training.sentence.TrainSettings`; :func:`for_device` decides
+the device-dependent defaults (the graph on for CUDA, off elsewhere):
 
 - ``static_shapes``: every batch padded to the cell's ``max_length`` (:func:`pad_to_width`), so that every
   step has the same tensor shapes. The loss trajectory is the dynamic-padding one wherever a batch
@@ -14,17 +15,24 @@ Both are switches of :class:`~contrastlab.training.sentence.TrainSettings`, off 
   eager step on the H100 (gpu-speed review §1.1, §3.1). It needs static shapes (implied), one encoder
   micro-batch (``grad_accum: 1``), the 4D attention mask (no host sync in the forward:
   :func:`~contrastlab.models.text.attention_bias`) and a tensor learning rate that the scheduler fills
-  outside the graph. The same kernels run in the same order from the same Philox stream, so the losses
-  are expected to equal the eager step's; that is measured on a GPU by ``benchmarks/gpu_step.py``, and
-  until it is, the switch stays off in every config.
+  outside the graph. The same kernels run in the same order from the same Philox stream: under
+  deterministic algorithms (:func:`deterministic_algorithms`) the captured step is bit-equal to the eager
+  step with the same capturable fused AdamW, and in the default mode it lies within the eager step's own
+  run-to-run spread (eager GPU kernels are not bit-reproducible: :mod:`contrastlab.training.equivalence`
+  states both checks; ``benchmarks/gpu_bench.py`` runs them). A step that cannot be captured (a loss that
+  reads a value on the host, an op that capture refuses) fails at set-up, before the first step:
+  :func:`capture_or_eager` then names the cause in one line and the run goes on eagerly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
-from collections.abc import Callable, Iterable
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -55,6 +63,68 @@ def require_cuda(device: torch.device, what: str = "cuda_graph: true") -> None:
             f"{what} captures the step in a CUDA graph and needs a CUDA device, but this run is on "
             f"{device.type}; set cuda_graph: false (the eager step computes the same numbers)"
         )
+
+
+#: Dev sentences per encoder call by device type when ``dev_batch_size`` is None: on a GPU larger batches
+#: mean fewer launches (6 instead of 23 per STS-B dev evaluation); on a CPU the run keeps the batches it
+#: always had, so no CPU number moves.
+DEV_BATCH_SIZE = {"cuda": 512}
+DEV_BATCH_SIZE_ELSEWHERE = 128
+#: cuBLAS workspace that makes its kernels deterministic (PyTorch's reproducibility notes).
+CUBLAS_DETERMINISTIC = ":4096:8"
+
+
+def for_device(settings: Any, device: torch.device) -> tuple[Any, list[str]]:
+    """``settings`` (a sentence ``TrainSettings``) with the device-dependent defaults decided, and the
+    notes that say what was decided where it is not the obvious thing (one line each).
+
+    ``cuda_graph`` None: on for CUDA with one encoder micro-batch (``grad_accum: 1``), off otherwise;
+    ``dev_batch_size`` None: :data:`DEV_BATCH_SIZE` for the device type, else 128. Explicit values are
+    kept (an explicit ``cuda_graph: true`` off CUDA is :func:`require_cuda`'s error, raised by the
+    trainer)."""
+    notes = []
+    graph = settings.cuda_graph
+    if graph is None:
+        graph = device.type == "cuda" and settings.grad_accum == 1
+        if device.type == "cuda" and not graph:
+            notes.append(
+                f"cuda_graph: off, the eager step (grad_accum {settings.grad_accum}: a captured step holds "
+                "one encoder pass)"
+            )
+    dev_batch = settings.dev_batch_size
+    if dev_batch is None:
+        dev_batch = DEV_BATCH_SIZE.get(device.type, DEV_BATCH_SIZE_ELSEWHERE)
+    return dataclasses.replace(settings, cuda_graph=graph, dev_batch_size=dev_batch), notes
+
+
+@contextlib.contextmanager
+def deterministic_algorithms(enabled: bool = True) -> Iterator[None]:
+    """Deterministic kernels inside the block (``enabled``), as PyTorch's reproducibility notes ask:
+    ``torch.use_deterministic_algorithms(True)`` (an op without a deterministic kernel raises),
+    cuDNN deterministic and its autotuner off, and ``CUBLAS_WORKSPACE_CONFIG`` (read when a process
+    first uses cuBLAS: set it before then, or in the environment, for cuBLAS itself to comply). The
+    previous state is restored afterwards. SDPA's memory-efficient attention backward, the eager GPU
+    step's run-to-run spread, has a deterministic variant it switches to in this mode."""
+    if not enabled:
+        yield
+        return
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.benchmark,
+        os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+    )
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[2], before[3]
+        if before[4] is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
 
 
 class _Restore:
@@ -99,17 +169,24 @@ class CapturedStep:
         require_cuda(device)
         self.ids, self.mask = (x.to(device).clone() for x in first)
         restore, rng = _Restore(state), torch.cuda.get_rng_state(device)
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
-            for _ in range(self.WARMUP):
-                zero_grad()
-                body(self.ids, self.mask)
-        torch.cuda.current_stream(device).wait_stream(side)
-        zero_grad()  # gradients allocated inside the capture, in the graph's memory pool
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.outputs = body(self.ids, self.mask)
+        try:
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                for _ in range(self.WARMUP):
+                    zero_grad()
+                    body(self.ids, self.mask)
+            torch.cuda.current_stream(device).wait_stream(side)
+            zero_grad()  # gradients allocated inside the capture, in the graph's memory pool
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.outputs = body(self.ids, self.mask)
+        except BaseException:  # the eager run that follows a failed capture starts from the same state
+            torch.cuda.synchronize(device)
+            zero_grad()
+            restore()
+            torch.cuda.set_rng_state(rng, device)
+            raise
         restore()  # after the capture: state the warm-up created now exists and is zeroed
         torch.cuda.set_rng_state(rng, device)
         torch.cuda.synchronize(device)
@@ -159,11 +236,28 @@ def capture_sentence_step(
     return CapturedStep(body, first, state, zero_grad, run.device)
 
 
+def capture_or_eager(capture: Callable[[], CapturedStep], say: Callable[[str], None]) -> CapturedStep | None:
+    """``capture()``, or None where the step cannot be captured: then one line (``say``) names the cause
+    and the run goes on with the eager step, whose state the failed capture has put back
+    (:class:`CapturedStep`). Capture fails at set-up, before the first step, for a step that reads the
+    device from the host (``.item()``, a data-dependent shape, a host branch on a tensor) or an op that
+    capture refuses; no run finds out hours in."""
+    try:
+        return capture()
+    except Exception as err:  # noqa: BLE001 (any capture failure leaves the eager step, which is correct)
+        cause = " ".join(f"{type(err).__name__}: {err}".split())
+        cause = cause if len(cause) <= 300 else cause[:297] + "..."
+        say(f"cuda_graph: the step cannot be captured, so this run takes the eager step ({cause})")
+        return None
+
+
 def tensor_lr(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
     """Each group's learning rate as a device tensor (a graph replays the value it finds in memory; the
-    scheduler fills it in place between replays). One host read per group, at set-up."""
+    scheduler fills it in place between replays), and each group capturable (a resumed eager snapshot
+    brings its own ``capturable: False``). One host read per group, at set-up."""
     for group in optimizer.param_groups:
         group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
+        group["capturable"] = True
 
 
 def compiled(model: torch.nn.Module, enabled: bool) -> torch.nn.Module:

@@ -213,13 +213,16 @@ def fingerprint_settings(
 ) -> dict[str, Any]:
     """A settings dict without the keys that change no number (:data:`NOT_IN_FINGERPRINT`) and without
     ``later_defaults``' keys where they hold their default: settings added after snapshots existed count
-    only when set, so a snapshot written before them still resumes."""
+    only when set, so a snapshot written before them still resumes. A default given as a frozenset
+    stands for each of its values (a setting whose default became "auto", ``None``, keeps the old
+    default's snapshots too)."""
     later_defaults = later_defaults or {}
-    return {
-        k: v
-        for k, v in settings.items()
-        if k not in NOT_IN_FINGERPRINT and later_defaults.get(k, _UNSET) != v
-    }
+
+    def at_default(key: str, value: Any) -> bool:
+        default = later_defaults.get(key, _UNSET)
+        return value in default if isinstance(default, frozenset) else default == value
+
+    return {k: v for k, v in settings.items() if k not in NOT_IN_FINGERPRINT and not at_default(k, v)}
 
 
 def loss_stats_text(loss_fn, h1: torch.Tensor, h2: torch.Tensor) -> str:

@@ -56,6 +56,7 @@ import json
 import math
 import random
 import shutil
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -98,8 +99,17 @@ ADAM_BETAS = (0.9, 0.999)  # protocol.md §2 (SimCSE's HF Trainer defaults)
 ADAM_EPS = 1e-8
 CLIP_NORM = 1.0
 LI2024_HEAD_STD = 6e-3  # Li et al.'s custom_param_init: nn.init.normal_(weight and bias, 0, 6e-3)
-#: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint).
-LATER_DEFAULTS = {"dev_batch_size": 128, "static_shapes": False, "cuda_graph": False, "compile": False}
+#: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint). The
+#: device-dependent ones (None: decided by the device, :func:`~contrastlab.training.capture.for_device`)
+#: also count as default at the value every run had before they became device-dependent, so that a
+#: snapshot written before the upgrade resumes.
+LATER_DEFAULTS = {
+    "dev_batch_size": frozenset({None, 128}),
+    "static_shapes": False,
+    "cuda_graph": frozenset({None, False}),
+    "compile": False,
+    "deterministic": False,
+}
 OutOfMemoryError = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 
@@ -133,10 +143,14 @@ class TrainSettings:
     analysis_batch: int = 128  # sentences per probe batch (Li: N = 128)
     analysis_holdout: bool = False  # probe = the corpus's last sentences, removed from training (Li)
     tensorboard: bool = True  # TensorBoard events of the log's records (training.events); no number changes
-    dev_batch_size: int = 128  # dev sentences per encoder call (512: fewer launches on a GPU; IEEE fp32 both)
+    # Dev sentences per encoder call, IEEE fp32 either way; None: 512 on CUDA (fewer launches), 128 elsewhere.
+    dev_batch_size: int | None = None
     static_shapes: bool = False  # pad every batch to max_length (training.capture); implied by cuda_graph
-    cuda_graph: bool = False  # the whole step as one CUDA graph (CUDA only; training.capture)
+    # The whole step as one CUDA graph (training.capture); None: on for CUDA wherever the step can be
+    # captured (else one line names why and the run is eager), off elsewhere.
+    cuda_graph: bool | None = None
     compile: bool = False  # torch.compile the encoder for the training step (its own dropout stream)
+    deterministic: bool = False  # deterministic kernels (bit-identical reruns on a GPU; slower)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "loss_hp", dict(self.loss_hp))
@@ -444,12 +458,22 @@ def train(
     run folder (default ``<state_dir>.tensorboard``). Returns the summary written to
     ``out_dir/train_summary.json``: best dev score and step, steps, timings, device, settings, meta.
     """
-    s, backbone_dir = settings, Path(backbone_dir)
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
-    run = TrainingRun.for_settings(s, state_dir, **options)
-    if s.cuda_graph:  # before anything is loaded: the one-line error comes first
+    run = TrainingRun.for_settings(settings, state_dir, **options)
+    if settings.cuda_graph:  # before anything is loaded: the one-line error comes first
         capture.require_cuda(run.device)
-    data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, progress)
+    with capture.deterministic_algorithms(settings.deterministic):
+        return _train(settings, run, Path(backbone_dir), corpus_path, dev_data_dir, out_dir, log_path, cache_dir)
+
+
+def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corpus_path, dev_data_dir,
+           out_dir, log_path, cache_dir) -> dict[str, Any]:  # fmt: skip
+    """:func:`train`'s body: the settings decided for the device (``s``; the snapshot fingerprint reads
+    the ``configured`` ones, so a snapshot written before a default became device-dependent resumes)."""
+    s, notes = capture.for_device(configured, run.device)
+    for note in notes:
+        print(note, file=sys.stderr, flush=True)  # now; logged once the run's log has begun
+    data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, run.progress)
     model, head, head_name, params = _build_model(s, backbone_dir, run.device)
     hp = dict(lr=s.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
     if s.cuda_graph:
@@ -466,7 +490,7 @@ def train(
     )
     select = _DevSelection(s, run, evaluator, model, head, data.tokenizer)
     analyse = _Analysis(s, run, data, evaluator, model, head)
-    fingerprint, run_info = _identity(s, run, data, backbone_dir, corpus_path, head_name, params)
+    fingerprint, run_info = _identity(configured, run, data, backbone_dir, corpus_path, head_name, params)
     saved = run.load_snapshot(fingerprint)
     if saved is not None and saved.get("finished"):  # killed while exporting: only the export is left
         _export(run.state_dir, saved["summary"], Path(out_dir), Path(log_path))
@@ -474,6 +498,8 @@ def train(
         return saved["summary"]
     stateful = {"model": model, "head": head, "optimizer": optimizer, "scheduler": scheduler}
     start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
+    for note in notes:
+        run.log.write({"event": "note", "text": note})
     if saved is None:
         select(0)  # the backbone before training: logged, never selected
         analyse(0)
@@ -484,6 +510,8 @@ def train(
     encoder = capture.compiled(model, s.compile)  # the training step's encoder (the model itself by default)
     parts, order_epoch, order = (encoder, head, loss_fn, optimizer, params, data), -1, np.empty(0, dtype=int)
     graph = _capture_step(s, run, parts, start) if s.cuda_graph else None  # after a resume's loading
+    if s.cuda_graph and graph is None:  # named in one line by _capture_step; the summary says eager
+        s = dataclasses.replace(s, cuda_graph=False)
     for step in run.steps(start, total, desc=f"{s.loss} {backbone_dir.name}"):
         epoch, position = divmod(step - 1, data.steps_per_epoch)
         if epoch != order_epoch:
@@ -618,9 +646,16 @@ def _step(s: TrainSettings, run: TrainingRun, parts, rows, step: int, graph=None
     return out, h1, h2, grad_norm
 
 
-def _capture_step(s: TrainSettings, run: TrainingRun, parts, start: int) -> capture.CapturedStep:
+def _say(run: TrainingRun, text: str) -> None:
+    """One line on stderr before the loop (the progress bar's ``write`` needs the bar), kept in the log."""
+    print(text, file=sys.stderr, flush=True)
+    run.log.write({"event": "note", "text": text})
+
+
+def _capture_step(s: TrainSettings, run: TrainingRun, parts, start: int) -> capture.CapturedStep | None:
     """The whole step as one CUDA graph (``cuda_graph``), captured once after any resume and warmed up
-    on the first batch the run will train on."""
+    on the first batch the run will train on; None (named in one line) where the step cannot be
+    captured: the run takes the eager step."""
     model, head, loss_fn, optimizer, params, data = parts
     epoch, position = divmod(start, data.steps_per_epoch)
     rows = epoch_order(data.n_sentences, s.seed, epoch)[
@@ -628,7 +663,10 @@ def _capture_step(s: TrainSettings, run: TrainingRun, parts, start: int) -> capt
     ]
     first = _batch(s, data, rows, run.device)
     pieces = (run, train_step, model, head, loss_fn, optimizer, params, first)
-    return capture.capture_sentence_step(*pieces, head_autocast=s.head_autocast, clip_norm=CLIP_NORM)
+    return capture.capture_or_eager(
+        lambda: capture.capture_sentence_step(*pieces, head_autocast=s.head_autocast, clip_norm=CLIP_NORM),
+        functools.partial(_say, run),
+    )
 
 
 def _log_interval(run: TrainingRun, s: TrainSettings, step, epoch, lr, last, grad_norm, select) -> None:

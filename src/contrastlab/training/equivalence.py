@@ -1,0 +1,186 @@
+"""Is the captured sentence step the eager step? The two checks that can prove it on a GPU.
+
+Eager GPU kernels are not bit-reproducible: two eager runs of the same batches and seed differ from the
+second step on (the backward's reductions, SDPA's memory-efficient attention backward among them, split
+their sums differently from run to run; gpu-measured.md §1 saw 4e-4 relative in bf16 at step 2). So
+"bit-equal to eager" cannot be asked of any path, eager included. What can be asked:
+
+1. :func:`deterministic_check`: under :func:`~contrastlab.training.capture.deterministic_algorithms` the
+   captured step (:func:`~contrastlab.training.capture.capture_sentence_step`) and the eager step, both
+   with the same capturable fused AdamW (its learning rate a device tensor the scheduler fills), give
+   bit-equal losses at every step and bit-equal parameters at the end. Both are the trainer's own code
+   (``sentence.train_step`` and ``TrainingRun.optimizer_step``); the graph adds nothing.
+2. :func:`spread_check`: in the default mode, ``repeat`` eager and ``repeat`` graph runs; the typical
+   graph-vs-eager difference (the median over the graph x eager pairs of the largest relative loss
+   difference over the steps) must not exceed the eager-vs-eager spread (the largest such difference
+   between two eager runs). The graph is then as close to eager as eager is to itself.
+
+Both take ``make_model`` (returns a fresh ``(encoder, head)`` on the device, the same weights at every
+call) and ``batches``, a list of static-shape ``(ids, mask)`` device tensors used in turn. They run on any
+device, but the graph needs CUDA: ``benchmarks/gpu_bench.py`` and ``tests/training/test_cuda.py`` call them
+there, and ``tests/training/test_equivalence.py`` runs the eager half on a CPU.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from contrastlab.losses import build_loss
+from contrastlab.training import capture
+from contrastlab.training.runtime import TrainingRun, build_optimizer
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+#: The trainer's optimiser and clipping (training.sentence: AdamW 0.9/0.999, eps 1e-8, no weight decay).
+ADAMW = {"lr": 3e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0}
+CLIP_NORM = 1.0
+
+
+def run_steps(
+    make_model: Callable[[], tuple[torch.nn.Module, torch.nn.Module]],
+    batches: Sequence[Batch],
+    *,
+    precision: str,
+    device: torch.device,
+    graph: bool,
+    steps: int,
+    seed: int = 0,
+    loss: str = "infonce",
+    keep_params: bool = False,
+) -> dict[str, Any]:
+    """``steps`` training steps of a fresh model on ``batches`` (in turn) with the linear lr decay of a
+    ``steps``-step run: captured (``graph``) or eager, the same capturable fused AdamW either way.
+    Returns ``losses`` (floats, every step), ``seconds`` (the timed steps, capture excluded),
+    ``steps_per_s``, ``capture_s`` and, with ``keep_params``, ``params``: the final parameters as one
+    flat tensor on the device (compared bit for bit by :func:`deterministic_check`)."""
+    from contrastlab.training.sentence import train_step  # sentence imports this module's siblings
+
+    model, head = make_model()
+    params = [p for p in itertools.chain(model.parameters(), head.parameters()) if p.requires_grad]
+    cuda = device.type == "cuda"  # PyTorch's capturable AdamW exists for CUDA only: a CPU runs plain
+    optimizer = build_optimizer("adamw", params, device, capturable=cuda, **ADAMW)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: max(0.0, (steps - k) / steps))
+    if cuda:
+        capture.tensor_lr(optimizer, device)  # after the scheduler took the float as its initial lr
+    loss_fn = build_loss(loss)
+    with tempfile.TemporaryDirectory() as scratch:
+        run = TrainingRun(
+            Path(scratch), device=device, precision=precision, state_every=None, progress=False
+        )  # fmt: skip
+        torch.manual_seed(seed)
+        t = time.perf_counter()
+        if graph:
+            step = capture.capture_sentence_step(
+                run, train_step, model, head, loss_fn, optimizer, params, batches[0],
+                head_autocast=False, clip_norm=CLIP_NORM,
+            )  # fmt: skip
+        else:
+
+            def step(ids, mask):
+                with run.step_context():
+                    out, _, _ = train_step(
+                        model, head, loss_fn, [(ids, mask)], autocast=run.autocast, with_stats=False,
+                        scale=run.scale,
+                    )  # fmt: skip
+                    run.optimizer_step(optimizer, params, CLIP_NORM)
+                return (out,)
+
+        _sync(device)
+        capture_s, t = time.perf_counter() - t, time.perf_counter()
+        losses = []
+        for k in range(steps):
+            out = step(*batches[k % len(batches)])[0]
+            losses.append(out.loss.detach().clone())
+            scheduler.step()
+        _sync(device)
+        seconds = time.perf_counter() - t
+    flat = torch.cat([p.detach().reshape(-1) for p in params]) if keep_params else None
+    return {
+        "losses": torch.stack(losses).float().cpu().tolist(),
+        "params": flat,
+        "seconds": seconds,
+        "steps_per_s": steps / seconds if seconds else None,
+        "capture_s": capture_s,
+    }
+
+
+def max_rel_diff(a: Sequence[float], b: Sequence[float]) -> float:
+    """The largest |a_k - b_k| / |a_k| over the steps (0 for identical runs)."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(x - y) / np.maximum(np.abs(x), np.finfo(np.float64).tiny)))
+
+
+def deterministic_check(make_model, batches, *, precision: str, device: torch.device, steps: int = 200,
+                        seed: int = 0, captured: bool = True) -> dict[str, Any]:  # fmt: skip
+    """Check 1 (module docstring): one eager and one captured run under deterministic algorithms.
+    ``bit_equal`` = every loss and every final parameter equal bit for bit. Where they differ, a second
+    eager run says whether determinism itself held (``eager_repeat_bit_equal``). ``captured`` False puts
+    an eager run in the graph's place (a CPU's smoke test of the plumbing; the row says so)."""
+    common = dict(precision=precision, device=device, steps=steps, seed=seed)
+    with capture.deterministic_algorithms(True):
+        eager = run_steps(make_model, batches, graph=False, keep_params=True, **common)
+        graphed = run_steps(make_model, batches, graph=captured, keep_params=True, **common)
+        row = _pair("eager", eager, "graph", graphed)
+        if not row["bit_equal"]:
+            again = run_steps(make_model, batches, graph=False, keep_params=True, **common)
+            row["eager_repeat_bit_equal"] = _pair("eager", eager, "eager", again)["bit_equal"]
+    return {"check": "deterministic", "precision": precision, "steps": steps, "captured": captured, **row}
+
+
+def spread_check(make_model, batches, *, precision: str, device: torch.device, steps: int = 100,
+                 repeat: int = 3, seed: int = 0, captured: bool = True) -> dict[str, Any]:  # fmt: skip
+    """Check 2 (module docstring): ``repeat`` eager and ``repeat`` captured runs in the default mode.
+    ``within`` = the median graph-vs-eager difference <= the eager-vs-eager spread. ``captured`` as in
+    :func:`deterministic_check`."""
+    if repeat < 2:
+        raise ValueError(f"the eager spread needs at least 2 runs of each kind, got repeat={repeat}")
+    common = dict(precision=precision, device=device, steps=steps, seed=seed)
+    eager = [run_steps(make_model, batches, graph=False, **common) for _ in range(repeat)]
+    graphed = [run_steps(make_model, batches, graph=captured, **common) for _ in range(repeat)]
+    spread = [max_rel_diff(a["losses"], b["losses"]) for a, b in itertools.combinations(eager, 2)]
+    gaps = [max_rel_diff(e["losses"], g["losses"]) for e in eager for g in graphed]
+    return {
+        "check": "spread",
+        "precision": precision,
+        "steps": steps,
+        "repeat": repeat,
+        "captured": captured,
+        "eager_vs_eager_max": max(spread),
+        "graph_vs_eager_median": statistics.median(gaps),
+        "graph_vs_eager_max": max(gaps),
+        "graph_vs_graph_max": max(
+            max_rel_diff(a["losses"], b["losses"]) for a, b in itertools.combinations(graphed, 2)
+        ),
+        "within": statistics.median(gaps) <= max(spread),
+        "eager_steps_per_s": max(r["steps_per_s"] for r in eager),
+        "graph_steps_per_s": max(r["steps_per_s"] for r in graphed),
+        "final_loss_eager": [r["losses"][-1] for r in eager],
+        "final_loss_graph": [r["losses"][-1] for r in graphed],
+    }
+
+
+def _pair(name_a: str, a: dict[str, Any], name_b: str, b: dict[str, Any]) -> dict[str, Any]:
+    losses_equal = a["losses"] == b["losses"]
+    params_equal = bool(torch.equal(a["params"], b["params"]))
+    return {
+        "bit_equal": losses_equal and params_equal,
+        "losses_bit_equal": losses_equal,
+        "params_bit_equal": params_equal,
+        "max_rel_diff": max_rel_diff(a["losses"], b["losses"]),
+        f"{name_a}_steps_per_s": a["steps_per_s"],
+        f"{name_b}_steps_per_s": b["steps_per_s"],
+        "final_loss": b["losses"][-1],
+    }
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

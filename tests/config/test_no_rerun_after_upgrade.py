@@ -1,0 +1,46 @@
+"""An upgrade reruns no finished cell: a train job reruns when its params change (the profiles'
+``rerun-triggers: [mtime, params, input, software-env]``), and a cell's params are its resolved settings.
+
+The digests below are every cell's settings of each preset as the workflow resolved them at 19dfe09,
+before issue 53 made the CUDA graph and dev batches of 512 the GPU defaults. Those defaults live in the
+trainer (``capture.for_device``), not in the config's schema, so no cell's params change and no
+finished cell retrains. A change that means to retrain cells updates these digests and says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from contrastlab import config as cl_config
+
+#: preset -> (cells, sha256[:16] of their sorted settings) at 19dfe09
+SETTINGS_AT_19DFE09 = {
+    "config.yaml": (369, "743e2494babac8d6"),
+    "config/demo.yaml": (23, "fa5a53946bcdd6d8"),
+    "config/cpu.yaml": (1, "9d196226dbd9724d"),
+    "config/gpu-check.yaml": (6, "ec21f4b5cb1d3ea8"),
+}
+
+
+def settings_digest(preset, overrides=None) -> tuple[int, str]:
+    grid = cl_config.Grid(cl_config.load(preset, overrides))
+    rows = sorted(
+        json.dumps([c.experiment, c.backbone, c.method, grid.settings_copy(c)], sort_keys=True, default=str)
+        for c in grid.every_cell()
+    )
+    return len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("preset", sorted(SETTINGS_AT_19DFE09))
+def test_every_cells_params_are_those_before_the_gpu_defaults(repo_root, preset):
+    assert settings_digest(repo_root / preset) == SETTINGS_AT_19DFE09[preset]
+
+
+def test_the_digest_sees_a_changed_setting(repo_root):
+    """The check can fail: one setting changed in one cell changes the digest."""
+    changed = settings_digest(repo_root / "config" / "demo.yaml", {"training": {"cuda_graph": False}})
+    assert changed[0] == SETTINGS_AT_19DFE09["config/demo.yaml"][0]
+    assert changed[1] != SETTINGS_AT_19DFE09["config/demo.yaml"][1]  # an explicit value is a param
