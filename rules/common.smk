@@ -217,10 +217,11 @@ def report_path():
 
 @functools.cache
 def plan_calibration():
-    """The calibration `make plan` uses (a measured results/gpu-check/calibration.json, else the default),
-    priced for the card the jobs will get (resources.gpu_model)."""
+    """The calibration `make plan` uses for the card the jobs will get (resources.gpu_model):
+    contrastlab.cost.calibration.calibration_for (a measured results/gpu-check/calibration.json of that
+    card, else the shipped file of that card, else one scaled by data-sheet peaks)."""
     try:
-        return cl_calibration.for_gpu_model(cl_calibration.load_calibration(), config["resources"]["gpu_model"])
+        return cl_calibration.calibration_for(config["resources"]["gpu_model"])
     except ValueError as error:
         sys.exit(f"contrastlab: {error}")
 

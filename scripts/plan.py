@@ -27,6 +27,13 @@ parser.add_argument(
 )
 calibration_help = f"calibration JSON (default {cl_calibration.measured_calibration()} if present)"
 parser.add_argument("--calibration", default=None, help=calibration_help)
+parser.add_argument(
+    "--gpu-model",
+    default=None,
+    help="the card to price for (H200, H100, A100, ...; default: the config's resources.gpu_model, else "
+    f"the {cl_calibration.DEFAULT_GPU_MODEL}): its shipped measured calibration, else the default scaled "
+    "by data-sheet peaks",
+)
 parser.add_argument("--out", default=None, help="folder of plan.md, plan.csv (default <results_dir>/plan)")
 gpus_help = "also simulate the run on this many GPUs (the makespan section always shows 1, 8 and 64)"
 parser.add_argument("--gpus", type=int, default=None, help=gpus_help)
@@ -52,6 +59,7 @@ try:
         gpus=gpus,
         cpus_per_gpu=args.cpus_per_gpu,
         sections=() if args.no_claims else (power.power_lines,),
+        gpu_model=args.gpu_model,
     )
 except (cl_config.ConfigError, ValueError) as error:
     sys.exit(f"contrastlab: plan: {error}")

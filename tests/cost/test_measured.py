@@ -263,6 +263,6 @@ def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
     config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     build_report(Results(tmp_path), config)
     section = (tmp_path / "report.md").read_text().split("## Cost", 1)[1]
-    assert "calibration: the shipped default" in section and "### Projected, per rule" in section
+    assert "calibration: the shipped H200 file" in section and "### Projected, per rule" in section
     assert "| train_vision |" in section and "| encode_pretrained |" in section
     assert "| evaluate_pretrained |" not in section  # the CPU probe jobs are not GPU time

@@ -104,8 +104,21 @@ RUNS_AS = {"V100": {"tf32": "fp32", "bf16": "fp32"}, "P100": {"tf32": "fp32", "b
 CALIBRATION_FORMAT = "contrastlab-calibration/1"
 
 
-#: Shipped default: H100 SXM datasheet peaks × assumed MFU, assumed overheads (its "source" says so).
-DEFAULT_CALIBRATION = Path(__file__).with_name("calibration_h100.json")
+#: The calibrations shipped beside this module, per card (:data:`GPU_PEAKS`' names): the H200's, built
+#: from its measured rows (:mod:`contrastlab.cost.rows`, 2026-11-26), and the H100's, data-sheet peaks
+#: × an assumed MFU with the figures the H100 measured (2026-11-24) taken in; each file lists which of
+#: its figures are measured and which assumed.
+SHIPPED_CALIBRATIONS = {
+    "H200": Path(__file__).with_name("calibration_h200.json"),
+    "H100": Path(__file__).with_name("calibration_h100.json"),
+}
+
+#: The card a plan is priced for when ``resources.gpu_model`` is null: the one measured end to end.
+DEFAULT_GPU_MODEL = "H200"
+
+#: The default calibration: the shipped file of :data:`DEFAULT_GPU_MODEL`; entries another file lacks
+#: are taken from it.
+DEFAULT_CALIBRATION = SHIPPED_CALIBRATIONS[DEFAULT_GPU_MODEL]
 
 
 #: ``make gpu-check``'s preset: the measured calibration lies in its ``results_dir``.
@@ -119,7 +132,10 @@ def measured_calibration() -> Path:
     return Path(Results(yaml.safe_load(GPU_CHECK_PRESET.read_text())["results_dir"]).calibration)
 
 
-TRACKS = ("sentence", "vision")
+#: The rate classes of a calibration's ``achieved_tflops`` (and ``<class>_step`` overheads): the
+#: sentence step, the image step at CIFAR size (MACL's 32 px) and at ImageNet size (OAR's 224 px,
+#: :data:`~contrastlab.cost.flops.LARGE_IMAGE_PX`), which the H200 measured at different rates.
+TRACKS = ("sentence", "vision", "vision_large")
 
 
 #: The precision choices shown side by side (plus the configured one).
@@ -149,6 +165,10 @@ class Calibration:
     packing_source: str = ""
     #: An assumed calibration's entries that are measured figures (``measured_entries`` in the file)
     measured_entries: tuple[str, ...] = ()
+    #: A measured calibration's entries that are assumptions (``assumed_entries`` in the file)
+    assumed_entries: tuple[str, ...] = ()
+    #: Why this calibration (:func:`calibration_for`), e.g. the data-sheet scaling for a card without a file
+    note: str = ""
 
     def seconds(self, flops: float, track: str, precision: str) -> float:
         return flops / (self.achieved_tflops[track][precision] * 1e12)
@@ -157,6 +177,8 @@ class Calibration:
         """One line: which calibration, and whether it was measured."""
         if self.measured:
             text = f"calibration: {self.path}, measured on {self.device}"
+            if self.assumed_entries:
+                text += f", except {len(self.assumed_entries)} figures assumed (its assumed_entries)"
         else:
             text = f"calibration: {self.path}: {self.device} datasheet peaks × an assumed MFU, not measured"
             if self.measured_entries:
@@ -165,7 +187,7 @@ class Calibration:
                 )
         if self.filled_from_default:
             text += f"; from the default: {', '.join(self.filled_from_default)}"
-        return text
+        return f"{self.note}; {text}" if self.note else text
 
 
 def _read_calibration(path: Path) -> dict:
@@ -214,6 +236,7 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         overheads[key] = float(value)
     filled += [f"overheads_s.{k}" for k in default["overheads_s"] if k not in (data.get("overheads_s") or {})]
     packing = data.get("packing") or default["packing"]
+    shipped = next((m for m, p in SHIPPED_CALIBRATIONS.items() if p == chosen), None)
     return Calibration(
         achieved,
         overheads,
@@ -221,14 +244,13 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         str(data.get("device") or "unknown device"),
         str(data.get("source") or ""),
         bool(data.get("measured")),
-        "the shipped default (contrastlab/cost/calibration_h100.json)"
-        if chosen == DEFAULT_CALIBRATION
-        else str(chosen),
+        f"the shipped {shipped} file (contrastlab/cost/{chosen.name})" if shipped else str(chosen),
         tuple(filled) if chosen != DEFAULT_CALIBRATION else (),
         _packing_speedup(packing, chosen),
         bool(packing.get("measured")),
         str(packing.get("source") or ""),
         tuple(data.get("measured_entries") or ()),
+        tuple(data.get("assumed_entries") or ()),
     )
 
 
@@ -282,18 +304,21 @@ def calibration_from_measurements(
     measured step time; not given, it is 0 and the whole step counts as FLOPs. ``packing_speedup``
     (precision -> concurrent cells -> summed speed-up, :mod:`contrastlab.cost.packing`): measured
     figures of several cells on one GPU."""
-    overheads = {f"{track}_step": 0.0 for track in TRACKS} | dict(overheads_s or {})
+    # a measured image step includes its augmentation: no per-image augmentation on top of its rate
+    overheads = {f"{track}_step": 0.0 for track in ("sentence", "vision")} | {"vision_large_image": 0.0}
+    overheads |= dict(overheads_s or {})
     grouped: dict[tuple[str, str], list[float]] = {}
     for m in measurements:
         if m.track not in TRACKS or m.precision not in RESOLVED:
             raise ValueError(
                 f"measurement of {m.track}/{m.precision}: track in {TRACKS}, precision in {RESOLVED}"
             )
-        flop_seconds = 1.0 / m.steps_per_s - overheads[f"{m.track}_step"]
+        step_overhead = overheads[f"{m.track.split('_')[0]}_step"]  # vision_large: the vision track's
+        flop_seconds = 1.0 / m.steps_per_s - step_overhead
         if flop_seconds <= 0:
             raise ValueError(
                 f"measurement of {m.track}/{m.precision}: {m.steps_per_s} steps/s leaves no time for the "
-                f"FLOPs after the {overheads[f'{m.track}_step']} s step overhead; time a larger batch"
+                f"FLOPs after the {step_overhead} s step overhead; time a larger batch"
             )
         grouped.setdefault((m.track, m.precision), []).append(m.step_flops / flop_seconds / 1e12)
     achieved: dict[str, dict[str, float]] = {}
@@ -329,30 +354,40 @@ def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -
 
 
 def step_seconds(work: CellWork, cal: Calibration) -> float:
-    """One training step: the larger of its FLOPs at the achieved rate and its host launches at the
+    """One training step: the larger of its FLOPs at its rate class's achieved rate (``sentence``,
+    ``vision`` or ``vision_large``: :attr:`CellWork.rate_class`) and its host launches at the
     calibration's ``<track>_launch`` seconds each (an eager step is bound by whichever is slower:
-    docs/gpu-speed.md §1.1-1.2 found the H100's MACL step and its bf16/fp16 sentence steps host-bound),
-    plus the track's ``<track>_step`` overhead."""
+    docs/gpu-speed.md §1.1-1.2 found the H100's MACL step and its bf16/fp16 sentence steps host-bound;
+    a step captured as one CUDA graph, :attr:`CellWork.graphed`, launches nothing from the host per step:
+    the H200 measured graph step time = GPU busy time, gpu-measured.md §1), plus the track's
+    ``<track>_step`` overhead and the augmentation the FLOPs leave out: ``<rate class>_image`` seconds per
+    image the step augments (``vision_large_image``: OAR's 224-px views, ≈ 15.5 ms a step of 512 on the
+    H200)."""
     o = cal.overheads_s
-    flop_s = cal.seconds(work.step_flops, work.track, work.precision)
-    return max(flop_s, work.step_launches * o.get(f"{work.track}_launch", 0.0)) + o[f"{work.track}_step"]
+    flop_s = cal.seconds(work.step_flops, work.rate_class, work.precision)
+    launches = 0.0 if work.graphed else work.step_launches * o.get(f"{work.track}_launch", 0.0)
+    augment = work.step_images * o.get(f"{work.rate_class}_image", 0.0)
+    return max(flop_s, launches) + o[f"{work.track}_step"] + augment
 
 
 def train_seconds(work: CellWork, cal: Calibration) -> float:
     """A training job: its steps (:func:`step_seconds`), its dev evaluations or validation passes in
     IEEE fp32 (the evaluators' precision, :data:`EVALUATION_PRECISION`, whatever the cell's; bounded by
-    their launches too), the analysis probe in the cell's precision, start-up, snapshots and each dev
-    evaluation's fixed cost."""
+    their launches too), the analysis probe in the cell's precision, start-up, snapshots, and each dev
+    evaluation's fixed cost (``dev_evaluation``) and encoder calls (``dev_call`` each: the dev batch
+    size sets their number)."""
     o = cal.overheads_s
     launch = o.get(f"{work.track}_launch", 0.0)
-    dev = max(cal.seconds(work.dev_flops, work.track, EVALUATION_PRECISION), work.dev_launches * launch)
+    rates = work.rate_class
+    dev = max(cal.seconds(work.dev_flops, rates, EVALUATION_PRECISION), work.dev_launches * launch)
     return (
         work.steps * step_seconds(work, cal)
         + dev
-        + cal.seconds(work.analysis_flops, work.track, work.precision)
+        + cal.seconds(work.analysis_flops, rates, work.precision)
         + o["train_startup"]
         + work.snapshots * work.snapshot_gib * o["snapshot_per_gib"]
         + work.dev_evaluations * o["dev_evaluation"]
+        + work.dev_calls * o.get("dev_call", 0.0)
     )
 
 
@@ -360,7 +395,8 @@ def eval_seconds(work: CellWork, cal: Calibration) -> float:
     """The GPU job of an evaluation: a sentence cell's encoding (rule ``encode``) or a vision cell's
     feature extraction (``encode_vision``): its forward FLOPs in fp32 and the job's start-up."""
     return (
-        cal.seconds(work.eval_flops, work.track, EVALUATION_PRECISION) + cal.overheads_s["evaluate_startup"]
+        cal.seconds(work.eval_flops, work.rate_class, EVALUATION_PRECISION)
+        + cal.overheads_s["evaluate_startup"]
     )
 
 
@@ -376,6 +412,32 @@ def probe_seconds(config: Mapping[str, Any], cal: Calibration) -> float:
     and the probes of the configured mode."""
     mode = (config.get("evaluation") or {}).get("mode", "test")
     return cal.overheads_s["evaluate_startup"] + cal.overheads_s[f"senteval_probe_{mode}"]
+
+
+def calibration_for(gpu_model: str | None, path: str | os.PathLike | None = None) -> Calibration:
+    """The calibration a plan for the card ``gpu_model`` (config ``resources.gpu_model``; None: the
+    default's card, :data:`DEFAULT_GPU_MODEL`) prices with: ``path`` when given (scaled to the card by
+    :func:`for_gpu_model`); else ``make gpu-check``'s measured file when it was measured on that card
+    (or no card is named); else the shipped file measured on that card (:data:`SHIPPED_CALIBRATIONS`);
+    else, for a card with no measured file, the measured one or the default scaled by data-sheet peaks,
+    and its :meth:`~Calibration.describe` says so first. An unknown card stops with one line."""
+    if path is not None:
+        return for_gpu_model(load_calibration(path), gpu_model)
+    model = model_of(gpu_model) if gpu_model else None
+    if gpu_model and model is None:
+        for_gpu_model(load_calibration(DEFAULT_CALIBRATION), gpu_model)  # raises: the known cards
+    measured = measured_calibration()
+    base = load_calibration(measured) if measured.is_file() else None
+    if base is not None and (model is None or model_of(base.device) == model):
+        return base
+    if (model or DEFAULT_GPU_MODEL) in SHIPPED_CALIBRATIONS:
+        return load_calibration(SHIPPED_CALIBRATIONS[model or DEFAULT_GPU_MODEL])
+    base = base or load_calibration(DEFAULT_CALIBRATION)
+    note = (
+        f"no measured calibration for the {model}: {base.device}'s figures scaled by the data sheets' "
+        "peaks (an estimate; make gpu-check measures the card)"
+    )
+    return replace(for_gpu_model(base, gpu_model), note=note)
 
 
 def for_gpu_model(calibration: Calibration, gpu_model: str | None) -> Calibration:

@@ -122,6 +122,17 @@ VALIDATION_LAUNCHES = 23
 #: ~1,470); other depths scale with their layers.
 SENTENCE_STEP_LAUNCHES = {"fp32": 940, "tf32": 940, "bf16": 1460, "fp16": 1470}
 
+#: The sentence trainer's defaults on a CUDA GPU (training/sentence.py, issue 53): the step runs as one
+#: CUDA graph unless a cell sets ``cuda_graph: false`` (absent or null: on for CUDA; the graph captures
+#: one encoder pass, so ``grad_accum`` > 1 runs eager), and the dev set is encoded in batches of
+#: :data:`CUDA_DEV_BATCH` unless a cell sets ``dev_batch_size``.
+CUDA_DEV_BATCH = 512
+
+#: Image inputs from this side up (OAR's 224 px) are priced at the ``vision_large`` rates of a
+#: calibration and carry its per-step augmentation overhead; smaller ones (MACL's 32 px CIFAR, the demo's
+#: 16 px digits) at the ``vision`` rates: one rate per precision cannot hold both (docs/cost.md).
+LARGE_IMAGE_PX = 128
+
 #: CUDA context, cuBLAS/cuDNN workspaces and allocator slack (an assumption).
 FIXED_GPU_GIB = 1.0
 
@@ -321,6 +332,20 @@ class CellWork:
     #: ``<track>_launch`` seconds however few its FLOPs (an eager step is bound by its host there).
     step_launches: int = 0
     dev_launches: int = 0
+    #: The calibration's rates and per-step overhead this cell is priced at (``sentence``, ``vision``,
+    #: ``vision_large``: :data:`LARGE_IMAGE_PX`); empty: its track's.
+    rates: str = ""
+    #: The step runs as one CUDA graph: no host launches per step (the step takes its GPU time).
+    graphed: bool = False
+    #: Encoder calls of all its dev evaluations (each ``dev_call`` seconds of the calibration).
+    dev_calls: int = 0
+    #: Images a training step augments (both views; OAR's labelled pass too): the augmentation, which
+    #: the FLOPs leave out, costs the calibration's ``<rate class>_image`` seconds each.
+    step_images: int = 0
+
+    @property
+    def rate_class(self) -> str:
+        return self.rates or self.track
 
 
 def _snapshots(steps: int, settings: Mapping[str, Any], default_every: int) -> int:
@@ -418,8 +443,10 @@ def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[s
     dev_probe = min(probe, STSB_DEV_SENTENCES) * STSB_DEV_TOKENS / STSB_DEV_SENTENCES
     analysis_flops = _schedule_points(steps, analysis_every) * 2.0 * n * 2 * (probe * length + dev_probe)
     precision = _resolved(s.get("precision"))
+    grad_accum = int(s.get("grad_accum", 1))
+    dev_batch = int(s.get("dev_batch_size") or CUDA_DEV_BATCH)
     # Korthikanti et al. 2022, Eq. 2: s·b·h·(34 + 5·a·s/h) bytes per layer with 16-bit activations.
-    sequences = 2 * batch / int(s.get("grad_accum", 1))
+    sequences = 2 * batch / grad_accum
     per_layer = length * sequences * model.hidden * (34 + 5 * model.heads * length / model.hidden)
     activations = model.layers * per_layer * (ACTIVATION_BYTES[precision] // 2)  # Eq. 2 counts 2 bytes
     peak = (16 * model.total + activations) / GIB + FIXED_GPU_GIB
@@ -439,6 +466,9 @@ def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[s
         peak_gib=peak,
         kind=f"{cell.backbone} batch {batch} {precision}",
         step_launches=round(SENTENCE_STEP_LAUNCHES[precision] * model.layers / 12),
+        rates="sentence",
+        graphed=s.get("cuda_graph") is not False and grad_accum == 1,
+        dev_calls=dev_points * -(-STSB_DEV_SENTENCES // dev_batch),
     )
 
 
@@ -515,4 +545,6 @@ def _vision_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[str
         kind=f"{cell.backbone} {size}px batch {batch}{oar_pass} {precision}",
         step_launches=step_launches,
         dev_launches=dev_launches,
+        rates="vision_large" if size >= LARGE_IMAGE_PX else "vision",
+        step_images=images,
     )

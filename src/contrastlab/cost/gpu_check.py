@@ -450,13 +450,14 @@ def _cell_row(grid: cl_config.Grid, cell) -> dict[str, Any]:
     track = cl_config.track(config, cell.experiment)
     summary_file = folder / ("encoder/settings.json" if track == "vision" else "model/train_summary.json")
     summary = json.loads(summary_file.read_text())
-    flops = cell_work(grid, cell).step_flops
+    work = cell_work(grid, cell)
     kind = (
         f"vision {cell.experiment.removeprefix('gpu_check_')}"
         if track == "vision"
         else f"sentence {cell.method}"
     )
-    return cell_row(summary, flops, kind, track)
+    # the calibration's rate class: OAR's 224-px cell measures vision_large, MACL's 32-px one vision
+    return cell_row(summary, work.step_flops, kind, work.rate_class)
 
 
 def _encoded_on(config: dict, cells, device: str) -> tuple[bool, str]:

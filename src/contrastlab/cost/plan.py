@@ -31,9 +31,9 @@ from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
     SIDE_BY_SIDE,
     Calibration,
+    calibration_for,
     eval_seconds,
-    for_gpu_model,
-    load_calibration,
+    model_of,
     probe_seconds,
     train_seconds,
     vision_probe_seconds,
@@ -48,6 +48,7 @@ from contrastlab.cost.flops import (
 from contrastlab.cost.measured import hms
 from contrastlab.cost.packing import chosen_share, packed_seconds, packing_lines
 from contrastlab.cost.schedule import schedule_lines
+from contrastlab.cost.summary import summary_lines
 from contrastlab.precision import RESOLVED
 from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.published import TABLES
@@ -357,10 +358,14 @@ def plan_report(
     gpus: Sequence[int] = DEFAULT_GPU_COUNTS,
     cpus_per_gpu: int = DEFAULT_CPUS_PER_GPU,
     sections: Sequence[Callable[[cl_config.Grid, Sequence[PlannedJob]], list[str]]] = (),
+    gpu_model: str | None = None,
 ) -> list[Path]:
     """Plan a validated config (``make plan``): print it (``echo``) and write ``plan.md`` and
-    ``plan.csv`` to ``out_dir`` (default ``<results_dir>/plan``); returns the files written. The
-    makespan section simulates the jobs over each of ``gpus`` GPUs (:mod:`contrastlab.cost.schedule`).
+    ``plan.csv`` to ``out_dir`` (default ``<results_dir>/plan``); returns the files written. Priced for
+    ``gpu_model`` (default: the config's ``resources.gpu_model``) with its calibration
+    (:func:`~contrastlab.cost.calibration.calibration_for`), summarised first
+    (:mod:`contrastlab.cost.summary`). The makespan section simulates the jobs over each of ``gpus``
+    GPUs (:mod:`contrastlab.cost.schedule`).
     ``sections``: more sections, each the Markdown lines of a function of the grid and the jobs, put
     last (``scripts/plan.py`` adds the claims' power, :mod:`contrastlab.report.power`, which sits above
     this layer)."""
@@ -370,15 +375,20 @@ def plan_report(
         )
     grid = cl_config.Grid(config)  # the plan's one grid: every function below reads its cells from it
     # priced for the card the jobs will get (resources.gpu_model), as their wall-time requests are
-    calibration = for_gpu_model(load_calibration(calibration_path), config["resources"].get("gpu_model"))
+    gpu_model = gpu_model or config["resources"].get("gpu_model")
+    calibration = calibration_for(gpu_model, calibration_path)
+    card = model_of(gpu_model) if gpu_model else model_of(calibration.device)
     jobs = make_plan(grid, calibration, chosen)
+    works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
+    probe_s = probe_seconds(config, calibration)
     searches_in_all = bool((config.get("searches") or {}).get("in_all"))
     lines = [
         f"## Projected cost{f' of {title}' if title else ''}",
         "",
+        *summary_lines(jobs, works, calibration, card, probe_s, cpus_per_gpu),
         *plan_lines(grid, jobs, calibration, chosen),
         *disk_lines(config, jobs, [] if searches_in_all else search_jobs(grid, calibration, chosen)),
-        *schedule_lines(jobs, probe_seconds(config, calibration), chosen, gpus, cpus_per_gpu),
+        *schedule_lines(jobs, probe_s, chosen, gpus, cpus_per_gpu),
     ]
     if not (config.get("searches") or {}).get("in_all"):
         lines += search_plan_lines(grid, calibration, chosen)

@@ -1,0 +1,368 @@
+"""The shipped calibration files, built from the raw rows a GPU measured, so that each figure can be
+rebuilt and checked: ``calibration_h200.json`` from the H200's rows (2026-11-26, the project at
+``19dfe09``: ``../shared/docs/gpu-h200-2026-11-26/``, read by :func:`read_rows`) and
+``calibration_h100.json`` from the H100's figures of docs/measured.md (2026-11-24), with the H200's
+where the H100 measured none (the two cards have the same data-sheet peaks).
+
+What each figure is (the rows: ``gpu_step.jsonl``, ``trainer_runs.jsonl``, ``vision_throughput.jsonl``;
+the FLOPs: :mod:`contrastlab.cost.flops`, as the plan counts them):
+
+- ``achieved_tflops.sentence``: the trainer end to end (``scripts/train.py``, BERT-base, batch 64,
+  ``cuda_graph: true``, ``dev_batch_size: 512``): its steps/s × the step's FLOPs at the tokens it padded to
+  (32: wiki1m's batches always hold a 32-token sentence).
+- ``achieved_tflops.vision_large`` (OAR ResNet-18 at 224 px, batch 128 with the labelled pass; the
+  benchmark's eager rows): the step's FLOPs over its time less the augmentation, which the FLOP model
+  leaves out and ``overheads_s.vision_large_image`` adds back per augmented image (the mean of the rows'
+  ``augment_share`` × step time, ≈ 15.5 ms in every precision, over the step's 512 images), so that the
+  plan's OAR step is the measured one.
+- ``achieved_tflops.vision`` (MACL's CIFAR ResNet-18 at 32 px) is not seen behind the host's launches:
+  bf16/fp16 :data:`MACL_BF16_TFLOPS` (an estimate above the lower bound the fastest MACL row gives);
+  fp32/tf32 the OAR rows' whole-step rates (assumed).
+- ``overheads_s``: ``sentence_launch`` (the eager bf16 trainer run: its step ÷ 1,460 launches; only cells
+  with ``cuda_graph: false`` pay it), ``vision_launch`` (the MACL eager row ÷ 875 launches),
+  ``dev_evaluation`` and ``dev_call`` (per STS-B dev evaluation beyond its FLOPs, and per encoder call:
+  the trainer rows at ``dev_batch_size`` 512, 6 calls, and 128, 23 calls); start-up, snapshots, the
+  probes: assumed, as shipped.
+
+``python -m contrastlab.cost.rows ROWS_DIR`` rewrites both files; tests/cost/test_rows.py rebuilds them
+from ``../shared`` and compares.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from contrastlab.cost.calibration import CALIBRATION_FORMAT, GPU_PEAKS, SHIPPED_CALIBRATIONS
+from contrastlab.cost.flops import (
+    AUGMENT_LAUNCHES,
+    ENCODER_LAUNCHES,
+    SENTENCE_STEP_LAUNCHES,
+    STEP_LAUNCHES,
+    STSB_DEV_SENTENCES,
+    STSB_DEV_TOKENS,
+    training_step_flops,
+    transformer_parameters,
+    vision_forward,
+)
+
+#: What the rows do not carry: gpu-measured.md's header (the machine the rows came from).
+H200_MACHINE = {
+    "device": "NVIDIA H200",
+    "driver": "580.159.04",
+    "date": "2026-11-26",
+    "project": "19dfe09",
+    "gpu_memory_mib": 143_771,
+    "rows": "../shared/docs/gpu-h200-2026-11-26/ "
+    "(gpu_step.jsonl, trainer_runs.jsonl, vision_throughput.jsonl)",
+}
+
+#: MACL's bf16/fp16 GPU rate (TFLOP/s), an estimate: its steps are host-bound, so the rows give only a
+#: lower bound (the fastest one_call row, 85.1 steps/s × 1.71 TFLOP = 145); the sentence graph ran 160.
+MACL_BF16_TFLOPS = 160.0
+
+#: BERT-base's non-embedding parameters (the rows' random ``BertConfig()``), the FLOPs' N.
+BERT_BASE = transformer_parameters(768, 12, 3072, 30522, 512, 2)[0]
+
+#: The benchmark's image shapes as :func:`~contrastlab.cost.flops.vision_forward` takes them (config.yaml's
+#: MACL and OAR ResNet-18 encoders).
+VISION_SHAPES = {
+    "macl": ("resnet18", "cifar", 64, None, 32, (512, 128)),
+    "oar-resnet18": ("resnet18", "imagenet", 64, None, 224, None),
+}
+
+#: Eager launches of a MACL step with two augmentation calls (cost/flops.py's counts: 2 × 296 + 214 + 69).
+MACL_LAUNCHES = 2 * AUGMENT_LAUNCHES + ENCODER_LAUNCHES["resnet18"][0] + STEP_LAUNCHES
+
+#: Overheads no row measures: as shipped (assumptions; their meaning: cost/calibration.py).
+ASSUMED_OVERHEADS = {
+    "train_startup": 60.0,
+    "snapshot_per_gib": 2.0,
+    "evaluate_startup": 30.0,
+    "senteval_probe_test": 300.0,
+    "senteval_probe_fasttest": 120.0,
+    "senteval_probe_dev": 60.0,
+    "vision_probe_step": 0.002,
+}
+
+
+def read_rows(folder: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """The three JSONL files of a measured folder, by name without ``.jsonl``."""
+    out = {}
+    for name in ("gpu_step", "trainer_runs", "vision_throughput"):
+        lines = Path(folder, f"{name}.jsonl").read_text().splitlines()
+        out[name] = [json.loads(line) for line in lines if line.strip()]
+    return out
+
+
+def _evaluations(row: Mapping[str, Any]) -> int:
+    """Dev evaluations of a trainer run: step 0, every ``eval_every`` and the last."""
+    steps, every = row["settings"]["max_steps"], row["settings"]["eval_every"]
+    return 1 + steps // every + (1 if steps % every else 0)
+
+
+def _dev_calls(row: Mapping[str, Any]) -> int:
+    return -(-STSB_DEV_SENTENCES // row["settings"]["dev_batch_size"])
+
+
+def _sentence(trainer: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Achieved TFLOP/s per precision (the graph rows), the dev figures (seconds per evaluation at 512:
+    the graph rows' mean; per encoder call: bf16 at 128, eager, against bf16 at 512) and the eager
+    step's seconds per launch."""
+    graph = [r for r in trainer if r["settings"]["cuda_graph"]]
+    rates = {}
+    for row in graph:
+        t = row["timings"]
+        tokens = round(t["padded_tokens"] / t["sentences"])
+        flops = training_step_flops(BERT_BASE, row["settings"]["batch_size"], tokens)
+        rates[row["precision"]] = flops * t["steps_per_s"] / 1e12
+    bf16 = next(r for r in graph if r["precision"] == "bf16")
+    eager = next(r for r in trainer if not r["settings"]["cuda_graph"] and r["precision"] == "bf16")
+    per_eval = {id(r): r["timings"]["eval_s"] / _evaluations(r) for r in (bf16, eager)}
+    dev = {
+        "per_eval_512": mean(r["timings"]["eval_s"] / _evaluations(r) for r in graph),
+        "dev_call": (per_eval[id(eager)] - per_eval[id(bf16)]) / (_dev_calls(eager) - _dev_calls(bf16)),
+        "calls_512": _dev_calls(bf16),
+        "launch": 1 / eager["timings"]["steps_per_s"] / SENTENCE_STEP_LAUNCHES["bf16"],
+    }
+    return rates, dev
+
+
+def _vision_flops(row: Mapping[str, Any]) -> float:
+    fwd = vision_forward(*VISION_SHAPES[row["shape"]])
+    images = 2 * row["batch_size"] * (2 if row["oar_pass"] else 1)
+    return 3 * 2.0 * fwd.macs * images
+
+
+def _vision(rows: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """OAR's whole-step and net-of-augmentation rates per precision (its channels-last eager rows),
+    the augmentation per step, MACL's launch seconds and lower-bound bf16 rate."""
+    oar = [r for r in rows if r["shape"] == "oar-resnet18" and r["variant"] == "eager"]
+    augment = mean(r["augment_share"] / r["steps_per_s"] for r in oar)
+    whole = {r["precision"]: _vision_flops(r) * r["steps_per_s"] / 1e12 for r in oar}
+    net = {r["precision"]: _vision_flops(r) / (1 / r["steps_per_s"] - augment) / 1e12 for r in oar}
+    macl = [r for r in rows if r["shape"] == "macl"]
+    eager = next(r for r in macl if r["variant"] == "eager")
+    fastest = max(macl, key=lambda r: r["steps_per_s"])
+    extra = {
+        "augment_s": augment,
+        "augment_images": 2 * oar[0]["batch_size"] * 2,
+        "vision_launch": 1 / eager["steps_per_s"] / MACL_LAUNCHES,
+        "macl_bf16_lower_bound": _vision_flops(fastest) * fastest["steps_per_s"] / 1e12,
+    }
+    return whole, net, extra
+
+
+def _mfu(achieved: Mapping[str, Mapping[str, float]], peaks: Mapping[str, float]) -> dict:
+    return {k: {p: round(v / peaks[p], 6) for p, v in by.items()} for k, by in achieved.items()}
+
+
+def _r(value: float, digits: int = 2) -> float:
+    return round(value, digits)
+
+
+def calibration_from_rows(rows: Mapping[str, list[dict[str, Any]]], machine: Mapping[str, Any]) -> dict:
+    """The H200 calibration file (cost/calibration.py's format) from the rows of :func:`read_rows` and
+    the machine's facts the rows lack (:data:`H200_MACHINE`); module docstring: what each figure is."""
+    sentence, dev = _sentence(rows["trainer_runs"])
+    whole, net, extra = _vision(rows["vision_throughput"])
+    host = next(r for r in rows["gpu_step"] if r["variant"] == "host")
+    if MACL_BF16_TFLOPS < extra["macl_bf16_lower_bound"]:
+        raise ValueError(f"MACL's rows ran faster than {MACL_BF16_TFLOPS} TFLOP/s: raise the estimate")
+    dev_flop_s = 2.0 * BERT_BASE * STSB_DEV_TOKENS / (sentence["fp32"] * 1e12)
+    achieved = {
+        "sentence": {p: _r(v) for p, v in sentence.items()},
+        "vision": {"fp32": _r(whole["fp32"]), "tf32": _r(whole["tf32"])}
+        | dict.fromkeys(("bf16", "fp16"), MACL_BF16_TFLOPS),
+        "vision_large": {p: _r(net[p]) for p in ("fp32", "tf32", "bf16")} | {"fp16": _r(net["bf16"])},
+    }
+    overheads = ASSUMED_OVERHEADS | {
+        "sentence_step": 0.0,
+        "vision_step": 0.0,
+        "vision_large_image": _r(extra["augment_s"] / extra["augment_images"], 9),
+        "sentence_launch": _r(dev["launch"], 8),
+        "vision_launch": _r(extra["vision_launch"], 8),
+        "dev_evaluation": _r(dev["per_eval_512"] - dev_flop_s - dev["calls_512"] * dev["dev_call"], 4),
+        "dev_call": _r(dev["dev_call"], 5),
+    }
+    peaks = {p: GPU_PEAKS["H200"][p] for p in ("fp32", "tf32", "bf16", "fp16")}
+    return {
+        "format": CALIBRATION_FORMAT,
+        "measured": True,
+        "device": machine["device"],
+        "gpu": machine["device"],
+        "driver": machine["driver"],
+        "torch": host["torch"],
+        "date": machine["date"],
+        "project": machine["project"],
+        "rows": machine["rows"],
+        "built_by": "python -m contrastlab.cost.rows ROWS_DIR (contrastlab/cost/rows.py)",
+        "source": _h200_source(machine, host["torch"], sentence, whole, net, extra, dev),
+        "peak_tflops": peaks,
+        "mfu": _mfu(achieved, peaks),
+        "achieved_tflops": achieved,
+        "overheads_s": overheads,
+        "gpu_memory_gib": _r(machine["gpu_memory_mib"] / 1024, 1),
+        "packing": H100_PACKING,
+        "measured_entries": [
+            *(f"achieved_tflops.sentence.{p}" for p in ("fp32", "tf32", "bf16", "fp16")),
+            *(f"achieved_tflops.vision_large.{p}" for p in ("fp32", "tf32", "bf16")),
+            "overheads_s.vision_large_image",
+            "overheads_s.sentence_launch",
+            "overheads_s.vision_launch",
+            "overheads_s.dev_evaluation",
+            "overheads_s.dev_call",
+            "gpu_memory_gib",
+        ],
+        "assumed_entries": [
+            *(f"achieved_tflops.vision.{p}" for p in ("fp32", "tf32", "bf16", "fp16")),
+            "achieved_tflops.vision_large.fp16",
+            *(f"overheads_s.{k}" for k in ASSUMED_OVERHEADS),
+            "packing",
+        ],
+    }
+
+
+def _h200_source(machine, torch_version, sentence, whole, net, extra, dev) -> str:
+    """The file's ``source``: where each figure comes from, with the figures."""
+    s = {p: f"{v:.1f}" for p, v in sentence.items()}
+    return (
+        f"Measured on one {machine['device']} (driver {machine['driver']}, torch {torch_version}, "
+        f"{machine['date']}, the project at {machine['project']}; ../shared/docs/gpu-measured.md and its "
+        "raw rows), built by contrastlab/cost/rows.py. "
+        f"Sentence: the trainer with cuda_graph and dev_batch_size 512, BERT-base batch 64 x 32 tokens: "
+        f"fp32 {s['fp32']}, tf32 {s['tf32']}, bf16 {s['bf16']}, fp16 {s['fp16']} TFLOP/s (a graph step "
+        "launches nothing from the host). OAR ResNet-18 224 px batch 128 with the labelled pass (eager, "
+        f"channels-last): whole step fp32 {whole['fp32']:.1f}, tf32 {whole['tf32']:.1f}, bf16 "
+        f"{whole['bf16']:.1f} TFLOP/s; less its augmentation ({extra['augment_s'] * 1e3:.1f} ms a step "
+        f"of {extra['augment_images']} images: vision_large_image) the vision_large rates "
+        f"{net['fp32']:.1f} / {net['tf32']:.1f} / {net['bf16']:.1f}. MACL (vision, 32 px) is host-bound: "
+        f"{extra['vision_launch'] * 1e6:.1f} us per launch; its bf16 GPU rate {MACL_BF16_TFLOPS:.0f} is "
+        f"an estimate (lower bound {extra['macl_bf16_lower_bound']:.0f}), its fp32/tf32 OAR's whole-step "
+        f"rates (assumed). Dev: {dev['per_eval_512']:.3f} s per STS-B dev evaluation at dev_batch_size "
+        f"512, {dev['dev_call'] * 1e3:.1f} ms per extra encoder call (128: 23 calls). Eager sentence step: "
+        f"{dev['launch'] * 1e6:.1f} us per launch (cells with cuda_graph: false). Start-up, snapshots "
+        "and probes: assumed, as shipped (assumed_entries)."
+    )
+
+
+#: The H100's measured figures (docs/measured.md, "The GPU path": an H100 80GB HBM3, torch 2.11 + CUDA
+#: 13.0, 2026-11-24): BERT-base batch 64 fp32 at 32 tokens (benchmarks/gpu_share.py, one copy), the eager
+#: bf16 trainer step (24.1 steps/s, launch-bound), MACL batch 256 bf16 (36 steps/s, launch-bound), OAR
+#: ResNet-18 224 px fp32 (4.9 steps/s).
+H100_MEASURED = {"sentence_fp32": 16.8, "sentence_bf16_eager": 24.1, "macl_bf16": 36.0, "oar_fp32": 4.9}
+
+
+def h100_calibration(h200: Mapping[str, Any]) -> dict:
+    """The H100 file: its measured figures (:data:`H100_MEASURED`) where it has them, else the H200's
+    (``h200``: :func:`calibration_from_rows`; the same data-sheet peaks, the same SMs): the H100 never ran
+    the graph step, whose rates set a graph cell's time, nor the dev evaluation at 512."""
+    oar = h200["achieved_tflops"]["vision_large"]
+    oar_flops = _vision_flops({"shape": "oar-resnet18", "batch_size": 128, "oar_pass": True})
+    augment = h200["overheads_s"]["vision_large_image"] * 2 * 128 * 2
+    sentence_fp32 = training_step_flops(BERT_BASE, 64, 32) * H100_MEASURED["sentence_fp32"] / 1e12
+    achieved = {
+        "sentence": dict(h200["achieved_tflops"]["sentence"]) | {"fp32": _r(sentence_fp32)},
+        "vision": dict(h200["achieved_tflops"]["vision"])
+        | {"fp32": _r(oar_flops * H100_MEASURED["oar_fp32"] / 1e12)},
+        "vision_large": dict(oar)
+        | {"fp32": _r(oar_flops / (1 / H100_MEASURED["oar_fp32"] - augment) / 1e12)},
+    }
+    overheads = dict(h200["overheads_s"]) | {
+        "sentence_launch": _r(1 / H100_MEASURED["sentence_bf16_eager"] / SENTENCE_STEP_LAUNCHES["bf16"], 8),
+        "vision_launch": _r(1 / H100_MEASURED["macl_bf16"] / MACL_LAUNCHES, 8),
+    }
+    peaks = {p: GPU_PEAKS["H100"][p] for p in ("fp32", "tf32", "bf16", "fp16")}
+    measured = [
+        "achieved_tflops.sentence.fp32",
+        "achieved_tflops.vision_large.fp32",
+        "overheads_s.sentence_launch",
+        "overheads_s.vision_launch",
+    ]
+    return {
+        "format": CALIBRATION_FORMAT,
+        "measured": False,
+        "device": "NVIDIA H100 SXM5 80GB",
+        "built_by": h200["built_by"],
+        "source": H100_SOURCE,
+        "measured_source": H100_MEASURED_SOURCE,
+        "peak_tflops": peaks,
+        "mfu": _mfu(achieved, peaks),
+        "achieved_tflops": achieved,
+        "overheads_s": overheads,
+        "gpu_memory_gib": 80.0,
+        "packing": H100_PACKING,
+        "measured_entries": measured,
+        "assumed_entries": sorted(
+            (
+                {f"achieved_tflops.{k}.{p}" for k, by in achieved.items() for p in by}
+                | {f"overheads_s.{k}" for k in overheads if not k.endswith("_step")}
+            )
+            - set(measured)
+        ),
+    }
+
+
+H100_SOURCE = (
+    "Assumed, except measured_entries: the H200's figures (calibration_h200.json, measured 2026-11-26; the "
+    "two cards have the same data-sheet peaks, fp32 67, TF32 495, bf16/fp16 989 dense TFLOP/s) where the "
+    "H100 measured none: the graph step's tf32/bf16/fp16 rates (the H100 ran the sentence step eager only; "
+    "bf16/fp16 were launch-bound there, tf32 43.3 TFLOP/s at 21 tokens in part too), MACL's GPU rates, OAR's "
+    "tf32/bf16, the 224-px augmentation (vision_large_image), the dev evaluation at dev_batch_size 512 "
+    "(dev_evaluation, dev_call); start-up, snapshots and probes as the H200 file (assumed there too). "
+    "Built by contrastlab/cost/rows.py (h100_calibration)."
+)
+
+
+H100_MEASURED_SOURCE = (
+    "docs/measured.md, 'The GPU path': an H100 80GB HBM3, torch 2.11 + CUDA 13.0, 2026-11-24. "
+    "achieved_tflops.sentence.fp32: benchmarks/gpu_share.py's single copy of the BERT-base step at batch 64 "
+    "x 32 tokens (the plan's FLOPs), 16.8 steps/s = 35.1 TFLOP/s (the trainer's 23.4 steps/s at the 21 "
+    "padded tokens of the gpu-check fixture gave 32.5). vision_large.fp32: OAR ResNet-18 224 px batch 128 "
+    "with the labelled pass, 4.9 steps/s (5.571 TFLOP a step: 27.3 TFLOP/s whole, the rate vision.fp32 "
+    "takes for MACL) less the H200's 15.5 ms of augmentation. sentence_launch: the eager bf16 step, 1/24.1 "
+    "s over 1,460 launches = 28.4 us (priced only for cuda_graph: false); vision_launch: MACL batch 256 "
+    "bf16, 1/36 s over 875 launches = 31.7 us."
+)
+
+
+#: Several cells per GPU: the H100's figures, measured with eager steps (benchmarks/gpu_share.py), in both
+#: files; not measured on the H200. They hold for fp32 and for host-bound eager steps (MACL's image
+#: cells); a graph step keeps the GPU 95% busy (gpu-measured.md §1), so packed graph cells gain far less
+#: without MPS (gpu-plan.md §4). fp16 assumed as bf16, tf32 not measured.
+H100_PACKING = {
+    "measured": False,
+    "source": "docs/measured.md: benchmarks/gpu_share.py on an H100 80GB HBM3 (2026-11-24), k copies of the "
+    "eager BERT-base step at batch 64 x 32 tokens on one GPU: fp32 0.92x with 2 and 4 copies, bf16 1.82x "
+    "with 2 and 2.34x with 4 (eager, host-bound steps: a graph step gains far less, gpu-plan.md section 4); "
+    "fp16 assumed as bf16, tf32 not measured (priced as if alone)",
+    "speedup": {
+        "fp32": {"2": 0.92, "4": 0.92},
+        "bf16": {"2": 1.82, "4": 2.34},
+        "fp16": {"2": 1.82, "4": 2.34},
+    },
+}
+
+
+def write(path: Path, data: Mapping[str, Any]) -> Path:
+    """``data`` as the shipped files are written (sorted keys, one-space indent)."""
+    path.write_text(json.dumps(dict(data), indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m contrastlab.cost.rows ROWS_DIR  (../shared/docs/gpu-h200-2026-11-26)")
+        return 2
+    h200 = calibration_from_rows(read_rows(argv[0]), H200_MACHINE)
+    print(write(SHIPPED_CALIBRATIONS["H200"], h200))
+    print(write(SHIPPED_CALIBRATIONS["H100"], h100_calibration(h200)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

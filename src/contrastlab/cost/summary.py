@@ -1,0 +1,68 @@
+"""The plan's summary, first under its title: the totals per precision choice, the share of the bill in
+IEEE fp32, the fp32 floor and the makespan on one 8-GPU node (``make plan``; docs/cost.md).
+
+- IEEE-fp32 share: the GPU-hours (as configured) of the cells that train in IEEE fp32, their training
+  and encoding jobs, of the bill's total (as gpu-plan.md §1 counts it: 192.1 of 214.1 GPU-h = 90%).
+- fp32 floor: those cells' training-step FLOPs at the card's full fp32 data-sheet peak
+  (:data:`~contrastlab.cost.calibration.GPU_PEAKS`; 67 TFLOP/s on an H100 or H200): what the steps would
+  need even at 100% of the SIMT units, which no step reaches (the H200 measured 56% for BERT-base and
+  45% for OAR's ResNet-18, gpu-measured.md). Below it the bill cannot go by speed, only by less fp32
+  work or another precision (gpu-plan.md §1: ≈ 86 h for config.yaml).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from contrastlab.cost.calibration import GPU_PEAKS, SIDE_BY_SIDE, Calibration
+from contrastlab.cost.flops import AS_CONFIGURED, CellWork
+from contrastlab.cost.schedule import plan_jobs, simulate
+
+#: The node whose makespan the summary states.
+NODE_GPUS = 8
+
+
+def fp32_hours(jobs: Sequence[Any], works: Mapping[str, CellWork], card: str | None) -> tuple[float, float]:
+    """``(GPU-hours, floor hours)`` of the cells that train in IEEE fp32 as configured: the projected
+    hours of their jobs (training and encoding), and their training steps' FLOPs at ``card``'s fp32 peak
+    (0 for an unknown card). ``works``: each training job's cell -> its :class:`CellWork` as configured."""
+    train = [j for j in jobs if j.rule.startswith("train") and j.precision.get(AS_CONFIGURED) == "fp32"]
+    cells = {j.cell for j in train}
+    hours = sum(j.seconds[AS_CONFIGURED] for j in jobs if j.cell in cells) / 3600
+    peak = GPU_PEAKS[card]["fp32"] if card in GPU_PEAKS else 0.0
+    flops = sum(works[j.cell].train_flops for j in train if j.cell in works)
+    return hours, flops / (peak * 1e12) / 3600 if peak else 0.0
+
+
+def summary_lines(
+    jobs: Sequence[Any],
+    works: Mapping[str, CellWork],
+    calibration: Calibration,
+    card: str | None,
+    probe_seconds: float,
+    cpus_per_gpu: int,
+) -> list[str]:
+    """A few lines: the calibration (and why), the totals, the fp32 share and floor, the 8-GPU makespan."""
+    totals = {c: sum(j.seconds[c] for j in jobs) / 3600 for c in (AS_CONFIGURED, *SIDE_BY_SIDE)}
+    fp32, floor = fp32_hours(jobs, works, card)
+    node = simulate(plan_jobs(jobs, probe_seconds, AS_CONFIGURED), NODE_GPUS, NODE_GPUS * cpus_per_gpu)
+    minutes = round(node.makespan_s / 60)
+    total = totals[AS_CONFIGURED]
+    lines = [
+        f"### Summary ({card or calibration.device})",
+        "",
+        f"- {calibration.describe()}.",
+        f"- GPU-hours: **{total:.1f} as configured**; {totals['fp32']:.1f} all fp32, "
+        f"{totals['tf32']:.1f} all tf32, {totals['bf16']:.1f} all bf16.",
+    ]
+    if floor:
+        peak = GPU_PEAKS[card]["fp32"]
+        lines.append(
+            f"- IEEE fp32: {fp32:.1f} of the {total:.1f} GPU-h ({fp32 / total:.0%}) are cells training in "
+            "fp32; "
+            f"their steps at the card's full fp32 peak ({peak:g} TFLOP/s) would still take {floor:.1f} "
+            "GPU-h (the fp32 floor: no speed-up goes below it, only less fp32 work or another precision)."
+        )
+    lines += [f"- Makespan on one {NODE_GPUS}-GPU node: {minutes // 60}:{minutes % 60:02d} (h:mm).", ""]
+    return lines

@@ -1,0 +1,172 @@
+"""The shipped calibrations (contrastlab.cost.rows): rebuilt from the H200's raw rows; the plan's model
+reproduces gpu-plan.md §1's repricing with them; ``resources.gpu_model`` picks the file; the trainer's
+CUDA defaults (one CUDA graph per step, dev batch 512) are what the plan prices; the summary's lines."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from contrastlab import config as cl_config
+from contrastlab.cost import calibration as cl_calibration
+from contrastlab.cost import flops as cl_flops
+from contrastlab.cost import plan, rows, summary
+from contrastlab.paths import REPO_ROOT
+
+H200 = cl_calibration.SHIPPED_CALIBRATIONS["H200"]
+H100 = cl_calibration.SHIPPED_CALIBRATIONS["H100"]
+CHOICES = ("config", "fp32", "tf32", "bf16")
+
+
+@pytest.mark.shared
+def test_the_shipped_files_rebuild_from_the_h200_rows(shared):
+    folder = shared / "docs" / "gpu-h200-2026-11-26"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is not in this ../shared")
+    h200 = rows.calibration_from_rows(rows.read_rows(folder), rows.H200_MACHINE)
+    assert h200 == json.loads(H200.read_text())
+    assert rows.h100_calibration(h200) == json.loads(H100.read_text())
+
+
+def test_the_h200_file_names_its_machine_and_what_is_measured():
+    data = json.loads(H200.read_text())
+    assert (data["gpu"], data["driver"], data["torch"], data["date"]) == (
+        "NVIDIA H200", "580.159.04", "2.11.0+cu130", "2026-11-26",
+    )  # fmt: skip
+    assert data["measured"] is True
+    # gpu-measured.md's figures: the trainer's graph rates (17.8, 52.9, 76.7, 75.6 steps/s of 2.09 TFLOP)
+    assert data["achieved_tflops"]["sentence"] == {
+        "fp32": 37.2,
+        "tf32": 110.52,
+        "bf16": 160.3,
+        "fp16": 157.95,
+    }
+    entries = data["measured_entries"] + data["assumed_entries"]
+    assert len(set(entries)) == len(entries)  # each figure is one or the other
+    for track, by in data["achieved_tflops"].items():
+        assert all(f"achieved_tflops.{track}.{p}" in entries for p in by)
+    cal = cl_calibration.load_calibration(H200)
+    assert cal.measured and not cal.filled_from_default
+    assert f"except {len(data['assumed_entries'])} figures assumed" in cal.describe()
+
+
+def _work(cell: cl_config.Cell, **settings) -> cl_flops.CellWork:
+    grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
+    if cl_config.track(grid.config, cell.experiment) == "vision":
+        return cl_flops._vision_work(grid.config, cell, dict(grid.settings(cell)) | settings)
+    return cl_flops._sentence_work(grid.config, cell, dict(grid.settings(cell)) | settings)
+
+
+def test_the_h200_file_prices_the_measured_steps():
+    """gpu-measured.md: OAR ResNet-18 224 px 5.43 / 13.96 / 18.08 steps/s (fp32 / tf32 / bf16), MACL
+    batch 256 bf16 eager 52.6 steps/s (host-bound), BERT-base batch 64 graph 76.7 steps/s in bf16."""
+    cal = cl_calibration.load_calibration(H200)
+    oar = cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42)
+    for precision, rate in (("fp32", 5.432), ("tf32", 13.956), ("bf16", 18.077)):
+        work = _work(oar, precision=precision)
+        assert 1 / cl_calibration.step_seconds(work, cal) == pytest.approx(rate, rel=2e-3), precision
+    macl = _work(cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs256", 42))
+    assert macl.rate_class == "vision" and macl.step_launches == rows.MACL_LAUNCHES == 875
+    assert 1 / cl_calibration.step_seconds(macl, cal) == pytest.approx(52.55, rel=2e-3)
+    bert = _work(cl_config.Cell("macl", "bert-base", "simcse", 42), precision="bf16")
+    assert bert.graphed and bert.rate_class == "sentence"
+    assert 1 / cl_calibration.step_seconds(bert, cal) == pytest.approx(76.69, rel=1e-3)
+
+
+def test_the_trainers_cuda_defaults_are_priced_and_an_explicit_setting_wins():
+    cal = cl_calibration.load_calibration(H200)
+    cell = cl_config.Cell("macl", "bert-base", "simcse", 42)
+    graph, eager = _work(cell), _work(cell, cuda_graph=False)
+    assert graph.graphed and not eager.graphed and not _work(cell, grad_accum=2).graphed
+    launches = eager.step_launches * cal.overheads_s["sentence_launch"]
+    flop_s = cal.seconds(eager.step_flops, "sentence", eager.precision)
+    assert cl_calibration.step_seconds(graph, cal) == pytest.approx(flop_s)
+    assert cl_calibration.step_seconds(eager, cal) == pytest.approx(max(flop_s, launches))
+    # the dev set in batches of 512 on CUDA: 6 encoder calls per STS-B dev evaluation; 128: 23
+    assert graph.dev_calls == 6 * graph.dev_evaluations
+    assert _work(cell, dev_batch_size=128).dev_calls == 23 * graph.dev_evaluations
+
+
+def _gpu_plan_calibration(cal: cl_calibration.Calibration, launch: float, dev: float):
+    """gpu-plan.md §1's repricing from the H200 file: OAR's whole-step rates (augmentation inside),
+    ``dev`` seconds per dev evaluation (its FLOPs included), ``launch`` seconds per eager launch."""
+    grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
+    oar = cl_flops.cell_work(grid, cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42))
+    augment = oar.step_images * cal.overheads_s["vision_large_image"]
+    whole = {
+        p: oar.step_flops / (oar.step_flops / (rate * 1e12) + augment) / 1e12
+        for p, rate in cal.achieved_tflops["vision_large"].items()
+    }
+    dev_flops = 2.0 * rows.BERT_BASE * cl_flops.STSB_DEV_TOKENS
+    overheads = {"vision_large_image": 0.0, "dev_call": 0.0, "sentence_launch": launch}
+    overheads["dev_evaluation"] = dev - cal.seconds(dev_flops, "sentence", "fp32")
+    return dataclasses.replace(
+        cal,
+        achieved_tflops={**cal.achieved_tflops, "vision_large": whole},
+        overheads_s={**cal.overheads_s, **overheads},
+    )
+
+
+def _totals(monkeypatch, cal, **settings) -> list[float]:
+    for name in ("_vision_work", "_sentence_work"):
+        original = getattr(cl_flops, name)
+        patched = {k: v for k, v in settings.items() if (k == "augment_calls") == (name == "_vision_work")}
+        monkeypatch.setattr(cl_flops, name, lambda c, cell, s, f=original, p=patched: f(c, cell, {**s, **p}))
+    grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
+    jobs = plan.make_plan(grid, cal)
+    return [round(plan.total_hours(jobs, c), 1) for c in CHOICES]
+
+
+def test_the_plan_reproduces_gpu_plans_repricing(monkeypatch):
+    """gpu-plan.md §1's table, from the H200 file by its method (MACL bf16 160 est., dev 0.45 s with the
+    switches, 0.53 s and 26.5 µs per launch with eager sentence steps and dev batch 128)."""
+    cal = cl_calibration.load_calibration(H200)
+    switched = _totals(monkeypatch, _gpu_plan_calibration(cal, 0.0, 0.45), augment_calls="one")
+    assert switched == [214.1, 246.5, 108.2, 85.5]  # gpu-plan: 214.1, 246.5, 108.1 (tf32 110.6), 85.5
+    monkeypatch.undo()
+    today = _totals(
+        monkeypatch, _gpu_plan_calibration(cal, 26.5e-6, 0.53), cuda_graph=False, dev_batch_size=128
+    )
+    assert today == [223.5, 250.1, 116.3, 105.6]  # gpu-plan: 223.5, 250.1, 116.3, 105.7
+
+
+def test_gpu_model_picks_the_measured_file_else_scales_and_says_so(monkeypatch, tmp_path):
+    monkeypatch.setattr(cl_calibration, "measured_calibration", lambda: tmp_path / "none.json")
+    assert cl_calibration.calibration_for(None).path.endswith("calibration_h200.json)")
+    assert cl_calibration.calibration_for("H200").path.endswith("calibration_h200.json)")
+    h100 = cl_calibration.calibration_for("h100")
+    assert h100.path.endswith("calibration_h100.json)") and not h100.note
+    a100 = cl_calibration.calibration_for("A100")
+    assert a100.describe().startswith("no measured calibration for the A100: NVIDIA H200's figures scaled")
+    peaks = cl_calibration.GPU_PEAKS
+    h200 = cl_calibration.load_calibration(H200)
+    ratio = peaks["A100"]["tf32"] / peaks["H200"]["tf32"]
+    assert a100.achieved_tflops["sentence"]["tf32"] == pytest.approx(
+        h200.achieved_tflops["sentence"]["tf32"] * ratio
+    )
+    with pytest.raises(ValueError, match="resources.gpu_model 'K80' has no data-sheet peaks"):
+        cl_calibration.calibration_for("K80")
+
+
+def test_the_summary_states_totals_fp32_share_floor_and_the_8_gpu_makespan(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cl_calibration, "measured_calibration", lambda: tmp_path / "none.json")
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    plan.plan_report(config, "config", None, tmp_path, title="config.yaml", gpu_model="H200")
+    out = capsys.readouterr().out
+    grid = cl_config.Grid(config)
+    cal = cl_calibration.load_calibration(H200)
+    jobs = plan.make_plan(grid, cal)
+    works = {c.path: cl_flops.cell_work(grid, c) for c in grid.cells}
+    fp32 = [w for w in works.values() if w.precision == "fp32"]
+    floor = sum(w.train_flops for w in fp32) / 67e12 / 3600  # the H200's fp32 data-sheet peak
+    hours, computed_floor = summary.fp32_hours(jobs, works, "H200")
+    assert computed_floor == pytest.approx(floor)
+    assert 85 < floor < 87  # gpu-plan.md: 74.5 × 37.2/67 + 98.2 × 30.3/67 ≈ 86
+    totals = [plan.total_hours(jobs, c) for c in CHOICES]
+    assert f"- GPU-hours: **{totals[0]:.1f} as configured**; {totals[1]:.1f} all fp32, " in out
+    assert f"IEEE fp32: {hours:.1f} of the {totals[0]:.1f} GPU-h ({hours / totals[0]:.0%})" in out
+    assert f"would still take {floor:.1f} GPU-h (the fp32 floor" in out
+    assert "- Makespan on one 8-GPU node: " in out and "### Summary (H200)" in out
+    assert abs(totals[0] / 214.1 - 1) < 0.05  # issue 53: within 5% of the measured-priced 214 GPU-h
