@@ -16,6 +16,9 @@ once ``--budget-s`` has passed:
   the cost of ``deterministic: true``.
 - ``dev``: one STS-B-dev-sized evaluation, eager and as CUDA graphs, against a separate eager IEEE-fp32
   run (``gpu_step.dev_equivalence``): the graphed IEEE embeddings within 1e-6.
+- ``pack``: 2 and 4 captured bf16 BERT-base cells at once on the GPU, each its own process, timed
+  together; again under MPS where ``nvidia-cuda-mps-control`` starts (no new configuration after
+  ``--pack-until-s``, so that the cell keeps its time).
 - ``cell``: a full-size BERT-base bf16 cell end to end through the trainer (``sentence.train``, the
   rule's code path with today's defaults: the graph on, dev batches of 512): ``--cell-steps`` (15,625)
   steps on a generated corpus of ``--corpus-sentences`` (1,000,000) sentences with wiki1m's length
@@ -24,12 +27,10 @@ once ``--budget-s`` has passed:
   peak memory. The corpus is tokenised (and cached) before the clock starts, as a grid's cells find it.
 - ``macl``: MACL's step, CIFAR ResNet-18 at 32 px, batch 256, bf16, the trainer's default switches
   (``vision_throughput.measure``), and with ``augment_calls: one``.
-- ``oar``: OAR's step, ResNet-18 at 224 px, batch 128 + the labelled pass, IEEE fp32, cuDNN's autotuner
-  on (the trainer's default) and off.
-- ``pack``: 2 and 4 captured bf16 BERT-base cells at once on the GPU, each its own process, timed
-  together; again under MPS where ``nvidia-cuda-mps-control`` starts.
+- ``oar``: OAR's step, ResNet-18 at 224 px, batch 128 + the labelled pass, IEEE fp32, the trainer's
+  default switches (cuDNN's autotuner on; off gave the same 169 ms on an H200).
 
-    python benchmarks/gpu_bench.py                                     # on a GPU, ~8.5 min on an H200
+    python benchmarks/gpu_bench.py                                     # on a GPU, ~8.7 min on an H200
     python benchmarks/gpu_bench.py --senteval ../shared/data/senteval  # the real STS-B dev
     python benchmarks/gpu_bench.py --toy --device cpu                  # seconds: tests/benchmarks
 """
@@ -52,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -59,18 +61,19 @@ from contrastlab.training import capture, equivalence  # noqa: E402
 from contrastlab.training.runtime import device_name  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-PARTS = ("spread", "deterministic", "dev", "macl", "oar", "cell", "pack")
+PARTS = ("spread", "deterministic", "dev", "macl", "oar", "pack", "cell")
 PRECISIONS = ("bf16", "fp16", "tf32", "fp32")
 L, BATCH = 32, 64
 #: Token lengths (special tokens included, truncated at 32) of the 11,914 sentences of the wiki1m head
 #: sample in ../shared/data (all-MiniLM-L6-v2's = bert-base-uncased's tokenizer): counts for lengths
 #: 3..32; mean 21.9 tokens, 27.1 % at the cap.
+# fmt: off
 WIKI1M_LENGTHS = (
     34, 151, 236, 284, 275, 247, 231, 252, 256, 273, 302, 332, 373, 347, 384, 376, 363, 371, 392,
     371, 400, 352, 330, 323, 303, 298, 315, 253, 261, 3229,
-)  # fmt: skip
-TOY_BERT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
-            "initializer_range": 0.2}  # fmt: skip  (config/demo.yaml's tiny BERT)
+)
+# fmt: on
+DEMO = REPO / "config" / "demo.yaml"  # its tiny BERT is the toy size
 
 
 # -- inputs --------------------------------------------------------------------------------------------
@@ -97,7 +100,8 @@ def static_batches(n_batches: int, device: torch.device, seed: int = 1) -> list[
 def bert_config(toy: bool, vocab_size: int = 30522):
     from transformers import BertConfig
 
-    return BertConfig(vocab_size=vocab_size, **(TOY_BERT if toy else {}))  # BertConfig(): BERT-base
+    toy_spec = yaml.safe_load(DEMO.read_text())["backbones"]["tiny-bert"]["random"] if toy else {}
+    return BertConfig(vocab_size=vocab_size, **toy_spec)  # BertConfig(): BERT-base
 
 
 def model_factory(toy: bool, device: torch.device):
@@ -144,8 +148,15 @@ def write_corpus(path: Path, n: int, tokenizer, seed: int = 0) -> Path:
 def part_spread(args, device) -> list[dict]:
     make_model, batches = model_factory(args.toy, device), static_batches(8, device)
     return [
-        equivalence.spread_check(make_model, batches, precision=p, device=device, steps=args.spread_steps,
-                                 repeat=args.repeat, captured=device.type == "cuda")  # fmt: skip
+        equivalence.spread_check(
+            make_model,
+            batches,
+            precision=p,
+            device=device,
+            steps=args.spread_steps,
+            repeat=args.repeat,
+            captured=device.type == "cuda",
+        )
         for p in _precisions(args, device)
     ]
 
@@ -165,8 +176,14 @@ def worker_deterministic(args, device) -> None:
     make_model, batches = model_factory(args.toy, device), static_batches(8, device)
     for p in _precisions(args, device):
         try:
-            row = equivalence.deterministic_check(make_model, batches, precision=p, device=device,
-                                                  steps=args.det_steps, captured=device.type == "cuda")  # fmt: skip
+            row = equivalence.deterministic_check(
+                make_model,
+                batches,
+                precision=p,
+                device=device,
+                steps=args.det_steps,
+                captured=device.type == "cuda",
+            )
         except Exception as err:  # one precision's failure is its row
             row = {"check": "deterministic", "precision": p, "error": _error(err)}
         print(json.dumps(row), flush=True)
@@ -199,27 +216,53 @@ def part_cell(args, device) -> list[dict]:
     tokenize_s = time.perf_counter() - t
     senteval = Path(args.senteval) if args.senteval else write_senteval_fixture(work / "senteval")
     precision = "bf16" if device.type == "cuda" else "fp32"  # a CPU toy: the plumbing, in fp32
-    settings = TrainSettings(loss="infonce", precision=precision, batch_size=BATCH, max_length=L,
-                             max_steps=args.cell_steps, eval_every=args.eval_every, state_every=None,
-                             state_minutes=10.0)  # fmt: skip  (config.yaml's GPU cells: state_minutes 10)
+    settings = TrainSettings(
+        loss="infonce",
+        precision=precision,
+        batch_size=BATCH,
+        max_length=L,
+        max_steps=args.cell_steps,
+        eval_every=args.eval_every,
+        state_every=None,
+        state_minutes=10.0,
+    )  # (config.yaml's GPU cells: state_minutes 10)
     t = time.perf_counter()
     summary = train(
-        settings, backbone_dir=backbone, corpus_path=corpus, dev_data_dir=senteval, out_dir=work / "model",
-        log_path=work / "train_log.jsonl", state_dir=work / "state", cache_dir=work / "cache",
-        device=str(device), progress=False,
-    )  # fmt: skip
+        settings,
+        backbone_dir=backbone,
+        corpus_path=corpus,
+        dev_data_dir=senteval,
+        out_dir=work / "model",
+        log_path=work / "train_log.jsonl",
+        state_dir=work / "state",
+        cache_dir=work / "cache",
+        device=str(device),
+        progress=False,
+    )
     wall = time.perf_counter() - t
     timings, evals = summary["timings"], len(summary["evals"])
-    return [{
-        "cell": f"{'tiny BERT' if args.toy else 'BERT-base'} {precision}", "wall_s": wall,
-        "wall_min": wall / 60, "steps": summary["steps"], "train_s": timings["train_s"],
-        "steps_per_s": timings["steps_per_s"], "dev_evaluations": evals, "dev_s": timings.get("eval_s"),
-        "dev_s_per_evaluation": timings.get("eval_s", 0.0) / max(evals, 1),
-        "peak_gpu_memory_gib": summary["peak_gpu_memory_gib"], "best_dev_spearman": summary["best_dev_spearman"],
-        "cuda_graph": summary["settings"]["cuda_graph"], "dev_batch_size": summary["settings"]["dev_batch_size"],
-        "precision": summary["precision"], "corpus_sentences": args.corpus_sentences, "corpus_s": corpus_s,
-        "tokenize_s": tokenize_s, "senteval": "real STS-B dev" if args.senteval else "generated fixture",
-    }]  # fmt: skip
+    return [
+        {
+            "cell": f"{'tiny BERT' if args.toy else 'BERT-base'} {precision}",
+            "wall_s": wall,
+            "wall_min": wall / 60,
+            "steps": summary["steps"],
+            "train_s": timings["train_s"],
+            "steps_per_s": timings["steps_per_s"],
+            "dev_evaluations": evals,
+            "dev_s": timings.get("eval_s"),
+            "dev_s_per_evaluation": timings.get("eval_s", 0.0) / max(evals, 1),
+            "peak_gpu_memory_gib": summary["peak_gpu_memory_gib"],
+            "best_dev_spearman": summary["best_dev_spearman"],
+            "cuda_graph": summary["settings"]["cuda_graph"],
+            "dev_batch_size": summary["settings"]["dev_batch_size"],
+            "precision": summary["precision"],
+            "corpus_sentences": args.corpus_sentences,
+            "corpus_s": corpus_s,
+            "tokenize_s": tokenize_s,
+            "senteval": "real STS-B dev" if args.senteval else "generated fixture",
+        }
+    ]
 
 
 def part_macl(args, device) -> list[dict]:
@@ -227,17 +270,21 @@ def part_macl(args, device) -> list[dict]:
 
     small = dict(steps=2, warmup=1, width=8, batch_size=16) if args.toy else {"batch_size": 256}
     precision = "bf16" if device.type == "cuda" else "fp32"
-    return [_vision_row(measure(device, "macl", precision=precision, variant=v, **small), "macl", v)
-            for v in ("eager", "one_call")]  # fmt: skip
+    return [
+        _vision_row(measure(device, "macl", precision=precision, variant=v, **small), "macl", v)
+        for v in ("eager", "one_call")
+    ]
 
 
 def part_oar(args, device) -> list[dict]:
     from vision_throughput import measure
 
     small = dict(steps=2, warmup=1, width=8, size=32, batch_size=8) if args.toy else {"batch_size": 128}
-    variants = ("cudnn_bench", "cudnn_off") if device.type == "cuda" else ("eager",)
-    return [_vision_row(measure(device, "oar-resnet18", precision="fp32", variant=v, **small), "oar", v)
-            for v in variants]  # fmt: skip
+    return [
+        _vision_row(
+            measure(device, "oar-resnet18", precision="fp32", variant="eager", **small), "oar", "eager"
+        )
+    ]
 
 
 def part_pack(args, device, started: float) -> list[dict]:
@@ -249,8 +296,10 @@ def part_pack(args, device, started: float) -> list[dict]:
                 rows.append({"pack": "mps", "error": "nvidia-cuda-mps-control did not start here"})
                 continue
             for k in args.pack:
-                if time.perf_counter() - started > args.budget_s:
-                    rows.append({"pack": k, "mps": mps, "error": "skipped: --budget-s reached"})
+                if time.perf_counter() - started > args.pack_until_s:
+                    rows.append(
+                        {"pack": k, "mps": mps, "error": f"skipped: --pack-until-s {args.pack_until_s:g}"}
+                    )
                     continue
                 rows.append(_pack_row(args, k, mps, env))
     return rows
@@ -258,9 +307,21 @@ def part_pack(args, device, started: float) -> list[dict]:
 
 def _pack_row(args, k: int, mps: bool, env: dict) -> dict:
     with tempfile.TemporaryDirectory() as gate:
-        command = [sys.executable, __file__, "--worker", "pack", "--gate", gate, "--copies", str(k), *_passed(args)]
-        workers = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                   for _ in range(k)]  # fmt: skip
+        command = [
+            sys.executable,
+            __file__,
+            "--worker",
+            "pack",
+            "--gate",
+            gate,
+            "--copies",
+            str(k),
+            *_passed(args),
+        ]
+        workers = [
+            subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(k)
+        ]
         outs = []
         for w in workers:
             try:
@@ -277,10 +338,10 @@ def _pack_row(args, k: int, mps: bool, env: dict) -> dict:
 
 def worker_pack(args, device) -> None:
     """One packed cell: capture, wait at the gate for all ``--copies``, time ``--pack-steps`` replays."""
+    from contrastlab.losses import build_loss
     from contrastlab.training.equivalence import ADAMW, CLIP_NORM
     from contrastlab.training.runtime import TrainingRun, build_optimizer
     from contrastlab.training.sentence import train_step
-    from contrastlab.losses import build_loss
 
     model, head = model_factory(args.toy, device)()
     params = [*model.parameters(), *head.parameters()]
@@ -288,8 +349,18 @@ def worker_pack(args, device) -> None:
     batches = static_batches(4, device)
     with tempfile.TemporaryDirectory() as scratch:
         run = TrainingRun(scratch, device=device, precision="bf16", state_every=None, progress=False)
-        step = capture.capture_sentence_step(run, train_step, model, head, build_loss("infonce"), optimizer,
-                                             params, batches[0], head_autocast=False, clip_norm=CLIP_NORM)
+        step = capture.capture_sentence_step(
+            run,
+            train_step,
+            model,
+            head,
+            build_loss("infonce"),
+            optimizer,
+            params,
+            batches[0],
+            head_autocast=False,
+            clip_norm=CLIP_NORM,
+        )
         for i in range(10):
             step(*batches[i % 4])
         torch.cuda.synchronize(device)
@@ -331,13 +402,18 @@ def _mps_daemon(enabled: bool):
 
 def markdown(rows: list[dict], environment: dict) -> str:
     """One table: part, what, the figures, and pass/fail where the part states a condition."""
-    lines = [f"# GPU check: {environment['device']}", "",
-             f"torch {environment['torch']}, transformers {environment['transformers']}, "
-             f"driver {environment.get('driver')}, {environment['date']}, {environment['wall_s']:.0f} s in all.",
-             "", "| part | what | figures | verdict |", "|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"# GPU check: {environment['device']}",
+        "",
+        f"torch {environment['torch']}, transformers {environment['transformers']}, "
+        f"driver {environment.get('driver')}, {environment['date']}, {environment['wall_s']:.0f} s in all.",
+        "",
+        "| part | what | figures | verdict |",
+        "|---|---|---|---|",
+    ]
     for row in rows:
         part = row.get("part", "?")
-        what = row.get("precision") or row.get("cell") or row.get("variant") or row.get("pack") or ""
+        what = row.get("cell") or row.get("variant") or row.get("precision") or row.get("pack") or ""
         verdict = _verdict(row)
         figures = ", ".join(f"{k} {_fmt(v)}" for k, v in row.items() if k in REPORTED)
         if "error" in row:
@@ -347,12 +423,29 @@ def markdown(rows: list[dict], environment: dict) -> str:
 
 
 REPORTED = (
-    "bit_equal", "max_rel_diff", "eager_steps_per_s", "graph_steps_per_s", "eager_vs_eager_max",
-    "graph_vs_eager_median", "graph_vs_eager_max", "wall_min", "steps_per_s", "train_s",
-    "dev_evaluations", "dev_s_per_evaluation", "peak_gpu_memory_gib", "best_dev_spearman", "tokenize_s",
-    "max_rel_diff_vs_first", "s_per_eval", "ms_per_step", "images_per_s", "cudnn_benchmark",
-    "steps_per_s_each", "steps_per_s_sum",
-)  # fmt: skip
+    "bit_equal",
+    "max_rel_diff",
+    "eager_steps_per_s",
+    "graph_steps_per_s",
+    "eager_vs_eager_max",
+    "graph_vs_eager_median",
+    "graph_vs_eager_max",
+    "wall_min",
+    "steps_per_s",
+    "train_s",
+    "dev_evaluations",
+    "dev_s_per_evaluation",
+    "peak_gpu_memory_gib",
+    "best_dev_spearman",
+    "tokenize_s",
+    "max_rel_diff_vs_first",
+    "s_per_eval",
+    "ms_per_step",
+    "images_per_s",
+    "cudnn_benchmark",
+    "steps_per_s_each",
+    "steps_per_s_sum",
+)
 
 
 def _verdict(row: dict) -> str:
@@ -376,10 +469,21 @@ def _fmt(value) -> str:
 
 
 def _vision_row(row: dict, part: str, variant: str) -> dict:
-    keep = ("steps_per_s", "ms_per_step", "images_per_s", "cudnn_benchmark", "precision", "batch_size",
-            "augment_calls", "peak_gib")  # fmt: skip
-    return {"variant": f"{part} {variant}", **{k: row[k] for k in keep if k in row},
-            **({"error": row["error"]} if "error" in row else {})}  # fmt: skip
+    keep = (
+        "steps_per_s",
+        "ms_per_step",
+        "images_per_s",
+        "cudnn_benchmark",
+        "precision",
+        "batch_size",
+        "augment_calls",
+        "peak_gib",
+    )
+    return {
+        "variant": f"{part} {variant}",
+        **{k: row[k] for k in keep if k in row},
+        **({"error": row["error"]} if "error" in row else {}),
+    }
 
 
 def environment(device: torch.device) -> dict:
@@ -387,11 +491,24 @@ def environment(device: torch.device) -> dict:
 
     driver = None
     with contextlib.suppress(Exception):
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, timeout=20).stdout.strip() or None  # fmt: skip
-    return {"device": device_name(device), "driver": driver, "torch": torch.__version__,
-            "transformers": transformers.__version__, "python": platform.python_version(),
-            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+        driver = (
+            subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            ).stdout.strip()
+            or None
+        )
+    return {
+        "device": device_name(device),
+        "driver": driver,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
 
 
 def _precisions(args, device) -> list[str]:
@@ -403,8 +520,16 @@ def _precisions(args, device) -> list[str]:
 
 def _passed(args) -> list[str]:
     """The options a worker needs to build the same model and batches."""
-    out = ["--device", args.device, "--precisions", ",".join(args.precisions), "--det-steps", str(args.det_steps),
-           "--pack-steps", str(args.pack_steps)]  # fmt: skip
+    out = [
+        "--device",
+        args.device,
+        "--precisions",
+        ",".join(args.precisions),
+        "--det-steps",
+        str(args.det_steps),
+        "--pack-steps",
+        str(args.pack_steps),
+    ]
     return out + (["--toy"] if args.toy else [])
 
 
@@ -430,7 +555,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add("--senteval", default=None, help="a SentEval data folder with STS-B dev (else a generated one)")
     add("--tokenizer", default=None, help="a bert-base-uncased tokenizer folder (else all-MiniLM-L6-v2's)")
     add("--pack", default="2,4", help="cells at once (comma list)")
-    add("--pack-steps", type=int, default=150)
+    add("--pack-steps", type=int, default=100)
+    add("--pack-until-s", type=float, default=250.0, help="start no packed configuration after this")
     add("--worker-timeout-s", type=float, default=180.0, help="the deterministic part's child process")
     add("--pack-timeout-s", type=float, default=60.0, help="each packed cell's process")
     add("--work", default=None, help="scratch folder (default: a temporary one)")
@@ -470,7 +596,9 @@ def main(argv: list[str] | None = None) -> dict:
             t = time.perf_counter()
             print(f"[{t - started:6.1f} s] {part} ...", file=sys.stderr, flush=True)
             try:
-                got = part_pack(args, device, started) if part == "pack" else PART_FUNCTIONS[part](args, device)
+                got = (
+                    part_pack(args, device, started) if part == "pack" else PART_FUNCTIONS[part](args, device)
+                )
             except Exception as err:  # a failing part is its row; the others go on
                 traceback.print_exc()
                 got = [{"error": _error(err)}]
@@ -490,9 +618,13 @@ def _write(out: Path, rows: list[dict], env: dict, started: float) -> dict:
 
 
 PART_FUNCTIONS = {
-    "spread": part_spread, "deterministic": part_deterministic, "dev": part_dev, "cell": part_cell,
-    "macl": part_macl, "oar": part_oar,
-}  # fmt: skip
+    "spread": part_spread,
+    "deterministic": part_deterministic,
+    "dev": part_dev,
+    "cell": part_cell,
+    "macl": part_macl,
+    "oar": part_oar,
+}
 
 
 if __name__ == "__main__":

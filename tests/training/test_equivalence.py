@@ -27,7 +27,9 @@ def _tiny():
 @pytest.fixture(scope="module")
 def batches():
     g = torch.Generator().manual_seed(1)
-    return [(torch.randint(5, 200, (8, 16), generator=g), torch.ones(8, 16, dtype=torch.long)) for _ in range(3)]
+    return [
+        (torch.randint(5, 200, (8, 16), generator=g), torch.ones(8, 16, dtype=torch.long)) for _ in range(3)
+    ]
 
 
 def test_two_eager_runs_on_a_cpu_are_bit_equal_and_a_seed_changes_them(batches):

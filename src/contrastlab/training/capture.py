@@ -169,20 +169,22 @@ class CapturedStep:
         require_cuda(device)
         self.ids, self.mask = (x.to(device).clone() for x in first)
         restore, rng = _Restore(state), torch.cuda.get_rng_state(device)
+        generator = _graph_safe_rng(device)
         try:
             side = torch.cuda.Stream(device)
             side.wait_stream(torch.cuda.current_stream(device))
             with torch.cuda.stream(side):
-                for _ in range(self.WARMUP):
+                for k in range(self.WARMUP):
                     zero_grad()
-                    body(self.ids, self.mask)
+                    with _host_syncs_raise(k == self.WARMUP - 1):  # a host read fails here, not in capture
+                        body(self.ids, self.mask)
             torch.cuda.current_stream(device).wait_stream(side)
             zero_grad()  # gradients allocated inside the capture, in the graph's memory pool
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
                 self.outputs = body(self.ids, self.mask)
         except BaseException:  # the eager run that follows a failed capture starts from the same state
-            torch.cuda.synchronize(device)
+            _recover(device, generator)
             zero_grad()
             restore()
             torch.cuda.set_rng_state(rng, device)
@@ -201,6 +203,40 @@ class CapturedStep:
         self.mask.copy_(mask, non_blocking=True)
         self.graph.replay()
         return self.outputs
+
+
+def _graph_safe_rng(device: torch.device):
+    """(the device's default CUDA generator, a copy of its state taken outside any capture), or None
+    where this torch lacks ``clone_state``: a capture that fails midway leaves the generator marked as
+    capturing, and every later dropout call then fails ("Offset increment outside graph capture")."""
+    generator = torch.cuda.default_generators[
+        device.index if device.index is not None else torch.cuda.current_device()
+    ]
+    return (generator, generator.clone_state()) if hasattr(generator, "clone_state") else None
+
+
+def _recover(device: torch.device, generator) -> None:
+    """After a failed capture: the generator's state put back outside capture, the device drained (an
+    invalidated capture may report its error once more; that is the error already being raised)."""
+    if generator is not None:
+        generator[0].graphsafe_set_state(generator[1])
+    with contextlib.suppress(Exception):
+        torch.cuda.synchronize(device)
+
+
+@contextlib.contextmanager
+def _host_syncs_raise(enabled: bool) -> Iterator[None]:
+    """CUDA's sync debug mode at "error" inside the block (``enabled``): an op that synchronises with the
+    host (``.item()``, a data-dependent shape) raises, as it would inside a capture, but before one."""
+    if not enabled:
+        yield
+        return
+    before = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode(before)
 
 
 def capture_sentence_step(

@@ -463,7 +463,9 @@ def train(
     if settings.cuda_graph:  # before anything is loaded: the one-line error comes first
         capture.require_cuda(run.device)
     with capture.deterministic_algorithms(settings.deterministic):
-        return _train(settings, run, Path(backbone_dir), corpus_path, dev_data_dir, out_dir, log_path, cache_dir)
+        return _train(
+            settings, run, Path(backbone_dir), corpus_path, dev_data_dir, out_dir, log_path, cache_dir
+        )
 
 
 def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corpus_path, dev_data_dir,
