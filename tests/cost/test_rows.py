@@ -1,4 +1,5 @@
-"""The shipped calibrations (contrastlab.cost.rows): rebuilt from the H200's raw rows; the plan's model
+"""The shipped calibrations (contrastlab.cost.rows): rebuilt from the H200's raw rows and its gpu_bench.json;
+gpu_bench.json's rows read; the plan's model
 reproduces gpu-plan.md §1's repricing with them; ``resources.gpu_model`` picks the file; the trainer's
 CUDA defaults (one CUDA graph per step, dev batch 512) are what the plan prices; the summary's lines."""
 
@@ -21,13 +22,77 @@ CHOICES = ("config", "fp32", "tf32", "bf16")
 
 
 @pytest.mark.shared
-def test_the_shipped_files_rebuild_from_the_h200_rows(shared):
+def test_the_shipped_files_rebuild_from_the_h200_rows_and_its_gpu_bench(shared):
     folder = shared / "docs" / "gpu-h200-2026-11-26"
     if not folder.is_dir():
         pytest.skip(f"{folder} is not in this ../shared")
-    h200 = rows.calibration_from_rows(rows.read_rows(folder), rows.H200_MACHINE)
+    h200, h100 = rows.build(folder, REPO_ROOT / rows.H200_BENCH)
     assert h200 == json.loads(H200.read_text())
-    assert rows.h100_calibration(h200) == json.loads(H100.read_text())
+    assert h100 == json.loads(H100.read_text())
+    # without the bench, the rows' own figures: gpu-plan.md's inputs (see _gpu_plan_calibration)
+    alone = rows.calibration_from_rows(rows.read_rows(folder), rows.H200_MACHINE)
+    assert _at(alone, GPU_PLAN_FIGURES) == GPU_PLAN_FIGURES
+    assert "measured_source" not in alone and h200["measured_source"].startswith("achieved_tflops.sentence")
+
+
+def _bench_row(part: str, **fields) -> dict:
+    return {"part": part, "part_s": 1.0} | fields
+
+
+#: A gpu_bench.json in small: the rows bench_figures reads, beside rows it must pass over.
+BENCH = {
+    "environment": {"device": "NVIDIA H200", "transformers": "5.23.0", "date": "2026-11-26"},
+    "rows": [
+        _bench_row(
+            "spread", check="spread", precision="bf16", graph_steps_per_s=78.2, eager_steps_per_s=36.9
+        ),
+        _bench_row(
+            "spread", check="spread", precision="fp32", graph_steps_per_s=17.9, eager_steps_per_s=17.6
+        ),
+        _bench_row(
+            "cell", precision="bf16", cuda_graph=True, dev_batch_size=512, steps=15625, steps_per_s=77.0
+        )
+        | {"dev_evaluations": 126, "dev_s_per_evaluation": 0.3},
+        _bench_row("macl", precision="bf16", batch_size=256, augment_calls="two", cudnn_benchmark=True)
+        | {"steps_per_s": 51.5},
+        _bench_row("macl", precision="bf16", batch_size=256, augment_calls="one", cudnn_benchmark=True)
+        | {"steps_per_s": 62.5},
+        _bench_row("oar", precision="fp32", batch_size=128, augment_calls="two", cudnn_benchmark=True)
+        | {"steps_per_s": 5.9},
+        _bench_row("oar", precision="fp32", batch_size=128, augment_calls="two", cudnn_benchmark=False)
+        | {"steps_per_s": 5.4},
+        _bench_row("pack", error="skipped: --budget-s 445 reached"),
+    ],
+}
+
+
+def test_bench_figures_reads_the_trainer_default_rows_of_a_gpu_bench_json():
+    assert rows.bench_figures(BENCH) == {
+        "device": "NVIDIA H200",
+        "transformers": "5.23.0",
+        "spread": {"bf16": 78.2, "fp32": 17.9},
+        "cell_steps": 15625,
+        "sentence_bf16": 77.0,
+        "dev_evaluations": 126,
+        "dev_per_eval": 0.3,
+        "oar_fp32": 5.9,  # cudnn.benchmark on, the trainer's default
+        "macl_bf16": 51.5,  # two augmentation calls, the trainer's default
+    }
+    no_cell = {**BENCH, "rows": [r for r in BENCH["rows"] if r["part"] != "cell"]}
+    with pytest.raises(ValueError, match="0 rows with {'part': 'cell'"):
+        rows.bench_figures(no_cell)
+    twice = {**BENCH, "rows": [*BENCH["rows"], BENCH["rows"][5]]}
+    with pytest.raises(ValueError, match="2 rows with {'part': 'oar'"):
+        rows.bench_figures(twice)
+
+
+def test_the_committed_gpu_bench_json_gives_the_figures_the_h200_file_quotes():
+    bench = rows.read_bench(REPO_ROOT / rows.H200_BENCH)
+    assert bench["path"] == rows.H200_BENCH
+    assert (bench["sentence_bf16"], bench["dev_per_eval"]) == pytest.approx((77.37, 0.2927), abs=5e-3)
+    assert (bench["oar_fp32"], bench["macl_bf16"]) == (5.916, 51.587)
+    data = json.loads(H200.read_text())
+    assert data["bench"] == rows.H200_BENCH and "15,625 steps at 77.37 steps/s" in data["measured_source"]
 
 
 def test_the_h200_file_names_its_machine_and_what_is_measured():
@@ -36,11 +101,11 @@ def test_the_h200_file_names_its_machine_and_what_is_measured():
         "NVIDIA H200", "580.159.04", "2.11.0+cu130", "2026-11-26",
     )  # fmt: skip
     assert data["measured"] is True
-    # gpu-measured.md's figures: the trainer's graph rates (17.8, 52.9, 76.7, 75.6 steps/s of 2.09 TFLOP)
+    # the trainer's graph rates (17.8, 52.9, 75.6 steps/s of 2.09 TFLOP; bf16 the full cell's 77.37)
     assert data["achieved_tflops"]["sentence"] == {
         "fp32": 37.2,
         "tf32": 110.52,
-        "bf16": 160.3,
+        "bf16": 161.73,
         "fp16": 157.95,
     }
     entries = data["measured_entries"] + data["assumed_entries"]
@@ -60,19 +125,24 @@ def _work(cell: cl_config.Cell, **settings) -> cl_flops.CellWork:
 
 
 def test_the_h200_file_prices_the_measured_steps():
-    """gpu-measured.md: OAR ResNet-18 224 px 5.43 / 13.96 / 18.08 steps/s (fp32 / tf32 / bf16), MACL
-    batch 256 bf16 eager 52.6 steps/s (host-bound), BERT-base batch 64 graph 76.7 steps/s in bf16."""
+    """gpu_bench.json: OAR ResNet-18 224 px fp32 5.916 steps/s (cudnn.benchmark on), MACL batch 256 bf16
+    51.6 (two augmentation calls, host-bound), the full BERT-base bf16 cell 77.37 (graph on);
+    gpu-measured.md: OAR tf32 / bf16 13.96 / 18.08."""
     cal = cl_calibration.load_calibration(H200)
     oar = cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42)
-    for precision, rate in (("fp32", 5.432), ("tf32", 13.956), ("bf16", 18.077)):
+    for precision, rate in (("fp32", 5.916), ("tf32", 13.956), ("bf16", 18.077)):
         work = _work(oar, precision=precision)
         assert 1 / cl_calibration.step_seconds(work, cal) == pytest.approx(rate, rel=2e-3), precision
     macl = _work(cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs256", 42))
     assert macl.rate_class == "vision" and macl.step_launches == rows.MACL_LAUNCHES == 875
-    assert 1 / cl_calibration.step_seconds(macl, cal) == pytest.approx(52.55, rel=2e-3)
+    assert 1 / cl_calibration.step_seconds(macl, cal) == pytest.approx(51.587, rel=2e-3)
     bert = _work(cl_config.Cell("macl", "bert-base", "simcse", 42), precision="bf16")
     assert bert.graphed and bert.rate_class == "sentence"
-    assert 1 / cl_calibration.step_seconds(bert, cal) == pytest.approx(76.69, rel=1e-3)
+    assert 1 / cl_calibration.step_seconds(bert, cal) == pytest.approx(77.37, rel=1e-3)
+    # the dev evaluation at 512 as the full cell measured it, 0.2927 s (its FLOPs in IEEE fp32 included)
+    dev = cal.seconds(2.0 * rows.BERT_BASE * cl_flops.STSB_DEV_TOKENS, "sentence", "fp32")
+    per_eval = dev + cal.overheads_s["dev_evaluation"] + 6 * cal.overheads_s["dev_call"]
+    assert per_eval == pytest.approx(0.2927, abs=2e-4)
 
 
 def test_the_trainers_cuda_defaults_are_priced_and_an_explicit_setting_wins():
@@ -89,9 +159,39 @@ def test_the_trainers_cuda_defaults_are_priced_and_an_explicit_setting_wins():
     assert _work(cell, dev_batch_size=128).dev_calls == 23 * graph.dev_evaluations
 
 
+#: The H200 file's figures that gpu_bench.json (after gpu-plan.md) replaced, as gpu-plan.md priced them
+#: from the raw rows alone: the bf16 graph row, OAR's fp32 row with cudnn.benchmark off, MACL's eager row.
+GPU_PLAN_FIGURES = {
+    ("achieved_tflops", "sentence", "bf16"): 160.3,
+    ("achieved_tflops", "vision_large", "fp32"): 33.05,
+    ("achieved_tflops", "vision", "fp32"): 30.26,
+    ("overheads_s", "vision_launch"): 2.175e-05,
+}
+
+
+def _at(data, figures: dict) -> dict:
+    out = {}
+    for keys in figures:
+        value = data
+        for key in keys:
+            value = value[key] if isinstance(value, dict) else getattr(value, key)
+        out[keys] = value
+    return out
+
+
 def _gpu_plan_calibration(cal: cl_calibration.Calibration, launch: float, dev: float):
-    """gpu-plan.md §1's repricing from the H200 file: OAR's whole-step rates (augmentation inside),
-    ``dev`` seconds per dev evaluation (its FLOPs included), ``launch`` seconds per eager launch."""
+    """gpu-plan.md §1's repricing from the H200 file with its figures (:data:`GPU_PLAN_FIGURES`): OAR's
+    whole-step rates (augmentation inside), ``dev`` seconds per dev evaluation (its FLOPs included),
+    ``launch`` seconds per eager launch."""
+    achieved = {k: dict(v) for k, v in cal.achieved_tflops.items()}
+    for keys, value in GPU_PLAN_FIGURES.items():
+        if keys[0] == "achieved_tflops":
+            achieved[keys[1]][keys[2]] = value
+    cal = dataclasses.replace(
+        cal,
+        achieved_tflops=achieved,
+        overheads_s={**cal.overheads_s, "vision_launch": GPU_PLAN_FIGURES[("overheads_s", "vision_launch")]},
+    )
     grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
     oar = cl_flops.cell_work(grid, cl_config.Cell("oar_cifar10", "resnet18-oar", "oar_infonce-lr1.0", 42))
     augment = oar.step_images * cal.overheads_s["vision_large_image"]

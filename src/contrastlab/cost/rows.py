@@ -24,12 +24,22 @@ the FLOPs: :mod:`contrastlab.cost.flops`, as the plan counts them):
   the trainer rows at ``dev_batch_size`` 512, 6 calls, and 128, 23 calls); start-up, snapshots, the
   probes: assumed, as shipped.
 
-``python -m contrastlab.cost.rows ROWS_DIR`` rewrites both files; tests/cost/test_rows.py rebuilds them
-from ``../shared`` and compares.
+Where the same H200's ``benchmarks/gpu_bench.py`` output is given (``--bench``:
+``docs/gpu-runs/h200-2026-11-26/gpu_bench.json``, read by :func:`bench_figures`), its trainer-default
+rows measure three things more directly and replace the raw rows' figures: the full BERT-base bf16 cell
+through the trainer (15,625 steps, graph on, dev batch 512: ``sentence.bf16`` and the dev evaluation,
+over 126 evaluations instead of 9), OAR fp32 and MACL bf16 with ``cudnn.benchmark`` on, as the trainer
+runs them (``vision_large.fp32`` and ``vision.fp32``; ``vision_launch``). Its spread rows (50 steps,
+static shapes, outside the trainer) replace nothing: the trainer's 1,000-step rows stay the rates of
+fp32, tf32 and fp16 and of the eager step. The file's ``measured_source`` names each entry's row.
+
+``python -m contrastlab.cost.rows ROWS_DIR [--bench GPU_BENCH_JSON]`` rewrites both files;
+tests/cost/test_rows.py rebuilds them from ``../shared`` and the committed gpu_bench.json and compares.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Mapping
@@ -49,6 +59,7 @@ from contrastlab.cost.flops import (
     transformer_parameters,
     vision_forward,
 )
+from contrastlab.paths import REPO_ROOT
 
 #: What the rows do not carry: gpu-measured.md's header (the machine the rows came from).
 H200_MACHINE = {
@@ -60,6 +71,9 @@ H200_MACHINE = {
     "rows": "../shared/docs/gpu-h200-2026-11-26/ "
     "(gpu_step.jsonl, trainer_runs.jsonl, vision_throughput.jsonl)",
 }
+
+#: The same H200's benchmarks/gpu_bench.py output (2026-11-26, transformers 5.23.0), in this repository.
+H200_BENCH = "docs/gpu-runs/h200-2026-11-26/gpu_bench.json"
 
 #: MACL's bf16/fp16 GPU rate (TFLOP/s), an estimate: its steps are host-bound, so the rows give only a
 #: lower bound (the fastest one_call row, 85.1 steps/s × 1.71 TFLOP = 145); the sentence graph ran 160.
@@ -99,6 +113,47 @@ def read_rows(folder: str | Path) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def _one(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any]:
+    """The one row whose fields hold ``match``'s values; a missing or repeated row is an error."""
+    found = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    if len(found) != 1:
+        raise ValueError(f"gpu_bench.json: {len(found)} rows with {match}, expected one")
+    return found[0]
+
+
+def bench_figures(bench: Mapping[str, Any]) -> dict[str, Any]:
+    """What a ``benchmarks/gpu_bench.py`` JSON (``{"environment": ..., "rows": [...]}``) gives the
+    calibration, from its trainer-default rows: the full BERT-base bf16 cell (graph on, dev batch 512:
+    steps/s, seconds per dev evaluation), OAR ResNet-18 224 px batch 128 fp32 and MACL batch 256 bf16
+    with two augmentation calls, both with ``cudnn.benchmark`` on (steps/s)."""
+    rows = bench["rows"]
+    cell = _one(rows, part="cell", precision="bf16", cuda_graph=True, dev_batch_size=512)
+    oar = _one(rows, part="oar", precision="fp32", batch_size=128, cudnn_benchmark=True)
+    macl = _one(
+        rows, part="macl", precision="bf16", batch_size=256, augment_calls="two", cudnn_benchmark=True
+    )
+    spread = [r for r in rows if r["part"] == "spread" and "graph_steps_per_s" in r]
+    return {
+        "device": bench["environment"]["device"],
+        "spread": {r["precision"]: r["graph_steps_per_s"] for r in spread},
+        "transformers": bench["environment"].get("transformers"),
+        "cell_steps": cell["steps"],
+        "sentence_bf16": cell["steps_per_s"],
+        "dev_evaluations": cell["dev_evaluations"],
+        "dev_per_eval": cell["dev_s_per_evaluation"],
+        "oar_fp32": oar["steps_per_s"],
+        "macl_bf16": macl["steps_per_s"],
+    }
+
+
+def read_bench(path: str | Path) -> dict[str, Any]:
+    """:func:`bench_figures` of a gpu_bench.json file, with its ``path`` (relative to the repository
+    when in it)."""
+    path = Path(path).resolve()
+    label = path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
+    return bench_figures(json.loads(path.read_text())) | {"path": label}
+
+
 def _evaluations(row: Mapping[str, Any]) -> int:
     """Dev evaluations of a trainer run: step 0, every ``eval_every`` and the last."""
     steps, every = row["settings"]["max_steps"], row["settings"]["eval_every"]
@@ -109,27 +164,31 @@ def _dev_calls(row: Mapping[str, Any]) -> int:
     return -(-STSB_DEV_SENTENCES // row["settings"]["dev_batch_size"])
 
 
-def _sentence(trainer: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
-    """Achieved TFLOP/s per precision (the graph rows), the dev figures (seconds per evaluation at 512:
-    the graph rows' mean; per encoder call: bf16 at 128, eager, against bf16 at 512) and the eager
-    step's seconds per launch."""
+def _sentence(trainer: list[dict[str, Any]], bench: Mapping[str, Any] | None) -> tuple[dict, dict]:
+    """Achieved TFLOP/s per precision (the graph rows; bf16 the bench's full cell where given), the dev
+    figures (seconds per evaluation at 512: the bench's cell, else the graph rows' mean; per encoder
+    call: bf16 at 128, eager, against bf16 at 512) and the eager step's seconds per launch."""
     graph = [r for r in trainer if r["settings"]["cuda_graph"]]
-    rates = {}
-    for row in graph:
-        t = row["timings"]
-        tokens = round(t["padded_tokens"] / t["sentences"])
-        flops = training_step_flops(BERT_BASE, row["settings"]["batch_size"], tokens)
-        rates[row["precision"]] = flops * t["steps_per_s"] / 1e12
     bf16 = next(r for r in graph if r["precision"] == "bf16")
     eager = next(r for r in trainer if not r["settings"]["cuda_graph"] and r["precision"] == "bf16")
+    steps = {r["precision"]: r["timings"]["steps_per_s"] for r in graph}
+    if bench:
+        steps["bf16"] = bench["sentence_bf16"]
+    t = bf16["timings"]
+    flops = training_step_flops(
+        BERT_BASE, bf16["settings"]["batch_size"], round(t["padded_tokens"] / t["sentences"])
+    )
     per_eval = {id(r): r["timings"]["eval_s"] / _evaluations(r) for r in (bf16, eager)}
+    rows_512 = mean(r["timings"]["eval_s"] / _evaluations(r) for r in graph)
     dev = {
-        "per_eval_512": mean(r["timings"]["eval_s"] / _evaluations(r) for r in graph),
+        "per_eval_512": bench["dev_per_eval"] if bench else rows_512,
         "dev_call": (per_eval[id(eager)] - per_eval[id(bf16)]) / (_dev_calls(eager) - _dev_calls(bf16)),
         "calls_512": _dev_calls(bf16),
         "launch": 1 / eager["timings"]["steps_per_s"] / SENTENCE_STEP_LAUNCHES["bf16"],
+        "steps": steps,
+        "eager_steps": eager["timings"]["steps_per_s"],
     }
-    return rates, dev
+    return {p: flops * v / 1e12 for p, v in steps.items()}, dev
 
 
 def _vision_flops(row: Mapping[str, Any]) -> float:
@@ -138,21 +197,28 @@ def _vision_flops(row: Mapping[str, Any]) -> float:
     return 3 * 2.0 * fwd.macs * images
 
 
-def _vision(rows: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """OAR's whole-step and net-of-augmentation rates per precision (its channels-last eager rows),
-    the augmentation per step, MACL's launch seconds and lower-bound bf16 rate."""
+def _vision(rows: list[dict[str, Any]], bench: Mapping[str, Any] | None) -> tuple[dict, dict, dict]:
+    """OAR's whole-step and net-of-augmentation rates per precision (its channels-last eager rows; fp32
+    the bench's cudnn.benchmark row where given), the augmentation per step (the eager rows), MACL's
+    launch seconds (the bench's two-call row, else the eager row) and lower-bound bf16 rate."""
     oar = [r for r in rows if r["shape"] == "oar-resnet18" and r["variant"] == "eager"]
     augment = mean(r["augment_share"] / r["steps_per_s"] for r in oar)
-    whole = {r["precision"]: _vision_flops(r) * r["steps_per_s"] / 1e12 for r in oar}
-    net = {r["precision"]: _vision_flops(r) / (1 / r["steps_per_s"] - augment) / 1e12 for r in oar}
+    steps = {r["precision"]: r["steps_per_s"] for r in oar} | ({"fp32": bench["oar_fp32"]} if bench else {})
+    oar_flops = _vision_flops(oar[0])
+    whole = {p: oar_flops * v / 1e12 for p, v in steps.items()}
+    net = {p: oar_flops / (1 / v - augment) / 1e12 for p, v in steps.items()}
     macl = [r for r in rows if r["shape"] == "macl"]
-    eager = next(r for r in macl if r["variant"] == "eager")
+    macl_steps = (
+        bench["macl_bf16"] if bench else next(r for r in macl if r["variant"] == "eager")["steps_per_s"]
+    )
     fastest = max(macl, key=lambda r: r["steps_per_s"])
     extra = {
         "augment_s": augment,
         "augment_images": 2 * oar[0]["batch_size"] * 2,
-        "vision_launch": 1 / eager["steps_per_s"] / MACL_LAUNCHES,
+        "vision_launch": 1 / macl_steps / MACL_LAUNCHES,
         "macl_bf16_lower_bound": _vision_flops(fastest) * fastest["steps_per_s"] / 1e12,
+        "oar_steps": steps,
+        "macl_steps": macl_steps,
     }
     return whole, net, extra
 
@@ -165,12 +231,32 @@ def _r(value: float, digits: int = 2) -> float:
     return round(value, digits)
 
 
-def calibration_from_rows(rows: Mapping[str, list[dict[str, Any]]], machine: Mapping[str, Any]) -> dict:
-    """The H200 calibration file (cost/calibration.py's format) from the rows of :func:`read_rows` and
-    the machine's facts the rows lack (:data:`H200_MACHINE`); module docstring: what each figure is."""
-    sentence, dev = _sentence(rows["trainer_runs"])
-    whole, net, extra = _vision(rows["vision_throughput"])
-    host = next(r for r in rows["gpu_step"] if r["variant"] == "host")
+BUILT_BY = "python -m contrastlab.cost.rows ROWS_DIR [--bench GPU_BENCH_JSON] (contrastlab/cost/rows.py)"
+
+#: The H200 file's measured and assumed entries (with or without the bench: the same entries).
+H200_MEASURED_ENTRIES = [
+    *(f"achieved_tflops.sentence.{p}" for p in ("fp32", "tf32", "bf16", "fp16")),
+    *(f"achieved_tflops.vision_large.{p}" for p in ("fp32", "tf32", "bf16")),
+    "overheads_s.vision_large_image",
+    "overheads_s.sentence_launch",
+    "overheads_s.vision_launch",
+    "overheads_s.dev_evaluation",
+    "overheads_s.dev_call",
+    "gpu_memory_gib",
+]
+H200_ASSUMED_ENTRIES = [
+    *(f"achieved_tflops.vision.{p}" for p in ("fp32", "tf32", "bf16", "fp16")),
+    "achieved_tflops.vision_large.fp16",
+    *(f"overheads_s.{k}" for k in ASSUMED_OVERHEADS),
+    "packing",
+]
+
+
+def _h200_figures(rows: Mapping[str, list[dict[str, Any]]], bench: Mapping[str, Any] | None) -> dict:
+    """The H200 file's ``achieved_tflops`` and ``overheads_s``, and the intermediate figures its
+    sources quote (``parts``)."""
+    sentence, dev = _sentence(rows["trainer_runs"], bench)
+    whole, net, extra = _vision(rows["vision_throughput"], bench)
     if MACL_BF16_TFLOPS < extra["macl_bf16_lower_bound"]:
         raise ValueError(f"MACL's rows ran faster than {MACL_BF16_TFLOPS} TFLOP/s: raise the estimate")
     dev_flop_s = 2.0 * BERT_BASE * STSB_DEV_TOKENS / (sentence["fp32"] * 1e12)
@@ -189,8 +275,29 @@ def calibration_from_rows(rows: Mapping[str, list[dict[str, Any]]], machine: Map
         "dev_evaluation": _r(dev["per_eval_512"] - dev_flop_s - dev["calls_512"] * dev["dev_call"], 4),
         "dev_call": _r(dev["dev_call"], 5),
     }
+    parts = {"sentence": sentence, "dev": dev, "whole": whole, "net": net, "extra": extra}
+    return {"achieved": achieved, "overheads": overheads, "parts": parts}
+
+
+def calibration_from_rows(
+    rows: Mapping[str, list[dict[str, Any]]],
+    machine: Mapping[str, Any],
+    bench: Mapping[str, Any] | None = None,
+) -> dict:
+    """The H200 calibration file (cost/calibration.py's format) from the rows of :func:`read_rows`, the
+    machine's facts the rows lack (:data:`H200_MACHINE`) and, where given, the same card's gpu_bench
+    figures (:func:`read_bench`); module docstring: what each figure is."""
+    if bench and bench["device"] != machine["device"]:
+        raise ValueError(f"gpu_bench.json ran on {bench['device']}, the rows on {machine['device']}")
+    fig = _h200_figures(rows, bench)
+    host = next(r for r in rows["gpu_step"] if r["variant"] == "host")
     peaks = {p: GPU_PEAKS["H200"][p] for p in ("fp32", "tf32", "bf16", "fp16")}
-    return {
+    extra = (
+        {"bench": bench["path"], "measured_source": _h200_measured_source(fig["parts"], bench)}
+        if bench
+        else {}
+    )
+    return extra | {
         "format": CALIBRATION_FORMAT,
         "measured": True,
         "device": machine["device"],
@@ -200,40 +307,33 @@ def calibration_from_rows(rows: Mapping[str, list[dict[str, Any]]], machine: Map
         "date": machine["date"],
         "project": machine["project"],
         "rows": machine["rows"],
-        "built_by": "python -m contrastlab.cost.rows ROWS_DIR (contrastlab/cost/rows.py)",
-        "source": _h200_source(machine, host["torch"], sentence, whole, net, extra, dev),
+        "built_by": BUILT_BY,
+        "source": _h200_source(machine, host["torch"], fig["parts"], bench),
         "peak_tflops": peaks,
-        "mfu": _mfu(achieved, peaks),
-        "achieved_tflops": achieved,
-        "overheads_s": overheads,
+        "mfu": _mfu(fig["achieved"], peaks),
+        "achieved_tflops": fig["achieved"],
+        "overheads_s": fig["overheads"],
         "gpu_memory_gib": _r(machine["gpu_memory_mib"] / 1024, 1),
         "packing": H100_PACKING,
-        "measured_entries": [
-            *(f"achieved_tflops.sentence.{p}" for p in ("fp32", "tf32", "bf16", "fp16")),
-            *(f"achieved_tflops.vision_large.{p}" for p in ("fp32", "tf32", "bf16")),
-            "overheads_s.vision_large_image",
-            "overheads_s.sentence_launch",
-            "overheads_s.vision_launch",
-            "overheads_s.dev_evaluation",
-            "overheads_s.dev_call",
-            "gpu_memory_gib",
-        ],
-        "assumed_entries": [
-            *(f"achieved_tflops.vision.{p}" for p in ("fp32", "tf32", "bf16", "fp16")),
-            "achieved_tflops.vision_large.fp16",
-            *(f"overheads_s.{k}" for k in ASSUMED_OVERHEADS),
-            "packing",
-        ],
+        "measured_entries": list(H200_MEASURED_ENTRIES),
+        "assumed_entries": list(H200_ASSUMED_ENTRIES),
     }
 
 
-def _h200_source(machine, torch_version, sentence, whole, net, extra, dev) -> str:
-    """The file's ``source``: where each figure comes from, with the figures."""
+def _h200_source(machine, torch_version, parts, bench) -> str:
+    """The file's ``source``: where the figures come from, with the figures."""
+    sentence, dev, whole, net, extra = (parts[k] for k in ("sentence", "dev", "whole", "net", "extra"))
     s = {p: f"{v:.1f}" for p, v in sentence.items()}
+    origin = (
+        f"../shared/docs/gpu-measured.md and its raw rows, and {bench['path']} (benchmarks/gpu_bench.py, "
+        f"transformers {bench['transformers']}; measured_source: each measured entry's row)"
+        if bench
+        else "../shared/docs/gpu-measured.md and its raw rows"
+    )
     return (
         f"Measured on one {machine['device']} (driver {machine['driver']}, torch {torch_version}, "
-        f"{machine['date']}, the project at {machine['project']}; ../shared/docs/gpu-measured.md and its "
-        "raw rows), built by contrastlab/cost/rows.py. "
+        f"{machine['date']}, the project at {machine['project']}; {origin}), "
+        "built by contrastlab/cost/rows.py. "
         f"Sentence: the trainer with cuda_graph and dev_batch_size 512, BERT-base batch 64 x 32 tokens: "
         f"fp32 {s['fp32']}, tf32 {s['tf32']}, bf16 {s['bf16']}, fp16 {s['fp16']} TFLOP/s (a graph step "
         "launches nothing from the host). OAR ResNet-18 224 px batch 128 with the labelled pass (eager, "
@@ -247,6 +347,31 @@ def _h200_source(machine, torch_version, sentence, whole, net, extra, dev) -> st
         f"512, {dev['dev_call'] * 1e3:.1f} ms per extra encoder call (128: 23 calls). Eager sentence step: "
         f"{dev['launch'] * 1e6:.1f} us per launch (cells with cuda_graph: false). Start-up, snapshots "
         "and probes: assumed, as shipped (assumed_entries)."
+    )
+
+
+def _h200_measured_source(parts, bench) -> str:
+    """The file's ``measured_source`` where a gpu_bench.json is given: which row each entry comes from."""
+    dev, extra = parts["dev"], parts["extra"]
+    st, oar = dev["steps"], extra["oar_steps"]
+    spread = bench.get("spread") or {}
+    gap = max((abs(v / st[p] - 1) for p, v in spread.items() if p != "bf16"), default=0.0)
+    return (
+        f"achieved_tflops.sentence.bf16: {bench['path']}'s cell row (the full BERT-base bf16 cell through "
+        f"the trainer, graph on, dev batch 512: {bench['cell_steps']:,} steps at {st['bf16']:.2f} steps/s). "
+        f"sentence.fp32/.tf32/.fp16: trainer_runs.jsonl's cuda_graph rows (1,000 steps: {st['fp32']:.2f} / "
+        f"{st['tf32']:.2f} / {st['fp16']:.2f} steps/s; the bench's 50-step spread rows, static shapes "
+        f"outside the trainer, within {gap:.1%}). vision_large.fp32 (and vision.fp32, assumed from it): "
+        f"the bench's oar row with cudnn.benchmark on, the trainer's default ({oar['fp32']:.3f} steps/s); "
+        f"vision_large.tf32/.bf16: vision_throughput.jsonl's eager rows ({oar['tf32']:.3f} / "
+        f"{oar['bf16']:.3f} steps/s); vision_large_image: those rows' augment_share x step time, mean of "
+        f"fp32/tf32/bf16. dev_evaluation: the bench's cell row, {dev['per_eval_512']:.4f} s per evaluation "
+        f"over {bench['dev_evaluations']} (less the dev FLOPs at sentence.fp32 and {dev['calls_512']} x "
+        "dev_call); dev_call: trainer_runs.jsonl's eager bf16 row (dev batch 128) against its graph bf16 "
+        f"row (512). sentence_launch: trainer_runs.jsonl's eager bf16 row ({dev['eager_steps']:.3f} "
+        f"steps/s over {SENTENCE_STEP_LAUNCHES['bf16']:,} launches). vision_launch: the bench's macl row, "
+        f"two augmentation calls, cudnn.benchmark on ({extra['macl_steps']:.3f} steps/s over "
+        f"{MACL_LAUNCHES} launches). gpu_memory_gib: the card's memory."
     )
 
 
@@ -354,13 +479,22 @@ def write(path: Path, data: Mapping[str, Any]) -> Path:
     return path
 
 
+def build(rows_dir: str | Path, bench: str | Path | None = None) -> tuple[dict, dict]:
+    """The H200 and H100 files from a rows folder and, optionally, the same H200's gpu_bench.json."""
+    h200 = calibration_from_rows(read_rows(rows_dir), H200_MACHINE, read_bench(bench) if bench else None)
+    return h200, h100_calibration(h200)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m contrastlab.cost.rows ROWS_DIR  (../shared/docs/gpu-h200-2026-11-26)")
-        return 2
-    h200 = calibration_from_rows(read_rows(argv[0]), H200_MACHINE)
+    parser = argparse.ArgumentParser(
+        prog="python -m contrastlab.cost.rows", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("rows_dir", help="the H200's raw rows (../shared/docs/gpu-h200-2026-11-26)")
+    parser.add_argument("--bench", default=None, help=f"its benchmarks/gpu_bench.py JSON ({H200_BENCH})")
+    args = parser.parse_args(argv)
+    h200, h100 = build(args.rows_dir, args.bench)
     print(write(SHIPPED_CALIBRATIONS["H200"], h200))
-    print(write(SHIPPED_CALIBRATIONS["H100"], h100_calibration(h200)))
+    print(write(SHIPPED_CALIBRATIONS["H100"], h100))
     return 0
 
 
