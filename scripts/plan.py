@@ -27,22 +27,14 @@ parser.add_argument(
 )
 calibration_help = f"calibration JSON (default {cl_calibration.measured_calibration()} if present)"
 parser.add_argument("--calibration", default=None, help=calibration_help)
-parser.add_argument(
-    "--gpu-model",
-    default=None,
-    help="the card to price for (H200, H100, A100, ...; default: the config's resources.gpu_model, else "
-    f"the {cl_calibration.DEFAULT_GPU_MODEL}): its shipped measured calibration, else the default scaled "
-    "by data-sheet peaks",
-)
+default_card = cl_calibration.DEFAULT_GPU_MODEL
+gpu_help = f"the card (H200, H100, A100, ...; default: resources.gpu_model, else the {default_card})"
+parser.add_argument("--gpu-model", default=None, help=gpu_help)
 parser.add_argument("--out", default=None, help="folder of plan.md, plan.csv (default <results_dir>/plan)")
 gpus_help = "also simulate the run on this many GPUs (the makespan section always shows 1, 8 and 64)"
 parser.add_argument("--gpus", type=int, default=None, help=gpus_help)
-parser.add_argument(
-    "--cpus-per-gpu",
-    type=int,
-    default=plan.DEFAULT_CPUS_PER_GPU,
-    help="CPU slots per GPU for the SentEval probe jobs in the simulation (default %(default)s)",
-)
+cpus_help = "CPU slots per GPU for the SentEval probe jobs in the simulation (default %(default)s)"
+parser.add_argument("--cpus-per-gpu", type=int, default=plan.DEFAULT_CPUS_PER_GPU, help=cpus_help)
 parser.add_argument("--no-claims", action="store_true", help="leave out the claims' power section")
 args = parser.parse_args()
 if args.gpus is not None and args.gpus < 1:
