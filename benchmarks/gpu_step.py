@@ -37,6 +37,11 @@ the graphed IEEE way must be within 1e-6 of it (``within_tolerance``). Another s
 way; see its docstring), e.g. ``dev_equivalence(torch.device("cuda"))`` for BERT-base or
 ``dev_equivalence(torch.device("cpu"), toy=True, sentences=300)`` for a CPU smoke test.
 
+``--deterministic`` / ``--repeat N``: the two checks of :mod:`contrastlab.training.equivalence` per precision
+(``equivalence:deterministic``: graph and eager bit-equal under deterministic algorithms over ``--steps``
+steps; ``equivalence:spread``: N eager and N graph runs, the graph within eager's own run-to-run spread),
+each eager reference a separate run; ``benchmarks/gpu_bench.py`` runs both on BERT-base.
+
 Three GPU commands of under 10 minutes each (the images' third is benchmarks/vision_throughput.py's):
 
     python benchmarks/gpu_step.py --part host,sentence,dev     # ~7 min on an H100/H200
@@ -49,7 +54,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
+import os
 import platform
 import sys
 import time
@@ -63,7 +70,7 @@ from torch import nn
 from contrastlab.losses import build_loss
 from contrastlab.models.text import attention_bias
 from contrastlab.precision import ieee_fp32, set_fp32_mode
-from contrastlab.training import capture
+from contrastlab.training import capture, equivalence
 from contrastlab.training.runtime import TrainingRun, build_optimizer, device_name
 from contrastlab.training.sentence import CLIP_NORM, build_head, train_step
 
@@ -433,6 +440,35 @@ class GraphedForward:
         self.graph.replay()
 
 
+def equivalence_rows(args, device) -> list[dict]:
+    """``--deterministic`` and ``--repeat``: contrastlab.training.equivalence's two checks per precision on
+    this script's BERT and batches (the graph's place taken by an eager run off CUDA: ``captured`` false)."""
+    table, lengths = token_table(8 * args.batch, seed=1)
+    batches = [
+        to_device(*host_batch(table, lengths, np.arange(i * args.batch, (i + 1) * args.batch), L), device)
+        for i in range(8)
+    ]
+    template = bert(args.toy, device)
+    make_model = lambda: copy.deepcopy(template)  # noqa: E731
+    common = dict(device=device, steps=args.steps, captured=device.type == "cuda")
+    rows = []
+    for precision in args.precisions.split(","):
+        checks = []
+        if args.deterministic:
+            checks.append(("deterministic", lambda p=precision: equivalence.deterministic_check(
+                make_model, batches, precision=p, **common)))  # fmt: skip
+        if args.repeat:
+            checks.append(("spread", lambda p=precision: equivalence.spread_check(
+                make_model, batches, precision=p, repeat=args.repeat, **common)))  # fmt: skip
+        for name, check in checks:
+            try:
+                rows.append({"variant": f"equivalence:{name}", **check()})
+            except Exception as err:  # one failing check is its row
+                rows.append({"variant": f"equivalence:{name}", "precision": precision,
+                             "error": f"{type(err).__name__}: {err}"})  # fmt: skip
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -452,7 +488,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget-s", type=float, default=570.0, help="skip the variants left after this")
     parser.add_argument("--out", default="gpu_step.jsonl")
     parser.add_argument("--scratch", default="/tmp/gpu_step")
+    parser.add_argument(
+        "--deterministic", action="store_true",
+        help="graph vs eager under deterministic algorithms, --steps steps per precision: bit-equal?",
+    )  # fmt: skip
+    parser.add_argument(
+        "--repeat", type=int, default=0,
+        help="N >= 2: N eager and N graph runs of --steps steps per precision: graph within eager's spread?",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.deterministic:  # cuBLAS reads it when it starts, before any CUDA work of this process
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", capture.CUBLAS_DETERMINISTIC)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     parts = args.part.split(",")
     variants = args.variants.split(",")
@@ -503,6 +549,9 @@ def main(argv: list[str] | None = None) -> None:
                     compare_losses(row, reference)
                 row["losses_first"] = row["losses"][:3]
                 emit(row)
+    if args.deterministic or args.repeat:
+        for row in equivalence_rows(args, device):
+            emit(row)
     if "dev" in parts:
         for row in dev_rows(args, device):
             emit(row)

@@ -336,3 +336,15 @@ def test_gpu_bench_draws_wiki1m_lengths():
     lengths = bench.wiki1m_lengths(200_000, seed=0)
     assert lengths.min() >= 3 and lengths.max() == 32
     assert abs(lengths.mean() - 21.9) < 0.1 and abs((lengths == 32).mean() - 0.271) < 0.005
+
+
+def test_gpu_step_runs_both_equivalence_checks_on_request(tmp_path, capsys):
+    """gpu_step.py --deterministic --repeat: contrastlab.training.equivalence's checks as rows (on a CPU
+    an eager run stands in for the graph: captured false, and a CPU's eager step is reproducible)."""
+    out = tmp_path / "rows.jsonl"
+    _run("gpu_step.py", "--toy", "--device", "cpu", "--part", "none", "--precisions", "fp32", "--steps", "4",
+         "--deterministic", "--repeat", "2", "--out", str(out), "--scratch", str(tmp_path))  # fmt: skip
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["variant"] for r in rows] == ["equivalence:deterministic", "equivalence:spread"]
+    assert rows[0]["bit_equal"] and rows[0]["steps"] == 4 and rows[0]["captured"] is False
+    assert rows[1]["within"] and rows[1]["repeat"] == 2 and rows[1]["eager_vs_eager_max"] == 0.0
