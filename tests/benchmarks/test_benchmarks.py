@@ -349,3 +349,12 @@ def test_gpu_step_runs_both_equivalence_checks_on_request(tmp_path, capsys):
     assert [r["variant"] for r in rows] == ["equivalence:deterministic", "equivalence:spread"]
     assert rows[0]["bit_equal"] and rows[0]["steps"] == 4 and rows[0]["captured"] is False
     assert rows[1]["within"] and rows[1]["repeat"] == 2 and rows[1]["eager_vs_eager_max"] == 0.0
+
+
+def test_padding_free_times_the_padded_and_the_packed_step_at_toy_size(capsys):
+    """benchmarks/padding_free.py at a toy size: both step times and their ratio are printed."""
+    toy = ("--batch", "4", "--length", "8", "--hidden", "32", "--heads", "4", "--intermediate", "64")
+    _run("padding_free.py", *toy, "--layers", "1", "--vocab", "2000", "--steps", "2", "--warmup", "1")
+    lines = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
+    assert set(lines) == {"padded", "packed", "ratio"}
+    assert float(lines["padded"][1]) > 0 and float(lines["packed"][1]) > 0 and float(lines["ratio"][1]) > 0

@@ -1,0 +1,192 @@
+"""A padding-free forward pass for transformers' ``BertModel`` and ``RobertaModel`` (issue 55 item 1).
+
+:func:`packed_forward` computes the same last hidden state as ``model(input_ids, attention_mask)`` on the
+real tokens of a right-padded batch, while every token-wise layer runs on the real tokens only. It gathers
+the real tokens into one packed ``[tokens, hidden]`` tensor and runs on it the embeddings (word + position
++ token type), the embedding LayerNorm and dropout, and in every layer the Q/K/V projections, the attention
+output dense + dropout + residual LayerNorm and the feed-forward (intermediate dense, activation, output
+dense, dropout, residual LayerNorm). Only attention sees the padded shape: Q/K/V are scattered back to
+``[n, heads, L, head_dim]`` (zeros at the padding), ``torch.nn.functional.scaled_dot_product_attention``
+runs with the padded keys masked (and the model's attention-probability dropout in train mode), and its
+output is gathered back to the packed tokens.
+
+Why: in wiki1m batches about 22 of the 32 positions are real tokens, so about 31% of the linear FLOPs of
+the padded model are spent on positions that never reach [CLS] (issue 55). IEEE-fp32 steps are bound by
+the card's fp32 units, so doing less work is the one lever left that keeps the papers' numerics.
+
+What is identical and what is not:
+
+- It calls the model's own submodules (``model.embeddings.word_embeddings``,
+  ``model.encoder.layer[i].attention.self.query``, ...), so the weights, their gradients and the saved
+  folder are the ordinary model's: nothing is copied or converted.
+- With dropout off (``model.eval()`` or p = 0) the real tokens' hidden states are the padded model's up to
+  floating-point reordering (tests: 1e-12 in float64, for outputs and every parameter's gradient).
+- With dropout on, each real token's activations get Bernoulli masks with the model's p, as in the padded
+  model; the draws differ (the padded model also draws masks for the padding, which never reach [CLS]), so
+  the same seed gives other masks with the same distribution.
+- RoBERTa's position ids are transformers': ``padding_idx`` + the running count of non-pad tokens.
+- The padded output's padding positions are zeros (the padded model's are garbage nobody reads).
+- Gathering the real tokens asks ``nonzero`` for their indices: one host-device sync per forward.
+
+Not wired into the trainers yet (issue 55); the CPU benchmark is ``benchmarks/padding_free.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["PackedOutput", "Packing", "pack", "packed_embeddings", "packed_forward"]
+
+SUPPORTED = ("BertModel", "RobertaModel")
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Where the real tokens of a right-padded ``[n, L]`` batch sit.
+
+    ``index``: flat positions ``row * L + column`` of the real tokens, row-major ``[tokens]``;
+    ``key_mask``: ``[n, 1, 1, L]`` booleans, True for a real key (what SDPA may attend);
+    ``first``: the packed row of each sequence's first ([CLS]) token ``[n]``.
+    """
+
+    n: int
+    width: int
+    index: torch.Tensor
+    key_mask: torch.Tensor
+    first: torch.Tensor
+
+    def scatter(self, packed: torch.Tensor) -> torch.Tensor:
+        """``[tokens, d]`` -> ``[n, L, d]`` with zeros at the padding (differentiable)."""
+        out = packed.new_zeros(self.n * self.width, packed.shape[-1]).index_copy(0, self.index, packed)
+        return out.view(self.n, self.width, -1)
+
+    def gather(self, padded: torch.Tensor) -> torch.Tensor:
+        """``[n, L, d]`` -> ``[tokens, d]``: the real positions only."""
+        return padded.reshape(self.n * self.width, -1).index_select(0, self.index)
+
+
+@dataclass
+class PackedOutput:
+    """``cls``: the last hidden state of each first token ``[n, hidden]``; ``last_hidden_state``: the
+    padded ``[n, L, hidden]`` (zeros at the padding) when asked for, else None."""
+
+    cls: torch.Tensor
+    last_hidden_state: torch.Tensor | None = None
+
+
+def _check(model: torch.nn.Module, attention_mask: torch.Tensor) -> None:
+    """One-line errors for what the packed path does not compute as the padded model would."""
+    name = type(model).__name__
+    if name not in SUPPORTED or not hasattr(model, "embeddings") or not hasattr(model, "encoder"):
+        raise TypeError(f"packed_forward supports {' and '.join(SUPPORTED)} only, got {name}")
+    config = model.config
+    if getattr(config, "is_decoder", False) or getattr(config, "add_cross_attention", False):
+        raise ValueError("packed_forward computes a bidirectional encoder; this model is a decoder")
+    if attention_mask.dim() != 2:
+        raise ValueError(f"attention_mask must be 2D [n, L], got shape {tuple(attention_mask.shape)}")
+    mask = attention_mask.bool()
+    if not bool(mask[:, 0].all()) or bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+        raise ValueError("packed_forward needs right padding with a first real token in every row")
+
+
+def pack(attention_mask: torch.Tensor) -> Packing:
+    """The :class:`Packing` of a right-padded 2D ``attention_mask`` (1 = real token)."""
+    mask = attention_mask.bool()
+    n, width = mask.shape
+    index = mask.reshape(-1).nonzero().squeeze(1)
+    lengths = mask.sum(1)
+    first = torch.cumsum(lengths, 0) - lengths
+    return Packing(n, width, index, mask[:, None, None, :], first)
+
+
+def _position_ids(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Position ids ``[n, L]`` as the model computes them: 0..L-1 for BERT; for RoBERTa
+    ``padding_idx`` + the running count of non-pad ids (``create_position_ids_from_input_ids``), counted on
+    the real tokens only, which is the same on them under right padding."""
+    if type(model).__name__ == "RobertaModel":
+        padding_idx = model.embeddings.padding_idx
+        real = (input_ids.ne(padding_idx) & mask).long()
+        return torch.cumsum(real, 1) * real + padding_idx
+    return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+
+
+def packed_embeddings(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    packing: Packing,
+    token_type_ids: torch.Tensor | None = None,
+    attention_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The embedding block on the real tokens: word + token type + position embeddings, LayerNorm and
+    dropout, ``[tokens, hidden]``, in the padded model's order of additions."""
+    emb = model.embeddings
+    flat = packing.index
+    mask = packing.key_mask[:, 0, 0, :] if attention_mask is None else attention_mask.bool()
+    ids = input_ids.reshape(-1).index_select(0, flat)
+    if token_type_ids is None:
+        types = torch.zeros_like(ids)
+    else:
+        types = token_type_ids.reshape(-1).index_select(0, flat)
+    positions = _position_ids(model, input_ids, mask).reshape(-1).index_select(0, flat)
+    x = emb.word_embeddings(ids) + emb.token_type_embeddings(types)
+    x = x + emb.position_embeddings(positions)
+    return emb.dropout(emb.LayerNorm(x))
+
+
+def _self_attention(attention: torch.nn.Module, x: torch.Tensor, packing: Packing) -> torch.Tensor:
+    """Multi-head self-attention of the packed tokens ``x`` [tokens, hidden]: Q/K/V projected on the
+    packed tokens, re-padded for SDPA with the padded keys masked, the result packed again."""
+    sa = attention.self
+    heads, head_dim = sa.num_attention_heads, sa.attention_head_size
+
+    def heads_first(t: torch.Tensor) -> torch.Tensor:
+        return packing.scatter(t).view(packing.n, packing.width, heads, head_dim).transpose(1, 2)
+
+    q, k, v = heads_first(sa.query(x)), heads_first(sa.key(x)), heads_first(sa.value(x))
+    out = F.scaled_dot_product_attention(
+        q,
+        k,
+        v,
+        attn_mask=packing.key_mask,
+        dropout_p=sa.dropout.p if sa.training else 0.0,
+        scale=sa.scaling,
+    )
+    return packing.gather(out.transpose(1, 2).reshape(packing.n, packing.width, heads * head_dim))
+
+
+def _layer(layer: torch.nn.Module, x: torch.Tensor, packing: Packing) -> torch.Tensor:
+    """One encoder layer on the packed tokens, in the padded layer's order (``BertSelfOutput``,
+    ``BertIntermediate``, ``BertOutput``; RoBERTa's are the same)."""
+    attention = layer.attention
+    a = _self_attention(attention, x, packing)
+    h = attention.output.LayerNorm(attention.output.dropout(attention.output.dense(a)) + x)
+    ff = layer.intermediate.intermediate_act_fn(layer.intermediate.dense(h))
+    return layer.output.LayerNorm(layer.output.dropout(layer.output.dense(ff)) + h)
+
+
+def packed_forward(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    token_type_ids: torch.Tensor | None = None,
+    return_padded: bool = False,
+) -> PackedOutput:
+    """The last hidden state of ``model`` (a transformers ``BertModel`` or ``RobertaModel``) on a
+    right-padded batch, computed padding-free (see the module docstring).
+
+    ``input_ids``, ``attention_mask`` (1 = real, right padding, first token real) and the optional
+    ``token_type_ids`` are ``[n, L]``. Returns the first ([CLS]/<s>) tokens' last hidden state
+    ``[n, hidden]``, and with ``return_padded`` the ``[n, L, hidden]`` last hidden state (zeros at the
+    padding). Train/eval mode and dropout are the model's.
+    """
+    _check(model, attention_mask)
+    packing = pack(attention_mask)
+    x = packed_embeddings(model, input_ids, packing, token_type_ids, attention_mask)
+    for layer in model.encoder.layer:
+        x = _layer(layer, x, packing)
+    cls = x.index_select(0, packing.first)
+    return PackedOutput(cls, packing.scatter(x) if return_padded else None)
