@@ -53,9 +53,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_step import bert, dev_equivalence  # noqa: E402  (a sibling script: its BERT and dev check)
 
 from contrastlab.training import capture, equivalence  # noqa: E402
 from contrastlab.training.runtime import device_name  # noqa: E402
@@ -73,7 +74,6 @@ WIKI1M_LENGTHS = (
     371, 400, 352, 330, 323, 303, 298, 315, 253, 261, 3229,
 )
 # fmt: on
-DEMO = REPO / "config" / "demo.yaml"  # its tiny BERT is the toy size
 
 
 # -- inputs --------------------------------------------------------------------------------------------
@@ -97,24 +97,10 @@ def static_batches(n_batches: int, device: torch.device, seed: int = 1) -> list[
     return out
 
 
-def bert_config(toy: bool, vocab_size: int = 30522):
-    from transformers import BertConfig
-
-    toy_spec = yaml.safe_load(DEMO.read_text())["backbones"]["tiny-bert"]["random"] if toy else {}
-    return BertConfig(vocab_size=vocab_size, **toy_spec)  # BertConfig(): BERT-base
-
-
 def model_factory(toy: bool, device: torch.device):
-    """``make_model`` for contrastlab.training.equivalence: copies of one random BERT + SimCSE head."""
-    from transformers import BertModel
-
-    from contrastlab.training.sentence import build_head
-
-    torch.manual_seed(0)
-    config = bert_config(toy)
-    model = BertModel(config).to(device).train()
-    head, _ = build_head("simcse", "bert", config.hidden_size, config.initializer_range)
-    template = (model, head.to(device).train())
+    """``make_model`` for contrastlab.training.equivalence: copies of one random BERT + SimCSE head
+    (``gpu_step.bert``: BERT-base, or config/demo.yaml's tiny BERT with ``toy``)."""
+    template = bert(toy, device)
     return lambda: copy.deepcopy(template)
 
 
@@ -190,14 +176,12 @@ def worker_deterministic(args, device) -> None:
 
 
 def part_dev(args, device) -> list[dict]:
-    from gpu_step import dev_equivalence
-
     return dev_equivalence(device, toy=args.toy)
 
 
 def part_cell(args, device) -> list[dict]:
     """The full-size cell through ``sentence.train`` (the module docstring)."""
-    from transformers import AutoTokenizer, BertModel
+    from transformers import AutoTokenizer
 
     from contrastlab.data.fixtures import write_senteval_fixture
     from contrastlab.training.corpus import load_tokenized_corpus
@@ -206,8 +190,7 @@ def part_cell(args, device) -> list[dict]:
     work = Path(args.work)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir(args.tokenizer))
     backbone = work / "bert-random"
-    torch.manual_seed(0)
-    BertModel(bert_config(args.toy, tokenizer.vocab_size)).save_pretrained(backbone)
+    bert(args.toy, torch.device("cpu"), vocab_size=tokenizer.vocab_size)[0].save_pretrained(backbone)
     tokenizer.save_pretrained(backbone)
     t = time.perf_counter()
     corpus = write_corpus(work / "corpus.txt", args.corpus_sentences, tokenizer)
@@ -341,32 +324,21 @@ def worker_pack(args, device) -> None:
     """One packed cell: capture, wait at the gate for all ``--copies``, time ``--pack-steps`` replays (a
     CPU times the eager step in fp32 instead: the plumbing, not a speed)."""
     from contrastlab.losses import build_loss
-    from contrastlab.training.equivalence import ADAMW, CLIP_NORM
     from contrastlab.training.runtime import TrainingRun, build_optimizer
-    from contrastlab.training.sentence import train_step
 
     cuda = device.type == "cuda"
     model, head = model_factory(args.toy, device)()
     params = [*model.parameters(), *head.parameters()]
-    optimizer = build_optimizer("adamw", params, device, capturable=cuda, **ADAMW)
-    batches, loss_fn = static_batches(4, device), build_loss("infonce")
+    optimizer = build_optimizer("adamw", params, device, capturable=cuda, **equivalence.ADAMW)
+    batches = static_batches(4, device)
     with tempfile.TemporaryDirectory() as scratch:
         run = TrainingRun(scratch, device=device, precision="bf16" if cuda else "fp32", state_every=None,
                           progress=False)  # fmt: skip
-        if cuda:
-            parts = (run, train_step, model, head, loss_fn, optimizer, params, batches[0])
-            step = capture.capture_sentence_step(*parts, head_autocast=False, clip_norm=CLIP_NORM)
-        else:
-
-            def step(ids, mask):
-                with run.step_context():
-                    train_step(model, head, loss_fn, [(ids, mask)], autocast=run.autocast, with_stats=False,
-                               scale=run.scale)  # fmt: skip
-                    run.optimizer_step(optimizer, params, CLIP_NORM)
-
+        parts = (run, model, head, build_loss("infonce"), optimizer, params)
+        step = equivalence.training_step(*parts, batches[0], graph=cuda)
         for i in range(min(10, args.pack_steps)):
             step(*batches[i % 4])
-        _sync(device)
+        equivalence.sync(device)
         Path(args.gate, f"ready-{os.getpid()}").touch()
         deadline = time.monotonic() + 120
         while len(list(Path(args.gate).glob("ready-*"))) < args.copies and time.monotonic() < deadline:
@@ -374,13 +346,8 @@ def worker_pack(args, device) -> None:
         t = time.perf_counter()
         for i in range(args.pack_steps):
             step(*batches[i % 4])
-        _sync(device)
+        equivalence.sync(device)
     print(json.dumps({"steps_per_s": args.pack_steps / (time.perf_counter() - t)}), flush=True)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 @contextlib.contextmanager

@@ -99,15 +99,16 @@ class Mask2d(nn.Module):
         return self.model(**inputs)
 
 
-def bert(toy: bool, device: torch.device, seed: int = 0) -> tuple[nn.Module, nn.Module]:
+def bert(
+    toy: bool, device: torch.device, seed: int = 0, vocab_size: int = 30522
+) -> tuple[nn.Module, nn.Module]:
+    """A random BERT (BERT-base, or config/demo.yaml's tiny BERT with ``toy``) and its SimCSE head, in
+    train mode on ``device``; ``vocab_size``: bert-base-uncased's by default."""
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(seed)
-    if toy:
-        spec = yaml.safe_load(DEMO.read_text())["backbones"]["tiny-bert"]["random"]
-        config = BertConfig(vocab_size=30522, **spec)
-    else:
-        config = BertConfig()  # BERT-base: 12 x 768, 110 M parameters
+    spec = yaml.safe_load(DEMO.read_text())["backbones"]["tiny-bert"]["random"] if toy else {}
+    config = BertConfig(vocab_size=vocab_size, **spec)  # without spec: BERT-base, 12 x 768, 110 M
     model = BertModel(config).to(device).train()
     head, _ = build_head("simcse", "bert", config.hidden_size, config.initializer_range)
     return model, head.to(device).train()

@@ -61,8 +61,6 @@ def run_steps(
     Returns ``losses`` (floats, every step), ``seconds`` (the timed steps, capture excluded),
     ``steps_per_s``, ``capture_s`` and, with ``keep_params``, ``params``: the final parameters as one
     flat tensor on the device (compared bit for bit by :func:`deterministic_check`)."""
-    from contrastlab.training.sentence import train_step  # sentence imports this module's siblings
-
     model, head = make_model()
     params = [p for p in itertools.chain(model.parameters(), head.parameters()) if p.requires_grad]
     cuda = device.type == "cuda"  # PyTorch's capturable AdamW exists for CUDA only: a CPU runs plain
@@ -70,37 +68,22 @@ def run_steps(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: max(0.0, (steps - k) / steps))
     if cuda:
         capture.tensor_lr(optimizer, device)  # after the scheduler took the float as its initial lr
-    loss_fn = build_loss(loss)
     with tempfile.TemporaryDirectory() as scratch:
         run = TrainingRun(
             Path(scratch), device=device, precision=precision, state_every=None, progress=False
         )  # fmt: skip
         torch.manual_seed(seed)
         t = time.perf_counter()
-        if graph:
-            step = capture.capture_sentence_step(
-                run, train_step, model, head, loss_fn, optimizer, params, batches[0],
-                head_autocast=False, clip_norm=CLIP_NORM,
-            )  # fmt: skip
-        else:
-
-            def step(ids, mask):
-                with run.step_context():
-                    out, _, _ = train_step(
-                        model, head, loss_fn, [(ids, mask)], autocast=run.autocast, with_stats=False,
-                        scale=run.scale,
-                    )  # fmt: skip
-                    run.optimizer_step(optimizer, params, CLIP_NORM)
-                return (out,)
-
-        _sync(device)
+        parts = (run, model, head, build_loss(loss), optimizer, params)
+        step = training_step(*parts, batches[0], graph=graph)
+        sync(device)
         capture_s, t = time.perf_counter() - t, time.perf_counter()
         losses = []
         for k in range(steps):
-            out = step(*batches[k % len(batches)])[0]
+            out = step(*batches[k % len(batches)])
             losses.append(out.loss.detach().clone())
             scheduler.step()
-        _sync(device)
+        sync(device)
         seconds = time.perf_counter() - t
     flat = torch.cat([p.detach().reshape(-1) for p in params]) if keep_params else None
     return {
@@ -110,6 +93,36 @@ def run_steps(
         "steps_per_s": steps / seconds if seconds else None,
         "capture_s": capture_s,
     }
+
+
+def training_step(run: TrainingRun, model, head, loss_fn, optimizer, params, first: Batch, *, graph: bool):
+    """The sentence trainer's step as a callable ``(ids, mask) -> loss output``: captured once as a CUDA
+    graph (``graph``; warmed up on ``first``, :func:`~contrastlab.training.capture.capture_sentence_step`)
+    or eager (``sentence.train_step`` and ``TrainingRun.optimizer_step``, as the trainer runs them)."""
+    from contrastlab.training.sentence import train_step  # sentence imports this module's siblings
+
+    if graph:
+        captured = capture.capture_sentence_step(
+            run, train_step, model, head, loss_fn, optimizer, params, first,
+            head_autocast=False, clip_norm=CLIP_NORM,
+        )  # fmt: skip
+        return lambda ids, mask: captured(ids, mask)[0]
+
+    def step(ids, mask):
+        with run.step_context():
+            out, _, _ = train_step(
+                model, head, loss_fn, [(ids, mask)], autocast=run.autocast, with_stats=False, scale=run.scale
+            )
+            run.optimizer_step(optimizer, params, CLIP_NORM)
+        return out
+
+    return step
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (timing); nothing to wait for on a CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def max_rel_diff(a: Sequence[float], b: Sequence[float]) -> float:
@@ -179,8 +192,3 @@ def _pair(name_a: str, a: dict[str, Any], name_b: str, b: dict[str, Any]) -> dic
         f"{name_b}_steps_per_s": b["steps_per_s"],
         "final_loss": b["losses"][-1],
     }
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

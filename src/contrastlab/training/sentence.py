@@ -472,9 +472,7 @@ def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corp
            out_dir, log_path, cache_dir) -> dict[str, Any]:  # fmt: skip
     """:func:`train`'s body: the settings decided for the device (``s``; the snapshot fingerprint reads
     the ``configured`` ones, so a snapshot written before a default became device-dependent resumes)."""
-    s, notes = capture.for_device(configured, run.device)
-    for note in notes:
-        print(note, file=sys.stderr, flush=True)  # now; logged once the run's log has begun
+    s, notes = capture.for_device(configured, run.device)  # said once the run's log has begun
     data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, run.progress)
     model, head, head_name, params = _build_model(s, backbone_dir, run.device)
     hp = dict(lr=s.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
@@ -501,7 +499,7 @@ def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corp
     stateful = {"model": model, "head": head, "optimizer": optimizer, "scheduler": scheduler}
     start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
     for note in notes:
-        run.log.write({"event": "note", "text": note})
+        _say(run, note)
     if saved is None:
         select(0)  # the backbone before training: logged, never selected
         analyse(0)
