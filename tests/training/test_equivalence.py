@@ -79,3 +79,22 @@ def test_the_deterministic_check_asks_bit_equality_and_diagnoses_a_difference(mo
     row = eq.deterministic_check(_tiny, [], precision="fp32", device=CPU, steps=2)
     assert not row["bit_equal"] and row["eager_repeat_bit_equal"] is True
     assert row["max_rel_diff"] == pytest.approx(2e-7)
+
+
+def test_the_padding_free_check_on_a_cpu_finds_the_padded_numbers_within_fp32_rounding():
+    """Real runs (tiny BERT, dropout on, right-padded rows of lengths 3..16): padding-free eager against
+    padded eager, the same seed. On a CPU the padded runs agree bit for bit (spread 0, so ``within``
+    cannot hold), and the padding-free run sits within fp32 rounding of them."""
+    g = torch.Generator().manual_seed(2)
+    batches = []
+    for _ in range(3):
+        lengths = torch.randint(3, 17, (8,), generator=g)
+        lengths[0] = 16
+        mask = (torch.arange(16)[None, :] < lengths[:, None]).long()
+        batches.append((torch.randint(5, 200, (8, 16), generator=g) * mask, mask))
+    row = eq.padding_free_check(_tiny, batches, precision="fp32", device=CPU, steps=20, repeat=2)
+    assert row["padded_vs_padded_max"] == 0.0 and row["within"] is False
+    assert 0 < row["packed_vs_padded_max"] < 1e-5, row
+    assert row["ratio"] > 0 and "graph_ms" not in row
+    with pytest.raises(ValueError, match="padding_free runs the eager step"):
+        eq.run_steps(_tiny, batches, precision="fp32", device=CPU, graph=True, steps=1, padding_free=True)

@@ -21,14 +21,23 @@ What is identical and what is not:
   folder are the ordinary model's: nothing is copied or converted.
 - With dropout off (``model.eval()`` or p = 0) the real tokens' hidden states are the padded model's up to
   floating-point reordering (tests: 1e-12 in float64, for outputs and every parameter's gradient).
-- With dropout on, each real token's activations get Bernoulli masks with the model's p, as in the padded
-  model; the draws differ (the padded model also draws masks for the padding, which never reach [CLS]), so
-  the same seed gives other masks with the same distribution.
+- With dropout on, the masks are the padded model's own draws: each dropout module is called on a
+  tensor of ones of the padded shape ``[n, L, hidden]`` (the same generator calls, in the same order and
+  of the same size, as the padded forward makes) and the real tokens' entries are kept
+  (``dropout_draws="padded"``, the default). So the same seed gives the same masks on the real tokens
+  and the same numbers up to rounding (tests, CPU: float64 within 1e-12 and fp32 within rounding with
+  dropout on). Drawing a mask is elementwise work over the padding, not matrix work. ``"packed"`` draws
+  on the real tokens only: the same distribution (Bernoulli with the model's p, independent per entry),
+  other masks.
 - RoBERTa's position ids are transformers': ``padding_idx`` + the running count of non-pad tokens.
 - The padded output's padding positions are zeros (the padded model's are garbage nobody reads).
-- Gathering the real tokens asks ``nonzero`` for their indices: one host-device sync per forward.
+- Gathering the real tokens asks ``nonzero`` for their indices: one host-device sync per forward, so the
+  step cannot be captured in a CUDA graph (its token count changes every batch anyway).
 
-Not wired into the trainers yet (issue 55); the CPU benchmark is ``benchmarks/padding_free.py``.
+:class:`PaddingFree` wraps a model as a drop-in encoder (``encoder(input_ids=..., attention_mask=...)``
+returns ``last_hidden_state`` and, when asked, ``hidden_states``) for the trainer's step, the dev
+evaluation and SentEval encoding; :func:`padding_free_default` is the rule that turns it on. The CPU
+benchmark is ``benchmarks/padding_free.py``, the GPU one ``benchmarks/gpu_bench.py``'s ``padfree`` part.
 """
 
 from __future__ import annotations
@@ -38,9 +47,40 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-__all__ = ["PackedOutput", "Packing", "pack", "packed_embeddings", "packed_forward"]
+__all__ = [
+    "DRAWS",
+    "PackedOutput",
+    "PaddingFree",
+    "Packing",
+    "pack",
+    "packed_embeddings",
+    "packed_forward",
+    "padding_free_default",
+    "supported",
+]
 
 SUPPORTED = ("BertModel", "RobertaModel")
+#: Model types (``config.model_type``) whose transformers model is a :data:`SUPPORTED` class.
+SUPPORTED_TYPES = ("bert", "roberta")
+#: ``dropout_draws``: the padded model's own masks ("padded") or draws on the real tokens only ("packed").
+DRAWS = ("padded", "packed")
+
+
+def supported(model_type: str | None) -> bool:
+    """Whether a backbone of this ``config.model_type`` can run padding-free."""
+    return model_type in SUPPORTED_TYPES
+
+
+def padding_free_default(precision: str, device_type: str, model_type: str | None) -> bool:
+    """The ``padding_free`` a sentence cell gets when it sets none: on for IEEE fp32 (``precision``
+    resolved, e.g. ``"fp32"``) on a CUDA device with a BERT or RoBERTa backbone, off otherwise.
+
+    Why there: an IEEE-fp32 step is bound by the card's fp32 units, so less work is the one lever (issue
+    55; measured in ``benchmarks/gpu_bench.py``'s ``padfree`` part), while a bf16/fp16/tf32 step is
+    launch-bound and takes the CUDA graph, which needs static shapes. On a CPU the padded step stays the
+    default so that every CPU run keeps its byte-identical numbers (``padding_free: true`` runs there
+    too: the numbers then move at rounding level)."""
+    return precision == "fp32" and device_type == "cuda" and supported(model_type)
 
 
 @dataclass(frozen=True)
@@ -49,7 +89,8 @@ class Packing:
 
     ``index``: flat positions ``row * L + column`` of the real tokens, row-major ``[tokens]``;
     ``key_mask``: ``[n, 1, 1, L]`` booleans, True for a real key (what SDPA may attend);
-    ``first``: the packed row of each sequence's first ([CLS]) token ``[n]``.
+    ``first``: the packed row of each sequence's first ([CLS]) token ``[n]``;
+    ``draws``: where dropout masks are drawn (:data:`DRAWS`).
     """
 
     n: int
@@ -57,6 +98,7 @@ class Packing:
     index: torch.Tensor
     key_mask: torch.Tensor
     first: torch.Tensor
+    draws: str = "padded"
 
     def scatter(self, packed: torch.Tensor) -> torch.Tensor:
         """``[tokens, d]`` -> ``[n, L, d]`` with zeros at the padding (differentiable)."""
@@ -67,17 +109,29 @@ class Packing:
         """``[n, L, d]`` -> ``[tokens, d]``: the real positions only."""
         return padded.reshape(self.n * self.width, -1).index_select(0, self.index)
 
+    def dropout(self, module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """``module`` (an ``nn.Dropout``) applied to the packed ``x`` [tokens, d]. With ``draws``
+        "padded" the mask is the one ``module`` would draw on the padded ``[n, L, d]`` activation: it is
+        called on ones of that shape and dtype (the same generator calls; a kept entry is exactly
+        1 / (1 - p)), and the real tokens' entries scale ``x``."""
+        if not module.training or module.p == 0 or self.draws == "packed":
+            return module(x)
+        scale = module(x.new_ones(self.n, self.width, x.shape[-1]))
+        return x * self.gather(scale)
+
 
 @dataclass
 class PackedOutput:
     """``cls``: the last hidden state of each first token ``[n, hidden]``; ``last_hidden_state``: the
-    padded ``[n, L, hidden]`` (zeros at the padding) when asked for, else None."""
+    padded ``[n, L, hidden]`` (zeros at the padding) when asked for, else None; ``hidden_states``: the
+    embeddings' and every layer's padded output when asked for (transformers' ``hidden_states``)."""
 
     cls: torch.Tensor
     last_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
-def _check(model: torch.nn.Module, attention_mask: torch.Tensor) -> None:
+def _check(model: torch.nn.Module, attention_mask: torch.Tensor, draws: str) -> None:
     """One-line errors for what the packed path does not compute as the padded model would."""
     name = type(model).__name__
     if name not in SUPPORTED or not hasattr(model, "embeddings") or not hasattr(model, "encoder"):
@@ -85,6 +139,8 @@ def _check(model: torch.nn.Module, attention_mask: torch.Tensor) -> None:
     config = model.config
     if getattr(config, "is_decoder", False) or getattr(config, "add_cross_attention", False):
         raise ValueError("packed_forward computes a bidirectional encoder; this model is a decoder")
+    if draws not in DRAWS:
+        raise ValueError(f"dropout_draws must be one of {', '.join(DRAWS)}, got {draws!r}")
     if attention_mask.dim() != 2:
         raise ValueError(f"attention_mask must be 2D [n, L], got shape {tuple(attention_mask.shape)}")
     mask = attention_mask.bool()
@@ -92,14 +148,14 @@ def _check(model: torch.nn.Module, attention_mask: torch.Tensor) -> None:
         raise ValueError("packed_forward needs right padding with a first real token in every row")
 
 
-def pack(attention_mask: torch.Tensor) -> Packing:
+def pack(attention_mask: torch.Tensor, draws: str = "padded") -> Packing:
     """The :class:`Packing` of a right-padded 2D ``attention_mask`` (1 = real token)."""
     mask = attention_mask.bool()
     n, width = mask.shape
     index = mask.reshape(-1).nonzero().squeeze(1)
     lengths = mask.sum(1)
     first = torch.cumsum(lengths, 0) - lengths
-    return Packing(n, width, index, mask[:, None, None, :], first)
+    return Packing(n, width, index, mask[:, None, None, :], first, draws)
 
 
 def _position_ids(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -133,12 +189,13 @@ def packed_embeddings(
     positions = _position_ids(model, input_ids, mask).reshape(-1).index_select(0, flat)
     x = emb.word_embeddings(ids) + emb.token_type_embeddings(types)
     x = x + emb.position_embeddings(positions)
-    return emb.dropout(emb.LayerNorm(x))
+    return packing.dropout(emb.dropout, emb.LayerNorm(x))
 
 
 def _self_attention(attention: torch.nn.Module, x: torch.Tensor, packing: Packing) -> torch.Tensor:
     """Multi-head self-attention of the packed tokens ``x`` [tokens, hidden]: Q/K/V projected on the
-    packed tokens, re-padded for SDPA with the padded keys masked, the result packed again."""
+    packed tokens, re-padded for SDPA with the padded keys masked, the result packed again. SDPA's
+    attention-probability dropout runs at the padded shape, as in the padded model."""
     sa = attention.self
     heads, head_dim = sa.num_attention_heads, sa.attention_head_size
 
@@ -162,9 +219,9 @@ def _layer(layer: torch.nn.Module, x: torch.Tensor, packing: Packing) -> torch.T
     ``BertIntermediate``, ``BertOutput``; RoBERTa's are the same)."""
     attention = layer.attention
     a = _self_attention(attention, x, packing)
-    h = attention.output.LayerNorm(attention.output.dropout(attention.output.dense(a)) + x)
+    h = attention.output.LayerNorm(packing.dropout(attention.output.dropout, attention.output.dense(a)) + x)
     ff = layer.intermediate.intermediate_act_fn(layer.intermediate.dense(h))
-    return layer.output.LayerNorm(layer.output.dropout(layer.output.dense(ff)) + h)
+    return layer.output.LayerNorm(packing.dropout(layer.output.dropout, layer.output.dense(ff)) + h)
 
 
 def packed_forward(
@@ -174,19 +231,81 @@ def packed_forward(
     *,
     token_type_ids: torch.Tensor | None = None,
     return_padded: bool = False,
+    output_hidden_states: bool = False,
+    dropout_draws: str = "padded",
+    check: bool = True,
 ) -> PackedOutput:
     """The last hidden state of ``model`` (a transformers ``BertModel`` or ``RobertaModel``) on a
     right-padded batch, computed padding-free (see the module docstring).
 
     ``input_ids``, ``attention_mask`` (1 = real, right padding, first token real) and the optional
     ``token_type_ids`` are ``[n, L]``. Returns the first ([CLS]/<s>) tokens' last hidden state
-    ``[n, hidden]``, and with ``return_padded`` the ``[n, L, hidden]`` last hidden state (zeros at the
-    padding). Train/eval mode and dropout are the model's.
+    ``[n, hidden]``, with ``return_padded`` the ``[n, L, hidden]`` last hidden state (zeros at the
+    padding), with ``output_hidden_states`` every layer's. Train/eval mode and dropout are the model's;
+    ``dropout_draws`` is :data:`DRAWS`. ``check=False`` skips the mask's validation (two host syncs) for
+    callers whose batches are right-padded by construction.
     """
-    _check(model, attention_mask)
-    packing = pack(attention_mask)
+    if check:
+        _check(model, attention_mask, dropout_draws)
+    packing = pack(attention_mask, dropout_draws)
     x = packed_embeddings(model, input_ids, packing, token_type_ids, attention_mask)
+    states = [x] if output_hidden_states else None
     for layer in model.encoder.layer:
         x = _layer(layer, x, packing)
+        if states is not None:
+            states.append(x)
     cls = x.index_select(0, packing.first)
-    return PackedOutput(cls, packing.scatter(x) if return_padded else None)
+    hidden = tuple(packing.scatter(h) for h in states) if states is not None else None
+    padded = hidden[-1] if hidden is not None else packing.scatter(x) if return_padded else None
+    return PackedOutput(cls, padded, hidden)
+
+
+class PaddingFree(torch.nn.Module):
+    """``model`` (BERT or RoBERTa) as a drop-in encoder that runs padding-free: called like the model
+    (``input_ids``, ``attention_mask`` 2D or the 4D boolean mask of
+    :func:`~contrastlab.models.text.attention_bias`, optional ``token_type_ids`` and
+    ``output_hidden_states``), it returns transformers' ``BaseModelOutput`` with the padded
+    ``last_hidden_state`` (zeros at the padding) and, when asked, ``hidden_states``.
+
+    It holds the model without owning it: its ``config`` is the model's, and the trainer keeps
+    optimising, saving and loading the model itself (an ordinary transformers folder)."""
+
+    def __init__(self, model: torch.nn.Module, *, dropout_draws: str = "padded", check: bool = False) -> None:
+        super().__init__()
+        if type(model).__name__ not in SUPPORTED:
+            raise TypeError(
+                f"padding_free supports {' and '.join(SUPPORTED)} backbones, got {type(model).__name__}; "
+                "set padding_free: false"
+            )
+        if dropout_draws not in DRAWS:
+            raise ValueError(f"dropout_draws must be one of {', '.join(DRAWS)}, got {dropout_draws!r}")
+        object.__setattr__(self, "model", model)  # not a submodule: no second copy of its state
+        self.dropout_draws, self.check = dropout_draws, check
+
+    @property
+    def config(self):
+        return self.model.config
+
+    def parameters(self, recurse: bool = True):
+        return self.model.parameters(recurse)
+
+    def train(self, mode: bool = True) -> PaddingFree:
+        self.model.train(mode)
+        return super().train(mode)
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None, output_hidden_states=False, **_):
+        from transformers.modeling_outputs import BaseModelOutput
+
+        if attention_mask.dim() == 4:  # attention_bias's [n, 1, L, L]: every query row holds the key mask
+            attention_mask = attention_mask[:, 0, 0, :]
+        out = packed_forward(
+            self.model,
+            input_ids,
+            attention_mask,
+            token_type_ids=token_type_ids,
+            return_padded=True,
+            output_hidden_states=output_hidden_states,
+            dropout_draws=self.dropout_draws,
+            check=self.check,
+        )
+        return BaseModelOutput(last_hidden_state=out.last_hidden_state, hidden_states=out.hidden_states)

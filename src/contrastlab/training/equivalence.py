@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from contrastlab.losses import build_loss
+from contrastlab.models.packed import PaddingFree
 from contrastlab.training import capture
 from contrastlab.training.runtime import TrainingRun, build_optimizer
 
@@ -55,12 +56,14 @@ def run_steps(
     seed: int = 0,
     loss: str = "infonce",
     keep_params: bool = False,
+    padding_free: bool = False,
 ) -> dict[str, Any]:
     """``steps`` training steps of a fresh model on ``batches`` (in turn) with the linear lr decay of a
     ``steps``-step run: captured (``graph``) or eager, the same capturable fused AdamW either way.
     Returns ``losses`` (floats, every step), ``seconds`` (the timed steps, capture excluded),
     ``steps_per_s``, ``capture_s`` and, with ``keep_params``, ``params``: the final parameters as one
-    flat tensor on the device (compared bit for bit by :func:`deterministic_check`)."""
+    flat tensor on the device (compared bit for bit by :func:`deterministic_check`). ``padding_free``:
+    the eager step through :class:`~contrastlab.models.packed.PaddingFree`."""
     model, head = make_model()
     params = [p for p in itertools.chain(model.parameters(), head.parameters()) if p.requires_grad]
     cuda = device.type == "cuda"  # PyTorch's capturable AdamW exists for CUDA only: a CPU runs plain
@@ -75,7 +78,7 @@ def run_steps(
         torch.manual_seed(seed)
         t = time.perf_counter()
         parts = (run, model, head, build_loss(loss), optimizer, params)
-        step = training_step(*parts, batches[0], graph=graph)
+        step = training_step(*parts, batches[0], graph=graph, padding_free=padding_free)
         sync(device)
         capture_s, t = time.perf_counter() - t, time.perf_counter()
         losses = []
@@ -95,12 +98,16 @@ def run_steps(
     }
 
 
-def training_step(run: TrainingRun, model, head, loss_fn, optimizer, params, first: Batch, *, graph: bool):
+def training_step(run: TrainingRun, model, head, loss_fn, optimizer, params, first: Batch, *, graph: bool,
+                  padding_free: bool = False):  # fmt: skip
     """The sentence trainer's step as a callable ``(ids, mask) -> loss output``: captured once as a CUDA
     graph (``graph``; warmed up on ``first``, :func:`~contrastlab.training.capture.capture_sentence_step`)
-    or eager (``sentence.train_step`` and ``TrainingRun.optimizer_step``, as the trainer runs them)."""
+    or eager (``sentence.train_step`` and ``TrainingRun.optimizer_step``, as the trainer runs them), the
+    encoder padding-free with ``padding_free`` (eager only, as in the trainer)."""
     from contrastlab.training.sentence import train_step  # sentence imports this module's siblings
 
+    if padding_free and graph:
+        raise ValueError("padding_free runs the eager step: its token count changes every batch")
     if graph:
         captured = capture.capture_sentence_step(
             run, train_step, model, head, loss_fn, optimizer, params, first,
@@ -108,11 +115,14 @@ def training_step(run: TrainingRun, model, head, loss_fn, optimizer, params, fir
         )  # fmt: skip
         return lambda ids, mask: captured(ids, mask)[0]
 
+    encoder = PaddingFree(model) if padding_free else model
+
     def step(ids, mask):
         with run.step_context():
             out, _, _ = train_step(
-                model, head, loss_fn, [(ids, mask)], autocast=run.autocast, with_stats=False, scale=run.scale
-            )
+                encoder, head, loss_fn, [(ids, mask)],
+                autocast=run.autocast, with_stats=False, scale=run.scale,
+            )  # fmt: skip
             run.optimizer_step(optimizer, params, CLIP_NORM)
         return out
 
@@ -178,6 +188,40 @@ def spread_check(make_model, batches, *, precision: str, device: torch.device, s
         "final_loss_eager": [r["losses"][-1] for r in eager],
         "final_loss_graph": [r["losses"][-1] for r in graphed],
     }
+
+
+def padding_free_check(make_model, batches, *, precision: str, device: torch.device, steps: int = 100,
+                       repeat: int = 2, seed: int = 0, graph: bool | None = None) -> dict:  # fmt: skip
+    """Is the padding-free step the padded one, and how much faster? ``repeat`` padded and ``repeat``
+    padding-free eager runs of the same seed and batches (dropout on: the padding-free encoder draws
+    the padded model's masks), and with ``graph`` (default: on CUDA) one captured padded run, the
+    step the device would take without padding-free. ``within`` is :func:`spread_check`'s rule
+    (the median padded-vs-padding-free difference <= the padded runs' own spread; on a CPU, where the
+    spread is 0, read ``packed_vs_padded_max`` against fp32 rounding instead). ``ratio`` = the
+    padding-free step's time / the padded eager step's (the best run of each)."""
+    common = dict(precision=precision, device=device, steps=steps, seed=seed)
+    padded = [run_steps(make_model, batches, graph=False, **common) for _ in range(repeat)]
+    packed = [run_steps(make_model, batches, graph=False, padding_free=True, **common) for _ in range(repeat)]
+    spread = [max_rel_diff(a["losses"], b["losses"]) for a, b in itertools.combinations(padded, 2)]
+    gaps = [max_rel_diff(a["losses"], b["losses"]) for a in padded for b in packed]
+    row = {
+        "check": "padding_free",
+        "precision": precision,
+        "steps": steps,
+        "repeat": repeat,
+        "padded_ms": 1e3 / max(r["steps_per_s"] for r in padded),
+        "packed_ms": 1e3 / max(r["steps_per_s"] for r in packed),
+        "padded_vs_padded_max": max(spread) if spread else None,
+        "packed_vs_padded_median": statistics.median(gaps),
+        "packed_vs_padded_max": max(gaps),
+        "within": bool(spread) and statistics.median(gaps) <= max(spread),
+        "final_loss_padded": [r["losses"][-1] for r in padded],
+        "final_loss_packed": [r["losses"][-1] for r in packed],
+    }
+    row["ratio"] = row["packed_ms"] / row["padded_ms"]
+    if graph if graph is not None else device.type == "cuda":
+        row["graph_ms"] = 1e3 / run_steps(make_model, batches, graph=True, **common)["steps_per_s"]
+    return row
 
 
 def _pair(name_a: str, a: dict[str, Any], name_b: str, b: dict[str, Any]) -> dict[str, Any]:

@@ -68,6 +68,7 @@ import torch
 from torch import nn
 
 from contrastlab.losses import build_loss
+from contrastlab.models import packed
 from contrastlab.models.export import write_sentence_transformers_files
 from contrastlab.models.text import attention_bias
 from contrastlab.paths import atomic_dir, atomic_write
@@ -109,6 +110,7 @@ LATER_DEFAULTS = {
     "cuda_graph": frozenset({None, False}),
     "compile": False,
     "deterministic": False,
+    "padding_free": frozenset({None, False}),
 }
 OutOfMemoryError = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
@@ -151,6 +153,9 @@ class TrainSettings:
     cuda_graph: bool | None = None
     compile: bool = False  # torch.compile the encoder for the training step (its own dropout stream)
     deterministic: bool = False  # deterministic kernels (bit-identical reruns on a GPU; slower)
+    # Token-wise layers on the real tokens only (models.packed; the padded model's numbers up to rounding,
+    # its own dropout masks). None: on for IEEE fp32 on CUDA with BERT/RoBERTa (instead of the graph).
+    padding_free: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "loss_hp", dict(self.loss_hp))
@@ -159,6 +164,12 @@ class TrainSettings:
             raise ValueError(
                 f"cuda_graph captures one encoder pass per step; set grad_accum: 1 (got {self.grad_accum}) "
                 "or cuda_graph: false"
+            )
+        if self.padding_free and (self.cuda_graph or self.compile):
+            switch = "cuda_graph" if self.cuda_graph else "compile"
+            raise ValueError(
+                f"padding_free changes the token count every batch, which {switch} cannot follow; set "
+                f"padding_free: false or {switch}: false"
             )
         if self.grad_accum > self.batch_size:
             raise ValueError(f"grad_accum must be <= batch_size ({self.batch_size}), got {self.grad_accum}")
@@ -393,9 +404,12 @@ def _build_model(s: TrainSettings, backbone_dir: Path, device: torch.device):
 class _DevSelection:
     """STS dev evaluations every ``eval_every`` steps; the best checkpoint kept in the state folder."""
 
-    def __init__(self, s: TrainSettings, run: TrainingRun, evaluator, model, head, tokenizer) -> None:
+    def __init__(
+        self, s: TrainSettings, run: TrainingRun, evaluator, model, head, tokenizer, *, encoder=None
+    ) -> None:
         self.s, self.run, self.evaluator = s, run, evaluator
         self.model, self.head, self.tokenizer = model, head, tokenizer
+        self.encoder = model if encoder is None else encoder  # what encodes the dev sentences
         self.best, self.best_step, self.evals = -math.inf, None, []
         self.snapshot_best: int | None = None  # the best step the last snapshot refers to
 
@@ -416,7 +430,7 @@ class _DevSelection:
         with self.run.pause("eval_s"):
             dev_head = self.head if self.s.dev_pooling == "cls_mlp" else None
             record = {"event": "eval", "step": step, "dev_task": self.s.dev_task}
-            record.update(self.evaluator(self.model, dev_head))
+            record.update(self.evaluator(self.encoder, dev_head))
             self.evals.append({k: v for k, v in record.items() if k != "event"})
             if step > 0:
                 if record["dev_spearman"] > self.best:
@@ -472,7 +486,7 @@ def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corp
            out_dir, log_path, cache_dir) -> dict[str, Any]:  # fmt: skip
     """:func:`train`'s body: the settings decided for the device (``s``; the snapshot fingerprint reads
     the ``configured`` ones, so a snapshot written before a default became device-dependent resumes)."""
-    s, notes = capture.for_device(configured, run.device)  # said once the run's log has begun
+    s, notes = _for_device(configured, run, backbone_dir)  # said once the run's log has begun
     data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, run.progress)
     model, head, head_name, params = _build_model(s, backbone_dir, run.device)
     hp = dict(lr=s.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
@@ -488,7 +502,7 @@ def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corp
     evaluator = DevEvaluator(
         dev_data_dir, s.dev_task, data.tokenizer, run.device, batch_size=s.dev_batch_size
     )
-    select = _DevSelection(s, run, evaluator, model, head, data.tokenizer)
+    select = _DevSelection(s, run, evaluator, model, head, data.tokenizer, encoder=_encoder(s, model))
     analyse = _Analysis(s, run, data, evaluator, model, head)
     fingerprint, run_info = _identity(configured, run, data, backbone_dir, corpus_path, head_name, params)
     saved = run.load_snapshot(fingerprint)
@@ -507,7 +521,7 @@ def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corp
         select.restore(saved)
     del saved
 
-    encoder = capture.compiled(model, s.compile)  # the training step's encoder (the model itself by default)
+    encoder = _encoder(s, model)  # the training step's: the model itself by default
     parts, order_epoch, order = (encoder, head, loss_fn, optimizer, params, data), -1, np.empty(0, dtype=int)
     graph = _capture_step(s, run, parts, start) if s.cuda_graph else None  # after a resume's loading
     if s.cuda_graph and graph is None:  # named in one line by _capture_step; the summary says eager
@@ -539,6 +553,37 @@ def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corp
             select.prune()
 
     return _finish(s, run, select, data, run_info, fingerprint, Path(out_dir), Path(log_path))
+
+
+def _for_device(configured: TrainSettings, run: TrainingRun, backbone_dir: Path):
+    """The settings decided for the run's device and precision (:func:`capture.for_device`, then
+    ``padding_free``) and the one-line notes that say so. ``padding_free`` None follows
+    :func:`~contrastlab.models.packed.padding_free_default`; where it turns on, the graph that
+    ``for_device`` chose by default gives way (an IEEE-fp32 step is bound by fp32 work, which the graph
+    does not reduce; the packed step's token count changes every batch)."""
+    if configured.padding_free:  # asked for by name: the graph (never asked for too: __post_init__) stays off
+        return capture.for_device(dataclasses.replace(configured, cuda_graph=False), run.device)
+    s, notes = capture.for_device(configured, run.device)
+    if configured.padding_free is not None:
+        return s, notes
+    model_type = json.loads((backbone_dir / "config.json").read_text()).get("model_type")
+    graph_by_choice = bool(configured.cuda_graph) or configured.compile
+    on = packed.padding_free_default(run.precision.name, run.device.type, model_type) and not graph_by_choice
+    if on:
+        notes.append(
+            f"padding_free: on ({run.precision.name} on {run.device.type}: the token-wise layers run on the "
+            "real tokens only, the padded model's numbers up to rounding; eager step, no CUDA graph)"
+        )
+        notes = [n for n in notes if not n.startswith("cuda_graph:")]
+    return dataclasses.replace(s, padding_free=on, cuda_graph=s.cuda_graph and not on), notes
+
+
+def _encoder(s: TrainSettings, model: nn.Module) -> nn.Module:
+    """What encodes a batch: the padding-free wrapper (``padding_free``), the compiled model
+    (``compile``) or the model itself."""
+    if s.padding_free:
+        return packed.PaddingFree(model)
+    return capture.compiled(model, s.compile)
 
 
 def _identity(

@@ -1,0 +1,143 @@
+"""The sentence trainer's ``padding_free`` switch (issue 55): when it turns on, what it changes (the
+numbers only at rounding level, dropout on), and the one-line errors where it cannot run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from contrastlab.training import sentence
+from contrastlab.training.runtime import fingerprint_settings
+from contrastlab.training.sentence import LATER_DEFAULTS, TrainSettings, train
+
+SMALL = dict(loss="infonce", lr=1e-4, batch_size=32, max_steps=12, eval_every=4, log_every=2, state_every=4)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_bert, corpus, senteval_dir):
+    """The same tiny-BERT cell (dropout 0.1) trained padded and padding-free on the CPU, and a
+    padding-free one with two encoder micro-batches (gradient caching replays the masks)."""
+
+    def run(name: str, **overrides) -> tuple[dict, list[dict], Path]:
+        folder = tmp_path_factory.mktemp(name)
+        summary = train(
+            TrainSettings(**{**SMALL, **overrides}),
+            backbone_dir=tiny_bert,
+            corpus_path=corpus,
+            dev_data_dir=senteval_dir,
+            out_dir=folder / "model",
+            log_path=folder / "log.jsonl",
+            state_dir=folder / "state",
+            cache_dir=folder / "cache",
+            device="cpu",
+            progress=False,
+        )
+        log = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
+        return summary, log, folder / "model"
+
+    return {
+        "padded": run("padded"),
+        "packed": run("packed", padding_free=True),
+        "packed_accum": run("packed-accum", padding_free=True, grad_accum=2),
+        "padded_accum": run("padded-accum", grad_accum=2),
+    }
+
+
+def _curves(log: list[dict]) -> tuple[list[float], list[float]]:
+    return (
+        [r["loss"] for r in log if r["event"] == "train"],
+        [r["dev_spearman"] for r in log if r["event"] == "eval"],
+    )
+
+
+@pytest.mark.parametrize("pair", [("padded", "packed"), ("padded_accum", "packed_accum")])
+def test_padding_free_training_gives_the_padded_numbers_within_rounding(trained, pair):
+    """Same seed, dropout on: the packed encoder draws the padded model's masks, so the loss curve, the
+    dev scores, the selected step and the kept weights agree within fp32 rounding."""
+    (ref_summary, ref_log, ref_model), (summary, log, model) = trained[pair[0]], trained[pair[1]]
+    ref_losses, ref_dev = _curves(ref_log)
+    losses, dev = _curves(log)
+    assert len(losses) == len(ref_losses) == 6 and len(dev) == len(ref_dev) == 4
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(dev, ref_dev, rtol=0, atol=1e-3)
+    assert summary["best_step"] == ref_summary["best_step"]
+    a, b = load_file(ref_model / "model.safetensors"), load_file(model / "model.safetensors")
+    assert a.keys() == b.keys()
+    for key in a:
+        if key.endswith("attention.self.key.bias"):
+            # Softmax ignores a shift shared by all keys: this bias's gradient is zero up to rounding, and
+            # Adam turns rounding noise into updates of up to ~lr a step on either side.
+            assert (b[key] - a[key]).abs().max() <= 2 * SMALL["max_steps"] * SMALL["lr"], key
+            continue
+        torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-5, msg=key)
+
+
+def test_the_summary_and_log_say_which_encoder_ran(trained):
+    assert trained["packed"][0]["settings"]["padding_free"] is True
+    assert trained["padded"][0]["settings"]["padding_free"] is False  # decided for the CPU: off
+    notes = [r["text"] for r in trained["padded"][1] if r["event"] == "note"]
+    assert not any("padding_free" in n for n in notes)
+
+
+def _decide(tmp_path: Path, device: str, precision: str, model_type: str = "bert", **settings):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    run = SimpleNamespace(device=torch.device(device), precision=SimpleNamespace(name=precision))
+    return sentence._for_device(TrainSettings(loss="infonce", **settings), run, tmp_path)
+
+
+def test_on_by_default_for_ieee_fp32_on_cuda_where_it_replaces_the_graph(tmp_path):
+    s, notes = _decide(tmp_path, "cuda", "fp32")
+    assert s.padding_free is True and s.cuda_graph is False
+    assert [n for n in notes if n.startswith("padding_free: on (fp32 on cuda")] == notes and len(notes) == 1
+
+
+@pytest.mark.parametrize(
+    "device, precision, model_type, settings, graph",
+    [
+        ("cuda", "bf16", "bert", {}, True),  # launch-bound: the graph
+        ("cuda", "tf32", "roberta", {}, True),
+        ("cpu", "fp32", "bert", {}, False),  # CPU runs keep their numbers
+        ("cuda", "fp32", "distilbert", {}, True),  # not a packed architecture
+        ("cuda", "fp32", "bert", {"cuda_graph": True}, True),  # the graph asked for by name
+        ("cuda", "fp32", "bert", {"compile": True}, True),
+        ("cuda", "fp32", "bert", {"padding_free": False}, True),
+    ],
+)
+def test_off_by_default_elsewhere(tmp_path, device, precision, model_type, settings, graph):
+    s, _ = _decide(tmp_path, device, precision, model_type, **settings)
+    assert s.padding_free is False and s.cuda_graph is graph
+
+
+def test_asked_for_by_name_it_runs_anywhere_and_the_graph_gives_way(tmp_path):
+    assert _decide(tmp_path, "cpu", "fp32", padding_free=True)[0].padding_free is True
+    s, _ = _decide(tmp_path, "cuda", "bf16", padding_free=True)
+    assert s.padding_free is True and s.cuda_graph is False
+
+
+@pytest.mark.parametrize("switch", ["cuda_graph", "compile"])
+def test_with_a_static_graph_it_is_a_one_line_error(switch):
+    with pytest.raises(ValueError, match=f"set padding_free: false or {switch}: false"):
+        TrainSettings(loss="infonce", padding_free=True, **{switch: True})
+
+
+def test_an_unsupported_backbone_asked_for_by_name_is_a_one_line_error():
+    with pytest.raises(TypeError, match="BertModel and RobertaModel backbones, got Linear; set padding_free"):
+        sentence._encoder(TrainSettings(loss="infonce", padding_free=True), torch.nn.Linear(2, 2))
+
+
+def test_snapshots_written_before_the_switch_still_resume():
+    """Absent (None) and false are the old behaviour's values: the snapshot fingerprint leaves them out,
+    true changes it."""
+    base = TrainSettings(loss="infonce").to_dict()
+    old = {k: v for k, v in base.items() if k != "padding_free"}
+    for value in (None, False):
+        assert fingerprint_settings({**base, "padding_free": value}, LATER_DEFAULTS) == fingerprint_settings(
+            old, LATER_DEFAULTS
+        )
+    assert "padding_free" in fingerprint_settings({**base, "padding_free": True}, LATER_DEFAULTS)
