@@ -215,7 +215,8 @@ def test_a_step_that_cannot_be_captured_runs_eager_after_one_line(
         return out
 
     monkeypatch.setattr(sentence, "build_loss", lambda name, **hp: reads_the_host)
-    summary = _train(tmp_path, tiny_bert, corpus, senteval_dir, precision="fp32")
+    # fp32 with the padded step (IEEE fp32 alone would take the padding-free eager step, no graph)
+    summary = _train(tmp_path, tiny_bert, corpus, senteval_dir, precision="fp32", padding_free=False)
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("cuda_graph:")]
     assert len(lines) == 1 and "cannot be captured" in lines[0], lines
     assert summary["settings"]["cuda_graph"] is False and summary["steps"] == 8
@@ -229,3 +230,42 @@ def test_deterministic_reruns_are_bit_identical_on_the_gpu(tmp_path, tiny_bert, 
     a, b = (load_file(tmp_path / f"{name}/model/model.safetensors") for name in ("a", "b"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert (tmp_path / "a/log.jsonl").read_text().count('"loss"') > 0
+
+
+def test_the_default_for_ieee_fp32_on_cuda_is_the_padding_free_eager_step(
+    tmp_path, tiny_bert, corpus, senteval_dir, capsys
+):
+    summary = _train(tmp_path, tiny_bert, corpus, senteval_dir, precision="fp32")
+    assert summary["settings"]["padding_free"] is True and summary["settings"]["cuda_graph"] is False
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("padding_free: on")]
+    assert len(lines) == 1 and summary["steps"] == 8, lines
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta"])
+def test_padding_free_draws_the_padded_models_masks_on_cuda(arch):
+    """IEEE fp32, dropout on, the same seed: the padding-free forward's [CLS] states and gradients are
+    the padded model's within fp32 rounding on the GPU too (CUDA's dropout and SDPA draw per element of
+    the same padded shapes)."""
+    import copy
+
+    from contrastlab.models.packed import packed_forward
+    from contrastlab.models.text import attention_bias
+    from contrastlab.precision import ieee_fp32
+    from tests.models.test_packed import _batch, _model
+
+    padded_model = _model(arch, dropout=0.2, hidden=64).to(CUDA).train()
+    packed_model = copy.deepcopy(padded_model)
+    ids, mask = (t.to(CUDA) for t in _batch(arch))
+    with ieee_fp32():
+        torch.manual_seed(3)
+        ref = padded_model(ids, attention_mask=attention_bias(padded_model, mask)).last_hidden_state[:, 0]
+        torch.manual_seed(3)
+        got = packed_forward(packed_model, ids, mask).cls
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+        ref.square().sum().backward()
+        got.square().sum().backward()
+    for (name, a), (_, b) in zip(
+        padded_model.named_parameters(), packed_model.named_parameters(), strict=True
+    ):
+        if a.grad is not None and not name.endswith("attention.self.key.bias"):  # a zero gradient
+            torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-5, msg=name)
