@@ -76,6 +76,7 @@ __all__ = [
     "resized_crop",
     "rgb_to_hsv",
     "sample_crop_boxes",
+    "two_views",
 ]
 
 #: ITU-R 601-2 luma weights, as torchvision's rgb_to_grayscale.
@@ -442,3 +443,16 @@ class SimCLRAugment:
             raise ValueError(f"images must be [B, 3, H, W], got {tuple(images.shape)}")
         n, _, height, width = images.shape
         return self.apply(images, self.sample(n, height, width, generator))
+
+
+def two_views(
+    augment: SimCLRAugment, images: torch.Tensor, generator: torch.Generator, calls: str = "two"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two SimCLR views of ``images`` [B, 3, H, W]: ``calls="two"`` one augmentation call per view (the
+    first view's draws, then the second's); ``"one"`` one call on the batch twice over (2B images, each
+    with its own draws: the same distribution of view pairs, half the kernel launches, other views for
+    a generator state)."""
+    if calls == "one":
+        view1, view2 = augment(torch.cat([images, images]), generator).chunk(2)
+        return view1, view2
+    return augment(images, generator), augment(images, generator)

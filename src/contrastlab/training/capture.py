@@ -22,6 +22,9 @@ the device-dependent defaults (the graph on for CUDA, off elsewhere):
   states both checks; ``benchmarks/gpu_bench.py`` runs them). A step that cannot be captured (a loss that
   reads a value on the host, an op that capture refuses) fails at set-up, before the first step:
   :func:`capture_or_eager` then names the cause in one line and the run goes on eagerly.
+
+The image step's graph (:mod:`contrastlab.training.vision_capture`) is a :class:`CapturedStep` too, with
+its augmentation generator registered with the graph.
 """
 
 from __future__ import annotations
@@ -146,30 +149,36 @@ class _Restore:
 class CapturedStep:
     """The whole training step as one CUDA graph, replayed per batch.
 
-    ``body(ids, mask)`` runs forward, backward and the optimiser step on the static input buffers and
+    ``body(*inputs)`` runs forward, backward and the optimiser step on the static input buffers and
     returns its outputs (device tensors; the graph rewrites them at every replay). It must leave the
     gradients in place (no ``zero_grad``: the graph's backward writes them afresh) and must not
     synchronise with the host. ``state()`` yields every tensor the step updates in place (parameters,
     buffers, optimiser and loss-scaler state, device-side counters): warm-up and capture run the body
     four times, and these are put back afterwards, as is the CUDA RNG, so that the first replay is the
-    run's first real step. ``first`` = (ids, mask) of a real batch for the warm-up. Build it after a
-    resume (``load_state_dict`` replaces the tensors a graph would hold).
+    run's first real step. ``first`` = the input tensors of a real batch for the warm-up (the sentence
+    step's (ids, mask), the image step's images). ``generators``: CUDA generators the body draws from
+    besides the default one (the image step's augmentation generator): each is registered with the
+    graph, so that every replay draws from its current state and advances it by the draws of one step,
+    as the eager step does, and is put back to its state before the warm-up. Build it after a resume
+    (``load_state_dict`` replaces the tensors a graph would hold).
     """
 
     WARMUP = 3  # eager iterations on a side stream before capture (allocator, cuBLAS handles, state)
 
     def __init__(
         self,
-        body: Callable[[torch.Tensor, torch.Tensor], tuple],
-        first: tuple[torch.Tensor, torch.Tensor],
+        body: Callable[..., tuple],
+        first: tuple[torch.Tensor, ...],
         state: Callable[[], Iterable[torch.Tensor]],
         zero_grad: Callable[[], None],
         device: torch.device,
+        generators: tuple[torch.Generator, ...] = (),
     ) -> None:
         require_cuda(device)
-        self.ids, self.mask = (x.to(device).clone() for x in first)
+        self.inputs = tuple(x.to(device).clone() for x in first)
         restore, rng = _Restore(state), torch.cuda.get_rng_state(device)
-        generator = _graph_safe_rng(device)
+        drawn = [(g, g.get_state()) for g in generators]  # each generator's state before the warm-up
+        safe = [_graph_safe_rng(device), *(_graph_safe_rng(device, g) for g in generators)]
         try:
             side = torch.cuda.Stream(device)
             side.wait_stream(torch.cuda.current_stream(device))
@@ -177,49 +186,59 @@ class CapturedStep:
                 for k in range(self.WARMUP):
                     zero_grad()
                     with _host_syncs_raise(k == self.WARMUP - 1):  # a host read fails here, not in capture
-                        body(self.ids, self.mask)
+                        body(*self.inputs)
             torch.cuda.current_stream(device).wait_stream(side)
             zero_grad()  # gradients allocated inside the capture, in the graph's memory pool
             self.graph = torch.cuda.CUDAGraph()
+            for generator in generators:  # the default generator registers itself at capture_begin
+                self.graph.register_generator_state(generator)
             with torch.cuda.graph(self.graph):
-                self.outputs = body(self.ids, self.mask)
+                self.outputs = body(*self.inputs)
         except BaseException:  # the eager run that follows a failed capture starts from the same state
-            _recover(device, generator)
+            _recover(device, *safe)
             zero_grad()
             restore()
             torch.cuda.set_rng_state(rng, device)
+            for generator, before in drawn:
+                generator.set_state(before)
             raise
         restore()  # after the capture: state the warm-up created now exists and is zeroed
         torch.cuda.set_rng_state(rng, device)
+        for generator, before in drawn:  # in place: the graph reads the state object it registered
+            generator.set_state(before)
         torch.cuda.synchronize(device)
 
-    def __call__(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple:
-        """Copy a batch (host or device tensors of the captured shape) into the static inputs, replay."""
-        if ids.shape != self.ids.shape:
-            raise ValueError(
-                f"a captured step takes batches of shape {tuple(self.ids.shape)}, got {tuple(ids.shape)}"
-            )
-        self.ids.copy_(ids, non_blocking=True)
-        self.mask.copy_(mask, non_blocking=True)
+    def __call__(self, *batch: torch.Tensor) -> tuple:
+        """Copy a batch (host or device tensors of the captured shapes) into the static inputs, replay."""
+        shapes = tuple(tuple(x.shape) for x in self.inputs)
+        if len(batch) != len(self.inputs) or tuple(tuple(x.shape) for x in batch) != shapes:
+            got = tuple(tuple(x.shape) for x in batch)
+            raise ValueError(f"a captured step takes batches of shapes {shapes}, got {got}")
+        for static, x in zip(self.inputs, batch, strict=True):
+            static.copy_(x, non_blocking=True)
         self.graph.replay()
         return self.outputs
 
 
-def _graph_safe_rng(device: torch.device):
-    """(the device's default CUDA generator, a copy of its state taken outside any capture), or None
-    where this torch lacks ``clone_state``: a capture that fails midway leaves the generator marked as
-    capturing, and every later dropout call then fails ("Offset increment outside graph capture")."""
-    generator = torch.cuda.default_generators[
-        device.index if device.index is not None else torch.cuda.current_device()
-    ]
+def _graph_safe_rng(device: torch.device, generator: torch.Generator | None = None):
+    """(``generator``, by default the device's default CUDA generator, and a copy of its state taken
+    outside any capture), or None where this torch lacks ``clone_state``: a capture that fails midway
+    leaves the generator marked as capturing, and every later draw from it then fails ("Offset
+    increment outside graph capture")."""
+    if generator is None:
+        generator = torch.cuda.default_generators[
+            device.index if device.index is not None else torch.cuda.current_device()
+        ]
     return (generator, generator.clone_state()) if hasattr(generator, "clone_state") else None
 
 
-def _recover(device: torch.device, generator) -> None:
-    """After a failed capture: the generator's state put back outside capture, the device drained (an
-    invalidated capture may report its error once more; that is the error already being raised)."""
-    if generator is not None:
-        generator[0].graphsafe_set_state(generator[1])
+def _recover(device: torch.device, *generators) -> None:
+    """After a failed capture: each generator's state (:func:`_graph_safe_rng`) put back outside
+    capture, the device drained (an invalidated capture may report its error once more; that is the
+    error already being raised)."""
+    for generator in generators:
+        if generator is not None:
+            generator[0].graphsafe_set_state(generator[1])
     with contextlib.suppress(Exception):
         torch.cuda.synchronize(device)
 
@@ -248,10 +267,7 @@ def capture_sentence_step(
     :class:`CapturedStep`: the learning rate becomes a device tensor, fp16's scale tensors exist before
     the capture, autocast runs without its cast cache. Returns the step; calling it with a batch returns
     (loss output, h1, h2, grad norm), device tensors rewritten at every replay."""
-    tensor_lr(optimizer, run.device)
-    if run.scaler.is_enabled():
-        run.scaler.scale(torch.zeros((), device=run.device))  # creates the scaler's scale tensors
-    autocast = no_autocast_cache(run.autocast)
+    autocast = prepare_capture(run, optimizer)
 
     def body(ids, mask):
         with run.step_context():
@@ -262,14 +278,32 @@ def capture_sentence_step(
             grad_norm = run.optimizer_step(optimizer, params, clip_norm, zero_grad=False)
         return out, h1, h2, grad_norm
 
+    zero_grad = functools.partial(optimizer.zero_grad, set_to_none=True)
+    return CapturedStep(body, first, step_state(run, optimizer, model, head), zero_grad, run.device)
+
+
+def prepare_capture(run, optimizer: torch.optim.Optimizer):
+    """What a step needs before its capture, done once at set-up: the learning rate a device tensor
+    (:func:`tensor_lr`), fp16's scale tensors created; returns the run's autocast without its cast
+    cache (:func:`no_autocast_cache`), the one the captured body runs under."""
+    tensor_lr(optimizer, run.device)
+    if run.scaler.is_enabled():
+        run.scaler.scale(torch.zeros((), device=run.device))  # creates the scaler's scale tensors
+    return no_autocast_cache(run.autocast)
+
+
+def step_state(run, optimizer: torch.optim.Optimizer, *modules: torch.nn.Module):
+    """``state`` of :class:`CapturedStep` for a step that trains ``modules`` with ``optimizer`` under
+    ``run``: their parameters and buffers, the optimiser's state tensors, the run's device counters."""
+
     def state():
-        yield from itertools.chain(model.parameters(), model.buffers(), head.parameters(), head.buffers())
+        for module in modules:
+            yield from itertools.chain(module.parameters(), module.buffers())
         for per_param in optimizer.state.values():
             yield from (v for v in per_param.values() if torch.is_tensor(v))
         yield from run.device_state()
 
-    zero_grad = functools.partial(optimizer.zero_grad, set_to_none=True)
-    return CapturedStep(body, first, state, zero_grad, run.device)
+    return state
 
 
 def capture_or_eager(capture: Callable[[], CapturedStep], say: Callable[[str], None]) -> CapturedStep | None:

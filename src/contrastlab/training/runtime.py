@@ -539,6 +539,12 @@ class TrainingRun:
     def set_postfix(self, **values: str) -> None:
         self._bar.set_postfix(**values, refresh=False)
 
+    def note(self, text: str) -> None:
+        """One line on stderr, kept in the run's log (``{"event": "note"}``): what the run decided at set-up
+        (after :meth:`begin`; the progress bar's :meth:`write` needs the loop's bar)."""
+        print(text, file=sys.stderr, flush=True)
+        self.log.write({"event": "note", "text": text})
+
     def write(self, text: str) -> None:
         """A line on stderr that does not break the progress bar (only with ``progress``)."""
         if self.progress:

@@ -10,7 +10,8 @@ constant rate is our choice (the simplest reading; declared in docs/deviations.m
 loop's runtime (snapshots, resume, the non-finite policy, logging) are
 :mod:`contrastlab.training.runtime`'s: ``auto`` is bf16 autocast of the encoder on CUDA (the head and
 the loss in fp32), channels-last on CUDA. Only full batches by default (``drop_last``): every step has
-the same number of negatives.
+the same number of negatives. On CUDA the whole step, augmentation draws included, is one CUDA graph
+by default (``cuda_graph``, :mod:`contrastlab.training.vision_capture`); OAR's step stays eager.
 
 The OAR study (OAR §4-5) adds, per step, a batch of *labelled* images from a fixed subset of the
 training split (``oar_fraction``, :func:`~contrastlab.data.images.labelled_subset`), seen in two views
@@ -54,10 +55,11 @@ from contrastlab.losses.oar import oar_loss, orthonormal_anchors
 from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.paths import atomic_dir, atomic_write
-from contrastlab.precision import ieee_fp32
 from contrastlab.provenance import run_metadata
+from contrastlab.training import capture
 from contrastlab.training import state as st
-from contrastlab.training.augment import SimCLRAugment
+from contrastlab.training import vision_capture as vc
+from contrastlab.training.augment import SimCLRAugment, two_views
 from contrastlab.training.runtime import (
     GeneratorState,
     TrainingRun,
@@ -68,6 +70,7 @@ from contrastlab.training.runtime import (
     loss_stats_text,
     settings_from_dict,
 )
+from contrastlab.training.vision_select import ValSelection
 
 __all__ = [
     "ENCODER_FILE",
@@ -91,11 +94,16 @@ ANCHORS_FILE = "anchors.safetensors"
 OPTIMIZERS = ("adam", "sgd")
 LR_SCHEDULES = ("constant", "cosine")
 KEEP_RULES = ("last", "best_val_loss")
-BEST_ENCODER = "best-encoder.pt"  # in the state folder: the kept encoder so far (keep: best_val_loss)
 
 
-#: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint).
-LATER_DEFAULTS = {"augment_calls": "two", "cudnn_benchmark": True, "compile": False}
+#: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint);
+#: ``cuda_graph`` None (decided by the device) counts as default at False, what every run had before it.
+LATER_DEFAULTS = {
+    "augment_calls": "two",
+    "cudnn_benchmark": True,
+    "compile": False,
+    "cuda_graph": frozenset({None, False}),
+}
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,9 @@ class VisionTrainSettings:
     augment_calls: str = "two"
     cudnn_benchmark: bool = True  # CUDA only: cuDNN times its convolution algorithms once per shape
     compile: bool = False  # torch.compile the encoder and the augmentation's pure half (off: unmeasured)
+    # The whole step (draws, views, forward, backward, optimiser) as one CUDA graph (training.vision_capture);
+    # None: on for CUDA where the step can be captured (else one line says why), off elsewhere.
+    cuda_graph: bool | None = None
     # SimCLR's CIFAR augmentations (Chen et al. 2020, App. A; the four types of App. B.3); OAR uses
     # crop_scale (0.8, 1.0) and jitter (0.2, 0.2, 0.2, 0.1) (protocol.md section 3).
     crop_scale: tuple[float, float] = (0.08, 1.0)  # area fraction of the random resized crop
@@ -392,19 +403,6 @@ class _OarBatches:
         return OarBatch(view1, view2, self.labels[rows], self.anchors, self.s.oar_weight, labels_checked=True)
 
 
-def two_views(
-    augment: SimCLRAugment, images: torch.Tensor, generator: torch.Generator, calls: str = "two"
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two SimCLR views of ``images`` [B, 3, H, W]: ``calls="two"`` one augmentation call per view (the
-    first view's draws, then the second's); ``"one"`` one call on the batch twice over (2B images, each
-    with its own draws: the same distribution of view pairs, half the kernel launches, other views for
-    a generator state)."""
-    if calls == "one":
-        view1, view2 = augment(torch.cat([images, images]), generator).chunk(2)
-        return view1, view2
-    return augment(images, generator), augment(images, generator)
-
-
 def _to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
     """``array`` on ``device``; to CUDA through pinned memory without blocking: a pageable copy makes
     the host wait for the GPU's queue (docs/gpu-defects.md, G10)."""
@@ -458,6 +456,8 @@ def train_vision(
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(s, state_dir, **options)
     dev = run.device
+    if s.cuda_graph:  # before anything is loaded: the one-line error comes first
+        capture.require_cuda(dev)
     use_channels_last = dev.type == "cuda" if s.channels_last is None else s.channels_last
     channels_last = torch.channels_last if use_channels_last else torch.contiguous_format
     data = load_images(s.dataset, "train", root=data_root, download=download, image_size=s.image_size)
@@ -466,6 +466,7 @@ def train_vision(
     n_train = n_images if trained is None else len(trained)
     steps_per_epoch = _steps_per_epoch(s, n_train)
     total = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
+    cuda_graph, notes = vc.resolve(s, dev, n_train)  # said once the run's log has begun
     images = data.images.to(dev)
     augment = s.augment(s.input_size or size, *IMAGE_STATS[s.dataset])
     encoder, head, loss_dim = _build(s, dev, channels_last)
@@ -491,8 +492,9 @@ def train_vision(
     run_info = _describe(
         s, run, encoder, params, oar, n_train, size, steps_per_epoch, total, use_channels_last
     )
+    run_info["cuda_graph"] = cuda_graph  # the settings stay as configured (None: decided here)
     select = (
-        _ValSelection(s, run, images, augment, loss_fn, encoder, head, channels_last)
+        ValSelection(s, run, images, augment, loss_fn, encoder, head, channels_last)
         if trained is not None
         else None
     )
@@ -502,6 +504,15 @@ def train_vision(
     if select is not None and saved is not None:
         select.restore(saved)
     del saved
+    for note in notes:
+        run.note(note)
+    parts = (forward_encoder, head, loss_fn, optimizer, params)
+    # After a resume's loading; any batch of the run's shape warms it up (its effects are undone).
+    graph = capture.capture_or_eager(lambda: vc.capture_vision_step(
+        run, train_step, parts, augment, views, images[: s.batch_size], calls=s.augment_calls,
+        memory_format=channels_last, head_autocast=s.head_autocast,
+    ), run.note) if cuda_graph else None  # fmt: skip
+    run_info["cuda_graph"] = graph is not None
 
     order_epoch, order, lr = -1, torch.empty(0, dtype=torch.long), scheduled_lr(s, 0)
     for step in run.steps(start, total, desc=f"{s.loss} {s.arch} bs{s.batch_size}"):
@@ -510,27 +521,30 @@ def train_vision(
             order_epoch, order = epoch, _to_device(epoch_order(n_train, s.seed, epoch), dev)
             order = order if trained is None else trained[order]
             lr = scheduled_lr(s, epoch)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+            vc.set_lr(optimizer, lr)
         batch = images[order[position * s.batch_size : (position + 1) * s.batch_size]]
         logging = step % s.log_every == 0 or step == total
         snapshot = run.snapshot_due(step, total)
-        with run.step_context():  # OAR's blur (a convolution) too: the step's precision, every step
-            oar_batch = oar.batch(step, images, augment, views) if oar else None
-            out, h1, h2, oar_value = train_step(
-                forward_encoder,
-                head,
-                loss_fn,
-                *two_views(augment, batch, views, s.augment_calls),
-                autocast=run.autocast,
-                memory_format=channels_last,
-                with_stats=logging,
-                oar=oar_batch,
-                scale=run.scale,
-                head_autocast=s.head_autocast,
-            )
-            # No clipping (App. B.3); at log steps an infinite bound measures the norm (grads x 1.0).
-            grad_norm = run.optimizer_step(optimizer, params, clip_norm=math.inf if logging else None)
+        if graph is not None:
+            out, h1, h2, grad_norm = graph(batch)
+            out, oar_value = (vc.with_stats(loss_fn, out, h1, h2) if logging else out), None
+        else:
+            with run.step_context():  # OAR's blur (a convolution) too: the step's precision, every step
+                oar_batch = oar.batch(step, images, augment, views) if oar else None
+                out, h1, h2, oar_value = train_step(
+                    forward_encoder,
+                    head,
+                    loss_fn,
+                    *two_views(augment, batch, views, s.augment_calls),
+                    autocast=run.autocast,
+                    memory_format=channels_last,
+                    with_stats=logging,
+                    oar=oar_batch,
+                    scale=run.scale,
+                    head_autocast=s.head_autocast,
+                )
+                # No clipping (App. B.3); at log steps an infinite bound measures the norm (grads x 1.0).
+                grad_norm = run.optimizer_step(optimizer, params, clip_norm=math.inf if logging else None)
         loss = out.loss.detach() if oar_value is None else (out.loss + s.oar_weight * oar_value).detach()
         run.record(step, loss, len(batch))
         what = f"loss {s.loss!r} (hp {json.dumps(dict(s.loss_hp))})"
@@ -576,72 +590,6 @@ def _trained_rows(s: VisionTrainSettings, n_images: int, device: torch.device) -
     keep = torch.ones(n_images, dtype=torch.bool)
     keep[validation_split(n_images, s.val_fraction, s.seed)] = False
     return torch.nonzero(keep).flatten().to(device)
-
-
-class _ValSelection:
-    """``keep: best_val_loss``: after every epoch, the contrastive loss (the OAR term left out, as the
-    authors' ``validation_step``) of two augmented views of the held-out images, in eval mode (BatchNorm
-    on its running statistics, as Lightning validates), averaged over images; the encoder of the lowest
-    one is kept in the state folder (``best-encoder.pt``) and becomes the cell's encoder. Like every
-    evaluation here it runs in IEEE fp32 whatever the cell's precision (no autocast, no TF32: the
-    README's "dev evaluation stays IEEE"), so a tf32 or bf16 cell is selected on the same arithmetic
-    as an fp32 one. The views come from a generator seeded by (seed, epoch), so training's draws are
-    untouched and a resumed run validates identically."""
-
-    def __init__(self, s, run: TrainingRun, images, augment, loss_fn, encoder, head, memory_format) -> None:
-        self.s, self.run, self.augment, self.loss_fn = s, run, augment, loss_fn
-        self.encoder, self.head, self.memory_format = encoder, head, memory_format
-        self.images = images[validation_split(len(images), s.val_fraction, s.seed).to(images.device)]
-        self.best, self.kept_epoch, self.losses = math.inf, None, []
-
-    def state(self) -> dict[str, Any]:
-        return {"val_best": self.best, "val_kept_epoch": self.kept_epoch, "val_losses": self.losses}
-
-    def restore(self, saved: dict[str, Any]) -> None:
-        self.best, self.kept_epoch, self.losses = (
-            saved["val_best"],
-            saved["val_kept_epoch"],
-            saved["val_losses"],
-        )
-
-    def __call__(self, step: int, epoch: int) -> None:
-        run, s = self.run, self.s
-        with run.pause("val_s"):
-            generator = torch.Generator(device=run.device).manual_seed(s.seed * 1_000_003 + epoch)
-            self.encoder.eval(), self.head.eval()
-            # The sum stays on the device in float64 (one host sync per validation, not one per batch:
-            # docs/gpu-defects.md, G9); the same float32 losses summed in the same order in float64 as
-            # Python floats would, so the result is the same number.
-            total, count = torch.zeros((), dtype=torch.float64, device=run.device), 0
-            with torch.no_grad(), ieee_fp32():
-                for start in range(0, len(self.images), s.batch_size):
-                    batch = self.images[start : start + s.batch_size]
-                    if len(batch) < 2:  # no negatives
-                        continue
-                    v1, v2 = two_views(self.augment, batch, generator, s.augment_calls)
-                    x = torch.cat([v1, v2]).contiguous(memory_format=self.memory_format)
-                    h1, h2 = self.head(self.encoder(x)).float().chunk(2)
-                    loss = self.loss_fn(h1, h2, with_stats=False).loss.detach()
-                    total = total + loss.to(torch.float64) * len(batch)
-                    count += len(batch)
-            self.encoder.train(), self.head.train()
-            loss = total.item() / count
-            self.losses.append(loss)
-            if loss < self.best:
-                self.best, self.kept_epoch = loss, epoch
-                weights = {k: v.detach().cpu().clone() for k, v in self.encoder.state_dict().items()}
-                st.atomic_write_bytes(
-                    run.state_dir / BEST_ENCODER, lambda handle: torch.save(weights, handle)
-                )
-            record = {"event": "val", "step": step, "epoch": epoch, "val_loss": loss}
-            run.log.write(record | {"best_val_loss": self.best, "kept_epoch": self.kept_epoch})
-
-    def load_kept(self) -> None:
-        weights = torch.load(self.run.state_dir / BEST_ENCODER, map_location="cpu", weights_only=True)
-        self.encoder.load_state_dict(weights)
-
-    def summary(self) -> dict[str, Any]:
-        return {"kept_epoch": self.kept_epoch, "val_losses": self.losses, "val_images": len(self.images)}
 
 
 def _describe(s, run, encoder, params, oar, n_images, size, steps_per_epoch, total, channels_last) -> dict:
