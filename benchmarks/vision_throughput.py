@@ -181,14 +181,15 @@ def measure(
         torch.backends.cudnn.benchmark = benchmark_was
 
 
-def _measure(device, shape, s, size, steps, warmup, variant, switch) -> dict:
+def _pieces(device, shape, s, size, switch) -> SimpleNamespace:
+    """The step's parts as ``train()`` builds them: run, encoder, head, params, optimiser, loss,
+    augmentation, random uint8 images and labels, anchors, the views generator, the memory format."""
     spec, batch_size = SHAPES[shape], s.batch_size
     run = TrainingRun(
         tempfile.mkdtemp(), device=device, precision=s.precision, state_every=None, progress=False
     )
     channels_last = switch["channels_last"]
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
-    calls = switch["augment_calls"]
     encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
     encoder.to(device, memory_format=memory_format).train()
     head = (
@@ -202,13 +203,25 @@ def _measure(device, shape, s, size, steps, warmup, variant, switch) -> dict:
     optimizer = build_optimizer(
         s.optimizer, params, device, lr=effective_lr(s), weight_decay=s.weight_decay, **hp
     )
-    loss_fn = build_loss(s.loss, **s.loss_hp)
-    augment = s.augment(size, *IMAGE_STATS["cifar10"])
-    images = torch.randint(0, 256, (batch_size, 3, size, size), dtype=torch.uint8, device=device)
-    labels = torch.randint(0, 10, (batch_size,), device=device)
     loss_dim = s.head_dim if s.projection_head else encoder.feature_dim
-    anchors = orthonormal_anchors(10, loss_dim, generator=torch.Generator().manual_seed(0)).to(device)
-    views = torch.Generator(device=device).manual_seed(0)
+    return SimpleNamespace(
+        run=run, encoder=encoder, head=head, params=params, optimizer=optimizer,
+        loss_fn=build_loss(s.loss, **s.loss_hp), augment=s.augment(size, *IMAGE_STATS["cifar10"]),
+        images=torch.randint(0, 256, (batch_size, 3, size, size), dtype=torch.uint8, device=device),
+        labels=torch.randint(0, 10, (batch_size,), device=device),
+        anchors=orthonormal_anchors(10, loss_dim, generator=torch.Generator().manual_seed(0)).to(device),
+        views=torch.Generator(device=device).manual_seed(0), memory_format=memory_format,
+        oar=spec["oar"],
+    )  # fmt: skip
+
+
+def _measure(device, shape, s, size, steps, warmup, variant, switch) -> dict:
+    spec, batch_size = SHAPES[shape], s.batch_size
+    p = _pieces(device, shape, s, size, switch)
+    run, encoder, head, params, optimizer = p.run, p.encoder, p.head, p.params, p.optimizer
+    loss_fn = p.loss_fn
+    augment, images, labels, anchors, views = p.augment, p.images, p.labels, p.anchors, p.views
+    channels_last, memory_format, calls = switch["channels_last"], p.memory_format, switch["augment_calls"]
     forward_encoder = encoder
     if switch["compile"]:  # as train(): the encoder and the augmentation's pure half
         forward_encoder = torch.compile(encoder)
@@ -281,6 +294,57 @@ def _measure(device, shape, s, size, steps, warmup, variant, switch) -> dict:
         if device.type == "cuda"
         else None,
     }
+
+
+def measure_captured(
+    device: torch.device,
+    batch_size: int,
+    steps: int = 100,
+    warmup: int = 10,
+    precision: str | None = None,
+    width: int | None = None,
+    size: int | None = None,
+) -> dict:
+    """MACL's step (shape ``macl``, the trainer's default switches) as the trainer captures it on CUDA
+    (``training.vision_capture.capture_vision_step``: draws, views, forward, backward, fused Adam in one
+    graph): capture (warm-up included, ``capture_s``), ``warmup`` untimed and ``steps`` timed replays of
+    one batch of random images. CUDA only."""
+    from contrastlab.training import vision_capture
+
+    switch = switches("eager", device)
+    s = _settings(batch_size=batch_size, precision=precision or "auto", **SHAPES["macl"]["settings"],
+                  **({"width": width} if width else {}))  # fmt: skip
+    benchmark_was = torch.backends.cudnn.benchmark
+    torch.manual_seed(0)
+    torch.cuda.reset_peak_memory_stats(device)
+    try:
+        torch.backends.cudnn.benchmark = switch["cudnn_benchmark"]
+        p = _pieces(device, "macl", s, size or SHAPES["macl"]["size"], switch)
+        parts = (p.encoder, p.head, p.loss_fn, p.optimizer, p.params)
+        t0 = time.perf_counter()
+        step = vision_capture.capture_vision_step(
+            p.run, train_step, parts, p.augment, p.views, p.images, calls=switch["augment_calls"],
+            memory_format=p.memory_format, head_autocast=s.head_autocast,
+        )  # fmt: skip
+        capture_s = time.perf_counter() - t0
+        losses = [step(p.images)[0].loss.clone() for _ in range(warmup)]
+        _sync(device)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step(p.images)
+        _sync(device)
+        step_s = (time.perf_counter() - t0) / steps
+        finite = bool(torch.isfinite(torch.stack(losses)).all()) if losses else None
+    finally:
+        torch.backends.cudnn.benchmark = benchmark_was
+    return {
+        "variant": "captured", "shape": "macl", "device": device_name(device), **p.run.precision.record(),
+        "cudnn_benchmark": switch["cudnn_benchmark"], "batch_size": batch_size, "steps_timed": steps,
+        "channels_last": switch["channels_last"], "augment_calls": switch["augment_calls"],
+        "capture_s": round(capture_s, 2), "step_s": round(step_s, 5), "steps_per_s": round(1 / step_s, 3),
+        "ms_per_step": round(1000 * step_s, 3), "images_per_s": round(batch_size / step_s, 1),
+        "losses_finite": finite, "peak_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2),
+    }  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
