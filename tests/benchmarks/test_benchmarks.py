@@ -328,7 +328,11 @@ def test_gpu_bench_runs_every_part_at_toy_size_on_a_cpu(tmp_path):
     assert cell["steps"] == 20 and cell["dev_evaluations"] == 3 and cell["cuda_graph"] is False
     assert cell["dev_batch_size"] == 128  # a CPU keeps its dev batches
     table = (tmp_path / "gpu_bench.md").read_text()
-    assert table.count("| pass |") == len(spread) + len(det) + 1  # + the dev way that states a tolerance
+    (padfree,) = by_part["padfree"]  # fp32 only on a CPU: padding-free vs padded, the same masks
+    assert padfree["padded_vs_padded_max"] == 0.0 and 0 < padfree["packed_vs_padded_max"] < 1e-5
+    assert padfree["padded_ms"] > 0 and padfree["packed_ms"] > 0 and "graph_ms" not in padfree
+    # + the dev way that states a tolerance, + padfree's rounding-level agreement
+    assert table.count("| pass |") == len(spread) + len(det) + 2
     assert json.loads((tmp_path / "gpu_bench.json").read_text())["rows"] == json.loads(json.dumps(rows))
 
 
