@@ -22,6 +22,8 @@ prefers)::
         "vision_probe_step": 0.002
       },
       "gpu_memory_gib": 80.0,
+      "padding_free_ratio": {"fp32": 0.76},   # optional: a padding-free step's measured time over the
+                                              # padded step's, per precision, at wiki1m's token profile
       "packing": {                            # several small cells per GPU (cost.packing); missing: the
         "measured": true, "source": "...",    # default's (the H100 benchmark in docs/measured.md, assumed)
         "speedup": {"bf16": {"2": 1.82, "4": 2.34}}   # precision -> concurrent cells -> summed speed-up
@@ -169,6 +171,9 @@ class Calibration:
     assumed_entries: tuple[str, ...] = ()
     #: Why this calibration (:func:`calibration_for`), e.g. the data-sheet scaling for a card without a file
     note: str = ""
+    #: precision -> a padding-free step's measured time over the padded step's at wiki1m's token profile
+    #: (``padding_free_ratio`` in the file): where given, it prices those steps instead of the FLOP model
+    padding_free_ratio: Mapping[str, float] = field(default_factory=dict)
 
     def seconds(self, flops: float, track: str, precision: str) -> float:
         return flops / (self.achieved_tflops[track][precision] * 1e12)
@@ -236,6 +241,13 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         overheads[key] = float(value)
     filled += [f"overheads_s.{k}" for k in default["overheads_s"] if k not in (data.get("overheads_s") or {})]
     packing = data.get("packing") or default["packing"]
+    ratios = data.get("padding_free_ratio") or {}
+    for precision, value in ratios.items():
+        if precision not in RESOLVED or not isinstance(value, (int, float)) or not 0 < value <= 2:
+            raise ValueError(
+                f"calibration {chosen}: padding_free_ratio.{precision} must be a precision of "
+                f"{', '.join(RESOLVED)} and a measured step-time ratio in (0, 2], got {value!r}"
+            )
     shipped = next((m for m, p in SHIPPED_CALIBRATIONS.items() if p == chosen), None)
     return Calibration(
         achieved,
@@ -251,6 +263,8 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         str(packing.get("source") or ""),
         tuple(data.get("measured_entries") or ()),
         tuple(data.get("assumed_entries") or ()),
+        # a ratio is one card's measurement: never taken from the default file
+        padding_free_ratio={precision: float(value) for precision, value in ratios.items()},
     )
 
 
@@ -362,9 +376,19 @@ def step_seconds(work: CellWork, cal: Calibration) -> float:
     the H200 measured graph step time = GPU busy time, gpu-measured.md §1), plus the track's
     ``<track>_step`` overhead and the augmentation the FLOPs leave out: ``<rate class>_image`` seconds per
     image the step augments (``vision_large_image``: OAR's 224-px views, ≈ 15.5 ms a step of 512 on the
-    H200)."""
+    H200). A padding-free step (:attr:`CellWork.padding_free`): its FLOPs (the padded step's × the FLOP
+    model's fraction) plus the re-padding around attention, ``padding_free_element`` seconds per
+    :attr:`CellWork.gather_elements`; or, where the calibration holds a measured ``padding_free_ratio``
+    for its precision and the cell trains on that ratio's token profile (wiki1m's), the padded step's
+    FLOP time × that ratio instead."""
     o = cal.overheads_s
     flop_s = cal.seconds(work.step_flops, work.rate_class, work.precision)
+    if work.padding_free:
+        ratio = cal.padding_free_ratio.get(work.precision) if work.token_profile == "wiki1m" else None
+        if ratio:
+            flop_s = cal.seconds(work.padded_step_flops, work.rate_class, work.precision) * ratio
+        else:
+            flop_s += work.gather_elements * o.get("padding_free_element", 0.0)
     launches = 0.0 if work.graphed else work.step_launches * o.get(f"{work.track}_launch", 0.0)
     augment = work.step_images * o.get(f"{work.rate_class}_image", 0.0)
     return max(flop_s, launches) + o[f"{work.track}_step"] + augment

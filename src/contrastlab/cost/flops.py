@@ -11,6 +11,12 @@ left out):
   padding pads each batch to 32 and the padding is computed too). Steps = ⌊sentences / batch_size⌋ ×
   epochs (or ``max_steps``); sentences: the corpus (1,000,000 for wiki1m, the fixture's size for the
   demo, a user corpus's lines) less a held-out probe.
+- a padding-free step (``padding_free``, :func:`padding_free_for`; issue 55): the linear layers run on
+  the real tokens only (wiki1m's token profile, :data:`WIKI1M_TOKEN_LENGTHS`: 21.9 of 32), attention's
+  score products still at the padded width; its step is priced at the padded step's FLOPs ×
+  :func:`padding_free_fraction` (the two full counts, attention included, :func:`sentence_step_flops`),
+  so the rate a padded step measured still applies (:func:`contrastlab.cost.calibration.step_seconds`
+  adds the gather/scatter, or takes a measured ratio instead).
 - dev evaluations (forward only, ``2 × N × tokens``) at step 0, every ``eval_every`` steps and the
   last: the STS-B dev sentences (:data:`STSB_DEV_TOKENS`); the analysis probe when ``analysis_every``
   is set: two views of ``analysis_sentences`` corpus sentences (32 tokens) and of as many dev
@@ -48,6 +54,25 @@ AS_CONFIGURED = "config"
 
 #: Sentences of SimCSE's wiki1m_for_simcse.txt (protocol.md §2).
 WIKI1M_SENTENCES = 1_000_000
+
+
+#: wiki1m's token profile: how many of the 11,914 sentences of the wiki1m head sample in ../shared/data
+#: have 3, 4, ..., 32 tokens ([CLS]/[SEP] included, bert-base-uncased's WordPiece vocabulary, truncated
+#: at 32: the last count holds every longer sentence); mean 21.9, 27.1% at the cap. The same counts as
+#: ``benchmarks/gpu_bench.py``'s ``WIKI1M_LENGTHS``, which the GPU benchmarks draw their lengths from.
+WIKI1M_TOKEN_LENGTHS = (
+    34, 151, 236, 284, 275, 247, 231, 252, 256, 273, 302, 332, 373, 347, 384, 376, 363, 371, 392,
+    371, 400, 352, 330, 323, 303, 298, 315, 253, 261, 3229,
+)  # fmt: skip
+#: The shortest length :data:`WIKI1M_TOKEN_LENGTHS` counts, and the truncation its last count is at.
+WIKI1M_SHORTEST, WIKI1M_CAP = 3, 32
+
+#: Kernels a padding-free step launches beyond the padded one (forward + backward; counted on the CPU
+#: with a ``TorchDispatchMode`` on contrastlab.models.packed, train mode, dropout drawn at the padded
+#: shape): per layer the re-padding of Q, K and V around attention and the gathering of its output,
+#: per step the packing (``nonzero``, the embeddings' gathers) and the [CLS] rows.
+PADDING_FREE_LAUNCHES_PER_LAYER = 19
+PADDING_FREE_LAUNCHES_PER_STEP = 14
 
 
 #: STS-B dev (protocol.md §4: 1,500 pairs): unique sentences and their tokens with [CLS]/[SEP], counted
@@ -152,6 +177,8 @@ class Transformer:
     non_embedding: int
     total: int
     source: str
+    #: ``config.model_type`` (``bert``, ``roberta``, ...); "" where the config does not say
+    model_type: str = ""
 
 
 def training_step_flops(non_embedding: int, sentences: int, length: int) -> float:
@@ -160,6 +187,69 @@ def training_step_flops(non_embedding: int, sentences: int, length: int) -> floa
     tokens; N the non-embedding parameters. Attention's score products are left out (under 1% at 32
     tokens). The one FLOP model of the plan, ``make gpu-check`` and ``benchmarks/train_throughput.py``."""
     return 6.0 * non_embedding * sentences * 2 * length
+
+
+def attention_score_flops(layers: int, hidden: int, sequences: int, width: int) -> int:
+    """``12 · layers · sequences · width² · hidden``: attention's two batched products (Q·Kᵀ and the
+    probabilities · V, each ``width² · hidden`` multiply-adds per sequence and layer over all heads) in
+    the forward (2 FLOPs per multiply-add) and backward (twice the forward) passes. They run at the
+    padded width whether or not the linear layers do.
+
+    >>> attention_score_flops(12, 768, 1, 32)  # BERT-base, one sequence of 32
+    113246208
+    """
+    return 12 * layers * sequences * width * width * hidden
+
+
+def sentence_step_flops(model: Transformer, sentences: int, width: int, real: float) -> float:
+    """The full FLOPs of one training step over ``sentences`` sentences seen twice (two dropout views)
+    padded to ``width`` tokens, of which ``real`` per row on average are real: the linear layers'
+    ``6 · N · 2 · sentences · real`` (:func:`training_step_flops` at ``real`` tokens: what a padding-free
+    step computes; a padded one has ``real`` = ``width``) and attention's score products at ``width``
+    (:func:`attention_score_flops`)."""
+    sequences = 2 * sentences
+    return training_step_flops(model.non_embedding, sentences, real) + attention_score_flops(
+        model.layers, model.hidden, sequences, width
+    )
+
+
+def padding_free_fraction(model: Transformer, width: int, real: float) -> float:
+    """The padding-free step's FLOPs over the padded step's (:func:`sentence_step_flops`, attention
+    included), rows of ``width`` tokens with ``real`` real ones on average: the factor the plan prices a
+    padding-free step's FLOPs by. The batch cancels. BERT-base at wiki1m's 21.9 of 32: 0.690."""
+    return sentence_step_flops(model, 1, width, real) / sentence_step_flops(model, 1, width, width)
+
+
+def profile_real_tokens(width: int, lengths: tuple[int, ...] = WIKI1M_TOKEN_LENGTHS) -> float:
+    """The mean real tokens per row of a token profile (counts of sentences of
+    :data:`WIKI1M_SHORTEST`, ... tokens) truncated at ``width``. Beyond the profile's own cap
+    (:data:`WIKI1M_CAP`) the lengths of its capped sentences are not known: they are taken to fill the
+    row (the most real tokens they could have: a padding-free step is then priced no faster than it is).
+
+    >>> round(profile_real_tokens(32), 4), round(profile_real_tokens(16), 4)
+    (21.8965, 14.3561)
+    """
+    # the last count's sentences fill any row up to the cap, and are taken to fill a longer one too
+    shorter = sum(min(WIKI1M_SHORTEST + i, width) * count for i, count in enumerate(lengths[:-1]))
+    return (shorter + lengths[-1] * width) / sum(lengths)
+
+
+def padding_free_for(settings: Mapping[str, Any], model_type: str, device_type: str = "cuda") -> bool:
+    """Whether a sentence cell with these (resolved) ``settings`` and a backbone of ``model_type``
+    trains padding-free on a ``device_type`` device: its ``padding_free`` when it sets one (true or
+    false), else the trainer's own default,
+    :func:`contrastlab.models.packed.padding_free_default` (on for IEEE fp32 on CUDA with a BERT or
+    RoBERTa backbone), given the precision the cell resolves to there (``auto``: bf16 on a CUDA GPU).
+    The plan prices for a CUDA GPU (its calibration's card)."""
+    explicit = settings.get("padding_free")
+    if explicit is not None:
+        return bool(explicit)
+    precision = resolve(settings.get("precision") or "auto", cuda=device_type == "cuda", native_bf16=True)
+    if precision != "fp32":  # every default-on cell is IEEE fp32: no need to import the rule's torch
+        return False
+    from contrastlab.models.packed import padding_free_default  # imports torch: only when it can matter
+
+    return padding_free_default(precision, device_type, model_type)
 
 
 def transformer_parameters(
@@ -179,9 +269,11 @@ def transformer_parameters(
     return non_embedding, non_embedding + embeddings + hidden * hidden + hidden
 
 
-def _transformer(hidden, layers, intermediate, heads, vocab, positions, types, source) -> Transformer:
+def _transformer(
+    hidden, layers, intermediate, heads, vocab, positions, types, source, model_type=""
+) -> Transformer:
     non_embedding, total = transformer_parameters(hidden, layers, intermediate, vocab, positions, types)
-    return Transformer(hidden, layers, intermediate, heads, non_embedding, total, source)
+    return Transformer(hidden, layers, intermediate, heads, non_embedding, total, source, model_type)
 
 
 def _from_hf_config(path: Path) -> Transformer:
@@ -195,6 +287,7 @@ def _from_hf_config(path: Path) -> Transformer:
         c.get("max_position_embeddings", 512),
         c.get("type_vocab_size", 2),
         str(path),
+        str(c.get("model_type") or ""),
     )
 
 
@@ -212,7 +305,8 @@ def backbone_transformer(config: Mapping[str, Any], alias: str) -> Transformer:
         for location in (found.submodule_search_locations or []) if found else []:
             candidates.insert(0, Path(location, "model", "config.json"))
     if spec.get("hf_id") in KNOWN_ARCHITECTURES:
-        return _transformer(*KNOWN_ARCHITECTURES[spec["hf_id"]], f"{spec['hf_id']}'s config")
+        hf_id = spec["hf_id"]
+        return _transformer(*KNOWN_ARCHITECTURES[hf_id], f"{hf_id}'s config", hf_id.split("-")[0])
     if "random" in spec:
         r = spec["random"]
         return _transformer(
@@ -224,6 +318,7 @@ def backbone_transformer(config: Mapping[str, Any], alias: str) -> Transformer:
             r.get("max_position_embeddings", 512),
             r.get("type_vocab_size", 2),
             "its random BertConfig",
+            "bert",
         )
     for candidate in candidates:
         if candidate.is_file():
@@ -342,6 +437,15 @@ class CellWork:
     #: Images a training step augments (both views; OAR's labelled pass too): the augmentation, which
     #: the FLOPs leave out, costs the calibration's ``<rate class>_image`` seconds each.
     step_images: int = 0
+    #: A padding-free sentence step (:func:`padding_free_for`): ``step_flops`` is the padded step's
+    #: (``padded_step_flops``) × :func:`padding_free_fraction`; ``gather_elements`` (sequences × padded
+    #: width × hidden × layers) prices the re-padding around attention at the calibration's
+    #: ``padding_free_element`` seconds each, unless the calibration holds a measured ratio for the
+    #: cell's precision and ``token_profile`` (``wiki1m``; "" where the corpus's is not known).
+    padding_free: bool = False
+    padded_step_flops: float = 0.0
+    gather_elements: float = 0.0
+    token_profile: str = ""
 
     @property
     def rate_class(self) -> str:
@@ -422,6 +526,13 @@ def cell_work(
     return _sentence_work(grid.config, cell, s)
 
 
+def token_profile(config: Mapping[str, Any]) -> str:
+    """The token profile of the config's training corpus: ``wiki1m`` (:data:`WIKI1M_TOKEN_LENGTHS`; also
+    for ``data.wiki_path``, config.yaml's local copy of it), or "" for the demo's fixture, whose lengths
+    are not profiled (a padding-free step is then priced at full rows)."""
+    return "" if (config.get("data") or {}).get("fixture") else "wiki1m"
+
+
 def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
     model = backbone_transformer(config, cell.backbone)
     n = model.non_embedding
@@ -437,7 +548,14 @@ def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[s
     steps = sentences // batch * int(s.get("epochs", 1))
     if s.get("max_steps"):
         steps = min(steps, int(s["max_steps"]))
-    step_flops = training_step_flops(n, batch, length)
+    padded_step_flops = training_step_flops(n, batch, length)
+    padding_free = padding_free_for(s, model.model_type)
+    profile = token_profile(config)
+    real = profile_real_tokens(length) if profile else float(length)
+    # The padded step's FLOPs at the ratio of the full counts: the calibrated rate is a padded step's
+    # 6·N·T over its time, attention's share of that time included.
+    fraction = padding_free_fraction(model, length, real) if padding_free else 1.0
+    step_flops = padded_step_flops * fraction
     dev_points = _schedule_points(steps, int(s.get("eval_every", 125)))
     dev_flops = dev_points * 2.0 * n * STSB_DEV_TOKENS
     dev_probe = min(probe, STSB_DEV_SENTENCES) * STSB_DEV_TOKENS / STSB_DEV_SENTENCES
@@ -450,6 +568,9 @@ def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[s
     per_layer = length * sequences * model.hidden * (34 + 5 * model.heads * length / model.hidden)
     activations = model.layers * per_layer * (ACTIVATION_BYTES[precision] // 2)  # Eq. 2 counts 2 bytes
     peak = (16 * model.total + activations) / GIB + FIXED_GPU_GIB
+    launches = SENTENCE_STEP_LAUNCHES[precision] * model.layers / 12
+    if padding_free:
+        launches += PADDING_FREE_LAUNCHES_PER_LAYER * model.layers + PADDING_FREE_LAUNCHES_PER_STEP
     return CellWork(
         track="sentence",
         precision=precision,
@@ -464,11 +585,17 @@ def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[s
         eval_flops=2.0 * n * senteval_tokens(config),
         eval_probe_steps=0,
         peak_gib=peak,
-        kind=f"{cell.backbone} batch {batch} {precision}",
-        step_launches=round(SENTENCE_STEP_LAUNCHES[precision] * model.layers / 12),
+        kind=f"{cell.backbone} batch {batch} {precision}{' padding-free' if padding_free else ''}",
+        step_launches=round(launches),
         rates="sentence",
-        graphed=s.get("cuda_graph") is not False and grad_accum == 1,
+        # a padding-free step asks nonzero for its tokens' positions (a host sync, a shape that changes
+        # every batch): it cannot be captured, and runs eagerly (contrastlab.models.packed)
+        graphed=s.get("cuda_graph") is not False and grad_accum == 1 and not padding_free,
         dev_calls=dev_points * -(-STSB_DEV_SENTENCES // dev_batch),
+        padding_free=padding_free,
+        padded_step_flops=padded_step_flops,
+        gather_elements=2 * batch * length * model.hidden * model.layers if padding_free else 0.0,
+        token_profile=profile,
     )
 
 

@@ -101,6 +101,12 @@ ASSUMED_OVERHEADS = {
     "senteval_probe_fasttest": 120.0,
     "senteval_probe_dev": 60.0,
     "vision_probe_step": 0.002,
+    # A padding-free step's re-padding around attention (and its dropout masks drawn at the padded
+    # shape), seconds per padded element-layer (sequences x width x hidden x layers): a one-off IEEE-fp32
+    # probe on an H200 (torch 2.11, docs/cost.md), BERT-base at wiki1m's lengths, packed / padded step
+    # 0.764 at batch 64 and 0.771 at 128 against the FLOP model's 0.698 and 0.695: 3.7 and 8.5 ms, i.e.
+    # 0.97e-10 and 1.13e-10 s per element. Not in the rows: an assumption until gpu_bench measures it.
+    "padding_free_element": 1.0e-10,
 }
 
 

@@ -1,0 +1,155 @@
+"""How the plan prices a padding-free sentence step (issue 55): the FLOP model from wiki1m's token
+profile, the re-padding overhead, a calibration's measured ratio instead, the trainer's default rule,
+and config.yaml's total on the H200."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from contrastlab import config as cl_config
+from contrastlab.cost import calibration as cl_calibration
+from contrastlab.cost import flops as cl_flops
+from contrastlab.cost import plan
+from contrastlab.paths import REPO_ROOT
+from contrastlab.precision import resolve
+
+H200 = cl_calibration.SHIPPED_CALIBRATIONS["H200"]
+BERT_BASE_N = 85_054_464  # non-embedding parameters (test_plan.py checks the count)
+#: config.yaml cells: a BERT-base fp32 cell (Nie's, batch 64) and a bf16 one (MACL's sentence cell)
+NIE = cl_config.Cell("nie2023", "bert-base", "cl", 42)
+MACL = cl_config.Cell("macl", "bert-base", "simcse", 42)
+
+
+def _bert_base() -> cl_flops.Transformer:
+    return cl_flops._transformer(*cl_flops.KNOWN_ARCHITECTURES["bert-base-uncased"], "test", "bert")
+
+
+def _work(cell: cl_config.Cell, **settings) -> cl_flops.CellWork:
+    grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
+    return cl_flops._sentence_work(grid.config, cell, dict(grid.settings(cell)) | settings)
+
+
+def test_the_flop_model_of_bert_base_at_22_of_32_tokens_by_hand():
+    model = _bert_base()
+    assert model.non_embedding == BERT_BASE_N
+    # attention's two products, forward + backward: 12 · 12 layers · 32² · 768 per sequence
+    assert cl_flops.attention_score_flops(12, 768, 1, 32) == 12 * 12 * 1024 * 768 == 113_246_208
+    # batch 64, two views: 128 sequences. Linear: 6 · N · 128 · tokens per row.
+    padded = cl_flops.sentence_step_flops(model, 64, 32, 32)
+    packed = cl_flops.sentence_step_flops(model, 64, 32, 22)
+    assert padded == 128 * (6 * BERT_BASE_N * 32 + 113_246_208) == 2_104_794_021_888
+    assert packed == 128 * (6 * BERT_BASE_N * 22 + 113_246_208) == 1_451_575_738_368
+    assert cl_flops.padding_free_fraction(model, 32, 22) == pytest.approx(
+        11_340_435_456 / 16_443_703_296, rel=1e-15
+    )  # 0.68965: the linear layers alone would give 22/32 = 0.6875
+
+
+def test_wiki1m_profile_gives_21_9_real_tokens_of_32():
+    assert sum(cl_flops.WIKI1M_TOKEN_LENGTHS) == 11_914
+    assert cl_flops.profile_real_tokens(32) == 260_875 / 11_914  # 21.8965
+    # a shorter row truncates more sentences; a longer one is priced as if the capped ones filled it
+    assert cl_flops.profile_real_tokens(3) == 3
+    assert cl_flops.profile_real_tokens(64) == (260_875 - 3229 * 32 + 3229 * 64) / 11_914
+
+
+def test_the_rule_is_the_trainers_default_and_an_explicit_setting_wins():
+    from contrastlab.models.packed import padding_free_default
+
+    rule = cl_flops.padding_free_for
+    for precision in ("fp32", "tf32", "bf16", "fp16", "auto", None):
+        for model_type in ("bert", "roberta", "distilbert", ""):
+            for device in ("cuda", "cpu"):
+                # the trainer's rule at the precision the cell resolves to there (auto: bf16 on CUDA)
+                resolved = resolve(precision or "auto", cuda=device == "cuda", native_bf16=True)
+                expected = padding_free_default(resolved, device, model_type)
+                assert rule({"precision": precision}, model_type, device) == expected
+    assert rule({"precision": "fp32"}, "bert") and rule({"precision": "fp32"}, "roberta")
+    assert not rule({"precision": "fp32"}, "distilbert") and not rule({"precision": "auto"}, "bert")
+    assert not rule({"precision": "fp32", "padding_free": False}, "bert")
+    assert rule({"precision": "bf16", "padding_free": True}, "bert")
+
+
+def test_an_fp32_bert_cell_is_priced_padding_free_from_the_token_profile():
+    work = _work(NIE)
+    assert work.precision == "fp32" and work.padding_free and work.token_profile == "wiki1m"
+    padded = cl_flops.training_step_flops(BERT_BASE_N, 64, 32)
+    fraction = cl_flops.padding_free_fraction(_bert_base(), 32, 260_875 / 11_914)
+    assert work.padded_step_flops == padded
+    assert work.step_flops == padded * fraction and fraction == pytest.approx(0.68644, abs=1e-5)
+    assert work.train_flops == work.steps * work.step_flops
+    assert work.gather_elements == 128 * 32 * 768 * 12
+    # runs eagerly (nonzero's host sync cannot be captured), with the re-padding's launches
+    assert not work.graphed and work.step_launches == 940 + 19 * 12 + 14
+    assert work.kind == "bert-base batch 64 fp32 padding-free"
+    cal = cl_calibration.load_calibration(H200)
+    flop_s = padded * fraction / 37.2e12
+    gather_s = 128 * 32 * 768 * 12 * 1e-10
+    assert cal.overheads_s["padding_free_element"] == 1e-10
+    # GPU-bound: 1,182 launches x 21 us = 25 ms < 38.6 + 3.8 ms
+    assert cl_calibration.step_seconds(work, cal) == pytest.approx(flop_s + gather_s, rel=1e-12)
+    # 42.3 ms against the padded 56.2 (an H200 probe: 43.5 ms, at its batches' 22.3 real tokens)
+    assert cl_calibration.step_seconds(work, cal) == pytest.approx(0.042347, abs=1e-6)
+
+
+def test_padding_free_false_and_a_bf16_cell_are_priced_as_before():
+    cal = cl_calibration.load_calibration(H200)
+    padded = cl_flops.training_step_flops(BERT_BASE_N, 64, 32)
+    off = _work(NIE, padding_free=False)
+    assert not off.padding_free and off.graphed and off.gather_elements == 0
+    assert off.step_flops == off.padded_step_flops == padded and off.step_launches == 940
+    assert off.kind == "bert-base batch 64 fp32"
+    assert cl_calibration.step_seconds(off, cal) == padded / 37.2e12  # the calibrated padded step
+    bf16 = _work(MACL, precision="bf16")
+    assert not bf16.padding_free and bf16.graphed and bf16.step_flops == padded
+    assert cl_calibration.step_seconds(bf16, cal) == padded / 161.73e12
+    # an explicit true reaches a bf16 cell too: priced packed, and eager (the graph is off then)
+    on = _work(MACL, precision="bf16", padding_free=True)
+    assert on.padding_free and not on.graphed and on.step_flops < padded
+    assert cl_calibration.step_seconds(on, cal) == pytest.approx((1460 + 19 * 12 + 14) * 2.105e-05)
+
+
+def test_a_measured_ratio_replaces_the_flop_model(tmp_path):
+    data = json.loads(H200.read_text()) | {"padding_free_ratio": {"fp32": 0.76}}
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(data))
+    cal = cl_calibration.load_calibration(path)
+    assert cal.padding_free_ratio == {"fp32": 0.76}
+    assert cl_calibration.load_calibration(H200).padding_free_ratio == {}  # not measured yet: FLOP model
+    work = _work(NIE)
+    padded_s = cl_flops.training_step_flops(BERT_BASE_N, 64, 32) / 37.2e12
+    assert cl_calibration.step_seconds(work, cal) == pytest.approx(padded_s * 0.76, rel=1e-12)
+    # a bf16 cell or a padded one ignores the fp32 ratio
+    off = _work(NIE, padding_free=False)
+    assert cl_calibration.step_seconds(off, cal) == cl_calibration.step_seconds(
+        off, cl_calibration.load_calibration(H200)
+    )
+    # the ratio was measured at wiki1m's lengths: a corpus without that profile keeps the FLOP model
+    unprofiled = cl_flops.CellWork(**{**work.__dict__, "token_profile": ""})
+    assert cl_calibration.step_seconds(unprofiled, cal) == pytest.approx(
+        work.step_flops / 37.2e12 + work.gather_elements * 1e-10
+    )
+    path.write_text(json.dumps(data | {"padding_free_ratio": {"fp32": 0}}))
+    with pytest.raises(ValueError, match="padding_free_ratio.fp32 must be"):
+        cl_calibration.load_calibration(path)
+
+
+def _totals(monkeypatch, **settings) -> list[float]:
+    original = cl_flops._sentence_work
+    monkeypatch.setattr(cl_flops, "_sentence_work", lambda c, cell, s: original(c, cell, {**s, **settings}))
+    jobs = plan.make_plan(
+        cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml")), cl_calibration.load_calibration(H200)
+    )
+    monkeypatch.undo()
+    return [round(plan.total_hours(jobs, c), 1) for c in ("config", "fp32", "tf32", "bf16")]
+
+
+def test_config_yaml_on_the_h200_falls_to_the_issues_target(monkeypatch):
+    """Issue 55: 211.0 GPU-h as configured with every sentence cell padded; padding-free by default,
+    192.1 (target: at most 195). Only the IEEE-fp32 columns move."""
+    padded = _totals(monkeypatch, padding_free=False)
+    default = _totals(monkeypatch)
+    assert padded == [211.0, 236.1, 112.0, 90.4]
+    assert default == [192.1, 215.7, 112.0, 90.4]
+    assert default[0] <= 195
