@@ -56,14 +56,15 @@ def run_steps(
     seed: int = 0,
     loss: str = "infonce",
     keep_params: bool = False,
-    padding_free: bool = False,
+    padding_free: bool | str = False,
 ) -> dict[str, Any]:
     """``steps`` training steps of a fresh model on ``batches`` (in turn) with the linear lr decay of a
     ``steps``-step run: captured (``graph``) or eager, the same capturable fused AdamW either way.
     Returns ``losses`` (floats, every step), ``seconds`` (the timed steps, capture excluded),
     ``steps_per_s``, ``capture_s`` and, with ``keep_params``, ``params``: the final parameters as one
     flat tensor on the device (compared bit for bit by :func:`deterministic_check`). ``padding_free``:
-    the eager step through :class:`~contrastlab.models.packed.PaddingFree`."""
+    the eager step through :class:`~contrastlab.models.packed.PaddingFree` (true: its default dropout
+    draws; a string: those ``dropout_draws``)."""
     model, head = make_model()
     params = [p for p in itertools.chain(model.parameters(), head.parameters()) if p.requires_grad]
     cuda = device.type == "cuda"  # PyTorch's capturable AdamW exists for CUDA only: a CPU runs plain
@@ -99,7 +100,7 @@ def run_steps(
 
 
 def training_step(run: TrainingRun, model, head, loss_fn, optimizer, params, first: Batch, *, graph: bool,
-                  padding_free: bool = False):  # fmt: skip
+                  padding_free: bool | str = False):  # fmt: skip
     """The sentence trainer's step as a callable ``(ids, mask) -> loss output``: captured once as a CUDA
     graph (``graph``; warmed up on ``first``, :func:`~contrastlab.training.capture.capture_sentence_step`)
     or eager (``sentence.train_step`` and ``TrainingRun.optimizer_step``, as the trainer runs them), the
@@ -115,7 +116,8 @@ def training_step(run: TrainingRun, model, head, loss_fn, optimizer, params, fir
         )  # fmt: skip
         return lambda ids, mask: captured(ids, mask)[0]
 
-    encoder = PaddingFree(model) if padding_free else model
+    draws = padding_free if isinstance(padding_free, str) else "padded"
+    encoder = PaddingFree(model, dropout_draws=draws) if padding_free else model
 
     def step(ids, mask):
         with run.step_context():
@@ -191,22 +193,28 @@ def spread_check(make_model, batches, *, precision: str, device: torch.device, s
 
 
 def padding_free_check(make_model, batches, *, precision: str, device: torch.device, steps: int = 100,
-                       repeat: int = 2, seed: int = 0, graph: bool | None = None) -> dict:  # fmt: skip
+                       repeat: int = 2, seed: int = 0, graph: bool | None = None,
+                       draws: str = "padded") -> dict:  # fmt: skip
     """Is the padding-free step the padded one, and how much faster? ``repeat`` padded and ``repeat``
     padding-free eager runs of the same seed and batches (dropout on: the padding-free encoder draws
     the padded model's masks), and with ``graph`` (default: on CUDA) one captured padded run, the
     step the device would take without padding-free. ``within`` is :func:`spread_check`'s rule
     (the median padded-vs-padding-free difference <= the padded runs' own spread; on a CPU, where the
     spread is 0, read ``packed_vs_padded_max`` against fp32 rounding instead). ``ratio`` = the
-    padding-free step's time / the padded eager step's (the best run of each)."""
+    padding-free step's time / the padded eager step's (the best run of each). ``draws``: the
+    padding-free encoder's ``dropout_draws`` ("packed": other masks, so the losses differ by more than
+    rounding; the timing is what such a row is for)."""
     common = dict(precision=precision, device=device, steps=steps, seed=seed)
     padded = [run_steps(make_model, batches, graph=False, **common) for _ in range(repeat)]
-    packed = [run_steps(make_model, batches, graph=False, padding_free=True, **common) for _ in range(repeat)]
+    packed = [
+        run_steps(make_model, batches, graph=False, padding_free=draws, **common) for _ in range(repeat)
+    ]
     spread = [max_rel_diff(a["losses"], b["losses"]) for a, b in itertools.combinations(padded, 2)]
     gaps = [max_rel_diff(a["losses"], b["losses"]) for a in padded for b in packed]
     row = {
         "check": "padding_free",
         "precision": precision,
+        "draws": draws,
         "steps": steps,
         "repeat": repeat,
         "padded_ms": 1e3 / max(r["steps_per_s"] for r in padded),
