@@ -40,6 +40,17 @@ def test_sentence_flops_count_the_padded_tokens_that_ran_not_max_length():
     assert vision["step_flops"] == 1e12  # images: no token count
 
 
+def test_a_padding_free_cell_counts_the_real_tokens_that_ran():
+    summary = _summary(sentences=6_400, padded_tokens=6_400 * 30, real_tokens=6_400 * 21)
+    summary["settings"]["padding_free"] = True
+    row = G.cell_row(summary, PLAN_STEP_FLOPS, "sentence fp32", "sentence")
+    assert row["step_flops"] == pytest.approx(PLAN_STEP_FLOPS * 21 / 32)
+    summary["settings"]["padding_free"] = False  # the padded step ran the padding
+    assert G.cell_row(summary, PLAN_STEP_FLOPS, "s", "sentence")["step_flops"] == pytest.approx(
+        PLAN_STEP_FLOPS * 30 / 32
+    )
+
+
 def test_the_rate_leaves_out_each_processs_first_log_interval():
     # 100 steps in 10 s, of which the first interval (10 steps, 2 s: cuDNN handles, lazy kernels)
     row = G.cell_row(_summary(steady_train_s=8.0, steady_steps=90), 1e12, "vision macl", "vision")

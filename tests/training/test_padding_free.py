@@ -81,6 +81,8 @@ def test_padding_free_training_gives_the_padded_numbers_within_rounding(trained,
 def test_the_summary_and_log_say_which_encoder_ran(trained):
     assert trained["packed"][0]["settings"]["padding_free"] is True
     assert trained["padded"][0]["settings"]["padding_free"] is False  # decided for the CPU: off
+    timings = trained["packed"][0]["timings"]  # make gpu-check counts the FLOPs at the tokens that ran
+    assert 0 < timings["real_tokens"] < timings["padded_tokens"] and timings["sentences"] == 12 * 32
     notes = [r["text"] for r in trained["padded"][1] if r["event"] == "note"]
     assert not any("padding_free" in n for n in notes)
 

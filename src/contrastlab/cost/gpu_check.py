@@ -72,7 +72,12 @@ def cell_row(summary: Mapping[str, Any], step_flops: float, kind: str, track: st
     if track == "sentence" and timings.get("sentences") and max_length:
         # The plan counts max_length tokens per sentence; dynamic padding runs fewer (the preset's
         # fixture pads to about 21 of 32): count what ran, or the calibration comes out too fast.
-        step_flops *= timings["padded_tokens"] / timings["sentences"] / max_length
+        ran = "padded_tokens"
+        if (summary.get("settings") or {}).get("padding_free") and timings.get("real_tokens"):
+            # A padding-free step's token-wise work runs on the real tokens (attention's two score
+            # products, about 3% of a BERT step at 32 tokens, still at the padded width: left out).
+            ran = "real_tokens"
+        step_flops *= timings[ran] / timings["sentences"] / max_length
     achieved = step_flops * steps_per_s / 1e12 if steps_per_s else None
     peak, source = peak_tflops(summary.get("device_name", ""), summary["precision"])
     return {

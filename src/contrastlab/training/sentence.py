@@ -645,11 +645,14 @@ def _finish(
     return summary
 
 
-def _batch(s: TrainSettings, data: _Corpus, rows, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def _batch(s: TrainSettings, data: _Corpus, rows, device: torch.device, timings: dict | None = None):
     """The corpus rows ``rows`` as padded ``(input_ids, attention_mask)`` on ``device``: as wide as their
-    longest sentence, or ``max_length`` with static shapes (``static_shapes`` or ``cuda_graph``)."""
+    longest sentence, or ``max_length`` with static shapes (``static_shapes`` or ``cuda_graph``); the
+    real tokens counted into ``timings["real_tokens"]`` when given."""
     pad_id = data.tokenizer.pad_token_id
     ids, mask = data.sentences.batch(rows, pad_id)
+    if timings is not None:  # counted on the host copy: no device sync
+        timings["real_tokens"] = timings.get("real_tokens", 0) + int(mask.sum())
     if s.static_shapes or s.cuda_graph:
         ids, mask = capture.pad_to_width(ids, mask, s.max_length, pad_id)
     return _to_device(ids, mask, device)
@@ -661,7 +664,7 @@ def _step(s: TrainSettings, run: TrainingRun, parts, rows, step: int, graph=None
     Returns (loss output without stats, h1, h2, grad norm); no host sync (tests/training/test_capture.py)."""
     model, head, loss_fn, optimizer, params, data = parts
     micro = min(s.grad_accum, s.batch_size)
-    chunks = [_batch(s, data, part, run.device) for part in np.array_split(rows, micro)]
+    chunks = [_batch(s, data, part, run.device, run.timings) for part in np.array_split(rows, micro)]
     # Padded tokens actually run (dynamic padding): make gpu-check's FLOPs count these, not max_length.
     run.timings["padded_tokens"] = run.timings.get("padded_tokens", 0) + sum(ids.numel() for ids, _ in chunks)
     run.timings["sentences"] = run.timings.get("sentences", 0) + len(rows)
