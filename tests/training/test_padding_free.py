@@ -143,3 +143,23 @@ def test_snapshots_written_before_the_switch_still_resume():
             old, LATER_DEFAULTS
         )
     assert "padding_free" in fingerprint_settings({**base, "padding_free": True}, LATER_DEFAULTS)
+
+
+def test_the_dev_evaluation_through_the_drop_in_encoder_gives_the_padded_scores(tiny_bert, senteval_dir):
+    """The trainer's dev evaluation keeps the padded model (its batches are sorted by length, so there is
+    little padding to drop), but the padding-free encoder is a drop-in there too: the same embeddings
+    within fp32 rounding and the same scores."""
+    from transformers import AutoTokenizer
+
+    from contrastlab.models.packed import PaddingFree
+    from contrastlab.training.dev import DevEvaluator
+
+    model = sentence._load_model(tiny_bert, 0.1).eval()
+    evaluator = DevEvaluator(
+        senteval_dir, "STSBenchmark", AutoTokenizer.from_pretrained(tiny_bert), torch.device("cpu")
+    )
+    padded, packed = evaluator.embeddings(model), evaluator.embeddings(PaddingFree(model))
+    torch.testing.assert_close(packed, padded, rtol=1e-5, atol=1e-6)
+    a, b = evaluator(model), evaluator(PaddingFree(model))
+    assert b["dev_spearman"] == pytest.approx(a["dev_spearman"], abs=1e-3)
+    assert b["dev_uniformity"] == pytest.approx(a["dev_uniformity"], rel=1e-5)

@@ -404,12 +404,9 @@ def _build_model(s: TrainSettings, backbone_dir: Path, device: torch.device):
 class _DevSelection:
     """STS dev evaluations every ``eval_every`` steps; the best checkpoint kept in the state folder."""
 
-    def __init__(
-        self, s: TrainSettings, run: TrainingRun, evaluator, model, head, tokenizer, *, encoder=None
-    ) -> None:
+    def __init__(self, s: TrainSettings, run: TrainingRun, evaluator, model, head, tokenizer) -> None:
         self.s, self.run, self.evaluator = s, run, evaluator
         self.model, self.head, self.tokenizer = model, head, tokenizer
-        self.encoder = model if encoder is None else encoder  # what encodes the dev sentences
         self.best, self.best_step, self.evals = -math.inf, None, []
         self.snapshot_best: int | None = None  # the best step the last snapshot refers to
 
@@ -430,7 +427,7 @@ class _DevSelection:
         with self.run.pause("eval_s"):
             dev_head = self.head if self.s.dev_pooling == "cls_mlp" else None
             record = {"event": "eval", "step": step, "dev_task": self.s.dev_task}
-            record.update(self.evaluator(self.encoder, dev_head))
+            record.update(self.evaluator(self.model, dev_head))
             self.evals.append({k: v for k, v in record.items() if k != "event"})
             if step > 0:
                 if record["dev_spearman"] > self.best:
@@ -502,7 +499,8 @@ def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corp
     evaluator = DevEvaluator(
         dev_data_dir, s.dev_task, data.tokenizer, run.device, batch_size=s.dev_batch_size
     )
-    select = _DevSelection(s, run, evaluator, model, head, data.tokenizer, encoder=_encoder(s, model))
+    # Dev batches are sorted by length (little padding to drop): the padded model encodes them either way.
+    select = _DevSelection(s, run, evaluator, model, head, data.tokenizer)
     analyse = _Analysis(s, run, data, evaluator, model, head)
     fingerprint, run_info = _identity(configured, run, data, backbone_dir, corpus_path, head_name, params)
     saved = run.load_snapshot(fingerprint)
