@@ -101,16 +101,32 @@ def test_set_lr_fills_a_graphs_tensor_in_place_and_assigns_a_float():
     assert optimizer.param_groups[0]["lr"] is held and held.item() == pytest.approx(2e-4)
 
 
+def test_deterministic_algorithms_keep_the_trainers_cudnn_autotuner_off():
+    """train_vision sets cudnn.benchmark from its settings through capture.cudnn_benchmark: inside
+    capture.deterministic_algorithms that is off whatever cudnn_benchmark says (the autotuner may pick
+    other kernels from run to run), and as asked outside it."""
+    assert capture.cudnn_benchmark(True) and not capture.cudnn_benchmark(False)
+    with capture.deterministic_algorithms():
+        assert not capture.cudnn_benchmark(True)
+    assert capture.cudnn_benchmark(True)
+
+
 # -- the graph's step, run eagerly on the CPU, against the trainer's eager step ------------------------
 
 
 def _parts(device: torch.device, seed: int = 0, loss: str = "macl_vision", hp=MACL_HP):
     torch.manual_seed(seed)
-    encoder = build_encoder("resnet18", stem="cifar", width=4).to(device).train()
+    encoder = build_encoder("resnet18", stem="cifar", width=4).to(device, memory_format=_layout(device))
+    encoder.train()
     head = ProjectionHead(encoder.feature_dim, 16, 8).to(device).train()
     params = [*encoder.parameters(), *head.parameters()]
     optimizer = build_optimizer("adam", params, device, lr=1e-3, weight_decay=1e-6)
     return encoder, head, build_loss(loss, **hp), optimizer, params
+
+
+def _layout(device: torch.device) -> torch.memory_format:
+    """The trainer's memory format by device (``channels_last: None``): channels-last on CUDA only."""
+    return torch.channels_last if device.type == "cuda" else torch.contiguous_format
 
 
 def _eager_step(run, parts, augment, images, views, calls, logging):
@@ -119,7 +135,7 @@ def _eager_step(run, parts, augment, images, views, calls, logging):
     with run.step_context():
         out, h1, h2, _ = train_step(
             encoder, head, loss_fn, *two_views(augment, images, views, calls), autocast=run.autocast,
-            memory_format=torch.contiguous_format, with_stats=logging, scale=run.scale,
+            memory_format=_layout(images.device), with_stats=logging, scale=run.scale,
         )  # fmt: skip
         grad_norm = run.optimizer_step(optimizer, params, clip_norm=math.inf if logging else None)
     return out, grad_norm
@@ -182,8 +198,10 @@ def _cuda_run(precision: str) -> TrainingRun:
 
 def _captured_and_eager(precision: str, steps: int, calls: str = "two"):
     """Losses and final parameters of ``steps`` captured and ``steps`` eager steps from the same
-    weights, images and generator seed (the same capturable fused Adam), and each generator's state
-    afterwards."""
+    weights, images and generator seed (the same capturable fused Adam, the same channels-last layout
+    of weights and inputs, as the trainer has on CUDA), and each generator's state afterwards. Both
+    sides must see the same layout: channels-last and contiguous convolutions are other cuDNN kernels,
+    which round otherwise (the step-0 losses differed by 0.3% in bf16 with the layouts mixed)."""
     augment = VisionTrainSettings().augment(16, (0.5,) * 3, (0.25,) * 3)
     images = torch.randint(0, 256, (16, 3, 16, 16), dtype=torch.uint8, device=CUDA)
     template = _parts(CUDA)
@@ -197,7 +215,7 @@ def _captured_and_eager(precision: str, steps: int, calls: str = "two"):
         run, views = _cuda_run(precision), torch.Generator(device=CUDA).manual_seed(5)
         if graph:
             step = vc.capture_vision_step(run, train_step, parts, augment, views, images, calls=calls,
-                                          memory_format=torch.channels_last, head_autocast=False)  # fmt: skip
+                                          memory_format=_layout(CUDA), head_autocast=False)  # fmt: skip
             losses = [step(images)[0].loss.clone() for _ in range(steps)]
         else:
             losses = [
@@ -224,18 +242,35 @@ def test_the_captured_step_is_bit_equal_to_eager_under_deterministic_algorithms(
 
 
 @needs_cuda
-def test_the_captured_step_lies_close_to_eager_in_the_default_mode():
+def test_the_captured_step_lies_close_to_eager_in_the_default_mode(monkeypatch):
+    """With the trainer's cuDNN autotuner on and nondeterministic kernels allowed. The first loss is a
+    forward of the same weights and views (the warm-up's effects undone), so the two agree to bf16's
+    rounding: 1e-2 relative, ~2.5 units of bf16's last place. Later losses may drift further: in the
+    default mode the weight gradients may sum in another order (cuDNN's nondeterministic backward
+    kernels), and Adam's first steps move every weight by about the rate whatever the size of its
+    gradient, so a rounding that flips a near-zero gradient's sign moves that weight by 2 x 1e-3;
+    at batch 16 that grows into losses percents apart within 2-3 steps. Those stay within 10% (the loss
+    moves from ~5.4 to ~4.9 meanwhile), and the captured run trains: the mean of its last four losses
+    lies below its first by at least half of the eager run's decrease (a graph that did not update
+    the weights, or replayed one batch of views, would not)."""
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)  # the trainer's cudnn_benchmark
     (graph_losses, _, _), (eager_losses, _, _) = _captured_and_eager("bf16", 8)
-    assert all(math.isfinite(x) for x in graph_losses)
-    assert graph_losses == pytest.approx(eager_losses, rel=2e-2)
+    assert all(math.isfinite(x) for x in graph_losses + eager_losses)
+    assert graph_losses[0] == pytest.approx(eager_losses[0], rel=1e-2)
+    assert graph_losses[1:] == pytest.approx(eager_losses[1:], rel=1e-1)
+    eager_drop = eager_losses[0] - sum(eager_losses[-4:]) / 4
+    assert eager_drop > 0, eager_losses
+    assert graph_losses[0] - sum(graph_losses[-4:]) / 4 >= eager_drop / 2, (graph_losses, eager_losses)
 
 
 @needs_cuda
 def test_the_trainer_captures_macls_step_and_snapshots_the_eager_draws(tmp_path, monkeypatch):
     """train_vision on CUDA with the default: the graph runs, and the augmentation generator's state in
-    every snapshot equals an eager run's (the draws advance per replay as per eager step)."""
+    every snapshot equals an eager run's (the draws advance per replay as per eager step). A run writes
+    no snapshot at its last step (TrainingRun.snapshot_due: the state is deleted on success), so 12
+    steps at state_every 4 write two, after steps 4 and 8, on either path."""
     settings = dict(dataset="digits", loss="macl_vision", loss_hp=MACL_HP, width=4, head_hidden=16,
-                    head_dim=8, batch_size=32, max_steps=8, log_every=4, state_every=4)  # fmt: skip
+                    head_dim=8, batch_size=32, max_steps=12, log_every=4, state_every=4)  # fmt: skip
     states = {}
 
     def recording(self, step, fingerprint, stateful, *args, **kwargs):
@@ -252,5 +287,5 @@ def test_the_trainer_captures_macls_step_and_snapshots_the_eager_draws(tmp_path,
             log_path=work / "log.jsonl", state_dir=work / "state", device="cuda", progress=False,
         )  # fmt: skip
     assert summaries[None]["cuda_graph"] is True and summaries[False]["cuda_graph"] is False
-    assert len(states[None]) == 2
+    assert len(states[None]) == len(states[False]) == 2
     assert all(torch.equal(a, b) for a, b in zip(states[None], states[False], strict=True))

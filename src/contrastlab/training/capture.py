@@ -130,6 +130,17 @@ def deterministic_algorithms(enabled: bool = True) -> Iterator[None]:
             os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
 
 
+def cudnn_benchmark(wanted: bool) -> bool:
+    """The value a trainer gives ``torch.backends.cudnn.benchmark`` when its settings ask for ``wanted``:
+    ``wanted``, except under deterministic algorithms (:func:`deterministic_algorithms`, or
+    ``torch.use_deterministic_algorithms`` / ``cudnn.deterministic`` set by the caller), where it stays
+    off. The autotuner times the candidate algorithms and keeps the fastest, which may be another one
+    from run to run, so a run under deterministic algorithms would not repeat itself bit for bit with
+    it on (PyTorch's reproducibility notes)."""
+    deterministic = torch.are_deterministic_algorithms_enabled() or torch.backends.cudnn.deterministic
+    return bool(wanted) and not deterministic
+
+
 class _Restore:
     """Copies of tensors that warm-up and capture write into, put back in place afterwards (same
     storage: the graph keeps their addresses). State created during warm-up (a fresh optimizer's

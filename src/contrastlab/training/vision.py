@@ -477,7 +477,7 @@ def train_vision(
         augment.apply = torch.compile(augment.apply)  # the pure half; the draws stay eager
     benchmark_was = torch.backends.cudnn.benchmark
     if dev.type == "cuda":  # static shapes (drop_last): cuDNN times its algorithms once per shape
-        torch.backends.cudnn.benchmark = s.cudnn_benchmark
+        torch.backends.cudnn.benchmark = capture.cudnn_benchmark(s.cudnn_benchmark)  # deterministic: off
     params = [*encoder.parameters(), *head.parameters()]
     hp = {"momentum": s.momentum} if s.optimizer == "sgd" else {}
     optimizer = build_optimizer(
