@@ -74,6 +74,9 @@ H200_MACHINE = {
 
 #: The same H200's benchmarks/gpu_bench.py output (2026-11-26, transformers 5.23.0), in this repository.
 H200_BENCH = "docs/gpu-runs/h200-2026-11-26/gpu_bench.json"
+#: The padfree part of a later gpu_bench run on an H200 (issue 55, the fused-QKV packed encoder): the
+#: padding-free IEEE-fp32 step's measured time over the padded one's, BERT-base batch 64 at wiki1m's lengths.
+H200_PADFREE_BENCH = "docs/gpu-runs/h200-2026-11-26-issue55/run3_gpu_bench.json"
 
 #: MACL's bf16/fp16 GPU rate (TFLOP/s), an estimate: its steps are host-bound, so the rows give only a
 #: lower bound (the fastest one_call row, 85.1 steps/s × 1.71 TFLOP = 145); the sentence graph ran 160.
@@ -237,7 +240,10 @@ def _r(value: float, digits: int = 2) -> float:
     return round(value, digits)
 
 
-BUILT_BY = "python -m contrastlab.cost.rows ROWS_DIR [--bench GPU_BENCH_JSON] (contrastlab/cost/rows.py)"
+BUILT_BY = (
+    "python -m contrastlab.cost.rows ROWS_DIR [--bench GPU_BENCH_JSON] [--padfree GPU_BENCH_JSON] "
+    "(contrastlab/cost/rows.py)"
+)
 
 #: The H200 file's measured and assumed entries (with or without the bench: the same entries).
 H200_MEASURED_ENTRIES = [
@@ -485,10 +491,43 @@ def write(path: Path, data: Mapping[str, Any]) -> Path:
     return path
 
 
-def build(rows_dir: str | Path, bench: str | Path | None = None) -> tuple[dict, dict]:
-    """The H200 and H100 files from a rows folder and, optionally, the same H200's gpu_bench.json."""
+def padding_free_ratio(path: str | Path) -> dict[str, Any]:
+    """``padding_free_ratio`` and its source from a gpu_bench.json's padfree rows: per precision, the
+    padding-free step's time over the padded eager step's, with the padded model's own dropout masks
+    (``draws`` "padded", the trainer's). Only fp32 is kept: the default turns padding-free on for IEEE
+    fp32 alone (the bf16 row is the padded graph's comparison, not a price)."""
+    label = Path(path).resolve().relative_to(Path(__file__).resolve().parents[3]).as_posix()
+    bench = json.loads(Path(path).read_text())
+    row = _one(bench["rows"], part="padfree", precision="fp32", draws="padded")
+    source = (
+        f"padding_free_ratio.fp32: {label}'s padfree fp32 row (BERT-base batch 64, wiki1m's lengths, "
+        f"{row['steps']} steps: padding-free {row['packed_ms']:.2f} ms against padded eager "
+        f"{row['padded_ms']:.2f} ms a step)"
+    )
+    return {"ratio": {"fp32": _r(row["ratio"], 4)}, "source": source}
+
+
+def build(
+    rows_dir: str | Path, bench: str | Path | None = None, padfree: str | Path | None = None
+) -> tuple[dict, dict]:
+    """The H200 and H100 files from a rows folder and, optionally, the same H200's gpu_bench.json and a
+    gpu_bench.json with its padfree part (``padfree``: :func:`padding_free_ratio`; the H100 file takes the
+    H200's ratio, assumed)."""
     h200 = calibration_from_rows(read_rows(rows_dir), H200_MACHINE, read_bench(bench) if bench else None)
-    return h200, h100_calibration(h200)
+    h100 = h100_calibration(h200)
+    if padfree:
+        measured = padding_free_ratio(padfree)
+        h200 = h200 | {
+            "padding_free_ratio": measured["ratio"],
+            "padding_free_source": measured["source"],
+            "measured_entries": [*h200["measured_entries"], "padding_free_ratio.fp32"],
+        }
+        h100 = h100 | {
+            "padding_free_ratio": measured["ratio"],
+            "padding_free_source": "assumed: the H200's (" + measured["source"] + ")",
+            "assumed_entries": sorted([*h100["assumed_entries"], "padding_free_ratio.fp32"]),
+        }
+    return h200, h100
 
 
 def main(argv: list[str]) -> int:
@@ -497,8 +536,11 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("rows_dir", help="the H200's raw rows (../shared/docs/gpu-h200-2026-11-26)")
     parser.add_argument("--bench", default=None, help=f"its benchmarks/gpu_bench.py JSON ({H200_BENCH})")
+    parser.add_argument(
+        "--padfree", default=None, help=f"a gpu_bench.json with padfree rows ({H200_PADFREE_BENCH})"
+    )
     args = parser.parse_args(argv)
-    h200, h100 = build(args.rows_dir, args.bench)
+    h200, h100 = build(args.rows_dir, args.bench, args.padfree)
     print(write(SHIPPED_CALIBRATIONS["H200"], h200))
     print(write(SHIPPED_CALIBRATIONS["H100"], h100))
     return 0
