@@ -1,9 +1,9 @@
 """Snakemake entry: the model card (Hugging Face README.md) of one kept checkpoint, sentence (rule
 model_card, with its MTEB ModelMeta beside it) or image (rule model_card_vision), from its training
 summary, its metrics, the run's data markers and, where they exist, MTEB's results
-(contrastlab.report.cards, contrastlab.report.publish)."""
+(contrastlab.hub.cards, contrastlab.hub.publish)."""
 
-from contrastlab.report.cards import write_model_card
+from contrastlab.hub.cards import write_model_card
 from contrastlab.workflow.job import job_label, logged_to
 
 sm = globals()["snakemake"]

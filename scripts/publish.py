@@ -1,11 +1,11 @@
 """``make publish CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>``: print the
 ``hf upload`` commands that publish one kept sentence checkpoint with its card and MTEB ModelMeta (and,
-with ``--push``, run them), after checking the cell (contrastlab.report.publish)."""
+with ``--push``, run them), after checking the cell (contrastlab.hub.publish)."""
 
 import argparse
 import sys
 
-from contrastlab.report.publish import PublishError, publish, publish_plan
+from contrastlab.hub.publish import PublishError, publish, publish_plan
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--configfile", default="config.yaml", help="the preset that trained the cell")

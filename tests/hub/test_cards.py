@@ -1,4 +1,4 @@
-"""Model cards (report.cards): Hugging Face front matter, published numbers beside ours, provenance."""
+"""Model cards (hub.cards): Hugging Face front matter, published numbers beside ours, provenance."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import yaml
 
-from contrastlab.report.cards import model_card, published_scores, write_model_card
+from contrastlab.hub.cards import model_card, published_scores, write_model_card
 
 SUMMARY = {
     "settings": {"loss": "infonce", "loss_hp": {"tau": 0.05}, "lr": 3e-5, "batch_size": 64, "seed": 42},

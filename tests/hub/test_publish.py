@@ -1,4 +1,4 @@
-"""A checkpoint ready to publish (report.publish, report.cards): the card read back by huggingface_hub's own
+"""A checkpoint ready to publish (hub.publish, hub.cards): the card read back by huggingface_hub's own
 parser, MTEB's results read by mteb's own TaskResult, the ModelMeta validated by mteb, the upload commands."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import yaml
 from contrastlab.config import load
 from contrastlab.models.export import write_sentence_transformers_files
 from contrastlab.paths import REPO_ROOT, Results
-from contrastlab.report import publish as pub
-from contrastlab.report.cards import write_model_card
+from contrastlab.hub import publish as pub
+from contrastlab.hub.cards import write_model_card
 
 WIKI = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
 TAR = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"

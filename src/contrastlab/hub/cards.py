@@ -3,7 +3,7 @@
 The checkpoint folder is a sentence-transformers model (``models.export``, written by the trainer); its
 card needs the scores, which exist only after evaluation, so the card is a separate small output
 (``<results_dir>/cards/<experiment>/<backbone>/<method>/seed<seed>/README.md``, rule ``model_card``).
-Publishing is the user's step (``make publish``, :mod:`contrastlab.report.publish`): the checkpoint folder
+Publishing is the user's step (``make publish``, :mod:`contrastlab.hub.publish`): the checkpoint folder
 plus its card is a complete model, uploaded without writing into the folder (a Snakemake output)::
 
     hf upload <repo> <checkpoint> . && hf upload <repo> <card> README.md
@@ -28,7 +28,7 @@ import yaml
 
 from contrastlab.config import settings_digest
 from contrastlab.paths import atomic_write, write_json
-from contrastlab.report.publish import (
+from contrastlab.hub.publish import (
     MODEL_META_FILE,
     MtebScore,
     backbone_license,
