@@ -443,7 +443,7 @@ def markdown(rows: list[dict], environment: dict) -> str:
     ]
     for row in rows:
         part = row.get("part", "?")
-        what = row.get("cell") or row.get("variant") or row.get("precision") or row.get("pack") or ""
+        what = str(row.get("cell") or row.get("variant") or row.get("precision") or row.get("pack") or "")
         what += " packed draws" if row.get("draws") == "packed" else ""
         verdict = _verdict(row)
         figures = ", ".join(f"{k} {_fmt(v)}" for k, v in row.items() if k in REPORTED)
