@@ -1,31 +1,20 @@
 """Unsupervised SimCSE-protocol training of a sentence encoder with any loss of ``contrastlab.losses``.
 
-One call of :func:`train` trains one cell (protocol, loss, backbone, seed) as protocol.md §2 describes:
+One call of :func:`train` trains one cell (protocol, loss, backbone, seed) as protocol.md §2 describes;
+the step itself (heads, both dropout views, gradient caching over ``grad_accum`` micro-batches) is
+:mod:`contrastlab.training.sentence_step`.
 
-- each batch of N sentences is encoded twice in one forward pass (rows 2i and 2i+1 are sentence i, as
-  in SimCSE); dropout is the only augmentation; the last-layer [CLS] (``<s>``) vector goes through a
-  training-only head, and the loss sees ``h1, h2 = view 1, view 2`` ([N, D], float32);
-- heads: ``simcse`` = Linear(d, d) + Tanh (SimCSE's ``MLPLayer``), initialised as SimCSE's ``cl_init``
-  does through the backbone's ``init_weights``: weight ~ N(0, ``initializer_range``) (0.02 for BERT and
-  RoBERTa), bias 0. ``li2024`` (Li et al. 2024's released code) = Linear only for BERT-like backbones,
-  Tanh → Linear for RoBERTa-like ones (``config.model_type`` in ``ROBERTA_TYPES``), weight and bias
-  both ~ N(0, std 6e-3) (``custom_param_init``), and the whole embedding module (word, position, type
-  embeddings and their LayerNorm) frozen;
-- AdamW (β 0.9/0.999, eps 1e-8, weight decay 0), lr decays linearly to 0 over the run, no warmup,
-  gradient norm clipped to 1.0; truncation to ``max_length`` tokens, dynamic padding; one epoch in an
-  order drawn from the seed, the last incomplete batch dropped (a batch of one has no negatives);
-- every ``eval_every`` steps and at the last step: STS-B dev Spearman, the best checkpoint kept. The dev
-  embedding is ``dev_pooling``: ``cls`` = the raw [CLS] (SimCSE's ``--mlp_only_train``, Li et al.), or
-  ``cls_mlp`` = [CLS] through the training head, which is what Nie et al.'s run script selected with
-  (it omits ``--mlp_only_train``, so SimCSE's ``cls`` pooler keeps the MLP at dev time). The saved
-  checkpoint and the test evaluation always use the raw [CLS]. Step 0 (the backbone before training) is
-  evaluated and logged for reference but is never selected.
-
-``grad_accum = k`` splits the encoder's work into k micro-batches without changing the objective: the
-loss still sees the whole batch (gradient caching: encode the micro-batches without a graph, take the
-loss's gradient with respect to the embeddings, then re-encode each micro-batch with the same dropout
-masks (the RNG state is replayed) and back-propagate that gradient). Micro-batching the loss itself
-would change the number of negatives, i.e. the method.
+- The protocol: the ``simcse`` or ``li2024`` head; under ``li2024`` the whole embedding module (word,
+  position, type embeddings and their LayerNorm) frozen; AdamW (β 0.9/0.999, eps 1e-8, weight decay 0),
+  lr decaying linearly to 0 over the run, no warmup, gradient norm clipped to 1.0; truncation to
+  ``max_length`` tokens, dynamic padding; one epoch in an order drawn from the seed, the last incomplete
+  batch dropped (a batch of one has no negatives).
+- Model selection: every ``eval_every`` steps and at the last step, STS-B dev Spearman, the best
+  checkpoint kept. The dev embedding is ``dev_pooling``: ``cls`` = the raw [CLS] (SimCSE's
+  ``--mlp_only_train``, Li et al.), or ``cls_mlp`` = [CLS] through the training head, which is what Nie et
+  al.'s run script selected with (it omits ``--mlp_only_train``, so SimCSE's ``cls`` pooler keeps the MLP
+  at dev time). The saved checkpoint and the test evaluation always use the raw [CLS]. Step 0 (the
+  backbone before training) is evaluated and logged for reference but is never selected.
 
 Precision (``precision``): ``fp32``, ``tf32``, ``bf16``, ``fp16`` or ``auto``, resolved and recorded
 by :class:`~contrastlab.training.runtime.Precision` (see there for what each does and costs). Under
@@ -34,15 +23,18 @@ not rounded to bf16 before a loss at tau = 0.01), except where ``head_autocast``
 autocast, which is what SimCSE's ``--fp16`` runs did (HF Trainer's amp wraps the whole forward, MLP
 included): the MACL cells of config.yaml that reproduce SimCSE's fp16 set it.
 
-Speed: the corpus is tokenised once per tokenizer (``training.corpus``); on CUDA fused AdamW; the
-encoder gets the 4D attention mask (:func:`~contrastlab.models.text.attention_bias`: transformers' 2D
-path asks the device whether a batch has padding in every forward pass); the step itself never
-synchronises with the host (the loss's stats are computed after it, at log steps only; the NaN guard and
-fp16's skip count accumulate on the device), and the loop reads the device only at logging, evaluation
-and snapshot steps. ``static_shapes``, ``cuda_graph`` and ``compile`` are the GPU fast paths
-(:mod:`contrastlab.training.capture`), all off by default; docs/training-speed.md says what each does.
-Resuming and snapshots: see ``training.runtime``; on CPU a resumed run is bit-identical to an
-uninterrupted one.
+Speed: the corpus is tokenised once per tokenizer (``training.corpus``); on CUDA fused AdamW; the step
+never synchronises with the host (the loss's stats are computed after it, at log steps only; the NaN
+guard and fp16's skip count accumulate on the device), and the loop reads the device only at logging,
+evaluation and snapshot steps. Decided per device where a cell sets nothing (:func:`_for_device`): on
+CUDA the step is one CUDA graph (``cuda_graph``, :mod:`contrastlab.training.capture`) and dev batches are
+512, except IEEE fp32, which takes the padding-free step (``padding_free``,
+:mod:`contrastlab.models.packed`); a CPU runs the padded eager step with dev batches of 128, as it always
+did. docs/training-speed.md says what each path does and what it measured. Resuming and snapshots: see
+``training.runtime``; on CPU a resumed run is bit-identical to an uninterrupted one.
+
+The file reads in the order a run goes: :class:`TrainSettings`, :func:`train`, then the helpers in the
+order :func:`train` calls them.
 """
 
 from __future__ import annotations
@@ -70,11 +62,10 @@ from torch import nn
 from contrastlab.losses import build_loss
 from contrastlab.models import packed
 from contrastlab.models.export import write_sentence_transformers_files
-from contrastlab.models.text import attention_bias
 from contrastlab.paths import atomic_dir, atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.senteval.protocol import CELL_POOLING
-from contrastlab.training import capture, geometry
+from contrastlab.training import capture
 from contrastlab.training import state as st
 from contrastlab.training.corpus import load_tokenized_corpus
 from contrastlab.training.dev import DevEvaluator
@@ -88,18 +79,24 @@ from contrastlab.training.runtime import (
     loss_stats_text,
     settings_from_dict,
 )
+from contrastlab.training.sentence_probe import GeometryProbe
+from contrastlab.training.sentence_step import (
+    CLIP_NORM,
+    ROBERTA_TYPES,
+    StepParts,
+    build_head,
+    to_device,
+    train_step,
+)
 
-__all__ = ["NonFiniteLossError", "TrainSettings", "build_head", "train", "train_step"]
+__all__ = ["NonFiniteLossError", "TrainSettings", "build_head", "train", "train_step", "ROBERTA_TYPES"]
 
 PROTOCOLS = ("simcse", "li2024")
 DEV_POOLINGS = ("cls", "cls_mlp")
 DEV_TASKS = ("STSBenchmark", "SICKRelatedness")
-ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
 DEFAULT_CACHE_DIR = Path("resources/cache")
 ADAM_BETAS = (0.9, 0.999)  # protocol.md §2 (SimCSE's HF Trainer defaults)
 ADAM_EPS = 1e-8
-CLIP_NORM = 1.0
-LI2024_HEAD_STD = 6e-3  # Li et al.'s custom_param_init: nn.init.normal_(weight and bias, 0, 6e-3)
 #: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint). The
 #: device-dependent ones (None: decided by the device, :func:`~contrastlab.training.capture.for_device`)
 #: also count as default at the value every run had before they became device-dependent, so that a
@@ -112,7 +109,6 @@ LATER_DEFAULTS = {
     "deterministic": False,
     "padding_free": frozenset({None, False}),
 }
-OutOfMemoryError = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 
 @dataclass(frozen=True)
@@ -191,134 +187,6 @@ class TrainSettings:
         }
 
 
-# ----------------------------------------------------------------------------------------------- helpers
-
-
-def build_head(
-    protocol: str, model_type: str, dim: int, initializer_range: float = 0.02
-) -> tuple[nn.Module, str]:
-    """The training-only head and a short description of it (see the module docstring).
-
-    ``simcse``: Linear + Tanh, weight ~ N(0, ``initializer_range``), bias 0 (BERT's ``_init_weights``,
-    which SimCSE's ``cl_init`` applies to its MLP). ``li2024``: weight and bias ~ N(0, 6e-3).
-    Draws from torch's global RNG (seeded by the trainer).
-    """
-    linear = nn.Linear(dim, dim)
-    if protocol == "simcse":
-        nn.init.normal_(linear.weight, mean=0.0, std=initializer_range)
-        nn.init.zeros_(linear.bias)
-        return nn.Sequential(linear, nn.Tanh()), f"linear+tanh(std {initializer_range:g})"
-    nn.init.normal_(linear.weight, mean=0.0, std=LI2024_HEAD_STD)
-    nn.init.normal_(linear.bias, mean=0.0, std=LI2024_HEAD_STD)
-    if model_type in ROBERTA_TYPES:
-        return nn.Sequential(nn.Tanh(), linear), "tanh+linear(std 6e-3)"
-    return nn.Sequential(linear), "linear(std 6e-3)"
-
-
-def _backbone_fingerprint(backbone_dir: Path) -> str:
-    files = sorted(p for p in backbone_dir.iterdir() if p.is_file())
-    parts = [(backbone_dir / "config.json").read_text()] + [f"{p.name}:{p.stat().st_size}" for p in files]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-def _load_model(backbone_dir: Path, dropout: float) -> nn.Module:
-    """The backbone with ``dropout`` as hidden and attention dropout; its config keeps the original values
-    (so the saved checkpoint's config is the backbone's)."""
-    from transformers import AutoConfig, AutoModel
-
-    config = AutoConfig.from_pretrained(backbone_dir)
-    keys = ("hidden_dropout_prob", "attention_probs_dropout_prob")
-    if not all(hasattr(config, key) for key in keys):
-        raise ValueError(f"backbone {config.model_type!r} has no {' / '.join(keys)}; cannot set the dropout")
-    original = {key: getattr(config, key) for key in keys}
-    model = AutoModel.from_pretrained(backbone_dir, **dict.fromkeys(keys, dropout))
-    for key, value in original.items():  # modules were built with `dropout`; the config reverts
-        setattr(model.config, key, value)
-    return model
-
-
-def _embed_pairs(
-    model: nn.Module, head: nn.Module, ids: torch.Tensor, mask: torch.Tensor, autocast, head_autocast=False
-):
-    """Both dropout views of a batch in one forward pass: ``(h1, h2)``, float32 [N, D]. The encoder runs
-    under ``autocast``; the head too only with ``head_autocast`` (else in fp32 on the fp32 [CLS])."""
-    mask = attention_bias(model, mask.repeat_interleave(2, dim=0))
-    with autocast():
-        cls = model(input_ids=ids.repeat_interleave(2, dim=0), attention_mask=mask).last_hidden_state[:, 0]
-        if head_autocast:
-            cls = head(cls)
-    h = cls if head_autocast else head(cls.float())
-    h = h.float().view(ids.shape[0], 2, -1)
-    return h[:, 0], h[:, 1]
-
-
-def _rng_state(device: torch.device) -> torch.Tensor:
-    return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
-
-
-def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
-    if device.type == "cuda":
-        torch.cuda.set_rng_state(state, device)
-    else:
-        torch.set_rng_state(state)
-
-
-def train_step(
-    model, head, loss_fn, chunks, *, autocast, with_stats: bool, scale=lambda loss: loss, head_autocast=False
-):
-    """Forward + backward of one batch given as encoder micro-batches ``[(ids, mask), ...]``.
-
-    Returns the loss output and the detached embeddings. With one chunk this is the plain step; with
-    more, gradient caching (module docstring) so that the loss sees the whole batch. ``scale`` maps
-    the loss to what is back-propagated (fp16's loss scaling; identity otherwise).
-    """
-    if len(chunks) == 1:
-        h1, h2 = _embed_pairs(model, head, *chunks[0], autocast, head_autocast)
-        out = loss_fn(h1, h2, with_stats=with_stats)
-        scale(out.loss).backward()
-        return out, h1.detach(), h2.detach()
-    device = chunks[0][0].device
-    rng_states, views = [], []
-    with torch.no_grad():
-        for ids, mask in chunks:
-            rng_states.append(_rng_state(device))
-            views.append(_embed_pairs(model, head, ids, mask, autocast, head_autocast))
-    h1 = torch.cat([v[0] for v in views]).requires_grad_()
-    h2 = torch.cat([v[1] for v in views]).requires_grad_()
-    out = loss_fn(h1, h2, with_stats=with_stats)
-    scale(out.loss).backward()
-    sizes = [ids.shape[0] for ids, _ in chunks]
-    after = _rng_state(device)
-    for (ids, mask), rng, g1, g2 in zip(
-        chunks, rng_states, h1.grad.split(sizes), h2.grad.split(sizes), strict=True
-    ):
-        _set_rng_state(device, rng)
-        c1, c2 = _embed_pairs(model, head, ids, mask, autocast, head_autocast)
-        torch.autograd.backward([c1, c2], [g1, g2])
-    _set_rng_state(device, after)
-    return out, h1.detach(), h2.detach()
-
-
-def _save_checkpoint(model: nn.Module, tokenizer: Any, folder: Path) -> None:
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-
-
-def _export(state_dir: Path, summary: dict[str, Any], out_dir: Path, log_path: Path) -> None:
-    """Copy the best checkpoint (+ train_summary.json) to ``out_dir`` and the log to ``log_path``.
-
-    The checkpoint is also a sentence-transformers model with the pooling the cell is evaluated with
-    (:data:`~contrastlab.senteval.protocol.CELL_POOLING`): its files are written here, before the folder
-    becomes the job's output, so no later job touches it."""
-    with atomic_dir(out_dir) as tmp:
-        shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp)
-        (tmp / "train_summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
-        write_sentence_transformers_files(tmp, CELL_POOLING)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(log_path) as tmp_log:
-        shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
-
-
 @contextlib.contextmanager
 def _hf_progress_bars_off():
     """No "Loading weights" / "Writing model shards" bars at every checkpoint save."""
@@ -331,118 +199,6 @@ def _hf_progress_bars_off():
     finally:
         if were_on:
             hf_logging.enable_progress_bar()
-
-
-# -------------------------------------------------------------------------------------------------- train
-
-
-@dataclass
-class _Corpus:
-    """The tokenised corpus and what the run takes from it."""
-
-    tokenizer: Any
-    sentences: Any  # training.corpus.TokenizedCorpus
-    cache_path: Path
-    n_sentences: int
-    steps_per_epoch: int
-    total_steps: int
-    tokenize_s: float
-
-
-def _load_corpus(s: TrainSettings, backbone_dir: Path, corpus_path, cache_dir, progress: bool) -> _Corpus:
-    from transformers import AutoTokenizer
-
-    t = time.perf_counter()
-    if not (backbone_dir / "config.json").is_file():
-        raise FileNotFoundError(
-            f"backbone folder {backbone_dir} has no config.json; materialise it first (rule fetch_backbone)"
-        )
-    tokenizer = AutoTokenizer.from_pretrained(backbone_dir)
-    cache = DEFAULT_CACHE_DIR if cache_dir is None else cache_dir
-    sentences, cache_path = load_tokenized_corpus(
-        corpus_path, tokenizer, s.max_length, cache, progress=progress
-    )
-    trainable = len(sentences) - (s.analysis_sentences if s.analysis_every and s.analysis_holdout else 0)
-    if trainable < 2:
-        raise ValueError(
-            f"analysis_holdout keeps {s.analysis_sentences} of the corpus's {len(sentences)} sentences "
-            "for the probe and leaves nothing to train on; lower analysis_sentences"
-        )
-    n_sentences = trainable if s.max_sentences is None else min(trainable, s.max_sentences)
-    steps_per_epoch = n_sentences // s.batch_size
-    if steps_per_epoch == 0:
-        raise ValueError(f"the corpus has {n_sentences} sentences, fewer than one batch of {s.batch_size}")
-    total_steps = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
-    tokenize_s = time.perf_counter() - t
-    return _Corpus(tokenizer, sentences, cache_path, n_sentences, steps_per_epoch, total_steps, tokenize_s)
-
-
-def _build_model(s: TrainSettings, backbone_dir: Path, device: torch.device):
-    """The seeded backbone and head on ``device`` (train mode) and the trainable parameters."""
-    random.seed(s.seed)
-    np.random.seed(s.seed)
-    torch.manual_seed(s.seed)
-    model = _load_model(backbone_dir, s.dropout)
-    head, head_name = build_head(
-        s.protocol,
-        model.config.model_type,
-        model.config.hidden_size,
-        getattr(model.config, "initializer_range", 0.02),
-    )
-    if s.protocol == "li2024":
-        if not hasattr(model, "embeddings"):
-            raise ValueError(
-                f"protocol li2024 freezes `model.embeddings`, which {type(model).__name__} lacks"
-            )
-        model.embeddings.requires_grad_(False)
-    model.to(device).train()
-    head.to(device).train()
-    params = [p for p in itertools.chain(model.parameters(), head.parameters()) if p.requires_grad]
-    return model, head, head_name, params
-
-
-class _DevSelection:
-    """STS dev evaluations every ``eval_every`` steps; the best checkpoint kept in the state folder."""
-
-    def __init__(self, s: TrainSettings, run: TrainingRun, evaluator, model, head, tokenizer) -> None:
-        self.s, self.run, self.evaluator = s, run, evaluator
-        self.model, self.head, self.tokenizer = model, head, tokenizer
-        self.best, self.best_step, self.evals = -math.inf, None, []
-        self.snapshot_best: int | None = None  # the best step the last snapshot refers to
-
-    def state(self) -> dict[str, Any]:
-        return {"best": self.best, "best_step": self.best_step, "evals": self.evals}
-
-    def restore(self, saved: dict[str, Any]) -> None:
-        self.best, self.best_step, self.evals = saved["best"], saved["best_step"], saved["evals"]
-        self.prune()
-
-    def prune(self) -> None:
-        """After a snapshot (or a resume from one): only its best checkpoint is still needed."""
-        self.snapshot_best = self.best_step
-        st.prune_best(self.run.state_dir, {self.best_step} if self.best_step is not None else set())
-
-    def __call__(self, step: int) -> dict[str, Any]:
-        """Evaluate, keep the checkpoint if it is the best so far (never at step 0), log the record."""
-        with self.run.pause("eval_s"):
-            dev_head = self.head if self.s.dev_pooling == "cls_mlp" else None
-            record = {"event": "eval", "step": step, "dev_task": self.s.dev_task}
-            record.update(self.evaluator(self.model, dev_head))
-            self.evals.append({k: v for k, v in record.items() if k != "event"})
-            if step > 0:
-                if record["dev_spearman"] > self.best:
-                    self.best, self.best_step = record["dev_spearman"], step
-                    save = lambda folder: _save_checkpoint(self.model, self.tokenizer, folder)  # noqa: E731
-                    st.save_best(self.run.state_dir, step, save)
-                    # Between snapshots, only the last snapshot's best (a kill resumes there) and this
-                    # one are needed: large cells would otherwise pile up a checkpoint per evaluation.
-                    st.prune_best(self.run.state_dir, {step} | {self.snapshot_best} - {None})
-                record.update(best_dev_spearman=self.best, best_step=self.best_step)
-            self.run.log.write(record)
-            if step > 0:
-                keys = ("step", "dev_spearman", "dev_align", "dev_uniformity")
-                self.run.write(json.dumps({k: record[k] for k in keys}))
-        return record
 
 
 @_hf_progress_bars_off()
@@ -501,7 +257,7 @@ def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corp
     )
     # Dev batches are sorted by length (little padding to drop): the padded model encodes them either way.
     select = _DevSelection(s, run, evaluator, model, head, data.tokenizer)
-    analyse = _Analysis(s, run, data, evaluator, model, head)
+    analyse = GeometryProbe(s, run, data, evaluator, model, head)
     fingerprint, run_info = _identity(configured, run, data, backbone_dir, corpus_path, head_name, params)
     saved = run.load_snapshot(fingerprint)
     if saved is not None and saved.get("finished"):  # killed while exporting: only the export is left
@@ -520,7 +276,8 @@ def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corp
     del saved
 
     encoder = _encoder(s, model)  # the training step's: the model itself by default
-    parts, order_epoch, order = (encoder, head, loss_fn, optimizer, params, data), -1, np.empty(0, dtype=int)
+    parts = StepParts(encoder, head, loss_fn, optimizer, params, data)
+    order_epoch, order = -1, np.empty(0, dtype=int)
     graph = _capture_step(s, run, parts, start) if s.cuda_graph else None  # after a resume's loading
     if s.cuda_graph and graph is None:  # named in one line by _capture_step; the summary says eager
         s = dataclasses.replace(s, cuda_graph=False)
@@ -576,12 +333,137 @@ def _for_device(configured: TrainSettings, run: TrainingRun, backbone_dir: Path)
     return dataclasses.replace(s, padding_free=on, cuda_graph=s.cuda_graph and not on), notes
 
 
+def _load_corpus(s: TrainSettings, backbone_dir: Path, corpus_path, cache_dir, progress: bool) -> _Corpus:
+    from transformers import AutoTokenizer
+
+    t = time.perf_counter()
+    if not (backbone_dir / "config.json").is_file():
+        raise FileNotFoundError(
+            f"backbone folder {backbone_dir} has no config.json; materialise it first (rule fetch_backbone)"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(backbone_dir)
+    cache = DEFAULT_CACHE_DIR if cache_dir is None else cache_dir
+    sentences, cache_path = load_tokenized_corpus(
+        corpus_path, tokenizer, s.max_length, cache, progress=progress
+    )
+    trainable = len(sentences) - (s.analysis_sentences if s.analysis_every and s.analysis_holdout else 0)
+    if trainable < 2:
+        raise ValueError(
+            f"analysis_holdout keeps {s.analysis_sentences} of the corpus's {len(sentences)} sentences "
+            "for the probe and leaves nothing to train on; lower analysis_sentences"
+        )
+    n_sentences = trainable if s.max_sentences is None else min(trainable, s.max_sentences)
+    steps_per_epoch = n_sentences // s.batch_size
+    if steps_per_epoch == 0:
+        raise ValueError(f"the corpus has {n_sentences} sentences, fewer than one batch of {s.batch_size}")
+    total_steps = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
+    tokenize_s = time.perf_counter() - t
+    return _Corpus(tokenizer, sentences, cache_path, n_sentences, steps_per_epoch, total_steps, tokenize_s)
+
+
+@dataclass
+class _Corpus:
+    """The tokenised corpus and what the run takes from it."""
+
+    tokenizer: Any
+    sentences: Any  # training.corpus.TokenizedCorpus
+    cache_path: Path
+    n_sentences: int
+    steps_per_epoch: int
+    total_steps: int
+    tokenize_s: float
+
+
+def _build_model(s: TrainSettings, backbone_dir: Path, device: torch.device):
+    """The seeded backbone and head on ``device`` (train mode) and the trainable parameters."""
+    random.seed(s.seed)
+    np.random.seed(s.seed)
+    torch.manual_seed(s.seed)
+    model = _load_model(backbone_dir, s.dropout)
+    head, head_name = build_head(
+        s.protocol,
+        model.config.model_type,
+        model.config.hidden_size,
+        getattr(model.config, "initializer_range", 0.02),
+    )
+    if s.protocol == "li2024":
+        if not hasattr(model, "embeddings"):
+            raise ValueError(
+                f"protocol li2024 freezes `model.embeddings`, which {type(model).__name__} lacks"
+            )
+        model.embeddings.requires_grad_(False)
+    model.to(device).train()
+    head.to(device).train()
+    params = [p for p in itertools.chain(model.parameters(), head.parameters()) if p.requires_grad]
+    return model, head, head_name, params
+
+
+def _load_model(backbone_dir: Path, dropout: float) -> nn.Module:
+    """The backbone with ``dropout`` as hidden and attention dropout; its config keeps the original values
+    (so the saved checkpoint's config is the backbone's)."""
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.from_pretrained(backbone_dir)
+    keys = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+    if not all(hasattr(config, key) for key in keys):
+        raise ValueError(f"backbone {config.model_type!r} has no {' / '.join(keys)}; cannot set the dropout")
+    original = {key: getattr(config, key) for key in keys}
+    model = AutoModel.from_pretrained(backbone_dir, **dict.fromkeys(keys, dropout))
+    for key, value in original.items():  # modules were built with `dropout`; the config reverts
+        setattr(model.config, key, value)
+    return model
+
+
 def _encoder(s: TrainSettings, model: nn.Module) -> nn.Module:
     """What encodes a batch: the padding-free wrapper (``padding_free``), the compiled model
     (``compile``) or the model itself."""
     if s.padding_free:
         return packed.PaddingFree(model)
     return capture.compiled(model, s.compile)
+
+
+class _DevSelection:
+    """STS dev evaluations every ``eval_every`` steps; the best checkpoint kept in the state folder."""
+
+    def __init__(self, s: TrainSettings, run: TrainingRun, evaluator, model, head, tokenizer) -> None:
+        self.s, self.run, self.evaluator = s, run, evaluator
+        self.model, self.head, self.tokenizer = model, head, tokenizer
+        self.best, self.best_step, self.evals = -math.inf, None, []
+        self.snapshot_best: int | None = None  # the best step the last snapshot refers to
+
+    def state(self) -> dict[str, Any]:
+        return {"best": self.best, "best_step": self.best_step, "evals": self.evals}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        self.best, self.best_step, self.evals = saved["best"], saved["best_step"], saved["evals"]
+        self.prune()
+
+    def prune(self) -> None:
+        """After a snapshot (or a resume from one): only its best checkpoint is still needed."""
+        self.snapshot_best = self.best_step
+        st.prune_best(self.run.state_dir, {self.best_step} if self.best_step is not None else set())
+
+    def __call__(self, step: int) -> dict[str, Any]:
+        """Evaluate, keep the checkpoint if it is the best so far (never at step 0), log the record."""
+        with self.run.pause("eval_s"):
+            dev_head = self.head if self.s.dev_pooling == "cls_mlp" else None
+            record = {"event": "eval", "step": step, "dev_task": self.s.dev_task}
+            record.update(self.evaluator(self.model, dev_head))
+            self.evals.append({k: v for k, v in record.items() if k != "event"})
+            if step > 0:
+                if record["dev_spearman"] > self.best:
+                    self.best, self.best_step = record["dev_spearman"], step
+                    save = lambda folder: _save_checkpoint(self.model, self.tokenizer, folder)  # noqa: E731
+                    st.save_best(self.run.state_dir, step, save)
+                    # Between snapshots, only the last snapshot's best (a kill resumes there) and this
+                    # one are needed: large cells would otherwise pile up a checkpoint per evaluation.
+                    st.prune_best(self.run.state_dir, {step} | {self.snapshot_best} - {None})
+                record.update(best_dev_spearman=self.best, best_step=self.best_step)
+            self.run.log.write(record)
+            if step > 0:
+                keys = ("step", "dev_spearman", "dev_align", "dev_uniformity")
+                self.run.write(json.dumps({k: record[k] for k in keys}))
+        return record
 
 
 def _identity(
@@ -603,6 +485,112 @@ def _identity(
         "backbone_dir": str(backbone_dir),
     }
     return fingerprint, run_info
+
+
+def _backbone_fingerprint(backbone_dir: Path) -> str:
+    files = sorted(p for p in backbone_dir.iterdir() if p.is_file())
+    parts = [(backbone_dir / "config.json").read_text()] + [f"{p.name}:{p.stat().st_size}" for p in files]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _say(run: TrainingRun, text: str) -> None:
+    """One line on stderr before the loop (the progress bar's ``write`` needs the bar), kept in the log."""
+    print(text, file=sys.stderr, flush=True)
+    run.log.write({"event": "note", "text": text})
+
+
+def _capture_step(
+    s: TrainSettings, run: TrainingRun, parts: StepParts, start: int
+) -> capture.CapturedStep | None:
+    """The whole step as one CUDA graph (``cuda_graph``), captured once after any resume and warmed up
+    on the first batch the run will train on; None (named in one line) where the step cannot be
+    captured: the run takes the eager step."""
+    corpus = parts.corpus
+    epoch, position = divmod(start, corpus.steps_per_epoch)
+    rows = epoch_order(corpus.n_sentences, s.seed, epoch)[
+        position * s.batch_size : (position + 1) * s.batch_size
+    ]
+    first = _batch(s, corpus, rows, run.device)
+    pieces = (run, train_step, parts.encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params, first)
+    return capture.capture_or_eager(
+        lambda: capture.capture_sentence_step(*pieces, head_autocast=s.head_autocast, clip_norm=CLIP_NORM),
+        functools.partial(_say, run),
+    )
+
+
+def _step(s: TrainSettings, run: TrainingRun, parts: StepParts, rows, step: int, graph=None):
+    """Forward, backward and the optimiser step of one batch (the corpus rows ``rows``); ``graph``: the
+    captured step (cuda_graph). Returns (loss output without stats, h1, h2, grad norm); no host sync
+    (tests/training/test_capture.py)."""
+    micro = min(s.grad_accum, s.batch_size)
+    chunks = [_batch(s, parts.corpus, part, run.device, run.timings) for part in np.array_split(rows, micro)]
+    # Padded tokens actually run (dynamic padding): make gpu-check's FLOPs count these, not max_length.
+    run.timings["padded_tokens"] = run.timings.get("padded_tokens", 0) + sum(ids.numel() for ids, _ in chunks)
+    run.timings["sentences"] = run.timings.get("sentences", 0) + len(rows)
+    if graph is not None:
+        return graph(*chunks[0])
+    try:
+        with run.step_context():
+            out, h1, h2 = train_step(
+                parts.encoder,
+                parts.head,
+                parts.loss_fn,
+                chunks,
+                autocast=run.autocast,
+                with_stats=False,  # stats at log steps only, after the step (_log_interval)
+                scale=run.scale,
+                head_autocast=s.head_autocast,
+            )
+            grad_norm = run.optimizer_step(parts.optimizer, parts.params, CLIP_NORM)
+    except torch.OutOfMemoryError as err:
+        raise MemoryError(
+            f"out of memory at step {step} on {run.describe()['device_name']} with batch_size "
+            f"{s.batch_size} ({2 * math.ceil(s.batch_size / micro)} sequences of up to {s.max_length} "
+            f"tokens per forward pass); lower batch_size or raise grad_accum (e.g. "
+            f"grad_accum={2 * s.grad_accum}: the loss still sees the whole batch, the encoder runs in "
+            "smaller micro-batches)"
+        ) from err
+    return out, h1, h2, grad_norm
+
+
+def _batch(s: TrainSettings, data: _Corpus, rows, device: torch.device, timings: dict | None = None):
+    """The corpus rows ``rows`` as padded ``(input_ids, attention_mask)`` on ``device``: as wide as their
+    longest sentence, or ``max_length`` with static shapes (``static_shapes`` or ``cuda_graph``); the
+    real tokens counted into ``timings["real_tokens"]`` when given."""
+    pad_id = data.tokenizer.pad_token_id
+    ids, mask = data.sentences.batch(rows, pad_id)
+    if timings is not None:  # counted on the host copy: no device sync
+        timings["real_tokens"] = timings.get("real_tokens", 0) + int(mask.sum())
+    if s.static_shapes or s.cuda_graph:
+        ids, mask = capture.pad_to_width(ids, mask, s.max_length, pad_id)
+    return to_device(ids, mask, device)
+
+
+def _log_interval(run: TrainingRun, s: TrainSettings, step, epoch, lr, last, grad_norm, select) -> None:
+    """The JSONL training line of the interval that ends at ``step`` (the loop's routine host sync);
+    ``last`` = (loss_fn, loss output, h1, h2) of the step: the loss's stats are computed here, from the
+    step's embeddings (the same numbers the step's own loss call would give, outside the step)."""
+    loss_fn, out, h1, h2 = last
+    with torch.no_grad():
+        stats = loss_fn(h1, h2, with_stats=True).stats
+    interval = run.take_interval(grad_norm, out.loss.detach())
+    record = {
+        "event": "train",
+        "step": step,
+        "epoch": epoch,
+        "loss": interval["loss"],
+        "loss_last": interval["extra"][1],
+        "lr": lr,
+        "grad_norm": interval["extra"][0],
+        "stats": dict(stats),
+        "steps_per_s": interval["steps_per_s"],
+        "sentences_per_s": interval["items_per_s"],
+    }
+    if "loss_scale" in interval:
+        record.update(loss_scale=interval["loss_scale"], skipped_steps=interval["skipped_steps"])
+    run.log.write(record)
+    best = f"{select.best:.2f}" if select.best_step else "-"
+    run.set_postfix(loss=f"{record['loss']:.4f}", best=best)
 
 
 def _finish(
@@ -643,170 +631,21 @@ def _finish(
     return summary
 
 
-def _batch(s: TrainSettings, data: _Corpus, rows, device: torch.device, timings: dict | None = None):
-    """The corpus rows ``rows`` as padded ``(input_ids, attention_mask)`` on ``device``: as wide as their
-    longest sentence, or ``max_length`` with static shapes (``static_shapes`` or ``cuda_graph``); the
-    real tokens counted into ``timings["real_tokens"]`` when given."""
-    pad_id = data.tokenizer.pad_token_id
-    ids, mask = data.sentences.batch(rows, pad_id)
-    if timings is not None:  # counted on the host copy: no device sync
-        timings["real_tokens"] = timings.get("real_tokens", 0) + int(mask.sum())
-    if s.static_shapes or s.cuda_graph:
-        ids, mask = capture.pad_to_width(ids, mask, s.max_length, pad_id)
-    return _to_device(ids, mask, device)
+def _export(state_dir: Path, summary: dict[str, Any], out_dir: Path, log_path: Path) -> None:
+    """Copy the best checkpoint (+ train_summary.json) to ``out_dir`` and the log to ``log_path``.
+
+    The checkpoint is also a sentence-transformers model with the pooling the cell is evaluated with
+    (:data:`~contrastlab.senteval.protocol.CELL_POOLING`): its files are written here, before the folder
+    becomes the job's output, so no later job touches it."""
+    with atomic_dir(out_dir) as tmp:
+        shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp)
+        (tmp / "train_summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
+        write_sentence_transformers_files(tmp, CELL_POOLING)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(log_path) as tmp_log:
+        shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
 
 
-def _step(s: TrainSettings, run: TrainingRun, parts, rows, step: int, graph=None):
-    """Forward, backward and the optimiser step of one batch (the corpus rows ``rows``); ``parts`` =
-    (encoder, head, loss_fn, optimizer, params, corpus); ``graph``: the captured step (cuda_graph).
-    Returns (loss output without stats, h1, h2, grad norm); no host sync (tests/training/test_capture.py)."""
-    model, head, loss_fn, optimizer, params, data = parts
-    micro = min(s.grad_accum, s.batch_size)
-    chunks = [_batch(s, data, part, run.device, run.timings) for part in np.array_split(rows, micro)]
-    # Padded tokens actually run (dynamic padding): make gpu-check's FLOPs count these, not max_length.
-    run.timings["padded_tokens"] = run.timings.get("padded_tokens", 0) + sum(ids.numel() for ids, _ in chunks)
-    run.timings["sentences"] = run.timings.get("sentences", 0) + len(rows)
-    if graph is not None:
-        return graph(*chunks[0])
-    try:
-        with run.step_context():
-            out, h1, h2 = train_step(
-                model,
-                head,
-                loss_fn,
-                chunks,
-                autocast=run.autocast,
-                with_stats=False,  # stats at log steps only, after the step (_log_interval)
-                scale=run.scale,
-                head_autocast=s.head_autocast,
-            )
-            grad_norm = run.optimizer_step(optimizer, params, CLIP_NORM)
-    except OutOfMemoryError as err:
-        raise MemoryError(
-            f"out of memory at step {step} on {run.describe()['device_name']} with batch_size "
-            f"{s.batch_size} ({2 * math.ceil(s.batch_size / micro)} sequences of up to {s.max_length} "
-            f"tokens per forward pass); lower batch_size or raise grad_accum (e.g. "
-            f"grad_accum={2 * s.grad_accum}: the loss still sees the whole batch, the encoder runs in "
-            "smaller micro-batches)"
-        ) from err
-    return out, h1, h2, grad_norm
-
-
-def _say(run: TrainingRun, text: str) -> None:
-    """One line on stderr before the loop (the progress bar's ``write`` needs the bar), kept in the log."""
-    print(text, file=sys.stderr, flush=True)
-    run.log.write({"event": "note", "text": text})
-
-
-def _capture_step(s: TrainSettings, run: TrainingRun, parts, start: int) -> capture.CapturedStep | None:
-    """The whole step as one CUDA graph (``cuda_graph``), captured once after any resume and warmed up
-    on the first batch the run will train on; None (named in one line) where the step cannot be
-    captured: the run takes the eager step."""
-    model, head, loss_fn, optimizer, params, data = parts
-    epoch, position = divmod(start, data.steps_per_epoch)
-    rows = epoch_order(data.n_sentences, s.seed, epoch)[
-        position * s.batch_size : (position + 1) * s.batch_size
-    ]
-    first = _batch(s, data, rows, run.device)
-    pieces = (run, train_step, model, head, loss_fn, optimizer, params, first)
-    return capture.capture_or_eager(
-        lambda: capture.capture_sentence_step(*pieces, head_autocast=s.head_autocast, clip_norm=CLIP_NORM),
-        functools.partial(_say, run),
-    )
-
-
-def _log_interval(run: TrainingRun, s: TrainSettings, step, epoch, lr, last, grad_norm, select) -> None:
-    """The JSONL training line of the interval that ends at ``step`` (the loop's routine host sync);
-    ``last`` = (loss_fn, loss output, h1, h2) of the step: the loss's stats are computed here, from the
-    step's embeddings (the same numbers the step's own loss call would give, outside the step)."""
-    loss_fn, out, h1, h2 = last
-    with torch.no_grad():
-        stats = loss_fn(h1, h2, with_stats=True).stats
-    interval = run.take_interval(grad_norm, out.loss.detach())
-    record = {
-        "event": "train",
-        "step": step,
-        "epoch": epoch,
-        "loss": interval["loss"],
-        "loss_last": interval["extra"][1],
-        "lr": lr,
-        "grad_norm": interval["extra"][0],
-        "stats": dict(stats),
-        "steps_per_s": interval["steps_per_s"],
-        "sentences_per_s": interval["items_per_s"],
-    }
-    if "loss_scale" in interval:
-        record.update(loss_scale=interval["loss_scale"], skipped_steps=interval["skipped_steps"])
-    run.log.write(record)
-    best = f"{select.best:.2f}" if select.best_step else "-"
-    run.set_postfix(loss=f"{record['loss']:.4f}", best=best)
-
-
-class _Analysis:
-    """Geometry statistics of a probe (training.geometry) at step 0, every ``analysis_every`` steps and
-    at the last step, logged; off (and free) unless ``analysis_every`` is set."""
-
-    def __init__(self, s: TrainSettings, run: TrainingRun, data: _Corpus, evaluator, model, head) -> None:
-        self.s, self.run, self.model, self.head = s, run, model, head
-        pad_id = data.tokenizer.pad_token_id
-        self.probe = _analysis_probe(s, data.sentences, data.n_sentences, pad_id, run.device)
-        self.dev_probe = (
-            evaluator.probe_batches(s.analysis_batch, s.analysis_sentences, s.seed) if self.probe else []
-        )
-        self.info = {
-            "probe_sentences": sum(ids.shape[0] for ids, _ in self.probe),
-            "probe_heldout": s.analysis_holdout,
-        }
-
-    def due(self, step: int, total: int) -> bool:
-        return bool(self.probe) and (step % self.s.analysis_every == 0 or step == total)
-
-    def __call__(self, step: int) -> None:
-        """A forked, (seed, step)-seeded RNG draws the probe's dropout masks: training is unchanged."""
-        if not self.probe:
-            return
-        run, s = self.run, self.s
-        with run.pause("analysis_s"):
-            devices = [run.device] if run.device.type == "cuda" else []
-
-            def embed(ids, mask):
-                return _embed_pairs(self.model, self.head, ids, mask, run.autocast, s.head_autocast)
-
-            with torch.random.fork_rng(devices=devices):
-                torch.manual_seed(s.seed * 1_000_003 + step)
-                stats = geometry.probe_statistics(embed, self.probe)
-                # The dev split's sentences with the same dropout views: Nie's dev-set L_cl.
-                dev_stats = geometry.probe_statistics(embed, self.dev_probe) if self.dev_probe else {}
-            keep = ("l_cl", "align", "uniformity", "d_gap", "cos_pos", "cos_neg")
-            dev_part = {f"dev_{k}": dev_stats[k] for k in keep if k in dev_stats}
-            run.log.write({"event": "geometry", "step": step, **self.info, **stats, **dev_part})
-
-
-def _analysis_probe(s: TrainSettings, corpus, n_sentences: int, pad_id: int, dev: torch.device) -> list:
-    """The probe's ``(input_ids, attention_mask)`` batches on ``dev``: the corpus's last
-    ``analysis_sentences`` (held out of training) or, without ``analysis_holdout``, its first ones
-    (training sentences, as Nie's train-set curves); [] when the analysis is off."""
-    if not s.analysis_every:
-        return []
-    if s.analysis_holdout:
-        rows = np.arange(len(corpus) - s.analysis_sentences, len(corpus))
-    else:
-        rows = np.arange(min(s.analysis_sentences, n_sentences))
-    if len(rows) < s.analysis_batch:
-        raise ValueError(
-            f"the analysis probe has {len(rows)} sentences, fewer than one batch of {s.analysis_batch}; "
-            "lower analysis_batch"
-        )
-    whole = len(rows) // s.analysis_batch * s.analysis_batch  # full batches only: N fixes the statistics
-    return [
-        _to_device(*corpus.batch(part, pad_id), dev)
-        for part in np.split(rows[:whole], whole // s.analysis_batch)
-    ]
-
-
-def _to_device(
-    ids: torch.Tensor, mask: torch.Tensor, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    if device.type != "cuda":
-        return ids, mask
-    return ids.pin_memory().to(device, non_blocking=True), mask.pin_memory().to(device, non_blocking=True)
+def _save_checkpoint(model: nn.Module, tokenizer: Any, folder: Path) -> None:
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)

@@ -51,7 +51,7 @@ from safetensors.torch import load_file, save_file
 
 from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images, validation_split
 from contrastlab.losses import build_loss
-from contrastlab.losses.oar import oar_loss, orthonormal_anchors
+from contrastlab.losses.oar import orthonormal_anchors
 from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.paths import atomic_dir, atomic_write
@@ -71,6 +71,7 @@ from contrastlab.training.runtime import (
     settings_from_dict,
 )
 from contrastlab.training.vision_select import ValSelection
+from contrastlab.training.vision_step import OarBatch, train_step
 
 __all__ = [
     "ENCODER_FILE",
@@ -248,95 +249,6 @@ def effective_lr(settings: VisionTrainSettings) -> float:
     return settings.lr * settings.batch_size / ref
 
 
-def _write_encoder(
-    out_dir: Path,
-    encoder: torch.nn.Module,
-    summary: dict[str, Any],
-    state_dir: Path,
-    log_path: Path,
-    anchors: torch.Tensor | None = None,
-    head: torch.nn.Module | None = None,
-) -> None:
-    """The encoder folder: weights, anchors, ``settings.json``, and what a plain torchvision ResNet needs
-    to load them (``torchvision.json``, the projection head; ``models.export.write_torchvision_spec``)."""
-    with atomic_dir(out_dir) as tmp:
-        tmp.mkdir()
-        weights = {k: v.detach().cpu().contiguous() for k, v in encoder.state_dict().items()}
-        save_file(weights, str(tmp / ENCODER_FILE))
-        if anchors is not None:
-            save_file({"anchors": anchors.detach().cpu().contiguous()}, str(tmp / ANCHORS_FILE))
-        (tmp / SETTINGS_FILE).write_text(json.dumps(summary, indent=1, default=float) + "\n")
-        s = summary["settings"]
-        write_torchvision_spec(
-            tmp,
-            arch=s["arch"],
-            stem=s["stem"],
-            width=s["width"],
-            out_dim=s.get("out_dim"),
-            weights=ENCODER_FILE,
-            head=head,
-            anchors=ANCHORS_FILE if anchors is not None else None,
-        )
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(log_path) as tmp_log:
-        shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
-
-
-@dataclass(frozen=True)
-class OarBatch:
-    """A labelled batch of the OAR term: two views [B, 3, S, S], labels [B], anchors [K, D], weight."""
-
-    view1: torch.Tensor
-    view2: torch.Tensor
-    labels: torch.Tensor
-    anchors: torch.Tensor
-    weight: float
-    #: The labels were checked to lie in [0, K) when the subset was made: the step then skips the
-    #: check, a host sync in every step otherwise (docs/gpu-defects.md, defect 14).
-    labels_checked: bool = False
-
-
-def train_step(
-    encoder,
-    head,
-    loss_fn,
-    view1,
-    view2,
-    *,
-    autocast,
-    memory_format,
-    with_stats: bool,
-    oar: OarBatch | None = None,
-    scale=lambda loss: loss,
-    head_autocast: bool = False,
-):
-    """Forward and backward of one batch of two augmented views [B, 3, S, S]: both views through the
-    encoder in one forward pass of 2B images under ``autocast`` (BatchNorm sees the whole 2N batch), the
-    head in fp32 (inside autocast with ``head_autocast``), the loss on the halves; with ``oar``, its
-    labelled views in a second pass and ``weight`` x the OAR term added (OAR §4). ``scale`` maps the
-    total loss to what is back-propagated (fp16 loss scaling). The optimiser step is the caller's
-    (:meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step`). Returns (loss output, h1, h2,
-    OAR term or None); the benchmark times exactly this and that step."""
-
-    def embed(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = torch.cat([a, b]).contiguous(memory_format=memory_format)
-        with autocast():
-            features = encoder(x)
-            if head_autocast:
-                features = head(features)
-        return (features if head_autocast else head(features.float())).float().chunk(2)
-
-    h1, h2 = embed(view1, view2)
-    out = loss_fn(h1, h2, with_stats=with_stats)
-    total, oar_value = out.loss, None
-    if oar is not None:
-        z1, z2 = embed(oar.view1, oar.view2)
-        oar_value = oar_loss(z1, z2, oar.labels, oar.anchors, check_labels=not oar.labels_checked)
-        total = total + oar.weight * oar_value
-    scale(total).backward()
-    return out, h1, h2, oar_value
-
-
 def scheduled_lr(settings: VisionTrainSettings, epoch: int) -> float:
     """The rate of ``epoch`` (0-based): :func:`effective_lr`, constant or cosine-annealed to 0 over
     ``settings.epochs`` epochs (``CosineAnnealingLR(T_max=epochs)`` stepped per epoch, the OAR authors'
@@ -352,9 +264,170 @@ def scheduled_lr(settings: VisionTrainSettings, epoch: int) -> float:
     return lr * 0.5 * (1.0 + math.cos(math.pi * min(epoch, settings.epochs) / settings.epochs))
 
 
-def _labelled_order(n: int, seed: int, cycle: int) -> np.ndarray:
-    """The order of the labelled subset in one pass over it (independent of the main epoch order)."""
-    return np.random.default_rng([seed, 0x0A4, cycle]).permutation(n)
+def train_vision(
+    settings: VisionTrainSettings,
+    *,
+    data_root: str | Path | None,
+    out_dir: str | Path,
+    log_path: str | Path,
+    state_dir: str | Path,
+    device: str | None = None,
+    download: bool = False,
+    progress: bool = True,
+    check_every: int | None = None,
+    events_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Train one vision cell; write the encoder to ``out_dir`` and the JSONL log to ``log_path``.
+
+    ``data_root`` holds the CIFAR folders (unused for digits); ``download`` fetches CIFAR there first
+    when it is absent (:func:`~contrastlab.data.images.load_images`; the workflow does this in its own
+    data rule). ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on
+    success). ``progress``: a progress bar and one JSON line per log step on stderr; ``check_every``:
+    the non-finite check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir``
+    the TensorBoard run folder (default ``<state_dir>.tensorboard``). Returns the summary also written to
+    ``out_dir/settings.json``.
+    """
+    options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
+    run = TrainingRun.for_settings(settings, state_dir, **options)
+    if settings.cuda_graph:  # before anything is loaded: the one-line error comes first
+        capture.require_cuda(run.device)
+    benchmark_was = torch.backends.cudnn.benchmark
+    try:
+        return _train(settings, run, data_root, download, Path(out_dir), Path(log_path))
+    finally:
+        torch.backends.cudnn.benchmark = benchmark_was  # a process-wide switch: as it was
+
+
+@dataclass(frozen=True)
+class VisionParts:
+    r"""What the image step needs, built once per run (:func:`_build_parts`): ``encoder`` (the module
+    whose weights are saved) and ``forward_encoder`` (the step's: compiled, or the module itself), the
+    ``head``, ``loss_fn``, the ``optimizer`` and its ``params``, the batch ``augment``\ ation and its
+    generator ``views``, OAR's labelled batches ``oar`` (None without OAR) and the ``memory_format``."""
+
+    encoder: torch.nn.Module
+    forward_encoder: torch.nn.Module
+    head: torch.nn.Module
+    loss_fn: Any
+    optimizer: torch.optim.Optimizer
+    params: list
+    augment: SimCLRAugment
+    views: torch.Generator
+    oar: _OarBatches | None
+    memory_format: torch.memory_format
+
+
+def _train(s: VisionTrainSettings, run: TrainingRun, data_root, download: bool, out_dir: Path,
+           log_path: Path) -> dict[str, Any]:  # fmt: skip
+    """:func:`train_vision`'s body: data, parts, snapshot identity, then the loop."""
+    dev = run.device
+    data = load_images(s.dataset, "train", root=data_root, download=download, image_size=s.image_size)
+    n_images, size = len(data.labels), data.images.shape[-1]
+    trained = _trained_rows(s, n_images, dev)  # None: every image (no validation split)
+    n_train = n_images if trained is None else len(trained)
+    steps_per_epoch = _steps_per_epoch(s, n_train)
+    total = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
+    cuda_graph, notes = vc.resolve(s, dev, n_train)  # said once the run's log has begun
+    images = data.images.to(dev)
+    parts = _build_parts(s, run, data, size)
+    key = json.dumps([fingerprint_settings(s.to_dict(), LATER_DEFAULTS), n_images, size], sort_keys=True)
+    fingerprint = hashlib.sha256(key.encode()).hexdigest()[:16]
+    run_info = _describe(s, run, parts, n_train, size, steps_per_epoch, total)
+    run_info["cuda_graph"] = cuda_graph  # the settings stay as configured (None: decided here)
+    select = None
+    if trained is not None:
+        select = ValSelection(s, run, images, parts.augment, parts.loss_fn, parts.encoder, parts.head,
+                              parts.memory_format)  # fmt: skip
+    stateful = {"encoder": parts.encoder, "head": parts.head, "optimizer": parts.optimizer,
+                "views": GeneratorState(parts.views)}  # fmt: skip
+    saved = run.load_snapshot(fingerprint)
+    start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
+    if select is not None and saved is not None:
+        select.restore(saved)
+    del saved
+    for note in notes:
+        run.note(note)
+    graph = _capture_step(s, run, parts, images) if cuda_graph else None  # after a resume's loading
+    run_info["cuda_graph"] = graph is not None
+
+    order_epoch, order, lr = -1, torch.empty(0, dtype=torch.long), scheduled_lr(s, 0)
+    for step in run.steps(start, total, desc=f"{s.loss} {s.arch} bs{s.batch_size}"):
+        epoch, position = divmod(step - 1, steps_per_epoch)
+        if epoch != order_epoch:
+            order_epoch, order = epoch, _to_device(epoch_order(n_train, s.seed, epoch), dev)
+            order = order if trained is None else trained[order]
+            lr = scheduled_lr(s, epoch)
+            vc.set_lr(parts.optimizer, lr)
+        batch = images[order[position * s.batch_size : (position + 1) * s.batch_size]]
+        logging = step % s.log_every == 0 or step == total
+        snapshot = run.snapshot_due(step, total)
+        out, h1, h2, oar_value, grad_norm = _step(s, run, parts, images, batch, step, logging, graph)
+        loss = out.loss.detach() if oar_value is None else (out.loss + s.oar_weight * oar_value).detach()
+        run.record(step, loss, len(batch))
+        what = f"loss {s.loss!r} (hp {json.dumps(dict(s.loss_hp))})"
+        stats = functools.partial(loss_stats_text, parts.loss_fn, h1, h2)
+        run.check_finite(step, loss, syncs=logging or snapshot, what=what, stats=stats)
+        if logging:
+            _log_interval(run, step, epoch, lr, loss, out, oar_value, grad_norm)
+        if select is not None and (step % steps_per_epoch == 0 or step == total):
+            select(step, epoch)
+        if snapshot:
+            run.save_snapshot(step, fingerprint, stateful, select.state() if select else {})
+    return _finish(s, run, parts, select, run_info, total, steps_per_epoch, out_dir, log_path)
+
+
+def _trained_rows(s: VisionTrainSettings, n_images: int, device: torch.device) -> torch.Tensor | None:
+    """The training images when a validation split is held out (all but :func:`validation_split`)."""
+    if s.val_fraction == 0:
+        return None
+    keep = torch.ones(n_images, dtype=torch.bool)
+    keep[validation_split(n_images, s.val_fraction, s.seed)] = False
+    return torch.nonzero(keep).flatten().to(device)
+
+
+def _steps_per_epoch(s: VisionTrainSettings, n_images: int) -> int:
+    if s.drop_last:  # every step sees a full batch of negatives
+        steps = n_images // s.batch_size
+    else:
+        steps = -(-n_images // s.batch_size)
+        if n_images % s.batch_size == 1:
+            raise ValueError(
+                f"drop_last=False with {n_images} images and batch {s.batch_size} leaves a last batch of "
+                "one image (no negatives); change batch_size or set drop_last"
+            )
+    if steps == 0:
+        raise ValueError(
+            f"{s.dataset} has {n_images} training images, fewer than one batch of {s.batch_size}"
+        )
+    return steps
+
+
+def _build_parts(s: VisionTrainSettings, run: TrainingRun, data, size: int) -> VisionParts:
+    """The run's :class:`VisionParts`, in the order that fixes its random draws: the augmentation, the
+    seeded encoder and head, the optimiser, the loss, OAR's anchors, the views' generator. On CUDA,
+    channels-last by default and cuDNN's autotuner as ``cudnn_benchmark`` says (off under deterministic
+    algorithms)."""
+    dev = run.device
+    use_channels_last = dev.type == "cuda" if s.channels_last is None else s.channels_last
+    memory_format = torch.channels_last if use_channels_last else torch.contiguous_format
+    augment = s.augment(s.input_size or size, *IMAGE_STATS[s.dataset])
+    encoder, head, loss_dim = _build(s, dev, memory_format)
+    forward_encoder = encoder  # the step's encoder; compiled, its state dict stays the plain module's
+    if s.compile:
+        forward_encoder = torch.compile(encoder)
+        augment.apply = torch.compile(augment.apply)  # the pure half; the draws stay eager
+    if dev.type == "cuda":  # static shapes (drop_last): cuDNN times its algorithms once per shape
+        torch.backends.cudnn.benchmark = capture.cudnn_benchmark(s.cudnn_benchmark)  # deterministic: off
+    params = [*encoder.parameters(), *head.parameters()]
+    hp = {"momentum": s.momentum} if s.optimizer == "sgd" else {}
+    optimizer = build_optimizer(
+        s.optimizer, params, dev, lr=scheduled_lr(s, 0), weight_decay=s.weight_decay, **hp
+    )
+    loss_fn = build_loss(s.loss, **s.loss_hp)
+    oar = _OarBatches(s, data, loss_dim, dev) if s.oar_fraction > 0 else None
+    views = torch.Generator(device=dev).manual_seed(s.seed)  # the augmentations' draws
+    return VisionParts(encoder, forward_encoder, head, loss_fn, optimizer, params, augment, views, oar,
+                       memory_format)  # fmt: skip
 
 
 def _build(s: VisionTrainSettings, device: torch.device, channels_last) -> tuple:
@@ -403,200 +476,17 @@ class _OarBatches:
         return OarBatch(view1, view2, self.labels[rows], self.anchors, self.s.oar_weight, labels_checked=True)
 
 
-def _to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
-    """``array`` on ``device``; to CUDA through pinned memory without blocking: a pageable copy makes
-    the host wait for the GPU's queue (docs/gpu-defects.md, G10)."""
-    tensor = torch.from_numpy(array)
-    if device.type == "cuda":
-        return tensor.pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
+def _labelled_order(n: int, seed: int, cycle: int) -> np.ndarray:
+    """The order of the labelled subset in one pass over it (independent of the main epoch order)."""
+    return np.random.default_rng([seed, 0x0A4, cycle]).permutation(n)
 
 
-def _steps_per_epoch(s: VisionTrainSettings, n_images: int) -> int:
-    if s.drop_last:  # every step sees a full batch of negatives
-        steps = n_images // s.batch_size
-    else:
-        steps = -(-n_images // s.batch_size)
-        if n_images % s.batch_size == 1:
-            raise ValueError(
-                f"drop_last=False with {n_images} images and batch {s.batch_size} leaves a last batch of "
-                "one image (no negatives); change batch_size or set drop_last"
-            )
-    if steps == 0:
-        raise ValueError(
-            f"{s.dataset} has {n_images} training images, fewer than one batch of {s.batch_size}"
-        )
-    return steps
-
-
-def train_vision(
-    settings: VisionTrainSettings,
-    *,
-    data_root: str | Path | None,
-    out_dir: str | Path,
-    log_path: str | Path,
-    state_dir: str | Path,
-    device: str | None = None,
-    download: bool = False,
-    progress: bool = True,
-    check_every: int | None = None,
-    events_dir: str | Path | None = None,
-) -> dict[str, Any]:
-    """Train one vision cell; write the encoder to ``out_dir`` and the JSONL log to ``log_path``.
-
-    ``data_root`` holds the CIFAR folders (unused for digits); ``download`` fetches CIFAR there first
-    when it is absent (:func:`~contrastlab.data.images.load_images`; the workflow does this in its own
-    data rule). ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on
-    success). ``progress``: a progress bar and one JSON line per log step on stderr; ``check_every``:
-    the non-finite check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir``
-    the TensorBoard run folder (default ``<state_dir>.tensorboard``). Returns the summary also written to
-    ``out_dir/settings.json``.
-    """
-    s = settings
-    options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
-    run = TrainingRun.for_settings(s, state_dir, **options)
-    dev = run.device
-    if s.cuda_graph:  # before anything is loaded: the one-line error comes first
-        capture.require_cuda(dev)
-    use_channels_last = dev.type == "cuda" if s.channels_last is None else s.channels_last
-    channels_last = torch.channels_last if use_channels_last else torch.contiguous_format
-    data = load_images(s.dataset, "train", root=data_root, download=download, image_size=s.image_size)
-    n_images, size = len(data.labels), data.images.shape[-1]
-    trained = _trained_rows(s, n_images, dev)  # None: every image (no validation split)
-    n_train = n_images if trained is None else len(trained)
-    steps_per_epoch = _steps_per_epoch(s, n_train)
-    total = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
-    cuda_graph, notes = vc.resolve(s, dev, n_train)  # said once the run's log has begun
-    images = data.images.to(dev)
-    augment = s.augment(s.input_size or size, *IMAGE_STATS[s.dataset])
-    encoder, head, loss_dim = _build(s, dev, channels_last)
-    # The step's encoder: compiled (its state dict stays the plain module's) or the module itself.
-    forward_encoder = encoder
-    if s.compile:
-        forward_encoder = torch.compile(encoder)
-        augment.apply = torch.compile(augment.apply)  # the pure half; the draws stay eager
-    benchmark_was = torch.backends.cudnn.benchmark
-    if dev.type == "cuda":  # static shapes (drop_last): cuDNN times its algorithms once per shape
-        torch.backends.cudnn.benchmark = capture.cudnn_benchmark(s.cudnn_benchmark)  # deterministic: off
-    params = [*encoder.parameters(), *head.parameters()]
-    hp = {"momentum": s.momentum} if s.optimizer == "sgd" else {}
-    optimizer = build_optimizer(
-        s.optimizer, params, dev, lr=scheduled_lr(s, 0), weight_decay=s.weight_decay, **hp
-    )
-    loss_fn = build_loss(s.loss, **s.loss_hp)
-    oar = _OarBatches(s, data, loss_dim, dev) if s.oar_fraction > 0 else None
-    views = torch.Generator(device=dev).manual_seed(s.seed)  # the augmentations' draws
-    key = json.dumps([fingerprint_settings(s.to_dict(), LATER_DEFAULTS), n_images, size], sort_keys=True)
-    key = key.encode()
-    fingerprint = hashlib.sha256(key).hexdigest()[:16]
-    run_info = _describe(
-        s, run, encoder, params, oar, n_train, size, steps_per_epoch, total, use_channels_last
-    )
-    run_info["cuda_graph"] = cuda_graph  # the settings stay as configured (None: decided here)
-    select = (
-        ValSelection(s, run, images, augment, loss_fn, encoder, head, channels_last)
-        if trained is not None
-        else None
-    )
-    stateful = {"encoder": encoder, "head": head, "optimizer": optimizer, "views": GeneratorState(views)}
-    saved = run.load_snapshot(fingerprint)
-    start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
-    if select is not None and saved is not None:
-        select.restore(saved)
-    del saved
-    for note in notes:
-        run.note(note)
-    parts = (forward_encoder, head, loss_fn, optimizer, params)
-    # After a resume's loading; any batch of the run's shape warms it up (its effects are undone).
-    graph = capture.capture_or_eager(lambda: vc.capture_vision_step(
-        run, train_step, parts, augment, views, images[: s.batch_size], calls=s.augment_calls,
-        memory_format=channels_last, head_autocast=s.head_autocast,
-    ), run.note) if cuda_graph else None  # fmt: skip
-    run_info["cuda_graph"] = graph is not None
-
-    order_epoch, order, lr = -1, torch.empty(0, dtype=torch.long), scheduled_lr(s, 0)
-    for step in run.steps(start, total, desc=f"{s.loss} {s.arch} bs{s.batch_size}"):
-        epoch, position = divmod(step - 1, steps_per_epoch)
-        if epoch != order_epoch:
-            order_epoch, order = epoch, _to_device(epoch_order(n_train, s.seed, epoch), dev)
-            order = order if trained is None else trained[order]
-            lr = scheduled_lr(s, epoch)
-            vc.set_lr(optimizer, lr)
-        batch = images[order[position * s.batch_size : (position + 1) * s.batch_size]]
-        logging = step % s.log_every == 0 or step == total
-        snapshot = run.snapshot_due(step, total)
-        if graph is not None:
-            out, h1, h2, grad_norm = graph(batch)
-            out, oar_value = (vc.with_stats(loss_fn, out, h1, h2) if logging else out), None
-        else:
-            with run.step_context():  # OAR's blur (a convolution) too: the step's precision, every step
-                oar_batch = oar.batch(step, images, augment, views) if oar else None
-                out, h1, h2, oar_value = train_step(
-                    forward_encoder,
-                    head,
-                    loss_fn,
-                    *two_views(augment, batch, views, s.augment_calls),
-                    autocast=run.autocast,
-                    memory_format=channels_last,
-                    with_stats=logging,
-                    oar=oar_batch,
-                    scale=run.scale,
-                    head_autocast=s.head_autocast,
-                )
-                # No clipping (App. B.3); at log steps an infinite bound measures the norm (grads x 1.0).
-                grad_norm = run.optimizer_step(optimizer, params, clip_norm=math.inf if logging else None)
-        loss = out.loss.detach() if oar_value is None else (out.loss + s.oar_weight * oar_value).detach()
-        run.record(step, loss, len(batch))
-        what = f"loss {s.loss!r} (hp {json.dumps(dict(s.loss_hp))})"
-        stats = functools.partial(loss_stats_text, loss_fn, h1, h2)
-        run.check_finite(step, loss, syncs=logging or snapshot, what=what, stats=stats)
-        if logging:
-            _log_interval(run, step, epoch, lr, loss, out, oar_value, grad_norm)
-        if select is not None and (step % steps_per_epoch == 0 or step == total):
-            select(step, epoch)
-        if snapshot:
-            run.save_snapshot(step, fingerprint, stateful, select.state() if select else {})
-
-    torch.backends.cudnn.benchmark = benchmark_was  # a process-wide switch: as it was
-    if select is not None:
-        select.load_kept()  # the encoder of the epoch with the lowest validation loss
-    summary = {
-        "steps": total,
-        "epochs": total / steps_per_epoch,
-        "keep": s.keep,
-        **(select.summary() if select else {}),
-        **run.summary(),
-        **run_info,
-        "settings": s.to_dict(),
-        "meta": run_metadata(),
-    }
-    timings = summary["timings"]
-    timings["images_per_s"] = (
-        timings.get("timed_items", 0) / timings["train_s"] if timings["train_s"] else None
-    )
-    keys = ("steps", "timings", "device_name", "peak_gpu_memory_gib")
-    run.log.write({"event": "end", **{k: summary[k] for k in keys}})
-    kept_head = None if select else head  # the kept epoch's encoder is restored without its head
-    anchors = oar.anchors if oar else None
-    _write_encoder(Path(out_dir), encoder, summary, run.state_dir, Path(log_path), anchors, kept_head)
-    shutil.rmtree(run.state_dir, ignore_errors=True)
-    return summary
-
-
-def _trained_rows(s: VisionTrainSettings, n_images: int, device: torch.device) -> torch.Tensor | None:
-    """The training images when a validation split is held out (all but :func:`validation_split`)."""
-    if s.val_fraction == 0:
-        return None
-    keep = torch.ones(n_images, dtype=torch.bool)
-    keep[validation_split(n_images, s.val_fraction, s.seed)] = False
-    return torch.nonzero(keep).flatten().to(device)
-
-
-def _describe(s, run, encoder, params, oar, n_images, size, steps_per_epoch, total, channels_last) -> dict:
+def _describe(s, run, parts: VisionParts, n_images, size, steps_per_epoch, total) -> dict:
     """What the run's start record and summary say about it."""
+    encoder, params, oar = parts.encoder, parts.params, parts.oar
     return {
         **run.describe(),
-        "channels_last": channels_last,
+        "channels_last": parts.memory_format == torch.channels_last,
         "n_images": n_images,
         "image_size": size,
         "steps_per_epoch": steps_per_epoch,
@@ -608,6 +498,54 @@ def _describe(s, run, encoder, params, oar, n_images, size, steps_per_epoch, tot
         "oar_labelled": len(oar.labelled) if oar else 0,
         "trainable_params": sum(p.numel() for p in params),
     }
+
+
+def _capture_step(s: VisionTrainSettings, run: TrainingRun, parts: VisionParts, images: torch.Tensor):
+    """The image step as one CUDA graph (``cuda_graph``), captured after any resume's loading; any batch
+    of the run's shape warms it up (its effects are undone). None (named in one line) where the step
+    cannot be captured: the run takes the eager step."""
+    step_parts = (parts.forward_encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params)
+    return capture.capture_or_eager(lambda: vc.capture_vision_step(
+        run, train_step, step_parts, parts.augment, parts.views, images[: s.batch_size],
+        calls=s.augment_calls, memory_format=parts.memory_format, head_autocast=s.head_autocast,
+    ), run.note)  # fmt: skip
+
+
+def _step(s: VisionTrainSettings, run: TrainingRun, parts: VisionParts, images, batch, step: int,
+          logging: bool, graph) -> tuple:  # fmt: skip
+    """One step on ``batch``: the captured one (``graph``; the loss's stats computed after it at log
+    steps) or the eager one, OAR's labelled term included. Returns (loss output, h1, h2, OAR term or
+    None, grad norm)."""
+    if graph is not None:
+        out, h1, h2, grad_norm = graph(batch)
+        return (vc.with_stats(parts.loss_fn, out, h1, h2) if logging else out), h1, h2, None, grad_norm
+    with run.step_context():  # OAR's blur (a convolution) too: the step's precision, every step
+        oar_batch = parts.oar.batch(step, images, parts.augment, parts.views) if parts.oar else None
+        out, h1, h2, oar_value = train_step(
+            parts.forward_encoder,
+            parts.head,
+            parts.loss_fn,
+            *two_views(parts.augment, batch, parts.views, s.augment_calls),
+            autocast=run.autocast,
+            memory_format=parts.memory_format,
+            with_stats=logging,
+            oar=oar_batch,
+            scale=run.scale,
+            head_autocast=s.head_autocast,
+        )
+        # No clipping (App. B.3); at log steps an infinite bound measures the norm (grads x 1.0).
+        clip = math.inf if logging else None
+        grad_norm = run.optimizer_step(parts.optimizer, parts.params, clip_norm=clip)
+    return out, h1, h2, oar_value, grad_norm
+
+
+def _to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``array`` on ``device``; to CUDA through pinned memory without blocking: a pageable copy makes
+    the host wait for the GPU's queue (docs/gpu-defects.md, G10)."""
+    tensor = torch.from_numpy(array)
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def _log_interval(run: TrainingRun, step, epoch, lr, loss, out, oar_value, grad_norm) -> None:
@@ -635,6 +573,69 @@ def _log_interval(run: TrainingRun, step, epoch, lr, loss, out, oar_value, grad_
     }
     run.write(json.dumps(brief))
     run.set_postfix(loss=f"{record['loss']:.4f}")
+
+
+def _finish(s: VisionTrainSettings, run: TrainingRun, parts: VisionParts, select, run_info: dict,
+            total: int, steps_per_epoch: int, out_dir: Path, log_path: Path) -> dict[str, Any]:  # fmt: skip
+    """The summary (written to ``settings.json`` beside the encoder, and the log's end record), the kept
+    encoder written to ``out_dir``, the log copied to ``log_path``, the state folder removed."""
+    if select is not None:
+        select.load_kept()  # the encoder of the epoch with the lowest validation loss
+    summary = {
+        "steps": total,
+        "epochs": total / steps_per_epoch,
+        "keep": s.keep,
+        **(select.summary() if select else {}),
+        **run.summary(),
+        **run_info,
+        "settings": s.to_dict(),
+        "meta": run_metadata(),
+    }
+    timings = summary["timings"]
+    timings["images_per_s"] = (
+        timings.get("timed_items", 0) / timings["train_s"] if timings["train_s"] else None
+    )
+    keys = ("steps", "timings", "device_name", "peak_gpu_memory_gib")
+    run.log.write({"event": "end", **{k: summary[k] for k in keys}})
+    kept_head = None if select else parts.head  # the kept epoch's encoder is restored without its head
+    anchors = parts.oar.anchors if parts.oar else None
+    _write_encoder(out_dir, parts.encoder, summary, run.state_dir, log_path, anchors, kept_head)
+    shutil.rmtree(run.state_dir, ignore_errors=True)
+    return summary
+
+
+def _write_encoder(
+    out_dir: Path,
+    encoder: torch.nn.Module,
+    summary: dict[str, Any],
+    state_dir: Path,
+    log_path: Path,
+    anchors: torch.Tensor | None = None,
+    head: torch.nn.Module | None = None,
+) -> None:
+    """The encoder folder: weights, anchors, ``settings.json``, and what a plain torchvision ResNet needs
+    to load them (``torchvision.json``, the projection head; ``models.export.write_torchvision_spec``)."""
+    with atomic_dir(out_dir) as tmp:
+        tmp.mkdir()
+        weights = {k: v.detach().cpu().contiguous() for k, v in encoder.state_dict().items()}
+        save_file(weights, str(tmp / ENCODER_FILE))
+        if anchors is not None:
+            save_file({"anchors": anchors.detach().cpu().contiguous()}, str(tmp / ANCHORS_FILE))
+        (tmp / SETTINGS_FILE).write_text(json.dumps(summary, indent=1, default=float) + "\n")
+        s = summary["settings"]
+        write_torchvision_spec(
+            tmp,
+            arch=s["arch"],
+            stem=s["stem"],
+            width=s["width"],
+            out_dim=s.get("out_dim"),
+            weights=ENCODER_FILE,
+            head=head,
+            anchors=ANCHORS_FILE if anchors is not None else None,
+        )
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(log_path) as tmp_log:
+        shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
 
 
 def load_encoder(

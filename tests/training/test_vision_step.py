@@ -1,0 +1,50 @@
+"""The image trainer's step (contrastlab.training.vision_step): OAR's labelled term reads nothing back
+from the device once its labels were checked (defect 14). The CUDA twin of this check, with torch's own
+sync detector, is tests/training/test_vision.py's."""
+
+from __future__ import annotations
+
+import torch
+
+from contrastlab.training.vision_step import OarBatch, train_step
+
+
+def test_the_oar_step_reads_nothing_back_from_the_device_once_its_labels_were_checked(monkeypatch):
+    """Defect 14 of docs/gpu-defects.md: the OAR term's label check (``bool(tensor)``) made the host
+    wait for the GPU in every step. Counted on the CPU with a stand-in for CUDA's sync debug mode:
+    every ``Tensor.__bool__``/``item``/``tolist`` inside the step."""
+    import contextlib
+
+    from contrastlab.losses import build_loss
+    from contrastlab.losses.oar import orthonormal_anchors
+    from contrastlab.models.vision import build_encoder
+
+    torch.manual_seed(0)
+    encoder = build_encoder("resnet18", stem="cifar", width=4)
+    anchors = orthonormal_anchors(10, encoder.feature_dim, generator=torch.Generator().manual_seed(0))
+    views = torch.randn(4, 3, 16, 16)
+    reads = []
+    for name in ("__bool__", "item", "tolist"):
+        original = getattr(torch.Tensor, name)
+        monkeypatch.setattr(
+            torch.Tensor, name, lambda t, *a, _f=original, _n=name: reads.append(_n) or _f(t, *a)
+        )
+
+    def step(checked: bool) -> int:
+        reads.clear()
+        oar = OarBatch(views, views, torch.tensor([0, 1, 2, 9]), anchors, 1.0, labels_checked=checked)
+        train_step(
+            encoder,
+            torch.nn.Identity(),
+            build_loss("ntxent", tau=1.0),
+            views,
+            views,
+            autocast=contextlib.nullcontext,
+            memory_format=torch.contiguous_format,
+            with_stats=False,
+            oar=oar,
+        )
+        return len(reads)
+
+    assert step(checked=False) >= 2  # the check, once per view: the counter sees it
+    assert step(checked=True) == 0
