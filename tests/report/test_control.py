@@ -14,7 +14,7 @@ import scipy.stats
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT
-from contrastlab.report import power
+from contrastlab.report import power, simulation
 from contrastlab.report.claims import (
     NOT_REPRODUCED,
     REPRODUCED,
@@ -267,14 +267,14 @@ def test_a_noisy_perfect_reproduction_rarely_reads_the_wrong_verdict(claim_id):
     """At the papers' numbers with seed noise, config.yaml's seeds: a claim the paper's tables support
     reads "not reproduced" at most at rate α (Holm's family-wise bound); one they fail (paper_tables)
     reads "reproduced" at most at α (its failing part must clear its own one-sided test). And the
-    plan's power (power.simulate, the same rule on arrays) agrees with evaluate_claim's share of the
+    plan's power (simulation.simulate, the same rule on arrays) agrees with evaluate_claim's share of the
     expected verdict within Monte-Carlo error."""
     verdicts = noisy_verdicts(claim_id, NOISY_DRAWS)
     claim = RESULTS[claim_id].claim
     wrong = REPRODUCED if claim.get("paper_tables") else NOT_REPRODUCED
     assert verdicts.count(wrong) <= allowed(NOISY_DRAWS), verdicts
     s = power.claim_structure(claim, FULL, FULL_GRID)
-    expected = power.decided_probability(s, s.seeds, replicates=4000)
+    expected = simulation.decided_probability(s, s.seeds, replicates=4000)
     share = verdicts.count(s.expected) / NOISY_DRAWS
     # 4 standard errors of the smaller sample, at least 0.1 (a binomial share of 30 is coarse)
     assert abs(share - expected) <= max(0.1, 4 * (expected * (1 - expected) / NOISY_DRAWS) ** 0.5), (
@@ -283,7 +283,7 @@ def test_a_noisy_perfect_reproduction_rarely_reads_the_wrong_verdict(claim_id):
     )
 
 
-BOUNDARY_DRAWS = 20_000  # power.simulate: the claims' rule on arrays, a few seconds for all claims
+BOUNDARY_DRAWS = 20_000  # simulation.simulate: the claims' rule on arrays, a few seconds for all claims
 
 
 @pytest.mark.parametrize("claim_id", CHECKABLE)
@@ -291,16 +291,16 @@ def test_at_its_boundary_a_claim_reads_not_reproduced_at_most_at_its_level(claim
     """The calibration of the decision rule: every part of a perfect reproduction moved (least squares)
     to exactly its claim's boundary (Δ = 0), seed noise added, 3 seeds per cell (OAR's one seed decides
     nothing): the family-wise rate of "not reproduced" is at most α = (1 − level) / 2 (Holm over the
-    parts), within 4 Monte-Carlo standard errors. :func:`power.simulate` applies claims.py's rule to
+    parts), within 4 Monte-Carlo standard errors. :func:`simulation.simulate` applies claims.py's rule to
     many draws at once; the test above checks that it decides as evaluate_claim does. (Before the
     paired path took its noise from the seed-blocked strata, claims audit S-1, the claims whose paired
     parts share cells read 0.030–0.035 here: s_D pooled over the parts with ν = Σ(n_j − 1).)"""
     s = power.claim_structure(RESULTS[claim_id].claim, FULL, FULL_GRID)
-    mu = power.boundary_means(s)
+    mu = simulation.boundary_means(s)
     if mu is None:
         pytest.skip("its parts cannot all sit at the boundary at once")
     rng = np.random.default_rng([11, zlib.crc32(claim_id.encode())])
-    rate = float((power.simulate(s, 3, BOUNDARY_DRAWS, rng, mu=mu) == 1).mean())
+    rate = float((simulation.simulate(s, 3, BOUNDARY_DRAWS, rng, mu=mu) == 1).mean())
     assert rate <= ALPHA + 4 * (ALPHA * (1 - ALPHA) / BOUNDARY_DRAWS) ** 0.5, rate
 
 
@@ -313,7 +313,7 @@ def test_the_unpaired_rule_is_conservative_in_holms_far_tail():
     modified, contrastive = ["mmhe", "mmhs", "mbarlow_twins", "mvicreg"], ["infonce", "arccon", "mpt", "met"]
     li["parts"] = [[m, c] for c in contrastive for m in modified]
     s = power.claim_structure(li, FULL, FULL_GRID)
-    assert (s.mode == power.UNPAIRED).all() and len(s.coef) == 32
+    assert (s.mode == simulation.UNPAIRED).all() and len(s.coef) == 32
     rng = np.random.default_rng([11, zlib.crc32(b"li-modified-match-contrastive")])
-    rate = float((power.simulate(s, 3, 30_000, rng, mu=power.boundary_means(s)) == 1).mean())
+    rate = float((simulation.simulate(s, 3, 30_000, rng, mu=simulation.boundary_means(s)) == 1).mean())
     assert rate < ALPHA - 2 * (ALPHA * (1 - ALPHA) / 30_000) ** 0.5, rate  # below α with a margin

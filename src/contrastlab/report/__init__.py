@@ -1,8 +1,10 @@
 """The run's page: every table the config produces (:mod:`contrastlab.tables`), written as CSV, Markdown
 and LaTeX, and the report beside them: ``sections`` (report.md's sections), ``claims`` (each paper's
 headline claims against our metrics, ``claims/<paper>.yaml``; ``parts``: one part and its verdict rules;
-``trend``: sweep claims as slopes; ``control``: the claims on the papers' own numbers) and ``html``
-(report.html).
+``contrasts``: a contrast part resolved, paired and decided; ``trend``: sweep claims as slopes;
+``figure_values``: claims read off a figure's numbers; ``control``: the claims on the papers' own
+numbers; ``power`` and ``simulation``: would a perfect reproduction decide them) and ``html``
+(report.html). Publishing a checkpoint on the Hub is :mod:`contrastlab.hub`'s.
 
 Example (no runs yet: every cell shows the published number and "not run")::
 
@@ -52,38 +54,21 @@ def build_report(
     """
     # pandas: loaded only when the report is built, so `import contrastlab.report` stays light
     from contrastlab.report.sections import write_report
-    from contrastlab.tables.assemble import assemble
     from contrastlab.tables.bridge import write_bridge_table
-    from contrastlab.tables.comparison import comparison_tables, write_comparisons
+    from contrastlab.tables.comparison import write_comparisons
     from contrastlab.tables.metrics import collect_failures, collect_metrics
-    from contrastlab.tables.render import to_csv, to_latex, to_markdown
 
     t0 = time.perf_counter()
     grid = Grid(config)  # the report's one grid: every table, claim and section reads its cells
     metrics_root, results_dir, report_path = results.metrics(), results.root, results.report
-    names = tables_for_config(grid) if tables is None else list(tables)
-    compared = comparison_tables(grid)
-    comparisons = [name for name in names if name in compared] if tables is not None else compared
-    searched = search_tables(grid)
-    search_names = [name for name in names if name in searched] if tables is not None else searched
-    names = [name for name in names if name not in compared and name not in searched]
-    for name in names:
-        get_spec(name)
+    names, comparisons, search_names = _table_names(grid, tables)
     metrics = collect_metrics(metrics_root)
     failures = collect_failures(metrics_root)
     log.info("collected %d scores from %s", len(metrics), metrics_root)
     out_dir = Path(results.tables)
     out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    built: list[tuple[Table, dict[str, Path]]] = []
-    for name in names:
-        table = assemble(get_spec(name), grid, metrics, failures)
-        paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
-        paths["csv"].write_text(to_csv(table), encoding="utf-8")
-        paths["md"].write_text(to_markdown(table), encoding="utf-8")
-        paths["tex"].write_text(to_latex(table), encoding="utf-8")
-        written += paths.values()
-        built.append((table, paths))
+    built = _write_tables(names, grid, metrics, failures, out_dir)
+    written: list[Path] = [path for _, paths in built for path in paths.values()]
     # Your own losses beside the papers' (tables.comparison), when the config has any.
     compare_paths, compare_lines = write_comparisons(grid, metrics, out_dir, comparisons)
     written += compare_paths
@@ -110,3 +95,36 @@ def build_report(
     written.append(write_html_report(report_path))  # report.html beside it, figures embedded
     log.info("wrote %d tables in %.2fs", len(built), time.perf_counter() - t0)
     return written
+
+
+def _table_names(grid: Grid, tables: list[str] | None) -> tuple[list[str], list[str], list[str]]:
+    """The paper tables, the comparison tables of the user's losses and the searches' tables to write:
+    ``tables`` split by kind (None: every table the config produces), each paper table's name checked."""
+    from contrastlab.tables.comparison import comparison_tables
+
+    names = tables_for_config(grid) if tables is None else list(tables)
+    compared = comparison_tables(grid)
+    comparisons = [name for name in names if name in compared] if tables is not None else compared
+    searched = search_tables(grid)
+    search_names = [name for name in names if name in searched] if tables is not None else searched
+    names = [name for name in names if name not in compared and name not in searched]
+    for name in names:
+        get_spec(name)
+    return names, comparisons, search_names
+
+
+def _write_tables(names: list[str], grid: Grid, metrics, failures, out_dir: Path) -> list[tuple[Table, dict]]:
+    """Assemble each paper table and write it as CSV, Markdown and LaTeX into ``out_dir``: (table,
+    {ext: path}) per table."""
+    from contrastlab.tables.assemble import assemble
+    from contrastlab.tables.render import to_csv, to_latex, to_markdown
+
+    built = []
+    for name in names:
+        table = assemble(get_spec(name), grid, metrics, failures)
+        paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
+        paths["csv"].write_text(to_csv(table), encoding="utf-8")
+        paths["md"].write_text(to_markdown(table), encoding="utf-8")
+        paths["tex"].write_text(to_latex(table), encoding="utf-8")
+        built.append((table, paths))
+    return built

@@ -170,8 +170,7 @@ def figure_parts(claim: dict[str, Any], config: dict[str, Any]) -> list[PartResu
     parts = []
     for backbone in claim["backbones"]:
         for part in claim["parts"]:
-            label = part_label(part)
-            result = PartResult(backbone, {label: 1.0}, NOT_RUN, task=str(part["column"]))
+            result = PartResult(backbone, {part_label(part): 1.0}, NOT_RUN, task=str(part["column"]))
             parts.append(result)
             csv = part["csv"]
             if csv not in frames:
@@ -181,44 +180,49 @@ def figure_parts(claim: dict[str, Any], config: dict[str, Any]) -> list[PartResu
             if frame is None:
                 result.missing = [f"figures/{csv}.csv" if configured else f"{name} in the config"]
                 continue
-            if "backbone" in frame.columns:
-                names = frame["backbone"].astype(str)
-                frame = (
-                    frame[names == backbone]
-                    if (names == backbone).any()
-                    else frame[names == ours_for.get(backbone)]
-                )
-            _, _, bound = bound_of(part)
-            meets = BOUNDS[bound_of(part)[0]][1]
-            selections = [(c, _select(frame, rows)) for c, rows in _terms(part)]
-            empty = [rows for (_, rows), (_, sel) in zip(_terms(part), selections, strict=True) if sel.empty]
-            if part["column"] not in frame.columns:
-                result.missing = [f"column {part['column']} of figures/{csv}.csv"]
-                continue
-            if empty:
-                result.missing = [f"rows {r} of figures/{csv}.csv" for r in empty]
-                continue
-            if part.get("at", "every") == "every":
-                values = pd.to_numeric(selections[0][1][part["column"]], errors="coerce").dropna()
-                if values.empty:
-                    result.missing = [f"a number in rows {_terms(part)[0][1]} of figures/{csv}.csv"]
-                    continue
-                ok = [meets(float(v), bound) for v in values]
-                result.seeds = len(ok)
-                result.terms = {f"{label}: {sum(ok)} of {len(ok)} rows {bound_of(part)[1]} {bound:g}": 1.0}
-                # the worst row: the one farthest on the wrong side (or nearest the bound when all meet it)
-                sign = 1.0 if bound_of(part)[0] in ("above", "at_least") else -1.0
-                result.diff = float(values.iloc[int(np.argmin(sign * (values.to_numpy() - bound)))])
-                result.status = REPRODUCED if all(ok) else NOT_REPRODUCED
-                continue
-            value = sum(c * _value(sel, part) for c, sel in selections)
-            result.seeds = min(len(sel) for _, sel in selections)
-            if math.isnan(value):
-                result.missing = [f"a number in figures/{csv}.csv"]
-                continue
-            result.diff = value
-            result.status = REPRODUCED if meets(value, bound) else NOT_REPRODUCED
+            _read_part(result, part, frame, ours_for.get(backbone))
     return parts
+
+
+def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, stand_in: str | None) -> None:
+    """Read one part off its figure's rows (the claim's backbone's, else its stand-in's, where the CSV has
+    a ``backbone`` column) into ``result``: its value against its bound, or what is missing."""
+    label, csv = part_label(part), part["csv"]
+    if "backbone" in frame.columns:
+        names = frame["backbone"].astype(str)
+        frame = (
+            frame[names == result.backbone] if (names == result.backbone).any() else frame[names == stand_in]
+        )
+    _, _, bound = bound_of(part)
+    meets = BOUNDS[bound_of(part)[0]][1]
+    selections = [(c, _select(frame, rows)) for c, rows in _terms(part)]
+    empty = [rows for (_, rows), (_, sel) in zip(_terms(part), selections, strict=True) if sel.empty]
+    if part["column"] not in frame.columns:
+        result.missing = [f"column {part['column']} of figures/{csv}.csv"]
+        return
+    if empty:
+        result.missing = [f"rows {r} of figures/{csv}.csv" for r in empty]
+        return
+    if part.get("at", "every") == "every":
+        values = pd.to_numeric(selections[0][1][part["column"]], errors="coerce").dropna()
+        if values.empty:
+            result.missing = [f"a number in rows {_terms(part)[0][1]} of figures/{csv}.csv"]
+            return
+        ok = [meets(float(v), bound) for v in values]
+        result.seeds = len(ok)
+        result.terms = {f"{label}: {sum(ok)} of {len(ok)} rows {bound_of(part)[1]} {bound:g}": 1.0}
+        # the worst row: the one farthest on the wrong side (or nearest the bound when all meet it)
+        sign = 1.0 if bound_of(part)[0] in ("above", "at_least") else -1.0
+        result.diff = float(values.iloc[int(np.argmin(sign * (values.to_numpy() - bound)))])
+        result.status = REPRODUCED if all(ok) else NOT_REPRODUCED
+        return
+    value = sum(c * _value(sel, part) for c, sel in selections)
+    result.seeds = min(len(sel) for _, sel in selections)
+    if math.isnan(value):
+        result.missing = [f"a number in figures/{csv}.csv"]
+        return
+    result.diff = value
+    result.status = REPRODUCED if meets(value, bound) else NOT_REPRODUCED
 
 
 def figure_verdict(parts: list[PartResult], combine: str = "all") -> str:

@@ -9,42 +9,10 @@ claim whose sentence the paper's own tables fail (``paper_tables``). **P(decided
 that the claim's verdict is its expected one; a claim is **decidable** at n seeds per cell when
 P(decided) ≥ :data:`TARGET`.
 
-**The simulation** applies the decision rule of :mod:`contrastlab.report.claims` to R replicates at once
-(its module docstring has the formulas; the claim's structure, its parts with their terms resolved, comes
-from one evaluation on the papers' numbers, :func:`~contrastlab.report.control.control_results`'s):
-
-- D_j = Σ_i c_{ji} x̄_i (+ the deterministic terms), Δ_j = D_j − m (``>``, ``count``) or D_j + M (``>=``);
-- each part is paired or not as claims.py pairs it (:func:`~contrastlab.report.claims.pairing`, n ≥ 2,
-  no deterministic term). A stratum g is (backbone, task, protocol/precision)
-  (:func:`~contrastlab.tables.verdicts.cell_stratum`), with C_g = max(m_g, c_g) trained cells: m_g its
-  cells in the config's grid, c_g the claim's cells in it. Its c_g claim cells are drawn seed by seed;
-  its C_g − c_g = o_g other cells enter through what the rule reads of them, drawn exactly in
-  distribution (a normal sample's residual sums of squares are independent of its means): their
-  residual SS_res,O ~ σ_g² χ²_{(o_g − 1)(n − 1)} and their per-seed mean p_s ~ N(·, σ_g² / o_g). Then
-  with ũ_s, p̃_s the centred per-seed means of the claim's and the other cells,
-  SS_within = Σ_{i in g} Σ_s (x_{i,s} − x̄_i)² + SS_res,O + o_g Σ_s p̃_s² and the seed-blocked residual
-  SS_res = SS_within − C_g Σ_s ((c_g ũ_s + o_g p̃_s) / C_g)² (the randomized-block decomposition,
-  :func:`~contrastlab.stats.blocked_pooled_std`);
-- paired within strata (``blocked``: the coefficients sum to 0 in each stratum): s_g² = SS_res /
-  ν_g, ν_g = (C_g − 1)(n − 1); se_j² = Σ_g s_g² Σ_{i in g} c_{ji}² / n, ν_j by Welch–Satterthwaite over
-  the distinct strata, each stratum's ν_g once (:func:`~contrastlab.stats.satterthwaite`, as
-  :func:`~contrastlab.stats.contrast_variance`);
-- paired on its own contrasts (``own``: one protocol and precision, coefficients that do not cancel per
-  stratum, e.g. the same runs on two tasks): D_{j,s} = Σ_i c_{ji} x_{i,s},
-  s_D² = Σ_{j in k} Σ_s (D_{j,s} − D̄_j)² / (|k| (n − 1)) over its pool k
-  (:func:`~contrastlab.report.claims.own_groups`), ν = |k| (n − 1), se_j = s_D / sqrt(n);
-- unpaired (a deterministic term, or cells of several protocols/precisions, or n = 1): s_p² =
-  SS_within / (C_g (n − 1)), ν_p = C_g (n − 1); se_j² = Σ_p s_p² Σ_{i in p} c_{ji}² / n, ν_j by
-  Welch–Satterthwaite over its pools' ν_p − 2 (claims.py's conservative rule,
-  :func:`~contrastlab.stats.contrast_variance`); n = 1: ν = 0, undecided;
-- h_j = t_{ν, (1+level)/2} se_j, p_j = P(T_ν ≤ Δ_j / se_j) (:func:`~contrastlab.stats.t_quantile`,
-  :func:`~contrastlab.stats.one_sided_p`); Holm at α = (1 − level) / 2 over the tested parts; the
-  verdict over the parts as claims.py combines them (``count``: at least ``at_least``).
-
-All the parts of one replicate read the same draws, so their dependence (a shared cell, a shared
-stratum estimate) is the real rule's. The model has no seed effect shared by a stratum's cells
-(β_s = 0 in claims.py's x_{i,s} = μ_i + β_s + ε_{i,s}): the blocked rule's distribution does not depend
-on β, the unpaired one's is then the one the noisy control draws.
+**The simulation** (:mod:`contrastlab.report.simulation`, which has the formulas) applies the claims' own
+decision rule to many perfect reproductions at once; each claim's :class:`~.simulation.Structure`, its
+parts with their terms resolved, comes from one evaluation on the papers' numbers
+(:func:`claim_structure`, on :func:`~contrastlab.report.control.control_results`'s control).
 
 Approximations, each in the direction of the report's own behaviour: ``@best`` is the paper's printed
 best cell (the winner's curse of picking it from our noisy means, audit S-6, is not simulated); trend
@@ -62,8 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
-import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +41,8 @@ from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
 from contrastlab.paths import Results
-from contrastlab.report.claims import cell_of, evaluate_claim, own_groups, pairing
+from contrastlab.report.claims import evaluate_claim
+from contrastlab.report.contrasts import cell_of, own_groups, pairing
 from contrastlab.report.control import (
     checkable,
     claim_metrics,
@@ -83,8 +51,15 @@ from contrastlab.report.control import (
     published_metrics,
     text_cells,
 )
-from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED, ours_backbone
-from contrastlab.stats import LEVEL, haircut, holm_rejections, one_sided_p, satterthwaite, t_quantile
+from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, PartResult, ours_backbone
+from contrastlab.report.simulation import (
+    BLOCKED,
+    OWN,
+    REPLICATES,
+    UNPAIRED,
+    Structure,
+    decided_probability,
+)
 from contrastlab.tables.assemble import experiment_seeds
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
 from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
@@ -93,8 +68,6 @@ from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
 TARGET = 0.9
 #: The largest seeds per cell the search tries (n = 2 … MAX_SEEDS).
 MAX_SEEDS = 10
-#: Replicates per (claim, n): the Monte-Carlo standard error of P near 0.9 is sqrt(0.09 / R) ≈ 0.01.
-REPLICATES = 1000
 #: The claims the issue asks the plan to price: "the GPU-hours to make ≥ 35 of the claims decidable".
 GOAL = 35
 #: Why a ``figure_values`` claim is not simulated (:func:`claim_structure`): counted apart in the plan.
@@ -135,50 +108,6 @@ def noise_prior(task: str) -> float:
     raise KeyError(task)
 
 
-# ------------------------------------------------------------------------------------- the structure
-@dataclass
-class Structure:
-    """What the simulation needs of one claim: its noisy cells (ours backbone, method, task) with mean μ
-    and σ, their pools (a pool is a stratum: backbone, task, protocol/precision), the parts'
-    coefficients over those cells and how each is paired, and the claim's rule."""
-
-    claim: dict[str, Any]
-    experiment: str
-    cells: list[tuple[str, str, str]]
-    mu: np.ndarray  # (C,)
-    sigma: np.ndarray  # (C,)
-    pool: np.ndarray  # (C,) index into pool_cells
-    pool_cells: np.ndarray  # (Q,) cells of each pool in the config's grid (m)
-    pool_sigma: np.ndarray  # (Q,)
-    coef: np.ndarray  # (P, C)
-    fixed: np.ndarray  # (P,) the deterministic terms' Σ c μ (Pretrained)
-    deterministic: np.ndarray  # (P,) bool: the part has a deterministic term (never paired)
-    certain_nr: int  # parts whose terms cancel (a cell against itself): "not reproduced", p = 0
-    shift: float
-    expected: str
-    seeds: int  # configured seeds per cell
-    level: float = LEVEL
-    #: (P,) how each part is paired at n ≥ 2: UNPAIRED, BLOCKED or OWN (None: BLOCKED where the
-    #: coefficients sum to 0 in each pool and no term is deterministic, else UNPAIRED)
-    mode: np.ndarray | None = None
-    #: (P,) the pool of an OWN part's per-seed contrasts (claims.own_groups), −1 for the others
-    own_pool: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        if self.mode is None:
-            sums = np.zeros((len(self.coef), len(self.pool_cells)))
-            for i, q in enumerate(self.pool):
-                sums[:, q] += self.coef[:, i]
-            cancels = np.all(np.abs(sums) < 1e-9, axis=1) & ~self.deterministic
-            self.mode = np.where(cancels, BLOCKED, UNPAIRED)
-        if self.own_pool is None:
-            self.own_pool = np.where(self.mode == OWN, np.arange(len(self.coef)), -1)
-
-
-#: How a part is paired (:func:`~contrastlab.report.claims.pairing`).
-UNPAIRED, BLOCKED, OWN = 0, 1, 2
-
-
 def claim_structure(
     claim: dict[str, Any],
     config: Mapping[str, Any],
@@ -191,30 +120,124 @@ def claim_structure(
     :func:`measured_noise`, which replace the prior), or why it has none (a text): a claim on figures
     only, an experiment not in the config, a trend, or a metric without a prior."""
     name = claim["experiment"]
+    experiment = (config.get("experiments") or {}).get(name)
+    why_not = _not_simulated(claim, experiment)
+    if why_not:
+        return why_not
+    control = _control(config, name, {} if cache is None else cache)
+    text = text_cells(claim)  # numbers the paper prints in its text (a figure claim): they replace the cells'
+    metrics = claim_metrics(claim, name) if text else control["metrics"]
+    result = evaluate_claim(claim, metrics, control["grid"])
+    ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+    stratum_of = functools.partial(cell_stratum, grid, name)
+    rows = _part_rows(
+        result.parts,
+        {**control["values"], **text},
+        lambda backbone: ours_backbone(backbone, experiment, ours_for),
+        stratum_of,
+    )
+    try:
+        sigma = _sigmas(rows.cells, measured or {}, name, stratum_of)
+    except KeyError as error:
+        return f"no noise prior for metric {error.args[0]}"
+    pool, pool_cells, pool_sigma = _pools(rows.cells, sigma, experiment, stratum_of)
+    mode, own_pool = _own_pools(rows.modes, rows.own, stratum_of)
+    if not rows.coefs and not rows.certain:  # e.g. a preset whose backbones are not the paper's (no stand-in)
+        return "its parts do not resolve in this config's grid"
+    relation = claim.get("relation", ">")
+    shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
+    return Structure(
+        claim=claim,
+        experiment=name,
+        cells=rows.cells,
+        mu=np.array(rows.mu, dtype=float),
+        sigma=sigma,
+        pool=pool,
+        pool_cells=pool_cells,
+        pool_sigma=pool_sigma,
+        coef=rows.coef_matrix(),
+        fixed=np.array(rows.fixed, dtype=float),
+        deterministic=np.array(rows.det, dtype=bool),
+        certain_nr=rows.certain,
+        shift=shift,
+        expected=NOT_REPRODUCED if claim.get("paper_tables") else REPRODUCED,
+        seeds=len(experiment_seeds(config, name) or [1]),
+        mode=mode,
+        own_pool=own_pool,
+    )
+
+
+def _sigmas(
+    cells: list[tuple[str, str, str]],
+    measured: Mapping[tuple[str, str, str, str], float],
+    experiment: str,
+    stratum_of: Callable[[str, str], str],
+) -> np.ndarray:
+    """Each cell's σ: its pool's as the runs measured it (:func:`measured_noise`), else its metric's
+    prior (:func:`noise_prior`; ``KeyError`` for a metric with none)."""
+
+    def sigma_of(backbone: str, method: str, task: str) -> float:
+        key = (experiment, backbone, task, stratum_of(backbone, method))
+        return measured[key] if key in measured else noise_prior(task)
+
+    return np.array([sigma_of(*cell) for cell in cells])
+
+
+def _not_simulated(claim: dict[str, Any], experiment: dict | None) -> str:
+    """Why the claim has no numbers to simulate ("" when it has): a figure reading, a claim on figures
+    only, its experiment not in the config (``experiment`` None), a trend."""
     if claim.get("relation") == "figure_values":
         return FIGURE_READING
     if not checkable(claim):
         return "figures only: the paper prints no numbers to simulate"
-    experiment = (config.get("experiments") or {}).get(name)
     if experiment is None:
-        return f"experiment {name} not in the config"
+        return f"experiment {claim['experiment']} not in the config"
     if claim.get("relation") == "trend":
         return "a trend: not simulated"
-    structure = _control(config, name, {} if cache is None else cache)
-    text = text_cells(claim)  # numbers the paper prints in its text (a figure claim): they replace the cells'
-    metrics = claim_metrics(claim, name) if text else structure["metrics"]
-    result = evaluate_claim(claim, metrics, structure["grid"])
-    values = {**structure["values"], **text}
-    ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
-    stratum_of = functools.partial(cell_stratum, grid, name)
-    cells: list[tuple[str, str, str]] = []
-    mu, coefs, fixed, det, certain, modes, own = [], [], [], [], 0, [], []
-    for part in result.parts:
+    return ""
+
+
+@dataclass
+class _PartRows:
+    """A claim's run parts as the simulation's rows: its noisy cells (ours backbone, method, task) and
+    their means, each part's coefficients over them ({cell index: c}), its deterministic terms' Σ c μ and
+    whether it has one, how it is paired and its (terms, task, ours backbone) for the own pools, and the
+    count of parts decided without noise (terms that cancel)."""
+
+    cells: list[tuple[str, str, str]] = field(default_factory=list)
+    mu: list[float] = field(default_factory=list)
+    coefs: list[dict[int, float]] = field(default_factory=list)
+    fixed: list[float] = field(default_factory=list)
+    det: list[bool] = field(default_factory=list)
+    modes: list[int] = field(default_factory=list)
+    own: list[tuple[dict[str, float], str, str]] = field(default_factory=list)
+    certain: int = 0
+
+    def coef_matrix(self) -> np.ndarray:
+        """The coefficients as a (parts, cells) matrix."""
+        coef = np.zeros((len(self.coefs), len(self.cells)))
+        for j, row in enumerate(self.coefs):
+            for i, c in row.items():
+                coef[j, i] = c
+        return coef
+
+
+def _part_rows(
+    parts: Sequence[PartResult],
+    values: Mapping[tuple[str, str, str], float],
+    ours_of: Callable[[str], str],
+    stratum_of: Callable[[str, str], str],
+) -> _PartRows:
+    """The run ``parts`` of one evaluation on the papers' numbers (``values``: (backbone, method, task) ->
+    its number) as :class:`_PartRows`; ``ours_of``: the backbone whose cells stand for a paper's."""
+    rows = _PartRows()
+    for part in parts:
         if part.status == NOT_RUN:
             continue
         if not any(part.terms.values()):
-            certain += 1
+            rows.certain += 1
             continue
+        ours = ours_of(part.backbone)
         row: dict[int, float] = {}
         const, has_det = 0.0, False
         for term, c in part.terms.items():
@@ -223,33 +246,28 @@ def claim_structure(
             if method == PRETRAINED:
                 const, has_det = const + c * value, True
                 continue
-            cell = (ours_backbone(part.backbone, experiment, ours_for), method, task)
-            if cell not in cells:
-                cells.append(cell)
-                mu.append(value)
-            row[cells.index(cell)] = row.get(cells.index(cell), 0.0) + c
-        coefs.append(row)
-        fixed.append(const)
-        det.append(has_det)
-        ours = ours_backbone(part.backbone, experiment, ours_for)
+            cell = (ours, method, task)
+            if cell not in rows.cells:
+                rows.cells.append(cell)
+                rows.mu.append(value)
+            row[rows.cells.index(cell)] = row.get(rows.cells.index(cell), 0.0) + c
+        rows.coefs.append(row)
+        rows.fixed.append(const)
+        rows.det.append(has_det)
         how = None if has_det else pairing(part.terms, part.task, ours, stratum_of)
-        modes.append({"blocked": BLOCKED, "own": OWN}.get(how, UNPAIRED))
-        own.append((part.terms, part.task, ours))
-    measured = measured or {}
+        rows.modes.append({"blocked": BLOCKED, "own": OWN}.get(how, UNPAIRED))
+        rows.own.append((part.terms, part.task, ours))
+    return rows
 
-    def sigma_of(backbone: str, method: str, task: str) -> float:
-        key = (name, backbone, task, stratum_of(backbone, method))
-        return measured[key] if key in measured else noise_prior(task)
 
-    try:
-        sigma = np.array([sigma_of(*cell) for cell in cells])
-    except KeyError as error:
-        return f"no noise prior for metric {error.args[0]}"
-    coef = np.zeros((len(coefs), len(cells)))
-    for j, row in enumerate(coefs):
-        for i, c in row.items():
-            coef[j, i] = c
-    # pools: (backbone, task, stratum) of the config's grid, m = its methods on that backbone
+def _pools(
+    cells: list[tuple[str, str, str]],
+    sigma: np.ndarray,
+    experiment: dict,
+    stratum_of: Callable[[str, str], str],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cells' pools, (backbone, task, stratum) of the config's grid: each cell's pool, each pool's
+    trained cells m (its methods on that backbone, at least 1) and its σ (its first cell's)."""
     members: dict[tuple[str, str], list[str]] = {}
     for method in expanded_methods(experiment):
         for backbone in {b for b, _, _ in cells}:
@@ -263,34 +281,20 @@ def claim_structure(
         pool.append(keys.index(key))
     pool_cells = np.array([max(len(members.get((b, s), [])), 1) for b, _, s in keys])
     pool_sigma = sigma[[pool.index(q) for q in range(len(keys))]] if keys else np.zeros(0)
+    return np.array(pool, dtype=int), pool_cells, pool_sigma
+
+
+def _own_pools(
+    modes: list[int], own: list[tuple[dict[str, float], str, str]], stratum_of: Callable[[str, str], str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each part's pairing as an array, and the pool of each part paired on its own contrasts
+    (:func:`~contrastlab.report.contrasts.own_groups`; −1 for the others)."""
     mode = np.array(modes, dtype=int)
     own_pool = np.full(len(modes), -1)
     own_parts = np.flatnonzero(mode == OWN)
     for k, group in enumerate(own_groups([own[j] for j in own_parts], stratum_of)):
         own_pool[own_parts[group]] = k
-    if not coefs and not certain:  # e.g. a preset whose backbones are not the paper's (no stand-in)
-        return "its parts do not resolve in this config's grid"
-    relation = claim.get("relation", ">")
-    shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
-    return Structure(
-        claim=claim,
-        experiment=name,
-        cells=cells,
-        mu=np.array(mu, dtype=float),
-        sigma=sigma,
-        pool=np.array(pool, dtype=int),
-        pool_cells=pool_cells,
-        pool_sigma=pool_sigma,
-        coef=coef,
-        fixed=np.array(fixed, dtype=float),
-        deterministic=np.array(det, dtype=bool),
-        certain_nr=certain,
-        shift=shift,
-        expected=NOT_REPRODUCED if claim.get("paper_tables") else REPRODUCED,
-        seeds=len(experiment_seeds(config, name) or [1]),
-        mode=mode,
-        own_pool=own_pool,
-    )
+    return mode, own_pool
 
 
 def _control(config: Mapping[str, Any], experiment: str, cache: dict) -> dict[str, Any]:
@@ -307,130 +311,6 @@ def _control(config: Mapping[str, Any], experiment: str, cache: dict) -> dict[st
             },
         )
     return cache[experiment]
-
-
-# ---------------------------------------------------------------------------------------- simulation
-VERDICT_CODES = (REPRODUCED, NOT_REPRODUCED, UNDECIDED)
-
-
-def simulate(
-    s: Structure, n: int, replicates: int, rng: np.random.Generator, mu: np.ndarray | None = None
-) -> np.ndarray:
-    """The verdicts (codes into :data:`VERDICT_CODES`) of ``replicates`` perfect reproductions of the
-    claim with ``n`` seeds per cell (``mu``: other cell means, e.g. a claim's boundary); see the module
-    docstring for the rule."""
-    mean = s.mu if mu is None else mu
-    R, C, P = replicates, len(s.cells), len(s.coef)
-    x = mean[None, :, None] + s.sigma[None, :, None] * rng.standard_normal((R, C, n))
-    xbar = x.mean(axis=2)
-    delta = xbar @ s.coef.T + s.fixed[None, :] - s.shift  # (R, P)
-    se = np.full((R, P), np.nan)
-    df = np.zeros((R, P))
-    mode = s.mode if n >= 2 else np.full(P, UNPAIRED)
-    if n >= 2:
-        s2_unpaired, df_unpaired, s2_blocked, df_blocked = _stratum_noise(s, x, xbar, rng)
-        weight = np.zeros((P, len(s.pool_cells)))  # Σ_{i in g} c_ji² / n
-        for i, q in enumerate(s.pool):
-            weight[:, q] += s.coef[:, i] ** 2 / n
-        for j in np.flatnonzero(mode != OWN):
-            if not weight[j].any():  # deterministic cells only
-                se[:, j], df[:, j] = 0.0, np.inf
-                continue
-            s2, nu = (s2_blocked, df_blocked) if mode[j] == BLOCKED else (s2_unpaired, df_unpaired)
-            used = weight[j] > 0
-            nu_j = nu[used]
-            if mode[j] == UNPAIRED and used.sum() > 1:  # claims.py's conservative ν (stats.haircut)
-                nu_j = haircut(nu_j)
-            var, df[:, j] = satterthwaite(s2[:, used] * weight[j, used], nu_j)
-            se[:, j] = np.sqrt(var)
-        own = np.flatnonzero(mode == OWN)
-        if len(own):
-            per_seed = np.einsum("rcn,pc->rpn", x, s.coef[own])  # D_{j,s}
-            ss = ((per_seed - per_seed.mean(axis=2, keepdims=True)) ** 2).sum(axis=2)  # (R, own)
-            for k in np.unique(s.own_pool[own]):
-                members = s.own_pool[own] == k
-                nu = int(members.sum()) * (n - 1)
-                se[:, own[members]] = np.sqrt(ss[:, members].sum(axis=1) / nu / n)[:, None]
-                df[:, own[members]] = nu
-    else:  # one seed: no noise estimate, except for a part of deterministic cells only
-        for j in np.flatnonzero(~s.coef.any(axis=1)):
-            se[:, j], df[:, j] = 0.0, np.inf
-    tested = df[0] > 0
-    status = np.full((R, P), 2)  # undecided
-    p = np.full((R, P), np.nan)
-    if tested.any():
-        d, e, f = delta[:, tested], se[:, tested], df[:, tested]
-        h = t_quantile(f, s.level) * e
-        st = np.where(d > h, 0, np.where(d < -h, 1, 2))
-        status[:, tested], p[:, tested] = st, one_sided_p(d, e, f)
-    # Holm over the tested parts (the certain ones included, p = 0), as claims.evaluate_claim
-    alpha = (1 - s.level) / 2
-    family = np.concatenate([p[:, tested], np.zeros((R, s.certain_nr))], axis=1)
-    fam_status = np.concatenate([status[:, tested], np.ones((R, s.certain_nr), dtype=int)], axis=1)
-    if family.shape[1]:
-        rejected = holm_rejections(family, alpha)
-        fam_status = np.where(rejected, 1, np.where(fam_status == 1, 2, fam_status))
-    untested = status[:, ~tested]
-    final = np.concatenate([fam_status, untested], axis=1)
-    reproduced = (final == 0).sum(axis=1)
-    contradicted = (final == 1).sum(axis=1)
-    undecided = (final == 2).sum(axis=1)
-    if s.claim.get("relation") == "count":
-        need = int(s.claim["at_least"])
-        verdict = np.where(reproduced >= need, 0, np.where(final.shape[1] - contradicted < need, 1, 2))
-    else:
-        verdict = np.where(contradicted > 0, 1, np.where(undecided > 0, 2, 0))
-    return verdict
-
-
-def _stratum_noise(
-    s: Structure, x: np.ndarray, xbar: np.ndarray, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per replicate and stratum (pool) g, from the claim's cells ``x`` (R, C, n) and the stratum's other
-    cells drawn as the module docstring says: the unpaired pooled variance s_p² = SS_within / (C_g (n −
-    1)) and the seed-blocked s_g² = SS_res / ((C_g − 1)(n − 1)), each (R, Q), and their ν (Q,)."""
-    R, _, n = x.shape
-    Q = len(s.pool_cells)
-    used = np.bincount(s.pool, minlength=Q)
-    total = np.maximum(s.pool_cells, used)
-    other = total - used
-    within = np.zeros((R, Q))
-    np.add.at(within.T, s.pool, ((x - xbar[:, :, None]) ** 2).sum(axis=2).T)
-    profile = np.zeros((R, Q, n))  # Σ_{i in g} centred per-seed values: c_g ũ_s, then + o_g p̃_s
-    np.add.at(profile.transpose(1, 0, 2), s.pool, (x - xbar[:, :, None]).transpose(1, 0, 2))
-    for q in np.flatnonzero(other):
-        sigma = s.pool_sigma[q]
-        if other[q] > 1:
-            within[:, q] += sigma**2 * rng.chisquare((other[q] - 1) * (n - 1), R)  # SS_res,O
-        p_s = sigma / math.sqrt(other[q]) * rng.standard_normal((R, n))
-        p_s -= p_s.mean(axis=1, keepdims=True)
-        within[:, q] += other[q] * (p_s**2).sum(axis=1)
-        profile[:, q] += other[q] * p_s
-    residual = within - (profile**2).sum(axis=2) / total[None, :]
-    df_unpaired = total * (n - 1)
-    df_blocked = (total - 1) * (n - 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return within / df_unpaired, df_unpaired, residual / df_blocked, df_blocked
-
-
-def boundary_means(s: Structure) -> np.ndarray | None:
-    """Cell means as close to the paper's as possible (least squares) with every part exactly at its
-    claim's boundary, Δ_j = 0 (D_j = m, or −M for ``>=``): the least favourable truth for a false "not
-    reproduced", where its rate is at most α = (1 − level) / 2 if the rule is calibrated. None when the
-    parts cannot all sit there at once (or the claim has a part decided without noise)."""
-    if s.certain_nr or not len(s.coef):
-        return None
-    target = s.shift - s.fixed
-    step, *_ = np.linalg.lstsq(s.coef, target - s.coef @ s.mu, rcond=None)
-    mu = s.mu + step
-    return mu if np.allclose(s.coef @ mu, target, atol=1e-9) else None
-
-
-def decided_probability(s: Structure, n: int, replicates: int = REPLICATES, seed: int = 0) -> float:
-    """P(verdict = expected) at ``n`` seeds per cell, from ``replicates`` draws seeded by the claim."""
-    rng = np.random.default_rng([seed, zlib.crc32(s.claim["id"].encode()), n])
-    codes = simulate(s, n, replicates, rng)
-    return float((codes == VERDICT_CODES.index(s.expected)).mean())
 
 
 # ------------------------------------------------------------------------------------- power and cost
@@ -624,6 +504,13 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
             f"{len(chosen)} claims, cheapest first)."
         )
     lines.append("")
+    lines += markdown_table(_power_rows(every, hours), numeric_after_first=True) + [""]
+    return lines
+
+
+def _power_rows(every: Sequence[ClaimPower], hours: Mapping[tuple[str, str, str], float]) -> list[dict]:
+    """The claims section's table: one row per claim (its seeds, P(decided), the seeds for P ≥ 0.9 and
+    their extra GPU-hours, or why it has no numbers)."""
     rows = []
     for p in every:
         extra = extra_hours([p], hours)[0] if p.seeds_needed and not p.decidable else 0.0
@@ -639,8 +526,7 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
                 "note": p.why_not or (FAILED_BY_PAPER if p.claim.get("paper_tables") else ""),
             }
         )
-    lines += markdown_table(rows, numeric_after_first=True) + [""]
-    return lines
+    return rows
 
 
 def power_note(power: ClaimPower, hours: Mapping[tuple[str, str, str], float]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from contrastlab.config import Grid, paper_of, track
@@ -254,10 +255,38 @@ def write_report(
     guide += ["**Tables.** " + TABLES_TEXT.format(metrics_root=metrics_root), ""]
     title = "How to read the claims and tables" if per_paper else "How to read the tables"
     lines += [f'<details markdown="1"><summary>{title}</summary>', "", *guide, "</details>", ""]
-    titles = {p: load_claims(p)["paper"] for p in PAPERS}
     figures = sorted(figures or [], key=figure_order)
-    experiments = (config or {}).get("experiments") or {}
     searches = dict(searches or {})
+    lines += _paper_lines(built, figures, searches, per_paper, grid, base, link)
+    lines += sections or []  # e.g. the comparison tables of the user's losses
+    for rest in searches.values():  # searches of experiments of no paper
+        lines += rest
+    other = [f for f in figures if paper_of(f["name"]) not in PAPERS]
+    if other:
+        lines += ["## Other figures", ""] + _figure_lines(other, base, link)
+    orphans = [(t, p) for t, p in built if paper_of(t.spec.experiment) not in PAPERS]
+    if orphans:
+        lines += ["## Other tables", ""] + _tables_lines(orphans, link)
+    lines += _run_lines(grid, metrics_root, results_dir)
+    report_path.write_text("\n".join(lines), encoding="utf-8")
+    return report_path
+
+
+def _paper_lines(
+    built: list[tuple[Table, dict[str, Path]]],
+    figures: list[dict],
+    searches: dict[str, list[str]],
+    per_paper: dict[str | None, list[str]],
+    grid: Grid | None,
+    base: Path,
+    link: Callable[[Path, str], str],
+) -> list[str]:
+    """One section per paper in the papers' order: its claims (``per_paper``), its tables and its
+    experiments' searches (taken out of ``searches``), its figures and its deviations (with ``grid``)."""
+    config = grid.config if grid is not None else None
+    titles = {p: load_claims(p)["paper"] for p in PAPERS}
+    experiments = (config or {}).get("experiments") or {}
+    lines: list[str] = []
     for paper in PAPERS:
         tables = [(t, p) for t, p in built if paper_of(t.spec.experiment) == paper]
         paper_figures = [f for f in figures if paper_of(f["name"]) == paper]
@@ -275,15 +304,14 @@ def write_report(
             lines += ["### Figures", ""] + _figure_lines(paper_figures, base, link)
         if config is not None and paper_experiments:
             lines += _deviation_lines(grid, paper_experiments)
-    lines += sections or []  # e.g. the comparison tables of the user's losses
-    for rest in searches.values():  # searches of experiments of no paper
-        lines += rest
-    other = [f for f in figures if paper_of(f["name"]) not in PAPERS]
-    if other:
-        lines += ["## Other figures", ""] + _figure_lines(other, base, link)
-    orphans = [(t, p) for t, p in built if paper_of(t.spec.experiment) not in PAPERS]
-    if orphans:
-        lines += ["## Other tables", ""] + _tables_lines(orphans, link)
+    return lines
+
+
+def _run_lines(grid: Grid | None, metrics_root, results_dir: str | os.PathLike | None) -> list[str]:
+    """The report's closing sections: the precision of every cell (with ``grid``), the inputs, and what
+    the jobs cost (with ``results_dir``)."""
+    config = grid.config if grid is not None else None
+    lines: list[str] = []
     if config is not None:
         lines += [
             "## Precision of every cell",
@@ -298,8 +326,7 @@ def write_report(
     if results_dir is not None:  # what each job cost, from the run's benchmark files (tables.cost)
         projected, note = projected_cost(grid) if grid is not None else (None, "")
         lines += cost_lines(results_dir, projected, note)
-    report_path.write_text("\n".join(lines), encoding="utf-8")
-    return report_path
+    return lines
 
 
 def _describe_backbone(record: dict) -> tuple[str, str]:
@@ -459,37 +486,8 @@ def claims_sections(
     config = grid.config
     results = evaluate_claims(metrics, grid)
     toy = {e: m for e, m in ((config.get("tables") or {}).get("verdict_stand_ins") or {}).items() if m}
-    answer = answer_lines(results)
-    if toy:
-        pairs = ", ".join(dict.fromkeys(f"{t} for {p}" for m in toy.values() for t, p in m.items()))
-        answer += [
-            f"**Toy numbers**: this run's backbones stand in for the papers' ({pairs}); these verdicts "
-            "exercise the code and say nothing about the papers.",
-            "",
-        ]
-    commands = add_seeds_commands(seed_plan(results, config), configfile="$CONFIG")
-    if commands:
-        answer += [
-            "More seeds for the cells of the undecided claims only, with `CONFIG` set to the preset this "
-            "run came from (`make add-seeds CONFIG=<preset>` prints them filled in; the last command "
-            "renders the tables and this report again):",
-            "",
-            *(f"    {command}" for command in commands),  # an indented code block (plain Markdown)
-            "",
-        ]
-    guide = [CLAIMS_TEXT, "", CONTROL_TEXT, ""]
-    untested = [
-        f"{load_claims(p)['paper']}: {load_claims(p)['not_regenerated']}"
-        for p in PAPERS
-        if load_claims(p).get("not_regenerated")
-    ]
-    if untested:
-        guide += [
-            "Not tested here (headline results of the papers that this pipeline does not regenerate): "
-            + "; ".join(untested)
-            + ".",
-            "",
-        ]
+    answer = answer_lines(results) + _toy_lines(toy) + _add_seeds_lines(results, config)
+    guide = _claims_guide()
 
     def links(claim) -> str:
         out = []
@@ -520,6 +518,51 @@ def claims_sections(
         ]
         per_paper[paper] = ["### Claims", "", tally_line(own), "", *markdown_table(rows), ""]
     return answer, guide, per_paper
+
+
+def _toy_lines(toy: dict[str, dict[str, str]]) -> list[str]:
+    """The warning that a run's backbones stand in for the papers' (``tables.verdict_stand_ins``)."""
+    if not toy:
+        return []
+    pairs = ", ".join(dict.fromkeys(f"{t} for {p}" for m in toy.values() for t, p in m.items()))
+    return [
+        f"**Toy numbers**: this run's backbones stand in for the papers' ({pairs}); these verdicts "
+        "exercise the code and say nothing about the papers.",
+        "",
+    ]
+
+
+def _add_seeds_lines(results, config: dict) -> list[str]:
+    """The commands that add seeds to the undecided claims' cells only (:func:`~.claims.seed_plan`)."""
+    commands = add_seeds_commands(seed_plan(results, config), configfile="$CONFIG")
+    if not commands:
+        return []
+    return [
+        "More seeds for the cells of the undecided claims only, with `CONFIG` set to the preset this "
+        "run came from (`make add-seeds CONFIG=<preset>` prints them filled in; the last command "
+        "renders the tables and this report again):",
+        "",
+        *(f"    {command}" for command in commands),  # an indented code block (plain Markdown)
+        "",
+    ]
+
+
+def _claims_guide() -> list[str]:
+    """The reading guide of the claims, with the papers' headline results this pipeline does not test."""
+    guide = [CLAIMS_TEXT, "", CONTROL_TEXT, ""]
+    untested = [
+        f"{load_claims(p)['paper']}: {load_claims(p)['not_regenerated']}"
+        for p in PAPERS
+        if load_claims(p).get("not_regenerated")
+    ]
+    if untested:
+        guide += [
+            "Not tested here (headline results of the papers that this pipeline does not regenerate): "
+            + "; ".join(untested)
+            + ".",
+            "",
+        ]
+    return guide
 
 
 def short_title(paper: str) -> str:

@@ -179,24 +179,11 @@ def phased_parts(
         max(float(v[1]) for v in claim["phases"].values()),
     )
     parts, pending = [], []
+    by_stratum = stratum_of is not None and claim.get("pool", "stratum") == "stratum"
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
         ours = ours_backbone(backbone, experiment, ours_for)
-        fitted: dict[str, tuple] = {}  # sweep method -> (runs, xs, ss, df, fits, points per phase)
-        for method in dict.fromkeys(p["sweep"] for p in claim["parts"]):
-            points = sweep_points(experiment, {"sweep": method, "over": [lo, hi]})
-            runs = {n: values.get((ours, n, task)) or {} for n, _ in points}
-            runs = {n: [v for v in r.values() if not math.isnan(v)] for n, r in runs.items()}
-            if any(runs.values()):  # a point with no run (diverged) leaves its phase's noise out, no more
-                xs = {n: x_of(v, scale) for n, v in points if runs[n]}
-                fitted[method] = (runs, xs, *phase_fit(runs, xs, spans))
-        pools: dict[Any, list[float]] = {}  # stratum -> [SS, ν, ν per extra seed]
-        by_stratum = stratum_of is not None and claim.get("pool", "stratum") == "stratum"
-        for method, (_, xs, ss, df, _) in fitted.items():
-            key = stratum_of(ours, method) if by_stratum else method
-            pool = pools.setdefault(key, [0.0, 0, 0])
-            pool[0] += ss
-            pool[1] += df
-            pool[2] += len(xs)  # each further seed at every point adds one degree of freedom per point
+        strata = stratum_of if by_stratum else None
+        fitted, pools = _phase_pools(claim, experiment, values, ours, task, [lo, hi], scale, spans, strata)
         for part in claim["parts"]:
             k = names.index(part["phase"])
             label = trend_label(claim, part, axis)
@@ -206,9 +193,7 @@ def phased_parts(
             result = PartResult(backbone, {n: 0.0 for n, _ in in_phase}, NOT_RUN, task=task, trend=label)
             fit = fitted.get(part["sweep"])
             result.missing = [n for n, _ in in_phase if not (fit and fit[0].get(n))]
-            if (
-                result.missing or fit is None or k not in fit[4]
-            ):  # a phase's point not run: the part has not run
+            if result.missing or fit is None or k not in fit[4]:  # a phase's point not run: not run
                 result.missing = result.missing or [
                     f"two sweep points of {part['sweep']} in the {part['phase']!r} phase"
                 ]
@@ -233,6 +218,38 @@ def phased_parts(
             pending.append((result, delta, s, 1 / sxx_points, df_of))
             parts.append(result)
     return parts, pending
+
+
+def _phase_pools(
+    claim: dict[str, Any],
+    experiment: dict[str, Any],
+    values: dict,
+    ours: str,
+    task: str,
+    over: list[float],
+    scale: str,
+    spans: list[tuple],
+    stratum_of: Any,
+) -> tuple[dict[str, tuple], dict[Any, list[float]]]:
+    """On one backbone and task (``ours``, ``task``), each sweep method's per-phase lines within ``over``
+    (method -> (runs, xs, SS, ν, fits), :func:`phase_fit`) and their residuals pooled per stratum
+    (``stratum_of(ours, method)``; None: per method): key -> [SS, ν, ν per extra seed]."""
+    fitted: dict[str, tuple] = {}  # sweep method -> (runs, xs, ss, df, fits, points per phase)
+    for method in dict.fromkeys(p["sweep"] for p in claim["parts"]):
+        points = sweep_points(experiment, {"sweep": method, "over": over})
+        runs = {n: values.get((ours, n, task)) or {} for n, _ in points}
+        runs = {n: [v for v in r.values() if not math.isnan(v)] for n, r in runs.items()}
+        if any(runs.values()):  # a point with no run (diverged) leaves its phase's noise out, no more
+            xs = {n: x_of(v, scale) for n, v in points if runs[n]}
+            fitted[method] = (runs, xs, *phase_fit(runs, xs, spans))
+    pools: dict[Any, list[float]] = {}  # stratum -> [SS, ν, ν per extra seed]
+    for method, (_, xs, ss, df, _) in fitted.items():
+        key = stratum_of(ours, method) if stratum_of is not None else method
+        pool = pools.setdefault(key, [0.0, 0, 0])
+        pool[0] += ss
+        pool[1] += df
+        pool[2] += len(xs)  # each further seed at every point adds one degree of freedom per point
+    return fitted, pools
 
 
 def trend_parts(

@@ -1,0 +1,243 @@
+"""The simulation of ``make plan``'s claims section (:mod:`contrastlab.report.power`): R perfect
+reproductions of one claim at once, each decided by the claims' own rule, on arrays.
+
+A perfect reproduction has the paper's own numbers as its cell means and seed noise around them: seed s of
+cell i scores x_{i,s} = μ_i + σ_i z_{i,s}, z ~ N(0, 1) independent (a "Pretrained" cell is deterministic).
+
+**The simulation** applies the decision rule of :mod:`contrastlab.report.claims` to R replicates at once
+(:mod:`contrastlab.report.contrasts` has the formulas; the claim's :class:`Structure`, its parts with their
+terms resolved, comes from one evaluation on the papers' numbers,
+:func:`~contrastlab.report.power.claim_structure`):
+
+- D_j = Σ_i c_{ji} x̄_i (+ the deterministic terms), Δ_j = D_j − m (``>``, ``count``) or D_j + M (``>=``);
+- each part is paired or not as claims.py pairs it (:func:`~contrastlab.report.contrasts.pairing`, n ≥ 2,
+  no deterministic term). A stratum g is (backbone, task, protocol/precision)
+  (:func:`~contrastlab.tables.verdicts.cell_stratum`), with C_g = max(m_g, c_g) trained cells: m_g its
+  cells in the config's grid, c_g the claim's cells in it. Its c_g claim cells are drawn seed by seed;
+  its C_g − c_g = o_g other cells enter through what the rule reads of them, drawn exactly in
+  distribution (a normal sample's residual sums of squares are independent of its means): their
+  residual SS_res,O ~ σ_g² χ²_{(o_g − 1)(n − 1)} and their per-seed mean p_s ~ N(·, σ_g² / o_g). Then
+  with ũ_s, p̃_s the centred per-seed means of the claim's and the other cells,
+  SS_within = Σ_{i in g} Σ_s (x_{i,s} − x̄_i)² + SS_res,O + o_g Σ_s p̃_s² and the seed-blocked residual
+  SS_res = SS_within − C_g Σ_s ((c_g ũ_s + o_g p̃_s) / C_g)² (the randomized-block decomposition,
+  :func:`~contrastlab.stats.blocked_pooled_std`);
+- paired within strata (``blocked``: the coefficients sum to 0 in each stratum): s_g² = SS_res /
+  ν_g, ν_g = (C_g − 1)(n − 1); se_j² = Σ_g s_g² Σ_{i in g} c_{ji}² / n, ν_j by Welch–Satterthwaite over
+  the distinct strata, each stratum's ν_g once (:func:`~contrastlab.stats.satterthwaite`, as
+  :func:`~contrastlab.stats.contrast_variance`);
+- paired on its own contrasts (``own``: one protocol and precision, coefficients that do not cancel per
+  stratum, e.g. the same runs on two tasks): D_{j,s} = Σ_i c_{ji} x_{i,s},
+  s_D² = Σ_{j in k} Σ_s (D_{j,s} − D̄_j)² / (|k| (n − 1)) over its pool k
+  (:func:`~contrastlab.report.contrasts.own_groups`), ν = |k| (n − 1), se_j = s_D / sqrt(n);
+- unpaired (a deterministic term, or cells of several protocols/precisions, or n = 1): s_p² =
+  SS_within / (C_g (n − 1)), ν_p = C_g (n − 1); se_j² = Σ_p s_p² Σ_{i in p} c_{ji}² / n, ν_j by
+  Welch–Satterthwaite over its pools' ν_p − 2 (claims.py's conservative rule,
+  :func:`~contrastlab.stats.contrast_variance`); n = 1: ν = 0, undecided;
+- h_j = t_{ν, (1+level)/2} se_j, p_j = P(T_ν ≤ Δ_j / se_j) (:func:`~contrastlab.stats.t_quantile`,
+  :func:`~contrastlab.stats.one_sided_p`); Holm at α = (1 − level) / 2 over the tested parts; the
+  verdict over the parts as claims.py combines them (``count``: at least ``at_least``).
+
+All the parts of one replicate read the same draws, so their dependence (a shared cell, a shared
+stratum estimate) is the real rule's. The model has no seed effect shared by a stratum's cells
+(β_s = 0 in claims.py's x_{i,s} = μ_i + β_s + ε_{i,s}): the blocked rule's distribution does not depend
+on β, the unpaired one's is then the one the noisy control draws.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from contrastlab.report.parts import NOT_REPRODUCED, REPRODUCED, UNDECIDED
+from contrastlab.stats import LEVEL, haircut, holm_rejections, one_sided_p, satterthwaite, t_quantile
+
+#: Replicates per (claim, n): the Monte-Carlo standard error of P near 0.9 is sqrt(0.09 / R) ≈ 0.01.
+REPLICATES = 1000
+
+
+@dataclass
+class Structure:
+    """What the simulation needs of one claim: its noisy cells (ours backbone, method, task) with mean μ
+    and σ, their pools (a pool is a stratum: backbone, task, protocol/precision), the parts'
+    coefficients over those cells and how each is paired, and the claim's rule."""
+
+    claim: dict[str, Any]
+    experiment: str
+    cells: list[tuple[str, str, str]]
+    mu: np.ndarray  # (C,)
+    sigma: np.ndarray  # (C,)
+    pool: np.ndarray  # (C,) index into pool_cells
+    pool_cells: np.ndarray  # (Q,) cells of each pool in the config's grid (m)
+    pool_sigma: np.ndarray  # (Q,)
+    coef: np.ndarray  # (P, C)
+    fixed: np.ndarray  # (P,) the deterministic terms' Σ c μ (Pretrained)
+    deterministic: np.ndarray  # (P,) bool: the part has a deterministic term (never paired)
+    certain_nr: int  # parts whose terms cancel (a cell against itself): "not reproduced", p = 0
+    shift: float
+    expected: str
+    seeds: int  # configured seeds per cell
+    level: float = LEVEL
+    #: (P,) how each part is paired at n ≥ 2: UNPAIRED, BLOCKED or OWN (None: BLOCKED where the
+    #: coefficients sum to 0 in each pool and no term is deterministic, else UNPAIRED)
+    mode: np.ndarray | None = None
+    #: (P,) the pool of an OWN part's per-seed contrasts (contrasts.own_groups), −1 for the others
+    own_pool: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode is None:
+            sums = np.zeros((len(self.coef), len(self.pool_cells)))
+            for i, q in enumerate(self.pool):
+                sums[:, q] += self.coef[:, i]
+            cancels = np.all(np.abs(sums) < 1e-9, axis=1) & ~self.deterministic
+            self.mode = np.where(cancels, BLOCKED, UNPAIRED)
+        if self.own_pool is None:
+            self.own_pool = np.where(self.mode == OWN, np.arange(len(self.coef)), -1)
+
+
+#: How a part is paired (:func:`~contrastlab.report.contrasts.pairing`).
+UNPAIRED, BLOCKED, OWN = 0, 1, 2
+
+
+VERDICT_CODES = (REPRODUCED, NOT_REPRODUCED, UNDECIDED)
+
+
+def simulate(
+    s: Structure, n: int, replicates: int, rng: np.random.Generator, mu: np.ndarray | None = None
+) -> np.ndarray:
+    """The verdicts (codes into :data:`VERDICT_CODES`) of ``replicates`` perfect reproductions of the
+    claim with ``n`` seeds per cell (``mu``: other cell means, e.g. a claim's boundary); see the module
+    docstring for the rule."""
+    mean = s.mu if mu is None else mu
+    R, C = replicates, len(s.cells)
+    x = mean[None, :, None] + s.sigma[None, :, None] * rng.standard_normal((R, C, n))
+    xbar = x.mean(axis=2)
+    delta = xbar @ s.coef.T + s.fixed[None, :] - s.shift  # (R, P)
+    se, df = _standard_errors(s, x, xbar, rng)
+    return _verdicts(s, delta, se, df)
+
+
+def _standard_errors(
+    s: Structure, x: np.ndarray, xbar: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each replicate's and part's se_j and ν_j (R, P) from the claim's cells ``x`` (R, C, n): paired
+    within strata, on its own contrasts, or unpaired (the module docstring); with one seed, none but
+    for a part of deterministic cells only (se 0, ν ∞)."""
+    R, _, n = x.shape
+    P = len(s.coef)
+    se = np.full((R, P), np.nan)
+    df = np.zeros((R, P))
+    mode = s.mode if n >= 2 else np.full(P, UNPAIRED)
+    if n < 2:  # one seed: no noise estimate, except for a part of deterministic cells only
+        for j in np.flatnonzero(~s.coef.any(axis=1)):
+            se[:, j], df[:, j] = 0.0, np.inf
+        return se, df
+    s2_unpaired, df_unpaired, s2_blocked, df_blocked = _stratum_noise(s, x, xbar, rng)
+    weight = np.zeros((P, len(s.pool_cells)))  # Σ_{i in g} c_ji² / n
+    for i, q in enumerate(s.pool):
+        weight[:, q] += s.coef[:, i] ** 2 / n
+    for j in np.flatnonzero(mode != OWN):
+        if not weight[j].any():  # deterministic cells only
+            se[:, j], df[:, j] = 0.0, np.inf
+            continue
+        s2, nu = (s2_blocked, df_blocked) if mode[j] == BLOCKED else (s2_unpaired, df_unpaired)
+        used = weight[j] > 0
+        nu_j = nu[used]
+        if mode[j] == UNPAIRED and used.sum() > 1:  # claims.py's conservative ν (stats.haircut)
+            nu_j = haircut(nu_j)
+        var, df[:, j] = satterthwaite(s2[:, used] * weight[j, used], nu_j)
+        se[:, j] = np.sqrt(var)
+    own = np.flatnonzero(mode == OWN)
+    if len(own):
+        per_seed = np.einsum("rcn,pc->rpn", x, s.coef[own])  # D_{j,s}
+        ss = ((per_seed - per_seed.mean(axis=2, keepdims=True)) ** 2).sum(axis=2)  # (R, own)
+        for k in np.unique(s.own_pool[own]):
+            members = s.own_pool[own] == k
+            nu = int(members.sum()) * (n - 1)
+            se[:, own[members]] = np.sqrt(ss[:, members].sum(axis=1) / nu / n)[:, None]
+            df[:, own[members]] = nu
+    return se, df
+
+
+def _verdicts(s: Structure, delta: np.ndarray, se: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Each replicate's verdict code from its parts' Δ, se and ν (R, P): each tested part against its
+    interval, Holm over the tested parts (the certain ones included, p = 0), combined as the claim's
+    relation combines them."""
+    R, P = delta.shape
+    tested = df[0] > 0
+    status = np.full((R, P), 2)  # undecided
+    p = np.full((R, P), np.nan)
+    if tested.any():
+        d, e, f = delta[:, tested], se[:, tested], df[:, tested]
+        h = t_quantile(f, s.level) * e
+        st = np.where(d > h, 0, np.where(d < -h, 1, 2))
+        status[:, tested], p[:, tested] = st, one_sided_p(d, e, f)
+    # Holm over the tested parts (the certain ones included, p = 0), as claims.evaluate_claim
+    alpha = (1 - s.level) / 2
+    family = np.concatenate([p[:, tested], np.zeros((R, s.certain_nr))], axis=1)
+    fam_status = np.concatenate([status[:, tested], np.ones((R, s.certain_nr), dtype=int)], axis=1)
+    if family.shape[1]:
+        rejected = holm_rejections(family, alpha)
+        fam_status = np.where(rejected, 1, np.where(fam_status == 1, 2, fam_status))
+    untested = status[:, ~tested]
+    final = np.concatenate([fam_status, untested], axis=1)
+    reproduced = (final == 0).sum(axis=1)
+    contradicted = (final == 1).sum(axis=1)
+    undecided = (final == 2).sum(axis=1)
+    if s.claim.get("relation") == "count":
+        need = int(s.claim["at_least"])
+        return np.where(reproduced >= need, 0, np.where(final.shape[1] - contradicted < need, 1, 2))
+    return np.where(contradicted > 0, 1, np.where(undecided > 0, 2, 0))
+
+
+def _stratum_noise(
+    s: Structure, x: np.ndarray, xbar: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per replicate and stratum (pool) g, from the claim's cells ``x`` (R, C, n) and the stratum's other
+    cells drawn as the module docstring says: the unpaired pooled variance s_p² = SS_within / (C_g (n −
+    1)) and the seed-blocked s_g² = SS_res / ((C_g − 1)(n − 1)), each (R, Q), and their ν (Q,)."""
+    R, _, n = x.shape
+    Q = len(s.pool_cells)
+    used = np.bincount(s.pool, minlength=Q)
+    total = np.maximum(s.pool_cells, used)
+    other = total - used
+    within = np.zeros((R, Q))
+    np.add.at(within.T, s.pool, ((x - xbar[:, :, None]) ** 2).sum(axis=2).T)
+    profile = np.zeros((R, Q, n))  # Σ_{i in g} centred per-seed values: c_g ũ_s, then + o_g p̃_s
+    np.add.at(profile.transpose(1, 0, 2), s.pool, (x - xbar[:, :, None]).transpose(1, 0, 2))
+    for q in np.flatnonzero(other):
+        sigma = s.pool_sigma[q]
+        if other[q] > 1:
+            within[:, q] += sigma**2 * rng.chisquare((other[q] - 1) * (n - 1), R)  # SS_res,O
+        p_s = sigma / math.sqrt(other[q]) * rng.standard_normal((R, n))
+        p_s -= p_s.mean(axis=1, keepdims=True)
+        within[:, q] += other[q] * (p_s**2).sum(axis=1)
+        profile[:, q] += other[q] * p_s
+    residual = within - (profile**2).sum(axis=2) / total[None, :]
+    df_unpaired = total * (n - 1)
+    df_blocked = (total - 1) * (n - 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return within / df_unpaired, df_unpaired, residual / df_blocked, df_blocked
+
+
+def boundary_means(s: Structure) -> np.ndarray | None:
+    """Cell means as close to the paper's as possible (least squares) with every part exactly at its
+    claim's boundary, Δ_j = 0 (D_j = m, or −M for ``>=``): the least favourable truth for a false "not
+    reproduced", where its rate is at most α = (1 − level) / 2 if the rule is calibrated. None when the
+    parts cannot all sit there at once (or the claim has a part decided without noise)."""
+    if s.certain_nr or not len(s.coef):
+        return None
+    target = s.shift - s.fixed
+    step, *_ = np.linalg.lstsq(s.coef, target - s.coef @ s.mu, rcond=None)
+    mu = s.mu + step
+    return mu if np.allclose(s.coef @ mu, target, atol=1e-9) else None
+
+
+def decided_probability(s: Structure, n: int, replicates: int = REPLICATES, seed: int = 0) -> float:
+    """P(verdict = expected) at ``n`` seeds per cell, from ``replicates`` draws seeded by the claim."""
+    rng = np.random.default_rng([seed, zlib.crc32(s.claim["id"].encode()), n])
+    codes = simulate(s, n, replicates, rng)
+    return float((codes == VERDICT_CODES.index(s.expected)).mean())
