@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from contrastlab.config import load
-from contrastlab.models.export import write_sentence_transformers_files
-from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.hub import publish as pub
 from contrastlab.hub.cards import write_model_card
+from contrastlab.models.export import write_sentence_transformers_files
+from contrastlab.paths import REPO_ROOT, Results
 
 WIKI = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
 TAR = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"

@@ -27,7 +27,6 @@ from typing import Any
 import yaml
 
 from contrastlab.config import settings_digest
-from contrastlab.paths import atomic_write, write_json
 from contrastlab.hub.publish import (
     MODEL_META_FILE,
     MtebScore,
@@ -40,6 +39,7 @@ from contrastlab.hub.publish import (
     mteb_scores,
     training_corpus,
 )
+from contrastlab.paths import atomic_write, write_json
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
 __all__ = ["TRAINING_KEYS", "model_card", "published_scores", "vision_model_card", "write_model_card"]
@@ -154,11 +154,42 @@ def model_card(
     published = published_scores(experiment, backbone, method)
     papers = _papers(experiment)
     licence, licence_source = license or ("unknown", "not established")
-    provenance = {
-        "experiment": experiment,
-        "backbone": backbone,
-        "method": method,
-        "seed": seed,
+    cell = dict(experiment=experiment, backbone=backbone, method=method, seed=seed)
+    provenance = _card_provenance(cell, papers, loss, summary)
+    front = card_data(
+        model_name=f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}",
+        license=licence,
+        base_model=base_model,
+        datasets=datasets,
+        tags=[*SENTENCE_TAGS, loss],
+        results=eval_results(metrics, data, senteval_url=senteval_url, mteb=mteb),
+        provenance=provenance,
+    )
+    lines = [
+        front_matter(front),
+        "",
+        *_heading(experiment, backbone, method, seed, papers, "A sentence encoder", SENTENCE_KEPT),
+        *_sentence_usage(metrics.get("pooling", "cls")),
+        *_sentence_training(summary, loss),
+        *_sentence_evaluation(metrics, published),
+        *_mteb_rows(mteb),
+        *_provenance(summary.get("meta", {}), data)[:-1],  # its list, then ours, then the blank line
+        f"- Settings digest: `{provenance['settings_digest']}` (of `train_summary.json`'s settings)",
+        f"- Licence: `{licence}`, the backbone's ({licence_source})",
+        "",
+        *PUBLISHING,
+    ]
+    return "\n".join(lines)
+
+
+def _card_provenance(
+    cell: Mapping[str, Any], papers: list[str], loss: str, summary: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The reproduction's provenance in the card's front matter (under ``contrastlab``): the cell, the
+    papers, the loss and its hyperparameters, the settings' digest and the commit."""
+    settings = summary.get("settings", {})
+    return {
+        **cell,
         "papers": papers,
         "loss": loss,
         "loss_hp": dict(settings.get("loss_hp", {})),
@@ -166,34 +197,44 @@ def model_card(
         "commit": summary.get("meta", {}).get("git_sha"),
         "uncommitted_changes": summary.get("meta", {}).get("git_dirty"),
     }
-    front = card_data(
-        model_name=f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}",
-        license=licence,
-        base_model=base_model,
-        datasets=datasets,
-        tags=[
-            "sentence-transformers",
-            "feature-extraction",
-            "sentence-similarity",
-            "contrastive-learning",
-            loss,
-        ],
-        results=eval_results(metrics, data, senteval_url=senteval_url, mteb=mteb),
-        provenance=provenance,
-    )
-    meta = summary.get("meta", {})
-    pooling = metrics.get("pooling", "cls")
-    precision = summary.get("precision", settings.get("precision"))
-    mode, probe = metrics.get("mode"), metrics.get("probe")
-    lines = [
-        front_matter(front),
-        "",
+
+
+#: A sentence card's tags (and the loss's name).
+SENTENCE_TAGS = ("sentence-transformers", "feature-extraction", "sentence-similarity", "contrastive-learning")
+#: What a sentence card's checkpoint is.
+SENTENCE_KEPT = "The best STS-B dev checkpoint of the run, unmodified."
+#: How a sentence checkpoint is published: the card's last section.
+PUBLISHING = (
+    "## Publishing",
+    "",
+    "The checkpoint folder is the complete sentence-transformers model; upload it, then this card as",
+    "its README (`hf` is huggingface_hub's command line, formerly `huggingface-cli`); contrastlab's",
+    "`make publish CELL=<cell> REPO=<user>/<repo>` prints these commands and runs them with `PUSH=1`:",
+    "",
+    "```bash",
+    "hf upload <user>/<repo> <checkpoint folder> .",
+    "hf upload <user>/<repo> <this card> README.md",
+    "```",
+    "",
+)
+
+
+def _heading(
+    experiment: str, backbone: str, method: str, seed: int, papers: list[str], what: str, kept: str
+) -> list[str]:
+    """The card's title and what it is: ``what`` trained to reproduce the papers' tables, ``kept``."""
+    reproduces = "; ".join(papers) if papers else f"the experiment `{experiment}` (no published table)"
+    return [
         f"# {experiment} / {backbone} / {method} / seed {seed}",
         "",
-        "A sentence encoder trained by contrastlab to reproduce "
-        + ("; ".join(papers) if papers else f"the experiment `{experiment}` (no published table)")
-        + ". The best STS-B dev checkpoint of the run, unmodified.",
+        f"{what} trained by contrastlab to reproduce {reproduces}. {kept}",
         "",
+    ]
+
+
+def _sentence_usage(pooling: str) -> list[str]:
+    """How sentence-transformers loads the checkpoint, and the pooling our evaluation scored."""
+    return [
         "## Usage",
         "",
         "```python",
@@ -207,6 +248,14 @@ def model_card(
         "[CLS] before BERT's pooler), no normalisation: the vectors equal those the SentEval evaluation "
         "scored (to 1e-5). Compare them by cosine similarity.",
         "",
+    ]
+
+
+def _sentence_training(summary: Mapping[str, Any], loss: str) -> list[str]:
+    """The loss, precision, steps and the kept step, and the training settings a card lists."""
+    settings = summary.get("settings", {})
+    precision = summary.get("precision", settings.get("precision"))
+    return [
         "## Training",
         "",
         f"- Loss: `{loss}` with hyperparameters `{json.dumps(settings.get('loss_hp', {}), sort_keys=True)}`",
@@ -217,6 +266,13 @@ def model_card(
         "",
         "Every setting is in the checkpoint's `train_summary.json`.",
         "",
+    ]
+
+
+def _sentence_evaluation(metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> list[str]:
+    """The SentEval protocol's scores with the published number beside each, and where those are from."""
+    mode, probe = metrics.get("mode"), metrics.get("probe")
+    return [
         "## Evaluation",
         "",
         f"SentEval protocol as SimCSE runs it (mode `{mode}`, probe `{probe}`): "
@@ -225,28 +281,15 @@ def model_card(
         "",
         *_score_rows(metrics, published),
         "",
+        *_published_from(published),
     ]
-    if published:
-        lines += [f"Published numbers from {'; '.join(sorted({row['table'] for row in published}))}.", ""]
-    lines += _mteb_rows(mteb)
-    lines += [
-        *_provenance(meta, data)[:-1],  # its list, then ours, then the blank line
-        f"- Settings digest: `{provenance['settings_digest']}` (of `train_summary.json`'s settings)",
-        f"- Licence: `{licence}`, the backbone's ({licence_source})",
-        "",
-        "## Publishing",
-        "",
-        "The checkpoint folder is the complete sentence-transformers model; upload it, then this card as",
-        "its README (`hf` is huggingface_hub's command line, formerly `huggingface-cli`); contrastlab's",
-        "`make publish CELL=<cell> REPO=<user>/<repo>` prints these commands and runs them with `PUSH=1`:",
-        "",
-        "```bash",
-        "hf upload <user>/<repo> <checkpoint folder> .",
-        "hf upload <user>/<repo> <this card> README.md",
-        "```",
-        "",
-    ]
-    return "\n".join(lines)
+
+
+def _published_from(published: list[dict[str, Any]]) -> list[str]:
+    """Where the published numbers beside ours come from (nothing when there are none)."""
+    if not published:
+        return []
+    return [f"Published numbers from {'; '.join(sorted({row['table'] for row in published}))}.", ""]
 
 
 def _mteb_rows(mteb: Sequence[MtebScore]) -> list[str]:
@@ -326,18 +369,12 @@ def vision_model_card(
         "pipeline_tag": "image-feature-extraction",
         "tags": ["image-feature-extraction", "contrastive-learning", "torchvision", loss],
     }
-    spec = torchvision_spec or {}
     lines = [
         "---",
         yaml.safe_dump(front, sort_keys=False).rstrip(),
         "---",
         "",
-        f"# {experiment} / {backbone} / {method} / seed {seed}",
-        "",
-        "An image encoder trained by contrastlab to reproduce "
-        + ("; ".join(papers) if papers else f"the experiment `{experiment}` (no published table)")
-        + ". The encoder as training kept it (its `keep` setting), without the training's projection head.",
-        "",
+        *_heading(experiment, backbone, method, seed, papers, "An image encoder", VISION_KEPT),
     ]
     if metrics.get("encoder_diverged"):
         lines += [
@@ -348,21 +385,39 @@ def vision_model_card(
             "",
         ]
         return "\n".join([*lines, *_provenance({}, data)])
-    lines += ["## Usage", ""]
+    lines += [
+        *_vision_usage(torchvision_spec or {}, settings),
+        *_vision_training(summary, loss),
+        *_vision_evaluation(metrics, published),
+    ]
+    return "\n".join([*lines, *_provenance(summary.get("meta", {}), data)])
+
+
+#: What an image card's encoder is.
+VISION_KEPT = "The encoder as training kept it (its `keep` setting), without the training's projection head."
+
+
+def _vision_usage(spec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
+    """How plain torchvision loads the encoder (its ``torchvision.json``), or that contrastlab must."""
     if spec.get("torchvision"):
-        lines += [
+        usage = (
             f"A torchvision `{spec.get('arch')}` loads `{spec.get('weights')}` as `torchvision.json` "
             f"describes (stem `{spec.get('stem')}`, width {spec.get('width')}, output "
             f"{spec.get('out_dim') or 'the pooled features'}); the snippets are in contrastlab's "
-            "`docs/encoders.md`.",
-        ]
+            "`docs/encoders.md`."
+        )
     else:
-        lines += [
+        usage = (
             f"No stock torchvision model has this shape (width {spec.get('width', settings.get('width'))}): "
-            "`contrastlab.training.vision.load_encoder(<this folder>)` loads it.",
-        ]
-    lines += [
-        "",
+            "`contrastlab.training.vision.load_encoder(<this folder>)` loads it."
+        )
+    return ["## Usage", "", usage, ""]
+
+
+def _vision_training(summary: Mapping[str, Any], loss: str) -> list[str]:
+    """The loss, precision, steps and dataset, and the training settings a card lists."""
+    settings = summary.get("settings", {})
+    return [
         "## Training",
         "",
         f"- Loss: `{loss}` with hyperparameters `{json.dumps(settings.get('loss_hp', {}), sort_keys=True)}`",
@@ -371,6 +426,12 @@ def vision_model_card(
         f"- Steps: {summary.get('steps')}; dataset `{settings.get('dataset')}`",
         *(f"- `{key}`: `{settings[key]}`" for key in TRAINING_KEYS if key in settings),
         "",
+    ]
+
+
+def _vision_evaluation(metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> list[str]:
+    """The probes' top-1 accuracies with the published number beside each, and where those are from."""
+    return [
         "## Evaluation",
         "",
         f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
@@ -379,10 +440,8 @@ def vision_model_card(
         "",
         *_score_rows(metrics, published),
         "",
+        *_published_from(published),
     ]
-    if published:
-        lines += [f"Published numbers from {'; '.join(sorted({row['table'] for row in published}))}.", ""]
-    return "\n".join([*lines, *_provenance(summary.get("meta", {}), data)])
 
 
 def write_model_card(
@@ -410,34 +469,17 @@ def write_model_card(
     metrics = json.loads(Path(metrics_path).read_text())
     data = {name: json.loads(Path(path).read_text()) for name, path in markers.items()}
     model_dir = Path(model_dir)
+    cell = dict(experiment=experiment, backbone=backbone, method=method, seed=seed)
     if model_dir.name == "encoder":
-        summary, spec = (
-            json.loads((model_dir / name).read_text()) if (model_dir / name).exists() else None
-            for name in ("settings.json", "torchvision.json")
-        )
-        text = vision_model_card(
-            experiment=experiment,
-            backbone=backbone,
-            method=method,
-            seed=seed,
-            summary=summary,
-            metrics=metrics,
-            data=data,
-            torchvision_spec=spec,
-        )
-        return _write(out, text)
+        return _write(out, _vision_card(model_dir, metrics, data, **cell))
     summary = json.loads((model_dir / "train_summary.json").read_text())
     backbones = backbones or {}
     licence = backbone_license(backbone, backbones) if backbone in backbones else None
     if base_model is None and backbone in backbones:
         base_model = base_model_id(backbone, backbones)
     datasets, corpus_url = training_corpus(data_config)
-    mteb = mteb_scores(mteb_dir)
     text = model_card(
-        experiment=experiment,
-        backbone=backbone,
-        method=method,
-        seed=seed,
+        **cell,
         summary=summary,
         metrics=metrics,
         data=data,
@@ -445,7 +487,7 @@ def write_model_card(
         license=licence,
         datasets=datasets,
         senteval_url=(data_config or {}).get("senteval_url"),
-        mteb=mteb,
+        mteb=mteb_scores(mteb_dir),
     )
     written = _write(out, text)
     if not (model_dir / "config.json").is_file():
@@ -459,6 +501,16 @@ def write_model_card(
     )
     write_json(Path(out).with_name(MODEL_META_FILE), meta)
     return written
+
+
+def _vision_card(model_dir: Path, metrics: Mapping[str, Any], data: Mapping[str, Any], **cell: Any) -> str:
+    """An image encoder's card (:func:`vision_model_card`) from its folder's ``settings.json`` and
+    ``torchvision.json`` (None where absent: a diverged sweep point has neither)."""
+    summary, spec = (
+        json.loads((model_dir / name).read_text()) if (model_dir / name).exists() else None
+        for name in ("settings.json", "torchvision.json")
+    )
+    return vision_model_card(**cell, summary=summary, metrics=metrics, data=data, torchvision_spec=spec)
 
 
 def _write(out: str | Path, text: str) -> Path:

@@ -289,25 +289,32 @@ def eval_results(
                 metric_value=round(float(scores[task]), 4),
             )
         )
-    for score in mteb:
-        results.append(
-            EvalResult(
-                task_type="sentence-similarity",
-                task_name="STS",
-                dataset_type=score.dataset,
-                dataset_name=f"MTEB {score.task} ({score.subset})"
-                + (", a stand-in built from local files, not MTEB's hub copy" if score.standin else ""),
-                dataset_config=score.subset,
-                dataset_split=score.split,
-                dataset_revision=None if score.standin else score.revision,
-                metric_type=score.metric,
-                metric_name=f"{score.metric} x 100 (MTEB)",
-                metric_value=round(100 * score.value, 4),
-                source_name="MTEB",
-                source_url="https://github.com/embeddings-benchmark/mteb",
-            )
+    return results + _mteb_results(mteb)
+
+
+def _mteb_results(mteb: Iterable[MtebScore]) -> list:
+    """MTEB's scores as ``EvalResult`` objects: each task's main score × 100 on the split and subset MTEB
+    scored, with the dataset and revision MTEB read (none for a stand-in built from local files)."""
+    from huggingface_hub import EvalResult
+
+    return [
+        EvalResult(
+            task_type="sentence-similarity",
+            task_name="STS",
+            dataset_type=score.dataset,
+            dataset_name=f"MTEB {score.task} ({score.subset})"
+            + (", a stand-in built from local files, not MTEB's hub copy" if score.standin else ""),
+            dataset_config=score.subset,
+            dataset_split=score.split,
+            dataset_revision=None if score.standin else score.revision,
+            metric_type=score.metric,
+            metric_name=f"{score.metric} x 100 (MTEB)",
+            metric_value=round(100 * score.value, 4),
+            source_name="MTEB",
+            source_url="https://github.com/embeddings-benchmark/mteb",
         )
-    return results
+        for score in mteb
+    ]
 
 
 #: The front matter's key order: what the Hub shows first (``library_name`` leads, as before).
