@@ -1,6 +1,7 @@
 """Train one sentence cell (protocol.md §2): Snakemake `script:` entry, or a CLI for debugging (`--help`);
 both in contrastlab.training.cells."""
 
+from contrastlab.config import Grid
 from contrastlab.search import find_point, is_point_name
 from contrastlab.training.cells import cli, train_cell
 from contrastlab.workflow.job import events_dir_of, training_job
@@ -12,7 +13,7 @@ if "snakemake" in globals():
         previous = getattr(sm.input, "search_previous", None)  # the earlier stage's selection, if any
         train_cell(
             sm.params.settings,
-            point=find_point(sm.config, wc["experiment"], wc["backbone"], wc["method"])
+            point=find_point(Grid(sm.config), wc["experiment"], wc["backbone"], wc["method"])
             if is_point_name(wc["method"])
             else None,
             previous_selection=previous[0] if previous else None,

@@ -122,6 +122,12 @@ class Results:
         """``search/<experiment>/<backbone>/<method>/stage<k>.json``: one stage's selection of a search."""
         return f"{self.root}/search/{experiment}/{backbone}/{method}/stage{stage}.json"
 
+    @property
+    def budget_pins(self) -> str:
+        """``search/budget_pins.json``: the points each search's budget kept when the run first started
+        (:func:`contrastlab.cost.budget.write_pins`)."""
+        return f"{self.root}/search/budget_pins.json"
+
     def tensorboard(self, cell: Place) -> str:
         """``tensorboard/<cell>``: a training job's TensorBoard run folder (``make monitor``)."""
         return self._under("tensorboard", cell)
@@ -133,6 +139,11 @@ class Results:
     @property
     def figures(self) -> str:
         return f"{self.root}/figures"
+
+    @property
+    def plan(self) -> str:
+        """``plan``: ``make plan``'s ``plan.md`` and ``plan.csv``."""
+        return f"{self.root}/plan"
 
     @property
     def report(self) -> str:

@@ -34,8 +34,6 @@ searchable yet (their trainers have no held-out accuracy to select on).
 
 from __future__ import annotations
 
-import copy
-import functools
 import itertools
 import json
 import math
@@ -46,16 +44,13 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab import config as cl_config
-from contrastlab.config import ConfigError
+from contrastlab.config import apply_overrides, setting_value
 from contrastlab.paths import atomic_write, write_json
 
 #: The selection metric of a sentence search (train_summary.json key, the trainer's dev selection).
 DEV_METRIC = "best_dev_spearman"
 #: Method name of a search's winner, evaluated on the test sets (``<method>~searched``).
 SEARCHED = "~searched"
-#: Keys of a stage and of a relative axis.
-STAGE_KEYS = ("grid", "around")
-RELATIVE_OPS = {"times": "x", "plus": "+"}
 
 
 @dataclass(frozen=True)
@@ -77,7 +72,7 @@ class SearchPoint:
         """The cell's method name, ``<method>~s<stage>-<labels>``."""
         labels = [f"{_axis_label(k)}{_number(v)}" for k, v in self.grid.items()]
         for key, (op, value) in self.around.items():
-            sign = "" if op == "plus" and value < 0 else RELATIVE_OPS[op]
+            sign = "" if op == "plus" and value < 0 else cl_config.RELATIVE_OPS[op]
             labels.append(f"{_axis_label(key)}{sign}{_number(value)}")
         return "-".join([f"{self.method}~s{self.stage}", *labels])
 
@@ -109,92 +104,6 @@ def searched_method(method: str) -> str:
     return f"{method}{SEARCHED}"
 
 
-def search_spec(config: Mapping[str, Any], experiment: str) -> dict | None:
-    """The experiment's ``search`` section with defaults filled (None without one); raises
-    :class:`ConfigError` (one line) for an unknown method, backbone, seed, axis or stage key."""
-    exp = config["experiments"][experiment]
-    raw = exp.get("search")
-    if not raw:
-        return None
-    where = f"experiments.{experiment}.search"
-    if (exp.get("track") or "sentence") == "vision":
-        raise ConfigError(
-            f"config key {where}: image experiments are not searchable yet (their trainers keep no "
-            "held-out accuracy to select on); remove the search or move it to a sentence experiment"
-        )
-    methods = list(raw.get("methods") or exp["methods"])
-    for method in methods:
-        if method not in exp["methods"]:
-            raise ConfigError(
-                f"config key {where}.methods: unknown method {method!r}; "
-                f"choose from {', '.join(exp['methods'])}"
-            )
-    backbones = list(raw.get("backbones") or exp["backbones"])
-    for backbone in backbones:
-        if backbone not in exp["backbones"]:
-            raise ConfigError(
-                f"config key {where}.backbones: {backbone!r} is not one of the experiment's backbones "
-                f"({', '.join(exp['backbones'])})"
-            )
-    seeds = exp.get("seeds") or config["seeds"]
-    seed = int(raw.get("seed", seeds[0]))
-    per_method = raw.get("per_method") or {}
-    for method in per_method:
-        if method not in methods:
-            raise ConfigError(f"config key {where}.per_method.{method}: not one of the searched methods")
-    stages = {m: (per_method.get(m) or {}).get("stages") or raw.get("stages") or [] for m in methods}
-    keys = _searchable_keys()
-    for method, method_stages in stages.items():
-        at = f"{where}.per_method.{method}" if method in per_method else where
-        if not method_stages:
-            raise ConfigError(f"config key {at}.stages: a search needs at least one stage (a grid)")
-        for k, stage in enumerate(method_stages, start=1):
-            _check_stage(stage, k, f"{at}.stages[{k - 1}]", keys)
-    return {
-        "methods": methods,
-        "backbones": backbones,
-        "seed": seed,
-        "stages": stages,
-        "budget_gpu_hours": raw.get("budget_gpu_hours"),
-    }
-
-
-@functools.cache
-def _searchable_keys() -> frozenset[str]:
-    """The sentence training keys a search may vary (read from the schema once: every table row and
-    plan point asks)."""
-    schema = cl_config.load_schema()["$defs"]["training"]["properties"]
-    return frozenset(schema) - {"precision", "protocol"}
-
-
-def _check_stage(stage: Any, k: int, where: str, keys: frozenset[str]) -> None:
-    if not isinstance(stage, Mapping) or not stage or set(stage) - set(STAGE_KEYS):
-        raise ConfigError(f"config key {where}: a stage is {{grid: {{axis: [values]}}, around: {{...}}}}")
-    axes = list(stage.get("grid") or {}) + list(stage.get("around") or {})
-    if not axes:
-        raise ConfigError(f"config key {where}: the stage has no axis")
-    for axis in axes:
-        if axis not in keys and not axis.startswith("hp."):
-            raise ConfigError(
-                f"config key {where}.{axis}: not a searchable setting; use a training key or hp.<name>"
-            )
-    for axis, values in (stage.get("grid") or {}).items():
-        if not isinstance(values, list) or not values:
-            raise ConfigError(f"config key {where}.grid.{axis}: a non-empty list of values")
-    for axis, rel in (stage.get("around") or {}).items():
-        if k == 1:
-            raise ConfigError(f"config key {where}.around: stage 1 has no earlier winner; use grid")
-        if not isinstance(rel, Mapping) or len(rel) != 1 or next(iter(rel)) not in RELATIVE_OPS:
-            raise ConfigError(
-                f"config key {where}.around.{axis}: give {{times: [factors]}} or {{plus: [offsets]}}"
-            )
-        values = next(iter(rel.values()))
-        if not isinstance(values, list) or not values or not all(isinstance(v, int | float) for v in values):
-            raise ConfigError(f"config key {where}.around.{axis}: a non-empty list of numbers")
-    if set(stage.get("grid") or {}) & set(stage.get("around") or {}):
-        raise ConfigError(f"config key {where}: an axis is either in grid or in around, not both")
-
-
 def stage_points(stage: Mapping[str, Any]) -> list[tuple[dict[str, Any], dict[str, tuple[str, float]]]]:
     """The (grid values, relative moves) of every point of a stage, in grid order (first axis slowest).
 
@@ -219,14 +128,13 @@ def stage_points(stage: Mapping[str, Any]) -> list[tuple[dict[str, Any], dict[st
 def search_points(grid: cl_config.Grid) -> list[SearchPoint]:
     """Every point of every selected experiment's search, search by search, stage by stage, in grid
     order; a stage-1 point equal to a configured cell names it in ``shared_with``."""
-    config = grid.config
     out = []
     for experiment in grid.experiments:
-        spec = search_spec(config, experiment)
+        spec = grid.search(experiment)
         if spec is None:
             continue
         for backbone, method in itertools.product(spec["backbones"], spec["methods"]):
-            if not _method_has_backbone(config, experiment, method, backbone):
+            if not grid.method_has_backbone(experiment, method, backbone):
                 continue
             twins = [
                 (c.method, grid.settings(c))
@@ -247,34 +155,10 @@ def search_points(grid: cl_config.Grid) -> list[SearchPoint]:
     return out
 
 
-def _method_has_backbone(config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> bool:
-    allowed = config["experiments"][experiment]["methods"][method].get("backbones")
-    return allowed is None or backbone in allowed
-
-
 def point_settings(grid: cl_config.Grid, point: SearchPoint) -> dict:
     """The settings known before the search runs: the method's configured settings with the point's
     grid values (all of a stage-1 point's; a later stage's are completed by :func:`resolve_settings`)."""
     return apply_overrides(grid.settings(point), point.grid)
-
-
-def apply_overrides(settings: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict:
-    """``settings`` with each ``key: value`` of ``overrides`` set (``hp.<name>`` in ``loss_hp``)."""
-    # dict() first: a grid's read-only settings (and their loss_hp) cannot be deep-copied as they are
-    out = copy.deepcopy({k: dict(v) if isinstance(v, Mapping) else v for k, v in settings.items()})
-    for key, value in overrides.items():
-        if key.startswith("hp."):
-            out["loss_hp"] = {**out.get("loss_hp", {}), key.removeprefix("hp."): value}
-        else:
-            out[key] = value
-    return out
-
-
-def setting_value(settings: Mapping[str, Any], key: str) -> Any:
-    """The value of a search axis in resolved settings (``hp.<name>`` in ``loss_hp``; None if unset)."""
-    if key.startswith("hp."):
-        return (settings.get("loss_hp") or {}).get(key.removeprefix("hp."))
-    return settings.get(key)
 
 
 def resolve_settings(
@@ -301,11 +185,11 @@ def resolve_settings(
     return apply_overrides(winner_settings, {**grid, **moved})
 
 
-def find_point(config: Mapping[str, Any], experiment: str, backbone: str, name: str) -> SearchPoint:
+def find_point(grid: cl_config.Grid, experiment: str, backbone: str, name: str) -> SearchPoint:
     """The search point of ``experiment`` and ``backbone`` whose cell method name is ``name`` (the
     training job of a later stage finds its grid values and moves here, not in a rule parameter, so
     that the train rule's parameters, and with them every other cell, stay as they were)."""
-    for point in search_points(cl_config.Grid(config)):
+    for point in search_points(grid):
         if (point.experiment, point.backbone, point.name) == (experiment, backbone, name):
             return point
     raise KeyError(f"search: no point {name!r} of {experiment}/{backbone} in the config's searches")
@@ -443,15 +327,15 @@ def searches(points: Iterable[SearchPoint]) -> dict[tuple[str, str, str], dict[i
     return out
 
 
-def searched_methods(config: Mapping[str, Any], experiment: str) -> dict[str, list[str]]:
+def searched_methods(grid: cl_config.Grid, experiment: str) -> dict[str, list[str]]:
     """method -> backbones of the experiment's search (empty without one): where the paper tables get
     an "ours, searched" row."""
-    if experiment not in (config.get("experiments") or {}):
+    if experiment not in grid.every_experiment:
         return {}
-    spec = search_spec(config, experiment)
+    spec = grid.search(experiment)
     if spec is None:
         return {}
     return {
-        m: [b for b in spec["backbones"] if _method_has_backbone(config, experiment, m, b)]
+        m: [b for b in spec["backbones"] if grid.method_has_backbone(experiment, m, b)]
         for m in spec["methods"]
     }

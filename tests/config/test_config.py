@@ -74,7 +74,7 @@ def test_every_optional_key_has_a_default():
     # trainer's default, so the vision cells' params stay as they were and nothing reruns.
     no_default |= {"augment_calls", "cudnn_benchmark"}
     # A search's keys: absent means "all of the experiment's" (methods, backbones), its first seed, the
-    # shared stages, no per-method stages, no budget (contrastlab.search.search_spec fills them).
+    # shared stages, no per-method stages, no budget (contrastlab.config.search_spec fills them).
     no_default |= {"methods", "seed", "stages", "per_method", "budget_gpu_hours"}
     defs = schema["$defs"]
     roots = [("", schema), ("$defs.training", defs["training"]), ("$defs.vision", defs["vision_training"])]
@@ -210,8 +210,8 @@ def test_each_preset_has_its_own_results_and_state(repo_root):
 
 @pytest.mark.parametrize("preset", ["config.yaml", "config/demo.yaml"])
 def test_a_grid_resolves_each_cell_once(repo_root, preset):
-    """One grid resolves each (experiment, method, backbone) once; the plan (every precision choice),
-    the figures and the deviations read its settings and resolve nothing again."""
+    """One grid resolves each configured (experiment, method, backbone) once, when it is built; the plan
+    (every precision choice), the figures and the deviations read its settings and resolve nothing again."""
     from contrastlab.cost import calibration, plan
     from contrastlab.figures import catalog
     from contrastlab.tables import deviations
@@ -219,12 +219,12 @@ def test_a_grid_resolves_each_cell_once(repo_root, preset):
     config = cl_config.load(repo_root / preset)
     grid = cl_config.Grid(config)
     views = [grid.settings(c) for c in grid.cells]
-    assert grid.resolutions == len({(c.experiment, c.method, c.backbone) for c in grid.cells})
+    configured = {(c.experiment, c.method, c.backbone) for c in grid.every_cell()}
+    assert grid.resolutions == len(configured)  # every configured cell, when the grid was built
     plan.make_plan(
         grid, calibration.load_calibration(calibration.DEFAULT_CALIBRATION), "bf16", searches=False
     )
     catalog.figures(grid)
-    configured = {(c.experiment, c.method, c.backbone) for c in grid.every_cell()}
     for experiment in config["experiments"]:
         deviations.detected(grid, experiment)
     assert grid.resolutions == len(configured)  # the deviations read every configured cell, once

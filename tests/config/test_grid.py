@@ -147,3 +147,35 @@ def test_presets_validate():
         ("macl-bs64", 42),
         ("macl-bs64", 43),
     ]
+
+
+def test_a_grid_never_sees_later_changes_to_its_config():
+    """The grid deep-copies the config and resolves every configured cell when it is built (house
+    review 6, §6): a later change to the caller's dict reaches neither its settings nor its answers."""
+    from contrastlab.paths import REPO_ROOT
+
+    cfg = cl_config.load(REPO_ROOT / "config.yaml")
+    grid = cl_config.Grid(cfg)
+    cell = grid.cells[0]
+    configured = {(c.experiment, c.method, c.backbone) for c in grid.every_cell()}
+    assert grid.resolutions == len(configured)  # resolved when built, not on first use
+    seeds = grid.seeds(cell.experiment)
+    cfg["precision_override"] = "bf16"
+    cfg["results_dir"] = "elsewhere"
+    cfg["experiments"][cell.experiment]["seeds"] = [7]
+    assert grid.settings(cell)["precision"] == "fp32"
+    assert grid.precision_override is None
+    assert grid.results.root == "results" and grid.seeds(cell.experiment) == seeds != [7]
+    assert cl_config.Grid(cfg).settings(cell)["precision"] == "bf16"  # a grid of its own sees it
+
+
+def test_the_grid_answers_what_the_rooms_ask():
+    config = make(**{"experiments.txt.seeds": [3, 4]})
+    grid = cl_config.Grid(config)
+    assert (grid.track("img"), grid.track("txt")) == ("vision", "sentence")
+    assert (grid.seeds("img"), grid.seeds("txt")) == ([1], [3, 4])
+    assert (grid.dataset("img"), grid.dataset("txt")) == ("digits", None)
+    assert grid.search("txt") is None and grid.results.root == "results"
+    assert grid.results.budget_pins == "results/search/budget_pins.json"
+    assert grid.resources == config["resources"] and grid.backbone("r18")["vision"]["width"] == 8
+    assert grid.is_sweep_point("img", "cl-bs64") and not grid.is_sweep_point("img", "cl")

@@ -131,7 +131,7 @@ def test_without_a_measured_speedup_the_plan_prices_the_readmes_h100_figures_and
         assert not loaded.packing_measured
         assert loaded.packing_speedup["fp32"] == {2: 0.92, 4: 0.92}
         assert loaded.packing_speedup["bf16"] == {2: 1.82, 4: 2.34}
-        text = " ".join(packing.packing_lines(_toy_config(gpu_share=4), [], loaded))
+        text = " ".join(packing.packing_lines(cl_config.Grid(_toy_config(gpu_share=4)), [], loaded))
         assert "speed-ups assumed (not measured on this machine): fp32 0.92× with 2, 0.92× with 4" in text
         assert "docs/measured.md: benchmarks/gpu_share.py on an H100" in text
     # the figures are the ones docs/measured.md quotes

@@ -42,7 +42,7 @@ def _bert_base() -> cl_flops.Transformer:
 
 def _work(cell: cl_config.Cell, **settings) -> cl_flops.CellWork:
     grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
-    return cl_flops._sentence_work(grid.config, cell, dict(grid.settings(cell)) | settings)
+    return cl_flops._sentence_work(grid, cell, dict(grid.settings(cell)) | settings)
 
 
 def test_the_flop_model_of_bert_base_at_22_of_32_tokens_by_hand():

@@ -80,14 +80,14 @@ def test_transformer_parameters_of_the_real_backbones():
     # roberta-base: 124.6M in all (its 50,265-token vocabulary), the same layers as BERT-base
     assert cl_flops.transformer_parameters(768, 12, 3072, 50265, 514, 1) == (85_054_464, 124_645_632)
     config = cl_config.load(REPO_ROOT / "config.yaml")
-    assert cl_flops.backbone_transformer(config, "roberta-large").non_embedding == 302_309_376
+    assert cl_flops.backbone_transformer(cl_config.Grid(config), "roberta-large").non_embedding == 302_309_376
 
 
 def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
     config = _toy_config()
     cell = cl_config.Grid(config).cells[0]
     work = cl_flops.cell_work(cl_config.Grid(config), cell)
-    assert cl_flops.backbone_transformer(config, "toy").non_embedding == TOY_NON_EMBEDDING
+    assert cl_flops.backbone_transformer(cl_config.Grid(config), "toy").non_embedding == TOY_NON_EMBEDDING
     # 2000 sentences // 16 = 125 steps; a step: 6 × N × (16 sentences × 2 views × 32 tokens).
     assert work.steps == 125
     assert work.step_flops == 6 * 17_088 * 1024 == 104_988_672
@@ -105,7 +105,7 @@ def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
     encode = [j for j in jobs if j.rule == "encode"]
     assert [j.cell for j in train] == ["nie2023/toy/cl/seed1", "nie2023/toy/cl/seed2"]
     assert [j.cell for j in encode] == [j.cell for j in train]
-    snapshot_gib = 12 * cl_flops.backbone_transformer(config, "toy").total / 2**30
+    snapshot_gib = 12 * cl_flops.backbone_transformer(cl_config.Grid(config), "toy").total / 2**30
     expected = (
         (125 * 104_988_672 + 4 * 2 * 17_088 * cl_flops.STSB_DEV_TOKENS) / 1e12
         + 10
@@ -295,7 +295,7 @@ def test_an_eager_image_step_is_priced_at_its_host_launches_when_they_outlast_it
     one = cl_flops.cell_work(grid, cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42))
     settings = dict(grid.settings(cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42)))
     one = cl_flops._vision_work(
-        config,
+        grid,
         cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42),
         settings | {"augment_calls": "one"},
     )
@@ -511,14 +511,19 @@ def test_the_plan_states_the_disk_a_run_needs():
 
     from contrastlab.cost.plan import disk_lines
 
-    config = {"backbones": {"base": {"params_millions": 100}, "large": {"params_millions": 300}}}
+    grid = cl_config.Grid(
+        {
+            "backbones": {"base": {"params_millions": 100}, "large": {"params_millions": 300}},
+            "experiments": {},
+        }
+    )
     jobs = [
         SimpleNamespace(rule="train", cell="nie/base/cl/seed42"),
         SimpleNamespace(rule="encode", cell="nie/base/cl/seed42"),
         SimpleNamespace(rule="train", cell="nie/large/cl/seed42"),
     ]
     searches = [SimpleNamespace(rule="train", cell=f"nie/base/cl~p{i}/seed42") for i in range(30)]
-    (line, _) = disk_lines(config, jobs, searches)
+    (line, _) = disk_lines(grid, jobs, searches)
     assert line.startswith("Disk: 1.6 GB of kept checkpoints (2 cells, fp32 weights), plus up to 4.8 GB")
     assert "keep 12 GB more (30 points" in line
 

@@ -50,7 +50,7 @@ def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):
     assert "joint or staged not stated" in rows["search: stages"]["paper"]
     assert rows["search: stages"]["ours"].startswith("2 stages")
     assert "the published ones in 28 of 28 searches" in rows["search: stage 1 anchor"]["ours"]
-    assert off_grid_values(full, "nie2023") == [
+    assert off_grid_values(cl_config.Grid(full), "nie2023") == [
         ("au", "hp.lam", 0.2, ["roberta-base"]),
         ("au", "hp.lam", 0.4, ["roberta-large"]),
         ("dcl", "hp.tau", 0.01, ["bert-large"]),
@@ -59,7 +59,7 @@ def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):
     assert "these 5 can never be selected" in rows["search: published values off the grid"]["ours"]
     # Li's staging and anchor follow A.4: only the unstated selection metric is ours
     assert [d["setting"] for d in search_rows(Grid(full), "li2024")] == ["search: selection metric"]
-    assert off_grid_values(full, "li2024") == []
+    assert off_grid_values(cl_config.Grid(full), "li2024") == []
     page = (REPO_ROOT / "docs" / "deviations.md").read_text()
     assert "dcl tau 0.01 (bert-large)" in page and "published off grid" in page
 

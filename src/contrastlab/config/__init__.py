@@ -7,7 +7,8 @@ every cell's settings (its docstring states the resolution order), so the Snakef
 report read the same settings.
 
 Rooms: ``schema`` (the JSON Schema, coercion, defaults, one-line errors), ``templates`` (experiment
-templates), ``checks`` (cross-references), ``grid`` (cells and their settings); ``validate`` and ``load``
+templates), ``checks`` (cross-references), ``searches`` (an experiment's ``search:`` section read),
+``grid`` (cells and their settings; below ``config/`` the only door to the config); ``validate`` and ``load``
 live here, so that those do not import each other in a circle. The figure catalogue is
 :mod:`contrastlab.figures.catalog`. Nothing here imports torch, so the workflow parses fast.
 """
@@ -27,11 +28,13 @@ from contrastlab.config.grid import (
     Cell,
     Grid,
     MethodOn,
+    apply_overrides,
     backbone_dependencies,
     expanded_methods,
     is_sweep_point,
     override_precision,
     paper_of,
+    setting_value,
     settings_digest,
     track,
     vision_evaluation,
@@ -45,17 +48,21 @@ from contrastlab.config.schema import (
     key_path,
     load_schema,
 )
+from contrastlab.config.searches import RELATIVE_OPS, STAGE_KEYS, search_spec
 from contrastlab.config.templates import TEMPLATE_KEYS, expand_templates
 
 #: The face of the package: what the Snakefile, the scripts and the library read (``cl_config.<name>``).
 __all__ = [
+    "RELATIVE_OPS",
     "SCHEMA_PATH",
+    "STAGE_KEYS",
     "SWEEP_LABELS",
     "TEMPLATE_KEYS",
     "Cell",
     "Grid",
     "MethodOn",
     "ConfigError",
+    "apply_overrides",
     "backbone_dependencies",
     "coerce_scalars",
     "deep_merge",
@@ -66,7 +73,9 @@ __all__ = [
     "is_sweep_point",
     "override_precision",
     "paper_of",
+    "search_spec",
     "settings_digest",
+    "setting_value",
     "track",
     "validate",
     "vision_evaluation",

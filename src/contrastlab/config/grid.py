@@ -16,9 +16,10 @@ from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
 from contrastlab.config.schema import deep_merge
+from contrastlab.config.searches import search_spec
 from contrastlab.losses.catalog import DEFAULTS, LOSS_MODULES
 from contrastlab.losses.user import is_user_loss
-from contrastlab.paths import cell_path
+from contrastlab.paths import Results, cell_path
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,25 @@ def override_precision(settings: dict, precision: str) -> dict:
     # SimCSE's --fp16 cells put the head under amp; an override is our speed switch, not theirs.
     settings.pop("head_autocast", None)
     return settings
+
+
+def apply_overrides(settings: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict:
+    """``settings`` with each ``key: value`` of ``overrides`` set (``hp.<name>`` in ``loss_hp``)."""
+    # dict() first: a grid's read-only settings (and their loss_hp) cannot be deep-copied as they are
+    out = copy.deepcopy({k: dict(v) if isinstance(v, Mapping) else v for k, v in settings.items()})
+    for key, value in overrides.items():
+        if key.startswith("hp."):
+            out["loss_hp"] = {**out.get("loss_hp", {}), key.removeprefix("hp."): value}
+        else:
+            out[key] = value
+    return out
+
+
+def setting_value(settings: Mapping[str, Any], key: str) -> Any:
+    """The value of a search axis in resolved settings (``hp.<name>`` in ``loss_hp``; None if unset)."""
+    if key.startswith("hp."):
+        return (settings.get("loss_hp") or {}).get(key.removeprefix("hp."))
+    return settings.get(key)
 
 
 def loss_hp(spec: Mapping[str, Any], backbone: str) -> dict[str, Any]:
@@ -228,7 +248,11 @@ class Grid:
     :attr:`cells`, :attr:`experiments`, :attr:`pretrained` and :attr:`user_losses`; settings do not depend
     on it, so a cell outside the selection resolves too (the report's precision table lists them all).
 
-    The config is read as it is when the grid is built; a grid never sees later changes to it.
+    The grid keeps its own deep copy of the config and resolves every configured cell when it is built,
+    so a grid never sees later changes to the config it was given. Below ``config/`` the grid is the
+    only door to the config: it answers what the rooms ask (:meth:`track`, :meth:`seeds`,
+    :meth:`search`, :meth:`dataset`, :attr:`results`, :attr:`resources`, ...); ``grid.config`` is for
+    ``config/`` and the entry points.
     """
 
     config: Mapping[str, Any]
@@ -238,22 +262,123 @@ class Grid:
     experiments: Mapping[str, Mapping[str, Any]] = field(init=False)
     #: (experiment, method, backbone) -> (settings, their read-only view)
     _resolved: dict[tuple[str, str, str], tuple[dict, Mapping]] = field(init=False, repr=False)
+    #: experiment -> its search spec (or None), read once (:meth:`search`)
+    _searches: dict[str, Mapping[str, Any] | None] = field(init=False, repr=False)
 
     #: Grids built in this process (the test of "one grid per workflow" reads it).
     built: ClassVar[int] = 0
 
     def __post_init__(self) -> None:
         type(self).built += 1
-        chosen = (self.config.get("select") or {}).get("experiments")
-        experiments = {k: v for k, v in self.config["experiments"].items() if _selected(k, chosen)}
-        object.__setattr__(self, "cells", tuple(selected_cells(self.config)))
+        config = copy.deepcopy(self.config)  # the grid's own: later changes to the caller's never reach it
+        object.__setattr__(self, "config", config)
+        chosen = (config.get("select") or {}).get("experiments")
+        experiments = {k: v for k, v in config["experiments"].items() if _selected(k, chosen)}
+        object.__setattr__(self, "cells", tuple(selected_cells(config)))
         object.__setattr__(self, "experiments", MappingProxyType(experiments))
         object.__setattr__(self, "_resolved", {})
+        object.__setattr__(self, "_searches", {})
+        for cell in self.every_cell():  # every configured cell now, whatever select: keeps
+            self._resolve(cell)
 
     @property
     def resolutions(self) -> int:
-        """How many (experiment, method, backbone) this grid has resolved so far (each once)."""
+        """How many (experiment, method, backbone) this grid has resolved (each once: every configured
+        cell's when it is built, a search point's configured method outside them when first asked)."""
         return len(self._resolved)
+
+    # ------------------------------------------------------------------ what the rooms ask the config
+    @functools.cached_property
+    def every_experiment(self) -> Mapping[str, Mapping[str, Any]]:
+        """Every configured experiment's spec by name, in config order, whatever ``select:`` keeps."""
+        return MappingProxyType(dict(self.config["experiments"]))
+
+    def spec(self, experiment: str) -> Mapping[str, Any]:
+        """The configured spec of ``experiment`` (``{}`` for a name the config does not have)."""
+        return self.every_experiment.get(experiment) or {}
+
+    def track(self, experiment: str) -> str:
+        """``sentence`` or ``vision``: which trainer and evaluator the experiment's cells use."""
+        return track(self.config, experiment)
+
+    def seeds(self, experiment: str) -> list[int] | None:
+        """The experiment's seeds: its own ``seeds``, else the top-level ones (None: the config has none)."""
+        seeds = self.spec(experiment).get("seeds") or self.config.get("seeds")
+        return [int(s) for s in seeds] if seeds is not None else None
+
+    def dataset(self, experiment: str) -> str | None:
+        """The image dataset a vision experiment trains on (None for a sentence experiment)."""
+        return self.spec(experiment).get("dataset")
+
+    def search(self, experiment: str) -> Mapping[str, Any] | None:
+        """The experiment's ``search`` section with its defaults filled (None without one), read once
+        (:func:`contrastlab.config.searches.search_spec`, whose one-line errors it raises)."""
+        if experiment not in self._searches:
+            self._searches[experiment] = search_spec(self.config, experiment)
+        return self._searches[experiment]
+
+    def method_has_backbone(self, experiment: str, method: str, backbone: str) -> bool:
+        """Whether a configured method of ``experiment`` trains on ``backbone`` (its ``backbones``)."""
+        allowed = self.spec(experiment)["methods"][method].get("backbones")
+        return allowed is None or backbone in allowed
+
+    def is_sweep_point(self, experiment: str, method: str) -> bool:
+        """Whether ``method`` is a point of the experiment's ``sweep`` rather than a configured method."""
+        return is_sweep_point(self.config, experiment, method)
+
+    def vision_evaluation(self, experiment: str) -> dict[str, Any]:
+        """A vision experiment's evaluation settings (:func:`vision_evaluation`)."""
+        return vision_evaluation(self.config, experiment)
+
+    def backbone(self, alias: str) -> Mapping[str, Any]:
+        """The spec of backbone ``alias`` (``hf_id``, ``path``, ``random``, ``vision``, ...)."""
+        return self.config["backbones"][alias]
+
+    @functools.cached_property
+    def results(self) -> Results:
+        """The layout of the config's results folder (``results_dir``)."""
+        return Results(self.config["results_dir"])
+
+    @property
+    def resources_dir(self) -> str:
+        """Where backbones and data are materialised (``resources_dir``)."""
+        return self.config.get("resources_dir", "resources")
+
+    @functools.cached_property
+    def resources(self) -> Mapping[str, Any]:
+        """The config's ``resources`` (GPUs, ``gpu_share``, ``gpu_model``, runtimes), read-only."""
+        return MappingProxyType(dict(self.config["resources"]))
+
+    @functools.cached_property
+    def data(self) -> Mapping[str, Any]:
+        """The config's ``data`` section (fixture, corpus), read-only."""
+        return MappingProxyType(dict(self.config.get("data") or {}))
+
+    @functools.cached_property
+    def evaluation(self) -> Mapping[str, Any]:
+        """The config's SentEval ``evaluation`` section (``mode``, ``tasks``), read-only."""
+        return MappingProxyType(dict(self.config.get("evaluation") or {}))
+
+    @property
+    def precision_override(self) -> str | None:
+        """The speed switch (``precision_override``) every cell's precision is replaced by, or None."""
+        return self.config.get("precision_override") or None
+
+    @property
+    def searches_in_all(self) -> bool:
+        """Whether the searches run with the default target (``searches.in_all``)."""
+        return bool((self.config.get("searches") or {}).get("in_all"))
+
+    @property
+    def oar_synthetic(self) -> Mapping[str, Any] | None:
+        """The OAR synthetic study's block (``oar_synthetic``), or None when the config has none."""
+        return self.config.get("oar_synthetic")
+
+    def stand_ins(self, experiment: str) -> dict[str, str]:
+        """``tables.verdict_stand_ins[experiment]``: toy backbone -> the paper backbone whose published
+        numbers and claims it stands in for (the demo only; a real run compares like with like)."""
+        tables = self.config.get("tables") or {}
+        return dict((tables.get("verdict_stand_ins") or {}).get(experiment) or {})
 
     def settings(self, cell: Cell | Any) -> Mapping[str, Any]:
         """The resolved settings of ``cell`` (a :class:`Cell`, or anything with its ``experiment``,
@@ -276,7 +401,7 @@ class Grid:
     def explicit_hp(self, cell: Cell | Any) -> dict[str, Any]:
         """The loss hyperparameters the config states for ``cell``'s configured method (its ``hp`` and
         ``per_backbone[backbone].hp``); the rest of ``loss_hp`` are the loss's catalog defaults."""
-        exp = self.config["experiments"][cell.experiment]
+        exp = self.spec(cell.experiment)
         spec = exp["methods"][_resolve_method(exp, cell.method)[0]]
         per_backbone = (spec.get("per_backbone") or {}).get(cell.backbone) or {}
         return {**(spec.get("hp") or {}), **(per_backbone.get("hp") or {})}

@@ -5,7 +5,7 @@ The points a budget keeps depend on the calibration that prices them, and ``make
 the shipped calibration with a measured one. So that a measured calibration never changes a search
 that has started (points appearing or vanishing from a half-run grid), the workflow pins what each
 budget kept when it first runs (:func:`write_pins`, ``<results_dir>/search/budget_pins.json``); later
-runs and ``make plan`` read the pin (:func:`read_pins`) while the search's spec, budget and grid are
+runs and ``make plan`` read the pin (:func:`pinned`) while the search's spec, budget and grid are
 the same, and price afresh once any of them changes.
 """
 
@@ -21,7 +21,7 @@ from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.cost.calibration import Calibration, load_calibration, train_seconds
 from contrastlab.cost.flops import cell_work
-from contrastlab.paths import write_json
+from contrastlab.paths import Results, write_json
 
 
 # ------------------------------------------------------------------------------------------- searches
@@ -33,7 +33,7 @@ def _distance(grid: cl_config.Grid, point: cl_search.SearchPoint, stage: Mapping
     steps = 0
     for axis, value in point.grid.items():
         values = list(stage["grid"][axis])
-        target = cl_search.setting_value(configured, axis)
+        target = cl_config.setting_value(configured, axis)
         nearest = min(
             range(len(values)),
             key=lambda i: abs(values[i] - target) if _numbers(values[i], target) else values[i] != target,
@@ -51,31 +51,31 @@ def _numbers(*values: Any) -> bool:
     return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
 
 
-#: Where a run pins the points each search's budget kept, under ``results_dir``.
-PIN_FILE = "search/budget_pins.json"
-
-
-def pins_path(config: Mapping[str, Any]) -> Path:
-    return Path(config.get("results_dir", "results"), PIN_FILE)
-
-
 def _point_id(point: cl_search.SearchPoint) -> str:
     return f"{point.backbone}/{point.name}/seed{point.seed}"
 
 
-def _search_fingerprint(
-    config: Mapping[str, Any], experiment: str, group: Iterable[cl_search.SearchPoint]
-) -> str:
+def _search_fingerprint(spec: Mapping[str, Any], group: Iterable[cl_search.SearchPoint]) -> str:
     """What a pin is valid for: the search's spec (budget included) and every candidate point."""
-    spec = cl_search.search_spec(config, experiment) or {}
-    text = json.dumps({"spec": spec, "points": [_point_id(p) for p in group]}, sort_keys=True, default=str)
+    text = json.dumps(
+        {"spec": dict(spec), "points": [_point_id(p) for p in group]}, sort_keys=True, default=str
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def pinned(grid: cl_config.Grid) -> dict[str, Any]:
+    """The pins an earlier run of the grid's results folder wrote (:func:`write_pins`), or ``{}``."""
+    return _read(Path(grid.results.budget_pins))
+
+
 def read_pins(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The pins an earlier run of this results folder wrote (:func:`write_pins`), or ``{}``."""
+    """:func:`pinned` for the workflow's parse (``rules/common.smk``), which holds the raw config."""
+    return _read(Path(Results(config["results_dir"]).budget_pins))
+
+
+def _read(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(pins_path(config).read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 
@@ -83,17 +83,14 @@ def read_pins(config: Mapping[str, Any]) -> dict[str, Any]:
 def write_pins(grid: cl_config.Grid, points: Iterable[cl_search.SearchPoint]) -> Path | None:
     """Pin, per budgeted search, the points it kept (called when the workflow starts executing); an
     existing pin that still matches is left as it is. Returns the file, or None without a budget."""
-    config = grid.config
     points = list(points)
-    pins = read_pins(config)
+    pins = pinned(grid)
     candidates = cl_search.search_points(grid)
     for experiment in dict.fromkeys(p.experiment for p in candidates):
-        spec = cl_search.search_spec(config, experiment) or {}
+        spec = grid.search(experiment) or {}
         if spec.get("budget_gpu_hours") is None:
             continue
-        fingerprint = _search_fingerprint(
-            config, experiment, [p for p in candidates if p.experiment == experiment]
-        )
+        fingerprint = _search_fingerprint(spec, [p for p in candidates if p.experiment == experiment])
         if (pins.get(experiment) or {}).get("fingerprint") != fingerprint:
             kept = [_point_id(p) for p in points if p.experiment == experiment]
             pins[experiment] = {
@@ -103,8 +100,9 @@ def write_pins(grid: cl_config.Grid, points: Iterable[cl_search.SearchPoint]) ->
             }
     if not pins:
         return None
-    write_json(pins_path(config), pins)
-    return pins_path(config)
+    path = Path(grid.results.budget_pins)
+    write_json(path, pins)
+    return path
 
 
 def searched_points(
@@ -117,20 +115,19 @@ def searched_points(
     that would pass the budget is dropped. Raises :class:`~contrastlab.config.ConfigError` when a stage
     of a search keeps no point. ``pins`` (:func:`read_pins`): a search whose pin still matches keeps
     the pinned points, whatever the calibration."""
-    config = grid.config
     points = cl_search.search_points(grid)
     kept: list[cl_search.SearchPoint] = []
     for experiment in dict.fromkeys(p.experiment for p in points):
         group = [p for p in points if p.experiment == experiment]
-        spec = cl_search.search_spec(config, experiment) or {}
+        spec = grid.search(experiment) or {}
         budget = spec.get("budget_gpu_hours")
         if budget is None:
             kept += group
             continue
         pin = (pins or {}).get(experiment) or {}
-        if pin.get("fingerprint") == _search_fingerprint(config, experiment, group):
-            pinned = set(pin["points"])
-            kept += [p for p in group if _point_id(p) in pinned]
+        if pin.get("fingerprint") == _search_fingerprint(spec, group):
+            ids = set(pin["points"])
+            kept += [p for p in group if _point_id(p) in ids]
             continue
         calibration = calibration or load_calibration()
         distances = [_distance(grid, p, spec["stages"][p.method][p.stage - 1]) for p in group]
@@ -144,13 +141,15 @@ def searched_points(
             if used + hours <= budget:
                 chosen.add(i)
                 used += hours
-        for (_, backbone, method), stages in cl_search.searches(group).items():
-            for stage, members in stages.items():
-                if not any(group.index(p) in chosen for p in members):
-                    raise cl_config.ConfigError(
-                        f"config key experiments.{experiment}.search.budget_gpu_hours: {budget:g} GPU-h "
-                        f"leaves stage {stage} of the {method} search on {backbone} without a point; "
-                        "raise the budget or shrink the grid"
-                    )
+        # every stage of every search keeps a point; the first left empty (search, then stage order) is named
+        filled = {(group[i].backbone, group[i].method, group[i].stage) for i in chosen}
+        empty = [s for s in dict.fromkeys((p.backbone, p.method, p.stage) for p in group) if s not in filled]
+        if empty:
+            backbone, method, stage = empty[0]
+            raise cl_config.ConfigError(
+                f"config key experiments.{experiment}.search.budget_gpu_hours: {budget:g} GPU-h "
+                f"leaves stage {stage} of the {method} search on {backbone} without a point; "
+                "raise the budget or shrink the grid"
+            )
         kept += [p for i, p in enumerate(group) if i in chosen]
     return kept

@@ -48,6 +48,7 @@ from typing import Any
 
 import yaml
 
+from contrastlab.config import Grid
 from contrastlab.cost.flops import CellWork
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.precision import RESOLVED
@@ -431,10 +432,10 @@ def vision_probe_seconds(work: CellWork, cal: Calibration) -> float:
     return cal.overheads_s["evaluate_startup"] + work.eval_probe_steps * cal.overheads_s["vision_probe_step"]
 
 
-def probe_seconds(config: Mapping[str, Any], cal: Calibration) -> float:
+def probe_seconds(grid: Grid, cal: Calibration) -> float:
     """The CPU job of a SentEval evaluation (rules ``evaluate``, ``evaluate_pretrained``): its start-up
     and the probes of the configured mode."""
-    mode = (config.get("evaluation") or {}).get("mode", "test")
+    mode = grid.evaluation.get("mode", "test")
     return cal.overheads_s["evaluate_startup"] + cal.overheads_s[f"senteval_probe_{mode}"]
 
 

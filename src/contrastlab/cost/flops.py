@@ -291,13 +291,13 @@ def _from_hf_config(path: Path) -> Transformer:
     )
 
 
-def backbone_transformer(config: Mapping[str, Any], alias: str) -> Transformer:
+def backbone_transformer(grid: cl_config.Grid, alias: str) -> Transformer:
     """The architecture of a sentence backbone, from its config and never by downloading: a known
     Hugging Face id (:data:`KNOWN_ARCHITECTURES`), a materialised or local ``config.json``, a package's
     ``model/config.json``, a ``random`` BertConfig (BertConfig's defaults for keys it leaves out), or,
     failing all, ``params_millions`` taken as the non-embedding count."""
-    spec = config["backbones"][alias]
-    candidates = [Path(config.get("resources_dir", "resources"), "models", alias, "config.json")]
+    spec = grid.backbone(alias)
+    candidates = [Path(grid.resources_dir, "models", alias, "config.json")]
     if "path" in spec:
         candidates.insert(0, Path(spec["path"], "config.json"))
     if "package" in spec:
@@ -473,10 +473,10 @@ def _resolved(precision: str | None) -> str:
     return resolve(precision or "auto", cuda=True, native_bf16=True)
 
 
-def _corpus_sentences(config: Mapping[str, Any]) -> int:
+def _corpus_sentences(grid: cl_config.Grid) -> int:
     """Training sentences: the fixture's count, the lines of a user's corpus (``data.wiki_path``, one
     sentence per line, as the trainer reads it), else wiki1m's 1,000,000."""
-    data = config.get("data") or {}
+    data = grid.data
     if data.get("fixture"):
         return int(data.get("fixture_corpus_sentences", 2000))
     corpus = Path(data.get("wiki_path") or "")
@@ -491,8 +491,9 @@ def _line_count(path: str, mtime_ns: int) -> int:
         return sum(1 for _ in handle)
 
 
-def senteval_tokens(config: Mapping[str, Any]) -> float:
-    tasks = (config.get("evaluation") or {}).get("tasks") or list(SENTEVAL_TOKENS)
+def senteval_tokens(grid: cl_config.Grid) -> float:
+    """The tokens one SentEval evaluation encodes: the configured tasks' share of all of them."""
+    tasks = grid.evaluation.get("tasks") or list(SENTEVAL_TOKENS)
     share = sum(SENTEVAL_TOKENS[t] for t in tasks) / sum(SENTEVAL_TOKENS.values())
     return SENTEVAL_ALL_TOKENS * share
 
@@ -509,7 +510,7 @@ def _settings(
     settings = grid.settings(point if point is not None else cell)
     if precision != AS_CONFIGURED:
         settings = cl_config.override_precision(dict(settings), precision)
-    return cl_search.apply_overrides(settings, point.grid) if point is not None else settings
+    return cl_config.apply_overrides(settings, point.grid) if point is not None else settings
 
 
 def cell_work(
@@ -521,23 +522,23 @@ def cell_work(
     """The :class:`CellWork` of ``cell`` (or of the search ``point`` it trains) under a precision choice
     (``config`` = its own, or one of :data:`~contrastlab.precision.RESOLVED` as ``precision_override``)."""
     s = _settings(grid, cell, precision, point)
-    if cl_config.track(grid.config, cell.experiment) == "vision":
-        return _vision_work(grid.config, cell, s)
-    return _sentence_work(grid.config, cell, s)
+    if grid.track(cell.experiment) == "vision":
+        return _vision_work(grid, cell, s)
+    return _sentence_work(grid, cell, s)
 
 
-def token_profile(config: Mapping[str, Any]) -> str:
+def token_profile(grid: cl_config.Grid) -> str:
     """The token profile of the config's training corpus: ``wiki1m`` (:data:`WIKI1M_TOKEN_LENGTHS`; also
     for ``data.wiki_path``, config.yaml's local copy of it), or "" for the demo's fixture, whose lengths
     are not profiled (a padding-free step is then priced at full rows)."""
-    return "" if (config.get("data") or {}).get("fixture") else "wiki1m"
+    return "" if grid.data.get("fixture") else "wiki1m"
 
 
-def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
-    model = backbone_transformer(config, cell.backbone)
+def _sentence_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
+    model = backbone_transformer(grid, cell.backbone)
     n = model.non_embedding
     length = int(s.get("max_length", 32))
-    sentences = _corpus_sentences(config)
+    sentences = _corpus_sentences(grid)
     if s.get("max_sentences"):
         sentences = min(sentences, int(s["max_sentences"]))
     analysis_every = s.get("analysis_every")
@@ -550,7 +551,7 @@ def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[s
         steps = min(steps, int(s["max_steps"]))
     padded_step_flops = training_step_flops(n, batch, length)
     padding_free = padding_free_for(s, model.model_type)
-    profile = token_profile(config)
+    profile = token_profile(grid)
     real = profile_real_tokens(length) if profile else float(length)
     # The padded step's FLOPs at the ratio of the full counts: the calibrated rate is a padded step's
     # 6·N·T over its time, attention's share of that time included.
@@ -582,7 +583,7 @@ def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[s
         analysis_flops=analysis_flops,
         snapshots=_snapshots(steps, s, 250),
         snapshot_gib=12 * model.total / GIB,  # fp32 weights and the two Adam moments
-        eval_flops=2.0 * n * senteval_tokens(config),
+        eval_flops=2.0 * n * senteval_tokens(grid),
         eval_probe_steps=0,
         peak_gib=peak,
         kind=f"{cell.backbone} batch {batch} {precision}{' padding-free' if padding_free else ''}",
@@ -599,7 +600,7 @@ def _sentence_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[s
     )
 
 
-def _vision_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
+def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
     dataset = s["dataset"]
     n_images, n_test = DATASET_IMAGES[dataset]
     # The trainer holds out int(val_fraction x images) for the per-epoch validation
@@ -640,7 +641,7 @@ def _vision_work(config: Mapping[str, Any], cell: cl_config.Cell, s: Mapping[str
     dev_flops = validations * 2 * 2.0 * fwd.macs * val_images
     dev_launches = validations * val_batches * (calls * per_call + forward_launches + VALIDATION_LAUNCHES)
     oar_pass = " + OAR pass" if s.get("oar_fraction") else ""
-    evaluation = cl_config.vision_evaluation(config, cell.experiment)
+    evaluation = grid.vision_evaluation(cell.experiment)
     probes = evaluation.get("probes") or ["linear", "knn"]
     probe_steps = 0
     if "linear" in probes:

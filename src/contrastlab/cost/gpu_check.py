@@ -329,10 +329,11 @@ def run(args: argparse.Namespace) -> Path:
     if not args.toy:
         _require_gpu()
     config, configfile = _preset(args)
-    results = Path(config["results_dir"])
     grid = cl_config.Grid(config)
+    results = Path(grid.results.root)
+    senteval_dir = data_locations(config)["senteval_dir"]
     cells = list(grid.cells)
-    killed = _run_cells(config, configfile, cells, args.cores, args.workdir)
+    killed = _run_cells(grid, configfile, args.cores, args.workdir)
     device = "cuda" if torch.cuda.is_available() and not args.toy else "cpu"
     rows = [_cell_row(grid, cell) for cell in cells]
     killed_row = next(r for r in rows if r["cell"] == f"sentence {KILLED_METHOD}")
@@ -344,26 +345,26 @@ def run(args: argparse.Namespace) -> Path:
             if killed
             else "the cell had finished before (rerun on a fresh results folder)",
         ),
-        "evaluation split": _encoded_on(config, cells, device),
-        "GPU vs CPU evaluation": _gpu_vs_cpu(config, cells, results, device),
+        "evaluation split": _encoded_on(grid, device),
+        "GPU vs CPU evaluation": _gpu_vs_cpu(grid, senteval_dir, device),
     }
     print("== 1, 2 and 4 sentence cells at once on one device", flush=True)
     fp32 = next(c for c in cells if c.method == "fp32")
-    trained = json.loads((results / "checkpoints" / fp32.path / "model/train_summary.json").read_text())
+    trained = json.loads(Path(grid.results.checkpoint(fp32, "model"), "train_summary.json").read_text())
     packing = measure_packing(
-        config["backbones"][fp32.backbone]["random"],
+        grid.backbone(fp32.backbone)["random"],
         batch=trained["settings"]["batch_size"],
         length=trained["settings"]["max_length"],
         device=device,
         precisions=("fp32",) if args.toy else PACKING_PRECISIONS,
         steps=2 if args.toy else 100,
         warmup=1 if args.toy else 10,
-        state_dir=results / "state" / "packing",
+        state_dir=Path(grid.results.state("packing")),
         # --toy: the copies fork from one process that imported torch (a spawned copy's imports cost
         # more than the toy's steps); the GPU run spawns them, as Snakemake starts its jobs.
         forkserver_preload=STEP_COPY_MODULES if args.toy else None,
     )
-    dev_sentences = sts_dev_sentences(data_locations(config)["senteval_dir"])
+    dev_sentences = sts_dev_sentences(senteval_dir)
     return write_report(results, rows, environment(), checks, packing=packing, dev_sentences=dev_sentences)
 
 
@@ -400,19 +401,19 @@ def _preset(args: argparse.Namespace) -> tuple[dict, Path]:
     return config, configfile
 
 
-def _run_cells(config: dict, configfile: Path, cells: list, cores: int, workdir: str) -> bool:
+def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str) -> bool:
     """Every cell's metrics through Snakemake, the :data:`KILLED_METHOD` cell killed after its first
     snapshot first (unless it has finished before); True if it was killed."""
-    results = Path(config["results_dir"])
-    killed_cell = next(c for c in cells if c.method == KILLED_METHOD)
-    state_json = results / "state" / "train" / killed_cell.path / "state.json"
+    results = grid.results.root
+    killed_cell = next(c for c in grid.cells if c.method == KILLED_METHOD)
+    state_json = Path(grid.results.state("train", killed_cell), "state.json")
     killed = False
-    if not _metrics_path(config, killed_cell).exists():
+    if not _metrics_path(grid, killed_cell).exists():
         print(f"== {killed_cell.path}: started, to be killed after its first snapshot", flush=True)
-        command = _snakemake(configfile, [_metrics_path(config, killed_cell)], cores)
+        command = _snakemake(configfile, [_metrics_path(grid, killed_cell)], cores)
         killed = _kill_after_first_snapshot(command, state_json, timeout_s=1800, cwd=workdir)
     print("== every cell (the killed one resumes)", flush=True)
-    targets = [_metrics_path(config, cell) for cell in cells]
+    targets = [_metrics_path(grid, cell) for cell in grid.cells]
     done = subprocess.run(_snakemake(configfile, targets, cores), cwd=workdir)
     if done.returncode:
         raise SystemExit(
@@ -421,9 +422,8 @@ def _run_cells(config: dict, configfile: Path, cells: list, cores: int, workdir:
     return killed
 
 
-def _metrics_path(config: dict, cell) -> Path:
-    name = "vision.json" if cl_config.track(config, cell.experiment) == "vision" else "senteval.json"
-    return Path(config["results_dir"]) / "metrics" / cell.path / name
+def _metrics_path(grid: cl_config.Grid, cell) -> Path:
+    return Path(grid.results.metrics(cell, grid.track(cell.experiment)))
 
 
 def _snakemake(configfile: Path, targets: list[Path], cores: int) -> list[str]:
@@ -450,9 +450,8 @@ def _kill_after_first_snapshot(command: list[str], state_json: Path, timeout_s: 
 
 def _cell_row(grid: cl_config.Grid, cell) -> dict[str, Any]:
     """:func:`cell_row` of one trained cell of the preset, from its summary and the plan's FLOPs."""
-    config = grid.config
-    folder = Path(config["results_dir"]) / "checkpoints" / cell.path
-    track = cl_config.track(config, cell.experiment)
+    folder = Path(grid.results.checkpoint(cell))
+    track = grid.track(cell.experiment)
     summary_file = folder / ("encoder/settings.json" if track == "vision" else "model/train_summary.json")
     summary = json.loads(summary_file.read_text())
     work = cell_work(grid, cell)
@@ -465,12 +464,12 @@ def _cell_row(grid: cl_config.Grid, cell) -> dict[str, Any]:
     return cell_row(summary, work.step_flops, kind, work.rate_class)
 
 
-def _encoded_on(config: dict, cells, device: str) -> tuple[bool, str]:
+def _encoded_on(grid: cl_config.Grid, device: str) -> tuple[bool, str]:
     """Every sentence cell's encoding job ran on ``device`` (the ``encoding`` its probe job copied into
     the metrics): rule encode got the GPU, while its probe job, rule evaluate, asked for none."""
-    sentence = [c for c in cells if cl_config.track(config, c.experiment) != "vision"]
+    sentence = [c for c in grid.cells if grid.track(c.experiment) != "vision"]
     found = {
-        c.method: (json.loads(_metrics_path(config, c).read_text()).get("encoding") or {}).get("device")
+        c.method: (json.loads(_metrics_path(grid, c).read_text()).get("encoding") or {}).get("device")
         for c in sentence
     }
     wrong = {method: where for method, where in found.items() if where != device}
@@ -481,13 +480,12 @@ def _encoded_on(config: dict, cells, device: str) -> tuple[bool, str]:
     )
 
 
-def _gpu_vs_cpu(config: dict, cells, results: Path, device: str) -> tuple[bool, str]:
+def _gpu_vs_cpu(grid: cl_config.Grid, senteval: str, device: str) -> tuple[bool, str]:
     """The fp32 cell's checkpoint encodes STS-B test on ``device`` as on the CPU (relative
-    :data:`EMBEDDING_TOLERANCE`); the STS scores of both are reported, not compared (the preset's 8-pair
-    fixtures make Spearman move by points for one swapped rank)."""
-    cell = next(c for c in cells if c.method == "fp32")
-    model = results / "checkpoints" / cell.path / "model"
-    senteval = data_locations(config)["senteval_dir"]
+    :data:`EMBEDDING_TOLERANCE`), SentEval's data in ``senteval``; the STS scores of both are reported,
+    not compared (the preset's 8-pair fixtures make Spearman move by points for one swapped rank)."""
+    cell = next(c for c in grid.cells if c.method == "fp32")
+    model = Path(grid.results.checkpoint(cell, "model"))
     pairs = load_sts_pairs(senteval, "STSBenchmark", "test")
     worst = encoding_difference(model, pairs.a + pairs.b, device)
     scores = {

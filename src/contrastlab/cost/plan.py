@@ -26,7 +26,7 @@ from typing import Any
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.config import paper_of
-from contrastlab.cost.budget import read_pins, searched_points
+from contrastlab.cost.budget import pinned, searched_points
 from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
     SIDE_BY_SIDE,
@@ -80,22 +80,27 @@ class PlannedJob:
     cpu_after_s: float = 0.0
 
 
-def _pretrained_work(config: Mapping[str, Any], backbone: str) -> CellWork:
+def _pretrained_work(grid: cl_config.Grid, backbone: str) -> CellWork:
     """The encoding of a Pretrained row: the backbone's forward over every SentEval sentence."""
-    n = backbone_transformer(config, backbone).non_embedding
-    return CellWork("sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * senteval_tokens(config), 0, 0, "")
+    n = backbone_transformer(grid, backbone).non_embedding
+    return CellWork("sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * senteval_tokens(grid), 0, 0, "")
+
+
+def _gpu_share(grid: cl_config.Grid) -> int:
+    """``resources.gpu_share``: training jobs per GPU at most (1 when the jobs run on the CPU)."""
+    return grid.resources.get("gpu_share", 1) if grid.resources.get("gpu") else 1
 
 
 def _training_job(
-    config: Mapping[str, Any],
+    share: int,
     calibration: Calibration,
     works: Mapping[str, CellWork],
     chosen: str,
     **where: str,
 ) -> PlannedJob:
     """A training job of the plan: per choice its seconds, packed (:mod:`contrastlab.cost.packing`)
-    when its cell shares a GPU under that choice (its memory estimate and precision)."""
-    share = config["resources"].get("gpu_share", 1) if config["resources"].get("gpu") else 1
+    when its cell shares a GPU under that choice (its memory estimate and precision; ``share``:
+    :func:`_gpu_share`)."""
     shares = {c: chosen_share(w.peak_gib, w.precision, calibration, share) for c, w in works.items()}
     return PlannedJob(
         rule="train_vision" if works[chosen].track == "vision" else "train",
@@ -116,10 +121,9 @@ def _training_job(
 def probe_jobs(grid: cl_config.Grid, calibration: Calibration) -> tuple[int, float]:
     """``(jobs, hours)`` of the SentEval probe jobs, which run on the CPU and so are not in the plan's
     GPU-hours: one per sentence cell and per Pretrained row, each :func:`probe_seconds` long."""
-    config = grid.config
-    sentence = sum(cl_config.track(config, c.experiment) != "vision" for c in grid.cells)
+    sentence = sum(grid.track(c.experiment) != "vision" for c in grid.cells)
     jobs = sentence + len(grid.pretrained)
-    return jobs, jobs * probe_seconds(config, calibration) / 3600
+    return jobs, jobs * probe_seconds(grid, calibration) / 3600
 
 
 def make_plan(
@@ -135,16 +139,16 @@ def make_plan(
     in ``cpu_after_s``); a Pretrained row is its ``encode_pretrained``.
     ``searches``: with the searches' jobs (:func:`search_jobs`; default: when they run with the
     default target, ``searches.in_all``)."""
-    config = grid.config
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
     if searches is None:
-        searches = bool((config.get("searches") or {}).get("in_all"))
+        searches = grid.searches_in_all
     jobs = search_jobs(grid, calibration, chosen) if searches else []
+    share = _gpu_share(grid)
     for cell in grid.cells:
         works = {c: cell_work(grid, cell, c) for c in choices}
         vision = works[chosen].track == "vision"
         common = {"paper": paper_of(cell.experiment), "experiment": cell.experiment, "cell": cell.path}
-        jobs.append(_training_job(config, calibration, works, chosen, **common))
+        jobs.append(_training_job(share, calibration, works, chosen, **common))
         evaluation = eval_seconds(works[chosen], calibration)
         jobs.append(
             PlannedJob(
@@ -156,7 +160,7 @@ def make_plan(
             )
         )
     for backbone, _ in grid.pretrained:
-        seconds = eval_seconds(_pretrained_work(config, backbone), calibration)
+        seconds = eval_seconds(_pretrained_work(grid, backbone), calibration)
         jobs.append(
             PlannedJob(
                 "encode_pretrained",
@@ -174,15 +178,13 @@ def cell_counts(grid: cl_config.Grid) -> dict[str, int]:
     the figure sweeps and Li's conjecture runs), ``vision``, ``total``, and ``pretrained`` evaluations.
 
     docs/cost.md's sentence on the full grid is checked against these numbers for config.yaml (a test)."""
-    config = grid.config
-
     counts = {"sentence": 0, "figure": 0, "vision": 0}
     table_experiments = {}
     for cell in grid.cells:
         exp = cell.experiment
         if exp not in table_experiments:
             table_experiments[exp] = any(spec.experiment == exp for spec in TABLES.values())
-        if cl_config.track(config, exp) == "vision":
+        if grid.track(exp) == "vision":
             counts["vision"] += 1
         else:
             counts["sentence"] += 1
@@ -274,7 +276,6 @@ def plan_lines(
 ) -> list[str]:
     """The plan as Markdown lines: header, per paper, per experiment, per rule, peak memory per cell
     kind, per cell (the seeds of a cell share a row), each with a total."""
-    config = grid.config
     counts = cell_counts(grid)
     probes, probe_hours = probe_jobs(grid, calibration)
     vision_probes = [j.cpu_after_s for j in jobs if j.rule == "encode_vision"]
@@ -286,7 +287,7 @@ def plan_lines(
         "`evaluate_vision`).",
         "",
         f"Not GPU time: {probes} SentEval probe jobs on the CPU, {probe_hours:.1f} hours in all "
-        f"({probe_seconds(config, calibration):.0f} s each: start-up and probes); {len(vision_probes)} "
+        f"({probe_seconds(grid, calibration):.0f} s each: start-up and probes); {len(vision_probes)} "
         f"image probe jobs on the CPU (`evaluate_vision`), {sum(vision_probes) / 3600:.1f} hours in all.",
         "",
         f"Projected GPU-hours: FLOPs ÷ achieved TFLOP/s + overheads ({calibration.describe()}). "
@@ -295,7 +296,7 @@ def plan_lines(
         "±40% or more; `make gpu-check` measures them.",
         "",
     ]
-    lines += packing_lines(config, jobs, calibration)
+    lines += packing_lines(grid, jobs, calibration)
     sections = [
         ("Per paper", _rows(jobs, lambda j: j.paper, "paper")),
         ("Per experiment (table)", _rows(jobs, lambda j: j.experiment, "experiment")),
@@ -375,28 +376,28 @@ def plan_report(
         )
     grid = cl_config.Grid(config)  # the plan's one grid: every function below reads its cells from it
     # priced for the card the jobs will get (resources.gpu_model), as their wall-time requests are
-    gpu_model = gpu_model or config["resources"].get("gpu_model")
+    gpu_model = gpu_model or grid.resources.get("gpu_model")
     calibration = calibration_for(gpu_model, calibration_path)
     card = model_of(gpu_model) if gpu_model else model_of(calibration.device)
     jobs = make_plan(grid, calibration, chosen)
     works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
-    probe_s = probe_seconds(config, calibration)
-    searches_in_all = bool((config.get("searches") or {}).get("in_all"))
+    probe_s = probe_seconds(grid, calibration)
+    searches_in_all = grid.searches_in_all
     lines = [
         f"## Projected cost{f' of {title}' if title else ''}",
         "",
         *summary_lines(jobs, works, calibration, card, probe_s, cpus_per_gpu),
         *plan_lines(grid, jobs, calibration, chosen),
-        *disk_lines(config, jobs, [] if searches_in_all else search_jobs(grid, calibration, chosen)),
+        *disk_lines(grid, jobs, [] if searches_in_all else search_jobs(grid, calibration, chosen)),
         *schedule_lines(jobs, probe_s, chosen, gpus, cpus_per_gpu),
     ]
-    if not (config.get("searches") or {}).get("in_all"):
+    if not searches_in_all:
         lines += search_plan_lines(grid, calibration, chosen)
     for section in sections:
         lines += section(grid, jobs)
     if echo:
         print("\n".join(lines))
-    out = Path(out_dir or Path(config.get("results_dir", "results"), "plan"))
+    out = Path(out_dir or grid.results.plan)
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "plan.md"
     markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -422,11 +423,10 @@ def runtime_resource(grid: cl_config.Grid, kind: str, rule: str | None, where: A
     job; not with ``resources.gpu: 0``), a function of the job's wildcards and attempt giving
     :func:`job_runtime_minutes`, ``where(wildcards)`` naming its cell or backbone (keyword arguments)
     and ``calibration()`` the calibration; else :data:`FALLBACK_RUNTIME_MIN`."""
-    config = grid.config
-    configured = config["resources"].get(f"{kind}_runtime_min")
+    configured = grid.resources.get(f"{kind}_runtime_min")
     if configured is not None:
         return configured
-    if rule is None or not config["resources"].get("gpu"):
+    if rule is None or not grid.resources.get("gpu"):
         return FALLBACK_RUNTIME_MIN[kind]
 
     def planned(wildcards: Any, attempt: int) -> int:
@@ -449,11 +449,10 @@ def job_runtime_minutes(
     ``cell`` or ``encode_pretrained`` of ``backbone`` (GPU jobs), ``evaluate``, ``evaluate_pretrained``
     (the SentEval probes) or ``evaluate_vision`` (the image probes; CPU jobs): its projected seconds
     (as configured) × :data:`RUNTIME_MARGIN` × ``attempt``, at least :data:`MINIMUM_RUNTIME_MIN`."""
-    config = grid.config
     if rule == "encode_pretrained":
-        seconds = eval_seconds(_pretrained_work(config, backbone), calibration)
+        seconds = eval_seconds(_pretrained_work(grid, backbone), calibration)
     elif rule in ("evaluate", "evaluate_pretrained"):
-        seconds = probe_seconds(config, calibration)
+        seconds = probe_seconds(grid, calibration)
     elif rule in ("train", "train_vision"):
         seconds = train_seconds(cell_work(grid, cell, point=point), calibration)
     elif rule in ("encode", "encode_vision"):
@@ -471,16 +470,16 @@ def search_jobs(
     """The GPU jobs of the config's searches: each point's training (not the points shared with a
     configured cell) and the encoding of each search's winner (``search_encode``; its probes run on
     the CPU), experiment ``<experiment> (search)``."""
-    config = grid.config
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
-    points = searched_points(grid, calibration, pins=read_pins(config))
+    points = searched_points(grid, calibration, pins=pinned(grid))
+    share = _gpu_share(grid)
     jobs = []
     for point in points:
         if point.shared_with is not None:
             continue
         works = {c: cell_work(grid, point.cell, c, point=point) for c in choices}
         where = {"paper": paper_of(point.experiment), "experiment": f"{point.experiment} (search)"}
-        jobs.append(_training_job(config, calibration, works, chosen, cell=point.cell.path, **where))
+        jobs.append(_training_job(share, calibration, works, chosen, cell=point.cell.path, **where))
     for (experiment, backbone, method), stages in cl_search.searches(points).items():
         first = stages[1][0]
         work = cell_work(grid, first.cell, point=first)
@@ -506,9 +505,9 @@ CHECKPOINT_BYTES_PER_PARAM = 4
 SNAPSHOT_BYTES_PER_PARAM = 16
 
 
-def _weights_gb(config: Mapping[str, Any], cell: str, per_param: int) -> float:
+def _weights_gb(grid: cl_config.Grid, cell: str, per_param: int) -> float:
     backbone = cell.split("/")[1]
-    millions = float((config["backbones"].get(backbone) or {}).get("params_millions", 110))
+    millions = float(grid.backbone(backbone).get("params_millions", 110))
     return millions * 1e6 * per_param / 1e9
 
 
@@ -516,17 +515,15 @@ def _gb(value: float) -> str:
     return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
 
 
-def disk_lines(
-    config: Mapping[str, Any], jobs: Sequence[PlannedJob], searches: Sequence[PlannedJob]
-) -> list[str]:
+def disk_lines(grid: cl_config.Grid, jobs: Sequence[PlannedJob], searches: Sequence[PlannedJob]) -> list[str]:
     """The disk a run needs: the checkpoints it keeps (every training cell's weights in fp32, from the
     backbones' ``params_millions``), the largest snapshot a running cell writes beside them, and the
     searches' checkpoints when they run (every point keeps its own)."""
     trained = [j for j in jobs if j.rule.startswith("train")]
-    kept = sum(_weights_gb(config, j.cell, CHECKPOINT_BYTES_PER_PARAM) for j in trained)
-    snapshot = max((_weights_gb(config, j.cell, SNAPSHOT_BYTES_PER_PARAM) for j in trained), default=0.0)
+    kept = sum(_weights_gb(grid, j.cell, CHECKPOINT_BYTES_PER_PARAM) for j in trained)
+    snapshot = max((_weights_gb(grid, j.cell, SNAPSHOT_BYTES_PER_PARAM) for j in trained), default=0.0)
     points = [j for j in searches if j.rule.startswith("train")]
-    searched = sum(_weights_gb(config, j.cell, CHECKPOINT_BYTES_PER_PARAM) for j in points)
+    searched = sum(_weights_gb(grid, j.cell, CHECKPOINT_BYTES_PER_PARAM) for j in points)
     line = (
         f"Disk: {_gb(kept)} GB of kept checkpoints ({len(trained)} cells, fp32 weights), plus up to "
         f"{_gb(snapshot)} GB per training cell while it runs (its snapshot: weights, Adam moments, the best "
@@ -543,11 +540,10 @@ def disk_lines(
 def search_plan_lines(grid: cl_config.Grid, calibration: Calibration, chosen: str) -> list[str]:
     """The searches' cost when they do not run with the default target (``searches.in_all: false``):
     one row per search experiment and per rule, with totals ([] without searches)."""
-    config = grid.config
     jobs = search_jobs(grid, calibration, chosen)
     if not jobs:
         return []
-    points = searched_points(grid, calibration, pins=read_pins(config))
+    points = searched_points(grid, calibration, pins=pinned(grid))
     shared = sum(1 for p in points if p.shared_with is not None)
     lines = [
         "### Hyperparameter searches (`make search`; not in the default target)",

@@ -131,19 +131,15 @@ def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _experiment(config: dict, experiment: str) -> dict:
-    return (config.get("experiments") or {}).get(experiment) or {}
-
-
-def experiment_seeds(config: dict, experiment: str) -> list[int] | None:
-    """The seeds of ``experiment``: its own ``seeds`` or the top-level ones (None: no config seeds)."""
-    seeds = _experiment(config, experiment).get("seeds") or config.get("seeds")
+def experiment_seeds(config: Mapping[str, Any], experiment: str) -> list[int] | None:
+    """:meth:`Grid.seeds` on a raw config, for ``report/`` until it reads its grid (tables ask the grid)."""
+    seeds = ((config.get("experiments") or {}).get(experiment) or {}).get("seeds") or config.get("seeds")
     return [int(s) for s in seeds] if seeds is not None else None
 
 
 def configured(grid: Grid, experiment: str, backbone: str, method: str) -> bool:
     """Whether the config's grid has this cell (``pretrained``: the experiment has Pretrained rows)."""
-    exp = _experiment(grid.config, experiment)
+    exp = grid.spec(experiment)
     if backbone not in (exp.get("backbones") or []):
         return False
     if method == PRETRAINED:
@@ -206,7 +202,7 @@ def _scores(
     grid: Grid,
     failures: Collection[tuple[str, str, str]] = (),
 ) -> pd.DataFrame:
-    seeds = experiment_seeds(grid.config, spec.experiment)
+    seeds = grid.seeds(spec.experiment)
     agg = aggregate(metrics, spec.experiment, seeds)
     best = meta["layout"].get("best_over_sweep")
     if best:
@@ -260,7 +256,7 @@ def _searched(grid: Grid, experiment: str) -> dict[str, list[str]]:
     """method -> backbones of the experiment's search, when the searches run with the tables."""
     if experiment not in search_experiments(grid):
         return {}
-    return searched_methods(grid.config, experiment)
+    return searched_methods(grid, experiment)
 
 
 def _with_searched_rows(rows: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.DataFrame:
@@ -305,7 +301,7 @@ def _hparams(table: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.DataFrame:
     values, defaults, statuses = [], [], []
     for rec in table.itertuples():
         # settings only for a configured method itself (not a sweep point, Pretrained or a searched row)
-        methods = _experiment(grid.config, spec.experiment).get("methods") or {}
+        methods = grid.spec(spec.experiment).get("methods") or {}
         in_grid = rec.method in methods and configured(grid, spec.experiment, rec.backbone, rec.method)
         cell = MethodOn(spec.experiment, rec.backbone, rec.method)
         settings = grid.settings(cell) if in_grid else None
@@ -342,8 +338,7 @@ def assemble(
     meta = spec.meta
     layout = meta["layout"]
     in_paper = paper_backbones(spec.experiment)
-    config = grid.config
-    extras = [b for b in _experiment(config, spec.experiment).get("backbones") or [] if b not in in_paper]
+    extras = [b for b in grid.spec(spec.experiment).get("backbones") or [] if b not in in_paper]
     rows = _grid(spec, meta, list(layout["backbones"]) + extras)
     pub = load_published(spec.name).rename(
         columns={"value": "published", "improvement": "published_improvement"}
@@ -356,7 +351,7 @@ def assemble(
     rows = rows.drop(columns=["unit_of"])
     rows = _with_searched_rows(rows, spec, grid)
     rows["in_paper"] = rows["backbone"].isin(layout["backbones"])
-    seeds = experiment_seeds(config, spec.experiment)
+    seeds = grid.seeds(spec.experiment)
     if spec.kind == "hparams":
         cells = _hparams(rows, spec, grid)
     else:

@@ -16,11 +16,11 @@ The verdict is the paper tables' own seed-noise verdict,
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contrastlab.config import Grid, expanded_methods, track
+from contrastlab.config import Grid, expanded_methods
 from contrastlab.tables.published import TABLES, load_published
 from contrastlab.tables.verdicts import seed_noise_verdict
 
@@ -53,8 +53,8 @@ def comparison_tables(grid: Grid) -> list[str]:
     return [f"compare_{name}" for name in experiments] + ([SUMMARY] if experiments else [])
 
 
-def _headlines(config: Mapping[str, Any], experiment: str, metrics: pd.DataFrame) -> dict[str, str]:
-    if track(config, experiment) == "sentence":
+def _headlines(track: str, experiment: str, metrics: pd.DataFrame) -> dict[str, str]:
+    if track == "sentence":
         return dict(SENTENCE_HEADLINES)
     keys = sorted(set(metrics.loc[metrics["experiment"] == experiment, "task"]))
     heads = {k: v for k, v in VISION_HEADLINES.items() if k in keys}
@@ -91,12 +91,11 @@ def build_comparison(grid: Grid, metrics: pd.DataFrame, experiment: str) -> pd.D
     score ours (mean ± std (n)), published, and the verdict against the (first) user loss."""
     import pandas as pd
 
-    config = grid.config
-    exp = config["experiments"][experiment]
+    exp = grid.spec(experiment)
     users = [m for m in exp["methods"] if m in grid.user_losses]
-    heads = _headlines(config, experiment, metrics)
+    heads = _headlines(grid.track(experiment), experiment, metrics)
     published = _published(experiment)
-    seeds = [int(s) for s in exp.get("seeds") or config["seeds"]]
+    seeds = grid.seeds(experiment)
     mine = metrics[(metrics["experiment"] == experiment) & metrics["seed"].isin(seeds)]
     grid = sorted(
         {(c.backbone, c.method) for c in grid.cells if c.experiment == experiment},
@@ -144,11 +143,10 @@ def build_summary(grid: Grid, metrics: pd.DataFrame) -> pd.DataFrame:
     mean over seeds, and its rank there (1 = best; "not run" when it has no score)."""
     import pandas as pd
 
-    config = grid.config
     columns: dict[str, dict[str, str]] = {}
     for experiment in _user_experiments(grid):
         table = build_comparison(grid, metrics, experiment)
-        label = next(iter(_headlines(config, experiment, metrics).values()))
+        label = next(iter(_headlines(grid.track(experiment), experiment, metrics).values()))
         for backbone, group in table.groupby("backbone", sort=False):
             means = {m: _mean(v) for m, v in zip(group["method"], group[label], strict=True)}
             ranked = sorted((v, m) for m, v in means.items() if v is not None)

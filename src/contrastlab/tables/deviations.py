@@ -23,11 +23,10 @@ Each table's Markdown and ``report.md`` list them ("none" when empty); ``docs/de
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 from contrastlab import search as cl_search
-from contrastlab.config import Grid, load
+from contrastlab.config import Grid, load, setting_value
 from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.published import TABLES, load_meta, paper_backbones
 from contrastlab.tables.search import off_grid, published_hparams
@@ -44,14 +43,13 @@ def _training_values(grid: Grid, experiment: str, key: str) -> set:
 
 def detected(grid: Grid, experiment: str) -> list[dict[str, str]]:
     """Deviations that follow from the config itself (see the module docstring)."""
-    config = grid.config
-    exp = config["experiments"][experiment]
+    exp = grid.spec(experiment)
     if exp.get("track") == "vision":
-        return _precision_override(config, "each paper's own (the code's: fp32)") + _detected_vision(
+        return _precision_override(grid, "each paper's own (the code's: fp32)") + _detected_vision(
             grid, experiment
         )
-    out = _precision_override(config, "each paper's own (fp32 for Nie and Li, fp16 for SimCSE-based cells)")
-    mode = (config.get("evaluation") or {}).get("mode", PAPER_MODE)
+    out = _precision_override(grid, "each paper's own (fp32 for Nie and Li, fp16 for SimCSE-based cells)")
+    mode = grid.evaluation.get("mode", PAPER_MODE)
     if mode != PAPER_MODE:
         out.append(
             {
@@ -72,7 +70,7 @@ def detected(grid: Grid, experiment: str) -> list[dict[str, str]]:
                     "why": "a shortened run (preset); scores are not comparable to the paper's",
                 }
             )
-    seeds = exp.get("seeds") or config.get("seeds") or []
+    seeds = grid.seeds(experiment) or []
     if len(seeds) < PAPER_RUNS:
         out.append(
             {
@@ -82,14 +80,14 @@ def detected(grid: Grid, experiment: str) -> list[dict[str, str]]:
                 "why": "a preset with fewer runs",
             }
         )
-    out += _extra_backbones(config, experiment, "offline or small backbones of a preset")
+    out += _extra_backbones(grid, experiment, "offline or small backbones of a preset")
     return out
 
 
-def _extra_backbones(config: Mapping[str, Any], experiment: str, why: str) -> list[dict[str, str]]:
+def _extra_backbones(grid: Grid, experiment: str, why: str) -> list[dict[str, str]]:
     """The backbones the experiment trains that no table of its paper has (no published numbers)."""
     in_paper = paper_backbones(experiment)
-    extra = [b for b in config["experiments"][experiment].get("backbones") or [] if b not in in_paper]
+    extra = [b for b in grid.spec(experiment).get("backbones") or [] if b not in in_paper]
     if not extra:
         return []
     ours = f"also {', '.join(extra)} (no published numbers)"
@@ -101,9 +99,9 @@ def _extra_backbones(config: Mapping[str, Any], experiment: str, why: str) -> li
 VISION_PAPER_EPOCHS = {"macl_cifar10": 200, "oar_cifar10": 100, "oar_cifar100": 100}
 
 
-def _precision_override(config: Mapping[str, Any], paper: str) -> list[dict[str, str]]:
+def _precision_override(grid: Grid, paper: str) -> list[dict[str, str]]:
     """The row of ``precision_override`` (it reaches every cell, sentence and image), if set."""
-    override = config.get("precision_override")
+    override = grid.precision_override
     if not override:
         return []
     return [
@@ -118,8 +116,6 @@ def _precision_override(config: Mapping[str, Any], paper: str) -> list[dict[str,
 
 def _detected_vision(grid: Grid, experiment: str) -> list[dict[str, str]]:
     """Shortened schedules and backbones without published numbers, for a vision experiment."""
-    config = grid.config
-
     out = []
     paper_epochs = VISION_PAPER_EPOCHS.get(experiment, VISION_PAPER_EPOCHS["macl_cifar10"])
     epochs = sorted(v for v in _training_values(grid, experiment, "epochs") if v != paper_epochs)
@@ -135,7 +131,7 @@ def _detected_vision(grid: Grid, experiment: str) -> list[dict[str, str]]:
                 "why": "a shortened run (preset); accuracies are not comparable to the paper's",
             }
         )
-    return out + _extra_backbones(config, experiment, "small encoders of a preset")
+    return out + _extra_backbones(grid, experiment, "small encoders of a preset")
 
 
 def _search_reading(experiment: str) -> dict[str, Any]:
@@ -146,17 +142,17 @@ def _search_reading(experiment: str) -> dict[str, Any]:
     return {}
 
 
-def off_grid_values(config: Mapping[str, Any], experiment: str) -> list[tuple[str, str, float, list[str]]]:
+def off_grid_values(grid: Grid, experiment: str) -> list[tuple[str, str, float, list[str]]]:
     """(method, setting, published value, backbones) of every published hyperparameter outside the grid
     the search runs for it (the paper's own, e.g. Nie Table 2's L_dcl τ 0.01 against A.3's
     {0.03, 0.05, 0.07}); such a value can never be selected."""
-
-    spec = cl_search.search_spec(config, experiment)
+    spec = grid.search(experiment)
     if spec is None:
         return []
+    searched = cl_search.searched_methods(grid, experiment)
     found: dict[tuple[str, str, float], list[str]] = {}
     for method in spec["methods"]:
-        for backbone in cl_search.searched_methods(config, experiment).get(method, []):
+        for backbone in searched.get(method, []):
             for axis, value in published_hparams(experiment, backbone, method).items():
                 if off_grid(spec["stages"][method], axis, value):
                     found.setdefault((method, axis, value), []).append(backbone)
@@ -169,8 +165,7 @@ def _grid_text(stages, axis: str) -> str:
 
 def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
     """The search's deviations (see the module docstring); none without a ``search`` section."""
-    config = grid.config
-    spec = cl_search.search_spec(config, experiment)
+    spec = grid.search(experiment)
     if spec is None:
         return []
     reading = _search_reading(experiment)
@@ -195,9 +190,8 @@ def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
             for k, a in enumerate(axes, start=1)
         ),
     }
-    pairs = [
-        (b, m) for m in spec["methods"] for b in cl_search.searched_methods(config, experiment).get(m, [])
-    ]
+    searched = cl_search.searched_methods(grid, experiment)
+    pairs = [(b, m) for m in spec["methods"] for b in searched.get(m, [])]
     first = {m: set(spec["stages"][m][0].get("grid") or {}) for m in spec["methods"]}
     anchored = 0
     for backbone, method in pairs:
@@ -206,7 +200,7 @@ def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
         )
         published = published_hparams(experiment, backbone, method)
         rest = {a: v for a, v in published.items() if a not in first[method]}
-        anchored += all(cl_search.setting_value(configured, a) == v for a, v in rest.items())
+        anchored += all(setting_value(configured, a) == v for a, v in rest.items())
     ours["anchor"] = (
         f"stage 1 at the configured values: the published ones in {anchored} of {len(pairs)} searches"
     )
@@ -220,7 +214,7 @@ def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
         for key, r in reading.items()
         if key in labels
     ]
-    outside = off_grid_values(config, experiment)
+    outside = off_grid_values(grid, experiment)
     if outside:
         listed = "; ".join(f"{m} {a.removeprefix('hp.')} {v:g} ({', '.join(b)})" for m, a, v, b in outside)
         grids = "; ".join(
@@ -242,13 +236,12 @@ def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
 
 def deviations(grid: Grid, experiment: str) -> list[dict[str, str]]:
     """The config's declared deviations of ``experiment`` followed by the detected ones."""
-    config = grid.config
-    exp = (config.get("experiments") or {}).get(experiment)
+    exp = grid.every_experiment.get(experiment)
     if exp is None:
         return []
     declared = [dict(d) for d in exp.get("deviations") or []]
-    if config.get("precision_override"):  # the switch replaced the precision a declared row describes
-        override = _precision_override(config, "")[0]
+    if grid.precision_override:  # the switch replaced the precision a declared row describes
+        override = _precision_override(grid, "")[0]
         for row in declared:
             if row.get("setting") == "precision":
                 row.update(ours=f"{override['ours']}; declared: {row['ours']}", why=override["why"])
@@ -273,7 +266,6 @@ def markdown_lines(items: list[dict[str, str]]) -> list[str]:
 
 def render_page(grid: Grid) -> str:
     """``docs/deviations.md``: every experiment's deviations, readable in two minutes."""
-    config = grid.config
     lines = [
         "# Deviations from the papers",
         "",
@@ -286,7 +278,7 @@ def render_page(grid: Grid) -> str:
         "",
     ]
     shown: list[tuple[str, list[dict[str, str]]]] = []
-    for name, exp in (config.get("experiments") or {}).items():
+    for name, exp in grid.every_experiment.items():
         found = deviations(grid, name)
         if found or any(spec.experiment == name for spec in TABLES.values()):
             lines += [f"## {exp.get('title') or name}", ""]

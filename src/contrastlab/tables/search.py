@@ -41,6 +41,7 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
+from contrastlab.paths import Results
 from contrastlab.stats import half_width
 from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.published import TABLES, load_published
@@ -68,7 +69,7 @@ UNIT_SYMBOLS = {"pi": "π"}
 
 def search_experiments(grid: cl_config.Grid) -> list[str]:
     """Selected experiments whose search runs with the default target (``searches.in_all``)."""
-    if not (grid.config.get("searches") or {}).get("in_all"):
+    if not grid.searches_in_all:
         return []
     return [name for name, exp in grid.experiments.items() if exp.get("search")]
 
@@ -151,10 +152,10 @@ def _published_point(selection: Mapping[str, Any], stage: Mapping[str, Any], axi
         elif a in published and grid and any(_close(v, published[a]) for v in grid):
             target[a] = published[a]
         else:
-            target[a] = cl_search.setting_value(winner, a)
+            target[a] = cl_config.setting_value(winner, a)
     for point in selection.get("points") or []:
         settings = point.get("settings") or {}
-        if all(_close(cl_search.setting_value(settings, a), v) for a, v in target.items()):
+        if all(_close(cl_config.setting_value(settings, a), v) for a, v in target.items()):
             return point
     return None
 
@@ -162,7 +163,7 @@ def _published_point(selection: Mapping[str, Any], stage: Mapping[str, Any], axi
 def _selections(results_dir: str | Path | None, experiment: str, backbone: str, method: str) -> list[dict]:
     if results_dir is None:
         return []
-    folder = Path(results_dir) / "search" / experiment / backbone / method
+    folder = Path(Results(results_dir).search_stage(experiment, backbone, method, 1)).parent
     files = sorted(folder.glob("stage*.json"), key=lambda p: int(p.stem.removeprefix("stage")))
     return [json.loads(p.read_text(encoding="utf-8")) for p in files]
 
@@ -185,16 +186,16 @@ def selection_rows(
     """One row per (backbone, method, searched setting) of the experiment's search (:data:`COLUMNS`, and
     ``winner_dev``, ``published_dev``, ``dev_noise``, ``off_grid`` for the CSV); ``metrics`` (the
     collected metrics frame) gives the dev noise of "same within dev noise" (module docstring)."""
-    config = grid.config
-    spec = cl_search.search_spec(config, experiment)
+    spec = grid.search(experiment)
     if spec is None:
         return []
-    seeds = config["experiments"][experiment].get("seeds") or config.get("seeds")
+    seeds = grid.seeds(experiment)
+    searched = cl_search.searched_methods(grid, experiment)
     rows = []
     for backbone in spec["backbones"]:
         noise, _ = dev_noise(metrics, experiment, backbone, seeds)
         for method in spec["methods"]:
-            if backbone not in cl_search.searched_methods(config, experiment).get(method, []):
+            if backbone not in searched.get(method, []):
                 continue
             stages = spec["stages"][method]
             axes = list(
@@ -211,13 +212,13 @@ def selection_rows(
             for axis in axes:
                 unit = units.get(axis, "")
                 tried = sorted(
-                    {cl_search.setting_value(p["settings"], axis) for s in selections for p in s["points"]}
+                    {cl_config.setting_value(p["settings"], axis) for s in selections for p in s["points"]}
                     - {None},
                     key=lambda v: (str(type(v)), v),
                 )
                 if not tried:
                     tried = [v for st in stages for v in (st.get("grid") or {}).get(axis, [])]
-                selected = cl_search.setting_value(winner, axis) if winner else None
+                selected = cl_config.setting_value(winner, axis) if winner else None
                 paper = published.get(axis)
                 outside = off_grid(stages, axis, paper)
                 gap = math.nan
@@ -250,7 +251,7 @@ def selection_rows(
                         "setting": axis,
                         "tried": ", ".join(_fmt(v, unit) for v in tried),
                         "selected": _fmt(selected, unit),
-                        "configured": _fmt(cl_search.setting_value(configured, axis), unit),
+                        "configured": _fmt(cl_config.setting_value(configured, axis), unit),
                         "published": _fmt(paper, unit) + (" (off grid)" if outside else ""),
                         DEV_GAP: "—"
                         if math.isnan(gap)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from contrastlab.config import Grid
 from contrastlab.tables import tables_for_config
-from contrastlab.tables.assemble import configured, experiment_seeds
+from contrastlab.tables.assemble import configured
 from contrastlab.tables.comparison import SENTENCE_HEADLINES, VISION_HEADLINES, comparison_tables
 from contrastlab.tables.metrics import aggregate, collect_metrics
 from contrastlab.tables.published import TABLES
@@ -72,7 +72,7 @@ def summary(config: Mapping[str, Any], metrics_root: str | Path) -> dict[str, An
     metrics = collect_metrics(metrics_root)
     result: dict[str, Any] = {}
     for experiment in summary_experiments(grid):
-        means = headline_means(metrics, experiment, seeds=experiment_seeds(config, experiment))
+        means = headline_means(metrics, experiment, seeds=grid.seeds(experiment))
         kept = {
             backbone: {
                 m: scores for m, scores in methods.items() if configured(grid, experiment, backbone, m)

@@ -102,7 +102,7 @@ def cell_stratum(grid: Grid | None, experiment: str, backbone: str, method: str)
     ``grid``; a search point ``<method>~...`` as its method): cells of one pool share it. ``""``
     without a grid or for a cell the grid cannot resolve (the Pretrained rows, a method no longer
     configured): such cells pool together, as before pools were split."""
-    if grid is None or experiment not in (grid.config.get("experiments") or {}):
+    if grid is None or experiment not in grid.every_experiment:
         return ""
     try:
         settings = grid.settings(MethodOn(experiment, backbone, method.split("~", 1)[0]))
@@ -196,8 +196,8 @@ def runs_text(meta: Mapping[str, Any]) -> str:
 
 
 def stand_ins(config: Mapping[str, Any], experiment: str) -> dict[str, str]:
-    """``tables.verdict_stand_ins[experiment]``: toy backbone -> the paper backbone whose published
-    numbers and claims it stands in for (the demo only; a real run compares like with like)."""
+    """:meth:`Grid.stand_ins` on a raw config, for ``report/`` until it reads its grid (the tables ask
+    the grid): toy backbone -> the paper backbone whose published numbers it stands in for."""
     return dict(((config.get("tables") or {}).get("verdict_stand_ins") or {}).get(experiment) or {})
 
 
@@ -221,7 +221,7 @@ def add_verdicts(
 ) -> pd.DataFrame:
     """``cells`` (an assembled score table) with :data:`VERDICT_COLUMNS` added: the pooled noise of the
     cell's (backbone, task), the runs behind the published number, the interval's half-width and the
-    verdict. A toy backbone with a stand-in (:func:`stand_ins`) is compared with the stand-in's
+    verdict. A toy backbone with a stand-in (:meth:`Grid.stand_ins`) is compared with the stand-in's
     published number (``compared_with`` names it); otherwise cells without a published number say so."""
     out = cells.copy()
     pools = noise_pools(metrics, experiment, seeds, grid)
@@ -233,7 +233,7 @@ def add_verdicts(
     deterministic = out["method"] == PRETRAINED  # one evaluation, no seed: not in any pool
     out.loc[deterministic, "noise_std"] = math.nan
     out["noise_df"] = out["noise_df"].where(~deterministic, 0).fillna(0).astype(int)
-    mapping = stand_ins(grid.config, experiment)
+    mapping = grid.stand_ins(experiment)
     index = _published_index(table_name)
     published, compared, runs, widths, verdicts = [], [], [], [], []
     for rec in out.itertuples():
