@@ -4,7 +4,7 @@ catalogue. Import-light (no matplotlib, no torch), so that the workflow parses f
 
 from __future__ import annotations
 
-from contrastlab.config import Grid, track, vision_evaluation
+from contrastlab.config import Grid
 
 #: Sentence experiments whose paper has a figure read from the training logs and metrics (Nie Fig. 1).
 LOG_FIGURE_EXPERIMENTS = ("nie2023",)
@@ -116,10 +116,9 @@ def figures(grid: Grid) -> list[dict[str, str]]:
     ``spectra`` (OAR Fig. 3); with a top-level ``oar_synthetic`` block, the synthetic study (OAR
     Table 2); for Nie's experiment, alignment/uniformity and the training curves (Nie Fig. 1); for
     Nie's and Li's experiments, their analytic and simulated figures (:data:`ANALYTIC_FIGURES`)."""
-    config = grid.config
-    narrowed = len(grid.experiments) < len(config["experiments"])  # select: names the experiments
+    narrowed = len(grid.experiments) < len(grid.every_experiment)  # select: names the experiments
     out = []
-    if config.get("oar_synthetic") is not None and (
+    if grid.oar_synthetic is not None and (
         not narrowed or any(e.startswith("oar") for e in grid.experiments)
     ):
         out.append(
@@ -134,7 +133,7 @@ def figures(grid: Grid) -> list[dict[str, str]]:
             }
         )
     for figure_name, (experiments, caption, _) in SWEEP_FIGURES.items():
-        present = [e for e in experiments if e in config["experiments"]]
+        present = [e for e in experiments if e in grid.every_experiment]
         if set(present) & set(grid.experiments):
             out.append({"name": figure_name, "kind": "sweep", "experiment": "", "caption": caption})
     for name, exp in grid.experiments.items():
@@ -161,9 +160,7 @@ def figures(grid: Grid) -> list[dict[str, str]]:
                     "and dev loss the paper also plots are not logged yet).",
                 },
             ]
-        probes = (
-            vision_evaluation(config, name).get("probes") or [] if track(config, name) == "vision" else []
-        )
+        probes = grid.vision_evaluation(name).get("probes") or [] if grid.track(name) == "vision" else []
         if "lr" in (exp.get("sweep") or {}) and "ffn" in probes:
             out.append(
                 {
@@ -178,7 +175,7 @@ def figures(grid: Grid) -> list[dict[str, str]]:
                     + _anchor_reach_note(grid, name),
                 }
             )
-        if exp.get("search") and (config.get("searches") or {}).get("in_all"):
+        if exp.get("search") and grid.searches_in_all:
             out.append(
                 {
                     "name": f"{name}/search",
@@ -225,14 +222,13 @@ def _anchor_reach_note(grid: Grid, experiment: str) -> str:
     projection head, no final linear layer): that output is non-negative after ReLU, so a random
     orthonormal anchor is reachable only up to cosine sqrt(1/2) in expectation (the norm of its
     positive part); empty otherwise."""
-    config = grid.config
-    exp = config["experiments"][experiment]
+    exp = grid.spec(experiment)
     first = next((c for c in grid.cells if c.experiment == experiment), None)
     if first is None:
         return ""
     settings = grid.settings(first)
     linear_out = any(
-        (config["backbones"][b].get("vision") or {}).get("out_dim") for b in exp.get("backbones") or []
+        (grid.backbone(b).get("vision") or {}).get("out_dim") for b in exp.get("backbones") or []
     )
     if settings.get("projection_head", True) or linear_out:
         return ""

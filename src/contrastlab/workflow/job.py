@@ -128,8 +128,8 @@ def job_inputs(snakemake: Any) -> dict[str, Any]:
             inputs[name.removesuffix("_ready")] = json.loads(Path(path).read_text())
     config = getattr(snakemake, "config", None) or {}
     dataset = (config.get("experiments", {}).get(wildcards.get("experiment")) or {}).get("dataset")
-    marker = Path(data_marker_path(config.get("results_dir", "results"), f"images-{dataset}"))
-    if dataset and "images" not in inputs and marker.is_file():  # an image probe job reads the features only
+    marker = Path(data_marker_path(config["results_dir"], f"images-{dataset}")) if dataset else None
+    if marker and "images" not in inputs and marker.is_file():  # an image probe job reads the features only
         inputs["images"] = json.loads(marker.read_text())
     return inputs
 
