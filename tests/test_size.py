@@ -16,8 +16,8 @@ LIBRARY = ROOT / "src" / "contrastlab"
 MAX_MODULE_LINES = 700
 #: A function longer than this, from its ``def`` to its last line, is long (about a screen).
 LONG_FUNCTION = 60
-#: The long functions there may be at most: 38 before issue 54, 25 after it.
-RATCHET = 25
+#: The long functions there may be at most: 38 before issue 54, 24 after it.
+RATCHET = 24
 
 
 def module_lines(root: Path = LIBRARY) -> dict[str, int]:
