@@ -50,6 +50,7 @@ if workflow.is_main_process:
 onstart:
     record_running_workflow(R)
     cl_budget.write_pins(GRID, SEARCH_POINTS)  # what each search's budget kept, for later runs
+    cl_points.write_points(SEARCH_POINTS_FILE, config, SEARCH_POINTS)  # for this run's jobs (rules/common.smk)
 
 
 onsuccess:

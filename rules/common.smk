@@ -1,5 +1,14 @@
 # What the rules look up: the validated config, its cells and searches, where their files lie (RESULTS), and
 # the input functions. Logic lives in the library (contrastlab.config, .search, .cost, .paths, ...).
+#
+# Names: get_<what>(wildcards) is a function Snakemake calls with a job's wildcards (an input, params or
+# resources function: a rule's `input: x=get_x` is looked up per job); <what>_of(wildcards) is a lookup
+# those functions share (cell_of, search_point_of, place_of); <what>_outputs() lists files while the
+# Snakefile is read (rule all, rule tables).
+#
+# While the Snakefile is read (by the main process, and again by every job's own process) this file
+# computes only what the DAG needs: no pandas (the tables' and figures' modules import it where a table
+# or figure is made), and the search points priced once per run (contrastlab.workflow.points).
 import dataclasses
 import functools
 import os
@@ -20,8 +29,8 @@ from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import packing as cl_packing
 from contrastlab.cost import plan as cl_plan
 from contrastlab.tables import tables_for_config
-from contrastlab.tables.comparison import comparison_tables
 from contrastlab.tables.search import search_tables
+from contrastlab.workflow import points as cl_points
 from contrastlab.workflow.recovery import forget_running_workflow, record_running_workflow, recover_killed_run
 
 try:
@@ -49,10 +58,18 @@ CELLS = list(GRID.cells)
 PRETRAINED = GRID.pretrained
 CELL_INDEX = {(c.experiment, c.backbone, c.method, str(c.seed)): c for c in CELLS}
 # Hyperparameter searches (rules/search.smk): their points within each search's GPU-hour budget; a point
-# with its own settings is a cell of its own, one equal to a configured cell is that cell.
+# with its own settings is a cell of its own, one equal to a configured cell is that cell. Priced by the
+# main process (pinned by the first run of this results folder: a measured calibration changes no started
+# search), which keeps them for the jobs when the run starts (onstart, Snakefile); a job's process reads
+# them back instead of pricing every search again.
+SEARCH_POINTS_FILE = RESULTS.state("search_points.json")
 try:
-    # pinned by the first run of this results folder: a measured calibration changes no started search
-    SEARCH_POINTS = cl_budget.searched_points(GRID, pins=cl_budget.read_pins(config))
+    SEARCH_POINTS = cl_points.run_points(
+        SEARCH_POINTS_FILE,
+        config,
+        lambda: cl_budget.searched_points(GRID, pins=cl_budget.read_pins(config)),
+        main=workflow.is_main_process,
+    )
 except (cl_config.ConfigError, ValueError) as error:
     sys.exit(f"contrastlab: {error}")
 SEARCH_INDEX = {(p.experiment, p.backbone, p.name, str(p.seed)): p for p in SEARCH_POINTS}
@@ -117,7 +134,7 @@ def backbone_dir(alias):
     return f"{S}/models/{alias}"
 
 
-def backbone_inputs(wildcards):
+def get_backbone_inputs(wildcards):
     return [backbone_dir(a) for a in cl_config.backbone_dependencies(config, wildcards.backbone)]
 
 
@@ -130,7 +147,7 @@ def search_point_of(wildcards):
     return SEARCH_INDEX.get((wildcards.experiment, wildcards.backbone, wildcards.method, wildcards.seed))
 
 
-def train_settings(wildcards):
+def get_train_settings(wildcards):
     """The resolved settings of one cell: a param, so changing them reruns exactly this cell. A later
     search stage's point: the settings known before its earlier stage has a winner (the job completes
     them, :func:`contrastlab.search.resolve_settings`)."""
@@ -143,7 +160,7 @@ def train_settings(wildcards):
     return settings
 
 
-def search_previous_stage(wildcards):
+def get_search_previous_stage(wildcards):
     """The earlier stage's selection file a later-stage point starts from ([] for any other cell)."""
     point = search_point_of(wildcards)
     if point is None or point.stage == 1:
@@ -155,9 +172,9 @@ def search_stage_file(experiment, backbone, method, stage):
     return RESULTS.search_stage(experiment, backbone, method, stage)
 
 
-def loss_source(wildcards):
+def get_loss_source(wildcards):
     """The loss's module file: editing a loss retrains the cells that use it."""
-    return str(REPO_ROOT / module_path(train_settings(wildcards)["loss"]))
+    return str(REPO_ROOT / module_path(get_train_settings(wildcards)["loss"]))
 
 
 def cell_metrics():
@@ -167,12 +184,22 @@ def cell_metrics():
     ]
 
 
-def table_metrics(wildcards):
+def get_table_metrics(wildcards):
     """All metrics of the grid, or only those already present when tables.partial is set."""
     wanted = cell_metrics()
     if config["tables"]["partial"]:
         return [p for p in wanted if os.path.exists(p)]
     return wanted
+
+
+def _comparison_tables():
+    """contrastlab.tables.comparison.comparison_tables: none without a user loss, and its module imports
+    pandas (through tables.verdicts), so it is imported only where there is a user loss."""
+    if not USER_LOSS_METHODS:
+        return []
+    from contrastlab.tables.comparison import comparison_tables
+
+    return comparison_tables(GRID)
 
 
 def selected_tables():
@@ -182,7 +209,7 @@ def selected_tables():
 
 def table_outputs():
     """The selected papers' tables and the comparison tables of the user's losses (tables.comparison)."""
-    names = selected_tables() + comparison_tables(GRID) + search_tables(GRID)
+    names = selected_tables() + _comparison_tables() + search_tables(GRID)
     return expand(f"{RESULTS.tables}/{{table}}.{{ext}}", table=names, ext=["csv", "md", "tex"])
 
 
@@ -228,16 +255,16 @@ def plan_calibration():
 
 def runtime(kind, rule=None):
     """Wall-time request (minutes; SLURM's -t): contrastlab.cost.plan.runtime_resource."""
-    return cl_plan.runtime_resource(GRID, kind, rule, job_place, plan_calibration)
+    return cl_plan.runtime_resource(GRID, kind, rule, place_of, plan_calibration)
 
 
-def gpu_share(wildcards):
+def get_gpu_share(wildcards):
     """Training jobs that may share this training job's GPU (resources.gpu_share; 1: a GPU of its own):
     contrastlab.cost.packing.job_share, read by the job's GPU claim (contrastlab.workflow.gpus)."""
     return cl_packing.job_share(GRID, cell_of(wildcards), plan_calibration, search_point_of(wildcards))
 
 
-def job_place(wildcards):
+def place_of(wildcards):
     """The cell of a job, or the backbone of a Pretrained row (for its runtime request)."""
     if "experiment" in wildcards.keys():
         return {"cell": cell_of(wildcards), "point": search_point_of(wildcards)}
@@ -253,7 +280,7 @@ def images_marker(dataset):
     return data_marker_path(R, f"images-{dataset}")
 
 
-def cell_images_marker(wildcards):
+def get_cell_images_marker(wildcards):
     return images_marker(config["experiments"][wildcards.experiment]["dataset"])
 
 
@@ -287,7 +314,7 @@ def existing_if_partial(paths):
     return list(paths)
 
 
-def cell_files(wildcards, kind, name):
+def get_cell_files(wildcards, kind, name):
     """``<R>/<kind>/<cell>/<name>`` of every selected cell of the figure's experiment (kind:
     ``checkpoints`` or ``metrics``)."""
     of = RESULTS.checkpoint if kind == "checkpoints" else RESULTS.metrics
@@ -298,12 +325,12 @@ def figure_files(name):
     return {ext: f"{RESULTS.figures}/{name}.{ext}" for ext in ("png", "pdf", "csv")}
 
 
-def experiment_metrics(wildcards):
+def get_experiment_metrics(wildcards):
     """The metrics files of every selected cell of the figure's experiment."""
-    return cell_files(wildcards, "metrics", "vision.json")
+    return get_cell_files(wildcards, "metrics", "vision.json")
 
 
-def spectra_encoders(wildcards):
+def get_spectra_encoders(wildcards):
     return encoders_for_spectra(wildcards.experiment)
 
 
@@ -321,18 +348,18 @@ def encoders_for_spectra(experiment):
 SEARCHES = cl_search.searches(SEARCH_POINTS)
 
 
-def search_stage_models(wildcards):
+def get_search_stage_models(wildcards):
     """The checkpoints of one stage's points (a point shared with a configured cell: that cell's)."""
     points = SEARCHES[(wildcards.experiment, wildcards.backbone, wildcards.method)][int(wildcards.stage)]
     return [RESULTS.checkpoint(p.cell, "model") for p in points]
 
 
-def search_stage_points(wildcards):
+def get_search_stage_points(wildcards):
     points = SEARCHES[(wildcards.experiment, wildcards.backbone, wildcards.method)][int(wildcards.stage)]
     return [dataclasses.asdict(p) for p in points]
 
 
-def search_last_stage(wildcards):
+def get_search_last_stage(wildcards):
     stages = SEARCHES[(wildcards.experiment, wildcards.backbone, wildcards.method)]
     return search_stage_file(wildcards.experiment, wildcards.backbone, wildcards.method, max(stages))
 
@@ -348,14 +375,14 @@ def search_outputs():
     return out
 
 
-def search_table_inputs(wildcards):
+def get_search_table_inputs(wildcards):
     """What the tables read of the searches: everything, when they run with the default target."""
     if not config["searches"]["in_all"]:
         return []
     return existing_if_partial(search_outputs())
 
 
-def search_figure_inputs(wildcards):
+def get_search_figure_inputs(wildcards):
     return existing_if_partial(
         search_stage_file(e, b, m, k)
         for (e, b, m), stages in SEARCHES.items()
@@ -369,22 +396,27 @@ def search_figure_inputs(wildcards):
 # (config/demo.yaml names nie2023; a copy holding only macl scores nothing and still runs).
 
 
-def cell_mteb_input(wildcards):
-    """A sentence cell's MTEB folder when rule mteb scores it (mteb.enabled and its experiment chosen), so
-    that its model card carries MTEB's results; [] otherwise (the card then carries SentEval's only)."""
+def mteb_scores(experiment):
+    """Whether MTEB's evaluator (rules/mteb.smk) scores the cells of ``experiment``: mteb.enabled, a
+    sentence experiment, and one that mteb.experiments names (None: every one)."""
     chosen = config["mteb"]["experiments"]
-    if not config["mteb"]["enabled"] or (chosen is not None and wildcards.experiment not in chosen):
-        return []
-    return [RESULTS.mteb(wildcards)]
+    return (
+        config["mteb"]["enabled"]
+        and not _is_vision(experiment)
+        and (chosen is None or experiment in chosen)
+    )
 
 
-def mteb_outputs(wildcards=None):
-    """The MTEB folder of every sentence cell when mteb.enabled ([] otherwise); with tables.partial, those
-    whose checkpoint exists (nothing trains for the bridge table)."""
-    if not config["mteb"]["enabled"]:
-        return []
-    chosen = config["mteb"]["experiments"]
-    cells = [c for c in CELLS if not _is_vision(c.experiment) and (chosen is None or c.experiment in chosen)]
+def get_cell_mteb_input(wildcards):
+    """A sentence cell's MTEB folder when MTEB's evaluator scores it (mteb_scores), so that its model
+    card carries MTEB's results; [] otherwise (the card then carries SentEval's only)."""
+    return [RESULTS.mteb(wildcards)] if mteb_scores(wildcards.experiment) else []
+
+
+def get_mteb_outputs(wildcards):
+    """The MTEB folder of every cell MTEB's evaluator scores (mteb_scores; [] when mteb.enabled is
+    off); with tables.partial, those whose checkpoint exists (nothing trains for the bridge table)."""
+    cells = [c for c in CELLS if mteb_scores(c.experiment)]
     if config["tables"]["partial"]:
         cells = [c for c in cells if os.path.exists(RESULTS.checkpoint(c, "model"))]
     return [RESULTS.mteb(c) for c in cells]

@@ -41,7 +41,7 @@ rule corpus:
 
 rule fetch_backbone:
     input:
-        backbone_inputs,
+        get_backbone_inputs,
     output:
         directory(f"{S}/models/{{backbone}}"),
     params:

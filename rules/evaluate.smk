@@ -119,7 +119,7 @@ rule model_card:
         metrics=RESULTS.metrics(CELL, "sentence"),
         senteval_ready=data_marker("senteval"),
         corpus_ready=data_marker("corpus"),
-        mteb=cell_mteb_input,
+        mteb=get_cell_mteb_input,
     output:
         card=RESULTS.card(CELL),
         model_meta=os.path.join(os.path.dirname(RESULTS.card(CELL)), "mteb_model_meta.json"),
@@ -143,7 +143,7 @@ rule model_card_vision:
     input:
         model=RESULTS.checkpoint(CELL, "encoder"),
         metrics=RESULTS.metrics(CELL, "vision"),
-        images_ready=cell_images_marker,
+        images_ready=get_cell_images_marker,
     output:
         card=RESULTS.card(CELL),
     log:

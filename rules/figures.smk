@@ -13,7 +13,7 @@ localrules:
 
 rule figure_lr_sweep:
     input:
-        metrics=experiment_metrics,
+        metrics=get_experiment_metrics,
     output:
         **reported_figure("{experiment}/lr_sweep"),
     params:
@@ -31,8 +31,8 @@ rule figure_lr_sweep:
 
 rule figure_spectra:
     input:
-        unpack(spectra_encoders),
-        images_ready=cell_images_marker,
+        unpack(get_spectra_encoders),
+        images_ready=get_cell_images_marker,
     output:
         **reported_figure("{experiment}/spectra"),
     log:
@@ -72,7 +72,7 @@ rule oar_synthetic:
 
 rule figure_align_uniform:
     input:
-        metrics=lambda wildcards: cell_files(wildcards, "metrics", "senteval.json"),
+        metrics=lambda wildcards: get_cell_files(wildcards, "metrics", "senteval.json"),
     output:
         **reported_figure("{experiment}/align_uniform"),
     params:
@@ -89,7 +89,7 @@ rule figure_align_uniform:
 
 rule figure_training_curves:
     input:
-        logs=lambda wildcards: cell_files(wildcards, "checkpoints", "train_log.jsonl"),
+        logs=lambda wildcards: get_cell_files(wildcards, "checkpoints", "train_log.jsonl"),
     output:
         **reported_figure("{experiment}/training_curves"),
     params:

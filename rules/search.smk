@@ -11,11 +11,11 @@ localrules:
 
 rule search_select:
     input:
-        models=search_stage_models,
+        models=get_search_stage_models,
     output:
         selection=RESULTS.search_stage("{experiment}", "{backbone}", "{method}", "{stage}"),
     params:
-        points=search_stage_points,
+        points=get_search_stage_points,
     log:
         RESULTS.log("search", "{experiment}/{backbone}/{method}/stage{stage}"),
     conda:
@@ -29,7 +29,7 @@ rule search_select:
 # stage's selection names.
 use rule encode as search_encode with:
     input:
-        selection=search_last_stage,
+        selection=get_search_last_stage,
         senteval_ready=data_marker("senteval"),
     output:
         embeddings=temp(directory(RESULTS.state("embeddings", SEARCHED_CELL))),
@@ -45,7 +45,7 @@ use rule encode as search_encode with:
 
 use rule evaluate as search_evaluate with:
     input:
-        selection=search_last_stage,
+        selection=get_search_last_stage,
         senteval_ready=data_marker("senteval"),
         embeddings=RESULTS.state("embeddings", SEARCHED_CELL),
     output:
@@ -68,7 +68,7 @@ rule searches:
 
 rule figure_search:
     input:
-        selections=search_figure_inputs,
+        selections=get_search_figure_inputs,
     output:
         **reported_figure("{experiment}/search"),
     params:

@@ -11,10 +11,10 @@ localrules:
 
 rule tables:
     input:
-        metrics=table_metrics,
+        metrics=get_table_metrics,
         figures=figure_outputs(),
-        searches=search_table_inputs,
-        mteb=mteb_outputs,  # the bridge table's inputs (rules/mteb.smk; [] unless mteb.enabled)
+        searches=get_search_table_inputs,
+        mteb=get_mteb_outputs,  # the bridge table's inputs (rules/mteb.smk; [] unless mteb.enabled)
     output:
         tables=reported_tables(table_outputs()),
         report=report_path(),

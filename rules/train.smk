@@ -6,13 +6,13 @@ rule train:
         backbone=lambda wildcards: backbone_dir(wildcards.backbone),
         corpus_ready=data_marker("corpus"),
         senteval_ready=data_marker("senteval"),
-        loss_source=loss_source,
-        search_previous=search_previous_stage,  # a later search stage starts from the earlier winner
+        loss_source=get_loss_source,
+        search_previous=get_search_previous_stage,  # a later search stage starts from the earlier winner
     output:
         model=directory(RESULTS.checkpoint(CELL, "model")),
         log_jsonl=RESULTS.checkpoint(CELL, "train_log.jsonl"),
     params:
-        settings=train_settings,
+        settings=get_train_settings,
         corpus=lambda wildcards: data_marker_identity("corpus"),  # what, not where: other bytes retrain
         # Where things lie is not a param (a param change retrains): train.py reads the data locations
         # and the cache from the config, and the snapshots sit in this run's state folder.
@@ -26,7 +26,7 @@ rule train:
     threads: THREADS
     resources:
         gpu=GPU,
-        gpu_share=gpu_share,
+        gpu_share=get_gpu_share,
         mem_mb=mem_mb("train"),
         runtime=runtime("train", "train"),
     conda:

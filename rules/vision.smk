@@ -24,13 +24,13 @@ rule image_data:
 
 rule train_vision:
     input:
-        images_ready=cell_images_marker,
-        loss_source=loss_source,
+        images_ready=get_cell_images_marker,
+        loss_source=get_loss_source,
     output:
         encoder=directory(RESULTS.checkpoint(CELL, "encoder")),
         log_jsonl=RESULTS.checkpoint(CELL, "train_log.jsonl"),
     params:
-        settings=train_settings,
+        settings=get_train_settings,
         state_dir=lambda wildcards: RESULTS.state("train", cell_of(wildcards)),
     log:
         RESULTS.log("train", CELL),
@@ -41,7 +41,7 @@ rule train_vision:
     threads: THREADS
     resources:
         gpu=GPU,
-        gpu_share=gpu_share,
+        gpu_share=get_gpu_share,
         mem_mb=mem_mb("train"),
         runtime=runtime("vision_train", "train_vision"),
     conda:
@@ -58,7 +58,7 @@ rule train_vision:
 rule encode_vision:
     input:
         encoder=RESULTS.checkpoint(CELL, "encoder"),
-        images_ready=cell_images_marker,
+        images_ready=get_cell_images_marker,
     output:
         features=temp(RESULTS.state("features", CELL) + ".pt"),
     params:

@@ -1,0 +1,78 @@
+"""The run's search points, priced once per run, not once per job.
+
+Every script job of a Snakemake run reads the Snakefile again in a process of its own (a local job is
+spawned with ``--mode subprocess``, a SLURM job starts Snakemake on its node), and ``rules/common.smk``
+needs the search points while it is read: the rules' wildcards and the search rules' inputs name them.
+Expanding and pricing every search (:func:`contrastlab.cost.budget.searched_points`: 1,736 points for
+``config.yaml``) is the main process's work. It writes what it kept when the run starts
+(:func:`write_points`, ``<results_dir>/state/search_points.json``); a job's process reads that file
+(:func:`run_points`) when it is this config's, and prices afresh only when it is not (no file, another
+config). A dry run writes nothing: it starts no job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from contrastlab.paths import write_json
+from contrastlab.search import SearchPoint
+
+#: The file's format: a file of another format is priced afresh.
+FORMAT = 1
+
+
+def config_digest(config: Mapping[str, Any]) -> str:
+    """What the points were priced for: the validated config (a job's process validates the same one)."""
+    text = json.dumps(config, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _encoded(points: Sequence[SearchPoint]) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(p) for p in points]
+
+
+def _decoded(rows: Sequence[Mapping[str, Any]]) -> list[SearchPoint]:
+    return [
+        SearchPoint(**{**row, "around": {axis: tuple(move) for axis, move in row["around"].items()}})
+        for row in rows
+    ]
+
+
+def write_points(path: str | Path, config: Mapping[str, Any], points: Sequence[SearchPoint]) -> bool:
+    """Keep the run's points for its jobs (the main process, when the run starts). Nothing is written
+    where JSON would not give the same points back (a grid value JSON cannot keep): the jobs then price
+    for themselves. Returns whether the file was written."""
+    rows = _encoded(points)
+    if _decoded(json.loads(json.dumps(rows))) != list(points):
+        return False
+    write_json(path, {"format": FORMAT, "config": config_digest(config), "points": rows})
+    return True
+
+
+def read_points(path: str | Path, config: Mapping[str, Any]) -> list[SearchPoint] | None:
+    """The points :func:`write_points` kept for this config, or None (no file, another config, another
+    format, an unreadable file)."""
+    try:
+        kept = json.loads(Path(path).read_text(encoding="utf-8"))
+        if kept.get("format") != FORMAT or kept.get("config") != config_digest(config):
+            return None
+        return _decoded(kept["points"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def run_points(
+    path: str | Path, config: Mapping[str, Any], price: Callable[[], list[SearchPoint]], *, main: bool
+) -> list[SearchPoint]:
+    """The search points of this run: ``price()`` in the main process; in a job's process the points the
+    main process kept (:func:`read_points`), else ``price()``."""
+    if not main:
+        kept = read_points(path, config)
+        if kept is not None:
+            return kept
+    return price()

@@ -1,0 +1,70 @@
+"""The run's search points, priced by the main process and read back by the jobs' processes."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from contrastlab import config as cl_config
+from contrastlab import search as cl_search
+from contrastlab.cost import budget
+from contrastlab.paths import REPO_ROOT
+from contrastlab.workflow import points
+
+
+@pytest.fixture(scope="module")
+def demo():
+    """config/demo.yaml validated, its grid and its search points (two searches, eight points)."""
+    config = cl_config.validate(yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text()))
+    grid = cl_config.Grid(config)
+    return config, budget.searched_points(grid)
+
+
+def _fail():
+    raise AssertionError("priced although the main process kept the points")
+
+
+def test_a_jobs_process_reads_the_points_the_main_process_kept(demo, tmp_path):
+    config, kept = demo
+    # and a point of a later stage around the winner: its moves are (op, value) tuples
+    kept = [*kept, cl_search.SearchPoint("li2024", "tiny-bert", "mmhe", 3, 0, {}, {"lr": ("times", 2.0)})]
+    path = tmp_path / "state" / "search_points.json"
+    assert len(kept) == 9 and any(p.shared_with for p in kept)
+    assert points.write_points(path, config, kept)
+    assert points.read_points(path, config) == kept
+    assert points.run_points(path, config, _fail, main=False) == kept
+    # the main process prices, whatever the file says
+    assert points.run_points(path, config, lambda: kept[:1], main=True) == kept[:1]
+
+
+def test_a_file_of_another_config_or_none_is_priced_afresh(demo, tmp_path):
+    config, kept = demo
+    path = tmp_path / "search_points.json"
+    assert points.read_points(path, config) is None  # no file
+    assert points.run_points(path, config, lambda: kept, main=False) == kept
+    points.write_points(path, config, kept)
+    other = copy.deepcopy(config)
+    other["training"]["lr"] = 1.0e-3
+    assert points.read_points(path, other) is None
+    path.write_text("{not json")
+    assert points.read_points(path, config) is None
+    path.write_text(json.dumps({"format": 0, "config": points.config_digest(config), "points": []}))
+    assert points.read_points(path, config) is None
+
+
+def test_the_digest_is_the_configs_not_the_objects(demo):
+    """A job's process validates the same YAML again: equal configs, equal digests."""
+    config, _ = demo
+    again = cl_config.validate(yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text()))
+    assert points.config_digest(again) == points.config_digest(config)
+
+
+def test_points_json_cannot_give_back_are_not_written(demo, tmp_path):
+    config, kept = demo
+    odd = cl_search.SearchPoint("nie2023", "tiny-bert", "mpt", 1, 0, {"hp.m": (0.1, 0.2)})
+    path = tmp_path / "search_points.json"
+    assert not points.write_points(path, config, [*kept, odd])
+    assert not path.exists()
