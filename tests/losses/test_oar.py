@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from image_oracle import gradient_matches_oracle, run, value_matches_oracle
 from loss_oracle import barlow_twins as barlow_oracle
 from loss_oracle import oar_terms, value, vicreg_terms
 
@@ -50,17 +51,6 @@ def full_hp(name, i):
     return {**DEFAULTS[name], **HP_SETS[name][i]}
 
 
-def run(name, h1, h2, **hp):
-    a, b = h1.clone().requires_grad_(), h2.clone().requires_grad_()
-    out = build_loss(name, **hp)(a, b)
-    out.loss.backward()
-    return out, a.grad, b.grad
-
-
-def as_lists(h):
-    return h.to(torch.float64).tolist()
-
-
 def oracle_grad(name, h1, h2, hp, step=1e-6):
     """dL/dh1, dL/dh2 by central differences of the float64 loop oracle."""
     x = h1 + h2
@@ -84,11 +74,8 @@ def oracle_grad(name, h1, h2, hp, step=1e-6):
 def test_value_and_stats_match_oracle(name, i, n, seed, dtype):
     h1, h2 = batch(seed, n, dtype=dtype)
     hp = full_hp(name, i)
-    out = build_loss(name, **hp)(h1, h2)
-    x1, x2 = as_lists(h1), as_lists(h2)
+    out, x1, x2 = value_matches_oracle(name, hp, h1, h2, TOL[dtype]["value"])
     rtol, atol = TOL[dtype]["value"]
-    assert out.loss.dtype == dtype
-    assert out.loss.item() == pytest.approx(value(name, x1, x2, hp), rel=rtol, abs=atol)
     cos = [np.dot(a, b) / np.linalg.norm(a) / np.linalg.norm(b) for a, b in zip(x1, x2, strict=True)]
     assert out.stats["align"] == pytest.approx(np.mean(cos), abs=1e-6)
     if name == "barlow_twins":
@@ -107,13 +94,7 @@ def test_value_and_stats_match_oracle(name, i, n, seed, dtype):
 @pytest.mark.parametrize("name,i", CASES)
 def test_gradient_matches_oracle(name, i, n, seed, dtype):
     h1, h2 = batch(seed, n, d=4, dtype=dtype)
-    hp = full_hp(name, i)
-    _, g1, g2 = run(name, h1, h2, **hp)
-    assert g1.dtype == dtype
-    want1, want2 = oracle_grad(name, as_lists(h1), as_lists(h2), hp)
-    rtol, atol = TOL[dtype]["grad"]
-    torch.testing.assert_close(g1.double(), torch.from_numpy(want1), rtol=rtol, atol=atol)
-    torch.testing.assert_close(g2.double(), torch.from_numpy(want2), rtol=rtol, atol=atol)
+    g1 = gradient_matches_oracle(name, full_hp(name, i), h1, h2, TOL[dtype]["grad"], oracle_grad)
     assert g1.abs().max() > 1e-3  # the gradient is not trivially zero
 
 

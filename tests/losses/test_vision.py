@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from image_oracle import as_lists, gradient_matches_oracle, run, value_matches_oracle
 from loss_oracle import (
     dualtemp_weights,
     macl_vision_tau,
@@ -43,13 +44,6 @@ def batch(seed, n, d=5, noise=0.5, dtype=torch.float64):
     h1 = 1.5 * torch.randn(n, d, generator=g, dtype=torch.float64)
     h2 = h1 + noise * torch.randn(n, d, generator=g, dtype=torch.float64)
     return h1.to(dtype), h2.to(dtype)
-
-
-def run(name, h1, h2, **hp):
-    a, b = h1.clone().requires_grad_(), h2.clone().requires_grad_()
-    out = build_loss(name, **hp)(a, b)
-    out.loss.backward()
-    return out, a.grad, b.grad
 
 
 def full_hp(name, i):
@@ -103,10 +97,6 @@ def oracle_grad(name, h1, h2, hp):
     return np.array(out[:n]), np.array(out[n:])
 
 
-def as_lists(h):
-    return h.to(torch.float64).tolist()
-
-
 # ------------------------------------------------------------------ values and gradients vs oracle
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("seed", [0, 1])
@@ -115,11 +105,8 @@ def as_lists(h):
 def test_value_and_stats_match_oracle(name, i, n, seed, dtype):
     h1, h2 = batch(seed, n, dtype=dtype)
     hp = full_hp(name, i)
-    out = build_loss(name, **hp)(h1, h2)
-    x1, x2 = as_lists(h1), as_lists(h2)
+    out, x1, x2 = value_matches_oracle(name, hp, h1, h2, TOL[dtype]["value"])
     rtol, atol = TOL[dtype]["value"]
-    assert out.loss.dtype == dtype
-    assert out.loss.item() == pytest.approx(value(name, x1, x2, hp), rel=rtol, abs=atol)
     z, s, pos, _ = two_n(x1, x2)
     assert out.stats["align"] == pytest.approx(sum(s[k][pos[k]] for k in range(2 * n)) / (2 * n), abs=1e-6)
     if name == "flatnce":
@@ -141,13 +128,7 @@ def test_value_and_stats_match_oracle(name, i, n, seed, dtype):
 @pytest.mark.parametrize("name,i", CASES)
 def test_gradient_matches_oracle(name, i, n, seed, dtype):
     h1, h2 = batch(seed, n, dtype=dtype)
-    hp = full_hp(name, i)
-    _, g1, g2 = run(name, h1, h2, **hp)
-    assert g1.dtype == dtype
-    want1, want2 = oracle_grad(name, as_lists(h1), as_lists(h2), hp)
-    rtol, atol = TOL[dtype]["grad"]
-    torch.testing.assert_close(g1.double(), torch.from_numpy(want1), rtol=rtol, atol=atol)
-    torch.testing.assert_close(g2.double(), torch.from_numpy(want2), rtol=rtol, atol=atol)
+    gradient_matches_oracle(name, full_hp(name, i), h1, h2, TOL[dtype]["grad"], oracle_grad)
 
 
 @pytest.mark.parametrize("n", [2, 3])
