@@ -34,6 +34,7 @@ searchable yet (their trainers have no held-out accuracy to select on).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -67,7 +68,7 @@ class SearchPoint:
     seed: int = 42
     shared_with: str | None = None  #: the configured cell's method name when the settings are equal
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
         """The cell's method name, ``<method>~s<stage>-<labels>``."""
         labels = [f"{_axis_label(k)}{_number(v)}" for k, v in self.grid.items()]
@@ -76,13 +77,14 @@ class SearchPoint:
             labels.append(f"{_axis_label(key)}{sign}{_number(value)}")
         return "-".join([f"{self.method}~s{self.stage}", *labels])
 
-    @property
+    @functools.cached_property
     def trained_as(self) -> str:
         """The method name whose checkpoint holds this point (the shared cell's, or its own)."""
         return self.shared_with or self.name
 
-    @property
+    @functools.cached_property
     def cell(self) -> cl_config.Cell:
+        """The cell that trains this point (the shared configured cell's, or its own)."""
         return cl_config.Cell(self.experiment, self.backbone, self.trained_as, self.seed)
 
     @property
@@ -151,6 +153,7 @@ def search_points(grid: cl_config.Grid) -> list[SearchPoint]:
                             point = SearchPoint(
                                 experiment, backbone, method, k, index, values, around, spec["seed"], shared
                             )
+                    _ = point.cell  # named now, once: the budget, the plan and the rules read it often
                     out.append(point)
     return out
 

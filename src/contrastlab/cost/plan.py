@@ -480,8 +480,11 @@ def search_jobs(
         works = {c: cell_work(grid, point.cell, c, point=point) for c in choices}
         where = {"paper": paper_of(point.experiment), "experiment": f"{point.experiment} (search)"}
         jobs.append(_training_job(share, calibration, works, chosen, cell=point.cell.path, **where))
-    for (experiment, backbone, method), stages in cl_search.searches(points).items():
-        first = stages[1][0]
+    firsts: dict[tuple[str, str, str], cl_search.SearchPoint] = {}  # each search's first stage-1 point
+    for point in points:
+        if point.stage == 1:
+            firsts.setdefault((point.experiment, point.backbone, point.method), point)
+    for (experiment, backbone, method), first in firsts.items():
         work = cell_work(grid, first.cell, point=first)
         # the winner's encoding on the GPU (its probes: a CPU job, search_evaluate)
         seconds = eval_seconds(work, calibration)
