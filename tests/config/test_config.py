@@ -69,7 +69,14 @@ def test_every_optional_key_has_a_default():
     no_default |= {"state_minutes", "head_autocast", "val_fraction", "keep"}
     no_default |= {"tensorboard"}  # absent means on: the cells' params stay as they were
     # The sentence step's GPU switches: absent means the trainer's device-dependent default, params unchanged.
-    no_default |= {"dev_batch_size", "static_shapes", "cuda_graph", "compile", "deterministic", "padding_free"}
+    no_default |= {
+        "dev_batch_size",
+        "static_shapes",
+        "cuda_graph",
+        "compile",
+        "deterministic",
+        "padding_free",
+    }
     # The image step's GPU switches (augment_calls, cudnn_benchmark; compile above): absent means the
     # trainer's default, so the vision cells' params stay as they were and nothing reruns.
     no_default |= {"augment_calls", "cudnn_benchmark"}
