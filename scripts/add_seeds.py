@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 from contrastlab import config as cl_config
-from contrastlab.paths import Results
 from contrastlab.report import power
 from contrastlab.report.claims import add_seeds_commands, plan_for_configfile
 from contrastlab.tables.metrics import collect_metrics
@@ -23,10 +22,9 @@ parser.add_argument(
 parser.add_argument("--run", action="store_true", help="run the commands instead of printing them")
 args = parser.parse_args()
 if args.target == "power":  # the plan's power: claims not decidable at the configured seeds, within 10
-    config = cl_config.load(args.configfile)
-    grid = cl_config.Grid(config)
-    measured = power.measured_noise(collect_metrics(Results(config["results_dir"]).metrics()), grid)
-    plan = power.power_seed_plan(power.claims_power(config, grid, measured=measured), config)
+    grid = cl_config.Grid(cl_config.load(args.configfile))
+    measured = power.measured_noise(collect_metrics(grid.results.metrics()), grid)
+    plan = power.power_seed_plan(power.claims_power(grid, measured=measured), grid)
     what = "claims a perfect reproduction would decide with more seeds"
 else:
     results, plan = plan_for_configfile(args.configfile, args.max_seeds)

@@ -179,3 +179,26 @@ def test_the_grid_answers_what_the_rooms_ask():
     assert grid.results.budget_pins == "results/search/budget_pins.json"
     assert grid.resources == config["resources"] and grid.backbone("r18")["vision"]["width"] == 8
     assert grid.is_sweep_point("img", "cl-bs64") and not grid.is_sweep_point("img", "cl")
+
+
+def test_the_grid_answers_what_the_report_asks():
+    """The report's questions (issue 54): the stand-ins, whether a name is the config's (an experiment
+    or a top-level study block), whether it names a results folder, the artifacts lock."""
+    stand_ins = {"img": {"r18": "resnet18-cifar"}, "gone": {"bert": "roberta-base"}}
+    grid = cl_config.Grid(make(**{"tables": {"verdict_stand_ins": stand_ins}, "oar_synthetic": {}}))
+    assert grid.stand_ins("img") == {"r18": "resnet18-cifar"} and grid.stand_ins("txt") == {}
+    assert list(grid.verdict_stand_ins) == ["img", "gone"]  # as written, an experiment not configured too
+    assert grid.configures("txt") and grid.configures("oar_synthetic") and not grid.configures("gone")
+    assert grid.names_results and grid.artifacts_lock == "artifacts.lock.json"
+    bare = cl_config.Grid({"seeds": [1], "experiments": {}})  # hand-made: no results folder, no lock
+    assert not bare.names_results and bare.artifacts_lock == "artifacts.lock.json"
+
+
+def test_a_grid_with_one_experiment_changed_leaves_its_own_as_it_was():
+    """:meth:`Grid.with_experiment` (the report's control): new seeds, a key dropped, a grid of its own."""
+    grid = cl_config.Grid(make())
+    control = grid.with_experiment("img", seeds=range(100, 103), drop=("sweep",))
+    assert control.seeds("img") == [100, 101, 102] and "sweep" not in control.spec("img")
+    assert {c.method for c in control.cells if c.experiment == "img"} == {"cl", "mp"}
+    assert grid.seeds("img") == [1] and "sweep" in grid.spec("img")
+    assert grid.with_experiment("txt").seeds("txt") == [1]  # seeds None: kept

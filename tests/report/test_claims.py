@@ -231,8 +231,9 @@ def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
         }
     )
     config = {**FULL, "experiments": {**FULL["experiments"]}}
-    results = [evaluate_claim(claim("macl-sts-avg"), close, Grid(config))]
-    plan = seed_plan(results, config)
+    grid = Grid(config)
+    results = [evaluate_claim(claim("macl-sts-avg"), close, grid)]
+    plan = seed_plan(results, grid)
     assert plan == [
         dict(
             experiment="macl",

@@ -23,7 +23,7 @@ from contrastlab.report.claims import (
     verdict_text,
 )
 from contrastlab.report.control import (
-    control_config,
+    control_grid,
     control_results,
     published_cells,
     published_metrics,
@@ -31,12 +31,12 @@ from contrastlab.report.control import (
 )
 from contrastlab.senteval.protocol import STS_TASKS
 from contrastlab.stats import LEVEL
-from contrastlab.tables.assemble import experiment_seeds
 from contrastlab.tables.metrics import COLUMNS, PRETRAINED
 from contrastlab.tables.published import load_published
 
 FULL = cl_config.load(REPO_ROOT / "config.yaml")
-RESULTS = {r.claim["id"]: r for r in control_results(FULL)}
+FULL_GRID = Grid(FULL)
+RESULTS = {r.claim["id"]: r for r in control_results(FULL_GRID)}
 
 #: Claims that link only figures (Nie Fig. 1 and 3, Li Fig. 6, OAR Fig. 2): no published numbers to check;
 #: the sweep claims among them are trends (report.trend), tested on constructed sweeps in test_trend.py.
@@ -235,9 +235,7 @@ def noisy_frames(experiment: str, seeds: int, rng: np.random.Generator, means: d
     frame = pd.DataFrame(rows, columns=COLUMNS[:-1])
     frame["seed"] = frame["seed"].astype("Int64")
     mu, sigma = np.array(mu, dtype=float), np.array(sigma)
-    config = control_config(FULL, experiment)
-    config["experiments"][experiment]["seeds"] = list(range(42, 42 + seeds))
-    grid = Grid(config)
+    grid = control_grid(FULL_GRID, experiment).with_experiment(experiment, seeds=range(42, 42 + seeds))
 
     def draw() -> pd.DataFrame:
         return frame.assign(score=mu + sigma * rng.standard_normal(len(mu)))
@@ -250,16 +248,13 @@ def noisy_verdicts(claim_id: str, draws: int) -> list[str]:
     claim = RESULTS[claim_id].claim
     name = claim["experiment"]
     rng = np.random.default_rng([7, zlib.crc32(claim_id.encode())])
-    draw, grid = noisy_frames(name, len(experiment_seeds(FULL, name)), rng, text_cells(claim) or None)
+    draw, grid = noisy_frames(name, len(FULL_GRID.seeds(name)), rng, text_cells(claim) or None)
     return [evaluate_claim(claim, draw(), grid).verdict for _ in range(draws)]
 
 
 def allowed(draws: int, rate: float = ALPHA) -> int:
     """The most wrong verdicts a calibrated rule (rate ≤ α) gives in ``draws`` with probability 0.999."""
     return int(scipy.stats.binom.ppf(0.999, draws, rate))
-
-
-FULL_GRID = Grid(FULL)
 
 
 @pytest.mark.parametrize("claim_id", CHECKABLE)
@@ -273,7 +268,7 @@ def test_a_noisy_perfect_reproduction_rarely_reads_the_wrong_verdict(claim_id):
     claim = RESULTS[claim_id].claim
     wrong = REPRODUCED if claim.get("paper_tables") else NOT_REPRODUCED
     assert verdicts.count(wrong) <= allowed(NOISY_DRAWS), verdicts
-    s = power.claim_structure(claim, FULL, FULL_GRID)
+    s = power.claim_structure(claim, FULL_GRID)
     expected = simulation.decided_probability(s, s.seeds, replicates=4000)
     share = verdicts.count(s.expected) / NOISY_DRAWS
     # 4 standard errors of the smaller sample, at least 0.1 (a binomial share of 30 is coarse)
@@ -295,7 +290,7 @@ def test_at_its_boundary_a_claim_reads_not_reproduced_at_most_at_its_level(claim
     many draws at once; the test above checks that it decides as evaluate_claim does. (Before the
     paired path took its noise from the seed-blocked strata, claims audit S-1, the claims whose paired
     parts share cells read 0.030–0.035 here: s_D pooled over the parts with ν = Σ(n_j − 1).)"""
-    s = power.claim_structure(RESULTS[claim_id].claim, FULL, FULL_GRID)
+    s = power.claim_structure(RESULTS[claim_id].claim, FULL_GRID)
     mu = simulation.boundary_means(s)
     if mu is None:
         pytest.skip("its parts cannot all sit at the boundary at once")
@@ -312,7 +307,7 @@ def test_the_unpaired_rule_is_conservative_in_holms_far_tail():
     li = dict(RESULTS["li-modified-match-contrastive"].claim)
     modified, contrastive = ["mmhe", "mmhs", "mbarlow_twins", "mvicreg"], ["infonce", "arccon", "mpt", "met"]
     li["parts"] = [[m, c] for c in contrastive for m in modified]
-    s = power.claim_structure(li, FULL, FULL_GRID)
+    s = power.claim_structure(li, FULL_GRID)
     assert (s.mode == simulation.UNPAIRED).all() and len(s.coef) == 32
     rng = np.random.default_rng([11, zlib.crc32(b"li-modified-match-contrastive")])
     rate = float((simulation.simulate(s, 3, 30_000, rng, mu=simulation.boundary_means(s)) == 1).mean())

@@ -23,7 +23,7 @@ def test_the_noise_prior_covers_every_metric_of_the_papers_tables():
 
 @pytest.fixture(scope="module")
 def full_power():
-    return {p.claim["id"]: p for p in power.claims_power(FULL, Grid(FULL), replicates=400)}
+    return {p.claim["id"]: p for p in power.claims_power(Grid(FULL), replicates=400)}
 
 
 def test_config_yaml_power_matches_the_audits_picture(full_power):
@@ -101,7 +101,7 @@ def test_measured_pools_replace_the_prior():
     measured = power.measured_noise(metrics, grid)
     assert list(measured.values()) == [pytest.approx(0.1)]  # one pool: nie2023 bert-base sts_avg
     claim = next(c for c in all_claims() if c["id"] == "nie-cl-beats-decoupled-sts")
-    s = power.claim_structure(claim, FULL, grid, measured=measured)
+    s = power.claim_structure(claim, grid, measured=measured)
     on_bert = [i for i, (b, _, _) in enumerate(s.cells) if b == "bert-base"]
     assert s.sigma[on_bert] == pytest.approx(0.1)
     others = [i for i, (b, _, _) in enumerate(s.cells) if b != "bert-base"]
@@ -135,11 +135,12 @@ def test_add_seeds_targets_the_power_on_a_small_config():
     from tests.report.test_claims import parse_command
 
     config = {**FULL, "experiments": {"macl": FULL["experiments"]["macl"]}}
-    powers = power.claims_power(config, Grid(config))
+    grid = Grid(config)
+    powers = power.claims_power(grid)
     by_id = {p.claim["id"]: p for p in powers}
     needs = {cid for cid, p in by_id.items() if not p.decidable and p.seeds_needed}
     assert needs == {"macl-tr-avg-roberta"} and by_id["macl-tr-avg-roberta"].seeds_needed == 4
-    plan = power.power_seed_plan(powers, config)
+    plan = power.power_seed_plan(powers, grid)
     assert plan == [
         dict(
             experiment="macl",

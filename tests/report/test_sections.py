@@ -97,14 +97,14 @@ def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest
         path = tmp_path / "metrics" / "nie2023" / "bert-base" / "cl" / f"seed{seed}" / "senteval.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({"meta": {"inputs": {"backbone": bert, "corpus": corpus}}}))
-    lines = input_lines(tmp_path / "metrics", {"artifacts_lock": "artifacts.lock.json"})
+    lines = input_lines(tmp_path / "metrics", "artifacts.lock.json")
     assert lines[0] == "## Inputs" and "`artifacts.lock.json`" in lines[2]
     table = "\n".join(lines)
     commit = bert["revision"]
     row = f"| backbone | `google-bert/bert-base-uncased` | commit `{commit}` | sha256 abababababab… | 2 |"
     assert row in table
     assert "| corpus | text | 1,000,000 lines | sha256 cdcdcdcdcdcdcdcd | 2 |" in table
-    assert input_lines(tmp_path / "empty", None) == []
+    assert input_lines(tmp_path / "empty") == []
 
 
 def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):

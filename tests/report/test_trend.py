@@ -82,7 +82,7 @@ def test_a_decreasing_sweep_contradicts_it_and_a_flat_noisy_one_is_undecided():
     assert part.status == UNDECIDED and flat.verdict == UNDECIDED
     # n seeds per point at the same scatter: t_{4n−2} · sqrt(1.6 / (1.25 n)) < 0.8 first at n = 9
     assert part.seeds_needed == 9
-    plan = seed_plan([flat], li_r([1.0] * 4)[1].config)
+    plan = seed_plan([flat], li_r([1.0] * 4)[1])
     assert plan[0]["methods"] == [f"baseline-r{r}" for r in R] and plan[0]["new"] == list(range(43, 51))
 
 

@@ -10,7 +10,7 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
@@ -374,11 +374,48 @@ class Grid:
         """The OAR synthetic study's block (``oar_synthetic``), or None when the config has none."""
         return self.config.get("oar_synthetic")
 
+    @functools.cached_property
+    def verdict_stand_ins(self) -> Mapping[str, Mapping[str, str]]:
+        """``tables.verdict_stand_ins`` as the config writes it (experiment -> {toy backbone: paper
+        backbone}, in its order, an experiment the config does not have included), read-only."""
+        tables = self.config.get("tables") or {}
+        return MappingProxyType(dict(tables.get("verdict_stand_ins") or {}))
+
     def stand_ins(self, experiment: str) -> dict[str, str]:
         """``tables.verdict_stand_ins[experiment]``: toy backbone -> the paper backbone whose published
         numbers and claims it stands in for (the demo only; a real run compares like with like)."""
-        tables = self.config.get("tables") or {}
-        return dict((tables.get("verdict_stand_ins") or {}).get(experiment) or {})
+        return dict(self.verdict_stand_ins.get(experiment) or {})
+
+    def configures(self, name: str) -> bool:
+        """Whether the config has ``name``: one of its experiments (whatever ``select:`` keeps), or a
+        top-level study block of that name (``oar_synthetic``)."""
+        return name in self.every_experiment or self.config.get(name) is not None
+
+    @property
+    def names_results(self) -> bool:
+        """Whether the config names its results folder (``results_dir``: a validated config always does,
+        the schema's default; a hand-made one may not, and nothing of it has run)."""
+        return bool(self.config.get("results_dir"))
+
+    @property
+    def artifacts_lock(self) -> str:
+        """The artifacts lock file the config names (``artifacts_lock``; the schema's default
+        ``artifacts.lock.json``, relative to the working directory)."""
+        return self.config.get("artifacts_lock", "artifacts.lock.json")
+
+    def with_experiment(
+        self, experiment: str, *, seeds: Iterable[int] | None = None, drop: Iterable[str] = ()
+    ) -> Grid:
+        """A grid of this config with ``experiment``'s ``seeds`` replaced (None: kept) and its keys
+        ``drop`` removed (the report's control, :func:`contrastlab.report.control.control_grid`: the
+        papers' runs as seeds, no best-of-sweep); this grid is left as it is."""
+        config = copy.deepcopy(dict(self.config))
+        spec = config["experiments"][experiment]
+        if seeds is not None:
+            spec["seeds"] = list(seeds)
+        for key in drop:
+            spec.pop(key, None)
+        return Grid(config)
 
     def settings(self, cell: Cell | Any) -> Mapping[str, Any]:
         """The resolved settings of ``cell`` (a :class:`Cell`, or anything with its ``experiment``,

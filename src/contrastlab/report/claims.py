@@ -70,7 +70,6 @@ import pandas as pd
 import yaml
 
 from contrastlab.config import Grid, load
-from contrastlab.paths import Results
 from contrastlab.report.contrasts import cell_of, contrast, contrast_parts
 from contrastlab.report.figure_values import (
     check_figure_values,
@@ -90,9 +89,8 @@ from contrastlab.report.parts import (
 )
 from contrastlab.report.trend import check_trend, trend_parts
 from contrastlab.stats import LEVEL, holm_rejections, seeds_needed
-from contrastlab.tables.assemble import experiment_seeds
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
-from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
+from contrastlab.tables.verdicts import cell_stratum, noise_pools
 
 CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
 #: Paper claim files, in report order.
@@ -241,8 +239,7 @@ def evaluate_claim(
     name, relation = claim["experiment"], claim.get("relation", ">")
     # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
     shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
-    config = grid.config
-    experiment = (config.get("experiments") or {}).get(name)
+    experiment = grid.every_experiment.get(name)
     if experiment is None:
         parts = [
             PartResult(b, part_terms(claim, p), NOT_RUN, task=t)
@@ -251,9 +248,9 @@ def evaluate_claim(
             for p in claim["parts"]
         ]
         return ClaimResult(claim, NOT_RUN, parts)
-    seeds = experiment_seeds(config, name)
+    seeds = grid.seeds(name)
     values = _seed_values(metrics, name, seeds)
-    ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+    ours_for = {paper: toy for toy, paper in grid.stand_ins(name).items()}
     if relation == "trend":
         strata = functools.partial(cell_stratum, grid, name)
         parts, pending = trend_parts(claim, experiment, values, ours_for, level, strata)
@@ -303,7 +300,7 @@ def _claim_verdict(claim: dict[str, Any], parts: list[PartResult]) -> str:
 def evaluate_figure_claim(claim: dict[str, Any], grid: Grid) -> ClaimResult:
     """A ``figure_values`` claim on the figures' CSVs under ``grid``'s results folder
     (:mod:`contrastlab.report.figure_values`)."""
-    parts = figure_parts(claim, grid.config)
+    parts = figure_parts(claim, grid)
     return ClaimResult(claim, figure_verdict(parts, claim.get("combine", "all")), parts)
 
 
@@ -395,7 +392,7 @@ def verdict_text(result: ClaimResult) -> str:
     return text
 
 
-def undecided_cells(results: list[ClaimResult], config: dict) -> dict[tuple[str, str], set[str]]:
+def undecided_cells(results: list[ClaimResult], grid: Grid) -> dict[tuple[str, str], set[str]]:
     """(experiment, backbone) -> the methods (sweep points included) of the undecided claims' run parts:
     the cells that more seeds would decide (:func:`add_seeds_commands`)."""
     out: dict[tuple[str, str], set[str]] = {}
@@ -403,7 +400,7 @@ def undecided_cells(results: list[ClaimResult], config: dict) -> dict[tuple[str,
         if result.verdict != UNDECIDED:
             continue
         name = result.claim["experiment"]
-        ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+        ours_for = {paper: toy for toy, paper in grid.stand_ins(name).items()}
         for p in result.parts:
             if p.status == UNDECIDED:
                 backbone = ours_for.get(p.backbone, p.backbone)
@@ -416,7 +413,7 @@ def undecided_cells(results: list[ClaimResult], config: dict) -> dict[tuple[str,
 MIN_SEEDS = 3
 
 
-def seed_plan(results: list[ClaimResult], config: dict, max_seeds: int = 10) -> list[dict[str, Any]]:
+def seed_plan(results: list[ClaimResult], grid: Grid, max_seeds: int = 10) -> list[dict[str, Any]]:
     """What the add-seeds command runs: per (experiment, backbone) of an undecided claim's run parts, the
     methods (:func:`undecided_cells`) and the new seeds that bring them to the seeds the claims need
     (at least :data:`MIN_SEEDS`, at most ``max_seeds``), continuing after the experiment's last seed."""
@@ -424,12 +421,12 @@ def seed_plan(results: list[ClaimResult], config: dict, max_seeds: int = 10) -> 
     for result in results:
         if result.verdict != UNDECIDED:
             continue
-        for key in undecided_cells([result], config):
+        for key in undecided_cells([result], grid):
             target = result.seeds_needed or MIN_SEEDS
             need[key] = max(need.get(key, 0), min(max(target, MIN_SEEDS), max_seeds))
     plan = []
-    for (experiment, backbone), methods in sorted(undecided_cells(results, config).items()):
-        seeds = experiment_seeds(config, experiment) or []
+    for (experiment, backbone), methods in sorted(undecided_cells(results, grid).items()):
+        seeds = grid.seeds(experiment) or []
         extra = list(
             range(max(seeds) + 1, max(seeds) + 1 + max(0, need[(experiment, backbone)] - len(seeds)))
         )
@@ -482,6 +479,6 @@ def plan_for_configfile(
     configfile: str, max_seeds: int = 10
 ) -> tuple[list[ClaimResult], list[dict[str, Any]]]:
     """The claims evaluated on the metrics under the preset's ``results_dir`` and the add-seeds plan."""
-    config = load(configfile)
-    results = evaluate_claims(collect_metrics(Results(config["results_dir"]).metrics()), Grid(config))
-    return results, seed_plan(results, config, max_seeds=max_seeds)
+    grid = Grid(load(configfile))
+    results = evaluate_claims(collect_metrics(grid.results.metrics()), grid)
+    return results, seed_plan(results, grid, max_seeds=max_seeds)

@@ -34,7 +34,6 @@ The fake results, cell by cell (the cells the comparison tables and the paper ta
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,19 +120,15 @@ def published_metrics(experiment: str) -> pd.DataFrame:
     return frame
 
 
-def control_config(config: dict[str, Any], experiment: str) -> dict[str, Any]:
-    """``config`` with ``experiment``'s seeds set to the fake runs' and, where its table reports the best
-    point of a sweep, without the sweep (``@best`` is then the printed number)."""
-    out = copy.deepcopy(config)
-    exp = out["experiments"][experiment]
-    exp["seeds"] = list(
-        range(FIRST_SEED, FIRST_SEED + max(2, int(published_cells(experiment)["runs"].max())))
-    )
-    if any(
+def control_grid(grid: Grid, experiment: str) -> Grid:
+    """The control's grid of ``experiment``: ``grid``'s config with the experiment's seeds set to the
+    fake runs' and, where its table reports the best point of a sweep, without the sweep (``@best`` is
+    then the printed number)."""
+    seeds = range(FIRST_SEED, FIRST_SEED + max(2, int(published_cells(experiment)["runs"].max())))
+    best_over_sweep = any(
         load_meta(n)["layout"].get("best_over_sweep") for n, s in TABLES.items() if s.experiment == experiment
-    ):
-        exp.pop("sweep", None)
-    return out
+    )
+    return grid.with_experiment(experiment, seeds=seeds, drop=("sweep",) if best_over_sweep else ())
 
 
 @dataclass
@@ -155,7 +150,7 @@ def text_cells(claim: dict[str, Any]) -> dict[tuple[str, str, str], float]:
     """(backbone, method, task) -> value of the numbers a figure claim's paper prints in its text
     (``text_values: {term: {value: v, read: how}}``, a term as the claim's parts name it, on the
     claim's task and backbones). The control has no sweep where its table prints only the best point
-    (:func:`control_config`), so a sweep position (``infonce@max``) is its method's cell there."""
+    (:func:`control_grid`), so a sweep position (``infonce@max``) is its method's cell there."""
     out = {}
     for term, spec in (claim.get("text_values") or {}).items():
         method, _, task = term.partition("/")
@@ -173,20 +168,22 @@ def claim_metrics(claim: dict[str, Any], experiment: str) -> pd.DataFrame:
     return frame
 
 
-def control_results(config: dict[str, Any]) -> list[ControlResult]:
+def control_results(grid: Grid) -> list[ControlResult]:
     """Every claim (:func:`~contrastlab.report.claims.all_claims`) evaluated on its paper's own numbers,
     or the reason it cannot be."""
-    out = []
+    out, controls = [], {}
     for claim in all_claims():
         name = claim["experiment"]
         if not checkable(claim):
             out.append(ControlResult(claim, None, "links only figures: no transcribed numbers"))
             continue
-        if name not in (config.get("experiments") or {}):
+        if name not in grid.every_experiment:
             out.append(ControlResult(claim, None, f"experiment {name} not in the config"))
             continue
         # the control's own config (the fake runs' seeds, no best-of-sweep): a grid of its own
-        result = evaluate_claim(claim, claim_metrics(claim, name), Grid(control_config(config, name)))
+        if name not in controls:
+            controls[name] = control_grid(grid, name)
+        result = evaluate_claim(claim, claim_metrics(claim, name), controls[name])
         why = "; ".join(
             f"{p.backbone}: no published {', '.join(p.missing)}" for p in result.parts if p.missing
         )

@@ -46,9 +46,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from contrastlab.paths import Results
+from contrastlab.config import Grid
 from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, PartResult
-from contrastlab.tables.verdicts import stand_ins
 
 RELATION = "figure_values"
 AGGREGATES = ("every", "last", "first", "growth", "mean", "min", "max")
@@ -154,8 +153,8 @@ def bound_of(part: dict[str, Any]) -> tuple[str, str, float]:
     return key, BOUNDS[key][0], float(part[key])
 
 
-def figure_parts(claim: dict[str, Any], config: dict[str, Any]) -> list[PartResult]:
-    """Every part on every backbone of the claim, read from the CSVs under ``config``'s results folder
+def figure_parts(claim: dict[str, Any], grid: Grid) -> list[PartResult]:
+    """Every part on every backbone of the claim, read from the CSVs under ``grid``'s results folder
     (see the module docstring; not run when the config has neither the claim's ``experiment`` nor a
     top-level block of that name, such as ``oar_synthetic``); ``PartResult.diff`` is the part's value
     (for ``every``, the row farthest on the wrong side of the bound, else the nearest to it; its label
@@ -163,9 +162,9 @@ def figure_parts(claim: dict[str, Any], config: dict[str, Any]) -> list[PartResu
     ``df`` 0)."""
     name = str(claim.get("experiment"))
     # the figure is the config's: an experiment of it, or a top-level study block (oar_synthetic)
-    configured = name in (config.get("experiments") or {}) or config.get(name) is not None
-    root = Path(Results(config["results_dir"]).figures) if config.get("results_dir") and configured else None
-    ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+    configured = grid.configures(name)
+    root = Path(grid.results.figures) if grid.names_results and configured else None
+    ours_for = {paper: toy for toy, paper in grid.stand_ins(name).items()}
     frames: dict[str, pd.DataFrame | None] = {}
     parts = []
     for backbone in claim["backbones"]:

@@ -40,13 +40,12 @@ import pandas as pd
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
-from contrastlab.paths import Results
 from contrastlab.report.claims import evaluate_claim
 from contrastlab.report.contrasts import cell_of, own_groups, pairing
 from contrastlab.report.control import (
     checkable,
     claim_metrics,
-    control_config,
+    control_grid,
     published_cells,
     published_metrics,
     text_cells,
@@ -60,9 +59,8 @@ from contrastlab.report.simulation import (
     Structure,
     decided_probability,
 )
-from contrastlab.tables.assemble import experiment_seeds
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
-from contrastlab.tables.verdicts import cell_stratum, noise_pools, stand_ins
+from contrastlab.tables.verdicts import cell_stratum, noise_pools
 
 #: P(decided) a claim needs to count as decidable.
 TARGET = 0.9
@@ -110,25 +108,24 @@ def noise_prior(task: str) -> float:
 
 def claim_structure(
     claim: dict[str, Any],
-    config: Mapping[str, Any],
     grid: Grid,
     cache: dict | None = None,
     measured: Mapping[tuple[str, str, str, str], float] | None = None,
 ) -> Structure | str:
-    """The claim's :class:`Structure` under ``config`` (``grid`` its grid; ``cache``: the control's
-    frames per experiment, shared between claims; ``measured``: σ of the pools measured so far,
+    """The claim's :class:`Structure` under ``grid``'s config (``cache``: the control's frames and
+    grid per experiment, shared between claims; ``measured``: σ of the pools measured so far,
     :func:`measured_noise`, which replace the prior), or why it has none (a text): a claim on figures
     only, an experiment not in the config, a trend, or a metric without a prior."""
     name = claim["experiment"]
-    experiment = (config.get("experiments") or {}).get(name)
+    experiment = grid.every_experiment.get(name)
     why_not = _not_simulated(claim, experiment)
     if why_not:
         return why_not
-    control = _control(config, name, {} if cache is None else cache)
+    control = _control(grid, name, {} if cache is None else cache)
     text = text_cells(claim)  # numbers the paper prints in its text (a figure claim): they replace the cells'
     metrics = claim_metrics(claim, name) if text else control["metrics"]
     result = evaluate_claim(claim, metrics, control["grid"])
-    ours_for = {paper: toy for toy, paper in stand_ins(config, name).items()}
+    ours_for = {paper: toy for toy, paper in grid.stand_ins(name).items()}
     stratum_of = functools.partial(cell_stratum, grid, name)
     rows = _part_rows(
         result.parts,
@@ -161,7 +158,7 @@ def claim_structure(
         certain_nr=rows.certain,
         shift=shift,
         expected=NOT_REPRODUCED if claim.get("paper_tables") else REPRODUCED,
-        seeds=len(experiment_seeds(config, name) or [1]),
+        seeds=len(grid.seeds(name) or [1]),
         mode=mode,
         own_pool=own_pool,
     )
@@ -297,14 +294,15 @@ def _own_pools(
     return mode, own_pool
 
 
-def _control(config: Mapping[str, Any], experiment: str, cache: dict) -> dict[str, Any]:
-    """The control's metrics and grid of ``experiment`` (:mod:`contrastlab.report.control`: the
-    claim's parts resolved on the papers' numbers) and its published cell values, once per ``cache``."""
+def _control(grid: Grid, experiment: str, cache: dict) -> dict[str, Any]:
+    """The control's metrics and grid of ``experiment`` (:func:`~contrastlab.report.control.control_grid`
+    of ``grid``: the claim's parts resolved on the papers' numbers) and its published cell values, once
+    per ``cache``."""
     if experiment not in cache:
         cells = published_cells(experiment)
         cache[experiment] = dict(
             metrics=published_metrics(experiment),
-            grid=Grid(control_config(dict(config), experiment)),
+            grid=control_grid(grid, experiment),
             values={
                 (b, m, t): float(v)
                 for b, m, t, v in cells[["backbone", "method", "task", "value"]].itertuples(index=False)
@@ -338,7 +336,7 @@ class ClaimPower:
         return self.why_not == FIGURE_READING
 
 
-def seed_hours(jobs: Sequence[PlannedJob], config: Mapping[str, Any]) -> dict[tuple[str, str, str], float]:
+def seed_hours(jobs: Sequence[PlannedJob], grid: Grid) -> dict[tuple[str, str, str], float]:
     """(experiment, backbone, method) -> projected GPU-hours of one seed (its training and encoding
     jobs, as configured, averaged over the configured seeds); a sweep point is also priced under its
     configured method's name, at its points' mean (``@best`` adds seeds to one point)."""
@@ -354,7 +352,7 @@ def seed_hours(jobs: Sequence[PlannedJob], config: Mapping[str, Any]) -> dict[tu
     out = {key: sum(h) / len(seeds[key]) for key, h in per.items()}
     base: dict[tuple[str, str, str], list[float]] = {}
     for (experiment, backbone, method), hours in out.items():
-        points = expanded_methods((config.get("experiments") or {}).get(experiment) or {"methods": {}})
+        points = expanded_methods(grid.spec(experiment) or {"methods": {}})
         configured = points.get(method, (method, {}))[0]
         base.setdefault((experiment, backbone, configured), []).append(hours)
     for key, hours in base.items():
@@ -371,10 +369,10 @@ def measured_noise(metrics: pd.DataFrame, grid: Grid) -> dict[tuple[str, str, st
     (:func:`~contrastlab.tables.verdicts.noise_pools` at the configured seeds), for the pools with
     ν ≥ :data:`MEASURED_DF`: what the runs measured replaces the prior."""
     out = {}
-    for name in grid.config.get("experiments") or {}:
+    for name in grid.every_experiment:
         if metrics.empty or not (metrics["experiment"] == name).any():
             continue
-        pools = noise_pools(metrics, name, experiment_seeds(grid.config, name), grid)
+        pools = noise_pools(metrics, name, grid.seeds(name), grid)
         for b, t, stratum, std, df in pools[
             ["backbone", "key", "stratum", "noise_std", "noise_df"]
         ].itertuples(index=False):
@@ -384,19 +382,17 @@ def measured_noise(metrics: pd.DataFrame, grid: Grid) -> dict[tuple[str, str, st
 
 
 def claims_power(
-    config: Mapping[str, Any],
-    grid: Grid | None = None,
+    grid: Grid,
     replicates: int = REPLICATES,
     measured: Mapping[tuple[str, str, str, str], float] | None = None,
 ) -> list[ClaimPower]:
-    """Every claim's :class:`ClaimPower` under ``config`` (:func:`~.claims.all_claims`; ``measured``:
-    :func:`measured_noise`, replacing the prior where the runs measured a pool)."""
+    """Every claim's :class:`ClaimPower` under ``grid``'s config (:func:`~.claims.all_claims`;
+    ``measured``: :func:`measured_noise`, replacing the prior where the runs measured a pool)."""
     from contrastlab.report.claims import all_claims
 
-    grid = grid or Grid(config)
     out, cache = [], {}
     for claim in all_claims():
-        s = claim_structure(claim, config, grid, cache, measured)
+        s = claim_structure(claim, grid, cache, measured)
         if isinstance(s, str):
             out.append(ClaimPower(claim, why_not=s))
             continue
@@ -461,13 +457,13 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
     from contrastlab.tables.markdown import markdown_table
 
     # the runs' own pools where they exist (a second `make plan` after some runs), else the prior
-    metrics = collect_metrics(Results(grid.config.get("results_dir", "results")).metrics())
+    metrics = collect_metrics(grid.results.metrics())
     measured = measured_noise(metrics, grid)
-    every = claims_power(grid.config, grid, replicates, measured)
+    every = claims_power(grid, replicates, measured)
     readings = [p for p in every if p.figure_reading]
     powers = [p for p in every if not p.figure_reading]
     replaced = f"; replaced by the runs' own pooled σ in {len(measured)} pools" if measured else ""
-    hours = seed_hours(jobs, grid.config)
+    hours = seed_hours(jobs, grid)
     total, decidable = len(powers), sum(p.decidable for p in powers)
     reachable = [p for p in powers if p.decidable or p.seeds_needed]
     more = [p for p in powers if not p.decidable and p.seeds_needed]
@@ -563,12 +559,12 @@ def power_notes(
     if not wanted:
         return {}
     measured = measured_noise(metrics, grid)
-    hours = seed_hours(jobs or [], grid.config)
+    hours = seed_hours(jobs or [], grid)
     out, cache = {}, {}
     for claim in all_claims():
         if claim["id"] not in wanted:
             continue
-        s = claim_structure(claim, grid.config, grid, cache, measured)
+        s = claim_structure(claim, grid, cache, measured)
         if isinstance(s, str):
             out[claim["id"]] = power_note(ClaimPower(claim, why_not=s), hours)
             continue
@@ -576,7 +572,7 @@ def power_notes(
     return out
 
 
-def power_seed_plan(powers: Sequence[ClaimPower], config: Mapping[str, Any]) -> list[dict[str, Any]]:
+def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, Any]]:
     """What ``make add-seeds TARGET=power`` runs: the seeds the plan's claims section says are needed
     (its "with K more seed runs on N cells" line): every cell of each claim that is not decidable at the
     configured seeds but is within :data:`MAX_SEEDS` brought to the largest ``seeds_needed`` of those
@@ -595,7 +591,7 @@ def power_seed_plan(powers: Sequence[ClaimPower], config: Mapping[str, Any]) -> 
         steps.setdefault((experiment, backbone, n), []).append(method)
     plan = []
     for (experiment, backbone, n), methods in steps.items():
-        seeds = list(experiment_seeds(config, experiment) or [])
+        seeds = list(grid.seeds(experiment) or [])
         extra = list(range(max(seeds) + 1, max(seeds) + 1 + n - len(seeds)))
         if extra:
             plan.append(

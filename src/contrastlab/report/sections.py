@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from contrastlab.config import Grid, paper_of, track
+from contrastlab.config import Grid, paper_of
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import plan
 from contrastlab.cost.measured import cost_lines
@@ -130,14 +130,13 @@ def precision_rows(grid: Grid, metrics_root: str | os.PathLike) -> list[dict[str
     """One row per (experiment, method): the precision the config gives its cells and the precision
     they ran in (the ``training`` block of their metrics files, :func:`precision_label`; auto and tf32
     run as fp32 off CUDA)."""
-    config = grid.config
     rows: dict[tuple[str, str], dict[str, set]] = {}
     for cell in grid.every_cell():
         resolved = grid.settings(cell)
         row = rows.setdefault((cell.experiment, cell.method), {"config": set(), "ran": set(), "cells": set()})
         row["config"].add(resolved.get("precision") or "auto")
         row["cells"].add(cell.backbone)
-        name = "vision.json" if track(config, cell.experiment) == "vision" else "senteval.json"
+        name = "vision.json" if grid.track(cell.experiment) == "vision" else "senteval.json"
         path = Path(metrics_root) / cell.path / name
         if path.exists():
             row["ran"].add(precision_label(json.loads(path.read_text(encoding="utf-8")).get("training")))
@@ -224,19 +223,18 @@ def write_report(
 ) -> Path:
     """Write the Markdown report of ``built`` (table, {ext: path}) to ``report_path``, one section per
     paper in the papers' order (Nie 2023, Li 2024, MACL, OAR), each with its claims and their tally
-    (with ``config``), its tables (the summary row, the grid inline with its verdict markers, and its
+    (with ``grid``), its tables (the summary row, the grid inline with its verdict markers, and its
     experiments' ``searches``: experiment -> the search table's lines), its figures in the paper's own
     numbering (``figures``: :func:`contrastlab.figures.catalog.figures`, each inline from
     ``figures/<name>.png`` beside the report) and its deviations from the authors' setups (with
-    ``config``). Then ``sections`` (Markdown lines: the comparison tables of the user's losses), the
-    figures of no paper, the precision of every cell (with ``config``) and, with ``results_dir``, what
+    ``grid``). Then ``sections`` (Markdown lines: the comparison tables of the user's losses), the
+    figures of no paper, the precision of every cell (with ``grid``) and, with ``results_dir``, what
     the jobs cost (:func:`contrastlab.cost.measured.cost_lines`). Claims are evaluated on ``metrics``
     (collected from ``metrics_root`` when not given). ``grid``: the run's
     :class:`~contrastlab.config.Grid` (its config's claims, deviations and precision)."""
-    config = grid.config if grid is not None else None
     report_path.parent.mkdir(parents=True, exist_ok=True)
     base = report_path.parent
-    if metrics is None and config is not None:
+    if metrics is None and grid is not None:
         metrics = collect_metrics(metrics_root)
 
     def link(path: Path, text: str) -> str:
@@ -245,7 +243,7 @@ def write_report(
     lines = ["# Paper tables: published numbers beside ours", ""]
     per_paper: dict[str | None, list[str]] = {}
     guide = [LAYOUT_TEXT, ""]
-    if config is not None and metrics is not None:
+    if grid is not None and metrics is not None:
         pages = {t.spec.name: p["md"] for t, p in built}
         pages.update({f["name"]: base / "figures" / f"{f['name']}.png" for f in figures or []})
         answer, claims_guide, per_paper = claims_sections(grid, metrics, base, pages)
@@ -283,9 +281,8 @@ def _paper_lines(
 ) -> list[str]:
     """One section per paper in the papers' order: its claims (``per_paper``), its tables and its
     experiments' searches (taken out of ``searches``), its figures and its deviations (with ``grid``)."""
-    config = grid.config if grid is not None else None
     titles = {p: load_claims(p)["paper"] for p in PAPERS}
-    experiments = (config or {}).get("experiments") or {}
+    experiments = grid.every_experiment if grid is not None else {}
     lines: list[str] = []
     for paper in PAPERS:
         tables = [(t, p) for t, p in built if paper_of(t.spec.experiment) == paper]
@@ -302,7 +299,7 @@ def _paper_lines(
                 lines += searches.pop(experiment)
         if paper_figures:
             lines += ["### Figures", ""] + _figure_lines(paper_figures, base, link)
-        if config is not None and paper_experiments:
+        if grid is not None and paper_experiments:
             lines += _deviation_lines(grid, paper_experiments)
     return lines
 
@@ -310,9 +307,8 @@ def _paper_lines(
 def _run_lines(grid: Grid | None, metrics_root, results_dir: str | os.PathLike | None) -> list[str]:
     """The report's closing sections: the precision of every cell (with ``grid``), the inputs, and what
     the jobs cost (with ``results_dir``)."""
-    config = grid.config if grid is not None else None
     lines: list[str] = []
-    if config is not None:
+    if grid is not None:
         lines += [
             "## Precision of every cell",
             "",
@@ -322,7 +318,7 @@ def _run_lines(grid: Grid | None, metrics_root, results_dir: str | os.PathLike |
             "",
         ]
         lines += markdown_table(precision_rows(grid, metrics_root)) + [""]
-    lines += input_lines(metrics_root, config)
+    lines += input_lines(metrics_root, grid.artifacts_lock if grid is not None else LOCK_FILE)
     if results_dir is not None:  # what each job cost, from the run's benchmark files (tables.cost)
         projected, note = projected_cost(grid) if grid is not None else (None, "")
         lines += cost_lines(results_dir, projected, note)
@@ -373,12 +369,16 @@ def input_rows(metrics_root: str | Path) -> list[dict[str, str]]:
     return list(seen.values())
 
 
-def input_lines(metrics_root: str | Path, config: dict | None) -> list[str]:
-    """The report's provenance of the inputs: what every finished cell read, and where the lock is."""
+#: The lock the report names when it has no config (the schema's default ``artifacts_lock``).
+LOCK_FILE = "artifacts.lock.json"
+
+
+def input_lines(metrics_root: str | Path, lock: str = LOCK_FILE) -> list[str]:
+    """The report's provenance of the inputs: what every finished cell read, and where the lock
+    (``lock``: the config's ``artifacts_lock``) is."""
     rows = input_rows(metrics_root)
     if not rows:
         return []
-    lock = (config or {}).get("artifacts_lock", "artifacts.lock.json")
     return [
         "## Inputs",
         "",
@@ -445,7 +445,6 @@ def _figure_lines(figures: list[dict], base: Path, link) -> list[str]:
 
 
 def _deviation_lines(grid: Grid, experiments: list[str]) -> list[str]:
-    config = grid.config
     lines = [
         "### Deviations from the authors' setups",
         "",
@@ -455,7 +454,7 @@ def _deviation_lines(grid: Grid, experiments: list[str]) -> list[str]:
         "",
     ]
     for name in experiments:
-        exp = config["experiments"][name]
+        exp = grid.spec(name)
         lines += [f"#### {exp.get('title') or name}", ""] + markdown_lines(deviations(grid, name)) + [""]
     return lines
 
@@ -483,10 +482,9 @@ def claims_sections(
     below the answer), and per paper its "Claims" subsection: the tally, then one row per claim with its
     verdict, the numbers behind it and links to its tables or figures (``pages``: name -> the rendered
     table's Markdown or the figure's PNG; others are named without a link)."""
-    config = grid.config
     results = evaluate_claims(metrics, grid)
-    toy = {e: m for e, m in ((config.get("tables") or {}).get("verdict_stand_ins") or {}).items() if m}
-    answer = answer_lines(results) + _toy_lines(toy) + _add_seeds_lines(results, config)
+    toy = {e: m for e, m in grid.verdict_stand_ins.items() if m}
+    answer = answer_lines(results) + _toy_lines(toy) + _add_seeds_lines(results, grid)
     guide = _claims_guide()
 
     def links(claim) -> str:
@@ -532,9 +530,9 @@ def _toy_lines(toy: dict[str, dict[str, str]]) -> list[str]:
     ]
 
 
-def _add_seeds_lines(results, config: dict) -> list[str]:
+def _add_seeds_lines(results, grid: Grid) -> list[str]:
     """The commands that add seeds to the undecided claims' cells only (:func:`~.claims.seed_plan`)."""
-    commands = add_seeds_commands(seed_plan(results, config), configfile="$CONFIG")
+    commands = add_seeds_commands(seed_plan(results, grid), configfile="$CONFIG")
     if not commands:
         return []
     return [

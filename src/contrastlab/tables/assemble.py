@@ -131,12 +131,6 @@ def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def experiment_seeds(config: Mapping[str, Any], experiment: str) -> list[int] | None:
-    """:meth:`Grid.seeds` on a raw config, for ``report/`` until it reads its grid (tables ask the grid)."""
-    seeds = ((config.get("experiments") or {}).get(experiment) or {}).get("seeds") or config.get("seeds")
-    return [int(s) for s in seeds] if seeds is not None else None
-
-
 def configured(grid: Grid, experiment: str, backbone: str, method: str) -> bool:
     """Whether the config's grid has this cell (``pretrained``: the experiment has Pretrained rows)."""
     exp = grid.spec(experiment)

@@ -195,12 +195,6 @@ def runs_text(meta: Mapping[str, Any]) -> str:
     return f"Published runs per number: {'; '.join(parts)}. Source: {source}{note}"
 
 
-def stand_ins(config: Mapping[str, Any], experiment: str) -> dict[str, str]:
-    """:meth:`Grid.stand_ins` on a raw config, for ``report/`` until it reads its grid (the tables ask
-    the grid): toy backbone -> the paper backbone whose published numbers it stands in for."""
-    return dict(((config.get("tables") or {}).get("verdict_stand_ins") or {}).get(experiment) or {})
-
-
 @functools.cache
 def _published_index(name: str) -> dict[tuple[str, str, str], float]:
     pub = load_published(name)
