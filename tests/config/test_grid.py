@@ -188,7 +188,7 @@ def test_the_grid_answers_what_the_report_asks():
     grid = cl_config.Grid(make(**{"tables": {"verdict_stand_ins": stand_ins}, "oar_synthetic": {}}))
     assert grid.stand_ins("img") == {"r18": "resnet18-cifar"} and grid.stand_ins("txt") == {}
     assert list(grid.verdict_stand_ins) == ["img", "gone"]  # as written, an experiment not configured too
-    assert grid.configures("txt") and grid.configures("oar_synthetic") and not grid.configures("gone")
+    assert grid.has_study("txt") and grid.has_study("oar_synthetic") and not grid.has_study("gone")
     assert grid.names_results and grid.artifacts_lock == "artifacts.lock.json"
     bare = cl_config.Grid({"seeds": [1], "experiments": {}})  # hand-made: no results folder, no lock
     assert not bare.names_results and bare.artifacts_lock == "artifacts.lock.json"

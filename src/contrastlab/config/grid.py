@@ -386,7 +386,7 @@ class Grid:
         numbers and claims it stands in for (the demo only; a real run compares like with like)."""
         return dict(self.verdict_stand_ins.get(experiment) or {})
 
-    def configures(self, name: str) -> bool:
+    def has_study(self, name: str) -> bool:
         """Whether the config has ``name``: one of its experiments (whatever ``select:`` keeps), or a
         top-level study block of that name (``oar_synthetic``)."""
         return name in self.every_experiment or self.config.get(name) is not None
