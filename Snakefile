@@ -21,6 +21,11 @@ os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [_SRC, os.environ.get(
 report: "report/workflow.rst"
 
 
+# `--sdm apptainer` runs every job inside contrastlab's image (container/: built from constraints.txt's
+# pins; README, "On a cluster"). Without --sdm apptainer the jobs run in the environment Snakemake runs in.
+containerized: os.environ.get("CONTRASTLAB_IMAGE", "container/contrastlab.sif")
+
+
 # config.yaml is the full reproduction; a preset given with --configfile replaces it (Snakemake would
 # otherwise merge the two grids).
 if not workflow.config_settings.configfiles:
