@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contrastlab.config import ConfigError, Grid, load, track
-from contrastlab.paths import Results, cell_path, write_json
+from contrastlab.config import ConfigError, Grid, load
+from contrastlab.paths import cell_path, write_json
 from contrastlab.senteval.protocol import STS_SPLIT_BY_MODE, STS_TASKS, TRANSFER_TASKS
 
 __all__ = [
@@ -462,7 +462,8 @@ def publish_plan(
     except ConfigError as error:
         raise PublishError(f"{configfile}: {error}") from None
     parsed = _parse_cell(cell or "")
-    cells = {(c.experiment, c.backbone, c.method, c.seed): c for c in Grid(config).cells}
+    grid = Grid(config)  # publish's one grid: the cell, its track and the results folder
+    cells = {(c.experiment, c.backbone, c.method, c.seed): c for c in grid.cells}
     if parsed not in cells:
         some = ", ".join(c.path for c in list(cells.values())[:3])
         raise PublishError(
@@ -470,9 +471,9 @@ def publish_plan(
             f"<experiment>/<backbone>/<method>/seed<seed>, e.g. {some}"
         )
     found = cells[parsed]
-    if track(config, found.experiment) != "sentence":
+    if grid.track(found.experiment) != "sentence":
         raise PublishError(f"{found.path} is an image encoder; make publish takes sentence cells")
-    results = Results(config["results_dir"])
+    results = grid.results
     checkpoint, card = Path(results.checkpoint(found, "model")), Path(results.card(found))
     for path, what in ((checkpoint, "checkpoint"), (card, "model card")):
         if not path.exists():
@@ -492,7 +493,7 @@ def publish_plan(
         release_date=today or datetime.datetime.now(datetime.UTC).date().isoformat(),
         public_training_code=code or meta.get("public_training_code"),
     )
-    out = Path(config["results_dir"]) / "publish" / cell_path(found) / MODEL_META_FILE
+    out = Path(results.root) / "publish" / cell_path(found) / MODEL_META_FILE
     write_json(out, meta)
     message = f"contrastlab {found.path}"
     commands = [
