@@ -48,6 +48,8 @@ class MethodOn(NamedTuple):
 #: How a sweep axis appears in method names (batch_size 64 -> ``<method>-bs64``); other axes use their
 #: key without ``hp.`` (``hp.m`` 0.1 -> ``<method>-m0.1``).
 SWEEP_LABELS = {"batch_size": "bs"}
+#: The key that names the results folder (the schema fills it; a hand-made config may lack it).
+RESULTS_DIR_KEY = "results_dir"
 
 
 def track(config: Mapping[str, Any], experiment: str) -> str:
@@ -395,7 +397,7 @@ class Grid:
     def names_results(self) -> bool:
         """Whether the config names its results folder (``results_dir``: a validated config always does,
         the schema's default; a hand-made one may not, and nothing of it has run)."""
-        return bool(self.config.get("results_dir"))
+        return bool(self.config.get(RESULTS_DIR_KEY))
 
     @property
     def artifacts_lock(self) -> str:
