@@ -235,76 +235,90 @@ def test_lint_is_clean(repo_root):
     assert "Congratulations, your workflow is in a good condition!" in output, output[-3000:]
 
 
-def _jobs_with_resources(output: str) -> list[tuple[str, str]]:
-    """(rule, resources line) for every job printed by a dry-run."""
+def _jobs_with_resources(output: str) -> list[tuple[str, str, dict[str, str]]]:
+    """(rule, resources line, wildcards) for every job printed by a dry-run."""
     jobs = []
     for block in re.split(r"\n(?=\s*(?:local)?rule \w+:)", output):  # a group's jobs are indented
         match = re.match(r"(?:local)?rule (\w+):", block.strip())
         if not match:
             continue
         resources = re.search(r"^\s+resources: (.*)$", block, re.M)
-        jobs.append((match.group(1), resources.group(1) if resources else ""))
+        wildcards = re.search(r"^\s+wildcards: (.*)$", block, re.M)
+        pairs = (part.split("=", 1) for part in wildcards.group(1).split(", ")) if wildcards else ()
+        jobs.append((match.group(1), resources.group(1) if resources else "", dict(pairs)))
     return jobs
 
 
-def test_slurm_profile_requests_gpus_only_for_gpu_rules(repo_root, tmp_path):
-    output = run_snakemake(
-        repo_root,
-        "-n",
-        "--workflow-profile",
-        str(repo_root / "profiles" / "slurm"),
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
-        "select={experiments: [nie2023, macl_cifar10], methods: [cl, ntxent]}",
-    )
-    jobs = _jobs_with_resources(output)
-    rules = {rule for rule, _ in jobs}
+#: The SLURM profiles' dry-runs: Nie's sentence cells, MACL's image cells, OAR's Tables 3-4 and the Fig. 2
+#: sweep, of config.yaml (what each test of the profiles reads; one Snakemake run per profile).
+SLURM_SELECT = "select={experiments: [nie2023, macl_cifar10, oar_cifar10, oar_cifar100]}"
+#: The rules whose jobs hold a GPU (every other job asks for none).
+GPU_RULES = {"train", "encode", "encode_pretrained", "train_vision", "encode_vision", "figure_spectra"}
+
+
+@pytest.fixture(scope="module")
+def slurm_dry_run(repo_root, tmp_path_factory):
+    """``slurm_dry_run(profile)``: the dry-run of config.yaml's :data:`SLURM_SELECT` through
+    ``profiles/<profile>`` (its output and its jobs, :func:`_jobs_with_resources`), run once per profile
+    for the module's tests."""
+    runs = {}
+
+    def dry_run(profile: str) -> SimpleNamespace:
+        if profile not in runs:
+            scratch = tmp_path_factory.mktemp(f"dry-{profile}")
+            output = run_snakemake(
+                repo_root,
+                "-n",
+                "--workflow-profile",
+                str(repo_root / "profiles" / profile),
+                "--config",
+                f"results_dir={scratch}/results",
+                f"resources_dir={scratch}/res",
+                SLURM_SELECT,
+            )
+            runs[profile] = SimpleNamespace(output=output, jobs=_jobs_with_resources(output))
+        return runs[profile]
+
+    return dry_run
+
+
+def _selected_cells(repo_root, experiment: str) -> list:
+    config = cl_config.load(repo_root / "config.yaml")
+    return [c for c in cl_config.Grid(config).cells if c.experiment == experiment]
+
+
+def test_slurm_profile_requests_gpus_only_for_gpu_rules(slurm_dry_run):
+    jobs = slurm_dry_run("slurm").jobs
+    rules = {rule for rule, _, _ in jobs}
     expected = {"train", "encode", "evaluate", "train_vision", "encode_vision", "evaluate_vision", "tables"}
     assert expected | {"encode_pretrained", "evaluate_pretrained", "image_data"} <= rules, rules
-    assert sum(rule == "train_vision" for rule, _ in jobs) == 15  # ntxent at 5 batch sizes x 3 seeds
-    for rule, resources in jobs:
-        if rule in {"train", "encode", "encode_pretrained", "train_vision", "encode_vision"}:
+    ntxent = [w for rule, _, w in jobs if rule == "train_vision" and w["method"].startswith("ntxent")]
+    assert len(ntxent) == 15  # MACL's ntxent at 5 batch sizes x 3 seeds
+    for rule, resources, _ in jobs:
+        if rule in GPU_RULES:
             assert re.search(r"\bgpu=1\b", resources), (rule, resources)
             assert re.search(r"\bruntime=\d+", resources), (rule, resources)
+        else:
+            assert "gpu=" not in resources.replace("gpu=0", ""), (rule, resources)
         if rule in {"train", "encode", "evaluate", "train_vision", "evaluate_vision"}:
             # config.yaml sets no *_runtime_min: each job asks for its projected time x 2 (make plan)
             assert int(re.search(r"\bruntime=(\d+)", resources).group(1)) >= 30, resources
         if rule in {"evaluate", "evaluate_pretrained", "evaluate_vision"}:
             # the probes run on the CPU: no GPU held while they fit (rules/evaluate.smk, rules/vision.smk)
             assert re.search(r"\bgpu=0\b", resources) and re.search(r"\bruntime=\d+", resources), resources
-        if rule in {"tables", "fetch_backbone", "senteval_data", "corpus", "image_data"}:
-            assert "gpu=" not in resources.replace("gpu=0", ""), (rule, resources)
 
 
-def test_slurm_profile_gives_every_oar_job_its_gpu(repo_root, tmp_path):
+def test_slurm_profile_gives_every_oar_job_its_gpu(slurm_dry_run):
     """OAR Tables 3-4 and the Fig. 2 sweep through the SLURM profile: every training, feature extraction
     and the spectra figure ask for a GPU; the FFN probes, the synthetic study and the sweep figure run
-    without one."""
-    output = run_snakemake(
-        repo_root,
-        "-n",
-        "--workflow-profile",
-        str(repo_root / "profiles" / "slurm"),
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
-        "select={experiments: [oar_cifar10, oar_cifar100]}",
-    )
-    jobs = _jobs_with_resources(output)
-    counts = {rule: sum(r == rule for r, _ in jobs) for rule, _ in jobs}
-    assert counts["train_vision"] == counts["encode_vision"] == counts["evaluate_vision"] == 64 + 8, counts
+    without one (test_slurm_profile_requests_gpus_only_for_gpu_rules checks every job's request)."""
+    run = slurm_dry_run("slurm")
+    oar = collections.Counter(rule for rule, _, w in run.jobs if w.get("experiment", "").startswith("oar_"))
+    assert oar["train_vision"] == oar["encode_vision"] == oar["evaluate_vision"] == 64 + 8, oar
+    counts = collections.Counter(rule for rule, _, _ in run.jobs)
     assert counts["image_data"] == 2 and counts["oar_synthetic"] == 1 and counts["figure_spectra"] == 1
     assert counts["figure_lr_sweep"] == 1 and counts["tables"] == 1
-    for rule, resources in jobs:
-        if rule in {"train_vision", "encode_vision", "figure_spectra"}:
-            assert re.search(r"\bgpu=1\b", resources) and re.search(r"\bruntime=\d+", resources), (
-                rule,
-                resources,
-            )
-        else:
-            assert "gpu=" not in resources.replace("gpu=0", ""), (rule, resources)
-    assert "oar_infonce-lr1e-07" in output and "oar_vicreg-lr1.0" in output  # the Fig. 2 sweep's ends
+    assert "oar_infonce-lr1e-07" in run.output and "oar_vicreg-lr1.0" in run.output  # the Fig. 2 sweep's ends
 
 
 def test_slurm_profiles_take_cpus_memory_and_account_from_the_rules_not_from_bogus_defaults(repo_root):
@@ -335,7 +349,9 @@ def _group_jobs(output: str, group: str) -> list[collections.Counter]:
     return groups
 
 
-def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(repo_root, tmp_path):
+def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(
+    repo_root, tmp_path, slurm_dry_run
+):
     """The SentEval probe jobs (minutes on the CPU each: 226 for config.yaml) go to SLURM 20 to a job
     (the profiles' job group `senteval_probes` and its `group-components`), run 4 at a time inside it
     (a local `probe_slots` pool per group job); the GPU jobs and the image probes go out one by one; a
@@ -355,22 +371,15 @@ def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(repo_
         for block in re.split(r"^(?=(?:use )?rule )", text, flags=re.M)[1:]:
             rule = re.match(r"(?:use rule \w+ as |rule )(\w+)", block)[1]
             assert bool(re.search(r"^\s+probe_slots=1,", block, re.M)) == (rule in probe_rules), rule
-    output = run_snakemake(
-        repo_root,
-        "-n",
-        "--workflow-profile",
-        str(repo_root / "profiles" / "slurm"),
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
-        "select={experiments: [nie2023, macl_cifar10], methods: [cl, mpt, ntxent]}",
-    )
-    groups = _group_jobs(output, "senteval_probes")
-    # Nie: 4 backbones x 2 losses x 3 seeds = 24 probe jobs, and 4 Pretrained rows: 20 + 8
-    assert sorted(sum(g.values()) for g in groups) == [8, 20], groups
-    assert sum(groups, collections.Counter()) == {"evaluate": 24, "evaluate_pretrained": 4}, groups
-    alone = collections.Counter(rule for rule, _ in _jobs_with_resources(output))
-    assert alone["evaluate"] == 24 and alone["evaluate_vision"] == 15 and alone["encode"] == 24, alone
+    run = slurm_dry_run("slurm")
+    groups = _group_jobs(run.output, "senteval_probes")
+    # Nie's cells and its 4 Pretrained rows: 20 to a group, the rest in the last one
+    probes = len(_selected_cells(repo_root, "nie2023")) + 4
+    assert sorted(sum(g.values()) for g in groups) == sorted([20] * (probes // 20) + [probes % 20]), groups
+    assert sum(groups, collections.Counter()) == {"evaluate": probes - 4, "evaluate_pretrained": 4}, groups
+    alone = collections.Counter(rule for rule, _, _ in run.jobs)
+    n_vision = 75 + 64 + 8  # MACL Table 9, OAR Tables 3 and 4
+    assert alone["evaluate"] == alone["encode"] == probes - 4 and alone["evaluate_vision"] == n_vision, alone
     local = run_snakemake(
         repo_root,
         "-n",
@@ -384,39 +393,28 @@ def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(repo_
     assert "Group job" not in local and job_counts(local)["evaluate"] == 12
 
 
-def test_slurm_gres_profile_asks_gpus_as_gres(repo_root, tmp_path):
+def test_slurm_gres_profile_asks_gpus_as_gres(slurm_dry_run):
     """profiles/slurm-gres (clusters without select/cons_tres): every GPU job asks gres=gpu:1 and no
-    gpu=N (which the plugin would submit as --gpus, rejected there); runtimes and memory as in
-    profiles/slurm."""
-    output = run_snakemake(
-        repo_root,
-        "-n",
-        "--workflow-profile",
-        str(repo_root / "profiles" / "slurm-gres"),
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
-        "select={experiments: [nie2023, oar_cifar10], methods: [cl, oar_infonce]}",
-    )
-    jobs = _jobs_with_resources(output)
-    gpu_rules = {
-        "train",
-        "encode",
-        "encode_pretrained",
-        "train_vision",
-        "encode_vision",
-        "figure_spectra",
-    }
-    assert gpu_rules | {"evaluate", "evaluate_pretrained", "evaluate_vision"} <= {rule for rule, _ in jobs}, (
-        jobs
-    )
-    for rule, resources in jobs:
+    gpu=N (which the plugin would submit as --gpus, rejected there); the jobs, their runtimes and memory
+    as in profiles/slurm."""
+    jobs = slurm_dry_run("slurm-gres").jobs
+    assert GPU_RULES | {"evaluate", "evaluate_pretrained", "evaluate_vision"} <= {rule for rule, _, _ in jobs}
+    for rule, resources, _ in jobs:
         assert not re.search(r"\bgpu=[1-9]", resources), (rule, resources)
-        if rule in gpu_rules:
+        if rule in GPU_RULES:
             assert re.search(r"\bgres=gpu:1\b", resources), (rule, resources)
             assert re.search(r"\bruntime=\d+", resources) and re.search(r"\bmem_mb=\d+", resources), resources
         else:
             assert "gres=" not in resources, (rule, resources)
+
+    def asked(jobs, *keys):
+        found = (re.findall(rf"\b({'|'.join(keys)})=(\w+)", resources) for _, resources, _ in jobs)
+        return sorted(
+            (rule, sorted(wildcards.items()), sorted(pairs))
+            for (rule, _, wildcards), pairs in zip(jobs, found, strict=True)
+        )
+
+    assert asked(jobs, "runtime", "mem_mb") == asked(slurm_dry_run("slurm").jobs, "runtime", "mem_mb")
 
 
 def test_asking_for_one_figure_runs_exactly_its_trainings(full_dry_run):

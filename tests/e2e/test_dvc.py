@@ -114,6 +114,7 @@ def reduced_demo(repo_root: Path) -> dict:
     config["data"] = {"fixture": True, "fixture_corpus_sentences": 500}
     config["training"].update(max_steps=4, eval_every=2, state_every=2, log_every=2)
     config["analytic_figures"] = {"points": 10, "batches": 20}
+    config["mteb"]["enabled"] = False  # MTEB's evaluator is test_pipeline.py's: minutes per run here
     config["experiments"] = {
         "nie2023": {
             "backbones": ["tiny-bert"],
