@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from contrastlab.citations import bibtex_block
 from contrastlab.config import Grid, paper_of
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import plan
@@ -266,6 +267,7 @@ def write_report(
     if orphans:
         lines += ["## Other tables", ""] + _tables_lines(orphans, link)
     lines += _run_lines(grid, metrics_root, results_dir)
+    lines += cite_lines()
     report_path.write_text("\n".join(lines), encoding="utf-8")
     return report_path
 
@@ -302,6 +304,21 @@ def _paper_lines(
         if grid is not None and paper_experiments:
             lines += _deviation_lines(grid, paper_experiments)
     return lines
+
+
+def cite_lines() -> list[str]:
+    """The report's last section, "How to cite": the four papers' BibTeX (:mod:`contrastlab.citations`,
+    which CITATION.cff mirrors) in one ``bibtex`` code block."""
+    return [
+        "## How to cite",
+        "",
+        "Cite the papers whose results you use (contrastlab itself: `CITATION.cff` in the repository).",
+        "",
+        "```bibtex",
+        bibtex_block(),
+        "```",
+        "",
+    ]
 
 
 def _run_lines(grid: Grid | None, metrics_root, results_dir: str | os.PathLike | None) -> list[str]:
