@@ -55,7 +55,7 @@ if workflow.is_main_process:
 onstart:
     record_running_workflow(R)
     cl_budget.write_pins(GRID, SEARCH_POINTS)  # what each search's budget kept, for later runs
-    cl_points.write_points(SEARCH_POINTS_FILE, config, SEARCH_POINTS)  # for this run's jobs (rules/common.smk)
+    cl_points.write_points(SEARCH_POINTS_FILE, GRID.digest, SEARCH_POINTS)  # for this run's jobs (rules/common.smk)
 
 
 onsuccess:

@@ -66,8 +66,8 @@ SEARCH_POINTS_FILE = RESULTS.state("search_points.json")
 try:
     SEARCH_POINTS = cl_points.run_points(
         SEARCH_POINTS_FILE,
-        config,
-        lambda: cl_budget.searched_points(GRID, pins=cl_budget.read_pins(config)),
+        GRID.digest,
+        lambda: cl_budget.searched_points(GRID, pins=cl_budget.pinned(GRID)),
         main=workflow.is_main_process,
     )
 except (cl_config.ConfigError, ValueError) as error:

@@ -205,20 +205,28 @@ def test_a_measured_calibration_changes_no_pinned_search(tmp_path):
     def names(points):
         return [p.name for p in points if p.experiment == "nie2023"]
 
-    first = cl_budget.searched_points(cl_config.Grid(config), cal, pins=cl_budget.read_pins(config))
-    assert len(names(first)) == 3 and cl_budget.read_pins(config) == {}
+    first = cl_budget.searched_points(
+        cl_config.Grid(config), cal, pins=cl_budget.pinned(cl_config.Grid(config))
+    )
+    assert len(names(first)) == 3 and cl_budget.pinned(cl_config.Grid(config)) == {}
     assert (
         len(names(cl_budget.searched_points(cl_config.Grid(config), faster))) > 3
     )  # unpinned: the budget buys more
     cl_budget.write_pins(cl_config.Grid(config), first)  # the workflow's onstart
     assert names(
-        cl_budget.searched_points(cl_config.Grid(config), faster, pins=cl_budget.read_pins(config))
+        cl_budget.searched_points(
+            cl_config.Grid(config), faster, pins=cl_budget.pinned(cl_config.Grid(config))
+        )
     ) == names(first)
     # A changed budget is a changed search: priced afresh.
     bigger = _with_search(config, "nie2023", {**search, "budget_gpu_hours": 2.6 * one})
     assert (
         len(
-            names(cl_budget.searched_points(cl_config.Grid(bigger), faster, pins=cl_budget.read_pins(bigger)))
+            names(
+                cl_budget.searched_points(
+                    cl_config.Grid(bigger), faster, pins=cl_budget.pinned(cl_config.Grid(bigger))
+                )
+            )
         )
         > 3
     )

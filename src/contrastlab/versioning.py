@@ -107,6 +107,22 @@ class Preset:
         """``--configfile`` and the overlay as ``--config KEY=VALUE`` (Snakemake merges it key by key)."""
         return ["--configfile", self.configfile, *overlay_args(self.overlay)]
 
+    def fingerprint(self) -> dict[str, Any]:
+        """The part of the validated config that the results depend on, as plain JSON values."""
+        kept = {key: value for key, value in self.config.items() if key not in _UNVERSIONED_KEYS}
+        return json.loads(json.dumps(kept, sort_keys=True, default=str))
+
+    def data_identity(self, marker: str) -> Any:
+        """What the data behind ``marker`` (``senteval``, ``corpus``, ``images-<dataset>``) are under this
+        preset's config, in the form the data rules write into their marker."""
+        what = marker.removesuffix(".ready.json")
+        identity = (
+            image_data_identity(self.config, what.removeprefix("images-"))
+            if what.startswith("images-")
+            else data_identity(self.config, what)
+        )
+        return json.loads(json.dumps(identity))
+
 
 def _drop_nulls(tree: Any) -> Any:
     if not isinstance(tree, Mapping):
@@ -209,12 +225,6 @@ def frozen_paths(preset: Preset, root: str | os.PathLike = ".") -> list[Path]:
     as paths relative to it."""
     wanted = [preset.resources_dir / name for name in RESOURCES_OUTPUTS]
     return [path for path in wanted if (Path(root) / path).exists()]
-
-
-def config_fingerprint(config: dict[str, Any]) -> dict[str, Any]:
-    """The part of a validated config that the results depend on, as plain JSON values."""
-    kept = {key: value for key, value in config.items() if key not in _UNVERSIONED_KEYS}
-    return json.loads(json.dumps(kept, sort_keys=True, default=str))
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -376,8 +386,8 @@ def _record(preset: Preset, results: Path) -> dict[str, Any]:
     return {
         "configfile": preset.configfile,
         "overlay": preset.overlay,
-        "config": config_fingerprint(preset.config),
-        "data": {marker: _current_data_identity(preset.config, marker) for marker in markers},
+        "config": preset.fingerprint(),
+        "data": {marker: preset.data_identity(marker) for marker in markers},
     }
 
 
@@ -458,18 +468,6 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
     return [Path("dvc.lock"), summary_path(preset_name(configfile, root)), *pointers]
 
 
-def _current_data_identity(config: dict[str, Any], marker: str) -> Any:
-    """What the data behind ``marker`` (``senteval``, ``corpus``, ``images-<dataset>``) are under
-    ``config``, in the form the data rules write into their marker."""
-    what = marker.removesuffix(".ready.json")
-    identity = (
-        image_data_identity(config, what.removeprefix("images-"))
-        if what.startswith("images-")
-        else data_identity(config, what)
-    )
-    return json.loads(json.dumps(identity))
-
-
 def _locked_outputs(stage: str, root: Path) -> list[str] | None:
     """The outputs ``dvc.lock`` records for ``stage`` (what ``dvc pull`` brings), None when it has none."""
     lock = root / "dvc.lock"
@@ -498,7 +496,7 @@ def check_restorable(preset: Preset, root: str | os.PathLike = ".") -> dict[str,
         missing = missing or [str(preset.results_dir / FREEZE_RECORD)]
         raise VersioningError(f"not pulled yet: {', '.join(missing)}; run `.venv/bin/dvc pull` first")
     record = json.loads(record_path.read_text(encoding="utf-8"))
-    frozen, current = record["config"], config_fingerprint(preset.config)
+    frozen, current = record["config"], preset.fingerprint()
     if frozen != current:
         keys = sorted(k for k in set(frozen) | set(current) if frozen.get(k) != current.get(k))
         raise VersioningError(
@@ -506,7 +504,7 @@ def check_restorable(preset: Preset, root: str | os.PathLike = ".") -> dict[str,
             f"in: {', '.join(keys)}; restore with that config (the commit of the freeze), then change it"
         )
     for marker, identity in record.get("data", {}).items():
-        if _current_data_identity(preset.config, marker) != identity:
+        if preset.data_identity(marker) != identity:
             raise VersioningError(
                 f"the data of {preset.configfile} are not those the results were made with "
                 f"({marker.removesuffix('.ready.json')}: frozen {identity}); point data.* at the same data"

@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from contrastlab.config import sweep_points
 from contrastlab.figures import geometry_logs, li2024
 from contrastlab.figures.sweeps import sweep_metrics_frame
 from contrastlab.training import geometry
@@ -71,6 +72,17 @@ CONFIG = {
         "nie2023_fig3": {"sweep": {"hp.m": [0.1, 0.8]}, "methods": {"mpt": {"loss": "mpt"}}},
     }
 }
+
+
+def _points(experiment: str) -> dict[str, tuple[str, float]]:
+    return sweep_points(CONFIG["experiments"][experiment]) if experiment in CONFIG["experiments"] else {}
+
+
+def _draw(name: str, results, stem):
+    """:func:`geometry_logs.draw` as the workflow's entry calls it: with its experiment's sweep points."""
+    return geometry_logs.draw(name, results, stem, _points(geometry_logs.LOG_FIGURES.get(name, ("",))[0]))
+
+
 CELLS = {
     "li2024_conjectures": ("baseline", "no_gd"),
     "li2024_fig6_r": ("baseline-r0.25", "baseline-r2.0"),
@@ -104,14 +116,14 @@ def results(tmp_path_factory):
 
 @pytest.mark.parametrize("name", list(geometry_logs.LOG_FIGURES))
 def test_every_log_figure_is_drawn_from_the_records(results, tmp_path, name):
-    written = geometry_logs.draw(name, results, CONFIG, tmp_path / name.replace("/", "_"))
+    written = _draw(name, results, tmp_path / name.replace("/", "_"))
     assert [p.suffix for p in written] == [".png", ".pdf", ".csv"]
     _nontrivial(written[0])
     assert len(pd.read_csv(written[2])) > 0
 
 
 def test_fig7_compares_the_backbone_with_the_trained_model(results, tmp_path):
-    written = geometry_logs.draw("li2024/li2024_fig7", results, CONFIG, tmp_path / "fig7")
+    written = _draw("li2024/li2024_fig7", results, tmp_path / "fig7")
     data = pd.read_csv(written[2])
     assert set(data["when"]) == {"before training", "after training"}
     before = data[data["when"] == "before training"].set_index("tau")["share"]
@@ -120,7 +132,7 @@ def test_fig7_compares_the_backbone_with_the_trained_model(results, tmp_path):
 
 
 def test_fig5_densities_integrate_to_one(results, tmp_path):
-    written = geometry_logs.draw("li2024/li2024_fig5", results, CONFIG, tmp_path / "fig5")
+    written = _draw("li2024/li2024_fig5", results, tmp_path / "fig5")
     data = pd.read_csv(written[2])
     for _, curve in data.groupby(["method", "pair"]):
         assert curve["density"].sum() * (2.0 / geometry.HIST_BINS) == pytest.approx(1.0)
@@ -128,7 +140,7 @@ def test_fig5_densities_integrate_to_one(results, tmp_path):
 
 def test_fig8c_lines_are_named_by_the_swept_ratio(results, tmp_path):
     stem = tmp_path / "fig8c"
-    geometry_logs.draw("li2024/li2024_fig8c", results, CONFIG, stem)
+    _draw("li2024/li2024_fig8c", results, stem)
     data = pd.read_csv(f"{stem}.csv")
     assert set(data["method"]) == {"baseline-r0.25", "baseline-r2.0"} and set(data["key"]) == {"cos_pos"}
 
@@ -138,7 +150,7 @@ def test_fig3a_gap_axis_is_each_cells_last_distance_gap(results, tmp_path):
         path = tmp_path / "metrics/nie2023_fig3/bert-base" / f"mpt-m{m}" / "seed42/senteval.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({"sts_avg": sts, "tr_avg": 85.0}))
-    by_m = sweep_metrics_frame(tmp_path / "metrics", CONFIG, "nie2023_fig3")
+    by_m = sweep_metrics_frame(tmp_path / "metrics", "nie2023_fig3", _points("nie2023_fig3"))
     by_gap = geometry_logs.with_gap(by_m, results / "checkpoints", "nie2023_fig3")
     assert len(by_gap) == len(by_m) == 4 and set(by_gap["param"]) == {"d_ij"}
     assert by_gap[by_gap["method"] == "mpt-m0.1"]["value"].iloc[0] == pytest.approx(_record(20, 0.8)["d_gap"])
@@ -146,4 +158,4 @@ def test_fig3a_gap_axis_is_each_cells_last_distance_gap(results, tmp_path):
 
 def test_unknown_figure_names_the_valid_ones(results, tmp_path):
     with pytest.raises(ValueError, match="unknown log figure 'li2024/fig99'; valid: li2024/li2024_fig5"):
-        geometry_logs.draw("li2024/fig99", results, CONFIG, tmp_path / "x")
+        _draw("li2024/fig99", results, tmp_path / "x")

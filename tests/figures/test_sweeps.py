@@ -7,7 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from contrastlab.figures.sweeps import best_dev_frame, plot_sweep_panels, sweep_metrics_frame, sweep_points
+from contrastlab.config import sweep_points
+from contrastlab.figures.sweeps import best_dev_frame, plot_sweep_panels, sweep_metrics_frame
 
 CONFIG = {
     "experiments": {
@@ -17,8 +18,12 @@ CONFIG = {
 }
 
 
+def _points(experiment: str) -> dict[str, tuple[str, float]]:
+    return sweep_points(CONFIG["experiments"][experiment])
+
+
 def test_sweep_points_name_the_swept_value():
-    assert sweep_points(CONFIG, "li2024_fig6_tau") == {
+    assert sweep_points(CONFIG["experiments"]["li2024_fig6_tau"]) == {
         "baseline-tau0.05": ("tau", 0.05),
         "baseline-tau3.0": ("tau", 3.0),
     }
@@ -41,9 +46,9 @@ def test_best_dev_and_metrics_frames_and_the_plot(tmp_path):
         path = tmp_path / "metrics/nie2023_fig3/bert-base" / f"mpt-m{m}" / "seed42/senteval.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({"sts_avg": sts, "tr_avg": 85.0}))
-    dev = best_dev_frame(tmp_path / "checkpoints", CONFIG, "li2024_fig6_tau")
+    dev = best_dev_frame(tmp_path / "checkpoints", "li2024_fig6_tau", _points("li2024_fig6_tau"))
     assert dev.set_index("value")["score"].to_dict() == {0.05: 81.5, 3.0: 70.0}  # the best evaluation
-    metrics = sweep_metrics_frame(tmp_path / "metrics", CONFIG, "nie2023_fig3")
+    metrics = sweep_metrics_frame(tmp_path / "metrics", "nie2023_fig3", _points("nie2023_fig3"))
     assert len(metrics) == 4 and metrics[metrics["key"] == "sts_avg"]["score"].tolist() == [74.0, 71.0]
     written = plot_sweep_panels(
         {"weight τ": dev, "margin": metrics}, tmp_path / "fig", ylabel="score", log_x=["weight τ"]

@@ -15,12 +15,15 @@ from contrastlab.paths import REPO_ROOT
 from contrastlab.workflow import points
 
 
+def _demo_config() -> dict:
+    return cl_config.validate(yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text()))
+
+
 @pytest.fixture(scope="module")
 def demo():
-    """config/demo.yaml validated, its grid and its search points (two searches, eight points)."""
-    config = cl_config.validate(yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text()))
-    grid = cl_config.Grid(config)
-    return config, budget.searched_points(grid)
+    """config/demo.yaml validated: its grid's digest and its search points (two searches, eight points)."""
+    grid = cl_config.Grid(_demo_config())
+    return grid.digest, budget.searched_points(grid)
 
 
 def _fail():
@@ -28,43 +31,42 @@ def _fail():
 
 
 def test_a_jobs_process_reads_the_points_the_main_process_kept(demo, tmp_path):
-    config, kept = demo
+    digest, kept = demo
     # and a point of a later stage around the winner: its moves are (op, value) tuples
     kept = [*kept, cl_search.SearchPoint("li2024", "tiny-bert", "mmhe", 3, 0, {}, {"lr": ("times", 2.0)})]
     path = tmp_path / "state" / "search_points.json"
     assert len(kept) == 9 and any(p.shared_with for p in kept)
-    assert points.write_points(path, config, kept)
-    assert points.read_points(path, config) == kept
-    assert points.run_points(path, config, _fail, main=False) == kept
+    assert points.write_points(path, digest, kept)
+    assert points.read_points(path, digest) == kept
+    assert points.run_points(path, digest, _fail, main=False) == kept
     # the main process prices, whatever the file says
-    assert points.run_points(path, config, lambda: kept[:1], main=True) == kept[:1]
+    assert points.run_points(path, digest, lambda: kept[:1], main=True) == kept[:1]
 
 
 def test_a_file_of_another_config_or_none_is_priced_afresh(demo, tmp_path):
-    config, kept = demo
+    digest, kept = demo
     path = tmp_path / "search_points.json"
-    assert points.read_points(path, config) is None  # no file
-    assert points.run_points(path, config, lambda: kept, main=False) == kept
-    points.write_points(path, config, kept)
-    other = copy.deepcopy(config)
+    assert points.read_points(path, digest) is None  # no file
+    assert points.run_points(path, digest, lambda: kept, main=False) == kept
+    points.write_points(path, digest, kept)
+    other = copy.deepcopy(dict(_demo_config()))
     other["training"]["lr"] = 1.0e-3
-    assert points.read_points(path, other) is None
+    assert points.read_points(path, cl_config.Grid(other).digest) is None
     path.write_text("{not json")
-    assert points.read_points(path, config) is None
-    path.write_text(json.dumps({"format": 0, "config": points.config_digest(config), "points": []}))
-    assert points.read_points(path, config) is None
+    assert points.read_points(path, digest) is None
+    path.write_text(json.dumps({"format": 0, "config": digest, "points": []}))
+    assert points.read_points(path, digest) is None
 
 
 def test_the_digest_is_the_configs_not_the_objects(demo):
     """A job's process validates the same YAML again: equal configs, equal digests."""
-    config, _ = demo
-    again = cl_config.validate(yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text()))
-    assert points.config_digest(again) == points.config_digest(config)
+    digest, _ = demo
+    assert cl_config.Grid(_demo_config()).digest == digest
 
 
 def test_points_json_cannot_give_back_are_not_written(demo, tmp_path):
-    config, kept = demo
+    digest, kept = demo
     odd = cl_search.SearchPoint("nie2023", "tiny-bert", "mpt", 1, 0, {"hp.m": (0.1, 0.2)})
     path = tmp_path / "search_points.json"
-    assert not points.write_points(path, config, [*kept, odd])
+    assert not points.write_points(path, digest, [*kept, odd])
     assert not path.exists()

@@ -36,6 +36,7 @@ from contrastlab.config.grid import (
     paper_of,
     setting_value,
     settings_digest,
+    sweep_points,
     track,
     vision_evaluation,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "paper_of",
     "search_spec",
     "settings_digest",
+    "sweep_points",
     "setting_value",
     "track",
     "validate",

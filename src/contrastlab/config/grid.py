@@ -88,6 +88,19 @@ def expanded_methods(experiment: Mapping[str, Any]) -> dict[str, tuple[str, dict
     return out
 
 
+def sweep_points(experiment: Mapping[str, Any]) -> dict[str, tuple[str, float]]:
+    """Each sweep point of an experiment spec: method name -> (swept key without ``hp.``, value).
+
+    >>> sweep_points({"methods": {"cl": {}}, "sweep": {"hp.tau": [0.05, 3.0]}})
+    {'cl-tau0.05': ('tau', 0.05), 'cl-tau3.0': ('tau', 3.0)}
+    """
+    out = {}
+    for name, (_, overrides) in expanded_methods(experiment).items():
+        for key, value in overrides.items():
+            out[name] = (key.removeprefix("hp."), float(value))
+    return out
+
+
 def is_sweep_point(config: Mapping[str, Any], experiment: str, method: str) -> bool:
     """Whether ``method`` is a point of its experiment's ``sweep`` rather than a configured method."""
     exp = config["experiments"][experiment]
@@ -283,6 +296,12 @@ class Grid:
         for cell in self.every_cell():  # every configured cell now, whatever select: keeps
             self._resolve(cell)
 
+    @functools.cached_property
+    def digest(self) -> str:
+        """The SHA-256 of the grid's config as sorted JSON: equal configs (a job's process validates the
+        same YAML again) give equal digests."""
+        return hashlib.sha256(json.dumps(self.config, sort_keys=True, default=repr).encode()).hexdigest()
+
     @property
     def resolutions(self) -> int:
         """How many (experiment, method, backbone) this grid has resolved (each once: every configured
@@ -327,6 +346,10 @@ class Grid:
     def is_sweep_point(self, experiment: str, method: str) -> bool:
         """Whether ``method`` is a point of the experiment's ``sweep`` rather than a configured method."""
         return is_sweep_point(self.config, experiment, method)
+
+    def sweep_points(self, experiment: str) -> dict[str, tuple[str, float]]:
+        """The sweep points of ``experiment`` (:func:`sweep_points`; ``{}`` for a name not configured)."""
+        return sweep_points(self.spec(experiment)) if experiment in self.every_experiment else {}
 
     def vision_evaluation(self, experiment: str) -> dict[str, Any]:
         """A vision experiment's evaluation settings (:func:`vision_evaluation`)."""

@@ -21,7 +21,7 @@ from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.cost.calibration import Calibration, load_calibration, train_seconds
 from contrastlab.cost.flops import cell_work
-from contrastlab.paths import Results, write_json
+from contrastlab.paths import write_json
 
 
 # ------------------------------------------------------------------------------------------- searches
@@ -68,11 +68,6 @@ def pinned(grid: cl_config.Grid) -> dict[str, Any]:
     return _read(Path(grid.results.budget_pins))
 
 
-def read_pins(config: Mapping[str, Any]) -> dict[str, Any]:
-    """:func:`pinned` for the workflow's parse (``rules/common.smk``), which holds the raw config."""
-    return _read(Path(Results(config["results_dir"]).budget_pins))
-
-
 def _read(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -113,7 +108,7 @@ def searched_points(
     configured settings first (:func:`_distance`; ties: earlier stage, then grid order), each at its
     projected training time as configured (a point shared with a configured cell costs nothing); a point
     that would pass the budget is dropped. Raises :class:`~contrastlab.config.ConfigError` when a stage
-    of a search keeps no point. ``pins`` (:func:`read_pins`): a search whose pin still matches keeps
+    of a search keeps no point. ``pins`` (:func:`pinned`): a search whose pin still matches keeps
     the pinned points, whatever the calibration."""
     points = cl_search.search_points(grid)
     kept: list[cl_search.SearchPoint] = []

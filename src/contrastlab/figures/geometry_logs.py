@@ -23,7 +23,6 @@ from pathlib import Path
 import pandas as pd
 
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
-from contrastlab.figures.sweeps import sweep_points
 from contrastlab.figures.training_curves import geometry_frame, geometry_histograms, lemma1_frame
 from contrastlab.paths import Results
 
@@ -202,8 +201,12 @@ def with_gap(frame: pd.DataFrame, checkpoints_root: str | Path, experiment: str)
     return merged[list(frame.columns)]
 
 
-def draw(name: str, results: str | Path, config: Mapping, stem: str | Path) -> list[Path]:
-    """Draw the log-based figure ``name`` (a key of :data:`LOG_FIGURES`) from ``<results>/checkpoints``."""
+def draw(
+    name: str, results: str | Path, stem: str | Path, points: Mapping[str, tuple[str, float]] | None = None
+) -> list[Path]:
+    """Draw the log-based figure ``name`` (a key of :data:`LOG_FIGURES`) from ``<results>/checkpoints``;
+    a sweep figure labels its lines by its experiment's sweep ``points`` (method -> (param, value),
+    :func:`contrastlab.config.sweep_points`)."""
     if name not in LOG_FIGURES:
         raise ValueError(f"unknown log figure {name!r}; valid: {', '.join(LOG_FIGURES)}")
     root = Path(Results(results).checkpoint())
@@ -234,11 +237,10 @@ def draw(name: str, results: str | Path, config: Mapping, stem: str | Path) -> l
         )
     if name == "nie2023/nie2023_fig3b":
         return plot_step_panels(frame, stem, {"distance gap d_ij": {"d_gap": ""}})
-    # The sweeps: one line per swept value (Li Fig. 8c: r; Nie Fig. 3c-e: m).
-    points = sweep_points(config, experiment) if experiment in config["experiments"] else {}
 
+    # The sweeps: one line per swept value (Li Fig. 8c: r; Nie Fig. 3c-e: m).
     def swept_value(backbone: str, method: str) -> str:
-        param, value = points.get(method, (method, float("nan")))
+        param, value = (points or {}).get(method, (method, float("nan")))
         return f"{param} = {value:g}"
 
     if name == "li2024/li2024_fig8c":

@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from contrastlab.config import vision_evaluation
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
 from contrastlab.models import pick_device
 from contrastlab.search import diverged_reason
@@ -222,15 +221,18 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
 
 
 def lr_sweep_figure(
-    metrics_root: str | Path, config: Mapping, experiment: str, stem: str | Path
+    metrics_root: str | Path,
+    experiment: str,
+    stem: str | Path,
+    *,
+    rates: Sequence[float],
+    label_fractions: Sequence[float] = (0.1, 0.5, 1.0),
 ) -> list[Path]:
-    """OAR Fig. 2 and 4 of ``experiment`` (its ``sweep: {lr: [...]}`` cells evaluated with the FFN):
-    accuracy at every label fraction and the embedding variance against the rate."""
-    exp = config["experiments"][experiment]
-    fractions = vision_evaluation(config, experiment).get("ffn", {}).get("label_fractions", [0.1, 0.5, 1.0])
-    accuracy = [f"ffn{round(100 * f)}_top1" for f in fractions]
+    """OAR Fig. 2 and 4 of ``experiment`` (its ``sweep: {lr: rates}`` cells evaluated with the FFN at
+    ``label_fractions``): accuracy at every label fraction and the embedding variance against the rate."""
+    accuracy = [f"ffn{round(100 * f)}_top1" for f in label_fractions]
     metrics = collect_metrics(metrics_root)
-    frame = sweep_frame(metrics, experiment, "lr", exp["sweep"]["lr"], [*accuracy, "embedding_variance"])
+    frame = sweep_frame(metrics, experiment, "lr", list(rates), [*accuracy, "embedding_variance"])
     return plot_lr_sweep(frame, stem, accuracy_keys=accuracy)
 
 

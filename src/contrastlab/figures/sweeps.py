@@ -16,26 +16,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.config import expanded_methods
 from contrastlab.figures.style import PALETTE, figure, house_style, save
 from contrastlab.figures.training_curves import cell_files
 
-__all__ = ["best_dev_frame", "plot_sweep_panels", "sweep_metrics_frame", "sweep_points"]
+__all__ = ["best_dev_frame", "plot_sweep_panels", "sweep_metrics_frame"]
 
 
-def sweep_points(config: Mapping, experiment: str) -> dict[str, tuple[str, float]]:
-    """Sweep-point method name -> (swept key without ``hp.``, value), from the config."""
-    out = {}
-    for name, (_, overrides) in expanded_methods(config["experiments"][experiment]).items():
-        for key, value in overrides.items():
-            out[name] = (key.removeprefix("hp."), float(value))
-    return out
-
-
-def best_dev_frame(checkpoints_root: str | Path, config: Mapping, experiment: str) -> pd.DataFrame:
-    """Per finished cell of ``experiment``: backbone, method, seed, param, value and the best
+def best_dev_frame(
+    checkpoints_root: str | Path, experiment: str, points: Mapping[str, tuple[str, float]]
+) -> pd.DataFrame:
+    """Per finished cell of ``experiment`` at one of its sweep ``points`` (method -> (param, value),
+    :func:`contrastlab.config.sweep_points`): backbone, method, seed, param, value and the best
     ``dev_spearman`` of its ``train_log.jsonl`` (Li Fig. 6's measure)."""
-    points = sweep_points(config, experiment)
     rows = []
     for backbone, method, seed, path in cell_files(checkpoints_root, experiment, "train_log.jsonl"):
         if method not in points:
@@ -62,10 +54,13 @@ def best_dev_frame(checkpoints_root: str | Path, config: Mapping, experiment: st
 
 
 def sweep_metrics_frame(
-    metrics_root: str | Path, config: Mapping, experiment: str, keys: Sequence[str] = ("sts_avg", "tr_avg")
+    metrics_root: str | Path,
+    experiment: str,
+    points: Mapping[str, tuple[str, float]],
+    keys: Sequence[str] = ("sts_avg", "tr_avg"),
 ) -> pd.DataFrame:
-    """Per evaluated cell of ``experiment``: the ``keys`` of its ``senteval.json`` at its sweep value."""
-    points = sweep_points(config, experiment)
+    """Per evaluated cell of ``experiment`` at one of its sweep ``points``: the ``keys`` of its
+    ``senteval.json`` at its sweep value."""
     rows = []
     for backbone, method, seed, path in cell_files(metrics_root, experiment, "senteval.json"):
         if method not in points:

@@ -71,14 +71,16 @@ def _write_json(path: Path, value: dict[str, Any] | list[Any]) -> None:
     path.write_text(json.dumps(value, indent=2) + "\n")
 
 
-def _max_seq_length(folder: Path, config: dict[str, Any]) -> int | None:
+def _max_seq_length(folder: Path, model_config: dict[str, Any]) -> int | None:
     """The longest input the model takes: its position limit (RoBERTa's 514 less its 2 offsets), capped
     by the tokenizer's ``model_max_length`` where that is a real limit."""
     limits = []
-    positions = config.get("max_position_embeddings")
+    positions = model_config.get("max_position_embeddings")
     if positions:
         offset = (
-            config.get("pad_token_id", 0) + 1 if config.get("model_type") in ("roberta", "xlm-roberta") else 0
+            model_config.get("pad_token_id", 0) + 1
+            if model_config.get("model_type") in ("roberta", "xlm-roberta")
+            else 0
         )
         limits.append(int(positions) - offset)
     tokenizer_max = _read_json(folder / "tokenizer_config.json").get("model_max_length")

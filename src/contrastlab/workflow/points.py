@@ -13,7 +13,6 @@ config). A dry run writes nothing: it starts no job.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -24,12 +23,6 @@ from contrastlab.search import SearchPoint
 
 #: The file's format: a file of another format is priced afresh.
 FORMAT = 1
-
-
-def config_digest(config: Mapping[str, Any]) -> str:
-    """What the points were priced for: the validated config (a job's process validates the same one)."""
-    text = json.dumps(config, sort_keys=True, default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _encoded(points: Sequence[SearchPoint]) -> list[dict[str, Any]]:
@@ -43,23 +36,24 @@ def _decoded(rows: Sequence[Mapping[str, Any]]) -> list[SearchPoint]:
     ]
 
 
-def write_points(path: str | Path, config: Mapping[str, Any], points: Sequence[SearchPoint]) -> bool:
-    """Keep the run's points for its jobs (the main process, when the run starts). Nothing is written
+def write_points(path: str | Path, digest: str, points: Sequence[SearchPoint]) -> bool:
+    """Keep the run's points for its jobs (the main process, when the run starts), priced for the config
+    of ``digest`` (:attr:`contrastlab.config.Grid.digest`). Nothing is written
     where JSON would not give the same points back (a grid value JSON cannot keep): the jobs then price
     for themselves. Returns whether the file was written."""
     rows = _encoded(points)
     if _decoded(json.loads(json.dumps(rows))) != list(points):
         return False
-    write_json(path, {"format": FORMAT, "config": config_digest(config), "points": rows})
+    write_json(path, {"format": FORMAT, "config": digest, "points": rows})
     return True
 
 
-def read_points(path: str | Path, config: Mapping[str, Any]) -> list[SearchPoint] | None:
-    """The points :func:`write_points` kept for this config, or None (no file, another config, another
+def read_points(path: str | Path, digest: str) -> list[SearchPoint] | None:
+    """The points :func:`write_points` kept for the config of ``digest``, or None (no file, another config, another
     format, an unreadable file)."""
     try:
         kept = json.loads(Path(path).read_text(encoding="utf-8"))
-        if kept.get("format") != FORMAT or kept.get("config") != config_digest(config):
+        if kept.get("format") != FORMAT or kept.get("config") != digest:
             return None
         return _decoded(kept["points"])
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -67,12 +61,12 @@ def read_points(path: str | Path, config: Mapping[str, Any]) -> list[SearchPoint
 
 
 def run_points(
-    path: str | Path, config: Mapping[str, Any], price: Callable[[], list[SearchPoint]], *, main: bool
+    path: str | Path, digest: str, price: Callable[[], list[SearchPoint]], *, main: bool
 ) -> list[SearchPoint]:
     """The search points of this run: ``price()`` in the main process; in a job's process the points the
     main process kept (:func:`read_points`), else ``price()``."""
     if not main:
-        kept = read_points(path, config)
+        kept = read_points(path, digest)
         if kept is not None:
             return kept
     return price()

@@ -220,7 +220,7 @@ def train_probes(
     fits: Sequence[Fit],
     l2: Sequence[float],
     nclasses: int,
-    config: ProbeConfig = DEFAULT_CONFIG,
+    probe: ProbeConfig = DEFAULT_CONFIG,
 ) -> tuple[torch.Tensor, np.ndarray, torch.Tensor]:
     """Run SentEval's ``MLP.fit`` for every fit x L2 value on rows of the shared ``X [n, d]``.
 
@@ -229,15 +229,15 @@ def train_probes(
     """
     if nclasses < 2:
         raise ValueError(f"nclasses must be >= 2, got {nclasses}")
-    if config.optim not in OPTIMS:
-        raise ValueError(f"optim must be one of {', '.join(OPTIMS)}, got {config.optim!r}")
-    if config.reduction not in ("mean", "sum"):
-        raise ValueError(f"reduction must be 'mean' or 'sum', got {config.reduction!r}")
+    if probe.optim not in OPTIMS:
+        raise ValueError(f"optim must be one of {', '.join(OPTIMS)}, got {probe.optim!r}")
+    if probe.reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {probe.reduction!r}")
     Xt = torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32))
     Xa = torch.cat([Xt, torch.ones(len(Xt), 1)], dim=1).contiguous()
     yt = torch.as_tensor(np.asarray(y, dtype=np.int64))
     onehot = torch.nn.functional.one_hot(yt, nclasses).to(torch.float32)
-    W0 = initial_weights(Xt.shape[1], nclasses, config.seed)
+    W0 = initial_weights(Xt.shape[1], nclasses, probe.seed)
     groups: dict[tuple[int, bool], list[int]] = {}
     for i, fit in enumerate(fits):
         groups.setdefault((len(fit.train), fit.dev is None), []).append(i)
@@ -248,7 +248,7 @@ def train_probes(
     try:
         for members in groups.values():
             fs = [fits[i] for i in members]
-            bw, ba = _train_group(Xa, yt, onehot, fs, l2, nclasses, config, W0)
+            bw, ba = _train_group(Xa, yt, onehot, fs, l2, nclasses, probe, W0)
             W[members], acc[members] = bw, ba.numpy()
     finally:
         torch.set_num_threads(threads)
@@ -262,14 +262,14 @@ def accuracy(Xa: torch.Tensor, y: np.ndarray, W: torch.Tensor, rows: np.ndarray)
     return float(np.mean(pred == np.asarray(y)[np.asarray(rows)]))
 
 
-def fitter(config: ProbeConfig = DEFAULT_CONFIG) -> Fitter:
-    """The :data:`~.schemes.Fitter` of SentEval's procedure with classifier settings ``config``: every
+def fitter(probe: ProbeConfig = DEFAULT_CONFIG) -> Fitter:
+    """The :data:`~.schemes.Fitter` of SentEval's procedure with classifier settings ``probe``: every
     fit x L2 value trained by :func:`train_probes`, validation accuracies those of the kept probes."""
 
     def fit(
         X: np.ndarray, y: np.ndarray, fits: Sequence[Fit], grid: Sequence[float], nclasses: int
     ) -> Fitted:
-        W, acc, Xa = train_probes(X, y, fits, grid, nclasses, config)
+        W, acc, Xa = train_probes(X, y, fits, grid, nclasses, probe)
         return Fitted(acc, lambda f, r, rows: accuracy(Xa, y, W[f, r], rows))
 
     return fit
