@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 SHARED ?= ../shared
-SNAKEMAKE := $(BIN)/snakemake --workflow-profile profiles/local
+# Snakemake reads profiles/default (rerun triggers, keep-going, rerun-incomplete, the GPU slot) by itself
+# when no --workflow-profile is named: make's runs and a plain `snakemake --cores N` are the same command.
+SNAKEMAKE := $(BIN)/snakemake
 # The preset that freeze, restore and publish act on: config.yaml (the full run), config/demo.yaml, config/cpu.yaml.
 CONFIG ?= config.yaml
 # The precision choice `make plan` details (config: each cell's own; fp32, tf32, bf16, fp16).
