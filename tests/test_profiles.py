@@ -1,0 +1,77 @@
+"""The profiles as Snakemake itself reads them (its own command-line parser, no workflow run): a plain
+``snakemake`` gets profiles/default, the one-machine profile that ``make demo`` uses too, and a SLURM
+profile named with ``--workflow-profile`` replaces it (issue 56 item 2). The runs: tests/e2e
+(test_pipeline.py: an edited script after a finished demo; test_dryrun.py: the SLURM profiles' jobs)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from snakemake.cli import parse_args
+from snakemake.settings.enums import RerunTrigger
+
+from contrastlab.paths import REPO_ROOT
+
+PROFILES = REPO_ROOT / "profiles"
+#: What make demo's runs rerun on: changed inputs, settings and environment, not an edit in scripts/.
+TRIGGERS = {RerunTrigger.MTIME, RerunTrigger.PARAMS, RerunTrigger.INPUT, RerunTrigger.SOFTWARE_ENV}
+
+
+@pytest.fixture
+def snakemake_args(monkeypatch, capsys):
+    """``snakemake_args(*argv)``: the settings Snakemake takes from ``argv`` and the profiles it loads,
+    in the repository root (where it looks for profiles/default), and the line naming those profiles."""
+    monkeypatch.chdir(REPO_ROOT)
+
+    def parsed(*argv: str):
+        _, args = parse_args(list(argv))
+        return args, capsys.readouterr().err.strip()
+
+    return parsed
+
+
+def test_local_is_the_default_profile_not_a_copy():
+    assert (PROFILES / "local").is_symlink()
+    assert (PROFILES / "local").resolve() == (PROFILES / "default").resolve()
+
+
+def test_a_plain_snakemake_runs_with_the_default_profile(snakemake_args):
+    args, said = snakemake_args("--cores", "2", "--configfile", "config/demo.yaml")
+    assert (
+        said == "Using workflow specific profile profiles/default for setting default command line arguments."
+    )
+    assert args.rerun_triggers == TRIGGERS  # no RerunTrigger.CODE: an edited script retrains nothing
+    assert args.keep_going and args.rerun_incomplete
+    assert args.cores == 2 and set(args.resources) == {"gpu"} and args.resources["gpu"].value == 1
+    assert args.executor is None  # this machine
+
+
+def test_make_runs_snakemake_as_a_user_types_it():
+    """make demo (and every make target that starts Snakemake) names no profile: it is the plain run."""
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    assert re.search(r"^SNAKEMAKE := \$\(BIN\)/snakemake$", makefile, re.M), "SNAKEMAKE names a profile"
+    commands = [line for line in makefile.splitlines() if not line.lstrip().startswith("#")]
+    assert not [line for line in commands if "profile" in line]
+
+
+@pytest.mark.parametrize("profile", ["slurm", "slurm-gres"])
+def test_a_slurm_workflow_profile_replaces_the_default(snakemake_args, profile):
+    args, said = snakemake_args("-n", "--workflow-profile", f"profiles/{profile}")
+    assert (
+        said
+        == f"Using workflow specific profile profiles/{profile} for setting default command line arguments."
+    )
+    assert args.executor == "slurm" and args.jobs == 100
+    assert set(args.resources) == {"probe_slots"} and args.resources["probe_slots"].value == 4
+    assert args.group_components == {"senteval_probes": 20}
+    assert args.rerun_triggers == TRIGGERS and args.keep_going and args.rerun_incomplete
+    assert args.cores is None  # not the default profile's `cores: all`
+
+
+def test_a_slurm_profile_given_as_user_profile_loses_its_probe_slots(snakemake_args):
+    """Why the docs name the SLURM profiles with --workflow-profile: as a --profile, profiles/default
+    still loads and its keys win (Snakemake's rule), so its resources replace the SLURM profile's."""
+    args, said = snakemake_args("-n", "--profile", "profiles/slurm")
+    assert "profiles/slurm and workflow specific profile profiles/default" in said
+    assert args.executor == "slurm" and set(args.resources) == {"gpu"}
