@@ -12,6 +12,7 @@ import pytest
 
 from contrastlab.figures.style import figure, house_style, save
 from contrastlab.report.html import render_html, write_html_report
+from tests.report import chromium
 
 REPORT = """# Paper tables
 
@@ -55,13 +56,13 @@ def test_a_missing_figure_is_named_not_fatal(tmp_path):
     assert "figure not found" in page and "none.png" in page
 
 
-def _browser() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-
-
-@pytest.mark.skipif(
+_browser = chromium.browser
+needs_chromium = pytest.mark.skipif(
     _browser() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)"
 )
+
+
+@needs_chromium
 def test_headless_chromium_renders_the_page_with_its_figure(report, tmp_path):
     page = write_html_report(report)
     moved = tmp_path / "elsewhere" / "report.html"  # self-contained: works away from the figures
@@ -183,13 +184,15 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
     _write_metrics(root, macl_metrics())
     build_report(Results(tmp_path), MACL_CONFIG, tables=["macl_tableB4"])
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
-    sections = re.split(r"<h2>", page)
+    main = page.split("<main>", 1)[1]  # not the contents list
+    sections = re.split(r"<h2 ", main)
     seen = 0
     for section in sections:
-        if "<h3>Claims</h3>" not in section:
+        paper = section.split('"', 2)[1]  # its id: the paper's key
+        if f'<h3 id="{paper}-claims">' not in section:
             continue
         seen += 1
-        claims = section.split("<h3>Claims</h3>", 1)[1].split("<h3>", 1)[0]
+        claims = section.split(f'<h3 id="{paper}-claims">', 1)[1].split("</h3>", 1)[1].split("<h3 ", 1)[0]
         counts = re.sub(r"<[^>]+>", "", claims.split("</p>")[0])  # zero counts carry no badge
         tally = dict(re.findall(r"((?:not |paper )?[a-z]+) (\d+)", counts.removeprefix("\nTally: ")))
         table = claims.split("<table>", 1)[1]
@@ -202,7 +205,7 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
         ]:
             assert int(tally[word]) == table.count(f'<td><span class="badge v-{kind}">'), (word, section[:80])
     assert seen == len(PAPERS)
-    macl = next(s for s in sections if s.startswith("Huang et al. 2023"))
+    macl = next(s for s in sections if s.startswith('id="macl"'))
     assert "not reproduced 1" in macl  # MACL beats SimCSE on STS.Avg: 71 vs 76.5 on BERT-base
 
 
@@ -218,3 +221,183 @@ def _write_metrics(root, metrics) -> None:
         else:
             data["scores"][rec.task] = rec.score
         path.write_text(json.dumps(data))
+
+
+# --- a report a researcher navigates (issue 56 item 1) ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_report(tmp_path_factory):
+    """The demo preset's report.md with no cell trained (every paper's claims, tables, figures and
+    deviations; the grids wide and mostly "not configured"), a SentEval-MTEB bridge row of a Nie
+    checkpoint, a real PNG at every figure's place and a command line wider than any window; and its
+    report.html."""
+    from contrastlab import config as cl_config
+    from contrastlab.config import Grid
+    from contrastlab.figures.catalog import figures
+    from contrastlab.paths import REPO_ROOT, Results
+    from contrastlab.report import build_report
+    from tests.tables.test_bridge import _write_bridge
+
+    root = tmp_path_factory.mktemp("demo-report")
+    results = Results(root)
+    _write_bridge(results, "nie2023/tiny-bert/cl/seed42")
+    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    catalog = figures(Grid(demo))
+    with house_style():
+        fig, axes = figure(1, 1, width="column")
+        axes[0, 0].plot([1, 2, 3], [3, 1, 2], marker="o")
+    save(fig, root / "figure")
+    for fig_spec in catalog:
+        png = root / "figures" / f"{fig_spec['name']}.png"
+        png.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / "figure.png", png)
+    build_report(results, demo, figures=catalog)
+    report = root / "report.md"
+    command = "    .venv/bin/snakemake --config 'experiments={" + ", ".join(
+        f"e{i}: {{seeds: [42]}}" for i in range(40)
+    )
+    report.write_text(report.read_text(encoding="utf-8") + "\n\nA long command:\n\n" + command + "}'\n")
+    write_html_report(report)
+    return report
+
+
+def _ids(page: str) -> list[str]:
+    import re
+
+    return re.findall(r'<h[1-6] id="([^"]+)"', page)
+
+
+def test_every_heading_has_a_stable_id_and_the_contents_list_links_each(demo_report):
+    """Headings are linked by names that do not move: a paper's key, a paper table's registry name, a
+    figure's name, else the section's id and the heading's words. The contents list links every
+    heading of levels 2-4, each to an id on the page."""
+    import re
+
+    page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
+    markdown = demo_report.read_text(encoding="utf-8")
+    ids = _ids(page)
+    assert len(ids) == len(set(ids)) == len(re.findall(r"^#{1,6} ", markdown, re.M))  # one per heading
+    for anchor in [
+        "the-answer",
+        "nie2023",
+        "nie2023-claims",
+        "nie2023-tables",
+        "nie2023-table1",  # "Nie et al. 2023, Table 1: STS.Avg and TR.Avg"
+        "nie2023-senteval-protocol-and-mteb-on-the-same-checkpoints",
+        "nie2023-fig2a",
+        "li2024-table3",
+        "macl-tableB4",
+        "oar-table3",
+        "oar-synthetic-table2",
+        "precision-of-every-cell",
+        "cost",
+    ]:
+        assert anchor in ids, anchor
+    nav = page.split('<nav class="contents"', 1)[1].split("</nav>", 1)[0]
+    links = re.findall(r'href="#([^"]+)"', nav)
+    levels = {i: int(level) for level, i in re.findall(r'<h([1-6]) id="([^"]+)"', page)}
+    assert links == [i for i in ids if 2 <= levels[i] <= 4]
+    # short labels: the paper by its authors and year, its tables from "Table" on, figures by place
+    assert '<a href="#nie2023">Nie et al. 2023</a>' in nav
+    assert '<a href="#nie2023-table1">Table 1: STS.Avg and TR.Avg</a>' in nav
+    assert '<a href="#nie2023-fig2a">Fig. 2a</a>' in nav
+    assert '<h4 id="nie2023-fig2a">Nie Fig. 2a — nie2023/nie2023_fig2a<a class="headerlink"' in page
+    # report.md keeps its plain headings
+    assert "\n#### Nie et al. 2023, Table 1: STS.Avg and TR.Avg\n" in markdown
+
+
+def test_the_bridge_table_sits_under_its_papers_tables(demo_report):
+    markdown = demo_report.read_text(encoding="utf-8")
+    nie = markdown[markdown.index("\n## Nie et al. 2023") : markdown.index("\n## Li, Zhang & Nie 2024")]
+    bridge = nie.index("\n### SentEval protocol and MTEB on the same checkpoints\n")
+    assert nie.index("\n### Tables\n") < bridge < nie.index("\n### Figures\n")
+    assert "| nie2023/tiny-bert/cl/seed42 | STSBenchmark | standin | 80.00 |" in nie[bridge:]
+    assert "\n## SentEval protocol" not in markdown  # not a section after the papers
+
+
+GRID = """| Backbone | Method |  | STS12 | STS.Avg |
+|---|---|---|---:|---:|
+| BERT-base | InfoNCE | paper | 68.40 | 76.25 |
+|  |  | ours | not configured | not configured |
+|  |  | Δ | – | – |
+|  | MPT | paper | n/a | 77.25 |
+|  |  | ours | not configured | not run |
+|  |  | Δ | – | – |
+| tiny-bert | InfoNCE | paper | n/a | n/a |
+|  |  | ours | 70.10 | 71.00 ?† |
+|  |  | Δ | – | – |
+|  | MPT | paper | n/a | n/a |
+|  |  | ours | not configured | not configured |
+|  |  | Δ | – | – |
+"""
+
+
+def test_rows_the_preset_does_not_configure_fold_into_one_line(tmp_path):
+    """Only the methods whose every cell of ours reads "not configured" fold (a "not run" cell keeps
+    BERT-base MPT); the line says how many rows and which, across the whole table; the methods left
+    open with a rule; report.md and the table files are not touched (the page is rendered from them)."""
+    import re
+
+    page = render_html(GRID, tmp_path)
+    body = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    rows = re.findall(r"<tr[^>]*>.*?</tr>", body, re.S)
+    assert len(rows) == 7  # BERT-base MPT and tiny-bert InfoNCE (3 rows each), the folded line
+    assert '<td class="not-configured" style="text-align: right;">not configured</td>' in rows[1]
+    # BERT-base MPT's row names its backbone, the row that named it being folded away
+    assert rows[0].startswith('<tr class="group-start">') and "<td>BERT-base</td>\n<td>MPT</td>" in rows[0]
+    assert rows[3].startswith('<tr class="group-start">') and "<td>tiny-bert</td>" in rows[3]
+    assert rows[-1] == (
+        '<tr class="folded"><td colspan="5" title="BERT-base InfoNCE, tiny-bert MPT">6 rows not configured '
+        "by this preset: BERT-base InfoNCE, tiny-bert MPT (2 of 4 methods; the table's own files keep "
+        "every row)</td></tr>"
+    )
+    assert "68.40" not in page and "70.10" in page
+    # a table of no paper rows, or one where every method ran, folds nothing
+    plain = "| method | score |\n|---|---:|\n| a | not configured |\n"
+    assert 'class="folded"' not in render_html(plain, tmp_path)
+    ran = GRID.replace("not configured", "1.00")
+    assert 'class="folded"' not in render_html(ran, tmp_path)
+
+
+def test_a_hyperparameter_grid_folds_per_method_not_per_parameter(tmp_path):
+    table = """| Method | Parameter |  | BERT-base | tiny-bert |
+|---|---|---|---:|---:|
+| L_cl | tau | paper | 0.05 | n/a |
+|  |  | config | not configured | 0.05 |
+| L_dcl | tau | paper | 0.05 | n/a |
+|  |  | config | not configured | not configured |
+|  | learning rate | paper | 1e-5 | n/a |
+|  |  | config | not configured | not configured |
+"""
+    page = render_html(table, tmp_path)
+    assert "4 rows not configured by this preset: L_dcl (1 of 2 methods;" in page
+    assert "<td>L_cl</td>" in page and "<td>L_dcl</td>" not in page
+
+
+def test_wide_content_scrolls_in_its_own_box_and_print_keeps_tables_whole(tmp_path):
+    page = render_html(GRID + "\n```text\n" + "x" * 500 + "\n```\n", tmp_path)
+    assert '<div class="table-scroll" role="region" tabindex="0"><table>' in page
+    assert page.count("<table>") == page.count('<div class="table-scroll"')
+    css = page.split("<style>", 1)[1].split("</style>", 1)[0]
+    assert ".table-scroll { overflow-x: auto;" in css and "pre {" in css and "overflow-x: auto" in css
+    printed = css.split("@media print", 1)[1]
+    assert "table { break-inside: avoid;" in printed and "thead { display: table-header-group; }" in printed
+    assert '<pre><code class="language-text">' + "x" * 500 in page  # fenced blocks render as code
+
+
+@needs_chromium
+def test_chromium_at_1400_px_finds_every_anchor_and_nothing_wider_than_the_window(demo_report):
+    """Issue 56 acceptance: in headless Chromium 1400 px wide, the contents list exists and each of its
+    links names an element on the page, every heading has an id, and no table, scroll box or code block
+    reaches past the window: the page is never wider than 1400 px, wide tables scroll in their box."""
+    found = chromium.measure(demo_report.with_suffix(".html"), width=1400)
+    assert found["inner_width"] == 1400  # the window; the viewport is that less the scroll bar
+    assert len(found["links"]) > 40 and found["unresolved"] == []
+    assert found["headings_without_id"] == [] and len(found["heading_ids"]) > 40
+    assert found["scroll_width"] <= found["viewport"] <= 1400 and found["boxes_past_viewport"] == []
+    assert found["tables"] > 10 and found["tables_outside_a_box"] == 0
+    assert found["tables_scrolling_in_their_box"] >= 1  # the wide grids are wider than the page
+    assert any(
+        line.startswith("15 rows not configured by this preset: L_a&u") for line in found["folded_rows"]
+    )

@@ -54,7 +54,7 @@ def build_report(
     """
     # pandas: loaded only when the report is built, so `import contrastlab.report` stays light
     from contrastlab.report.sections import write_report
-    from contrastlab.tables.bridge import write_bridge_table
+    from contrastlab.tables.bridge import bridge_rows, write_bridge_table
     from contrastlab.tables.comparison import write_comparisons
     from contrastlab.tables.metrics import collect_failures, collect_metrics
 
@@ -76,8 +76,9 @@ def build_report(
     search_paths, search_lines = write_search_tables(grid, results_dir, out_dir, search_names, metrics)
     written += search_paths
     # The SentEval protocol beside MTEB's evaluator (tables.bridge), when rule mteb ran (mteb.enabled).
-    bridge_paths, bridge_lines = write_bridge_table(results, out_dir)
+    bridge_paths, _ = write_bridge_table(results, out_dir)
     written += bridge_paths
+    bridge = bridge_rows(results) if bridge_paths else []  # shown under each checkpoint's paper
     written.append(
         write_report(
             built,
@@ -86,7 +87,8 @@ def build_report(
             grid=grid,
             figures=figures,
             results_dir=results_dir,
-            sections=compare_lines + bridge_lines,
+            sections=compare_lines,
+            bridge=bridge,
             searches=search_lines,
             metrics=metrics,
         )

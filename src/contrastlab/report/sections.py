@@ -221,6 +221,7 @@ def write_report(
     sections: list[str] | None = None,
     searches: dict[str, list[str]] | None = None,
     metrics=None,
+    bridge: list[dict[str, str]] | None = None,
 ) -> Path:
     """Write the Markdown report of ``built`` (table, {ext: path}) to ``report_path``, one section per
     paper in the papers' order (Nie 2023, Li 2024, MACL, OAR), each with its claims and their tally
@@ -232,7 +233,9 @@ def write_report(
     figures of no paper, the precision of every cell (with ``grid``) and, with ``results_dir``, what
     the jobs cost (:func:`contrastlab.cost.measured.cost_lines`). Claims are evaluated on ``metrics``
     (collected from ``metrics_root`` when not given). ``grid``: the run's
-    :class:`~contrastlab.config.Grid` (its config's claims, deviations and precision)."""
+    :class:`~contrastlab.config.Grid` (its config's claims, deviations and precision). ``bridge``: the
+    SentEval-MTEB bridge rows (:func:`contrastlab.tables.bridge.bridge_rows`), each paper's under its
+    tables; rows of no paper after the papers."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
     base = report_path.parent
     if metrics is None and grid is not None:
@@ -256,7 +259,9 @@ def write_report(
     lines += [f'<details markdown="1"><summary>{title}</summary>', "", *guide, "</details>", ""]
     figures = sorted(figures or [], key=figure_order)
     searches = dict(searches or {})
-    lines += _paper_lines(built, figures, searches, per_paper, grid, base, link)
+    bridges = _bridge_by_paper(bridge or [])
+    lines += _paper_lines(built, figures, searches, per_paper, grid, base, link, bridges)
+    lines += bridges.pop(None, [])
     lines += sections or []  # e.g. the comparison tables of the user's losses
     for rest in searches.values():  # searches of experiments of no paper
         lines += rest
@@ -280,9 +285,11 @@ def _paper_lines(
     grid: Grid | None,
     base: Path,
     link: Callable[[Path, str], str],
+    bridges: dict[str | None, list[str]],
 ) -> list[str]:
-    """One section per paper in the papers' order: its claims (``per_paper``), its tables and its
-    experiments' searches (taken out of ``searches``), its figures and its deviations (with ``grid``)."""
+    """One section per paper in the papers' order: its claims (``per_paper``), its tables, its
+    experiments' searches (taken out of ``searches``) and its checkpoints' SentEval-MTEB bridge (taken
+    out of ``bridges``), its figures and its deviations (with ``grid``)."""
     titles = {p: load_claims(p)["paper"] for p in PAPERS}
     experiments = grid.every_experiment if grid is not None else {}
     lines: list[str] = []
@@ -292,13 +299,14 @@ def _paper_lines(
         paper_searches = [e for e in searches if paper_of(e) == paper]
         paper_experiments = [e for e in experiments if paper_of(e) == paper]
         claims = per_paper.get(paper, [])
-        if not (claims or tables or paper_figures or paper_searches or paper_experiments):
+        if not (claims or tables or paper_figures or paper_searches or paper_experiments or paper in bridges):
             continue
         lines += [f"## {titles[paper]}", "", *claims]
         if tables or paper_searches:
             lines += ["### Tables", ""] + _tables_lines(tables, link)
             for experiment in paper_searches:
                 lines += searches.pop(experiment)
+        lines += bridges.pop(paper, [])
         if paper_figures:
             lines += ["### Figures", ""] + _figure_lines(paper_figures, base, link)
         if grid is not None and paper_experiments:
@@ -319,6 +327,18 @@ def cite_lines() -> list[str]:
         "```",
         "",
     ]
+
+
+def _bridge_by_paper(rows: list[dict[str, str]]) -> dict[str | None, list[str]]:
+    """The bridge's section per paper of its checkpoints (``<experiment>/…``), a level-3 heading under
+    the paper's tables; the rows of no paper under None, a section of their own (level 2)."""
+    from contrastlab.tables.bridge import bridge_lines
+
+    by_paper: dict[str | None, list[dict[str, str]]] = {}
+    for row in rows:
+        paper = paper_of(row["checkpoint"])
+        by_paper.setdefault(paper if paper in PAPERS else None, []).append(row)
+    return {paper: bridge_lines(own, level=2 if paper is None else 3) for paper, own in by_paper.items()}
 
 
 def _run_lines(grid: Grid | None, metrics_root, results_dir: str | os.PathLike | None) -> list[str]:

@@ -14,7 +14,7 @@ from contrastlab.evaluation.mteb_sts import MTEB_TASKS
 from contrastlab.paths import Results
 from contrastlab.tables.markdown import markdown_table
 
-__all__ = ["BRIDGE_TABLE", "bridge_rows", "write_bridge_table"]
+__all__ = ["BRIDGE_TABLE", "bridge_lines", "bridge_rows", "write_bridge_table"]
 
 BRIDGE_TABLE = "bridge"
 #: Column headers of the steps, in the chain's order.
@@ -73,25 +73,30 @@ def write_bridge_table(results: Results, out_dir: str | Path) -> tuple[list[Path
     writer.writerows(rows)
     csv_path, md_path = out_dir / f"{BRIDGE_TABLE}.csv", out_dir / f"{BRIDGE_TABLE}.md"
     csv_path.write_text(buffer.getvalue(), encoding="utf-8")
-    table = markdown_table(rows)
     md_path.write_text(
-        "\n".join(["# SentEval protocol -> MTEB, step by step", "", *table, ""]), encoding="utf-8"
+        "\n".join(["# SentEval protocol -> MTEB, step by step", "", *markdown_table(rows), ""]),
+        encoding="utf-8",
     )
-    lines = [
-        "## SentEval protocol and MTEB on the same checkpoints",
-        "",
-        "Each kept sentence checkpoint scored by the SentEval protocol (the papers' numbers) and by MTEB's "
-        "own evaluator (the mteb package), with the difference split into its causes, one change at a "
-        "time: text form (SentEval's tokenised, lowercased text -> MTEB's copy), pooling (SentEval's "
-        "'all' -> MTEB's single set), pairs present, split, and similarity/correlation (our cosine "
-        "Spearman -> MTEB's evaluator). The parts add up to MTEB - SentEval. ST evaluator: "
-        "sentence-transformers' EmbeddingSimilarityEvaluator on MTEB's STS-B rows (MTEB's score: same "
-        "rows, same cosine Spearman; they part only where a pair holds two identical sentences, whose "
-        "float32 cosines each rounds its own way, as in the demo's fixture). MTEB data 'standin': "
-        "MTEB-format sets built from local files, not the hub's; see docs/bridge.md. Files: "
-        "`tables/bridge.md`, `tables/bridge.csv`; MTEB's own results: `mteb/<cell>/results/`.",
-        "",
-        *table,
-        "",
-    ]
+    lines = bridge_lines(rows)
     return [csv_path, md_path], lines
+
+
+BRIDGE_TITLE = "SentEval protocol and MTEB on the same checkpoints"
+BRIDGE_TEXT = (
+    "Each kept sentence checkpoint scored by the SentEval protocol (the papers' numbers) and by MTEB's "
+    "own evaluator (the mteb package), with the difference split into its causes, one change at a "
+    "time: text form (SentEval's tokenised, lowercased text -> MTEB's copy), pooling (SentEval's "
+    "'all' -> MTEB's single set), pairs present, split, and similarity/correlation (our cosine "
+    "Spearman -> MTEB's evaluator). The parts add up to MTEB - SentEval. ST evaluator: "
+    "sentence-transformers' EmbeddingSimilarityEvaluator on MTEB's STS-B rows (MTEB's score: same "
+    "rows, same cosine Spearman; they part only where a pair holds two identical sentences, whose "
+    "float32 cosines each rounds its own way, as in the demo's fixture). MTEB data 'standin': "
+    "MTEB-format sets built from local files, not the hub's; see docs/bridge.md. Files: "
+    "`tables/bridge.md`, `tables/bridge.csv`; MTEB's own results: `mteb/<cell>/results/`."
+)
+
+
+def bridge_lines(rows: list[dict[str, str]], level: int = 2) -> list[str]:
+    """The report's section of the bridge ``rows`` (:func:`bridge_rows`): its heading at ``level`` (2 on
+    its own, 3 under its paper's section), what the columns mean, the table."""
+    return ["#" * level + " " + BRIDGE_TITLE, "", BRIDGE_TEXT, "", *markdown_table(rows), ""]

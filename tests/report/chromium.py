@@ -1,0 +1,113 @@
+"""A report page measured in headless Chromium (Debian's ``chromium``, which .ci/run installs): the tests'
+window onto what a reader's browser lays out, through Chromium's own command line (no driver library).
+
+:func:`measure` loads a copy of the page with a script at its end that measures the laid-out page and
+writes the numbers into the DOM as JSON; ``--dump-dom`` hands that DOM back."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+#: Headless, offline and quiet: no sandbox (containers), no GPU, no network of its own.
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+#: Runs at the end of the page, once the layout is known: the contents list's links and whether each
+#: names an element's id, every heading's id, the page's width and each box that could widen it.
+_MEASURE = """<script>
+(() => {
+  const ids = new Set([...document.querySelectorAll('[id]')].map(e => e.id));
+  const links = [...document.querySelectorAll('nav.contents a')].map(a => a.getAttribute('href'));
+  const headings = [...document.querySelectorAll('main h1, main h2, main h3, main h4, main h5, main h6')];
+  const viewport = document.documentElement.clientWidth;
+  const right = e => Math.ceil(e.getBoundingClientRect().right);
+  const boxes = [...document.querySelectorAll('.table-scroll, pre')];
+  const tables = [...document.querySelectorAll('main table')];
+  const result = {
+    links: links,
+    unresolved: links.filter(h => !h.startsWith('#') || !ids.has(decodeURIComponent(h.slice(1)))),
+    heading_ids: headings.map(h => h.id),
+    headings_without_id: headings.filter(h => !h.id).map(h => h.textContent),
+    ids: [...ids],
+    viewport: viewport,
+    inner_width: window.innerWidth,
+    scroll_width: document.documentElement.scrollWidth,
+    boxes_past_viewport: boxes.filter(e => right(e) > viewport).map(e => e.className || e.tagName),
+    tables: tables.length,
+    tables_outside_a_box: tables.filter(t => !t.parentElement.classList.contains('table-scroll')).length,
+    tables_scrolling_in_their_box: tables.filter(t => t.scrollWidth > t.parentElement.clientWidth).length,
+    folded_rows: [...document.querySelectorAll('tr.folded')].map(r => r.textContent),
+  };
+  const out = document.createElement('pre');
+  out.id = 'browser-measure';
+  out.textContent = JSON.stringify(result);
+  document.body.appendChild(out);
+})();
+</script>"""
+
+
+def browser() -> str | None:
+    """The Chromium on this machine, if any."""
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def _run(args: list[str], width: int, height: int) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory() as profile:  # a fresh profile each time: nothing carried over
+        return subprocess.run(
+            [browser(), *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", *args],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+
+def measure(page: Path, width: int = 1400, height: int = 900) -> dict:
+    """The laid-out ``page`` at ``width`` px (see :data:`_MEASURE` for the keys)."""
+    text = page.read_text(encoding="utf-8")
+    probe = page.with_name(page.stem + ".measure.html")
+    probe.write_text(text.replace("</body>", _MEASURE + "\n</body>"), encoding="utf-8")
+    try:
+        run = _run(["--dump-dom", probe.as_uri()], width, height)
+    finally:
+        probe.unlink()
+    assert run.returncode == 0, run.stderr[-2000:]
+    start = run.stdout.index('<pre id="browser-measure">') + len('<pre id="browser-measure">')
+    import html
+
+    return json.loads(html.unescape(run.stdout[start : run.stdout.index("</pre>", start)]))
+
+
+def screenshot(page: Path, out: Path, width: int = 1400, height: int = 900, anchor: str = "") -> Path:
+    """A PNG of the window's first screen of ``page``, or of the screen a link to ``#anchor`` opens.
+
+    For an anchor, the copy shot scrolls its body column (not the window: headless Chromium paints a
+    scrolled window blank) to put the anchor at the top, as following the link does; the contents list
+    stays where it is either way (it does not scroll with the page)."""
+    scroll = (
+        "<style>html, body { height: 100%; overflow: hidden; } .page { height: 100vh; }"
+        " main { height: 100vh; overflow-y: auto; }</style>\n<script>(() => {"
+        f" const main = document.querySelector('main'), to = document.getElementById({json.dumps(anchor)});"
+        " main.scrollTop = to.getBoundingClientRect().top - main.getBoundingClientRect().top - 8;"
+        " })();</script>\n"
+    )
+    probe = page.with_name(page.stem + ".shot.html")
+    text = page.read_text(encoding="utf-8")
+    probe.write_text(text.replace("</body>", scroll + "</body>") if anchor else text, encoding="utf-8")
+    try:
+        run = _run([f"--screenshot={out}", probe.as_uri()], width, height)
+    finally:
+        probe.unlink()
+    assert run.returncode == 0 and out.exists(), run.stderr[-2000:]
+    return out
