@@ -25,8 +25,8 @@ PORT ?= 6006
 .PHONY: install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds publish
 
 # scripts/install.py: -e '.[workflow,offline-models,dev]' under constraints.txt, with uv (about 30 s; it
-# falls back to pip, about 3 minutes, where uv cannot be had).
-$(BIN)/.installed: pyproject.toml constraints.txt scripts/install.py
+# falls back to pip, about 3 minutes, where uv cannot be had); cffconvert apart, in .venv/cffconvert.
+$(BIN)/.installed: pyproject.toml constraints.txt constraints-cffconvert.txt scripts/install.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python scripts/install.py
 	touch $@

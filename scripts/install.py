@@ -7,7 +7,9 @@ constraints.txt. uv unpacks the ~200 wheels in parallel (torch with its CUDA lib
 about 30 s on the 2-core machine where pip takes about 3 minutes. uv reads neither pip.conf nor the
 ``PIP_*`` variables, so pip's package sources (index, extra indexes, find-links, constraints, CA bundle)
 are handed to it; a machine set up for pip needs nothing else. If uv cannot be installed or fails, pip
-does the install as before, after one line saying why.
+does the install as before, after one line saying why. cffconvert (the CITATION.cff check) goes into an
+environment of its own inside this one, ``.venv/cffconvert``, under constraints-cffconvert.txt: it
+requires jsonschema < 4, the project >= 4.20.
 
 Both leave every installed module compiled (``.pyc``), and the project's ``src/`` too: pip compiles what
 it installs, uv only with ``--compile-bytecode``. Where ``PYTHONDONTWRITEBYTECODE`` is set (as on the
@@ -41,6 +43,11 @@ CUDA_CHOICE = Path(sys.prefix) / ".contrastlab-cuda"
 # The packages whose versions the torch build decides (its CUDA libraries, its triton): left unpinned for
 # another build, whose own requirements pin them.
 CUDA_STACK = re.compile(r"^(nvidia-|cuda-|triton\b)", re.IGNORECASE)
+
+# cffconvert (`cffconvert --validate` of CITATION.cff, tests/test_citation.py) requires jsonschema < 4, the
+# project >= 4.20: it gets a small environment of its own inside this one, under its own exact pins.
+CFFCONVERT_CONSTRAINTS = ROOT / "constraints-cffconvert.txt"
+CFFCONVERT_ENV = Path(sys.prefix) / "cffconvert"
 
 # pip setting -> the uv option taking the same values, one option per value.
 PIP_TO_UV = {"index-url": "--default-index", "extra-index-url": "--index", "find-links": "--find-links"}
@@ -157,17 +164,37 @@ def main(argv: list[str] | None = None) -> int:
         print(f"contrastlab: installing torch's {backend} build (make install CUDA=...)", flush=True)
     if run([*pip, "-c", str(CONSTRAINTS), "uv"]):
         if run([*uv_command(settings, backend), *TARGET], env=uv_environment(settings)):
-            return compile_own_sources()
+            return finish(settings)
         print("contrastlab: uv could not install the project; installing with pip instead", flush=True)
     else:
         print("contrastlab: uv is not installable here; installing with pip instead", flush=True)
     if not run([*pip, "--upgrade", "pip"]):
         return 1
-    return compile_own_sources() if run([*pip_command(backend), *TARGET]) else 1
+    return finish(settings) if run([*pip_command(backend), *TARGET]) else 1
+
+
+def finish(settings: dict[str, str]) -> int:
+    """After the project's install: its sources compiled, and cffconvert's environment."""
+    if compile_own_sources() != 0:
+        return 1
+    return 0 if install_cffconvert(settings) else 1
 
 
 def compile_own_sources() -> int:
     return 0 if run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(OWN_SOURCES)]) else 1
+
+
+def install_cffconvert(settings: dict[str, str]) -> bool:
+    """cffconvert under constraints-cffconvert.txt into :data:`CFFCONVERT_ENV` (made where absent): with
+    uv where it is installed, else with that environment's pip. True when it is installed."""
+    python = CFFCONVERT_ENV / "bin" / "python"
+    if not python.exists() and not run([sys.executable, "-m", "venv", str(CFFCONVERT_ENV)]):
+        return False
+    target = ["-c", str(CFFCONVERT_CONSTRAINTS), "cffconvert"]
+    uv = [sys.executable, "-m", "uv", "pip", "install", "--python", str(python), *uv_options(settings)]
+    return run([*uv, *target], env=uv_environment(settings)) or run(
+        [str(python), "-m", "pip", "install", "-q", *target]
+    )
 
 
 if __name__ == "__main__":

@@ -1,13 +1,54 @@
-"""LICENSE and CITATION.cff say what pyproject.toml says (``cffconvert --validate`` checks the file against
-the CFF 1.2.0 schema; it pins an older jsonschema than the project's, so it runs outside the suite)."""
+"""LICENSE and CITATION.cff say what pyproject.toml says, and ``cffconvert --validate`` finds CITATION.cff
+valid against the CFF 1.2.0 schema (cffconvert requires jsonschema < 4, the project >= 4.20: make install
+gives it an environment of its own, .venv/cffconvert, under constraints-cffconvert.txt)."""
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
 import tomllib
 
 import yaml
 
 from contrastlab.paths import REPO_ROOT
+
+_spec = importlib.util.spec_from_file_location("install_script", REPO_ROOT / "scripts" / "install.py")
+install = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(install)
+CFFCONVERT = install.CFFCONVERT_ENV / "bin" / "cffconvert"
+
+
+def cffconvert_validate(path) -> subprocess.CompletedProcess:
+    assert CFFCONVERT.is_file(), f"{CFFCONVERT} is missing: make install (scripts/install.py) puts it there"
+    return subprocess.run(
+        [str(CFFCONVERT), "--validate", "-i", str(path)], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cffconvert_validates_the_citation():
+    done = cffconvert_validate(REPO_ROOT / "CITATION.cff")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Citation metadata are valid according to schema version 1.2.0." in done.stdout
+
+
+def test_cffconvert_rejects_a_citation_without_its_authors(tmp_path):
+    """The check can fail: the same file without ``authors`` (required by the schema) is refused."""
+    citation = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text())
+    del citation["authors"]
+    broken = tmp_path / "CITATION.cff"
+    broken.write_text(yaml.safe_dump(citation, sort_keys=False))
+    done = cffconvert_validate(broken)
+    assert done.returncode != 0 and "'authors' is a required property" in done.stdout + done.stderr
+
+
+def test_cffconverts_own_pins_keep_it_apart_from_the_project():
+    pins = dict(
+        line.split("==")
+        for line in install.CFFCONVERT_CONSTRAINTS.read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    assert pins["cffconvert"] == "2.0.0" and pins["jsonschema"].startswith("3.")
+    assert install.CFFCONVERT_ENV.parent == install.CUDA_CHOICE.parent  # inside the project's environment
 
 
 def test_the_licence_and_the_citation_agree_with_the_package():
