@@ -4,8 +4,11 @@ papers."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import shutil
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,6 +18,7 @@ import yaml
 
 from contrastlab.config import Grid
 from contrastlab.data.fixtures import write_demo_corpus
+from contrastlab.paths import REPO_ROOT
 
 from .test_dryrun import job_counts, run_snakemake, snakemake_process
 
@@ -195,7 +199,7 @@ def test_the_split_evaluation_gives_the_numbers_of_one_job(finished_demo, cell, 
     import torch
 
     from contrastlab import config as cl_config
-    from contrastlab.data.acquire import data_locations
+    from contrastlab.config.data import data_locations
     from contrastlab.evaluation.senteval import evaluate_checkpoint
 
     workdir, config, _ = finished_demo
@@ -447,3 +451,49 @@ def test_the_projects_report_html_is_in_the_archive_and_the_description_points_t
 def test_flagging_changes_no_job_a_finished_run_has_nothing_to_do(reported_demo):
     """report() flags are not params: after the run and its report, the same config dry-runs to nothing."""
     assert "Nothing to be done" in reported_demo.dry_run, reported_demo.dry_run[-3000:]
+
+
+# --- the README's plain `snakemake --cores N` after a finished run: an edit in scripts/ retrains nothing
+# (issue 56 item 2; the demo above, no second run). Last in the module: it edits the working copy. -------
+
+
+@contextlib.contextmanager
+def own_copies(repo_root: Path, *names: str):
+    """The working copy's links ``names`` (to the repository's folders) replaced by copies of those
+    folders for the block, so that an edit there leaves the repository alone; the links again after.
+    Snakemake reaches scripts/ through rules/ (``script: "../scripts/..."``), so both are copied."""
+    targets = {name: os.readlink(repo_root / name) for name in names}
+    for name, target in targets.items():
+        (repo_root / name).unlink()
+        shutil.copytree(target, repo_root / name, symlinks=True)
+    try:
+        yield
+    finally:
+        for name, target in targets.items():
+            shutil.rmtree(repo_root / name)
+            (repo_root / name).symlink_to(target)
+
+
+def test_a_plain_snakemake_after_an_edited_script_has_nothing_to_do(repo_root, finished_demo):
+    """No profile named: Snakemake reads profiles/default, whose rerun triggers leave out ``code``, so
+    the edited training script retrains no cell. The control, the same config with the ``code`` trigger
+    back (a dry run), sees the edit: without the profile every cell would train again."""
+    from contrastlab import config as cl_config
+
+    workdir, config, _ = finished_demo
+    configfile = write(config, workdir / "plain.yaml")
+    with own_copies(repo_root, "rules", "scripts"):
+        script = repo_root / "scripts" / "train.py"
+        script.write_text(script.read_text() + "# an edit after the run (tests/e2e/test_pipeline.py)\n")
+        done = snakemake_process(repo_root, "--cores", "2", "--configfile", configfile)
+        control = run_snakemake(
+            repo_root, "-n", "--configfile", configfile, "--rerun-triggers", "mtime", "params", "code"
+        )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert "Using workflow specific profile profiles/default" in output, output[:2000]
+    assert "Nothing to be done (all requested files are present and up to date)." in output, output[-3000:]
+    cells = Grid(cl_config.validate(json.loads(json.dumps(config)))).cells
+    assert job_counts(control)["train"] == len(cells) == 2, control[-3000:]  # cl and mpt
+    assert "Code has changed since last execution" in control
+    assert os.readlink(repo_root / "scripts") == str(REPO_ROOT / "scripts")  # the link is back
