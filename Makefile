@@ -22,7 +22,7 @@ GPU_MODEL ?=
 # The local port `make monitor` serves TensorBoard on.
 PORT ?= 6006
 
-.PHONY: install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds publish
+.PHONY: install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds publish mteb-submit
 
 # scripts/install.py: -e '.[workflow,offline-models,dev]' under constraints.txt, with uv (about 30 s; it
 # falls back to pip, about 3 minutes, where uv cannot be had); cffconvert apart, in .venv/cffconvert.
@@ -92,8 +92,11 @@ lint: install
 clean-demo:
 	rm -rf results/demo results/plots/demo
 
-publish: install         ## CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>: print the upload commands (PUSH=1: run them)
+publish: install         ## CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>: list the one commit's files (PUSH=1: make it)
 	$(BIN)/python scripts/publish.py --configfile $(CONFIG) --cell '$(CELL)' --repo '$(REPO)' $(if $(CODE),--code '$(CODE)',) $(if $(PUSH),--push,)
+
+mteb-submit: install     ## CELL=<experiment>/<backbone>/<method>/seed<seed> [REPO=<user>/<name> REVISION=<commit>]: stage MTEB's results for embeddings-benchmark/results and print the PR's steps
+	$(BIN)/python scripts/mteb_submit.py --configfile $(CONFIG) --cell '$(CELL)' $(if $(REPO),--repo '$(REPO)',) $(if $(REVISION),--revision '$(REVISION)',) $(if $(CODE),--code '$(CODE)',)
 
 add-seeds: install       ## print the commands adding seeds to the cells of undecided claims only (TARGET=power: the seeds make plan's claims section needs; RUN=1: run them)
 	$(BIN)/python scripts/add_seeds.py --configfile $(CONFIG) $(if $(TARGET),--target $(TARGET),) $(if $(RUN),--run,)

@@ -1,14 +1,21 @@
 """Snakemake entry of rule ``mteb``: MTEB's seven English STS tasks on one checkpoint through the mteb
 package, results in MTEB's format, and the bridge from the SentEval protocol
-(contrastlab.evaluation.bridge)."""
+(contrastlab.evaluation.bridge). MTEB writes the checkpoint's full ModelMeta (licence, parameters, release
+date, revision: contrastlab.hub.publish.checkpoint_meta) as the results' model_meta.json."""
 
 from contrastlab.evaluation.bridge import mteb_checkpoint
+from contrastlab.hub.publish import checkpoint_meta
 from contrastlab.workflow.job import evaluation_job, job_data_locations
 
 snakemake = globals()["snakemake"]
 
 with evaluation_job(snakemake) as device:
     config, w = snakemake.config, snakemake.wildcards
+    cell = dict(experiment=w.experiment, backbone=w.backbone, method=w.method, seed=int(w.seed))
+    # read, not params, as the card's rule does: where the corpus was found reruns nothing
+    meta = checkpoint_meta(
+        snakemake.input.model, **cell, backbones=config["backbones"], data_config=config["data"]
+    )
     result = mteb_checkpoint(
         snakemake.input.model,
         job_data_locations(snakemake)["senteval_dir"],
@@ -17,7 +24,8 @@ with evaluation_job(snakemake) as device:
         stsb_dir=config["mteb"]["stsb_dir"],  # read, not a param: moving the data reruns nothing
         batch_size=snakemake.params.batch_size,
         device=device,
-        name=f"contrastlab/{w.experiment}-{w.backbone}-{w.method}-seed{w.seed}",
+        name=meta["name"],
         lock_file=config["artifacts_lock"],
+        meta=meta,
     )
     print({task: round(r["mteb"], 2) for task, r in result["tasks"].items()})

@@ -1,6 +1,7 @@
-"""``make publish CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>``: print the
-``hf upload`` commands that publish one kept sentence checkpoint with its card and MTEB ModelMeta (and,
-with ``--push``, run them), after checking the cell (contrastlab.hub.publish)."""
+"""``make publish CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>``: list the files
+one Hub commit uploads for one kept sentence checkpoint (the model folder, its card, its MTEB ModelMeta)
+and, with ``--push``, make that commit (``HfApi.create_commit``), after checking the cell
+(contrastlab.hub.publish)."""
 
 import argparse
 import sys
@@ -12,7 +13,7 @@ parser.add_argument("--configfile", default="config.yaml", help="the preset that
 parser.add_argument("--cell", required=True, help="<experiment>/<backbone>/<method>/seed<seed>")
 parser.add_argument("--repo", required=True, help="the Hugging Face model repository, <user>/<name>")
 parser.add_argument("--code", default=None, help="URL of the public training code (MTEB's ModelMeta)")
-parser.add_argument("--push", action="store_true", help="run the commands instead of only printing them")
+parser.add_argument("--push", action="store_true", help="make the commit instead of only listing it")
 args = parser.parse_args()
 try:
     plan = publish_plan(args.configfile, args.cell, args.repo, code=args.code)

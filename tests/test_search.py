@@ -235,16 +235,18 @@ def test_a_measured_calibration_changes_no_pinned_search(tmp_path):
 def test_plan_prices_the_searches():
     config = _demo()
     cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    base = plan.make_plan(cl_config.Grid(config), cal, searches=False)
-    jobs = plan.make_plan(
-        cl_config.Grid(config), cal
-    )  # the demo runs its searches with everything (searches.in_all)
+    grid = cl_config.Grid(config)
+    base = plan.make_plan(grid, cal)
+    # the demo runs its searches with everything (searches.in_all)
+    jobs = plan.make_plan(grid, cal, points=cl_budget.plan_points(grid, cal))
     added = [j for j in jobs if j.experiment.endswith("(search)")]
     # 6 points of their own (1 of the 2x2 and 1 of stage 1 are configured cells) + 2 winners evaluated
     assert sorted(j.rule for j in added) == ["search_encode"] * 2 + ["train"] * 6
     assert len(jobs) == len(base) + len(added)
     assert all(j.seconds["config"] > 0 for j in added)
-    lines = plan.search_plan_lines(cl_config.Grid({**config, "searches": {"in_all": False}}), cal, "config")
+    apart = cl_config.Grid({**config, "searches": {"in_all": False}})
+    assert cl_budget.plan_points(apart, cal) == []  # not in the default target: not in the plan
+    lines = plan.search_plan_lines(apart, cal, "config", cl_budget.searched_points(apart, cal))
     assert lines and "8 search points (2 of them configured cells" in "\n".join(lines)
 
 
@@ -259,13 +261,8 @@ def test_paper_scale_searches_are_priced():
     # stage 2: 60 (MHS: 20) per loss and backbone.
     assert stages == {("nie2023", 1): 448, ("nie2023", 2): 760, ("li2024", 1): 128, ("li2024", 2): 400}
     assert sum(p.shared_with is not None for p in points) == 28  # each Nie cell lies on its lr x batch grid
-    lines = "\n".join(
-        plan.search_plan_lines(
-            cl_config.Grid(config),
-            cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION),
-            "config",
-        )
-    )
+    grid, cal = cl_config.Grid(config), cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    lines = "\n".join(plan.search_plan_lines(grid, cal, "config", cl_budget.searched_points(grid, cal)))
     assert "| nie2023 (search) | 1208 |" in lines and "| li2024 (search) | 536 |" in lines
 
 

@@ -87,6 +87,11 @@ class SearchPoint:
         """The cell that trains this point (the shared configured cell's, or its own)."""
         return cl_config.Cell(self.experiment, self.backbone, self.trained_as, self.seed)
 
+    @functools.cached_property
+    def winner_cell(self) -> cl_config.Cell:
+        """The cell under which the search of this point evaluates its winner (``<method>~searched``)."""
+        return cl_config.Cell(self.experiment, self.backbone, searched_method(self.method), self.seed)
+
     @property
     def key(self) -> tuple[str, str, str]:
         """(experiment, backbone, method) of the search this point belongs to."""
@@ -153,7 +158,8 @@ def search_points(grid: cl_config.Grid) -> list[SearchPoint]:
                             point = SearchPoint(
                                 experiment, backbone, method, k, index, values, around, spec["seed"], shared
                             )
-                    _ = point.cell  # named now, once: the budget, the plan and the rules read it often
+                    # named now, once: the budget, the plan and the rules read them often
+                    _ = point.cell, point.winner_cell
                     out.append(point)
     return out
 

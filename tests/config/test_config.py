@@ -228,9 +228,7 @@ def test_a_grid_resolves_each_cell_once(repo_root, preset):
     views = [grid.settings(c) for c in grid.cells]
     configured = {(c.experiment, c.method, c.backbone) for c in grid.every_cell()}
     assert grid.resolutions == len(configured)  # every configured cell, when the grid was built
-    plan.make_plan(
-        grid, calibration.load_calibration(calibration.DEFAULT_CALIBRATION), "bf16", searches=False
-    )
+    plan.make_plan(grid, calibration.load_calibration(calibration.DEFAULT_CALIBRATION), "bf16")
     catalog.figures(grid)
     for experiment in config["experiments"]:
         deviations.detected(grid, experiment)

@@ -58,7 +58,21 @@ def test_training_settings_precision_commit_and_data_digests():
     text = card()
     assert "`infonce`" in text and '{"tau": 0.05}' in text and "Precision: `fp32`" in text
     assert "`lr`: `3e-05`" in text and "Commit: `abc123`" in text and "torch 2.14.1" in text
-    assert '"sha256": "f00d"' in text and "hf upload <user>/<repo> <this card> README.md" in text
+    assert '"sha256": "f00d"' in text and "`make publish CELL=<cell> REPO=<user>/<repo>`" in text
+
+
+def test_every_card_ends_with_the_bibtex_of_the_papers_it_reproduces():
+    """Issue 56 item 4: the card's last section cites its paper (contrastlab.citations, the one source
+    CITATION.cff mirrors); an experiment of Li's cites Li's paper only."""
+    from contrastlab.citations import bibtex_block, papers_of
+
+    for experiment in ("nie2023", "li2024_fig6_tau"):
+        text = card(experiment=experiment)
+        tail = text[text.index("\n## Citation\n") :]
+        assert tail == f"\n## Citation\n\n```bibtex\n{bibtex_block(papers_of(experiment))}\n```\n"
+    assert "@misc{li2024unified," in card(experiment="li2024") and "nie2023inadequacy" not in card(
+        experiment="li2024"
+    )
 
 
 def test_a_backbone_the_paper_lacks_says_so(tmp_path):
@@ -105,6 +119,7 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
     )
     text = out.read_text()
     assert yaml.safe_load(text.split("---\n")[1])["library_name"] == "pytorch"
+    assert "@inproceedings{huang2023macl," in text.split("## Citation")[1]
     rows = published_scores("macl_cifar10", "resnet18-cifar", "macl-bs256")
     published = {row["task"]: row["value"] for row in rows}
     assert f"| linear_top1 | 80.00 | {published['linear_top1']:.2f} |" in text
@@ -124,3 +139,43 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
         markers={},
     ).read_text()
     assert "Training diverged" in text and "loss is not finite at step 3" in text
+    assert "model-index" not in text and "@unpublished{oar2024stable," in text  # no score, still cited
+
+
+def test_an_image_card_carries_its_probes_accuracies_as_a_model_index(tmp_path):
+    """Issue 56 item 5: the image card's front matter is huggingface_hub's ModelCardData, whose
+    model-index holds the linear-probe and kNN accuracies (and OAR's FFN ones); huggingface_hub's own
+    parser reads them back, on CIFAR-10's hub id, or on the demo's local data named as such."""
+    from huggingface_hub import ModelCard
+    from huggingface_hub.repocard_data import model_index_to_eval_results
+
+    encoder = tmp_path / "encoder"
+    encoder.mkdir()
+    (encoder / "settings.json").write_text(json.dumps({"settings": {"loss": "macl_vision"}}))
+    scores = {"linear_top1": 80.12344, "knn_top1": 75.5, "embedding_variance": 3.0, "effective_rank_95": 9.0}
+    metrics = {"scores": scores, "probes": ["linear", "knn"], "dataset": "cifar10"}
+    (tmp_path / "vision.json").write_text(json.dumps(metrics))
+    cell = dict(experiment="macl_cifar10", backbone="resnet18-cifar", method="macl-bs256", seed=42)
+    args = dict(model_dir=encoder, metrics_path=tmp_path / "vision.json", markers={})
+    card_path = write_model_card(tmp_path / "README.md", **cell, **args)
+    loaded = ModelCard.load(card_path)
+    name, results = model_index_to_eval_results(loaded.data.to_dict()["model-index"])
+    assert name == "contrastlab-macl_cifar10-resnet18-cifar-macl-bs256-seed42"
+    got = {r.metric_name: (r.metric_type, r.metric_value, r.dataset_type, r.dataset_split) for r in results}
+    assert got == {
+        "Top-1 accuracy, linear probe (linear_top1)": ("accuracy", 80.1234, "uoft-cs/cifar10", "test"),
+        "Top-1 accuracy, weighted kNN (knn_top1)": ("accuracy", 75.5, "uoft-cs/cifar10", "test"),
+    }  # the geometry statistics are no accuracy: not in the model-index
+    assert {r.task_type for r in results} == {"image-classification"}
+    assert loaded.data.library_name == "pytorch" and "macl_vision" in loaded.data.tags
+    # OAR's FFN fine-tuning at 10% of the labels, on the demo's digits: named as local data, no hub id
+    metrics = {"scores": {"ffn10_top1": 57.5, "ffn10_top5": 96.0}, "probes": ["ffn"], "dataset": "digits"}
+    (tmp_path / "vision.json").write_text(json.dumps(metrics))
+    _, results = model_index_to_eval_results(
+        ModelCard.load(write_model_card(tmp_path / "oar.md", **cell, **args)).data.to_dict()["model-index"]
+    )
+    assert [(r.metric_name, r.metric_value, r.dataset_type) for r in results] == [
+        ("Top-1 accuracy, FFN fine-tuned on 10% of the labels (ffn10_top1)", 57.5, "digits"),
+        ("Top-5 accuracy, FFN fine-tuned on 10% of the labels (ffn10_top5)", 96.0, "digits"),
+    ]
+    assert all("not a hub dataset" in r.dataset_name for r in results)

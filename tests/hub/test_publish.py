@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from contrastlab.config import load
+from contrastlab.hub import mteb_results as mr
 from contrastlab.hub import publish as pub
 from contrastlab.hub.cards import write_model_card
 from contrastlab.models.export import write_sentence_transformers_files
@@ -128,15 +129,15 @@ def test_the_card_reads_back_through_huggingface_hubs_parser_with_both_protocols
 def test_a_task_twice_in_the_mteb_folder_is_an_error(tmp_path):
     pytest.importorskip("mteb")
     mteb_results(tmp_path, {"STS12": 0.5})
-    assert [(s.task, s.value, s.subset) for s in pub.mteb_scores(tmp_path)] == [("STS12", 0.5, "default")]
+    assert [(s.task, s.value, s.subset) for s in mr.mteb_scores(tmp_path)] == [("STS12", 0.5, "default")]
     (tmp_path / "contrastlab__cell" / "other_revision").mkdir()
     (tmp_path / "contrastlab__cell" / "no_revision_available" / "STS12.json").rename(
         tmp_path / "contrastlab__cell" / "other_revision" / "STS12.json"
     )
     mteb_results(tmp_path, {"STS12": 0.6})
     with pytest.raises(ValueError, match="MTEB results for STS12 twice"):
-        pub.mteb_scores(tmp_path)
-    assert pub.mteb_scores(None) == [] and pub.mteb_scores(tmp_path / "absent") == []
+        mr.mteb_scores(tmp_path)
+    assert mr.mteb_scores(None) == [] and mr.mteb_scores(tmp_path / "absent") == []
 
 
 def test_mteb_results_are_omitted_when_absent_and_the_model_meta_validates_in_mteb(tmp_path):
@@ -153,6 +154,57 @@ def test_mteb_results_are_omitted_when_absent_and_the_model_meta_validates_in_mt
     assert meta.adapted_from == "bert-base-uncased" and meta.public_training_data == WIKI
     assert meta.loader is not None and meta.training_datasets == {"STSBenchmark"}
     assert meta.name == "contrastlab/nie2023-bert-base-cl-seed42" and meta.max_tokens == 512
+
+
+def test_the_model_meta_has_licence_parameters_release_date_revision_and_citation(tmp_path):
+    """Issue 56 item 5: no null where the leaderboard needs a value. The licence is the backbone's (a
+    fine-tuned BERT keeps apache-2.0), the parameters are counted from the checkpoint, the release date is
+    the day the run wrote the weights, the revision the weights' sha256 (other weights, another revision),
+    the citation the BibTeX of the reproduced paper; mteb's ModelMeta validates it."""
+    import datetime
+    import os
+
+    from contrastlab.citations import bibtex_block, papers_of
+
+    mteb_models = pytest.importorskip("mteb.models")
+    out = card(tmp_path, None)
+    model = tmp_path / "model"
+    day = datetime.datetime(2026, 3, 14, 12, tzinfo=datetime.UTC).timestamp()
+    os.utime(model / "model.safetensors", (day, day))
+    fields = pub.checkpoint_meta(
+        model, experiment="nie2023", backbone="bert-base", method="cl", seed=42, backbones=BACKBONES
+    )
+    meta = mteb_models.ModelMeta.model_validate_json_resolved(json.dumps(fields))
+    assert (meta.license, meta.release_date) == ("apache-2.0", "2026-03-14")
+    assert meta.n_parameters == int((out.parent / "params").read_text()) > 0
+    assert meta.revision == mr.checkpoint_revision(model) and len(meta.revision) == 64
+    assert (
+        meta.citation == bibtex_block(papers_of("nie2023"))
+        and "@inproceedings{nie2023inadequacy" in meta.citation
+    )
+    assert json.loads((out.parent / pub.MODEL_META_FILE).read_text())["revision"] == meta.revision
+    with (model / "model.safetensors").open("ab") as weights:
+        weights.write(b" ")  # other bytes: another revision
+    assert mr.checkpoint_revision(model) != meta.revision
+    with pytest.raises(FileNotFoundError, match="no \\*.safetensors weights"):
+        mr.checkpoint_revision(tmp_path / "card")
+
+
+def test_a_standin_runs_card_names_no_mteb_hub_dataset_or_revision(tmp_path):
+    """Issue 56 item 5: MTEB's rows rebuilt from local files (rule mteb's data: standin): the card, its
+    model-index included, says "local stand-in" and names none of MTEB's hub datasets or revisions."""
+    from huggingface_hub import ModelCard
+
+    pytest.importorskip("mteb")
+    mteb_results(tmp_path / "mteb" / "results", {"STSBenchmark": 0.8123, "SICK-R": 0.7001})
+    (tmp_path / "mteb" / "provenance.json").write_text(json.dumps({"data": "standin"}))
+    text = card(tmp_path, tmp_path / "mteb").read_text()
+    for named in ("mteb/stsbenchmark-sts", "mteb/sickr-sts", "b0fddb56ed78048f", "20a6d6f312dd5403"):
+        assert named not in text, named
+    assert "| STSBenchmark | test | default | cosine_spearman | 81.23 | local stand-in |" in text
+    rows = [r for r in ModelCard.load(tmp_path / "card" / "README.md").data.eval_results if r.source_name]
+    assert [(r.dataset_type, r.dataset_revision) for r in rows] == [("local stand-in", None)] * 2
+    assert all("local stand-in" in r.dataset_name for r in rows)
 
 
 def test_each_backbones_licence_has_its_source():
@@ -205,7 +257,32 @@ def _demo_config(tmp_path: Path) -> Path:
 CELL = "nie2023/tiny-bert/cl/seed42"
 
 
-def test_publish_checks_the_cell_and_prints_the_upload_commands(tmp_path, capsys, monkeypatch):
+class StubApi:
+    """huggingface_hub's ``HfApi`` as publish calls it: every call recorded, a commit answered."""
+
+    def __init__(self):
+        self.calls = []
+
+    def create_repo(self, repo_id, **kw):
+        self.calls.append(("create_repo", repo_id, kw))
+
+    def create_commit(self, repo_id, operations, commit_message, **kw):
+        from huggingface_hub import CommitInfo
+
+        self.calls.append(("create_commit", repo_id, operations, commit_message))
+        url = f"https://huggingface.co/{repo_id}/commit/{'c' * 40}"
+        return CommitInfo(commit_url=url, commit_message=commit_message, commit_description="", oid="c" * 40)
+
+    def upload_file(self, *a, **k):  # pragma: no cover - publish must not call these
+        self.calls.append(("upload_file",))
+
+    def upload_folder(self, *a, **k):  # pragma: no cover
+        self.calls.append(("upload_folder",))
+
+
+def test_publish_checks_the_cell_and_makes_one_commit(tmp_path, capsys, monkeypatch):
+    """Issue 56 item 6: the checkpoint's files, the card (README.md) and the ModelMeta go up in ONE
+    ``create_commit`` (no separate uploads), after the cell and the token are checked."""
     configfile = _demo_config(tmp_path)
     with pytest.raises(pub.PublishError, match="unknown cell 'nie2023/tiny-bert/nope/seed42'"):
         pub.publish_plan(configfile, "nie2023/tiny-bert/nope/seed42", "me/model")
@@ -215,36 +292,46 @@ def test_publish_checks_the_cell_and_prints_the_upload_commands(tmp_path, capsys
         pub.publish_plan(configfile, CELL, "no-slash")
     results = Results(tmp_path / "results")
     checkpoint, card_path = Path(results.checkpoint(CELL, "model")), Path(results.card(CELL))
-    checkpoint.mkdir(parents=True)
+    (checkpoint / "1_Pooling").mkdir(parents=True)
+    (checkpoint / "model.safetensors").write_bytes(b"weights")
+    (checkpoint / "1_Pooling" / "config.json").write_text("{}")
     card_path.parent.mkdir(parents=True)
     card_path.write_text("---\nlicense: mit\n---\n")
     (card_path.parent / pub.MODEL_META_FILE).write_text(
-        json.dumps({"name": "contrastlab/x", "revision": None})
+        json.dumps({"name": "contrastlab/x", "revision": "ab" * 32, "release_date": "2026-11-20"})
     )
-    plan = pub.publish_plan(configfile, CELL, "me/model", today="2026-11-26")
+    plan = pub.publish_plan(configfile, CELL, "me/model")
     meta = json.loads(plan.meta.read_text())
     assert (meta["name"], meta["release_date"], meta["reference"]) == (
         "me/model",
-        "2026-11-26",
+        "2026-11-20",  # the run's date, kept
         "https://huggingface.co/me/model",
     )
     assert plan.meta == tmp_path / "results" / "publish" / CELL / pub.MODEL_META_FILE
-    lines = pub.publish(plan)
-    msg = f"contrastlab {CELL}"
-    assert lines == [
-        f"hf upload me/model {checkpoint} . --commit-message '{msg}: checkpoint'",
-        f"hf upload me/model {card_path} README.md --commit-message '{msg}: model card'",
-        f"hf upload me/model {plan.meta} {pub.MODEL_META_FILE} --commit-message '{msg}: MTEB ModelMeta'",
-    ]
-    assert capsys.readouterr().out.splitlines() == lines
-    ran = []
+    assert plan.files == {
+        "1_Pooling/config.json": checkpoint / "1_Pooling" / "config.json",
+        "model.safetensors": checkpoint / "model.safetensors",
+        "README.md": card_path,
+        pub.MODEL_META_FILE: plan.meta,
+    }
+    api = StubApi()
+    lines = pub.publish(plan, api=api)
+    assert lines[0].startswith("# one commit to https://huggingface.co/me/model (4 files)")
+    assert f"README.md <- {card_path}" in lines and capsys.readouterr().out.splitlines() == lines
+    assert api.calls == []  # listed, not pushed
     monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
     with pytest.raises(pub.PublishError, match="no Hugging Face token"):
-        pub.publish(plan, push=True, run=lambda *a, **k: ran.append(a))
-    assert capsys.readouterr().out == "" and ran == []  # nothing printed or run before the check
+        pub.publish(plan, push=True, api=api)
+    assert capsys.readouterr().out == "" and api.calls == []  # nothing printed or sent before the check
     monkeypatch.setattr("huggingface_hub.get_token", lambda: "hf_test")
-    pub.publish(plan, push=True, run=lambda command, **k: ran.append(command[1:]))
-    assert ran == [command[1:] for command in plan.commands]
+    lines = pub.publish(plan, push=True, api=api)
+    assert [call[0] for call in api.calls] == ["create_repo", "create_commit"]  # one commit per publish
+    _, repo, operations, message = api.calls[1]
+    assert repo == "me/model" and message == f"contrastlab {CELL}: checkpoint, model card and MTEB ModelMeta"
+    assert {op.path_in_repo: op.path_or_fileobj for op in operations} == {
+        name: str(path) for name, path in plan.files.items()
+    }
+    assert lines[-1] == f"# committed {'c' * 40}: https://huggingface.co/me/model/commit/{'c' * 40}"
 
 
 def test_the_script_prints_the_commands_and_fails_in_one_line(tmp_path):
@@ -263,11 +350,53 @@ def test_mteb_scores_reads_rule_mtebs_result_cache_folder(tmp_path):
     pytest.importorskip("mteb")
     mteb_results(tmp_path / "results", {"STSBenchmark": 0.75})
     (tmp_path / "bridge.json").write_text("{}")
-    assert [(s.task, s.value, s.standin) for s in pub.mteb_scores(tmp_path)] == [
-        ("STSBenchmark", 0.75, False)
-    ]
+    assert [(s.task, s.value, s.standin) for s in mr.mteb_scores(tmp_path)] == [("STSBenchmark", 0.75, False)]
     # MTEB's rows from local files (the demo's stand-in): the card must not claim MTEB's hub copy
     (tmp_path / "provenance.json").write_text('{"data": "standin"}')
-    (score,) = pub.mteb_scores(tmp_path)
+    (score,) = mr.mteb_scores(tmp_path)
     (result,) = [r for r in pub.eval_results({}, {}, mteb=[score]) if r.source_name == "MTEB"]
     assert "stand-in" in result.dataset_name and result.dataset_revision is None
+
+
+def test_mtebs_results_folder_carries_the_checkpoints_meta_and_revision(tmp_path):
+    """Issue 56 item 5: rule mteb hands MTEB the checkpoint's ModelMeta (scripts/mteb_sts.py:
+    checkpoint_meta), so MTEB's own results folder is named by the weights' revision, not
+    ``no_revision_available``, and its model_meta.json has the licence, parameters, release date and
+    citation; mteb's own ResultCache loads the folder with that meta."""
+    import numpy as np
+
+    mteb = pytest.importorskip("mteb")
+    from contrastlab.evaluation import mteb_sts
+
+    model = tmp_path / "model"
+    model.mkdir()
+    params = tiny_checkpoint(model)
+    fields = pub.checkpoint_meta(
+        model, experiment="nie2023", backbone="bert-base", method="cl", seed=42, backbones=BACKBONES
+    )
+    st = mteb_sts.load_sentence_transformer(model, name=fields["name"])
+    rows = {
+        "STSBenchmark": mteb_sts.PairSet(["a b", "c d", "e"], ["a", "d c", "f"], np.array([1.0, 3.0, 2.0]))
+    }
+    plain = mteb_sts.run_mteb(st, rows, tmp_path / "plain", tasks=("STSBenchmark",))
+    scores = mteb_sts.run_mteb(st, rows, tmp_path / "out", tasks=("STSBenchmark",), meta=fields)
+    assert scores == plain  # the meta names the results; the scores are the model's
+    revision = mr.checkpoint_revision(model)
+    folder = tmp_path / "out" / "results" / "contrastlab__nie2023-bert-base-cl-seed42" / revision
+    assert sorted(p.name for p in folder.glob("*.json")) == ["STSBenchmark.json", "model_meta.json"]
+    written = json.loads((folder / "model_meta.json").read_text())
+    assert (written["license"], written["n_parameters"], written["revision"]) == (
+        "apache-2.0",
+        params,
+        revision,
+    )
+    assert written["release_date"] == mr.checkpoint_date(model) and "nie2023inadequacy" in written["citation"]
+    loaded = mteb.ResultCache(tmp_path / "out").load_results(include_remote=False, require_model_meta=True)
+    (result,) = loaded.model_results
+    assert (result.model_name, result.model_revision) == (fields["name"], revision)
+    assert [(r.task_name, r.get_score()) for r in result.task_results] == [
+        ("STSBenchmark", pytest.approx(scores["STSBenchmark"]["main_score"]))
+    ]
+    assert [s.revision for s in mr.mteb_scores(tmp_path / "out")] == [
+        mteb.get_task("STSBenchmark").metadata.dataset["revision"]
+    ]

@@ -75,6 +75,12 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
 
 
+def plan_points(grid: cl_config.Grid, calibration: Calibration | None = None) -> list[cl_search.SearchPoint]:
+    """The search points the default target trains (:func:`searched_points` with the results folder's
+    pins), none when the searches do not run with it (``searches.in_all: false``)."""
+    return searched_points(grid, calibration, pins=pinned(grid)) if grid.searches_in_all else []
+
+
 def write_pins(grid: cl_config.Grid, points: Iterable[cl_search.SearchPoint]) -> Path | None:
     """Pin, per budgeted search, the points it kept (called when the workflow starts executing); an
     existing pin that still matches is left as it is. Returns the file, or None without a budget."""

@@ -26,7 +26,7 @@ from typing import Any
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.config import paper_of
-from contrastlab.cost.budget import pinned, searched_points
+from contrastlab.cost.budget import pinned, plan_points, searched_points
 from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
     SIDE_BY_SIDE,
@@ -130,19 +130,17 @@ def make_plan(
     grid: cl_config.Grid,
     calibration: Calibration,
     chosen: str = AS_CONFIGURED,
-    searches: bool | None = None,
+    points: Sequence[cl_search.SearchPoint] = (),
 ) -> list[PlannedJob]:
     """Every GPU job of the (validated) config with its projected seconds under each precision choice
     (``config`` and :data:`SIDE_BY_SIDE`, plus ``chosen``); memory and kind are those of ``chosen``.
     A cell's evaluation is its ``encode`` job (sentence cells; their CPU probe jobs are
     :func:`probe_jobs`) or its ``encode_vision`` job (image cells; the CPU probe job that follows it
     in ``cpu_after_s``); a Pretrained row is its ``encode_pretrained``.
-    ``searches``: with the searches' jobs (:func:`search_jobs`; default: when they run with the
-    default target, ``searches.in_all``)."""
+    ``points``: the searches' points whose jobs join the plan (:func:`search_jobs`; the default target's
+    are :func:`~contrastlab.cost.budget.plan_points`)."""
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
-    if searches is None:
-        searches = grid.searches_in_all
-    jobs = search_jobs(grid, calibration, chosen) if searches else []
+    jobs = search_jobs(grid, calibration, chosen, points)
     share = _gpu_share(grid)
     for cell in grid.cells:
         works = {c: cell_work(grid, cell, c) for c in choices}
@@ -379,20 +377,23 @@ def plan_report(
     gpu_model = gpu_model or grid.resources.get("gpu_model")
     calibration = calibration_for(gpu_model, calibration_path)
     card = model_of(gpu_model) if gpu_model else model_of(calibration.device)
-    jobs = make_plan(grid, calibration, chosen)
+    jobs = make_plan(grid, calibration, chosen, plan_points(grid, calibration))
     works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
     probe_s = probe_seconds(grid, calibration)
     searches_in_all = grid.searches_in_all
+    every_search = [] if searches_in_all else searched_points(grid, calibration, pins=pinned(grid))
     lines = [
         f"## Projected cost{f' of {title}' if title else ''}",
         "",
         *summary_lines(jobs, works, calibration, card, probe_s, cpus_per_gpu),
         *plan_lines(grid, jobs, calibration, chosen),
-        *disk_lines(grid, jobs, [] if searches_in_all else search_jobs(grid, calibration, chosen)),
+        *disk_lines(
+            grid, jobs, [] if searches_in_all else search_jobs(grid, calibration, chosen, every_search)
+        ),
         *schedule_lines(jobs, probe_s, chosen, gpus, cpus_per_gpu),
     ]
     if not searches_in_all:
-        lines += search_plan_lines(grid, calibration, chosen)
+        lines += search_plan_lines(grid, calibration, chosen, every_search)
     for section in sections:
         lines += section(grid, jobs)
     if echo:
@@ -465,13 +466,18 @@ def job_runtime_minutes(
 
 
 def search_jobs(
-    grid: cl_config.Grid, calibration: Calibration, chosen: str = AS_CONFIGURED
+    grid: cl_config.Grid,
+    calibration: Calibration,
+    chosen: str,
+    points: Sequence[cl_search.SearchPoint],
 ) -> list[PlannedJob]:
     """The GPU jobs of the config's searches: each point's training (not the points shared with a
     configured cell) and the encoding of each search's winner (``search_encode``; its probes run on
-    the CPU), experiment ``<experiment> (search)``."""
+    the CPU), experiment ``<experiment> (search)``; ``points``: the searches' priced points
+    (:func:`~contrastlab.cost.budget.searched_points`)."""
+    if not points:
+        return []
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
-    points = searched_points(grid, calibration, pins=pinned(grid))
     share = _gpu_share(grid)
     jobs = []
     for point in points:
@@ -484,7 +490,7 @@ def search_jobs(
     for point in points:
         if point.stage == 1:
             firsts.setdefault((point.experiment, point.backbone, point.method), point)
-    for (experiment, backbone, method), first in firsts.items():
+    for (experiment, _, _), first in firsts.items():
         work = cell_work(grid, first.cell, point=first)
         # the winner's encoding on the GPU (its probes: a CPU job, search_evaluate)
         seconds = eval_seconds(work, calibration)
@@ -493,7 +499,7 @@ def search_jobs(
                 rule="search_encode",
                 paper=paper_of(experiment),
                 experiment=f"{experiment} (search)",
-                cell=cl_config.Cell(experiment, backbone, cl_search.searched_method(method), first.seed).path,
+                cell=first.winner_cell.path,
                 seconds=dict.fromkeys(choices, seconds),
                 precision=dict.fromkeys(choices, EVALUATION_PRECISION),
             )
@@ -540,13 +546,15 @@ def disk_lines(grid: cl_config.Grid, jobs: Sequence[PlannedJob], searches: Seque
     return [line, ""]
 
 
-def search_plan_lines(grid: cl_config.Grid, calibration: Calibration, chosen: str) -> list[str]:
+def search_plan_lines(
+    grid: cl_config.Grid, calibration: Calibration, chosen: str, points: Sequence[cl_search.SearchPoint]
+) -> list[str]:
     """The searches' cost when they do not run with the default target (``searches.in_all: false``):
-    one row per search experiment and per rule, with totals ([] without searches)."""
-    jobs = search_jobs(grid, calibration, chosen)
+    one row per search experiment and per rule, with totals ([] without searches); ``points``: the
+    searches' priced points."""
+    jobs = search_jobs(grid, calibration, chosen, points)
     if not jobs:
         return []
-    points = searched_points(grid, calibration, pins=pinned(grid))
     shared = sum(1 for p in points if p.shared_with is not None)
     lines = [
         "### Hyperparameter searches (`make search`; not in the default target)",

@@ -213,6 +213,7 @@ def mteb_checkpoint(
     name: str | None = None,
     lock_file: str | Path | None = None,
     overwrite: str = "always",
+    meta: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Rule ``mteb``'s work on one checkpoint: MTEB's seven STS tasks through ``mteb`` (results in MTEB's
     format under ``out_dir``), the bridge from the SentEval protocol (``bridge.json``), and
@@ -220,7 +221,8 @@ def mteb_checkpoint(
     says where MTEB's rows came from (``data``: ``hub`` at the pinned revisions, recorded in
     ``lock_file``, or ``standin`` with :func:`~contrastlab.evaluation.mteb_sts.standin_check`'s
     comparison). ``overwrite``: MTEB's ``overwrite_strategy`` (``only-missing`` resumes a killed run).
-    Returns what ``bridge.json`` holds."""
+    ``meta``: the checkpoint's ``ModelMeta`` fields for MTEB's ``model_meta.json`` and revision folder
+    (:func:`~contrastlab.evaluation.mteb_sts.run_mteb`). Returns what ``bridge.json`` holds."""
     import mteb
 
     from contrastlab.evaluation import mteb_sts
@@ -239,7 +241,7 @@ def mteb_checkpoint(
         if lock_file is not None:
             mteb_sts.record_pins(lock_file, pairs, pins)
         source = {"data": "hub"}
-    scores = mteb_sts.run_mteb(model, pairs, out_dir, batch_size=batch_size, overwrite=overwrite)
+    scores = mteb_sts.run_mteb(model, pairs, out_dir, batch_size=batch_size, overwrite=overwrite, meta=meta)
     bridge = bridge_checkpoint(mteb_sts.encoder_of(model, batch_size), senteval_dir, pairs, scores)
     result = {
         "model_dir": str(model_dir),

@@ -257,14 +257,23 @@ def run_mteb(
     tasks=TASK_NAMES,
     batch_size: int = 64,
     overwrite: str = "always",
+    meta: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Run MTEB's ``tasks`` on ``model`` (a ``SentenceTransformer``) with ``mteb.evaluate``, its results
     written by ``mteb.ResultCache(out_dir)`` in MTEB's format. ``pairs`` (MTEB task -> :class:`PairSet`)
     replaces each task's hub dataset (the stand-in); None loads the hub's. Returns, per task, MTEB's
     test-split scores (``cosine_spearman``, ``main_score``, ... as fractions, MTEB's scale).
     ``overwrite``: MTEB's ``overwrite_strategy`` (``only-missing`` keeps the tasks already in ``out_dir``;
-    their scores come back as MTEB stored them, rounded to 1e-5, where a fresh run's are not)."""
+    their scores come back as MTEB stored them, rounded to 1e-5, where a fresh run's are not).
+    ``meta``: the checkpoint's ``ModelMeta`` fields (``contrastlab.hub.publish.checkpoint_meta``: licence,
+    parameters, release date, revision), which MTEB then writes as the results' ``model_meta.json`` and
+    whose revision names their folder; None: what MTEB reads off the model (no licence, no revision)."""
     mteb = _mteb()
+    if meta is not None:
+        from mteb.models import ModelMeta, SentenceTransformerEncoderWrapper
+
+        model = SentenceTransformerEncoderWrapper(model)
+        model.mteb_model_meta = ModelMeta.model_validate_json_resolved(json.dumps(dict(meta)))
     task_objects = []
     for name in tasks:
         task = mteb.get_task(name)

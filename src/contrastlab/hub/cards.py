@@ -24,21 +24,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from contrastlab.citations import bibtex_block, papers_of
 from contrastlab.config import settings_digest
+from contrastlab.hub.mteb_results import STANDIN, MtebScore, mteb_scores
 from contrastlab.hub.publish import (
     MODEL_META_FILE,
-    MtebScore,
     backbone_license,
     base_model_id,
     card_data,
+    checkpoint_meta,
     eval_results,
     front_matter,
-    model_meta,
-    mteb_scores,
     training_corpus,
 )
+from contrastlab.hub.vision_card import vision_front_matter
 from contrastlab.paths import atomic_write, write_json
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
@@ -178,6 +177,7 @@ def model_card(
         f"- Licence: `{licence}`, the backbone's ({licence_source})",
         "",
         *PUBLISHING,
+        *_citation(experiment),
     ]
     return "\n".join(lines)
 
@@ -203,20 +203,21 @@ def _card_provenance(
 SENTENCE_TAGS = ("sentence-transformers", "feature-extraction", "sentence-similarity", "contrastive-learning")
 #: What a sentence card's checkpoint is.
 SENTENCE_KEPT = "The best STS-B dev checkpoint of the run, unmodified."
-#: How a sentence checkpoint is published: the card's last section.
+#: How a sentence checkpoint is published: the card's last section but the citation.
 PUBLISHING = (
     "## Publishing",
     "",
-    "The checkpoint folder is the complete sentence-transformers model; upload it, then this card as",
-    "its README (`hf` is huggingface_hub's command line, formerly `huggingface-cli`); contrastlab's",
-    "`make publish CELL=<cell> REPO=<user>/<repo>` prints these commands and runs them with `PUSH=1`:",
-    "",
-    "```bash",
-    "hf upload <user>/<repo> <checkpoint folder> .",
-    "hf upload <user>/<repo> <this card> README.md",
-    "```",
+    "The checkpoint folder is the complete sentence-transformers model. contrastlab's",
+    "`make publish CELL=<cell> REPO=<user>/<repo>` lists what one commit uploads (the folder's files, this",
+    "card as README.md, MTEB's ModelMeta) and makes that commit with `PUSH=1` (huggingface_hub's",
+    "`HfApi.create_commit`); `make mteb-submit CELL=<cell>` stages MTEB's results for the leaderboard.",
     "",
 )
+
+
+def _citation(experiment: str) -> list[str]:
+    """The card's last section: the BibTeX of the paper(s) the experiment reproduces."""
+    return ["## Citation", "", "```bibtex", bibtex_block(papers_of(experiment)), "```", ""]
 
 
 def _heading(
@@ -293,20 +294,27 @@ def _published_from(published: list[dict[str, Any]]) -> list[str]:
 
 
 def _mteb_rows(mteb: Sequence[MtebScore]) -> list[str]:
-    """MTEB's scores as its results folder holds them (its evaluator, the dataset revision it read), × 100."""
+    """MTEB's scores as its results folder holds them (its evaluator, the dataset revision it read), × 100;
+    a stand-in's (rows from local files) say "local stand-in" where a hub run names MTEB's datasets."""
     if not mteb:
         return []
+    standin = any(score.standin for score in mteb)
+    where = (
+        f"on a {STANDIN}: MTEB's rows rebuilt from local files, not MTEB's hub datasets"
+        if standin
+        else "on the datasets and revisions it read"
+    )
     lines = [
-        "MTEB's own evaluator (`mteb`), on the datasets and revisions it read (main score × 100; the "
-        "model-index holds both protocols):",
+        f"MTEB's own evaluator (`mteb`), {where} (main score × 100; the model-index holds both protocols):",
         "",
         "| MTEB task | split | subset | metric | score | dataset revision |",
         "|---|---|---|---|---:|---|",
     ]
     for score in mteb:
+        revision = STANDIN if score.standin else f"`{score.revision}`"
         lines.append(
             f"| {score.task} | {score.split} | {score.subset} | {score.metric} | {100 * score.value:.2f} "
-            f"| `{score.revision}` |"
+            f"| {revision} |"
         )
     return [*lines, ""]
 
@@ -364,15 +372,9 @@ def vision_model_card(
     loss = settings.get("loss", method)
     published = published_scores(experiment, backbone, method)
     papers = _papers(experiment)
-    front = {
-        "library_name": "pytorch",
-        "pipeline_tag": "image-feature-extraction",
-        "tags": ["image-feature-extraction", "contrastive-learning", "torchvision", loss],
-    }
+    name = f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}"
     lines = [
-        "---",
-        yaml.safe_dump(front, sort_keys=False).rstrip(),
-        "---",
+        vision_front_matter(model_name=name, loss=loss, metrics=metrics),
         "",
         *_heading(experiment, backbone, method, seed, papers, "An image encoder", VISION_KEPT),
     ]
@@ -384,13 +386,13 @@ def vision_model_card(
             "and no score, and the tables and the rate figure show it as diverged.",
             "",
         ]
-        return "\n".join([*lines, *_provenance({}, data)])
+        return "\n".join([*lines, *_provenance({}, data), *_citation(experiment)])
     lines += [
         *_vision_usage(torchvision_spec or {}, settings),
         *_vision_training(summary, loss),
         *_vision_evaluation(metrics, published),
     ]
-    return "\n".join([*lines, *_provenance(summary.get("meta", {}), data)])
+    return "\n".join([*lines, *_provenance(summary.get("meta", {}), data), *_citation(experiment)])
 
 
 #: What an image card's encoder is.
@@ -492,12 +494,8 @@ def write_model_card(
     written = _write(out, text)
     if not (model_dir / "config.json").is_file():
         return written  # a summary without weights (tests): no model for MTEB to describe
-    meta = model_meta(
-        model_dir,
-        name=f"contrastlab/{experiment}-{backbone}-{method}-seed{seed}",
-        license=(licence or ("unknown", ""))[0],
-        base_model=base_model,
-        training_data=corpus_url,
+    meta = checkpoint_meta(
+        model_dir, **cell, backbones=backbones, data_config=data_config, base_model=base_model
     )
     write_json(Path(out).with_name(MODEL_META_FILE), meta)
     return written

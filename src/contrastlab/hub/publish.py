@@ -8,13 +8,12 @@ Three readers of a published encoder and what each needs (docs/publish.md):
   ``huggingface_hub``'s own :class:`~huggingface_hub.EvalResult` objects and :func:`card_data` into its
   :class:`~huggingface_hub.ModelCardData`, which writes the YAML (nothing here writes YAML by hand);
 - MTEB reads a ``ModelMeta`` (mteb 2.26's ``mteb.models.ModelMeta``: name, revision, release date,
-  parameters, embedding dimension, licence, training data, public training code, ...):
-  :func:`model_meta` writes it as JSON that ``ModelMeta.model_validate_json_resolved`` loads;
-  :func:`mteb_scores` reads MTEB's own results folder (``<model>/<revision>/<Task>.json``, written by
-  mteb) through mteb's own :class:`mteb.TaskResult`;
-- ``hf upload`` (huggingface_hub's command line) uploads the checkpoint folder, the card and the
-  description: :func:`publish_plan` checks the cell and prints the commands, ``make publish`` runs them
-  with ``PUSH=1``.
+  parameters, embedding dimension, licence, training data, public training code, citation, ...):
+  :func:`checkpoint_meta` describes a cell's checkpoint (:mod:`contrastlab.hub.mteb_results`, which
+  also reads MTEB's own results folder and stages the submission to MTEB's results repository);
+- the Hub takes the checkpoint folder, the card and the description in one commit: :func:`publish_plan`
+  checks the cell and lists the files, :func:`publish` prints them and, with ``PUSH=1``, makes the
+  commit (``HfApi.create_commit``).
 
 A backbone's licence is established from its own model card (:data:`BACKBONE_LICENSES` cites each), or,
 for a packaged model, read from the card the package ships.
@@ -22,19 +21,22 @@ for a packaged model, read from the card the package ships.
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
 import re
-import shlex
-import subprocess
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contrastlab.citations import bibtex_block, papers_of
 from contrastlab.config import ConfigError, Grid, load
+from contrastlab.hub.mteb_results import (
+    MtebScore,
+    Submission,
+    model_meta,
+    mteb_eval_results,
+    stage_submission,
+)
 from contrastlab.paths import cell_path, write_json
 from contrastlab.senteval.protocol import STS_SPLIT_BY_MODE, STS_TASKS, TRANSFER_TASKS
 
@@ -42,7 +44,6 @@ __all__ = [
     "BACKBONE_LICENSES",
     "MODEL_META_FILE",
     "PACKAGE_MODELS",
-    "MtebScore",
     "PublishError",
     "PublishPlan",
     "backbone_license",
@@ -51,8 +52,9 @@ __all__ = [
     "eval_results",
     "front_matter",
     "hub_dataset",
-    "model_meta",
-    "mteb_scores",
+    "checkpoint_meta",
+    "find_cell",
+    "mteb_submission",
     "publish",
     "publish_plan",
     "training_corpus",
@@ -165,69 +167,6 @@ def training_corpus(data_config: Mapping[str, Any] | None) -> tuple[list[str], s
     return ([found[0]] if found else []), url
 
 
-@dataclass(frozen=True)
-class MtebScore:
-    """One score of MTEB's results folder: task, split, subset, the dataset and revision MTEB evaluated,
-    the metric (the task's ``main_score``) and its value as MTEB stores it (a fraction, not percent)."""
-
-    task: str
-    split: str
-    subset: str
-    dataset: str
-    revision: str
-    metric: str
-    value: float
-    standin: bool = False  # MTEB's rows came from local files (rule mteb's data: standin), not the hub
-
-
-def mteb_scores(folder: str | Path | None) -> list[MtebScore]:
-    """The scores in MTEB's results folder ``folder`` (``<model>/<revision>/<TaskName>.json``, as mteb
-    writes them; or a ``mteb.ResultCache`` root holding that folder as ``results/``, as rule ``mteb``
-    writes it, whose ``provenance.json`` marks a stand-in's scores), read by ``mteb.TaskResult.from_disk``;
-    the task's metadata (``mteb.get_task``) gives the dataset and the main score. Only files at that
-    depth are read (another file beside them, a bridge table's, is not a result). Empty when ``folder``
-    is None or holds no results. A task found twice (two model revisions in one folder) is an error:
-    the card would not know which to show."""
-    if folder is None or not Path(folder).is_dir():
-        return []
-    standin = False
-    if (Path(folder) / "results").is_dir():  # a ResultCache's root (rule mteb's folder): its results/
-        # rule mteb's provenance.json says whether MTEB read the hub's rows or a local stand-in
-        provenance = Path(folder) / "provenance.json"
-        standin = provenance.is_file() and json.loads(provenance.read_text()).get("data") == "standin"
-        folder = Path(folder) / "results"
-    files = sorted(p for p in Path(folder).glob("*/*/*.json") if p.name != "model_meta.json")
-    if not files:
-        return []
-    import mteb
-
-    scores, seen = [], {}
-    for path in files:
-        result = mteb.TaskResult.from_disk(path)
-        if result.task_name in seen:
-            raise ValueError(
-                f"MTEB results for {result.task_name} twice under {folder} "
-                f"({seen[result.task_name]}, {path}); keep one model revision there"
-            )
-        seen[result.task_name] = path
-        meta = result.task.metadata
-        for split, rows in sorted(result.scores.items()):
-            for row in rows:
-                scores.append(
-                    MtebScore(
-                        task=result.task_name,
-                        split=split,
-                        subset=row.get("hf_subset", "default"),
-                        dataset=meta.dataset["path"],
-                        revision=result.dataset_revision,
-                        metric=meta.main_score,
-                        value=float(row["main_score"]),
-                        standin=standin,
-                    )
-                )
-    return scores
-
-
 def _senteval_dataset(data: Mapping[str, Any], senteval_url: str | None) -> tuple[str, str | None, str]:
     """(dataset id, revision, how to name it) of the SentEval data the scores come from."""
     if data.get("senteval", {}).get("senteval") == "fixture":
@@ -289,32 +228,7 @@ def eval_results(
                 metric_value=round(float(scores[task]), 4),
             )
         )
-    return results + _mteb_results(mteb)
-
-
-def _mteb_results(mteb: Iterable[MtebScore]) -> list:
-    """MTEB's scores as ``EvalResult`` objects: each task's main score × 100 on the split and subset MTEB
-    scored, with the dataset and revision MTEB read (none for a stand-in built from local files)."""
-    from huggingface_hub import EvalResult
-
-    return [
-        EvalResult(
-            task_type="sentence-similarity",
-            task_name="STS",
-            dataset_type=score.dataset,
-            dataset_name=f"MTEB {score.task} ({score.subset})"
-            + (", a stand-in built from local files, not MTEB's hub copy" if score.standin else ""),
-            dataset_config=score.subset,
-            dataset_split=score.split,
-            dataset_revision=None if score.standin else score.revision,
-            metric_type=score.metric,
-            metric_name=f"{score.metric} x 100 (MTEB)",
-            metric_value=round(100 * score.value, 4),
-            source_name="MTEB",
-            source_url="https://github.com/embeddings-benchmark/mteb",
-        )
-        for score in mteb
-    ]
+    return results + mteb_eval_results(mteb)
 
 
 #: The front matter's key order: what the Hub shows first (``library_name`` leads, as before).
@@ -355,90 +269,54 @@ def front_matter(data: Any) -> str:
     return f"---\n{data.to_yaml(original_order=FRONT_ORDER)}\n---"
 
 
-def _parameters(model_dir: Path) -> int:
-    """Parameters of every safetensors file in the folder and its module subfolders, from their headers."""
-    from safetensors import safe_open
-
-    total = 0
-    for file in sorted(model_dir.rglob("*.safetensors")):
-        if file.parent.name.endswith("_WeightedLayerPooling"):
-            continue  # fixed 0/1 layer weights of our pooling, not trained parameters
-        with safe_open(str(file), framework="pt") as weights:
-            for key in weights.keys():  # noqa: SIM118 - safe_open has no __iter__
-                shape = weights.get_slice(key).get_shape()
-                count = 1
-                for size in shape:
-                    count *= int(size)
-                total += count
-    return total
-
-
-def model_meta(
+def checkpoint_meta(
     model_dir: str | Path,
     *,
-    name: str,
-    license: str,
-    base_model: str | None,
-    training_data: str | None,
-    training_datasets: Iterable[str] = ("STSBenchmark",),
-    code: str | None = None,
-    revision: str | None = None,
-    release_date: str | None = None,
+    experiment: str,
+    backbone: str,
+    method: str,
+    seed: int,
+    backbones: Mapping[str, Mapping[str, Any]],
+    data_config: Mapping[str, Any] | None = None,
+    base_model: str | None = None,
 ) -> dict[str, Any]:
-    """The MTEB ``ModelMeta`` of the sentence-transformers checkpoint in ``model_dir``, as JSON-ready
-    fields (``mteb.models.ModelMeta.model_validate_json_resolved`` loads them).
-
-    Read from the folder: ``n_parameters`` (the safetensors headers), ``embed_dim`` (``hidden_size``),
-    ``n_embedding_parameters`` (vocabulary × hidden size, mteb's own rule), ``memory_usage_mb`` (fp32:
-    4 bytes per parameter, mteb's rule), ``max_tokens`` (``max_seq_length``), the similarity (cosine).
-    ``training_datasets`` are MTEB task names the training saw: STSBenchmark, whose dev split chose the
-    kept checkpoint. ``revision`` is the hub commit and ``release_date`` the day it was published (None
-    until then); ``code`` the public training code's URL, ``training_data`` the corpus's."""
-    model_dir = Path(model_dir)
-    config = json.loads((model_dir / "config.json").read_text())
-    st_config = json.loads((model_dir / "sentence_bert_config.json").read_text())
-    similarity = json.loads((model_dir / "config_sentence_transformers.json").read_text())
-    n_parameters = _parameters(model_dir)
-    return {
-        "loader": "SentenceTransformerEncoderWrapper",
-        "name": name,
-        "revision": revision,
-        "release_date": release_date,
-        "languages": ["eng-Latn"],
-        "n_parameters": n_parameters,
-        "n_embedding_parameters": int(config["vocab_size"]) * int(config["hidden_size"]),
-        "memory_usage_mb": round(n_parameters * 4 / 1024**2),
-        "max_tokens": st_config.get("max_seq_length"),
-        "embed_dim": int(config["hidden_size"]),
-        "license": "not specified" if license == "unknown" else license,
-        "open_weights": True,
-        "public_training_code": code,
-        "public_training_data": training_data,
-        "framework": ["Sentence Transformers", "PyTorch", "safetensors"],
-        "reference": f"https://huggingface.co/{name}",
-        "similarity_fn_name": similarity.get("similarity_fn_name") or "cosine",
-        "use_instructions": False,
-        "training_datasets": sorted(training_datasets),
-        "adapted_from": base_model,
-        "modalities": ["text"],
-        "model_type": ["dense"],
-    }
+    """The MTEB ``ModelMeta`` of one kept sentence checkpoint (:func:`~.mteb_results.model_meta`),
+    named ``contrastlab/<experiment>-<backbone>-<method>-seed<seed>`` until ``make publish`` names it:
+    the backbone's licence and hub id (from the config's ``backbones``; ``base_model`` overrides the
+    id), the training corpus's URL (from its ``data``), the weights' revision and date, and the BibTeX
+    of the papers the experiment reproduces."""
+    licence = backbone_license(backbone, backbones)[0] if backbone in backbones else "unknown"
+    return model_meta(
+        model_dir,
+        name=f"contrastlab/{experiment}-{backbone}-{method}-seed{seed}",
+        license=licence,
+        base_model=base_model or (base_model_id(backbone, backbones) if backbone in backbones else None),
+        training_data=training_corpus(data_config)[1],
+        citation=bibtex_block(papers_of(experiment)),
+    )
 
 
 @dataclass(frozen=True)
 class PublishPlan:
-    """What ``make publish`` uploads: the checkpoint folder, the card and the MTEB description (its
-    ``name`` set to the repository, its ``release_date`` today), and the commands that do it."""
+    """What ``make publish`` uploads in one commit: every file of the checkpoint folder, the card as
+    ``README.md`` and the MTEB description (its ``name`` set to the repository) as
+    :data:`MODEL_META_FILE`; ``files`` maps each path in the repository to the local file."""
 
     cell: str
     repo: str
     checkpoint: Path
     card: Path
     meta: Path
-    commands: list[list[str]]
+    files: dict[str, Path]
+
+    @property
+    def message(self) -> str:
+        return f"contrastlab {self.cell}: checkpoint, model card and MTEB ModelMeta"
 
     def lines(self) -> list[str]:
-        return [shlex.join(command) for command in self.commands]
+        """The commit, as printed: one line per file (path in the repository <- local file)."""
+        head = f"# one commit to https://huggingface.co/{self.repo} ({len(self.files)} files): {self.message}"
+        return [head, *(f"{name} <- {path}" for name, path in self.files.items())]
 
 
 def _parse_cell(text: str) -> tuple[str, str, str, int] | None:
@@ -448,21 +326,15 @@ def _parse_cell(text: str) -> tuple[str, str, str, int] | None:
     return parts[0], parts[1], parts[2], int(parts[3][4:])
 
 
-def publish_plan(
-    configfile: str | Path, cell: str, repo: str, *, code: str | None = None, today: str | None = None
-) -> PublishPlan:
-    """Check that ``cell`` (``<experiment>/<backbone>/<method>/seed<seed>``) of the preset ``configfile``
-    is a sentence cell whose checkpoint and card exist, write the MTEB description for ``repo`` under
-    ``<results_dir>/publish/<cell>/`` and return the upload commands (``hf upload``). Raises
-    :class:`PublishError` with one line naming the fix."""
-    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo or ""):
-        raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
+def find_cell(configfile: str | Path, cell: str, what: str = "make publish") -> tuple[dict, Grid, Any]:
+    """``(config, grid, cell)`` of ``cell`` (``<experiment>/<backbone>/<method>/seed<seed>``) in the preset
+    ``configfile``, a sentence cell; a :class:`PublishError` naming the fix otherwise."""
     try:
         config = load(configfile)
     except ConfigError as error:
         raise PublishError(f"{configfile}: {error}") from None
     parsed = _parse_cell(cell or "")
-    grid = Grid(config)  # publish's one grid: the cell, its track and the results folder
+    grid = Grid(config)  # the cell, its track and the results folder
     cells = {(c.experiment, c.backbone, c.method, c.seed): c for c in grid.cells}
     if parsed not in cells:
         some = ", ".join(c.path for c in list(cells.values())[:3])
@@ -472,7 +344,18 @@ def publish_plan(
         )
     found = cells[parsed]
     if grid.track(found.experiment) != "sentence":
-        raise PublishError(f"{found.path} is an image encoder; make publish takes sentence cells")
+        raise PublishError(f"{found.path} is an image encoder; {what} takes sentence cells")
+    return config, grid, found
+
+
+def publish_plan(configfile: str | Path, cell: str, repo: str, *, code: str | None = None) -> PublishPlan:
+    """Check that ``cell`` (``<experiment>/<backbone>/<method>/seed<seed>``) of the preset ``configfile``
+    is a sentence cell whose checkpoint and card exist, write the MTEB description for ``repo`` under
+    ``<results_dir>/publish/<cell>/`` and return what the one commit uploads. Raises
+    :class:`PublishError` with one line naming the fix."""
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo or ""):
+        raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
+    _, grid, found = find_cell(configfile, cell)
     results = grid.results
     checkpoint, card = Path(results.checkpoint(found, "model")), Path(results.card(found))
     for path, what in ((checkpoint, "checkpoint"), (card, "model card")):
@@ -482,31 +365,33 @@ def publish_plan(
                 f"run `snakemake --configfile {configfile} {card}` first"
             )
     described = card.with_name(MODEL_META_FILE)
-    meta = json.loads(described.read_text()) if described.is_file() else None
-    if meta is None:
+    if not described.is_file():
         raise PublishError(
             f"{described} does not exist; run `snakemake --configfile {configfile} {card}` again"
         )
+    meta = json.loads(described.read_text())
     meta.update(
         name=repo,
         reference=f"https://huggingface.co/{repo}",
-        release_date=today or datetime.datetime.now(datetime.UTC).date().isoformat(),
         public_training_code=code or meta.get("public_training_code"),
     )
     out = Path(results.root) / "publish" / cell_path(found) / MODEL_META_FILE
     write_json(out, meta)
-    message = f"contrastlab {found.path}"
-    commands = [
-        ["hf", "upload", repo, str(checkpoint), ".", "--commit-message", f"{message}: checkpoint"],
-        ["hf", "upload", repo, str(card), "README.md", "--commit-message", f"{message}: model card"],
-        ["hf", "upload", repo, str(out), MODEL_META_FILE, "--commit-message", f"{message}: MTEB ModelMeta"],
-    ]
-    return PublishPlan(found.path, repo, checkpoint, card, out, commands)
+    files = {
+        path.relative_to(checkpoint).as_posix(): path
+        for path in sorted(checkpoint.rglob("*"))
+        if path.is_file()
+    }
+    files.update({"README.md": card, MODEL_META_FILE: out})
+    return PublishPlan(found.path, repo, checkpoint, card, out, files)
 
 
-def publish(plan: PublishPlan, *, push: bool = False, run: Any = subprocess.run) -> list[str]:
-    """Print ``plan``'s commands; with ``push``, run them (huggingface_hub's ``hf`` beside this Python).
-    Pushing without a Hugging Face token is a :class:`PublishError` before anything is printed or run."""
+def publish(plan: PublishPlan, *, push: bool = False, api: Any = None) -> list[str]:
+    """Print ``plan``'s commit; with ``push``, make it: ``HfApi.create_repo`` (kept if it exists), then
+    one ``HfApi.create_commit`` adding every file, and print the commit (the revision MTEB's
+    submission may name: ``make mteb-submit ... REVISION=<commit>``). ``api``: an ``HfApi`` (a stub in
+    tests). Pushing without a Hugging Face token is a :class:`PublishError` before anything is printed
+    or uploaded."""
     if push:
         from huggingface_hub import get_token
 
@@ -518,7 +403,58 @@ def publish(plan: PublishPlan, *, push: bool = False, run: Any = subprocess.run)
     for line in lines:
         print(line)
     if push:
-        hf = Path(sys.executable).with_name("hf")
-        for command in plan.commands:
-            run([str(hf) if hf.exists() else "hf", *command[1:]], check=True, env=dict(os.environ))
+        from huggingface_hub import CommitOperationAdd, HfApi
+
+        api = api or HfApi()
+        api.create_repo(plan.repo, repo_type="model", exist_ok=True)
+        commit = api.create_commit(
+            plan.repo,
+            operations=[CommitOperationAdd(name, str(path)) for name, path in plan.files.items()],
+            commit_message=plan.message,
+            repo_type="model",
+        )
+        done = f"# committed {commit.oid}: {commit.commit_url}"
+        print(done)
+        lines.append(done)
     return lines
+
+
+def mteb_submission(
+    configfile: str | Path,
+    cell: str,
+    *,
+    repo: str | None = None,
+    revision: str | None = None,
+    code: str | None = None,
+) -> Submission:
+    """``make mteb-submit``: stage rule ``mteb``'s results of ``cell`` as MTEB's results repository
+    expects them (:func:`~.mteb_results.stage_submission`) under ``<results_dir>/mteb-submit/<cell>/``,
+    with the checkpoint's ``ModelMeta`` (:func:`checkpoint_meta`) named ``repo`` (the Hub repository
+    ``make publish`` uploaded it to; default ``contrastlab/<cell>``) at ``revision`` (that upload's
+    commit; default the weights' digest). Raises :class:`PublishError` with one line naming the fix."""
+    if repo is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+        raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
+    if revision is not None and not re.fullmatch(r"[0-9a-f]{7,64}", revision):
+        raise PublishError(f"REVISION must be a commit or digest in hex, got {revision!r}")
+    config, grid, found = find_cell(configfile, cell, "make mteb-submit")
+    results = grid.results
+    checkpoint, folder = Path(results.checkpoint(found, "model")), Path(results.mteb(found))
+    if not (checkpoint.is_dir() and folder.is_dir()):
+        raise PublishError(
+            f"{folder} does not exist: MTEB has not scored the cell; run "
+            f"`snakemake --configfile {configfile} {folder}` (with mteb.enabled) first"
+        )
+    meta = checkpoint_meta(
+        checkpoint, **_cell_fields(found), backbones=config["backbones"], data_config=config["data"]
+    )
+    if repo:
+        meta.update(name=repo, reference=f"https://huggingface.co/{repo}")
+    meta.update(revision=revision or meta["revision"], public_training_code=code)
+    try:
+        return stage_submission(folder, meta, Path(results.root) / "mteb-submit" / cell_path(found))
+    except ValueError as error:
+        raise PublishError(str(error)) from None
+
+
+def _cell_fields(cell: Any) -> dict[str, Any]:
+    return dict(experiment=cell.experiment, backbone=cell.backbone, method=cell.method, seed=cell.seed)

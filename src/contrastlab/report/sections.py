@@ -16,6 +16,7 @@ from contrastlab.citations import bibtex_block
 from contrastlab.config import Grid, paper_of
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import plan
+from contrastlab.cost.budget import plan_points
 from contrastlab.cost.measured import cost_lines
 from contrastlab.report import power
 from contrastlab.report.claims import (
@@ -157,7 +158,8 @@ def planned_jobs(grid: Grid) -> list | None:
     """The plan's jobs of ``grid`` (:func:`~contrastlab.cost.plan.make_plan` at the calibration), None
     when the calibration or the config cannot be projected (the report must not fail over it)."""
     try:
-        return plan.make_plan(grid, cl_calibration.load_calibration())
+        calibration = cl_calibration.load_calibration()
+        return plan.make_plan(grid, calibration, points=plan_points(grid, calibration))
     except (OSError, ValueError, KeyError, TypeError):  # a partial or hand-made config
         return None
 
@@ -168,7 +170,7 @@ def projected_cost(grid: Grid) -> tuple[dict | None, str]:
     read (the report must not fail over it)."""
     try:
         calibration = cl_calibration.load_calibration()
-        jobs = plan.make_plan(grid, calibration)
+        jobs = plan.make_plan(grid, calibration, points=plan_points(grid, calibration))
         probes, probe_hours = plan.probe_jobs(grid, calibration)
     except (OSError, ValueError, KeyError, TypeError) as error:  # a partial or hand-made config
         return None, f"No projection ({type(error).__name__}: {error})."
