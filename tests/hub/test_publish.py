@@ -400,3 +400,75 @@ def test_mtebs_results_folder_carries_the_checkpoints_meta_and_revision(tmp_path
     assert [s.revision for s in mr.mteb_scores(tmp_path / "out")] == [
         mteb.get_task("STSBenchmark").metadata.dataset["revision"]
     ]
+
+
+def _scored_cell(tmp_path: Path, data: str) -> tuple[Path, Results]:
+    """The demo preset with CELL trained (a tiny checkpoint) and scored by MTEB (``data``: hub/standin)."""
+    configfile = _demo_config(tmp_path)
+    results = Results(tmp_path / "results")
+    checkpoint, folder = Path(results.checkpoint(CELL, "model")), Path(results.mteb(CELL))
+    checkpoint.mkdir(parents=True)
+    tiny_checkpoint(checkpoint)
+    mteb_results(folder / "results", {"STSBenchmark": 0.8123, "SICK-R": 0.7001})
+    (folder / "provenance.json").write_text(json.dumps({"data": data}))
+    (folder / "bridge.json").write_text("{}")
+    return configfile, results
+
+
+def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
+    """Issue 56 item 5: ``make mteb-submit`` lays out results/<model, / as __>/<revision>/<Task>.json and
+    model_meta.json as embeddings-benchmark/results holds them (mteb's own ResultCache loads the staged
+    folder, ModelMeta and all), named after make publish's repository and commit, and lists the pull
+    request's steps; a stand-in run or an unscored cell is refused in one line."""
+    mteb = pytest.importorskip("mteb")
+    configfile, results = _scored_cell(tmp_path, "hub")
+    with pytest.raises(pub.PublishError, match="REVISION must be"):
+        pub.mteb_submission(configfile, CELL, revision="not-hex!")
+    staged = pub.mteb_submission(configfile, CELL, repo="me/model", revision="c" * 40)
+    assert staged.root == tmp_path / "results" / "mteb-submit" / CELL
+    folder = staged.root / "results" / "me__model" / ("c" * 40)
+    assert sorted(p.name for p in folder.iterdir()) == ["SICK-R.json", "STSBenchmark.json", "model_meta.json"]
+    loaded = mteb.ResultCache(staged.root).load_results(include_remote=False, require_model_meta=True)
+    (model,) = loaded.model_results
+    assert (model.model_name, model.model_revision) == ("me/model", "c" * 40)
+    assert sorted((r.task_name, round(r.get_score(), 4)) for r in model.task_results) == [
+        ("SICK-R", 0.7001),
+        ("STSBenchmark", 0.8123),
+    ]
+    meta = mteb.models.ModelMeta.model_validate_json_resolved((folder / "model_meta.json").read_text())
+    assert meta.license == "apache-2.0" and meta.n_parameters > 0 and meta.release_date is not None
+    assert meta.reference == "https://huggingface.co/me/model" and "nie2023inadequacy" in meta.citation
+    steps = "\n".join(staged.steps)
+    assert (
+        "https://github.com/embeddings-benchmark/results" in steps
+        and f"cp -r {staged.root}/results/me__model" in steps
+    )
+    assert "gh pr create --repo embeddings-benchmark/results" in steps
+    # without REPO / REVISION: the cell's own name, the weights' digest
+    default = pub.mteb_submission(configfile, CELL)
+    assert (default.model, default.revision) == (
+        "contrastlab__nie2023-tiny-bert-cl-seed42",
+        mr.checkpoint_revision(results.checkpoint(CELL, "model")),
+    )
+    assert not folder.exists()  # the staging folder is laid out afresh each time
+
+
+def test_mteb_submit_refuses_a_standin_run_and_an_unscored_cell_in_one_line(tmp_path):
+    pytest.importorskip("mteb")
+    configfile, results = _scored_cell(tmp_path, "standin")
+    with pytest.raises(
+        pub.PublishError, match="local stand-in .* rerun the cell with --config 'mteb=\\{data: hub\\}'"
+    ):
+        pub.mteb_submission(configfile, CELL)
+    script = [sys.executable, str(REPO_ROOT / "scripts" / "mteb_submit.py"), "--configfile", str(configfile)]
+    other = "nie2023/minilm/cl/seed42"  # in the preset, not trained here
+    bad = subprocess.run([*script, "--cell", other], capture_output=True, text=True)
+    assert bad.returncode == 1 and bad.stdout == "" and len(bad.stderr.splitlines()) == 1
+    assert (
+        bad.stderr.startswith("contrastlab: mteb-submit: ") and "MTEB has not scored the cell" in bad.stderr
+    )
+    (Path(results.mteb(CELL)) / "provenance.json").write_text(json.dumps({"data": "hub"}))
+    good = subprocess.run([*script, "--cell", CELL, "--repo", "me/model"], capture_output=True, text=True)
+    assert good.returncode == 0, good.stderr
+    assert good.stdout.startswith("# staged 2 MTEB results of me__model at revision ")
+    assert "Open a pull request from that branch to embeddings-benchmark/results" in good.stdout
