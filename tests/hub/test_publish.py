@@ -296,7 +296,17 @@ def test_publish_checks_the_cell_and_makes_one_commit(tmp_path, capsys, monkeypa
     (checkpoint / "model.safetensors").write_bytes(b"weights")
     (checkpoint / "1_Pooling" / "config.json").write_text("{}")
     card_path.parent.mkdir(parents=True)
-    card_path.write_text("---\nlicense: mit\n---\n")
+    front = pub.card_data(
+        model_name="contrastlab-nie2023-tiny-bert-cl-seed42",
+        license="mit",
+        base_model=None,
+        datasets=[],
+        tags=["infonce"],
+        results=pub.eval_results({"scores": {"STS12": 70.0}}, {}),
+        provenance={},
+    )
+    card_path.write_text(pub.front_matter(front) + "\n\n# the card's body\n")
+    original = card_path.read_text()
     (card_path.parent / pub.MODEL_META_FILE).write_text(
         json.dumps({"name": "contrastlab/x", "revision": "ab" * 32, "release_date": "2026-11-20"})
     )
@@ -311,13 +321,22 @@ def test_publish_checks_the_cell_and_makes_one_commit(tmp_path, capsys, monkeypa
     assert plan.files == {
         "1_Pooling/config.json": checkpoint / "1_Pooling" / "config.json",
         "model.safetensors": checkpoint / "model.safetensors",
-        "README.md": card_path,
+        "README.md": plan.meta.with_name("README.md"),
         pub.MODEL_META_FILE: plan.meta,
     }
+    # the uploaded card: the rule's, its model-index named after the repository (the rule's file untouched)
+    from huggingface_hub import ModelCard
+
+    uploaded = ModelCard.load(plan.files["README.md"])
+    assert uploaded.data.model_name == "me/model" and uploaded.data.license == "mit"
+    assert uploaded.text == ModelCard.load(card_path).text and card_path.read_text() == original
+    assert [r.metric_value for r in uploaded.data.eval_results] == [70.0]
     api = StubApi()
     lines = pub.publish(plan, api=api)
     assert lines[0].startswith("# one commit to https://huggingface.co/me/model (4 files)")
-    assert f"README.md <- {card_path}" in lines and capsys.readouterr().out.splitlines() == lines
+    assert (
+        f"README.md <- {plan.files['README.md']}" in lines and capsys.readouterr().out.splitlines() == lines
+    )
     assert api.calls == []  # listed, not pushed
     monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
     with pytest.raises(pub.PublishError, match="no Hugging Face token"):

@@ -350,8 +350,9 @@ def find_cell(configfile: str | Path, cell: str, what: str = "make publish") -> 
 
 def publish_plan(configfile: str | Path, cell: str, repo: str, *, code: str | None = None) -> PublishPlan:
     """Check that ``cell`` (``<experiment>/<backbone>/<method>/seed<seed>``) of the preset ``configfile``
-    is a sentence cell whose checkpoint and card exist, write the MTEB description for ``repo`` under
-    ``<results_dir>/publish/<cell>/`` and return what the one commit uploads. Raises
+    is a sentence cell whose checkpoint and card exist, write the MTEB description and the card (its
+    model-index named ``repo``) for ``repo`` under ``<results_dir>/publish/<cell>/`` and return what the
+    one commit uploads. Raises
     :class:`PublishError` with one line naming the fix."""
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo or ""):
         raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
@@ -377,6 +378,7 @@ def publish_plan(configfile: str | Path, cell: str, repo: str, *, code: str | No
     )
     out = Path(results.root) / "publish" / cell_path(found) / MODEL_META_FILE
     write_json(out, meta)
+    card = _named_card(card, repo, out.with_name("README.md"))
     files = {
         path.relative_to(checkpoint).as_posix(): path
         for path in sorted(checkpoint.rglob("*"))
@@ -384,6 +386,19 @@ def publish_plan(configfile: str | Path, cell: str, repo: str, *, code: str | No
     }
     files.update({"README.md": card, MODEL_META_FILE: out})
     return PublishPlan(found.path, repo, checkpoint, card, out, files)
+
+
+def _named_card(card: Path, repo: str, out: Path) -> Path:
+    """A copy of ``card`` at ``out`` whose ``model-index`` is named ``repo`` (the rule names it after the
+    cell, before any repository exists), read and written by huggingface_hub's ``ModelCard`` (the front
+    matter's key order kept)."""
+    from huggingface_hub import ModelCard
+
+    named = ModelCard.load(card)
+    if named.data.eval_results:
+        named.data.model_name = repo
+    named.save(out)
+    return out
 
 
 def publish(plan: PublishPlan, *, push: bool = False, api: Any = None) -> list[str]:
