@@ -140,7 +140,8 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
 
     # a change to the loss's file reruns exactly its cells, its figure and the tables
     module.write_text(module.read_text() + "\n# tuned\n")
-    counts = job_counts(run_snakemake(repo_root, "-n", "--configfile", path))
+    listing = run_snakemake(repo_root, "-n", "--configfile", path)
+    counts = job_counts(listing)
     assert counts == {
         "all": 1,
         "train": 1,
@@ -158,7 +159,6 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
         "tables": 1,
         "total": 14,
     }, counts
-    listing = run_snakemake(repo_root, "-n", "--configfile", path)
     methods = {part.split("=", 1)[1].strip(",") for part in listing.split() if part.startswith("method=")}
     assert methods == {"margin_nce", "margin_nce-bs64"}, methods
 
