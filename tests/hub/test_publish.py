@@ -491,3 +491,22 @@ def test_mteb_submit_refuses_a_standin_run_and_an_unscored_cell_in_one_line(tmp_
     assert good.returncode == 0, good.stderr
     assert good.stdout.startswith("# staged 2 MTEB results of me__model at revision ")
     assert "Open a pull request from that branch to embeddings-benchmark/results" in good.stdout
+
+
+def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
+    """The Makefile's target stays thin: CONFIG, CELL, REPO and REVISION go to scripts/mteb_submit.py."""
+    args = ["CONFIG=config/demo.yaml", f"CELL={CELL}", "REPO=me/m", "REVISION=abc1234"]
+    done = subprocess.run(["make", "-n", "mteb-submit", *args], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if "scripts/mteb_submit.py" in line]
+    assert line.split("python ", 1)[1].split() == [
+        "scripts/mteb_submit.py",
+        "--configfile",
+        "config/demo.yaml",
+        "--cell",
+        f"'{CELL}'",
+        "--repo",
+        "'me/m'",
+        "--revision",
+        "'abc1234'",
+    ]
