@@ -11,6 +11,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from hub_standin import hf_hub_fixture, sync_client_constants  # noqa: F401 (fixture hf_hub)
 from publisher_formats import senteval_tar
 
 from contrastlab.data import download
@@ -94,9 +95,7 @@ def server():
 
 
 def _fetch(url, dest, lock, **kw):
-    return download.fetch(
-        url, dest, lock_file=lock, retries=kw.pop("retries", 3), backoff=0.0, progress=False, **kw
-    )
+    return download.fetch(url, dest, lock_file=lock, retries=kw.pop("retries", 3), progress=False, **kw)
 
 
 def test_first_download_records_digest_in_lock(server, tmp_path):
@@ -115,31 +114,58 @@ def test_first_download_records_digest_in_lock(server, tmp_path):
     assert handler.log == []
 
 
-def test_a_hub_file_is_pinned_to_its_commit_and_fetched_at_it(server, tmp_path):
-    """The hub's X-Repo-Commit is recorded, and later runs fetch resolve/<commit>/ instead of main: the
-    file's bytes cannot move under a lock even when the branch does."""
-    base, handler = server
-    commit = "e145e8bb659b2aa2669f32ef79cb4cdef6c58fef"
-    handler.files["/datasets/x/resolve/main/w.txt"] = PAYLOAD
-    handler.files[f"/datasets/x/resolve/{commit}/w.txt"] = PAYLOAD
-    handler.extra_headers = {"X-Repo-Commit": commit}
+def test_a_hub_file_is_pinned_to_its_commit_and_fetched_at_it(hf_hub, tmp_path, monkeypatch):
+    """A hub URL goes through huggingface_hub: the commit it was served from is recorded, and later runs
+    fetch that commit instead of main, so the file's bytes cannot move under a lock even when the branch
+    does; offline, the pinned file comes from the Hugging Face cache."""
+    commit = hf_hub.add_dataset_file("org/x", "w.txt", PAYLOAD)
     lock = tmp_path / "lock.json"
-    url = f"{base}/datasets/x/resolve/main/w.txt"
+    url = f"{hf_hub.endpoint}/datasets/org/x/resolve/main/w.txt"
     _fetch(url, tmp_path / "w.txt", lock)
     assert json.loads(lock.read_text())["data"]["w.txt"]["revision"] == commit
+    assert ("GET", "/datasets/org/x/resolve/main/w.txt") in hf_hub.requests  # through the library's client
     (tmp_path / "w.txt").unlink()
-    handler.files["/datasets/x/resolve/main/w.txt"] = b"main moved on"
-    handler.log.clear()
+    hf_hub.add_dataset_file("org/x", "w.txt", b"main moved on")
+    hf_hub.requests.clear()
     assert _fetch(url, tmp_path / "w.txt", lock).read_bytes() == PAYLOAD
-    assert [p for p, _ in handler.log] == [f"/datasets/x/resolve/{commit}/w.txt"]
-    # pinning the URL to the same commit is the same file: nothing is fetched
-    handler.log.clear()
-    assert _fetch(f"{base}/datasets/x/resolve/{commit}/w.txt", tmp_path / "w.txt", lock, name="w.txt")
-    assert [p for p, _ in handler.log] == [f"/datasets/x/resolve/{commit}/w.txt"]  # another URL: re-checked
+    assert not [path for _, path in hf_hub.requests if "/resolve/main/" in path], hf_hub.requests
+    # pinning the URL to the same commit is the same file: fetched (another URL) and found identical
+    pinned = f"{hf_hub.endpoint}/datasets/org/x/resolve/{commit}/w.txt"
+    assert _fetch(pinned, tmp_path / "w.txt", lock, name="w.txt").read_bytes() == PAYLOAD
+    # offline, the pinned commit comes from the Hugging Face cache, with no request
+    (tmp_path / "w.txt").unlink()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    sync_client_constants(monkeypatch)
+    hf_hub.requests.clear()
+    assert _fetch(url, tmp_path / "w.txt", lock).read_bytes() == PAYLOAD and hf_hub.requests == []
     # a URL naming another commit than the pin stops with one line saying what to do
     other = "0" * 40
     with pytest.raises(download.LockMismatch, match=f"names commit {other}.*delete the entry"):
-        _fetch(f"{base}/datasets/x/resolve/{other}/w.txt", tmp_path / "w.txt", lock)
+        _fetch(f"{hf_hub.endpoint}/datasets/org/x/resolve/{other}/w.txt", tmp_path / "w.txt", lock)
+
+
+def test_a_hub_file_that_is_not_there_stops_in_one_line(hf_hub, tmp_path):
+    hf_hub.add_dataset_file("org/x", "w.txt", PAYLOAD)
+    with pytest.raises(download.DownloadError, match=r"could not download nope.txt of org/x@main: ") as error:
+        _fetch(f"{hf_hub.endpoint}/datasets/org/x/resolve/main/nope.txt", tmp_path / "n", tmp_path / "l.json")
+    assert (
+        "\n" not in str(error.value) and not (tmp_path / "n").exists() and not (tmp_path / "l.json").exists()
+    )
+
+
+def test_hub_urls_are_read_as_the_library_names_them():
+    read = download.HubFile.of
+    assert read(
+        "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
+    ) == ("https://huggingface.co", "dataset", "princeton-nlp/datasets-for-simcse", "main", "senteval.tar")
+    assert read("http://127.0.0.1:8/bert-base-uncased/resolve/refs%2Fpr%2F1/sub/config.json") == (
+        "http://127.0.0.1:8",
+        "model",
+        "bert-base-uncased",
+        "refs/pr/1",
+        "sub/config.json",
+    )
+    assert read("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz") is None
 
 
 @pytest.mark.fault(
@@ -151,7 +177,7 @@ def test_a_short_corpus_is_kept_aside_and_never_locked(server, tmp_path, observe
     lock = tmp_path / "lock.json"
     with pytest.raises(download.ContentError) as error:
         download.wiki_corpus(
-            None, tmp_path, url=f"{base}/wiki1m_for_simcse.txt", lock_file=lock, progress=False, backoff=0.0
+            None, tmp_path, url=f"{base}/wiki1m_for_simcse.txt", lock_file=lock, progress=False
         )
     message = str(error.value)
     assert "has 3 lines where the published file has 1,000,000" in message and "\n" not in message
@@ -169,17 +195,9 @@ def test_a_short_corpus_is_kept_aside_and_never_locked(server, tmp_path, observe
     observed(message)
 
 
-def test_interrupted_transfer_resumes_with_range(server, tmp_path):
-    base, handler = server
-    handler.files["/big.bin"] = PAYLOAD
-    handler.cut_first.add("/big.bin")
-    out = _fetch(f"{base}/big.bin", tmp_path / "big.bin", tmp_path / "lock.json")
-    assert out.read_bytes() == PAYLOAD
-    ranges = [r for p, r in handler.log if p == "/big.bin"]
-    assert ranges[0] is None and ranges[1] == f"bytes={len(PAYLOAD) // 2}-"
-
-
-def test_existing_part_file_is_resumed(server, tmp_path):
+def test_a_leftover_part_file_is_never_taken_for_the_download(server, tmp_path):
+    """pooch would take a file already at its target for the download; a half file left by an older
+    version (which resumed it) is replaced by the whole one."""
     base, handler = server
     handler.files["/p.bin"] = PAYLOAD
     (tmp_path / "p.bin.part").write_bytes(PAYLOAD[:1000])
@@ -189,12 +207,12 @@ def test_existing_part_file_is_resumed(server, tmp_path):
         tmp_path / "lock.json",
         sha256=hashlib.sha256(PAYLOAD).hexdigest(),
     )
-    assert out.read_bytes() == PAYLOAD
-    assert handler.log == [("/p.bin", "bytes=1000-")]
+    assert out.read_bytes() == PAYLOAD and not (tmp_path / "p.bin.part").exists()
+    assert handler.log == [("/p.bin", None)]
 
 
 @pytest.mark.fault(
-    "download: server fault served once", "retried (resumed where the data stopped), sha256-verified"
+    "download: server fault served once", "retried by pooch (the whole file again), sha256-verified"
 )
 @pytest.mark.parametrize("fault", ["truncated mid-file", "HTTP 500", "connection dropped", "stalled"])
 def test_transient_download_faults_are_retried_and_verified(server, tmp_path, fault, observed):

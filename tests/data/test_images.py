@@ -101,7 +101,7 @@ def test_cifar_download_from_a_local_server(server, tmp_path, fault, observed): 
     source = source_for(base + ARCHIVE, made)
     root, lock = tmp_path / "cifar", tmp_path / "lock.json"
     train = images.load_images(
-        "cifar10", "train", root=root, download=True, source=source, lock_file=lock, progress=False, backoff=0
+        "cifar10", "train", root=root, download=True, source=source, lock_file=lock, progress=False
     )
     pixels, labels = made["train"]
     assert train.images.dtype == torch.uint8 and train.images.shape == (15, 3, 32, 32)
@@ -135,7 +135,6 @@ def test_a_wrong_archive_stops_and_is_kept_aside(server, tmp_path, observed):  #
             source=source,
             lock_file=lock,
             progress=False,
-            backoff=0,
         )
     assert "\n" not in str(caught.value)
     assert (tmp_path / "dl" / "cifar-10-python.tar.gz.corrupt").exists()

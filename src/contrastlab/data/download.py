@@ -1,7 +1,11 @@
-"""Fetching the evaluation and training data (protocol.md §3-4): resumable, retried, pinned in the lock.
+"""Fetching the evaluation and training data (protocol.md §3-4): through the libraries, pinned in the lock.
 
-- :func:`fetch` downloads into ``<dest>.part`` and resumes it with an HTTP ``Range`` request after an
-  interruption, retrying with exponential back-off; a tqdm bar shows progress.
+- :func:`fetch` downloads a Hugging Face hub file (a ``.../resolve/<revision>/<file>`` URL) with
+  ``huggingface_hub.hf_hub_download`` at the pinned commit (resumed and retried by the library, kept in
+  the Hugging Face cache, so ``HF_HUB_OFFLINE=1`` serves a pinned file from there), and any other URL
+  with pooch (``retry_if_failed``: transport and server errors retried; a client error such as 404 is
+  final). Either way the file reaches ``<dest>.part`` whole or not at all, and ``dest`` only after every
+  check; a tqdm bar shows progress.
 - Every file is an entry of the artifacts lock (:mod:`contrastlab.artifacts`), keyed by its name: the
   first download records its sha256, size, URL and (for the Hugging Face hub) the commit the URL resolved
   to; every later one fetches that commit and must match those bytes. A mismatch raises
@@ -9,7 +13,10 @@
   bad file is moved aside to ``<dest>.corrupt``, never used.
 - The publishers' own checks run before anything is recorded, so a wrong first download never enters
   the lock: an md5 (``fetch(..., md5=...)``, torchvision's CIFAR ``tgz_md5``), a content check
-  (``check=``: wiki1m's 1,000,000 lines, :func:`expect_lines`), SentEval's per-file sha256.
+  (``check=``: wiki1m's 1,000,000 lines, :func:`expect_lines`), SentEval's per-file sha256. These checks
+  are ours, not the libraries' known-hash checks: a download that does not match is kept aside for a
+  look (the libraries delete it) and never fetched again in a loop (a pinned digest that the server no
+  longer serves does not heal by retrying a 1 GB download).
 - :func:`senteval_data` / :func:`wiki_corpus` use the user's local copies (``data.senteval_dir``,
   ``data.wiki_path``) when given, and download otherwise.
 """
@@ -22,15 +29,14 @@ import re
 import shutil
 import tarfile
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
-from http.client import HTTPException
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any, NamedTuple
+from urllib.parse import unquote
 
 from contrastlab import artifacts as artifacts_lock
 from contrastlab.artifacts import CHUNK, LOCK_FILE, ChecksumError, LockMismatch, sha256_file
+from contrastlab.paths import atomic_write
 from contrastlab.senteval import protocol
 from contrastlab.senteval.protocol import COUNTS_MANIFEST
 from contrastlab.senteval.tasks import SentEvalDataError, task_sentences
@@ -47,6 +53,11 @@ CORPUS_NAME = "wiki1m_for_simcse.txt"
 #: A Hugging Face download URL: ``<endpoint>/[datasets/]<repo>/resolve/<revision>/<file>``.
 _HUB_RESOLVE = re.compile(r"^(?P<head>.+?/resolve/)(?P<revision>[^/]+)(?P<tail>/.+)$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+#: The same URL read as :class:`HubFile`'s parts (the endpoint is the scheme and host).
+_HUB_FILE = re.compile(
+    r"^(?P<endpoint>https?://[^/]+)/(?P<kind>datasets/|spaces/)?(?P<repo>[^/]+(?:/[^/]+)?)"
+    r"/resolve/(?P<revision>[^/]+)/(?P<file>.+)$"
+)
 
 
 class DownloadError(RuntimeError):
@@ -103,45 +114,112 @@ def pin_revision(url: str, revision: str | None, *, name: str, lock_file: str | 
     return f"{match['head']}{revision}{match['tail']}"
 
 
-def _download_once(url: str, part: Path, timeout: float, progress: bool) -> str | None:
-    """One attempt: resume ``part`` from its current size; raises on any transport error. Returns the
-    commit the hub served it from (its ``X-Repo-Commit`` header; None for any other server)."""
-    have = part.stat().st_size if part.exists() else 0
-    request = urllib.request.Request(url, headers={"User-Agent": "contrastlab"})
-    if have:
-        request.add_header("Range", f"bytes={have}-")
-    try:
-        response = urllib.request.urlopen(request, timeout=timeout)
-    except urllib.error.HTTPError as error:
-        if error.code == 416 and have:  # nothing left to send: the part file is complete
-            return error.headers.get("X-Repo-Commit")
-        raise
-    with response:
-        commit = response.headers.get("X-Repo-Commit")
-        if have and response.status != 206:  # the server ignored Range: start over
-            have = 0
-        length = response.headers.get("Content-Length")
-        total = have + int(length) if length is not None else None
-        from tqdm.auto import tqdm
+class HubFile(NamedTuple):
+    """A file on a Hugging Face hub, as its download URL names it:
+    ``<endpoint>/[datasets/|spaces/]<repo_id>/resolve/<revision>/<filename>``."""
 
-        with (
-            open(part, "ab" if have else "wb") as out,
-            tqdm(
-                total=total,
-                initial=have,
-                unit="B",
-                unit_scale=True,
-                desc=part.name.removesuffix(".part"),
-                disable=not progress,
-            ) as bar,
-        ):
-            for block in iter(lambda: response.read(CHUNK), b""):
-                out.write(block)
-                bar.update(len(block))
-    got = part.stat().st_size
-    if total is not None and got < total:
-        raise DownloadError(f"connection closed after {got} of {total} bytes of {url}")
-    return commit
+    endpoint: str
+    repo_type: str
+    repo_id: str
+    revision: str
+    filename: str
+
+    @classmethod
+    def of(cls, url: str) -> HubFile | None:
+        """The hub file ``url`` downloads, or None for a URL of no hub's shape (a plain URL)."""
+        match = _HUB_FILE.match(url)
+        if match is None:
+            return None
+        kind = (match["kind"] or "models/").removesuffix("s/")
+        return cls(match["endpoint"], kind, match["repo"], unquote(match["revision"]), unquote(match["file"]))
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _hub_download(hub: HubFile, timeout: float, progress: bool) -> tuple[Path, str | None]:
+    """The file through ``huggingface_hub.hf_hub_download`` at ``hub.revision``, into the Hugging Face
+    cache (resumed and retried by the library; offline, ``HF_HUB_OFFLINE=1``, from the cache alone).
+    Returns its path in the cache and the commit it was served from."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+    from tqdm.auto import tqdm
+
+    class Bar(tqdm):  # the library opens its own bars; progress=False keeps them closed
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "disable": kwargs.get("disable") or not progress})
+
+    try:
+        cached = Path(
+            hf_hub_download(
+                hub.repo_id,
+                hub.filename,
+                repo_type=hub.repo_type,
+                revision=hub.revision,
+                endpoint=hub.endpoint,
+                etag_timeout=timeout,
+                tqdm_class=Bar,
+            )
+        )
+    except (OSError, EntryNotFoundError, ValueError, hub_transport_error()) as error:
+        raise DownloadError(
+            f"could not download {hub.filename} of {hub.repo_id}@{hub.revision}: {_one_line(error)}"
+        ) from None
+    # The cache keeps a file at snapshots/<commit>/<filename>: the folder names the commit it came from.
+    commit = cached.parents[len(PurePosixPath(hub.filename).parts) - 1].name
+    return cached, commit
+
+
+def hub_transport_error() -> type[Exception]:
+    """The base class of the hub client's transport errors (connection, timeout), which it raises once its
+    own retries are spent."""
+    import httpx2
+
+    return httpx2.HTTPError
+
+
+class _NoRetryOnClientError:
+    """pooch's HTTP downloader, except that a client error (HTTP 4xx but 408/429) is final: pooch retries
+    every ``requests`` error, and a missing file does not appear by asking again."""
+
+    def __init__(self, downloader: Callable) -> None:
+        self.downloader = downloader
+
+    def __call__(self, url: str, output_file: Any, store: Any, check_only: bool = False) -> Any:
+        import requests
+
+        try:
+            return self.downloader(url, output_file, store, check_only)
+        except requests.HTTPError as error:
+            status, reason = error.response.status_code, error.response.reason
+            if 400 <= status < 500 and status not in (408, 429):
+                raise DownloadError(f"{url}: HTTP {status} {reason}") from None
+            raise
+
+
+def _plain_download(url: str, part: Path, retries: int, timeout: float, progress: bool) -> None:
+    """``url`` to ``part`` with pooch: streamed to a temporary file beside it and moved into place whole,
+    retried ``retries`` times after a transport error or a server error (pooch waits 1 s, 2 s, ... up to
+    10 s between tries). The checks are :func:`fetch`'s, after the download."""
+    import pooch
+    import requests
+
+    part.unlink(missing_ok=True)  # pooch would take a file already there for the download
+    store = pooch.create(
+        path=part.parent,
+        base_url="",
+        registry={part.name: None},
+        urls={part.name: url},
+        retry_if_failed=retries,
+    )
+    http = pooch.HTTPDownloader(progressbar=progress, timeout=timeout, headers={"User-Agent": "contrastlab"})
+    try:
+        store.fetch(part.name, downloader=_NoRetryOnClientError(http))
+    except requests.RequestException as error:
+        raise DownloadError(
+            f"could not download {url} after {retries + 1} attempts: {_one_line(error)}"
+        ) from None
 
 
 def _reject(path: Path, aside: Path, message: str, error: type[Exception] = ChecksumError) -> Exception:
@@ -150,22 +228,18 @@ def _reject(path: Path, aside: Path, message: str, error: type[Exception] = Chec
     return error(f"{message}; the file was moved aside to {aside}")
 
 
-def _download(
-    url: str, part: Path, retries: int, timeout: float, backoff: float, progress: bool
-) -> str | None:
-    last_error: Exception | None = None
-    for attempt in range(retries + 1):
-        try:
-            return _download_once(url, part, timeout, progress)
-        except urllib.error.HTTPError as error:
-            if 400 <= error.code < 500 and error.code not in (408, 429):
-                raise DownloadError(f"{url}: HTTP {error.code} {error.reason}") from None
-            last_error = error
-        except (urllib.error.URLError, HTTPException, OSError, DownloadError) as error:
-            last_error = error
-        if attempt < retries:
-            time.sleep(backoff * 2**attempt)
-    raise DownloadError(f"could not download {url} after {retries + 1} attempts: {last_error}")
+def _download(url: str, part: Path, retries: int, timeout: float, progress: bool) -> str | None:
+    """``url`` into ``part`` (whole, or not at all): a hub file through huggingface_hub (copied out of its
+    cache), any other URL through pooch. Returns the hub commit the file came from (None for a plain URL)."""
+    hub = HubFile.of(url)
+    if hub is None:
+        _plain_download(url, part, retries, timeout, progress)
+        return None
+    cached, commit = _hub_download(hub, timeout, progress)
+    # A copy, not a link: a file edited in place under resources/ must never reach the cache's blob.
+    with atomic_write(part) as tmp:
+        shutil.copyfile(cached, tmp)
+    return commit
 
 
 def fetch(
@@ -179,10 +253,10 @@ def fetch(
     lock_file: str | Path = LOCK_FILE,
     retries: int = 5,
     timeout: float = 60.0,
-    backoff: float = 2.0,
     progress: bool = True,
 ) -> Path:
-    """Download ``url`` to ``dest`` (resumable, retried), held to the artifacts lock; returns ``dest``.
+    """Download ``url`` to ``dest`` (retried; a hub file resumed), held to the artifacts lock; returns
+    ``dest``.
 
     ``name`` (default: the URL's file name) is the file's entry in ``lock_file``'s ``data``. With an
     entry, the pinned revision is fetched and the bytes must match; an existing ``dest`` that matches is
@@ -190,7 +264,8 @@ def fetch(
     same bytes: a pinned or mirrored URL of identical bytes changes nothing). Without an entry the file
     is downloaded, checked (``sha256``: a digest known beforehand; ``md5``: the publisher's; ``check``: a
     content check raising ContentError) and recorded. A file failing any check is moved aside to
-    ``<dest>.corrupt`` and never recorded.
+    ``<dest>.corrupt`` and never recorded. ``retries`` and ``timeout`` are pooch's for a plain URL; a hub
+    file gets huggingface_hub's own retries (five resumes), ``timeout`` for its metadata request.
     """
     dest, lock_file = Path(dest), Path(lock_file)
     name = name or url.rstrip("/").rsplit("/", 1)[-1]
@@ -212,7 +287,24 @@ def fetch(
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
-    commit = _download(source, part, retries, timeout, backoff, progress)
+    commit = _download(source, part, retries, timeout, progress)
+    _publisher_checks(part, aside, url, name, md5, check)
+    digest = sha256_file(part)
+    if expected is not None and digest != expected:
+        mismatch = artifacts_lock.mismatch(lock_file, "data", name, "sha256", expected, digest, where=url)
+        raise _reject(part, aside, str(mismatch), LockMismatch)
+    revision = (pinned or {}).get("revision") or (commit if commit and _COMMIT.match(commit) else None)
+    entry = {"url": url, "revision": revision, "sha256": digest, "bytes": part.stat().st_size}
+    artifacts_lock.record(lock_file, "data", name, entry)
+    part.replace(dest)
+    return dest
+
+
+def _publisher_checks(
+    part: Path, aside: Path, url: str, name: str, md5: str | None, check: Callable[[Path], None] | None
+) -> None:
+    """:func:`fetch`'s checks before anything is recorded: the publisher's ``md5``, and the content
+    ``check``; a file failing one is moved aside and the one-line error raised."""
     if md5 is not None and (got := md5_file(part)) != md5.lower():
         raise _reject(part, aside, f"md5 mismatch for {url}: got {got}, expected the published {md5.lower()}")
     if check is not None:
@@ -220,19 +312,6 @@ def fetch(
             check(part)
         except ContentError as error:
             raise _reject(part, aside, f"{name} from {url}: {error}", ContentError) from None
-    digest = sha256_file(part)
-    if expected is not None and digest != expected:
-        mismatch = artifacts_lock.mismatch(lock_file, "data", name, "sha256", expected, digest, where=url)
-        raise _reject(part, aside, str(mismatch), LockMismatch)
-    revision = (pinned or {}).get("revision") or (commit if commit and _COMMIT.match(commit) else None)
-    artifacts_lock.record(
-        lock_file,
-        "data",
-        name,
-        {"url": url, "revision": revision, "sha256": digest, "bytes": part.stat().st_size},
-    )
-    part.replace(dest)
-    return dest
 
 
 def _downstream_in(unpacked: Path) -> Path | None:

@@ -6,10 +6,11 @@ Every split is returned whole as a uint8 tensor [N, 3, H, W] (CIFAR-10's 50,000 
 (:mod:`contrastlab.training.augment`), so no data loader bounds an epoch.
 
 CIFAR is read by torchvision's dataset classes, whose constructor checks the md5 of every batch file.
-The archive is fetched by :func:`contrastlab.data.download.fetch` (retries, resume, a corrupt file kept
-aside) and held to the published archive's md5 before it is unpacked. A :class:`CifarSource` names the
-archive and the md5s; tests substitute one that points at a local server and a generated archive, and
-the same code path (torchvision's per-file check included) runs.
+The archive is fetched by :func:`contrastlab.data.download.fetch` (pooch, or huggingface_hub for a hub
+mirror: retried, a corrupt file kept aside) and held to the published archive's md5 before it is
+unpacked. A :class:`CifarSource` names the archive and the md5s; tests substitute one that points at a
+local server and a generated archive, and the same code path (torchvision's per-file check included)
+runs.
 """
 
 from __future__ import annotations
@@ -207,7 +208,7 @@ def prepare_images(
 ) -> None:
     """Make ``dataset`` loadable from ``root``: digits need nothing; CIFAR is checked file by file and,
     when absent and ``download`` is set, fetched to ``downloads`` (default ``root``) with
-    :func:`~contrastlab.data.download.fetch` (``fetch_kwargs``: retries, timeout, backoff), held to
+    :func:`~contrastlab.data.download.fetch` (``fetch_kwargs``: retries, timeout), held to
     the archive's published md5 (a mismatch raises ``ChecksumError`` and moves the file aside), and
     unpacked. Raises :class:`ImageDataError` (one line) when the copy is missing or corrupt."""
     _check_name(dataset)
