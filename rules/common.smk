@@ -19,7 +19,7 @@ from contrastlab import config as cl_config
 from contrastlab.figures import catalog as figure_catalog
 from contrastlab import search as cl_search
 from contrastlab import artifacts as cl_lock
-from contrastlab.data.acquire import check_lock, data_identity, data_marker_path, image_data_identity
+from contrastlab.data.acquire import data_marker_path
 from contrastlab.senteval.protocol import CELL_POOLING
 from contrastlab.senteval.tasks import SentEvalDataError
 from contrastlab.losses.user import module_path
@@ -107,7 +107,7 @@ def data_marker_identity(what):
     try:
         # The main process may resolve an unpinned download's digest (one HEAD, or the download itself);
         # a job's process reads the lock, which the corpus job has written by then.
-        return data_identity(config, what, resolve=workflow.is_main_process)
+        return GRID.data_identity(what, resolve=workflow.is_main_process)
     except (OSError, SentEvalDataError) as error:
         sys.exit(f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}")
 
@@ -120,7 +120,7 @@ if workflow.is_main_process:
     # A revision asked for that the artifacts lock does not pin stops here, before a fetch job would
     # replace a finished backbone folder by a failing one.
     try:
-        check_lock(config)
+        GRID.check_lock()
     except cl_lock.LockMismatch as error:
         sys.exit(f"contrastlab: {' '.join(str(error).split())}")
 
@@ -287,7 +287,7 @@ def get_cell_images_marker(wildcards):
 @functools.cache
 def images_identity(dataset):
     try:
-        return image_data_identity(config, dataset)
+        return GRID.image_data_identity(dataset)
     except OSError as error:
         sys.exit(f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}")
 

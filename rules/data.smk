@@ -7,7 +7,7 @@ localrules:
     fetch_backbone,
 
 
-# Each marker holds what its data are (contrastlab.data.acquire.data_identity), never where they lie:
+# Each marker holds what its data are (contrastlab.config.data.data_identity), never where they lie:
 # the scripts read the locations from the config, so pointing data.* at an identical copy reruns nothing.
 rule senteval_data:
     output:

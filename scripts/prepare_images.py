@@ -1,8 +1,8 @@
 """Snakemake entry: make a vision dataset available (scikit-learn's digits, a user's CIFAR copy, or the
 download, checked against the published md5 of every file)."""
 
-from contrastlab.data.acquire import user_images_root
-from contrastlab.data.images import configured_source, prepare_images
+from contrastlab.config.data import cifar_source_spec, user_images_root
+from contrastlab.data.images import cifar_source, prepare_images
 from contrastlab.paths import write_json
 from contrastlab.workflow.job import job_data_locations, job_label, logged_to
 
@@ -16,7 +16,7 @@ with logged_to(snakemake.log[0], job_label(snakemake)):
         where["images"],
         download=not user_images_root(snakemake.config, dataset),
         downloads=where["downloads"],
-        source=configured_source(snakemake.config, dataset),
+        source=cifar_source(dataset, cifar_source_spec(snakemake.config, dataset)),
         lock_file=where["lock"],
     )
     write_json(snakemake.output[0], dict(snakemake.params.identity))  # what, never where: see data.smk

@@ -42,7 +42,7 @@ from typing import Any
 import yaml
 
 from contrastlab import config as cl_config
-from contrastlab.data.acquire import data_identity, image_data_identity
+from contrastlab.config.data import data_identity, image_data_identity
 from contrastlab.paths import Results, atomic_dir, write_json
 from contrastlab.workflow.recovery import running_workflow_marker
 

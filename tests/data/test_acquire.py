@@ -1,5 +1,6 @@
 """Where the data lie and what they are, kept apart (issue 10 item 2): the workflow's data markers and
-cells depend on the identity only."""
+cells depend on the identity only. The identities take explicit values (folders, a CorpusSource); where
+the config puts them is contrastlab.config.data's (tests/config/test_data.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import shutil
 import pytest
 
 from contrastlab import config as cl_config
-from contrastlab.data.acquire import data_identity, data_locations
+from contrastlab.config.data import data_locations, images_root, user_images_root
+from contrastlab.data.acquire import CorpusSource, corpus_identity, senteval_identity
 from contrastlab.data.download import sha256_file
 from contrastlab.senteval.tasks import SentEvalDataError
 
@@ -20,34 +22,55 @@ def _config(repo_root, **data):
     return config
 
 
-def test_a_copy_of_the_published_senteval_is_the_download(repo_root, shared):
-    downloaded = data_identity(_config(repo_root), "senteval")
-    copied = data_identity(_config(repo_root, senteval_dir=str(shared / "data" / "senteval")), "senteval")
+def _corpus(tmp_path, **where) -> CorpusSource:
+    """The download of config.yaml's corpus into ``tmp_path``, or ``where``'s user file or fixture."""
+    return CorpusSource(
+        **{
+            "wiki_path": None,
+            "fixture_sentences": None,
+            "url": "https://mirror.example/wiki1m_for_simcse.txt",
+            "dest": str(tmp_path / "wiki1m_for_simcse.txt"),
+            "lines": 1_000_000,
+            "lock_file": str(tmp_path / "artifacts.lock.json"),
+            **where,
+        }
+    )
+
+
+def test_a_copy_of_the_published_senteval_is_the_download(shared):
+    downloaded = senteval_identity(None, fixture=False)
+    copied = senteval_identity(str(shared / "data" / "senteval"), fixture=False)
     assert copied == downloaded
+    assert senteval_identity(None, fixture=True) == {"senteval": "fixture"}
 
 
-def test_an_altered_senteval_copy_is_refused_naming_the_file(repo_root, shared, tmp_path):
+def test_an_altered_senteval_copy_is_refused_naming_the_file(shared, tmp_path):
     shutil.copytree(shared / "data" / "senteval", tmp_path / "senteval")
     sick = tmp_path / "senteval" / "downstream" / "SICK" / "SICK_test_annotated.txt"
     sick.write_bytes(sick.read_bytes()[:-1] + b"X")
     with pytest.raises(SentEvalDataError, match="SICK_test_annotated.txt differs"):
-        data_identity(_config(repo_root, senteval_dir=str(tmp_path / "senteval")), "senteval")
+        senteval_identity(str(tmp_path / "senteval"), fixture=False)
     with pytest.raises(FileNotFoundError, match="holds no downstream/ folder"):
-        data_identity(_config(repo_root, senteval_dir=str(tmp_path)), "senteval")
+        senteval_identity(str(tmp_path), fixture=True)  # a user's copy is checked, fixture or not
 
 
-def test_a_corpus_is_its_content_wherever_it_lies(repo_root, tmp_path):
+def test_a_corpus_is_its_content_wherever_it_lies(tmp_path):
     a, b, c = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "c.txt"
     a.write_text("one .\ntwo .\n")
     b.write_text("one .\ntwo .\n")
     c.write_text("one .\ntwo !\n")
-    identity = {p: data_identity(_config(repo_root, wiki_path=str(p)), "corpus") for p in (a, b, c)}
+    identity = {p: corpus_identity(_corpus(tmp_path, wiki_path=str(p))) for p in (a, b, c)}
     assert identity[a] == identity[b] != identity[c]
+    # the fixture is its generator's settings; a user's file wins over it
+    assert corpus_identity(_corpus(tmp_path, fixture_sentences=600)) == {
+        "corpus": "fixture",
+        "sentences": 600,
+    }
+    assert corpus_identity(_corpus(tmp_path, wiki_path=str(a), fixture_sentences=600)) == identity[a]
     # a download is the digest its lock entry pins, whatever its URL: the same as a user's copy of it
     lock = tmp_path / "artifacts.lock.json"
-    unpinned = _config(repo_root, wiki_url="https://mirror.example/wiki1m_for_simcse.txt")
-    unpinned["artifacts_lock"] = str(lock)
-    assert data_identity(unpinned, "corpus") == {"corpus": "text", "sha256": None}
+    unpinned = _corpus(tmp_path)
+    assert corpus_identity(unpinned) == {"corpus": "text", "sha256": None}
     entry = {
         "url": "https://x/wiki1m_for_simcse.txt",
         "revision": None,
@@ -55,9 +78,9 @@ def test_a_corpus_is_its_content_wherever_it_lies(repo_root, tmp_path):
         "bytes": 12,
     }
     lock.write_text(json.dumps({"format": 1, "data": {"wiki1m_for_simcse.txt": entry}}))
-    assert data_identity(unpinned, "corpus") == identity[a]
+    assert corpus_identity(unpinned) == identity[a]
     with pytest.raises(FileNotFoundError, match="data.wiki_path"):
-        data_identity(_config(repo_root, wiki_path=str(tmp_path / "missing.txt")), "corpus")
+        corpus_identity(_corpus(tmp_path, wiki_path=str(tmp_path / "missing.txt")))
 
 
 def test_locations_default_under_resources(repo_root):
@@ -77,12 +100,21 @@ def test_cifar_identity_is_torchvisions_published_archive():
     # The workflow reads the md5 without importing torch; it must stay torchvision's.
     from torchvision.datasets import CIFAR10, CIFAR100
 
-    from contrastlab.data.acquire import CIFAR_ARCHIVE_MD5, image_data_identity
+    from contrastlab.data.acquire import CIFAR_ARCHIVE_MD5, image_identity
 
     assert CIFAR_ARCHIVE_MD5 == {"cifar10": CIFAR10.tgz_md5, "cifar100": CIFAR100.tgz_md5}
-    config = {"data": {"cifar_root": None}}
-    assert image_data_identity(config, "cifar10")["archive_md5"] == CIFAR10.tgz_md5
-    assert image_data_identity(config, "digits") == {"images": "digits", "source": "scikit-learn load_digits"}
+    assert image_identity("cifar10", user_copy=None, custom=None)["archive_md5"] == CIFAR10.tgz_md5
+    digits = image_identity("digits", user_copy=None, custom=None)
+    assert digits == {"images": "digits", "source": "scikit-learn load_digits"}
+    # a re-packed archive is another dataset to the workflow; a mirror of the published one is not
+    repacked = image_identity(
+        "cifar100", user_copy=None, custom={"url": "http://m/x.tgz", "archive_md5": "ab"}
+    )
+    assert repacked == {"images": "cifar100", "source": "repacked", "archive_md5": "ab"}
+    mirror = image_identity("cifar100", user_copy=None, custom={"url": "http://m/x.tgz"})
+    assert mirror == image_identity("cifar100", user_copy=None, custom=None)
+    with pytest.raises(ValueError, match="unknown image dataset 'mnist'; expected digits, cifar10, cifar100"):
+        image_identity("mnist", user_copy=None, custom=None)
 
 
 def test_cifar_10_and_100_may_lie_in_folders_of_their_own(repo_root, tmp_path):
@@ -90,7 +122,6 @@ def test_cifar_10_and_100_may_lie_in_folders_of_their_own(repo_root, tmp_path):
     job reads its own dataset's folder."""
     from types import SimpleNamespace
 
-    from contrastlab.data.acquire import images_root, user_images_root
     from contrastlab.workflow.job import job_data_locations
 
     config = cl_config.load(

@@ -20,7 +20,6 @@ from snakemake.utils import update_config
 from contrastlab import config as cl_config
 from contrastlab.artifacts import LockMismatch
 from contrastlab.cost import budget as cl_budget
-from contrastlab.data.acquire import check_lock, data_identity
 from contrastlab.senteval.tasks import SentEvalDataError
 
 
@@ -44,16 +43,17 @@ def start_error(configfile: str | Path, *overrides: str) -> str | None:
     except cl_config.ConfigError as error:
         return f"contrastlab: {error}"
     try:
-        cl_budget.searched_points(cl_config.Grid(config))
+        grid = cl_config.Grid(config)
+        cl_budget.searched_points(grid)
     except (cl_config.ConfigError, ValueError) as error:
         return f"contrastlab: {error}"
     for what in ("senteval", "corpus"):
         try:
-            data_identity(config, what)
+            grid.data_identity(what)
         except (OSError, SentEvalDataError) as error:
             return f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}"
     try:
-        check_lock(config)
+        grid.check_lock()
     except LockMismatch as error:
         return f"contrastlab: {' '.join(str(error).split())}"
     return None

@@ -8,7 +8,8 @@ report read the same settings.
 
 Rooms: ``schema`` (the JSON Schema, coercion, defaults, one-line errors), ``templates`` (experiment
 templates), ``checks`` (cross-references), ``searches`` (an experiment's ``search:`` section read),
-``grid`` (cells and their settings; below ``config/`` the only door to the config); ``validate`` and ``load``
+``data`` (where the data lie, what they are, the lock's pins), ``grid`` (cells and their settings; below
+``config/`` the only door to the config); ``validate`` and ``load``
 live here, so that those do not import each other in a circle. The figure catalogue is
 :mod:`contrastlab.figures.catalog`. Nothing here imports torch, so the workflow parses fast.
 """

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
+from contrastlab.config import data as data_config
 from contrastlab.config.schema import deep_merge
 from contrastlab.config.searches import search_spec
 from contrastlab.losses.catalog import DEFAULTS, LOSS_MODULES
@@ -427,6 +428,30 @@ class Grid:
         """The artifacts lock file the config names (``artifacts_lock``; the schema's default
         ``artifacts.lock.json``, relative to the working directory)."""
         return self.config.get("artifacts_lock", "artifacts.lock.json")
+
+    # ------------------------------------------------------------------ the data (config/data.py)
+    def data_locations(self) -> dict[str, str]:
+        """Where the data lie: SentEval, corpus, downloads, cache, images, lock
+        (:func:`contrastlab.config.data.data_locations`)."""
+        return data_config.data_locations(self.config)
+
+    def images_root(self, dataset: str | None) -> str:
+        """The folder ``dataset``'s images are read from (:func:`~contrastlab.config.data.images_root`)."""
+        return data_config.images_root(self.config, dataset)
+
+    def data_identity(self, what: str, *, resolve: bool = False) -> dict[str, Any]:
+        """What the ``senteval`` or ``corpus`` data are, not where they lie
+        (:func:`~contrastlab.config.data.data_identity`)."""
+        return data_config.data_identity(self.config, what, resolve=resolve)
+
+    def image_data_identity(self, dataset: str) -> dict[str, Any]:
+        """What the images of ``dataset`` are (:func:`~contrastlab.config.data.image_data_identity`)."""
+        return data_config.image_data_identity(self.config, dataset)
+
+    def check_lock(self) -> None:
+        """Stop (LockMismatch, one line) where the config asks another revision than the artifacts lock
+        pins (:func:`~contrastlab.config.data.check_lock`)."""
+        data_config.check_lock(self.config)
 
     def with_experiment(
         self, experiment: str, *, seeds: Iterable[int] | None = None, drop: Iterable[str] = ()

@@ -30,10 +30,10 @@ import yaml
 
 from contrastlab import config as cl_config
 from contrastlab import cuda
+from contrastlab.config.data import data_locations
 from contrastlab.cost.calibration import Measurement, calibration_from_measurements, peak_tflops
 from contrastlab.cost.flops import STSB_DEV_SENTENCES, cell_work
 from contrastlab.cost.packing import SHARES, STEP_COPY_MODULES, packing_rows, sentence_step_copy
-from contrastlab.data.acquire import data_locations
 from contrastlab.evaluation.senteval import evaluate_checkpoint
 from contrastlab.models import load_backbone, make_encoder
 from contrastlab.paths import REPO_ROOT, Results

@@ -1,10 +1,11 @@
 """Workflow entry points for the data rules: a user's copy, the generated fixture, or the download.
 
-Where the data lie (:func:`data_locations`) and what they are are kept apart on purpose: the cells
+Where the data lie (:func:`contrastlab.config.data.data_locations`, read from the config) and what they
+are are kept apart on purpose: the cells
 depend on what the data are, so moving a copy, re-downloading it, pinning its URL to a revision or
 switching from the download to an identical copy retrains nothing, while a corpus whose content changed
 retrains every cell that reads it. SentEval is held to its pinned per-file sha256, so its identity is
-known before anything runs (:func:`data_identity`). The corpus is its content digest: a user's file
+known before anything runs (:func:`senteval_identity`). The corpus is its content digest: a user's file
 hashed, a download's lock entry, or, before the first download, the digest the hub gives for the file
 (one HEAD request) or the download itself, resolved before the workflow builds its jobs.
 """
@@ -12,6 +13,7 @@ hashed, a download's lock entry, or, before the first download, the digest the h
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,11 @@ from contrastlab.data.download import (
     SENTEVAL_URL,
     WIKI1M_LINES,
     WIKI1M_URL,
+    HubFile,
     check_senteval,
     expect_lines,
     fetch,
+    hub_transport_error,
     line_count,
     pin_revision,
     senteval_data,
@@ -80,7 +84,7 @@ def prepare_corpus(
     return what it is: ``{"corpus": "text", "sha256": ..., "lines": ...}``, the same for the same bytes
     wherever they came from. A download is held to the artifacts lock and to ``expected_lines`` (the
     published wiki1m's 1,000,000; a short or long file is moved aside and nothing is marked ready) and to
-    ``expected_sha256`` (the digest the workflow resolved before any job, :func:`data_identity`)."""
+    ``expected_sha256`` (the digest the workflow resolved before any job, :func:`corpus_identity`)."""
     del downloads  # the corpus is fetched straight to its final path (resumable via its .part file)
     corpus = Path(corpus)
     if user_copy:
@@ -100,152 +104,105 @@ def data_marker_path(results_dir: str | Path, what: str) -> str:
     return Results(results_dir).state("data", f"{what}.ready.json")
 
 
-def data_locations(config: Mapping[str, Any]) -> dict[str, str]:
-    """Where the validated ``config``'s data lie: ``senteval_dir`` (the folder holding ``downstream/``)
-    and ``corpus`` (the training text): the user's copies if set, else the generated fixture (demo) or
-    the download under ``resources_dir``; ``downloads`` is where archives are fetched to, ``cache`` where
-    tokenised corpora are kept."""
-    data, resources = config["data"], config["resources_dir"]
-    if data["senteval_dir"]:
-        senteval_dir = data["senteval_dir"]
-    else:
-        senteval_dir = (
-            f"{resources}/data/senteval-fixture" if data["fixture"] else f"{resources}/data/senteval"
-        )
-    if data["wiki_path"]:
-        corpus = data["wiki_path"]
-    else:
-        # The generated corpus's file names its size: presets share resources/, and one preset's
-        # corpus must never overwrite another's under a data marker that still names the old size.
-        corpus = (
-            f"{resources}/data/demo_corpus-{data['fixture_corpus_sentences']}.txt"
-            if data["fixture"]
-            else f"{resources}/data/wiki1m_for_simcse.txt"
-        )
-    return {
-        "senteval_dir": str(senteval_dir),
-        "corpus": str(corpus),
-        "downloads": f"{resources}/downloads",
-        "cache": f"{resources}/cache",  # tokenised corpora, keyed by content
-        # Vision track: the folder holding cifar-10-batches-py/ or cifar-100-python/ (a job of one dataset
-        # gets that dataset's own, contrastlab.workflow.job.job_data_locations).
-        "images": images_root(config, None),
-        "lock": str(config.get("artifacts_lock") or LOCK_FILE),
-    }
+@dataclass(frozen=True)
+class CorpusSource:
+    """Where the training corpus comes from (:func:`contrastlab.config.data.corpus_source` reads it from
+    the config): the user's file ``wiki_path``, else the generated fixture of ``fixture_sentences``
+    sentences (None: no fixture), else the download of ``url`` to ``dest``, held to ``lines`` lines (None:
+    no line check) and to the artifacts lock ``lock_file``."""
+
+    wiki_path: str | None
+    fixture_sentences: int | None
+    url: str
+    dest: str
+    lines: int | None
+    lock_file: str
 
 
-def check_lock(config: Mapping[str, Any]) -> None:
-    """Raise LockMismatch (one line) where ``config`` asks for another revision than the artifacts lock
-    pins: a backbone's ``revision``, or a data URL naming another commit. Read from the lock alone (no
-    network), so the workflow stops before any job, and no finished folder is replaced by a failing one."""
-    lock_file = config.get("artifacts_lock") or LOCK_FILE
-    lock = artifacts_lock.read_lock(lock_file)
-    for alias, spec in config["backbones"].items():
-        if "hf_id" in spec and "path" not in spec:
-            artifacts_lock.pinned_backbone(
-                lock_file, spec["hf_id"], spec.get("revision"), where=f"backbones.{alias}.revision"
+def check_data_pins(lock_file: str | Path, urls: Mapping[str, str]) -> None:
+    """Raise LockMismatch (one line) where a data URL (``{lock entry: url}``) names another commit than
+    ``lock_file`` pins. Read from the lock alone (no network), so the workflow stops before any job."""
+    pinned = artifacts_lock.read_lock(lock_file)["data"]
+    for name, url in urls.items():
+        if name in pinned:
+            pin_revision(url, pinned[name].get("revision"), name=name, lock_file=lock_file)
+
+
+def senteval_identity(senteval_dir: str | None, *, fixture: bool) -> dict[str, Any]:
+    """What the SentEval data are, whatever their folder: the published files (a user's copy
+    ``senteval_dir`` is verified here against their sha256, so a wrong copy stops the workflow before any
+    job instead of failing inside one; the download is held to them too), or the generated fixture."""
+    if fixture and not senteval_dir:
+        return {"senteval": "fixture"}
+    if senteval_dir:
+        if not (Path(senteval_dir) / "downstream").is_dir():
+            raise FileNotFoundError(
+                f"data.senteval_dir {senteval_dir} holds no downstream/ folder; point it at the "
+                "folder that holds downstream/, or unset it to download the data"
             )
-    data = config["data"]
-    for name, url in (("senteval.tar", data["senteval_url"]), (CORPUS_NAME, data["wiki_url"])):
-        pinned = lock["data"].get(name)
-        if pinned is not None:
-            pin_revision(url, pinned.get("revision"), name=name, lock_file=lock_file)
+        if (Path(senteval_dir) / "downstream" / COUNTS_MANIFEST).is_file():
+            return {"senteval": "fixture"}  # a generated fixture is the fixture, wherever it lies
+        verify_senteval_checksums(senteval_dir)
+    return {"senteval": "published", "files_sha256": sha256_file(CANONICAL_SENTEVAL)}
 
 
-def user_images_root(config: Mapping[str, Any], dataset: str | None) -> str | None:
-    """The user's copy of ``dataset`` (``data.cifar_root``: one folder for both, or one per dataset), or
-    None where it is to be downloaded."""
-    root = config["data"].get("cifar_root")
-    if isinstance(root, Mapping):
-        return root.get(dataset) if dataset else None
-    return root or None
+def corpus_identity(source: CorpusSource, *, resolve: bool = False) -> dict[str, Any]:
+    """What the training corpus is: its content digest, so the same bytes from a download, a user's file,
+    a mirror or a URL pinned to a commit are one identity. A user's file is its sha256 (hashed here, a
+    fraction of a second for wiki1m), a download the digest its lock entry pins; a download not pinned
+    yet is, with ``resolve`` (the workflow's main process), resolved before any job
+    (:func:`resolve_download_digest`), else ``None``; the fixture is its generator settings."""
+    if source.wiki_path:
+        corpus = Path(source.wiki_path)
+        if not corpus.is_file():
+            raise FileNotFoundError(f"data.wiki_path {corpus} is not a file; fix the path or unset it")
+        return {"corpus": "text", "sha256": sha256_file(corpus)}
+    if source.fixture_sentences is not None:
+        return {"corpus": "fixture", "sentences": source.fixture_sentences}
+    pinned = artifacts_lock.entry(source.lock_file, "data", CORPUS_NAME)
+    if pinned is not None:
+        return {"corpus": "text", "sha256": pinned["sha256"]}
+    return {"corpus": "text", "sha256": resolve_download_digest(source) if resolve else None}
 
 
-def images_root(config: Mapping[str, Any], dataset: str | None) -> str:
-    """The folder ``dataset``'s images are read from: the user's copy, else the download's folder."""
-    return str(user_images_root(config, dataset) or f"{config['resources_dir']}/data/cifar")
-
-
-def data_identity(config: Mapping[str, Any], what: str, *, resolve: bool = False) -> dict[str, Any]:
-    """What the ``what`` data of ``config`` are, independent of where they lie: the params of its data rule
-    and of every cell that reads them.
-
-    ``senteval``: the published SentEval files (a user's copy is held to their sha256, the download
-    too), one identity whatever their folder. ``corpus``: its content digest, so the same bytes from a
-    download, a user's file, a mirror or a URL pinned to a commit are one identity: a user's file is its
-    sha256 (hashed here, a fraction of a second for wiki1m), a download the digest its lock entry pins;
-    a download not pinned yet is, with ``resolve`` (the workflow's main process), resolved before any job
-    (:func:`resolve_download_digest`), else ``None``; the fixture is its generator settings. A user's
-    SentEval copy is verified here, so a wrong ``data.senteval_dir`` stops the workflow before any job
-    instead of failing inside one.
-    """
-    data = config["data"]
-    if what == "senteval":
-        if data["fixture"] and not data["senteval_dir"]:
-            return {"senteval": "fixture"}
-        if data["senteval_dir"]:
-            if not (Path(data["senteval_dir"]) / "downstream").is_dir():
-                raise FileNotFoundError(
-                    f"data.senteval_dir {data['senteval_dir']} holds no downstream/ folder; point it at the "
-                    "folder that holds downstream/, or unset it to download the data"
-                )
-
-            if (Path(data["senteval_dir"]) / "downstream" / COUNTS_MANIFEST).is_file():
-                return {"senteval": "fixture"}  # a generated fixture is the fixture, wherever it lies
-            verify_senteval_checksums(data["senteval_dir"])
-        return {"senteval": "published", "files_sha256": sha256_file(CANONICAL_SENTEVAL)}
-    if what == "corpus":
-        if data["wiki_path"]:
-            corpus = Path(data["wiki_path"])
-            if not corpus.is_file():
-                raise FileNotFoundError(f"data.wiki_path {corpus} is not a file; fix the path or unset it")
-            return {"corpus": "text", "sha256": sha256_file(corpus)}
-        if data["fixture"]:
-            return {"corpus": "fixture", "sentences": data["fixture_corpus_sentences"]}
-        lock_file = config.get("artifacts_lock") or LOCK_FILE
-        pinned = artifacts_lock.entry(lock_file, "data", CORPUS_NAME)
-        if pinned is not None:
-            return {"corpus": "text", "sha256": pinned["sha256"]}
-        digest = resolve_download_digest(config) if resolve else None
-        return {"corpus": "text", "sha256": digest}
-    raise ValueError(f"unknown data kind {what!r}; expected senteval or corpus")
-
-
-def resolve_download_digest(config: Mapping[str, Any], *, timeout: float = 30.0) -> str | None:
-    """The sha256 of the corpus a download will get, before any job: the hub's ``X-Linked-Etag`` (the
-    sha256 of a file it keeps in git-lfs, as wiki1m) from one HEAD request; from another server, the
-    download itself (into its place, checked and pinned as the corpus job would). The corpus job then
-    holds the bytes to this digest. Where neither works (offline, a dry run without network), one line
-    says so and None is returned: the corpus job fetches (or fails) in the run itself."""
-    import urllib.error
-    import urllib.request
-
-    data = config["data"]
-    url = data["wiki_url"]
+def resolve_download_digest(source: CorpusSource, *, timeout: float = 30.0) -> str | None:
+    """The sha256 of the corpus a download will get, before any job: for a hub file, the digest the hub
+    gives for a file it keeps in git-lfs, as wiki1m (``huggingface_hub.get_hf_file_metadata``, one HEAD
+    request); from another server, the download itself (into its place, checked and pinned as the corpus
+    job would). The corpus job then holds the bytes to this digest. Where neither works (offline, a dry
+    run without network), one line says so and None is returned: the corpus job fetches (or fails) in the
+    run itself."""
     try:
-        request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "contrastlab"})
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            linked = (response.headers.get("X-Linked-Etag") or "").strip('"').lower()
-        if len(linked) == 64 and all(c in "0123456789abcdef" for c in linked):
-            return linked
-        check = expect_lines(data["wiki_lines"], CORPUS_NAME) if data["wiki_lines"] else None
-        lock_file = config.get("artifacts_lock") or LOCK_FILE
-        corpus = data_locations(config)["corpus"]
-        return sha256_file(fetch(url, corpus, name=CORPUS_NAME, check=check, lock_file=lock_file, retries=0))
-    except (OSError, ValueError, RuntimeError) as error:
+        if HubFile.of(source.url) is not None:
+            from huggingface_hub import get_hf_file_metadata
+
+            etag = (get_hf_file_metadata(source.url, timeout=timeout).etag or "").lower()
+            if len(etag) == 64 and all(c in "0123456789abcdef" for c in etag):
+                return etag
+        check = expect_lines(source.lines, CORPUS_NAME) if source.lines else None
+        fetched = fetch(
+            source.url, source.dest, name=CORPUS_NAME, check=check, lock_file=source.lock_file, retries=0
+        )
+        return sha256_file(fetched)
+    except (OSError, ValueError, RuntimeError, hub_transport_error()) as error:
         message = " ".join(str(error).split())
         print(
-            f"contrastlab note: the corpus's digest is not pinned yet and {url} could not tell it ({message})"
+            f"contrastlab note: the corpus's digest is not pinned yet and {source.url} could not tell it "
+            f"({message})"
         )
         return None
 
 
-def image_data_identity(config: Mapping[str, Any], dataset: str) -> dict[str, Any]:
-    """What the images of ``dataset`` are, independent of where they lie (see :func:`data_identity`).
+def image_identity(
+    dataset: str, *, user_copy: str | None, custom: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """What the images of ``dataset`` are, independent of where they lie (see :func:`corpus_identity`).
 
     CIFAR is held to the published archive's files (torchvision's md5 of every batch file), so a user's
-    copy (``data.cifar_root``, checked here so that a wrong path stops the workflow before any job) and
-    the download are one identity; digits are the copy bundled with scikit-learn.
+    copy (the folder ``user_copy``, checked here so that a wrong path stops the workflow before any job)
+    and the download are one identity; ``custom`` is the dataset's ``data.cifar_sources`` entry (a mirror,
+    or a re-packed archive: another dataset to the workflow). Digits are the copy bundled with
+    scikit-learn.
     """
     if dataset == "digits":
         return {"images": "digits", "source": "scikit-learn load_digits"}
@@ -253,12 +210,11 @@ def image_data_identity(config: Mapping[str, Any], dataset: str) -> dict[str, An
         raise ValueError(
             f"unknown image dataset {dataset!r}; expected digits, {', '.join(CIFAR_ARCHIVE_MD5)}"
         )
-    root = user_images_root(config, dataset)
-    custom = config["data"].get("cifar_sources", {}).get(dataset, {})
-    if root:
+    custom = custom or {}
+    if user_copy:
         from contrastlab.data import images  # imports torch: only when there is a copy to check
 
-        images.check_local_copy(dataset, root, source=images.configured_source(config, dataset))
+        images.check_local_copy(dataset, user_copy, source=images.cifar_source(dataset, custom))
     if custom.get("archive_md5"):  # a re-packed archive: another dataset to the workflow
         return {"images": dataset, "source": "repacked", "archive_md5": custom["archive_md5"]}
     return {"images": dataset, "source": "published", "archive_md5": CIFAR_ARCHIVE_MD5[dataset]}

@@ -41,7 +41,7 @@ __all__ = [
     "ImageDataError",
     "ImageSplit",
     "check_local_copy",
-    "configured_source",
+    "cifar_source",
     "labelled_subset",
     "load_images",
     "prepare_images",
@@ -126,10 +126,10 @@ PUBLISHED_SOURCES = {
 }
 
 
-def configured_source(config: Mapping[str, Any], dataset: str) -> CifarSource | None:
-    """The ``data.cifar_sources`` entry of ``dataset`` as a :class:`CifarSource` (a mirror's URL with the
-    published md5s, or a re-packed archive with its own), or None for torchvision's published source."""
-    custom = config["data"].get("cifar_sources", {}).get(dataset)
+def cifar_source(dataset: str, custom: Mapping[str, Any] | None) -> CifarSource | None:
+    """``dataset``'s ``data.cifar_sources`` entry ``custom`` as a :class:`CifarSource` (a mirror's URL with
+    the published md5s, or a re-packed archive with its own), or None for torchvision's published source
+    (no entry, or a dataset torchvision does not publish)."""
     if not custom or dataset not in PUBLISHED_SOURCES:
         return None
     published = PUBLISHED_SOURCES[dataset]

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from contrastlab.data.acquire import data_locations, data_marker_path, images_root
+from contrastlab.config.data import data_locations, images_root
+from contrastlab.data.acquire import data_marker_path
 from contrastlab.paths import CELL_FIELDS, Results, cell_path, write_json
 from contrastlab.provenance import note_inputs
 from contrastlab.workflow.gpus import job_device
@@ -135,7 +136,7 @@ def job_inputs(snakemake: Any) -> dict[str, Any]:
 
 
 def job_data_locations(snakemake: Any) -> dict[str, str]:
-    """:func:`contrastlab.data.acquire.data_locations` of the job's config. Jobs read where the data lie
+    """:func:`contrastlab.config.data.data_locations` of the job's config. Jobs read where the data lie
     from the config rather than from a param, so that moving the data reruns no job (see data.smk)."""
     config = snakemake.config  # validated once, by rules/common.smk
     where = data_locations(config)

@@ -1,0 +1,94 @@
+"""What the config says about the data (contrastlab.config.data), and the Grid asking it: the data rooms
+below take the values read here, never the config."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from contrastlab import config as cl_config
+from contrastlab.artifacts import LockMismatch
+from contrastlab.config import data as cl_data
+from contrastlab.data.acquire import CorpusSource
+
+COMMIT = "e145e8bb659b2aa2669f32ef79cb4cdef6c58fef"
+HUB = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve"
+
+
+def _load(repo_root, name="config.yaml", **overrides):
+    return cl_config.load(
+        repo_root / name if name == "config.yaml" else repo_root / "config" / name, overrides
+    )
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "demo.yaml"])
+def test_the_grid_answers_what_the_config_says(repo_root, name):
+    config = _load(repo_root, name)
+    grid = cl_config.Grid(config)
+    assert grid.data_locations() == cl_data.data_locations(config)
+    assert grid.data_identity("senteval") == cl_data.data_identity(config, "senteval")
+    for dataset in ("digits", "cifar10", "cifar100"):
+        assert grid.image_data_identity(dataset) == cl_data.image_data_identity(config, dataset)
+        assert grid.images_root(dataset) == cl_data.images_root(config, dataset)
+    if name == "demo.yaml":
+        assert grid.data_identity("senteval") == {"senteval": "fixture"}
+        assert grid.data_identity("corpus") == {"corpus": "fixture", "sentences": 2000}
+    else:
+        assert grid.data_identity("senteval")["senteval"] == "published"
+
+
+def test_the_corpus_source_is_read_from_the_config(repo_root, tmp_path):
+    config = _load(repo_root, artifacts_lock=str(tmp_path / "lock.json"))
+    assert cl_data.corpus_source(config) == CorpusSource(
+        wiki_path=None,
+        fixture_sentences=None,
+        url=f"{HUB}/main/wiki1m_for_simcse.txt",
+        dest="resources/data/wiki1m_for_simcse.txt",
+        lines=1_000_000,
+        lock_file=str(tmp_path / "lock.json"),
+    )
+    demo = cl_data.corpus_source(_load(repo_root, "demo.yaml"))
+    assert demo.fixture_sentences == 2000 and demo.dest == "resources/data/demo_corpus-2000.txt"
+    # a user's file is named whatever data.fixture says
+    mine = cl_data.corpus_source(_load(repo_root, "demo.yaml", data={"wiki_path": str(tmp_path / "w.txt")}))
+    assert mine.wiki_path == mine.dest == str(tmp_path / "w.txt")
+
+
+def test_an_unknown_data_kind_is_refused_in_one_line(repo_root):
+    with pytest.raises(ValueError, match="^unknown data kind 'images'; expected senteval or corpus$"):
+        cl_data.data_identity(_load(repo_root), "images")
+
+
+def test_a_cifar_source_is_the_configured_entry(repo_root):
+    mirror = {"url": "http://mirror/cifar-10-python.tar.gz"}
+    config = _load(repo_root, data={"cifar_sources": {"cifar10": mirror}})
+    assert cl_data.cifar_source_spec(config, "cifar10") == mirror
+    assert cl_data.cifar_source_spec(config, "cifar100") is None
+    assert cl_data.image_data_identity(config, "cifar10")["source"] == "published"  # a mirror of the archive
+
+
+def test_a_data_url_or_revision_the_lock_does_not_pin_stops_in_one_line(repo_root, tmp_path):
+    lock = tmp_path / "lock.json"
+    entry = {"url": f"{HUB}/main/senteval.tar", "revision": COMMIT, "sha256": "0" * 64, "bytes": 1}
+    lock.write_text(json.dumps({"format": 1, "data": {"senteval.tar": entry}}))
+    config = _load(repo_root, artifacts_lock=str(lock))
+    cl_data.check_lock(config)  # main, and the pinned commit itself, are the pin
+    cl_config.Grid(
+        _load(repo_root, artifacts_lock=str(lock), data={"senteval_url": f"{HUB}/{COMMIT}/senteval.tar"})
+    ).check_lock()
+    other = _load(
+        repo_root, artifacts_lock=str(lock), data={"senteval_url": f"{HUB}/{'1' * 40}/senteval.tar"}
+    )
+    with pytest.raises(
+        LockMismatch, match=f"^senteval.tar: .* names commit {'1' * 40}, the lock pins {COMMIT};"
+    ):
+        cl_config.Grid(other).check_lock()
+    backbone = {
+        "format": 1,
+        "backbones": {"bert-base-uncased": {"revision": COMMIT, "requested": "main", "files": {}}},
+    }
+    lock.write_text(json.dumps(backbone))
+    asks = _load(repo_root, artifacts_lock=str(lock), backbones={"bert-base": {"revision": "2" * 40}})
+    with pytest.raises(LockMismatch, match="backbones.bert-base.revision"):
+        cl_data.check_lock(asks)
