@@ -19,6 +19,7 @@ import yaml
 from contrastlab.config import Grid
 from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.paths import REPO_ROOT
+from tests.report import chromium
 
 from .test_dryrun import job_counts, run_snakemake, snakemake_process
 
@@ -185,6 +186,27 @@ def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
         assert len(png.with_suffix(".csv").read_text().splitlines()) > 2, fig["name"]
         assert f"](figures/{fig['name']}.png)" in report
     assert html.count("data:image/png;base64,") == len(figures)
+
+
+@pytest.mark.skipif(
+    chromium.browser() is None,
+    reason="no Chromium on this machine (.ci/run installs Debian's chromium)",
+)
+def test_the_demos_report_html_reads_in_chromium_at_1400_px(finished_demo, tmp_path):
+    """Issue 56: the demo's own report.html in headless Chromium 1400 px wide: a contents list whose
+    every link names an element of the page, an id on every heading (Nie's section, its Table 1 and the
+    bridge under it among them), the unconfigured methods folded, nothing wider than the window."""
+    workdir, _, _ = finished_demo
+    page = tmp_path / "report.html"  # a copy: the measuring script is written beside it
+    shutil.copy(workdir / "results" / "report.html", page)
+    found = chromium.measure(page, width=1400)
+    assert found["inner_width"] == 1400 and found["links"] and found["unresolved"] == []
+    assert found["headings_without_id"] == []
+    for anchor in ("nie2023", "nie2023-table1", "nie2023-senteval-protocol-and-mteb-on-the-same-checkpoints"):
+        assert anchor in found["heading_ids"], anchor
+    assert found["scroll_width"] <= found["viewport"] <= 1400 and found["boxes_past_viewport"] == []
+    assert found["tables"] and found["tables_outside_a_box"] == 0
+    assert any("rows not configured by this preset: L_a&u" in line for line in found["folded_rows"])
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,20 @@ _MEASURE = """<script>
   const right = e => Math.ceil(e.getBoundingClientRect().right);
   const boxes = [...document.querySelectorAll('.table-scroll, pre')];
   const tables = [...document.querySelectorAll('main table')];
+  // the first wide paper grid scrolled to its far right: where its first label cell is then
+  const grid = [...document.querySelectorAll('table.grid')]
+    .find(t => t.scrollWidth > t.parentElement.clientWidth);
+  let scrolled = null, label_offset = null;
+  if (grid) {
+    const box = grid.parentElement, cell = grid.querySelector('tbody td');
+    box.scrollLeft = box.scrollWidth;
+    scrolled = box.scrollLeft;
+    label_offset = Math.round(cell.getBoundingClientRect().left - box.getBoundingClientRect().left);
+    box.scrollLeft = 0;
+  }
   const result = {
+    grid_scrolled_by: scrolled,
+    grid_label_offset_when_scrolled: label_offset,
     links: links,
     unresolved: links.filter(h => !h.startsWith('#') || !ids.has(decodeURIComponent(h.slice(1)))),
     heading_ids: headings.map(h => h.id),
@@ -89,8 +102,11 @@ def measure(page: Path, width: int = 1400, height: int = 900) -> dict:
     return json.loads(html.unescape(run.stdout[start : run.stdout.index("</pre>", start)]))
 
 
-def screenshot(page: Path, out: Path, width: int = 1400, height: int = 900, anchor: str = "") -> Path:
-    """A PNG of the window's first screen of ``page``, or of the screen a link to ``#anchor`` opens.
+def screenshot(
+    page: Path, out: Path, width: int = 1400, height: int = 900, anchor: str = "", sideways: bool = False
+) -> Path:
+    """A PNG of the window's first screen of ``page``, or of the screen a link to ``#anchor`` opens
+    (``sideways``: with every table's box scrolled to its right end).
 
     For an anchor, the copy shot scrolls its body column (not the window: headless Chromium paints a
     scrolled window blank) to put the anchor at the top, as following the link does; the contents list
@@ -100,7 +116,12 @@ def screenshot(page: Path, out: Path, width: int = 1400, height: int = 900, anch
         " main { height: 100vh; overflow-y: auto; }</style>\n<script>(() => {"
         f" const main = document.querySelector('main'), to = document.getElementById({json.dumps(anchor)});"
         " main.scrollTop = to.getBoundingClientRect().top - main.getBoundingClientRect().top - 8;"
-        " })();</script>\n"
+        + (
+            " document.querySelectorAll('.table-scroll').forEach(b => b.scrollLeft = b.scrollWidth);"
+            if sideways
+            else ""
+        )
+        + " })();</script>\n"
     )
     probe = page.with_name(page.stem + ".shot.html")
     text = page.read_text(encoding="utf-8")

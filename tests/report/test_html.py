@@ -345,12 +345,13 @@ def test_rows_the_preset_does_not_configure_fold_into_one_line(tmp_path):
     assert len(rows) == 7  # BERT-base MPT and tiny-bert InfoNCE (3 rows each), the folded line
     assert '<td class="not-configured" style="text-align: right;">not configured</td>' in rows[1]
     # BERT-base MPT's row names its backbone, the row that named it being folded away
+    assert '<table class="grid labels-3">' in page  # its three label columns stay in view (CSS)
     assert rows[0].startswith('<tr class="group-start">') and "<td>BERT-base</td>\n<td>MPT</td>" in rows[0]
     assert rows[3].startswith('<tr class="group-start">') and "<td>tiny-bert</td>" in rows[3]
     assert rows[-1] == (
-        '<tr class="folded"><td colspan="5" title="BERT-base InfoNCE, tiny-bert MPT">6 rows not configured '
-        "by this preset: BERT-base InfoNCE, tiny-bert MPT (2 of 4 methods; the table's own files keep "
-        "every row)</td></tr>"
+        '<tr class="folded"><td colspan="5" title="BERT-base InfoNCE, tiny-bert MPT"><span>6 rows not '
+        "configured by this preset: BERT-base InfoNCE, tiny-bert MPT (2 of 4 methods; the table's own "
+        "files keep every row)</span></td></tr>"
     )
     assert "68.40" not in page and "70.10" in page
     # a table of no paper rows, or one where every method ran, folds nothing
@@ -377,8 +378,8 @@ def test_a_hyperparameter_grid_folds_per_method_not_per_parameter(tmp_path):
 
 def test_wide_content_scrolls_in_its_own_box_and_print_keeps_tables_whole(tmp_path):
     page = render_html(GRID + "\n```text\n" + "x" * 500 + "\n```\n", tmp_path)
-    assert '<div class="table-scroll" role="region" tabindex="0"><table>' in page
-    assert page.count("<table>") == page.count('<div class="table-scroll"')
+    assert '<div class="table-scroll" tabindex="0"><table class="grid labels-3">' in page
+    assert page.count("<table") == page.count('<div class="table-scroll"') == 1
     css = page.split("<style>", 1)[1].split("</style>", 1)[0]
     assert ".table-scroll { overflow-x: auto;" in css and "pre {" in css and "overflow-x: auto" in css
     printed = css.split("@media print", 1)[1]
@@ -398,6 +399,8 @@ def test_chromium_at_1400_px_finds_every_anchor_and_nothing_wider_than_the_windo
     assert found["scroll_width"] <= found["viewport"] <= 1400 and found["boxes_past_viewport"] == []
     assert found["tables"] > 10 and found["tables_outside_a_box"] == 0
     assert found["tables_scrolling_in_their_box"] >= 1  # the wide grids are wider than the page
+    # scrolled to its right end, a wide grid still shows its labels (method, role) at its box's left
+    assert found["grid_scrolled_by"] > 200 and abs(found["grid_label_offset_when_scrolled"]) <= 1
     assert any(
         line.startswith("15 rows not configured by this preset: L_a&u") for line in found["folded_rows"]
     )

@@ -108,6 +108,16 @@ th, td { border: 1px solid #ccc; padding: 0.2rem 0.5rem; }
 th { background: #f3f3f3; }
 tr:nth-child(even) td { background: #fafafa; }
 tr.group-start td { border-top: 2px solid #999; }
+.labels-2 tr:not(.folded) > :nth-child(-n+2), .labels-3 tr:not(.folded) > :nth-child(-n+3) {
+  position: sticky; z-index: 1; background: #fff; }
+.grid tr:nth-child(even):not(.folded) > td { background: #fafafa; }
+.grid thead tr:not(.folded) > th:nth-child(n) { background: #f3f3f3; }
+tr.folded span { position: sticky; left: 0.5rem; display: inline-block; max-width: 60rem; }
+.grid.labels-2 tr:not(.folded) > :nth-child(1) { left: 0; min-width: 8rem; max-width: 8rem; }
+.grid.labels-2 tr:not(.folded) > :nth-child(2) { left: 8rem; min-width: 3.6rem; max-width: 3.6rem; }
+.grid.labels-3 tr:not(.folded) > :nth-child(1) { left: 0; min-width: 7rem; max-width: 7rem; }
+.grid.labels-3 tr:not(.folded) > :nth-child(2) { left: 7rem; min-width: 8rem; max-width: 8rem; }
+.grid.labels-3 tr:not(.folded) > :nth-child(3) { left: 15rem; min-width: 3.6rem; max-width: 3.6rem; }
 tr.folded td { font-style: italic; color: #555; background: #f6f6f6; white-space: normal; }
 td[style*="right"] { white-space: nowrap; }
 td.not-configured { color: #9a9a9a; }
@@ -311,9 +321,14 @@ class ReportBody(Treeprocessor):
                 _sub_elements(paragraph, _TALLY_ITEM, _count_badge)
         for table in list(root.iter("table")):
             _badge_table(table)
-            _fold_unconfigured(table)
+            labels = _grid_labels(table)
+            if labels in (2, 3):  # its label columns stay in view while its values scroll sideways
+                table.set("class", f"grid labels-{labels}")
+            if labels:
+                _fold_unconfigured(table, labels)
             parent = parent_of[table]
-            box = ET.Element("div", {"class": "table-scroll", "role": "region", "tabindex": "0"})
+            # focusable, so a keyboard scrolls it too
+            box = ET.Element("div", {"class": "table-scroll", "tabindex": "0"})
             box.tail, table.tail = table.tail, None
             parent.insert(list(parent).index(table), box)
             parent.remove(table)
@@ -385,17 +400,22 @@ def _badge_table(table: ET.Element) -> None:
                 _sub_elements(cell, _MARKER, _marker_badge)
 
 
-def _fold_unconfigured(table: ET.Element) -> None:
-    """A paper grid's methods with nothing configured, folded into one line at the table's foot.
-
-    A grid: label columns (left-aligned: the method, maybe its backbone or a parameter, then the row's
-    role) and value columns (right-aligned), the role column reading ``paper`` on the published row.
-    A method (:func:`_groups`) is folded when every value cell of its rows other than ``paper`` reads
-    "not configured", a dash or "n/a", one at least "not configured"."""
+def _grid_labels(table: ET.Element) -> int:
+    """How many label columns ``table`` has if it is a paper grid, else 0. A grid: label columns
+    (left-aligned: the method, maybe its backbone or a parameter, then the row's role) and value columns
+    (right-aligned), the role column reading ``paper`` on the published rows."""
     header, rows = _rows(table)
     labels = next((i for i, cell in enumerate(header) if "right" in cell.get("style", "")), 0)
-    if labels < 2 or not rows or not any(_text(row[labels - 1]) == _PAPER_ROW for row in rows):
-        return
+    if labels < 2 or not any(_text(row[labels - 1]) == _PAPER_ROW for row in rows):
+        return 0
+    return labels
+
+
+def _fold_unconfigured(table: ET.Element, labels: int) -> None:
+    """A paper grid's (:func:`_grid_labels`) methods with nothing configured, folded into one line at the
+    table's foot. A method (:func:`_groups`) is folded when every value cell of its rows other than
+    ``paper`` reads "not configured", a dash or "n/a", one at least "not configured"."""
+    header, rows = _rows(table)
     groups = _groups(header, rows, labels)
     folded = [(name, members) for name, members, _ in groups if _unconfigured(members, labels)]
     if not folded:
@@ -412,6 +432,7 @@ def _fold_unconfigured(table: ET.Element) -> None:
     listed = ", ".join(names) if len(names) <= 8 else ", ".join(names[:8]) + f" and {len(names) - 8} more"
     line = ET.SubElement(body, "tr", {"class": "folded"})
     cell = ET.SubElement(line, "td", {"colspan": str(len(header)), "title": ", ".join(names)})
+    cell = ET.SubElement(cell, "span")  # stays in view while the grid scrolls sideways (CSS)
     cell.text = (
         f"{count} rows not configured by this preset: {listed} ({len(names)} of {len(groups)} {noun}; "
         "the table's own files keep every row)"
