@@ -382,6 +382,7 @@ def test_wide_content_scrolls_in_its_own_box_and_print_keeps_tables_whole(tmp_pa
     assert page.count("<table") == page.count('<div class="table-scroll"') == 1
     css = page.split("<style>", 1)[1].split("</style>", 1)[0]
     assert ".table-scroll { overflow-x: auto;" in css and "pre {" in css and "overflow-x: auto" in css
+    assert "@page { size: A4 landscape;" in css  # Nie Table 1's 20 columns fit a printed page's width
     printed = css.split("@media print", 1)[1]
     assert "table { break-inside: avoid;" in printed and "thead { display: table-header-group; }" in printed
     assert '<pre><code class="language-text">' + "x" * 500 in page  # fenced blocks render as code

@@ -130,12 +130,15 @@ pre code { background: none; padding: 0; }
   .page { display: block; }
   nav.contents { position: static; max-height: none; border-right: none; border-bottom: 1px solid #ddd; }
 }
+@page { size: A4 landscape; margin: 1cm; }
 @media print {
   .page { display: block; }
   nav.contents { position: static; max-height: none; border: none; background: none; }
   .headerlink { display: none; }
   .table-scroll { overflow: visible; }
-  table { break-inside: avoid; font-size: 0.7rem; }
+  table { break-inside: avoid; font-size: 0.6rem; }
+  th, td { white-space: normal !important; padding: 0.1rem 0.25rem; }
+  .grid.grid tr:not(.folded) > :nth-child(n) { position: static; min-width: 0; max-width: none; }
   thead { display: table-header-group; }
   tr, img { break-inside: avoid; }
   h2, h3, h4 { break-after: avoid; }
