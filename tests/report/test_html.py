@@ -405,3 +405,22 @@ def test_chromium_at_1400_px_finds_every_anchor_and_nothing_wider_than_the_windo
     assert any(
         line.startswith("15 rows not configured by this preset: L_a&u") for line in found["folded_rows"]
     )
+
+
+def test_ids_of_headings_the_report_does_not_know_come_from_their_section_and_words(tmp_path):
+    page = render_html(
+        "# Title\n\n## Cost\n\n### Per rule\n\n## Other\n\n### Per rule\n\n#### Per rule\n\n"
+        "### Search of x: selected on dev beside the published hyperparameters\n\n## Cost\n",
+        tmp_path,
+    )
+    assert _ids(page) == [
+        "title",
+        "cost",
+        "cost-per-rule",
+        "other",
+        "other-per-rule",
+        "other-per-rule-per-rule",
+        "other-search-of-x",  # a long heading by its words up to the colon, its label too
+        "cost-2",  # a repeat
+    ]
+    assert '<a href="#other-search-of-x">Search of x</a>' in page

@@ -255,8 +255,8 @@ class HeadingIds(Treeprocessor):
                     anchor = known[text]
                 elif _FIGURE_NAME.fullmatch(text):
                     anchor = _figure_id(text)
-                else:
-                    anchor = slugify(text, "-") or "section"
+                else:  # a long heading by its words up to a colon, as the contents list names it
+                    anchor = slugify(_short_label(text, known), "-") or "section"
                     anchor = f"{above}-{anchor}" if above and level > 2 else anchor
                 element.set("id", _unique(anchor, used))
             parents = {k: v for k, v in parents.items() if k < level}
@@ -300,9 +300,10 @@ def _unique(anchor: str, used: set[str]) -> str:
 
 def _short_label(text: str, known: dict[str, str]) -> str:
     """The contents list's label: a paper's title up to its year, a table's title from its "Table" on
-    (the paper's entry is above it); any other heading as it reads."""
+    (the paper's entry is above it), a long heading up to its colon ("Search of nie2023"); any other
+    heading as it reads."""
     if text not in known:
-        return text
+        return text.split(":", 1)[0] if len(text) > 40 and ":" in text else text
     table = re.search(r",\s*(Tables? .*)$", text)
     year = re.match(r".*?\b(?:19|20)\d\d\b", text)
     return table[1] if table else (year[0] if year else text)
