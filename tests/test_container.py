@@ -100,3 +100,15 @@ def test_the_snakefile_runs_its_jobs_in_the_image_under_sdm_apptainer():
     match = re.search(r'^containerized: os\.environ\.get\("CONTRASTLAB_IMAGE", "([^"]+)"\)$', text, re.M)
     assert match and match.group(1) == "container/contrastlab.sif"
     assert "container/*.sif" in (ROOT / ".gitignore").read_text()
+
+
+def test_the_rootfs_build_copies_what_the_definition_copies_and_runs_its_install():
+    """container/rootfs.sh (the Python layer in a debootstrap'd Debian, where no runtime can be had) reads
+    the paths of contrastlab.def's %files, not a list of its own, and installs as %post does."""
+    script = ROOT / "container" / "rootfs.sh"
+    text = script.read_text()
+    assert script.stat().st_mode & 0o111, "container/rootfs.sh is not executable"
+    assert re.search(r"awk '/\^%files/.*\$repo/container/contrastlab\.def", text)
+    assert re.search(r'\.venv/bin/python scripts/install\.py \$\{CUDA:\+--cuda "\$CUDA"\}', text)
+    assert "debootstrap --variant=minbase" in text and " bookworm " in text  # the images' Debian
+    assert "pip install" not in text and "==" not in text
