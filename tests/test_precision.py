@@ -7,7 +7,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from contrastlab.precision import CHOICES, RESOLVED, fp32_mode_now, ieee_fp32, resolve, set_fp32_mode
+from contrastlab.precision import (
+    CHOICES,
+    ON_A_BF16_GPU,
+    RESOLVED,
+    fp32_mode_now,
+    ieee_fp32,
+    resolve,
+    set_fp32_mode,
+)
 
 
 @pytest.mark.parametrize(
@@ -26,6 +34,17 @@ from contrastlab.precision import CHOICES, RESOLVED, fp32_mode_now, ieee_fp32, r
 def test_a_choice_resolves_per_device(requested, cuda, native_bf16, resolved):
     assert resolve(requested, cuda=cuda, native_bf16=native_bf16) == resolved
     assert resolved in RESOLVED and requested in CHOICES
+
+
+def test_the_plans_table_is_the_rule_on_a_bf16_gpu():
+    assert dict(ON_A_BF16_GPU) == {
+        "auto": "bf16",
+        "fp32": "fp32",
+        "tf32": "tf32",
+        "bf16": "bf16",
+        "fp16": "fp16",
+    }
+    assert all(ON_A_BF16_GPU[c] == resolve(c, cuda=True, native_bf16=True) for c in CHOICES)
 
 
 def test_an_unknown_precision_is_one_line_listing_the_choices():

@@ -15,7 +15,8 @@ convolutions, so an "fp32" evaluation of an image encoder would be TF32 on Amper
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 
 #: What a cell's ``precision`` (and ``precision_override``) may ask for.
 CHOICES = ("auto", "fp32", "tf32", "bf16", "fp16")
@@ -43,6 +44,13 @@ def resolve(requested: str, *, cuda: bool, native_bf16: bool) -> str:
     if requested == "tf32" and not cuda:
         return "fp32"
     return requested
+
+
+#: What each choice runs as on a CUDA GPU with native bf16 (the H100 and H200 the plan prices for),
+#: by :func:`resolve`: the plan reads it as a table (``contrastlab.cost.flops``).
+ON_A_BF16_GPU: Mapping[str, str] = MappingProxyType(
+    {choice: resolve(choice, cuda=True, native_bf16=True) for choice in CHOICES}
+)
 
 
 def set_fp32_mode(mode: str) -> None:

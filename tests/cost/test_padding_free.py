@@ -74,11 +74,11 @@ def test_the_rule_is_the_trainers_default_and_an_explicit_setting_wins():
     rule = cl_flops.padding_free_for
     for precision in ("fp32", "tf32", "bf16", "fp16", "auto", None):
         for model_type in ("bert", "roberta", "distilbert", ""):
-            for device in ("cuda", "cpu"):
-                # the trainer's rule at the precision the cell resolves to there (auto: bf16 on CUDA)
-                resolved = resolve(precision or "auto", cuda=device == "cuda", native_bf16=True)
-                expected = padding_free_default(resolved, device, model_type)
-                assert rule({"precision": precision}, model_type, device) == expected
+            # the trainer's rule at the precision the cell resolves to on the plan's GPU (auto: bf16)
+            resolved = resolve(precision or "auto", cuda=True, native_bf16=True)
+            assert rule({"precision": precision}, model_type) == padding_free_default(
+                resolved, "cuda", model_type
+            )
     assert rule({"precision": "fp32"}, "bert") and rule({"precision": "fp32"}, "roberta")
     assert not rule({"precision": "fp32"}, "distilbert") and not rule({"precision": "auto"}, "bert")
     assert not rule({"precision": "fp32", "padding_free": False}, "bert")

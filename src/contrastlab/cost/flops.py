@@ -46,7 +46,7 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
-from contrastlab.precision import ACTIVATION_BYTES, resolve
+from contrastlab.precision import ACTIVATION_BYTES, ON_A_BF16_GPU
 
 #: The plan's precision choice "as each cell is configured".
 AS_CONFIGURED = "config"
@@ -234,22 +234,21 @@ def profile_real_tokens(width: int, lengths: tuple[int, ...] = WIKI1M_TOKEN_LENG
     return (shorter + lengths[-1] * width) / sum(lengths)
 
 
-def padding_free_for(settings: Mapping[str, Any], model_type: str, device_type: str = "cuda") -> bool:
+def padding_free_for(settings: Mapping[str, Any], model_type: str) -> bool:
     """Whether a sentence cell with these (resolved) ``settings`` and a backbone of ``model_type``
-    trains padding-free on a ``device_type`` device: its ``padding_free`` when it sets one (true or
-    false), else the trainer's own default,
-    :func:`contrastlab.models.packed.padding_free_default` (on for IEEE fp32 on CUDA with a BERT or
-    RoBERTa backbone), given the precision the cell resolves to there (``auto``: bf16 on a CUDA GPU).
-    The plan prices for a CUDA GPU (its calibration's card)."""
+    trains padding-free on the plan's CUDA GPU: its ``padding_free`` when it sets one (true or false),
+    else the trainer's own default (:data:`contrastlab.models.packed.DEFAULT_ON`: IEEE fp32 on CUDA
+    with a BERT or RoBERTa backbone) at the precision the cell runs as there
+    (:data:`~contrastlab.precision.ON_A_BF16_GPU`; ``auto``: bf16)."""
     explicit = settings.get("padding_free")
     if explicit is not None:
         return bool(explicit)
-    precision = resolve(settings.get("precision") or "auto", cuda=device_type == "cuda", native_bf16=True)
+    precision = ON_A_BF16_GPU[settings.get("precision") or "auto"]
     if precision != "fp32":  # every default-on cell is IEEE fp32: no need to import the rule's torch
         return False
-    from contrastlab.models.packed import padding_free_default  # imports torch: only when it can matter
+    from contrastlab.models.packed import DEFAULT_ON  # imports torch: only when it can matter
 
-    return padding_free_default(precision, device_type, model_type)
+    return (precision, "cuda", model_type) in DEFAULT_ON
 
 
 def transformer_parameters(
@@ -469,8 +468,8 @@ def _schedule_points(steps: int, every: int | None) -> int:
 
 def _resolved(precision: str | None) -> str:
     """The cell's precision on the GPU the calibration describes (an H100-class GPU: CUDA, native bf16),
-    by the runtime's own rule (:func:`contrastlab.precision.resolve`)."""
-    return resolve(precision or "auto", cuda=True, native_bf16=True)
+    by the runtime's own rule (:data:`contrastlab.precision.ON_A_BF16_GPU`)."""
+    return ON_A_BF16_GPU[precision or "auto"]
 
 
 def _corpus_sentences(grid: cl_config.Grid) -> int:

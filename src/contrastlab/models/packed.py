@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 
 __all__ = [
+    "DEFAULT_ON",
     "DRAWS",
     "PackedOutput",
     "PaddingFree",
@@ -62,6 +63,10 @@ __all__ = [
 SUPPORTED = ("BertModel", "RobertaModel")
 #: Model types (``config.model_type``) whose transformers model is a :data:`SUPPORTED` class.
 SUPPORTED_TYPES = ("bert", "roberta")
+#: (resolved precision, device type, model type) where a sentence cell that sets no ``padding_free``
+#: runs padding-free: IEEE fp32 on CUDA with a BERT or RoBERTa backbone (:func:`padding_free_default`;
+#: the plan reads the same set, ``contrastlab.cost.flops.padding_free_for``).
+DEFAULT_ON = frozenset(("fp32", "cuda", model_type) for model_type in SUPPORTED_TYPES)
 #: ``dropout_draws``: the padded model's own masks ("padded") or draws on the real tokens only ("packed").
 DRAWS = ("padded", "packed")
 
@@ -80,7 +85,7 @@ def padding_free_default(precision: str, device_type: str, model_type: str | Non
     launch-bound and takes the CUDA graph, which needs static shapes. On a CPU the padded step stays the
     default so that every CPU run keeps its byte-identical numbers (``padding_free: true`` runs there
     too: the numbers then move at rounding level)."""
-    return precision == "fp32" and device_type == "cuda" and supported(model_type)
+    return (precision, device_type, model_type) in DEFAULT_ON
 
 
 @dataclass(frozen=True)

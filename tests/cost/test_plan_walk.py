@@ -1,0 +1,118 @@
+"""The walk a reader takes through ``make_plan`` (issue 54; house review 6, section 1.2): following each
+function the first time it is called, the reading stays inside ``cost/`` and never climbs back up from a
+room below it.
+
+The walk is recorded, not drawn by hand: a profile hook notes the room (module) where the reading
+stands after every first call and every return from one; a function already read is not followed again
+(nor what it calls). The grid (``contrastlab.config``) is the walk's vocabulary, not a room, as in the
+review; ``paths`` neither. A *climb back up* is a step from a room of a lower layer (pyproject's
+import-linter layers) to a room of a higher one; a *return* is a step into a room already left.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+import tomllib
+
+import pytest
+
+from contrastlab import config as cl_config
+from contrastlab.cost import budget, plan
+from contrastlab.cost import calibration as cl_calibration
+from contrastlab.paths import REPO_ROOT
+
+LAYERS = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0][
+    "layers"
+]
+
+
+def _layer(module: str) -> int:
+    package = module.split(".")[1]
+    for depth, names in enumerate(LAYERS):
+        if package in (name.strip() for name in names.split("|")):
+            return len(LAYERS) - depth
+    raise AssertionError(f"{module} is in no layer")
+
+
+def _room(frame) -> str | None:
+    module = frame.f_globals.get("__name__", "") if frame is not None else ""
+    if not module.startswith("contrastlab.") or module.startswith(
+        ("contrastlab.config", "contrastlab.paths")
+    ):
+        return None
+    return module
+
+
+def _cold() -> None:
+    """Every contrastlab module imported (the walk reads no import) and every cache emptied (a cached
+    answer would hide the function behind it)."""
+    import contrastlab
+
+    for info in pkgutil.walk_packages(contrastlab.__path__, "contrastlab."):
+        module = importlib.import_module(info.name)
+        for value in list(vars(module).values()):
+            if (
+                callable(getattr(value, "cache_clear", None))
+                and getattr(value, "__module__", "") == info.name
+            ):
+                value.cache_clear()
+
+
+def walk(function, *args, **kwargs) -> list[str]:
+    """The rooms a reader of ``function(*args, **kwargs)`` stands in, in order (one entry per stay)."""
+    _cold()
+    read: set = set()
+    skipping: list = []  # the frame of a function already read, while it runs
+    stays: list[str] = []
+
+    def note(room: str | None) -> None:
+        if room is not None and (not stays or stays[-1] != room):
+            stays.append(room)
+
+    def hook(frame, event, _):
+        if event == "call" and not skipping:
+            code = frame.f_code
+            if _room(frame) is None or (code.co_name.startswith("<") and code.co_name != "<lambda>"):
+                return
+            key = (code.co_filename, code.co_firstlineno)
+            if key in read:
+                skipping.append(frame)
+                return
+            read.add(key)
+            note(_room(frame))
+        elif event == "return":
+            if skipping:
+                if skipping[-1] is frame:
+                    skipping.pop()
+                return
+            if _room(frame) is not None:
+                note(_room(frame.f_back))
+
+    sys.setprofile(hook)
+    try:
+        function(*args, **kwargs)
+    finally:
+        sys.setprofile(None)
+    return stays
+
+
+@pytest.mark.parametrize("preset", ["config.yaml", "config/demo.yaml"])
+def test_make_plan_stays_in_cost_and_never_climbs_back_up(preset):
+    grid = cl_config.Grid(cl_config.load(REPO_ROOT / preset))
+    calibration = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    points = budget.searched_points(grid, calibration, pins={})  # the entry point prices the searches
+    stays = walk(plan.make_plan, grid, calibration, points=points)
+    assert stays[0] == "contrastlab.cost.plan" and len(stays) > 5
+    climbs = [(a, b) for a, b in zip(stays, stays[1:], strict=False) if _layer(b) > _layer(a)]
+    assert climbs == [], climbs
+    assert {room.split(".")[1] for room in stays} == {"cost"}
+
+
+def test_the_walk_sees_a_climb_where_there_is_one():
+    """The measure itself: a cost function that asks search.py and goes on in cost/ climbs once."""
+    grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config" / "demo.yaml"))
+    calibration = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    stays = walk(budget.searched_points, grid, calibration, pins={})
+    assert stays[:3] == ["contrastlab.cost.budget", "contrastlab.search", "contrastlab.cost.budget"], stays
