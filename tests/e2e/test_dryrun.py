@@ -384,7 +384,7 @@ def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(
         repo_root,
         "-n",
         "--workflow-profile",
-        str(repo_root / "profiles" / "local"),
+        str(repo_root / "profiles" / "default"),
         "--config",
         f"results_dir={tmp_path}/results",
         f"resources_dir={tmp_path}/res",

@@ -130,7 +130,7 @@ def reduced_demo(repo_root: Path) -> dict:
 
 
 def snakemake(repo: Path, *args: str) -> str:
-    done = run(repo, ".venv/bin/snakemake", "--workflow-profile", "profiles/local", *args)
+    done = run(repo, ".venv/bin/snakemake", "--workflow-profile", "profiles/default", *args)
     return done.stdout + done.stderr
 
 

@@ -81,7 +81,7 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
     config["training"].update(max_steps=steps, eval_every=60, state_every=5, log_every=10)
     configfile = write(config, tmp_path / "c.yaml")
     results = tmp_path / "results"
-    profile = ["--workflow-profile", "profiles/local", "--cores", "1", "--configfile", configfile]
+    profile = ["--workflow-profile", "profiles/default", "--cores", "1", "--configfile", configfile]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     first_output = tmp_path / "first.out"  # read back only to explain a failure
     with open(first_output, "w") as out:
@@ -164,7 +164,7 @@ def test_a_diverging_cell_fails_alone_and_the_table_says_failed(repo_root, tmp_p
     config = _macl_pair(repo_root, tmp_path, e2e_resources, lr=1.0e12)  # NaN within 2 steps
     configfile = write(config, tmp_path / "c.yaml")
     # Two jobs at a time (each single-threaded, resources.threads = 1): the two cells train side by side.
-    profile = ["--workflow-profile", "profiles/local", "--cores", "2", "--configfile", configfile]
+    profile = ["--workflow-profile", "profiles/default", "--cores", "2", "--configfile", configfile]
     done = snakemake_process(repo_root, *profile)  # the profile sets keep-going
     out = done.stdout + done.stderr
     lines = [line for line in out.splitlines() if line.startswith("contrastlab:")]

@@ -152,11 +152,11 @@ def slurm_demo(repo_root: Path, workdir: Path, resources: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def local_reference(repo_root, tmp_path_factory, shared_resources):
-    """:func:`slurm_demo` through ``profiles/local``: what the SLURM runs must reproduce."""
+    """:func:`slurm_demo` through ``profiles/default``: what the SLURM runs must reproduce."""
     workdir = tmp_path_factory.mktemp("local")
     configfile = write(slurm_demo(repo_root, workdir, shared_resources), workdir / "c.yaml")
     run_snakemake(
-        repo_root, "--workflow-profile", "profiles/local", "--cores", "2", "--configfile", configfile
+        repo_root, "--workflow-profile", "profiles/default", "--cores", "2", "--configfile", configfile
     )
     return workdir / "results"
 

@@ -33,7 +33,7 @@ def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, shared_resourc
         tmp_path / "results" / "checkpoints" / "nie2023" / "tiny-bert" / "mpt" / "seed42" / "train_log.jsonl"
     )
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    profile = ["--workflow-profile", "profiles/local", "--cores", "2", "--configfile", configfile]
+    profile = ["--workflow-profile", "profiles/default", "--cores", "2", "--configfile", configfile]
     done = subprocess.run(
         [*SNAKEMAKE, *profile, "--retries", "1", "--", str(target)],
         cwd=repo_root,
@@ -97,7 +97,7 @@ def test_the_encoding_gets_the_gpu_and_the_probe_job_none(
     run_snakemake(
         repo_root,
         "--workflow-profile",
-        "profiles/local",
+        "profiles/default",
         "--cores",
         "1",
         "--configfile",
