@@ -49,8 +49,8 @@ def write_points(path: str | Path, digest: str, points: Sequence[SearchPoint]) -
 
 
 def read_points(path: str | Path, digest: str) -> list[SearchPoint] | None:
-    """The points :func:`write_points` kept for the config of ``digest``, or None (no file, another config, another
-    format, an unreadable file)."""
+    """The points :func:`write_points` kept for the config of ``digest``, or None (no file, another
+    config, another format, an unreadable file)."""
     try:
         kept = json.loads(Path(path).read_text(encoding="utf-8"))
         if kept.get("format") != FORMAT or kept.get("config") != digest:
