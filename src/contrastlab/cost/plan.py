@@ -490,15 +490,15 @@ def search_jobs(
     for point in points:
         if point.stage == 1:
             firsts.setdefault((point.experiment, point.backbone, point.method), point)
-    for (experiment, _, _), first in firsts.items():
+    for first in firsts.values():
         work = cell_work(grid, first.cell, point=first)
         # the winner's encoding on the GPU (its probes: a CPU job, search_evaluate)
         seconds = eval_seconds(work, calibration)
         jobs.append(
             PlannedJob(
                 rule="search_encode",
-                paper=paper_of(experiment),
-                experiment=f"{experiment} (search)",
+                paper=paper_of(first.experiment),
+                experiment=f"{first.experiment} (search)",
                 cell=first.winner_cell.path,
                 seconds=dict.fromkeys(choices, seconds),
                 precision=dict.fromkeys(choices, EVALUATION_PRECISION),
