@@ -126,3 +126,33 @@ def test_every_script_stays_a_thin_entry_point():
         if path.name != "install.py" and (length := len(path.read_text().splitlines())) > 60
     }
     assert not long, f"scripts over 60 lines (move their logic into src/contrastlab): {long}"
+
+
+#: What the ``tables`` and ``model_card`` jobs run (the report prices the plan; a card names its backbone's
+#: licence), in an interpreter of its own: sys.modules of the test process has torch long since.
+JOBS_WITHOUT_TORCH = """
+import sys
+from contrastlab.config import load
+from contrastlab.cost.plan import plan_report
+from contrastlab.hub.cards import write_model_card
+from contrastlab.hub.publish import backbone_license
+from contrastlab.report import build_report
+from contrastlab.tables.bridge import bridge_lines
+
+config = load("config/demo.yaml")
+plan_report(config, echo=False)
+print(backbone_license("tiny-bert", config["backbones"])[0])
+print(sorted(name for name in ("torch", "transformers", "torchvision") if name in sys.modules))
+"""
+
+
+def test_the_tables_and_model_card_jobs_import_no_torch():
+    """Issue 54: torch costs every job that imports it 1.5-3 s (a third of a tables job on two cores).
+    Neither the report with its plan nor a model card needs it: the padding-free default the plan reads
+    and a package's model folder live below :mod:`contrastlab.models`, and the MTEB bridge scores with
+    torch only when it runs."""
+    done = subprocess.run(
+        [sys.executable, "-c", JOBS_WITHOUT_TORCH], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-2:] == ["apache-2.0", "[]"], done.stdout[-2000:]

@@ -19,6 +19,7 @@ each read-modify-write, as several data and backbone jobs finish at once.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -129,6 +130,22 @@ def summary(lock_file: str | Path = LOCK_FILE) -> str:
         return f"{lock_file}: nothing pinned (this preset downloads nothing and fetches no hub backbone)"
     head = f"{lock_file} pins {len(lines)} inputs; commit it to share them byte for byte:"
     return "\n".join([head, *lines])
+
+
+def package_model_dir(package: str) -> Path:
+    """Folder of a Hugging Face model shipped inside an installed package (``<package>/model``).
+
+    Here rather than in :mod:`contrastlab.models`, which imports torch: a model card names the package's
+    licence without it (the ``model_card`` jobs)."""
+    found = importlib.util.find_spec(package)
+    if found is None or not found.submodule_search_locations:
+        raise FileNotFoundError(
+            f"package {package!r} is not installed; install it (`pip install {package.replace('_', '-')}`)"
+        )
+    folder = Path(next(iter(found.submodule_search_locations))) / "model"
+    if not (folder / "config.json").exists():
+        raise FileNotFoundError(f"package {package!r} has no model folder at {folder}")
+    return folder
 
 
 if __name__ == "__main__":

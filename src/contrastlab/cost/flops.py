@@ -46,7 +46,7 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
-from contrastlab.precision import ACTIVATION_BYTES, ON_A_BF16_GPU
+from contrastlab.precision import ACTIVATION_BYTES, ON_A_BF16_GPU, PADDING_FREE_DEFAULT_ON
 
 #: The plan's precision choice "as each cell is configured".
 AS_CONFIGURED = "config"
@@ -237,18 +237,14 @@ def profile_real_tokens(width: int, lengths: tuple[int, ...] = WIKI1M_TOKEN_LENG
 def padding_free_for(settings: Mapping[str, Any], model_type: str) -> bool:
     """Whether a sentence cell with these (resolved) ``settings`` and a backbone of ``model_type``
     trains padding-free on the plan's CUDA GPU: its ``padding_free`` when it sets one (true or false),
-    else the trainer's own default (:data:`contrastlab.models.packed.DEFAULT_ON`: IEEE fp32 on CUDA
+    else the trainer's own default (:data:`contrastlab.precision.PADDING_FREE_DEFAULT_ON`: IEEE fp32 on CUDA
     with a BERT or RoBERTa backbone) at the precision the cell runs as there
     (:data:`~contrastlab.precision.ON_A_BF16_GPU`; ``auto``: bf16)."""
     explicit = settings.get("padding_free")
     if explicit is not None:
         return bool(explicit)
     precision = ON_A_BF16_GPU[settings.get("precision") or "auto"]
-    if precision != "fp32":  # every default-on cell is IEEE fp32: no need to import the rule's torch
-        return False
-    from contrastlab.models.packed import DEFAULT_ON  # imports torch: only when it can matter
-
-    return (precision, "cuda", model_type) in DEFAULT_ON
+    return (precision, "cuda", model_type) in PADDING_FREE_DEFAULT_ON
 
 
 def transformer_parameters(

@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from contrastlab.evaluation.mteb_sts import MTEB_TASKS, PairSet
-from contrastlab.evaluation.senteval import score_sts
 from contrastlab.senteval import protocol as P
 from contrastlab.senteval.tasks import Pairs, load_sts_pairs, load_sts_subsets
 
@@ -103,8 +102,17 @@ def _match(
     return counterpart, origin
 
 
+def _score_sts(lookup: _Lookup, subsets: list[Pairs]) -> float:
+    """:func:`contrastlab.evaluation.senteval.score_sts`, imported when first scored: that module imports
+    torch (its probes and encoders), and the ``tables`` job, which reads only this module's file names
+    and :data:`STEPS`, would pay two seconds for it."""
+    from contrastlab.evaluation.senteval import score_sts
+
+    return score_sts(lookup, subsets)
+
+
 def _spearman(lookup: _Lookup, a: list[str], b: list[str], gold: np.ndarray) -> float:
-    return score_sts(lookup, [Pairs("set", a, b, np.asarray(gold, dtype=np.float64))])
+    return _score_sts(lookup, [Pairs("set", a, b, np.asarray(gold, dtype=np.float64))])
 
 
 def bridge_task(
@@ -118,7 +126,7 @@ def bridge_task(
     se_b = [s for p in scored for s in p.b]
     se_gold = np.concatenate([p.gold for p in scored])
     lookup = _Lookup(encode, se_a + se_b + mteb.sentence1 + mteb.sentence2)
-    start = score_sts(lookup, scored)  # the SentEval protocol's number, computed as it computes it
+    start = _score_sts(lookup, scored)  # the SentEval protocol's number, computed as it computes it
     # 1. text form: the same pairs (per sub-dataset), in MTEB's text where MTEB has the pair
     texts, k = [], 0
     for p in scored:
@@ -129,7 +137,7 @@ def bridge_task(
             b.append(y if j is None else mteb.sentence2[j])
             k += 1
         texts.append(Pairs(p.name, a, b, p.gold))
-    after_text = score_sts(lookup, texts)
+    after_text = _score_sts(lookup, texts)
     # 2. pooling: one set, as MTEB scores it
     after_pooling = _spearman(
         lookup, [s for p in texts for s in p.a], [s for p in texts for s in p.b], se_gold

@@ -119,7 +119,7 @@ def backbone_license(alias: str, backbones: Mapping[str, Mapping[str, Any]]) -> 
             + source
         )
     if "package" in spec:
-        from contrastlab.models.text import package_model_dir
+        from contrastlab.artifacts import package_model_dir
 
         folder = package_model_dir(spec["package"])
         found = _card_license(folder)

