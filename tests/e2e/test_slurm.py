@@ -214,34 +214,87 @@ def submissions(output: str) -> dict[str, str]:
     return found
 
 
+def _cancel_once_it_trains(cluster, workflow, snapshot: Path, out_path: Path) -> str:
+    """Waits for the first state snapshot of :data:`CELL`, then cancels its running training job with
+    ``scancel``; returns that job's SLURM id."""
+    deadline = time.monotonic() + 300
+    while not snapshot.exists():
+        assert workflow.poll() is None, out_path.read_text()[-4000:]
+        assert time.monotonic() < deadline, "no training snapshot in time\n" + out_path.read_text()[-4000:]
+        time.sleep(0.1)
+    wildcards = "_".join(CELL)  # the plugin's comment: rule_train_wildcards_<experiment>_..._<seed>
+    running = [
+        j
+        for j in cluster.jobs()
+        if j["Comment"].startswith("rule_train") and wildcards in j["Comment"] and j["JobState"] == "RUNNING"
+    ]
+    assert len(running) == 1, cluster.jobs()
+    cancelled = cluster.run("scancel", running[0]["JobId"])
+    assert cancelled.returncode == 0, cancelled.stderr
+    return running[0]["JobId"]
+
+
 @pytest.mark.slow
-def test_the_demo_through_slurm_submits_every_compute_job_and_equals_a_local_run(
+def test_the_demo_through_slurm_equals_a_local_run_with_a_cancelled_training_job_resumed(
     repo_root, cluster, local_reference, shared_resources, tmp_path
 ):
+    """The whole demo through profiles/slurm: every compute job is submitted (the probe jobs as one
+    group job), each asks what its rule says, and the tables equal a local run's byte for byte, although
+    one training job was cancelled (``scancel``) after its first snapshot: the profile's retry resumed
+    it, to the same curve, weights and scores as the local run's uncancelled cell."""
     configfile = write(slurm_demo(repo_root, tmp_path, shared_resources), tmp_path / "c.yaml")
     planned = job_counts(run_through_slurm(repo_root, cluster, "slurm", configfile, "-n"))
+    results = tmp_path / "results"
+    snapshot = results / "state" / "train" / CELL_PATH / "state.pt"
+    out_path = tmp_path / "snakemake.out"
     started = time.monotonic()
-    output = run_through_slurm(repo_root, cluster, "slurm", configfile)
+    with open(out_path, "w") as out:
+        workflow = subprocess.Popen(
+            slurm_command(repo_root, cluster, "slurm", configfile),
+            cwd=repo_root,
+            env=slurm_env(cluster),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        killed = _cancel_once_it_trains(cluster, workflow, snapshot, out_path)
+        workflow.wait(timeout=540)
+    finally:
+        if workflow.poll() is None:
+            workflow.terminate()
+            workflow.wait(timeout=60)
     seconds = time.monotonic() - started
-    # What Snakemake ran on the submit host ("localrule X:") and what it sent to the cluster ("rule X:").
+    output = out_path.read_text()
+    assert workflow.returncode == 0, output[-5000:] + "\n" + cluster.log_tail()
+
+    # What Snakemake ran on the submit host ("localrule X:") and what it sent to the cluster ("rule X:"),
+    # each job once (its retry has the same job id), leaving out the failed job's logs Snakemake prints.
     # A group job's jobs are listed indented under its "Group job" line.
-    local = collections.Counter(re.findall(r"^localrule (\w+):$", output, re.M))
-    remote = collections.Counter(re.findall(r"^\s*rule (\w+):$", output, re.M))
+    own = re.sub(r"^Logfile \S+:\n={80}\n.*?^={80}$", "", output, flags=re.M | re.S)
+    jobs_run = set(re.findall(r"^\s*(local)?rule (\w+):\n(?:\s+\w+: .*\n)*?\s+jobid: (\d+)$", own, re.M))
+    local = collections.Counter(rule for where, rule, _ in jobs_run if where)
+    remote = collections.Counter(rule for where, rule, _ in jobs_run if not where)
     assert local + remote == {k: v for k, v in planned.items() if k != "total"}, (local, remote, planned)
     assert {"corpus", "senteval_data", "tables"} <= set(local), local  # backbones: already fetched
     expected = {"train": 2, "encode": 2, "evaluate": 2, "encode_pretrained": 1, "evaluate_pretrained": 1}
     assert {**expected, "figure_analytic_nie2023": 1}.items() <= remote.items(), remote
     submitted = submissions(output)
-    # the three SentEval probe jobs went out as one SLURM job (their group), every other job alone
+    # the three SentEval probe jobs went out as one SLURM job (their group), every other job alone, and
+    # the cancelled training job twice
     sent = (
-        remote - collections.Counter(evaluate=2, evaluate_pretrained=1) + collections.Counter([PROBE_GROUP])
+        remote
+        - collections.Counter(evaluate=2, evaluate_pretrained=1)
+        + collections.Counter([PROBE_GROUP, "train"])
     )
     assert collections.Counter(submitted.values()) == sent, (submitted, remote)
+    assert submitted.get(killed) == "train", (killed, submitted)
+    assert f"SLURM-job '{killed}' failed, SLURM status is: 'CANCELLED'" in output, output[-5000:]
     jobs = {job["JobId"]: job for job in cluster.jobs() if job["JobId"] in submitted}
     assert set(jobs) == set(submitted), (sorted(jobs), sorted(submitted))
     for slurm_id, job in jobs.items():
         rule = submitted[slurm_id]
-        assert job["JobState"] == "COMPLETED" and job["Partition"] == cluster.partition, job
+        state = "CANCELLED" if slurm_id == killed else "COMPLETED"
+        assert job["JobState"] == state and job["Partition"] == cluster.partition, job
         if rule == PROBE_GROUP:
             # 2 probe jobs at a time (probe_slots=2): 2 x 1 CPU and 2 x 1500 MB, and two rounds of 20 min
             assert job["NumCPUs"] == "2" and job["MinMemoryNode"] == "3000M", job
@@ -253,57 +306,7 @@ def test_the_demo_through_slurm_submits_every_compute_job_and_equals_a_local_run
             assert job["MinMemoryNode"] == "1500M" and job["TimeLimit"] == "00:20:00", job
             assert "gpu" not in job.get("TresPerJob", "") + job.get("TresPerNode", ""), job  # gpu: 0
 
-    tables = sorted(p.name for p in (local_reference / "tables").glob("*.csv"))
-    assert tables, "the local run wrote no table"
-    for name in tables:
-        ours = (tmp_path / "results" / "tables" / name).read_bytes()
-        assert ours == (local_reference / "tables" / name).read_bytes(), name
-    print(f"SLURM run: {len(submitted)} sbatch jobs in {seconds:.0f} s; {len(tables)} tables equal")
-
-
-@pytest.mark.slow
-def test_scancel_of_a_training_job_is_retried_and_resumes_to_the_same_result(
-    repo_root, cluster, local_reference, shared_resources, tmp_path
-):
-    configfile = write(slurm_demo(repo_root, tmp_path, shared_resources), tmp_path / "c.yaml")
-    results = tmp_path / "results"
-    target = f"{results}/metrics/{CELL_PATH}/senteval.json"
-    snapshot = results / "state" / "train" / CELL_PATH / "state.pt"
-    out_path = tmp_path / "snakemake.out"
-    with open(out_path, "w") as out:
-        workflow = subprocess.Popen(
-            slurm_command(repo_root, cluster, "slurm", configfile, "--", target),
-            cwd=repo_root,
-            env=slurm_env(cluster),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 300
-        while not snapshot.exists():
-            assert workflow.poll() is None, out_path.read_text()[-4000:]
-            assert time.monotonic() < deadline, (
-                "no training snapshot in time\n" + out_path.read_text()[-4000:]
-            )
-            time.sleep(0.1)
-        running = [
-            j for j in cluster.jobs() if j["Comment"].startswith("rule_train") and j["JobState"] == "RUNNING"
-        ]
-        assert len(running) == 1, cluster.jobs()
-        cancelled = cluster.run("scancel", running[0]["JobId"])
-        assert cancelled.returncode == 0, cancelled.stderr
-        workflow.wait(timeout=420)
-    finally:
-        if workflow.poll() is None:
-            workflow.terminate()
-            workflow.wait(timeout=60)
-    output = out_path.read_text()
-    assert workflow.returncode == 0, output[-5000:] + "\n" + cluster.log_tail()
-    submitted = submissions(output)
-    train_jobs = [slurm_id for slurm_id, rule in submitted.items() if rule == "train"]
-    assert running[0]["JobId"] in train_jobs and len(train_jobs) == 2, submitted  # the retry
-    assert f"SLURM-job '{running[0]['JobId']}' failed, SLURM status is: 'CANCELLED'" in output, output[-5000:]
-
+    # The retry resumed from a snapshot, to the local run's curve, weights and scores.
     checkpoints = results / "checkpoints" / CELL_PATH
     records = [json.loads(line) for line in (checkpoints / "train_log.jsonl").open()]
     resumed = [r["step"] for r in records if r["event"] == "resume"]
@@ -320,8 +323,18 @@ def test_scancel_of_a_training_job_is_retried_and_resumes_to_the_same_result(
 
     ours, theirs = (load_file(p / "model" / "model.safetensors") for p in (checkpoints, reference))
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
-    metrics = json.loads(Path(target).read_text())
-    expected = json.loads((local_reference / "metrics" / CELL_PATH / "senteval.json").read_text())
-    assert metrics["scores"] == expected["scores"] and metrics["sts_avg"] == expected["sts_avg"]
-    killed, retry = running[0]["JobId"], train_jobs[-1]
-    print(f"scancel of SLURM job {killed}: retried as {retry}, resumed at step {resumed[0]}")
+    metrics = json.loads((results / "metrics" / CELL_PATH / "senteval.json").read_text())
+    expected_metrics = json.loads((local_reference / "metrics" / CELL_PATH / "senteval.json").read_text())
+    assert (
+        metrics["scores"] == expected_metrics["scores"] and metrics["sts_avg"] == expected_metrics["sts_avg"]
+    )
+
+    tables = sorted(p.name for p in (local_reference / "tables").glob("*.csv"))
+    assert tables, "the local run wrote no table"
+    for name in tables:
+        ours_table = (results / "tables" / name).read_bytes()
+        assert ours_table == (local_reference / "tables" / name).read_bytes(), name
+    print(
+        f"SLURM run: {len(submitted)} sbatch jobs in {seconds:.0f} s; {len(tables)} tables equal; "
+        f"SLURM job {killed} cancelled, resumed at step {resumed[0]}"
+    )
