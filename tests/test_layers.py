@@ -140,19 +140,23 @@ from contrastlab.report import build_report
 from contrastlab.tables.bridge import bridge_lines
 
 config = load("config/demo.yaml")
-plan_report(config, echo=False)
+plan_report(config, out_dir=sys.argv[1], echo=False)
 print(backbone_license("tiny-bert", config["backbones"])[0])
 print(sorted(name for name in ("torch", "transformers", "torchvision") if name in sys.modules))
 """
 
 
-def test_the_tables_and_model_card_jobs_import_no_torch():
+def test_the_tables_and_model_card_jobs_import_no_torch(tmp_path):
     """Issue 54: torch costs every job that imports it 1.5-3 s (a third of a tables job on two cores).
     Neither the report with its plan nor a model card needs it: the padding-free default the plan reads
     and a package's model folder live below :mod:`contrastlab.models`, and the MTEB bridge scores with
     torch only when it runs."""
     done = subprocess.run(
-        [sys.executable, "-c", JOBS_WITHOUT_TORCH], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120
+        [sys.executable, "-c", JOBS_WITHOUT_TORCH, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-2:] == ["apache-2.0", "[]"], done.stdout[-2000:]
