@@ -23,13 +23,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # conftest.py: repo_root), so that two of them can run at once, and tests/e2e/conftest.py marks the whole
 # folder e2e (make test-fast leaves the folder out: --ignore=tests/e2e).
 #
-# The order the workers take modules in: a worker takes the next module when it is done with its last, so
-# the longest modules start first and the short ones fill in at the end, and the two workers end together.
-# A long module says so itself, with a module-level ``SCHEDULE_FIRST = n`` beside its tests (the higher,
-# the earlier; today's values keep the order of CI's log, the longest first: test_slurm 16 ... test_overrides
-# 1). Then come the other modules of tests/e2e/ (each starts Snakemake: none is short), then the rest, each
-# group in the order of collection. Nothing here lists paths: a module that moves keeps its place, and a
-# new long module sets its own number.
+# The order the workers take modules in: the longest modules start first and the short ones fill in at
+# the end, so that the two workers end together. A long module says so itself, with a module-level
+# ``SCHEDULE_FIRST = n`` beside its tests (the higher, the earlier: test_slurm 16 ... test_overrides 1).
+# A worker takes its next module as soon as at most two tests of its last are left to run (xdist's
+# scope scheduler), so the first and third modules share one worker, the second and fourth the other:
+# test_slurm and test_slurm_gpu (16, 14) run one after the other beside test_gpu_check and test_recovery
+# (15, 13). Two SLURM modules at once left a third of both CPUs idle while their jobs waited on the
+# scheduler's polling (vmstat during CI). Then come the other modules of tests/e2e/ (each starts
+# Snakemake: none is short), then the rest, each group in the order of collection. Nothing here lists
+# paths: a module that moves keeps its place, and a new long module sets its own number.
 
 
 def schedule_key(item) -> tuple[int, bool]:

@@ -1,6 +1,7 @@
 """The SLURM profiles' GPU requests on a real single-node SLURM (tests/e2e/slurm_cluster.py), and a
-diverged cell's retry: a module of its own, with a cluster of its own, so that it runs beside
-test_slurm.py's demo and scancel runs on the other xdist worker (each module is one worker's group).
+diverged cell's retry: a module of its own, with a cluster of its own. Its SCHEDULE_FIRST puts it on
+the worker that runs test_slurm.py, after it: a SLURM run spends much of its time waiting on the
+scheduler's polling, so both SLURM modules run beside modules that keep the CPUs busy (tests/conftest.py).
 The overrides and polling knobs are test_slurm.py's (see its docstring)."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .test_dryrun import SNAKEMAKE, run_snakemake
 from .test_pipeline import reduced_demo, write
 from .test_slurm import PROBE_GROUP, run_through_slurm, slurm_demo, submissions
 
-SCHEDULE_FIRST = 15  # a long module: tests/conftest.py starts the highest numbers first
+SCHEDULE_FIRST = 14  # a long module: tests/conftest.py starts the highest numbers first
 
 
 @pytest.mark.slow
