@@ -10,7 +10,7 @@ the same (``contrastlab.cost.packing.packing_rows``) and writes the speed-ups in
 
     python benchmarks/gpu_share.py                       # bert-base, batch 64, fp32, k = 1 2 4
     python benchmarks/gpu_share.py --precision bf16 --concurrency 1 2 4 8
-    python benchmarks/gpu_share.py --device cpu --arch tiny --concurrency 1 2 --steps 2   # smoke test
+    python benchmarks/gpu_share.py --device cpu --arch tiny --concurrency 1 2 --steps 2 --fork  # smoke test
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from contrastlab.cost.packing import packing_rows, sentence_step_copy
+from contrastlab.cost.packing import STEP_COPY_MODULES, packing_rows, sentence_step_copy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_throughput import ARCHS  # noqa: E402  (the architectures by name; a sibling script)
@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads per copy")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for a copy")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument(
+        "--fork",
+        action="store_true",
+        help="fork the copies from one process that imported torch once instead of spawning each: for a "
+        "CPU smoke test, where a spawned copy's imports cost more than its steps (as make gpu-check --toy)",
+    )
     parser.add_argument("--state-dir", type=Path, default=Path("benchmarks/out/state"), help="scratch folder")
     args = parser.parse_args(argv)
     if args.device is None:
@@ -62,7 +68,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         threads=args.threads,
     )
     print(f"{args.arch} batch {args.batch} x {args.seq_len} tokens, {args.precision}, on {args.device}")
-    rows = packing_rows(copy, args.concurrency, timeout=args.timeout)
+    preload = STEP_COPY_MODULES if args.fork else None
+    rows = packing_rows(copy, args.concurrency, timeout=args.timeout, forkserver_preload=preload)
     print(f"{'k':>2} {'steps/s each':>28} {'sum':>8} {'speed-up':>9} {'peak GiB each':>14}")
     for row in rows:
         each = " ".join(f"{r:.2f}" for r in row["steps_per_s"])

@@ -113,7 +113,7 @@ def test_gpu_share_runs_k_copies_and_sums_their_rates(tmp_path):
     subprocess.run(
         [sys.executable, str(BENCHMARKS / "gpu_share.py"), "--device", "cpu", "--arch", "tiny"]
         + ["--concurrency", "1", "2", "--steps", "1", "--warmup", "1", "--json", str(out)]
-        + ["--state-dir", str(tmp_path / "state")],
+        + ["--state-dir", str(tmp_path / "state"), "--fork"],
         check=True,
         cwd=REPO_ROOT,
     )

@@ -57,8 +57,7 @@ def e2e_resources(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("e2e-resources")
 
 
-# --- a real SLURM (test_slurm.py, test_slurm_gpu.py: a cluster of each module's own, so the two modules run
-# at once on the two workers) ---------------------------------------------------------------------------
+# --- a real SLURM (test_slurm.py, test_slurm_gpu.py: a cluster of each module's own) ---------------------
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +71,3 @@ def cluster():
         yield running
     finally:
         stop_cluster(running)
-
-
-@pytest.fixture(scope="module")
-def shared_resources(tmp_path_factory) -> Path:
-    """One ``resources_dir`` (backbones, tokenised-corpus cache) for every run of a module, as for the
-    presets."""
-    return tmp_path_factory.mktemp("resources")

@@ -23,11 +23,11 @@ SCHEDULE_FIRST = 14  # a long module: tests/conftest.py starts the highest numbe
 
 
 @pytest.mark.slow
-def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, shared_resources, tmp_path):
+def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, e2e_resources, tmp_path):
     """Snakemake's retry of a diverged cell (here the local executor with --retries 1, as the SLURM
     profile retries) stops at once with the failure's line, its log keeping the first traceback."""
     config = reduced_demo(repo_root, tmp_path)
-    config.update(oar_synthetic=None, resources_dir=str(shared_resources))
+    config.update(oar_synthetic=None, resources_dir=str(e2e_resources))
     config["experiments"]["nie2023"]["methods"]["mpt"]["lr"] = 1.0e12  # NaN within 2 steps
     configfile = write(config, tmp_path / "c.yaml")
     target = (
@@ -62,7 +62,7 @@ def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, shared_resourc
 @pytest.mark.slow
 @pytest.mark.parametrize("profile", ["slurm", "slurm-gres"])
 def test_the_encoding_gets_the_gpu_and_the_probe_job_none(
-    repo_root, cluster, shared_resources, tmp_path, profile
+    repo_root, cluster, e2e_resources, tmp_path, profile
 ):
     """The fake GPU is allocated to the encoding job (``--gpus=1`` through profiles/slurm,
     ``--gres=gpu:1`` through profiles/slurm-gres); torch sees no CUDA there, so the job stops with the
@@ -72,7 +72,7 @@ def test_the_encoding_gets_the_gpu_and_the_probe_job_none(
     either is read off its dry run (test_dryrun.py's test_slurm_gres_profile_asks_gpus_as_gres)."""
     if torch.cuda.is_available():
         pytest.skip("checks the error on a machine without a usable GPU")
-    config = slurm_demo(repo_root, tmp_path, shared_resources)
+    config = slurm_demo(repo_root, tmp_path, e2e_resources)
     config["resources"]["gpu"] = 1
     configfile = write(config, tmp_path / "c.yaml")
     target = f"{tmp_path}/results/metrics/pretrained/tiny-bert/senteval.json"
