@@ -92,11 +92,14 @@ def test_a_bad_user_loss_stops_the_workflow_with_one_line(tmp_path, fault, obser
 
 
 @pytest.mark.slow
-def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cells(repo_root, tmp_path):
+def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cells(
+    repo_root, tmp_path, e2e_resources
+):
     module = tmp_path / "mine" / "margin_infonce.py"
     module.parent.mkdir()
     shutil.copy(EXAMPLE, module)
     config = demo_with_user_loss(tmp_path, f"{module}:margin_infonce")
+    config["resources_dir"] = str(e2e_resources)  # the tiny BERT and the digits: once a worker
     path = write(config, tmp_path / "c.yaml")
     # ~2 CPU-minutes of jobs; the wall time limit allows for a machine shared with other work
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")

@@ -15,10 +15,11 @@ SCHEDULE_FIRST = 7  # a long module: tests/conftest.py starts the highest number
 
 
 @pytest.fixture(scope="module")
-def finished(repo_root, tmp_path_factory):
+def finished(repo_root, tmp_path_factory, e2e_resources):
     workdir = tmp_path_factory.mktemp("vision")
     config = yaml.safe_load((repo_root / "config" / "demo.yaml").read_text())
-    config.update(results_dir=str(workdir / "results"), resources_dir=str(workdir / "resources"))
+    # the digits prepared once a worker (test_user_loss.py prepares the same)
+    config.update(results_dir=str(workdir / "results"), resources_dir=str(e2e_resources))
     config["backbones"]["resnet18-w8"]["vision"]["width"] = 4
     config["experiments"]["macl_cifar10"]["training"] = {"max_steps": 6, "log_every": 3, "state_every": 3}
     config["experiments"]["macl_cifar10"]["seeds"] = [42]  # the demo's second seed only feeds its verdicts
@@ -66,13 +67,15 @@ HUGE_LR, DIVERGING = 1.0e12, "infonce-lr1000000000000.0"
     "an OAR sweep point whose encoder training diverges (NaN loss at a huge learning rate)",
     "recorded as a result: evaluated as diverged, the table, the rate figure and the spectra say so",
 )
-def test_a_diverging_sweep_point_is_a_result_not_a_blocked_run(repo_root, tmp_path_factory, observed):
+def test_a_diverging_sweep_point_is_a_result_not_a_blocked_run(
+    repo_root, tmp_path_factory, e2e_resources, observed
+):
     """Issue 36: OAR's rate sweep reaches lr 1; a point whose training turns NaN used to fail its job
     and, with it, the tables. Now it is recorded, evaluated as diverged, drawn as such (the rate figure's
     cross, the spectra's panel), and the tables are built."""
     workdir = tmp_path_factory.mktemp("vision-diverged")
     config = yaml.safe_load((repo_root / "config" / "demo.yaml").read_text())
-    config.update(results_dir=str(workdir / "results"), resources_dir=str(workdir / "resources"))
+    config.update(results_dir=str(workdir / "results"), resources_dir=str(e2e_resources))
     config["backbones"]["resnet18-w8"]["vision"]["width"] = 4
     oar = config["experiments"]["oar_cifar10"]
     oar.update(seeds=[42], sweep={"lr": [0.01, HUGE_LR]}, spectra=["infonce-lr0.01", DIVERGING])
