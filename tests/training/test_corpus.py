@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from contrastlab.training.corpus import load_tokenized_corpus, read_sentences
 
@@ -79,3 +80,30 @@ def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpu
     assert len(results) == 2 and len(built) == 1, built
     assert np.array_equal(results[0][0].ids, results[1][0].ids) and results[0][1] == results[1][1]
     assert not list(tmp_path.glob(".*.lock"))  # the soft lock is gone once released
+
+
+@pytest.mark.fault(
+    "a truncated tokenised-corpus cache (half its bytes)",
+    "the cache is rebuilt, with one line naming it; the ids are those of a fresh tokenisation",
+)
+def test_an_unreadable_cache_is_rebuilt_with_one_line(tmp_path, corpus, minilm_dir, capsys, observed):
+    """Reliability K5: a cut cache file ("File is not a zip file") failed every train job of its tokenizer,
+    run after run. It is derived data: it is rebuilt, and one line says so."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
+    fresh, path = load_tokenized_corpus(corpus, tokenizer, 32, tmp_path)
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    capsys.readouterr()
+    again, same = load_tokenized_corpus(corpus, tokenizer, 32, tmp_path)
+    lines = capsys.readouterr().err.splitlines()
+    observed(lines[0] if lines else "no line")
+    assert same == path and path.read_bytes() == whole  # rebuilt whole, in place
+    assert np.array_equal(again.ids, fresh.ids) and np.array_equal(again.offsets, fresh.offsets)
+    assert len(lines) == 1 and lines[0].startswith(
+        f"contrastlab: tokenised-corpus cache {path} cannot be read"
+    )
+    assert "BadZipFile" in lines[0] and lines[0].endswith("rebuilding it from the corpus")
+    load_tokenized_corpus(corpus, tokenizer, 32, tmp_path)  # a readable cache: read, not rebuilt, no line
+    assert capsys.readouterr().err == ""

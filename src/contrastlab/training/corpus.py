@@ -4,7 +4,8 @@ Every training cell of a backbone reads the same cache file, so the 1M-sentence 
 once per backbone family instead of once per job. The cache key covers everything that changes the
 token ids: the tokenizer's serialised pipeline (vocabulary, normaliser, special tokens), ``max_length``
 and the corpus file's SHA-256. The file is written atomically under a lock, so concurrent jobs wait for
-the first writer instead of tokenising again.
+the first writer instead of tokenising again. A cache file that cannot be read (cut short, corrupted) is
+derived data: it is rebuilt, with one line saying so.
 
 Layout (``.npz``): ``ids`` (all token ids, concatenated; uint16 when the vocabulary fits) and
 ``offsets`` (int64, ``n + 1`` entries): sentence ``i`` is ``ids[offsets[i]:offsets[i + 1]]``, with
@@ -16,6 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,7 +111,8 @@ def load_tokenized_corpus(
 ) -> tuple[TokenizedCorpus, Path]:
     """Load the cached token ids of ``corpus_path``, tokenising and caching them on first use.
 
-    Returns the corpus and the cache file's path (``<cache_dir>/<corpus stem>.<key>.tokens.npz``).
+    Returns the corpus and the cache file's path (``<cache_dir>/<corpus stem>.<key>.tokens.npz``). A cache
+    file that cannot be read is rebuilt, and one ``contrastlab:`` line on stderr names it.
     """
     corpus_path = Path(corpus_path)
     if not corpus_path.is_file():
@@ -116,12 +121,39 @@ def load_tokenized_corpus(
     cache_dir.mkdir(parents=True, exist_ok=True)
     key = cache_key(tokenizer, max_length, sha256_file(corpus_path))
     path = cache_dir / f"{corpus_path.stem}.{key}.tokens.npz"
+    found, _ = _read_cache(path, key)  # the usual case: a finished cache (written whole, by a rename)
+    if found is not None:
+        return found, path
     # Two jobs wanting the same cache build it once: the second waits, then reads it. The lock works on
     # shared storage without flock too (paths.inter_process_lock).
     with inter_process_lock(cache_dir / f".{path.name}.lock"):
-        if not path.exists():
+        found, problem = _read_cache(path, key)
+        if found is None:
+            if problem:  # derived data: rebuilt rather than failing every job of this tokenizer (K5)
+                print(
+                    f"contrastlab: tokenised-corpus cache {path} {problem}; rebuilding it from the corpus",
+                    file=sys.stderr,
+                    flush=True,
+                )
             ids, offsets = tokenize_sentences(tokenizer, read_sentences(corpus_path), max_length, progress)
             with atomic_write(path, fsync=True) as tmp, open(tmp, "wb") as handle:
                 np.savez(handle, ids=ids, offsets=offsets)
-    with np.load(path) as data:
-        return TokenizedCorpus(ids=data["ids"], offsets=data["offsets"], key=key), path
+            found, problem = _read_cache(path, key)
+            if found is None:
+                raise OSError(f"tokenised-corpus cache {path} {problem} right after it was written")
+    return found, path
+
+
+def _read_cache(path: Path, key: str) -> tuple[TokenizedCorpus | None, str | None]:
+    """``(the cached corpus, None)``; ``(None, None)`` when there is no cache yet; ``(None, why)`` when the
+    file cannot be read (cut short, corrupted, not our layout)."""
+    if not path.exists():
+        return None, None
+    try:
+        with np.load(path) as data:
+            ids, offsets = data["ids"], data["offsets"]
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:
+        return None, f"cannot be read ({type(error).__name__}: {' '.join(str(error).split())})"
+    if offsets.ndim != 1 or len(offsets) == 0 or offsets[-1] != len(ids):
+        return None, "cannot be read (its offsets do not cover its ids)"
+    return TokenizedCorpus(ids=ids, offsets=offsets, key=key), None
