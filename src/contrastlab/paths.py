@@ -220,6 +220,28 @@ def write_json(path: str | os.PathLike, payload: Any) -> None:
         tmp.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
 
 
+class UnreadableMetricsError(ValueError):
+    """A metrics file that cannot be parsed: the message names the file and the fix."""
+
+
+def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
+    """The metrics file at ``path`` (a cell's ``senteval.json`` or ``vision.json``, a Pretrained row's) as
+    a dict. One that cannot be parsed (cut short, not UTF-8, not a JSON object) raises
+    :class:`UnreadableMetricsError` naming the file and the fix, for the first job that reads it."""
+    try:
+        found = json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        problem = f"cannot be read ({type(error).__name__}: {error})"
+    else:
+        if isinstance(found, dict):
+            return found
+        problem = "holds no JSON object"
+    raise UnreadableMetricsError(
+        f"metrics file {path} {problem}: delete it and run the workflow again: only that evaluation is "
+        "redone, with what depends on it"
+    )
+
+
 @contextlib.contextmanager
 def inter_process_lock(path: str | os.PathLike, *, timeout: float = -1) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created if absent) across processes and machines, with the

@@ -18,6 +18,7 @@ import pandas as pd
 
 from contrastlab.figures.style import PALETTE, figure, house_style, save
 from contrastlab.figures.training_curves import cell_files
+from contrastlab.paths import read_metrics
 
 __all__ = ["best_dev_frame", "plot_sweep_panels", "sweep_metrics_frame"]
 
@@ -65,7 +66,7 @@ def sweep_metrics_frame(
     for backbone, method, seed, path in cell_files(metrics_root, experiment, "senteval.json"):
         if method not in points:
             continue
-        metrics = json.loads(path.read_text(encoding="utf-8"))
+        metrics = read_metrics(path)
         param, value = points[method]
         for key in keys:
             if metrics.get(key) is not None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from contrastlab.figures.style import PALETTE, figure, house_style, save
+from contrastlab.paths import read_metrics
 
 __all__ = [
     "CURVE_SERIES",
@@ -66,7 +67,7 @@ def alignment_uniformity_frame(metrics_root: str | Path, experiment: str) -> pd.
     sts_avg (cells whose metrics lack the measures are skipped)."""
     rows = []
     for backbone, method, seed, path in cell_files(Path(metrics_root), experiment, "senteval.json"):
-        metrics = json.loads(path.read_text(encoding="utf-8"))
+        metrics = read_metrics(path)
         if None in (metrics.get("alignment"), metrics.get("uniformity"), metrics.get("sts_avg")):
             continue
         rows.append(

@@ -38,7 +38,7 @@ from contrastlab.hub.publish import (
     training_corpus,
 )
 from contrastlab.hub.vision_card import vision_front_matter
-from contrastlab.paths import atomic_write, write_json
+from contrastlab.paths import atomic_write, read_metrics, write_json
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
 __all__ = ["TRAINING_KEYS", "model_card", "published_scores", "vision_model_card", "write_model_card"]
@@ -468,7 +468,7 @@ def write_model_card(
     licence and hub id and the corpus's dataset id; from ``mteb_dir`` (MTEB's results folder of the
     cell, where it exists) MTEB's scores; and beside it :data:`~.publish.MODEL_META_FILE`, the MTEB
     ``ModelMeta`` of the checkpoint (named ``contrastlab/<cell>`` until ``make publish`` names it)."""
-    metrics = json.loads(Path(metrics_path).read_text())
+    metrics = read_metrics(metrics_path)
     data = {name: json.loads(Path(path).read_text()) for name, path in markers.items()}
     model_dir = Path(model_dir)
     cell = dict(experiment=experiment, backbone=backbone, method=method, seed=seed)

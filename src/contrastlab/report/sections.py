@@ -18,6 +18,7 @@ from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import plan
 from contrastlab.cost.budget import plan_points
 from contrastlab.cost.measured import cost_lines
+from contrastlab.paths import read_metrics
 from contrastlab.report import power
 from contrastlab.report.claims import (
     MAX_SEEDS,
@@ -141,7 +142,7 @@ def precision_rows(grid: Grid, metrics_root: str | os.PathLike) -> list[dict[str
         name = "vision.json" if grid.track(cell.experiment) == "vision" else "senteval.json"
         path = Path(metrics_root) / cell.path / name
         if path.exists():
-            row["ran"].add(precision_label(json.loads(path.read_text(encoding="utf-8")).get("training")))
+            row["ran"].add(precision_label(read_metrics(path).get("training")))
     return [
         {
             "experiment": experiment,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
 from pathlib import Path
 
 import pandas as pd
+
+from contrastlab.paths import read_metrics
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ _SEED_DIR = re.compile(r"seed(\d+)")
 
 
 def _rows(path: Path, experiment: str, backbone: str, method: str, seed: int | None) -> list[dict]:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = read_metrics(path)
     scores = dict(data.get("scores") or {})
     scores.update({k: data.get(k) for k in AVERAGES})
     scores[DEV_SPEARMAN] = (data.get("training") or {}).get(DEV_SPEARMAN)
