@@ -308,7 +308,13 @@ def test_publish_checks_the_cell_and_makes_one_commit(tmp_path, capsys, monkeypa
     card_path.write_text(pub.front_matter(front) + "\n\n# the card's body\n")
     original = card_path.read_text()
     (card_path.parent / pub.MODEL_META_FILE).write_text(
-        json.dumps({"name": "contrastlab/x", "revision": "ab" * 32, "release_date": "2026-11-20"})
+        json.dumps(
+            {
+                "name": "contrastlab/x",
+                "revision": mr.checkpoint_revision(checkpoint),
+                "release_date": "2026-11-20",
+            }
+        )
     )
     plan = pub.publish_plan(configfile, CELL, "me/model")
     meta = json.loads(plan.meta.read_text())
@@ -510,3 +516,64 @@ def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
         "--revision",
         "'abc1234'",
     ]
+
+
+def _finished_cell(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A finished demo cell as the rules leave it: weights, a pooling module, Snakemake's marker file
+    (``directory()`` output), the card and its ModelMeta recording the weights' revision; returns
+    ``(config file, checkpoint, ModelMeta)``."""
+    configfile = _demo_config(tmp_path)
+    results = Results(tmp_path / "results")
+    checkpoint, card_path = Path(results.checkpoint(CELL, "model")), Path(results.card(CELL))
+    (checkpoint / "1_Pooling").mkdir(parents=True)
+    (checkpoint / "model.safetensors").write_bytes(b"weights " * 64)
+    (checkpoint / "1_Pooling" / "config.json").write_text("{}")
+    (checkpoint / ".snakemake_timestamp").write_text("")
+    card_path.parent.mkdir(parents=True)
+    front = pub.card_data(
+        model_name="m", license="mit", base_model=None, datasets=[], tags=[], results=[], provenance={}
+    )
+    card_path.write_text(pub.front_matter(front) + "\n\n# the card's body\n")
+    meta = card_path.parent / pub.MODEL_META_FILE
+    meta.write_text(json.dumps({"name": "contrastlab/x", "revision": mr.checkpoint_revision(checkpoint)}))
+    return configfile, checkpoint, meta
+
+
+def test_publish_never_uploads_snakemakes_bookkeeping_files(tmp_path):
+    """Reliability K2: the dry run listed ``.snakemake_timestamp`` as a repository file."""
+    configfile, checkpoint, _ = _finished_cell(tmp_path)
+    plan = pub.publish_plan(configfile, CELL, "me/model")
+    assert sorted(plan.files) == [
+        "1_Pooling/config.json",
+        "README.md",
+        "model.safetensors",
+        pub.MODEL_META_FILE,
+    ]
+
+
+@pytest.mark.fault(
+    "a finished cell's model.safetensors cut to half, then make publish",
+    "publish refuses in one line naming the weights, the card's revision and the fix (retrain the cell)",
+)
+def test_publish_refuses_weights_that_differ_from_the_cards_revision(tmp_path, observed):
+    """Reliability K2: the dry run offered truncated weights for upload; the card's ModelMeta recorded the
+    sha256 of the weights it describes (``revision``) and publish did not compare."""
+    configfile, checkpoint, meta = _finished_cell(tmp_path)
+    weights = checkpoint / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:256])
+    script = [sys.executable, str(REPO_ROOT / "scripts" / "publish.py"), "--configfile", str(configfile)]
+    bad = subprocess.run([*script, "--cell", CELL, "--repo", "me/m"], capture_output=True, text=True)
+    observed(bad.stderr)
+    assert bad.returncode == 1 and bad.stdout == "" and len(bad.stderr.splitlines()) == 1
+    line = bad.stderr.strip()
+    recorded = json.loads(meta.read_text())["revision"]
+    assert line.startswith(f"contrastlab: publish: {weights} no longer matches the card: its sha256 is ")
+    assert f"{meta} recorded {recorded[:16]}" in line and mr.checkpoint_revision(checkpoint)[:16] in line
+    assert line.endswith(
+        f"retrain the cell: snakemake --configfile {configfile} --forcerun train {meta.parent}/README.md"
+    )
+    meta.write_text(
+        json.dumps({"name": "contrastlab/x"})
+    )  # a card that records no revision: no check is possible
+    with pytest.raises(pub.PublishError, match=f"{meta} records no revision of the weights"):
+        pub.publish_plan(configfile, CELL, "me/model")

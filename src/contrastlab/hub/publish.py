@@ -371,6 +371,9 @@ def publish_plan(configfile: str | Path, cell: str, repo: str, *, code: str | No
             f"{described} does not exist; run `snakemake --configfile {configfile} {card}` again"
         )
     meta = json.loads(described.read_text())
+    _check_weights(
+        checkpoint, described, meta.get("revision"), f"--configfile {configfile} --forcerun train {card}"
+    )
     meta.update(
         name=repo,
         reference=f"https://huggingface.co/{repo}",
@@ -382,10 +385,41 @@ def publish_plan(configfile: str | Path, cell: str, repo: str, *, code: str | No
     files = {
         path.relative_to(checkpoint).as_posix(): path
         for path in sorted(checkpoint.rglob("*"))
-        if path.is_file()
+        if path.is_file() and not _bookkeeping(path.relative_to(checkpoint))
     }
     files.update({"README.md": card, MODEL_META_FILE: out})
     return PublishPlan(found.path, repo, checkpoint, card, out, files)
+
+
+def _bookkeeping(path: Path) -> bool:
+    """Whether ``path`` (in a checkpoint folder) is no part of the model: a hidden file, such as Snakemake's
+    ``.snakemake_timestamp`` in a ``directory()`` output or an atomic write's ``.<name>.<pid>.partial``."""
+    return any(part.startswith(".") for part in path.parts)
+
+
+def _check_weights(checkpoint: Path, described: Path, recorded: str | None, rerun: str) -> None:
+    """Refuse (:class:`PublishError`) weights whose sha256 (:func:`~.mteb_results.checkpoint_revision`) is
+    not the ``revision`` the card's ModelMeta ``described`` recorded when the cell was evaluated: they
+    changed since (cut short, overwritten), and the card's scores are not theirs. ``rerun``: the
+    ``snakemake`` arguments that retrain the cell."""
+    from contrastlab.hub.mteb_results import checkpoint_revision
+
+    if not recorded:
+        raise PublishError(
+            f"{described} records no revision of the weights to check them against; remake the card: "
+            f"snakemake {rerun.replace('--forcerun train', '--forcerun model_card')}"
+        )
+    try:
+        actual = checkpoint_revision(checkpoint)
+    except FileNotFoundError as error:
+        raise PublishError(f"{error}; retrain the cell: snakemake {rerun}") from None
+    if actual != recorded:
+        weights = sorted(checkpoint.rglob("*.safetensors"))
+        named = weights[0] if len(weights) == 1 else f"the weights in {checkpoint}"
+        raise PublishError(
+            f"{named} no longer matches the card: its sha256 is {actual[:16]}…, {described} recorded "
+            f"{recorded[:16]}… when the cell was evaluated; retrain the cell: snakemake {rerun}"
+        )
 
 
 def _named_card(card: Path, repo: str, out: Path) -> Path:
