@@ -6,6 +6,7 @@ that cell again (contrastlab.paths.read_metrics, contrastlab.workflow.finished).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,111 @@ def test_a_metrics_file_that_holds_no_object_is_named_too(tmp_path):
     path.write_bytes(b'{"a": "\xff"}')
     with pytest.raises(UnreadableMetricsError, match="UnicodeDecodeError"):
         read_metrics(path)
+
+
+def finished_cell(root: Path) -> tuple[Path, Path]:
+    """A cell whose train and evaluate jobs ended: weights and metrics, each recorded by its job's frame
+    (record_job, as Snakemake hands the job to its script)."""
+    from types import SimpleNamespace
+
+    from contrastlab.workflow.finished import record_job
+
+    results = Results(root)
+    model, metrics = Path(results.checkpoint(CELL, "model")), Path(results.metrics(CELL, "sentence"))
+    model.mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(bytes(range(256)) * 64)
+    (model / "config.json").write_text("{}")
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text(json.dumps(METRICS, indent=1))
+    config = {"results_dir": str(root)}
+    train = SimpleNamespace(
+        output={"model": str(model), "log_jsonl": str(model.parent / "log")}, config=config
+    )
+    evaluate = SimpleNamespace(output={"metrics": str(metrics)}, config=config)
+    assert [p.name for p in record_job(train) + record_job(evaluate)] == ["model.json", "senteval.json.json"]
+    assert record_job(SimpleNamespace(output={"embeddings": str(root / "e")}, config=config)) == []
+    return model, metrics
+
+
+@pytest.mark.fault(
+    "a finished cell's model.safetensors cut to half",
+    "named in one line at the start of the run; its checkpoint moved aside, the other cells untouched",
+)
+def test_cut_weights_are_named_and_moved_aside_alone(tmp_path, observed):
+    """Reliability K2: a truncated ``model.safetensors`` in a finished cell gave "Nothing to be done"."""
+    from contrastlab.workflow.finished import set_aside_changed
+
+    root = tmp_path / "results"
+    model, metrics = finished_cell(root)
+    other = Path(Results(root).metrics("nie2023/tiny-bert/mpt/seed42", "sentence"))
+    other.parent.mkdir(parents=True)
+    other.write_text("{}")  # a cell without a record (an older run): trusted as before
+    weights = model / "model.safetensors"
+    whole = weights.read_bytes()
+    assert set_aside_changed(root, [model, metrics, other]) == []  # all as their jobs wrote them
+    weights.write_bytes(whole[: len(whole) // 2])
+    (line,) = set_aside_changed(root, [model, metrics, other])
+    observed(line)
+    aside = root / "state" / "set-aside" / "checkpoints" / CELL / "model"
+    assert line == (
+        f"contrastlab: {CELL}: {weights} is 8,192 bytes, not the 16,384 its job wrote; moved {model} aside "
+        f"to {aside}: it is made again, with what depends on it"
+    )
+    assert not model.exists() and (aside / "model.safetensors").read_bytes() == whole[: len(whole) // 2]
+    assert metrics.is_file() and other.is_file()  # the cell's metrics and the other cell stay
+    assert not (root / "state" / "finished" / "checkpoints" / CELL / "model.json").exists()
+    assert set_aside_changed(root, [model, metrics, other]) == []  # nothing left to set aside
+
+
+@pytest.mark.fault(
+    "a finished cell's metrics JSON overwritten with other bytes of the same size",
+    "named in one line; the metrics file moved aside, its weights kept",
+)
+def test_changed_metrics_are_found_by_their_digest(tmp_path, observed):
+    from contrastlab.workflow.finished import set_aside_changed
+
+    root = tmp_path / "results"
+    model, metrics = finished_cell(root)
+    text = metrics.read_text()
+    stat = metrics.stat()
+    metrics.write_text(text.replace("70.0", "71.0"))  # same size; even the modification time put back
+    os.utime(metrics, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    (line,) = set_aside_changed(root, [model, metrics])
+    observed(line)
+    assert line.startswith(
+        f"contrastlab: {CELL}: {metrics} has the size its job wrote but not the same bytes"
+    )
+    assert not metrics.exists() and model.is_dir()
+
+
+def test_a_copied_results_folder_is_digested_once_and_trusted(tmp_path):
+    """Another modification time with the same bytes (``cp -r``): the digest decides, and the record is
+    updated so that the next check reads sizes only."""
+    from contrastlab.workflow import finished
+
+    root = tmp_path / "results"
+    model, metrics = finished_cell(root)
+    weights = model / "model.safetensors"
+    os.utime(weights, ns=(1, 10**18))
+    assert finished.changed(root, model) is None and weights.exists()
+    record = json.loads(finished.record_path(root, model).read_text())
+    assert record["files"][f"checkpoints/{CELL}/model/model.safetensors"]["mtime_ns"] == 10**18
+
+
+@pytest.mark.fault(
+    "a finished cell's weights cut short while another run's record says it is executing on the folder",
+    "named in one line; nothing moved (a second run never touches a folder in use)",
+)
+def test_nothing_is_moved_while_another_run_may_use_the_folder(tmp_path, observed):
+    from contrastlab.workflow.finished import set_aside_changed
+    from contrastlab.workflow.recovery import runs_folder
+
+    root = tmp_path / "results"
+    model, metrics = finished_cell(root)
+    (model / "model.safetensors").write_bytes(b"cut")
+    runs_folder(root).mkdir(parents=True)
+    (runs_folder(root) / "otherhost.123.456.json").write_text("{}")
+    (line,) = set_aside_changed(root, [model, metrics])
+    observed(line)
+    assert line.startswith(f"contrastlab: {CELL}: {model / 'model.safetensors'} is 3 bytes")
+    assert f"left in place while another run may use {root}" in line and model.is_dir()

@@ -17,6 +17,7 @@ from contrastlab.config.data import data_locations, images_root
 from contrastlab.data.acquire import data_marker_path
 from contrastlab.paths import CELL_FIELDS, Results, cell_path, write_json
 from contrastlab.provenance import note_inputs
+from contrastlab.workflow.finished import record_job
 from contrastlab.workflow.gpus import job_device
 from contrastlab.workflow.recovery import die_with_workflow, workflow_run
 
@@ -67,7 +68,8 @@ def training_job(snakemake: Any) -> Iterator[tuple[str, dict[str, str]]]:
     """The frame of a training job's script: library output to the job's log, a failure as one line
     (and a failure record, :func:`logged_to`), the job's device (:func:`job_device`: its own GPU, never
     the CPU of a node whose GPU is broken, or the CPU with ``resources.gpu: 0``), torch's threads = the
-    rule's; yields ``(device, the job's data locations)``."""
+    rule's; yields ``(device, the job's data locations)``; when the job ends, the size and sha256 of
+    its weights are recorded (:func:`~contrastlab.workflow.finished.record_job`)."""
     stderr_to_log(snakemake.log[0])
     record = failure_record(snakemake)
     with logged_to(
@@ -83,6 +85,7 @@ def training_job(snakemake: Any) -> Iterator[tuple[str, dict[str, str]]]:
         torch.set_num_threads(max(1, snakemake.threads))
         note_inputs(job_inputs(snakemake))  # run_metadata() records them in the checkpoint's summary
         yield device, job_data_locations(snakemake)
+        record_job(snakemake)  # the weights' size and sha256, checked before a later run trusts them
 
 
 @contextlib.contextmanager
@@ -90,7 +93,8 @@ def evaluation_job(snakemake: Any) -> Iterator[str]:
     """The frame of an evaluation job's script (``encode``, ``evaluate``, ``encode_vision``,
     ``evaluate_vision`` and the searches' twins): library output to the job's log, a failure as one
     line and a failure record (:func:`logged_to`), torch's threads = the rule's; yields the job's device
-    (:func:`job_device`: its own GPU, or the CPU for a rule asking ``gpu=0``)."""
+    (:func:`job_device`: its own GPU, or the CPU for a rule asking ``gpu=0``); when the job ends, the size
+    and sha256 of its metrics file are recorded (:func:`~contrastlab.workflow.finished.record_job`)."""
     record = failure_record(snakemake)
     with logged_to(
         snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)
@@ -101,6 +105,7 @@ def evaluation_job(snakemake: Any) -> Iterator[str]:
         torch.set_num_threads(snakemake.threads)
         note_inputs(job_inputs(snakemake))  # run_metadata() records them in the metrics file
         yield device
+        record_job(snakemake)  # the metrics file's size and sha256, checked before a later run trusts it
 
 
 def job_inputs(snakemake: Any) -> dict[str, Any]:

@@ -1,0 +1,198 @@
+"""Finished work checked before it is trusted: the size and sha256 of a cell's weights and metrics, recorded
+when its job ends, and the check that the main Snakemake process makes of them before a run.
+
+A finished output is a training job's weights folder (``model``, ``encoder``: its ``*.safetensors``
+files) or an evaluation job's metrics file. When the job ends, :func:`record_job` writes one record per
+output, ``<results_dir>/state/finished/<the output's path under results_dir>.json``: each file's size,
+sha256 and modification time. Before a run, :func:`set_aside_changed` compares each output the workflow
+trusts with its record: the size always, the sha256 where the file is small (a metrics file) or its
+modification time moved. An output that no longer matches (cut short, overwritten) is named in one line
+and moved aside, to ``<results_dir>/state/set-aside/``, so that the run makes it again with what depends
+on it (a dry run too moves it, and shows those jobs). Rule ``all`` names every such output, since
+Snakemake reruns no job for a missing file that only other jobs read (a deleted metrics file whose card
+and tables exist gave "Nothing to be done").
+
+An output without a record (written by an older contrastlab) is trusted as before; one whose record
+cannot be read is checked no more until its job runs again. A change that keeps the size and the
+modification time of a large file (a bit flipped in place by hand) is not looked for: reading every
+checkpoint at every start would cost minutes on a full grid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from contrastlab.paths import write_json
+
+#: The outputs of a cell's job that later jobs trust, by their name in the rule's ``output:``.
+RECORDED_OUTPUTS = ("model", "encoder", "metrics")
+
+#: Files up to this size are digested at every check (a metrics file: microseconds); larger ones only when
+#: their modification time moved.
+ALWAYS_DIGESTED_BYTES = 1 << 20
+
+
+def _relative(results_dir: str | os.PathLike, output: str | os.PathLike) -> str | None:
+    """``output``'s path under ``results_dir`` (``/``-separated), or None when it lies elsewhere."""
+    relative = Path(os.path.relpath(os.path.abspath(output), os.path.abspath(results_dir)))
+    return None if relative.parts[:1] == ("..",) else relative.as_posix()
+
+
+def record_path(results_dir: str | os.PathLike, output: str | os.PathLike) -> Path | None:
+    """``<results_dir>/state/finished/<output under results_dir>.json``: the record of ``output``."""
+    relative = _relative(results_dir, output)
+    return None if relative is None else Path(results_dir, "state", "finished", relative + ".json")
+
+
+def _trusted_files(output: Path) -> list[Path]:
+    """The files of ``output`` whose bytes later jobs trust: a weights folder's ``*.safetensors``, or the
+    file itself."""
+    return sorted(output.rglob("*.safetensors")) if output.is_dir() else [output]
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _entry(path: Path) -> dict[str, Any]:
+    stat = path.stat()
+    return {"bytes": stat.st_size, "sha256": _sha256(path), "mtime_ns": stat.st_mtime_ns}
+
+
+def record_finished(results_dir: str | os.PathLike, outputs: Iterable[str | os.PathLike]) -> list[Path]:
+    """Record the size, sha256 and modification time of each file of each of ``outputs`` that exists
+    (:func:`_trusted_files`); returns the records written. Called when the job that wrote them ends."""
+    written = []
+    for output in map(Path, outputs):
+        record = record_path(results_dir, output)
+        if record is None or not output.exists():
+            continue
+        files = {
+            _relative(results_dir, path): _entry(path) for path in _trusted_files(output) if path.is_file()
+        }
+        write_json(record, {"output": _relative(results_dir, output), "files": files})
+        written.append(record)
+    return written
+
+
+def record_job(snakemake: Any) -> list[Path]:
+    """:func:`record_finished` for a cell's job as Snakemake hands it to its script: its outputs named in
+    :data:`RECORDED_OUTPUTS` (the weights of ``train``, ``train_vision``; the metrics of ``evaluate`` and
+    its twins), under the config's ``results_dir``. Nothing for a job with none of them."""
+    output = getattr(snakemake, "output", None)
+    named = dict(output.items()) if hasattr(output, "items") else {}
+    outputs = [str(named[name]) for name in RECORDED_OUTPUTS if name in named]
+    if not outputs:
+        return []
+    results_dir = (getattr(snakemake, "config", None) or {}).get("results_dir", "results")
+    return record_finished(results_dir, outputs)
+
+
+def _read_record(record: Path) -> dict[str, Any] | None:
+    try:
+        found = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) and isinstance(found.get("files"), dict) else None
+
+
+def _mismatch(path: Path, want: dict[str, Any]) -> tuple[str | None, bool]:
+    """``(why path no longer matches want, whether only its modification time moved)``."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return f"{path} is missing", False
+    if stat.st_size != want.get("bytes"):
+        return f"{path} is {stat.st_size:,} bytes, not the {want.get('bytes', 0):,} its job wrote", False
+    moved = stat.st_mtime_ns != want.get("mtime_ns")
+    if (moved or stat.st_size <= ALWAYS_DIGESTED_BYTES) and _sha256(path) != want.get("sha256"):
+        return f"{path} has the size its job wrote but not the same bytes (sha256)", False
+    return None, moved
+
+
+def changed(results_dir: str | os.PathLike, output: str | os.PathLike) -> str | None:
+    """Why ``output`` no longer matches the record its job wrote, or None: it matches, it has no
+    (readable) record, or it does not exist (Snakemake makes a missing output by itself). A match whose
+    modification time moved (a copied results folder) updates the record, so the next check is cheap."""
+    record = record_path(results_dir, output)
+    found = _read_record(record) if record is not None and Path(output).exists() else None
+    if found is None:
+        return None
+    moved_any = False
+    for relative, want in found["files"].items():
+        why, moved = _mismatch(Path(results_dir, relative), want if isinstance(want, dict) else {})
+        if why is not None:
+            return why
+        moved_any |= moved
+    if moved_any:
+        record_finished(results_dir, [output])
+    return None
+
+
+def _in_use(results_dir: str | os.PathLike) -> bool:
+    """Whether another run may be executing on ``results_dir``: a run record is left after the recovery
+    of killed runs (contrastlab.workflow.recovery), which this process has not written yet."""
+    from contrastlab.workflow.recovery import runs_folder
+
+    return (
+        any(runs_folder(results_dir).glob("*.json")) or Path(results_dir, "state", "snakemake.json").exists()
+    )
+
+
+def set_aside(results_dir: str | os.PathLike, output: str | os.PathLike) -> Path:
+    """Move ``output`` to ``<results_dir>/state/set-aside/<its path under results_dir>`` (replacing an
+    earlier one there) and forget its record; returns where it went."""
+    relative = _relative(results_dir, output)
+    if relative is None:
+        raise ValueError(f"{output} is not under the results folder {results_dir}")
+    target = Path(results_dir, "state", "set-aside", relative)
+    if target.is_dir():
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(output, target)
+    record = record_path(results_dir, output)
+    if record is not None:
+        record.unlink(missing_ok=True)
+    return target
+
+
+def _place(results_dir: str | os.PathLike, output: str | os.PathLike) -> str:
+    """The cell (or ``pretrained/<backbone>``) an output belongs to: its path between the results
+    folder's top folder (``checkpoints``, ``metrics``) and its own name."""
+    parts = (_relative(results_dir, output) or "").split("/")
+    return "/".join(parts[1:-1]) or str(output)
+
+
+def set_aside_changed(results_dir: str | os.PathLike, outputs: Iterable[str | os.PathLike]) -> list[str]:
+    """Check each of ``outputs`` (the finished work the workflow trusts: rule ``all`` names each) against
+    its record (:func:`changed`); move each one that no longer matches aside (:func:`set_aside`), so
+    that the run makes it again with what depends on it; returns one line per output found changed.
+    While another run may be executing on ``results_dir``, nothing is moved: the lines say so."""
+    notes = []
+    in_use = None
+    for output in outputs:
+        why = changed(results_dir, output)
+        if why is None:
+            continue
+        cell = _place(results_dir, output)
+        if in_use is None:
+            in_use = _in_use(results_dir)
+        if in_use:
+            notes.append(
+                f"contrastlab: {cell}: {why}; left in place while another run may use {results_dir}: "
+                f"once it has ended, run again to redo {cell}"
+            )
+            continue
+        target = set_aside(results_dir, output)
+        notes.append(
+            f"contrastlab: {cell}: {why}; moved {output} aside to {target}: it is made again, with what "
+            "depends on it"
+        )
+    return notes
