@@ -50,6 +50,9 @@ if workflow.is_main_process:
     note = recover_killed_run(R)
     if note:
         print(note, file=sys.stderr)
+    # Finished work that no longer matches what its job wrote is moved aside and made again (one line each).
+    for note in cl_finished.set_aside_changed(R, finished_outputs()):
+        print(note, file=sys.stderr)
 
 
 onstart:
@@ -72,6 +75,7 @@ rule all:
         table_outputs(),
         figure_outputs(),
         card_outputs(),
+        finished_outputs(),
         report_path(),
         report_path().removesuffix(".md") + ".html",
         existing_if_partial(search_outputs()) if config["searches"]["in_all"] else [],

@@ -30,6 +30,7 @@ from contrastlab.cost import packing as cl_packing
 from contrastlab.cost import plan as cl_plan
 from contrastlab.tables import tables_for_config
 from contrastlab.tables.search import search_tables
+from contrastlab.workflow import finished as cl_finished
 from contrastlab.workflow import points as cl_points
 from contrastlab.workflow.recovery import forget_running_workflow, record_running_workflow, recover_killed_run
 
@@ -221,6 +222,20 @@ def card_outputs():
         for c in CELLS
         if not config["tables"]["partial"] or os.path.exists(RESULTS.metrics(c, cl_config.track(config, c.experiment)))
     ]
+
+
+def finished_outputs():
+    """Every cell's weights folder and metrics file, and the Pretrained rows' metrics (with tables.partial,
+    those whose metrics exist): the finished work later jobs trust. Rule all names them so that one moved
+    aside (contrastlab.workflow.finished: it no longer matches what its job wrote) or deleted is made
+    again, with what depends on it; a missing file that only other jobs read reruns nothing in Snakemake."""
+    partial = config["tables"]["partial"]
+    weights = [
+        RESULTS.checkpoint(c, "model" if cl_config.track(config, c.experiment) == "sentence" else "encoder")
+        for c in CELLS
+        if not partial or os.path.exists(RESULTS.metrics(c, cl_config.track(config, c.experiment)))
+    ]
+    return weights + get_table_metrics(None)
 
 
 def figure_outputs():
