@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from scipy.stats import spearmanr
 from contrastlab.training import sentence
 from contrastlab.training import state as st
 from contrastlab.training.sentence import NonFiniteLossError, TrainSettings, train
+from tests.training.test_state import Payload
 
 SCHEDULE_FIRST = 3  # a long module: tests/conftest.py starts the highest numbers first
 
@@ -381,7 +383,7 @@ def test_write_error_while_saving_keeps_the_previous_snapshot(tmp_path, data, mo
     state_dir = tmp_path / "state"
     info = json.loads((state_dir / st.STATE_INFO).read_text())
     assert info["step"] == 2
-    payload = torch.load(state_dir / st.STATE_FILE, map_location="cpu", weights_only=False)
+    payload = torch.load(state_dir / st.STATE_FILE, map_location="cpu", weights_only=True)
     assert payload["fingerprint"]
     assert not [p.name for p in state_dir.iterdir() if ".tmp" in p.name or p.name.endswith(".partial")]
 
@@ -417,6 +419,43 @@ def test_stale_state_of_another_run_is_discarded(tmp_path, data):
     torch.save({"fingerprint": "someone-else", "finished": True, "summary": {}}, state / "state.pt")
     summary, out, _ = run(tmp_path, data, max_steps=2, eval_every=2)
     assert summary["resumed_from"] == [] and (out / "model.safetensors").exists()
+
+
+@pytest.mark.fault(
+    "a planted pickle (__reduce__ creates a file) as the cell's state.pt", "the cell stops; payload never run"
+)
+def test_a_planted_snapshot_stops_the_cell_and_never_runs(tmp_path, data, observed):
+    """S3: the trainer loads a cell's snapshot safely before it reads anything in it (the fingerprint
+    included); a pickle with code in it stops the cell in one line, nothing is trained or deleted."""
+    state, marker = tmp_path / "state", tmp_path / "PWNED"
+    state.mkdir()
+    torch.save({"fingerprint": "someone-else", "rng": Payload(marker)}, state / st.STATE_FILE)
+    with pytest.raises(
+        st.SnapshotUnreadableError, match=re.escape(f"delete the cell's state folder {state} to")
+    ) as caught:
+        run(tmp_path, data, max_steps=2, eval_every=2)
+    assert not marker.exists() and not (tmp_path / "model").exists()
+    assert (state / st.STATE_FILE).exists() and not (tmp_path / "log.jsonl").exists()
+    observed(f"refused: {str(caught.value)[:60]}...; no payload run, no model, state folder kept")
+
+
+def test_a_job_killed_while_exporting_redoes_only_the_export(tmp_path, data, monkeypatch):
+    """The "finished" snapshot (summary, settings, metadata) loads with weights_only=True: a job that
+    dies after it was written resumes to the same summary without training again."""
+    real_export = sentence._export
+
+    def killed(*args):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(sentence, "_export", killed)
+    with pytest.raises(OSError, match="Input/output error"):
+        run(tmp_path, data, max_steps=2, eval_every=2)
+    finished = torch.load(tmp_path / "state" / st.STATE_FILE, map_location="cpu", weights_only=True)
+    assert finished["finished"] is True
+    monkeypatch.setattr(sentence, "_export", real_export)
+    monkeypatch.setattr(sentence, "_step", None)  # no training step may run again
+    summary, out, _ = run(tmp_path, data, max_steps=2, eval_every=2)
+    assert summary == finished["summary"] and (out / "model.safetensors").exists()
 
 
 def test_script_help_runs_without_snakemake():

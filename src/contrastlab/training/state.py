@@ -10,12 +10,19 @@ Layout of ``state_dir``::
 Every file is written to a temporary name and renamed, so a job killed at any moment leaves either the
 previous snapshot or the new one. A best checkpoint folder is deleted only once a snapshot that no
 longer refers to it has been written, so the snapshot and its best checkpoint always agree.
+
+``state.pt`` holds tensors, state dicts and plain values only and is read with
+``torch.load(..., weights_only=True)`` (:func:`read_snapshot`): nothing in a state folder, planted or
+left by an older version, is unpickled into objects or run.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import pickle
 import random
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -36,16 +43,22 @@ def best_dir(state_dir: Path, step: int) -> Path:
 
 
 def capture_rng() -> dict[str, Any]:
-    """Every RNG the training step draws from (dropout uses torch's; numpy/python for completeness)."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Every RNG the training step draws from (dropout uses torch's; numpy/python for completeness), as
+    tensors and plain values only, so that the snapshot loads with ``weights_only=True``: numpy's
+    MT19937 key is kept as an int64 tensor (a pickled ndarray would need numpy's unpickling)."""
+    name, key, pos, has_gauss, gauss = np.random.get_state()
+    numpy_state = (name, torch.from_numpy(key.astype(np.int64)), int(pos), int(has_gauss), float(gauss))
+    state = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
 def restore_rng(state: dict[str, Any]) -> None:
+    """Put back the RNG states of :func:`capture_rng`."""
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    name, key, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, gauss))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -66,12 +79,60 @@ def save_state(state_dir: Path, payload: dict[str, Any], info: dict[str, Any]) -
     atomic_write_bytes(state_dir / STATE_INFO, lambda handle: handle.write(text))
 
 
+class SnapshotUnreadableError(ValueError):
+    """A ``state.pt`` that cannot be loaded safely: corrupted, or holding more than tensors and plain
+    values (an older contrastlab's, or not contrastlab's). A ValueError: a retry of the job fails the
+    same way (:func:`contrastlab.workflow.job.is_deterministic_failure`), only the user's fix helps."""
+
+
+#: The object a snapshot refused by ``weights_only`` needed, in torch's message.
+_UNSUPPORTED = re.compile(r"Unsupported (?:global|class): (?:GLOBAL )?([\w.]+)")
+
+
+def read_snapshot(path: Path) -> dict[str, Any]:
+    """The payload of the snapshot at ``path``, loaded with ``weights_only=True``: tensors, state dicts
+    and plain values only, so that no object in the file is created and no code in it runs. A file
+    that does not load that way, or is no snapshot, raises :class:`SnapshotUnreadableError` naming
+    the file and the fix; an I/O error of the file system (other than torch's "invalid argument" for
+    a damaged archive) is raised as it is, since a retry may pass."""
+    fix = f"delete the cell's state folder {path.parent} to restart the cell"
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        needed = _UNSUPPORTED.search(str(error))
+        if needed is None:
+            raise SnapshotUnreadableError(_unreadable(path, error, fix)) from None
+        raise SnapshotUnreadableError(
+            f"the snapshot {path} holds more than tensors and plain values ({needed.group(1)}; written "
+            f"by an older contrastlab, or not by contrastlab), so it was not loaded; {fix}"
+        ) from None
+    except MemoryError:
+        raise
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, None):
+            raise
+        raise SnapshotUnreadableError(_unreadable(path, error, fix)) from None
+    except Exception as error:  # torch's reader: RuntimeError, EOFError, KeyError, ... on damaged bytes
+        raise SnapshotUnreadableError(_unreadable(path, error, fix)) from None
+    if not isinstance(payload, dict):
+        raise SnapshotUnreadableError(
+            f"the snapshot {path} is no contrastlab snapshot (a {type(payload).__name__}); {fix}"
+        )
+    return payload
+
+
+def _unreadable(path: Path, error: BaseException, fix: str) -> str:
+    reason = (str(error).split(". ")[0].strip() or type(error).__name__)[:120]
+    return f"the snapshot {path} cannot be read, truncated or corrupted ({reason}); {fix}"
+
+
 def load_state(state_dir: Path, fingerprint: str) -> dict[str, Any] | None:
-    """The saved payload if one exists for the same run (same ``fingerprint``), else None."""
+    """The saved payload if one exists for the same run (same ``fingerprint``), else None. The file is
+    loaded safely (:func:`read_snapshot`) before anything in it, the fingerprint included, is read."""
     path = state_dir / STATE_FILE
     if not path.exists():
         return None
-    payload = torch.load(path, map_location="cpu", weights_only=False)
+    payload = read_snapshot(path)
     if payload.get("fingerprint") != fingerprint:
         return None
     return payload

@@ -1,0 +1,145 @@
+"""Snapshots (contrastlab.training.state) are loaded without unpickling objects: a planted or older
+snapshot is refused, a corrupted one named with its fix, and neither is retried (issue 63 item 4, S3, K3)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from contrastlab.training import state as st
+from contrastlab.workflow.job import logged_to
+
+FINGERPRINT = "0123456789abcdef"
+
+
+class Payload:
+    """Unpickling this creates ``marker`` (a stand-in for any code a planted pickle would run)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def plain_snapshot() -> dict:
+    """A snapshot as the trainer writes it: tensors, state dicts and plain values (and every RNG)."""
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999))
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1.0 - k / 10)
+    return {
+        "fingerprint": FINGERPRINT,
+        "runtime": {"device_type": "cpu", "precision": "fp32"},
+        "step": 4,
+        "resumed_from": [2],
+        "timings": {"train_s": 1.5},
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "rng": st.capture_rng(),
+        "interval": (0.25, 2, 64),
+        "evals": [{"step": 0, "dev_spearman": 12.5}],
+        "best": None,
+    }
+
+
+def test_a_snapshot_loads_safely_and_restores_every_rng_draw_for_draw(tmp_path):
+    """What the trainer saves loads with weights_only=True, and the restored RNGs draw what the
+    uninterrupted ones draw next (python, numpy, torch): a resume stays bit-identical."""
+    random.seed(1), np.random.seed(2), torch.manual_seed(3)
+    np.random.standard_normal()  # a cached Gaussian in numpy's state
+    st.save_state(tmp_path, plain_snapshot(), {"step": 4})
+    straight = (random.random(), np.random.standard_normal(3), torch.rand(3))
+    random.seed(9), np.random.seed(9), torch.manual_seed(9)
+
+    torch.load(tmp_path / st.STATE_FILE, weights_only=True)  # tensors and plain values only
+    saved = st.load_state(tmp_path, FINGERPRINT)
+    st.restore_rng(saved["rng"])
+    resumed = (random.random(), np.random.standard_normal(3), torch.rand(3))
+    assert resumed[0] == straight[0]
+    assert np.array_equal(resumed[1], straight[1]) and torch.equal(resumed[2], straight[2])
+    assert saved["interval"] == (0.25, 2, 64) and saved["optimizer"]["param_groups"][0]["betas"] == (
+        0.9,
+        0.999,
+    )
+    assert st.load_state(tmp_path, "another-run") is None  # another run's snapshot: start afresh
+
+
+def assert_refused(caught, path) -> str:
+    message = str(caught.value)
+    assert "\n" not in message and str(path / st.STATE_FILE) in message
+    assert f"delete the cell's state folder {path} to restart the cell" in message
+    return message
+
+
+@pytest.mark.fault("a planted pickle (__reduce__ creates a file) as a cell's state.pt", "refused; never run")
+def test_a_planted_pickle_in_the_snapshot_is_refused_and_never_run(tmp_path, observed):
+    state_dir, marker = tmp_path / "state", tmp_path / "PWNED"
+    state_dir.mkdir()
+    torch.save({"fingerprint": FINGERPRINT, "step": 4, "rng": Payload(marker)}, state_dir / st.STATE_FILE)
+    with pytest.raises(st.SnapshotUnreadableError) as caught:
+        st.load_state(state_dir, FINGERPRINT)
+    assert not marker.exists()
+    message = assert_refused(caught, state_dir)
+    assert "io.open" in message and "not loaded" in message
+    assert (state_dir / st.STATE_FILE).exists()  # left for the user to look at, not deleted silently
+    observed(message)
+
+
+@pytest.mark.fault(
+    "a snapshot of an older version (numpy RNG state pickled)", "refused in one line with the fix"
+)
+def test_an_older_snapshot_that_needs_more_than_weights_is_refused(tmp_path, observed):
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    older = {"fingerprint": FINGERPRINT, "step": 4, "rng": {"numpy": np.random.get_state()}}
+    torch.save(older, state_dir / st.STATE_FILE)
+    with pytest.raises(st.SnapshotUnreadableError) as caught:
+        st.load_state(state_dir, FINGERPRINT)
+    message = assert_refused(caught, state_dir)
+    assert "numpy" in message and "older" in message
+    observed(message)
+
+
+@pytest.mark.fault(
+    "a training snapshot truncated, then a resume",
+    "one line naming state.pt and the fix; failed.json says a retry cannot help",
+)
+@pytest.mark.parametrize("keep", ["a third", "all but 64 bytes"])
+def test_a_truncated_snapshot_is_named_with_its_fix_and_not_retried(tmp_path, keep, capsys, observed):
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    st.save_state(state_dir, plain_snapshot(), {"step": 4})
+    whole = (state_dir / st.STATE_FILE).read_bytes()
+    cut = len(whole) // 3 if keep == "a third" else len(whole) - 64
+    (state_dir / st.STATE_FILE).write_bytes(whole[:cut])
+
+    record, label = tmp_path / "failed.json", "rule train nie2023/tiny-bert/cl/seed42"
+    with pytest.raises(SystemExit):
+        with logged_to(tmp_path / "train.log", label, failure_record=record, run="1:2"):
+            st.load_state(state_dir, FINGERPRINT)
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and line.startswith(f"contrastlab: {label}: SnapshotUnreadableError: ")
+    assert f"the snapshot {state_dir / st.STATE_FILE} cannot be read" in line and "truncated" in line
+    assert f"delete the cell's state folder {state_dir} to restart the cell" in line
+    assert json.loads(record.read_text())["retry_can_help"] is False
+    observed(line)
+
+
+@pytest.mark.parametrize("content", [b"", b"not a snapshot at all", "tensor"])
+def test_an_empty_foreign_or_non_dict_snapshot_is_named_with_its_fix(tmp_path, content):
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    if content == "tensor":
+        torch.save(torch.zeros(2), state_dir / st.STATE_FILE)
+    else:
+        (state_dir / st.STATE_FILE).write_bytes(content)
+    with pytest.raises(st.SnapshotUnreadableError) as caught:
+        st.load_state(state_dir, FINGERPRINT)
+    assert_refused(caught, state_dir)
