@@ -577,3 +577,61 @@ def test_publish_refuses_weights_that_differ_from_the_cards_revision(tmp_path, o
     )  # a card that records no revision: no check is possible
     with pytest.raises(pub.PublishError, match=f"{meta} records no revision of the weights"):
         pub.publish_plan(configfile, CELL, "me/model")
+
+
+class _Refusing(__import__("http.server").server.BaseHTTPRequestHandler):
+    """A hub that refuses every request with the server's ``status`` (a wrong token: 401, a namespace the
+    token may not write to: 403, a repository that is not there: 404)."""
+
+    def _refuse(self):
+        body = json.dumps({"error": "Invalid credentials in Authorization header"}).encode()
+        self.send_response(self.server.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_HEAD = _refuse
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.fault(
+    "a push the hub refuses (HTTP 401, 403, 404)",
+    "one `contrastlab: publish:` line naming the HTTP status and the fix; no traceback",
+)
+@pytest.mark.parametrize(
+    ("status", "fix"),
+    [(401, "hf auth login"), (403, "write access to me"), (404, "check REPO")],
+)
+def test_a_refused_push_ends_in_one_line_naming_the_status_and_the_fix(
+    tmp_path, monkeypatch, capsys, observed, status, fix
+):
+    """Reliability S2: a fake token gave a 40-line traceback ending in huggingface_hub's HfHubHTTPError."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from huggingface_hub import HfApi
+
+    from tests.hub_standin import sync_client_constants
+
+    configfile, _, _ = _finished_cell(tmp_path)
+    plan = pub.publish_plan(configfile, CELL, "me/model")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    server.status = status
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr("huggingface_hub.get_token", lambda: "hf_FAKEtoken")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the suite runs offline; this hub is local
+    sync_client_constants(monkeypatch)
+    api = HfApi(endpoint=f"http://127.0.0.1:{server.server_address[1]}", token="hf_FAKEtoken")
+    try:
+        with pytest.raises(pub.PublishError) as refused:
+            pub.publish(plan, push=True, api=api)
+    finally:
+        server.shutdown()
+    line = f"contrastlab: publish: {refused.value}"
+    observed(line)
+    assert len(line.splitlines()) == 1 and "hf_FAKEtoken" not in line
+    assert line.startswith(f"contrastlab: publish: the Hub refused the push to me/model: HTTP {status}")
+    assert fix in line

@@ -440,7 +440,7 @@ def publish(plan: PublishPlan, *, push: bool = False, api: Any = None) -> list[s
     one ``HfApi.create_commit`` adding every file, and print the commit (the revision MTEB's
     submission may name: ``make mteb-submit ... REVISION=<commit>``). ``api``: an ``HfApi`` (a stub in
     tests). Pushing without a Hugging Face token is a :class:`PublishError` before anything is printed
-    or uploaded."""
+    or uploaded; a push the Hub refuses (:func:`_push`) is one naming the HTTP status and the fix."""
     if push:
         from huggingface_hub import get_token
 
@@ -452,20 +452,55 @@ def publish(plan: PublishPlan, *, push: bool = False, api: Any = None) -> list[s
     for line in lines:
         print(line)
     if push:
-        from huggingface_hub import CommitOperationAdd, HfApi
+        commit = _push(plan, api)
+        done = f"# committed {commit.oid}: {commit.commit_url}"
+        print(done)
+        lines.append(done)
+    return lines
 
-        api = api or HfApi()
+
+#: What to do when the Hub refuses a push with this HTTP status.
+REFUSED_FIXES = {
+    401: "the token is not valid: run `hf auth login` (or set HF_TOKEN) with a valid one, then PUSH=1 again",
+    403: "the token may not write there: use a token with write access to {owner} (or a REPO under your "
+    "own name), then PUSH=1 again",
+    404: "no such repository or namespace: check REPO (<user or organisation>/<name>) and that the "
+    "token's account may create it",
+}
+
+
+def _push(plan: PublishPlan, api: Any = None) -> Any:
+    """``HfApi.create_repo`` (kept if it exists), then one ``create_commit`` of ``plan``; returns the
+    commit. A refused or failed request is a :class:`PublishError` naming the HTTP status and the fix."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    api = api or HfApi()
+    try:
         api.create_repo(plan.repo, repo_type="model", exist_ok=True)
-        commit = api.create_commit(
+        return api.create_commit(
             plan.repo,
             operations=[CommitOperationAdd(name, str(path)) for name, path in plan.files.items()],
             commit_message=plan.message,
             repo_type="model",
         )
-        done = f"# committed {commit.oid}: {commit.commit_url}"
-        print(done)
-        lines.append(done)
-    return lines
+    except HfHubHTTPError as error:
+        response = getattr(error, "response", None)
+        status = getattr(response, "status_code", None)
+        reason = getattr(response, "reason_phrase", "") or ""
+        fix = REFUSED_FIXES.get(status, "see the Hub's answer, then PUSH=1 again").format(
+            owner=plan.repo.split("/")[0]
+        )
+        said = f" ({error.server_message})" if getattr(error, "server_message", None) else ""
+        raise PublishError(
+            f"the Hub refused the push to {plan.repo}: HTTP {status} {reason}{said}; {fix}"
+        ) from None
+    except OSError as error:  # no network, offline mode, a timeout
+        message = " ".join(str(error).split())
+        raise PublishError(
+            f"the push to {plan.repo} failed ({type(error).__name__}: {message}); PUSH=1 again once the "
+            "Hub can be reached"
+        ) from None
 
 
 def mteb_submission(
