@@ -19,6 +19,7 @@ import yaml
 from contrastlab.config import Grid
 from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.paths import REPO_ROOT
+from contrastlab.workflow import finished
 from tests.report import chromium
 
 from .test_dryrun import job_counts, run_snakemake, snakemake_process
@@ -519,3 +520,38 @@ def test_a_plain_snakemake_after_an_edited_script_has_nothing_to_do(repo_root, f
     assert job_counts(control)["train"] == len(cells) == 2, control[-3000:]  # cl and mpt
     assert "Code has changed since last execution" in control
     assert os.readlink(repo_root / "scripts") == str(REPO_ROOT / "scripts")  # the link is back
+
+
+@pytest.mark.fault(
+    "a finished cell's metrics JSON cut to half, then a dry run",
+    "the cell named in one line; its evaluation and what reads it planned, nothing else",
+)
+def test_a_cut_metrics_file_is_named_and_only_its_evaluation_is_redone(repo_root, finished_demo, observed):
+    """Issue 63 item 5, reliability K1/K2: a truncated metrics file planned only its readers (which then
+    failed), and a deleted one planned nothing ("Nothing to be done"): Snakemake reruns no job for a
+    missing file that only other jobs read. The run's first check moves the file aside (rule all names
+    it), so the cell's encode and evaluate are planned with what reads them; put back afterwards."""
+    workdir, config, _ = finished_demo
+    results = workdir / "results"
+    cell = "nie2023/tiny-bert/cl/seed42"
+    metrics = results / "metrics" / cell / "senteval.json"
+    record = finished.record_path(results, metrics)
+    whole, recorded, stat = metrics.read_bytes(), record.read_bytes(), metrics.stat()
+    try:
+        metrics.write_bytes(whole[: len(whole) // 2])
+        output = _dry_run(repo_root, workdir, config, "cut-metrics")
+        (line,) = [line for line in output.splitlines() if line.startswith("contrastlab:")]
+        observed(line)
+        assert line.startswith(
+            f"contrastlab: {cell}: {metrics} is {len(whole) // 2:,} bytes, not the {len(whole):,}"
+        )
+        counts = job_counts(output)
+        assert (
+            counts["encode"] == counts["evaluate"] == counts["model_card"] == 1 and "train" not in counts
+        ), counts
+        assert "method=mpt" not in output
+    finally:
+        (results / "state" / "set-aside" / "metrics" / cell / "senteval.json").unlink(missing_ok=True)
+        metrics.write_bytes(whole)
+        os.utime(metrics, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        record.write_bytes(recorded)
