@@ -188,3 +188,34 @@ def test_nothing_is_moved_while_another_run_may_use_the_folder(tmp_path, observe
     observed(line)
     assert line.startswith(f"contrastlab: {CELL}: {model / 'model.safetensors'} is 3 bytes")
     assert f"left in place while another run may use {root}" in line and model.is_dir()
+
+
+@pytest.mark.fault(
+    "a cell's model.safetensors cut to half, with no record (an older run), then its encode job",
+    "one line naming the weights file and the fix (retrain the cell)",
+)
+def test_cut_weights_without_a_record_are_named_by_the_job_that_loads_them(tmp_path, capsys, observed):
+    """Reliability K2: forcing the re-evaluation said ``SafetensorError: Error while deserializing header:
+    incomplete metadata, file not fully covered``, with neither file nor fix."""
+    from transformers import BertConfig, BertModel
+
+    from contrastlab.models.text import load_backbone
+
+    model = Path(Results(tmp_path).checkpoint(CELL, "model"))
+    config = BertConfig(
+        vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
+    )
+    BertModel(config).save_pretrained(model)
+    (model / "train_summary.json").write_text("{}")  # a trained cell's checkpoint
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    capsys.readouterr()  # save_pretrained's progress bar
+    with pytest.raises(SystemExit):
+        with logged_to(tmp_path / "encode.log", f"rule encode {CELL}"):
+            load_backbone(model, device="cpu")
+    (line,) = capsys.readouterr().err.splitlines()
+    observed(line)
+    assert line.startswith(
+        f"contrastlab: rule encode {CELL}: UnreadableWeightsError: {weights} cannot be read"
+    )
+    assert f"retrain the cell: delete {model} and run the workflow again" in line

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from tqdm.auto import tqdm
 
 from contrastlab import artifacts as artifacts_lock
@@ -220,6 +221,24 @@ def backbone_record(model_dir: str | Path) -> dict[str, Any] | None:
     return record
 
 
+class UnreadableWeightsError(ValueError):
+    """A model folder whose ``*.safetensors`` weights cannot be read (cut short, overwritten): the message
+    names the file and the fix."""
+
+
+def _unreadable_weights(model_dir: Path, error: Exception) -> str:
+    weights = sorted(model_dir.glob("*.safetensors"))
+    named = weights[0] if len(weights) == 1 else f"the weights in {model_dir}"
+    # A trained cell's checkpoint (its summary beside the weights) is made again by the workflow once it is
+    # gone: rule all names every cell's weights folder. A backbone is the user's or a download's.
+    fix = (
+        f"retrain the cell: delete {model_dir} and run the workflow again"
+        if (model_dir / "train_summary.json").is_file()
+        else f"replace {model_dir} with an intact copy"
+    )
+    return f"{named} cannot be read ({type(error).__name__}: {' '.join(str(error).split())}); {fix}"
+
+
 def load_backbone(model_dir: str | Path, *, device: str | torch.device | None = None, **model_kwargs: Any):
     """Load ``(model, tokenizer)`` from a Hugging Face folder, model in eval mode on ``device``."""
     from transformers import AutoModel, AutoTokenizer
@@ -228,7 +247,10 @@ def load_backbone(model_dir: str | Path, *, device: str | torch.device | None = 
     if not (model_dir / "config.json").exists():
         raise FileNotFoundError(f"no Hugging Face model (config.json) in {model_dir}")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModel.from_pretrained(model_dir, **model_kwargs)
+    try:
+        model = AutoModel.from_pretrained(model_dir, **model_kwargs)
+    except SafetensorError as error:
+        raise UnreadableWeightsError(_unreadable_weights(model_dir, error)) from None
     model.to(pick_device(str(device) if device is not None else None)).eval()
     return model, tokenizer
 
