@@ -539,10 +539,15 @@ def _finished_cell(tmp_path: Path) -> tuple[Path, Path, Path]:
     return configfile, checkpoint, meta
 
 
-def test_publish_never_uploads_snakemakes_bookkeeping_files(tmp_path):
+@pytest.mark.fault(
+    "Snakemake's .snakemake_timestamp in a finished checkpoint folder, then make publish",
+    "the commit lists the model's files only",
+)
+def test_publish_never_uploads_snakemakes_bookkeeping_files(tmp_path, observed):
     """Reliability K2: the dry run listed ``.snakemake_timestamp`` as a repository file."""
     configfile, checkpoint, _ = _finished_cell(tmp_path)
     plan = pub.publish_plan(configfile, CELL, "me/model")
+    observed("uploads " + ", ".join(sorted(plan.files)))
     assert sorted(plan.files) == [
         "1_Pooling/config.json",
         "README.md",
