@@ -47,8 +47,7 @@ include: "rules/tables.smk"
 # A killed run (SIGKILL, power loss) leaves Snakemake's locks behind; the next run clears them itself and
 # resumes (rerun-incomplete in the profiles), so recovery is: run the same command again.
 if workflow.is_main_process:
-    note = recover_killed_run(R)
-    if note:
+    for note in recover_killed_run(R):
         print(note, file=sys.stderr)
     # Finished work that no longer matches what its job wrote is moved aside and made again (one line each).
     for note in cl_finished.set_aside_changed(R, finished_outputs()):
@@ -56,17 +55,17 @@ if workflow.is_main_process:
 
 
 onstart:
-    record_running_workflow(R)
+    record_running_workflow(R, snakemake_lock_files(workflow))
     cl_budget.write_pins(GRID, SEARCH_POINTS)  # what each search's budget kept, for later runs
     cl_points.write_points(SEARCH_POINTS_FILE, GRID.digest, SEARCH_POINTS)  # for this run's jobs (rules/common.smk)
 
 
 onsuccess:
-    forget_running_workflow(R)
+    forget_running_workflow(R, snakemake_lock_files(workflow))
 
 
 onerror:
-    forget_running_workflow(R)
+    forget_running_workflow(R, snakemake_lock_files(workflow))
 
 
 rule all:

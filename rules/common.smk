@@ -32,7 +32,12 @@ from contrastlab.tables import tables_for_config
 from contrastlab.tables.search import search_tables
 from contrastlab.workflow import finished as cl_finished
 from contrastlab.workflow import points as cl_points
-from contrastlab.workflow.recovery import forget_running_workflow, record_running_workflow, recover_killed_run
+from contrastlab.workflow.recovery import (
+    forget_running_workflow,
+    record_running_workflow,
+    recover_killed_run,
+    snakemake_lock_files,
+)
 
 try:
     _validated = cl_config.validate(config)

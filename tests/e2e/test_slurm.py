@@ -24,7 +24,7 @@ import torch
 from contrastlab.training.sentence import NonFiniteLossError
 from contrastlab.workflow.gpus import GpuUnavailableError, requested_gpus, require_requested_gpu
 from contrastlab.workflow.job import logged_to
-from contrastlab.workflow.recovery import workflow_run
+from contrastlab.workflow.recovery import RUN_VARIABLE, workflow_run
 
 from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake
 from .test_pipeline import reduced_demo, write
@@ -129,13 +129,14 @@ def test_a_retry_runs_again_after_a_failure_another_attempt_may_not_have(tmp_pat
     assert _attempt(tmp_path, "100:7", None)
 
 
-def test_workflow_run_names_the_snakemake_process_recorded_for_the_results(tmp_path):
+def test_workflow_run_names_the_submitting_snakemake_invocation(tmp_path, monkeypatch):
+    """The invocation reaches a job through the environment: the main Snakemake sets it when it starts
+    executing (record_running_workflow), and the SLURM plugin submits with --export=ALL."""
     job = _job(tmp_path)
+    monkeypatch.delenv(RUN_VARIABLE, raising=False)
     assert workflow_run(job) is None
-    state = tmp_path / "results" / "state"
-    state.mkdir(parents=True)
-    (state / "snakemake.json").write_text(json.dumps({"pid": 123, "start_time": "456", "command": []}))
-    assert workflow_run(job) == "123:456"
+    monkeypatch.setenv(RUN_VARIABLE, "login1:123:456")
+    assert workflow_run(job) == "login1:123:456"
 
 
 def slurm_demo(repo_root: Path, workdir: Path, resources: Path) -> dict:

@@ -1,5 +1,6 @@
-"""contrastlab.workflow.recovery without Snakemake: the running-workflow marker and what the recovery of a
-killed run removes (the kill itself, Snakemake and its jobs: tests/e2e/test_recovery.py)."""
+"""contrastlab.workflow.recovery without Snakemake: each run's record, and what the recovery of a killed run
+removes and leaves (the kill itself, Snakemake and its jobs: tests/e2e/test_recovery.py). Reliability 7,
+P4 and P5: a live run's locks are never taken for a dead one's."""
 
 from __future__ import annotations
 
@@ -7,48 +8,173 @@ import json
 import os
 import subprocess
 import sys
-from types import SimpleNamespace
+import textwrap
+from pathlib import Path
 
+import pytest
+
+from contrastlab.workflow import recovery
 from contrastlab.workflow.recovery import (
+    RUN_VARIABLE,
     forget_running_workflow,
     record_running_workflow,
     recover_killed_run,
-    running_workflow_marker,
+    runs_folder,
+    this_machine,
     workflow_run,
 )
 
 
-def test_the_marker_names_this_process_until_it_is_forgotten(tmp_path):
-    results = str(tmp_path / "results")
-    job = SimpleNamespace(config={"results_dir": results})
-    assert workflow_run(job) is None  # no run recorded
-    record_running_workflow(results)
-    owner = json.loads(running_workflow_marker(results).read_text())
-    assert owner["pid"] == os.getpid() and workflow_run(job) == f"{os.getpid()}:{owner['start_time']}"
-    assert recover_killed_run(results, tmp_path) is None  # alive: left alone
-    assert running_workflow_marker(results).is_file()
-    forget_running_workflow(results)
-    assert workflow_run(job) is None and recover_killed_run(results, tmp_path) is None
+def _lock(lock_dir: Path, name: str, *paths: str) -> Path:
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    (lock_dir / name).write_text("\n".join(paths) + "\n")
+    return lock_dir / name
 
 
-def test_a_killed_runs_locks_on_its_results_go_and_other_runs_locks_stay(tmp_path):
+def _record(results: Path, name: str, **fields) -> Path:
+    path = runs_folder(results) / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(fields))
+    return path
+
+
+def _ended_pid() -> int:
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    return ended.pid  # a pid that no longer runs (its start time cannot match)
+
+
+def test_a_run_records_where_it_runs_its_process_and_its_own_locks(tmp_path, monkeypatch):
+    monkeypatch.delenv(RUN_VARIABLE, raising=False)
     results = tmp_path / "results"
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()  # a pid that no longer runs (its start time cannot match)
-    running_workflow_marker(results).parent.mkdir(parents=True)
-    running_workflow_marker(results).write_text(json.dumps({"pid": dead.pid, "start_time": "1"}))
-    locks = tmp_path / ".snakemake" / "locks"
-    locks.mkdir(parents=True)
-    (locks / "0.input.lock").write_text(f"{results}/metrics/a.json\n{results}/tables/t.csv\n")
-    (locks / "0.output.lock").write_text(f"{results}\n")
-    (locks / "1.output.lock").write_text(f"{tmp_path}/results-other/metrics/a.json\n")  # another run's
+    assert workflow_run() is None  # no run recorded
+    own = _lock(tmp_path / ".snakemake" / "locks", "0.output.lock", f"{results}/metrics/a.json")
+    path = record_running_workflow(results, [own])
 
-    note = recover_killed_run(str(results), tmp_path)
+    record = json.loads(path.read_text())
+    assert path.parent == runs_folder(results)
+    assert {k: record[k] for k in ("host", "boot_id", "pid_namespace")} == this_machine()
+    assert record["pid"] == os.getpid() and record["start_time"] == recovery._start_time(os.getpid())
+    assert record["locks"] == [recovery._digest(own)]
+    assert workflow_run() == f"{record['host']}:{os.getpid()}:{record['start_time']}"
+    assert recover_killed_run(str(results), tmp_path) == []  # alive, here: left alone
+    assert path.is_file() and own.is_file()
 
-    assert note == (
-        f"contrastlab: the last run on {results} (pid {dead.pid}) was killed; removed its 2 stale lock "
-        "file(s), its incomplete jobs will be rerun"
+    other = _record(results, "another-run", **this_machine(), pid=os.getpid(), start_time="1", locks=[])
+    forget_running_workflow(results, [own], tmp_path)
+    assert not path.exists() and other.is_file()  # only its own record goes
+
+
+@pytest.mark.fault(
+    "run A alive, run B on the same results killed, then a third run (reliability P5)",
+    "only B's locks and record removed; A's locks and record untouched",
+)
+def test_recovery_removes_only_the_dead_runs_own_locks_never_a_live_runs(tmp_path, observed):
+    results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live_start = recovery._start_time(live.pid)
+        a_in = _lock(locks, "0.input.lock", f"{results}/data/corpus.txt")
+        a_out = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
+        b_out = _lock(locks, "1.output.lock", f"{results}/metrics/b/senteval.json")
+        elsewhere = _lock(locks, "2.output.lock", f"{tmp_path}/results-other/metrics/c.json")  # no record
+        digests = {p: recovery._digest(p) for p in (a_in, a_out, b_out)}
+        run_a = _record(
+            results,
+            "a",
+            **this_machine(),
+            pid=live.pid,
+            start_time=live_start,
+            locks=[digests[a_in], digests[a_out]],
+        )
+        dead = _ended_pid()
+        run_b = _record(
+            results, "b", **this_machine(), pid=dead, start_time=live_start, locks=[digests[b_out]]
+        )
+
+        notes = recover_killed_run(str(results), tmp_path)
+
+        assert notes == [
+            f"contrastlab: a run on {results} (pid {dead}) was killed; removed its 1 stale lock file(s), its "
+            "incomplete jobs will be rerun"
+        ]
+        assert sorted(p.name for p in locks.iterdir()) == ["0.input.lock", "0.output.lock", "2.output.lock"]
+        assert run_a.is_file() and not run_b.exists() and elsewhere.is_file()
+        assert recover_killed_run(str(results), tmp_path) == []  # nothing left to recover
+        observed(notes[0])
+    finally:
+        live.kill()
+        live.wait()
+
+
+@pytest.mark.parametrize(
+    "where",
+    [{"pid_namespace": "pid:[1]"}, {"host": "login2"}, {"boot_id": "another-boot"}],
+    ids=["another-pid-namespace", "another-host", "another-boot"],
+)
+@pytest.mark.fault(
+    "a record from a run that cannot be checked here: another host, boot or PID namespace (reliability P4)",
+    "named in one line with the record and the fix; its locks and record untouched",
+)
+def test_a_run_that_cannot_be_checked_here_is_named_and_its_locks_stay(tmp_path, where, observed):
+    results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
+    held = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
+    machine = {**this_machine(), **where}
+    # Its pid does not run here: the very case where a pid-only check called a live remote run killed.
+    path = _record(
+        results, "remote", **machine, pid=_ended_pid(), start_time="7", locks=[recovery._digest(held)]
     )
-    assert sorted(p.name for p in locks.iterdir()) == ["1.output.lock"]
-    assert not running_workflow_marker(results).exists()
-    assert recover_killed_run(str(results), tmp_path) is None  # nothing left to recover
+
+    notes = recover_killed_run(str(results), tmp_path)
+
+    assert len(notes) == 1 and notes[0].startswith(f"contrastlab: {results} may be in use by a run on "), (
+        notes
+    )
+    assert f"delete {path} and run this command once with --unlock" in notes[0]
+    assert "\n" not in notes[0] and held.is_file() and path.is_file()
+    observed(notes[0])
+
+
+def test_a_record_of_an_older_contrastlab_is_named_not_trusted(tmp_path):
+    results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
+    held = _lock(locks, "0.output.lock", f"{results}")
+    legacy = results / "state" / "snakemake.json"
+    legacy.parent.mkdir(parents=True)
+    legacy.write_text(json.dumps({"pid": _ended_pid(), "start_time": "1", "command": []}))
+    (notes,) = recover_killed_run(str(results), tmp_path)
+    assert "recorded by an older contrastlab" in notes and f"delete {legacy}" in notes
+    assert held.is_file() and legacy.is_file()
+
+
+@pytest.mark.fault(
+    "a run ends (Snakemake removes all of .snakemake/locks) while another run holds locks",
+    "the other run's locks are back when the ending process exits; its own stay gone",
+)
+def test_a_run_that_ends_gives_back_the_locks_of_the_runs_still_going(tmp_path, observed):
+    locks = tmp_path / ".snakemake" / "locks"
+    own = _lock(locks, "0.output.lock", "results/b.json")
+    other = _lock(locks, "1.output.lock", "results/a/model")
+    other_input = _lock(locks, "0.input.lock", "results/a/corpus.txt")
+    # The ending run: forgets itself, then Snakemake's unlock removes the whole folder, then it exits.
+    ending = textwrap.dedent(
+        f"""
+        import shutil
+        from contrastlab.workflow.recovery import forget_running_workflow
+        forget_running_workflow({str(tmp_path / "results")!r}, [{str(own)!r}], {str(tmp_path)!r})
+        shutil.rmtree({str(locks)!r})
+        """
+    )
+    subprocess.run([sys.executable, "-c", ending], check=True)
+    assert sorted(p.name for p in locks.iterdir()) == ["0.input.lock", "1.output.lock"]
+    assert other.read_text() == "results/a/model\n" and other_input.read_text() == "results/a/corpus.txt\n"
+    observed("after the ending run exited: " + ", ".join(sorted(p.name for p in locks.iterdir())))
+
+
+def test_a_lock_given_back_under_a_name_retaken_meanwhile_gets_a_free_one(tmp_path):
+    locks = tmp_path / "locks"
+    _lock(locks, "0.output.lock", "results/new-run")  # taken after the unlock, before the exit
+    recovery._restore_locks(locks, {"0.output.lock": b"results/a/model\n"})
+    assert {p.name: p.read_text() for p in locks.iterdir()} == {
+        "0.output.lock": "results/new-run\n",
+        "1.output.lock": "results/a/model\n",
+    }

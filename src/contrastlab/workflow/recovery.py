@@ -1,31 +1,58 @@
-"""A killed Snakemake run and its jobs: the running-workflow marker, the owner of a job's workflow, jobs that
-die with their workflow, and the recovery (stale lock, incomplete outputs) before a plain rerun."""
+"""A killed Snakemake run and its jobs: the record of each run on a results folder, the invocation a job
+belongs to, jobs that die with their workflow, and the recovery (stale locks, incomplete outputs) before a
+plain rerun.
+
+Each run that executes on a results folder writes its own record, ``<results_dir>/state/runs/<run>.json``:
+its host, boot, PID namespace, pid and start time, and the sha256 of each lock file it holds in
+``.snakemake/locks``. Recovery removes a lock only when the run that holds it is provably gone: a record
+from this host, boot and PID namespace whose process no longer exists. A record from anywhere else (a
+second login node on shared storage, a container) cannot be checked: it is named in one line and its
+locks are left alone, so Snakemake's own lock refuses a second run on the same files.
+"""
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import json
 import os
+import re
+import socket
 import sys
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from contrastlab.paths import write_json
 
+#: The environment variable naming the Snakemake invocation a job belongs to (set by the main process when
+#: it starts executing; local jobs inherit it, and the SLURM plugin submits with ``--export=ALL``).
+RUN_VARIABLE = "CONTRASTLAB_WORKFLOW_RUN"
 
-def workflow_run(snakemake: Any) -> str | None:
-    """``<pid>:<start time>`` of the Snakemake process that runs the job's workflow (the one
-    :func:`record_running_workflow` recorded in ``<results_dir>/state/snakemake.json``), or ``None``.
+
+def workflow_run(snakemake: Any = None) -> str | None:
+    """``<host>:<pid>:<start time>`` of the Snakemake invocation that runs this job
+    (:func:`record_running_workflow`), or ``None`` outside one.
 
     A job run by SLURM runs in another Snakemake process on another node; this names the submitting one,
     which stays the same across the retries of a job and changes with every new invocation."""
-    results = (getattr(snakemake, "config", None) or {}).get("results_dir", "results")
+    return os.environ.get(RUN_VARIABLE) or None
+
+
+def _read_first_line(path: str) -> str:
     try:
-        owner = json.loads(running_workflow_marker(results).read_text())
-        return f"{owner['pid']}:{owner['start_time']}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def _cmdline(pid: int) -> str:
@@ -41,6 +68,16 @@ def _start_time(pid: int) -> str | None:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
+
+
+def this_machine() -> dict[str, str]:
+    """Where a pid means this process table: the host name, the kernel's boot id and the PID namespace.
+    Two records with the same three see the same processes; a pid from any other is unknowable here."""
+    return {
+        "host": socket.gethostname(),
+        "boot_id": _read_first_line("/proc/sys/kernel/random/boot_id"),
+        "pid_namespace": _pid_namespace(),
+    }
 
 
 def die_with_workflow(poll_seconds: float = 1.0) -> bool:
@@ -72,63 +109,167 @@ def die_with_workflow(poll_seconds: float = 1.0) -> bool:
     return True
 
 
-def _lock_paths(lock_file: Path) -> list[str]:
-    try:
-        return lock_file.read_text().splitlines()
-    except OSError:
-        return []
+def runs_folder(results_dir: str | os.PathLike) -> Path:
+    """``<results_dir>/state/runs``: one record per Snakemake run executing on ``results_dir``."""
+    return Path(results_dir) / "state" / "runs"
 
 
-def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> str | None:
-    """Clear what a killed run on ``results_dir`` left behind, so that the next plain run just resumes.
-
-    The run that executes on ``results_dir`` records its pid and start time in
-    ``<results_dir>/state/snakemake.json`` (:func:`record_running_workflow`) and removes it when it ends.
-    If that file names a process that no longer exists, Snakemake was killed: its locks in
-    ``.snakemake/locks`` that name files under ``results_dir`` are stale and are removed (Snakemake would
-    otherwise refuse to start until ``--unlock``). Incomplete jobs are then rerun (``rerun-incomplete`` in
-    the profiles) and finished cells are kept. Returns a one-line note of what was done, or ``None``. A
-    run that is still alive is left alone, and Snakemake's own lock makes a second run on the same
-    files refuse.
-    """
-    marker = running_workflow_marker(results_dir)
-    try:
-        owner = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return None
-    if _start_time(owner["pid"]) == owner["start_time"]:
-        return None  # still running
-    removed = []
-    root = os.path.normpath(results_dir)
-    for lock_file in sorted(Path(workdir, ".snakemake", "locks").glob("*.lock")):
-        if any(
-            os.path.normpath(p) == root or os.path.normpath(p).startswith(root + os.sep)
-            for p in _lock_paths(lock_file)
-        ):
-            lock_file.unlink(missing_ok=True)
-            removed.append(lock_file.name)
-    marker.unlink(missing_ok=True)
-    return (
-        f"contrastlab: the last run on {results_dir} (pid {owner['pid']}) was killed; removed its "
-        f"{len(removed)} stale lock file(s), its incomplete jobs will be rerun"
-    )
-
-
-def running_workflow_marker(results_dir: str | os.PathLike) -> Path:
-    """``<results_dir>/state/snakemake.json``: the pid and start time of the Snakemake run executing on
-    ``results_dir`` (:func:`record_running_workflow`), absent when none is."""
+def _legacy_marker(results_dir: str | os.PathLike) -> Path:
+    """The single marker of contrastlab before per-run records (one per folder, no host)."""
     return Path(results_dir) / "state" / "snakemake.json"
 
 
-def record_running_workflow(results_dir: str) -> None:
-    """Record this Snakemake process as the one running on ``results_dir`` (see
-    :func:`recover_killed_run`); called when the workflow starts executing, after it took its locks."""
-    write_json(
-        running_workflow_marker(results_dir),
-        {"pid": os.getpid(), "start_time": _start_time(os.getpid()), "command": sys.argv},
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def snakemake_lock_files(workflow: Any) -> list[str]:
+    """The lock files this Snakemake process wrote in ``.snakemake/locks`` (its persistence's record of
+    them; empty when it took none, e.g. ``--nolock``)."""
+    return sorted(str(p) for p in getattr(getattr(workflow, "persistence", None), "_lockfile", {}).values())
+
+
+def _record_path(results_dir: str | os.PathLike) -> Path:
+    """This process's record on ``results_dir``: named by host, pid and start time, so that no two runs
+    share one."""
+    name = f"{socket.gethostname()}.{os.getpid()}.{_start_time(os.getpid())}"
+    return runs_folder(results_dir) / (re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".json")
+
+
+def record_running_workflow(
+    results_dir: str | os.PathLike, lock_files: Iterable[str | os.PathLike] = ()
+) -> Path:
+    """Record this Snakemake process as a run executing on ``results_dir``: where it runs
+    (:func:`this_machine`), its pid and start time, and the sha256 of each of its ``lock_files``. Called
+    when the workflow starts executing, after it took its locks; also names the invocation for its jobs
+    (:data:`RUN_VARIABLE`). Returns the record's path."""
+    machine = this_machine()
+    pid, start = os.getpid(), _start_time(os.getpid())
+    record = _record_path(results_dir)
+    locks = [d for d in (_digest(Path(p)) for p in lock_files) if d]
+    write_json(record, {**machine, "pid": pid, "start_time": start, "command": sys.argv, "locks": locks})
+    os.environ[RUN_VARIABLE] = f"{machine['host']}:{pid}:{start}"
+    return record
+
+
+def _records(results_dir: str | os.PathLike) -> list[tuple[Path, dict[str, Any]]]:
+    found = []
+    for path in sorted(runs_folder(results_dir).glob("*.json")):
+        try:
+            found.append((path, json.loads(path.read_text())))
+        except (OSError, ValueError):
+            found.append((path, {}))  # unreadable: its owner cannot be checked
+    legacy = _legacy_marker(results_dir)
+    if legacy.is_file():
+        try:
+            found.append((legacy, json.loads(legacy.read_text())))
+        except (OSError, ValueError):
+            found.append((legacy, {}))
+    return found
+
+
+def _gone(record: Mapping[str, Any], machine: Mapping[str, str]) -> bool | None:
+    """Whether the run of ``record`` has provably ended (``True``), is alive (``False``), or cannot be
+    checked from here (``None``: another host, boot or PID namespace, or a record without them)."""
+    if any(record.get(key) != value for key, value in machine.items()) or "pid" not in record:
+        return None
+    return _start_time(int(record["pid"])) != str(record.get("start_time"))
+
+
+def _remove_locks(lock_dir: Path, digests: Iterable[str]) -> int:
+    """Remove the lock files in ``lock_dir`` whose content has one of ``digests`` (each digest once):
+    the dead run's own, found by content so that a lock another run wrote under a reused name stays."""
+    wanted = list(digests)
+    removed = 0
+    for lock_file in sorted(lock_dir.glob("*.lock")):
+        digest = _digest(lock_file)
+        if digest in wanted:
+            wanted.remove(digest)
+            lock_file.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def _unknown_owner_line(results_dir: str, path: Path, record: Mapping[str, Any], here: str) -> str:
+    if not record:
+        who = f"an unreadable run record {path}"
+    elif "host" not in record:
+        who = f"a run recorded by an older contrastlab (pid {record.get('pid')}, {path})"
+    else:
+        where = record["host"] if record["host"] != here else f"{here} in another PID namespace or boot"
+        who = f"a run on {where} (pid {record.get('pid')}, record {path})"
+    return (
+        f"contrastlab: {results_dir} may be in use by {who}, which cannot be checked from here; its locks "
+        f"are left alone; if that run is gone, delete {path} and run this command once with --unlock"
     )
 
 
-def forget_running_workflow(results_dir: str) -> None:
-    """The run on ``results_dir`` ended (successfully or not) by itself: nothing to recover."""
-    running_workflow_marker(results_dir).unlink(missing_ok=True)
+def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> list[str]:
+    """Clear what killed runs on ``results_dir`` left behind, so that the next plain run just resumes;
+    returns one line per run found dead or unknowable (nothing for live runs on this machine).
+
+    A record (:func:`record_running_workflow`) from this host, boot and PID namespace whose process no
+    longer exists is a killed run: its own lock files in ``.snakemake/locks`` (found by their sha256) are
+    removed, since Snakemake would otherwise refuse to start until ``--unlock``, and its record goes.
+    Incomplete jobs are then rerun (``rerun-incomplete`` in the profiles) and finished cells are kept. A
+    live run is left alone, and Snakemake's lock refuses a second run on its files. A record that cannot
+    be checked (another host or namespace) is reported and its locks stay."""
+    machine = this_machine()
+    lock_dir = Path(workdir, ".snakemake", "locks")
+    notes = []
+    for path, record in _records(results_dir):
+        gone = _gone(record, machine)
+        if gone is None:
+            notes.append(_unknown_owner_line(results_dir, path, record, machine["host"]))
+        elif gone:
+            removed = _remove_locks(lock_dir, record.get("locks", []))
+            path.unlink(missing_ok=True)
+            notes.append(
+                f"contrastlab: a run on {results_dir} (pid {record['pid']}) was killed; removed its "
+                f"{removed} stale lock file(s), its incomplete jobs will be rerun"
+            )
+    return notes
+
+
+def forget_running_workflow(
+    results_dir: str | os.PathLike,
+    lock_files: Iterable[str | os.PathLike] = (),
+    workdir: str | os.PathLike = ".",
+) -> None:
+    """This run on ``results_dir`` ended (successfully or not) by itself: remove its own record, and no
+    other. ``lock_files``: this run's own (:func:`snakemake_lock_files`).
+
+    Snakemake, as it unlocks at the end of a run, removes the whole ``.snakemake/locks`` folder, the
+    locks of other runs still going on in the same working directory included. Those are read now and
+    written back when this process exits (under a free name where theirs was retaken), so that a run
+    ending never takes away another's locks."""
+    _record_path(results_dir).unlink(missing_ok=True)
+    own = {os.path.abspath(p) for p in lock_files}
+    lock_dir = Path(workdir, ".snakemake", "locks")
+    others = {}
+    for lock_file in sorted(lock_dir.glob("*.lock")):
+        if os.path.abspath(lock_file) not in own:
+            try:
+                others[lock_file.name] = lock_file.read_bytes()
+            except OSError:
+                continue
+    if others:
+        atexit.register(_restore_locks, lock_dir, others)
+
+
+def _restore_locks(lock_dir: Path, locks: Mapping[str, bytes]) -> None:
+    """Write back ``locks`` ({file name: content}) that are no longer in ``lock_dir``; a name another run
+    took meanwhile gets the next free index of the same type (Snakemake reads every ``<n>.<type>.lock``)."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    present = {_digest(p) for p in lock_dir.glob("*.lock")}
+    for name, content in locks.items():
+        if hashlib.sha256(content).hexdigest() in present:
+            continue
+        target, kind = lock_dir / name, name.split(".", 1)[1]
+        index = 0
+        while target.exists():
+            target, index = lock_dir / f"{index}.{kind}", index + 1
+        target.write_bytes(content)

@@ -1,0 +1,146 @@
+"""A live run is never taken for a dead one (issue 63 item 1; reliability 7, P4 and P5).
+
+Run A trains a cell on a results folder for as long as the module needs it. On the same folder, run B (a
+disjoint target, which Snakemake allows beside A) is SIGKILLed, and A's command is run again, on this
+host and from another PID namespace (standing in for a second login node on shared storage). Each time A
+must keep its locks, its record and its training, and the newcomer must be refused by A's lock."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from contrastlab.workflow.recovery import runs_folder
+
+from .test_dryrun import SNAKEMAKE, run_snakemake, snakemake_process
+from .test_pipeline import write
+from .test_recovery import _macl_pair, _wait_for
+
+pytestmark = pytest.mark.slow
+SCHEDULE_FIRST = 12  # a long module: tests/conftest.py starts the highest numbers first
+
+CELL = Path("macl", "tiny-bert")
+
+
+def _start(repo_root: Path, profile: list[str], target: Path, out: Path) -> subprocess.Popen:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    with open(out, "w") as log:
+        return subprocess.Popen(
+            [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), str(target), *profile],
+            cwd=repo_root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the kill takes its jobs too
+        )
+
+
+def _record_of(results: Path, pid: int) -> Path:
+    def found():
+        return [p for p in runs_folder(results).glob("*.json") if json.loads(p.read_text())["pid"] == pid]
+
+    return _wait_for(found, 240, f"the record of run {pid}")[0]
+
+
+def _held_locks(repo_root: Path, record: Path) -> dict[Path, bytes]:
+    """The lock files in the repository's .snakemake/locks that the run of ``record`` wrote."""
+    digests = set(json.loads(record.read_text())["locks"])
+    found = {}
+    for lock in (repo_root / ".snakemake" / "locks").glob("*.lock"):
+        content = lock.read_bytes()
+        if hashlib.sha256(content).hexdigest() in digests:
+            found[lock] = content
+    return found
+
+
+@pytest.fixture(scope="module")
+def live_run(repo_root, tmp_path_factory, e2e_resources):
+    """Run A, training the simcse cell (for tens of minutes if left alone), with the data steps already
+    done so that a run on the other cell's target shares no output with it; killed at teardown."""
+    workdir = tmp_path_factory.mktemp("live")
+    config = _macl_pair(repo_root, workdir, e2e_resources)
+    config["training"].update(max_steps=100_000, eval_every=50_000, state_every=5, log_every=10)
+    results = workdir / "results"
+    configfile = write(config, workdir / "c.yaml")  # last: --configfile takes every word after it
+    profile = ["--workflow-profile", "profiles/default", "--cores", "1", "--configfile", configfile]
+    targets = {m: results / "checkpoints" / CELL / m / "seed42" / "model" for m in ("simcse", "macl")}
+    run_snakemake(repo_root, *map(str, targets.values()), "--omit-from", "train", *profile)
+    a = _start(repo_root, profile, targets["simcse"], workdir / "a.out")
+    try:
+        record = _record_of(results, a.pid)
+        locks = _held_locks(repo_root, record)
+        assert a.poll() is None and locks, (workdir / "a.out").read_text()[-3000:]
+        yield a, results, profile, targets, record, locks
+    finally:
+        os.killpg(a.pid, signal.SIGKILL)
+        a.wait(timeout=30)
+
+
+def _a_untouched(repo_root: Path, live_run) -> str:
+    a, results, _, _, record, locks = live_run
+    assert a.poll() is None, "run A should still be running"
+    assert record.is_file(), "run A's record was removed"
+    assert {lock: lock.read_bytes() for lock in locks if lock.exists()} == locks, "run A's locks were touched"
+    snapshot = results / "state" / "train" / CELL / "simcse" / "seed42" / "state.pt"
+    _wait_for(snapshot.is_file, 120, "run A's first snapshot")
+    written = snapshot.stat().st_mtime_ns
+    _wait_for(lambda: snapshot.stat().st_mtime_ns != written, 60, "run A's next snapshot (it trains on)")
+    return f"A (pid {a.pid}) alive, {len(locks)} lock file(s) and record intact, still snapshotting"
+
+
+@pytest.mark.fault(
+    "live run A; run B (disjoint target, same results) SIGKILLed; A's command again (reliability P5)",
+    "B's stale locks cleared; the rerun refused by A's lock; A keeps its locks, record and training",
+)
+def test_a_rerun_beside_a_live_run_clears_only_the_killed_runs_locks(repo_root, live_run, tmp_path, observed):
+    a, results, profile, targets, _, _ = live_run
+    b = _start(repo_root, profile, targets["macl"], tmp_path / "b.out")
+    try:
+        b_record = _record_of(results, b.pid)
+        assert b.poll() is None, (tmp_path / "b.out").read_text()[-3000:]
+    finally:
+        os.killpg(b.pid, signal.SIGKILL)
+        b.wait(timeout=30)
+    time.sleep(0.5)  # its jobs see it gone (die_with_workflow) and exit
+
+    again = snakemake_process(repo_root, str(targets["simcse"]), *profile)
+    output = again.stdout + again.stderr
+    assert again.returncode != 0 and "cannot be locked" in output, output[-3000:]
+    assert f"contrastlab: a run on {results} (pid {b.pid}) was killed; removed its" in output, output[-3000:]
+    assert f"(pid {a.pid})" not in output and not b_record.exists()
+    observed(f"B (pid {b.pid}) recovered, rerun refused by A's lock; " + _a_untouched(repo_root, live_run))
+
+
+@pytest.mark.fault(
+    "live run A; A's command again from another PID namespace (reliability P4: another login node)",
+    "A's record named in one line as not checkable; refused by A's lock; A untouched",
+)
+def test_a_run_from_another_pid_namespace_never_takes_a_live_runs_locks(repo_root, live_run, observed):
+    if subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode:
+        pytest.skip("unshare --pid --mount-proc is not permitted here (needs root or user namespaces)")
+    a, results, profile, targets, record, _ = live_run
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    command = ["unshare", "--pid", "--fork", "--mount-proc", *SNAKEMAKE, "-s", str(repo_root / "Snakefile")]
+    other = subprocess.run(
+        [*command, str(targets["simcse"]), *profile],
+        cwd=repo_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = other.stdout + other.stderr
+    assert other.returncode != 0 and "cannot be locked" in output, output[-3000:]
+    line = next(
+        (x for x in output.splitlines() if x.startswith(f"contrastlab: {results} may be in use")), None
+    )
+    assert line is not None and f"pid {a.pid}" in line and str(record) in line, output[-3000:]
+    assert "was killed" not in output, output[-3000:]
+    observed(line[:160] + "...; " + _a_untouched(repo_root, live_run))
