@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from contrastlab.config.checks import check_references, check_select
+from contrastlab.config.checks import check_folders, check_references, check_select
 from contrastlab.config.grid import (
     SWEEP_LABELS,
     Cell,
@@ -105,6 +105,9 @@ def validate(config: Mapping[str, Any]) -> dict:
             allowed = sorted(error.schema.get("properties", {}))
             path.append(sorted(set(error.instance) - set(allowed))[0])
             message = f"unknown key (typo?); allowed here: {', '.join(allowed)}"
+        elif error.validator == "uniqueItems":  # jsonschema's own "has non-unique elements" names no value
+            repeated = next(v for i, v in enumerate(error.instance) if v in error.instance[:i])
+            message = f"{repeated!r} is listed twice; list each value once"
         raise ConfigError(f"config key {key_path(path)}: {message}")
     config = fill_defaults(config, schema)
     # Only the global training block gets the defaults: overrides lower down must stay partial.
@@ -113,6 +116,7 @@ def validate(config: Mapping[str, Any]) -> dict:
     config["vision_evaluation"] = fill_defaults(
         config["vision_evaluation"], schema["$defs"]["vision_evaluation"]
     )
+    check_folders(config)
     check_references(config)
     check_select(config)
     return config

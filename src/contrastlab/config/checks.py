@@ -1,17 +1,20 @@
 """Cross-references the schema cannot state: backbones, methods and figures named where they exist,
-``select`` filters that match something, and a user loss that imports and runs on a toy batch.
+``select`` filters that match something, loss hyperparameters within the loss's own bounds, a user loss
+that imports and runs on a toy batch, and results and resources folders the workflow can own.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from contrastlab.config.grid import expanded_methods, loss_hp, selected_cells
 from contrastlab.config.schema import ConfigError, load_schema
-from contrastlab.losses.catalog import DEFAULTS
+from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
 from contrastlab.losses.user import UserLossError, is_user_loss
+from contrastlab.paths import REPO_ROOT
 
 
 def check_select(config: Mapping[str, Any]) -> None:
@@ -40,6 +43,35 @@ def check_select(config: Mapping[str, Any]) -> None:
         )
 
 
+def check_folders(config: Mapping[str, Any]) -> None:
+    """``results_dir`` and ``resources_dir`` are folders the workflow can own: no ``{`` or ``}`` (Snakemake
+    reads them in a path as a wildcard), and ``results_dir`` neither the working directory, the project
+    root, a folder above either, nor ``resources_dir`` or a folder above it (a rerun's recovery and the
+    finished-work checks treat what lies under ``results_dir`` as the run's own)."""
+    for key in ("results_dir", "resources_dir"):
+        if "{" in config[key] or "}" in config[key]:
+            raise ConfigError(
+                f"config key {key}: {config[key]!r} holds '{{' or '}}', which Snakemake reads as a "
+                "wildcard; choose a folder name without them"
+            )
+    results = Path(config["results_dir"]).resolve()
+    others = [
+        ("the working directory", Path.cwd().resolve()),
+        ("the project root", REPO_ROOT.resolve()),
+        ("resources_dir", Path(config["resources_dir"]).resolve()),
+    ]
+    for what, folder in others:
+        if results == folder or results in folder.parents:
+            if results != folder:
+                what = f"a parent of {what}"
+            elif what == "resources_dir":
+                what = "resources_dir itself"
+            raise ConfigError(
+                f"config key results_dir: {config['results_dir']!r} is {what} ({folder}); "
+                "use a folder of its own, e.g. results"
+            )
+
+
 def _check_user_method(config: Mapping[str, Any], experiment: str, method: str, where: str) -> None:
     """A user loss (``module:callable``) is imported and run on a random batch now, with each backbone's
     hyperparameters, so a bad loss stops the workflow before any job starts (losses.user)."""
@@ -58,6 +90,32 @@ def _check_user_method(config: Mapping[str, Any], experiment: str, method: str, 
             except UserLossError as error:
                 key = "hp" if "hyperparameter" in str(error) else "loss"
                 raise ConfigError(f"config key {where}.{key}: {error}") from None
+
+
+def _check_loss_hp(experiment: Mapping[str, Any], spec: Mapping[str, Any], where: str, sweep_at: str) -> None:
+    """Every hyperparameter a built-in loss's method states (its ``hp``, ``per_backbone.<b>.hp`` and the
+    experiment's ``sweep`` of ``hp.<name>``) is one the loss takes, with a value within the loss's own
+    bounds (:func:`contrastlab.losses.catalog.check_hyperparameters`, which ``build_loss`` runs in the
+    train job): a ``tau: 0`` stops the workflow now, naming its key, not after the data steps."""
+    loss = spec["loss"]
+    sweep = experiment.get("sweep") or {}
+    swept = {k.removeprefix("hp."): v for k, v in sweep.items() if k.startswith("hp.")}
+    layers = [(f"{where}.hp", spec.get("hp") or {})]
+    for backbone, overrides in (spec.get("per_backbone") or {}).items():
+        layers.append((f"{where}.per_backbone.{backbone}.hp", (overrides or {}).get("hp") or {}))
+    unknown = sorted(({key for _, hp in layers for key in hp} | set(swept)) - set(DEFAULTS[loss]))
+    if unknown:
+        raise ConfigError(
+            f"config key {where}.hp: loss {loss!r} has no hyperparameter {unknown[0]!r}; "
+            f"it takes {', '.join(DEFAULTS[loss]) or 'none'}"
+        )
+    values = [(f"{prefix}.{key}", key, value) for prefix, hp in layers for key, value in hp.items()]
+    values += [(f"{sweep_at}.hp.{key}", key, value) for key, points in swept.items() for value in points]
+    for dotted, key, value in values:
+        try:
+            check_hyperparameters(loss, {key: value})
+        except ValueError as error:
+            raise ConfigError(f"config key {dotted}: {error}") from None
 
 
 def check_references(config: Mapping[str, Any]) -> None:
@@ -120,14 +178,5 @@ def check_references(config: Mapping[str, Any]) -> None:
                     )
             if user_loss:
                 _check_user_method(config, name, method, where)
-                continue
-            for backbone in experiment["backbones"]:
-                hp = loss_hp(spec, backbone)
-                swept = experiment.get("sweep") or {}
-                hp.update({k.removeprefix("hp."): v for k, v in swept.items() if k.startswith("hp.")})
-                unknown = sorted(set(hp) - set(DEFAULTS[spec["loss"]]))
-                if unknown:
-                    raise ConfigError(
-                        f"config key {where}.hp: loss {spec['loss']!r} has no hyperparameter {unknown[0]!r}; "
-                        f"it takes {', '.join(DEFAULTS[spec['loss']]) or 'none'}"
-                    )
+            else:
+                _check_loss_hp(experiment, spec, where, f"experiments.{name}.sweep")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,13 +66,24 @@ def fill_defaults(value: Any, schema: Mapping[str, Any]) -> Any:
 _SCALAR_TYPES = {"integer": int, "number": (int, float), "boolean": bool, "null": type(None)}
 
 
+#: A YAML 1.2 float (``1e-5`` included, which YAML 1.1 reads as text); ``inf`` or ``nan`` stay text
+#: where text is allowed.
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+
+
 def _coerce_text(text: str, types: list[str]) -> Any:
-    """``text`` as the first scalar type of ``types`` it parses to (YAML 1.2 rules), else unchanged."""
+    """``text`` as the first scalar type of ``types`` it parses to (YAML 1.2 rules), else unchanged.
+
+    Where ``types`` allows text too (a loss hyperparameter, a sweep value), ``text`` is typed as YAML
+    types it in a file: ``0.1`` a number, ``true`` a boolean, ``exp`` text.
+    """
     try:
         parsed = yaml.safe_load(text)
     except yaml.YAMLError:
         parsed = text
     if isinstance(parsed, str):  # YAML 1.1 reads 3e-5 (no dot) as a string; Python reads it as a float
+        if "string" in types and not _FLOAT.fullmatch(text.strip()):
+            return text
         try:
             parsed = float(text)
         except ValueError:
@@ -87,16 +99,13 @@ def _coerce_text(text: str, types: list[str]) -> Any:
     return text
 
 
-def _with_branch(schema: Mapping[str, Any], value: Mapping[str, Any]) -> dict:
-    """``schema`` with the ``then`` or ``else`` branch its ``if`` selects for ``value`` merged into its
-    properties (an experiment's ``training`` block is read per its ``track``)."""
+def _branch(schema: Mapping[str, Any], value: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ``then`` or ``else`` schema that ``schema``'s ``if`` selects for ``value`` (an experiment's
+    ``training`` blocks are read per its ``track``); ``{}`` when it selects none."""
     import jsonschema
 
     selected = jsonschema.Draft202012Validator(schema["if"]).is_valid(value)
-    branch = schema["then"] if selected else schema.get("else")
-    merged = dict(schema)
-    merged["properties"] = {**schema.get("properties", {}), **((branch or {}).get("properties") or {})}
-    return merged
+    return (schema["then"] if selected else schema.get("else")) or {}
 
 
 def coerce_scalars(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
@@ -104,17 +113,21 @@ def coerce_scalars(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any
 
     Snakemake hands nested ``--config`` values over as text (``training={batch_size: 32}`` gives
     ``"32"``), and YAML 1.1 reads ``lr: 3e-5`` as a string; both must mean what they mean in a config
-    file. Keys whose schema allows a string are left alone, and text that is not a valid number or
-    boolean stays text, so the schema check still names it.
+    file. Keys whose schema allows only a string are left alone; a key that allows a string or a number
+    or boolean (a loss hyperparameter, a sweep value) gets the type YAML gives the text in a file; text
+    that is not a valid number or boolean stays text, so the schema check still names it.
     """
     if "$ref" in schema:
         schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
     if "if" in schema and isinstance(value, dict):
-        schema = _with_branch(schema, value)
+        # The branch types what it states (a method's training block per track) and the schema around
+        # it all the rest (a method's lr, batch_size, per_backbone): both apply, as in validation.
+        value = coerce_scalars(value, _branch(schema, value), root)
+        schema = {key: sub for key, sub in schema.items() if key not in ("if", "then", "else")}
     if isinstance(value, str):
         types = schema.get("type", [])
         types = [types] if isinstance(types, str) else list(types)
-        if types and "string" not in types:
+        if types and ("string" not in types or {"number", "integer", "boolean"} & set(types)):
             return _coerce_text(value, types)
         if "null" in types and value.strip() in ("null", "~", "None"):  # `data={senteval_dir: null}`
             return None

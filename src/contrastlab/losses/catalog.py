@@ -87,3 +87,60 @@ DEFAULTS: dict[str, dict[str, object]] = {
 }
 
 LOSSES: tuple[str, ...] = tuple(LOSS_MODULES)
+
+#: The weightings ``weight`` may name, per loss (Li et al. Table 5).
+WEIGHTS: dict[str, tuple[str, ...]] = {
+    "paradigm": ("exp", "uniform"),
+    "mmhe": ("exp", "none"),
+    "mvicreg": ("exp", "none"),
+    "mbarlow_twins": ("exp", "none"),
+}
+
+#: Which negatives ``dualtemp`` gives each anchor: the released SimCo loss's N - 1 of the other view
+#: (default), or the 2N - 2 of both views that the other Table 9 losses use.
+DUALTEMP_NEGATIVES = ("other_view", "both_views")
+
+#: Hyperparameters that must be > 0 (temperatures, ratios, VICReg's gamma and eps).
+_POSITIVE = ("tau", "tau_beta", "tau0", "t", "r", "gamma", "eps")
+
+
+def _number(name: str, key: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name}: {key} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def check_hyperparameters(name: str, hp: dict[str, object]) -> dict[str, object]:
+    """``hp`` of the built-in loss ``name`` as the loss takes them (numbers as floats), each checked
+    against its bounds on its own: temperatures and ratios > 0, weights >= 0, align_uniform's λ in
+    [0, 1], ArcCon's u in [0, π), the flags true or false, the named options one of theirs.
+
+    The one statement of the bounds: the registry (``build_loss``) checks with it, and so does the
+    config's validation (contrastlab.config.checks), key by key, before any job. Raises ``ValueError``
+    ``"<loss>: <key> must be ..., got <value>"`` for the first value out of bounds.
+    """
+    out: dict[str, object] = {}
+    for key, value in hp.items():
+        if key in ("gd", "reweight"):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name}: {key} must be true or false, got {value!r}")
+            out[key] = value
+        elif key in ("weight", "negatives"):
+            valid = WEIGHTS[name] if key == "weight" else DUALTEMP_NEGATIVES
+            if value not in valid:
+                raise ValueError(f"{name}: {key} must be one of {', '.join(valid)}, got {value!r}")
+            out[key] = value
+        elif key == "r" and value is None and name != "paradigm":
+            out[key] = None
+        else:
+            v = _number(name, key, value)
+            if (key in _POSITIVE or (key == "alpha" and name == "align_uniform")) and v <= 0:
+                raise ValueError(f"{name}: {key} must be > 0, got {value!r}")
+            if key in ("lam", "alpha", "mu", "nu") and v < 0:
+                raise ValueError(f"{name}: {key} must be >= 0, got {value!r}")
+            if key == "lam" and name == "align_uniform" and v > 1:
+                raise ValueError(f"{name}: lam must be in [0, 1], got {value!r}")
+            if key == "u" and not 0 <= v < math.pi:
+                raise ValueError(f"{name}: u must be in [0, pi) radians, got {value!r}")
+            out[key] = v
+    return out

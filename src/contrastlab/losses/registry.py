@@ -14,7 +14,6 @@ disabled, and the gradient flows back in the input's dtype.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,7 @@ from torch import Tensor
 
 from . import li2024, macl, nie2023, oar, user, vision
 from ._common import LossOutput
-from .catalog import DEFAULTS, LOSS_MODULES, LOSSES
+from .catalog import DEFAULTS, LOSS_MODULES, LOSSES, check_hyperparameters
 
 __all__ = ["LossOutput", "SentenceLoss", "build_loss"]
 
@@ -39,51 +38,6 @@ _ENTRIES: dict[str, Callable] = {
 #: Losses whose entry receives the raw h1, h2 (Barlow Twins, VICReg: their batch statistics replace
 #: the row normalisation); every other entry receives F.normalize(h1), F.normalize(h2).
 _RAW_INPUT: frozenset[str] = oar.RAW_INPUT
-
-_WEIGHTS = {"paradigm": ("exp", "uniform"), "mmhe": ("exp", "none"), "mvicreg": ("exp", "none")}
-_WEIGHTS["mbarlow_twins"] = _WEIGHTS["mvicreg"]
-
-
-def _number(name: str, key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{name}: {key} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _validate(name: str, hp: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in hp.items():
-        if key in ("gd", "reweight"):
-            if not isinstance(value, bool):
-                raise ValueError(f"{name}: {key} must be true or false, got {value!r}")
-            out[key] = value
-        elif key == "weight":
-            valid = _WEIGHTS[name]
-            if value not in valid:
-                raise ValueError(f"{name}: weight must be one of {', '.join(valid)}, got {value!r}")
-            out[key] = value
-        elif key == "negatives":
-            if value not in vision.DUALTEMP_NEGATIVES:
-                valid = ", ".join(vision.DUALTEMP_NEGATIVES)
-                raise ValueError(f"{name}: negatives must be one of {valid}, got {value!r}")
-            out[key] = value
-        elif key == "r" and value is None and name != "paradigm":
-            out[key] = None
-        else:
-            v = _number(name, key, value)
-            positive = key in ("tau", "tau_beta", "tau0", "t", "r", "gamma", "eps") or (
-                key == "alpha" and name == "align_uniform"
-            )
-            if positive and v <= 0:
-                raise ValueError(f"{name}: {key} must be > 0, got {value!r}")
-            if key in ("lam", "alpha", "mu", "nu") and v < 0:
-                raise ValueError(f"{name}: {key} must be >= 0, got {value!r}")
-            if key == "lam" and name == "align_uniform" and v > 1:
-                raise ValueError(f"{name}: lam must be in [0, 1], got {value!r}")
-            if key == "u" and not 0 <= v < math.pi:
-                raise ValueError(f"{name}: u must be in [0, pi) radians, got {value!r}")
-            out[key] = v
-    return out
 
 
 class SentenceLoss:
@@ -163,4 +117,4 @@ def build_loss(name: str, **hp: Any) -> SentenceLoss:
         raise ValueError(
             f"{name}: unknown hyperparameter(s) {', '.join(unknown)}; valid: {', '.join(defaults)}"
         )
-    return SentenceLoss(name, _validate(name, {**defaults, **hp}))
+    return SentenceLoss(name, check_hyperparameters(name, {**defaults, **hp}))

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .catalog import DUALTEMP_NEGATIVES  # which negatives dualtemp gives each anchor
 from .macl import macl_temperature
 
 __all__ = [
@@ -165,9 +166,6 @@ def dcl_vision(z1: Tensor, z2: Tensor, *, tau: float) -> Tensor:
 
 
 # --------------------------------------------------------------------------- Dual temperature
-#: Which negatives ``dualtemp`` gives each anchor: the released SimCo loss's N - 1 of the other view
-#: (default), or the 2N - 2 of both views that the other Table 9 losses use.
-DUALTEMP_NEGATIVES = ("other_view", "both_views")
 
 
 def cross_view_logsumexp(z1: Tensor, z2: Tensor, *, tau: float | Tensor) -> Tensor:

@@ -1,0 +1,251 @@
+"""Bad input refused at validation (docs/reliability.md G4-G8, G13, G14; issue 63 item 6): each case is
+the config Snakemake hands the Snakefile for ``--configfile config/demo.yaml --config <override>`` (the
+``--config`` text parsed by Snakemake's own ``parse_config``), validated by ``contrastlab.config.validate``
+as rules/common.smk does while the Snakefile is read, i.e. during ``snakemake -n``, before any job."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from snakemake.cli import parse_config
+from snakemake.utils import update_config
+
+from contrastlab import config as cl_config
+from contrastlab.paths import REPO_ROOT
+
+DEMO = REPO_ROOT / "config" / "demo.yaml"
+
+
+def _config(*overrides: str, file_overlay: dict | None = None) -> dict:
+    """The demo config with a YAML ``file_overlay`` (a second --configfile) and ``--config`` overrides."""
+    with open(DEMO) as handle:
+        config = yaml.safe_load(handle)
+    if file_overlay:
+        config = cl_config.deep_merge(config, file_overlay)
+    update_config(config, parse_config(list(overrides)))
+    return config
+
+
+def _refusal(*overrides: str, file_overlay: dict | None = None) -> str:
+    with pytest.raises(cl_config.ConfigError) as caught:
+        cl_config.validate(_config(*overrides, file_overlay=file_overlay))
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+# --- G4: every schema-typed key converts from command-line text the same way, at any depth -------------
+TYPED = [
+    ("experiments={nie2023: {methods: {cl: {lr: 1e-5}}}}", ("nie2023", "cl", "lr"), 1e-5),
+    ("experiments={nie2023: {methods: {cl: {lr: 1.0e-5}}}}", ("nie2023", "cl", "lr"), 1e-5),
+    ("experiments={nie2023: {methods: {cl: {batch_size: 16}}}}", ("nie2023", "cl", "batch_size"), 16),
+    (
+        "experiments={nie2023: {methods: {cl: {per_backbone: {tiny-bert: {lr: 1e-5, batch_size: 8}}}}}}",
+        ("nie2023", "cl", "per_backbone", "tiny-bert", "lr"),
+        1e-5,
+    ),
+    (
+        "experiments={nie2023: {methods: {cl: {per_backbone: {tiny-bert: {batch_size: 8}}}}}}",
+        ("nie2023", "cl", "per_backbone", "tiny-bert", "batch_size"),
+        8,
+    ),
+    ("experiments={macl_cifar10: {methods: {ntxent: {lr: 0.5}}}}", ("macl_cifar10", "ntxent", "lr"), 0.5),
+]
+
+
+@pytest.mark.fault(
+    "a per-method lr/batch_size/per_backbone value given on the command line", "typed as in a file"
+)
+@pytest.mark.parametrize(("override", "where", "expected"), TYPED)
+def test_command_line_method_settings_are_typed_as_in_a_file(override, where, expected, observed):
+    experiment, method, *keys = where
+    value = cl_config.validate(_config(override))["experiments"][experiment]["methods"][method]
+    for key in keys:
+        value = value[key]
+    observed(f"{override} -> {value!r}")
+    assert value == expected and type(value) is type(expected)
+
+
+def test_the_tracks_branch_still_types_a_methods_training_block():
+    """The then/else branch of an experiment's schema (a vision method's training keys) keeps typing."""
+    config = cl_config.validate(
+        _config("experiments={macl_cifar10: {methods: {ntxent: {training: {epochs: 3}}}}}")
+    )
+    assert config["experiments"]["macl_cifar10"]["methods"]["ntxent"]["training"]["epochs"] == 3
+
+
+@pytest.mark.fault(
+    "a per-method lr or batch_size out of range on the command line",
+    "refused as a number out of range (not as text), naming the key",
+)
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        (
+            "experiments={nie2023: {methods: {cl: {lr: -1.0e-5}}}}",
+            "config key experiments.nie2023.methods.cl.lr: -1e-05 is less than or equal to the minimum of 0",
+        ),
+        (
+            "experiments={nie2023: {methods: {cl: {batch_size: 0}}}}",
+            "config key experiments.nie2023.methods.cl.batch_size: 0 is less than the minimum of 2",
+        ),
+    ],
+)
+def test_a_command_line_method_setting_out_of_range_is_refused_as_a_number(override, expected, observed):
+    message = _refusal(override)
+    observed(message)
+    assert message == expected
+
+
+def spec_sweep(config: dict) -> dict:
+    return config["experiments"]["li2024"]["sweep"]
+
+
+# --- G5: loss hyperparameters from the command line reach the loss as the values they spell ------------
+@pytest.mark.fault("loss hyperparameters given on the command line", "typed as in a YAML file, not text")
+def test_command_line_hyperparameters_are_typed_as_in_a_file(observed):
+    config = cl_config.validate(
+        _config(
+            "experiments={li2024: {methods: {paradigm: {loss: paradigm, hp: {tau: 0.1, r: 1e-1, gd: false, "
+            "weight: uniform}, per_backbone: {tiny-bert: {hp: {m: 0.2}}}}}, sweep: {hp.tau: [0.05, 1]}}}"
+        )
+    )
+    spec = config["experiments"]["li2024"]["methods"]["paradigm"]
+    observed(f"hp {spec['hp']}, per_backbone {spec['per_backbone']}, sweep {spec_sweep(config)}")
+    assert spec["hp"] == {"tau": 0.1, "r": 0.1, "gd": False, "weight": "uniform"}
+    assert [type(v) for v in spec["hp"].values()] == [float, float, bool, str]
+    assert spec["per_backbone"]["tiny-bert"]["hp"] == {"m": 0.2}
+    assert spec_sweep(config) == {"hp.tau": [0.05, 1]}
+    grid = cl_config.Grid(config)
+    cell = next(c for c in grid.cells if c.method == "paradigm-tau0.05")
+    hp = grid.settings(cell)["loss_hp"]  # what build_loss receives in the train job
+    assert (hp["tau"], hp["r"], hp["gd"], hp["weight"]) == (0.05, 0.1, False, "uniform")
+
+
+# --- G6: a value the loss cannot take is refused at validation, naming the key -------------------------
+BOUNDS = [
+    (
+        {"nie2023": {"methods": {"cl": {"hp": {"tau": 0}}}}},
+        "experiments.nie2023.methods.cl.hp.tau",
+        "infonce",
+        {"tau": 0},
+    ),
+    (
+        {"nie2023": {"methods": {"cl": {"hp": {"tau": -0.05}}}}},
+        "experiments.nie2023.methods.cl.hp.tau",
+        "infonce",
+        {"tau": -0.05},
+    ),
+    (
+        {"nie2023": {"methods": {"cl": {"per_backbone": {"minilm": {"hp": {"tau": 0.0}}}}}}},
+        "experiments.nie2023.methods.cl.per_backbone.minilm.hp.tau",
+        "infonce",
+        {"tau": 0.0},
+    ),
+    (
+        {"nie2023": {"methods": {"au": {"loss": "align_uniform", "hp": {"lam": 1.5}}}}},
+        "experiments.nie2023.methods.au.hp.lam",
+        "align_uniform",
+        {"lam": 1.5},
+    ),
+    (
+        {"nie2023": {"methods": {"arc": {"loss": "arccon", "hp": {"u": 4.0}}}}},
+        "experiments.nie2023.methods.arc.hp.u",
+        "arccon",
+        {"u": 4.0},
+    ),
+    (
+        {"macl_cifar10": {"methods": {"macl": {"hp": {"reweight": "maybe"}}}}},
+        "experiments.macl_cifar10.methods.macl.hp.reweight",
+        "macl_vision",
+        {"reweight": "maybe"},
+    ),
+    (
+        {"li2024_fig6_tau": {"sweep": {"hp.tau": [0.05, 0]}}},
+        "experiments.li2024_fig6_tau.sweep.hp.tau",
+        "paradigm",
+        {"tau": 0},
+    ),
+]
+
+
+@pytest.mark.fault(
+    "a loss hyperparameter out of the loss's bounds (tau <= 0, ...)", "refused at validation naming the key"
+)
+@pytest.mark.parametrize(("overlay", "key", "loss", "hp"), BOUNDS)
+def test_loss_bounds_are_refused_at_validation_naming_the_key(overlay, key, loss, hp, observed):
+    from contrastlab.losses import build_loss
+
+    message = _refusal(file_overlay={"experiments": overlay})
+    observed(message)
+    with pytest.raises(ValueError) as built:  # the loss's own check: validation states the same bound
+        build_loss(loss, **hp)
+    assert message == f"config key {key}: {built.value}"
+
+
+# --- G7, G8: seeds are distinct and within the range the trainers accept (numpy: 0 <= seed < 2**32) ----
+SEEDS = [
+    ("seeds=[42, 42]", "config key seeds: 42 is listed twice; list each value once"),
+    (
+        "experiments={macl_cifar10: {seeds: [42, 43, 43]}}",
+        "config key experiments.macl_cifar10.seeds: 43 is listed twice; list each value once",
+    ),
+    ("seeds=[-1]", "config key seeds[0]: -1 is less than the minimum of 0"),
+    (f"seeds=[42, {2**32}]", "config key seeds[1]: 4294967296 is greater than the maximum of 4294967295"),
+    (
+        "experiments={nie2023: {seeds: [-7]}}",
+        "config key experiments.nie2023.seeds[0]: -7 is less than the minimum of 0",
+    ),
+]
+
+
+@pytest.mark.fault("duplicate, negative or too-large seeds", "refused at validation naming the key")
+@pytest.mark.parametrize(("override", "expected"), SEEDS)
+def test_bad_seeds_are_refused_naming_the_key(override, expected, observed):
+    message = _refusal(override)
+    observed(message)
+    assert message.startswith(expected), message
+
+
+def test_the_largest_seed_numpy_takes_is_accepted():
+    assert cl_config.validate(_config(f"seeds=[0, {2**32 - 1}]"))["seeds"] == [0, 2**32 - 1]
+
+
+# --- G13, G14: results and resources folders Snakemake and recovery can live with ----------------------
+@pytest.mark.fault("'{' or '}' in results_dir / resources_dir", "refused at validation naming the key")
+@pytest.mark.parametrize("key", ["results_dir", "resources_dir"])
+def test_braces_in_a_folder_are_refused_naming_the_key(key, observed):
+    message = _refusal(f"{key}=results/g8{{x}}")
+    observed(message)
+    assert message.startswith(f"config key {key}: 'results/g8{{x}}' holds '{{' or '}}'"), message
+    assert "choose a folder name without them" in message
+
+
+@pytest.mark.fault(
+    "results_dir '.', '/', '..', the project root or a parent of resources_dir", "refused naming the key"
+)
+@pytest.mark.parametrize(
+    ("overrides", "what"),
+    [
+        (["results_dir=."], "the working directory"),
+        (["results_dir=/"], "a parent of the working directory"),
+        (["results_dir=.."], "a parent of the working directory"),
+        ([f"results_dir={REPO_ROOT}"], "the project root"),
+        (["results_dir=out", "resources_dir=out/resources"], "a parent of resources_dir"),
+        (["results_dir=out", "resources_dir=out"], "resources_dir itself"),
+    ],
+)
+def test_a_results_folder_that_holds_the_project_is_refused(tmp_path, monkeypatch, overrides, what, observed):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    message = _refusal(*overrides)
+    observed(message)
+    assert message.startswith("config key results_dir: "), message
+    assert f"is {what}" in message and "use a folder of its own, e.g. results" in message
+
+
+def test_an_ordinary_results_folder_is_accepted(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = cl_config.validate(_config(f"results_dir={tmp_path / 'r'}", "resources_dir=res"))
+    assert (config["results_dir"], config["resources_dir"]) == (str(tmp_path / "r"), "res")
