@@ -44,7 +44,7 @@ import yaml
 from contrastlab import config as cl_config
 from contrastlab.config.data import data_identity, image_data_identity
 from contrastlab.paths import Results, atomic_dir, write_json
-from contrastlab.workflow.recovery import running_workflow_marker
+from contrastlab.workflow.recovery import run_records
 
 #: The preset's outputs each ``reproduce@<preset>`` stage versions (``dvc.yaml``'s ``outs``), relative
 #: to its ``results_dir``; the folders are created empty where a preset writes none (``search`` without
@@ -444,11 +444,11 @@ def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push
             f"nothing to freeze: {preset.configfile} has not run yet ({preset.results_dir}/metrics holds "
             f"no metrics file); run it first: .venv/bin/dvc repro {stage}"
         )
-    running = running_workflow_marker(results)
-    if running.exists():
+    running = run_records(results)
+    if running:
         raise VersioningError(
-            f"a Snakemake run is using {preset.results_dir} ({running.relative_to(root)} exists; if it was "
-            "killed, run the workflow again to finish it): freeze when it has ended"
+            f"a Snakemake run is using {preset.results_dir} ({running[0].relative_to(root)} exists; if it "
+            "was killed, run the workflow again to finish it): freeze when it has ended"
         )
     left = pending_jobs(_snakemake([*preset.snakemake_args, "-n"], root, "snakemake -n"))
     if left:

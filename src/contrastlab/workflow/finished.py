@@ -139,11 +139,9 @@ def changed(results_dir: str | os.PathLike, output: str | os.PathLike) -> str | 
 def _in_use(results_dir: str | os.PathLike) -> bool:
     """Whether another run may be executing on ``results_dir``: a run record is left after the recovery
     of killed runs (contrastlab.workflow.recovery), which this process has not written yet."""
-    from contrastlab.workflow.recovery import runs_folder
+    from contrastlab.workflow.recovery import run_records
 
-    return (
-        any(runs_folder(results_dir).glob("*.json")) or Path(results_dir, "state", "snakemake.json").exists()
-    )
+    return bool(run_records(results_dir))
 
 
 def set_aside(results_dir: str | os.PathLike, output: str | os.PathLike) -> Path:

@@ -114,6 +114,13 @@ def runs_folder(results_dir: str | os.PathLike) -> Path:
     return Path(results_dir) / "state" / "runs"
 
 
+def run_records(results_dir: str | os.PathLike) -> list[Path]:
+    """The records of the runs that may be executing on ``results_dir`` (this contrastlab's, and the
+    single marker an older one wrote): empty when none is."""
+    legacy = _legacy_marker(results_dir)
+    return sorted(runs_folder(results_dir).glob("*.json")) + ([legacy] if legacy.is_file() else [])
+
+
 def _legacy_marker(results_dir: str | os.PathLike) -> Path:
     """The single marker of contrastlab before per-run records (one per folder, no host)."""
     return Path(results_dir) / "state" / "snakemake.json"
@@ -157,17 +164,11 @@ def record_running_workflow(
 
 def _records(results_dir: str | os.PathLike) -> list[tuple[Path, dict[str, Any]]]:
     found = []
-    for path in sorted(runs_folder(results_dir).glob("*.json")):
+    for path in run_records(results_dir):
         try:
             found.append((path, json.loads(path.read_text())))
         except (OSError, ValueError):
             found.append((path, {}))  # unreadable: its owner cannot be checked
-    legacy = _legacy_marker(results_dir)
-    if legacy.is_file():
-        try:
-            found.append((legacy, json.loads(legacy.read_text())))
-        except (OSError, ValueError):
-            found.append((legacy, {}))
     return found
 
 
