@@ -385,7 +385,7 @@ def plan_report(
     lines = [
         f"## Projected cost{f' of {title}' if title else ''}",
         "",
-        *summary_lines(jobs, works, calibration, card, probe_s, cpus_per_gpu),
+        *summary_lines(jobs, works, calibration, card, probe_s, cpus_per_gpu, chosen),
         *plan_lines(grid, jobs, calibration, chosen),
         *disk_lines(
             grid, jobs, [] if searches_in_all else search_jobs(grid, calibration, chosen, every_search)

@@ -42,11 +42,13 @@ def summary_lines(
     card: str | None,
     probe_seconds: float,
     cpus_per_gpu: int,
+    chosen: str = AS_CONFIGURED,
 ) -> list[str]:
-    """A few lines: the calibration (and why), the totals, the fp32 share and floor, the 8-GPU makespan."""
+    """A few lines: the calibration (and why), the totals, the fp32 share and floor, the 8-GPU makespan
+    under the precision choice ``chosen`` (the makespan section's, so the two agree)."""
     totals = {c: sum(j.seconds[c] for j in jobs) / 3600 for c in (AS_CONFIGURED, *SIDE_BY_SIDE)}
     fp32, floor = fp32_hours(jobs, works, card)
-    node = simulate(plan_jobs(jobs, probe_seconds, AS_CONFIGURED), NODE_GPUS, NODE_GPUS * cpus_per_gpu)
+    node = simulate(plan_jobs(jobs, probe_seconds, chosen), NODE_GPUS, NODE_GPUS * cpus_per_gpu)
     minutes = round(node.makespan_s / 60)
     total = totals[AS_CONFIGURED]
     lines = [
@@ -64,5 +66,9 @@ def summary_lines(
             f"their steps at the card's full fp32 peak ({peak:g} TFLOP/s) would still take {floor:.1f} "
             "GPU-h (the fp32 floor: no speed-up goes below it, only less fp32 work or another precision)."
         )
-    lines += [f"- Makespan on one {NODE_GPUS}-GPU node: {minutes // 60}:{minutes % 60:02d} (h:mm).", ""]
+    which = "" if chosen == AS_CONFIGURED else f", all {chosen}"
+    lines += [
+        f"- Makespan on one {NODE_GPUS}-GPU node{which}: {minutes // 60}:{minutes % 60:02d} (h:mm).",
+        "",
+    ]
     return lines
