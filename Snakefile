@@ -66,6 +66,11 @@ onsuccess:
 
 onerror:
     forget_running_workflow(R, snakemake_lock_files(workflow))
+    # Snakemake prints its error summary and WorkflowError after this: the failed jobs' contrastlab: lines,
+    # read back from their logs, are printed when the process exits, so that the output ends with them.
+    from contrastlab.workflow import failures as cl_failures
+
+    cl_failures.print_at_exit(cl_failures.failure_lines(sorted(getattr(workflow.scheduler, "failed", ()), key=str)))
 
 
 rule all:

@@ -20,6 +20,7 @@ from contrastlab.figures import catalog as figure_catalog
 from contrastlab import search as cl_search
 from contrastlab import artifacts as cl_lock
 from contrastlab.data.acquire import data_marker_path
+from contrastlab.data.corpus_check import CorpusError
 from contrastlab.senteval.protocol import CELL_POOLING
 from contrastlab.senteval.tasks import SentEvalDataError
 from contrastlab.losses.user import module_path
@@ -114,7 +115,7 @@ def data_marker_identity(what):
         # The main process may resolve an unpinned download's digest (one HEAD, or the download itself);
         # a job's process reads the lock, which the corpus job has written by then.
         return GRID.data_identity(what, resolve=workflow.is_main_process)
-    except (OSError, SentEvalDataError) as error:
+    except (OSError, SentEvalDataError, CorpusError) as error:
         sys.exit(f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}")
 
 

@@ -115,3 +115,58 @@ def test_the_cell_path_is_spelled_once_in_the_project():
         p.relative_to(REPO_ROOT).as_posix() for p in files if four.search(p.read_text(encoding="utf-8"))
     )
     assert spelled == ["src/contrastlab/paths.py"]
+
+
+@pytest.mark.fault("the new folder cannot be renamed into place", "the previous folder is still there, whole")
+def test_atomic_dir_removes_the_old_folder_only_after_the_new_one_is_in_place(
+    tmp_path, monkeypatch, observed
+):
+    import contrastlab.paths as cl_paths
+
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "weights").write_text("old")
+    real_replace = os.replace
+
+    def failing_replace(src, dst):
+        if os.fspath(src).endswith(".partial"):
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(cl_paths.os, "replace", failing_replace)
+    with pytest.raises(OSError, match="No space left"), atomic_dir(target) as tmp:
+        tmp.mkdir()
+        (tmp / "weights").write_text("new")
+    monkeypatch.undo()
+    assert (target / "weights").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no leftover
+    observed("the rename failed; model/ kept whole")
+
+
+@pytest.mark.fault(
+    "disk full while the tables and report are re-rendered", "every previous file keeps its content"
+)
+def test_tables_and_report_are_written_atomically(tmp_path, monkeypatch, observed):
+    from pathlib import Path
+
+    from contrastlab.paths import Results
+    from contrastlab.report import build_report
+
+    config = {"seeds": [42], "experiments": {"macl": {"backbones": ["bert-base"], "methods": {}}}}
+    written = build_report(Results(tmp_path), config)
+    before = {path: path.read_bytes() for path in written}
+    real_write_text = Path.write_text
+
+    def half_then_full(self, data, *args, **kwargs):
+        real_write_text(self, data[: len(data) // 2], *args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", half_then_full)
+    with pytest.raises(OSError, match="No space left"):
+        build_report(Results(tmp_path), config)
+    monkeypatch.undo()
+    changed = [path.name for path, data in before.items() if path.read_bytes() != data]
+    assert not changed, changed
+    leftovers = [p.name for p in tmp_path.rglob("*.partial")]
+    assert not leftovers, leftovers
+    observed(f"{len(before)} files, none changed, no .partial left")

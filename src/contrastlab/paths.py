@@ -187,23 +187,43 @@ def _partial(path: Path) -> Path:
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike, *, fsync: bool = False) -> Iterator[Path]:
     """:func:`atomic_write` for a folder: yield a temporary path beside ``path`` (not created, so that
-    ``shutil.copytree`` or ``save_pretrained`` may create it) and put it in the place of ``path`` (whose
-    previous content is removed) when the block ends without an exception; on an exception the
-    temporary folder is removed and ``path`` is left as it was. A killed job leaves either the previous
-    folder or the new one, never half of one. ``fsync``: the folder entry reaches the disk before this
-    returns."""
+    ``shutil.copytree`` or ``save_pretrained`` may create it) and put it in the place of ``path`` when
+    the block ends without an exception; on an exception the temporary folder is removed and ``path`` is
+    left as it was. The previous folder is renamed aside (``.<name>.<pid>.old``), the new one renamed
+    into place, and only then is the previous one removed: a failed rename puts it back, and a killed
+    job leaves the previous folder or the new one whole (a kill between the two renames, a matter of
+    microseconds, leaves the previous one under its ``.old`` name). ``fsync``: the folder entry reaches
+    the disk before this returns."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _partial(path)
+    old = path.with_name(f".{path.name}.{os.getpid()}.old")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         yield tmp
-        shutil.rmtree(path, ignore_errors=True)
-        os.replace(tmp, path)
+        if path.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            if old.exists() and not path.exists():
+                os.replace(old, path)
+            raise
         if fsync:
             _fsync(path.parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if path.exists():  # never the previous folder while nothing stands in its place
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` as UTF-8 atomically (:func:`atomic_write`): a reader sees the previous
+    content or the new one, never half of it (a full disk, a killed job). Returns ``path``."""
+    with atomic_write(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
 
 
 def _fsync(path: Path) -> None:

@@ -92,3 +92,66 @@ def test_a_data_url_or_revision_the_lock_does_not_pin_stops_in_one_line(repo_roo
     asks = _load(repo_root, artifacts_lock=str(lock), backbones={"bert-base": {"revision": "2" * 40}})
     with pytest.raises(LockMismatch, match="backbones.bert-base.revision"):
         cl_data.check_lock(asks)
+
+
+# --- Issue 63 (D1, D2, D4): a user's corpus that is not UTF-8, blank or empty is refused before any job
+# (the workflow's main process hashes data.wiki_path while it reads the Snakefile), in one line naming
+# data.wiki_path, the file and the fix.
+
+
+def _corpus_error(repo_root, corpus) -> str:
+    from contrastlab.data.corpus_check import CorpusError
+
+    config = _load(repo_root, "demo.yaml", data={"wiki_path": str(corpus)})
+    with pytest.raises(CorpusError) as refused:
+        cl_data.data_identity(config, "corpus")
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"data.wiki_path {corpus} "), message
+    return message
+
+
+@pytest.mark.fault(
+    "corpus with byte 0xe9 on line 100 (D1)", "refused before any job naming file, line 100, fix"
+)
+def test_a_corpus_that_is_not_utf8_is_refused_naming_the_line(repo_root, tmp_path, observed):
+    corpus = tmp_path / "wiki.txt"
+    lines = [f"sentence number {i} ." for i in range(1, 201)]
+    corpus.write_bytes(
+        "\n".join(lines).encode().replace(b"sentence number 100 ", b"sentence n\xe9 100 ") + b"\n"
+    )
+    message = _corpus_error(repo_root, corpus)
+    assert "is not UTF-8: line 100 " in message and "0xe9" in message, message
+    assert "iconv" in message, message
+    observed(message[message.index("is not") :][:100])
+
+
+@pytest.mark.fault("corpus of 2000 empty lines (D2)", "refused before training: no sentence")
+def test_a_corpus_of_blank_lines_is_refused(repo_root, tmp_path, observed):
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_text("\n" * 1990 + "  \n" * 10)
+    message = _corpus_error(repo_root, corpus)
+    assert "all of its 2000 lines are blank" in message, message
+    observed(message[message.index("all of") :][:100])
+
+
+def test_a_corpus_with_more_than_one_in_a_hundred_blank_lines_is_refused(repo_root, tmp_path):
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_text("".join(f"sentence {i} .\n" for i in range(98)) + "\n\n")  # 2 of 100: refused
+    message = _corpus_error(repo_root, corpus)
+    assert "2 of its 100 lines are blank (first: line 99)" in message, message
+    corpus.write_text("".join(f"sentence {i} .\n" for i in range(99)) + "\n")  # 1 of 100: accepted
+    config = _load(repo_root, "demo.yaml", data={"wiki_path": str(corpus)})
+    import hashlib
+
+    expected = hashlib.sha256(corpus.read_bytes()).hexdigest()
+    assert cl_data.data_identity(config, "corpus") == {"corpus": "text", "sha256": expected}
+
+
+@pytest.mark.fault("empty corpus file (D4)", "refused as empty, naming data.wiki_path")
+def test_an_empty_corpus_is_refused_as_empty(repo_root, tmp_path, observed):
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_bytes(b"")
+    message = _corpus_error(repo_root, corpus)
+    assert message.startswith(f"data.wiki_path {corpus} is empty;"), message
+    assert "analysis" not in message
+    observed(message[:100])

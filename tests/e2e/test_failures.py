@@ -96,6 +96,35 @@ def test_bad_senteval_file_stops_the_workflow_with_one_line(repo_root, tmp_path,
     assert "Select jobs to execute" not in out  # stopped while the workflow was read
 
 
+@pytest.mark.fault(
+    "corpus (data.wiki_path) with a latin-1 byte on line 100 (D1)", "one line naming file and line, no job"
+)
+def test_a_corpus_that_is_not_utf8_stops_the_workflow_before_any_job(repo_root, tmp_path, observed):
+    """Issue 63 (D1): the corpus is checked while the main process hashes it (rules/common.smk), so a bad
+    byte stops a dry run already, in the output's last line; tests/config/test_data.py checks the wording
+    and the blank and empty corpora."""
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_bytes(
+        b"".join(b"caf\xe9 .\n" if i == 100 else b"sentence %d .\n" % i for i in range(1, 300))
+    )
+    done = snakemake_process(
+        repo_root,
+        "-n",
+        "--configfile",
+        "config/demo.yaml",
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/resources",
+        f"data={{wiki_path: {corpus}}}",
+    )
+    line = _one_line_failure(done)
+    assert line.startswith(
+        f"contrastlab: data: CorpusError: data.wiki_path {corpus} is not UTF-8: line 100 "
+    ), line
+    assert [x for x in done.stderr.splitlines() if x.strip()][-1] == line
+    observed(line[line.index("is not") :][:90])
+
+
 def _one_line_failure(done) -> str:
     out = done.stdout + done.stderr
     lines = _contrastlab_lines(out)

@@ -20,6 +20,7 @@ from snakemake.utils import update_config
 from contrastlab import config as cl_config
 from contrastlab.artifacts import LockMismatch
 from contrastlab.cost import budget as cl_budget
+from contrastlab.data.corpus_check import CorpusError
 from contrastlab.senteval.tasks import SentEvalDataError
 
 
@@ -50,7 +51,7 @@ def start_error(configfile: str | Path, *overrides: str) -> str | None:
     for what in ("senteval", "corpus"):
         try:
             grid.data_identity(what)
-        except (OSError, SentEvalDataError) as error:
+        except (OSError, SentEvalDataError, CorpusError) as error:
             return f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}"
     try:
         grid.check_lock()

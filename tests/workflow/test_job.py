@@ -71,3 +71,105 @@ def test_a_job_of_no_cell_is_labelled_by_its_wildcards_and_records_no_failure():
         failure_record(select) is None and failure_record(job("encode_pretrained", {"backbone": "b"})) is None
     )
     assert job_label(job("tables", {})) == "rule tables"
+
+
+# --- Issue 63: a full disk named whichever library hit it (P7); the line when the log cannot be opened
+# (P9); the log ends with the line, which the workflow prints again at its very end (item 7) -------------
+
+ENFORCE = "[enforce fail at inline_container.cc:672] . unexpected pos 25984 vs 25878"
+
+
+def _disk_full() -> RuntimeError:
+    """torch's error on a full disk: a RuntimeError whose chained cause is the OSError (ENOSPC)."""
+    import errno
+
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as cause:
+            raise RuntimeError(ENFORCE) from cause
+    except RuntimeError as error:
+        return error
+
+
+def _fail_in_job(tmp_path, error, capsys):
+    from contrastlab.workflow.job import logged_to
+
+    log = tmp_path / "results" / "logs" / "train" / "cell.log"
+    record = tmp_path / "results" / "metrics" / "failed.json"
+    with pytest.raises(SystemExit) as stop:
+        with logged_to(log, "rule train nie2023/tiny-bert/cl/seed42", failure_record=record, run="r1"):
+            raise error
+    assert stop.value.code == 1
+    return capsys.readouterr().err.strip().splitlines(), log, record
+
+
+@pytest.mark.fault(
+    "full disk under torch's save (RuntimeError chained from ENOSPC)", "'no space left on <folder>'"
+)
+def test_a_full_disk_is_named_whichever_library_hit_it(tmp_path, capsys, observed):
+    import json
+
+    lines, log, record = _fail_in_job(tmp_path, _disk_full(), capsys)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(
+        f"contrastlab: rule train nie2023/tiny-bert/cl/seed42: no space left on {tmp_path / 'results'}; "
+    ), lines[0]
+    assert "free space there" in lines[0] and lines[0].endswith(f"(log: {log})"), lines[0]
+    # A retry without freeing space fails the same way: the SLURM retry stops at once.
+    assert json.loads(record.read_text())["retry_can_help"] is False
+    assert is_deterministic_failure(_disk_full()) and not is_deterministic_failure(RuntimeError(ENFORCE))
+    observed(lines[0].split(": ", 2)[2][:90])
+
+
+@pytest.mark.fault("the job's log cannot be opened (disk full)", "the one contrastlab: line still, exit 1")
+def test_the_line_is_printed_when_the_log_cannot_be_opened(tmp_path, capsys, monkeypatch, observed):
+    import builtins
+    import errno
+
+    from contrastlab.workflow.job import logged_to
+
+    log = tmp_path / "results" / "logs" / "tables.log"
+    real_open = builtins.open
+
+    def full_disk_open(file, *args, **kwargs):
+        if str(file) == str(log):
+            raise OSError(errno.ENOSPC, "No space left on device", str(log))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", full_disk_open)
+    ran = []
+    with pytest.raises(SystemExit) as stop:
+        with logged_to(log, "rule tables"):
+            ran.append(True)
+    assert stop.value.code == 1 and not ran
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"contrastlab: rule tables: no space left on {log.parent}; "), lines[0]
+    assert f"{log}" in lines[0]
+    observed(lines[0][:100])
+
+
+@pytest.mark.fault("a job fails", "its log ends with the contrastlab: line the workflow prints last")
+def test_the_log_ends_with_the_line_and_the_workflow_reads_it_back(tmp_path, capsys, observed):
+    from contrastlab.workflow.failures import failure_lines
+
+    lines, log, _ = _fail_in_job(tmp_path, ValueError("tau must be > 0"), capsys)
+    text = log.read_text()
+    assert "Traceback" in text and text.rstrip("\n").splitlines()[-1] == lines[0], text
+    job = SimpleNamespace(
+        rule=SimpleNamespace(name="train"),
+        wildcards={"experiment": "nie2023", "backbone": "tiny-bert", "method": "cl", "seed": "42"},
+        log=[str(log)],
+    )
+    silent = SimpleNamespace(
+        rule=SimpleNamespace(name="tables"), wildcards={}, log=[str(tmp_path / "none.log")]
+    )
+    found = failure_lines([job, silent])
+    assert found[0] == lines[0], found
+    assert found[1] == (
+        f"contrastlab: rule tables failed without a contrastlab: line; see its output above "
+        f"(log: {tmp_path / 'none.log'})"
+    ), found
+    observed(found[0][:100])

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab import artifacts as artifacts_lock
+from contrastlab.data.corpus_check import check_corpus
 from contrastlab.data.download import (
     CANONICAL_SENTEVAL,
     CORPUS_NAME,
@@ -156,7 +157,8 @@ def corpus_identity(source: CorpusSource, *, resolve: bool = False) -> dict[str,
         corpus = Path(source.wiki_path)
         if not corpus.is_file():
             raise FileNotFoundError(f"data.wiki_path {corpus} is not a file; fix the path or unset it")
-        return {"corpus": "text", "sha256": sha256_file(corpus)}
+        # Hashed and checked in one pass (UTF-8, not empty, not blank): refused here, before any job.
+        return {"corpus": "text", "sha256": check_corpus(corpus)}
     if source.fixture_sentences is not None:
         return {"corpus": "fixture", "sentences": source.fixture_sentences}
     pinned = artifacts_lock.entry(source.lock_file, "data", CORPUS_NAME)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contrastlab.config import Grid
-from contrastlab.paths import Results
+from contrastlab.paths import Results, write_text
 from contrastlab.report.html import write_html_report
 from contrastlab.tables import get_spec, tables_for_config
 from contrastlab.tables.search import search_tables, write_search_tables
@@ -125,8 +125,8 @@ def _write_tables(names: list[str], grid: Grid, metrics, failures, out_dir: Path
     for name in names:
         table = assemble(get_spec(name), grid, metrics, failures)
         paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
-        paths["csv"].write_text(to_csv(table), encoding="utf-8")
-        paths["md"].write_text(to_markdown(table), encoding="utf-8")
-        paths["tex"].write_text(to_latex(table), encoding="utf-8")
+        write_text(paths["csv"], to_csv(table))  # atomically: a full disk leaves the previous file
+        write_text(paths["md"], to_markdown(table))
+        write_text(paths["tex"], to_latex(table))
         built.append((table, paths))
     return built

@@ -18,7 +18,7 @@ from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import plan
 from contrastlab.cost.budget import plan_points
 from contrastlab.cost.measured import cost_lines
-from contrastlab.paths import read_metrics
+from contrastlab.paths import read_metrics, write_text
 from contrastlab.report import power
 from contrastlab.report.claims import (
     MAX_SEEDS,
@@ -276,7 +276,7 @@ def write_report(
         lines += ["## Other tables", ""] + _tables_lines(orphans, link)
     lines += _run_lines(grid, metrics_root, results_dir)
     lines += cite_lines()
-    report_path.write_text("\n".join(lines), encoding="utf-8")
+    write_text(report_path, "\n".join(lines))  # atomically (paths.atomic_write)
     return report_path
 
 

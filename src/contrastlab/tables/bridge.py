@@ -11,7 +11,7 @@ from pathlib import Path
 
 from contrastlab.evaluation.bridge import BRIDGE_FILE, PROVENANCE_FILE, STEPS
 from contrastlab.evaluation.mteb_sts import MTEB_TASKS
-from contrastlab.paths import Results
+from contrastlab.paths import Results, write_text
 from contrastlab.tables.markdown import markdown_table
 
 __all__ = ["BRIDGE_TABLE", "bridge_lines", "bridge_rows", "write_bridge_table"]
@@ -72,10 +72,9 @@ def write_bridge_table(results: Results, out_dir: str | Path) -> tuple[list[Path
     writer.writeheader()
     writer.writerows(rows)
     csv_path, md_path = out_dir / f"{BRIDGE_TABLE}.csv", out_dir / f"{BRIDGE_TABLE}.md"
-    csv_path.write_text(buffer.getvalue(), encoding="utf-8")
-    md_path.write_text(
-        "\n".join(["# SentEval protocol -> MTEB, step by step", "", *markdown_table(rows), ""]),
-        encoding="utf-8",
+    write_text(csv_path, buffer.getvalue())  # atomically (paths.atomic_write)
+    write_text(
+        md_path, "\n".join(["# SentEval protocol -> MTEB, step by step", "", *markdown_table(rows), ""])
     )
     lines = bridge_lines(rows)
     return [csv_path, md_path], lines

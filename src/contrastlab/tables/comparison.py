@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contrastlab.config import Grid, expanded_methods
+from contrastlab.paths import write_text
 from contrastlab.tables.published import TABLES, load_published
 from contrastlab.tables.verdicts import seed_noise_verdict
 
@@ -217,7 +218,7 @@ def write_comparisons(
             ("tex", _latex(frame)),
         ):
             path = out_dir / f"{name}.{ext}"
-            path.write_text(text, encoding="utf-8")
+            write_text(path, text)  # atomically (paths.atomic_write)
             written.append(path)
         lines += [f"### {name}", "", title, "", _markdown(frame), ""]
     return written, lines

@@ -41,7 +41,7 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
-from contrastlab.paths import Results
+from contrastlab.paths import Results, atomic_write, write_text
 from contrastlab.stats import half_width
 from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.published import TABLES, load_published
@@ -301,11 +301,12 @@ def write_search_tables(
         frame = pd.DataFrame(rows, columns=[*COLUMNS, *extra])
         shown = [{c: r[c] for c in COLUMNS} for r in rows]
         paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
-        frame.to_csv(paths["csv"], index=False)
+        with atomic_write(paths["csv"]) as tmp:  # atomically: a full disk leaves the previous file
+            frame.to_csv(tmp, index=False)
         table = markdown_table(shown) if shown else ["(no searched setting)"]
         title = f"Search of {experiment}: selected on dev beside the published hyperparameters"
-        paths["md"].write_text("\n".join([f"# {title}", "", *table, ""]), encoding="utf-8")
-        paths["tex"].write_text(_latex(shown), encoding="utf-8")
+        write_text(paths["md"], "\n".join([f"# {title}", "", *table, ""]))
+        write_text(paths["tex"], _latex(shown))
         written += paths.values()
         count = {v: sum(r["verdict"] == v for r in rows) for v in (SAME, SAME_NOISE, DIFFERS, OFF_GRID)}
         sections[experiment] = [

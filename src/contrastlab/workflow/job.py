@@ -17,6 +17,7 @@ from contrastlab.config.data import data_locations, images_root
 from contrastlab.data.acquire import data_marker_path
 from contrastlab.paths import CELL_FIELDS, Results, cell_path, write_json
 from contrastlab.provenance import note_inputs
+from contrastlab.workflow.failures import disk_full, failure_line
 from contrastlab.workflow.finished import record_job
 from contrastlab.workflow.gpus import job_device
 from contrastlab.workflow.recovery import die_with_workflow, workflow_run
@@ -51,15 +52,19 @@ def failure_record(snakemake: Any) -> Path | None:
 #: Failures that a retry of the same job reproduces: a non-finite loss (NonFiniteLossError is a
 #: FloatingPointError), memory exhaustion raised as an exception (the trainer's MemoryError, torch's
 #: OutOfMemoryError), and a bad setting (ValueError). Any other failure (a lost node, a broken GPU, an
-#: I/O error) may pass on another node or later, so a retry is left to run.
+#: I/O error) may pass on another node or later, so a retry is left to run; a full disk does not
+#: (:func:`is_deterministic_failure`).
 DETERMINISTIC_FAILURES: tuple[type[BaseException], ...] = (FloatingPointError, MemoryError, ValueError)
 
 
 def is_deterministic_failure(error: BaseException) -> bool:
     """Whether retrying the job would fail the same way (see :data:`DETERMINISTIC_FAILURES`)."""
     # torch.OutOfMemoryError (CUDA OOM) is a RuntimeError; matched by name so that torch is not imported.
-    return isinstance(error, DETERMINISTIC_FAILURES) or any(
-        cls.__name__ == "OutOfMemoryError" for cls in type(error).__mro__
+    # A full disk (ENOSPC anywhere in the chain) fails again until space is freed: a new run then.
+    return (
+        isinstance(error, DETERMINISTIC_FAILURES)
+        or any(cls.__name__ == "OutOfMemoryError" for cls in type(error).__mro__)
+        or disk_full(error) is not None
     )
 
 
@@ -213,22 +218,37 @@ def logged_to(
         Path(failure_record).unlink(missing_ok=True)
     die_with_workflow()
     real_stderr = sys.stderr
-    with open(log_path, "a" if append else "w", buffering=1) as log:
+    try:
+        log = open(log_path, "a" if append else "w", buffering=1)
+    except OSError as error:  # a full disk (P9): the line still reaches the terminal
+        print(failure_line(error, label, log_path), file=real_stderr, flush=True)
+        raise SystemExit(1) from None
+    try:
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
                 yield
             except Exception as error:
-                traceback.print_exc(file=log)
-                where = f"{label}: " if label else ""
-                message = " ".join(str(error).split())
-                line = f"contrastlab: {where}{type(error).__name__}: {message} (log: {log_path})"
-                print(line, file=real_stderr, flush=True)
-                if failure_record is not None:
-                    retry_can_help = not is_deterministic_failure(error)
-                    record = {"job": label, "error": line, "log": str(log_path), "run": run}
-                    record["traceback"] = traceback.format_exc()
-                    write_json(failure_record, {**record, "retry_can_help": retry_can_help})
-                raise SystemExit(1) from None
+                _fail(error, label, log_path, log, real_stderr, failure_record, run)
+    finally:
+        with contextlib.suppress(OSError):  # closing flushes: on a full disk, the exit status stands
+            log.close()
+
+
+def _fail(error, label, log_path, log, stderr, failure_record, run) -> None:
+    """End a failed job (:func:`logged_to`): its line on ``stderr`` first (the log and the record may be
+    on a full disk), the traceback and the line at the end of ``log`` (the workflow prints the line again
+    last, :mod:`contrastlab.workflow.failures`), the failure record; exit status 1."""
+    line = failure_line(error, label, log_path)
+    print(line, file=stderr, flush=True)
+    with contextlib.suppress(OSError):
+        log.write(traceback.format_exc() + line + "\n")
+    if failure_record is not None:
+        retry_can_help = not is_deterministic_failure(error)
+        record = {"job": label, "error": line, "log": str(log_path), "run": run}
+        record["traceback"] = traceback.format_exc()
+        with contextlib.suppress(OSError):
+            write_json(failure_record, {**record, "retry_can_help": retry_can_help})
+    raise SystemExit(1) from None
 
 
 def _read_record(path: str | os.PathLike) -> dict[str, Any]:
