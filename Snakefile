@@ -58,10 +58,19 @@ onstart:
     record_running_workflow(R, snakemake_lock_files(workflow))
     cl_budget.write_pins(GRID, SEARCH_POINTS)  # what each search's budget kept, for later runs
     cl_points.write_points(SEARCH_POINTS_FILE, GRID.digest, SEARCH_POINTS)  # for this run's jobs (rules/common.smk)
+    # Snakemake deletes the tables job's outputs before it runs: the last good set is kept aside until the
+    # run ends, and put back if the re-render fails (contrastlab.workflow.previous_report).
+    from contrastlab.workflow import previous_report as cl_previous
+
+    for note in filter(None, [cl_previous.keep_previous(R, REPORT_SET)]):
+        print(note, file=sys.stderr)
 
 
 onsuccess:
     forget_running_workflow(R, snakemake_lock_files(workflow))
+    from contrastlab.workflow import previous_report as cl_previous
+
+    cl_previous.forget_previous(R)
 
 
 onerror:
@@ -69,8 +78,17 @@ onerror:
     # Snakemake prints its error summary and WorkflowError after this: the failed jobs' contrastlab: lines,
     # read back from their logs, are printed when the process exits, so that the output ends with them.
     from contrastlab.workflow import failures as cl_failures
+    from contrastlab.workflow import previous_report as cl_previous
 
-    cl_failures.print_at_exit(cl_failures.failure_lines(sorted(getattr(workflow.scheduler, "failed", ()), key=str)))
+    for note in filter(None, [cl_previous.restore_previous(R, REPORT_SET)]):
+        print(note, file=sys.stderr)
+
+    failed = sorted(getattr(workflow.scheduler, "failed", ()), key=str)
+    cl_failures.print_at_exit(cl_failures.failure_lines(failed))
+
+
+# The tables job's outputs: the tables, report.md and report.html (rules/tables.smk).
+REPORT_SET = [*table_outputs(), report_path(), report_path().removesuffix(".md") + ".html"]
 
 
 rule all:
