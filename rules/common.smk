@@ -42,6 +42,7 @@ from contrastlab.workflow.recovery import (
 
 try:
     _validated = cl_config.validate(config)
+    cl_config.check_command_paths(workflow.config_settings.configfiles, os.getcwd())  # in every job's command
 except cl_config.ConfigError as error:
     sys.exit(f"contrastlab: {error}")
 # Validated once per workflow, here, and in place: the jobs' snakemake.config is this same dict, so no job
@@ -115,7 +116,7 @@ def data_marker_identity(what):
         # The main process may resolve an unpinned download's digest (one HEAD, or the download itself);
         # a job's process reads the lock, which the corpus job has written by then.
         return GRID.data_identity(what, resolve=workflow.is_main_process)
-    except (OSError, SentEvalDataError, CorpusError) as error:
+    except (OSError, SentEvalDataError, CorpusError, cl_lock.LockMismatch) as error:  # lock: unreadable
         sys.exit(f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}")
 
 

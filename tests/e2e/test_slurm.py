@@ -214,6 +214,42 @@ def run_through_slurm(repo_root, cluster, profile, configfile, *args, check=True
     return output
 
 
+@pytest.mark.fault(
+    "results_dir=<tmp>/s$(touch <tmp>/PWN) through profiles/slurm",
+    "refused in one line naming results_dir before any sbatch; PWN never created",
+)
+def test_a_config_string_a_shell_would_run_is_refused_before_any_sbatch(
+    repo_root, cluster, e2e_resources, tmp_path, observed
+):
+    """docs/reliability.md G12: the plugin submits ``sbatch --wrap="<job command>"`` through a shell, and
+    the job command holds the ``--config`` overrides. Nie's analytic figure (no input) would be the first
+    job submitted; the run stops while the Snakefile is read, before it."""
+    configfile = write(slurm_demo(repo_root, tmp_path, e2e_resources), tmp_path / "c.yaml")
+    marker = tmp_path / "PWN"
+    results = f"{tmp_path}/s$(touch {marker})"
+    jobs_before = [job["JobId"] for job in cluster.jobs()]
+    output = run_through_slurm(
+        repo_root,
+        cluster,
+        "slurm",
+        configfile,
+        "--config",
+        f"results_dir={results}",
+        "--",
+        "figure_analytic_nie2023",
+        check=False,
+    )
+    said = [line for line in output.splitlines() if line.startswith("contrastlab:")]
+    observed(f"{said}; {marker.name} exists: {marker.exists()}")
+    assert not marker.exists(), output[-3000:]
+    assert said == [
+        f"contrastlab: config key results_dir: {results!r} holds '$', which the SLURM submission's shell "
+        'would interpret (sbatch --wrap="..." quotes the job command in double quotes); remove $, `, \\, " '
+        "and control characters from it"
+    ], output[-3000:]
+    assert not SUBMITTED.search(output) and [job["JobId"] for job in cluster.jobs()] == jobs_before
+
+
 def submissions(output: str) -> dict[str, str]:
     """SLURM job id -> rule of every job the plugin submitted (its log is .../rule_<name>/...), or
     :data:`PROBE_GROUP` for a group job of probe jobs (.../group_senteval_probes_<its rules>/...)."""

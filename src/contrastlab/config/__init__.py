@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from contrastlab.config.checks import check_folders, check_references, check_select
+from contrastlab.config.command_line import check_command_paths, check_command_strings
 from contrastlab.config.grid import (
     SWEEP_LABELS,
     Cell,
@@ -65,6 +66,7 @@ __all__ = [
     "MethodOn",
     "ConfigError",
     "apply_overrides",
+    "check_command_paths",
     "backbone_dependencies",
     "coerce_scalars",
     "deep_merge",
@@ -93,6 +95,8 @@ def validate(config: Mapping[str, Any]) -> dict:
     import jsonschema
 
     schema = load_schema()
+    # First: a string a shell would interpret is refused before anything reads it (G12).
+    check_command_strings(config)
     config = expand_templates(copy.deepcopy(dict(config)))
     config = coerce_scalars(config, schema, schema)
     validator = jsonschema.Draft202012Validator(schema)

@@ -1,0 +1,78 @@
+"""Config strings a shell would interpret on the way to a job: refused in one line, naming the key.
+
+Through ``profiles/slurm`` every job is submitted by the SLURM executor plugin as
+``sbatch ... --wrap="<job command>"``, run with ``shell=True``, after escaping only ``"``. The job command
+holds every ``--config`` override (Snakemake formats each with ``repr()``), the ``--configfile`` paths
+(``shlex.quote``), the job's input paths (``--wait-for-files``, under ``results_dir``, ``resources_dir``,
+the data paths, named after the experiments, backbones and methods) and the Snakefile's path, i.e. the
+working directory. Inside those double quotes the submitting shell still reads:
+
+- ``$`` (parameter and command substitution: ``$(touch x)`` runs on the submit host) and the backtick;
+- ``\\`` (an escape there; before the plugin's ``\\"`` it closes the double quotes);
+- ``"`` (escaped by the plugin, but after a ``\\`` it ends the quoting; and ``repr()`` of a string holding
+  both ``'`` and ``"`` writes ``\\'`` inside single quotes, which the job's own shell reads as the end of
+  the quoting);
+- every character ``repr()`` escapes (``str.isprintable()`` is false: newline, tab, other control and
+  non-printing characters): the job would receive a backslash sequence, not the string written, and a
+  newline ends a line of the batch script.
+
+Everything else is safe there: a value's spaces, ``;``, ``'``, ``&``, ``|``, ``(``, ``)``, ``*`` are literal
+inside the double quotes and inside the single quotes ``repr()``/``shlex.quote`` put around each word (a
+``'`` makes ``repr()`` use double quotes, where only the characters refused above are special). A key is
+also refused with a ``'``: Snakemake passes a ``--config`` word that starts with a quote unquoted
+(``is_quoted``), and ``make add-seeds``/the report print names inside single quotes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from contrastlab.config.schema import ConfigError, key_path
+
+#: Characters a shell reads inside ``sbatch --wrap="..."`` (and, for keys, ``'``); see the module's doc.
+SHELL_SPECIAL = frozenset('$`\\"')
+FIX = (
+    'which the SLURM submission\'s shell would interpret (sbatch --wrap="..." quotes the job command '
+    'in double quotes); remove $, `, \\, " and control characters from it'
+)
+
+
+def unsafe_character(text: str, *, key: bool = False) -> str | None:
+    """The first character of ``text`` a shell would interpret in a job's command line, or None."""
+    special = SHELL_SPECIAL | {"'"} if key else SHELL_SPECIAL
+    return next((ch for ch in text if ch in special or not ch.isprintable()), None)
+
+
+def _strings(value: Any, path: tuple) -> Iterable[tuple[tuple, str, bool]]:
+    """(path, string, whether it is a key) for every string key and value below ``value``."""
+    if isinstance(value, Mapping):
+        for name, item in value.items():
+            if isinstance(name, str):
+                yield path, name, True
+            yield from _strings(item, (*path, name))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _strings(item, (*path, index))
+    elif isinstance(value, str):
+        yield path, value, False
+
+
+def check_command_strings(config: Mapping[str, Any]) -> None:
+    """Every string value and key of ``config`` is free of :func:`unsafe_character`: each can be given as
+    a ``--config`` override, which lands in every job's command line, and the paths and names land there
+    anyway. Raises :class:`ConfigError` (one line naming the dotted key) otherwise."""
+    for path, text, is_key in _strings(config, ()):
+        ch = unsafe_character(text, key=is_key)
+        if ch is not None:
+            what = f"the key {text!r}" if is_key else repr(text)
+            raise ConfigError(f"config key {key_path(path)}: {what} holds {ch!r}, {FIX}")
+
+
+def check_command_paths(configfiles: Iterable[str], workdir: str) -> None:
+    """The ``--configfile`` paths and the working directory (in the job command as the Snakefile's and
+    Snakemake's own paths) pass :func:`unsafe_character`; :class:`ConfigError` naming the path if not."""
+    for what, path in [*(("--configfile", str(p)) for p in configfiles), ("working directory", workdir)]:
+        ch = unsafe_character(path)
+        if ch is not None:
+            raise ConfigError(f"{what} {path!r}: holds {ch!r}, {FIX.replace('from it', 'from the path')}")
