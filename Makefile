@@ -21,6 +21,10 @@ GPUS ?=
 GPU_MODEL ?=
 # The local port `make monitor` serves TensorBoard on.
 PORT ?= 6006
+# The values given to targets reach the recipes through the environment and are written "$$NAME" there: the
+# shell expands a variable once and never reads its value as shell text, so a value holding ', spaces or ;
+# stays one argument and runs nothing (no quoting of $(NAME) in the recipe could promise that).
+export CONFIG PRECISION CUDA GPUS GPU_MODEL PORT SHARED CELL REPO CODE REVISION TARGET
 
 .PHONY: install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds publish mteb-submit
 
@@ -36,7 +40,7 @@ install: $(BIN)/.installed
 else
 install:                 ## with CUDA=12.6 (or cpu): (re)install with that torch build
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python scripts/install.py --cuda $(CUDA)
+	$(BIN)/python scripts/install.py --cuda "$$CUDA"
 	touch $(BIN)/.installed
 endif
 
@@ -54,35 +58,35 @@ demo: install            ## offline toy reproduction on CPU: results/tables/*.{c
 
 cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentEval (needs $(SHARED)/data)
 	$(SNAKEMAKE) --configfile config/cpu.yaml --cores 2 \
-	  --config 'data={senteval_dir: $(SHARED)/data/senteval, wiki_path: $(SHARED)/data/wiki1m-head/wiki1m_head.txt}'
+	  --config "data={senteval_dir: $$SHARED/data/senteval, wiki_path: $$SHARED/data/wiki1m-head/wiki1m_head.txt}"
 
 lock: install            ## CONFIG's data and backbone steps only (downloads, checks, no training): writes artifacts.lock.json
-	$(SNAKEMAKE) --configfile $(CONFIG) --cores 2 --until senteval_data corpus image_data fetch_backbone
-	@$(BIN)/python -m contrastlab.artifacts "$$($(BIN)/python -c 'import sys; from contrastlab.config import load; print(load(sys.argv[1])["artifacts_lock"])' '$(CONFIG)')"
+	$(SNAKEMAKE) --configfile "$$CONFIG" --cores 2 --until senteval_data corpus image_data fetch_backbone
+	@$(BIN)/python -m contrastlab.artifacts "$$($(BIN)/python -c 'import sys; from contrastlab.config import load; print(load(sys.argv[1])["artifacts_lock"])' "$$CONFIG")"
 
 gpu-check: install      ## the GPU path in ~8 minutes on one GPU: results/gpu-check/report.md, calibration.json
 	$(BIN)/python scripts/gpu_check.py
 
 gpu-bench: install      ## a new GPU in ~9 minutes, no Snakemake: results/gpu-bench/gpu_bench.{md,json}
-	$(BIN)/python benchmarks/gpu_bench.py $(if $(wildcard $(SHARED)/data/senteval),--senteval $(SHARED)/data/senteval,)
+	$(BIN)/python benchmarks/gpu_bench.py $(if $(wildcard $(SHARED)/data/senteval),--senteval "$$SHARED/data/senteval",)
 
 plan: install            ## projected GPU-hours, GPU memory and makespan on 1/8/64 (GPUS=N) GPUs of CONFIG's cells
-	$(BIN)/python scripts/plan.py --configfile $(CONFIG) --precision $(PRECISION) $(if $(GPUS),--gpus $(GPUS),) $(if $(GPU_MODEL),--gpu-model $(GPU_MODEL),)
+	$(BIN)/python scripts/plan.py --configfile "$$CONFIG" --precision "$$PRECISION" $(if $(GPUS),--gpus "$$GPUS",) $(if $(GPU_MODEL),--gpu-model "$$GPU_MODEL",)
 
 dry-run: install         ## the plan, then every job of CONFIG (default config.yaml), counted per rule
-	$(BIN)/python scripts/plan.py --configfile $(CONFIG) --precision $(PRECISION)
-	$(BIN)/snakemake -n --cores all --quiet rules --configfile $(CONFIG)
+	$(BIN)/python scripts/plan.py --configfile "$$CONFIG" --precision "$$PRECISION"
+	$(BIN)/snakemake -n --cores all --quiet rules --configfile "$$CONFIG"
 	@echo "The hyperparameter searches (make search), counted per rule:"
-	$(BIN)/snakemake searches -n --cores all --quiet rules --configfile $(CONFIG)
+	$(BIN)/snakemake searches -n --cores all --quiet rules --configfile "$$CONFIG"
 
 search: install          ## CONFIG's hyperparameter searches with everything else; tables and report show them
-	$(SNAKEMAKE) --configfile $(CONFIG) --config 'searches={in_all: true}'
+	$(SNAKEMAKE) --configfile "$$CONFIG" --config 'searches={in_all: true}'
 
 monitor: install         ## live training curves: TensorBoard over CONFIG's <results_dir>/tensorboard, localhost:PORT
-	@results="$$($(BIN)/python -c 'import sys; from contrastlab.config import load; print(load(sys.argv[1])["results_dir"])' '$(CONFIG)')" || exit 1; \
+	@results="$$($(BIN)/python -c 'import sys; from contrastlab.config import load; print(load(sys.argv[1])["results_dir"])' "$$CONFIG")" || exit 1; \
 	mkdir -p "$$results/tensorboard"; \
-	echo "TensorBoard over $$results/tensorboard: http://localhost:$(PORT)/ (Ctrl-C stops it)"; \
-	exec $(BIN)/tensorboard --logdir "$$results/tensorboard" --host localhost --port $(PORT)
+	echo "TensorBoard over $$results/tensorboard: http://localhost:$$PORT/ (Ctrl-C stops it)"; \
+	exec $(BIN)/tensorboard --logdir "$$results/tensorboard" --host localhost --port "$$PORT"
 
 lint: install
 	$(BIN)/snakemake --lint
@@ -93,17 +97,17 @@ clean-demo:
 	rm -rf results/demo results/plots/demo
 
 publish: install         ## CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>: list the one commit's files (PUSH=1: make it)
-	$(BIN)/python scripts/publish.py --configfile $(CONFIG) --cell '$(CELL)' --repo '$(REPO)' $(if $(CODE),--code '$(CODE)',) $(if $(PUSH),--push,)
+	$(BIN)/python scripts/publish.py --configfile "$$CONFIG" --cell "$$CELL" --repo "$$REPO" $(if $(CODE),--code "$$CODE",) $(if $(PUSH),--push,)
 
 mteb-submit: install     ## CELL=<experiment>/<backbone>/<method>/seed<seed> [REPO=<user>/<name> REVISION=<commit>]: stage MTEB's results for embeddings-benchmark/results and print the PR's steps
-	$(BIN)/python scripts/mteb_submit.py --configfile $(CONFIG) --cell '$(CELL)' $(if $(REPO),--repo '$(REPO)',) $(if $(REVISION),--revision '$(REVISION)',) $(if $(CODE),--code '$(CODE)',)
+	$(BIN)/python scripts/mteb_submit.py --configfile "$$CONFIG" --cell "$$CELL" $(if $(REPO),--repo "$$REPO",) $(if $(REVISION),--revision "$$REVISION",) $(if $(CODE),--code "$$CODE",)
 
 add-seeds: install       ## print the commands adding seeds to the cells of undecided claims only (TARGET=power: the seeds make plan's claims section needs; RUN=1: run them)
-	$(BIN)/python scripts/add_seeds.py --configfile $(CONFIG) $(if $(TARGET),--target $(TARGET),) $(if $(RUN),--run,)
+	$(BIN)/python scripts/add_seeds.py --configfile "$$CONFIG" $(if $(TARGET),--target "$$TARGET",) $(if $(RUN),--run,)
 
 # Snakemake runs the workflow; DVC runs it per preset (dvc.yaml) and versions it (contrastlab.versioning).
 freeze: install          ## dvc repro of CONFIG's stage (nothing left to run) + dvc add resources + dvc push (a default remote)
-	$(BIN)/python scripts/freeze.py --configfile $(CONFIG)
+	$(BIN)/python scripts/freeze.py --configfile "$$CONFIG"
 
 restore: install         ## after `dvc pull`: Snakemake takes the pulled outputs as done; tables and PNGs re-rendered
-	$(BIN)/python scripts/restore.py --configfile $(CONFIG)
+	$(BIN)/python scripts/restore.py --configfile "$$CONFIG"

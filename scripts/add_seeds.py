@@ -29,7 +29,8 @@ if args.target == "power":  # the plan's power: claims not decidable at the conf
 else:
     results, plan = plan_for_configfile(args.configfile, args.max_seeds)
     what = f"{sum(r.verdict == 'undecided' for r in results)} undecided claims with run cells"
-commands = add_seeds_commands(plan, args.configfile)
+# shell-quoted: a path with spaces or quotes is one word, printed and under --run alike
+commands = add_seeds_commands(plan, shlex.quote(args.configfile))
 if not commands:
     sys.exit(print(f"contrastlab: add-seeds: {what}; nothing to add") or 0)
 for step in plan:

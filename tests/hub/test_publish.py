@@ -505,16 +505,17 @@ def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
     done = subprocess.run(["make", "-n", "mteb-submit", *args], cwd=REPO_ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     (line,) = [line for line in done.stdout.splitlines() if "scripts/mteb_submit.py" in line]
+    # the values go through the environment, "$NAME" in the recipe (tests/config/test_command_line.py: S5)
     assert line.split("python ", 1)[1].split() == [
         "scripts/mteb_submit.py",
         "--configfile",
-        "config/demo.yaml",
+        '"$CONFIG"',
         "--cell",
-        f"'{CELL}'",
+        '"$CELL"',
         "--repo",
-        "'me/m'",
+        '"$REPO"',
         "--revision",
-        "'abc1234'",
+        '"$REVISION"',
     ]
 
 
