@@ -48,13 +48,21 @@ class ChecksumError(RuntimeError):
 
 
 class LockMismatch(ChecksumError):
-    """An artifact's bytes or revision differ from its entry in the artifacts lock."""
+    """An artifact's bytes or revision differ from its entry in the artifacts lock (or the lock itself
+    cannot be read)."""
 
 
 def read_lock(lock_file: str | Path) -> dict[str, Any]:
-    """The whole lock (``{"format": 1, "data": {...}, "backbones": {...}}``; empty parts when absent)."""
+    """The whole lock (``{"format": 1, "data": {...}, "backbones": {...}}``; empty parts when absent). A
+    file that is not JSON (cut short, edited by hand) raises LockMismatch, one line naming it and the fix."""
     path = Path(lock_file)
-    lock = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    try:
+        lock = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise LockMismatch(
+            f"{path} is not readable JSON ({error}); restore it (`git checkout -- {path}` if you committed "
+            "it), or move it aside and run again to pin every input anew"
+        ) from None
     if not isinstance(lock, dict) or lock.get("format", FORMAT) != FORMAT:
         raise LockMismatch(
             f"{path} is not an artifacts lock of format {FORMAT}; move it aside and run again to write one"

@@ -152,3 +152,27 @@ def test_an_image_cells_job_records_what_its_images_are(repo_root, tmp_path):
     wildcards = {"experiment": "oar_cifar10", "backbone": "resnet18-w8", "method": "oar", "seed": "42"}
     job = SimpleNamespace(config=config, wildcards=wildcards, input={})
     assert job_inputs(job) == {"images": {"images": "digits", "source": "scikit-learn load_digits"}}
+
+
+@pytest.mark.fault(
+    "artifacts lock truncated (unreadable JSON)",
+    "the workflow's lock reads stop in one line naming the lock file and the fix",
+)
+def test_an_unreadable_lock_is_named_with_its_fix(tmp_path, observed):
+    from contrastlab.artifacts import LockMismatch, read_lock
+    from contrastlab.data.acquire import check_data_pins
+
+    lock = tmp_path / "artifacts.lock.json"
+    lock.write_text('{"format": 1, "data": {"senteval.tar": {"url": "http://x/sen')
+    source = _corpus(tmp_path, lock_file=str(lock))
+    for read in (
+        lambda: read_lock(lock),
+        lambda: check_data_pins(lock, {"senteval.tar": "http://x/senteval.tar"}),  # GRID.check_lock
+        lambda: corpus_identity(source),  # the corpus's identity, before any job
+    ):
+        with pytest.raises(LockMismatch) as error:
+            read()
+        message = str(error.value)
+        assert "\n" not in message and message.startswith(f"{lock} is not readable JSON (Unterminated string")
+        assert f"git checkout -- {lock}" in message and "move it aside and run again" in message, message
+    observed(message)

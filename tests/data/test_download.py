@@ -319,3 +319,140 @@ def test_wiki_corpus_local_copy(tmp_path):
     assert download.wiki_corpus(local, tmp_path / "dl") == local
     with pytest.raises(FileNotFoundError, match="data.wiki_path"):
         download.wiki_corpus(tmp_path / "nope.txt", tmp_path / "dl")
+
+
+# --- Issue 63 item 2 (reliability A6, A8, A9): the lock pins only bytes that passed their checks ----------
+ERROR_PAGE = b"<html><body>503 Service Unavailable</body></html>\n"
+
+
+def _senteval_tars(tmp_path) -> tuple[bytes, bytes]:
+    """The published-layout replica of senteval.tar, and its first half (cut inside a member)."""
+    write_senteval_fixture(tmp_path / "src")
+    good = senteval_tar(tmp_path / "src" / "downstream")
+    return good, good[: len(good) // 2]
+
+
+def _senteval(url, tmp_path, lock):
+    return download.senteval_data(
+        None, tmp_path / "dl", tmp_path / "senteval", url=url, lock_file=lock, progress=False
+    )
+
+
+def _lock_entry(lock, name="senteval.tar"):
+    return json.loads(lock.read_text())["data"].get(name) if lock.exists() else None
+
+
+@pytest.mark.fault(
+    "download: senteval.tar that is not a tar (truncated, or an HTML error page served with 200)",
+    "one line naming the file, its URL and the fix; the file set aside; nothing pinned or unpacked",
+)
+@pytest.mark.parametrize("served", ["truncated tar", "HTML error page"])
+def test_a_download_that_does_not_unpack_is_set_aside_and_never_pinned(server, tmp_path, served, observed):
+    base, handler = server
+    good, truncated = _senteval_tars(tmp_path)
+    handler.files["/senteval.tar"] = truncated if served == "truncated tar" else ERROR_PAGE
+    url, lock = f"{base}/senteval.tar", tmp_path / "lock.json"
+    with pytest.raises(download.ContentError) as error:
+        _senteval(url, tmp_path, lock)
+    message = str(error.value)
+    dest = tmp_path / "dl" / "senteval.tar"
+    assert "\n" not in message and f"{dest} downloaded from {url}" in message, message
+    if served == "HTML error page":
+        assert f"is not a tar archive ({len(ERROR_PAGE)} bytes; an error page?)" in message, message
+    else:
+        assert f"is a truncated or damaged tar archive ({len(truncated):,} bytes" in message, message
+    assert f"moved aside to {dest}.corrupt" in message and "run again" in message, message
+    assert (
+        _lock_entry(lock) is None
+        and not dest.exists()
+        and not (tmp_path / "dl" / "senteval.tar.part").exists()
+    )
+    assert (tmp_path / "dl" / "senteval.tar.corrupt").read_bytes() == handler.files["/senteval.tar"]
+    assert not (tmp_path / "senteval" / "downstream").exists()
+    observed(message)
+
+
+@pytest.mark.fault(
+    "download: same URL serves a truncated senteval.tar, then the good one",
+    "the bad one set aside, never pinned; the next run downloads again, accepts and pins the good bytes",
+)
+def test_a_bad_first_download_never_blocks_the_good_one(server, tmp_path, observed):
+    base, handler = server
+    good, truncated = _senteval_tars(tmp_path)
+    url, lock = f"{base}/flaky.tar", tmp_path / "lock.json"
+    handler.files["/flaky.tar"] = truncated
+    with pytest.raises(download.ContentError):
+        _senteval(url, tmp_path, lock)
+    assert _lock_entry(lock) is None
+    handler.files["/flaky.tar"] = good
+    handler.log.clear()
+    folder = _senteval(url, tmp_path, lock)
+    assert handler.log == [("/flaky.tar", None)]  # downloaded again, not the set-aside bytes reused
+    assert (folder / "downstream" / "MR" / "rt-polarity.pos").is_file()
+    assert _lock_entry(lock)["sha256"] == hashlib.sha256(good).hexdigest()
+    assert (tmp_path / "dl" / "senteval.tar").read_bytes() == good
+    observed(f"second run pinned sha256 {_lock_entry(lock)['sha256'][:12]}… (the good bytes)")
+
+
+@pytest.mark.fault(
+    "artifacts lock pins a truncated senteval.tar (written before the checks existed); then the good bytes",
+    "the pinned file is set aside as failing its check; the good re-download is not called corrupt: one "
+    "line says which digest passed the checks and which entry to delete",
+)
+def test_a_bad_pin_never_calls_a_good_download_corrupt(server, tmp_path, observed):
+    base, handler = server
+    good, truncated = _senteval_tars(tmp_path)
+    url, lock = f"{base}/flaky.tar", tmp_path / "lock.json"
+    bad_digest, good_digest = hashlib.sha256(truncated).hexdigest(), hashlib.sha256(good).hexdigest()
+    entry = {"url": url, "revision": None, "sha256": bad_digest, "bytes": len(truncated)}
+    lock.write_text(json.dumps({"format": 1, "data": {"senteval.tar": entry}}))
+    dest = tmp_path / "dl" / "senteval.tar"
+    dest.parent.mkdir()
+    dest.write_bytes(truncated)
+    handler.files["/flaky.tar"] = good
+    # the pinned local file fails its check: said so, set aside, never unpacked
+    with pytest.raises(download.LockMismatch) as error:
+        _senteval(url, tmp_path, lock)
+    first = str(error.value)
+    assert "\n" not in first and f"{dest} (pinned as sha256 {bad_digest}" in first, first
+    assert f'delete the entry "senteval.tar" from "data" in {lock}' in first, first
+    assert not dest.exists() and (tmp_path / "dl" / "senteval.tar.corrupt").read_bytes() == truncated
+    # the good bytes downloaded next pass every check: not called corrupt, and the line says which is which
+    with pytest.raises(download.LockMismatch) as error:
+        _senteval(url, tmp_path, lock)
+    second = str(error.value)
+    assert "\n" not in second and "corrupt" not in second, second
+    assert (
+        f"the download from {url} (sha256 {good_digest}" in second and "passed its content checks" in second
+    )
+    assert (
+        f"sha256 {bad_digest}" in second
+        and f'delete the entry "senteval.tar" from "data" in {lock}' in second
+    )
+    assert (tmp_path / "dl" / "senteval.tar.unpinned").read_bytes() == good and not dest.exists()
+    assert _lock_entry(lock)["sha256"] == bad_digest  # the lock is the user's to change
+    assert not (tmp_path / "senteval" / "downstream").exists()
+    # deleting the entry, as the line says, pins the good bytes
+    lock.write_text(json.dumps({"format": 1, "data": {}}))
+    assert (_senteval(url, tmp_path, lock) / "downstream" / "STS").is_dir()
+    assert _lock_entry(lock)["sha256"] == good_digest
+    observed(f"{first[:90]}… | {second[:90]}…")
+
+
+@pytest.mark.fault(
+    "senteval.tar with a member escaping its folder (../)", "refused, set aside, nothing pinned"
+)
+def test_an_unsafe_archive_is_set_aside_and_never_pinned(server, tmp_path, observed):
+    base, handler = server
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo("../escaped.txt")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    handler.files["/senteval.tar"] = buffer.getvalue()
+    lock = tmp_path / "lock.json"
+    with pytest.raises(download.ContentError, match=r"holds an unsafe member .*escaped\.txt") as error:
+        _senteval(f"{base}/senteval.tar", tmp_path, lock)
+    assert _lock_entry(lock) is None and (tmp_path / "dl" / "senteval.tar.corrupt").exists()
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "dl" / "escaped.txt").exists()
+    observed(str(error.value))

@@ -51,7 +51,7 @@ def start_error(configfile: str | Path, *overrides: str) -> str | None:
     for what in ("senteval", "corpus"):
         try:
             grid.data_identity(what)
-        except (OSError, SentEvalDataError, CorpusError) as error:
+        except (OSError, SentEvalDataError, CorpusError, LockMismatch) as error:
             return f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}"
     try:
         grid.check_lock()

@@ -11,12 +11,15 @@
   to; every later one fetches that commit and must match those bytes. A mismatch raises
   :class:`LockMismatch`, one line naming the file, both digests and how to accept the new bytes; the
   bad file is moved aside to ``<dest>.corrupt``, never used.
-- The publishers' own checks run before anything is recorded, so a wrong first download never enters
-  the lock: an md5 (``fetch(..., md5=...)``, torchvision's CIFAR ``tgz_md5``), a content check
-  (``check=``: wiki1m's 1,000,000 lines, :func:`expect_lines`), SentEval's per-file sha256. These checks
-  are ours, not the libraries' known-hash checks: a download that does not match is kept aside for a
-  look (the libraries delete it) and never fetched again in a loop (a pinned digest that the server no
-  longer serves does not heal by retrying a 1 GB download).
+- The content checks run on every download before its digest is compared with the lock or recorded, so
+  only bytes that passed them are ever pinned: an md5 (``fetch(..., md5=...)``, torchvision's CIFAR
+  ``tgz_md5``), a content check (``check=``: wiki1m's 1,000,000 lines, :func:`expect_lines`;
+  ``senteval.tar`` unpacks safely, in its layout, and every task passes its row counts and published
+  sha256, :func:`senteval_data`). These checks are ours, not the libraries' known-hash checks: a
+  download that fails one is moved aside to ``<dest>.corrupt`` for a look (the libraries delete it),
+  never pinned, and the next run downloads the file again. A download that passes them but differs from
+  the lock's entry is kept aside as ``<dest>.unpinned``, and the line says which digest passed the
+  checks and which entry to delete to pin it.
 - :func:`senteval_data` / :func:`wiki_corpus` use the user's local copies (``data.senteval_dir``,
   ``data.wiki_path``) when given, and download otherwise.
 """
@@ -29,6 +32,7 @@ import re
 import shutil
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
@@ -228,6 +232,23 @@ def _reject(path: Path, aside: Path, message: str, error: type[Exception] = Chec
     return error(f"{message}; the file was moved aside to {aside}")
 
 
+def _passed_but_unpinned(
+    part: Path, dest: Path, url: str, name: str, lock_file: Path, pinned: dict[str, Any], digest: str
+) -> LockMismatch:
+    """The one-line error for a download that passed every content check but is not the bytes the lock
+    pins: kept aside as ``<dest>.unpinned`` (not called corrupt, not used), saying which digest is which
+    and which entry to delete to pin the download."""
+    keep = dest.with_name(dest.name + ".unpinned")
+    size = part.stat().st_size
+    part.replace(keep)
+    return LockMismatch(
+        f"{name}: the download from {url} (sha256 {digest}, {size:,} bytes) passed its content checks "
+        f"but is not the sha256 {pinned['sha256']} ({pinned.get('bytes', '?'):,} bytes) pinned in "
+        f"{lock_file}, whose bytes are not here to check; to pin the download, delete the entry "
+        f'"{name}" from "data" in {lock_file} and run again (kept aside, unused, at {keep})'
+    )
+
+
 def _download(url: str, part: Path, retries: int, timeout: float, progress: bool) -> str | None:
     """``url`` into ``part`` (whole, or not at all): a hub file through huggingface_hub (copied out of its
     cache), any other URL through pooch. Returns the hub commit the file came from (None for a plain URL)."""
@@ -261,11 +282,12 @@ def fetch(
     ``name`` (default: the URL's file name) is the file's entry in ``lock_file``'s ``data``. With an
     entry, the pinned revision is fetched and the bytes must match; an existing ``dest`` that matches is
     used as it is, unless the entry came from another URL (then that URL is fetched and must give the
-    same bytes: a pinned or mirrored URL of identical bytes changes nothing). Without an entry the file
-    is downloaded, checked (``sha256``: a digest known beforehand; ``md5``: the publisher's; ``check``: a
-    content check raising ContentError) and recorded. A file failing any check is moved aside to
-    ``<dest>.corrupt`` and never recorded. ``retries`` and ``timeout`` are pooch's for a plain URL; a hub
-    file gets huggingface_hub's own retries (five resumes), ``timeout`` for its metadata request.
+    same bytes: a pinned or mirrored URL of identical bytes changes nothing). Every download is checked
+    (``md5``: the publisher's; ``check``: a content check raising ContentError) before its digest is
+    compared with the entry (or ``sha256``, a digest known beforehand) and recorded: one failing a check
+    is moved aside to ``<dest>.corrupt``, one passing them but not the entry's is kept as
+    ``<dest>.unpinned``; neither is recorded. ``retries`` and ``timeout`` are pooch's for a plain URL; a
+    hub file gets huggingface_hub's own retries (five resumes), ``timeout`` for its metadata request.
     """
     dest, lock_file = Path(dest), Path(lock_file)
     name = name or url.rstrip("/").rsplit("/", 1)[-1]
@@ -288,8 +310,10 @@ def fetch(
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     commit = _download(source, part, retries, timeout, progress)
-    _publisher_checks(part, aside, url, name, md5, check)
+    _publisher_checks(part, dest, aside, url, md5, check)
     digest = sha256_file(part)
+    if pinned is not None and digest != expected and (md5 is not None or check is not None):
+        raise _passed_but_unpinned(part, dest, url, name, lock_file, pinned, digest)
     if expected is not None and digest != expected:
         mismatch = artifacts_lock.mismatch(lock_file, "data", name, "sha256", expected, digest, where=url)
         raise _reject(part, aside, str(mismatch), LockMismatch)
@@ -301,17 +325,22 @@ def fetch(
 
 
 def _publisher_checks(
-    part: Path, aside: Path, url: str, name: str, md5: str | None, check: Callable[[Path], None] | None
+    part: Path, dest: Path, aside: Path, url: str, md5: str | None, check: Callable[[Path], None] | None
 ) -> None:
-    """:func:`fetch`'s checks before anything is recorded: the publisher's ``md5``, and the content
-    ``check``; a file failing one is moved aside and the one-line error raised."""
+    """:func:`fetch`'s checks before anything is compared with the lock or recorded: the publisher's
+    ``md5``, and the content ``check``; a file failing one is moved aside and the one-line error, naming
+    the file, its URL and the fix, raised."""
     if md5 is not None and (got := md5_file(part)) != md5.lower():
         raise _reject(part, aside, f"md5 mismatch for {url}: got {got}, expected the published {md5.lower()}")
     if check is not None:
         try:
             check(part)
         except ContentError as error:
-            raise _reject(part, aside, f"{name} from {url}: {error}", ContentError) from None
+            part.replace(aside)
+            raise ContentError(
+                f"{dest} downloaded from {url}: {error}; it was moved aside to {aside} and nothing was "
+                "pinned; run again to download it anew, and if the same comes back, fix the URL"
+            ) from None
 
 
 def _downstream_in(unpacked: Path) -> Path | None:
@@ -332,27 +361,94 @@ def unpack_senteval(tar_path: str | Path, out_dir: str | Path, *, verify: bool =
     The published tar has the task folders (``STS/``, ``SICK/``, ``MR/`` ...) at its top level; a tar with
     a ``downstream/`` folder is taken too. Extraction goes to a temporary folder beside ``out_dir`` and is
     moved into place at the end, so a failed unpack leaves nothing half-written. With ``verify`` every
-    task is loaded (counts checked).
+    task is loaded (counts checked) before it goes into place. A file that does not unpack, or of another
+    layout, raises DownloadError naming it.
     """
-    out_dir = Path(out_dir)
+    try:
+        return _unpack_checked(Path(tar_path), Path(out_dir), verify=verify, canonical=False)
+    except ContentError as error:
+        raise DownloadError(f"{tar_path}: {error}") from None
+
+
+#: What a tar of another layout is (said after its path).
+_NOT_SENTEVAL = (
+    "it holds neither SentEval's task folders (STS/, SICK/, MR/ ...) at its top level nor a downstream/ "
+    "folder; is it senteval.tar?"
+)
+
+
+def _archive_problem(tar_path: Path, error: Exception) -> str:
+    """What a file that :mod:`tarfile` could not unpack is, in words: a member refused by the ``data``
+    filter (outside its folder, a link out), not a tar at all (an error page served in its place), or a
+    cut-short or damaged tar."""
+    size = tar_path.stat().st_size
+    if isinstance(error, tarfile.FilterError):
+        return f"it holds an unsafe member ({type(error).__name__}: {_one_line(error)})"
+    if not tarfile.is_tarfile(tar_path):
+        return f"it is not a tar archive ({size:,} bytes; an error page?)"
+    return f"it is a truncated or damaged tar archive ({size:,} bytes; {_one_line(error)})"
+
+
+def _unpack_checked(tar_path: Path, out_dir: Path, *, verify: bool, canonical: bool) -> Path:
+    """``tar_path`` unpacked into ``out_dir/downstream`` through a temporary folder inside ``out_dir``,
+    checked there (``verify``: every task loaded, counts; ``canonical``: the published sha256 too) before
+    it goes into place, so a failed unpack or check leaves nothing behind. A file tarfile cannot unpack,
+    or a tar of another layout, raises ContentError saying what the file is (its caller names it)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".unpack-") as tmp:
-        unpacked = Path(tmp) / "tar"
-        with tarfile.open(tar_path) as tar:
-            tar.extractall(unpacked, filter="data")
+        unpacked, staged = Path(tmp) / "tar", Path(tmp) / "checked"
+        try:
+            with tarfile.open(tar_path) as tar:
+                tar.extractall(unpacked, filter="data")
+        except (tarfile.TarError, EOFError, zlib.error) as error:
+            raise ContentError(_archive_problem(tar_path, error)) from None
         downstream = _downstream_in(unpacked)
         if downstream is None:
-            raise DownloadError(
-                f"{tar_path} holds neither SentEval's task folders (STS/, SICK/, MR/ ...) at its top level "
-                "nor a downstream/ folder; is it senteval.tar?"
-            )
-        target = out_dir / "downstream"
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(downstream, target)
-    if verify:
-        check_senteval(out_dir)
+            raise ContentError(_NOT_SENTEVAL)
+        staged.mkdir()
+        os.replace(downstream, staged / "downstream")
+        if verify:
+            check_senteval(staged, canonical=canonical)
+        _replace_dir(staged / "downstream", out_dir / "downstream")
     return out_dir
+
+
+def _replace_dir(source: Path, target: Path) -> None:
+    """Put the folder ``source`` in the place of ``target`` (removed first when there)."""
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(source, target)
+
+
+def _senteval_check(staged: Path) -> Callable[[Path], None]:
+    """:func:`fetch`'s content check of a downloaded ``senteval.tar``: it unpacks safely into
+    ``staged/downstream``, in SentEval's layout, and every task passes its row counts and published
+    sha256; otherwise ContentError saying what failed."""
+
+    def check(part: Path) -> None:
+        try:
+            _unpack_checked(part, staged, verify=True, canonical=True)
+        except SentEvalDataError as error:
+            raise ContentError(f"its tasks fail their checks ({_one_line(error)})") from None
+
+    return check
+
+
+def _unpack_pinned(tar: Path, out_dir: Path, lock_file: str | Path) -> Path:
+    """Unpack ``tar``, downloaded and pinned by an earlier run that stopped before unpacking it, checked
+    as a fresh download is. One that fails was pinned without that check (an older version pinned
+    first): it is moved aside, never reused, and the line names the pin to delete."""
+    try:
+        return _unpack_checked(tar, out_dir, verify=True, canonical=True)
+    except (ContentError, SentEvalDataError) as error:
+        digest, aside = sha256_file(tar), tar.with_name(tar.name + ".corrupt")
+        tar.replace(aside)
+        raise LockMismatch(
+            f"{tar} (pinned as sha256 {digest} in {lock_file}) fails its check: {_one_line(error)}; the "
+            f'pin names bytes that never passed it: delete the entry "{tar.name}" from "data" in '
+            f"{lock_file} and run again to download and pin a checked copy (the file was moved aside "
+            f"to {aside})"
+        ) from None
 
 
 #: sha256 and size of the 80 files of ``downstream/`` that the evaluation reads. Not hashes of the published
@@ -411,17 +507,27 @@ def senteval_data(
     **fetch_kwargs,
 ) -> Path:
     """Folder holding ``downstream/``: the user's ``data.senteval_dir`` if set (checked, not copied),
-    else ``senteval.tar`` downloaded to ``downloads_dir`` and unpacked into ``out_dir``."""
+    else ``senteval.tar`` downloaded to ``downloads_dir`` (the lock's entry ``senteval.tar``, whatever the
+    URL's file name) and unpacked into ``out_dir``. A download is pinned only after it has unpacked and
+    every task has passed its counts and published sha256 (:func:`_senteval_check`); its folder goes into
+    place after it is pinned."""
     if senteval_dir:
         check_senteval(senteval_dir)
         return Path(senteval_dir)
-    # The tar is fetched (or, when present, held to the lock) even when it was unpacked before, so that
-    # the lock always names the bytes the unpacked folder came from.
-    tar = fetch(url, Path(downloads_dir) / "senteval.tar", lock_file=lock_file, **fetch_kwargs)
-    if (Path(out_dir) / "downstream").is_dir():
+    out_dir, dest = Path(out_dir), Path(downloads_dir) / "senteval.tar"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".download-") as staged:
+        # The tar is fetched (or, when present, held to the lock) even when it was unpacked before, so
+        # that the lock always names the bytes the unpacked folder came from.
+        check = _senteval_check(Path(staged))
+        tar = fetch(url, dest, name=dest.name, lock_file=lock_file, check=check, **fetch_kwargs)
+        if (Path(staged) / "downstream").is_dir():  # downloaded now: checked and pinned
+            _replace_dir(Path(staged) / "downstream", out_dir / "downstream")
+            return out_dir
+    if (out_dir / "downstream").is_dir():
         check_senteval(out_dir)
-        return Path(out_dir)
-    return unpack_senteval(tar, out_dir)
+        return out_dir
+    return _unpack_pinned(tar, out_dir, lock_file)
 
 
 def wiki_corpus(
