@@ -3,25 +3,11 @@
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT
 from contrastlab.tables.comparison import build_comparison, build_summary, comparison_tables
-
-LOSS = "examples/margin_infonce.py:margin_infonce"
-
-
-@pytest.fixture
-def config(monkeypatch):
-    monkeypatch.chdir(REPO_ROOT)
-    config = cl_config.load(
-        REPO_ROOT / "config.yaml",
-        {"experiments": {"nie2023": {"methods": {"margin_nce": {"loss": LOSS, "hp": {"tau": 0.05}}}}}},
-    )
-    config["select"] = {"experiments": ["nie2023"], "backbones": ["bert-base"]}
-    return config
 
 
 def metrics(rows):
@@ -30,14 +16,14 @@ def metrics(rows):
     return frame
 
 
-def test_the_user_loss_sits_beside_the_papers_losses_with_published_numbers(config):
-    assert comparison_tables(Grid(config)) == ["compare_nie2023", "compare_summary"]
+def test_the_user_loss_sits_beside_the_papers_losses_with_published_numbers(margin_loss_config):
+    assert comparison_tables(Grid(margin_loss_config)) == ["compare_nie2023", "compare_summary"]
     frame = metrics(
         [("nie2023", "bert-base", "cl", s, "sts_avg", v) for s, v in ((42, 75.0), (43, 77.0), (44, 76.0))]
         + [("nie2023", "bert-base", "margin_nce", s, "sts_avg", v) for s, v in ((42, 78.0), (43, 78.0))]
         + [("nie2023", "bert-base", "margin_nce", 7, "sts_avg", 10.0)]  # a seed outside the config: ignored
     )
-    table = build_comparison(Grid(config), frame, "nie2023").set_index("method")
+    table = build_comparison(Grid(margin_loss_config), frame, "nie2023").set_index("method")
     assert list(table.index) == ["cl", "au", "dcl", "dcl_plus", "mpt", "met", "mat", "margin_nce"]
     assert table.loc["cl", "STS.Avg"] == "76.00 ± 1.00 (n=3)"
     assert table.loc["cl", "STS.Avg published"] == "76.04"  # Nie Table 1, BERT-base
@@ -48,7 +34,7 @@ def test_the_user_loss_sits_beside_the_papers_losses_with_published_numbers(conf
     assert table.loc["margin_nce", "STS.Avg published"] == "n/a" and table.loc["margin_nce", "yours"] == "yes"
     # tables.verdicts.seed_noise_verdict: 76 - 78 = -2 against t_3 * sqrt(2/3) * sqrt(1/3 + 1/2) = 2.37
     assert table.loc["cl", "STS.Avg vs yours"] == "within noise"
-    summary = build_summary(Grid(config), frame).set_index("method")
+    summary = build_summary(Grid(margin_loss_config), frame).set_index("method")
     column = "nie2023 bert-base STS.Avg"
     assert summary.loc["margin_nce", column] == "78.00 (#1 of 2)"
     assert summary.loc["cl", column] == "76.00 (#2 of 2)" and summary.loc["mpt", column] == "not run"

@@ -8,14 +8,11 @@ import math
 import pandas as pd
 import pytest
 
-from contrastlab import config as cl_config
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT
 from contrastlab.stats import half_width
 from contrastlab.tables.comparison import build_comparison
 from contrastlab.tables.verdicts import cell_verdict, seed_noise_verdict
 
-LOSS = "examples/margin_infonce.py:margin_infonce"
 #: The user's loss at 78, 78 and another method's three seeds 3 points away: s_p² = (0 + 2) / (1 + 2),
 #: ν = 3, h = t_{3, 0.975} · sqrt(2/3) · sqrt(1/3 + 1/2) = 3.1824 · 0.8165 · 0.9129 = 2.372 < 3.
 HALF_WIDTH = 2.372
@@ -35,18 +32,7 @@ def test_the_seed_noise_verdict_says_which_side():
     assert cell_verdict(2.4, HALF_WIDTH, 3) == "above" and cell_verdict(-2.4, HALF_WIDTH, 3) == "below"
 
 
-@pytest.fixture
-def config(monkeypatch):
-    monkeypatch.chdir(REPO_ROOT)
-    config = cl_config.load(
-        REPO_ROOT / "config.yaml",
-        {"experiments": {"nie2023": {"methods": {"margin_nce": {"loss": LOSS, "hp": {"tau": 0.05}}}}}},
-    )
-    config["select"] = {"experiments": ["nie2023"], "backbones": ["bert-base"]}
-    return config
-
-
-def test_the_comparison_table_prints_above_and_below_against_the_users_loss(config):
+def test_the_comparison_table_prints_above_and_below_against_the_users_loss(margin_loss_config):
     rows = [("nie2023", "bert-base", "margin_nce", s, "sts_avg", 78.0) for s in (42, 43)]
     for method, scores in {
         "cl": (80.0, 81.0, 82.0),
@@ -59,7 +45,7 @@ def test_the_comparison_table_prints_above_and_below_against_the_users_loss(conf
         ]
     frame = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
     frame["seed"] = frame["seed"].astype("Int64")
-    table = build_comparison(Grid(config), frame, "nie2023").set_index("method")
+    table = build_comparison(Grid(margin_loss_config), frame, "nie2023").set_index("method")
     column = "STS.Avg vs yours"
     assert table.loc["cl", column] == "above"  # 81 − 78 = +3 > 2.372
     assert table.loc["dcl", column] == "below"  # 75 − 78 = −3
