@@ -20,7 +20,6 @@ checkpoint at every start would cost minutes on a full grid.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -28,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from contrastlab.artifacts import sha256_file
 from contrastlab.paths import write_json
 
 #: The outputs of a cell's job that later jobs trust, by their name in the rule's ``output:``.
@@ -56,14 +56,9 @@ def _trusted_files(output: Path) -> list[Path]:
     return sorted(output.rglob("*.safetensors")) if output.is_dir() else [output]
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 def _entry(path: Path) -> dict[str, Any]:
     stat = path.stat()
-    return {"bytes": stat.st_size, "sha256": _sha256(path), "mtime_ns": stat.st_mtime_ns}
+    return {"bytes": stat.st_size, "sha256": sha256_file(path), "mtime_ns": stat.st_mtime_ns}
 
 
 def record_finished(results_dir: str | os.PathLike, outputs: Iterable[str | os.PathLike]) -> list[Path]:
@@ -112,7 +107,7 @@ def _mismatch(path: Path, want: dict[str, Any]) -> tuple[str | None, bool]:
     if stat.st_size != want.get("bytes"):
         return f"{path} is {stat.st_size:,} bytes, not the {want.get('bytes', 0):,} its job wrote", False
     moved = stat.st_mtime_ns != want.get("mtime_ns")
-    if (moved or stat.st_size <= ALWAYS_DIGESTED_BYTES) and _sha256(path) != want.get("sha256"):
+    if (moved or stat.st_size <= ALWAYS_DIGESTED_BYTES) and sha256_file(path) != want.get("sha256"):
         return f"{path} has the size its job wrote but not the same bytes (sha256)", False
     return None, moved
 

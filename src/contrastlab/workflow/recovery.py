@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from contrastlab.artifacts import sha256_file
 from contrastlab.paths import write_json
 
 #: The environment variable naming the Snakemake invocation a job belongs to (set by the main process when
@@ -128,7 +129,7 @@ def _legacy_marker(results_dir: str | os.PathLike) -> Path:
 
 def _digest(path: Path) -> str | None:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return sha256_file(path)
     except OSError:
         return None
 
