@@ -52,8 +52,8 @@ def _reported_table(path):
 
 
 def report_category(name):
-    """The report's category of an experiment, table or figure name: its paper as the paper's tables name it
-    ("Nie et al. 2023", "Huang et al. 2023 (MACL)"), else "Your losses"."""
+    """The report's category of an experiment, table or figure name: its paper's name (contrastlab.papers:
+    "Nie et al. 2023", "Huang et al. 2023 (MACL)"), else "Your losses"."""
     from contrastlab.config import paper_of
 
     return _paper_names().get(paper_of(name), "Your losses")
@@ -61,13 +61,9 @@ def report_category(name):
 
 @functools.cache
 def _paper_names():
-    from contrastlab.config import paper_of
-    from contrastlab.tables import TABLES
+    from contrastlab.papers import PAPERS
 
-    names = {}
-    for spec in TABLES.values():  # "Nie et al. 2023, Table 1: ..." -> "Nie et al. 2023"
-        names.setdefault(paper_of(spec.experiment), spec.title.split(", ", 1)[0])
-    return names
+    return {paper.prefix: paper.name for paper in PAPERS}  # the name its tables' titles open with
 
 
 def figure_label(name):

@@ -62,9 +62,9 @@ def test_training_settings_precision_commit_and_data_digests():
 
 
 def test_every_card_ends_with_the_bibtex_of_the_papers_it_reproduces():
-    """Issue 56 item 4: the card's last section cites its paper (contrastlab.citations, the one source
+    """Issue 56 item 4: the card's last section cites its paper (contrastlab.papers, the one source
     CITATION.cff mirrors); an experiment of Li's cites Li's paper only."""
-    from contrastlab.citations import bibtex_block, papers_of
+    from contrastlab.papers import bibtex_block, papers_of
 
     for experiment in ("nie2023", "li2024_fig6_tau"):
         text = card(experiment=experiment)

@@ -164,7 +164,7 @@ def test_the_model_meta_has_licence_parameters_release_date_revision_and_citatio
     import datetime
     import os
 
-    from contrastlab.citations import bibtex_block, papers_of
+    from contrastlab.papers import bibtex_block, papers_of
 
     mteb_models = pytest.importorskip("mteb.models")
     out = card(tmp_path, None)

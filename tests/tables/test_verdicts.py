@@ -16,6 +16,7 @@ from contrastlab.report import build_report
 from contrastlab.stats import half_width
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
+from contrastlab.tables.published import load_meta
 from contrastlab.tables.render import to_csv, to_markdown
 from contrastlab.tables.verdicts import (
     ABOVE,
@@ -48,13 +49,13 @@ def test_a_cell_exactly_at_the_edge_is_within_noise():
 
 
 def test_published_runs_per_paper():
-    assert published_runs(get_spec("nie2023_table1").meta, "mpt") == 3
-    assert published_runs(get_spec("li2024_table3").meta, "mmhe") == 3
-    assert published_runs(get_spec("li2024_table3").meta, "infonce") == 1
-    assert published_runs(get_spec("macl_table9").meta, "macl-bs64") == 1
-    assert published_runs(get_spec("oar_table3").meta, "oar_infonce") == 1
+    assert published_runs(load_meta("nie2023_table1"), "mpt") == 3
+    assert published_runs(load_meta("li2024_table3"), "mmhe") == 3
+    assert published_runs(load_meta("li2024_table3"), "infonce") == 1
+    assert published_runs(load_meta("macl_table9"), "macl-bs64") == 1
+    assert published_runs(load_meta("oar_table3"), "oar_infonce") == 1
     for spec in (get_spec(n) for n in ("nie2023_table1", "li2024_table3", "macl_table3", "oar_table3")):
-        assert spec.meta["runs"]["source"], spec.name
+        assert load_meta(spec.name)["runs"]["source"], spec.name
 
 
 def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
@@ -62,13 +63,13 @@ def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
     InfoNCE/ArcCon and Li Table 5's steps state none, so k = 1 is assumed, and the legend says which."""
     from contrastlab.tables import TABLES
 
-    assert not runs_assumed(get_spec("nie2023_table1").meta, "cl")
-    assert not runs_assumed(get_spec("li2024_table3").meta, "mmhe")
-    assert not runs_assumed(get_spec("li2024_table3").meta, "mpt")  # Nie Table 1's caption: three
-    assert runs_assumed(get_spec("li2024_table3").meta, "infonce")
-    assert runs_assumed(get_spec("li2024_table5").meta, "mhe_gd")  # the default, assumed
-    assert not runs_assumed(get_spec("li2024_table5").meta, "mmhe")
-    assert runs_assumed(get_spec("macl_table9").meta, "macl-bs64")
+    assert not runs_assumed(load_meta("nie2023_table1"), "cl")
+    assert not runs_assumed(load_meta("li2024_table3"), "mmhe")
+    assert not runs_assumed(load_meta("li2024_table3"), "mpt")  # Nie Table 1's caption: three
+    assert runs_assumed(load_meta("li2024_table3"), "infonce")
+    assert runs_assumed(load_meta("li2024_table5"), "mhe_gd")  # the default, assumed
+    assert not runs_assumed(load_meta("li2024_table5"), "mmhe")
+    assert runs_assumed(load_meta("macl_table9"), "macl-bs64")
     scores = [get_spec(n) for n, spec in TABLES.items() if spec.kind != "hparams"]
     assert {s.name for s in scores if runs_assumed(s.meta, "any")} == {
         "li2024_table5",
@@ -79,9 +80,9 @@ def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
         "oar_table4",
     }
     for spec in scores:
-        runs = spec.meta["runs"]
+        runs = load_meta(spec.name)["runs"]
         assert set(runs.get("assumed") or []) <= {"default", *(runs.get("methods") or {})}, spec.name
-        assert runs_text(spec.meta).startswith("Published runs per number: k = "), spec.name
+        assert runs_text(load_meta(spec.name)).startswith("Published runs per number: k = "), spec.name
     md = to_markdown(assemble(get_spec("macl_tableB4"), Grid(MACL_CONFIG), macl_metrics()))
     assert "Published runs per number: k = 1 (assumed). Source: As Table 3 (App. B.4)" in md
     assert 'k = 1 widens the interval, which favours "within noise"' in md

@@ -35,7 +35,6 @@ from contrastlab.config.grid import (
     expanded_methods,
     is_sweep_point,
     override_precision,
-    paper_of,
     setting_value,
     settings_digest,
     sweep_points,
@@ -53,6 +52,7 @@ from contrastlab.config.schema import (
 )
 from contrastlab.config.searches import RELATIVE_OPS, STAGE_KEYS, search_spec
 from contrastlab.config.templates import TEMPLATE_KEYS, expand_templates
+from contrastlab.papers import paper_of  # a name's paper, by the config's naming (re-exported)
 
 #: The face of the package: what the Snakefile, the scripts and the library read (``cl_config.<name>``).
 __all__ = [

@@ -9,7 +9,6 @@ import functools
 import hashlib
 import itertools
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -56,17 +55,6 @@ RESULTS_DIR_KEY = "results_dir"
 def track(config: Mapping[str, Any], experiment: str) -> str:
     """``sentence`` or ``vision``: which trainer and evaluator the experiment's cells use."""
     return config["experiments"][experiment].get("track") or "sentence"
-
-
-def paper_of(name: str) -> str:
-    """The paper an experiment, figure, table or job name belongs to, by the config's naming:
-    ``<paper>``, ``<paper>_<study>``, ``<paper>/<figure>``, ``<paper>-analytic`` (a name of no paper
-    gives its first word: the user's own experiments, ``pretrained``).
-
-    >>> [paper_of(n) for n in ("nie2023", "macl_cifar10", "oar_synthetic/table2", "li2024-analytic")]
-    ['nie2023', 'macl', 'oar', 'li2024']
-    """
-    return re.split(r"[/_-]", name, maxsplit=1)[0]
 
 
 def expanded_methods(experiment: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:

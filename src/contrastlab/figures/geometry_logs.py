@@ -22,22 +22,27 @@ from pathlib import Path
 
 import pandas as pd
 
+from contrastlab.figures.catalog import SWEEP_FIGURES
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
 from contrastlab.figures.training_curves import geometry_frame, geometry_histograms, lemma1_frame
 from contrastlab.paths import Results
 
 __all__ = ["LOG_FIGURES", "draw", "final_gap", "plot_step_panels", "with_gap"]
 
-#: Figure name -> the experiments whose training logs it reads.
+#: Figure name -> the experiments whose training logs it reads (as its paper's record says: the catalogue's
+#: sweep figures), for the figures this module draws.
 LOG_FIGURES: dict[str, tuple[str, ...]] = {
-    "li2024/li2024_fig5": ("li2024_conjectures",),
-    "li2024/li2024_fig7": ("li2024_conjectures",),
-    "li2024/li2024_fig8a": ("li2024_conjectures",),
-    "li2024/li2024_fig8b": ("li2024_conjectures",),
-    "li2024/li2024_fig8c": ("li2024_fig6_r",),
-    "li2024/li2024_fig9": ("li2024_conjectures",),
-    "nie2023/nie2023_fig3b": ("nie2023",),
-    "nie2023/nie2023_fig3cde": ("nie2023_fig3",),
+    name: SWEEP_FIGURES[name][0]
+    for name in (
+        "li2024/li2024_fig5",
+        "li2024/li2024_fig7",
+        "li2024/li2024_fig8a",
+        "li2024/li2024_fig8b",
+        "li2024/li2024_fig8c",
+        "li2024/li2024_fig9",
+        "nie2023/nie2023_fig3b",
+        "nie2023/nie2023_fig3cde",
+    )
 }
 BASELINE = "baseline"  # the li2024_conjectures method of Li §3.2's baseline
 _NO_DATA = "no geometry records yet\n(training.analysis_every off or cells not trained)"

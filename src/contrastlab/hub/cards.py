@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from contrastlab.citations import bibtex_block, papers_of
 from contrastlab.config import settings_digest
 from contrastlab.hub.mteb_results import STANDIN, MtebScore, mteb_scores
 from contrastlab.hub.publish import (
@@ -33,6 +32,7 @@ from contrastlab.hub.publish import (
     base_model_id,
     card_data,
     checkpoint_meta,
+    citation_of,
     eval_results,
     front_matter,
     training_corpus,
@@ -216,8 +216,8 @@ PUBLISHING = (
 
 
 def _citation(experiment: str) -> list[str]:
-    """The card's last section: the BibTeX of the paper(s) the experiment reproduces."""
-    return ["## Citation", "", "```bibtex", bibtex_block(papers_of(experiment)), "```", ""]
+    """The card's last section: the BibTeX of the paper the experiment reproduces (:func:`citation_of`)."""
+    return ["## Citation", "", "```bibtex", citation_of(experiment), "```", ""]
 
 
 def _heading(

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contrastlab.citations import bibtex_block, papers_of
 from contrastlab.config import ConfigError, Grid, load
 from contrastlab.hub.mteb_results import (
     MtebScore,
@@ -37,6 +36,7 @@ from contrastlab.hub.mteb_results import (
     mteb_eval_results,
     stage_submission,
 )
+from contrastlab.papers import PAPERS, bibtex_block, paper_for, papers_of
 from contrastlab.paths import cell_path, write_json
 from contrastlab.senteval.protocol import STS_SPLIT_BY_MODE, STS_TASKS, TRANSFER_TASKS
 
@@ -292,8 +292,15 @@ def checkpoint_meta(
         license=licence,
         base_model=base_model or (base_model_id(backbone, backbones) if backbone in backbones else None),
         training_data=training_corpus(data_config)[1],
-        citation=bibtex_block(papers_of(experiment)),
+        citation=citation_of(experiment),
     )
+
+
+def citation_of(experiment: str) -> str:
+    """The BibTeX a checkpoint of ``experiment`` carries (its card's last section, MTEB's ``citation``): its
+    paper's; for a user's own experiment (a name no paper owns, as the GPU check's) every paper's, since it
+    runs under their protocols."""
+    return bibtex_block(papers_of(experiment) if paper_for(experiment) else PAPERS)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Each paper's headline claims, stated once (``claims/<paper>.yaml``) and checked against our metrics.
+"""Each paper's headline claims, stated once (``claims/<paper>.yaml``, below the paper's record) and checked
+against our metrics.
 
 A claim file lists, per claim: ``id``, ``claim`` (our one-line statement), ``quote`` (verbatim from the
 paper text under ``../shared/papers``; a test finds it there after collapsing whitespace), ``where``
@@ -63,12 +64,12 @@ import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import yaml
 
+from contrastlab import papers
 from contrastlab.config import Grid, load
 from contrastlab.report.contrasts import cell_of, contrast, contrast_parts
 from contrastlab.report.figure_values import (
@@ -92,9 +93,10 @@ from contrastlab.stats import LEVEL, holm_rejections, seeds_needed
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
 from contrastlab.tables.verdicts import cell_stratum, noise_pools
 
-CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
-#: Paper claim files, in report order.
-PAPERS = ("nie2023", "li2024", "macl", "oar")
+#: The paper files: each paper's record (contrastlab.papers), then its claims.
+CLAIMS_DIR = papers.PAPERS_DIR
+#: The papers whose claims the report checks, in report order.
+PAPERS = tuple(paper.prefix for paper in papers.PAPERS)
 RELATIONS = (">", ">=", "count", "trend", "figure_values")
 MAX_SEEDS = 100
 

@@ -12,12 +12,12 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from contrastlab.citations import bibtex_block
 from contrastlab.config import Grid, paper_of
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import plan
 from contrastlab.cost.budget import plan_points
 from contrastlab.cost.measured import cost_lines
+from contrastlab.papers import bibtex_block
 from contrastlab.paths import read_metrics, write_text
 from contrastlab.report import power
 from contrastlab.report.claims import (
@@ -318,7 +318,7 @@ def _paper_lines(
 
 
 def cite_lines() -> list[str]:
-    """The report's last section, "How to cite": the four papers' BibTeX (:mod:`contrastlab.citations`,
+    """The report's last section, "How to cite": the papers' BibTeX (:mod:`contrastlab.papers`,
     which CITATION.cff mirrors) in one ``bibtex`` code block."""
     return [
         "## How to cite",

@@ -20,7 +20,7 @@ from contrastlab.config import Grid, MethodOn, expanded_methods
 from contrastlab.search import SEARCHED, searched_method, searched_methods
 from contrastlab.tables.deviations import deviations
 from contrastlab.tables.metrics import PRETRAINED, aggregate
-from contrastlab.tables.published import TableSpec, load_published, paper_backbones
+from contrastlab.tables.published import TableSpec, load_meta, load_published, paper_backbones
 from contrastlab.tables.search import search_experiments
 from contrastlab.tables.verdicts import add_verdicts
 
@@ -257,7 +257,7 @@ def _with_searched_rows(rows: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.D
     """A score table's grid with an "ours, searched" row after each searched method's rows (method
     ``<method>~searched``: the search winner's test scores, beside the same published numbers)."""
     searched = _searched(grid, spec.experiment)
-    if spec.kind != "scores" or spec.meta["layout"].get("sweep") or not searched:
+    if spec.kind != "scores" or load_meta(spec.name)["layout"].get("sweep") or not searched:
         return rows
     blocks, start = [], 0
     keys = list(zip(rows["row_group"], rows["method"], strict=True))
@@ -329,7 +329,7 @@ def assemble(
 ) -> Table:
     """Build table ``spec`` from the collected ``metrics`` (see :func:`~.metrics.collect_metrics`);
     configured cells in ``failures`` (:func:`~.metrics.collect_failures`) with no metrics say "failed"."""
-    meta = spec.meta
+    meta = load_meta(spec.name)
     layout = meta["layout"]
     in_paper = paper_backbones(spec.experiment)
     extras = [b for b in grid.spec(spec.experiment).get("backbones") or [] if b not in in_paper]

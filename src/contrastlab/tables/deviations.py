@@ -94,9 +94,9 @@ def _extra_backbones(grid: Grid, experiment: str, why: str) -> list[dict[str, st
     return [{"setting": "backbones", "paper": ", ".join(in_paper), "ours": ours, "why": why}]
 
 
-#: Each vision table's paper schedule (single runs: no seed count to compare). MACL App. B.3: "We
-#: train the encoders for 200 epochs"; OAR §5: "100 epochs of training".
-VISION_PAPER_EPOCHS = {"macl_cifar10": 200, "oar_cifar10": 100, "oar_cifar100": 100}
+#: Each vision table's paper schedule (single runs: no seed count to compare), from its paper's record
+#: (the tables' ``epochs``, each with the paper's sentence).
+VISION_PAPER_EPOCHS = {spec.experiment: spec.epochs for spec in TABLES.values() if spec.epochs}
 
 
 def _precision_override(grid: Grid, paper: str) -> list[dict[str, str]]:

@@ -1,81 +1,31 @@
 """The paper tables: registry, transcribed published numbers and their source notes.
 
-Each table ``<name>`` has two files in ``published/``: ``<name>.csv`` with the published numbers, one
-row per cell (``backbone, method, task|param, value, ...``; an empty ``value`` is a cell the paper
-prints as "-"), and ``<name>.yaml`` with the paper, table number, caption, footnotes, how the paper's
-rows and columns map to our ``(experiment, backbone, method, task)`` keys, the layout used to render
-it, and where each row sits in the paper text (checked by :mod:`contrastlab.tables.verify`).
+The registry comes from the papers' records (:mod:`contrastlab.papers`). Each table ``<name>`` has two
+files in ``published/``: ``<name>.csv`` with the published numbers, one row per cell (``backbone,
+method, task|param, value, ...``; an empty ``value`` is a cell the paper prints as "-"), and
+``<name>.yaml`` with the paper, table number, caption, footnotes, how the paper's rows and columns map to
+our ``(experiment, backbone, method, task)`` keys, the layout used to render it, and where each row sits
+in the paper text (checked by :mod:`contrastlab.tables.verify`).
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+
+from contrastlab.papers import PAPERS, TableSpec
 
 if TYPE_CHECKING:
     import pandas as pd
 
 PUBLISHED_DIR = Path(__file__).resolve().parent / "published"
 
-#: Kinds of table: measured scores per (method, task); ablation steps of one score; hyperparameters.
-KINDS = ("scores", "steps", "hparams")
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    """One paper table: its registry name, the config experiment it belongs to and its kind."""
-
-    name: str
-    experiment: str
-    kind: str
-    title: str
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        """The sidecar YAML (paper, caption, footnotes, mapping, layout, labels, transcription)."""
-        return load_meta(self.name)
-
-    @property
-    def published(self) -> pd.DataFrame:
-        """The transcribed numbers (see :func:`load_published`)."""
-        return load_published(self.name)
-
-
-#: Registry of every table the pipeline can regenerate, in report order.
-TABLES: dict[str, TableSpec] = {
-    spec.name: spec
-    for spec in (
-        TableSpec("nie2023_table1", "nie2023", "scores", "Nie et al. 2023, Table 1: STS.Avg and TR.Avg"),
-        TableSpec("nie2023_table2", "nie2023", "hparams", "Nie et al. 2023, Table 2: hyperparameters"),
-        TableSpec("li2024_table3", "li2024", "scores", "Li et al. 2024, Table 3: STS tasks"),
-        TableSpec("li2024_table4", "li2024", "scores", "Li et al. 2024, Table 4: transfer tasks"),
-        TableSpec("li2024_table5", "li2024", "steps", "Li et al. 2024, Table 5: original -> +GD -> +W -> +R"),
-        TableSpec(
-            "li2024_table6", "li2024", "hparams", "Li et al. 2024, Table 6: hyperparameters, BERT-base"
-        ),
-        TableSpec(
-            "li2024_table7", "li2024", "hparams", "Li et al. 2024, Table 7: hyperparameters, RoBERTa-base"
-        ),
-        TableSpec("macl_table3", "macl", "scores", "Huang et al. 2023 (MACL), Table 3: RoBERTa-base"),
-        TableSpec("macl_tableB4", "macl", "scores", "Huang et al. 2023 (MACL), Table B.4: BERT-base"),
-        TableSpec(
-            "macl_table9",
-            "macl_cifar10",
-            "scores",
-            "Huang et al. 2023 (MACL), Table 9 / B.3: CIFAR-10, linear / kNN top-1",
-        ),
-        TableSpec(
-            "oar_table3", "oar_cifar10", "scores", "OAR 2024, Table 3: CIFAR-10 FFN fine-tuning, +- OAR"
-        ),
-        TableSpec(
-            "oar_table4", "oar_cifar100", "scores", "OAR 2024, Table 4: CIFAR-100 FFN fine-tuning, +- OAR"
-        ),
-    )
-}
+#: Registry of every table the pipeline can regenerate, in report order: each paper's tables
+#: (:data:`contrastlab.papers.PAPERS`), the papers in theirs.
+TABLES: dict[str, TableSpec] = {table.name: table for paper in PAPERS for table in paper.tables}
 
 
 def paper_backbones(experiment: str) -> list[str]:

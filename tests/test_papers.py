@@ -1,0 +1,242 @@
+"""The papers' records (contrastlab.papers): their BibTeX says what CITATION.cff's references say (titles,
+years, authors, and the venue where the file names one) and parses back into those fields; every
+configured experiment belongs to a paper or is one of the GPU check's; a name of no paper is an error; and
+docs/adding-a-paper.md, followed word for word, adds a fifth paper."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import yaml
+
+from contrastlab import config as cl_config
+from contrastlab import papers
+from contrastlab.paths import REPO_ROOT
+
+
+def _cff_references() -> list[dict]:
+    return yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text())["references"]
+
+
+def _fields(entry: str) -> tuple[str, str, dict[str, str]]:
+    """(kind, key, fields) of one BibTeX entry as rendered: ``name = {value}`` a line, outer braces off."""
+    head = re.match(r"@(\w+)\{([^,]+),\n", entry)
+    assert head, entry
+    fields = dict(re.findall(r"^  (\w+) = \{(.*)\},?$", entry, flags=re.M))
+    return head.group(1), head.group(2), fields
+
+
+def _bib_authors(text: str) -> list[tuple[str, str]]:
+    names = []
+    for name in text.split(" and "):
+        family, _, given = name.strip("{}").partition(", ")
+        names.append((family, given))
+    return names
+
+
+def _cff_authors(reference: dict) -> list[tuple[str, str]]:
+    return [(a.get("family-names", a.get("name")), a.get("given-names", "")) for a in reference["authors"]]
+
+
+def test_the_bibtex_agrees_with_citation_cff():
+    references = _cff_references()
+    assert len(references) == len(papers.PAPERS)
+    for reference, paper in zip(references, papers.PAPERS, strict=True):
+        kind, key, fields = _fields(papers.bibtex(paper))
+        assert key == paper.key and kind == paper.kind
+        assert fields["title"].strip("{}") == reference["title"]
+        assert _bib_authors(fields["author"]) == _cff_authors(reference)
+        assert fields.get("year") == (str(reference["year"]) if "year" in reference else None)
+        if "collection-title" in reference:
+            assert fields["booktitle"] == reference["collection-title"]
+
+
+def test_one_block_holds_each_paper_once_and_experiments_name_their_paper():
+    block = papers.bibtex_block()
+    keys = re.findall(r"^@\w+\{([^,]+),", block, flags=re.M)
+    assert keys == [p.key for p in papers.PAPERS] and len(set(keys)) == len(keys) == 4
+    assert block.count("{") == block.count("}")  # balanced: BibTeX reads each entry to its end
+    assert [p.key for p in papers.papers_of("li2024_fig6_tau")] == ["li2024unified"]
+    assert [p.key for p in papers.papers_of("oar_cifar100")] == ["oar2024stable"]
+    assert [p.key for p in papers.papers_of("macl_cifar10")] == ["huang2023macl"]
+    with pytest.raises(
+        ValueError,
+        match=r"^experiment 'my_own_loss' belongs to no paper: its name must begin "
+        r"with one of nie2023, li2024, macl, oar \(docs/adding-a-paper.md\)$",
+    ):
+        papers.papers_of("my_own_loss")
+    assert (
+        papers.paper_for("my_own_loss") is None
+        and papers.paper_for("oar_synthetic/table2").key == "oar2024stable"
+    )
+
+
+@pytest.mark.parametrize("paper", papers.PAPERS, ids=lambda p: p.key)
+def test_a_collective_author_is_braced_whole(paper):
+    _, _, fields = _fields(papers.bibtex(paper))
+    if paper.authors[0][1] == "":
+        assert fields["author"] == "{" + paper.authors[0][0] + "}"
+    else:
+        assert "{" not in fields["author"]
+
+
+def test_the_report_ends_with_how_to_cite_in_one_bibtex_block(tmp_path):
+    from contrastlab.report.sections import write_report
+
+    report = write_report([], tmp_path / "report.md", metrics_root=tmp_path / "metrics").read_text()
+    tail = report[report.index("\n## How to cite\n") :]
+    assert "\n## " not in tail[1:]  # the last section
+    assert tail.count("```bibtex\n") == 1 and papers.bibtex_block() + "\n```" in tail
+
+
+#: The configured experiments that reproduce no paper on purpose: the GPU check's (config/gpu-check.yaml).
+#: Everything else a config of this repository names belongs to a paper.
+NO_PAPER = {"config/gpu-check.yaml": {"gpu_check", "gpu_check_macl", "gpu_check_oar"}}
+
+
+@pytest.mark.parametrize(
+    "name", ["config.yaml", "config/demo.yaml", "config/cpu.yaml", "config/gpu-check.yaml"]
+)
+def test_every_configured_experiment_belongs_to_a_paper_or_is_the_gpu_checks(name):
+    """Issue 64 item 1: a paper is one record, and an experiment named for no paper is said so here; its card
+    cites every paper (hub.publish.citation_of), an experiment of a paper its paper only."""
+    from contrastlab.hub.publish import citation_of
+
+    experiments = cl_config.load(REPO_ROOT / name)["experiments"]
+    assert {e for e in experiments if papers.paper_for(e) is None} == NO_PAPER.get(name, set())
+    for experiment in experiments:
+        cited = re.findall(r"^@\w+\{([^,]+),", citation_of(experiment), flags=re.M)
+        paper = papers.paper_for(experiment)
+        assert cited == ([paper.key] if paper else [p.key for p in papers.PAPERS]), experiment
+
+
+def test_the_records_give_the_tables_claims_and_schedules():
+    """The derived views: the registry's titles open with the paper's name, the report's order is the
+    records', and the image tables' schedules are MACL App. B.3's 200 epochs and OAR §5's 100."""
+    from contrastlab.report.claims import PAPERS as CLAIM_PAPERS
+    from contrastlab.tables import TABLES
+    from contrastlab.tables.deviations import VISION_PAPER_EPOCHS
+
+    assert CLAIM_PAPERS == ("nie2023", "li2024", "macl", "oar")
+    assert [t.name for p in papers.PAPERS for t in p.tables] == list(TABLES) and len(TABLES) == 12
+    assert (
+        TABLES["macl_table9"].title == "Huang et al. 2023 (MACL), Table 9 / B.3: CIFAR-10, linear / kNN top-1"
+    )
+    assert VISION_PAPER_EPOCHS == {"macl_cifar10": 200, "oar_cifar10": 100, "oar_cifar100": 100}
+
+
+def _paper_file(tmp_path, name: str, text: str):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_a_paper_file_in_the_wrong_shape_stops_with_one_line(tmp_path):
+    record = """\
+        order: 1
+        name: A 2020
+        citation: {key: a2020, kind: misc, title: T, authors: [[A, B]], year: 2020}
+        tables: [{name: a2020_table1, experiment: %s, kind: scores, title: "Table 1: x"}]
+        """
+    _paper_file(tmp_path, "a2020", record % "b2021")
+    with pytest.raises(
+        ValueError, match=r"a2020.yaml: table 'a2020_table1': its experiment 'b2021' must be named"
+    ):
+        papers.load_papers(tmp_path)
+    _paper_file(tmp_path, "a2020", record % "a2020_study")
+    _paper_file(tmp_path, "b2021", (record % "b2021").replace("a2020", "b2021"))
+    with pytest.raises(ValueError, match=r"two paper files share an order: \[1, 1\]"):
+        papers.load_papers(tmp_path)
+    _paper_file(tmp_path, "b2021", "order: 2\nname: B 2021\n")
+    with pytest.raises(ValueError, match=r"b2021.yaml: a paper file needs citation, tables"):
+        papers.load_papers(tmp_path)
+
+
+def _doc_blocks() -> dict[str, str]:
+    """{path: text} of each block of docs/adding-a-paper.md that a line **`path`** introduces."""
+    text = (REPO_ROOT / "docs" / "adding-a-paper.md").read_text(encoding="utf-8")
+    found = re.findall(r"^ *\*\*`([^`]+)`\*\*\n( *)```\w*\n(.*?)\n\2```", text, flags=re.M | re.S)
+    return {path: textwrap.dedent(block) for path, _, block in found}
+
+
+#: What the copy of the package reports once the fifth paper is added (run in a process of its own, so
+#: that the records load from the copy).
+_FIFTH_PAPER_CHECK = """
+import json, sys
+from contrastlab import config as cl_config
+from contrastlab.hub.publish import citation_of
+from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.report import build_report
+from contrastlab.report.claims import PAPERS
+from contrastlab.tables import TABLES
+
+config = cl_config.load(REPO_ROOT / "config.yaml")
+config["select"] = {"experiments": ["smith2025", "oar_cifar10"]}
+build_report(Results(REPO_ROOT / "out"), config, figures=[])
+print(json.dumps({
+    "title": TABLES["smith2025_table1"].title,
+    "papers": list(PAPERS),
+    "report": (REPO_ROOT / "out" / "report.md").read_text(encoding="utf-8"),
+    "citation": citation_of("smith2025_sweep"),
+}))
+"""
+
+
+def test_a_fifth_paper_added_as_docs_adding_a_paper_says(tmp_path):
+    """Issue 64 item 1: the worked example, followed word for word in a copy of the package: the five files
+    it names (no Python), and the table is registered under the paper's name, lands in the paper's own
+    section of the report with its claims (after OAR's, not under "Other tables"), its card cites the
+    paper alone, and CITATION.cff still agrees with the records."""
+    blocks = _doc_blocks()
+    claims_file = "src/contrastlab/report/claims/smith2025.yaml"
+    table = "src/contrastlab/tables/published/smith2025_table1"
+    assert list(blocks) == [claims_file, f"{table}.csv", f"{table}.yaml", "config.yaml", "CITATION.cff"]
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO_ROOT / "src" / "contrastlab", tmp_path / "src" / "contrastlab", ignore=ignore)
+    shutil.copytree(REPO_ROOT / "schemas", tmp_path / "schemas")
+    for new in (claims_file, f"{table}.csv", f"{table}.yaml"):
+        (tmp_path / new).write_text(blocks[new], encoding="utf-8")
+    config = yaml.safe_load((REPO_ROOT / "config.yaml").read_text(encoding="utf-8"))
+    config["experiments"].update(yaml.safe_load(blocks["config.yaml"])["experiments"])
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    cff = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    cff["references"] += yaml.safe_load(blocks["CITATION.cff"])["references"]
+    (tmp_path / "CITATION.cff").write_text(yaml.safe_dump(cff, sort_keys=False), encoding="utf-8")
+
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "src")}
+    run = subprocess.run(
+        [sys.executable, "-c", _FIFTH_PAPER_CHECK], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout)
+    assert seen["title"] == "Smith & Lee 2025, Table 1: STS.Avg"
+    assert seen["papers"] == ["nie2023", "li2024", "macl", "oar", "smith2025"]
+    report = seen["report"]
+    oar = report.index("\n## OAR 2024, Stable Contrastive Learning with Orthonormal Anchors Regression\n")
+    smith = report.index("\n## Smith & Lee 2025, A Margin for Sentence Embeddings\n")
+    section = report[smith : report.index("\n## ", smith + 1)]
+    assert oar < smith and "MPT beats InfoNCE on STS.Avg on BERT-base" in section
+    assert "Smith & Lee 2025, Table 1: STS.Avg" in section and "## Other tables" not in report
+    assert seen["citation"] == (
+        "@article{smith2025margin,\n  title = {{A Margin for Sentence Embeddings}},\n"
+        "  author = {Smith, Ada and Lee, Bo},\n  journal = {Journal of Made-up Results},\n  year = {2025}\n}"
+    )
+    cff_check = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import runpy; runpy.run_path({__file__!r})['test_the_bibtex_agrees_with_citation_cff']()",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert cff_check.returncode == 0, cff_check.stderr[-3000:]
