@@ -25,10 +25,12 @@ ANALYTIC_FIGURES = {
     e: dict(figures) for p in PAPERS for e, figures in (p.figures.get("analytic") or {}).items()
 }
 
-#: The caption of each figure kind a paper's protocol draws (align_uniform, lr_sweep, ...), and its paper.
+#: The caption of each figure kind a paper's protocol draws (align_uniform, lr_sweep, ...).
 KIND_CAPTIONS = {kind: caption for p in PAPERS for kind, caption in (p.figures.get("kinds") or {}).items()}
+# the paper whose experiments ask for a kind drawn once per config (OAR's synthetic study)
 _KIND_PAPER = {kind: p.prefix for p in PAPERS for kind in p.figures.get("kinds") or {}}
 
+#: The search figure's caption: of no paper's, as any experiment with a ``search`` draws it.
 SEARCH_CAPTION = (
     "The hyperparameter search (contrastlab.search): STS-B dev Spearman of every point, one panel per "
     "backbone, method and stage; white box: the selected point, black circle: the published setting (Nie "
@@ -38,6 +40,7 @@ SEARCH_CAPTION = (
 
 
 def _figure(name: str, kind: str, experiment: str = "", caption: str | None = None) -> dict[str, str]:
+    """One catalogue entry; ``caption`` defaults to the kind's (:data:`KIND_CAPTIONS`)."""
     return {"name": name, "kind": kind, "experiment": experiment, "caption": caption or KIND_CAPTIONS[kind]}
 
 
