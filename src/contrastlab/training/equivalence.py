@@ -73,9 +73,7 @@ def run_steps(
     if cuda:
         capture.tensor_lr(optimizer, device)  # after the scheduler took the float as its initial lr
     with tempfile.TemporaryDirectory() as scratch:
-        run = TrainingRun(
-            Path(scratch), device=device, precision=precision, state_every=None, progress=False
-        )  # fmt: skip
+        run = TrainingRun(Path(scratch), device=device, precision=precision, state_every=None, progress=False)
         torch.manual_seed(seed)
         t = time.perf_counter()
         parts = (run, model, head, build_loss(loss), optimizer, params)
@@ -99,8 +97,18 @@ def run_steps(
     }
 
 
-def training_step(run: TrainingRun, model, head, loss_fn, optimizer, params, first: Batch, *, graph: bool,
-                  padding_free: bool | str = False):  # fmt: skip
+def training_step(
+    run: TrainingRun,
+    model,
+    head,
+    loss_fn,
+    optimizer,
+    params,
+    first: Batch,
+    *,
+    graph: bool,
+    padding_free: bool | str = False,
+):
     """The sentence trainer's step as a callable ``(ids, mask) -> loss output``: captured once as a CUDA
     graph (``graph``; warmed up on ``first``, :func:`~contrastlab.training.capture.capture_sentence_step`)
     or eager (``sentence.train_step`` and ``TrainingRun.optimizer_step``, as the trainer runs them), the
@@ -111,9 +119,17 @@ def training_step(run: TrainingRun, model, head, loss_fn, optimizer, params, fir
         raise ValueError("padding_free runs the eager step: its token count changes every batch")
     if graph:
         captured = capture.capture_sentence_step(
-            run, train_step, model, head, loss_fn, optimizer, params, first,
-            head_autocast=False, clip_norm=CLIP_NORM,
-        )  # fmt: skip
+            run,
+            train_step,
+            model,
+            head,
+            loss_fn,
+            optimizer,
+            params,
+            first,
+            head_autocast=False,
+            clip_norm=CLIP_NORM,
+        )
         return lambda ids, mask: captured(ids, mask)[0]
 
     draws = padding_free if isinstance(padding_free, str) else "padded"
@@ -122,9 +138,14 @@ def training_step(run: TrainingRun, model, head, loss_fn, optimizer, params, fir
     def step(ids, mask):
         with run.step_context():
             out, _, _ = train_step(
-                encoder, head, loss_fn, [(ids, mask)],
-                autocast=run.autocast, with_stats=False, scale=run.scale,
-            )  # fmt: skip
+                encoder,
+                head,
+                loss_fn,
+                [(ids, mask)],
+                autocast=run.autocast,
+                with_stats=False,
+                scale=run.scale,
+            )
             run.optimizer_step(optimizer, params, CLIP_NORM)
         return out
 
@@ -143,8 +164,16 @@ def max_rel_diff(a: Sequence[float], b: Sequence[float]) -> float:
     return float(np.max(np.abs(x - y) / np.maximum(np.abs(x), np.finfo(np.float64).tiny)))
 
 
-def deterministic_check(make_model, batches, *, precision: str, device: torch.device, steps: int = 200,
-                        seed: int = 0, captured: bool = True) -> dict[str, Any]:  # fmt: skip
+def deterministic_check(
+    make_model,
+    batches,
+    *,
+    precision: str,
+    device: torch.device,
+    steps: int = 200,
+    seed: int = 0,
+    captured: bool = True,
+) -> dict[str, Any]:
     """Check 1 (module docstring): one eager and one captured run under deterministic algorithms.
     ``bit_equal`` = every loss and every final parameter equal bit for bit. Where they differ, a second
     eager run says whether determinism itself held (``eager_repeat_bit_equal``). ``captured`` False puts
@@ -160,8 +189,17 @@ def deterministic_check(make_model, batches, *, precision: str, device: torch.de
     return {"check": "deterministic", "precision": precision, "steps": steps, "captured": captured, **row}
 
 
-def spread_check(make_model, batches, *, precision: str, device: torch.device, steps: int = 100,
-                 repeat: int = 3, seed: int = 0, captured: bool = True) -> dict[str, Any]:  # fmt: skip
+def spread_check(
+    make_model,
+    batches,
+    *,
+    precision: str,
+    device: torch.device,
+    steps: int = 100,
+    repeat: int = 3,
+    seed: int = 0,
+    captured: bool = True,
+) -> dict[str, Any]:
     """Check 2 (module docstring): ``repeat`` eager and ``repeat`` captured runs in the default mode.
     ``within`` = the median graph-vs-eager difference <= the eager-vs-eager spread. ``captured`` as in
     :func:`deterministic_check`."""
@@ -192,9 +230,18 @@ def spread_check(make_model, batches, *, precision: str, device: torch.device, s
     }
 
 
-def padding_free_check(make_model, batches, *, precision: str, device: torch.device, steps: int = 100,
-                       repeat: int = 2, seed: int = 0, graph: bool | None = None,
-                       draws: str = "padded") -> dict:  # fmt: skip
+def padding_free_check(
+    make_model,
+    batches,
+    *,
+    precision: str,
+    device: torch.device,
+    steps: int = 100,
+    repeat: int = 2,
+    seed: int = 0,
+    graph: bool | None = None,
+    draws: str = "padded",
+) -> dict:
     """Is the padding-free step the padded one, and how much faster? ``repeat`` padded and ``repeat``
     padding-free eager runs of the same seed and batches (dropout on: the padding-free encoder draws
     the padded model's masks), and with ``graph`` (default: on CUDA) one captured padded run, the

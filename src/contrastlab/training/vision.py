@@ -92,9 +92,6 @@ ENCODER_FILE = "encoder.safetensors"
 SETTINGS_FILE = "settings.json"
 #: The OAR anchors [K, D] of an OAR run, beside the encoder (safetensors key ``anchors``).
 ANCHORS_FILE = "anchors.safetensors"
-OPTIMIZERS = ("adam", "sgd")
-LR_SCHEDULES = ("constant", "cosine")
-KEEP_RULES = ("last", "best_val_loss")
 
 
 #: Settings newer than the snapshot format, at their defaults (left out of the snapshot fingerprint);
@@ -316,9 +313,15 @@ class VisionParts:
     oar: _OarBatches | None
     memory_format: torch.memory_format
 
+    def stateful(self) -> dict[str, Any]:
+        """What a snapshot saves and a resume loads, by name (the views' generator among them)."""
+        views = GeneratorState(self.views)
+        return {"encoder": self.encoder, "head": self.head, "optimizer": self.optimizer, "views": views}
 
-def _train(s: VisionTrainSettings, run: TrainingRun, data_root, download: bool, out_dir: Path,
-           log_path: Path) -> dict[str, Any]:  # fmt: skip
+
+def _train(
+    s: VisionTrainSettings, run: TrainingRun, data_root, download: bool, out_dir: Path, log_path: Path
+) -> dict[str, Any]:
     """:func:`train_vision`'s body: data, parts, snapshot identity, then the loop."""
     dev = run.device
     data = load_images(s.dataset, "train", root=data_root, download=download, image_size=s.image_size)
@@ -330,16 +333,15 @@ def _train(s: VisionTrainSettings, run: TrainingRun, data_root, download: bool, 
     cuda_graph, notes = vc.resolve(s, dev, n_train)  # said once the run's log has begun
     images = data.images.to(dev)
     parts = _build_parts(s, run, data, size)
-    key = json.dumps([fingerprint_settings(s.to_dict(), LATER_DEFAULTS), n_images, size], sort_keys=True)
-    fingerprint = hashlib.sha256(key.encode()).hexdigest()[:16]
+    fingerprint = _fingerprint(s, n_images, size)
     run_info = _describe(s, run, parts, n_train, size, steps_per_epoch, total)
     run_info["cuda_graph"] = cuda_graph  # the settings stay as configured (None: decided here)
     select = None
     if trained is not None:
-        select = ValSelection(s, run, images, parts.augment, parts.loss_fn, parts.encoder, parts.head,
-                              parts.memory_format)  # fmt: skip
-    stateful = {"encoder": parts.encoder, "head": parts.head, "optimizer": parts.optimizer,
-                "views": GeneratorState(parts.views)}  # fmt: skip
+        select = ValSelection(
+            s, run, images, parts.augment, parts.loss_fn, parts.encoder, parts.head, parts.memory_format
+        )
+    stateful = parts.stateful()
     saved = run.load_snapshot(fingerprint)
     start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
     if select is not None and saved is not None:
@@ -374,6 +376,13 @@ def _train(s: VisionTrainSettings, run: TrainingRun, data_root, download: bool, 
         if snapshot:
             run.save_snapshot(step, fingerprint, stateful, select.state() if select else {})
     return _finish(s, run, parts, select, run_info, total, steps_per_epoch, out_dir, log_path)
+
+
+def _fingerprint(s: VisionTrainSettings, n_images: int, size: int) -> str:
+    """The snapshot's identity: the settings (those newer than the snapshot format left out at their
+    defaults, :data:`LATER_DEFAULTS`), the number of training images and their side."""
+    key = json.dumps([fingerprint_settings(s.to_dict(), LATER_DEFAULTS), n_images, size], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _trained_rows(s: VisionTrainSettings, n_images: int, device: torch.device) -> torch.Tensor | None:
@@ -426,8 +435,9 @@ def _build_parts(s: VisionTrainSettings, run: TrainingRun, data, size: int) -> V
     loss_fn = build_loss(s.loss, **s.loss_hp)
     oar = _OarBatches(s, data, loss_dim, dev) if s.oar_fraction > 0 else None
     views = torch.Generator(device=dev).manual_seed(s.seed)  # the augmentations' draws
-    return VisionParts(encoder, forward_encoder, head, loss_fn, optimizer, params, augment, views, oar,
-                       memory_format)  # fmt: skip
+    return VisionParts(
+        encoder, forward_encoder, head, loss_fn, optimizer, params, augment, views, oar, memory_format
+    )
 
 
 def _build(s: VisionTrainSettings, device: torch.device, channels_last) -> tuple:
@@ -505,14 +515,32 @@ def _capture_step(s: VisionTrainSettings, run: TrainingRun, parts: VisionParts, 
     of the run's shape warms it up (its effects are undone). None (named in one line) where the step
     cannot be captured: the run takes the eager step."""
     step_parts = (parts.forward_encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params)
-    return capture.capture_or_eager(lambda: vc.capture_vision_step(
-        run, train_step, step_parts, parts.augment, parts.views, images[: s.batch_size],
-        calls=s.augment_calls, memory_format=parts.memory_format, head_autocast=s.head_autocast,
-    ), run.note)  # fmt: skip
+    return capture.capture_or_eager(
+        lambda: vc.capture_vision_step(
+            run,
+            train_step,
+            step_parts,
+            parts.augment,
+            parts.views,
+            images[: s.batch_size],
+            calls=s.augment_calls,
+            memory_format=parts.memory_format,
+            head_autocast=s.head_autocast,
+        ),
+        run.note,
+    )
 
 
-def _step(s: VisionTrainSettings, run: TrainingRun, parts: VisionParts, images, batch, step: int,
-          logging: bool, graph) -> tuple:  # fmt: skip
+def _step(
+    s: VisionTrainSettings,
+    run: TrainingRun,
+    parts: VisionParts,
+    images,
+    batch,
+    step: int,
+    logging: bool,
+    graph,
+) -> tuple:
     """One step on ``batch``: the captured one (``graph``; the loss's stats computed after it at log
     steps) or the eager one, OAR's labelled term included. Returns (loss output, h1, h2, OAR term or
     None, grad norm)."""
@@ -575,8 +603,17 @@ def _log_interval(run: TrainingRun, step, epoch, lr, loss, out, oar_value, grad_
     run.set_postfix(loss=f"{record['loss']:.4f}")
 
 
-def _finish(s: VisionTrainSettings, run: TrainingRun, parts: VisionParts, select, run_info: dict,
-            total: int, steps_per_epoch: int, out_dir: Path, log_path: Path) -> dict[str, Any]:  # fmt: skip
+def _finish(
+    s: VisionTrainSettings,
+    run: TrainingRun,
+    parts: VisionParts,
+    select,
+    run_info: dict,
+    total: int,
+    steps_per_epoch: int,
+    out_dir: Path,
+    log_path: Path,
+) -> dict[str, Any]:
     """The summary (written to ``settings.json`` beside the encoder, and the log's end record), the kept
     encoder written to ``out_dir``, the log copied to ``log_path``, the state folder removed."""
     if select is not None:
