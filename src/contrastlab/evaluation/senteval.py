@@ -84,12 +84,6 @@ def score_sts(lookup: Lookup, subsets: list[Pairs]) -> float:
     return _spearman_percent(np.concatenate(sims), np.concatenate([p.gold for p in subsets]))
 
 
-def score_transfer(lookup: Lookup, task: str, data: Any, mode: str) -> float:
-    """Test accuracy (percent) of the logistic-regression probe under the protocol of ``task``
-    (SentEval's ``acc``); see :func:`transfer_accuracies` for both of SentEval's numbers."""
-    return transfer_accuracies(lookup, task, data, mode)[1]
-
-
 def transfer_accuracies(lookup: Lookup, task: str, data: Any, mode: str) -> tuple[float, float]:
     """``(devacc, acc)`` in percent: SentEval's two numbers for a transfer task.
 
