@@ -52,16 +52,6 @@ ON_A_BF16_GPU: Mapping[str, str] = MappingProxyType(
     {choice: resolve(choice, cuda=True, native_bf16=True) for choice in CHOICES}
 )
 
-#: Model types (``config.model_type``) whose transformers model can run padding-free
-#: (:mod:`contrastlab.models.packed`).
-PADDING_FREE_TYPES = ("bert", "roberta")
-#: (resolved precision, device type, model type) where a sentence cell that sets no ``padding_free``
-#: runs padding-free: IEEE fp32 on CUDA with a BERT or RoBERTa backbone
-#: (:func:`contrastlab.models.packed.padding_free_default`). Here rather than beside it, which imports
-#: torch: the plan reads the same set (``contrastlab.cost.flops.padding_free_for``) in jobs that need no
-#: torch, the ``tables`` job among them.
-PADDING_FREE_DEFAULT_ON = frozenset(("fp32", "cuda", model_type) for model_type in PADDING_FREE_TYPES)
-
 
 def set_fp32_mode(mode: str) -> None:
     """``ieee`` or ``tf32`` for cuBLAS matmuls and cuDNN convolutions and RNNs (PyTorch's fp32_precision

@@ -12,7 +12,7 @@ left out):
   epochs (or ``max_steps``); sentences: the corpus (1,000,000 for wiki1m, the fixture's size for the
   demo, a user corpus's lines) less a held-out probe.
 - a padding-free step (``padding_free``, :func:`padding_free_for`; issue 55): the linear layers run on
-  the real tokens only (wiki1m's token profile, :data:`WIKI1M_TOKEN_LENGTHS`: 21.9 of 32), attention's
+  the real tokens only (wiki1m's token profile, :mod:`contrastlab.cost.tokens`: 21.9 of 32), attention's
   score products still at the padded width; its step is priced at the padded step's FLOPs ×
   :func:`padding_free_fraction` (the two full counts, attention included, :func:`sentence_step_flops`),
   so the rate a padded step measured still applies (:func:`contrastlab.cost.calibration.step_seconds`
@@ -46,7 +46,9 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
-from contrastlab.precision import ACTIVATION_BYTES, ON_A_BF16_GPU, PADDING_FREE_DEFAULT_ON
+from contrastlab.cost.tokens import profile_real_tokens
+from contrastlab.families import DEV_BATCH_SIZE, RESNETS, step_mode
+from contrastlab.precision import ACTIVATION_BYTES, ON_A_BF16_GPU
 
 #: The plan's precision choice "as each cell is configured".
 AS_CONFIGURED = "config"
@@ -55,17 +57,6 @@ AS_CONFIGURED = "config"
 #: Sentences of SimCSE's wiki1m_for_simcse.txt (protocol.md §2).
 WIKI1M_SENTENCES = 1_000_000
 
-
-#: wiki1m's token profile: how many of the 11,914 sentences of the wiki1m head sample in ../shared/data
-#: have 3, 4, ..., 32 tokens ([CLS]/[SEP] included, bert-base-uncased's WordPiece vocabulary, truncated
-#: at 32: the last count holds every longer sentence); mean 21.9, 27.1% at the cap. The same counts as
-#: ``benchmarks/gpu_bench.py``'s ``WIKI1M_LENGTHS``, which the GPU benchmarks draw their lengths from.
-WIKI1M_TOKEN_LENGTHS = (
-    34, 151, 236, 284, 275, 247, 231, 252, 256, 273, 302, 332, 373, 347, 384, 376, 363, 371, 392,
-    371, 400, 352, 330, 323, 303, 298, 315, 253, 261, 3229,
-)  # fmt: skip
-#: The shortest length :data:`WIKI1M_TOKEN_LENGTHS` counts, and the truncation its last count is at.
-WIKI1M_SHORTEST, WIKI1M_CAP = 3, 32
 
 #: Kernels a padding-free step launches beyond the padded one (forward + backward; counted on the CPU
 #: with a ``TorchDispatchMode`` on contrastlab.models.packed, train mode, dropout drawn at the padded
@@ -132,12 +123,12 @@ KNOWN_ARCHITECTURES = {
 #: tests/cost/test_plan.py recounts the first three on the project's code) of an eager image step:
 #: one :class:`~contrastlab.training.augment.SimCLRAugment` call without blur (a fixed count, whatever
 #: the batch: every draw is a batched tensor), what its blur adds, an encoder's forward + backward and
-#: forward alone (ResNets of this project's ``build_encoder``), and the rest of a MACL step (projection
-#: head, loss, fused Adam: the review's 875 ops of a MACL step, docs/gpu-speed.md §1.2, less two
-#: augmentation calls and the encoder).
+#: forward alone (:data:`contrastlab.families.RESNETS`' counts, this project's ``build_encoder``), and
+#: the rest of a MACL step (projection head, loss, fused Adam: the review's 875 ops of a MACL step,
+#: docs/gpu-speed.md §1.2, less two augmentation calls and the encoder).
 AUGMENT_LAUNCHES = 296
 BLUR_LAUNCHES = 15
-ENCODER_LAUNCHES = {"resnet18": (214, 86), "resnet50": (560, 226)}
+ENCODER_LAUNCHES = {arch: (resnet.launches, resnet.forward_launches) for arch, resnet in RESNETS.items()}
 STEP_LAUNCHES = 69
 #: A validation batch's launches beyond its augmentation and forward (head, loss, the loss's copy to the
 #: host): an estimate, a third of :data:`STEP_LAUNCHES`' head, loss and optimiser.
@@ -147,11 +138,9 @@ VALIDATION_LAUNCHES = 23
 #: ~1,470); other depths scale with their layers.
 SENTENCE_STEP_LAUNCHES = {"fp32": 940, "tf32": 940, "bf16": 1460, "fp16": 1470}
 
-#: The sentence trainer's defaults on a CUDA GPU (training/sentence.py, issue 53): the step runs as one
-#: CUDA graph unless a cell sets ``cuda_graph: false`` (absent or null: on for CUDA; the graph captures
-#: one encoder pass, so ``grad_accum`` > 1 runs eager), and the dev set is encoded in batches of
-#: :data:`CUDA_DEV_BATCH` unless a cell sets ``dev_batch_size``.
-CUDA_DEV_BATCH = 512
+#: The sentence trainer's dev batch on a CUDA GPU where a cell sets no ``dev_batch_size``
+#: (:data:`contrastlab.families.DEV_BATCH_SIZE`); the step's mode is :func:`contrastlab.families.step_mode`'s.
+CUDA_DEV_BATCH = DEV_BATCH_SIZE["cuda"]
 
 #: Image inputs from this side up (OAR's 224 px) are priced at the ``vision_large`` rates of a
 #: calibration and carry its per-step augmentation overhead; smaller ones (MACL's 32 px CIFAR, the demo's
@@ -220,31 +209,20 @@ def padding_free_fraction(model: Transformer, width: int, real: float) -> float:
     return sentence_step_flops(model, 1, width, real) / sentence_step_flops(model, 1, width, width)
 
 
-def profile_real_tokens(width: int, lengths: tuple[int, ...] = WIKI1M_TOKEN_LENGTHS) -> float:
-    """The mean real tokens per row of a token profile (counts of sentences of
-    :data:`WIKI1M_SHORTEST`, ... tokens) truncated at ``width``. Beyond the profile's own cap
-    (:data:`WIKI1M_CAP`) the lengths of its capped sentences are not known: they are taken to fill the
-    row (the most real tokens they could have: a padding-free step is then priced no faster than it is).
-
-    >>> round(profile_real_tokens(32), 4), round(profile_real_tokens(16), 4)
-    (21.8965, 14.3561)
-    """
-    # the last count's sentences fill any row up to the cap, and are taken to fill a longer one too
-    shorter = sum(min(WIKI1M_SHORTEST + i, width) * count for i, count in enumerate(lengths[:-1]))
-    return (shorter + lengths[-1] * width) / sum(lengths)
-
-
 def padding_free_for(settings: Mapping[str, Any], model_type: str) -> bool:
     """Whether a sentence cell with these (resolved) ``settings`` and a backbone of ``model_type``
-    trains padding-free on the plan's CUDA GPU: its ``padding_free`` when it sets one (true or false),
-    else the trainer's own default (:data:`contrastlab.precision.PADDING_FREE_DEFAULT_ON`: IEEE fp32 on CUDA
-    with a BERT or RoBERTa backbone) at the precision the cell runs as there
-    (:data:`~contrastlab.precision.ON_A_BF16_GPU`; ``auto``: bf16)."""
-    explicit = settings.get("padding_free")
-    if explicit is not None:
-        return bool(explicit)
+    trains padding-free on the plan's CUDA GPU (:func:`sentence_mode`)."""
+    return sentence_mode(settings, model_type).padding_free
+
+
+def sentence_mode(settings: Mapping[str, Any], model_type: str):
+    """The step mode (:func:`contrastlab.families.step_mode`, the trainer's own rule) of a sentence cell
+    with these (resolved) ``settings`` and a backbone of ``model_type`` on the plan's CUDA GPU, at the
+    precision the cell runs as there (:data:`~contrastlab.precision.ON_A_BF16_GPU`; ``auto``: bf16)."""
     precision = ON_A_BF16_GPU[settings.get("precision") or "auto"]
-    return (precision, "cuda", model_type) in PADDING_FREE_DEFAULT_ON
+    return step_mode(
+        settings, track="sentence", device_type="cuda", precision=precision, model_type=model_type
+    )
 
 
 def transformer_parameters(
@@ -333,8 +311,9 @@ class VisionForward:
     saved_elements: int
 
 
-#: Blocks per stage and the block's output expansion (torchvision's BasicBlock and Bottleneck).
-RESNET_LAYERS = {"resnet18": ((2, 2, 2, 2), 1), "resnet50": ((3, 4, 6, 3), 4)}
+#: Blocks per stage and the block's output expansion (torchvision's BasicBlock and Bottleneck), of each
+#: :data:`contrastlab.families.RESNETS`.
+RESNET_LAYERS = {arch: (resnet.layers, resnet.expansion) for arch, resnet in RESNETS.items()}
 
 
 @functools.cache
@@ -523,9 +502,10 @@ def cell_work(
 
 
 def token_profile(grid: cl_config.Grid) -> str:
-    """The token profile of the config's training corpus: ``wiki1m`` (:data:`WIKI1M_TOKEN_LENGTHS`; also
-    for ``data.wiki_path``, config.yaml's local copy of it), or "" for the demo's fixture, whose lengths
-    are not profiled (a padding-free step is then priced at full rows)."""
+    """The token profile of the config's training corpus: ``wiki1m``
+    (:data:`~contrastlab.cost.tokens.WIKI1M_TOKEN_LENGTHS`; also for ``data.wiki_path``, config.yaml's
+    local copy of it), or "" for the demo's fixture, whose lengths are not profiled
+    (a padding-free step is then priced at full rows)."""
     return "" if grid.data.get("fixture") else "wiki1m"
 
 
@@ -545,7 +525,8 @@ def _sentence_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, A
     if s.get("max_steps"):
         steps = min(steps, int(s["max_steps"]))
     padded_step_flops = training_step_flops(n, batch, length)
-    padding_free = padding_free_for(s, model.model_type)
+    mode = sentence_mode(s, model.model_type)
+    padding_free = mode.padding_free
     profile = token_profile(grid)
     real = profile_real_tokens(length) if profile else float(length)
     # The padded step's FLOPs at the ratio of the full counts: the calibrated rate is a padded step's
@@ -558,7 +539,7 @@ def _sentence_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, A
     analysis_flops = _schedule_points(steps, analysis_every) * 2.0 * n * 2 * (probe * length + dev_probe)
     precision = _resolved(s.get("precision"))
     grad_accum = int(s.get("grad_accum", 1))
-    dev_batch = int(s.get("dev_batch_size") or CUDA_DEV_BATCH)
+    dev_batch = int(mode.dev_batch)
     # Korthikanti et al. 2022, Eq. 2: s·b·h·(34 + 5·a·s/h) bytes per layer with 16-bit activations.
     sequences = 2 * batch / grad_accum
     per_layer = length * sequences * model.hidden * (34 + 5 * model.heads * length / model.hidden)
@@ -584,15 +565,37 @@ def _sentence_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, A
         kind=f"{cell.backbone} batch {batch} {precision}{' padding-free' if padding_free else ''}",
         step_launches=round(launches),
         rates="sentence",
-        # a padding-free step asks nonzero for its tokens' positions (a host sync, a shape that changes
-        # every batch): it cannot be captured, and runs eagerly (contrastlab.models.packed)
-        graphed=s.get("cuda_graph") is not False and grad_accum == 1 and not padding_free,
+        graphed=mode.graph,
         dev_calls=dev_points * -(-STSB_DEV_SENTENCES // dev_batch),
         padding_free=padding_free,
         padded_step_flops=padded_step_flops,
         gather_elements=2 * batch * length * model.hidden * model.layers if padding_free else 0.0,
         token_profile=profile,
     )
+
+
+def _probe_steps(evaluation: Mapping[str, Any], n_images: int) -> int:
+    """The optimiser steps of an image cell's probes (the linear probe over all ``n_images``, OAR's FFN
+    probes over each label fraction), by its experiment's image ``evaluation``."""
+    probes = evaluation.get("probes") or ["linear", "knn"]
+    steps = 0
+    if "linear" in probes:
+        linear = evaluation.get("linear") or {}
+        steps += int(linear.get("epochs", 100)) * -(-n_images // int(linear.get("batch_size", 128)))
+    if "ffn" in probes:
+        ffn = evaluation.get("ffn") or {}
+        for fraction in ffn.get("label_fractions", [0.1, 0.5, 1.0]):
+            steps += int(ffn.get("epochs", 100)) * -(
+                -int(fraction * n_images) // int(ffn.get("batch_size", 32))
+            )
+    return steps
+
+
+def vision_mode(settings: Mapping[str, Any], n_train: int):
+    """The step mode (:func:`contrastlab.families.step_mode`, the trainer's own rule) of an image cell
+    with these (resolved) ``settings`` training on ``n_train`` images on the plan's CUDA GPU."""
+    precision = _resolved(settings.get("precision"))
+    return step_mode(settings, track="vision", device_type="cuda", precision=precision, n_images=n_train)
 
 
 def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
@@ -626,7 +629,7 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
     # forward and backward per pass, the head, loss and optimiser once.
     per_call = AUGMENT_LAUNCHES + (BLUR_LAUNCHES if float(s.get("blur_p") or 0) > 0 else 0)
     calls = 1 if s.get("augment_calls") == "one" else 2
-    encoder_launches, forward_launches = ENCODER_LAUNCHES.get(s["arch"], ENCODER_LAUNCHES["resnet18"])
+    encoder_launches, forward_launches = ENCODER_LAUNCHES[s["arch"]]
     step_launches = passes * (calls * per_call + encoder_launches) + STEP_LAUNCHES
     # The per-epoch validation (keep: best_val_loss): two views of each held-out image, forward only in
     # IEEE fp32, in batches of batch_size (a last batch of one image is skipped), after every epoch.
@@ -636,18 +639,6 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
     dev_flops = validations * 2 * 2.0 * fwd.macs * val_images
     dev_launches = validations * val_batches * (calls * per_call + forward_launches + VALIDATION_LAUNCHES)
     oar_pass = " + OAR pass" if s.get("oar_fraction") else ""
-    evaluation = grid.vision_evaluation(cell.experiment)
-    probes = evaluation.get("probes") or ["linear", "knn"]
-    probe_steps = 0
-    if "linear" in probes:
-        linear = evaluation.get("linear") or {}
-        probe_steps += int(linear.get("epochs", 100)) * -(-n_images // int(linear.get("batch_size", 128)))
-    if "ffn" in probes:
-        ffn = evaluation.get("ffn") or {}
-        for fraction in ffn.get("label_fractions", [0.1, 0.5, 1.0]):
-            probe_steps += int(ffn.get("epochs", 100)) * -(
-                -int(fraction * n_images) // int(ffn.get("batch_size", 32))
-            )
     optimizer_bytes = 16 if s.get("optimizer", "adam") == "adam" else 12
     activations = fwd.saved_elements * images * ACTIVATION_BYTES[precision]
     peak = (optimizer_bytes * fwd.params + activations + n_images * 3 * NATIVE_SIZE[dataset] ** 2) / GIB
@@ -663,11 +654,13 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
         snapshots=_snapshots(steps, s, 500),
         snapshot_gib=optimizer_bytes * fwd.params / GIB,
         eval_flops=2.0 * fwd.macs * (n_images + n_test),
-        eval_probe_steps=probe_steps,
+        eval_probe_steps=_probe_steps(grid.vision_evaluation(cell.experiment), n_images),
         peak_gib=peak + FIXED_GPU_GIB,
         kind=f"{cell.backbone} {size}px batch {batch}{oar_pass} {precision}",
         step_launches=step_launches,
         dev_launches=dev_launches,
         rates="vision_large" if size >= LARGE_IMAGE_PX else "vision",
+        # the trainer's captured step (training.vision_capture) launches nothing from the host per step
+        graphed=vision_mode(s, n_train).graph,
         step_images=images,
     )

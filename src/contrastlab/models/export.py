@@ -35,6 +35,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from contrastlab.families import TEXT_FAMILIES
 from contrastlab.models.text import FIRST_LAST_POOLINGS, POOLINGS
 
 __all__ = [
@@ -73,15 +74,14 @@ def _write_json(path: Path, value: dict[str, Any] | list[Any]) -> None:
 
 def _max_seq_length(folder: Path, model_config: dict[str, Any]) -> int | None:
     """The longest input the model takes: its position limit (RoBERTa's 514 less its 2 offsets), capped
-    by the tokenizer's ``model_max_length`` where that is a real limit."""
+    by the tokenizer's ``model_max_length`` where that is a real limit. Which families offset their
+    positions: :data:`contrastlab.families.TEXT_FAMILIES`."""
     limits = []
     positions = model_config.get("max_position_embeddings")
     if positions:
-        offset = (
-            model_config.get("pad_token_id", 0) + 1
-            if model_config.get("model_type") in ("roberta", "xlm-roberta")
-            else 0
-        )
+        # positions offset past the padding index (RoBERTa, XLM-R, CamemBERT, MPNet: TEXT_FAMILIES)
+        family = TEXT_FAMILIES.get(model_config.get("model_type") or "")
+        offset = model_config.get("pad_token_id", 0) + 1 if family and family.offset_positions else 0
         limits.append(int(positions) - offset)
     tokenizer_max = _read_json(folder / "tokenizer_config.json").get("model_max_length")
     if isinstance(tokenizer_max, int) and tokenizer_max < 10**6:

@@ -47,10 +47,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from contrastlab.precision import PADDING_FREE_DEFAULT_ON, PADDING_FREE_TYPES
+from contrastlab import families
 
 __all__ = [
-    "DEFAULT_ON",
     "DRAWS",
     "PackedOutput",
     "PaddingFree",
@@ -63,11 +62,9 @@ __all__ = [
 ]
 
 SUPPORTED = ("BertModel", "RobertaModel")
-#: Model types (``config.model_type``) whose transformers model is a :data:`SUPPORTED` class.
-SUPPORTED_TYPES = PADDING_FREE_TYPES
-#: (resolved precision, device type, model type) where a sentence cell that sets no ``padding_free``
-#: runs padding-free (:func:`padding_free_default`): :data:`contrastlab.precision.PADDING_FREE_DEFAULT_ON`.
-DEFAULT_ON = PADDING_FREE_DEFAULT_ON
+#: Model types (``config.model_type``) whose transformers model is a :data:`SUPPORTED` class: the
+#: families of :data:`contrastlab.families.TEXT_FAMILIES` marked ``padding_free``.
+SUPPORTED_TYPES = families.text_types("padding_free")
 #: ``dropout_draws``: the padded model's own masks ("padded") or draws on the real tokens only ("packed").
 DRAWS = ("padded", "packed")
 
@@ -78,15 +75,12 @@ def supported(model_type: str | None) -> bool:
 
 
 def padding_free_default(precision: str, device_type: str, model_type: str | None) -> bool:
-    """The ``padding_free`` a sentence cell gets when it sets none: on for IEEE fp32 (``precision``
-    resolved, e.g. ``"fp32"``) on a CUDA device with a BERT or RoBERTa backbone, off otherwise.
-
-    Why there: an IEEE-fp32 step is bound by the card's fp32 units, so less work is the one lever (issue
-    55; measured in ``benchmarks/gpu_bench.py``'s ``padfree`` part), while a bf16/fp16/tf32 step is
-    launch-bound and takes the CUDA graph, which needs static shapes. On a CPU the padded step stays the
-    default so that every CPU run keeps its byte-identical numbers (``padding_free: true`` runs there
-    too: the numbers then move at rounding level)."""
-    return (precision, device_type, model_type) in DEFAULT_ON
+    """The ``padding_free`` a sentence cell gets when it sets none, by
+    :func:`contrastlab.families.step_mode`: on for IEEE fp32 (``precision`` resolved, e.g. ``"fp32"``)
+    on a CUDA device with a BERT or RoBERTa backbone, off otherwise (see there for why)."""
+    return families.step_mode(
+        {}, track="sentence", device_type=device_type, precision=precision, model_type=model_type
+    ).padding_free
 
 
 @dataclass(frozen=True)

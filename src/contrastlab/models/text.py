@@ -33,6 +33,7 @@ from safetensors import SafetensorError
 from tqdm.auto import tqdm
 
 from contrastlab import artifacts as artifacts_lock
+from contrastlab import families
 from contrastlab.artifacts import package_model_dir, sha256_file
 from contrastlab.models.device import pick_device
 from contrastlab.paths import atomic_dir
@@ -48,10 +49,9 @@ SOURCE_RECORD = "contrastlab_source.json"
 #: The files taken from a hub repository: configs, tokenizers and safetensors weights (never the
 #: pickle-based ``pytorch_model.bin``, nor the TF, Flax, Rust, ONNX and Core ML copies).
 HUB_FILES = ["*.json", "*.txt", "*.safetensors", "*.model", "merges.txt", "vocab.*"]
-#: Encoders whose transformers-5 modelling code builds its attention bias with
-#: ``masking_utils.create_bidirectional_mask``, which returns a 4D mask unchanged (read in transformers
-#: 5.23's modeling_{bert,roberta,xlm_roberta,camembert,distilbert,mpnet,electra}.py).
-MASK_4D_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "mpnet", "electra")
+#: Encoders whose modelling code takes a 4-D attention mask unchanged
+#: (:data:`contrastlab.families.TEXT_FAMILIES`).
+MASK_4D_MODEL_TYPES = families.text_types("mask_4d")
 
 
 class BackboneError(RuntimeError):

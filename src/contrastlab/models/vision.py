@@ -14,10 +14,15 @@ import torch
 from torch import Tensor, nn
 from torchvision.models.resnet import BasicBlock, Bottleneck, conv1x1
 
+from contrastlab.families import RESNETS
+
 __all__ = ["ARCHS", "STEMS", "ProjectionHead", "ResNetEncoder", "build_encoder"]
 
-#: Block type and blocks per stage (He et al. 2016, Table 1).
-ARCHS = {"resnet18": (BasicBlock, (2, 2, 2, 2)), "resnet50": (Bottleneck, (3, 4, 6, 3))}
+#: Block type and blocks per stage (He et al. 2016, Table 1), of each :data:`contrastlab.families.RESNETS`.
+ARCHS = {
+    arch: ({"basic": BasicBlock, "bottleneck": Bottleneck}[resnet.block], resnet.layers)
+    for arch, resnet in RESNETS.items()
+}
 STEMS = ("cifar", "imagenet")
 
 

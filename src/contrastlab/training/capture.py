@@ -40,6 +40,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from contrastlab import families
+
 
 def pad_to_width(
     ids: torch.Tensor, mask: torch.Tensor, width: int, pad_id: int
@@ -68,36 +70,35 @@ def require_cuda(device: torch.device, what: str = "cuda_graph: true") -> None:
         )
 
 
-#: Dev sentences per encoder call by device type when ``dev_batch_size`` is None: on a GPU larger batches
-#: mean fewer launches (6 instead of 23 per STS-B dev evaluation); on a CPU the run keeps the batches it
-#: always had, so no CPU number moves.
-DEV_BATCH_SIZE = {"cuda": 512}
-DEV_BATCH_SIZE_ELSEWHERE = 128
 #: cuBLAS workspace that makes its kernels deterministic (PyTorch's reproducibility notes).
 CUBLAS_DETERMINISTIC = ":4096:8"
 
 
-def for_device(settings: Any, device: torch.device) -> tuple[Any, list[str]]:
-    """``settings`` (a sentence ``TrainSettings``) with the device-dependent defaults decided, and the
-    notes that say what was decided where it is not the obvious thing (one line each).
+def for_device(
+    settings: Any, device: torch.device, *, precision: str = "", model_type: str | None = None
+) -> tuple[Any, list[str]]:
+    """``settings`` (a sentence ``TrainSettings``) with the device-dependent defaults decided by
+    :func:`contrastlab.families.step_mode` (the rule the plan prices by) for a run on ``device`` at the
+    resolved ``precision`` with a backbone of ``model_type``, and the notes that say what was decided
+    where it is not the obvious thing (one line each).
 
     ``cuda_graph`` None: on for CUDA with one encoder micro-batch (``grad_accum: 1``), off otherwise;
-    ``dev_batch_size`` None: :data:`DEV_BATCH_SIZE` for the device type, else 128. Explicit values are
+    ``padding_free`` None: on for IEEE fp32 on CUDA with a backbone that has a padding-free forward
+    (never without a ``precision`` and ``model_type``), where it replaces the graph; ``dev_batch_size``
+    None: :data:`contrastlab.families.DEV_BATCH_SIZE` for the device type, else 128. Explicit values are
     kept (an explicit ``cuda_graph: true`` off CUDA is :func:`require_cuda`'s error, raised by the
     trainer)."""
-    notes = []
-    graph = settings.cuda_graph
-    if graph is None:
-        graph = device.type == "cuda" and settings.grad_accum == 1
-        if device.type == "cuda" and not graph:
-            notes.append(
-                f"cuda_graph: off, the eager step (grad_accum {settings.grad_accum}: a captured step holds "
-                "one encoder pass)"
-            )
-    dev_batch = settings.dev_batch_size
-    if dev_batch is None:
-        dev_batch = DEV_BATCH_SIZE.get(device.type, DEV_BATCH_SIZE_ELSEWHERE)
-    return dataclasses.replace(settings, cuda_graph=graph, dev_batch_size=dev_batch), notes
+    mode = families.step_mode(
+        settings.to_dict(),
+        track="sentence",
+        device_type=device.type,
+        precision=precision,
+        model_type=model_type,
+    )
+    decided = dataclasses.replace(
+        settings, cuda_graph=mode.graph, dev_batch_size=mode.dev_batch, padding_free=mode.padding_free
+    )
+    return decided, list(mode.notes)
 
 
 @contextlib.contextmanager
@@ -283,9 +284,15 @@ def capture_sentence_step(
     def body(ids, mask):
         with run.step_context():
             out, h1, h2 = train_step(
-                model, head, loss_fn, [(ids, mask)], autocast=autocast, with_stats=False, scale=run.scale,
+                model,
+                head,
+                loss_fn,
+                [(ids, mask)],
+                autocast=autocast,
+                with_stats=False,
+                scale=run.scale,
                 head_autocast=head_autocast,
-            )  # fmt: skip
+            )
             grad_norm = run.optimizer_step(optimizer, params, clip_norm, zero_grad=False)
         return out, h1, h2, grad_norm
 

@@ -48,7 +48,6 @@ import json
 import math
 import random
 import shutil
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -91,9 +90,6 @@ from contrastlab.training.sentence_step import (
 
 __all__ = ["NonFiniteLossError", "TrainSettings", "build_head", "train", "train_step", "ROBERTA_TYPES"]
 
-PROTOCOLS = ("simcse", "li2024")
-DEV_POOLINGS = ("cls", "cls_mlp")
-DEV_TASKS = ("STSBenchmark", "SICKRelatedness")
 DEFAULT_CACHE_DIR = Path("resources/cache")
 ADAM_BETAS = (0.9, 0.999)  # protocol.md §2 (SimCSE's HF Trainer defaults)
 ADAM_EPS = 1e-8
@@ -235,21 +231,23 @@ def train(
         )
 
 
-def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corpus_path, dev_data_dir,
-           out_dir, log_path, cache_dir) -> dict[str, Any]:  # fmt: skip
+def _train(
+    configured: TrainSettings,
+    run: TrainingRun,
+    backbone_dir: Path,
+    corpus_path,
+    dev_data_dir,
+    out_dir,
+    log_path,
+    cache_dir,
+) -> dict[str, Any]:
     """:func:`train`'s body: the settings decided for the device (``s``; the snapshot fingerprint reads
     the ``configured`` ones, so a snapshot written before a default became device-dependent resumes)."""
     s, notes = _for_device(configured, run, backbone_dir)  # said once the run's log has begun
     data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, run.progress)
     model, head, head_name, params = _build_model(s, backbone_dir, run.device)
-    hp = dict(lr=s.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
-    if s.cuda_graph:
-        hp["capturable"] = True  # fused AdamW with its step count and lr on the device
-    optimizer = build_optimizer("adamw", params, run.device, **hp)
     total = data.total_steps
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda k: max(0.0, (total - k) / total)
-    )  # linear
+    optimizer, scheduler = _optimizer(s, run, params, total)
     loss_fn = build_loss(s.loss, **s.loss_hp)
     # Dev evaluation in IEEE fp32 (outside the step's precision): exact, reproducible selection.
     evaluator = DevEvaluator(
@@ -267,7 +265,7 @@ def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corp
     stateful = {"model": model, "head": head, "optimizer": optimizer, "scheduler": scheduler}
     start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
     for note in notes:
-        _say(run, note)
+        run.note(note)
     if saved is None:
         select(0)  # the backbone before training: logged, never selected
         analyse(0)
@@ -275,12 +273,9 @@ def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corp
         select.restore(saved)
     del saved
 
-    encoder = _encoder(s, model)  # the training step's: the model itself by default
-    parts = StepParts(encoder, head, loss_fn, optimizer, params, data)
+    parts = StepParts(_encoder(s, model), head, loss_fn, optimizer, params, data)
+    s, graph = _graph(s, run, parts, start)  # after a resume's loading
     order_epoch, order = -1, np.empty(0, dtype=int)
-    graph = _capture_step(s, run, parts, start) if s.cuda_graph else None  # after a resume's loading
-    if s.cuda_graph and graph is None:  # named in one line by _capture_step; the summary says eager
-        s = dataclasses.replace(s, cuda_graph=False)
     for step in run.steps(start, total, desc=f"{s.loss} {backbone_dir.name}"):
         epoch, position = divmod(step - 1, data.steps_per_epoch)
         if epoch != order_epoch:
@@ -310,27 +305,33 @@ def _train(configured: TrainSettings, run: TrainingRun, backbone_dir: Path, corp
     return _finish(s, run, select, data, run_info, fingerprint, Path(out_dir), Path(log_path))
 
 
+def _optimizer(s: TrainSettings, run: TrainingRun, params, total: int):
+    """AdamW (protocol.md §2) and its schedule, the rate decaying linearly to 0 over ``total`` steps; with
+    ``cuda_graph`` fused AdamW keeps its step count and rate on the device (``capturable``)."""
+    hp = dict(lr=s.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0)
+    if s.cuda_graph:
+        hp["capturable"] = True
+    optimizer = build_optimizer("adamw", params, run.device, **hp)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: max(0.0, (total - k) / total))
+    return optimizer, scheduler
+
+
+def _graph(s: TrainSettings, run: TrainingRun, parts: StepParts, start: int):
+    """``(s, graph)``: the captured step where ``s`` asks for one (:func:`_capture_step`), else None; where
+    the step cannot be captured (named in one line there) ``s`` says ``cuda_graph: false``, as the summary
+    does."""
+    graph = _capture_step(s, run, parts, start) if s.cuda_graph else None
+    if s.cuda_graph and graph is None:
+        s = dataclasses.replace(s, cuda_graph=False)
+    return s, graph
+
+
 def _for_device(configured: TrainSettings, run: TrainingRun, backbone_dir: Path):
-    """The settings decided for the run's device and precision (:func:`capture.for_device`, then
-    ``padding_free``) and the one-line notes that say so. ``padding_free`` None follows
-    :func:`~contrastlab.models.packed.padding_free_default`; where it turns on, the graph that
-    ``for_device`` chose by default gives way (an IEEE-fp32 step is bound by fp32 work, which the graph
-    does not reduce; the packed step's token count changes every batch)."""
-    if configured.padding_free:  # asked for by name: the graph (never asked for too: __post_init__) stays off
-        return capture.for_device(dataclasses.replace(configured, cuda_graph=False), run.device)
-    s, notes = capture.for_device(configured, run.device)
-    if configured.padding_free is not None:
-        return s, notes
+    """The settings decided for the run's device, precision and backbone family
+    (:func:`capture.for_device`, which asks :func:`contrastlab.families.step_mode`: the graph, padding-free
+    or neither, and the dev batch) and the one-line notes that say so."""
     model_type = json.loads((backbone_dir / "config.json").read_text()).get("model_type")
-    graph_by_choice = bool(configured.cuda_graph) or configured.compile
-    on = packed.padding_free_default(run.precision.name, run.device.type, model_type) and not graph_by_choice
-    if on:
-        notes.append(
-            f"padding_free: on ({run.precision.name} on {run.device.type}: the token-wise layers run on the "
-            "real tokens only, the padded model's numbers up to rounding; eager step, no CUDA graph)"
-        )
-        notes = [n for n in notes if not n.startswith("cuda_graph:")]
-    return dataclasses.replace(s, padding_free=on, cuda_graph=s.cuda_graph and not on), notes
+    return capture.for_device(configured, run.device, precision=run.precision.name, model_type=model_type)
 
 
 def _load_corpus(s: TrainSettings, backbone_dir: Path, corpus_path, cache_dir, progress: bool) -> _Corpus:
@@ -493,12 +494,6 @@ def _backbone_fingerprint(backbone_dir: Path) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def _say(run: TrainingRun, text: str) -> None:
-    """One line on stderr before the loop (the progress bar's ``write`` needs the bar), kept in the log."""
-    print(text, file=sys.stderr, flush=True)
-    run.log.write({"event": "note", "text": text})
-
-
 def _capture_step(
     s: TrainSettings, run: TrainingRun, parts: StepParts, start: int
 ) -> capture.CapturedStep | None:
@@ -514,7 +509,7 @@ def _capture_step(
     pieces = (run, train_step, parts.encoder, parts.head, parts.loss_fn, parts.optimizer, parts.params, first)
     return capture.capture_or_eager(
         lambda: capture.capture_sentence_step(*pieces, head_autocast=s.head_autocast, clip_norm=CLIP_NORM),
-        functools.partial(_say, run),
+        run.note,
     )
 
 

@@ -25,11 +25,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from contrastlab import families
 from contrastlab.models.text import attention_bias
 
 __all__ = ["CLIP_NORM", "ROBERTA_TYPES", "StepParts", "build_head", "embed_pairs", "to_device", "train_step"]
 
-ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
+#: The families whose ``li2024`` head is Tanh then Linear (:data:`contrastlab.families.TEXT_FAMILIES`).
+ROBERTA_TYPES = families.text_types("roberta_like")
 CLIP_NORM = 1.0  # protocol.md §2: the gradient norm clipped to 1.0
 LI2024_HEAD_STD = 6e-3  # Li et al.'s custom_param_init: nn.init.normal_(weight and bias, 0, 6e-3)
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from contrastlab import families
 from contrastlab.training.augment import SimCLRAugment, two_views
 from contrastlab.training.capture import CapturedStep, prepare_capture, require_cuda, step_state
 
@@ -46,29 +47,15 @@ __all__ = ["capture_vision_step", "resolve", "set_lr", "step_body", "with_stats"
 
 def resolve(settings: Any, device: torch.device, n_images: int) -> tuple[bool, list[str]]:
     """Whether a run of ``settings`` (vision) on ``device`` over ``n_images`` training images captures
-    its step, and the notes (one line each) that say why a CUDA run stays eager. An explicit ``true`` off
-    CUDA or with a step that cannot be captured raises one line."""
-    why = _eager_because(settings, n_images)
-    if settings.cuda_graph is None:
-        cuda = device.type == "cuda"
-        return cuda and why is None, [f"cuda_graph: off, the eager step ({why})"] if cuda and why else []
+    its step, by :func:`contrastlab.families.step_mode` (the rule the plan prices by), and the notes (one
+    line each) that say why a CUDA run stays eager. An explicit ``true`` off CUDA or with a step that
+    cannot be captured raises one line."""
     if settings.cuda_graph:
         require_cuda(device)
-        if why is not None:
-            raise ValueError(
-                f"cuda_graph: true cannot capture this image step ({why}); set cuda_graph: false"
-            )
-    return bool(settings.cuda_graph), []
-
-
-def _eager_because(s: Any, n_images: int) -> str | None:
-    if s.oar_fraction > 0:
-        return "OAR's labelled pass is not captured; its fp32 step is GPU-bound"
-    if s.compile:
-        return "compile: true is not measured with the graph"
-    if not s.drop_last and n_images % s.batch_size:
-        return f"drop_last: false leaves a last batch of {n_images % s.batch_size} images, another shape"
-    return None
+    mode = families.step_mode(
+        settings.to_dict(), track="vision", device_type=device.type, precision="", n_images=n_images
+    )
+    return mode.graph, list(mode.notes)
 
 
 def step_body(
@@ -97,9 +84,16 @@ def step_body(
     def body(images: torch.Tensor) -> tuple:
         with run.step_context():
             out, h1, h2, _ = train_step(
-                encoder, head, loss_fn, *two_views(augment, images, views, calls), autocast=autocast,
-                memory_format=memory_format, with_stats=False, scale=run.scale, head_autocast=head_autocast,
-            )  # fmt: skip
+                encoder,
+                head,
+                loss_fn,
+                *two_views(augment, images, views, calls),
+                autocast=autocast,
+                memory_format=memory_format,
+                with_stats=False,
+                scale=run.scale,
+                head_autocast=head_autocast,
+            )
             # An infinite bound measures the norm and scales the gradients by 1.0 (the eager log step's way).
             grad_norm = run.optimizer_step(optimizer, params, math.inf, zero_grad=False)
         return out, h1, h2, grad_norm
@@ -108,9 +102,17 @@ def step_body(
 
 
 def capture_vision_step(
-    run, train_step: Callable, parts: tuple, augment: SimCLRAugment, views: torch.Generator,
-    first: torch.Tensor, *, calls: str, memory_format: torch.memory_format, head_autocast: bool,
-) -> CapturedStep:  # fmt: skip
+    run,
+    train_step: Callable,
+    parts: tuple,
+    augment: SimCLRAugment,
+    views: torch.Generator,
+    first: torch.Tensor,
+    *,
+    calls: str,
+    memory_format: torch.memory_format,
+    head_autocast: bool,
+) -> CapturedStep:
     """:func:`step_body` captured as a :class:`~contrastlab.training.capture.CapturedStep`. Before the
     capture the rate becomes a device tensor and ``views`` is registered with the graph. ``first`` is a
     batch of images of the run's shape, used for the warm-up; the warm-up's effects, its draws included,
@@ -119,9 +121,16 @@ def capture_vision_step(
     encoder, head, _, optimizer, _ = parts
     autocast = prepare_capture(run, optimizer)
     body = step_body(
-        run, train_step, parts, augment, views, calls=calls, memory_format=memory_format,
-        head_autocast=head_autocast, autocast=autocast,
-    )  # fmt: skip
+        run,
+        train_step,
+        parts,
+        augment,
+        views,
+        calls=calls,
+        memory_format=memory_format,
+        head_autocast=head_autocast,
+        autocast=autocast,
+    )
     zero_grad = functools.partial(optimizer.zero_grad, set_to_none=True)
     state = step_state(run, optimizer, encoder, head)
     return CapturedStep(body, (first,), state, zero_grad, run.device, generators=(views,))

@@ -1,0 +1,229 @@
+"""Backbone families and a cell's step mode, each stated once and without torch.
+
+- :data:`TEXT_FAMILIES`: what each transformers ``model_type`` the sentence track can train needs
+  (RoBERTa's head shape under ``li2024``, positions offset past the padding index, the 4-D attention
+  mask, a padding-free forward). ``models.text``, ``models.export``, ``models.packed`` and
+  ``training.sentence_step`` read their lists from it.
+- :data:`RESNETS`: each image encoder's block, blocks per stage, expansion and host launches.
+  ``models.vision`` builds from it and ``cost.flops`` counts from it; the schema's ``arch`` choices are
+  held equal to it by a test.
+- :func:`step_mode`: how a cell's training step runs on a device (eager, graph, compile + graph,
+  padding-free; the dev batch). The trainers (``training.capture.for_device``, ``training.sentence``,
+  ``training.vision_capture.resolve``) and the plan (``cost.flops``) both ask it, so the plan prices the
+  step the trainer runs.
+
+Here rather than in ``models``, which imports torch: the plan reads these facts in jobs that need no
+torch (the ``tables`` job among them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+__all__ = [
+    "DEV_BATCH_SIZE",
+    "DEV_BATCH_SIZE_ELSEWHERE",
+    "RESNETS",
+    "TEXT_FAMILIES",
+    "ResNet",
+    "StepMode",
+    "TextFamily",
+    "step_mode",
+    "text_types",
+]
+
+
+@dataclass(frozen=True)
+class TextFamily:
+    """What a transformers ``model_type`` needs from this project.
+
+    ``roberta_like``: ``li2024``'s head is Tanh then Linear (Li et al.'s RoBERTa runs), not a Linear;
+    ``offset_positions``: position ids start at ``pad_token_id + 1`` (the model reserves the first
+    ``pad_token_id + 1`` rows of its position table), so the longest input is that much shorter;
+    ``mask_4d``: its modelling code takes a 4-D attention mask unchanged (SDPA with a boolean mask);
+    ``padding_free``: :mod:`contrastlab.models.packed` has a padding-free forward for its model class.
+    """
+
+    roberta_like: bool
+    offset_positions: bool
+    mask_4d: bool
+    padding_free: bool
+
+
+#: The text families. ``offset_positions`` as transformers 5.23's own modelling code has it: the
+#: embeddings of modeling_{roberta,xlm_roberta,camembert,mpnet}.py build position ids with
+#: ``create_position_ids_from_input_ids(input_ids, padding_idx)`` (positions from ``padding_idx + 1``);
+#: modeling_{bert,distilbert,electra}.py take ``arange(seq_length)``. ``mask_4d``: these seven build
+#: their attention bias with ``masking_utils.create_bidirectional_mask``, which returns a 4-D mask
+#: unchanged. ``roberta_like`` is the head Li et al. gave RoBERTa (MPNet is not one of their backbones).
+TEXT_FAMILIES: Mapping[str, TextFamily] = MappingProxyType(
+    {
+        "bert": TextFamily(roberta_like=False, offset_positions=False, mask_4d=True, padding_free=True),
+        "roberta": TextFamily(roberta_like=True, offset_positions=True, mask_4d=True, padding_free=True),
+        "xlm-roberta": TextFamily(roberta_like=True, offset_positions=True, mask_4d=True, padding_free=False),
+        "camembert": TextFamily(roberta_like=True, offset_positions=True, mask_4d=True, padding_free=False),
+        "distilbert": TextFamily(
+            roberta_like=False, offset_positions=False, mask_4d=True, padding_free=False
+        ),
+        "mpnet": TextFamily(roberta_like=False, offset_positions=True, mask_4d=True, padding_free=False),
+        "electra": TextFamily(roberta_like=False, offset_positions=False, mask_4d=True, padding_free=False),
+    }
+)
+
+
+def text_types(need: str) -> tuple[str, ...]:
+    """The ``model_type`` s of :data:`TEXT_FAMILIES` that have ``need`` (a :class:`TextFamily` field).
+
+    >>> text_types("padding_free"), text_types("roberta_like")
+    (('bert', 'roberta'), ('roberta', 'xlm-roberta', 'camembert'))
+    """
+    return tuple(name for name, family in TEXT_FAMILIES.items() if getattr(family, need))
+
+
+@dataclass(frozen=True)
+class ResNet:
+    """An image encoder (He et al. 2016, Table 1): torchvision's block (``"basic"`` or
+    ``"bottleneck"``), blocks per stage, the block's output expansion, and the host-launched kernels
+    (non-view ATen ops, counted on the CPU with a ``TorchDispatchMode``; tests/cost/test_plan.py recounts
+    them) of its forward + backward and of its forward alone, which the plan prices an eager step by."""
+
+    block: str
+    layers: tuple[int, ...]
+    expansion: int
+    launches: int
+    forward_launches: int
+
+
+#: The image encoders ``models.vision.build_encoder`` builds.
+RESNETS: Mapping[str, ResNet] = MappingProxyType(
+    {
+        "resnet18": ResNet("basic", (2, 2, 2, 2), 1, launches=214, forward_launches=86),
+        "resnet50": ResNet("bottleneck", (3, 4, 6, 3), 4, launches=560, forward_launches=226),
+    }
+)
+
+#: Dev sentences per encoder call by device type when ``dev_batch_size`` is None: on a GPU larger batches
+#: mean fewer launches (6 instead of 23 per STS-B dev evaluation); on a CPU the run keeps the batches it
+#: always had, so no CPU number moves.
+DEV_BATCH_SIZE = MappingProxyType({"cuda": 512})
+DEV_BATCH_SIZE_ELSEWHERE = 128
+
+
+@dataclass(frozen=True)
+class StepMode:
+    """How a cell's training step runs: captured as one CUDA graph (``graph``), with the encoder
+    compiled (``compile``), on the real tokens only (``padding_free``, sentence cells); the dev batch
+    (sentence cells; None for image cells); and the one-line notes that say why where it is not the
+    obvious thing."""
+
+    graph: bool
+    compile: bool
+    padding_free: bool
+    dev_batch: int | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """``eager``, ``graph``, ``compile``, ``compile + graph`` or ``padding-free``."""
+        if self.padding_free:
+            return "padding-free"
+        return " + ".join(["compile"] * self.compile + ["graph"] * self.graph) or "eager"
+
+
+def step_mode(
+    settings: Mapping[str, Any],
+    *,
+    track: str,
+    device_type: str,
+    precision: str,
+    model_type: str | None = None,
+    n_images: int = 0,
+) -> StepMode:
+    """The step mode of a cell of ``track`` (``sentence`` or ``vision``) with these ``settings`` (a
+    trainer's settings as a dict, or the plan's resolved ones: an absent key is the trainer's default),
+    on a ``device_type`` (``cuda``, ``cpu``, ...) at the resolved ``precision`` (``fp32``, ``tf32``,
+    ``bf16``, ``fp16``), for a backbone of ``model_type`` (sentence) or ``n_images`` training images
+    (vision). An explicit ``cuda_graph: true`` that the step cannot follow raises one line (vision; the
+    sentence settings refuse theirs when they are built); one off CUDA is the trainer's error
+    (``training.capture.require_cuda``), raised before this is asked.
+
+    Sentence: ``cuda_graph`` None is on for CUDA with one encoder micro-batch (``grad_accum: 1``).
+    ``padding_free`` None is on for IEEE fp32 on CUDA with a backbone that has a padding-free forward,
+    unless the cell asks for the graph or compile by name: an IEEE-fp32 step is bound by the card's fp32
+    units, so less work is the one lever (issue 55), while a bf16/fp16/tf32 step is launch-bound and
+    takes the graph, which needs static shapes. Where padding-free turns on, the graph gives way (the
+    packed step's token count changes every batch). On a CPU the padded step stays the default, so every
+    CPU run keeps its byte-identical numbers. ``dev_batch_size`` None: :data:`DEV_BATCH_SIZE`.
+
+    Vision: ``cuda_graph`` None is on for CUDA wherever the step can be captured (not OAR's, not with
+    ``compile``, not with a partial last batch).
+
+    >>> step_mode({}, track="sentence", device_type="cuda", precision="fp32", model_type="bert").name
+    'padding-free'
+    >>> step_mode({"cuda_graph": True}, track="sentence", device_type="cuda", precision="fp32",
+    ...           model_type="bert").name
+    'graph'
+    """
+    if track == "vision":
+        return _vision_mode(settings, device_type, n_images)
+    return _sentence_mode(settings, device_type, precision, model_type)
+
+
+def _sentence_mode(settings: Mapping[str, Any], device_type: str, precision: str, model_type) -> StepMode:
+    cuda, compiled = device_type == "cuda", bool(settings.get("compile"))
+    dev_batch = settings.get("dev_batch_size") or DEV_BATCH_SIZE.get(device_type, DEV_BATCH_SIZE_ELSEWHERE)
+    padding_free = settings.get("padding_free")
+    if padding_free:  # asked for by name: the graph (never asked for too: TrainSettings refuses) stays off
+        return StepMode(False, compiled, True, dev_batch)
+    graph, notes = settings.get("cuda_graph"), []
+    if graph is None:
+        grad_accum = int(settings.get("grad_accum") or 1)
+        graph = cuda and grad_accum == 1
+        if cuda and not graph:
+            notes.append(
+                f"cuda_graph: off, the eager step (grad_accum {grad_accum}: a captured step holds one "
+                "encoder pass)"
+            )
+    by_choice = bool(settings.get("cuda_graph")) or compiled
+    family = TEXT_FAMILIES.get(model_type or "")
+    if (
+        padding_free is None
+        and not by_choice
+        and cuda
+        and precision == "fp32"
+        and family
+        and family.padding_free
+    ):
+        note = (
+            f"padding_free: on ({precision} on {device_type}: the token-wise layers run on the real tokens "
+            "only, the padded model's numbers up to rounding; eager step, no CUDA graph)"
+        )
+        return StepMode(False, compiled, True, dev_batch, (note,))
+    return StepMode(bool(graph), compiled, False, dev_batch, tuple(notes))
+
+
+def _vision_mode(settings: Mapping[str, Any], device_type: str, n_images: int) -> StepMode:
+    why = _image_step_stays_eager(settings, n_images)
+    compiled, asked = bool(settings.get("compile")), settings.get("cuda_graph")
+    if asked is None:
+        cuda = device_type == "cuda"
+        notes = (f"cuda_graph: off, the eager step ({why})",) if cuda and why else ()
+        return StepMode(cuda and why is None, compiled, False, None, notes)
+    if asked and why is not None:
+        raise ValueError(f"cuda_graph: true cannot capture this image step ({why}); set cuda_graph: false")
+    return StepMode(bool(asked), compiled, False, None)
+
+
+def _image_step_stays_eager(settings: Mapping[str, Any], n_images: int) -> str | None:
+    """Why an image step cannot be captured (None: it can)."""
+    if float(settings.get("oar_fraction") or 0) > 0:
+        return "OAR's labelled pass is not captured; its fp32 step is GPU-bound"
+    if settings.get("compile"):
+        return "compile: true is not measured with the graph"
+    batch = int(settings.get("batch_size") or 256)
+    if settings.get("drop_last") is False and n_images % batch:
+        return f"drop_last: false leaves a last batch of {n_images % batch} images, another shape"
+    return None
