@@ -205,17 +205,6 @@ def test_finite_for_identical_views_and_collapsed_batches(name, n, kind, dtype):
         assert out.loss.item() == pytest.approx(want, rel=1e-5)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_autocast_input_gives_float32_loss(name):
-    h1, h2 = batch(7, 8, dtype=torch.bfloat16)
-    a, b = h1.requires_grad_(), h2.requires_grad_()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = build_loss(name)(a, b)
-    out.loss.backward()
-    assert out.loss.dtype == torch.float32 and a.grad.dtype == torch.bfloat16
-    assert torch.isfinite(a.grad.float()).all()
-
-
 @pytest.mark.parametrize(
     "name,hp,match",
     [
