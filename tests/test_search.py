@@ -151,17 +151,23 @@ def test_image_experiments_are_refused():
         S.search_points(cl_config.Grid(config))
 
 
+#: MPT's lr x m grid for nie2023 (8 points, lr 3e-5 / m 0.23 the configured one, shared with the main cell).
+MPT_SEARCH = {"methods": ["mpt"], "stages": [{"grid": {"lr": [1e-5, 3e-5, 1e-4, 3e-4], "hp.m": [0.23, 0.3]}}]}
+
+
+def _point_hours(config: dict, search: dict, cal) -> float:
+    """The GPU hours ``cal`` prices the first point of ``search`` beside the shared one at (nie2023)."""
+    point = S.search_points(cl_config.Grid(_with_search(config, "nie2023", search)))[1]
+    return (
+        cl_calibration.train_seconds(cl_flops.cell_work(cl_config.Grid(config), point.cell, point=point), cal)
+        / 3600
+    )
+
+
 def test_budget_keeps_the_points_nearest_the_configured_settings():
     config = _demo()
     cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    search = {"methods": ["mpt"], "stages": [{"grid": {"lr": [1e-5, 3e-5, 1e-4, 3e-4], "hp.m": [0.23, 0.3]}}]}
-    full = S.search_points(cl_config.Grid(_with_search(config, "nie2023", search)))
-    one = (
-        cl_calibration.train_seconds(
-            cl_flops.cell_work(cl_config.Grid(config), full[1].cell, point=full[1]), cal
-        )
-        / 3600
-    )
+    search, one = MPT_SEARCH, _point_hours(config, MPT_SEARCH, cal)
     budget = 2.5 * one  # pays for two points besides the shared one
     trimmed = cl_budget.searched_points(
         cl_config.Grid(_with_search(config, "nie2023", {**search, "budget_gpu_hours": budget})), cal
@@ -187,14 +193,7 @@ def test_a_measured_calibration_changes_no_pinned_search(tmp_path):
     config = _demo()
     config["results_dir"] = str(tmp_path / "results")
     cal = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    search = {"methods": ["mpt"], "stages": [{"grid": {"lr": [1e-5, 3e-5, 1e-4, 3e-4], "hp.m": [0.23, 0.3]}}]}
-    full = S.search_points(cl_config.Grid(_with_search(config, "nie2023", search)))
-    one = (
-        cl_calibration.train_seconds(
-            cl_flops.cell_work(cl_config.Grid(config), full[1].cell, point=full[1]), cal
-        )
-        / 3600
-    )
+    search, one = MPT_SEARCH, _point_hours(config, MPT_SEARCH, cal)
     config = _with_search(config, "nie2023", {**search, "budget_gpu_hours": 2.5 * one})
     faster = dataclasses.replace(  # every job four times shorter, FLOPs and overheads alike
         cal,

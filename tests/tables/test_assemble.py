@@ -56,20 +56,7 @@ def test_best_over_sweep_keeps_the_best_rate_per_cell():
 
 
 def test_table3_is_assembled_from_the_best_sweep_point(tmp_path):
-    config = {
-        "seeds": [42],
-        "backbones": {"resnet18-oar": {"vision": {"arch": "resnet18", "stem": "imagenet"}}},
-        "experiments": {
-            "oar_cifar10": {
-                "track": "vision",
-                "dataset": "cifar10",
-                "backbones": ["resnet18-oar"],
-                "seeds": [42],
-                "sweep": {"lr": [0.01, 1.0]},
-                "methods": {"infonce": {"loss": "ntxent"}, "oar_infonce": {"loss": "ntxent"}},
-            }
-        },
-    }
+    config = _oar_config(lrs=[0.01, 1.0])
     rows = [
         ("oar_cifar10", "resnet18-oar", f"{m}-lr{lr}", 42, "ffn10_top1", score)
         for m, lr, score in [("infonce", 0.01, 33.0), ("infonce", 1.0, 10.0), ("oar_infonce", 1.0, 70.0)]
@@ -85,7 +72,8 @@ def test_table3_is_assembled_from_the_best_sweep_point(tmp_path):
     assert csv.set_index(["method", "task"]).loc[("infonce", "ffn10_top1"), "best_at"] == "0.01"
 
 
-def _oar_config():
+def _oar_config(lrs=(0.01, 0.1, 1.0)):
+    """OAR's CIFAR-10 experiment on ResNet-18, InfoNCE with and without the anchor term, over ``lrs``."""
     return {
         "seeds": [42],
         "backbones": {"resnet18-oar": {"vision": {"arch": "resnet18", "stem": "imagenet"}}},
@@ -95,7 +83,7 @@ def _oar_config():
                 "dataset": "cifar10",
                 "backbones": ["resnet18-oar"],
                 "seeds": [42],
-                "sweep": {"lr": [0.01, 0.1, 1.0]},
+                "sweep": {"lr": list(lrs)},
                 "methods": {"infonce": {"loss": "ntxent"}, "oar_infonce": {"loss": "ntxent"}},
             }
         },
