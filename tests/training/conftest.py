@@ -6,6 +6,32 @@ import pytest
 
 from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
 
+#: The tiny sentence cell the trainer's tests start from: InfoNCE on the tiny BERT, 8 steps of 32
+#: sentences, the dev score, a log line and a snapshot every 4 steps.
+TINY_SENTENCE = {
+    "loss": "infonce",
+    "lr": 1e-4,
+    "batch_size": 32,
+    "max_steps": 8,
+    "eval_every": 4,
+    "log_every": 4,
+    "state_every": 4,
+}
+#: The tiny image cell the trainer's tests start from: MACL's loss on the digits, a ResNet of width 4
+#: with a 32 -> 16 head, batches of 32, 24 steps, a log line every 3 steps and a snapshot every 5.
+TINY_VISION = {
+    "dataset": "digits",
+    "loss": "macl_vision",
+    "loss_hp": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True},
+    "width": 4,
+    "head_hidden": 32,
+    "head_dim": 16,
+    "batch_size": 32,
+    "max_steps": 24,
+    "log_every": 3,
+    "state_every": 5,
+}
+
 
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory) -> Path:
@@ -15,3 +41,65 @@ def corpus(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def senteval_dir(tmp_path_factory) -> Path:
     return write_senteval_fixture(tmp_path_factory.mktemp("senteval"))
+
+
+@pytest.fixture(scope="session")
+def vision_settings():
+    """``vision_settings(**overrides)``: :data:`TINY_VISION` with ``overrides``, a flat dict as the
+    workflow passes a cell's settings (``VisionTrainSettings.from_dict`` reads it)."""
+
+    def settings(**overrides) -> dict:
+        return {**TINY_VISION, **overrides}
+
+    return settings
+
+
+@pytest.fixture(scope="session")
+def train_tiny(tiny_bert, corpus, senteval_dir):
+    """``train_tiny(folder, device="cpu", check_every=None, **overrides)``: ``sentence.train`` of
+    :data:`TINY_SENTENCE` with ``overrides`` on the tiny BERT, the demo corpus and the SentEval fixture,
+    writing ``folder/model``, ``folder/log.jsonl`` and ``folder/state`` (the tokenised corpus cached
+    beside ``folder``, shared by the runs of one test). Returns the run's summary."""
+    from contrastlab.training.sentence import TrainSettings, train
+
+    def run(folder: Path, *, device: str = "cpu", check_every: int | None = None, **overrides) -> dict:
+        return train(
+            TrainSettings(**{**TINY_SENTENCE, **overrides}),
+            backbone_dir=tiny_bert,
+            corpus_path=corpus,
+            dev_data_dir=senteval_dir,
+            out_dir=folder / "model",
+            log_path=folder / "log.jsonl",
+            state_dir=folder / "state",
+            cache_dir=folder.parent / "cache",
+            device=device,
+            progress=False,
+            check_every=check_every,
+        )
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def train_image():
+    """``train_image(settings, folder, **options)``: ``train_vision`` of the flat ``settings`` (as
+    :func:`vision_settings` gives them) on the CPU in this process, as ``_run_vision.py`` runs it,
+    writing ``folder/encoder``, ``folder/train_log.jsonl`` and ``folder/state``; ``options`` go to
+    ``train_vision`` (``progress`` False unless given). Returns the run's summary."""
+    import torch
+
+    from contrastlab.training.vision import VisionTrainSettings, train_vision
+
+    def run(settings: dict, folder: Path, **options) -> dict:
+        assert torch.get_num_threads() == 1  # as _run_vision.py: bit-equality needs the same thread count
+        return train_vision(
+            VisionTrainSettings.from_dict(settings),
+            data_root=None,
+            out_dir=folder / "encoder",
+            log_path=folder / "train_log.jsonl",
+            state_dir=folder / "state",
+            device="cpu",
+            **{"progress": False, **options},
+        )
+
+    return run

@@ -10,7 +10,7 @@ import torch
 from contrastlab.precision import CHOICES
 from contrastlab.training.dev import DevEvaluator
 from contrastlab.training.runtime import resolve_precision
-from contrastlab.training.sentence import TrainSettings, build_head, train
+from contrastlab.training.sentence import TrainSettings, build_head
 
 
 def _linears(head):
@@ -84,32 +84,13 @@ def test_dev_evaluator_applies_the_head_only_for_cls_mlp(tiny_bert, senteval_dir
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, tiny_bert, corpus, senteval_dir):
+def runs(tmp_path_factory, train_tiny):
     """The same 8-step cell selected on the raw [CLS] and on [CLS] + MLP."""
     out = {}
     for pooling in ("cls", "cls_mlp"):
         tmp = tmp_path_factory.mktemp(pooling)
-        settings = TrainSettings(
-            loss="infonce",
-            lr=1e-4,
-            batch_size=16,
-            max_steps=8,
-            eval_every=4,
-            log_every=4,
-            dev_pooling=pooling,
-        )
-        summary = train(
-            settings,
-            backbone_dir=tiny_bert,
-            corpus_path=corpus,
-            dev_data_dir=senteval_dir,
-            out_dir=tmp / "model",
-            log_path=tmp / "log.jsonl",
-            state_dir=tmp / "state",
-            cache_dir=tmp / "cache",
-            device="cpu",
-            progress=False,
-        )
+        # batches of 16, and no snapshot in the 8 steps (state_every at its default, 250)
+        summary = train_tiny(tmp, batch_size=16, state_every=250, dev_pooling=pooling)
         out[pooling] = summary, [json.loads(x) for x in (tmp / "log.jsonl").read_text().splitlines()]
     return out
 

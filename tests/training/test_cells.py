@@ -130,18 +130,6 @@ def test_a_record_that_cannot_be_written_whole_is_not_there(tmp_path):
     )
 
 
-VISION = {
-    "dataset": "digits",
-    "loss": "macl_vision",
-    "loss_hp": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True},
-    "width": 4,
-    "head_hidden": 32,
-    "head_dim": 16,
-    "batch_size": 32,
-    "max_steps": 4,
-    "log_every": 2,
-    "state_every": 2,
-}
 EVALUATION = {"probes": ["linear", "knn"], "linear": {}, "knn": {}}
 
 
@@ -164,9 +152,9 @@ def nan_at_step_two(monkeypatch):
     monkeypatch.setattr(vision, "build_loss", poisoned)
 
 
-def train_image(tmp: Path, *, point: bool) -> str:
+def train_image(tmp: Path, settings: dict, *, point: bool) -> str:
     return cells.train_vision_cell(
-        VISION,
+        settings,
         point=point,
         data_root=None,
         out_dir=tmp / "encoder",
@@ -176,8 +164,9 @@ def train_image(tmp: Path, *, point: bool) -> str:
     )
 
 
-def test_a_diverging_image_point_is_evaluated_as_diverged(tmp_path, nan_at_step_two):
-    assert train_image(tmp_path, point=True) == "diverged"
+def test_a_diverging_image_point_is_evaluated_as_diverged(tmp_path, nan_at_step_two, vision_settings):
+    settings = vision_settings(max_steps=4, log_every=2, state_every=2)
+    assert train_image(tmp_path, settings, point=True) == "diverged"
     encoder = tmp_path / "encoder"
     assert (
         sorted(p.name for p in encoder.iterdir()) == ["diverged.json"] and not (tmp_path / "state").exists()
@@ -191,7 +180,7 @@ def test_a_diverging_image_point_is_evaluated_as_diverged(tmp_path, nan_at_step_
     assert set(metrics["diverged"]) == {"linear_top1", "knn_top1", "embedding_variance", "effective_rank_95"}
 
     with pytest.raises(NonFiniteLossError):  # a configured image cell
-        train_image(tmp_path / "configured", point=False)
+        train_image(tmp_path / "configured", settings, point=False)
 
 
 def test_the_debugging_cli_trains_with_its_settings(tmp_path, data, capsys):

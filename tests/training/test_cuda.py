@@ -86,38 +86,11 @@ def test_fused_and_unfused_adamw_agree_on_cuda():
         torch.testing.assert_close(a, b)
 
 
-def _train(tmp, tiny_bert, corpus, senteval_dir, **overrides):
-    settings = sentence.TrainSettings(
-        loss="infonce",
-        lr=1e-4,
-        batch_size=32,
-        max_steps=8,
-        eval_every=4,
-        log_every=4,
-        state_every=4,
-        **overrides,
-    )
-    return sentence.train(
-        settings,
-        backbone_dir=tiny_bert,
-        corpus_path=corpus,
-        dev_data_dir=senteval_dir,
-        out_dir=tmp / "model",
-        log_path=tmp / "log.jsonl",
-        state_dir=tmp / "state",
-        cache_dir=tmp.parent / "cache",
-        device="cuda",
-        progress=False,
-    )
-
-
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
-def test_a_cell_killed_after_a_snapshot_resumes_on_the_gpu(
-    tmp_path, tiny_bert, corpus, senteval_dir, precision
-):
+def test_a_cell_killed_after_a_snapshot_resumes_on_the_gpu(tmp_path, train_tiny, precision):
     from safetensors.torch import load_file
 
-    straight = _train(tmp_path / "straight", tiny_bert, corpus, senteval_dir, precision=precision)
+    straight = train_tiny(tmp_path / "straight", device="cuda", precision=precision)
     real_save = TrainingRun.save_snapshot
 
     def save_then_die(self, *args, **kwargs):
@@ -127,10 +100,10 @@ def test_a_cell_killed_after_a_snapshot_resumes_on_the_gpu(
     TrainingRun.save_snapshot = save_then_die
     try:
         with pytest.raises(KeyboardInterrupt):
-            _train(tmp_path / "killed", tiny_bert, corpus, senteval_dir, precision=precision)
+            train_tiny(tmp_path / "killed", device="cuda", precision=precision)
     finally:
         TrainingRun.save_snapshot = real_save
-    resumed = _train(tmp_path / "killed", tiny_bert, corpus, senteval_dir, precision=precision)
+    resumed = train_tiny(tmp_path / "killed", device="cuda", precision=precision)
     assert resumed["resumed_from"] == [4] and resumed["precision"] == precision
     a, b = (
         load_file(tmp_path / "straight/model/model.safetensors"),
@@ -196,14 +169,12 @@ def test_the_graph_lies_within_eagers_own_spread(step_parts, precision):
     assert row["within"], row
 
 
-def test_the_default_on_cuda_is_the_graph_with_dev_batches_of_512(tmp_path, tiny_bert, corpus, senteval_dir):
-    summary = _train(tmp_path, tiny_bert, corpus, senteval_dir, precision="bf16")
+def test_the_default_on_cuda_is_the_graph_with_dev_batches_of_512(tmp_path, train_tiny):
+    summary = train_tiny(tmp_path, device="cuda", precision="bf16")
     assert summary["settings"]["cuda_graph"] is True and summary["settings"]["dev_batch_size"] == 512
 
 
-def test_a_step_that_cannot_be_captured_runs_eager_after_one_line(
-    tmp_path, tiny_bert, corpus, senteval_dir, monkeypatch, capsys
-):
+def test_a_step_that_cannot_be_captured_runs_eager_after_one_line(tmp_path, train_tiny, monkeypatch, capsys):
     from contrastlab.losses import build_loss
 
     infonce = build_loss("infonce")
@@ -216,26 +187,24 @@ def test_a_step_that_cannot_be_captured_runs_eager_after_one_line(
 
     monkeypatch.setattr(sentence, "build_loss", lambda name, **hp: reads_the_host)
     # fp32 with the padded step (IEEE fp32 alone would take the padding-free eager step, no graph)
-    summary = _train(tmp_path, tiny_bert, corpus, senteval_dir, precision="fp32", padding_free=False)
+    summary = train_tiny(tmp_path, device="cuda", precision="fp32", padding_free=False)
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("cuda_graph:")]
     assert len(lines) == 1 and "cannot be captured" in lines[0], lines
     assert summary["settings"]["cuda_graph"] is False and summary["steps"] == 8
 
 
-def test_deterministic_reruns_are_bit_identical_on_the_gpu(tmp_path, tiny_bert, corpus, senteval_dir):
+def test_deterministic_reruns_are_bit_identical_on_the_gpu(tmp_path, train_tiny):
     from safetensors.torch import load_file
 
     for name in ("a", "b"):
-        _train(tmp_path / name, tiny_bert, corpus, senteval_dir, precision="bf16", deterministic=True)
+        train_tiny(tmp_path / name, device="cuda", precision="bf16", deterministic=True)
     a, b = (load_file(tmp_path / f"{name}/model/model.safetensors") for name in ("a", "b"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert (tmp_path / "a/log.jsonl").read_text().count('"loss"') > 0
 
 
-def test_the_default_for_ieee_fp32_on_cuda_is_the_padding_free_eager_step(
-    tmp_path, tiny_bert, corpus, senteval_dir, capsys
-):
-    summary = _train(tmp_path, tiny_bert, corpus, senteval_dir, precision="fp32")
+def test_the_default_for_ieee_fp32_on_cuda_is_the_padding_free_eager_step(tmp_path, train_tiny, capsys):
+    summary = train_tiny(tmp_path, device="cuda", precision="fp32")
     assert summary["settings"]["padding_free"] is True and summary["settings"]["cuda_graph"] is False
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("padding_free: on")]
     assert len(lines) == 1 and summary["steps"] == 8, lines

@@ -23,25 +23,13 @@ from torch.utils.tensorboard import SummaryWriter
 
 from contrastlab.paths import REPO_ROOT
 from contrastlab.training.events import TensorBoardLog, scalars
-from contrastlab.training.vision import VisionTrainSettings, load_weights, train_vision
+from contrastlab.training.vision import VisionTrainSettings, load_weights
 
 RUNNER = Path(__file__).with_name("_run_vision.py")
-# A vision cell with every kind of record: train lines every 3 steps, snapshots every 5, and a validation
-# loss at the end of each 11-step epoch (0.75 of the digits held out: 359 training images, batch 32).
-TINY = {
-    "dataset": "digits",
-    "loss": "macl_vision",
-    "loss_hp": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True},
-    "width": 4,
-    "head_hidden": 32,
-    "head_dim": 16,
-    "batch_size": 32,
-    "max_steps": 16,
-    "log_every": 3,
-    "state_every": 5,
-    "val_fraction": 0.75,
-    "keep": "best_val_loss",
-}
+# Over the tiny image cell (vision_settings), a cell with every kind of record: train lines every 3 steps,
+# snapshots every 5, and a validation loss at the end of each 11-step epoch (0.75 of the digits held out:
+# 359 training images, batch 32).
+CELL = {"max_steps": 16, "val_fraction": 0.75, "keep": "best_val_loss"}
 TIMING_TAGS = ("train/steps_per_s", "train/images_per_s", "train/ms_per_step")
 # The killed run: the runner's own, with every event written through to its file at once, so that the
 # steps after the snapshot are on disk when it dies (the resume must drop them).
@@ -56,24 +44,10 @@ runpy.run_path({str(RUNNER)!r}, run_name="__main__")
 """
 
 
-def run(settings: dict, workdir: Path, **kwargs) -> dict:
-    """Train a cell in this process as _run_vision.py does (one torch thread: the conftest's)."""
-    return train_vision(
-        VisionTrainSettings.from_dict(settings),
-        data_root=None,
-        out_dir=workdir / "encoder",
-        log_path=workdir / "train_log.jsonl",
-        state_dir=workdir / "state",
-        device="cpu",
-        progress=False,
-        **kwargs,
-    )
-
-
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Path:
+def reference(tmp_path_factory, vision_settings, train_image) -> Path:
     workdir = tmp_path_factory.mktemp("reference")
-    run(TINY, workdir)
+    train_image(vision_settings(**CELL), workdir)
     return workdir
 
 
@@ -143,13 +117,14 @@ def test_a_cell_writes_its_curves_at_the_log_points(reference, read_curves):
     "SIGKILL of a cell that writes TensorBoard events", "its curves equal an uninterrupted run's"
 )
 def test_a_killed_and_resumed_cell_has_the_curves_of_an_uninterrupted_one(
-    tmp_path, reference, read_curves, observed
+    tmp_path, reference, read_curves, observed, vision_settings, train_image
 ):
-    args = [sys.executable, "-c", KILLED, str(RUNNER), json.dumps(TINY), str(tmp_path), "13"]
+    cell = json.dumps(vision_settings(**CELL))
+    args = [sys.executable, "-c", KILLED, str(RUNNER), cell, str(tmp_path), "13"]
     assert subprocess.run(args, timeout=300).returncode == -9  # killed after step 13: snapshot of step 10
     before = read_curves(tmp_path / "state.tensorboard")
     assert max(step for step, _ in before["train/loss"]) == 12 and before["val/loss"][-1][0] == 11
-    run(TINY, tmp_path)  # resumes from step 10: writes 11-16 again
+    train_image(vision_settings(**CELL), tmp_path)  # resumes from step 10: writes 11-16 again
     resumed, straight = (
         read_curves(tmp_path / "state.tensorboard"),
         read_curves(reference / "state.tensorboard"),
@@ -191,11 +166,11 @@ def _inject(fault: str, tmp: Path, monkeypatch) -> Path:
 @pytest.mark.fault("TensorBoard folder unwritable or a write error", "one warning line; the cell trains on")
 @pytest.mark.parametrize("fault", FAULTS)
 def test_events_that_cannot_be_written_are_one_warning_and_the_cell_trains(
-    tmp_path, reference, fault, monkeypatch, caplog, observed
+    tmp_path, reference, fault, monkeypatch, caplog, observed, vision_settings, train_image
 ):
     events_dir = _inject(fault, tmp_path, monkeypatch)
     with caplog.at_level(logging.WARNING, logger="contrastlab.training.events"):
-        run(TINY, tmp_path / "cell", events_dir=events_dir)
+        train_image(vision_settings(**CELL), tmp_path / "cell", events_dir=events_dir)
     warnings = [r.getMessage() for r in caplog.records if r.name == "contrastlab.training.events"]
     assert len(warnings) == 1 and "\n" not in warnings[0] and "training goes on" in warnings[0]
     got, expected = load_weights(tmp_path / "cell" / "encoder"), load_weights(reference / "encoder")
@@ -204,8 +179,8 @@ def test_events_that_cannot_be_written_are_one_warning_and_the_cell_trains(
     observed(f"one warning ({what[0]}: {what[1]}); encoder equal to the reference")
 
 
-def test_tensorboard_false_writes_no_events(tmp_path):
-    summary = run(TINY | {"max_steps": 3, "tensorboard": False}, tmp_path)
+def test_tensorboard_false_writes_no_events(tmp_path, vision_settings, train_image):
+    summary = train_image(vision_settings(**CELL | {"max_steps": 3, "tensorboard": False}), tmp_path)
     assert summary["events_dir"] is None and not (tmp_path / "state.tensorboard").exists()
     with pytest.raises(ValueError, match="tensorboard must be true or false"):
         VisionTrainSettings(tensorboard="no")

@@ -13,9 +13,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 from contrastlab.training import geometry
-from contrastlab.training.sentence import TrainSettings, train
-
-SMALL = dict(lr=1e-4, batch_size=32, max_steps=8, eval_every=4, log_every=4, state_every=4)
+from contrastlab.training.sentence import TrainSettings
 
 
 def _oracle(z1: np.ndarray, z2: np.ndarray, m: float, tau: float) -> dict:
@@ -124,31 +122,9 @@ def test_as_tau_goes_to_zero_the_hardest_negative_takes_the_whole_update():
     assert stats["hardest_share"]["3"] < 0.5
 
 
-def _train(tmp, data, **overrides):
-    tiny_bert, corpus, senteval_dir = data
-    settings = TrainSettings(**{**SMALL, "loss": "infonce", **overrides})
-    return train(
-        settings,
-        backbone_dir=tiny_bert,
-        corpus_path=corpus,
-        dev_data_dir=senteval_dir,
-        out_dir=tmp / "model",
-        log_path=tmp / "log.jsonl",
-        state_dir=tmp / "state",
-        cache_dir=tmp.parent / "cache",
-        device="cpu",
-        progress=False,
-    )
-
-
-@pytest.fixture(scope="module")
-def data(tiny_bert, corpus, senteval_dir):
-    return tiny_bert, corpus, senteval_dir
-
-
-def test_analysis_logs_geometry_and_changes_no_training_number(tmp_path, data):
-    off = _train(tmp_path / "off", data)
-    on = _train(tmp_path / "on", data, analysis_every=3, analysis_sentences=70, analysis_batch=32)
+def test_analysis_logs_geometry_and_changes_no_training_number(tmp_path, train_tiny):
+    off = train_tiny(tmp_path / "off")
+    on = train_tiny(tmp_path / "on", analysis_every=3, analysis_sentences=70, analysis_batch=32)
     assert (on["best_dev_spearman"], on["best_step"], on["evals"]) == (
         off["best_dev_spearman"],
         off["best_step"],
@@ -177,11 +153,10 @@ def test_analysis_logs_geometry_and_changes_no_training_number(tmp_path, data):
     assert "analysis_s" in on["timings"] and on["n_sentences"] == off["n_sentences"]
 
 
-def test_holdout_takes_the_probe_out_of_training(tmp_path, data):
-    base = _train(tmp_path / "base", data, max_steps=2, eval_every=2, log_every=2)
-    held = _train(
+def test_holdout_takes_the_probe_out_of_training(tmp_path, train_tiny):
+    base = train_tiny(tmp_path / "base", max_steps=2, eval_every=2, log_every=2)
+    held = train_tiny(
         tmp_path / "held",
-        data,
         max_steps=2,
         eval_every=2,
         log_every=2,

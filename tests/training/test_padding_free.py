@@ -14,30 +14,20 @@ from safetensors.torch import load_file
 
 from contrastlab.training import sentence
 from contrastlab.training.runtime import fingerprint_settings
-from contrastlab.training.sentence import LATER_DEFAULTS, TrainSettings, train
+from contrastlab.training.sentence import LATER_DEFAULTS, TrainSettings
 
-SMALL = dict(loss="infonce", lr=1e-4, batch_size=32, max_steps=12, eval_every=4, log_every=2, state_every=4)
+#: train_tiny's cell for 12 steps, logged every 2.
+SMALL = dict(max_steps=12, log_every=2)
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, tiny_bert, corpus, senteval_dir):
+def trained(tmp_path_factory, train_tiny):
     """The same tiny-BERT cell (dropout 0.1) trained padded and padding-free on the CPU, and a
     padding-free one with two encoder micro-batches (gradient caching replays the masks)."""
 
     def run(name: str, **overrides) -> tuple[dict, list[dict], Path]:
         folder = tmp_path_factory.mktemp(name)
-        summary = train(
-            TrainSettings(**{**SMALL, **overrides}),
-            backbone_dir=tiny_bert,
-            corpus_path=corpus,
-            dev_data_dir=senteval_dir,
-            out_dir=folder / "model",
-            log_path=folder / "log.jsonl",
-            state_dir=folder / "state",
-            cache_dir=folder / "cache",
-            device="cpu",
-            progress=False,
-        )
+        summary = train_tiny(folder, **SMALL, **overrides)
         log = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
         return summary, log, folder / "model"
 
@@ -73,7 +63,8 @@ def test_padding_free_training_gives_the_padded_numbers_within_rounding(trained,
         if key.endswith("attention.self.key.bias"):
             # Softmax ignores a shift shared by all keys: this bias's gradient is zero up to rounding, and
             # Adam turns rounding noise into updates of up to ~lr a step on either side.
-            assert (b[key] - a[key]).abs().max() <= 2 * SMALL["max_steps"] * SMALL["lr"], key
+            steps, lr = summary["steps"], summary["settings"]["lr"]  # 12 steps of 1e-4
+            assert (steps, lr) == (12, 1e-4) and (b[key] - a[key]).abs().max() <= 2 * steps * lr, key
             continue
         torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-5, msg=key)
 

@@ -34,23 +34,11 @@ FAMILIES = {  # one loss per paper family, with the protocol options its experim
 SMALL = dict(lr=1e-4, batch_size=32, max_steps=12, eval_every=4, log_every=4, state_every=4)
 
 
-def run(tmp: Path, data, **overrides) -> tuple[dict, Path, Path]:
-    tiny_bert, corpus, senteval_dir = data
-    settings = TrainSettings(**{**SMALL, "loss": "infonce", **overrides})
-    out, log = tmp / "model", tmp / "log.jsonl"
-    summary = train(
-        settings,
-        backbone_dir=tiny_bert,
-        corpus_path=corpus,
-        dev_data_dir=senteval_dir,
-        out_dir=out,
-        log_path=log,
-        state_dir=tmp / "state",
-        cache_dir=tmp.parent / "cache",
-        device="cpu",  # these tests mean the CPU (bit-equality, the CPU check cadence)
-        progress=False,
-    )
-    return summary, out, log
+def run(tmp: Path, train_tiny, **overrides) -> tuple[dict, Path, Path]:
+    """``train_tiny``'s cell for 12 steps with ``overrides`` in ``tmp`` (on the CPU: these tests mean it,
+    bit-equality and the CPU's check cadence): its summary, checkpoint folder and log."""
+    summary = train_tiny(tmp, **{"max_steps": 12, **overrides})
+    return summary, tmp / "model", tmp / "log.jsonl"
 
 
 def read_log(path: Path) -> list[dict]:
@@ -63,10 +51,10 @@ def data(tiny_bert, corpus, senteval_dir):
 
 
 @pytest.fixture(scope="module")
-def family_runs(tmp_path_factory, data):
+def family_runs(tmp_path_factory, train_tiny):
     runs = {}
     for family, options in FAMILIES.items():
-        runs[family] = run(tmp_path_factory.mktemp(family), data, **options)
+        runs[family] = run(tmp_path_factory.mktemp(family), train_tiny, **options)
     return runs
 
 
@@ -288,11 +276,11 @@ def test_resume_after_sigkill_is_bit_identical(
     )
 
 
-def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, data):
+def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, train_tiny):
     """With dropout 0 the forward is deterministic: k micro-batches must give the plain step's updates."""
     common = dict(max_steps=3, eval_every=3, log_every=1, dropout=0.0)
-    _, out1, log1 = run(tmp_path / "ga1", data, **common)
-    _, out2, log2 = run(tmp_path / "ga2", data, **common, grad_accum=3)
+    _, out1, log1 = run(tmp_path / "ga1", train_tiny, **common)
+    _, out2, log2 = run(tmp_path / "ga2", train_tiny, **common, grad_accum=3)
     losses1 = [r["loss"] for r in read_log(log1) if r["event"] == "train"]
     losses2 = [r["loss"] for r in read_log(log2) if r["event"] == "train"]
     np.testing.assert_allclose(losses1, losses2, rtol=1e-5)
@@ -307,7 +295,7 @@ def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, data):
 
 
 @pytest.mark.fault("NaN loss injected at step 3", "the cell fails naming step, loss and stats; no checkpoint")
-def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, data, monkeypatch):
+def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, train_tiny, monkeypatch):
     real = sentence.build_loss
     calls = {"n": 0}
 
@@ -323,14 +311,16 @@ def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, data, monkeypa
 
     monkeypatch.setattr(sentence, "build_loss", build_nan_loss)
     with pytest.raises(NonFiniteLossError, match=r"loss 'infonce'.*not finite at step 3.*stats at step 3"):
-        run(tmp_path, data, log_every=5)
+        run(tmp_path, train_tiny, log_every=5)
     assert not (tmp_path / "model").exists()
 
 
 @pytest.mark.fault(
     "NaN loss at step 3, checked at the CUDA cadence", "the error names step 3, found at step 4"
 )
-def test_nan_loss_at_the_cuda_check_cadence_names_the_first_bad_step(tmp_path, data, monkeypatch, observed):
+def test_nan_loss_at_the_cuda_check_cadence_names_the_first_bad_step(
+    tmp_path, train_tiny, monkeypatch, observed
+):
     """On CUDA the non-finite flag is read only at steps that sync anyway (check_every=0): here the
     evaluation at step 4 (eval_every 4); the message still names step 3."""
     real = sentence.build_loss
@@ -345,28 +335,15 @@ def test_nan_loss_at_the_cuda_check_cadence_names_the_first_bad_step(tmp_path, d
         return nan_from_third_step
 
     monkeypatch.setattr(sentence, "build_loss", build_nan_loss)
-    tiny_bert, corpus, senteval_dir = data
     with pytest.raises(NonFiniteLossError, match=r"not finite at step 3 \(detected at step 4") as caught:
-        train(
-            TrainSettings(**{**SMALL, "loss": "infonce", "log_every": 5}),
-            backbone_dir=tiny_bert,
-            corpus_path=corpus,
-            dev_data_dir=senteval_dir,
-            out_dir=tmp_path / "model",
-            log_path=tmp_path / "log.jsonl",
-            state_dir=tmp_path / "state",
-            cache_dir=tmp_path / "cache",
-            device="cpu",
-            progress=False,
-            check_every=0,
-        )
+        train_tiny(tmp_path, max_steps=12, log_every=5, check_every=0)
     observed(str(caught.value)[:80])
 
 
 @pytest.mark.fault(
     "write error while saving a snapshot", "the previous snapshot stays intact; a rerun resumes"
 )
-def test_write_error_while_saving_keeps_the_previous_snapshot(tmp_path, data, monkeypatch, observed):
+def test_write_error_while_saving_keeps_the_previous_snapshot(tmp_path, train_tiny, monkeypatch, observed):
     real_save = torch.save
     saves = {"n": 0}
 
@@ -379,7 +356,7 @@ def test_write_error_while_saving_keeps_the_previous_snapshot(tmp_path, data, mo
 
     monkeypatch.setattr(st.torch, "save", save_then_fail)
     with pytest.raises(OSError, match="No space left"):
-        run(tmp_path, data, max_steps=8, state_every=2)
+        run(tmp_path, train_tiny, max_steps=8, state_every=2)
     state_dir = tmp_path / "state"
     info = json.loads((state_dir / st.STATE_INFO).read_text())
     assert info["step"] == 2
@@ -388,18 +365,18 @@ def test_write_error_while_saving_keeps_the_previous_snapshot(tmp_path, data, mo
     assert not [p.name for p in state_dir.iterdir() if ".tmp" in p.name or p.name.endswith(".partial")]
 
     monkeypatch.setattr(st.torch, "save", real_save)
-    summary, _, _ = run(tmp_path, data, max_steps=8, state_every=2)
+    summary, _, _ = run(tmp_path, train_tiny, max_steps=8, state_every=2)
     assert summary["resumed_from"] == [2] and summary["steps"] == 8
     observed("OSError at the 2nd snapshot; snapshot of step 2 loaded; rerun resumed from step 2")
 
 
-def test_out_of_memory_suggests_smaller_batch_or_grad_accum(tmp_path, data, monkeypatch):
+def test_out_of_memory_suggests_smaller_batch_or_grad_accum(tmp_path, train_tiny, monkeypatch):
     def oom(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
     monkeypatch.setattr(sentence, "train_step", oom)
     with pytest.raises(MemoryError, match=r"lower batch_size or raise grad_accum \(e.g. grad_accum=2"):
-        run(tmp_path, data)
+        run(tmp_path, train_tiny)
 
 
 def test_settings_validate_eagerly():
@@ -413,18 +390,18 @@ def test_settings_validate_eagerly():
     assert settings.to_dict()["loss_hp"] == {"m": 0.23} and TrainSettings(**settings.to_dict()) == settings
 
 
-def test_stale_state_of_another_run_is_discarded(tmp_path, data):
+def test_stale_state_of_another_run_is_discarded(tmp_path, train_tiny):
     state = tmp_path / "state"
     state.mkdir()
     torch.save({"fingerprint": "someone-else", "finished": True, "summary": {}}, state / "state.pt")
-    summary, out, _ = run(tmp_path, data, max_steps=2, eval_every=2)
+    summary, out, _ = run(tmp_path, train_tiny, max_steps=2, eval_every=2)
     assert summary["resumed_from"] == [] and (out / "model.safetensors").exists()
 
 
 @pytest.mark.fault(
     "a planted pickle (__reduce__ creates a file) as the cell's state.pt", "the cell stops; payload never run"
 )
-def test_a_planted_snapshot_stops_the_cell_and_never_runs(tmp_path, data, observed):
+def test_a_planted_snapshot_stops_the_cell_and_never_runs(tmp_path, train_tiny, observed):
     """S3: the trainer loads a cell's snapshot safely before it reads anything in it (the fingerprint
     included); a pickle with code in it stops the cell in one line, nothing is trained or deleted."""
     state, marker = tmp_path / "state", tmp_path / "PWNED"
@@ -433,13 +410,13 @@ def test_a_planted_snapshot_stops_the_cell_and_never_runs(tmp_path, data, observ
     with pytest.raises(
         st.SnapshotUnreadableError, match=re.escape(f"delete the cell's state folder {state} to")
     ) as caught:
-        run(tmp_path, data, max_steps=2, eval_every=2)
+        run(tmp_path, train_tiny, max_steps=2, eval_every=2)
     assert not marker.exists() and not (tmp_path / "model").exists()
     assert (state / st.STATE_FILE).exists() and not (tmp_path / "log.jsonl").exists()
     observed(f"refused: {str(caught.value)[:60]}...; no payload run, no model, state folder kept")
 
 
-def test_a_job_killed_while_exporting_redoes_only_the_export(tmp_path, data, monkeypatch):
+def test_a_job_killed_while_exporting_redoes_only_the_export(tmp_path, train_tiny, monkeypatch):
     """The "finished" snapshot (summary, settings, metadata) loads with weights_only=True: a job that
     dies after it was written resumes to the same summary without training again."""
     real_export = sentence._export
@@ -449,12 +426,12 @@ def test_a_job_killed_while_exporting_redoes_only_the_export(tmp_path, data, mon
 
     monkeypatch.setattr(sentence, "_export", killed)
     with pytest.raises(OSError, match="Input/output error"):
-        run(tmp_path, data, max_steps=2, eval_every=2)
+        run(tmp_path, train_tiny, max_steps=2, eval_every=2)
     finished = torch.load(tmp_path / "state" / st.STATE_FILE, map_location="cpu", weights_only=True)
     assert finished["finished"] is True
     monkeypatch.setattr(sentence, "_export", real_export)
     monkeypatch.setattr(sentence, "_step", None)  # no training step may run again
-    summary, out, _ = run(tmp_path, data, max_steps=2, eval_every=2)
+    summary, out, _ = run(tmp_path, train_tiny, max_steps=2, eval_every=2)
     assert summary == finished["summary"] and (out / "model.safetensors").exists()
 
 
@@ -470,7 +447,7 @@ def test_script_help_runs_without_snakemake():
     assert "--backbone" in result.stdout and "--set" in result.stdout
 
 
-def test_between_snapshots_only_the_snapshots_best_and_the_newest_are_kept(tmp_path, data, monkeypatch):
+def test_between_snapshots_only_the_snapshots_best_and_the_newest_are_kept(tmp_path, train_tiny, monkeypatch):
     """Issue 36: every evaluation a new best (the dev score forced up), four of them before the first
     snapshot: the state folder never holds more than the last snapshot's best and the newest one (a
     large cell piled up one checkpoint per evaluation between its ten-minute snapshots)."""
@@ -482,7 +459,7 @@ def test_between_snapshots_only_the_snapshots_best_and_the_newest_are_kept(tmp_p
         return {**real_call(self, model, head), "dev_spearman": float(len(held))}
 
     monkeypatch.setattr(sentence.DevEvaluator, "__call__", rising)
-    summary, out, _ = run(tmp_path, data, max_steps=14, eval_every=2, state_every=10)
+    summary, out, _ = run(tmp_path, train_tiny, max_steps=14, eval_every=2, state_every=10)
     assert max(len(names) for names in held) <= 2, held
     assert held[5] == [st.best_dir(tmp_path / "state", 8).name]  # at step 10: the newest, no snapshot yet
     assert held[6] == [st.best_dir(tmp_path / "state", 10).name]  # at 12: the snapshot's best (10)

@@ -18,37 +18,10 @@ from contrastlab.training.vision import (
     effective_lr,
     load_encoder,
     load_weights,
-    train_vision,
     two_views,
 )
 
 RUNNER = Path(__file__).with_name("_run_vision.py")
-TINY = {
-    "dataset": "digits",
-    "loss": "macl_vision",
-    "loss_hp": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True},
-    "width": 4,
-    "head_hidden": 32,
-    "head_dim": 16,
-    "batch_size": 32,
-    "max_steps": 24,
-    "log_every": 3,
-    "state_every": 5,
-}
-
-
-def run(settings: dict, workdir: Path) -> None:
-    """Train a cell in this process as _run_vision.py does (one torch thread: the conftest's)."""
-    assert torch.get_num_threads() == 1  # as _run_vision.py: bit-equality needs the same thread count
-    train_vision(
-        VisionTrainSettings.from_dict(settings),
-        data_root=None,
-        out_dir=workdir / "encoder",
-        log_path=workdir / "train_log.jsonl",
-        state_dir=workdir / "state",
-        device="cpu",
-        progress=False,
-    )
 
 
 def run_until_killed(settings: dict, workdir: Path, kill_at: int) -> int:
@@ -58,13 +31,13 @@ def run_until_killed(settings: dict, workdir: Path, kill_at: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Path:
+def reference(tmp_path_factory, vision_settings, train_image) -> Path:
     workdir = tmp_path_factory.mktemp("reference")
-    run(TINY, workdir)
+    train_image(vision_settings(), workdir)
     return workdir
 
 
-def test_log_and_encoder(reference):
+def test_log_and_encoder(reference, vision_settings):
     records = [json.loads(line) for line in (reference / "train_log.jsonl").read_text().splitlines()]
     assert [r["event"] for r in records][0] == "start" and records[-1]["event"] == "end"
     steps = [r["step"] for r in records if r["event"] == "train"]
@@ -76,13 +49,15 @@ def test_log_and_encoder(reference):
     assert summary["steps"] == 24 and encoder(torch.zeros(2, 3, 16, 16)).shape == (2, 32)  # width 4 -> 32-d
     assert not (reference / "state").exists()  # snapshots are removed when the cell finishes
     assert (reference / "encoder" / "encoder.safetensors").exists()
-    assert VisionTrainSettings.from_dict(summary["settings"]) == VisionTrainSettings.from_dict(TINY)
+    assert VisionTrainSettings.from_dict(summary["settings"]) == VisionTrainSettings.from_dict(
+        vision_settings()
+    )
     assert summary["meta"] and summary["channels_last"] is False and summary["precision"] == "fp32"
 
 
-#: An OAR cell (OAR §4-5): SGD with a cosine rate over 2 epochs of 22 steps, no projection head, the
-#: anchor term on 10% of the labels (143 digits, 4 labelled batches of 32 per cycle).
-TINY_OAR = TINY | {
+#: An OAR cell (OAR §4-5), over the tiny cell: SGD with a cosine rate over 2 epochs of 22 steps, no
+#: projection head, the anchor term on 10% of the labels (143 digits, 4 labelled batches of 32 per cycle).
+OAR = {
     "loss": "ntxent",
     "loss_hp": {"tau": 0.5},
     "optimizer": "sgd",
@@ -105,20 +80,20 @@ TINY_OAR = TINY | {
 
 #: Channels-last on the CPU (the CUDA default): width 8, as PyTorch 2.14's CPU channels-last
 #: convolutions corrupt the heap at width 4 with one thread.
-TINY_CHANNELS_LAST = TINY | {"channels_last": True, "width": 8, "max_steps": 12, "state_every": 4}
+CHANNELS_LAST = {"channels_last": True, "width": 8, "max_steps": 12, "state_every": 4}
 
 
 @pytest.fixture(scope="module")
-def reference_channels_last(tmp_path_factory) -> Path:
+def reference_channels_last(tmp_path_factory, vision_settings, train_image) -> Path:
     workdir = tmp_path_factory.mktemp("reference_channels_last")
-    run(TINY_CHANNELS_LAST, workdir)
+    train_image(vision_settings(**CHANNELS_LAST), workdir)
     return workdir
 
 
 @pytest.fixture(scope="module")
-def reference_oar(tmp_path_factory) -> Path:
+def reference_oar(tmp_path_factory, vision_settings, train_image) -> Path:
     workdir = tmp_path_factory.mktemp("reference_oar")
-    run(TINY_OAR, workdir)
+    train_image(vision_settings(**OAR), workdir)
     return workdir
 
 
@@ -159,18 +134,21 @@ def test_oar_cell_trains_toward_its_saved_anchors(reference_oar):
     "SIGKILL of a vision training job at a random step", "rerun resumes; encoder and log bit-identical"
 )
 @pytest.mark.parametrize("seed", [0, 1, "oar", "channels_last"])
-def test_sigkill_at_a_random_step_resumes_bit_identically(request, tmp_path, seed, observed):
-    cell, reference = {
-        "oar": (TINY_OAR, "reference_oar"),
-        "channels_last": (TINY_CHANNELS_LAST, "reference_channels_last"),
-    }.get(seed, (TINY, "reference"))
+def test_sigkill_at_a_random_step_resumes_bit_identically(
+    request, tmp_path, seed, observed, vision_settings, train_image
+):
+    overrides, reference = {
+        "oar": (OAR, "reference_oar"),
+        "channels_last": (CHANNELS_LAST, "reference_channels_last"),
+    }.get(seed, ({}, "reference"))
+    cell = vision_settings(**overrides)
     reference = request.getfixturevalue(reference)
     kill_at = {"oar": (8, 40), "channels_last": (5, 10)}.get(seed, (6, 22))
     kill_at = random.Random(seed).randint(*kill_at)
     # Only the killed run needs its own interpreter; the resume and the references run in-process.
     assert run_until_killed(cell, tmp_path, kill_at) == -9
     assert (tmp_path / "state" / "state.pt").exists() and not (tmp_path / "encoder").exists()
-    run(cell, tmp_path)
+    train_image(cell, tmp_path)
     got, expected = load_weights(tmp_path / "encoder"), load_weights(reference / "encoder")
     assert got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in got)
 
@@ -187,7 +165,7 @@ def test_sigkill_at_a_random_step_resumes_bit_identically(request, tmp_path, see
 
 
 @pytest.mark.fault("NaN loss in a vision cell", "NonFiniteLossError naming the step and the loss stats")
-def test_a_non_finite_loss_stops_with_the_step(tmp_path, monkeypatch, observed):
+def test_a_non_finite_loss_stops_with_the_step(tmp_path, monkeypatch, observed, vision_settings, train_image):
     from contrastlab.training import vision
 
     real = vision.build_loss
@@ -204,17 +182,8 @@ def test_a_non_finite_loss_stops_with_the_step(tmp_path, monkeypatch, observed):
         return call
 
     monkeypatch.setattr(vision, "build_loss", poisoned)
-    settings = VisionTrainSettings.from_dict({**TINY, "max_steps": 6})
     with pytest.raises(NonFiniteLossError, match=r"not finite at step 4.*loss stats") as caught:
-        train_vision(
-            settings,
-            data_root=None,
-            out_dir=tmp_path / "e",
-            log_path=tmp_path / "l.jsonl",
-            state_dir=tmp_path / "s",
-            device="cpu",
-            progress=False,
-        )
+        train_image(vision_settings(max_steps=6), tmp_path)
     observed(str(caught.value)[:90])
 
 
@@ -232,34 +201,19 @@ def test_settings_are_validated_and_the_learning_rate_scales_above_256():
     assert effective_lr(VisionTrainSettings(batch_size=1024, lr_reference_batch=None)) == 1e-3
 
 
-def test_without_drop_last_the_short_batch_of_each_epoch_is_trained(tmp_path, capsys):
+def test_without_drop_last_the_short_batch_of_each_epoch_is_trained(
+    tmp_path, capsys, vision_settings, train_image
+):
     # 1437 digits in batches of 700: 700, 700, 37 per epoch; 4 steps cross into the second epoch.
-    settings = VisionTrainSettings.from_dict(
-        {**TINY, "batch_size": 700, "drop_last": False, "max_steps": 4, "log_every": 1, "state_every": 100}
-    )
-    summary = train_vision(
-        settings,
-        data_root=None,
-        out_dir=tmp_path / "e",
-        log_path=tmp_path / "l.jsonl",
-        state_dir=tmp_path / "s",
-        device="cpu",
-    )
+    settings = vision_settings(batch_size=700, drop_last=False, max_steps=4, log_every=1, state_every=100)
+    summary = train_image(settings, tmp_path, progress=True)
     assert summary["steps_per_epoch"] == 3 and summary["epochs"] == 4 / 3
-    records = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records if r["event"] == "train"] == [0, 0, 0, 1]
     progress = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
     assert [r["step"] for r in progress] == [1, 2, 3, 4]  # one JSON line per log step on stderr
     with pytest.raises(ValueError, match="last batch of one image"):
-        train_vision(
-            VisionTrainSettings.from_dict({**TINY, "batch_size": 718, "drop_last": False}),
-            data_root=None,
-            out_dir=tmp_path / "e2",
-            log_path=tmp_path / "l2.jsonl",
-            state_dir=tmp_path / "s2",
-            device="cpu",
-            progress=False,
-        )
+        train_image(vision_settings(batch_size=718, drop_last=False), tmp_path / "short")
 
 
 def test_settings_round_trip_through_json_and_reject_bad_augmentations():
@@ -297,7 +251,9 @@ def test_settings_round_trip_through_json_and_reject_bad_augmentations():
             VisionTrainSettings(**bad)
 
 
-def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_step(tmp_path, monkeypatch):
+def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_step(
+    tmp_path, monkeypatch, vision_settings, train_image
+):
     """Issue 36 (review N6): the kept-epoch validation is an evaluation, IEEE fp32 and no autocast
     whatever the cell's precision (here a bf16 cell whose step runs TF32, as on a CUDA GPU); OAR's
     labelled batch, whose blur is a convolution, is drawn inside the step's precision, the first step
@@ -331,7 +287,7 @@ def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_s
     torch.backends.cuda.matmul.fp32_precision = "none"  # PyTorch's defaults, as in a fresh process
     torch.backends.cudnn.conv.fp32_precision = torch.backends.cudnn.rnn.fp32_precision = "tf32"
     try:
-        run(TINY_OAR | {"precision": "bf16", "epochs": 1}, tmp_path)
+        train_image(vision_settings(**OAR | {"precision": "bf16", "epochs": 1}), tmp_path)
     finally:
         set_fp32_mode("ieee")
     assert seen[True] == {(("tf32", "tf32"), True)}  # the training step: its precision, autocast on
