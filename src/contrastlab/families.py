@@ -187,6 +187,7 @@ def _sentence_mode(settings: Mapping[str, Any], device_type: str, precision: str
                 f"cuda_graph: off, the eager step (grad_accum {grad_accum}: a captured step holds one "
                 "encoder pass)"
             )
+    # a cell that names the graph or compile keeps the padded step it asked for (the graph's static shapes)
     by_choice = bool(settings.get("cuda_graph")) or compiled
     family = TEXT_FAMILIES.get(model_type or "")
     if (
