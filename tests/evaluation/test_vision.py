@@ -115,7 +115,20 @@ def test_linear_probe_runs_on_the_requested_device():
         linear_probe_accuracy(*args, num_classes=2, epochs=0)
 
 
-def test_evaluate_encoder_end_to_end_on_digits(tmp_path):
+#: OAR's FFN scores at label budgets 10% and 100%, then the embedding statistics, in evaluate_encoder's order.
+FFN_SCORES = [
+    "ffn10_top1",
+    "ffn10_top5",
+    "ffn100_top1",
+    "ffn100_top5",
+    "embedding_variance",
+    "effective_rank_95",
+]
+
+
+def _train_digits_encoder(folder, *, max_steps: int, log_every: int):
+    """A width-4 ResNet trained on the CPU with NT-Xent (tau 0.1) on the digits in batches of 64:
+    ``folder/enc`` (its log ``folder/log.jsonl``), returned."""
     from contrastlab.training.vision import VisionTrainSettings, train_vision
 
     settings = VisionTrainSettings(
@@ -126,18 +139,24 @@ def test_evaluate_encoder_end_to_end_on_digits(tmp_path):
         head_hidden=32,
         head_dim=16,
         batch_size=64,
-        max_steps=10,
-        log_every=5,
+        max_steps=max_steps,
+        log_every=log_every,
     )
+    out_dir, log_path, state_dir = folder / "enc", folder / "log.jsonl", folder / "s"
     train_vision(
         settings,
         data_root=None,
-        out_dir=tmp_path / "enc",
-        log_path=tmp_path / "log.jsonl",
-        state_dir=tmp_path / "s",
+        out_dir=out_dir,
+        log_path=log_path,
+        state_dir=state_dir,
         device="cpu",
         progress=False,
     )
+    return out_dir
+
+
+def test_evaluate_encoder_end_to_end_on_digits(tmp_path):
+    _train_digits_encoder(tmp_path, max_steps=10, log_every=5)
     # download: digits ship with scikit-learn, so nothing is fetched.
     metrics = evaluate_encoder(
         tmp_path / "enc", data_root=tmp_path, download=True, linear={"epochs": 20}, knn={"k": 20}
@@ -152,14 +171,7 @@ def test_evaluate_encoder_end_to_end_on_digits(tmp_path):
     # OAR's protocol: the FFN at two label budgets, top-1 and top-5, and the embedding statistics.
     ffn = {"label_fractions": [0.1, 1.0], "epochs": 30, "lr": 0.05, "hidden": [16, 8]}
     oar = evaluate_encoder(tmp_path / "enc", data_root=None, probes=["ffn"], ffn=ffn)
-    assert set(oar["scores"]) == {
-        "ffn10_top1",
-        "ffn10_top5",
-        "ffn100_top1",
-        "ffn100_top5",
-        "embedding_variance",
-        "effective_rank_95",
-    }
+    assert set(oar["scores"]) == set(FFN_SCORES)
     assert (
         oar["ffn"]["batch_size"] == 32
         and oar["ffn"]["lr"] == 0.05
@@ -278,14 +290,7 @@ def test_a_diverged_encoders_metrics_list_every_score_key_as_diverged(tmp_path):
     assert score_keys(["linear", "knn"]) == ["linear_top1", "knn_top1", *statistics]
     metrics = diverged_encoder_metrics(tmp_path / "encoder", reason, ["ffn"], {"label_fractions": [0.1, 1.0]})
     assert metrics["scores"] == {}
-    assert list(metrics["diverged"]) == [
-        "ffn10_top1",
-        "ffn10_top5",
-        "ffn100_top1",
-        "ffn100_top5",
-        "embedding_variance",
-        "effective_rank_95",
-    ]
+    assert list(metrics["diverged"]) == FFN_SCORES
     assert set(metrics["diverged"].values()) == {"encoder training diverged: loss is not finite at step 3"}
 
 
@@ -294,17 +299,8 @@ def test_features_saved_by_one_job_give_the_probes_of_the_one_job_path(tmp_path)
     probes fitted from the saved file by `evaluate_vision`, give exactly the scores, diverged runs and
     settings of evaluate_encoder in one process (OAR's FFN trains on frozen features too)."""
     from contrastlab.evaluation.vision import encoder_features, load_features, probe_features, save_features
-    from contrastlab.training.vision import VisionTrainSettings, train_vision
 
-    settings = VisionTrainSettings(
-        dataset="digits", loss="ntxent", loss_hp={"tau": 0.1}, width=4, head_hidden=32, head_dim=16,
-        batch_size=64, max_steps=4, log_every=2,
-    )  # fmt: skip
-    encoder = tmp_path / "enc"
-    train_vision(
-        settings, data_root=None, out_dir=encoder, log_path=tmp_path / "log.jsonl", state_dir=tmp_path / "s",
-        device="cpu", progress=False,
-    )  # fmt: skip
+    encoder = _train_digits_encoder(tmp_path, max_steps=4, log_every=2)
     probes = {
         "probes": ["linear", "knn", "ffn"],
         "linear": {"epochs": 3},
@@ -321,6 +317,5 @@ def test_features_saved_by_one_job_give_the_probes_of_the_one_job_path(tmp_path)
     assert split["ffn_runs"] == one_job["ffn_runs"]
     same = ("n_train", "n_test", "feature_dim", "probes", "linear", "knn", "ffn", "training", "device")
     assert {k: split[k] for k in same} == {k: one_job[k] for k in same}
-    assert split["encoding"]["device"] == "cpu" and set(split["timings"]) == {
-        "extract_s", "linear_s", "knn_s", "ffn_s",
-    }  # fmt: skip
+    assert split["encoding"]["device"] == "cpu"
+    assert set(split["timings"]) == {"extract_s", "linear_s", "knn_s", "ffn_s"}
