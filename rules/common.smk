@@ -51,12 +51,13 @@ except cl_config.ConfigError as error:
 config.clear()
 config.update(_validated)
 
-R = config["results_dir"]
-S = config["resources_dir"]
 # The workflow's one grid (contrastlab.config.Grid): its cells and their settings, resolved once here and
-# handed to everything below that needs cells.
+# handed to everything below that needs cells. Below, the rules ask it, not the config: per experiment
+# (GRID.experiment(e)), the folders (GRID.results, GRID.resources), the machines (GRID.compute) and the
+# switches (GRID.options).
 GRID = cl_config.Grid(config)
-RESULTS = Results(R)
+RESULTS = GRID.results
+R = RESULTS.root
 # A rule's cell: its wildcards, so that RESULTS.<path>(CELL) is the rule's pattern; a search's winner is
 # evaluated as the cell of method "<method>~searched".
 CELL = cl_config.Cell("{experiment}", "{backbone}", "{method}", "{seed}")
@@ -70,7 +71,7 @@ CELL_INDEX = {(c.experiment, c.backbone, c.method, str(c.seed)): c for c in CELL
 # main process (pinned by the first run of this results folder: a measured calibration changes no started
 # search), which keeps them for the jobs when the run starts (onstart, Snakefile); a job's process reads
 # them back instead of pricing every search again.
-SEARCH_POINTS_FILE = RESULTS.state("search_points.json")
+SEARCH_POINTS_FILE = cl_points.points_file(RESULTS)
 try:
     SEARCH_POINTS = cl_points.run_points(
         SEARCH_POINTS_FILE,
@@ -83,8 +84,8 @@ except (cl_config.ConfigError, ValueError) as error:
 SEARCH_INDEX = {(p.experiment, p.backbone, p.name, str(p.seed)): p for p in SEARCH_POINTS}
 CELL_INDEX.update({key: p.cell for key, p in SEARCH_INDEX.items() if p.shared_with is None})
 PRETRAINED_POOLING = dict(PRETRAINED)
-GPU = config["resources"]["gpu"]
-THREADS = config["resources"]["threads"]
+GPU = GRID.compute["gpu"]
+THREADS = GRID.compute["threads"]
 FIGURES = figure_catalog.figures(GRID)
 USER_LOSS_METHODS = GRID.user_losses
 
@@ -94,7 +95,7 @@ def _alternatives(values):
 
 
 def _is_vision(experiment):
-    return cl_config.track(config, experiment) == "vision"
+    return GRID.experiment(experiment).track == "vision"
 
 
 SENTENCE_EXPERIMENTS = _alternatives(c.experiment for c in CELLS if not _is_vision(c.experiment))
@@ -115,7 +116,7 @@ def data_marker_identity(what):
     try:
         # The main process may resolve an unpinned download's digest (one HEAD, or the download itself);
         # a job's process reads the lock, which the corpus job has written by then.
-        return GRID.data_identity(what, resolve=workflow.is_main_process)
+        return GRID.data.identity(what, resolve=workflow.is_main_process)
     except (OSError, SentEvalDataError, CorpusError, cl_lock.LockMismatch) as error:  # lock: unreadable
         sys.exit(f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}")
 
@@ -128,7 +129,7 @@ if workflow.is_main_process:
     # A revision asked for that the artifacts lock does not pin stops here, before a fetch job would
     # replace a finished backbone folder by a failing one.
     try:
-        GRID.check_lock()
+        GRID.data.check_lock()
     except cl_lock.LockMismatch as error:
         sys.exit(f"contrastlab: {' '.join(str(error).split())}")
 
@@ -139,11 +140,13 @@ def data_marker(what):
 
 
 def backbone_dir(alias):
-    return f"{S}/models/{alias}"
+    return GRID.resources.backbone_dir(alias)
 
 
 def get_backbone_inputs(wildcards):
-    return [backbone_dir(a) for a in cl_config.backbone_dependencies(config, wildcards.backbone)]
+    """The backbone a backbone's tokenizer comes from (``tokenizer_from``), materialised first."""
+    dependency = GRID.backbone(wildcards.backbone).get("tokenizer_from")
+    return [backbone_dir(dependency)] if dependency else []
 
 
 def cell_of(wildcards):
@@ -187,7 +190,7 @@ def get_loss_source(wildcards):
 
 def cell_metrics():
     """Every cell's metrics file (``senteval.json``, or ``vision.json`` for a vision cell)."""
-    return [RESULTS.metrics(c, cl_config.track(config, c.experiment)) for c in CELLS] + [
+    return [RESULTS.metrics(c, GRID.experiment(c.experiment).track) for c in CELLS] + [
         RESULTS.metrics(f"pretrained/{b}", "sentence") for b, _ in PRETRAINED
     ]
 
@@ -195,7 +198,7 @@ def cell_metrics():
 def get_table_metrics(wildcards):
     """All metrics of the grid, or only those already present when tables.partial is set."""
     wanted = cell_metrics()
-    if config["tables"]["partial"]:
+    if GRID.options.tables_partial:
         return [p for p in wanted if os.path.exists(p)]
     return wanted
 
@@ -227,7 +230,7 @@ def card_outputs():
     return [
         RESULTS.card(c)
         for c in CELLS
-        if not config["tables"]["partial"] or os.path.exists(RESULTS.metrics(c, cl_config.track(config, c.experiment)))
+        if not GRID.options.tables_partial or os.path.exists(RESULTS.metrics(c, GRID.experiment(c.experiment).track))
     ]
 
 
@@ -236,11 +239,11 @@ def finished_outputs():
     those whose metrics exist): the finished work later jobs trust. Rule all names them so that one moved
     aside (contrastlab.workflow.finished: it no longer matches what its job wrote) or deleted is made
     again, with what depends on it; a missing file that only other jobs read reruns nothing in Snakemake."""
-    partial = config["tables"]["partial"]
+    partial = GRID.options.tables_partial
     weights = [
-        RESULTS.checkpoint(c, "model" if cl_config.track(config, c.experiment) == "sentence" else "encoder")
+        RESULTS.checkpoint(c, "model" if GRID.experiment(c.experiment).track == "sentence" else "encoder")
         for c in CELLS
-        if not partial or os.path.exists(RESULTS.metrics(c, cl_config.track(config, c.experiment)))
+        if not partial or os.path.exists(RESULTS.metrics(c, GRID.experiment(c.experiment).track))
     ]
     return weights + get_table_metrics(None)
 
@@ -251,7 +254,7 @@ def figure_outputs():
     return [
         f"{RESULTS.figures}/{f['name']}.{ext}"
         for f in FIGURES
-        if not (f["kind"] == "spectra" and config["tables"]["partial"] and not _spectra_ready(f["experiment"]))
+        if not (f["kind"] == "spectra" and GRID.options.tables_partial and not _spectra_ready(f["experiment"]))
         for ext in ("png", "pdf", "csv")
     ]
 
@@ -270,7 +273,7 @@ def plan_calibration():
     contrastlab.cost.calibration.calibration_for (a measured results/gpu-check/calibration.json of that
     card, else the shipped file of that card, else one scaled by data-sheet peaks)."""
     try:
-        return cl_calibration.calibration_for(config["resources"]["gpu_model"])
+        return cl_calibration.calibration_for(GRID.compute["gpu_model"])
     except ValueError as error:
         sys.exit(f"contrastlab: {error}")
 
@@ -294,7 +297,7 @@ def place_of(wildcards):
 
 
 def mem_mb(kind):
-    return config["resources"][f"{kind}_mem_mb"]
+    return GRID.compute[f"{kind}_mem_mb"]
 
 
 def images_marker(dataset):
@@ -303,20 +306,20 @@ def images_marker(dataset):
 
 
 def get_cell_images_marker(wildcards):
-    return images_marker(config["experiments"][wildcards.experiment]["dataset"])
+    return images_marker(GRID.experiment(wildcards.experiment).dataset)
 
 
 @functools.cache
 def images_identity(dataset):
     try:
-        return GRID.image_data_identity(dataset)
+        return GRID.data.image_identity(dataset)
     except OSError as error:
         sys.exit(f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}")
 
 
 # A user's CIFAR copy is checked (torchvision's md5 of every file) before any job starts, like SentEval.
 if workflow.is_main_process:
-    for dataset in sorted({config["experiments"][c.experiment]["dataset"] for c in CELLS if _is_vision(c.experiment)}):
+    for dataset in sorted({GRID.experiment(c.experiment).dataset for c in CELLS if _is_vision(c.experiment)}):
         images_identity(dataset)
 
 
@@ -331,7 +334,7 @@ LOG_FIGURE_EXPERIMENTS = _alternatives(f["experiment"] for f in FIGURES if f["ki
 
 def existing_if_partial(paths):
     """With tables.partial the report is drawn from what exists: the figures too, so nothing trains."""
-    if config["tables"]["partial"]:
+    if GRID.options.tables_partial:
         return [p for p in paths if os.path.exists(p)]
     return list(paths)
 
@@ -359,7 +362,7 @@ def get_spectra_encoders(wildcards):
 def encoders_for_spectra(experiment):
     """name -> encoder dir of the first selected seed and backbone of each method in ``spectra``."""
     out = {}
-    for method in config["experiments"][experiment]["spectra"]:
+    for method in GRID.experiment(experiment).spec["spectra"]:
         chosen = [c for c in CELLS if c.experiment == experiment and c.method == method]
         if chosen:
             out[method] = RESULTS.checkpoint(min(chosen, key=lambda c: c.seed), "encoder")
@@ -399,7 +402,7 @@ def search_outputs():
 
 def get_search_table_inputs(wildcards):
     """What the tables read of the searches: everything, when they run with the default target."""
-    if not config["searches"]["in_all"]:
+    if not GRID.options.searches_in_all:
         return []
     return existing_if_partial(search_outputs())
 
@@ -421,9 +424,9 @@ def get_search_figure_inputs(wildcards):
 def mteb_scores(experiment):
     """Whether MTEB's evaluator (rules/mteb.smk) scores the cells of ``experiment``: mteb.enabled, a
     sentence experiment, and one that mteb.experiments names (None: every one)."""
-    chosen = config["mteb"]["experiments"]
+    chosen = GRID.options.mteb["experiments"]
     return (
-        config["mteb"]["enabled"]
+        GRID.options.mteb["enabled"]
         and not _is_vision(experiment)
         and (chosen is None or experiment in chosen)
     )
@@ -439,6 +442,6 @@ def get_mteb_outputs(wildcards):
     """The MTEB folder of every cell MTEB's evaluator scores (mteb_scores; [] when mteb.enabled is
     off); with tables.partial, those whose checkpoint exists (nothing trains for the bridge table)."""
     cells = [c for c in CELLS if mteb_scores(c.experiment)]
-    if config["tables"]["partial"]:
+    if GRID.options.tables_partial:
         cells = [c for c in cells if os.path.exists(RESULTS.checkpoint(c, "model"))]
     return [RESULTS.mteb(c) for c in cells]

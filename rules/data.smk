@@ -43,7 +43,7 @@ rule fetch_backbone:
     input:
         get_backbone_inputs,
     output:
-        directory(f"{S}/models/{{backbone}}"),
+        directory(backbone_dir("{backbone}")),
     params:
         spec=lambda wildcards: config["backbones"][wildcards.backbone],
         models_dir=lambda wildcards, output: os.path.dirname(output[0]),

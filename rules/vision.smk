@@ -62,7 +62,7 @@ rule encode_vision:
     output:
         features=temp(RESULTS.state("features", CELL) + ".pt"),
     params:
-        batch_size=lambda wildcards: cl_config.vision_evaluation(config, wildcards.experiment)["batch_size"],
+        batch_size=lambda wildcards: GRID.experiment(wildcards.experiment).vision_evaluation["batch_size"],
     log:
         RESULTS.log("encode", CELL),
     benchmark:
@@ -87,7 +87,7 @@ rule evaluate_vision:
     output:
         metrics=RESULTS.metrics(CELL, "vision"),
     params:
-        evaluation=lambda wildcards: cl_config.vision_evaluation(config, wildcards.experiment),
+        evaluation=lambda wildcards: GRID.experiment(wildcards.experiment).vision_evaluation,
     log:
         RESULTS.log("evaluate", CELL),
     benchmark:

@@ -3,21 +3,17 @@ gaps; the geometry figures of figures.geometry_logs)."""
 
 from pathlib import Path
 
-from contrastlab.config import sweep_points
+from contrastlab.config import Experiment
 from contrastlab.figures.geometry_logs import LOG_FIGURES, draw, with_gap
 from contrastlab.figures.sweeps import best_dev_frame, plot_sweep_panels, sweep_metrics_frame
 from contrastlab.workflow.job import job_label, logged_to
 
 sm = globals()["snakemake"]
 with logged_to(sm.log[0], job_label(sm)):
-    experiments, results, stem = (
-        sm.params.config["experiments"],
-        Path(sm.params.results),
-        Path(sm.output.png).with_suffix(""),
-    )
+    results, stem = Path(sm.params.results), Path(sm.output.png).with_suffix("")
 
     def points(experiment: str) -> dict[str, tuple[str, float]]:
-        return sweep_points(experiments[experiment]) if experiment in experiments else {}
+        return Experiment(experiment, sm.params.config).sweep_points
 
     if sm.params.figure in LOG_FIGURES:
         written = draw(sm.params.figure, results, stem, points(LOG_FIGURES[sm.params.figure][0]))

@@ -1,10 +1,12 @@
 """Train one sentence cell (protocol.md §2): Snakemake `script:` entry, or a CLI for debugging (`--help`);
 both in contrastlab.training.cells."""
 
-from contrastlab.config import Grid
-from contrastlab.search import find_point, is_point_name
+from contrastlab.config import Grid, config_digest
+from contrastlab.paths import Results
+from contrastlab.search import is_point_name, search_points
 from contrastlab.training.cells import cli, train_cell
 from contrastlab.workflow.job import events_dir_of, training_job
+from contrastlab.workflow.points import job_point, points_file
 
 if "snakemake" in globals():
     sm = globals()["snakemake"]
@@ -13,7 +15,15 @@ if "snakemake" in globals():
         previous = getattr(sm.input, "search_previous", None)  # the earlier stage's selection, if any
         train_cell(
             sm.params.settings,
-            point=find_point(Grid(sm.config), wc["experiment"], wc["backbone"], wc["method"])
+            # the point the main process kept for this run (a grid is built only where it kept none)
+            point=job_point(
+                points_file(Results(sm.config["results_dir"])),
+                config_digest(sm.config),
+                lambda: search_points(Grid(sm.config)),
+                wc["experiment"],
+                wc["backbone"],
+                wc["method"],
+            )
             if is_point_name(wc["method"])
             else None,
             previous_selection=previous[0] if previous else None,

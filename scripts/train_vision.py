@@ -1,6 +1,6 @@
 """Train one image cell (protocol.md §3): Snakemake `script:` entry (contrastlab.training.cells)."""
 
-from contrastlab.config import is_sweep_point
+from contrastlab.config import Experiment
 from contrastlab.training.cells import train_vision_cell
 from contrastlab.workflow.job import events_dir_of, training_job
 
@@ -8,7 +8,7 @@ sm = globals()["snakemake"]
 with training_job(sm) as (device, where):
     train_vision_cell(
         sm.params.settings,
-        point=is_sweep_point(sm.config, sm.wildcards["experiment"], sm.wildcards["method"]),
+        point=Experiment(sm.wildcards["experiment"], sm.config).is_sweep_point(sm.wildcards["method"]),
         data_root=where["images"],
         out_dir=sm.output.encoder,
         log_path=sm.output.log_jsonl,

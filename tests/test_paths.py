@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from contrastlab.config import Cell
-from contrastlab.paths import CELL_PATH, REPO_ROOT, Results, atomic_dir, atomic_write, cell_path
+from contrastlab.paths import CELL_PATH, REPO_ROOT, Resources, Results, atomic_dir, atomic_write, cell_path
 
 
 def test_atomic_dir_replaces_the_folder_whole(tmp_path):
@@ -100,6 +100,34 @@ def test_results_give_the_rules_patterns_from_a_cell_of_wildcards():
         r.metrics("pretrained/{backbone}", "sentence")
         == "results/metrics/pretrained/{backbone}/senteval.json"
     )
+
+
+def test_resources_give_a_backbones_folder_and_the_rules_pattern():
+    """Issue 64: the resources layout beside Results; a wildcard alias gives the fetch rule's pattern."""
+    resources = Resources("/data/resources")
+    assert resources.backbone_dir("tiny-bert") == "/data/resources/models/tiny-bert"
+    assert resources.backbone_dir("{backbone}") == "/data/resources/models/{backbone}"
+    assert repr(resources) == "Resources('/data/resources')"
+
+
+def test_a_backbones_folder_is_spelled_once_in_the_project():
+    """Issue 64: the rules, the scripts and the library reach ``<resources_dir>/models/<alias>`` through
+    Resources.backbone_dir only (house review 7 found it spelled by hand in 4 places)."""
+    spelled_out = re.compile(
+        r"models/\{|\"models\", "
+    )  # f"{root}/models/{alias}", Path(root, "models", alias)
+    files = [REPO_ROOT / "Snakefile"] + [
+        path
+        for folder in ("src", "rules", "scripts")
+        for path in (REPO_ROOT / folder).rglob("*")
+        if path.suffix in (".py", ".smk")
+    ]
+    spelled = sorted(
+        p.relative_to(REPO_ROOT).as_posix()
+        for p in files
+        if spelled_out.search(p.read_text(encoding="utf-8"))
+    )
+    assert spelled == ["src/contrastlab/paths.py"]
 
 
 def test_the_cell_path_is_spelled_once_in_the_project():

@@ -156,6 +156,21 @@ class Results:
         return f"{self.root}/calibration.json"
 
 
+class Resources:
+    """The layout of the folder backbones and data are materialised in, ``root`` (``resources_dir``):
+    the one place a backbone's folder is spelled (a Snakemake pattern's alike: ``"{backbone}"``)."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = os.fspath(root)
+
+    def __repr__(self) -> str:
+        return f"Resources({self.root!r})"
+
+    def backbone_dir(self, alias: str) -> str:
+        """The folder backbone ``alias`` is materialised in (its weights, tokenizer and ``config.json``)."""
+        return f"{self.root}/models/{alias}"
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, *, fsync: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` and rename it over ``path`` when the block ends without an

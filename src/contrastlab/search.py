@@ -137,11 +137,11 @@ def search_points(grid: cl_config.Grid) -> list[SearchPoint]:
     order; a stage-1 point equal to a configured cell names it in ``shared_with``."""
     out = []
     for experiment in grid.experiments:
-        spec = grid.search(experiment)
+        spec = grid.experiment(experiment).search
         if spec is None:
             continue
         for backbone, method in itertools.product(spec["backbones"], spec["methods"]):
-            if not grid.method_has_backbone(experiment, method, backbone):
+            if not grid.experiment(experiment).method_has_backbone(method, backbone):
                 continue
             twins = [
                 (c.method, grid.settings(c))
@@ -341,10 +341,10 @@ def searched_methods(grid: cl_config.Grid, experiment: str) -> dict[str, list[st
     an "ours, searched" row."""
     if experiment not in grid.every_experiment:
         return {}
-    spec = grid.search(experiment)
+    spec = grid.experiment(experiment).search
     if spec is None:
         return {}
     return {
-        m: [b for b in spec["backbones"] if grid.method_has_backbone(experiment, m, b)]
+        m: [b for b in spec["backbones"] if grid.experiment(experiment).method_has_backbone(m, b)]
         for m in spec["methods"]
     }

@@ -15,7 +15,8 @@ from contrastlab import config as cl_config
 
 def sentence_cells(config):
     """The sentence cells (the vision cells' settings are tested in test_grid.py)."""
-    return [c for c in cl_config.Grid(config).cells if cl_config.track(config, c.experiment) == "sentence"]
+    grid = cl_config.Grid(config)
+    return [c for c in grid.cells if grid.experiment(c.experiment).track == "sentence"]
 
 
 @pytest.fixture(scope="module")
@@ -174,8 +175,9 @@ def test_one_key_turns_the_live_curves_off_for_every_cell(repo_root):
     """Issue 33: training.tensorboard: false reaches the image cells too; absent, no cell's settings
     change (no rerun)."""
     off = cl_config.load(repo_root / "config" / "demo.yaml", {"training": {"tensorboard": False}})
-    cells = list(cl_config.Grid(off).cells)
-    assert {cl_config.track(off, c.experiment) for c in cells} == {"sentence", "vision"}
+    grid = cl_config.Grid(off)
+    cells = list(grid.cells)
+    assert {grid.experiment(c.experiment).track for c in cells} == {"sentence", "vision"}
     assert {resolved(off, c.experiment, c.method, c.backbone)["tensorboard"] for c in cells} == {False}
     demo = cl_config.load(repo_root / "config" / "demo.yaml")
     assert not any("tensorboard" in resolved(demo, c.experiment, c.method, c.backbone) for c in cells)

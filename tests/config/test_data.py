@@ -26,16 +26,17 @@ def _load(repo_root, name="config.yaml", **overrides):
 def test_the_grid_answers_what_the_config_says(repo_root, name):
     config = _load(repo_root, name)
     grid = cl_config.Grid(config)
-    assert grid.data_locations() == cl_data.data_locations(config)
-    assert grid.data_identity("senteval") == cl_data.data_identity(config, "senteval")
+    assert grid.data.locations() == cl_data.data_locations(config)
+    assert grid.data.identity("senteval") == cl_data.data_identity(config, "senteval")
+    assert dict(grid.data) == config["data"] and grid.data.lock_file == cl_data.lock_file(config)
     for dataset in ("digits", "cifar10", "cifar100"):
-        assert grid.image_data_identity(dataset) == cl_data.image_data_identity(config, dataset)
-        assert grid.images_root(dataset) == cl_data.images_root(config, dataset)
+        assert grid.data.image_identity(dataset) == cl_data.image_data_identity(config, dataset)
+        assert grid.data.images_root(dataset) == cl_data.images_root(config, dataset)
     if name == "demo.yaml":
-        assert grid.data_identity("senteval") == {"senteval": "fixture"}
-        assert grid.data_identity("corpus") == {"corpus": "fixture", "sentences": 2000}
+        assert grid.data.identity("senteval") == {"senteval": "fixture"}
+        assert grid.data.identity("corpus") == {"corpus": "fixture", "sentences": 2000}
     else:
-        assert grid.data_identity("senteval")["senteval"] == "published"
+        assert grid.data.identity("senteval")["senteval"] == "published"
 
 
 def test_the_corpus_source_is_read_from_the_config(repo_root, tmp_path):
@@ -76,14 +77,14 @@ def test_a_data_url_or_revision_the_lock_does_not_pin_stops_in_one_line(repo_roo
     cl_data.check_lock(config)  # main, and the pinned commit itself, are the pin
     cl_config.Grid(
         _load(repo_root, artifacts_lock=str(lock), data={"senteval_url": f"{HUB}/{COMMIT}/senteval.tar"})
-    ).check_lock()
+    ).data.check_lock()
     other = _load(
         repo_root, artifacts_lock=str(lock), data={"senteval_url": f"{HUB}/{'1' * 40}/senteval.tar"}
     )
     with pytest.raises(
         LockMismatch, match=f"^senteval.tar: .* names commit {'1' * 40}, the lock pins {COMMIT};"
     ):
-        cl_config.Grid(other).check_lock()
+        cl_config.Grid(other).data.check_lock()
     backbone = {
         "format": 1,
         "backbones": {"bert-base-uncased": {"revision": COMMIT, "requested": "main", "files": {}}},

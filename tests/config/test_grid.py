@@ -8,6 +8,7 @@ import copy
 import pytest
 
 from contrastlab import config as cl_config
+from contrastlab.artifacts import LOCK_FILE
 
 BASE = {
     "seeds": [1],
@@ -159,26 +160,34 @@ def test_a_grid_never_sees_later_changes_to_its_config():
     cell = grid.cells[0]
     configured = {(c.experiment, c.method, c.backbone) for c in grid.every_cell()}
     assert grid.resolutions == len(configured)  # resolved when built, not on first use
-    seeds = grid.seeds(cell.experiment)
+    seeds = grid.experiment(cell.experiment).seeds
     cfg["precision_override"] = "bf16"
     cfg["results_dir"] = "elsewhere"
     cfg["experiments"][cell.experiment]["seeds"] = [7]
     assert grid.settings(cell)["precision"] == "fp32"
-    assert grid.precision_override is None
-    assert grid.results.root == "results" and grid.seeds(cell.experiment) == seeds != [7]
+    assert grid.options.precision_override is None
+    assert grid.results.root == "results" and grid.experiment(cell.experiment).seeds == seeds != [7]
     assert cl_config.Grid(cfg).settings(cell)["precision"] == "bf16"  # a grid of its own sees it
 
 
 def test_the_grid_answers_what_the_rooms_ask():
     config = make(**{"experiments.txt.seeds": [3, 4]})
     grid = cl_config.Grid(config)
-    assert (grid.track("img"), grid.track("txt")) == ("vision", "sentence")
-    assert (grid.seeds("img"), grid.seeds("txt")) == ([1], [3, 4])
-    assert (grid.dataset("img"), grid.dataset("txt")) == ("digits", None)
-    assert grid.search("txt") is None and grid.results.root == "results"
+    img, txt = grid.experiment("img"), grid.experiment("txt")
+    assert grid.experiment("img") is img  # one view per experiment, built once
+    assert (img.track, txt.track) == ("vision", "sentence")
+    assert (img.seeds, txt.seeds) == ([1], [3, 4])
+    assert (img.dataset, txt.dataset) == ("digits", None)
+    assert txt.search is None and grid.results.root == "results"
     assert grid.results.budget_pins == "results/search/budget_pins.json"
-    assert grid.resources == config["resources"] and grid.backbone("r18")["vision"]["width"] == 8
-    assert grid.is_sweep_point("img", "cl-bs64") and not grid.is_sweep_point("img", "cl")
+    assert grid.resources.backbone_dir("r18") == "resources/models/r18"
+    assert grid.compute == config["resources"] and grid.backbone("r18")["vision"]["width"] == 8
+    assert img.is_sweep_point("cl-bs64") and not img.is_sweep_point("cl")
+    assert img.sweep_points["mp-bs512"] == ("batch_size", 512.0) and txt.sweep_points == {}
+    assert [c.path for c in txt.cells] == ["txt/bert/cl/seed3", "txt/bert/cl/seed4"]
+    assert grid.options.tables_partial is False and grid.options.searches_in_all is False
+    gone = grid.experiment("gone")  # a name the config does not have: an empty view
+    assert (gone.configured, gone.spec, gone.cells, gone.sweep_points) == (False, {}, (), {})
 
 
 def test_the_grid_answers_what_the_report_asks():
@@ -186,19 +195,25 @@ def test_the_grid_answers_what_the_report_asks():
     or a top-level study block), whether it names a results folder, the artifacts lock."""
     stand_ins = {"img": {"r18": "resnet18-cifar"}, "gone": {"bert": "roberta-base"}}
     grid = cl_config.Grid(make(**{"tables": {"verdict_stand_ins": stand_ins}, "oar_synthetic": {}}))
-    assert grid.stand_ins("img") == {"r18": "resnet18-cifar"} and grid.stand_ins("txt") == {}
-    assert list(grid.verdict_stand_ins) == ["img", "gone"]  # as written, an experiment not configured too
-    assert grid.has_study("txt") and grid.has_study("oar_synthetic") and not grid.has_study("gone")
-    assert grid.names_results and grid.artifacts_lock == "artifacts.lock.json"
+    assert (
+        grid.experiment("img").stand_ins == {"r18": "resnet18-cifar"}
+        and grid.experiment("txt").stand_ins == {}
+    )
+    assert list(grid.options.verdict_stand_ins) == ["img", "gone"]  # as written, one not configured too
+    assert grid.experiment("txt").has_study and grid.experiment("oar_synthetic").has_study
+    assert not grid.experiment("gone").has_study
+    assert grid.options.names_results and grid.data.lock_file == "artifacts.lock.json"
     bare = cl_config.Grid({"seeds": [1], "experiments": {}})  # hand-made: no results folder, no lock
-    assert not bare.names_results and bare.artifacts_lock == "artifacts.lock.json"
+    assert not bare.options.names_results and bare.data.lock_file == str(LOCK_FILE)  # the repository's
 
 
 def test_a_grid_with_one_experiment_changed_leaves_its_own_as_it_was():
     """:meth:`Grid.with_experiment` (the report's control): new seeds, a key dropped, a grid of its own."""
     grid = cl_config.Grid(make())
     control = grid.with_experiment("img", seeds=range(100, 103), drop=("sweep",))
-    assert control.seeds("img") == [100, 101, 102] and "sweep" not in control.spec("img")
+    assert (
+        control.experiment("img").seeds == [100, 101, 102] and "sweep" not in control.experiment("img").spec
+    )
     assert {c.method for c in control.cells if c.experiment == "img"} == {"cl", "mp"}
-    assert grid.seeds("img") == [1] and "sweep" in grid.spec("img")
-    assert grid.with_experiment("txt").seeds("txt") == [1]  # seeds None: kept
+    assert grid.experiment("img").seeds == [1] and "sweep" in grid.experiment("img").spec
+    assert grid.with_experiment("txt").experiment("txt").seeds == [1]  # seeds None: kept

@@ -169,8 +169,9 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     counts = jobs_upstream(full_dry_run.jobs, "all")
     assert not {"search_select", "search_encode", "search_evaluate"} & set(counts), counts
     config = cl_config.load(repo_root / "config.yaml")
-    cells = list(cl_config.Grid(config).cells)
-    n_vision = sum(cl_config.track(config, c.experiment) == "vision" for c in cells)
+    grid = cl_config.Grid(config)
+    cells = list(grid.cells)
+    n_vision = sum(grid.experiment(c.experiment).track == "vision" for c in cells)
     n_sentence = len(cells) - n_vision
     print("jobs per rule (config.yaml):", counts)
     # The papers' tables (189 cells) and the figure sweeps: Nie Fig. 3 (8 margins), Li Fig. 6 (8 + 7 + 8),

@@ -50,11 +50,11 @@ def start_error(configfile: str | Path, *overrides: str) -> str | None:
         return f"contrastlab: {error}"
     for what in ("senteval", "corpus"):
         try:
-            grid.data_identity(what)
+            grid.data.identity(what)
         except (OSError, SentEvalDataError, CorpusError, LockMismatch) as error:
             return f"contrastlab: data: {type(error).__name__}: {' '.join(str(error).split())}"
     try:
-        grid.check_lock()
+        grid.data.check_lock()
     except LockMismatch as error:
         return f"contrastlab: {' '.join(str(error).split())}"
     return None

@@ -11,8 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from contrastlab.config import load
-from contrastlab.config.grid import vision_evaluation
+from contrastlab.config import Experiment, load
 from contrastlab.config.schema import fill_defaults, load_schema
 from contrastlab.evaluation import vision
 from contrastlab.paths import REPO_ROOT
@@ -88,7 +87,7 @@ def test_every_oar_cell_is_evaluated_by_an_ffn_on_the_fraction_it_regressed():
         for method in (experiment.get("methods") or {}).values():
             fraction = (method.get("training") or {}).get("oar_fraction")
             if fraction:
-                evaluation = vision_evaluation(config, name)
+                evaluation = Experiment(name, config).vision_evaluation
                 assert "ffn" in evaluation["probes"] and fraction in evaluation["ffn"]["label_fractions"]
                 found += 1
     assert found >= 8  # OAR Tables 2 and 3: four losses with the term, on CIFAR-10 and CIFAR-100

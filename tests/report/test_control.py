@@ -248,7 +248,7 @@ def noisy_verdicts(claim_id: str, draws: int) -> list[str]:
     claim = RESULTS[claim_id].claim
     name = claim["experiment"]
     rng = np.random.default_rng([7, zlib.crc32(claim_id.encode())])
-    draw, grid = noisy_frames(name, len(FULL_GRID.seeds(name)), rng, text_cells(claim) or None)
+    draw, grid = noisy_frames(name, len(FULL_GRID.experiment(name).seeds), rng, text_cells(claim) or None)
     return [evaluate_claim(claim, draw(), grid).verdict for _ in range(draws)]
 
 

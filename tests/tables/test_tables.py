@@ -311,7 +311,7 @@ def test_settings_resolution_for_the_tables():
         {"m": 0.14},
         32,
     )
-    explicit = grid.explicit_hp(mat)
+    explicit = grid.experiment(mat.experiment).explicit_hp(mat.method, mat.backbone)
     assert param_value(flat, explicit, "m") == (0.14, False) and param_value(flat, explicit, "lr") == (
         7e-6,
         False,
@@ -320,8 +320,9 @@ def test_settings_resolution_for_the_tables():
     li = grid.settings(mmhe)
     assert li["precision"] == "fp32" and li["batch_size"] == 512
     assert {k: li["loss_hp"][k] for k in ("m", "tau", "r")} == {"m": 0.30, "tau": 0.05, "r": 1.25}
-    assert param_value(li, grid.explicit_hp(mmhe), "r") == (1.25, False)
-    assert param_value(li, grid.explicit_hp(mmhe), "lam") == (
+    stated = grid.experiment(mmhe.experiment).explicit_hp(mmhe.method, mmhe.backbone)
+    assert param_value(li, stated, "r") == (1.25, False)
+    assert param_value(li, stated, "lam") == (
         1.0,
         True,
     )  # not in the config: the loss's default

@@ -11,7 +11,7 @@ import yaml
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.cost import budget
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.workflow import points
 
 
@@ -70,3 +70,23 @@ def test_points_json_cannot_give_back_are_not_written(demo, tmp_path):
     path = tmp_path / "search_points.json"
     assert not points.write_points(path, digest, [*kept, odd])
     assert not path.exists()
+
+
+def test_a_search_points_job_reads_its_point_from_the_file(demo, tmp_path):
+    """Issue 64: a point's train job finds its point among those the main process kept (no grid, no
+    pricing); where none were kept for this config it prices; a name of no search is a one-line error."""
+    digest, kept = demo
+    path = tmp_path / points.POINTS_FILE
+    points.write_points(path, digest, kept)
+    later = next(p for p in kept if p.stage == 2)
+    assert points.job_point(path, digest, _fail, later.experiment, later.backbone, later.name) == later
+    assert (
+        points.job_point(tmp_path / "none.json", digest, lambda: kept, "li2024", later.backbone, later.name)
+        == later
+    )
+    with pytest.raises(KeyError, match="no point 'mmhe~s9-x' of li2024/tiny-bert"):
+        points.job_point(path, digest, _fail, "li2024", "tiny-bert", "mmhe~s9-x")
+
+
+def test_the_points_file_lies_in_the_results_state():
+    assert points.points_file(Results("results/demo")) == "results/demo/state/search_points.json"

@@ -1,15 +1,16 @@
 """What the config says about the data: where they lie, which lock holds them, where they come from.
 
-The questions a :class:`~contrastlab.config.grid.Grid` answers about the data (:meth:`Grid.data_locations`,
-:meth:`Grid.data_identity`, ...), written once on the validated config so that the entry points that
-hold a config but no grid (a job's script, ``versioning``) ask the same. The data rooms below
+The questions a :class:`~contrastlab.config.grid.Grid` answers about the data, asked as ``grid.data``
+(a :class:`DataConfig`: ``grid.data.locations()``, ``grid.data.identity("corpus")``, ...), written once
+on the validated config so that the entry points that hold a config but no grid (a job's script,
+``versioning``) ask the same functions. The data rooms below
 (:mod:`contrastlab.data.acquire`, :mod:`contrastlab.data.images`) take the values read here (folders,
 URLs, the lock, a source's md5s), never the config.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from contrastlab import artifacts as artifacts_lock
@@ -128,3 +129,47 @@ def check_lock(config: Mapping[str, Any]) -> None:
             )
     data = config["data"]
     acquire.check_data_pins(lock, {"senteval.tar": data["senteval_url"], CORPUS_NAME: data["wiki_url"]})
+
+
+class DataConfig(Mapping[str, Any]):
+    """The config's ``data`` section, read-only (``fixture``, ``wiki_path``, ...), and the questions about
+    the data asked of it: where they lie, what they are, which lock pins them (``grid.data``)."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._config = config
+        self._section = dict(config.get("data") or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._section[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._section)
+
+    def __len__(self) -> int:
+        return len(self._section)
+
+    @property
+    def lock_file(self) -> str:
+        """The artifacts lock the config names (:func:`lock_file`)."""
+        return lock_file(self._config)
+
+    def locations(self) -> dict[str, str]:
+        """Where the data lie: SentEval, corpus, downloads, cache, images, lock (:func:`data_locations`)."""
+        return data_locations(self._config)
+
+    def images_root(self, dataset: str | None) -> str:
+        """The folder ``dataset``'s images are read from (:func:`images_root`)."""
+        return images_root(self._config, dataset)
+
+    def identity(self, what: str, *, resolve: bool = False) -> dict[str, Any]:
+        """What the ``senteval`` or ``corpus`` data are, not where they lie (:func:`data_identity`)."""
+        return data_identity(self._config, what, resolve=resolve)
+
+    def image_identity(self, dataset: str) -> dict[str, Any]:
+        """What the images of ``dataset`` are (:func:`image_data_identity`)."""
+        return image_data_identity(self._config, dataset)
+
+    def check_lock(self) -> None:
+        """Stop (LockMismatch, one line) where the config asks another revision than the artifacts lock
+        pins (:func:`check_lock`)."""
+        check_lock(self._config)

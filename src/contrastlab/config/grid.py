@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
-from contrastlab.config import data as data_config
+from contrastlab.config.data import DataConfig
 from contrastlab.config.schema import deep_merge
 from contrastlab.config.searches import search_spec
 from contrastlab.losses.catalog import DEFAULTS, LOSS_MODULES
 from contrastlab.losses.user import is_user_loss
-from contrastlab.paths import Results, cell_path
+from contrastlab.paths import Resources, Results, cell_path
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,6 @@ class MethodOn(NamedTuple):
 SWEEP_LABELS = {"batch_size": "bs"}
 #: The key that names the results folder (the schema fills it; a hand-made config may lack it).
 RESULTS_DIR_KEY = "results_dir"
-
-
-def track(config: Mapping[str, Any], experiment: str) -> str:
-    """``sentence`` or ``vision``: which trainer and evaluator the experiment's cells use."""
-    return config["experiments"][experiment].get("track") or "sentence"
 
 
 def expanded_methods(experiment: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -88,12 +83,6 @@ def sweep_points(experiment: Mapping[str, Any]) -> dict[str, tuple[str, float]]:
         for key, value in overrides.items():
             out[name] = (key.removeprefix("hp."), float(value))
     return out
-
-
-def is_sweep_point(config: Mapping[str, Any], experiment: str, method: str) -> bool:
-    """Whether ``method`` is a point of its experiment's ``sweep`` rather than a configured method."""
-    exp = config["experiments"][experiment]
-    return method not in exp["methods"] and method in expanded_methods(exp)
 
 
 def _resolve_method(exp: Mapping[str, Any], method: str) -> tuple[str, dict[str, Any]]:
@@ -182,22 +171,15 @@ def _layered_settings(config: Mapping[str, Any], experiment: str, method: str, b
     return settings
 
 
-def vision_evaluation(config: Mapping[str, Any], experiment: str) -> dict:
-    """The evaluation settings of a vision experiment's cells: the top-level ``vision_evaluation``
-    with the experiment's own ``vision_evaluation`` merged over it."""
-    own = config["experiments"][experiment].get("vision_evaluation") or {}
-    return deep_merge(config.get("vision_evaluation") or {}, own)
+def config_digest(config: Mapping[str, Any]) -> str:
+    """The SHA-256 of a validated config as sorted JSON (:attr:`Grid.digest`): a job's script, which holds
+    the config but no grid, names the same config by it."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=repr).encode()).hexdigest()
 
 
 def settings_digest(settings: Mapping[str, Any]) -> str:
     """Short stable hash of a settings dict (for logs and rerun triggers)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def backbone_dependencies(config: Mapping[str, Any], alias: str) -> list[str]:
-    """Aliases a backbone needs materialised first (``tokenizer_from``)."""
-    dependency = config["backbones"][alias].get("tokenizer_from")
-    return [dependency] if dependency else []
 
 
 def _selected(value: Any, allowed: list | None) -> bool:
@@ -228,6 +210,134 @@ def selected_cells(config: Mapping[str, Any], select: Mapping[str, Any] | None =
 
 
 @dataclass(frozen=True, eq=False)
+class Experiment:
+    """What the config says of one experiment, asked by name (:meth:`Grid.experiment`): its track, seeds,
+    dataset, search, sweep points, image evaluation, stand-ins and cells. A name the config does not
+    have gives an empty view (``configured`` false, no cells, the top-level seeds). Built on a
+    validated config (a job's script, which holds the config but no grid, builds it the same way)."""
+
+    name: str
+    config: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        """The configured spec, as the config writes it (``{}`` for a name the config does not have)."""
+        return self.config["experiments"].get(self.name) or {}
+
+    @property
+    def configured(self) -> bool:
+        """Whether the config has this experiment (whatever ``select:`` keeps)."""
+        return self.name in self.config["experiments"]
+
+    @property
+    def has_study(self) -> bool:
+        """Whether the config has a study of this name: this experiment, or a top-level study block of
+        that name (``oar_synthetic``)."""
+        return self.configured or self.config.get(self.name) is not None
+
+    @property
+    def track(self) -> str:
+        """``sentence`` or ``vision``: which trainer and evaluator the experiment's cells use."""
+        return self.spec.get("track") or "sentence"
+
+    @property
+    def seeds(self) -> list[int] | None:
+        """Its own ``seeds``, else the top-level ones (None: the config has none)."""
+        seeds = self.spec.get("seeds") or self.config.get("seeds")
+        return [int(s) for s in seeds] if seeds is not None else None
+
+    @property
+    def dataset(self) -> str | None:
+        """The image dataset a vision experiment trains on (None for a sentence experiment)."""
+        return self.spec.get("dataset")
+
+    @functools.cached_property
+    def search(self) -> Mapping[str, Any] | None:
+        """The ``search`` section with its defaults filled (None without one), read once
+        (:func:`contrastlab.config.searches.search_spec`, whose one-line errors it raises)."""
+        return search_spec(self.config, self.name)
+
+    @functools.cached_property
+    def sweep_points(self) -> dict[str, tuple[str, float]]:
+        """The sweep points (:func:`sweep_points`; ``{}`` for a name not configured)."""
+        return sweep_points(self.spec) if self.configured else {}
+
+    def is_sweep_point(self, method: str) -> bool:
+        """Whether ``method`` is a point of the ``sweep`` rather than a configured method."""
+        return method not in self.spec["methods"] and method in expanded_methods(self.spec)
+
+    def method_has_backbone(self, method: str, backbone: str) -> bool:
+        """Whether configured ``method`` trains on ``backbone`` (its ``backbones``)."""
+        return _selected(backbone, self.spec["methods"][method].get("backbones"))
+
+    def explicit_hp(self, method: str, backbone: str) -> dict[str, Any]:
+        """The loss hyperparameters the config states for ``method`` (a sweep point: its configured
+        method) on ``backbone``: its ``hp`` and ``per_backbone[backbone].hp``; the rest of a cell's
+        ``loss_hp`` are the loss's catalog defaults."""
+        spec = self.spec["methods"][_resolve_method(self.spec, method)[0]]
+        per_backbone = (spec.get("per_backbone") or {}).get(backbone) or {}
+        return {**(spec.get("hp") or {}), **(per_backbone.get("hp") or {})}
+
+    @functools.cached_property
+    def vision_evaluation(self) -> dict[str, Any]:
+        """The evaluation settings of a vision experiment's cells: the top-level ``vision_evaluation``
+        with the experiment's own merged over it."""
+        own = self.spec.get("vision_evaluation") or {}
+        return deep_merge(self.config.get("vision_evaluation") or {}, own)
+
+    @property
+    def stand_ins(self) -> dict[str, str]:
+        """``tables.verdict_stand_ins[name]``: toy backbone -> the paper backbone whose published numbers
+        and claims it stands in for (the demo only; a real run compares like with like)."""
+        return dict(Options.of(self.config).verdict_stand_ins.get(self.name) or {})
+
+    @functools.cached_property
+    def cells(self) -> tuple[Cell, ...]:
+        """Every configured cell of the experiment, whatever ``select:`` keeps."""
+        return tuple(selected_cells(self.config, {"experiments": [self.name]}))
+
+
+@dataclass(frozen=True)
+class Options:
+    """The config's run-wide switches, read once: what the rules, the plan and the report ask besides the
+    experiments, the backbones, the data and the machines (:attr:`Grid.options`)."""
+
+    #: the speed switch every cell's precision is replaced by (``precision_override``), or None
+    precision_override: str | None
+    #: whether the searches run with the default target (``searches.in_all``)
+    searches_in_all: bool
+    #: whether the tables take the metrics already present (``tables.partial``)
+    tables_partial: bool
+    #: ``tables.verdict_stand_ins`` as written (experiment -> {toy backbone: paper backbone}, an
+    #: experiment the config does not have included), read-only
+    verdict_stand_ins: Mapping[str, Mapping[str, str]]
+    #: the SentEval ``evaluation`` section (``mode``, ``tasks``), read-only
+    evaluation: Mapping[str, Any]
+    #: the ``mteb`` section (``enabled``, ``experiments``), read-only
+    mteb: Mapping[str, Any]
+    #: the OAR synthetic study's block (``oar_synthetic``), or None
+    oar_synthetic: Mapping[str, Any] | None
+    #: whether the config names its results folder (``results_dir``: a validated config always does, the
+    #: schema's default; a hand-made one may not, and nothing of it has run)
+    names_results: bool
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> Options:
+        """The switches of ``config`` (a section it lacks: off, or empty)."""
+        tables = config.get("tables") or {}
+        return cls(
+            precision_override=config.get("precision_override") or None,
+            searches_in_all=bool((config.get("searches") or {}).get("in_all")),
+            tables_partial=bool(tables.get("partial")),
+            verdict_stand_ins=MappingProxyType(dict(tables.get("verdict_stand_ins") or {})),
+            evaluation=MappingProxyType(dict(config.get("evaluation") or {})),
+            mteb=MappingProxyType(dict(config.get("mteb") or {})),
+            oar_synthetic=config.get("oar_synthetic"),
+            names_results=bool(config.get(RESULTS_DIR_KEY)),
+        )
+
+
+@dataclass(frozen=True, eq=False)
 class Grid:
     """The cells a config trains and each one's settings, resolved once: built where the workflow
     (``rules/common.smk``), the plan (:func:`contrastlab.cost.plan.plan_report`) and the report
@@ -254,9 +364,10 @@ class Grid:
 
     The grid keeps its own deep copy of the config and resolves every configured cell when it is built,
     so a grid never sees later changes to the config it was given. Below ``config/`` the grid is the
-    only door to the config: it answers what the rooms ask (:meth:`track`, :meth:`seeds`,
-    :meth:`search`, :meth:`dataset`, :attr:`results`, :attr:`resources`, ...); ``grid.config`` is for
-    ``config/`` and the entry points.
+    only door to the config: it answers what the rooms ask, per experiment (:meth:`experiment`: track,
+    seeds, search, dataset, ...), per backbone (:meth:`backbone`), of the data (:attr:`data`), the
+    folders (:attr:`results`, :attr:`resources`), the machines (:attr:`compute`) and the run-wide
+    switches (:attr:`options`); ``grid.config`` is for ``config/`` and the entry points.
     """
 
     config: Mapping[str, Any]
@@ -266,8 +377,10 @@ class Grid:
     experiments: Mapping[str, Mapping[str, Any]] = field(init=False)
     #: (experiment, method, backbone) -> (settings, their read-only view)
     _resolved: dict[tuple[str, str, str], tuple[dict, Mapping]] = field(init=False, repr=False)
-    #: experiment -> its search spec (or None), read once (:meth:`search`)
-    _searches: dict[str, Mapping[str, Any] | None] = field(init=False, repr=False)
+    #: every configured experiment's spec by name, in config order, whatever ``select:`` keeps (read-only)
+    every_experiment: Mapping[str, Mapping[str, Any]] = field(init=False)
+    #: experiment name -> its view, built once (:meth:`experiment`)
+    _views: dict[str, Experiment] = field(init=False, repr=False)
 
     #: Grids built in this process (the test of "one grid per workflow" reads it).
     built: ClassVar[int] = 0
@@ -281,7 +394,8 @@ class Grid:
         object.__setattr__(self, "cells", tuple(selected_cells(config)))
         object.__setattr__(self, "experiments", MappingProxyType(experiments))
         object.__setattr__(self, "_resolved", {})
-        object.__setattr__(self, "_searches", {})
+        object.__setattr__(self, "every_experiment", MappingProxyType(dict(config["experiments"])))
+        object.__setattr__(self, "_views", {})
         for cell in self.every_cell():  # every configured cell now, whatever select: keeps
             self._resolve(cell)
 
@@ -289,7 +403,7 @@ class Grid:
     def digest(self) -> str:
         """The SHA-256 of the grid's config as sorted JSON: equal configs (a job's process validates the
         same YAML again) give equal digests."""
-        return hashlib.sha256(json.dumps(self.config, sort_keys=True, default=repr).encode()).hexdigest()
+        return config_digest(self.config)
 
     @property
     def resolutions(self) -> int:
@@ -298,51 +412,12 @@ class Grid:
         return len(self._resolved)
 
     # ------------------------------------------------------------------ what the rooms ask the config
-    @functools.cached_property
-    def every_experiment(self) -> Mapping[str, Mapping[str, Any]]:
-        """Every configured experiment's spec by name, in config order, whatever ``select:`` keeps."""
-        return MappingProxyType(dict(self.config["experiments"]))
-
-    def spec(self, experiment: str) -> Mapping[str, Any]:
-        """The configured spec of ``experiment`` (``{}`` for a name the config does not have)."""
-        return self.every_experiment.get(experiment) or {}
-
-    def track(self, experiment: str) -> str:
-        """``sentence`` or ``vision``: which trainer and evaluator the experiment's cells use."""
-        return track(self.config, experiment)
-
-    def seeds(self, experiment: str) -> list[int] | None:
-        """The experiment's seeds: its own ``seeds``, else the top-level ones (None: the config has none)."""
-        seeds = self.spec(experiment).get("seeds") or self.config.get("seeds")
-        return [int(s) for s in seeds] if seeds is not None else None
-
-    def dataset(self, experiment: str) -> str | None:
-        """The image dataset a vision experiment trains on (None for a sentence experiment)."""
-        return self.spec(experiment).get("dataset")
-
-    def search(self, experiment: str) -> Mapping[str, Any] | None:
-        """The experiment's ``search`` section with its defaults filled (None without one), read once
-        (:func:`contrastlab.config.searches.search_spec`, whose one-line errors it raises)."""
-        if experiment not in self._searches:
-            self._searches[experiment] = search_spec(self.config, experiment)
-        return self._searches[experiment]
-
-    def method_has_backbone(self, experiment: str, method: str, backbone: str) -> bool:
-        """Whether a configured method of ``experiment`` trains on ``backbone`` (its ``backbones``)."""
-        allowed = self.spec(experiment)["methods"][method].get("backbones")
-        return allowed is None or backbone in allowed
-
-    def is_sweep_point(self, experiment: str, method: str) -> bool:
-        """Whether ``method`` is a point of the experiment's ``sweep`` rather than a configured method."""
-        return is_sweep_point(self.config, experiment, method)
-
-    def sweep_points(self, experiment: str) -> dict[str, tuple[str, float]]:
-        """The sweep points of ``experiment`` (:func:`sweep_points`; ``{}`` for a name not configured)."""
-        return sweep_points(self.spec(experiment)) if experiment in self.every_experiment else {}
-
-    def vision_evaluation(self, experiment: str) -> dict[str, Any]:
-        """A vision experiment's evaluation settings (:func:`vision_evaluation`)."""
-        return vision_evaluation(self.config, experiment)
+    def experiment(self, name: str) -> Experiment:
+        """What the config says of experiment ``name`` (:class:`Experiment`; an empty view for a name
+        the config does not have), built once."""
+        if name not in self._views:
+            self._views[name] = Experiment(name, self.config)
+        return self._views[name]
 
     def backbone(self, alias: str) -> Mapping[str, Any]:
         """The spec of backbone ``alias`` (``hf_id``, ``path``, ``random``, ``vision``, ...)."""
@@ -353,93 +428,27 @@ class Grid:
         """The layout of the config's results folder (``results_dir``)."""
         return Results(self.config["results_dir"])
 
-    @property
-    def resources_dir(self) -> str:
-        """Where backbones and data are materialised (``resources_dir``)."""
-        return self.config.get("resources_dir", "resources")
+    @functools.cached_property
+    def resources(self) -> Resources:
+        """The layout of the folder backbones and data are materialised in (``resources_dir``)."""
+        return Resources(self.config.get("resources_dir", "resources"))
 
     @functools.cached_property
-    def resources(self) -> Mapping[str, Any]:
-        """The config's ``resources`` (GPUs, ``gpu_share``, ``gpu_model``, runtimes), read-only."""
+    def compute(self) -> Mapping[str, Any]:
+        """The config's ``resources`` section (GPUs, ``gpu_share``, ``gpu_model``, runtimes, memory),
+        read-only."""
         return MappingProxyType(dict(self.config["resources"]))
 
     @functools.cached_property
-    def data(self) -> Mapping[str, Any]:
-        """The config's ``data`` section (fixture, corpus), read-only."""
-        return MappingProxyType(dict(self.config.get("data") or {}))
+    def data(self) -> DataConfig:
+        """The config's ``data`` section and the questions about the data (:class:`DataConfig`: where
+        they lie, what they are, the artifacts lock)."""
+        return DataConfig(self.config)
 
     @functools.cached_property
-    def evaluation(self) -> Mapping[str, Any]:
-        """The config's SentEval ``evaluation`` section (``mode``, ``tasks``), read-only."""
-        return MappingProxyType(dict(self.config.get("evaluation") or {}))
-
-    @property
-    def precision_override(self) -> str | None:
-        """The speed switch (``precision_override``) every cell's precision is replaced by, or None."""
-        return self.config.get("precision_override") or None
-
-    @property
-    def searches_in_all(self) -> bool:
-        """Whether the searches run with the default target (``searches.in_all``)."""
-        return bool((self.config.get("searches") or {}).get("in_all"))
-
-    @property
-    def oar_synthetic(self) -> Mapping[str, Any] | None:
-        """The OAR synthetic study's block (``oar_synthetic``), or None when the config has none."""
-        return self.config.get("oar_synthetic")
-
-    @functools.cached_property
-    def verdict_stand_ins(self) -> Mapping[str, Mapping[str, str]]:
-        """``tables.verdict_stand_ins`` as the config writes it (experiment -> {toy backbone: paper
-        backbone}, in its order, an experiment the config does not have included), read-only."""
-        tables = self.config.get("tables") or {}
-        return MappingProxyType(dict(tables.get("verdict_stand_ins") or {}))
-
-    def stand_ins(self, experiment: str) -> dict[str, str]:
-        """``tables.verdict_stand_ins[experiment]``: toy backbone -> the paper backbone whose published
-        numbers and claims it stands in for (the demo only; a real run compares like with like)."""
-        return dict(self.verdict_stand_ins.get(experiment) or {})
-
-    def has_study(self, name: str) -> bool:
-        """Whether the config has ``name``: one of its experiments (whatever ``select:`` keeps), or a
-        top-level study block of that name (``oar_synthetic``)."""
-        return name in self.every_experiment or self.config.get(name) is not None
-
-    @property
-    def names_results(self) -> bool:
-        """Whether the config names its results folder (``results_dir``: a validated config always does,
-        the schema's default; a hand-made one may not, and nothing of it has run)."""
-        return bool(self.config.get(RESULTS_DIR_KEY))
-
-    @property
-    def artifacts_lock(self) -> str:
-        """The artifacts lock file the config names (``artifacts_lock``; the schema's default
-        ``artifacts.lock.json``, relative to the working directory)."""
-        return self.config.get("artifacts_lock", "artifacts.lock.json")
-
-    # ------------------------------------------------------------------ the data (config/data.py)
-    def data_locations(self) -> dict[str, str]:
-        """Where the data lie: SentEval, corpus, downloads, cache, images, lock
-        (:func:`contrastlab.config.data.data_locations`)."""
-        return data_config.data_locations(self.config)
-
-    def images_root(self, dataset: str | None) -> str:
-        """The folder ``dataset``'s images are read from (:func:`~contrastlab.config.data.images_root`)."""
-        return data_config.images_root(self.config, dataset)
-
-    def data_identity(self, what: str, *, resolve: bool = False) -> dict[str, Any]:
-        """What the ``senteval`` or ``corpus`` data are, not where they lie
-        (:func:`~contrastlab.config.data.data_identity`)."""
-        return data_config.data_identity(self.config, what, resolve=resolve)
-
-    def image_data_identity(self, dataset: str) -> dict[str, Any]:
-        """What the images of ``dataset`` are (:func:`~contrastlab.config.data.image_data_identity`)."""
-        return data_config.image_data_identity(self.config, dataset)
-
-    def check_lock(self) -> None:
-        """Stop (LockMismatch, one line) where the config asks another revision than the artifacts lock
-        pins (:func:`~contrastlab.config.data.check_lock`)."""
-        data_config.check_lock(self.config)
+    def options(self) -> Options:
+        """The config's run-wide switches (:class:`Options`)."""
+        return Options.of(self.config)
 
     def with_experiment(
         self, experiment: str, *, seeds: Iterable[int] | None = None, drop: Iterable[str] = ()
@@ -473,18 +482,10 @@ class Grid:
             self._resolved[key] = (plain, view)
         return self._resolved[key]
 
-    def explicit_hp(self, cell: Cell | Any) -> dict[str, Any]:
-        """The loss hyperparameters the config states for ``cell``'s configured method (its ``hp`` and
-        ``per_backbone[backbone].hp``); the rest of ``loss_hp`` are the loss's catalog defaults."""
-        exp = self.spec(cell.experiment)
-        spec = exp["methods"][_resolve_method(exp, cell.method)[0]]
-        per_backbone = (spec.get("per_backbone") or {}).get(cell.backbone) or {}
-        return {**(spec.get("hp") or {}), **(per_backbone.get("hp") or {})}
-
-    def every_cell(self, experiment: str | None = None) -> Iterator[Cell]:
-        """Every configured cell (of ``experiment``), whatever ``select:`` keeps."""
-        select = {"experiments": [experiment]} if experiment is not None else {}
-        return selected_cells(self.config, select)
+    def every_cell(self) -> Iterator[Cell]:
+        """Every configured cell, whatever ``select:`` keeps (one experiment's:
+        ``grid.experiment(name).cells``)."""
+        return selected_cells(self.config, {})
 
     @functools.cached_property
     def pretrained(self) -> list[tuple[str, str]]:

@@ -1,5 +1,5 @@
 """An experiment's ``search:`` section read once: its defaults filled and its mistakes one-line errors
-(:func:`search_spec`, which :meth:`contrastlab.config.Grid.search` answers). What a search *does* (its
+(:func:`search_spec`, which :attr:`contrastlab.config.Experiment.search` answers). What a search *does* (its
 points as cells, dev selection) is :mod:`contrastlab.search`, above this layer."""
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def _read(path: Path) -> dict[str, Any]:
 def plan_points(grid: cl_config.Grid, calibration: Calibration | None = None) -> list[cl_search.SearchPoint]:
     """The search points the default target trains (:func:`searched_points` with the results folder's
     pins), none when the searches do not run with it (``searches.in_all: false``)."""
-    return searched_points(grid, calibration, pins=pinned(grid)) if grid.searches_in_all else []
+    return searched_points(grid, calibration, pins=pinned(grid)) if grid.options.searches_in_all else []
 
 
 def write_pins(grid: cl_config.Grid, points: Iterable[cl_search.SearchPoint]) -> Path | None:
@@ -88,7 +88,7 @@ def write_pins(grid: cl_config.Grid, points: Iterable[cl_search.SearchPoint]) ->
     pins = pinned(grid)
     candidates = cl_search.search_points(grid)
     for experiment in dict.fromkeys(p.experiment for p in candidates):
-        spec = grid.search(experiment) or {}
+        spec = grid.experiment(experiment).search or {}
         if spec.get("budget_gpu_hours") is None:
             continue
         fingerprint = _search_fingerprint(spec, [p for p in candidates if p.experiment == experiment])
@@ -120,7 +120,7 @@ def searched_points(
     kept: list[cl_search.SearchPoint] = []
     for experiment in dict.fromkeys(p.experiment for p in points):
         group = [p for p in points if p.experiment == experiment]
-        spec = grid.search(experiment) or {}
+        spec = grid.experiment(experiment).search or {}
         budget = spec.get("budget_gpu_hours")
         if budget is None:
             kept += group

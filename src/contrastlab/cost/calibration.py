@@ -435,7 +435,7 @@ def vision_probe_seconds(work: CellWork, cal: Calibration) -> float:
 def probe_seconds(grid: Grid, cal: Calibration) -> float:
     """The CPU job of a SentEval evaluation (rules ``evaluate``, ``evaluate_pretrained``): its start-up
     and the probes of the configured mode."""
-    mode = grid.evaluation.get("mode", "test")
+    mode = grid.options.evaluation.get("mode", "test")
     return cal.overheads_s["evaluate_startup"] + cal.overheads_s[f"senteval_probe_{mode}"]
 
 

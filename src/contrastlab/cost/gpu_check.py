@@ -423,7 +423,7 @@ def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str)
 
 
 def _metrics_path(grid: cl_config.Grid, cell) -> Path:
-    return Path(grid.results.metrics(cell, grid.track(cell.experiment)))
+    return Path(grid.results.metrics(cell, grid.experiment(cell.experiment).track))
 
 
 def _snakemake(configfile: Path, targets: list[Path], cores: int) -> list[str]:
@@ -451,7 +451,7 @@ def _kill_after_first_snapshot(command: list[str], state_json: Path, timeout_s: 
 def _cell_row(grid: cl_config.Grid, cell) -> dict[str, Any]:
     """:func:`cell_row` of one trained cell of the preset, from its summary and the plan's FLOPs."""
     folder = Path(grid.results.checkpoint(cell))
-    track = grid.track(cell.experiment)
+    track = grid.experiment(cell.experiment).track
     summary_file = folder / ("encoder/settings.json" if track == "vision" else "model/train_summary.json")
     summary = json.loads(summary_file.read_text())
     work = cell_work(grid, cell)
@@ -467,7 +467,7 @@ def _cell_row(grid: cl_config.Grid, cell) -> dict[str, Any]:
 def _encoded_on(grid: cl_config.Grid, device: str) -> tuple[bool, str]:
     """Every sentence cell's encoding job ran on ``device`` (the ``encoding`` its probe job copied into
     the metrics): rule encode got the GPU, while its probe job, rule evaluate, asked for none."""
-    sentence = [c for c in grid.cells if grid.track(c.experiment) != "vision"]
+    sentence = [c for c in grid.cells if grid.experiment(c.experiment).track != "vision"]
     found = {
         c.method: (json.loads(_metrics_path(grid, c).read_text()).get("encoding") or {}).get("device")
         for c in sentence

@@ -69,7 +69,7 @@ def job_share(grid: Grid, cell: Any, calibration: Any, point: Any = None) -> int
     (``resources.gpu: 0``). ``calibration()`` gives the calibration, called only when packing is on
     (as :func:`contrastlab.cost.plan.runtime_resource` does: the DAG asks every training job);
     ``grid``: the workflow's :class:`~contrastlab.config.Grid`."""
-    resources = grid.resources
+    resources = grid.compute
     share = resources.get("gpu_share", 1)
     if share == 1 or not resources.get("gpu"):
         return 1
@@ -97,7 +97,7 @@ def packed_seconds(
 def packing_lines(grid: Grid, jobs: Sequence[Any], calibration: Any) -> list[str]:
     """The plan's paragraph on packing: off, or which jobs share a GPU, the speed-ups priced and
     whether they were measured (``jobs``: the plan's, with their ``share``)."""
-    share = grid.resources.get("gpu_share", 1)
+    share = grid.compute.get("gpu_share", 1)
     if share == 1:
         return [
             "GPU sharing: off (`resources.gpu_share: 1`): every GPU job has a GPU of its own. "

@@ -88,7 +88,7 @@ def _pretrained_work(grid: cl_config.Grid, backbone: str) -> CellWork:
 
 def _gpu_share(grid: cl_config.Grid) -> int:
     """``resources.gpu_share``: training jobs per GPU at most (1 when the jobs run on the CPU)."""
-    return grid.resources.get("gpu_share", 1) if grid.resources.get("gpu") else 1
+    return grid.compute.get("gpu_share", 1) if grid.compute.get("gpu") else 1
 
 
 def _training_job(
@@ -121,7 +121,7 @@ def _training_job(
 def probe_jobs(grid: cl_config.Grid, calibration: Calibration) -> tuple[int, float]:
     """``(jobs, hours)`` of the SentEval probe jobs, which run on the CPU and so are not in the plan's
     GPU-hours: one per sentence cell and per Pretrained row, each :func:`probe_seconds` long."""
-    sentence = sum(grid.track(c.experiment) != "vision" for c in grid.cells)
+    sentence = sum(grid.experiment(c.experiment).track != "vision" for c in grid.cells)
     jobs = sentence + len(grid.pretrained)
     return jobs, jobs * probe_seconds(grid, calibration) / 3600
 
@@ -182,7 +182,7 @@ def cell_counts(grid: cl_config.Grid) -> dict[str, int]:
         exp = cell.experiment
         if exp not in table_experiments:
             table_experiments[exp] = any(spec.experiment == exp for spec in TABLES.values())
-        if grid.track(exp) == "vision":
+        if grid.experiment(exp).track == "vision":
             counts["vision"] += 1
         else:
             counts["sentence"] += 1
@@ -374,13 +374,13 @@ def plan_report(
         )
     grid = cl_config.Grid(config)  # the plan's one grid: every function below reads its cells from it
     # priced for the card the jobs will get (resources.gpu_model), as their wall-time requests are
-    gpu_model = gpu_model or grid.resources.get("gpu_model")
+    gpu_model = gpu_model or grid.compute.get("gpu_model")
     calibration = calibration_for(gpu_model, calibration_path)
     card = model_of(gpu_model) if gpu_model else model_of(calibration.device)
     jobs = make_plan(grid, calibration, chosen, plan_points(grid, calibration))
     works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
     probe_s = probe_seconds(grid, calibration)
-    searches_in_all = grid.searches_in_all
+    searches_in_all = grid.options.searches_in_all
     every_search = [] if searches_in_all else searched_points(grid, calibration, pins=pinned(grid))
     lines = [
         f"## Projected cost{f' of {title}' if title else ''}",
@@ -424,10 +424,10 @@ def runtime_resource(grid: cl_config.Grid, kind: str, rule: str | None, where: A
     job; not with ``resources.gpu: 0``), a function of the job's wildcards and attempt giving
     :func:`job_runtime_minutes`, ``where(wildcards)`` naming its cell or backbone (keyword arguments)
     and ``calibration()`` the calibration; else :data:`FALLBACK_RUNTIME_MIN`."""
-    configured = grid.resources.get(f"{kind}_runtime_min")
+    configured = grid.compute.get(f"{kind}_runtime_min")
     if configured is not None:
         return configured
-    if rule is None or not grid.resources.get("gpu"):
+    if rule is None or not grid.compute.get("gpu"):
         return FALLBACK_RUNTIME_MIN[kind]
 
     def planned(wildcards: Any, attempt: int) -> int:

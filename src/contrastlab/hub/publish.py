@@ -350,7 +350,7 @@ def find_cell(configfile: str | Path, cell: str, what: str = "make publish") -> 
             f"<experiment>/<backbone>/<method>/seed<seed>, e.g. {some}"
         )
     found = cells[parsed]
-    if grid.track(found.experiment) != "sentence":
+    if grid.experiment(found.experiment).track != "sentence":
         raise PublishError(f"{found.path} is an image encoder; {what} takes sentence cells")
     return config, grid, found
 

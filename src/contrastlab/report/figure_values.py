@@ -162,9 +162,9 @@ def figure_parts(claim: dict[str, Any], grid: Grid) -> list[PartResult]:
     ``df`` 0)."""
     name = str(claim.get("experiment"))
     # the figure is the config's: an experiment of it, or a top-level study block (oar_synthetic)
-    configured = grid.has_study(name)
-    root = Path(grid.results.figures) if grid.names_results and configured else None
-    ours_for = {paper: toy for toy, paper in grid.stand_ins(name).items()}
+    configured = grid.experiment(name).has_study
+    root = Path(grid.results.figures) if grid.options.names_results and configured else None
+    ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
     frames: dict[str, pd.DataFrame | None] = {}
     parts = []
     for backbone in claim["backbones"]:

@@ -125,7 +125,7 @@ def claim_structure(
     text = text_cells(claim)  # numbers the paper prints in its text (a figure claim): they replace the cells'
     metrics = claim_metrics(claim, name) if text else control["metrics"]
     result = evaluate_claim(claim, metrics, control["grid"])
-    ours_for = {paper: toy for toy, paper in grid.stand_ins(name).items()}
+    ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
     stratum_of = functools.partial(cell_stratum, grid, name)
     rows = _part_rows(
         result.parts,
@@ -158,7 +158,7 @@ def claim_structure(
         certain_nr=rows.certain,
         shift=shift,
         expected=NOT_REPRODUCED if claim.get("paper_tables") else REPRODUCED,
-        seeds=len(grid.seeds(name) or [1]),
+        seeds=len(grid.experiment(name).seeds or [1]),
         mode=mode,
         own_pool=own_pool,
     )
@@ -352,7 +352,7 @@ def seed_hours(jobs: Sequence[PlannedJob], grid: Grid) -> dict[tuple[str, str, s
     out = {key: sum(h) / len(seeds[key]) for key, h in per.items()}
     base: dict[tuple[str, str, str], list[float]] = {}
     for (experiment, backbone, method), hours in out.items():
-        points = expanded_methods(grid.spec(experiment) or {"methods": {}})
+        points = expanded_methods(grid.experiment(experiment).spec or {"methods": {}})
         configured = points.get(method, (method, {}))[0]
         base.setdefault((experiment, backbone, configured), []).append(hours)
     for key, hours in base.items():
@@ -372,7 +372,7 @@ def measured_noise(metrics: pd.DataFrame, grid: Grid) -> dict[tuple[str, str, st
     for name in grid.every_experiment:
         if metrics.empty or not (metrics["experiment"] == name).any():
             continue
-        pools = noise_pools(metrics, name, grid.seeds(name), grid)
+        pools = noise_pools(metrics, name, grid.experiment(name).seeds, grid)
         for b, t, stratum, std, df in pools[
             ["backbone", "key", "stratum", "noise_std", "noise_df"]
         ].itertuples(index=False):
@@ -591,7 +591,7 @@ def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, 
         steps.setdefault((experiment, backbone, n), []).append(method)
     plan = []
     for (experiment, backbone, n), methods in steps.items():
-        seeds = list(grid.seeds(experiment) or [])
+        seeds = list(grid.experiment(experiment).seeds or [])
         extra = list(range(max(seeds) + 1, max(seeds) + 1 + n - len(seeds)))
         if extra:
             plan.append(

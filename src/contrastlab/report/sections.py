@@ -139,7 +139,7 @@ def precision_rows(grid: Grid, metrics_root: str | os.PathLike) -> list[dict[str
         row = rows.setdefault((cell.experiment, cell.method), {"config": set(), "ran": set(), "cells": set()})
         row["config"].add(resolved.get("precision") or "auto")
         row["cells"].add(cell.backbone)
-        name = "vision.json" if grid.track(cell.experiment) == "vision" else "senteval.json"
+        name = "vision.json" if grid.experiment(cell.experiment).track == "vision" else "senteval.json"
         path = Path(metrics_root) / cell.path / name
         if path.exists():
             row["ran"].add(precision_label(read_metrics(path).get("training")))
@@ -358,7 +358,7 @@ def _run_lines(grid: Grid | None, metrics_root, results_dir: str | os.PathLike |
             "",
         ]
         lines += markdown_table(precision_rows(grid, metrics_root)) + [""]
-    lines += input_lines(metrics_root, grid.artifacts_lock if grid is not None else LOCK_FILE)
+    lines += input_lines(metrics_root, grid.data.lock_file if grid is not None else LOCK_FILE)
     if results_dir is not None:  # what each job cost, from the run's benchmark files (tables.cost)
         projected, note = projected_cost(grid) if grid is not None else (None, "")
         lines += cost_lines(results_dir, projected, note)
@@ -494,7 +494,7 @@ def _deviation_lines(grid: Grid, experiments: list[str]) -> list[str]:
         "",
     ]
     for name in experiments:
-        exp = grid.spec(name)
+        exp = grid.experiment(name).spec
         lines += [f"#### {exp.get('title') or name}", ""] + markdown_lines(deviations(grid, name)) + [""]
     return lines
 
@@ -523,7 +523,7 @@ def claims_sections(
     verdict, the numbers behind it and links to its tables or figures (``pages``: name -> the rendered
     table's Markdown or the figure's PNG; others are named without a link)."""
     results = evaluate_claims(metrics, grid)
-    toy = {e: m for e, m in grid.verdict_stand_ins.items() if m}
+    toy = {e: m for e, m in grid.options.verdict_stand_ins.items() if m}
     answer = answer_lines(results) + _toy_lines(toy) + _add_seeds_lines(results, grid)
     guide = _claims_guide()
 

@@ -133,7 +133,7 @@ def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
 
 def configured(grid: Grid, experiment: str, backbone: str, method: str) -> bool:
     """Whether the config's grid has this cell (``pretrained``: the experiment has Pretrained rows)."""
-    exp = grid.spec(experiment)
+    exp = grid.experiment(experiment).spec
     if backbone not in (exp.get("backbones") or []):
         return False
     if method == PRETRAINED:
@@ -196,7 +196,7 @@ def _scores(
     grid: Grid,
     failures: Collection[tuple[str, str, str]] = (),
 ) -> pd.DataFrame:
-    seeds = grid.seeds(spec.experiment)
+    seeds = grid.experiment(spec.experiment).seeds
     agg = aggregate(metrics, spec.experiment, seeds)
     best = meta["layout"].get("best_over_sweep")
     if best:
@@ -281,7 +281,7 @@ TRAINING_PARAMS = ("lr", "batch_size")
 
 def param_value(settings: Mapping[str, Any], explicit_hp: Mapping[str, Any], param: str) -> tuple[Any, bool]:
     """``(value, is_default)`` of ``param`` in resolved ``settings``; value None when unset. A loss
-    hyperparameter the config leaves out of ``explicit_hp`` (:meth:`Grid.explicit_hp`) is the loss's
+    hyperparameter the config leaves out of ``explicit_hp`` (:meth:`Experiment.explicit_hp`) is the loss's
     catalog default (``is_default`` True)."""
     if param in TRAINING_PARAMS:
         return settings.get(param), False
@@ -295,12 +295,16 @@ def _hparams(table: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.DataFrame:
     values, defaults, statuses = [], [], []
     for rec in table.itertuples():
         # settings only for a configured method itself (not a sweep point, Pretrained or a searched row)
-        methods = grid.spec(spec.experiment).get("methods") or {}
+        methods = grid.experiment(spec.experiment).spec.get("methods") or {}
         in_grid = rec.method in methods and configured(grid, spec.experiment, rec.backbone, rec.method)
         cell = MethodOn(spec.experiment, rec.backbone, rec.method)
         settings = grid.settings(cell) if in_grid else None
         value, is_default = (
-            param_value(settings, grid.explicit_hp(cell), rec.key) if in_grid else (None, False)
+            param_value(
+                settings, grid.experiment(cell.experiment).explicit_hp(cell.method, cell.backbone), rec.key
+            )
+            if in_grid
+            else (None, False)
         )
         values.append(value)
         defaults.append(is_default)
@@ -332,7 +336,7 @@ def assemble(
     meta = load_meta(spec.name)
     layout = meta["layout"]
     in_paper = paper_backbones(spec.experiment)
-    extras = [b for b in grid.spec(spec.experiment).get("backbones") or [] if b not in in_paper]
+    extras = [b for b in grid.experiment(spec.experiment).spec.get("backbones") or [] if b not in in_paper]
     rows = _grid(spec, meta, list(layout["backbones"]) + extras)
     pub = load_published(spec.name).rename(
         columns={"value": "published", "improvement": "published_improvement"}
@@ -345,7 +349,7 @@ def assemble(
     rows = rows.drop(columns=["unit_of"])
     rows = _with_searched_rows(rows, spec, grid)
     rows["in_paper"] = rows["backbone"].isin(layout["backbones"])
-    seeds = grid.seeds(spec.experiment)
+    seeds = grid.experiment(spec.experiment).seeds
     if spec.kind == "hparams":
         cells = _hparams(rows, spec, grid)
     else:

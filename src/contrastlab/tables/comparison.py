@@ -92,11 +92,11 @@ def build_comparison(grid: Grid, metrics: pd.DataFrame, experiment: str) -> pd.D
     score ours (mean ± std (n)), published, and the verdict against the (first) user loss."""
     import pandas as pd
 
-    exp = grid.spec(experiment)
+    exp = grid.experiment(experiment).spec
     users = [m for m in exp["methods"] if m in grid.user_losses]
-    heads = _headlines(grid.track(experiment), experiment, metrics)
+    heads = _headlines(grid.experiment(experiment).track, experiment, metrics)
     published = _published(experiment)
-    seeds = grid.seeds(experiment)
+    seeds = grid.experiment(experiment).seeds
     mine = metrics[(metrics["experiment"] == experiment) & metrics["seed"].isin(seeds)]
     grid = sorted(
         {(c.backbone, c.method) for c in grid.cells if c.experiment == experiment},
@@ -147,7 +147,7 @@ def build_summary(grid: Grid, metrics: pd.DataFrame) -> pd.DataFrame:
     columns: dict[str, dict[str, str]] = {}
     for experiment in _user_experiments(grid):
         table = build_comparison(grid, metrics, experiment)
-        label = next(iter(_headlines(grid.track(experiment), experiment, metrics).values()))
+        label = next(iter(_headlines(grid.experiment(experiment).track, experiment, metrics).values()))
         for backbone, group in table.groupby("backbone", sort=False):
             means = {m: _mean(v) for m, v in zip(group["method"], group[label], strict=True)}
             ranked = sorted((v, m) for m, v in means.items() if v is not None)

@@ -69,7 +69,7 @@ UNIT_SYMBOLS = {"pi": "π"}
 
 def search_experiments(grid: cl_config.Grid) -> list[str]:
     """Selected experiments whose search runs with the default target (``searches.in_all``)."""
-    if not grid.searches_in_all:
+    if not grid.options.searches_in_all:
         return []
     return [name for name, exp in grid.experiments.items() if exp.get("search")]
 
@@ -186,10 +186,10 @@ def selection_rows(
     """One row per (backbone, method, searched setting) of the experiment's search (:data:`COLUMNS`, and
     ``winner_dev``, ``published_dev``, ``dev_noise``, ``off_grid`` for the CSV); ``metrics`` (the
     collected metrics frame) gives the dev noise of "same within dev noise" (module docstring)."""
-    spec = grid.search(experiment)
+    spec = grid.experiment(experiment).search
     if spec is None:
         return []
-    seeds = grid.seeds(experiment)
+    seeds = grid.experiment(experiment).seeds
     searched = cl_search.searched_methods(grid, experiment)
     rows = []
     for backbone in spec["backbones"]:

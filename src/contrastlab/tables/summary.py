@@ -72,7 +72,7 @@ def summary(config: Mapping[str, Any], metrics_root: str | Path) -> dict[str, An
     metrics = collect_metrics(metrics_root)
     result: dict[str, Any] = {}
     for experiment in summary_experiments(grid):
-        means = headline_means(metrics, experiment, seeds=grid.seeds(experiment))
+        means = headline_means(metrics, experiment, seeds=grid.experiment(experiment).seeds)
         kept = {
             backbone: {
                 m: scores for m, scores in methods.items() if configured(grid, experiment, backbone, m)

@@ -215,7 +215,7 @@ def add_verdicts(
 ) -> pd.DataFrame:
     """``cells`` (an assembled score table) with :data:`VERDICT_COLUMNS` added: the pooled noise of the
     cell's (backbone, task), the runs behind the published number, the interval's half-width and the
-    verdict. A toy backbone with a stand-in (:meth:`Grid.stand_ins`) is compared with the stand-in's
+    verdict. A toy backbone with a stand-in (:attr:`Experiment.stand_ins`) is compared with the stand-in's
     published number (``compared_with`` names it); otherwise cells without a published number say so."""
     out = cells.copy()
     pools = noise_pools(metrics, experiment, seeds, grid)
@@ -227,7 +227,7 @@ def add_verdicts(
     deterministic = out["method"] == PRETRAINED  # one evaluation, no seed: not in any pool
     out.loc[deterministic, "noise_std"] = math.nan
     out["noise_df"] = out["noise_df"].where(~deterministic, 0).fillna(0).astype(int)
-    mapping = grid.stand_ins(experiment)
+    mapping = grid.experiment(experiment).stand_ins
     index = _published_index(table_name)
     published, compared, runs, widths, verdicts = [], [], [], [], []
     for rec in out.itertuples():

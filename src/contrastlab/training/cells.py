@@ -90,7 +90,7 @@ def train_vision_cell(
 ) -> str:
     """Train one image cell into ``out_dir`` (its encoder) and ``log_path``; returns ``"trained"`` or
     ``"diverged"``. ``point``: whether the cell is a point of its experiment's sweep
-    (:func:`contrastlab.config.is_sweep_point`), whose divergence is recorded; a configured cell's
+    (:meth:`contrastlab.config.Experiment.is_sweep_point`), whose divergence is recorded; a configured cell's
     raises :class:`NonFiniteLossError`."""
     settings = dict(settings)
     run = functools.partial(

@@ -15,7 +15,7 @@ from typing import Any
 
 from contrastlab.config.data import data_locations, images_root
 from contrastlab.data.acquire import data_marker_path
-from contrastlab.paths import CELL_FIELDS, Results, cell_path, write_json
+from contrastlab.paths import CELL_FIELDS, Resources, Results, cell_path, write_json
 from contrastlab.provenance import note_inputs
 from contrastlab.workflow.failures import disk_full, failure_line
 from contrastlab.workflow.finished import record_job
@@ -130,7 +130,7 @@ def job_inputs(snakemake: Any) -> dict[str, Any]:
     wildcards = dict(found.items()) if hasattr(found, "items") else {}
     if "backbone" in wildcards and "backbone" not in inputs:
         resources = (getattr(snakemake, "config", None) or {}).get("resources_dir", "resources")
-        record = backbone_record(Path(resources, "models", wildcards["backbone"]))
+        record = backbone_record(Path(Resources(resources).backbone_dir(wildcards["backbone"])))
         if record is not None:
             inputs["backbone"] = record
     items = snakemake.input.items() if hasattr(getattr(snakemake, "input", None), "items") else []

@@ -7,7 +7,8 @@ Expanding and pricing every search (:func:`contrastlab.cost.budget.searched_poin
 ``config.yaml``) is the main process's work. It writes what it kept when the run starts
 (:func:`write_points`, ``<results_dir>/state/search_points.json``); a job's process reads that file
 (:func:`run_points`) when it is this config's, and prices afresh only when it is not (no file, another
-config). A dry run writes nothing: it starts no job.
+config). A search point's train job reads its own point from the same file (:func:`job_point`). A dry
+run writes nothing: it starts no job.
 """
 
 from __future__ import annotations
@@ -18,11 +19,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from contrastlab.paths import write_json
+from contrastlab.paths import Results, write_json
 from contrastlab.search import SearchPoint
 
 #: The file's format: a file of another format is priced afresh.
 FORMAT = 1
+#: The file's name in the results' ``state/`` (:func:`points_file`).
+POINTS_FILE = "search_points.json"
+
+
+def points_file(results: Results) -> str:
+    """Where the run's points are kept: ``<results_dir>/state/search_points.json``."""
+    return results.state(POINTS_FILE)
 
 
 def _encoded(points: Sequence[SearchPoint]) -> list[dict[str, Any]]:
@@ -70,3 +78,20 @@ def run_points(
         if kept is not None:
             return kept
     return price()
+
+
+def job_point(
+    path: str | Path,
+    digest: str,
+    price: Callable[[], list[SearchPoint]],
+    experiment: str,
+    backbone: str,
+    name: str,
+) -> SearchPoint:
+    """The search point a train job trains (its ``experiment``, ``backbone`` and method ``name``), among
+    the points the main process kept for the config of ``digest`` (:func:`run_points` in a job: the
+    file, else ``price()``). Raises KeyError (one line) for a point of no search."""
+    for point in run_points(path, digest, price, main=False):
+        if (point.experiment, point.backbone, point.name) == (experiment, backbone, name):
+            return point
+    raise KeyError(f"search: no point {name!r} of {experiment}/{backbone} in the config's searches")
