@@ -55,7 +55,7 @@ def figures(grid: Grid) -> list[dict[str, str]]:
     narrowed = len(grid.experiments) < len(grid.every_experiment)  # select: names the experiments
     synthetic_paper = _KIND_PAPER["oar_synthetic"]
     out = []
-    if grid.oar_synthetic is not None and (
+    if grid.options.oar_synthetic is not None and (
         not narrowed or any(paper_of(e) == synthetic_paper for e in grid.experiments)
     ):
         out.append(_figure("oar_synthetic/table2", "oar_synthetic"))
@@ -68,11 +68,15 @@ def figures(grid: Grid) -> list[dict[str, str]]:
             out.append(_figure(f"{name}/{figure_name}", "analytic", name, caption))
         if name in LOG_FIGURE_EXPERIMENTS:
             out += [_figure(f"{name}/{kind}", kind, name) for kind in ("align_uniform", "training_curves")]
-        probes = grid.vision_evaluation(name).get("probes") or [] if grid.track(name) == "vision" else []
+        probes = (
+            grid.experiment(name).vision_evaluation.get("probes") or []
+            if grid.experiment(name).track == "vision"
+            else []
+        )
         if "lr" in (exp.get("sweep") or {}) and "ffn" in probes:
             caption = KIND_CAPTIONS["lr_sweep"] + _anchor_reach_note(grid, name)
             out.append(_figure(f"{name}/lr_sweep", "lr_sweep", name, caption))
-        if exp.get("search") and grid.searches_in_all:
+        if exp.get("search") and grid.options.searches_in_all:
             out.append(_figure(f"{name}/search", "search", name, SEARCH_CAPTION))
         if exp.get("spectra"):
             spectra = KIND_CAPTIONS["spectra"].format(spectra=", ".join(exp["spectra"]))
@@ -101,7 +105,7 @@ def _anchor_reach_note(grid: Grid, experiment: str) -> str:
     projection head, no final linear layer): that output is non-negative after ReLU, so a random
     orthonormal anchor is reachable only up to cosine sqrt(1/2) in expectation (the norm of its
     positive part); empty otherwise."""
-    exp = grid.spec(experiment)
+    exp = grid.experiment(experiment).spec
     first = next((c for c in grid.cells if c.experiment == experiment), None)
     if first is None:
         return ""

@@ -250,9 +250,9 @@ def evaluate_claim(
             for p in claim["parts"]
         ]
         return ClaimResult(claim, NOT_RUN, parts)
-    seeds = grid.seeds(name)
+    seeds = grid.experiment(name).seeds
     values = _seed_values(metrics, name, seeds)
-    ours_for = {paper: toy for toy, paper in grid.stand_ins(name).items()}
+    ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
     if relation == "trend":
         strata = functools.partial(cell_stratum, grid, name)
         parts, pending = trend_parts(claim, experiment, values, ours_for, level, strata)
@@ -402,7 +402,7 @@ def undecided_cells(results: list[ClaimResult], grid: Grid) -> dict[tuple[str, s
         if result.verdict != UNDECIDED:
             continue
         name = result.claim["experiment"]
-        ours_for = {paper: toy for toy, paper in grid.stand_ins(name).items()}
+        ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
         for p in result.parts:
             if p.status == UNDECIDED:
                 backbone = ours_for.get(p.backbone, p.backbone)
@@ -428,7 +428,7 @@ def seed_plan(results: list[ClaimResult], grid: Grid, max_seeds: int = 10) -> li
             need[key] = max(need.get(key, 0), min(max(target, MIN_SEEDS), max_seeds))
     plan = []
     for (experiment, backbone), methods in sorted(undecided_cells(results, grid).items()):
-        seeds = grid.seeds(experiment) or []
+        seeds = grid.experiment(experiment).seeds or []
         extra = list(
             range(max(seeds) + 1, max(seeds) + 1 + max(0, need[(experiment, backbone)] - len(seeds)))
         )

@@ -38,18 +38,18 @@ PAPER_MODE = "test"
 
 def _training_values(grid: Grid, experiment: str, key: str) -> set:
     """Every value ``key`` takes in the experiment's cells' resolved training settings."""
-    return {grid.settings(c).get(key) for c in grid.every_cell(experiment)}
+    return {grid.settings(c).get(key) for c in grid.experiment(experiment).cells}
 
 
 def detected(grid: Grid, experiment: str) -> list[dict[str, str]]:
     """Deviations that follow from the config itself (see the module docstring)."""
-    exp = grid.spec(experiment)
+    exp = grid.experiment(experiment).spec
     if exp.get("track") == "vision":
         return _precision_override(grid, "each paper's own (the code's: fp32)") + _detected_vision(
             grid, experiment
         )
     out = _precision_override(grid, "each paper's own (fp32 for Nie and Li, fp16 for SimCSE-based cells)")
-    mode = grid.evaluation.get("mode", PAPER_MODE)
+    mode = grid.options.evaluation.get("mode", PAPER_MODE)
     if mode != PAPER_MODE:
         out.append(
             {
@@ -70,7 +70,7 @@ def detected(grid: Grid, experiment: str) -> list[dict[str, str]]:
                     "why": "a shortened run (preset); scores are not comparable to the paper's",
                 }
             )
-    seeds = grid.seeds(experiment) or []
+    seeds = grid.experiment(experiment).seeds or []
     if len(seeds) < PAPER_RUNS:
         out.append(
             {
@@ -87,7 +87,7 @@ def detected(grid: Grid, experiment: str) -> list[dict[str, str]]:
 def _extra_backbones(grid: Grid, experiment: str, why: str) -> list[dict[str, str]]:
     """The backbones the experiment trains that no table of its paper has (no published numbers)."""
     in_paper = paper_backbones(experiment)
-    extra = [b for b in grid.spec(experiment).get("backbones") or [] if b not in in_paper]
+    extra = [b for b in grid.experiment(experiment).spec.get("backbones") or [] if b not in in_paper]
     if not extra:
         return []
     ours = f"also {', '.join(extra)} (no published numbers)"
@@ -101,7 +101,7 @@ VISION_PAPER_EPOCHS = {spec.experiment: spec.epochs for spec in TABLES.values() 
 
 def _precision_override(grid: Grid, paper: str) -> list[dict[str, str]]:
     """The row of ``precision_override`` (it reaches every cell, sentence and image), if set."""
-    override = grid.precision_override
+    override = grid.options.precision_override
     if not override:
         return []
     return [
@@ -146,7 +146,7 @@ def off_grid_values(grid: Grid, experiment: str) -> list[tuple[str, str, float, 
     """(method, setting, published value, backbones) of every published hyperparameter outside the grid
     the search runs for it (the paper's own, e.g. Nie Table 2's L_dcl τ 0.01 against A.3's
     {0.03, 0.05, 0.07}); such a value can never be selected."""
-    spec = grid.search(experiment)
+    spec = grid.experiment(experiment).search
     if spec is None:
         return []
     searched = cl_search.searched_methods(grid, experiment)
@@ -165,7 +165,7 @@ def _grid_text(stages, axis: str) -> str:
 
 def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
     """The search's deviations (see the module docstring); none without a ``search`` section."""
-    spec = grid.search(experiment)
+    spec = grid.experiment(experiment).search
     if spec is None:
         return []
     reading = _search_reading(experiment)
@@ -240,7 +240,7 @@ def deviations(grid: Grid, experiment: str) -> list[dict[str, str]]:
     if exp is None:
         return []
     declared = [dict(d) for d in exp.get("deviations") or []]
-    if grid.precision_override:  # the switch replaced the precision a declared row describes
+    if grid.options.precision_override:  # the switch replaced the precision a declared row describes
         override = _precision_override(grid, "")[0]
         for row in declared:
             if row.get("setting") == "precision":
