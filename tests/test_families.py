@@ -112,7 +112,7 @@ def _trainer_mode(grid: cl_config.Grid, cell: cl_config.Cell, backbone_dir: Path
     """The mode the trainer runs ``cell`` in on a bf16 GPU, from the settings its rule hands it (a
     sentence backbone's config.json, in ``backbone_dir``, naming the model type the plan knows)."""
     s = dict(grid.settings(cell))
-    if grid.track(cell.experiment) == "vision":
+    if grid.experiment(cell.experiment).track == "vision":
         vs = VisionTrainSettings.from_dict(s)
         n_images = flops.DATASET_IMAGES[vs.dataset][0]
         held_out = len(validation_split(n_images, vs.val_fraction, vs.seed)) if vs.val_fraction else 0

@@ -119,7 +119,7 @@ def test_the_h200_file_names_its_machine_and_what_is_measured():
 
 def _work(cell: cl_config.Cell, **settings) -> cl_flops.CellWork:
     grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
-    if grid.track(cell.experiment) == "vision":
+    if grid.experiment(cell.experiment).track == "vision":
         return cl_flops._vision_work(grid, cell, dict(grid.settings(cell)) | settings)
     return cl_flops._sentence_work(grid, cell, dict(grid.settings(cell)) | settings)
 

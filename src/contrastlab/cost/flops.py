@@ -270,7 +270,7 @@ def backbone_transformer(grid: cl_config.Grid, alias: str) -> Transformer:
     ``model/config.json``, a ``random`` BertConfig (BertConfig's defaults for keys it leaves out), or,
     failing all, ``params_millions`` taken as the non-embedding count."""
     spec = grid.backbone(alias)
-    candidates = [Path(grid.resources_dir, "models", alias, "config.json")]
+    candidates = [Path(grid.resources.backbone_dir(alias), "config.json")]
     if "path" in spec:
         candidates.insert(0, Path(spec["path"], "config.json"))
     if "package" in spec:
@@ -467,7 +467,7 @@ def _line_count(path: str, mtime_ns: int) -> int:
 
 def senteval_tokens(grid: cl_config.Grid) -> float:
     """The tokens one SentEval evaluation encodes: the configured tasks' share of all of them."""
-    tasks = grid.evaluation.get("tasks") or list(SENTEVAL_TOKENS)
+    tasks = grid.options.evaluation.get("tasks") or list(SENTEVAL_TOKENS)
     share = sum(SENTEVAL_TOKENS[t] for t in tasks) / sum(SENTEVAL_TOKENS.values())
     return SENTEVAL_ALL_TOKENS * share
 
@@ -496,7 +496,7 @@ def cell_work(
     """The :class:`CellWork` of ``cell`` (or of the search ``point`` it trains) under a precision choice
     (``config`` = its own, or one of :data:`~contrastlab.precision.RESOLVED` as ``precision_override``)."""
     s = _settings(grid, cell, precision, point)
-    if grid.track(cell.experiment) == "vision":
+    if grid.experiment(cell.experiment).track == "vision":
         return _vision_work(grid, cell, s)
     return _sentence_work(grid, cell, s)
 
@@ -654,7 +654,7 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
         snapshots=_snapshots(steps, s, 500),
         snapshot_gib=optimizer_bytes * fwd.params / GIB,
         eval_flops=2.0 * fwd.macs * (n_images + n_test),
-        eval_probe_steps=_probe_steps(grid.vision_evaluation(cell.experiment), n_images),
+        eval_probe_steps=_probe_steps(grid.experiment(cell.experiment).vision_evaluation, n_images),
         peak_gib=peak + FIXED_GPU_GIB,
         kind=f"{cell.backbone} {size}px batch {batch}{oar_pass} {precision}",
         step_launches=step_launches,
