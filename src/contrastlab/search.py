@@ -194,16 +194,6 @@ def resolve_settings(
     return apply_overrides(winner_settings, {**grid, **moved})
 
 
-def find_point(grid: cl_config.Grid, experiment: str, backbone: str, name: str) -> SearchPoint:
-    """The search point of ``experiment`` and ``backbone`` whose cell method name is ``name`` (the
-    training job of a later stage finds its grid values and moves here, not in a rule parameter, so
-    that the train rule's parameters, and with them every other cell, stay as they were)."""
-    for point in search_points(grid):
-        if (point.experiment, point.backbone, point.name) == (experiment, backbone, name):
-            return point
-    raise KeyError(f"search: no point {name!r} of {experiment}/{backbone} in the config's searches")
-
-
 def resolve_point(settings: Mapping[str, Any], previous_selection: str | Path, point: SearchPoint) -> dict:
     """The full settings of a later-stage point at training time: :func:`resolve_settings` from the
     winner recorded in the earlier stage's selection file, with the point's grid values and moves and

@@ -90,7 +90,9 @@ def job_point(
 ) -> SearchPoint:
     """The search point a train job trains (its ``experiment``, ``backbone`` and method ``name``), among
     the points the main process kept for the config of ``digest`` (:func:`run_points` in a job: the
-    file, else ``price()``). Raises KeyError (one line) for a point of no search."""
+    file, else ``price()``). A later stage's job finds its grid values and moves here, not in a rule
+    parameter, so that the train rule's parameters, and with them every other cell, stay as they were.
+    Raises KeyError (one line) for a point of no search."""
     for point in run_points(path, digest, price, main=False):
         if (point.experiment, point.backbone, point.name) == (experiment, backbone, name):
             return point
