@@ -217,23 +217,24 @@ class Experiment:
     validated config (a job's script, which holds the config but no grid, builds it the same way)."""
 
     name: str
-    config: Mapping[str, Any] = field(repr=False)
+    #: the validated config the view reads (the grid's own copy; a job's ``snakemake.config``)
+    _config: Mapping[str, Any] = field(repr=False)
 
     @property
     def spec(self) -> Mapping[str, Any]:
         """The configured spec, as the config writes it (``{}`` for a name the config does not have)."""
-        return self.config["experiments"].get(self.name) or {}
+        return self._config["experiments"].get(self.name) or {}
 
     @property
     def configured(self) -> bool:
         """Whether the config has this experiment (whatever ``select:`` keeps)."""
-        return self.name in self.config["experiments"]
+        return self.name in self._config["experiments"]
 
     @property
     def has_study(self) -> bool:
         """Whether the config has a study of this name: this experiment, or a top-level study block of
         that name (``oar_synthetic``)."""
-        return self.configured or self.config.get(self.name) is not None
+        return self.configured or self._config.get(self.name) is not None
 
     @property
     def track(self) -> str:
@@ -243,7 +244,7 @@ class Experiment:
     @property
     def seeds(self) -> list[int] | None:
         """Its own ``seeds``, else the top-level ones (None: the config has none)."""
-        seeds = self.spec.get("seeds") or self.config.get("seeds")
+        seeds = self.spec.get("seeds") or self._config.get("seeds")
         return [int(s) for s in seeds] if seeds is not None else None
 
     @property
@@ -255,7 +256,7 @@ class Experiment:
     def search(self) -> Mapping[str, Any] | None:
         """The ``search`` section with its defaults filled (None without one), read once
         (:func:`contrastlab.config.searches.search_spec`, whose one-line errors it raises)."""
-        return search_spec(self.config, self.name)
+        return search_spec(self._config, self.name)
 
     @functools.cached_property
     def sweep_points(self) -> dict[str, tuple[str, float]]:
@@ -283,18 +284,18 @@ class Experiment:
         """The evaluation settings of a vision experiment's cells: the top-level ``vision_evaluation``
         with the experiment's own merged over it."""
         own = self.spec.get("vision_evaluation") or {}
-        return deep_merge(self.config.get("vision_evaluation") or {}, own)
+        return deep_merge(self._config.get("vision_evaluation") or {}, own)
 
     @property
     def stand_ins(self) -> dict[str, str]:
         """``tables.verdict_stand_ins[name]``: toy backbone -> the paper backbone whose published numbers
         and claims it stands in for (the demo only; a real run compares like with like)."""
-        return dict(Options.of(self.config).verdict_stand_ins.get(self.name) or {})
+        return dict(Options.of(self._config).verdict_stand_ins.get(self.name) or {})
 
     @functools.cached_property
     def cells(self) -> tuple[Cell, ...]:
         """Every configured cell of the experiment, whatever ``select:`` keeps."""
-        return tuple(selected_cells(self.config, {"experiments": [self.name]}))
+        return tuple(selected_cells(self._config, {"experiments": [self.name]}))
 
 
 @dataclass(frozen=True)
