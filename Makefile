@@ -25,6 +25,9 @@ PORT ?= 6006
 # shell expands a variable once and never reads its value as shell text, so a value holding ', spaces or ;
 # stays one argument and runs nothing (no quoting of $(NAME) in the recipe could promise that).
 export CONFIG PRECISION CUDA GPUS GPU_MODEL PORT SHARED CELL REPO CODE REVISION TARGET
+# A target that hands CONFIG to Snakemake checks it first: Snakemake 9 answers a --configfile that does not
+# exist with a Python traceback (it opens the file outside its own error handling), not with one line.
+CONFIG_EXISTS = @test -f "$$CONFIG" || { echo "contrastlab: config file $$CONFIG does not exist; pass CONFIG=<an existing YAML file> (config.yaml, config/demo.yaml, config/cpu.yaml)" >&2; exit 2; }
 
 .PHONY: install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds publish mteb-submit
 
@@ -61,6 +64,7 @@ cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentE
 	  --config "data={senteval_dir: $$SHARED/data/senteval, wiki_path: $$SHARED/data/wiki1m-head/wiki1m_head.txt}"
 
 lock: install            ## CONFIG's data and backbone steps only (downloads, checks, no training): writes artifacts.lock.json
+	$(CONFIG_EXISTS)
 	$(SNAKEMAKE) --configfile "$$CONFIG" --cores 2 --until senteval_data corpus image_data fetch_backbone
 	@$(BIN)/python -m contrastlab.artifacts "$$($(BIN)/python -c 'import sys; from contrastlab.config import load; print(load(sys.argv[1])["artifacts_lock"])' "$$CONFIG")"
 
@@ -74,15 +78,18 @@ plan: install            ## projected GPU-hours, GPU memory and makespan on 1/8/
 	$(BIN)/python scripts/plan.py --configfile "$$CONFIG" --precision "$$PRECISION" $(if $(GPUS),--gpus "$$GPUS",) $(if $(GPU_MODEL),--gpu-model "$$GPU_MODEL",)
 
 dry-run: install         ## the plan, then every job of CONFIG (default config.yaml), counted per rule
+	$(CONFIG_EXISTS)
 	$(BIN)/python scripts/plan.py --configfile "$$CONFIG" --precision "$$PRECISION"
 	$(BIN)/snakemake -n --cores all --quiet rules --configfile "$$CONFIG"
 	@echo "The hyperparameter searches (make search), counted per rule:"
 	$(BIN)/snakemake searches -n --cores all --quiet rules --configfile "$$CONFIG"
 
 search: install          ## CONFIG's hyperparameter searches with everything else; tables and report show them
+	$(CONFIG_EXISTS)
 	$(SNAKEMAKE) --configfile "$$CONFIG" --config 'searches={in_all: true}'
 
 monitor: install         ## live training curves: TensorBoard over CONFIG's <results_dir>/tensorboard, localhost:PORT
+	$(CONFIG_EXISTS)
 	@results="$$($(BIN)/python -c 'import sys; from contrastlab.config import load; print(load(sys.argv[1])["results_dir"])' "$$CONFIG")" || exit 1; \
 	mkdir -p "$$results/tensorboard"; \
 	echo "TensorBoard over $$results/tensorboard: http://localhost:$$PORT/ (Ctrl-C stops it)"; \

@@ -112,6 +112,25 @@ def test_make_add_seeds_passes_a_config_path_with_spaces_and_a_quote_as_one_argu
 
 
 @pytest.mark.fault(
+    "`make <lock|dry-run|search|monitor> CONFIG=<a file that does not exist>`",
+    "one contrastlab: line naming the file, before Snakemake (whose answer is a traceback)",
+)
+@pytest.mark.parametrize("target", ["lock", "dry-run", "search", "monitor"])
+def test_a_make_target_given_a_missing_config_file_says_so_in_one_line(tmp_path, target, observed):
+    """docs/reliability.md G15: Snakemake 9 opens a missing --configfile outside its error handling."""
+    missing = tmp_path / "no such.yaml"
+    done = _make(target, f"CONFIG={missing}")
+    said = [line for line in done.stderr.splitlines() if not line.startswith("make:")]
+    observed(said[0] if said else done.stderr)
+    assert done.returncode != 0
+    assert said == [
+        f"contrastlab: config file {missing} does not exist; pass CONFIG=<an existing YAML file> "
+        "(config.yaml, config/demo.yaml, config/cpu.yaml)"
+    ], done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.mark.fault(
     "scripts/add_seeds.py --configfile '<dir>/my configs/it's demo.yaml'", "printed and run as one word"
 )
 def test_add_seeds_prints_and_runs_the_configfile_as_one_word(tmp_path, monkeypatch, capsys, observed):
