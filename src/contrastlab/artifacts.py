@@ -27,8 +27,10 @@ from typing import Any
 
 from contrastlab.paths import REPO_ROOT, atomic_write, inter_process_lock
 
-#: The default lock file (the config's ``artifacts_lock``, relative paths from the working directory).
-LOCK_FILE = REPO_ROOT / "artifacts.lock.json"
+#: The lock file's name (the schema's default ``artifacts_lock``: relative paths from the working directory),
+#: and the repository's lock file by that name.
+LOCK_NAME = "artifacts.lock.json"
+LOCK_FILE = REPO_ROOT / LOCK_NAME
 FORMAT = 1
 SECTIONS = ("data", "backbones")
 CHUNK = 1 << 20

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from contrastlab.artifacts import LOCK_NAME
 from contrastlab.config import Grid, paper_of
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import plan
@@ -358,7 +359,7 @@ def _run_lines(grid: Grid | None, metrics_root, results_dir: str | os.PathLike |
             "",
         ]
         lines += markdown_table(precision_rows(grid, metrics_root)) + [""]
-    lines += input_lines(metrics_root, grid.data.lock_file if grid is not None else LOCK_FILE)
+    lines += input_lines(metrics_root, grid.data.lock_file if grid is not None else LOCK_NAME)
     if results_dir is not None:  # what each job cost, from the run's benchmark files (tables.cost)
         projected, note = projected_cost(grid) if grid is not None else (None, "")
         lines += cost_lines(results_dir, projected, note)
@@ -409,11 +410,7 @@ def input_rows(metrics_root: str | Path) -> list[dict[str, str]]:
     return list(seen.values())
 
 
-#: The lock the report names when it has no config (the schema's default ``artifacts_lock``).
-LOCK_FILE = "artifacts.lock.json"
-
-
-def input_lines(metrics_root: str | Path, lock: str = LOCK_FILE) -> list[str]:
+def input_lines(metrics_root: str | Path, lock: str = LOCK_NAME) -> list[str]:
     """The report's provenance of the inputs: what every finished cell read, and where the lock
     (``lock``: the config's ``artifacts_lock``) is."""
     rows = input_rows(metrics_root)
