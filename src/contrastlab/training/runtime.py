@@ -378,6 +378,12 @@ class TrainingRun:
             "events_dir": str(self.events.folder) if self.events.folder else None,
         }
 
+    def count(self, **amounts: float) -> None:
+        """Adds ``amounts`` (tokens, sentences, ...) to the summary's ``timings``: what a step ran, from
+        which make gpu-check computes its FLOPs."""
+        for key, amount in amounts.items():
+            self.timings[key] = self.timings.get(key, 0) + amount
+
     def summary(self) -> dict[str, Any]:
         """The fields every trainer's summary has (timings are final once this is called)."""
         self.timings["total_s"] = time.perf_counter() - self.started

@@ -518,10 +518,9 @@ def _step(s: TrainSettings, run: TrainingRun, parts: StepParts, rows, step: int,
     captured step (cuda_graph). Returns (loss output without stats, h1, h2, grad norm); no host sync
     (tests/training/test_capture.py)."""
     micro = min(s.grad_accum, s.batch_size)
-    chunks = [_batch(s, parts.corpus, part, run.device, run.timings) for part in np.array_split(rows, micro)]
+    chunks = [_batch(s, parts.corpus, part, run.device, run.count) for part in np.array_split(rows, micro)]
     # Padded tokens actually run (dynamic padding): make gpu-check's FLOPs count these, not max_length.
-    run.timings["padded_tokens"] = run.timings.get("padded_tokens", 0) + sum(ids.numel() for ids, _ in chunks)
-    run.timings["sentences"] = run.timings.get("sentences", 0) + len(rows)
+    run.count(padded_tokens=sum(ids.numel() for ids, _ in chunks), sentences=len(rows))
     if graph is not None:
         return graph(*chunks[0])
     try:
@@ -548,14 +547,14 @@ def _step(s: TrainSettings, run: TrainingRun, parts: StepParts, rows, step: int,
     return out, h1, h2, grad_norm
 
 
-def _batch(s: TrainSettings, data: _Corpus, rows, device: torch.device, timings: dict | None = None):
+def _batch(s: TrainSettings, data: _Corpus, rows, device: torch.device, count=None):
     """The corpus rows ``rows`` as padded ``(input_ids, attention_mask)`` on ``device``: as wide as their
     longest sentence, or ``max_length`` with static shapes (``static_shapes`` or ``cuda_graph``); the
-    real tokens counted into ``timings["real_tokens"]`` when given."""
+    real tokens counted as ``count(real_tokens=...)`` (:meth:`TrainingRun.count`) when given."""
     pad_id = data.tokenizer.pad_token_id
     ids, mask = data.sentences.batch(rows, pad_id)
-    if timings is not None:  # counted on the host copy: no device sync
-        timings["real_tokens"] = timings.get("real_tokens", 0) + int(mask.sum())
+    if count is not None:  # counted on the host copy: no device sync
+        count(real_tokens=int(mask.sum()))
     if s.static_shapes or s.cuda_graph:
         ids, mask = capture.pad_to_width(ids, mask, s.max_length, pad_id)
     return to_device(ids, mask, device)
