@@ -179,3 +179,37 @@ def test_an_image_card_carries_its_probes_accuracies_as_a_model_index(tmp_path):
         ("Top-5 accuracy, FFN fine-tuned on 10% of the labels (ffn10_top5)", 96.0, "digits"),
     ]
     assert all("not a hub dataset" in r.dataset_name for r in results)
+
+
+def test_an_image_card_carries_contrastlabs_licence_as_a_sentence_card_carries_its_backbones(tmp_path):
+    """Issue 65 item 3: an image card's front matter has ``license: mit`` (the encoder is trained from
+    random initialisation, so the licence is contrastlab's, pyproject.toml's) and its body says whose, as
+    a sentence card's does; huggingface_hub's own ``ModelCard.load`` and ``metadata_load`` read it back,
+    on a scored card and on a diverged sweep point's."""
+    import tomllib
+
+    from huggingface_hub import ModelCard, metadata_load
+
+    from contrastlab.paths import REPO_ROOT
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    encoder = tmp_path / "encoder"
+    encoder.mkdir()
+    (encoder / "settings.json").write_text(json.dumps({"settings": {"loss": "macl_vision"}}))
+    cell = dict(experiment="macl_cifar10", backbone="resnet18-cifar", method="macl-bs256", seed=42)
+    for name, metrics in (
+        ("scored", {"scores": {"linear_top1": 80.0}, "probes": ["linear"], "dataset": "cifar10"}),
+        ("diverged", {"scores": {}, "encoder_diverged": "loss is not finite at step 3", "probes": ["ffn"]}),
+    ):
+        (tmp_path / f"{name}.json").write_text(json.dumps(metrics))
+        path = write_model_card(
+            tmp_path / f"{name}.md",
+            **cell,
+            model_dir=encoder,
+            metrics_path=tmp_path / f"{name}.json",
+            markers={},
+        )
+        assert ModelCard.load(path).data.license == "mit" == project["license"]["text"].lower()
+        assert metadata_load(path)["license"] == "mit"
+    scored = (tmp_path / "scored.md").read_text()
+    assert "- Licence: `mit`, contrastlab's, as the encoder is trained from random initialisation" in scored

@@ -641,3 +641,31 @@ def test_a_refused_push_ends_in_one_line_naming_the_status_and_the_fix(
     assert len(line.splitlines()) == 1 and "hf_FAKEtoken" not in line
     assert line.startswith(f"contrastlab: publish: the Hub refused the push to me/model: HTTP {status}")
     assert fix in line
+
+
+def test_the_pushed_commit_holds_no_dotfile_or_snakemake_marker(tmp_path, monkeypatch):
+    """Issue 65 item 3: a finished cell whose folder also holds Snakemake's markers (a
+    ``.snakemake_timestamp`` at the top and in a subfolder, a ``.snakemake/`` folder), an atomic write's
+    ``.<name>.<pid>.partial`` and other dotfiles (``.gitignore``, ``.cache/``): the one commit pushed
+    (to the stand-in ``HfApi``) adds the model's files, the card and the ModelMeta, and none of those."""
+    configfile, checkpoint, _ = _finished_cell(tmp_path)
+    for marker in (
+        "1_Pooling/.snakemake_timestamp",
+        ".snakemake/metadata/model",
+        ".model.safetensors.123.partial",
+        ".gitignore",
+        ".cache/huggingface/download/model.safetensors.metadata",
+    ):
+        (checkpoint / marker).parent.mkdir(parents=True, exist_ok=True)
+        (checkpoint / marker).write_text("bookkeeping")
+    plan = pub.publish_plan(configfile, CELL, "me/model")
+    monkeypatch.setattr("huggingface_hub.get_token", lambda: "hf_test")
+    api = StubApi()
+    pub.publish(plan, push=True, api=api)
+    _, _, operations, _ = api.calls[1]
+    assert sorted(op.path_in_repo for op in operations) == [
+        "1_Pooling/config.json",
+        "README.md",
+        "model.safetensors",
+        pub.MODEL_META_FILE,
+    ]

@@ -37,7 +37,7 @@ from contrastlab.hub.publish import (
     front_matter,
     training_corpus,
 )
-from contrastlab.hub.vision_card import vision_front_matter
+from contrastlab.hub.vision_card import VISION_LICENSE, vision_front_matter
 from contrastlab.paths import atomic_write, read_metrics, write_json
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
@@ -427,6 +427,7 @@ def _vision_training(summary: Mapping[str, Any], loss: str) -> list[str]:
         f"device: {summary.get('device_name', '?')}",
         f"- Steps: {summary.get('steps')}; dataset `{settings.get('dataset')}`",
         *(f"- `{key}`: `{settings[key]}`" for key in TRAINING_KEYS if key in settings),
+        f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}",
         "",
     ]
 

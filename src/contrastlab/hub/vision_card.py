@@ -15,10 +15,15 @@ from typing import Any
 
 from contrastlab.hub.publish import front_matter
 
-__all__ = ["VISION_TAGS", "vision_eval_results", "vision_front_matter"]
+__all__ = ["VISION_LICENSE", "VISION_TAGS", "vision_eval_results", "vision_front_matter"]
 
 #: An image card's tags (and the loss's name).
 VISION_TAGS = ("image-feature-extraction", "contrastive-learning", "torchvision")
+
+#: An image encoder's licence and where it comes from: contrastlab's own (LICENSE, pyproject.toml), since
+#: the encoder is trained from random initialisation, with no pretrained weights whose licence it inherits
+#: (a sentence card's is its backbone's).
+VISION_LICENSE = ("mit", "contrastlab's, as the encoder is trained from random initialisation")
 
 #: The hub dataset and its display name of each image dataset the configs name.
 HUB_DATASETS = {"cifar10": ("uoft-cs/cifar10", "CIFAR-10"), "cifar100": ("uoft-cs/cifar100", "CIFAR-100")}
@@ -71,14 +76,16 @@ def vision_eval_results(metrics: Mapping[str, Any]) -> list:
 
 def vision_front_matter(*, model_name: str, loss: str, metrics: Mapping[str, Any]) -> str:
     """An image card's front matter, written by huggingface_hub's ``ModelCardData``: ``library_name:
-    pytorch``, ``pipeline_tag: image-feature-extraction``, tags, and a ``model-index`` named
-    ``model_name`` holding the probes' accuracies (none for a diverged sweep point)."""
+    pytorch``, ``pipeline_tag: image-feature-extraction``, ``license`` (:data:`VISION_LICENSE`), tags,
+    and a ``model-index`` named ``model_name`` holding the probes' accuracies (none for a diverged sweep
+    point)."""
     from huggingface_hub import ModelCardData
 
     results = vision_eval_results(metrics)
     data = ModelCardData(
         library_name="pytorch",
         pipeline_tag="image-feature-extraction",
+        license=VISION_LICENSE[0],
         tags=[*VISION_TAGS, loss],
         model_name=model_name if results else None,
         eval_results=results or None,
