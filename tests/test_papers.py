@@ -56,6 +56,75 @@ def test_the_bibtex_agrees_with_citation_cff():
         assert fields.get("year") == (str(reference["year"]) if "year" in reference else None)
         if "collection-title" in reference:
             assert fields["booktitle"] == reference["collection-title"]
+        assert _cff_identifiers(reference) == _paper_identifiers(paper)
+
+
+def _cff_identifiers(reference: dict) -> dict[str, str]:
+    """A CFF reference's links: its ``doi``, ``url``, ``repository-code`` and arXiv id (an ``identifiers``
+    entry of type ``other`` whose value is ``arXiv:<id>``)."""
+    found = {key: reference[key] for key in ("doi", "url", "repository-code") if key in reference}
+    for identifier in reference.get("identifiers", []):
+        if identifier["type"] == "other" and identifier["value"].startswith("arXiv:"):
+            found["arxiv"] = identifier["value"].removeprefix("arXiv:")
+        else:
+            assert found.get(identifier["type"]) == identifier["value"], identifier
+    return found
+
+
+def _paper_identifiers(paper: papers.Paper) -> dict[str, str]:
+    named = {"doi": paper.doi, "url": paper.url, "repository-code": paper.code, "arxiv": paper.arxiv}
+    return {key: value for key, value in named.items() if value}
+
+
+def test_the_records_carry_the_links_their_papers_own_text_names():
+    """Issue 65 item 6: each record carries what its paper's text in ../shared/papers/ names of its own:
+    none of the four names an arXiv id, DOI or URL of the paper (so none is recorded, and no card gets an
+    ``arxiv:`` tag); Nie 2023 (footnote 1) and Li 2024 (its abstract's footnote) name their code."""
+    assert {paper.prefix: _paper_identifiers(paper) for paper in papers.PAPERS} == {
+        "nie2023": {"repository-code": "https://github.com/BDBC-KG-NLP/ICLR2023-Gradient-Dissipation"},
+        "li2024": {"repository-code": "https://github.com/BDBC-KG-NLP/UnderstandingCSE"},
+        "macl": {},
+        "oar": {},
+    }
+    assert papers.hub_tags(papers.PAPERS) == []
+
+
+def test_an_arxiv_id_doi_and_url_reach_the_bibtex_and_the_hub_tags(tmp_path):
+    """A record with an arXiv id, a DOI and a URL: its BibTeX has ``eprint``/``archivePrefix``, ``doi`` and
+    ``url``, the Hub tags ``arxiv:<id>``; an arXiv id not in arXiv's form stops with one line."""
+    record = """\
+        order: 1
+        name: A 2020
+        citation:
+          key: a2020
+          kind: article
+          title: T
+          authors: [[A, B]]
+          year: 2020
+          venue: J
+          arxiv: %s
+          doi: 10.1000/xyz123
+          url: https://example.org/a2020
+        tables: []
+        """
+    _paper_file(tmp_path, "a2020", record % '"2001.01234"')
+    (paper,) = papers.load_papers(tmp_path)
+    assert papers.bibtex(paper) == (
+        "@article{a2020,\n"
+        "  title = {{T}},\n"
+        "  author = {A, B},\n"
+        "  journal = {J},\n"
+        "  year = {2020},\n"
+        "  eprint = {2001.01234},\n"
+        "  archivePrefix = {arXiv},\n"
+        "  doi = {10.1000/xyz123},\n"
+        "  url = {https://example.org/a2020}\n"
+        "}"
+    )
+    assert papers.hub_tags([paper, *papers.PAPERS]) == ["arxiv:2001.01234"]
+    _paper_file(tmp_path, "a2020", record % "arXiv:2001.01234v2")
+    with pytest.raises(ValueError, match=r"a2020.yaml: arxiv must be a new-style arXiv id such as"):
+        papers.load_papers(tmp_path)
 
 
 def test_one_block_holds_each_paper_once_and_experiments_name_their_paper():

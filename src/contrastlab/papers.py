@@ -4,7 +4,8 @@ of the report's "How to cite" and of every model card.
 
 A paper's record is the head of its paper file, ``report/claims/<prefix>.yaml`` (its claims follow it):
 ``order`` (its place in the report), ``name`` (what its tables' titles and the report's category open
-with, "Nie et al. 2023"), ``citation`` (key, entry kind, title, authors, year, venue, note, mirroring
+with, "Nie et al. 2023"), ``citation`` (key, entry kind, title, authors, year, venue, note, and the
+identifiers the paper's own text names: ``arxiv``, ``doi``, ``url``, ``code``; mirroring
 ``CITATION.cff``'s ``references``; tests/test_papers.py holds the two to each other), ``tables`` (each
 :class:`TableSpec`; the numbers are in ``tables/published/<name>.csv`` + ``.yaml``) and ``figures`` (the
 captions, as data; :mod:`contrastlab.figures.catalog` decides which figures a config draws). An
@@ -29,6 +30,7 @@ __all__ = [
     "TableSpec",
     "bibtex",
     "bibtex_block",
+    "hub_tags",
     "load_papers",
     "paper_for",
     "paper_of",
@@ -39,6 +41,9 @@ __all__ = [
 # package contrastlab.papers): each is the paper's claims file, and the record is its head, so that a paper
 # is one file.
 PAPERS_DIR = Path(__file__).resolve().parent / "report" / "claims"
+
+#: A new-style arXiv identifier (without its version: the Hub's ``arxiv:`` tag links the abstract page).
+_ARXIV_ID = r"\d{4}\.\d{4,5}"
 
 #: Kinds of table: measured scores per (method, task); ablation steps of one score; hyperparameters.
 KINDS = ("scores", "steps", "hparams")
@@ -59,8 +64,10 @@ class TableSpec:
 @dataclass(frozen=True)
 class Paper:
     """One paper: BibTeX ``key`` and entry ``kind``, ``authors`` as ``(family, given)`` pairs (given
-    empty for a collective name), ``venue`` (booktitle, journal or note, by kind) and a ``note``; its
-    report ``name``, ``tables``, ``claims`` file and ``figures`` (the captions, as its file writes them)."""
+    empty for a collective name), ``venue`` (booktitle, journal or note, by kind) and a ``note``; the
+    paper's ``arxiv`` id, ``doi``, ``url`` and released ``code``, each only where the paper's own text
+    names it ("": it does not); its report ``name``, ``tables``, ``claims`` file and ``figures`` (the
+    captions, as its file writes them)."""
 
     key: str
     prefix: str  # the experiments that reproduce it are named <prefix>...
@@ -70,6 +77,10 @@ class Paper:
     year: int | None
     venue: str = ""
     note: str = ""
+    arxiv: str = ""
+    doi: str = ""
+    url: str = ""
+    code: str = ""
     name: str = ""
     tables: tuple[TableSpec, ...] = ()
     claims: Path | None = None
@@ -84,6 +95,10 @@ def _record(path: Path) -> tuple[int, Paper]:
     if missing:
         raise ValueError(f"{path}: a paper file needs {', '.join(missing)} (docs/adding-a-paper.md)")
     citation, name = data["citation"], data["name"]
+    if citation.get("arxiv") and not re.fullmatch(_ARXIV_ID, str(citation["arxiv"])):
+        raise ValueError(
+            f"{path}: arxiv must be a new-style arXiv id such as 2301.01234, got {citation['arxiv']!r}"
+        )
     tables = []
     for table in data["tables"]:
         if table.get("kind") not in KINDS:
@@ -98,6 +113,10 @@ def _record(path: Path) -> tuple[int, Paper]:
         year=citation.get("year"),
         venue=citation.get("venue", ""),
         note=citation.get("note", ""),
+        arxiv=str(citation.get("arxiv", "")),
+        doi=citation.get("doi", ""),
+        url=citation.get("url", ""),
+        code=citation.get("code", ""),
         name=name,
         tables=tuple(tables),
         claims=path,
@@ -165,6 +184,12 @@ def bibtex(paper: Paper) -> str:
         fields.append(("year", str(paper.year)))
     if paper.note:
         fields.append(("note", paper.note))
+    if paper.arxiv:
+        fields += [("eprint", paper.arxiv), ("archivePrefix", "arXiv")]
+    if paper.doi:
+        fields.append(("doi", paper.doi))
+    if paper.url:
+        fields.append(("url", paper.url))
     body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields)
     return f"@{paper.kind}{{{paper.key},\n{body}\n}}"
 
@@ -172,6 +197,12 @@ def bibtex(paper: Paper) -> str:
 def bibtex_block(papers: tuple[Paper, ...] | list[Paper] = PAPERS) -> str:
     """The entries of ``papers``, one blank line apart (the text of one ```bibtex block)."""
     return "\n\n".join(bibtex(paper) for paper in papers)
+
+
+def hub_tags(papers: tuple[Paper, ...] | list[Paper]) -> list[str]:
+    """The model-card tags that link a model to ``papers`` on the Hugging Face Hub: ``arxiv:<id>`` for
+    each paper with an arXiv id (the Hub shows such a model on the paper's page)."""
+    return [f"arxiv:{paper.arxiv}" for paper in papers if paper.arxiv]
 
 
 def papers_of(experiment: str) -> list[Paper]:

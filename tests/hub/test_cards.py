@@ -213,3 +213,41 @@ def test_an_image_card_carries_contrastlabs_licence_as_a_sentence_card_carries_i
         assert metadata_load(path)["license"] == "mit"
     scored = (tmp_path / "scored.md").read_text()
     assert "- Licence: `mit`, contrastlab's, as the encoder is trained from random initialisation" in scored
+
+
+def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
+    """Issue 65 item 6: a card is tagged ``arxiv:<id>`` for its paper's arXiv id, after the loss (the Hub
+    lists the model on the paper's page), read back by huggingface_hub's ``ModelCard``; the four papers'
+    texts name no arXiv id, so today's cards carry none."""
+    from dataclasses import replace
+
+    from huggingface_hub import ModelCard
+
+    from contrastlab import papers
+    from contrastlab.hub import publish
+
+    plain = ["sentence-transformers", "feature-extraction", "sentence-similarity", "contrastive-learning"]
+    assert ModelCard(card()).data.tags == [*plain, "infonce"]
+    nie = papers.paper_for("nie2023")
+    monkeypatch.setattr(publish, "papers_of", lambda experiment: [replace(nie, arxiv="2001.01234")])
+    assert ModelCard(card()).data.tags == [*plain, "infonce", "arxiv:2001.01234"]
+    (tmp_path / "encoder").mkdir()
+    (tmp_path / "vision.json").write_text(json.dumps({"scores": {"knn_top1": 75.5}, "dataset": "cifar10"}))
+    path = write_model_card(
+        tmp_path / "README.md",
+        experiment="macl_cifar10",
+        backbone="resnet18-cifar",
+        method="macl-bs256",
+        seed=42,
+        model_dir=tmp_path / "encoder",
+        metrics_path=tmp_path / "vision.json",
+        markers={},
+    )
+    tags = [
+        "image-feature-extraction",
+        "contrastive-learning",
+        "torchvision",
+        "macl-bs256",
+        "arxiv:2001.01234",
+    ]
+    assert ModelCard.load(path).data.tags == tags

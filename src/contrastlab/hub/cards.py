@@ -35,6 +35,7 @@ from contrastlab.hub.publish import (
     citation_of,
     eval_results,
     front_matter,
+    paper_tags_of,
     training_corpus,
 )
 from contrastlab.hub.vision_card import VISION_LICENSE, vision_front_matter
@@ -160,7 +161,7 @@ def model_card(
         license=licence,
         base_model=base_model,
         datasets=datasets,
-        tags=[*SENTENCE_TAGS, loss],
+        tags=[*SENTENCE_TAGS, loss, *paper_tags_of(experiment)],
         results=eval_results(metrics, data, senteval_url=senteval_url, mteb=mteb),
         provenance=provenance,
     )
@@ -374,7 +375,7 @@ def vision_model_card(
     papers = _papers(experiment)
     name = f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}"
     lines = [
-        vision_front_matter(model_name=name, loss=loss, metrics=metrics),
+        vision_front_matter(model_name=name, loss=loss, metrics=metrics, tags=paper_tags_of(experiment)),
         "",
         *_heading(experiment, backbone, method, seed, papers, "An image encoder", VISION_KEPT),
     ]

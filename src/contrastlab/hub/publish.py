@@ -36,7 +36,7 @@ from contrastlab.hub.mteb_results import (
     mteb_eval_results,
     stage_submission,
 )
-from contrastlab.papers import PAPERS, bibtex_block, paper_for, papers_of
+from contrastlab.papers import PAPERS, bibtex_block, hub_tags, paper_for, papers_of
 from contrastlab.paths import cell_path, write_json
 from contrastlab.senteval.protocol import STS_SPLIT_BY_MODE, STS_TASKS, TRANSFER_TASKS
 
@@ -300,7 +300,17 @@ def citation_of(experiment: str) -> str:
     """The BibTeX a checkpoint of ``experiment`` carries (its card's last section, MTEB's ``citation``): its
     paper's; for a user's own experiment (a name no paper owns, as the GPU check's) every paper's, since it
     runs under their protocols."""
-    return bibtex_block(papers_of(experiment) if paper_for(experiment) else PAPERS)
+    return bibtex_block(_cited(experiment))
+
+
+def paper_tags_of(experiment: str) -> list[str]:
+    """The card tags that link a checkpoint of ``experiment`` to the papers it cites (:func:`citation_of`)
+    on the Hub: ``arxiv:<id>`` for each one with an arXiv id (:func:`~contrastlab.papers.hub_tags`)."""
+    return hub_tags(_cited(experiment))
+
+
+def _cited(experiment: str) -> list:
+    return papers_of(experiment) if paper_for(experiment) else list(PAPERS)
 
 
 @dataclass(frozen=True)

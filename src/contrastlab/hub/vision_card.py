@@ -10,7 +10,7 @@ scikit-learn digits) by its own name, marked as contrastlab's local data.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contrastlab.hub.publish import front_matter
@@ -74,11 +74,13 @@ def vision_eval_results(metrics: Mapping[str, Any]) -> list:
     return results
 
 
-def vision_front_matter(*, model_name: str, loss: str, metrics: Mapping[str, Any]) -> str:
+def vision_front_matter(
+    *, model_name: str, loss: str, metrics: Mapping[str, Any], tags: Sequence[str] = ()
+) -> str:
     """An image card's front matter, written by huggingface_hub's ``ModelCardData``: ``library_name:
-    pytorch``, ``pipeline_tag: image-feature-extraction``, ``license`` (:data:`VISION_LICENSE`), tags,
-    and a ``model-index`` named ``model_name`` holding the probes' accuracies (none for a diverged sweep
-    point)."""
+    pytorch``, ``pipeline_tag: image-feature-extraction``, ``license`` (:data:`VISION_LICENSE`), its tags
+    (the loss, then ``tags``: the papers' ``arxiv:`` ones), and a ``model-index`` named ``model_name``
+    holding the probes' accuracies (none for a diverged sweep point)."""
     from huggingface_hub import ModelCardData
 
     results = vision_eval_results(metrics)
@@ -86,7 +88,7 @@ def vision_front_matter(*, model_name: str, loss: str, metrics: Mapping[str, Any
         library_name="pytorch",
         pipeline_tag="image-feature-extraction",
         license=VISION_LICENSE[0],
-        tags=[*VISION_TAGS, loss],
+        tags=[*VISION_TAGS, loss, *tags],
         model_name=model_name if results else None,
         eval_results=results or None,
     )
