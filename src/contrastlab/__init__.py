@@ -8,4 +8,4 @@ library: ``scripts/`` (one call into it per rule) and ``Snakefile`` / ``rules/``
 the rooms.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
