@@ -6,7 +6,8 @@ The walk is recorded, not drawn by hand: a profile hook notes the room (module) 
 stands after every first call and every return from one; a function already read is not followed again
 (nor what it calls). The grid (``contrastlab.config``) is the walk's vocabulary, not a room, as in the
 review; ``paths`` neither, nor ``families`` (the step-mode rule the trainer and the plan share, issue
-64), nor ``papers`` (which paper an experiment belongs to: one record each, issue 64). A *climb back up* is a step from a room of a lower layer (pyproject's
+64), nor ``papers`` (which paper an experiment belongs to: one record each, issue
+64). A *climb back up* is a step from a room of a lower layer (pyproject's
 import-linter layers) to a room of a higher one; a *return* is a step into a room already left.
 """
 
