@@ -21,6 +21,17 @@ from .test_slurm import PROBE_GROUP, run_through_slurm, slurm_demo, submissions
 
 SCHEDULE_FIRST = 14  # a long module: tests/conftest.py starts the highest numbers first
 
+# Test-only, for a run whose one job fails: the plugin adds 10 s to the wait after each status check
+# that finds no job succeeded (a failed one counts as none) and sleeps out that wait before Snakemake
+# exits. From FAST_POLLING's 2 s the encoding's failure (about 15 s after its submission) is seen at the
+# third check (~36 s) and the exit waits 32 s more; from 8 s, at the second (~18-26 s) and 28 s more.
+FAILING_JOB_POLLING = [
+    "--slurm-init-seconds-before-status-checks",
+    "8",
+    "--seconds-between-status-checks",
+    "8",
+]
+
 
 @pytest.mark.slow
 def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, e2e_resources, tmp_path):
@@ -80,7 +91,16 @@ def test_the_encoding_gets_the_gpu_and_the_probe_job_none(
     target = f"{tmp_path}/results/metrics/pretrained/tiny-bert/senteval.json"
     # No retry here (--retries 0): the retry of a GPU failure is the unit tests' business.
     output = run_through_slurm(
-        repo_root, cluster, profile, configfile, "--retries", "0", "--", target, check=False
+        repo_root,
+        cluster,
+        profile,
+        configfile,
+        *FAILING_JOB_POLLING,
+        "--retries",
+        "0",
+        "--",
+        target,
+        check=False,
     )
     submitted = submissions(output)
     assert list(submitted.values()) == ["encode_pretrained"], output[-5000:]
