@@ -34,6 +34,7 @@ from contrastlab.config.data import data_locations
 from contrastlab.cost.calibration import Measurement, calibration_from_measurements, peak_tflops
 from contrastlab.cost.flops import STSB_DEV_SENTENCES, cell_work
 from contrastlab.cost.packing import SHARES, STEP_COPY_MODULES, packing_rows, sentence_step_copy
+from contrastlab.data.acquire import data_marker_path
 from contrastlab.evaluation.senteval import evaluate_checkpoint
 from contrastlab.models import load_backbone, make_encoder
 from contrastlab.paths import REPO_ROOT, Results
@@ -312,7 +313,7 @@ TOY = {
     "resources": {"gpu": 0, "threads": 1},
     "experiments": {
         "gpu_check": {"backbones": ["tiny-bert"]},
-        "gpu_check_macl": {"training": {"batch_size": 64, "max_steps": 4, "log_every": 2, "state_every": 2}},
+        "gpu_check_macl": {"training": {"batch_size": 32, "max_steps": 4, "log_every": 2, "state_every": 2}},
         "gpu_check_oar": {
             "training": {"input_size": 32, "batch_size": 32, "max_steps": 4, "log_every": 2, "state_every": 2}
         },
@@ -410,7 +411,10 @@ def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str)
     killed = False
     if not _metrics_path(grid, killed_cell).exists():
         print(f"== {killed_cell.path}: started, to be killed after its first snapshot", flush=True)
-        command = _snakemake(configfile, [_metrics_path(grid, killed_cell)], cores)
+        # The image data beside it: a CPU job for the core that the killed cell's chain (data, backbone,
+        # training) leaves idle; a kill before it is done only reruns it (rerun-incomplete).
+        first = [_metrics_path(grid, killed_cell), *_image_markers(grid)]
+        command = _snakemake(configfile, first, cores)
         killed = _kill_after_first_snapshot(command, state_json, timeout_s=1800, cwd=workdir)
     print("== every cell (the killed one resumes)", flush=True)
     targets = [_metrics_path(grid, cell) for cell in grid.cells]
@@ -420,6 +424,12 @@ def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str)
             f"contrastlab: the gpu-check workflow failed (exit {done.returncode}); logs under {results}/logs"
         )
     return killed
+
+
+def _image_markers(grid: cl_config.Grid) -> list[Path]:
+    """The data markers of the image datasets the preset's vision cells train on."""
+    datasets = dict.fromkeys(grid.experiment(c.experiment).dataset for c in grid.cells)
+    return [Path(data_marker_path(grid.results.root, f"images-{d}")) for d in datasets if d]
 
 
 def _metrics_path(grid: cl_config.Grid, cell) -> Path:
