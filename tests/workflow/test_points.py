@@ -88,5 +88,18 @@ def test_a_search_points_job_reads_its_point_from_the_file(demo, tmp_path):
         points.job_point(path, digest, _fail, "li2024", "tiny-bert", "mmhe~s9-x")
 
 
+def test_every_kept_point_is_found_by_its_job_under_the_name_the_main_process_gave_it(demo, tmp_path):
+    """A point of two axes (Nie's MPT search: lr, then hp.m) keeps its name through the file, whose keys are
+    sorted ("hp.m" before "lr"): with the grid kept as a JSON object, the job read back
+    'mpt~s1-m0.23-lr3e-05' and its own 'mpt~s1-lr3e-05-m0.23' was "no point" (the demo's train jobs)."""
+    digest, kept = demo
+    path = tmp_path / points.POINTS_FILE
+    assert points.write_points(path, digest, kept)
+    assert [p.name for p in points.read_points(path, digest)] == [p.name for p in kept]
+    assert "mpt~s1-lr3e-05-m0.23" in [p.name for p in kept]
+    for point in kept:
+        assert points.job_point(path, digest, _fail, point.experiment, point.backbone, point.name) == point
+
+
 def test_the_points_file_lies_in_the_results_state():
     assert points.points_file(Results("results/demo")) == "results/demo/state/search_points.json"

@@ -22,8 +22,9 @@ from typing import Any
 from contrastlab.paths import Results, write_json
 from contrastlab.search import SearchPoint
 
-#: The file's format: a file of another format is priced afresh.
-FORMAT = 1
+#: The file's format: a file of another format is priced afresh (1 kept a point's grid as a JSON object,
+#: whose keys the file sorts, so that a job named a point otherwise than the main process).
+FORMAT = 2
 #: The file's name in the results' ``state/`` (:func:`points_file`).
 POINTS_FILE = "search_points.json"
 
@@ -33,13 +34,24 @@ def points_file(results: Results) -> str:
     return results.state(POINTS_FILE)
 
 
+# A point's grid and moves are kept as lists of pairs, not JSON objects: their order is the order of the
+# point's name (SearchPoint.name), and the file is written with sorted keys.
 def _encoded(points: Sequence[SearchPoint]) -> list[dict[str, Any]]:
-    return [dataclasses.asdict(p) for p in points]
+    return [
+        {**dataclasses.asdict(p), "grid": list(p.grid.items()), "around": list(p.around.items())}
+        for p in points
+    ]
 
 
 def _decoded(rows: Sequence[Mapping[str, Any]]) -> list[SearchPoint]:
     return [
-        SearchPoint(**{**row, "around": {axis: tuple(move) for axis, move in row["around"].items()}})
+        SearchPoint(
+            **{
+                **row,
+                "grid": dict(row["grid"]),
+                "around": {axis: tuple(move) for axis, move in row["around"]},
+            }
+        )
         for row in rows
     ]
 
@@ -50,7 +62,8 @@ def write_points(path: str | Path, digest: str, points: Sequence[SearchPoint]) -
     where JSON would not give the same points back (a grid value JSON cannot keep): the jobs then price
     for themselves. Returns whether the file was written."""
     rows = _encoded(points)
-    if _decoded(json.loads(json.dumps(rows))) != list(points):
+    back = _decoded(json.loads(json.dumps(rows, sort_keys=True)))
+    if back != list(points) or [p.name for p in back] != [p.name for p in points]:
         return False
     write_json(path, {"format": FORMAT, "config": digest, "points": rows})
     return True
