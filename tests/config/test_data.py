@@ -39,6 +39,13 @@ def test_the_grid_answers_what_the_config_says(repo_root, name):
         assert grid.data.identity("senteval")["senteval"] == "published"
 
 
+def test_the_report_names_the_lock_as_the_config_does_without_the_key(repo_root):
+    """The tables job's config leaves artifacts_lock out (rules/tables.smk: a new pin re-renders
+    nothing): the report's Inputs section still names `artifacts.lock.json`, not this checkout's path."""
+    config = {k: v for k, v in _load(repo_root, "demo.yaml").items() if k not in ("data", "artifacts_lock")}
+    assert cl_config.Grid(config).data.lock_file == "artifacts.lock.json"
+
+
 def test_the_corpus_source_is_read_from_the_config(repo_root, tmp_path):
     config = _load(repo_root, artifacts_lock=str(tmp_path / "lock.json"))
     assert cl_data.corpus_source(config) == CorpusSource(

@@ -150,8 +150,10 @@ class DataConfig(Mapping[str, Any]):
 
     @property
     def lock_file(self) -> str:
-        """The artifacts lock the config names (:func:`lock_file`)."""
-        return lock_file(self._config)
+        """The artifacts lock as the config names it, for a reader (the report): the schema's default name,
+        relative to the working directory, where the config leaves it out (the tables job's config does,
+        so that a new pin re-renders nothing). Files are read through :func:`lock_file`."""
+        return str(self._config.get("artifacts_lock") or artifacts_lock.LOCK_NAME)
 
     def locations(self) -> dict[str, str]:
         """Where the data lie: SentEval, corpus, downloads, cache, images, lock (:func:`data_locations`)."""
