@@ -64,13 +64,15 @@ def _job(rule: str, cell: str, hours: float) -> SimpleNamespace:
 
 
 class _Grid:
-    """The one method a grid answers here: an experiment's spec (``e`` plain, ``s`` a batch-size sweep)."""
+    """The one question a grid answers here: an experiment's spec (``e`` plain, ``s`` a batch-size
+    sweep), through its per-experiment view."""
 
-    def spec(self, experiment: str):
-        return {
+    def experiment(self, experiment: str):
+        spec = {
             "e": {"methods": {"m": {}}},
             "s": {"methods": {"cl": {}}, "sweep": {"batch_size": [64, 128]}},
         }.get(experiment)
+        return SimpleNamespace(spec=spec)
 
 
 JOBS = [
