@@ -149,8 +149,8 @@ def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_pat
 
 
 def test_tally_counts_each_verdict_of_a_constructed_list():
+    from contrastlab.report.answer import tally_line, verdict_tally
     from contrastlab.report.claims import ClaimResult
-    from contrastlab.report.sections import tally_line, verdict_tally
 
     verdicts = ["reproduced", "not run", "undecided", "reproduced", "not run", "not run", "not reproduced"]
     results = [ClaimResult({"paper": "nie2023"}, v, []) for v in verdicts]

@@ -110,9 +110,9 @@ def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest
 def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
     """Issue 44: per paper one line of claim counts before anything else, the undecided claims' seeds
     beside it, and the how-to-read text folded below (one <details> block)."""
+    from contrastlab.report.answer import answer_lines, short_title
     from contrastlab.report.claims import ClaimResult, load_claims
     from contrastlab.report.parts import UNDECIDED, PartResult
-    from contrastlab.report.sections import answer_lines, short_title
 
     def undecided(seeds_needed):
         part = PartResult(backbone="bert-base", terms={}, status=UNDECIDED, seeds_needed=seeds_needed)

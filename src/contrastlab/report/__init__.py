@@ -1,10 +1,10 @@
 """The run's page: every table the config produces (:mod:`contrastlab.tables`), written as CSV, Markdown
-and LaTeX, and the report beside them: ``sections`` (report.md's sections), ``claims`` (each paper's
-headline claims against our metrics, ``claims/<paper>.yaml``; ``parts``: one part and its verdict rules;
-``contrasts``: a contrast part resolved, paired and decided; ``trend``: sweep claims as slopes;
-``figure_values``: claims read off a figure's numbers; ``control``: the claims on the papers' own
-numbers; ``power`` and ``simulation``: would a perfect reproduction decide them) and ``html``
-(report.html). Publishing a checkpoint on the Hub is :mod:`contrastlab.hub`'s.
+and LaTeX, and the report beside them: ``sections`` (report.md's sections; ``answer``: its first screen),
+``claims`` (each paper's headline claims against our metrics, ``claims/<paper>.yaml``; ``parts``: one
+part and its verdict rules; ``contrasts``: a contrast part resolved, paired and decided; ``trend``:
+sweep claims as slopes; ``figure_values``: claims read off a figure's numbers; ``control``: the claims on
+the papers' own numbers; ``power`` and ``simulation``: would a perfect reproduction decide them) and
+``html`` (report.html). Publishing a checkpoint on the Hub is :mod:`contrastlab.hub`'s.
 
 Example (no runs yet: every cell shows the published number and "not run")::
 

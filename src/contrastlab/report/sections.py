@@ -21,19 +21,13 @@ from contrastlab.cost.measured import cost_lines
 from contrastlab.papers import bibtex_block
 from contrastlab.paths import read_metrics, write_text
 from contrastlab.report import power
+from contrastlab.report.answer import add_seeds_lines, answer_lines, tally_line, toy_lines
 from contrastlab.report.claims import (
-    MAX_SEEDS,
-    NOT_REPRODUCED,
-    NOT_RUN,
-    PAPER_UNSUPPORTED,
     PAPERS,
-    REPRODUCED,
     UNDECIDED,
-    add_seeds_commands,
     evaluate_claims,
     load_claims,
     numbers_text,
-    seed_plan,
     verdict_text,
 )
 from contrastlab.stats import LEVEL
@@ -496,32 +490,18 @@ def _deviation_lines(grid: Grid, experiments: list[str]) -> list[str]:
     return lines
 
 
-def verdict_tally(results) -> dict[str, int]:
-    """How many claims of ``results`` have each verdict, in a fixed order (reproduced, not reproduced,
-    paper unsupported, undecided, not run), zeros included (:attr:`ClaimResult.kind`)."""
-    kinds = (REPRODUCED, NOT_REPRODUCED, PAPER_UNSUPPORTED, UNDECIDED, NOT_RUN)
-    return {kind: sum(r.kind == kind for r in results) for kind in kinds}
-
-
-def tally_line(results) -> str:
-    """``Tally: reproduced 1 · not reproduced 0 · undecided 2 · not run 5 (of 8 claims).`` (report.html
-    turns each count into a coloured badge)."""
-    counts = verdict_tally(results)
-    return "Tally: " + " · ".join(f"{k} {n}" for k, n in counts.items()) + f" (of {len(results)} claims)."
-
-
 def claims_sections(
     grid: Grid, metrics, base: Path, pages: dict[str, Path]
 ) -> tuple[list[str], list[str], dict[str, list[str]]]:
     """The claims (:mod:`contrastlab.report.claims`) in three pieces: the answer the report opens with
-    (per paper one line of counts, the undecided claims' seeds, the toy-number warning, and how to add
-    seeds to the undecided claims only: :func:`answer_lines`), the reading guide of the claims (folded
+    (:mod:`.answer`: the toy-number warning first, then per paper one line of counts and the undecided
+    claims' seeds, and how to add seeds to the undecided claims only), the reading guide of the claims (folded
     below the answer), and per paper its "Claims" subsection: the tally, then one row per claim with its
     verdict, the numbers behind it and links to its tables or figures (``pages``: name -> the rendered
     table's Markdown or the figure's PNG; others are named without a link)."""
     results = evaluate_claims(metrics, grid)
     toy = {e: m for e, m in grid.options.verdict_stand_ins.items() if m}
-    answer = answer_lines(results) + _toy_lines(toy) + _add_seeds_lines(results, grid)
+    answer = answer_lines(results, lead=toy_lines(toy)) + add_seeds_lines(results, grid)
     guide = _claims_guide()
 
     def links(claim) -> str:
@@ -555,33 +535,6 @@ def claims_sections(
     return answer, guide, per_paper
 
 
-def _toy_lines(toy: dict[str, dict[str, str]]) -> list[str]:
-    """The warning that a run's backbones stand in for the papers' (``tables.verdict_stand_ins``)."""
-    if not toy:
-        return []
-    pairs = ", ".join(dict.fromkeys(f"{t} for {p}" for m in toy.values() for t, p in m.items()))
-    return [
-        f"**Toy numbers**: this run's backbones stand in for the papers' ({pairs}); these verdicts "
-        "exercise the code and say nothing about the papers.",
-        "",
-    ]
-
-
-def _add_seeds_lines(results, grid: Grid) -> list[str]:
-    """The commands that add seeds to the undecided claims' cells only (:func:`~.claims.seed_plan`)."""
-    commands = add_seeds_commands(seed_plan(results, grid), configfile="$CONFIG")
-    if not commands:
-        return []
-    return [
-        "More seeds for the cells of the undecided claims only, with `CONFIG` set to the preset this "
-        "run came from (`make add-seeds CONFIG=<preset>` prints them filled in; the last command "
-        "renders the tables and this report again):",
-        "",
-        *(f"    {command}" for command in commands),  # an indented code block (plain Markdown)
-        "",
-    ]
-
-
 def _claims_guide() -> list[str]:
     """The reading guide of the claims, with the papers' headline results this pipeline does not test."""
     guide = [CLAIMS_TEXT, "", CONTROL_TEXT, ""]
@@ -598,42 +551,6 @@ def _claims_guide() -> list[str]:
             "",
         ]
     return guide
-
-
-def short_title(paper: str) -> str:
-    """The paper's authors and year (its claim file's title up to the year): ``Li, Zhang & Nie 2024``."""
-    title = load_claims(paper)["paper"]
-    year = re.search(r"\b(?:19|20)\d\d\b", title)
-    return title[: year.end()] if year else title
-
-
-def answer_lines(results) -> list[str]:
-    """What the report opens with: per paper one line of claim counts by verdict
-    (:func:`verdict_tally`), and for its undecided claims the seeds per cell that would decide them.
-
-    ``**Nie et al. 2023 …**: reproduced 1 · not reproduced 0 · paper unsupported 0 · undecided 2 · not
-    run 7 (of 10 claims). Undecided: 1 needs ≥ 2 seeds per cell to measure the noise, 1 ~5 seeds.``
-    """
-    lines = ["## The answer", ""]
-    for paper in PAPERS:
-        own = [r for r in results if r.claim["paper"] == paper]
-        if not own:
-            continue
-        counts = tally_line(own).removeprefix("Tally: ")
-        line = f"**{short_title(paper)}**: {counts}"
-        undecided = [r.seeds_needed for r in own if r.kind == UNDECIDED]
-        if undecided:
-            unmeasured = sum(n is None for n in undecided)
-            beyond = sum(n is not None and n > MAX_SEEDS for n in undecided)
-            within = sorted(n for n in undecided if n is not None and n <= MAX_SEEDS)
-            needs = [f"{unmeasured} need ≥ 2 seeds per cell to measure the noise"] if unmeasured else []
-            needs += [f"{len(within)} would be decided at ≤ {within[-1]} seeds per cell"] if within else []
-            needs += [f"{beyond} need > {MAX_SEEDS} seeds per cell"] if beyond else []
-            line += " Undecided: " + ", ".join(needs) + "."
-        lines += [line, ""]
-    if len([p for p in PAPERS if any(r.claim["paper"] == p for r in results)]) > 1:
-        lines += ["All papers: " + tally_line(results).removeprefix("Tally: "), ""]
-    return lines
 
 
 LAYOUT_TEXT = (

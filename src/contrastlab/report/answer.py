@@ -1,0 +1,102 @@
+"""The report's first screen, "The answer" (report.md's opening section; :mod:`.sections` writes the rest),
+in the order a reader needs it: whether this run's numbers can say anything about the papers at all (a
+preset whose backbones stand in for the papers' says so before any count), each paper's claims counted by
+verdict, and the commands that add seeds to the undecided claims' cells only."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from contrastlab.config import Grid
+from contrastlab.report.claims import (
+    MAX_SEEDS,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    PAPER_UNSUPPORTED,
+    PAPERS,
+    REPRODUCED,
+    UNDECIDED,
+    add_seeds_commands,
+    load_claims,
+    seed_plan,
+)
+
+
+def verdict_tally(results) -> dict[str, int]:
+    """How many claims of ``results`` have each verdict, in a fixed order (reproduced, not reproduced,
+    paper unsupported, undecided, not run), zeros included (:attr:`ClaimResult.kind`)."""
+    kinds = (REPRODUCED, NOT_REPRODUCED, PAPER_UNSUPPORTED, UNDECIDED, NOT_RUN)
+    return {kind: sum(r.kind == kind for r in results) for kind in kinds}
+
+
+def tally_line(results) -> str:
+    """``Tally: reproduced 1 · not reproduced 0 · undecided 2 · not run 5 (of 8 claims).`` (report.html
+    turns each count into a coloured badge)."""
+    counts = verdict_tally(results)
+    return "Tally: " + " · ".join(f"{k} {n}" for k, n in counts.items()) + f" (of {len(results)} claims)."
+
+
+def short_title(paper: str) -> str:
+    """The paper's authors and year (its claim file's title up to the year): ``Li, Zhang & Nie 2024``."""
+    title = load_claims(paper)["paper"]
+    year = re.search(r"\b(?:19|20)\d\d\b", title)
+    return title[: year.end()] if year else title
+
+
+def toy_lines(stand_ins: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The warning that a run's backbones stand in for the papers' (``tables.verdict_stand_ins``:
+    experiment -> {toy backbone: paper backbone}), or nothing when none does."""
+    pairs = ", ".join(dict.fromkeys(f"{t} for {p}" for m in stand_ins.values() for t, p in m.items()))
+    if not pairs:
+        return []
+    return [
+        f"**Toy numbers**: this run's backbones stand in for the papers' ({pairs}); the numbers and "
+        "verdicts below exercise the code and say nothing about the papers.",
+        "",
+    ]
+
+
+def answer_lines(results, lead: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """What the report opens with: its heading, then ``lead`` (the toy warning, :func:`toy_lines`, comes
+    before any count), then per paper one line of claim counts by verdict (:func:`verdict_tally`), and for
+    its undecided claims the seeds per cell that would decide them.
+
+    ``**Nie et al. 2023 …**: reproduced 1 · not reproduced 0 · paper unsupported 0 · undecided 2 · not
+    run 7 (of 10 claims). Undecided: 1 needs ≥ 2 seeds per cell to measure the noise, 1 ~5 seeds.``
+    """
+    lines = ["## The answer", "", *lead]
+    for paper in PAPERS:
+        own = [r for r in results if r.claim["paper"] == paper]
+        if not own:
+            continue
+        counts = tally_line(own).removeprefix("Tally: ")
+        line = f"**{short_title(paper)}**: {counts}"
+        undecided = [r.seeds_needed for r in own if r.kind == UNDECIDED]
+        if undecided:
+            unmeasured = sum(n is None for n in undecided)
+            beyond = sum(n is not None and n > MAX_SEEDS for n in undecided)
+            within = sorted(n for n in undecided if n is not None and n <= MAX_SEEDS)
+            needs = [f"{unmeasured} need ≥ 2 seeds per cell to measure the noise"] if unmeasured else []
+            needs += [f"{len(within)} would be decided at ≤ {within[-1]} seeds per cell"] if within else []
+            needs += [f"{beyond} need > {MAX_SEEDS} seeds per cell"] if beyond else []
+            line += " Undecided: " + ", ".join(needs) + "."
+        lines += [line, ""]
+    if len([p for p in PAPERS if any(r.claim["paper"] == p for r in results)]) > 1:
+        lines += ["All papers: " + tally_line(results).removeprefix("Tally: "), ""]
+    return lines
+
+
+def add_seeds_lines(results, grid: Grid) -> list[str]:
+    """The commands that add seeds to the undecided claims' cells only (:func:`~.claims.seed_plan`)."""
+    commands = add_seeds_commands(seed_plan(results, grid), configfile="$CONFIG")
+    if not commands:
+        return []
+    return [
+        "More seeds for the cells of the undecided claims only, with `CONFIG` set to the preset this "
+        "run came from (`make add-seeds CONFIG=<preset>` prints them filled in; the last command "
+        "renders the tables and this report again):",
+        "",
+        *(f"    {command}" for command in commands),  # an indented code block (plain Markdown)
+        "",
+    ]
