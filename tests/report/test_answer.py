@@ -37,3 +37,68 @@ def test_a_toy_preset_says_so_before_any_count(demo_answer):
     assert toy_lines({}) == [] and toy_lines({"nie2023": {}}) == []
     full = Grid(cl_config.load(REPO_ROOT / "config.yaml"))
     assert toy_lines({e: m for e, m in full.options.verdict_stand_ins.items() if m}) == []
+
+
+def test_each_papers_main_number_stands_beside_ours_on_the_first_screen(demo_answer):
+    """Issue 65: one line per paper, its main number (the claim file's ``headline``, a cell of one of its
+    tables, read from the published CSV) beside ours; where the demo leaves the paper's backbone out,
+    ours is the toy backbone's that stands in for it, named so."""
+    table = demo_answer[demo_answer.index("| paper | main number |") :].split("\n\n", 1)[0]
+    assert table.splitlines() == [
+        "| paper | main number | published | ours | Δ |",
+        "|---|---|---:|---:|---:|",
+        "| Nie et al. 2023 | [Table 1](tables/nie2023_table1.md): L_mpt STS.Avg, BERT-base | 77.25 | not run "
+        "(tiny-bert, for BERT-base) | – |",
+        "| Li, Zhang & Nie 2024 | [Table 3](tables/li2024_table3.md): mMHE STS.Avg, BERT-base | "
+        "78.40 (+15.8) | not run (tiny-bert, for BERT-base) | – |",
+        "| Huang et al. 2023 | [Table B.4](tables/macl_tableB4.md): w/ MACL STS.Avg, BERT-base | 76.66 "
+        "(+0.41) | not run (tiny-bert, for BERT-base) | – |",
+        "| OAR 2024 | [Table 3](tables/oar_table3.md): OAR-InfoNCE 10% labels, resnet18-oar | 68.56 | "
+        "not run (resnet18-w8, for resnet18-oar) | – |",
+    ]
+    assert demo_answer.index("**Toy numbers**") < demo_answer.index(table) < demo_answer.index("reproduced 0")
+
+
+def test_the_main_number_is_a_published_cell_of_the_papers_table():
+    from contrastlab.report.claims import PAPERS, load_claims
+    from contrastlab.tables.published import load_published
+
+    for paper in PAPERS:
+        headline = load_claims(paper)["headline"]
+        published = load_published(headline["table"])
+        cell = published[
+            (published["backbone"] == headline["backbone"])
+            & (published["method"] == headline["method"])
+            & (published["key"] == headline["task"])
+        ]
+        assert len(cell) == 1 and cell["value"].notna().all(), (paper, headline)
+
+
+def test_the_main_number_beside_ours_on_its_own_backbone_and_on_a_stand_in():
+    """MACL Table B.4 with three seeds (tests.tables.test_verdicts): ours on BERT-base itself, then the
+    same numbers on tiny-bert standing in for it; Δ against 76.66 either way, the stand-in's marked †."""
+    from contrastlab.report.answer import headline_row
+    from contrastlab.tables import get_spec
+    from contrastlab.tables.assemble import assemble
+    from tests.tables.test_verdicts import MACL_CONFIG, macl_metrics
+
+    headline = {"table": "macl_tableB4", "method": "macl", "task": "sts_avg", "backbone": "bert-base"}
+    own = assemble(get_spec("macl_tableB4"), Grid(MACL_CONFIG), macl_metrics())
+    assert headline_row(own, headline, "tables/macl_tableB4.md") == {
+        "main number": "[Table B.4](tables/macl_tableB4.md): w/ MACL STS.Avg, BERT-base",
+        "published": "76.66 (+0.41)",
+        "ours": "71.00 ± 1.00 (-5.50)",
+        "Δ": "-5.66 ▼",
+    }
+    toy = {
+        **MACL_CONFIG,
+        "experiments": {"macl": {**MACL_CONFIG["experiments"]["macl"], "backbones": ["tiny-bert"]}},
+        "tables": {"verdict_stand_ins": {"macl": {"tiny-bert": "bert-base"}}},
+    }
+    metrics = macl_metrics().replace({"backbone": {"bert-base": "tiny-bert"}})
+    stand_in = assemble(get_spec("macl_tableB4"), Grid(toy), metrics)
+    row = headline_row(stand_in, headline, "x.md")
+    assert row["ours"] == "71.00 ± 1.00 (-5.50) (tiny-bert, for BERT-base)" and row["Δ"] == "-5.66 ▼†"
+    assert row["published"] == "76.66 (+0.41)"
+    with pytest.raises(ValueError, match="names no cell"):
+        headline_row(own, {**headline, "task": "STS99"}, "x.md")

@@ -1,12 +1,15 @@
 """The report's first screen, "The answer" (report.md's opening section; :mod:`.sections` writes the rest),
 in the order a reader needs it: whether this run's numbers can say anything about the papers at all (a
-preset whose backbones stand in for the papers' says so before any count), each paper's claims counted by
-verdict, and the commands that add seeds to the undecided claims' cells only."""
+preset whose backbones stand in for the papers' says so before any count), each paper's main number beside
+ours (:func:`headline_lines`, read off the assembled tables), each paper's claims counted by verdict, and
+the commands that add seeds to the undecided claims' cells only."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 from contrastlab.config import Grid
 from contrastlab.report.claims import (
@@ -21,6 +24,9 @@ from contrastlab.report.claims import (
     load_claims,
     seed_plan,
 )
+from contrastlab.tables.assemble import BACKBONE_LABELS, STATUS_NOT_CONFIGURED, Table
+from contrastlab.tables.markdown import markdown_table
+from contrastlab.tables.render import diff_text, ours_text, published_text
 
 
 def verdict_tally(results) -> dict[str, int]:
@@ -55,6 +61,55 @@ def toy_lines(stand_ins: Mapping[str, Mapping[str, str]]) -> list[str]:
         "verdicts below exercise the code and say nothing about the papers.",
         "",
     ]
+
+
+def headline_row(table: Table, headline: Mapping[str, str], link: str) -> dict[str, str]:
+    """The paper's main number (``headline``: its claim file's cell ``{table, method, task, backbone}``)
+    beside ours, as :mod:`contrastlab.tables.render` writes the table's cells: ours is the cell itself, or
+    where the preset leaves the paper's backbone out, the cell of a toy backbone standing in for it
+    (:attr:`Table.stand_ins`), named so; Δ is then against the number it stands in for (†). ``link``: the
+    rendered table's Markdown, relative to the report."""
+    cells = table.cells
+    at = cells[(cells["method"] == headline["method"]) & (cells["key"] == headline["task"])]
+    paper = at[at["backbone"] == headline["backbone"]]
+    if paper.empty:
+        raise ValueError(f"{table.name}: the headline {dict(headline)} names no cell of the table")
+    paper = paper.iloc[0]
+    ours, label = paper, BACKBONE_LABELS.get(paper["backbone"], paper["backbone"])
+    toys = [toy for toy, stands in table.stand_ins.items() if stands == headline["backbone"]]
+    stand_in = at[at["backbone"].isin(toys) & (at["status"] != STATUS_NOT_CONFIGURED)]
+    if paper["status"] == STATUS_NOT_CONFIGURED and not stand_in.empty:
+        ours = stand_in.iloc[0]
+    name = re.search(r"Tables? [^:]*", table.spec.title)
+    decimals = table.improvement_decimals
+    return {
+        "main number": f"[{name[0] if name else table.name}]({link}): {paper['row']} {paper['col']}, {label}",
+        "published": published_text(paper, decimals),
+        "ours": ours_text(ours, decimals)
+        + (f" ({ours['backbone']}, for {label})" if ours is not paper else ""),
+        "Δ": diff_text(ours),
+    }
+
+
+def headline_lines(tables: list[Table], pages: Mapping[str, Path], base: Path) -> list[str]:
+    """One row per paper whose claim file names its ``headline`` and whose table this run built:
+    :func:`headline_row`, in the papers' order, linked to the table's page (``pages``: name -> its
+    Markdown; links relative to ``base``); nothing when no paper's is built."""
+    built = {table.name: table for table in tables}
+    rows = []
+    for paper in PAPERS:
+        headline = load_claims(paper).get("headline")
+        if headline and headline["table"] in built:
+            page = pages.get(headline["table"], base / "tables" / f"{headline['table']}.md")
+            link = Path(os.path.relpath(page, base)).as_posix()
+            rows.append(
+                {"paper": short_title(paper), **headline_row(built[headline["table"]], headline, link)}
+            )
+    if not rows:
+        return []
+    lines = markdown_table(rows)
+    lines[1] = "|---|---|---:|---:|---:|"  # the numbers right-aligned, as in the grids
+    return ["Each paper's main number beside ours:", "", *lines, ""]
 
 
 def answer_lines(results, lead: list[str] | tuple[str, ...] = ()) -> list[str]:

@@ -149,7 +149,9 @@ def check_margin(claim: dict[str, Any], source: str) -> None:
 @functools.cache
 def load_claims(paper: str) -> dict[str, Any]:
     """The claim file ``claims/<paper>.yaml`` (keys ``paper``, ``file``, ``claims``; optionally
-    ``not_regenerated``: the paper's headline results the pipeline does not regenerate), validated."""
+    ``not_regenerated``: the paper's headline results the pipeline does not regenerate, and ``headline``:
+    the paper's main number, a cell ``{table, method, task, backbone}`` of one of its tables, which the
+    report's first screen shows beside ours), validated."""
     path = CLAIMS_DIR / f"{paper}.yaml"
     if not path.exists():
         raise ValueError(f"no claim file for paper {paper!r}; valid: {', '.join(PAPERS)}")
@@ -163,6 +165,17 @@ def load_claims(paper: str) -> dict[str, Any]:
         note = claim.get("paper_tables")
         if note is not None and not (isinstance(note, str) and note.strip()):
             raise ValueError(f"{path.name}: claim {claim['id']!r}: paper_tables must be the reason, a text")
+    headline = data.get("headline")
+    tables = [table["name"] for table in data.get("tables") or []]
+    if headline is not None and not (
+        isinstance(headline, dict)
+        and set(headline) == {"table", "method", "task", "backbone"}
+        and headline["table"] in tables
+    ):
+        raise ValueError(
+            f"{path.name}: headline must be {{table, method, task, backbone}}, its table one of {tables}; "
+            f"got {headline!r}"
+        )
     return data
 
 

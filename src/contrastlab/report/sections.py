@@ -21,7 +21,7 @@ from contrastlab.cost.measured import cost_lines
 from contrastlab.papers import bibtex_block
 from contrastlab.paths import read_metrics, write_text
 from contrastlab.report import power
-from contrastlab.report.answer import add_seeds_lines, answer_lines, tally_line, toy_lines
+from contrastlab.report.answer import add_seeds_lines, answer_lines, headline_lines, tally_line, toy_lines
 from contrastlab.report.claims import (
     PAPERS,
     UNDECIDED,
@@ -248,7 +248,8 @@ def write_report(
     if grid is not None and metrics is not None:
         pages = {t.spec.name: p["md"] for t, p in built}
         pages.update({f["name"]: base / "figures" / f"{f['name']}.png" for f in figures or []})
-        answer, claims_guide, per_paper = claims_sections(grid, metrics, base, pages)
+        headlines = headline_lines([t for t, _ in built], pages, base)
+        answer, claims_guide, per_paper = claims_sections(grid, metrics, base, pages, headlines)
         lines += answer
         guide += claims_guide
     # The reading guide, folded below the answer: it is read once, the answer every time.
@@ -491,17 +492,18 @@ def _deviation_lines(grid: Grid, experiments: list[str]) -> list[str]:
 
 
 def claims_sections(
-    grid: Grid, metrics, base: Path, pages: dict[str, Path]
+    grid: Grid, metrics, base: Path, pages: dict[str, Path], headlines: list[str] | None = None
 ) -> tuple[list[str], list[str], dict[str, list[str]]]:
     """The claims (:mod:`contrastlab.report.claims`) in three pieces: the answer the report opens with
-    (:mod:`.answer`: the toy-number warning first, then per paper one line of counts and the undecided
-    claims' seeds, and how to add seeds to the undecided claims only), the reading guide of the claims (folded
+    (:mod:`.answer`: the toy-number warning first, the papers' main numbers beside ours (``headlines``:
+    :func:`~.answer.headline_lines`), then per paper one line of counts and the undecided claims' seeds,
+    and how to add seeds to the undecided claims only), the reading guide of the claims (folded
     below the answer), and per paper its "Claims" subsection: the tally, then one row per claim with its
     verdict, the numbers behind it and links to its tables or figures (``pages``: name -> the rendered
     table's Markdown or the figure's PNG; others are named without a link)."""
     results = evaluate_claims(metrics, grid)
     toy = {e: m for e, m in grid.options.verdict_stand_ins.items() if m}
-    answer = answer_lines(results, lead=toy_lines(toy)) + add_seeds_lines(results, grid)
+    answer = answer_lines(results, lead=toy_lines(toy) + (headlines or [])) + add_seeds_lines(results, grid)
     guide = _claims_guide()
 
     def links(claim) -> str:

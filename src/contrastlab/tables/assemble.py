@@ -60,6 +60,9 @@ class Table:
     formats: dict[str, str] = field(default_factory=dict)
     #: Where this config's cells deliberately differ from the authors' setup (tables.deviations).
     deviations: list[dict[str, str]] = field(default_factory=list)
+    #: Toy backbone -> the paper backbone it stands in for (``tables.verdict_stand_ins``; the report
+    #: labels its columns so, :func:`contrastlab.tables.render.to_markdown`).
+    stand_ins: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -366,4 +369,5 @@ def assemble(
         improvement_decimals=improvement.get("decimals") if improvement else None,
         formats=dict(layout.get("formats") or {}),
         deviations=deviations(grid, spec.experiment),
+        stand_ins=grid.experiment(spec.experiment).stand_ins,
     )
