@@ -141,3 +141,37 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
     answer, rest = report.split('<details markdown="1"><summary>How to read the claims and tables</summary>')
     assert "Each paper's headline claims" not in answer and "Each paper's headline claims" in rest
     assert rest.index("</details>") < rest.index(f"\n## {load_claims('nie2023')['paper']}\n")
+
+
+def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(tmp_path):
+    """Issue 65: in the report's grids a toy backbone's column names the paper backbone it stands in for
+    and shows that backbone's published number on its paper row, the number its Δ (†) is against; the
+    table's own files keep the paper's view (n/a), and its CSV is untouched by the report's view."""
+    from contrastlab.report import build_report
+
+    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    build_report(Results(tmp_path), demo)
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    grid = report.split("#### Nie et al. 2023, Table 1: STS.Avg and TR.Avg\n\n", 1)[1].split("\n\n", 1)[0]
+    head = [cell.strip() for cell in grid.splitlines()[0].strip("|").split("|")]
+    assert head[-6:] == [
+        "tiny-bert, for BERT-base STS.Avg",
+        "tiny-bert, for BERT-base TR.Avg",
+        "tiny-bert, for BERT-base TR.Avg (test acc)",
+        "minilm, for RoBERTa-base STS.Avg",
+        "minilm, for RoBERTa-base TR.Avg",
+        "minilm, for RoBERTa-base TR.Avg (test acc)",
+    ]
+    mpt = next(line for line in grid.splitlines() if line.startswith("| L_mpt | paper |"))
+    # BERT-base's 77.25 / 87.56 and RoBERTa-base's 76.42 / 85.10, again under the stand-ins
+    assert mpt.endswith("| 77.25 | 87.56 | n/a | 76.42 | 85.10 | n/a |"), mpt
+    own = (tmp_path / "tables" / "nie2023_table1.md").read_text(encoding="utf-8")
+    assert "| tiny-bert STS.Avg |" in own and "for BERT-base" not in own
+    assert next(line for line in own.splitlines() if line.startswith("| L_mpt | paper |")).endswith(
+        "| n/a | n/a | n/a | n/a | n/a | n/a |"
+    )
+    csv = (tmp_path / "tables" / "nie2023_table1.csv").read_text(encoding="utf-8")
+    assert "tiny-bert,mpt,sts_avg,n/a," in csv and "for BERT-base" not in csv
+    # the backbone a toy stands in for is named only where the table has it (MACL's Table 3: RoBERTa)
+    macl3 = report.split("#### Huang et al. 2023 (MACL), Table 3", 1)[1].split("\n####", 1)[0]
+    assert "| tiny-bert |" in macl3 and "for BERT-base" not in macl3

@@ -14,10 +14,12 @@ its ElementTree by the Treeprocessors below, never by rewriting HTML text:
   ``Tally: reproduced 2 · …``) and every seed-noise marker of a table cell (≈ ▲ ▼ ? after a number) gets
   a coloured badge, ``<span class="badge v-<kind>">``. The words and markers stay inside the badge, so
   the page reads the same without colour (printed, or to a screen reader).
-- **The run's own rows first**: in a paper grid (label columns, then a ``paper`` / ``ours`` / ``Δ`` or
-  ``config`` row per method) the methods whose every cell of ours reads "not configured" are folded
-  into one line at the table's foot, "15 rows not configured by this preset: …"; "not configured"
-  cells are greyed. ``report.md`` and the table's own files keep every row.
+- **The run's own rows and columns first**: in a paper grid (label columns, then a ``paper`` / ``ours``
+  / ``Δ`` or ``config`` row per method) the methods whose every cell of ours reads "not configured" are
+  folded into one line at the table's foot, "15 rows not configured by this preset: …", then likewise
+  the value columns ("12 columns not configured …": the paper's backbones that a preset's stand-ins
+  replace, their numbers shown in the stand-ins' columns); "not configured" cells are greyed.
+  ``report.md`` and the table's own files keep every row and column.
 - **Wide content scrolls in its own box**: each table sits in a ``<div class="table-scroll">``, code
   blocks scroll too, so the page is never wider than the window; a grid's label columns stay in view
   while its values scroll. Printed (A4 landscape), tables are not split where they fit on a page, their
@@ -420,31 +422,68 @@ def _grid_labels(table: ET.Element) -> int:
 
 
 def _fold_unconfigured(table: ET.Element, labels: int) -> None:
-    """A paper grid's (:func:`_grid_labels`) methods with nothing configured, folded into one line at the
-    table's foot. A method (:func:`_groups`) is folded when every value cell of its rows other than
-    ``paper`` reads "not configured", a dash or "n/a", one at least "not configured"."""
+    """A paper grid's (:func:`_grid_labels`) methods and value columns with nothing configured, each
+    folded into one line at the table's foot. A method (:func:`_groups`) is folded when every value cell
+    of its rows other than ``paper`` reads "not configured", a dash or "n/a", one at least "not
+    configured"; then a column likewise, over the methods left (the paper's backbones a preset replaces
+    by stand-ins: their numbers stand in the stand-ins' columns, :func:`~contrastlab.tables.render.
+    stand_in_cells`)."""
     header, rows = _rows(table)
     groups = _groups(header, rows, labels)
     folded = [(name, members) for name, members, _ in groups if _unconfigured(members, labels)]
-    if not folded:
-        return
     body = table.find("tbody")
     for _, members in folded:
         for row in members:
             body.remove(row)
-    _name_kept_groups([(members, carried) for _, members, carried in groups if members[0] in list(body)])
-    count = sum(len(members) for _, members in folded)
-    names = [name for name, _ in folded]
-    named = [_text(cell).lower() for cell in header[: labels - 1] if _text(cell).lower() != "parameter"]
-    noun = _GROUP_NOUNS.get(named[-1] if named else "", "groups of rows")
-    listed = ", ".join(names) if len(names) <= 8 else ", ".join(names[:8]) + f" and {len(names) - 8} more"
-    line = ET.SubElement(body, "tr", {"class": "folded"})
-    cell = ET.SubElement(line, "td", {"colspan": str(len(header)), "title": ", ".join(names)})
-    cell = ET.SubElement(cell, "span")  # stays in view while the grid scrolls sideways (CSS)
-    cell.text = (
-        f"{count} rows not configured by this preset: {listed} ({len(names)} of {len(groups)} {noun}; "
-        "the table's own files keep every row)"
-    )
+    kept = [(members, carried) for _, members, carried in groups if members[0] in list(body)]
+    if folded:
+        _name_kept_groups(kept)
+    columns = _fold_columns(table, labels, [row for members, _ in kept for row in members])
+    lines = []
+    if folded:
+        names = [name for name, _ in folded]
+        named = [_text(cell).lower() for cell in header[: labels - 1] if _text(cell).lower() != "parameter"]
+        noun = _GROUP_NOUNS.get(named[-1] if named else "", "groups of rows")
+        count = sum(len(members) for _, members in folded)
+        of = f"{len(names)} of {len(groups)} {noun}"
+        lines.append((f"{count} rows not configured by this preset: {_listed(names)} ({of}; ", "row", names))
+    if columns:
+        of = f"{len(columns)} of {len(header) - labels} columns"
+        noun = "column" if len(columns) == 1 else "columns"
+        lines.append(
+            (
+                f"{len(columns)} {noun} not configured by this preset: {_listed(columns)} ({of}; ",
+                "column",
+                columns,
+            )
+        )
+    width = str(len(table.find("thead/tr")))
+    for text, kind, names in lines:
+        line = ET.SubElement(body, "tr", {"class": "folded"})
+        cell = ET.SubElement(line, "td", {"colspan": width, "title": ", ".join(names)})
+        cell = ET.SubElement(cell, "span")  # stays in view while the grid scrolls sideways (CSS)
+        cell.text = f"{text}the table's own files keep every {kind})"
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names) if len(names) <= 8 else ", ".join(names[:8]) + f" and {len(names) - 8} more"
+
+
+def _fold_columns(table: ET.Element, labels: int, rows: list[ET.Element]) -> list[str]:
+    """Remove the value columns of ``table`` whose every cell in ``rows`` (the methods left), other than
+    the ``paper`` rows', reads "not configured", a dash or "n/a", one at least "not configured"; returns
+    their headers."""
+    header = list(table.find("thead/tr"))
+    values = {
+        j: [_text(row[j]) for row in rows if _text(row[labels - 1]) != _PAPER_ROW]
+        for j in range(labels, len(header))
+    }
+    gone = [j for j, column in values.items() if NOT_CONFIGURED in column and set(column) <= _EMPTY_CELLS]
+    for row in [table.find("thead/tr"), *rows]:
+        cells = list(row)
+        for j in reversed(gone):
+            row.remove(cells[j])
+    return [_text(header[j]) for j in gone]
 
 
 #: What a grid's groups of rows are, by the header of their name column.

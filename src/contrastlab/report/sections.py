@@ -41,7 +41,7 @@ from contrastlab.tables.assemble import (
 from contrastlab.tables.deviations import deviations, markdown_lines
 from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.metrics import collect_metrics
-from contrastlab.tables.render import fmt_score
+from contrastlab.tables.render import fmt_score, to_markdown
 from contrastlab.tables.verdicts import chance_expected, noise_note, verdict_counts
 
 #: Verdict counts in the summary table: the run cells with a seed-noise verdict (tables.verdicts; a toy
@@ -254,6 +254,8 @@ def write_report(
         guide += claims_guide
     # The reading guide, folded below the answer: it is read once, the answer every time.
     guide += ["**Tables.** " + TABLES_TEXT.format(metrics_root=metrics_root), ""]
+    if grid is not None and not grid.options.figures:
+        guide += ["**Figures.** Left out: the config sets `figures: false`.", ""]
     title = "How to read the claims and tables" if per_paper else "How to read the tables"
     lines += [f'<details markdown="1"><summary>{title}</summary>', "", *guide, "</details>", ""]
     figures = sorted(figures or [], key=figure_order)
@@ -451,7 +453,8 @@ def _tables_lines(tables: list[tuple[Table, dict[str, Path]]], link) -> list[str
         rows.append({"table": link(paths["md"], table.spec.title), **summarize(table), "files": files})
         if "verdict" in table.cells:
             noise.append(f"- {table.spec.title}: {noise_note(table.cells)}")
-        grid = table_block(paths["md"].read_text(encoding="utf-8")) if paths["md"].exists() else []
+        # toy backbones labelled with the paper backbone they stand in for, beside its published number
+        grid = table_block(to_markdown(table, stand_ins=True))
         if grid:
             grids += [f"#### {table.spec.title}", "", *grid, ""]
     lines = markdown_table(rows, numeric_after_first=True) + [""]

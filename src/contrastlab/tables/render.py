@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from contrastlab.tables.assemble import (
+    BACKBONE_LABELS,
     STATUS_DIVERGED,
     STATUS_FAILED,
     STATUS_NOT_CONFIGURED,
@@ -203,11 +204,38 @@ def to_csv(table: Table) -> str:
 
 
 # ----------------------------------------------------------------------------- wide layout
-def _wide(
-    table: Table,
-) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str, list[str]]]]:
-    """(row keys, column keys, body lines) where each body line is (row_group, row/sub-row label, texts)."""
+def stand_in_cells(table: Table) -> pd.DataFrame:
+    """``table.cells`` with each toy backbone shown as the report shows it (:attr:`Table.stand_ins`):
+    labelled with the paper backbone it stands in for ("tiny-bert, for BERT-base"), and where the paper
+    gives that backbone a number, with that number (and its printed improvement) as its published one, so
+    that its Δ (ours − the number it stands in for, †) reads as what it is. The CSV keeps "n/a"."""
     c = table.cells
+    # only where the table has the backbone stood in for (MACL's RoBERTa Table 3 names no BERT-base)
+    stand_ins = {toy: paper for toy, paper in table.stand_ins.items() if (c["backbone"] == paper).any()}
+    if not c["backbone"].isin(list(stand_ins)).any():
+        return c
+    c = c.copy()
+    numbers = [col for col in ("published", "published_improvement") if col in c]
+    own = {(r.backbone, r.method, r.key): [getattr(r, n) for n in numbers] for r in c.itertuples()}
+    for i, rec in c[c["backbone"].isin(list(stand_ins))].iterrows():
+        paper = stand_ins[rec["backbone"]]
+        label = f"{rec['backbone']}, for {BACKBONE_LABELS.get(paper, paper)}"
+        for place in ("row_group", "col_group", "col"):
+            if rec[place] == rec["backbone"]:
+                c.at[i, place] = label
+        stood_for = own.get((paper, rec["method"], rec["key"]))
+        if stood_for is not None and _nan(rec["published"]):
+            for name, value in zip(numbers, stood_for, strict=True):
+                c.at[i, name] = value
+    return c
+
+
+def _wide(
+    table: Table, stand_ins: bool = False
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str, list[str]]]]:
+    """(row keys, column keys, body lines) where each body line is (row_group, row/sub-row label, texts);
+    ``stand_ins``: toy backbones as :func:`stand_in_cells` shows them."""
+    c = stand_in_cells(table) if stand_ins else table.cells
     rows = list(dict.fromkeys(zip(c["row_group"], c["row"], strict=True)))
     cols = list(dict.fromkeys(zip(c["col_group"], c["col"], strict=True)))
     index = {(r.row_group, r.row, r.col_group, r.col): r for _, r in c.iterrows()}
@@ -299,9 +327,11 @@ def _source_lines(table: Table) -> list[str]:
     ]
 
 
-def to_markdown(table: Table) -> str:
-    """The table as in the paper, each paper row followed by ours and the difference."""
-    rows, cols, body = _wide(table)
+def to_markdown(table: Table, *, stand_ins: bool = False) -> str:
+    """The table as in the paper, each paper row followed by ours and the difference; ``stand_ins``: each
+    toy backbone labelled with, and beside the published number of, the paper backbone it stands in for
+    (:func:`stand_in_cells`; the report's view, the table's own file keeps the paper's)."""
+    rows, cols, body = _wide(table, stand_ins)
     has_groups = any(rg for rg, _ in rows)
     heads = [f"{cg} {col}".strip() if table.col_groups_are_backbones else col for cg, col in cols]
     first = ([_group_title(table)] if has_groups else []) + [_row_title(table), ""]
