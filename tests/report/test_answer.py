@@ -102,3 +102,54 @@ def test_the_main_number_beside_ours_on_its_own_backbone_and_on_a_stand_in():
     assert row["published"] == "76.66 (+0.41)"
     with pytest.raises(ValueError, match="names no cell"):
         headline_row(own, {**headline, "task": "STS99"}, "x.md")
+
+
+def test_the_add_seeds_script_runs_the_commands_make_add_seeds_prints(tmp_path):
+    """Issue 65: the report shows the add-seeds commands as a short script whose every line shows what
+    sets it apart (each ``run`` line its cells' ``select``); run by bash with a Snakemake that prints its
+    arguments, each line passes the same arguments as the written-out command of ``make add-seeds``."""
+    import shlex
+    import subprocess
+
+    from contrastlab.report.answer import add_seeds_script
+    from contrastlab.report.claims import add_seeds_commands
+
+    plan = [
+        dict(
+            experiment="nie2023",
+            backbone="tiny-bert",
+            methods=["cl", "mpt"],
+            seeds=[42, 43, 44],
+            new=[43, 44],
+        ),
+        dict(
+            experiment="macl_cifar10",
+            backbone="resnet18-w8",
+            methods=["macl-bs64", "ntxent-bs64"],
+            seeds=list(range(42, 52)),
+            new=list(range(44, 52)),
+        ),
+    ]
+    script = add_seeds_script(plan)
+    assert script[2:] == [
+        "run 'select={backbones: [tiny-bert], experiments: [nie2023], methods: [cl, mpt], seeds: [43, 44]}'",
+        "run 'select={backbones: [resnet18-w8], experiments: [macl_cifar10], methods: [macl-bs64, "
+        "ntxent-bs64], seeds: [44, 45, 46, 47, 48, 49, 50, 51]}'",
+        "run 'tables={partial: true}' --forcerun tables",
+    ]
+    fake = tmp_path / ".venv" / "bin" / "snakemake"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\necho ---\n")
+    fake.chmod(0o755)
+    config = "my presets/demo.yaml"  # a path with a space stays one word
+    ran = subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        cwd=tmp_path,
+        env={"CONFIG": config, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    passed = [block.strip("\n").split("\n") for block in ran.stdout.split("---\n")[:-1]]
+    written = [shlex.split(command)[1:] for command in add_seeds_commands(plan, shlex.quote(config))]
+    assert passed == written and len(written) == 3

@@ -20,7 +20,7 @@ from contrastlab.report.claims import (
     PAPERS,
     REPRODUCED,
     UNDECIDED,
-    add_seeds_commands,
+    add_seeds_parts,
     load_claims,
     seed_plan,
 )
@@ -143,15 +143,36 @@ def answer_lines(results, lead: list[str] | tuple[str, ...] = ()) -> list[str]:
 
 
 def add_seeds_lines(results, grid: Grid) -> list[str]:
-    """The commands that add seeds to the undecided claims' cells only (:func:`~.claims.seed_plan`)."""
-    commands = add_seeds_commands(seed_plan(results, grid), configfile="$CONFIG")
-    if not commands:
+    """The commands that add seeds to the undecided claims' cells only (:func:`~.claims.seed_plan`), as a
+    short shell script whose every line shows what sets it apart: the seed lists and the Snakemake command
+    line they share first (``SEEDS``, ``run``), then one ``run`` per command of
+    :func:`~.claims.add_seeds_commands` with its ``select`` (report.html wraps the block: nothing past the
+    box's edge)."""
+    plan = seed_plan(results, grid)
+    if not plan:
         return []
     return [
         "More seeds for the cells of the undecided claims only, with `CONFIG` set to the preset this "
-        "run came from (`make add-seeds CONFIG=<preset>` prints them filled in; the last command "
-        "renders the tables and this report again):",
+        "run came from: `run` is the Snakemake command they share, and each line after it picks its cells "
+        "(`make add-seeds CONFIG=<preset>` prints the commands written out; the last line renders the "
+        "tables and this report again):",
         "",
-        *(f"    {command}" for command in commands),  # an indented code block (plain Markdown)
+        '<div class="commands" markdown="1">',  # report.html wraps it (html.py's CSS)
         "",
+        *(f"    {line}" for line in add_seeds_script(plan)),  # an indented code block
+        "",
+        "</div>",
+        "",
+    ]
+
+
+def add_seeds_script(plan: list[dict], configfile: str = '"$CONFIG"') -> list[str]:
+    """:func:`~.claims.add_seeds_commands` of ``plan`` as the lines of a shell script (bash or zsh) that
+    runs the same commands: ``SEEDS`` (the seed lists they share) and ``run`` (the command line they
+    share) first, then each command as ``run`` and what it adds."""
+    base, experiments, tails = add_seeds_parts(plan, configfile=configfile)
+    return [
+        f"SEEDS={experiments}",
+        f'run() {{ {base} --config "$SEEDS" "$@"; }}',
+        *(f"run {tail}" for tail in tails),
     ]

@@ -471,13 +471,22 @@ def add_seeds_commands(
     what exists (``tables={partial: true}``; the other cells of those experiments show n=k/N)."""
     if not plan:
         return []
+    base, experiments, tails = add_seeds_parts(plan, configfile, profile)
+    return [f"{base} --config {experiments} {tail}" for tail in tails]
+
+
+def add_seeds_parts(
+    plan: list[dict[str, Any]], configfile: str = "config.yaml", profile: str = "profiles/local"
+) -> tuple[str, str, list[str]]:
+    """:func:`add_seeds_commands` in its parts: the command line every command opens with, the
+    ``--config`` word they share (each experiment's longer seed list, shell-quoted) and what follows it in
+    each command (its cells' ``select``, shell-quoted; the last one's tables)."""
     base = f".venv/bin/snakemake --workflow-profile {profile} --configfile {configfile}"
     seeds: dict[str, dict[str, list[int]]] = {}
     for step in plan:  # an experiment's longest list: its steps of fewer seeds select their own
         if len(step["seeds"]) > len(seeds.get(step["experiment"], {}).get("seeds", [])):
             seeds[step["experiment"]] = {"seeds": step["seeds"]}
-    experiments = f"'experiments={_flow(seeds)}'"
-    out = []
+    tails = []
     for step in plan:
         select = {
             "experiments": [step["experiment"]],
@@ -485,9 +494,9 @@ def add_seeds_commands(
             "methods": step["methods"],
             "seeds": step["new"],
         }
-        out.append(f"{base} --config {experiments} 'select={_flow(select)}'")
-    out.append(f"{base} --config {experiments} 'tables={{partial: true}}' --forcerun tables")
-    return out
+        tails.append(f"'select={_flow(select)}'")
+    tails.append("'tables={partial: true}' --forcerun tables")
+    return base, f"'experiments={_flow(seeds)}'", tails
 
 
 def plan_for_configfile(

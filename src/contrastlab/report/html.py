@@ -131,6 +131,7 @@ img { max-width: 100%; height: auto; display: block; margin: 0.5rem 0; }
 code { background: #f3f3f3; padding: 0 0.2rem; }
 pre { background: #f6f6f6; padding: 0.6rem 0.8rem; overflow-x: auto; max-width: 100%; }
 pre code { background: none; padding: 0; }
+.commands pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 .badge { border-radius: 0.3rem; padding: 0 0.3rem; font-weight: 600; white-space: nowrap; }
 @media (max-width: 60rem) {
   .page { display: block; }
