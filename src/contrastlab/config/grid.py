@@ -318,6 +318,8 @@ class Options:
     mteb: Mapping[str, Any]
     #: the OAR synthetic study's block (``oar_synthetic``), or None
     oar_synthetic: Mapping[str, Any] | None
+    #: whether the figures are drawn (``figures``; left out: yes)
+    figures: bool
     #: whether the config names its results folder (``results_dir``: a validated config always does, the
     #: schema's default; a hand-made one may not, and nothing of it has run)
     names_results: bool
@@ -334,6 +336,7 @@ class Options:
             evaluation=MappingProxyType(dict(config.get("evaluation") or {})),
             mteb=MappingProxyType(dict(config.get("mteb") or {})),
             oar_synthetic=config.get("oar_synthetic"),
+            figures=config.get("figures", True) is not False,
             names_results=bool(config.get(RESULTS_DIR_KEY)),
         )
 

