@@ -404,6 +404,42 @@ def test_columns_the_preset_does_not_configure_fold_like_rows(tmp_path):
     assert "2 columns not configured by this preset: BERT-base STS.Avg, BERT-base TR.Avg (2 of 3" in both
 
 
+def test_see_links_go_to_the_table_or_figure_on_the_page(tmp_path):
+    """Issue 65: a claim's "see" link (and the answer's main number's) opens the table or figure where the
+    page shows it, not its file; one the page does not show keeps its file; other columns keep theirs."""
+    page = render_html(
+        "| claim | see | files |\n|---|---|---|\n| A | [nie2023_table1](tables/nie2023_table1.md) · "
+        "[nie2023/nie2023_fig2a](figures/nie2023/nie2023_fig2a.png) · "
+        "[li2024_table3](tables/li2024_table3.md) | [md](tables/nie2023_table1.md) |\n\n"
+        "#### Nie et al. 2023, Table 1: STS.Avg and TR.Avg\n\n"
+        "#### nie2023/nie2023_fig2a\n",
+        tmp_path,
+    )
+    assert '<a href="#nie2023-table1">nie2023_table1</a>' in page
+    assert '<a href="#nie2023-fig2a">nie2023/nie2023_fig2a</a>' in page
+    assert '<a href="tables/li2024_table3.md">li2024_table3</a>' in page  # not on this page
+    assert '<a href="tables/nie2023_table1.md">md</a>' in page  # a files column keeps the file
+
+
+def test_every_see_link_of_the_demos_claims_opens_its_place_on_the_page(demo_report):
+    import re
+
+    page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
+    markdown = demo_report.read_text(encoding="utf-8")
+    ids = set(_ids(page))
+    claims = re.findall(r'<h3 id="[a-z0-9]+-claims">.*?</table>', page, re.S)
+    see = [href for table in claims for href in re.findall(r'<a href="([^"]+)">', table)]
+    sections = re.findall(r"\n### Claims\n(.*?)\n### ", markdown, re.S)
+    rows = [line for section in sections for line in section.splitlines() if line.startswith("| ")]
+    linked = sum(len(re.findall(r"\]\((?:tables|figures)/", row.rsplit(" | ", 1)[-1])) for row in rows)
+    assert len(see) == linked > 40
+    assert [href for href in see if not (href.startswith("#") and href[1:] in ids)] == []
+    answer = page.split('<h2 id="the-answer">', 1)[1].split("<h2 ", 1)[0]
+    assert re.findall(r'<a href="([^"]+)">Table', answer) == [
+        "#nie2023-table1", "#li2024-table3", "#macl-tableB4", "#oar-table3"
+    ]  # fmt: skip
+
+
 def test_the_demos_report_keeps_at_most_20_not_configured_cells(demo_report):
     """Issue 65's target: with the unconfigured rows and columns folded, the demo's report.html shows at
     most 20 "not configured" cells (survey 7 counted 100): Nie Table 1's MiniLM L_mpt rows (ours, and

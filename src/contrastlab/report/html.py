@@ -330,7 +330,9 @@ class ReportBody(Treeprocessor):
         for paragraph in root.iter("p"):
             if _is_count_line(paragraph):
                 _sub_elements(paragraph, _TALLY_ITEM, _count_badge)
+        ids = {element.get("id") for element in root.iter() if element.get("id")}
         for table in list(root.iter("table")):
+            _link_in_page(table, ids)
             _badge_table(table)
             labels = _grid_labels(table)
             if labels in (2, 3):  # its label columns stay in view while its values scroll sideways
@@ -409,6 +411,30 @@ def _badge_table(table: ET.Element) -> None:
                     cell.insert(0, element)
             else:
                 _sub_elements(cell, _MARKER, _marker_badge)
+
+
+#: The columns whose links name a table or figure of the page (the claims' "see", the answer's main
+#: numbers): they go to its place on the page, not to its file.
+IN_PAGE_COLUMNS = ("see", "main number")
+#: A link to a rendered table's Markdown or a figure's PNG, relative to the report.
+_PAGE_LINK = re.compile(r"tables/(?P<table>[A-Za-z0-9_]+)\.md|figures/(?P<figure>[a-z0-9_]+/[a-z0-9_]+)\.png")
+
+
+def _link_in_page(table: ET.Element, ids: set[str]) -> None:
+    """Each link of an :data:`IN_PAGE_COLUMNS` column to a table's or figure's file, pointed at its
+    heading on the page (a table's id is its registry name, a figure's :func:`_figure_id`) where the
+    page has it; a link to something the page does not show keeps its file."""
+    header, rows = _rows(table)
+    columns = [i for i, cell in enumerate(header) if _text(cell) in IN_PAGE_COLUMNS]
+    for row in rows:
+        for i in columns:
+            for link in row[i].iter("a"):
+                match = _PAGE_LINK.fullmatch(link.get("href", ""))
+                if match is None:
+                    continue
+                anchor = match["table"].replace("_", "-") if match["table"] else _figure_id(match["figure"])
+                if anchor in ids:
+                    link.set("href", f"#{anchor}")
 
 
 def _grid_labels(table: ET.Element) -> int:
