@@ -101,6 +101,7 @@ Tally: reproduced 2 · not reproduced 1 · paper unsupported 1 · undecided 0 ·
 | G beats H | paper unsupported: not reproduced, as on the paper's own tables | -1.20 ± 0.50 |
 | C beats D | reproduced | +1.00 ± 0.50 |
 | E beats F | not run | – |
+| I beats J | undecided (2/12 parts run): needs ≥ 2 seeds per cell to measure the noise | +0.50 ± ? |
 
 | Method |  | BERT-base STS.Avg |
 |---|---|---:|
@@ -117,11 +118,22 @@ def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_pat
     from contrastlab.report.html import BADGE_COLOURS
 
     page = render_html(CONSTRUCTED, tmp_path)
-    # claim verdicts: the word inside a badge of its kind ("not reproduced" is not "reproduced")
-    assert '<td><span class="badge v-not-reproduced">not reproduced</span>: 1 of 2 parts' in page
+    # claim verdicts: the word inside a badge of its kind ("not reproduced" is not "reproduced"); a verdict
+    # with reasoning is one line, its reasoning folded under it (issue 65)
+    assert (
+        '<td><details class="why"><summary><span class="badge v-not-reproduced">not reproduced</span>'
+        "</summary><div>1 of 2 parts contradicted (Holm-corrected)</div></details></td>"
+    ) in page
     assert '<td><span class="badge v-reproduced">reproduced</span></td>' in page
     assert '<td><span class="badge v-not-run">not run</span></td>' in page
-    assert '<td><span class="badge v-paper-unsupported">paper unsupported</span>: not reproduced, as' in page
+    assert (  # the share of parts run stays on the line
+        '<td><details class="why"><summary><span class="badge v-undecided">undecided</span> (2/12 parts run)'
+        "</summary><div>needs ≥ 2 seeds per cell to measure the noise</div></details></td>"
+    ) in page
+    assert (
+        '<td><details class="why"><summary><span class="badge v-paper-unsupported">paper unsupported</span>'
+        "</summary><div>not reproduced, as on the paper's own tables</div></details></td>"
+    ) in page
     # the grid's seed-noise markers, each in a badge titled with its word; "not run" outside a verdict
     # column and the "± ?" of a claim's numbers stay plain
     assert '+1.20 <span class="badge v-above" title="above">▲</span>†' in page
@@ -145,7 +157,7 @@ def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_pat
         assert f".badge.v-{kind} {{ background: {bg}; color: {fg}; }}" in page
     # without the style sheet the page still says every verdict in words
     plain = __import__("re").sub(r"<[^>]+>", "", page.split("</style>")[1])
-    assert "not reproduced: 1 of 2 parts" in plain and "reproduced 2 · not reproduced 1" in plain
+    assert "not reproduced1 of 2 parts" in plain and "reproduced 2 · not reproduced 1" in plain
 
 
 def test_tally_counts_each_verdict_of_a_constructed_list():
@@ -203,7 +215,9 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
             ("undecided", "undecided"),
             ("not run", "not-run"),
         ]:
-            assert int(tally[word]) == table.count(f'<td><span class="badge v-{kind}">'), (word, section[:80])
+            badges = table.count(f'<td><span class="badge v-{kind}">')
+            badges += table.count(f'<td><details class="why"><summary><span class="badge v-{kind}">')
+            assert int(tally[word]) == badges, (word, section[:80])
     assert seen == len(PAPERS)
     macl = next(s for s in sections if s.startswith('id="macl"'))
     assert "not reproduced 1" in macl  # MACL beats SimCSE on STS.Avg: 71 vs 76.5 on BERT-base

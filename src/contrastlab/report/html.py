@@ -13,7 +13,8 @@ its ElementTree by the Treeprocessors below, never by rewriting HTML text:
 - **Verdicts at a glance**: every claim verdict (a table's ``verdict`` column, and a line of counts
   ``Tally: reproduced 2 · …``) and every seed-noise marker of a table cell (≈ ▲ ▼ ? after a number) gets
   a coloured badge, ``<span class="badge v-<kind>">``. The words and markers stay inside the badge, so
-  the page reads the same without colour (printed, or to a screen reader).
+  the page reads the same without colour (printed, or to a screen reader). A claim's verdict is one
+  line (its badge and the share of its parts run), its reasoning folded under it (``<details>``).
 - **The run's own rows and columns first**: in a paper grid (label columns, then a ``paper`` / ``ours``
   / ``Δ`` or ``config`` row per method) the methods whose every cell of ours reads "not configured" are
   folded into one line at the table's foot, "15 rows not configured by this preset: …", then likewise
@@ -133,6 +134,8 @@ pre { background: #f6f6f6; padding: 0.6rem 0.8rem; overflow-x: auto; max-width: 
 pre code { background: none; padding: 0; }
 .commands pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 .badge { border-radius: 0.3rem; padding: 0 0.3rem; font-weight: 600; white-space: nowrap; }
+details.why > summary { cursor: pointer; white-space: nowrap; }
+details.why > div { margin-top: 0.2rem; font-size: 0.8rem; color: #444; min-width: 14rem; }
 @media (max-width: 60rem) {
   .page { display: block; }
   nav.contents { position: static; max-height: none; border-right: none; border-bottom: 1px solid #ddd; }
@@ -394,6 +397,35 @@ def _rows(table: ET.Element) -> tuple[list[ET.Element], list[ET.Element]]:
     return (list(head) if head is not None else []), (list(body) if body is not None else [])
 
 
+#: What a verdict's one line keeps beside its word: the share of its parts that ran.
+_PARTS_RUN = re.compile(r" \(\d+/\d+ parts run\)")
+
+
+def _badge_verdict(cell: ET.Element) -> None:
+    """A verdict cell's leading word in its badge. A verdict with reasoning after it (the parts
+    contradicted, the seeds that would decide it, why the paper's tables do not support its sentence)
+    becomes one line, the badge and the share of parts run, with the reasoning folded under it
+    (``<details class="why">``)."""
+    match = _WORDS.match(cell.text or "")
+    if not match:
+        return
+    element = _badge(VERDICT_WORDS[match[0]], match[0])
+    rest = cell.text[match.end() :]
+    cell.text = None
+    parts = _PARTS_RUN.match(rest)
+    head = parts[0] if parts else ""
+    why = rest[len(head) :].removeprefix(":").strip()
+    if len(cell) or not why:  # nothing to fold (or not plain text): the badge and the rest as they read
+        element.tail = rest
+        cell.insert(0, element)
+        return
+    details = ET.SubElement(cell, "details", {"class": "why"})
+    summary = ET.SubElement(details, "summary")
+    summary.append(element)
+    element.tail = head
+    ET.SubElement(details, "div").text = why
+
+
 def _badge_table(table: ET.Element) -> None:
     """The verdict column's leading words and every cell's seed-noise markers, each in a badge."""
     header, rows = _rows(table)
@@ -403,12 +435,7 @@ def _badge_table(table: ET.Element) -> None:
             if _text(cell) == NOT_CONFIGURED:  # greyed, so the run's own numbers stand out
                 cell.set("class", "not-configured")
             if i in verdict:
-                match = _WORDS.match(cell.text or "")
-                if match:
-                    element = _badge(VERDICT_WORDS[match[0]], match[0])
-                    element.tail = cell.text[match.end() :]
-                    cell.text = None
-                    cell.insert(0, element)
+                _badge_verdict(cell)
             else:
                 _sub_elements(cell, _MARKER, _marker_badge)
 
