@@ -23,7 +23,8 @@ its ElementTree by the Treeprocessors below, never by rewriting HTML text:
   ``report.md`` and the table's own files keep every row and column.
 - **Wide content scrolls in its own box**: each table sits in a ``<div class="table-scroll">``, code
   blocks scroll too, so the page is never wider than the window; a grid's label columns stay in view
-  while its values scroll. Printed (A4 landscape), tables are not split where they fit on a page, their
+  while its values scroll, a rule at their edge so that a value scrolled under them never reads as
+  part of a label. Printed (A4 landscape), tables are not split where they fit on a page, their
   header row repeats and their text wraps to the page's width.
 
 ``tests/report/test_html.py`` measures the page in headless Chromium at 1400 px;
@@ -117,6 +118,10 @@ tr:nth-child(even) td { background: #fafafa; }
 tr.group-start td { border-top: 2px solid #999; }
 .labels-2 tr:not(.folded) > :nth-child(-n+2), .labels-3 tr:not(.folded) > :nth-child(-n+3) {
   position: sticky; z-index: 1; background: #fff; }
+/* separate borders: a sticky cell's borders move with it (collapsed ones stay behind, letting the
+   scrolled values show through) */
+.grid { border-collapse: separate; border-spacing: 0; border: solid #ccc; border-width: 1px 0 0 1px; }
+.grid th, .grid td { border-width: 0 1px 1px 0; }
 .grid tr:nth-child(even):not(.folded) > td { background: #fafafa; }
 .grid thead tr:not(.folded) > th:nth-child(n) { background: #f3f3f3; }
 tr.folded span { position: sticky; left: 0.5rem; display: inline-block; max-width: 60rem; }
@@ -125,6 +130,8 @@ tr.folded span { position: sticky; left: 0.5rem; display: inline-block; max-widt
 .grid.labels-3 tr:not(.folded) > :nth-child(1) { left: 0; min-width: 7rem; max-width: 7rem; }
 .grid.labels-3 tr:not(.folded) > :nth-child(2) { left: 7rem; min-width: 8rem; max-width: 8rem; }
 .grid.labels-3 tr:not(.folded) > :nth-child(3) { left: 15rem; min-width: 3.6rem; max-width: 3.6rem; }
+.grid.labels-2 tr:not(.folded) > :nth-child(2), .grid.labels-3 tr:not(.folded) > :nth-child(3) {
+  border-right: 2px solid #777; }
 tr.folded td { font-style: italic; color: #555; background: #f6f6f6; white-space: normal; }
 td[style*="right"] { white-space: nowrap; }
 td.not-configured { color: #9a9a9a; }
@@ -148,7 +155,8 @@ details.why > div { margin-top: 0.2rem; font-size: 0.8rem; color: #444; min-widt
   .table-scroll { overflow: visible; }
   table { break-inside: avoid; font-size: 0.6rem; }
   th, td { white-space: normal !important; padding: 0.1rem 0.25rem; }
-  .grid.grid tr:not(.folded) > :nth-child(n) { position: static; min-width: 0; max-width: none; }
+  .grid.grid tr:not(.folded) > :nth-child(n) { position: static; min-width: 0; max-width: none;
+                                                box-shadow: none; }
   thead { display: table-header-group; }
   tr, img { break-inside: avoid; }
   h2, h3, h4 { break-after: avoid; }
