@@ -28,9 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import spearmanr
 
-from contrastlab.evaluation import probe as transfer_probe
 from contrastlab.models import load_backbone, make_encoder, pick_device
 from contrastlab.paths import atomic_write
 from contrastlab.provenance import run_metadata
@@ -75,6 +73,10 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _spearman_percent(sys_scores: np.ndarray, gold: np.ndarray) -> float:
+    # Imported here, as the probe below: the encode job imports this module and scores nothing, and
+    # scipy.stats and scikit-learn are seconds of every such job's start.
+    from scipy.stats import spearmanr
+
     return float(spearmanr(sys_scores, gold).statistic) * 100
 
 
@@ -96,6 +98,8 @@ def transfer_accuracies(lookup: Lookup, task: str, data: Any, mode: str) -> tupl
     The probe is SentEval's procedure replicated (:mod:`contrastlab.evaluation.probe`), with SimCSE's
     classifier settings for ``mode``: Adam for ``test``, RMSprop for ``fasttest``/``dev``.
     """
+    from contrastlab.evaluation import probe as transfer_probe
+
     k, grid, nclasses = P.KFOLD[mode], P.L2_GRID, P.NCLASSES[task]
     fitter = transfer_probe.fitter(mode)
     if task in P.BINARY_FILES:

@@ -159,14 +159,15 @@ def checkpoint_date(model_dir: str | Path) -> str:
 
 
 def _parameters(model_dir: Path) -> int:
-    """Parameters of every safetensors file in the folder and its module subfolders, from their headers."""
+    """Parameters of every safetensors file in the folder and its module subfolders, from their headers
+    (read through the numpy framework: the shapes only, so no torch import in the card job)."""
     from safetensors import safe_open
 
     total = 0
     for file in sorted(model_dir.rglob("*.safetensors")):
         if file.parent.name.endswith("_WeightedLayerPooling"):
             continue  # fixed 0/1 layer weights of our pooling, not trained parameters
-        with safe_open(str(file), framework="pt") as weights:
+        with safe_open(str(file), framework="numpy") as weights:
             for key in weights.keys():  # noqa: SIM118 - safe_open has no __iter__
                 shape = weights.get_slice(key).get_shape()
                 count = 1

@@ -32,10 +32,9 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -43,6 +42,9 @@ from torch import nn
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
 from contrastlab.training.runtime import settings_from_dict
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "CLUSTER_DIRECTIONS",
@@ -414,6 +416,10 @@ def study_table(runs: Iterable[SyntheticRun]) -> pd.DataFrame:
     """The Table 2 numbers, one row per run: loss, oar, seed, effective_rank, line_energy,
     min_axis_angle_deg, distinct_directions, final_loss, diverged. No timings, so the CSV stays
     bit-identical from run to run; a diverged run's rank and directions are empty cells."""
+    # Imported here: the image evaluation jobs import this module for effective_rank alone, and pandas
+    # is most of a second of every such job's start.
+    import pandas as pd
+
     table = pd.DataFrame([_row(run) for run in runs])
     for column in ("effective_rank", "distinct_directions"):
         table[column] = table[column].astype("Int64")
