@@ -196,7 +196,8 @@ def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
 def test_the_demos_report_html_reads_in_chromium_at_1400_px(finished_demo, tmp_path):
     """Issue 56: the demo's own report.html in headless Chromium 1400 px wide: a contents list whose
     every link names an element of the page, an id on every heading (Nie's section, its Table 1 and the
-    bridge under it among them), the unconfigured methods folded, nothing wider than the window."""
+    bridge under it among them), the unconfigured methods folded, nothing wider than the window; issue
+    65: its first screen and grids as tests/report/test_html.py's demo page shows them."""
     workdir, _, _ = finished_demo
     page = tmp_path / "report.html"  # a copy: the measuring script is written beside it
     shutil.copy(workdir / "results" / "report.html", page)
@@ -208,6 +209,16 @@ def test_the_demos_report_html_reads_in_chromium_at_1400_px(finished_demo, tmp_p
     assert found["scroll_width"] <= found["viewport"] <= 1400 and found["boxes_past_viewport"] == []
     assert found["tables"] and found["tables_outside_a_box"] == 0
     assert any("rows not configured by this preset: L_a&u" in line for line in found["folded_rows"])
+    # issue 65 item 1: the toy warning before any count, a main number per paper on the first screen; the
+    # unconfigured columns folded (at most 20 "not configured" cells); "see" links in the page; verdicts
+    # one line; the add-seeds lines whole; a rule at the frozen labels' edge
+    assert found["toy_top"] < found["first_tally_top"] < found["window_height"]
+    assert found["headline_rows"] == 4 and found["headline_bottom"] < found["window_height"]
+    assert found["not_configured_cells"] <= 20 and found["folded_columns"] >= 3
+    assert found["see_links"] > 40 and found["see_not_in_page"] == []
+    assert set(found["verdict_lines"]) == {1} and found["verdict_reasons_shown"] == 0
+    assert found["commands_hidden_px"] and set(found["commands_hidden_px"]) == {0}
+    assert found["frozen_edge"] == "2px solid rgb(119, 119, 119)"
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,41 @@ _MEASURE = """<script>
     label_offset = Math.round(cell.getBoundingClientRect().left - box.getBoundingClientRect().left);
     box.scrollLeft = 0;
   }
+  // issue 65: the first screen (toy warning, main numbers, counts), folded columns, in-page links, one-line
+  // verdicts, the add-seeds lines on screen, and the frozen label columns' edge
+  const top = e => e ? Math.round(e.getBoundingClientRect().top + window.scrollY) : null;
+  const toy = [...document.querySelectorAll('main p > strong')].find(s => s.textContent === 'Toy numbers');
+  const tally = [...document.querySelectorAll('main p')].find(p => /: reproduced \\d/.test(p.textContent));
+  const heads = t => [...t.querySelectorAll('thead th')].map(h => h.textContent);
+  const headed = name => tables.filter(t => heads(t).includes(name));
+  const headlines = headed('main number')[0];
+  const see = headed('see').flatMap(t => [...t.querySelectorAll('tbody a')].map(a => a.getAttribute('href')));
+  const commands = [...document.querySelectorAll('.commands pre')];
+  const folded = [...document.querySelectorAll('tr.folded')].map(r => r.textContent);
+  const summaries = [...document.querySelectorAll('details.why > summary')];
+  const lineOf = e => parseFloat(getComputedStyle(e).lineHeight);
+  let edge = null;
+  if (grid) {  // the rule at the right of the labels' last column (the frozen edge)
+    const labels = grid.classList.contains('labels-3') ? 3 : 2;
+    const style = getComputedStyle(grid.querySelector('tbody tr:not(.folded)').children[labels - 1]);
+    edge = style.borderRightWidth + ' ' + style.borderRightStyle + ' ' + style.borderRightColor;
+  }
   const result = {
+    toy_top: top(toy),
+    first_tally_top: top(tally),
+    headline_rows: headlines ? headlines.querySelectorAll('tbody tr').length : 0,
+    headline_bottom: headlines ? Math.round(headlines.getBoundingClientRect().bottom + window.scrollY) : null,
+    window_height: window.innerHeight,
+    not_configured_cells: document.querySelectorAll('td.not-configured').length,
+    folded_columns: folded.filter(text => / columns? not configured/.test(text)).length,
+    see_links: see.length,
+    see_not_in_page: see.filter(h => !h.startsWith('#') || !ids.has(decodeURIComponent(h.slice(1)))),
+    verdicts_folded: summaries.length,
+    verdict_lines: summaries.map(s => Math.round(s.getBoundingClientRect().height / lineOf(s))),
+    verdict_reasons_shown: [...document.querySelectorAll('details.why')].filter(d => d.open).length,
+    commands_hidden_px: commands.map(p => p.scrollWidth - p.clientWidth),
+    command_lines: commands.map(p => p.textContent.trim().split('\\n').length),
+    frozen_edge: edge,
     grid_scrolled_by: scrolled,
     grid_label_offset_when_scrolled: label_offset,
     links: links,

@@ -242,10 +242,13 @@ def _write_metrics(root, metrics) -> None:
 
 @pytest.fixture(scope="module")
 def demo_report(tmp_path_factory):
-    """The demo preset's report.md with no cell trained (every paper's claims, tables, figures and
-    deviations; the grids wide and mostly "not configured"), a SentEval-MTEB bridge row of a Nie
-    checkpoint, a real PNG at every figure's place and a command line wider than any window; and its
+    """The demo preset's report.md with two cells trained on one seed, Nie's tiny-bert L_cl and L_mpt
+    (their claims undecided: the first screen carries the add-seeds lines; every paper's claims, tables,
+    figures and deviations; the grids wide and mostly "not configured"), a SentEval-MTEB bridge row of a
+    Nie checkpoint, a real PNG at every figure's place and a command line wider than any window; and its
     report.html."""
+    import pandas as pd
+
     from contrastlab import config as cl_config
     from contrastlab.config import Grid
     from contrastlab.figures.catalog import figures
@@ -256,6 +259,14 @@ def demo_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo-report")
     results = Results(root)
     _write_bridge(results, "nie2023/tiny-bert/cl/seed42")
+    trained = [
+        ("nie2023", "tiny-bert", method, 42, "sts_avg", score) for method, score in (("cl", 71), ("mpt", 72))
+    ]
+    columns = ["experiment", "backbone", "method", "seed", "task", "score"]
+    _write_metrics(root / "metrics", pd.DataFrame(trained, columns=columns))
+    pretrained = root / "metrics" / "pretrained" / "tiny-bert" / "senteval.json"  # one evaluation, no seed
+    pretrained.parent.mkdir(parents=True)
+    pretrained.write_text('{"scores": {}, "sts_avg": 60.0}')
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     catalog = figures(Grid(demo))
     with house_style():
@@ -398,9 +409,8 @@ def test_columns_the_preset_does_not_configure_fold_like_rows(tmp_path):
 
     page = render_html(STAND_IN_GRID, tmp_path)
     head = page.split("<thead>", 1)[1].split("</thead>", 1)[0]
-    assert re.findall(r"<th[^>]*>([^<]*)</th>", head) == [
-        "Method", "", "BERT-base TR.Avg", "tiny-bert, for BERT-base STS.Avg"
-    ]  # fmt: skip
+    labelled = ["Method", "", "BERT-base TR.Avg", "tiny-bert, for BERT-base STS.Avg"]
+    assert re.findall(r"<th[^>]*>([^<]*)</th>", head) == labelled
     body = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     rows = re.findall(r"<tr[^>]*>.*?</tr>", body, re.S)
     assert len(rows) == 6 + 2  # L_cl and L_mpt, three rows each; the two folded lines
@@ -449,9 +459,8 @@ def test_every_see_link_of_the_demos_claims_opens_its_place_on_the_page(demo_rep
     assert len(see) == linked > 40
     assert [href for href in see if not (href.startswith("#") and href[1:] in ids)] == []
     answer = page.split('<h2 id="the-answer">', 1)[1].split("<h2 ", 1)[0]
-    assert re.findall(r'<a href="([^"]+)">Table', answer) == [
-        "#nie2023-table1", "#li2024-table3", "#macl-tableB4", "#oar-table3"
-    ]  # fmt: skip
+    tables = ["#nie2023-table1", "#li2024-table3", "#macl-tableB4", "#oar-table3"]
+    assert re.findall(r'<a href="([^"]+)">Table', answer) == tables
 
 
 def test_the_demos_report_keeps_at_most_20_not_configured_cells(demo_report):
@@ -516,6 +525,27 @@ def test_chromium_at_1400_px_finds_every_anchor_and_nothing_wider_than_the_windo
     assert any(
         line.startswith("15 rows not configured by this preset: L_a&u") for line in found["folded_rows"]
     )
+
+
+@needs_chromium
+def test_chromium_shows_the_first_screen_and_the_grids_as_issue_65_asks(demo_report):
+    """Issue 65 item 1, laid out in headless Chromium (1400 px): on the first screen the toy warning comes
+    before the first count, one main number per paper beside ours; the grids fold their unconfigured
+    columns too (9 "not configured" cells left, target at most 20); every claim's "see" link opens its
+    place on the page; each verdict is one line, its reasoning folded; the add-seeds lines show whole
+    (nothing past their box's edge); a half-scrolled grid's labels end in a rule of their own."""
+    found = chromium.measure(demo_report.with_suffix(".html"), width=1400)
+    assert found["toy_top"] < found["first_tally_top"] < found["window_height"]
+    assert found["headline_rows"] == 4 and found["headline_bottom"] < found["window_height"]
+    assert found["not_configured_cells"] == 9 <= 20
+    assert found["folded_columns"] == 4  # Nie Tables 1 and 2, Li Table 5, MACL Table 9
+    assert found["see_links"] > 40 and found["see_not_in_page"] == []
+    assert found["verdicts_folded"] >= 3 and set(found["verdict_lines"]) == {1}
+    assert found["verdict_reasons_shown"] == 0
+    # SEEDS, run(), one line for tiny-bert's L_cl and L_mpt, the tables; wrapped, even at 1024 px
+    assert found["command_lines"] == [4] and found["commands_hidden_px"] == [0]
+    assert chromium.measure(demo_report.with_suffix(".html"), width=1024)["commands_hidden_px"] == [0]
+    assert found["frozen_edge"] == "2px solid rgb(119, 119, 119)"  # the grid's cells' rules are 1px #ccc
 
 
 def test_ids_of_headings_the_report_does_not_know_come_from_their_section_and_words(tmp_path):
