@@ -21,9 +21,13 @@ os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [_SRC, os.environ.get(
 report: "report/workflow.rst"
 
 
-# `--sdm apptainer` runs every job inside contrastlab's image (container/: built from constraints.txt's
-# pins; README, "On a cluster"). Without --sdm apptainer the jobs run in the environment Snakemake runs in.
-containerized: os.environ.get("CONTRASTLAB_IMAGE", "container/contrastlab.sif")
+# `--sdm apptainer` runs every job inside contrastlab's image (container/: a pip environment built from
+# constraints.txt's pins, and conda); `--sdm conda apptainer` has conda build envs/contrastlab.yaml inside
+# it. `container:`, not `containerized:`: the latter would tell Snakemake the image already holds that conda
+# environment, which it does not (docs/cluster.md). Without --sdm apptainer the jobs run where Snakemake does.
+from contrastlab import __version__ as _VERSION
+
+container: os.environ.get("CONTRASTLAB_IMAGE", f"docker://ghcr.io/contrastlab/contrastlab:{_VERSION}")
 
 
 # config.yaml is the full reproduction; a preset given with --configfile replaces it (Snakemake would

@@ -24,7 +24,7 @@ host_ca=/etc/ssl/certs/ca-certificates.crt
 cp "$host_ca" "$root/etc/ssl/certs/host-ca.crt"
 mkdir -p "$root/opt/contrastlab"
 # The paths of the definition's %files, one source for both.
-paths=$(awk '/^%files/ { on = 1; next } /^%/ { on = 0 } on && NF { print $1 }' "$repo/container/contrastlab.def")
+paths=$(awk '/^%files$/ { on = 1; next } /^%/ { on = 0 } on && NF { print $1 }' "$repo/container/contrastlab.def")
 # shellcheck disable=SC2086  # one word per path
 tar -c -C "$repo" $paths | tar -x -C "$root/opt/contrastlab"
 

@@ -1,17 +1,24 @@
 """The cluster image's definitions (container/Dockerfile, container/contrastlab.def) are held to the pinned
 environment: they install through scripts/install.py under constraints.txt (the same pins as `make
 install`), on the Python the pins were made for, with the CUDA build chosen by the same argument, and
-they copy the same workflow. No image is built here (no registry or container runtime on the CI machine):
-these are the facts a build depends on that can be checked without one."""
+they copy the same workflow; both carry the conda that `--sdm conda apptainer` needs, and the Snakefile
+names the image to pull with `container:`. No image is built here (no registry or container runtime on the
+CI machine): these are the facts a build depends on that can be checked without one. Snakemake's own dry
+runs with the image are tests/e2e/test_container_sdm.py."""
 
 from __future__ import annotations
 
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.version import Version
+from snakemake.deployment.conda import MIN_CONDA_VER
+
+import contrastlab
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "container" / "Dockerfile"
@@ -22,9 +29,10 @@ import install  # noqa: E402  (scripts/install.py: the install both images run)
 
 
 def _docker_copies() -> set[str]:
+    """The repository paths the Dockerfile copies (not what it copies from another stage: --from=)."""
     sources = set()
     for line in DOCKERFILE.read_text().splitlines():
-        if line.startswith("COPY "):
+        if line.startswith("COPY ") and not line.startswith("COPY --from="):
             *paths, _dest = line.split()[1:]
             sources.update(p.rstrip("/") for p in paths)
     return sources
@@ -95,11 +103,61 @@ def test_both_images_copy_the_same_workflow_and_every_path_exists():
         assert needed in docker, needed
 
 
-def test_the_snakefile_runs_its_jobs_in_the_image_under_sdm_apptainer():
+def _default_image() -> str:
+    """The image the Snakefile names when CONTRASTLAB_IMAGE is unset, its version filled in."""
     text = (ROOT / "Snakefile").read_text()
-    match = re.search(r'^containerized: os\.environ\.get\("CONTRASTLAB_IMAGE", "([^"]+)"\)$', text, re.M)
-    assert match and match.group(1) == "container/contrastlab.sif"
-    assert "container/*.sif" in (ROOT / ".gitignore").read_text()
+    assert re.search(r"^from contrastlab import __version__ as _VERSION$", text, re.M)
+    match = re.search(r'^container: os\.environ\.get\("CONTRASTLAB_IMAGE", f"([^"]+)"\)$', text, re.M)
+    assert match, "the Snakefile names no default image"
+    return match.group(1).replace("{_VERSION}", contrastlab.__version__)
+
+
+def test_the_snakefile_names_a_pip_image_with_container_not_containerized():
+    """`containerized:` tells Snakemake that the image holds envs/contrastlab.yaml's conda environment
+    (under /conda-envs/<hash>), which a pip image does not: `--sdm conda apptainer` would stop at the first
+    job. With `container:` Snakemake builds that environment with the image's conda instead."""
+    text = (ROOT / "Snakefile").read_text()
+    assert not re.search(r"^containerized:", text, re.M)
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert (
+        _default_image()
+        == f"docker://ghcr.io/contrastlab/contrastlab:{version}"
+        == "docker://ghcr.io/contrastlab/contrastlab:0.2.0"
+    )
+    assert "container/*.sif" in (ROOT / ".gitignore").read_text()  # a local build stays untracked
+
+
+def test_the_docs_name_the_default_image_and_say_it_is_not_yet_published():
+    cluster = " ".join((ROOT / "docs" / "cluster.md").read_text().split())
+    reference = _default_image().removeprefix("docker://")
+    assert _default_image() in cluster and f"docker push {reference}" in cluster
+    assert "not yet published" in cluster
+    assert _default_image() in (ROOT / "README.md").read_text()
+
+
+def _miniforge_tags() -> tuple[str, str]:
+    docker = re.search(r"^ARG MINIFORGE=(\S+)$", DOCKERFILE.read_text(), re.M).group(1)
+    apptainer = re.search(
+        r"^From: condaforge/miniforge3:(\S+)\nStage: conda$", APPTAINER.read_text(), re.M
+    ).group(1)
+    return docker, apptainer
+
+
+def test_both_images_carry_a_conda_snakemake_accepts_beside_the_venv():
+    """`--sdm conda apptainer` runs `conda info`, `conda --version` and `conda env create` inside the image
+    and activates with its bin/activate: both images copy Miniforge's /opt/conda from its image, at a conda
+    no older than Snakemake's minimum, and put only condabin/ on PATH, after the venv, so that `python` in a
+    job without conda is still the venv's."""
+    docker, apptainer = _miniforge_tags()
+    assert docker == apptainer == "25.3.0-1"
+    conda_version = docker.split("-")[0]  # Miniforge's tags are <conda version>-<build>
+    assert Version(conda_version) >= Version(MIN_CONDA_VER) == Version("24.7.1")
+    assert "FROM condaforge/miniforge3:${MINIFORGE} AS conda" in DOCKERFILE.read_text()
+    assert "COPY --from=conda /opt/conda /opt/conda" in DOCKERFILE.read_text()
+    assert _apptainer_section("files from conda") == ["/opt/conda /opt/conda"]
+    path = "PATH=/opt/contrastlab/.venv/bin:/opt/conda/condabin:$PATH"
+    assert f"    {path} \\" in DOCKERFILE.read_text()
+    assert f"export {path}" in _apptainer_section("environment")
 
 
 def test_the_rootfs_build_copies_what_the_definition_copies_and_runs_its_install():
@@ -108,7 +166,7 @@ def test_the_rootfs_build_copies_what_the_definition_copies_and_runs_its_install
     script = ROOT / "container" / "rootfs.sh"
     text = script.read_text()
     assert script.stat().st_mode & 0o111, "container/rootfs.sh is not executable"
-    assert re.search(r"awk '/\^%files/.*\$repo/container/contrastlab\.def", text)
+    assert re.search(r"awk '/\^%files\$/.*\$repo/container/contrastlab\.def", text)  # not %files from conda
     assert re.search(r'\.venv/bin/python scripts/install\.py \$\{CUDA:\+--cuda "\$CUDA"\}', text)
     assert "debootstrap --variant=minbase" in text and " bookworm " in text  # the images' Debian
     assert "pip install" not in text and "==" not in text
