@@ -106,8 +106,8 @@ clean-demo:
 publish: install         ## CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>: list the one commit's files (PUSH=1: make it)
 	$(BIN)/python scripts/publish.py --configfile "$$CONFIG" --cell "$$CELL" --repo "$$REPO" $(if $(CODE),--code "$$CODE",) $(if $(PUSH),--push,)
 
-mteb-submit: install     ## CELL=<experiment>/<backbone>/<method>/seed<seed> [REPO=<user>/<name> REVISION=<commit>]: stage MTEB's results for embeddings-benchmark/results and print the PR's steps
-	$(BIN)/python scripts/mteb_submit.py --configfile "$$CONFIG" --cell "$$CELL" $(if $(REPO),--repo "$$REPO",) $(if $(REVISION),--revision "$$REVISION",) $(if $(CODE),--code "$$CODE",)
+mteb-submit: install     ## CELL=<experiment>/<backbone>/<method>/seed<seed> [REPO=<user>/<name> REVISION=<commit>]: stage MTEB's results for embeddings-benchmark/results and print the PR's steps (PR=1: mteb's submit_results opens the PR)
+	$(BIN)/python scripts/mteb_submit.py --configfile "$$CONFIG" --cell "$$CELL" $(if $(REPO),--repo "$$REPO",) $(if $(REVISION),--revision "$$REVISION",) $(if $(CODE),--code "$$CODE",) $(if $(PR),--pull-request,)
 
 add-seeds: install       ## print the commands adding seeds to the cells of undecided claims only (TARGET=power: the seeds make plan's claims section needs; RUN=1: run them)
 	$(BIN)/python scripts/add_seeds.py --configfile "$$CONFIG" $(if $(TARGET),--target "$$TARGET",) $(if $(RUN),--run,)

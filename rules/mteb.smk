@@ -1,6 +1,7 @@
 # MTEB's own evaluator on every kept sentence checkpoint (config key mteb; off unless mteb.enabled): the seven
-# English STS tasks through the mteb package, MTEB's results folder, and the bridge from the SentEval
-# protocol to MTEB (contrastlab.evaluation.bridge; docs/bridge.md). The tables rule renders the bridge table.
+# English STS tasks through the mteb package, with the tasks or named benchmark of mteb.tasks / mteb.benchmark
+# (mteb.get_task / mteb.get_benchmark), MTEB's results folder, and the bridge from the SentEval protocol to
+# MTEB (contrastlab.evaluation.bridge; docs/bridge.md). The tables rule renders the bridge table.
 
 
 rule mteb:
@@ -12,6 +13,9 @@ rule mteb:
     params:
         data=config["mteb"]["data"],
         batch_size=config["mteb"]["batch_size"],
+        # mteb.tasks / mteb.benchmark become params only where a config sets them, so that a config
+        # without them keeps its jobs' params (and reruns nothing)
+        **{key: config["mteb"][key] for key in ("tasks", "benchmark") if config["mteb"].get(key) is not None},
     log:
         RESULTS.log("mteb", CELL),
     benchmark:

@@ -1,5 +1,6 @@
 """Snakemake entry of rule ``mteb``: MTEB's seven English STS tasks on one checkpoint through the mteb
-package, results in MTEB's format, and the bridge from the SentEval protocol
+package (with the tasks or benchmark mteb.tasks / mteb.benchmark choose), results in MTEB's format, and
+the bridge from the SentEval protocol
 (contrastlab.evaluation.bridge). MTEB writes the checkpoint's full ModelMeta (licence, parameters, release
 date, revision: contrastlab.hub.publish.checkpoint_meta) as the results' model_meta.json."""
 
@@ -27,5 +28,7 @@ with evaluation_job(snakemake) as device:
         name=meta["name"],
         lock_file=config["artifacts_lock"],
         meta=meta,
+        tasks=config["mteb"].get("tasks"),  # absent unless a config chooses them: the rule's params say so
+        benchmark=config["mteb"].get("benchmark"),
     )
     print({task: round(r["mteb"], 2) for task, r in result["tasks"].items()})

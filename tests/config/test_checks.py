@@ -1,5 +1,5 @@
 """``select`` typos are config errors naming the choices (contrastlab.config.checks); through Snakemake:
-tests/e2e/test_overrides.py."""
+tests/e2e/test_overrides.py. MTEB task and benchmark names are checked by mteb's own lookup."""
 
 from __future__ import annotations
 
@@ -25,3 +25,43 @@ def test_select_typos_are_config_errors_listing_the_choices(repo_root, select, e
     assert expected in str(caught.value) and "\n" not in str(caught.value)
     if "choose from" in expected:  # the valid names follow
         assert str(caught.value).rsplit(": ", 1)[1].strip()
+
+
+@pytest.mark.parametrize(
+    ("mteb", "expected"),
+    [
+        (
+            {"tasks": ["STS99"]},
+            "mteb.tasks: unknown MTEB task 'STS99' (mteb's lookup: Did you mean: 'STSB'?)",
+        ),
+        (
+            {"benchmark": "MTEB(foo)"},
+            "mteb.benchmark: unknown MTEB benchmark 'MTEB(foo)' (mteb's lookup: Did you mean: JMTEB(v2)?)",
+        ),
+        (
+            {"tasks": ["SciFact"], "benchmark": "MTEB(eng, v2)"},
+            "mteb.tasks: set mteb.tasks or mteb.benchmark",
+        ),
+        ({"data": "standin", "tasks": ["SciFact"]}, "mteb.tasks: needs mteb.data: hub"),
+        ({"data": "standin", "benchmark": "MTEB(eng, v2)"}, "mteb.benchmark: needs mteb.data: hub"),
+    ],
+)
+def test_mteb_task_and_benchmark_names_are_checked_by_mtebs_own_lookup(repo_root, mteb, expected):
+    """Issue 65 item 4: a name mteb.get_task / mteb.get_benchmark does not know is a one-line error
+    naming the key and mteb's own suggestion."""
+    pytest.importorskip("mteb")
+    with pytest.raises(cl_config.ConfigError) as caught:
+        cl_config.load(repo_root / "config" / "demo.yaml", {"mteb": {"data": "hub", **mteb}})
+    assert f"config key {expected}" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_mteb_selection_is_kept_as_given_and_absent_by_default(repo_root):
+    """A known benchmark or task list passes as written; a config without them gets no such key (no
+    schema default), so its digest, its jobs and their params stay as they were."""
+    pytest.importorskip("mteb")
+    demo = repo_root / "config" / "demo.yaml"
+    assert not {"tasks", "benchmark"} & set(cl_config.load(demo)["mteb"])
+    chosen = cl_config.load(demo, {"mteb": {"data": "hub", "benchmark": "MTEB(eng, v2)"}})["mteb"]
+    assert (chosen["benchmark"], "tasks" in chosen) == ("MTEB(eng, v2)", False)
+    tasks = cl_config.load(demo, {"mteb": {"data": "hub", "tasks": ["SciFact", "BIOSSES"]}})["mteb"]["tasks"]
+    assert tasks == ["SciFact", "BIOSSES"]

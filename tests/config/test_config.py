@@ -83,6 +83,9 @@ def test_every_optional_key_has_a_default():
     # A search's keys: absent means "all of the experiment's" (methods, backbones), its first seed, the
     # shared stages, no per-method stages, no budget (contrastlab.config.search_spec fills them).
     no_default |= {"methods", "seed", "stages", "per_method", "budget_gpu_hours"}
+    # MTEB's further tasks (mteb.tasks, mteb.benchmark): absent means the seven STS tasks, so rule mteb's
+    # params of a config without them stay as they were and nothing reruns.
+    no_default |= {"tasks", "benchmark"}
     defs = schema["$defs"]
     roots = [("", schema), ("$defs.training", defs["training"]), ("$defs.vision", defs["vision_training"])]
     for prefix, root in roots:

@@ -167,3 +167,75 @@ def test_the_pins_are_mtebs_task_metadata():
         "revision": "b0fddb56ed78048fa8b90373c8a3cfc37b684831",
     }
     assert set(pins) == set(mteb_sts.MTEB_TASKS.values())
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any socket connection fails: what runs under it reads only local files (mteb's task metadata)."""
+    import socket
+
+    def refuse(*args, **kwargs):
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def names(tasks) -> list[str]:
+    return [task.metadata.name for task in tasks]
+
+
+def test_task_selection_is_mtebs_own_lookup_after_the_seven_sts_tasks(no_network):
+    """Issue 65 item 4: mteb.tasks / mteb.benchmark go to mteb.get_task / mteb.get_benchmark (offline: its
+    task metadata); the seven STS tasks come first (the bridge needs them), a chosen task among them once;
+    a benchmark's tasks keep the subsets it chose (MTEB(eng, v2): STS17's English pair only)."""
+    assert names(mteb_sts.selected_tasks()) == list(mteb_sts.TASK_NAMES)
+    chosen = mteb_sts.selected_tasks(["Banking77Classification", "STS12", "SciFact"])
+    assert names(chosen) == [*mteb_sts.TASK_NAMES, "Banking77Classification", "SciFact"]
+    benchmark = mteb.get_benchmark("MTEB(eng, v2)")
+    selected = mteb_sts.selected_tasks(benchmark="MTEB(eng, v2)")
+    beyond = [n for n in names(benchmark.tasks) if n not in mteb_sts.TASK_NAMES]
+    assert names(selected) == [*mteb_sts.TASK_NAMES, *beyond]
+    assert (len(benchmark.tasks), len(selected)) == (41, 42)  # STS16 is not in the benchmark
+    (sts17,) = [t for t in selected if t.metadata.name == "STS17"]
+    assert sts17.hf_subsets == ["en-en"] and len(mteb.get_task("STS17").hf_subsets) == 11
+    with pytest.raises(KeyError, match="STS99"):
+        mteb_sts.selected_tasks(["STS99"])
+    with pytest.raises(KeyError, match="MTEB\\(foo\\)"):
+        mteb_sts.selected_tasks(benchmark="MTEB(foo)")
+
+
+def test_run_mteb_scores_a_chosen_task_beyond_the_seven(checkpoint, tmp_path, no_network):
+    """A task object from the selection (BIOSSES, an STS task outside the seven) is scored by mteb.evaluate
+    as the seven are, its rows handed over as a stand-in's: MTEB's result file beside theirs."""
+    (biosses,) = [t for t in mteb_sts.selected_tasks(["BIOSSES"]) if t.metadata.name == "BIOSSES"]
+    a, b = (
+        ["a man plays", "the cat sat", "rain falls", "two dogs run"],
+        ["a man sings", "a cat", "sun", "dogs run"],
+    )
+    gold = np.array([3.0, 2.5, 0.5, 4.0])
+    model = mteb_sts.load_sentence_transformer(checkpoint, name="contrastlab/tiny")
+    rows = {"BIOSSES": mteb_sts.PairSet(a, b, gold)}
+    scores = mteb_sts.run_mteb(model, rows, tmp_path, tasks=[biosses])
+    vectors = model.encode(a + b, convert_to_numpy=True)
+    cosine = 1 - paired_cosine_distances(vectors[:4], vectors[4:])
+    assert scores["BIOSSES"]["cosine_spearman"] == pytest.approx(spearmanr(cosine, gold)[0], abs=1e-6)
+    assert [p.name for p in tmp_path.glob("results/*/*/*.json") if p.name != "model_meta.json"] == [
+        "BIOSSES.json"
+    ]
+
+
+def test_a_task_of_several_subsets_reports_mtebs_mean_main_score():
+    """STS17's subsets (or a task scored off the test split) have no one default entry: its main score
+    as mteb's TaskResult.get_score averages it."""
+    result = mteb.TaskResult.from_task_results(
+        mteb.get_task("STS17"),
+        {"test": {"en-en": {"main_score": 0.5}, "en-de": {"main_score": 0.7}}},
+        evaluation_time=1.0,
+    )
+    assert mteb_sts._test_scores(result) == {"main_score": pytest.approx(0.6)}
+
+
+def test_chosen_tasks_beyond_the_seven_need_the_hubs_data(tmp_path):
+    with pytest.raises(ValueError, match="mteb.tasks and mteb.benchmark need mteb.data: hub"):
+        mteb_checkpoint(tmp_path, tmp_path, tmp_path / "out", data="standin", benchmark="MTEB(eng, v2)")

@@ -4,6 +4,7 @@ parser, MTEB's results read by mteb's own TaskResult, the ModelMeta validated by
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import subprocess
 import sys
@@ -383,6 +384,27 @@ def test_mteb_scores_reads_rule_mtebs_result_cache_folder(tmp_path):
     assert "stand-in" in result.dataset_name and result.dataset_revision is None
 
 
+def test_a_chosen_task_beyond_sts_keeps_mtebs_task_type_in_the_model_index(tmp_path):
+    """Issue 65 item 4: a task of mteb.tasks / mteb.benchmark beyond STS (Banking77Classification) is
+    read back with its MTEB type, which its model-index row carries; STS rows stay sentence-similarity."""
+    pytest.importorskip("mteb")
+    mteb_results(tmp_path / "results", {"STSBenchmark": 0.75, "Banking77Classification": 0.625})
+    scores = {s.task: s for s in mr.mteb_scores(tmp_path)}
+    assert {task: s.task_type for task, s in scores.items()} == {
+        "Banking77Classification": "Classification",
+        "STSBenchmark": "STS",
+    }
+    rows = {r.dataset_name: r for r in mr.mteb_eval_results(scores.values())}
+    banking, stsb = rows["MTEB Banking77Classification (default)"], rows["MTEB STSBenchmark (default)"]
+    assert (banking.task_type, banking.task_name, banking.metric_value) == (
+        "Classification",
+        "Classification",
+        62.5,
+    )
+    assert (stsb.task_type, stsb.task_name, stsb.metric_value) == ("sentence-similarity", "STS", 75.0)
+    assert banking.dataset_type == "mteb/banking77" and banking.metric_type == "accuracy"
+
+
 def test_mtebs_results_folder_carries_the_checkpoints_meta_and_revision(tmp_path):
     """Issue 56 item 5: rule mteb hands MTEB the checkpoint's ModelMeta (scripts/mteb_sts.py:
     checkpoint_meta), so MTEB's own results folder is named by the weights' revision, not
@@ -499,6 +521,76 @@ def test_mteb_submit_refuses_a_standin_run_and_an_unscored_cell_in_one_line(tmp_
     assert "Open a pull request from that branch to embeddings-benchmark/results" in good.stdout
 
 
+class StubSubmit:
+    """mteb's ``ResultCache.submit_results`` as ``make mteb-submit PR=1`` calls it: each call's cache
+    root and arguments recorded, a created pull request answered (or ``error`` raised)."""
+
+    def __init__(self, error: Exception | None = None):
+        self.calls, self.error = [], error
+
+    def __call__(self, cache, models=None, *, tasks=None, create_pr=False, message=None):
+        self.calls.append(dict(root=Path(cache.cache_path), models=models, tasks=tasks, create_pr=create_pr))
+        self.calls[-1]["message"] = message
+        if self.error is not None:
+            raise self.error
+        return {"status": "pr_created", "result_count": len(tasks), "pr_url": "https://github.com/x/pull/1"}
+
+    def install(self, monkeypatch, result_cache) -> StubSubmit:
+        """Put the stub in place of ``result_cache.submit_results`` (a plain function, bound as a method)."""
+
+        def submit_results(cache, models=None, **kwargs):
+            return self(cache, models, **kwargs)
+
+        monkeypatch.setattr(result_cache, "submit_results", submit_results)
+        return self
+
+
+def test_mteb_submit_pr_opens_the_pull_request_through_mtebs_submit_results(tmp_path, monkeypatch):
+    """Issue 65 item 4: PR=1 hands the staged folder to mteb's own ResultCache(<staging>).submit_results
+    with the staged ModelMeta, the staged tasks and create_pr=True; mteb's answer comes back."""
+    mteb = pytest.importorskip("mteb")
+    real_submit = mteb.ResultCache.submit_results
+    stub = StubSubmit().install(monkeypatch, mteb.ResultCache)
+    configfile, _ = _scored_cell(tmp_path, "hub")
+    staged = pub.mteb_submission(configfile, CELL, repo="me/model", revision="c" * 40)
+    assert staged.pull_request is None and stub.calls == []  # without PR=1: staged only
+    staged = pub.mteb_submission(configfile, CELL, repo="me/model", revision="c" * 40, pull_request=True)
+    (call,) = stub.calls
+    assert call["root"] == staged.root == tmp_path / "results" / "mteb-submit" / CELL
+    (meta,) = call["models"]
+    assert isinstance(meta, mteb.models.ModelMeta)
+    assert (meta.name, meta.revision, meta.license) == ("me/model", "c" * 40, "apache-2.0")
+    assert (call["tasks"], call["create_pr"]) == (["SICK-R", "STSBenchmark"], True)
+    assert call["message"] == "Add me/model results"
+    # the installed mteb's own submit_results takes exactly these arguments
+    inspect.signature(real_submit).bind(None, models=[meta], tasks=call["tasks"], create_pr=True, message="m")
+    assert staged.pull_request == {
+        "status": "pr_created",
+        "result_count": 2,
+        "pr_url": "https://github.com/x/pull/1",
+    }
+    # mteb's own refusal (no GitHub token, no PyGithub) is one line naming PR=1
+    StubSubmit(RuntimeError("No GitHub token found.\nSet it")).install(monkeypatch, mteb.ResultCache)
+    with pytest.raises(pub.PublishError) as caught:
+        pub.mteb_submission(configfile, CELL, pull_request=True)
+    assert (
+        str(caught.value)
+        == "PR=1: mteb's submit_results could not open the pull request: No GitHub token found."
+    )
+
+
+def test_mteb_submit_pr_refuses_a_standin_or_unscored_cell_before_mteb_is_called(tmp_path, monkeypatch):
+    """The stand-in and unscored-cell refusals come first: submit_results is never reached."""
+    mteb = pytest.importorskip("mteb")
+    stub = StubSubmit().install(monkeypatch, mteb.ResultCache)
+    configfile, _ = _scored_cell(tmp_path, "standin")
+    with pytest.raises(pub.PublishError, match="local stand-in"):
+        pub.mteb_submission(configfile, CELL, pull_request=True)
+    with pytest.raises(pub.PublishError, match="MTEB has not scored the cell"):
+        pub.mteb_submission(configfile, "nie2023/minilm/cl/seed42", pull_request=True)
+    assert stub.calls == []
+
+
 def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
     """The Makefile's target stays thin: CONFIG, CELL, REPO and REVISION go to scripts/mteb_submit.py."""
     args = ["CONFIG=config/demo.yaml", f"CELL={CELL}", "REPO=me/m", "REVISION=abc1234"]
@@ -517,6 +609,11 @@ def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
         "--revision",
         '"$REVISION"',
     ]
+    with_pr = subprocess.run(
+        ["make", "-n", "mteb-submit", *args, "PR=1"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    (line,) = [line for line in with_pr.stdout.splitlines() if "scripts/mteb_submit.py" in line]
+    assert line.split()[-1] == "--pull-request"
 
 
 def _finished_cell(tmp_path: Path) -> tuple[Path, Path, Path]:

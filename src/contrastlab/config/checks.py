@@ -43,6 +43,35 @@ def check_select(config: Mapping[str, Any]) -> None:
         )
 
 
+def check_mteb(config: Mapping[str, Any]) -> None:
+    """``mteb.tasks`` and ``mteb.benchmark`` name what mteb's own lookup knows (``mteb.get_task``,
+    ``mteb.get_benchmark``: its task metadata, local, no network), at most one of them is set, and either
+    needs ``mteb.data: hub`` (the stand-in holds the seven STS tasks' rows only). mteb is imported only
+    for a config that sets one."""
+    section = config.get("mteb") or {}
+    tasks, benchmark = section.get("tasks"), section.get("benchmark")
+    if tasks is None and benchmark is None:
+        return
+    key = "tasks" if tasks is not None else "benchmark"
+    if tasks is not None and benchmark is not None:
+        raise ConfigError("config key mteb.tasks: set mteb.tasks or mteb.benchmark, not both")
+    if section.get("data") == "standin":
+        raise ConfigError(
+            f"config key mteb.{key}: needs mteb.data: hub (the stand-in holds the seven STS tasks' rows only)"
+        )
+    import mteb
+
+    for name in tasks if tasks is not None else [benchmark]:
+        try:
+            mteb.get_task(name) if tasks is not None else mteb.get_benchmark(name)
+        except KeyError as error:
+            hint = str(error.args[0]).rsplit("not found.", 1)[-1].strip()
+            what = "task" if tasks is not None else "benchmark"
+            raise ConfigError(
+                f"config key mteb.{key}: unknown MTEB {what} {name!r} (mteb's lookup: {hint or 'no match'})"
+            ) from None
+
+
 def check_folders(config: Mapping[str, Any]) -> None:
     """``results_dir`` and ``resources_dir`` are folders the workflow can own: no ``{`` or ``}`` (Snakemake
     reads them in a path as a wildcard), and ``results_dir`` neither the working directory, the project

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +209,27 @@ BRIDGE_FILE = "bridge.json"
 PROVENANCE_FILE = "provenance.json"
 
 
+def _sts_rows(
+    data: str,
+    senteval_dir: str | Path,
+    stsb_dir: str | Path | None,
+    lock_file: str | Path | None,
+    pins: Mapping[str, Mapping[str, str]],
+) -> tuple[dict[str, PairSet], dict[str, Any]]:
+    """MTEB's rows of the seven STS tasks and what ``provenance.json`` says of them: a stand-in's, from
+    local files, with :func:`~contrastlab.evaluation.mteb_sts.standin_check`'s comparison, or the hub's
+    at the pinned revisions, recorded in ``lock_file``."""
+    from contrastlab.evaluation import mteb_sts
+
+    if data == "standin":
+        pairs = mteb_sts.standin_pairs(senteval_dir, stsb_dir)
+        return pairs, {"data": "standin", "check": mteb_sts.standin_check(pairs)}
+    pairs = {task: mteb_sts.hub_pairs(task) for task in MTEB_TASKS.values()}
+    if lock_file is not None:
+        mteb_sts.record_pins(lock_file, pairs, pins)
+    return pairs, {"data": "hub"}
+
+
 def mteb_checkpoint(
     model_dir: str | Path,
     senteval_dir: str | Path,
@@ -222,9 +243,13 @@ def mteb_checkpoint(
     lock_file: str | Path | None = None,
     overwrite: str = "always",
     meta: Mapping[str, Any] | None = None,
+    tasks: Sequence[str] | None = None,
+    benchmark: str | None = None,
 ) -> dict[str, Any]:
     """Rule ``mteb``'s work on one checkpoint: MTEB's seven STS tasks through ``mteb`` (results in MTEB's
-    format under ``out_dir``), the bridge from the SentEval protocol (``bridge.json``), and
+    format under ``out_dir``), with the further ``tasks`` or named ``benchmark``'s tasks that config keys
+    ``mteb.tasks`` / ``mteb.benchmark`` choose (:func:`~contrastlab.evaluation.mteb_sts.selected_tasks`;
+    those need ``data: hub``), the bridge from the SentEval protocol on the seven (``bridge.json``), and
     sentence-transformers' ``EmbeddingSimilarityEvaluator`` on MTEB's STS-B rows; ``provenance.json``
     says where MTEB's rows came from (``data``: ``hub`` at the pinned revisions, recorded in
     ``lock_file``, or ``standin`` with :func:`~contrastlab.evaluation.mteb_sts.standin_check`'s
@@ -238,18 +263,18 @@ def mteb_checkpoint(
 
     if data not in mteb_sts.DATA_SOURCES:
         raise ValueError(f"mteb.data must be one of {', '.join(mteb_sts.DATA_SOURCES)}, got {data!r}")
+    if data == "standin" and (tasks is not None or benchmark is not None):
+        raise ValueError(
+            "mteb.tasks and mteb.benchmark need mteb.data: hub (the stand-in holds the seven STS tasks)"
+        )
     out_dir = Path(out_dir)
+    chosen = mteb_sts.selected_tasks(tasks, benchmark)
     model = mteb_sts.load_sentence_transformer(model_dir, device=device, name=name)
-    pins = mteb_sts.task_pins()
-    if data == "standin":
-        pairs = mteb_sts.standin_pairs(senteval_dir, stsb_dir)
-        source: dict[str, Any] = {"data": "standin", "check": mteb_sts.standin_check(pairs)}
-    else:
-        pairs = {task: mteb_sts.hub_pairs(task) for task in MTEB_TASKS.values()}
-        if lock_file is not None:
-            mteb_sts.record_pins(lock_file, pairs, pins)
-        source = {"data": "hub"}
-    scores = mteb_sts.run_mteb(model, pairs, out_dir, batch_size=batch_size, overwrite=overwrite, meta=meta)
+    pins = mteb_sts.task_pins(tuple(task.metadata.name for task in chosen))
+    pairs, source = _sts_rows(data, senteval_dir, stsb_dir, lock_file, pins)
+    scores = mteb_sts.run_mteb(
+        model, pairs, out_dir, tasks=chosen, batch_size=batch_size, overwrite=overwrite, meta=meta
+    )
     bridge = bridge_checkpoint(mteb_sts.encoder_of(model, batch_size), senteval_dir, pairs, scores)
     result = {
         "model_dir": str(model_dir),
@@ -277,6 +302,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", help="the model's name in MTEB's results")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument(
+        "--task", action="append", dest="tasks", help="a further MTEB task (repeatable; needs the hub's data)"
+    )
+    parser.add_argument("--benchmark", help="a named MTEB benchmark's tasks too, e.g. 'MTEB(eng, v2)'")
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="keep the MTEB tasks already in OUT (their scores as MTEB stored them: rounded to 1e-5)",
@@ -291,6 +320,8 @@ def main(argv: list[str] | None = None) -> None:
         batch_size=args.batch_size,
         name=args.name,
         overwrite="only-missing" if args.resume else "always",
+        tasks=args.tasks,
+        benchmark=args.benchmark,
     )
     st = result["sentence_transformers"]
     print("task | SentEval | " + " | ".join(STEPS) + " | MTEB | MTEB - SentEval | ST evaluator")

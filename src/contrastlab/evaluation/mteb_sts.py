@@ -1,4 +1,5 @@
-"""MTEB's own evaluator on a sentence checkpoint: the seven English STS tasks through the ``mteb`` package.
+"""MTEB's own evaluator on a sentence checkpoint: the seven English STS tasks through the ``mteb`` package,
+and the further MTEB tasks or named benchmark a config chooses (:func:`selected_tasks`).
 
 Nothing here re-implements MTEB: each task is ``mteb.get_task(name)`` (its ``AbsTaskSTS`` class, its
 metadata, its evaluator), the model is the checkpoint loaded as a ``SentenceTransformer`` (our export,
@@ -26,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -44,6 +45,7 @@ __all__ = [
     "load_sentence_transformer",
     "record_pins",
     "run_mteb",
+    "selected_tasks",
     "standin_check",
     "standin_pairs",
     "task_pins",
@@ -94,6 +96,27 @@ def _mteb():
     import mteb
 
     return mteb
+
+
+def selected_tasks(tasks: Sequence[str] | None = None, benchmark: str | None = None) -> list[Any]:
+    """MTEB's task objects that rule ``mteb`` scores (config keys ``mteb.tasks`` / ``mteb.benchmark``):
+    the seven STS tasks first (``mteb.get_task`` each, in SentEval's order: the bridge needs them), then
+    those of ``tasks`` (``mteb.get_task`` each) or of the named ``benchmark`` (``mteb.get_benchmark``'s
+    task objects, with the splits and subsets the benchmark chose) that are not among the seven, in their
+    order. Neither given: the seven. Unknown names raise mteb's ``KeyError``; mteb reads all of this from
+    its own task metadata, with no network."""
+    mteb = _mteb()
+    chosen = [mteb.get_task(name) for name in TASK_NAMES]
+    if tasks is not None:
+        extra = [mteb.get_task(name) for name in tasks]
+    elif benchmark is not None:
+        extra = list(mteb.get_benchmark(benchmark).tasks)
+    else:
+        extra = []
+    for task in extra:
+        if task.metadata.name not in {t.metadata.name for t in chosen}:
+            chosen.append(task)
+    return chosen
 
 
 def task_pins(tasks=TASK_NAMES) -> dict[str, dict[str, str]]:
@@ -254,15 +277,18 @@ def run_mteb(
     pairs: Mapping[str, PairSet] | None,
     out_dir: str | Path,
     *,
-    tasks=TASK_NAMES,
+    tasks: Sequence[Any] = TASK_NAMES,
     batch_size: int = 64,
     overwrite: str = "always",
     meta: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """Run MTEB's ``tasks`` on ``model`` (a ``SentenceTransformer``) with ``mteb.evaluate``, its results
-    written by ``mteb.ResultCache(out_dir)`` in MTEB's format. ``pairs`` (MTEB task -> :class:`PairSet`)
-    replaces each task's hub dataset (the stand-in); None loads the hub's. Returns, per task, MTEB's
-    test-split scores (``cosine_spearman``, ``main_score``, ... as fractions, MTEB's scale).
+    """Run MTEB's ``tasks`` (names for ``mteb.get_task``, or task objects: :func:`selected_tasks`) on
+    ``model`` (a ``SentenceTransformer``) with ``mteb.evaluate``, its results written by
+    ``mteb.ResultCache(out_dir)`` in MTEB's format. ``pairs`` (MTEB task -> :class:`PairSet`) replaces the
+    hub dataset of each task it names (the stand-in); a task it does not name, or None, loads the hub's.
+    Returns, per task, MTEB's scores of the default subset's test split (``cosine_spearman``,
+    ``main_score``, ... as fractions, MTEB's scale); a task scored on other splits or several subsets has
+    its ``main_score`` only, averaged by mteb (``TaskResult.get_score``).
     ``overwrite``: MTEB's ``overwrite_strategy`` (``only-missing`` keeps the tasks already in ``out_dir``;
     their scores come back as MTEB stored them, rounded to 1e-5, where a fresh run's are not).
     ``meta``: the checkpoint's ``ModelMeta`` fields (``contrastlab.hub.publish.checkpoint_meta``: licence,
@@ -275,9 +301,10 @@ def run_mteb(
         model = SentenceTransformerEncoderWrapper(model)
         model.mteb_model_meta = ModelMeta.model_validate_json_resolved(json.dumps(dict(meta)))
     task_objects = []
-    for name in tasks:
-        task = mteb.get_task(name)
-        if pairs is not None:
+    for name_or_task in tasks:
+        task = mteb.get_task(name_or_task) if isinstance(name_or_task, str) else name_or_task
+        name = task.metadata.name
+        if pairs is not None and name in pairs:
             task.dataset = pairs[name].to_dataset()
             task.data_loaded = True  # what load_data sets once it has the dataset: it loads nothing now
         task_objects.append(task)
@@ -289,11 +316,17 @@ def run_mteb(
         encode_kwargs={"batch_size": batch_size},
         show_progress_bar=False,
     )
-    scores = {}
-    for task_result in result.task_results:
-        (entry,) = [s for s in task_result.scores[MTEB_SPLIT] if s.get("hf_subset", "default") == "default"]
-        scores[task_result.task_name] = {k: float(v) for k, v in entry.items() if isinstance(v, float)}
-    return scores
+    return {task_result.task_name: _test_scores(task_result) for task_result in result.task_results}
+
+
+def _test_scores(task_result: Any) -> dict[str, float]:
+    """The default subset's test-split scores of one ``mteb.TaskResult`` (every STS task has exactly
+    one such entry), else its ``main_score`` as mteb averages it over the splits and subsets it scored."""
+    rows = task_result.scores.get(MTEB_SPLIT, [])
+    entries = [row for row in rows if row.get("hf_subset", "default") == "default"]
+    if len(entries) != 1:
+        return {"main_score": float(task_result.get_score())}
+    return {k: float(v) for k, v in entries[0].items() if isinstance(v, float)}
 
 
 def encoder_of(model: Any, batch_size: int = 64) -> Callable[[list[str]], np.ndarray]:

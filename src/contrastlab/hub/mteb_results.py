@@ -10,7 +10,8 @@ folder a pull request to MTEB's results repository adds.
   :func:`checkpoint_revision`, until the hub commit replaces it), the papers' BibTeX.
 - :func:`stage_submission` lays out what embeddings-benchmark/results expects,
   ``results/<model name, / as __>/<revision>/<Task>.json`` and ``model_meta.json``, in a staging folder
-  that mteb's own ``ResultCache`` loads; :data:`PR_STEPS` are the pull request's steps (the user's).
+  that mteb's own ``ResultCache`` loads; :data:`PR_STEPS` are the pull request's steps, and
+  :func:`submit_pull_request` opens it through mteb's own ``ResultCache.submit_results(create_pr=True)``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import datetime
 import hashlib
 import json
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ __all__ = [
     "mteb_eval_results",
     "mteb_scores",
     "stage_submission",
+    "submit_pull_request",
 ]
 
 #: What a card says instead of MTEB's hub dataset and revision where the rows came from local files.
@@ -54,6 +56,7 @@ class MtebScore:
     metric: str
     value: float
     standin: bool = False  # MTEB's rows came from local files (rule mteb's data: standin), not the hub
+    task_type: str = "STS"  # the task's MTEB type (metadata.type): STS, Classification, Retrieval, ...
 
 
 def mteb_scores(folder: str | Path | None) -> list[MtebScore]:
@@ -100,6 +103,7 @@ def mteb_scores(folder: str | Path | None) -> list[MtebScore]:
                         metric=meta.main_score,
                         value=float(row["main_score"]),
                         standin=standin,
+                        task_type=meta.type,
                     )
                 )
     return scores
@@ -108,13 +112,14 @@ def mteb_scores(folder: str | Path | None) -> list[MtebScore]:
 def mteb_eval_results(mteb: Iterable[MtebScore]) -> list:
     """MTEB's scores as ``huggingface_hub.EvalResult`` objects: each task's main score × 100 on the split
     and subset MTEB scored, with the dataset and revision MTEB read; a stand-in's (rows from local files)
-    name no hub dataset and no revision, only "local stand-in"."""
+    name no hub dataset and no revision, only "local stand-in". The task type is the Hub's
+    ``sentence-similarity`` for MTEB's STS tasks, MTEB's own type (``Classification``, ...) for others."""
     from huggingface_hub import EvalResult
 
     return [
         EvalResult(
-            task_type="sentence-similarity",
-            task_name="STS",
+            task_type="sentence-similarity" if score.task_type == "STS" else score.task_type,
+            task_name=score.task_type,
             dataset_type=score.dataset,
             dataset_name=f"MTEB {score.task} ({score.subset})"
             + (f" on a {STANDIN} built from local files" if score.standin else ""),
@@ -251,13 +256,15 @@ PR_STEPS = (
 @dataclass(frozen=True)
 class Submission:
     """A staged submission: the staging root (a ``mteb.ResultCache`` root), the model's folder name, its
-    revision, the task files copied and the pull request's steps."""
+    revision, the task files copied, the pull request's steps, and mteb's answer where
+    :func:`submit_pull_request` opened the pull request (None: staged only)."""
 
     root: Path
     model: str
     revision: str
     tasks: list[str]
     steps: list[str]
+    pull_request: Mapping[str, Any] | None = None
 
 
 def stage_submission(mteb_dir: str | Path, meta: dict[str, Any], staging: str | Path) -> Submission:
@@ -305,4 +312,24 @@ def stage_submission(mteb_dir: str | Path, meta: dict[str, Any], staging: str | 
         str(checked.revision),
         tasks,
         [s.format(**fields) for s in PR_STEPS],
+    )
+
+
+def submit_pull_request(submission: Submission, meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Open the pull request to embeddings-benchmark/results with mteb's own
+    ``ResultCache(<staging root>).submit_results(models=[ModelMeta], tasks=<staged tasks>, create_pr=True)``
+    (mteb 2.26): it clones that repository under the staging root's ``remote/``, commits there the
+    staged results it does not hold yet on a new branch, and, with PyGithub and a GitHub token
+    (``GITHUB_TOKEN`` or ``gh auth login``), forks it and opens the pull request. ``meta``: the staged
+    ``model_meta.json`` fields. Returns mteb's answer (``status``, ``pr_url``, ``result_count``, ...)."""
+    import mteb
+    from mteb.models import ModelMeta
+
+    checked = ModelMeta.model_validate_json_resolved(json.dumps(dict(meta)))
+    cache = mteb.ResultCache(str(submission.root))
+    return cache.submit_results(
+        models=[checked],
+        tasks=list(submission.tasks),
+        create_pr=True,
+        message=f"Add {checked.name} results",
     )

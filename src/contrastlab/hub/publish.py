@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from contrastlab.hub.mteb_results import (
     model_meta,
     mteb_eval_results,
     stage_submission,
+    submit_pull_request,
 )
 from contrastlab.papers import PAPERS, bibtex_block, hub_tags, paper_for, papers_of
 from contrastlab.paths import cell_path, write_json
@@ -527,12 +528,16 @@ def mteb_submission(
     repo: str | None = None,
     revision: str | None = None,
     code: str | None = None,
+    pull_request: bool = False,
 ) -> Submission:
     """``make mteb-submit``: stage rule ``mteb``'s results of ``cell`` as MTEB's results repository
     expects them (:func:`~.mteb_results.stage_submission`) under ``<results_dir>/mteb-submit/<cell>/``,
     with the checkpoint's ``ModelMeta`` (:func:`checkpoint_meta`) named ``repo`` (the Hub repository
     ``make publish`` uploaded it to; default ``contrastlab/<cell>``) at ``revision`` (that upload's
-    commit; default the weights' digest). Raises :class:`PublishError` with one line naming the fix."""
+    commit; default the weights' digest). ``pull_request`` (``PR=1``): then open the pull request with
+    mteb's own ``submit_results(create_pr=True)`` (:func:`~.mteb_results.submit_pull_request`; its answer
+    in ``Submission.pull_request``), only once the cell has passed every check above (scored by MTEB,
+    on MTEB's hub datasets). Raises :class:`PublishError` with one line naming the fix."""
     if repo is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
         raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
     if revision is not None and not re.fullmatch(r"[0-9a-f]{7,64}", revision):
@@ -552,9 +557,17 @@ def mteb_submission(
         meta.update(name=repo, reference=f"https://huggingface.co/{repo}")
     meta.update(revision=revision or meta["revision"], public_training_code=code)
     try:
-        return stage_submission(folder, meta, Path(results.root) / "mteb-submit" / cell_path(found))
+        staged = stage_submission(folder, meta, Path(results.root) / "mteb-submit" / cell_path(found))
     except ValueError as error:
         raise PublishError(str(error)) from None
+    if not pull_request:
+        return staged
+    try:
+        answer = submit_pull_request(staged, meta)
+    except (ImportError, RuntimeError) as error:  # mteb's own: no PyGithub, no GitHub token, git failed
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise PublishError(f"PR=1: mteb's submit_results could not open the pull request: {first}") from None
+    return replace(staged, pull_request=dict(answer))
 
 
 def _cell_fields(cell: Any) -> dict[str, Any]:
