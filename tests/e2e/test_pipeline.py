@@ -211,14 +211,15 @@ def test_the_demos_report_html_reads_in_chromium_at_1400_px(finished_demo, tmp_p
     assert any("rows not configured by this preset: L_a&u" in line for line in found["folded_rows"])
     # issue 65 item 1: the toy warning before any count, a main number per paper on the first screen; the
     # unconfigured columns folded (at most 20 "not configured" cells); "see" links in the page; verdicts
-    # one line; the add-seeds lines whole; a rule at the frozen labels' edge
+    # one line; the add-seeds lines whole. This demo runs Nie's experiment alone: one paper, one main
+    # number, no grid wide enough to scroll at 1400 px; the whole demo's four papers and its scrolled
+    # grids' frozen edge are tests/report/test_html.py's (demo_report).
     assert found["toy_top"] < found["first_tally_top"] < found["window_height"]
-    assert found["headline_rows"] == 4 and found["headline_bottom"] < found["window_height"]
-    assert found["not_configured_cells"] <= 20 and found["folded_columns"] >= 3
-    assert found["see_links"] > 40 and found["see_not_in_page"] == []
+    assert found["headline_rows"] == 1 and found["headline_bottom"] < found["window_height"]
+    assert found["not_configured_cells"] <= 20 and found["folded_columns"] >= 2
+    assert found["see_links"] >= 10 and found["see_not_in_page"] == []
     assert set(found["verdict_lines"]) == {1} and found["verdict_reasons_shown"] == 0
     assert found["commands_hidden_px"] and set(found["commands_hidden_px"]) == {0}
-    assert found["frozen_edge"] == "2px solid rgb(119, 119, 119)"
 
 
 @pytest.mark.parametrize(
