@@ -88,7 +88,7 @@ search: install          ## CONFIG's hyperparameter searches with everything els
 	$(CONFIG_EXISTS)
 	$(SNAKEMAKE) --configfile "$$CONFIG" --config 'searches={in_all: true}'
 
-monitor: install         ## live training curves: TensorBoard over CONFIG's <results_dir>/tensorboard, localhost:PORT
+monitor: install         ## live training curves and HParams: TensorBoard over CONFIG's <results_dir>/tensorboard, localhost:PORT
 	$(CONFIG_EXISTS)
 	@results="$$($(BIN)/python -c 'import sys; from contrastlab.config import load; print(load(sys.argv[1])["results_dir"])' "$$CONFIG")" || exit 1; \
 	mkdir -p "$$results/tensorboard"; \

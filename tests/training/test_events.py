@@ -113,6 +113,38 @@ def test_a_cell_writes_its_curves_at_the_log_points(reference, read_curves):
     assert [v for _, v in curves["train/loss"]] == pytest.approx([r["loss"] for r in lines if "loss" in r])
 
 
+def test_a_sentence_cell_writes_its_settings_beside_its_best_dev_score_as_hparams(
+    tmp_path, train_tiny, read_curves
+):
+    """The HParams session (tensorboard's own format, read by its own plugin metadata) holds the cell's
+    settings, and the run's last ``dev/best_dev_spearman`` is the summary's best dev score."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import metadata
+
+    from contrastlab.training.sentence import TrainSettings
+
+    summary = train_tiny(tmp_path, max_steps=4, eval_every=2, log_every=2, state_every=None)
+    folder = tmp_path / "state.tensorboard"
+    accumulator = EventAccumulator(str(folder))
+    accumulator.Reload()
+    assert list(accumulator.PluginTagToContent(metadata.PLUGIN_NAME)) == [metadata.SESSION_START_INFO_TAG]
+    [(step, values)] = _sessions(folder)
+    assert step == 0
+    settings = TrainSettings(loss="infonce", lr=1e-4, batch_size=32, max_steps=4, eval_every=2)
+    assert set(values) == set(settings.to_dict())
+    assert (values["loss"], values["lr"], values["batch_size"], values["max_steps"]) == (
+        "infonce",
+        1e-4,
+        32,
+        4,
+    )
+    assert (values["eval_every"], values["log_every"], values["tensorboard"]) == (2, 2, True)
+    assert (values["state_every"], values["loss_hp"]) == ("null", "{}")
+    best = read_curves(folder)["dev/best_dev_spearman"]
+    assert [step for step, _ in best] == [2, 4]
+    assert best[-1][1] == pytest.approx(summary["best_dev_spearman"], rel=1e-6)
+
+
 @pytest.mark.fault(
     "SIGKILL of a cell that writes TensorBoard events", "its curves equal an uninterrupted run's"
 )
@@ -135,7 +167,34 @@ def test_a_killed_and_resumed_cell_has_the_curves_of_an_uninterrupted_one(
         if tag not in TIMING_TAGS:  # and the values: a resumed CPU run is bit-identical
             assert resumed[tag] == straight[tag], tag
     assert len(list((tmp_path / "state.tensorboard").glob("events.out.tfevents.*"))) == 1
+    assert _sessions(tmp_path / "state.tensorboard") == _sessions(reference / "state.tensorboard")
+    assert len(_sessions(reference / "state.tensorboard")) == 1  # the fresh start's, kept once
     observed("killed after step 13 (on disk up to 12), resumed from 10: every tag's steps and values equal")
+
+
+def _sessions(folder: Path) -> list[tuple[int, dict]]:
+    """The HParams sessions of a run folder, read by TensorBoard's own loader and hparams metadata:
+    [(step, {setting: value}), ...]."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import metadata
+
+    accumulator = EventAccumulator(str(folder), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    content = accumulator.PluginTagToContent(metadata.PLUGIN_NAME)[metadata.SESSION_START_INFO_TAG]
+    session = metadata.parse_session_start_info_plugin_data(content)
+    values = {name: getattr(value, value.WhichOneof("kind")) for name, value in session.hparams.items()}
+    return [(event.step, values) for event in accumulator.Tensors(metadata.SESSION_START_INFO_TAG)]
+
+
+def _hparams_experiment(port: int) -> dict:
+    """What the HParams view of the TensorBoard on ``port`` shows: its plugin's experiment answer."""
+    request = urllib.request.Request(
+        f"http://localhost:{port}/data/plugin/hparams/experiment",
+        data=json.dumps({"experimentName": ""}).encode(),
+        headers={"Content-Type": "application/json", "X-XSRF-Protected": "1"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
 
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -195,15 +254,17 @@ def _free_port() -> int:
 @pytest.mark.slow  # a real TensorBoard server, started by make monitor: CI's make test, not test-fast
 def test_make_monitor_serves_the_presets_cell_folders(tmp_path):
     """``make monitor CONFIG=... PORT=...`` reads the preset's results_dir, starts TensorBoard on
-    localhost and lists a cell's run folder by its path (what the run filter matches on)."""
+    localhost and lists a cell's run folder by its path (what the run filter matches on); its HParams
+    view shows the cell's settings and its scalars as metrics."""
     config = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
     config["results_dir"] = str(tmp_path / "results")
     configfile = tmp_path / "c.yaml"
     configfile.write_text(yaml.safe_dump(config, sort_keys=False))
     cell = tmp_path / "results" / "tensorboard" / "nie2023" / "tiny-bert" / "infonce" / "seed42"
-    events = TensorBoardLog(cell)
+    events = TensorBoardLog(cell, {"loss": "infonce", "lr": 3e-05})
     events.start(resume_step=None)
     events.write({"event": "train", "step": 25, "loss": 1.5})
+    events.write({"event": "eval", "step": 25, "dev_spearman": 61.5, "best_dev_spearman": 61.5})
     events.close()
     port = _free_port()
     bin_dir = Path(sys.executable).parent
@@ -228,9 +289,17 @@ def test_make_monitor_serves_the_presets_cell_folders(tmp_path):
                     runs = json.loads(answer.read())
             except OSError:  # not listening yet
                 continue
+        experiment = _hparams_experiment(port)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+    # the HParams view: the cell's settings as columns, its scalars' final values as metrics
+    assert [(info["name"], info["type"]) for info in experiment["hparamInfos"]] == [
+        ("loss", "DATA_TYPE_STRING"),
+        ("lr", "DATA_TYPE_FLOAT64"),
+    ]
+    metrics = [info["name"]["tag"] for info in experiment["metricInfos"]]
+    assert sorted(metrics) == ["dev/best_dev_spearman", "dev/spearman", "train/loss"]
     assert f"TensorBoard over {tmp_path / 'results'}/tensorboard: http://localhost:{port}/" in (
         server.stdout.read()
     )

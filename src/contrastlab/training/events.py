@@ -33,6 +33,14 @@ writer is flushed with every snapshot, so everything up to a snapshot's step is 
 snapshot is. A fresh start removes the folder's earlier event files (a changed cell starts its curves
 over).
 
+HParams: the run's settings (the trainer's ``TrainSettings`` / ``VisionTrainSettings``, :func:`hparams`)
+are written once, at step 0, as TensorBoard's HParams session (``tensorboard.plugins.hparams``), so the
+HParams view of ``make monitor`` lists every cell with its settings beside the final value of each of its
+scalars: ``dev/best_dev_spearman`` (sentence cells) and ``val/best_val_loss`` (vision cells, ``keep:
+best_val_loss``) are the final dev scores. Test scores are computed by the evaluation jobs after training
+and are not in the HParams view. A resumed run keeps the session of its fresh start (it is an event at
+step 0).
+
 Never fails the run: TensorBoard missing, a folder that cannot be made, or any error while writing is one
 warning line (logger ``contrastlab.training.events``), after which the run writes no more events and
 trains on.
@@ -41,6 +49,7 @@ trains on.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -48,6 +57,7 @@ from typing import Any
 
 _LOG = logging.getLogger(__name__)
 EVENT_FILES = "events.out.tfevents.*"  # the SummaryWriter's file names in a run folder
+SESSION_TAG = "_hparams_/session_start_info"  # the tag of tensorboard's HParams session summary
 FLUSH_SECS = 30  # the writer's own background flush (the default, 120 s, is slow for live curves)
 PREFIXES = {"train": "train", "eval": "dev", "val": "val", "geometry": "probe"}  # record event -> prefix
 # Numbers of a record that are bookkeeping, not curves.
@@ -89,15 +99,36 @@ def scalars(record: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def hparams(settings: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
+    """A run's settings as TensorBoard HParams values: nested mappings flattened with ``/``; booleans,
+    numbers and strings as they are; anything else (None, lists, an empty mapping) as its JSON text, so
+    that every setting is a column.
+
+    >>> hparams({"lr": 3e-05, "loss": {"tau": 0.05}, "loss_hp": {}, "max_len": None, "sizes": [1, 2]})
+    {'lr': 3e-05, 'loss/tau': 0.05, 'loss_hp': '{}', 'max_len': 'null', 'sizes': '[1, 2]'}
+    """
+    out: dict[str, bool | int | float | str] = {}
+    for key, value in settings.items():
+        if isinstance(value, Mapping) and value:
+            out.update({f"{key}/{inner}": v for inner, v in hparams(value).items()})
+        elif isinstance(value, bool | int | float | str):
+            out[key] = value
+        else:
+            out[key] = json.dumps(value, default=str)  # never fails: an odd value is its text
+    return out
+
+
 class TensorBoardLog:
-    """The event files of one run in ``folder`` (``None``: off, every call a no-op).
+    """The event files of one run in ``folder`` (``None``: off, every call a no-op), with the run's
+    ``settings`` as its HParams session (:func:`hparams`; ``None``: no session).
 
     :meth:`start` opens the writer (fresh, or resumed after a snapshot's step); :meth:`write` takes the
     run's log records; :meth:`flush` goes with every snapshot; :meth:`close` ends the run's events.
     """
 
-    def __init__(self, folder: str | Path | None) -> None:
+    def __init__(self, folder: str | Path | None, settings: Mapping[str, Any] | None = None) -> None:
         self.folder = Path(folder) if folder is not None else None
+        self.settings = settings
         self.failed: str | None = None  # the warning given when writing stopped
         self._writer = None
 
@@ -116,6 +147,10 @@ class TensorBoardLog:
             self._writer = SummaryWriter(str(self.folder), purge_step=purge, flush_secs=FLUSH_SECS)
             for event in kept:
                 self._writer.file_writer.add_event(event, walltime=event.wall_time)
+            if self.settings is not None and not any(_is_session(event) for event in kept):
+                from tensorboard.plugins.hparams.summary_v2 import hparams_pb
+
+                self._writer.file_writer.add_summary(hparams_pb(hparams(self.settings)), global_step=0)
             self._writer.flush()  # the kept steps on disk before the files they come from go
             for path in earlier:
                 path.unlink()
@@ -158,6 +193,11 @@ class TensorBoardLog:
         if writer is not None:
             with contextlib.suppress(Exception):
                 writer.close()
+
+
+def _is_session(event: Any) -> bool:
+    """Whether a kept summary event is the run's HParams session (written at its fresh start)."""
+    return any(value.tag == SESSION_TAG for value in event.summary.value)
 
 
 def _events_up_to(paths: list[Path], last_step: int) -> list:

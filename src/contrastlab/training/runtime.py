@@ -317,7 +317,8 @@ class TrainingRun:
     how often the device-side non-finite flag is read (a host sync); ``0`` = only at the steps that sync
     anyway (logging, evaluation, snapshots), the CUDA default; ``None`` = every step on a CPU (it costs
     nothing there), ``0`` on CUDA. Either way the error names the first non-finite step.
-    ``events_dir``: the run's TensorBoard folder (None: no events). ``clock`` is for tests.
+    ``events_dir``: the run's TensorBoard folder (None: no events), ``hparams`` the settings its HParams
+    session shows (:class:`~contrastlab.training.events.TensorBoardLog`). ``clock`` is for tests.
     """
 
     def __init__(
@@ -331,6 +332,7 @@ class TrainingRun:
         check_every: int | None = None,
         progress: bool = True,
         events_dir: str | Path | None = None,
+        hparams: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.started = time.perf_counter()
@@ -343,7 +345,7 @@ class TrainingRun:
         self.check_every = check_every if check_every is not None else (1 if cpu else 0)
         self.progress = progress
         self.clock = clock
-        self.events = TensorBoardLog(events_dir)
+        self.events = TensorBoardLog(events_dir, hparams)
         self.log = JsonlLog(self.state_dir / st.LOG_FILE, mirror=self.events.write)
         self.timings: dict[str, float] = {"train_s": 0.0, "state_s": 0.0}
         self.resumed_from: list[int] = []
@@ -363,10 +365,11 @@ class TrainingRun:
     ) -> TrainingRun:
         """The run of a trainer's settings (their ``precision``, ``state_every``, ``state_minutes``, and
         ``tensorboard``: events in ``events_dir``, by default beside the state folder
-        (:func:`~contrastlab.training.events.default_events_dir`), or none)."""
+        (:func:`~contrastlab.training.events.default_events_dir`), or none); the events' HParams are
+        the settings' ``to_dict()``."""
         rules = {k: getattr(settings, k) for k in ("precision", "state_every", "state_minutes")}
         events = (events_dir or default_events_dir(state_dir)) if settings.tensorboard else None
-        return cls(state_dir, **rules, events_dir=events, **kwargs)
+        return cls(state_dir, **rules, events_dir=events, hparams=settings.to_dict(), **kwargs)
 
     # -- description -----------------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
