@@ -218,3 +218,20 @@ def test_a_grid_with_one_experiment_changed_leaves_its_own_as_it_was():
     assert {c.method for c in control.cells if c.experiment == "img"} == {"cl", "mp"}
     assert grid.experiment("img").seeds == [1] and "sweep" in grid.experiment("img").spec
     assert grid.with_experiment("txt").experiment("txt").seeds == [1]  # seeds None: kept
+
+
+def test_equal_sweep_values_of_other_types_name_their_own_points_and_callers_get_their_own_copy():
+    """The expansion is kept per (methods, sweep) (config.grid._expansion): 1, 1.0 and True are equal
+    keys to Python but name different points, and a caller that changes its answer changes no other's."""
+    from contrastlab.config.grid import expanded_methods
+
+    def names(value):
+        return list(expanded_methods({"methods": {"cl": {}}, "sweep": {"hp.m": [value]}}))
+
+    assert names(1) == ["cl-m1"] and names(1.0) == ["cl-m1.0"] and names(True) == ["cl-mTrue"]
+    spec = {"methods": {"cl": {}}, "sweep": {"batch_size": [64]}}
+    mine = expanded_methods(spec)
+    mine["cl-bs64"][1]["batch_size"] = 128
+    assert expanded_methods(spec) == {"cl-bs64": ("cl", {"batch_size": 64})}
+    # an unhashable value is expanded as before, without the memo
+    assert list(expanded_methods({"methods": {"cl": {}}, "sweep": {"x": [[1, 2]]}})) == ["cl-x[1, 2]"]

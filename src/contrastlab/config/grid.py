@@ -62,11 +62,31 @@ def expanded_methods(experiment: Mapping[str, Any]) -> dict[str, tuple[str, dict
     >>> expanded_methods({"methods": {"cl": {}}, "sweep": {"batch_size": [64, 128]}})
     {'cl-bs64': ('cl', {'batch_size': 64}), 'cl-bs128': ('cl', {'batch_size': 128})}
     """
+    return {name: (method, dict(overrides)) for name, (method, overrides) in _expansion(experiment).items()}
+
+
+def _expansion(experiment: Mapping[str, Any]) -> Mapping[str, tuple[str, Mapping[str, Any]]]:
+    """:func:`expanded_methods`, shared between its callers (never changed): asked for every cell a grid
+    resolves and every row a table reads, the names are built once per (methods, sweep), each value
+    keyed with its type (1, 1.0 and True name different points)."""
     sweep = experiment.get("sweep") or {}
+    methods = tuple(experiment["methods"])
+    typed = tuple((axis, tuple((type(v), v) for v in values)) for axis, values in sweep.items())
+    try:
+        return _expanded_methods(methods, typed)
+    except TypeError:  # an unhashable sweep value (the config's checks name it): built without the memo
+        return _expanded_methods.__wrapped__(methods, typed)
+
+
+@functools.lru_cache(maxsize=256)
+def _expanded_methods(
+    methods: tuple[str, ...], sweep: tuple[tuple[str, tuple[tuple[type, Any], ...]], ...]
+) -> dict[str, tuple[str, dict[str, Any]]]:
     out: dict[str, tuple[str, dict[str, Any]]] = {}
-    for method in experiment["methods"]:
-        for combo in itertools.product(*sweep.values()):
-            overrides = dict(zip(sweep, combo, strict=True))
+    axes = [key for key, _ in sweep]
+    for method in methods:
+        for combo in itertools.product(*(values for _, values in sweep)):
+            overrides = {axis: value for axis, (_, value) in zip(axes, combo, strict=True)}
             labels = [f"{SWEEP_LABELS.get(k, k.removeprefix('hp.'))}{v}" for k, v in overrides.items()]
             out["-".join([method, *labels])] = (method, overrides)
     return out
@@ -79,7 +99,7 @@ def sweep_points(experiment: Mapping[str, Any]) -> dict[str, tuple[str, float]]:
     {'cl-tau0.05': ('tau', 0.05), 'cl-tau3.0': ('tau', 3.0)}
     """
     out = {}
-    for name, (_, overrides) in expanded_methods(experiment).items():
+    for name, (_, overrides) in _expansion(experiment).items():
         for key, value in overrides.items():
             out[name] = (key.removeprefix("hp."), float(value))
     return out
@@ -89,9 +109,10 @@ def _resolve_method(exp: Mapping[str, Any], method: str) -> tuple[str, dict[str,
     if method in exp["methods"]:
         return method, {}
     try:
-        return expanded_methods(exp)[method]
+        base, overrides = _expansion(exp)[method]
     except KeyError:
         raise KeyError(method) from None
+    return base, dict(overrides)
 
 
 def override_precision(settings: dict, precision: str) -> dict:
@@ -198,7 +219,7 @@ def selected_cells(config: Mapping[str, Any], select: Mapping[str, Any] | None =
         for backbone in exp["backbones"]:
             if not _selected(backbone, select.get("backbones")):
                 continue
-            for method, (base, _) in expanded_methods(exp).items():
+            for method, (base, _) in _expansion(exp).items():
                 chosen = select.get("methods")
                 if not (_selected(method, chosen) or _selected(base, chosen)) or not _selected(
                     backbone, exp["methods"][base].get("backbones")
@@ -265,7 +286,7 @@ class Experiment:
 
     def is_sweep_point(self, method: str) -> bool:
         """Whether ``method`` is a point of the ``sweep`` rather than a configured method."""
-        return method not in self.spec["methods"] and method in expanded_methods(self.spec)
+        return method not in self.spec["methods"] and method in _expansion(self.spec)
 
     def method_has_backbone(self, method: str, backbone: str) -> bool:
         """Whether configured ``method`` trains on ``backbone`` (its ``backbones``)."""
