@@ -3,6 +3,7 @@ the probes, fitted from the embeddings its `encode` job wrote (the model is neve
 
 from contrastlab.evaluation.senteval import evaluate_checkpoint, read_encoding
 from contrastlab.paths import write_json
+from contrastlab.training.events import log_test_scores
 from contrastlab.workflow.job import evaluated_model, evaluation_job, job_data_locations
 
 snakemake = globals()["snakemake"]
@@ -28,3 +29,5 @@ with evaluation_job(snakemake) as device:  # the CPU: the rule asks no GPU (reso
         metrics["search"] = search
     print({task: round(score, 2) for task, score in metrics["scores"].items()})
     write_json(snakemake.output.metrics, metrics)
+    if search is None:  # a cell's own checkpoint: its training's TensorBoard (and W&B) run gets the scores
+        log_test_scores(metrics, snakemake.config, snakemake.wildcards)

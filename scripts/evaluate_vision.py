@@ -5,6 +5,7 @@ the FFN on frozen features (OAR §5), as the experiment configures, fitted from 
 from contrastlab.evaluation.vision import evaluate_features
 from contrastlab.paths import write_json
 from contrastlab.provenance import run_metadata
+from contrastlab.training.events import log_test_scores
 from contrastlab.workflow.job import evaluation_job
 
 snakemake = globals()["snakemake"]
@@ -17,3 +18,4 @@ with evaluation_job(snakemake) as device:  # the CPU: the rule asks no GPU (reso
     metrics["meta"] = run_metadata()  # packages, commit, and the inputs: the images' identity, the encoder's
     print({task: round(score, 2) for task, score in metrics["scores"].items()})
     write_json(snakemake.output.metrics, metrics)
+    log_test_scores(metrics, snakemake.config, snakemake.wildcards)  # beside the cell's training curves

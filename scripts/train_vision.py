@@ -2,6 +2,7 @@
 
 from contrastlab.config import Experiment
 from contrastlab.training.cells import train_vision_cell
+from contrastlab.training.events import WandbRun
 from contrastlab.workflow.job import events_dir_of, training_job
 
 sm = globals()["snakemake"]
@@ -15,4 +16,5 @@ with training_job(sm) as (device, where):
         state_dir=sm.params.state_dir,
         device=device,
         events_dir=events_dir_of(sm),
+        wandb_run=WandbRun.of(sm.config, sm.wildcards),
     )

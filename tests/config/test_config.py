@@ -69,6 +69,7 @@ def test_every_optional_key_has_a_default():
     no_default |= {"state_minutes", "head_autocast", "val_fraction", "keep"}
     no_default |= {"tensorboard"}  # absent means on: the cells' params stay as they were
     no_default |= {"figures"}  # absent means drawn: a config written before the switch stays as it was
+    no_default |= {"logging", "wandb"}  # absent means TensorBoard only: earlier configs' digests stay
     # The sentence step's GPU switches: absent means the trainer's device-dependent default, params unchanged.
     no_default |= {
         "dev_batch_size",

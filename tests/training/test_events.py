@@ -22,7 +22,13 @@ import yaml
 from torch.utils.tensorboard import SummaryWriter
 
 from contrastlab.paths import REPO_ROOT
-from contrastlab.training.events import TensorBoardLog, scalars
+from contrastlab.training.events import (
+    TensorBoardLog,
+    headline_test_scores,
+    log_test_scores,
+    scalars,
+    write_test_scores,
+)
 from contrastlab.training.vision import VisionTrainSettings, load_weights
 
 RUNNER = Path(__file__).with_name("_run_vision.py")
@@ -145,6 +151,57 @@ def test_a_sentence_cell_writes_its_settings_beside_its_best_dev_score_as_hparam
     assert best[-1][1] == pytest.approx(summary["best_dev_spearman"], rel=1e-6)
 
 
+# A sentence cell's metrics file, as far as its test scores go, and the cell's wildcards.
+SENTENCE_METRICS = {"scores": {"STS12": 70.0, "MR": 80.0}, "sts_avg": 76.25, "tr_avg": 81.5}
+PLACE = {"experiment": "nie2023", "backbone": "tiny-bert", "method": "infonce", "seed": "42"}
+
+
+def _trained_run(results: Path) -> Path:
+    """The TensorBoard run folder of :data:`PLACE` under ``results`` as its training leaves it: the
+    HParams session, a train and a dev record at step 25."""
+    folder = results / "tensorboard" / "nie2023" / "tiny-bert" / "infonce" / "seed42"
+    events = TensorBoardLog(folder, {"loss": "infonce", "lr": 3e-05})
+    events.start(resume_step=None)
+    events.write({"event": "train", "step": 25, "loss": 1.5})
+    events.write({"event": "eval", "step": 25, "dev_spearman": 61.5, "best_dev_spearman": 61.5})
+    events.close()
+    return folder
+
+
+def test_the_evaluation_writes_the_test_scores_into_the_cells_run_once_per_evaluation(tmp_path, read_curves):
+    """The test scores join the training's run folder at its last step; an evaluation run again replaces
+    them (one file, one point per tag, a score it no longer has gone), and the training's events stay."""
+    folder, config = _trained_run(tmp_path), {"results_dir": str(tmp_path)}
+    logged = log_test_scores(SENTENCE_METRICS, config, PLACE)
+    assert logged == {"test/sts_avg": 76.25, "test/tr_avg": 81.5}
+    curves = read_curves(folder)
+    assert (curves["test/sts_avg"], curves["test/tr_avg"]) == ([(25, 76.25)], [(25, 81.5)])
+    rerun = log_test_scores(SENTENCE_METRICS | {"sts_avg": 77.0, "tr_avg": None}, config, PLACE)
+    assert rerun == {"test/sts_avg": 77.0}
+    curves = read_curves(folder)
+    assert curves["test/sts_avg"] == [(25, 77.0)] and "test/tr_avg" not in curves
+    assert len(list(folder.glob("events.out.tfevents.*.test"))) == 1
+    assert (curves["train/loss"], curves["dev/best_dev_spearman"]) == ([(25, 1.5)], [(25, 61.5)])
+    assert [step for step, _ in _sessions(folder)] == [0]
+
+
+def test_test_scores_go_only_to_a_run_that_has_a_session(tmp_path):
+    """A cell trained with ``tensorboard: false`` (no run folder) and a Pretrained row (no cell) get no
+    events; an image cell's scores are its probes' top-1 accuracies."""
+    config = {"results_dir": str(tmp_path)}
+    assert log_test_scores(SENTENCE_METRICS, config, {"backbone": "tiny-bert"}) == {}
+    assert write_test_scores(tmp_path / "tensorboard" / "nie2023", {"test/sts_avg": 76.25}) is False
+    assert log_test_scores(SENTENCE_METRICS, config, PLACE) == {"test/sts_avg": 76.25, "test/tr_avg": 81.5}
+    assert not (tmp_path / "tensorboard").exists()
+    vision = {"scores": {"linear_top1": 88.5, "knn_top1": 85.0, "ffn10_top1": 60.0, "ffn10_top5": 90.0}}
+    vision["scores"] |= {"embedding_variance": 0.25, "effective_rank_95": 12.0}
+    assert headline_test_scores(vision) == {
+        "test/linear_top1": 88.5,
+        "test/knn_top1": 85.0,
+        "test/ffn10_top1": 60.0,
+    }
+
+
 @pytest.mark.fault(
     "SIGKILL of a cell that writes TensorBoard events", "its curves equal an uninterrupted run's"
 )
@@ -260,12 +317,8 @@ def test_make_monitor_serves_the_presets_cell_folders(tmp_path):
     config["results_dir"] = str(tmp_path / "results")
     configfile = tmp_path / "c.yaml"
     configfile.write_text(yaml.safe_dump(config, sort_keys=False))
-    cell = tmp_path / "results" / "tensorboard" / "nie2023" / "tiny-bert" / "infonce" / "seed42"
-    events = TensorBoardLog(cell, {"loss": "infonce", "lr": 3e-05})
-    events.start(resume_step=None)
-    events.write({"event": "train", "step": 25, "loss": 1.5})
-    events.write({"event": "eval", "step": 25, "dev_spearman": 61.5, "best_dev_spearman": 61.5})
-    events.close()
+    cell = _trained_run(tmp_path / "results")
+    assert write_test_scores(cell, {"test/sts_avg": 76.25, "test/tr_avg": 81.5})  # the evaluation's
     port = _free_port()
     bin_dir = Path(sys.executable).parent
     # -o: the monitor recipe is under test, not the install (CI installed before the suite).
@@ -293,13 +346,19 @@ def test_make_monitor_serves_the_presets_cell_folders(tmp_path):
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
-    # the HParams view: the cell's settings as columns, its scalars' final values as metrics
+    # the HParams view: the cell's settings as columns, its scalars' final values (test scores too) as metrics
     assert [(info["name"], info["type"]) for info in experiment["hparamInfos"]] == [
         ("loss", "DATA_TYPE_STRING"),
         ("lr", "DATA_TYPE_FLOAT64"),
     ]
     metrics = [info["name"]["tag"] for info in experiment["metricInfos"]]
-    assert sorted(metrics) == ["dev/best_dev_spearman", "dev/spearman", "train/loss"]
+    assert sorted(metrics) == [
+        "dev/best_dev_spearman",
+        "dev/spearman",
+        "test/sts_avg",
+        "test/tr_avg",
+        "train/loss",
+    ]
     assert f"TensorBoard over {tmp_path / 'results'}/tensorboard: http://localhost:{port}/" in (
         server.stdout.read()
     )

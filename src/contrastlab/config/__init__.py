@@ -23,7 +23,13 @@ from typing import Any
 
 import yaml
 
-from contrastlab.config.checks import check_folders, check_mteb, check_references, check_select
+from contrastlab.config.checks import (
+    check_folders,
+    check_logging,
+    check_mteb,
+    check_references,
+    check_select,
+)
 from contrastlab.config.command_line import check_command_paths, check_command_strings
 from contrastlab.config.grid import (
     SWEEP_LABELS,
@@ -122,6 +128,7 @@ def validate(config: Mapping[str, Any]) -> dict:
     check_references(config)
     check_select(config)
     check_mteb(config)
+    check_logging(config)
     return config
 
 

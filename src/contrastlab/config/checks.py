@@ -72,6 +72,18 @@ def check_mteb(config: Mapping[str, Any]) -> None:
             ) from None
 
 
+def check_logging(config: Mapping[str, Any]) -> None:
+    """``logging.wandb`` needs the wandb package, which is found (not imported) here, so that a missing
+    one stops the run before any job starts rather than in every cell's training job."""
+    import importlib.util
+
+    if (config.get("logging") or {}).get("wandb") and importlib.util.find_spec("wandb") is None:
+        raise ConfigError(
+            "config key logging.wandb: needs the wandb package, which is not installed: "
+            "pip install wandb (or pip install -e '.[wandb]'), or remove logging.wandb"
+        )
+
+
 def check_folders(config: Mapping[str, Any]) -> None:
     """``results_dir`` and ``resources_dir`` are folders the workflow can own: no ``{`` or ``}`` (Snakemake
     reads them in a path as a wildcard), and ``results_dir`` neither the working directory, the project

@@ -22,6 +22,7 @@ from typing import Any
 
 from contrastlab.paths import atomic_dir, atomic_write
 from contrastlab.search import SearchPoint, record_diverged, resolve_point, same_as_winner
+from contrastlab.training.events import WandbRun
 from contrastlab.training.runtime import NonFiniteLossError
 from contrastlab.training.sentence import TrainSettings, train
 from contrastlab.training.vision import VisionTrainSettings, train_vision
@@ -41,6 +42,7 @@ def train_cell(
     cache_dir: str | Path | None = None,
     device: str | None = None,
     events_dir: str | Path | None = None,
+    wandb_run: WandbRun | None = None,
 ) -> str:
     """Train one sentence cell into ``out_dir`` (its checkpoint) and ``log_path``; returns what became of
     it: ``"trained"``, ``"copied"`` (a later-stage point equal to the earlier winner) or ``"diverged"``.
@@ -73,6 +75,7 @@ def train_cell(
         cache_dir=cache_dir,
         device=device,
         events_dir=events_dir,
+        wandb_run=wandb_run,
     )
     return _diverging_is_a_result(run, point is not None, settings, out_dir, log_path, state_dir)
 
@@ -87,6 +90,7 @@ def train_vision_cell(
     state_dir: str | Path,
     device: str | None = None,
     events_dir: str | Path | None = None,
+    wandb_run: WandbRun | None = None,
 ) -> str:
     """Train one image cell into ``out_dir`` (its encoder) and ``log_path``; returns ``"trained"`` or
     ``"diverged"``. ``point``: whether the cell is a point of its experiment's sweep
@@ -102,6 +106,7 @@ def train_vision_cell(
         state_dir=state_dir,
         device=device,
         events_dir=events_dir,
+        wandb_run=wandb_run,
     )
     return _diverging_is_a_result(run, point, settings, out_dir, log_path, state_dir)
 

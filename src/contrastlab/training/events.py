@@ -37,26 +37,47 @@ HParams: the run's settings (the trainer's ``TrainSettings`` / ``VisionTrainSett
 are written once, at step 0, as TensorBoard's HParams session (``tensorboard.plugins.hparams``), so the
 HParams view of ``make monitor`` lists every cell with its settings beside the final value of each of its
 scalars: ``dev/best_dev_spearman`` (sentence cells) and ``val/best_val_loss`` (vision cells, ``keep:
-best_val_loss``) are the final dev scores. Test scores are computed by the evaluation jobs after training
-and are not in the HParams view. A resumed run keeps the session of its fresh start (it is an event at
-step 0).
+best_val_loss``) are the final dev scores. A resumed run keeps the session of its fresh start (it is an
+event at step 0).
 
-Never fails the run: TensorBoard missing, a folder that cannot be made, or any error while writing is one
-warning line (logger ``contrastlab.training.events``), after which the run writes no more events and
-trains on.
+Test scores: the evaluation job of a cell writes its headline test scores (:func:`headline_test_scores`:
+``test/sts_avg``, ``test/tr_avg``; ``test/linear_top1``, ...) into the same run folder
+(:func:`write_test_scores`), at the run's last step, so the HParams view shows them beside the settings
+as metrics of the session (TensorBoard takes a session's metrics from its run's scalars). They are a file
+of their own, ``events.out.tfevents.*.test``, which each evaluation replaces: a rerun shows its own
+values, once.
+
+Weights & Biases (config ``logging: {wandb: <project>}``, :class:`WandbRun`): the same settings (the run's
+config), the same scalars at the same steps (:class:`WandbLog`) and the test scores (the run's summary),
+in one W&B run per cell, named by the cell's path and identified by it, so a resumed training and the
+evaluation job continue the run their cell started. wandb is imported only then, and its own settings
+(``WANDB_MODE=offline``, ``WANDB_DIR``, ...) hold. W&B's history only moves forward: steps a killed run
+logged after its snapshot keep their first values, and a cell trained again from scratch continues its
+earlier run's history (delete that W&B run, or log to another project, to start its curves over).
+
+Never fails the run: TensorBoard (or wandb) missing, a folder that cannot be made, or any error while
+writing is one warning line (logger ``contrastlab.training.events``), after which the run writes no more
+events (to that sink) and trains on; the evaluation job's test scores alike.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
+import sys
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contrastlab.paths import CELL_FIELDS, Results, cell_path
+
 _LOG = logging.getLogger(__name__)
 EVENT_FILES = "events.out.tfevents.*"  # the SummaryWriter's file names in a run folder
+TEST_SUFFIX = ".test"  # the evaluation job's event file of a run folder: events.out.tfevents.*.test
 SESSION_TAG = "_hparams_/session_start_info"  # the tag of tensorboard's HParams session summary
 FLUSH_SECS = 30  # the writer's own background flush (the default, 120 s, is slow for live curves)
 PREFIXES = {"train": "train", "eval": "dev", "val": "val", "geometry": "probe"}  # record event -> prefix
@@ -116,6 +137,167 @@ def hparams(settings: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
         else:
             out[key] = json.dumps(value, default=str)  # never fails: an odd value is its text
     return out
+
+
+def headline_test_scores(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """A cell's headline test scores, from its metrics file (the evaluation job's), as scalars: a sentence
+    cell's STS and transfer averages (``test/sts_avg``, ``test/tr_avg``, each where its tasks were scored),
+    an image cell's top-1 accuracy of each probe (``test/linear_top1``, ``test/knn_top1``,
+    ``test/ffn<P>_top1``).
+
+    >>> headline_test_scores({"scores": {"STS12": 70.0}, "sts_avg": 76.25, "tr_avg": None})
+    {'test/sts_avg': 76.25}
+    >>> headline_test_scores({"scores": {"linear_top1": 88.5, "knn_top1": 85.0, "embedding_variance": 0.25}})
+    {'test/linear_top1': 88.5, 'test/knn_top1': 85.0}
+    """
+    found = {key: metrics.get(key) for key in ("sts_avg", "tr_avg")}
+    found |= {key: value for key, value in (metrics.get("scores") or {}).items() if key.endswith("_top1")}
+    return {
+        f"test/{key}": float(value)
+        for key, value in found.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
+
+
+def write_test_scores(folder: str | Path, scores: Mapping[str, float]) -> bool:
+    """Write ``scores`` (:func:`headline_test_scores`) into the TensorBoard run folder ``folder`` of the
+    cell's training, as scalars at the run's last step, so that the HParams view shows them as metrics of
+    its session. Only where that training wrote a session (nothing for a cell trained with ``tensorboard:
+    false``); the file of an earlier evaluation (``*.test``) is replaced. Returns whether they were
+    written; a failure is one warning line, never the job's."""
+    folder = Path(folder)
+    try:
+        earlier = sorted(folder.glob(EVENT_FILES))
+        tested = [path for path in earlier if path.name.endswith(TEST_SUFFIX)]  # an earlier evaluation's
+        training = _events_up_to([path for path in earlier if path not in tested], last_step=sys.maxsize)
+        if not any(_is_session(event) for event in training):
+            return False
+        for path in tested:
+            path.unlink()
+        if not scores:
+            return False
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        values = [Summary.Value(tag=tag, simple_value=value) for tag, value in scores.items()]
+        writer = EventFileWriter(str(folder), filename_suffix=TEST_SUFFIX)
+        step = max(event.step for event in training)
+        writer.add_event(Event(wall_time=time.time(), step=step, summary=Summary(value=values)))
+        writer.close()
+        return True
+    except Exception as err:
+        _warn(f"TensorBoard test scores not written to {folder} ({type(err).__name__}: {err})")
+        return False
+
+
+def log_test_scores(
+    metrics: Mapping[str, Any], config: Mapping[str, Any], place: Mapping[str, Any]
+) -> dict[str, float]:
+    """The evaluation job's logging: the :func:`headline_test_scores` of ``metrics`` into the TensorBoard
+    run folder of the cell ``place`` names (its wildcards; :func:`write_test_scores`) and, with
+    ``logging.wandb`` in ``config``, into the summary of the cell's W&B run (:class:`WandbRun`). A place
+    that is no cell (a Pretrained row) gets nothing. Returns the scores logged."""
+    place = dict(place.items())
+    if not set(CELL_FIELDS) <= set(place):
+        return {}
+    scores = headline_test_scores(metrics)
+    write_test_scores(Results(config["results_dir"]).tensorboard(place), scores)
+    wandb_run = WandbRun.of(config, place)
+    if wandb_run is not None and scores:
+        wandb_run.summarise(scores)
+    return scores
+
+
+@dataclass(frozen=True)
+class WandbRun:
+    """The Weights & Biases run of one cell: ``project`` (config ``logging.wandb``) and ``name``, the
+    cell's path; its :attr:`id` is derived from both, so that the training job, its resume and the
+    evaluation job all write to the one run (``resume="allow"``)."""
+
+    project: str
+    name: str
+
+    @property
+    def id(self) -> str:
+        """``cl-`` and 24 hex digits of the SHA-256 of project and name (W&B ids allow no ``/``)."""
+        return "cl-" + hashlib.sha256(f"{self.project}\0{self.name}".encode()).hexdigest()[:24]
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any], place: Mapping[str, Any]) -> WandbRun | None:
+        """The run of the cell ``place`` (a job's wildcards) under ``config``; None without
+        ``logging.wandb`` or for a place that is no cell."""
+        project = (config.get("logging") or {}).get("wandb")
+        place = dict(place.items())
+        if not project or not set(CELL_FIELDS) <= set(place):
+            return None
+        return cls(project, cell_path(place))
+
+    def init(self, settings: Mapping[str, Any] | None = None) -> Any:
+        """``wandb.init`` of this run (created, or continued), with ``settings`` as its config."""
+        import wandb
+
+        config = dict(settings) if settings is not None else None
+        return wandb.init(project=self.project, name=self.name, id=self.id, resume="allow", config=config)
+
+    def summarise(self, scores: Mapping[str, float]) -> None:
+        """Add ``scores`` to the run's summary (beside its config in W&B's runs table); a failure is one
+        warning line."""
+        try:
+            run = self.init()
+            run.summary.update(dict(scores))
+            run.finish()
+        except Exception as err:
+            _warn(f"Weights & Biases run {self.name} got no test scores ({type(err).__name__}: {err})")
+
+
+class WandbLog:
+    """The W&B side of a training run (``run``: its :class:`WandbRun`; ``None``: off, every call a no-op):
+    :meth:`start` opens the run with the ``settings`` as its config, :meth:`write` logs each record's
+    :func:`scalars` at its step (as :class:`TensorBoardLog` writes them), :meth:`close` finishes it."""
+
+    def __init__(self, run: WandbRun | None, settings: Mapping[str, Any] | None = None) -> None:
+        self.run, self.settings = run, settings
+        self.failed: str | None = None  # the warning given when logging stopped
+        self._run = None
+
+    def start(self, resume_step: int | None) -> None:
+        """Open the run: created at a fresh start, continued at a resume (``resume_step``, as
+        :meth:`TensorBoardLog.start` takes it: the same id continues the run, so nothing differs here)."""
+        if self.run is None or self.failed:
+            return
+        try:
+            self._run = self.run.init(self.settings)
+        except Exception as err:
+            self._stop("cannot start", err)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Log the scalars of one log record (:func:`scalars`) at its step."""
+        if self._run is None or record.get("event") not in PREFIXES:
+            return
+        try:
+            if values := scalars(record):
+                self._run.log(values, step=record["step"])
+        except Exception as err:
+            self._stop("cannot log", err)
+
+    def close(self) -> None:
+        if self._run is None:
+            return
+        try:
+            self._run.finish()
+        except Exception as err:
+            self._stop("cannot finish", err)
+        self._run = None
+
+    def _stop(self, what: str, err: Exception) -> None:
+        self.failed = _warn(
+            f"Weights & Biases run {what} {self.run.name} ({type(err).__name__}: {err}); training goes on"
+        )
+        run, self._run = self._run, None
+        if run is not None:
+            with contextlib.suppress(Exception):
+                run.finish(exit_code=1)
 
 
 class TensorBoardLog:
@@ -193,6 +375,13 @@ class TensorBoardLog:
         if writer is not None:
             with contextlib.suppress(Exception):
                 writer.close()
+
+
+def _warn(text: str) -> str:
+    """Log ``text`` as one warning line (an error's message may hold newlines); returns that line."""
+    line = " ".join(text.split())
+    _LOG.warning(line)
+    return line
 
 
 def _is_session(event: Any) -> bool:

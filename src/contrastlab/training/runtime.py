@@ -59,7 +59,7 @@ from contrastlab.config.schema import load_schema
 from contrastlab.models import pick_device
 from contrastlab.precision import fp32_mode_now, resolve, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
 from contrastlab.training import state as st
-from contrastlab.training.events import TensorBoardLog, default_events_dir
+from contrastlab.training.events import TensorBoardLog, WandbLog, WandbRun, default_events_dir
 
 #: Skipped fp16 steps in a row after which the run stops: the scale has fallen by 2**20 (from 65536 to
 #: 0.06), so the gradients overflow at any scale and further steps would only skip.
@@ -264,16 +264,16 @@ def build_optimizer(
 
 
 class JsonlLog:
-    """Append-only JSON lines file; ``mirror`` also gets every record (the TensorBoard events)."""
+    """Append-only JSON lines file; each of ``mirrors`` also gets every record (TensorBoard, W&B)."""
 
-    def __init__(self, path: Path, mirror: Callable[[Mapping[str, Any]], None] | None = None) -> None:
-        self.path, self.mirror = path, mirror
+    def __init__(self, path: Path, mirrors: tuple[Callable[[Mapping[str, Any]], None], ...] = ()) -> None:
+        self.path, self.mirrors = path, mirrors
 
     def write(self, record: Mapping[str, Any]) -> None:
         with open(self.path, "a") as handle:
             handle.write(json.dumps(record, default=float) + "\n")
-        if self.mirror is not None:
-            self.mirror(record)
+        for mirror in self.mirrors:
+            mirror(record)
 
     def offset(self) -> int:
         return self.path.stat().st_size if self.path.exists() else 0
@@ -318,7 +318,9 @@ class TrainingRun:
     anyway (logging, evaluation, snapshots), the CUDA default; ``None`` = every step on a CPU (it costs
     nothing there), ``0`` on CUDA. Either way the error names the first non-finite step.
     ``events_dir``: the run's TensorBoard folder (None: no events), ``hparams`` the settings its HParams
-    session shows (:class:`~contrastlab.training.events.TensorBoardLog`). ``clock`` is for tests.
+    session shows (:class:`~contrastlab.training.events.TensorBoardLog`); ``wandb_run``: the cell's W&B
+    run, given the same settings and scalars (:class:`~contrastlab.training.events.WandbLog`; None: no
+    W&B). ``clock`` is for tests.
     """
 
     def __init__(
@@ -333,6 +335,7 @@ class TrainingRun:
         progress: bool = True,
         events_dir: str | Path | None = None,
         hparams: Mapping[str, Any] | None = None,
+        wandb_run: WandbRun | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.started = time.perf_counter()
@@ -346,7 +349,8 @@ class TrainingRun:
         self.progress = progress
         self.clock = clock
         self.events = TensorBoardLog(events_dir, hparams)
-        self.log = JsonlLog(self.state_dir / st.LOG_FILE, mirror=self.events.write)
+        self.wandb = WandbLog(wandb_run, hparams)
+        self.log = JsonlLog(self.state_dir / st.LOG_FILE, mirrors=(self.events.write, self.wandb.write))
         self.timings: dict[str, float] = {"train_s": 0.0, "state_s": 0.0}
         self.resumed_from: list[int] = []
         # fp16 steps skipped by the loss scaler: counted on the device (no host sync per step) and read
@@ -486,6 +490,7 @@ class TrainingRun:
         finally:
             self._bar.close()
             self.events.close()
+            self.wandb.close()
 
     def _interval(self, loss_sum: float, steps: int, items: int) -> None:
         self._loss_sum = torch.full((), loss_sum, device=self.device)
@@ -605,6 +610,7 @@ class TrainingRun:
         if saved is None:
             st.reset_state_dir(self.state_dir)
             self.events.start(resume_step=None)
+            self.wandb.start(resume_step=None)
             self.log.write({"event": "start", **start_record})
             return 0
         for name, obj in stateful.items():
@@ -616,6 +622,7 @@ class TrainingRun:
         self._interval(*saved["interval"])
         st.truncate_log(self.state_dir, saved["log_offset"])
         self.events.start(resume_step=saved["step"])
+        self.wandb.start(resume_step=saved["step"])
         self.log.write({"event": "resume", "step": saved["step"]})
         st.restore_rng(saved["rng"])
         return saved["step"]

@@ -68,6 +68,7 @@ from contrastlab.training import capture
 from contrastlab.training import state as st
 from contrastlab.training.corpus import load_tokenized_corpus
 from contrastlab.training.dev import DevEvaluator
+from contrastlab.training.events import WandbRun
 from contrastlab.training.runtime import (
     NonFiniteLossError,
     TrainingRun,
@@ -212,17 +213,19 @@ def train(
     progress: bool = True,
     check_every: int | None = None,
     events_dir: str | Path | None = None,
+    wandb_run: WandbRun | None = None,
 ) -> dict[str, Any]:
     """Train one cell; write the best checkpoint to ``out_dir`` and the JSONL log to ``log_path``.
 
     ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on success);
     ``cache_dir`` the tokenised corpus (default ``resources/cache``); ``check_every`` the non-finite
     check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir`` the TensorBoard
-    run folder (default ``<state_dir>.tensorboard``). Returns the summary written to
+    run folder (default ``<state_dir>.tensorboard``), ``wandb_run`` the cell's W&B run (None: none). Returns
+    the summary written to
     ``out_dir/train_summary.json``: best dev score and step, steps, timings, device, settings, meta.
     """
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
-    run = TrainingRun.for_settings(settings, state_dir, **options)
+    run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run)
     if settings.cuda_graph:  # before anything is loaded: the one-line error comes first
         capture.require_cuda(run.device)
     with capture.deterministic_algorithms(settings.deterministic):

@@ -60,6 +60,7 @@ from contrastlab.training import capture
 from contrastlab.training import state as st
 from contrastlab.training import vision_capture as vc
 from contrastlab.training.augment import SimCLRAugment, two_views
+from contrastlab.training.events import WandbRun
 from contrastlab.training.runtime import (
     GeneratorState,
     TrainingRun,
@@ -273,6 +274,7 @@ def train_vision(
     progress: bool = True,
     check_every: int | None = None,
     events_dir: str | Path | None = None,
+    wandb_run: WandbRun | None = None,
 ) -> dict[str, Any]:
     """Train one vision cell; write the encoder to ``out_dir`` and the JSONL log to ``log_path``.
 
@@ -281,11 +283,12 @@ def train_vision(
     data rule). ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on
     success). ``progress``: a progress bar and one JSON line per log step on stderr; ``check_every``:
     the non-finite check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir``
-    the TensorBoard run folder (default ``<state_dir>.tensorboard``). Returns the summary also written to
+    the TensorBoard run folder (default ``<state_dir>.tensorboard``), ``wandb_run`` the cell's W&B run
+    (None: none). Returns the summary also written to
     ``out_dir/settings.json``.
     """
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
-    run = TrainingRun.for_settings(settings, state_dir, **options)
+    run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run)
     if settings.cuda_graph:  # before anything is loaded: the one-line error comes first
         capture.require_cuda(run.device)
     benchmark_was = torch.backends.cudnn.benchmark
