@@ -17,11 +17,12 @@ from contrastlab.config import sweep_points
 from contrastlab.figures import geometry_logs, li2024
 from contrastlab.figures.sweeps import sweep_metrics_frame
 from contrastlab.training import geometry
+from tests.images import distinct_colours
 
 
 def _nontrivial(path):
     pixels = matplotlib.image.imread(path)
-    assert path.stat().st_size > 8_000 and len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 20
+    assert path.stat().st_size > 8_000 and distinct_colours(pixels) > 20
 
 
 # ------------------------------------------------------------------------------------------- Li Fig. 4
