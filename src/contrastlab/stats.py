@@ -8,6 +8,7 @@ where it is used: the workflow imports this module when it parses the Snakefile.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
@@ -75,10 +76,19 @@ def blocked_pooled_std(cells: Iterable[Mapping[Hashable, float]]) -> tuple[float
 def t_quantile(df, level: float = LEVEL):
     """The two-sided Student-t quantile t_{df, (1+level)/2} (normal quantile for df = inf); a float, or
     an array for an array of ``df`` (elementwise)."""
+    if np.ndim(df) == 0:
+        return _scalar_t_quantile(float(df), float(level))
     import scipy.stats
 
-    q = scipy.stats.t.ppf((1 + level) / 2, df)
-    return float(q) if np.ndim(q) == 0 else q
+    return scipy.stats.t.ppf((1 + level) / 2, df)
+
+
+@functools.lru_cache(maxsize=4096)
+def _scalar_t_quantile(df: float, level: float) -> float:
+    # A report asks the same few (df, level) thousands of times, and scipy's ppf costs ~1 ms a call.
+    import scipy.stats
+
+    return float(scipy.stats.t.ppf((1 + level) / 2, df))
 
 
 def half_width(std: float, df: float, n: int, k: int | None, level: float = LEVEL) -> float:
