@@ -83,20 +83,24 @@ def offline_runs(wandb_dir: Path) -> list[dict]:
 def test_a_cell_logs_its_settings_curves_and_test_scores_to_one_offline_wandb_run(
     tmp_path, monkeypatch, vision_settings, train_image
 ):
+    """The training (``WANDB_DIR`` unset: wandb's files in the results folder) and the evaluation
+    (``WANDB_DIR`` set: there) write one run, by its id."""
     monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.delenv("WANDB_DIR", raising=False)
     config = {"results_dir": str(tmp_path / "results"), "logging": {"wandb": PROJECT}}
     run = WandbRun.of(config, PLACE)
     assert (run.project, run.name) == (PROJECT, "macl2025/digits-resnet/macl/seed42")
     assert run.id == WandbRun.of(config, dict(PLACE)).id != WandbRun.of(config, PLACE | {"seed": "43"}).id
     settings = vision_settings(**CELL)
-    train_image(settings, tmp_path / "cell", wandb_run=run)
-    log_test_scores({"scores": {"linear_top1": 88.5, "effective_rank_95": 12.0}}, config, PLACE)
     import wandb
 
-    wandb.teardown()  # wandb's service writes the files out (a job's process does at its exit)
+    train_image(settings, tmp_path / "cell", wandb_run=run)
+    wandb.teardown()  # the training job's process ends: wandb's service writes its files out
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "elsewhere"))
+    log_test_scores({"scores": {"linear_top1": 88.5, "effective_rank_95": 12.0}}, config, PLACE)
+    wandb.teardown()  # and the evaluation job's
 
-    training, evaluation = offline_runs(tmp_path)  # the evaluation job continues the training's run
+    [training], [evaluation] = offline_runs(tmp_path / "results"), offline_runs(tmp_path / "elsewhere")
     assert [(r["id"], r["name"], r["project"]) for r in (training, evaluation)] == 2 * [
         (run.id, run.name, PROJECT)
     ]

@@ -51,9 +51,10 @@ Weights & Biases (config ``logging: {wandb: <project>}``, :class:`WandbRun`): th
 config), the same scalars at the same steps (:class:`WandbLog`) and the test scores (the run's summary),
 in one W&B run per cell, named by the cell's path and identified by it, so a resumed training and the
 evaluation job continue the run their cell started. wandb is imported only then, and its own settings
-(``WANDB_MODE=offline``, ``WANDB_DIR``, ...) hold. W&B's history only moves forward: steps a killed run
-logged after its snapshot keep their first values, and a cell trained again from scratch continues its
-earlier run's history (delete that W&B run, or log to another project, to start its curves over).
+(``WANDB_MODE=offline``, ``WANDB_DIR``, ...) hold; without ``WANDB_DIR`` its files go to the results
+folder's ``wandb/``. W&B's history only moves forward: steps a killed run logged after its snapshot keep
+their first values, and a cell trained again from scratch continues its earlier run's history (delete that
+W&B run, or log to another project, to start its curves over).
 
 Never fails the run: TensorBoard (or wandb) missing, a folder that cannot be made, or any error while
 writing is one warning line (logger ``contrastlab.training.events``), after which the run writes no more
@@ -66,6 +67,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -213,10 +215,13 @@ def log_test_scores(
 class WandbRun:
     """The Weights & Biases run of one cell: ``project`` (config ``logging.wandb``) and ``name``, the
     cell's path; its :attr:`id` is derived from both, so that the training job, its resume and the
-    evaluation job all write to the one run (``resume="allow"``)."""
+    evaluation job all write to the one run (``resume="allow"``). ``root``: the folder wandb writes its
+    ``wandb/`` folder into where ``WANDB_DIR`` is unset (the results folder; None: the working directory,
+    wandb's default)."""
 
     project: str
     name: str
+    root: str | None = None
 
     @property
     def id(self) -> str:
@@ -231,14 +236,19 @@ class WandbRun:
         place = dict(place.items())
         if not project or not set(CELL_FIELDS) <= set(place):
             return None
-        return cls(project, cell_path(place))
+        return cls(project, cell_path(place), config.get("results_dir"))
 
     def init(self, settings: Mapping[str, Any] | None = None) -> Any:
         """``wandb.init`` of this run (created, or continued), with ``settings`` as its config."""
         import wandb
 
+        root = self.root if self.root is not None and not os.environ.get("WANDB_DIR") else None
+        if root is not None:
+            Path(root).mkdir(parents=True, exist_ok=True)
         config = dict(settings) if settings is not None else None
-        return wandb.init(project=self.project, name=self.name, id=self.id, resume="allow", config=config)
+        return wandb.init(
+            project=self.project, name=self.name, id=self.id, resume="allow", config=config, dir=root
+        )
 
     def summarise(self, scores: Mapping[str, float]) -> None:
         """Add ``scores`` to the run's summary (beside its config in W&B's runs table); a failure is one
