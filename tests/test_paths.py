@@ -10,7 +10,16 @@ from types import SimpleNamespace
 import pytest
 
 from contrastlab.config import Cell
-from contrastlab.paths import CELL_PATH, REPO_ROOT, Resources, Results, atomic_dir, atomic_write, cell_path
+from contrastlab.paths import (
+    CELL_PATH,
+    REPO_ROOT,
+    Resources,
+    Results,
+    atomic_dir,
+    atomic_write,
+    cell_path,
+    read_yaml,
+)
 
 
 def test_atomic_dir_replaces_the_folder_whole(tmp_path):
@@ -198,3 +207,18 @@ def test_tables_and_report_are_written_atomically(tmp_path, monkeypatch, observe
     leftovers = [p.name for p in tmp_path.rglob("*.partial")]
     assert not leftovers, leftovers
     observed(f"{len(before)} files, none changed, no .partial left")
+
+
+def test_read_yaml_gives_safe_loads_objects_for_every_yaml_file_the_project_ships():
+    """paths.read_yaml (libyaml's loader) reads the configs, presets, schema, profiles and the papers'
+    tables and claims files to the same objects as PyYAML's pure-Python safe_load."""
+    import yaml
+
+    shipped = [
+        path
+        for pattern in ("*.yaml", "config/*.yaml", "schemas/*.yaml", "profiles/*/*.yaml", "src/**/*.yaml")
+        for path in REPO_ROOT.glob(pattern)
+    ]
+    assert len(shipped) >= 25, shipped
+    for path in shipped:
+        assert read_yaml(path) == yaml.safe_load(path.read_text(encoding="utf-8")), path

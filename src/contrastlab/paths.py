@@ -249,6 +249,17 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def read_yaml(path: str | os.PathLike) -> Any:
+    """The YAML file at ``path`` as Python objects, through libyaml's safe loader where PyYAML has it
+    (the same objects as ``yaml.safe_load``, about 8x faster: a job reads the config and the papers'
+    tables and claims files)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with open(path, encoding="utf-8") as handle:
+        return yaml.load(handle, Loader=loader)
+
+
 def write_json(path: str | os.PathLike, payload: Any) -> None:
     """Write ``payload`` as indented, key-sorted JSON atomically (:func:`atomic_write`)."""
     with atomic_write(path) as tmp:

@@ -43,7 +43,7 @@ import yaml
 
 from contrastlab import config as cl_config
 from contrastlab.config.data import data_identity, image_data_identity
-from contrastlab.paths import Results, atomic_dir, write_json
+from contrastlab.paths import Results, atomic_dir, read_yaml, write_json
 from contrastlab.workflow.recovery import run_records
 
 #: The preset's outputs each ``reproduce@<preset>`` stage versions (``dvc.yaml``'s ``outs``), relative
@@ -187,7 +187,7 @@ def preset_stages(root: str | os.PathLike = ".") -> dict[str, dict[str, str]]:
     """``{name: {"config": ..., "results": ...}}``: the presets ``dvc.yaml``'s stage :data:`STAGE`
     runs, in its order."""
     path = Path(root) / "dvc.yaml"
-    stages = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("stages") or {}
+    stages = (read_yaml(path) or {}).get("stages") or {}
     return dict((stages.get(STAGE) or {}).get("foreach") or {})
 
 
@@ -473,7 +473,7 @@ def _locked_outputs(stage: str, root: Path) -> list[str] | None:
     lock = root / "dvc.lock"
     if not lock.is_file():
         return None
-    entry = ((yaml.safe_load(lock.read_text(encoding="utf-8")) or {}).get("stages") or {}).get(stage)
+    entry = ((read_yaml(lock) or {}).get("stages") or {}).get(stage)
     return None if entry is None else [out["path"] for out in entry.get("outs", [])]
 
 

@@ -21,8 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from contrastlab.config.checks import (
     check_folders,
     check_logging,
@@ -58,6 +56,7 @@ from contrastlab.config.schema import (
 from contrastlab.config.searches import RELATIVE_OPS, STAGE_KEYS, search_spec
 from contrastlab.config.templates import TEMPLATE_KEYS, expand_templates
 from contrastlab.papers import paper_of  # a name's paper, by the config's naming (re-exported)
+from contrastlab.paths import read_yaml
 
 #: The face of the package: what the Snakefile, the scripts and the library read (``cl_config.<name>``).
 __all__ = [
@@ -137,8 +136,7 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist; pass an existing YAML file")
-    with open(path) as handle:
-        config = yaml.safe_load(handle) or {}
+    config = read_yaml(path) or {}
     if overrides:
         config = deep_merge(config, overrides)
     return validate(config)

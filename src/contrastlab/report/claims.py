@@ -71,6 +71,7 @@ import yaml
 
 from contrastlab import papers
 from contrastlab.config import Grid, load
+from contrastlab.paths import read_yaml
 from contrastlab.report.contrasts import cell_of, contrast, contrast_parts
 from contrastlab.report.figure_values import (
     check_figure_values,
@@ -155,7 +156,7 @@ def load_claims(paper: str) -> dict[str, Any]:
     path = CLAIMS_DIR / f"{paper}.yaml"
     if not path.exists():
         raise ValueError(f"no claim file for paper {paper!r}; valid: {', '.join(PAPERS)}")
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = read_yaml(path)
     for claim in data["claims"]:
         missing = {"id", "claim", "quote", "where", "experiment", "task", "backbones", "parts"} - set(claim)
         if missing:

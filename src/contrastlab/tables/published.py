@@ -14,9 +14,8 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from contrastlab.papers import PAPERS, TableSpec
+from contrastlab.paths import read_yaml
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,8 +48,7 @@ def get_spec(name: str) -> TableSpec:
 def load_meta(name: str) -> dict[str, Any]:
     """The sidecar ``published/<name>.yaml`` of table ``name``."""
     get_spec(name)
-    with open(PUBLISHED_DIR / f"{name}.yaml", encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    return read_yaml(PUBLISHED_DIR / f"{name}.yaml")
 
 
 @functools.cache
