@@ -378,9 +378,9 @@ class TensorBoardLog:
         self._writer = None
 
     def _stop(self, what: str, err: Exception) -> None:
-        text = f"TensorBoard events {what} {self.folder} ({type(err).__name__}: {err}); training goes on"
-        self.failed = " ".join(text.split())  # one line
-        _LOG.warning(self.failed)
+        self.failed = _warn(
+            f"TensorBoard events {what} {self.folder} ({type(err).__name__}: {err}); training goes on"
+        )
         writer, self._writer = self._writer, None
         if writer is not None:
             with contextlib.suppress(Exception):

@@ -220,9 +220,9 @@ def train(
     ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on success);
     ``cache_dir`` the tokenised corpus (default ``resources/cache``); ``check_every`` the non-finite
     check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir`` the TensorBoard
-    run folder (default ``<state_dir>.tensorboard``), ``wandb_run`` the cell's W&B run (None: none). Returns
-    the summary written to
-    ``out_dir/train_summary.json``: best dev score and step, steps, timings, device, settings, meta.
+    run folder (default ``<state_dir>.tensorboard``), ``wandb_run`` the cell's W&B run (None: none).
+    Returns the summary written to ``out_dir/train_summary.json``: best dev score and step, steps,
+    timings, device, settings, meta.
     """
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run)

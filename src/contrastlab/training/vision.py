@@ -284,8 +284,7 @@ def train_vision(
     success). ``progress``: a progress bar and one JSON line per log step on stderr; ``check_every``:
     the non-finite check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir``
     the TensorBoard run folder (default ``<state_dir>.tensorboard``), ``wandb_run`` the cell's W&B run
-    (None: none). Returns the summary also written to
-    ``out_dir/settings.json``.
+    (None: none). Returns the summary also written to ``out_dir/settings.json``.
     """
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run)
