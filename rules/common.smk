@@ -33,6 +33,7 @@ from contrastlab.tables import tables_for_config
 from contrastlab.tables.search import search_tables
 from contrastlab.workflow import finished as cl_finished
 from contrastlab.workflow import points as cl_points
+from contrastlab.workflow import warm as cl_warm
 from contrastlab.workflow.recovery import (
     forget_running_workflow,
     record_running_workflow,

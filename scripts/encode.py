@@ -2,6 +2,10 @@
 checkpoint (or unmodified backbone) into the job's embeddings folder, where the CPU job `evaluate` reads
 them. ``encoding.json`` there records how (device, sentences, seconds, versions), for its metrics."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from pathlib import Path
 
 from contrastlab.evaluation.senteval import ENCODING_RECORD, encode_checkpoint

@@ -2,6 +2,10 @@
 its dataset's train and test splits, written to the job's features file, where the CPU job
 `evaluate_vision` fits the probes. A point whose training diverged gets a file naming the reason."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from contrastlab.evaluation.vision import DIVERGED_KEY, job_features, save_features
 from contrastlab.workflow.job import evaluation_job, job_data_locations
 

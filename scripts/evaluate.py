@@ -1,6 +1,10 @@
 """Snakemake entry: the CPU half of a SentEval evaluation of one checkpoint (or unmodified backbone):
 the probes, fitted from the embeddings its `encode` job wrote (the model is never loaded here)."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from contrastlab.evaluation.senteval import evaluate_checkpoint, read_encoding
 from contrastlab.paths import write_json
 from contrastlab.training.events import log_test_scores

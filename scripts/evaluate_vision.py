@@ -2,6 +2,10 @@
 the FFN on frozen features (OAR §5), as the experiment configures, fitted from the features its
 `encode_vision` job wrote (the encoder is never loaded here)."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from contrastlab.evaluation.vision import evaluate_features
 from contrastlab.paths import write_json
 from contrastlab.provenance import run_metadata

@@ -1,5 +1,9 @@
 """Snakemake entry: materialise one backbone (download, package copy, or random init) as an HF folder."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from contrastlab.models import materialize_backbone
 from contrastlab.models.text import backbone_record
 from contrastlab.workflow.job import job_data_locations, job_label, logged_to

@@ -1,5 +1,9 @@
 """Snakemake entry: the analytic (Nie Fig. 2a/2b/4) or simulated (Li Fig. 2/3/10) figures of one paper."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from pathlib import Path
 
 from contrastlab.workflow.job import job_label, logged_to

@@ -1,5 +1,9 @@
 """Snakemake entry: Nie Fig. 1 from the cells' metrics (alignment/uniformity) or training logs (curves)."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from pathlib import Path
 
 from contrastlab.figures import training_curves as tc

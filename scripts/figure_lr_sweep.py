@@ -1,5 +1,9 @@
 """Snakemake entry: OAR Fig. 2/4 of one experiment from its sweep cells' metrics (contrastlab.figures.oar)."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from pathlib import Path
 
 from contrastlab.config import Experiment

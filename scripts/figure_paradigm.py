@@ -1,5 +1,9 @@
 """Snakemake entry: Li et al.'s gradient paradigm (GD, W, R by autograd) of one user loss."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from pathlib import Path
 
 from contrastlab.workflow.job import job_label, logged_to

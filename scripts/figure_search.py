@@ -1,5 +1,9 @@
 """Snakemake entry: the heatmaps of one experiment's hyperparameter searches (contrastlab.figures.search)."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from pathlib import Path
 
 from contrastlab.figures.search import search_figure

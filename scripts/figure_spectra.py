@@ -1,5 +1,9 @@
 """Snakemake entry: OAR Fig. 3 (singular values and affinity of test embeddings) of one experiment."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from pathlib import Path
 
 from contrastlab.figures.oar import spectra_figure

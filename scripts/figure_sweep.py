@@ -1,6 +1,10 @@
 """Snakemake entry: a figure over experiments' cells (Li Fig. 6: dev scores; Nie Fig. 3a: metrics and
 gaps; the geometry figures of figures.geometry_logs)."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from pathlib import Path
 
 from contrastlab.config import Experiment

@@ -3,6 +3,10 @@ model_card, with its MTEB ModelMeta beside it) or image (rule model_card_vision)
 summary, its metrics, the run's data markers and, where they exist, MTEB's results
 (contrastlab.hub.cards, contrastlab.hub.publish)."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from contrastlab.hub.cards import write_model_card
 from contrastlab.workflow.job import job_label, logged_to
 

@@ -4,6 +4,10 @@ the bridge from the SentEval protocol
 (contrastlab.evaluation.bridge). MTEB writes the checkpoint's full ModelMeta (licence, parameters, release
 date, revision: contrastlab.hub.publish.checkpoint_meta) as the results' model_meta.json."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from contrastlab.evaluation.bridge import mteb_checkpoint
 from contrastlab.hub.publish import checkpoint_meta
 from contrastlab.workflow.job import evaluation_job, job_data_locations

@@ -1,6 +1,10 @@
 """Snakemake entry: make a vision dataset available (scikit-learn's digits, a user's CIFAR copy, or the
 download, checked against the published md5 of every file)."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from contrastlab.config.data import cifar_source_spec, user_images_root
 from contrastlab.data.images import cifar_source, prepare_images
 from contrastlab.paths import write_json

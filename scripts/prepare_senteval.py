@@ -1,5 +1,9 @@
 """Snakemake entry: make the SentEval data available (user copy, generated fixture, or download)."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from contrastlab.data.acquire import prepare_senteval
 from contrastlab.paths import write_json
 from contrastlab.workflow.job import job_data_locations, job_label, logged_to

@@ -1,5 +1,9 @@
 """Snakemake entry of rule ``search_select``: one stage's winner, on dev scores only (contrastlab.search)."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from contrastlab.paths import write_json
 from contrastlab.search import SearchPoint, stage_selection
 from contrastlab.workflow.job import job_label, logged_to

@@ -6,6 +6,10 @@ per table) and ``output.report`` there (contrastlab.paths.Results), the report e
 the jobs (their benchmark files).
 """
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from pathlib import Path
 
 from contrastlab.paths import Results

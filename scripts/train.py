@@ -1,6 +1,10 @@
 """Train one sentence cell (protocol.md §2): Snakemake `script:` entry, or a CLI for debugging (`--help`);
 both in contrastlab.training.cells."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from contrastlab.config import Grid, config_digest
 from contrastlab.paths import Results
 from contrastlab.search import is_point_name, search_points

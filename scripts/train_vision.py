@@ -1,5 +1,9 @@
 """Train one image cell (protocol.md §3): Snakemake `script:` entry (contrastlab.training.cells)."""
 
+from contrastlab.workflow.warm import hand_over
+
+hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+
 from contrastlab.config import Experiment
 from contrastlab.training.cells import train_vision_cell
 from contrastlab.training.events import WandbRun

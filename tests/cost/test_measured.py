@@ -16,6 +16,7 @@ from contrastlab.cost.measured import (
     per_rule,
     read_benchmark,
     read_job_costs,
+    warm_usage_path,
 )
 from contrastlab.paths import Results
 from contrastlab.report import build_report
@@ -80,6 +81,25 @@ def results(tmp_path: Path) -> Path:
 def test_read_benchmark_averages_repeats_and_ignores_unmeasured_memory(results):
     seconds, rss = read_benchmark(results / "benchmarks/train/nie2023/bert-base/cl/seed42.tsv")
     assert seconds == pytest.approx(120.0) and rss == pytest.approx(3000.0)
+
+
+def test_a_warm_jobs_own_peak_memory_replaces_the_handing_over_process(results):
+    """A job started warm (contrastlab.workflow.warm) wrote its own peak beside the benchmark file, which
+    measured only the small process that handed the job over; a record older than the benchmark file by
+    more than a job's end is an earlier run's, and is not read."""
+    import os
+
+    tsv = results / "benchmarks/encode/nie2023/bert-base/cl/seed42.tsv"
+    usage = warm_usage_path(tsv)
+    assert usage == tsv.with_name("seed42.warm.json")
+    usage.write_text(json.dumps({"max_rss": 2900.5, "cpu_time": 12.0}))
+    bench(results, "encode/nie2023/bert-base/cl/seed42.tsv", (36.0, "26"))
+    assert read_benchmark(tsv) == (36.0, 2900.5)
+    written = tsv.stat().st_mtime
+    os.utime(usage, (written - 3600, written - 3600))  # the job has since run again, cold
+    assert read_benchmark(tsv) == (36.0, 26.0)
+    usage.write_text("{not json")
+    assert read_benchmark(tsv) == (36.0, 26.0)
 
 
 def test_jobs_get_their_rule_paper_cell_and_gpu_hours_from_the_logs(results):

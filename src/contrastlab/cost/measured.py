@@ -3,7 +3,8 @@
 Read from Snakemake's benchmark files, one TSV per job under ``<results_dir>/benchmarks``, in the folder of
 the rule that wrote it (:meth:`contrastlab.paths.Results.benchmark`: ``<rule>/<cell>.tsv``,
 ``encode_pretrained/pretrained/<backbone>.tsv``, ``<rule>.tsv`` for a figure's job; columns ``s`` (wall
-seconds) and ``max_rss`` (peak resident memory, MB), one row per repeat), from the training logs
+seconds) and ``max_rss`` (peak resident memory, MB), one row per repeat; for a job started warm, the
+peak its fork measured of itself, :func:`warm_usage_path`), from the training logs
 (``<results_dir>/checkpoints/<cell>/train_log.jsonl``: the device of the ``start`` event, the
 ``peak_gpu_memory_gib`` of the ``end`` event) and from the metrics files (the SentEval encoding's device,
 ``encoding.device`` of ``senteval.json``; the image encoding's, ``encoding.device`` of ``vision.json``). A
@@ -79,7 +80,27 @@ def read_benchmark(path: str | os.PathLike) -> tuple[float, float | None]:
     if not seconds:
         raise ValueError(f"benchmark file {path} has no 's' (wall seconds) value")
     rss = [m for m in (_number(r.get("max_rss")) for r in rows) if m is not None]
+    rss += [m for m in [_warm_rss(path)] if m is not None]
     return sum(seconds) / len(seconds), (max(rss) if rss else None)
+
+
+def warm_usage_path(benchmark: str | os.PathLike) -> Path:
+    """Beside a benchmark file ``<place>.tsv``, ``<place>.warm.json``: the peak memory (``max_rss``, MB)
+    and CPU seconds a job started warm measured of itself (:func:`contrastlab.workflow.warm.record_usage`):
+    Snakemake's benchmark measured the process that handed the job over, not the job."""
+    return Path(benchmark).with_suffix(".warm.json")
+
+
+def _warm_rss(benchmark: str | os.PathLike) -> float | None:
+    usage = warm_usage_path(benchmark)
+    try:
+        age = Path(benchmark).stat().st_mtime - usage.stat().st_mtime
+        rss = _number(json.loads(usage.read_text(encoding="utf-8")).get("max_rss"))
+    except (OSError, ValueError, AttributeError):
+        return None
+    # Written as the job ended, just before Snakemake wrote the benchmark file; one left by an earlier run
+    # of the job (run again since without a warm start) is older than the benchmark file by far more.
+    return rss if -5 <= age <= 60 else None
 
 
 def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | None]:
@@ -347,7 +368,8 @@ def cost_lines(
         return lines
     lines += [
         f"From the {len(jobs)} jobs' Snakemake benchmark files (`benchmarks/`: wall time and peak resident "
-        "memory of each job), the training logs (device, peak GPU memory) and the metrics files (the "
+        "memory of each job; for a job started warm, the peak of its own process, which leaves out the "
+        "library pages only a fresh import touches), the training logs (device, peak GPU memory) and the metrics files (the "
         "device of the SentEval encoding and of the vision evaluation). GPU-h: wall hours of the jobs that "
         f"record a CUDA device, one GPU each (training, `encode`, `encode_vision`); {NONE} where none "
         "did (CPU runs; the SentEval probe jobs, `evaluate`, run on the CPU)."

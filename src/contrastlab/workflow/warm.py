@@ -1,0 +1,488 @@
+"""Warm job starts: a local Snakemake job's script run in a process forked from a *starter* that has
+already imported torch, transformers, torchvision and scikit-learn, instead of in a fresh interpreter that
+imports them again.
+
+A fresh ``import torch`` costs 3.7 CPU-seconds and ``from transformers import BertModel`` 8.3
+(docs/measured.md); a toy job's own work is a second or two. On a local run of small cells (``make demo``,
+``make cpu``, the test suite's Snakemake runs) most of every job was those imports; on a GPU cell of
+minutes they are noise, and the starter changes nothing there but the seconds before the first step.
+
+How. The first statement of every Snakemake script is ``hand_over(globals())``. The script's process (the
+*client*, still Snakemake's child) connects to the starter that serves its interpreter, installed
+packages and environment (a Unix socket in a folder only this user can open) and sends its argv, working
+directory, environment, ``sys.path`` and umask as JSON and its stdin, stdout and stderr as descriptors.
+The starter forks; the fork takes those over and runs the same script file (preamble and all), while the
+client forwards the signals it gets and ends as the fork ended (its exit status, or the signal that
+killed it). Where no starter serves yet, the client starts one in the background and runs the script
+itself, as before: a job never waits for a starter. A starter that serves no job for
+``CONTRASTLAB_WARM_IDLE`` seconds (default 120) exits.
+
+What a job sees is what a fresh process would see: the same file, argv, folder, environment, paths,
+umask, standard streams, default signal handlers, its own random-module state (``random`` reseeds in a
+fork), and torch's thread count set by the job itself (:mod:`contrastlab.workflow.job`). The environment
+is part of the starter's key, so a module that reads a variable when it is imported (Hugging Face's
+offline switches, OpenBLAS's thread count) read the job's own value; only the variables in
+:data:`PER_RUN_VARIABLES`, which no import reads, are left out of the key.
+
+Guarantees kept. No orphan: the client watches Snakemake as a cold job does
+(:func:`~contrastlab.workflow.recovery.die_with_workflow`), the starter kills a fork whose client is gone
+(closed connection), and a fork dies with its starter (``PR_SET_PDEATHSIG``). Jobs stay where their
+scheduler put them: never under SLURM (``SLURM_JOB_ID`` set: a job runs inside its allocation), never
+where the starter's imports loaded the CUDA driver (a fork cannot use a CUDA context it inherited).
+
+What differs: Snakemake's ``benchmark:`` file measures the client process, so its wall time is the job's
+but its memory and CPU columns are not: the fork writes its own peak memory and CPU seconds beside it
+(:func:`record_usage`), and the cost tables read those. ``CONTRASTLAB_WARM_START=0`` turns warm starts off
+(every job a fresh interpreter, as before).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import selectors
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SWITCH = "CONTRASTLAB_WARM_START"
+#: Set by the Snakefile: each rule's benchmark file pattern (:func:`benchmark_patterns`).
+BENCHMARKS_VARIABLE = "CONTRASTLAB_BENCHMARKS"
+IDLE_VARIABLE = "CONTRASTLAB_WARM_IDLE"
+#: Set in a fork's environment: the script it runs must not hand itself over again.
+FORK_MARK = "CONTRASTLAB_WARM_FORK"
+#: Variables that change from run to run or test to test and that no import reads: left out of the
+#: starter's key, so that one starter serves every run of a session (the fork still gets the job's values).
+PER_RUN_VARIABLES = frozenset(
+    {"CONTRASTLAB_WORKFLOW_RUN", BENCHMARKS_VARIABLE, "PYTEST_CURRENT_TEST", FORK_MARK}
+)
+#: What the starter imports before it serves: what the training, encoding, evaluation and image jobs spend
+#: their start on. contrastlab itself is never imported there, so a fork always runs the code on disk.
+PRELOAD = (
+    "numpy",
+    "pandas",
+    "scipy.stats",
+    "sklearn.linear_model",
+    "torch",
+    "torchvision",
+    "transformers",
+    "transformers.models.bert.modeling_bert",
+    "safetensors.torch",
+    "snakemake.script",
+)
+_HEADER = struct.Struct("!Q")
+
+
+def hand_over(script_globals: dict[str, Any]) -> None:
+    """Run the calling Snakemake script in a warm fork and end this process as the fork ended; return at
+    once (the script runs here, as before) where warm starts are off, not possible, or no starter serves
+    yet (one is then started in the background for the next jobs)."""
+    if "snakemake" not in script_globals or not _wanted(os.environ):
+        return
+    address = socket_path(os.environ)
+    if address is None:
+        return
+    try:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(str(address))
+    except OSError:
+        _start_starter(address)
+        return
+    request = {
+        "argv": sys.argv,  # the file Python runs (Snakemake's copy, preamble first), not its __file__
+        "cwd": os.getcwd(),
+        "env": {**os.environ, FORK_MARK: "1"},
+        "path": sys.path,
+        "umask": _umask(),
+    }
+    try:
+        payload = json.dumps(request).encode()
+        socket.send_fds(connection, [_HEADER.pack(len(payload))], [0, 1, 2])
+        connection.sendall(payload)
+        fork = _HEADER.unpack(_receive(connection, _HEADER.size))[0]
+    except (OSError, ValueError):
+        connection.close()
+        return  # the starter took nothing over: run here
+    if fork == 0:
+        connection.close()
+        return
+    _follow(connection, fork)
+
+
+def _wanted(env: dict[str, str] | os._Environ) -> bool:
+    return (
+        env.get(SWITCH, "1").strip().lower() not in {"0", "false", "no", "off"}
+        and FORK_MARK not in env
+        and "SLURM_JOB_ID" not in env
+        and hasattr(socket, "send_fds")
+        and hasattr(os, "fork")
+        and sys.platform.startswith("linux")
+    )
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def socket_path(env: dict[str, str] | os._Environ) -> Path | None:
+    """The starter's socket for this interpreter, its installed packages and ``env``: in
+    ``<tmp>/contrastlab-warm-<uid>``, created 0700; ``None`` where that folder is another user's or open
+    to others (a socket there could be someone else's, and it would receive this job's environment)."""
+    folder = Path(tempfile.gettempdir()) / f"contrastlab-warm-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None
+    return folder / f"{starter_key(env)}.sock"
+
+
+def starter_key(env: dict[str, str] | os._Environ) -> str:
+    """What a starter's imports depend on: the interpreter, the installed packages (site-packages' change
+    time moves with every install) and the environment but :data:`PER_RUN_VARIABLES`; 16 hex digits."""
+    site = sysconfig.get_paths()["purelib"]
+    try:
+        installed = os.stat(site).st_mtime_ns
+    except OSError:
+        installed = 0
+    kept = sorted((k, v) for k, v in env.items() if k not in PER_RUN_VARIABLES)
+    text = json.dumps([sys.executable, sys.prefix, site, installed, list(PRELOAD), kept])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _start_starter(address: Path) -> None:
+    """A starter for ``address``, in a session of its own so that a job's end or Ctrl-C never reaches it;
+    one that finds another holding its lock exits at once."""
+    env = {k: v for k, v in os.environ.items() if k != FORK_MARK}
+    try:
+        with open(address.with_suffix(".log"), "a") as log:
+            subprocess.Popen(
+                [sys.executable, "-m", "contrastlab.workflow.warm", str(address)],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+    except OSError:
+        pass  # no starter: every job starts cold, as before
+
+
+def _receive(connection: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the warm starter closed the connection")
+        data += chunk
+    return data
+
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def _follow(connection: socket.socket, fork: int) -> None:
+    """Wait for the fork running this job, passing on the signals this process gets, and exit as it
+    exited (a fork killed by a signal: this process kills itself with it)."""
+    from contrastlab.workflow.recovery import die_with_workflow
+
+    def forward(signum: int, _frame: Any) -> None:
+        try:
+            os.kill(fork, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in FORWARDED:
+        signal.signal(signum, forward)
+    die_with_workflow()  # Snakemake gone: this process exits, the starter sees it and kills the fork
+    try:
+        status = _HEADER.unpack(_receive(connection, _HEADER.size))[0]
+    except (OSError, ConnectionError):
+        print("contrastlab: the warm starter ended before this job did; rerun the job", file=sys.stderr)
+        os._exit(1)
+    code = os.waitstatus_to_exitcode(int(status))
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        code = 128 - code
+    os._exit(code)
+
+
+# --- the starter ----------------------------------------------------------------------------------------
+
+
+def serve(address: Path, idle_seconds: float) -> str:
+    """Import :data:`PRELOAD`, then fork one process per request on ``address`` until no job has run for
+    ``idle_seconds``; returns why it stopped. Only one starter serves an address (a lock beside it)."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(f"{address}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return "another starter serves this address"
+    try:
+        for module in PRELOAD:
+            try:
+                __import__(module)
+            except ImportError:
+                pass  # an optional package not installed: its jobs import what they need themselves
+        if _cuda_driver_loaded():
+            return "the imports loaded the CUDA driver: a fork could not use it; jobs start cold"
+        return _accept_jobs(address, idle_seconds)
+    finally:
+        lock.release()
+
+
+def _cuda_driver_loaded() -> bool:
+    try:
+        return "libcuda.so" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return True
+
+
+def _accept_jobs(address: Path, idle_seconds: float) -> str:
+    staged = address.with_name(f"{address.name}.{os.getpid()}")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(staged))
+    listener.listen(64)
+    os.replace(staged, address)  # clients only ever see a socket that is accepting
+    own = address.stat().st_ino
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    forks: dict[int, socket.socket] = {}
+    last_job = time.monotonic()
+    try:
+        # a stopped starter takes no new job but lets its running ones end (they die with it)
+        while forks or (not stopping and time.monotonic() - last_job < idle_seconds):
+            for key, _ in selector.select(timeout=0.2):
+                if key.fileobj is listener:
+                    connection, _ = listener.accept()
+                    fork = 0 if stopping else _start_job(connection, [listener, selector, *forks.values()])
+                    if fork:
+                        forks[fork] = connection
+                        selector.register(connection, selectors.EVENT_READ, fork)
+                    else:
+                        connection.close()  # the client runs its script itself
+                elif not _still_there(key.fileobj):  # the client was killed: so must its job be
+                    selector.unregister(key.fileobj)
+                    _kill(key.data)
+            for fork, status in _reaped():
+                connection = forks.pop(fork, None)
+                if connection is not None:
+                    if connection in selector.get_map():
+                        selector.unregister(connection)
+                    try:
+                        connection.sendall(_HEADER.pack(status))
+                    except OSError:
+                        pass
+                    connection.close()
+                last_job = time.monotonic()
+    finally:
+        try:
+            if address.stat().st_ino == own:
+                address.unlink()
+        except OSError:
+            pass
+        listener.close()
+    return "stopped" if stopping else f"no job for {idle_seconds:g} s"
+
+
+def _still_there(connection: Any) -> bool:
+    try:
+        return bool(connection.recv(1))
+    except OSError:
+        return False
+
+
+def _kill(fork: int) -> None:
+    try:
+        os.kill(fork, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _reaped() -> list[tuple[int, int]]:
+    done = []
+    while True:
+        try:
+            fork, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return done
+        if fork == 0:
+            return done
+        done.append((fork, status))
+
+
+def _start_job(connection: socket.socket, starters: list[Any]) -> int:
+    """Read one request and fork its job; the fork's pid (sent to the client), or 0 where the request
+    could not be read (the client then runs its script itself). ``starters``: the starter's sockets and
+    selector, which the fork closes."""
+    connection.settimeout(10)
+    try:
+        header, fds, _flags, _address = socket.recv_fds(connection, _HEADER.size, 3)
+        if len(header) != _HEADER.size or len(fds) != 3:
+            raise ConnectionError("a request without its header and three descriptors")
+        request = json.loads(_receive(connection, _HEADER.unpack(header)[0]))
+    except (OSError, ValueError, ConnectionError):
+        return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fork = os.fork()
+    if fork == 0:
+        for held in (*starters, connection):
+            held.close()
+        os._exit(_run_job(request, fds))
+    for fd in fds:
+        os.close(fd)
+    connection.settimeout(None)
+    try:
+        connection.sendall(_HEADER.pack(fork))
+    except OSError:
+        _kill(fork)
+    return fork
+
+
+def _run_job(request: dict[str, Any], fds: list[int]) -> int:
+    """In the fork: become the client's process (streams, folder, environment, argv, paths, umask,
+    signal handlers of a fresh interpreter), run its script, and return its exit status."""
+    import atexit
+    import types
+
+    _die_with_parent()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.umask(request["umask"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = list(request["argv"])
+    sys.path[:] = request["path"]
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(signum, signal.SIG_DFL)
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        # as a fresh interpreter makes them: the starter's own streams were made from the same environment
+        former = getattr(sys, f"__{name}__")
+        stream = io.TextIOWrapper(
+            open(fd, "rb" if fd == 0 else "wb", closefd=False),
+            encoding=former.encoding,
+            errors=former.errors,
+            line_buffering=fd == 2 or os.isatty(fd),
+            write_through=unbuffered and fd != 0,
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+    script = types.ModuleType("__main__")  # as ``python script.py`` makes it, kept after a failure
+    script.__file__ = sys.argv[0]
+    sys.modules["__main__"] = script
+    code = 0
+    try:
+        exec(compile(Path(sys.argv[0]).read_bytes(), sys.argv[0], "exec"), script.__dict__)
+    except SystemExit as stop:
+        code = _exit_status(stop.code)
+    except BaseException as failure:  # the script's own failure, printed as a fresh Python prints it
+        failure.with_traceback(_from_script(failure.__traceback__, sys.argv[0]))
+        sys.excepthook(type(failure), failure, failure.__traceback__)
+        # an interrupted Python ends killed by SIGINT, any other failure with status 1: so does the fork
+        code = -signal.SIGINT if isinstance(failure, KeyboardInterrupt) else 1
+    record_usage(getattr(script, "snakemake", None))
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
+def benchmark_patterns(rules: Any) -> str:
+    """JSON of each rule's benchmark file pattern (Snakemake's ``workflow.rules``), for
+    :data:`BENCHMARKS_VARIABLE`: a warm job records its own usage beside the file Snakemake will write."""
+    return json.dumps({rule.name: str(rule.benchmark) for rule in rules if rule.benchmark is not None})
+
+
+def record_usage(snakemake: Any) -> None:
+    """Beside the job's benchmark file, the peak resident memory and CPU seconds of this fork (and of the
+    processes it waited for): Snakemake's benchmark measures the process that handed the job over, so its
+    wall time is the job's but its memory is not (:func:`contrastlab.cost.measured.read_job_costs` reads
+    both). Nothing where the job's rule has no benchmark file."""
+    import resource
+
+    from snakemake.io import apply_wildcards
+
+    from contrastlab.cost.measured import warm_usage_path
+
+    patterns = json.loads(os.environ.get(BENCHMARKS_VARIABLE) or "{}")
+    pattern = patterns.get(getattr(snakemake, "rule", None))
+    if not pattern:
+        return
+    own, waited = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    usage = {
+        "max_rss": max(own.ru_maxrss, waited.ru_maxrss) / 1024,  # kB on Linux; MB as Snakemake's column
+        "cpu_time": own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime,
+    }
+    path = warm_usage_path(apply_wildcards(pattern, dict(snakemake.wildcards.items())))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(usage) + "\n")
+    except OSError:
+        pass  # the cost table then shows what Snakemake measured
+
+
+def _from_script(trace: Any, script: str) -> Any:
+    """``trace`` from the script's first frame on: this module's and runpy's frames are not the job's."""
+    frame = trace
+    while frame is not None and frame.tb_frame.f_code.co_filename != script:
+        frame = frame.tb_next
+    return frame or trace
+
+
+def _exit_status(code: Any) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _die_with_parent() -> None:
+    """The kernel kills this fork when its starter dies (prctl PR_SET_PDEATHSIG): no job outlives it."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+if __name__ == "__main__":
+    started = time.time()
+    why = serve(Path(sys.argv[1]), float(os.environ.get(IDLE_VARIABLE, "120")))
+    print(
+        f"{time.strftime('%F %T')} starter {os.getpid()} ({time.time() - started:.0f} s): {why}", flush=True
+    )

@@ -1,0 +1,270 @@
+"""Warm job starts (contrastlab.workflow.warm): a script handed over runs in a fork of the starter exactly as
+it would have run in its own process (folder, argv, environment, umask, streams, exit status, signals,
+the same bits computed), no job outlives its client, and nothing is handed over where it must not be."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from contrastlab.workflow import warm
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm starts are Linux-only")
+
+# A stand-in for a Snakemake script: the preamble's `snakemake` global, then the hand-over, then the job.
+SCRIPT = """
+snakemake = object()
+from contrastlab.workflow.warm import hand_over
+hand_over(globals())
+import json, os, sys, time
+options = json.loads(sys.argv[2])
+report = {"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv,
+          "variable": os.environ.get("CONTRASTLAB_WORKFLOW_RUN"), "umask": os.umask(0o022),
+          "stdin": sys.stdin.read() if options.get("stdin") else None}
+open(sys.argv[1], "w").write(json.dumps(report))
+print("to stdout")
+print("to stderr", file=sys.stderr)
+time.sleep(options.get("sleep", 0))
+sys.exit(options.get("exit", 0))
+"""
+
+# One optimisation step of a seeded model on torch's CPU kernels: the bits a job computes.
+TORCH_SCRIPT = """
+snakemake = object()
+from contrastlab.workflow.warm import hand_over
+hand_over(globals())
+import hashlib, os, sys, torch
+torch.manual_seed(0)
+torch.set_num_threads(2)
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 32))
+optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for _ in range(3):
+    x = torch.randn(512, 64)
+    loss = torch.nn.functional.cross_entropy(model(x), torch.randint(0, 32, (512,)))
+    optimiser.zero_grad()
+    loss.backward()
+    optimiser.step()
+digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+print(digest, os.getppid())
+"""
+
+
+@pytest.fixture(scope="module")
+def place(tmp_path_factory):
+    """A folder of this module's own for the starter's socket (TMPDIR), the scripts and their reports; a
+    short idle time, and the starter stopped at the end."""
+    root = tmp_path_factory.mktemp("warm")
+    env = {**os.environ, "TMPDIR": str(root), warm.IDLE_VARIABLE: "60"}
+    env.pop(warm.SWITCH, None)
+    (root / "job.py").write_text(SCRIPT)
+    (root / "torch_job.py").write_text(TORCH_SCRIPT)
+    yield root, env
+    for log in root.glob("contrastlab-warm-*/*.log"):
+        print(log.read_text())
+    subprocess.run(["pkill", "-TERM", "-f", f"contrastlab.workflow.warm {root}"], check=False)
+
+
+def _command(place, report: Path, **options) -> list[str]:
+    """The script's command: its report file and what it does are arguments, so that every run has the
+    starter's environment (a variable more would be a starter of its own)."""
+    return [sys.executable, str(place[0] / "job.py"), str(report), json.dumps(options)]
+
+
+def _run(place, variables=None, **options) -> tuple[subprocess.CompletedProcess, dict]:
+    root, env = place
+    report = root / f"report-{time.monotonic_ns()}.json"
+    done = subprocess.run(
+        _command(place, report, **options),
+        cwd=root,
+        env={**env, **(variables or {})},
+        input="from stdin" if options.get("stdin") else None,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done, json.loads(report.read_text()) if report.exists() else {}
+
+
+def _run_torch_job(place, variables=None) -> subprocess.CompletedProcess:
+    root, env = place
+    return subprocess.run(
+        [sys.executable, str(root / "torch_job.py")],
+        cwd=root,
+        env={**env, **(variables or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _starter_ready(place) -> int:
+    """Run the script until a starter serves it (the first run, cold, starts one): the starter's pid."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        done, report = _run(place)
+        assert done.returncode == 0, done.stderr
+        if report["pid"] != _client_pid_of(report):
+            return report["ppid"]
+        time.sleep(0.5)
+    raise AssertionError("no starter served within 90 s")
+
+
+def _client_pid_of(report: dict) -> int:
+    """A cold run's report comes from the client itself (its parent: pytest's subprocess); a warm one's
+    from a fork of the starter, whose command line names this module."""
+    cmdline = Path(f"/proc/{report['ppid']}/cmdline").read_bytes()
+    return report["ppid"] if b"contrastlab.workflow.warm" in cmdline else report["pid"]
+
+
+def test_a_handed_over_job_runs_as_its_own_process_would(place):
+    starter = _starter_ready(place)
+    root, _ = place
+    # a per-run variable (not in the starter's key): the fork has the client's value, not the starter's
+    done, report = _run(place, {"CONTRASTLAB_WORKFLOW_RUN": "a value; $(not run)"}, stdin=True, exit=3)
+    assert report["ppid"] == starter  # run by a fork of the starter, not by the client
+    assert done.returncode == 3
+    assert (done.stdout, done.stderr) == ("to stdout\n", "to stderr\n")
+    assert report["cwd"] == str(root)
+    assert report["argv"][0] == str(root / "job.py") and json.loads(report["argv"][2]) == {
+        "stdin": True,
+        "exit": 3,
+    }
+    assert report["variable"] == "a value; $(not run)"
+    assert report["stdin"] == "from stdin"
+    current = os.umask(0)
+    os.umask(current)
+    assert report["umask"] == current
+
+
+def test_a_signal_to_the_client_ends_the_job_as_it_would_end_the_process(place):
+    starter = _starter_ready(place)
+    root, env = place
+    for signum, expected in ((signal.SIGTERM, -signal.SIGTERM), (signal.SIGINT, -signal.SIGINT)):
+        report = root / f"signal-{signum}.json"
+        client = subprocess.Popen(
+            _command(place, report, sleep=60),
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _wait_for(report.exists)
+        assert json.loads(report.read_text())["ppid"] == starter
+        client.send_signal(signum)
+        _, stderr = client.communicate(timeout=30)
+        assert client.returncode == expected
+        if signum == signal.SIGINT:  # Python's traceback, from the script's own frame on
+            lines = stderr.splitlines()
+            assert lines[lines.index("Traceback (most recent call last):") + 1].startswith(
+                f'  File "{root / "job.py"}"'
+            ), stderr
+            assert stderr.rstrip().endswith("KeyboardInterrupt"), stderr
+
+
+def test_a_killed_client_takes_its_job_with_it(place):
+    starter = _starter_ready(place)
+    root, env = place
+    report = root / "killed.json"
+    client = subprocess.Popen(
+        _command(place, report, sleep=60),
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_for(report.exists)
+    job = json.loads(report.read_text())
+    assert job["ppid"] == starter
+    client.kill()
+    client.wait()
+    _wait_for(lambda: not _alive(job["pid"]), timeout=5)
+
+
+def test_a_warm_job_computes_the_same_bits_as_a_cold_one(place):
+    starter = _starter_ready(place)
+    warm_run = _run_torch_job(place)
+    cold_run = _run_torch_job(place, {warm.SWITCH: "0"})
+    assert warm_run.returncode == cold_run.returncode == 0, warm_run.stderr + cold_run.stderr
+    warm_digest, warm_parent = warm_run.stdout.split()
+    cold_digest, cold_parent = cold_run.stdout.split()
+    assert int(warm_parent) == starter and int(cold_parent) != starter
+    assert warm_digest == cold_digest
+
+
+def test_nothing_is_handed_over_where_it_must_not_be(tmp_path):
+    assert warm._wanted({})
+    assert not warm._wanted({warm.SWITCH: "0"})
+    assert not warm._wanted({warm.SWITCH: "off"})
+    assert not warm._wanted({"SLURM_JOB_ID": "17"})  # a job runs inside its allocation
+    assert not warm._wanted({warm.FORK_MARK: "1"})  # the fork runs the script itself
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    (shared / f"contrastlab-warm-{os.getuid()}").mkdir(mode=0o777)
+    os.chmod(shared / f"contrastlab-warm-{os.getuid()}", 0o777)  # others could plant a socket there
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(shared))
+        patch.setattr("tempfile.tempdir", None)
+        assert warm.socket_path(os.environ) is None
+        os.chmod(shared / f"contrastlab-warm-{os.getuid()}", 0o700)
+        assert warm.socket_path(os.environ) == (
+            shared / f"contrastlab-warm-{os.getuid()}" / f"{warm.starter_key(os.environ)}.sock"
+        )
+
+
+def test_the_starter_key_follows_the_environment_but_not_per_run_variables():
+    base = {"PATH": "/usr/bin", "HF_HUB_OFFLINE": "1"}
+    key = warm.starter_key(base)
+    assert (
+        warm.starter_key({**base, "CONTRASTLAB_WORKFLOW_RUN": "host:1:2", "PYTEST_CURRENT_TEST": "t"}) == key
+    )
+    assert warm.starter_key({**base, "HF_HUB_OFFLINE": "0"}) != key
+    assert warm.starter_key({**base, "OPENBLAS_NUM_THREADS": "1"}) != key
+
+
+def test_a_second_starter_on_one_address_leaves_at_once(tmp_path):
+    address = tmp_path / "key.sock"
+    with FileLock(f"{address}.lock"):
+        assert warm.serve(address, idle_seconds=1) == "another starter serves this address"
+    assert not address.exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_for(condition, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s"
+        time.sleep(0.05)
+
+
+def test_a_warm_job_records_its_own_usage_beside_its_benchmark_file(tmp_path, monkeypatch):
+    """Snakemake's benchmark of a warm job measures the client; the fork writes its own peak memory (MB)
+    and CPU seconds beside the file Snakemake will write, found from the Snakefile's patterns."""
+    from types import SimpleNamespace
+
+    class Rule(SimpleNamespace):
+        pass
+
+    rules = [Rule(name="train", benchmark=f"{tmp_path}/benchmarks/train/{{experiment}}/seed{{seed}}.tsv")]
+    rules.append(Rule(name="tables", benchmark=None))
+    monkeypatch.setenv(warm.BENCHMARKS_VARIABLE, warm.benchmark_patterns(rules))
+    warm.record_usage(SimpleNamespace(rule="tables", wildcards={}))
+    warm.record_usage(SimpleNamespace(rule="train", wildcards={"experiment": "nie2023", "seed": "42"}))
+    written = list(tmp_path.rglob("*.json"))
+    assert written == [tmp_path / "benchmarks/train/nie2023/seed42.warm.json"]
+    usage = json.loads(written[0].read_text())
+    assert usage["max_rss"] > 10 and usage["cpu_time"] > 0  # this test process's own: tens of MB at least
