@@ -369,10 +369,10 @@ def cost_lines(
     lines += [
         f"From the {len(jobs)} jobs' Snakemake benchmark files (`benchmarks/`: wall time and peak resident "
         "memory of each job; for a job started warm, the peak of its own process, which leaves out the "
-        "library pages only a fresh import touches), the training logs (device, peak GPU memory) and the metrics files (the "
-        "device of the SentEval encoding and of the vision evaluation). GPU-h: wall hours of the jobs that "
-        f"record a CUDA device, one GPU each (training, `encode`, `encode_vision`); {NONE} where none "
-        "did (CPU runs; the SentEval probe jobs, `evaluate`, run on the CPU)."
+        "library pages only a fresh import touches), the training logs (device, peak GPU memory) and the "
+        "metrics files (the device of the SentEval encoding and of the vision evaluation). GPU-h: wall "
+        "hours of the jobs that record a CUDA device, one GPU each (training, `encode`, `encode_vision`); "
+        f"{NONE} where none did (CPU runs; the SentEval probe jobs, `evaluate`, run on the CPU)."
         + (
             f" Left out: {len(skipped)} benchmark files without a wall time ({skipped[0]}, ...)."
             if skipped

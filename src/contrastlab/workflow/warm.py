@@ -61,11 +61,11 @@ BENCHMARKS_VARIABLE = "CONTRASTLAB_BENCHMARKS"
 IDLE_VARIABLE = "CONTRASTLAB_WARM_IDLE"
 #: Set in a fork's environment: the script it runs must not hand itself over again.
 FORK_MARK = "CONTRASTLAB_WARM_FORK"
-#: Variables that change from run to run or test to test and that no import reads: left out of the
-#: starter's key, so that one starter serves every run of a session (the fork still gets the job's values).
-PER_RUN_VARIABLES = frozenset(
-    {"CONTRASTLAB_WORKFLOW_RUN", BENCHMARKS_VARIABLE, "PYTEST_CURRENT_TEST", FORK_MARK}
-)
+#: Variables that change from run to run, folder to folder or test to test and that no import reads: left
+#: out of the starter's key, so that one starter serves every run of a session (the fork still gets the
+#: job's own values). ``PYTHONPATH`` counts by the folders it names, links resolved.
+PER_RUN_VARIABLES = frozenset({"CONTRASTLAB_WORKFLOW_RUN", BENCHMARKS_VARIABLE, FORK_MARK, "PWD", "OLDPWD"})
+PER_RUN_PREFIXES = ("PYTEST_",)
 #: What the starter imports before it serves: what the training, encoding, evaluation and image jobs spend
 #: their start on. contrastlab itself is never imported there, so a fork always runs the code on disk.
 PRELOAD = (
@@ -159,9 +159,17 @@ def starter_key(env: dict[str, str] | os._Environ) -> str:
         installed = os.stat(site).st_mtime_ns
     except OSError:
         installed = 0
-    kept = sorted((k, v) for k, v in env.items() if k not in PER_RUN_VARIABLES)
+    kept = sorted(
+        (k, _resolved_paths(v) if k == "PYTHONPATH" else v)
+        for k, v in env.items()
+        if k not in PER_RUN_VARIABLES and not k.startswith(PER_RUN_PREFIXES)
+    )
     text = json.dumps([sys.executable, sys.prefix, site, installed, list(PRELOAD), kept])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _resolved_paths(search_path: str) -> str:
+    return os.pathsep.join(os.path.realpath(p) if p else p for p in search_path.split(os.pathsep))
 
 
 def _start_starter(address: Path) -> None:
@@ -171,7 +179,9 @@ def _start_starter(address: Path) -> None:
     try:
         with open(address.with_suffix(".log"), "a") as log:
             subprocess.Popen(
-                [sys.executable, "-m", "contrastlab.workflow.warm", str(address)],
+                # -P, in /: nothing importable from a job's folder shadows what the starter imports
+                [sys.executable, "-P", "-m", "contrastlab.workflow.warm", str(address)],
+                cwd="/",
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -420,7 +430,13 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
 def benchmark_patterns(rules: Any) -> str:
     """JSON of each rule's benchmark file pattern (Snakemake's ``workflow.rules``), for
     :data:`BENCHMARKS_VARIABLE`: a warm job records its own usage beside the file Snakemake will write."""
-    return json.dumps({rule.name: str(rule.benchmark) for rule in rules if rule.benchmark is not None})
+    from snakemake.io import strip_wildcard_constraints
+
+    # without the constraints: the full config's enumerate every cell name, past an environment string's
+    # size limit (128 kB), and the job's wildcards already met them
+    return json.dumps(
+        {rule.name: strip_wildcard_constraints(str(rule.benchmark)) for rule in rules if rule.benchmark}
+    )
 
 
 def record_usage(snakemake: Any) -> None:
