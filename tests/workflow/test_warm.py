@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -220,14 +221,25 @@ def test_nothing_is_handed_over_where_it_must_not_be(tmp_path):
         )
 
 
-def test_the_starter_key_follows_the_environment_but_not_per_run_variables():
+def test_the_starter_key_follows_what_a_fork_inherits_but_not_per_run_variables(tmp_path):
     base = {"PATH": "/usr/bin", "HF_HUB_OFFLINE": "1"}
     key = warm.starter_key(base)
-    assert (
-        warm.starter_key({**base, "CONTRASTLAB_WORKFLOW_RUN": "host:1:2", "PYTEST_CURRENT_TEST": "t"}) == key
-    )
-    assert warm.starter_key({**base, "HF_HUB_OFFLINE": "0"}) != key
-    assert warm.starter_key({**base, "OPENBLAS_NUM_THREADS": "1"}) != key
+    per_run = {"CONTRASTLAB_WORKFLOW_RUN": "host:1:2", "PYTEST_CURRENT_TEST": "t", "PWD": "/elsewhere"}
+    assert warm.starter_key({**base, **per_run}) == key
+    assert warm.starter_key({**base, "HF_HUB_OFFLINE": "0"}) != key  # read when huggingface_hub is imported
+    assert warm.starter_key({**base, "OPENBLAS_NUM_THREADS": "1"}) != key  # read when numpy is imported
+    # a working copy of links to one source folder (each e2e module's repo_root) is that folder
+    (tmp_path / "src").mkdir()
+    (tmp_path / "copy").symlink_to(tmp_path / "src")
+    linked = warm.starter_key({**base, "PYTHONPATH": f"{tmp_path / 'copy'}:/b"})
+    assert linked == warm.starter_key({**base, "PYTHONPATH": f"{tmp_path / 'src'}:/b"}) != key
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)  # a fork keeps its starter's limits
+    resource.setrlimit(resource.RLIMIT_CORE, (0 if soft else hard, hard))
+    try:
+        assert warm.starter_key(base) != key
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
+    assert warm.starter_key(base) == key
 
 
 def test_a_second_starter_on_one_address_leaves_at_once(tmp_path):

@@ -42,6 +42,7 @@ import hashlib
 import io
 import json
 import os
+import resource
 import selectors
 import signal
 import socket
@@ -80,7 +81,21 @@ PRELOAD = (
     "safetensors.torch",
     "snakemake.script",
 )
+#: The resource limits a fork inherits from its starter (``ulimit -v``, ``-n``, ...): part of the key.
+LIMITS = (
+    "RLIMIT_AS",
+    "RLIMIT_DATA",
+    "RLIMIT_RSS",
+    "RLIMIT_CPU",
+    "RLIMIT_FSIZE",
+    "RLIMIT_NOFILE",
+    "RLIMIT_STACK",
+    "RLIMIT_NPROC",
+    "RLIMIT_CORE",
+    "RLIMIT_MEMLOCK",
+)
 _HEADER = struct.Struct("!Q")
+_PEER = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
 
 
 def hand_over(script_globals: dict[str, Any]) -> None:
@@ -152,8 +167,9 @@ def socket_path(env: dict[str, str] | os._Environ) -> Path | None:
 
 
 def starter_key(env: dict[str, str] | os._Environ) -> str:
-    """What a starter's imports depend on: the interpreter, the installed packages (site-packages' change
-    time moves with every install) and the environment but :data:`PER_RUN_VARIABLES`; 16 hex digits."""
+    """What a starter's imports and its forks depend on: the interpreter, the installed packages
+    (site-packages' change time moves with every install), the environment but :data:`PER_RUN_VARIABLES`,
+    the resource limits (``ulimit``) and the priority (``nice``); 16 hex digits."""
     site = sysconfig.get_paths()["purelib"]
     try:
         installed = os.stat(site).st_mtime_ns
@@ -164,7 +180,10 @@ def starter_key(env: dict[str, str] | os._Environ) -> str:
         for k, v in env.items()
         if k not in PER_RUN_VARIABLES and not k.startswith(PER_RUN_PREFIXES)
     )
-    text = json.dumps([sys.executable, sys.prefix, site, installed, list(PRELOAD), kept])
+    # a fork keeps the starter's resource limits and priority: a client with others needs a starter of its own
+    limits = [resource.getrlimit(getattr(resource, name)) for name in LIMITS if hasattr(resource, name)]
+    priority = os.getpriority(os.PRIO_PROCESS, 0)
+    text = json.dumps([sys.executable, sys.prefix, site, installed, list(PRELOAD), kept, limits, priority])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -345,6 +364,9 @@ def _start_job(connection: socket.socket, starters: list[Any]) -> int:
     could not be read (the client then runs its script itself). ``starters``: the starter's sockets and
     selector, which the fork closes."""
     connection.settimeout(10)
+    _pid, uid, _gid = _PEER.unpack(connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEER.size))
+    if uid != os.getuid():  # the folder is this user's alone; a peer of another user is refused all the same
+        return 0
     try:
         header, fds, _flags, _address = socket.recv_fds(connection, _HEADER.size, 3)
         if len(header) != _HEADER.size or len(fds) != 3:
@@ -444,8 +466,6 @@ def record_usage(snakemake: Any) -> None:
     processes it waited for): Snakemake's benchmark measures the process that handed the job over, so its
     wall time is the job's but its memory is not (:func:`contrastlab.cost.measured.read_job_costs` reads
     both). Nothing where the job's rule has no benchmark file."""
-    import resource
-
     from snakemake.io import apply_wildcards
 
     from contrastlab.cost.measured import warm_usage_path
