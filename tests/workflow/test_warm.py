@@ -222,10 +222,12 @@ def test_nothing_is_handed_over_where_it_must_not_be(tmp_path):
 
 
 def test_the_starter_key_follows_what_a_fork_inherits_but_not_per_run_variables(tmp_path):
-    base = {"PATH": "/usr/bin", "HF_HUB_OFFLINE": "1"}
+    base = {"HOME": "/home/a", "HF_HUB_OFFLINE": "1"}
     key = warm.starter_key(base)
     per_run = {"CONTRASTLAB_WORKFLOW_RUN": "host:1:2", "PYTEST_CURRENT_TEST": "t", "PWD": "/elsewhere"}
-    assert warm.starter_key({**base, **per_run}) == key
+    unread = {"PATH": "/opt/slurm/bin:/usr/bin", "HTTPS_PROXY": "http://127.0.0.1:9", "MAKEFLAGS": "-s"}
+    assert warm.starter_key({**base, **per_run, **unread}) == key  # a job reads these itself, from its own
+    assert warm.starter_key({**base, "TMPDIR": "/scratch"}) != key  # tempfile keeps the first it finds
     assert warm.starter_key({**base, "HF_HUB_OFFLINE": "0"}) != key  # read when huggingface_hub is imported
     assert warm.starter_key({**base, "OPENBLAS_NUM_THREADS": "1"}) != key  # read when numpy is imported
     # a working copy of links to one source folder (each e2e module's repo_root) is that folder

@@ -19,10 +19,10 @@ itself, as before: a job never waits for a starter. A starter that serves no job
 
 What a job sees is what a fresh process would see: the same file, argv, folder, environment, paths,
 umask, standard streams, default signal handlers, its own random-module state (``random`` reseeds in a
-fork), and torch's thread count set by the job itself (:mod:`contrastlab.workflow.job`). The environment
-is part of the starter's key, so a module that reads a variable when it is imported (Hugging Face's
-offline switches, OpenBLAS's thread count) read the job's own value; only the variables in
-:data:`PER_RUN_VARIABLES`, which no import reads, are left out of the key.
+fork), and torch's thread count set by the job itself (:mod:`contrastlab.workflow.job`). The variables
+an import may read (Hugging Face's offline switches and home, OpenBLAS's thread count, ...:
+:data:`IMPORT_PREFIXES`) are part of the starter's key, so a module that read one when the starter
+imported it read the job's own value; the resource limits and priority a fork inherits are too.
 
 Guarantees kept. No orphan: the client watches Snakemake as a cold job does
 (:func:`~contrastlab.workflow.recovery.die_with_workflow`), the starter kills a fork whose client is gone
@@ -62,11 +62,17 @@ BENCHMARKS_VARIABLE = "CONTRASTLAB_BENCHMARKS"
 IDLE_VARIABLE = "CONTRASTLAB_WARM_IDLE"
 #: Set in a fork's environment: the script it runs must not hand itself over again.
 FORK_MARK = "CONTRASTLAB_WARM_FORK"
-#: Variables that change from run to run, folder to folder or test to test and that no import reads: left
-#: out of the starter's key, so that one starter serves every run of a session (the fork still gets the
-#: job's own values). ``PYTHONPATH`` counts by the folders it names, links resolved.
-PER_RUN_VARIABLES = frozenset({"CONTRASTLAB_WORKFLOW_RUN", BENCHMARKS_VARIABLE, FORK_MARK, "PWD", "OLDPWD"})
-PER_RUN_PREFIXES = ("PYTEST_",)
+#: The variables a starter's imports may read (Python's own, the locale, thread pools, torch and CUDA, Hugging
+#: Face, matplotlib, home, temporary and config folders): a starter serves only clients that agree on them,
+#: ``PYTHONPATH`` compared by the folders it names, links resolved. The fork gets the client's whole
+#: environment, so any other variable (``PATH``, proxies, a run's own ones, make's) is the job's own when the
+#: job reads it; they stay out of the key so that one starter serves a whole session.
+IMPORT_VARIABLES = ("HOME", "TMPDIR", "TEMP", "TMP", "TZ", "USER")
+IMPORT_PREFIXES = tuple(
+    """PYTHON LANG LC_ OMP_ MKL_ OPENBLAS_ GOTO_ VECLIB_ NUMEXPR_ KMP_ BLIS_ TORCH PYTORCH_ CUDA_ CUBLAS_
+    CUDNN_ NCCL_ NVIDIA_ LD_ HF_ HUGGINGFACE_ TRANSFORMERS_ TOKENIZERS_ SAFETENSORS_ MPL SKLEARN_ SCIPY_
+    NUMPY_ XDG_ SNAKEMAKE_""".split()
+)
 #: What the starter imports before it serves: what the training, encoding, evaluation and image jobs spend
 #: their start on. contrastlab itself is never imported there, so a fork always runs the code on disk.
 PRELOAD = (
@@ -74,6 +80,7 @@ PRELOAD = (
     "pandas",
     "scipy.stats",
     "sklearn.linear_model",
+    "matplotlib.pyplot",
     "torch",
     "torchvision",
     "transformers",
@@ -168,8 +175,9 @@ def socket_path(env: dict[str, str] | os._Environ) -> Path | None:
 
 def starter_key(env: dict[str, str] | os._Environ) -> str:
     """What a starter's imports and its forks depend on: the interpreter, the installed packages
-    (site-packages' change time moves with every install), the environment but :data:`PER_RUN_VARIABLES`,
-    the resource limits (``ulimit``) and the priority (``nice``); 16 hex digits."""
+    (site-packages' change time moves with every install), the variables imports read
+    (:data:`IMPORT_VARIABLES`, :data:`IMPORT_PREFIXES`), the resource limits (``ulimit``) and the
+    priority (``nice``); 16 hex digits."""
     site = sysconfig.get_paths()["purelib"]
     try:
         installed = os.stat(site).st_mtime_ns
@@ -178,12 +186,13 @@ def starter_key(env: dict[str, str] | os._Environ) -> str:
     kept = sorted(
         (k, _resolved_paths(v) if k == "PYTHONPATH" else v)
         for k, v in env.items()
-        if k not in PER_RUN_VARIABLES and not k.startswith(PER_RUN_PREFIXES)
+        if (k in IMPORT_VARIABLES or k.startswith(IMPORT_PREFIXES)) and k != FORK_MARK
     )
     # a fork keeps the starter's resource limits and priority: a client with others needs a starter of its own
     limits = [resource.getrlimit(getattr(resource, name)) for name in LIMITS if hasattr(resource, name)]
     priority = os.getpriority(os.PRIO_PROCESS, 0)
-    text = json.dumps([sys.executable, sys.prefix, site, installed, list(PRELOAD), kept, limits, priority])
+    interpreter = [os.path.realpath(sys.executable), os.path.realpath(sys.prefix), os.path.realpath(site)]
+    text = json.dumps([*interpreter, installed, list(PRELOAD), kept, limits, priority])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -297,6 +306,7 @@ def _accept_jobs(address: Path, idle_seconds: float) -> str:
     selector.register(listener, selectors.EVENT_READ)
     forks: dict[int, socket.socket] = {}
     last_job = time.monotonic()
+    served = 0
     try:
         # a stopped starter takes no new job but lets its running ones end (they die with it)
         while forks or (not stopping and time.monotonic() - last_job < idle_seconds):
@@ -305,6 +315,7 @@ def _accept_jobs(address: Path, idle_seconds: float) -> str:
                     connection, _ = listener.accept()
                     fork = 0 if stopping else _start_job(connection, [listener, selector, *forks.values()])
                     if fork:
+                        served += 1
                         forks[fork] = connection
                         selector.register(connection, selectors.EVENT_READ, fork)
                     else:
@@ -330,7 +341,7 @@ def _accept_jobs(address: Path, idle_seconds: float) -> str:
         except OSError:
             pass
         listener.close()
-    return "stopped" if stopping else f"no job for {idle_seconds:g} s"
+    return f"{served} jobs, then " + ("stopped" if stopping else f"no job for {idle_seconds:g} s")
 
 
 def _still_there(connection: Any) -> bool:
@@ -405,6 +416,7 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
     os.umask(request["umask"])
     os.environ.clear()
     os.environ.update(request["env"])
+    tempfile.tempdir = None  # found again from the job's TMPDIR, should an import have asked the starter's
     sys.argv = list(request["argv"])
     sys.path[:] = request["path"]
     signal.signal(signal.SIGINT, signal.default_int_handler)
