@@ -206,6 +206,7 @@ def test_nothing_is_handed_over_where_it_must_not_be(tmp_path):
     assert not warm._wanted({warm.SWITCH: "0"})
     assert not warm._wanted({warm.SWITCH: "off"})
     assert not warm._wanted({"SLURM_JOB_ID": "17"})  # a job runs inside its allocation
+    assert not warm._wanted({"APPTAINER_CONTAINER": "/images/contrastlab.sif"})  # and inside its container
     assert not warm._wanted({warm.FORK_MARK: "1"})  # the fork runs the script itself
     shared = tmp_path / "tmp"
     shared.mkdir()

@@ -28,7 +28,8 @@ Guarantees kept. No orphan: the client watches Snakemake as a cold job does
 (:func:`~contrastlab.workflow.recovery.die_with_workflow`), the starter kills a fork whose client is gone
 (closed connection), and a fork dies with its starter (``PR_SET_PDEATHSIG``). Jobs stay where their
 scheduler put them: never under SLURM (``SLURM_JOB_ID`` set: a job runs inside its allocation), never
-where the starter's imports loaded the CUDA driver (a fork cannot use a CUDA context it inherited).
+where the starter's imports loaded the CUDA driver (a fork cannot use a CUDA context it inherited), never
+in a job's own Apptainer container (``--sdm apptainer``).
 
 What differs: Snakemake's ``benchmark:`` file measures the client process, so its wall time is the job's
 but its memory and CPU columns are not: the fork writes its own peak memory and CPU seconds beside it
@@ -146,6 +147,9 @@ def _wanted(env: dict[str, str] | os._Environ) -> bool:
         env.get(SWITCH, "1").strip().lower() not in {"0", "false", "no", "off"}
         and FORK_MARK not in env
         and "SLURM_JOB_ID" not in env
+        # a job in its own Apptainer container: a starter left from an earlier job's container would
+        # run this one in that container's mounts
+        and not {"APPTAINER_CONTAINER", "SINGULARITY_CONTAINER"} & set(env)
         and hasattr(socket, "send_fds")
         and hasattr(os, "fork")
         and sys.platform.startswith("linux")
