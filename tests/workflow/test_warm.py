@@ -94,6 +94,18 @@ def _run(place, variables=None, **options) -> tuple[subprocess.CompletedProcess,
     return done, json.loads(report.read_text()) if report.exists() else {}
 
 
+def _start_sleeping_job(place, report_name: str, streams: int) -> tuple[subprocess.Popen, dict]:
+    """The script started to sleep for a minute, its output to ``streams``; once its report is written,
+    the client and what the job reported (its pid and parent)."""
+    root, env = place
+    report = root / report_name
+    client = subprocess.Popen(
+        _command(place, report, sleep=60), cwd=root, env=env, stdout=streams, stderr=streams, text=True
+    )
+    _wait_for(report.exists)
+    return client, json.loads(report.read_text())
+
+
 def _run_torch_job(place, variables=None) -> subprocess.CompletedProcess:
     root, env = place
     return subprocess.run(
@@ -147,19 +159,10 @@ def test_a_handed_over_job_runs_as_its_own_process_would(place):
 
 def test_a_signal_to_the_client_ends_the_job_as_it_would_end_the_process(place):
     starter = _starter_ready(place)
-    root, env = place
+    root, _ = place
     for signum, expected in ((signal.SIGTERM, -signal.SIGTERM), (signal.SIGINT, -signal.SIGINT)):
-        report = root / f"signal-{signum}.json"
-        client = subprocess.Popen(
-            _command(place, report, sleep=60),
-            cwd=root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        _wait_for(report.exists)
-        assert json.loads(report.read_text())["ppid"] == starter
+        client, job = _start_sleeping_job(place, f"signal-{signum}.json", subprocess.PIPE)
+        assert job["ppid"] == starter
         client.send_signal(signum)
         _, stderr = client.communicate(timeout=30)
         assert client.returncode == expected
@@ -173,17 +176,7 @@ def test_a_signal_to_the_client_ends_the_job_as_it_would_end_the_process(place):
 
 def test_a_killed_client_takes_its_job_with_it(place):
     starter = _starter_ready(place)
-    root, env = place
-    report = root / "killed.json"
-    client = subprocess.Popen(
-        _command(place, report, sleep=60),
-        cwd=root,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _wait_for(report.exists)
-    job = json.loads(report.read_text())
+    client, job = _start_sleeping_job(place, "killed.json", subprocess.DEVNULL)
     assert job["ppid"] == starter
     client.kill()
     client.wait()

@@ -253,15 +253,12 @@ def _follow(connection: socket.socket, fork: int) -> None:
     die_with_workflow()  # Snakemake gone: this process exits, the starter sees it and kills the fork
     try:
         status = _HEADER.unpack(_receive(connection, _HEADER.size))[0]
-    except (OSError, ConnectionError):
+    except OSError:  # ConnectionError too: the starter closed before the status
         print("contrastlab: the warm starter ended before this job did; rerun the job", file=sys.stderr)
         os._exit(1)
     code = os.waitstatus_to_exitcode(int(status))
-    if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-        code = 128 - code
-    os._exit(code)
+    _end_by_signal(code)
+    os._exit(128 - code if code < 0 else code)
 
 
 # --- the starter ----------------------------------------------------------------------------------------
@@ -387,7 +384,7 @@ def _start_job(connection: socket.socket, starters: list[Any]) -> int:
         if len(header) != _HEADER.size or len(fds) != 3:
             raise ConnectionError("a request without its header and three descriptors")
         request = json.loads(_receive(connection, _HEADER.unpack(header)[0]))
-    except (OSError, ValueError, ConnectionError):
+    except (OSError, ValueError):  # ConnectionError is an OSError
         return 0
     sys.stdout.flush()
     sys.stderr.flush()
@@ -459,10 +456,16 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
             stream.flush()
         except (OSError, ValueError):
             pass
+    _end_by_signal(code)
+    return code
+
+
+def _end_by_signal(code: int) -> None:
+    """For a negative exit code (``-signum``, as :func:`os.waitstatus_to_exitcode` gives it): end this
+    process killed by that signal, as the job's process ended; nothing for an exit status."""
     if code < 0:
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
-    return code
 
 
 def benchmark_patterns(rules: Any) -> str:
