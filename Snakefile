@@ -48,12 +48,12 @@ include: "rules/search.smk"
 include: "rules/tables.smk"
 
 
-# A killed run (SIGKILL, power loss) leaves Snakemake's locks behind; the next run clears them itself and
-# resumes (rerun-incomplete in the profiles), so recovery is: run the same command again.
 # Each rule's benchmark file, for the jobs started warm (contrastlab.workflow.warm): Snakemake's benchmark
 # measures the process that hands a job over, so the job writes its own memory and CPU seconds beside it.
 os.environ[cl_warm.BENCHMARKS_VARIABLE] = cl_warm.benchmark_patterns(workflow.rules)
 
+# A killed run (SIGKILL, power loss) leaves Snakemake's locks behind; the next run clears them itself and
+# resumes (rerun-incomplete in the profiles), so recovery is: run the same command again.
 if workflow.is_main_process:
     for note in recover_killed_run(R):
         print(note, file=sys.stderr)

@@ -95,9 +95,9 @@ def _warm_rss(benchmark: str | os.PathLike) -> float | None:
     usage = warm_usage_path(benchmark)
     try:
         age = Path(benchmark).stat().st_mtime - usage.stat().st_mtime
-        rss = _number(json.loads(usage.read_text(encoding="utf-8")).get("max_rss"))
-    except (OSError, ValueError, AttributeError):
+    except OSError:
         return None
+    rss = _number(_json(str(usage)).get("max_rss"))
     # Written as the job ended, just before Snakemake wrote the benchmark file; one left by an earlier run
     # of the job (run again since without a warm start) is older than the benchmark file by far more.
     return rss if -5 <= age <= 60 else None
