@@ -22,15 +22,24 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="wa
 
 # A stand-in for a Snakemake script: the preamble's `snakemake` global, then the hand-over, then the job.
 SCRIPT = """
-snakemake = object()
+import sys
+library_at_start = sorted(name for name in sys.modules if name.startswith("contrastlab"))
+from snakemake.iocontainers import Snakemake
+snakemake = Snakemake.__new__(Snakemake)  # the preamble's type: the hand-over asks for Snakemake's own
 from contrastlab.workflow.warm import hand_over
 hand_over(globals())
 import json, os, sys, time
 options = json.loads(sys.argv[2])
 report = {"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv,
           "variable": os.environ.get("CONTRASTLAB_WORKFLOW_RUN"), "umask": os.umask(0o022),
-          "stdin": sys.stdin.read() if options.get("stdin") else None}
+          "stdin": sys.stdin.read() if options.get("stdin") else None, "library_at_start": library_at_start}
 open(sys.argv[1], "w").write(json.dumps(report))
+if options.get("until_a_starter_serves"):  # a cold run that outlasts its starter's idle time
+    from contrastlab.workflow.warm import socket_path
+    for _ in range(900):
+        if socket_path(os.environ).exists():
+            break
+        time.sleep(0.1)
 print("to stdout")
 print("to stderr", file=sys.stderr)
 time.sleep(options.get("sleep", 0))
@@ -39,7 +48,8 @@ sys.exit(options.get("exit", 0))
 
 # One optimisation step of a seeded model on torch's CPU kernels: the bits a job computes.
 TORCH_SCRIPT = """
-snakemake = object()
+from snakemake.iocontainers import Snakemake
+snakemake = Snakemake.__new__(Snakemake)  # the preamble's type: the hand-over asks for Snakemake's own
 from contrastlab.workflow.warm import hand_over
 hand_over(globals())
 import hashlib, os, sys, torch
@@ -151,6 +161,7 @@ def test_a_handed_over_job_runs_as_its_own_process_would(place):
         "exit": 3,
     }
     assert report["variable"] == "a value; $(not run)"
+    assert report["library_at_start"] == []  # as in a fresh process: the job imports its own contrastlab
     assert report["stdin"] == "from stdin"
     current = os.umask(0)
     os.umask(current)
@@ -172,6 +183,60 @@ def test_a_signal_to_the_client_ends_the_job_as_it_would_end_the_process(place):
                 f'  File "{root / "job.py"}"'
             ), stderr
             assert stderr.rstrip().endswith("KeyboardInterrupt"), stderr
+
+
+# The main program with a stand-in (a test's, as tests/tables/test_tables.py runs scripts/tables.py), and
+# Snakemake's own object in a script run in-process (runpy, not the process's __main__): either hands over
+# nothing, since the hand-over ends the calling process; both print the pid that ran the script.
+IN_PLACE = {
+    "stand-in": """
+from types import SimpleNamespace
+snakemake = SimpleNamespace(rule="tables")
+from contrastlab.workflow.warm import hand_over
+hand_over(globals())
+import os
+print(os.getpid())
+""",
+    "in-process": """
+import os, pathlib, runpy, sys
+from snakemake.iocontainers import Snakemake
+script = pathlib.Path(sys.argv[1])
+script.write_text("from contrastlab.workflow.warm import hand_over\\nhand_over(globals())\\n")
+runpy.run_path(str(script), init_globals={"snakemake": Snakemake.__new__(Snakemake)})
+print(os.getpid())
+""",
+}
+
+
+@pytest.mark.parametrize("case", IN_PLACE)
+def test_a_script_that_is_not_its_process_runs_in_place_and_the_process_goes_on(place, case):
+    _starter_ready(place)
+    root, env = place
+    driver = root / f"{case}.py"
+    driver.write_text(IN_PLACE[case])
+    process = subprocess.Popen(
+        [sys.executable, str(driver), str(root / f"{case}-script.py")],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert stdout.split() == [str(process.pid)]
+
+
+def test_a_starter_stays_while_a_job_of_its_key_runs_cold(place):
+    """A job that started cold (no starter yet) keeps the starter it started for as long as it runs: the
+    job after it is served warm, although the cold one outlasted the starter's idle time."""
+    own = {warm.IDLE_VARIABLE: "2", "LC_CONTRASTLAB_TEST": "cold"}  # a starter of its own key, idle after 2 s
+    first, report = _run(place, own, until_a_starter_serves=True, sleep=5)
+    assert first.returncode == 0, first.stderr
+    assert report["pid"] == _client_pid_of(report)  # cold: it started the starter
+    second, report = _run(place, own)
+    assert second.returncode == 0, second.stderr
+    assert report["pid"] != _client_pid_of(report), "the starter left while the cold job ran"
 
 
 def test_a_killed_client_takes_its_job_with_it(place):

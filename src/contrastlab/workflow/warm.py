@@ -14,8 +14,12 @@ directory, environment, ``sys.path`` and umask as JSON and its stdin, stdout and
 The starter forks; the fork takes those over and runs the same script file (preamble and all), while the
 client forwards the signals it gets and ends as the fork ended (its exit status, or the signal that
 killed it). Where no starter serves yet, the client starts one in the background and runs the script
-itself, as before: a job never waits for a starter. A starter that serves no job for
-``CONTRASTLAB_WARM_IDLE`` seconds (default 120) exits.
+itself, as before: a job never waits for a starter. A starter exits once no job of its key has run for
+``CONTRASTLAB_WARM_IDLE`` seconds (default 120), its own forks and the jobs that started cold alike (each
+holds a shared lock on ``<key>.running`` while it runs): the job after a long cold one, an encoding after
+its training of minutes, finds it there. Only a process that is nothing but a Snakemake script (its
+``__main__``, with Snakemake's own ``snakemake`` object) hands itself over, since handing over ends it: a
+script run in-process with a stand-in (a test's) runs in place.
 
 What a job sees is what a fresh process would see: the same file, argv, folder, environment, paths,
 umask, standard streams, default signal handlers, its own random-module state (``random`` reseeds in a
@@ -39,6 +43,7 @@ but its memory and CPU columns are not: the fork writes its own peak memory and 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -110,7 +115,7 @@ def hand_over(script_globals: dict[str, Any]) -> None:
     """Run the calling Snakemake script in a warm fork and end this process as the fork ended; return at
     once (the script runs here, as before) where warm starts are off, not possible, or no starter serves
     yet (one is then started in the background for the next jobs)."""
-    if "snakemake" not in script_globals or not _wanted(os.environ):
+    if not _is_script_process(script_globals) or not _wanted(os.environ):
         return
     address = socket_path(os.environ)
     if address is None:
@@ -120,6 +125,7 @@ def hand_over(script_globals: dict[str, Any]) -> None:
         connection.connect(str(address))
     except OSError:
         _start_starter(address)
+        _mark_running_cold(address)
         return
     request = {
         "argv": sys.argv,  # the file Python runs (Snakemake's copy, preamble first), not its __file__
@@ -134,12 +140,64 @@ def hand_over(script_globals: dict[str, Any]) -> None:
         connection.sendall(payload)
         fork = _HEADER.unpack(_receive(connection, _HEADER.size))[0]
     except (OSError, ValueError):
+        fork = 0
+    if fork == 0:  # the starter took nothing over: run here
         connection.close()
-        return  # the starter took nothing over: run here
-    if fork == 0:
-        connection.close()
+        _mark_running_cold(address)
         return
     _follow(connection, fork)
+
+
+def _is_script_process(script_globals: dict[str, Any]) -> bool:
+    """Whether the caller is the main program of its process and holds Snakemake's own ``snakemake``
+    object (a :class:`snakemake.iocontainers.Snakemake`, unpickled by Snakemake's preamble): handing
+    over ends the calling process, so a script run in-process or with a stand-in (a test's) runs in place."""
+    containers = sys.modules.get("snakemake.iocontainers")
+    main = sys.modules.get("__main__")
+    return (
+        containers is not None
+        and isinstance(script_globals.get("snakemake"), containers.Snakemake)
+        and main is not None
+        and vars(main) is script_globals
+    )
+
+
+#: Beside a starter's socket (``<key>.running``): every job of its key that runs cold holds a shared lock
+#: on it, so the starter sees such a job as activity (:func:`_cold_jobs_running`).
+RUNNING_SUFFIX = ".running"
+_held_marks: list[int] = []
+
+
+def _mark_running_cold(address: Path) -> None:
+    """Hold a shared lock on ``address``'s :data:`RUNNING_SUFFIX` file until this process ends (the kernel
+    drops it then, a SIGKILL too): its key's starter stays while this job runs cold. Never blocks."""
+    try:
+        fd = os.open(address.with_suffix(RUNNING_SUFFIX), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # the starter's check holds it for an instant: it will find this job's next tick
+        os.close(fd)
+        return
+    _held_marks.append(fd)
+
+
+def _cold_jobs_running(address: Path) -> bool:
+    """Whether a job of ``address``'s key runs cold now (holds :func:`_mark_running_cold`'s lock)."""
+    try:
+        fd = os.open(address.with_suffix(RUNNING_SUFFIX), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # and with it the lock
+    return False
 
 
 def _wanted(env: dict[str, str] | os._Environ) -> bool:
@@ -335,6 +393,8 @@ def _accept_jobs(address: Path, idle_seconds: float) -> str:
                         pass
                     connection.close()
                 last_job = time.monotonic()
+            if not forks and time.monotonic() - last_job >= idle_seconds and _cold_jobs_running(address):
+                last_job = time.monotonic()  # its next job may come as soon as this one ends
     finally:
         try:
             if address.stat().st_ino == own:
@@ -420,6 +480,9 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
     tempfile.tempdir = None  # found again from the job's TMPDIR, should an import have asked the starter's
     sys.argv = list(request["argv"])
     sys.path[:] = request["path"]
+    # the starter's own contrastlab (``-m contrastlab.workflow.warm``): the job imports its client's
+    for name in [name for name in sys.modules if name.partition(".")[0] == "contrastlab"]:
+        del sys.modules[name]
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, signal.SIG_DFL)
