@@ -111,11 +111,19 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
             return [*results.rglob("train_log.jsonl"), *results.rglob("senteval.json")]
 
         def training_after_a_finished_job():
-            snapshots = list((results / "state" / "train").rglob("*.pt"))
+            # a finished cell's snapshots outlive its published model for an instant: not a training one
+            snapshots = [
+                snapshot
+                for snapshot in (results / "state" / "train").rglob("*.pt")
+                if not (results / "checkpoints" / cell_of(snapshot) / "model").exists()
+            ]
             return snapshots if snapshots and finished_results() else None
 
+        def cell_of(snapshot: Path) -> Path:
+            return Path(*snapshot.relative_to(results / "state" / "train").parts[:4])
+
         snapshot = _wait_for(training_after_a_finished_job, 300, "a snapshot after a finished job")[0]
-        killed_cell = Path(*snapshot.relative_to(results / "state" / "train").parts[:4])
+        killed_cell = cell_of(snapshot)
         jobs = _children(workflow.pid)
         assert jobs, "no job process found under Snakemake"
         finished = {p: p.stat().st_mtime_ns for p in finished_results()}
