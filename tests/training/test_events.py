@@ -30,6 +30,7 @@ from contrastlab.training.events import (
     write_test_scores,
 )
 from contrastlab.training.vision import VisionTrainSettings, load_weights
+from tests import forked
 
 RUNNER = Path(__file__).with_name("_run_vision.py")
 # Over the tiny image cell (vision_settings), a cell with every kind of record: train lines every 3 steps,
@@ -209,8 +210,9 @@ def test_a_killed_and_resumed_cell_has_the_curves_of_an_uninterrupted_one(
     tmp_path, reference, read_curves, observed, vision_settings, train_image
 ):
     cell = json.dumps(vision_settings(**CELL))
-    args = [sys.executable, "-c", KILLED, str(RUNNER), cell, str(tmp_path), "13"]
-    assert subprocess.run(args, timeout=300).returncode == -9  # killed after step 13: snapshot of step 10
+    killed = forked.start(KILLED, [str(RUNNER), cell, str(tmp_path), "13"], tmp_path / "run.log")
+    killed.join(timeout=300)
+    assert killed.exitcode == -9  # killed after step 13: snapshot of step 10
     before = read_curves(tmp_path / "state.tensorboard")
     assert max(step for step, _ in before["train/loss"]) == 12 and before["val/loss"][-1][0] == 11
     train_image(vision_settings(**CELL), tmp_path)  # resumes from step 10: writes 11-16 again

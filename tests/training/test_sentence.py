@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import random
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +21,7 @@ from scipy.stats import spearmanr
 from contrastlab.training import sentence
 from contrastlab.training import state as st
 from contrastlab.training.sentence import NonFiniteLossError, TrainSettings, train
+from tests import forked
 from tests.training.test_state import Payload
 
 SCHEDULE_FIRST = 3  # a long module: tests/conftest.py starts the highest numbers first
@@ -126,13 +127,9 @@ def test_kept_checkpoint_is_a_sentence_transformer_with_the_cells_pooling(family
     assert np.abs(got - expected).max() <= 1e-5
 
 
-def _subprocess_train(args: dict) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, str(HERE / "_run_train.py"), json.dumps(args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def _train_in_a_process(args: dict, log: Path) -> multiprocessing.Process:
+    """_run_train.py in a process of its own (forked: tests/forked.py), its output in ``log``."""
+    return forked.run_script(HERE / "_run_train.py", [json.dumps(args)], log)
 
 
 def _info_step(state_dir: Path) -> int:
@@ -200,7 +197,7 @@ def test_resume_after_sigkill_is_bit_identical(
     tmp_path, data, kill_seed, precision, observed, straight_runs, read_curves
 ):
     """A run SIGKILLed after a random snapshot resumes to the uninterrupted run's checkpoint, summary,
-    log metrics and TensorBoard curves, bit for bit. Only the killed run has its own interpreter (a SIGKILL
+    log metrics and TensorBoard curves, bit for bit. Only the killed run has its own process (a SIGKILL
     ends a process); the resume and the uninterrupted reference (shared by the kill points of a precision)
     run in-process."""
     settings = {**KILL_SETTINGS, "precision": precision}
@@ -208,15 +205,16 @@ def test_resume_after_sigkill_is_bit_identical(
     kill_after = chooser.choice([2, 4, 6, 8, 10])
     killed_args = _train_args(settings, data, tmp_path / "killed", tmp_path / "cache")
 
-    proc = _subprocess_train({**killed_args, "sleep": 0.15})
+    log = tmp_path / "killed.log"
+    proc = _train_in_a_process({**killed_args, "sleep": 0.15}, log)
     deadline = time.monotonic() + 120
     while _info_step(tmp_path / "killed" / "state") < kill_after:
-        assert proc.poll() is None, f"run ended before the kill: {proc.communicate()[1][-2000:]}"
+        assert proc.is_alive(), f"run ended before the kill: {log.read_text()[-2000:]}"
         assert time.monotonic() < deadline, "no snapshot written in time"
         time.sleep(0.02)
     time.sleep(chooser.uniform(0, 0.3))  # somewhere in the next steps
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.kill()  # SIGKILL
+    proc.join()
     assert not (tmp_path / "killed" / "model").exists()
 
     _train_in_process(killed_args)  # resume the killed run

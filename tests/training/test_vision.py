@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,14 +18,19 @@ from contrastlab.training.vision import (
     load_weights,
     two_views,
 )
+from tests import forked
 
 RUNNER = Path(__file__).with_name("_run_vision.py")
 
 
 def run_until_killed(settings: dict, workdir: Path, kill_at: int) -> int:
-    """Train a cell in its own interpreter, which SIGKILLs itself after optimiser step ``kill_at``."""
-    args = [sys.executable, str(RUNNER), json.dumps(settings), str(workdir), str(kill_at)]
-    return subprocess.run(args, timeout=300).returncode
+    """Train a cell in a process of its own (forked: tests/forked.py), which SIGKILLs itself after
+    optimiser step ``kill_at``; its exit code (-9)."""
+    process = forked.run_script(
+        RUNNER, [json.dumps(settings), str(workdir), str(kill_at)], workdir / "run.log"
+    )
+    process.join(timeout=300)
+    return process.exitcode
 
 
 @pytest.fixture(scope="module")
