@@ -33,7 +33,8 @@ options = json.loads(sys.argv[2])
 report = {"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv,
           "variable": os.environ.get("CONTRASTLAB_WORKFLOW_RUN"), "umask": os.umask(0o022),
           "stdin": sys.stdin.read() if options.get("stdin") else None, "library_at_start": library_at_start}
-open(sys.argv[1], "w").write(json.dumps(report))
+open(sys.argv[1] + ".part", "w").write(json.dumps(report))
+os.replace(sys.argv[1] + ".part", sys.argv[1])  # whole when the test sees it
 if options.get("until_a_starter_serves"):  # a cold run that outlasts its starter's idle time
     from contrastlab.workflow.warm import socket_path
     for _ in range(900):
