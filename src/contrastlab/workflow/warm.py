@@ -165,29 +165,32 @@ def _is_script_process(script_globals: dict[str, Any]) -> bool:
 #: Beside a starter's socket (``<key>.running``): every job of its key that runs cold holds a shared lock
 #: on it, so the starter sees such a job as activity (:func:`_cold_jobs_running`).
 RUNNING_SUFFIX = ".running"
-_held_marks: list[int] = []
+
+
+def _open_running_mark(address: Path) -> int | None:
+    try:
+        return os.open(address.with_suffix(RUNNING_SUFFIX), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None
 
 
 def _mark_running_cold(address: Path) -> None:
-    """Hold a shared lock on ``address``'s :data:`RUNNING_SUFFIX` file until this process ends (the kernel
-    drops it then, a SIGKILL too): its key's starter stays while this job runs cold. Never blocks."""
-    try:
-        fd = os.open(address.with_suffix(RUNNING_SUFFIX), os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
+    """Hold a shared lock on ``address``'s :data:`RUNNING_SUFFIX` file until this process ends (the
+    descriptor is never closed; the kernel drops the lock at exit, a SIGKILL too): its key's starter stays
+    while this job runs cold. Never blocks."""
+    fd = _open_running_mark(address)
+    if fd is None:
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:  # the starter's check holds it for an instant: it will find this job's next tick
         os.close(fd)
-        return
-    _held_marks.append(fd)
 
 
 def _cold_jobs_running(address: Path) -> bool:
     """Whether a job of ``address``'s key runs cold now (holds :func:`_mark_running_cold`'s lock)."""
-    try:
-        fd = os.open(address.with_suffix(RUNNING_SUFFIX), os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
+    fd = _open_running_mark(address)
+    if fd is None:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
