@@ -5,6 +5,7 @@ said to be assumed)."""
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing.forkserver
 import os
 import re
 
@@ -159,7 +160,20 @@ def _where_a_copy_ran(ready) -> dict:
     return {"steps_per_s": 1.0, "pid": os.getpid(), "tabnanny": "tabnanny" in sys.modules}
 
 
-def test_the_copies_are_processes_of_their_own_spawned_or_forked_from_a_server_that_imported_them():
+@pytest.fixture
+def no_fork_server_running():
+    """multiprocessing keeps one fork server per process and reads the preload list only when it starts
+    it: a server that an earlier test in this worker started (tests/forked.py's, preloading torch) would
+    serve this test's copies without its list. Stopped before the test, and after it, so the next user
+    starts one with its own list (``_stop`` is CPython's own, which its test suite calls)."""
+    multiprocessing.forkserver._forkserver._stop()
+    yield
+    multiprocessing.forkserver._forkserver._stop()
+
+
+def test_the_copies_are_processes_of_their_own_spawned_or_forked_from_a_server_that_imported_them(
+    no_fork_server_running,
+):
     """packing.concurrent_rates: k copies, each a process of its own; spawned (make gpu-check on a GPU,
     benchmarks/gpu_share.py), or with ``forkserver_preload`` (make gpu-check --toy) forked from one
     server that imported the given modules once, so that a copy does not import them itself."""
