@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from contrastlab import config as cl_config
+from tests import forked
 
 SCHEDULE_FIRST = 8  # a long module: tests/conftest.py starts the highest numbers first
 
@@ -24,14 +25,9 @@ def snakemake_process(repo_root: Path, *args: str, cwd: Path | None = None) -> s
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     # Any attempt to reach the network fails fast instead of hanging.
     env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
-    return subprocess.run(
-        [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), *args],
-        cwd=cwd or repo_root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    # A fork of a process that imported Snakemake (tests/forked.py), as ``subprocess.run`` of SNAKEMAKE.
+    argv = ["-s", str(repo_root / "Snakefile"), *args]
+    return forked.snakemake(argv, cwd=cwd or repo_root, env=env, timeout=600)
 
 
 def run_snakemake(repo_root: Path, *args: str, cwd: Path | None = None) -> str:

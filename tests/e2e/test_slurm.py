@@ -25,6 +25,7 @@ from contrastlab.training.sentence import NonFiniteLossError
 from contrastlab.workflow.gpus import GpuUnavailableError, requested_gpus, require_requested_gpu
 from contrastlab.workflow.job import logged_to
 from contrastlab.workflow.recovery import RUN_VARIABLE, workflow_run
+from tests import forked
 
 from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake
 from .test_pipeline import reduced_demo, write
@@ -200,14 +201,8 @@ def slurm_env(cluster) -> dict[str, str]:
 
 
 def run_through_slurm(repo_root, cluster, profile, configfile, *args, check=True) -> str:
-    done = subprocess.run(
-        slurm_command(repo_root, cluster, profile, configfile, *args),
-        cwd=repo_root,
-        env=slurm_env(cluster),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    command = slurm_command(repo_root, cluster, profile, configfile, *args)
+    done = forked.snakemake(command[len(SNAKEMAKE) :], cwd=repo_root, env=slurm_env(cluster), timeout=600)
     output = done.stdout + done.stderr
     if check:
         assert done.returncode == 0, output[-5000:] + "\n" + cluster.log_tail()

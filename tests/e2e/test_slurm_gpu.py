@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
-from .test_dryrun import SNAKEMAKE, run_snakemake
+from tests import forked
+
+from .test_dryrun import run_snakemake
 from .test_pipeline import reduced_demo, write
 from .test_slurm import PROBE_GROUP, run_through_slurm, slurm_demo, submissions
 
@@ -46,13 +47,8 @@ def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, e2e_resources,
     )
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     profile = ["--workflow-profile", "profiles/default", "--cores", "2", "--configfile", configfile]
-    done = subprocess.run(
-        [*SNAKEMAKE, *profile, "--retries", "1", "--", str(target)],
-        cwd=repo_root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    done = forked.snakemake(
+        [*profile, "--retries", "1", "--", str(target)], cwd=repo_root, env=env, timeout=600
     )
     out = done.stdout + done.stderr
     lines = [line for line in out.splitlines() if line.startswith("contrastlab: rule train")]

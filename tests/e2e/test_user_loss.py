@@ -8,15 +8,15 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 
 import pytest
 import yaml
 
 from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.paths import REPO_ROOT
+from tests import forked
 
-from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake
+from .test_dryrun import job_counts, run_snakemake
 from .workflow_start import start_error
 
 SCHEDULE_FIRST = 10  # a long module: tests/conftest.py starts the highest numbers first
@@ -103,14 +103,8 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
     path = write(config, tmp_path / "c.yaml")
     # ~2 CPU-minutes of jobs; the wall time limit allows for a machine shared with other work
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    done = subprocess.run(
-        [*SNAKEMAKE, "-s", str(repo_root / "Snakefile"), "--configfile", path, "--cores", "2"],
-        cwd=repo_root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
+    argv = ["-s", str(repo_root / "Snakefile"), "--configfile", path, "--cores", "2"]
+    done = forked.snakemake(argv, cwd=repo_root, env=env, timeout=1800)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     results = tmp_path / "results"
 
