@@ -37,7 +37,11 @@ def repo_root(tmp_path_factory) -> Path:
     working directory per module, the modules no longer have to run one after another on one xdist
     worker. The library is the installed one either way (``contrastlab.paths.REPO_ROOT``).
     """
-    copy = tmp_path_factory.mktemp("copy") / "repo"
+    return linked_copy(tmp_path_factory.mktemp("copy") / "repo")
+
+
+def linked_copy(copy: Path) -> Path:
+    """:func:`repo_root`'s folder of links at ``copy`` (a new folder; ``../shared`` beside it)."""
     copy.mkdir()
     for entry in REPO_ROOT.iterdir():
         if entry.name not in OWN_IN_EACH_COPY:

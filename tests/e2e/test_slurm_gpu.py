@@ -6,20 +6,24 @@ The overrides and polling knobs are test_slurm.py's (see its docstring)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from tests import forked
 
+from .conftest import linked_copy
 from .test_dryrun import run_snakemake
 from .test_pipeline import reduced_demo, write
 from .test_slurm import PROBE_GROUP, run_through_slurm, slurm_demo, submissions
 
+PROFILES = ("slurm", "slurm-gres")
 SCHEDULE_FIRST = 14  # a long module: tests/conftest.py starts the highest numbers first
 
 # Test-only, for a run whose one job fails: the plugin adds 10 s to the wait after each status check
@@ -69,54 +73,78 @@ def test_a_nan_loss_is_not_retried_for_its_full_length(repo_root, e2e_resources,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("profile", ["slurm", "slurm-gres"])
-def test_the_encoding_gets_the_gpu_and_the_probe_job_none(
-    repo_root, cluster, e2e_resources, tmp_path, profile
-):
+def test_the_encoding_gets_the_gpu_and_the_probe_job_none(repo_root, cluster, e2e_resources, tmp_path):
     """The fake GPU is allocated to the encoding job (``--gpus=1`` through profiles/slurm,
     ``--gres=gpu:1`` through profiles/slurm-gres); torch sees no CUDA there, so the job stops with the
     GPU line instead of encoding on the CPU. The probe job of the same evaluation asks for no GPU: once
     the embeddings exist (encoded here on the CPU), it is submitted without a GPU and completes. That
     second half runs through profiles/slurm only: that profiles/slurm-gres asks no GPU for the probe jobs
-    either is read off its dry run (test_dryrun.py's test_slurm_gres_profile_asks_gpus_as_gres)."""
+    either is read off its dry run (test_dryrun.py's test_slurm_gres_profile_asks_gpus_as_gres).
+
+    The two profiles' runs go at once, each from a working directory of its own (Snakemake's locks are
+    its working directory's): most of a run whose job fails is the plugin's waiting (see
+    FAILING_JOB_POLLING). What they share, the tiny BERT and the SentEval fixture, is built first."""
     if torch.cuda.is_available():
         pytest.skip("checks the error on a machine without a usable GPU")
-    config = slurm_demo(repo_root, tmp_path, e2e_resources)
-    config["resources"]["gpu"] = 1
-    configfile = write(config, tmp_path / "c.yaml")
-    target = f"{tmp_path}/results/metrics/pretrained/tiny-bert/senteval.json"
-    # No retry here (--retries 0): the retry of a GPU failure is the unit tests' business.
-    output = run_through_slurm(
+    runs = {}
+    for profile in PROFILES:
+        folder = tmp_path / profile
+        folder.mkdir()
+        config = slurm_demo(repo_root, folder, e2e_resources)
+        config["resources"]["gpu"] = 1
+        runs[profile] = SimpleNamespace(
+            profile=profile,
+            config=config,
+            configfile=write(config, folder / "c.yaml"),
+            target=f"{folder}/results/metrics/pretrained/tiny-bert/senteval.json",
+            workdir=repo_root if profile == "slurm" else linked_copy(folder / "repo"),
+        )
+    first = runs["slurm"]
+    run_snakemake(
         repo_root,
-        cluster,
-        profile,
-        configfile,
-        *FAILING_JOB_POLLING,
-        "--retries",
-        "0",
-        "--",
-        target,
-        check=False,
+        *("--workflow-profile", "profiles/default", "--cores", "2", "--configfile", first.configfile),
+        *("--omit-from", "encode_pretrained", "--", first.target),
     )
-    submitted = submissions(output)
-    assert list(submitted.values()) == ["encode_pretrained"], output[-5000:]
-    jobs = [j for j in cluster.jobs() if j["JobId"] in submitted]
-    assert len(jobs) == 1, jobs
-    # --gpus=1 is a request per job, --gres=gpu:1 one per node.
-    tres = "TresPerJob" if profile == "slurm" else "TresPerNode"
-    assert jobs[0].get(tres) == "gres:gpu:1", jobs[0]
-    assert jobs[0]["JobState"] == "FAILED", jobs[0]
-    logs = "".join(Path(p).read_text() for p in re.findall(r"\(log: (\S+?)\)\.", output) if Path(p).exists())
-    line = "contrastlab: rule encode_pretrained tiny-bert: GpuUnavailableError: this job asked for 1 GPU(s)"
-    assert line in output + logs, output[-5000:]
-    assert not Path(target).exists()
-    if profile == "slurm-gres":
-        return  # see the docstring
 
+    def through_slurm(run) -> str:
+        # No retry here (--retries 0): the retry of a GPU failure is the unit tests' business.
+        return run_through_slurm(
+            run.workdir,
+            cluster,
+            run.profile,
+            run.configfile,
+            *FAILING_JOB_POLLING,
+            *("--retries", "0", "--", run.target),
+            check=False,
+        )
+
+    with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+        outputs = dict(zip(runs, pool.map(through_slurm, runs.values()), strict=True))
+    for profile, output in outputs.items():
+        submitted = submissions(output)
+        assert list(submitted.values()) == ["encode_pretrained"], (profile, output[-5000:])
+        jobs = [j for j in cluster.jobs() if j["JobId"] in submitted]
+        assert len(jobs) == 1, jobs
+        # --gpus=1 is a request per job, --gres=gpu:1 one per node.
+        tres = "TresPerJob" if profile == "slurm" else "TresPerNode"
+        assert jobs[0].get(tres) == "gres:gpu:1", jobs[0]
+        assert jobs[0]["JobState"] == "FAILED", jobs[0]
+        logs = "".join(
+            Path(p).read_text() for p in re.findall(r"\(log: (\S+?)\)\.", output) if Path(p).exists()
+        )
+        line = (
+            "contrastlab: rule encode_pretrained tiny-bert: GpuUnavailableError: this job asked for 1 GPU(s)"
+        )
+        assert line in output + logs, (profile, output[-5000:])
+        assert not Path(runs[profile].target).exists()
+
+    config, configfile, target = first.config, first.configfile, first.target
     # The embeddings, encoded on this machine's CPU (a target of their own: Snakemake keeps a temp
     # output that was asked for), then the same evaluation through SLURM: only its probe job is left.
-    embeddings = f"{tmp_path}/results/state/embeddings/pretrained/tiny-bert"
-    on_cpu = write({**config, "resources": {**config["resources"], "gpu": 0}}, tmp_path / "cpu.yaml")
+    embeddings = f"{tmp_path}/slurm/results/state/embeddings/pretrained/tiny-bert"
+    on_cpu = write(
+        {**config, "resources": {**config["resources"], "gpu": 0}}, tmp_path / "slurm" / "cpu.yaml"
+    )
     run_snakemake(
         repo_root,
         "--workflow-profile",
@@ -128,7 +156,7 @@ def test_the_encoding_gets_the_gpu_and_the_probe_job_none(
         "--",
         embeddings,
     )
-    output = run_through_slurm(repo_root, cluster, profile, configfile, "--retries", "0", "--", target)
+    output = run_through_slurm(repo_root, cluster, "slurm", configfile, "--retries", "0", "--", target)
     submitted = submissions(output)
     assert list(submitted.values()) == [PROBE_GROUP], output[-5000:]  # a group of one probe job
     assert re.findall(r"^\s*rule (\w+):$", output, re.M) == ["evaluate_pretrained"], output[-5000:]
