@@ -24,6 +24,7 @@ import traceback
 from pathlib import Path
 
 from contrastlab.paths import REPO_ROOT
+from contrastlab.workflow.warm import _exit_status
 
 #: What the Snakefile and rules/common.smk import from contrastlab when Snakemake reads them, each
 #: ``from X import Y`` as both X and X.Y (the preload skips a name that is no module).
@@ -67,11 +68,16 @@ def run_script(script: Path, argv: list[str], log: Path) -> multiprocessing.Proc
     return start(f"import runpy\nrunpy.run_path({str(script)!r}, run_name='__main__')", argv, log)
 
 
-def _run(code: str, argv: list[str], log: str) -> None:
-    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    for target in (1, 2):
+def _write_to(path: str, flags: int, *fds: int) -> None:
+    """Point the descriptors ``fds`` (1: stdout, 2: stderr) at the file ``path``, opened with ``flags``."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o644)
+    for target in fds:
         os.dup2(descriptor, target)
     os.close(descriptor)
+
+
+def _run(code: str, argv: list[str], log: str) -> None:
+    _write_to(log, os.O_APPEND, 1, 2)
     sys.argv = ["-c", *argv]
     exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
 
@@ -113,10 +119,8 @@ def _fresh_path(env: dict[str, str]) -> list[str]:
 
 
 def _snakemake(argv: list[str], cwd: str, env: dict[str, str], path: list[str], out: str, err: str) -> None:
-    for target, name in ((1, out), (2, err)):
-        descriptor = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(descriptor, target)
-        os.close(descriptor)
+    _write_to(out, os.O_TRUNC, 1)
+    _write_to(err, os.O_TRUNC, 2)
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
@@ -129,11 +133,7 @@ def _snakemake(argv: list[str], cwd: str, env: dict[str, str], path: list[str], 
     try:
         main()
     except SystemExit as stop:
-        if isinstance(stop.code, int) or stop.code is None:
-            code = stop.code or 0
-        else:
-            print(stop.code, file=sys.stderr)
-            code = 1
+        code = _exit_status(stop.code)  # the warm starter's forks end the same way
     except BaseException:  # printed as a fresh Python prints it; status 1
         traceback.print_exc()
         code = 1

@@ -94,6 +94,7 @@ def test_the_encoding_gets_the_gpu_and_the_probe_job_none(repo_root, cluster, e2
         config["resources"]["gpu"] = 1
         runs[profile] = SimpleNamespace(
             profile=profile,
+            folder=folder,
             config=config,
             configfile=write(config, folder / "c.yaml"),
             target=f"{folder}/results/metrics/pretrained/tiny-bert/senteval.json",
@@ -138,13 +139,11 @@ def test_the_encoding_gets_the_gpu_and_the_probe_job_none(repo_root, cluster, e2
         assert line in output + logs, (profile, output[-5000:])
         assert not Path(runs[profile].target).exists()
 
-    config, configfile, target = first.config, first.configfile, first.target
     # The embeddings, encoded on this machine's CPU (a target of their own: Snakemake keeps a temp
     # output that was asked for), then the same evaluation through SLURM: only its probe job is left.
-    embeddings = f"{tmp_path}/slurm/results/state/embeddings/pretrained/tiny-bert"
-    on_cpu = write(
-        {**config, "resources": {**config["resources"], "gpu": 0}}, tmp_path / "slurm" / "cpu.yaml"
-    )
+    embeddings = f"{first.folder}/results/state/embeddings/pretrained/tiny-bert"
+    resources = {**first.config["resources"], "gpu": 0}
+    on_cpu = write({**first.config, "resources": resources}, first.folder / "cpu.yaml")
     run_snakemake(
         repo_root,
         "--workflow-profile",
@@ -156,13 +155,15 @@ def test_the_encoding_gets_the_gpu_and_the_probe_job_none(repo_root, cluster, e2
         "--",
         embeddings,
     )
-    output = run_through_slurm(repo_root, cluster, "slurm", configfile, "--retries", "0", "--", target)
+    output = run_through_slurm(
+        repo_root, cluster, first.profile, first.configfile, "--retries", "0", "--", first.target
+    )
     submitted = submissions(output)
     assert list(submitted.values()) == [PROBE_GROUP], output[-5000:]  # a group of one probe job
     assert re.findall(r"^\s*rule (\w+):$", output, re.M) == ["evaluate_pretrained"], output[-5000:]
     probe = next(j for j in cluster.jobs() if j["JobId"] in submitted)
     assert probe["JobState"] == "COMPLETED", probe
     assert "gpu" not in probe.get("TresPerJob", "") + probe.get("TresPerNode", ""), probe
-    metrics = json.loads(Path(target).read_text())
+    metrics = json.loads(Path(first.target).read_text())
     assert metrics["encoding"]["device"] == "cpu" and metrics["scores"], metrics["encoding"]
     assert not Path(embeddings).exists()  # temp: deleted once the probe job has read it
