@@ -231,13 +231,66 @@ def test_a_script_that_is_not_its_process_runs_in_place_and_the_process_goes_on(
 def test_a_starter_stays_while_a_job_of_its_key_runs_cold(place):
     """A job that started cold (no starter yet) keeps the starter it started for as long as it runs: the
     job after it is served warm, although the cold one outlasted the starter's idle time."""
-    own = {warm.IDLE_VARIABLE: "2", "LC_CONTRASTLAB_TEST": "cold"}  # a starter of its own key, idle after 2 s
+    # a starter of its own key, idle after 2 s; the first job runs cold instead of waiting for it
+    own = {warm.IDLE_VARIABLE: "2", warm.WAIT_VARIABLE: "0", "LC_CONTRASTLAB_TEST": "cold"}
     first, report = _run(place, own, until_a_starter_serves=True, sleep=5)
     assert first.returncode == 0, first.stderr
     assert report["pid"] == _client_pid_of(report)  # cold: it started the starter
     second, report = _run(place, own)
     assert second.returncode == 0, second.stderr
     assert report["pid"] != _client_pid_of(report), "the starter left while the cold job ran"
+
+
+def test_the_first_job_of_a_key_waits_for_the_starter_it_started_and_runs_warm(place):
+    """No starter serves this key yet: the first job starts one and is run by its fork, and so are the
+    jobs started while it imported (none imports everything beside the starter)."""
+    own = {"LC_CONTRASTLAB_TEST": "first"}
+    root, env = place
+    reports = [root / f"first-{i}.json" for i in range(3)]
+    clients = [
+        subprocess.Popen(_command(place, report), cwd=root, env={**env, **own}, stdout=subprocess.DEVNULL)
+        for report in reports
+    ]
+    assert [client.wait(timeout=120) for client in clients] == [0, 0, 0]
+    served = [json.loads(report.read_text()) for report in reports]
+    assert all(report["pid"] != _client_pid_of(report) for report in served), served
+    assert len({report["ppid"] for report in served}) == 1  # one starter served all three
+
+
+def test_a_job_waits_only_while_a_starter_holds_the_lock(tmp_path, monkeypatch):
+    """The wait ends with a connection once the starter listens, with None at once where no starter took
+    the lock within the grace (it left: the CUDA driver loaded, an import failed), and after the time
+    asked for where one holds it but never listens."""
+    import socket
+    import threading
+
+    monkeypatch.setattr(warm, "STARTING_GRACE_SECONDS", 0.3)
+    address = tmp_path / "key.sock"
+    started = time.monotonic()
+    assert warm._wait_for_starter(address, seconds=30) is None
+    assert time.monotonic() - started < 5  # the grace, not the 30 s
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+
+    def listen_later():
+        time.sleep(1.0)
+        listener.bind(str(address))
+        listener.listen()
+
+    with FileLock(f"{address}.lock"):
+        assert warm._starter_importing(address)
+        started = time.monotonic()
+        assert warm._wait_for_starter(address, seconds=0.8) is None  # held, never listening: the time asked
+        assert 0.8 <= time.monotonic() - started < 5
+        thread = threading.Thread(target=listen_later)
+        thread.start()
+        connection = warm._wait_for_starter(address, seconds=30)
+        thread.join()
+        assert connection is not None
+        connection.close()
+    listener.close()
+    assert not warm._starter_importing(address)
+    assert warm._wait_for_starter(address, seconds=0) is None  # CONTRASTLAB_WARM_WAIT=0: never waits
 
 
 def test_a_killed_client_takes_its_job_with_it(place):

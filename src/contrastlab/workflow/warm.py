@@ -13,13 +13,17 @@ packages and environment (a Unix socket in a folder only this user can open) and
 directory, environment, ``sys.path`` and umask as JSON and its stdin, stdout and stderr as descriptors.
 The starter forks; the fork takes those over and runs the same script file (preamble and all), while the
 client forwards the signals it gets and ends as the fork ended (its exit status, or the signal that
-killed it). Where no starter serves yet, the client starts one in the background and runs the script
-itself, as before: a job never waits for a starter. A starter exits once no job of its key has run for
-``CONTRASTLAB_WARM_IDLE`` seconds (default 120), its own forks and the jobs that started cold alike (each
-holds a shared lock on ``<key>.running`` while it runs): the job after a long cold one, an encoding after
-its training of minutes, finds it there. Only a process that is nothing but a Snakemake script (its
-``__main__``, with Snakemake's own ``snakemake`` object) hands itself over, since handing over ends it: a
-script run in-process with a stand-in (a test's) runs in place.
+killed it). Where no starter serves yet, the client starts one in the background and waits while it
+imports (``CONTRASTLAB_WARM_WAIT`` seconds at most, default 60; 0 never waits): the starter's imports take
+what the job's own would, so the job loses no time, and the jobs Snakemake starts meanwhile no longer
+import everything once each beside it (in the test suite's CI run of d7dedaf, about 30 jobs started cold
+that way). Where the starter leaves or the wait runs out, the script runs in the client, as before.
+A starter exits once no job of its key has run for ``CONTRASTLAB_WARM_IDLE`` seconds (default 120), its
+own forks and the jobs that started cold alike (each holds a shared lock on ``<key>.running`` while it
+runs): the job after a long cold one, an encoding after its training of minutes, finds it there. Only a
+process that is nothing but a Snakemake script (its ``__main__``, with Snakemake's own ``snakemake``
+object) hands itself over, since handing over ends it: a script run in-process with a stand-in (a
+test's) runs in place.
 
 What a job sees is what a fresh process would see: the same file, argv, folder, environment, paths,
 umask, standard streams, default signal handlers, its own random-module state (``random`` reseeds in a
@@ -66,6 +70,11 @@ SWITCH = "CONTRASTLAB_WARM_START"
 #: Set by the Snakefile: each rule's benchmark file pattern (:func:`benchmark_patterns`).
 BENCHMARKS_VARIABLE = "CONTRASTLAB_BENCHMARKS"
 IDLE_VARIABLE = "CONTRASTLAB_WARM_IDLE"
+#: How long a job waits for a starter that is still importing before it runs cold (seconds; 0: never waits).
+WAIT_VARIABLE = "CONTRASTLAB_WARM_WAIT"
+DEFAULT_WAIT_SECONDS = 60.0
+#: How long a starter just started may take to hold its lock before a waiting job takes it for gone.
+STARTING_GRACE_SECONDS = 5.0
 #: Set in a fork's environment: the script it runs must not hand itself over again.
 FORK_MARK = "CONTRASTLAB_WARM_FORK"
 #: The variables a starter's imports may read (Python's own, the locale, thread pools, torch and CUDA, Hugging
@@ -120,11 +129,12 @@ def hand_over(script_globals: dict[str, Any]) -> None:
     address = socket_path(os.environ)
     if address is None:
         return
-    try:
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.connect(str(address))
-    except OSError:
-        _start_starter(address)
+    connection = _connect(address)
+    if connection is None:
+        if not _starter_importing(address):
+            _start_starter(address)
+        connection = _wait_for_starter(address, _wait_seconds(os.environ))
+    if connection is None:
         _mark_running_cold(address)
         return
     request = {
@@ -146,6 +156,65 @@ def hand_over(script_globals: dict[str, Any]) -> None:
         _mark_running_cold(address)
         return
     _follow(connection, fork)
+
+
+def _connect(address: Path) -> socket.socket | None:
+    """A connection to the starter listening on ``address``, or ``None`` where none listens (yet)."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(str(address))
+    except OSError:
+        connection.close()
+        return None
+    return connection
+
+
+def _wait_seconds(env: dict[str, str] | os._Environ) -> float:
+    try:
+        return max(0.0, float(env.get(WAIT_VARIABLE, DEFAULT_WAIT_SECONDS)))
+    except ValueError:
+        return DEFAULT_WAIT_SECONDS
+
+
+def _starter_importing(address: Path) -> bool:
+    """Whether a starter holds ``address``'s lock (it takes it before its imports and keeps it while it
+    serves). Probed with a shared lock taken and dropped at once: where none holds it, a starter started
+    in that instant finds it taken and leaves, and the jobs run cold, as they would without a starter."""
+    try:
+        fd = os.open(f"{address}.lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
+def _wait_for_starter(address: Path, seconds: float) -> socket.socket | None:
+    """Connect to ``address`` once its starter listens: poll while a starter holds its lock (one that was
+    just started gets :data:`STARTING_GRACE_SECONDS` to take it), for at most ``seconds``; ``None`` when
+    none serves by then. A starter's imports take about as long as the job's own would, so the job loses
+    no time by waiting and the machine does them once instead of once per job started meanwhile; Snakemake
+    gone while the job waits ends it (:func:`~contrastlab.workflow.recovery.die_with_workflow`)."""
+    if seconds <= 0:
+        return None
+    from contrastlab.workflow.recovery import die_with_workflow
+
+    die_with_workflow()
+    started = time.monotonic()
+    while (waited := time.monotonic() - started) < seconds:
+        time.sleep(0.1)
+        connection = _connect(address)
+        if connection is not None:
+            return connection
+        if waited > STARTING_GRACE_SECONDS and not _starter_importing(address):
+            return None  # it left (the CUDA driver loaded, an import failed): run cold
+    return None
 
 
 def _is_script_process(script_globals: dict[str, Any]) -> bool:
