@@ -228,33 +228,36 @@ def test_a_script_that_is_not_its_process_runs_in_place_and_the_process_goes_on(
     assert stdout.split() == [str(process.pid)]
 
 
-def test_a_starter_stays_while_a_job_of_its_key_runs_cold(place):
-    """A job that started cold (no starter yet) keeps the starter it started for as long as it runs: the
-    job after it is served warm, although the cold one outlasted the starter's idle time."""
-    # a starter of its own key, idle after 2 s; the first job runs cold instead of waiting for it
-    own = {warm.IDLE_VARIABLE: "2", warm.WAIT_VARIABLE: "0", "LC_CONTRASTLAB_TEST": "cold"}
-    first, report = _run(place, own, until_a_starter_serves=True, sleep=5)
-    assert first.returncode == 0, first.stderr
-    assert report["pid"] == _client_pid_of(report)  # cold: it started the starter
-    second, report = _run(place, own)
-    assert second.returncode == 0, second.stderr
-    assert report["pid"] != _client_pid_of(report), "the starter left while the cold job ran"
-
-
-def test_the_first_job_of_a_key_waits_for_the_starter_it_started_and_runs_warm(place):
-    """No starter serves this key yet: the first job starts one and is run by its fork, and so are the
-    jobs started while it imported (none imports everything beside the starter)."""
-    own = {"LC_CONTRASTLAB_TEST": "first"}
+def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(place):
+    """No starter serves this key yet. A job that may not wait (``CONTRASTLAB_WARM_WAIT=0``) runs cold and
+    starts one; the jobs started meanwhile wait for it and are run by its forks (none imports everything
+    beside it); the starter stays while the cold job runs, although that outlasts its idle time, and the
+    job after it is served warm."""
+    own = {warm.IDLE_VARIABLE: "2", "LC_CONTRASTLAB_TEST": "cold"}  # a starter of its own key, idle after 2 s
     root, env = place
-    reports = [root / f"first-{i}.json" for i in range(3)]
-    clients = [
+    cold_report = root / "cold.json"
+    cold = subprocess.Popen(
+        _command(place, cold_report, until_a_starter_serves=True, sleep=5),
+        cwd=root,
+        env={**env, **own, warm.WAIT_VARIABLE: "0"},
+        stdout=subprocess.DEVNULL,
+    )
+    _wait_for(cold_report.exists, timeout=60)  # running cold, before any starter serves
+    reports = [root / f"waited-{i}.json" for i in range(2)]
+    waiting = [
         subprocess.Popen(_command(place, report), cwd=root, env={**env, **own}, stdout=subprocess.DEVNULL)
         for report in reports
     ]
-    assert [client.wait(timeout=120) for client in clients] == [0, 0, 0]
+    assert [client.wait(timeout=120) for client in waiting] == [0, 0]
     served = [json.loads(report.read_text()) for report in reports]
     assert all(report["pid"] != _client_pid_of(report) for report in served), served
-    assert len({report["ppid"] for report in served}) == 1  # one starter served all three
+    assert len({report["ppid"] for report in served}) == 1  # one starter served both
+    assert cold.wait(timeout=120) == 0
+    report = json.loads(cold_report.read_text())
+    assert report["pid"] == _client_pid_of(report)  # cold: it started the starter
+    after, report = _run(place, own)
+    assert after.returncode == 0, after.stderr
+    assert report["pid"] != _client_pid_of(report), "the starter left while the cold job ran"
 
 
 def test_a_job_waits_only_while_a_starter_holds_the_lock(tmp_path, monkeypatch):
