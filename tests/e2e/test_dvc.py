@@ -84,7 +84,10 @@ def tools():
 def tracked_copy(repo_root: Path, dest: Path) -> Path:
     """A new git repository at ``dest`` holding the working-tree content of the repository's files that
     git tracks or would (the workflow, Makefile, .dvc/config, dvc.yaml, params.yaml, .gitignore,
-    .dvcignore)."""
+    .dvcignore), but the library: ``src`` is a link to the repository's own, committed as a link. The
+    Snakefile puts the workflow's ``src`` on every job's PYTHONPATH, and the warm starter serves jobs by
+    that path (links resolved): a copied library would need starters of its own, for the module's
+    repository and again for its clone, each importing torch & co. once more."""
     # Listed in the repository the links of repo_root point to: git sees a linked folder (scripts/) as one
     # link, and an untracked file inside it (a new script not yet added) would be left out.
     source_root = (repo_root / "Snakefile").resolve().parent
@@ -96,9 +99,11 @@ def tracked_copy(repo_root: Path, dest: Path) -> Path:
     )
     if listed.returncode != 0:
         pytest.skip(f"{source_root} is not a git checkout: {listed.stderr.strip()}")
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "src").symlink_to(source_root / "src", target_is_directory=True)
     for name in filter(None, listed.stdout.split("\0")):
         source = source_root / name
-        if source.is_file():
+        if source.is_file() and not name.startswith("src/"):
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
     git(dest, "init", "-q")
