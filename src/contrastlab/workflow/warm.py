@@ -184,15 +184,7 @@ def _starter_importing(address: Path) -> bool:
         fd = os.open(f"{address}.lock", os.O_RDONLY)
     except OSError:
         return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return False
+    return _locked_elsewhere(fd, fcntl.LOCK_SH)
 
 
 def _wait_for_starter(address: Path, seconds: float) -> socket.socket | None:
@@ -259,16 +251,20 @@ def _mark_running_cold(address: Path) -> None:
 def _cold_jobs_running(address: Path) -> bool:
     """Whether a job of ``address``'s key runs cold now (holds :func:`_mark_running_cold`'s lock)."""
     fd = _open_running_mark(address)
-    if fd is None:
-        return False
+    return fd is not None and _locked_elsewhere(fd, fcntl.LOCK_EX)
+
+
+def _locked_elsewhere(fd: int, operation: int) -> bool:
+    """Whether another process holds a lock on ``fd``'s file that ``operation`` (``LOCK_SH`` or
+    ``LOCK_EX``, tried without blocking) conflicts with. Closes ``fd``, and with it any lock it took."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
     except OSError:
         return False
     finally:
-        os.close(fd)  # and with it the lock
+        os.close(fd)
     return False
 
 
