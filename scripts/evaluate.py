@@ -7,8 +7,7 @@ hand_over(globals())  # a local job runs in a fork of a process with torch & co.
 
 from contrastlab.evaluation.senteval import evaluate_checkpoint, read_encoding
 from contrastlab.paths import write_json
-from contrastlab.training.events import log_test_scores
-from contrastlab.workflow.job import evaluated_model, evaluation_job, job_data_locations
+from contrastlab.workflow.job import evaluated_model, evaluation_job, job_data_locations, log_job_test_scores
 
 snakemake = globals()["snakemake"]
 
@@ -34,4 +33,4 @@ with evaluation_job(snakemake) as device:  # the CPU: the rule asks no GPU (reso
     print({task: round(score, 2) for task, score in metrics["scores"].items()})
     write_json(snakemake.output.metrics, metrics)
     if search is None:  # a cell's own checkpoint: its training's TensorBoard (and W&B) run gets the scores
-        log_test_scores(metrics, snakemake.config, snakemake.wildcards)
+        log_job_test_scores(snakemake, metrics)

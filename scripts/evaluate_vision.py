@@ -9,8 +9,7 @@ hand_over(globals())  # a local job runs in a fork of a process with torch & co.
 from contrastlab.evaluation.vision import evaluate_features
 from contrastlab.paths import write_json
 from contrastlab.provenance import run_metadata
-from contrastlab.training.events import log_test_scores
-from contrastlab.workflow.job import evaluation_job
+from contrastlab.workflow.job import evaluation_job, log_job_test_scores
 
 snakemake = globals()["snakemake"]
 
@@ -22,4 +21,4 @@ with evaluation_job(snakemake) as device:  # the CPU: the rule asks no GPU (reso
     metrics["meta"] = run_metadata()  # packages, commit, and the inputs: the images' identity, the encoder's
     print({task: round(score, 2) for task, score in metrics["scores"].items()})
     write_json(snakemake.output.metrics, metrics)
-    log_test_scores(metrics, snakemake.config, snakemake.wildcards)  # beside the cell's training curves
+    log_job_test_scores(snakemake, metrics)  # beside the cell's training curves

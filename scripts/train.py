@@ -9,8 +9,7 @@ from contrastlab.config import Grid, config_digest
 from contrastlab.paths import Results
 from contrastlab.search import is_point_name, search_points
 from contrastlab.training.cells import cli, train_cell
-from contrastlab.training.events import WandbRun
-from contrastlab.workflow.job import events_dir_of, training_job
+from contrastlab.workflow.job import events_dir_of, training_job, wandb_run_of
 from contrastlab.workflow.points import job_point, points_file
 
 if "snakemake" in globals():
@@ -41,7 +40,7 @@ if "snakemake" in globals():
             cache_dir=where["cache"],
             device=device,
             events_dir=events_dir_of(sm),
-            wandb_run=WandbRun.of(sm.config, sm.wildcards),
+            wandb_run=wandb_run_of(sm),
         )
 elif __name__ == "__main__":
     cli()

@@ -6,8 +6,7 @@ hand_over(globals())  # a local job runs in a fork of a process with torch & co.
 
 from contrastlab.config import Experiment
 from contrastlab.training.cells import train_vision_cell
-from contrastlab.training.events import WandbRun
-from contrastlab.workflow.job import events_dir_of, training_job
+from contrastlab.workflow.job import events_dir_of, training_job, wandb_run_of
 
 sm = globals()["snakemake"]
 with training_job(sm) as (device, where):
@@ -20,5 +19,5 @@ with training_job(sm) as (device, where):
         state_dir=sm.params.state_dir,
         device=device,
         events_dir=events_dir_of(sm),
-        wandb_run=WandbRun.of(sm.config, sm.wildcards),
+        wandb_run=wandb_run_of(sm),
     )

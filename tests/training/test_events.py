@@ -21,7 +21,7 @@ import torch
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
-from contrastlab.paths import REPO_ROOT
+from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.training.events import (
     TensorBoardLog,
     headline_test_scores,
@@ -172,12 +172,12 @@ def _trained_run(results: Path) -> Path:
 def test_the_evaluation_writes_the_test_scores_into_the_cells_run_once_per_evaluation(tmp_path, read_curves):
     """The test scores join the training's run folder at its last step; an evaluation run again replaces
     them (one file, one point per tag, a score it no longer has gone), and the training's events stay."""
-    folder, config = _trained_run(tmp_path), {"results_dir": str(tmp_path)}
-    logged = log_test_scores(SENTENCE_METRICS, config, PLACE)
+    folder, results = _trained_run(tmp_path), Results(tmp_path)
+    logged = log_test_scores(SENTENCE_METRICS, PLACE, results, None)
     assert logged == {"test/sts_avg": 76.25, "test/tr_avg": 81.5}
     curves = read_curves(folder)
     assert (curves["test/sts_avg"], curves["test/tr_avg"]) == ([(25, 76.25)], [(25, 81.5)])
-    rerun = log_test_scores(SENTENCE_METRICS | {"sts_avg": 77.0, "tr_avg": None}, config, PLACE)
+    rerun = log_test_scores(SENTENCE_METRICS | {"sts_avg": 77.0, "tr_avg": None}, PLACE, results, None)
     assert rerun == {"test/sts_avg": 77.0}
     curves = read_curves(folder)
     assert curves["test/sts_avg"] == [(25, 77.0)] and "test/tr_avg" not in curves
@@ -189,10 +189,13 @@ def test_the_evaluation_writes_the_test_scores_into_the_cells_run_once_per_evalu
 def test_test_scores_go_only_to_a_run_that_has_a_session(tmp_path):
     """A cell trained with ``tensorboard: false`` (no run folder) and a Pretrained row (no cell) get no
     events; an image cell's scores are its probes' top-1 accuracies."""
-    config = {"results_dir": str(tmp_path)}
-    assert log_test_scores(SENTENCE_METRICS, config, {"backbone": "tiny-bert"}) == {}
+    results = Results(tmp_path)
+    assert log_test_scores(SENTENCE_METRICS, {"backbone": "tiny-bert"}, results, None) == {}
     assert write_test_scores(tmp_path / "tensorboard" / "nie2023", {"test/sts_avg": 76.25}) is False
-    assert log_test_scores(SENTENCE_METRICS, config, PLACE) == {"test/sts_avg": 76.25, "test/tr_avg": 81.5}
+    assert log_test_scores(SENTENCE_METRICS, PLACE, results, None) == {
+        "test/sts_avg": 76.25,
+        "test/tr_avg": 81.5,
+    }
     assert not (tmp_path / "tensorboard").exists()
     vision = {"scores": {"linear_top1": 88.5, "knn_top1": 85.0, "ffn10_top1": 60.0, "ffn10_top5": 90.0}}
     vision["scores"] |= {"embedding_variance": 0.25, "effective_rank_95": 12.0}

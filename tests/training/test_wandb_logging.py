@@ -12,19 +12,26 @@ import logging
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.paths import REPO_ROOT
-from contrastlab.training.events import WandbRun, log_test_scores
+from contrastlab.training.events import WandbRun
 from contrastlab.training.vision import VisionTrainSettings
+from contrastlab.workflow.job import log_job_test_scores, wandb_run_of
 
 PROJECT = "contrastlab-offline"
 PLACE = {"experiment": "macl2025", "backbone": "digits-resnet", "method": "macl", "seed": "42"}
 # The tiny image cell with its validation loss (0.75 of the digits held out: an 11-step epoch).
 CELL = {"max_steps": 12, "val_fraction": 0.75, "keep": "best_val_loss"}
 BLOCK = 32768  # the .wandb file's block size (the LevelDB log format, which wandb-core writes)
+
+
+def job(config: dict, place: dict = PLACE) -> SimpleNamespace:
+    """A cell's Snakemake job as its script sees it: the run's config and the job's wildcards."""
+    return SimpleNamespace(config=config, wildcards=place)
 
 
 def wandb_records(path: Path) -> list:
@@ -88,16 +95,20 @@ def test_a_cell_logs_its_settings_curves_and_test_scores_to_one_offline_wandb_ru
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.delenv("WANDB_DIR", raising=False)
     config = {"results_dir": str(tmp_path / "results"), "logging": {"wandb": PROJECT}}
-    run = WandbRun.of(config, PLACE)
+    run = wandb_run_of(job(config))
     assert (run.project, run.name) == (PROJECT, "macl2025/digits-resnet/macl/seed42")
-    assert run.id == WandbRun.of(config, dict(PLACE)).id != WandbRun.of(config, PLACE | {"seed": "43"}).id
+    assert (
+        run.id
+        == wandb_run_of(job(config, dict(PLACE))).id
+        != wandb_run_of(job(config, PLACE | {"seed": "43"})).id
+    )
     settings = vision_settings(**CELL)
     import wandb
 
     train_image(settings, tmp_path / "cell", wandb_run=run)
     wandb.teardown()  # the training job's process ends: wandb's service writes its files out
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "elsewhere"))
-    log_test_scores({"scores": {"linear_top1": 88.5, "effective_rank_95": 12.0}}, config, PLACE)
+    log_job_test_scores(job(config), {"scores": {"linear_top1": 88.5, "effective_rank_95": 12.0}})
     wandb.teardown()  # and the evaluation job's
 
     [training], [evaluation] = offline_runs(tmp_path / "results"), offline_runs(tmp_path / "elsewhere")
@@ -125,8 +136,8 @@ def test_a_wandb_run_that_cannot_start_is_one_warning_and_the_cell_trains(
     monkeypatch.setattr(WandbRun, "init", offline_without_a_login)
     config = {"results_dir": str(tmp_path / "results"), "logging": {"wandb": PROJECT}}
     with caplog.at_level(logging.WARNING, logger="contrastlab.training.events"):
-        summary = train_image(vision_settings(max_steps=3), tmp_path, wandb_run=WandbRun.of(config, PLACE))
-        scores = log_test_scores({"scores": {"linear_top1": 88.5}}, config, PLACE)
+        summary = train_image(vision_settings(max_steps=3), tmp_path, wandb_run=wandb_run_of(job(config)))
+        scores = log_job_test_scores(job(config), {"scores": {"linear_top1": 88.5}})
     assert summary["steps"] == 3 and (tmp_path / "encoder").is_dir() and scores == {"test/linear_top1": 88.5}
     reason = "(OSError: api_key not configured (no-tty) call wandb.login(key=[your_api_key]))"
     assert [r.getMessage() for r in caplog.records if r.name == "contrastlab.training.events"] == [
@@ -141,15 +152,17 @@ def test_without_the_key_wandb_is_never_imported(tmp_path):
     probe = f"""
 import sys
 from contrastlab import config as cl_config
-from contrastlab.training.events import WandbLog, WandbRun, log_test_scores
+from types import SimpleNamespace
+from contrastlab.training.events import WandbLog
+from contrastlab.workflow.job import log_job_test_scores, wandb_run_of
 config = cl_config.load({str(REPO_ROOT / "config" / "demo.yaml")!r}, {{"results_dir": {str(tmp_path)!r}}})
-place = {PLACE!r}
-assert WandbRun.of(config, place) is None
-log = WandbLog(WandbRun.of(config, place), {{"lr": 0.1}})
+job = SimpleNamespace(config=config, wildcards={PLACE!r})
+assert wandb_run_of(job) is None
+log = WandbLog(wandb_run_of(job), {{"lr": 0.1}})
 log.start(resume_step=None)
 log.write({{"event": "train", "step": 3, "loss": 1.5}})
 log.close()
-log_test_scores({{"sts_avg": 76.25}}, config, place)
+log_job_test_scores(job, {{"sts_avg": 76.25}})
 print("wandb" in sys.modules)
 """
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)

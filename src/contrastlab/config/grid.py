@@ -341,6 +341,8 @@ class Options:
     oar_synthetic: Mapping[str, Any] | None
     #: whether the figures are drawn (``figures``; left out: yes)
     figures: bool
+    #: the Weights & Biases project every cell logs to (``logging.wandb``), or None
+    wandb_project: str | None
     #: whether the config names its results folder (``results_dir``: a validated config always does, the
     #: schema's default; a hand-made one may not, and nothing of it has run)
     names_results: bool
@@ -358,6 +360,7 @@ class Options:
             mteb=MappingProxyType(dict(config.get("mteb") or {})),
             oar_synthetic=config.get("oar_synthetic"),
             figures=config.get("figures", True) is not False,
+            wandb_project=(config.get("logging") or {}).get("wandb") or None,
             names_results=bool(config.get(RESULTS_DIR_KEY)),
         )
 

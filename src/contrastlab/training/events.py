@@ -194,18 +194,17 @@ def write_test_scores(folder: str | Path, scores: Mapping[str, float]) -> bool:
 
 
 def log_test_scores(
-    metrics: Mapping[str, Any], config: Mapping[str, Any], place: Mapping[str, Any]
+    metrics: Mapping[str, Any], place: Mapping[str, Any], results: Results, wandb_run: WandbRun | None
 ) -> dict[str, float]:
     """The evaluation job's logging: the :func:`headline_test_scores` of ``metrics`` into the TensorBoard
-    run folder of the cell ``place`` names (its wildcards; :func:`write_test_scores`) and, with
-    ``logging.wandb`` in ``config``, into the summary of the cell's W&B run (:class:`WandbRun`). A place
-    that is no cell (a Pretrained row) gets nothing. Returns the scores logged."""
+    run folder, under ``results``, of the cell ``place`` names (its wildcards; :func:`write_test_scores`)
+    and into the summary of the cell's W&B run, if it has one (:meth:`WandbRun.of`). A place that is no
+    cell (a Pretrained row) gets nothing. Returns the scores logged."""
     place = dict(place.items())
     if not set(CELL_FIELDS) <= set(place):
         return {}
     scores = headline_test_scores(metrics)
-    write_test_scores(Results(config["results_dir"]).tensorboard(place), scores)
-    wandb_run = WandbRun.of(config, place)
+    write_test_scores(results.tensorboard(place), scores)
     if wandb_run is not None and scores:
         wandb_run.summarise(scores)
     return scores
@@ -229,14 +228,14 @@ class WandbRun:
         return "cl-" + hashlib.sha256(f"{self.project}\0{self.name}".encode()).hexdigest()[:24]
 
     @classmethod
-    def of(cls, config: Mapping[str, Any], place: Mapping[str, Any]) -> WandbRun | None:
-        """The run of the cell ``place`` (a job's wildcards) under ``config``; None without
-        ``logging.wandb`` or for a place that is no cell."""
-        project = (config.get("logging") or {}).get("wandb")
+    def of(cls, project: str | None, place: Mapping[str, Any], root: str | None = None) -> WandbRun | None:
+        """The run of the cell ``place`` (a job's wildcards) in ``project`` (config ``logging.wandb``:
+        :attr:`contrastlab.config.Options.wandb_project`), wandb's files under ``root``; None without a
+        project or for a place that is no cell."""
         place = dict(place.items())
         if not project or not set(CELL_FIELDS) <= set(place):
             return None
-        return cls(project, cell_path(place), config.get("results_dir"))
+        return cls(project, cell_path(place), root)
 
     def init(self, settings: Mapping[str, Any] | None = None) -> Any:
         """``wandb.init`` of this run (created, or continued), with ``settings`` as its config."""

@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from contrastlab.config import Options
 from contrastlab.config.data import data_locations, images_root
 from contrastlab.data.acquire import data_marker_path
 from contrastlab.paths import CELL_FIELDS, Resources, Results, cell_path, write_json
 from contrastlab.provenance import note_inputs
+from contrastlab.training.events import WandbRun, log_test_scores
 from contrastlab.workflow.failures import disk_full, failure_line
 from contrastlab.workflow.finished import record_job
 from contrastlab.workflow.gpus import job_device
@@ -165,6 +167,20 @@ def events_dir_of(snakemake: Any) -> Path:
     <method>/seed<seed>`` (what ``make monitor`` shows). Read from the config and the wildcards rather
     than from a param, so that the folder's place reruns no finished cell."""
     return Path(Results(snakemake.config["results_dir"]).tensorboard(snakemake.wildcards))
+
+
+def wandb_run_of(snakemake: Any) -> WandbRun | None:
+    """The Weights & Biases run of the job's cell (config ``logging.wandb``), wandb's files under the
+    results folder; None without the key or for a job that is no cell's."""
+    config = snakemake.config
+    return WandbRun.of(Options.of(config).wandb_project, snakemake.wildcards, config["results_dir"])
+
+
+def log_job_test_scores(snakemake: Any, metrics: dict[str, Any]) -> dict[str, float]:
+    """The evaluation job's test scores into its cell's TensorBoard run and W&B run
+    (:func:`contrastlab.training.events.log_test_scores`); returns the scores logged."""
+    results = Results(snakemake.config["results_dir"])
+    return log_test_scores(metrics, snakemake.wildcards, results, wandb_run_of(snakemake))
 
 
 def stderr_to_log(log_path: str | os.PathLike) -> None:
