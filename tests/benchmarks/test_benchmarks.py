@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -336,6 +337,35 @@ def test_gpu_bench_runs_every_part_at_toy_size_on_a_cpu(tmp_path):
     assert json.loads((tmp_path / "gpu_bench.json").read_text())["rows"] == json.loads(json.dumps(rows))
 
 
+def test_gpu_bench_times_the_pack_part_from_its_own_start(tmp_path, monkeypatch):
+    """Review S4: ``--pack-until-s`` counts from the pack part's own start, not the benchmark's. On a
+    fake clock the parts before it take 300 s and each packed configuration 100 s: with 250 s the
+    configurations starting 0, 100 and 200 s into the part run, the one at 300 s is skipped."""
+    bench = _load("gpu_bench.py")
+    now = [1000.0]
+    monkeypatch.setattr(bench, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    environment = {"device": "cpu", "torch": "-", "transformers": "-", "date": "-"}
+    monkeypatch.setattr(bench, "environment", lambda device: environment)
+
+    def earlier_parts(args, device):
+        now[0] += 300.0
+        return [{"note": "the parts before pack"}]
+
+    def configuration(args, k, mps, env):
+        now[0] += 100.0
+        return {"pack": k, "mps": mps, "steps_per_s_sum": 1.0}
+
+    monkeypatch.setitem(bench.PART_FUNCTIONS, "oar", earlier_parts)
+    monkeypatch.setattr(bench, "_pack_row", configuration)
+    argv = ["--device", "cpu", "--parts", "oar,pack", "--pack", "2,3,4,5", "--pack-until-s", "250"]
+    rows = bench.main([*argv, "--budget-s", "1000", "--out", str(tmp_path)])["rows"]
+    pack = [row for row in rows if row["part"] == "pack"]
+    assert [row["pack"] for row in pack if "error" not in row] == [2, 3, 4]
+    assert [row["error"] for row in pack if "error" in row] == [
+        "skipped: 300 s into the pack part, past --pack-until-s 250"
+    ]
+
+
 def test_gpu_bench_draws_wiki1m_lengths():
     bench = _load("gpu_bench.py")
     lengths = bench.wiki1m_lengths(200_000, seed=0)
@@ -362,3 +392,17 @@ def test_padding_free_times_the_padded_and_the_packed_step_at_toy_size(capsys):
     lines = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
     assert set(lines) == {"padded", "packed", "ratio"}
     assert float(lines["padded"][1]) > 0 and float(lines["packed"][1]) > 0 and float(lines["ratio"][1]) > 0
+
+
+def test_the_snapshot_benchmark_times_the_loop_three_ways(tmp_path, capsys):
+    """benchmarks/snapshots.py at toy size: the loop without snapshots, with background writes and with
+    writes in the loop; one snapshot each after step 2 of 4, every write counted."""
+    out = tmp_path / "snapshots.json"
+    rows = _load("snapshots.py").main(
+        ["--device", "cpu", "--arch", "tiny", "--steps", "4", "--every", "2", "--batch", "8", "--warmup", "1"]
+        + ["--repeat", "1", "--json", str(out)]
+    )
+    assert [r["way"] for r in rows] == ["none", "background", "in the loop"]
+    assert [r["snapshots"] for r in rows] == [0, 1, 1] and all(r["loop_s"] > 0 for r in rows)
+    assert rows[1]["write_s"] > 0 and json.loads(out.read_text()) == json.loads(json.dumps(rows))
+    assert "| background |" in capsys.readouterr().out

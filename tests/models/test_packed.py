@@ -16,6 +16,7 @@ import torch
 from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
 
 from contrastlab.models.packed import (
+    Packing,
     PaddingFree,
     pack,
     packed_embeddings,
@@ -256,3 +257,71 @@ def test_senteval_encoding_through_the_drop_in_encoder_matches(pooling):
         sentences
     )
     np.testing.assert_allclose(got, ref, rtol=0, atol=2e-6)
+
+
+# ------------------------------------------------ the gather indices from the host mask (review S3)
+
+
+def _pack_before_s3(attention_mask, draws="padded", device=None):
+    """``pack`` as it was before review S3 (``nonzero`` on the mask wherever it lives): the reference."""
+    mask = attention_mask.bool()
+    n, width = mask.shape
+    index = mask.reshape(-1).nonzero().squeeze(1)
+    lengths = mask.sum(1)
+    first = torch.cumsum(lengths, 0) - lengths
+    return Packing(n, width, index, mask[:, None, None, :], first, draws)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_given_the_host_mask_the_padding_free_forward_reads_no_device_data(arch):
+    """The trainer hands the padding-free encoder the host copy of the mask: the gather indices are
+    built from it and copied over, so no op reads the device's data (on CUDA: no host sync per
+    forward). Shown on the meta device, which holds no data: any read (``nonzero``, ``item``) raises
+    there, as a device mask's ``nonzero`` does."""
+    model = _model(arch, dropout=0.1).train().to("meta")
+    encoder = PaddingFree(model)
+    ids, mask = _batch(arch)
+    ids, mask = ids.repeat_interleave(2, dim=0), mask.repeat_interleave(2, dim=0)  # the step's two views
+    out = encoder(input_ids=ids.to("meta"), attention_mask=attention_bias(encoder, mask))
+    assert out.last_hidden_state.device.type == "meta"
+    assert out.last_hidden_state.shape == (2 * len(LENGTHS), max(LENGTHS), 32)
+    with pytest.raises(NotImplementedError, match="nonzero"):  # the device's mask must be read
+        encoder(input_ids=ids.to("meta"), attention_mask=mask.to("meta"))
+
+
+def test_the_host_built_packing_is_the_one_nonzero_gives():
+    _, mask = _batch("bert")
+    want = _pack_before_s3(mask)
+    for got in (pack(mask), pack(mask, device=torch.device("cpu"))):
+        assert torch.equal(got.index, want.index) and torch.equal(got.first, want.first)
+        assert torch.equal(got.key_mask, want.key_mask) and got.index.dtype == want.index.dtype
+    on_meta = pack(mask, device=torch.device("meta"))
+    assert {t.device.type for t in (on_meta.index, on_meta.first, on_meta.key_mask)} == {"meta"}
+    assert on_meta.index.shape == want.index.shape and on_meta.key_mask.dtype == torch.bool
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_training_through_the_host_built_packing_gives_the_same_numbers_bit_for_bit(arch, monkeypatch):
+    """Ten fp32 AdamW steps with dropout on through the drop-in encoder: losses and parameters equal,
+    bit for bit, those of the packing built by ``nonzero`` (the CPU's numbers do not move)."""
+    import contrastlab.models.packed as packed_module
+
+    def train(packing_of) -> tuple[list[float], torch.Tensor]:
+        monkeypatch.setattr(packed_module, "pack", packing_of)
+        model = _model(arch, dropout=0.1).train()
+        encoder, optimizer = PaddingFree(model), torch.optim.AdamW(model.parameters(), lr=1e-3)
+        torch.manual_seed(5)
+        losses = []
+        for step in range(10):
+            ids, mask = _batch(arch, seed=step)
+            ids, mask = ids.repeat_interleave(2, dim=0), mask.repeat_interleave(2, dim=0)
+            out = encoder(input_ids=ids, attention_mask=attention_bias(encoder, mask))
+            loss = _info_nce(out.last_hidden_state[:, 0])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        return losses, torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+    before, after = train(_pack_before_s3), train(pack)
+    assert before[0] == after[0] and torch.equal(before[1], after[1])

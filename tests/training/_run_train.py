@@ -1,7 +1,9 @@
 """Run ``train`` in a subprocess for the resume test: ``python _run_train.py '<json>'``.
 
-The JSON holds ``settings`` (a TrainSettings dict), the ``train`` path arguments, and ``sleep``: seconds
-added to every loss call so that the parent can kill the run in the middle.
+The JSON holds ``settings`` (a TrainSettings dict), the ``train`` path arguments, ``sleep``: seconds
+added to every loss call so that the parent can kill the run in the middle, and ``slow_write``: seconds
+that every snapshot's ``state.pt`` after the first stays half-written (its temporary file complete, not
+yet renamed), so that the parent can kill the run during a background write.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 
 import torch
 
-from contrastlab.training import sentence
+from contrastlab.training import sentence, state
 
 torch.set_num_threads(1)
 
@@ -31,6 +33,23 @@ if sleep:
         return slow
 
     sentence.build_loss = slow_build_loss
+slow_write = args.pop("slow_write", 0.0)
+if slow_write:
+    real_atomic_write_bytes = state.atomic_write_bytes
+    snapshots_started = []
+
+    def slow_atomic_write_bytes(path, write):
+        def slowly(handle):
+            write(handle)
+            if path.name == state.STATE_FILE:
+                snapshots_started.append(path)
+                if len(snapshots_started) > 1:
+                    handle.flush()
+                    time.sleep(slow_write)
+
+        real_atomic_write_bytes(path, slowly)
+
+    state.atomic_write_bytes = slow_atomic_write_bytes
 settings = sentence.TrainSettings.from_dict(args.pop("settings"))
 summary = sentence.train(settings, progress=False, device="cpu", **args)
 print(json.dumps({"best_step": summary["best_step"], "resumed_from": summary["resumed_from"]}))

@@ -1,10 +1,16 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
+from contrastlab.training.capture import CUBLAS_DETERMINISTIC
+
+# cuBLAS reads its workspace setting when CUDA first runs it, which on a GPU is before the tests that run
+# under deterministic algorithms (capture.require_cublas_workspace refuses a setting made after that).
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
 
 #: The tiny sentence cell the trainer's tests start from: InfoNCE on the tiny BERT, 8 steps of 32
 #: sentences, the dev score, a log line and a snapshot every 4 steps.

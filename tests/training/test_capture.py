@@ -7,11 +7,16 @@
   on a CPU (every scalar read, nonzero, boolean index, ``tolist``/``numpy``/``cpu`` call), failing on the
   step as it was; the real sync-debug mode where CUDA exists.
 - ``cuda_graph`` is a one-line error off CUDA and with gradient caching.
+- Where CUDA is stood in for: a compiled step whose capture fails trains the plain model eagerly (C1);
+  capture and replay run with the run's device current (S1); ``deterministic`` refuses a process whose
+  cuBLAS may have started without ``CUBLAS_WORKSPACE_CONFIG``, which the training job sets first (C3).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import types
 
 import pytest
 import torch
@@ -320,8 +325,8 @@ def test_for_device_decides_the_graph_and_the_dev_batch(device, values, graph, d
 def test_the_defaults_keep_the_fingerprint_of_a_snapshot_written_before_them():
     """The settings dict the trainer fingerprinted before issue 53 (cuda_graph false, dev batches of 128,
     no deterministic key) and today's defaults give the same fingerprint: an interrupted cell resumes."""
-    from contrastlab.training.runtime import fingerprint_settings
     from contrastlab.training.sentence import LATER_DEFAULTS
+    from contrastlab.training.settings import fingerprint_settings
 
     today = TrainSettings(loss="infonce").to_dict()
     before = {k: v for k, v in today.items() if k != "deterministic"}
@@ -344,14 +349,212 @@ def test_a_step_that_cannot_be_captured_is_named_in_one_line_and_runs_eager():
     assert capture.capture_or_eager(lambda: "graph", said.append) == "graph" and len(said) == 1
 
 
+# -- C1: a compiled step whose capture fails trains the plain model eagerly ---------------------------
+
+
+class _CompiledAfterAFailedCapture(nn.Module):
+    """The compiled encoder as a failed capture may leave it: it fails whenever it runs."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model, self.config = model, model.config
+
+    def forward(self, **inputs):
+        raise RuntimeError("the compiled module ran after its capture failed")
+
+
+def test_a_compiled_step_that_cannot_be_captured_trains_the_plain_model_eagerly(
+    tmp_path, train_tiny, monkeypatch, capsys
+):
+    """compile + cuda_graph where the capture fails: one line that names compile, then the eager step
+    of the uncompiled model (whose state the failed capture put back), and a summary that says so.
+    Stand-ins on the CPU: the capture fails, the compiled module fails whenever it runs, and the
+    optimiser is not ``capturable`` (which needs CUDA)."""
+    from contrastlab.training import sentence
+
+    def capture_fails(*args, **kwargs):
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    def cpu_optimizer(kind, params, device, *, capturable=False, **hp):
+        return build_optimizer(kind, params, device, **hp)
+
+    monkeypatch.setattr(capture, "require_cuda", lambda device, what="": None)
+    monkeypatch.setattr(capture, "capture_sentence_step", capture_fails)
+    monkeypatch.setattr(
+        capture, "compiled", lambda model, enabled: _CompiledAfterAFailedCapture(model) if enabled else model
+    )
+    monkeypatch.setattr(sentence, "build_optimizer", cpu_optimizer)
+    summary = train_tiny(tmp_path, compile=True, cuda_graph=True)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("cuda_graph:")]
+    assert len(lines) == 1 and "compile" in lines[0] and "cannot be captured" in lines[0], lines
+    assert "uncompiled model" in lines[0] and "operation not permitted when stream is capturing" in lines[0]
+    assert summary["settings"]["cuda_graph"] is False and summary["settings"]["compile"] is False
+    assert summary["steps"] == 8
+
+
+# -- S1: capture and replay on the run's device, whatever device is current --------------------------
+
+
+class _FakeInput:
+    """A static input buffer of the captured step (a CUDA tensor on a GPU)."""
+
+    shape = (2, 4)
+
+    def to(self, device):
+        return self
+
+    def clone(self):
+        return _FakeInput()
+
+    def copy_(self, x, non_blocking=False):
+        return self
+
+
+def _record_current_device(monkeypatch) -> tuple[list[tuple[str, int]], list[int]]:
+    """Stand-ins for what :class:`capture.CapturedStep` asks of ``torch.cuda``, on a machine without
+    one; returns ``(seen, current)``. ``torch.cuda.device(d)`` makes d's index ``current[0]`` inside its
+    block (0 outside any, as in a fresh process). ``seen`` gets ("start", index) now, then the capture's
+    start and each replay with the index current then (the test's step body adds its own calls)."""
+    current = [0]
+    seen: list[tuple[str, int]] = []
+
+    @contextlib.contextmanager
+    def device(where):
+        before, current[0] = current[0], torch.device(where).index
+        try:
+            yield
+        finally:
+            current[0] = before
+
+    class Stream:
+        def __init__(self, device=None) -> None:
+            pass
+
+        def wait_stream(self, other) -> None:
+            pass
+
+    class Graph:
+        def register_generator_state(self, generator) -> None:
+            pass
+
+        def replay(self) -> None:
+            seen.append(("replay", current[0]))
+
+    @contextlib.contextmanager
+    def graph(captured):
+        seen.append(("capture", current[0]))
+        yield
+
+    cuda = capture.torch.cuda
+    monkeypatch.setattr(cuda, "device", device)
+    monkeypatch.setattr(cuda, "Stream", Stream)
+    monkeypatch.setattr(cuda, "current_stream", lambda device=None: Stream())
+    monkeypatch.setattr(cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(cuda, "graph", graph)
+    monkeypatch.setattr(cuda, "get_rng_state", lambda device=None: torch.zeros(1))
+    monkeypatch.setattr(cuda, "set_rng_state", lambda state, device=None: None)
+    monkeypatch.setattr(cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(capture, "_graph_safe_rng", lambda device, generator=None: None)
+    monkeypatch.setattr(capture, "_host_syncs_raise", lambda enabled: contextlib.nullcontext())
+    seen.append(("start", current[0]))
+    return seen, current
+
+
+def test_the_step_is_captured_and_replayed_on_the_runs_device_not_the_current_one(monkeypatch):
+    seen, current = _record_current_device(monkeypatch)
+
+    def body(x):
+        seen.append(("body", current[0]))
+        return (x,)
+
+    step = capture.CapturedStep(body, (_FakeInput(),), lambda: (), lambda: None, torch.device("cuda", 1))
+    step(_FakeInput())
+    warmup = [("body", 1)] * capture.CapturedStep.WARMUP
+    assert seen == [("start", 0), *warmup, ("capture", 1), ("body", 1), ("replay", 1)]
+    assert current[0] == 0  # the current device is the caller's again between steps
+
+
+def _without_cublas_setting(monkeypatch) -> None:
+    """``CUBLAS_WORKSPACE_CONFIG`` unset for the test and put back after it, whoever sets it meanwhile."""
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # records the variable's state before the test
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
+
+
 def test_deterministic_algorithms_switch_on_inside_and_restore_after(monkeypatch):
-    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    # CUDA not started: the variable set now is the one cuBLAS reads when it starts; put back after
+    # only where CUDA has still not started (else cuBLAS runs with it for the rest of the process)
+    _without_cublas_setting(monkeypatch)
+    monkeypatch.setattr(capture.torch.cuda, "is_initialized", lambda: False)
     assert not torch.are_deterministic_algorithms_enabled()
     with capture.deterministic_algorithms(True):
         assert torch.are_deterministic_algorithms_enabled()
         assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
-        assert capture.os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     assert not torch.are_deterministic_algorithms_enabled()
-    assert "CUBLAS_WORKSPACE_CONFIG" not in capture.os.environ
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    with capture.deterministic_algorithms(True):
+        monkeypatch.setattr(capture.torch.cuda, "is_initialized", lambda: True)  # cuBLAS started inside
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     with capture.deterministic_algorithms(False):
         assert not torch.are_deterministic_algorithms_enabled()
+
+
+@pytest.mark.parametrize("value", [None, "", ":0:0", "4096:8"])
+def test_deterministic_refuses_a_process_whose_cublas_may_have_started_without_its_setting(
+    monkeypatch, value
+):
+    # cuBLAS reads CUBLAS_WORKSPACE_CONFIG once, when CUDA first runs it: set later, it is not used,
+    # and torch's own check (which reads the variable at each call) would pass a run that is not
+    # deterministic
+    monkeypatch.setattr(capture.torch.cuda, "is_initialized", lambda: True)
+    _without_cublas_setting(monkeypatch)
+    if value is not None:
+        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", value)
+    with pytest.raises(ValueError) as refused:
+        with capture.deterministic_algorithms(True):
+            pass
+    line = str(refused.value)
+    assert "\n" not in line and "CUBLAS_WORKSPACE_CONFIG=:4096:8" in line
+    assert "set it in the environment before the process starts" in line
+    assert os.environ.get("CUBLAS_WORKSPACE_CONFIG") == value  # left as it was
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
+@pytest.mark.parametrize("value", [":4096:8", ":16:8"])
+def test_deterministic_takes_a_valid_setting_from_the_environment_as_it_is(monkeypatch, value):
+    monkeypatch.setattr(capture.torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", value)
+    with capture.deterministic_algorithms(True):
+        assert torch.are_deterministic_algorithms_enabled()
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == value
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == value
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_a_deterministic_cells_training_job_sets_cublas_before_torch_touches_cuda(
+    tmp_path, monkeypatch, deterministic
+):
+    from contrastlab.workflow import job
+
+    _without_cublas_setting(monkeypatch)
+    seen = {}
+
+    def job_device(snakemake):  # the frame's first step that may touch CUDA
+        seen["at job_device"] = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+        return "cpu"
+
+    monkeypatch.setattr(job, "job_device", job_device)
+    monkeypatch.setattr(job, "stderr_to_log", lambda path: None)  # keeps this process's fd 2
+    monkeypatch.setattr(job, "job_inputs", lambda snakemake: {})
+    monkeypatch.setattr(job, "note_inputs", lambda inputs: None)
+    monkeypatch.setattr(job, "job_data_locations", lambda snakemake: {})
+    monkeypatch.setattr(job, "record_job", lambda snakemake: None)
+    settings = {"loss": "infonce", "deterministic": deterministic}
+    snakemake = types.SimpleNamespace(
+        log=[str(tmp_path / "train.log")], rule="train", wildcards={}, threads=1, config={},
+        params=types.SimpleNamespace(settings=settings),
+    )  # fmt: skip
+    with job.training_job(snakemake) as (device, _):
+        assert device == "cpu"
+    assert seen["at job_device"] == (":4096:8" if deterministic else None)

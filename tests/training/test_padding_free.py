@@ -3,6 +3,7 @@ numbers only at rounding level, dropout on), and the one-line errors where it ca
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,8 +14,8 @@ import torch
 from safetensors.torch import load_file
 
 from contrastlab.training import sentence
-from contrastlab.training.runtime import fingerprint_settings
 from contrastlab.training.sentence import LATER_DEFAULTS, TrainSettings
+from contrastlab.training.settings import fingerprint_settings
 
 #: train_tiny's cell for 12 steps, logged every 2.
 SMALL = dict(max_steps=12, log_every=2)
@@ -154,3 +155,45 @@ def test_the_dev_evaluation_through_the_drop_in_encoder_gives_the_padded_scores(
     a, b = evaluator(model), evaluator(PaddingFree(model))
     assert b["dev_spearman"] == pytest.approx(a["dev_spearman"], abs=1e-3)
     assert b["dev_uniformity"] == pytest.approx(a["dev_uniformity"], rel=1e-5)
+
+
+def test_the_padding_free_step_gets_the_host_mask_and_reads_no_device_data(monkeypatch):
+    """Review S3: ``_batch`` leaves a padding-free step's mask on the host, where the encoder builds its
+    gather indices (one non-blocking copy, no host sync per forward). The device is played by the meta
+    device, which holds no data (reading it, as ``nonzero`` on a device mask does, raises): forward
+    and backward of the whole step run there (the loss a stand-in: the losses' autocast guard knows no
+    meta device). A padded step's mask goes to the device as before."""
+    from transformers import BertConfig, BertModel
+
+    from contrastlab.models.packed import PaddingFree
+
+    def loss_fn(h1, h2, with_stats):
+        return SimpleNamespace(loss=(h1 * h2).sum())
+
+    def to_meta(ids, mask, device, *, host_mask=False):  # to_device's CUDA branch, the meta device's way
+        return ids.to("meta"), mask if host_mask else mask.to("meta")
+
+    monkeypatch.setattr(sentence, "to_device", to_meta)
+    mask = (torch.arange(8)[None, :] < torch.tensor([8, 3, 5, 1])[:, None]).long()
+    batch = SimpleNamespace(batch=lambda rows, pad: (mask * 7, mask))
+    corpus, meta = (
+        SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0), sentences=batch),
+        torch.device("meta"),
+    )
+    settings = SimpleNamespace(static_shapes=False, cuda_graph=False, padding_free=True)
+    ids, host = sentence._batch(settings, corpus, [0, 1, 2, 3], meta)
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=16, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16)  # fmt: skip
+    model = BertModel(config).train().to(meta)
+    head, _ = sentence.build_head("simcse", "bert", 16)
+    out, h1, _ = sentence.train_step(
+        PaddingFree(model), head.to(meta), loss_fn, [(ids, host)],
+        autocast=contextlib.nullcontext, with_stats=False,
+    )  # fmt: skip
+    assert out.loss.device == meta and h1.shape == (4, 16)
+    assert all(p.grad is not None for name, p in model.named_parameters() if not name.startswith("pooler"))
+    assert ids.device == meta and host.device.type == "cpu" and torch.equal(host, mask)
+    settings.padding_free = False
+    assert sentence._batch(settings, corpus, [0, 1, 2, 3], meta)[1].device == meta  # padded: as before

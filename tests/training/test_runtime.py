@@ -288,6 +288,7 @@ def _snapshot(tmp_path, precision: str):
     run.begin(None, {}, {"settings": {}})
     stateful = {"model": model, "optimizer": optimizer}
     run.save_snapshot(2, "fingerprint", stateful, {})
+    run.wait_for_snapshot()  # written in the background
     return run
 
 
@@ -415,7 +416,7 @@ def test_settings_added_after_snapshots_count_in_the_fingerprint_only_when_set()
     import dataclasses
 
     from contrastlab.training import sentence, vision
-    from contrastlab.training.runtime import fingerprint_settings
+    from contrastlab.training.settings import fingerprint_settings
 
     later = {"compile": False}
     assert fingerprint_settings({"lr": 1, "compile": False, "tensorboard": True}, later) == {"lr": 1}

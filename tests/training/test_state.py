@@ -42,7 +42,7 @@ def plain_snapshot() -> dict:
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
-        "rng": st.capture_rng(),
+        "rng": st.capture_rng(torch.device("cpu")),
         "interval": (0.25, 2, 64),
         "evals": [{"step": 0, "dev_spearman": 12.5}],
         "best": None,
@@ -60,7 +60,7 @@ def test_a_snapshot_loads_safely_and_restores_every_rng_draw_for_draw(tmp_path):
 
     torch.load(tmp_path / st.STATE_FILE, weights_only=True)  # tensors and plain values only
     saved = st.load_state(tmp_path, FINGERPRINT)
-    st.restore_rng(saved["rng"])
+    st.restore_rng(saved["rng"], torch.device("cpu"))
     resumed = (random.random(), np.random.standard_normal(3), torch.rand(3))
     assert resumed[0] == straight[0]
     assert np.array_equal(resumed[1], straight[1]) and torch.equal(resumed[2], straight[2])
@@ -143,3 +143,118 @@ def test_an_empty_foreign_or_non_dict_snapshot_is_named_with_its_fix(tmp_path, c
     with pytest.raises(st.SnapshotUnreadableError) as caught:
         st.load_state(state_dir, FINGERPRINT)
     assert_refused(caught, state_dir)
+
+
+# ------------------------------------------------- the CUDA RNG: the run's own device only (review C2)
+
+
+class FakeCuda:
+    """``gpus`` CUDA generators for a CPU: the ``torch.cuda`` calls a snapshot's RNG capture and restore
+    make (monkeypatched), each device's state a distinct byte tensor. A device index the machine does not
+    have fails as CUDA does ("invalid device ordinal")."""
+
+    NAMES = ("is_available", "is_initialized", "device_count", "current_device", "get_rng_state",
+             "set_rng_state", "get_rng_state_all", "set_rng_state_all")  # fmt: skip
+
+    def __init__(self, monkeypatch, gpus: int) -> None:
+        self.gpus = gpus
+        self.states = {i: torch.full((8,), 10 * gpus + i, dtype=torch.uint8) for i in range(gpus)}
+        for name in self.NAMES:
+            monkeypatch.setattr(torch.cuda, name, getattr(self, name))
+
+    def is_available(self) -> bool:
+        return self.gpus > 0
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def device_count(self) -> int:
+        return self.gpus
+
+    def current_device(self) -> int:
+        return 0
+
+    def _index(self, device) -> int:
+        index = device if isinstance(device, int) else torch.device(device).index
+        index = 0 if index is None else index
+        if index >= self.gpus:
+            raise RuntimeError(
+                f"CUDA error: invalid device ordinal (cuda:{index} on a {self.gpus}-GPU machine)"
+            )
+        return index
+
+    def get_rng_state(self, device="cuda") -> torch.Tensor:
+        return self.states[self._index(device)].clone()
+
+    def set_rng_state(self, state, device="cuda") -> None:
+        self.states[self._index(device)] = state.clone()
+
+    def get_rng_state_all(self) -> list[torch.Tensor]:
+        return [self.get_rng_state(i) for i in range(self.gpus)]
+
+    def set_rng_state_all(self, states) -> None:
+        for i, state in enumerate(states):
+            self.set_rng_state(state, i)
+
+
+def test_a_snapshot_keeps_its_devices_rng_only_and_resumes_on_a_one_gpu_machine(tmp_path, monkeypatch):
+    """A cell trained on cuda:1 of a 2-GPU machine stores cuda:1's generator (not every GPU's), loads
+    with weights_only, and resumes on the one GPU of another machine with that generator's state."""
+    snapshot = plain_snapshot()  # its optimiser step before torch.cuda is stubbed
+    two = FakeCuda(monkeypatch, gpus=2)
+    rng = st.capture_rng(torch.device("cuda", 1))
+    assert isinstance(rng["cuda"], torch.Tensor) and torch.equal(rng["cuda"], two.states[1])
+    st.save_state(tmp_path, {**snapshot, "rng": rng}, {"step": 4})
+
+    one = FakeCuda(monkeypatch, gpus=1)
+    st.restore_rng(st.load_state(tmp_path, FINGERPRINT)["rng"], torch.device("cuda", 0))
+    assert torch.equal(one.states[0], two.states[1])
+
+
+def test_an_older_snapshot_with_every_gpus_rng_resumes_with_its_devices(monkeypatch):
+    """The list form (one state per GPU of the machine that wrote it): the element of the run's device
+    index, or the first where the list has no such element."""
+    old = [torch.full((8,), v, dtype=torch.uint8) for v in (70, 71)]
+    rng = {**st.capture_rng(torch.device("cpu")), "cuda": old}
+    one = FakeCuda(monkeypatch, gpus=1)
+    st.restore_rng(rng, torch.device("cuda", 0))
+    assert torch.equal(one.states[0], old[0])
+    two = FakeCuda(monkeypatch, gpus=2)
+    st.restore_rng(rng, torch.device("cuda", 1))
+    assert torch.equal(two.states[1], old[1]) and torch.equal(
+        two.states[0], torch.full((8,), 20, dtype=torch.uint8)
+    )
+    four = FakeCuda(monkeypatch, gpus=4)
+    st.restore_rng(rng, torch.device("cuda", 3))  # written on a 2-GPU machine: its first GPU's
+    assert torch.equal(four.states[3], old[0])
+
+
+def test_a_cpu_run_keeps_no_cuda_rng_even_where_cuda_is_initialised(monkeypatch):
+    machine = FakeCuda(monkeypatch, gpus=2)
+    rng = st.capture_rng(torch.device("cpu"))
+    assert "cuda" not in rng
+    st.restore_rng({**rng, "cuda": [torch.zeros(8, dtype=torch.uint8)] * 2}, torch.device("cpu"))
+    assert torch.equal(machine.states[0], torch.full((8,), 20, dtype=torch.uint8))  # left alone
+
+
+def test_the_trainer_snapshots_and_restores_its_own_devices_rng(tmp_path, monkeypatch):
+    """TrainingRun.save_snapshot and begin hand the state functions the run's device (cuda:1 here)."""
+    from contrastlab.training.runtime import TrainingRun
+
+    FakeCuda(monkeypatch, gpus=2)
+    run = TrainingRun(tmp_path / "state", device="cpu", precision="fp32", state_every=None, progress=False)
+    run.begin(None, {}, {"settings": {}})
+    run.device = torch.device("cuda", 1)  # as if placed there (a CPU cannot hold CUDA tensors: the
+    monkeypatch.setattr(run, "_interval", lambda *_: None)  # log interval's device scalars are left out)
+    seen = []
+    capture, restore = st.capture_rng, st.restore_rng
+    monkeypatch.setattr(st, "capture_rng", lambda *args: seen.append(("capture", *args)) or capture(*args))
+    monkeypatch.setattr(
+        st, "restore_rng", lambda *args: seen.append(("restore", *args[1:])) or restore(*args)
+    )
+    run.save_snapshot(2, FINGERPRINT, {}, {})
+    rng = capture(run.device)
+    saved = {"scaler": run.scaler.state_dict(), "timings": {}, "resumed_from": [], "step": 2,
+             "interval": (0.0, 0, 0), "log_offset": 0, "rng": rng}  # fmt: skip
+    assert run.begin(saved, {}, {}) == 2
+    assert seen == [("capture", torch.device("cuda", 1)), ("restore", torch.device("cuda", 1))]

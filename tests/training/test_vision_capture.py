@@ -22,7 +22,8 @@ from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.training import capture
 from contrastlab.training import vision_capture as vc
 from contrastlab.training.augment import two_views
-from contrastlab.training.runtime import TrainingRun, build_optimizer, fingerprint_settings
+from contrastlab.training.runtime import TrainingRun, build_optimizer
+from contrastlab.training.settings import fingerprint_settings
 from contrastlab.training.vision import LATER_DEFAULTS, VisionTrainSettings, train_step, train_vision
 from tests.training.test_vision import _pair_statistics, _same_distribution
 

@@ -31,8 +31,11 @@ What is identical and what is not:
   other masks.
 - RoBERTa's position ids are transformers': ``padding_idx`` + the running count of non-pad tokens.
 - The padded output's padding positions are zeros (the padded model's are garbage nobody reads).
-- Gathering the real tokens asks ``nonzero`` for their indices: one host-device sync per forward, so the
-  step cannot be captured in a CUDA graph (its token count changes every batch anyway).
+- The real tokens' indices come from the mask's host copy where the caller passes it (the trainer does:
+  ``sentence._batch``): built there and copied to the device without blocking, so the forward never
+  waits for the device. From a mask on the device, ``nonzero`` must tell the host how many real tokens
+  there are: one host-device sync per forward (review S3). Either way the step cannot be captured in a
+  CUDA graph: its token count changes every batch.
 
 :class:`PaddingFree` wraps a model as a drop-in encoder (``encoder(input_ids=..., attention_mask=...)``
 returns ``last_hidden_state`` and, when asked, ``hidden_states``) for the trainer's step, the dev
@@ -148,14 +151,32 @@ def _check(model: torch.nn.Module, attention_mask: torch.Tensor, draws: str) -> 
         raise ValueError("packed_forward needs right padding with a first real token in every row")
 
 
-def pack(attention_mask: torch.Tensor, draws: str = "padded") -> Packing:
-    """The :class:`Packing` of a right-padded 2D ``attention_mask`` (1 = real token)."""
+def pack(attention_mask: torch.Tensor, draws: str = "padded", device: torch.device | None = None) -> Packing:
+    """The :class:`Packing` of a right-padded 2D ``attention_mask`` (1 = real token). From a mask on the
+    host its tensors are built on the host and reach ``device`` (default: the host) in one non-blocking
+    copy (page-locked on CUDA): no host-device sync. From a mask on a device they stay on the mask's
+    device, and ``nonzero`` syncs once on CUDA (the host reads how many real tokens there are)."""
     mask = attention_mask.bool()
     n, width = mask.shape
     index = mask.reshape(-1).nonzero().squeeze(1)
     lengths = mask.sum(1)
     first = torch.cumsum(lengths, 0) - lengths
+    if mask.device.type == "cpu":
+        target = mask.device if device is None else torch.device(device)
+        index, first, mask = _to_device((index, first, mask.reshape(-1).long()), target)
+        mask = mask.view(n, width).bool()
     return Packing(n, width, index, mask[:, None, None, :], first, draws)
+
+
+def _to_device(parts: tuple[torch.Tensor, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Host int64 tensors on ``device`` through one buffer: one copy (page-locked and non-blocking on
+    CUDA: the host goes on at once, and the copy is ordered before the kernels that read it)."""
+    buffer = torch.cat(parts)
+    if device.type == "cuda":
+        buffer = buffer.pin_memory().to(device, non_blocking=True)
+    else:
+        buffer = buffer.to(device)
+    return buffer.split([p.numel() for p in parts])
 
 
 def _position_ids(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -240,16 +261,17 @@ def packed_forward(
     right-padded batch, computed padding-free (see the module docstring).
 
     ``input_ids``, ``attention_mask`` (1 = real, right padding, first token real) and the optional
-    ``token_type_ids`` are ``[n, L]``. Returns the first ([CLS]/<s>) tokens' last hidden state
+    ``token_type_ids`` are ``[n, L]``; the mask on the model's device or, to spare the forward its host
+    sync, on the host (:func:`pack`). Returns the first ([CLS]/<s>) tokens' last hidden state
     ``[n, hidden]``, with ``return_padded`` the ``[n, L, hidden]`` last hidden state (zeros at the
     padding), with ``output_hidden_states`` every layer's. Train/eval mode and dropout are the model's;
-    ``dropout_draws`` is :data:`DRAWS`. ``check=False`` skips the mask's validation (two host syncs) for
-    callers whose batches are right-padded by construction.
+    ``dropout_draws`` is :data:`DRAWS`. ``check=False`` skips the mask's validation (two host syncs for
+    a device mask) for callers whose batches are right-padded by construction.
     """
     if check:
         _check(model, attention_mask, dropout_draws)
-    packing = pack(attention_mask, dropout_draws)
-    x = packed_embeddings(model, input_ids, packing, token_type_ids, attention_mask)
+    packing = pack(attention_mask, dropout_draws, input_ids.device)
+    x = packed_embeddings(model, input_ids, packing, token_type_ids)  # the mask as packing put it there
     states = [x] if output_hidden_states else None
     for layer in model.encoder.layer:
         x = _layer(layer, x, packing)
@@ -264,7 +286,8 @@ def packed_forward(
 class PaddingFree(torch.nn.Module):
     """``model`` (BERT or RoBERTa) as a drop-in encoder that runs padding-free: called like the model
     (``input_ids``, ``attention_mask`` 2D or the 4D boolean mask of
-    :func:`~contrastlab.models.text.attention_bias`, optional ``token_type_ids`` and
+    :func:`~contrastlab.models.text.attention_bias`, on the device or on the host, which spares each
+    forward a host sync, optional ``token_type_ids`` and
     ``output_hidden_states``), it returns transformers' ``BaseModelOutput`` with the padded
     ``last_hidden_state`` (zeros at the padding) and, when asked, ``hidden_states``.
 

@@ -21,7 +21,9 @@ the device-dependent defaults (the graph on for CUDA, off elsewhere):
   run-to-run spread (eager GPU kernels are not bit-reproducible: :mod:`contrastlab.training.equivalence`
   states both checks; ``benchmarks/gpu_bench.py`` runs them). A step that cannot be captured (a loss that
   reads a value on the host, an op that capture refuses) fails at set-up, before the first step:
-  :func:`capture_or_eager` then names the cause in one line and the run goes on eagerly.
+  :func:`capture_or_eager` then names the cause in one line and the run goes on eagerly (with
+  ``compile``, on the uncompiled model). Capture and replay make the run's device the current one, so a
+  run on ``cuda:1`` captures there, not on the process's current device.
 
 The image step's graph (:mod:`contrastlab.training.vision_capture`) is a :class:`CapturedStep` too, with
 its augmentation generator registered with the graph.
@@ -70,8 +72,10 @@ def require_cuda(device: torch.device, what: str = "cuda_graph: true") -> None:
         )
 
 
-#: cuBLAS workspace that makes its kernels deterministic (PyTorch's reproducibility notes).
+#: cuBLAS workspace that makes its kernels deterministic (PyTorch's reproducibility notes), and the
+#: values of ``CUBLAS_WORKSPACE_CONFIG`` that do (the other one uses less memory).
 CUBLAS_DETERMINISTIC = ":4096:8"
+CUBLAS_DETERMINISTIC_VALUES = (CUBLAS_DETERMINISTIC, ":16:8")
 
 
 def for_device(
@@ -105,10 +109,11 @@ def for_device(
 def deterministic_algorithms(enabled: bool = True) -> Iterator[None]:
     """Deterministic kernels inside the block (``enabled``), as PyTorch's reproducibility notes ask:
     ``torch.use_deterministic_algorithms(True)`` (an op without a deterministic kernel raises),
-    cuDNN deterministic and its autotuner off, and ``CUBLAS_WORKSPACE_CONFIG`` (read when a process
-    first uses cuBLAS: set it before then, or in the environment, for cuBLAS itself to comply). The
-    previous state is restored afterwards. SDPA's memory-efficient attention backward, the eager GPU
-    step's run-to-run spread, has a deterministic variant it switches to in this mode."""
+    cuDNN deterministic and its autotuner off, and cuBLAS's deterministic workspace
+    (:func:`require_cublas_workspace`, checked on entry). The previous state is restored afterwards,
+    ``CUBLAS_WORKSPACE_CONFIG`` too unless CUDA has started meanwhile (cuBLAS then runs with it). SDPA's
+    memory-efficient attention backward, the eager GPU step's run-to-run spread, has a deterministic
+    variant it switches to in this mode."""
     if not enabled:
         yield
         return
@@ -119,7 +124,7 @@ def deterministic_algorithms(enabled: bool = True) -> Iterator[None]:
         torch.backends.cudnn.benchmark,
         os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
     )
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
+    require_cublas_workspace()
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     try:
@@ -127,8 +132,34 @@ def deterministic_algorithms(enabled: bool = True) -> Iterator[None]:
     finally:
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[2], before[3]
-        if before[4] is None:
+        # Once CUDA has started, cuBLAS may run with the value set here for the rest of the process:
+        # unsetting it would only make the next deterministic block refuse what holds.
+        if before[4] is None and not torch.cuda.is_initialized():
             os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+
+
+def require_cublas_workspace() -> None:
+    """``CUBLAS_WORKSPACE_CONFIG`` at a deterministic value (:data:`CUBLAS_DETERMINISTIC_VALUES`) for the
+    cuBLAS this process runs, or a one-line error. cuBLAS reads the variable when CUDA first runs it; a
+    value set after that is not used, yet torch's check under deterministic algorithms (which reads the
+    variable at each call) passes. So a valid value is kept; any other raises where CUDA has already
+    started in this process (cuBLAS may have run); where it has not, an unset variable is set to
+    :data:`CUBLAS_DETERMINISTIC` (cuBLAS will read it), and another value is left to torch's own check
+    (a run that never uses CUDA does not need one). The workflow's training job sets it before CUDA
+    starts (:func:`contrastlab.workflow.job.training_job`)."""
+    value = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if value in CUBLAS_DETERMINISTIC_VALUES:
+        return
+    if torch.cuda.is_initialized():
+        found = "unset" if value is None else f"{value!r}"
+        raise ValueError(
+            f"deterministic: true needs CUBLAS_WORKSPACE_CONFIG={CUBLAS_DETERMINISTIC} (or :16:8) before "
+            f"cuBLAS first runs, but it is {found} and CUDA has already started in this process; set it in "
+            "the environment before the process starts (the workflow's training job does), or set "
+            "deterministic: false"
+        )
+    if value is None:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_DETERMINISTIC
 
 
 def cudnn_benchmark(wanted: bool) -> bool:
@@ -187,38 +218,42 @@ class CapturedStep:
         generators: tuple[torch.Generator, ...] = (),
     ) -> None:
         require_cuda(device)
+        self.device = device
         self.inputs = tuple(x.to(device).clone() for x in first)
         restore, rng = _Restore(state), torch.cuda.get_rng_state(device)
         drawn = [(g, g.get_state()) for g in generators]  # each generator's state before the warm-up
         safe = [_graph_safe_rng(device), *(_graph_safe_rng(device, g) for g in generators)]
-        try:
-            side = torch.cuda.Stream(device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):
-                for k in range(self.WARMUP):
-                    zero_grad()
-                    with _host_syncs_raise(k == self.WARMUP - 1):  # a host read fails here, not in capture
-                        body(*self.inputs)
-            torch.cuda.current_stream(device).wait_stream(side)
-            zero_grad()  # gradients allocated inside the capture, in the graph's memory pool
-            self.graph = torch.cuda.CUDAGraph()
-            for generator in generators:  # the default generator registers itself at capture_begin
-                self.graph.register_generator_state(generator)
-            with torch.cuda.graph(self.graph):
-                self.outputs = body(*self.inputs)
-        except BaseException:  # the eager run that follows a failed capture starts from the same state
-            _recover(device, *safe)
-            zero_grad()
-            restore()
+        # torch.cuda.graph takes its stream and memory pool on the current device: cuda:N's, not cuda:0's
+        with torch.cuda.device(device):
+            try:
+                side = torch.cuda.Stream(device)
+                side.wait_stream(torch.cuda.current_stream(device))
+                with torch.cuda.stream(side):
+                    for k in range(self.WARMUP):
+                        zero_grad()
+                        # the last warm-up under sync-debug "error": a host read fails here, not in capture
+                        with _host_syncs_raise(k == self.WARMUP - 1):
+                            body(*self.inputs)
+                torch.cuda.current_stream(device).wait_stream(side)
+                zero_grad()  # gradients allocated inside the capture, in the graph's memory pool
+                self.graph = torch.cuda.CUDAGraph()
+                for generator in generators:  # the default generator registers itself at capture_begin
+                    self.graph.register_generator_state(generator)
+                with torch.cuda.graph(self.graph):
+                    self.outputs = body(*self.inputs)
+            except BaseException:  # the eager run that follows a failed capture starts from the same state
+                _recover(device, *safe)
+                zero_grad()
+                restore()
+                torch.cuda.set_rng_state(rng, device)
+                for generator, before in drawn:
+                    generator.set_state(before)
+                raise
+            restore()  # after the capture: state the warm-up created now exists and is zeroed
             torch.cuda.set_rng_state(rng, device)
-            for generator, before in drawn:
+            for generator, before in drawn:  # in place: the graph reads the state object it registered
                 generator.set_state(before)
-            raise
-        restore()  # after the capture: state the warm-up created now exists and is zeroed
-        torch.cuda.set_rng_state(rng, device)
-        for generator, before in drawn:  # in place: the graph reads the state object it registered
-            generator.set_state(before)
-        torch.cuda.synchronize(device)
+            torch.cuda.synchronize(device)
 
     def __call__(self, *batch: torch.Tensor) -> tuple:
         """Copy a batch (host or device tensors of the captured shapes) into the static inputs, replay."""
@@ -226,9 +261,10 @@ class CapturedStep:
         if len(batch) != len(self.inputs) or tuple(tuple(x.shape) for x in batch) != shapes:
             got = tuple(tuple(x.shape) for x in batch)
             raise ValueError(f"a captured step takes batches of shapes {shapes}, got {got}")
-        for static, x in zip(self.inputs, batch, strict=True):
-            static.copy_(x, non_blocking=True)
-        self.graph.replay()
+        with torch.cuda.device(self.device):  # the graph launches on the current device's stream
+            for static, x in zip(self.inputs, batch, strict=True):
+                static.copy_(x, non_blocking=True)
+            self.graph.replay()
         return self.outputs
 
 
@@ -324,18 +360,26 @@ def step_state(run, optimizer: torch.optim.Optimizer, *modules: torch.nn.Module)
     return state
 
 
-def capture_or_eager(capture: Callable[[], CapturedStep], say: Callable[[str], None]) -> CapturedStep | None:
+def capture_or_eager(
+    capture: Callable[[], CapturedStep], say: Callable[[str], None], *, compiled: bool = False
+) -> CapturedStep | None:
     """``capture()``, or None where the step cannot be captured: then one line (``say``) names the cause
     and the run goes on with the eager step, whose state the failed capture has put back
     (:class:`CapturedStep`). Capture fails at set-up, before the first step, for a step that reads the
     device from the host (``.item()``, a data-dependent shape, a host branch on a tensor) or an op that
-    capture refuses; no run finds out hours in."""
+    capture refuses; no run finds out hours in. ``compiled``: the step runs a ``torch.compile``d
+    encoder; the line then says that it is the compiled step, and that the run takes the uncompiled
+    model's eager step, which the caller must then give it (a compiled module whose capture failed can
+    fail again eagerly)."""
     try:
         return capture()
     except Exception as err:  # noqa: BLE001 (any capture failure leaves the eager step, which is correct)
         cause = " ".join(f"{type(err).__name__}: {err}".split())
         cause = cause if len(cause) <= 300 else cause[:297] + "..."
-        say(f"cuda_graph: the step cannot be captured, so this run takes the eager step ({cause})")
+        what, instead = "step", "the eager step"
+        if compiled:
+            what, instead = "compiled step (compile: true)", "the eager step of the uncompiled model"
+        say(f"cuda_graph: the {what} cannot be captured, so this run takes {instead} ({cause})")
         return None
 
 

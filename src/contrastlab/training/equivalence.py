@@ -12,8 +12,19 @@ their sums differently from run to run; gpu-measured.md §1 saw 4e-4 relative in
    (``sentence.train_step`` and ``TrainingRun.optimizer_step``); the graph adds nothing.
 2. :func:`spread_check`: in the default mode, ``repeat`` eager and ``repeat`` graph runs; the typical
    graph-vs-eager difference (the median over the graph x eager pairs of the largest relative loss
-   difference over the steps) must not exceed the eager-vs-eager spread (the largest such difference
-   between two eager runs). The graph is then as close to eager as eager is to itself.
+   difference over the steps) must be at most :data:`SPREAD_MARGIN` (2) times the typical
+   eager-vs-eager difference (the same median over the eager pairs): :func:`within_spread`. The graph
+   is then about as close to eager as eager is to itself.
+
+   Why medians on both sides (review K4): the rule before compared the median over the 9 graph x eager
+   pairs of 3 + 3 runs with the largest of the 3 eager pairs, a typical value with an extreme one of
+   fewer pairs, so one eager pair decided the verdict: fp16 missed it by 1.7 % with 3 + 3 runs of 50
+   steps on an H200 and met it with 5 + 5 of 100 (docs/measured.md). Two medians over pairs of the
+   same kind of runs estimate the same gap where graph and eager behave alike, so their ratio scatters
+   about 1 (in a simulation of runs drifting apart as random walks it passed 2 in about 2 % of 3 + 3
+   readings and 0.2 % of 5 + 5). Why 2 suffices: a step that computes something else lies far beyond
+   it (other dropout masks moved IEEE-fp32 losses by 0.58 relative against eager's own 3.4e-6 on an
+   H200, docs/measured.md); the bit-for-bit check 1 is the strict one.
 
 Both take ``make_model`` (returns a fresh ``(encoder, head)`` on the device, the same weights at every
 call) and ``batches``, a list of static-shape ``(ids, mask)`` device tensors used in turn. They run on any
@@ -40,6 +51,8 @@ from contrastlab.training import capture
 from contrastlab.training.runtime import TrainingRun, build_optimizer
 
 Batch = tuple[torch.Tensor, torch.Tensor]
+#: How far the typical gap to the reference runs may exceed their own typical gap (:func:`within_spread`).
+SPREAD_MARGIN = 2.0
 #: The trainer's optimiser and clipping (training.sentence: AdamW 0.9/0.999, eps 1e-8, no weight decay).
 ADAMW = {"lr": 3e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0}
 CLIP_NORM = 1.0
@@ -164,6 +177,13 @@ def max_rel_diff(a: Sequence[float], b: Sequence[float]) -> float:
     return float(np.max(np.abs(x - y) / np.maximum(np.abs(x), np.finfo(np.float64).tiny)))
 
 
+def within_spread(gaps: Sequence[float], spread: Sequence[float]) -> bool:
+    """The spread rule (module docstring, check 2): the median of ``gaps`` (each pair of a tested run and a
+    reference run) is at most :data:`SPREAD_MARGIN` times the median of ``spread`` (each pair of two
+    reference runs). Medians of an even count are the mean of the middle two."""
+    return statistics.median(gaps) <= SPREAD_MARGIN * statistics.median(spread)
+
+
 def deterministic_check(
     make_model,
     batches,
@@ -201,8 +221,8 @@ def spread_check(
     captured: bool = True,
 ) -> dict[str, Any]:
     """Check 2 (module docstring): ``repeat`` eager and ``repeat`` captured runs in the default mode.
-    ``within`` = the median graph-vs-eager difference <= the eager-vs-eager spread. ``captured`` as in
-    :func:`deterministic_check`."""
+    ``within`` = the median graph-vs-eager difference <= :data:`SPREAD_MARGIN` x the median
+    eager-vs-eager difference (:func:`within_spread`). ``captured`` as in :func:`deterministic_check`."""
     if repeat < 2:
         raise ValueError(f"the eager spread needs at least 2 runs of each kind, got repeat={repeat}")
     common = dict(precision=precision, device=device, steps=steps, seed=seed)
@@ -216,13 +236,15 @@ def spread_check(
         "steps": steps,
         "repeat": repeat,
         "captured": captured,
+        "eager_vs_eager_median": statistics.median(spread),
         "eager_vs_eager_max": max(spread),
         "graph_vs_eager_median": statistics.median(gaps),
         "graph_vs_eager_max": max(gaps),
         "graph_vs_graph_max": max(
             max_rel_diff(a["losses"], b["losses"]) for a, b in itertools.combinations(graphed, 2)
         ),
-        "within": statistics.median(gaps) <= max(spread),
+        "spread_margin": SPREAD_MARGIN,
+        "within": within_spread(gaps, spread),
         "eager_steps_per_s": max(r["steps_per_s"] for r in eager),
         "graph_steps_per_s": max(r["steps_per_s"] for r in graphed),
         "final_loss_eager": [r["losses"][-1] for r in eager],
@@ -246,8 +268,9 @@ def padding_free_check(
     padding-free eager runs of the same seed and batches (dropout on: the padding-free encoder draws
     the padded model's masks), and with ``graph`` (default: on CUDA) one captured padded run, the
     step the device would take without padding-free. ``within`` is :func:`spread_check`'s rule
-    (the median padded-vs-padding-free difference <= the padded runs' own spread; on a CPU, where the
-    spread is 0, read ``packed_vs_padded_max`` against fp32 rounding instead). ``ratio`` = the
+    (:func:`within_spread`: the median padded-vs-padding-free difference <= :data:`SPREAD_MARGIN` x the
+    padded runs' median spread; on a CPU, where the spread is 0, read ``packed_vs_padded_max`` against
+    fp32 rounding instead). ``ratio`` = the
     padding-free step's time / the padded eager step's (the best run of each). ``draws``: the
     padding-free encoder's ``dropout_draws`` ("packed": other masks, so the losses differ by more than
     rounding; the timing is what such a row is for)."""
@@ -266,10 +289,11 @@ def padding_free_check(
         "repeat": repeat,
         "padded_ms": 1e3 / max(r["steps_per_s"] for r in padded),
         "packed_ms": 1e3 / max(r["steps_per_s"] for r in packed),
+        "padded_vs_padded_median": statistics.median(spread) if spread else None,
         "padded_vs_padded_max": max(spread) if spread else None,
         "packed_vs_padded_median": statistics.median(gaps),
         "packed_vs_padded_max": max(gaps),
-        "within": bool(spread) and statistics.median(gaps) <= max(spread),
+        "within": bool(spread) and within_spread(gaps, spread),
         "final_loss_padded": [r["losses"][-1] for r in padded],
         "final_loss_packed": [r["losses"][-1] for r in packed],
     }

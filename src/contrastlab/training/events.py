@@ -11,7 +11,7 @@ train      train   loss (the interval's mean), loss_last, lr, grad_norm, loss_sc
                    (fp16), steps_per_s, sentences_per_s or images_per_s, ms_per_step, and the loss's
                    stats (``train/stats/align``, ``train/stats/gd_active``: the gradient paradigm, ...)
 eval       dev     the sentence cells' dev evaluation: ``dev/spearman`` (STS-B dev by default),
-                   ``dev/align``, ``dev/uniformity``, ``dev/best_dev_spearman``
+                   ``dev/align``, ``dev/uniformity``, ``dev/best_dev_spearman``, ``dev/seconds`` (its time)
 val        val     the vision cells' validation loss (``keep: best_val_loss``): ``val/loss``,
                    ``val/best_val_loss``
 geometry   probe   the analysis probe (``analysis_every``, :mod:`contrastlab.training.geometry`):

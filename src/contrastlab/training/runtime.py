@@ -41,7 +41,6 @@ duplicated steps on resume, never a reason for the run to fail).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import platform
@@ -55,20 +54,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from contrastlab.config.schema import load_schema
 from contrastlab.models import pick_device
 from contrastlab.precision import fp32_mode_now, resolve, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
 from contrastlab.training import state as st
 from contrastlab.training.events import TensorBoardLog, WandbLog, WandbRun, default_events_dir
+from contrastlab.training.phases import Phases
+from contrastlab.training.snapshots import HostBuffers, SnapshotWriter
 
 #: Skipped fp16 steps in a row after which the run stops: the scale has fallen by 2**20 (from 65536 to
 #: 0.06), so the gradients overflow at any scale and further steps would only skip.
 FP16_MAX_CONSECUTIVE_SKIPS = 20
 OPTIMIZERS = ("adamw", "adam", "sgd")
-#: Settings that change no number of a run: left out of its snapshot fingerprint (a snapshot written with
-#: another value, or before the setting existed, resumes).
-NOT_IN_FINGERPRINT = ("tensorboard",)
-_UNSET = object()
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -148,81 +144,6 @@ class Precision:
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-
-
-def settings_from_dict(cls: type, values: Mapping[str, Any], what: str):
-    """``cls(**values)`` for a settings dataclass; unknown keys raise one line naming them and the
-    valid ones (``what``: e.g. "vision training")."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"unknown {what} setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
-    return cls(**values)
-
-
-@functools.cache
-def _schema_of(defs_key: str):
-    """The validator and the properties of the config schema's ``$defs[defs_key]`` (loaded once)."""
-    import jsonschema
-
-    defs = load_schema()["$defs"]
-    properties = defs[defs_key]["properties"]
-    return jsonschema.Draft202012Validator(
-        {"$defs": defs, "type": "object", "properties": properties}
-    ), properties
-
-
-def check_against_schema(settings: Any, defs_key: str) -> None:
-    """Check every field of a settings dataclass that the config schema's ``$defs[defs_key]`` describes
-    (type, choices, bounds), so that the schema states each bound once; raise one line naming the
-    first field that fails (e.g. "batch_size must be >= 2, got 1"). The dataclasses keep only the checks
-    that span several fields."""
-    validator, properties = _schema_of(defs_key)
-    values = {
-        name: list(value) if isinstance(value, tuple) else value
-        for name, value in ((f.name, getattr(settings, f.name)) for f in dataclasses.fields(settings))
-        if name in properties
-    }
-    errors = sorted(validator.iter_errors(values), key=lambda e: [str(p) for p in e.path])
-    if not errors:
-        return
-    error = errors[0]
-    name = str(error.path[0]) if error.path else "?"
-    value = values.get(name)
-    # an item of a list field is named by its index: "jitter[3] must be <= 0.5, got [0.4, 0.4, 0.4, 0.6]"
-    where = name + "".join(f"[{index}]" for index in list(error.path)[1:])
-    top = len(error.path) == 1
-    nullable = " or None" if top and "null" in (properties.get(name, {}).get("type") or []) else ""
-    words = {
-        "enum": lambda bound: f"must be one of {', '.join(map(str, bound))}",
-        "minimum": lambda bound: f"must be >= {bound}{nullable}",
-        "exclusiveMinimum": lambda bound: f"must be > {bound}{nullable}",
-        "maximum": lambda bound: f"must be <= {bound}",
-        "exclusiveMaximum": lambda bound: f"must be < {bound}",
-        "type": lambda bound: "must be true or false" if bound == "boolean" else f"must be of type {bound}",
-        "minItems": lambda bound: f"must have at least {bound} items",
-        "maxItems": lambda bound: f"must have at most {bound} items",
-    }
-    rule = words.get(error.validator)
-    text = rule(error.validator_value) if rule and error.path else error.message
-    raise ValueError(f"{where} {text}, got {value!r}")
-
-
-def fingerprint_settings(
-    settings: Mapping[str, Any], later_defaults: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """A settings dict without the keys that change no number (:data:`NOT_IN_FINGERPRINT`) and without
-    ``later_defaults``' keys where they hold their default: settings added after snapshots existed count
-    only when set, so a snapshot written before them still resumes. A default given as a frozenset
-    stands for each of its values (a setting whose default became "auto", ``None``, keeps the old
-    default's snapshots too)."""
-    later_defaults = later_defaults or {}
-
-    def at_default(key: str, value: Any) -> bool:
-        default = later_defaults.get(key, _UNSET)
-        return value in default if isinstance(default, frozenset) else default == value
-
-    return {k: v for k, v in settings.items() if k not in NOT_IN_FINGERPRINT and not at_default(k, v)}
 
 
 def loss_stats_text(loss_fn, h1: torch.Tensor, h2: torch.Tensor) -> str:
@@ -339,6 +260,7 @@ class TrainingRun:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.started = time.perf_counter()
+        self.phases = Phases()  # where the job's time went, from its process's start (training.phases)
         self.state_dir = Path(state_dir)
         self.device = device if isinstance(device, torch.device) else pick_device(device)
         self.precision = Precision.resolve(precision, self.device)
@@ -352,6 +274,8 @@ class TrainingRun:
         self.wandb = WandbLog(wandb_run, hparams)
         self.log = JsonlLog(self.state_dir / st.LOG_FILE, mirrors=(self.events.write, self.wandb.write))
         self.timings: dict[str, float] = {"train_s": 0.0, "state_s": 0.0}
+        self.snapshots = SnapshotWriter()  # snapshots written in the background (training.snapshots)
+        self._host = HostBuffers()
         self.resumed_from: list[int] = []
         # fp16 steps skipped by the loss scaler: counted on the device (no host sync per step) and read
         # where the run syncs anyway (:attr:`skipped_steps`, :meth:`check_finite`).
@@ -362,6 +286,7 @@ class TrainingRun:
         self._interval_t, self._paused = time.perf_counter(), 0.0
         self._warm = False
         self._interval(0.0, 0, 0)
+        self.phases.mark("cuda_init_s")
 
     @classmethod
     def for_settings(
@@ -392,7 +317,11 @@ class TrainingRun:
             self.timings[key] = self.timings.get(key, 0) + amount
 
     def summary(self) -> dict[str, Any]:
-        """The fields every trainer's summary has (timings are final once this is called)."""
+        """The fields every trainer's summary has (timings are final once this is called; the snapshot in
+        flight is on disk first). ``state_s`` is what snapshots cost the loop, ``snapshot_write_s`` what
+        writing this process's snapshots took in the background."""
+        self.wait_for_snapshot()
+        self.timings["snapshot_write_s"] = self.snapshots.write_s
         self.timings["total_s"] = time.perf_counter() - self.started
         cuda = self.device.type == "cuda"
         return {
@@ -486,7 +415,13 @@ class TrainingRun:
         self._bar = progress_bar(total, start, desc, self.progress)
         self._interval_t, self._paused = time.perf_counter(), 0.0
         try:
-            yield from range(start + 1, total + 1)
+            for step in range(start + 1, total + 1):
+                yield step
+                if step == start + 1:  # the first step (a capture, a compilation) timed apart, synchronised
+                    if self.device.type == "cuda":
+                        torch.cuda.synchronize(self.device)
+                    self.phases.loop_started(self.timings)
+            self.phases.loop_ended(self.timings)
         finally:
             self._bar.close()
             self.events.close()
@@ -624,7 +559,7 @@ class TrainingRun:
         self.events.start(resume_step=saved["step"])
         self.wandb.start(resume_step=saved["step"])
         self.log.write({"event": "resume", "step": saved["step"]})
-        st.restore_rng(saved["rng"])
+        st.restore_rng(saved["rng"], self.device)
         return saved["step"]
 
     def snapshot_due(self, step: int, total: int) -> bool:
@@ -637,10 +572,25 @@ class TrainingRun:
         return by_steps or by_time
 
     def save_snapshot(
-        self, step: int, fingerprint: str, stateful: Mapping[str, Any], extra: Mapping[str, Any], info=None
+        self,
+        step: int,
+        fingerprint: str,
+        stateful: Mapping[str, Any],
+        extra: Mapping[str, Any],
+        info=None,
+        *,
+        attached: Mapping[str, Any] | None = None,
+        write_attached: Callable[[dict[str, Any]], None] | None = None,
+        after: Callable[[], None] | None = None,
     ) -> None:
-        """Write a resumable snapshot after ``step`` (atomic; see :mod:`contrastlab.training.state`)."""
+        """A resumable snapshot after ``step``: the state copied to host memory now, written to disk in the
+        background (:mod:`contrastlab.training.snapshots`; atomic, :mod:`contrastlab.training.state`).
+        ``attached``: more device state copied at this step (a best checkpoint's weights), which
+        ``write_attached(host copy)`` writes before the snapshot itself; ``after()`` runs once the snapshot
+        is on disk (the clean-up that the new snapshot makes safe). ``timings["state_s"]`` is the time the
+        loop waited (the copy, and a previous write still in flight)."""
         with self.pause("state_s"):
+            self.snapshots.wait()  # its buffers are about to be reused; a failed write raises here
             self.events.flush()  # the curves up to this step on disk before the snapshot is
             payload = {
                 "fingerprint": fingerprint,
@@ -652,14 +602,26 @@ class TrainingRun:
                 **{name: obj.state_dict() for name, obj in stateful.items()},
                 "scaler": self.scaler.state_dict(),
                 "skipped_steps": self.skipped_steps,
-                "rng": st.capture_rng(),
+                "rng": st.capture_rng(self.device),
                 # The log's running interval, so that a resumed run logs the same interval means.
                 "interval": (self._loss_sum.item(), self._interval_steps, self._interval_items),
                 **extra,
             }
-            st.save_state(
-                self.state_dir,
-                payload,
-                {"step": step, "fingerprint": fingerprint, **self.runtime_key(), **(info or {})},
-            )
+            host, ready = self._host.copy({"payload": payload, "attached": dict(attached or {})})
+            info = {"step": step, "fingerprint": fingerprint, **self.runtime_key(), **(info or {})}
+
+            def write() -> None:
+                if write_attached is not None:
+                    write_attached(host["attached"])
+                st.save_state(self.state_dir, host["payload"], info)
+                if after is not None:
+                    after()
+
+            self.snapshots.submit(write, ready)
         self._last_snapshot_t = self.clock()
+
+    def wait_for_snapshot(self) -> None:
+        """Block until the snapshot being written is on disk (before the run's last writes, and before a
+        caller reads the state folder); a write that failed raises its exception here."""
+        with self.pause("state_s"):
+            self.snapshots.wait()

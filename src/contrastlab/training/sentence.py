@@ -46,6 +46,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import random
 import shutil
 import time
@@ -73,13 +74,11 @@ from contrastlab.training.runtime import (
     NonFiniteLossError,
     TrainingRun,
     build_optimizer,
-    check_against_schema,
     epoch_order,
-    fingerprint_settings,
     loss_stats_text,
-    settings_from_dict,
 )
 from contrastlab.training.sentence_probe import GeometryProbe
+from contrastlab.training.sentence_select import DevSelection
 from contrastlab.training.sentence_step import (
     CLIP_NORM,
     ROBERTA_TYPES,
@@ -88,6 +87,7 @@ from contrastlab.training.sentence_step import (
     to_device,
     train_step,
 )
+from contrastlab.training.settings import check_against_schema, fingerprint_settings, settings_from_dict
 
 __all__ = ["NonFiniteLossError", "TrainSettings", "build_head", "train", "train_step", "ROBERTA_TYPES"]
 
@@ -248,16 +248,18 @@ def _train(
     the ``configured`` ones, so a snapshot written before a default became device-dependent resumes)."""
     s, notes = _for_device(configured, run, backbone_dir)  # said once the run's log has begun
     data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, run.progress)
+    run.phases.mark("data_s")
     model, head, head_name, params = _build_model(s, backbone_dir, run.device)
     total = data.total_steps
     optimizer, scheduler = _optimizer(s, run, params, total)
     loss_fn = build_loss(s.loss, **s.loss_hp)
+    run.phases.mark("model_load_s")
     # Dev evaluation in IEEE fp32 (outside the step's precision): exact, reproducible selection.
     evaluator = DevEvaluator(
         dev_data_dir, s.dev_task, data.tokenizer, run.device, batch_size=s.dev_batch_size
     )
     # Dev batches are sorted by length (little padding to drop): the padded model encodes them either way.
-    select = _DevSelection(s, run, evaluator, model, head, data.tokenizer)
+    select = DevSelection(s, run, evaluator, model, head, data.tokenizer)
     analyse = GeometryProbe(s, run, data, evaluator, model, head)
     fingerprint, run_info = _identity(configured, run, data, backbone_dir, corpus_path, head_name, params)
     saved = run.load_snapshot(fingerprint)
@@ -269,15 +271,17 @@ def _train(
     start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
     for note in notes:
         run.note(note)
+    run.phases.mark("setup_s")
     if saved is None:
         select(0)  # the backbone before training: logged, never selected
         analyse(0)
+        run.phases.mark("dev_s")
     else:
         select.restore(saved)
     del saved
 
     parts = StepParts(_encoder(s, model), head, loss_fn, optimizer, params, data)
-    s, graph = _graph(s, run, parts, start)  # after a resume's loading
+    s, parts, graph = _graph(s, run, parts, model, start)  # after a resume's loading
     order_epoch, order = -1, np.empty(0, dtype=int)
     for step in run.steps(start, total, desc=f"{s.loss} {backbone_dir.name}"):
         epoch, position = divmod(step - 1, data.steps_per_epoch)
@@ -302,8 +306,8 @@ def _train(
         if analyse.due(step, total):
             analyse(step)
         if snapshot:
-            run.save_snapshot(step, fingerprint, stateful, select.state(), {"best_step": select.best_step})
-            select.prune()
+            extra, info = select.state(), {"best_step": select.best_step}
+            run.save_snapshot(step, fingerprint, stateful, extra, info, **select.for_snapshot())
 
     return _finish(s, run, select, data, run_info, fingerprint, Path(out_dir), Path(log_path))
 
@@ -319,14 +323,16 @@ def _optimizer(s: TrainSettings, run: TrainingRun, params, total: int):
     return optimizer, scheduler
 
 
-def _graph(s: TrainSettings, run: TrainingRun, parts: StepParts, start: int):
-    """``(s, graph)``: the captured step where ``s`` asks for one (:func:`_capture_step`), else None; where
-    the step cannot be captured (named in one line there) ``s`` says ``cuda_graph: false``, as the summary
-    does."""
+def _graph(s: TrainSettings, run: TrainingRun, parts: StepParts, model: nn.Module, start: int):
+    """``(s, parts, graph)``: the captured step where ``s`` asks for one (:func:`_capture_step`), else
+    None. Where the step cannot be captured (named in one line there) ``s`` says ``cuda_graph: false``
+    and ``compile: false``, as the summary does, and ``parts`` encode with ``model`` itself: a compiled
+    module whose capture failed can fail again in the eager step."""
     graph = _capture_step(s, run, parts, start) if s.cuda_graph else None
     if s.cuda_graph and graph is None:
-        s = dataclasses.replace(s, cuda_graph=False)
-    return s, graph
+        s = dataclasses.replace(s, cuda_graph=False, compile=False)
+        parts = dataclasses.replace(parts, encoder=_encoder(s, model))
+    return s, parts, graph
 
 
 def _for_device(configured: TrainSettings, run: TrainingRun, backbone_dir: Path):
@@ -426,50 +432,6 @@ def _encoder(s: TrainSettings, model: nn.Module) -> nn.Module:
     return capture.compiled(model, s.compile)
 
 
-class _DevSelection:
-    """STS dev evaluations every ``eval_every`` steps; the best checkpoint kept in the state folder."""
-
-    def __init__(self, s: TrainSettings, run: TrainingRun, evaluator, model, head, tokenizer) -> None:
-        self.s, self.run, self.evaluator = s, run, evaluator
-        self.model, self.head, self.tokenizer = model, head, tokenizer
-        self.best, self.best_step, self.evals = -math.inf, None, []
-        self.snapshot_best: int | None = None  # the best step the last snapshot refers to
-
-    def state(self) -> dict[str, Any]:
-        return {"best": self.best, "best_step": self.best_step, "evals": self.evals}
-
-    def restore(self, saved: dict[str, Any]) -> None:
-        self.best, self.best_step, self.evals = saved["best"], saved["best_step"], saved["evals"]
-        self.prune()
-
-    def prune(self) -> None:
-        """After a snapshot (or a resume from one): only its best checkpoint is still needed."""
-        self.snapshot_best = self.best_step
-        st.prune_best(self.run.state_dir, {self.best_step} if self.best_step is not None else set())
-
-    def __call__(self, step: int) -> dict[str, Any]:
-        """Evaluate, keep the checkpoint if it is the best so far (never at step 0), log the record."""
-        with self.run.pause("eval_s"):
-            dev_head = self.head if self.s.dev_pooling == "cls_mlp" else None
-            record = {"event": "eval", "step": step, "dev_task": self.s.dev_task}
-            record.update(self.evaluator(self.model, dev_head))
-            self.evals.append({k: v for k, v in record.items() if k != "event"})
-            if step > 0:
-                if record["dev_spearman"] > self.best:
-                    self.best, self.best_step = record["dev_spearman"], step
-                    save = lambda folder: _save_checkpoint(self.model, self.tokenizer, folder)  # noqa: E731
-                    st.save_best(self.run.state_dir, step, save)
-                    # Between snapshots, only the last snapshot's best (a kill resumes there) and this
-                    # one are needed: large cells would otherwise pile up a checkpoint per evaluation.
-                    st.prune_best(self.run.state_dir, {step} | {self.snapshot_best} - {None})
-                record.update(best_dev_spearman=self.best, best_step=self.best_step)
-            self.run.log.write(record)
-            if step > 0:
-                keys = ("step", "dev_spearman", "dev_align", "dev_uniformity")
-                self.run.write(json.dumps({k: record[k] for k in keys}))
-        return record
-
-
 def _identity(
     s: TrainSettings, run: TrainingRun, data: _Corpus, backbone_dir, corpus_path, head_name, params
 ):
@@ -501,8 +463,8 @@ def _capture_step(
     s: TrainSettings, run: TrainingRun, parts: StepParts, start: int
 ) -> capture.CapturedStep | None:
     """The whole step as one CUDA graph (``cuda_graph``), captured once after any resume and warmed up
-    on the first batch the run will train on; None (named in one line) where the step cannot be
-    captured: the run takes the eager step."""
+    on the first batch the run will train on; None (named in one line, which says whether the step was
+    the compiled one) where the step cannot be captured: the run takes the eager step."""
     corpus = parts.corpus
     epoch, position = divmod(start, corpus.steps_per_epoch)
     rows = epoch_order(corpus.n_sentences, s.seed, epoch)[
@@ -513,6 +475,7 @@ def _capture_step(
     return capture.capture_or_eager(
         lambda: capture.capture_sentence_step(*pieces, head_autocast=s.head_autocast, clip_norm=CLIP_NORM),
         run.note,
+        compiled=s.compile,
     )
 
 
@@ -553,14 +516,16 @@ def _step(s: TrainSettings, run: TrainingRun, parts: StepParts, rows, step: int,
 def _batch(s: TrainSettings, data: _Corpus, rows, device: torch.device, count=None):
     """The corpus rows ``rows`` as padded ``(input_ids, attention_mask)`` on ``device``: as wide as their
     longest sentence, or ``max_length`` with static shapes (``static_shapes`` or ``cuda_graph``); the
-    real tokens counted as ``count(real_tokens=...)`` (:meth:`TrainingRun.count`) when given."""
+    real tokens counted as ``count(real_tokens=...)`` (:meth:`TrainingRun.count`) when given. A
+    ``padding_free`` step's mask stays on the host: the encoder builds its gather indices from it, where
+    a device mask would cost a host sync per forward (``nonzero``; review S3)."""
     pad_id = data.tokenizer.pad_token_id
     ids, mask = data.sentences.batch(rows, pad_id)
     if count is not None:  # counted on the host copy: no device sync
         count(real_tokens=int(mask.sum()))
     if s.static_shapes or s.cuda_graph:
         ids, mask = capture.pad_to_width(ids, mask, s.max_length, pad_id)
-    return to_device(ids, mask, device)
+    return to_device(ids, mask, device, host_mask=bool(s.padding_free))
 
 
 def _log_interval(run: TrainingRun, s: TrainSettings, step, epoch, lr, last, grad_norm, select) -> None:
@@ -591,12 +556,15 @@ def _log_interval(run: TrainingRun, s: TrainSettings, step, epoch, lr, last, gra
 
 
 def _finish(
-    s, run: TrainingRun, select: _DevSelection, data: _Corpus, run_info, fingerprint, out_dir, log_path
+    s, run: TrainingRun, select: DevSelection, data: _Corpus, run_info, fingerprint, out_dir, log_path
 ):
     """Summary, end record, a "finished" snapshot (a kill during the export only redoes the export),
     the best checkpoint and the log exported, the state folder removed. Returns the summary."""
     if select.best_step is None:
         raise NonFiniteLossError(f"no dev evaluation gave a finite {s.dev_task} Spearman; nothing to save")
+    run.wait_for_snapshot()  # the last snapshot on disk before the best checkpoint and the end's writes
+    with run.pause("best_write_s"):
+        select.write_pending()
     total = data.total_steps
     summary = {
         "best_dev_spearman": select.best,
@@ -604,6 +572,7 @@ def _finish(
         "dev_task": s.dev_task,
         "steps": total,
         "evals": select.evals,
+        "eval_seconds": select.seconds,
         **run.summary(),
         **run_info,
         "settings": s.to_dict(),
@@ -613,7 +582,10 @@ def _finish(
     timings["tokenize_s"] = data.tokenize_s
     timings["steps_per_s"] = total / timings["train_s"] if timings["train_s"] else None
     timings["sentences_per_s"] = total * s.batch_size / timings["train_s"] if timings["train_s"] else None
+    run.phases.mark("writes_s")  # the last snapshot's write and the best checkpoint (the export links it)
+    summary.update(run.phases.record())
     keys = ("best_dev_spearman", "best_step", "steps", "timings", "device_name", "peak_gpu_memory_gib")
+    keys += ("start", "phases")
     run.log.write({"event": "end", **{k: summary[k] for k in keys}})
     finished = {
         "fingerprint": fingerprint,
@@ -633,9 +605,11 @@ def _export(state_dir: Path, summary: dict[str, Any], out_dir: Path, log_path: P
 
     The checkpoint is also a sentence-transformers model with the pooling the cell is evaluated with
     (:data:`~contrastlab.senteval.protocol.CELL_POOLING`): its files are written here, before the folder
-    becomes the job's output, so no later job touches it."""
+    becomes the job's output, so no later job touches it. The checkpoint's files are hard links of the
+    state folder's where the file system allows (the state folder is deleted next; a BERT-base copy took
+    seconds), else copies."""
     with atomic_dir(out_dir) as tmp:
-        shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp)
+        shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp, copy_function=_link_or_copy)
         (tmp / "train_summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
         write_sentence_transformers_files(tmp, CELL_POOLING)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -643,6 +617,8 @@ def _export(state_dir: Path, summary: dict[str, Any], out_dir: Path, log_path: P
         shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
 
 
-def _save_checkpoint(model: nn.Module, tokenizer: Any, folder: Path) -> None:
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+def _link_or_copy(source: str, destination: str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:  # another file system, or one without hard links
+        shutil.copy2(source, destination)

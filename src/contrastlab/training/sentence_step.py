@@ -134,9 +134,12 @@ def train_step(
 
 
 def to_device(
-    ids: torch.Tensor, mask: torch.Tensor, device: torch.device
+    ids: torch.Tensor, mask: torch.Tensor, device: torch.device, *, host_mask: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch on ``device``: through pinned memory, without blocking, on CUDA; as it is elsewhere."""
+    """A batch on ``device``: through pinned memory, without blocking, on CUDA; as it is elsewhere. With
+    ``host_mask`` the mask stays on the host (the padding-free encoder's, :mod:`contrastlab.models.packed`:
+    its gather indices are built from the host copy, with no host sync)."""
     if device.type != "cuda":
         return ids, mask
-    return ids.pin_memory().to(device, non_blocking=True), mask.pin_memory().to(device, non_blocking=True)
+    ids = ids.pin_memory().to(device, non_blocking=True)
+    return ids, mask if host_mask else mask.pin_memory().to(device, non_blocking=True)

@@ -42,26 +42,40 @@ def best_dir(state_dir: Path, step: int) -> Path:
     return state_dir / f"{BEST_PREFIX}{step:08d}"
 
 
-def capture_rng() -> dict[str, Any]:
-    """Every RNG the training step draws from (dropout uses torch's; numpy/python for completeness), as
-    tensors and plain values only, so that the snapshot loads with ``weights_only=True``: numpy's
-    MT19937 key is kept as an int64 tensor (a pickled ndarray would need numpy's unpickling)."""
+def capture_rng(device: torch.device) -> dict[str, Any]:
+    """Every RNG a training step on ``device`` draws from (dropout uses torch's: the CPU generator and,
+    on CUDA, ``device``'s own; numpy/python for completeness), as tensors and plain values only, so that
+    the snapshot loads with ``weights_only=True``: numpy's MT19937 key is kept as an int64 tensor (a
+    pickled ndarray would need numpy's unpickling). Of the CUDA generators only ``device``'s is kept:
+    the machine's other GPUs are no part of the run, and their states would tie the snapshot to a
+    machine with as many GPUs (review C2)."""
     name, key, pos, has_gauss, gauss = np.random.get_state()
     numpy_state = (name, torch.from_numpy(key.astype(np.int64)), int(pos), int(has_gauss), float(gauss))
     state = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
     return state
 
 
-def restore_rng(state: dict[str, Any]) -> None:
-    """Put back the RNG states of :func:`capture_rng`."""
+def restore_rng(state: dict[str, Any], device: torch.device) -> None:
+    """Put back the RNG states of :func:`capture_rng` for a run on ``device``. A snapshot of an older
+    version holds a list with every GPU's CUDA state: the one at ``device``'s index is restored, or the
+    first where the list has none at that index."""
     random.setstate(state["python"])
     name, key, pos, has_gauss, gauss = state["numpy"]
     np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, gauss))
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(_cuda_state(state["cuda"], device), device)
+
+
+def _cuda_state(saved: torch.Tensor | list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """``device``'s CUDA generator state in a snapshot's ``cuda`` entry: one state, or an older
+    version's list of every GPU's."""
+    if isinstance(saved, torch.Tensor):
+        return saved
+    index = torch.cuda.current_device() if device.index is None else device.index
+    return saved[index] if index < len(saved) else saved[0]
 
 
 def atomic_write_bytes(path: Path, write: Any) -> None:

@@ -41,7 +41,7 @@ from torch import nn
 
 from contrastlab.losses import build_loss
 from contrastlab.losses.oar import oar_loss, orthonormal_anchors
-from contrastlab.training.runtime import settings_from_dict
+from contrastlab.training.settings import settings_from_dict
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -65,12 +65,10 @@ from contrastlab.training.runtime import (
     GeneratorState,
     TrainingRun,
     build_optimizer,
-    check_against_schema,
     epoch_order,
-    fingerprint_settings,
     loss_stats_text,
-    settings_from_dict,
 )
+from contrastlab.training.settings import check_against_schema, fingerprint_settings, settings_from_dict
 from contrastlab.training.vision_select import ValSelection
 from contrastlab.training.vision_step import OarBatch, train_step
 
@@ -334,7 +332,9 @@ def _train(
     total = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
     cuda_graph, notes = vc.resolve(s, dev, n_train)  # said once the run's log has begun
     images = data.images.to(dev)
+    run.phases.mark("data_s")
     parts = _build_parts(s, run, data, size)
+    run.phases.mark("model_load_s")
     fingerprint = _fingerprint(s, n_images, size)
     run_info = _describe(s, run, parts, n_train, size, steps_per_epoch, total)
     run_info["cuda_graph"] = cuda_graph  # the settings stay as configured (None: decided here)
@@ -351,6 +351,7 @@ def _train(
     del saved
     for note in notes:
         run.note(note)
+    run.phases.mark("setup_s")
     graph = _capture_step(s, run, parts, images) if cuda_graph else None  # after a resume's loading
     run_info["cuda_graph"] = graph is not None
 
@@ -634,7 +635,9 @@ def _finish(
     timings["images_per_s"] = (
         timings.get("timed_items", 0) / timings["train_s"] if timings["train_s"] else None
     )
-    keys = ("steps", "timings", "device_name", "peak_gpu_memory_gib")
+    run.phases.mark("writes_s")  # the last snapshot's write and the kept epoch's weights read back
+    summary.update(run.phases.record())
+    keys = ("steps", "timings", "device_name", "peak_gpu_memory_gib", "start", "phases")
     run.log.write({"event": "end", **{k: summary[k] for k in keys}})
     kept_head = None if select else parts.head  # the kept epoch's encoder is restored without its head
     anchors = parts.oar.anchors if parts.oar else None

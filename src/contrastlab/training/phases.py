@@ -1,0 +1,116 @@
+"""Where a training job's time went, from its process's start: the phases its summary and log record.
+
+On an H200 (gpu-h200-2026-11-28) about 28 s of every 43 s sentence training job lay outside the trainer's
+own total, with the GPU slot held, and nothing said where. A trainer now marks the end of each phase
+(:meth:`Phases.mark`) and :class:`~contrastlab.training.runtime.TrainingRun` splits its step loop; the
+summary's ``phases`` partition the job's wall time into
+
+===============  ==========================================================================================
+interpreter_s    the process's start to the job script's hand-over (Python, Snakemake's preamble, the
+                 wait for a warm starter); outside Snakemake, everything before the trainer was called
+imports_s        the hand-over to the trainer's call (the script's imports: none left in a warm fork)
+cuda_init_s      the run's device and its first tensors (the CUDA context on a GPU)
+data_s           the backbone's config, tokenizer and the tokenised corpus (or the images)
+model_load_s     the model, head, optimiser and loss built on the device
+setup_s          the dev set on the device, the snapshot read, the log begun
+first_step_s     the first step, the CUDA graph's capture or the compilation included (synchronised)
+steps_s          every other step
+dev_s            dev evaluations (step 0's included), the geometry probe, the vision validation
+snapshots_s      what snapshots cost the loop (their host copies; the writes run in the background)
+writes_s         the best checkpoint and the exported folder
+===============  ==========================================================================================
+
+and ``total_s`` from the process's start to the summary. ``start`` says how the job began: warm (a fork of
+a starter that had imported torch and transformers) or cold, and why (the workflow's job frame notes
+:func:`contrastlab.workflow.job_start.start_record` through :func:`note_job_start`; ``None`` outside a
+Snakemake job).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Phases", "job_start", "note_job_start", "process_started"]
+
+#: How the running job started (:func:`note_job_start`), set by the workflow's job frame.
+_JOB_START: dict[str, Any] | None = None
+#: The timings (TrainingRun.timings) that the step loop pauses for, by the phase they belong to.
+LOOP_PAUSES = {"dev_s": ("eval_s", "analysis_s", "val_s"), "snapshots_s": ("state_s",)}
+
+
+def note_job_start(record: Mapping[str, Any] | None) -> None:
+    """Keep how this job's process started (:func:`contrastlab.workflow.job_start.start_record`): its start
+    time, when it was handed over, warm or cold and why; the next :class:`Phases` reads it."""
+    global _JOB_START
+    _JOB_START = dict(record) if record else None
+
+
+def job_start() -> dict[str, Any] | None:
+    return _JOB_START
+
+
+def process_started() -> float:
+    """The epoch time this process started: ``/proc/self/stat``'s start time after boot (clock ticks,
+    10 ms) and ``/proc/uptime`` (as the workflow's :func:`contrastlab.workflow.job_start.process_start_time`,
+    which a training process outside a job has no record of); the import time of this module where
+    ``/proc`` cannot tell."""
+    try:
+        # the fields after the command, which is in parentheses and may hold spaces; starttime: field 22
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        since_boot = float(Path("/proc/uptime").read_text().split()[0])
+        return time.time() - since_boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return _IMPORTED
+
+
+_IMPORTED = time.time()
+
+
+class Phases:
+    """The phases of one training process, in seconds (see the module's table). ``clock`` is for
+    tests (epoch seconds)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.start = job_start()
+        now = clock()
+        self.started = self.start["process_started"] if self.start else process_started()
+        self.seconds: dict[str, float] = {}
+        handed_over = self.start.get("handed_over") if self.start else None
+        if handed_over is None:
+            self.seconds["interpreter_s"] = max(0.0, now - self.started)
+        else:
+            self.seconds["interpreter_s"] = max(0.0, handed_over - self.started)
+            self.seconds["imports_s"] = max(0.0, now - handed_over)
+        self._last = now
+        self._loop_paused: dict[str, float] = {}
+
+    def mark(self, phase: str) -> None:
+        """The phase ``phase`` ends now: the time since the previous mark is added to it."""
+        now = self.clock()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + max(0.0, now - self._last)
+        self._last = now
+
+    def loop_started(self, timings: Mapping[str, float]) -> None:
+        """The first step is done (marked ``first_step_s``): the pauses counted from here are the loop's."""
+        self.mark("first_step_s")
+        self._loop_paused = {key: timings.get(key, 0.0) for keys in LOOP_PAUSES.values() for key in keys}
+
+    def loop_ended(self, timings: Mapping[str, float]) -> None:
+        """The step loop after its first step, split into dev evaluations, snapshots and steps."""
+        now = self.clock()
+        loop = max(0.0, now - self._last)
+        for phase, keys in LOOP_PAUSES.items():
+            paused = sum(timings.get(key, 0.0) - self._loop_paused.get(key, 0.0) for key in keys)
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + paused
+            loop -= paused
+        self.seconds["steps_s"] = self.seconds.get("steps_s", 0.0) + max(0.0, loop)
+        self._last = now
+
+    def record(self) -> dict[str, Any]:
+        """``{"start": ..., "phases": {phase: seconds, ..., "total_s": ...}}`` as of now."""
+        return {"start": self.start, "phases": {**self.seconds, "total_s": self.clock() - self.started}}

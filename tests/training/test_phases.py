@@ -1,0 +1,78 @@
+"""Where a training job's time went (issue 75 item 1): the phases its summary and log record."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from contrastlab.training import phases as ph
+
+PHASES = (
+    "interpreter_s",
+    "cuda_init_s",
+    "data_s",
+    "model_load_s",
+    "setup_s",
+    "dev_s",
+    "first_step_s",
+    "snapshots_s",
+    "steps_s",
+    "writes_s",
+)
+
+
+def test_the_phases_partition_the_time_from_the_process_start(monkeypatch):
+    """A job handed over 2 s after its process started, trained 5 s after that: interpreter 2, imports
+    3; then the marks; the loop after its first step split by the timings it paused for."""
+    now = [1000.0]
+    monkeypatch.setattr(ph, "_JOB_START", None)
+    ph.note_job_start(
+        {"warm": False, "why_cold": "warm starts off", "process_started": 993.0, "handed_over": 995.0}
+    )
+    phases = ph.Phases(clock=lambda: now[0])
+    assert phases.seconds == {"interpreter_s": 2.0, "imports_s": 5.0}
+    now[0] += 1.5
+    phases.mark("data_s")
+    timings = {"eval_s": 4.0, "state_s": 0.0}  # step 0's evaluation, before the loop
+    now[0] += 2.0
+    phases.loop_started(timings)
+    timings.update(eval_s=7.0, analysis_s=0.5, state_s=1.25)  # the loop: 3.5 s of dev, 1.25 of snapshots
+    now[0] += 10.0
+    phases.loop_ended(timings)
+    record = phases.record()
+    assert record["start"]["why_cold"] == "warm starts off"
+    assert record["phases"] == {
+        "interpreter_s": 2.0,
+        "imports_s": 5.0,
+        "data_s": 1.5,
+        "first_step_s": 2.0,
+        "dev_s": 3.5,
+        "snapshots_s": 1.25,
+        "steps_s": 10.0 - 3.5 - 1.25,
+        "total_s": 1013.5 - 993.0,
+    }
+
+
+def test_outside_a_job_the_process_start_comes_from_proc(monkeypatch):
+    monkeypatch.setattr(ph, "_JOB_START", None)
+    started = ph.process_started()
+    assert 0 <= time.time() - started < 24 * 3600  # this test process started before now, today
+    phases = ph.Phases()
+    assert phases.start is None and set(phases.seconds) == {"interpreter_s"}
+
+
+def test_a_sentence_cells_summary_and_end_record_carry_its_phases(tmp_path, train_tiny, monkeypatch):
+    """The phases of a CPU cell: every one of the table's, none negative, and together the whole time
+    from the process's start to the summary (a partition: nothing counted twice or left out)."""
+    monkeypatch.setattr(ph, "_JOB_START", None)
+    summary = train_tiny(tmp_path / "cell")
+    phases = summary["phases"]
+    assert list(phases)[: len(PHASES)] == list(PHASES) and list(phases)[-1] == "total_s"
+    assert all(seconds >= 0 for seconds in phases.values())
+    parts = sum(v for k, v in phases.items() if k != "total_s")
+    assert parts == pytest.approx(phases["total_s"], abs=0.05)
+    assert phases["dev_s"] >= summary["timings"]["eval_s"] - 0.01  # three evaluations, step 0's included
+    end = [json.loads(line) for line in (tmp_path / "cell" / "log.jsonl").read_text().splitlines()][-1]
+    assert end["event"] == "end" and end["phases"] == phases and end["start"] is None

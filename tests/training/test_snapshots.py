@@ -1,0 +1,113 @@
+"""Snapshots off the critical path (issue 75 item 2): the host copy taken at the step, the background
+write, its errors, and the checkpoint written from the kept copy of the best weights (item 3)."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import threading
+
+import pytest
+import torch
+
+from contrastlab.training import state as st
+from contrastlab.training.runtime import TrainingRun
+from contrastlab.training.snapshots import HostBuffers, SnapshotWriter
+
+
+def test_the_host_copy_is_the_state_at_the_step_and_reuses_its_buffers():
+    weights = torch.arange(6.0).reshape(2, 3)
+    state = {"model": {"w": weights}, "optimizer": {"state": {0: {"step": torch.tensor(3.0)}}, "lr": [0.1]}}
+    buffers = HostBuffers()
+    first, ready = buffers.copy(state)
+    assert ready is None  # on a CPU nothing is asynchronous
+    weights.add_(100.0)  # the next step changes the weights in place
+    assert torch.equal(first["model"]["w"], torch.arange(6.0).reshape(2, 3))
+    assert first["optimizer"]["lr"] == [0.1] and first["optimizer"]["lr"] is not state["optimizer"]["lr"]
+    second, _ = buffers.copy(state)
+    # the same memory, refilled: a snapshot allocates nothing after the first one
+    assert second["model"]["w"].data_ptr() == first["model"]["w"].data_ptr()
+    assert torch.equal(second["model"]["w"], weights)
+    grown, _ = buffers.copy({**state, "best": {"w": torch.ones(4)}})
+    assert torch.equal(grown["best"]["w"], torch.ones(4))
+
+
+def test_a_failed_background_write_raises_its_own_error_in_the_training_thread():
+    writer = SnapshotWriter()
+
+    def full_disk() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    writer.submit(full_disk)
+    with pytest.raises(OSError) as err:
+        writer.wait()
+    assert err.value.errno == errno.ENOSPC  # the job frame's disk-full line reads it
+    writer.wait()  # raised once
+    order: list[str] = []
+    writer.submit(lambda: order.append("first"))
+    writer.submit(lambda: order.append("second"))  # waits for the first: one write at a time
+    writer.wait()
+    assert order == ["first", "second"] and writer.writes == 3
+
+
+def _tiny_run(tmp_path) -> tuple[TrainingRun, dict]:
+    run = TrainingRun(tmp_path / "state", device="cpu", precision="fp32", state_every=2, progress=False)
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    run.begin(None, {}, {"settings": {}})
+    return run, {"model": model, "optimizer": optimizer}
+
+
+def test_the_loop_goes_on_while_the_snapshot_is_written(tmp_path, monkeypatch):
+    """save_snapshot returns while the write is held; the training changes the weights meanwhile; the
+    file written holds the weights of the snapshot's step, and only then is ``after`` run."""
+    run, stateful = _tiny_run(tmp_path)
+    release, events = threading.Event(), []
+    real_save_state = st.save_state
+
+    def held_save_state(*args):
+        release.wait(timeout=30)
+        real_save_state(*args)
+        events.append("written")
+
+    monkeypatch.setattr(st, "save_state", held_save_state)
+    at_step = {k: v.clone() for k, v in stateful["model"].state_dict().items()}
+    run.save_snapshot(2, "fingerprint", stateful, {}, after=lambda: events.append("after"))
+    assert run.snapshots.busy and not (tmp_path / "state" / st.STATE_FILE).exists()
+    with torch.no_grad():
+        stateful["model"].weight.add_(1.0)  # the next step
+    release.set()
+    run.wait_for_snapshot()
+    assert events == ["written", "after"]
+    saved = st.read_snapshot(tmp_path / "state" / st.STATE_FILE)
+    assert all(torch.equal(saved["model"][k], at_step[k]) for k in at_step)
+    assert saved["step"] == 2 and run.timings["state_s"] < 30
+
+
+def test_the_best_checkpoint_written_from_the_kept_copy_is_the_models_own_save(tmp_path, tiny_bert):
+    """The kept copy of the best weights, written later, gives the files the model itself would have
+    written at that step, byte for byte (the exported checkpoint of a cell does not change)."""
+    from transformers import AutoTokenizer
+
+    from contrastlab.training.sentence import _load_model
+    from contrastlab.training.sentence_select import save_checkpoint
+
+    model, tokenizer = _load_model(tiny_bert, 0.1), AutoTokenizer.from_pretrained(tiny_bert)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn_like(param))
+    kept = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    save_checkpoint(model, tokenizer, tmp_path / "own")
+    with torch.no_grad():
+        for param in model.parameters():  # training went on after the best step
+            param.add_(1.0)
+    save_checkpoint(model, tokenizer, tmp_path / "kept", kept)
+    files = sorted(p.name for p in (tmp_path / "own").iterdir())
+    assert "model.safetensors" in files and files == sorted(p.name for p in (tmp_path / "kept").iterdir())
+    digest = {
+        name: [hashlib.sha256((tmp_path / which / name).read_bytes()).digest() for which in ("own", "kept")]
+        for name in files
+    }
+    assert all(a == b for a, b in digest.values()), digest
