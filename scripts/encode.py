@@ -1,6 +1,7 @@
 """Snakemake entry: the GPU half of a SentEval evaluation: every sentence it needs, encoded by one
 checkpoint (or unmodified backbone) into the job's embeddings folder, where the CPU job `evaluate` reads
-them. ``encoding.json`` there records how (device, sentences, seconds, versions), for its metrics."""
+them. ``encoding.json`` there records how (device, sentences, seconds, versions, the job's phases and
+start), for its metrics."""
 
 from contrastlab.workflow.warm import hand_over
 
@@ -10,11 +11,13 @@ from pathlib import Path
 
 from contrastlab.evaluation.senteval import ENCODING_RECORD, encode_checkpoint
 from contrastlab.paths import write_json
+from contrastlab.training.phases import Phases
 from contrastlab.workflow.job import evaluated_model, evaluation_job, job_data_locations
 
 snakemake = globals()["snakemake"]
 
 with evaluation_job(snakemake) as device:  # its own GPU (or the CPU with resources.gpu: 0)
+    phases = Phases()  # from the process's start: interpreter, imports, then the encoding (training.phases)
     model_dir, _ = evaluated_model(snakemake)  # a search's winner: named by its selection file
     encoding = encode_checkpoint(
         model_dir,
@@ -26,5 +29,7 @@ with evaluation_job(snakemake) as device:  # its own GPU (or the CPU with resour
         batch_size=snakemake.params.batch_size,
         device=device,
     )
+    phases.mark("encode_s")  # the checkpoint loaded (CUDA started) and every sentence encoded
+    encoding.update(phases.record())
     print(f"{encoding['sentences']} sentences on {encoding['device_name']} in {encoding['encode_s']:.1f} s")
     write_json(Path(snakemake.output.embeddings) / ENCODING_RECORD, encoding)

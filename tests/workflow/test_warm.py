@@ -4,6 +4,7 @@ the same bits computed), no job outlives its client, and nothing is handed over 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -33,6 +34,9 @@ options = json.loads(sys.argv[2])
 report = {"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv,
           "variable": os.environ.get("CONTRASTLAB_WORKFLOW_RUN"), "umask": os.umask(0o022),
           "stdin": sys.stdin.read() if options.get("stdin") else None, "library_at_start": library_at_start}
+if options.get("start_record"):  # how the job started, as the job's own frame reads it
+    from contrastlab.workflow.job_start import start_record
+    report["start"] = start_record()
 open(sys.argv[1] + ".part", "w").write(json.dumps(report))
 os.replace(sys.argv[1] + ".part", sys.argv[1])  # whole when the test sees it
 if options.get("until_a_starter_serves"):  # a cold run that outlasts its starter's idle time
@@ -169,6 +173,26 @@ def test_a_handed_over_job_runs_as_its_own_process_would(place):
     assert report["umask"] == current
 
 
+def test_a_job_learns_whether_it_started_warm_and_when_its_process_began(place):
+    """A fork's start record: warm, its process begun when its client's was (before the hand-over; a fork
+    begins after it), and no wait for a starter that serves already; a cold job's names why it is cold."""
+    _starter_ready(place)
+    before = time.time()
+    done, report = _run(place, start_record=True)
+    after = time.time()
+    assert done.returncode == 0, done.stderr
+    start = report["start"]
+    assert start["warm"] is True and start["why_cold"] is None, start
+    # the client's start (Python's own start-up and the script's imports before the hand-over), the
+    # kernel's clock ticks (10 ms) aside
+    assert before - 0.05 <= start["process_started"] < start["handed_over"] - 0.02 < after, (before, start)
+    assert 0 <= start["waited_s"] < 1
+    done, report = _run(place, {warm.SWITCH: "0"}, start_record=True)
+    assert done.returncode == 0, done.stderr
+    assert (report["start"]["warm"], report["start"]["why_cold"]) == (False, "warm starts off")
+    assert report["pid"] == _client_pid_of(report)
+
+
 def test_a_signal_to_the_client_ends_the_job_as_it_would_end_the_process(place):
     starter = _starter_ready(place)
     root, _ = place
@@ -237,7 +261,7 @@ def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(plac
     root, env = place
     cold_report = root / "cold.json"
     cold = subprocess.Popen(
-        _command(place, cold_report, until_a_starter_serves=True, sleep=5),
+        _command(place, cold_report, until_a_starter_serves=True, sleep=5, start_record=True),
         cwd=root,
         env={**env, **own, warm.WAIT_VARIABLE: "0"},
         stdout=subprocess.DEVNULL,
@@ -255,6 +279,7 @@ def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(plac
     assert cold.wait(timeout=120) == 0
     report = json.loads(cold_report.read_text())
     assert report["pid"] == _client_pid_of(report)  # cold: it started the starter
+    assert report["start"]["why_cold"] == f"no starter yet ({warm.WAIT_VARIABLE}=0)", report["start"]
     after, report = _run(place, own)
     assert after.returncode == 0, after.stderr
     assert report["pid"] != _client_pid_of(report), "the starter left while the cold job ran"
@@ -317,12 +342,14 @@ def test_a_warm_job_computes_the_same_bits_as_a_cold_one(place):
 
 
 def test_nothing_is_handed_over_where_it_must_not_be(tmp_path):
-    assert warm._wanted({})
-    assert not warm._wanted({warm.SWITCH: "0"})
-    assert not warm._wanted({warm.SWITCH: "off"})
-    assert not warm._wanted({"SLURM_JOB_ID": "17"})  # a job runs inside its allocation
-    assert not warm._wanted({"APPTAINER_CONTAINER": "/images/contrastlab.sif"})  # and inside its container
-    assert not warm._wanted({warm.FORK_MARK: "1"})  # the fork runs the script itself
+    """Each setting that keeps a job cold, named by the phrase its start record gives."""
+    assert warm.cold_by_setting({}) is None
+    assert warm.cold_by_setting({warm.SWITCH: "0"}) == "warm starts off"
+    assert warm.cold_by_setting({warm.SWITCH: "off"}) == "warm starts off"
+    assert warm.cold_by_setting({"SLURM_JOB_ID": "17"}) == "under SLURM"  # a job runs inside its allocation
+    # and inside its container
+    assert warm.cold_by_setting({"APPTAINER_CONTAINER": "/images/contrastlab.sif"}) == "in a container"
+    assert warm.cold_by_setting({warm.FORK_MARK: "1"}) is not None  # the fork runs the script itself
     shared = tmp_path / "tmp"
     shared.mkdir()
     (shared / f"contrastlab-warm-{os.getuid()}").mkdir(mode=0o777)
@@ -365,6 +392,100 @@ def test_a_second_starter_on_one_address_leaves_at_once(tmp_path):
     with FileLock(f"{address}.lock"):
         assert warm.serve(address, idle_seconds=1) == "another starter serves this address"
     assert not address.exists()
+
+
+#: Why a job of a key whose starter's imports loaded the CUDA driver starts cold (its start record).
+REFUSED = "starter refused: CUDA driver loaded by imports"
+
+# In every process of its key (``PYTHONPATH``): a file named as the CUDA driver mapped from start-up on, so
+# that /proc/self/maps names libcuda.so after a starter's imports, as where torch's import loads the driver.
+SITECUSTOMIZE = """
+import mmap, os
+with open(os.path.join(os.path.dirname(__file__), "libcuda.so.1"), "rb") as _file:
+    _driver = mmap.mmap(_file.fileno(), 0, prot=mmap.PROT_READ)
+"""
+
+
+@contextlib.contextmanager
+def _cuda_driver_mapped(folder: Path):
+    """A file named as the CUDA driver mapped into this process while the block runs."""
+    import mmap
+
+    (folder / "libcuda.so.1").write_bytes(b"\0" * mmap.PAGESIZE)
+    with open(folder / "libcuda.so.1", "rb") as file, mmap.mmap(file.fileno(), 0, prot=mmap.PROT_READ):
+        yield
+
+
+def test_a_starter_whose_imports_load_the_cuda_driver_records_its_refusal_and_leaves(tmp_path, monkeypatch):
+    """Where /proc/self/maps names libcuda.so once its imports are done, the starter serves nothing, writes
+    why beside its socket (for its key's later jobs) and leaves its lock free (jobs waiting stop)."""
+    monkeypatch.setattr(warm, "PRELOAD", ("json",))  # the mapping stands for what torch's import would load
+    address = tmp_path / "key.sock"
+    with _cuda_driver_mapped(tmp_path):
+        assert warm._cuda_driver_loaded()
+        why = warm.serve(address, idle_seconds=1)
+    assert "CUDA driver" in why and not address.exists()
+    refusal = json.loads((tmp_path / "key.refused").read_text())
+    assert refusal["reason"] == "CUDA driver loaded by imports", refusal
+    assert not warm._starter_importing(address)
+    assert not list(tmp_path.glob(".*partial"))  # written whole (atomically)
+
+
+def test_a_refused_key_starts_its_jobs_cold_at_once_and_another_key_still_gets_a_starter(
+    tmp_path, monkeypatch
+):
+    """A job whose key's starter refused runs cold at once: no starter started, no wait (it would wait 30 s
+    here), its start record saying why. A job of another key starts a starter as before."""
+    refused, other = tmp_path / "refused.sock", tmp_path / "other.sock"
+    monkeypatch.setattr(warm, "PRELOAD", ())
+    monkeypatch.setattr(warm, "_cuda_driver_loaded", lambda: True)
+    warm.serve(refused, idle_seconds=1)
+    started: list[Path] = []
+    monkeypatch.setattr(warm, "_start_starter", started.append)
+    monkeypatch.setattr(warm, "_is_script_process", lambda script_globals: True)
+    for name in (warm.SWITCH, warm.FORK_MARK, "SLURM_JOB_ID", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CONTRASTLAB_WARM_STATE", "")  # hand_over notes the job's start there: put back after
+    monkeypatch.setenv(warm.WAIT_VARIABLE, "30")
+    monkeypatch.setattr(warm, "socket_path", lambda env: refused)
+    began = time.monotonic()
+    warm.hand_over({})
+    assert started == [] and time.monotonic() - began < 1
+    from contrastlab.workflow.job_start import start_record
+
+    assert start_record()["why_cold"] == REFUSED and start_record()["waited_s"] < 1
+    monkeypatch.setattr(warm, "socket_path", lambda env: other)
+    monkeypatch.setenv(warm.WAIT_VARIABLE, "0")
+    warm.hand_over({})
+    assert started == [other]
+    assert start_record()["why_cold"] == f"no starter yet ({warm.WAIT_VARIABLE}=0)"
+
+
+def test_a_refusal_is_remembered_and_the_next_job_of_its_key_starts_no_starter(place):
+    """Through real processes: the starter whose imports map the CUDA driver refuses once; the job that
+    waited for it runs cold, and the next job of its key runs cold at once, starting no starter."""
+    root, env = place
+    driver = root / "cuda-driver"
+    driver.mkdir()
+    (driver / "libcuda.so.1").write_bytes(b"\0" * 4096)
+    (driver / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    own = {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(driver), env.get("PYTHONPATH")])),
+        warm.WAIT_VARIABLE: "120",
+    }
+    first, first_report = _run(place, own, start_record=True)
+    began = time.monotonic()
+    second, second_report = _run(place, own, start_record=True)
+    second_wall = time.monotonic() - began
+    time.sleep(1)  # a starter writes its last line after it has let its jobs go
+    folder, key = root / f"contrastlab-warm-{os.getuid()}", warm.starter_key({**env, **own})
+    starters = (folder / f"{key}.log").read_text()
+    assert starters.count("CUDA driver") == 1, starters  # one starter, not one per job
+    assert json.loads((folder / f"{key}.refused").read_text())["reason"] == "CUDA driver loaded by imports"
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    assert first_report["start"]["why_cold"] == second_report["start"]["why_cold"] == REFUSED
+    assert first_report["start"]["waited_s"] > 0 and second_report["start"]["waited_s"] < 0.1
+    assert second_wall < 10, second_wall
 
 
 def _alive(pid: int) -> bool:

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,11 @@ from contrastlab.data.acquire import data_marker_path
 from contrastlab.paths import CELL_FIELDS, Resources, Results, cell_path, write_json
 from contrastlab.provenance import note_inputs
 from contrastlab.training.events import WandbRun, log_test_scores
+from contrastlab.training.phases import note_job_start
 from contrastlab.workflow.failures import disk_full, failure_line
 from contrastlab.workflow.finished import record_job
 from contrastlab.workflow.gpus import job_device
+from contrastlab.workflow.job_start import start_line, start_record
 from contrastlab.workflow.recovery import die_with_workflow, workflow_run
 
 
@@ -74,9 +76,10 @@ def is_deterministic_failure(error: BaseException) -> bool:
 def training_job(snakemake: Any) -> Iterator[tuple[str, dict[str, str]]]:
     """The frame of a training job's script: library output to the job's log, a failure as one line
     (and a failure record, :func:`logged_to`), the job's device (:func:`job_device`: its own GPU, never
-    the CPU of a node whose GPU is broken, or the CPU with ``resources.gpu: 0``), torch's threads = the
-    rule's; yields ``(device, the job's data locations)``; when the job ends, the size and sha256 of
-    its weights are recorded (:func:`~contrastlab.workflow.finished.record_job`)."""
+    the CPU of a node whose GPU is broken, or the CPU with ``resources.gpu: 0``), cuBLAS's deterministic
+    workspace for a cell that asks for deterministic kernels (:func:`deterministic_cublas`), torch's
+    threads = the rule's; yields ``(device, the job's data locations)``; when the job ends, the size and
+    sha256 of its weights are recorded (:func:`~contrastlab.workflow.finished.record_job`)."""
     stderr_to_log(snakemake.log[0])
     record = failure_record(snakemake)
     with logged_to(
@@ -86,6 +89,9 @@ def training_job(snakemake: Any) -> Iterator[tuple[str, dict[str, str]]]:
         failure_record=record,
         run=workflow_run(snakemake),
     ):
+        print(start_line(), file=sys.stderr)  # warm or cold, and how long the start took, into the log
+        note_job_start(start_record())  # the trainer's phases count from the process's start
+        deterministic_cublas(getattr(getattr(snakemake, "params", None), "settings", None) or {})
         device = job_device(snakemake)  # before torch touches CUDA
         import torch
 
@@ -93,6 +99,18 @@ def training_job(snakemake: Any) -> Iterator[tuple[str, dict[str, str]]]:
         note_inputs(job_inputs(snakemake))  # run_metadata() records them in the checkpoint's summary
         yield device, job_data_locations(snakemake)
         record_job(snakemake)  # the weights' size and sha256, checked before a later run trusts them
+
+
+def deterministic_cublas(settings: Mapping[str, Any]) -> None:
+    """``CUBLAS_WORKSPACE_CONFIG`` set to cuBLAS's deterministic workspace for a cell whose ``settings``
+    say ``deterministic: true``, unless the environment sets it already. cuBLAS reads the variable once,
+    when CUDA first runs it, so a job sets it before it touches CUDA; the trainer only checks it
+    (:func:`~contrastlab.training.capture.require_cublas_workspace`)."""
+    if settings.get("deterministic"):
+        # torch, which the training jobs' scripts have imported already; importing it starts no CUDA
+        from contrastlab.training.capture import CUBLAS_DETERMINISTIC
+
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
 
 
 @contextlib.contextmanager
@@ -106,6 +124,8 @@ def evaluation_job(snakemake: Any) -> Iterator[str]:
     with logged_to(
         snakemake.log[0], job_label(snakemake), failure_record=record, run=workflow_run(snakemake)
     ):
+        print(start_line(), file=sys.stderr)  # warm or cold, and how long the start took, into the log
+        note_job_start(start_record())  # an encoding job's phases count from the process's start
         device = job_device(snakemake)  # before torch touches CUDA
         import torch
 

@@ -17,7 +17,8 @@ killed it). Where no starter serves yet, the client starts one in the background
 imports (``CONTRASTLAB_WARM_WAIT`` seconds at most, default 60; 0 never waits): the starter's imports take
 what the job's own would, so the job loses no time, and the jobs Snakemake starts meanwhile no longer
 import everything once each beside it (in the test suite's CI run of d7dedaf, about 30 jobs started cold
-that way). Where the starter leaves or the wait runs out, the script runs in the client, as before.
+that way). Where the starter leaves or the wait runs out, the script runs in the client, as before; where
+the starter refused (below), the key's jobs run there at once, starting and waiting for no starter.
 A starter exits once no job of its key has run for ``CONTRASTLAB_WARM_IDLE`` seconds (default 120), its
 own forks and the jobs that started cold alike (each holds a shared lock on ``<key>.running`` while it
 runs): the job after a long cold one, an encoding after its training of minutes, finds it there. Only a
@@ -36,8 +37,12 @@ Guarantees kept. No orphan: the client watches Snakemake as a cold job does
 (:func:`~contrastlab.workflow.recovery.die_with_workflow`), the starter kills a fork whose client is gone
 (closed connection), and a fork dies with its starter (``PR_SET_PDEATHSIG``). Jobs stay where their
 scheduler put them: never under SLURM (``SLURM_JOB_ID`` set: a job runs inside its allocation), never
-where the starter's imports loaded the CUDA driver (a fork cannot use a CUDA context it inherited), never
-in a job's own Apptainer container (``--sdm apptainer``).
+where the starter's imports loaded the CUDA driver (a fork cannot use a CUDA context it inherited: the
+starter refuses, once, and leaves the refusal beside its socket, ``<key>.refused``, for the key's later
+jobs), never in a job's own Apptainer container (``--sdm apptainer``). Every job can tell how it started
+(warm or cold and why, when its process began, how long it waited for a starter):
+:func:`contrastlab.workflow.job_start.start_record`, which the training and evaluation jobs write into
+their logs.
 
 What differs: Snakemake's ``benchmark:`` file measures the client process, so its wall time is the job's
 but its memory and CPU columns are not: the fork writes its own peak memory and CPU seconds beside it
@@ -122,25 +127,59 @@ _PEER = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
 
 def hand_over(script_globals: dict[str, Any]) -> None:
     """Run the calling Snakemake script in a warm fork and end this process as the fork ended; return at
-    once (the script runs here, as before) where warm starts are off, not possible, or no starter serves
-    yet (one is then started in the background for the next jobs)."""
-    if not _is_script_process(script_globals) or not _wanted(os.environ):
-        return
-    address = socket_path(os.environ)
-    if address is None:
-        return
+    once (the script runs here, as before) where warm starts are off, not possible, refused for this key
+    (:func:`~contrastlab.workflow.job_start.refusal`), or no starter serves yet (one is then started in the
+    background for the next jobs). The job's process, this one or the fork, learns which and why from
+    :func:`~contrastlab.workflow.job_start.start_record`."""
+    if FORK_MARK in os.environ or not _is_script_process(script_globals):
+        return  # a fork's record came with its request; another program's process is no job to mark
+    from contrastlab.workflow.job_start import STATE_VARIABLE, mark_running_cold, refusal, start_state
+
+    why, waited = cold_by_setting(os.environ), 0.0
+    address = None if why else socket_path(os.environ)
+    if not why:
+        why = refusal(address) if address else "no private folder for a starter's socket"
+    if not why and address:
+        connection, why, waited = _starter_connection(address)
+        if connection is not None:
+            start = start_state(warm=True, why_cold=None, waited_s=waited, pid=None)  # the fork claims it
+            _send_job(connection, {STATE_VARIABLE: start})
+            why = "starter took nothing over"  # _send_job returns only then
+        mark_running_cold(address)
+    os.environ[STATE_VARIABLE] = start_state(warm=False, why_cold=why, waited_s=waited, pid=os.getpid())
+
+
+def _starter_connection(address: Path) -> tuple[socket.socket | None, str | None, float]:
+    """A connection to ``address``'s starter (one started where none is, and waited for), else why none
+    serves (a refusal it recorded, none yet, ...); and the seconds this took."""
+    from contrastlab.workflow.job_start import refusal
+
+    began, seconds = time.monotonic(), _wait_seconds(os.environ)
     connection = _connect(address)
     if connection is None:
         if not _starter_importing(address):
             _start_starter(address)
-        connection = _wait_for_starter(address, _wait_seconds(os.environ))
-    if connection is None:
-        _mark_running_cold(address)
-        return
+        connection = _wait_for_starter(address, seconds)
+    waited = time.monotonic() - began
+    if connection is not None:
+        return connection, None, waited
+    if seconds <= 0:
+        why = f"no starter yet ({WAIT_VARIABLE}=0)"
+    else:
+        why = (
+            f"no starter after waiting {seconds:g} s" if waited >= seconds else "starter left before serving"
+        )
+    return None, refusal(address) or why, waited
+
+
+def _send_job(connection: socket.socket, start: dict[str, str]) -> None:
+    """Hand this job to the starter at the other end of ``connection``, its environment with ``start``
+    (its start record) added, and end this process as the fork ends; returns only where the starter took
+    nothing over (the script then runs here)."""
     request = {
         "argv": sys.argv,  # the file Python runs (Snakemake's copy, preamble first), not its __file__
         "cwd": os.getcwd(),
-        "env": {**os.environ, FORK_MARK: "1"},
+        "env": {**os.environ, FORK_MARK: "1", **start},
         "path": sys.path,
         "umask": _umask(),
     }
@@ -151,9 +190,8 @@ def hand_over(script_globals: dict[str, Any]) -> None:
         fork = _HEADER.unpack(_receive(connection, _HEADER.size))[0]
     except (OSError, ValueError):
         fork = 0
-    if fork == 0:  # the starter took nothing over: run here
+    if fork == 0:
         connection.close()
-        _mark_running_cold(address)
         return
     _follow(connection, fork)
 
@@ -180,11 +218,13 @@ def _starter_importing(address: Path) -> bool:
     """Whether a starter holds ``address``'s lock (it takes it before its imports and keeps it while it
     serves). Probed with a shared lock taken and dropped at once: where none holds it, a starter started
     in that instant finds it taken and leaves, and the jobs run cold, as they would without a starter."""
+    from contrastlab.workflow.job_start import locked_elsewhere
+
     try:
         fd = os.open(f"{address}.lock", os.O_RDONLY)
     except OSError:
         return False
-    return _locked_elsewhere(fd, fcntl.LOCK_SH)
+    return locked_elsewhere(fd, fcntl.LOCK_SH)
 
 
 def _wait_for_starter(address: Path, seconds: float) -> socket.socket | None:
@@ -195,6 +235,7 @@ def _wait_for_starter(address: Path, seconds: float) -> socket.socket | None:
     gone while the job waits ends it (:func:`~contrastlab.workflow.recovery.die_with_workflow`)."""
     if seconds <= 0:
         return None
+    from contrastlab.workflow.job_start import refusal
     from contrastlab.workflow.recovery import die_with_workflow
 
     die_with_workflow()
@@ -204,8 +245,8 @@ def _wait_for_starter(address: Path, seconds: float) -> socket.socket | None:
         connection = _connect(address)
         if connection is not None:
             return connection
-        if waited > STARTING_GRACE_SECONDS and not _starter_importing(address):
-            return None  # it left (the CUDA driver loaded, an import failed): run cold
+        if refusal(address) or (waited > STARTING_GRACE_SECONDS and not _starter_importing(address)):
+            return None  # it refused (the CUDA driver loaded) or left (an import failed): run cold
     return None
 
 
@@ -223,63 +264,22 @@ def _is_script_process(script_globals: dict[str, Any]) -> bool:
     )
 
 
-#: Beside a starter's socket (``<key>.running``): every job of its key that runs cold holds a shared lock
-#: on it, so the starter sees such a job as activity (:func:`_cold_jobs_running`).
-RUNNING_SUFFIX = ".running"
-
-
-def _open_running_mark(address: Path) -> int | None:
-    try:
-        return os.open(address.with_suffix(RUNNING_SUFFIX), os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
-        return None
-
-
-def _mark_running_cold(address: Path) -> None:
-    """Hold a shared lock on ``address``'s :data:`RUNNING_SUFFIX` file until this process ends (the
-    descriptor is never closed; the kernel drops the lock at exit, a SIGKILL too): its key's starter stays
-    while this job runs cold. Never blocks."""
-    fd = _open_running_mark(address)
-    if fd is None:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:  # the starter's check holds it for an instant: it will find this job's next tick
-        os.close(fd)
-
-
-def _cold_jobs_running(address: Path) -> bool:
-    """Whether a job of ``address``'s key runs cold now (holds :func:`_mark_running_cold`'s lock)."""
-    fd = _open_running_mark(address)
-    return fd is not None and _locked_elsewhere(fd, fcntl.LOCK_EX)
-
-
-def _locked_elsewhere(fd: int, operation: int) -> bool:
-    """Whether another process holds a lock on ``fd``'s file that ``operation`` (``LOCK_SH`` or
-    ``LOCK_EX``, tried without blocking) conflicts with. Closes ``fd``, and with it any lock it took."""
-    try:
-        fcntl.flock(fd, operation | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return False
-
-
-def _wanted(env: dict[str, str] | os._Environ) -> bool:
-    return (
-        env.get(SWITCH, "1").strip().lower() not in {"0", "false", "no", "off"}
-        and FORK_MARK not in env
-        and "SLURM_JOB_ID" not in env
-        # a job in its own Apptainer container: a starter left from an earlier job's container would
-        # run this one in that container's mounts
-        and not {"APPTAINER_CONTAINER", "SINGULARITY_CONTAINER"} & set(env)
-        and hasattr(socket, "send_fds")
-        and hasattr(os, "fork")
-        and sys.platform.startswith("linux")
-    )
+def cold_by_setting(env: dict[str, str] | os._Environ) -> str | None:
+    """Why a job of environment ``env`` starts cold whatever starter serves (a short phrase for its start
+    record), or ``None``."""
+    if env.get(SWITCH, "1").strip().lower() in {"0", "false", "no", "off"}:
+        return "warm starts off"
+    if FORK_MARK in env:
+        return "a warm fork already"
+    if "SLURM_JOB_ID" in env:
+        return "under SLURM"
+    # a job in its own Apptainer container: a starter left from an earlier job's container would run this
+    # one in that container's mounts
+    if {"APPTAINER_CONTAINER", "SINGULARITY_CONTAINER"} & set(env):
+        return "in a container"
+    if not (hasattr(socket, "send_fds") and hasattr(os, "fork") and sys.platform.startswith("linux")):
+        return "no warm starts on this platform"
+    return None
 
 
 def _umask() -> int:
@@ -407,7 +407,15 @@ def serve(address: Path, idle_seconds: float) -> str:
             except ImportError:
                 pass  # an optional package not installed: its jobs import what they need themselves
         if _cuda_driver_loaded():
-            return "the imports loaded the CUDA driver: a fork could not use it; jobs start cold"
+            from contrastlab.workflow.job_start import driver_initialised, record_refusal
+
+            # with the lock held: the jobs waiting for this starter find the refusal when it goes
+            initialised = driver_initialised()
+            record_refusal(address, "CUDA driver loaded by imports", driver_initialised=initialised)
+            return (
+                f"the imports loaded the CUDA driver (initialised: {initialised}): a fork could not use "
+                "it; jobs start cold"
+            )
         return _accept_jobs(address, idle_seconds)
     finally:
         lock.release()
@@ -421,6 +429,8 @@ def _cuda_driver_loaded() -> bool:
 
 
 def _accept_jobs(address: Path, idle_seconds: float) -> str:
+    from contrastlab.workflow.job_start import cold_jobs_running
+
     staged = address.with_name(f"{address.name}.{os.getpid()}")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(staged))
@@ -461,7 +471,7 @@ def _accept_jobs(address: Path, idle_seconds: float) -> str:
                         pass
                     connection.close()
                 last_job = time.monotonic()
-            if not forks and time.monotonic() - last_job >= idle_seconds and _cold_jobs_running(address):
+            if not forks and time.monotonic() - last_job >= idle_seconds and cold_jobs_running(address):
                 last_job = time.monotonic()  # its next job may come as soon as this one ends
     finally:
         try:
@@ -503,6 +513,9 @@ def _start_job(connection: socket.socket, starters: list[Any]) -> int:
     """Read one request and fork its job; the fork's pid (sent to the client), or 0 where the request
     could not be read (the client then runs its script itself). ``starters``: the starter's sockets and
     selector, which the fork closes."""
+    # the starter's copy, which the fork forgets with the rest of contrastlab (:func:`_run_job`)
+    from contrastlab.workflow.job_start import claim_start_record
+
     connection.settimeout(10)
     _pid, uid, _gid = _PEER.unpack(connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEER.size))
     if uid != os.getuid():  # the folder is this user's alone; a peer of another user is refused all the same
@@ -520,6 +533,7 @@ def _start_job(connection: socket.socket, starters: list[Any]) -> int:
     if fork == 0:
         for held in (*starters, connection):
             held.close()
+        claim_start_record(request["env"])  # the start record its client sent names this fork
         os._exit(_run_job(request, fds))
     for fd in fds:
         os.close(fd)

@@ -1,0 +1,155 @@
+"""How a job started (contrastlab.workflow.job_start): the record a job reads of itself (warm or cold, why
+cold, when its process began, when it was handed over, how long it waited for a starter), the process's
+start read from the kernel, and the line each job frame writes into its log."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from contrastlab.workflow.job_start import (
+    STATE_VARIABLE,
+    claim_start_record,
+    process_start_time,
+    start_line,
+    start_record,
+    start_state,
+)
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm starts are Linux-only")
+
+REFUSED = "starter refused: CUDA driver loaded by imports"
+
+
+def test_a_process_start_is_read_from_the_kernel():
+    """A new interpreter's start: after the moment it was started, before its own first statement."""
+    before = time.time()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import time; now = time.time()\n"
+            "from contrastlab.workflow.job_start import process_start_time\n"
+            "print(process_start_time(), now)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    started, first_statement = map(float, out.split())
+    assert before - 0.05 <= started <= first_statement, (before, started, first_statement)
+
+
+def test_a_job_reads_the_record_handed_to_its_process(monkeypatch):
+    """The record hand_over leaves for this process: its fields and their types, as JSON gives them."""
+    monkeypatch.setenv(
+        STATE_VARIABLE, start_state(warm=False, why_cold=REFUSED, waited_s=0.0, pid=os.getpid())
+    )
+    record = start_record()
+    assert set(record) == {"warm", "why_cold", "process_started", "handed_over", "waited_s"}
+    assert record["warm"] is False and record["why_cold"] == REFUSED and record["waited_s"] == 0.0
+    assert record["process_started"] == pytest.approx(process_start_time(), abs=0.05)
+    assert record["process_started"] <= record["handed_over"] <= time.time()
+    json.dumps(record)  # plain JSON: a trainer may write it into its summary as it is
+
+
+def test_a_process_that_handed_nothing_over_is_not_a_script_process(monkeypatch):
+    """No record, one of the process that started this one (inherited by its environment), or one that
+    cannot be read: cold, "not a Snakemake script process", never handed over."""
+    monkeypatch.delenv(STATE_VARIABLE, raising=False)
+    expected = {
+        "warm": False,
+        "why_cold": "not a Snakemake script process",
+        "process_started": pytest.approx(process_start_time(), abs=0.05),
+        "handed_over": None,
+        "waited_s": 0.0,
+    }
+    assert start_record() == expected
+    inherited = start_state(warm=True, why_cold=None, waited_s=0.5, pid=os.getppid())
+    for found in (inherited, "{not json", "[1, 2]"):
+        monkeypatch.setenv(STATE_VARIABLE, found)
+        assert start_record() == expected, found
+
+
+def test_a_fork_takes_the_record_its_client_sent_as_its_own(monkeypatch):
+    """The client sends the record without a process (it does not know its fork's); the fork claims it."""
+    monkeypatch.setenv(STATE_VARIABLE, start_state(warm=True, why_cold=None, waited_s=1.5, pid=None))
+    assert start_record()["warm"] is False  # nobody's yet
+    claim_start_record(os.environ)
+    record = start_record()
+    assert (record["warm"], record["why_cold"], record["waited_s"]) == (True, None, 1.5)
+
+
+def test_the_start_line_says_warm_or_cold_why_and_how_long_after_the_process_began():
+    now = time.time()
+    warm = {"warm": True, "why_cold": None, "process_started": now - 2.0, "handed_over": now - 1.5}
+    line = start_line({**warm, "waited_s": 0.0})
+    assert re.fullmatch(r"job start: warm \(fork of a starter\), 2\.\d s after the process began", line), line
+    line = start_line({**warm, "waited_s": 1.25})
+    assert line.endswith("s after the process began, 1.2 s of it waiting for the starter"), line
+    cold = {"warm": False, "why_cold": REFUSED, "process_started": now - 9.0, "handed_over": now - 8.9}
+    line = start_line({**cold, "waited_s": 0.0})
+    assert re.fullmatch(rf"job start: cold \({REFUSED}\), 9\.\d s after the process began", line), line
+    # never a failure line: the workflow takes a log's last "contrastlab: " line for the job's error
+    assert not line.startswith("contrastlab: ")
+
+
+@pytest.mark.parametrize("frame", ["training_job", "evaluation_job"])
+def test_each_job_frame_writes_how_the_job_started_into_its_log(frame, tmp_path, monkeypatch):
+    import torch
+
+    from contrastlab.workflow import job
+
+    for name, stand_in in {
+        "job_device": lambda snakemake: "cpu",
+        "job_inputs": lambda snakemake: {},
+        "note_inputs": lambda inputs: None,
+        "record_job": lambda snakemake: None,
+        "job_data_locations": lambda snakemake: {},
+        "stderr_to_log": lambda path: None,  # file descriptor 2 is pytest's
+    }.items():
+        monkeypatch.setattr(job, name, stand_in)
+    monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)  # this process's threads stay
+    monkeypatch.setenv(
+        STATE_VARIABLE, start_state(warm=False, why_cold=REFUSED, waited_s=0.0, pid=os.getpid())
+    )
+    log = tmp_path / "logs" / "job.log"
+    snakemake = SimpleNamespace(log=[str(log)], rule="train", wildcards={}, threads=1, config={})
+    with getattr(job, frame)(snakemake):
+        print("the job's own output")
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith(f"job start: cold ({REFUSED}), ") and lines[1] == "the job's own output", lines
+
+
+def test_a_refusal_records_whether_the_loaded_driver_was_initialised(tmp_path, monkeypatch):
+    """CUDA forbids a fork after cuInit, not after loading libcuda: cuDeviceGetCount's answer (3,
+    CUDA_ERROR_NOT_INITIALIZED, before cuInit) goes into the refusal's record for a GPU run to read."""
+    import ctypes
+
+    from contrastlab.workflow import job_start
+
+    answers = {"code": 3}
+
+    class Driver:
+        def cuDeviceGetCount(self, count):
+            return answers["code"]
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Driver())
+    assert job_start.driver_initialised() == "no"
+    answers["code"] = 0
+    assert job_start.driver_initialised() == "yes"
+    answers["code"] = 100
+    assert job_start.driver_initialised() == "unknown (CUresult 100)"
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError("no libcuda.so.1")))
+    assert job_start.driver_initialised() == "unknown (OSError)"
+    address = tmp_path / "key.sock"
+    job_start.record_refusal(address, "CUDA driver loaded by imports", driver_initialised="no")
+    assert json.loads((tmp_path / "key.refused").read_text())["driver_initialised"] == "no"
+    assert job_start.refusal(address) == "starter refused: CUDA driver loaded by imports"
