@@ -1,26 +1,36 @@
 """Backbone families and the step mode, decided once (issue 64 item 2, issue 62 item 1): the trainer's view
 and the plan's view of every combination agree, every configured cell is priced in the mode it trains in,
-and the lists the models and the schema keep are views of the one table."""
+and the lists the models and the schema keep are views of the one table.
+
+The trainer's side is built from the trainer's own inputs, never from the plan's (docs/gpu-review.md §2):
+the backbone's config.json as rule fetch_backbone writes it, the precision its runtime resolves on a card
+with or without native bf16, the images it loads."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 import yaml
+from hub_standin import HubStandin
 
 from contrastlab import config as cl_config
 from contrastlab import families
+from contrastlab.artifacts import package_model_dir
 from contrastlab.cost import flops
-from contrastlab.data.images import validation_split
+from contrastlab.data.images import load_images
 from contrastlab.families import RESNETS, TEXT_FAMILIES, step_mode
+from contrastlab.models.text import backbone_source, materialize_backbone
 from contrastlab.paths import REPO_ROOT
-from contrastlab.precision import CHOICES, ON_A_BF16_GPU
-from contrastlab.training import sentence
+from contrastlab.precision import CHOICES
+from contrastlab.training import runtime, sentence
+from contrastlab.training import vision as vision_trainer
 from contrastlab.training import vision_capture as vc
 from contrastlab.training.sentence import TrainSettings
 from contrastlab.training.vision import VisionTrainSettings
@@ -28,17 +38,52 @@ from contrastlab.training.vision import VisionTrainSettings
 CUDA = torch.device("cuda")  # a device object only: nothing here touches a GPU
 CONFIGS = [REPO_ROOT / "config.yaml", *sorted((REPO_ROOT / "config").glob("*.yaml"))]
 
+#: What the Hub serves for the ids the walks name, as the trainer's side sees it: each repository's
+#: config.json ``model_type`` (the one key of it the trainer's step rule reads), and the former ids it
+#: redirects to their repositories' present names (the Hub moved its legacy models under their
+#: organisations: huggingface.co/bert-base-uncased answers as google-bert/bert-base-uncased).
+HUB_MODEL_TYPES = {
+    "google-bert/bert-base-uncased": "bert",
+    "google-bert/bert-large-uncased": "bert",
+    "FacebookAI/roberta-base": "roberta",
+    "FacebookAI/roberta-large": "roberta",
+    "princeton-nlp/unsup-simcse-bert-base-uncased": "bert",
+}
+HUB_RENAMED = {
+    "bert-base-uncased": "google-bert/bert-base-uncased",
+    "bert-large-uncased": "google-bert/bert-large-uncased",
+    "roberta-base": "FacebookAI/roberta-base",
+    "roberta-large": "FacebookAI/roberta-large",
+}
+#: Training images of CIFAR-10 and CIFAR-100 as torchvision loads them (no copy of either here); the
+#: digits are loaded as the trainer loads them.
+CIFAR_TRAIN_IMAGES = 50_000
+#: Whether a card computes bf16 natively (torch's ``is_bf16_supported(including_emulation=False)``:
+#: compute capability 8.0 and later; the V100 is 7.0). None: the plan's default card, an H200.
+NATIVE_BF16 = {None: True, "H200": True, "V100": False}
 
-def _trainer_sentence(tmp_path: Path, settings: dict, precision: str, model_type: str):
-    """The sentence trainer's decision (``sentence._for_device``) on a bf16 GPU, the backbone's
+
+def _trainer_sentence(tmp_path: Path, settings: dict, model_type: str):
+    """The sentence trainer's decision (``sentence._for_device``) on a CUDA GPU at the precision its
+    runtime resolves there (the caller sets the card's ``torch.cuda.is_bf16_supported``), the backbone's
     config.json naming ``model_type``."""
     (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
-    run = SimpleNamespace(device=CUDA, precision=SimpleNamespace(name=ON_A_BF16_GPU[precision]))
+    precision = runtime.resolve_precision(settings.get("precision", "auto"), CUDA)
+    run = SimpleNamespace(device=CUDA, precision=SimpleNamespace(name=precision))
     decided, _ = sentence._for_device(TrainSettings(loss="infonce", **settings), run, tmp_path)
     return decided.cuda_graph, decided.padding_free, decided.dev_batch_size
 
 
-def test_every_sentence_combination_is_decided_alike_by_the_trainer_and_the_plan(tmp_path):
+def _card(monkeypatch, native_bf16: bool) -> None:
+    """The trainer's runtime on a card with (or without) native bf16, as torch reports it."""
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: native_bf16)
+
+
+@pytest.mark.parametrize("native_bf16", [True, False], ids=["bf16-card", "no-bf16-card"])
+def test_every_sentence_combination_is_decided_alike_by_the_trainer_and_the_plan(
+    tmp_path, monkeypatch, native_bf16
+):
+    _card(monkeypatch, native_bf16)
     types = [*TEXT_FAMILIES, "gpt2"]  # and a family the project does not list
     grid = itertools.product(CHOICES, (None, True, False), (False, True), (None, True, False), types, (1, 2))
     agreed = refused = 0
@@ -51,23 +96,26 @@ def test_every_sentence_combination_is_decided_alike_by_the_trainer_and_the_plan
             grad_accum=grad_accum,
         )
         try:
-            trainer = _trainer_sentence(tmp_path, settings, precision, model_type)
+            trainer = _trainer_sentence(tmp_path, settings, model_type)
         except ValueError:  # padding_free with the graph or compile, the graph with grad_accum 2
             refused += 1
             continue
-        mode = flops.sentence_mode(settings, model_type)
+        mode = flops.sentence_mode(settings, model_type, native_bf16)
         assert trainer == (mode.graph, mode.padding_free, mode.dev_batch), settings | {
             "model_type": model_type
         }
-        assert flops.padding_free_for(settings, model_type) is trainer[1]
+        assert flops.padding_free_for(settings, model_type, native_bf16) is trainer[1]
         agreed += 1
     assert (agreed, refused) == (960, 480)  # 5 choices x 8 types x (24 + 12)
 
 
-def test_an_ieee_fp32_cell_that_asks_for_the_graph_or_compile_is_priced_as_the_graph_it_runs(tmp_path):
+def test_an_ieee_fp32_cell_that_asks_for_the_graph_or_compile_is_priced_as_the_graph_it_runs(
+    tmp_path, monkeypatch
+):
+    _card(monkeypatch, True)
     for asked in ({"cuda_graph": True}, {"compile": True}):
         settings = {"precision": "fp32", **asked}
-        assert _trainer_sentence(tmp_path, settings, "fp32", "bert") == (True, False, 512)
+        assert _trainer_sentence(tmp_path, settings, "bert") == (True, False, 512)
         assert not flops.padding_free_for(settings, "bert")
         assert flops.sentence_mode(settings, "bert").name == (
             "graph" if "cuda_graph" in asked else "compile + graph"
@@ -108,32 +156,121 @@ def test_every_image_combination_is_decided_alike_by_the_trainer_and_the_plan():
     )  # of 240: 3 capturable steps x (None, true) x 5
 
 
-def _trainer_mode(grid: cl_config.Grid, cell: cl_config.Cell, backbone_dir: Path) -> str:
-    """The mode the trainer runs ``cell`` in on a bf16 GPU, from the settings its rule hands it (a
-    sentence backbone's config.json, in ``backbone_dir``, naming the model type the plan knows)."""
+def _fetched(spec: dict, out: Path) -> Path:
+    """The folder rule ``fetch_backbone`` writes for a sentence backbone ``spec`` (its config.json, which
+    the trainer reads), built here without the plan: a hub id fetched through
+    :func:`~contrastlab.models.text.materialize_backbone` from the stand-in Hub; a package's or a
+    folder's config.json, which it copies; a random backbone's BertConfig, which it saves."""
+    source = backbone_source(spec)
+    if source == "hf_id":
+        return materialize_backbone(spec, out, lock_file=out.with_name(f"{out.name}.lock.json"))
+    out.mkdir(parents=True)
+    if source == "random":
+        from transformers import BertConfig
+
+        BertConfig(**spec["random"]).to_json_file(out / "config.json")
+    else:
+        folder = package_model_dir(spec["package"]) if source == "package" else Path(spec["path"])
+        shutil.copy(folder / "config.json", out / "config.json")
+    return out
+
+
+@pytest.fixture
+def fetch_backbone(tmp_path, monkeypatch):
+    """``fetch(grid, alias)``: backbone ``alias``'s folder as rule fetch_backbone writes it
+    (:func:`_fetched`), hub ids fetched from a stand-in Hub that serves :data:`HUB_MODEL_TYPES` and
+    redirects :data:`HUB_RENAMED`; each spec fetched once."""
+    with HubStandin() as hub:
+        hub.configure_client(monkeypatch, tmp_path / "hf-home")
+        for repo, model_type in HUB_MODEL_TYPES.items():
+            config = json.dumps({"model_type": model_type}).encode()
+            hub.add_repo(repo, {"config.json": config, "model.safetensors": b"stand-in weights"})
+        for former, present in HUB_RENAMED.items():
+            hub.redirect(former, present)
+        folders: dict[str, Path] = {}
+
+        def fetch(grid: cl_config.Grid, alias: str) -> Path:
+            key = json.dumps(grid.backbone(alias), sort_keys=True)
+            if key not in folders:
+                folders[key] = _fetched(dict(grid.backbone(alias)), tmp_path / f"backbone{len(folders)}")
+            return folders[key]
+
+        yield fetch
+
+
+@functools.cache
+def _training_images(dataset: str) -> int:
+    """The training images the image trainer loads (``len(data.labels)``)."""
+    return len(load_images("digits", "train").labels) if dataset == "digits" else CIFAR_TRAIN_IMAGES
+
+
+def _trainer_mode(grid: cl_config.Grid, cell: cl_config.Cell, backbone_dir: Path | None) -> str:
+    """The mode the trainer runs ``cell`` in on a CUDA GPU (a sentence cell's with the precision it runs
+    in), from the settings its rule hands it and the inputs it reads itself: the images it loads (less its
+    validation split), the backbone's config.json in ``backbone_dir`` (sentence cells), the precision its
+    runtime resolves on the card (whose ``torch.cuda.is_bf16_supported`` the caller sets)."""
     s = dict(grid.settings(cell))
     if grid.experiment(cell.experiment).track == "vision":
         vs = VisionTrainSettings.from_dict(s)
-        n_images = flops.DATASET_IMAGES[vs.dataset][0]
-        held_out = len(validation_split(n_images, vs.val_fraction, vs.seed)) if vs.val_fraction else 0
-        return "graph" if vc.resolve(vs, CUDA, n_images - held_out)[0] else "eager"
-    model_type = flops.backbone_transformer(grid, cell.backbone).model_type
-    (backbone_dir / "config.json").write_text(json.dumps({"model_type": model_type}))
-    precision = SimpleNamespace(name=ON_A_BF16_GPU[s.get("precision") or "auto"])
-    decided, _ = sentence._for_device(
-        TrainSettings.from_dict(s), SimpleNamespace(device=CUDA, precision=precision), backbone_dir
-    )
-    return "padding-free" if decided.padding_free else "graph" if decided.cuda_graph else "eager"
+        n_images = _training_images(vs.dataset)
+        kept = vision_trainer._trained_rows(vs, n_images, torch.device("cpu"))
+        n_train = n_images if kept is None else len(kept)
+        return "graph" if vc.resolve(vs, CUDA, n_train)[0] else "eager"
+    settings = TrainSettings.from_dict(s)
+    precision = runtime.resolve_precision(settings.precision, CUDA)
+    run = SimpleNamespace(device=CUDA, precision=SimpleNamespace(name=precision))
+    decided, _ = sentence._for_device(settings, run, backbone_dir)
+    mode = "padding-free" if decided.padding_free else "graph" if decided.cuda_graph else "eager"
+    return f"{mode} {precision}"
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_the_plan_prices_every_configured_cell_in_the_mode_the_trainer_runs(path, tmp_path):
-    grid = cl_config.Grid(cl_config.load(path))
-    modes = {}
+#: The walks: every shipped config on the plan's default card, then the inputs that split plan and
+#: trainer at bf5710a (docs/gpu-review.md §2): the Hub's present names of config.yaml's backbones, which
+#: are not the ids its table was written with, before the backbones are fetched; a backbone named by a
+#: Hub id no table holds; and a card without native bf16 under ``precision: auto`` (config.yaml's every
+#: cell through the switch; demo.yaml's one ``auto`` sentence cell).
+HUB_IDS = {"bert-base": "google-bert/bert-base-uncased", "roberta-base": "FacebookAI/roberta-base"}
+WALKS = [
+    *((path.name, path, {}) for path in CONFIGS),
+    ("config.yaml-hub-ids", REPO_ROOT / "config.yaml", {"hub_ids": HUB_IDS}),
+    (
+        "config.yaml-simcse-id",
+        REPO_ROOT / "config.yaml",
+        {"hub_ids": {"bert-base": "princeton-nlp/unsup-simcse-bert-base-uncased"}},
+    ),
+    ("config.yaml-V100-auto", REPO_ROOT / "config.yaml", {"gpu_model": "V100", "precision_override": "auto"}),
+    ("demo.yaml-V100", REPO_ROOT / "config" / "demo.yaml", {"gpu_model": "V100"}),
+]
+
+
+def _variant(path: Path, hub_ids=None, gpu_model=None, precision_override=None) -> dict:
+    """The config at ``path`` with its backbones' hub ids, its card or its precision switch changed."""
+    config = cl_config.load(path)
+    for alias, hf_id in (hub_ids or {}).items():
+        config["backbones"][alias] = {**config["backbones"][alias], "hf_id": hf_id}
+    if gpu_model:
+        config["resources"] = {**config["resources"], "gpu_model": gpu_model}
+    if precision_override:
+        config["precision_override"] = precision_override
+    return config
+
+
+@pytest.mark.parametrize(("path", "change"), [w[1:] for w in WALKS], ids=[w[0] for w in WALKS])
+def test_the_plan_prices_every_configured_cell_in_the_mode_the_trainer_runs(
+    path, change, fetch_backbone, monkeypatch
+):
+    grid = cl_config.Grid(_variant(path, **change))
+    _card(monkeypatch, NATIVE_BF16[grid.compute.get("gpu_model")])
+    modes: dict[str, int] = {}
     for cell in grid.cells:
         work = flops.cell_work(grid, cell)
         priced = "padding-free" if work.padding_free else "graph" if work.graphed else "eager"
-        assert priced == _trainer_mode(grid, cell, tmp_path), cell
+        if work.track == "sentence":
+            priced = f"{priced} {work.precision}"
+            trained = _trainer_mode(grid, cell, fetch_backbone(grid, cell.backbone))
+        else:
+            trained = _trainer_mode(grid, cell, None)
+        assert priced == trained, cell
         modes[priced] = modes.get(priced, 0) + 1
     assert sum(modes.values()) == len(grid.cells) > 0
 

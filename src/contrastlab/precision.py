@@ -2,9 +2,9 @@
 and the fp32 switches of PyTorch's CUDA backends.
 
 The runtime resolves a cell's choice on the device it trains on
-(:func:`contrastlab.training.runtime.resolve_precision`); the plan resolves it on the GPU its
-calibration describes (native bf16, :mod:`contrastlab.cost.flops`); the schema's enums list the same
-choices (tested).
+(:func:`contrastlab.training.runtime.resolve_precision`); the plan resolves it on the card it prices, with
+or without native bf16 (:func:`contrastlab.cost.cards.native_bf16`, :mod:`contrastlab.cost.flops`); the
+schema's enums list the same choices (tested).
 
 Training (:class:`contrastlab.training.runtime.Precision`) turns TF32 on for the steps of a ``tf32`` run
 only; everything that measures (SentEval encoding, image features and spectra) runs under
@@ -46,11 +46,19 @@ def resolve(requested: str, *, cuda: bool, native_bf16: bool) -> str:
     return requested
 
 
-#: What each choice runs as on a CUDA GPU with native bf16 (the H100 and H200 the plan prices for),
-#: by :func:`resolve`: the plan reads it as a table (``contrastlab.cost.flops``).
-ON_A_BF16_GPU: Mapping[str, str] = MappingProxyType(
-    {choice: resolve(choice, cuda=True, native_bf16=True) for choice in CHOICES}
+#: What each choice runs as on a CUDA GPU, by whether the card computes bf16 natively (True: an A100,
+#: H100 or H200; False: a V100 or P100), by :func:`resolve`: the plan reads it as a table
+#: (``contrastlab.cost.flops``).
+ON_CUDA: Mapping[bool, Mapping[str, str]] = MappingProxyType(
+    {
+        native: MappingProxyType(
+            {choice: resolve(choice, cuda=True, native_bf16=native) for choice in CHOICES}
+        )
+        for native in (True, False)
+    }
 )
+#: What each choice runs as on a CUDA GPU with native bf16.
+ON_A_BF16_GPU = ON_CUDA[True]
 
 
 def set_fp32_mode(mode: str) -> None:

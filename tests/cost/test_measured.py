@@ -286,3 +286,59 @@ def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
     assert "calibration: the shipped H200 file" in section and "### Projected, per rule" in section
     assert "| train_vision |" in section and "| encode_pretrained |" in section
     assert "| evaluate_pretrained |" not in section  # the CPU probe jobs are not GPU time
+
+
+def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
+    """Issue 75 item 1: a training log's end record with its phases gives one row: how the job started,
+    each phase, and the start-up outside its work (total 43 − steps 3.9 − dev 1.7 − snapshots 0.4 −
+    writes 1.0 = 36.0 s, the H200's figure before issue 75), beside Snakemake's wall time."""
+    from contrastlab.cost.measured import per_training_job
+
+    r = tmp_path / "results"
+    cell = "gpu_check/bert-base-random/bf16/seed42"
+    train_log(r, cell, "cuda", 2.5)
+    log = r / "checkpoints" / cell / "train_log.jsonl"
+    phases = {
+        "interpreter_s": 10.5,
+        "imports_s": 9.0,
+        "cuda_init_s": 2.0,
+        "data_s": 3.0,
+        "model_load_s": 5.0,
+        "setup_s": 1.5,
+        "dev_s": 1.7,
+        "first_step_s": 5.0,
+        "snapshots_s": 0.4,
+        "steps_s": 3.9,
+        "writes_s": 1.0,
+        "total_s": 43.0,
+    }
+    start = {"warm": False, "why_cold": "starter refused: CUDA driver loaded by imports"}
+    end = {"event": "end", "steps": 300, "peak_gpu_memory_gib": 2.5, "phases": phases, "start": start}
+    log.write_text(log.read_text() + json.dumps(end) + "\n")
+    bench(r, f"train/{cell}.tsv", (45.2, "3000"))
+    bench(r, "train/nie2023/bert-base/cl/seed42.tsv", (100.0, "3000"))  # a log without phases: no row
+    train_log(r, "nie2023/bert-base/cl/seed42", "cpu", None)
+    rows = per_training_job(read_job_costs(r))
+    assert rows == [
+        {
+            "job": f"train {cell}",
+            "start": "cold (starter refused: CUDA driver loaded by imports)",
+            "interpreter": "10.5",
+            "imports": "9.0",
+            "CUDA": "2.0",
+            "data": "3.0",
+            "model": "5.0",
+            "setup": "1.5",
+            "1st step": "5.0",
+            "steps": "3.9",
+            "dev": "1.7",
+            "snapshots": "0.4",
+            "writes": "1.0",
+            "total": "43.0",
+            "outside": "36.0",
+            "job wall": "45.2",
+        }
+    ]
+    lines = cost_lines(r)
+    assert "### Where the training jobs' time went" in lines
+    assert any(line.startswith(f"| train {cell} | cold (starter refused") for line in lines)

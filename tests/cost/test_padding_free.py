@@ -9,9 +9,9 @@ import json
 import pytest
 
 from contrastlab import config as cl_config
+from contrastlab.cost import backbones, plan, tokens
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
-from contrastlab.cost import plan, tokens
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import resolve
 
@@ -36,8 +36,8 @@ NIE = cl_config.Cell("nie2023", "bert-base", "cl", 42)
 MACL = cl_config.Cell("macl", "bert-base", "simcse", 42)
 
 
-def _bert_base() -> cl_flops.Transformer:
-    return cl_flops._transformer(*cl_flops.KNOWN_ARCHITECTURES["bert-base-uncased"], "test", "bert")
+def _bert_base() -> backbones.Transformer:
+    return backbones._transformer(*backbones.KNOWN_ARCHITECTURES["bert-base-uncased"], "test", "bert")
 
 
 def _work(cell: cl_config.Cell, **settings) -> cl_flops.CellWork:

@@ -91,6 +91,14 @@ def test_demo_produces_tables_and_report(finished_demo):
     # MTEB's evaluator on each cell (mteb.enabled in the demo): MTEB's results and the bridge table
     assert len(list((results / "mteb/nie2023/tiny-bert/cl/seed42/results").glob("*/*/STS12.json"))) == 1
     assert "## SentEval protocol and MTEB on the same checkpoints" in report
+    # issue 75 item 1: every training job's phases, and how it started, in the cost section
+    cost = report[report.index("### Where the training jobs' time went") :]
+    rows = [line for line in cost.splitlines() if line.startswith(("| train ", "| train_vision "))]
+    trained = list((results / "checkpoints").glob("*/*/*/seed*/train_log.jsonl"))
+    assert len(rows) == len(trained) > 0
+    assert all(row.split(" | ")[1].startswith(("warm", "cold (")) for row in rows), rows
+    encoded = metrics["encoding"]  # the encoding job's own phases, from its process's start
+    assert {"interpreter_s", "encode_s", "total_s"} <= set(encoded["phases"]) and "warm" in encoded["start"]
 
 
 def test_every_cell_has_its_model_card_and_its_checkpoint_loads_in_sentence_transformers(finished_demo):

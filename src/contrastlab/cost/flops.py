@@ -5,18 +5,22 @@ FLOPs (the usual 2 per multiply-add; attention's score FLOPs, under 1% at 32 tok
 left out):
 
 - sentence training: ``6 × N × tokens`` per step (forward 2, backward 4; Kaplan et al. 2020), N the
-  backbone's non-embedding parameters (:func:`transformer_parameters`), tokens = batch_size × 2 dropout
-  views × ``max_length`` (32, SimCSE's truncation: only 27% of wiki1m's sentences reach it, 22 tokens
-  on average, but every shuffled batch of 64 of the first 11,914 lines holds one that does, so dynamic
-  padding pads each batch to 32 and the padding is computed too). Steps = ⌊sentences / batch_size⌋ ×
-  epochs (or ``max_steps``); sentences: the corpus (1,000,000 for wiki1m, the fixture's size for the
-  demo, a user corpus's lines) less a held-out probe.
+  backbone's non-embedding parameters (:func:`~contrastlab.cost.backbones.transformer_parameters`),
+  tokens = batch_size × 2 dropout views × ``max_length`` (32, SimCSE's truncation: only 27% of wiki1m's
+  sentences reach it, 22 tokens on average, but every shuffled batch of 64 of the first 11,914 lines
+  holds one that does, so dynamic padding pads each batch to 32 and the padding is computed too).
+  Steps = ⌊sentences / batch_size⌋ × epochs (or ``max_steps``); sentences: the corpus (1,000,000 for
+  wiki1m, the fixture's size for the demo, a user corpus's lines) less a held-out probe.
 - a padding-free step (``padding_free``, :func:`padding_free_for`; issue 55): the linear layers run on
   the real tokens only (wiki1m's token profile, :mod:`contrastlab.cost.tokens`: 21.9 of 32), attention's
   score products still at the padded width; its step is priced at the padded step's FLOPs ×
   :func:`padding_free_fraction` (the two full counts, attention included, :func:`sentence_step_flops`),
   so the rate a padded step measured still applies (:func:`contrastlab.cost.calibration.step_seconds`
-  adds the gather/scatter, or takes a measured ratio instead).
+  adds the gather/scatter, or takes a measured ratio instead). Whether a step is padding-free, a graph
+  or eager is the trainer's rule (:func:`sentence_mode`, :func:`vision_mode`), asked with what the
+  trainer will see: the backbone's model type (:mod:`contrastlab.cost.backbones`) and the precision the
+  cell resolves to on the priced card (``resources.gpu_model``: without native bf16, ``auto`` is fp32;
+  :func:`contrastlab.cost.cards.native_bf16`).
 - dev evaluations (forward only, ``2 × N × tokens``) at step 0, every ``eval_every`` steps and the
   last: the STS-B dev sentences (:data:`STSB_DEV_TOKENS`); the analysis probe when ``analysis_every``
   is set: two views of ``analysis_sentences`` corpus sentences (32 tokens) and of as many dev
@@ -37,8 +41,6 @@ backward keeps), the images kept on the device, and 1 GiB of CUDA context and al
 from __future__ import annotations
 
 import functools
-import importlib.util
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,9 +48,12 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
+from contrastlab.cost import cards
+from contrastlab.cost.backbones import KNOWN_ARCHITECTURES as KNOWN_ARCHITECTURES  # benchmarks/ read it here
+from contrastlab.cost.backbones import Transformer, backbone_transformer
 from contrastlab.cost.tokens import profile_real_tokens
 from contrastlab.families import DEV_BATCH_SIZE, RESNETS, step_mode
-from contrastlab.precision import ACTIVATION_BYTES, ON_A_BF16_GPU
+from contrastlab.precision import ACTIVATION_BYTES, ON_CUDA
 
 #: The plan's precision choice "as each cell is configured".
 AS_CONFIGURED = "config"
@@ -109,16 +114,6 @@ DATASET_IMAGES = {"cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000), "di
 NATIVE_SIZE = {"digits": 16, "cifar10": 32, "cifar100": 32}
 
 
-#: Hugging Face configs (config.json on the hub) of the backbones config.yaml names: hidden size, layers,
-#: intermediate size, attention heads, vocabulary, positions, token types.
-KNOWN_ARCHITECTURES = {
-    "bert-base-uncased": (768, 12, 3072, 12, 30522, 512, 2),
-    "bert-large-uncased": (1024, 24, 4096, 16, 30522, 512, 2),
-    "roberta-base": (768, 12, 3072, 12, 50265, 514, 1),
-    "roberta-large": (1024, 24, 4096, 16, 50265, 514, 1),
-}
-
-
 #: Host-launched kernels (non-view ATen ops, counted on the CPU with a ``TorchDispatchMode``;
 #: tests/cost/test_plan.py recounts the first three on the project's code) of an eager image step:
 #: one :class:`~contrastlab.training.augment.SimCLRAugment` call without blur (a fixed count, whatever
@@ -155,21 +150,6 @@ GIB = 2**30
 
 
 # ---------------------------------------------------------------------------------------------- models
-@dataclass(frozen=True)
-class Transformer:
-    """A BERT-like encoder's shape and parameter counts (``non_embedding`` feeds the FLOPs)."""
-
-    hidden: int
-    layers: int
-    intermediate: int
-    heads: int
-    non_embedding: int
-    total: int
-    source: str
-    #: ``config.model_type`` (``bert``, ``roberta``, ...); "" where the config does not say
-    model_type: str = ""
-
-
 def training_step_flops(non_embedding: int, sentences: int, length: int) -> float:
     """``6 · N · tokens``: the matmul FLOPs of one training step's forward (2) and backward (4) passes
     (Kaplan et al. 2020) over ``sentences`` sentences seen twice (two dropout views) at ``length``
@@ -209,96 +189,20 @@ def padding_free_fraction(model: Transformer, width: int, real: float) -> float:
     return sentence_step_flops(model, 1, width, real) / sentence_step_flops(model, 1, width, width)
 
 
-def padding_free_for(settings: Mapping[str, Any], model_type: str) -> bool:
+def padding_free_for(settings: Mapping[str, Any], model_type: str, native_bf16: bool = True) -> bool:
     """Whether a sentence cell with these (resolved) ``settings`` and a backbone of ``model_type``
-    trains padding-free on the plan's CUDA GPU (:func:`sentence_mode`)."""
-    return sentence_mode(settings, model_type).padding_free
+    trains padding-free on the plan's CUDA GPU, with (or without) ``native_bf16`` (:func:`sentence_mode`)."""
+    return sentence_mode(settings, model_type, native_bf16).padding_free
 
 
-def sentence_mode(settings: Mapping[str, Any], model_type: str):
+def sentence_mode(settings: Mapping[str, Any], model_type: str, native_bf16: bool = True):
     """The step mode (:func:`contrastlab.families.step_mode`, the trainer's own rule) of a sentence cell
-    with these (resolved) ``settings`` and a backbone of ``model_type`` on the plan's CUDA GPU, at the
-    precision the cell runs as there (:data:`~contrastlab.precision.ON_A_BF16_GPU`; ``auto``: bf16)."""
-    precision = ON_A_BF16_GPU[settings.get("precision") or "auto"]
+    with these (resolved) ``settings`` and a backbone of ``model_type`` on the plan's CUDA GPU, with (or
+    without) ``native_bf16``, at the precision the cell runs as there (:func:`_resolved`)."""
+    precision = _resolved(settings.get("precision"), native_bf16)
     return step_mode(
         settings, track="sentence", device_type="cuda", precision=precision, model_type=model_type
     )
-
-
-def transformer_parameters(
-    hidden: int, layers: int, intermediate: int, vocab: int, positions: int, token_types: int
-) -> tuple[int, int]:
-    """``(non-embedding, total)`` parameters of a BERT/RoBERTa encoder with its pooler.
-
-    Per layer: Q, K, V and output projections ``4h² + 4h``, the feed-forward ``2hi + i + h``, two
-    LayerNorms ``4h``; embeddings ``(vocab + positions + token_types)·h + 2h``; pooler ``h² + h``.
-
-    >>> transformer_parameters(768, 12, 3072, 30522, 512, 2)  # bert-base-uncased: 109.48M in all
-    (85054464, 109482240)
-    """
-    per_layer = 4 * hidden * hidden + 4 * hidden + 2 * hidden * intermediate + intermediate + 5 * hidden
-    non_embedding = layers * per_layer
-    embeddings = (vocab + positions + token_types) * hidden + 2 * hidden
-    return non_embedding, non_embedding + embeddings + hidden * hidden + hidden
-
-
-def _transformer(
-    hidden, layers, intermediate, heads, vocab, positions, types, source, model_type=""
-) -> Transformer:
-    non_embedding, total = transformer_parameters(hidden, layers, intermediate, vocab, positions, types)
-    return Transformer(hidden, layers, intermediate, heads, non_embedding, total, source, model_type)
-
-
-def _from_hf_config(path: Path) -> Transformer:
-    c = json.loads(path.read_text())
-    return _transformer(
-        c["hidden_size"],
-        c["num_hidden_layers"],
-        c["intermediate_size"],
-        c.get("num_attention_heads", 12),
-        c.get("vocab_size", 30522),
-        c.get("max_position_embeddings", 512),
-        c.get("type_vocab_size", 2),
-        str(path),
-        str(c.get("model_type") or ""),
-    )
-
-
-def backbone_transformer(grid: cl_config.Grid, alias: str) -> Transformer:
-    """The architecture of a sentence backbone, from its config and never by downloading: a known
-    Hugging Face id (:data:`KNOWN_ARCHITECTURES`), a materialised or local ``config.json``, a package's
-    ``model/config.json``, a ``random`` BertConfig (BertConfig's defaults for keys it leaves out), or,
-    failing all, ``params_millions`` taken as the non-embedding count."""
-    spec = grid.backbone(alias)
-    candidates = [Path(grid.resources.backbone_dir(alias), "config.json")]
-    if "path" in spec:
-        candidates.insert(0, Path(spec["path"], "config.json"))
-    if "package" in spec:
-        found = importlib.util.find_spec(spec["package"])
-        for location in (found.submodule_search_locations or []) if found else []:
-            candidates.insert(0, Path(location, "model", "config.json"))
-    if spec.get("hf_id") in KNOWN_ARCHITECTURES:
-        hf_id = spec["hf_id"]
-        return _transformer(*KNOWN_ARCHITECTURES[hf_id], f"{hf_id}'s config", hf_id.split("-")[0])
-    if "random" in spec:
-        r = spec["random"]
-        return _transformer(
-            r.get("hidden_size", 768),
-            r.get("num_hidden_layers", 12),
-            r.get("intermediate_size", 3072),
-            r.get("num_attention_heads", 12),
-            r.get("vocab_size", 30522),
-            r.get("max_position_embeddings", 512),
-            r.get("type_vocab_size", 2),
-            "its random BertConfig",
-            "bert",
-        )
-    for candidate in candidates:
-        if candidate.is_file():
-            return _from_hf_config(candidate)
-    millions = float(spec.get("params_millions", 110))
-    n = int(millions * 1e6)
-    return Transformer(768, 12, 3072, 12, n, n, "params_millions (no architecture known)")
 
 
 @dataclass(frozen=True)
@@ -441,10 +345,17 @@ def _schedule_points(steps: int, every: int | None) -> int:
     return 1 + steps // every + (1 if steps % every else 0)
 
 
-def _resolved(precision: str | None) -> str:
-    """The cell's precision on the GPU the calibration describes (an H100-class GPU: CUDA, native bf16),
-    by the runtime's own rule (:data:`contrastlab.precision.ON_A_BF16_GPU`)."""
-    return ON_A_BF16_GPU[precision or "auto"]
+def _resolved(precision: str | None, native_bf16: bool = True) -> str:
+    """The cell's precision on the plan's CUDA GPU, a card with (or without) ``native_bf16``
+    (:func:`contrastlab.cost.cards.native_bf16`), by the runtime's own rule
+    (:data:`contrastlab.precision.ON_CUDA`: ``auto`` is bf16 on a card with native bf16, else fp32)."""
+    return ON_CUDA[native_bf16][precision or "auto"]
+
+
+def _card_bf16(grid: cl_config.Grid) -> bool:
+    """Whether the card the plan prices ``grid``'s cells on (``resources.gpu_model``; null: the default
+    card) computes bf16 natively (:func:`contrastlab.cost.cards.native_bf16`)."""
+    return cards.native_bf16(grid.compute.get("gpu_model"))
 
 
 def _corpus_sentences(grid: cl_config.Grid) -> int:
@@ -525,7 +436,8 @@ def _sentence_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, A
     if s.get("max_steps"):
         steps = min(steps, int(s["max_steps"]))
     padded_step_flops = training_step_flops(n, batch, length)
-    mode = sentence_mode(s, model.model_type)
+    bf16 = _card_bf16(grid)
+    mode = sentence_mode(s, model.model_type, bf16)
     padding_free = mode.padding_free
     profile = token_profile(grid)
     real = profile_real_tokens(length) if profile else float(length)
@@ -537,7 +449,7 @@ def _sentence_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, A
     dev_flops = dev_points * 2.0 * n * STSB_DEV_TOKENS
     dev_probe = min(probe, STSB_DEV_SENTENCES) * STSB_DEV_TOKENS / STSB_DEV_SENTENCES
     analysis_flops = _schedule_points(steps, analysis_every) * 2.0 * n * 2 * (probe * length + dev_probe)
-    precision = _resolved(s.get("precision"))
+    precision = _resolved(s.get("precision"), bf16)
     grad_accum = int(s.get("grad_accum", 1))
     dev_batch = int(mode.dev_batch)
     # Korthikanti et al. 2022, Eq. 2: s·b·h·(34 + 5·a·s/h) bytes per layer with 16-bit activations.
@@ -591,10 +503,11 @@ def _probe_steps(evaluation: Mapping[str, Any], n_images: int) -> int:
     return steps
 
 
-def vision_mode(settings: Mapping[str, Any], n_train: int):
+def vision_mode(settings: Mapping[str, Any], n_train: int, native_bf16: bool = True):
     """The step mode (:func:`contrastlab.families.step_mode`, the trainer's own rule) of an image cell
-    with these (resolved) ``settings`` training on ``n_train`` images on the plan's CUDA GPU."""
-    precision = _resolved(settings.get("precision"))
+    with these (resolved) ``settings`` training on ``n_train`` images on the plan's CUDA GPU, with (or
+    without) ``native_bf16``."""
+    precision = _resolved(settings.get("precision"), native_bf16)
     return step_mode(settings, track="vision", device_type="cuda", precision=precision, n_images=n_train)
 
 
@@ -624,7 +537,8 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
         images += 2 * min(int(s.get("oar_batch_size") or batch), int(s["oar_fraction"] * n_images))
         passes = 2
     step_flops = 3 * 2.0 * fwd.macs * images
-    precision = _resolved(s.get("precision"))
+    bf16 = _card_bf16(grid)
+    precision = _resolved(s.get("precision"), bf16)
     # Launches: the augmentation calls (two per pass, one with augment_calls: one), the encoder's
     # forward and backward per pass, the head, loss and optimiser once.
     per_call = AUGMENT_LAUNCHES + (BLUR_LAUNCHES if float(s.get("blur_p") or 0) > 0 else 0)
@@ -661,6 +575,6 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
         dev_launches=dev_launches,
         rates="vision_large" if size >= LARGE_IMAGE_PX else "vision",
         # the trainer's captured step (training.vision_capture) launches nothing from the host per step
-        graphed=vision_mode(s, n_train).graph,
+        graphed=vision_mode(s, n_train, bf16).graph,
         step_images=images,
     )

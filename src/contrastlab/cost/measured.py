@@ -32,12 +32,14 @@ Example (a training job, its encoding and its probes, on the CPU)::
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from contrastlab.config import paper_of
 from contrastlab.paths import Results
@@ -61,6 +63,8 @@ class JobCost:
     max_rss_mb: float | None
     gpu_hours: float | None = None
     peak_gpu_gib: float | None = None
+    phases: Mapping[str, float] | None = None  # a training job's (contrastlab.training.phases)
+    start: Mapping[str, Any] | None = None  # warm or cold, and why (contrastlab.workflow.warm)
 
 
 def _number(text: str | None) -> float | None:
@@ -103,14 +107,15 @@ def _warm_rss(benchmark: str | os.PathLike) -> float | None:
     return rss if -5 <= age <= 60 else None
 
 
-def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | None]:
-    """``(device, peak GPU memory in GiB)`` from a training log: the ``device`` of its ``start`` event
-    and the ``peak_gpu_memory_gib`` of its last ``end`` event (``None`` where absent)."""
-    device = peak = None
+def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | None, dict | None]:
+    """``(device, peak GPU memory in GiB, the end's record)`` from a training log: the ``device`` of its
+    ``start`` event, and the ``peak_gpu_memory_gib`` and whole record of its last ``end`` event (whose
+    ``phases`` and ``start`` say where the job's time went; ``None`` where absent)."""
+    device = peak = end = None
     try:
         lines = Path(log_path).read_text(encoding="utf-8").splitlines()
     except OSError:
-        return None, None
+        return None, None, None
     for line in lines:
         try:
             event = json.loads(line)
@@ -119,8 +124,8 @@ def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | No
         if event.get("event") == "start":
             device = event.get("device")
         elif event.get("event") == "end":
-            peak = event.get("peak_gpu_memory_gib")
-    return device, peak
+            peak, end = event.get("peak_gpu_memory_gib"), event
+    return device, peak, end
 
 
 def metrics_device(metrics_path: str | os.PathLike) -> str | None:
@@ -163,10 +168,10 @@ def _job(results: Results, parts: Sequence[str], seconds: float, rss: float | No
     rule, place = parts[0], "/".join(parts[1:])
     if not place:  # a figure's job: oar_synthetic, figure_analytic_<paper>
         return JobCost(rule, paper_of(rule.removeprefix("figure_analytic_")), "", seconds, rss)
-    device = peak = None
+    device = peak = end = None
     record = _DEVICE_RECORD.get(rule)
     if record == "log":
-        device, peak = training_device(results.checkpoint(place, "train_log.jsonl"))
+        device, peak, end = training_device(results.checkpoint(place, "train_log.jsonl"))
     elif record is not None:
         metrics = results.metrics(place, record)
         # The image probes run on the CPU; a vision.json without `encoding` predates that split: its one
@@ -175,7 +180,9 @@ def _job(results: Results, parts: Sequence[str], seconds: float, rss: float | No
             device = metrics_device(metrics)
     gpu_hours = _gpu_hours_if(device, seconds)
     peak = peak if gpu_hours is not None else None
-    return JobCost(rule, paper_of(parts[1]), place, seconds, rss, gpu_hours=gpu_hours, peak_gpu_gib=peak)
+    phases = (end or {}).get("phases")
+    job = JobCost(rule, paper_of(parts[1]), place, seconds, rss, gpu_hours=gpu_hours, peak_gpu_gib=peak)
+    return dataclasses.replace(job, phases=phases, start=(end or {}).get("start")) if phases else job
 
 
 def _json(path: str) -> dict:
@@ -386,4 +393,62 @@ def cost_lines(
         ("Per cell", per_cell(jobs, projected)),
     ):
         lines += [f"### {title}", ""] + markdown_table(rows, numeric_after_first=True) + [""]
+    phases = per_training_job(jobs)
+    if phases:
+        lines += ["### Where the training jobs' time went", "", PHASES_NOTE, ""]
+        lines += markdown_table(phases, numeric_after_first=True) + [""]
     return lines
+
+
+#: A training job's phases (contrastlab.training.phases), in their order, by the column that shows them.
+PHASE_COLUMNS = {
+    "interpreter": "interpreter_s",
+    "imports": "imports_s",
+    "CUDA": "cuda_init_s",
+    "data": "data_s",
+    "model": "model_load_s",
+    "setup": "setup_s",
+    "1st step": "first_step_s",
+    "steps": "steps_s",
+    "dev": "dev_s",
+    "snapshots": "snapshots_s",
+    "writes": "writes_s",
+    "total": "total_s",
+}
+#: The phases that are the job's work; the rest of its total is start-up (issue 75: at most 5 s on a GPU).
+WORK_PHASES = ("steps_s", "dev_s", "snapshots_s", "writes_s")
+PHASES_NOTE = (
+    "Seconds of each phase from the job's process start, as its training log's end record says "
+    "(`contrastlab.training.phases`): the interpreter and Snakemake's preamble (and any wait for a warm "
+    "starter), the script's imports, CUDA's start, the tokenised corpus or images, the model, the dev set "
+    "and snapshot, the first step (a capture or compilation included), the other steps, dev evaluations, "
+    "what snapshots cost the loop, the best checkpoint's write. *outside*: the total less steps, dev, "
+    "snapshots and writes; *job*: Snakemake's wall time of the job."
+)
+
+
+def _start(start: Mapping[str, Any] | None) -> str:
+    if not start:
+        return NONE
+    return "warm" if start.get("warm") else f"cold ({start.get('why_cold') or 'why unknown'})"
+
+
+def per_training_job(jobs: Sequence[JobCost]) -> list[dict[str, str]]:
+    """One row per training job that recorded its phases: how it started (warm, or cold and why), each
+    phase's seconds (:data:`PHASE_COLUMNS`; "—" for one it did not record), the part of its total
+    outside its work (:data:`WORK_PHASES`) and Snakemake's wall time of the job."""
+    rows = []
+    for job in (j for j in jobs if j.phases):
+        phases = job.phases or {}
+        seconds = {name: phases.get(key) for name, key in PHASE_COLUMNS.items()}
+        outside = phases.get("total_s", 0.0) - sum(phases.get(key, 0.0) for key in WORK_PHASES)
+        rows.append(
+            {
+                "job": f"{job.rule} {job.cell}",
+                "start": _start(job.start),
+                **{name: NONE if value is None else f"{value:.1f}" for name, value in seconds.items()},
+                "outside": f"{outside:.1f}",
+                "job wall": f"{job.seconds:.1f}",
+            }
+        )
+    return rows

@@ -4,7 +4,7 @@ IEEE fp32, the fp32 floor and the makespan on one 8-GPU node (``make plan``; doc
 - IEEE-fp32 share: the GPU-hours (as configured) of the cells that train in IEEE fp32, their training
   and encoding jobs, of the bill's total (as gpu-plan.md §1 counts it: 192.1 of 214.1 GPU-h = 90%).
 - fp32 floor: those cells' training-step FLOPs at the card's full fp32 data-sheet peak
-  (:data:`~contrastlab.cost.calibration.GPU_PEAKS`; 67 TFLOP/s on an H100 or H200): what the steps would
+  (:data:`~contrastlab.cost.cards.GPU_PEAKS`; 67 TFLOP/s on an H100 or H200): what the steps would
   need even at 100% of the SIMT units, which no step reaches (the H200 measured 56% for BERT-base and
   45% for OAR's ResNet-18, gpu-measured.md). Below it the bill cannot go by speed, only by less fp32
   work or another precision (gpu-plan.md §1: ≈ 86 h for config.yaml).
@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contrastlab.cost.calibration import GPU_PEAKS, SIDE_BY_SIDE, Calibration
+from contrastlab.cost.calibration import SIDE_BY_SIDE, Calibration
+from contrastlab.cost.cards import GPU_PEAKS
 from contrastlab.cost.flops import AS_CONFIGURED, CellWork
 from contrastlab.cost.schedule import plan_jobs, simulate
 
