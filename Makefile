@@ -68,7 +68,7 @@ lock: install            ## CONFIG's data and backbone steps only (downloads, ch
 	$(SNAKEMAKE) --configfile "$$CONFIG" --cores 2 --until senteval_data corpus image_data fetch_backbone
 	@$(BIN)/python -m contrastlab.artifacts "$$($(BIN)/python -c 'import sys; from contrastlab.config import load; print(load(sys.argv[1])["artifacts_lock"])' "$$CONFIG")"
 
-gpu-check: install      ## the GPU path in ~8 minutes on one GPU: results/gpu-check/report.md, calibration.json
+gpu-check: install      ## the GPU path in ~7 minutes on one GPU: results/gpu-check/report.md, calibration.json
 	$(BIN)/python scripts/gpu_check.py
 
 gpu-bench: install      ## a new GPU in ~9 minutes, no Snakemake: results/gpu-bench/gpu_bench.{md,json}

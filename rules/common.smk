@@ -287,7 +287,28 @@ def runtime(kind, rule=None):
 def get_gpu_share(wildcards):
     """Training jobs that may share this training job's GPU (resources.gpu_share; 1: a GPU of its own):
     contrastlab.cost.packing.job_share, read by the job's GPU claim (contrastlab.workflow.gpus)."""
-    return cl_packing.job_share(GRID, cell_of(wildcards), plan_calibration, search_point_of(wildcards))
+    return _job_share(wildcards.experiment, wildcards.backbone, wildcards.method, wildcards.seed)
+
+
+@functools.cache
+def _job_share(experiment, backbone, method, seed):
+    # asked three times per training job (its gpu_share, group and pack_slots)
+    key = (experiment, backbone, method, seed)
+    return cl_packing.job_share(GRID, CELL_INDEX[key], plan_calibration, SEARCH_INDEX.get(key))
+
+
+def get_gpu_pack(wildcards):
+    """The job group of a training job that shares its GPU (gpu_pack2, gpu_pack4: the SLURM profiles'
+    group-components put that many in one GPU allocation); None for a GPU of its own. Snakemake ignores
+    groups in a local run, where the GPU slot locks pack the jobs (contrastlab.workflow.gpus)."""
+    return cl_packing.pack_group(get_gpu_share(wildcards))
+
+
+def get_pack_slots(wildcards):
+    """1 for a training job in a pack, else 0: the SLURM profiles give a group job one pack slot
+    (resources: pack_slots: 1), so that its packed jobs, which run there one after another, are priced
+    as such (one job's GPU, CPUs and memory; the sum of their runtimes)."""
+    return int(get_gpu_share(wildcards) > 1)
 
 
 def place_of(wildcards):

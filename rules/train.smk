@@ -24,9 +24,12 @@ rule train:
     wildcard_constraints:
         experiment=SENTENCE_EXPERIMENTS,
     threads: THREADS
+    group:
+        get_gpu_pack  # SLURM: a pack's jobs in one GPU allocation (profiles/slurm's group-components)
     resources:
         gpu=GPU,
         gpu_share=get_gpu_share,
+        pack_slots=get_pack_slots,
         mem_mb=mem_mb("train"),
         runtime=runtime("train", "train"),
     conda:

@@ -39,9 +39,12 @@ rule train_vision:
     wildcard_constraints:
         experiment=VISION_EXPERIMENTS,
     threads: THREADS
+    group:
+        get_gpu_pack  # SLURM: a pack's jobs in one GPU allocation (profiles/slurm's group-components)
     resources:
         gpu=GPU,
         gpu_share=get_gpu_share,
+        pack_slots=get_pack_slots,
         mem_mb=mem_mb("train"),
         runtime=runtime("vision_train", "train_vision"),
     conda:

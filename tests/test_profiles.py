@@ -12,6 +12,7 @@ import pytest
 from snakemake.cli import parse_args
 from snakemake.settings.enums import RerunTrigger
 
+from contrastlab.cost import packing as cl_packing
 from contrastlab.paths import REPO_ROOT
 
 PROFILES = REPO_ROOT / "profiles"
@@ -67,8 +68,10 @@ def test_a_slurm_workflow_profile_replaces_the_default(snakemake_args, profile):
         == f"Using workflow specific profile profiles/{profile} for setting default command line arguments."
     )
     assert args.executor == "slurm" and args.jobs == 100
-    assert set(args.resources) == {"probe_slots"} and args.resources["probe_slots"].value == 4
-    assert args.group_components == {"senteval_probes": 20}
+    assert {name: r.value for name, r in args.resources.items()} == {"probe_slots": 4, "pack_slots": 1}
+    # the SentEval probes 20 to a SLURM job; training jobs that share a GPU as many as share it
+    assert args.group_components == {"senteval_probes": 20, "gpu_pack2": 2, "gpu_pack4": 4}
+    assert {f"gpu_pack{n}" for n in (2, 4)} == {cl_packing.pack_group(n) for n in (2, 4)}
     assert args.rerun_triggers == TRIGGERS and args.keep_going and args.rerun_incomplete
     assert args.cores is None  # not the default profile's `cores: all`
 

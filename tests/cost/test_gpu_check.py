@@ -1,21 +1,26 @@
-"""make gpu-check's figures (contrastlab.cost.gpu_check): FLOPs at the tokens that ran, rates without the
-warm-up interval, the dev-evaluation overhead scaled to STS-B dev, and the packing rows and speed-ups
-written to the report and the calibration make plan reads."""
+"""make gpu-check's figures (contrastlab.cost.gpu_report, contrastlab.cost.gpu_check): FLOPs at the tokens
+that ran, rates without the warm-up interval, the dev-evaluation overhead without each process's first
+evaluation, start-up and snapshots measured from the jobs, the actual-against-plan table, the packing
+rows (with and without MPS) and a calibration make plan reads after any part of the check."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
 
 from contrastlab.cost import calibration as cl_calibration
-from contrastlab.cost import gpu_check as G
+from contrastlab.cost import gpu_check
+from contrastlab.cost import gpu_report as R
 from contrastlab.cost.flops import STSB_DEV_SENTENCES
 from contrastlab.paths import Results
 
 #: The plan's FLOPs of one step: 6 · N · batch 64 · 2 views · 32 tokens, N = 85,054,464 (BERT-base).
 PLAN_STEP_FLOPS = 6 * 85_054_464 * 64 * 2 * 32
+ENV = {"device": "NVIDIA H100 80GB HBM3", "date": "today", "gpu_memory_gib": 79.2}
 
 
 def _summary(**timings) -> dict:
@@ -25,7 +30,7 @@ def _summary(**timings) -> dict:
         "precision": "fp32",
         "device_name": "NVIDIA H100 80GB HBM3",
         "settings": {"max_length": 32},
-        "evals": [{}, {}, {}, {}],
+        "evals": [{"step": s} for s in (0, 25, 50, 100)],
         "timings": {**base, **timings},
     }
 
@@ -33,57 +38,267 @@ def _summary(**timings) -> dict:
 def test_sentence_flops_count_the_padded_tokens_that_ran_not_max_length():
     # 100 steps of 64 sentences, batches padded to 21 tokens on average (the fixture's), not 32
     summary = _summary(sentences=6_400, padded_tokens=6_400 * 21)
-    row = G.cell_row(summary, PLAN_STEP_FLOPS, "sentence fp32", "sentence")
+    row = R.cell_row(summary, PLAN_STEP_FLOPS, "sentence fp32", "sentence")
     assert row["step_flops"] == pytest.approx(PLAN_STEP_FLOPS * 21 / 32)
     assert row["tflops_per_s"] == pytest.approx(PLAN_STEP_FLOPS * 21 / 32 * 10.0 / 1e12)  # 100 steps / 10 s
-    vision = G.cell_row(_summary(sentences=6_400, padded_tokens=1), 1e12, "vision oar", "vision")
+    vision = R.cell_row(_summary(sentences=6_400, padded_tokens=1), 1e12, "vision oar", "vision")
     assert vision["step_flops"] == 1e12  # images: no token count
 
 
 def test_a_padding_free_cell_counts_the_real_tokens_that_ran():
     summary = _summary(sentences=6_400, padded_tokens=6_400 * 30, real_tokens=6_400 * 21)
     summary["settings"]["padding_free"] = True
-    row = G.cell_row(summary, PLAN_STEP_FLOPS, "sentence fp32", "sentence")
+    row = R.cell_row(summary, PLAN_STEP_FLOPS, "sentence fp32", "sentence")
     assert row["step_flops"] == pytest.approx(PLAN_STEP_FLOPS * 21 / 32)
     summary["settings"]["padding_free"] = False  # the padded step ran the padding
-    assert G.cell_row(summary, PLAN_STEP_FLOPS, "s", "sentence")["step_flops"] == pytest.approx(
+    assert R.cell_row(summary, PLAN_STEP_FLOPS, "s", "sentence")["step_flops"] == pytest.approx(
         PLAN_STEP_FLOPS * 30 / 32
     )
 
 
 def test_the_rate_leaves_out_each_processs_first_log_interval():
     # 100 steps in 10 s, of which the first interval (10 steps, 2 s: cuDNN handles, lazy kernels)
-    row = G.cell_row(_summary(steady_train_s=8.0, steady_steps=90), 1e12, "vision macl", "vision")
+    row = R.cell_row(_summary(steady_train_s=8.0, steady_steps=90), 1e12, "vision macl", "vision")
     assert row["steps_per_s"] == 90 / 8.0
-    unsteady = G.cell_row(_summary(), 1e12, "vision macl", "vision")  # a run too short for a second one
+    unsteady = R.cell_row(_summary(), 1e12, "vision macl", "vision")  # a run too short for a second one
     assert unsteady["steps_per_s"] == 100 / 10.0
 
 
-def test_the_dev_evaluation_overhead_is_scaled_to_sts_b_devs_size():
-    row = G.cell_row(_summary(), PLAN_STEP_FLOPS, "sentence fp32", "sentence")  # 4 evaluations, 6 s
-    env = {"device": "NVIDIA H100 80GB HBM3", "date": "today", "gpu_memory_gib": 79.2}
-    scaled = G.calibration([row], env, dev_sentences=32)
-    assert scaled["overheads_s"]["dev_evaluation"] == pytest.approx(6.0 / 4 * STSB_DEV_SENTENCES / 32)
+def test_the_dev_evaluation_leaves_out_each_processs_first_and_is_scaled_to_sts_b_dev():
+    """Step 0's evaluation (CUDA's first use of the dev shapes, scipy's import) and a resumed process's
+    first are left out; before, eval_s / evals took them in: (1.3 + 0.30 + 0.32 + 0.28) / 4 = 0.55 s,
+    x 2909/32 = 50.0 s per STS-B dev evaluation instead of 27.3."""
+    fp32 = _summary()
+    fp32["eval_seconds"] = [1.3, 0.30, 0.32, 0.28]
+    fp16 = _summary()  # killed after its snapshot at step 50, resumed: its evaluation at 100 is cold
+    fp16.update(
+        resumed_from=[50],
+        evals=[{"step": s, "seconds": t} for s, t in ((0, 1.2), (25, 0.3), (50, 0.3), (100, 0.9))],
+    )
+    assert R.dev_evaluation_seconds(fp32) == [0.30, 0.32, 0.28]
+    assert R.dev_evaluation_seconds(fp16) == [0.3, 0.3]
+    assert R.dev_evaluation_seconds(_summary()) == []  # an older trainer: no per-evaluation seconds
+    rows = [R.cell_row(s, PLAN_STEP_FLOPS, "sentence", "sentence") for s in (fp32, fp16)]
+    scaled = R.calibration(rows, ENV, dev_sentences=32)
     assert STSB_DEV_SENTENCES == 2_909
-    assert G.calibration([row], env)["overheads_s"]["dev_evaluation"] == 1.5  # no count: as timed
+    assert scaled["overheads_s"]["dev_evaluation"] == pytest.approx(0.30 * 2_909 / 32)  # 27.27
+    assert R.calibration(rows, ENV)["overheads_s"]["dev_evaluation"] == pytest.approx(0.30)  # no count
+    # without per-evaluation seconds nothing is measured: the plan takes the default's (and says so)
+    bare = R.cell_row(_summary(), PLAN_STEP_FLOPS, "sentence", "sentence")
+    assert "dev_evaluation" not in R.calibration([bare], ENV, dev_sentences=32)["overheads_s"]
+
+
+def _job_summary(**extra) -> dict:
+    """125 steps, 100 steady ones in 4 s (25 steps/s: the 125 priced at 5.0 s), dev 1.2 s, snapshots 1 s."""
+    summary = _summary(steady_train_s=4.0, steady_steps=100, eval_s=1.2, state_s=1.0, total_s=20.0)
+    summary["steps"] = 125
+    return summary | extra
+
+
+def test_the_start_up_is_the_jobs_wall_less_its_steps_dev_and_snapshots():
+    phases = {"total_s": 40.0, "steps_s": 6.0, "dev_s": 1.5, "snapshots_s": 0.8, "writes_s": 2.0}
+    with_phases = R.cell_row(_job_summary(phases=phases), 1e12, "a", "sentence", wall_s=45.0)
+    assert with_phases["startup_s"] == pytest.approx(45.0 - 5.0 - 1.5 - 0.8)  # 37.7: the wall, phases' dev
+    assert R.cell_row(_job_summary(phases=phases), 1e12, "a", "sentence")["startup_s"] == pytest.approx(
+        40.0 - 5.0 - 1.5 - 0.8  # no benchmark file: the phases' total
+    )
+    timed = R.cell_row(_job_summary(), 1e12, "b", "sentence", wall_s=30.0)
+    assert timed["startup_s"] == pytest.approx(30.0 - 5.0 - 1.2 - 1.0)  # no phases: the timings, 22.8
+    assert R.cell_row(_job_summary(), 1e12, "b", "sentence")["startup_s"] == pytest.approx(12.8)  # total_s
+    validated = _job_summary()
+    validated["timings"].update(eval_s=0.0, val_s=2.0)  # an image cell's validation passes
+    image = R.cell_row(validated, 1e12, "c", "vision", wall_s=30.0)
+    assert image["startup_s"] == pytest.approx(30.0 - 5.0 - 2.0 - 1.0)  # validation passes priced apart
+    resumed = R.cell_row(_job_summary(resumed_from=[100]), 1e12, "d", "sentence", wall_s=30.0)
+    assert resumed["startup_s"] is None  # its timings span two processes
+
+
+def test_the_calibration_replaces_the_assumed_start_up_and_snapshots_with_the_measured_ones(tmp_path):
+    """Start-up: the mean over the jobs that ran from the start; evaluation start-up: the encoding jobs'
+    walls less their FLOPs; snapshots: their seconds over count x GiB (the shipped file assumes 60 s,
+    30 s and 2 s per GiB)."""
+    phases = {"total_s": 40.0, "dev_s": 1.5, "snapshots_s": 0.8}
+    rows = [
+        R.cell_row(
+            _job_summary(phases=phases), 1e12, "a", "sentence", snapshots=1, snapshot_gib=1.5, wall_s=45.0
+        ),
+        R.cell_row(_job_summary(), 1e12, "b", "sentence", snapshots=2, snapshot_gib=1.5, wall_s=30.0),
+        R.cell_row(_job_summary(resumed_from=[100]), 1e12, "c", "sentence", snapshots=1, snapshot_gib=1.5),
+    ]
+    evaluations = [{"wall_s": 30.0, "flop_s": 0.5}, {"wall_s": 20.5, "flop_s": 0.0}]
+    overheads = R.measured_overheads(rows, evaluations)
+    assert overheads["train_startup"] == pytest.approx((37.7 + 22.8) / 2)  # 30.25; the resumed c left out
+    assert overheads["evaluate_startup"] == pytest.approx((29.5 + 20.5) / 2)  # 25.0
+    assert overheads["snapshot_per_gib"] == pytest.approx((0.8 + 1.0) / (1 * 1.5 + 2 * 1.5))  # 0.4
+    shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION).overheads_s
+    assert (shipped["train_startup"], shipped["evaluate_startup"], shipped["snapshot_per_gib"]) == (60, 30, 2)
+    R.write_report(tmp_path, rows, ENV, {}, evaluations=evaluations)
+    loaded = cl_calibration.load_calibration(Results(tmp_path).calibration)
+    assert loaded.overheads_s["train_startup"] == pytest.approx(30.25)
+    assert loaded.overheads_s["evaluate_startup"] == pytest.approx(25.0)
+    assert loaded.overheads_s["snapshot_per_gib"] == pytest.approx(0.4)
+    assert not {"overheads_s.train_startup", "overheads_s.snapshot_per_gib"} & set(loaded.filled_from_default)
+
+
+def test_the_report_puts_each_jobs_wall_beside_the_plan_with_its_start_and_phases(tmp_path):
+    """Hand-made jobs: missing keys show "—"; the per-rule sums; warm, cold with its reason, unknown."""
+    jobs = [
+        {
+            "rule": "train",
+            "cell": "gpu_check/bert/fp32/seed42",
+            "wall_s": 45.0,
+            "planned": {"shipped": 70.0},
+            "start": {"warm": False, "why_cold": "libcuda.so in the starter", "waited_s": 0.5},
+            "phases": {"imports_s": 5.0, "cuda_init_s": 2.25, "setup_s": 0.75, "total_s": 40.0},
+            "startup_s": 37.7,
+        },
+        {"rule": "train", "cell": "gpu_check/bert/bf16/seed42", "wall_s": 30.0, "planned": {"shipped": 60.0},
+         "start": {"warm": True}},
+        {"rule": "encode", "cell": "gpu_check/bert/fp32/seed42", "wall_s": 28.0},
+    ]  # fmt: skip
+    here = {("train", "gpu_check/bert/fp32/seed42"): 44.0}
+    report = R.write_report(tmp_path, [], ENV, {}, jobs=jobs, price=lambda path: here).read_text()
+    assert "| rule | jobs | actual (s) | plan, shipped (s) | plan, this calibration (s) |" in report
+    assert "| train | 2 | 75.0 | 130.0 | 44.0 |" in report
+    assert "| encode | 1 | 28.0 | — | — |" in report
+    fp32 = "| train | gpu_check/bert/fp32/seed42 | cold (libcuda.so in the starter) |"
+    assert f"{fp32} 45.0 | 70.0 | 44.0 | 37.7 |" in report
+    assert "| train | gpu_check/bert/bf16/seed42 | warm | 30.0 | 60.0 | — | — |" in report
+    assert "| encode | gpu_check/bert/fp32/seed42 | — | 28.0 | — | — | — |" in report
+    # the phases the issue names, then any other the trainer records ("setup"), then the total
+    assert "| writes | setup | total |" in report
+    fp32_phases = "| gpu_check/bert/fp32/seed42 | 0.50 | — | 5.00 | 2.25 |" + " — |" * 7 + " 0.75 | 40.00 |"
+    assert fp32_phases in report
+    assert "| gpu_check/bert/bf16/seed42 |" + " — |" * 13 in report
+    # the summary's start and phases reach the row (and so the table) as the trainers write them
+    row = R.cell_row(_job_summary(start=jobs[0]["start"], phases=jobs[0]["phases"]), 1e12, "a", "sentence")
+    assert row["start"] == jobs[0]["start"] and row["phases"] == jobs[0]["phases"]
+    assert R.start_text(None) == "—" and R.start_text({"warm": False, "why_cold": None}) == "cold"
+
+
+def _packing_series(mps: bool) -> list[dict]:
+    each = {"peak_gib": 3.1, "mode": "padding-free", "precision": "fp32"}
+    rows = [
+        {"k": 1, "steps_per_s": [20.0], "sum": 20.0, "speedup": 1.0, **each},
+        {"k": 2, "steps_per_s": [9.0, 9.5], "sum": 18.5, "speedup": 0.925, **each},
+        {"k": 4, "steps_per_s": [4.5, 4.5, 4.6, 4.8], "sum": 18.4, "speedup": 0.92, **each},
+    ]
+    if mps:
+        rows = [dict(r, speedup=r["speedup"] + 0.5) for r in rows]
+    return [{"step": "sentence fp32", "track": "sentence", "precision": "fp32", "mps": mps, "rows": rows}]
 
 
 def test_the_report_has_the_packing_rows_and_the_calibration_their_speedups(tmp_path):
-    row = G.cell_row(_summary(), PLAN_STEP_FLOPS, "sentence fp32", "sentence")
-    packing = {
-        "fp32": [
-            {"k": 1, "steps_per_s": [20.0], "sum": 20.0, "speedup": 1.0, "peak_gib": 3.1},
-            {"k": 2, "steps_per_s": [9.0, 9.5], "sum": 18.5, "speedup": 0.925, "peak_gib": 3.1},
-            {"k": 4, "steps_per_s": [4.5, 4.5, 4.6, 4.8], "sum": 18.4, "speedup": 0.92, "peak_gib": 3.1},
-        ]
-    }
-    env = {"device": "NVIDIA H100 80GB HBM3", "date": "today", "gpu_memory_gib": 79.2}
-    report = G.write_report(tmp_path, [row], env, {}, packing=packing, dev_sentences=32).read_text()
-    assert "| packing fp32 | 2 | 9.00, 9.50 | 18.50 | 0.93x | 3.10 |" in report
-    assert "| packing fp32 | 4 | 4.50, 4.50, 4.60, 4.80 | 18.40 | 0.92x | 3.10 |" in report
-    assert f"of 32 sentences scaled to STS-B dev's {STSB_DEV_SENTENCES}" in report
+    row = R.cell_row(_summary(), PLAN_STEP_FLOPS, "sentence fp32", "sentence")
+    vision = {"step": "vision macl", "track": "vision", "precision": "auto", "mps": False}
+    vision["rows"] = [dict(r, precision="bf16", mode="graph") for r in _packing_series(False)[0]["rows"]]
+    failed = {"step": "vision macl", "track": "vision", "precision": "auto", "mps": True, "error": "no MPS"}
+    packing = [*_packing_series(False), *_packing_series(True), vision, failed]
+    report = R.write_report(tmp_path, [row], ENV, {}, packing=packing, dev_sentences=32).read_text()
+    assert "| sentence fp32 | padding-free | no | 2 | 9.00, 9.50 | 18.50 | 0.93x | 3.10 |" in report
+    assert (
+        "| sentence fp32 | padding-free | no | 4 | 4.50, 4.50, 4.60, 4.80 | 18.40 | 0.92x | 3.10 |" in report
+    )
+    assert (
+        "| sentence fp32 | padding-free | yes | 4 | 4.50, 4.50, 4.60, 4.80 | 18.40 | 1.42x | 3.10 |" in report
+    )
+    assert (
+        "| vision macl | graph | no | 2 |" in report
+        and "| vision macl | — | yes | — | not measured: no MPS |" in report
+    )
+    assert f"of 32 sentences (not their process's first) scaled to STS-B dev's {STSB_DEV_SENTENCES}" in report
     written = json.loads(Path(Results(tmp_path).calibration).read_text())
     assert written["packing"]["measured"] is True
     assert written["packing"]["speedup"] == {"fp32": {"2": 0.925, "4": 0.92}}
+    assert written["packing"]["speedup_mps"] == {"fp32": {"2": 1.425, "4": 1.42}}
+    assert written["packing"]["vision_speedup"] == {"bf16": {"2": 0.925, "4": 0.92}}
     loaded = cl_calibration.load_calibration(Results(tmp_path).calibration)
     assert loaded.packing_measured and loaded.packing_speedup == {"fp32": {2: 0.925, 4: 0.92}}
+    assert loaded.packing_variants["speedup_mps"] == {"fp32": {2: 1.425, 4: 1.42}}
+    assert loaded.packing_variants["vision_speedup"] == {"bf16": {2: 0.925, 4: 0.92}}
+
+
+def test_a_partial_check_leaves_a_calibration_make_plan_reads_and_names_what_is_missing(tmp_path):
+    row = R.cell_row(
+        _summary(steady_train_s=8.0, steady_steps=90), PLAN_STEP_FLOPS, "sentence fp32", "sentence"
+    )
+    report = R.write_report(tmp_path, [row], ENV, {}, missing=("checks", "packing")).read_text()
+    assert "- parts done: cells" in report
+    assert "- not done (the check stopped or has not reached them yet): checks, packing" in report
+    assert "## Checks\n\nNot run yet." in report
+    written = json.loads(Path(Results(tmp_path).calibration).read_text())
+    assert written["missing_parts"] == ["checks", "packing"] and "packing" not in written
+    assert written["source"].endswith("without its checks, packing part")
+    loaded = cl_calibration.load_calibration(Results(tmp_path).calibration)
+    assert loaded.missing_parts == ("checks", "packing")
+    assert loaded.achieved_tflops["sentence"]["fp32"] == pytest.approx(PLAN_STEP_FLOPS * 90 / 8.0 / 1e12)
+    assert "make gpu-check stopped before its checks, packing part" in loaded.describe()
+    default = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    assert loaded.packing_speedup == default.packing_speedup  # not measured here: the default's figures
+
+
+def _stand_in_mps(folder: Path, exit_code: int = 0) -> Path:
+    """An nvidia-cuda-mps-control that records each call (its arguments, pipe folder, standard input)."""
+    log = folder / "calls.log"
+    program = folder / "bin" / "nvidia-cuda-mps-control"
+    program.parent.mkdir()
+    program.write_text(
+        "#!/bin/sh\n"
+        f'input=""; [ "$#" -eq 0 ] && input=$(cat)\n'
+        f'echo "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY stdin=$input" >> {log}\n'
+        f"exit {exit_code}\n"
+    )
+    program.chmod(program.stat().st_mode | stat.S_IEXEC)
+    return log
+
+
+def _recording_pool(calls: list):
+    def pool(builds, counts, *, steps, timeout, env, forkserver_preload):
+        calls.append(
+            {"env": dict(env), "pipe_exists": Path(env.get("CUDA_MPS_PIPE_DIRECTORY", "/-")).is_dir()}
+        )
+        return {name: _packing_series(False)[0]["rows"] for name in builds}
+
+    return pool
+
+
+def test_packing_runs_again_under_a_private_mps_daemon_started_and_stopped_around_it(tmp_path, monkeypatch):
+    log = _stand_in_mps(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    calls, rounds = [], []
+    series = {"sentence fp32": ("sentence", "fp32", None)}
+    out = gpu_check.measure_packing(series, steps=3, pool=_recording_pool(calls), done=rounds.append)
+    assert [s["mps"] for s in out] == [False, True] and all(s["rows"] for s in out)
+    assert [len(r) for r in rounds] == [1, 2]  # the report written after each round
+    assert calls[0]["env"] == {}  # the first round: no daemon
+    pipe = calls[1]["env"]["CUDA_MPS_PIPE_DIRECTORY"]
+    assert calls[1]["env"] == {"CUDA_MPS_PIPE_DIRECTORY": pipe, "CUDA_MPS_LOG_DIRECTORY": pipe}
+    assert calls[1]["pipe_exists"] and not Path(pipe).exists()  # a private folder, removed afterwards
+    assert log.read_text().splitlines() == [
+        f"args=-d pipe={pipe} log={pipe} stdin=",  # started in the background
+        f"args= pipe={pipe} log={pipe} stdin=quit",  # and stopped
+    ]
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in os.environ  # this process never joined it
+
+
+def test_without_mps_the_second_round_says_so_and_a_daemon_that_fails_is_not_stopped(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    calls: list = []
+    series = {"sentence fp32": ("sentence", "fp32", None)}
+    out = gpu_check.measure_packing(series, steps=3, pool=_recording_pool(calls))
+    assert len(calls) == 1 and "nvidia-cuda-mps-control is not on PATH" in out[1]["error"]
+    log = _stand_in_mps(tmp_path, exit_code=1)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    out = gpu_check.measure_packing(series, steps=3, pool=_recording_pool(calls))
+    assert "did not start" in out[1]["error"] and len(log.read_text().splitlines()) == 1  # no quit sent
+
+
+def test_a_failed_packing_round_is_a_row_with_its_error_and_the_check_goes_on():
+    def failing(*args, **kwargs):
+        raise RuntimeError("packing: worker 2 failed: OutOfMemoryError: CUDA out of memory")
+
+    series = {"sentence bf16": ("sentence", "bf16", None)}
+    out = gpu_check.measure_packing(series, steps=3, pool=failing)
+    assert out[0] == {"step": "sentence bf16", "track": "sentence", "precision": "bf16", "mps": False,
+                      "error": "packing: worker 2 failed: OutOfMemoryError: CUDA out of memory"}  # fmt: skip

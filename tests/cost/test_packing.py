@@ -1,10 +1,11 @@
-"""Several small cells per GPU (contrastlab.cost.packing, resources.gpu_share): which cells share a GPU,
-the packed plan's arithmetic, and the speed-ups it prices (measured, or docs/measured.md's H100 figures,
-said to be assumed)."""
+"""Several small cells per GPU (contrastlab.cost.packing, resources.gpu_share, resources.mps): which cells
+share a GPU, the packed plan's arithmetic, and the speed-ups it prices: measured figures of the cell's step
+with or without MPS only (the H200's of 2026-11-28: bf16 graph cells under MPS), never assumed ones."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing.forkserver
 import os
 import re
@@ -15,7 +16,7 @@ import yaml
 from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
-from contrastlab.cost import packing, plan
+from contrastlab.cost import packing, packing_measure, plan
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import RESOLVED
 
@@ -65,21 +66,20 @@ def test_a_cell_shares_with_the_largest_count_whose_peaks_fit_80_percent_of_the_
 
 
 def test_the_speedup_is_the_largest_measured_count_up_to_the_share():
-    figures = {"bf16": {2: 1.8, 4: 2.4}, "fp32": {2: 0.9}}
-    assert packing.speedup(figures, "bf16", 4) == 2.4
-    assert packing.speedup(figures, "bf16", 2) == 1.8
-    assert packing.speedup(figures, "fp32", 4) == 0.9  # 4 not measured: the figure of 2
-    assert packing.speedup(figures, "bf16", 1) == 1.0
-    assert packing.speedup(figures, "tf32", 4) == 1.0  # no figure: priced as if alone
-    assert packing.packed_seconds(240.0, "bf16", 4, figures) == 100.0
+    figures = {2: 1.8, 4: 2.4}
+    assert packing.speedup(figures, 4) == 2.4
+    assert packing.speedup(figures, 2) == 1.8
+    assert packing.speedup({2: 0.9}, 4) == 0.9  # 4 not measured: the figure of 2
+    assert packing.speedup(figures, 1) == 1.0
+    assert packing.speedup({}, 4) == 1.0  # no figure: priced as if alone
 
 
 def test_a_training_jobs_share_fits_the_card_and_pays(tmp_path):
-    cal = _calibration(tmp_path, {"fp32": {2: 1.5, 4: 2.0}})
+    cal = _calibration(tmp_path, {"fp32": {2: 1.5, 4: 2.0}})  # the toy's step: fp32 padding-free
     on = _toy_config(gpu_share=4)
     cell = cl_config.Grid(on).cells[0]
-    peak = cl_flops.cell_work(cl_config.Grid(on), cell).peak_gib
-    assert peak < 16  # the tiny BERT: four fit
+    work = cl_flops.cell_work(cl_config.Grid(on), cell)
+    assert work.peak_gib < 16 and packing.step_name(work) == "sentence fp32 padding-free"  # four fit
     assert packing.job_share(cl_config.Grid(on), cell, lambda: cal) == 4
 
     def unread():  # off, or on the CPU: the calibration is never read (the DAG asks every job)
@@ -89,19 +89,56 @@ def test_a_training_jobs_share_fits_the_card_and_pays(tmp_path):
     assert (
         packing.job_share(cl_config.Grid(_toy_config(gpu_share=4, gpu=0)), cell, unread) == 1
     )  # CPU jobs share nothing
-    small_card = dataclasses.replace(cal, gpu_memory_gib=2.5 * peak / 0.8)
+    small_card = dataclasses.replace(cal, gpu_memory_gib=2.5 * work.peak_gib / 0.8)
     assert packing.job_share(cl_config.Grid(on), cell, lambda: small_card) == 2  # two fit, not four
     # sharing must pay: the largest speed-up among the counts that fit, none above 1 is a GPU alone
-    assert (
-        packing.chosen_share(
-            1.0, "fp32", dataclasses.replace(cal, packing_speedup={"fp32": {2: 1.3, 4: 1.2}}), 4
-        )
-        == 2
-    )
-    default = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    assert packing.chosen_share(1.0, "fp32", default, 4) == 1  # 0.92× on the H100 of docs/measured.md
-    assert packing.chosen_share(1.0, "bf16", default, 4) == 4  # 2.34×
-    assert packing.chosen_share(1.0, "tf32", default, 4) == 1  # no figure
+    for figures, share in (({2: 1.3, 4: 1.2}, 2), ({2: 0.9, 4: 0.95}, 1)):
+        paying = dataclasses.replace(cal, packing_speedup={"fp32": figures})
+        assert packing.chosen_share(work, paying, 4, mps=False) == share
+    # under MPS the MPS figures price: this calibration has none
+    assert packing.job_share(cl_config.Grid(_toy_config(gpu_share=4, mps=True)), cell, lambda: cal) == 1
+
+
+def test_the_h200s_measured_figures_put_four_bf16_graph_cells_on_a_gpu_under_mps_and_nothing_else():
+    """calibration_h200.json's packing (gpu-h200-2026-11-28, run 3): 2 and 4 captured bf16 BERT-base cells,
+    93.37 / 76.6 = 1.219 with 4 and 88.70 / 76.6 = 1.158 with 2 under MPS, 72.70 / 76.6 = 0.949 without.
+    Only that step (sentence, bf16, graph) has a figure: every other step keeps a GPU of its own."""
+    h200 = cl_calibration.load_calibration(cl_calibration.SHIPPED_CALIBRATIONS["H200"])
+    assert h200.packing_measured and "gpu-h200-2026-11-28" in h200.packing_source
+    assert h200.packing_speedup == {"bf16": {2: 0.949, 4: 0.949}}
+    assert h200.packing_variants == {"speedup_mps": {"bf16": {2: 1.158, 4: 1.219}}}
+    toy = cl_flops.cell_work(cl_config.Grid(_toy_config()), cl_config.Grid(_toy_config()).cells[0])
+    bf16 = dataclasses.replace(toy, precision="bf16", graphed=True, padding_free=False)
+    assert packing.step_name(bf16) == "sentence bf16 graph"
+    assert [packing.chosen_share(bf16, h200, n, mps=True) for n in (1, 2, 4)] == [1, 2, 4]
+    assert packing.chosen_share(bf16, h200, 4, mps=False) == 1  # 0.949: time-sliced, no gain
+    assert packing.packed_seconds(1219.0, bf16, 4, h200, mps=True) == pytest.approx(1000.0)
+    assert packing.packed_seconds(1158.0, bf16, 2, h200, mps=True) == pytest.approx(1000.0)
+    others = {
+        "fp32 padding-free (not packed on the H200)": toy,
+        "bf16 eager (the figure is the graph step's)": dataclasses.replace(bf16, graphed=False),
+        "fp16 graph (not packed)": dataclasses.replace(bf16, precision="fp16"),
+        "image bf16 graph (MACL's: not packed)": dataclasses.replace(bf16, track="vision", rates="vision"),
+    }
+    for what, work in others.items():
+        assert packing.step_figures(work, h200, mps=True) == {}, what
+        assert packing.chosen_share(work, h200, 4, mps=True) == 1, what
+    # figures measured on another card, or assumed, price nothing
+    a100 = cl_calibration.calibration_for("A100")
+    h100 = cl_calibration.load_calibration(cl_calibration.SHIPPED_CALIBRATIONS["H100"])
+    cut_short = dataclasses.replace(h200, missing_parts=("packing",))
+    for calibration in (a100, h100, cut_short):
+        assert packing.chosen_share(bf16, calibration, 4, mps=True) == 1
+
+
+def test_the_h200_files_packing_is_its_pack_rows_over_one_cell_alone():
+    from contrastlab.cost import rows
+
+    built = rows.h200_packing(REPO_ROOT / rows.H200_PACK)
+    assert built == json.loads(cl_calibration.SHIPPED_CALIBRATIONS["H200"].read_text())["packing"]
+    # by hand, from pack.json's sums: 72.6953 and 72.7019 without MPS, 88.6979 and 93.3715 with it
+    assert built["speedup"] == {"bf16": {"2": 0.949, "4": 0.949}}
+    assert built["speedup_mps"] == {"bf16": {"2": 1.158, "4": 1.219}}
 
 
 def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
@@ -118,27 +155,76 @@ def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
         else:
             assert p.seconds == a.seconds and p.share == 1  # the encoding keeps its GPU
     lines = "\n".join(plan.plan_lines(cl_config.Grid(_toy_config(gpu_share=4)), packed, cal, "config"))
-    assert "GPU sharing on (`resources.gpu_share: 4`" in lines and "1 training jobs 4 per GPU" in lines
-    assert "speed-ups measured: fp32 1.50× with 2, 2.00× with 4; bf16 1.80× with 2, 3.00× with 4 " in lines
+    assert "GPU sharing on (`resources.gpu_share: 4`, without MPS" in lines
+    assert "1 training jobs 4 per GPU" in lines
+    assert (
+        "speed-ups measured: sentence fp32 padding-free without MPS 1.50× with 2, 2.00× with 4; sentence "
+        "bf16 graph without MPS 1.80× with 2, 3.00× with 4; any other step is priced as if alone" in lines
+    )
     assert "| jobs per GPU |" in lines
     off = "\n".join(plan.plan_lines(cl_config.Grid(_toy_config()), alone, cal, "config"))
     assert "GPU sharing: off" in off and "| jobs per GPU |" not in off
+    # under MPS this calibration has no figure: nothing shares, and the plan says which steps lack one
+    mps = cl_config.Grid(_toy_config(gpu_share=4, mps=True))
+    text = " ".join(packing.packing_lines(mps, plan.make_plan(mps, cal), cal))
+    assert "no training job shares a GPU. No measured figure under MPS for sentence fp32 padding-free" in text
 
 
-def test_without_a_measured_speedup_the_plan_prices_the_readmes_h100_figures_and_says_assumed(tmp_path):
-    cal = _calibration(tmp_path)  # a measured calibration without packing figures
-    default = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    for loaded in (cal, default):
-        assert not loaded.packing_measured
-        assert loaded.packing_speedup["fp32"] == {2: 0.92, 4: 0.92}
-        assert loaded.packing_speedup["bf16"] == {2: 1.82, 4: 2.34}
-        text = " ".join(packing.packing_lines(cl_config.Grid(_toy_config(gpu_share=4)), [], loaded))
-        assert "speed-ups assumed (not measured on this machine): fp32 0.92× with 2, 0.92× with 4" in text
-        assert "docs/measured.md: benchmarks/gpu_share.py on an H100" in text
-    # the figures are the ones docs/measured.md quotes
+def test_with_mps_the_plan_packs_the_bf16_cells_and_keeps_179_as_configured():
+    """config.yaml priced with the H200 file: as configured no cell's step has a measured figure (fp32
+    padding-free, fp16 graph, the image steps), so 179.0 GPU-h with MPS or without; all in bf16 the 222
+    sentence cells run four to a GPU under MPS, each job's hours ÷ 1.219 (73.5 → 69.0 GPU-h)."""
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    h200 = cl_calibration.calibration_for(None)
+    totals, jobs = {}, {}
+    for mps in (False, True):
+        grid = cl_config.Grid(
+            cl_config.validate({**config, "resources": {**config["resources"], "gpu_share": 4, "mps": mps}})
+        )
+        jobs[mps] = plan.make_plan(grid, h200, "bf16")
+        totals[mps] = {c: round(sum(j.seconds[c] for j in jobs[mps]) / 3600, 1) for c in ("config", "bf16")}
+    assert totals == {False: {"config": 179.0, "bf16": 73.5}, True: {"config": 179.0, "bf16": 69.0}}
+    for off, on in zip(jobs[False], jobs[True], strict=True):
+        if on.rule == "train":
+            assert (off.share, on.share) == (1, 4)
+            assert on.seconds["bf16"] == pytest.approx(off.seconds["bf16"] / 1.219)
+        else:
+            assert on.seconds == off.seconds and on.share == 1
+
+
+def test_assumed_packing_figures_are_not_priced_and_the_plan_says_so():
+    """The H100 file keeps docs/measured.md's H100 figures (eager steps, benchmarks/gpu_share.py), assumed:
+    none is priced there."""
+    h100 = cl_calibration.load_calibration(cl_calibration.SHIPPED_CALIBRATIONS["H100"])
+    assert not h100.packing_measured and h100.packing_speedup["bf16"] == {2: 1.82, 4: 2.34}
+    text = " ".join(packing.packing_lines(cl_config.Grid(_toy_config(gpu_share=4)), [], h100))
+    assert "packing figures are assumed, not measured, so none is priced" in text
     readme = " ".join((REPO_ROOT / "docs" / "measured.md").read_text().split())
     quoted = re.search(r"\(0\.92× with 2 and 4 copies.*?\(2 copies, 1\.82×\).*?\(4 copies, 2\.34×\)", readme)
-    assert quoted, "docs/measured.md no longer quotes gpu_share.py's H100 figures, which the default prices"
+    assert quoted, "docs/measured.md no longer quotes gpu_share.py's H100 figures, which the H100 file keeps"
+    h200 = cl_calibration.calibration_for(None)
+    text = " ".join(packing.packing_lines(cl_config.Grid(_toy_config()), [], h200))
+    assert (
+        "speed-ups measured: sentence bf16 graph without MPS 0.95× with 2, 0.95× with 4; sentence bf16 "
+        "graph under MPS 1.16× with 2, 1.22× with 4; any other step is priced as if alone (source: "
+        "gpu-h200-2026-11-28" in text
+    )
+
+
+def test_a_measured_file_without_packing_figures_takes_none_from_the_default(tmp_path):
+    """Packing figures are one card's measurement: a measured calibration (another card's make gpu-check)
+    that has none does not inherit the shipped H200's, so no cell is priced as sharing its GPU."""
+    measured = tmp_path / "calibration.json"
+    default = json.loads(cl_calibration.DEFAULT_CALIBRATION.read_text())
+    own = {"device": "NVIDIA A100", "measured": True, "achieved_tflops": default["achieved_tflops"]}
+    measured.write_text(json.dumps({"format": cl_calibration.CALIBRATION_FORMAT, **own}))
+    loaded = cl_calibration.load_calibration(measured)
+    assert loaded.packing_speedup == {} and not loaded.packing_measured and loaded.packing_variants == {}
+    assert cl_calibration.load_calibration().packing_measured  # the shipped H200 file keeps its own
+
+
+def test_a_pack_is_a_job_group_of_its_share():
+    assert [packing.pack_group(n) for n in packing.SHARES] == [None, "gpu_pack2", "gpu_pack4"]
 
 
 def test_a_bad_packing_figure_is_one_line(tmp_path):
@@ -146,7 +232,7 @@ def test_a_bad_packing_figure_is_one_line(tmp_path):
         [], device="toy", source="test", packing_speedup={"bf16": {2: -1.0}}
     )
     path = tmp_path / "cal.json"
-    path.write_text(__import__("json").dumps(data))
+    path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=r"packing\.speedup\.bf16\.2 must be .* a positive number, got -1"):
         cl_calibration.load_calibration(path)
 
@@ -182,3 +268,121 @@ def test_the_copies_are_processes_of_their_own_spawned_or_forked_from_a_server_t
         pids = {row["pid"] for row in rows}
         assert len(pids) == 2 and os.getpid() not in pids, (preload, rows)
         assert [row["tabnanny"] for row in rows] == [preloaded, preloaded], (preload, rows)
+
+
+def _gpu_check_grid() -> cl_config.Grid:
+    return cl_config.Grid(
+        cl_config.validate(yaml.safe_load((REPO_ROOT / "config" / "gpu-check.yaml").read_text()))
+    )
+
+
+def test_each_packed_copy_runs_the_step_mode_its_cell_runs_and_the_plan_prices():
+    """make gpu-check packs the step each precision's cells run: a copy's mode is decided by the trainer's
+    own rule (training.capture.for_device, training.vision_capture.resolve: families.step_mode) for the
+    cell's settings, the one the plan prices (CellWork.graphed, .padding_free); on a CPU every step is
+    eager (the toy check packs those)."""
+    import torch
+
+    from contrastlab.cost import gpu_check
+    from contrastlab.precision import resolve
+
+    grid = _gpu_check_grid()
+    modes = {}
+    for cell in grid.cells:
+        settings, work = grid.settings_copy(cell), cl_flops.cell_work(grid, cell)
+        if grid.experiment(cell.experiment).track == "vision":
+            n_train = cl_flops.DATASET_IMAGES[settings["dataset"]][0]
+            graph = packing_measure.trainer_image_graph(settings, torch.device("cuda"), n_train)
+            assert graph == work.graphed, cell.path
+            assert not packing_measure.trainer_image_graph(settings, torch.device("cpu"), n_train)
+            modes[cell.method] = "graph" if graph else "eager"
+            continue
+        resolved = resolve(settings["precision"], cuda=True, native_bf16=True)
+        decided = packing_measure.trainer_settings(settings, resolved, torch.device("cuda"), "bert")
+        assert (decided.cuda_graph, decided.padding_free) == (work.graphed, work.padding_free), cell.path
+        on_cpu = packing_measure.trainer_settings(
+            settings, settings["precision"], torch.device("cpu"), "bert"
+        )
+        assert not on_cpu.cuda_graph and not on_cpu.padding_free
+        modes[cell.method] = (
+            "padding-free" if decided.padding_free else "graph" if decided.cuda_graph else "eager"
+        )
+    assert modes == {
+        "fp32": "padding-free",
+        "tf32": "graph",
+        "bf16": "graph",
+        "fp16": "graph",
+        "macl": "graph",
+        "oar_infonce": "eager",
+    }
+    # what the check packs: the fp32 and bf16 sentence cells and MACL, each copy with its cell's settings
+    series = gpu_check.packing_series(grid, "cuda", warmup=10, state_dir=REPO_ROOT / "unused")
+    assert {name: (track, precision) for name, (track, precision, _) in series.items()} == {
+        "sentence fp32": ("sentence", "fp32"),
+        "sentence bf16": ("sentence", "bf16"),
+        "vision macl": ("vision", "auto"),
+    }
+    fp32 = next(c for c in grid.cells if c.method == "fp32")
+    assert series["sentence fp32"][2].keywords["settings"] == grid.settings_copy(fp32)
+
+
+class _FakeCopy:
+    """A built step for pooled_rows: it records, at each timing, its process, what that process has
+    built so far and the environment it was given."""
+
+    built: list[str] = []
+
+    def __init__(self, name: str, log: str) -> None:
+        self.name, self.log = name, log
+
+    def time(self, steps: int) -> dict:
+        import time
+
+        time.sleep(0.01 * steps)
+        with open(self.log, "a") as handle:
+            built, env = ",".join(self.built), os.environ.get("CONTRASTLAB_TEST_POOL")
+            handle.write(f"{os.getpid()} {self.name} {built} {env}\n")
+        return {"steps_per_s": 10.0, "peak_gib": None, "mode": "eager", "precision": "fp32"}
+
+    def release(self) -> None:
+        pass
+
+
+def _fake_step(name: str, log: str, fail: bool = False) -> _FakeCopy:
+    if fail:
+        raise ValueError(f"boom while building {name}")
+    _FakeCopy.built.append(name)
+    return _FakeCopy(name, log)
+
+
+def test_the_pool_starts_its_workers_once_and_each_builds_every_step_once(tmp_path):
+    """packing_measure.pooled_rows: max(counts) processes for all steps and counts; the first k time together,
+    each worker builds each step once (in turn), and the environment given (an MPS daemon's pipe)
+    is set in every worker."""
+    import functools
+
+    log = str(tmp_path / "timings.log")
+    series = {name: functools.partial(_fake_step, name, log) for name in ("a", "b")}
+    rows = packing_measure.pooled_rows(
+        series, (1, 2, 4), steps=2, timeout=120, env={"CONTRASTLAB_TEST_POOL": "pipe"}
+    )
+    assert [r["k"] for r in rows["a"]] == [1, 2, 4] and [len(r["steps_per_s"]) for r in rows["b"]] == [
+        1,
+        2,
+        4,
+    ]
+    assert rows["a"][2]["sum"] == 40.0 and rows["a"][2]["speedup"] == 4.0 and rows["b"][0]["mode"] == "eager"
+    lines = [line.split() for line in (tmp_path / "timings.log").read_text().splitlines()]
+    assert len(lines) == 2 * (1 + 2 + 4)
+    assert {tuple(line[1:]) for line in lines} == {("a", "a", "pipe"), ("b", "a,b", "pipe")}
+    per_worker = {pid: sum(1 for line in lines if line[0] == pid) for pid in {line[0] for line in lines}}
+    assert sorted(per_worker.values()) == [2, 2, 4, 6]  # worker 0 in all 3 counts of both steps, ...
+    assert str(os.getpid()) not in per_worker
+
+
+def test_a_worker_that_fails_stops_the_pool_with_its_reason(tmp_path):
+    import functools
+
+    series = {"a": functools.partial(_fake_step, "a", str(tmp_path / "log"), fail=True)}
+    with pytest.raises(RuntimeError, match=r"packing: worker \d failed: ValueError: boom while building a"):
+        packing_measure.pooled_rows(series, (1, 2), steps=1, timeout=120)

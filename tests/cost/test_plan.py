@@ -15,6 +15,7 @@ from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import plan
+from contrastlab.cost.backbones import transformer_parameters
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import RESOLVED
 
@@ -76,10 +77,10 @@ def _flat_calibration(tmp_path, tflops: float = 1.0) -> cl_calibration.Calibrati
 
 
 def test_transformer_parameters_of_the_real_backbones():
-    assert cl_flops.transformer_parameters(768, 12, 3072, 30522, 512, 2) == (85_054_464, 109_482_240)
-    assert cl_flops.transformer_parameters(1024, 24, 4096, 30522, 512, 2)[0] == 302_309_376
+    assert transformer_parameters(768, 12, 3072, 30522, 512, 2) == (85_054_464, 109_482_240)
+    assert transformer_parameters(1024, 24, 4096, 30522, 512, 2)[0] == 302_309_376
     # roberta-base: 124.6M in all (its 50,265-token vocabulary), the same layers as BERT-base
-    assert cl_flops.transformer_parameters(768, 12, 3072, 50265, 514, 1) == (85_054_464, 124_645_632)
+    assert transformer_parameters(768, 12, 3072, 50265, 514, 1) == (85_054_464, 124_645_632)
     config = cl_config.load(REPO_ROOT / "config.yaml")
     assert cl_flops.backbone_transformer(cl_config.Grid(config), "roberta-large").non_embedding == 302_309_376
 

@@ -350,16 +350,17 @@ def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(
     repo_root, tmp_path, slurm_dry_run
 ):
     """The SentEval probe jobs (minutes on the CPU each: 226 for config.yaml) go to SLURM 20 to a job
-    (the profiles' job group `senteval_probes` and its `group-components`), run 4 at a time inside it
-    (a local `probe_slots` pool per group job); the GPU jobs and the image probes go out one by one; a
-    local run has no groups."""
+    (the profiles' job group `senteval_probes` and its `group-components`), asking for 4 at a time
+    inside it (a local `probe_slots` pool per group job); the GPU jobs (config.yaml shares no GPU: no
+    `gpu_pack` group) and the image probes go out one by one; a local run has no groups."""
     import yaml
 
     for name in ("slurm", "slurm-gres"):
         profile = yaml.safe_load((repo_root / "profiles" / name / "config.yaml").read_text())
-        assert profile["group-components"] == {"senteval_probes": 20}, name
-        assert profile["resources"] == {"probe_slots": 4}, name
-        assert profile["set-resource-scopes"] == {"probe_slots": "local"}, name  # per group, not global
+        assert profile["group-components"] == {"senteval_probes": 20, "gpu_pack2": 2, "gpu_pack4": 4}, name
+        assert profile["resources"] == {"probe_slots": 4, "pack_slots": 1}, name
+        scopes = profile["set-resource-scopes"]
+        assert scopes == {"probe_slots": "local", "pack_slots": "local"}, name  # per group, not global
         probe_rules = ("evaluate", "evaluate_pretrained", "search_evaluate")
         assert profile["groups"] == dict.fromkeys(probe_rules, "senteval_probes"), name
     for rule_file in ("evaluate.smk", "search.smk"):  # each probe job holds one slot of its group job

@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 import torch
 
+from contrastlab.cost import gpu_check
 from contrastlab.paths import REPO_ROOT
 
 SCHEDULE_FIRST = 15  # a long module: tests/conftest.py starts the highest numbers first
@@ -27,23 +31,88 @@ def test_without_a_gpu_it_stops_with_one_line():
     assert len(lines) == 1 and lines[0].startswith("contrastlab: make gpu-check needs a CUDA GPU")
 
 
+def _wait_for(proc: subprocess.Popen, line: str, timeout_s: float) -> str:
+    """The process's output up to the first line containing ``line`` (all of it if it ended first);
+    its process group is killed after ``timeout_s``."""
+    watchdog = threading.Timer(timeout_s, os.killpg, (proc.pid, signal.SIGKILL))
+    watchdog.start()
+    seen = []
+    try:
+        for out in proc.stdout:
+            seen.append(out)
+            if line in out:
+                break
+    finally:
+        watchdog.cancel()
+    return "".join(seen)
+
+
+def _plan_reads(calibration: Path, configfile: Path, out: Path) -> str:
+    """`make plan` (scripts/plan.py) of ``configfile`` priced with ``calibration``: its output."""
+    command = [sys.executable, str(REPO_ROOT / "scripts" / "plan.py"), "--configfile", str(configfile)]
+    command += ["--calibration", str(calibration), "--no-claims", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done.stdout
+
+
+def _modes_of_the_cells(results: Path) -> dict[str, str]:
+    """The step mode each packed cell's training ran (its summary), by the packing's step name."""
+    sentence = results / "checkpoints" / "gpu_check" / "tiny-bert"
+    modes = {}
+    for precision in ("fp32", "bf16"):
+        s = json.loads((sentence / precision / "seed42" / "model" / "train_summary.json").read_text())[
+            "settings"
+        ]
+        modes[f"sentence {precision}"] = (
+            "padding-free" if s["padding_free"] else "graph" if s["cuda_graph"] else "eager"
+        )
+    macl = results / "checkpoints" / "gpu_check_macl" / "resnet18-cifar" / "macl" / "seed42" / "encoder"
+    modes["vision macl"] = (
+        "graph" if json.loads((macl / "settings.json").read_text())["cuda_graph"] else "eager"
+    )
+    return modes
+
+
 @pytest.mark.slow
-def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(
+def test_the_preset_at_toy_size_killed_after_its_cells_then_run_to_the_end(
     repo_root, tmp_path, e2e_resources
 ):
-    """scripts/gpu_check.py --toy on the CPU: every cell of the preset in the report, the fp16 cell killed
-    and resumed, the evaluation split and the GPU-vs-CPU check passed, the packing rows (1, 2 and 4
-    cells at once), and a calibration make plan reads, with the packing speed-ups."""
+    """scripts/gpu_check.py --toy on the CPU, SIGKILLed (its process group) after its first part: the
+    report and the calibration of the cells are there, name the parts missing, and make plan reads the
+    calibration. Run again to the end: every cell in the report, the fp16 cell killed and resumed, the
+    evaluation split and the GPU-vs-CPU check passed, each packed step in the mode its cell ran (1, 2 and 4
+    copies; no MPS here, said so), the actual-against-plan table, and a calibration make plan reads."""
     results = tmp_path / "gpu-check"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     command = [sys.executable, str(SCRIPT), "--toy", "--results-dir", str(results), "--cores", "2"]
-    # The session's resources folder (the toy tiny BERT is the demo's): built once for all e2e tests.
-    command += [
-        "--resources-dir",
-        str(e2e_resources),
-        "--workdir",
-        str(repo_root),
-    ]  # this module's .snakemake
+    # The session's resources folder (the toy tiny BERT is the demo's): built once for all e2e tests;
+    # this module's working copy, with its own .snakemake.
+    command += ["--resources-dir", str(e2e_resources), "--workdir", str(repo_root)]
+    cut = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**env, gpu_check.WAIT_AFTER: "cells"},
+        start_new_session=True,
+    )
+    output = _wait_for(cut, "== cells written; waiting", timeout_s=1500)
+    assert cut.poll() is None, output[-4000:]
+    os.killpg(cut.pid, signal.SIGKILL)
+    assert cut.wait() == -signal.SIGKILL
+    report = (results / "report.md").read_text()
+    assert "| sentence fp32 |" in report and "| vision oar |" in report and "## Actual against plan" in report
+    assert "- not done (the check stopped or has not reached them yet): checks, packing" in report
+    assert "## Checks\n\nNot run yet." in report and "## Several small cells per GPU" not in report
+    partial = json.loads((results / "calibration.json").read_text())
+    assert partial["missing_parts"] == ["checks", "packing"] and "packing" not in partial
+    assert set(partial["achieved_tflops"]["sentence"]) == {"fp32", "bf16", "fp16"}
+    measured = {"train_startup", "evaluate_startup", "snapshot_per_gib", "dev_evaluation"}
+    assert measured <= {k for k, v in partial["overheads_s"].items() if v > 0}
+    plan = _plan_reads(results / "calibration.json", results / "gpu-check.config.yaml", tmp_path / "plan-cut")
+    assert "make gpu-check stopped before its checks, packing part" in plan
+
     done = subprocess.run(command, capture_output=True, text=True, timeout=1500, env=env)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     report = (results / "report.md").read_text()
@@ -56,25 +125,36 @@ def test_the_preset_runs_at_toy_size_and_writes_the_report_and_calibration(
         "vision oar",
     ):
         assert f"| {cell} |" in report
-    assert "- kill and resume: PASS" in report and "- GPU vs CPU evaluation: PASS" in report
-    assert "- evaluation split: PASS — 4 of 4 SentEval encoding jobs on cpu" in report
-    for k in (1, 2, 4):  # 1, 2 and 4 sentence cells at once (fp32 only at toy size)
-        assert re.search(
-            rf"^\| packing fp32 \| {k} \| ([0-9.]+(, )?){{{k}}} \| [0-9.]+ \| [0-9.]+x \|", report, re.M
-        )
+    assert "- parts done: cells, checks, packing" in report and "not done" not in report
+    assert (
+        "- kill and resume: PASS — the fp16 cell was killed after its first snapshot (an earlier run"
+        in report
+    )
+    assert "- GPU vs CPU evaluation: PASS" in report
+    assert "- evaluation split: PASS — 1 of 1 SentEval encoding jobs on cpu" in report
+    for rule in ("train", "train_vision", "encode", "encode_vision", "evaluate", "evaluate_vision"):
+        assert re.search(rf"^\| {rule} \| \d+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$", report, re.M), rule
+    for step, mode in _modes_of_the_cells(results).items():  # eager on a CPU, through the trainer's rule
+        for k in (1, 2, 4):  # 1, 2 and 4 copies at once
+            assert re.search(
+                rf"^\| {step} \| {mode} \| no \| {k} \| ([0-9.]+(, )?){{{k}}} \| [0-9.]+ \| [0-9.]+x \|",
+                report,
+                re.M,
+            )
+        assert f"| {step} | — | yes | — | not measured: nvidia-cuda-mps-control is not on PATH" in report
     calibration = json.loads((results / "calibration.json").read_text())
     # The format make plan reads; on a CPU tf32 runs as fp32, the others as asked.
     assert calibration["format"] == "contrastlab-calibration/1" and calibration["measured"] is True
+    assert "missing_parts" not in calibration
     assert set(calibration["achieved_tflops"]["sentence"]) == {"fp32", "bf16", "fp16"}
     assert set(calibration["achieved_tflops"]["vision"]) == {"fp32"}
     assert calibration["overheads_s"]["dev_evaluation"] > 0
     assert calibration["packing"]["measured"] is True
-    assert set(calibration["packing"]["speedup"]) == {"fp32"}
+    assert set(calibration["packing"]["speedup"]) == {"fp32", "bf16"}
     assert set(calibration["packing"]["speedup"]["fp32"]) == {"2", "4"}
-    from contrastlab.cost import calibration as cl_calibration
-
-    loaded = cl_calibration.load_calibration(results / "calibration.json")  # make plan accepts it
-    assert loaded is not None
+    assert set(calibration["packing"]["vision_speedup"]) == {"fp32"}
+    plan = _plan_reads(results / "calibration.json", results / "gpu-check.config.yaml", tmp_path / "plan")
+    assert "stopped before" not in plan
 
 
 def test_the_toy_tiny_bert_is_the_demos():

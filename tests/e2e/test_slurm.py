@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import re
 import subprocess
 import time
@@ -25,7 +26,7 @@ from contrastlab.training.sentence import NonFiniteLossError
 from contrastlab.workflow.gpus import GpuUnavailableError, requested_gpus, require_requested_gpu
 from contrastlab.workflow.job import logged_to
 from contrastlab.workflow.recovery import RUN_VARIABLE, workflow_run
-from tests import forked
+from tests import forked, mps_standin
 
 from .test_dryrun import SNAKEMAKE, job_counts, run_snakemake
 from .test_pipeline import reduced_demo, write
@@ -42,7 +43,9 @@ SUBMITTED = re.compile(r"Job (\S+) has been submitted with SLURM jobid (\d+) \(l
 # time in each; this node has this machine's 2 CPUs, so docs/cluster.md's override for a small node
 # runs 2 at a time.
 PROBE_GROUP = "group_senteval_probes"
-SMALL_NODE = ["--resources", "probe_slots=2"]
+SMALL_NODE = ["--resources", "probe_slots=2", "pack_slots=1"]
+#: The SLURM job of two training jobs that share a GPU (resources.gpu_share 2: the group gpu_pack2).
+PACK_GROUP = "group_gpu_pack2"
 
 
 # --- the GPU check and the retry marker (no cluster needed) -------------------------------------------
@@ -205,9 +208,12 @@ def slurm_env(cluster) -> dict[str, str]:
     return dict(cluster.env, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
 
 
-def run_through_slurm(repo_root, cluster, profile, configfile, *args, check=True) -> str:
+def run_through_slurm(repo_root, cluster, profile, configfile, *args, check=True, env=None) -> str:
+    """Snakemake through ``profiles/<profile>`` (:func:`slurm_command`); ``env``: variables set for it
+    (over :func:`slurm_env`), which the plugin passes on to the jobs (sbatch --export=ALL)."""
     command = slurm_command(repo_root, cluster, profile, configfile, *args)
-    done = forked.snakemake(command[len(SNAKEMAKE) :], cwd=repo_root, env=slurm_env(cluster), timeout=600)
+    env = slurm_env(cluster) | dict(env or {})
+    done = forked.snakemake(command[len(SNAKEMAKE) :], cwd=repo_root, env=env, timeout=600)
     output = done.stdout + done.stderr
     if check:
         assert done.returncode == 0, output[-5000:] + "\n" + cluster.log_tail()
@@ -256,8 +262,9 @@ def submissions(output: str) -> dict[str, str]:
     found = {}
     for _, slurm_id, log in SUBMITTED.findall(output):
         rule = re.search(r"/rule_(\w+?)/", log + "/")
-        assert rule or f"/{PROBE_GROUP}_" in log, log
-        found[slurm_id] = rule.group(1) if rule else PROBE_GROUP
+        group = next((g for g in (PROBE_GROUP, PACK_GROUP) if f"/{g}_" in log), None)
+        assert rule or group, log
+        found[slurm_id] = rule.group(1) if rule else group
     return found
 
 
@@ -391,3 +398,100 @@ def test_the_demo_through_slurm_equals_a_local_run_with_a_cancelled_training_job
         f"SLURM run: {len(submitted)} sbatch jobs in {seconds:.0f} s; {len(tables)} tables equal; "
         f"SLURM job {killed} cancelled, resumed at step {resumed[0]}"
     )
+
+
+# --- two training cells that share a GPU: one allocation, an MPS daemon ------------------------------------
+
+
+def pack_demo(repo_root: Path, workdir: Path, resources: Path, gpu: int) -> dict:
+    """:func:`slurm_demo` with both of the reduced demo's Nie cells (InfoNCE and MPT, 20 steps) in bf16,
+    the one step the H200's calibration has a measured packing figure for (2 captured cells 1.16× under
+    MPS), and ``resources.gpu_share: 2`` with ``resources.mps``: with ``gpu`` 1 the workflow packs their
+    training jobs two to a GPU, as on a GPU cluster; with 0 nothing is packed (the local reference)."""
+    config = slurm_demo(repo_root, workdir, resources)
+    config["experiments"]["nie2023"]["methods"] = reduced_demo(repo_root, workdir)["experiments"]["nie2023"][
+        "methods"
+    ]
+    config["experiments"]["nie2023"]["training"]["precision"] = "bf16"
+    config["training"].update(max_steps=20, eval_every=10, state_every=10, log_every=5)
+    config["resources"].update(gpu=gpu, gpu_share=2, mps=True)
+    return config
+
+
+@pytest.mark.slow
+def test_two_cells_sharing_a_gpu_train_in_one_allocation_under_one_mps_daemon_and_equal_a_local_run(
+    repo_root, cluster, e2e_resources, tmp_path
+):
+    """resources.gpu_share 2 with resources.mps on a GPU config: the two bf16 training jobs form the group
+    gpu_pack2 (rules train's `group:`) and go out as one SLURM job (profiles/slurm's group-components),
+    which asks for one job's CPUs and memory and the sum of their runtimes (pack_slots). Inside it each job
+    joins the allocation's MPS daemon before it trains: a stand-in nvidia-cuda-mps-control first on PATH
+    records each call and the SLURM_JOB_ID it ran in. The plugin runs a group's jobs one after another
+    (--jobs 1), so the daemon is started and stopped around each job: the record shows that too. The
+    checkpoints are then encoded and evaluated here, and the tables equal those of the same cells trained
+    with profiles/default, byte for byte. This node's GPU is one torch cannot use: the SLURM run gives the
+    training jobs gpu=0 (--set-resources), the rest of the config as a GPU run has it."""
+    from safetensors.torch import load_file
+
+    from contrastlab.config import load
+    from contrastlab.paths import Results
+    from contrastlab.report import build_report
+
+    cells = [f"nie2023/tiny-bert/{method}/seed42" for method in ("cl", "mpt")]
+    local = tmp_path / "local"
+    local_config = write(pack_demo(repo_root, local, e2e_resources, gpu=0), tmp_path / "local.yaml")
+    metrics = [f"{local}/results/metrics/{cell}/senteval.json" for cell in cells]
+    default = ["--workflow-profile", "profiles/default", "--cores", "2"]
+    run_snakemake(repo_root, *default, "--configfile", local_config, "--", *metrics)
+    build_report(Results(local / "results"), load(local_config))
+
+    packed = tmp_path / "packed"
+    packed_config = write(pack_demo(repo_root, packed, e2e_resources, gpu=1), tmp_path / "packed.yaml")
+    bin_dir, calls_log = mps_standin.install(tmp_path / "mps")
+    trained = [f"{packed}/results/checkpoints/{cell}/train_log.jsonl" for cell in cells]
+    started = time.monotonic()
+    output = run_through_slurm(
+        repo_root,
+        cluster,
+        "slurm",
+        packed_config,
+        *("--set-resources", "train:gpu=0", "--", *trained),
+        # the stand-in first on PATH (the cluster's client wrappers after it); the daemons' folders here
+        env={
+            "PATH": f"{bin_dir}{os.pathsep}{slurm_env(cluster)['PATH']}",
+            "CONTRASTLAB_GPU_LOCK_DIR": str(tmp_path / "locks"),
+        },
+    )
+    seconds = time.monotonic() - started
+    results = (packed / "results", local / "results")
+    submitted = submissions(output)
+    assert list(submitted.values()) == [PACK_GROUP], output[-5000:]  # both training jobs: one sbatch
+    (slurm_id,) = submitted
+    (job,) = [j for j in cluster.jobs() if j["JobId"] == slurm_id]
+    assert job["JobState"] == "COMPLETED", job
+    # one job at a time: one job's CPUs (threads 1) and memory, both jobs' 20 minutes
+    assert (job["NumCPUs"], job["MinMemoryNode"], job["TimeLimit"]) == ("1", "1500M", "00:40:00"), job
+    calls = mps_standin.calls(calls_log)
+    assert [c["what"] for c in calls] == ["start", "quit", "start", "quit"], calls  # job by job
+    assert {c["slurm_job"] for c in calls} == {slurm_id}, calls  # the allocation's own daemon
+    assert len({c["pipe"] for c in calls}) == 1 and f"-{slurm_id}-" in calls[0]["pipe"], calls
+    assert Path(calls[0]["pipe"]).parent.parent == tmp_path / "locks"
+    for cell in cells:
+        log = (packed / "results" / "logs" / "train" / f"{cell}.log").read_text()
+        assert f"contrastlab: MPS daemon started: {Path(calls[0]['pipe']).parent}" in log, log[-2000:]
+        # the same weights as the cell trained with profiles/default
+        ours, theirs = (load_file(r / "checkpoints" / cell / "model" / "model.safetensors") for r in results)
+        assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours), cell
+
+    # The rest here, as the local reference: encodings and probes of the packed run's checkpoints.
+    evaluate = write(pack_demo(repo_root, packed, e2e_resources, gpu=0), tmp_path / "evaluate.yaml")
+    targets = [f"{packed}/results/metrics/{cell}/senteval.json" for cell in cells]
+    rest = run_snakemake(repo_root, *default, "--configfile", evaluate, "--", *targets)
+    assert job_counts(rest).get("train") is None, rest[-3000:]  # trained through SLURM, not here
+    build_report(Results(packed / "results"), load(evaluate))
+    tables = sorted(p.name for p in (local / "results" / "tables").glob("*.csv"))
+    assert tables, "the local run wrote no table"
+    for name in tables:
+        ours = (packed / "results" / "tables" / name).read_bytes()
+        assert ours == (local / "results" / "tables" / name).read_bytes(), name
+    print(f"SLURM pack: 2 training jobs in SLURM job {slurm_id}, {seconds:.0f} s; {len(tables)} tables equal")

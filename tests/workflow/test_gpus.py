@@ -273,6 +273,28 @@ def test_a_share_that_is_not_a_slot_count_is_one_line(tmp_path):
         claim_gpus(1, ["0"], tmp_path, share=3)
 
 
+def test_a_shared_gpu_joins_the_mps_daemon_before_cuda_starts_when_the_config_asks(monkeypatch, tmp_path):
+    """resources.mps: a job that shares its GPU (gpu_share > 1) joins the daemon of the GPU it claimed
+    before torch looks at CUDA; a job with a GPU of its own, or without resources.mps, joins none."""
+    from contrastlab.workflow import gpus
+
+    order = []
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    monkeypatch.setenv("CONTRASTLAB_GPU_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(
+        gpus.mps, "join", lambda devices, base, log=None: order.append(("mps", devices, base))
+    )
+    monkeypatch.setattr(gpus, "require_requested_gpu", lambda job: order.append(("cuda",)))
+    mps_on = {"resources": {"mps": True}}
+    assert job_device(SimpleNamespace(resources={"gpu": 1, "gpu_share": 2}, config=mps_on)) == "cuda"
+    assert order == [("mps", ["2"], tmp_path), ("cuda",)]
+    order.clear()
+    for share, config in ((2, {"resources": {"mps": False}}), (1, mps_on)):
+        monkeypatch.setenv("CONTRASTLAB_GPU_LOCK_DIR", str(tmp_path / f"share{share}"))  # slots of their own
+        job_device(SimpleNamespace(resources={"gpu": 1, "gpu_share": share}, config=config))
+    assert order == [("cuda",), ("cuda",)]
+
+
 def test_the_share_comes_from_the_jobs_gpu_share_resource():
     assert requested_share(_job(gpu=1, gpu_share=4)) == 4
     assert requested_share(_job(gpu=1)) == 1

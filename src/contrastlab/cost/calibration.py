@@ -26,8 +26,10 @@ prefers)::
                                               # padded step's, per precision, at wiki1m's token profile
       "packing": {                            # several small cells per GPU (cost.packing); missing: the
         "measured": true, "source": "...",    # default's (the H100 benchmark in docs/measured.md, assumed)
-        "speedup": {"bf16": {"2": 1.82, "4": 2.34}}   # precision -> concurrent cells -> summed speed-up
-      },
+        "speedup": {"bf16": {"2": 1.82, "4": 2.34}},  # precision -> concurrent cells -> summed speed-up
+        "speedup_mps": {...}, "vision_speedup": {...}, "vision_speedup_mps": {...}   # optional: the same
+      },                                      # under an MPS daemon, and of image cells (PACKING_VARIANTS)
+      "missing_parts": ["packing"],           # optional: the parts of make gpu-check that did not finish
       "peak_tflops": {...}, "mfu": {...},     # optional, for the reader
       "measured_entries": ["achieved_tflops.sentence.fp32", ...],   # optional: in an assumed file, the
       "measured_source": "..."                # entries that are measured figures, and where from
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -49,60 +51,10 @@ from typing import Any
 import yaml
 
 from contrastlab.config import Grid
+from contrastlab.cost.cards import DEFAULT_GPU_MODEL, GPU_PEAKS, RUNS_AS, model_of
 from contrastlab.cost.flops import CellWork
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.precision import RESOLVED
-
-#: Dense peak TFLOP/s per GPU model (the data sheets' tensor figures are with 2:4 sparsity; dense is
-#: half), keyed by the words of the CUDA device name that tell the model apart: the PCIe and NVL cards
-#: of a family have lower clocks and power than its SXM card, which the family's bare name means
-#: (torch names an H100 SXM "NVIDIA H100 80GB HBM3").
-GPU_PEAKS = {
-    "H100 PCIe": {
-        "fp32": 51.0,
-        "tf32": 378.0,
-        "bf16": 756.5,
-        "fp16": 756.5,
-        "source": "NVIDIA H100 PCIe data sheet",
-    },
-    "H100 NVL": {
-        "fp32": 60.0,
-        "tf32": 417.5,
-        "bf16": 835.5,
-        "fp16": 835.5,
-        "source": "NVIDIA H100 NVL data sheet",
-    },
-    "H100": {
-        "fp32": 67.0,
-        "tf32": 495.0,
-        "bf16": 989.0,
-        "fp16": 989.0,
-        "source": "NVIDIA H100 SXM5 data sheet",
-    },
-    "H200 NVL": {
-        "fp32": 60.0,
-        "tf32": 417.5,
-        "bf16": 835.5,
-        "fp16": 835.5,
-        "source": "NVIDIA H200 NVL data sheet",
-    },
-    "H200": {
-        "fp32": 67.0,
-        "tf32": 495.0,
-        "bf16": 989.0,
-        "fp16": 989.0,
-        "source": "NVIDIA H200 SXM data sheet",
-    },
-    # The A100's PCIe and SXM cards share their peaks.
-    "A100": {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "source": "NVIDIA A100 data sheet"},
-    "L40S": {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "source": "NVIDIA L40S data sheet"},
-    # No TF32 or bf16 units before Ampere: torch runs tf32 as fp32 there, and bf16 without tensor cores
-    # (RUNS_AS prices both as the card's fp32). V100 SXM2 and P100 SXM2 figures.
-    "V100": {"fp32": 15.7, "tf32": 15.7, "bf16": 15.7, "fp16": 125.0, "source": "NVIDIA V100 data sheet"},
-    "P100": {"fp32": 10.6, "tf32": 10.6, "bf16": 10.6, "fp16": 21.2, "source": "NVIDIA P100 data sheet"},
-}
-#: The precisions a card has no units for, and what they run as there.
-RUNS_AS = {"V100": {"tf32": "fp32", "bf16": "fp32"}, "P100": {"tf32": "fp32", "bf16": "fp32"}}
 
 CALIBRATION_FORMAT = "contrastlab-calibration/1"
 
@@ -115,9 +67,6 @@ SHIPPED_CALIBRATIONS = {
     "H200": Path(__file__).with_name("calibration_h200.json"),
     "H100": Path(__file__).with_name("calibration_h100.json"),
 }
-
-#: The card a plan is priced for when ``resources.gpu_model`` is null: the one measured end to end.
-DEFAULT_GPU_MODEL = "H200"
 
 #: The default calibration: the shipped file of :data:`DEFAULT_GPU_MODEL`; entries another file lacks
 #: are taken from it.
@@ -148,6 +97,10 @@ SIDE_BY_SIDE = ("fp32", "tf32", "bf16")
 #: The evaluators encode in fp32 (checkpoint loaded in fp32, no autocast).
 EVALUATION_PRECISION = "fp32"
 
+#: The packing figures beside ``packing.speedup`` (sentence cells, each in a process of its own): the same
+#: under an MPS daemon, and of image cells (MACL's captured step), without and with MPS.
+PACKING_VARIANTS = ("speedup_mps", "vision_speedup", "vision_speedup_mps")
+
 
 # ---------------------------------------------------------------------------------------- calibration
 @dataclass(frozen=True)
@@ -175,6 +128,10 @@ class Calibration:
     #: precision -> a padding-free step's measured time over the padded step's at wiki1m's token profile
     #: (``padding_free_ratio`` in the file): where given, it prices those steps instead of the FLOP model
     padding_free_ratio: Mapping[str, float] = field(default_factory=dict)
+    #: :data:`PACKING_VARIANTS` -> precision -> concurrent cells -> speed-up (``packing`` in the file)
+    packing_variants: Mapping[str, Mapping[str, Mapping[int, float]]] = field(default_factory=dict)
+    #: The parts of ``make gpu-check`` that had not finished when it wrote this file (``missing_parts``)
+    missing_parts: tuple[str, ...] = ()
 
     def seconds(self, flops: float, track: str, precision: str) -> float:
         return flops / (self.achieved_tflops[track][precision] * 1e12)
@@ -191,6 +148,8 @@ class Calibration:
                 text += (
                     f", except {len(self.measured_entries)} figures measured on a GPU (its measured_source)"
                 )
+        if self.missing_parts:
+            text += f"; make gpu-check stopped before its {', '.join(self.missing_parts)} part"
         if self.filled_from_default:
             text += f"; from the default: {', '.join(self.filled_from_default)}"
         return f"{self.note}; {text}" if self.note else text
@@ -241,7 +200,9 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
             )
         overheads[key] = float(value)
     filled += [f"overheads_s.{k}" for k in default["overheads_s"] if k not in (data.get("overheads_s") or {})]
-    packing = data.get("packing") or default["packing"]
+    # packing figures are one card's measurement, like the padding-free ratio: never taken from the default
+    # file for another (a measured file without them prices every cell on a GPU of its own)
+    packing = data.get("packing") or (default["packing"] if chosen == DEFAULT_CALIBRATION else {})
     ratios = data.get("padding_free_ratio") or {}
     for precision, value in ratios.items():
         if precision not in RESOLVED or not isinstance(value, (int, float)) or not 0 < value <= 2:
@@ -266,13 +227,26 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
         tuple(data.get("assumed_entries") or ()),
         # a ratio is one card's measurement: never taken from the default file
         padding_free_ratio={precision: float(value) for precision, value in ratios.items()},
+        **_from_gpu_check(data, packing, chosen),
     )
 
 
-def _packing_speedup(packing: Mapping[str, Any], path: Path) -> dict[str, dict[int, float]]:
-    """A calibration's ``packing.speedup`` with integer counts, checked (one line on a bad entry)."""
+def _from_gpu_check(data: Mapping[str, Any], packing: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """A calibration's packing figures beside ``speedup`` (:data:`PACKING_VARIANTS`, the measured ones)
+    and the parts of ``make gpu-check`` it lacks: :class:`Calibration`'s ``packing_variants`` and
+    ``missing_parts``."""
+    return {
+        "packing_variants": {k: f for k in PACKING_VARIANTS if (f := _packing_speedup(packing, path, k))},
+        "missing_parts": tuple(str(part) for part in data.get("missing_parts") or ()),
+    }
+
+
+def _packing_speedup(
+    packing: Mapping[str, Any], path: Path, key: str = "speedup"
+) -> dict[str, dict[int, float]]:
+    """A calibration's ``packing.<key>`` with integer counts, checked (one line on a bad entry)."""
     out: dict[str, dict[int, float]] = {}
-    for precision, by_count in (packing.get("speedup") or {}).items():
+    for precision, by_count in (packing.get(key) or {}).items():
         for count, value in (by_count or {}).items():
             if (
                 precision not in RESOLVED
@@ -281,7 +255,7 @@ def _packing_speedup(packing: Mapping[str, Any], path: Path) -> dict[str, dict[i
                 or value <= 0
             ):
                 raise ValueError(
-                    f"calibration {path}: packing.speedup.{precision}.{count} must be a precision of "
+                    f"calibration {path}: packing.{key}.{precision}.{count} must be a precision of "
                     f"{', '.join(RESOLVED)}, a count of cells and a positive number, got {value!r}"
                 )
             out.setdefault(precision, {})[int(count)] = float(value)
@@ -311,6 +285,8 @@ def calibration_from_measurements(
     overheads_s: Mapping[str, float] | None = None,
     gpu_memory_gib: float | None = None,
     packing_speedup: Mapping[str, Mapping[int, float]] | None = None,
+    packing_variants: Mapping[str, Mapping[str, Mapping[int, float]]] | None = None,
+    missing_parts: Sequence[str] = (),
 ) -> dict:
     """The calibration dict (module docstring) of measured runs: per (track, precision) the mean
     achieved TFLOP/s of its measurements; ``overheads_s`` measured per job (missing keys: the
@@ -318,7 +294,9 @@ def calibration_from_measurements(
     track's ``<track>_step`` overhead: given one (e.g. timed at a tiny batch), it is taken out of the
     measured step time; not given, it is 0 and the whole step counts as FLOPs. ``packing_speedup``
     (precision -> concurrent cells -> summed speed-up, :mod:`contrastlab.cost.packing`): measured
-    figures of several cells on one GPU."""
+    figures of several cells on one GPU; ``packing_variants``: the same under an MPS daemon and of image
+    cells (:data:`PACKING_VARIANTS`). ``missing_parts``: the parts of ``make gpu-check`` not measured
+    (the file of a check that was cut short)."""
     # a measured image step includes its augmentation: no per-image augmentation on top of its rate
     overheads = {f"{track}_step": 0.0 for track in ("sentence", "vision")} | {"vision_large_image": 0.0}
     overheads |= dict(overheads_s or {})
@@ -349,13 +327,32 @@ def calibration_from_measurements(
     }
     if gpu_memory_gib is not None:
         out["gpu_memory_gib"] = float(gpu_memory_gib)
-    if packing_speedup:
-        out["packing"] = {
-            "measured": True,
-            "source": f"{source}: 1, 2 and 4 concurrent small cells",
-            "speedup": {p: {str(k): float(v) for k, v in by.items()} for p, by in packing_speedup.items()},
-        }
+    if packing := _packing_section(source, packing_speedup, packing_variants):
+        out["packing"] = packing
+    if missing_parts:
+        out["missing_parts"] = list(missing_parts)
     return out
+
+
+def _packing_section(
+    source: str,
+    speedup: Mapping[str, Mapping[int, float]] | None,
+    variants: Mapping[str, Mapping[str, Mapping[int, float]]] | None,
+) -> dict[str, Any]:
+    """A calibration's ``packing`` of measured figures (``speedup`` and :data:`PACKING_VARIANTS`), counts
+    as strings as JSON has them; empty without a figure."""
+    written = {key: by for key, by in {"speedup": speedup, **(variants or {})}.items() if by}
+    if not written:
+        return {}
+    return {
+        "measured": True,
+        "source": f"{source}: 1, 2 and 4 concurrent small cells",
+        "speedup": {},
+        **{
+            key: {p: {str(k): float(v) for k, v in by.items()} for p, by in f.items()}
+            for key, f in written.items()
+        },
+    }
 
 
 def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -> Path:
@@ -498,16 +495,6 @@ def for_gpu_model(calibration: Calibration, gpu_model: str | None) -> Calibratio
         device=f"{model} (scaled from {calibration.device} by data-sheet peaks)",
         measured=False,
     )
-
-
-def model_of(device_name: str) -> str | None:
-    """The card of :data:`GPU_PEAKS` that ``device_name`` (a CUDA device name, or a card's name such as
-    ``a100``) is: the most specific one whose words all appear in it ("H100 PCIe" before "H100")."""
-    words = device_name.upper().replace("-", " ").split()
-    for model in sorted(GPU_PEAKS, key=lambda m: -len(m.split())):
-        if all(word.upper() in words for word in model.split()):
-            return model
-    return None
 
 
 def peak_tflops(device_name: str, precision: str) -> tuple[float | None, str]:

@@ -1,17 +1,14 @@
-"""``make gpu-check`` (config/gpu-check.yaml) and its figures: :func:`run` trains the preset's cells
-through Snakemake (one killed and resumed), then measures per cell steps/s, achieved TFLOP/s, MFU and
-peak memory, runs the resume, evaluation-split and GPU-vs-CPU evaluation checks and the packing
-measurement, and writes the report and the calibration file ``make plan`` reads.
-
-FLOPs per training step are the plan's (:func:`contrastlab.cost.flops.cell_work`), so that the
-calibration written here is in the units ``make plan`` divides by. MFU = achieved FLOP/s ÷ the
-device's dense peak for the cell's precision (:data:`contrastlab.cost.calibration.GPU_PEAKS`, vendors'
-data sheets; fp32 cells against the non-tensor-core fp32 peak).
+"""``make gpu-check`` (config/gpu-check.yaml): :func:`run` trains the preset's cells through Snakemake
+(one killed and resumed), runs the resume, evaluation-split and GPU-vs-CPU evaluation checks and the
+packing measurement, and after each of these three parts writes the report and the calibration file
+``make plan`` reads (:mod:`contrastlab.cost.gpu_report`: the figures, the tables and the files), so that a
+check cut short leaves every finished part readable.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -20,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +28,23 @@ import yaml
 from contrastlab import config as cl_config
 from contrastlab import cuda
 from contrastlab.config.data import data_locations
-from contrastlab.cost.calibration import Measurement, calibration_from_measurements, peak_tflops
-from contrastlab.cost.flops import STSB_DEV_SENTENCES, cell_work
-from contrastlab.cost.packing import SHARES, STEP_COPY_MODULES, packing_rows, sentence_step_copy
+from contrastlab.cost import calibration as cl_calibration
+from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, cell_work
+from contrastlab.cost.gpu_report import PARTS, cell_row, write_report
+from contrastlab.cost.measured import read_job_costs
+from contrastlab.cost.packing import SHARES
+from contrastlab.cost.packing_measure import (
+    STEP_COPY_MODULES,
+    mps_daemon,
+    pooled_rows,
+    sentence_step,
+    vision_step,
+)
+from contrastlab.cost.plan import make_plan
 from contrastlab.data.acquire import data_marker_path
 from contrastlab.evaluation.senteval import evaluate_checkpoint
 from contrastlab.models import load_backbone, make_encoder
-from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.paths import REPO_ROOT
 from contrastlab.senteval.tasks import load_sts_pairs
 
 STS_TASKS = ("STS12", "STSBenchmark", "SICKRelatedness")
@@ -47,6 +54,15 @@ STS_TASKS = ("STS12", "STSBenchmark", "SICKRelatedness")
 #: swapped rank moves Spearman by up to 2.4 points, and a relative 1e-6 noise on the CPU's own
 #: embeddings already moves the fixture's STS12 by about 1 point.
 EMBEDDING_TOLERANCE = 1e-4
+#: The cells evaluated end to end (encoding on the GPU, probes in a CPU job), by method: one sentence
+#: cell and one image cell exercise the evaluation rules; the others are trained only (each encoding job
+#: is half a minute of start-up for no figure the plan reads).
+EVALUATED = ("fp32", "macl")
+#: An environment variable naming a part of :data:`~contrastlab.cost.gpu_report.PARTS`: after writing
+#: that part's files the check waits (up to :data:`WAIT_S`) instead of going on, so that a test can kill
+#: it there and read what a check cut short leaves.
+WAIT_AFTER = "CONTRASTLAB_GPU_CHECK_WAIT_AFTER"
+WAIT_S = 600
 
 
 def encoding_difference(
@@ -60,46 +76,6 @@ def encoding_difference(
         embeddings[where] = make_encoder(model, tokenizer, pooling=pooling, progress=False)(sentences)
     gap = np.linalg.norm(embeddings[device] - embeddings["cpu"], axis=1)
     return float((gap / np.maximum(np.linalg.norm(embeddings["cpu"], axis=1), 1e-12)).max())
-
-
-def cell_row(summary: Mapping[str, Any], step_flops: float, kind: str, track: str) -> dict[str, Any]:
-    """One row of the report from a cell's training summary and its FLOPs per step."""
-    timings = summary["timings"]
-    if timings.get("steady_train_s"):  # without each process's first log interval (warm-up)
-        steps_per_s = timings["steady_steps"] / timings["steady_train_s"]
-    else:
-        steps_per_s = summary["steps"] / timings["train_s"] if timings.get("train_s") else None
-    max_length = (summary.get("settings") or {}).get("max_length")
-    if track == "sentence" and timings.get("sentences") and max_length:
-        # The plan counts max_length tokens per sentence; dynamic padding runs fewer (the preset's
-        # fixture pads to about 21 of 32): count what ran, or the calibration comes out too fast.
-        ran = "padded_tokens"
-        if (summary.get("settings") or {}).get("padding_free") and timings.get("real_tokens"):
-            # A padding-free step's token-wise work runs on the real tokens (attention's two score
-            # products, about 3% of a BERT step at 32 tokens, still at the padded width: left out).
-            ran = "real_tokens"
-        step_flops *= timings[ran] / timings["sentences"] / max_length
-    achieved = step_flops * steps_per_s / 1e12 if steps_per_s else None
-    peak, source = peak_tflops(summary.get("device_name", ""), summary["precision"])
-    return {
-        "cell": kind,
-        "track": track,
-        "step_flops": step_flops,
-        "precision": summary["precision"],
-        "tf32": bool(summary.get("tf32_matmul")),
-        "steps": summary["steps"],
-        "steps_per_s": steps_per_s,
-        "tflops_per_s": achieved,
-        "mfu": achieved / peak if achieved and peak else None,
-        "peak_source": source,
-        "peak_gpu_memory_gib": summary.get("peak_gpu_memory_gib"),
-        "skipped_steps": summary.get("skipped_steps", 0),
-        "resumed_from": summary.get("resumed_from", []),
-        "startup_s": timings.get("total_s", 0) - timings.get("train_s", 0) - timings.get("eval_s", 0),
-        "eval_s": timings.get("eval_s"),
-        "evals": len(summary.get("evals", [])) or None,
-        "state_s": timings.get("state_s"),
-    }
 
 
 def environment() -> dict[str, Any]:
@@ -134,164 +110,77 @@ def sts_dev_sentences(senteval_dir: str | Path) -> int:
     return len(set(pairs.a) | set(pairs.b))
 
 
-def calibration(
-    rows: Iterable[Mapping[str, Any]],
-    env: Mapping[str, Any],
-    *,
-    dev_sentences: int | None = None,
-    packing: Mapping[str, Mapping[int, float]] | None = None,
-) -> dict[str, Any]:
-    """What ``make plan`` reads (:func:`contrastlab.cost.calibration.calibration_from_measurements`): the
-    achieved TFLOP/s per track and precision, start-up and dev-evaluation overheads, GPU memory, and the
-    packing speed-ups measured (``packing``: precision -> concurrent cells -> speed-up). A dev
-    evaluation timed on ``dev_sentences`` unique sentences (the preset's fixture has a few dozen) is
-    scaled to STS-B dev's :data:`~contrastlab.cost.flops.STSB_DEV_SENTENCES`, the set a real cell
-    evaluates (an encoding's time grows with its sentences; the fixed part, under a millisecond of
-    launches per batch, is scaled with it, which errs long)."""
-
-    rows = [r for r in rows if r["steps_per_s"]]
-    measured = [
-        Measurement(r["track"], r["precision"], step_flops=r["step_flops"], steps_per_s=r["steps_per_s"])
-        for r in rows
-    ]
-    sentence = [r for r in rows if r["track"] == "sentence"]
-    evals = [r["eval_s"] / r["evals"] for r in sentence if r.get("eval_s") and r.get("evals")]
-    overheads = {"train_startup": max((r["startup_s"] for r in rows), default=0.0)}
-    if evals:
-        scale = STSB_DEV_SENTENCES / dev_sentences if dev_sentences else 1.0
-        overheads["dev_evaluation"] = sum(evals) / len(evals) * scale
-    return calibration_from_measurements(
-        measured,
-        device=str(env.get("device")),
-        source=f"make gpu-check on {env.get('device')} ({env.get('date')})",
-        overheads_s=overheads,
-        gpu_memory_gib=env.get("gpu_memory_gib"),
-        packing_speedup=packing,
-    )
-
-
-def _fmt(value: Any, spec: str) -> str:
-    return "—" if value is None else format(value, spec)
-
-
-#: make gpu-check's packing measurement (:func:`measure_packing`): concurrent copies of the preset's
-#: sentence cell, and the precisions timed (the README's benchmark: fp32 gains nothing, bf16 does).
+#: make gpu-check's packing measurement (:func:`measure_packing`): concurrent copies of the preset's fp32
+#: and bf16 sentence cells and of its MACL cell, each in the mode its cells run; the steps each copy
+#: times per count, and the untimed ones before (capture, kernel choice, optimiser state).
 PACKING_COUNTS = SHARES
 PACKING_PRECISIONS = ("fp32", "bf16")
+PACKING_STEPS = 30
+PACKING_WARMUP = 10
+#: Seconds without a result after which a packing round gives up (a copy that hangs: e.g. an MPS client
+#: whose server cannot start); the round is then a row saying so, and the check goes on.
+PACKING_TIMEOUT_S = 120
+
+
+def packing_series(grid: cl_config.Grid, device: str, *, warmup: int, state_dir: Path) -> dict[str, Any]:
+    """The steps :func:`measure_packing` packs: per name (``sentence fp32``, ``sentence bf16``, ``vision
+    macl``) its track, configured precision and the factory of one copy (:func:`sentence_step` or
+    :func:`vision_step` with the cell's own settings, so that a copy runs the mode the cell runs).
+    OAR's cell is left out: its 224-px IEEE-fp32 step fills the GPU alone."""
+    series = {}
+    for cell in grid.cells:
+        s = grid.settings_copy(cell)
+        folder = str(Path(state_dir, cell.method))
+        common = {"device": device, "warmup": warmup, "state_dir": folder}
+        if grid.experiment(cell.experiment).track == "vision":
+            if not s.get("oar_fraction"):
+                n_images = DATASET_IMAGES[s["dataset"]][0]
+                n_train = n_images - int(float(s.get("val_fraction") or 0) * n_images)
+                build = functools.partial(vision_step, settings=s, n_images=n_train, **common)
+                series[f"vision {cell.method}"] = ("vision", s.get("precision") or "auto", build)
+        elif s.get("precision") in PACKING_PRECISIONS:
+            model = grid.backbone(cell.backbone)["random"]
+            size = {"batch": s["batch_size"], "length": s["max_length"], "precision": s["precision"]}
+            build = functools.partial(sentence_step, model_config=model, settings=s, **size, **common)
+            series[f"sentence {s['precision']}"] = ("sentence", s["precision"], build)
+    return series
 
 
 def measure_packing(
-    model_config: Mapping[str, Any],
+    series: Mapping[str, tuple[str, str, Callable]],
     *,
-    batch: int,
-    length: int,
-    device: str,
-    precisions: Iterable[str] = PACKING_PRECISIONS,
-    steps: int = 100,
-    warmup: int = 10,
-    state_dir: str | Path,
+    steps: int,
+    counts: Sequence[int] = PACKING_COUNTS,
+    timeout: float = 600,
     forkserver_preload: Sequence[str] | None = None,
-) -> dict[str, list[dict[str, Any]]]:
-    """Per precision, :func:`~contrastlab.cost.packing.packing_rows` of 1, 2 and 4 concurrent copies of
-    a sentence cell's training step (:func:`~contrastlab.cost.packing.sentence_step_copy`: a random
-    encoder of ``model_config``, ``batch`` sentences × ``length`` tokens on ``device``);
-    ``forkserver_preload``: see :func:`~contrastlab.cost.packing.concurrent_rates` (``--toy``)."""
-    Path(state_dir).mkdir(parents=True, exist_ok=True)
-    out = {}
-    for precision in precisions:
-        copy = functools.partial(
-            sentence_step_copy,
-            model_config=dict(model_config),
-            batch=batch,
-            length=length,
-            precision=precision,
-            device=device,
-            steps=steps,
-            warmup=warmup,
-            state_dir=str(state_dir),
-        )
-        out[precision] = packing_rows(copy, PACKING_COUNTS, forkserver_preload=forkserver_preload)
+    pool: Callable[..., Mapping[str, list]] = pooled_rows,
+    done: Callable[[list[dict[str, Any]]], Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The packing series of the report and the calibration: every step of ``series``
+    (:func:`packing_series`) timed by ``pool`` (:func:`~contrastlab.cost.packing_measure.pooled_rows`: 1, 2
+    and 4 copies at once), first each copy a process of its own, then again under a private MPS daemon
+    (:func:`~contrastlab.cost.packing_measure.mps_daemon`) where the machine has one. Each series: ``step``,
+    ``track``, ``precision``, ``mps`` and its ``rows``, or the ``error`` that kept it from being
+    measured (no MPS here; a failed copy). ``done(series so far)`` after each of the two rounds."""
+    out: list[dict[str, Any]] = []
+    builds = {name: build for name, (_, _, build) in series.items()}
+    for mps in (False, True):
+        with mps_daemon() if mps else contextlib.nullcontext({}) as env:
+            if env is None:
+                error = "nvidia-cuda-mps-control is not on PATH here, or its daemon did not start"
+                measured: Mapping[str, Any] | str = error
+            else:
+                options = {"steps": steps, "timeout": timeout, "env": env}
+                try:
+                    measured = pool(builds, counts, forkserver_preload=forkserver_preload, **options)
+                except RuntimeError as err:
+                    measured = str(err)
+        for name, (track, precision, _) in series.items():
+            row = {"step": name, "track": track, "precision": precision, "mps": mps}
+            out.append(row | ({"error": measured} if isinstance(measured, str) else {"rows": measured[name]}))
+        if done is not None:
+            done(list(out))
     return out
-
-
-def packing_speedups(packing: Mapping[str, list[Mapping[str, Any]]]) -> dict[str, dict[int, float]]:
-    """The calibration's ``packing.speedup`` from :func:`measure_packing`'s rows (counts above 1)."""
-    return {p: {r["k"]: r["speedup"] for r in rows if r["k"] > 1} for p, rows in packing.items()}
-
-
-def write_report(
-    out_dir: str | Path,
-    rows: list[dict[str, Any]],
-    env: Mapping[str, Any],
-    checks: Mapping[str, Any],
-    *,
-    packing: Mapping[str, list[Mapping[str, Any]]] | None = None,
-    dev_sentences: int | None = None,
-) -> Path:
-    """``report.md`` and ``calibration.json`` in ``out_dir``; returns the report's path. ``packing``:
-    :func:`measure_packing`'s rows; ``dev_sentences``: the unique STS-B dev sentences the cells'
-    dev evaluations encoded (:func:`calibration` scales their time to the real set)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    measured = calibration(
-        rows, env, dev_sentences=dev_sentences, packing=packing_speedups(packing) if packing else None
-    )
-    calibration_file = Path(Results(out_dir).calibration)
-    calibration_file.write_text(json.dumps(measured, indent=1) + "\n")
-    lines = [
-        "# GPU check",
-        "",
-        *(f"- {key}: {value}" for key, value in env.items()),
-        "",
-        "| cell | precision | TF32 | steps | steps/s | TFLOP/s | MFU | peak GiB | skipped | resumed from |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['cell']} | {r['precision']} | {'yes' if r['tf32'] else 'no'} | {r['steps']} | "
-            f"{_fmt(r['steps_per_s'], '.2f')} | {_fmt(r['tflops_per_s'], '.1f')} | "
-            f"{_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}{'%' if r['mfu'] else ''} | "
-            f"{_fmt(r['peak_gpu_memory_gib'], '.2f')} | {r['skipped_steps']} | "
-            f"{', '.join(map(str, r['resumed_from'])) or '—'} |"
-        )
-    if packing:
-        lines += [
-            "",
-            "## Several small cells per GPU",
-            "",
-            "Concurrent copies of the sentence cell's training step, each a process of its own, timed "
-            "together; speed-up: their summed steps/s over one copy alone (`resources.gpu_share`; "
-            "`make plan` prices packed cells with it).",
-            "",
-            "| packing | cells at once | steps/s each | steps/s in all | speed-up | peak GiB each |",
-            "|---|---|---|---|---|---|",
-        ]
-        for precision, measured_rows in packing.items():
-            for r in measured_rows:
-                each = ", ".join(f"{rate:.2f}" for rate in r["steps_per_s"])
-                lines.append(
-                    f"| packing {precision} | {r['k']} | {each} | {r['sum']:.2f} | {r['speedup']:.2f}x | "
-                    f"{_fmt(r['peak_gib'], '.2f')} |"
-                )
-    lines += ["", "## Checks", ""]
-    lines += [f"- {name}: {'PASS' if ok else 'FAIL'} — {what}" for name, (ok, what) in checks.items()]
-    scaled = (
-        f" The dev-evaluation overhead is the cells' time per evaluation of {dev_sentences} sentences "
-        f"scaled to STS-B dev's {STSB_DEV_SENTENCES}."
-        if dev_sentences
-        else ""
-    )
-    lines += [
-        "",
-        "MFU: achieved FLOP/s (the plan's FLOPs per step, sentence cells at the padded length their batches "
-        "really had, x steps/s without each process's first log interval) over the data-sheet dense peak "
-        "of the cell's precision (fp32 against the non-tensor-core peak)."
-        f"{scaled} `{calibration_file.name}` beside this report is what `make plan` reads.",
-        "",
-    ]
-    path = out_dir / "report.md"
-    path.write_text("\n".join(lines))
-    return path
 
 
 # --------------------------------------------------------------------------------------------- the run
@@ -324,49 +213,129 @@ TOY = {
 def run(args: argparse.Namespace) -> Path:
     """``make gpu-check`` (``scripts/gpu_check.py``'s options in ``args``: ``toy``, ``results_dir``,
     ``resources_dir``, ``cores``, ``workdir``): the preset's cells through Snakemake, the fp16 cell killed
-    after its first snapshot and resumed, the checks, the packing measurement, then ``report.md`` and
-    ``calibration.json`` in the results folder; returns the report's path. Without a usable GPU (and
-    not ``--toy``) it stops with one line."""
+    after its first snapshot and resumed (part ``cells``); the checks (``checks``); the packing
+    measurement (``packing``). After each part, ``report.md`` and ``calibration.json`` in the results
+    folder hold every part done so far and name those not done; returns the report's path. Without a
+    usable GPU (and not ``--toy``) it stops with one line."""
     if not args.toy:
         _require_gpu()
     config, configfile = _preset(args)
     grid = cl_config.Grid(config)
     results = Path(grid.results.root)
     senteval_dir = data_locations(config)["senteval_dir"]
-    cells = list(grid.cells)
     killed = _run_cells(grid, configfile, args.cores, args.workdir)
     device = "cuda" if torch.cuda.is_available() and not args.toy else "cpu"
-    rows = [_cell_row(grid, cell) for cell in cells]
+    env = environment()
+    shipped = _shipped_calibration(str(env.get("device")))
+    rows, jobs, evaluations = _measured(grid, results, shipped)
+    write = functools.partial(
+        write_report,
+        results,
+        rows,
+        env,
+        dev_sentences=sts_dev_sentences(senteval_dir),
+        evaluations=evaluations,
+        jobs=jobs,
+        price=lambda path: planned_seconds(grid, cl_calibration.load_calibration(path)),
+    )
+    write({}, missing=PARTS[1:])
+    _wait_after("cells")
+    checks = _checks(grid, rows, killed, senteval_dir, device)
+    report = write(checks, missing=PARTS[2:])
+    _wait_after("checks")
+    print("== 1, 2 and 4 cells at once on one device", flush=True)
+    series = packing_series(
+        grid, device, warmup=1 if args.toy else PACKING_WARMUP, state_dir=Path(grid.results.state("packing"))
+    )
+    packing = measure_packing(
+        series,
+        steps=2 if args.toy else PACKING_STEPS,
+        timeout=5 * PACKING_TIMEOUT_S if args.toy else PACKING_TIMEOUT_S,  # the toy shares 2 cores
+        # --toy: the copies fork from one process that imported torch (a spawned copy's imports cost
+        # more than the toy's steps); the GPU run spawns them, as Snakemake starts its jobs.
+        forkserver_preload=STEP_COPY_MODULES if args.toy else None,
+        done=lambda so_far: write(checks, packing=so_far, missing=PARTS[2:]),
+    )
+    report = write(checks, packing=packing)
+    _wait_after("packing")
+    return report
+
+
+def _wait_after(part: str) -> None:
+    """Wait after ``part`` when :data:`WAIT_AFTER` names it (a test kills the check there)."""
+    if os.environ.get(WAIT_AFTER) == part:
+        print(f"== {part} written; waiting ({WAIT_AFTER}={part})", flush=True)
+        time.sleep(WAIT_S)
+
+
+def _checks(grid: cl_config.Grid, rows, killed: bool, senteval_dir: str, device: str) -> dict[str, Any]:
+    """The check part: kill and resume, the evaluation split, GPU against CPU."""
     killed_row = next(r for r in rows if r["cell"] == f"sentence {KILLED_METHOD}")
-    checks = {
+    resumed = killed_row["resumed_from"]
+    when = "this run" if killed else "an earlier run of the check, on this results folder"
+    return {
         "kill and resume": (
-            killed and bool(killed_row["resumed_from"]),
-            f"the {KILLED_METHOD} cell was killed after its first snapshot and resumed from step "
-            f"{killed_row['resumed_from'] or '—'}"
-            if killed
-            else "the cell had finished before (rerun on a fresh results folder)",
+            bool(resumed),
+            f"the {KILLED_METHOD} cell was killed after its first snapshot ({when}) and resumed from step "
+            f"{', '.join(map(str, resumed))}"
+            if resumed
+            else f"the {KILLED_METHOD} cell never resumed (it finished before it could be killed)",
         ),
         "evaluation split": _encoded_on(grid, device),
         "GPU vs CPU evaluation": _gpu_vs_cpu(grid, senteval_dir, device),
     }
-    print("== 1, 2 and 4 sentence cells at once on one device", flush=True)
-    fp32 = next(c for c in cells if c.method == "fp32")
-    trained = json.loads(Path(grid.results.checkpoint(fp32, "model"), "train_summary.json").read_text())
-    packing = measure_packing(
-        grid.backbone(fp32.backbone)["random"],
-        batch=trained["settings"]["batch_size"],
-        length=trained["settings"]["max_length"],
-        device=device,
-        precisions=("fp32",) if args.toy else PACKING_PRECISIONS,
-        steps=2 if args.toy else 100,
-        warmup=1 if args.toy else 10,
-        state_dir=Path(grid.results.state("packing")),
-        # --toy: the copies fork from one process that imported torch (a spawned copy's imports cost
-        # more than the toy's steps); the GPU run spawns them, as Snakemake starts its jobs.
-        forkserver_preload=STEP_COPY_MODULES if args.toy else None,
+
+
+def _shipped_calibration(device: str) -> cl_calibration.Calibration:
+    """The calibration ``make plan`` ships for this card (the default's for another or none)."""
+    card = cl_calibration.model_of(device) or ""
+    return cl_calibration.load_calibration(
+        cl_calibration.SHIPPED_CALIBRATIONS.get(card, cl_calibration.DEFAULT_CALIBRATION)
     )
-    dev_sentences = sts_dev_sentences(senteval_dir)
-    return write_report(results, rows, environment(), checks, packing=packing, dev_sentences=dev_sentences)
+
+
+def planned_seconds(
+    grid: cl_config.Grid, calibration: cl_calibration.Calibration
+) -> dict[tuple[str, str], float]:
+    """The plan's seconds of each job of ``grid`` (:func:`contrastlab.cost.plan.make_plan`, each cell as
+    configured) under ``calibration``, by (rule, cell): training, encoding, and the CPU probe jobs."""
+    out: dict[tuple[str, str], float] = {}
+    probe = cl_calibration.probe_seconds(grid, calibration)
+    for job in make_plan(grid, calibration):
+        out[job.rule, job.cell] = job.seconds[AS_CONFIGURED]
+        if job.rule == "encode":
+            out["evaluate", job.cell] = probe
+        elif job.rule == "encode_vision":
+            out["evaluate_vision", job.cell] = job.cpu_after_s
+    return out
+
+
+def _measured(grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calibration):
+    """The cells' rows (:func:`~contrastlab.cost.gpu_report.cell_row`), the jobs' rows of the
+    actual-against-plan table (priced with the ``shipped`` calibration) and the encoding jobs' wall
+    and FLOP seconds, from the summaries and Snakemake's benchmark files in ``results``."""
+    costs = read_job_costs(results, skipped=[])
+    walls = {(j.rule, j.cell): j.seconds for j in costs}
+    rows, trained = [], {}
+    for cell in grid.cells:
+        rule = "train_vision" if grid.experiment(cell.experiment).track == "vision" else "train"
+        rows.append(_cell_row(grid, cell, walls.get((rule, cell.path))))
+        trained[rule, cell.path] = rows[-1]
+    planned = planned_seconds(grid, shipped)
+    works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
+    jobs, evaluations = [], []
+    for j in costs:
+        row = trained.get((j.rule, j.cell)) or {}
+        place = (j.rule, j.cell)
+        jobs.append(
+            {"rule": j.rule, "cell": j.cell, "wall_s": j.seconds, "planned": {"shipped": planned.get(place)}}
+            | {key: row.get(key) for key in ("start", "phases", "startup_s")}
+        )
+        if j.rule in ("encode", "encode_vision") and j.cell in works:
+            work = works[j.cell]
+            flop_s = shipped.seconds(work.eval_flops, work.rate_class, cl_calibration.EVALUATION_PRECISION)
+            evaluations.append({"rule": j.rule, "cell": j.cell, "wall_s": j.seconds, "flop_s": flop_s})
+    return rows, jobs, evaluations
 
 
 def gpu_stack_problem() -> str | None:
@@ -403,22 +372,27 @@ def _preset(args: argparse.Namespace) -> tuple[dict, Path]:
 
 
 def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str) -> bool:
-    """Every cell's metrics through Snakemake, the :data:`KILLED_METHOD` cell killed after its first
-    snapshot first (unless it has finished before); True if it was killed."""
+    """Every cell trained and the :data:`EVALUATED` ones evaluated, through Snakemake; first (unless it
+    has finished before) a run of the image cells and the :data:`KILLED_METHOD` cell, SIGKILLed once
+    that cell wrote its first snapshot; True if it was killed. The first run gives the GPU the image
+    cells while the sentence backbone is built (one GPU job at a time: when the snapshot appears, the
+    killed cell is the one job on the GPU)."""
     results = grid.results.root
     killed_cell = next(c for c in grid.cells if c.method == KILLED_METHOD)
     state_json = Path(grid.results.state("train", killed_cell), "state.json")
     killed = False
-    if not _metrics_path(grid, killed_cell).exists():
+    if not _trained_path(grid, killed_cell).exists():
         print(f"== {killed_cell.path}: started, to be killed after its first snapshot", flush=True)
-        # The image data beside it: a CPU job for the core that the killed cell's chain (data, backbone,
-        # training) leaves idle; a kill before it is done only reruns it (rerun-incomplete).
-        first = [_metrics_path(grid, killed_cell), *_image_markers(grid)]
-        command = _snakemake(configfile, first, cores)
+        vision = [c for c in grid.cells if grid.experiment(c.experiment).track == "vision"]
+        first = [_trained_path(grid, killed_cell), *map(functools.partial(_trained_path, grid), vision)]
+        command = _snakemake(configfile, [*first, *_image_markers(grid)], cores)
         killed = _kill_after_first_snapshot(command, state_json, timeout_s=1800, cwd=workdir)
     print("== every cell (the killed one resumes)", flush=True)
-    targets = [_metrics_path(grid, cell) for cell in grid.cells]
-    done = subprocess.run(_snakemake(configfile, targets, cores), cwd=workdir)
+    evaluated = [_metrics_path(grid, cell) for cell in grid.cells if cell.method in EVALUATED]
+    targets = [*(_trained_path(grid, cell) for cell in grid.cells), *evaluated]
+    # The evaluated cells first: their CPU probe jobs then run beside the other cells' training.
+    command = [*_snakemake(configfile, targets, cores), "--prioritize", *map(str, evaluated)]
+    done = subprocess.run(command, cwd=workdir)
     if done.returncode:
         raise SystemExit(
             f"contrastlab: the gpu-check workflow failed (exit {done.returncode}); logs under {results}/logs"
@@ -458,12 +432,18 @@ def _kill_after_first_snapshot(command: list[str], state_json: Path, timeout_s: 
     return True
 
 
-def _cell_row(grid: cl_config.Grid, cell) -> dict[str, Any]:
-    """:func:`cell_row` of one trained cell of the preset, from its summary and the plan's FLOPs."""
-    folder = Path(grid.results.checkpoint(cell))
+def _trained_path(grid: cl_config.Grid, cell) -> Path:
+    """The folder a cell's training job writes: its sentence checkpoint or its image encoder."""
+    vision = grid.experiment(cell.experiment).track == "vision"
+    return Path(grid.results.checkpoint(cell, "encoder" if vision else "model"))
+
+
+def _cell_row(grid: cl_config.Grid, cell, wall_s: float | None) -> dict[str, Any]:
+    """:func:`~contrastlab.cost.gpu_report.cell_row` of one trained cell of the preset, from its summary,
+    the plan's FLOPs and snapshots, and its job's wall time (``wall_s``, None where unknown)."""
     track = grid.experiment(cell.experiment).track
-    summary_file = folder / ("encoder/settings.json" if track == "vision" else "model/train_summary.json")
-    summary = json.loads(summary_file.read_text())
+    name = "settings.json" if track == "vision" else "train_summary.json"
+    summary = json.loads((_trained_path(grid, cell) / name).read_text())
     work = cell_work(grid, cell)
     kind = (
         f"vision {cell.experiment.removeprefix('gpu_check_')}"
@@ -471,13 +451,23 @@ def _cell_row(grid: cl_config.Grid, cell) -> dict[str, Any]:
         else f"sentence {cell.method}"
     )
     # the calibration's rate class: OAR's 224-px cell measures vision_large, MACL's 32-px one vision
-    return cell_row(summary, work.step_flops, kind, work.rate_class)
+    return cell_row(
+        summary,
+        work.step_flops,
+        kind,
+        work.rate_class,
+        snapshots=work.snapshots,
+        snapshot_gib=work.snapshot_gib,
+        wall_s=wall_s,
+    )
 
 
 def _encoded_on(grid: cl_config.Grid, device: str) -> tuple[bool, str]:
-    """Every sentence cell's encoding job ran on ``device`` (the ``encoding`` its probe job copied into
-    the metrics): rule encode got the GPU, while its probe job, rule evaluate, asked for none."""
-    sentence = [c for c in grid.cells if grid.experiment(c.experiment).track != "vision"]
+    """Every evaluated sentence cell's encoding job ran on ``device`` (the ``encoding`` its probe job
+    copied into the metrics): rule encode got the GPU, while its probe job, rule evaluate, asked for none."""
+    sentence = [
+        c for c in grid.cells if grid.experiment(c.experiment).track != "vision" and c.method in EVALUATED
+    ]
     found = {
         c.method: (json.loads(_metrics_path(grid, c).read_text()).get("encoding") or {}).get("device")
         for c in sentence

@@ -26,6 +26,7 @@ from typing import Any
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.config import paper_of
+from contrastlab.cost.backbones import backbone_transformer, model_type_lines
 from contrastlab.cost.budget import pinned, plan_points, searched_points
 from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
@@ -38,15 +39,10 @@ from contrastlab.cost.calibration import (
     train_seconds,
     vision_probe_seconds,
 )
-from contrastlab.cost.flops import (
-    AS_CONFIGURED,
-    CellWork,
-    backbone_transformer,
-    cell_work,
-    senteval_tokens,
-)
+from contrastlab.cost.cards import native_bf16
+from contrastlab.cost.flops import AS_CONFIGURED, CellWork, cell_work, senteval_tokens
 from contrastlab.cost.measured import hms
-from contrastlab.cost.packing import chosen_share, packed_seconds, packing_lines
+from contrastlab.cost.packing import chosen_share, mps_asked, packed_seconds, packing_lines
 from contrastlab.cost.schedule import schedule_lines
 from contrastlab.cost.summary import summary_lines
 from contrastlab.precision import RESOLVED
@@ -86,28 +82,27 @@ def _pretrained_work(grid: cl_config.Grid, backbone: str) -> CellWork:
     return CellWork("sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * senteval_tokens(grid), 0, 0, "")
 
 
-def _gpu_share(grid: cl_config.Grid) -> int:
-    """``resources.gpu_share``: training jobs per GPU at most (1 when the jobs run on the CPU)."""
-    return grid.compute.get("gpu_share", 1) if grid.compute.get("gpu") else 1
+def _gpu_share(grid: cl_config.Grid) -> tuple[int, bool]:
+    """``resources.gpu_share`` (training jobs per GPU at most; 1 when the jobs run on the CPU) and
+    whether they run under MPS (``resources.mps``), which picks the packing figures."""
+    return (grid.compute.get("gpu_share", 1) if grid.compute.get("gpu") else 1), mps_asked(grid)
 
 
 def _training_job(
-    share: int,
+    share: tuple[int, bool],
     calibration: Calibration,
     works: Mapping[str, CellWork],
     chosen: str,
     **where: str,
 ) -> PlannedJob:
     """A training job of the plan: per choice its seconds, packed (:mod:`contrastlab.cost.packing`)
-    when its cell shares a GPU under that choice (its memory estimate and precision; ``share``:
+    when its cell shares a GPU under that choice (its memory estimate and step; ``share``:
     :func:`_gpu_share`)."""
-    shares = {c: chosen_share(w.peak_gib, w.precision, calibration, share) for c, w in works.items()}
+    shares = {c: chosen_share(w, calibration, *share) for c, w in works.items()}
     return PlannedJob(
         rule="train_vision" if works[chosen].track == "vision" else "train",
         seconds={
-            c: packed_seconds(
-                train_seconds(w, calibration), w.precision, shares[c], calibration.packing_speedup
-            )
+            c: packed_seconds(train_seconds(w, calibration), w, shares[c], calibration, share[1])
             for c, w in works.items()
         },
         peak_gib=works[chosen].peak_gib,
@@ -293,6 +288,7 @@ def plan_lines(
         "in fp32, tf32, bf16 (the evaluators encode in fp32 in every column). Unmeasured figures carry "
         "±40% or more; `make gpu-check` measures them.",
         "",
+        *step_mode_lines(grid),
     ]
     lines += packing_lines(grid, jobs, calibration)
     sections = [
@@ -305,6 +301,23 @@ def plan_lines(
     for title, rows in sections:
         lines += [f"### {title}", ""] + markdown_table(rows, numeric_after_first=True) + [""]
     return lines
+
+
+def step_mode_lines(grid: cl_config.Grid) -> list[str]:
+    """The plan's sentences on what its cells' step modes rest on besides their settings, where it is not
+    the default: a card without native bf16 (``precision: auto`` trains in fp32 there, as the trainer
+    resolves it) and the backbones whose model type no config gave
+    (:func:`~contrastlab.cost.backbones.model_type_lines`)."""
+    lines = []
+    card = grid.compute.get("gpu_model")
+    if not native_bf16(card):
+        lines += [
+            f"The {model_of(card)} has no native bf16: `precision: auto` trains in fp32 there, as the "
+            "trainer resolves it, and is priced so (padding-free where the backbone has a padding-free "
+            "forward).",
+            "",
+        ]
+    return lines + model_type_lines(grid)
 
 
 def write_plan_csv(path: str | os.PathLike, jobs: Sequence[PlannedJob]) -> Path:
@@ -372,11 +385,13 @@ def plan_report(
         raise ValueError(
             f"precision choice must be {AS_CONFIGURED} or one of {', '.join(RESOLVED)}, got {chosen!r}"
         )
-    grid = cl_config.Grid(config)  # the plan's one grid: every function below reads its cells from it
     # priced for the card the jobs will get (resources.gpu_model), as their wall-time requests are
-    gpu_model = gpu_model or grid.compute.get("gpu_model")
+    gpu_model = gpu_model or config["resources"].get("gpu_model")
     calibration = calibration_for(gpu_model, calibration_path)
     card = model_of(gpu_model) if gpu_model else model_of(calibration.device)
+    if card:  # the grid names the priced card: cost.flops resolves precision and step mode on it
+        config = {**config, "resources": {**config["resources"], "gpu_model": card}}
+    grid = cl_config.Grid(config)  # the plan's one grid: every function below reads its cells from it
     jobs = make_plan(grid, calibration, chosen, plan_points(grid, calibration))
     works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
     probe_s = probe_seconds(grid, calibration)

@@ -47,7 +47,9 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from contrastlab.cost.calibration import CALIBRATION_FORMAT, GPU_PEAKS, SHIPPED_CALIBRATIONS
+from contrastlab.cost.backbones import transformer_parameters
+from contrastlab.cost.calibration import CALIBRATION_FORMAT, SHIPPED_CALIBRATIONS
+from contrastlab.cost.cards import GPU_PEAKS
 from contrastlab.cost.flops import (
     AUGMENT_LAUNCHES,
     ENCODER_LAUNCHES,
@@ -56,7 +58,6 @@ from contrastlab.cost.flops import (
     STSB_DEV_SENTENCES,
     STSB_DEV_TOKENS,
     training_step_flops,
-    transformer_parameters,
     vision_forward,
 )
 from contrastlab.paths import REPO_ROOT
@@ -77,6 +78,10 @@ H200_BENCH = "docs/gpu-runs/h200-2026-11-26/gpu_bench.json"
 #: The padfree part of a later gpu_bench run on an H200 (issue 55, the fused-QKV packed encoder): the
 #: padding-free IEEE-fp32 step's measured time over the padded one's, BERT-base batch 64 at wiki1m's lengths.
 H200_PADFREE_BENCH = "docs/gpu-runs/h200-2026-11-26-issue55/run3_gpu_bench.json"
+#: The H200's packing rows (benchmarks/gpu_bench.py --parts pack, 2026-11-28; its README says how), and
+#: one copy alone, which that run did not time: run 1's bf16 graph cell, the same machine and day.
+H200_PACK = "docs/gpu-runs/h200-2026-11-28/pack.json"
+H200_PACK_ALONE_STEPS_PER_S = 76.6
 
 #: MACL's bf16/fp16 GPU rate (TFLOP/s), an estimate: its steps are host-bound, so the rows give only a
 #: lower bound (the fastest one_call row, 85.1 steps/s × 1.71 TFLOP = 145); the sentence graph ran 160.
@@ -255,12 +260,12 @@ H200_MEASURED_ENTRIES = [
     "overheads_s.dev_evaluation",
     "overheads_s.dev_call",
     "gpu_memory_gib",
+    "packing",
 ]
 H200_ASSUMED_ENTRIES = [
     *(f"achieved_tflops.vision.{p}" for p in ("fp32", "tf32", "bf16", "fp16")),
     "achieved_tflops.vision_large.fp16",
     *(f"overheads_s.{k}" for k in ASSUMED_OVERHEADS),
-    "packing",
 ]
 
 
@@ -326,7 +331,7 @@ def calibration_from_rows(
         "achieved_tflops": fig["achieved"],
         "overheads_s": fig["overheads"],
         "gpu_memory_gib": _r(machine["gpu_memory_mib"] / 1024, 1),
-        "packing": H100_PACKING,
+        "packing": h200_packing(REPO_ROOT / H200_PACK),
         "measured_entries": list(H200_MEASURED_ENTRIES),
         "assumed_entries": list(H200_ASSUMED_ENTRIES),
     }
@@ -483,6 +488,33 @@ H100_PACKING = {
         "fp16": {"2": 1.82, "4": 2.34},
     },
 }
+
+
+def h200_packing(path: str | Path) -> dict[str, Any]:
+    """The H200 file's ``packing`` (:mod:`contrastlab.cost.packing`) from its packing rows at ``path``
+    (:data:`H200_PACK`): the summed steps/s of 2 and 4 captured bf16 BERT-base copies over one copy's
+    (:data:`H200_PACK_ALONE_STEPS_PER_S`), without MPS (``speedup``) and with it (``speedup_mps``); the
+    other steps were not packed, so they have no figure."""
+    rows = [r for r in json.loads(Path(path).read_text())["rows"] if r["part"] == "pack" and r["captured"]]
+    figures = {
+        mps: {
+            str(r["pack"]): _r(r["steps_per_s_sum"] / H200_PACK_ALONE_STEPS_PER_S, 3)
+            for r in rows
+            if r["mps"] is mps
+        }
+        for mps in (False, True)
+    }
+    return {
+        "measured": True,
+        "source": (
+            f"gpu-h200-2026-11-28 run 3 ({H200_PACK}): 2 and 4 copies of the captured bf16 BERT-base step "
+            "(batch 64, benchmarks/gpu_bench.py --parts pack), each its own process, on one NVIDIA H200, "
+            f"over one copy alone ({H200_PACK_ALONE_STEPS_PER_S} steps/s, run 1's bf16 graph cell): MPS off "
+            "(speedup) time-sliced, MPS on (speedup_mps). No other step was packed: priced as if alone"
+        ),
+        "speedup": {"bf16": figures[False]},
+        "speedup_mps": {"bf16": figures[True]},
+    }
 
 
 def write(path: Path, data: Mapping[str, Any]) -> Path:

@@ -1,6 +1,7 @@
 """GPU slots for Snakemake jobs: how many GPUs a job asked for, which visible GPU it gets (claimed under
 lock files so that concurrent jobs never share one, or, for a small cell kind with ``resources.gpu_share``
-on, share it with at most ``gpu_share - 1`` others), and the device string its script uses."""
+on, share it with at most ``gpu_share - 1`` others, under an MPS daemon with ``resources.mps``:
+:mod:`contrastlab.workflow.mps`), and the device string its script uses."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from contrastlab.cost.packing import SHARES
 from contrastlab.cuda import diagnose, probe
+from contrastlab.workflow import mps
 
 
 class GpuUnavailableError(RuntimeError):
@@ -108,6 +110,16 @@ def scheduler_chose_gpus() -> bool:
     return bool(os.environ.get("SLURM_JOB_GPUS") or os.environ.get("SLURM_STEP_GPUS"))
 
 
+def lock_folder(lock_dir: str | os.PathLike | None = None) -> Path:
+    """The folder of the GPU slot locks (``lock_dir``, else ``CONTRASTLAB_GPU_LOCK_DIR``, else
+    :data:`GPU_LOCK_DIR`), created for every user of the machine (and the MPS daemons' folders)."""
+    folder = Path(lock_dir or os.environ.get("CONTRASTLAB_GPU_LOCK_DIR") or GPU_LOCK_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # other users' jobs share the box's GPUs too
+        folder.chmod(0o1777)
+    return folder
+
+
 def _try_lock(path: Path) -> int | None:
     """An exclusive ``fcntl`` lock on ``path`` (created if absent): its open descriptor, or ``None``
     when another process holds it."""
@@ -166,10 +178,7 @@ def claim_gpus(
         raise GpuUnavailableError(
             f"this job asked for {wanted} GPUs but only {len(devices)} are visible ({', '.join(devices)})"
         )
-    folder = Path(lock_dir or os.environ.get("CONTRASTLAB_GPU_LOCK_DIR") or GPU_LOCK_DIR)
-    folder.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):  # other users' jobs share the box's GPUs too
-        folder.chmod(0o1777)
+    folder = lock_folder(lock_dir)
     slots = SLOTS_PER_GPU // share
     said = False
     while True:
@@ -190,20 +199,34 @@ def claim_gpus(
         time.sleep(poll_seconds)
 
 
+def mps_asked(snakemake: Any) -> bool:
+    """Whether the job runs under an MPS daemon: it shares its GPU (:func:`requested_share` > 1) and the
+    config asks for MPS (``resources.mps``), which make plan priced it with."""
+    config = getattr(snakemake, "config", None) or {}
+    return requested_share(snakemake) > 1 and bool((config.get("resources") or {}).get("mps"))
+
+
 def job_device(snakemake: Any) -> str:
     """The device a training or evaluation job runs on, decided before torch touches CUDA: ``"cpu"``
     for a job that asked for no GPU (``resources.gpu: 0``; CUDA is then hidden from it), else
     ``"cuda"`` on GPUs of its own: :func:`claim_gpus` picks free ones of :func:`visible_gpus` and sets
     ``CUDA_VISIBLE_DEVICES`` to them, so that concurrent jobs of ``--resources gpu=N`` use N different
-    GPUs (or, with its ``gpu_share`` resource n > 1, a GPU shared with at most n - 1 others). Raises
+    GPUs (or, with its ``gpu_share`` resource n > 1, a GPU shared with at most n - 1 others). A job
+    that shares its GPU under ``resources.mps`` (:func:`mps_asked`) joins the MPS daemon of its GPUs
+    first (:func:`contrastlab.workflow.mps.join`: the first job starts it, the last stops it). Raises
     :class:`GpuUnavailableError` when a GPU was asked for and torch sees none."""
     wanted = requested_gpus(snakemake)
-    if not wanted:
+    claimed: list[str] = []
+    if wanted:
+        devices = visible_gpus()
+        if devices:
+            claimed = claim_gpus(wanted, devices, share=requested_share(snakemake), log=sys.stderr)
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(claimed)
+    else:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    if mps_asked(snakemake):  # before CUDA starts: a client reads the daemon's pipe folder then
+        mps.join(claimed, lock_folder(), log=sys.stderr)
+    if not wanted:
         return "cpu"
-    devices = visible_gpus()
-    if devices:
-        claimed = claim_gpus(wanted, devices, share=requested_share(snakemake), log=sys.stderr)
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(claimed)
     require_requested_gpu(snakemake)
     return "cuda"

@@ -1,0 +1,438 @@
+"""``make gpu-check``'s figures and report (:mod:`contrastlab.cost.gpu_check` runs the check): per cell
+steps/s, achieved TFLOP/s, MFU and peak memory; the per-job overheads measured (start-up, dev
+evaluation, snapshots); the packing speed-ups; the jobs' actual wall times against the plan's; and the
+calibration file ``make plan`` reads, written with ``report.md`` after each part of the check, so that a
+check cut short leaves what it measured so far.
+
+FLOPs per training step are the plan's (:func:`contrastlab.cost.flops.cell_work`), so that the
+calibration written here is in the units ``make plan`` divides by. MFU = achieved FLOP/s ÷ the
+device's dense peak for the cell's precision (:data:`contrastlab.cost.calibration.GPU_PEAKS`, vendors'
+data sheets; fp32 cells against the non-tensor-core fp32 peak).
+
+The overheads, each what the plan charges once per job, per evaluation or per GiB of snapshot
+(:func:`contrastlab.cost.calibration.train_seconds`):
+
+- ``train_startup``: a training job's wall time (Snakemake's benchmark file; without one, the job's
+  ``phases.total_s``, else the trainer's ``timings.total_s``) less what the plan prices apart: its steps
+  at the steady rate, its dev evaluations (or validation passes) and its snapshots. What is left is the
+  job's start (interpreter, imports, CUDA, model, data), its first log interval's warm-up and its last
+  writes; the mean over the jobs that ran from the start (a resumed job's timings span two processes).
+- ``evaluate_startup``: an encoding job's wall time less its FLOPs at the shipped calibration's rate
+  (milliseconds on the preset's fixtures).
+- ``snapshot_per_gib``: the snapshots' time (``phases.snapshots_s``, else ``timings.state_s``: what
+  they cost the training loop) over their count × the plan's GiB per snapshot.
+- ``dev_evaluation``: the mean time of the dev evaluations that were not their process's first (step 0,
+  or the first after a resume: CUDA's first use of the dev shapes and scipy's import), scaled to STS-B
+  dev's :data:`~contrastlab.cost.flops.STSB_DEV_SENTENCES` sentences.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from contrastlab.cost.calibration import (
+    PACKING_VARIANTS,
+    Measurement,
+    calibration_from_measurements,
+    peak_tflops,
+)
+from contrastlab.cost.flops import STSB_DEV_SENTENCES
+from contrastlab.paths import Results, write_text
+
+#: The parts of ``make gpu-check``, in order; the report and the calibration are written after each.
+PARTS = ("cells", "checks", "packing")
+#: Shown where a figure is unknown.
+NONE = "—"
+#: The phases a training job records (``phases`` of its summary), in the order of the report's columns.
+PHASES = (
+    ("interpreter_s", "interpreter"),
+    ("imports_s", "imports"),
+    ("cuda_init_s", "CUDA init"),
+    ("model_load_s", "model load"),
+    ("data_s", "data"),
+    ("first_step_s", "first step"),
+    ("steps_s", "steps"),
+    ("dev_s", "dev"),
+    ("snapshots_s", "snapshots"),
+    ("writes_s", "writes"),
+    ("total_s", "total"),
+)
+#: The work a trainer times apart from its steps (``timings``), all priced apart by the plan: dev
+#: evaluations, image validation passes, the analysis probe.
+DEV_TIMINGS = ("eval_s", "val_s", "analysis_s")
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return NONE if value is None else format(value, spec)
+
+
+def steady_rate(summary: Mapping[str, Any]) -> float | None:
+    """Steps/s of a training summary without each process's first log interval (warm-up), or over all
+    its steps where the run was too short for a second interval."""
+    timings = summary["timings"]
+    if timings.get("steady_train_s"):
+        return timings["steady_steps"] / timings["steady_train_s"]
+    return summary["steps"] / timings["train_s"] if timings.get("train_s") else None
+
+
+def dev_evaluation_seconds(summary: Mapping[str, Any]) -> list[float]:
+    """The seconds of each dev evaluation of a sentence summary that was not its process's first: not
+    step 0's, nor the first after each resume (``resumed_from``), which pay for CUDA's first use of the
+    dev shapes and scipy's import. The seconds: ``eval_seconds`` (one per record of ``evals``), else
+    each record's ``seconds``; none where neither is recorded."""
+    evals = summary.get("evals") or []
+    seconds = summary.get("eval_seconds")
+    if not seconds or len(seconds) != len(evals):
+        seconds = [e.get("seconds") for e in evals]
+    steps = [e.get("step") for e in evals if e.get("step") is not None]
+    # A process resumed after step r evaluates first after r (the evaluation at r itself, before the
+    # snapshot, was the killed process's).
+    firsts = {min(steps, default=None)}
+    firsts |= {min((s for s in steps if s > r), default=None) for r in summary.get("resumed_from") or ()}
+    every = [e.get("step") for e in evals]
+    return [float(t) for s, t in zip(every, seconds, strict=True) if t is not None and s not in firsts]
+
+
+def cell_row(
+    summary: Mapping[str, Any],
+    step_flops: float,
+    kind: str,
+    track: str,
+    *,
+    snapshots: int = 0,
+    snapshot_gib: float = 0.0,
+    wall_s: float | None = None,
+) -> dict[str, Any]:
+    """One row of the report from a cell's training summary and its FLOPs per step; ``snapshots`` and
+    ``snapshot_gib``: the plan's count and size of its snapshots; ``wall_s``: its job's wall time
+    (Snakemake's benchmark), from which its start-up is computed (module docstring)."""
+    timings = summary["timings"]
+    steps_per_s = steady_rate(summary)
+    settings = summary.get("settings") or {}
+    max_length = settings.get("max_length")
+    if track == "sentence" and timings.get("sentences") and max_length:
+        # The plan counts max_length tokens per sentence; dynamic padding runs fewer (the preset's
+        # fixture pads to about 21 of 32): count what ran, or the calibration comes out too fast.
+        ran = "padded_tokens"
+        if settings.get("padding_free") and timings.get("real_tokens"):
+            # A padding-free step's token-wise work runs on the real tokens (attention's two score
+            # products, about 3% of a BERT step at 32 tokens, still at the padded width: left out).
+            ran = "real_tokens"
+        step_flops *= timings[ran] / timings["sentences"] / max_length
+    achieved = step_flops * steps_per_s / 1e12 if steps_per_s else None
+    peak, source = peak_tflops(summary.get("device_name", ""), summary["precision"])
+    phases = summary.get("phases") or {}
+    dev = phases.get("dev_s", sum(timings.get(k, 0.0) for k in DEV_TIMINGS))
+    snapshots_s = phases.get("snapshots_s", timings.get("state_s"))
+    return {
+        "cell": kind,
+        "track": track,
+        "step_flops": step_flops,
+        "precision": summary["precision"],
+        "tf32": bool(summary.get("tf32_matmul")),
+        "steps": summary["steps"],
+        "steps_per_s": steps_per_s,
+        "tflops_per_s": achieved,
+        "mfu": achieved / peak if achieved and peak else None,
+        "peak_source": source,
+        "peak_gpu_memory_gib": summary.get("peak_gpu_memory_gib"),
+        "skipped_steps": summary.get("skipped_steps", 0),
+        "resumed_from": summary.get("resumed_from", []),
+        "startup_s": _startup(summary, steps_per_s, dev, snapshots_s, wall_s),
+        "dev_eval_s": dev_evaluation_seconds(summary) if track == "sentence" else [],
+        "snapshots": snapshots,
+        "snapshot_gib": snapshot_gib,
+        "snapshots_s": snapshots_s,
+        "start": summary.get("start"),
+        "phases": phases,
+    }
+
+
+def _startup(summary, steps_per_s, dev: float, snapshots_s, wall_s) -> float | None:
+    """The job's time outside its steps at the steady rate, its dev work and its snapshots (module
+    docstring); None for a resumed job or where a figure is missing."""
+    phases, timings = summary.get("phases") or {}, summary["timings"]
+    whole = wall_s if wall_s is not None else phases.get("total_s", timings.get("total_s"))
+    if summary.get("resumed_from") or whole is None or not steps_per_s or snapshots_s is None:
+        return None
+    return whole - summary["steps"] / steps_per_s - dev - snapshots_s
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def measured_overheads(
+    rows: Iterable[Mapping[str, Any]],
+    evaluations: Iterable[Mapping[str, Any]] = (),
+    *,
+    dev_sentences: int | None = None,
+) -> dict[str, float]:
+    """The calibration's ``overheads_s`` measured by the rows (:func:`cell_row`) and the encoding jobs
+    (``evaluations``: ``wall_s``, and ``flop_s``, their FLOPs' seconds at the calibration's rate), as
+    the module docstring says; a figure without a measurement is left out (the plan takes the default's,
+    and says so). A dev evaluation timed on ``dev_sentences`` unique sentences (the preset's fixture has
+    a few dozen) is scaled to STS-B dev's :data:`~contrastlab.cost.flops.STSB_DEV_SENTENCES`, the set a
+    real cell evaluates (an encoding's time grows with its sentences; the fixed part, under a
+    millisecond of launches per batch, is scaled with it, which errs long)."""
+    rows = list(rows)
+    out: dict[str, float] = {}
+    startup = _mean([r["startup_s"] for r in rows if r.get("startup_s") is not None])
+    if startup is not None:
+        out["train_startup"] = max(0.0, startup)
+    encoding = _mean([e["wall_s"] - e.get("flop_s", 0.0) for e in evaluations if e.get("wall_s") is not None])
+    if encoding is not None:
+        out["evaluate_startup"] = max(0.0, encoding)
+    written = [
+        (r["snapshots_s"], r["snapshots"] * r["snapshot_gib"])
+        for r in rows
+        if not r.get("resumed_from") and r.get("snapshots") and r.get("snapshot_gib")
+        if r.get("snapshots_s") is not None
+    ]
+    if written:
+        out["snapshot_per_gib"] = sum(s for s, _ in written) / sum(g for _, g in written)
+    dev = _mean([s for r in rows if r["track"] == "sentence" for s in r.get("dev_eval_s") or ()])
+    if dev is not None:
+        out["dev_evaluation"] = dev * (STSB_DEV_SENTENCES / dev_sentences if dev_sentences else 1.0)
+    return out
+
+
+def packing_figures(
+    packing: Iterable[Mapping[str, Any]],
+) -> tuple[dict[str, dict[int, float]], dict[str, dict[str, dict[int, float]]]]:
+    """The calibration's ``packing.speedup`` (sentence cells, each a process of its own) and its
+    :data:`~contrastlab.cost.calibration.PACKING_VARIANTS` from the packing series (``track``, ``mps``,
+    ``rows`` of :func:`contrastlab.cost.packing_measure.pooled_rows`; a series without rows failed), per the
+    precision its copies ran."""
+    figures: dict[str, dict[str, dict[int, float]]] = {}
+    for series in packing:
+        key = f"{'vision_' if series['track'] == 'vision' else ''}speedup{'_mps' if series['mps'] else ''}"
+        for r in series.get("rows") or ():
+            if r["k"] > 1:
+                figures.setdefault(key, {}).setdefault(r.get("precision") or series["precision"], {})
+                figures[key][r.get("precision") or series["precision"]][r["k"]] = r["speedup"]
+    return figures.pop("speedup", {}), {k: v for k, v in figures.items() if k in PACKING_VARIANTS}
+
+
+def calibration(
+    rows: Iterable[Mapping[str, Any]],
+    env: Mapping[str, Any],
+    *,
+    dev_sentences: int | None = None,
+    packing: Iterable[Mapping[str, Any]] = (),
+    evaluations: Iterable[Mapping[str, Any]] = (),
+    missing: Sequence[str] = (),
+) -> dict[str, Any]:
+    """What ``make plan`` reads (:func:`contrastlab.cost.calibration.calibration_from_measurements`): the
+    achieved TFLOP/s per track and precision, the overheads of :func:`measured_overheads`, GPU memory,
+    the packing speed-ups measured (``packing``: the series of
+    :func:`contrastlab.cost.gpu_check.measure_packing`), and the ``missing`` parts of the check."""
+    rows = [r for r in rows if r["steps_per_s"]]
+    measured = [
+        Measurement(r["track"], r["precision"], step_flops=r["step_flops"], steps_per_s=r["steps_per_s"])
+        for r in rows
+    ]
+    speedup, variants = packing_figures(packing)
+    source = f"make gpu-check on {env.get('device')} ({env.get('date')})"
+    return calibration_from_measurements(
+        measured,
+        device=str(env.get("device")),
+        source=source + (f", without its {', '.join(missing)} part" if missing else ""),
+        overheads_s=measured_overheads(rows, evaluations, dev_sentences=dev_sentences),
+        gpu_memory_gib=env.get("gpu_memory_gib"),
+        packing_speedup=speedup,
+        packing_variants=variants,
+        missing_parts=missing,
+    )
+
+
+def start_text(start: Mapping[str, Any] | None) -> str:
+    """A job's start as its summary's ``start`` records it: ``warm``, ``cold`` (with why), or "—" where
+    it was not recorded (an older trainer, or not run by Snakemake)."""
+    if not start:
+        return NONE
+    if start.get("warm"):
+        return "warm"
+    return f"cold ({start['why_cold']})" if start.get("why_cold") else "cold"
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def jobs_lines(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The report's actual-against-plan section: per rule and per job, each job's wall time (Snakemake's
+    benchmark) beside the plan's seconds under each calibration of its ``planned`` (label -> seconds),
+    each job's start (warm or cold) and start-up, and the training jobs' phases; "—" where a figure is
+    missing (``jobs``: rule, cell, wall_s, planned, start, phases, startup_s; any may be missing)."""
+    if not jobs:
+        return []
+    labels = list(dict.fromkeys(label for j in jobs for label in (j.get("planned") or {})))
+    plan = [f"plan, {label} (s)" for label in labels]
+    lines = ["", "## Actual against plan", ""]
+    lines += [
+        "Each job's wall time (its Snakemake benchmark file) beside the seconds `make plan` gives it under "
+        "each calibration (the shipped one of this card, and the one this check wrote: its start-up, "
+        "dev-evaluation and snapshot figures come from these jobs).",
+        "",
+        f"| rule | jobs | actual (s) | {' | '.join(plan)} |",
+        "|---|---|---|" + "---|" * len(plan),
+    ]
+    rules: dict[str, list[Mapping[str, Any]]] = {}
+    for j in jobs:
+        rules.setdefault(j["rule"], []).append(j)
+    for rule, group in rules.items():
+        planned = [_sum((j.get("planned") or {}).get(label) for j in group) for label in labels]
+        cells = " | ".join(_fmt(p, ".1f") for p in planned)
+        lines.append(
+            f"| {rule} | {len(group)} | {_fmt(_sum(j.get('wall_s') for j in group), '.1f')} | {cells} |"
+        )
+    lines += ["", f"| rule | cell | start | actual (s) | {' | '.join(plan)} | start-up (s) |"]
+    lines.append("|---|---|---|---|" + "---|" * len(plan) + "---|")
+    for j in jobs:
+        planned = " | ".join(_fmt((j.get("planned") or {}).get(label), ".1f") for label in labels)
+        lines.append(
+            f"| {j['rule']} | {j.get('cell') or NONE} | {start_text(j.get('start'))} | "
+            f"{_fmt(j.get('wall_s'), '.1f')} | {planned} | {_fmt(j.get('startup_s'), '.1f')} |"
+        )
+    return lines + _phase_lines([j for j in jobs if j.get("phases") or j.get("start")])
+
+
+def _phase_lines(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The training jobs' phases (seconds), with the time each waited to be handed over."""
+    if not jobs:
+        return []
+    # the phases PHASES names, then any other a trainer records, before the total
+    named = dict(PHASES)
+    others = {key: key.removesuffix("_s") for j in jobs for key in j.get("phases") or {} if key not in named}
+    columns = [*PHASES[:-1], *others.items(), PHASES[-1]]
+    names = [name for _, name in columns]
+    lines = [
+        "",
+        "Phases of each training job (seconds, from its summary's `phases`; waited: `start.waited_s`):",
+    ]
+    lines += ["", f"| cell | waited | {' | '.join(names)} |", "|---|---|" + "---|" * len(names)]
+    for j in jobs:
+        phases, start = j.get("phases") or {}, j.get("start") or {}
+        figures = " | ".join(_fmt(phases.get(key), ".2f") for key, _ in columns)
+        lines.append(f"| {j.get('cell') or NONE} | {_fmt(start.get('waited_s'), '.2f')} | {figures} |")
+    return lines
+
+
+def cells_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The cells' table: rate, achieved TFLOP/s, MFU, peak memory, skipped steps, resumes, start-up."""
+    lines = [
+        "| cell | precision | TF32 | steps | steps/s | TFLOP/s | MFU | peak GiB | skipped | resumed from | "
+        "start-up (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['cell']} | {r['precision']} | {'yes' if r['tf32'] else 'no'} | {r['steps']} | "
+            f"{_fmt(r['steps_per_s'], '.2f')} | {_fmt(r['tflops_per_s'], '.1f')} | "
+            f"{_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}{'%' if r['mfu'] else ''} | "
+            f"{_fmt(r['peak_gpu_memory_gib'], '.2f')} | {r['skipped_steps']} | "
+            f"{', '.join(map(str, r['resumed_from'])) or NONE} | {_fmt(r.get('startup_s'), '.1f')} |"
+        )
+    return lines
+
+
+def packing_lines(packing: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The packing section: per step (the mode its cells run) and with or without MPS, each count's
+    rates, their sum and speed-up; a series that failed shows its error."""
+    if not packing:
+        return []
+    lines = [
+        "",
+        "## Several small cells per GPU",
+        "",
+        "Concurrent copies of a cell's training step in the mode its cells run (padding-free IEEE fp32, the "
+        "captured graph otherwise on CUDA), each a process of its own, timed together, without and with "
+        "an MPS daemon; speed-up: their summed steps/s over one copy alone (`resources.gpu_share`; "
+        "`make plan` prices packed cells with it).",
+        "",
+        "| step | mode | MPS | cells at once | steps/s each | steps/s in all | speed-up | peak GiB each |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for series in packing:
+        mps = "yes" if series["mps"] else "no"
+        if series.get("error"):
+            lines.append(
+                f"| {series['step']} | {NONE} | {mps} | {NONE} | not measured: {series['error']} | | | |"
+            )
+            continue
+        for r in series["rows"]:
+            each = ", ".join(f"{rate:.2f}" for rate in r["steps_per_s"])
+            lines.append(
+                f"| {series['step']} | {r.get('mode', NONE)} | {mps} | {r['k']} | {each} | {r['sum']:.2f} | "
+                f"{r['speedup']:.2f}x | {_fmt(r['peak_gib'], '.2f')} |"
+            )
+    return lines
+
+
+def write_report(
+    out_dir: str | Path,
+    rows: list[dict[str, Any]],
+    env: Mapping[str, Any],
+    checks: Mapping[str, Any],
+    *,
+    packing: Sequence[Mapping[str, Any]] = (),
+    dev_sentences: int | None = None,
+    evaluations: Iterable[Mapping[str, Any]] = (),
+    jobs: Sequence[Mapping[str, Any]] = (),
+    missing: Sequence[str] = (),
+    price: Callable[[Path], Mapping[tuple[str, str], float]] | None = None,
+) -> Path:
+    """``calibration.json`` (:func:`calibration`), then ``report.md``, in ``out_dir``, each replaced whole
+    (a kill leaves the previous pair or the new one); returns the report's path. ``packing``: the
+    series of :func:`contrastlab.cost.gpu_check.measure_packing`; ``dev_sentences``: the unique STS-B
+    dev sentences the cells' dev evaluations encoded; ``evaluations``: the encoding jobs
+    (:func:`measured_overheads`); ``jobs``: :func:`jobs_lines`' rows, to which ``price(calibration
+    file)`` (the plan's seconds per (rule, cell) under the file just written) adds a column;
+    ``missing``: the parts of :data:`PARTS` not done yet."""
+    out_dir = Path(out_dir)
+    measured = calibration(
+        rows, env, dev_sentences=dev_sentences, packing=packing, evaluations=evaluations, missing=missing
+    )
+    calibration_file = Path(Results(out_dir).calibration)
+    write_text(calibration_file, json.dumps(measured, indent=1) + "\n")
+    if price is not None and jobs:
+        here = price(calibration_file)
+        jobs = [
+            {
+                **j,
+                "planned": {**(j.get("planned") or {}), "this calibration": here.get((j["rule"], j["cell"]))},
+            }
+            for j in jobs
+        ]
+    done = [part for part in PARTS if part not in missing]
+    lines = ["# GPU check", "", *(f"- {key}: {value}" for key, value in env.items())]
+    lines.append(f"- parts done: {', '.join(done) or 'none'}")
+    if missing:
+        lines.append(f"- not done (the check stopped or has not reached them yet): {', '.join(missing)}")
+    lines += ["", *cells_lines(rows), *jobs_lines(jobs), *packing_lines(packing), "", "## Checks", ""]
+    if "checks" in missing:
+        lines.append("Not run yet.")
+    lines += [f"- {name}: {'PASS' if ok else 'FAIL'} — {what}" for name, (ok, what) in checks.items()]
+    lines += ["", _notes(dev_sentences, calibration_file.name), ""]
+    return write_text(out_dir / "report.md", "\n".join(lines))
+
+
+def _notes(dev_sentences: int | None, calibration_name: str) -> str:
+    scaled = (
+        f" The dev-evaluation overhead is the cells' time per evaluation of {dev_sentences} sentences "
+        f"(not their process's first) scaled to STS-B dev's {STSB_DEV_SENTENCES}."
+        if dev_sentences
+        else ""
+    )
+    return (
+        "MFU: achieved FLOP/s (the plan's FLOPs per step, sentence cells at the padded length their batches "
+        "really had, x steps/s without each process's first log interval) over the data-sheet dense peak "
+        "of the cell's precision (fp32 against the non-tensor-core peak). Start-up: a job's wall time less "
+        "its steps at that rate, its dev evaluations and its snapshots (what `make plan` charges once per "
+        f"job).{scaled} `{calibration_name}` beside this report is what `make plan` reads."
+    )

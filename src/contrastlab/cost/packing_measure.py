@@ -1,0 +1,472 @@
+"""Measuring what several small cells on one GPU gain (:mod:`contrastlab.cost.packing` prices it): k copies
+of a training step, each in a process of its own, timed together (1, 2 and 4 of them: the speed-up of
+their summed steps/s over one copy alone), in the mode the trainer runs the step (padding-free IEEE fp32,
+the captured graph otherwise on CUDA: :func:`trainer_settings`, :func:`trainer_image_graph`), without and
+with a private MPS daemon (:func:`mps_daemon`).
+
+``make gpu-check`` uses :func:`pooled_rows` (max(counts) workers started once for every step and
+count); ``benchmarks/gpu_share.py`` :func:`packing_rows` (k fresh processes per count,
+:func:`sentence_step_copy`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import multiprocessing as mp
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from contrastlab import families
+
+#: What the step copies import (the toy's tiny BERT's modelling included): the modules a fork server
+#: imports once for all copies (``forkserver_preload`` of :func:`concurrent_rates` and :func:`pooled_rows`).
+STEP_COPY_MODULES = (
+    "torch",
+    "transformers",
+    "transformers.models.bert.modeling_bert",
+    "contrastlab.cost.packing",
+    "contrastlab.losses",
+    "contrastlab.models.vision",
+    "contrastlab.training.equivalence",
+    "contrastlab.training.runtime",
+    "contrastlab.training.sentence",
+    "contrastlab.training.vision",
+    "contrastlab.training.vision_capture",
+)
+#: The control program of NVIDIA's Multi-Process Service (:func:`mps_daemon`).
+MPS_CONTROL = "nvidia-cuda-mps-control"
+
+
+def _context(forkserver_preload: Sequence[str] | None):
+    """Spawn, or (``forkserver_preload``) fork from a server that imported those modules once."""
+    if forkserver_preload is None:
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["__main__", *forkserver_preload])
+    return ctx
+
+
+def concurrent_rates(
+    copy: Callable[[Callable[[], Any]], Mapping[str, Any]],
+    k: int,
+    *,
+    timeout: float = 600,
+    forkserver_preload: Sequence[str] | None = None,
+):
+    """What each of ``k`` copies of ``copy`` returns when they run at once, each in a process of its own
+    (spawned, as k Snakemake jobs on one GPU would be), in copy order. ``copy(ready)`` builds and warms
+    up its model, calls ``ready()`` (a barrier: the copies time their steps together, not one copy's
+    warm-up against another's steps) and returns ``{"steps_per_s": ..., ...}``; it must be a
+    module-level function (or a ``functools.partial`` of one), since a spawned process imports it.
+
+    ``forkserver_preload`` (``make gpu-check --toy``, on the CPU): fork each copy from a server process
+    that imported these modules (and ``__main__``) once, instead of spawning it: a spawned copy imports
+    torch and transformers itself, which at toy size costs far more than the steps it times. The imports
+    precede the barrier either way, so only the untimed start-up differs."""
+    ctx = _context(forkserver_preload)
+    results, barrier = ctx.Queue(), ctx.Barrier(k)
+    procs = [ctx.Process(target=_run_copy, args=(copy, i, barrier, results)) for i in range(k)]
+    for p in procs:
+        p.start()
+    try:
+        found = [results.get(timeout=timeout) for _ in procs]
+    except queue.Empty:
+        raise RuntimeError(f"a copy of {k} gave no result within {timeout:.0f} s") from None
+    finally:
+        for p in procs:
+            p.join(timeout=timeout)
+    if any(p.exitcode for p in procs):
+        raise RuntimeError(f"a copy of {k} failed (exit codes {[p.exitcode for p in procs]})")
+    return [row for _, row in sorted(found, key=lambda item: item[0])]
+
+
+def _run_copy(copy, index: int, barrier, results) -> None:
+    results.put((index, dict(copy(barrier.wait))))
+
+
+def _packing_row(k: int, copies: Sequence[Mapping[str, Any]], alone: float | None) -> dict[str, Any]:
+    """One row of :func:`packing_rows`: ``k`` copies' rates, their sum, the speed-up over one copy's
+    ``alone`` (None: this is the one), the largest peak and the step mode the copies ran."""
+    rates = [float(c["steps_per_s"]) for c in copies]
+    peaks = [c["peak_gib"] for c in copies if c.get("peak_gib") is not None]
+    total = sum(rates)
+    row = {
+        "k": k,
+        "steps_per_s": rates,
+        "sum": total,
+        "speedup": total / alone if alone else 1.0,
+        "peak_gib": max(peaks, default=None),
+    }
+    return row | {key: copies[0][key] for key in ("mode", "precision") if key in copies[0]}
+
+
+def packing_rows(
+    copy,
+    counts: Sequence[int],
+    *,
+    timeout: float = 600,
+    forkserver_preload: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """For each k of ``counts`` (the first 1): each copy's steps/s when k run at once
+    (:func:`concurrent_rates`, ``forkserver_preload`` passed on), their sum, the speed-up of the sum
+    over one copy alone, and the largest ``peak_gib`` a copy reported."""
+    _check_counts(counts)
+    rows: list[dict[str, Any]] = []
+    for k in counts:
+        copies = concurrent_rates(copy, k, timeout=timeout, forkserver_preload=forkserver_preload)
+        rows.append(_packing_row(k, copies, rows[0]["sum"] if rows else None))
+    return rows
+
+
+def _check_counts(counts: Sequence[int]) -> None:
+    if not counts or counts[0] != 1:
+        raise ValueError(f"counts must start with 1 (one copy alone: the speed-ups' base), got {counts!r}")
+
+
+def pooled_rows(
+    series: Mapping[str, Callable[[], StepCopy]],
+    counts: Sequence[int],
+    *,
+    steps: int,
+    timeout: float = 600,
+    env: Mapping[str, str] | None = None,
+    forkserver_preload: Sequence[str] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """:func:`packing_rows` of every step of ``series`` (name -> a module-level factory, or a
+    ``functools.partial`` of one, that builds and warms up one copy: :func:`sentence_step`,
+    :func:`vision_step`), measured by max(``counts``) worker processes started once for them all: each
+    builds the steps in turn, and for each count k the first k time ``steps`` steps together while the
+    others wait at a barrier (an idle process does not share the GPU's time); a worker's imports, CUDA
+    start and model builds are paid once, not once per count. ``env``: set in each worker before it
+    starts CUDA (an MPS daemon's pipe, :func:`mps_daemon`); ``forkserver_preload``: as
+    :func:`concurrent_rates`'. Raises ``RuntimeError`` (one line) when a worker fails or is silent for
+    ``timeout`` seconds."""
+    _check_counts(counts)
+    ctx = _context(forkserver_preload)
+    workers = max(counts)
+    results, barrier = ctx.Queue(), ctx.Barrier(workers, timeout=timeout)
+    args = (dict(series), tuple(counts), steps, dict(env or {}), barrier, results)
+    procs = [ctx.Process(target=_pool_worker, args=(i, *args)) for i in range(workers)]
+    for p in procs:
+        p.start()
+    try:
+        found = _collect(results, procs, len(series) * sum(counts), timeout)
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+    out = {}
+    for name in series:
+        rows: list[dict[str, Any]] = []
+        for k in counts:
+            copies = [found[name, k, i] for i in range(k)]
+            rows.append(_packing_row(k, copies, rows[0]["sum"] if rows else None))
+        out[name] = rows
+    return out
+
+
+def _collect(results, procs, expected: int, timeout: float) -> dict[tuple[str, int, int], dict]:
+    """The pool's ``expected`` rows by (step, count, worker); one line on a failed or silent worker."""
+    found: dict[tuple[str, int, int], dict] = {}
+    quiet_since = time.monotonic()
+    while len(found) < expected:
+        try:
+            name, k, index, row = results.get(timeout=1.0)
+        except queue.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() - quiet_since > timeout:
+                why = f"exit codes {dead}" if dead else f"no result within {timeout:.0f} s"
+                raise RuntimeError(f"packing: a worker of {len(procs)} failed ({why})") from None
+            continue
+        if name is None:
+            raise RuntimeError(f"packing: worker {index} failed: {row}")
+        found[name, k, index], quiet_since = row, time.monotonic()
+    return found
+
+
+def _pool_worker(index: int, series, counts, steps: int, env, barrier, results) -> None:
+    """One worker of :func:`pooled_rows`: every step built in turn, timed in the counts it takes part in."""
+    os.environ.update(env)  # before CUDA starts in this process: the MPS client reads it then
+    try:
+        for name, build in series.items():
+            copy = build()
+            for k in counts:
+                barrier.wait()  # all built, or the previous count's copies done
+                if index < k:
+                    results.put((name, k, index, copy.time(steps)))
+            barrier.wait()
+            copy.release()
+    except threading.BrokenBarrierError:
+        sys.exit(1)  # another worker failed and said why
+    except Exception as err:
+        barrier.abort()  # the others stop waiting; this one's cause goes to the parent
+        results.put((None, 0, index, " ".join(f"{type(err).__name__}: {err}".split())[:300]))
+        raise
+
+
+@contextlib.contextmanager
+def mps_daemon(timeout: float = 30) -> Iterator[dict[str, str] | None]:
+    """A private NVIDIA MPS control daemon for the block (:data:`MPS_CONTROL` started with ``-d``; its
+    pipe and log folder a new temporary one, so that it neither joins nor disturbs a daemon of the
+    machine): yields the environment its clients need (``CUDA_MPS_PIPE_DIRECTORY``,
+    ``CUDA_MPS_LOG_DIRECTORY``), or None where the program is not on ``PATH`` or does not start. The
+    daemon is stopped (``quit`` on its standard input) and its folder removed afterwards."""
+    control = shutil.which(MPS_CONTROL)
+    if control is None:
+        yield None
+        return
+    folder = tempfile.mkdtemp(prefix="contrastlab-mps-")
+    env = {"CUDA_MPS_PIPE_DIRECTORY": folder, "CUDA_MPS_LOG_DIRECTORY": folder}
+    run = functools.partial(subprocess.run, env={**os.environ, **env}, capture_output=True, timeout=timeout)
+    try:
+        started = run([control, "-d"]).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        started = False
+    try:
+        yield env if started else None
+    finally:
+        if started:
+            run([control], input=b"quit\n")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class StepCopy:
+    """One copy's training step, built and warmed up in this process: :meth:`time` runs ``steps`` more
+    and returns their rate, the peak GPU memory (CUDA), the step ``mode`` the trainer would run
+    (:attr:`contrastlab.families.StepMode.name`) and the resolved ``precision``."""
+
+    def __init__(self, step: Callable[[], Any], device, mode: str, precision: str) -> None:
+        self.step, self.device, self.mode, self.precision = step, device, mode, precision
+
+    def _sync(self) -> None:
+        import torch
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def time(self, steps: int) -> dict[str, Any]:
+        import torch
+
+        cuda = self.device.type == "cuda"
+        self._sync()
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+        start = time.perf_counter()
+        for _ in range(steps):
+            self.step()
+        self._sync()
+        elapsed = time.perf_counter() - start
+        peak = torch.cuda.max_memory_allocated(self.device) / 2**30 if cuda else None
+        return {
+            "steps_per_s": steps / elapsed,
+            "peak_gib": peak,
+            "mode": self.mode,
+            "precision": self.precision,
+        }
+
+    def release(self) -> None:
+        """Free the copy's model, optimiser and graph before the next step is built."""
+        import torch
+
+        self.step = None
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def trainer_settings(settings: Mapping[str, Any] | None, resolved: str, device, model_type: str):
+    """The sentence trainer's ``TrainSettings`` for a cell's ``settings`` (its workflow params; None: the
+    trainer's defaults) on ``device`` at the ``resolved`` precision with a backbone of ``model_type``:
+    the defaults the trainer decides there (:func:`contrastlab.training.capture.for_device`, which asks
+    :func:`contrastlab.families.step_mode`): the graph, padding-free or neither."""
+    from contrastlab.training import capture
+    from contrastlab.training.sentence import TrainSettings
+
+    configured = TrainSettings.from_dict({"loss": "infonce", **(settings or {})})
+    return capture.for_device(configured, device, precision=resolved, model_type=model_type)[0]
+
+
+def sentence_step(
+    *,
+    model_config: Mapping[str, Any],
+    batch: int,
+    length: int,
+    precision: str,
+    device: str,
+    warmup: int,
+    state_dir: str,
+    settings: Mapping[str, Any] | None = None,
+    config_class: str = "BertConfig",
+    threads: int = 1,
+) -> StepCopy:
+    """A :class:`StepCopy` of the sentence trainer's step (InfoNCE, the SimCSE head, the runtime's
+    optimiser step and precision switches) in the mode the trainer runs for ``settings``
+    (:func:`trainer_settings`: padding-free IEEE fp32, the captured graph in bf16 on CUDA, eager on a
+    CPU; :func:`contrastlab.training.equivalence.training_step`) on a randomly initialised encoder
+    (``config_class(**model_config)`` of ``transformers``) at ``batch`` sentences × ``length`` tokens,
+    after ``warmup`` untimed steps."""
+    import torch
+    import transformers
+
+    from contrastlab.losses import build_loss
+    from contrastlab.training.equivalence import training_step
+    from contrastlab.training.runtime import TrainingRun, build_optimizer, resolve_precision
+    from contrastlab.training.sentence import build_head
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    where = torch.device(device)
+    config = getattr(transformers, config_class)(**model_config)
+    model = transformers.AutoModel.from_config(config).to(where).train()
+    head = build_head("simcse", config.model_type, config.hidden_size)[0].to(where).train()
+    params = [*model.parameters(), *head.parameters()]
+    resolved = resolve_precision(precision, where)
+    s = trainer_settings({**(settings or {}), "precision": precision}, resolved, where, config.model_type)
+    run = TrainingRun(state_dir, device=where, precision=resolved, state_every=None, progress=False)
+    optimizer = build_optimizer("adamw", params, where, lr=1e-5, capturable=bool(s.cuda_graph))
+    ids = torch.randint(1000, config.vocab_size, (batch, length), device=where)
+    # Padded rows as the trainer's batches have them (one at the full length, the rest shorter): an
+    # all-ones mask would let SDPA drop the mask and time another kernel (docs/gpu-defects.md, G5).
+    lengths = torch.randint(min(8, length), length + 1, (batch,), device=where)
+    lengths[0] = length
+    chunk = (ids, (torch.arange(length, device=where) < lengths[:, None]).to(ids.dtype))
+    parts = (run, model, head, build_loss("infonce"), optimizer, params)
+    step = training_step(*parts, chunk, graph=bool(s.cuda_graph), padding_free=bool(s.padding_free))
+    for _ in range(warmup):  # optimiser state, kernel choice, allocator
+        step(*chunk)
+    mode = families.StepMode(
+        graph=bool(s.cuda_graph), compile=False, padding_free=bool(s.padding_free), dev_batch=None
+    )
+    return StepCopy(lambda: step(*chunk), where, mode.name, resolved)
+
+
+def sentence_step_copy(ready: Callable[[], Any], *, steps: int, **build: Any) -> dict[str, Any]:
+    """Steps/s of :func:`sentence_step` (``build``: its arguments): ``ready()``, then ``steps`` timed
+    steps; with the peak GPU memory on CUDA. A copy for :func:`concurrent_rates`."""
+    copy = sentence_step(**build)
+    ready()
+    return copy.time(steps)
+
+
+def vision_step(
+    *, settings: Mapping[str, Any], device: str, warmup: int, state_dir: str, n_images: int, threads: int = 1
+) -> StepCopy:
+    """A :class:`StepCopy` of the image trainer's step for a cell's ``settings`` (its workflow params;
+    without OAR's labelled pass: MACL's) as the trainer runs it on ``device``: captured as one graph
+    where :func:`contrastlab.training.vision_capture.resolve` (the trainer's rule, over ``n_images``
+    training images) says so, else eager; its encoder, head, optimiser, loss and augmentation as the
+    trainer builds them, on random images, after ``warmup`` untimed steps."""
+    import torch
+
+    from contrastlab.data.images import IMAGE_STATS
+    from contrastlab.training import capture
+    from contrastlab.training.runtime import TrainingRun
+    from contrastlab.training.vision import VisionTrainSettings
+
+    s = VisionTrainSettings.from_dict(settings)
+    where = torch.device(device)
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    run = TrainingRun(state_dir, device=where, precision=s.precision, state_every=None, progress=False)
+    graph = trainer_image_graph(settings, where, n_images)
+    cuda = where.type == "cuda"
+    if cuda:  # as the trainer: cuDNN times its algorithms once per shape
+        torch.backends.cudnn.benchmark = capture.cudnn_benchmark(s.cudnn_benchmark)
+    layout = torch.channels_last if (cuda if s.channels_last is None else s.channels_last) else None
+    memory_format = layout or torch.contiguous_format
+    encoder, head, optimizer, params = _image_parts(s, where, memory_format)
+    size = s.input_size or s.image_size
+    augment = s.augment(size, *IMAGE_STATS[s.dataset])
+    images = torch.randint(0, 256, (s.batch_size, 3, size, size), dtype=torch.uint8, device=where)
+    views = torch.Generator(device=where).manual_seed(0)
+    parts = (encoder, head, _image_loss(s), optimizer, params)
+    step = _image_step(run, s, parts, (augment, views, images), memory_format, graph=graph)
+    for _ in range(warmup):
+        step()
+    mode = families.StepMode(graph=graph, compile=False, padding_free=False, dev_batch=None)
+    return StepCopy(step, where, mode.name, run.precision.name)
+
+
+def _image_step(run, s, parts: tuple, data: tuple, memory_format, *, graph: bool) -> Callable[[], Any]:
+    """One image step as the trainer runs it without OAR's pass: the captured graph (``graph``) or the
+    eager step (no clipping, the gradients zeroed by the optimiser step); ``parts`` = (encoder, head,
+    loss, optimiser, parameters), ``data`` = (augmentation, the views' generator, a batch of images)."""
+    from contrastlab.training import vision_capture
+    from contrastlab.training.vision import train_step, two_views
+
+    encoder, head, loss_fn, optimizer, params = parts
+    augment, views, images = data
+    options = {"memory_format": memory_format, "head_autocast": s.head_autocast}
+    if graph:
+        captured = vision_capture.capture_vision_step(
+            run, train_step, parts, augment, views, images, calls=s.augment_calls, **options
+        )
+        return lambda: captured(images)
+
+    def step() -> None:
+        with run.step_context():
+            pair = two_views(augment, images, views, s.augment_calls)
+            train_step(
+                encoder,
+                head,
+                loss_fn,
+                *pair,
+                autocast=run.autocast,
+                with_stats=False,
+                scale=run.scale,
+                **options,
+            )
+            run.optimizer_step(optimizer, params, clip_norm=None)
+
+    return step
+
+
+def trainer_image_graph(settings: Mapping[str, Any], device, n_images: int) -> bool:
+    """Whether the image trainer captures the step of a cell's ``settings`` (its workflow params) on
+    ``device`` over ``n_images`` training images (:func:`contrastlab.training.vision_capture.resolve`,
+    which asks :func:`contrastlab.families.step_mode`)."""
+    from contrastlab.training import vision_capture
+    from contrastlab.training.vision import VisionTrainSettings
+
+    return vision_capture.resolve(VisionTrainSettings.from_dict(settings), device, n_images)[0]
+
+
+def _image_parts(s, device, memory_format) -> tuple:
+    """The image trainer's encoder and head on ``device`` (train mode), its optimiser and parameters."""
+    import torch
+
+    from contrastlab.models.vision import ProjectionHead, build_encoder
+    from contrastlab.training.runtime import build_optimizer
+    from contrastlab.training.vision import effective_lr
+
+    encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
+    encoder.to(device, memory_format=memory_format).train()
+    head = (
+        ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim)
+        if s.projection_head
+        else torch.nn.Identity()
+    )
+    head.to(device).train()
+    params = [*encoder.parameters(), *head.parameters()]
+    hp = {"momentum": s.momentum} if s.optimizer == "sgd" else {}
+    optimizer = build_optimizer(
+        s.optimizer, params, device, lr=effective_lr(s), weight_decay=s.weight_decay, **hp
+    )
+    return encoder, head, optimizer, params
+
+
+def _image_loss(s):
+    from contrastlab.losses import build_loss
+
+    return build_loss(s.loss, **s.loss_hp)
