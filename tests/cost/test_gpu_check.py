@@ -233,8 +233,8 @@ def test_a_partial_check_leaves_a_calibration_make_plan_reads_and_names_what_is_
     assert loaded.missing_parts == ("checks", "packing")
     assert loaded.achieved_tflops["sentence"]["fp32"] == pytest.approx(PLAN_STEP_FLOPS * 90 / 8.0 / 1e12)
     assert "make gpu-check stopped before its checks, packing part" in loaded.describe()
-    default = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
-    assert loaded.packing_speedup == default.packing_speedup  # not measured here: the default's figures
+    # not measured here, and packing figures are one card's: none taken from the default file
+    assert loaded.packing_speedup == {} and not loaded.packing_measured
 
 
 def _stand_in_mps(folder: Path, exit_code: int = 0) -> Path:
