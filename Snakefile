@@ -57,6 +57,16 @@ os.environ[cl_warm.BENCHMARKS_VARIABLE] = cl_warm.benchmark_patterns(workflow.ru
 if workflow.is_main_process:
     for note in recover_killed_run(R):
         print(note, file=sys.stderr)
+    # Where a finished job's inputs lie decides no rerun (a moved checkout or resources folder): the records
+    # of jobs that named a loss module by absolute path, or a backbone in another resources folder, take
+    # today's spelling before Snakemake compares them (contrastlab.workflow.sources).
+    cl_sources.migrate_recorded_sources(
+        os.path.join(".snakemake", "metadata"),
+        os.getcwd(),
+        workflow.basedir,
+        results=R,
+        backbones={alias: backbone_dir(alias) for alias in config["backbones"]},
+    )
     # Finished work that no longer matches what its job wrote is moved aside and made again (one line each).
     for note in cl_finished.set_aside_changed(R, finished_outputs()):
         print(note, file=sys.stderr)

@@ -23,8 +23,7 @@ from contrastlab.data.acquire import data_marker_path
 from contrastlab.data.corpus_check import CorpusError
 from contrastlab.senteval.protocol import CELL_POOLING
 from contrastlab.senteval.tasks import SentEvalDataError
-from contrastlab.losses.user import module_path
-from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.paths import Results
 from contrastlab.cost import budget as cl_budget
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import packing as cl_packing
@@ -33,6 +32,7 @@ from contrastlab.tables import tables_for_config
 from contrastlab.tables.search import search_tables
 from contrastlab.workflow import finished as cl_finished
 from contrastlab.workflow import points as cl_points
+from contrastlab.workflow import sources as cl_sources
 from contrastlab.workflow import warm as cl_warm
 from contrastlab.workflow.recovery import (
     forget_running_workflow,
@@ -184,9 +184,15 @@ def search_stage_file(experiment, backbone, method, stage):
     return RESULTS.search_stage(experiment, backbone, method, stage)
 
 
+def loss_source(loss):
+    """The loss's module file, relative to the working directory (contrastlab.workflow.sources): a moved
+    or copied checkout plans nothing again."""
+    return cl_sources.loss_source(loss, os.getcwd(), workflow.basedir)
+
+
 def get_loss_source(wildcards):
     """The loss's module file: editing a loss retrains the cells that use it."""
-    return str(REPO_ROOT / module_path(get_train_settings(wildcards)["loss"]))
+    return loss_source(get_train_settings(wildcards)["loss"])
 
 
 def cell_metrics():

@@ -17,7 +17,7 @@ rule figure_lr_sweep:
     output:
         **reported_figure("{experiment}/lr_sweep"),
     params:
-        config={key: value for key, value in config.items() if key not in ("data", "artifacts_lock")},
+        config=cl_sources.without_locations(config),  # settings, not where folders lie
         metrics_root=RESULTS.metrics(),
     log:
         RESULTS.log("figures", "{experiment}-lr_sweep"),
@@ -154,7 +154,7 @@ for _figure, (_experiments, _caption, _source) in figure_catalog.SWEEP_FIGURES.i
         params:
             figure=_figure,
             experiments=[e for e in _experiments if e in config["experiments"]],
-            config={key: value for key, value in config.items() if key not in ("data", "artifacts_lock")},
+            config=cl_sources.without_locations(config),  # settings, not where folders lie
             results=lambda wildcards: R,
         log:
             RESULTS.log("figures", _figure.rsplit("/", 1)[-1]),
@@ -169,7 +169,7 @@ for _figure, (_experiments, _caption, _source) in figure_catalog.SWEEP_FIGURES.i
 # the loss's file is an input, so editing it redraws the figure.
 rule figure_paradigm:
     input:
-        loss_source=lambda wildcards: str(REPO_ROOT / module_path(USER_LOSS_METHODS[wildcards.method][0])),
+        loss_source=lambda wildcards: loss_source(USER_LOSS_METHODS[wildcards.method][0]),
     output:
         **reported_figure("paradigm/{method}"),
     params:

@@ -25,8 +25,9 @@ rule tables:
             category="Report",
         ),
     params:
-        # Without data locations (the tables never read them): moving the data re-renders nothing.
-        config={key: value for key, value in config.items() if key not in ("data", "artifacts_lock")},
+        # Without locations (the script takes them from the job's config): moving the data or the resources
+        # folder re-renders nothing.
+        config=cl_sources.without_locations(config),
         results_dir=lambda wildcards: R,  # the metrics, where the tables go, the benchmarks (the cost)
         figures=FIGURES,
     log:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from contrastlab.paths import Results
 from contrastlab.report import build_report
+from contrastlab.workflow import sources as cl_sources
 from contrastlab.workflow.job import job_label, logged_to
 
 snakemake = globals()["snakemake"]
@@ -22,7 +23,7 @@ with logged_to(snakemake.log[0], job_label(snakemake)):
     outputs = [Path(p) for p in snakemake.output.tables]
     written = build_report(
         Results(snakemake.params.results_dir),
-        dict(snakemake.params.config),
+        cl_sources.with_locations(snakemake.params.config, snakemake.config),
         tables=list(dict.fromkeys(p.stem for p in outputs)),
         figures=[dict(f) for f in snakemake.params.figures],
     )

@@ -9,6 +9,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -383,6 +385,97 @@ def test_presets_keep_their_own_state(repo_root, finished_demo):
     )
     output = _dry_run(repo_root, workdir, config, "after-other")
     assert "Nothing to be done" in output, output[-3000:]
+
+
+# --- a moved checkout (issue 76 item 1): a finished demo copied to another path plans nothing again ------
+
+
+def moved_checkout(repo_root: Path, dest: Path) -> Path:
+    """The checkout the demo ran in, copied to ``dest`` as ``cp -a`` would (links kept, times kept: its
+    ``.snakemake`` records included) with a ``src/`` of its own: a fresh clone of the same commit at
+    another path, whose Snakemake imports the library from there (the Snakefile puts its ``src`` first)."""
+    shutil.copytree(repo_root, dest, symlinks=True)
+    (dest / "src").unlink()
+    shutil.copytree(REPO_ROOT / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def snakemake_in(checkout: Path, *args: str) -> str:
+    """A plain ``python -m snakemake`` in ``checkout`` (not the forked server, which imported the library
+    from this repository); its output, the run having succeeded."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HTTP_PROXY="http://127.0.0.1:9")
+    env.update(HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
+    env.pop("PYTHONPATH", None)
+    argv = [sys.executable, "-m", "snakemake", "-s", str(checkout / "Snakefile"), *args]
+    done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    return output
+
+
+def test_a_copy_of_the_checkout_at_another_path_has_nothing_to_do(repo_root, finished_demo, tmp_path):
+    """Issue 76 item 1: each training job recorded its loss module by absolute path, so a copy elsewhere
+    planned every training again ("Set of input files has changed since last execution")."""
+    workdir, config, _ = finished_demo
+    checkout = moved_checkout(repo_root, tmp_path / "elsewhere" / "repo")
+    output = snakemake_in(checkout, "-n", "--configfile", write(config, workdir / "moved-checkout.yaml"))
+    assert "Nothing to be done" in output, output[-3000:]
+
+
+def test_the_resources_folder_elsewhere_has_nothing_to_do(repo_root, finished_demo, tmp_path):
+    """The backbones and data moved to another folder, the config pointing there: nothing reruns."""
+    workdir, config, _ = finished_demo
+    moved = json.loads(json.dumps(config))
+    moved["resources_dir"] = str(tmp_path / "scratch" / "resources")
+    shutil.copytree(config["resources_dir"], moved["resources_dir"], symlinks=True)
+    output = _dry_run(repo_root, workdir, moved, "moved-resources")
+    assert "Nothing to be done" in output, output[-3000:]
+
+
+def test_an_edited_loss_module_in_a_copy_retrains_exactly_the_cells_that_use_it(
+    repo_root, finished_demo, tmp_path
+):
+    """A loss module's content decides, not its place: in a copy of the checkout, an edit of the module of
+    both demo cells (cl: infonce, mpt: mpt, both in nie2023.py) trains both again and nothing else
+    trains; an edit of a module no cell uses plans nothing."""
+    workdir, config, _ = finished_demo
+    checkout = moved_checkout(repo_root, tmp_path / "edited" / "repo")
+    configfile = write(config, workdir / "edited-loss.yaml")
+    unused = checkout / "src" / "contrastlab" / "losses" / "oar.py"
+    unused.write_text(unused.read_text() + "# an edit no demo cell sees\n")
+    assert "Nothing to be done" in snakemake_in(checkout, "-n", "--configfile", configfile)
+    used = checkout / "src" / "contrastlab" / "losses" / "nie2023.py"
+    used.write_text(used.read_text() + "# an edit both demo cells see\n")
+    output = snakemake_in(checkout, "-n", "--configfile", configfile)
+    counts = job_counts(output)
+    assert counts["train"] == 2 and counts["encode"] == counts["evaluate"] == 2, counts
+    assert "encode_pretrained" not in counts and "evaluate_pretrained" not in counts, counts
+    assert "corpus" not in counts and "fetch_backbone" not in counts, counts
+    assert output.count("Updated input files: src/contrastlab/losses/nie2023.py") == 2, output[-3000:]
+
+
+def test_records_of_the_absolute_loss_paths_before_the_upgrade_retrain_nothing(
+    repo_root, finished_demo, tmp_path
+):
+    """Issue 76 item 1, the upgrade: jobs finished before recorded their loss module by absolute path (the
+    copy's own ``src/``, as its Snakemake then wrote it). The first run after the upgrade migrates those
+    records (contrastlab.workflow.sources) instead of retraining every cell ("Set of input files has
+    changed since last execution")."""
+    workdir, config, _ = finished_demo
+    checkout = moved_checkout(repo_root, tmp_path / "upgraded" / "repo")
+    relative = "src/contrastlab/losses/nie2023.py"
+    old = str(checkout / relative)  # rules/common.smk before: str(REPO_ROOT / module_path(loss))
+    records = [p for p in (checkout / ".snakemake" / "metadata").rglob("*") if p.is_file()]
+    rewritten = 0
+    for record in records:
+        text = record.read_text()
+        if f'"{relative}"' in text:
+            record.write_text(text.replace(f'"{relative}"', json.dumps(old)))
+            rewritten += 1
+    assert rewritten == 4  # the two training jobs, a record per output (model, train_log.jsonl)
+    output = snakemake_in(checkout, "-n", "--configfile", write(config, workdir / "upgraded.yaml"))
+    assert "Nothing to be done" in output, output[-3000:]
+    assert not any(old in record.read_text() for record in records)
 
 
 # --- Snakemake's own report (snakemake --report): the demo's tables, figures and report.html are in its

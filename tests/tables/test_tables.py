@@ -280,6 +280,7 @@ def test_snakemake_script(tmp_path, monkeypatch):
         ),
         params=SimpleNamespace(config=config, results_dir=str(tmp_path), figures=[]),
         log=[str(tmp_path / "tables.log")],
+        config=config,  # the run's whole config: the script takes the data's locations from it
     )
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # the script redirects stderr; restored after
     logger = logging.getLogger("contrastlab")

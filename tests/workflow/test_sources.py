@@ -1,0 +1,128 @@
+"""contrastlab.workflow.sources: the loss modules a rule names as inputs are spelled relative to the working
+directory, so a moved checkout plans nothing again; records of the old absolute spelling are migrated."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+from contrastlab.workflow.sources import (
+    loss_source,
+    migrate_recorded_sources,
+    source_path,
+    with_locations,
+    without_locations,
+)
+
+
+def checkout(tmp_path: Path, name: str = "repo") -> Path:
+    """A checkout with a library file and a user loss of its own."""
+    root = tmp_path / name
+    (root / "src" / "contrastlab" / "losses").mkdir(parents=True)
+    (root / "src" / "contrastlab" / "losses" / "nie2023.py").write_text("# a loss\n")
+    (root / "mine.py").write_text("# the user's loss\n")
+    return root
+
+
+def test_a_file_under_the_working_directory_is_relative_and_one_outside_absolute(tmp_path):
+    root = checkout(tmp_path)
+    assert source_path(root / "mine.py", root, root, root) == "mine.py"
+    outside = tmp_path / "theirs.py"
+    outside.write_text("")
+    assert source_path(outside, root, root, root) == str(outside)  # stays equal when only the checkout moves
+
+
+def test_a_moved_checkout_spells_its_loss_modules_alike(tmp_path):
+    first, second = checkout(tmp_path, "home"), checkout(tmp_path, "scratch")
+    spelled = {loss_source("mpt", root, root, root) for root in (first, second)}
+    assert spelled == {"src/contrastlab/losses/nie2023.py"}
+
+
+def test_a_library_reached_through_a_link_is_named_through_the_workflows_folder(tmp_path):
+    """The test copies' layout: the workflow's folder links src/ to the library imported from elsewhere."""
+    library = checkout(tmp_path, "library")
+    workflow = tmp_path / "copy"
+    workflow.mkdir()
+    (workflow / "src").symlink_to(library / "src")
+    assert loss_source("infonce", workflow, workflow, library) == "src/contrastlab/losses/nie2023.py"
+    # a workflow folder without that file: the file that runs, by its own (absolute) path
+    other = tmp_path / "other"
+    other.mkdir()
+    assert loss_source("infonce", other, other, library) == str(library / "src/contrastlab/losses/nie2023.py")
+
+
+def record(folder: Path, name: str, inputs: list[str]) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"rule": "train", "input": inputs, "record_format_version": 6}
+    data["input_checksums"] = {p: "sha256:0" for p in inputs}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_records_of_the_absolute_spelling_are_migrated_once(tmp_path):
+    root = checkout(tmp_path)
+    metadata = root / ".snakemake" / "metadata"
+    module = str(root / "src" / "contrastlab" / "losses" / "nie2023.py")
+    marker = str(tmp_path / "results" / "state" / "data" / "corpus.ready.json")
+    train = record(metadata, "train", [marker, module])
+    moved = record(metadata, "moved", ["/gone/checkout/src/contrastlab/losses/nie2023.py"])  # an older place
+    kept = record(metadata, "kept", [marker])
+    before = kept.read_bytes()
+    assert migrate_recorded_sources(metadata, root, root, root) == 2
+    migrated = json.loads(train.read_text())
+    assert migrated["input"] == sorted([marker, "src/contrastlab/losses/nie2023.py"])
+    assert set(migrated["input_checksums"]) == set(migrated["input"])
+    assert json.loads(moved.read_text())["input"] == ["src/contrastlab/losses/nie2023.py"]
+    assert kept.read_bytes() == before  # no loss module: untouched
+    assert migrate_recorded_sources(metadata, root, root, root) == 0  # again: nothing
+
+
+def test_an_unreadable_record_or_a_missing_folder_is_left_alone(tmp_path):
+    root = checkout(tmp_path)
+    assert migrate_recorded_sources(root / ".snakemake" / "metadata", root, root, root) == 0
+    metadata = root / ".snakemake" / "metadata"
+    metadata.mkdir(parents=True)
+    (metadata / "cut").write_text('{"input": ["/x.py"')
+    assert migrate_recorded_sources(metadata, root, root, root) == 0
+
+
+def keyed(folder: Path, output: str, inputs: list[str], nested: bool = False) -> Path:
+    """A record named as Snakemake names it: urlsafe base64 of its output (cut into ``@`` folders)."""
+    name = base64.urlsafe_b64encode(output.encode()).decode()
+    if nested:  # Snakemake's form for a name longer than the file system allows
+        name = f"@{name[:10]}/{name[10:]}"
+    return record(folder, name, inputs)
+
+
+def test_a_backbone_in_a_moved_resources_folder_is_migrated_for_this_runs_results_only(tmp_path):
+    root = checkout(tmp_path)
+    metadata = root / ".snakemake" / "metadata"
+    old, new = (
+        str(tmp_path / "home" / "models" / "tiny-bert"),
+        str(tmp_path / "scratch" / "models" / "tiny-bert"),
+    )
+    results = tmp_path / "results"
+    ours = keyed(metadata, str(results / "checkpoints" / "cell" / "model"), [old], nested=True)
+    theirs = keyed(metadata, str(tmp_path / "other-results" / "checkpoints" / "cell" / "model"), [old])
+    unknown = keyed(metadata, str(results / "x"), [str(tmp_path / "home" / "models" / "other-bert")])
+    changed = migrate_recorded_sources(
+        metadata, root, root, root, results=results, backbones={"tiny-bert": new}
+    )
+    assert changed == 1
+    assert json.loads(ours.read_text())["input"] == [new]
+    assert json.loads(theirs.read_text())["input"] == [old]  # another preset's run: its own spelling
+    assert json.loads(unknown.read_text())["input"] == [str(tmp_path / "home" / "models" / "other-bert")]
+
+
+def test_a_config_param_carries_settings_not_locations():
+    config = {
+        "resources_dir": "/a",
+        "results_dir": "r",
+        "data": {},
+        "artifacts_lock": "x",
+        "training": {"lr": 1},
+    }
+    assert without_locations(config) == {"training": {"lr": 1}}
+    assert with_locations(without_locations(config), config) == config
