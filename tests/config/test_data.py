@@ -163,3 +163,163 @@ def test_an_empty_corpus_is_refused_as_empty(repo_root, tmp_path, observed):
     assert message.startswith(f"data.wiki_path {corpus} is empty;"), message
     assert "analysis" not in message
     observed(message[:100])
+
+
+# --- Review M7: a compressed or UTF-16 corpus is named as such, with its own fix; iconv -f latin1 is
+# suggested only for text, and the garbage that advice made of a binary file is refused, not trained on.
+
+_TEXT = "".join(f"sentence number {i} of the corpus .\n" for i in range(1, 2001))
+
+
+def _zipped(text: str) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("wiki.txt", text)
+    return buffer.getvalue()
+
+
+def _compress(kind: str, text: str) -> bytes:
+    import bz2
+    import gzip
+    import lzma
+
+    data = text.encode()
+    return {
+        "gzip": lambda: gzip.compress(data),
+        "bz2": lambda: bz2.compress(data),
+        "xz": lambda: lzma.compress(data),
+        "zstd": lambda: b"\x28\xb5\x2f\xfd\x64\x00\x00" + data[:64],  # a zstd frame's magic and header
+        "zip": lambda: _zipped(text),
+    }[kind]()
+
+
+@pytest.mark.parametrize(
+    ("kind", "suffix", "fix"),
+    [
+        pytest.param(
+            kind,
+            suffix,
+            fix,
+            marks=pytest.mark.fault(f"{kind}-compressed corpus (M7)", "refused in one line: decompress it"),
+            id=kind,
+        )
+        for kind, suffix, fix in [
+            ("gzip", ".gz", "gunzip -k"),
+            ("bz2", ".bz2", "bunzip2 -k"),
+            ("xz", ".xz", "unxz -k"),
+            ("zstd", ".zst", "unzstd"),
+            ("zip", ".zip", "unzip"),
+        ]
+    ],
+)
+def test_a_compressed_corpus_is_named_compressed_with_the_command_to_decompress_it(
+    repo_root, tmp_path, observed, kind, suffix, fix
+):
+    corpus = tmp_path / f"corpus.txt{suffix}"
+    corpus.write_bytes(_compress(kind, _TEXT))
+    message = _corpus_error(repo_root, corpus)
+    assert f"{corpus} is {kind}-compressed" in message, message
+    assert f"{fix} " in message and str(corpus) in message[message.index(fix) :], message
+    assert "latin1" not in message and "not UTF-8" not in message, message
+    observed(message[message.index("is ") :][:110])
+
+
+@pytest.mark.parametrize(
+    ("encoding", "source"),
+    [
+        pytest.param(
+            encoding,
+            source,
+            marks=pytest.mark.fault(f"{encoding} corpus (M7)", "refused in one line: iconv -f " + source),
+            id=encoding,
+        )
+        for encoding, source in [
+            ("utf-16", "utf-16"),  # with its byte-order mark
+            ("utf-16-le", "utf-16le"),  # no mark: every other byte NUL
+            ("utf-16-be", "utf-16be"),
+            ("utf-32", "utf-32"),
+        ]
+    ],
+)
+def test_a_utf16_corpus_is_named_with_the_iconv_that_converts_it(
+    repo_root, tmp_path, observed, encoding, source
+):
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_bytes(("caf\u00e9 " + _TEXT).encode(encoding))
+    message = _corpus_error(repo_root, corpus)
+    assert f"{corpus} is {encoding.upper()[:6]} text" in message, message
+    assert f"iconv -f {source} -t utf-8 {corpus} > " in message, message
+    assert "latin1" not in message, message
+    observed(message[message.index("is ") :][:110])
+
+
+@pytest.mark.parametrize(
+    ("original", "expected"),
+    [
+        pytest.param(
+            original,
+            expected,
+            marks=pytest.mark.fault(f"{original} put through iconv -f latin1 (M7)", "refused in one line"),
+            id=name,
+        )
+        for name, original, expected in [
+            (
+                "gzip",
+                "gzip file",
+                "binary garbage, not text: a gzip-compressed file put through iconv -f latin1",
+            ),
+            (
+                "utf-16",
+                "UTF-16 file",
+                "binary garbage, not text: a UTF-16 text file put through iconv -f latin1",
+            ),
+            (
+                "gzip-headless",
+                "gzip file, its first line cut",
+                "control characters, NULs or U+FFFD (first: line 1)",
+            ),
+        ]
+    ],
+)
+def test_a_binary_file_converted_as_latin1_is_refused_as_garbage(
+    repo_root, tmp_path, observed, original, expected
+):
+    import gzip
+    import random
+
+    words = random.Random(7).choices(["the", "cat", "sat", "on", "a", "mat", "and", "dog"], k=40000)
+    text = "".join(" ".join(words[i : i + 10]) + " .\n" for i in range(0, len(words), 10))
+    raw = text.encode("utf-16") if original.startswith("UTF-16") else gzip.compress(text.encode())
+    garbage = raw.decode("latin1").encode()  # what iconv -f latin1 -t utf-8 gives
+    # ... and the review's next step: the blank lines removed as the blank-line check suggests
+    garbage = b"".join(line for line in garbage.splitlines(keepends=True) if line.strip())
+    if original.endswith("cut"):  # no magic bytes left to recognise: the control characters refuse it
+        garbage = garbage[garbage.index(b"\n") + 1 :]
+    corpus = tmp_path / "corpus-utf8.txt"
+    corpus.write_bytes(garbage)
+    message = _corpus_error(repo_root, corpus)
+    assert expected in message, message
+    if not original.endswith("cut"):
+        assert "<original>" in message and ("gunzip -k" in message or "iconv -f utf-16 " in message), message
+    observed(message[message.index("is ") :][:110])
+
+
+def test_latin1_text_is_still_told_to_convert_with_iconv_latin1(repo_root, tmp_path):
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_bytes(("caf\u00e9 cr\u00e8me br\u00fbl\u00e9e .\n" + _TEXT).encode("latin1"))
+    message = _corpus_error(repo_root, corpus)
+    assert "is not UTF-8: line 1 holds byte 0xe9" in message, message
+    assert f"iconv -f latin1 -t utf-8 {corpus} > " in message, message
+
+
+def test_text_with_a_stray_control_character_is_still_accepted(repo_root, tmp_path):
+    import hashlib
+
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_bytes(("caf\u00e9 a\x01b \u00e0 la cr\u00e8me .\n" + _TEXT).encode())
+    config = _load(repo_root, "demo.yaml", data={"wiki_path": str(corpus)})
+    expected = hashlib.sha256(corpus.read_bytes()).hexdigest()
+    assert cl_data.data_identity(config, "corpus") == {"corpus": "text", "sha256": expected}
