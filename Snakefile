@@ -70,6 +70,9 @@ if workflow.is_main_process:
     # Finished work that no longer matches what its job wrote is moved aside and made again (one line each).
     for note in cl_finished.set_aside_changed(R, finished_outputs()):
         print(note, file=sys.stderr)
+    # A finished cell's state is kept by its job until Snakemake accepts the outputs: those of earlier runs
+    # that exist were accepted (a job Snakemake failed after it ended lost them and only re-exports).
+    cl_finished.forget_finished_states(trained_states(), R)
 
 
 onstart:
@@ -86,6 +89,7 @@ onstart:
 
 onsuccess:
     forget_running_workflow(R, snakemake_lock_files(workflow))
+    cl_finished.forget_finished_states(trained_states(), R)  # every output accepted
     from contrastlab.workflow import previous_report as cl_previous
 
     cl_previous.forget_previous(R)

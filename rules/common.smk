@@ -255,6 +255,12 @@ def finished_outputs():
     return weights + get_table_metrics(None)
 
 
+def trained_states():
+    """Each trained cell's state folder and weights folder: a finished cell's state is kept by its job until
+    Snakemake has accepted the outputs (contrastlab.workflow.finished.forget_finished_states)."""
+    return [(RESULTS.state("train", c), RESULTS.checkpoint(c, "model")) for c in CELL_INDEX.values()]
+
+
 def figure_outputs():
     """PNG, PDF and CSV of every figure the config produces (contrastlab.figures.catalog.figures); with
     tables.partial, not the spectra figures whose encoders are not trained yet."""

@@ -41,6 +41,8 @@ if "snakemake" in globals():
             device=device,
             events_dir=events_dir_of(sm),
             wandb_run=wandb_run_of(sm),
+            # removed once Snakemake has accepted the outputs (contrastlab.workflow.finished), not here
+            keep_state=True,
         )
 elif __name__ == "__main__":
     cli()

@@ -515,3 +515,46 @@ def test_a_new_best_is_written_with_the_next_snapshot_and_at_the_end_not_at_each
     assert held[5] == []  # at step 10, before its snapshot: five new bests, none written
     assert summary["best_step"] == 14 and (out / "config.json").exists()
     assert len(summary["eval_seconds"]) == len(summary["evals"]) == 8
+
+
+@pytest.mark.fault(
+    "Snakemake removes a finished cell's outputs after the job (its benchmark write failed, disk full)",
+    "the cell's finished state is kept until the outputs are accepted; the rerun only re-exports",
+)
+def test_outputs_removed_after_the_job_are_re_exported_without_training(
+    tmp_path, tiny_bert, corpus, senteval_dir, monkeypatch, observed
+):
+    from contrastlab.training.cells import train_cell
+    from contrastlab.workflow.finished import forget_finished_states
+    from tests.training.conftest import TINY_SENTENCE
+
+    out, log, state = tmp_path / "model", tmp_path / "log.jsonl", tmp_path / "state"
+    cell = dict(point=None, previous_selection=None, backbone_dir=tiny_bert, corpus_path=corpus)
+    places = dict(dev_data_dir=senteval_dir, out_dir=out, log_path=log, state_dir=state)
+    settings = {**TINY_SENTENCE, "max_steps": 4, "eval_every": 2}
+
+    def job():  # as scripts/train.py runs it: the state stays until Snakemake has accepted the outputs
+        return train_cell(
+            settings, **cell, **places, cache_dir=tmp_path / "cache", device="cpu", keep_state=True
+        )
+
+    assert job() == "trained"
+    first = json.loads((out / "train_summary.json").read_text())
+    assert json.loads((state / st.STATE_INFO).read_text())["finished"] is True
+    import shutil
+
+    shutil.rmtree(out)  # Snakemake's "Removing output files of failed job train"
+    log.unlink()
+    monkeypatch.setattr(sentence, "_step", None)  # no training step may run again
+    started = time.perf_counter()
+    assert job() == "trained"
+    elapsed = time.perf_counter() - started
+    assert json.loads((out / "train_summary.json").read_text()) == first
+    events = [r["event"] for r in read_log(log)]
+    assert [r["event"] for r in read_log(log)].count("start") == 1 and "resume" not in events
+    assert state.exists()  # still not accepted: kept
+    assert forget_finished_states([(state, out)]) == [state] and not state.exists()  # accepted: removed
+    observed(
+        f"outputs removed after the job; rerun re-exported in {elapsed:.2f}s, one start; "
+        "state removed once accepted"
+    )

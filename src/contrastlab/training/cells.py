@@ -43,13 +43,15 @@ def train_cell(
     device: str | None = None,
     events_dir: str | Path | None = None,
     wandb_run: WandbRun | None = None,
+    keep_state: bool = False,
 ) -> str:
     """Train one sentence cell into ``out_dir`` (its checkpoint) and ``log_path``; returns what became of
     it: ``"trained"``, ``"copied"`` (a later-stage point equal to the earlier winner) or ``"diverged"``.
 
     ``point``: the search point the cell is, None for a configured cell (whose divergence raises
     :class:`NonFiniteLossError`). ``previous_selection``: the earlier stage's selection file of a
-    later-stage point (its settings start from that winner), None otherwise."""
+    later-stage point (its settings start from that winner), None otherwise. ``keep_state``: see
+    :func:`~contrastlab.training.sentence.train` (the workflow's jobs keep it)."""
     settings = dict(settings)
     if previous_selection is not None:
         if point is None:
@@ -76,6 +78,7 @@ def train_cell(
         device=device,
         events_dir=events_dir,
         wandb_run=wandb_run,
+        keep_state=keep_state,
     )
     return _diverging_is_a_result(run, point is not None, settings, out_dir, log_path, state_dir)
 

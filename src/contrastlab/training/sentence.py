@@ -214,10 +214,13 @@ def train(
     check_every: int | None = None,
     events_dir: str | Path | None = None,
     wandb_run: WandbRun | None = None,
+    keep_state: bool = False,
 ) -> dict[str, Any]:
     """Train one cell; write the best checkpoint to ``out_dir`` and the JSONL log to ``log_path``.
 
-    ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on success);
+    ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on success, unless
+    ``keep_state``: a workflow job keeps the finished snapshot until Snakemake has accepted its outputs,
+    so that a rerun after a post-job failure only re-exports; contrastlab.workflow.finished removes it);
     ``cache_dir`` the tokenised corpus (default ``resources/cache``); ``check_every`` the non-finite
     check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir`` the TensorBoard
     run folder (default ``<state_dir>.tensorboard``), ``wandb_run`` the cell's W&B run (None: none).
@@ -230,7 +233,15 @@ def train(
         capture.require_cuda(run.device)
     with capture.deterministic_algorithms(settings.deterministic):
         return _train(
-            settings, run, Path(backbone_dir), corpus_path, dev_data_dir, out_dir, log_path, cache_dir
+            settings,
+            run,
+            Path(backbone_dir),
+            corpus_path,
+            dev_data_dir,
+            out_dir,
+            log_path,
+            cache_dir,
+            keep_state,
         )
 
 
@@ -243,6 +254,7 @@ def _train(
     out_dir,
     log_path,
     cache_dir,
+    keep_state: bool = False,
 ) -> dict[str, Any]:
     """:func:`train`'s body: the settings decided for the device (``s``; the snapshot fingerprint reads
     the ``configured`` ones, so a snapshot written before a default became device-dependent resumes)."""
@@ -265,7 +277,8 @@ def _train(
     saved = run.load_snapshot(fingerprint)
     if saved is not None and saved.get("finished"):  # killed while exporting: only the export is left
         _export(run.state_dir, saved["summary"], Path(out_dir), Path(log_path))
-        shutil.rmtree(run.state_dir, ignore_errors=True)
+        if not keep_state:
+            shutil.rmtree(run.state_dir, ignore_errors=True)
         return saved["summary"]
     stateful = {"model": model, "head": head, "optimizer": optimizer, "scheduler": scheduler}
     start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
@@ -309,7 +322,7 @@ def _train(
             extra, info = select.state(), {"best_step": select.best_step}
             run.save_snapshot(step, fingerprint, stateful, extra, info, **select.for_snapshot())
 
-    return _finish(s, run, select, data, run_info, fingerprint, Path(out_dir), Path(log_path))
+    return _finish(s, run, select, data, run_info, fingerprint, Path(out_dir), Path(log_path), keep_state)
 
 
 def _optimizer(s: TrainSettings, run: TrainingRun, params, total: int):
@@ -556,10 +569,19 @@ def _log_interval(run: TrainingRun, s: TrainSettings, step, epoch, lr, last, gra
 
 
 def _finish(
-    s, run: TrainingRun, select: DevSelection, data: _Corpus, run_info, fingerprint, out_dir, log_path
+    s,
+    run: TrainingRun,
+    select: DevSelection,
+    data: _Corpus,
+    run_info,
+    fingerprint,
+    out_dir,
+    log_path,
+    keep_state,
 ):
-    """Summary, end record, a "finished" snapshot (a kill during the export only redoes the export),
-    the best checkpoint and the log exported, the state folder removed. Returns the summary."""
+    """Summary, end record, a "finished" snapshot (a kill during the export, or outputs removed after the
+    job, only redo the export), the best checkpoint and the log exported, the state folder removed
+    (unless ``keep_state``). Returns the summary."""
     if select.best_step is None:
         raise NonFiniteLossError(f"no dev evaluation gave a finite {s.dev_task} Spearman; nothing to save")
     run.wait_for_snapshot()  # the last snapshot on disk before the best checkpoint and the end's writes
@@ -596,7 +618,8 @@ def _finish(
     st.save_state(run.state_dir, finished, {"finished": True})
     st.prune_best(run.state_dir, {select.best_step})
     _export(run.state_dir, summary, out_dir, log_path)
-    shutil.rmtree(run.state_dir, ignore_errors=True)
+    if not keep_state:
+        shutil.rmtree(run.state_dir, ignore_errors=True)
     return summary
 
 

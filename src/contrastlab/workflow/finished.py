@@ -189,3 +189,34 @@ def set_aside_changed(results_dir: str | os.PathLike, outputs: Iterable[str | os
             "depends on it"
         )
     return notes
+
+
+#: A training state folder's readable summary (contrastlab.training.state.STATE_INFO, not imported here:
+#: the main process reads it without torch).
+_STATE_INFO = "state.json"
+
+
+def _finished_state(state_dir: Path) -> bool:
+    try:
+        info = json.loads((state_dir / _STATE_INFO).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(info, dict) and info.get("finished") is True
+
+
+def forget_finished_states(
+    cells: Iterable[tuple[str | os.PathLike, str | os.PathLike]],
+    results_dir: str | os.PathLike | None = None,
+) -> list[Path]:
+    """Remove each ``(state_dir, output)`` pair's state folder that holds a finished cell (its snapshot
+    says "finished") whose ``output`` exists; returns those removed. A training job keeps its finished
+    state (snapshot and best checkpoint) for Snakemake: should Snakemake fail the job after it ended (a
+    post-job write such as the benchmark file) and remove its outputs, the rerun only re-exports. Called
+    before a run (the outputs of the last one exist: accepted) and when a run succeeds. While another
+    run may be executing on ``results_dir``, nothing is removed (its job may not be accepted yet)."""
+    found = [Path(state) for state, output in cells if Path(output).exists() and _finished_state(Path(state))]
+    if not found or (results_dir is not None and _in_use(results_dir)):
+        return []
+    for state in found:
+        shutil.rmtree(state, ignore_errors=True)
+    return found
