@@ -367,31 +367,26 @@ def vision_step(
     where :func:`contrastlab.training.vision_capture.resolve` (the trainer's rule, over ``n_images``
     training images) says so, else eager; its encoder, head, optimiser, loss and augmentation as the
     trainer builds them, on random images, after ``warmup`` untimed steps."""
+    import dataclasses
+
     import torch
 
-    from contrastlab.data.images import IMAGE_STATS
-    from contrastlab.training import capture
     from contrastlab.training.runtime import TrainingRun
-    from contrastlab.training.vision import VisionTrainSettings
+    from contrastlab.training.vision import VisionTrainSettings, build_parts
 
-    s = VisionTrainSettings.from_dict(settings)
+    # without OAR's labelled pass: its batches need the dataset, and the copy times the contrastive step
+    s = dataclasses.replace(VisionTrainSettings.from_dict(settings), oar_fraction=0.0)
     where = torch.device(device)
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     run = TrainingRun(state_dir, device=where, precision=s.precision, state_every=None, progress=False)
     graph = trainer_image_graph(settings, where, n_images)
-    cuda = where.type == "cuda"
-    if cuda:  # as the trainer: cuDNN times its algorithms once per shape
-        torch.backends.cudnn.benchmark = capture.cudnn_benchmark(s.cudnn_benchmark)
-    layout = torch.channels_last if (cuda if s.channels_last is None else s.channels_last) else None
-    memory_format = layout or torch.contiguous_format
-    encoder, head, optimizer, params = _image_parts(s, where, memory_format)
     size = s.input_size or s.image_size
-    augment = s.augment(size, *IMAGE_STATS[s.dataset])
+    built = build_parts(s, run, None, size)  # the trainer's own: seeded modules, optimiser, loss, cuDNN
+    memory_format = built.memory_format
     images = torch.randint(0, 256, (s.batch_size, 3, size, size), dtype=torch.uint8, device=where)
-    views = torch.Generator(device=where).manual_seed(0)
-    parts = (encoder, head, _image_loss(s), optimizer, params)
-    step = _image_step(run, s, parts, (augment, views, images), memory_format, graph=graph)
+    parts = (built.forward_encoder, built.head, built.loss_fn, built.optimizer, built.params)
+    step = _image_step(run, s, parts, (built.augment, built.views, images), memory_format, graph=graph)
     for _ in range(warmup):
         step()
     mode = families.StepMode(graph=graph, compile=False, padding_free=False, dev_batch=None)
@@ -440,33 +435,3 @@ def trainer_image_graph(settings: Mapping[str, Any], device, n_images: int) -> b
     from contrastlab.training.vision import VisionTrainSettings
 
     return vision_capture.resolve(VisionTrainSettings.from_dict(settings), device, n_images)[0]
-
-
-def _image_parts(s, device, memory_format) -> tuple:
-    """The image trainer's encoder and head on ``device`` (train mode), its optimiser and parameters."""
-    import torch
-
-    from contrastlab.models.vision import ProjectionHead, build_encoder
-    from contrastlab.training.runtime import build_optimizer
-    from contrastlab.training.vision import effective_lr
-
-    encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
-    encoder.to(device, memory_format=memory_format).train()
-    head = (
-        ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim)
-        if s.projection_head
-        else torch.nn.Identity()
-    )
-    head.to(device).train()
-    params = [*encoder.parameters(), *head.parameters()]
-    hp = {"momentum": s.momentum} if s.optimizer == "sgd" else {}
-    optimizer = build_optimizer(
-        s.optimizer, params, device, lr=effective_lr(s), weight_decay=s.weight_decay, **hp
-    )
-    return encoder, head, optimizer, params
-
-
-def _image_loss(s):
-    from contrastlab.losses import build_loss
-
-    return build_loss(s.loss, **s.loss_hp)

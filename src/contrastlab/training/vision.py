@@ -297,7 +297,7 @@ def train_vision(
 
 @dataclass(frozen=True)
 class VisionParts:
-    r"""What the image step needs, built once per run (:func:`_build_parts`): ``encoder`` (the module
+    r"""What the image step needs, built once per run (:func:`build_parts`): ``encoder`` (the module
     whose weights are saved) and ``forward_encoder`` (the step's: compiled, or the module itself), the
     ``head``, ``loss_fn``, the ``optimizer`` and its ``params``, the batch ``augment``\ ation and its
     generator ``views``, OAR's labelled batches ``oar`` (None without OAR) and the ``memory_format``."""
@@ -333,7 +333,7 @@ def _train(
     cuda_graph, notes = vc.resolve(s, dev, n_train)  # said once the run's log has begun
     images = data.images.to(dev)
     run.phases.mark("data_s")
-    parts = _build_parts(s, run, data, size)
+    parts = build_parts(s, run, data, size)
     run.phases.mark("model_load_s")
     fingerprint = _fingerprint(s, n_images, size)
     run_info = _describe(s, run, parts, n_train, size, steps_per_epoch, total)
@@ -414,7 +414,7 @@ def _steps_per_epoch(s: VisionTrainSettings, n_images: int) -> int:
     return steps
 
 
-def _build_parts(s: VisionTrainSettings, run: TrainingRun, data, size: int) -> VisionParts:
+def build_parts(s: VisionTrainSettings, run: TrainingRun, data, size: int) -> VisionParts:
     """The run's :class:`VisionParts`, in the order that fixes its random draws: the augmentation, the
     seeded encoder and head, the optimiser, the loss, OAR's anchors, the views' generator. On CUDA,
     channels-last by default and cuDNN's autotuner as ``cudnn_benchmark`` says (off under deterministic
