@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from contrastlab.training.phases import process_started
 from contrastlab.workflow.job_start import (
     STATE_VARIABLE,
     claim_start_record,
-    process_start_time,
     start_line,
     start_record,
     start_state,
@@ -36,8 +36,8 @@ def test_a_process_start_is_read_from_the_kernel():
             sys.executable,
             "-c",
             "import time; now = time.time()\n"
-            "from contrastlab.workflow.job_start import process_start_time\n"
-            "print(process_start_time(), now)",
+            "from contrastlab.training.phases import process_started\n"
+            "print(process_started(), now)",
         ],
         capture_output=True,
         text=True,
@@ -55,7 +55,7 @@ def test_a_job_reads_the_record_handed_to_its_process(monkeypatch):
     record = start_record()
     assert set(record) == {"warm", "why_cold", "process_started", "handed_over", "waited_s"}
     assert record["warm"] is False and record["why_cold"] == REFUSED and record["waited_s"] == 0.0
-    assert record["process_started"] == pytest.approx(process_start_time(), abs=0.05)
+    assert record["process_started"] == pytest.approx(process_started(), abs=0.05)
     assert record["process_started"] <= record["handed_over"] <= time.time()
     json.dumps(record)  # plain JSON: a trainer may write it into its summary as it is
 
@@ -67,7 +67,7 @@ def test_a_process_that_handed_nothing_over_is_not_a_script_process(monkeypatch)
     expected = {
         "warm": False,
         "why_cold": "not a Snakemake script process",
-        "process_started": pytest.approx(process_start_time(), abs=0.05),
+        "process_started": pytest.approx(process_started(), abs=0.05),
         "handed_over": None,
         "waited_s": 0.0,
     }

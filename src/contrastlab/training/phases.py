@@ -55,9 +55,9 @@ def job_start() -> dict[str, Any] | None:
 
 def process_started() -> float:
     """The epoch time this process started: ``/proc/self/stat``'s start time after boot (clock ticks,
-    10 ms) and ``/proc/uptime`` (as the workflow's :func:`contrastlab.workflow.job_start.process_start_time`,
-    which a training process outside a job has no record of); the import time of this module where
-    ``/proc`` cannot tell."""
+    10 ms) and ``/proc/uptime`` (rather than ``/proc/stat``'s boot time, whole seconds); the import time of
+    this module where ``/proc`` cannot tell. The workflow's start record
+    (:mod:`contrastlab.workflow.job_start`) reads it too."""
     try:
         # the fields after the command, which is in parentheses and may hold spaces; starttime: field 22
         ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])

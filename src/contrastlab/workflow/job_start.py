@@ -22,25 +22,12 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
+from contrastlab.training.phases import process_started
+
 #: Where :func:`~contrastlab.workflow.warm.hand_over` leaves the job's start record (JSON).
 STATE_VARIABLE = "CONTRASTLAB_WARM_STATE"
 #: Why a process that handed nothing over (a test's, a driver's, one started by a job) runs cold.
 NOT_HANDED_OVER = "not a Snakemake script process"
-
-
-def process_start_time() -> float | None:
-    """When this process began, in seconds since the epoch (clock ticks: 10 ms), or ``None`` where
-    ``/proc`` cannot tell. From ``/proc/self/stat``'s start time since boot and ``/proc/uptime`` rather
-    than ``/proc/stat``'s boot time, which is whole seconds."""
-    try:
-        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
-            # the fields after the command, which is in parentheses and may hold spaces; starttime: field 22
-            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
-            since_boot = float(uptime.read().split()[0])
-        now = time.time()
-        return now - since_boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def start_state(*, warm: bool, why_cold: str | None, waited_s: float, pid: int | None) -> str:
@@ -50,7 +37,7 @@ def start_state(*, warm: bool, why_cold: str | None, waited_s: float, pid: int |
     record = {
         "warm": warm,
         "why_cold": why_cold,
-        "process_started": process_start_time() or now,
+        "process_started": process_started(),
         "handed_over": now,
         "waited_s": round(waited_s, 3),
         "pid": pid,
@@ -81,8 +68,7 @@ def start_record() -> dict[str, Any]:
     except ValueError:
         mine = False
     if not mine:
-        started = process_start_time()
-        found = {"warm": False, "why_cold": NOT_HANDED_OVER, "process_started": started or time.time()}
+        found = {"warm": False, "why_cold": NOT_HANDED_OVER, "process_started": process_started()}
         found |= {"handed_over": None, "waited_s": 0.0}
     return {key: found[key] for key in ("warm", "why_cold", "process_started", "handed_over", "waited_s")}
 
