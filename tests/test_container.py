@@ -54,6 +54,7 @@ def test_both_images_install_with_scripts_install_under_constraints_txt():
         assert {"pyproject.toml", "constraints.txt", "src"} <= copies
         assert "scripts/install.py" in copies or "scripts" in copies
         assert install.CFFCONVERT_CONSTRAINTS.name in copies  # install.py's second environment
+        assert {install.LOCK.name, install.CFFCONVERT_LOCK.name} <= copies  # what install.py installs
     assert re.search(
         r"\.venv/bin/python scripts/install\.py \$\{CUDA:\+--cuda \$\{CUDA\}\}", DOCKERFILE.read_text()
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import pytest
 import yaml
 
 from contrastlab.versioning import FREEZE_RECORD, pending_jobs
+from tests.make_command import make_command, make_env
 
 SCHEDULE_FIRST = 11  # a long module: tests/conftest.py starts the highest numbers first
 
@@ -32,7 +32,8 @@ SUMMARY = "summary/demo.json"
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DVC_NO_ANALYTICS="1")
+    # make_env: without what a make the suite runs under hands down (its VENV reached `make restore`: C5)
+    env = dict(make_env(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DVC_NO_ANALYTICS="1")
     # Nothing may reach the network: an attempt fails fast instead of hanging.
     env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
     return env
@@ -54,9 +55,9 @@ def git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def make(cwd: Path, target: str, config: str, ok: bool = True) -> subprocess.CompletedProcess:
-    # .venv is a link to this interpreter's environment: -o keeps make from "installing" into it from the
-    # copy (whose pyproject.toml is newer than the environment's install stamp after a clone).
-    return run(cwd, "make", "-s", "-o", ".venv/bin/.installed", target, f"CONFIG={config}", ok=ok)
+    # make_command names this interpreter's environment (.venv links to it) and keeps make from
+    # "installing" into it from the copy (whose pyproject.toml is newer than its install stamp after a clone).
+    return run(cwd, *make_command("-s", target, f"CONFIG={config}"), ok=ok)
 
 
 def link_venv(repo: Path) -> None:

@@ -19,6 +19,7 @@ from contrastlab.hub import publish as pub
 from contrastlab.hub.cards import write_model_card
 from contrastlab.models.export import write_sentence_transformers_files
 from contrastlab.paths import REPO_ROOT, Results
+from tests.make_command import make_command, make_env
 
 WIKI = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
 TAR = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
@@ -594,7 +595,8 @@ def test_mteb_submit_pr_refuses_a_standin_or_unscored_cell_before_mteb_is_called
 def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
     """The Makefile's target stays thin: CONFIG, CELL, REPO and REVISION go to scripts/mteb_submit.py."""
     args = ["CONFIG=config/demo.yaml", f"CELL={CELL}", "REPO=me/m", "REVISION=abc1234"]
-    done = subprocess.run(["make", "-n", "mteb-submit", *args], cwd=REPO_ROOT, capture_output=True, text=True)
+    command = make_command("-n", "mteb-submit", *args)
+    done = subprocess.run(command, cwd=REPO_ROOT, env=make_env(), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     (line,) = [line for line in done.stdout.splitlines() if "scripts/mteb_submit.py" in line]
     # the values go through the environment, "$NAME" in the recipe (tests/config/test_command_line.py: S5)
@@ -610,7 +612,7 @@ def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
         '"$REVISION"',
     ]
     with_pr = subprocess.run(
-        ["make", "-n", "mteb-submit", *args, "PR=1"], cwd=REPO_ROOT, capture_output=True, text=True
+        [*command, "PR=1"], cwd=REPO_ROOT, env=make_env(), capture_output=True, text=True
     )
     (line,) = [line for line in with_pr.stdout.splitlines() if "scripts/mteb_submit.py" in line]
     assert line.split()[-1] == "--pull-request"
