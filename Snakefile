@@ -26,6 +26,14 @@ report: "report/workflow.rst"
 # it. `container:`, not `containerized:`: the latter would tell Snakemake the image already holds that conda
 # environment, which it does not (docs/cluster.md). Without --sdm apptainer the jobs run where Snakemake does.
 from contrastlab import __version__ as _VERSION
+from contrastlab.config import invocation as cl_invocation
+
+# A run without --sdm apptainer uses no image, yet Snakemake would stop at a CONTRASTLAB_IMAGE holding a
+# space: dropped there, and checked (one line) for an apptainer run.
+try:
+    cl_invocation.check_image(os.environ, getattr(workflow.deployment_settings, "deployment_method", ()))
+except cl_invocation.ConfigError as error:
+    sys.exit(f"contrastlab: {error}")
 
 container: os.environ.get("CONTRASTLAB_IMAGE", f"docker://ghcr.io/contrastlab/contrastlab:{_VERSION}")
 
@@ -53,10 +61,14 @@ include: "rules/tables.smk"
 os.environ[cl_warm.BENCHMARKS_VARIABLE] = cl_warm.benchmark_patterns(workflow.rules)
 
 # A killed run (SIGKILL, power loss) leaves Snakemake's locks behind; the next run clears them itself and
-# resumes (rerun-incomplete in the profiles), so recovery is: run the same command again.
+# resumes (rerun-incomplete in the profiles), so recovery is: run the same command again. A live run of
+# this host on the results folder, under any of its names, refuses this one before it plans or writes
+# anything (Snakemake's lock compares path strings: a symlinked name would train the same cells at once).
 if workflow.is_main_process:
     for note in recover_killed_run(R):
         print(note, file=sys.stderr)
+    if refusal := live_run_refusal(R):
+        sys.exit(refusal)
     # Where a finished job's inputs lie decides no rerun (a moved checkout or resources folder): the records
     # of jobs that named a loss module by absolute path, or a backbone in another resources folder, take
     # today's spelling before Snakemake compares them (contrastlab.workflow.sources).
@@ -65,7 +77,7 @@ if workflow.is_main_process:
         os.getcwd(),
         workflow.basedir,
         results=R,
-        backbones={alias: backbone_dir(alias) for alias in config["backbones"]},
+        backbones={alias: backbone_dir(alias) for alias in BACKBONES},
     )
     # Finished work that no longer matches what its job wrote is moved aside and made again (one line each).
     for note in cl_finished.set_aside_changed(R, finished_outputs()):
@@ -122,4 +134,4 @@ rule all:
         finished_outputs(),
         report_path(),
         report_path().removesuffix(".md") + ".html",
-        existing_if_partial(search_outputs()) if config["searches"]["in_all"] else [],
+        existing_if_partial(search_outputs()) if GRID.options.searches_in_all else [],

@@ -16,6 +16,7 @@ import re
 import sys
 
 from contrastlab import config as cl_config
+from contrastlab.config.command_line import CONFIGFILES_VARIABLE, check_config_words, configfile_words
 from contrastlab.figures import catalog as figure_catalog
 from contrastlab import search as cl_search
 from contrastlab import artifacts as cl_lock
@@ -36,6 +37,7 @@ from contrastlab.workflow import sources as cl_sources
 from contrastlab.workflow import warm as cl_warm
 from contrastlab.workflow.recovery import (
     forget_running_workflow,
+    live_run_refusal,
     record_running_workflow,
     recover_killed_run,
     snakemake_lock_files,
@@ -44,8 +46,11 @@ from contrastlab.workflow.recovery import (
 try:
     _validated = cl_config.validate(config)
     cl_config.check_command_paths(workflow.config_settings.configfiles, os.getcwd())  # in every job's command
+    check_config_words(workflow.config_settings.config_args)  # so are the --config words, as given
 except cl_config.ConfigError as error:
     sys.exit(f"contrastlab: {error}")
+# The preset the report's add-seeds lines name (an environment variable: its path decides no rerun).
+os.environ[CONFIGFILES_VARIABLE] = configfile_words(workflow.configfiles, os.getcwd())
 # Validated once per workflow, here, and in place: the jobs' snakemake.config is this same dict, so no job
 # validates it (nor imports and runs the user's losses) again. validate() is idempotent, which a SLURM
 # job's own parse of the Snakefile relies on.
@@ -83,12 +88,16 @@ try:
 except (cl_config.ConfigError, ValueError) as error:
     sys.exit(f"contrastlab: {error}")
 SEARCH_INDEX = {(p.experiment, p.backbone, p.name, str(p.seed)): p for p in SEARCH_POINTS}
-CELL_INDEX.update({key: p.cell for key, p in SEARCH_INDEX.items() if p.shared_with is None})
+# each point's training cell: its own, or the configured cell it shares, even one select: leaves out
+CELL_INDEX.update({(p.experiment, p.backbone, p.trained_as, str(p.seed)): p.cell for p in SEARCH_POINTS})
 PRETRAINED_POOLING = dict(PRETRAINED)
 GPU = GRID.compute["gpu"]
 THREADS = GRID.compute["threads"]
 FIGURES = figure_catalog.figures(GRID)
 USER_LOSS_METHODS = GRID.user_losses
+# The backbones as configured, the one map the rules take whole (the wildcards, the model cards' licences
+# and base models, the recorded backbone folders): GRID.backbone(alias) answers for one.
+BACKBONES = config["backbones"]
 
 
 def _alternatives(values):
@@ -105,7 +114,7 @@ VISION_EXPERIMENTS = _alternatives(c.experiment for c in CELLS if _is_vision(c.e
 
 wildcard_constraints:
     experiment=_alternatives(c.experiment for c in CELLS),
-    backbone=_alternatives(config["backbones"]),
+    backbone=_alternatives(BACKBONES),
     method=_alternatives([c.method for c in CELLS] + [x for p in SEARCH_POINTS for x in (p.name, p.method)]),
     seed=_alternatives([c.seed for c in CELLS] + [p.seed for p in SEARCH_POINTS]),
     stage=r"\d+",
@@ -387,6 +396,18 @@ def figure_files(name):
 def get_experiment_metrics(wildcards):
     """The metrics files of every selected cell of the figure's experiment."""
     return get_cell_files(wildcards, "metrics", "vision.json")
+
+
+def get_sweep_rates(wildcards):
+    """The learning rates of an image experiment's ``sweep``: the figure's x axis."""
+    return GRID.experiment(wildcards.experiment).spec["sweep"]["lr"]
+
+
+def get_ffn_label_fractions(wildcards):
+    """The labelled fractions the experiment's FFN probes were fitted at (where its ``vision_evaluation``
+    leaves them out, OAR's three: contrastlab.evaluation.vision.FFN_DEFAULTS)."""
+    ffn = GRID.experiment(wildcards.experiment).vision_evaluation.get("ffn") or {}
+    return ffn.get("label_fractions", [0.1, 0.5, 1.0])
 
 
 def get_spectra_encoders(wildcards):

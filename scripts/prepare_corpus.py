@@ -23,6 +23,7 @@ with logged_to(snakemake.log[0], job_label(snakemake)):
         lock_file=where["lock"],
         expected_lines=data["wiki_lines"],
         expected_sha256=dict(snakemake.params.identity).get("sha256"),  # resolved before any job
+        resources_dir=snakemake.config["resources_dir"],  # named when it cannot be written
     )
     print(f"corpus: {content['lines']:,} lines, sha256 {content['sha256']}")
     write_json(snakemake.output[0], content)  # what, never where (the cells' param is the identity)

@@ -20,5 +20,6 @@ with logged_to(snakemake.log[0], job_label(snakemake)):
         user_copy=bool(data["senteval_dir"]),
         fixture=data["fixture"],
         lock_file=where["lock"],
+        resources_dir=snakemake.config["resources_dir"],  # named when it cannot be written
     )
     write_json(snakemake.output[0], dict(snakemake.params.identity))  # what, never where: see data.smk

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 import yaml
-from results_guard import changes, snapshot  # tests/results_guard.py
+from fault_cases import case_of
+from results_guard import changed_paths, changes, likely_cause, live_workflow_runs, snapshot
 
 from contrastlab.paths import REPO_ROOT, shared_dir
 
@@ -125,10 +127,14 @@ def tiny_bert(tmp_path_factory, minilm_dir) -> Path:
 # --- The user's results are not the suite's (issue 47): after `make demo` then `make test`, results/ and
 # resources/ are as the demo left them. The controlling process (the only one under xdist, or the one
 # process without it) notes every file there before the first test and compares after the last; a run that
-# created, changed or deleted one fails, naming the files (tests/results_guard.py).
+# created, changed or deleted one fails, naming the files (tests/results_guard.py), and the likely cause
+# when a workflow run of the user's used the checkout meanwhile (reliability 8, C4: make demo beside it).
 GUARDED = ("results", "resources")
 _BEFORE = pytest.StashKey[dict]()
 _TOUCHED = pytest.StashKey[list]()
+_SINCE = pytest.StashKey[int]()
+_RUNS = pytest.StashKey[dict]()
+_CAUSE = pytest.StashKey[str]()
 
 
 def _is_controller(config) -> bool:
@@ -137,6 +143,8 @@ def _is_controller(config) -> bool:
 
 def pytest_sessionstart(session):
     if _is_controller(session.config):
+        session.config.stash[_SINCE] = time.time_ns()
+        session.config.stash[_RUNS] = live_workflow_runs(REPO_ROOT)  # not the suite's: it has started none
         session.config.stash[_BEFORE] = snapshot([REPO_ROOT / name for name in GUARDED], REPO_ROOT)
 
 
@@ -144,8 +152,13 @@ def pytest_sessionfinish(session, exitstatus):
     before = session.config.stash.get(_BEFORE, None)
     if before is None or not _is_controller(session.config):
         return
-    touched = changes(before, snapshot([REPO_ROOT / name for name in GUARDED], REPO_ROOT))
+    after = snapshot([REPO_ROOT / name for name in GUARDED], REPO_ROOT)
+    touched = changes(before, after)
     session.config.stash[_TOUCHED] = touched
+    if touched:
+        runs = {**session.config.stash[_RUNS], **live_workflow_runs(REPO_ROOT)}
+        cause = likely_cause(REPO_ROOT, changed_paths(before, after), runs, session.config.stash[_SINCE])
+        session.config.stash[_CAUSE] = cause or ""
     if touched and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -154,7 +167,7 @@ def pytest_sessionfinish(session, exitstatus):
 # A test marked `@pytest.mark.fault("what is injected", "what must happen")` injects one fault; it records
 # what it saw with the `observed` fixture. The terminal summary lists every fault run and ends with
 # "N faults injected, M handled" (handled = the test passed).
-_FAULTS: list[tuple[str, str, str, bool]] = []
+_FAULTS: list[tuple[str, str, str, bool, str]] = []
 
 
 @pytest.fixture
@@ -185,7 +198,7 @@ def pytest_runtest_makereport(item, call):
         observation = "; ".join(seen) or "as expected"
     else:
         observation = "NOT HANDLED: " + (report.longreprtext.strip().splitlines() or ["?"])[-1][:200]
-    report.user_properties.append(("fault_row", [name, expected, observation, report.passed]))
+    report.user_properties.append(("fault_row", [name, expected, observation, report.passed, item.nodeid]))
 
 
 def pytest_runtest_logreport(report):
@@ -202,6 +215,9 @@ def pytest_terminal_summary(terminalreporter):
             f"{len(touched)} file(s) under {', '.join(GUARDED)} of {REPO_ROOT} changed during this run "
             "(tests must write under tmp_path; a config's results_dir and resources_dir both redirected):"
         )
+        cause = terminalreporter.config.stash.get(_CAUSE, "")
+        if cause:
+            terminalreporter.write_line(cause)
         for line in touched:
             terminalreporter.write_line(f"  {line}")
     if not _FAULTS:
@@ -210,9 +226,17 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("fault injection")
     write("| fault | expected | observed |")
     write("|---|---|---|")
-    for name, expected, observation, _ in sorted(_FAULTS):  # workers finish in any order
+    for name, expected, observation, *_ in sorted(_FAULTS):  # workers finish in any order
         write(f"| {name} | {expected} | {observation} |")
-    handled = sum(passed for *_, passed in _FAULTS)
+    handled = sum(passed for *_, passed, _ in _FAULTS)
+    cases: dict[str, list[str]] = {}
+    for name, _, _, passed, test in sorted(_FAULTS):
+        if case := case_of(name.rpartition(" [")[0] if name.endswith("]") else name):
+            cases.setdefault(case, []).append(("" if passed else "NOT HANDLED: ") + test)
+    write("")
+    write(f"reliability review cases with their faults ({len(cases)}):")
+    for case in sorted(cases):
+        write(f"  {case}: " + "; ".join(cases[case]))
     write(f"{len(_FAULTS)} faults injected, {handled} handled")
 
 

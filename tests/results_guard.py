@@ -4,13 +4,21 @@ controlling process; a run that changed anything fails, listing the files).
 
 A file is its relative path, size and modification time (``os.lstat``: a link is itself, never followed).
 Folders are not compared: a test that leaves an empty folder behind changes nothing a table reads.
+
+A workflow run of the user's beside the suite (``make demo`` beside ``make test``, reliability 8, C4) changes
+those folders too. The guard still fails then (it cannot tell the run's files from a test's), but names
+that likely cause (:func:`likely_cause`): a live run record of the checkout not started by the suite, a
+Snakemake log written in the checkout meanwhile, changed files inside a workflow's results folder.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from contrastlab.workflow.recovery import _gone, this_machine
 
 Snapshot = dict[str, tuple[int, int]]
 
@@ -30,10 +38,15 @@ def snapshot(roots: Iterable[str | os.PathLike], base: str | os.PathLike) -> Sna
     return found
 
 
+def changed_paths(before: Mapping[str, tuple[int, int]], after: Mapping[str, tuple[int, int]]) -> list[str]:
+    """The files created, changed or deleted between two snapshots, sorted."""
+    return sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
+
+
 def changes(before: Mapping[str, tuple[int, int]], after: Mapping[str, tuple[int, int]]) -> list[str]:
     """One line per file created, changed or deleted between two snapshots, sorted by path."""
     lines = []
-    for path in sorted(set(before) | set(after)):
+    for path in changed_paths(before, after):
         if path not in before:
             lines.append(f"created {path}")
         elif path not in after:
@@ -42,3 +55,71 @@ def changes(before: Mapping[str, tuple[int, int]], after: Mapping[str, tuple[int
             (size, mtime), (new_size, new_mtime) = before[path], after[path]
             lines.append(f"changed {path} (size {size} -> {new_size}, mtime_ns {mtime} -> {new_mtime})")
     return lines
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether process ``pid`` is ``ancestor`` or was started under it (its parents, read from /proc)."""
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+    return False
+
+
+def live_workflow_runs(root: str | os.PathLike, suite: int | None = None) -> dict[str, str]:
+    """{record: "pid N (`command` on results_dir)"} of the workflow runs of this host live now on the
+    checkout at ``root`` (their records under ``results/*/state/runs`` and ``.snakemake/contrastlab-runs``),
+    leaving out those started under process ``suite`` (default: this one): the suite's own."""
+    root, suite, machine = Path(root), suite or os.getpid(), this_machine()
+    records = [*root.glob("results/state/runs/*.json"), *root.glob("results/*/state/runs/*.json")]
+    for entry in root.glob(".snakemake/contrastlab-runs/*.json"):
+        try:
+            records.append(Path(json.loads(entry.read_text())["record"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    found = {}
+    for path in records:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if _gone(record, machine) is False and not _descends_from(int(record["pid"]), suite):
+            command = " ".join(map(str, record.get("command", [])))[:120]
+            where = os.path.relpath(record["results_dir"], root) if record.get("results_dir") else "?"
+            found[os.path.realpath(path)] = f"pid {record['pid']} (`{command}` on {where})"
+    return found
+
+
+def likely_cause(
+    root: str | os.PathLike, touched: Iterable[str], runs: Mapping[str, str], since_ns: int
+) -> str | None:
+    """The line that names another run as the likely cause of the ``touched`` files (relative to ``root``),
+    or ``None``: the workflow ``runs`` seen live during the session (:func:`live_workflow_runs`), the
+    Snakemake logs written in the checkout since ``since_ns``, and the results folders (those holding a
+    ``state/runs`` folder: a workflow run wrote them) that the touched files lie in."""
+    root = Path(root)
+    logs = [p for p in root.glob(".snakemake/log/*.log") if os.lstat(p).st_mtime_ns >= since_ns]
+    folders = sorted(
+        {
+            str(parent)
+            for path in touched
+            for parent in Path(path).parents
+            if (root / parent / "state" / "runs").is_dir()
+        }
+        - {"."}
+    )
+    seen = [f"a workflow run of this checkout was live ({', '.join(sorted(runs.values()))})"] if runs else []
+    if logs:
+        seen.append(f"Snakemake logged {len(logs)} run(s) in {root / '.snakemake' / 'log'}")
+    if folders:
+        seen.append(f"the files under {', '.join(folders)} lie in a workflow's results folder")
+    if not seen:
+        return None
+    return (
+        f"another run used this checkout's results/ or resources/ meanwhile: {'; '.join(seen)}. If that run "
+        "was yours (make demo beside make test), run the suite again once it has ended; if not, a test "
+        "wrote into the checkout"
+    )

@@ -54,10 +54,18 @@ class LockMismatch(ChecksumError):
     cannot be read)."""
 
 
+#: The fields every entry of a section has (what the readers index), and their types.
+ENTRY_FIELDS = {"data": {"sha256": str, "bytes": int}, "backbones": {"revision": str, "files": dict}}
+
+
 def read_lock(lock_file: str | Path) -> dict[str, Any]:
     """The whole lock (``{"format": 1, "data": {...}, "backbones": {...}}``; empty parts when absent). A
-    file that is not JSON (cut short, edited by hand) raises LockMismatch, one line naming it and the fix."""
+    file that is not JSON (cut short, edited by hand), not of the lock's shape, a folder or unreadable
+    raises LockMismatch, one line naming it and the fix."""
     path = Path(lock_file)
+    aside = "move it aside and run again to write one"
+    if path.is_dir():
+        raise LockMismatch(f"{path} is a folder, not an artifacts lock of format {FORMAT}; {aside}")
     try:
         lock = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -65,11 +73,33 @@ def read_lock(lock_file: str | Path) -> dict[str, Any]:
             f"{path} is not readable JSON ({error}); restore it (`git checkout -- {path}` if you committed "
             "it), or move it aside and run again to pin every input anew"
         ) from None
-    if not isinstance(lock, dict) or lock.get("format", FORMAT) != FORMAT:
+    except OSError as error:
         raise LockMismatch(
-            f"{path} is not an artifacts lock of format {FORMAT}; move it aside and run again to write one"
-        )
+            f"{path} cannot be read ({error.strerror}); make it readable, or {aside}"
+        ) from None
+    flaw = _shape_flaw(lock)
+    if flaw is not None:
+        detail = f" ({flaw})" if flaw else ""
+        raise LockMismatch(f"{path} is not an artifacts lock of format {FORMAT}{detail}; {aside}")
     return {"format": FORMAT, **{section: dict(lock.get(section, {})) for section in SECTIONS}}
+
+
+def _shape_flaw(lock: Any) -> str | None:
+    """What keeps ``lock`` (parsed JSON) from being a lock of :data:`FORMAT` ("" when it is no object or of
+    another format), or None: each section an object of entries, each entry with its fields' types."""
+    if not isinstance(lock, dict) or lock.get("format", FORMAT) != FORMAT:
+        return ""
+    for section in SECTIONS:
+        entries = lock.get(section, {})
+        if not isinstance(entries, dict):
+            return f"its {section!r} is not a mapping"
+        for key, value in entries.items():
+            if not isinstance(value, dict):
+                return f"its {section} entry {key!r} is not a mapping"
+            for field, kind in ENTRY_FIELDS[section].items():
+                if not isinstance(value.get(field), kind) or isinstance(value.get(field), bool):
+                    return f"its {section} entry {key!r} has no {field} of type {kind.__name__}"
+    return None
 
 
 def entry(lock_file: str | Path, section: str, key: str) -> dict[str, Any] | None:

@@ -1,7 +1,10 @@
 """No config string reaches a shell (docs/reliability.md G12; issue 63 item 3): a string that a job's
 command line carries and that holds a character the SLURM submission's shell interprets inside
 ``sbatch --wrap="..."`` is refused at validation, in one line naming the key; the characters that are
-safe there (spaces, ``;``, ``'``, parentheses) still pass."""
+safe there (spaces, ``;``, ``'``, parentheses) still pass. And the command lines around the config: the
+Makefile's values reach the scripts as single arguments (S5), a ``--configfile`` that is not there is one
+line, from make and from a plain ``snakemake`` (G15), and the suite's own make runs stay in this
+interpreter's environment (C5)."""
 
 from __future__ import annotations
 
@@ -14,11 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 from snakemake.cli import parse_config
+from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import update_config
 
 from contrastlab import config as cl_config
-from contrastlab.config.command_line import check_command_paths
+from contrastlab.config.command_line import check_command_paths, check_config_words
+from contrastlab.config.invocation import check_image, configfile_problem
 from contrastlab.paths import REPO_ROOT
+from tests.make_command import MAKE, make_command, make_env
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
 
@@ -79,9 +85,8 @@ def test_a_configfile_or_working_directory_a_shell_would_interpret_is_refused(tm
 
 def _make(*args: str) -> subprocess.CompletedProcess:
     """The real ``make`` target, with this interpreter's environment (``install`` taken as done)."""
-    bin_dir = Path(sys.executable).parent
-    command = ["make", "--no-print-directory", "-o", "install", f"BIN={bin_dir}", *args]
-    return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    command = make_command(*args)
+    return subprocess.run(command, cwd=REPO_ROOT, env=make_env(), capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.fault(
@@ -132,6 +137,71 @@ def test_a_make_target_given_a_missing_config_file_says_so_in_one_line(tmp_path,
     assert "Traceback" not in done.stdout + done.stderr
 
 
+PROFILE_LINE = "Using workflow specific profile {} for setting default command line arguments."
+FIX = "pass --configfile <an existing YAML file> (config.yaml, config/demo.yaml, config/cpu.yaml)"
+
+
+def _snakemake(*argv: str) -> tuple[int, list[str]]:
+    """The real ``snakemake`` program of this environment in the repository root: its exit status and
+    its output's lines."""
+    program = str(Path(sys.executable).parent / "snakemake")
+    done = subprocess.run([program, *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    return done.returncode, (done.stdout + done.stderr).splitlines()
+
+
+@pytest.mark.fault(
+    "plain `snakemake --configfile <a file that does not exist> -n` (G15)",
+    "one contrastlab: line naming the file, before Snakemake opens it (its answer is a 27-line traceback)",
+)
+@pytest.mark.parametrize("profile", ["default", "slurm", "slurm-gres"])  # profiles/local links to default
+def test_plain_snakemake_given_a_missing_config_file_says_so_in_one_line(tmp_path, profile, observed):
+    """Snakemake 9 opens the --configfile files before it reads the Snakefile, outside its error handling;
+    the workflow profiles, read before that, check them (contrastlab.config.invocation)."""
+    missing = tmp_path / "no such.yaml"
+    named = [] if profile == "default" else ["--workflow-profile", f"profiles/{profile}"]
+    status, lines = _snakemake(*named, "-n", "--configfile", "config/demo.yaml", str(missing), "--cores", "1")
+    observed(lines[-1])
+    assert lines == [
+        PROFILE_LINE.format(f"profiles/{profile}"),
+        f"contrastlab: config file {missing} does not exist; {FIX}",
+    ]
+    assert status == 1
+
+
+def test_plain_snakemake_given_a_folder_for_its_config_file_says_so_in_one_line(tmp_path):
+    """A folder for a config file: Snakemake's own answer is an IsADirectoryError traceback."""
+    status, lines = _snakemake(f"--configfile={tmp_path}", "-n")
+    assert lines == [
+        PROFILE_LINE.format("profiles/default"),
+        f"contrastlab: config file {tmp_path} is a folder; {FIX}",
+    ]
+    assert status == 1
+
+
+def test_the_configfile_check_reads_the_command_line_as_snakemake_does(tmp_path, capsys):
+    present, missing = tmp_path / "c.yaml", tmp_path / "m.yaml"
+    present.write_text("{}\n")
+    argv = ["-n", "--configfiles", str(present), str(missing), "--cores", "1"]
+    assert configfile_problem(argv) == f"config file {missing} does not exist; {FIX}"
+    assert configfile_problem([f"--configfile={present}", "-n", "all"]) is None
+    assert configfile_problem(["--config", f"x={missing}"]) is None  # a --config value names no config file
+    assert configfile_problem(["-q", "tests/config", "--no-such-option"]) is None  # not Snakemake's argv
+    assert capsys.readouterr() == ("", "")  # and nothing printed for it
+
+
+def test_the_image_variable_is_dropped_without_apptainer_and_checked_with_it():
+    environ = {"CONTRASTLAB_IMAGE": "a b", "HOME": "/h"}
+    check_image(environ, {DeploymentMethod.CONDA})
+    assert environ == {"HOME": "/h"}
+    environ = {"CONTRASTLAB_IMAGE": "container/contrastlab.sif"}
+    check_image(environ, {DeploymentMethod.APPTAINER})
+    assert environ == {"CONTRASTLAB_IMAGE": "container/contrastlab.sif"}
+    for value, flaw in [("", "it is empty"), ("docker://x/y:1\t", "it holds whitespace")]:
+        with pytest.raises(cl_config.ConfigError) as caught:
+            check_image({"CONTRASTLAB_IMAGE": value}, {DeploymentMethod.APPTAINER})
+        assert str(caught.value).startswith(f"CONTRASTLAB_IMAGE={value!r} is not an image address ({flaw}); ")
+
+
 @pytest.mark.fault(
     "scripts/add_seeds.py --configfile '<dir>/my configs/it's demo.yaml'", "printed and run as one word"
 )
@@ -159,3 +229,131 @@ def test_add_seeds_prints_and_runs_the_configfile_as_one_word(tmp_path, monkeypa
     for line, argv in zip(printed, ran, strict=True):
         assert shlex.split(line) == argv  # what is printed is what runs
         assert argv[argv.index("--configfile") + 1] == preset
+
+
+# --- C5: the suite's own make runs never reach the user's environment -------------------------------------
+
+
+@pytest.mark.fault(
+    "`make test VENV=<venv>`: a test's `make -o .venv/bin/.installed restore` inherits VENV (C5)",
+    "no venv re-created, nothing installed: one contrastlab: line, and the tests' make drops MAKEFLAGS",
+)
+def test_a_make_under_another_venv_never_reinstalls_it(tmp_path, monkeypatch, observed):
+    venv = tmp_path / "venv"  # as `make test VENV=<venv>` hands it down
+    inherited = dict(make_env(), MAKEFLAGS=f" -- VENV={venv}", MAKELEVEL="1")
+    inherited.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
+    argv = [MAKE, "-s", "-o", ".venv/bin/.installed", "restore", "CONFIG=config/demo.yaml"]
+    planned = subprocess.run(
+        [argv[0], "-n", *argv[1:]], cwd=REPO_ROOT, env=inherited, capture_output=True, text=True
+    )
+    said = planned.stdout.splitlines()
+    assert not [line for line in said if " -m venv " in line or "scripts/install.py" in line], said
+    refusal = (
+        f"contrastlab: VENV={venv} is not this checkout's .venv and its install is missing or out of date; "
+        f"run make install VENV={venv} to install into it (make installs elsewhere only when asked)"
+    )
+    assert [line for line in said if "contrastlab:" in line] == [f'echo "{refusal}" >&2; exit 2'], said
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=inherited, capture_output=True, text=True, timeout=60)
+    observed(done.stderr.strip())
+    assert (done.returncode, done.stderr.splitlines()[0]) == (2, refusal), done.stderr
+    assert not venv.exists()
+    # the tests' own make calls: none of it reaches them
+    monkeypatch.setenv("MAKEFLAGS", f" -- VENV={venv}")
+    monkeypatch.setenv("MAKELEVEL", "1")
+    assert not {"MAKEFLAGS", "MAKELEVEL"} & set(make_env())
+    dry = subprocess.run(
+        [*make_command("-n", "-s", "restore")], cwd=REPO_ROOT, env=make_env(), capture_output=True, text=True
+    )
+    assert dry.returncode == 0 and dry.stdout.splitlines() == [
+        f'{Path(sys.executable).parent}/python scripts/restore.py --configfile "$CONFIG"'
+    ], dry.stdout + dry.stderr
+
+
+def test_every_test_that_starts_make_builds_its_command_with_the_shared_helper():
+    """A ``make`` argv written out elsewhere in the suite would inherit MAKEFLAGS again (C5)."""
+    pattern = re.compile(r"""[\[(]\s*["']make["']""")
+    tests = Path(__file__).resolve().parents[1]
+    written = [
+        f"{path.relative_to(tests)}:{n}"
+        for path in tests.rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert written == [], written
+
+
+# --- the SLURM submission (issue 76 item 4): a config value holding a quote reaches the job unchanged -------
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "results_dir=/scratch/my results; it's (new)",
+        "data={wiki_path: 'a b;c(d).txt'}",
+        "experiments={nie2023: {title: 'Nie''s ''own'' run'}}",  # YAML's doubled quote: one kind only
+    ],
+    ids=["quote-space-semicolon", "yaml-single-quotes", "doubled-quotes"],
+)
+def test_a_config_value_holding_a_quote_reaches_the_slurm_job_unchanged(tmp_path, override):
+    """What the SLURM plugin submits, built by the same code: the job command's ``--config`` and
+    ``--configfiles`` words as Snakemake formats them (``format_cli_arg``: ``repr`` of each override, a
+    ``shlex``-quoted path), its double quotes escaped into ``sbatch --wrap="..."`` as the plugin does
+    (``run_job``), the call read by a shell (``Popen(shell=True)``) and the wrapped command by SLURM's
+    ``sh``. The job's Snakemake receives the same words, which ``parse_config`` reads back to the value
+    the validation accepted."""
+    from snakemake_interface_executor_plugins.utils import format_cli_arg
+
+    configfile = tmp_path / "my configs" / "it's demo.yaml"
+    recorder = tmp_path / "record"  # stands for sbatch, then for the job's python: prints its arguments
+    recorder.write_text("#!/bin/sh\nprintf '%s\\0' \"$@\"\n")
+    recorder.chmod(0o755)
+    job = " ".join(
+        [str(recorder), format_cli_arg("--config", [override]), format_cli_arg("--configfiles", [configfile])]
+    )
+    escaped = job.replace('"', '\\"')  # the plugin's escaping (run_job), word for word
+    call = f'{recorder} --parsable --wrap="{escaped}"'
+    submitted = subprocess.run(call, shell=True, capture_output=True, text=True, check=True).stdout
+    (wrap,) = [arg.removeprefix("--wrap=") for arg in submitted.split("\0") if arg.startswith("--wrap=")]
+    received = subprocess.run(["sh", "-c", wrap], capture_output=True, text=True, check=True).stdout
+    assert received.split("\0")[:-1] == ["--config", override, "--configfiles", str(configfile)]
+    key, _, value = override.partition("=")
+    assert parse_config([received.split("\0")[1]]) == {key: yaml.safe_load(value) if "{" in value else value}
+    cl_config.validate(_config(override))  # nothing here is refused
+    check_command_paths([str(configfile)], str(tmp_path))
+    check_config_words([override])
+
+
+#: A ``--config`` word whose value holds only ``'`` (accepted) but whose YAML quotes it with ``"``: the word
+#: holds both quotes, and ``repr()`` writes each ``'`` as ``\'`` inside single quotes, where a shell reads
+#: the end of the quoting (the ``#`` makes the rest of the job command a comment).
+MIXED = 'experiments={nie2023: {title: "x\' ; touch %s #"}}'
+
+
+@pytest.mark.fault(
+    "a --config word holding both ' and \" (its value only ') through the job command (G12)",
+    "refused in one line naming the word, before any job (a SLURM job's shell would run the rest as code)",
+)
+def test_a_config_word_holding_both_quotes_is_refused_before_any_job(tmp_path, observed):
+    """The value passes the check of config strings, but the word Snakemake hands every job does not
+    survive its quoting: through the plugin's ``--wrap`` the job's ``sh`` runs ``touch`` (shown here with
+    the submission built as the test above builds it); the workflow refuses the word in one line."""
+    from snakemake_interface_executor_plugins.utils import format_cli_arg
+
+    marker = tmp_path / "PWN"
+    word = MIXED % marker
+    cl_config.validate(_config(word))  # the value alone is safe
+    escaped = format_cli_arg("--config", [word]).replace('"', '\\"')
+    wrap = subprocess.run(f'printf %s "{escaped}"', shell=True, capture_output=True, text=True).stdout
+    subprocess.run(["sh", "-c", f"true {wrap}"], capture_output=True, cwd=tmp_path)
+    assert marker.exists()  # what a SLURM job would have done
+    marker.unlink()
+    results = [f"results_dir={tmp_path}/r", f"resources_dir={tmp_path}/res"]
+    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "--config", *results, word)
+    said = [line for line in lines if line.startswith("contrastlab:")]
+    observed(said[0] if said else f"exit {status}: {lines[-1]}")
+    assert status == 1 and said == [
+        f"contrastlab: --config word {word!r}: holds both ' and \", which the job command's quoting cannot "
+        "carry (Snakemake writes the word with repr(): a job's shell would run the rest as code); write "
+        "its YAML strings with one kind of quote (inside '...' a ' is written '')"
+    ], lines[-5:]
+    assert not marker.exists()

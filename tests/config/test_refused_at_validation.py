@@ -231,8 +231,6 @@ def test_braces_in_a_folder_are_refused_naming_the_key(key, observed):
         (["results_dir=/"], "a parent of the working directory"),
         (["results_dir=.."], "a parent of the working directory"),
         ([f"results_dir={REPO_ROOT}"], "the project root"),
-        (["results_dir=out", "resources_dir=out/resources"], "a parent of resources_dir"),
-        (["results_dir=out", "resources_dir=out"], "resources_dir itself"),
     ],
 )
 def test_a_results_folder_that_holds_the_project_is_refused(tmp_path, monkeypatch, overrides, what, observed):
@@ -243,6 +241,36 @@ def test_a_results_folder_that_holds_the_project_is_refused(tmp_path, monkeypatc
     observed(message)
     assert message.startswith("config key results_dir: "), message
     assert f"is {what}" in message and "use a folder of its own, e.g. results" in message
+
+
+@pytest.mark.fault(
+    "results_dir a parent of resources_dir, or resources_dir itself (M6)",
+    "refused naming the key, with a resources_dir that is neither inside nor above results_dir",
+)
+@pytest.mark.parametrize(
+    ("results", "resources", "what", "suggested"),
+    [
+        ("results/a00", "results/a00/res", "a parent of resources_dir", "resources"),
+        ("out", "out", "resources_dir itself", "resources"),
+        ("resources/r1", "resources/r1/x", "a parent of resources_dir", "resources/r1-resources"),
+        ("resources", "resources/x", "a parent of resources_dir", "resources-resources"),
+    ],
+)
+def test_a_results_folder_above_resources_is_refused_with_a_resources_folder_that_works(
+    tmp_path, monkeypatch, results, resources, what, suggested, observed
+):
+    """The suggestion was "e.g. results", itself a parent of results/a00/res (docs/reliability.md M6)."""
+    monkeypatch.chdir(tmp_path)
+    message = _refusal(f"results_dir={results}", f"resources_dir={resources}")
+    observed(message)
+    assert message == (
+        f"config key results_dir: {results!r} is {what} ({tmp_path / resources}); keep resources_dir "
+        f"outside it, e.g. resources_dir={suggested}"
+    )
+    chosen, kept = (tmp_path / suggested).resolve(), (tmp_path / results).resolve()
+    assert chosen != kept and chosen not in kept.parents and kept not in chosen.parents
+    config = cl_config.validate(_config(f"results_dir={results}", f"resources_dir={suggested}"))
+    assert (config["results_dir"], config["resources_dir"]) == (results, suggested)
 
 
 def test_an_ordinary_results_folder_is_accepted(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from contrastlab import config as cl_config
-from contrastlab.config.data import data_locations, images_root, user_images_root
+from contrastlab.config.data import DataConfig
 from contrastlab.data.acquire import CorpusSource, corpus_identity, senteval_identity
 from contrastlab.data.download import sha256_file
 from contrastlab.senteval.tasks import SentEvalDataError
@@ -84,16 +84,16 @@ def test_a_corpus_is_its_content_wherever_it_lies(tmp_path):
 
 
 def test_locations_default_under_resources(repo_root):
-    where = data_locations(_config(repo_root))
+    where = DataConfig(_config(repo_root)).locations()
     assert where["senteval_dir"] == "resources/data/senteval"
     assert where["corpus"] == "resources/data/wiki1m_for_simcse.txt"
-    demo = data_locations(cl_config.load(repo_root / "config" / "demo.yaml"))
+    demo = DataConfig(cl_config.load(repo_root / "config" / "demo.yaml")).locations()
     assert demo["senteval_dir"] == "resources/data/senteval-fixture"
     # presets share resources/: a generated corpus of another size lies in another file (the gpu-check
     # toy's 600 sentences once overwrote the demo's 2,000 under a marker that still said 2,000)
     assert demo["corpus"] == "resources/data/demo_corpus-2000.txt"
     other = cl_config.load(repo_root / "config" / "demo.yaml", {"data": {"fixture_corpus_sentences": 600}})
-    assert data_locations(other)["corpus"] == "resources/data/demo_corpus-600.txt"
+    assert DataConfig(other).locations()["corpus"] == "resources/data/demo_corpus-600.txt"
 
 
 def test_cifar_identity_is_torchvisions_published_archive():
@@ -127,15 +127,15 @@ def test_cifar_10_and_100_may_lie_in_folders_of_their_own(repo_root, tmp_path):
     config = cl_config.load(
         repo_root / "config.yaml", {"data": {"cifar_root": {"cifar10": str(tmp_path / "c10")}}}
     )
-    assert user_images_root(config, "cifar10") == str(tmp_path / "c10")
-    assert user_images_root(config, "cifar100") is None
-    assert images_root(config, "cifar100") == "resources/data/cifar"
+    assert DataConfig(config).user_images_root("cifar10") == str(tmp_path / "c10")
+    assert DataConfig(config).user_images_root("cifar100") is None
+    assert DataConfig(config).images_root("cifar100") == "resources/data/cifar"
     job = SimpleNamespace(config=config, wildcards={"experiment": "oar_cifar10"})
     assert job_data_locations(job)["images"] == str(tmp_path / "c10")
     job = SimpleNamespace(config=config, wildcards={"dataset": "cifar100"})
     assert job_data_locations(job)["images"] == "resources/data/cifar"
-    shared = cl_config.load(repo_root / "config.yaml", {"data": {"cifar_root": "/data/cifar"}})
-    assert images_root(shared, "cifar10") == images_root(shared, "cifar100") == "/data/cifar"
+    shared = DataConfig(cl_config.load(repo_root / "config.yaml", {"data": {"cifar_root": "/data/cifar"}}))
+    assert shared.images_root("cifar10") == shared.images_root("cifar100") == "/data/cifar"
 
 
 def test_an_image_cells_job_records_what_its_images_are(repo_root, tmp_path):

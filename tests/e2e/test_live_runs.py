@@ -1,9 +1,10 @@
 """A live run is never taken for a dead one (issue 63 item 1; reliability 7, P4 and P5).
 
 Run A trains a cell on a results folder for as long as the module needs it. On the same folder, run B (a
-disjoint target, which Snakemake allows beside A) is SIGKILLed, and A's command is run again, on this
-host and from another PID namespace (standing in for a second login node on shared storage). Each time A
-must keep its locks, its record and its training, and the newcomer must be refused by A's lock."""
+disjoint target, which Snakemake allows beside A) is started on this host, and A's command from another
+PID namespace (standing in for a second login node on shared storage). Each time A must keep its locks,
+its record and its training, and the newcomer must be refused: by A's record on this host
+(contrastlab.workflow.recovery.live_run_refusal, reliability 8 C3), by A's lock from the other namespace."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -96,26 +96,21 @@ def _a_untouched(repo_root: Path, live_run) -> str:
 
 
 @pytest.mark.fault(
-    "live run A; run B (disjoint target, same results) SIGKILLed; A's command again (reliability P5)",
-    "B's stale locks cleared; the rerun refused by A's lock; A keeps its locks, record and training",
+    "live run A; run B (disjoint target, same results) started beside it (reliability P5)",
+    "B refused in one line naming A before it plans or locks; A keeps its locks, record and training",
 )
-def test_a_rerun_beside_a_live_run_clears_only_the_killed_runs_locks(repo_root, live_run, tmp_path, observed):
+def test_a_second_run_beside_a_live_run_is_refused_before_it_takes_anything(repo_root, live_run, observed):
+    """Reliability 7's P5 killed B beside A and checked that recovering B kept A's locks; since C3 a run
+    of this host is refused beside a live one on its folder, so B never gets that far (the recovery of a
+    killed run beside a live one: tests/workflow/test_recovery.py)."""
     a, results, profile, targets, _, _ = live_run
-    b = _start(repo_root, profile, targets["macl"], tmp_path / "b.out")
-    try:
-        b_record = _record_of(results, b.pid)
-        assert b.poll() is None, (tmp_path / "b.out").read_text()[-3000:]
-    finally:
-        os.killpg(b.pid, signal.SIGKILL)
-        b.wait(timeout=30)
-    time.sleep(0.5)  # its jobs see it gone (die_with_workflow) and exit
-
-    again = snakemake_process(repo_root, str(targets["simcse"]), *profile)
-    output = again.stdout + again.stderr
-    assert again.returncode != 0 and "cannot be locked" in output, output[-3000:]
-    assert f"contrastlab: a run on {results} (pid {b.pid}) was killed; removed its" in output, output[-3000:]
-    assert f"(pid {a.pid})" not in output and not b_record.exists()
-    observed(f"B (pid {b.pid}) recovered, rerun refused by A's lock; " + _a_untouched(repo_root, live_run))
+    b = snakemake_process(repo_root, str(targets["macl"]), *profile)
+    output = b.stdout + b.stderr
+    refused = f"contrastlab: {results} is in use by another run on this host (pid {a.pid}, started as "
+    assert b.returncode != 0 and refused in output, output[-3000:]
+    assert "was killed" not in output and "Job stats" not in output, output[-3000:]
+    line = next(x for x in output.splitlines() if x.startswith(refused))
+    observed(line[:120] + "...; " + _a_untouched(repo_root, live_run))
 
 
 @pytest.mark.fault(

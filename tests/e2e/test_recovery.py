@@ -97,13 +97,13 @@ def test_sigkill_of_snakemake_leaves_no_orphan_and_a_plain_rerun_resumes(
         )
     lock_dir = repo_root / ".snakemake" / "locks"
     try:
-        # A second Snakemake on the same files while the first runs (it holds its lock throughout). It is
-        # the same command (the profile's rerun-incomplete included): without it, Snakemake stops at the
-        # first job's incomplete outputs before it even looks at the lock.
+        # A second Snakemake on the same files while the first runs: the first's record refuses it before
+        # it plans anything (contrastlab.workflow.recovery.live_run_refusal).
         _wait_for(lambda: list(runs_folder(results).glob("*.json")), 240, "the workflow to start")
         second = snakemake_process(repo_root, *profile)
         assert second.returncode != 0
-        assert "cannot be locked" in second.stdout + second.stderr, (second.stdout + second.stderr)[-2000:]
+        refused = f"is in use by another run on this host (pid {workflow.pid}, started as "
+        assert refused in second.stdout + second.stderr, (second.stdout + second.stderr)[-2000:]
 
         # Kill as soon as a training job is past a snapshot (its state folder exists only while it trains)
         # and some other job has finished (a trained checkpoint or a metrics file).

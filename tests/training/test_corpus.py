@@ -107,3 +107,69 @@ def test_an_unreadable_cache_is_rebuilt_with_one_line(tmp_path, corpus, minilm_d
     assert "BadZipFile" in lines[0] and lines[0].endswith("rebuilding it from the corpus")
     load_tokenized_corpus(corpus, tokenizer, 32, tmp_path)  # a readable cache: read, not rebuilt, no line
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.fault(
+    "the corpus changed after its corpus.ready.json was written (C1)",
+    "the train job refuses in one line naming the corpus and the marker; nothing is trained",
+)
+def test_a_train_job_refuses_a_corpus_that_is_not_the_one_its_marker_records(
+    tmp_path, tiny_bert, senteval_dir, observed
+):
+    import hashlib
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    from contrastlab.paths import REPO_ROOT
+
+    corpus, log = tmp_path / "corpus.txt", tmp_path / "train.log"
+    whole = "".join(f"sentence number {i} of the corpus .\n" for i in range(300))
+    marker = tmp_path / "results" / "state" / "data" / "corpus.ready.json"
+    marker.parent.mkdir(parents=True)
+    recorded = hashlib.sha256(whole.encode()).hexdigest()
+    marker.write_text(json.dumps({"corpus": "text", "lines": 300, "sha256": recorded}))
+    corpus.write_text(whole[: len(whole) // 2])  # cut while the job started: not what the marker records
+    found = hashlib.sha256(corpus.read_bytes()).hexdigest()
+    driver = textwrap.dedent(
+        f"""
+        import runpy
+        from types import SimpleNamespace
+        import yaml
+        config = yaml.safe_load(open({str(REPO_ROOT / "config" / "demo.yaml")!r}))
+        config["resources_dir"] = {str(tmp_path / "res")!r}
+        config["results_dir"] = {str(tmp_path / "results")!r}
+        config["data"].update(senteval_dir={str(senteval_dir)!r}, wiki_path={str(corpus)!r})
+        sm = SimpleNamespace(
+            config=config,
+            rule="train",
+            wildcards={{"experiment": "nie2023", "backbone": "tiny-bert", "method": "cl", "seed": "42"}},
+            log=[{str(log)!r}],
+            threads=1,
+            params=SimpleNamespace(
+                settings={{"loss": "infonce", "max_steps": 2, "batch_size": 8}},
+                state_dir={str(tmp_path / "state")!r},
+            ),
+            input=SimpleNamespace(backbone={str(tiny_bert)!r}, corpus_ready={str(marker)!r}),
+            output=SimpleNamespace(
+                model={str(tmp_path / "model")!r}, log_jsonl={str(tmp_path / "l.jsonl")!r}
+            ),
+        )
+        runpy.run_path({str(REPO_ROOT / "scripts" / "train.py")!r}, init_globals={{"snakemake": sm}})
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", driver], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    lines = [line for line in done.stderr.splitlines() if line.startswith("contrastlab:")]
+    observed(
+        lines[0] if lines else f"exit {done.returncode}, no line; trained: {(tmp_path / 'model').exists()}"
+    )
+    assert done.returncode == 1, f"exit {done.returncode}; trained: {(tmp_path / 'model').exists()}"
+    assert lines == [
+        f"contrastlab: rule train nie2023/tiny-bert/cl/seed42: CorpusChangedError: the corpus {corpus} "
+        f"changed since {marker} was written (sha256 {found[:16]}, recorded {recorded[:16]}); rerun the "
+        f"corpus rule (snakemake --forcerun corpus) and then this cell (log: {log})"
+    ]
+    assert "Traceback" not in done.stderr and not (tmp_path / "model").exists()

@@ -11,7 +11,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -31,6 +30,7 @@ from contrastlab.training.events import (
 )
 from contrastlab.training.vision import VisionTrainSettings, load_weights
 from tests import forked
+from tests.make_command import make_command, make_env
 
 RUNNER = Path(__file__).with_name("_run_vision.py")
 # Over the tiny image cell (vision_settings), a cell with every kind of record: train lines every 3 steps,
@@ -105,6 +105,82 @@ def test_a_resumed_writer_keeps_the_steps_up_to_its_snapshot_and_only_those(tmp_
     fresh.write({"event": "train", "step": 3, "loss": 7.0})
     fresh.close()
     assert read_curves(tmp_path) == {"train/loss": [(3, 7.0)]}
+
+
+def _records(path: Path) -> list[tuple[int, int]]:
+    """(start, end) byte offsets of each TFRecord of an event file (a u64 length, its crc, the data, its
+    crc)."""
+    data, at, found = path.read_bytes(), 0, []
+    while at < len(data):
+        end = at + 12 + int.from_bytes(data[at : at + 8], "little") + 4
+        found.append((at, end))
+        at = end
+    return found
+
+
+def _damage(path: Path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "every 97th byte flipped":  # as reliability review L2 did it
+        for at in range(0, len(data), 97):
+            data[at] ^= 0xFF
+    elif how == "one byte of step 5's record flipped":
+        start, end = _records(path)[5]  # record 0 is the file's version, then one per step
+        data[(start + end) // 2] ^= 0x01
+    else:  # a killed writer's last record, cut short: no step up to the snapshot is in it
+        data = data[: _records(path)[-1][0] + 20]
+    path.write_bytes(bytes(data))
+
+
+_DAMAGED = pytest.mark.fault(
+    "the event file of a killed run damaged (bytes flipped) before its resume (L2)",
+    "one warning line naming the file and the steps lost; the resumed curves go on",
+)
+
+
+@pytest.mark.parametrize(
+    ("how", "warning", "kept"),
+    [
+        pytest.param(
+            "every 97th byte flipped",
+            "is damaged at byte 0 (a record fails its crc32 check): its steps up to 8 are lost from the "
+            "curves; the resumed run writes from step 9",
+            [],
+            marks=_DAMAGED,
+        ),
+        pytest.param(
+            "one byte of step 5's record flipped",
+            "is damaged at byte {byte} (a record fails its crc32 check): its steps 5-8 are lost from the "
+            "curves; the resumed run writes from step 9",
+            [1, 2, 3, 4],
+            marks=_DAMAGED,
+        ),
+        ("last record cut short", None, [1, 2, 3, 4, 5, 6, 7, 8]),  # a kill's: nothing lost, no warning
+    ],
+)
+def test_a_damaged_event_file_is_one_warning_naming_the_steps_lost(
+    tmp_path, read_curves, caplog, observed, how, warning, kept
+):
+    killed = TensorBoardLog(tmp_path)
+    killed.start(resume_step=None)
+    for step in range(1, 11):  # wrote steps 1-10, its snapshot was step 8, then it died
+        killed.write({"event": "train", "step": step, "loss": float(step)})
+    killed.flush()
+    (damaged,) = tmp_path.glob("events.out.tfevents.*")
+    byte = _records(damaged)[5][0]
+    _damage(damaged, how)
+    resumed = TensorBoardLog(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="contrastlab.training.events"):
+        resumed.start(resume_step=8)
+        for step in range(9, 13):
+            resumed.write({"event": "train", "step": step, "loss": 100.0 + step})
+        resumed.close()
+    warnings = [r.getMessage() for r in caplog.records if r.name == "contrastlab.training.events"]
+    observed(warnings[0] if warnings else "no warning")
+    expected = [] if warning is None else [f"TensorBoard events file {damaged} {warning.format(byte=byte)}"]
+    assert warnings == expected
+    assert read_curves(tmp_path)["train/loss"] == [(s, float(s)) for s in kept] + [
+        (s, 100.0 + s) for s in range(9, 13)
+    ]
 
 
 def test_a_cell_writes_its_curves_at_the_log_points(reference, read_curves):
@@ -325,12 +401,11 @@ def test_make_monitor_serves_the_presets_cell_folders(tmp_path):
     cell = _trained_run(tmp_path / "results")
     assert write_test_scores(cell, {"test/sts_avg": 76.25, "test/tr_avg": 81.5})  # the evaluation's
     port = _free_port()
-    bin_dir = Path(sys.executable).parent
-    # -o: the monitor recipe is under test, not the install (CI installed before the suite).
-    make = ["make", "-s", "-o", f"{bin_dir}/.installed", f"BIN={bin_dir}", "monitor"]
+    # the monitor recipe is under test, not the install (CI installed before the suite): make_command's -o
     server = subprocess.Popen(
-        [*make, f"CONFIG={configfile}", f"PORT={port}"],
+        make_command("-s", "monitor", f"CONFIG={configfile}", f"PORT={port}"),
         cwd=REPO_ROOT,
+        env=make_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -518,7 +518,7 @@ def test_a_new_best_is_written_with_the_next_snapshot_and_at_the_end_not_at_each
 
 
 @pytest.mark.fault(
-    "Snakemake removes a finished cell's outputs after the job (its benchmark write failed, disk full)",
+    "Snakemake removes a finished cell's outputs after the job (its benchmark write failed, disk full) (F1)",
     "the cell's finished state is kept until the outputs are accepted; the rerun only re-exports",
 )
 def test_outputs_removed_after_the_job_are_re_exported_without_training(

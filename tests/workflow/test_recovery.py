@@ -49,7 +49,7 @@ def test_a_run_records_where_it_runs_its_process_and_its_own_locks(tmp_path, mon
     results = tmp_path / "results"
     assert workflow_run() is None  # no run recorded
     own = _lock(tmp_path / ".snakemake" / "locks", "0.output.lock", f"{results}/metrics/a.json")
-    path = record_running_workflow(results, [own])
+    path = record_running_workflow(results, [own], tmp_path)
 
     record = json.loads(path.read_text())
     assert path.parent == runs_folder(results)
@@ -62,12 +62,12 @@ def test_a_run_records_where_it_runs_its_process_and_its_own_locks(tmp_path, mon
 
     other = _record(results, "another-run", **this_machine(), pid=os.getpid(), start_time="1", locks=[])
     forget_running_workflow(results, [own], tmp_path)
-    assert not path.exists() and other.is_file()  # only its own record goes
+    assert not path.exists() and other.is_file() and not own.exists()  # only its own record goes
 
 
 @pytest.mark.fault(
     "run A alive, run B on the same results killed, then a third run (reliability P5)",
-    "only B's locks and record removed; A's locks and record untouched",
+    "B's locks and record removed, and a lock no run claims; A's locks and record untouched",
 )
 def test_recovery_removes_only_the_dead_runs_own_locks_never_a_live_runs(tmp_path, observed):
     results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
@@ -77,7 +77,7 @@ def test_recovery_removes_only_the_dead_runs_own_locks_never_a_live_runs(tmp_pat
         a_in = _lock(locks, "0.input.lock", f"{results}/data/corpus.txt")
         a_out = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
         b_out = _lock(locks, "1.output.lock", f"{results}/metrics/b/senteval.json")
-        elsewhere = _lock(locks, "2.output.lock", f"{tmp_path}/results-other/metrics/c.json")  # no record
+        unclaimed = _lock(locks, "2.output.lock", f"{tmp_path}/results-other/metrics/c.json")  # no record
         digests = {p: recovery._digest(p) for p in (a_in, a_out, b_out)}
         run_a = _record(
             results,
@@ -96,10 +96,12 @@ def test_recovery_removes_only_the_dead_runs_own_locks_never_a_live_runs(tmp_pat
 
         assert notes == [
             f"contrastlab: a run on {results} (pid {dead}) was killed; removed its 1 stale lock file(s), its "
-            "incomplete jobs will be rerun"
+            "incomplete jobs will be rerun",
+            f"contrastlab: removed 1 lock file(s) in {locks} that no live run claims (2.output.lock: left by "
+            "runs that ended or were killed together)",
         ]
-        assert sorted(p.name for p in locks.iterdir()) == ["0.input.lock", "0.output.lock", "2.output.lock"]
-        assert run_a.is_file() and not run_b.exists() and elsewhere.is_file()
+        assert sorted(p.name for p in locks.iterdir()) == ["0.input.lock", "0.output.lock"]
+        assert run_a.is_file() and not run_b.exists() and not unclaimed.exists()
         assert recover_killed_run(str(results), tmp_path) == []  # nothing left to recover
         observed(notes[0])
     finally:

@@ -103,14 +103,27 @@ def check_folders(config: Mapping[str, Any]) -> None:
     ]
     for what, folder in others:
         if results == folder or results in folder.parents:
+            fix = "use a folder of its own, e.g. results"
+            if what == "resources_dir":
+                beside = _resources_beside(config["results_dir"])
+                fix = f"keep resources_dir outside it, e.g. resources_dir={beside}"
             if results != folder:
                 what = f"a parent of {what}"
             elif what == "resources_dir":
                 what = "resources_dir itself"
             raise ConfigError(
-                f"config key results_dir: {config['results_dir']!r} is {what} ({folder}); "
-                "use a folder of its own, e.g. results"
+                f"config key results_dir: {config['results_dir']!r} is {what} ({folder}); {fix}"
             )
+
+
+def _resources_beside(results_dir: str) -> str:
+    """A ``resources_dir`` neither inside ``results_dir`` nor above it: the default ``resources`` where it is
+    neither, else the sibling ``<results_dir>-resources``."""
+    results = Path(results_dir).resolve()
+    default = Path("resources").resolve()
+    if results != default and results not in default.parents and default not in results.parents:
+        return "resources"
+    return f"{results_dir.rstrip('/')}-resources"
 
 
 def _check_user_method(config: Mapping[str, Any], experiment: str, method: str, where: str) -> None:

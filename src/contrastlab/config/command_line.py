@@ -25,7 +25,10 @@ also refused with a ``'``: Snakemake passes a ``--config`` word that starts with
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from contrastlab.config.schema import ConfigError, key_path
@@ -76,3 +79,44 @@ def check_command_paths(configfiles: Iterable[str], workdir: str) -> None:
         ch = unsafe_character(path)
         if ch is not None:
             raise ConfigError(f"{what} {path!r}: holds {ch!r}, {FIX.replace('from it', 'from the path')}")
+
+
+def check_config_words(words: Iterable[str] | None) -> None:
+    """The ``--config`` words as given (every job's command carries them, each written with ``repr()``)
+    pass :func:`unsafe_character` but for ``"`` (a YAML string may be quoted with it), and none holds both
+    ``'`` and ``"``: ``repr()`` then writes each ``'`` as ``\\'`` inside single quotes, which a job's shell
+    reads as the end of the quoting, although the value itself (``'`` only) passes
+    :func:`check_command_strings`. :class:`ConfigError` naming the word if not."""
+    for word in words or ():
+        if "'" in word and '"' in word:
+            raise ConfigError(
+                f"--config word {word!r}: holds both ' and \", which the job command's quoting cannot "
+                "carry (Snakemake writes the word with repr(): a job's shell would run the rest as code); "
+                "write its YAML strings with one kind of quote (inside '...' a ' is written '')"
+            )
+        ch = unsafe_character(word.replace('"', ""))
+        if ch is not None:
+            fix = FIX.replace("from it", "from the word")
+            raise ConfigError(f"--config word {word!r}: holds {ch!r}, {fix}")
+
+
+#: Set by the workflow for its jobs (rules/common.smk): the config files it read, as the shell words of
+#: ``--configfile`` (:func:`configfile_words`), which the report's add-seeds lines name
+#: (contrastlab.report.answer). An environment variable, not a rule's param: naming the same preset by
+#: another path re-renders nothing.
+CONFIGFILES_VARIABLE = "CONTRASTLAB_CONFIGFILES"
+
+
+def configfile_words(configfiles: Iterable[str | os.PathLike], workdir: str | os.PathLike) -> str:
+    """``configfiles`` as the shell-quoted words of ``--configfile``, each relative to ``workdir`` (where
+    the printed commands run) when it lies inside it, else absolute.
+
+    >>> print(configfile_words(["/w/config/demo.yaml", "/w/my it's.yaml", "/elsewhere/c.yaml"], "/w"))
+    config/demo.yaml 'my it'"'"'s.yaml' /elsewhere/c.yaml
+    """
+    words = []
+    for path in configfiles:
+        path = Path(workdir, path)  # an absolute path stays itself
+        inside = os.path.normpath(path).startswith(os.path.normpath(workdir) + os.sep)
+        words.append(Path(os.path.relpath(path, workdir)).as_posix() if inside else os.path.normpath(path))
+    return " ".join(shlex.quote(word) for word in words)

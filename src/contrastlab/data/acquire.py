@@ -1,7 +1,7 @@
 """Workflow entry points for the data rules: a user's copy, the generated fixture, or the download.
 
-Where the data lie (:func:`contrastlab.config.data.data_locations`, read from the config) and what they
-are are kept apart on purpose: the cells
+Where the data lie (:meth:`contrastlab.config.data.DataConfig.locations`, read from the config) and what
+they are are kept apart on purpose: the cells
 depend on what the data are, so moving a copy, re-downloading it, pinning its URL to a revision or
 switching from the download to an identical copy retrains nothing, while a corpus whose content changed
 retrains every cell that reads it. SentEval is held to its pinned per-file sha256, so its identity is
@@ -12,7 +12,10 @@ hashed, a download's lock entry, or, before the first download, the digest the h
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import errno
+import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,35 @@ from contrastlab.paths import Results
 from contrastlab.senteval.protocol import COUNTS_MANIFEST
 
 
+class ResourcesNotWritable(OSError):
+    """The data a run needs must be written under ``resources_dir``, which cannot be written there: the
+    message names the folder and the fix."""
+
+
+#: The errors of a folder or file that cannot be written to (a read-only mount, a folder's mode).
+UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+@contextlib.contextmanager
+def writing_resources(resources_dir: str | Path | None) -> Iterator[None]:
+    """Turn a file under ``resources_dir`` that cannot be written into one :class:`ResourcesNotWritable`
+    line naming ``resources_dir``, the folder and the fix; other errors, and a file elsewhere (the
+    artifacts lock), pass unchanged, as everything does with ``resources_dir`` None."""
+    try:
+        yield
+    except OSError as error:
+        if resources_dir is None or error.errno not in UNWRITABLE or not error.filename:
+            raise
+        folder = Path(os.fsdecode(error.filename)).parent
+        if not folder.resolve().is_relative_to(Path(resources_dir).resolve()):
+            raise
+        raise ResourcesNotWritable(
+            f"resources_dir {resources_dir} is not writable ({error.strerror} in {folder}), and the data "
+            "this run needs must be written there; make it writable or set resources_dir to a writable "
+            "folder (--config resources_dir=<folder>)"
+        ) from error
+
+
 def prepare_senteval(
     senteval_dir: str | Path,
     *,
@@ -50,21 +82,26 @@ def prepare_senteval(
     user_copy: bool,
     fixture: bool,
     lock_file: str | Path = LOCK_FILE,
+    resources_dir: str | Path | None = None,
 ) -> Path:
     """Make ``senteval_dir/downstream`` exist and pass the count checks; returns ``senteval_dir``.
 
     ``user_copy``: ``senteval_dir`` is the user's ``data.senteval_dir`` (checked, never modified);
-    ``fixture``: the generated demo tree is written there; otherwise ``senteval.tar`` is fetched. Real
-    data (a user copy or the download) must match the published files' sha256, file by file.
+    ``fixture``: the generated demo tree is written there (files already holding it are left alone, so a
+    read-only copy of a complete tree serves); otherwise ``senteval.tar`` is fetched. Real data (a user
+    copy or the download) must match the published files' sha256, file by file. ``resources_dir``: the
+    folder the config puts the data under, named by the error when it cannot be written
+    (:func:`writing_resources`).
     """
     if user_copy:
         check_senteval(senteval_dir, canonical=True)
         return Path(senteval_dir)
-    if fixture:
-        write_senteval_fixture(senteval_dir)
-        check_senteval(senteval_dir)
-        return Path(senteval_dir)
-    folder = senteval_data(None, downloads, senteval_dir, url=url, lock_file=lock_file)  # counts checked
+    with writing_resources(resources_dir):
+        if fixture:
+            write_senteval_fixture(senteval_dir)
+            check_senteval(senteval_dir)
+            return Path(senteval_dir)
+        folder = senteval_data(None, downloads, senteval_dir, url=url, lock_file=lock_file)  # counts checked
     verify_senteval_checksums(folder)
     return folder
 
@@ -80,22 +117,26 @@ def prepare_corpus(
     lock_file: str | Path = LOCK_FILE,
     expected_lines: int | None = WIKI1M_LINES,
     expected_sha256: str | None = None,
+    resources_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Make the training corpus ``corpus`` exist (user copy, generated demo corpus, or download) and
     return what it is: ``{"corpus": "text", "sha256": ..., "lines": ...}``, the same for the same bytes
     wherever they came from. A download is held to the artifacts lock and to ``expected_lines`` (the
     published wiki1m's 1,000,000; a short or long file is moved aside and nothing is marked ready) and to
-    ``expected_sha256`` (the digest the workflow resolved before any job, :func:`corpus_identity`)."""
+    ``expected_sha256`` (the digest the workflow resolved before any job, :func:`corpus_identity`). The
+    generated corpus is left alone where it lies already; ``resources_dir`` as :func:`prepare_senteval`."""
     del downloads  # the corpus is fetched straight to its final path (resumable via its .part file)
     corpus = Path(corpus)
     if user_copy:
         if not corpus.is_file():
             raise FileNotFoundError(f"data.wiki_path {corpus} is not a file")
     elif fixture:
-        write_demo_corpus(corpus, fixture_sentences)
+        with writing_resources(resources_dir):
+            write_demo_corpus(corpus, fixture_sentences)
     else:
         check = expect_lines(expected_lines, corpus.name) if expected_lines else None
-        fetch(url, corpus, name=CORPUS_NAME, sha256=expected_sha256, check=check, lock_file=lock_file)
+        with writing_resources(resources_dir):
+            fetch(url, corpus, name=CORPUS_NAME, sha256=expected_sha256, check=check, lock_file=lock_file)
     return {"corpus": "text", "sha256": sha256_file(corpus), "lines": line_count(corpus)}
 
 
@@ -107,10 +148,10 @@ def data_marker_path(results_dir: str | Path, what: str) -> str:
 
 @dataclass(frozen=True)
 class CorpusSource:
-    """Where the training corpus comes from (:func:`contrastlab.config.data.corpus_source` reads it from
-    the config): the user's file ``wiki_path``, else the generated fixture of ``fixture_sentences``
-    sentences (None: no fixture), else the download of ``url`` to ``dest``, held to ``lines`` lines (None:
-    no line check) and to the artifacts lock ``lock_file``."""
+    """Where the training corpus comes from (:meth:`contrastlab.config.data.DataConfig.corpus_source`
+    reads it from the config): the user's file ``wiki_path``, else the generated fixture of
+    ``fixture_sentences`` sentences (None: no fixture), else the download of ``url`` to ``dest``, held to
+    ``lines`` lines (None: no line check) and to the artifacts lock ``lock_file``."""
 
     wiki_path: str | None
     fixture_sentences: int | None

@@ -5,6 +5,11 @@ exact file formats of ``senteval.tar``, so the real loaders and the evaluator ru
 tree carries its own row counts (``protocol.COUNTS_MANIFEST``), which the loaders check instead of
 protocol.md's. Labels follow the words (positive/negative adjectives, objective/subjective frames,
 question words), and STS gold scores follow word overlap, so a bag-of-words encoder scores above chance.
+
+Every run of the demo asks for the same files, and two runs may share one resources folder, or read it
+from a read-only copy: a file already holding its content is left alone (not even its mtime changes), and
+one that must be written is written beside itself and renamed into place (:func:`put_text`), so that a
+reader sees the earlier file or the new one whole, never a cut one.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import json
 import random
 from pathlib import Path
 
+from contrastlab.paths import atomic_write
 from contrastlab.senteval import protocol as P
 
 SUBJECTS = [
@@ -111,9 +117,23 @@ def _sts_rows(rng: random.Random, n: int) -> list[tuple[str, str, float]]:
     return rows
 
 
+def put_text(path: str | Path, text: str) -> bool:
+    """Make ``path`` hold ``text`` (UTF-8) and return whether it had to be written: a file holding it
+    already is left as it is (inode and mtime too); otherwise the text goes to a temporary name in the
+    same folder, renamed over ``path``, so that no reader, and no second writer, ever meets a cut file."""
+    path, data = Path(path), text.encode("utf-8")
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    with atomic_write(path) as tmp:
+        tmp.write_bytes(data)
+    return True
+
+
 def _write(path: Path, lines: list[str], counts: dict[str, int], root: Path, rows: int | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    put_text(path, "".join(line + "\n" for line in lines))
     if rows is not None:
         counts[path.relative_to(root).as_posix()] = rows
 
@@ -192,19 +212,17 @@ def write_senteval_fixture(out_dir: str | Path, seed: int = 0) -> Path:
         _write(root / P.SPLIT_FILES["MRPC"][split], lines, counts, root, 2 * per_class)
 
     manifest = {"fixture": True, "seed": seed, "rows": dict(sorted(counts.items()))}
-    (root / P.COUNTS_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    put_text(root / P.COUNTS_MANIFEST, json.dumps(manifest, indent=1) + "\n")
     return out_dir
 
 
 def write_demo_corpus(path: str | Path, n: int, seed: int = 0) -> Path:
-    """Write ``n`` generated sentences, one per line (the offline demo's training corpus)."""
+    """Write ``n`` generated sentences, one per line (the offline demo's training corpus), through
+    :func:`put_text`: an identical file is left alone."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     rng = random.Random(seed)
     makers = [_plain, lambda r: _sentiment(r, r.random() < 0.5), lambda r: _subjective(r, r.random() < 0.5)]
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for _ in range(n):
-            f.write(rng.choice(makers)(rng) + "\n")
+    put_text(path, "".join(rng.choice(makers)(rng) + "\n" for _ in range(n)))
     return path

@@ -34,6 +34,25 @@ CACHE_FORMAT = 1
 TOKENIZE_CHUNK = 10_000
 
 
+class CorpusChangedError(ValueError):
+    """The training corpus is not the one its data marker (``corpus.ready.json``) records."""
+
+
+def check_corpus_marker(corpus_path: str | Path, marker: str | Path) -> str:
+    """The sha256 of the corpus ``corpus_path``, held to the one its data marker ``marker`` recorded when
+    the corpus rule made it: a file changed since (edited, cut, written again by another run) raises
+    :class:`CorpusChangedError`, so that no cell trains on other text than the marker, and the cells'
+    params, say. A marker that records no digest is not held."""
+    recorded = json.loads(Path(marker).read_text(encoding="utf-8")).get("sha256")
+    found = sha256_file(corpus_path)
+    if recorded and found != recorded:
+        raise CorpusChangedError(
+            f"the corpus {corpus_path} changed since {marker} was written (sha256 {found[:16]}, recorded "
+            f"{recorded[:16]}); rerun the corpus rule (snakemake --forcerun corpus) and then this cell"
+        )
+    return found
+
+
 def tokenizer_fingerprint(tokenizer: Any) -> str:
     """Stable hash of everything in a tokenizer that decides the ids it produces."""
     backend = getattr(tokenizer, "backend_tokenizer", None)

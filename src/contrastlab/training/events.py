@@ -31,14 +31,21 @@ files' events up to step S (each tag and step once, the last written kept), afte
 files are deleted: the folder then holds the curves of one uninterrupted run, whatever reads it. The
 writer is flushed with every snapshot, so everything up to a snapshot's step is on disk before the
 snapshot is. A fresh start removes the folder's earlier event files (a changed cell starts its curves
-over).
+over). An earlier file damaged before the snapshot's step (a record failing its crc32 check: a bad disk,
+a careless copy) is read up to the damage, and one warning line names the file and the steps lost from
+the curves; a record cut short at a file's end is a killed writer's last, after the snapshot, and loses
+nothing.
 
 HParams: the run's settings (the trainer's ``TrainSettings`` / ``VisionTrainSettings``, :func:`hparams`)
 are written once, at step 0, as TensorBoard's HParams session (``tensorboard.plugins.hparams``), so the
 HParams view of ``make monitor`` lists every cell with its settings beside the final value of each of its
 scalars: ``dev/best_dev_spearman`` (sentence cells) and ``val/best_val_loss`` (vision cells, ``keep:
 best_val_loss``) are the final dev scores. A resumed run keeps the session of its fresh start (it is an
-event at step 0).
+event at step 0). A workflow job's run is its cell's: the session also records the cell's experiment,
+backbone, method and seed (:func:`cell_settings`) and its trial is named by the cell's path
+(``nie2023/minilm/cl/seed42``). TensorBoard groups the sessions whose trial and settings are equal and
+shows their mean, so two cells with equal settings (one loss on two backbones, as Nie's ``minilm`` and
+``tiny-bert`` cells) would otherwise be one row with a score no cell has.
 
 Test scores: the evaluation job of a cell writes its headline test scores (:func:`headline_test_scores`:
 ``test/sts_avg``, ``test/tr_avg``; ``test/linear_top1``, ...) into the same run folder
@@ -50,11 +57,12 @@ values, once.
 Weights & Biases (config ``logging: {wandb: <project>}``, :class:`WandbRun`): the same settings (the run's
 config), the same scalars at the same steps (:class:`WandbLog`) and the test scores (the run's summary),
 in one W&B run per cell, named by the cell's path and identified by it, so a resumed training and the
-evaluation job continue the run their cell started. wandb is imported only then, and its own settings
-(``WANDB_MODE=offline``, ``WANDB_DIR``, ...) hold; without ``WANDB_DIR`` its files go to the results
-folder's ``wandb/``. W&B's history only moves forward: steps a killed run logged after its snapshot keep
-their first values, and a cell trained again from scratch continues its earlier run's history (delete that
-W&B run, or log to another project, to start its curves over).
+evaluation job continue the run their cell started; its config holds the cell's fields too. wandb is
+imported only then, and its own settings (``WANDB_MODE=offline``, ``WANDB_DIR``, ...) hold; without
+``WANDB_DIR`` its files go to the results folder's ``wandb/``. W&B's history only moves forward: steps a
+killed run logged after its snapshot keep their first values, and a cell trained again from scratch
+continues its earlier run's history (delete that W&B run, or log to another project, to start its curves
+over).
 
 Never fails the run: TensorBoard (or wandb) missing, a folder that cannot be made, or any error while
 writing is one warning line (logger ``contrastlab.training.events``), after which the run writes no more
@@ -68,6 +76,7 @@ import hashlib
 import json
 import logging
 import os
+import struct
 import sys
 import time
 from collections.abc import Mapping
@@ -139,6 +148,29 @@ def hparams(settings: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
         else:
             out[key] = json.dumps(value, default=str)  # never fails: an odd value is its text
     return out
+
+
+def cell_settings(cell: Any) -> dict[str, str | int]:
+    """The fields that name a cell, as settings: experiment, backbone, method (a search point's name
+    included) and seed, a number; ``cell`` is a job's wildcards, a :class:`~contrastlab.config.Cell` or a
+    mapping of the four (:data:`~contrastlab.paths.CELL_FIELDS`).
+
+    >>> cell_settings({"experiment": "nie2023", "backbone": "minilm", "method": "cl", "seed": "42"})
+    {'experiment': 'nie2023', 'backbone': 'minilm', 'method': 'cl', 'seed': 42}
+    """
+    found = {
+        field: cell[field] if isinstance(cell, Mapping) else getattr(cell, field) for field in CELL_FIELDS
+    }
+    seed = str(found["seed"])
+    return {**found, "seed": int(seed) if seed.isdigit() else seed}
+
+
+def _with_cell(settings: Mapping[str, Any] | None, cell: Any) -> Mapping[str, Any] | None:
+    """A run's settings with its cell's fields first (:func:`cell_settings`; ``cell`` None: as they are;
+    the settings' own ``seed`` is the cell's)."""
+    if settings is None or cell is None:
+        return settings
+    return {**cell_settings(cell), **settings}
 
 
 def headline_test_scores(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -262,11 +294,14 @@ class WandbRun:
 
 class WandbLog:
     """The W&B side of a training run (``run``: its :class:`WandbRun`; ``None``: off, every call a no-op):
-    :meth:`start` opens the run with the ``settings`` as its config, :meth:`write` logs each record's
-    :func:`scalars` at its step (as :class:`TensorBoardLog` writes them), :meth:`close` finishes it."""
+    :meth:`start` opens the run with the ``settings`` as its config (after the fields of ``cell``, the
+    cell the run trains: :func:`cell_settings`), :meth:`write` logs each record's :func:`scalars` at its
+    step (as :class:`TensorBoardLog` writes them), :meth:`close` finishes it."""
 
-    def __init__(self, run: WandbRun | None, settings: Mapping[str, Any] | None = None) -> None:
-        self.run, self.settings = run, settings
+    def __init__(
+        self, run: WandbRun | None, settings: Mapping[str, Any] | None = None, cell: Any = None
+    ) -> None:
+        self.run, self.settings = run, _with_cell(settings, cell)
         self.failed: str | None = None  # the warning given when logging stopped
         self._run = None
 
@@ -311,15 +346,20 @@ class WandbLog:
 
 class TensorBoardLog:
     """The event files of one run in ``folder`` (``None``: off, every call a no-op), with the run's
-    ``settings`` as its HParams session (:func:`hparams`; ``None``: no session).
+    ``settings`` as its HParams session (:func:`hparams`; ``None``: no session). ``cell``: the cell the run
+    trains (a job's wildcards, :func:`cell_settings`), whose fields the session records first and whose
+    path names its trial; None: the trial is TensorBoard's hash of the settings.
 
     :meth:`start` opens the writer (fresh, or resumed after a snapshot's step); :meth:`write` takes the
     run's log records; :meth:`flush` goes with every snapshot; :meth:`close` ends the run's events.
     """
 
-    def __init__(self, folder: str | Path | None, settings: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, folder: str | Path | None, settings: Mapping[str, Any] | None = None, cell: Any = None
+    ) -> None:
         self.folder = Path(folder) if folder is not None else None
-        self.settings = settings
+        self.settings = _with_cell(settings, cell)
+        self.trial = cell_path(cell) if cell is not None else None
         self.failed: str | None = None  # the warning given when writing stopped
         self._writer = None
 
@@ -333,7 +373,7 @@ class TensorBoardLog:
 
             self.folder.mkdir(parents=True, exist_ok=True)
             earlier = sorted(self.folder.glob(EVENT_FILES))
-            kept = [] if resume_step is None else _events_up_to(earlier, resume_step)
+            kept = [] if resume_step is None else _events_up_to(earlier, resume_step, warn=True)
             purge = None if resume_step is None else resume_step + 1
             self._writer = SummaryWriter(str(self.folder), purge_step=purge, flush_secs=FLUSH_SECS)
             for event in kept:
@@ -341,7 +381,8 @@ class TensorBoardLog:
             if self.settings is not None and not any(_is_session(event) for event in kept):
                 from tensorboard.plugins.hparams.summary_v2 import hparams_pb
 
-                self._writer.file_writer.add_summary(hparams_pb(hparams(self.settings)), global_step=0)
+                session = hparams_pb(hparams(self.settings), trial_id=self.trial)
+                self._writer.file_writer.add_summary(session, global_step=0)
             self._writer.flush()  # the kept steps on disk before the files they come from go
             for path in earlier:
                 path.unlink()
@@ -398,16 +439,51 @@ def _is_session(event: Any) -> bool:
     return any(value.tag == SESSION_TAG for value in event.summary.value)
 
 
-def _events_up_to(paths: list[Path], last_step: int) -> list:
+def _events_up_to(paths: list[Path], last_step: int, *, warn: bool = False) -> list:
     """The summary events of the files ``paths`` (in their order) with steps up to ``last_step``, each
-    (step, tags) once (the last written kept), in step order."""
-    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
-
+    (step, tags) once (the last written kept), in step order. ``warn``: a file damaged before
+    ``last_step`` is one warning line naming it and the steps lost (:func:`_read_events`)."""
     latest: dict[tuple, Any] = {}
     for path in paths:
-        for event in LegacyEventFileLoader(str(path)).Load():  # stops at a record cut by a kill
+        events, damage = _read_events(path)
+        steps = [event.step for event in events if event.HasField("summary")]
+        if warn and damage is not None and (not steps or steps[-1] < last_step):
+            lost = f"{steps[-1] + 1}-{last_step}" if steps else f"up to {last_step}"
+            _warn(
+                f"TensorBoard events file {path} is damaged at byte {damage}: its steps {lost} are lost from "
+                f"the curves; the resumed run writes from step {last_step + 1}"
+            )
+        for event in events:
             if event.HasField("summary") and event.step <= last_step:
                 key = (event.step, tuple(value.tag for value in event.summary.value))
                 latest.pop(key, None)
                 latest[key] = event
     return sorted(latest.values(), key=lambda event: event.step)
+
+
+def _read_events(path: Path) -> tuple[list, str | None]:
+    """The events of the event file ``path`` (TFRecords: a u64 length and its masked crc32c, the
+    serialised ``Event`` and its crc), in order, up to its end or its first damaged record, and where
+    the damage is (``"<byte> (why)"``; None where there is none). A record cut short at the end of the
+    file, as a killed writer leaves its last, ends the events without damage; TensorBoard's own loader
+    stops at either without a word."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    data, at, events = Path(path).read_bytes(), 0, []
+    while at + 12 <= len(data):
+        (length,), (length_crc,) = struct.unpack_from("<Q", data, at), struct.unpack_from("<I", data, at + 8)
+        if masked_crc32c(data[at : at + 8]) != length_crc:
+            return events, f"{at} (a record fails its crc32 check)"
+        body, end = data[at + 12 : at + 12 + length], at + 12 + length + 4
+        if end > len(data):
+            break  # cut short by a kill
+        if masked_crc32c(body) != struct.unpack_from("<I", data, end - 4)[0]:
+            return events, f"{at} (a record fails its crc32 check)"
+        try:
+            events.append(Event.FromString(body))
+        except DecodeError:  # a record whose crc holds, but no event (written so by something else)
+            return events, f"{at} (a record is no event)"
+        at = end
+    return events, None

@@ -8,6 +8,12 @@ its host, boot, PID namespace, pid and start time, and the sha256 of each lock f
 from this host, boot and PID namespace whose process no longer exists. A record from anywhere else (a
 second login node on shared storage, a container) cannot be checked: it is named in one line and its
 locks are left alone, so Snakemake's own lock refuses a second run on the same files.
+
+A live record from this host refuses a second run on the folder (:func:`live_run_refusal`): the records
+lie in the folder itself, so every name of it (a symlink) finds them, where Snakemake's lock compares path
+strings. The checkout lists its live runs too (``.snakemake/contrastlab-runs/``), so that a run that ends
+gives back the locks of the runs still going (Snakemake removes the whole locks folder) and only theirs:
+never those of a run that ended in the same instant, which no record would ever claim again.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import socket
 import sys
 import threading
@@ -64,11 +71,13 @@ def _cmdline(pid: int) -> str:
 
 
 def _start_time(pid: int) -> str | None:
-    """Start time of ``pid`` (field 22 of /proc/<pid>/stat): a pid and its start time name one process."""
+    """Start time of ``pid`` (field 22 of /proc/<pid>/stat): a pid and its start time name one process.
+    ``None`` for a zombie too: it has ended, and only its parent has not read its exit status yet."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
+        state, *fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
         return None
+    return fields[18] if state != "Z" and len(fields) > 18 else None
 
 
 def this_machine() -> dict[str, str]:
@@ -147,18 +156,38 @@ def _record_path(results_dir: str | os.PathLike) -> Path:
     return runs_folder(results_dir) / (re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".json")
 
 
+def _checkout_list(workdir: str | os.PathLike) -> Path:
+    """``<workdir>/.snakemake/contrastlab-runs``: one entry per run executing from ``workdir`` (whose
+    ``.snakemake/locks`` it shares), naming that run's record."""
+    return Path(workdir, ".snakemake", "contrastlab-runs")
+
+
 def record_running_workflow(
-    results_dir: str | os.PathLike, lock_files: Iterable[str | os.PathLike] = ()
+    results_dir: str | os.PathLike,
+    lock_files: Iterable[str | os.PathLike] = (),
+    workdir: str | os.PathLike = ".",
 ) -> Path:
     """Record this Snakemake process as a run executing on ``results_dir``: where it runs
-    (:func:`this_machine`), its pid and start time, and the sha256 of each of its ``lock_files``. Called
-    when the workflow starts executing, after it took its locks; also names the invocation for its jobs
+    (:func:`this_machine`), its pid and start time, its command and results folder, and the sha256 of each
+    of its ``lock_files``; and list the record in ``workdir``'s :func:`_checkout_list`. Called when the
+    workflow starts executing, after it took its locks; also names the invocation for its jobs
     (:data:`RUN_VARIABLE`). Returns the record's path."""
     machine = this_machine()
     pid, start = os.getpid(), _start_time(os.getpid())
     record = _record_path(results_dir)
     locks = [d for d in (_digest(Path(p)) for p in lock_files) if d]
-    write_json(record, {**machine, "pid": pid, "start_time": start, "command": sys.argv, "locks": locks})
+    write_json(
+        record,
+        {
+            **machine,
+            "pid": pid,
+            "start_time": start,
+            "command": sys.argv,
+            "results_dir": os.path.abspath(results_dir),
+            "locks": locks,
+        },
+    )
+    write_json(_checkout_list(workdir) / record.name, {"record": os.path.abspath(record)})
     os.environ[RUN_VARIABLE] = f"{machine['host']}:{pid}:{start}"
     return record
 
@@ -211,14 +240,17 @@ def _unknown_owner_line(results_dir: str, path: Path, record: Mapping[str, Any],
 
 def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> list[str]:
     """Clear what killed runs on ``results_dir`` left behind, so that the next plain run just resumes;
-    returns one line per run found dead or unknowable (nothing for live runs on this machine).
+    returns one line per run found dead or unknowable (nothing for live runs on this machine), and one for
+    lock files that no live run claims.
 
     A record (:func:`record_running_workflow`) from this host, boot and PID namespace whose process no
     longer exists is a killed run: its own lock files in ``.snakemake/locks`` (found by their sha256) are
     removed, since Snakemake would otherwise refuse to start until ``--unlock``, and its record goes.
     Incomplete jobs are then rerun (``rerun-incomplete`` in the profiles) and finished cells are kept. A
-    live run is left alone, and Snakemake's lock refuses a second run on its files. A record that cannot
-    be checked (another host or namespace) is reported and its locks stay."""
+    live run is left alone (:func:`live_run_refusal` refuses a second run beside it). A record that cannot
+    be checked (another host or namespace) is reported and its locks stay. Then the lock files no live
+    run claims go (:func:`_unclaimed_locks`): those of runs that ended together, or were killed before
+    they recorded themselves."""
     machine = this_machine()
     lock_dir = Path(workdir, ".snakemake", "locks")
     notes = []
@@ -229,11 +261,106 @@ def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> li
         elif gone:
             removed = _remove_locks(lock_dir, record.get("locks", []))
             path.unlink(missing_ok=True)
+            (_checkout_list(workdir) / path.name).unlink(missing_ok=True)
             notes.append(
                 f"contrastlab: a run on {results_dir} (pid {record['pid']}) was killed; removed its "
                 f"{removed} stale lock file(s), its incomplete jobs will be rerun"
             )
+    unclaimed = _unclaimed_locks(lock_dir, results_dir, workdir, machine)
+    for lock_file in unclaimed:
+        lock_file.unlink(missing_ok=True)
+    if unclaimed:
+        names = ", ".join(p.name for p in unclaimed[:6]) + (", ..." if len(unclaimed) > 6 else "")
+        notes.append(
+            f"contrastlab: removed {len(unclaimed)} lock file(s) in {lock_dir} that no live run claims "
+            f"({names}: left by runs that ended or were killed together)"
+        )
     return notes
+
+
+def live_run_refusal(results_dir: str | os.PathLike) -> str | None:
+    """The line that refuses a run on ``results_dir`` while another run of this host executes on it: a
+    record in its :func:`runs_folder`, other than this process's, whose process lives; ``None`` when there
+    is none. The records lie in the folder itself, so every name of the folder finds them (a symlink,
+    ``..``), where Snakemake's lock compares path strings and lets a run under another name train the same
+    cells at once. A record that cannot be checked here is named by :func:`recover_killed_run` instead."""
+    machine = this_machine()
+    for _, record in _records(results_dir):
+        if _gone(record, machine) is False and int(record["pid"]) != os.getpid():
+            pid = record["pid"]
+            command = shlex.join(map(str, record.get("command") or ["?"])).replace("\n", "\\n")
+            command = command if len(command) <= 160 else command[:157] + "..."
+            where = f" on {record['results_dir']}" if record.get("results_dir") else ""
+            return (
+                f"contrastlab: {results_dir} is in use by another run on this host (pid {pid}, started as "
+                f"`{command}`{where}); wait for it to end or stop it (kill {pid}), then run this command "
+                "again"
+            )
+    return None
+
+
+def _checkout_records(workdir: str | os.PathLike) -> dict[Path, dict[str, Any]]:
+    """{record path: record} of the runs :func:`_checkout_list` names, ended ones included (an unreadable
+    entry or record is ``{}``). An entry whose record is gone (the run forgot itself, or was recovered) is
+    removed."""
+    found = {}
+    for entry in sorted(_checkout_list(workdir).glob("*.json")):
+        try:
+            path = Path(json.loads(entry.read_text())["record"])
+            record = json.loads(path.read_text())
+        except FileNotFoundError:
+            entry.unlink(missing_ok=True)
+            continue
+        except (OSError, ValueError, KeyError, TypeError):
+            found[entry] = {}  # its owner cannot be checked
+            continue
+        found[path] = record if isinstance(record, dict) else {}
+    return found
+
+
+def _snakemake_processes(workdir: str | os.PathLike) -> set[int]:
+    """The pids of the Snakemake processes (a main one, not a job's) other than this one that run in
+    ``workdir`` on this host: those that may hold locks in its ``.snakemake/locks``."""
+    here = os.path.realpath(workdir)
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if os.path.realpath(os.readlink(entry / "cwd")) != here:
+                continue
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue  # gone, or another user's
+        # `snakemake ...`, `python .../bin/snakemake ...` (its script) or `python -m snakemake ...`
+        main = "snakemake" in map(os.path.basename, argv[:2]) or argv[1:3] == ["-m", "snakemake"]
+        mode = argv[argv.index("--mode") + 1] if "--mode" in argv[:-1] else "default"
+        if main and mode not in ("subprocess", "remote"):  # not a job that Snakemake started
+            found.add(int(entry.name))
+    return found
+
+
+def _unclaimed_locks(
+    lock_dir: Path, results_dir: str | os.PathLike, workdir: str | os.PathLike, machine: Mapping[str, str]
+) -> list[Path]:
+    """The lock files in ``lock_dir`` that no live run claims: none of the records of ``workdir``'s runs
+    (:func:`_checkout_records`) or ``results_dir``'s that may be alive holds their sha256. None at all
+    while such a record does not say which locks it holds (an older contrastlab's, an unreadable one), or
+    while a Snakemake process runs in ``workdir`` that no record names: between taking its locks and
+    recording itself (``onstart``), a run claims its locks in no record yet."""
+    files = sorted(lock_dir.glob("*.lock"))
+    if not files:
+        return []
+    records = [*_checkout_records(workdir).values(), *(r for _, r in _records(results_dir))]
+    live = [r for r in records if not _gone(r, machine)]
+    if any("locks" not in r for r in live):
+        return []
+    claimed = {digest for r in live for digest in r["locks"]}
+    unclaimed = [p for p in files if _digest(p) not in claimed]
+    recorded = {int(r["pid"]) for r in live if r.get("host") == machine["host"] and "pid" in r}
+    if unclaimed and _snakemake_processes(workdir) - recorded:
+        return []
+    return unclaimed
 
 
 def forget_running_workflow(
@@ -241,33 +368,71 @@ def forget_running_workflow(
     lock_files: Iterable[str | os.PathLike] = (),
     workdir: str | os.PathLike = ".",
 ) -> None:
-    """This run on ``results_dir`` ended (successfully or not) by itself: remove its own record, and no
-    other. ``lock_files``: this run's own (:func:`snakemake_lock_files`).
+    """This run on ``results_dir`` ended (successfully or not) by itself: remove its own lock files
+    (``lock_files``: :func:`snakemake_lock_files`), then its record and its entry in the checkout's list,
+    and no other.
 
     Snakemake, as it unlocks at the end of a run, removes the whole ``.snakemake/locks`` folder, the
-    locks of other runs still going on in the same working directory included. Those are read now and
-    written back when this process exits (under a free name where theirs was retaken), so that a run
-    ending never takes away another's locks."""
-    _record_path(results_dir).unlink(missing_ok=True)
+    locks of other runs still going on in the same working directory included. Those are read now, with
+    the record that claims each (read first: a run that ends removes its locks before its record, so a lock
+    read here was claimed by a record read before it), and written back when this process exits if that
+    record is still there and its run alive (:func:`_restore_locks`). The locks of a run that ended
+    meanwhile are not: two runs ending together would otherwise each write the other's back, for ever."""
     own = {os.path.abspath(p) for p in lock_files}
+    for path in own:  # Snakemake's unlock would, next: a run ending beside this one must not read them
+        try:
+            Path(path).unlink(missing_ok=True)
+        except OSError:
+            continue  # left to Snakemake's unlock, and never read as another run's below
+    record = _record_path(results_dir)
+    record.unlink(missing_ok=True)
+    (_checkout_list(workdir) / record.name).unlink(missing_ok=True)
+    claims = {digest: path for path, r in _checkout_records(workdir).items() for digest in r.get("locks", [])}
     lock_dir = Path(workdir, ".snakemake", "locks")
-    others = {}
+    others, owners = {}, {}
     for lock_file in sorted(lock_dir.glob("*.lock")):
-        if os.path.abspath(lock_file) not in own:
-            try:
-                others[lock_file.name] = lock_file.read_bytes()
-            except OSError:
-                continue
+        if os.path.abspath(lock_file) in own:
+            continue
+        try:
+            others[lock_file.name] = lock_file.read_bytes()
+        except OSError:
+            continue
+        owners[lock_file.name] = claims.get(hashlib.sha256(others[lock_file.name]).hexdigest())
     if others:
-        atexit.register(_restore_locks, lock_dir, others)
+        atexit.register(_restore_locks, lock_dir, others, owners)
 
 
-def _restore_locks(lock_dir: Path, locks: Mapping[str, bytes]) -> None:
-    """Write back ``locks`` ({file name: content}) that are no longer in ``lock_dir``; a name another run
-    took meanwhile gets the next free index of the same type (Snakemake reads every ``<n>.<type>.lock``)."""
+def _still_running(record_path: Path, machine: Mapping[str, str]) -> bool:
+    """Whether the run of the record at ``record_path`` may still execute: the record is there and its run
+    has not provably ended (an unreadable one, or one from elsewhere, may)."""
+    try:
+        record = json.loads(record_path.read_text())
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True
+    return not _gone(record, machine)
+
+
+def _restore_locks(
+    lock_dir: Path, locks: Mapping[str, bytes], owners: Mapping[str, Path | None] | None = None
+) -> None:
+    """Write back ``locks`` ({file name: content}) that are no longer in ``lock_dir`` and whose run may
+    still execute: ``owners`` names the record that claimed each (:func:`_still_running`); a lock no
+    record claimed (a run that had not recorded itself yet) is written back too. A name another run took
+    meanwhile gets the next free index of the same type (Snakemake reads every ``<n>.<type>.lock``)."""
+    machine = this_machine()
+    owners = owners or {}
+    wanted = {
+        name: content
+        for name, content in locks.items()
+        if owners.get(name) is None or _still_running(Path(owners[name]), machine)
+    }
+    if not wanted:
+        return
     lock_dir.mkdir(parents=True, exist_ok=True)
     present = {_digest(p) for p in lock_dir.glob("*.lock")}
-    for name, content in locks.items():
+    for name, content in wanted.items():
         if hashlib.sha256(content).hexdigest() in present:
             continue
         target, kind = lock_dir / name, name.split(".", 1)[1]

@@ -1,0 +1,73 @@
+"""What the ``snakemake`` command line and its environment hand the workflow besides the config: the
+``--configfile`` paths and ``CONTRASTLAB_IMAGE``, each checked where Snakemake would otherwise stop with a
+traceback or a line naming neither.
+
+The ``--configfile`` files are opened by Snakemake 9 itself, as it turns the command line into settings
+(``ConfigSettings``, in ``snakemake.cli.args_to_api``), before it reads the Snakefile and outside its error
+handling: a missing one ends in a 27-line ``FileNotFoundError`` traceback (docs/reliability.md G15). The
+one code of the workflow's that runs earlier is its workflow profile: Snakemake reads profiles with YTE,
+whose ``__definitions__`` run while the profile is parsed, after Snakemake has checked the command line
+and before it opens any config file. So each of ``profiles/*/config.yaml`` calls
+:func:`stop_on_missing_configfile`. Not covered: ``--workflow-profile none``, a profile of one's own
+without that call, and a Snakemake that cannot import contrastlab (the profiles then say nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from collections.abc import Collection, MutableMapping, Sequence
+from pathlib import Path
+
+from contrastlab.config.schema import ConfigError
+
+PRESETS = "(config.yaml, config/demo.yaml, config/cpu.yaml)"
+#: The environment variable naming the image of `--sdm apptainer` runs (the Snakefile's `container:`).
+IMAGE_VARIABLE = "CONTRASTLAB_IMAGE"
+
+
+def configfile_problem(argv: Sequence[str]) -> str | None:
+    """The one line for the first ``--configfile`` of Snakemake's command line ``argv`` (without the
+    program) that does not exist or is a folder, read by Snakemake's own parser; None when there is none,
+    or when ``argv`` is not a command line Snakemake accepts (Snakemake then says so itself)."""
+    from snakemake.cli import get_argument_parser
+
+    try:  # quietly: argv may be another program's (Snakemake started from Python with its own argv)
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            args, _ = get_argument_parser().parse_known_args(list(argv))
+    except SystemExit:
+        return None
+    for path in map(Path, args.configfile or []):
+        if path.is_dir() or not path.exists():
+            what = "is a folder" if path.is_dir() else "does not exist"
+            return f"config file {path} {what}; pass --configfile <an existing YAML file> {PRESETS}"
+    return None
+
+
+def stop_on_missing_configfile(argv: Sequence[str] | None = None) -> None:
+    """Exit with status 1 and :func:`configfile_problem`'s line (``contrastlab: ...``) when the command
+    line ``argv`` (default: this process's) names a config file that does not exist or is a folder."""
+    problem = configfile_problem(sys.argv[1:] if argv is None else argv)
+    if problem is not None:
+        print(f"contrastlab: {problem}", file=sys.stderr)
+        raise SystemExit(1)
+
+
+def check_image(environ: MutableMapping[str, str], deployment: Collection[object]) -> None:
+    """``CONTRASTLAB_IMAGE`` as the run needs it. Snakemake checks the image address of every rule on
+    every run, a local one too (an address holding a space stops it with "Invalid singularity image URL
+    containing whitespace."): without ``--sdm apptainer`` (``deployment`` holds no ``apptainer``) no job
+    uses an image and the variable is dropped from ``environ``; with it, an empty address or one holding
+    whitespace raises ConfigError, one line naming the variable."""
+    value = environ.get(IMAGE_VARIABLE)
+    if value is None:
+        return
+    if "apptainer" not in {str(method) for method in deployment}:
+        del environ[IMAGE_VARIABLE]
+    elif not value or any(ch.isspace() for ch in value):
+        flaw = "it holds whitespace" if value else "it is empty"
+        raise ConfigError(
+            f"{IMAGE_VARIABLE}={value!r} is not an image address ({flaw}); set it to a docker:// address "
+            "or an image file (docs/cluster.md), or unset it for contrastlab's own image"
+        )

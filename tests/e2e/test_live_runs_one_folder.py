@@ -1,0 +1,63 @@
+"""One results folder under two names while a run is live (reliability 8, C3): Snakemake's lock compares
+path strings, so a run on ``results/b -> a`` took no notice of a live run on ``results/a``. The run records
+in ``<results_dir>/state/runs/`` are one folder under any name: a live one from this host stops a second
+run before it plans anything (tests/workflow/test_live_runs_here.py has the library's cases)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from contrastlab.workflow.recovery import runs_folder
+
+from .test_dryrun import snakemake_process
+
+
+@pytest.mark.fault(
+    "a live run's record on results/a; `snakemake -n` on results/b, a symlink to a (C3)",
+    "refused in one line naming its pid and command, before planning; once that run is gone, it plans",
+)
+def test_a_run_on_another_name_of_a_live_runs_folder_is_refused(repo_root, tmp_path, observed):
+    real, link = tmp_path / "results" / "a", tmp_path / "results" / "b"
+    real.mkdir(parents=True)
+    link.symlink_to("a", target_is_directory=True)
+    code = textwrap.dedent(
+        f"""
+        import time
+        from contrastlab.workflow.recovery import record_running_workflow
+        record_running_workflow({str(real)!r})
+        print("recorded", flush=True)
+        time.sleep(300)
+        """
+    )
+    live = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    args = ["-n", "--cores", "1", "--configfile", "config/demo.yaml", "--config", f"results_dir={link}"]
+    args.append(f"resources_dir={tmp_path / 'resources'}")
+    try:
+        assert live.stdout.readline() == "recorded\n"
+        (record,) = runs_folder(real).iterdir()
+        command = shlex.join(json.loads(record.read_text())["command"])
+        refused = snakemake_process(repo_root, *args)
+        output = refused.stdout + refused.stderr
+        lines = [line for line in output.splitlines() if line.startswith("contrastlab:")]
+        assert refused.returncode != 0 and lines == [
+            f"contrastlab: {link} is in use by another run on this host (pid {live.pid}, started as "
+            f"`{command}` on {real}); wait for it to end or stop it (kill {live.pid}), then run this command "
+            "again"
+        ], output[-3000:]
+        assert "Job stats" not in output and record.is_file(), output[-3000:]
+        observed(lines[0])
+    finally:
+        live.kill()
+        live.wait()
+
+    planned = snakemake_process(repo_root, *args)  # the run is gone: its record is recovered as before
+    output = planned.stdout + planned.stderr
+    assert planned.returncode == 0 and "Job stats" in output, output[-3000:]
+    assert f"contrastlab: a run on {link} (pid {live.pid}) was killed; removed its 0 stale" in output
+    assert not record.exists()
