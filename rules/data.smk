@@ -7,7 +7,7 @@ localrules:
     fetch_backbone,
 
 
-# Each marker holds what its data are (contrastlab.config.data.data_identity), never where they lie:
+# Each marker holds what its data are (contrastlab.config.data.DataConfig.identity), never where they lie:
 # the scripts read the locations from the config, so pointing data.* at an identical copy reruns nothing.
 rule senteval_data:
     output:
@@ -45,7 +45,7 @@ rule fetch_backbone:
     output:
         directory(backbone_dir("{backbone}")),
     params:
-        spec=lambda wildcards: config["backbones"][wildcards.backbone],
+        spec=lambda wildcards: GRID.backbone(wildcards.backbone),
         models_dir=lambda wildcards, output: os.path.dirname(output[0]),
     log:
         RESULTS.log("backbones", "{backbone}"),

@@ -12,9 +12,9 @@ rule encode:
     output:
         embeddings=temp(directory(RESULTS.state("embeddings", CELL))),
     params:
-        tasks=config["evaluation"]["tasks"],
-        mode=config["evaluation"]["mode"],
-        batch_size=config["evaluation"]["batch_size"],
+        tasks=GRID.options.evaluation["tasks"],
+        mode=GRID.options.evaluation["mode"],
+        batch_size=GRID.options.evaluation["batch_size"],
         pooling=CELL_POOLING,
     log:
         RESULTS.log("encode", CELL),
@@ -41,9 +41,9 @@ rule evaluate:
     output:
         metrics=RESULTS.metrics(CELL, "sentence"),
     params:
-        tasks=config["evaluation"]["tasks"],
-        mode=config["evaluation"]["mode"],
-        batch_size=config["evaluation"]["batch_size"],
+        tasks=GRID.options.evaluation["tasks"],
+        mode=GRID.options.evaluation["mode"],
+        batch_size=GRID.options.evaluation["batch_size"],
         pooling=CELL_POOLING,
     log:
         RESULTS.log("evaluate", CELL),
@@ -127,7 +127,7 @@ rule model_card:
         # licence and base model from the config (contrastlab.report.publish); the corpus's dataset names
         # the script reads from the config, not params (a corpus is its content: the same bytes found
         # elsewhere or under another URL rerun nothing); MTEB's results where rule mteb scores the cell
-        backbones=config["backbones"],
+        backbones=BACKBONES,
         mteb_dir=lambda wildcards: RESULTS.mteb(wildcards),
     log:
         RESULTS.log("model_card", CELL),

@@ -1,5 +1,6 @@
 # The papers' figures (contrastlab.figures): PNG + PDF + the CSV of the plotted numbers, shown in the report;
-# each PNG flagged for Snakemake's report too (reported_figure).
+# each PNG flagged for Snakemake's report too (reported_figure). A figure's params are the settings it reads,
+# never the whole config: a change to a key it does not read redraws nothing.
 
 
 include: "../report/report.smk"
@@ -17,7 +18,8 @@ rule figure_lr_sweep:
     output:
         **reported_figure("{experiment}/lr_sweep"),
     params:
-        config=cl_sources.without_locations(config),  # settings, not where folders lie
+        rates=get_sweep_rates,
+        label_fractions=get_ffn_label_fractions,
         metrics_root=RESULTS.metrics(),
     log:
         RESULTS.log("figures", "{experiment}-lr_sweep"),
@@ -55,7 +57,7 @@ rule oar_synthetic:
         **reported_figure("oar_synthetic/table2"),
         table=f"{RESULTS.figures}/oar_synthetic/table2_numbers.csv",
     params:
-        settings=config["oar_synthetic"] or {},
+        settings=GRID.options.oar_synthetic or {},
     log:
         RESULTS.log("figures", "oar_synthetic"),
     benchmark:
@@ -153,8 +155,10 @@ for _figure, (_experiments, _caption, _source) in figure_catalog.SWEEP_FIGURES.i
             **reported_figure(_figure),
         params:
             figure=_figure,
-            experiments=[e for e in _experiments if e in config["experiments"]],
-            config=cl_sources.without_locations(config),  # settings, not where folders lie
+            experiments=[e for e in _experiments if GRID.experiment(e).configured],
+            # each experiment's sweep points (method -> swept key and value; none for an experiment the
+            # config does not have): what the figure reads of the config
+            points={e: GRID.experiment(e).sweep_points for e in _experiments},
             results=lambda wildcards: R,
         log:
             RESULTS.log("figures", _figure.rsplit("/", 1)[-1]),

@@ -11,11 +11,11 @@ rule mteb:
     output:
         folder=directory(RESULTS.mteb(CELL)),
     params:
-        data=config["mteb"]["data"],
-        batch_size=config["mteb"]["batch_size"],
+        data=GRID.options.mteb["data"],
+        batch_size=GRID.options.mteb["batch_size"],
         # mteb.tasks / mteb.benchmark become params only where a config sets them, so that a config
         # without them keeps its jobs' params (and reruns nothing)
-        **{key: config["mteb"][key] for key in ("tasks", "benchmark") if config["mteb"].get(key) is not None},
+        **{k: v for k, v in GRID.options.mteb.items() if k in ("tasks", "benchmark") and v is not None},
     log:
         RESULTS.log("mteb", CELL),
     benchmark:

@@ -17,6 +17,10 @@ rule train:
         # Where things lie is not a param (a param change retrains): train.py reads the data locations
         # and the cache from the config, and the snapshots sit in this run's state folder.
         state_dir=lambda wildcards: RESULTS.state("train", cell_of(wildcards)),
+        # The search point the job trains (None: a configured cell). A function of the output, which
+        # Snakemake leaves out of the params trigger: what the point trains is `settings` already, and
+        # its grid values and moves must not make every other cell's params new (workflow/points.py).
+        point=lambda wildcards, output: search_point_of(wildcards),
     log:
         RESULTS.log("train", CELL),
     benchmark:

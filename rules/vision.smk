@@ -32,6 +32,12 @@ rule train_vision:
     params:
         settings=get_train_settings,
         state_dir=lambda wildcards: RESULTS.state("train", cell_of(wildcards)),
+        # Whether the cell is a point of its experiment's sweep (a diverged point is a result, not a
+        # failure). A function of the output, which Snakemake leaves out of the params trigger: it changes
+        # what a divergence means, not what trains, so finished cells keep their params.
+        is_point=lambda wildcards, output: GRID.experiment(wildcards.experiment).is_sweep_point(
+            wildcards.method
+        ),
     log:
         RESULTS.log("train", CELL),
     benchmark:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 
 import pytest
 from snakemake.cli import parse_args
@@ -14,6 +15,7 @@ from snakemake.settings.enums import RerunTrigger
 
 from contrastlab.cost import packing as cl_packing
 from contrastlab.paths import REPO_ROOT
+from tests.make_command import make_command, make_env
 
 PROFILES = REPO_ROOT / "profiles"
 #: What make demo's runs rerun on: changed inputs, settings and environment, not an edit in scripts/.
@@ -48,6 +50,9 @@ def test_a_plain_snakemake_runs_with_the_default_profile(snakemake_args):
     )
     assert args.rerun_triggers == TRIGGERS  # no RerunTrigger.CODE: an edited script retrains nothing
     assert args.keep_going and args.rerun_incomplete
+    # every rule is a script: rule, whose "Shell command: None" a dry run would print per job
+    # (tests/e2e/test_dryrun.py runs the demo's)
+    assert args.printshellcmds is False
     assert args.cores == 2 and set(args.resources) == {"gpu"} and args.resources["gpu"].value == 1
     assert args.executor is None  # this machine
 
@@ -82,3 +87,31 @@ def test_a_slurm_profile_given_as_user_profile_loses_its_probe_slots(snakemake_a
     args, said = snakemake_args("-n", "--profile", "profiles/slurm")
     assert "profiles/slurm and workflow specific profile profiles/default" in said
     assert args.executor == "slurm" and set(args.resources) == {"gpu"}
+
+
+def test_make_help_lists_every_target_with_its_description():
+    """Issue 78 item 5: ``make help`` prints each target of the Makefile's .PHONY line once, with the text
+    of its ``## `` comment, in the Makefile's order."""
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    phony = re.search(r"^\.PHONY: (.*)$", makefile, re.M).group(1).split()
+    described = {}
+    for name, text in re.findall(r"^([a-z][a-z-]*):.*?## (.*)$", makefile, re.M):
+        described.setdefault(name, text)
+    assert set(phony) == set(described), "a .PHONY target without its ## line, or one not .PHONY"
+    done = subprocess.run(
+        make_command("-C", str(REPO_ROOT), "help"),
+        capture_output=True,
+        text=True,
+        env=make_env(),
+        timeout=60,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0] == "make <target> [NAME=value ...]:"
+    assert [line.split(None, 1)[0] for line in lines[1:]] == list(described)
+    assert [line.split(None, 1)[1] for line in lines[1:]] == list(described.values())
+    assert (
+        "  demo         offline toy reproduction on CPU: results/tables/*.{csv,md,tex}, results/report.md"
+        in lines
+    )
+    assert len(lines) == 1 + len(phony)

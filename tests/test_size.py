@@ -8,7 +8,9 @@ Both are counted as the formatter writes the code (issue 64 item 4): on a scratc
 its ``# fmt:`` pragmas taken out and ``ruff format`` run under the project's settings, so that switching
 the formatter off cannot make a module or a function shorter to count. The pragmas themselves are held
 too: at most :data:`FMT_PRAGMAS` formatter pragmas and :data:`NOQA_PRAGMAS` linter pragmas (noqa) in the
-library; lower them as they go, never raise them."""
+library; lower them as they go, never raise them. So are the doors to the config (issue 77 item 3): the
+Grid's public members (:data:`GRID_MEMBERS`) and the rules' reads of the config by key
+(:data:`CONFIG_READS`): a rule asks the Grid, and a job gets its answers as params."""
 
 from __future__ import annotations
 
@@ -34,6 +36,11 @@ RATCHET = 23
 FMT_PRAGMAS = 0
 #: Linter pragmas (noqa) the library may hold: 12 at issue 64; a new one is a linter switched off.
 NOQA_PRAGMAS = 12
+#: Public members (methods and properties) of contrastlab.config.Grid: 38 at house review 7, 15 at review 8.
+GRID_MEMBERS = 15
+#: Lines of rules/*.smk and the Snakefile that read the config by key (``config[``): 17 at house review 8,
+#: 3 after issue 77: the keys no Grid door answers (the backbones map, analytic_figures, paradigm_figures).
+CONFIG_READS = 3
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")
 
@@ -170,3 +177,44 @@ def test_the_formatted_copy_counts_what_the_formatter_writes(tmp_path):
     assert "# fmt" not in (formatted / "room" / "module.py").read_text()
     assert pragmas(FMT_PRAGMA, tmp_path / "library") == ["room/module.py:4"]
     assert pragmas(FMT_PRAGMA, formatted) == []
+
+
+def public_members(path: Path, name: str) -> list[str]:
+    """The public methods and properties (``def``s not starting with ``_``) of class ``name`` in ``path``."""
+    found = [n for n in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(n, ast.ClassDef)]
+    (cls,) = [c for c in found if c.name == name]
+    return [f.name for f in cls.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("_")]
+
+
+def config_reads(root: Path = ROOT) -> list[str]:
+    """``"<file>:<line>"`` of every line of ``rules/*.smk`` and the Snakefile that holds ``config[``."""
+    files = [*sorted((root / "rules").glob("*.smk")), root / "Snakefile"]
+    return [
+        f"{path.relative_to(root)}:{number}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "config[" in line
+    ]
+
+
+def test_the_grid_grows_no_new_door():
+    members = public_members(LIBRARY / "config" / "grid.py", "Grid")
+    assert len(members) <= GRID_MEMBERS, (
+        f"Grid has {len(members)} public members, at most {GRID_MEMBERS}: answer a new question on the "
+        "view it belongs to (grid.experiment(name), grid.data, grid.options):\n" + "\n".join(members)
+    )
+    # the measure: a classmethod counts, a property too, a private helper not
+    assert public_members(LIBRARY / "config" / "grid.py", "Options") == ["of"]
+    assert "digest" in members and "_resolve" not in members
+
+
+def test_the_rules_ask_the_grid_not_the_config(tmp_path):
+    found = config_reads()
+    assert len(found) <= CONFIG_READS, (
+        f"{len(found)} lines of the rules read config[...], at most {CONFIG_READS}: ask GRID (its "
+        "experiment, options, data, backbone) and hand the job the answer as a param:\n" + "\n".join(found)
+    )
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "a.smk").write_text('x = GRID.options.mteb\ny = config["mteb"]["data"]\n')
+    (tmp_path / "Snakefile").write_text('if config["searches"]:\n    pass\n')
+    assert config_reads(tmp_path) == ["rules/a.smk:2", "Snakefile:1"]

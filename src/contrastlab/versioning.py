@@ -42,7 +42,7 @@ from typing import Any
 import yaml
 
 from contrastlab import config as cl_config
-from contrastlab.config.data import data_identity, image_data_identity
+from contrastlab.config.data import DataConfig
 from contrastlab.paths import Results, atomic_dir, read_yaml, write_json
 from contrastlab.workflow.recovery import run_records
 
@@ -116,10 +116,11 @@ class Preset:
         """What the data behind ``marker`` (``senteval``, ``corpus``, ``images-<dataset>``) are under this
         preset's config, in the form the data rules write into their marker."""
         what = marker.removesuffix(".ready.json")
+        data = DataConfig(self.config)
         identity = (
-            image_data_identity(self.config, what.removeprefix("images-"))
+            data.image_identity(what.removeprefix("images-"))
             if what.startswith("images-")
-            else data_identity(self.config, what)
+            else data.identity(what)
         )
         return json.loads(json.dumps(identity))
 

@@ -227,6 +227,23 @@ def test_every_other_preset_dry_runs(repo_root, tmp_path, preset):
     assert counts["tables"] == 1 and counts["train"] >= 1, counts
 
 
+def test_the_demo_dry_run_prints_no_shell_command(repo_root, tmp_path):
+    """Issue 78 item 5: ``snakemake -n`` of the demo, under profiles/default as ``make demo`` runs it, lists
+    its 138 jobs without a "Shell command: None" line each (every rule is a script: rule; the profile's
+    printshellcmds is off, tests/test_profiles.py)."""
+    output = run_snakemake(
+        repo_root,
+        "-n",
+        "--configfile",
+        "config/demo.yaml",
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"resources_dir={tmp_path}/res",
+    )
+    assert job_counts(output)["total"] == 138
+    assert "Shell command" not in output, output[-2000:]
+
+
 def test_lint_is_clean(repo_root):
     output = run_snakemake(repo_root, "--lint")
     assert "Congratulations, your workflow is in a good condition!" in output, output[-3000:]

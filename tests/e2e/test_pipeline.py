@@ -173,6 +173,27 @@ def test_demo_writes_the_claims_section_and_the_verdict_markers(finished_demo):
     assert set(pretrained["verdict"]) <= {"within noise", "above", "below", "no published number"}
 
 
+def test_the_reports_add_seeds_lines_name_the_runs_preset_and_plan_exactly_their_cells(
+    repo_root, finished_demo, tmp_path
+):
+    """Issue 78 item 2: the report's add-seeds script names the preset the run read (``--configfile``,
+    here the test's config outside the checkout: its absolute path) and the default profile, with nothing
+    to fill in; bash runs it as printed, and a dry run of each of its commands on the finished demo plans
+    exactly the cells its ``select`` names (the new seeds), the last (tables) line none."""
+    from .add_seeds import named_cells, planned_cells, report_script, script_commands
+
+    workdir, _, _ = finished_demo
+    script = report_script((workdir / "results" / "report.md").read_text())
+    preset = workdir / "c.yaml"
+    assert script[1] == f'run() {{ .venv/bin/snakemake --configfile {preset} --config "$SEEDS" "$@"; }}'
+    commands = script_commands(script, tmp_path)
+    tables = ["tables={partial: true}", "--forcerun", "tables"]
+    assert len(commands) == 2 and named_cells(commands[0]) and commands[1][-3:] == tables, commands
+    for argv in commands:
+        output = run_snakemake(repo_root, *argv, "-n")
+        assert planned_cells(output) == named_cells(argv), (argv, job_counts(output))
+
+
 def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
     """Issue acceptance: each figure the config produces (analytic, log-based, synthetic) is a non-trivial
     PNG (size, many colours, axes: its CSV has numbers) with its PDF and CSV, shown in both reports."""
@@ -244,7 +265,7 @@ def test_the_split_evaluation_gives_the_numbers_of_one_job(finished_demo, cell, 
     import torch
 
     from contrastlab import config as cl_config
-    from contrastlab.config.data import data_locations
+    from contrastlab.config.data import DataConfig
     from contrastlab.evaluation.senteval import evaluate_checkpoint
 
     workdir, config, _ = finished_demo
@@ -258,7 +279,7 @@ def test_the_split_evaluation_gives_the_numbers_of_one_job(finished_demo, cell, 
     try:
         direct = evaluate_checkpoint(
             model,
-            data_locations(validated)["senteval_dir"],
+            DataConfig(validated).locations()["senteval_dir"],
             validated["evaluation"]["tasks"],
             validated["evaluation"]["mode"],
             pooling=pooling,
@@ -297,6 +318,17 @@ def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finis
     assert counts == {**expected, "tables": 1, "all": 1, "total": 10}, counts
     assert "wildcards: experiment=nie2023, backbone=tiny-bert, method=mpt, seed=42" in output
     assert "method=cl" not in output
+
+
+def test_changing_an_mteb_key_redraws_no_figure(repo_root, finished_demo):
+    """Issue 78 item 5: a figure job's params are the config keys it reads, so a key it does not read
+    (MTEB's batch size) reruns MTEB's jobs and what reads them (the cards, the tables), and no figure."""
+    workdir, config, _ = finished_demo
+    changed = json.loads(json.dumps(config))
+    changed["mteb"]["batch_size"] = 16
+    output = run_snakemake(repo_root, "-n", "--configfile", write(changed, workdir / "mteb.yaml"))
+    counts = job_counts(output)
+    assert counts == {"mteb": 2, "model_card": 2, "tables": 1, "all": 1, "total": 6}, counts
 
 
 def _dry_run(repo_root, workdir, config, name):

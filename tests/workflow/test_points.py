@@ -72,23 +72,7 @@ def test_points_json_cannot_give_back_are_not_written(demo, tmp_path):
     assert not path.exists()
 
 
-def test_a_search_points_job_reads_its_point_from_the_file(demo, tmp_path):
-    """Issue 64: a point's train job finds its point among those the main process kept (no grid, no
-    pricing); where none were kept for this config it prices; a name of no search is a one-line error."""
-    digest, kept = demo
-    path = tmp_path / points.POINTS_FILE
-    points.write_points(path, digest, kept)
-    later = next(p for p in kept if p.stage == 2)
-    assert points.job_point(path, digest, _fail, later.experiment, later.backbone, later.name) == later
-    assert (
-        points.job_point(tmp_path / "none.json", digest, lambda: kept, "li2024", later.backbone, later.name)
-        == later
-    )
-    with pytest.raises(KeyError, match="no point 'mmhe~s9-x' of li2024/tiny-bert"):
-        points.job_point(path, digest, _fail, "li2024", "tiny-bert", "mmhe~s9-x")
-
-
-def test_every_kept_point_is_found_by_its_job_under_the_name_the_main_process_gave_it(demo, tmp_path):
+def test_every_kept_point_is_read_back_under_the_name_the_main_process_gave_it(demo, tmp_path):
     """A point of two axes (Nie's MPT search: lr, then hp.m) keeps its name through the file, whose keys are
     sorted ("hp.m" before "lr"): with the grid kept as a JSON object, the job read back
     'mpt~s1-m0.23-lr3e-05' and its own 'mpt~s1-lr3e-05-m0.23' was "no point" (the demo's train jobs)."""
@@ -97,8 +81,7 @@ def test_every_kept_point_is_found_by_its_job_under_the_name_the_main_process_ga
     assert points.write_points(path, digest, kept)
     assert [p.name for p in points.read_points(path, digest)] == [p.name for p in kept]
     assert "mpt~s1-lr3e-05-m0.23" in [p.name for p in kept]
-    for point in kept:
-        assert points.job_point(path, digest, _fail, point.experiment, point.backbone, point.name) == point
+    assert points.read_points(path, digest) == kept
 
 
 def test_the_points_file_lies_in_the_results_state():

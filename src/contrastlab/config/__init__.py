@@ -45,7 +45,6 @@ from contrastlab.config.grid import (
     sweep_points,
 )
 from contrastlab.config.schema import (
-    SCHEMA_PATH,
     ConfigError,
     coerce_scalars,
     deep_merge,
@@ -61,7 +60,6 @@ from contrastlab.paths import read_yaml
 #: The face of the package: what the Snakefile, the scripts and the library read (``cl_config.<name>``).
 __all__ = [
     "RELATIVE_OPS",
-    "SCHEMA_PATH",
     "STAGE_KEYS",
     "SWEEP_LABELS",
     "TEMPLATE_KEYS",

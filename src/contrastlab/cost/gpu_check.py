@@ -27,7 +27,6 @@ import yaml
 
 from contrastlab import config as cl_config
 from contrastlab import cuda
-from contrastlab.config.data import data_locations
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, cell_work
 from contrastlab.cost.gpu_report import PARTS, cell_row, write_report
@@ -222,7 +221,7 @@ def run(args: argparse.Namespace) -> Path:
     config, configfile = _preset(args)
     grid = cl_config.Grid(config)
     results = Path(grid.results.root)
-    senteval_dir = data_locations(config)["senteval_dir"]
+    senteval_dir = grid.data.locations()["senteval_dir"]
     killed = _run_cells(grid, configfile, args.cores, args.workdir)
     device = "cuda" if torch.cuda.is_available() and not args.toy else "cpu"
     env = environment()

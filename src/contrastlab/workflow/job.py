@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.config import Options
-from contrastlab.config.data import data_locations, images_root
+from contrastlab.config.data import DataConfig
 from contrastlab.data.acquire import data_marker_path
 from contrastlab.paths import CELL_FIELDS, Resources, Results, cell_path, write_json
 from contrastlab.provenance import note_inputs
@@ -168,17 +168,18 @@ def job_inputs(snakemake: Any) -> dict[str, Any]:
 
 
 def job_data_locations(snakemake: Any) -> dict[str, str]:
-    """:func:`contrastlab.config.data.data_locations` of the job's config. Jobs read where the data lie
+    """:meth:`contrastlab.config.data.DataConfig.locations` of the job's config. Jobs read where the data lie
     from the config rather than from a param, so that moving the data reruns no job (see data.smk)."""
     config = snakemake.config  # validated once, by rules/common.smk
-    where = data_locations(config)
+    data = DataConfig(config)
+    where = data.locations()
     found = getattr(snakemake, "wildcards", None)
     wildcards = dict(found.items()) if hasattr(found, "items") else {}
     dataset = wildcards.get("dataset") or config["experiments"].get(wildcards.get("experiment"), {}).get(
         "dataset"
     )
     if dataset:  # CIFAR-10 and CIFAR-100 may lie in folders of their own (data.cifar_root per dataset)
-        where["images"] = images_root(config, dataset)
+        where["images"] = data.images_root(dataset)
     return where
 
 

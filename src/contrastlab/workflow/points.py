@@ -7,8 +7,8 @@ Expanding and pricing every search (:func:`contrastlab.cost.budget.searched_poin
 ``config.yaml``) is the main process's work. It writes what it kept when the run starts
 (:func:`write_points`, ``<results_dir>/state/search_points.json``); a job's process reads that file
 (:func:`run_points`) when it is this config's, and prices afresh only when it is not (no file, another
-config). A search point's train job reads its own point from the same file (:func:`job_point`). A dry
-run writes nothing: it starts no job.
+config); a search point's train job gets its own point from the train rule (a parameter derived from
+its cell, which the rerun check leaves out). A dry run writes nothing: it starts no job.
 """
 
 from __future__ import annotations
@@ -92,21 +92,3 @@ def run_points(
             return kept
     return price()
 
-
-def job_point(
-    path: str | Path,
-    digest: str,
-    price: Callable[[], list[SearchPoint]],
-    experiment: str,
-    backbone: str,
-    name: str,
-) -> SearchPoint:
-    """The search point a train job trains (its ``experiment``, ``backbone`` and method ``name``), among
-    the points the main process kept for the config of ``digest`` (:func:`run_points` in a job: the
-    file, else ``price()``). A later stage's job finds its grid values and moves here, not in a rule
-    parameter, so that the train rule's parameters, and with them every other cell, stay as they were.
-    Raises KeyError (one line) for a point of no search."""
-    for point in run_points(path, digest, price, main=False):
-        if (point.experiment, point.backbone, point.name) == (experiment, backbone, name):
-            return point
-    raise KeyError(f"search: no point {name!r} of {experiment}/{backbone} in the config's searches")
