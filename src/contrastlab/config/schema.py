@@ -1,30 +1,42 @@
-"""The config's JSON Schema (``schemas/config.schema.yaml``): loading it, coercing ``--config`` text the way
-the schema types it (Snakemake hands nested ``--config`` values over as strings), filling defaults, and
-one-line errors.
+"""The config's JSON Schema (``config.schema.yaml``, package data beside this module, which the checkout's
+``schemas/config.schema.yaml`` links to): loading it, coercing ``--config`` text the way the schema types it
+(Snakemake hands nested ``--config`` values over as strings), filling defaults, and one-line errors.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import importlib.resources
 import re
 from collections.abc import Mapping
+from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from contrastlab.paths import REPO_ROOT, read_yaml
+from contrastlab.paths import read_yaml
 
-SCHEMA_PATH = REPO_ROOT / "schemas" / "config.schema.yaml"
+SCHEMA_NAME = "config.schema.yaml"
 
 
 class ConfigError(ValueError):
     """A config value is wrong; the message is one line naming the key and the fix."""
 
 
+def schema_file() -> Traversable:
+    """The schema file, package data of ``contrastlab.config``: found through ``importlib.resources``,
+    so that an installed wheel reads its own copy, with no checkout beside it."""
+    return importlib.resources.files(__package__) / SCHEMA_NAME
+
+
 def load_schema() -> dict:
     """The schema as a dict of the caller's own (a copy: callers may fill or change it)."""
-    return copy.deepcopy(_schema(SCHEMA_PATH.stat().st_mtime_ns))
+    resource = schema_file()
+    # Read again when the file changes; a zipped package's data has no mtime (read once per process).
+    stamp = resource.stat().st_mtime_ns if isinstance(resource, Path) else 0
+    return copy.deepcopy(_schema(stamp))
 
 
 @functools.cache
@@ -32,7 +44,8 @@ def _schema(mtime_ns: int) -> dict:
     # Read once per process (and again if the file changes): every Snakemake job's process validates
     # the config while it reads the Snakefile, and pure-Python YAML took ~0.17 s per read of this
     # 50 KB file, read 2-3 times per parse. libyaml's loader (paths.read_yaml) reads it in ~0.02 s.
-    return read_yaml(SCHEMA_PATH)
+    with importlib.resources.as_file(schema_file()) as path:
+        return read_yaml(path)
 
 
 def key_path(parts: Any) -> str:

@@ -44,14 +44,16 @@ def train_cell(
     events_dir: str | Path | None = None,
     wandb_run: WandbRun | None = None,
     keep_state: bool = False,
+    cell: Any = None,
 ) -> str:
     """Train one sentence cell into ``out_dir`` (its checkpoint) and ``log_path``; returns what became of
     it: ``"trained"``, ``"copied"`` (a later-stage point equal to the earlier winner) or ``"diverged"``.
 
     ``point``: the search point the cell is, None for a configured cell (whose divergence raises
     :class:`NonFiniteLossError`). ``previous_selection``: the earlier stage's selection file of a
-    later-stage point (its settings start from that winner), None otherwise. ``keep_state``: see
-    :func:`~contrastlab.training.sentence.train` (the workflow's jobs keep it)."""
+    later-stage point (its settings start from that winner), None otherwise. ``keep_state`` and ``cell``
+    (the job's wildcards): see :func:`~contrastlab.training.sentence.train` (the workflow's jobs keep
+    the state)."""
     settings = dict(settings)
     if previous_selection is not None:
         if point is None:
@@ -79,6 +81,7 @@ def train_cell(
         events_dir=events_dir,
         wandb_run=wandb_run,
         keep_state=keep_state,
+        cell=cell,
     )
     return _diverging_is_a_result(run, point is not None, settings, out_dir, log_path, state_dir)
 
@@ -94,11 +97,13 @@ def train_vision_cell(
     device: str | None = None,
     events_dir: str | Path | None = None,
     wandb_run: WandbRun | None = None,
+    cell: Any = None,
 ) -> str:
     """Train one image cell into ``out_dir`` (its encoder) and ``log_path``; returns ``"trained"`` or
     ``"diverged"``. ``point``: whether the cell is a point of its experiment's sweep
     (:meth:`contrastlab.config.Experiment.is_sweep_point`), whose divergence is recorded; a configured cell's
-    raises :class:`NonFiniteLossError`."""
+    raises :class:`NonFiniteLossError`. ``cell``: the job's wildcards
+    (:func:`~contrastlab.training.vision.train_vision`)."""
     settings = dict(settings)
     run = functools.partial(
         train_vision,
@@ -110,6 +115,7 @@ def train_vision_cell(
         device=device,
         events_dir=events_dir,
         wandb_run=wandb_run,
+        cell=cell,
     )
     return _diverging_is_a_result(run, point, settings, out_dir, log_path, state_dir)
 

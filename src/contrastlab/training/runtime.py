@@ -241,7 +241,9 @@ class TrainingRun:
     ``events_dir``: the run's TensorBoard folder (None: no events), ``hparams`` the settings its HParams
     session shows (:class:`~contrastlab.training.events.TensorBoardLog`); ``wandb_run``: the cell's W&B
     run, given the same settings and scalars (:class:`~contrastlab.training.events.WandbLog`; None: no
-    W&B). ``clock`` is for tests.
+    W&B); ``cell``: the cell the run trains (a job's wildcards), whose experiment, backbone, method and
+    seed both record beside the settings and whose path names the HParams trial (None: a run of no cell).
+    ``clock`` is for tests.
     """
 
     def __init__(
@@ -257,6 +259,7 @@ class TrainingRun:
         events_dir: str | Path | None = None,
         hparams: Mapping[str, Any] | None = None,
         wandb_run: WandbRun | None = None,
+        cell: Any = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.started = time.perf_counter()
@@ -270,8 +273,8 @@ class TrainingRun:
         self.check_every = check_every if check_every is not None else (1 if cpu else 0)
         self.progress = progress
         self.clock = clock
-        self.events = TensorBoardLog(events_dir, hparams)
-        self.wandb = WandbLog(wandb_run, hparams)
+        self.events = TensorBoardLog(events_dir, hparams, cell)
+        self.wandb = WandbLog(wandb_run, hparams, cell)
         self.log = JsonlLog(self.state_dir / st.LOG_FILE, mirrors=(self.events.write, self.wandb.write))
         self.timings: dict[str, float] = {"train_s": 0.0, "state_s": 0.0}
         self.snapshots = SnapshotWriter()  # snapshots written in the background (training.snapshots)

@@ -59,6 +59,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from contrastlab import families
 from contrastlab.losses import build_loss
 from contrastlab.models import packed
 from contrastlab.models.export import write_sentence_transformers_files
@@ -215,6 +216,7 @@ def train(
     events_dir: str | Path | None = None,
     wandb_run: WandbRun | None = None,
     keep_state: bool = False,
+    cell: Any = None,
 ) -> dict[str, Any]:
     """Train one cell; write the best checkpoint to ``out_dir`` and the JSONL log to ``log_path``.
 
@@ -223,12 +225,13 @@ def train(
     so that a rerun after a post-job failure only re-exports; contrastlab.workflow.finished removes it);
     ``cache_dir`` the tokenised corpus (default ``resources/cache``); ``check_every`` the non-finite
     check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir`` the TensorBoard
-    run folder (default ``<state_dir>.tensorboard``), ``wandb_run`` the cell's W&B run (None: none).
+    run folder (default ``<state_dir>.tensorboard``), ``wandb_run`` the cell's W&B run (None: none),
+    ``cell`` the cell trained (a job's wildcards: its fields and path label both runs; None: none).
     Returns the summary written to ``out_dir/train_summary.json``: best dev score and step, steps,
     timings, device, settings, meta.
     """
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
-    run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run)
+    run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run, cell=cell)
     if settings.cuda_graph:  # before anything is loaded: the one-line error comes first
         capture.require_cuda(run.device)
     with capture.deterministic_algorithms(settings.deterministic):
@@ -422,14 +425,19 @@ def _build_model(s: TrainSettings, backbone_dir: Path, device: torch.device):
 
 
 def _load_model(backbone_dir: Path, dropout: float) -> nn.Module:
-    """The backbone with ``dropout`` as hidden and attention dropout; its config keeps the original values
-    (so the saved checkpoint's config is the backbone's)."""
+    """The backbone with ``dropout`` as hidden and attention dropout, set through its family's
+    ``dropout_keys`` (:data:`contrastlab.families.TEXT_FAMILIES`; BERT's for a family not listed); its
+    config keeps the original values (so the saved checkpoint's config is the backbone's)."""
     from transformers import AutoConfig, AutoModel
 
     config = AutoConfig.from_pretrained(backbone_dir)
-    keys = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+    family = families.TEXT_FAMILIES.get(config.model_type)
+    keys = family.dropout_keys if family else families.BERT_DROPOUT_KEYS
     if not all(hasattr(config, key) for key in keys):
-        raise ValueError(f"backbone {config.model_type!r} has no {' / '.join(keys)}; cannot set the dropout")
+        raise ValueError(
+            f"backbone {config.model_type!r} has no {' / '.join(keys)}; cannot set the dropout (add its "
+            "family, with its dropout_keys, to contrastlab.families.TEXT_FAMILIES)"
+        )
     original = {key: getattr(config, key) for key in keys}
     model = AutoModel.from_pretrained(backbone_dir, **dict.fromkeys(keys, dropout))
     for key, value in original.items():  # modules were built with `dropout`; the config reverts

@@ -273,19 +273,19 @@ def train_vision(
     check_every: int | None = None,
     events_dir: str | Path | None = None,
     wandb_run: WandbRun | None = None,
+    cell: Any = None,
 ) -> dict[str, Any]:
     """Train one vision cell; write the encoder to ``out_dir`` and the JSONL log to ``log_path``.
 
     ``data_root`` holds the CIFAR folders (unused for digits); ``download`` fetches CIFAR there first
-    when it is absent (:func:`~contrastlab.data.images.load_images`; the workflow does this in its own
-    data rule). ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on
-    success). ``progress``: a progress bar and one JSON line per log step on stderr; ``check_every``:
-    the non-finite check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir``
-    the TensorBoard run folder (default ``<state_dir>.tensorboard``), ``wandb_run`` the cell's W&B run
-    (None: none). Returns the summary also written to ``out_dir/settings.json``.
+    when absent (:func:`~contrastlab.data.images.load_images`). ``state_dir`` holds snapshots while
+    training (a rerun resumes from them; deleted on success). ``progress``: a progress bar and one JSON
+    line per log step on stderr; ``check_every``, ``events_dir`` (default ``<state_dir>.tensorboard``),
+    ``wandb_run`` and ``cell``: as :class:`~contrastlab.training.runtime.TrainingRun` takes them.
+    Returns the summary also written to ``out_dir/settings.json``.
     """
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
-    run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run)
+    run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run, cell=cell)
     if settings.cuda_graph:  # before anything is loaded: the one-line error comes first
         capture.require_cuda(run.device)
     benchmark_was = torch.backends.cudnn.benchmark

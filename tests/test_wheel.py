@@ -1,0 +1,95 @@
+"""Issue 78 item 4: ``pip install .`` gives a library whose ``contrastlab.config.load`` works without a
+checkout. The config's schema is package data (``src/contrastlab/config/config.schema.yaml``, read with
+``importlib.resources``); the top-level ``schemas/`` holds a link to that one file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+from contrastlab import config as cl_config
+from contrastlab.config import schema
+from contrastlab.paths import REPO_ROOT
+
+PACKAGED = REPO_ROOT / "src" / "contrastlab" / "config" / "config.schema.yaml"
+# What the fresh environment runs, from a folder with no checkout in or above it: the demo config loaded,
+# and where the library, its schema and the import path came from.
+LOAD_DEMO = """
+import json, sys
+import contrastlab, contrastlab.config as cl_config
+from contrastlab.config import schema
+config = cl_config.load("config/demo.yaml")
+print(json.dumps({
+    "module": contrastlab.__file__,
+    "schema": str(schema.schema_file()),
+    "path": sys.path,
+    "config": config,
+}, default=str))
+"""
+
+
+def test_the_schema_is_one_file_the_package_holds_and_schemas_links_to():
+    """One copy: ``schemas/config.schema.yaml`` is a relative link to the packaged file, which the
+    loader reads through ``importlib.resources``."""
+    top = REPO_ROOT / "schemas" / "config.schema.yaml"
+    assert top.is_symlink() and top.readlink() == Path("../src/contrastlab/config/config.schema.yaml")
+    assert top.resolve() == PACKAGED.resolve()
+    assert Path(str(schema.schema_file())) == PACKAGED
+    assert schema.load_schema()["title"] == "contrastlab configuration"
+
+
+def test_the_wheel_in_a_fresh_environment_loads_the_demo_config(tmp_path):
+    # The wheel is built from a copy of what `pip install .` reads (no schemas/, no checkout around it),
+    # so that the build leaves nothing in the checkout.
+    source = tmp_path / "source"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(REPO_ROOT / "src", source / "src", ignore=ignore)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO_ROOT / name, source / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(tmp_path / "dist")]
+    subprocess.run([*build, str(source)], check=True, capture_output=True, text=True, timeout=300)
+    [wheel] = (tmp_path / "dist").glob("contrastlab-*.whl")
+    assert "contrastlab/config/config.schema.yaml" in zipfile.ZipFile(wheel).namelist()
+
+    # A fresh environment of the base interpreter, without this one's packages; the dependencies (only
+    # they) are this environment's, named by a .pth line, which adds their folder and none of the .pth
+    # files in it (the editable install's link to the checkout's src/ among them).
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    install = [*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)]
+    subprocess.run(install, check=True, capture_output=True, text=True, timeout=300)
+    site = Path(
+        subprocess.check_output(
+            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
+        ).strip()
+    )
+    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "config").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "config" / "demo.yaml", elsewhere / "config" / "demo.yaml")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # no PYTHONPATH, no CONTRASTLAB_* variables
+    run = subprocess.run(
+        [python, "-c", LOAD_DEMO], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout)
+    installed = site / "contrastlab"
+    assert Path(seen["module"]) == installed / "__init__.py"
+    assert Path(seen["schema"]) == installed / "config" / "config.schema.yaml"
+    assert not [entry for entry in seen["path"] if entry.startswith(str(REPO_ROOT / "src"))]
+    config = seen["config"]  # the schema's defaults filled in, as the checkout's library fills them
+    assert (config["results_dir"], config["training"]["protocol"], config["training"]["max_steps"]) == (
+        "results/demo",
+        "simcse",
+        30,
+    )
+    checkout = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    assert config == json.loads(json.dumps(checkout, default=str))
