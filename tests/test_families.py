@@ -309,9 +309,7 @@ def test_the_models_lists_are_views_of_the_families():
 
     assert text.MASK_4D_MODEL_TYPES == tuple(TEXT_FAMILIES)
     assert ROBERTA_TYPES == ("roberta", "xlm-roberta", "camembert")
-    assert packed.SUPPORTED_TYPES == ("bert", "roberta") and len(packed.SUPPORTED) == len(
-        packed.SUPPORTED_TYPES
-    )
+    assert [t for t in TEXT_FAMILIES if packed.supported(t)] == ["bert", "roberta"]
     assert vision.ARCHS == {"resnet18": (BasicBlock, (2, 2, 2, 2)), "resnet50": (Bottleneck, (3, 4, 6, 3))}
     assert all(vision.ARCHS[a][0].expansion == r.expansion for a, r in RESNETS.items())
     assert flops.RESNET_LAYERS == {"resnet18": ((2, 2, 2, 2), 1), "resnet50": ((3, 4, 6, 3), 4)}
@@ -352,3 +350,66 @@ def test_the_step_modes_name_themselves():
     assert (cpu.name, cpu.dev_batch) == ("eager", families.DEV_BATCH_SIZE_ELSEWHERE)
     image = step_mode({"oar_fraction": 0.1}, track="vision", device_type="cuda", precision="fp32", n_images=1)
     assert (image.name, image.dev_batch, len(image.notes)) == ("eager", None, 1)
+
+
+@pytest.mark.parametrize("model_type", TEXT_FAMILIES)
+def test_each_familys_dropout_keys_set_every_dropout_of_its_model(model_type):
+    """``dropout_keys`` are the config attributes that every ``nn.Dropout`` of the family's transformers
+    model is built from: set to 0.25 through them, the whole model drops at 0.25."""
+    from transformers import AutoConfig, AutoModel
+
+    sizes = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    sizes |= dict(dim=16, hidden_dim=32, n_layers=1, n_heads=2)  # DistilBERT's names for the same sizes
+    keys = TEXT_FAMILIES[model_type].dropout_keys
+    config = AutoConfig.for_model(model_type, vocab_size=50, **sizes, **dict.fromkeys(keys, 0.25))
+    model = AutoModel.from_config(config)
+    assert {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)} == {0.25}
+    assert TEXT_FAMILIES["bert"].dropout_keys == ("hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
+def _tiny_distilbert(out: Path, tokenizer_dir: Path) -> Path:
+    """A random two-layer DistilBERT (its config's dropouts the defaults, 0.1) with the MiniLM tokenizer."""
+    from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    torch.manual_seed(0)
+    config = DistilBertConfig(
+        vocab_size=tokenizer.vocab_size, dim=32, hidden_dim=64, n_layers=2, n_heads=2, initializer_range=0.2
+    )
+    DistilBertModel(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.mark.parametrize("model_type", ["bert", "distilbert"])
+def test_the_trainer_sets_the_dropout_through_the_familys_keys(
+    model_type, tmp_path, tiny_bert, minilm_dir, monkeypatch
+):
+    """A DistilBERT cell (its config has no ``hidden_dropout_prob``) trains at the cell's dropout, as a
+    BERT cell does through BERT's two keys; the checkpoint's config keeps the backbone's 0.1."""
+    from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
+
+    backbone = tiny_bert
+    if model_type == "distilbert":
+        backbone = _tiny_distilbert(tmp_path / "distilbert", minilm_dir)
+    built, load = [], sentence._load_model
+    monkeypatch.setattr(sentence, "_load_model", lambda folder, p: built.append(load(folder, p)) or built[-1])
+    settings = dict(batch_size=16, max_steps=2, eval_every=2, state_every=None, dropout=0.3)
+    summary = sentence.train(
+        TrainSettings(loss="infonce", **settings),
+        backbone_dir=backbone,
+        corpus_path=write_demo_corpus(tmp_path / "corpus.txt", 64),
+        dev_data_dir=write_senteval_fixture(tmp_path / "senteval"),
+        out_dir=tmp_path / "model",
+        log_path=tmp_path / "log.jsonl",
+        state_dir=tmp_path / "state",
+        cache_dir=tmp_path / "cache",
+        device="cpu",
+        progress=False,
+    )
+    keys = TEXT_FAMILIES[model_type].dropout_keys
+    (model,) = built
+    assert summary["steps"] == 2 and model.config.model_type == model_type
+    assert {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)} == {0.3}  # trained at 0.3
+    saved = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert [getattr(model.config, k) for k in keys] == [saved[k] for k in keys] == [0.1, 0.1]

@@ -2,8 +2,8 @@
 
 - :data:`TEXT_FAMILIES`: what each transformers ``model_type`` the sentence track can train needs
   (RoBERTa's head shape under ``li2024``, positions offset past the padding index, the 4-D attention
-  mask, a padding-free forward). ``models.text``, ``models.export``, ``models.packed`` and
-  ``training.sentence_step`` read their lists from it.
+  mask, a padding-free forward, the config keys that hold its dropout). ``models.text``,
+  ``models.export``, ``models.packed``, ``training.sentence`` and ``training.sentence_step`` read it.
 - :data:`RESNETS`: each image encoder's block, blocks per stage, expansion and host launches.
   ``models.vision`` builds from it and ``cost.flops`` counts from it; the schema's ``arch`` choices are
   held equal to it by a test.
@@ -25,6 +25,7 @@ from typing import Any
 
 __all__ = [
     "DEV_BATCH_SIZE",
+    "BERT_DROPOUT_KEYS",
     "DEV_BATCH_SIZE_ELSEWHERE",
     "RESNETS",
     "TEXT_FAMILIES",
@@ -36,6 +37,10 @@ __all__ = [
 ]
 
 
+#: Where BERT's config holds its hidden and its attention-probability dropout; most families share them.
+BERT_DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
 @dataclass(frozen=True)
 class TextFamily:
     """What a transformers ``model_type`` needs from this project.
@@ -44,13 +49,16 @@ class TextFamily:
     ``offset_positions``: position ids start at ``pad_token_id + 1`` (the model reserves the first
     ``pad_token_id + 1`` rows of its position table), so the longest input is that much shorter;
     ``mask_4d``: its modelling code takes a 4-D attention mask unchanged (SDPA with a boolean mask);
-    ``padding_free``: :mod:`contrastlab.models.packed` has a padding-free forward for its model class.
+    ``padding_free``: :mod:`contrastlab.models.packed` has a padding-free forward for its model class;
+    ``dropout_keys``: the config attributes (hidden, then attention) that every dropout of its model is
+    built from, which the trainer sets to a cell's ``dropout``.
     """
 
     roberta_like: bool
     offset_positions: bool
     mask_4d: bool
     padding_free: bool
+    dropout_keys: tuple[str, str] = BERT_DROPOUT_KEYS
 
 
 #: The text families. ``offset_positions`` as transformers 5.23's own modelling code has it: the
@@ -59,6 +67,7 @@ class TextFamily:
 #: modeling_{bert,distilbert,electra}.py take ``arange(seq_length)``. ``mask_4d``: these seven build
 #: their attention bias with ``masking_utils.create_bidirectional_mask``, which returns a 4-D mask
 #: unchanged. ``roberta_like`` is the head Li et al. gave RoBERTa (MPNet is not one of their backbones).
+#: ``dropout_keys``: configuration_distilbert.py names them ``dropout`` and ``attention_dropout``.
 TEXT_FAMILIES: Mapping[str, TextFamily] = MappingProxyType(
     {
         "bert": TextFamily(roberta_like=False, offset_positions=False, mask_4d=True, padding_free=True),
@@ -66,7 +75,11 @@ TEXT_FAMILIES: Mapping[str, TextFamily] = MappingProxyType(
         "xlm-roberta": TextFamily(roberta_like=True, offset_positions=True, mask_4d=True, padding_free=False),
         "camembert": TextFamily(roberta_like=True, offset_positions=True, mask_4d=True, padding_free=False),
         "distilbert": TextFamily(
-            roberta_like=False, offset_positions=False, mask_4d=True, padding_free=False
+            roberta_like=False,
+            offset_positions=False,
+            mask_4d=True,
+            padding_free=False,
+            dropout_keys=("dropout", "attention_dropout"),
         ),
         "mpnet": TextFamily(roberta_like=False, offset_positions=True, mask_4d=True, padding_free=False),
         "electra": TextFamily(roberta_like=False, offset_positions=False, mask_4d=True, padding_free=False),

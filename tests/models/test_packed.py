@@ -6,15 +6,18 @@ encoder (:class:`PaddingFree`) in the dev evaluation and SentEval encoding."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import tempfile
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 import pytest
 import torch
 from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
 
+from contrastlab import families
 from contrastlab.models.packed import (
     Packing,
     PaddingFree,
@@ -22,6 +25,7 @@ from contrastlab.models.packed import (
     packed_embeddings,
     packed_forward,
     padding_free_default,
+    supported,
 )
 from contrastlab.models.text import attention_bias
 
@@ -203,8 +207,28 @@ def test_left_padding_is_a_one_line_error():
 
 def test_a_model_other_than_bert_or_roberta_is_a_one_line_error():
     ids, mask = _batch("bert")
-    with pytest.raises(TypeError, match="BertModel and RobertaModel only, got Linear"):
+    with pytest.raises(TypeError, match=r"the families marked padding_free \(bert, roberta\), got Linear$"):
         packed_forward(torch.nn.Linear(2, 2), ids, mask)
+
+
+def test_the_family_table_decides_what_runs_padding_free_and_where_positions_start(monkeypatch):
+    """packed.py names no model class: a family the table marks not padding-free is refused, and
+    positions start where the table's ``offset_positions`` says (here RoBERTa's from 0, so the packed
+    forward is the padded model given the positions 0..L-1)."""
+    table = dict(families.TEXT_FAMILIES)
+    table["bert"] = dataclasses.replace(table["bert"], padding_free=False)
+    table["roberta"] = dataclasses.replace(table["roberta"], offset_positions=False)
+    monkeypatch.setattr(families, "TEXT_FAMILIES", MappingProxyType(table))
+    refused = r"^padding_free supports the families marked padding_free \(roberta\), got bert \(BertModel\); "
+    with pytest.raises(TypeError, match=refused + "set padding_free: false$"):
+        PaddingFree(_model("bert"))
+    assert [t for t in families.TEXT_FAMILIES if supported(t)] == ["roberta"]
+    model = _model("roberta").double().eval()
+    ids, mask = _batch("roberta")
+    with torch.no_grad():
+        got = packed_forward(model, ids, mask).cls
+        want = model(ids, attention_mask=mask, position_ids=torch.arange(ids.shape[1]).expand_as(ids))
+    torch.testing.assert_close(got, want.last_hidden_state[:, 0], rtol=0, atol=1e-12)
 
 
 def test_padding_free_default_is_ieee_fp32_on_cuda_for_bert_and_roberta_only():

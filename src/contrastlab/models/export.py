@@ -126,7 +126,8 @@ def write_sentence_transformers_files(folder: str | Path, pooling: str) -> list[
     if not config:
         raise FileNotFoundError(f"no Hugging Face model (config.json) in {folder}")
     names = sentence_transformers_modules(pooling)
-    dim = int(config["hidden_size"])
+    # DistilBERT's config.json names the hidden size `dim` (its config class maps hidden_size to it)
+    dim = int(config["hidden_size"] if "hidden_size" in config else config["dim"])
     _remove_previous_modules(folder)
     modules: list[dict[str, Any]] = []
     written = []

@@ -1,4 +1,5 @@
-"""A padding-free forward pass for transformers' ``BertModel`` and ``RobertaModel`` (issue 55 item 1).
+"""A padding-free forward pass for the text families :data:`contrastlab.families.TEXT_FAMILIES` marks
+``padding_free`` (transformers' ``BertModel`` and ``RobertaModel``; issue 55 item 1).
 
 :func:`packed_forward` computes the same last hidden state as ``model(input_ids, attention_mask)`` on the
 real tokens of a right-padded batch, while every token-wise layer runs on the real tokens only. It gathers
@@ -29,7 +30,9 @@ What is identical and what is not:
   dropout on). Drawing a mask is elementwise work over the padding, not matrix work. ``"packed"`` draws
   on the real tokens only: the same distribution (Bernoulli with the model's p, independent per entry),
   other masks.
-- RoBERTa's position ids are transformers': ``padding_idx`` + the running count of non-pad tokens.
+- Position ids are transformers': for a family with ``offset_positions`` (RoBERTa) ``pad_token_id`` + the
+  running count of non-pad tokens, else 0..L-1. Which families run here and where their positions start
+  are the family table's (``padding_free``, ``offset_positions``), not model class names.
 - The padded output's padding positions are zeros (the padded model's are garbage nobody reads).
 - The real tokens' indices come from the mask's host copy where the caller passes it (the trainer does:
   ``sentence._batch``): built there and copied to the device without blocking, so the forward never
@@ -64,17 +67,26 @@ __all__ = [
     "supported",
 ]
 
-SUPPORTED = ("BertModel", "RobertaModel")
-#: Model types (``config.model_type``) whose transformers model is a :data:`SUPPORTED` class: the
-#: families of :data:`contrastlab.families.TEXT_FAMILIES` marked ``padding_free``.
-SUPPORTED_TYPES = families.text_types("padding_free")
 #: ``dropout_draws``: the padded model's own masks ("padded") or draws on the real tokens only ("packed").
 DRAWS = ("padded", "packed")
 
 
 def supported(model_type: str | None) -> bool:
-    """Whether a backbone of this ``config.model_type`` can run padding-free."""
-    return model_type in SUPPORTED_TYPES
+    """Whether a backbone of this ``config.model_type`` can run padding-free: its family in
+    :data:`contrastlab.families.TEXT_FAMILIES` is marked ``padding_free``."""
+    family = families.TEXT_FAMILIES.get(model_type or "")
+    return bool(family and family.padding_free)
+
+
+def _refuse_unsupported(model: torch.nn.Module, who: str, fix: str = "") -> None:
+    """One line naming ``model``'s family and class unless it is a base model (``embeddings`` and
+    ``encoder``) of a family that runs padding-free (:func:`supported`)."""
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if supported(model_type) and hasattr(model, "embeddings") and hasattr(model, "encoder"):
+        return
+    got = f"{model_type} ({type(model).__name__})" if model_type else type(model).__name__
+    marked = ", ".join(families.text_types("padding_free"))
+    raise TypeError(f"{who} supports the families marked padding_free ({marked}), got {got}{fix}")
 
 
 def padding_free_default(precision: str, device_type: str, model_type: str | None) -> bool:
@@ -136,9 +148,7 @@ class PackedOutput:
 
 def _check(model: torch.nn.Module, attention_mask: torch.Tensor, draws: str) -> None:
     """One-line errors for what the packed path does not compute as the padded model would."""
-    name = type(model).__name__
-    if name not in SUPPORTED or not hasattr(model, "embeddings") or not hasattr(model, "encoder"):
-        raise TypeError(f"packed_forward supports {' and '.join(SUPPORTED)} only, got {name}")
+    _refuse_unsupported(model, "packed_forward")
     config = model.config
     if getattr(config, "is_decoder", False) or getattr(config, "add_cross_attention", False):
         raise ValueError("packed_forward computes a bidirectional encoder; this model is a decoder")
@@ -180,11 +190,12 @@ def _to_device(parts: tuple[torch.Tensor, ...], device: torch.device) -> tuple[t
 
 
 def _position_ids(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Position ids ``[n, L]`` as the model computes them: 0..L-1 for BERT; for RoBERTa
-    ``padding_idx`` + the running count of non-pad ids (``create_position_ids_from_input_ids``), counted on
-    the real tokens only, which is the same on them under right padding."""
-    if type(model).__name__ == "RobertaModel":
-        padding_idx = model.embeddings.padding_idx
+    """Position ids ``[n, L]`` as the model computes them: 0..L-1 (BERT); for a family with
+    ``offset_positions`` (RoBERTa) ``pad_token_id`` + the running count of non-pad ids
+    (``create_position_ids_from_input_ids``), counted on the real tokens only, which is the same on them
+    under right padding."""
+    if families.TEXT_FAMILIES[model.config.model_type].offset_positions:
+        padding_idx = model.config.pad_token_id
         real = (input_ids.ne(padding_idx) & mask).long()
         return torch.cumsum(real, 1) * real + padding_idx
     return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
@@ -296,11 +307,7 @@ class PaddingFree(torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module, *, dropout_draws: str = "padded", check: bool = False) -> None:
         super().__init__()
-        if type(model).__name__ not in SUPPORTED:
-            raise TypeError(
-                f"padding_free supports {' and '.join(SUPPORTED)} backbones, got {type(model).__name__}; "
-                "set padding_free: false"
-            )
+        _refuse_unsupported(model, "padding_free", "; set padding_free: false")
         if dropout_draws not in DRAWS:
             raise ValueError(f"dropout_draws must be one of {', '.join(DRAWS)}, got {dropout_draws!r}")
         object.__setattr__(self, "model", model)  # not a submodule: no second copy of its state
