@@ -432,3 +432,32 @@ def test_mat_margin_prints_in_units_of_pi(tmp_path):
     assert (row["tried"], row["selected"], row["configured"], row["published"]) == (
         "0.15π, 0.2π", "0.15π", "0.15π", "0.15π")  # fmt: skip
     assert row["verdict"] == SAME
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        {"experiments": ["nie2023"], "backbones": ["tiny-bert"], "methods": ["cl"], "seeds": [43, 44]},
+        {"methods": ["cl"]},  # the twin's method left out, its seed kept
+        {"seeds": [43]},  # the twin's seed left out, its method kept
+    ],
+    ids=["add-seeds", "method", "seed"],
+)
+def test_a_select_that_leaves_the_twin_out_still_shares_it(select):
+    """Survey row 92 (issue 78 item 2): the report's add-seeds line for Nie selects other cells and seeds
+    than the ``mpt`` cell that the demo's stage-1 point ``lr 3e-5, m 0.23`` equals, so the point lost its
+    twin and was trained again as a cell of its own. The twin is a configured cell, whatever ``select``
+    keeps: the same four points, the same one shared, as without a select."""
+    config = _demo()
+    config["experiments"]["nie2023"]["seeds"] = [42, 43, 44]  # what the add-seeds line's --config sets
+    config["select"] = select
+    nie = [
+        p for p in S.search_points(cl_config.Grid(cl_config.validate(config))) if p.experiment == "nie2023"
+    ]
+    assert [(p.name, p.shared_with) for p in nie] == [
+        ("mpt~s1-lr3e-05-m0.23", "mpt"),
+        ("mpt~s1-lr3e-05-m0.3", None),
+        ("mpt~s1-lr0.0001-m0.23", None),
+        ("mpt~s1-lr0.0001-m0.3", None),
+    ]
+    assert nie[0].cell == cl_config.Cell("nie2023", "tiny-bert", "mpt", 42)

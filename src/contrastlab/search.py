@@ -16,7 +16,8 @@ An experiment's ``search:`` section declares, per method, a list of stages; each
 **Stage 1** is a grid over any training setting or ``hp.<name>``, around the method's configured
 settings; its points are known when the workflow starts, so each is an ordinary cell (method name
 ``<method>~s1-<labels>``) and a point whose settings equal a configured cell of the experiment (same
-backbone and seed) *is* that cell: it is not trained twice (:attr:`SearchPoint.shared_with`).
+backbone and seed, whether ``select:`` keeps that cell or not) *is* that cell: it is not trained twice
+(:attr:`SearchPoint.shared_with`).
 **Stage k > 1** starts from stage k−1's winner (:func:`resolve_settings`): every setting is the
 winner's, then the stage's ``grid`` sets its axes to the listed values and ``around`` moves its axes
 relative to the winner (``times``: × factor, ``plus``: + offset). Its points are known in advance too
@@ -134,7 +135,7 @@ def stage_points(stage: Mapping[str, Any]) -> list[tuple[dict[str, Any], dict[st
 
 def search_points(grid: cl_config.Grid) -> list[SearchPoint]:
     """Every point of every selected experiment's search, search by search, stage by stage, in grid
-    order; a stage-1 point equal to a configured cell names it in ``shared_with``."""
+    order; a stage-1 point equal to a configured cell (selected or not) names it in ``shared_with``."""
     out = []
     for experiment in grid.experiments:
         spec = grid.experiment(experiment).search
@@ -143,10 +144,12 @@ def search_points(grid: cl_config.Grid) -> list[SearchPoint]:
         for backbone, method in itertools.product(spec["backbones"], spec["methods"]):
             if not grid.experiment(experiment).method_has_backbone(method, backbone):
                 continue
+            # every configured cell, whatever select: keeps: a select that leaves the twin out (the
+            # report's add-seeds lines pick other methods and seeds) must not train its point again
             twins = [
                 (c.method, grid.settings(c))
-                for c in grid.cells
-                if (c.experiment, c.backbone, c.seed) == (experiment, backbone, spec["seed"])
+                for c in grid.experiment(experiment).cells
+                if (c.backbone, c.seed) == (backbone, spec["seed"])
             ]
             for k, stage in enumerate(spec["stages"][method], start=1):
                 for index, (values, around) in enumerate(stage_points(stage)):

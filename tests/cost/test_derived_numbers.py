@@ -4,6 +4,7 @@ units, the GPUs' utilisation over N GPUs, and the summary's makespan against the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from types import SimpleNamespace
@@ -133,3 +134,118 @@ def test_the_summarys_makespan_is_the_makespan_tables_8_gpu_row(tmp_path, capsys
     assert summary and row
     assert summary.group(2) == row.group(1) == {"config": "22:26", "bf16": "9:14"}[chosen]
     assert bool(summary.group(1)) == (chosen == "bf16")
+
+
+# --- image cells by hand (issue 76 item 4): what the trainer runs on scikit-learn's digits (1,437 training
+# images), the demo's image dataset, against the plan's count of it -------------------------------------
+
+
+def _digits_cell(method: str = "infonce", **training):
+    """The demo's OAR experiment alone (digits; batch 64, 2 epochs, 20% held out), its ``training``
+    updated, and the cell of ``method`` at lr 0.01: (grid, cell, its settings as the trainer gets them)."""
+    from contrastlab.training.vision import VisionTrainSettings
+
+    config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    oar = config["experiments"]["oar_cifar10"]
+    oar["training"].update(training)
+    config["experiments"] = {"oar_cifar10": oar}
+    config["select"] = {}
+    config["tables"]["verdict_stand_ins"] = {}
+    grid = cl_config.Grid(cl_config.validate(config))
+    cell = cl_config.Cell("oar_cifar10", "resnet18-w8", f"{method}-lr0.01", 42)
+    keys = {f.name for f in dataclasses.fields(VisionTrainSettings)}
+    return (
+        grid,
+        cell,
+        VisionTrainSettings.from_dict({k: v for k, v in grid.settings(cell).items() if k in keys}),
+    )
+
+
+def _trainer_counts(s) -> tuple[int, int, int, bool]:
+    """What the trainer itself computes for settings ``s`` on digits: (training images, steps per
+    epoch, total steps, whether a CUDA run captures its step), from its own functions."""
+    import torch
+
+    from contrastlab.data.images import validation_split
+    from contrastlab.training import vision
+    from contrastlab.training import vision_capture as vc
+
+    held = len(validation_split(1437, s.val_fraction, s.seed)) if s.val_fraction else 0
+    per_epoch = vision._steps_per_epoch(s, 1437 - held)
+    total = s.max_steps if s.max_steps is not None else per_epoch * s.epochs  # vision._train's rule
+    return 1437 - held, per_epoch, total, vc.resolve(s, torch.device("cuda"), 1437 - held)[0]
+
+
+def test_the_demos_image_cells_by_hand():
+    """20% of 1,437 held out is int(287.4) = 287 images, leaving 1,150 to train on: 17 full batches of 64
+    a step each epoch (62 images left over), 34 steps in 2 epochs, a validation after each epoch over 287
+    images in 5 batches (4 × 64 + 31), one snapshot (step 20), and the FFN probes 30 epochs over 143, 718
+    and 1,437 labelled images in batches of 32: 30 × (5 + 23 + 45) = 2,190 steps. OAR's labelled pass
+    (10% of all 1,437: 143 images, a batch of 64) doubles the images of a step and keeps it eager."""
+    grid, cell, s = _digits_cell()
+    work = cl_flops.cell_work(grid, cell)
+    fwd = cl_flops.vision_forward("resnet18", "cifar", 8, None, 16, None)
+    assert _trainer_counts(s) == (1150, 17, 34, True)
+    assert (work.steps, work.snapshots, work.eval_probe_steps, work.graphed) == (34, 1, 2190, True)
+    assert work.step_images == 2 * 64 and work.train_flops == 34 * 3 * 2 * fwd.macs * 128
+    assert work.dev_flops == 2 * 2 * 2 * fwd.macs * 287
+    per_call = cl_flops.AUGMENT_LAUNCHES + cl_flops.BLUR_LAUNCHES
+    forward = cl_flops.ENCODER_LAUNCHES["resnet18"][1]
+    assert work.dev_launches == 2 * 5 * (2 * per_call + forward + cl_flops.VALIDATION_LAUNCHES)
+    grid, cell, s = _digits_cell("oar_infonce")
+    oar = cl_flops.cell_work(grid, cell)
+    assert _trainer_counts(s) == (1150, 17, 34, False)
+    assert (oar.steps, oar.step_images, oar.graphed) == (34, 2 * 64 + 2 * 64, False)
+
+
+@pytest.mark.parametrize(
+    ("training", "counts"),
+    [
+        # 1,150 = 23 × 50: every batch full, one shape, captured (all 1,437 images would leave 37 over)
+        ({"drop_last": False, "batch_size": 50}, (1150, 23, 46, True)),
+        # 1,150 = 19 × 60 + 10: a last batch of 10, another shape, eager
+        ({"drop_last": False, "batch_size": 60}, (1150, 20, 40, False)),
+        # a tenth held out: int(143.7) = 143, 1,294 left, 20 full batches of 64 (14 over)
+        ({"val_fraction": 0.1}, (1294, 20, 40, True)),
+        # max_steps past the epochs: the trainer runs them all (it is the total, not a cap on the epochs)
+        ({"max_steps": 50}, (1150, 17, 50, True)),
+        ({"max_steps": 25}, (1150, 17, 25, True)),
+    ],
+    ids=[
+        "divides-after-the-split",
+        "last-batch-of-10",
+        "tenth-held-out",
+        "max-steps-past",
+        "max-steps-within",
+    ],
+)
+def test_uneven_image_splits_are_planned_as_the_trainer_runs_them(training, counts):
+    """The plan's steps, validations and graph decision equal the trainer's on splits that do not divide:
+    the validations are one per epoch begun (the trainer validates at every epoch's end and at the last
+    step), the graph is decided on the images trained on, not all of them."""
+    grid, cell, s = _digits_cell(**training)
+    n_train, per_epoch, total, graphed = _trainer_counts(s)
+    assert (n_train, per_epoch, total, graphed) == counts
+    work = cl_flops.cell_work(grid, cell)
+    assert (work.steps, work.graphed, work.snapshots) == (total, graphed, (total - 1) // 20)
+    fwd = cl_flops.vision_forward("resnet18", "cifar", 8, None, 16, None)
+    validations = -(-total // per_epoch)
+    assert work.dev_flops == validations * 2 * 2 * fwd.macs * (1437 - n_train)
+
+
+def test_a_sentence_cells_sentences_are_counted_as_the_trainer_takes_them():
+    """The trainer holds the probe's sentences out of the corpus first and then caps at ``max_sentences``
+    (training.sentence: ``min(len - probe, max_sentences)``); a ``max_steps`` past the epoch is run whole."""
+    from tests.cost.test_plan import _toy_config
+
+    # 2,000 - 64 held out = 1,936; capped at 1,000: 62 steps of 16 (not (1,000 - 64) // 16 = 58)
+    config = _toy_config(analysis_every=50, analysis_sentences=64, analysis_holdout=True, max_sentences=1000)
+    grid = cl_config.Grid(config)
+    assert cl_flops.cell_work(grid, grid.cells[0]).steps == 1000 // 16 == 62
+    # the cap above what is left after the probe: 1,936 // 16 = 121
+    config = _toy_config(analysis_every=50, analysis_sentences=64, analysis_holdout=True, max_sentences=1990)
+    grid = cl_config.Grid(config)
+    assert cl_flops.cell_work(grid, grid.cells[0]).steps == 1936 // 16 == 121
+    config = _toy_config(max_steps=200)  # 2,000 // 16 = 125 steps an epoch; the trainer runs 200
+    grid = cl_config.Grid(config)
+    assert cl_flops.cell_work(grid, grid.cells[0]).steps == 200

@@ -239,3 +239,40 @@ def test_a_task_of_several_subsets_reports_mtebs_mean_main_score():
 def test_chosen_tasks_beyond_the_seven_need_the_hubs_data(tmp_path):
     with pytest.raises(ValueError, match="mteb.tasks and mteb.benchmark need mteb.data: hub"):
         mteb_checkpoint(tmp_path, tmp_path, tmp_path / "out", data="standin", benchmark="MTEB(eng, v2)")
+
+
+def test_a_benchmarks_subset_of_a_task_is_scored_and_read_back_as_that_subset(tmp_path, no_network):
+    """Issue 76 item 4, a subset of a task: MTEB(eng, v2) scores STS17's English pair only (1 of its 11
+    subsets), so rule mteb's result holds that one subset; its score comes back from MTEB's file as that
+    subset's, by hand: 0.81234 is 81.234 on the card, named "STS17 (en-en)", and the rule's own return
+    (no ``default`` subset) is mteb's main score of what it scored. Named by itself, STS17 keeps all 11."""
+    from contrastlab.hub import mteb_results
+
+    (sts17,) = [t for t in mteb_sts.selected_tasks(benchmark="MTEB(eng, v2)") if t.metadata.name == "STS17"]
+    assert sts17.hf_subsets == ["en-en"] and sts17.metadata.eval_splits == ["test"]
+    (named,) = [t for t in mteb_sts.selected_tasks(["STS17"]) if t.metadata.name == "STS17"]
+    assert len(named.hf_subsets) == 11 and "en-en" in named.hf_subsets
+    scored = {"test": {"en-en": {"cosine_spearman": 0.81234, "cosine_pearson": 0.8, "main_score": 0.81234}}}
+    result = mteb.TaskResult.from_task_results(sts17, scored, evaluation_time=1.0)
+    assert mteb_sts._test_scores(result) == {"main_score": 0.81234}
+    path = tmp_path / "results" / "contrastlab__cell" / "no_revision_available" / "STS17.json"
+    path.parent.mkdir(parents=True)
+    result.to_disk(path)
+    (score,) = mteb_results.mteb_scores(tmp_path)
+    assert (score.task, score.split, score.subset, score.metric, score.value) == (
+        "STS17",
+        "test",
+        "en-en",
+        "cosine_spearman",
+        0.81234,
+    )
+    assert (
+        score.dataset == sts17.metadata.dataset["path"]
+        and score.revision == sts17.metadata.dataset["revision"]
+    )
+    (card,) = mteb_results.mteb_eval_results([score])
+    assert (card.dataset_name, card.dataset_config, card.metric_value) == (
+        "MTEB STS17 (en-en)",
+        "en-en",
+        81.234,
+    )

@@ -338,6 +338,14 @@ def _snapshots(steps: int, settings: Mapping[str, Any], default_every: int) -> i
     return max(0, (steps - 1) // int(every)) if every else 0
 
 
+def _total_steps(s: Mapping[str, Any], steps_per_epoch: int, default_epochs: int = 1) -> int:
+    """The steps a trainer runs: ``max_steps`` when set (the total, before or past the last epoch), else
+    ``epochs`` epochs (training.sentence and training.vision, the same rule)."""
+    if s.get("max_steps") is not None:
+        return int(s["max_steps"])
+    return steps_per_epoch * int(s.get("epochs", default_epochs))
+
+
 def _schedule_points(steps: int, every: int | None) -> int:
     """Step 0, every ``every``-th step and the last (the trainer's evaluation and analysis points)."""
     if not every:
@@ -425,16 +433,15 @@ def _sentence_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, A
     n = model.non_embedding
     length = int(s.get("max_length", 32))
     sentences = _corpus_sentences(grid)
-    if s.get("max_sentences"):
-        sentences = min(sentences, int(s["max_sentences"]))
     analysis_every = s.get("analysis_every")
     probe = int(s.get("analysis_sentences", 1280))
+    # the trainer's order: the probe held out of the corpus first, then the cap on what is left
     if analysis_every and s.get("analysis_holdout"):
         sentences -= probe
+    if s.get("max_sentences"):
+        sentences = min(sentences, int(s["max_sentences"]))
     batch = int(s.get("batch_size", 64))
-    steps = sentences // batch * int(s.get("epochs", 1))
-    if s.get("max_steps"):
-        steps = min(steps, int(s["max_steps"]))
+    steps = _total_steps(s, sentences // batch)
     padded_step_flops = training_step_flops(n, batch, length)
     bf16 = _card_bf16(grid)
     mode = sentence_mode(s, model.model_type, bf16)
@@ -527,9 +534,7 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
     fwd = vision_forward(s["arch"], s["stem"], int(s["width"]), s.get("out_dim"), size, head)
     batch = int(s.get("batch_size", 256))
     steps_per_epoch = n_train // batch if s.get("drop_last", True) else -(-n_train // batch)
-    steps = steps_per_epoch * int(s.get("epochs", 200))
-    if s.get("max_steps"):
-        steps = min(steps, int(s["max_steps"]))
+    steps = _total_steps(s, steps_per_epoch, default_epochs=200)
     images = 2 * batch
     passes = 1
     if s.get("oar_fraction"):

@@ -1,0 +1,108 @@
+"""The warm starter's job record by hand (issue 76 item 4): the usage a fork writes beside its benchmark
+file, in the units the cost tables read, found for a search point's cell; and the start record (warm or
+cold, when, how long it waited) as a fork claims it and the job's log line says it."""
+
+from __future__ import annotations
+
+import json
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from contrastlab.cost.measured import read_benchmark, read_job_costs, warm_usage_path
+from contrastlab.workflow import job_start, warm
+
+#: The rule train's benchmark pattern as the Snakefile writes it (RESULTS.benchmark("train", CELL)), with a
+#: constraint as rules/common.smk sets them (stripped for the environment: the job's wildcards met it).
+TRAIN = "{root}/benchmarks/train/{{experiment}}/{{backbone}}/{{method,[^/]+}}/seed{{seed}}.tsv"
+
+
+def _usage(maxrss_kb: int, user: float, system: float) -> SimpleNamespace:
+    return SimpleNamespace(ru_maxrss=maxrss_kb, ru_utime=user, ru_stime=system)
+
+
+def test_a_warm_jobs_usage_by_hand_reaches_the_cost_table(tmp_path, monkeypatch):
+    """The fork's own peak: 300 MiB, its waited-for children's 400 MiB (Linux's ru_maxrss, kB), so 400.0
+    in Snakemake's MB column; CPU 1.25 + 0.5 + 2.0 + 0.25 = 4.0 s. Written beside the benchmark file of a
+    search point's cell (a method name with ``~`` and ``.``), where the cost table reads it as the job's
+    peak in place of the 26 MB the handing-over process measured."""
+    rusage = {warm.resource.RUSAGE_SELF: _usage(307_200, 1.25, 0.5)}
+    rusage[warm.resource.RUSAGE_CHILDREN] = _usage(409_600, 2.0, 0.25)
+    monkeypatch.setattr(warm.resource, "getrusage", rusage.__getitem__)
+    rules = [SimpleNamespace(name="train", benchmark=TRAIN.format(root=tmp_path))]
+    monkeypatch.setenv(warm.BENCHMARKS_VARIABLE, warm.benchmark_patterns(rules))
+    cell = {"experiment": "nie2023", "backbone": "tiny-bert", "method": "mpt~s1-lr3e-05-m0.23", "seed": "42"}
+    warm.record_usage(SimpleNamespace(rule="train", wildcards=cell))
+    benchmark = tmp_path / "benchmarks/train/nie2023/tiny-bert/mpt~s1-lr3e-05-m0.23/seed42.tsv"
+    assert json.loads(warm_usage_path(benchmark).read_text()) == {"max_rss": 400.0, "cpu_time": 4.0}
+    # Snakemake writes its benchmark file as the job ends, just after the fork's record
+    benchmark.write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t26.0\t0.4\n")
+    assert read_benchmark(benchmark) == (12.5, 400.0)
+    (job,) = read_job_costs(tmp_path)
+    assert (job.rule, job.cell, job.seconds, job.max_rss_mb) == (
+        "train",
+        "nie2023/tiny-bert/mpt~s1-lr3e-05-m0.23/seed42",
+        12.5,
+        400.0,
+    )
+
+
+def test_the_start_record_a_fork_claims_and_its_log_line_by_hand(monkeypatch):
+    """hand_over's record for a fork not yet made (``pid`` None) becomes the fork's own when it claims
+    it: warm, no reason, the client's process start, the hand-over time and the wait rounded to ms; a
+    process it does not name reads "not a Snakemake script process". The log line counts from the
+    process's start: 2.5 s, 0.75 of it waiting (shown from 0.05 s on)."""
+    monkeypatch.setattr(job_start, "process_started", lambda: 1000.0)
+    monkeypatch.setattr(job_start.time, "time", lambda: 1002.0)
+    sent = job_start.start_state(warm=True, why_cold=None, waited_s=0.75049, pid=None)
+    assert json.loads(sent) == {
+        "warm": True,
+        "why_cold": None,
+        "process_started": 1000.0,
+        "handed_over": 1002.0,
+        "waited_s": 0.75,
+        "pid": None,
+    }
+    env = {job_start.STATE_VARIABLE: sent}
+    job_start.claim_start_record(env)
+    assert json.loads(env[job_start.STATE_VARIABLE])["pid"] == os.getpid()
+    monkeypatch.setenv(job_start.STATE_VARIABLE, env[job_start.STATE_VARIABLE])
+    record = job_start.start_record()
+    assert record == {
+        "warm": True,
+        "why_cold": None,
+        "process_started": 1000.0,
+        "handed_over": 1002.0,
+        "waited_s": 0.75,
+    }
+    monkeypatch.setattr(job_start.time, "time", lambda: 1002.5)
+    assert job_start.start_line(record) == (
+        "job start: warm (fork of a starter), 2.5 s after the process began, 0.8 s of it waiting for the "
+        "starter"
+    )
+    assert job_start.start_line({**record, "waited_s": 0.049}) == (
+        "job start: warm (fork of a starter), 2.5 s after the process began"
+    )
+    # the same record in a process it does not name (one a job started): not handed over
+    monkeypatch.setenv(job_start.STATE_VARIABLE, json.dumps({**json.loads(sent), "pid": os.getpid() + 1}))
+    assert job_start.start_record() == {
+        "warm": False,
+        "why_cold": job_start.NOT_HANDED_OVER,
+        "process_started": 1000.0,
+        "handed_over": None,
+        "waited_s": 0.0,
+    }
+
+
+@pytest.mark.parametrize("raw", ["{not json", "[1, 2]", ""])
+def test_an_unreadable_start_record_reads_as_not_handed_over(monkeypatch, raw):
+    monkeypatch.setattr(job_start, "process_started", lambda: 7.0)
+    monkeypatch.setenv(job_start.STATE_VARIABLE, raw)
+    assert job_start.start_record() == {
+        "warm": False,
+        "why_cold": job_start.NOT_HANDED_OVER,
+        "process_started": 7.0,
+        "handed_over": None,
+        "waited_s": 0.0,
+    }
