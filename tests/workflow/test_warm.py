@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from contrastlab.workflow import warm
+from contrastlab.workflow import warm, warm_key
+from contrastlab.workflow.warm_key import starter_key
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm starts are Linux-only")
 
@@ -33,7 +35,8 @@ import json, os, sys, time
 options = json.loads(sys.argv[2])
 report = {"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv,
           "variable": os.environ.get("CONTRASTLAB_WORKFLOW_RUN"), "umask": os.umask(0o022),
-          "stdin": sys.stdin.read() if options.get("stdin") else None, "library_at_start": library_at_start}
+          "stdin": sys.stdin.read() if options.get("stdin") else None, "library_at_start": library_at_start,
+          "affinity": sorted(os.sched_getaffinity(0))}
 if options.get("start_record"):  # how the job started, as the job's own frame reads it
     from contrastlab.workflow.job_start import start_record
     report["start"] = start_record()
@@ -94,7 +97,8 @@ def _command(place, report: Path, **options) -> list[str]:
     return [sys.executable, str(place[0] / "job.py"), str(report), json.dumps(options)]
 
 
-def _run(place, variables=None, **options) -> tuple[subprocess.CompletedProcess, dict]:
+def _run(place, variables=None, cpus=None, **options) -> tuple[subprocess.CompletedProcess, dict]:
+    """The script run to its end (on ``cpus`` only, where given): its outcome and its report."""
     root, env = place
     report = root / f"report-{time.monotonic_ns()}.json"
     done = subprocess.run(
@@ -105,6 +109,7 @@ def _run(place, variables=None, **options) -> tuple[subprocess.CompletedProcess,
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
     )
     return done, json.loads(report.read_text()) if report.exists() else {}
 
@@ -360,31 +365,31 @@ def test_nothing_is_handed_over_where_it_must_not_be(tmp_path):
         assert warm.socket_path(os.environ) is None
         os.chmod(shared / f"contrastlab-warm-{os.getuid()}", 0o700)
         assert warm.socket_path(os.environ) == (
-            shared / f"contrastlab-warm-{os.getuid()}" / f"{warm.starter_key(os.environ)}.sock"
+            shared / f"contrastlab-warm-{os.getuid()}" / f"{starter_key(os.environ)}.sock"
         )
 
 
 def test_the_starter_key_follows_what_a_fork_inherits_but_not_per_run_variables(tmp_path):
     base = {"HOME": "/home/a", "HF_HUB_OFFLINE": "1"}
-    key = warm.starter_key(base)
+    key = starter_key(base)
     per_run = {"CONTRASTLAB_WORKFLOW_RUN": "host:1:2", "PYTEST_CURRENT_TEST": "t", "PWD": "/elsewhere"}
     unread = {"PATH": "/opt/slurm/bin:/usr/bin", "HTTPS_PROXY": "http://127.0.0.1:9", "MAKEFLAGS": "-s"}
-    assert warm.starter_key({**base, **per_run, **unread}) == key  # a job reads these itself, from its own
-    assert warm.starter_key({**base, "TMPDIR": "/scratch"}) != key  # tempfile keeps the first it finds
-    assert warm.starter_key({**base, "HF_HUB_OFFLINE": "0"}) != key  # read when huggingface_hub is imported
-    assert warm.starter_key({**base, "OPENBLAS_NUM_THREADS": "1"}) != key  # read when numpy is imported
+    assert starter_key({**base, **per_run, **unread}) == key  # a job reads these itself, from its own
+    assert starter_key({**base, "TMPDIR": "/scratch"}) != key  # tempfile keeps the first it finds
+    assert starter_key({**base, "HF_HUB_OFFLINE": "0"}) != key  # read when huggingface_hub is imported
+    assert starter_key({**base, "OPENBLAS_NUM_THREADS": "1"}) != key  # read when numpy is imported
     # a working copy of links to one source folder (each e2e module's repo_root) is that folder
     (tmp_path / "src").mkdir()
     (tmp_path / "copy").symlink_to(tmp_path / "src")
-    linked = warm.starter_key({**base, "PYTHONPATH": f"{tmp_path / 'copy'}:/b"})
-    assert linked == warm.starter_key({**base, "PYTHONPATH": f"{tmp_path / 'src'}:/b"}) != key
+    linked = starter_key({**base, "PYTHONPATH": f"{tmp_path / 'copy'}:/b"})
+    assert linked == starter_key({**base, "PYTHONPATH": f"{tmp_path / 'src'}:/b"}) != key
     soft, hard = resource.getrlimit(resource.RLIMIT_CORE)  # a fork keeps its starter's limits
     resource.setrlimit(resource.RLIMIT_CORE, (0 if soft else hard, hard))
     try:
-        assert warm.starter_key(base) != key
+        assert starter_key(base) != key
     finally:
         resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
-    assert warm.starter_key(base) == key
+    assert starter_key(base) == key
 
 
 def test_a_second_starter_on_one_address_leaves_at_once(tmp_path):
@@ -478,7 +483,7 @@ def test_a_refusal_is_remembered_and_the_next_job_of_its_key_starts_no_starter(p
     second, second_report = _run(place, own, start_record=True)
     second_wall = time.monotonic() - began
     time.sleep(1)  # a starter writes its last line after it has let its jobs go
-    folder, key = root / f"contrastlab-warm-{os.getuid()}", warm.starter_key({**env, **own})
+    folder, key = root / f"contrastlab-warm-{os.getuid()}", starter_key({**env, **own})
     starters = (folder / f"{key}.log").read_text()
     assert starters.count("CUDA driver") == 1, starters  # one starter, not one per job
     assert json.loads((folder / f"{key}.refused").read_text())["reason"] == "CUDA driver loaded by imports"
@@ -520,3 +525,301 @@ def test_a_warm_job_records_its_own_usage_beside_its_benchmark_file(tmp_path, mo
     assert written == [tmp_path / "benchmarks/train/nie2023/seed42.warm.json"]
     usage = json.loads(written[0].read_text())
     assert usage["max_rss"] > 10 and usage["cpu_time"] > 0  # this test process's own: tens of MB at least
+
+
+# --- issue 76 item 3: a warm job sees what a cold one sees; each way a starter can fail ends clearly ------
+
+#: Why a job's client ends when its starter died under its fork (reliability W2).
+STARTER_GONE = "contrastlab: the warm starter ended before this job did; rerun the job"
+#: The one line of a client that starts a starter under a bad ``CONTRASTLAB_WARM_IDLE`` (reliability W3).
+IDLE_NOTE = (
+    f"contrastlab note: {warm.IDLE_VARIABLE}='abc' is not a number of seconds; the warm starter waits 120 s "
+    f"for a next job (set a number, e.g. {warm.IDLE_VARIABLE}=120, or unset it)"
+)
+
+
+@pytest.mark.fault(
+    f"{warm.IDLE_VARIABLE}=abc (W3)", "one line naming it; the starter serves, idle after 120 s"
+)
+def test_a_bad_idle_time_is_named_in_one_line_and_its_starter_serves_all_the_same(place, observed):
+    root, env = place
+    own = {warm.IDLE_VARIABLE: "abc", "LC_CONTRASTLAB_TEST": "idle"}  # a key of its own: a starter to start
+    first, report = _run(place, own)
+    assert report["pid"] != _client_pid_of(report), "ran cold: the starter did not serve"
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.splitlines() == [IDLE_NOTE, "to stderr"]
+    again, report = _run(place, own)
+    assert report["pid"] != _client_pid_of(report)
+    assert again.stderr == "to stderr\n"  # said by the job that started the starter, not by every job
+    log = root / f"contrastlab-warm-{os.getuid()}" / f"{starter_key({**env, **own})}.log"
+    assert "Traceback" not in log.read_text()
+    observed(first.stderr.splitlines()[0])
+
+
+@pytest.mark.fault(
+    "a job under taskset -c <one CPU> while a starter on all CPUs serves its key (W6)",
+    "run on that one CPU, by a starter of its own key",
+)
+def test_a_job_on_other_cpus_is_run_by_a_starter_of_its_own_on_its_own_cpus(place, observed):
+    starter = _starter_ready(place)
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: no other affinity to run a job under")
+    done, report = _run(place, cpus=cpus[:1])
+    assert report["affinity"] == cpus[:1], (
+        f"the job ran on CPUs {report['affinity']}, its client on {cpus[:1]}"
+    )
+    assert done.returncode == 0, done.stderr
+    assert report["ppid"] != starter and report["pid"] != _client_pid_of(report)  # warm, by another starter
+    assert sorted(os.sched_getaffinity(report["ppid"])) == cpus[:1]
+    observed(f"CPUs {report['affinity']}, starter {report['ppid']} (the full-affinity one: {starter})")
+
+
+def test_a_starter_whose_cpus_were_changed_runs_no_job_it_would_put_elsewhere(place):
+    """The key names the CPUs a starter began with; one moved since (``taskset -p``) takes nothing over,
+    and the job runs cold on its own CPUs."""
+    starter = _starter_ready(place)
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: no other affinity to give the starter")
+    os.sched_setaffinity(starter, cpus[:1])
+    try:
+        done, report = _run(place, start_record=True)
+    finally:
+        os.sched_setaffinity(starter, cpus)
+    assert done.returncode == 0, done.stderr
+    assert report["pid"] == _client_pid_of(report) and report["affinity"] == cpus
+    assert report["start"]["why_cold"] == "starter took nothing over"
+    after, report = _run(place)
+    assert report["ppid"] == starter  # its CPUs back: it serves again
+
+
+@pytest.mark.fault(
+    "warm starter SIGKILLed while its fork runs a job, its socket left behind (W2)",
+    "the job ends with one line; the next job starts a new starter, which serves",
+)
+def test_a_starter_killed_mid_job_ends_the_job_in_one_line_and_the_next_job_gets_a_new_starter(
+    place, observed
+):
+    starter = _starter_ready(place)
+    client, job = _start_sleeping_job(place, "starter-killed.json", subprocess.PIPE)
+    assert job["ppid"] == starter
+    os.kill(starter, signal.SIGKILL)
+    _, stderr = client.communicate(timeout=30)
+    assert client.returncode == 1
+    assert stderr.splitlines()[-1] == STARTER_GONE, stderr
+    _wait_for(lambda: not _alive(job["pid"]), timeout=5)  # the fork died with its starter
+    root, env = place
+    address = root / f"contrastlab-warm-{os.getuid()}" / f"{starter_key(env)}.sock"
+    assert address.is_socket() and warm._connect(address) is None  # stale (W1): nothing listens there
+    done, report = _run(place)
+    assert done.returncode == 0, done.stderr
+    assert report["ppid"] != starter
+    assert report["pid"] != _client_pid_of(report)  # warm again: a new starter replaced the stale socket
+    observed(STARTER_GONE)
+
+
+def test_a_setting_in_seconds_that_is_not_a_number_is_named_and_its_default_used():
+    assert warm_key.seconds({warm.WAIT_VARIABLE: "soon"}, warm.WAIT_VARIABLE) == 60.0
+    assert warm_key.seconds({warm.WAIT_VARIABLE: "nan"}, warm.WAIT_VARIABLE) == 60.0
+    assert warm_key.seconds({warm.WAIT_VARIABLE: " 2.5 "}, warm.WAIT_VARIABLE) == 2.5
+    assert warm_key.seconds({warm.WAIT_VARIABLE: "-1"}, warm.WAIT_VARIABLE) == 0.0  # never waits
+    assert warm_key.seconds({}, warm.IDLE_VARIABLE) == 120.0
+    assert warm_key.setting_notes({warm.WAIT_VARIABLE: "soon", warm.IDLE_VARIABLE: "30"}) == [
+        f"contrastlab note: {warm.WAIT_VARIABLE}='soon' is not a number of seconds; a job waits 60 s for a "
+        f"starting starter (set a number, e.g. {warm.WAIT_VARIABLE}=60, or unset it)"
+    ]
+    assert warm_key.setting_notes({warm.WAIT_VARIABLE: "0", warm.IDLE_VARIABLE: "1e3"}) == []
+
+
+def test_a_client_of_another_virtual_environment_has_a_starter_of_its_own(monkeypatch, tmp_path):
+    """Another venv is another ``sys.prefix`` (its interpreter a link to the same binary): another key."""
+    key = starter_key({"HOME": "/home/a"})
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    assert starter_key({"HOME": "/home/a"}) != key
+
+
+def test_the_starter_key_follows_the_cpus_the_cgroup_and_the_io_and_cpu_priority(tmp_path):
+    """What a fork inherits of its starter's process and a client may have otherwise: its CPUs
+    (``taskset``), its control groups (a memory limit), its I/O class (``ionice``) and ``nice``; the key of a
+    process started under each differs from this one's."""
+    probe = "from contrastlab.workflow.warm_key import starter_key; print(starter_key({}))"
+
+    def key_of(setup=None, command=()) -> str:
+        done = subprocess.run(
+            [*command, sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            check=True,
+            preexec_fn=setup,
+        )
+        return done.stdout.strip()
+
+    same = key_of()
+    assert same == starter_key({})
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > 1:
+        assert key_of(lambda: os.sched_setaffinity(0, cpus[:1])) != same
+    assert key_of(lambda: os.nice(1)) != same
+    if shutil.which("ionice"):
+        assert key_of(command=("ionice", "-c", "3")) != same  # the idle I/O class
+    with pytest.MonkeyPatch.context() as patch:  # a cgroup of its own needs rights a test has not
+        cgroup = Path("/proc/self/cgroup").read_text()
+        patch.setattr(warm_key, "_cgroup", lambda: cgroup + "4:memory:/limited\n")
+        assert starter_key({}) != same
+    assert starter_key({}) == same
+
+
+# A job that reports everything of its process a script can read: run warm and cold, the reports must agree.
+PROBE = """
+from snakemake.iocontainers import Snakemake
+snakemake = Snakemake.__new__(Snakemake)  # the preamble's type: the hand-over asks for Snakemake's own
+from contrastlab.workflow.warm import hand_over
+hand_over(globals())
+import json, os, resource, signal, sys, tempfile
+import psutil
+mask = os.umask(0)
+os.umask(mask)
+catchable = [s for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP)]
+limits = [name for name in dir(resource) if name.startswith("RLIMIT_")]
+streams = (sys.stdin, sys.stdout, sys.stderr)
+report = {
+    "pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "env": dict(os.environ), "argv": sys.argv,
+    "orig_argv": sys.orig_argv, "executable": sys.executable, "path": sys.path, "flags": list(sys.flags),
+    "umask": mask, "affinity": sorted(os.sched_getaffinity(0)), "nice": os.getpriority(os.PRIO_PROCESS, 0),
+    "scheduler": os.sched_getscheduler(0), "io_priority": list(psutil.Process().ionice()),
+    "limits": {name: resource.getrlimit(getattr(resource, name)) for name in limits},
+    "cgroup": open("/proc/self/cgroup").read(), "oom_score_adj": open("/proc/self/oom_score_adj").read(),
+    "signals": {s.name: str(signal.getsignal(s)) for s in catchable}, "tempdir": tempfile.gettempdir(),
+    "streams": [[s.name, type(s.buffer).__name__, s.encoding, s.errors, s.line_buffering, s.write_through]
+                for s in streams],
+    "stdin": sys.stdin.read(),
+    "main": {name: type(value).__name__ for name, value in globals().items() if name.startswith("__")},
+}
+with open(sys.argv[1], "w") as out:
+    json.dump(report, out)
+"""
+
+#: The variables a warm and a cold run of one job may disagree on, each with why.
+DIFFER = {
+    warm.SWITCH: "how the test asks for the cold run (CONTRASTLAB_WARM_START=0)",
+    warm.FORK_MARK: "set in the fork only: the script it runs must not hand itself over again",
+    "CONTRASTLAB_WARM_STATE": "the job's start record: warm or cold, why, when, how long it waited",
+}
+
+
+def test_a_warm_job_sees_what_a_cold_job_sees(place):
+    """Field by field, what a probe job reads of its process run warm and cold: folder, environment (but
+    :data:`DIFFER`), argv, paths, flags, umask, CPUs, priorities, limits, cgroup, signal handlers, streams,
+    the temporary folder and its ``__main__``. Only its pid and parent differ (the fork's is the starter)."""
+    starter = _starter_ready(place)
+    root, env = place
+    (root / "probe.py").write_text(PROBE)
+    reports, report = {}, root / "probe.json"  # one path: it is an argument of both runs
+    for how, variables in (("warm", {warm.SWITCH: "1"}), ("cold", {warm.SWITCH: "0"})):
+        subprocess.run(
+            [sys.executable, str(root / "probe.py"), str(report), "a b", "$(no)"],
+            cwd=root,
+            env={**env, **variables},
+            input=b"line one\r\nline two\n",  # read as given: no newline translated
+            capture_output=True,
+            check=True,
+            timeout=120,
+        )
+        reports[how] = json.loads(report.read_text())
+        report.unlink()
+    hot, cold = reports["warm"], reports["cold"]
+    assert hot["ppid"] == starter and cold["pid"] == _client_pid_of(cold)
+    assert cold["stdin"] == "line one\r\nline two\n" and cold["argv"][2:] == ["a b", "$(no)"]
+    assert set(hot) == set(cold)
+    differing = sorted(f for f in set(cold) - {"pid", "ppid", "env"} if hot[f] != cold[f])
+    assert {f: hot[f] for f in differing} == {f: cold[f] for f in differing}
+    assert set(hot["env"]) ^ set(cold["env"]) <= set(DIFFER)
+    assert {k: v for k, v in hot["env"].items() if k not in DIFFER} == {
+        k: v for k, v in cold["env"].items() if k not in DIFFER
+    }
+
+
+# A job of rule "probe" that grows its memory by 256 MiB and spins the CPU for 0.5 s, then reports its own
+# peak (VmHWM, kB) and CPU seconds as the kernel counts them.
+USAGE_PROBE = """
+from snakemake.iocontainers import Snakemake
+snakemake = Snakemake.__new__(Snakemake)
+snakemake.rule, snakemake.wildcards = "probe", {}
+from contrastlab.workflow.warm import hand_over
+hand_over(globals())
+import json, os, resource, sys, time
+def status(field):
+    line = next(l for l in open("/proc/self/status") if l.startswith(field + ":"))
+    return int(line.split()[1])
+start_kb = status("VmRSS")
+block = bytearray(b"\\1") * (256 << 20)
+began = time.process_time()
+while time.process_time() - began < 0.5:
+    pass
+own = resource.getrusage(resource.RUSAGE_SELF)
+with open(sys.argv[1], "w") as out:
+    json.dump({"ppid": os.getppid(), "start_kb": start_kb, "peak_kb": status("VmHWM"),
+               "cpu_s": own.ru_utime + own.ru_stime}, out)
+"""
+
+
+def test_a_warm_job_records_its_own_peak_and_cpu_seconds_in_the_units_the_cost_tables_read(place):
+    """The fork's usage file: peak RSS in MiB (Snakemake's ``max_rss``: psutil's bytes / 2**20; the
+    kernel's kB / 1024 here), the job's allocation in it; CPU seconds of the job's own work, from the
+    hand-over on (the starter's imports are not the job's). A cold job's own peak holds the same
+    allocation."""
+    from contrastlab.cost.measured import warm_usage_path
+
+    starter = _starter_ready(place)
+    root, env = place
+    (root / "usage_probe.py").write_text(USAGE_PROBE)
+    benchmark = root / "usage" / "probe.tsv"
+    reports = {}
+    for how in ("warm", "cold"):
+        report = root / f"usage-{how}.json"
+        subprocess.run(
+            [sys.executable, str(root / "usage_probe.py"), str(report)],
+            cwd=root,
+            env={
+                **env,
+                warm.SWITCH: "1" if how == "warm" else "0",
+                warm.BENCHMARKS_VARIABLE: json.dumps({"probe": str(benchmark)}),
+            },
+            capture_output=True,
+            check=True,
+            timeout=120,
+        )
+        reports[how] = json.loads(report.read_text())
+    hot, cold = reports["warm"], reports["cold"]
+    assert hot["ppid"] == starter
+    usage = json.loads(warm_usage_path(benchmark).read_text())  # the warm run's only: the cold wrote none
+    assert 0 <= usage["max_rss"] - hot["peak_kb"] / 1024 < 4, (usage, hot)  # a little more, at the fork's end
+    assert usage["max_rss"] >= hot["start_kb"] / 1024 + 256
+    assert cold["peak_kb"] / 1024 >= cold["start_kb"] / 1024 + 256
+    assert 0.5 <= usage["cpu_time"] and abs(usage["cpu_time"] - hot["cpu_s"]) < 0.3, (usage, hot)
+
+
+def test_two_clients_at_once_are_each_run_by_a_fork_of_their_own(place):
+    starter = _starter_ready(place)
+    root, env = place
+    reports = [root / f"together-{i}.json" for i in range(2)]
+    clients = [
+        subprocess.Popen(
+            _command(place, report, sleep=3, exit=4 + i),
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, report in enumerate(reports)
+    ]
+    _wait_for(lambda: all(report.exists() for report in reports))
+    jobs = [json.loads(report.read_text()) for report in reports]
+    assert all(_alive(job["pid"]) for job in jobs)  # both running at once
+    outputs = [client.communicate(timeout=60) for client in clients]
+    assert [client.returncode for client in clients] == [4, 5]
+    assert outputs == [("to stdout\n", "to stderr\n")] * 2
+    assert [job["ppid"] for job in jobs] == [starter, starter] and jobs[0]["pid"] != jobs[1]["pid"]
+    assert [json.loads(job["argv"][2])["exit"] for job in jobs] == [4, 5]

@@ -10,28 +10,28 @@ minutes they are noise, and the starter changes nothing there but the seconds be
 How. The first statement of every Snakemake script is ``hand_over(globals())``. The script's process (the
 *client*, still Snakemake's child) connects to the starter that serves its interpreter, installed
 packages and environment (a Unix socket in a folder only this user can open) and sends its argv, working
-directory, environment, ``sys.path`` and umask as JSON and its stdin, stdout and stderr as descriptors.
-The starter forks; the fork takes those over and runs the same script file (preamble and all), while the
-client forwards the signals it gets and ends as the fork ended (its exit status, or the signal that
-killed it). Where no starter serves yet, the client starts one in the background and waits while it
-imports (``CONTRASTLAB_WARM_WAIT`` seconds at most, default 60; 0 never waits): the starter's imports take
-what the job's own would, so the job loses no time, and the jobs Snakemake starts meanwhile no longer
-import everything once each beside it (in the test suite's CI run of d7dedaf, about 30 jobs started cold
-that way). Where the starter leaves or the wait runs out, the script runs in the client, as before; where
-the starter refused (below), the key's jobs run there at once, starting and waiting for no starter.
-A starter exits once no job of its key has run for ``CONTRASTLAB_WARM_IDLE`` seconds (default 120), its
-own forks and the jobs that started cold alike (each holds a shared lock on ``<key>.running`` while it
-runs): the job after a long cold one, an encoding after its training of minutes, finds it there. Only a
-process that is nothing but a Snakemake script (its ``__main__``, with Snakemake's own ``snakemake``
-object) hands itself over, since handing over ends it: a script run in-process with a stand-in (a
-test's) runs in place.
+directory, environment, ``sys.path``, umask and what its process would hand a fork of its own (limits,
+CPUs, cgroups) as JSON and its stdin, stdout and stderr as descriptors. The starter forks where its own
+process has what the client's has; the fork takes those over and runs the same script file (preamble and
+all), while the client forwards the signals it gets and ends as the fork ended (its exit status, or the
+signal that killed it). Where no starter serves yet, the client starts one in the background and waits
+while it imports (``CONTRASTLAB_WARM_WAIT`` seconds at most, default 60; 0 never waits): the starter's
+imports take what the job's own would, so the job loses no time, and the jobs Snakemake starts meanwhile
+no longer import everything once each beside it (in the test suite's CI run of d7dedaf, about 30 jobs
+started cold that way). Where the starter leaves or the wait runs out, the script runs in the client, as
+before; where the starter refused (below), the key's jobs run there at once, starting and waiting for no
+starter. A starter exits once no job of its key has run for ``CONTRASTLAB_WARM_IDLE`` seconds (default
+120), its own forks and the jobs that started cold alike (each holds a shared lock on ``<key>.running``
+while it runs): the job after a long cold one, an encoding after its training of minutes, finds it there.
+Only a process that is nothing but a Snakemake script (its ``__main__``, with Snakemake's own
+``snakemake`` object) hands itself over, since handing over ends it: a script run in-process with a
+stand-in (a test's) runs in place.
 
 What a job sees is what a fresh process would see: the same file, argv, folder, environment, paths,
 umask, standard streams, default signal handlers, its own random-module state (``random`` reseeds in a
-fork), and torch's thread count set by the job itself (:mod:`contrastlab.workflow.job`). The variables
-an import may read (Hugging Face's offline switches and home, OpenBLAS's thread count, ...:
-:data:`IMPORT_PREFIXES`) are part of the starter's key, so a module that read one when the starter
-imported it read the job's own value; the resource limits and priority a fork inherits are too.
+fork), and torch's thread count set by the job itself (:mod:`contrastlab.workflow.job`). What a fork
+inherits of its starter instead (the variables its imports read, its limits, priorities, CPUs and cgroups)
+is the starter's key, and checked again before each job: :mod:`contrastlab.workflow.warm_key`.
 
 Guarantees kept. No orphan: the client watches Snakemake as a cold job does
 (:func:`~contrastlab.workflow.recovery.die_with_workflow`), the starter kills a fork whose client is gone
@@ -47,13 +47,13 @@ their logs.
 What differs: Snakemake's ``benchmark:`` file measures the client process, so its wall time is the job's
 but its memory and CPU columns are not: the fork writes its own peak memory and CPU seconds beside it
 (:func:`record_usage`), and the cost tables read those. ``CONTRASTLAB_WARM_START=0`` turns warm starts off
-(every job a fresh interpreter, as before).
+(every job a fresh interpreter, as before); a setting in seconds that is not a number is named in one line
+by the job that starts a starter, and its default used.
 """
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import io
 import json
 import os
@@ -61,66 +61,31 @@ import resource
 import selectors
 import signal
 import socket
-import stat
 import struct
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-SWITCH = "CONTRASTLAB_WARM_START"
+from contrastlab.workflow.warm_key import (
+    FORK_MARK,
+    IDLE_VARIABLE,
+    PRELOAD,
+    WAIT_VARIABLE,
+    cold_by_setting,
+    inherited,
+    seconds,
+    setting_notes,
+    socket_path,
+)
+from contrastlab.workflow.warm_key import SWITCH as SWITCH  # what turns warm starts off, named here too
+
 #: Set by the Snakefile: each rule's benchmark file pattern (:func:`benchmark_patterns`).
 BENCHMARKS_VARIABLE = "CONTRASTLAB_BENCHMARKS"
-IDLE_VARIABLE = "CONTRASTLAB_WARM_IDLE"
-#: How long a job waits for a starter that is still importing before it runs cold (seconds; 0: never waits).
-WAIT_VARIABLE = "CONTRASTLAB_WARM_WAIT"
-DEFAULT_WAIT_SECONDS = 60.0
 #: How long a starter just started may take to hold its lock before a waiting job takes it for gone.
 STARTING_GRACE_SECONDS = 5.0
-#: Set in a fork's environment: the script it runs must not hand itself over again.
-FORK_MARK = "CONTRASTLAB_WARM_FORK"
-#: The variables a starter's imports may read (Python's own, the locale, thread pools, torch and CUDA, Hugging
-#: Face, matplotlib, home, temporary and config folders): a starter serves only clients that agree on them,
-#: ``PYTHONPATH`` compared by the folders it names, links resolved. The fork gets the client's whole
-#: environment, so any other variable (``PATH``, proxies, a run's own ones, make's) is the job's own when the
-#: job reads it; they stay out of the key so that one starter serves a whole session.
-IMPORT_VARIABLES = ("HOME", "TMPDIR", "TEMP", "TMP", "TZ", "USER")
-IMPORT_PREFIXES = tuple(
-    """PYTHON LANG LC_ OMP_ MKL_ OPENBLAS_ GOTO_ VECLIB_ NUMEXPR_ KMP_ BLIS_ TORCH PYTORCH_ CUDA_ CUBLAS_
-    CUDNN_ NCCL_ NVIDIA_ LD_ HF_ HUGGINGFACE_ TRANSFORMERS_ TOKENIZERS_ SAFETENSORS_ MPL SKLEARN_ SCIPY_
-    NUMPY_ XDG_ SNAKEMAKE_""".split()
-)
-#: What the starter imports before it serves: what the training, encoding, evaluation and image jobs spend
-#: their start on. contrastlab itself is never imported there, so a fork always runs the code on disk.
-PRELOAD = (
-    "numpy",
-    "pandas",
-    "scipy.stats",
-    "sklearn.linear_model",
-    "matplotlib.pyplot",
-    "torch",
-    "torchvision",
-    "transformers",
-    "transformers.models.bert.modeling_bert",
-    "safetensors.torch",
-    "snakemake.script",
-)
-#: The resource limits a fork inherits from its starter (``ulimit -v``, ``-n``, ...): part of the key.
-LIMITS = (
-    "RLIMIT_AS",
-    "RLIMIT_DATA",
-    "RLIMIT_RSS",
-    "RLIMIT_CPU",
-    "RLIMIT_FSIZE",
-    "RLIMIT_NOFILE",
-    "RLIMIT_STACK",
-    "RLIMIT_NPROC",
-    "RLIMIT_CORE",
-    "RLIMIT_MEMLOCK",
-)
 _HEADER = struct.Struct("!Q")
 _PEER = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
 
@@ -154,21 +119,19 @@ def _starter_connection(address: Path) -> tuple[socket.socket | None, str | None
     serves (a refusal it recorded, none yet, ...); and the seconds this took."""
     from contrastlab.workflow.job_start import refusal
 
-    began, seconds = time.monotonic(), _wait_seconds(os.environ)
+    began, wait = time.monotonic(), seconds(os.environ, WAIT_VARIABLE)
     connection = _connect(address)
     if connection is None:
         if not _starter_importing(address):
             _start_starter(address)
-        connection = _wait_for_starter(address, seconds)
+        connection = _wait_for_starter(address, wait)
     waited = time.monotonic() - began
     if connection is not None:
         return connection, None, waited
-    if seconds <= 0:
+    if wait <= 0:
         why = f"no starter yet ({WAIT_VARIABLE}=0)"
     else:
-        why = (
-            f"no starter after waiting {seconds:g} s" if waited >= seconds else "starter left before serving"
-        )
+        why = f"no starter after waiting {wait:g} s" if waited >= wait else "starter left before serving"
     return None, refusal(address) or why, waited
 
 
@@ -178,6 +141,8 @@ def _send_job(connection: socket.socket, start: dict[str, str]) -> None:
     nothing over (the script then runs here)."""
     request = {
         "argv": sys.argv,  # the file Python runs (Snakemake's copy, preamble first), not its __file__
+        "orig_argv": sys.orig_argv,
+        "inherited": inherited(),  # the starter runs nothing whose fork would have other limits, CPUs, ...
         "cwd": os.getcwd(),
         "env": {**os.environ, FORK_MARK: "1", **start},
         "path": sys.path,
@@ -205,13 +170,6 @@ def _connect(address: Path) -> socket.socket | None:
         connection.close()
         return None
     return connection
-
-
-def _wait_seconds(env: dict[str, str] | os._Environ) -> float:
-    try:
-        return max(0.0, float(env.get(WAIT_VARIABLE, DEFAULT_WAIT_SECONDS)))
-    except ValueError:
-        return DEFAULT_WAIT_SECONDS
 
 
 def _starter_importing(address: Path) -> bool:
@@ -264,82 +222,27 @@ def _is_script_process(script_globals: dict[str, Any]) -> bool:
     )
 
 
-def cold_by_setting(env: dict[str, str] | os._Environ) -> str | None:
-    """Why a job of environment ``env`` starts cold whatever starter serves (a short phrase for its start
-    record), or ``None``."""
-    if env.get(SWITCH, "1").strip().lower() in {"0", "false", "no", "off"}:
-        return "warm starts off"
-    if FORK_MARK in env:
-        return "a warm fork already"
-    if "SLURM_JOB_ID" in env:
-        return "under SLURM"
-    # a job in its own Apptainer container: a starter left from an earlier job's container would run this
-    # one in that container's mounts
-    if {"APPTAINER_CONTAINER", "SINGULARITY_CONTAINER"} & set(env):
-        return "in a container"
-    if not (hasattr(socket, "send_fds") and hasattr(os, "fork") and sys.platform.startswith("linux")):
-        return "no warm starts on this platform"
-    return None
-
-
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
 
 
-def socket_path(env: dict[str, str] | os._Environ) -> Path | None:
-    """The starter's socket for this interpreter, its installed packages and ``env``: in
-    ``<tmp>/contrastlab-warm-<uid>``, created 0700; ``None`` where that folder is another user's or open
-    to others (a socket there could be someone else's, and it would receive this job's environment)."""
-    folder = Path(tempfile.gettempdir()) / f"contrastlab-warm-{os.getuid()}"
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        info = folder.lstat()
-    except OSError:
-        return None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        return None
-    return folder / f"{starter_key(env)}.sock"
-
-
-def starter_key(env: dict[str, str] | os._Environ) -> str:
-    """What a starter's imports and its forks depend on: the interpreter, the installed packages
-    (site-packages' change time moves with every install), the variables imports read
-    (:data:`IMPORT_VARIABLES`, :data:`IMPORT_PREFIXES`), the resource limits (``ulimit``) and the
-    priority (``nice``); 16 hex digits."""
-    site = sysconfig.get_paths()["purelib"]
-    try:
-        installed = os.stat(site).st_mtime_ns
-    except OSError:
-        installed = 0
-    kept = sorted(
-        (k, _resolved_paths(v) if k == "PYTHONPATH" else v)
-        for k, v in env.items()
-        if (k in IMPORT_VARIABLES or k.startswith(IMPORT_PREFIXES)) and k != FORK_MARK
-    )
-    # a fork keeps the starter's resource limits and priority: a client with others needs a starter of its own
-    limits = [resource.getrlimit(getattr(resource, name)) for name in LIMITS if hasattr(resource, name)]
-    priority = os.getpriority(os.PRIO_PROCESS, 0)
-    interpreter = [os.path.realpath(sys.executable), os.path.realpath(sys.prefix), os.path.realpath(site)]
-    text = json.dumps([*interpreter, installed, list(PRELOAD), kept, limits, priority])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _resolved_paths(search_path: str) -> str:
-    return os.pathsep.join(os.path.realpath(p) if p else p for p in search_path.split(os.pathsep))
-
-
 def _start_starter(address: Path) -> None:
     """A starter for ``address``, in a session of its own so that a job's end or Ctrl-C never reaches it;
-    one that finds another holding its lock exits at once."""
+    one that finds another holding its lock exits at once. A setting of the environment that is not a
+    number of seconds is named here, once per starter, not once per job."""
+    for note in setting_notes(os.environ):
+        print(note, file=sys.stderr, flush=True)
     env = {k: v for k, v in os.environ.items() if k != FORK_MARK}
     try:
         with open(address.with_suffix(".log"), "a") as log:
             subprocess.Popen(
-                # -P, in /: nothing importable from a job's folder shadows what the starter imports
-                [sys.executable, "-P", "-m", "contrastlab.workflow.warm", str(address)],
-                cwd="/",
+                # in its own folder (0700, sockets and logs): nothing importable from a job's folder shadows
+                # what it imports; not with -P, which its forks would keep (sys.flags, and in the command
+                # line of a job's multiprocessing children)
+                [sys.executable, "-m", "contrastlab.workflow.warm", str(address)],
+                cwd=address.parent,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -527,6 +430,10 @@ def _start_job(connection: socket.socket, starters: list[Any]) -> int:
         request = json.loads(_receive(connection, _HEADER.unpack(header)[0]))
     except (OSError, ValueError):  # ConnectionError is an OSError
         return 0
+    if request.get("inherited") != inherited():  # moved since it started (taskset -p): its fork would be too
+        for fd in fds:
+            os.close(fd)
+        return 0
     sys.stdout.flush()
     sys.stderr.flush()
     fork = os.fork()
@@ -549,7 +456,9 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
     """In the fork: become the client's process (streams, folder, environment, argv, paths, umask,
     signal handlers of a fresh interpreter), run its script, and return its exit status."""
     import atexit
+    import builtins
     import types
+    from importlib.machinery import SourceFileLoader
 
     _die_with_parent()
     for target, fd in enumerate(fds):
@@ -561,6 +470,7 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
     os.environ.update(request["env"])
     tempfile.tempdir = None  # found again from the job's TMPDIR, should an import have asked the starter's
     sys.argv = list(request["argv"])
+    sys.orig_argv = list(request["orig_argv"])
     sys.path[:] = request["path"]
     # the starter's own contrastlab (``-m contrastlab.workflow.warm``): the job imports its client's
     for name in [name for name in sys.modules if name.partition(".")[0] == "contrastlab"]:
@@ -570,19 +480,25 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
         signal.signal(signum, signal.SIG_DFL)
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
-        # as a fresh interpreter makes them: the starter's own streams were made from the same environment
+        # as a fresh interpreter makes them (CPython's create_stdio): the starter's own streams were made
+        # from the same environment; unbuffered output is the file itself, and no newline is translated
         former = getattr(sys, f"__{name}__")
+        raw = unbuffered and fd != 0
+        binary = open(fd, "rb" if fd == 0 else "wb", buffering=0 if raw else -1, closefd=False)
+        (binary if raw else binary.raw).name = f"<{name}>"
         stream = io.TextIOWrapper(
-            open(fd, "rb" if fd == 0 else "wb", closefd=False),
+            binary,
             encoding=former.encoding,
             errors=former.errors,
-            line_buffering=fd == 2 or os.isatty(fd),
-            write_through=unbuffered and fd != 0,
+            newline="\n",
+            line_buffering=not unbuffered and (fd == 2 or os.isatty(fd)),
+            write_through=unbuffered,
         )
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
     script = types.ModuleType("__main__")  # as ``python script.py`` makes it, kept after a failure
-    script.__file__ = sys.argv[0]
+    script.__file__, script.__builtins__, script.__annotations__ = sys.argv[0], builtins, {}
+    script.__cached__, script.__loader__ = None, SourceFileLoader("__main__", sys.argv[0])
     sys.modules["__main__"] = script
     code = 0
     try:
@@ -629,7 +545,10 @@ def record_usage(snakemake: Any) -> None:
     """Beside the job's benchmark file, the peak resident memory and CPU seconds of this fork (and of the
     processes it waited for): Snakemake's benchmark measures the process that handed the job over, so its
     wall time is the job's but its memory is not (:func:`contrastlab.cost.measured.read_job_costs` reads
-    both). Nothing where the job's rule has no benchmark file."""
+    both). In Snakemake's units: ``max_rss`` in MiB (its psutil bytes / 2**20; the kernel's kB / 1024),
+    the pages the fork shares with its starter included, as a cold job's own imports are in its peak;
+    ``cpu_time`` in seconds from the hand-over on, the imports being the starter's. Nothing where the
+    job's rule has no benchmark file."""
     from snakemake.io import apply_wildcards
 
     from contrastlab.cost.measured import warm_usage_path
@@ -682,7 +601,9 @@ def _die_with_parent() -> None:
 
 if __name__ == "__main__":
     started = time.time()
-    why = serve(Path(sys.argv[1]), float(os.environ.get(IDLE_VARIABLE, "120")))
+    if not sys.flags.safe_path:  # -m put its own folder first; its forks get their clients' paths
+        del sys.path[0]
+    why = serve(Path(sys.argv[1]), seconds(os.environ, IDLE_VARIABLE))
     print(
         f"{time.strftime('%F %T')} starter {os.getpid()} ({time.time() - started:.0f} s): {why}", flush=True
     )
