@@ -38,7 +38,9 @@ def cases_in_tests(tests_dir: Path) -> dict[str, list[str]]:
         module = path.relative_to(tests_dir.parent)
         for node in ast.parse(path.read_text(), filename=str(path)).body:
             # a marker outside any test (a module-level list of pytest.param) is named by its module
-            where = f"{module}::{node.name}" if isinstance(node, ast.FunctionDef | ast.ClassDef) else str(module)
+            where = (
+                f"{module}::{node.name}" if isinstance(node, ast.FunctionDef | ast.ClassDef) else str(module)
+            )
             for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
                 if isinstance(call.func, ast.Attribute) and call.func.attr == "fault" and call.args:
                     case = case_of(_literal_text(call.args[0]))

@@ -17,7 +17,9 @@ MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def _tracked() -> set[str]:
-    out = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout
     files = set(out.splitlines())
     folders = {str(parent) for name in files for parent in PurePosixPath(name).parents}
     return files | folders
@@ -36,7 +38,10 @@ def test_a_user_reference_page_names_no_development_machine_path(page):
 
 def test_every_relative_link_of_the_readme_and_docs_reaches_a_file_of_the_checkout():
     tracked = _tracked()
-    pages = ["README.md", *sorted(name for name in tracked if name.startswith("docs/") and name.endswith(".md"))]
+    pages = [
+        "README.md",
+        *sorted(name for name in tracked if name.startswith("docs/") and name.endswith(".md")),
+    ]
     broken = []
     for page in pages:
         base = (REPO_ROOT / page).parent

@@ -91,4 +91,3 @@ def run_points(
         if kept is not None:
             return kept
     return price()
-
