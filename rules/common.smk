@@ -372,9 +372,6 @@ FIGURE_EXPERIMENTS = _alternatives(
 )
 
 
-LOG_FIGURE_EXPERIMENTS = _alternatives(f["experiment"] for f in FIGURES if f["kind"] == "align_uniform")
-
-
 def existing_if_partial(paths):
     """With tables.partial the report is drawn from what exists: the figures too, so nothing trains."""
     if GRID.options.tables_partial:

@@ -1,6 +1,8 @@
 # The papers' figures (contrastlab.figures): PNG + PDF + the CSV of the plotted numbers, shown in the report;
 # each PNG flagged for Snakemake's report too (reported_figure). A figure's params are the settings it reads,
-# never the whole config: a change to a key it does not read redraws nothing.
+# never the whole config: a change to a key it does not read redraws nothing. A paper's own figures are its
+# record's (figures.catalog.RECORD_FIGURES), each drawn by the function registered under its name
+# (figures.registry) from the script of what it reads; the kinds below them are drawn per experiment.
 
 
 include: "../report/report.smk"
@@ -8,8 +10,6 @@ include: "../report/report.smk"
 
 localrules:
     figure_lr_sweep,
-    figure_align_uniform,
-    figure_training_curves,
 
 
 rule figure_lr_sweep:
@@ -72,52 +72,17 @@ rule oar_synthetic:
         "../scripts/oar_synthetic.py"
 
 
-rule figure_align_uniform:
-    input:
-        metrics=lambda wildcards: get_cell_files(wildcards, "metrics", "senteval.json"),
-    output:
-        **reported_figure("{experiment}/align_uniform"),
-    params:
-        metrics_root=RESULTS.metrics(),
-    log:
-        RESULTS.log("figures", "{experiment}-align_uniform"),
-    wildcard_constraints:
-        experiment=LOG_FIGURE_EXPERIMENTS,
-    conda:
-        "../envs/contrastlab.yaml"
-    script:
-        "../scripts/figure_logs.py"
-
-
-rule figure_training_curves:
-    input:
-        logs=lambda wildcards: get_cell_files(wildcards, "checkpoints", "train_log.jsonl"),
-    output:
-        **reported_figure("{experiment}/training_curves"),
-    params:
-        checkpoints_root=RESULTS.checkpoint(),
-    log:
-        RESULTS.log("figures", "{experiment}-training_curves"),
-    wildcard_constraints:
-        experiment=LOG_FIGURE_EXPERIMENTS,
-    conda:
-        "../envs/contrastlab.yaml"
-    script:
-        "../scripts/figure_logs.py"
-
-
-
-# The analytic and simulated figures of Nie and Li (no training): one job per paper, since Li's
-# Fig. 2 and 10 share one simulation.
+# The analytic and simulated figures of a paper (no training): one job per paper, since Li's Fig. 2 and 10
+# share one simulation.
 for _paper, _names in figure_catalog.ANALYTIC_FIGURES.items():
 
     rule:
         name:
             f"figure_analytic_{_paper}"
         output:
-            [path for n in _names for path in reported_figure(f"{_paper}/{n}").values()],
+            [path for name in _names for path in reported_figure(name).values()],
         params:
-            paper=_paper,
+            figures=_names,
             size=config["analytic_figures"],
         log:
             RESULTS.log("figures", f"{_paper}-analytic"),
@@ -132,9 +97,14 @@ for _paper, _names in figure_catalog.ANALYTIC_FIGURES.items():
             "../scripts/figure_analytic.py"
 
 
-# Figures over experiments' cells (Li Fig. 5-9, Nie Fig. 3): one job each, reading its cells' training
-# logs and/or metrics.
-for _figure, (_experiments, _caption, _source) in figure_catalog.SWEEP_FIGURES.items():
+# The figures over experiments' cells (Nie Fig. 1, 3; Li Fig. 5-9): one job each. What a figure of each
+# reading kind reads of a cell: its training log; its metrics and the log beside them.
+_CELL_READS = {
+    "logs": lambda c: [RESULTS.checkpoint(c, "train_log.jsonl")],
+    "metrics": lambda c: [RESULTS.checkpoint(c, "train_log.jsonl"), RESULTS.metrics(c, "sentence")],
+}
+
+for _figure, _spec in figure_catalog.CELL_FIGURES.items():
 
     rule:
         name:
@@ -144,21 +114,17 @@ for _figure, (_experiments, _caption, _source) in figure_catalog.SWEEP_FIGURES.i
             existing_if_partial(
                 path
                 for c in CELLS
-                if c.experiment in _experiments
-                for kind, path in (
-                    ("logs", RESULTS.checkpoint(c, "train_log.jsonl")),
-                    ("metrics", RESULTS.metrics(c, "sentence")),
-                )
-                if kind in _source.split("+")
+                if c.experiment in _spec.experiments
+                for path in _CELL_READS[_spec.reads](c)
             ),
         output:
             **reported_figure(_figure),
         params:
             figure=_figure,
-            experiments=[e for e in _experiments if GRID.experiment(e).configured],
+            experiments=[e for e in _spec.experiments if GRID.experiment(e).configured],
             # each experiment's sweep points (method -> swept key and value; none for an experiment the
             # config does not have): what the figure reads of the config
-            points={e: GRID.experiment(e).sweep_points for e in _experiments},
+            points={e: GRID.experiment(e).sweep_points for e in _spec.experiments},
             results=lambda wildcards: R,
         log:
             RESULTS.log("figures", _figure.rsplit("/", 1)[-1]),
@@ -166,7 +132,7 @@ for _figure, (_experiments, _caption, _source) in figure_catalog.SWEEP_FIGURES.i
         conda:
             "../envs/contrastlab.yaml"
         script:
-            "../scripts/figure_sweep.py"
+            "../scripts/figure_cells.py"
 
 
 # Li et al.'s gradient paradigm of each loss from the user's code (GD, W, R by autograd; no training):

@@ -1,4 +1,5 @@
-"""Snakemake entry: the analytic (Nie Fig. 2a/2b/4) or simulated (Li Fig. 2/3/10) figures of one paper."""
+"""Snakemake entry: the analytic or simulated figures of one paper (no training: Nie Fig. 2a/2b/4, Li Fig.
+2/3/4/10), each drawn by the function registered under its name (contrastlab.figures.registry)."""
 
 from contrastlab.workflow.warm import hand_over
 
@@ -6,20 +7,16 @@ hand_over(globals())  # a local job runs in a fork of a process with torch & co.
 
 from pathlib import Path
 
+from contrastlab.figures.registry import drawing
 from contrastlab.workflow.job import job_label, logged_to
 
 sm = globals()["snakemake"]
 with logged_to(sm.log[0], job_label(sm)):
-    out_dir = Path(sm.output[0]).parent
-    if sm.params.paper == "nie2023":
-        from contrastlab.figures.nie2023 import write_figures
-
-        written = write_figures(out_dir)
-    else:
-        from contrastlab.figures.li2024 import write_figures
-
-        size = dict(sm.params.size)
-        written = write_figures(out_dir, points=size["points"], batches=size["batches"])
+    # each figure's PNG, PDF and CSV, in the order of its names
+    stems = list(dict.fromkeys(Path(path).with_suffix("") for path in sm.output))
+    written = []
+    for name, stem in zip(sm.params.figures, stems, strict=True):
+        written += drawing(name).draw(stem, dict(sm.params.size))
     missing = sorted(set(map(str, sm.output)) - set(map(str, written)))
     if missing:
         raise RuntimeError(f"figures not written: {missing}")

@@ -1,4 +1,5 @@
-"""LICENSE and CITATION.cff say what pyproject.toml says, and ``cffconvert --validate`` finds CITATION.cff
+"""LICENSE and CITATION.cff say what pyproject.toml says, CITATION.cff's references are the papers' records
+as ``python -m contrastlab.papers --cff`` writes them, and ``cffconvert --validate`` finds CITATION.cff
 valid against the CFF 1.2.0 schema (cffconvert requires jsonschema < 4, the project >= 4.20: make install
 gives it an environment of its own, .venv/cffconvert, under constraints-cffconvert.txt)."""
 
@@ -8,8 +9,10 @@ import importlib.util
 import subprocess
 import tomllib
 
+import pytest
 import yaml
 
+from contrastlab import papers
 from contrastlab.paths import REPO_ROOT
 
 _spec = importlib.util.spec_from_file_location("install_script", REPO_ROOT / "scripts" / "install.py")
@@ -65,3 +68,21 @@ def test_the_citation_names_the_four_reproduced_papers():
     wanted = ("On the Inadequacy of Optimizing Alignment", "A Unified Paradigm for Gradient",
               "Model-Aware Contrastive Learning", "Orthonormal Anchors Regression")  # fmt: skip
     assert all(sum(w in t for t in titles) == 1 for w in wanted), titles
+
+
+def test_the_references_are_current_as_the_command_writes_them(tmp_path):
+    """Issue 77 item 2: CITATION.cff's references are generated from the records (run ``python -m
+    contrastlab.papers --cff`` after changing a record); the command rewrites them and nothing else."""
+    text = (REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8")
+    head = text[: text.index("\nreferences:\n") + 1]
+    assert text == head + papers.cff_references(), "CITATION.cff is stale: python -m contrastlab.papers --cff"
+    assert papers.cff_references().count("\n  - type: ") == len(papers.PAPERS) == 4
+    stale = tmp_path / "CITATION.cff"
+    removed = "references:\n  - type: article\n    title: A paper since removed\n"
+    stale.write_text(head + removed, encoding="utf-8")
+    assert papers.write_cff(stale) is True and stale.read_text(encoding="utf-8") == text
+    assert papers.write_cff(stale) is False  # current: left as it is
+    stale.write_text(head, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"^contrastlab: .*CITATION.cff has no 'references:' line: add one"):
+        papers.write_cff(stale)
+    assert papers.main(["--cff", "extra"]) == 2  # the usage, and nothing written

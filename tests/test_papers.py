@@ -226,13 +226,87 @@ def test_a_paper_file_in_the_wrong_shape_stops_with_one_line(tmp_path):
     _paper_file(tmp_path, "b2021", "order: 2\nname: B 2021\n")
     with pytest.raises(ValueError, match=r"b2021.yaml: a paper file needs citation, tables"):
         papers.load_papers(tmp_path)
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    entry = "figures: {%s: {experiments: [%s], reads: %s, caption: C}}\n"
+    for name, experiment, reads in (
+        ("a2020/fig1", "a2020", "checkpoints"),  # a reading no job has
+        ("b2021/fig1", "a2020", "logs"),  # another paper's name
+        ("a2020/fig1", "b2021", "logs"),  # another paper's experiment
+    ):
+        _paper_file(figures, "a2020", textwrap.dedent(record % "a2020") + entry % (name, experiment, reads))
+        with pytest.raises(
+            ValueError,
+            match=rf"a2020.yaml: figure '{name}' must be named a2020/<figure> and give experiments "
+            r"\(of a2020\), reads \(one of logs, metrics, analytic\) and caption \(docs/adding-a-paper.md\)$",
+        ):
+            papers.load_papers(figures)
+    _paper_file(figures, "a2020", textwrap.dedent(record % "a2020") + entry % ("a2020/fig1", "a2020", "logs"))
+    (paper,) = papers.load_papers(figures)
+    assert paper.figures == {"a2020/fig1": papers.FigureSpec(("a2020",), "logs", "C")}
+    assert paper.heading == "A 2020, T" and papers.reference(paper) == "A (2020). T."
 
 
-def _doc_blocks() -> dict[str, str]:
-    """{path: text} of each block of docs/adding-a-paper.md that a line **`path`** introduces."""
+def test_a_record_heads_its_report_section_with_its_name_and_title_unless_it_writes_one():
+    """Issue 77 item 2: the report's heading of a paper is "<name>, <citation's title>" (OAR's), or the
+    record's own ``heading`` where the report words it otherwise (the venue; Li's shorter title)."""
+    assert {p.prefix: p.heading for p in papers.PAPERS} == {
+        "nie2023": "Nie et al. 2023, On the Inadequacy of Optimizing Alignment and Uniformity in Contrastive "
+        "Learning of Sentence Representations (ICLR)",
+        "li2024": "Li, Zhang & Nie 2024, A Unified Gradient Paradigm of Contrastive Losses in Sentence "
+        "Representation Learning",
+        "macl": "Huang et al. 2023, Model-Aware Contrastive Learning - Towards Escaping the Dilemmas (ICML)",
+        "oar": "OAR 2024, Stable Contrastive Learning with Orthonormal Anchors Regression",
+    }
+    assert "heading" not in yaml.safe_load(papers.PAPERS[3].claims.read_text(encoding="utf-8"))
+    assert all("paper" not in yaml.safe_load(p.claims.read_text(encoding="utf-8")) for p in papers.PAPERS)
+
+
+def _doc_blocks(part: str = "files") -> dict[str, str]:
+    """{path: text} of each block of docs/adding-a-paper.md that a line **`path`** introduces, in its part:
+    ``files`` (the paper, up to "Optional") or ``figures`` (its "Figures" section)."""
     text = (REPO_ROOT / "docs" / "adding-a-paper.md").read_text(encoding="utf-8")
+    files, _, figures = text.partition("\n## Optional\n")
+    text = {"files": files, "figures": figures}[part]
     found = re.findall(r"^ *\*\*`([^`]+)`\*\*\n( *)```\w*\n(.*?)\n\2```", text, flags=re.M | re.S)
     return {path: textwrap.dedent(block) for path, _, block in found}
+
+
+CLAIMS_FILE = "src/contrastlab/report/claims/smith2025.yaml"
+TABLE = "src/contrastlab/tables/published/smith2025_table1"
+
+
+def _fifth_paper(root) -> dict[str, str]:
+    """The doc's paper added to a copy of the package under ``root``, word for word: the three new files,
+    its experiment in config.yaml and its command run (for CITATION.cff); the environment that runs the
+    copy."""
+    blocks = _doc_blocks()
+    assert list(blocks) == [CLAIMS_FILE, f"{TABLE}.csv", f"{TABLE}.yaml", "config.yaml", "CITATION.cff"]
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO_ROOT / "src" / "contrastlab", root / "src" / "contrastlab", ignore=ignore)
+    shutil.copytree(REPO_ROOT / "schemas", root / "schemas")
+    shutil.copy(REPO_ROOT / "CITATION.cff", root / "CITATION.cff")
+    for new in (CLAIMS_FILE, f"{TABLE}.csv", f"{TABLE}.yaml"):
+        (root / new).write_text(blocks[new], encoding="utf-8")
+    config = yaml.safe_load((REPO_ROOT / "config.yaml").read_text(encoding="utf-8"))
+    config["experiments"].update(yaml.safe_load(blocks["config.yaml"])["experiments"])
+    (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    command = blocks["CITATION.cff"].replace(".venv/bin/python", sys.executable).split()
+    run = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.endswith("references written (5 papers)\n"), run.stderr[-3000:]
+    return env
+
+
+def test_the_worked_example_writes_the_title_twice():
+    """Issue 77 item 2: the title in the record and in the experiment's ``title``, no more: the report's
+    heading, the table's source and CITATION.cff's reference come from the record."""
+    blocks = _doc_blocks()
+    assert [path for path, block in blocks.items() if "A Margin for Sentence Embeddings" in block] == [
+        CLAIMS_FILE,
+        "config.yaml",
+    ]
+    assert sum(block.count("A Margin for Sentence Embeddings") for block in blocks.values()) == 2
 
 
 #: What the copy of the package reports once the fifth paper is added (run in a process of its own, so
@@ -245,12 +319,14 @@ from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
 from contrastlab.report.claims import PAPERS
 from contrastlab.tables import TABLES
+from contrastlab.tables.published import load_meta
 
 config = cl_config.load(REPO_ROOT / "config.yaml")
 config["select"] = {"experiments": ["smith2025", "oar_cifar10"]}
 build_report(Results(REPO_ROOT / "out"), config, figures=[])
 print(json.dumps({
     "title": TABLES["smith2025_table1"].title,
+    "source": load_meta("smith2025_table1")["paper"]["reference"],
     "papers": list(PAPERS),
     "report": (REPO_ROOT / "out" / "report.md").read_text(encoding="utf-8"),
     "citation": citation_of("smith2025_sweep"),
@@ -260,32 +336,18 @@ print(json.dumps({
 
 def test_a_fifth_paper_added_as_docs_adding_a_paper_says(tmp_path):
     """Issue 64 item 1: the worked example, followed word for word in a copy of the package: the five files
-    it names (no Python), and the table is registered under the paper's name, lands in the paper's own
-    section of the report with its claims (after OAR's, not under "Other tables"), its card cites the
-    paper alone, and CITATION.cff still agrees with the records."""
-    blocks = _doc_blocks()
-    claims_file = "src/contrastlab/report/claims/smith2025.yaml"
-    table = "src/contrastlab/tables/published/smith2025_table1"
-    assert list(blocks) == [claims_file, f"{table}.csv", f"{table}.yaml", "config.yaml", "CITATION.cff"]
-    ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(REPO_ROOT / "src" / "contrastlab", tmp_path / "src" / "contrastlab", ignore=ignore)
-    shutil.copytree(REPO_ROOT / "schemas", tmp_path / "schemas")
-    for new in (claims_file, f"{table}.csv", f"{table}.yaml"):
-        (tmp_path / new).write_text(blocks[new], encoding="utf-8")
-    config = yaml.safe_load((REPO_ROOT / "config.yaml").read_text(encoding="utf-8"))
-    config["experiments"].update(yaml.safe_load(blocks["config.yaml"])["experiments"])
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    cff = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8"))
-    cff["references"] += yaml.safe_load(blocks["CITATION.cff"])["references"]
-    (tmp_path / "CITATION.cff").write_text(yaml.safe_dump(cff, sort_keys=False), encoding="utf-8")
-
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "src")}
+    it names (no Python, CITATION.cff written by the command), and the table is registered under the
+    paper's name with its source from the record, lands in the paper's own section of the report (headed
+    by the record's name and title) with its claims (after OAR's, not under "Other tables"), its card
+    cites the paper alone, and CITATION.cff agrees with the records."""
+    env = _fifth_paper(tmp_path)
     run = subprocess.run(
         [sys.executable, "-c", _FIFTH_PAPER_CHECK], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout)
     assert seen["title"] == "Smith & Lee 2025, Table 1: STS.Avg"
+    assert seen["source"] == "Smith, Lee (2025). A Margin for Sentence Embeddings."
     assert seen["papers"] == ["nie2023", "li2024", "macl", "oar", "smith2025"]
     report = seen["report"]
     oar = report.index("\n## OAR 2024, Stable Contrastive Learning with Orthonormal Anchors Regression\n")
@@ -297,6 +359,17 @@ def test_a_fifth_paper_added_as_docs_adding_a_paper_says(tmp_path):
         "@article{smith2025margin,\n  title = {{A Margin for Sentence Embeddings}},\n"
         "  author = {Smith, Ada and Lee, Bo},\n  journal = {Journal of Made-up Results},\n  year = {2025}\n}"
     )
+    references = yaml.safe_load((tmp_path / "CITATION.cff").read_text(encoding="utf-8"))["references"]
+    assert references[-1] == {
+        "type": "article",
+        "title": "A Margin for Sentence Embeddings",
+        "authors": [
+            {"family-names": "Smith", "given-names": "Ada"},
+            {"family-names": "Lee", "given-names": "Bo"},
+        ],
+        "journal": "Journal of Made-up Results",
+        "year": 2025,
+    }
     cff_check = subprocess.run(
         [
             sys.executable,
@@ -309,3 +382,54 @@ def test_a_fifth_paper_added_as_docs_adding_a_paper_says(tmp_path):
         text=True,
     )
     assert cff_check.returncode == 0, cff_check.stderr[-3000:]
+
+
+#: What the copy reports of the doc's figure: the catalogue's entry for a config with the paper, its
+#: paper's analytic job, and the files its registered function writes.
+_FIGURE_CHECK = """
+import json
+from contrastlab import config as cl_config
+from contrastlab.figures import catalog
+from contrastlab.figures.registry import drawing
+from contrastlab.paths import REPO_ROOT
+
+config = cl_config.load(REPO_ROOT / "config.yaml")
+config["select"] = {"experiments": ["smith2025"]}
+name = "smith2025/smith2025_fig1"
+figure = drawing(name)
+written = figure.draw(REPO_ROOT / "out" / name, {"points": 41, "batches": 10})
+print(json.dumps({
+    "drawn": [f for f in catalog.figures(cl_config.Grid(cl_config.validate(config))) if f["name"] == name],
+    "job": catalog.ANALYTIC_FIGURES["smith2025"],
+    "reads": figure.reads,
+    "written": [str(p.relative_to(REPO_ROOT)) for p in written],
+}))
+"""
+
+
+def test_a_figure_added_as_docs_adding_a_paper_says(tmp_path):
+    """Issue 77 item 2: a paper's figure is its record's entry and one registered function, the doc's two
+    blocks followed word for word on its fifth paper: the config draws it (the record's caption), in the
+    paper's analytic job, and the job's call writes its PNG, PDF and the CSV of its numbers."""
+    env = _fifth_paper(tmp_path)
+    blocks = _doc_blocks("figures")
+    assert list(blocks) == [CLAIMS_FILE, "src/contrastlab/figures/smith2025.py"]
+    record = (tmp_path / CLAIMS_FILE).read_text(encoding="utf-8")
+    assert record.count("figures: {}\n") == 1
+    record = record.replace("figures: {}\n", blocks[CLAIMS_FILE] + "\n")
+    (tmp_path / CLAIMS_FILE).write_text(record, encoding="utf-8")
+    module = "src/contrastlab/figures/smith2025.py"
+    (tmp_path / module).write_text(blocks[module], encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-c", _FIGURE_CHECK], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout)
+    caption = yaml.safe_load(blocks[CLAIMS_FILE])["figures"]["smith2025/smith2025_fig1"]["caption"]
+    drawn = {"name": "smith2025/smith2025_fig1", "kind": "analytic", "experiment": "smith2025"}
+    assert seen["drawn"] == [{**drawn, "caption": caption}]
+    assert seen["job"] == ["smith2025/smith2025_fig1"] and seen["reads"] == "analytic"
+    stem = "out/smith2025/smith2025_fig1"
+    assert seen["written"] == [f"{stem}.png", f"{stem}.pdf", f"{stem}.csv"]
+    numbers = (tmp_path / f"{stem}.csv").read_text().splitlines()
+    assert numbers[0] == "gap,loss" and len(numbers) == 42 and numbers[-1] == "1,0"

@@ -5,18 +5,22 @@ of the report's "How to cite" and of every model card.
 A paper's record is the head of its paper file, ``report/claims/<prefix>.yaml`` (its claims follow it):
 ``order`` (its place in the report), ``name`` (what its tables' titles and the report's category open
 with, "Nie et al. 2023"), ``citation`` (key, entry kind, title, authors, year, venue, note, and the
-identifiers the paper's own text names: ``arxiv``, ``doi``, ``url``, ``code``; mirroring
-``CITATION.cff``'s ``references``; tests/test_papers.py holds the two to each other), ``tables`` (each
-:class:`TableSpec`; the numbers are in ``tables/published/<name>.csv`` + ``.yaml``) and ``figures`` (the
-captions, as data; :mod:`contrastlab.figures.catalog` decides which figures a config draws). An
-experiment, figure, table or job names its paper by the first word of its name (``nie2023``,
-``li2024_fig6_m``, ``macl_cifar10``, ``oar_synthetic/table2``): :func:`paper_of`, :func:`paper_for`.
-docs/adding-a-paper.md adds a fifth.
+identifiers the paper's own text names: ``arxiv``, ``doi``, ``url``, ``code``; ``CITATION.cff``'s
+``references`` are written from it: ``python -m contrastlab.papers --cff``), ``tables`` (each
+:class:`TableSpec`; the numbers are in ``tables/published/<name>.csv`` + ``.yaml``), ``figures`` (each
+:class:`FigureSpec`: what the figure reads and its caption; the function that draws it registers itself
+under the same name, :mod:`contrastlab.figures.registry`), ``figure_kinds`` (the captions of the kinds of
+figure the catalogue draws per experiment of a config) and, where the report heads the paper's section
+otherwise than "<name>, <title>", its ``heading``. An experiment, figure, table or job names its paper by
+the first word of its name (``nie2023``, ``li2024_fig6_m``, ``macl_cifar10``, ``oar_synthetic/table2``):
+:func:`paper_of`, :func:`paper_for`. docs/adding-a-paper.md adds a fifth.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,17 +28,22 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "FIGURE_READS",
     "PAPERS",
     "PAPERS_DIR",
+    "FigureSpec",
     "Paper",
     "TableSpec",
     "bibtex",
     "bibtex_block",
+    "cff_references",
     "hub_tags",
     "load_papers",
     "paper_for",
     "paper_of",
     "papers_of",
+    "reference",
+    "write_cff",
 ]
 
 # The paper files sit in report/claims/, not in a papers/ folder beside this module (which would read as a
@@ -47,6 +56,10 @@ _ARXIV_ID = r"\d{4}\.\d{4,5}"
 
 #: Kinds of table: measured scores per (method, task); ablation steps of one score; hyperparameters.
 KINDS = ("scores", "steps", "hparams")
+
+#: What a paper's figure reads: its experiments' training logs, their evaluated metrics (and the logs
+#: beside them), or nothing (``analytic``: computed from the paper's formulas).
+FIGURE_READS = ("logs", "metrics", "analytic")
 
 
 @dataclass(frozen=True)
@@ -62,12 +75,22 @@ class TableSpec:
 
 
 @dataclass(frozen=True)
+class FigureSpec:
+    """One figure of a paper's record: the experiments whose cells it reads (an analytic figure is drawn
+    when its experiment is in the config), what it reads (:data:`FIGURE_READS`) and its caption."""
+
+    experiments: tuple[str, ...]
+    reads: str
+    caption: str
+
+
+@dataclass(frozen=True)
 class Paper:
     """One paper: BibTeX ``key`` and entry ``kind``, ``authors`` as ``(family, given)`` pairs (given
     empty for a collective name), ``venue`` (booktitle, journal or note, by kind) and a ``note``; the
     paper's ``arxiv`` id, ``doi``, ``url`` and released ``code``, each only where the paper's own text
-    names it ("": it does not); its report ``name``, ``tables``, ``claims`` file and ``figures`` (the
-    captions, as its file writes them)."""
+    names it ("": it does not); its report ``name``, the ``heading`` of its report section, ``tables``,
+    ``claims`` file, ``figures`` (name -> :class:`FigureSpec`) and ``figure_kinds`` (kind -> caption)."""
 
     key: str
     prefix: str  # the experiments that reproduce it are named <prefix>...
@@ -82,9 +105,11 @@ class Paper:
     url: str = ""
     code: str = ""
     name: str = ""
+    heading: str = ""
     tables: tuple[TableSpec, ...] = ()
     claims: Path | None = None
-    figures: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    figures: dict[str, FigureSpec] = field(default_factory=dict, compare=False, hash=False)
+    figure_kinds: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
 def _record(path: Path) -> tuple[int, Paper]:
@@ -118,11 +143,36 @@ def _record(path: Path) -> tuple[int, Paper]:
         url=citation.get("url", ""),
         code=citation.get("code", ""),
         name=name,
+        heading=data.get("heading") or f"{name}, {citation['title']}",
         tables=tuple(tables),
         claims=path,
-        figures=data.get("figures") or {},
+        figures=_figures(path, data.get("figures") or {}),
+        figure_kinds=dict(data.get("figure_kinds") or {}),
     )
     return data["order"], paper
+
+
+def _figures(path: Path, figures: dict[str, Any]) -> dict[str, FigureSpec]:
+    """The ``figures`` of paper file ``path``, each checked: named ``<prefix>/<figure>``, reading one of
+    :data:`FIGURE_READS`, from experiments of its paper, with a caption."""
+    specs = {}
+    for name, figure in figures.items():
+        experiments = figure.get("experiments") if isinstance(figure, dict) else None
+        if not (
+            isinstance(experiments, list)
+            and experiments
+            and paper_of(name) == path.stem
+            and "/" in name
+            and figure.get("reads") in FIGURE_READS
+            and all(paper_of(e) == path.stem for e in experiments)
+            and isinstance(figure.get("caption"), str)
+        ):
+            raise ValueError(
+                f"{path}: figure {name!r} must be named {path.stem}/<figure> and give experiments (of "
+                f"{path.stem}), reads (one of {', '.join(FIGURE_READS)}) and caption (docs/adding-a-paper.md)"
+            )
+        specs[name] = FigureSpec(tuple(experiments), figure["reads"], figure["caption"])
+    return specs
 
 
 def load_papers(folder: Path = PAPERS_DIR) -> tuple[Paper, ...]:
@@ -216,3 +266,85 @@ def papers_of(experiment: str) -> list[Paper]:
             "(docs/adding-a-paper.md)"
         )
     return [paper]
+
+
+def reference(paper: Paper) -> str:
+    """The paper as a table's caption names its source, where the table's sidecar does not write its own
+    ``reference``: ``Smith, Lee (2025). A Margin for Sentence Embeddings.``"""
+    year = f" ({paper.year})" if paper.year is not None else ""
+    return f"{', '.join(family for family, _ in paper.authors)}{year}. {paper.title}."
+
+
+#: CFF's reference type of each BibTeX entry kind (CFF has no preprint: an arXiv paper, BibTeX's misc, is
+#: an article to it), and the CFF key of the venue where CFF has one.
+_CFF_TYPE = {"inproceedings": "conference-paper", "misc": "article"}
+_CFF_VENUE = {"inproceedings": "collection-title", "article": "journal"}
+
+
+def _cff_name(value: str) -> str:
+    # a name YAML reads back as the same text stays plain, as a hand-written CFF file has it (the other
+    # texts are quoted: JSON's quoting is YAML's double-quoted form)
+    plain = re.fullmatch(r"\w[\w .'-]*", value) and yaml.safe_load(value) == value
+    return value if plain else json.dumps(value, ensure_ascii=False)
+
+
+def cff_references(papers: tuple[Paper, ...] | list[Paper] = PAPERS) -> str:
+    """``CITATION.cff``'s ``references:`` block (to the end of the file): each paper's citation in CFF,
+    in the papers' order, with its venue, year, note and the links its own text names."""
+    lines = ["references:"]
+    for paper in papers:
+        lines += [
+            f"  - type: {_CFF_TYPE.get(paper.kind, paper.kind)}",
+            f"    title: {json.dumps(paper.title, ensure_ascii=False)}",
+            "    authors:",
+        ]
+        for family, given in paper.authors:
+            if given:
+                lines.append(f"      - family-names: {_cff_name(family)}")
+                lines.append(f"        given-names: {_cff_name(given)}")
+            else:  # a collective name
+                lines.append(f"      - name: {json.dumps(family, ensure_ascii=False)}")
+        fields = [
+            (_CFF_VENUE.get(paper.kind, ""), paper.venue),
+            ("year", paper.year),
+            ("notes", paper.note),
+            ("doi", paper.doi),
+            ("url", paper.url),
+            ("repository-code", paper.code),
+        ]
+        for key, value in fields:
+            if key and value:
+                text = value if isinstance(value, int) else json.dumps(value, ensure_ascii=False)
+                lines.append(f"    {key}: {text}")
+        if paper.arxiv:
+            lines += ["    identifiers:", "      - type: other", f'        value: "arXiv:{paper.arxiv}"']
+    return "\n".join(lines) + "\n"
+
+
+def write_cff(path: Path, papers: tuple[Paper, ...] | list[Paper] = PAPERS) -> bool:
+    """Rewrite the ``references:`` block of the CFF file ``path`` (from that line to the end) as
+    :func:`cff_references` gives it, the rest as it is; True when that changed the file. Raises
+    ``ValueError`` (one line) for a file without the block."""
+    text = path.read_text(encoding="utf-8")
+    head, found, _ = text.partition("\nreferences:\n")
+    if not found:
+        raise ValueError(f"contrastlab: {path} has no 'references:' line: add one at the end, then run again")
+    new = f"{head}\n{cff_references(papers)}"
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+def main(argv: list[str]) -> int:
+    """``python -m contrastlab.papers --cff``: write CITATION.cff's references from the records."""
+    if argv != ["--cff"]:
+        print("usage: python -m contrastlab.papers --cff (writes CITATION.cff's references)", file=sys.stderr)
+        return 2
+    path = PAPERS_DIR.parents[3] / "CITATION.cff"
+    changed = write_cff(path)
+    print(f"{path}: references {'written' if changed else 'already current'} ({len(PAPERS)} papers)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

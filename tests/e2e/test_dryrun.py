@@ -200,10 +200,10 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
     # Nie Fig. 2a/2b/4 and Li Fig. 2/3/10, computed without training: one job per paper.
     assert counts["figure_analytic_nie2023"] == counts["figure_analytic_li2024"] == 1
     assert counts["figure_li2024_fig6"] == counts["figure_nie2023_fig3"] == 1
-    # The figures of the trainer's geometry records (Li Fig. 5, 7, 8a-c, 9; Nie Fig. 3b, 3c-e): one job each.
-    from contrastlab.figures.geometry_logs import LOG_FIGURES
+    # Every figure of the papers' records read from cells (Nie Fig. 1, 3a-e; Li Fig. 5-9): one job each.
+    from contrastlab.figures.catalog import CELL_FIGURES
 
-    assert all(counts[f"figure_{name.rsplit('/', 1)[-1]}"] == 1 for name in LOG_FIGURES), counts
+    assert all(counts[f"figure_{name.rsplit('/', 1)[-1]}"] == 1 for name in CELL_FIGURES), counts
     assert counts["encode_pretrained"] == counts["evaluate_pretrained"] == 4
     assert counts["fetch_backbone"] == 4
     assert counts["senteval_data"] == 1 and counts["corpus"] == 1

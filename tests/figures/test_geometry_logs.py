@@ -1,5 +1,6 @@
 """Li Fig. 4 against its closed forms, and the figures drawn from the trainer's geometry records (Li Fig. 5,
-7, 8b-c, 9; Nie Fig. 3a-e) on logs written with the real statistics of known vectors."""
+7, 8a-c, 9; Nie Fig. 3a-e) on logs written with the real statistics of known vectors, each by its
+registered function as its job calls it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ import torch.nn.functional as F
 
 from contrastlab.config import sweep_points
 from contrastlab.figures import geometry_logs, li2024
+from contrastlab.figures.catalog import RECORD_FIGURES
+from contrastlab.figures.registry import drawing
 from contrastlab.figures.sweeps import sweep_metrics_frame
+from contrastlab.paths import Results
 from contrastlab.training import geometry
 from tests.images import distinct_colours
 
@@ -79,9 +83,25 @@ def _points(experiment: str) -> dict[str, tuple[str, float]]:
     return sweep_points(CONFIG["experiments"][experiment]) if experiment in CONFIG["experiments"] else {}
 
 
+#: The figures drawn from the geometry records.
+GEOMETRY_FIGURES = (
+    "li2024/li2024_fig5",
+    "li2024/li2024_fig7",
+    "li2024/li2024_fig8a",
+    "li2024/li2024_fig8b",
+    "li2024/li2024_fig8c",
+    "li2024/li2024_fig9",
+    "nie2023/nie2023_fig3b",
+    "nie2023/nie2023_fig3cde",
+)
+
+
 def _draw(name: str, results, stem):
-    """:func:`geometry_logs.draw` as the workflow's entry calls it: with its experiment's sweep points."""
-    return geometry_logs.draw(name, results, stem, _points(geometry_logs.LOG_FIGURES.get(name, ("",))[0]))
+    """The figure's registered function as scripts/figure_cells.py calls it: with its record's experiments
+    and their sweep points."""
+    experiments = RECORD_FIGURES[name].experiments
+    points = {e: _points(e) for e in experiments}
+    return drawing(name).draw(Results(results), stem, experiments=list(experiments), points=points)
 
 
 CELLS = {
@@ -115,7 +135,7 @@ def results(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("name", list(geometry_logs.LOG_FIGURES))
+@pytest.mark.parametrize("name", GEOMETRY_FIGURES)
 def test_every_log_figure_is_drawn_from_the_records(results, tmp_path, name):
     written = _draw(name, results, tmp_path / name.replace("/", "_"))
     assert [p.suffix for p in written] == [".png", ".pdf", ".csv"]
@@ -155,8 +175,3 @@ def test_fig3a_gap_axis_is_each_cells_last_distance_gap(results, tmp_path):
     by_gap = geometry_logs.with_gap(by_m, results / "checkpoints", "nie2023_fig3")
     assert len(by_gap) == len(by_m) == 4 and set(by_gap["param"]) == {"d_ij"}
     assert by_gap[by_gap["method"] == "mpt-m0.1"]["value"].iloc[0] == pytest.approx(_record(20, 0.8)["d_gap"])
-
-
-def test_unknown_figure_names_the_valid_ones(results, tmp_path):
-    with pytest.raises(ValueError, match="unknown log figure 'li2024/fig99'; valid: li2024/li2024_fig5"):
-        _draw("li2024/fig99", results, tmp_path / "x")

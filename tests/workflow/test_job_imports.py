@@ -49,4 +49,4 @@ def test_a_job_imports_only_the_heavy_packages_it_uses(script):
 
 def test_the_check_sees_a_heavy_import():
     """The probe is not blind: a figure job's entry does load matplotlib."""
-    assert "matplotlib" in imported_heavy("figure_sweep.py")
+    assert "matplotlib" in imported_heavy("figure_lr_sweep.py")

@@ -1,34 +1,40 @@
-"""Which figures a config draws: the Snakefile's figure rules and the report read this catalogue. The
-captions are the papers' (``figures`` in each paper's record, :mod:`contrastlab.papers`); this module keeps
-the rule for which kinds a config draws. Import-light (no matplotlib, no torch), so that the workflow parses
-fast.
+"""Which figures a config draws: the Snakefile's figure rules and the report read this catalogue. A
+paper's own figures, with what each reads and its caption, are its record's (``figures`` in each paper's
+record, :mod:`contrastlab.papers`; the function that draws one registers itself under its name,
+:mod:`contrastlab.figures.registry`); this module keeps the rules for the kinds of figure a config draws
+per experiment (``lr_sweep``, ``spectra``, ``search``, the synthetic study, the user losses' paradigm).
+Import-light (no matplotlib, no torch), so that the workflow parses fast.
 """
 
 from __future__ import annotations
 
 from contrastlab.config import Grid
-from contrastlab.papers import PAPERS, paper_of
+from contrastlab.papers import PAPERS, FigureSpec, paper_of
 
-#: Sentence experiments whose paper has a figure read from the training logs and metrics (Nie Fig. 1).
-LOG_FIGURE_EXPERIMENTS = tuple(e for p in PAPERS for e in p.figures.get("from_logs", ()))
+#: Every paper's own figures, in the papers' order: name (``<prefix>/<figure>``) -> its record's entry.
+RECORD_FIGURES: dict[str, FigureSpec] = {name: spec for p in PAPERS for name, spec in p.figures.items()}
 
-#: Figures over a swept setting, from their own experiments (no tables): figure -> (experiments,
-#: caption, what they read: the training logs' dev scores, or the evaluated metrics).
-SWEEP_FIGURES = {
-    name: (tuple(figure["experiments"]), figure["caption"], figure["reads"])
-    for p in PAPERS
-    for name, figure in (p.figures.get("sweep") or {}).items()
-}
+#: The figures read from experiments' cells (their training logs, or metrics and logs): one job each.
+CELL_FIGURES = {name: spec for name, spec in RECORD_FIGURES.items() if spec.reads != "analytic"}
 
-#: Figures computed from the papers' formulas (no training): experiment -> {figure: caption}.
-ANALYTIC_FIGURES = {
-    e: dict(figures) for p in PAPERS for e, figures in (p.figures.get("analytic") or {}).items()
-}
 
-#: The caption of each figure kind a paper's protocol draws (align_uniform, lr_sweep, ...).
-KIND_CAPTIONS = {kind: caption for p in PAPERS for kind, caption in (p.figures.get("kinds") or {}).items()}
+def _analytic_figures() -> dict[str, list[str]]:
+    """Paper -> the names of its figures computed from its formulas, in its record's order."""
+    out: dict[str, list[str]] = {}
+    for name, spec in RECORD_FIGURES.items():
+        if spec.reads == "analytic":
+            out.setdefault(paper_of(name), []).append(name)
+    return out
+
+
+#: The figures computed from the papers' formulas (no training), per paper: one job each, since Li's Fig. 2
+#: and 10 share one simulation.
+ANALYTIC_FIGURES = _analytic_figures()
+
+#: The caption of each figure kind drawn per experiment of a config (lr_sweep, spectra, oar_synthetic).
+KIND_CAPTIONS = {kind: caption for p in PAPERS for kind, caption in p.figure_kinds.items()}
 # the paper whose experiments ask for a kind drawn once per config (OAR's synthetic study)
-_KIND_PAPER = {kind: p.prefix for p in PAPERS for kind in p.figures.get("kinds") or {}}
+_KIND_PAPER = {kind: p.prefix for p in PAPERS for kind in p.figure_kinds}
 
 #: The search figure's caption: of no paper's, as any experiment with a ``search`` draws it.
 SEARCH_CAPTION = (
@@ -46,13 +52,12 @@ def _figure(name: str, kind: str, experiment: str = "", caption: str | None = No
 
 def figures(grid: Grid) -> list[dict[str, str]]:
     """The figures a config produces, each ``{"name", "kind", "experiment", "caption"}`` (``name`` is
-    the path under ``<results>/figures`` without extension): per selected vision experiment with an
-    ``lr`` sweep evaluated by the FFN, its ``lr_sweep`` (OAR Fig. 2/4); with ``spectra``, its
-    ``spectra`` (OAR Fig. 3); with a top-level ``oar_synthetic`` block, the synthetic study (OAR
-    Table 2); for the experiments of :data:`LOG_FIGURE_EXPERIMENTS`, alignment/uniformity and the
-    training curves (Nie Fig. 1); the papers' analytic and sweep figures (:data:`ANALYTIC_FIGURES`,
-    :data:`SWEEP_FIGURES`) of the selected experiments. With ``figures: false``, only the synthetic
-    study (a table as well as a figure)."""
+    the path under ``<results>/figures`` without extension; ``kind`` what a paper's own figure reads, else
+    the kind): with a top-level ``oar_synthetic`` block, the synthetic study (OAR Table 2); each figure
+    of a paper's record (:data:`RECORD_FIGURES`) one of whose experiments is selected; per selected
+    vision experiment with an ``lr`` sweep evaluated by the FFN, its ``lr_sweep`` (OAR Fig. 2/4); with a
+    ``search``, its ``search``; with ``spectra``, its ``spectra`` (OAR Fig. 3); the user losses'
+    paradigm figures. With ``figures: false``, only the synthetic study (a table as well as a figure)."""
     narrowed = len(grid.experiments) < len(grid.every_experiment)  # select: names the experiments
     synthetic_paper = _KIND_PAPER["oar_synthetic"]
     out = []
@@ -62,15 +67,11 @@ def figures(grid: Grid) -> list[dict[str, str]]:
         out.append(_figure("oar_synthetic/table2", "oar_synthetic"))
     if not grid.options.figures:  # the synthetic study stays: it is OAR Table 2
         return out
-    for figure_name, (experiments, caption, _) in SWEEP_FIGURES.items():
-        present = [e for e in experiments if e in grid.every_experiment]
-        if set(present) & set(grid.experiments):
-            out.append(_figure(figure_name, "sweep", caption=caption))
+    for figure_name, spec in RECORD_FIGURES.items():
+        if set(spec.experiments) & set(grid.experiments):
+            experiment = spec.experiments[0] if len(spec.experiments) == 1 else ""
+            out.append(_figure(figure_name, spec.reads, experiment, spec.caption))
     for name, exp in grid.experiments.items():
-        for figure_name, caption in ANALYTIC_FIGURES.get(name, {}).items():
-            out.append(_figure(f"{name}/{figure_name}", "analytic", name, caption))
-        if name in LOG_FIGURE_EXPERIMENTS:
-            out += [_figure(f"{name}/{kind}", kind, name) for kind in ("align_uniform", "training_curves")]
         probes = (
             grid.experiment(name).vision_evaluation.get("probes") or []
             if grid.experiment(name).track == "vision"

@@ -12,7 +12,9 @@
   train L_cl, ℓ_align and ℓ_uniform of MPT at each margin of the sweep (``nie2023_fig3``); Fig. 3a's x
   axis (the gap each margin ends at) is :func:`final_gap`.
 
-:func:`draw` is the one entry point (figure name -> PNG, PDF, CSV).
+The functions that draw these figures register themselves under the figures' names in their papers'
+modules (:mod:`contrastlab.figures.li2024`, :mod:`contrastlab.figures.nie2023`); this module holds what
+they share.
 """
 
 from __future__ import annotations
@@ -22,28 +24,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.figures.catalog import SWEEP_FIGURES
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
-from contrastlab.figures.training_curves import geometry_frame, geometry_histograms, lemma1_frame
-from contrastlab.paths import Results
+from contrastlab.figures.training_curves import geometry_frame
 
-__all__ = ["LOG_FIGURES", "draw", "final_gap", "plot_step_panels", "with_gap"]
+__all__ = [
+    "BASELINE",
+    "final_gap",
+    "plot_cosine_densities",
+    "plot_min_ratio",
+    "plot_share_against_tau",
+    "plot_step_panels",
+    "swept_value",
+    "with_gap",
+]
 
-#: Figure name -> the experiments whose training logs it reads (as its paper's record says: the catalogue's
-#: sweep figures), for the figures this module draws.
-LOG_FIGURES: dict[str, tuple[str, ...]] = {
-    name: SWEEP_FIGURES[name][0]
-    for name in (
-        "li2024/li2024_fig5",
-        "li2024/li2024_fig7",
-        "li2024/li2024_fig8a",
-        "li2024/li2024_fig8b",
-        "li2024/li2024_fig8c",
-        "li2024/li2024_fig9",
-        "nie2023/nie2023_fig3b",
-        "nie2023/nie2023_fig3cde",
-    )
-}
 BASELINE = "baseline"  # the li2024_conjectures method of Li §3.2's baseline
 _NO_DATA = "no geometry records yet\n(training.analysis_every off or cells not trained)"
 
@@ -206,54 +200,13 @@ def with_gap(frame: pd.DataFrame, checkpoints_root: str | Path, experiment: str)
     return merged[list(frame.columns)]
 
 
-def draw(
-    name: str, results: str | Path, stem: str | Path, points: Mapping[str, tuple[str, float]] | None = None
-) -> list[Path]:
-    """Draw the log-based figure ``name`` (a key of :data:`LOG_FIGURES`) from ``<results>/checkpoints``;
-    a sweep figure labels its lines by its experiment's sweep ``points`` (method -> (param, value),
+def swept_value(points: Mapping[str, tuple[str, float]]):
+    """A :func:`plot_step_panels` line label naming each line's swept value (Li Fig. 8c: r; Nie Fig. 3c-e:
+    m) by its experiment's sweep ``points`` (method -> (param, value),
     :func:`contrastlab.config.sweep_points`)."""
-    if name not in LOG_FIGURES:
-        raise ValueError(f"unknown log figure {name!r}; valid: {', '.join(LOG_FIGURES)}")
-    root = Path(Results(results).checkpoint())
-    experiment = LOG_FIGURES[name][0]
-    if name == "li2024/li2024_fig5":
-        return plot_cosine_densities(geometry_histograms(root, experiment), stem)
-    if name == "li2024/li2024_fig8a":
-        return plot_min_ratio(lemma1_frame(root, experiment), stem)
-    frame = geometry_frame(root, experiment)
-    if name == "li2024/li2024_fig7":
-        return plot_share_against_tau(frame, stem)
-    if name == "li2024/li2024_fig8b":
-        ratios = {"ratio.arccon": "ArcCon", "ratio.met": "MET", "ratio.mat": "MAT"}
-        return plot_step_panels(
-            frame[frame["method"] == BASELINE],
-            stem,
-            {"dynamic ratio R": ratios},
-            reference={"dynamic ratio R": 1.0},
-        )
-    if name == "li2024/li2024_fig9":
-        return plot_step_panels(
-            frame[frame["method"] == BASELINE],
-            stem,
-            {
-                "means (rad)": {"mu_pos": "μ_pos", "mu_neg": "μ_neg"},
-                "spreads (rad)": {"sigma_pos": "σ_pos", "sigma_neg": "σ_neg"},
-            },
-        )
-    if name == "nie2023/nie2023_fig3b":
-        return plot_step_panels(frame, stem, {"distance gap d_ij": {"d_gap": ""}})
 
-    # The sweeps: one line per swept value (Li Fig. 8c: r; Nie Fig. 3c-e: m).
-    def swept_value(backbone: str, method: str) -> str:
-        param, value = (points or {}).get(method, (method, float("nan")))
+    def label(backbone: str, method: str) -> str:
+        param, value = points.get(method, (method, float("nan")))
         return f"{param} = {value:g}"
 
-    if name == "li2024/li2024_fig8c":
-        panels = {"anchor-positive cosine": {"cos_pos": ""}}
-    else:
-        panels = {
-            "train L_cl": {"l_cl": ""},
-            "train ℓ_align": {"align": ""},
-            "train ℓ_uniform": {"uniformity": ""},
-        }
-    return plot_step_panels(frame, stem, panels, line_label=swept_value)
+    return label

@@ -40,6 +40,7 @@ temperatures 0.3, 0.1, 0.05, 0.03, 0.01, 0.005. Choices of this module:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -48,8 +49,20 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from contrastlab.figures import registry
+from contrastlab.figures.geometry_logs import (
+    BASELINE,
+    plot_cosine_densities,
+    plot_min_ratio,
+    plot_share_against_tau,
+    plot_step_panels,
+    swept_value,
+)
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
+from contrastlab.figures.sweeps import best_dev_frame, plot_sweep_panels
+from contrastlab.figures.training_curves import geometry_frame, geometry_histograms, lemma1_frame
 from contrastlab.losses.catalog import DEFAULTS
+from contrastlab.paths import Results
 
 __all__ = [
     "TABLE1_LOSSES",
@@ -68,7 +81,6 @@ __all__ = [
     "plot_hardest_negative_share",
     "ratio_grid",
     "plot_ratio_grid",
-    "write_figures",
 ]
 
 TABLE1_LOSSES: tuple[str, ...] = ("infonce", "arccon", "mpt", "met")
@@ -522,17 +534,103 @@ def plot_hardest_negative_share(
         return save(draw_hardest_negative_share(frame, negatives=negatives), stem, frame)
 
 
-def write_figures(
-    out_dir: str | Path, *, points: int = POINTS, batches: int = BATCHES, seed: int = 0
-) -> list[Path]:
-    """Li Fig. 2, Fig. 10 and Fig. 3 into ``out_dir`` (``li2024_fig2`` etc.; PNG, PDF, CSV each).
+# ------------------------------------------------------------------ the figures, as the record names them
+# Analytic (the config's analytic_figures: points, batches): Fig. 2, 10, 3 and 4.
 
-    Fig. 3's τ values are :data:`FIG3_TAUS` plus a log-spaced sweep 0.001-3 for the right panel."""
-    out_dir = Path(out_dir)
-    frame = gd_monte_carlo(TABLE1_LOSSES, points=points, batches=batches, seed=seed)
-    written = plot_gd_heatmaps(frame, out_dir / "li2024_fig2", FIG2_LOSSES)
-    written += plot_gd_heatmaps(frame, out_dir / "li2024_fig10", FIG10_LOSSES)
+
+@functools.cache
+def _gd_frame(points: int, batches: int) -> pd.DataFrame:
+    # Fig. 2 and Fig. 10 plot two halves of one simulation, which their one job runs once
+    return gd_monte_carlo(TABLE1_LOSSES, points=points, batches=batches)
+
+
+@registry.figure("li2024/li2024_fig2")
+def fig2(stem: str | Path, size: Mapping[str, int]) -> list[Path]:
+    """Li Fig. 2: GD of ArcCon and MET over μ_pos × μ_neg."""
+    return plot_gd_heatmaps(_gd_frame(size["points"], size["batches"]), stem, FIG2_LOSSES)
+
+
+@registry.figure("li2024/li2024_fig10")
+def fig10(stem: str | Path, size: Mapping[str, int]) -> list[Path]:
+    """Li Fig. 10: GD of InfoNCE and MPT, from Fig. 2's simulation."""
+    return plot_gd_heatmaps(_gd_frame(size["points"], size["batches"]), stem, FIG10_LOSSES)
+
+
+@registry.figure("li2024/li2024_fig3")
+def fig3(stem: str | Path, size: Mapping[str, int]) -> list[Path]:
+    """Li Fig. 3: the hardest negative's share at :data:`FIG3_TAUS` plus a log-spaced sweep 0.001-3 (the
+    right panel)."""
     taus = sorted(set(FIG3_TAUS) | {float(t) for t in np.geomspace(1e-3, 3.0, 15)})
-    share = hardest_negative_share(taus, points=points, batches=batches, seed=seed)
-    written += plot_hardest_negative_share(share, out_dir / "li2024_fig3")
-    return written + plot_ratio_grid(ratio_grid(points), out_dir / "li2024_fig4")
+    share = hardest_negative_share(taus, points=size["points"], batches=size["batches"])
+    return plot_hardest_negative_share(share, stem)
+
+
+@registry.figure("li2024/li2024_fig4")
+def fig4(stem: str | Path, size: Mapping[str, int]) -> list[Path]:
+    """Li Fig. 4: the dynamic ratios over μ_pos × μ_neg."""
+    return plot_ratio_grid(ratio_grid(size["points"]), stem)
+
+
+# From the cells' training logs: Fig. 6 (the dev scores of its three sweeps) and the geometry records of
+# §3.2's baseline (Fig. 5, 7, 8a, 8b, 9) and of the r sweep (Fig. 8c).
+
+#: Fig. 6's panel of each of its experiments.
+FIG6_PANELS = {"li2024_fig6_m": "GD margin m", "li2024_fig6_tau": "weight τ", "li2024_fig6_r": "ratio r"}
+
+
+@registry.figure("li2024/li2024_fig6")
+def fig6(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
+    """Li Fig. 6: the best STS-B dev score of each swept value, one panel per configured sweep."""
+    root = Path(results.checkpoint())
+    panels = {FIG6_PANELS[e]: best_dev_frame(root, e, points[e]) for e in experiments}
+    return plot_sweep_panels(panels, stem, ylabel="STS-B dev Spearman × 100", log_x=["weight τ"])
+
+
+@registry.figure("li2024/li2024_fig5")
+def fig5(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
+    """Li Fig. 5: the probe's cosine densities at the end of training, with and without GD."""
+    return plot_cosine_densities(geometry_histograms(Path(results.checkpoint()), experiments[0]), stem)
+
+
+@registry.figure("li2024/li2024_fig7")
+def fig7(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
+    """Li Fig. 7: the hardest negative's share against τ, before and after training."""
+    return plot_share_against_tau(geometry_frame(Path(results.checkpoint()), experiments[0]), stem)
+
+
+@registry.figure("li2024/li2024_fig8a")
+def fig8a(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
+    """Li Fig. 8a: the least ratio meeting Lemma 1, before and after training."""
+    return plot_min_ratio(lemma1_frame(Path(results.checkpoint()), experiments[0]), stem)
+
+
+@registry.figure("li2024/li2024_fig8b")
+def fig8b(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
+    """Li Fig. 8b: the dynamic ratios of ArcCon, MET and MAT across training, R = 1 dashed."""
+    frame = geometry_frame(Path(results.checkpoint()), experiments[0])
+    ratios = {"ratio.arccon": "ArcCon", "ratio.met": "MET", "ratio.mat": "MAT"}
+    return plot_step_panels(
+        frame[frame["method"] == BASELINE],
+        stem,
+        {"dynamic ratio R": ratios},
+        reference={"dynamic ratio R": 1.0},
+    )
+
+
+@registry.figure("li2024/li2024_fig8c")
+def fig8c(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
+    """Li Fig. 8c: the mean anchor-positive cosine across training, one line per r."""
+    frame = geometry_frame(Path(results.checkpoint()), experiments[0])
+    panels = {"anchor-positive cosine": {"cos_pos": ""}}
+    return plot_step_panels(frame, stem, panels, line_label=swept_value(points[experiments[0]]))
+
+
+@registry.figure("li2024/li2024_fig9")
+def fig9(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
+    """Li Fig. 9: the estimated μ_pos, μ_neg, σ_pos, σ_neg across training."""
+    frame = geometry_frame(Path(results.checkpoint()), experiments[0])
+    panels = {
+        "means (rad)": {"mu_pos": "μ_pos", "mu_neg": "μ_neg"},
+        "spreads (rad)": {"sigma_pos": "σ_pos", "sigma_neg": "σ_neg"},
+    }
+    return plot_step_panels(frame[frame["method"] == BASELINE], stem, panels)

@@ -61,8 +61,13 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from contrastlab.figures import registry
+from contrastlab.figures import training_curves as tc
+from contrastlab.figures.geometry_logs import plot_step_panels, swept_value, with_gap
 from contrastlab.figures.style import figure, house_style, save
+from contrastlab.figures.sweeps import plot_sweep_panels, sweep_metrics_frame
 from contrastlab.losses.catalog import DEFAULTS
+from contrastlab.paths import Results
 
 __all__ = [
     "LOSSES",
@@ -75,7 +80,6 @@ __all__ = [
     "figure_frame",
     "draw_gradient_norms",
     "plot_gradient_norms",
-    "write_figures",
 ]
 
 #: The losses of Nie Table 1, by the project's registry names ("align_uniform" is L_align for the
@@ -362,10 +366,73 @@ def plot_gradient_norms(frame: pd.DataFrame, stem: str | Path, *, ncols: int | N
         return save(draw_gradient_norms(frame, ncols=ncols), stem, frame)
 
 
-def write_figures(out_dir: str | Path, *, points: int = POINTS) -> list[Path]:
-    """Nie Fig. 2a, 2b and 4 into ``out_dir`` as ``nie2023_fig2a`` etc. (PNG, PDF, CSV each)."""
-    written = []
-    for name in FIGURES:
-        frame = figure_frame(name, points=points)
-        written += plot_gradient_norms(frame, Path(out_dir) / f"nie2023_fig{name}")
-    return written
+# ------------------------------------------------------------------ the figures, as the record names them
+# Analytic: Fig. 2a, 2b and 4, closed forms on their own grid (:data:`POINTS`: the config's
+# analytic_figures sizes Li's simulations).
+
+
+@registry.figure("nie2023/nie2023_fig2a")
+def fig2a(stem: str | Path, size: Mapping[str, int]) -> list[Path]:
+    """Nie Fig. 2a: the alignment part of InfoNCE (64-512 negatives), L_align and DCL."""
+    return plot_gradient_norms(figure_frame("2a"), stem)
+
+
+@registry.figure("nie2023/nie2023_fig2b")
+def fig2b(stem: str | Path, size: Mapping[str, int]) -> list[Path]:
+    """Nie Fig. 2b: the alignment part of DCL+, MPT, MET and MAT."""
+    return plot_gradient_norms(figure_frame("2b"), stem)
+
+
+@registry.figure("nie2023/nie2023_fig4")
+def fig4(stem: str | Path, size: Mapping[str, int]) -> list[Path]:
+    """Nie Fig. 4: the uniformity part of every loss."""
+    return plot_gradient_norms(figure_frame("4"), stem)
+
+
+# From the cells: Fig. 1a (their metrics), Fig. 1b-d (their training logs), Fig. 3a (the margin sweep's
+# metrics, and the gap its logs end at), Fig. 3b and 3c-e (the geometry records of the logs).
+
+
+@registry.figure("nie2023/align_uniform")
+def fig1a(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
+    """Nie Fig. 1a: ℓ_align against ℓ_uniform of every checkpoint, coloured by STS.Avg."""
+    frame = tc.alignment_uniformity_frame(results.metrics(), experiments[0])
+    return tc.plot_alignment_uniformity(frame, stem)
+
+
+@registry.figure("nie2023/training_curves")
+def fig1bd(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
+    """Nie Fig. 1b-d (in part): the training curves of every loss."""
+    return tc.plot_training_curves(tc.curves_frame(results.checkpoint(), experiments[0]), stem)
+
+
+@registry.figure("nie2023/nie2023_fig3")
+def fig3a(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
+    """Nie Fig. 3a: STS.Avg and TR.Avg of MPT against its margin m and against the gap d_ij."""
+    experiment = experiments[0]
+    by_m = sweep_metrics_frame(Path(results.metrics()), experiment, points[experiment])
+    panels = {
+        "MPT margin m": by_m,
+        "distance gap d_ij": with_gap(by_m, Path(results.checkpoint()), experiment),
+    }
+    labels = {"sts_avg": "STS.Avg", "tr_avg": "TR.Avg"}
+    return plot_sweep_panels(panels, stem, ylabel="score", key_labels=labels)
+
+
+@registry.figure("nie2023/nie2023_fig3b")
+def fig3b(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
+    """Nie Fig. 3b: the distance gap d_ij across training per loss."""
+    frame = tc.geometry_frame(Path(results.checkpoint()), experiments[0])
+    return plot_step_panels(frame, stem, {"distance gap d_ij": {"d_gap": ""}})
+
+
+@registry.figure("nie2023/nie2023_fig3cde")
+def fig3cde(results: Results, stem: str | Path, experiments: Sequence[str], points: Mapping) -> list[Path]:
+    """Nie Fig. 3c-e: train L_cl, ℓ_align and ℓ_uniform of MPT, one line per margin m."""
+    frame = tc.geometry_frame(Path(results.checkpoint()), experiments[0])
+    panels = {
+        "train L_cl": {"l_cl": ""},
+        "train ℓ_align": {"align": ""},
+        "train ℓ_uniform": {"uniformity": ""},
+    }
+    return plot_step_panels(frame, stem, panels, line_label=swept_value(points[experiments[0]]))

@@ -14,7 +14,7 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contrastlab.papers import PAPERS, TableSpec
+from contrastlab.papers import PAPERS, TableSpec, paper_for, reference
 from contrastlab.paths import read_yaml
 
 if TYPE_CHECKING:
@@ -46,9 +46,13 @@ def get_spec(name: str) -> TableSpec:
 
 @functools.cache
 def load_meta(name: str) -> dict[str, Any]:
-    """The sidecar ``published/<name>.yaml`` of table ``name``."""
+    """The sidecar ``published/<name>.yaml`` of table ``name``; where its ``paper`` gives no ``reference``,
+    the one its paper's record makes (:func:`contrastlab.papers.reference`)."""
     get_spec(name)
-    return read_yaml(PUBLISHED_DIR / f"{name}.yaml")
+    meta = read_yaml(PUBLISHED_DIR / f"{name}.yaml")
+    if "reference" not in meta["paper"]:
+        meta["paper"]["reference"] = reference(paper_for(name))
+    return meta
 
 
 @functools.cache
