@@ -50,10 +50,13 @@ _MEASURE = """<script>
   // verdicts, the add-seeds lines on screen, and the frozen label columns' edge
   const top = e => e ? Math.round(e.getBoundingClientRect().top + window.scrollY) : null;
   const toy = [...document.querySelectorAll('main p > strong')].find(s => s.textContent === 'Toy numbers');
-  const tally = [...document.querySelectorAll('main p')].find(p => /: reproduced \\d/.test(p.textContent));
   const heads = t => [...t.querySelectorAll('thead th')].map(h => h.textContent);
   const headed = name => tables.filter(t => heads(t).includes(name));
   const headlines = headed('main number')[0];
+  // issue 78: the claims' tally is the headline table's columns, the key to its marks right below it
+  const tally = headlines
+    ? [...headlines.querySelectorAll('thead th')].find(h => h.textContent === 'reproduced') : null;
+  const key = [...document.querySelectorAll('main p')].find(p => p.textContent.startsWith('Key: '));
   const see = headed('see').flatMap(t => [...t.querySelectorAll('tbody a')].map(a => a.getAttribute('href')));
   const commands = [...document.querySelectorAll('.commands pre')];
   const folded = [...document.querySelectorAll('tr.folded')].map(r => r.textContent);
@@ -70,6 +73,10 @@ _MEASURE = """<script>
     first_tally_top: top(tally),
     headline_rows: headlines ? headlines.querySelectorAll('tbody tr').length : 0,
     headline_bottom: headlines ? Math.round(headlines.getBoundingClientRect().bottom + window.scrollY) : null,
+    headline_hidden_px: headlines ? headlines.scrollWidth - headlines.parentElement.clientWidth : null,
+    tally_columns: headlines ? heads(headlines).slice(-5) : [],
+    key_top: top(key),
+    key_text: key ? key.textContent : null,
     window_height: window.innerHeight,
     not_configured_cells: document.querySelectorAll('td.not-configured').length,
     folded_columns: folded.filter(text => / columns? not configured/.test(text)).length,

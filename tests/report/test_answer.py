@@ -1,4 +1,5 @@
-"""The report's first screen (contrastlab.report.answer): a toy preset says so before any count."""
+"""The report's first screen (contrastlab.report.answer): a toy preset says so before any count; one row per
+paper, its main number beside ours and its claims counted by verdict; the key to the marks."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import pytest
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT, Results
-from contrastlab.report.answer import toy_lines
+from contrastlab.report.answer import toy_blocks
+from contrastlab.report.document import Cell, Link, cell_text
+
+#: The first screen's table: each paper's main number beside ours, then its claims counted by verdict.
+HEADER = (
+    "| paper | main number | published | ours | Δ | reproduced | not | unsupported | undecided | not run |"
+)
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +30,8 @@ def demo_answer(tmp_path_factory) -> str:
 
 
 def test_a_toy_preset_says_so_before_any_count(demo_answer):
-    """Issue 65: the demo's stand-in backbones are named before the first tally ("these are toy numbers"
-    before "not reproduced N"); a preset of the papers' own backbones has no such line."""
+    """Issue 65: the demo's stand-in backbones are named before the first count (the table of main numbers
+    and claim counts); a preset of the papers' own backbones has no such line."""
     lines = demo_answer.splitlines()
     assert lines[2:4] == ["## The answer", ""]
     assert lines[4] == (
@@ -32,31 +39,76 @@ def test_a_toy_preset_says_so_before_any_count(demo_answer):
         "roberta-base, resnet18-w8 for resnet18-cifar, resnet18-w8 for resnet18-oar); the numbers and "
         "verdicts below exercise the code and say nothing about the papers."
     )
-    first_count = min(demo_answer.index(word) for word in ("reproduced 0", "not run "))
-    assert demo_answer.index("**Toy numbers**") < first_count
-    assert toy_lines({}) == [] and toy_lines({"nie2023": {}}) == []
+    assert lines[5:7] == ["", HEADER]
+    assert toy_blocks({}) == [] and toy_blocks({"nie2023": {}}) == []
     full = Grid(cl_config.load(REPO_ROOT / "config.yaml"))
-    assert toy_lines({e: m for e, m in full.options.verdict_stand_ins.items() if m}) == []
+    assert toy_blocks({e: m for e, m in full.options.verdict_stand_ins.items() if m}) == []
 
 
-def test_each_papers_main_number_stands_beside_ours_on_the_first_screen(demo_answer):
-    """Issue 65: one line per paper, its main number (the claim file's ``headline``, a cell of one of its
-    tables, read from the published CSV) beside ours; where the demo leaves the paper's backbone out,
-    ours is the toy backbone's that stands in for it, named so."""
+def test_each_papers_main_number_and_claim_counts_are_one_row_of_the_first_screen(demo_answer):
+    """Issue 65: one row per paper, its main number (the claim file's ``headline``, a cell of one of its
+    tables, read from the published CSV) beside ours (where the demo leaves the paper's backbone out, the
+    toy backbone's that stands in for it); issue 78: its claims counted by verdict in the same row, one
+    column per verdict, all papers' counts last (no prose line of zeros), and the key to the table's marks
+    below it, saying what the improvement in parentheses is over."""
     table = demo_answer[demo_answer.index("| paper | main number |") :].split("\n\n", 1)[0]
     assert table.splitlines() == [
-        "| paper | main number | published | ours | Δ |",
-        "|---|---|---:|---:|---:|",
+        HEADER,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         "| Nie et al. 2023 | [Table 1](tables/nie2023_table1.md): L_mpt STS.Avg, BERT-base | 77.25 | not run "
-        "(tiny-bert, for BERT-base) | – |",
+        "| – | 0 | 0 | 0 | 0 | 14 |",
         "| Li, Zhang & Nie 2024 | [Table 3](tables/li2024_table3.md): mMHE STS.Avg, BERT-base | "
-        "78.40 (+15.8) | not run (tiny-bert, for BERT-base) | – |",
-        "| Huang et al. 2023 | [Table B.4](tables/macl_tableB4.md): w/ MACL STS.Avg, BERT-base | 76.66 "
-        "(+0.41) | not run (tiny-bert, for BERT-base) | – |",
+        "78.40 (+15.8) | not run | – | 0 | 0 | 0 | 0 | 15 |",
+        "| Huang et al. 2023 | [Table B.4](tables/macl_tableB4.md): w/ MACL STS.Avg, BERT-base | "
+        "76.66 (+0.41) | not run | – | 0 | 0 | 0 | 0 | 11 |",
         "| OAR 2024 | [Table 3](tables/oar_table3.md): OAR-InfoNCE 10% labels, resnet18-oar | 68.56 | "
-        "not run (resnet18-w8, for resnet18-oar) | – |",
+        "not run | – | 0 | 0 | 0 | 0 | 13 |",
+        "| All papers |  |  |  |  | 0 | 0 | 0 | 0 | 53 |",
     ]
-    assert demo_answer.index("**Toy numbers**") < demo_answer.index(table) < demo_answer.index("reproduced 0")
+    key = demo_answer[demo_answer.index(table) + len(table) :].strip()
+    assert key == (
+        "Key: Δ = ours − published, with its seed-noise verdict: ≈ within noise, ▲ above, ▼ below the "
+        "paper beyond noise, ? undecided (too few seeds to measure the noise); (+…) after a number: its "
+        "improvement over the unmodified loss, as the paper prints it (Li, Zhang & Nie 2024: mMHE over mhe; "
+        "Huang et al. 2023: w/ MACL over SimCSE), ours likewise where both ran; the claim columns count each "
+        "paper's claims by verdict (not: not reproduced; unsupported: not reproduced, and the paper's own "
+        "tables do not support the claim either), listed in its section."
+    )
+    assert "Tally:" not in demo_answer and "All papers:" not in demo_answer  # no prose line of counts
+
+
+def test_the_key_names_the_stand_in_mark_and_the_claim_columns_count_each_verdict():
+    """Issue 78: † has one meaning on the first screen (ours on a stand-in backbone; a sweep's best point
+    past diverged ones is ‡ in the tables), said in the key where a row carries it; each verdict counts in
+    its own column, a count above zero in its verdict's badge, a zero plain."""
+    from contrastlab.report.answer import key_text, tally_cells
+    from contrastlab.report.claims import ClaimResult
+    from contrastlab.tables.render import DIVERGED_MARK, STAND_IN_MARK
+
+    assert (STAND_IN_MARK, DIVERGED_MARK) == ("†", "‡")
+    verdicts = ["reproduced", "not run", "undecided", "reproduced", "not reproduced"]
+    results = [ClaimResult({"paper": "nie2023"}, v, []) for v in verdicts]
+    results.append(
+        ClaimResult({"paper": "nie2023", "paper_tables": "Table 1 disagrees"}, "not reproduced", [])
+    )
+    assert tally_cells(results) == {
+        "reproduced": Cell("2", "reproduced"),
+        "not": Cell("1", "not-reproduced"),
+        "unsupported": Cell("1", "paper-unsupported"),
+        "undecided": Cell("1", "undecided"),
+        "not run": Cell("1", "not-run"),
+    }
+    assert tally_cells([]) == dict.fromkeys(["reproduced", "not", "unsupported", "undecided", "not run"], "0")
+    rows = [{"Δ": Cell("-3.26 ?†", "undecided", "?")}, {"Δ": "–"}]
+    dagger = (
+        "; † ours on a toy backbone standing in for the paper's (named above), against the number the paper "
+        "gives its backbone;"
+    )
+    assert dagger in key_text(rows, []) and "†" not in key_text(rows[1:], [])
+    assert (
+        "(+…) after a number: its improvement over the unmodified loss, as the paper prints it (P: a over b)"
+        in (key_text(rows[1:], ["P: a over b"]))
+    )
 
 
 def test_the_main_number_is_a_published_cell_of_the_papers_table():
@@ -84,11 +136,15 @@ def test_the_main_number_beside_ours_on_its_own_backbone_and_on_a_stand_in():
 
     headline = {"table": "macl_tableB4", "method": "macl", "task": "sts_avg", "backbone": "bert-base"}
     own = assemble(get_spec("macl_tableB4"), Grid(MACL_CONFIG), macl_metrics())
+    # the table's link names its place on the page (report.html), Δ's marker its verdict's badge
     assert headline_row(own, headline, "tables/macl_tableB4.md") == {
-        "main number": "[Table B.4](tables/macl_tableB4.md): w/ MACL STS.Avg, BERT-base",
+        "main number": [
+            Link("Table B.4", "tables/macl_tableB4.md", "macl-tableB4"),
+            ": w/ MACL STS.Avg, BERT-base",
+        ],
         "published": "76.66 (+0.41)",
         "ours": "71.00 ± 1.00 (-5.50)",
-        "Δ": "-5.66 ▼",
+        "Δ": Cell("-5.66 ▼", "below", "▼"),
     }
     toy = {
         **MACL_CONFIG,
@@ -97,8 +153,8 @@ def test_the_main_number_beside_ours_on_its_own_backbone_and_on_a_stand_in():
     }
     metrics = macl_metrics().replace({"backbone": {"bert-base": "tiny-bert"}})
     stand_in = assemble(get_spec("macl_tableB4"), Grid(toy), metrics)
-    row = headline_row(stand_in, headline, "x.md")
-    assert row["ours"] == "71.00 ± 1.00 (-5.50) (tiny-bert, for BERT-base)" and row["Δ"] == "-5.66 ▼†"
+    row = headline_row(stand_in, headline, "x.md")  # the toy warning names the stand-in, the key its †
+    assert row["ours"] == "71.00 ± 1.00 (-5.50)" and cell_text(row["Δ"]) == "-5.66 ▼†"
     assert row["published"] == "76.66 (+0.41)"
     with pytest.raises(ValueError, match="names no cell"):
         headline_row(own, {**headline, "task": "STS99"}, "x.md")
@@ -153,3 +209,43 @@ def test_the_add_seeds_script_runs_the_commands_make_add_seeds_prints(tmp_path):
     passed = [block.strip("\n").split("\n") for block in ran.stdout.split("---\n")[:-1]]
     written = [shlex.split(command)[1:] for command in add_seeds_commands(plan, shlex.quote(config))]
     assert passed == written and len(written) == 3
+
+
+NIE_PLAN = [
+    dict(experiment="nie2023", backbone="tiny-bert", methods=["cl"], seeds=[42, 43, 44], new=[43, 44])
+]
+
+
+def test_the_add_seeds_lines_name_the_runs_preset_and_the_default_profile(monkeypatch):
+    """Issue 78 item 2: rendered by a workflow, the report's script names the ``--configfile`` that
+    workflow read (rules/common.smk sets :data:`CONFIGFILES_VARIABLE`; a path with a quote stays one word)
+    and no profile (profiles/default loads by itself), so it runs as printed; rendered outside one, it says
+    to set ``CONFIG`` and leaves ``"$CONFIG"``. Either way no ``profiles/local``."""
+    from contrastlab.config.command_line import CONFIGFILES_VARIABLE, configfile_words
+    from contrastlab.report import answer
+
+    monkeypatch.setattr(answer, "seed_plan", lambda results, grid: NIE_PLAN)
+    select = "run 'select={backbones: [tiny-bert], experiments: [nie2023], methods: [cl], seeds: [43, 44]}'"
+    tables = "run 'tables={partial: true}' --forcerun tables"
+    preset = configfile_words(["/w/my presets/it's demo.yaml"], "/w")
+    assert preset == "'my presets/it'\"'\"'s demo.yaml'"
+    monkeypatch.setenv(CONFIGFILES_VARIABLE, preset)
+    intro, code = answer.add_seeds_blocks([], None)
+    assert code.box == "commands" and code.lines == [
+        "SEEDS='experiments={nie2023: {seeds: [42, 43, 44]}}'",
+        f'run() {{ .venv/bin/snakemake --configfile {preset} --config "$SEEDS" "$@"; }}',
+        select,
+        tables,
+    ]
+    assert intro.text.startswith(
+        "More seeds for the cells of the undecided claims only, on this run's preset:"
+    )
+    assert f"(`make add-seeds CONFIG={preset}` prints the commands written out;" in intro.text
+    assert not any("$CONFIG" in line or "profile" in line for line in [intro.text, *code.lines])
+    monkeypatch.delenv(CONFIGFILES_VARIABLE)
+    intro, code = answer.add_seeds_blocks([], None)
+    assert code.lines[1] == 'run() { .venv/bin/snakemake --configfile "$CONFIG" --config "$SEEDS" "$@"; }'
+    assert "with `CONFIG` set to the preset this run came from" in intro.text
+    assert code.lines[2:] == [select, tables]
+    _, code = answer.add_seeds_blocks([], None, configfile="config/cpu.yaml")
+    assert code.lines[1].startswith("run() { .venv/bin/snakemake --configfile config/cpu.yaml --config")

@@ -586,3 +586,57 @@ def test_nies_overfitting_claim_reads_the_dev_uniformity_rebound_of_each_run(tmp
     # paired per seed: au − cl = 0.39, 0.48, 0.45 (mean 0.44); dcl − cl = 0.29, 0.33, 0.20 (mean 0.2733)
     assert au.paired and au.diff == pytest.approx(0.44) and dcl.diff == pytest.approx(0.82 / 3)
     assert result.verdict == REPRODUCED
+
+
+def test_add_seeds_on_a_stand_in_with_seeds_that_do_not_start_at_42():
+    """Issue 76 item 4, by hand: MACL's STS.Avg claim on tiny-bert standing in for BERT-base, one seed
+    (45) of each cell: no noise estimate, so the plan aims at MIN_SEEDS = 3 seeds per cell, the 2 after
+    45 (46, 47), on tiny-bert (the preset's backbone, not the paper's) and for the claim's two methods.
+    The printed command, its preset's path holding a space and a quote, selects exactly those 4 cells."""
+    import copy
+    import shlex
+
+    from snakemake.utils import update_config
+
+    from contrastlab.report.claims import MIN_SEEDS
+
+    tiny = {"random": {"hidden_size": 32}, "tokenizer_from": "bert-base"}
+    toy = {
+        **FULL,
+        "seeds": [45],
+        # roberta-base kept (its methods' per_backbone name it), not run: no cell of it to add seeds to
+        "experiments": {"macl": {**FULL["experiments"]["macl"], "backbones": ["tiny-bert", "roberta-base"]}},
+        "backbones": {**FULL["backbones"], "tiny-bert": tiny},
+        "tables": {**FULL["tables"], "verdict_stand_ins": {"macl": {"tiny-bert": "bert-base"}}},
+    }
+    grid = Grid(cl_config.validate(toy))
+    one = metrics({("tiny-bert", "simcse"): [76.0], ("tiny-bert", "macl"): [77.0]}).assign(seed=45)
+    result = evaluate_claim(claim("macl-sts-avg"), one, grid)
+    assert result.verdict == UNDECIDED and result.seeds_needed is None and MIN_SEEDS == 3
+    plan = seed_plan([result], grid)
+    assert plan == [
+        dict(
+            experiment="macl",
+            backbone="tiny-bert",
+            methods=["macl", "simcse"],
+            seeds=[45, 46, 47],
+            new=[46, 47],
+        )
+    ]
+    preset = "/w/my presets/it's toy.yaml"
+    (command, tables) = add_seeds_commands(plan, shlex.quote(preset))
+    words = shlex.split(command)
+    assert words[:3] == [".venv/bin/snakemake", "--configfile", preset] and "--workflow-profile" not in words
+    merged = copy.deepcopy(toy)
+    update_config(merged, parse_command(command))  # as Snakemake merges --config over the preset
+    merged = cl_config.validate(merged)
+    assert sorted(c.path for c in Grid(merged).cells) == [
+        f"macl/tiny-bert/{m}/seed{s}" for m in ("macl", "simcse") for s in (46, 47)
+    ]
+    assert shlex.split(tables)[3:] == [
+        "--config",
+        "experiments={macl: {seeds: [45, 46, 47]}}",
+        "tables={partial: true}",
+        "--forcerun",
+        "tables",
+    ]

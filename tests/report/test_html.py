@@ -11,23 +11,29 @@ import numpy as np
 import pytest
 
 from contrastlab.figures.style import figure, house_style, save
+from contrastlab.report.document import (
+    Cell,
+    Code,
+    Figure,
+    Heading,
+    Link,
+    Paragraph,
+    Table,
+    Tally,
+    Verdict,
+    blocks_of,
+    rows_table,
+    to_markdown,
+)
 from contrastlab.report.html import render_html, write_html_report
 from tests.report import chromium
 
-REPORT = """# Paper tables
-
-| table | run |
-|---|---:|
-| Nie Table 1 | 3 |
-
-## Figures
-
-### demo/curve
-
-![demo/curve](figures/demo/curve.png)
-
-A caption. ([csv](figures/demo/curve.csv))
-"""
+REPORT = [
+    Heading(1, "Paper tables"),
+    rows_table([{"table": "Nie Table 1", "run": "3"}], right=1),
+    Heading(2, "Figures"),
+    Figure("demo/curve", "", "figures/demo/curve.png", "A caption.", [Link("csv", "figures/demo/curve.csv")]),
+]
 
 
 @pytest.fixture
@@ -37,13 +43,11 @@ def report(tmp_path):
         axes[0, 0].plot([1, 2, 3], [3, 1, 2], marker="o")
         axes[0, 0].set_xlabel("step")
     save(fig, tmp_path / "figures" / "demo" / "curve")
-    path = tmp_path / "report.md"
-    path.write_text(REPORT, encoding="utf-8")
-    return path
+    return write_html_report(REPORT, tmp_path / "report.html")
 
 
 def test_html_embeds_every_figure_and_keeps_the_tables(report):
-    page = write_html_report(report).read_text(encoding="utf-8")
+    page = report.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "<table>" in page and "<td>Nie Table 1</td>" in page
     assert 'src="figures/' not in page  # nothing to fetch beside the file
     data = page.split('src="data:image/png;base64,')[1].split('"')[0]
@@ -52,8 +56,8 @@ def test_html_embeds_every_figure_and_keeps_the_tables(report):
 
 
 def test_a_missing_figure_is_named_not_fatal(tmp_path):
-    page = render_html("![x](figures/none.png)", tmp_path)
-    assert "figure not found" in page and "none.png" in page
+    page = render_html([Figure("x/none", "", "figures/none.png", "A caption.")], tmp_path)
+    assert f"figure not found: {tmp_path / 'figures' / 'none.png'}" in page
 
 
 _browser = chromium.browser
@@ -64,7 +68,7 @@ needs_chromium = pytest.mark.skipif(
 
 @needs_chromium
 def test_headless_chromium_renders_the_page_with_its_figure(report, tmp_path):
-    page = write_html_report(report)
+    page = report
     moved = tmp_path / "elsewhere" / "report.html"  # self-contained: works away from the figures
     moved.parent.mkdir()
     shutil.copy(page, moved)
@@ -89,29 +93,61 @@ def test_headless_chromium_renders_the_page_with_its_figure(report, tmp_path):
     assert blue.sum() > 50, int(blue.sum())
 
 
-CONSTRUCTED = """## Nie et al. 2023
-
-### Claims
-
-Tally: reproduced 2 · not reproduced 1 · paper unsupported 1 · undecided 0 · not run 3 (of 7 claims).
-
-| claim | verdict | numbers |
-|---|---|---|
-| A beats B | not reproduced: 1 of 2 parts contradicted (Holm-corrected) | +3.52 ± ? |
-| G beats H | paper unsupported: not reproduced, as on the paper's own tables | -1.20 ± 0.50 |
-| C beats D | reproduced | +1.00 ± 0.50 |
-| E beats F | not run | – |
-| I beats J | undecided (2/12 parts run): needs ≥ 2 seeds per cell to measure the noise | +0.50 ± ? |
-
-| Method |  | BERT-base STS.Avg |
-|---|---|---:|
-| L_cl | paper | 76.04 |
-|  | ours | not run |
-|  | Δ | +1.20 ▲† |
-| L_dcl | Δ | -0.31 ≈ |
-| L_mpt | Δ | -2.50 ▼ |
-| L_met | Δ | -0.10 ? |
-"""
+CONSTRUCTED = [
+    Heading(2, "Nie et al. 2023", id="nie2023"),
+    Heading(3, "Claims"),
+    Tally(
+        "Tally: ",
+        {"reproduced": 2, "not reproduced": 1, "paper unsupported": 1, "undecided": 0, "not run": 3},
+        7,
+    ),
+    Table(
+        ["claim", "verdict", "numbers"],
+        [
+            [
+                "A beats B",
+                Verdict(
+                    "not-reproduced", "not reproduced", "", ": 1 of 2 parts contradicted (Holm-corrected)"
+                ),
+                "+3.52 ± ?",
+            ],
+            [
+                "G beats H",
+                Verdict(
+                    "paper-unsupported",
+                    "paper unsupported",
+                    "",
+                    ": not reproduced, as on the paper's own tables",
+                ),
+                "-1.20 ± 0.50",
+            ],
+            ["C beats D", Verdict("reproduced", "reproduced"), "+1.00 ± 0.50"],
+            ["E beats F", Verdict("not-run", "not run"), "–"],
+            [
+                "I beats J",
+                Verdict(
+                    "undecided",
+                    "undecided",
+                    " (2/12 parts run)",
+                    ": needs ≥ 2 seeds per cell to measure the noise",
+                ),
+                "+0.50 ± ?",
+            ],
+        ],
+    ),
+    Table(
+        ["Method", "", "BERT-base STS.Avg"],
+        [
+            ["L_cl", "paper", "76.04"],
+            ["", "ours", "not run"],
+            ["", "Δ", Cell("+1.20 ▲†", "above", "▲")],
+            ["L_dcl", "Δ", Cell("-0.31 ≈", "within", "≈")],
+            ["L_mpt", "Δ", Cell("-2.50 ▼", "below", "▼")],
+            ["L_met", "Δ", Cell("-0.10 ?", "undecided", "?")],
+        ],
+        right=2,
+    ),
+]
 
 
 def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_path):
@@ -155,14 +191,26 @@ def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_pat
     assert BADGE_COLOURS["not-reproduced"] == BADGE_COLOURS["below"] == ("#ffcdd2", "#b71c1c")
     for kind, (bg, fg) in BADGE_COLOURS.items():
         assert f".badge.v-{kind} {{ background: {bg}; color: {fg}; }}" in page
-    # without the style sheet the page still says every verdict in words
+    # without the style sheet the page still says every verdict in words, as report.md does
     plain = __import__("re").sub(r"<[^>]+>", "", page.split("</style>")[1])
     assert "not reproduced1 of 2 parts" in plain and "reproduced 2 · not reproduced 1" in plain
+    markdown = to_markdown(CONSTRUCTED)
+    assert (
+        "| A beats B | not reproduced: 1 of 2 parts contradicted (Holm-corrected) | +3.52 ± ? |" in markdown
+    )
+    assert (
+        "| I beats J | undecided (2/12 parts run): needs ≥ 2 seeds per cell to measure the noise |"
+        in markdown
+    )
+    assert "| | Δ | +1.20 ▲† |" in markdown.replace("|  |", "| |")
 
 
 def test_tally_counts_each_verdict_of_a_constructed_list():
-    from contrastlab.report.answer import tally_line, verdict_tally
+    from contrastlab.report.answer import verdict_tally
     from contrastlab.report.claims import ClaimResult
+
+    def tally_line(results) -> str:
+        return to_markdown([Tally("Tally: ", verdict_tally(results), len(results))]).strip()
 
     verdicts = ["reproduced", "not run", "undecided", "reproduced", "not run", "not run", "not reproduced"]
     results = [ClaimResult({"paper": "nie2023"}, v, []) for v in verdicts]
@@ -253,7 +301,7 @@ def demo_report(tmp_path_factory):
     from contrastlab.config import Grid
     from contrastlab.figures.catalog import figures
     from contrastlab.paths import REPO_ROOT, Results
-    from contrastlab.report import build_report
+    from contrastlab.report import build_report, sections
     from tests.tables.test_bridge import _write_bridge
 
     root = tmp_path_factory.mktemp("demo-report")
@@ -277,14 +325,14 @@ def demo_report(tmp_path_factory):
         png = root / "figures" / f"{fig_spec['name']}.png"
         png.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / "figure.png", png)
-    build_report(results, demo, figures=catalog)
-    report = root / "report.md"
-    command = "    .venv/bin/snakemake --config 'experiments={" + ", ".join(
+    command = ".venv/bin/snakemake --config 'experiments={" + ", ".join(
         f"e{i}: {{seeds: [42]}}" for i in range(40)
     )
-    report.write_text(report.read_text(encoding="utf-8") + "\n\nA long command:\n\n" + command + "}'\n")
-    write_html_report(report)
-    return report
+    long_command = [Paragraph("A long command:"), Code([command + "}'"])]
+    with pytest.MonkeyPatch.context() as patch:  # the report's last blocks, and a command line after them
+        patch.setattr(sections, "cite_blocks", lambda cite=sections.cite_blocks: cite() + long_command)
+        build_report(results, demo, figures=catalog)
+    return root / "report.md"
 
 
 def _ids(page: str) -> list[str]:
@@ -341,6 +389,16 @@ def test_the_bridge_table_sits_under_its_papers_tables(demo_report):
     assert "\n## SentEval protocol" not in markdown  # not a section after the papers
 
 
+def _grid(markdown: str) -> Table:
+    """A paper grid written as report.md shows it, with what its writer (sections.grid_block) knows: its
+    label columns (up to the first right-aligned one) and its cells outside the config's grid."""
+    table = blocks_of(markdown.splitlines())[0]
+    table.labels = table.right if (table.right or 0) >= 2 else 0
+    for row in table.rows:
+        row[:] = [Cell(c, "not-configured") if c == "not configured" else c for c in row]
+    return table
+
+
 GRID = """| Backbone | Method |  | STS12 | STS.Avg |
 |---|---|---|---:|---:|
 | BERT-base | InfoNCE | paper | 68.40 | 76.25 |
@@ -364,7 +422,7 @@ def test_rows_the_preset_does_not_configure_fold_into_one_line(tmp_path):
     open with a rule; report.md and the table files are not touched (the page is rendered from them)."""
     import re
 
-    page = render_html(GRID, tmp_path)
+    page = render_html([_grid(GRID)], tmp_path)
     body = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     rows = re.findall(r"<tr[^>]*>.*?</tr>", body, re.S)
     assert len(rows) == 7  # BERT-base MPT and tiny-bert InfoNCE (3 rows each), the folded line
@@ -381,9 +439,9 @@ def test_rows_the_preset_does_not_configure_fold_into_one_line(tmp_path):
     assert "68.40" not in page and "70.10" in page
     # a table of no paper rows, or one where every method ran, folds nothing
     plain = "| method | score |\n|---|---:|\n| a | not configured |\n"
-    assert 'class="folded"' not in render_html(plain, tmp_path)
+    assert 'class="folded"' not in render_html([_grid(plain)], tmp_path)
     ran = GRID.replace("not configured", "1.00")
-    assert 'class="folded"' not in render_html(ran, tmp_path)
+    assert 'class="folded"' not in render_html([_grid(ran)], tmp_path)
 
 
 STAND_IN_GRID = """| Method |  | BERT-base STS.Avg | BERT-base TR.Avg | tiny-bert, for BERT-base STS.Avg |
@@ -407,7 +465,7 @@ def test_columns_the_preset_does_not_configure_fold_like_rows(tmp_path):
     what they fold and span the columns left."""
     import re
 
-    page = render_html(STAND_IN_GRID, tmp_path)
+    page = render_html([_grid(STAND_IN_GRID)], tmp_path)
     head = page.split("<thead>", 1)[1].split("</thead>", 1)[0]
     labelled = ["Method", "", "BERT-base TR.Avg", "tiny-bert, for BERT-base STS.Avg"]
     assert re.findall(r"<th[^>]*>([^<]*)</th>", head) == labelled
@@ -424,19 +482,27 @@ def test_columns_the_preset_does_not_configure_fold_like_rows(tmp_path):
         "</td></tr>",
     ]
     # with L_mpt's "not run" gone too, BERT-base TR.Avg folds as well; the stand-in's column stays
-    both = render_html(STAND_IN_GRID.replace("not run", "not configured"), tmp_path)
+    both = render_html([_grid(STAND_IN_GRID.replace("not run", "not configured"))], tmp_path)
     assert "2 columns not configured by this preset: BERT-base STS.Avg, BERT-base TR.Avg (2 of 3" in both
 
 
 def test_see_links_go_to_the_table_or_figure_on_the_page(tmp_path):
     """Issue 65: a claim's "see" link (and the answer's main number's) opens the table or figure where the
     page shows it, not its file; one the page does not show keeps its file; other columns keep theirs."""
+    table1 = Link("nie2023_table1", "tables/nie2023_table1.md", "nie2023-table1")
+    fig2a = Link("nie2023/nie2023_fig2a", "figures/nie2023/nie2023_fig2a.png", "nie2023-fig2a")
+    li3 = Link("li2024_table3", "tables/li2024_table3.md", "li2024-table3")
+    see = Table(
+        ["claim", "see", "files"], [["A", [table1, " · ", fig2a, " · ", li3], [Link("md", table1.href)]]]
+    )
     page = render_html(
-        "| claim | see | files |\n|---|---|---|\n| A | [nie2023_table1](tables/nie2023_table1.md) · "
-        "[nie2023/nie2023_fig2a](figures/nie2023/nie2023_fig2a.png) · "
-        "[li2024_table3](tables/li2024_table3.md) | [md](tables/nie2023_table1.md) |\n\n"
-        "#### Nie et al. 2023, Table 1: STS.Avg and TR.Avg\n\n"
-        "#### nie2023/nie2023_fig2a\n",
+        [
+            see,
+            Heading(4, "Nie et al. 2023, Table 1: STS.Avg and TR.Avg", id="nie2023-table1"),
+            Figure(
+                "nie2023/nie2023_fig2a", "Nie Fig. 2a", "figures/nie2023/nie2023_fig2a.png", "Nie Fig. 2a: x"
+            ),
+        ],
         tmp_path,
     )
     assert '<a href="#nie2023-table1">nie2023_table1</a>' in page
@@ -491,13 +557,13 @@ def test_a_hyperparameter_grid_folds_per_method_not_per_parameter(tmp_path):
 |  | learning rate | paper | 1e-5 | n/a |
 |  |  | config | not configured | not configured |
 """
-    page = render_html(table, tmp_path)
+    page = render_html([_grid(table)], tmp_path)
     assert "4 rows not configured by this preset: L_dcl (1 of 2 methods;" in page
     assert "<td>L_cl</td>" in page and "<td>L_dcl</td>" not in page
 
 
 def test_wide_content_scrolls_in_its_own_box_and_print_keeps_tables_whole(tmp_path):
-    page = render_html(GRID + "\n```text\n" + "x" * 500 + "\n```\n", tmp_path)
+    page = render_html([_grid(GRID), Code(["x" * 500], language="text")], tmp_path)
     assert '<div class="table-scroll" tabindex="0"><table class="grid labels-3">' in page
     assert page.count("<table") == page.count('<div class="table-scroll"') == 1
     css = page.split("<style>", 1)[1].split("</style>", 1)[0]
@@ -536,7 +602,7 @@ def test_chromium_shows_the_first_screen_and_the_grids_as_issue_65_asks(demo_rep
     (nothing past their box's edge); a half-scrolled grid's labels end in a rule of their own."""
     found = chromium.measure(demo_report.with_suffix(".html"), width=1400)
     assert found["toy_top"] < found["first_tally_top"] < found["window_height"]
-    assert found["headline_rows"] == 4 and found["headline_bottom"] < found["window_height"]
+    assert found["headline_rows"] == 5 and found["headline_bottom"] < found["window_height"]  # 4 papers, all
     assert found["not_configured_cells"] == 9 <= 20
     assert found["folded_columns"] == 4  # Nie Tables 1 and 2, Li Table 5, MACL Table 9
     assert found["see_links"] > 40 and found["see_not_in_page"] == []
@@ -548,12 +614,26 @@ def test_chromium_shows_the_first_screen_and_the_grids_as_issue_65_asks(demo_rep
     assert found["frozen_edge"] == "2px solid rgb(119, 119, 119)"  # the grid's cells' rules are 1px #ccc
 
 
+@needs_chromium
+def test_chromium_at_1024_by_768_shows_the_headline_and_the_tallies_above_the_fold(demo_report):
+    """Issue 78 item 3: in a 1024 × 768 window the first screen holds the toy warning, then the table of
+    each paper's main number beside ours and its claims counted by verdict, one column per verdict, down to
+    its last row (all papers' counts) and none of its columns scrolled out of its box, and the key to its
+    marks (Δ's ?, the stand-in's †) starting right below it."""
+    found = chromium.measure(demo_report.with_suffix(".html"), width=1024, height=768)
+    assert found["inner_width"] == 1024 and found["window_height"] <= 768
+    assert found["tally_columns"] == ["reproduced", "not", "unsupported", "undecided", "not run"]
+    assert found["headline_rows"] == 5 and found["headline_hidden_px"] <= 0
+    assert found["toy_top"] < found["first_tally_top"] < found["headline_bottom"] < found["window_height"]
+    assert found["headline_bottom"] < found["key_top"] < found["window_height"]
+    assert "? undecided (too few seeds to measure the noise)" in found["key_text"]
+    assert "† ours on a toy backbone standing in for the paper's" in found["key_text"]
+
+
 def test_ids_of_headings_the_report_does_not_know_come_from_their_section_and_words(tmp_path):
-    page = render_html(
-        "# Title\n\n## Cost\n\n### Per rule\n\n## Other\n\n### Per rule\n\n#### Per rule\n\n"
-        "### Search of x: selected on dev beside the published hyperparameters\n\n## Cost\n",
-        tmp_path,
-    )
+    headings = "# Title\n\n## Cost\n\n### Per rule\n\n## Other\n\n### Per rule\n\n#### Per rule\n\n"
+    headings += "### Search of x: selected on dev beside the published hyperparameters\n\n## Cost\n"
+    page = render_html(blocks_of(headings.splitlines()), tmp_path)
     assert _ids(page) == [
         "title",
         "cost",

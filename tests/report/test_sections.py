@@ -67,12 +67,13 @@ def test_the_report_reads_per_paper(tmp_path):
     figures come before the precision list, none left in rule order."""
     from contrastlab.figures.catalog import figures
     from contrastlab.report import build_report
-    from contrastlab.report.claims import PAPERS, load_claims
+    from contrastlab.report.answer import heading
+    from contrastlab.report.claims import PAPERS
 
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     build_report(Results(tmp_path), demo, figures=figures(Grid(demo)))
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
-    starts = [report.index(f"\n## {load_claims(p)['paper']}\n") for p in PAPERS]
+    starts = [report.index(f"\n## {heading(p)}\n") for p in PAPERS]
     assert starts == sorted(starts)
     nie = report[starts[0] : starts[1]]
     order = [nie.index(h) for h in ("### Claims", "### Tables", "### Figures", "### Deviations from")]
@@ -88,7 +89,8 @@ def test_the_report_reads_per_paper(tmp_path):
 
 def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest(tmp_path):
     """Issue 43: the report's provenance names the backbone's resolved revision and the data digests."""
-    from contrastlab.report.sections import input_lines
+    from contrastlab.report.document import to_markdown
+    from contrastlab.report.inputs import input_blocks
 
     bert = {"source": "hf_id", "hf_id": "google-bert/bert-base-uncased", "revision": "86b5e09" + "0" * 33,
             "weights_sha256": {"model.safetensors": "ab" * 32}}  # fmt: skip
@@ -97,21 +99,83 @@ def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest
         path = tmp_path / "metrics" / "nie2023" / "bert-base" / "cl" / f"seed{seed}" / "senteval.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({"meta": {"inputs": {"backbone": bert, "corpus": corpus}}}))
-    lines = input_lines(tmp_path / "metrics", "artifacts.lock.json")
+    lines = to_markdown(input_blocks(tmp_path / "metrics", "artifacts.lock.json")).splitlines()
     assert lines[0] == "## Inputs" and "`artifacts.lock.json`" in lines[2]
     table = "\n".join(lines)
     commit = bert["revision"]
     row = f"| backbone | `google-bert/bert-base-uncased` | commit `{commit}` | sha256 abababababab… | 2 |"
     assert row in table
     assert "| corpus | text | 1,000,000 lines | sha256 cdcdcdcdcdcdcdcd | 2 |" in table
-    assert input_lines(tmp_path / "empty") == []
+    assert input_blocks(tmp_path / "empty") == []
+
+
+def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path):
+    """Issue 78 item 3: the report's "Inputs" names the code and environment that made the numbers, from
+    each training job's own record (the last ``start`` of its train_log.jsonl: a resumed job counts once,
+    as it last started): the commit and whether its tree had uncommitted changes, the contrastlab, torch
+    and transformers versions, the device; jobs alike share a row, counted per experiment."""
+    from contrastlab.report.document import to_markdown
+    from contrastlab.report.inputs import environment_rows, input_blocks
+
+    def start(sha, dirty, device, name, torch="2.14.1"):
+        versions = {"contrastlab": "0.2.0", "torch": torch, "transformers": "5.23.0", "numpy": "2.4.6"}
+        meta = {"git_sha": sha, "git_dirty": dirty, "versions": versions}
+        return {"event": "start", "device": device, "device_name": name, "meta": meta}
+
+    gpu = start("a" * 40, False, "cuda:0", "NVIDIA H200")
+    jobs = {
+        "nie2023/bert-base/cl/seed42": [
+            start("b" * 40, True, "cpu", "Xeon", "2.13.0"),
+            {"event": "end"},
+            gpu,
+        ],
+        "nie2023/bert-base/mpt/seed42": [gpu, {"event": "train", "step": 2}],
+        "macl_cifar10/resnet18-cifar/macl-bs64/seed42": [gpu],
+        "oar_cifar10/resnet18-oar/infonce/seed42": [start("b" * 40, True, "cpu", "Xeon")],
+    }
+    for cell, events in jobs.items():
+        log = tmp_path / "checkpoints" / cell / "train_log.jsonl"
+        log.parent.mkdir(parents=True)
+        log.write_text("\n".join(json.dumps(e) for e in events) + '\n{"event": "tra')  # a line cut by a kill
+    assert environment_rows(tmp_path) == [
+        {
+            "commit": "`aaaaaaaaaaaa`",
+            "contrastlab": "0.2.0",
+            "torch": "2.14.1",
+            "transformers": "5.23.0",
+            "device": "cuda:0 (NVIDIA H200)",
+            "training jobs": "macl_cifar10 ×1, nie2023 ×2",
+        },
+        {
+            "commit": "`bbbbbbbbbbbb` + uncommitted changes",
+            "contrastlab": "0.2.0",
+            "torch": "2.14.1",
+            "transformers": "5.23.0",
+            "device": "cpu (Xeon)",
+            "training jobs": "oar_cifar10 ×1",
+        },
+    ]
+    section = to_markdown(input_blocks(tmp_path / "metrics", "artifacts.lock.json", tmp_path)).splitlines()
+    assert section[0] == "## Inputs" and section[2].startswith(
+        "The code and environment of every training job"
+    )
+    assert section[4:6] == [
+        "| commit | contrastlab | torch | transformers | device | training jobs |",
+        "|---|---|---|---|---|---|",
+    ]
+    assert (
+        environment_rows(tmp_path / "nothing") == []
+        and input_blocks(tmp_path / "none", results_dir=tmp_path / "none") == []
+    )
 
 
 def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
-    """Issue 44: per paper one line of claim counts before anything else, the undecided claims' seeds
-    beside it, and the how-to-read text folded below (one <details> block)."""
-    from contrastlab.report.answer import answer_lines, short_title
-    from contrastlab.report.claims import ClaimResult, load_claims
+    """Issue 44: the claims counted by verdict before anything else (issue 78: columns of the first
+    screen's table), what would decide the undecided claims below them, and the how-to-read text folded
+    below (one <details> block)."""
+    from contrastlab.report.answer import heading, short_title, tally_cells, undecided_text
+    from contrastlab.report.claims import ClaimResult
+    from contrastlab.report.document import cell_text
     from contrastlab.report.parts import UNDECIDED, PartResult
 
     def undecided(seeds_needed):
@@ -120,16 +184,14 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
 
     results = [undecided(None), undecided(5), undecided(8), undecided(101)]
     results.append(ClaimResult({"paper": "macl"}, "reproduced", []))
-    lines = answer_lines(results)
     assert [short_title(p) for p in ("nie2023", "li2024")] == ["Nie et al. 2023", "Li, Zhang & Nie 2024"]
-    nie = short_title("nie2023")
-    assert lines[:2] == ["## The answer", ""]
-    assert lines[2] == (
-        f"**{nie}**: reproduced 0 · not reproduced 0 · paper unsupported 0 · undecided 4 · not run 0 "
-        "(of 4 claims). Undecided: 1 need ≥ 2 seeds per cell to measure the noise, 2 would be decided at "
-        "≤ 8 seeds per cell, 1 need > 100 seeds per cell."
+    counts = {column: cell_text(cell) for column, cell in tally_cells(results).items()}
+    assert counts == {"reproduced": "1", "not": "0", "unsupported": "0", "undecided": "4", "not run": "0"}
+    assert undecided_text(results) == (
+        "Undecided claims: Nie et al. 2023: 1 need ≥ 2 seeds per cell to measure the noise, 2 would be "
+        "decided at ≤ 8 seeds per cell, 1 need > 100 seeds per cell."
     )
-    assert lines[-2].startswith("All papers: reproduced 1 ·")
+    assert undecided_text(results[-1:]) == ""
 
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     from contrastlab.report import build_report
@@ -140,7 +202,7 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
     assert heads[0] == "## The answer"
     answer, rest = report.split('<details markdown="1"><summary>How to read the claims and tables</summary>')
     assert "Each paper's headline claims" not in answer and "Each paper's headline claims" in rest
-    assert rest.index("</details>") < rest.index(f"\n## {load_claims('nie2023')['paper']}\n")
+    assert rest.index("</details>") < rest.index(f"\n## {heading('nie2023')}\n")
 
 
 def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(tmp_path):

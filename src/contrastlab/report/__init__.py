@@ -1,10 +1,13 @@
 """The run's page: every table the config produces (:mod:`contrastlab.tables`), written as CSV, Markdown
-and LaTeX, and the report beside them: ``sections`` (report.md's sections; ``answer``: its first screen),
-``claims`` (each paper's headline claims against our metrics, ``claims/<paper>.yaml``; ``parts``: one
-part and its verdict rules; ``contrasts``: a contrast part resolved, paired and decided; ``trend``:
-sweep claims as slopes; ``figure_values``: claims read off a figure's numbers; ``control``: the claims on
-the papers' own numbers; ``power`` and ``simulation``: would a perfect reproduction decide them) and
-``html`` (report.html). Publishing a checkpoint on the Hub is :mod:`contrastlab.hub`'s.
+and LaTeX, and the report beside them, one document (``document``: its blocks, and its Markdown) that
+``sections`` builds (``answer``: its first screen; ``inputs``: its record of the precision, the inputs and
+the code and environment of the training jobs) and ``html`` renders as report.html (``folding``: a grid's
+unconfigured rows and columns folded there); ``claims`` (each paper's headline claims against our
+metrics, ``claims/<paper>.yaml``; ``parts``: one part and its verdict rules; ``contrasts``: a contrast
+part resolved, paired and decided; ``trend``: sweep claims as slopes; ``figure_values``: claims read off
+a figure's numbers; ``control``: the claims on the papers' own numbers; ``power`` and ``simulation``:
+would a perfect reproduction decide them). Publishing a checkpoint on the Hub is
+:mod:`contrastlab.hub`'s.
 
 Example (no runs yet: every cell shows the published number and "not run")::
 
@@ -25,7 +28,6 @@ from typing import TYPE_CHECKING
 
 from contrastlab.config import Grid
 from contrastlab.paths import Results, write_text
-from contrastlab.report.html import write_html_report
 from contrastlab.tables import get_spec, tables_for_config
 from contrastlab.tables.search import search_tables, write_search_tables
 
@@ -94,7 +96,7 @@ def build_report(
         )
     )
 
-    written.append(write_html_report(report_path))  # report.html beside it, figures embedded
+    written.append(Path(report_path).with_suffix(".html"))  # report.html beside it, figures embedded
     log.info("wrote %d tables in %.2fs", len(built), time.perf_counter() - t0)
     return written
 

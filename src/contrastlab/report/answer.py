@@ -1,17 +1,20 @@
 """The report's first screen, "The answer" (report.md's opening section; :mod:`.sections` writes the rest),
 in the order a reader needs it: whether this run's numbers can say anything about the papers at all (a
-preset whose backbones stand in for the papers' says so before any count), each paper's main number beside
-ours (:func:`headline_lines`, read off the assembled tables), each paper's claims counted by verdict, and
-the commands that add seeds to the undecided claims' cells only."""
+preset whose backbones stand in for the papers' says so before any count), then one table, each paper's
+main number beside ours (read off the assembled tables) and its claims counted by verdict, with the key to
+its marks, and the commands that add seeds to the undecided claims' cells only. A change to the first
+screen is a change here (report.html renders whatever blocks this module builds)."""
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from contrastlab import papers
 from contrastlab.config import Grid
+from contrastlab.config.command_line import CONFIGFILES_VARIABLE
+from contrastlab.papers import TableSpec, paper_for
 from contrastlab.report.claims import (
     MAX_SEEDS,
     NOT_REPRODUCED,
@@ -24,9 +27,10 @@ from contrastlab.report.claims import (
     load_claims,
     seed_plan,
 )
+from contrastlab.report.document import Cell, Code, Heading, Link, Paragraph, cell_text, kind_of, rows_table
 from contrastlab.tables.assemble import BACKBONE_LABELS, STATUS_NOT_CONFIGURED, Table
-from contrastlab.tables.markdown import markdown_table
-from contrastlab.tables.render import diff_text, ours_text, published_text
+from contrastlab.tables.render import STAND_IN_MARK, diff_text, ours_text, published_text
+from contrastlab.tables.verdicts import ABOVE, BELOW, MARKERS, WITHIN
 
 
 def verdict_tally(results) -> dict[str, int]:
@@ -36,39 +40,60 @@ def verdict_tally(results) -> dict[str, int]:
     return {kind: sum(r.kind == kind for r in results) for kind in kinds}
 
 
-def tally_line(results) -> str:
-    """``Tally: reproduced 1 · not reproduced 0 · undecided 2 · not run 5 (of 8 claims).`` (report.html
-    turns each count into a coloured badge)."""
-    counts = verdict_tally(results)
-    return "Tally: " + " · ".join(f"{k} {n}" for k, n in counts.items()) + f" (of {len(results)} claims)."
+def heading(paper: str) -> str:
+    """The heading of the paper's report section (its record's, :attr:`contrastlab.papers.Paper.heading`):
+    ``Nie et al. 2023, On the Inadequacy of … (ICLR)``."""
+    return next(record.heading for record in papers.PAPERS if record.prefix == paper)
 
 
 def short_title(paper: str) -> str:
-    """The paper's authors and year (its claim file's title up to the year): ``Li, Zhang & Nie 2024``."""
-    title = load_claims(paper)["paper"]
-    year = re.search(r"\b(?:19|20)\d\d\b", title)
-    return title[: year.end()] if year else title
+    """The paper's authors and year (its :func:`heading` up to the year): ``Li, Zhang & Nie 2024``."""
+    words = heading(paper).split(" ")
+    for i, word in enumerate(words):
+        year = word.rstrip(",")
+        if len(year) == 4 and year.isdigit() and year[:2] in ("19", "20"):
+            return " ".join([*words[:i], year])
+    return " ".join(words)
 
 
-def toy_lines(stand_ins: Mapping[str, Mapping[str, str]]) -> list[str]:
+def table_label(spec: TableSpec) -> str:
+    """A paper table's own title, after its paper's name: ``Table 1: STS.Avg and TR.Avg``."""
+    paper = paper_for(spec.experiment)
+    return spec.title.removeprefix(f"{paper.name}, ") if paper else spec.title
+
+
+def toy_blocks(stand_ins: Mapping[str, Mapping[str, str]]) -> list:
     """The warning that a run's backbones stand in for the papers' (``tables.verdict_stand_ins``:
     experiment -> {toy backbone: paper backbone}), or nothing when none does."""
     pairs = ", ".join(dict.fromkeys(f"{t} for {p}" for m in stand_ins.values() for t, p in m.items()))
     if not pairs:
         return []
     return [
-        f"**Toy numbers**: this run's backbones stand in for the papers' ({pairs}); the numbers and "
-        "verdicts below exercise the code and say nothing about the papers.",
-        "",
+        Paragraph(
+            f"**Toy numbers**: this run's backbones stand in for the papers' ({pairs}); the numbers and "
+            "verdicts below exercise the code and say nothing about the papers."
+        )
     ]
 
 
-def headline_row(table: Table, headline: Mapping[str, str], link: str) -> dict[str, str]:
+#: A seed-noise verdict (:mod:`contrastlab.tables.verdicts`) -> the badge kind of its marker.
+MARKER_KINDS = {WITHIN: "within", ABOVE: "above", BELOW: "below", UNDECIDED: "undecided"}
+
+
+def marked(text: str, verdict: str | None) -> Cell | str:
+    """A Δ's ``text`` as a :class:`~.document.Cell` of its seed-noise ``verdict``'s kind when it carries
+    that verdict's marker (≈ ▲ ▼ ?), else as it is."""
+    marker = MARKERS.get(verdict, "")
+    return Cell(text, MARKER_KINDS[verdict], marker) if marker and marker in text else text
+
+
+def headline_row(table: Table, headline: Mapping[str, str], link: str) -> dict:
     """The paper's main number (``headline``: its claim file's cell ``{table, method, task, backbone}``)
     beside ours, as :mod:`contrastlab.tables.render` writes the table's cells: ours is the cell itself, or
     where the preset leaves the paper's backbone out, the cell of a toy backbone standing in for it
-    (:attr:`Table.stand_ins`), named so; Δ is then against the number it stands in for (†). ``link``: the
-    rendered table's Markdown, relative to the report."""
+    (:attr:`Table.stand_ins`, which the toy warning names); Δ is then against the number it stands in for
+    (†). ``link``: the rendered table's Markdown, relative to the report; the main number's cell links it,
+    and in report.html the table's place on the page."""
     cells = table.cells
     at = cells[(cells["method"] == headline["method"]) & (cells["key"] == headline["task"])]
     paper = at[at["backbone"] == headline["backbone"]]
@@ -80,96 +105,156 @@ def headline_row(table: Table, headline: Mapping[str, str], link: str) -> dict[s
     stand_in = at[at["backbone"].isin(toys) & (at["status"] != STATUS_NOT_CONFIGURED)]
     if paper["status"] == STATUS_NOT_CONFIGURED and not stand_in.empty:
         ours = stand_in.iloc[0]
-    name = re.search(r"Tables? [^:]*", table.spec.title)
     decimals = table.improvement_decimals
+    name = Link(table_label(table.spec).split(":")[0], link, table.name.replace("_", "-"))
     return {
-        "main number": f"[{name[0] if name else table.name}]({link}): {paper['row']} {paper['col']}, {label}",
+        "main number": [name, f": {paper['row']} {paper['col']}, {label}"],
         "published": published_text(paper, decimals),
-        "ours": ours_text(ours, decimals)
-        + (f" ({ours['backbone']}, for {label})" if ours is not paper else ""),
-        "Δ": diff_text(ours),
+        "ours": ours_text(ours, decimals),
+        "Δ": marked(diff_text(ours), ours.get("verdict")),
     }
 
 
-def headline_lines(tables: list[Table], pages: Mapping[str, Path], base: Path) -> list[str]:
-    """One row per paper whose claim file names its ``headline`` and whose table this run built:
-    :func:`headline_row`, in the papers' order, linked to the table's page (``pages``: name -> its
-    Markdown; links relative to ``base``); nothing when no paper's is built."""
+def gain_of(table: Table, method: str) -> str:
+    """What the improvement in parentheses after ``method``'s numbers in ``table`` is over (its paper's
+    subscript): ``mMHE over mhe``, ``w/ MACL over SimCSE``; "" where the table prints none."""
+    base = ((table.meta.get("improvement") or {}).get("over") or {}).get(method)
+    labels = (table.meta.get("labels") or {}).get("methods") or {}
+    return f"{labels.get(method, method)} over {labels.get(base, base)}" if base else ""
+
+
+#: The answer's claim columns: each verdict (:func:`verdict_tally`'s order) by its column's header.
+TALLY_COLUMNS = {
+    REPRODUCED: "reproduced",
+    NOT_REPRODUCED: "not",
+    PAPER_UNSUPPORTED: "unsupported",
+    UNDECIDED: "undecided",
+    NOT_RUN: "not run",
+}
+#: The answer's columns of a paper's main number.
+MAIN_COLUMNS = ("main number", "published", "ours", "Δ")
+
+
+def tally_cells(results) -> dict:
+    """:func:`verdict_tally` as the answer's claim columns (:data:`TALLY_COLUMNS`): a count above zero in
+    its verdict's badge (report.html), a zero plain (no finding)."""
+    counts = verdict_tally(results)
+    return {TALLY_COLUMNS[v]: Cell(str(n), kind_of(v)) if n else "0" for v, n in counts.items()}
+
+
+def answer_rows(
+    results, tables: list[Table], pages: Mapping[str, Path], base: Path
+) -> tuple[list[dict], list]:
+    """One row per paper with claims or a main number, in the papers' order: its main number beside ours
+    (:func:`headline_row`, where this run built the table, linked to its page: ``pages``, name -> its
+    Markdown; links relative to ``base``) and its claims counted by verdict (:func:`tally_cells`); then,
+    for more than one paper, all papers' counts. And what each main number's improvement is over
+    (``Li, Zhang & Nie 2024: mMHE over mhe``, :func:`gain_of`)."""
     built = {table.name: table for table in tables}
-    rows = []
+    rows, gains = [], []
     for paper in PAPERS:
+        own = [r for r in results if r.claim["paper"] == paper]
         headline = load_claims(paper).get("headline")
+        main = dict.fromkeys(MAIN_COLUMNS, "–")
         if headline and headline["table"] in built:
             page = pages.get(headline["table"], base / "tables" / f"{headline['table']}.md")
             link = Path(os.path.relpath(page, base)).as_posix()
-            rows.append(
-                {"paper": short_title(paper), **headline_row(built[headline["table"]], headline, link)}
-            )
-    if not rows:
-        return []
-    lines = markdown_table(rows)
-    lines[1] = "|---|---|---:|---:|---:|"  # the numbers right-aligned, as in the grids
-    return ["Each paper's main number beside ours:", "", *lines, ""]
-
-
-def answer_lines(results, lead: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """What the report opens with: its heading, then ``lead`` (the toy warning, :func:`toy_lines`, comes
-    before any count), then per paper one line of claim counts by verdict (:func:`verdict_tally`), and for
-    its undecided claims the seeds per cell that would decide them.
-
-    ``**Nie et al. 2023 …**: reproduced 1 · not reproduced 0 · paper unsupported 0 · undecided 2 · not
-    run 7 (of 10 claims). Undecided: 1 needs ≥ 2 seeds per cell to measure the noise, 1 ~5 seeds.``
-    """
-    lines = ["## The answer", "", *lead]
-    for paper in PAPERS:
-        own = [r for r in results if r.claim["paper"] == paper]
-        if not own:
+            main = headline_row(built[headline["table"]], headline, link)
+            gain = gain_of(built[headline["table"]], headline["method"])
+            gains += [f"{short_title(paper)}: {gain}"] if gain else []
+        elif not own:
             continue
-        counts = tally_line(own).removeprefix("Tally: ")
-        line = f"**{short_title(paper)}**: {counts}"
-        undecided = [r.seeds_needed for r in own if r.kind == UNDECIDED]
-        if undecided:
-            unmeasured = sum(n is None for n in undecided)
-            beyond = sum(n is not None and n > MAX_SEEDS for n in undecided)
-            within = sorted(n for n in undecided if n is not None and n <= MAX_SEEDS)
-            needs = [f"{unmeasured} need ≥ 2 seeds per cell to measure the noise"] if unmeasured else []
-            needs += [f"{len(within)} would be decided at ≤ {within[-1]} seeds per cell"] if within else []
-            needs += [f"{beyond} need > {MAX_SEEDS} seeds per cell"] if beyond else []
-            line += " Undecided: " + ", ".join(needs) + "."
-        lines += [line, ""]
+        rows.append({"paper": short_title(paper), **main, **tally_cells(own)})
     if len([p for p in PAPERS if any(r.claim["paper"] == p for r in results)]) > 1:
-        lines += ["All papers: " + tally_line(results).removeprefix("Tally: "), ""]
-    return lines
+        rows.append({"paper": "All papers", **dict.fromkeys(MAIN_COLUMNS, ""), **tally_cells(results)})
+    return rows, gains
 
 
-def add_seeds_lines(results, grid: Grid) -> list[str]:
+def key_text(rows: list[dict], gains: list[str]) -> str:
+    """The key to :func:`answer_rows`' table: Δ's seed-noise markers, the stand-in's † (where a row has
+    it), what a main number's improvement in parentheses is over (``gains``), the claim columns."""
+    text = (
+        "Key: Δ = ours − published, with its seed-noise verdict: ≈ within noise, ▲ above, ▼ below the "
+        "paper beyond noise, ? undecided (too few seeds to measure the noise)"
+    )
+    if any(STAND_IN_MARK in cell_text(row["Δ"]) for row in rows):
+        text += (
+            f"; {STAND_IN_MARK} ours on a toy backbone standing in for the paper's (named above), against "
+            "the number the paper gives its backbone"
+        )
+    if gains:
+        text += (
+            "; (+…) after a number: its improvement over the unmodified loss, as the paper prints it ("
+            + "; ".join(gains)
+            + "), ours likewise where both ran"
+        )
+    return text + (
+        "; the claim columns count each paper's claims by verdict (not: not reproduced; unsupported: not "
+        "reproduced, and the paper's own tables do not support the claim either), listed in its section."
+    )
+
+
+def undecided_text(results) -> str:
+    """What would decide each paper's undecided claims (the seeds per cell, :attr:`ClaimResult.seeds_needed`),
+    "" when none is undecided."""
+    papers = []
+    for paper in PAPERS:
+        undecided = [r.seeds_needed for r in results if r.claim["paper"] == paper and r.kind == UNDECIDED]
+        if not undecided:
+            continue
+        unmeasured = sum(n is None for n in undecided)
+        beyond = sum(n is not None and n > MAX_SEEDS for n in undecided)
+        within = sorted(n for n in undecided if n is not None and n <= MAX_SEEDS)
+        needs = [f"{unmeasured} need ≥ 2 seeds per cell to measure the noise"] if unmeasured else []
+        needs += [f"{len(within)} would be decided at ≤ {within[-1]} seeds per cell"] if within else []
+        needs += [f"{beyond} need > {MAX_SEEDS} seeds per cell"] if beyond else []
+        papers.append(f"{short_title(paper)}: " + ", ".join(needs))
+    return "Undecided claims: " + "; ".join(papers) + "." if papers else ""
+
+
+def answer_blocks(results, tables: list[Table], pages: Mapping[str, Path], base: Path, grid: Grid) -> list:
+    """What the report opens with, in the order a reader needs it: its heading; the toy warning (before
+    any count, :func:`toy_blocks`); one row per paper, its main number beside ours and its claims counted
+    by verdict (:func:`answer_rows`), with the key to its marks; what would decide the undecided claims,
+    and the commands that add those seeds (:func:`add_seeds_blocks`). ``tables``: the assembled paper
+    tables; ``pages``: name -> a table's Markdown page (links relative to ``base``)."""
+    stand_ins = {e: m for e, m in grid.options.verdict_stand_ins.items() if m}
+    blocks = [Heading(2, "The answer"), *toy_blocks(stand_ins)]
+    rows, gains = answer_rows(results, tables, pages, base)
+    if rows:  # the numbers right-aligned, as in the grids
+        blocks += [rows_table(rows, right=2), Paragraph(key_text(rows, gains))]
+    undecided = undecided_text(results)
+    return blocks + ([Paragraph(undecided)] if undecided else []) + add_seeds_blocks(results, grid)
+
+
+def add_seeds_blocks(results, grid: Grid, configfile: str | None = None) -> list:
     """The commands that add seeds to the undecided claims' cells only (:func:`~.claims.seed_plan`), as a
     short shell script whose every line shows what sets it apart: the seed lists and the Snakemake command
     line they share first (``SEEDS``, ``run``), then one ``run`` per command of
     :func:`~.claims.add_seeds_commands` with its ``select`` (report.html wraps the block: nothing past the
-    box's edge)."""
+    box's edge). ``configfile``: the preset's ``--configfile`` words (default: what the workflow that
+    renders the report read, :data:`CONFIGFILES_VARIABLE`; without one, ``"$CONFIG"`` to set)."""
     plan = seed_plan(results, grid)
     if not plan:
         return []
-    return [
-        "More seeds for the cells of the undecided claims only, with `CONFIG` set to the preset this "
-        "run came from: `run` is the Snakemake command they share, and each line after it picks its cells "
-        "(`make add-seeds CONFIG=<preset>` prints the commands written out; the last line renders the "
-        "tables and this report again):",
-        "",
-        '<div class="commands" markdown="1">',  # report.html wraps it (html.py's CSS)
-        "",
-        *(f"    {line}" for line in add_seeds_script(plan)),  # an indented code block
-        "",
-        "</div>",
-        "",
-    ]
+    configfile = configfile or os.environ.get(CONFIGFILES_VARIABLE)
+    run = "`run` is the Snakemake command they share, and each line after it picks its cells"
+    rest = "; the last line renders the tables and this report again"
+    intro = (
+        f"More seeds for the cells of the undecided claims only, on this run's preset: {run} "
+        f"(`make add-seeds CONFIG={configfile}` prints the commands written out{rest}):"
+        if configfile
+        else "More seeds for the cells of the undecided claims only, with `CONFIG` set to the preset this "
+        f"run came from: {run} (`make add-seeds CONFIG=<preset>` prints the commands written out{rest}):"
+    )
+    # report.html wraps the script (html.py's CSS)
+    return [Paragraph(intro), Code(add_seeds_script(plan, configfile or '"$CONFIG"'), box="commands")]
 
 
 def add_seeds_script(plan: list[dict], configfile: str = '"$CONFIG"') -> list[str]:
     """:func:`~.claims.add_seeds_commands` of ``plan`` as the lines of a shell script (bash or zsh) that
     runs the same commands: ``SEEDS`` (the seed lists they share) and ``run`` (the command line they
-    share) first, then each command as ``run`` and what it adds."""
+    share) first, then each command as ``run`` and what it adds (``configfile``: shell words)."""
     base, experiments, tails = add_seeds_parts(plan, configfile=configfile)
     return [
         f"SEEDS={experiments}",

@@ -380,32 +380,40 @@ def _coefficient(c: float) -> str:
     return f"{c:g}"
 
 
-def verdict_text(result: ClaimResult) -> str:
-    """The verdict with the share of parts run when some have not, and the seeds that would decide; for
-    a claim whose sentence the paper's own tables do not support (its ``paper_tables``), that reason; such
-    a claim that reads "not reproduced" opens with :data:`PAPER_UNSUPPORTED` (its own badge and count)."""
-    text = result.verdict
+def verdict_parts(result: ClaimResult) -> tuple[str, str, str]:
+    """The verdict as (its word, the share of parts run when some have not, the reasoning after them): the
+    seeds that would decide it; for a claim whose sentence the paper's own tables do not support (its
+    ``paper_tables``), that reason; such a claim that reads "not reproduced" opens with
+    :data:`PAPER_UNSUPPORTED` (its own badge and count), the verdict and the share of parts run after it."""
+    word, tail = result.verdict, ""
     if result.kind == PAPER_UNSUPPORTED:
-        text = f"{PAPER_UNSUPPORTED}: {result.verdict}, as on the paper's own tables"
+        word, tail = PAPER_UNSUPPORTED, f": {result.verdict}, as on the paper's own tables"
+    run = ""
     if result.verdict != NOT_RUN and result.parts_run < len(result.parts):
-        text += f" ({result.parts_run}/{len(result.parts)} parts run)"
+        run = f" ({result.parts_run}/{len(result.parts)} parts run)"
+    head, tail = (run, tail) if not tail else ("", tail + run)
     if result.claim.get("relation") == "count" and result.verdict != NOT_RUN:
         cleared = sum(p.status == REPRODUCED for p in result.parts)
-        text += (
+        tail += (
             f": {cleared} of {len(result.parts)} parts clear it, the claim needs {result.claim['at_least']}"
         )
     elif result.verdict == NOT_REPRODUCED and result.parts_tested > 1:
-        text += f": {result.parts_contradicted} of {result.parts_tested} parts contradicted (Holm-corrected)"
+        tail += f": {result.parts_contradicted} of {result.parts_tested} parts contradicted (Holm-corrected)"
     if result.verdict == UNDECIDED:
         needed = result.seeds_needed
-        text += (
+        tail += (
             ": needs ≥ 2 seeds per cell to measure the noise"
             if needed is None
             else f": {'> 100' if needed > MAX_SEEDS else f'~{needed}'} seeds per cell would decide it"
         )
     if result.claim.get("paper_tables"):
-        text += f" (the paper's tables do not support its sentence: {result.claim['paper_tables']})"
-    return text
+        tail += f" (the paper's tables do not support its sentence: {result.claim['paper_tables']})"
+    return word, head, tail
+
+
+def verdict_text(result: ClaimResult) -> str:
+    """The verdict's one text (:func:`verdict_parts` in a row)."""
+    return "".join(verdict_parts(result))
 
 
 def undecided_cells(results: list[ClaimResult], grid: Grid) -> dict[tuple[str, str], set[str]]:
@@ -463,26 +471,26 @@ def _flow(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
 
 
-def add_seeds_commands(
-    plan: list[dict[str, Any]], configfile: str = "config.yaml", profile: str = "profiles/local"
-) -> list[str]:
+def add_seeds_commands(plan: list[dict[str, Any]], configfile: str = "config.yaml") -> list[str]:
     """Snakemake commands that train and evaluate only the cells of ``plan`` (:func:`seed_plan`) with
     their new seeds (``--config`` gives each experiment its longer seed list, ``select`` picks exactly
     the cells: one command per experiment and backbone), then render all tables and the report from
-    what exists (``tables={partial: true}``; the other cells of those experiments show n=k/N)."""
+    what exists (``tables={partial: true}``; the other cells of those experiments show n=k/N).
+    ``configfile``: the preset's path as shell words; the profile is the workflow's default one
+    (profiles/default, which Snakemake loads when none is named)."""
     if not plan:
         return []
-    base, experiments, tails = add_seeds_parts(plan, configfile, profile)
+    base, experiments, tails = add_seeds_parts(plan, configfile)
     return [f"{base} --config {experiments} {tail}" for tail in tails]
 
 
 def add_seeds_parts(
-    plan: list[dict[str, Any]], configfile: str = "config.yaml", profile: str = "profiles/local"
+    plan: list[dict[str, Any]], configfile: str = "config.yaml"
 ) -> tuple[str, str, list[str]]:
     """:func:`add_seeds_commands` in its parts: the command line every command opens with, the
     ``--config`` word they share (each experiment's longer seed list, shell-quoted) and what follows it in
     each command (its cells' ``select``, shell-quoted; the last one's tables)."""
-    base = f".venv/bin/snakemake --workflow-profile {profile} --configfile {configfile}"
+    base = f".venv/bin/snakemake --configfile {configfile}"
     seeds: dict[str, dict[str, list[int]]] = {}
     for step in plan:  # an experiment's longest list: its steps of fewer seeds select their own
         if len(step["seeds"]) > len(seeds.get(step["experiment"], {}).get("seeds", [])):

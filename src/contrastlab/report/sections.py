@@ -6,10 +6,7 @@ coloured badge on every verdict."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from collections.abc import Callable
 from pathlib import Path
 
 from contrastlab.artifacts import LOCK_NAME
@@ -19,18 +16,41 @@ from contrastlab.cost import plan
 from contrastlab.cost.budget import plan_points
 from contrastlab.cost.measured import cost_lines
 from contrastlab.papers import bibtex_block
-from contrastlab.paths import read_metrics, write_text
+from contrastlab.paths import write_text
 from contrastlab.report import power
-from contrastlab.report.answer import add_seeds_lines, answer_lines, headline_lines, tally_line, toy_lines
+from contrastlab.report.answer import answer_blocks, heading, marked, short_title, table_label, verdict_tally
 from contrastlab.report.claims import (
     PAPERS,
     UNDECIDED,
     evaluate_claims,
     load_claims,
     numbers_text,
-    verdict_text,
+    verdict_parts,
 )
+from contrastlab.report.document import (
+    Bullets,
+    Cell,
+    Code,
+    Figure,
+    Fold,
+    Heading,
+    Link,
+    Paragraph,
+    Tally,
+    Verdict,
+    blocks_of,
+    figure_id,
+    kind_of,
+    rows_table,
+    to_markdown,
+)
+from contrastlab.report.document import (
+    Table as Block,
+)
+from contrastlab.report.html import write_html_report
+from contrastlab.report.inputs import input_blocks, precision_blocks
 from contrastlab.stats import LEVEL
+from contrastlab.tables import search
 from contrastlab.tables.assemble import (
     STATUS_FAILED,
     STATUS_NOT_CONFIGURED,
@@ -38,10 +58,10 @@ from contrastlab.tables.assemble import (
     STATUS_PARTIAL,
     Table,
 )
-from contrastlab.tables.deviations import deviations, markdown_lines
-from contrastlab.tables.markdown import markdown_table
+from contrastlab.tables.deviations import COLUMNS as DEVIATION_COLUMNS
+from contrastlab.tables.deviations import deviations
 from contrastlab.tables.metrics import collect_metrics
-from contrastlab.tables.render import fmt_score, to_markdown
+from contrastlab.tables.render import fmt_score, grid_rows
 from contrastlab.tables.verdicts import chance_expected, noise_note, verdict_counts
 
 #: Verdict counts in the summary table: the run cells with a seed-noise verdict (tables.verdicts; a toy
@@ -104,52 +124,6 @@ def summarize(table: Table) -> dict[str, str]:
     }
 
 
-def precision_label(training: dict | None) -> str:
-    """How a finished cell ran, from the ``training`` block of its metrics file: the resolved precision
-    and, for fp32 runs on CUDA, whether the step's matmuls/convolutions were TF32 (``tf32``) or IEEE.
-
-    >>> precision_label({"precision": "tf32", "tf32_matmul": True, "tf32_conv": True})
-    'tf32 (TF32 matmul+conv)'
-    >>> precision_label({"precision": "fp32", "tf32_matmul": False, "tf32_conv": False})
-    'fp32 (IEEE)'
-    """
-    if not training or not training.get("precision"):
-        return "unknown"
-    name = training["precision"]
-    flags = [training.get("tf32_matmul"), training.get("tf32_conv")]
-    if None in flags:  # metrics written before the switches were recorded
-        return name
-    if all(flags):
-        return f"{name} (TF32 matmul+conv)"
-    return f"{name} (IEEE)" if name == "fp32" else name
-
-
-def precision_rows(grid: Grid, metrics_root: str | os.PathLike) -> list[dict[str, str]]:
-    """One row per (experiment, method): the precision the config gives its cells and the precision
-    they ran in (the ``training`` block of their metrics files, :func:`precision_label`; auto and tf32
-    run as fp32 off CUDA)."""
-    rows: dict[tuple[str, str], dict[str, set]] = {}
-    for cell in grid.every_cell():
-        resolved = grid.settings(cell)
-        row = rows.setdefault((cell.experiment, cell.method), {"config": set(), "ran": set(), "cells": set()})
-        row["config"].add(resolved.get("precision") or "auto")
-        row["cells"].add(cell.backbone)
-        name = "vision.json" if grid.experiment(cell.experiment).track == "vision" else "senteval.json"
-        path = Path(metrics_root) / cell.path / name
-        if path.exists():
-            row["ran"].add(precision_label(read_metrics(path).get("training")))
-    return [
-        {
-            "experiment": experiment,
-            "method": method,
-            "backbones": ", ".join(sorted(r["cells"])),
-            "config": ", ".join(sorted(r["config"])),
-            "ran in": ", ".join(sorted(r["ran"])) or "not run",
-        }
-        for (experiment, method), r in rows.items()
-    ]
-
-
 def planned_jobs(grid: Grid) -> list | None:
     """The plan's jobs of ``grid`` (:func:`~contrastlab.cost.plan.make_plan` at the calibration), None
     when the calibration or the config cannot be projected (the report must not fail over it)."""
@@ -179,33 +153,32 @@ def projected_cost(grid: Grid) -> tuple[dict | None, str]:
     return plan.projected_hours(jobs), note
 
 
-#: Figure captions start with their place in the paper ("Nie Fig. 3b:", "OAR Table 2 (synthetic)").
-_FIGURE_PLACE = re.compile(r"\b(Fig|Table)\. ?(\d+)([a-z]?)|\b(Table) (\d+)([a-z]?)")
+def figure_place(caption: str) -> str:
+    """A figure's place in its paper, the words its caption opens with before the colon when they name a
+    figure or table of the paper ("Nie Fig. 2a", "OAR Table 2 (synthetic)"); "" for a figure of no
+    paper's numbering."""
+    head, colon, _ = caption.partition(":")
+    words = head.split(" ")
+    return head if colon and len(words) > 2 and words[1] in ("Fig.", "Table") else ""
 
 
 def figure_order(figure: dict) -> tuple:
     """Sort key putting a paper's figures in its own numbering (Fig. 1a, 1b-d, 2a, ..., then tables),
-    from the caption's opening words; figures without a number keep their catalogue order, last.
+    from their place (:func:`figure_place`); figures without one keep their catalogue order, last.
 
     >>> sorted(["Nie Fig. 3b: x", "OAR Table 2 (synthetic): y", "Nie Fig. 1a: z", "no number"],
     ...        key=lambda c: figure_order({"caption": c}))
     ['Nie Fig. 1a: z', 'Nie Fig. 3b: x', 'OAR Table 2 (synthetic): y', 'no number']
     """
-    match = _FIGURE_PLACE.search(figure["caption"].split(":")[0])
-    if match is None:
+    place = figure_place(figure["caption"])
+    if not place:
         return (2, 0, "")
-    kind, number, letter = (match[1], match[2], match[3]) if match[1] else (match[4], match[5], match[6])
-    return (0 if kind == "Fig" else 1, int(number), letter)
-
-
-def table_block(markdown_page: str) -> list[str]:
-    """The first Markdown table of a rendered table page (its grid, without title, source and legend)."""
-    lines = markdown_page.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("|")), None)
-    if start is None:
-        return []
-    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
-    return lines[start:end]
+    _, kind, number = place.split(" ", 2)
+    digits = number[: len(number) - len(number.lstrip("0123456789"))]
+    letter = number[len(digits) : len(digits) + 1]
+    if not digits:
+        return (2, 0, "")
+    return (0 if kind == "Fig." else 1, int(digits), letter if letter.isalpha() else "")
 
 
 def write_report(
@@ -221,79 +194,104 @@ def write_report(
     metrics=None,
     bridge: list[dict[str, str]] | None = None,
 ) -> Path:
-    """Write the Markdown report of ``built`` (table, {ext: path}) to ``report_path``, one section per
-    paper in the papers' order (Nie 2023, Li 2024, MACL, OAR), each with its claims and their tally
-    (with ``grid``), its tables (the summary row, the grid inline with its verdict markers, and its
-    experiments' ``searches``: experiment -> the search table's lines), its figures in the paper's own
-    numbering (``figures``: :func:`contrastlab.figures.catalog.figures`, each inline from
-    ``figures/<name>.png`` beside the report) and its deviations from the authors' setups (with
-    ``grid``). Then ``sections`` (Markdown lines: the comparison tables of the user's losses), the
-    figures of no paper, the precision of every cell (with ``grid``) and, with ``results_dir``, what
-    the jobs cost (:func:`contrastlab.cost.measured.cost_lines`). Claims are evaluated on ``metrics``
-    (collected from ``metrics_root`` when not given). ``grid``: the run's
-    :class:`~contrastlab.config.Grid` (its config's claims, deviations and precision). ``bridge``: the
-    SentEval-MTEB bridge rows (:func:`contrastlab.tables.bridge.bridge_rows`), each paper's under its
-    tables; rows of no paper after the papers."""
+    """Write the report of ``built`` (table, {ext: path}) to ``report_path`` (Markdown) and beside it
+    ``report.html`` (:mod:`.html`, figures embedded): one document (:func:`report_blocks`, which says
+    what it holds and what the arguments are), rendered twice. Returns ``report_path``."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
-    base = report_path.parent
     if metrics is None and grid is not None:
         metrics = collect_metrics(metrics_root)
-
-    def link(path: Path, text: str) -> str:
-        return f"[{text}]({Path(os.path.relpath(path, base)).as_posix()})"
-
-    lines = ["# Paper tables: published numbers beside ours", ""]
-    per_paper: dict[str | None, list[str]] = {}
-    guide = [LAYOUT_TEXT, ""]
-    if grid is not None and metrics is not None:
-        pages = {t.spec.name: p["md"] for t, p in built}
-        pages.update({f["name"]: base / "figures" / f"{f['name']}.png" for f in figures or []})
-        headlines = headline_lines([t for t, _ in built], pages, base)
-        answer, claims_guide, per_paper = claims_sections(grid, metrics, base, pages, headlines)
-        lines += answer
-        guide += claims_guide
-    # The reading guide, folded below the answer: it is read once, the answer every time.
-    guide += ["**Tables.** " + TABLES_TEXT.format(metrics_root=metrics_root), ""]
-    if grid is not None and not grid.options.figures:
-        guide += ["**Figures.** Left out: the config sets `figures: false`.", ""]
-    title = "How to read the claims and tables" if per_paper else "How to read the tables"
-    lines += [f'<details markdown="1"><summary>{title}</summary>', "", *guide, "</details>", ""]
-    figures = sorted(figures or [], key=figure_order)
-    searches = dict(searches or {})
-    bridges = _bridge_by_paper(bridge or [])
-    lines += _paper_lines(built, figures, searches, per_paper, grid, base, link, bridges)
-    lines += bridges.pop(None, [])
-    lines += sections or []  # e.g. the comparison tables of the user's losses
-    for rest in searches.values():  # searches of experiments of no paper
-        lines += rest
-    other = [f for f in figures if paper_of(f["name"]) not in PAPERS]
-    if other:
-        lines += ["## Other figures", ""] + _figure_lines(other, base, link)
-    orphans = [(t, p) for t, p in built if paper_of(t.spec.experiment) not in PAPERS]
-    if orphans:
-        lines += ["## Other tables", ""] + _tables_lines(orphans, link)
-    lines += _run_lines(grid, metrics_root, results_dir)
-    lines += cite_lines()
-    write_text(report_path, "\n".join(lines))  # atomically (paths.atomic_write)
+    blocks = report_blocks(
+        built,
+        report_path.parent,
+        metrics_root=metrics_root,
+        grid=grid,
+        figures=figures,
+        results_dir=results_dir,
+        sections=sections,
+        searches=searches,
+        metrics=metrics,
+        bridge=bridge,
+    )
+    write_text(report_path, to_markdown(blocks))  # atomically (paths.atomic_write)
+    write_html_report(blocks, report_path.with_suffix(".html"))
     return report_path
 
 
-def _paper_lines(
+def report_blocks(
+    built: list[tuple[Table, dict[str, Path]]],
+    base: Path,
+    *,
+    metrics_root,
+    grid: Grid | None,
+    figures: list[dict] | None,
+    results_dir: str | os.PathLike | None,
+    sections: list[str] | None,
+    searches: dict[str, list[str]] | None,
+    metrics,
+    bridge: list[dict[str, str]] | None,
+) -> list:
+    """The report's document (:mod:`.document`; links relative to ``base``, the report's folder): one
+    section per paper in the papers' order (Nie 2023, Li 2024, MACL, OAR), each with its claims and
+    their tally (with ``grid``), its tables (the summary row, the grid inline with its verdict markers,
+    and its experiments' ``searches``: experiment -> the search table's lines), its figures in the
+    paper's own numbering (``figures``: :func:`contrastlab.figures.catalog.figures`, each from
+    ``figures/<name>.png``) and its deviations from the authors' setups (with ``grid``). Then
+    ``sections`` (Markdown lines: the comparison tables of the user's losses), the figures of no paper,
+    the precision of every cell (with ``grid``) and, with ``results_dir``, what the jobs cost
+    (:func:`contrastlab.cost.measured.cost_lines`). Claims are evaluated on ``metrics``. ``grid``: the
+    run's :class:`~contrastlab.config.Grid` (its config's claims, deviations and precision). ``bridge``:
+    the SentEval-MTEB bridge rows (:func:`contrastlab.tables.bridge.bridge_rows`), each paper's under
+    its tables; rows of no paper after the papers."""
+    blocks: list = [Heading(1, "Paper tables: published numbers beside ours")]
+    per_paper: dict[str | None, list] = {}
+    guide: list = [Paragraph(LAYOUT_TEXT)]
+    if grid is not None and metrics is not None:
+        pages = {t.spec.name: p["md"] for t, p in built}
+        pages.update({f["name"]: base / "figures" / f"{f['name']}.png" for f in figures or []})
+        answer, claims_guide, per_paper = claims_sections(grid, metrics, base, pages, [t for t, _ in built])
+        blocks += answer
+        guide += claims_guide
+    # The reading guide, folded below the answer: it is read once, the answer every time.
+    guide.append(Paragraph("**Tables.** " + TABLES_TEXT.format(metrics_root=metrics_root)))
+    if grid is not None and not grid.options.figures:
+        guide.append(Paragraph("**Figures.** Left out: the config sets `figures: false`."))
+    blocks.append(Fold("How to read the claims and tables" if per_paper else "How to read the tables", guide))
+    figures = sorted(figures or [], key=figure_order)
+    searches = {e: search_blocks(lines) for e, lines in (searches or {}).items()}
+    bridges = _bridge_by_paper(bridge or [])
+    blocks += _paper_blocks(built, figures, searches, per_paper, grid, base, bridges)
+    blocks += bridges.pop(None, [])
+    blocks += blocks_of(sections or [])  # e.g. the comparison tables of the user's losses
+    for rest in searches.values():  # searches of experiments of no paper
+        blocks += rest
+    other = [f for f in figures if paper_of(f["name"]) not in PAPERS]
+    if other:
+        blocks += [Heading(2, "Other figures"), *_figure_blocks(other, base)]
+    orphans = [(t, p) for t, p in built if paper_of(t.spec.experiment) not in PAPERS]
+    if orphans:
+        blocks += [Heading(2, "Other tables"), *_tables_blocks(orphans, base)]
+    return blocks + _run_blocks(grid, metrics_root, results_dir) + cite_blocks()
+
+
+def _link(path: Path, text: str, base: Path, anchor: str = "") -> Link:
+    """A link to ``path`` relative to the report's folder ``base``; ``anchor``: its place on the page."""
+    return Link(text, Path(os.path.relpath(path, base)).as_posix(), anchor)
+
+
+def _paper_blocks(
     built: list[tuple[Table, dict[str, Path]]],
     figures: list[dict],
-    searches: dict[str, list[str]],
-    per_paper: dict[str | None, list[str]],
+    searches: dict[str, list],
+    per_paper: dict[str | None, list],
     grid: Grid | None,
     base: Path,
-    link: Callable[[Path, str], str],
-    bridges: dict[str | None, list[str]],
-) -> list[str]:
+    bridges: dict[str | None, list],
+) -> list:
     """One section per paper in the papers' order: its claims (``per_paper``), its tables, its
     experiments' searches (taken out of ``searches``) and its checkpoints' SentEval-MTEB bridge (taken
     out of ``bridges``), its figures and its deviations (with ``grid``)."""
-    titles = {p: load_claims(p)["paper"] for p in PAPERS}
     experiments = grid.every_experiment if grid is not None else {}
-    lines: list[str] = []
+    blocks: list = []
     for paper in PAPERS:
         tables = [(t, p) for t, p in built if paper_of(t.spec.experiment) == paper]
         paper_figures = [f for f in figures if paper_of(f["name"]) == paper]
@@ -302,35 +300,32 @@ def _paper_lines(
         claims = per_paper.get(paper, [])
         if not (claims or tables or paper_figures or paper_searches or paper_experiments or paper in bridges):
             continue
-        lines += [f"## {titles[paper]}", "", *claims]
+        blocks += [Heading(2, heading(paper), id=paper, label=short_title(paper)), *claims]
         if tables or paper_searches:
-            lines += ["### Tables", ""] + _tables_lines(tables, link)
+            blocks += [Heading(3, "Tables"), *_tables_blocks(tables, base)]
             for experiment in paper_searches:
-                lines += searches.pop(experiment)
-        lines += bridges.pop(paper, [])
+                blocks += searches.pop(experiment)
+        blocks += bridges.pop(paper, [])
         if paper_figures:
-            lines += ["### Figures", ""] + _figure_lines(paper_figures, base, link)
+            blocks += [Heading(3, "Figures"), *_figure_blocks(paper_figures, base)]
         if grid is not None and paper_experiments:
-            lines += _deviation_lines(grid, paper_experiments)
-    return lines
+            blocks += _deviation_blocks(grid, paper_experiments)
+    return blocks
 
 
-def cite_lines() -> list[str]:
+def cite_blocks() -> list:
     """The report's last section, "How to cite": the papers' BibTeX (:mod:`contrastlab.papers`,
     which CITATION.cff mirrors) in one ``bibtex`` code block."""
     return [
-        "## How to cite",
-        "",
-        "Cite the papers whose results you use (contrastlab itself: `CITATION.cff` in the repository).",
-        "",
-        "```bibtex",
-        bibtex_block(),
-        "```",
-        "",
+        Heading(2, "How to cite"),
+        Paragraph(
+            "Cite the papers whose results you use (contrastlab itself: `CITATION.cff` in the repository)."
+        ),
+        Code([bibtex_block()], language="bibtex"),
     ]
 
 
-def _bridge_by_paper(rows: list[dict[str, str]]) -> dict[str | None, list[str]]:
+def _bridge_by_paper(rows: list[dict[str, str]]) -> dict[str | None, list]:
     """The bridge's section per paper of its checkpoints (``<experiment>/…``), a level-3 heading under
     the paper's tables; the rows of no paper under None, a section of their own (level 2)."""
     from contrastlab.tables.bridge import bridge_lines
@@ -339,90 +334,19 @@ def _bridge_by_paper(rows: list[dict[str, str]]) -> dict[str | None, list[str]]:
     for row in rows:
         paper = paper_of(row["checkpoint"])
         by_paper.setdefault(paper if paper in PAPERS else None, []).append(row)
-    return {paper: bridge_lines(own, level=2 if paper is None else 3) for paper, own in by_paper.items()}
+    return {p: blocks_of(bridge_lines(own, level=2 if p is None else 3)) for p, own in by_paper.items()}
 
 
-def _run_lines(grid: Grid | None, metrics_root, results_dir: str | os.PathLike | None) -> list[str]:
-    """The report's closing sections: the precision of every cell (with ``grid``), the inputs, and what
-    the jobs cost (with ``results_dir``)."""
-    lines: list[str] = []
-    if grid is not None:
-        lines += [
-            "## Precision of every cell",
-            "",
-            "config: the precision the config resolves for the cells (each paper's own unless "
-            "`precision_override` is set); ran in: what the finished cells' training used, with the "
-            "fp32 switches of its training step (IEEE or TF32; auto and tf32 run as fp32 off CUDA).",
-            "",
-        ]
-        lines += markdown_table(precision_rows(grid, metrics_root)) + [""]
-    lines += input_lines(metrics_root, grid.data.lock_file if grid is not None else LOCK_NAME)
+def _run_blocks(grid: Grid | None, metrics_root, results_dir: str | os.PathLike | None) -> list:
+    """The report's closing sections: the precision of every cell (with ``grid``), the inputs and the code
+    that made the numbers (:mod:`.inputs`), and what the jobs cost (with ``results_dir``)."""
+    blocks = precision_blocks(grid, metrics_root) if grid is not None else []
+    lock = grid.data.lock_file if grid is not None else LOCK_NAME
+    blocks += input_blocks(metrics_root, lock, results_dir)
     if results_dir is not None:  # what each job cost, from the run's benchmark files (tables.cost)
         projected, note = projected_cost(grid) if grid is not None else (None, "")
-        lines += cost_lines(results_dir, projected, note)
-    return lines
-
-
-def _describe_backbone(record: dict) -> tuple[str, str]:
-    source = record.get("source")
-    if source == "hf_id":
-        return f"`{record.get('hf_id')}`", f"commit `{record.get('revision')}`"
-    if source == "package":
-        return f"package `{record.get('package')}`", str(record.get("version"))
-    if source == "path":
-        return f"folder `{record.get('path')}`", f"a copy of `{record['hf_id']}`" if record.get(
-            "hf_id"
-        ) else ""
-    return "random initialisation", f"seed {record.get('seed')}"
-
-
-def input_rows(metrics_root: str | Path) -> list[dict[str, str]]:
-    """One row per distinct input the finished cells read (backbones, corpus, SentEval and image data),
-    from the ``meta.inputs`` of every metrics file, with how many cells read it."""
-    seen: dict[tuple[str, str], dict[str, str]] = {}
-    for path in sorted(Path(metrics_root).rglob("*.json")):
-        try:
-            inputs = json.loads(path.read_text()).get("meta", {}).get("inputs", {})
-        except (OSError, ValueError, AttributeError):
-            continue
-        for kind, value in sorted(inputs.items()):
-            if kind == "backbone":
-                what, version = _describe_backbone(value)
-                weights = ", ".join(f"{d[:12]}…" for _, d in sorted(value.get("weights_sha256", {}).items()))
-                weights = f"sha256 {weights}" if weights else ""
-                row = {"input": "backbone", "what": what, "revision or version": version, "digest": weights}
-            else:
-                sha = value.get("sha256") or value.get("files_sha256")
-                digest = (
-                    f"sha256 {sha[:16]}"
-                    if sha
-                    else (f"md5 {value['archive_md5']}" if "archive_md5" in value else "")
-                )
-                what = value.get(kind) or value.get("images") or kind
-                detail = f"{value['lines']:,} lines" if "lines" in value else str(value.get("source", ""))
-                row = {"input": kind, "what": str(what), "revision or version": detail, "digest": digest}
-            key = (row["input"], json.dumps(row, sort_keys=True))
-            seen.setdefault(key, {**row, "cells": "0"})
-            seen[key]["cells"] = str(int(seen[key]["cells"]) + 1)
-    return list(seen.values())
-
-
-def input_lines(metrics_root: str | Path, lock: str = LOCK_NAME) -> list[str]:
-    """The report's provenance of the inputs: what every finished cell read, and where the lock
-    (``lock``: the config's ``artifacts_lock``) is."""
-    rows = input_rows(metrics_root)
-    if not rows:
-        return []
-    return [
-        "## Inputs",
-        "",
-        "What the finished cells read, from their metrics files: each backbone's resolved revision (or "
-        "package version) and weights' sha256, the corpus's and the evaluation data's digests. Every "
-        f"download and hub revision is pinned in `{lock}` (commit it to share these inputs byte for byte).",
-        "",
-        *markdown_table(rows),
-        "",
-    ]
+        blocks += blocks_of(cost_lines(results_dir, projected, note))
+    return blocks
 
 
 #: The reading guide of the tables' summary rows and grids (before the papers' sections).
@@ -443,118 +367,164 @@ TABLES_TEXT = (
 )
 
 
-def _tables_lines(tables: list[tuple[Table, dict[str, Path]]], link) -> list[str]:
-    """A paper's tables: their summary rows, which seed-noise estimate each uses, then each grid inline."""
+def grid_block(table: Table) -> Block:
+    """A paper table's grid as the report shows it (:func:`contrastlab.tables.render.grid_rows` with the
+    toy backbones labelled with the paper backbone they stand in for, beside its published number): its
+    cells of ours outside the config's grid of kind ``not-configured``, each Δ with its seed-noise marker
+    (:func:`~.answer.marked`)."""
+    header, labels, texts, records = grid_rows(table, stand_ins=True)
+    rows = []
+    for row, recs in zip(texts, records, strict=True):
+        role, cells = row[labels - 1], list(row)
+        for j, rec in enumerate(recs):
+            if rec is not None and role in ("ours", "config") and rec["status"] == STATUS_NOT_CONFIGURED:
+                cells[j] = Cell(row[j], "not-configured")
+            elif rec is not None and role == "Δ":
+                cells[j] = marked(row[j], rec.get("verdict"))
+        rows.append(cells)
+    return Block(header, rows, right=labels, labels=labels)
+
+
+#: A search's verdicts (:mod:`contrastlab.tables.search`) -> their badge kind.
+SEARCH_KINDS = {
+    search.SAME: "same",
+    search.SAME_NOISE: "same",
+    search.DIFFERS: "differs",
+    search.OFF_GRID: "off-grid",
+    search.NOT_IN_PAPER: "not-run",
+    search.NOT_RUN: "not-run",
+}
+
+
+def search_blocks(lines: list[str]) -> list:
+    """A search's section (:func:`contrastlab.tables.search.write_search_tables`' lines), each verdict of
+    its table a :class:`~.document.Verdict`."""
+    blocks = blocks_of(lines)
+    for block in blocks:
+        if isinstance(block, Block) and "verdict" in block.header:
+            j = block.header.index("verdict")
+            for row in block.rows:
+                row[j] = Verdict(SEARCH_KINDS[row[j]], row[j]) if row[j] in SEARCH_KINDS else row[j]
+    return blocks
+
+
+def _tables_blocks(tables: list[tuple[Table, dict[str, Path]]], base: Path) -> list:
+    """A paper's tables: their summary rows, which seed-noise estimate each uses, then each grid inline,
+    under its title (its id the table's registry name; listed in the contents from "Table" on)."""
     if not tables:
         return []
     rows, noise, grids = [], [], []
     for table, paths in tables:
-        files = " · ".join(link(paths[ext], ext) for ext in ("csv", "tex"))
-        rows.append({"table": link(paths["md"], table.spec.title), **summarize(table), "files": files})
+        files = [_link(paths["csv"], "csv", base), " · ", _link(paths["tex"], "tex", base)]
+        rows.append({"table": _link(paths["md"], table.spec.title, base), **summarize(table), "files": files})
         if "verdict" in table.cells:
-            noise.append(f"- {table.spec.title}: {noise_note(table.cells)}")
-        # toy backbones labelled with the paper backbone they stand in for, beside its published number
-        grid = table_block(to_markdown(table, stand_ins=True))
-        if grid:
-            grids += [f"#### {table.spec.title}", "", *grid, ""]
-    lines = markdown_table(rows, numeric_after_first=True) + [""]
+            noise.append(f"{table.spec.title}: {noise_note(table.cells)}")
+        grids += [
+            Heading(4, table.spec.title, id=table.spec.name.replace("_", "-"), label=table_label(table.spec))
+        ]
+        grids.append(grid_block(table))
+    blocks: list = [rows_table(rows, right=1)]
     if noise:
-        lines += ["Which seed-noise estimate each table uses:", "", *noise, ""]
-    return lines + grids
+        blocks += [Paragraph("Which seed-noise estimate each table uses:"), Bullets(noise)]
+    return blocks + grids
 
 
-def _figure_lines(figures: list[dict], base: Path, link) -> list[str]:
-    lines = []
+def _figure_blocks(figures: list[dict], base: Path) -> list:
+    blocks = []
     for fig in figures:
         stem = base / "figures" / fig["name"]
-        files = " · ".join(link(stem.with_name(f"{stem.name}.{ext}"), ext) for ext in ("pdf", "csv"))
-        lines += [
-            f"#### {fig['name']}",
-            "",
-            f"![{fig['name']}]({Path(os.path.relpath(stem, base)).as_posix()}.png)",
-            "",
-            f"{fig['caption']} ({files})",
-            "",
-        ]
-    return lines
+        pdf, csv = (_link(stem.with_name(f"{stem.name}.{ext}"), ext, base) for ext in ("pdf", "csv"))
+        image = f"{Path(os.path.relpath(stem, base)).as_posix()}.png"
+        blocks.append(
+            Figure(fig["name"], figure_place(fig["caption"]), image, fig["caption"], [pdf, " · ", csv])
+        )
+    return blocks
 
 
-def _deviation_lines(grid: Grid, experiments: list[str]) -> list[str]:
-    lines = [
-        "### Deviations from the authors' setups",
-        "",
-        "Settings in which this config's cells deliberately differ from the paper (and, where the "
-        "paper is silent, from the authors' released scripts); everything else follows them "
-        "(`docs/deviations.md` for the full reproduction).",
-        "",
+def _deviation_blocks(grid: Grid, experiments: list[str]) -> list:
+    blocks: list = [
+        Heading(3, "Deviations from the authors' setups"),
+        Paragraph(
+            "Settings in which this config's cells deliberately differ from the paper (and, where the "
+            "paper is silent, from the authors' released scripts); everything else follows them "
+            "(`docs/deviations.md` for the full reproduction)."
+        ),
     ]
     for name in experiments:
         exp = grid.experiment(name).spec
-        lines += [f"#### {exp.get('title') or name}", ""] + markdown_lines(deviations(grid, name)) + [""]
-    return lines
+        rows = [{title: d[key] for key, title in DEVIATION_COLUMNS.items()} for d in deviations(grid, name)]
+        blocks += [Heading(4, exp.get("title") or name), rows_table(rows)]
+    return blocks
 
 
 def claims_sections(
-    grid: Grid, metrics, base: Path, pages: dict[str, Path], headlines: list[str] | None = None
-) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    grid: Grid, metrics, base: Path, pages: dict[str, Path], tables: list[Table]
+) -> tuple[list, list, dict[str, list]]:
     """The claims (:mod:`contrastlab.report.claims`) in three pieces: the answer the report opens with
-    (:mod:`.answer`: the toy-number warning first, the papers' main numbers beside ours (``headlines``:
-    :func:`~.answer.headline_lines`), then per paper one line of counts and the undecided claims' seeds,
-    and how to add seeds to the undecided claims only), the reading guide of the claims (folded
-    below the answer), and per paper its "Claims" subsection: the tally, then one row per claim with its
-    verdict, the numbers behind it and links to its tables or figures (``pages``: name -> the rendered
-    table's Markdown or the figure's PNG; others are named without a link)."""
+    (:func:`.answer.answer_blocks`: the toy-number warning first, each paper's main number beside ours
+    (from ``tables``, the assembled paper tables) and its claims counted by verdict, how to add seeds to
+    the undecided claims only), the reading guide of the claims (folded below the answer), and per paper
+    its "Claims" subsection: the tally, then one row per claim with its verdict, the numbers behind it
+    and links to its tables or figures (``pages``: name -> the rendered table's Markdown or the figure's
+    PNG; others are named without a link), each to its place on the page in report.html."""
     results = evaluate_claims(metrics, grid)
-    toy = {e: m for e, m in grid.options.verdict_stand_ins.items() if m}
-    answer = answer_lines(results, lead=toy_lines(toy) + (headlines or [])) + add_seeds_lines(results, grid)
-    guide = _claims_guide()
+    answer = answer_blocks(results, tables, pages, base, grid)
 
-    def links(claim) -> str:
-        out = []
+    def links(claim) -> list:
+        out: list = []
         for name in claim.get("links") or []:
-            if name in pages:
-                out.append(f"[{name}]({Path(os.path.relpath(pages[name], base)).as_posix()})")
-            else:  # a table or figure this run does not render
-                out.append(name)
-        return " · ".join(out)
+            anchor = figure_id(name) if "/" in name else name.replace("_", "-")
+            # a table or figure this run does not render is named without a link
+            out += [" · ", _link(pages[name], name, base, anchor) if name in pages else Link(name)]
+        return out[1:]
 
     # beside each claim these seeds cannot decide: would a perfect reproduction decide it, at what cost
     undecided = [r.claim["id"] for r in results if r.kind == UNDECIDED]
     notes = power.power_notes(undecided, grid, metrics, planned_jobs(grid)) if undecided else {}
-    per_paper: dict[str, list[str]] = {}
+    per_paper: dict[str, list] = {}
     for paper in PAPERS:
         own = [r for r in results if r.claim["paper"] == paper]
         if not own:
             continue
-        rows = [
-            {
-                "claim": r.claim["claim"],
-                "verdict": verdict_text(r) + (f" ({notes[r.claim['id']]})" if r.claim["id"] in notes else ""),
-                "numbers": numbers_text(r),
-                "where": r.claim["where"],
-                "see": links(r.claim),
-            }
-            for r in own
+        rows = []
+        for r in own:
+            word, head, tail = verdict_parts(r)
+            note = f" ({notes[r.claim['id']]})" if r.claim["id"] in notes else ""
+            verdict = Verdict(kind_of(word), word, head, tail + note)
+            see = links(r.claim)
+            rows.append(
+                {
+                    "claim": r.claim["claim"],
+                    "verdict": verdict,
+                    "numbers": numbers_text(r),
+                    "where": r.claim["where"],
+                    "see": see,
+                }
+            )
+        per_paper[paper] = [
+            Heading(3, "Claims"),
+            Tally("Tally: ", verdict_tally(own), len(own)),
+            rows_table(rows),
         ]
-        per_paper[paper] = ["### Claims", "", tally_line(own), "", *markdown_table(rows), ""]
-    return answer, guide, per_paper
+    return answer, _claims_guide(), per_paper
 
 
-def _claims_guide() -> list[str]:
+def _claims_guide() -> list:
     """The reading guide of the claims, with the papers' headline results this pipeline does not test."""
-    guide = [CLAIMS_TEXT, "", CONTROL_TEXT, ""]
+    guide = [Paragraph(CLAIMS_TEXT), Paragraph(CONTROL_TEXT)]
     untested = [
-        f"{load_claims(p)['paper']}: {load_claims(p)['not_regenerated']}"
+        f"{heading(p)}: {load_claims(p)['not_regenerated']}"
         for p in PAPERS
         if load_claims(p).get("not_regenerated")
     ]
     if untested:
-        guide += [
-            "Not tested here (headline results of the papers that this pipeline does not regenerate): "
-            + "; ".join(untested)
-            + ".",
-            "",
-        ]
+        guide.append(
+            Paragraph(
+                "Not tested here (headline results of the papers that this pipeline does not regenerate): "
+                + "; ".join(untested)
+                + "."
+            )
+        )
     return guide
 
 

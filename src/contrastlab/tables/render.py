@@ -38,8 +38,9 @@ NOT_RUN = STATUS_NOT_RUN
 NOT_CONFIGURED = STATUS_NOT_CONFIGURED
 NA = "n/a"
 NO_DIFF = "–"
-#: Beside a best-of-sweep number when the probe diverged at some points of the sweep (OAR Table 3).
-DIVERGED_MARK = "†"
+#: Beside a best-of-sweep number when the probe diverged at some points of the sweep (OAR Table 3); not
+#: :data:`STAND_IN_MARK`'s †, so that each mark keeps one meaning.
+DIVERGED_MARK = "‡"
 
 
 def _nan(x: Any) -> bool:
@@ -233,8 +234,8 @@ def stand_in_cells(table: Table) -> pd.DataFrame:
 def _wide(
     table: Table, stand_ins: bool = False
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str, list[str]]]]:
-    """(row keys, column keys, body lines) where each body line is (row_group, row/sub-row label, texts);
-    ``stand_ins``: toy backbones as :func:`stand_in_cells` shows them."""
+    """(row keys, column keys, body lines) where each body line is (row_group, row/sub-row label, texts,
+    the cell record behind each text); ``stand_ins``: toy backbones as :func:`stand_in_cells` shows them."""
     c = stand_in_cells(table) if stand_ins else table.cells
     rows = list(dict.fromkeys(zip(c["row_group"], c["row"], strict=True)))
     cols = list(dict.fromkeys(zip(c["col_group"], c["col"], strict=True)))
@@ -257,8 +258,8 @@ def _wide(
     body = []
     for rg, row in rows:
         for i, (label, fn) in enumerate(subrows):
-            texts = [fn(index[(rg, row, cg, col)]) for cg, col in cols]
-            body.append((rg, row if i == 0 else "", label, texts))
+            records = [index[(rg, row, cg, col)] for cg, col in cols]
+            body.append((rg, row if i == 0 else "", label, [fn(r) for r in records], records))
     return rows, cols, body
 
 
@@ -327,14 +328,30 @@ def _source_lines(table: Table) -> list[str]:
     ]
 
 
-def to_markdown(table: Table, *, stand_ins: bool = False) -> str:
-    """The table as in the paper, each paper row followed by ours and the difference; ``stand_ins``: each
-    toy backbone labelled with, and beside the published number of, the paper backbone it stands in for
+def grid_rows(table: Table, *, stand_ins: bool = False) -> tuple[list[str], int, list[list[str]], list[list]]:
+    """The table as in the paper, each paper row followed by ours and the difference (the grid of
+    :func:`to_markdown`): its header, how many label columns open it (the backbone when rows are grouped
+    by it, the method or parameter, the row's role: ``paper``, ``ours``, ``Δ`` or ``config``), its rows'
+    texts and the cell record behind each text (None under a label); ``stand_ins``: each toy backbone
+    labelled with, and beside the published number of, the paper backbone it stands in for
     (:func:`stand_in_cells`; the report's view, the table's own file keeps the paper's)."""
     rows, cols, body = _wide(table, stand_ins)
     has_groups = any(rg for rg, _ in rows)
     heads = [f"{cg} {col}".strip() if table.col_groups_are_backbones else col for cg, col in cols]
     first = ([_group_title(table)] if has_groups else []) + [_row_title(table), ""]
+    texts, records, last_group = [], [], None
+    for rg, row, label, values, recs in body:
+        group_cell = [rg if rg != last_group else ""] if has_groups else []
+        last_group = rg
+        texts.append([*group_cell, row, label, *values])
+        records.append([None] * len(first) + recs)
+    return first + heads, len(first), texts, records
+
+
+def to_markdown(table: Table, *, stand_ins: bool = False) -> str:
+    """The table's page: its title, source and footnotes, the grid (:func:`grid_rows`; ``stand_ins``: the
+    report's view), its legend, the deviations of this config and the transcription notes."""
+    header, labels, texts, _ = grid_rows(table, stand_ins=stand_ins)
     lines = [f"# {table.spec.title}", ""] + _source_lines(table) + [""]
     for note in table.meta.get("footnotes") or []:
         lines.append(f"Paper footnote: {note}")
@@ -343,13 +360,9 @@ def to_markdown(table: Table, *, stand_ins: bool = False) -> str:
             f"Backbones not in the paper (published numbers n/a): {', '.join(table.extra_backbones)}."
         )
     lines.append("")
-    lines.append("| " + " | ".join(first + heads) + " |")
-    lines.append("|" + "|".join(["---"] * len(first) + ["---:"] * len(heads)) + "|")
-    last_group = None
-    for rg, row, label, texts in body:
-        group_cell = [rg if rg != last_group else ""] if has_groups else []
-        last_group = rg
-        lines.append("| " + " | ".join(group_cell + [row, label] + texts) + " |")
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] * labels + ["---:"] * (len(header) - labels)) + "|")
+    lines += ["| " + " | ".join(row) + " |" for row in texts]
     lines += [""] + _legend(table)
     lines += ["", "Where our cells deliberately differ from the authors' setup (this config):", ""]
     lines += markdown_lines(table.deviations)
@@ -398,6 +411,7 @@ _LATEX_SPECIAL = {
     "▲": r"$\uparrow$",
     "▼": r"$\downarrow$",
     "†": r"$\dagger$",
+    "‡": r"$\ddagger$",
 }
 
 
@@ -453,7 +467,7 @@ def to_latex(table: Table) -> str:
     out.append(" & ".join(latex_escape(x) for x in first + [col for _, col in cols]) + " \\\\")
     out.append("\\midrule")
     last_group, n_sub = None, 2 if table.spec.kind == "hparams" else 3
-    for i, (rg, row, label, texts) in enumerate(body):
+    for i, (rg, row, label, texts, _) in enumerate(body):
         if i and i % n_sub == 0:
             out.append("\\midrule" if has_groups and rg != last_group else "\\addlinespace")
         group_cell = [latex_escape(rg) if rg != last_group else ""] if has_groups else []
