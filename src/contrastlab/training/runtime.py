@@ -3,7 +3,8 @@ snapshots and resume, the non-finite-loss policy, interval logging and timings.
 
 The sentence trainer (:mod:`contrastlab.training.sentence`, the SimCSE protocol) and the vision trainer
 (:mod:`contrastlab.training.vision`, the MACL/OAR protocol) keep only what differs between them (the
-batches, the forward pass, the loss, the dev selection) and drive one :class:`TrainingRun` each.
+batches, the forward pass, the loss, the dev selection) as a track of the one loop
+(:mod:`contrastlab.training.loop`), which drives a :class:`TrainingRun`.
 
 Precision is one explicit choice, resolved once per run and recorded in its summary
 (:meth:`Precision.record`):

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import itertools
 import json
@@ -63,10 +62,9 @@ from contrastlab import families
 from contrastlab.losses import build_loss
 from contrastlab.models import packed
 from contrastlab.models.export import write_sentence_transformers_files
-from contrastlab.paths import atomic_dir, atomic_write
-from contrastlab.provenance import run_metadata
+from contrastlab.paths import atomic_dir
 from contrastlab.senteval.protocol import CELL_POOLING
-from contrastlab.training import capture
+from contrastlab.training import capture, loop
 from contrastlab.training import state as st
 from contrastlab.training.corpus import load_tokenized_corpus
 from contrastlab.training.dev import DevEvaluator
@@ -76,7 +74,6 @@ from contrastlab.training.runtime import (
     TrainingRun,
     build_optimizer,
     epoch_order,
-    loss_stats_text,
 )
 from contrastlab.training.sentence_probe import GeometryProbe
 from contrastlab.training.sentence_select import DevSelection
@@ -88,7 +85,7 @@ from contrastlab.training.sentence_step import (
     to_device,
     train_step,
 )
-from contrastlab.training.settings import check_against_schema, fingerprint_settings, settings_from_dict
+from contrastlab.training.settings import check_against_schema, settings_from_dict
 
 __all__ = ["NonFiniteLossError", "TrainSettings", "build_head", "train", "train_step", "ROBERTA_TYPES"]
 
@@ -265,8 +262,7 @@ def _train(
     data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, run.progress)
     run.phases.mark("data_s")
     model, head, head_name, params = _build_model(s, backbone_dir, run.device)
-    total = data.total_steps
-    optimizer, scheduler = _optimizer(s, run, params, total)
+    optimizer, scheduler = _optimizer(s, run, params, data.total_steps)
     loss_fn = build_loss(s.loss, **s.loss_hp)
     run.phases.mark("model_load_s")
     # Dev evaluation in IEEE fp32 (outside the step's precision): exact, reproducible selection.
@@ -283,49 +279,68 @@ def _train(
         if not keep_state:
             shutil.rmtree(run.state_dir, ignore_errors=True)
         return saved["summary"]
-    stateful = {"model": model, "head": head, "optimizer": optimizer, "scheduler": scheduler}
-    start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
-    for note in notes:
-        run.note(note)
-    run.phases.mark("setup_s")
-    if saved is None:
-        select(0)  # the backbone before training: logged, never selected
-        analyse(0)
-        run.phases.mark("dev_s")
-    else:
-        select.restore(saved)
+    parts = StepParts(model, head, loss_fn, optimizer, params, data)  # the encoder decided at prepare()
+    track = _SentenceTrack(s, run, parts, scheduler, select, analyse, fingerprint)
+    track.desc = f"{s.loss} {backbone_dir.name}"
+    start = loop.begin(run, track, saved, run_info, notes)
     del saved
+    loop.train_steps(run, track, start)
+    return _finish(run, track, data, run_info, Path(out_dir), Path(log_path), keep_state)
 
-    parts = StepParts(_encoder(s, model), head, loss_fn, optimizer, params, data)
-    s, parts, graph = _graph(s, run, parts, model, start)  # after a resume's loading
-    order_epoch, order = -1, np.empty(0, dtype=int)
-    for step in run.steps(start, total, desc=f"{s.loss} {backbone_dir.name}"):
-        epoch, position = divmod(step - 1, data.steps_per_epoch)
-        if epoch != order_epoch:
-            order_epoch, order = epoch, epoch_order(data.n_sentences, s.seed, epoch)
-        rows = order[position * s.batch_size : (position + 1) * s.batch_size]
-        logging = step % s.log_every == 0 or step == total
-        evaluating = step % s.eval_every == 0 or step == total
-        snapshot = run.snapshot_due(step, total)
-        lr = optimizer.param_groups[0]["lr"]
-        lr = lr.item() if logging and torch.is_tensor(lr) else lr  # cuda_graph's lr tensor, read before the
-        out, h1, h2, grad_norm = _step(s, run, parts, rows, step, graph)  # scheduler refills it
-        scheduler.step()
-        run.record(step, out.loss.detach(), s.batch_size)
-        what = f"loss {s.loss!r} (hp {json.dumps(s.loss_hp)})"
-        stats = functools.partial(loss_stats_text, loss_fn, h1, h2)
-        run.check_finite(step, out.loss, syncs=logging or evaluating or snapshot, what=what, stats=stats)
-        if logging:
-            _log_interval(run, s, step, epoch, lr, (loss_fn, out, h1, h2), grad_norm, select)
-        if evaluating:
-            select(step)
-        if analyse.due(step, total):
-            analyse(step)
-        if snapshot:
-            extra, info = select.state(), {"best_step": select.best_step}
-            run.save_snapshot(step, fingerprint, stateful, extra, info, **select.for_snapshot())
 
-    return _finish(s, run, select, data, run_info, fingerprint, Path(out_dir), Path(log_path), keep_state)
+class _SentenceTrack(loop.Track):
+    """The sentence cell on the shared loop (:mod:`contrastlab.training.loop`): batches of corpus rows in
+    the seed's order, the rate decaying per step, STS dev selection and the geometry probe (where
+    ``analysis_every`` makes one) as its evaluations, both at step 0 too."""
+
+    items = "sentences"
+
+    def __init__(self, s, run: TrainingRun, parts: StepParts, scheduler, select, analyse, fingerprint):
+        self.s, self.run, self.parts, self.scheduler, self.select = s, run, parts, scheduler, select
+        self.model, self.loss_fn, self.fingerprint = parts.encoder, parts.loss_fn, fingerprint
+        self.graph = None  # captured at prepare() where cuda_graph asks for it
+        self.total, self.steps_per_epoch = parts.corpus.total_steps, parts.corpus.steps_per_epoch
+        self.stateful = {"model": self.model, "head": parts.head, "optimizer": parts.optimizer}
+        self.stateful["scheduler"] = scheduler  # the snapshot's keys in the order they always had
+        # at step 0 the backbone before training: logged, never selected
+        self.evaluations = [loop.Evaluation(s.eval_every, lambda step, _: select(step), at_start=True)]
+        if analyse.probe:
+            self.evaluations.append(loop.Evaluation(s.analysis_every, lambda step, _: analyse(step), True))
+
+    def prepare(self, start: int) -> None:
+        """The step's encoder (padding-free, compiled or the model) and its graph, after a resume."""
+        self.parts = dataclasses.replace(self.parts, encoder=_encoder(self.s, self.model))
+        self.s, self.parts, self.graph = _graph(self.s, self.run, self.parts, self.model, start)
+
+    def epoch(self, epoch: int) -> np.ndarray:
+        return epoch_order(self.parts.corpus.n_sentences, self.s.seed, epoch)
+
+    def lr(self, logging: bool) -> float:
+        lr = self.parts.optimizer.param_groups[0]["lr"]
+        # cuda_graph's lr tensor, read before the scheduler refills it
+        return lr.item() if logging and torch.is_tensor(lr) else lr
+
+    def step(self, step: int, rows, logging: bool) -> loop.StepOutput:
+        out, h1, h2, grad_norm = _step(self.s, self.run, self.parts, rows, step, self.graph)
+        self.scheduler.step()
+        return loop.StepOutput(out, h1, h2, out.loss.detach(), grad_norm, self.s.batch_size)
+
+    def stats(self, result: loop.StepOutput) -> dict:
+        """The loss's stats from the step's embeddings (the numbers the step's own loss call would give,
+        computed outside the step, at log steps only)."""
+        with torch.no_grad():
+            return dict(self.loss_fn(result.h1, result.h2, with_stats=True).stats)
+
+    def logged(self, record) -> None:
+        best = f"{self.select.best:.2f}" if self.select.best_step else "-"
+        self.run.set_postfix(loss=f"{record['loss']:.4f}", best=best)
+
+    def snapshot(self) -> dict:
+        select = self.select
+        return {"extra": select.state(), "info": {"best_step": select.best_step}, **select.for_snapshot()}
+
+    def restore(self, saved) -> None:
+        self.select.restore(saved)
 
 
 def _optimizer(s: TrainSettings, run: TrainingRun, params, total: int):
@@ -458,9 +473,8 @@ def _identity(
 ):
     """The run's snapshot fingerprint (settings, backbone, corpus) and the description its start record
     and summary carry."""
-    numbers = fingerprint_settings(s.to_dict(), LATER_DEFAULTS)  # the settings that change the numbers
-    key = [numbers, _backbone_fingerprint(backbone_dir), data.sentences.key, data.n_sentences]
-    fingerprint = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    identity = (_backbone_fingerprint(backbone_dir), data.sentences.key, data.n_sentences)
+    fingerprint = loop.fingerprint(s, LATER_DEFAULTS, *identity)
     run_info = {
         **run.describe(),
         "dev_pooling": s.dev_pooling,
@@ -549,81 +563,30 @@ def _batch(s: TrainSettings, data: _Corpus, rows, device: torch.device, count=No
     return to_device(ids, mask, device, host_mask=bool(s.padding_free))
 
 
-def _log_interval(run: TrainingRun, s: TrainSettings, step, epoch, lr, last, grad_norm, select) -> None:
-    """The JSONL training line of the interval that ends at ``step`` (the loop's routine host sync);
-    ``last`` = (loss_fn, loss output, h1, h2) of the step: the loss's stats are computed here, from the
-    step's embeddings (the same numbers the step's own loss call would give, outside the step)."""
-    loss_fn, out, h1, h2 = last
-    with torch.no_grad():
-        stats = loss_fn(h1, h2, with_stats=True).stats
-    interval = run.take_interval(grad_norm, out.loss.detach())
-    record = {
-        "event": "train",
-        "step": step,
-        "epoch": epoch,
-        "loss": interval["loss"],
-        "loss_last": interval["extra"][1],
-        "lr": lr,
-        "grad_norm": interval["extra"][0],
-        "stats": dict(stats),
-        "steps_per_s": interval["steps_per_s"],
-        "sentences_per_s": interval["items_per_s"],
-    }
-    if "loss_scale" in interval:
-        record.update(loss_scale=interval["loss_scale"], skipped_steps=interval["skipped_steps"])
-    run.log.write(record)
-    best = f"{select.best:.2f}" if select.best_step else "-"
-    run.set_postfix(loss=f"{record['loss']:.4f}", best=best)
-
-
-def _finish(
-    s,
-    run: TrainingRun,
-    select: DevSelection,
-    data: _Corpus,
-    run_info,
-    fingerprint,
-    out_dir,
-    log_path,
-    keep_state,
-):
+def _finish(run: TrainingRun, track: _SentenceTrack, data: _Corpus, run_info, out_dir, log_path, keep_state):
     """Summary, end record, a "finished" snapshot (a kill during the export, or outputs removed after the
     job, only redo the export), the best checkpoint and the log exported, the state folder removed
     (unless ``keep_state``). Returns the summary."""
+    s, select, total = track.s, track.select, data.total_steps
     if select.best_step is None:
         raise NonFiniteLossError(f"no dev evaluation gave a finite {s.dev_task} Spearman; nothing to save")
     run.wait_for_snapshot()  # the last snapshot on disk before the best checkpoint and the end's writes
     with run.pause("best_write_s"):
         select.write_pending()
-    total = data.total_steps
-    summary = {
-        "best_dev_spearman": select.best,
-        "best_step": select.best_step,
-        "dev_task": s.dev_task,
-        "steps": total,
-        "evals": select.evals,
-        "eval_seconds": select.seconds,
-        **run.summary(),
-        **run_info,
-        "settings": s.to_dict(),
-        "meta": run_metadata(),
-    }
-    timings = summary["timings"]
-    timings["tokenize_s"] = data.tokenize_s
-    timings["steps_per_s"] = total / timings["train_s"] if timings["train_s"] else None
-    timings["sentences_per_s"] = total * s.batch_size / timings["train_s"] if timings["train_s"] else None
-    run.phases.mark("writes_s")  # the last snapshot's write and the best checkpoint (the export links it)
-    summary.update(run.phases.record())
-    keys = ("best_dev_spearman", "best_step", "steps", "timings", "device_name", "peak_gpu_memory_gib")
-    keys += ("start", "phases")
-    run.log.write({"event": "end", **{k: summary[k] for k in keys}})
-    finished = {
-        "fingerprint": fingerprint,
-        "runtime": run.runtime_key(),
-        "finished": True,
-        "summary": summary,
-    }
-    st.save_state(run.state_dir, finished, {"finished": True})
+    fields = {"best_dev_spearman": select.best, "best_step": select.best_step, "dev_task": s.dev_task}
+    fields.update(steps=total, evals=select.evals, eval_seconds=select.seconds)
+
+    def timings(t) -> dict:
+        train_s = t["train_s"]
+        return {
+            "tokenize_s": data.tokenize_s,
+            "steps_per_s": total / train_s if train_s else None,
+            "sentences_per_s": total * s.batch_size / train_s if train_s else None,
+        }
+
+    summary = loop.summarise(run, track, fields, run_info, timings, ("best_dev_spearman", "best_step"))
+    finished = {"fingerprint": track.fingerprint, "runtime": run.runtime_key(), "finished": True}
+    st.save_state(run.state_dir, {**finished, "summary": summary}, {"finished": True})
     st.prune_best(run.state_dir, {select.best_step})
     _export(run.state_dir, summary, out_dir, log_path)
     if not keep_state:
@@ -643,9 +606,7 @@ def _export(state_dir: Path, summary: dict[str, Any], out_dir: Path, log_path: P
         shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp, copy_function=_link_or_copy)
         (tmp / "train_summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
         write_sentence_transformers_files(tmp, CELL_POOLING)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(log_path) as tmp_log:
-        shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
+    loop.copy_log(state_dir, log_path)
 
 
 def _link_or_copy(source: str, destination: str) -> None:

@@ -31,9 +31,6 @@ class GeometryProbe:
             "probe_heldout": s.analysis_holdout,
         }
 
-    def due(self, step: int, total: int) -> bool:
-        return bool(self.probe) and (step % self.s.analysis_every == 0 or step == total)
-
     def __call__(self, step: int) -> None:
         """A forked, (seed, step)-seeded RNG draws the probe's dropout masks: training is unchanged."""
         if not self.probe:

@@ -1,17 +1,17 @@
 """Contrastive pre-training of an image encoder (protocol.md §3; MACL App. B.3).
 
-One short loop: each step takes a batch of images from a per-epoch permutation of the training split
-(kept on the device as uint8), draws two SimCLR views of each on the device
-(:class:`~contrastlab.training.augment.SimCLRAugment`), encodes both views in one forward pass of 2B
+Each step of the shared loop (:mod:`contrastlab.training.loop`) takes a batch of images from a per-epoch
+permutation of the training split (kept on the device as uint8), draws two SimCLR views of each on the
+device (:class:`~contrastlab.training.augment.SimCLRAugment`), encodes both views in one forward pass of 2B
 images (so BatchNorm sees the whole 2N batch, as SimCLR), projects them with the MLP head and applies
 the loss to the two [B, head_dim] halves. Adam with MACL's learning-rate rule (lr x batch/256 above
 256, App. B.3), weight decay 1e-6 (App. B.3), and a constant rate: App. B.3 names no schedule, so the
 constant rate is our choice (the simplest reading; declared in docs/deviations.md). Precision and the
-loop's runtime (snapshots, resume, the non-finite policy, logging) are
-:mod:`contrastlab.training.runtime`'s: ``auto`` is bf16 autocast of the encoder on CUDA (the head and
-the loss in fp32), channels-last on CUDA. Only full batches by default (``drop_last``): every step has
-the same number of negatives. On CUDA the whole step, augmentation draws included, is one CUDA graph
-by default (``cuda_graph``, :mod:`contrastlab.training.vision_capture`); OAR's step stays eager.
+runtime (snapshots, resume, the non-finite policy, logging) are :mod:`contrastlab.training.runtime`'s:
+``auto`` is bf16 autocast of the encoder on CUDA (the head and the loss in fp32), channels-last on
+CUDA. Only full batches by default (``drop_last``): every step has the same number of negatives. On
+CUDA the whole step, augmentation draws included, is one CUDA graph by default (``cuda_graph``,
+:mod:`contrastlab.training.vision_capture`); OAR's step stays eager.
 
 The OAR study (OAR §4-5) adds, per step, a batch of *labelled* images from a fixed subset of the
 training split (``oar_fraction``, :func:`~contrastlab.data.images.labelled_subset`), seen in two views
@@ -34,8 +34,6 @@ lowest validation loss (the OAR authors' code: an 80/20 ``random_split`` and
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
 import json
 import math
 import random
@@ -49,15 +47,12 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from contrastlab.data.images import IMAGE_STATS, NUM_CLASSES, labelled_subset, load_images, validation_split
+from contrastlab.data.images import IMAGE_STATS, load_images, validation_split
 from contrastlab.losses import build_loss
-from contrastlab.losses.oar import orthonormal_anchors
 from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
-from contrastlab.paths import atomic_dir, atomic_write
-from contrastlab.provenance import run_metadata
-from contrastlab.training import capture
-from contrastlab.training import state as st
+from contrastlab.paths import atomic_dir
+from contrastlab.training import capture, loop
 from contrastlab.training import vision_capture as vc
 from contrastlab.training.augment import SimCLRAugment, two_views
 from contrastlab.training.events import WandbRun
@@ -66,11 +61,10 @@ from contrastlab.training.runtime import (
     TrainingRun,
     build_optimizer,
     epoch_order,
-    loss_stats_text,
 )
-from contrastlab.training.settings import check_against_schema, fingerprint_settings, settings_from_dict
+from contrastlab.training.settings import check_against_schema, settings_from_dict
 from contrastlab.training.vision_select import ValSelection
-from contrastlab.training.vision_step import OarBatch, train_step
+from contrastlab.training.vision_step import OarBatch, OarBatches, host_to_device, train_step
 
 __all__ = [
     "ENCODER_FILE",
@@ -85,6 +79,8 @@ __all__ = [
     "train_vision",
     "two_views",
 ]
+
+_OarBatches = OarBatches  # its name before it moved to vision_step (tests/evaluation read it)
 
 #: The encoder's weights in ``out_dir``.
 ENCODER_FILE = "encoder.safetensors"
@@ -310,7 +306,7 @@ class VisionParts:
     params: list
     augment: SimCLRAugment
     views: torch.Generator
-    oar: _OarBatches | None
+    oar: OarBatches | None
     memory_format: torch.memory_format
 
     def stateful(self) -> dict[str, Any]:
@@ -323,19 +319,17 @@ def _train(
     s: VisionTrainSettings, run: TrainingRun, data_root, download: bool, out_dir: Path, log_path: Path
 ) -> dict[str, Any]:
     """:func:`train_vision`'s body: data, parts, snapshot identity, then the loop."""
-    dev = run.device
     data = load_images(s.dataset, "train", root=data_root, download=download, image_size=s.image_size)
     n_images, size = len(data.labels), data.images.shape[-1]
-    trained = _trained_rows(s, n_images, dev)  # None: every image (no validation split)
+    trained = _trained_rows(s, n_images, run.device)  # None: every image (no validation split)
     n_train = n_images if trained is None else len(trained)
     steps_per_epoch = _steps_per_epoch(s, n_train)
     total = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
-    cuda_graph, notes = vc.resolve(s, dev, n_train)  # said once the run's log has begun
-    images = data.images.to(dev)
+    cuda_graph, notes = vc.resolve(s, run.device, n_train)  # said once the run's log has begun
+    images = data.images.to(run.device)
     run.phases.mark("data_s")
     parts = build_parts(s, run, data, size)
     run.phases.mark("model_load_s")
-    fingerprint = _fingerprint(s, n_images, size)
     run_info = _describe(s, run, parts, n_train, size, steps_per_epoch, total)
     run_info["cuda_graph"] = cuda_graph  # the settings stay as configured (None: decided here)
     select = None
@@ -343,49 +337,71 @@ def _train(
         select = ValSelection(
             s, run, images, parts.augment, parts.loss_fn, parts.encoder, parts.head, parts.memory_format
         )
-    stateful = parts.stateful()
-    saved = run.load_snapshot(fingerprint)
-    start = run.begin(saved, stateful, {"settings": s.to_dict(), **run_info, "meta": run_metadata()})
-    if select is not None and saved is not None:
-        select.restore(saved)
-    del saved
-    for note in notes:
-        run.note(note)
-    run.phases.mark("setup_s")
-    graph = _capture_step(s, run, parts, images) if cuda_graph else None  # after a resume's loading
-    run_info["cuda_graph"] = graph is not None
-
-    order_epoch, order, lr = -1, torch.empty(0, dtype=torch.long), scheduled_lr(s, 0)
-    for step in run.steps(start, total, desc=f"{s.loss} {s.arch} bs{s.batch_size}"):
-        epoch, position = divmod(step - 1, steps_per_epoch)
-        if epoch != order_epoch:
-            order_epoch, order = epoch, _to_device(epoch_order(n_train, s.seed, epoch), dev)
-            order = order if trained is None else trained[order]
-            lr = scheduled_lr(s, epoch)
-            vc.set_lr(parts.optimizer, lr)
-        batch = images[order[position * s.batch_size : (position + 1) * s.batch_size]]
-        logging = step % s.log_every == 0 or step == total
-        snapshot = run.snapshot_due(step, total)
-        out, h1, h2, oar_value, grad_norm = _step(s, run, parts, images, batch, step, logging, graph)
-        loss = out.loss.detach() if oar_value is None else (out.loss + s.oar_weight * oar_value).detach()
-        run.record(step, loss, len(batch))
-        what = f"loss {s.loss!r} (hp {json.dumps(dict(s.loss_hp))})"
-        stats = functools.partial(loss_stats_text, parts.loss_fn, h1, h2)
-        run.check_finite(step, loss, syncs=logging or snapshot, what=what, stats=stats)
-        if logging:
-            _log_interval(run, step, epoch, lr, loss, out, oar_value, grad_norm)
-        if select is not None and (step % steps_per_epoch == 0 or step == total):
-            select(step, epoch)
-        if snapshot:
-            run.save_snapshot(step, fingerprint, stateful, select.state() if select else {})
-    return _finish(s, run, parts, select, run_info, total, steps_per_epoch, out_dir, log_path)
+    track = _VisionTrack(s, run, parts, images, trained, select, total, steps_per_epoch)
+    track.fingerprint, track.cuda_graph = loop.fingerprint(s, LATER_DEFAULTS, n_images, size), cuda_graph
+    start = loop.begin(run, track, run.load_snapshot(track.fingerprint), run_info, notes)
+    loop.train_steps(run, track, start)
+    run_info["cuda_graph"] = track.graph is not None
+    return _finish(run, track, run_info, out_dir, log_path)
 
 
-def _fingerprint(s: VisionTrainSettings, n_images: int, size: int) -> str:
-    """The snapshot's identity: the settings (those newer than the snapshot format left out at their
-    defaults, :data:`LATER_DEFAULTS`), the number of training images and their side."""
-    key = json.dumps([fingerprint_settings(s.to_dict(), LATER_DEFAULTS), n_images, size], sort_keys=True)
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
+class _VisionTrack(loop.Track):
+    """The image cell on the shared loop (:mod:`contrastlab.training.loop`): batches of images in the
+    seed's order (the training rows only, with a validation split), the epoch's rate, and with ``keep:
+    best_val_loss`` the validation after every epoch as its evaluation."""
+
+    items = "images"
+
+    def __init__(self, s, run: TrainingRun, parts: VisionParts, images, trained, select, total, per_epoch):
+        self.s, self.run, self.parts, self.images, self.trained = s, run, parts, images, trained
+        self.select, self.total, self.steps_per_epoch = select, total, per_epoch
+        self.loss_fn, self.stateful = parts.loss_fn, parts.stateful()
+        self.desc = f"{s.loss} {s.arch} bs{s.batch_size}"
+        self.evaluations = [] if select is None else [loop.Evaluation(per_epoch, select)]
+        self.n_train = len(images) if trained is None else len(trained)
+        self.graph, self.cuda_graph, self._lr = None, False, scheduled_lr(s, 0)
+
+    def prepare(self, start: int) -> None:
+        """The captured step (``cuda_graph``), after any resume's loading."""
+        if self.cuda_graph:
+            self.graph = _capture_step(self.s, self.run, self.parts, self.images)
+
+    def epoch(self, epoch: int) -> torch.Tensor:
+        order = host_to_device(epoch_order(self.n_train, self.s.seed, epoch), self.run.device)
+        self._lr = scheduled_lr(self.s, epoch)
+        vc.set_lr(self.parts.optimizer, self._lr)
+        return order if self.trained is None else self.trained[order]
+
+    def lr(self, logging: bool) -> float:
+        return self._lr
+
+    def step(self, step: int, rows, logging: bool) -> loop.StepOutput:
+        s, batch = self.s, self.images[rows]
+        out, h1, h2, oar, grad_norm = _step(
+            s, self.run, self.parts, self.images, batch, step, logging, self.graph
+        )
+        loss = out.loss.detach() if oar is None else (out.loss + s.oar_weight * oar).detach()
+        return loop.StepOutput(out, h1, h2, loss, grad_norm, len(batch), oar)
+
+    def stats(self, result: loop.StepOutput) -> dict:
+        # OAR's mean cosine to the anchors is 1 - the term (OAR §4); with a non-negative encoder output
+        # it cannot pass ~0.71 on average (losses.oar.nonnegative_reach).
+        oar = result.extra
+        return dict(result.out.stats) | (
+            {"oar": (v := oar.item()), "anchor_cos": 1.0 - v} if oar is not None else {}
+        )
+
+    def logged(self, record) -> None:
+        brief = {k: record[k] for k in ("step", "epoch", "loss")}
+        self.run.write(json.dumps(brief | {"images_per_s": round(record["images_per_s"], 1)}))
+        self.run.set_postfix(loss=f"{record['loss']:.4f}")
+
+    def snapshot(self) -> dict:
+        return {"extra": self.select.state() if self.select else {}}
+
+    def restore(self, saved) -> None:
+        if self.select is not None:
+            self.select.restore(saved)
 
 
 def _trained_rows(s: VisionTrainSettings, n_images: int, device: torch.device) -> torch.Tensor | None:
@@ -436,7 +452,7 @@ def build_parts(s: VisionTrainSettings, run: TrainingRun, data, size: int) -> Vi
         s.optimizer, params, dev, lr=scheduled_lr(s, 0), weight_decay=s.weight_decay, **hp
     )
     loss_fn = build_loss(s.loss, **s.loss_hp)
-    oar = _OarBatches(s, data, loss_dim, dev) if s.oar_fraction > 0 else None
+    oar = OarBatches(s, data, loss_dim, dev) if s.oar_fraction > 0 else None
     views = torch.Generator(device=dev).manual_seed(s.seed)  # the augmentations' draws
     return VisionParts(
         encoder, forward_encoder, head, loss_fn, optimizer, params, augment, views, oar, memory_format
@@ -457,41 +473,6 @@ def _build(s: VisionTrainSettings, device: torch.device, channels_last) -> tuple
     encoder.to(device, memory_format=channels_last).train()
     head.to(device).train()
     return encoder, head, loss_dim
-
-
-class _OarBatches:
-    """The labelled batches of the OAR term: a fixed labelled subset (``oar_fraction`` of the training
-    split, nested across fractions), cycled independently of the epochs (the authors' max_size_cycle),
-    and anchors drawn from the seed on the CPU in float64 (the same on every device)."""
-
-    def __init__(self, s: VisionTrainSettings, data, loss_dim: int, device: torch.device) -> None:
-        self.s = s
-        self.labelled = labelled_subset(len(data.labels), s.oar_fraction, s.seed).to(device)
-        self.labels = data.labels.to(device)
-        self.batch_size = min(s.oar_batch_size or s.batch_size, len(self.labelled))
-        self.steps_per_cycle = len(self.labelled) // self.batch_size
-        generator = torch.Generator().manual_seed(s.seed)
-        self.anchors = orthonormal_anchors(NUM_CLASSES[s.dataset], loss_dim, generator=generator).to(device)
-        self.cycle, self.order = -1, torch.empty(0, dtype=torch.long)
-        labelled = data.labels[labelled_subset(len(data.labels), s.oar_fraction, s.seed)]
-        if len(labelled) and not (0 <= int(labelled.min()) and int(labelled.max()) < len(self.anchors)):
-            raise ValueError(
-                f"{s.dataset}: labels of the labelled subset must be in [0, {len(self.anchors)})"
-            )
-
-    def batch(self, step: int, images: torch.Tensor, augment, views: torch.Generator) -> OarBatch:
-        cycle, position = divmod(step - 1, self.steps_per_cycle)
-        if cycle != self.cycle:
-            order = _labelled_order(len(self.labelled), self.s.seed, cycle)
-            self.cycle, self.order = cycle, self.labelled[_to_device(order, self.labelled.device)]
-        rows = self.order[position * self.batch_size : (position + 1) * self.batch_size]
-        view1, view2 = two_views(augment, images[rows], views, self.s.augment_calls)
-        return OarBatch(view1, view2, self.labels[rows], self.anchors, self.s.oar_weight, labels_checked=True)
-
-
-def _labelled_order(n: int, seed: int, cycle: int) -> np.ndarray:
-    """The order of the labelled subset in one pass over it (independent of the main epoch order)."""
-    return np.random.default_rng([seed, 0x0A4, cycle]).permutation(n)
 
 
 def _describe(s, run, parts: VisionParts, n_images, size, steps_per_epoch, total) -> dict:
@@ -570,75 +551,19 @@ def _step(
     return out, h1, h2, oar_value, grad_norm
 
 
-def _to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
-    """``array`` on ``device``; to CUDA through pinned memory without blocking: a pageable copy makes
-    the host wait for the GPU's queue (docs/gpu-defects.md, G10)."""
-    tensor = torch.from_numpy(array)
-    if device.type == "cuda":
-        return tensor.pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
-
-
-def _log_interval(run: TrainingRun, step, epoch, lr, loss, out, oar_value, grad_norm) -> None:
-    interval = run.take_interval(grad_norm)
-    record = {
-        "event": "train",
-        "step": step,
-        "epoch": epoch,
-        "loss": interval["loss"],
-        "loss_last": loss.item(),
-        "lr": lr,
-        "grad_norm": interval["extra"][0],
-        # OAR's mean cosine to the anchors is 1 - the term (OAR §4); with a non-negative encoder output
-        # it cannot pass ~0.71 on average (losses.oar.nonnegative_reach).
-        "stats": dict(out.stats)
-        | ({"oar": (v := oar_value.item()), "anchor_cos": 1.0 - v} if oar_value is not None else {}),
-        "steps_per_s": interval["steps_per_s"],
-        "images_per_s": interval["items_per_s"],
-    }
-    if "loss_scale" in interval:
-        record.update(loss_scale=interval["loss_scale"], skipped_steps=interval["skipped_steps"])
-    run.log.write(record)
-    brief = {k: record[k] for k in ("step", "epoch", "loss")} | {
-        "images_per_s": round(record["images_per_s"], 1)
-    }
-    run.write(json.dumps(brief))
-    run.set_postfix(loss=f"{record['loss']:.4f}")
-
-
-def _finish(
-    s: VisionTrainSettings,
-    run: TrainingRun,
-    parts: VisionParts,
-    select,
-    run_info: dict,
-    total: int,
-    steps_per_epoch: int,
-    out_dir: Path,
-    log_path: Path,
-) -> dict[str, Any]:
+def _finish(run: TrainingRun, track: _VisionTrack, run_info: dict, out_dir: Path, log_path: Path) -> dict:
     """The summary (written to ``settings.json`` beside the encoder, and the log's end record), the kept
     encoder written to ``out_dir``, the log copied to ``log_path``, the state folder removed."""
+    s, select, parts = track.s, track.select, track.parts
     if select is not None:
         select.load_kept()  # the encoder of the epoch with the lowest validation loss
-    summary = {
-        "steps": total,
-        "epochs": total / steps_per_epoch,
-        "keep": s.keep,
-        **(select.summary() if select else {}),
-        **run.summary(),
-        **run_info,
-        "settings": s.to_dict(),
-        "meta": run_metadata(),
-    }
-    timings = summary["timings"]
-    timings["images_per_s"] = (
-        timings.get("timed_items", 0) / timings["train_s"] if timings["train_s"] else None
-    )
-    run.phases.mark("writes_s")  # the last snapshot's write and the kept epoch's weights read back
-    summary.update(run.phases.record())
-    keys = ("steps", "timings", "device_name", "peak_gpu_memory_gib", "start", "phases")
-    run.log.write({"event": "end", **{k: summary[k] for k in keys}})
+    fields = {"steps": track.total, "epochs": track.total / track.steps_per_epoch, "keep": s.keep}
+    fields.update(select.summary() if select else {})
+
+    def timings(t) -> dict:
+        return {"images_per_s": t.get("timed_items", 0) / t["train_s"] if t["train_s"] else None}
+
+    summary = loop.summarise(run, track, fields, run_info, timings)
     kept_head = None if select else parts.head  # the kept epoch's encoder is restored without its head
     anchors = parts.oar.anchors if parts.oar else None
     _write_encoder(out_dir, parts.encoder, summary, run.state_dir, log_path, anchors, kept_head)
@@ -675,9 +600,7 @@ def _write_encoder(
             head=head,
             anchors=ANCHORS_FILE if anchors is not None else None,
         )
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(log_path) as tmp_log:
-        shutil.copyfile(state_dir / st.LOG_FILE, tmp_log)
+    loop.copy_log(state_dir, log_path)
 
 
 def load_encoder(

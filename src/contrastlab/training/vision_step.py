@@ -1,17 +1,21 @@
 """One step of the image trainer (:mod:`contrastlab.training.vision`): both augmented views through the
-encoder in one forward pass, the head, the loss, and OAR's labelled term (OAR §4) when the cell has one.
-The optimiser step is the caller's; ``benchmarks/vision_throughput.py`` times exactly this and that step,
-and :mod:`contrastlab.training.vision_capture` captures it whole."""
+encoder in one forward pass, the head, the loss, and OAR's labelled term (OAR §4) when the cell has one,
+with its labelled batches (:class:`OarBatches`). The optimiser step is the caller's;
+``benchmarks/vision_throughput.py`` times exactly this and that step, and
+:mod:`contrastlab.training.vision_capture` captures it whole."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from contrastlab.losses.oar import oar_loss
+from contrastlab.data.images import NUM_CLASSES, labelled_subset
+from contrastlab.losses.oar import oar_loss, orthonormal_anchors
+from contrastlab.training.augment import two_views
 
-__all__ = ["OarBatch", "train_step"]
+__all__ = ["OarBatch", "OarBatches", "host_to_device", "labelled_order", "train_step"]
 
 
 @dataclass(frozen=True)
@@ -67,3 +71,48 @@ def train_step(
         total = total + oar.weight * oar_value
     scale(total).backward()
     return out, h1, h2, oar_value
+
+
+class OarBatches:
+    """The labelled batches of the OAR term: a fixed labelled subset (``oar_fraction`` of the training
+    split, nested across fractions), cycled independently of the epochs (the authors' max_size_cycle),
+    and anchors drawn from the seed on the CPU in float64 (the same on every device). ``s``: the run's
+    ``VisionTrainSettings``; ``data``: its training split (``labels``)."""
+
+    def __init__(self, s, data, loss_dim: int, device: torch.device) -> None:
+        self.s = s
+        self.labelled = labelled_subset(len(data.labels), s.oar_fraction, s.seed).to(device)
+        self.labels = data.labels.to(device)
+        self.batch_size = min(s.oar_batch_size or s.batch_size, len(self.labelled))
+        self.steps_per_cycle = len(self.labelled) // self.batch_size
+        generator = torch.Generator().manual_seed(s.seed)
+        self.anchors = orthonormal_anchors(NUM_CLASSES[s.dataset], loss_dim, generator=generator).to(device)
+        self.cycle, self.order = -1, torch.empty(0, dtype=torch.long)
+        labelled = data.labels[labelled_subset(len(data.labels), s.oar_fraction, s.seed)]
+        if len(labelled) and not (0 <= int(labelled.min()) and int(labelled.max()) < len(self.anchors)):
+            raise ValueError(
+                f"{s.dataset}: labels of the labelled subset must be in [0, {len(self.anchors)})"
+            )
+
+    def batch(self, step: int, images: torch.Tensor, augment, views: torch.Generator) -> OarBatch:
+        cycle, position = divmod(step - 1, self.steps_per_cycle)
+        if cycle != self.cycle:
+            order = labelled_order(len(self.labelled), self.s.seed, cycle)
+            self.cycle, self.order = cycle, self.labelled[host_to_device(order, self.labelled.device)]
+        rows = self.order[position * self.batch_size : (position + 1) * self.batch_size]
+        view1, view2 = two_views(augment, images[rows], views, self.s.augment_calls)
+        return OarBatch(view1, view2, self.labels[rows], self.anchors, self.s.oar_weight, labels_checked=True)
+
+
+def labelled_order(n: int, seed: int, cycle: int) -> np.ndarray:
+    """The order of the labelled subset in one pass over it (independent of the main epoch order)."""
+    return np.random.default_rng([seed, 0x0A4, cycle]).permutation(n)
+
+
+def host_to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``array`` on ``device``; to CUDA through pinned memory without blocking: a pageable copy makes
+    the host wait for the GPU's queue (docs/gpu-defects.md, G10)."""
+    tensor = torch.from_numpy(array)
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
