@@ -3,7 +3,9 @@ both in contrastlab.training.cells."""
 
 from contrastlab.workflow.warm import hand_over
 
-hand_over(globals())  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
+hand_over(
+    globals(), cli=True
+)  # a local job runs in a fork of a process with torch & co. imported (workflow/warm.py)
 
 from contrastlab.training.cells import cli, train_cell
 from contrastlab.training.corpus import check_corpus_marker

@@ -90,12 +90,21 @@ _HEADER = struct.Struct("!Q")
 _PEER = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
 
 
-def hand_over(script_globals: dict[str, Any]) -> None:
+def hand_over(script_globals: dict[str, Any], *, cli: bool = False) -> None:
     """Run the calling Snakemake script in a warm fork and end this process as the fork ended; return at
     once (the script runs here, as before) where warm starts are off, not possible, refused for this key
     (:func:`~contrastlab.workflow.job_start.refusal`), or no starter serves yet (one is then started in the
     background for the next jobs). The job's process, this one or the fork, learns which and why from
-    :func:`~contrastlab.workflow.job_start.start_record`."""
+    :func:`~contrastlab.workflow.job_start.start_record`. A rule's script run by hand, with no
+    ``snakemake`` object, stops with one line saying what to run instead, unless it has a command line of
+    its own (``cli``)."""
+    if not cli and "snakemake" not in script_globals and script_globals.get("__name__") == "__main__":
+        script = Path(script_globals.get("__file__") or "this script").name
+        sys.exit(
+            f"contrastlab: {script} is a rule's script: Snakemake runs it with the job's inputs, params and "
+            "outputs; run the workflow instead, e.g. .venv/bin/snakemake --configfile config/demo.yaml "
+            "--cores 2 (`make help` lists the commands)"
+        )
     if FORK_MARK in os.environ or not _is_script_process(script_globals):
         return  # a fork's record came with its request; another program's process is no job to mark
     from contrastlab.workflow.job_start import STATE_VARIABLE, mark_running_cold, refusal, start_state
