@@ -44,6 +44,7 @@ def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
             params=SimpleNamespace(
                 settings={{"loss": "infonce", "max_steps": 2}},
                 state_dir={str(tmp_path / "state")!r},
+                point=None,  # a configured cell, not a search point
             ),
             input=SimpleNamespace(backbone={str(tmp_path / "no-such-backbone")!r}),
             output=SimpleNamespace(

@@ -645,3 +645,12 @@ def test_ids_of_headings_the_report_does_not_know_come_from_their_section_and_wo
         "cost-2",  # a repeat
     ]
     assert '<a href="#other-search-of-x">Search of x</a>' in page
+
+
+def test_a_table_handed_over_as_one_string_is_a_table_and_a_lone_bar_line_a_paragraph():
+    """The comparison tables of the user's losses reach the report as one string per table (its lines joined):
+    the tables job of the README's own-loss example failed on it with IndexError (blocks_of read a second
+    line the item held inside it)."""
+    table, lone = blocks_of(["| a | b |\n|---|---:|\n| 1 | 2 |", "", "| not a table |"])
+    assert (table.header, table.rows, table.right) == (["a", "b"], [["1", "2"]], 1)
+    assert type(lone).__name__ == "Paragraph" and lone.text == "| not a table |"

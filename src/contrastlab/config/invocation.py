@@ -47,8 +47,15 @@ def configfile_problem(argv: Sequence[str]) -> str | None:
 
 def stop_on_missing_configfile(argv: Sequence[str] | None = None) -> None:
     """Exit with status 1 and :func:`configfile_problem`'s line (``contrastlab: ...``) when the command
-    line ``argv`` (default: this process's) names a config file that does not exist or is a folder."""
+    line ``argv`` (default: this process's) names a config file that does not exist or is a folder.
+
+    Then every ``contrastlab`` module leaves ``sys.modules``: the profile imports this one from wherever the
+    environment points (a checkout copied elsewhere may still use the first one's environment), while the
+    Snakefile imports the library from its own ``src/``, whose loss modules are the rules' inputs; a library
+    kept from the profile would name another checkout's files and retrain every cell."""
     problem = configfile_problem(sys.argv[1:] if argv is None else argv)
+    for name in [name for name in sys.modules if name == "contrastlab" or name.startswith("contrastlab.")]:
+        del sys.modules[name]
     if problem is not None:
         print(f"contrastlab: {problem}", file=sys.stderr)
         raise SystemExit(1)

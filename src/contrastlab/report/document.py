@@ -262,14 +262,14 @@ def blocks_of(lines: list[str]) -> list:
     heading, a table (its first column left-aligned, the rest right-aligned where its rule says so), a
     list, or a paragraph."""
     blocks, run = [], []
-    for line in [*lines, ""]:
+    for line in [*(line for text in lines for line in text.split("\n")), ""]:  # an item may hold lines
         if line:
             run.append(line)
             continue
         if run and run[0].startswith("#"):
             level = len(run[0]) - len(run[0].lstrip("#"))
             blocks.append(Heading(level, run[0][level + 1 :]))
-        elif run and all(row.startswith("|") for row in run):
+        elif len(run) > 1 and all(row.startswith("|") for row in run) and set(run[1]) <= set("|-: "):
             rule = run[1].strip("|").split("|")
             right = next((i for i, r in enumerate(rule) if r.endswith(":")), None)
             rows = [[c.replace("\\|", "|") for c in row[2:-2].split(" | ")] for row in run[2:]]
