@@ -357,3 +357,18 @@ def test_a_config_word_holding_both_quotes_is_refused_before_any_job(tmp_path, o
         "its YAML strings with one kind of quote (inside '...' a ' is written '')"
     ], lines[-5:]
     assert not marker.exists()
+
+
+def test_only_snakemake_running_another_checkouts_workflow_forgets_the_imported_library(tmp_path):
+    """The profiles' check imports contrastlab wherever the environment points; a copy of the checkout
+    still on the first one's environment would keep that library (and name its loss files as inputs). It
+    is forgotten there, and only there: a test loading a profile in-process keeps its modules."""
+    from contrastlab.config.invocation import library_of_another_checkout
+
+    (tmp_path / "copy" / "src").mkdir(parents=True)
+    elsewhere = ["-s", str(tmp_path / "copy" / "Snakefile"), "-n"]
+    here = ["-s", str(REPO_ROOT / "Snakefile"), "-n"]
+    assert library_of_another_checkout(elsewhere, "/venv/bin/snakemake")
+    assert library_of_another_checkout(elsewhere, "/venv/lib/snakemake/__main__.py")
+    assert not library_of_another_checkout(here, "/venv/bin/snakemake")
+    assert not library_of_another_checkout(elsewhere, "/venv/bin/pytest")

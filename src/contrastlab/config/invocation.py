@@ -27,35 +27,59 @@ PRESETS = "(config.yaml, config/demo.yaml, config/cpu.yaml)"
 IMAGE_VARIABLE = "CONTRASTLAB_IMAGE"
 
 
-def configfile_problem(argv: Sequence[str]) -> str | None:
-    """The one line for the first ``--configfile`` of Snakemake's command line ``argv`` (without the
-    program) that does not exist or is a folder, read by Snakemake's own parser; None when there is none,
-    or when ``argv`` is not a command line Snakemake accepts (Snakemake then says so itself)."""
+def _snakemake_arguments(argv: Sequence[str]):
+    """Snakemake's reading of its command line ``argv`` (without the program), by its own parser; None when
+    ``argv`` is not a command line Snakemake accepts (Snakemake then says so itself)."""
     from snakemake.cli import get_argument_parser
 
     try:  # quietly: argv may be another program's (Snakemake started from Python with its own argv)
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            args, _ = get_argument_parser().parse_known_args(list(argv))
+            return get_argument_parser().parse_known_args(list(argv))[0]
     except SystemExit:
         return None
-    for path in map(Path, args.configfile or []):
+
+
+def configfile_problem(argv: Sequence[str]) -> str | None:
+    """The one line for the first ``--configfile`` of Snakemake's command line ``argv`` (without the
+    program) that does not exist or is a folder; None when there is none, or when ``argv`` is not a
+    command line Snakemake accepts."""
+    args = _snakemake_arguments(argv)
+    for path in map(Path, (args.configfile or []) if args else []):
         if path.is_dir() or not path.exists():
             what = "is a folder" if path.is_dir() else "does not exist"
             return f"config file {path} {what}; pass --configfile <an existing YAML file> {PRESETS}"
     return None
 
 
+def library_of_another_checkout(argv: Sequence[str], program: str) -> bool:
+    """Whether this process is Snakemake's command line (``program``: its ``sys.argv[0]``, the
+    ``snakemake`` script or ``snakemake/__main__.py``) running a workflow whose own ``src/`` is not where
+    the imported ``contrastlab`` lies: a checkout copied elsewhere that still uses the first one's
+    environment."""
+    path = Path(program)
+    if "snakemake" not in (path.name, path.parent.name) or "contrastlab" not in sys.modules:
+        return False
+    args = _snakemake_arguments(argv)
+    own_src = (Path(getattr(args, "snakefile", None) or "Snakefile").parent / "src").resolve()
+    library = Path(sys.modules["contrastlab"].__file__).resolve().parent.parent
+    return own_src.is_dir() and library != own_src
+
+
 def stop_on_missing_configfile(argv: Sequence[str] | None = None) -> None:
     """Exit with status 1 and :func:`configfile_problem`'s line (``contrastlab: ...``) when the command
     line ``argv`` (default: this process's) names a config file that does not exist or is a folder.
 
-    Then every ``contrastlab`` module leaves ``sys.modules``: the profile imports this one from wherever the
-    environment points (a checkout copied elsewhere may still use the first one's environment), while the
-    Snakefile imports the library from its own ``src/``, whose loss modules are the rules' inputs; a library
-    kept from the profile would name another checkout's files and retrain every cell."""
-    problem = configfile_problem(sys.argv[1:] if argv is None else argv)
-    for name in [name for name in sys.modules if name == "contrastlab" or name.startswith("contrastlab.")]:
-        del sys.modules[name]
+    Where the library imported here is another checkout's (:func:`library_of_another_checkout`), every
+    ``contrastlab`` module then leaves ``sys.modules``: the Snakefile imports the library from its own
+    ``src/``, whose loss modules are the rules' inputs, and a library kept from the profile would name the
+    other checkout's files and retrain every cell."""
+    argv = sys.argv[1:] if argv is None else argv
+    problem = configfile_problem(argv)
+    if library_of_another_checkout(argv, sys.argv[0]):
+        for name in [
+            name for name in sys.modules if name == "contrastlab" or name.startswith("contrastlab.")
+        ]:
+            del sys.modules[name]
     if problem is not None:
         print(f"contrastlab: {problem}", file=sys.stderr)
         raise SystemExit(1)
