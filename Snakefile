@@ -83,7 +83,8 @@ if workflow.is_main_process:
     for note in cl_finished.set_aside_changed(R, finished_outputs()):
         print(note, file=sys.stderr)
     # A finished cell's state is kept by its job until Snakemake accepts the outputs: those of earlier runs
-    # that exist were accepted (a job Snakemake failed after it ended lost them and only re-exports).
+    # that exist and that .snakemake/incomplete does not mark were accepted (a job Snakemake failed after it
+    # ended lost them, and one whose run was killed before it recorded them is rerun: both only re-export).
     cl_finished.forget_finished_states(trained_states(), R)
 
 

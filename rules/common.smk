@@ -257,7 +257,7 @@ def finished_outputs():
     again, with what depends on it; a missing file that only other jobs read reruns nothing in Snakemake."""
     partial = GRID.options.tables_partial
     weights = [
-        RESULTS.checkpoint(c, "model" if GRID.experiment(c.experiment).track == "sentence" else "encoder")
+        RESULTS.checkpoint(c, trained_output(c))
         for c in CELLS
         if not partial or os.path.exists(RESULTS.metrics(c, GRID.experiment(c.experiment).track))
     ]
@@ -267,7 +267,12 @@ def finished_outputs():
 def trained_states():
     """Each trained cell's state folder and weights folder: a finished cell's state is kept by its job until
     Snakemake has accepted the outputs (contrastlab.workflow.finished.forget_finished_states)."""
-    return [(RESULTS.state("train", c), RESULTS.checkpoint(c, "model")) for c in CELL_INDEX.values()]
+    return [(RESULTS.state("train", c), RESULTS.checkpoint(c, trained_output(c))) for c in CELL_INDEX.values()]
+
+
+def trained_output(cell):
+    """The name of a cell's trained weights folder: ``model`` (sentence track) or ``encoder`` (image)."""
+    return "model" if GRID.experiment(cell.experiment).track == "sentence" else "encoder"
 
 
 def figure_outputs():
