@@ -61,9 +61,10 @@ include: "rules/tables.smk"
 os.environ[cl_warm.BENCHMARKS_VARIABLE] = cl_warm.benchmark_patterns(workflow.rules)
 
 # A killed run (SIGKILL, power loss) leaves Snakemake's locks behind; the next run clears them itself and
-# resumes (rerun-incomplete in the profiles), so recovery is: run the same command again. A live run of
-# this host on the results folder, under any of its names, refuses this one before it plans or writes
-# anything (Snakemake's lock compares path strings: a symlinked name would train the same cells at once).
+# resumes (rerun-incomplete in the profiles), so recovery is: run the same command again. A live run on the
+# results folder, under any of its names, has refused this one already (its claim: rules/common.smk); a
+# live run that holds no claim (an older contrastlab's) is refused here, by its record (Snakemake's lock
+# compares path strings: a symlinked name would train the same cells at once).
 if workflow.is_main_process:
     for note in recover_killed_run(R):
         print(note, file=sys.stderr)

@@ -36,6 +36,7 @@ from contrastlab.workflow import points as cl_points
 from contrastlab.workflow import sources as cl_sources
 from contrastlab.workflow import warm as cl_warm
 from contrastlab.workflow.recovery import (
+    claim_results_folder,
     forget_running_workflow,
     live_run_refusal,
     record_running_workflow,
@@ -64,6 +65,11 @@ config.update(_validated)
 GRID = cl_config.Grid(config)
 RESULTS = GRID.results
 R = RESULTS.root
+# One results folder, one run: the main process claims the folder (an OS lock on its real path, held for
+# the run's life) before anything in it is read or written; of two runs started together under any two of
+# its names, one runs and the other stops in one line (contrastlab.workflow.recovery).
+if workflow.is_main_process and (refusal := claim_results_folder(R)):
+    sys.exit(refusal)
 # A rule's cell: its wildcards, so that RESULTS.<path>(CELL) is the rule's pattern; a search's winner is
 # evaluated as the cell of method "<method>~searched".
 CELL = cl_config.Cell("{experiment}", "{backbone}", "{method}", "{seed}")

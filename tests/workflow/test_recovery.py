@@ -111,11 +111,11 @@ def test_recovery_removes_only_the_dead_runs_own_locks_never_a_live_runs(tmp_pat
 
 @pytest.mark.parametrize(
     "where",
-    [{"pid_namespace": "pid:[1]"}, {"host": "login2"}, {"boot_id": "another-boot"}],
-    ids=["another-pid-namespace", "another-host", "another-boot"],
+    [{"pid_namespace": "pid:[1]"}, {"host": "login2"}, {"host": "login2", "boot_id": "another-boot"}],
+    ids=["another-pid-namespace", "another-host", "another-host-and-boot"],
 )
 @pytest.mark.fault(
-    "a record from a run that cannot be checked here: another host, boot or PID namespace (reliability P4)",
+    "a record from a run that cannot be checked here: another host or PID namespace (reliability P4)",
     "named in one line with the record and the fix; its locks and record untouched",
 )
 def test_a_run_that_cannot_be_checked_here_is_named_and_its_locks_stay(tmp_path, where, observed):
@@ -134,6 +134,30 @@ def test_a_run_that_cannot_be_checked_here_is_named_and_its_locks_stay(tmp_path,
     )
     assert f"delete {path} and run this command once with --unlock" in notes[0]
     assert "\n" not in notes[0] and held.is_file() and path.is_file()
+    observed(notes[0])
+
+
+@pytest.mark.fault(
+    "a run's record left on this host before it rebooted (the record's boot id is not this boot's) (R3)",
+    "recognised as ended in one line; its locks and record removed, so the run needs no --unlock",
+)
+def test_a_record_of_this_host_from_before_a_reboot_is_cleared_in_one_line(tmp_path, observed):
+    results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
+    held = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
+    machine = {**this_machine(), "boot_id": "a-boot-before-the-restart"}
+    # its pid lives now (this process), as a pid of the earlier boot may: the boot id decides, not the pid
+    start = recovery._start_time(os.getpid())
+    path = _record(
+        results, "before", **machine, pid=os.getpid(), start_time=start, locks=[recovery._digest(held)]
+    )
+
+    notes = recover_killed_run(str(results), tmp_path)
+
+    assert notes == [
+        f"contrastlab: a run on {results} (pid {os.getpid()}) ended when this host restarted (its record is "
+        "of another boot); removed its 1 stale lock file(s), its incomplete jobs will be rerun"
+    ]
+    assert not held.exists() and not path.exists() and recovery.live_run_refusal(str(results)) is None
     observed(notes[0])
 
 
