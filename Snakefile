@@ -70,6 +70,8 @@ if workflow.is_main_process:
         print(note, file=sys.stderr)
     if refusal := live_run_refusal(R):
         sys.exit(refusal)
+    if problem := cl_finished.read_only_problem(finished_outputs()):  # before any job fails on it
+        sys.exit(f"contrastlab: {problem}")
     # Where a finished job's inputs lie decides no rerun (a moved checkout or resources folder): the records
     # of jobs that named a loss module by absolute path, or a backbone in another resources folder, take
     # today's spelling before Snakemake compares them (contrastlab.workflow.sources).

@@ -297,3 +297,37 @@ def test_the_finished_state_of_an_accepted_cell_goes_and_only_its_own(tmp_path):
     marker.parent.mkdir(parents=True)
     marker.write_text("{}")
     assert forget_finished_states([(state, model)], None, tmp_path) == [] and state.is_dir()
+
+
+@pytest.mark.fault(
+    "a cell's checkpoint folder made read-only before the run (a read-only bind mount) (B3)",
+    "one contrastlab: line naming the folder and the fix when the run starts (no Snakemake traceback)",
+)
+def test_a_read_only_folder_a_missing_output_must_be_written_in_is_named(tmp_path, monkeypatch, observed):
+    """Reliability 9, B3: Snakemake's answer was a 60-line traceback of its job preparation. The decision
+    is the file system's (os.access): a read-only mount, or no write permission, which root bypasses, so
+    the folders it refuses are given here by name."""
+    from contrastlab.workflow import finished
+
+    root = tmp_path / "results"
+    done = root / "checkpoints" / "nie2023" / "tiny-bert" / "cl" / "seed42"
+    todo = done.with_name("seed43")
+    (done / "model").mkdir(parents=True)
+    todo.mkdir(parents=True)
+    unborn = root / "checkpoints" / "macl" / "tiny-bert" / "cl" / "seed42" / "model"  # nothing made yet
+    outputs = [done / "model", todo / "model", unborn]
+    read_only = set()
+    monkeypatch.setattr(finished.os, "access", lambda path, mode: Path(path) not in read_only)
+    assert finished.read_only_problem(outputs) is None
+    read_only.add(done)  # finished: only read, no line
+    assert finished.read_only_problem(outputs) is None
+    read_only.add(todo)
+    line = finished.read_only_problem(outputs)
+    observed(line)
+    assert line == (
+        f"{todo} cannot be written (read-only), and this run must write model there; make it writable "
+        f"(chmod u+w {todo}, or remount it read-write) or set results_dir to a writable folder, then run the "
+        "same command again"
+    )
+    read_only = {root / "checkpoints"}  # the nearest existing folder above an output still to be made
+    assert finished.read_only_problem([unborn]).startswith(f"{root / 'checkpoints'} cannot be written")

@@ -192,6 +192,25 @@ def set_aside_changed(results_dir: str | os.PathLike, outputs: Iterable[str | os
     return notes
 
 
+def read_only_problem(outputs: Iterable[str | os.PathLike]) -> str | None:
+    """The one line for the first of ``outputs`` (the finished work the workflow trusts) that is missing
+    and whose folder (or the nearest existing folder above it) cannot be written (a read-only mount, no
+    write permission): the job that makes it would fail there, and Snakemake's answer was a 60-line
+    traceback of its job preparation. None when every missing output's folder can be written; a finished
+    output in a read-only folder is only read, and fine."""
+    for output in map(Path, outputs):
+        if output.exists():
+            continue
+        folder = next((p for p in output.parents if p.exists()), Path("."))  # where the job makes it
+        if folder.is_dir() and not os.access(folder, os.W_OK):
+            return (
+                f"{folder} cannot be written (read-only), and this run must write {output.name} there; make "
+                f"it writable (chmod u+w {folder}, or remount it read-write) or set results_dir to a "
+                "writable folder, then run the same command again"
+            )
+    return None
+
+
 #: A training state folder's readable summary (contrastlab.training.state.STATE_INFO, not imported here:
 #: the main process reads it without torch).
 _STATE_INFO = "state.json"
