@@ -72,6 +72,17 @@ if workflow.is_main_process:
         sys.exit(refusal)
     if problem := cl_finished.read_only_problem(finished_outputs()):  # before any job fails on it
         sys.exit(f"contrastlab: {problem}")
+    # A backbone folder missing under finished cells (a resources folder moved, the config not told) would
+    # be fetched again and retrain them all: said in one line instead (contrastlab.workflow.sources).
+    sentence_cells = [
+        (c.backbone, RESULTS.checkpoint(c, "model"))
+        for c in CELLS
+        if trained_output(c) == "model"
+    ]
+    backbone_dirs = {alias: backbone_dir(alias) for alias in BACKBONES}
+    targets = cl_invocation.command_targets(sys.argv[1:])
+    if problem := cl_sources.missing_backbone_problem(sentence_cells, backbone_dirs, targets):
+        sys.exit(f"contrastlab: {problem}")
     # Where a finished job's inputs lie decides no rerun (a moved checkout or resources folder): the records
     # of jobs that named a loss module by absolute path, or a backbone in another resources folder, take
     # today's spelling before Snakemake compares them (contrastlab.workflow.sources).
@@ -80,7 +91,7 @@ if workflow.is_main_process:
         os.getcwd(),
         workflow.basedir,
         results=R,
-        backbones={alias: backbone_dir(alias) for alias in BACKBONES},
+        backbones=backbone_dirs,
     )
     # Finished work that no longer matches what its job wrote is moved aside and made again (one line each).
     for note in cl_finished.set_aside_changed(R, finished_outputs()):

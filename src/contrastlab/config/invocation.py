@@ -84,6 +84,13 @@ def yaml_error_line(path: str | Path, error: Exception) -> str:
     )
 
 
+def command_targets(argv: Sequence[str]) -> list[str]:
+    """The targets Snakemake's command line ``argv`` (without the program) names; empty when it names none
+    or is not a command line Snakemake accepts."""
+    args = _snakemake_arguments(argv)
+    return [str(t) for t in (getattr(args, "targets", None) or [])] if args else []
+
+
 def library_of_another_checkout(argv: Sequence[str], program: str) -> bool:
     """Whether this process is Snakemake's command line (``program``: its ``sys.argv[0]``, the
     ``snakemake`` script or ``snakemake/__main__.py``) running a workflow whose own ``src/`` is not where
