@@ -204,3 +204,49 @@ def test_a_lock_given_back_under_a_name_retaken_meanwhile_gets_a_free_one(tmp_pa
         "0.output.lock": "results/new-run\n",
         "1.output.lock": "results/a/model\n",
     }
+
+
+def test_a_dead_runs_locks_go_by_content_each_claim_once(tmp_path):
+    """Issue 83 item 7, the lock bookkeeping by value: a killed run's record claims one lock of content X;
+    of two files holding X (another run wrote the same paths under another name), exactly one goes (the
+    first by name), and a file of other content stays."""
+    locks = tmp_path / "locks"
+    first = _lock(locks, "0.output.lock", "results/a/model")
+    twin = _lock(locks, "1.output.lock", "results/a/model")
+    other = _lock(locks, "2.output.lock", "results/b/model")
+    assert recovery._remove_locks(locks, [recovery._digest(first)]) == 1
+    assert sorted(p.name for p in locks.iterdir()) == ["1.output.lock", "2.output.lock"]
+    assert twin.read_text() == "results/a/model\n" and other.is_file()
+    assert recovery._remove_locks(locks, ["0" * 64]) == 0  # a digest no file has: nothing
+
+
+def test_locks_written_back_only_for_live_owners_under_a_free_name(tmp_path):
+    """What a run that ends writes back of the other runs' locks (_restore_locks), by value: a lock whose
+    name another run took meanwhile gets the next free index of its type, one whose content is already
+    there is not written twice, one whose owner's record is gone is not written at all, one no record
+    claimed yet is written."""
+    locks = tmp_path / "locks"
+    _lock(locks, "0.output.lock", "results/taken")  # written by a run that started meanwhile
+    live = _record(
+        tmp_path / "results",
+        "live",
+        **this_machine(),
+        pid=os.getpid(),
+        start_time=recovery._start_time(os.getpid()),
+    )
+    gone = tmp_path / "results" / "state" / "runs" / "gone.json"  # its run ended: record removed
+    recovery._restore_locks(
+        locks,
+        {
+            "0.output.lock": b"results/a\n",
+            "1.input.lock": b"results/b\n",
+            "2.output.lock": b"results/taken\n",
+            "3.input.lock": b"results/c\n",
+        },
+        {"0.output.lock": live, "1.input.lock": gone, "2.output.lock": None, "3.input.lock": None},
+    )
+    assert {p.name: p.read_text() for p in sorted(locks.iterdir())} == {
+        "0.output.lock": "results/taken\n",
+        "1.output.lock": "results/a\n",
+        "3.input.lock": "results/c\n",
+    }
