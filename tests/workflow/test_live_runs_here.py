@@ -315,3 +315,21 @@ def test_the_claim_names_its_holder_and_is_freed_by_a_kill(tmp_path, runs):
     fresh = tmp_path / "results" / "new"  # a dry run on a folder not made yet leaves nothing behind
     assert subprocess.run([*asked[:-1], str(fresh)], capture_output=True, text=True).stdout == "None\n"
     assert not fresh.exists()
+
+
+def test_a_folder_that_cannot_be_locked_or_made_is_not_claimed(tmp_path, monkeypatch):
+    """A file system without locks (ENOLCK) or a folder that cannot be made: no claim, no error (the run
+    records still refuse a later run)."""
+    import errno
+    import fcntl
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    assert recovery.claim_results_folder(str(tmp_path / "nfs")) is None
+    assert str(os.path.realpath(tmp_path / "nfs")) not in recovery._CLAIMS
+    monkeypatch.undo()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert recovery.claim_results_folder(str(blocker / "results")) is None  # under a file: nothing made

@@ -351,8 +351,9 @@ def claim_results_folder(results_dir: str | os.PathLike) -> str | None:
     instant exactly one holds it. The kernel releases it when the process ends, however it ends (SIGKILL
     too): no stale claim is ever left. The holder writes its pid, start time and command into the file,
     which the refused run names; at its exit it removes the file and the folders it made for it (a dry
-    run leaves nothing behind). A folder where the file cannot be made (read-only) is not claimed: such a
-    run writes nothing there. Only the main Snakemake process calls it (the Snakefile)."""
+    run leaves nothing behind). A folder where the file cannot be made (read-only) or locked (a file
+    system without locks) is not claimed: the run records (:func:`live_run_refusal`) still refuse a run
+    started after another's record. Only the main Snakemake process calls it (the Snakefile)."""
     real = os.path.realpath(results_dir)
     if real in _CLAIMS:
         return None
@@ -369,6 +370,9 @@ def claim_results_folder(results_dir: str | os.PathLike) -> str | None:
         except BlockingIOError:
             os.close(fd)
             return _claimed_line(results_dir, path)
+        except OSError:  # a file system without locks (ENOLCK): the run records are all there is
+            os.close(fd)
+            return None
         if _same_file(fd, path):
             break
         os.close(fd)  # its holder removed it as it ended, after this process opened it: take the new one
