@@ -61,14 +61,28 @@ include: "rules/tables.smk"
 os.environ[cl_warm.BENCHMARKS_VARIABLE] = cl_warm.benchmark_patterns(workflow.rules)
 
 # A killed run (SIGKILL, power loss) leaves Snakemake's locks behind; the next run clears them itself and
-# resumes (rerun-incomplete in the profiles), so recovery is: run the same command again. A live run of
-# this host on the results folder, under any of its names, refuses this one before it plans or writes
-# anything (Snakemake's lock compares path strings: a symlinked name would train the same cells at once).
+# resumes (rerun-incomplete in the profiles), so recovery is: run the same command again. A live run on the
+# results folder, under any of its names, has refused this one already (its claim: rules/common.smk); a
+# live run that holds no claim (an older contrastlab's) is refused here, by its record (Snakemake's lock
+# compares path strings: a symlinked name would train the same cells at once).
 if workflow.is_main_process:
     for note in recover_killed_run(R):
         print(note, file=sys.stderr)
     if refusal := live_run_refusal(R):
         sys.exit(refusal)
+    if problem := cl_finished.read_only_problem(finished_outputs()):  # before any job fails on it
+        sys.exit(f"contrastlab: {problem}")
+    # A backbone folder missing under finished cells (a resources folder moved, the config not told) would
+    # be fetched again and retrain them all: said in one line instead (contrastlab.workflow.sources).
+    sentence_cells = [
+        (c.backbone, RESULTS.checkpoint(c, "model"))
+        for c in CELLS
+        if trained_output(c) == "model"
+    ]
+    backbone_dirs = {alias: backbone_dir(alias) for alias in BACKBONES}
+    targets = cl_invocation.command_targets(sys.argv[1:])
+    if problem := cl_sources.missing_backbone_problem(sentence_cells, backbone_dirs, targets):
+        sys.exit(f"contrastlab: {problem}")
     # Where a finished job's inputs lie decides no rerun (a moved checkout or resources folder): the records
     # of jobs that named a loss module by absolute path, or a backbone in another resources folder, take
     # today's spelling before Snakemake compares them (contrastlab.workflow.sources).
@@ -77,13 +91,14 @@ if workflow.is_main_process:
         os.getcwd(),
         workflow.basedir,
         results=R,
-        backbones={alias: backbone_dir(alias) for alias in BACKBONES},
+        backbones=backbone_dirs,
     )
     # Finished work that no longer matches what its job wrote is moved aside and made again (one line each).
     for note in cl_finished.set_aside_changed(R, finished_outputs()):
         print(note, file=sys.stderr)
     # A finished cell's state is kept by its job until Snakemake accepts the outputs: those of earlier runs
-    # that exist were accepted (a job Snakemake failed after it ended lost them and only re-exports).
+    # that exist and that .snakemake/incomplete does not mark were accepted (a job Snakemake failed after it
+    # ended lost them, and one whose run was killed before it recorded them is rerun: both only re-export).
     cl_finished.forget_finished_states(trained_states(), R)
 
 

@@ -36,6 +36,7 @@ from contrastlab.workflow import points as cl_points
 from contrastlab.workflow import sources as cl_sources
 from contrastlab.workflow import warm as cl_warm
 from contrastlab.workflow.recovery import (
+    claim_results_folder,
     forget_running_workflow,
     live_run_refusal,
     record_running_workflow,
@@ -64,6 +65,11 @@ config.update(_validated)
 GRID = cl_config.Grid(config)
 RESULTS = GRID.results
 R = RESULTS.root
+# One results folder, one run: the main process claims the folder (an OS lock on its real path, held for
+# the run's life) before anything in it is read or written; of two runs started together under any two of
+# its names, one runs and the other stops in one line (contrastlab.workflow.recovery).
+if workflow.is_main_process and (refusal := claim_results_folder(R)):
+    sys.exit(refusal)
 # A rule's cell: its wildcards, so that RESULTS.<path>(CELL) is the rule's pattern; a search's winner is
 # evaluated as the cell of method "<method>~searched".
 CELL = cl_config.Cell("{experiment}", "{backbone}", "{method}", "{seed}")
@@ -257,7 +263,7 @@ def finished_outputs():
     again, with what depends on it; a missing file that only other jobs read reruns nothing in Snakemake."""
     partial = GRID.options.tables_partial
     weights = [
-        RESULTS.checkpoint(c, "model" if GRID.experiment(c.experiment).track == "sentence" else "encoder")
+        RESULTS.checkpoint(c, trained_output(c))
         for c in CELLS
         if not partial or os.path.exists(RESULTS.metrics(c, GRID.experiment(c.experiment).track))
     ]
@@ -267,7 +273,12 @@ def finished_outputs():
 def trained_states():
     """Each trained cell's state folder and weights folder: a finished cell's state is kept by its job until
     Snakemake has accepted the outputs (contrastlab.workflow.finished.forget_finished_states)."""
-    return [(RESULTS.state("train", c), RESULTS.checkpoint(c, "model")) for c in CELL_INDEX.values()]
+    return [(RESULTS.state("train", c), RESULTS.checkpoint(c, trained_output(c))) for c in CELL_INDEX.values()]
+
+
+def trained_output(cell):
+    """The name of a cell's trained weights folder: ``model`` (sentence track) or ``encoder`` (image)."""
+    return "model" if GRID.experiment(cell.experiment).track == "sentence" else "encoder"
 
 
 def figure_outputs():

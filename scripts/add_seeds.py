@@ -4,11 +4,13 @@ seeds to the cells of the undecided claims only (contrastlab.report.claims.seed_
 reproduction needs (contrastlab.report.power.power_seed_plan), and render the tables and report again."""
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
 
 from contrastlab import config as cl_config
+from contrastlab.config.invocation import yaml_problem
 from contrastlab.report import power
 from contrastlab.report.claims import add_seeds_commands, plan_for_configfile
 from contrastlab.tables.metrics import collect_metrics
@@ -21,6 +23,8 @@ parser.add_argument(
 )
 parser.add_argument("--run", action="store_true", help="run the commands instead of printing them")
 args = parser.parse_args()
+if os.path.isfile(args.configfile) and (problem := yaml_problem(args.configfile)) is not None:
+    sys.exit(f"contrastlab: add-seeds: {problem}")
 if args.target == "power":  # the plan's power: claims not decidable at the configured seeds, within 10
     grid = cl_config.Grid(cl_config.load(args.configfile))
     measured = power.measured_noise(collect_metrics(grid.results.metrics()), grid)

@@ -20,4 +20,6 @@ with training_job(sm) as (device, where):
         events_dir=events_dir_of(sm),
         wandb_run=wandb_run_of(sm),
         cell=sm.wildcards,  # its experiment, backbone, method and seed label its HParams session and W&B run
+        # removed once Snakemake has accepted the outputs (contrastlab.workflow.finished), not here
+        keep_state=True,
     )

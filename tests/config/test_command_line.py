@@ -178,6 +178,34 @@ def test_plain_snakemake_given_a_folder_for_its_config_file_says_so_in_one_line(
     assert status == 1
 
 
+@pytest.mark.fault(
+    "a config file that is not YAML (`a: [1,`): plain `snakemake -n`, `make plan`, `make add-seeds` (G15)",
+    "one contrastlab: line naming the file, its line and column and the fix (no traceback)",
+)
+@pytest.mark.parametrize("command", ["snakemake", "plan", "add-seeds"])
+def test_a_config_file_that_is_not_yaml_is_named_with_its_line_and_column(tmp_path, command, observed):
+    """Reliability 9, G15: Snakemake said "Config file is not valid JSON or YAML" (no file, no line);
+    `make plan` and `make dry-run` (which runs scripts/plan.py first) ended in PyYAML's 28-line traceback."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1,\n")
+    if command == "snakemake":
+        status, lines = _snakemake("-n", "--configfile", str(bad), "--cores", "1")
+        output = "\n".join(lines)
+    else:
+        done = _make(command, f"CONFIG={bad}")
+        status, output = done.returncode, done.stdout + done.stderr
+    said = [line for line in output.splitlines() if line.startswith("contrastlab:")]
+    observed(said[0] if said else output[-300:])
+    assert status != 0 and len(said) == 1, output
+    prefix = "contrastlab: " + ("" if command == "snakemake" else f"{command}: ")
+    assert said[0].startswith(f"{prefix}config file {bad} is not valid YAML: "), said
+    assert said[0].endswith(
+        " at line 2, column 1; fix it there, or pass another --configfile "
+        "(config.yaml, config/demo.yaml, config/cpu.yaml)"
+    ), said
+    assert "Traceback" not in output and "not valid JSON or YAML" not in output
+
+
 def test_the_configfile_check_reads_the_command_line_as_snakemake_does(tmp_path, capsys):
     present, missing = tmp_path / "c.yaml", tmp_path / "m.yaml"
     present.write_text("{}\n")
@@ -186,6 +214,12 @@ def test_the_configfile_check_reads_the_command_line_as_snakemake_does(tmp_path,
     assert configfile_problem([f"--configfile={present}", "-n", "all"]) is None
     assert configfile_problem(["--config", f"x={missing}"]) is None  # a --config value names no config file
     assert configfile_problem(["-q", "tests/config", "--no-such-option"]) is None  # not Snakemake's argv
+    bad = tmp_path / "tab.yaml"
+    bad.write_text("a:\n  b: 1\n\tc: 2\n")  # a tab in the indentation (Snakemake's own guess of a cause)
+    assert configfile_problem([f"--configfile={present}", "--configfile", str(bad)]).startswith(
+        f"config file {bad} is not valid YAML: "
+    )
+    assert ", column 1; fix it there" in configfile_problem(["--configfile", str(bad)])
     assert capsys.readouterr() == ("", "")  # and nothing printed for it
 
 

@@ -1,7 +1,9 @@
 """One results folder under two names while a run is live (reliability 8, C3): Snakemake's lock compares
 path strings, so a run on ``results/b -> a`` took no notice of a live run on ``results/a``. The run records
 in ``<results_dir>/state/runs/`` are one folder under any name: a live one from this host stops a second
-run before it plans anything (tests/workflow/test_live_runs_here.py has the library's cases)."""
+run before it plans anything, and its claim on the folder (an OS lock on its real path, taken before the
+Snakefile reads or writes anything in it) refuses a run started even before it recorded itself
+(tests/workflow/test_live_runs_here.py has the library's cases, the 20 tries of R4 among them)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ def test_a_run_on_another_name_of_a_live_runs_folder_is_refused(repo_root, tmp_p
     code = textwrap.dedent(
         f"""
         import time
-        from contrastlab.workflow.recovery import record_running_workflow
+        from contrastlab.workflow.recovery import claim_results_folder, record_running_workflow
+        assert claim_results_folder({str(real)!r}) is None  # a run's first step on its folder (R4)
         record_running_workflow({str(real)!r})
         print("recorded", flush=True)
         time.sleep(300)
@@ -40,7 +43,7 @@ def test_a_run_on_another_name_of_a_live_runs_folder_is_refused(repo_root, tmp_p
     args.append(f"resources_dir={tmp_path / 'resources'}")
     try:
         assert live.stdout.readline() == "recorded\n"
-        (record,) = runs_folder(real).iterdir()
+        (record,) = runs_folder(real).glob("*.json")
         command = shlex.join(json.loads(record.read_text())["command"])
         refused = snakemake_process(repo_root, *args)
         output = refused.stdout + refused.stderr

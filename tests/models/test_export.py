@@ -88,7 +88,6 @@ def readme_torchvision_snippets() -> list[str]:
 def written_encoder(tmp_path, arch, stem, width, out_dim=None, head=None):
     """An encoder with random weights and BatchNorm statistics, saved by the trainer's own writer."""
     from contrastlab.models.vision import build_encoder
-    from contrastlab.training import state as st
     from contrastlab.training.vision import _write_encoder
 
     torch.manual_seed(0)
@@ -97,12 +96,9 @@ def written_encoder(tmp_path, arch, stem, width, out_dim=None, head=None):
         if isinstance(module, torch.nn.BatchNorm2d):
             module.running_mean.normal_()
             module.running_var.uniform_(0.5, 2.0)
-    state = tmp_path / "state"
-    state.mkdir()
-    (state / st.LOG_FILE).write_text("")
     settings = {"arch": arch, "stem": stem, "width": width, "out_dim": out_dim}
     folder = tmp_path / "encoder"
-    _write_encoder(folder, encoder, {"settings": settings}, state, tmp_path / "log.jsonl", None, head)
+    _write_encoder(folder, encoder, {"settings": settings}, None, head)
     return encoder.eval(), folder
 
 

@@ -133,3 +133,35 @@ def test_a_fingerprint_is_the_settings_and_the_run_s_identity():
         SimpleNamespace(to_dict=lambda: {"lr": 0.1}), {"compile": False}, 3, "x"
     )
     assert loop.fingerprint(settings, {}, 3, "x") != loop.fingerprint(settings, {}, 4, "x")
+
+
+def test_each_log_record_holds_its_intervals_mean_loss_and_its_last_steps_loss_and_norm(tmp_path):
+    """Issue 83 item 7: ``loss_last`` is the loss of the record's own step, ``loss`` the mean over the
+    steps since the last record (3, 3, 3 and, at the uneven end, 1 step), ``grad_norm`` that last step's
+    norm: by value, each from the steps the track took."""
+    run = _run(tmp_path / "state")
+    track = ToyTrack(run, total=10)
+    taken, real_step = {}, track.step
+
+    def step(number, rows, logging):
+        result = real_step(number, rows, logging)
+        taken[number] = (
+            result.loss.item(),
+            result.grad_norm.item() if result.grad_norm is not None else None,
+        )
+        return result
+
+    track.step = step
+    loop.train_steps(run, track, loop.begin(run, track, None, {}, []))
+    run.wait_for_snapshot()
+    lines = [json.loads(line) for line in (tmp_path / "state" / st.LOG_FILE).read_text().splitlines()]
+    records = [r for r in lines if r["event"] == "train"]
+    assert [r["step"] for r in records] == [3, 6, 9, 10] and sorted(taken) == list(range(1, 11))
+    first = 1
+    for record in records:
+        losses = [taken[s][0] for s in range(first, record["step"] + 1)]
+        assert record["loss"] == pytest.approx(sum(losses) / len(losses), rel=1e-6)
+        assert record["loss_last"] == pytest.approx(taken[record["step"]][0], rel=1e-6)
+        assert record["grad_norm"] == pytest.approx(taken[record["step"]][1], rel=1e-6)
+        first = record["step"] + 1
+    assert len({r["loss"] for r in records}) == 4 and records[0]["loss"] != records[0]["loss_last"]

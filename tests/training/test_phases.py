@@ -76,3 +76,24 @@ def test_a_sentence_cells_summary_and_end_record_carry_its_phases(tmp_path, trai
     assert phases["dev_s"] >= summary["timings"]["eval_s"] - 0.01  # three evaluations, step 0's included
     end = [json.loads(line) for line in (tmp_path / "cell" / "log.jsonl").read_text().splitlines()][-1]
     assert end["event"] == "end" and end["phases"] == phases and end["start"] is None
+
+
+def test_an_image_cells_phases_partition_its_time_and_count_its_validation_as_dev(
+    tmp_path, vision_settings, train_image, monkeypatch
+):
+    """Issue 83 item 7, the uneven case of an image cell: a validation split (``keep: best_val_loss``),
+    validated after each epoch. Its phases are the table's, partition the time, and its validations are
+    ``dev_s`` (not steps); the end record carries the same phases."""
+    monkeypatch.setattr(ph, "_JOB_START", None)
+    settings = vision_settings(
+        val_fraction=0.2, keep="best_val_loss", batch_size=64, max_steps=None, epochs=2
+    )
+    summary = train_image(settings, tmp_path)
+    phases, timings = summary["phases"], summary["timings"]
+    assert set(phases) == {*PHASES, "total_s"} and list(phases)[-1] == "total_s"  # no step-0 validation
+    assert all(seconds >= 0 for seconds in phases.values())
+    assert sum(v for k, v in phases.items() if k != "total_s") == pytest.approx(phases["total_s"], abs=0.05)
+    assert timings["val_s"] > 0 and phases["dev_s"] >= timings["val_s"] - 0.01
+    assert summary["steps"] == 2 * summary["steps_per_epoch"] and len(summary["val_losses"]) == 2
+    end = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()][-1]
+    assert end["event"] == "end" and end["phases"] == phases

@@ -111,3 +111,40 @@ def test_the_best_checkpoint_written_from_the_kept_copy_is_the_models_own_save(t
         for name in files
     }
     assert all(a == b for a, b in digest.values()), digest
+
+
+def test_a_write_waits_for_the_one_in_flight_and_none_runs_after_a_failure():
+    """Issue 83 item 7, the writer's order and error path by value: the next snapshot's submit blocks
+    until the write in flight has ended (never two writes at once, never out of order); a failed write's
+    error is raised by the next submit, whose own write then never runs; the caller's-thread writer
+    raises at once."""
+    writer, release, order = SnapshotWriter(), threading.Event(), []
+
+    def first() -> None:
+        release.wait(timeout=30)
+        order.append("first")
+
+    writer.submit(first)
+    second = threading.Thread(target=writer.submit, args=(lambda: order.append("second"),))
+    second.start()
+    second.join(timeout=0.3)
+    assert second.is_alive() and order == []  # the second submit waits for the first write
+    release.set()
+    second.join(timeout=30)
+    writer.wait()
+    assert order == ["first", "second"] and writer.writes == 2
+
+    def full_disk() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    writer.submit(full_disk)
+    with pytest.raises(OSError):
+        writer.submit(lambda: order.append("after the failure"))
+    writer.wait()
+    assert order == ["first", "second"] and writer.writes == 3 and not writer.busy
+
+    inline = SnapshotWriter(background=False)
+    with pytest.raises(OSError):
+        inline.submit(full_disk)
+    inline.submit(lambda: order.append("inline"))
+    assert order[-1] == "inline" and inline.writes == 2 and not inline.busy

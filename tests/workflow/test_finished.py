@@ -219,3 +219,115 @@ def test_cut_weights_without_a_record_are_named_by_the_job_that_loads_them(tmp_p
         f"contrastlab: rule encode {CELL}: UnreadableWeightsError: {weights} cannot be read"
     )
     assert f"retrain the cell: delete {model} and run the workflow again" in line
+
+
+def _finished_state_case(root: Path, workdir: Path, change: str) -> tuple[Path, Path]:
+    """A trained cell's state folder and weights folder under ``root``, all of it as the removal of finished
+    states wants it (the weights exist, the snapshot says finished, nothing marks them incomplete, no other
+    run records itself on ``root``), but for ``change``."""
+    state, model = root / "state" / "train" / CELL, root / "checkpoints" / CELL / "model"
+    state.mkdir(parents=True)
+    info = {
+        "missing state.json": None,
+        "state.json unreadable": "{finished",
+        "state.json not an object": json.dumps([True]),
+        "finished: false": json.dumps({"finished": False, "step": 300}),
+        "finished: 'true'": json.dumps({"finished": "true"}),
+        "finished: 1": json.dumps({"finished": 1}),
+    }.get(change, json.dumps({"finished": True, "step": 300}))
+    if info is not None:
+        (state / "state.json").write_text(info)
+    if change != "weights missing":
+        model.mkdir(parents=True)
+    if change == "marked incomplete":  # Snakemake's marker: the urlsafe base64 of the output as keyed
+        import base64
+
+        key = os.path.relpath(model, workdir)
+        marker = workdir / ".snakemake" / "incomplete" / base64.urlsafe_b64encode(key.encode()).decode()
+        marker.parent.mkdir(parents=True)
+        marker.write_text("{}")
+    if change == "another run on the folder":
+        (root / "state" / "runs").mkdir(parents=True)
+        (root / "state" / "runs" / "otherhost.1.2.json").write_text("{}")
+    return state, model
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "missing state.json",
+        "state.json unreadable",
+        "state.json not an object",
+        "finished: false",
+        "finished: 'true'",
+        "finished: 1",
+        "weights missing",
+        "marked incomplete",
+        "another run on the folder",
+    ],
+)
+def test_each_condition_of_the_finished_state_removal_keeps_the_state(tmp_path, change):
+    """Issue 83 item 7: each condition of forget_finished_states decides by itself (any one dropped,
+    a state it protects is deleted): only a finished snapshot (``finished`` is exactly true) whose weights
+    exist, are recorded by Snakemake and lie in a folder no other run uses goes."""
+    from contrastlab.workflow.finished import forget_finished_states
+
+    root = tmp_path / "results"
+    state, model = _finished_state_case(root, tmp_path, change)
+    assert forget_finished_states([(state, model)], root, tmp_path) == []
+    assert state.is_dir()
+
+
+def test_the_finished_state_of_an_accepted_cell_goes_and_only_its_own(tmp_path):
+    from contrastlab.workflow.finished import forget_finished_states
+
+    root = tmp_path / "results"
+    state, model = _finished_state_case(root, tmp_path, "none")
+    other = root / "state" / "train" / "nie2023" / "tiny-bert" / "cl" / "seed43"  # its weights missing
+    other.mkdir(parents=True)
+    (other / "state.json").write_text(json.dumps({"finished": True}))
+    pairs = [(state, model), (other, model.parent.with_name("seed43") / "model")]
+    assert forget_finished_states(pairs, root, tmp_path) == [state]
+    assert not state.exists() and other.is_dir()
+    # marked under the absolute spelling (a results_dir given as an absolute path): kept too
+    state, model = _finished_state_case(tmp_path / "r2", tmp_path, "none")
+    from base64 import urlsafe_b64encode
+
+    marker = tmp_path / ".snakemake" / "incomplete" / urlsafe_b64encode(str(model).encode()).decode()
+    marker.parent.mkdir(parents=True)
+    marker.write_text("{}")
+    assert forget_finished_states([(state, model)], None, tmp_path) == [] and state.is_dir()
+
+
+@pytest.mark.fault(
+    "a cell's checkpoint folder made read-only before the run (a read-only bind mount) (B3)",
+    "one contrastlab: line naming the folder and the fix when the run starts (no Snakemake traceback)",
+)
+def test_a_read_only_folder_a_missing_output_must_be_written_in_is_named(tmp_path, monkeypatch, observed):
+    """Reliability 9, B3: Snakemake's answer was a 60-line traceback of its job preparation. The decision
+    is the file system's (os.access): a read-only mount, or no write permission, which root bypasses, so
+    the folders it refuses are given here by name."""
+    from contrastlab.workflow import finished
+
+    root = tmp_path / "results"
+    done = root / "checkpoints" / "nie2023" / "tiny-bert" / "cl" / "seed42"
+    todo = done.with_name("seed43")
+    (done / "model").mkdir(parents=True)
+    todo.mkdir(parents=True)
+    unborn = root / "checkpoints" / "macl" / "tiny-bert" / "cl" / "seed42" / "model"  # nothing made yet
+    outputs = [done / "model", todo / "model", unborn]
+    read_only = set()
+    monkeypatch.setattr(finished.os, "access", lambda path, mode: Path(path) not in read_only)
+    assert finished.read_only_problem(outputs) is None
+    read_only.add(done)  # finished: only read, no line
+    assert finished.read_only_problem(outputs) is None
+    read_only.add(todo)
+    line = finished.read_only_problem(outputs)
+    observed(line)
+    assert line == (
+        f"{todo} cannot be written (read-only), and this run must write model there; make it writable "
+        f"(chmod u+w {todo}, or remount it read-write) or set results_dir to a writable folder, then run the "
+        "same command again"
+    )
+    read_only = {root / "checkpoints"}  # the nearest existing folder above an output still to be made
+    assert finished.read_only_problem([unborn]).startswith(f"{root / 'checkpoints'} cannot be written")

@@ -248,3 +248,88 @@ def test_a_record_names_its_results_folder_and_the_checkout_lists_it_while_it_ru
     assert json.loads(entry.read_text()) == {"record": str(record)}
     recovery.forget_running_workflow(tmp_path / "results" / "a", [], tmp_path)
     assert not record.exists() and not entry.exists()
+
+
+def _claim_at(barrier, results: str, answers, release) -> None:
+    """One run's start: wait for the other, claim ``results`` (the Snakefile's first step on it), report
+    the answer, and hold the claim until ``release``, as a live run does."""
+    barrier.wait(timeout=30)
+    answers.put((results, recovery.claim_results_folder(results)))
+    release.wait(timeout=30)
+
+
+@pytest.mark.fault(
+    "two runs on one results folder under two names (a symlink, the real path) started together (R4)",
+    "exactly one claims the folder and runs, 20 tries of 20; the other is refused in one line naming it",
+)
+def test_two_runs_started_together_under_two_names_one_runs(tmp_path, observed):
+    import multiprocessing
+
+    real, link = _results_under_two_names(tmp_path)
+    context = multiprocessing.get_context("fork")  # two processes with the library imported: fast starts
+    refusals = []
+    for attempt in range(20):
+        barrier, answers, release = context.Barrier(2), context.Queue(), context.Event()
+        names = (str(link), str(real)) if attempt % 2 else (str(real), str(link))
+        runs = [context.Process(target=_claim_at, args=(barrier, n, answers, release)) for n in names]
+        for run in runs:
+            run.start()
+        got = dict(answers.get(timeout=30) for _ in runs)
+        release.set()
+        for run in runs:
+            run.join(timeout=30)
+        assert [r.exitcode for r in runs] == [0, 0]
+        winners = [name for name, refusal in got.items() if refusal is None]
+        assert len(winners) == 1, (attempt, got)
+        (loser,) = set(names) - set(winners)
+        refusals.append(got[loser])
+        assert got[loser].startswith(f"contrastlab: {loser} is in use by another run "), got[loser]
+        assert got[loser].endswith("then run this command again"), got[loser]
+    observed(f"20 of 20 tries: one run claimed the folder; e.g. {refusals[0]}")
+
+
+def test_the_claim_names_its_holder_and_is_freed_by_a_kill(tmp_path, runs):
+    """The refused run names the holder's pid and command (its claim file); once the holder is killed,
+    the kernel has released the claim: the next run takes it."""
+    real, link = _results_under_two_names(tmp_path)
+    code = "import sys, time\nfrom contrastlab.workflow.recovery import claim_results_folder\n"
+    code += "print(claim_results_folder(sys.argv[1]), flush=True)\ntime.sleep(60)\n"
+    holder = subprocess.Popen([sys.executable, "-c", code, str(real)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "None\n"
+        claim = recovery.claim_path(link)
+        assert claim == real / "state" / "runs" / ".claim"
+        assert json.loads(claim.read_text())["pid"] == holder.pid
+        asked = [sys.executable, "-c", code.replace("time.sleep(60)", ""), str(link)]
+        refused = subprocess.run(asked, capture_output=True, text=True, timeout=60).stdout.strip()
+        assert refused == (
+            f"contrastlab: {link} is in use by another run on this host (pid {holder.pid}, started as "
+            f"`-c {real}` on {real}); wait for it to end or stop it (kill {holder.pid}), then run this "
+            "command again"
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert subprocess.run(asked, capture_output=True, text=True, timeout=60).stdout == "None\n"
+    assert not claim.exists()  # a run that ends removes its claim file (a killed one leaves it: harmless)
+    fresh = tmp_path / "results" / "new"  # a dry run on a folder not made yet leaves nothing behind
+    assert subprocess.run([*asked[:-1], str(fresh)], capture_output=True, text=True).stdout == "None\n"
+    assert not fresh.exists()
+
+
+def test_a_folder_that_cannot_be_locked_or_made_is_not_claimed(tmp_path, monkeypatch):
+    """A file system without locks (ENOLCK) or a folder that cannot be made: no claim, no error (the run
+    records still refuse a later run)."""
+    import errno
+    import fcntl
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    assert recovery.claim_results_folder(str(tmp_path / "nfs")) is None
+    assert str(os.path.realpath(tmp_path / "nfs")) not in recovery._CLAIMS
+    monkeypatch.undo()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert recovery.claim_results_folder(str(blocker / "results")) is None  # under a file: nothing made

@@ -111,11 +111,11 @@ def test_recovery_removes_only_the_dead_runs_own_locks_never_a_live_runs(tmp_pat
 
 @pytest.mark.parametrize(
     "where",
-    [{"pid_namespace": "pid:[1]"}, {"host": "login2"}, {"boot_id": "another-boot"}],
-    ids=["another-pid-namespace", "another-host", "another-boot"],
+    [{"pid_namespace": "pid:[1]"}, {"host": "login2"}, {"host": "login2", "boot_id": "another-boot"}],
+    ids=["another-pid-namespace", "another-host", "another-host-and-boot"],
 )
 @pytest.mark.fault(
-    "a record from a run that cannot be checked here: another host, boot or PID namespace (reliability P4)",
+    "a record from a run that cannot be checked here: another host or PID namespace (reliability P4)",
     "named in one line with the record and the fix; its locks and record untouched",
 )
 def test_a_run_that_cannot_be_checked_here_is_named_and_its_locks_stay(tmp_path, where, observed):
@@ -134,6 +134,30 @@ def test_a_run_that_cannot_be_checked_here_is_named_and_its_locks_stay(tmp_path,
     )
     assert f"delete {path} and run this command once with --unlock" in notes[0]
     assert "\n" not in notes[0] and held.is_file() and path.is_file()
+    observed(notes[0])
+
+
+@pytest.mark.fault(
+    "a run's record left on this host before it rebooted (the record's boot id is not this boot's) (R3)",
+    "recognised as ended in one line; its locks and record removed, so the run needs no --unlock",
+)
+def test_a_record_of_this_host_from_before_a_reboot_is_cleared_in_one_line(tmp_path, observed):
+    results, locks = tmp_path / "results", tmp_path / ".snakemake" / "locks"
+    held = _lock(locks, "0.output.lock", f"{results}/checkpoints/a/model")
+    machine = {**this_machine(), "boot_id": "a-boot-before-the-restart"}
+    # its pid lives now (this process), as a pid of the earlier boot may: the boot id decides, not the pid
+    start = recovery._start_time(os.getpid())
+    path = _record(
+        results, "before", **machine, pid=os.getpid(), start_time=start, locks=[recovery._digest(held)]
+    )
+
+    notes = recover_killed_run(str(results), tmp_path)
+
+    assert notes == [
+        f"contrastlab: a run on {results} (pid {os.getpid()}) ended when this host restarted (its record is "
+        "of another boot); removed its 1 stale lock file(s), its incomplete jobs will be rerun"
+    ]
+    assert not held.exists() and not path.exists() and recovery.live_run_refusal(str(results)) is None
     observed(notes[0])
 
 
@@ -179,4 +203,50 @@ def test_a_lock_given_back_under_a_name_retaken_meanwhile_gets_a_free_one(tmp_pa
     assert {p.name: p.read_text() for p in locks.iterdir()} == {
         "0.output.lock": "results/new-run\n",
         "1.output.lock": "results/a/model\n",
+    }
+
+
+def test_a_dead_runs_locks_go_by_content_each_claim_once(tmp_path):
+    """Issue 83 item 7, the lock bookkeeping by value: a killed run's record claims one lock of content X;
+    of two files holding X (another run wrote the same paths under another name), exactly one goes (the
+    first by name), and a file of other content stays."""
+    locks = tmp_path / "locks"
+    first = _lock(locks, "0.output.lock", "results/a/model")
+    twin = _lock(locks, "1.output.lock", "results/a/model")
+    other = _lock(locks, "2.output.lock", "results/b/model")
+    assert recovery._remove_locks(locks, [recovery._digest(first)]) == 1
+    assert sorted(p.name for p in locks.iterdir()) == ["1.output.lock", "2.output.lock"]
+    assert twin.read_text() == "results/a/model\n" and other.is_file()
+    assert recovery._remove_locks(locks, ["0" * 64]) == 0  # a digest no file has: nothing
+
+
+def test_locks_written_back_only_for_live_owners_under_a_free_name(tmp_path):
+    """What a run that ends writes back of the other runs' locks (_restore_locks), by value: a lock whose
+    name another run took meanwhile gets the next free index of its type, one whose content is already
+    there is not written twice, one whose owner's record is gone is not written at all, one no record
+    claimed yet is written."""
+    locks = tmp_path / "locks"
+    _lock(locks, "0.output.lock", "results/taken")  # written by a run that started meanwhile
+    live = _record(
+        tmp_path / "results",
+        "live",
+        **this_machine(),
+        pid=os.getpid(),
+        start_time=recovery._start_time(os.getpid()),
+    )
+    gone = tmp_path / "results" / "state" / "runs" / "gone.json"  # its run ended: record removed
+    recovery._restore_locks(
+        locks,
+        {
+            "0.output.lock": b"results/a\n",
+            "1.input.lock": b"results/b\n",
+            "2.output.lock": b"results/taken\n",
+            "3.input.lock": b"results/c\n",
+        },
+        {"0.output.lock": live, "1.input.lock": gone, "2.output.lock": None, "3.input.lock": None},
+    )
+    assert {p.name: p.read_text() for p in sorted(locks.iterdir())} == {
+        "0.output.lock": "results/taken\n",
+        "1.output.lock": "results/a\n",
+        "3.input.lock": "results/c\n",
     }

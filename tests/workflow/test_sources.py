@@ -7,9 +7,12 @@ import base64
 import json
 from pathlib import Path
 
+import pytest
+
 from contrastlab.workflow.sources import (
     loss_source,
     migrate_recorded_sources,
+    missing_backbone_problem,
     source_path,
     with_locations,
     without_locations,
@@ -126,3 +129,79 @@ def test_a_config_param_carries_settings_not_locations():
     }
     assert without_locations(config) == {"training": {"lr": 1}}
     assert with_locations(without_locations(config), config) == config
+
+
+def test_each_recorded_input_takes_exactly_its_own_spelling(tmp_path):
+    """Issue 83 item 7: the migration's spelling of each kind of input decides by value (one wrong spelling
+    makes Snakemake's input trigger retrain the very cells the migration keeps): a user's loss under the
+    working directory becomes relative, one outside it stays absolute, a folder named like a backbone
+    outside a ``models`` folder and a missing file stay as recorded; the inputs are recorded sorted, each
+    checksum under its input's new name."""
+    root = checkout(tmp_path)
+    metadata = root / ".snakemake" / "metadata"
+    outside = tmp_path / "theirs.py"
+    outside.write_text("# a loss outside the checkout\n")
+    look_alike = str(tmp_path / "home" / "data" / "tiny-bert")  # not <resources>/models/<alias>
+    gone = str(tmp_path / "gone" / "loss.py")
+    inputs = [str(root / "mine.py"), str(outside), look_alike, gone]
+    results = tmp_path / "results"
+    path = keyed(metadata, str(results / "checkpoints" / "cell" / "model"), inputs)
+    data = json.loads(path.read_text())
+    data["input_checksums"] = {p: f"sha256:{i}" for i, p in enumerate(inputs)}
+    path.write_text(json.dumps(data))
+    new = str(tmp_path / "scratch" / "models" / "tiny-bert")
+    assert (
+        migrate_recorded_sources(metadata, root, root, root, results=results, backbones={"tiny-bert": new})
+        == 1
+    )
+    migrated = json.loads(path.read_text())
+    assert migrated["input"] == sorted(["mine.py", str(outside), look_alike, gone])
+    assert migrated["input_checksums"] == {
+        "mine.py": "sha256:0",
+        str(outside): "sha256:1",
+        look_alike: "sha256:2",
+        gone: "sha256:3",
+    }
+
+
+def _backbone_case(tmp_path: Path, moved: bool, finished: int):
+    """Three sentence cells on tiny-bert (``finished`` of them with their weights) and its folder in this
+    run's resources folder, moved away (``moved``) or in place."""
+    backbones = {"tiny-bert": str(tmp_path / "resources" / "models" / "tiny-bert")}
+    if not moved:
+        Path(backbones["tiny-bert"]).mkdir(parents=True)
+    cells = []
+    for seed in range(3):
+        weights = (
+            tmp_path / "results" / "checkpoints" / "nie2023" / "tiny-bert" / "cl" / f"seed{seed}" / "model"
+        )
+        if seed < finished:
+            weights.mkdir(parents=True)
+        cells.append(("tiny-bert", str(weights)))
+    return cells, backbones
+
+
+@pytest.mark.fault(
+    "the resources folder moved (`mv resources <elsewhere>`), the config not told; then one more seed (V3)",
+    "one line naming the missing backbone, its finished cells, resources_dir and the fix; nothing retrained",
+)
+def test_a_backbone_missing_under_finished_cells_stops_the_run_in_one_line(tmp_path, observed):
+    cells, backbones = _backbone_case(tmp_path, moved=True, finished=2)
+    folder = backbones["tiny-bert"]
+    line = missing_backbone_problem(cells, backbones)
+    observed(line)
+    assert line == (
+        f"{folder} (backbone tiny-bert) is missing, but 2 finished cell(s) of this results folder were "
+        "trained on it, and fetching it again retrains them; if you moved the resources folder, set "
+        "resources_dir to its new place (--config resources_dir=<folder>); to fetch it again and retrain "
+        f"them, fetch it alone first (the same command with the target {folder})"
+    )
+    assert missing_backbone_problem(cells, backbones, ["results/report.md"]) == line
+    assert missing_backbone_problem(cells, backbones, [folder + "/"]) is None  # the fix: fetched alone
+
+
+@pytest.mark.parametrize(("moved", "finished"), [(False, 2), (True, 0)])
+def test_no_line_for_a_backbone_in_place_or_one_no_finished_cell_read(tmp_path, moved, finished):
+    cells, backbones = _backbone_case(tmp_path, moved, finished)
+    assert missing_backbone_problem(cells, backbones) is None
+    assert missing_backbone_problem([("other-bert", cells[0][1])], backbones) is None  # not this run's

@@ -178,6 +178,52 @@ def test_a_handed_over_job_runs_as_its_own_process_would(place):
     assert report["umask"] == current
 
 
+def _run_outside(place, variables=None) -> tuple[subprocess.CompletedProcess, dict]:
+    """The script from a folder of its own (``outside/``, beside a module it imports) started as
+    ``python ../outside/job.py`` from another folder (``run/``): its outcome and its report."""
+    root, env = place
+    outside, run = root / "outside", root / "run"
+    if not outside.exists():
+        outside.mkdir()
+        run.mkdir()
+        fields = '"file": __file__, "path0": sys.path[0], "beside": __import__("beside").WHERE, "affinity":'
+        (outside / "job.py").write_text(SCRIPT.replace('"affinity":', fields))
+        (outside / "beside.py").write_text("WHERE = 'beside the script'\n")
+    name = f"report-{time.monotonic_ns()}.json"
+    done = subprocess.run(
+        [sys.executable, "../outside/job.py", name, "{}"],
+        cwd=run,
+        env={**env, **(variables or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done, json.loads((run / name).read_text())
+
+
+def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_process_would(place):
+    """Issue 83 item 7, the uneven case of a warm job: its script lies outside the folder it was started
+    from, named by a relative path. Its fork runs in the client's folder, with the client's argv, the
+    ``__file__`` Python makes of it (absolute, not normalised) and ``sys.path[0]`` (the script's folder:
+    the module beside it imports), as the same command started cold does."""
+    _, cold = _run_outside(place, {warm.SWITCH: "0"})
+    assert cold["pid"] == _client_pid_of(cold)
+    deadline = time.monotonic() + 90
+    while (warm_report := _run_outside(place)[1])["pid"] == _client_pid_of(warm_report):
+        assert time.monotonic() < deadline, "no starter served within 90 s"
+        time.sleep(0.5)
+    keys = ("cwd", "file", "path0", "beside")
+    assert {k: warm_report[k] for k in keys} == {k: cold[k] for k in keys}
+    assert warm_report["argv"][0] == cold["argv"][0] == "../outside/job.py"
+    assert warm_report["cwd"] == str(place[0] / "run")
+    assert warm_report["file"] == str(place[0] / "run" / ".." / "outside" / "job.py")  # as Python names it
+    assert warm_report["beside"] == "beside the script"
+    assert os.path.realpath(os.path.join(warm_report["cwd"], warm_report["path0"])) == str(
+        place[0] / "outside"
+    )
+
+
 def test_a_job_learns_whether_it_started_warm_and_when_its_process_began(place):
     """A fork's start record: warm, its process begun when its client's was (before the hand-over; a fork
     begins after it), and no wait for a starter that serves already; a cold job's names why it is cold."""

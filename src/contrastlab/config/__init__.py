@@ -134,7 +134,14 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist; pass an existing YAML file")
-    config = read_yaml(path) or {}
+    import yaml
+
+    try:
+        config = read_yaml(path) or {}
+    except yaml.YAMLError as error:
+        from contrastlab.config.invocation import yaml_error_line
+
+        raise ConfigError(yaml_error_line(path, error)) from None
     if overrides:
         config = deep_merge(config, overrides)
     return validate(config)

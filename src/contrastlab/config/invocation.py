@@ -41,14 +41,54 @@ def _snakemake_arguments(argv: Sequence[str]):
 
 def configfile_problem(argv: Sequence[str]) -> str | None:
     """The one line for the first ``--configfile`` of Snakemake's command line ``argv`` (without the
-    program) that does not exist or is a folder; None when there is none, or when ``argv`` is not a
-    command line Snakemake accepts."""
+    program) that does not exist, is a folder or is not valid YAML (:func:`yaml_problem`); None when there
+    is none, or when ``argv`` is not a command line Snakemake accepts."""
     args = _snakemake_arguments(argv)
     for path in map(Path, (args.configfile or []) if args else []):
         if path.is_dir() or not path.exists():
             what = "is a folder" if path.is_dir() else "does not exist"
             return f"config file {path} {what}; pass --configfile <an existing YAML file> {PRESETS}"
+        if (problem := yaml_problem(path)) is not None:
+            return problem
     return None
+
+
+def yaml_problem(path: str | Path) -> str | None:
+    """The one line naming the config file ``path``'s YAML error, its line, column and the fix; None when
+    it parses (or cannot be read: its reader says why)."""
+    import yaml
+
+    from contrastlab.paths import read_yaml
+
+    try:
+        read_yaml(path)
+    except yaml.YAMLError as error:
+        return yaml_error_line(path, error)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def yaml_error_line(path: str | Path, error: Exception) -> str:
+    """One line for the YAML ``error`` of the config file ``path``: what the parser expected, at which line
+    and column (1-based, as an editor counts), and the fix. Snakemake's own answer names neither the file
+    nor the line ("Config file is not valid JSON or YAML"), and the scripts' was PyYAML's traceback."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    context = getattr(error, "context", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    what = f"{problem} ({context})" if context else problem
+    return (
+        f"config file {path} is not valid YAML: {what}{where}; fix it there, or pass another --configfile "
+        f"{PRESETS}"
+    )
+
+
+def command_targets(argv: Sequence[str]) -> list[str]:
+    """The targets Snakemake's command line ``argv`` (without the program) names; empty when it names none
+    or is not a command line Snakemake accepts."""
+    args = _snakemake_arguments(argv)
+    return [str(t) for t in (getattr(args, "targets", None) or [])] if args else []
 
 
 def library_of_another_checkout(argv: Sequence[str], program: str) -> bool:
@@ -66,8 +106,9 @@ def library_of_another_checkout(argv: Sequence[str], program: str) -> bool:
 
 
 def stop_on_missing_configfile(argv: Sequence[str] | None = None) -> None:
-    """Exit with status 1 and :func:`configfile_problem`'s line (``contrastlab: ...``) when the command
-    line ``argv`` (default: this process's) names a config file that does not exist or is a folder.
+    """Exit with status 1 and one line (``contrastlab: ...``) when the command line ``argv`` (default: this
+    process's) names a config file that does not exist, is a folder or is not valid YAML
+    (:func:`configfile_problem`).
 
     Where the library imported here is another checkout's (:func:`library_of_another_checkout`), every
     ``contrastlab`` module then leaves ``sys.modules``: the Snakefile imports the library from its own

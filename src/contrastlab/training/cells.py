@@ -97,13 +97,14 @@ def train_vision_cell(
     device: str | None = None,
     events_dir: str | Path | None = None,
     wandb_run: WandbRun | None = None,
+    keep_state: bool = False,
     cell: Any = None,
 ) -> str:
     """Train one image cell into ``out_dir`` (its encoder) and ``log_path``; returns ``"trained"`` or
     ``"diverged"``. ``point``: whether the cell is a point of its experiment's sweep
     (:meth:`contrastlab.config.Experiment.is_sweep_point`), whose divergence is recorded; a configured cell's
-    raises :class:`NonFiniteLossError`. ``cell``: the job's wildcards
-    (:func:`~contrastlab.training.vision.train_vision`)."""
+    raises :class:`NonFiniteLossError`. ``keep_state`` and ``cell`` (the job's wildcards): see
+    :func:`~contrastlab.training.vision.train_vision` (the workflow's jobs keep the state)."""
     settings = dict(settings)
     run = functools.partial(
         train_vision,
@@ -115,6 +116,7 @@ def train_vision_cell(
         device=device,
         events_dir=events_dir,
         wandb_run=wandb_run,
+        keep_state=keep_state,
         cell=cell,
     )
     return _diverging_is_a_result(run, point, settings, out_dir, log_path, state_dir)

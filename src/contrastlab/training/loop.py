@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -235,6 +236,15 @@ def summarise(
     keys = (*end_keys, "steps", "timings", "device_name", "peak_gpu_memory_gib", "start", "phases")
     run.log.write({"event": "end", **{k: summary[k] for k in keys}})
     return summary
+
+
+def link_or_copy(source: str, destination: str) -> None:
+    """``shutil.copytree``'s copy function for an export out of a state folder: a hard link, else (another
+    file system, or one without hard links) a copy."""
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
 
 
 def copy_log(state_dir: Path, log_path: Path) -> None:

@@ -53,6 +53,7 @@ from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.paths import atomic_dir
 from contrastlab.training import capture, loop
+from contrastlab.training import state as st
 from contrastlab.training import vision_capture as vc
 from contrastlab.training.augment import SimCLRAugment, two_views
 from contrastlab.training.events import WandbRun
@@ -270,12 +271,16 @@ def train_vision(
     events_dir: str | Path | None = None,
     wandb_run: WandbRun | None = None,
     cell: Any = None,
+    keep_state: bool = False,
 ) -> dict[str, Any]:
     """Train one vision cell; write the encoder to ``out_dir`` and the JSONL log to ``log_path``.
 
     ``data_root`` holds the CIFAR folders (unused for digits); ``download`` fetches CIFAR there first
     when absent (:func:`~contrastlab.data.images.load_images`). ``state_dir`` holds snapshots while
-    training (a rerun resumes from them; deleted on success). ``progress``: a progress bar and one JSON
+    training (a rerun resumes from them; deleted on success, unless ``keep_state``: a workflow job keeps
+    the finished state, the encoder folder among it, until Snakemake has accepted its outputs, so that a
+    rerun after a post-job failure only re-exports; contrastlab.workflow.finished removes it).
+    ``progress``: a progress bar and one JSON
     line per log step on stderr; ``check_every``, ``events_dir`` (default ``<state_dir>.tensorboard``),
     ``wandb_run`` and ``cell``: as :class:`~contrastlab.training.runtime.TrainingRun` takes them.
     Returns the summary also written to ``out_dir/settings.json``.
@@ -286,7 +291,7 @@ def train_vision(
         capture.require_cuda(run.device)
     benchmark_was = torch.backends.cudnn.benchmark
     try:
-        return _train(settings, run, data_root, download, Path(out_dir), Path(log_path))
+        return _train(settings, run, data_root, download, Path(out_dir), Path(log_path), keep_state)
     finally:
         torch.backends.cudnn.benchmark = benchmark_was  # a process-wide switch: as it was
 
@@ -316,15 +321,29 @@ class VisionParts:
 
 
 def _train(
-    s: VisionTrainSettings, run: TrainingRun, data_root, download: bool, out_dir: Path, log_path: Path
+    s: VisionTrainSettings,
+    run: TrainingRun,
+    data_root,
+    download: bool,
+    out_dir: Path,
+    log_path: Path,
+    keep_state: bool = False,
 ) -> dict[str, Any]:
-    """:func:`train_vision`'s body: data, parts, snapshot identity, then the loop."""
+    """:func:`train_vision`'s body: data, snapshot identity (a finished one only re-exports), parts, then
+    the loop."""
     data = load_images(s.dataset, "train", root=data_root, download=download, image_size=s.image_size)
     n_images, size = len(data.labels), data.images.shape[-1]
     trained = _trained_rows(s, n_images, run.device)  # None: every image (no validation split)
     n_train = n_images if trained is None else len(trained)
     steps_per_epoch = _steps_per_epoch(s, n_train)
     total = s.max_steps if s.max_steps is not None else steps_per_epoch * s.epochs
+    fingerprint = loop.fingerprint(s, LATER_DEFAULTS, n_images, size)
+    saved = run.load_snapshot(fingerprint)
+    if saved is not None and saved.get("finished"):  # trained; its export lost or never accepted
+        _export(run.state_dir, out_dir, log_path)
+        if not keep_state:
+            shutil.rmtree(run.state_dir, ignore_errors=True)
+        return saved["summary"]
     cuda_graph, notes = vc.resolve(s, run.device, n_train)  # said once the run's log has begun
     images = data.images.to(run.device)
     run.phases.mark("data_s")
@@ -338,11 +357,12 @@ def _train(
             s, run, images, parts.augment, parts.loss_fn, parts.encoder, parts.head, parts.memory_format
         )
     track = _VisionTrack(s, run, parts, images, trained, select, total, steps_per_epoch)
-    track.fingerprint, track.cuda_graph = loop.fingerprint(s, LATER_DEFAULTS, n_images, size), cuda_graph
-    start = loop.begin(run, track, run.load_snapshot(track.fingerprint), run_info, notes)
+    track.fingerprint, track.cuda_graph = fingerprint, cuda_graph
+    start = loop.begin(run, track, saved, run_info, notes)
+    del saved
     loop.train_steps(run, track, start)
     run_info["cuda_graph"] = track.graph is not None
-    return _finish(run, track, run_info, out_dir, log_path)
+    return _finish(run, track, run_info, out_dir, log_path, keep_state)
 
 
 class _VisionTrack(loop.Track):
@@ -551,9 +571,17 @@ def _step(
     return out, h1, h2, oar_value, grad_norm
 
 
-def _finish(run: TrainingRun, track: _VisionTrack, run_info: dict, out_dir: Path, log_path: Path) -> dict:
+#: The finished encoder folder inside a cell's state folder, kept until Snakemake accepts the outputs.
+EXPORT_DIR = "encoder"
+
+
+def _finish(
+    run: TrainingRun, track: _VisionTrack, run_info: dict, out_dir: Path, log_path: Path, keep_state: bool
+) -> dict:
     """The summary (written to ``settings.json`` beside the encoder, and the log's end record), the kept
-    encoder written to ``out_dir``, the log copied to ``log_path``, the state folder removed."""
+    encoder written into the state folder, a "finished" snapshot (a kill during the export, or outputs
+    removed after the job, only redo the export), the encoder and the log exported to ``out_dir`` and
+    ``log_path``, the state folder removed (unless ``keep_state``)."""
     s, select, parts = track.s, track.select, track.parts
     if select is not None:
         select.load_kept()  # the encoder of the epoch with the lowest validation loss
@@ -563,20 +591,31 @@ def _finish(run: TrainingRun, track: _VisionTrack, run_info: dict, out_dir: Path
     def timings(t) -> dict:
         return {"images_per_s": t.get("timed_items", 0) / t["train_s"] if t["train_s"] else None}
 
+    run.wait_for_snapshot()  # a snapshot still being written must not replace the finished one
     summary = loop.summarise(run, track, fields, run_info, timings)
     kept_head = None if select else parts.head  # the kept epoch's encoder is restored without its head
     anchors = parts.oar.anchors if parts.oar else None
-    _write_encoder(out_dir, parts.encoder, summary, run.state_dir, log_path, anchors, kept_head)
-    shutil.rmtree(run.state_dir, ignore_errors=True)
+    _write_encoder(run.state_dir / EXPORT_DIR, parts.encoder, summary, anchors, kept_head)
+    finished = {"fingerprint": track.fingerprint, "runtime": run.runtime_key(), "finished": True}
+    st.save_state(run.state_dir, {**finished, "summary": summary}, {"finished": True})
+    _export(run.state_dir, out_dir, log_path)
+    if not keep_state:
+        shutil.rmtree(run.state_dir, ignore_errors=True)
     return summary
+
+
+def _export(state_dir: Path, out_dir: Path, log_path: Path) -> None:
+    """The finished encoder folder of ``state_dir`` copied to ``out_dir`` (hard links where the file
+    system allows) and the log to ``log_path``."""
+    with atomic_dir(out_dir) as tmp:
+        shutil.copytree(state_dir / EXPORT_DIR, tmp, copy_function=loop.link_or_copy)
+    loop.copy_log(state_dir, log_path)
 
 
 def _write_encoder(
     out_dir: Path,
     encoder: torch.nn.Module,
     summary: dict[str, Any],
-    state_dir: Path,
-    log_path: Path,
     anchors: torch.Tensor | None = None,
     head: torch.nn.Module | None = None,
 ) -> None:
@@ -600,7 +639,6 @@ def _write_encoder(
             head=head,
             anchors=ANCHORS_FILE if anchors is not None else None,
         )
-    loop.copy_log(state_dir, log_path)
 
 
 def load_encoder(

@@ -20,6 +20,7 @@ checkpoint at every start would cost minutes on a full grid.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -191,6 +192,25 @@ def set_aside_changed(results_dir: str | os.PathLike, outputs: Iterable[str | os
     return notes
 
 
+def read_only_problem(outputs: Iterable[str | os.PathLike]) -> str | None:
+    """The one line for the first of ``outputs`` (the finished work the workflow trusts) that is missing
+    and whose folder (or the nearest existing folder above it) cannot be written (a read-only mount, no
+    write permission): the job that makes it would fail there, and Snakemake's answer was a 60-line
+    traceback of its job preparation. None when every missing output's folder can be written; a finished
+    output in a read-only folder is only read, and fine."""
+    for output in map(Path, outputs):
+        if output.exists():
+            continue
+        folder = next((p for p in output.parents if p.exists()), Path("."))  # where the job makes it
+        if folder.is_dir() and not os.access(folder, os.W_OK):
+            return (
+                f"{folder} cannot be written (read-only), and this run must write {output.name} there; make "
+                f"it writable (chmod u+w {folder}, or remount it read-write) or set results_dir to a "
+                "writable folder, then run the same command again"
+            )
+    return None
+
+
 #: A training state folder's readable summary (contrastlab.training.state.STATE_INFO, not imported here:
 #: the main process reads it without torch).
 _STATE_INFO = "state.json"
@@ -204,17 +224,56 @@ def _finished_state(state_dir: Path) -> bool:
     return isinstance(info, dict) and info.get("finished") is True
 
 
+def _snakemake_keys(output: str | os.PathLike, workdir: str | os.PathLike) -> set[str]:
+    """The spellings under which Snakemake may key ``output`` (its path as the rule wrote it: relative to
+    the working directory, or absolute where ``results_dir`` is)."""
+    given = os.fspath(output)
+    absolute = os.path.abspath(os.path.join(workdir, given))
+    return {given, os.path.normpath(given), absolute, os.path.relpath(absolute, os.path.abspath(workdir))}
+
+
+def _marker(incomplete: Path, key: str) -> Path:
+    """Snakemake's file persistence's marker path of ``key`` in ``incomplete``: the key's urlsafe base64,
+    cut into parts of at most the file system's name length less one, each but the last with a leading
+    ``@`` (snakemake.persistence.file's ``_record_path``)."""
+    try:
+        name_max = os.pathconf(incomplete, "PC_NAME_MAX") or 255
+    except (OSError, ValueError):
+        name_max = 255
+    b64 = base64.urlsafe_b64encode(key.encode()).decode()
+    parts = [b64[i : i + name_max - 1] for i in range(0, len(b64), name_max - 1)]
+    return incomplete.joinpath(*["@" + part for part in parts[:-1]], parts[-1])
+
+
+def marked_incomplete(output: str | os.PathLike, workdir: str | os.PathLike = ".") -> bool:
+    """Whether Snakemake marks ``output`` incomplete in ``<workdir>/.snakemake/incomplete``: its job was
+    started and Snakemake has not recorded it as finished (a run killed between the job's end and that
+    record leaves the mark, and the outputs exist)."""
+    incomplete = Path(workdir, ".snakemake", "incomplete")
+    if not incomplete.is_dir():
+        return False
+    return any(_marker(incomplete, key).is_file() for key in _snakemake_keys(output, workdir))
+
+
 def forget_finished_states(
     cells: Iterable[tuple[str | os.PathLike, str | os.PathLike]],
     results_dir: str | os.PathLike | None = None,
+    workdir: str | os.PathLike = ".",
 ) -> list[Path]:
     """Remove each ``(state_dir, output)`` pair's state folder that holds a finished cell (its snapshot
-    says "finished") whose ``output`` exists; returns those removed. A training job keeps its finished
-    state (snapshot and best checkpoint) for Snakemake: should Snakemake fail the job after it ended (a
-    post-job write such as the benchmark file) and remove its outputs, the rerun only re-exports. Called
-    before a run (the outputs of the last one exist: accepted) and when a run succeeds. While another
-    run may be executing on ``results_dir``, nothing is removed (its job may not be accepted yet)."""
-    found = [Path(state) for state, output in cells if Path(output).exists() and _finished_state(Path(state))]
+    says "finished") whose ``output`` Snakemake has accepted: it exists and Snakemake's working directory
+    ``workdir`` does not mark it incomplete (:func:`marked_incomplete`); returns those removed. A training
+    job keeps its finished state (snapshot and best checkpoint) for Snakemake: should Snakemake fail the
+    job after it ended (a post-job write such as the benchmark file) and remove its outputs, or be killed
+    before it recorded them (the outputs exist, marked incomplete), the rerun only re-exports. Called
+    before a run, dry runs included (only accepted cells' states go), and when a run succeeds. While
+    another run may be executing on ``results_dir``, nothing is removed (its job may not be accepted
+    yet)."""
+    found = [
+        Path(state)
+        for state, output in cells
+        if Path(output).exists() and _finished_state(Path(state)) and not marked_incomplete(output, workdir)
+    ]
     if not found or (results_dir is not None and _in_use(results_dir)):
         return []
     for state in found:

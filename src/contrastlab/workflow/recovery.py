@@ -19,6 +19,7 @@ never those of a run that ended in the same instant, which no record would ever 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import hashlib
 import json
 import os
@@ -204,10 +205,26 @@ def _records(results_dir: str | os.PathLike) -> list[tuple[Path, dict[str, Any]]
 
 def _gone(record: Mapping[str, Any], machine: Mapping[str, str]) -> bool | None:
     """Whether the run of ``record`` has provably ended (``True``), is alive (``False``), or cannot be
-    checked from here (``None``: another host, boot or PID namespace, or a record without them)."""
-    if any(record.get(key) != value for key, value in machine.items()) or "pid" not in record:
+    checked from here (``None``: another host or PID namespace, or a record without them). A record of
+    this host from another boot has ended: the host restarted since (:func:`_rebooted`)."""
+    if "pid" not in record:
+        return None
+    if _rebooted(record, machine):
+        return True
+    if any(record.get(key) != value for key, value in machine.items()):
         return None
     return _start_time(int(record["pid"])) != str(record.get("start_time"))
+
+
+def _rebooted(record: Mapping[str, Any], machine: Mapping[str, str]) -> bool:
+    """Whether ``record`` was written on this host (its name) before the kernel last booted: both boot
+    ids known, and different. No process of an earlier boot lives."""
+    boot = record.get("boot_id")
+    return (
+        record.get("host") == machine["host"]
+        and bool(boot and machine["boot_id"])
+        and boot != machine["boot_id"]
+    )
 
 
 def _remove_locks(lock_dir: Path, digests: Iterable[str]) -> int:
@@ -230,7 +247,7 @@ def _unknown_owner_line(results_dir: str, path: Path, record: Mapping[str, Any],
     elif "host" not in record:
         who = f"a run recorded by an older contrastlab (pid {record.get('pid')}, {path})"
     else:
-        where = record["host"] if record["host"] != here else f"{here} in another PID namespace or boot"
+        where = record["host"] if record["host"] != here else f"{here} in another PID namespace"
         who = f"a run on {where} (pid {record.get('pid')}, record {path})"
     return (
         f"contrastlab: {results_dir} may be in use by {who}, which cannot be checked from here; its locks "
@@ -262,9 +279,11 @@ def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> li
             removed = _remove_locks(lock_dir, record.get("locks", []))
             path.unlink(missing_ok=True)
             (_checkout_list(workdir) / path.name).unlink(missing_ok=True)
+            how = "ended when this host restarted (its record is of another boot)"
             notes.append(
-                f"contrastlab: a run on {results_dir} (pid {record['pid']}) was killed; removed its "
-                f"{removed} stale lock file(s), its incomplete jobs will be rerun"
+                f"contrastlab: a run on {results_dir} (pid {record['pid']}) "
+                f"{how if _rebooted(record, machine) else 'was killed'}; removed its {removed} stale lock "
+                "file(s), its incomplete jobs will be rerun"
             )
     unclaimed = _unclaimed_locks(lock_dir, results_dir, workdir, machine)
     for lock_file in unclaimed:
@@ -283,20 +302,131 @@ def live_run_refusal(results_dir: str | os.PathLike) -> str | None:
     record in its :func:`runs_folder`, other than this process's, whose process lives; ``None`` when there
     is none. The records lie in the folder itself, so every name of the folder finds them (a symlink,
     ``..``), where Snakemake's lock compares path strings and lets a run under another name train the same
-    cells at once. A record that cannot be checked here is named by :func:`recover_killed_run` instead."""
+    cells at once. A record that cannot be checked here is named by :func:`recover_killed_run` instead.
+    Runs of this contrastlab are refused earlier, by :func:`claim_results_folder`; this catches a run
+    that holds no claim (an older contrastlab's)."""
     machine = this_machine()
     for _, record in _records(results_dir):
         if _gone(record, machine) is False and int(record["pid"]) != os.getpid():
-            pid = record["pid"]
-            command = shlex.join(map(str, record.get("command") or ["?"])).replace("\n", "\\n")
-            command = command if len(command) <= 160 else command[:157] + "..."
-            where = f" on {record['results_dir']}" if record.get("results_dir") else ""
-            return (
-                f"contrastlab: {results_dir} is in use by another run on this host (pid {pid}, started as "
-                f"`{command}`{where}); wait for it to end or stop it (kill {pid}), then run this command "
-                "again"
-            )
+            return _in_use_line(results_dir, record)
     return None
+
+
+def _in_use_line(results_dir: str | os.PathLike, holder: Mapping[str, Any]) -> str:
+    """The one line refusing a run on ``results_dir`` that ``holder`` (a run record, or a claim's
+    content) executes on."""
+    pid = holder["pid"]
+    command = shlex.join(map(str, holder.get("command") or ["?"])).replace("\n", "\\n")
+    command = command if len(command) <= 160 else command[:157] + "..."
+    where = f" on {holder['results_dir']}" if holder.get("results_dir") else ""
+    host, namespace = holder.get("host"), holder.get("pid_namespace")
+    on = "this host" if host in (None, socket.gethostname()) else host
+    if namespace and namespace != _pid_namespace():  # its pid means another process table
+        on = f"{host} in another PID namespace"
+    return (
+        f"contrastlab: {results_dir} is in use by another run on {on} (pid {pid}, started as "
+        f"`{command}`{where}); wait for it to end or stop it (kill {pid}), then run this command again"
+    )
+
+
+#: The claim file of a results folder (:func:`claim_results_folder`), in its :func:`runs_folder`.
+CLAIM_FILE = ".claim"
+
+#: {the real path of a results folder: the open claim file this process holds its lock on}.
+_CLAIMS: dict[str, int] = {}
+
+
+def claim_path(results_dir: str | os.PathLike) -> Path:
+    """``<the real path of results_dir>/state/runs/.claim``: the file whose lock is the claim on the
+    folder, one file under every name of the folder."""
+    return runs_folder(os.path.realpath(results_dir)) / CLAIM_FILE
+
+
+def claim_results_folder(results_dir: str | os.PathLike) -> str | None:
+    """Claim ``results_dir`` for this process's life, before the run reads or writes anything in it;
+    returns ``None`` when this process holds the claim, else the one line refusing the run.
+
+    The claim is an exclusive ``flock`` on :func:`claim_path` (the folder's real path: a symlinked name
+    and the real one lock the same file), taken and tested in one step, so of two runs started in the same
+    instant exactly one holds it. The kernel releases it when the process ends, however it ends (SIGKILL
+    too): no stale claim is ever left. The holder writes its pid, start time and command into the file,
+    which the refused run names; at its exit it removes the file and the folders it made for it (a dry
+    run leaves nothing behind). A folder where the file cannot be made (read-only) or locked (a file
+    system without locks) is not claimed: the run records (:func:`live_run_refusal`) still refuse a run
+    started after another's record. Only the main Snakemake process calls it (the Snakefile)."""
+    real = os.path.realpath(results_dir)
+    if real in _CLAIMS:
+        return None
+    path = claim_path(results_dir)
+    made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+    while True:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return _claimed_line(results_dir, path)
+        except OSError:  # a file system without locks (ENOLCK): the run records are all there is
+            os.close(fd)
+            return None
+        if _same_file(fd, path):
+            break
+        os.close(fd)  # its holder removed it as it ended, after this process opened it: take the new one
+    _CLAIMS[real] = fd
+    holder = {
+        **this_machine(),
+        "pid": os.getpid(),
+        "start_time": _start_time(os.getpid()),
+        "command": sys.argv,
+        "results_dir": real,
+    }
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+    atexit.register(_release_claim, real, path, made)
+    return None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the open file ``fd`` is still the file at ``path`` (not removed or replaced meanwhile)."""
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _release_claim(real: str, path: Path, made: list[Path]) -> None:
+    """At this process's exit: remove its claim file (while still holding it, so that no other run holds
+    the removed file) and the empty folders made for it, then let the claim go."""
+    fd = _CLAIMS.pop(real, None)
+    if fd is None:
+        return
+    if _same_file(fd, path):
+        path.unlink(missing_ok=True)
+    for folder in made:  # innermost first
+        try:
+            folder.rmdir()
+        except OSError:
+            break  # not empty: the run wrote there
+    os.close(fd)
+
+
+def _claimed_line(results_dir: str | os.PathLike, path: Path) -> str:
+    """The refusal of a run on ``results_dir``, whose claim file ``path`` another process holds."""
+    try:
+        holder = json.loads(path.read_text())
+    except (OSError, ValueError):
+        holder = None  # its holder has not written itself in yet
+    if isinstance(holder, dict) and "pid" in holder:
+        return _in_use_line(results_dir, holder)
+    return (
+        f"contrastlab: {results_dir} is in use by another run starting on it this moment (it holds {path}); "
+        "wait for it to end or stop it, then run this command again"
+    )
 
 
 def _checkout_records(workdir: str | os.PathLike) -> dict[Path, dict[str, Any]]:

@@ -21,7 +21,7 @@ import json
 import os
 import re
 from base64 import urlsafe_b64decode
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from contrastlab.losses.user import module_path
@@ -30,6 +30,7 @@ from contrastlab.paths import REPO_ROOT, atomic_write
 __all__ = [
     "LOCATION_KEYS",
     "loss_source",
+    "missing_backbone_problem",
     "migrate_recorded_sources",
     "source_path",
     "with_locations",
@@ -164,3 +165,33 @@ def migrate_recorded_sources(
             partial.write_text(json.dumps(data))
         changed += 1
     return changed
+
+
+def missing_backbone_problem(
+    cells: Iterable[tuple[str, str | os.PathLike]],
+    backbones: Mapping[str, str],
+    targets: Sequence[str] = (),
+) -> str | None:
+    """The one line for the first backbone folder (``backbones``: {alias: its folder in this run's
+    resources folder}) that is missing while finished cells read it: ``cells`` gives each sentence cell's
+    backbone alias and weights folder, and a cell whose weights exist is finished. Fetching the backbone
+    again makes every such cell "updated by another job" to Snakemake, which retrains it, so the run stops
+    and says so: a resources folder moved without telling the config (reliability 9, V3) retrained them
+    silently. None when no such backbone is missing, or when every command-line target of the run
+    (``targets``) is a backbone folder: the fetch alone, asked for by name (the line's fix)."""
+    wanted = {os.path.normpath(t) for t in targets}
+    if wanted and wanted <= {os.path.normpath(folder) for folder in backbones.values()}:
+        return None
+    finished: dict[str, int] = {}
+    for alias, weights in cells:
+        if alias in backbones and not os.path.exists(backbones[alias]) and os.path.exists(weights):
+            finished[alias] = finished.get(alias, 0) + 1
+    for alias, count in finished.items():
+        folder = backbones[alias]
+        return (
+            f"{folder} (backbone {alias}) is missing, but {count} finished cell(s) of this results folder "
+            "were trained on it, and fetching it again retrains them; if you moved the resources folder, "
+            "set resources_dir to its new place (--config resources_dir=<folder>); to fetch it again and "
+            f"retrain them, fetch it alone first (the same command with the target {folder})"
+        )
+    return None

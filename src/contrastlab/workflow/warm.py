@@ -505,17 +505,20 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
         )
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
+    # ``python ../x/script.py`` names its file absolutely (joined to the folder, not normalised): its
+    # ``__file__``, its code's file name and tracebacks
+    path = os.path.join(os.getcwd(), sys.argv[0])
     script = types.ModuleType("__main__")  # as ``python script.py`` makes it, kept after a failure
-    script.__file__, script.__builtins__, script.__annotations__ = sys.argv[0], builtins, {}
-    script.__cached__, script.__loader__ = None, SourceFileLoader("__main__", sys.argv[0])
+    script.__file__, script.__builtins__, script.__annotations__ = path, builtins, {}
+    script.__cached__, script.__loader__ = None, SourceFileLoader("__main__", path)
     sys.modules["__main__"] = script
     code = 0
     try:
-        exec(compile(Path(sys.argv[0]).read_bytes(), sys.argv[0], "exec"), script.__dict__)
+        exec(compile(Path(path).read_bytes(), path, "exec"), script.__dict__)
     except SystemExit as stop:
         code = _exit_status(stop.code)
     except BaseException as failure:  # the script's own failure, printed as a fresh Python prints it
-        failure.with_traceback(_from_script(failure.__traceback__, sys.argv[0]))
+        failure.with_traceback(_from_script(failure.__traceback__, path))
         sys.excepthook(type(failure), failure, failure.__traceback__)
         # an interrupted Python ends killed by SIGINT, any other failure with status 1: so does the fork
         code = -signal.SIGINT if isinstance(failure, KeyboardInterrupt) else 1

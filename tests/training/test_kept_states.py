@@ -1,0 +1,156 @@
+"""A finished cell's state is kept until Snakemake has accepted its outputs (reliability 9, E1 and E3), for
+both tracks: a training job (as scripts/train.py and scripts/train_vision.py run it, ``keep_state``) leaves
+its finished state; the next run's check before it plans (``forget_finished_states``, which the Snakefile
+calls for every run, dry runs included) removes it only once Snakemake has recorded the outputs; and a
+rerun of the job re-exports the outputs from it without a training step."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from contrastlab.training import loop
+from contrastlab.training import state as st
+from contrastlab.workflow.finished import forget_finished_states, marked_incomplete
+
+
+def _mark_incomplete(output: str) -> Path:
+    """What Snakemake's ``persistence.started(job)`` leaves for ``output`` in ``.snakemake/incomplete``
+    (its file persistence writes it; ``finished(job)`` removes it once the job's outputs are recorded),
+    written by Snakemake's own code, so that its spelling of the marker is the one checked."""
+    from snakemake.persistence.file import FilePersistence
+
+    persistence = FilePersistence.__new__(FilePersistence)  # only its marker path: no DAG, no workflow
+    persistence._max_len = None
+    incomplete = Path(".snakemake", "incomplete")
+    incomplete.mkdir(parents=True, exist_ok=True)
+    marker = Path(persistence._record_path(str(incomplete), output))
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"external_jobid": None}))
+    return marker
+
+
+def _no_training_step(monkeypatch):
+    """Any training step from here on fails the test (both tracks train through loop.train_steps)."""
+
+    def train_steps(*args, **kwargs):
+        raise AssertionError("a finished cell trained again")
+
+    monkeypatch.setattr(loop, "train_steps", train_steps)
+
+
+def _sentence_job(tmp_path, tiny_bert, corpus, senteval_dir):
+    from contrastlab.training.cells import train_cell
+    from tests.training.conftest import TINY_SENTENCE
+
+    cell = Path("results", "checkpoints", "nie2023", "tiny-bert", "cl", "seed42")
+    out, log, state = cell / "model", cell / "train_log.jsonl", Path("results", "state", "train", "cl")
+    settings = {**TINY_SENTENCE, "max_steps": 4, "eval_every": 2}
+
+    def job():  # as scripts/train.py runs it
+        return train_cell(
+            settings,
+            point=None,
+            previous_selection=None,
+            backbone_dir=tiny_bert,
+            corpus_path=corpus,
+            dev_data_dir=senteval_dir,
+            out_dir=out,
+            log_path=log,
+            state_dir=state,
+            cache_dir=tmp_path / "cache",
+            device="cpu",
+            keep_state=True,
+        )
+
+    return job, out, log, state, "train_summary.json"
+
+
+def _image_job(vision_settings):
+    from contrastlab.training.cells import train_vision_cell
+
+    cell = Path("results", "checkpoints", "macl_cifar10", "resnet18-w4", "ntxent", "seed42")
+    out, log, state = cell / "encoder", cell / "train_log.jsonl", Path("results", "state", "train", "ntxent")
+
+    def job():  # as scripts/train_vision.py runs it
+        return train_vision_cell(
+            vision_settings(max_steps=6, state_every=3),
+            point=False,
+            data_root=None,
+            out_dir=out,
+            log_path=log,
+            state_dir=state,
+            device="cpu",
+            keep_state=True,
+        )
+
+    return job, out, log, state, "settings.json"
+
+
+@pytest.fixture(params=["sentence", "image"])
+def cell_job(request, tmp_path, monkeypatch):
+    """``(job, its weights folder, its log, its state folder, the summary file in the weights folder)`` of a
+    tiny cell of ``request.param``'s track, in a working directory of its own (``tmp_path``: Snakemake's,
+    with ``results/`` in it)."""
+    monkeypatch.chdir(tmp_path)
+    if request.param == "sentence":
+        names = ("tiny_bert", "corpus", "senteval_dir")
+        return _sentence_job(tmp_path, *map(request.getfixturevalue, names))
+    return _image_job(request.getfixturevalue("vision_settings"))
+
+
+def _events(log: Path) -> list[str]:
+    return [json.loads(line)["event"] for line in log.read_text().splitlines()]
+
+
+@pytest.mark.fault(
+    "Snakemake SIGKILLed after a training job ended, before it recorded its outputs; `-n`, then a run (E1)",
+    "the next run's check keeps the finished state (.snakemake/incomplete marks the outputs); the rerun "
+    "of the incomplete job re-exports: 0 steps trained, sentence and image cells",
+)
+def test_a_kill_between_the_job_and_its_record_retrains_nothing(cell_job, monkeypatch, observed):
+    job, out, log, state, summary_file = cell_job
+    marker = _mark_incomplete(str(out))  # persistence.started(job): before the job runs
+    assert job() == "trained"
+    first = json.loads((out / summary_file).read_text())
+    pairs = [(state, out)]
+    # Snakemake killed here: the outputs exist, the marker stays. The next run (`-n` or not) reads the
+    # Snakefile: nothing is forgotten.
+    assert marked_incomplete(out) and forget_finished_states(pairs, "results") == []
+    assert json.loads((state / st.STATE_INFO).read_text()) == {"finished": True}
+    # Its rerun of the incomplete job: Snakemake removes the outputs first, then the job runs again.
+    shutil.rmtree(out)
+    log.unlink()
+    _no_training_step(monkeypatch)
+    assert job() == "trained"
+    assert json.loads((out / summary_file).read_text()) == first
+    assert _events(log).count("start") == 1 and "resume" not in _events(log)
+    marker.unlink()  # persistence.finished(job): recorded
+    assert not marked_incomplete(out)
+    assert forget_finished_states(pairs, "results") == [state] and not state.exists()
+    observed(f"{out}: kept while marked incomplete, re-exported without a step, forgotten once recorded")
+
+
+@pytest.mark.fault(
+    "an image cell's outputs removed after its job ended (its benchmark write failed, disk full) (E3)",
+    "the image cell's finished state (its encoder among it) is kept; the rerun only re-exports",
+)
+def test_an_image_cell_whose_outputs_were_removed_after_its_job_only_re_exports(
+    tmp_path, monkeypatch, vision_settings, observed
+):
+    monkeypatch.chdir(tmp_path)
+    job, out, log, state, _ = _image_job(vision_settings)
+    assert job() == "trained"
+    weights = (out / "encoder.safetensors").read_bytes()
+    ended = _events(log)
+    assert state.is_dir() and json.loads((state / st.STATE_INFO).read_text()) == {"finished": True}
+    shutil.rmtree(out)  # Snakemake's "Removing output files of failed job train_vision"
+    log.unlink()
+    _no_training_step(monkeypatch)
+    assert job() == "trained"
+    assert (out / "encoder.safetensors").read_bytes() == weights and _events(log) == ended
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in (state / "encoder").iterdir())
+    observed(f"image cell re-exported from {state}: {len(weights):,} bytes of weights, the same log")
