@@ -41,6 +41,7 @@ step's FLOPs from :func:`cell_work`) and :func:`write_calibration` writes it.
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import math
 import os
@@ -54,7 +55,7 @@ import yaml
 from contrastlab.config import Grid
 from contrastlab.cost.cards import DEFAULT_GPU_MODEL, GPU_PEAKS, RUNS_AS, model_of
 from contrastlab.cost.flops import CellWork
-from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.paths import Results
 from contrastlab.precision import RESOLVED
 
 CALIBRATION_FORMAT = "contrastlab-calibration/1"
@@ -74,14 +75,16 @@ SHIPPED_CALIBRATIONS = {
 DEFAULT_CALIBRATION = SHIPPED_CALIBRATIONS[DEFAULT_GPU_MODEL]
 
 
-#: ``make gpu-check``'s preset: the measured calibration lies in its ``results_dir``.
-GPU_CHECK_PRESET = REPO_ROOT / "config" / "gpu-check.yaml"
+#: ``make gpu-check``'s preset (``config/gpu-check.yaml``): the measured calibration lies in its
+#: ``results_dir``. Package data (a link to the checkout's preset, its bytes in a wheel), read through
+#: ``importlib.resources``, so that an installed wheel with no checkout around it finds it too.
+GPU_CHECK_PRESET = importlib.resources.files(__package__) / "gpu-check.yaml"
 
 
 def measured_calibration() -> Path:
-    """Where ``make gpu-check`` writes its calibration: its preset's ``results_dir`` (relative to the
-    repository root, where make and Snakemake run). Read when asked, not when the module is imported:
-    the workflow imports it at parse."""
+    """Where ``make gpu-check`` writes its calibration: its preset's ``results_dir``, relative to the
+    working directory (a checkout's root, where make and Snakemake run). Read when asked, not when the
+    module is imported: the workflow imports it at parse."""
     return Path(Results(yaml.safe_load(GPU_CHECK_PRESET.read_text())["results_dir"]).calibration)
 
 
