@@ -36,7 +36,8 @@ def literals_of(*sources: object) -> frozenset[str]:
             stack += list(item)
         elif item is not None and not isinstance(item, bool | int | float):
             text = str(item)
-            if _MARKUP.search(text):
+            # a name of markup alone ("*") would escape the report's own bold wherever it stands
+            if _MARKUP.search(text) and any(ch.isalnum() for ch in text):
                 found.add(text)
     return frozenset(found)
 
