@@ -31,7 +31,7 @@ NAMES = [
 ]
 #: The tags the renderers write themselves for the blocks below.
 OWN_TAGS = {"h1", "h2", "h3", "pre", "a", "p", "strong", "code", "ul", "li", "div", "table", "thead", "tbody"}
-OWN_TAGS |= {"tr", "th", "td"}
+OWN_TAGS |= {"tr", "th", "td", "h4", "h5", "em", "ol", "br", "hr", "sub", "sup", "blockquote"}
 OWN_TAGS |= {"span", "details", "summary", "html", "head", "body", "meta", "title", "style", "nav", "main"}
 
 
@@ -129,3 +129,32 @@ def test_a_figure_label_shows_a_name_with_dollars_as_it_reads(tmp_path):
     math = [t._preprocess_math(t.get_text())[1] for t in drawn]
     assert math == [False, True, False]  # the name as text; the figure's own label keeps its mathtext
     assert drawn[0].get_text().replace("\\$", "$") == name
+
+
+@pytest.mark.fault(
+    "a backbone alias and a method holding HTML through build_report (H3)", "no element from them"
+)
+def test_the_written_report_shows_a_backbone_alias_with_html_as_written(tmp_path):
+    """The report as the workflow writes it (build_report): the config's names are the literals."""
+    import json
+
+    from contrastlab.paths import Results
+    from contrastlab.report import build_report
+    from tests.tables.test_verdicts import MACL_CONFIG
+
+    alias = "x, y;touch PWNED;<img src=q onerror=alert(1)>"
+    config = {
+        **MACL_CONFIG,
+        "experiments": {"macl": {**MACL_CONFIG["experiments"]["macl"], "backbones": [alias]}},
+        "tables": {"verdict_stand_ins": {"macl": {alias: "bert-base"}}},
+    }
+    for seed, score in ((42, 70.0), (43, 71.0), (44, 72.0)):
+        path = tmp_path / "metrics" / "macl" / alias / "macl" / f"seed{seed}" / "senteval.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"scores": {}, "sts_avg": score}))
+    build_report(Results(tmp_path), config, tables=["macl_tableB4"])
+    page = (tmp_path / "report.html").read_text()
+    found = assert_no_element_from(page, alias)
+    assert alias in found.text and "<img" not in page
+    markdown = (tmp_path / "report.md").read_text()
+    assert_no_element_from(MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown), alias)
