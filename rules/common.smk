@@ -311,6 +311,10 @@ def plan_calibration():
         sys.exit(f"contrastlab: {error}")
 
 
+if GPU:  # read while the Snakefile is: a bad file answers in one line, not inside a job's input function
+    plan_calibration()
+
+
 def runtime(kind, rule=None):
     """Wall-time request (minutes; SLURM's -t): contrastlab.cost.plan.runtime_resource."""
     return cl_plan.runtime_resource(GRID, kind, rule, place_of, plan_calibration)

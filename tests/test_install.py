@@ -104,7 +104,8 @@ def test_make_install_installs_the_lock_with_require_hashes_then_the_project_wit
         assert project == [*installer, "--no-deps", "--no-build-isolation", "-e", "."]
         assert [name for name, _, _ in install.lock_entries(first.read_text())] == ["setuptools"]
     assert install.install_note(None) == (
-        "contrastlab: installing requirements.lock: every package checked against its sha256"
+        "contrastlab: installing requirements.lock: every package downloaded checked against its sha256, "
+        "a package whose lock hashes changed reinstalled, every installed file against its RECORD"
     )
 
 
@@ -126,7 +127,7 @@ def test_uv_itself_is_installed_under_its_hash_in_the_lock(tmp_path, monkeypatch
 def test_cffconverts_environment_is_installed_from_its_own_lock_with_require_hashes(tmp_path, monkeypatch):
     commands = []
     monkeypatch.setattr(
-        install, "run", lambda command, env=None, stdin=None: commands.append(command) or True
+        install, "run", lambda command, env=None, stdin=None, keep=False: commands.append(command) or True
     )
     monkeypatch.setattr(install, "CFFCONVERT_ENV", tmp_path / "cffconvert")
     monkeypatch.setattr(install.sys, "prefix", str(tmp_path))

@@ -12,11 +12,29 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from contrastlab import config as cl_config
 from contrastlab.config import schema
 from contrastlab.paths import REPO_ROOT
 
 PACKAGED = REPO_ROOT / "src" / "contrastlab" / "config" / "config.schema.yaml"
+# ... and the calibration and the plan, which read make gpu-check's preset (reliability 9, U1)
+PLAN_DEMO = """
+import json
+import contrastlab.config as cl_config
+from contrastlab import artifacts
+from contrastlab.cost import calibration, plan
+written = plan.plan_report(cl_config.load("config/demo.yaml"), out_dir="plan", echo=False)
+print(json.dumps({
+    "preset": str(calibration.GPU_CHECK_PRESET),
+    "measured": str(calibration.measured_calibration()),
+    "default": calibration.load_calibration().path,
+    "for_none": calibration.calibration_for(None).path,
+    "lock": str(artifacts.LOCK_FILE),
+    "plan": [p.name for p in written],
+}))
+"""
 # What the fresh environment runs, from a folder with no checkout in or above it: the demo config loaded,
 # and where the library, its schema and the import path came from.
 LOAD_DEMO = """
@@ -43,6 +61,10 @@ def test_the_schema_is_one_file_the_package_holds_and_schemas_links_to():
     assert schema.load_schema()["title"] == "contrastlab configuration"
 
 
+@pytest.mark.fault(
+    "the installed wheel used outside a checkout: calibration and plan (U1)",
+    "make gpu-check's preset read as package data; the plan written",
+)
 def test_the_wheel_in_a_fresh_environment_loads_the_demo_config(tmp_path):
     # The wheel is built from a copy of what `pip install .` reads (no schemas/, no checkout around it),
     # so that the build leaves nothing in the checkout.
@@ -93,3 +115,19 @@ def test_the_wheel_in_a_fresh_environment_loads_the_demo_config(tmp_path):
     )
     checkout = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     assert config == json.loads(json.dumps(checkout, default=str))
+
+    # Reliability 9, U1: the calibration (make gpu-check's preset is package data) and the plan
+    run = subprocess.run(
+        [python, "-c", PLAN_DEMO], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.splitlines()[-1])
+    assert Path(seen["preset"]) == installed / "cost" / "gpu-check.yaml" and seen["measured"] == (
+        "results/gpu-check/calibration.json"  # relative: the working directory's, as the config's paths
+    )
+    assert (
+        seen["default"]
+        == seen["for_none"]
+        == "the shipped H200 file (contrastlab/cost/calibration_h200.json)"
+    )
+    assert seen["lock"] == "artifacts.lock.json" and seen["plan"] == ["plan.md", "plan.csv"]

@@ -28,9 +28,10 @@ from typing import Any
 from contrastlab.paths import REPO_ROOT, atomic_write, inter_process_lock
 
 #: The lock file's name (the schema's default ``artifacts_lock``: relative paths from the working directory),
-#: and the repository's lock file by that name.
+#: and the repository's lock file by that name; an installed wheel with no checkout around it (no
+#: Snakefile beside its site-packages) reads the one in the working directory, as the config does.
 LOCK_NAME = "artifacts.lock.json"
-LOCK_FILE = REPO_ROOT / LOCK_NAME
+LOCK_FILE = REPO_ROOT / LOCK_NAME if (REPO_ROOT / "Snakefile").is_file() else Path(LOCK_NAME)
 FORMAT = 1
 SECTIONS = ("data", "backbones")
 CHUNK = 1 << 20

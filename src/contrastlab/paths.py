@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import os
 import shutil
 from collections.abc import Iterator, Mapping
@@ -267,21 +268,59 @@ def write_json(path: str | os.PathLike, payload: Any) -> None:
 
 
 class UnreadableMetricsError(ValueError):
-    """A metrics file that cannot be parsed: the message names the file and the fix."""
+    """A metrics file that cannot be parsed, or holds a score that is not a number: the message names
+    the file, the key and the fix."""
+
+
+#: The top-level keys of a metrics file that hold a score (``null`` where not measured), beside every
+#: entry of its ``scores`` and :data:`TRAINING_SCORES` of its ``training`` block.
+SCORE_KEYS = ("sts_avg", "tr_avg", "tr_devacc_avg")
+TRAINING_SCORES = ("best_dev_spearman", "dev_uniformity_rebound")
+
+
+def _metrics_problem(found: Any) -> str | None:
+    """What is wrong with a parsed metrics file, naming the key, or None: not a JSON object; no score key
+    at all (a cell that ran would read "not run"); a score that is not a number (a string, a boolean) or
+    is infinite. NaN is allowed: an evaluation that diverged writes it."""
+    if not isinstance(found, dict):
+        return "holds no JSON object"
+    if not isinstance(found.get("scores", {}), dict):
+        return f"holds {found['scores']!r} at scores, not a mapping of task to score"
+    training = found.get("training") if isinstance(found.get("training"), dict) else {}
+    marks = ("scores", *SCORE_KEYS, "diverged", "encoder_diverged")
+    if not any(key in found for key in marks) and not any(key in training for key in TRAINING_SCORES):
+        return (
+            f"holds none of {', '.join(marks[:4])} (an evaluation writes them; the cell would read not run)"
+        )
+    scores = [
+        *((f"scores.{task}", value) for task, value in found.get("scores", {}).items()),
+        *((key, found.get(key)) for key in SCORE_KEYS),
+        *((f"training.{key}", training.get(key)) for key in TRAINING_SCORES),
+    ]
+    for key, value in scores:
+        if value is None and not key.startswith("scores."):
+            continue
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return f"holds {value!r} at {key}, not a number"
+        if math.isinf(value):
+            return f"holds {value} at {key}, not a finite score"
+    return None
 
 
 def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
     """The metrics file at ``path`` (a cell's ``senteval.json`` or ``vision.json``, a Pretrained row's) as
-    a dict. One that cannot be parsed (cut short, not UTF-8, not a JSON object) raises
-    :class:`UnreadableMetricsError` naming the file and the fix, for the first job that reads it."""
+    a dict. One that cannot be parsed (cut short, not UTF-8, not a JSON object) or whose scores are not
+    numbers (:func:`_metrics_problem`: a string, infinity, no ``scores``) raises
+    :class:`UnreadableMetricsError` naming the file, the key and the fix, for the first job that reads
+    it."""
     try:
         found = json.loads(Path(path).read_text(encoding="utf-8"))
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
         problem = f"cannot be read ({type(error).__name__}: {error})"
     else:
-        if isinstance(found, dict):
+        problem = _metrics_problem(found)
+        if problem is None:
             return found
-        problem = "holds no JSON object"
     raise UnreadableMetricsError(
         f"metrics file {path} {problem}: delete it and run the workflow again: only that evaluation is "
         "redone, with what depends on it"

@@ -67,7 +67,8 @@ def results(tmp_path: Path) -> Path:
     metrics(r, "nie2023/bert-base/cl/seed42", {"scores": {}, "encoding": {"device": "cpu"}})
     train_log(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", "cuda:0", 3.25, vision=True)
     bench(r, "train_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (1800.0, "4096"))
-    vision = {"device": "cpu", "encoding": {"device": "cuda"}}  # features on the GPU, probes on the CPU
+    # features on the GPU, probes on the CPU
+    vision = {"scores": {}, "device": "cpu", "encoding": {"device": "cuda"}}
     metrics(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", vision, "vision.json")
     bench(r, "encode_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (360.0, "2048"))
     bench(r, "evaluate_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (300.0, "2048"))

@@ -381,8 +381,39 @@ def test_a_measured_calibration_replaces_the_default_and_fills_gaps_from_it(tmp_
     assert loaded.overheads_s["train_startup"] == 42.0
     assert "sentence/fp32" in loaded.filled_from_default and "measured" in loaded.describe()
     path.write_text(json.dumps({**cal, "achieved_tflops": {"vision": {"bf16": -1}}}))
-    with pytest.raises(ValueError, match=r"achieved_tflops\.vision\.bf16 must be a positive number"):
+    with pytest.raises(ValueError, match=r"achieved_tflops\.vision\.bf16 must be a positive finite number"):
         cl_calibration.load_calibration(path)
+
+
+@pytest.mark.fault(
+    "NaN, strings, inf or a non-positive number in calibration.json (Q2)", "one line naming file and key"
+)
+@pytest.mark.parametrize(
+    ("edit", "key"),
+    [
+        ({"overheads_s": {"train_startup": float("nan")}}, "overheads_s.train_startup"),
+        ({"gpu_memory_gib": "lots"}, "gpu_memory_gib"),
+        ({"gpu_memory_gib": float("inf")}, "gpu_memory_gib"),
+        ({"achieved_tflops": {"sentence": {"fp32": float("inf")}}}, "achieved_tflops.sentence.fp32"),
+        ({"achieved_tflops": {"sentence": {"fp32": 0}}}, "achieved_tflops.sentence.fp32"),
+        ({"achieved_tflops": {"sentence": {"fp32": "fast"}}}, "achieved_tflops.sentence.fp32"),
+        ({"packing": {"speedup": {"bf16": {"2": float("nan")}}}}, "packing.speedup.bf16.2"),
+        ({"padding_free_ratio": {"bf16": float("inf")}}, "padding_free_ratio.bf16"),
+    ],
+)
+def test_a_calibration_number_that_is_not_a_finite_positive_number_is_named(tmp_path, edit, key):
+    """Reliability 9, Q2: JSON as Python reads it allows NaN and Infinity; each number the plan prices
+    with is checked, so `make plan` says which key of which file is wrong instead of pricing the demo at
+    0.2 GPU-h (inf TFLOP/s) or stopping on "cannot convert float NaN to integer"."""
+    path = tmp_path / "calibration.json"
+    cal = cl_calibration.calibration_from_measurements(
+        [cl_calibration.Measurement("sentence", "bf16", 2e12, 50.0)], device="H100", source="gpu-check"
+    )
+    path.write_text(json.dumps({**cal, **edit}))  # NaN and Infinity written as JSON's extensions
+    with pytest.raises(ValueError) as raised:
+        cl_calibration.calibration_for(None, path)
+    message = str(raised.value)
+    assert f"calibration {path}: {key} must be" in message and "\n" not in message
 
 
 @pytest.mark.parametrize("card", sorted(cl_calibration.SHIPPED_CALIBRATIONS))

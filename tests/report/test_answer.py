@@ -3,12 +3,15 @@ paper, its main number beside ours and its claims counted by verdict; the key to
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pandas as pd
 import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT, Results
-from contrastlab.report.answer import toy_blocks
+from contrastlab.report.answer import short_title, toy_blocks
 from contrastlab.report.document import Cell, Link, cell_text
 
 #: The first screen's table: each paper's main number beside ours, then its claims counted by verdict.
@@ -249,3 +252,48 @@ def test_the_add_seeds_lines_name_the_runs_preset_and_the_default_profile(monkey
     assert code.lines[2:] == [select, tables]
     _, code = answer.add_seeds_blocks([], None, configfile="config/cpu.yaml")
     assert code.lines[1].startswith("run() { .venv/bin/snakemake --configfile config/cpu.yaml --config")
+
+
+def test_the_main_number_is_the_papers_own_backbone_where_both_it_and_a_stand_in_ran():
+    """Reliability 9, item 7 (uneven case): bert-base and tiny-bert (standing in for it) both configured,
+    with different numbers: ours is bert-base's (71.00), not the stand-in's (61.00), and Δ has no †."""
+    from contrastlab.report.answer import headline_row
+    from contrastlab.tables import get_spec
+    from contrastlab.tables.assemble import assemble
+    from tests.tables.test_verdicts import MACL_CONFIG, macl_metrics
+
+    headline = {"table": "macl_tableB4", "method": "macl", "task": "sts_avg", "backbone": "bert-base"}
+    both = {
+        **MACL_CONFIG,
+        "experiments": {
+            "macl": {**MACL_CONFIG["experiments"]["macl"], "backbones": ["bert-base", "tiny-bert"]}
+        },
+        "tables": {"verdict_stand_ins": {"macl": {"tiny-bert": "bert-base"}}},
+    }
+    toy = macl_metrics().replace({"backbone": {"bert-base": "tiny-bert"}})
+    toy["score"] = toy["score"] - 10.0
+    metrics = pd.concat([macl_metrics(), toy], ignore_index=True)
+    row = headline_row(assemble(get_spec("macl_tableB4"), Grid(both), metrics), headline, "x.md")
+    assert row["ours"] == "71.00 ± 1.00 (-5.50)" and cell_text(row["Δ"]) == "-5.66 ▼"
+
+
+def test_the_first_screens_rows_count_uneven_papers_and_all_papers_sums_them():
+    """Reliability 9, item 7 (edge rows): a paper with claims decided unevenly, a paper with nothing run
+    and a paper with no claims evaluated (no row); All papers adds them up by verdict."""
+    from types import SimpleNamespace
+
+    from contrastlab.report.answer import answer_rows
+    from contrastlab.report.claims import NOT_REPRODUCED, NOT_RUN, PAPERS, REPRODUCED, UNDECIDED
+
+    first, second = PAPERS[0], PAPERS[1]
+    verdicts = {first: [REPRODUCED, REPRODUCED, NOT_REPRODUCED, UNDECIDED], second: [NOT_RUN] * 3}
+    results = [SimpleNamespace(claim={"paper": p}, kind=v) for p, vs in verdicts.items() for v in vs]
+    rows, gains = answer_rows(results, [], {}, Path("."))
+    counts = [
+        [cell_text(row[c]) for c in ("reproduced", "not", "unsupported", "undecided", "not run")]
+        for row in rows
+    ]
+    assert [row["paper"] for row in rows] == [short_title(first), short_title(second), "All papers"]
+    assert counts == [["2", "1", "0", "1", "0"], ["0", "0", "0", "0", "3"], ["2", "1", "0", "1", "3"]]
+    assert [rows[0][c] for c in ("main number", "published", "ours", "Δ")] == ["–"] * 4 and gains == []
+    assert [rows[2][c] for c in ("main number", "published", "ours", "Δ")] == [""] * 4

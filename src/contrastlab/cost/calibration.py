@@ -41,7 +41,9 @@ step's FLOPs from :func:`cell_work`) and :func:`write_calibration` writes it.
 
 from __future__ import annotations
 
+import importlib.resources
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -53,7 +55,7 @@ import yaml
 from contrastlab.config import Grid
 from contrastlab.cost.cards import DEFAULT_GPU_MODEL, GPU_PEAKS, RUNS_AS, model_of
 from contrastlab.cost.flops import CellWork
-from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.paths import Results
 from contrastlab.precision import RESOLVED
 
 CALIBRATION_FORMAT = "contrastlab-calibration/1"
@@ -73,14 +75,16 @@ SHIPPED_CALIBRATIONS = {
 DEFAULT_CALIBRATION = SHIPPED_CALIBRATIONS[DEFAULT_GPU_MODEL]
 
 
-#: ``make gpu-check``'s preset: the measured calibration lies in its ``results_dir``.
-GPU_CHECK_PRESET = REPO_ROOT / "config" / "gpu-check.yaml"
+#: ``make gpu-check``'s preset (``config/gpu-check.yaml``): the measured calibration lies in its
+#: ``results_dir``. Package data (a link to the checkout's preset, its bytes in a wheel), read through
+#: ``importlib.resources``, so that an installed wheel with no checkout around it finds it too.
+GPU_CHECK_PRESET = importlib.resources.files(__package__) / "gpu-check.yaml"
 
 
 def measured_calibration() -> Path:
-    """Where ``make gpu-check`` writes its calibration: its preset's ``results_dir`` (relative to the
-    repository root, where make and Snakemake run). Read when asked, not when the module is imported:
-    the workflow imports it at parse."""
+    """Where ``make gpu-check`` writes its calibration: its preset's ``results_dir``, relative to the
+    working directory (a checkout's root, where make and Snakemake run). Read when asked, not when the
+    module is imported: the workflow imports it at parse."""
     return Path(Results(yaml.safe_load(GPU_CHECK_PRESET.read_text())["results_dir"]).calibration)
 
 
@@ -155,6 +159,12 @@ class Calibration:
         return f"{self.note}; {text}" if self.note else text
 
 
+def _finite(value: Any) -> bool:
+    """Whether ``value`` is a finite number (not a string, a boolean, NaN or infinity: JSON as Python
+    reads it allows ``NaN`` and ``Infinity``)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _read_calibration(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
@@ -185,18 +195,18 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
             if value is None:
                 value = default["achieved_tflops"][track][precision]
                 filled.append(f"{track}/{precision}")
-            if not isinstance(value, (int, float)) or value <= 0:
+            if not _finite(value) or value <= 0:
                 raise ValueError(
-                    f"calibration {chosen}: achieved_tflops.{track}.{precision} must be a positive "
-                    f"number, got {value!r}"
+                    f"calibration {chosen}: achieved_tflops.{track}.{precision} must be a positive finite "
+                    f"number of TFLOP/s, got {value!r}; fix it or run make gpu-check again"
                 )
             achieved[track][precision] = float(value)
     overheads = dict(default["overheads_s"])
     for key, value in (data.get("overheads_s") or {}).items():
-        if key not in overheads or not isinstance(value, (int, float)) or value < 0:
+        if key not in overheads or not _finite(value) or value < 0:
             raise ValueError(
                 f"calibration {chosen}: overheads_s.{key} must be one of {', '.join(overheads)} with a "
-                f"number >= 0, got {value!r}"
+                f"finite number of seconds >= 0, got {value!r}"
             )
         overheads[key] = float(value)
     filled += [f"overheads_s.{k}" for k in default["overheads_s"] if k not in (data.get("overheads_s") or {})]
@@ -205,16 +215,23 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
     packing = data.get("packing") or (default["packing"] if chosen == DEFAULT_CALIBRATION else {})
     ratios = data.get("padding_free_ratio") or {}
     for precision, value in ratios.items():
-        if precision not in RESOLVED or not isinstance(value, (int, float)) or not 0 < value <= 2:
+        if precision not in RESOLVED or not _finite(value) or not 0 < value <= 2:
             raise ValueError(
                 f"calibration {chosen}: padding_free_ratio.{precision} must be a precision of "
                 f"{', '.join(RESOLVED)} and a measured step-time ratio in (0, 2], got {value!r}"
             )
     shipped = next((m for m, p in SHIPPED_CALIBRATIONS.items() if p == chosen), None)
+    memory = data.get("gpu_memory_gib")
+    memory = default["gpu_memory_gib"] if memory is None else memory
+    if not _finite(memory) or memory <= 0:
+        raise ValueError(
+            f"calibration {chosen}: gpu_memory_gib must be the GPU's memory as a positive finite number "
+            f"of GiB, got {memory!r}"
+        )
     return Calibration(
         achieved,
         overheads,
-        float(data.get("gpu_memory_gib") or default["gpu_memory_gib"]),
+        float(memory),
         str(data.get("device") or "unknown device"),
         str(data.get("source") or ""),
         bool(data.get("measured")),
@@ -248,12 +265,7 @@ def _packing_speedup(
     out: dict[str, dict[int, float]] = {}
     for precision, by_count in (packing.get(key) or {}).items():
         for count, value in (by_count or {}).items():
-            if (
-                precision not in RESOLVED
-                or not str(count).isdigit()
-                or not isinstance(value, (int, float))
-                or value <= 0
-            ):
+            if precision not in RESOLVED or not str(count).isdigit() or not _finite(value) or value <= 0:
                 raise ValueError(
                     f"calibration {path}: packing.{key}.{precision}.{count} must be a precision of "
                     f"{', '.join(RESOLVED)}, a count of cells and a positive number, got {value!r}"

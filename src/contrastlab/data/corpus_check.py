@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,7 +122,7 @@ def _check_head(path: Path, head: bytes) -> None:
         found = _utf16_without_bom(head[:1024])
     if found is not None:
         what, fix = found
-        raise CorpusError(f"{KEY} {path} is {what}: {fix.replace('FILE', str(path))} {_RESULT}")
+        raise CorpusError(f"{KEY} {path} is {what}: {fix.replace('FILE', shlex.quote(str(path)))} {_RESULT}")
 
 
 def _identify(head: bytes) -> tuple[str, str] | None:
@@ -162,7 +163,8 @@ def _check_lines(path: Path, block: bytes, before: int) -> list[int]:
         byte = block[error.start : error.start + 1].hex()
         raise CorpusError(
             f"{KEY} {path} is not UTF-8: line {line} holds byte 0x{byte} ({error.reason}); convert the file "
-            f"(e.g. iconv -f latin1 -t utf-8 {path} > corpus-utf8.txt) and point {KEY} at the result"
+            f"(e.g. iconv -f latin1 -t utf-8 {shlex.quote(str(path))} > corpus-utf8.txt) and point {KEY} at "
+            "the result"
         ) from None
     return [match.start() for match in _BLANK.finditer(block)]
 

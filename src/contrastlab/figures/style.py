@@ -101,11 +101,38 @@ def _laid_out(fig):
     return bbox
 
 
+#: The columns of a figure's data that hold names from a config or a metrics file.
+NAME_COLUMNS = frozenset({"experiment", "backbone", "method", "loss", "task", "dataset"})
+
+
+def _names_as_text(fig, data) -> None:
+    """Escape mathtext's ``$`` where a name of the plotted ``data`` (its column names and the cells of
+    its :data:`NAME_COLUMNS`: a backbone, a method, a task from a config or a metrics file) stands in a
+    label of ``fig``, so that the name is drawn as it reads; the figures' own labels keep their
+    mathtext (``$\\tau$``)."""
+    from matplotlib.text import Text
+
+    names = {str(c) for c in data.columns}
+    for column in NAME_COLUMNS.intersection(data.columns):  # not "series": a figure's own labels
+        names |= {v for v in data[column].unique() if isinstance(v, str)}
+    names = sorted((n for n in names if "$" in n), key=len, reverse=True)
+    if not names:
+        return
+    for text in fig.findobj(Text):
+        label = text.get_text()
+        for name in names:
+            label = label.replace(name, name.replace("$", "\\$"))
+        if label != text.get_text():
+            text.set_text(label)
+
+
 def save(fig, stem: str | Path, data=None, *, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
     """Write ``fig`` to ``stem.png`` and ``stem.pdf`` (and ``data``, a DataFrame of the plotted numbers,
     to ``stem.csv``) atomically, close it, and return the paths written."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
+    if data is not None:
+        _names_as_text(fig, data)
     bbox = _laid_out(fig)
     written = []
     for fmt in formats:

@@ -40,6 +40,7 @@ from contrastlab.hub.publish import (
 )
 from contrastlab.hub.vision_card import VISION_LICENSE, vision_front_matter
 from contrastlab.paths import atomic_write, read_metrics, write_json
+from contrastlab.tables.markup import escape_markdown, literals_of
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
 __all__ = ["TRAINING_KEYS", "model_card", "published_scores", "vision_model_card", "write_model_card"]
@@ -165,9 +166,7 @@ def model_card(
         results=eval_results(metrics, data, senteval_url=senteval_url, mteb=mteb),
         provenance=provenance,
     )
-    lines = [
-        front_matter(front),
-        "",
+    body = [
         *_heading(experiment, backbone, method, seed, papers, "A sentence encoder", SENTENCE_KEPT),
         *_sentence_usage(metrics.get("pooling", "cls")),
         *_sentence_training(summary, loss),
@@ -180,7 +179,19 @@ def model_card(
         *PUBLISHING,
         *_citation(experiment),
     ]
-    return "\n".join(lines)
+    names = literals_of(cell, base_model, licence, list(datasets), list(data))
+    return "\n".join([front_matter(front), "", *_as_markdown(body, names)])
+
+
+def _as_markdown(lines: list[str], names) -> list[str]:
+    """The card's Markdown ``lines`` with each of ``names`` (the cell's, the data's: text from the config
+    and its files) escaped outside fenced code (:func:`~contrastlab.report.document.escape_markdown`), so
+    that a reader shows the name as it reads."""
+    out, fenced = [], False
+    for line in lines:
+        fenced ^= line.startswith("```")
+        out.append(line if fenced or line.startswith("```") else escape_markdown(line, names))
+    return out
 
 
 def _card_provenance(
@@ -374,11 +385,9 @@ def vision_model_card(
     published = published_scores(experiment, backbone, method)
     papers = _papers(experiment)
     name = f"contrastlab-{experiment}-{backbone}-{method}-seed{seed}"
-    lines = [
-        vision_front_matter(model_name=name, loss=loss, metrics=metrics, tags=paper_tags_of(experiment)),
-        "",
-        *_heading(experiment, backbone, method, seed, papers, "An image encoder", VISION_KEPT),
-    ]
+    front = vision_front_matter(model_name=name, loss=loss, metrics=metrics, tags=paper_tags_of(experiment))
+    names = literals_of([experiment, backbone, method], list(data))
+    lines = [*_heading(experiment, backbone, method, seed, papers, "An image encoder", VISION_KEPT)]
     if metrics.get("encoder_diverged"):
         lines += [
             "## Training diverged",
@@ -387,13 +396,15 @@ def vision_model_card(
             "and no score, and the tables and the rate figure show it as diverged.",
             "",
         ]
-        return "\n".join([*lines, *_provenance({}, data), *_citation(experiment)])
+        body = [*lines, *_provenance({}, data), *_citation(experiment)]
+        return "\n".join([front, "", *_as_markdown(body, names)])
     lines += [
         *_vision_usage(torchvision_spec or {}, settings),
         *_vision_training(summary, loss),
         *_vision_evaluation(metrics, published),
     ]
-    return "\n".join([*lines, *_provenance(summary.get("meta", {}), data), *_citation(experiment)])
+    body = [*lines, *_provenance(summary.get("meta", {}), data), *_citation(experiment)]
+    return "\n".join([front, "", *_as_markdown(body, names)])
 
 
 #: What an image card's encoder is.

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -381,16 +382,17 @@ def publish_plan(configfile: str | Path, cell: str, repo: str, *, code: str | No
         if not path.exists():
             raise PublishError(
                 f"{what} {path} does not exist: the cell is not trained and evaluated yet; "
-                f"run `snakemake --configfile {configfile} {card}` first"
+                f"run `{_snakemake(configfile, card)}` first"
             )
     described = card.with_name(MODEL_META_FILE)
     if not described.is_file():
-        raise PublishError(
-            f"{described} does not exist; run `snakemake --configfile {configfile} {card}` again"
-        )
+        raise PublishError(f"{described} does not exist; run `{_snakemake(configfile, card)}` again")
     meta = json.loads(described.read_text())
     _check_weights(
-        checkpoint, described, meta.get("revision"), f"--configfile {configfile} --forcerun train {card}"
+        checkpoint,
+        described,
+        meta.get("revision"),
+        ["--configfile", str(configfile), "--forcerun", "train", str(card)],
     )
     meta.update(
         name=repo,
@@ -415,28 +417,35 @@ def _bookkeeping(path: Path) -> bool:
     return any(part.startswith(".") for part in path.parts)
 
 
-def _check_weights(checkpoint: Path, described: Path, recorded: str | None, rerun: str) -> None:
+def _snakemake(configfile, target) -> str:
+    """The Snakemake command that makes ``target`` on the preset ``configfile``, shell-quoted."""
+    return shlex.join(["snakemake", "--configfile", str(configfile), str(target)])
+
+
+def _check_weights(checkpoint: Path, described: Path, recorded: str | None, rerun: list[str]) -> None:
     """Refuse (:class:`PublishError`) weights whose sha256 (:func:`~.mteb_results.checkpoint_revision`) is
     not the ``revision`` the card's ModelMeta ``described`` recorded when the cell was evaluated: they
     changed since (cut short, overwritten), and the card's scores are not theirs. ``rerun``: the
-    ``snakemake`` arguments that retrain the cell."""
+    ``snakemake`` arguments that retrain the cell (printed as one shell-quoted command)."""
     from contrastlab.hub.mteb_results import checkpoint_revision
+
+    remake = shlex.join(["snakemake", *("model_card" if word == "train" else word for word in rerun)])
+    rerun = shlex.join(["snakemake", *rerun])
 
     if not recorded:
         raise PublishError(
-            f"{described} records no revision of the weights to check them against; remake the card: "
-            f"snakemake {rerun.replace('--forcerun train', '--forcerun model_card')}"
+            f"{described} records no revision of the weights to check them against; remake the card: {remake}"
         )
     try:
         actual = checkpoint_revision(checkpoint)
     except FileNotFoundError as error:
-        raise PublishError(f"{error}; retrain the cell: snakemake {rerun}") from None
+        raise PublishError(f"{error}; retrain the cell: {rerun}") from None
     if actual != recorded:
         weights = sorted(checkpoint.rglob("*.safetensors"))
         named = weights[0] if len(weights) == 1 else f"the weights in {checkpoint}"
         raise PublishError(
             f"{named} no longer matches the card: its sha256 is {actual[:16]}…, {described} recorded "
-            f"{recorded[:16]}… when the cell was evaluated; retrain the cell: snakemake {rerun}"
+            f"{recorded[:16]}… when the cell was evaluated; retrain the cell: {rerun}"
         )
 
 
@@ -548,7 +557,7 @@ def mteb_submission(
     if not (checkpoint.is_dir() and folder.is_dir()):
         raise PublishError(
             f"{folder} does not exist: MTEB has not scored the cell; run "
-            f"`snakemake --configfile {configfile} {folder}` (with mteb.enabled) first"
+            f"`{_snakemake(configfile, folder)}` (with mteb.enabled) first"
         )
     meta = checkpoint_meta(
         checkpoint, **_cell_fields(found), backbones=config["backbones"], data_config=config["data"]

@@ -62,6 +62,9 @@ from __future__ import annotations
 
 import functools
 import math
+import re
+import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -467,17 +470,92 @@ def seed_plan(results: list[ClaimResult], grid: Grid, max_seeds: int = 10) -> li
     return plan
 
 
-def _flow(value: Any) -> str:
-    return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+#: A string YAML may read unquoted in a flow collection, if it also reads back as that string (not
+#: ``001``, ``yes``, ``null``, ``.inf``): no flow indicator, no ``: ``, no leading indicator.
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+/-]*")
+
+
+def _yaml_string(text: str) -> str:
+    """``text`` as a YAML scalar that reads back as this string: plain where :data:`_PLAIN` allows and
+    YAML agrees, else double-quoted (``"`` and ``\\`` escaped, every character that is not printable as
+    ``\\u``/``\\U``)."""
+    try:
+        plain = _PLAIN.fullmatch(text) and yaml.safe_load(text) == text
+    except yaml.YAMLError:
+        plain = False
+    if plain:
+        return text
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch.isprintable() and ch not in "\x85\u2028\u2029":
+            out.append(ch)
+        else:
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
+    return '"' + "".join(out) + '"'
+
+
+def flow_value(value: Any) -> str:
+    """``value`` (mappings, lists, strings, integers, finite floats, booleans, None) as one line of YAML
+    flow that ``yaml.safe_load`` reads back as exactly ``value``, type included: a ``--config`` value.
+    Mapping keys sorted.
+
+    >>> flow_value({"backbones": ["tiny-bert", "001", "x, y;z"], "seeds": [43, 44], "on": True})
+    '{backbones: [tiny-bert, "001", "x, y;z"], "on": true, seeds: [43, 44]}'
+    """
+    if isinstance(value, Mapping):
+        return (
+            "{" + ", ".join(f"{flow_value(k)}: {flow_value(value[k])}" for k in sorted(value, key=str)) + "}"
+        )
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(flow_value(item) for item in value) + "]"
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        text = repr(value)  # YAML 1.1 reads 1e-05 as a string: the mantissa needs its point
+        return text if "." in text or "e" not in text else text.replace("e", ".0e", 1)
+    if isinstance(value, str):
+        return _yaml_string(value)
+    raise TypeError(f"no --config value for {value!r}")
+
+
+def config_word(key: str, value: Any) -> str:
+    """``key=value`` as one ``--config`` word (unquoted: :func:`shlex.join` quotes the command once)."""
+    return f"{key}={flow_value(value)}"
+
+
+def add_seeds_argvs(plan: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """:func:`add_seeds_commands` as argument lists: the ``--config`` word every command shares (each
+    experiment's seeds: the union of its steps' lists, so a step's new seeds are always configured) and
+    what follows it in each command (its cells' ``select``; the last one's tables)."""
+    seeds: dict[str, set[int]] = {}
+    for step in plan:
+        seeds.setdefault(step["experiment"], set()).update(step["seeds"])
+    shared = ["--config", config_word("experiments", {e: {"seeds": sorted(s)} for e, s in seeds.items()})]
+    tails = []
+    for step in plan:
+        select = {
+            "experiments": [step["experiment"]],
+            "backbones": [step["backbone"]],
+            "methods": list(step["methods"]),
+            "seeds": list(step["new"]),
+        }
+        tails.append([config_word("select", select)])
+    tails.append([config_word("tables", {"partial": True}), "--forcerun", "tables"])
+    return shared, tails
 
 
 def add_seeds_commands(plan: list[dict[str, Any]], configfile: str = "config.yaml") -> list[str]:
     """Snakemake commands that train and evaluate only the cells of ``plan`` (:func:`seed_plan`) with
-    their new seeds (``--config`` gives each experiment its longer seed list, ``select`` picks exactly
-    the cells: one command per experiment and backbone), then render all tables and the report from
-    what exists (``tables={partial: true}``; the other cells of those experiments show n=k/N).
-    ``configfile``: the preset's path as shell words; the profile is the workflow's default one
-    (profiles/default, which Snakemake loads when none is named)."""
+    their new seeds (``--config`` gives each experiment its seed list, ``select`` picks exactly the
+    cells: one command per experiment and backbone), then render all tables and the report from what
+    exists (``tables={partial: true}``; the other cells of those experiments show n=k/N).
+    ``configfile``: the preset's path as shell words (``configfile_words``, shlex-quoted); the rest
+    of each command is built as arguments and quoted once (:func:`shlex.join`). The profile is the
+    workflow's default one (profiles/default, which Snakemake loads when none is named)."""
     if not plan:
         return []
     base, experiments, tails = add_seeds_parts(plan, configfile)
@@ -487,25 +565,15 @@ def add_seeds_commands(plan: list[dict[str, Any]], configfile: str = "config.yam
 def add_seeds_parts(
     plan: list[dict[str, Any]], configfile: str = "config.yaml"
 ) -> tuple[str, str, list[str]]:
-    """:func:`add_seeds_commands` in its parts: the command line every command opens with, the
-    ``--config`` word they share (each experiment's longer seed list, shell-quoted) and what follows it in
-    each command (its cells' ``select``, shell-quoted; the last one's tables)."""
-    base = f".venv/bin/snakemake --configfile {configfile}"
-    seeds: dict[str, dict[str, list[int]]] = {}
-    for step in plan:  # an experiment's longest list: its steps of fewer seeds select their own
-        if len(step["seeds"]) > len(seeds.get(step["experiment"], {}).get("seeds", [])):
-            seeds[step["experiment"]] = {"seeds": step["seeds"]}
-    tails = []
-    for step in plan:
-        select = {
-            "experiments": [step["experiment"]],
-            "backbones": [step["backbone"]],
-            "methods": step["methods"],
-            "seeds": step["new"],
-        }
-        tails.append(f"'select={_flow(select)}'")
-    tails.append("'tables={partial: true}' --forcerun tables")
-    return base, f"'experiments={_flow(seeds)}'", tails
+    """:func:`add_seeds_commands` in its parts, as shell text: the command line every command opens with,
+    the ``--config`` word they share (:func:`add_seeds_argvs`, shell-quoted) and what follows it in each
+    command (shell-quoted)."""
+    shared, tails = add_seeds_argvs(plan)
+    return (
+        f".venv/bin/snakemake --configfile {configfile}",
+        shlex.quote(shared[1]),
+        [shlex.join(t) for t in tails],
+    )
 
 
 def plan_for_configfile(

@@ -23,10 +23,13 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import html
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from markdown.extensions.toc import slugify
+
+from contrastlab.tables.markup import escape_markdown
 
 __all__ = [
     "Bullets",
@@ -209,33 +212,42 @@ def tally_text(tally: Tally) -> str:
     return f"{tally.lead}{counts} (of {tally.of} claims).{tally.tail}"
 
 
-def _table_lines(table: Table) -> list[str]:
+def _table_lines(table: Table, literals: Iterable[str] = ()) -> list[str]:
     if not table.rows:
         return ["none"]
 
     def cell(content: Content) -> str:  # one line, "|" escaped: free text cannot break the table
-        return " ".join(cell_text(content).split()).replace("|", "\\|")
+        return escape_markdown(" ".join(cell_text(content).split()), literals).replace("|", "\\|")
 
     right = len(table.header) if table.right is None else table.right
     rule = ["---:" if i >= right else "---" for i in range(len(table.header))]
-    lines = ["| " + " | ".join(table.header) + " |", "|" + "|".join(rule) + "|"]
+    lines = ["| " + " | ".join(cell(h) for h in table.header) + " |", "|" + "|".join(rule) + "|"]
     return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
 
 
-def _block_lines(block) -> list[str]:
+def _block_lines(block, literals: Iterable[str] = ()) -> list[str]:
+    def text(markdown: str) -> str:
+        return escape_markdown(markdown, literals)
+
     if isinstance(block, Heading):
-        return ["#" * block.level + " " + block.text]
+        return ["#" * block.level + " " + text(block.text)]
     if isinstance(block, Paragraph):
-        return [block.text]
+        return [text(block.text)]
     if isinstance(block, Bullets):
-        return [f"- {item}" for item in block.items]
+        return [f"- {text(item)}" for item in block.items]
     if isinstance(block, Table):
-        return _table_lines(block)
+        return _table_lines(block, literals)
     if isinstance(block, Tally):
-        return [tally_text(block)]
+        return [text(tally_text(block))]
     if isinstance(block, Figure):
-        files = cell_text(block.files)
-        return [f"#### {block.name}", "", f"![{block.name}]({block.image})", "", f"{block.caption} ({files})"]
+        files = text(cell_text(block.files))
+        return [
+            f"#### {block.name}",
+            "",
+            f"![{block.name}]({block.image})",
+            "",
+            f"{text(block.caption)} ({files})",
+        ]
     if isinstance(block, Code) and block.box:
         return [
             f'<div class="{block.box}" markdown="1">',
@@ -247,14 +259,20 @@ def _block_lines(block) -> list[str]:
     if isinstance(block, Code):
         return [f"```{block.language}", *block.lines, "```"]
     if isinstance(block, Fold):
-        inner = [line for child in block.blocks for line in [*_block_lines(child), ""]]
-        return [f'<details markdown="1"><summary>{block.summary}</summary>', "", *inner, "</details>"]
+        inner = [line for child in block.blocks for line in [*_block_lines(child, literals), ""]]
+        summary = block.summary  # raw HTML's text: a name in it entity-escaped
+        for name in sorted((n for n in literals if n in summary), key=len, reverse=True):
+            summary = summary.replace(name, html.escape(name))
+        return [f'<details markdown="1"><summary>{summary}</summary>', "", *inner, "</details>"]
     raise TypeError(f"not a block of the report: {block!r}")
 
 
-def to_markdown(blocks: list) -> str:
-    """``report.md``: each block's Markdown, a blank line after each."""
-    return "\n".join(line for block in blocks for line in [*_block_lines(block), ""])
+def to_markdown(blocks: list, literals: Iterable[str] = ()) -> str:
+    """``report.md``: each block's Markdown, a blank line after each; each of ``literals`` (names from the
+    config, file names: :func:`literals_of`) escaped wherever a sentence holds it, so that it reads as
+    written (code blocks show everything as written already)."""
+    literals = frozenset(literals)
+    return "\n".join(line for block in blocks for line in [*_block_lines(block, literals), ""])
 
 
 def blocks_of(lines: list[str]) -> list:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import functools
 import html
+from collections.abc import Iterable
 from pathlib import Path
 
 from contrastlab.paths import atomic_write
@@ -172,21 +173,73 @@ def _escape(text: str) -> str:
     return html.escape(text, quote=False)
 
 
+#: Link targets a page may open: relative ones (no scheme) and these schemes. A ``javascript:`` link in a
+#: name reads as text.
+_SCHEMES = {"", "http", "https", "mailto"}
+
+
+def _safe_href(href: str) -> bool:
+    """Whether ``href`` (as a browser reads it: entities decoded, controls and spaces dropped) opens a
+    relative path, an anchor or an http(s)/mailto address."""
+    plain = "".join(ch for ch in html.unescape(href) if ch > " ")
+    scheme = plain.split(":", 1)[0].lower() if ":" in plain.split("/", 1)[0] else ""
+    return scheme in _SCHEMES
+
+
+def _as_text(element, source: str) -> None:
+    """Turn ``element`` (a link or image) into the text it was written as: ``[text](href)``."""
+    element.tag = "span"
+    element.attrib.clear()
+    element.text = "[" + (element.text or "")
+    if len(element):
+        element[-1].tail = (element[-1].tail or "") + f"]({source})"
+    else:
+        element.text += f"]({source})"
+
+
 @functools.cache
 def _markdown():
+    """Python-Markdown for the report's inline text, raw HTML off: a tag in any text (a name from the
+    config, a file name, a metrics file) is shown as written, never parsed; a link or image whose target
+    is not a relative path or http(s)/mailto reads as its Markdown."""
     import markdown  # loaded only when a page is rendered
+    from markdown.treeprocessors import Treeprocessor
 
-    return markdown.Markdown(output_format="html")
+    class SafeLinks(Treeprocessor):
+        def run(self, root):
+            for element in [e for e in root.iter() if e.tag in ("a", "img")]:
+                target = element.get("href" if element.tag == "a" else "src", "")
+                if element.tag == "img" or not _safe_href(target):
+                    alt = element.get("alt", "")
+                    if element.tag == "img":
+                        element.text = "!" + alt if alt else "!"  # ![alt](src) as written
+                    _as_text(element, target)
+
+    md = markdown.Markdown(output_format="html")
+    md.preprocessors.deregister("html_block")
+    md.inlinePatterns.deregister("html")
+    md.treeprocessors.register(SafeLinks(md), "safe_links", 15)  # after the inline patterns (20)
+    return md
 
 
-def inline(text: str) -> str:
-    """``text`` (Markdown inline: bold, code, links) as HTML, its leading and trailing spaces kept."""
+def inline(text: str, literals: frozenset[str] = frozenset()) -> str:
+    """``text`` (Markdown inline: bold, code, links) as HTML, its leading and trailing spaces kept; each of
+    ``literals`` in it (names from the config, file names: :func:`.document.literals_of`) shown as it
+    reads, HTML-escaped, never read as Markdown."""
     core = text.strip()
+    names = sorted((n for n in literals if n in core), key=len, reverse=True)
+    stand_ins = {}
+    for i, name in enumerate(names):  # a token Markdown leaves alone, put back once it has rendered
+        token = f"CLLITERAL{i}X{len(core)}Q"
+        stand_ins[token] = html.escape(name)
+        core = core.replace(name, token)
     if any(ch in core for ch in _SYNTAX):
         _markdown().reset()
         out = _markdown().convert(core).removeprefix("<p>").removesuffix("</p>")
     else:
         out = _escape(core)
+    for token, name in stand_ins.items():
+        out = out.replace(token, name)
     return text[: len(text) - len(text.lstrip())] + out + text[len(text.rstrip()) :]
 
 
@@ -194,11 +247,15 @@ class Page:
     """One page's rendering: the ids of its headings and figures (:func:`.document.assign_ids`), its
     contents entries (level, id, label) as its headings are rendered, and the folder of its figures."""
 
-    def __init__(self, blocks: list, base_dir: Path):
+    def __init__(self, blocks: list, base_dir: Path, literals: frozenset[str] = frozenset()):
+        self.literals = literals
         self.ids = assign_ids(blocks)
         self.on_page = set(self.ids.values())
         self.base_dir = base_dir
         self.contents: list[tuple[int, str, str]] = []
+
+    def inline(self, text: str) -> str:
+        return inline(text, self.literals)
 
     def blocks(self, blocks: list) -> str:
         return "\n".join(self.block(block) for block in blocks)
@@ -206,7 +263,7 @@ class Page:
     def block(self, block) -> str:
         if isinstance(block, Heading):
             return self.heading(
-                block, block.level, inline(block.text), block.label or short_label(block.text)
+                block, block.level, self.inline(block.text), block.label or short_label(block.text)
             )
         if isinstance(block, Figure):
             return self.figure(block)
@@ -214,19 +271,18 @@ class Page:
             return self.table(block)
         if isinstance(block, Tally):  # a zero is no finding: left uncoloured
             counts = [badge(kind_of(w), f"{w} {n}") if n else f"{w} {n}" for w, n in block.counts.items()]
-            return (
-                f"<p>{inline(block.lead)}{' · '.join(counts)} (of {block.of} claims).{inline(block.tail)}</p>"
-            )
+            lead, tail = self.inline(block.lead), self.inline(block.tail)
+            return f"<p>{lead}{' · '.join(counts)} (of {block.of} claims).{tail}</p>"
         if isinstance(block, Paragraph):
-            return f"<p>{inline(block.text)}</p>"
+            return f"<p>{self.inline(block.text)}</p>"
         if isinstance(block, Bullets):
-            return "<ul>\n" + "".join(f"<li>{inline(item)}</li>\n" for item in block.items) + "</ul>"
+            return "<ul>\n" + "".join(f"<li>{self.inline(item)}</li>\n" for item in block.items) + "</ul>"
         if isinstance(block, Code):
             language = f' class="language-{block.language}"' if block.language else ""
             code = f"<pre><code{language}>" + _escape("\n".join(block.lines)) + "\n</code></pre>"
             return f'<div class="{block.box}">\n{code}\n</div>' if block.box else code
         if isinstance(block, Fold):
-            summary = f"<summary>{inline(block.summary)}</summary>"
+            summary = f"<summary>{self.inline(block.summary)}</summary>"
             return f"<details>{summary}\n{self.blocks(block.blocks)}\n</details>"
         raise TypeError(f"not a block of the report: {block!r}")
 
@@ -248,14 +304,14 @@ class Page:
         if path.is_file():
             src, missing = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii"), ""
         image = f'<p><img alt="{html.escape(figure.name)}" src="{html.escape(src)}">{missing}</p>'
-        caption = f"<p>{inline(figure.caption)} ({self.cell(figure.files)})</p>"
+        caption = f"<p>{self.inline(figure.caption)} ({self.cell(figure.files)})</p>"
         return "\n".join([self.heading(figure, 4, _escape(title), label), image, caption])
 
     def cell(self, content) -> str:
         """A cell: a link to a table or figure the page shows goes to its place; a seed-noise marker and
         a verdict's word in their badges, a verdict's reasoning folded under it."""
         if isinstance(content, str):
-            return inline(content)
+            return self.inline(content)
         if isinstance(content, list):
             return "".join(self.cell(piece) for piece in content)
         if isinstance(content, Link):
@@ -267,16 +323,20 @@ class Page:
             )
         if isinstance(content, Cell) and content.marker:
             before, marker, after = content.text.rpartition(content.marker)
-            return inline(before) + badge(content.kind, marker, MARKER_WORDS[content.kind]) + inline(after)
+            return (
+                self.inline(before)
+                + badge(content.kind, marker, MARKER_WORDS[content.kind])
+                + self.inline(after)
+            )
         if isinstance(content, Cell) and content.kind not in ("", "not-configured"):
             return badge(content.kind, _escape(content.text))  # a count of a verdict, say
         if isinstance(content, Cell):
-            return inline(content.text)
+            return self.inline(content.text)
         word, why = badge(content.kind, content.word), content.tail.removeprefix(":").strip()
         if not why:
-            return word + inline(content.head)
-        summary = f"<summary>{word}{inline(content.head)}</summary>"
-        return f'<details class="why">{summary}<div>{inline(why)}</div></details>'
+            return word + self.inline(content.head)
+        summary = f"<summary>{word}{self.inline(content.head)}</summary>"
+        return f'<details class="why">{summary}<div>{self.inline(why)}</div></details>'
 
     def table(self, table: Table) -> str:
         """A table in its scroll box (focusable, so a keyboard scrolls it too); a paper grid (``labels``
@@ -287,7 +347,7 @@ class Page:
         grid = fold(table) if table.labels else FoldedGrid(table.header, table.rows)
         right = len(grid.header) if table.right is None else table.right
         align = [' style="text-align: right;"' if j >= right else "" for j in range(len(grid.header))]
-        head = "".join(f"<th{a}>{inline(h)}</th>\n" for a, h in zip(align, grid.header, strict=True))
+        head = "".join(f"<th{a}>{self.inline(h)}</th>\n" for a, h in zip(align, grid.header, strict=True))
         body = ""
         for i, row in enumerate(grid.rows):
             body += '<tr class="group-start">\n' if i in grid.starts else "<tr>\n"
@@ -323,10 +383,18 @@ class Page:
         return "".join(out + ["</li>\n</ul>\n"] * len(levels)).removesuffix("\n")
 
 
-def render_html(blocks: list, base_dir: str | Path, *, title: str = "contrastlab report") -> str:
+def render_html(
+    blocks: list,
+    base_dir: str | Path,
+    *,
+    title: str = "contrastlab report",
+    literals: Iterable[str] = (),
+) -> str:
     """The HTML page of the report's ``blocks``: a contents list beside the body, an id on every heading,
-    each figure's PNG (relative to ``base_dir``) embedded."""
-    page = Page(blocks, Path(base_dir))
+    each figure's PNG (relative to ``base_dir``) embedded; ``literals`` (:func:`.document.literals_of`)
+    shown as they read wherever a sentence holds them. No text of a block becomes a tag or an attribute
+    of the page: raw HTML is off (:func:`_markdown`)."""
+    page = Page(blocks, Path(base_dir), frozenset(literals))
     body = page.blocks(blocks)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -337,10 +405,10 @@ def render_html(blocks: list, base_dir: str | Path, *, title: str = "contrastlab
     )
 
 
-def write_html_report(blocks: list, html_path: str | Path) -> Path:
+def write_html_report(blocks: list, html_path: str | Path, literals: Iterable[str] = ()) -> Path:
     """Render the report's ``blocks`` to ``html_path`` (its figures read from beside it), atomically."""
     html_path = Path(html_path)
-    text = render_html(blocks, html_path.parent)
+    text = render_html(blocks, html_path.parent, literals=literals)
     with atomic_write(html_path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return html_path

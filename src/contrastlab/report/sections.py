@@ -60,6 +60,7 @@ from contrastlab.tables.assemble import (
 )
 from contrastlab.tables.deviations import COLUMNS as DEVIATION_COLUMNS
 from contrastlab.tables.deviations import deviations
+from contrastlab.tables.markup import literals_of
 from contrastlab.tables.metrics import collect_metrics
 from contrastlab.tables.render import fmt_score, grid_rows
 from contrastlab.tables.verdicts import chance_expected, noise_note, verdict_counts
@@ -212,8 +213,12 @@ def write_report(
         metrics=metrics,
         bridge=bridge,
     )
-    write_text(report_path, to_markdown(blocks))  # atomically (paths.atomic_write)
-    write_html_report(blocks, report_path.with_suffix(".html"))
+    # the config's names and the paths are text in both renderings, never Markdown or HTML
+    literals = literals_of(
+        grid.config if grid is not None else None, str(results_dir or ""), str(metrics_root)
+    )
+    write_text(report_path, to_markdown(blocks, literals))  # atomically (paths.atomic_write)
+    write_html_report(blocks, report_path.with_suffix(".html"), literals)
     return report_path
 
 

@@ -10,7 +10,10 @@ in the paper text (checked by :mod:`contrastlab.tables.verify`).
 
 from __future__ import annotations
 
+import csv
 import functools
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,9 +53,49 @@ def load_meta(name: str) -> dict[str, Any]:
     the one its paper's record makes (:func:`contrastlab.papers.reference`)."""
     get_spec(name)
     meta = read_yaml(PUBLISHED_DIR / f"{name}.yaml")
+    _check_layout(name, meta.get("layout") or {})
     if "reference" not in meta["paper"]:
         meta["paper"]["reference"] = reference(paper_for(name))
     return meta
+
+
+def _check_layout(name: str, layout: Mapping[str, Any]) -> None:
+    """Every backbone and method ``layout`` names has a row in the table's CSV (a swept method its
+    ``<method>-<label><value>`` rows): a name without one is a typo, and its row would vanish from the
+    rendered table. (A task may have none: a column of ours the paper does not print.) Raises
+    ``ValueError`` (one line naming the file, the unknown name and the known ones)."""
+    with open(PUBLISHED_DIR / f"{name}.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    label = (layout.get("sweep") or {}).get("label")
+    for axis, column in (("backbones", "backbone"), ("methods", "method")):
+        known = list(dict.fromkeys(row.get(column) or "" for row in rows))
+        if axis == "methods" and label:  # ntxent-bs64 is a point of ntxent
+            known = list(dict.fromkeys(m.rsplit(f"-{label}", 1)[0] for m in known))
+        unknown = [n for n in layout.get(axis) or () if n not in known]
+        if unknown:
+            raise ValueError(
+                f"published table {PUBLISHED_DIR / f'{name}.yaml'}: layout.{axis} names "
+                f"{', '.join(map(repr, unknown))}, which no row of {name}.csv has (a typo?); known: "
+                f"{', '.join(known)}"
+            )
+
+
+def _numbers(values, path: Path, column: str):
+    """``values`` (a CSV column as text) as floats, "" as NaN; a cell that is not a finite number raises
+    ``ValueError`` naming the file, the row (the file's line) and the column."""
+    out = []
+    for row, text in enumerate(values, start=2):  # line 1 is the header
+        try:
+            number = float(text) if text != "" else math.nan
+        except ValueError:
+            number = math.inf
+        if math.isinf(number) or (text != "" and math.isnan(number)):
+            raise ValueError(
+                f"published table {path}: line {row}, column {column}: {text!r} is not a number; "
+                "write the paper's number (empty where it prints none)"
+            )
+        out.append(number)
+    return out
 
 
 @functools.cache
@@ -61,15 +104,16 @@ def _load_published(name: str) -> pd.DataFrame:
 
     spec = get_spec(name)
     key = "param" if spec.kind == "hparams" else "task"
-    df = pd.read_csv(PUBLISHED_DIR / f"{name}.csv", dtype=str, keep_default_na=False)
+    path = PUBLISHED_DIR / f"{name}.csv"
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
     out = pd.DataFrame(
         {
             "backbone": df["backbone"],
             "method": df["method"],
             "key": df[key],
-            "value": pd.to_numeric(df["value"].replace("", None), errors="raise").astype(float),
-            "improvement": pd.to_numeric(
-                df.get("improvement", pd.Series("", index=df.index)).replace("", None)
+            "value": _numbers(df["value"], path, "value"),
+            "improvement": _numbers(
+                df.get("improvement", pd.Series("", index=df.index)), path, "improvement"
             ),
             "unit": df.get("unit", pd.Series("", index=df.index)),
             "mark": df.get("mark", pd.Series("", index=df.index)),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import errno
 import os
+import shlex
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -54,7 +55,8 @@ def failure_line(error: BaseException, label: str, log_path: str | os.PathLike) 
     full = disk_full(error)
     if full is not None:
         folder = full_folder(full, log_path)
-        what = f"no space left on {folder}; free space there (df -h {folder}) and run the same command again"
+        df = shlex.join(["df", "-h", str(folder)])
+        what = f"no space left on {folder}; free space there ({df}) and run the same command again"
         return f"contrastlab: {where}{what} ({type(error).__name__}: {message}) (log: {log_path})"
     return f"contrastlab: {where}{type(error).__name__}: {message} (log: {log_path})"
 
