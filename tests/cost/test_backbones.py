@@ -113,7 +113,7 @@ def test_a_fetched_config_json_of_every_listed_family_is_priced_by_the_plan(tmp_
 
     fetched = AutoConfig.for_model(model_type)
     config = _config({"bert-base": "org/sentence-encoder"})
-    config["resources_dir"] = str(tmp_path)
+    config["resources_dir"], config["results_dir"] = str(tmp_path), str(tmp_path / "results")
     config["select"] = {"experiments": ["nie2023"], "backbones": ["bert-base"], "methods": ["cl"]}
     path = tmp_path / "models" / "bert-base" / "config.json"
     path.parent.mkdir(parents=True)
