@@ -139,7 +139,6 @@ class ReadGuard:
     def __init__(self, roots: Iterable[str | os.PathLike]) -> None:
         folders = {os.path.abspath(r) for r in roots} | {os.path.realpath(r) for r in roots}
         self.roots = tuple(sorted(folder + os.sep for folder in folders))
-        self.exact = tuple(sorted(folders))
         self.test: str | None = None
         self.reads: list[str] = []
 
@@ -161,6 +160,7 @@ class ReadGuard:
             path = os.path.abspath(os.fsdecode(path))
         except (TypeError, ValueError):
             return
-        # a path looked for and not there is no read (config.yaml's plan asks for results/search's pins)
-        if (path.startswith(self.roots) or path in self.exact) and os.path.exists(path):
+        # a path looked for and not there is no read (config.yaml's plan asks for results/search's pins);
+        # nor is a listing of results/ itself (it names the presets run, none of their numbers)
+        if path.startswith(self.roots) and os.path.exists(path):
             self.reads.append(path)
