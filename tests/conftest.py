@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 from fault_cases import case_of
-from results_guard import changed_paths, changes, likely_cause, live_workflow_runs, snapshot
+from results_guard import ReadGuard, changed_paths, changes, likely_cause, live_workflow_runs, snapshot
 
 from contrastlab.paths import REPO_ROOT, shared_dir
 
@@ -163,6 +164,30 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+# --- Nor does a test read them (issue 82 item 2): a test that opens or lists a file under the checkout's
+# results/ or resources/ fails, naming the paths, whether or not `make demo` ran first. The report renders
+# from the folder it is given and a test gives it one under tmp_path; an audit hook notes the reads.
+_READS = ReadGuard([REPO_ROOT / name for name in GUARDED])
+sys.addaudithook(_READS.hook)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _READS.start(item.nodeid)  # from the test's first fixture (a module's demo run) to its last teardown
+
+
+def _read_guard(report) -> None:
+    """Fail the test whose teardown ends with reads of the checkout's results/ or resources/ noted."""
+    reads = _READS.stop()
+    if reads and report.passed:
+        shown = "\n".join(f"  {path}" for path in reads[:20]) + ("\n  ..." if len(reads) > 20 else "")
+        report.outcome = "failed"
+        report.longrepr = (
+            f"the test read {len(reads)} path(s) under the checkout's {' or '.join(GUARDED)} (tests read and "
+            f"write under tmp_path: a config's results_dir and resources_dir both redirected):\n{shown}"
+        )
+
+
 # --- Fault-injection suite (issue 10): `make faults` = `pytest -m fault`, ending with a table -----------
 # A test marked `@pytest.mark.fault("what is injected", "what must happen")` injects one fault; it records
 # what it saw with the `observed` fixture. The terminal summary lists every fault run and ends with
@@ -183,9 +208,12 @@ def observed(request):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Puts a fault test's row on its report: under pytest-xdist the report (with its user_properties) is
-    what reaches the controlling process, which prints the table."""
+    what reaches the controlling process, which prints the table. Fails, at its teardown, a test that read
+    the checkout's results/ or resources/ (:func:`_read_guard`)."""
     outcome = yield
     report = outcome.get_result()
+    if report.when == "teardown":
+        _read_guard(report)
     marker = item.get_closest_marker("fault")
     if marker is None or report.when != "call" and not (report.when == "setup" and report.failed):
         return

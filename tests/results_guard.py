@@ -123,3 +123,44 @@ def likely_cause(
         "was yours (make demo beside make test), run the suite again once it has ended; if not, a test "
         "wrote into the checkout"
     )
+
+
+#: The audit events (``sys.addaudithook``) that read a file or list a folder; a bare ``stat`` is no read.
+READ_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
+
+
+class ReadGuard:
+    """The files and folders under ``roots`` that a test opened or listed, noted by an audit hook
+    (:meth:`hook`, installed once per process) between :meth:`start` and :meth:`stop`: the checkout's
+    results/ after ``make demo`` must not change what a test sees (issue 82 item 2). Only what is there
+    counts: the suite passes in a fresh clone and after ``make demo`` alike, so a test that looks for a
+    file there and finds none fails when the file is there."""
+
+    def __init__(self, roots: Iterable[str | os.PathLike]) -> None:
+        folders = {os.path.abspath(r) for r in roots} | {os.path.realpath(r) for r in roots}
+        self.roots = tuple(sorted(folder + os.sep for folder in folders))
+        self.test: str | None = None
+        self.reads: list[str] = []
+
+    def start(self, test: str) -> None:
+        self.test, self.reads = test, []
+
+    def stop(self) -> list[str]:
+        """The paths read since :meth:`start` (sorted, once each); stops noting."""
+        self.test = None
+        return sorted(set(self.reads))
+
+    def hook(self, event: str, args: tuple) -> None:
+        if self.test is None or event not in READ_EVENTS or not args:
+            return
+        path = args[0]
+        if path is None or isinstance(path, int):  # a file descriptor: its opening was seen
+            return
+        try:
+            path = os.path.abspath(os.fsdecode(path))
+        except (TypeError, ValueError):
+            return
+        # a path looked for and not there is no read (config.yaml's plan asks for results/search's pins);
+        # nor is a listing of results/ itself (it names the presets run, none of their numbers)
+        if path.startswith(self.roots) and os.path.exists(path):
+            self.reads.append(path)

@@ -367,6 +367,30 @@ def test_each_familys_dropout_keys_set_every_dropout_of_its_model(model_type):
     assert TEXT_FAMILIES["bert"].dropout_keys == ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
+@pytest.mark.parametrize("model_type", TEXT_FAMILIES)
+def test_each_familys_config_keys_read_the_shape_its_config_json_holds(model_type):
+    """Issue 82 item 5: ``config_keys`` are where the family's config.json holds its shape. Sizes set
+    through transformers' own attribute names (its ``attribute_map``: DistilBERT's ``hidden_size`` is
+    ``dim``) come back from the saved dict through :func:`families.config_shape`."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model(model_type)
+    config.hidden_size, config.num_hidden_layers, config.num_attention_heads = 48, 3, 4
+    config.vocab_size, config.max_position_embeddings = 77, 130
+    shape = families.config_shape(json.loads(config.to_json_string()))  # what save_pretrained writes
+    assert (shape.model_type, shape.hidden, shape.layers, shape.heads, shape.vocab, shape.positions) == (
+        model_type,
+        48,
+        3,
+        4,
+        77,
+        130,
+    )
+    assert shape.token_types == getattr(config, "type_vocab_size", 0)
+    with pytest.raises(ValueError, match=rf"^here: no '{TEXT_FAMILIES[model_type].config_keys.hidden}', "):
+        families.config_shape({"model_type": model_type}, "here")
+
+
 def _tiny_distilbert(out: Path, tokenizer_dir: Path) -> Path:
     """A random two-layer DistilBERT (its config's dropouts the defaults, 0.1) with the MiniLM tokenizer."""
     from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel

@@ -161,3 +161,35 @@ def test_a_test_that_writes_into_the_checkout_is_caught_with_no_run_to_blame(tmp
         f"{tmp_path / '.snakemake' / 'log'}. If that run was yours (make demo beside make test), run the "
         "suite again once it has ended; if not, a test wrote into the checkout"
     )
+
+
+def test_a_read_or_a_listing_under_the_guarded_folders_is_noted_and_a_stat_is_not(tmp_path):
+    """Issue 82 item 2: tests/conftest.py fails a test that opens or lists a path under the checkout's
+    results/ or resources/ (the report once read the checkout's results/demo/figures while rendering a
+    temporary folder); what lies elsewhere, and a bare existence check, are not reads."""
+    import sys
+
+    from results_guard import ReadGuard
+
+    results = tmp_path / "results"
+    figure = results / "demo" / "figures" / "li2024" / "li2024_fig8b.csv"
+    figure.parent.mkdir(parents=True)
+    figure.write_text("method,value\n")
+    elsewhere = tmp_path / "elsewhere.csv"
+    elsewhere.write_text("method,value\n")
+    guard = ReadGuard([results])
+    sys.addaudithook(guard.hook)  # inert once stopped (an audit hook stays for the process)
+    figure.read_text(), elsewhere.read_text(), figure.is_file()
+    assert guard.reads == []  # not started: nothing noted
+    guard.start("test")
+    assert figure.is_file() and elsewhere.read_text()
+    assert guard.stop() == []
+    guard.start("test")
+    figure.read_text()
+    os.listdir(results / "demo")
+    (results / "missing.json").exists(), (results / "nowhere").is_dir()
+    try:
+        (results / "missing.json").read_text()  # looked for and not there: the test fails once it is
+    except FileNotFoundError:
+        pass
+    assert guard.stop() == sorted([str(figure), str(results / "demo")])

@@ -25,13 +25,17 @@ from typing import Any
 
 __all__ = [
     "DEV_BATCH_SIZE",
+    "BERT_CONFIG_KEYS",
     "BERT_DROPOUT_KEYS",
     "DEV_BATCH_SIZE_ELSEWHERE",
     "RESNETS",
     "TEXT_FAMILIES",
+    "ConfigKeys",
     "ResNet",
+    "Shape",
     "StepMode",
     "TextFamily",
+    "config_shape",
     "step_mode",
     "text_types",
 ]
@@ -39,6 +43,24 @@ __all__ = [
 
 #: Where BERT's config holds its hidden and its attention-probability dropout; most families share them.
 BERT_DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
+@dataclass(frozen=True)
+class ConfigKeys:
+    """Where a family's ``config.json`` holds its shape (transformers' names of the config attributes):
+    the hidden size, the layers, the feed-forward size, the attention heads, the positions and the token
+    types (None: the family has no token-type embeddings)."""
+
+    hidden: str = "hidden_size"
+    layers: str = "num_hidden_layers"
+    intermediate: str = "intermediate_size"
+    heads: str = "num_attention_heads"
+    positions: str = "max_position_embeddings"
+    token_types: str | None = "type_vocab_size"
+
+
+#: BERT's key names, which most families share.
+BERT_CONFIG_KEYS = ConfigKeys()
 
 
 @dataclass(frozen=True)
@@ -51,7 +73,8 @@ class TextFamily:
     ``mask_4d``: its modelling code takes a 4-D attention mask unchanged (SDPA with a boolean mask);
     ``padding_free``: :mod:`contrastlab.models.packed` has a padding-free forward for its model class;
     ``dropout_keys``: the config attributes (hidden, then attention) that every dropout of its model is
-    built from, which the trainer sets to a cell's ``dropout``.
+    built from, which the trainer sets to a cell's ``dropout``; ``config_keys``: where its ``config.json``
+    holds its shape (:class:`ConfigKeys`), which the plan, the export and the MTEB metadata read.
     """
 
     roberta_like: bool
@@ -59,6 +82,7 @@ class TextFamily:
     mask_4d: bool
     padding_free: bool
     dropout_keys: tuple[str, str] = BERT_DROPOUT_KEYS
+    config_keys: ConfigKeys = BERT_CONFIG_KEYS
 
 
 #: The text families. ``offset_positions`` as transformers 5.23's own modelling code has it: the
@@ -68,6 +92,8 @@ class TextFamily:
 #: their attention bias with ``masking_utils.create_bidirectional_mask``, which returns a 4-D mask
 #: unchanged. ``roberta_like`` is the head Li et al. gave RoBERTa (MPNet is not one of their backbones).
 #: ``dropout_keys``: configuration_distilbert.py names them ``dropout`` and ``attention_dropout``.
+#: ``config_keys``: DistilBERT's config names its shape ``dim``, ``n_layers``, ``hidden_dim``, ``n_heads``
+#: and has no token types; MPNet's has no token types either; the others use BERT's names.
 TEXT_FAMILIES: Mapping[str, TextFamily] = MappingProxyType(
     {
         "bert": TextFamily(roberta_like=False, offset_positions=False, mask_4d=True, padding_free=True),
@@ -80,8 +106,15 @@ TEXT_FAMILIES: Mapping[str, TextFamily] = MappingProxyType(
             mask_4d=True,
             padding_free=False,
             dropout_keys=("dropout", "attention_dropout"),
+            config_keys=ConfigKeys("dim", "n_layers", "hidden_dim", "n_heads", token_types=None),
         ),
-        "mpnet": TextFamily(roberta_like=False, offset_positions=True, mask_4d=True, padding_free=False),
+        "mpnet": TextFamily(
+            roberta_like=False,
+            offset_positions=True,
+            mask_4d=True,
+            padding_free=False,
+            config_keys=ConfigKeys(token_types=None),
+        ),
         "electra": TextFamily(roberta_like=False, offset_positions=False, mask_4d=True, padding_free=False),
     }
 )
@@ -94,6 +127,57 @@ def text_types(need: str) -> tuple[str, ...]:
     (('bert', 'roberta'), ('roberta', 'xlm-roberta', 'camembert'))
     """
     return tuple(name for name, family in TEXT_FAMILIES.items() if getattr(family, need))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A text encoder's shape as its ``config.json`` gives it (:func:`config_shape`)."""
+
+    model_type: str
+    hidden: int
+    layers: int
+    intermediate: int
+    heads: int
+    vocab: int
+    positions: int
+    token_types: int
+
+
+def config_shape(config: Mapping[str, Any], where: str = "config.json") -> Shape:
+    """The shape of the encoder a ``config.json`` (as a dict) describes, read by its ``model_type``'s
+    :attr:`TextFamily.config_keys` (BERT's names for a family not in :data:`TEXT_FAMILIES`); 0 token types
+    for a family without them. The heads, vocabulary, positions and token types a config leaves out are
+    BERT-base's (transformers' defaults); a missing size or layer count is a ``ValueError`` naming
+    ``where``, the key and the family.
+
+    >>> shape = config_shape({"model_type": "distilbert", "dim": 768, "n_layers": 6, "hidden_dim": 3072})
+    >>> shape.hidden, shape.layers, shape.intermediate, shape.heads, shape.token_types
+    (768, 6, 3072, 12, 0)
+    """
+    model_type = str(config.get("model_type") or "")
+    family = TEXT_FAMILIES.get(model_type)
+    keys = family.config_keys if family else BERT_CONFIG_KEYS
+
+    def read(key: str, default: int | None = None) -> int:
+        if key not in config and default is not None:
+            return default
+        if key not in config:
+            raise ValueError(
+                f"{where}: no {key!r}, where a {model_type or 'model of no model_type'} config holds it "
+                "(contrastlab.families.TEXT_FAMILIES: add the family with its config_keys)"
+            )
+        return int(config[key])
+
+    return Shape(
+        model_type,
+        read(keys.hidden),
+        read(keys.layers),
+        read(keys.intermediate),
+        read(keys.heads, 12),
+        read("vocab_size", 30522),
+        read(keys.positions, 512),
+        read(keys.token_types, 2) if keys.token_types else 0,
+    )
 
 
 @dataclass(frozen=True)

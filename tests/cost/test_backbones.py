@@ -6,13 +6,17 @@ tests/test_families.py walks the same inputs cell by cell against the trainer's 
 
 from __future__ import annotations
 
+import json
+import math
 import re
 
 import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.cost import backbones, cards, plan
+from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import flops as cl_flops
+from contrastlab.families import TEXT_FAMILIES
 from contrastlab.paths import REPO_ROOT
 
 CONFIG = REPO_ROOT / "config.yaml"
@@ -97,6 +101,36 @@ def test_a_fetched_config_json_gives_the_model_type_whatever_the_id(tmp_path):
     model = backbones.backbone_transformer(grid, "roberta-base")
     assert (model.model_type, model.model_type_from) == ("roberta", "config")
     assert plan.step_mode_lines(grid) == []
+
+
+@pytest.mark.parametrize("model_type", list(TEXT_FAMILIES))
+def test_a_fetched_config_json_of_every_listed_family_is_priced_by_the_plan(tmp_path, model_type):
+    """Issue 82 item 5: rule ``fetch_backbone`` writes the backbone's own config.json, whose key names are
+    its family's (DistilBERT's ``dim``, ``n_layers``, ``n_heads``); the plan reads each listed family's
+    shape from it (transformers' config class of the family, its defaults, written as fetched) and prices
+    its cells, where it once ended in ``KeyError: 'hidden_size'``."""
+    from transformers import AutoConfig
+
+    fetched = AutoConfig.for_model(model_type)
+    config = _config({"bert-base": "org/sentence-encoder"})
+    config["resources_dir"], config["results_dir"] = str(tmp_path), str(tmp_path / "results")
+    config["select"] = {"experiments": ["nie2023"], "backbones": ["bert-base"], "methods": ["cl"]}
+    path = tmp_path / "models" / "bert-base" / "config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(fetched.to_dict()))
+    grid = cl_config.Grid(config)
+    model = backbones.backbone_transformer(grid, "bert-base")
+    # transformers' own attribute names answer for every family (its attribute_map: DistilBERT's dim)
+    assert (model.model_type, model.model_type_from, model.source) == (model_type, "config", str(path))
+    assert (model.hidden, model.layers, model.heads) == (
+        fetched.hidden_size,
+        fetched.num_hidden_layers,
+        fetched.num_attention_heads,
+    )
+    calibration = cl_calibration.load_calibration()
+    jobs = plan.make_plan(grid, calibration, points=plan.plan_points(grid, calibration))
+    hours = {job.cell: job.seconds[plan.AS_CONFIGURED] / 3600 for job in jobs if job.rule == "train"}
+    assert hours and all(math.isfinite(h) and h > 0 for h in hours.values()), hours
 
 
 @pytest.mark.parametrize(("card", "native"), [(None, True), ("H200", True), ("A100", True), ("V100", False)])

@@ -25,7 +25,8 @@ def test_the_config_validates_the_switch_and_the_report_says_the_figures_were_le
     config = cl_config.load(repo_root / "config" / "demo.yaml")
     cl_config.validate({**config, "figures": False})
     assert "figures" not in config  # no default written: an old config's digest stays as it was
-    grid = cl_config.Grid({**config, "figures": False})
+    # the report's figure claims read the results folder's figures: this test's, never the checkout's
+    grid = cl_config.Grid({**config, "figures": False, "results_dir": str(tmp_path)})
     report = write_report(
         [],
         tmp_path / "report.md",
@@ -39,7 +40,7 @@ def test_the_config_validates_the_switch_and_the_report_says_the_figures_were_le
         [],
         tmp_path / "shown.md",
         metrics_root=tmp_path / "metrics",
-        grid=demo_grid(repo_root),
+        grid=demo_grid(repo_root, results_dir=str(tmp_path)),
         metrics=collect_metrics(tmp_path),
     )
     assert "figures: false" not in shown.read_text()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contrastlab import config as cl_config
-from contrastlab.families import TEXT_FAMILIES
+from contrastlab.families import TEXT_FAMILIES, config_shape
 
 #: config.json on the Hub of the backbones config.yaml names, by each repository's present id: model
 #: type, hidden size, layers, intermediate size, attention heads, vocabulary, positions, token types.
@@ -90,18 +90,11 @@ def _transformer(
 
 
 def _from_hf_config(path: Path) -> Transformer:
-    c = json.loads(path.read_text())
-    return _transformer(
-        c["hidden_size"],
-        c["num_hidden_layers"],
-        c["intermediate_size"],
-        c.get("num_attention_heads", 12),
-        c.get("vocab_size", 30522),
-        c.get("max_position_embeddings", 512),
-        c.get("type_vocab_size", 2),
-        str(path),
-        str(c.get("model_type") or ""),
-    )
+    """A fetched backbone's architecture from its config.json, read by its family's key names
+    (:func:`contrastlab.families.config_shape`: DistilBERT's ``dim``, ``n_layers``, ...)."""
+    s = config_shape(json.loads(path.read_text()), str(path))
+    shape = (s.hidden, s.layers, s.intermediate, s.heads, s.vocab, s.positions, s.token_types)
+    return _transformer(*shape, str(path), s.model_type)
 
 
 def model_type_named_by(hf_id: str) -> str:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contrastlab.families import config_shape
+
 __all__ = [
     "PR_STEPS",
     "STANDIN",
@@ -198,8 +200,9 @@ def model_meta(
     """The MTEB ``ModelMeta`` of the sentence-transformers checkpoint in ``model_dir``, as JSON-ready
     fields (``mteb.models.ModelMeta.model_validate_json_resolved`` loads them).
 
-    Read from the folder: ``n_parameters`` (the safetensors headers), ``embed_dim`` (``hidden_size``),
-    ``n_embedding_parameters`` (vocabulary × hidden size, mteb's own rule), ``memory_usage_mb`` (fp32:
+    Read from the folder: ``n_parameters`` (the safetensors headers), ``embed_dim`` (the hidden size),
+    ``n_embedding_parameters`` (vocabulary × hidden size, mteb's own rule; both read by the family's key
+    names, :func:`~contrastlab.families.config_shape`), ``memory_usage_mb`` (fp32:
     4 bytes per parameter, mteb's rule), ``max_tokens`` (``max_seq_length``), the similarity (cosine).
     ``training_datasets`` are MTEB task names the training saw: STSBenchmark, whose dev split chose the
     kept checkpoint. ``revision``: the hub commit where there is one, else the weights' digest
@@ -208,7 +211,7 @@ def model_meta(
     its base model's licence; "unknown" becomes MTEB's "not specified"); ``code`` the public training
     code's URL, ``training_data`` the corpus's; ``citation`` the BibTeX of the papers reproduced."""
     model_dir = Path(model_dir)
-    config = json.loads((model_dir / "config.json").read_text())
+    shape = config_shape(json.loads((model_dir / "config.json").read_text()), str(model_dir / "config.json"))
     st_config = json.loads((model_dir / "sentence_bert_config.json").read_text())
     similarity = json.loads((model_dir / "config_sentence_transformers.json").read_text())
     n_parameters = _parameters(model_dir)
@@ -219,10 +222,10 @@ def model_meta(
         "release_date": release_date or checkpoint_date(model_dir),
         "languages": ["eng-Latn"],
         "n_parameters": n_parameters,
-        "n_embedding_parameters": int(config["vocab_size"]) * int(config["hidden_size"]),
+        "n_embedding_parameters": shape.vocab * shape.hidden,
         "memory_usage_mb": round(n_parameters * 4 / 1024**2),
         "max_tokens": st_config.get("max_seq_length"),
-        "embed_dim": int(config["hidden_size"]),
+        "embed_dim": shape.hidden,
         "license": "not specified" if license == "unknown" else license,
         "open_weights": True,
         "public_training_code": code,

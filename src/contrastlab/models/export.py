@@ -35,7 +35,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from contrastlab.families import TEXT_FAMILIES
+from contrastlab.families import TEXT_FAMILIES, config_shape
 from contrastlab.models.text import FIRST_LAST_POOLINGS, POOLINGS
 
 __all__ = [
@@ -126,8 +126,8 @@ def write_sentence_transformers_files(folder: str | Path, pooling: str) -> list[
     if not config:
         raise FileNotFoundError(f"no Hugging Face model (config.json) in {folder}")
     names = sentence_transformers_modules(pooling)
-    # DistilBERT's config.json names the hidden size `dim` (its config class maps hidden_size to it)
-    dim = int(config["hidden_size"] if "hidden_size" in config else config["dim"])
+    shape = config_shape(config, str(folder / "config.json"))  # by the family's key names (DistilBERT: dim)
+    dim = shape.hidden
     _remove_previous_modules(folder)
     modules: list[dict[str, Any]] = []
     written = []
@@ -150,7 +150,7 @@ def write_sentence_transformers_files(folder: str | Path, pooling: str) -> list[
                 "pooling_mode_mean_sqrt_len_tokens": False,
             }
         elif name == "WeightedLayerPooling":
-            layers = int(config["num_hidden_layers"])
+            layers = shape.layers
             weights = torch.zeros(layers + 1)
             weights[[FIRST_LAST_POOLINGS[pooling], layers]] = 1.0  # (first + last) / 2: the weights sum to 2
             save_file({"layer_weights": weights}, str(sub / "model.safetensors"))

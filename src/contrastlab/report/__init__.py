@@ -61,7 +61,10 @@ def build_report(
     from contrastlab.tables.metrics import collect_failures, collect_metrics
 
     t0 = time.perf_counter()
-    grid = Grid(config)  # the report's one grid: every table, claim and section reads its cells
+    # the report's one grid: every table, claim and section reads its cells, and every file it reads
+    # (metrics, the figures' numbers that claims read, logs) lies under ``results``, whatever folder the
+    # config names: a report rendered elsewhere never reads the config's own results folder
+    grid = Grid({**config, "results_dir": results.root})
     metrics_root, results_dir, report_path = results.metrics(), results.root, results.report
     names, comparisons, search_names = _table_names(grid, tables)
     metrics = collect_metrics(metrics_root)

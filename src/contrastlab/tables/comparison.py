@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.paths import write_text
+from contrastlab.tables.latex import latex_table
 from contrastlab.tables.published import TABLES, load_published
 from contrastlab.tables.verdicts import seed_noise_verdict
 
@@ -172,25 +173,6 @@ def _markdown(frame: pd.DataFrame) -> str:
     return "\n".join([head, rule, *body]) + "\n"
 
 
-def _latex(frame: pd.DataFrame) -> str:
-    def esc(text: Any) -> str:
-        return (
-            str(text)
-            .replace("\\", r"\textbackslash{}")
-            .replace("_", r"\_")
-            .replace("%", r"\%")
-            .replace("#", r"\#")
-        )
-
-    lines = [r"\begin{tabular}{" + "l" * len(frame.columns) + "}", r"\hline"]
-    lines.append(" & ".join(esc(c) for c in frame.columns) + r" \\ \hline")
-    lines += [
-        " & ".join(esc(v).replace("±", r"$\pm$") for v in row) + r" \\"
-        for row in frame.itertuples(index=False)
-    ]
-    return "\n".join([*lines, r"\hline", r"\end{tabular}"]) + "\n"
-
-
 def write_comparisons(
     grid: Grid, metrics: pd.DataFrame, out_dir: str | Path, names: Sequence[str] | None = None
 ) -> tuple[list[Path], list[str]]:
@@ -212,10 +194,11 @@ def write_comparisons(
                 "seeds (n); published = the paper's table (n/a where it has no such cell); vs yours = "
                 "seed-noise verdict against your loss"
             )
+        columns, body = "l" * len(frame.columns), frame.values.tolist()
         for ext, text in (
             ("csv", frame.to_csv(index=False)),
             ("md", _markdown(frame)),
-            ("tex", _latex(frame)),
+            ("tex", latex_table(name, columns, [list(frame.columns)], body, title)),
         ):
             path = out_dir / f"{name}.{ext}"
             write_text(path, text)  # atomically (paths.atomic_write)

@@ -43,6 +43,7 @@ from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.paths import Results, atomic_write, write_text
 from contrastlab.stats import half_width
+from contrastlab.tables.latex import latex_table
 from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.published import TABLES, load_published
 
@@ -266,20 +267,6 @@ def selection_rows(
     return rows
 
 
-def _latex(rows: Sequence[Mapping[str, Any]]) -> str:
-    def esc(text: str) -> str:
-        return str(text).replace("_", r"\_").replace("~", r"\textasciitilde{}").replace("—", "--")
-
-    lines = [
-        r"\begin{tabular}{" + "l" * len(COLUMNS) + "}",
-        r"\toprule",
-        " & ".join(COLUMNS) + r" \\",
-        r"\midrule",
-    ]
-    lines += [" & ".join(esc(row[c]) for c in COLUMNS) + r" \\" for row in rows]
-    return "\n".join([*lines, r"\bottomrule", r"\end{tabular}", ""])
-
-
 def write_search_tables(
     grid: cl_config.Grid,
     results_dir: str | Path | None,
@@ -306,7 +293,8 @@ def write_search_tables(
         table = markdown_table(shown) if shown else ["(no searched setting)"]
         title = f"Search of {experiment}: selected on dev beside the published hyperparameters"
         write_text(paths["md"], "\n".join([f"# {title}", "", *table, ""]))
-        write_text(paths["tex"], _latex(shown))
+        body = [[r[c] for c in COLUMNS] for r in shown]
+        write_text(paths["tex"], latex_table(name, "l" * len(COLUMNS), [COLUMNS], body, title))
         written += paths.values()
         count = {v: sum(r["verdict"] == v for r in rows) for v in (SAME, SAME_NOISE, DIFFERS, OFF_GRID)}
         sections[experiment] = [
