@@ -204,6 +204,14 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
     # file for another (a measured file without them prices every cell on a GPU of its own)
     packing = data.get("packing") or (default["packing"] if chosen == DEFAULT_CALIBRATION else {})
     ratios = data.get("padding_free_ratio") or {}
+    if (
+        not ratios
+        and "sentence/fp32" in filled
+        and model_of(str(data.get("device"))) == model_of(default["device"])
+    ):
+        # the ratio goes with the fp32 rate it was measured against: a file of the same card that takes
+        # that rate from the default takes its ratio too (else the padding-free cells lose a measurement)
+        ratios = default.get("padding_free_ratio") or {}
     for precision, value in ratios.items():
         if precision not in RESOLVED or not isinstance(value, (int, float)) or not 0 < value <= 2:
             raise ValueError(
@@ -297,8 +305,12 @@ def calibration_from_measurements(
     figures of several cells on one GPU; ``packing_variants``: the same under an MPS daemon and of image
     cells (:data:`PACKING_VARIANTS`). ``missing_parts``: the parts of ``make gpu-check`` not measured
     (the file of a check that was cut short)."""
-    # a measured image step includes its augmentation: no per-image augmentation on top of its rate
-    overheads = {f"{track}_step": 0.0 for track in ("sentence", "vision")} | {"vision_large_image": 0.0}
+    measurements = list(measurements)
+    overheads = {f"{track}_step": 0.0 for track in ("sentence", "vision")}
+    if any(m.track == "vision_large" for m in measurements):
+        # a measured image step includes its augmentation: no per-image augmentation on top of its rate
+        # (without one, the default's rate and its augmentation stay together)
+        overheads["vision_large_image"] = 0.0
     overheads |= dict(overheads_s or {})
     grouped: dict[tuple[str, str], list[float]] = {}
     for m in measurements:

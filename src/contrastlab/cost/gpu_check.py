@@ -29,7 +29,7 @@ from contrastlab import config as cl_config
 from contrastlab import cuda
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, cell_work
-from contrastlab.cost.gpu_report import PARTS, cell_row, write_report
+from contrastlab.cost.gpu_report import PARTS, cell_row, dev_work_seconds, write_report
 from contrastlab.cost.measured import read_job_costs
 from contrastlab.cost.packing import SHARES
 from contrastlab.cost.packing_measure import (
@@ -226,13 +226,14 @@ def run(args: argparse.Namespace) -> Path:
     device = "cuda" if torch.cuda.is_available() and not args.toy else "cpu"
     env = environment()
     shipped = _shipped_calibration(str(env.get("device")))
-    rows, jobs, evaluations = _measured(grid, results, shipped)
+    dev_sentences = sts_dev_sentences(senteval_dir)
+    rows, jobs, evaluations = _measured(grid, results, shipped, dev_sentences)
     write = functools.partial(
         write_report,
         results,
         rows,
         env,
-        dev_sentences=sts_dev_sentences(senteval_dir),
+        dev_sentences=dev_sentences,
         evaluations=evaluations,
         jobs=jobs,
         price=lambda path: planned_seconds(grid, cl_calibration.load_calibration(path)),
@@ -309,8 +310,11 @@ def planned_seconds(
     return out
 
 
-def _measured(grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calibration):
-    """The cells' rows (:func:`~contrastlab.cost.gpu_report.cell_row`), the jobs' rows of the
+def _measured(
+    grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calibration, dev_sentences: int = 0
+):
+    """The cells' rows (:func:`~contrastlab.cost.gpu_report.cell_row`; their dev evaluations of
+    ``dev_sentences`` sentences less what ``shipped`` prices of them), the jobs' rows of the
     actual-against-plan table (priced with the ``shipped`` calibration) and the encoding jobs' wall
     and FLOP seconds, from the summaries and Snakemake's benchmark files in ``results``."""
     costs = read_job_costs(results, skipped=[])
@@ -318,7 +322,8 @@ def _measured(grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calib
     rows, trained = [], {}
     for cell in grid.cells:
         rule = "train_vision" if grid.experiment(cell.experiment).track == "vision" else "train"
-        rows.append(_cell_row(grid, cell, walls.get((rule, cell.path))))
+        dev_work = dev_work_seconds(cell_work(grid, cell), shipped, dev_sentences)
+        rows.append(_cell_row(grid, cell, walls.get((rule, cell.path)), dev_work))
         trained[rule, cell.path] = rows[-1]
     planned = planned_seconds(grid, shipped)
     works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
@@ -437,7 +442,7 @@ def _trained_path(grid: cl_config.Grid, cell) -> Path:
     return Path(grid.results.checkpoint(cell, "encoder" if vision else "model"))
 
 
-def _cell_row(grid: cl_config.Grid, cell, wall_s: float | None) -> dict[str, Any]:
+def _cell_row(grid: cl_config.Grid, cell, wall_s: float | None, dev_work_s: float = 0.0) -> dict[str, Any]:
     """:func:`~contrastlab.cost.gpu_report.cell_row` of one trained cell of the preset, from its summary,
     the plan's FLOPs and snapshots, and its job's wall time (``wall_s``, None where unknown)."""
     track = grid.experiment(cell.experiment).track
@@ -458,6 +463,7 @@ def _cell_row(grid: cl_config.Grid, cell, wall_s: float | None) -> dict[str, Any
         snapshots=work.snapshots,
         snapshot_gib=work.snapshot_gib,
         wall_s=wall_s,
+        dev_work_s=dev_work_s,
     )
 
 
