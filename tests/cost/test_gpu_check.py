@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from contrastlab.cost import gpu_report as R
 from contrastlab.cost import plan as cl_plan
 from contrastlab.cost.flops import STSB_DEV_SENTENCES, cell_work
 from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.training import snapshots
 
 #: The plan's FLOPs of one step: 6 · N · batch 64 · 2 views · 32 tokens, N = 85,054,464 (BERT-base).
 PLAN_STEP_FLOPS = 6 * 85_054_464 * 64 * 2 * 32
@@ -411,3 +413,47 @@ def test_a_failed_packing_round_is_a_row_with_its_error_and_the_check_goes_on():
     out = gpu_check.measure_packing(series, steps=3, pool=failing)
     assert out[0] == {"step": "sentence bf16", "track": "sentence", "precision": "bf16", "mps": False,
                       "error": "packing: worker 2 failed: OutOfMemoryError: CUDA out of memory"}  # fmt: skip
+
+
+# A trainer's snapshots as the runtime submits them (contrastlab.training.runtime.save_snapshot: submit, then
+# the marker), its steps 2 ms each and each snapshot's write slow (argv: state folder, steps, state_every,
+# write seconds); "finished" once its last write is on disk, as a cell's end.
+STAND_IN_TRAINER = """
+import sys, time
+from pathlib import Path
+from contrastlab.training import state as st
+from contrastlab.training.snapshots import SnapshotWriter, note_submitted
+state_dir, steps, every, write_s = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+writer = SnapshotWriter()
+for step in range(1, steps + 1):
+    time.sleep(0.002)
+    if step % every == 0:
+        writer.wait()
+        def write(step=step):
+            time.sleep(write_s)  # BERT-base's 1.3 GB with fsync, on a slow disk
+            st.save_state(state_dir, {"step": step}, {"step": step})
+        writer.submit(write)
+        note_submitted(state_dir, step, writer.writes)
+writer.wait()
+(state_dir / "finished").write_text("the cell ended")
+"""
+
+
+@pytest.mark.fault(
+    "gpu-check's kill of the fp16 cell racing the cell's end, its snapshots written in the background (R1)",
+    "the kill lands when the second snapshot is submitted: the first complete on disk, the cell not ended",
+)
+def test_the_kill_lands_before_the_fp16_cells_end_with_a_slow_snapshot_writer(tmp_path):
+    """The preset's fp16 cell (125 steps) snapshots at 50 and 100; gpu-check kills when the trainer's marker
+    says the second was submitted with the first on disk. Before, it killed once state.json appeared: with
+    one snapshot at step 100 written in the background, that was when the cell's last write ended, and
+    the kill came after the cell's end ("the fp16 cell never resumed")."""
+    grid = cl_config.Grid(cl_config.load(gpu_check.PRESET))
+    settings = grid.settings_copy(next(c for c in grid.cells if c.method == gpu_check.KILLED_METHOD))
+    steps, every = settings["max_steps"], settings["state_every"]
+    command = [sys.executable, "-c", STAND_IN_TRAINER, str(tmp_path), str(steps), str(every), "0.5"]
+    marker = tmp_path / snapshots.MARKER
+    killed = gpu_check._kill_after_first_snapshot(command, marker, timeout_s=120, cwd=str(tmp_path))
+    assert killed and not (tmp_path / "finished").exists()
+    assert json.loads((tmp_path / "state.json").read_text()) == {"step": every}  # resumable from there
+    assert json.loads(marker.read_text())["step"] == 2 * every < steps

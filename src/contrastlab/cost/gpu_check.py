@@ -45,6 +45,7 @@ from contrastlab.evaluation.senteval import evaluate_checkpoint
 from contrastlab.models import load_backbone, make_encoder
 from contrastlab.paths import REPO_ROOT
 from contrastlab.senteval.tasks import load_sts_pairs
+from contrastlab.training.snapshots import MARKER, MARKER_VARIABLE
 
 STS_TASKS = ("STS12", "STSBenchmark", "SICKRelatedness")
 #: Largest ‖e_gpu − e_cpu‖ / ‖e_cpu‖ of one checkpoint's sentence embeddings, both IEEE fp32. Twelve
@@ -200,7 +201,8 @@ TOY = {
     "training": {"max_steps": 12, "eval_every": 4, "log_every": 4, "state_every": 4, "batch_size": 16},
     "resources": {"gpu": 0, "threads": 1},
     "experiments": {
-        "gpu_check": {"backbones": ["tiny-bert"]},
+        # the fp16 cell's two snapshots at the toy's size (the preset's 50 would leave it none)
+        "gpu_check": {"backbones": ["tiny-bert"], "methods": {"fp16": {"training": {"state_every": 4}}}},
         "gpu_check_macl": {"training": {"batch_size": 32, "max_steps": 4, "log_every": 2, "state_every": 2}},
         "gpu_check_oar": {
             "training": {"input_size": 32, "batch_size": 32, "max_steps": 4, "log_every": 2, "state_every": 2}
@@ -383,14 +385,14 @@ def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str)
     killed cell is the one job on the GPU)."""
     results = grid.results.root
     killed_cell = next(c for c in grid.cells if c.method == KILLED_METHOD)
-    state_json = Path(grid.results.state("train", killed_cell), "state.json")
+    marker = Path(grid.results.state("train", killed_cell), MARKER)
     killed = False
     if not _trained_path(grid, killed_cell).exists():
         print(f"== {killed_cell.path}: started, to be killed after its first snapshot", flush=True)
         vision = [c for c in grid.cells if grid.experiment(c.experiment).track == "vision"]
         first = [_trained_path(grid, killed_cell), *map(functools.partial(_trained_path, grid), vision)]
         command = _snakemake(configfile, [*first, *_image_markers(grid)], cores)
-        killed = _kill_after_first_snapshot(command, state_json, timeout_s=1800, cwd=workdir)
+        killed = _kill_after_first_snapshot(command, marker, timeout_s=1800, cwd=workdir)
     print("== every cell (the killed one resumes)", flush=True)
     evaluated = [_metrics_path(grid, cell) for cell in grid.cells if cell.method in EVALUATED]
     targets = [*(_trained_path(grid, cell) for cell in grid.cells), *evaluated]
@@ -422,18 +424,30 @@ def _snakemake(configfile: Path, targets: list[Path], cores: int) -> list[str]:
     ]
 
 
-def _kill_after_first_snapshot(command: list[str], state_json: Path, timeout_s: float, cwd: str) -> bool:
-    """Run ``command`` in ``cwd`` and SIGKILL it (and its jobs) once ``state_json`` exists; True if it was
-    killed."""
-    proc = subprocess.Popen(command, cwd=cwd, start_new_session=True)
+def _kill_after_first_snapshot(command: list[str], marker: Path, timeout_s: float, cwd: str) -> bool:
+    """Run ``command`` in ``cwd`` (its trainers writing snapshot markers: :data:`MARKER_VARIABLE`) and
+    SIGKILL it (and its jobs) once ``marker`` says a snapshot is on disk while another was just submitted:
+    the cell then still has that write and its last steps ahead, so the kill cannot land after its end
+    (the preset's fp16 cell snapshots twice); True if it was killed."""
+    env = {**os.environ, MARKER_VARIABLE: "1"}
+    proc = subprocess.Popen(command, cwd=cwd, start_new_session=True, env=env)
     deadline = time.monotonic() + timeout_s
-    while proc.poll() is None and not state_json.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)  # --toy: a dozen steps of tiny BERT take a fraction of a second
+    while proc.poll() is None and not _snapshot_on_disk(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)  # --toy: a dozen steps of tiny BERT take a fraction of a second
     if proc.poll() is not None:
         return False
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     return True
+
+
+def _snapshot_on_disk(marker: Path) -> bool:
+    """Whether the trainer's snapshot marker (:func:`~contrastlab.training.snapshots.note_submitted`)
+    says a snapshot was submitted with an earlier one complete on disk."""
+    try:
+        return json.loads(marker.read_text())["on_disk"] >= 1
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def _trained_path(grid: cl_config.Grid, cell) -> Path:
