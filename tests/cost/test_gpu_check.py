@@ -264,7 +264,8 @@ def test_the_report_puts_each_jobs_wall_beside_the_plan_with_its_start_and_phase
         },
         {"rule": "train", "cell": "gpu_check/bert/bf16/seed42", "wall_s": 30.0, "planned": {"shipped": 60.0},
          "start": {"warm": True}},
-        {"rule": "encode", "cell": "gpu_check/bert/fp32/seed42", "wall_s": 28.0},
+        {"rule": "encode", "cell": "gpu_check/bert/fp32/seed42", "wall_s": 28.0,
+         "start": {"warm": True, "waited_s": 0.0}, "phases": {"encode_s": 3.5, "total_s": 5.0}},
     ]  # fmt: skip
     here = {("train", "gpu_check/bert/fp32/seed42"): 44.0}
     report = R.write_report(tmp_path, [], ENV, {}, jobs=jobs, price=lambda path: here).read_text()
@@ -274,12 +275,16 @@ def test_the_report_puts_each_jobs_wall_beside_the_plan_with_its_start_and_phase
     fp32 = "| train | gpu_check/bert/fp32/seed42 | cold (libcuda.so in the starter) |"
     assert f"{fp32} 45.0 | 70.0 | 44.0 | 37.7 |" in report
     assert "| train | gpu_check/bert/bf16/seed42 | warm | 30.0 | 60.0 | — | — |" in report
-    assert "| encode | gpu_check/bert/fp32/seed42 | — | 28.0 | — | — | — |" in report
-    # the phases the issue names, then any other the trainer records ("setup"), then the total
-    assert "| writes | setup | total |" in report
-    fp32_phases = "| gpu_check/bert/fp32/seed42 | 0.50 | — | 5.00 | 2.25 |" + " — |" * 7 + " 0.75 | 40.00 |"
-    assert fp32_phases in report
-    assert "| gpu_check/bert/bf16/seed42 |" + " — |" * 13 in report
+    assert "| encode | gpu_check/bert/fp32/seed42 | warm | 28.0 | — | — | — |" in report
+    # the phases the issues name (84: the GPU claim, nvidia-smi and cuInit apart from the imports, what
+    # followed the summary), then any other a job records ("setup", "encode"), then the total
+    assert "| imports | GPU claim | nvidia-smi | cuInit | CUDA init |" in report
+    assert "| writes | after summary | setup | encode | total |" in report
+    fp32_phases = "| train | gpu_check/bert/fp32/seed42 | 0.50 | — | 5.00 |" + " — |" * 3 + " 2.25 |"
+    assert fp32_phases + " — |" * 8 + " 0.75 | — | 40.00 |" in report
+    assert "| train | gpu_check/bert/bf16/seed42 |" + " — |" * 18 in report
+    # every GPU job shows its start and phases, the encoding jobs too (from their metrics' encoding)
+    assert "| encode | gpu_check/bert/fp32/seed42 | 0.00 |" + " — |" * 15 + " 3.50 | 5.00 |" in report
     # the summary's start and phases reach the row (and so the table) as the trainers write them
     row = R.cell_row(_job_summary(start=jobs[0]["start"], phases=jobs[0]["phases"]), 1e12, "a", "sentence")
     assert row["start"] == jobs[0]["start"] and row["phases"] == jobs[0]["phases"]

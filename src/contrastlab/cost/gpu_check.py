@@ -330,8 +330,11 @@ def _measured(
     planned = planned_seconds(grid, shipped)
     works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
     jobs, evaluations = [], []
+    cells = {cell.path: cell for cell in grid.cells}
     for j in costs:
         row = trained.get((j.rule, j.cell)) or {}
+        if j.rule in ("encode", "encode_vision") and j.cell in cells:
+            row = _encoding_record(grid, cells[j.cell])  # its start and phases, as the metrics keep them
         place = (j.rule, j.cell)
         jobs.append(
             {"rule": j.rule, "cell": j.cell, "wall_s": j.seconds, "planned": {"shipped": planned.get(place)}}
@@ -439,6 +442,16 @@ def _kill_after_first_snapshot(command: list[str], marker: Path, timeout_s: floa
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     return True
+
+
+def _encoding_record(grid: cl_config.Grid, cell) -> dict[str, Any]:
+    """An encoding job's ``start`` and ``phases`` as its cell's metrics keep them (``encoding``, copied
+    from the encoding job's record by the probe job); empty where the cell was not evaluated."""
+    try:
+        encoding = json.loads(_metrics_path(grid, cell).read_text()).get("encoding") or {}
+    except (OSError, ValueError):
+        return {}
+    return {"start": encoding.get("start"), "phases": encoding.get("phases")}
 
 
 def _snapshot_on_disk(marker: Path) -> bool:

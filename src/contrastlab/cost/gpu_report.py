@@ -57,6 +57,9 @@ NONE = "—"
 PHASES = (
     ("interpreter_s", "interpreter"),
     ("imports_s", "imports"),
+    ("gpu_claim_s", "GPU claim"),
+    ("nvidia_smi_s", "nvidia-smi"),
+    ("cuda_driver_s", "cuInit"),
     ("cuda_init_s", "CUDA init"),
     ("model_load_s", "model load"),
     ("data_s", "data"),
@@ -65,6 +68,7 @@ PHASES = (
     ("dev_s", "dev"),
     ("snapshots_s", "snapshots"),
     ("writes_s", "writes"),
+    ("after_s", "after summary"),
     ("total_s", "total"),
 )
 #: The work a trainer times apart from its steps (``timings``), all priced apart by the plan: dev
@@ -323,23 +327,26 @@ def jobs_lines(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _phase_lines(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The training jobs' phases (seconds), with the time each waited to be handed over."""
+    """Every GPU job's phases (seconds), with the time each waited to be handed over: the training jobs'
+    from their summaries, the encoding jobs' from their metrics' ``encoding``."""
     if not jobs:
         return []
-    # the phases PHASES names, then any other a trainer records, before the total
+    # the phases PHASES names, then any other a job records (encode_s, ...), before the total
     named = dict(PHASES)
     others = {key: key.removesuffix("_s") for j in jobs for key in j.get("phases") or {} if key not in named}
     columns = [*PHASES[:-1], *others.items(), PHASES[-1]]
     names = [name for _, name in columns]
     lines = [
         "",
-        "Phases of each training job (seconds, from its summary's `phases`; waited: `start.waited_s`):",
+        "Phases of each GPU job (seconds: a training job's summary's `phases`, an encoding job's "
+        "`encoding.phases`; waited: `start.waited_s`):",
     ]
-    lines += ["", f"| cell | waited | {' | '.join(names)} |", "|---|---|" + "---|" * len(names)]
+    lines += ["", f"| rule | cell | waited | {' | '.join(names)} |", "|---|---|---|" + "---|" * len(names)]
     for j in jobs:
         phases, start = j.get("phases") or {}, j.get("start") or {}
         figures = " | ".join(_fmt(phases.get(key), ".2f") for key, _ in columns)
-        lines.append(f"| {j.get('cell') or NONE} | {_fmt(start.get('waited_s'), '.2f')} | {figures} |")
+        where = f"{j.get('rule') or NONE} | {j.get('cell') or NONE}"
+        lines.append(f"| {where} | {_fmt(start.get('waited_s'), '.2f')} | {figures} |")
     return lines
 
 
