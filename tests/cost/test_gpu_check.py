@@ -462,3 +462,22 @@ def test_the_kill_lands_before_the_fp16_cells_end_with_a_slow_snapshot_writer(tm
     assert killed and not (tmp_path / "finished").exists()
     assert json.loads((tmp_path / "state.json").read_text()) == {"step": every}  # resumable from there
     assert json.loads(marker.read_text())["step"] == 2 * every < steps
+
+
+def test_the_plan_says_first_which_figures_are_assumed_and_whether_its_start_ups_are(tmp_path):
+    """Issue 84 item 5: the shipped H200 file measured its rates and dev figures but assumes its start-ups
+    (60 s, 30 s): the plan's first lines say so; a calibration whose start-ups a card measured does not,
+    and a figure it lacks takes the shipped file's status with its value."""
+    shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    assert provenance.figure_status(shipped, "overheads_s.train_startup") == "assumed"
+    assert provenance.figure_status(shipped, "overheads_s.dev_evaluation") == "measured"
+    assert provenance.figure_status(shipped, "achieved_tflops.vision.bf16") == "assumed"
+    first = provenance.status_lines(shipped)
+    assert first[0].startswith("- **Start-ups assumed, not measured on a card** (train_startup 60 s, ")
+    assert first[1].startswith("- Figures: 14 measured on a card, 13 assumed (evaluate_startup, ")
+    measured = _calibration_of_2026_11_28(tmp_path)
+    assert provenance.figure_status(measured, "overheads_s.train_startup") == "measured"
+    assert provenance.figure_status(measured, "achieved_tflops.sentence.fp32") == "measured"  # the shipped's
+    assert provenance.figure_status(measured, "overheads_s.senteval_probe_test") == "assumed"  # the shipped's
+    assert not any("Start-ups assumed" in line for line in provenance.status_lines(measured))
+    assert provenance.moved_rules({}, shipped) == []  # the shipped file against itself: nothing to say
