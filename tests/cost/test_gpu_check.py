@@ -305,9 +305,22 @@ def _packing_series(mps: bool) -> list[dict]:
 
 def test_the_report_has_the_packing_rows_and_the_calibration_their_speedups(tmp_path):
     row = R.cell_row(_summary(), PLAN_STEP_FLOPS, "sentence fp32", "sentence")
-    vision = {"step": "vision macl", "track": "vision", "precision": "auto", "mps": False}
+    vision = {
+        "step": "vision macl batch 64",
+        "track": "vision",
+        "precision": "auto",
+        "batch": 64,
+        "mps": False,
+    }
     vision["rows"] = [dict(r, precision="bf16", mode="graph") for r in _packing_series(False)[0]["rows"]]
-    failed = {"step": "vision macl", "track": "vision", "precision": "auto", "mps": True, "error": "no MPS"}
+    failed = {
+        "step": "vision macl batch 64",
+        "track": "vision",
+        "precision": "auto",
+        "batch": 64,
+        "mps": True,
+    }
+    failed["error"] = "no MPS"
     packing = [*_packing_series(False), *_packing_series(True), vision, failed]
     report = R.write_report(tmp_path, [row], ENV, {}, packing=packing, dev_sentences=32).read_text()
     assert "| sentence fp32 | padding-free | no | 2 | 9.00, 9.50 | 18.50 | 0.93x | 3.10 |" in report
@@ -318,8 +331,8 @@ def test_the_report_has_the_packing_rows_and_the_calibration_their_speedups(tmp_
         "| sentence fp32 | padding-free | yes | 4 | 4.50, 4.50, 4.60, 4.80 | 18.40 | 1.42x | 3.10 |" in report
     )
     assert (
-        "| vision macl | graph | no | 2 |" in report
-        and "| vision macl | — | yes | — | not measured: no MPS |" in report
+        "| vision macl batch 64 | graph | no | 2 |" in report
+        and "| vision macl batch 64 | — | yes | — | not measured: no MPS |" in report
     )
     assert "of 32 sentences (not their process's first) less those sentences' FLOPs" in report
     assert f"at STS-B dev's {STSB_DEV_SENTENCES}: the fixed cost of one evaluation, not scaled" in report
@@ -327,11 +340,13 @@ def test_the_report_has_the_packing_rows_and_the_calibration_their_speedups(tmp_
     assert written["packing"]["measured"] is True
     assert written["packing"]["speedup"] == {"fp32": {"2": 0.925, "4": 0.92}}
     assert written["packing"]["speedup_mps"] == {"fp32": {"2": 1.425, "4": 1.42}}
-    assert written["packing"]["vision_speedup"] == {"bf16": {"2": 0.925, "4": 0.92}}
+    # an image step's figures by the batch they were measured at (the plan prices that batch's cells only)
+    assert written["packing"]["vision_speedup_b64"] == {"bf16": {"2": 0.925, "4": 0.92}}
+    assert "vision_speedup" not in written["packing"]
     loaded = cl_calibration.load_calibration(Results(tmp_path).calibration)
     assert loaded.packing_measured and loaded.packing_speedup == {"fp32": {2: 0.925, 4: 0.92}}
     assert loaded.packing_variants["speedup_mps"] == {"fp32": {2: 1.425, 4: 1.42}}
-    assert loaded.packing_variants["vision_speedup"] == {"bf16": {2: 0.925, 4: 0.92}}
+    assert loaded.packing_variants["vision_speedup_b64"] == {"bf16": {2: 0.925, 4: 0.92}}
 
 
 def test_a_partial_check_leaves_a_calibration_make_plan_reads_and_names_what_is_missing(tmp_path):
@@ -383,7 +398,7 @@ def test_packing_runs_again_under_a_private_mps_daemon_started_and_stopped_aroun
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
     calls, rounds = [], []
-    series = {"sentence fp32": ("sentence", "fp32", None)}
+    series = {"sentence fp32": ("sentence", "fp32", None, 64)}
     out = gpu_check.measure_packing(series, steps=3, pool=_recording_pool(calls), done=rounds.append)
     assert [s["mps"] for s in out] == [False, True] and all(s["rows"] for s in out)
     assert [len(r) for r in rounds] == [1, 2]  # the report written after each round
@@ -401,7 +416,7 @@ def test_packing_runs_again_under_a_private_mps_daemon_started_and_stopped_aroun
 def test_without_mps_the_second_round_says_so_and_a_daemon_that_fails_is_not_stopped(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     calls: list = []
-    series = {"sentence fp32": ("sentence", "fp32", None)}
+    series = {"sentence fp32": ("sentence", "fp32", None, 64)}
     out = gpu_check.measure_packing(series, steps=3, pool=_recording_pool(calls))
     assert len(calls) == 1 and "nvidia-cuda-mps-control is not on PATH" in out[1]["error"]
     log = _stand_in_mps(tmp_path, exit_code=1)
@@ -414,10 +429,11 @@ def test_a_failed_packing_round_is_a_row_with_its_error_and_the_check_goes_on():
     def failing(*args, **kwargs):
         raise RuntimeError("packing: worker 2 failed: OutOfMemoryError: CUDA out of memory")
 
-    series = {"sentence bf16": ("sentence", "bf16", None)}
+    series = {"sentence bf16": ("sentence", "bf16", None, 64)}
     out = gpu_check.measure_packing(series, steps=3, pool=failing)
-    assert out[0] == {"step": "sentence bf16", "track": "sentence", "precision": "bf16", "mps": False,
-                      "error": "packing: worker 2 failed: OutOfMemoryError: CUDA out of memory"}  # fmt: skip
+    error = "packing: worker 2 failed: OutOfMemoryError: CUDA out of memory"
+    assert out[0] == {"step": "sentence bf16", "track": "sentence", "precision": "bf16", "batch": 64,
+                      "mps": False, "error": error}  # fmt: skip
 
 
 # A trainer's snapshots as the runtime submits them (contrastlab.training.runtime.save_snapshot: submit, then

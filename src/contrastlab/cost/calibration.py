@@ -27,8 +27,8 @@ prefers)::
       "packing": {                            # several small cells per GPU (cost.packing); missing: the
         "measured": true, "source": "...",    # default's (the H100 benchmark in docs/measured.md, assumed)
         "speedup": {"bf16": {"2": 1.82, "4": 2.34}},  # precision -> concurrent cells -> summed speed-up
-        "speedup_mps": {...}, "vision_speedup": {...}, "vision_speedup_mps": {...}   # optional: the same
-      },                                      # under an MPS daemon, and of image cells (PACKING_VARIANTS)
+        "speedup_mps": {...}, "vision_speedup_b64": {...}, "vision_speedup_mps_b64": {...}   # optional:
+      },                                      # the same under an MPS daemon, and of image cells at a batch
       "missing_parts": ["packing"],           # optional: the parts of make gpu-check that did not finish
       "peak_tflops": {...}, "mfu": {...},     # optional, for the reader
       "measured_entries": ["achieved_tflops.sentence.fp32", ...],   # optional: in an assumed file, the
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -98,8 +99,21 @@ SIDE_BY_SIDE = ("fp32", "tf32", "bf16")
 EVALUATION_PRECISION = "fp32"
 
 #: The packing figures beside ``packing.speedup`` (sentence cells, each in a process of its own): the same
-#: under an MPS daemon, and of image cells (MACL's captured step), without and with MPS.
+#: under an MPS daemon, and of image cells (MACL's captured step), without and with MPS. The image
+#: figures are measured per batch (``vision_speedup_b64``, ``vision_speedup_mps_b1024``:
+#: :func:`vision_packing_key`); ``vision_speedup`` without a batch (a file of before) prices no cell.
 PACKING_VARIANTS = ("speedup_mps", "vision_speedup", "vision_speedup_mps")
+#: An image packing figure's key with the batch it was measured at.
+VISION_PACKING_KEY = re.compile(r"vision_speedup(_mps)?_b([1-9][0-9]*)")
+
+
+def vision_packing_key(mps: bool, batch: int) -> str:
+    """The calibration's key of the image packing figures measured at ``batch``, with or without MPS.
+
+    >>> vision_packing_key(False, 64), vision_packing_key(True, 1024)
+    ('vision_speedup_b64', 'vision_speedup_mps_b1024')
+    """
+    return f"vision_speedup{'_mps' if mps else ''}_b{batch}"
 
 
 # ---------------------------------------------------------------------------------------- calibration
@@ -244,7 +258,11 @@ def _from_gpu_check(data: Mapping[str, Any], packing: Mapping[str, Any], path: P
     and the parts of ``make gpu-check`` it lacks: :class:`Calibration`'s ``packing_variants`` and
     ``missing_parts``."""
     return {
-        "packing_variants": {k: f for k in PACKING_VARIANTS if (f := _packing_speedup(packing, path, k))},
+        "packing_variants": {
+            k: f
+            for k in [*PACKING_VARIANTS, *(k for k in packing if VISION_PACKING_KEY.fullmatch(str(k)))]
+            if (f := _packing_speedup(packing, path, k))
+        },
         "missing_parts": tuple(str(part) for part in data.get("missing_parts") or ()),
     }
 

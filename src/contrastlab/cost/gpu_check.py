@@ -120,12 +120,24 @@ PACKING_WARMUP = 10
 #: Seconds without a result after which a packing round gives up (a copy that hangs: e.g. an MPS client
 #: whose server cannot start); the round is then a row saying so, and the check goes on.
 PACKING_TIMEOUT_S = 120
+#: The batches the MACL image step is packed at: the smallest and the largest of MACL's image cells
+#: (config.yaml's macl_cifar10 sweeps 64 to 1024). The plan prices an image cell packed only at a batch
+#: measured here (cost.packing.step_figures); those between are priced as if alone.
+VISION_PACKING_BATCHES = (64, 1024)
 
 
-def packing_series(grid: cl_config.Grid, device: str, *, warmup: int, state_dir: Path) -> dict[str, Any]:
+def packing_series(
+    grid: cl_config.Grid,
+    device: str,
+    *,
+    warmup: int,
+    state_dir: Path,
+    vision_batches: Sequence[int] | None = VISION_PACKING_BATCHES,
+) -> dict[str, Any]:
     """The steps :func:`measure_packing` packs: per name (``sentence fp32``, ``sentence bf16``, ``vision
-    macl``) its track, configured precision and the factory of one copy (:func:`sentence_step` or
-    :func:`vision_step` with the cell's own settings, so that a copy runs the mode the cell runs).
+    macl batch 64``) its track, configured precision, the factory of one copy (:func:`sentence_step` or
+    :func:`vision_step` with the cell's own settings, so that a copy runs the mode the cell runs) and
+    its batch. The MACL cell's step is packed at each of ``vision_batches`` (None: its own batch).
     OAR's cell is left out: its 224-px IEEE-fp32 step fills the GPU alone."""
     series = {}
     for cell in grid.cells:
@@ -136,13 +148,16 @@ def packing_series(grid: cl_config.Grid, device: str, *, warmup: int, state_dir:
             if not s.get("oar_fraction"):
                 n_images = DATASET_IMAGES[s["dataset"]][0]
                 n_train = n_images - int(float(s.get("val_fraction") or 0) * n_images)
-                build = functools.partial(vision_step, settings=s, n_images=n_train, **common)
-                series[f"vision {cell.method}"] = ("vision", s.get("precision") or "auto", build)
+                for batch in vision_batches or (s["batch_size"],):
+                    at = {**s, "batch_size": batch}
+                    build = functools.partial(vision_step, settings=at, n_images=n_train, **common)
+                    name = f"vision {cell.method} batch {batch}"
+                    series[name] = ("vision", s.get("precision") or "auto", build, batch)
         elif s.get("precision") in PACKING_PRECISIONS:
             model = grid.backbone(cell.backbone)["random"]
             size = {"batch": s["batch_size"], "length": s["max_length"], "precision": s["precision"]}
             build = functools.partial(sentence_step, model_config=model, settings=s, **size, **common)
-            series[f"sentence {s['precision']}"] = ("sentence", s["precision"], build)
+            series[f"sentence {s['precision']}"] = ("sentence", s["precision"], build, s["batch_size"])
     return series
 
 
@@ -163,7 +178,7 @@ def measure_packing(
     ``track``, ``precision``, ``mps`` and its ``rows``, or the ``error`` that kept it from being
     measured (no MPS here; a failed copy). ``done(series so far)`` after each of the two rounds."""
     out: list[dict[str, Any]] = []
-    builds = {name: build for name, (_, _, build) in series.items()}
+    builds = {name: build for name, (_, _, build, _) in series.items()}
     for mps in (False, True):
         with mps_daemon() if mps else contextlib.nullcontext({}) as env:
             if env is None:
@@ -175,8 +190,8 @@ def measure_packing(
                     measured = pool(builds, counts, forkserver_preload=forkserver_preload, **options)
                 except RuntimeError as err:
                     measured = str(err)
-        for name, (track, precision, _) in series.items():
-            row = {"step": name, "track": track, "precision": precision, "mps": mps}
+        for name, (track, precision, _, batch) in series.items():
+            row = {"step": name, "track": track, "precision": precision, "batch": batch, "mps": mps}
             out.append(row | ({"error": measured} if isinstance(measured, str) else {"rows": measured[name]}))
         if done is not None:
             done(list(out))
@@ -247,7 +262,11 @@ def run(args: argparse.Namespace) -> Path:
     _wait_after("checks")
     print("== 1, 2 and 4 cells at once on one device", flush=True)
     series = packing_series(
-        grid, device, warmup=1 if args.toy else PACKING_WARMUP, state_dir=Path(grid.results.state("packing"))
+        grid,
+        device,
+        warmup=1 if args.toy else PACKING_WARMUP,
+        state_dir=Path(grid.results.state("packing")),
+        vision_batches=None if args.toy else VISION_PACKING_BATCHES,  # the toy's own: batch 1024 on 2 cores
     )
     packing = measure_packing(
         series,

@@ -41,10 +41,12 @@ from typing import Any
 from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
     PACKING_VARIANTS,
+    VISION_PACKING_KEY,
     Calibration,
     Measurement,
     calibration_from_measurements,
     peak_tflops,
+    vision_packing_key,
 )
 from contrastlab.cost.flops import STSB_DEV_SENTENCES, CellWork
 from contrastlab.paths import Results, write_text
@@ -230,16 +232,20 @@ def packing_figures(
 ) -> tuple[dict[str, dict[int, float]], dict[str, dict[str, dict[int, float]]]]:
     """The calibration's ``packing.speedup`` (sentence cells, each a process of its own) and its
     :data:`~contrastlab.cost.calibration.PACKING_VARIANTS` from the packing series (``track``, ``mps``,
-    ``rows`` of :func:`contrastlab.cost.packing_measure.pooled_rows`; a series without rows failed), per the
-    precision its copies ran."""
+    ``batch``, ``rows`` of :func:`contrastlab.cost.packing_measure.pooled_rows`; a series without rows
+    failed), per the precision its copies ran; an image step's per batch too (``vision_speedup_b64``)."""
     figures: dict[str, dict[str, dict[int, float]]] = {}
     for series in packing:
+        # an image step's figures by the batch it ran (the plan prices a cell at its own batch only)
         key = f"{'vision_' if series['track'] == 'vision' else ''}speedup{'_mps' if series['mps'] else ''}"
+        if series["track"] == "vision" and series.get("batch"):
+            key = vision_packing_key(series["mps"], series["batch"])
         for r in series.get("rows") or ():
             if r["k"] > 1:
                 figures.setdefault(key, {}).setdefault(r.get("precision") or series["precision"], {})
                 figures[key][r.get("precision") or series["precision"]][r["k"]] = r["speedup"]
-    return figures.pop("speedup", {}), {k: v for k, v in figures.items() if k in PACKING_VARIANTS}
+    variants = {k: v for k, v in figures.items() if k in PACKING_VARIANTS or VISION_PACKING_KEY.fullmatch(k)}
+    return figures.pop("speedup", {}), variants
 
 
 def calibration(
