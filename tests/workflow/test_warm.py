@@ -48,6 +48,16 @@ if options.get("until_a_starter_serves"):  # a cold run that outlasts its starte
         if socket_path(os.environ).exists():
             break
         time.sleep(0.1)
+if options.get("summary"):  # a training job's output, its summary closed by its frame; then slow exit work
+    import atexit
+    from contrastlab.workflow import job
+    snakemake.output = {"model": options["summary"]}
+    os.makedirs(options["summary"])
+    phases = {"total_s": 0.0}
+    open(os.path.join(options["summary"], "train_summary.json"), "w").write(
+        json.dumps({"phases": phases, "start": {"process_started": time.time()}}))
+    job.close_summaries(snakemake)
+    atexit.register(time.sleep, options["exit_work_s"])
 print("to stdout")
 print("to stderr", file=sys.stderr)
 time.sleep(options.get("sleep", 0))
@@ -176,6 +186,19 @@ def test_a_handed_over_job_runs_as_its_own_process_would(place):
     current = os.umask(0)
     os.umask(current)
     assert report["umask"] == current
+
+
+def test_a_warm_training_jobs_phases_hold_its_exit_functions(place):
+    """What a warm training job does after its frame closed its summary (the exit functions: logging's
+    and TensorBoard's flushes, thread joins; here a 0.4 s one) lies inside its phases: the fork extends
+    them once those ran, and only its ``os._exit`` follows (issue 84: the phases sum to the job's wall)."""
+    starter = _starter_ready(place)
+    folder = place[0] / f"model-{time.monotonic_ns()}"
+    done, report = _run(place, summary=str(folder), exit_work_s=0.4)
+    assert done.returncode == 0, done.stderr
+    assert report["ppid"] == starter  # a fork of the starter, not a cold process
+    phases = json.loads((folder / "train_summary.json").read_text())["phases"]
+    assert phases["after_s"] >= 0.4 and phases["total_s"] >= 0.4
 
 
 def test_a_job_learns_whether_it_started_warm_and_when_its_process_began(place):

@@ -548,6 +548,8 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
         code = -signal.SIGINT if isinstance(failure, KeyboardInterrupt) else 1
     record_usage(getattr(script, "snakemake", None))
     atexit._run_exitfuncs()
+    if code == 0:
+        _close_summaries(getattr(script, "snakemake", None))
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -555,6 +557,21 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
             pass
     _end_by_signal(code)
     return code
+
+
+def _close_summaries(snakemake: Any) -> None:
+    """A finished training job's summaries extended to this moment
+    (:func:`contrastlab.workflow.job.close_summaries`, which its frame called already): the exit
+    functions (logging's and TensorBoard's last flushes, the joins of worker threads) and the usage record
+    then lie inside its phases, and only the fork's ``os._exit`` after them. Only where the job imported
+    that frame (a training job's script): importing it here would cost a job of another rule its time."""
+    job = sys.modules.get("contrastlab.workflow.job")
+    if job is None or snakemake is None:
+        return
+    try:
+        job.close_summaries(snakemake)
+    except OSError:  # the frame's close stands (its phases end a little earlier); the job succeeded
+        pass
 
 
 def _end_by_signal(code: int) -> None:
