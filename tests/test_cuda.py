@@ -117,3 +117,22 @@ def test_make_gpu_check_stops_with_the_same_line(fake_smi, monkeypatch, repo_roo
     assert done.returncode == 1 and len(lines) == 1, done.stderr[-2000:]
     assert lines[0].startswith("contrastlab: make gpu-check: torch 2.14.1 needs CUDA 13.0")
     assert "NVIDIA driver 535.104.05, Tesla V100-SXM2-32GB (compute capability 7.0)" in lines[0]
+
+
+def test_a_gpu_job_whose_torch_sees_its_gpu_asks_no_nvidia_smi(monkeypatch):
+    """Issue 84: nvidia-smi (0.5-1 s a job) only to explain a failure; cuInit timed as a phase of its own."""
+    from contrastlab.training import phases
+
+    def no_smi():
+        raise AssertionError("nvidia-smi asked on the success path")
+
+    monkeypatch.setattr(phases, "_FRAME_PHASES", {})
+    monkeypatch.setattr(gpus, "probe", no_smi)
+    monkeypatch.setattr(gpus, "runs_on_visible_gpus", lambda: True)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    gpus.require_requested_gpu(SimpleNamespace(resources={"gpu": 1}))
+    assert set(phases._FRAME_PHASES) == {"cuda_driver_s"}
+    # a GPU torch has no kernels for: nvidia-smi explains it
+    monkeypatch.setattr(gpus, "runs_on_visible_gpus", lambda: False)
+    with pytest.raises(AssertionError, match="nvidia-smi asked"):
+        gpus.require_requested_gpu(SimpleNamespace(resources={"gpu": 1}))

@@ -21,7 +21,10 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import threading
 from collections.abc import Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,9 @@ LOCK_FILE = REPO_ROOT / LOCK_NAME if (REPO_ROOT / "Snakefile").is_file() else Pa
 FORMAT = 1
 SECTIONS = ("data", "backbones")
 CHUNK = 1 << 20
+#: The background hash's block (:func:`hash_when_written`): large, since the thread takes the GIL back
+#: after each block, waiting while the job's own thread holds it.
+BACKGROUND_CHUNK = 32 << 20
 
 
 def sha256_file(path: str | Path) -> str:
@@ -44,6 +50,64 @@ def sha256_file(path: str | Path) -> str:
         for block in iter(lambda: f.read(CHUNK), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
+    """What names one version of a file: its device and inode (a hard link or a rename keeps them), its
+    size and its modification time."""
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+#: The digests of files this process wrote (:func:`hash_when_written`), by :func:`_identity`.
+_WRITTEN: dict[tuple[int, int, int, int], Future] = {}
+_WRITTEN_LOCK = threading.Lock()
+
+
+def _hash_open_file(f: Any, future: Future) -> None:
+    """Set ``future`` to the sha256 of the open file ``f``, or to None when the file changed while it
+    was read (the digest is then of no version that stays on disk); close ``f``."""
+    try:
+        with f:
+            before = _identity(os.fstat(f.fileno()))
+            h, buffer = hashlib.sha256(), bytearray(BACKGROUND_CHUNK)
+            view = memoryview(buffer)
+            while read := f.readinto(buffer):
+                h.update(view[:read])  # hashlib releases the GIL: the writer's thread goes on meanwhile
+            future.set_result(h.hexdigest() if _identity(os.fstat(f.fileno())) == before else None)
+    except BaseException as error:  # handed to the reader, who reads the file back
+        future.set_exception(error)
+
+
+def hash_when_written(path: str | Path) -> None:
+    """Start the sha256 of ``path``, a file this process has just written and closed, in a background
+    thread, so that the record of the job's finished work (:func:`recorded_sha256`) does not read it
+    back after the export. The file is opened here, before this returns: a rename of its folder or the
+    removal of its name (a state folder deleted after a hard-linked export) cannot make the thread miss
+    it. Any failure of the thread only sends :func:`recorded_sha256` back to reading the file."""
+    try:
+        f = open(path, "rb")  # closed by the thread that reads it
+    except OSError:
+        return  # nothing remembered: the record reads the file back
+    future: Future = Future()
+    with _WRITTEN_LOCK:
+        _WRITTEN[_identity(os.fstat(f.fileno()))] = future
+    threading.Thread(target=_hash_open_file, args=(f, future), name="sha256", daemon=True).start()
+
+
+def recorded_sha256(path: str | Path) -> str:
+    """sha256 of ``path``: the one :func:`hash_when_written` computed while the job went on, when the file
+    is still that version (same inode, size and modification time) and the hash succeeded; else the file
+    read back (:func:`sha256_file`)."""
+    with _WRITTEN_LOCK:
+        future = _WRITTEN.pop(_identity(os.stat(path)), None)
+    if future is not None:
+        try:
+            digest = future.result()
+        except Exception:  # the hash while writing failed: read the file back
+            digest = None
+        if digest is not None:
+            return digest
+    return sha256_file(path)
 
 
 class ChecksumError(RuntimeError):

@@ -141,6 +141,21 @@ def diagnose(stack: GpuStack) -> str | None:
     return None
 
 
+def runs_on_visible_gpus() -> bool:
+    """Whether the installed torch has kernels (or PTX) for every GPU it sees, asked of torch (no
+    ``nvidia-smi``): the success path's check once ``torch.cuda.is_available()`` is true."""
+    import torch
+
+    arch_list = list(torch.cuda.get_arch_list())
+    built = {int(arch.removeprefix("sm_")) for arch in arch_list if arch.startswith("sm_")}
+    for index in range(torch.cuda.device_count()):
+        major, minor = torch.cuda.get_device_capability(index)
+        sm = 10 * major + minor
+        if sm not in built and not _ptx_covers(arch_list, sm):
+            return False
+    return True
+
+
 def _ptx_covers(arch_list: list[str], sm: int) -> bool:
     """A ``compute_XY`` entry (PTX) runs, JIT-compiled, on GPUs of that capability and newer."""
     ptx = [int(a.removeprefix("compute_")) for a in arch_list if a.startswith("compute_")]

@@ -7,7 +7,9 @@ trainer (``capture.for_device``), not in the config's schema, so no cell's param
 finished cell retrains. A change that means to retrain cells updates these digests and says so:
 config/cpu.yaml's cell went from 60 steps to 30 (2026-11-27, to keep CI within 25 minutes), so a finished
 ``make cpu`` trains again once; config/gpu-check.yaml's cells went from 300 steps to 125 and fewer image
-steps (2026-11-28, to bring make gpu-check towards 5 minutes on an H200), so a finished check retrains.
+steps (2026-11-28, to bring make gpu-check towards 5 minutes on an H200), so a finished check retrains;
+its fp16 cell snapshots every 50 steps (issue 84, R1: the kill lands when the second is submitted), so a
+finished check retrains that one cell.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ SETTINGS_AT_19DFE09 = {
     "config.yaml": (369, "743e2494babac8d6"),
     "config/demo.yaml": (23, "fa5a53946bcdd6d8"),
     "config/cpu.yaml": (1, "ed11004c613aad4e"),  # 30 steps since 2026-11-27 (the docstring)
-    "config/gpu-check.yaml": (6, "43dfc8b370652a8c"),  # 125 steps since 2026-11-28 (the docstring)
+    "config/gpu-check.yaml": (6, "fc550baf2905868e"),  # 125 steps, fp16's state_every 50 (the docstring)
 }
 
 

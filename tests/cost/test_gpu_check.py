@@ -8,15 +8,20 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from contrastlab import config as cl_config
 from contrastlab.cost import calibration as cl_calibration
-from contrastlab.cost import gpu_check
+from contrastlab.cost import gpu_check, provenance
 from contrastlab.cost import gpu_report as R
-from contrastlab.cost.flops import STSB_DEV_SENTENCES
-from contrastlab.paths import Results
+from contrastlab.cost import plan as cl_plan
+from contrastlab.cost.flops import STSB_DEV_SENTENCES, cell_work
+from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.training import snapshots
 
 #: The plan's FLOPs of one step: 6 · N · batch 64 · 2 views · 32 tokens, N = 85,054,464 (BERT-base).
 PLAN_STEP_FLOPS = 6 * 85_054_464 * 64 * 2 * 32
@@ -64,10 +69,11 @@ def test_the_rate_leaves_out_each_processs_first_log_interval():
     assert unsteady["steps_per_s"] == 100 / 10.0
 
 
-def test_the_dev_evaluation_leaves_out_each_processs_first_and_is_scaled_to_sts_b_dev():
+def test_the_dev_evaluation_is_its_fixed_cost_unscaled_without_the_work_the_plan_prices_apart():
     """Step 0's evaluation (CUDA's first use of the dev shapes, scipy's import) and a resumed process's
-    first are left out; before, eval_s / evals took them in: (1.3 + 0.30 + 0.32 + 0.28) / 4 = 0.55 s,
-    x 2909/32 = 50.0 s per STS-B dev evaluation instead of 27.3."""
+    first are left out; what is left, less the seconds the plan prices for those same evaluations (their
+    FLOPs and encoder calls: dev_eval_work_s), is the fixed cost per evaluation, not scaled to STS-B dev:
+    before (G1), 0.30 x 2909/32 = 27.27 s per evaluation, the dev FLOPs counted twice."""
     fp32 = _summary()
     fp32["eval_seconds"] = [1.3, 0.30, 0.32, 0.28]
     fp16 = _summary()  # killed after its snapshot at step 50, resumed: its evaluation at 100 is cold
@@ -78,14 +84,118 @@ def test_the_dev_evaluation_leaves_out_each_processs_first_and_is_scaled_to_sts_
     assert R.dev_evaluation_seconds(fp32) == [0.30, 0.32, 0.28]
     assert R.dev_evaluation_seconds(fp16) == [0.3, 0.3]
     assert R.dev_evaluation_seconds(_summary()) == []  # an older trainer: no per-evaluation seconds
-    rows = [R.cell_row(s, PLAN_STEP_FLOPS, "sentence", "sentence") for s in (fp32, fp16)]
-    scaled = R.calibration(rows, ENV, dev_sentences=32)
-    assert STSB_DEV_SENTENCES == 2_909
-    assert scaled["overheads_s"]["dev_evaluation"] == pytest.approx(0.30 * 2_909 / 32)  # 27.27
-    assert R.calibration(rows, ENV)["overheads_s"]["dev_evaluation"] == pytest.approx(0.30)  # no count
+    rows = [R.cell_row(s, PLAN_STEP_FLOPS, "sentence", "sentence", dev_work_s=0.05) for s in (fp32, fp16)]
+    assert R.calibration(rows, ENV)["overheads_s"]["dev_evaluation"] == pytest.approx(0.30 - 0.05)
+    unpriced = [R.cell_row(s, PLAN_STEP_FLOPS, "sentence", "sentence") for s in (fp32, fp16)]
+    assert R.calibration(unpriced, ENV)["overheads_s"]["dev_evaluation"] == pytest.approx(0.30)
     # without per-evaluation seconds nothing is measured: the plan takes the default's (and says so)
     bare = R.cell_row(_summary(), PLAN_STEP_FLOPS, "sentence", "sentence")
-    assert "dev_evaluation" not in R.calibration([bare], ENV, dev_sentences=32)["overheads_s"]
+    assert "dev_evaluation" not in R.calibration([bare], ENV)["overheads_s"]
+
+
+def test_the_dev_work_of_a_fixture_evaluation_is_its_share_of_sts_b_devs_flops_and_one_call():
+    """The preset's BERT-base cell: 4 STS-B dev evaluations of 2 x 110 M x 47,750 tokens... at the shipped
+    fp32 rate, 6 calls each at dev batch 512; 32 sentences are 32/2909 of one evaluation's FLOPs and
+    one call of 3.93 ms."""
+    grid = cl_config.Grid(cl_config.load(cl_calibration.GPU_CHECK_PRESET))
+    work = cell_work(grid, next(c for c in grid.cells if c.method == "bf16"))
+    shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    assert (work.dev_evaluations, work.dev_calls) == (4, 24)
+    per_evaluation = work.dev_flops / 4
+    flop_s = per_evaluation * 32 / STSB_DEV_SENTENCES / (shipped.achieved_tflops["sentence"]["fp32"] * 1e12)
+    assert R.dev_work_seconds(work, shipped, 32) == pytest.approx(flop_s + 0.00393)
+    assert R.dev_work_seconds(work, shipped, STSB_DEV_SENTENCES) == pytest.approx(
+        flop_s * 2909 / 32 + 6 * 0.00393
+    )
+
+
+#: 2026-11-28's H200 run of make gpu-check at bf5710a (../shared/docs/gpu-h200-2026-11-28/README.md and
+#: raw/gpucheck.log; gpu-review.md §3.1): per sentence cell of 300 steps (dev at 0, 100, 200, 300; three
+#: snapshots) its job's wall in Snakemake's log, steps/s, its dev evaluations' seconds and its snapshots'.
+#: The per-evaluation split was not recorded: each of the 4 is dev / 4, step 0's first use included
+#: (errs long). The fp16 cell was resumed (no start-up) and the fp32 cell's padding-free rate on the
+#: fixture's tokens has no token count in the raw output: neither gives a rate here (the shipped file's).
+H200_2026_11_28 = {
+    "fp32": {"wall": 45.0, "rate": 28.3, "dev": 1.4, "snapshots": 4.1},
+    "tf32": {"wall": 45.0, "rate": 52.4, "dev": 1.6, "snapshots": 4.2},
+    "bf16": {"wall": 42.0, "rate": 76.6, "dev": 1.7, "snapshots": 3.5},
+}
+#: The encoding jobs' walls between Snakemake's "Finished" lines (encode x 4, encode_vision x 2).
+H200_2026_11_28_ENCODINGS = (27.0, 28.0, 31.0, 31.0, 29.0, 26.0)
+
+
+def _calibration_of_2026_11_28(tmp_path: Path) -> cl_calibration.Calibration:
+    grid = cl_config.Grid(cl_config.load(cl_calibration.GPU_CHECK_PRESET))
+    cells = {c.method: c for c in grid.cells if grid.experiment(c.experiment).track == "sentence"}
+    shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    rows = []
+    for precision, f in H200_2026_11_28.items():
+        work = cell_work(grid, cells[precision])
+        summary = {
+            "steps": 300,
+            "precision": precision,
+            "device_name": "NVIDIA H200",
+            "settings": {"max_length": 32},
+            "evals": [{"step": s, "seconds": f["dev"] / 4} for s in (0, 100, 200, 300)],
+            "timings": {"train_s": 300 / f["rate"], "eval_s": f["dev"], "state_s": f["snapshots"]},
+        }
+        row = R.cell_row(
+            summary,
+            work.step_flops,
+            f"sentence {precision}",
+            "sentence",
+            snapshots=3,
+            snapshot_gib=work.snapshot_gib,
+            wall_s=f["wall"],
+            dev_work_s=R.dev_work_seconds(work, shipped, 32),
+        )
+        rows.append(row | ({"steps_per_s": None} if precision == "fp32" else {}))
+    overheads = R.measured_overheads(rows, [{"wall_s": w, "flop_s": 0.0} for w in H200_2026_11_28_ENCODINGS])
+    measured = [
+        cl_calibration.Measurement("sentence", r["precision"], r["step_flops"], r["steps_per_s"])
+        for r in rows
+        if r["steps_per_s"]
+    ]
+    path = tmp_path / "calibration.json"
+    cl_calibration.write_calibration(
+        path,
+        cl_calibration.calibration_from_measurements(
+            measured, device="NVIDIA H200", source="2026-11-28", overheads_s=overheads, gpu_memory_gib=140.4
+        ),
+    )
+    return cl_calibration.load_calibration(path)
+
+
+def test_a_calibration_from_the_h200s_figures_of_2026_11_28_keeps_the_plan_within_2_gpu_hours(tmp_path):
+    """G1: with the dev evaluation scaled by 2909/32 the same figures gave 267-318 GPU-h instead of 179.0;
+    its fixed cost (0.35-0.43 s a fixture evaluation, less its 32 sentences' FLOPs and one call) and the
+    measured start-ups (~32 s, not the assumed 60) keep config.yaml's plan within 2 GPU-h, and no rule
+    moves by more than 25% against the shipped file."""
+    calibration = _calibration_of_2026_11_28(tmp_path)
+    o = calibration.overheads_s
+    assert 0.3 < o["dev_evaluation"] < 0.43  # was 0.39 x 2909/32 = 35 s
+    assert o["train_startup"] == pytest.approx(
+        sum(f["wall"] - 300 / f["rate"] - f["dev"] - f["snapshots"] for f in H200_2026_11_28.values()) / 3
+    )
+    assert o["evaluate_startup"] == pytest.approx(sum(H200_2026_11_28_ENCODINGS) / 6)
+    # no image rate measured: OAR's augmentation (vision_large_image) and the fp32 padding-free ratio stay
+    # with the shipped rates they go with (before: 0 and none, -7.3 and -3.8 GPU-h)
+    assert "overheads_s.vision_large_image" in calibration.filled_from_default
+    assert calibration.padding_free_ratio == {"fp32": 0.7965}
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    grid = cl_config.Grid(config)
+    shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    assert cl_plan.total_hours(cl_plan.make_plan(grid, shipped)) == pytest.approx(179.0, abs=0.05)
+    hours = cl_plan.total_hours(cl_plan.make_plan(grid, calibration))
+    assert abs(hours - 179.0) <= 2.0
+    works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
+    assert provenance.moved_rules(works, calibration) == []
+    # the old scaling, for contrast: the rule train moves by half and the line names dev_evaluation
+    inflated = replace(calibration, overheads_s={**o, "dev_evaluation": o["dev_evaluation"] * 2909 / 32})
+    assert cl_plan.total_hours(cl_plan.make_plan(grid, inflated)) > 260
+    (moved,) = provenance.moved_rules(works, inflated)
+    assert moved.startswith("- **calibration moves rule train** by +")
+    assert "overheads_s.dev_evaluation 3" in moved and "against the shipped 0.0507" in moved
 
 
 def _job_summary(**extra) -> dict:
@@ -154,7 +264,8 @@ def test_the_report_puts_each_jobs_wall_beside_the_plan_with_its_start_and_phase
         },
         {"rule": "train", "cell": "gpu_check/bert/bf16/seed42", "wall_s": 30.0, "planned": {"shipped": 60.0},
          "start": {"warm": True}},
-        {"rule": "encode", "cell": "gpu_check/bert/fp32/seed42", "wall_s": 28.0},
+        {"rule": "encode", "cell": "gpu_check/bert/fp32/seed42", "wall_s": 28.0,
+         "start": {"warm": True, "waited_s": 0.0}, "phases": {"encode_s": 3.5, "total_s": 5.0}},
     ]  # fmt: skip
     here = {("train", "gpu_check/bert/fp32/seed42"): 44.0}
     report = R.write_report(tmp_path, [], ENV, {}, jobs=jobs, price=lambda path: here).read_text()
@@ -164,12 +275,16 @@ def test_the_report_puts_each_jobs_wall_beside_the_plan_with_its_start_and_phase
     fp32 = "| train | gpu_check/bert/fp32/seed42 | cold (libcuda.so in the starter) |"
     assert f"{fp32} 45.0 | 70.0 | 44.0 | 37.7 |" in report
     assert "| train | gpu_check/bert/bf16/seed42 | warm | 30.0 | 60.0 | — | — |" in report
-    assert "| encode | gpu_check/bert/fp32/seed42 | — | 28.0 | — | — | — |" in report
-    # the phases the issue names, then any other the trainer records ("setup"), then the total
-    assert "| writes | setup | total |" in report
-    fp32_phases = "| gpu_check/bert/fp32/seed42 | 0.50 | — | 5.00 | 2.25 |" + " — |" * 7 + " 0.75 | 40.00 |"
-    assert fp32_phases in report
-    assert "| gpu_check/bert/bf16/seed42 |" + " — |" * 13 in report
+    assert "| encode | gpu_check/bert/fp32/seed42 | warm | 28.0 | — | — | — |" in report
+    # the phases the issues name (84: the GPU claim, nvidia-smi and cuInit apart from the imports, what
+    # followed the summary), then any other a job records ("setup", "encode"), then the total
+    assert "| imports | GPU claim | nvidia-smi | cuInit | CUDA init |" in report
+    assert "| writes | after summary | setup | encode | total |" in report
+    fp32_phases = "| train | gpu_check/bert/fp32/seed42 | 0.50 | — | 5.00 |" + " — |" * 3 + " 2.25 |"
+    assert fp32_phases + " — |" * 8 + " 0.75 | — | 40.00 |" in report
+    assert "| train | gpu_check/bert/bf16/seed42 |" + " — |" * 18 in report
+    # every GPU job shows its start and phases, the encoding jobs too (from their metrics' encoding)
+    assert "| encode | gpu_check/bert/fp32/seed42 | 0.00 |" + " — |" * 15 + " 3.50 | 5.00 |" in report
     # the summary's start and phases reach the row (and so the table) as the trainers write them
     row = R.cell_row(_job_summary(start=jobs[0]["start"], phases=jobs[0]["phases"]), 1e12, "a", "sentence")
     assert row["start"] == jobs[0]["start"] and row["phases"] == jobs[0]["phases"]
@@ -190,9 +305,22 @@ def _packing_series(mps: bool) -> list[dict]:
 
 def test_the_report_has_the_packing_rows_and_the_calibration_their_speedups(tmp_path):
     row = R.cell_row(_summary(), PLAN_STEP_FLOPS, "sentence fp32", "sentence")
-    vision = {"step": "vision macl", "track": "vision", "precision": "auto", "mps": False}
+    vision = {
+        "step": "vision macl batch 64",
+        "track": "vision",
+        "precision": "auto",
+        "batch": 64,
+        "mps": False,
+    }
     vision["rows"] = [dict(r, precision="bf16", mode="graph") for r in _packing_series(False)[0]["rows"]]
-    failed = {"step": "vision macl", "track": "vision", "precision": "auto", "mps": True, "error": "no MPS"}
+    failed = {
+        "step": "vision macl batch 64",
+        "track": "vision",
+        "precision": "auto",
+        "batch": 64,
+        "mps": True,
+    }
+    failed["error"] = "no MPS"
     packing = [*_packing_series(False), *_packing_series(True), vision, failed]
     report = R.write_report(tmp_path, [row], ENV, {}, packing=packing, dev_sentences=32).read_text()
     assert "| sentence fp32 | padding-free | no | 2 | 9.00, 9.50 | 18.50 | 0.93x | 3.10 |" in report
@@ -203,19 +331,22 @@ def test_the_report_has_the_packing_rows_and_the_calibration_their_speedups(tmp_
         "| sentence fp32 | padding-free | yes | 4 | 4.50, 4.50, 4.60, 4.80 | 18.40 | 1.42x | 3.10 |" in report
     )
     assert (
-        "| vision macl | graph | no | 2 |" in report
-        and "| vision macl | — | yes | — | not measured: no MPS |" in report
+        "| vision macl batch 64 | graph | no | 2 |" in report
+        and "| vision macl batch 64 | — | yes | — | not measured: no MPS |" in report
     )
-    assert f"of 32 sentences (not their process's first) scaled to STS-B dev's {STSB_DEV_SENTENCES}" in report
+    assert "of 32 sentences (not their process's first) less those sentences' FLOPs" in report
+    assert f"at STS-B dev's {STSB_DEV_SENTENCES}: the fixed cost of one evaluation, not scaled" in report
     written = json.loads(Path(Results(tmp_path).calibration).read_text())
     assert written["packing"]["measured"] is True
     assert written["packing"]["speedup"] == {"fp32": {"2": 0.925, "4": 0.92}}
     assert written["packing"]["speedup_mps"] == {"fp32": {"2": 1.425, "4": 1.42}}
-    assert written["packing"]["vision_speedup"] == {"bf16": {"2": 0.925, "4": 0.92}}
+    # an image step's figures by the batch they were measured at (the plan prices that batch's cells only)
+    assert written["packing"]["vision_speedup_b64"] == {"bf16": {"2": 0.925, "4": 0.92}}
+    assert "vision_speedup" not in written["packing"]
     loaded = cl_calibration.load_calibration(Results(tmp_path).calibration)
     assert loaded.packing_measured and loaded.packing_speedup == {"fp32": {2: 0.925, 4: 0.92}}
     assert loaded.packing_variants["speedup_mps"] == {"fp32": {2: 1.425, 4: 1.42}}
-    assert loaded.packing_variants["vision_speedup"] == {"bf16": {2: 0.925, 4: 0.92}}
+    assert loaded.packing_variants["vision_speedup_b64"] == {"bf16": {2: 0.925, 4: 0.92}}
 
 
 def test_a_partial_check_leaves_a_calibration_make_plan_reads_and_names_what_is_missing(tmp_path):
@@ -267,7 +398,7 @@ def test_packing_runs_again_under_a_private_mps_daemon_started_and_stopped_aroun
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
     calls, rounds = [], []
-    series = {"sentence fp32": ("sentence", "fp32", None)}
+    series = {"sentence fp32": ("sentence", "fp32", None, 64)}
     out = gpu_check.measure_packing(series, steps=3, pool=_recording_pool(calls), done=rounds.append)
     assert [s["mps"] for s in out] == [False, True] and all(s["rows"] for s in out)
     assert [len(r) for r in rounds] == [1, 2]  # the report written after each round
@@ -285,7 +416,7 @@ def test_packing_runs_again_under_a_private_mps_daemon_started_and_stopped_aroun
 def test_without_mps_the_second_round_says_so_and_a_daemon_that_fails_is_not_stopped(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     calls: list = []
-    series = {"sentence fp32": ("sentence", "fp32", None)}
+    series = {"sentence fp32": ("sentence", "fp32", None, 64)}
     out = gpu_check.measure_packing(series, steps=3, pool=_recording_pool(calls))
     assert len(calls) == 1 and "nvidia-cuda-mps-control is not on PATH" in out[1]["error"]
     log = _stand_in_mps(tmp_path, exit_code=1)
@@ -298,7 +429,71 @@ def test_a_failed_packing_round_is_a_row_with_its_error_and_the_check_goes_on():
     def failing(*args, **kwargs):
         raise RuntimeError("packing: worker 2 failed: OutOfMemoryError: CUDA out of memory")
 
-    series = {"sentence bf16": ("sentence", "bf16", None)}
+    series = {"sentence bf16": ("sentence", "bf16", None, 64)}
     out = gpu_check.measure_packing(series, steps=3, pool=failing)
-    assert out[0] == {"step": "sentence bf16", "track": "sentence", "precision": "bf16", "mps": False,
-                      "error": "packing: worker 2 failed: OutOfMemoryError: CUDA out of memory"}  # fmt: skip
+    error = "packing: worker 2 failed: OutOfMemoryError: CUDA out of memory"
+    assert out[0] == {"step": "sentence bf16", "track": "sentence", "precision": "bf16", "batch": 64,
+                      "mps": False, "error": error}  # fmt: skip
+
+
+# A trainer's snapshots as the runtime submits them (contrastlab.training.runtime.save_snapshot: submit, then
+# the marker), its steps 2 ms each and each snapshot's write slow (argv: state folder, steps, state_every,
+# write seconds); "finished" once its last write is on disk, as a cell's end.
+STAND_IN_TRAINER = """
+import sys, time
+from pathlib import Path
+from contrastlab.training import state as st
+from contrastlab.training.snapshots import SnapshotWriter, note_submitted
+state_dir, steps, every, write_s = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+writer = SnapshotWriter()
+for step in range(1, steps + 1):
+    time.sleep(0.002)
+    if step % every == 0:
+        writer.wait()
+        def write(step=step):
+            time.sleep(write_s)  # BERT-base's 1.3 GB with fsync, on a slow disk
+            st.save_state(state_dir, {"step": step}, {"step": step})
+        writer.submit(write)
+        note_submitted(state_dir, step, writer.writes)
+writer.wait()
+(state_dir / "finished").write_text("the cell ended")
+"""
+
+
+@pytest.mark.fault(
+    "gpu-check's kill of the fp16 cell racing the cell's end, its snapshots written in the background (R1)",
+    "the kill lands when the second snapshot is submitted: the first complete on disk, the cell not ended",
+)
+def test_the_kill_lands_before_the_fp16_cells_end_with_a_slow_snapshot_writer(tmp_path):
+    """The preset's fp16 cell (125 steps) snapshots at 50 and 100; gpu-check kills when the trainer's marker
+    says the second was submitted with the first on disk. Before, it killed once state.json appeared: with
+    one snapshot at step 100 written in the background, that was when the cell's last write ended, and
+    the kill came after the cell's end ("the fp16 cell never resumed")."""
+    grid = cl_config.Grid(cl_config.load(gpu_check.PRESET))
+    settings = grid.settings_copy(next(c for c in grid.cells if c.method == gpu_check.KILLED_METHOD))
+    steps, every = settings["max_steps"], settings["state_every"]
+    command = [sys.executable, "-c", STAND_IN_TRAINER, str(tmp_path), str(steps), str(every), "0.5"]
+    marker = tmp_path / snapshots.MARKER
+    killed = gpu_check._kill_after_first_snapshot(command, marker, timeout_s=120, cwd=str(tmp_path))
+    assert killed and not (tmp_path / "finished").exists()
+    assert json.loads((tmp_path / "state.json").read_text()) == {"step": every}  # resumable from there
+    assert json.loads(marker.read_text())["step"] == 2 * every < steps
+
+
+def test_the_plan_says_first_which_figures_are_assumed_and_whether_its_start_ups_are(tmp_path):
+    """Issue 84 item 5: the shipped H200 file measured its rates and dev figures but assumes its start-ups
+    (60 s, 30 s): the plan's first lines say so; a calibration whose start-ups a card measured does not,
+    and a figure it lacks takes the shipped file's status with its value."""
+    shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    assert provenance.figure_status(shipped, "overheads_s.train_startup") == "assumed"
+    assert provenance.figure_status(shipped, "overheads_s.dev_evaluation") == "measured"
+    assert provenance.figure_status(shipped, "achieved_tflops.vision.bf16") == "assumed"
+    first = provenance.status_lines(shipped)
+    assert first[0].startswith("- **Start-ups assumed, not measured on a card** (train_startup 60 s, ")
+    assert first[1].startswith("- Figures: 14 measured on a card, 13 assumed (evaluate_startup, ")
+    measured = _calibration_of_2026_11_28(tmp_path)
+    assert provenance.figure_status(measured, "overheads_s.train_startup") == "measured"
+    assert provenance.figure_status(measured, "achieved_tflops.sentence.fp32") == "measured"  # the shipped's
+    assert provenance.figure_status(measured, "overheads_s.senteval_probe_test") == "assumed"  # the shipped's
+    assert not any("Start-ups assumed" in line for line in provenance.status_lines(measured))
+    assert provenance.moved_rules({}, shipped) == []  # the shipped file against itself: nothing to say

@@ -159,7 +159,9 @@ def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
     assert "1 training jobs 4 per GPU" in lines
     assert (
         "speed-ups measured: sentence fp32 padding-free without MPS 1.50× with 2, 2.00× with 4; sentence "
-        "bf16 graph without MPS 1.80× with 2, 3.00× with 4; any other step is priced as if alone" in lines
+        "bf16 graph without MPS 1.80× with 2, 3.00× with 4; "
+        "any other step (an image cell at a batch not measured too) is assumed not to gain and priced as if "
+        "alone" in lines
     )
     assert "| jobs per GPU |" in lines
     off = "\n".join(plan.plan_lines(cl_config.Grid(_toy_config()), alone, cal, "config"))
@@ -192,6 +194,41 @@ def test_with_mps_the_plan_packs_the_bf16_cells_and_keeps_179_as_configured():
             assert on.seconds == off.seconds and on.share == 1
 
 
+def test_an_image_cell_is_priced_packed_only_at_a_batch_its_step_was_measured_at():
+    """MACL's image cells run batches 64 to 1024; make gpu-check packs the smallest and the largest. With
+    figures at those two, the cells at 64 and 1024 share a GPU at them, the cells at 128, 256 and 512 keep
+    one of their own (priced as if alone) and the plan names their steps; a file of before, whose image
+    figures say no batch (``vision_speedup``), prices no image cell."""
+    config = cl_config.load(REPO_ROOT / "config.yaml")
+    resources = {**config["resources"], "gpu_share": 4, "mps": True}
+    grid = cl_config.Grid(cl_config.validate({**config, "resources": resources}))
+    h200 = cl_calibration.calibration_for(None)
+    figures = {"bf16": {2: 1.5, 4: 2.0}}
+    measured = dataclasses.replace(
+        h200,
+        packing_variants={
+            **h200.packing_variants,
+            "vision_speedup_mps_b64": figures,
+            "vision_speedup_mps_b1024": {"bf16": {2: 1.25}},
+        },
+    )
+    macl = [c for c in grid.cells if c.experiment == "macl_cifar10"]
+    works = {c: cl_flops.cell_work(grid, c) for c in macl}
+    alone = {w.batch: w for w in works.values()}
+    assert sorted(alone) == [64, 128, 256, 512, 1024] and {w.precision for w in alone.values()} == {"bf16"}
+    shares = {w.batch: packing.chosen_share(w, measured, 4, True) for w in alone.values()}
+    assert shares == {64: 4, 128: 1, 256: 1, 512: 1, 1024: 2}
+    assert packing.packed_seconds(100.0, alone[64], 4, measured, True) == pytest.approx(50.0)
+    assert packing.packed_seconds(100.0, alone[256], 4, measured, True) == 100.0
+    text = " ".join(packing.packing_lines(grid, plan.make_plan(grid, measured), measured))
+    assert "vision bf16 graph batch 256" in text.split("No measured figure under MPS for ")[1].split(":")[0]
+    assert "vision bf16 graph batch 64 under MPS 1.50× with 2, 2.00× with 4" in text
+    before = dataclasses.replace(
+        h200, packing_variants={**h200.packing_variants, "vision_speedup_mps": figures}
+    )
+    assert {packing.chosen_share(w, before, 4, True) for w in alone.values()} == {1}
+
+
 def test_assumed_packing_figures_are_not_priced_and_the_plan_says_so():
     """The H100 file keeps docs/measured.md's H100 figures (eager steps, benchmarks/gpu_share.py), assumed:
     none is priced there."""
@@ -206,8 +243,9 @@ def test_assumed_packing_figures_are_not_priced_and_the_plan_says_so():
     text = " ".join(packing.packing_lines(cl_config.Grid(_toy_config()), [], h200))
     assert (
         "speed-ups measured: sentence bf16 graph without MPS 0.95× with 2, 0.95× with 4; sentence bf16 "
-        "graph under MPS 1.16× with 2, 1.22× with 4; any other step is priced as if alone (source: "
-        "gpu-h200-2026-11-28" in text
+        "graph under MPS 1.16× with 2, 1.22× with 4; "
+        "any other step (an image cell at a batch not measured too) is assumed not to gain and priced as if "
+        "alone (source: gpu-h200-2026-11-28" in text
     )
 
 
@@ -315,15 +353,25 @@ def test_each_packed_copy_runs_the_step_mode_its_cell_runs_and_the_plan_prices()
         "macl": "graph",
         "oar_infonce": "eager",
     }
-    # what the check packs: the fp32 and bf16 sentence cells and MACL, each copy with its cell's settings
+    # what the check packs: the fp32 and bf16 sentence cells and MACL at the smallest and the largest
+    # batch of MACL's image cells, each copy with its cell's settings
     series = gpu_check.packing_series(grid, "cuda", warmup=10, state_dir=REPO_ROOT / "unused")
-    assert {name: (track, precision) for name, (track, precision, _) in series.items()} == {
-        "sentence fp32": ("sentence", "fp32"),
-        "sentence bf16": ("sentence", "bf16"),
-        "vision macl": ("vision", "auto"),
+    assert {name: (track, precision, batch) for name, (track, precision, _, batch) in series.items()} == {
+        "sentence fp32": ("sentence", "fp32", 64),
+        "sentence bf16": ("sentence", "bf16", 64),
+        "vision macl batch 64": ("vision", "auto", 64),
+        "vision macl batch 1024": ("vision", "auto", 1024),
     }
     fp32 = next(c for c in grid.cells if c.method == "fp32")
     assert series["sentence fp32"][2].keywords["settings"] == grid.settings_copy(fp32)
+    macl = grid.settings_copy(next(c for c in grid.cells if c.method == "macl"))
+    assert series["vision macl batch 1024"][2].keywords["settings"] == {**macl, "batch_size": 1024}
+    # the batches are MACL's image cells' smallest and largest (config.yaml's macl_cifar10 sweep)
+    shipped = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
+    batches = {
+        shipped.settings_copy(c)["batch_size"] for c in shipped.cells if c.experiment == "macl_cifar10"
+    }
+    assert gpu_check.VISION_PACKING_BATCHES == (min(batches), max(batches)) == (64, 1024)
 
 
 class _FakeCopy:

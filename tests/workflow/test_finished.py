@@ -5,8 +5,10 @@ that cell again (contrastlab.paths.read_metrics, contrastlab.workflow.finished).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -331,3 +333,92 @@ def test_a_read_only_folder_a_missing_output_must_be_written_in_is_named(tmp_pat
     )
     read_only = {root / "checkpoints"}  # the nearest existing folder above an output still to be made
     assert finished.read_only_problem([unborn]).startswith(f"{root / 'checkpoints'} cannot be written")
+# --- The weights' sha256 taken while the job goes on (issue 84 item 3): the record made when the job ends
+# reads no checkpoint back when its writer hashed it already, and reads it back when that digest is not of
+# the bytes on disk or was never taken.
+
+
+def _read_back_counted(monkeypatch) -> list[str]:
+    """The files the record reads back (sha256_file, wherever the record calls it), by name."""
+    from contrastlab import artifacts
+    from contrastlab.workflow import finished
+
+    read, real = [], artifacts.sha256_file
+
+    def counted(path):
+        read.append(Path(path).name)
+        return real(path)
+
+    monkeypatch.setattr(artifacts, "sha256_file", counted)
+    monkeypatch.setattr(finished, "sha256_file", counted)
+    return read
+
+
+def _recorded(root: Path, output: Path) -> dict:
+    from contrastlab.workflow.finished import record_finished
+
+    (record,) = record_finished(root, [output])
+    return {Path(k).name: v["sha256"] for k, v in json.loads(record.read_text())["files"].items()}
+
+
+def test_the_exported_weights_record_the_digest_taken_when_they_were_written(
+    tmp_path, tiny_bert, monkeypatch
+):
+    """A best checkpoint saved as the trainer saves it (atomically, into the state folder), exported as a
+    hard link as the sentence trainer's export does, its state folder then deleted: the record holds the
+    sha256 of the bytes on disk and reads only the small files back, not the weights."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from contrastlab.training import state as st
+    from contrastlab.training.sentence import _link_or_copy
+    from contrastlab.training.sentence_select import save_checkpoint
+
+    model, tokenizer = AutoModel.from_pretrained(tiny_bert), AutoTokenizer.from_pretrained(tiny_bert)
+    best = st.save_best(tmp_path / "state", 7, lambda folder: save_checkpoint(model, tokenizer, folder))
+    output = tmp_path / "checkpoints" / "cell" / "model"
+    output.mkdir(parents=True)
+    for file in best.iterdir():
+        _link_or_copy(str(file), str(output / file.name))
+    (output / "extra.safetensors").write_bytes(b"written without a digest")
+    shutil.rmtree(tmp_path / "state")
+    read = _read_back_counted(monkeypatch)
+    recorded = _recorded(tmp_path, output)
+    on_disk = {name: hashlib.sha256((output / name).read_bytes()).hexdigest() for name in recorded}
+    assert recorded == on_disk and set(recorded) == {"model.safetensors", "extra.safetensors"}
+    assert read == ["extra.safetensors"]
+
+
+@pytest.mark.parametrize("how", ["rewritten", "copied", "hash failed"])
+def test_a_digest_that_is_not_of_the_bytes_on_disk_sends_the_record_back_to_reading_them(
+    tmp_path, monkeypatch, how
+):
+    """The fast path's failures: the file rewritten in place after its digest was taken, a copy (another
+    inode) rather than a hard link, the background hash raising. Each record reads the file back and holds
+    the sha256 of what is on disk."""
+    from contrastlab import artifacts
+
+    output = tmp_path / "checkpoints" / "cell" / "model"
+    output.mkdir(parents=True)
+    weights = output / "model.safetensors"
+    written = tmp_path / "written.safetensors" if how == "copied" else weights
+    written.write_bytes(b"A" * 4096)
+    if how == "hash failed":
+
+        def fails(f, future):
+            f.close()
+            future.set_exception(OSError("read error"))
+
+        monkeypatch.setattr(artifacts, "_hash_open_file", fails)
+    artifacts.hash_when_written(written)
+    if how == "rewritten":
+        artifacts._WRITTEN[artifacts._identity(os.stat(weights))].result()  # the digest of the first bytes
+        with open(weights, "r+b") as f:
+            f.write(b"B" * 4096)
+        os.utime(weights, ns=(1, 1))
+    elif how == "copied":
+        shutil.copy2(written, weights)
+    read = _read_back_counted(monkeypatch)
+    assert _recorded(tmp_path, output) == {
+        "model.safetensors": hashlib.sha256(weights.read_bytes()).hexdigest()
+    }
+    assert read == ["model.safetensors"]

@@ -48,6 +48,16 @@ if options.get("until_a_starter_serves"):  # a cold run that outlasts its starte
         if socket_path(os.environ).exists():
             break
         time.sleep(0.1)
+if options.get("summary"):  # a training job's output, its summary closed by its frame; then slow exit work
+    import atexit
+    from contrastlab.workflow import job
+    snakemake.output = {"model": options["summary"]}
+    os.makedirs(options["summary"])
+    phases = {"total_s": 0.0}
+    open(os.path.join(options["summary"], "train_summary.json"), "w").write(
+        json.dumps({"phases": phases, "start": {"process_started": time.time()}}))
+    job.close_summaries(snakemake)
+    atexit.register(time.sleep, options["exit_work_s"])
 print("to stdout")
 print("to stderr", file=sys.stderr)
 time.sleep(options.get("sleep", 0))
@@ -222,6 +232,17 @@ def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_pro
     assert os.path.realpath(os.path.join(warm_report["cwd"], warm_report["path0"])) == str(
         place[0] / "outside"
     )
+def test_a_warm_training_jobs_phases_hold_its_exit_functions(place):
+    """What a warm training job does after its frame closed its summary (the exit functions: logging's
+    and TensorBoard's flushes, thread joins; here a 0.4 s one) lies inside its phases: the fork extends
+    them once those ran, and only its ``os._exit`` follows (issue 84: the phases sum to the job's wall)."""
+    starter = _starter_ready(place)
+    folder = place[0] / f"model-{time.monotonic_ns()}"
+    done, report = _run(place, summary=str(folder), exit_work_s=0.4)
+    assert done.returncode == 0, done.stderr
+    assert report["ppid"] == starter  # a fork of the starter, not a cold process
+    phases = json.loads((folder / "train_summary.json").read_text())["phases"]
+    assert phases["after_s"] >= 0.4 and phases["total_s"] >= 0.4
 
 
 def test_a_job_learns_whether_it_started_warm_and_when_its_process_began(place):
@@ -445,8 +466,10 @@ def test_a_second_starter_on_one_address_leaves_at_once(tmp_path):
     assert not address.exists()
 
 
-#: Why a job of a key whose starter's imports loaded the CUDA driver starts cold (its start record).
-REFUSED = "starter refused: CUDA driver loaded by imports"
+#: Why a job of a key whose starter's imports loaded a CUDA driver that cannot say whether it was
+#: initialised (here: a file named as the driver, not a library) starts cold (its start record).
+LOADED = "CUDA driver loaded by imports, its initialisation unknown"
+REFUSED = f"starter refused: {LOADED}"
 
 # In every process of its key (``PYTHONPATH``): a file named as the CUDA driver mapped from start-up on, so
 # that /proc/self/maps names libcuda.so after a starter's imports, as where torch's import loads the driver.
@@ -477,9 +500,88 @@ def test_a_starter_whose_imports_load_the_cuda_driver_records_its_refusal_and_le
         why = warm.serve(address, idle_seconds=1)
     assert "CUDA driver" in why and not address.exists()
     refusal = json.loads((tmp_path / "key.refused").read_text())
-    assert refusal["reason"] == "CUDA driver loaded by imports", refusal
+    assert refusal["reason"] == LOADED, refusal
     assert not warm._starter_importing(address)
     assert not list(tmp_path.glob(".*partial"))  # written whole (atomically)
+
+
+#: A stand-in for the CUDA driver (libcuda.so.1): the entry points a process asks before and at cuInit;
+#: cuDeviceGetCount answers CUDA_ERROR_NOT_INITIALIZED (3) until cuInit, as the driver does.
+STAND_IN_LIBCUDA = r"""
+static int initialised = 0;
+int cuInit(unsigned int flags) { (void)flags; initialised = 1; return 0; }
+int cuDriverGetVersion(int *version) { *version = 13000; return 0; }
+int cuDeviceGetCount(int *count) { if (!initialised) return 3; *count = 0; return 0; }
+"""
+
+# A starter in a process of its own (the stand-in never enters the test's process): it loads the driver as
+# torch's import does (cuBLASLt's constructor), calls cuInit where asked, and serves for a second.
+STARTER = """
+import ctypes, sys
+from pathlib import Path
+from contrastlab.workflow import warm
+driver = ctypes.CDLL("libcuda.so.1")
+if sys.argv[2] == "cuInit":
+    driver.cuInit(0)
+warm.PRELOAD = ()
+print(warm.serve(Path(sys.argv[1]), idle_seconds=1))
+"""
+
+
+def _stand_in_driver(folder: Path) -> Path:
+    """``folder`` holding a stand-in ``libcuda.so.1`` built by the C compiler (skips without one)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the stand-in CUDA driver")
+    (folder / "libcuda.c").write_text(STAND_IN_LIBCUDA)
+    build = [compiler, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(folder / "libcuda.so.1")]
+    subprocess.run([*build, str(folder / "libcuda.c")], check=True, capture_output=True)
+    return folder
+
+
+@pytest.mark.parametrize("driver", ["loaded", "cuInit"])
+def test_a_starter_refuses_only_where_the_cuda_driver_was_initialised(tmp_path, driver):
+    """W1: the CUDA 13 torch build maps libcuda.so.1 at import without initialising it; a starter whose
+    driver is only loaded serves (its forks initialise CUDA themselves), one whose process called cuInit
+    refuses and records driver_initialised "yes". Before, both refused ("CUDA driver loaded by imports")."""
+    libraries = _stand_in_driver(tmp_path)
+    address = tmp_path / "key.sock"
+    env = {**os.environ, "LD_LIBRARY_PATH": str(libraries)}
+    done = subprocess.run(
+        [sys.executable, "-c", STARTER, str(address), driver],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    refused = tmp_path / "key.refused"
+    if driver == "loaded":
+        assert "without initialising it: forks may use CUDA" in done.stdout, done.stdout
+        assert not refused.exists() and done.stdout.splitlines()[-1] == "0 jobs, then no job for 1 s", (
+            done.stdout
+        )
+    else:
+        record = json.loads(refused.read_text())
+        assert record["reason"] == "CUDA driver initialised by imports", record
+        assert (record["driver_initialised"], record["torch_initialised"]) == ("yes", "no")
+
+
+def test_a_starter_whose_torch_initialised_cuda_refuses(tmp_path, monkeypatch):
+    """torch's own lazy-init flag is enough: a starter whose imports ran torch.cuda's initialisation
+    refuses, whether or not the driver's library is visible in its maps."""
+    import types
+
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: True))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(warm, "PRELOAD", ())
+    monkeypatch.setattr(warm, "_cuda_driver_loaded", lambda: False)
+    address = tmp_path / "key.sock"
+    why = warm.serve(address, idle_seconds=1)
+    assert why.startswith("CUDA driver initialised by imports") and not address.exists(), why
+    record = json.loads((tmp_path / "key.refused").read_text())
+    assert (record["reason"], record["torch_initialised"]) == ("CUDA driver initialised by imports", "yes")
+    assert record["driver_initialised"] == "not loaded"
 
 
 def test_a_refused_key_starts_its_jobs_cold_at_once_and_another_key_still_gets_a_starter(
@@ -489,7 +591,7 @@ def test_a_refused_key_starts_its_jobs_cold_at_once_and_another_key_still_gets_a
     here), its start record saying why. A job of another key starts a starter as before."""
     refused, other = tmp_path / "refused.sock", tmp_path / "other.sock"
     monkeypatch.setattr(warm, "PRELOAD", ())
-    monkeypatch.setattr(warm, "_cuda_driver_loaded", lambda: True)
+    monkeypatch.setattr(warm, "_cuda_refusal", lambda: (LOADED, {"driver_initialised": "unknown"}))
     warm.serve(refused, idle_seconds=1)
     started: list[Path] = []
     monkeypatch.setattr(warm, "_start_starter", started.append)
@@ -532,7 +634,7 @@ def test_a_refusal_is_remembered_and_the_next_job_of_its_key_starts_no_starter(p
     folder, key = root / f"contrastlab-warm-{os.getuid()}", starter_key({**env, **own})
     starters = (folder / f"{key}.log").read_text()
     assert starters.count("CUDA driver") == 1, starters  # one starter, not one per job
-    assert json.loads((folder / f"{key}.refused").read_text())["reason"] == "CUDA driver loaded by imports"
+    assert json.loads((folder / f"{key}.refused").read_text())["reason"] == LOADED
     assert first.returncode == second.returncode == 0, first.stderr + second.stderr
     assert first_report["start"]["why_cold"] == second_report["start"]["why_cold"] == REFUSED
     assert first_report["start"]["waited_s"] > 0 and second_report["start"]["waited_s"] < 0.1

@@ -27,8 +27,8 @@ prefers)::
       "packing": {                            # several small cells per GPU (cost.packing); missing: the
         "measured": true, "source": "...",    # default's (the H100 benchmark in docs/measured.md, assumed)
         "speedup": {"bf16": {"2": 1.82, "4": 2.34}},  # precision -> concurrent cells -> summed speed-up
-        "speedup_mps": {...}, "vision_speedup": {...}, "vision_speedup_mps": {...}   # optional: the same
-      },                                      # under an MPS daemon, and of image cells (PACKING_VARIANTS)
+        "speedup_mps": {...}, "vision_speedup_b64": {...}, "vision_speedup_mps_b64": {...}   # optional:
+      },                                      # the same under an MPS daemon, and of image cells at a batch
       "missing_parts": ["packing"],           # optional: the parts of make gpu-check that did not finish
       "peak_tflops": {...}, "mfu": {...},     # optional, for the reader
       "measured_entries": ["achieved_tflops.sentence.fp32", ...],   # optional: in an assumed file, the
@@ -45,6 +45,7 @@ import importlib.resources
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -102,8 +103,21 @@ SIDE_BY_SIDE = ("fp32", "tf32", "bf16")
 EVALUATION_PRECISION = "fp32"
 
 #: The packing figures beside ``packing.speedup`` (sentence cells, each in a process of its own): the same
-#: under an MPS daemon, and of image cells (MACL's captured step), without and with MPS.
+#: under an MPS daemon, and of image cells (MACL's captured step), without and with MPS. The image
+#: figures are measured per batch (``vision_speedup_b64``, ``vision_speedup_mps_b1024``:
+#: :func:`vision_packing_key`); ``vision_speedup`` without a batch (a file of before) prices no cell.
 PACKING_VARIANTS = ("speedup_mps", "vision_speedup", "vision_speedup_mps")
+#: An image packing figure's key with the batch it was measured at.
+VISION_PACKING_KEY = re.compile(r"vision_speedup(_mps)?_b([1-9][0-9]*)")
+
+
+def vision_packing_key(mps: bool, batch: int) -> str:
+    """The calibration's key of the image packing figures measured at ``batch``, with or without MPS.
+
+    >>> vision_packing_key(False, 64), vision_packing_key(True, 1024)
+    ('vision_speedup_b64', 'vision_speedup_mps_b1024')
+    """
+    return f"vision_speedup{'_mps' if mps else ''}_b{batch}"
 
 
 # ---------------------------------------------------------------------------------------- calibration
@@ -214,6 +228,14 @@ def load_calibration(path: str | os.PathLike | None = None) -> Calibration:
     # file for another (a measured file without them prices every cell on a GPU of its own)
     packing = data.get("packing") or (default["packing"] if chosen == DEFAULT_CALIBRATION else {})
     ratios = data.get("padding_free_ratio") or {}
+    if (
+        not ratios
+        and "sentence/fp32" in filled
+        and model_of(str(data.get("device"))) == model_of(default["device"])
+    ):
+        # the ratio goes with the fp32 rate it was measured against: a file of the same card that takes
+        # that rate from the default takes its ratio too (else the padding-free cells lose a measurement)
+        ratios = default.get("padding_free_ratio") or {}
     for precision, value in ratios.items():
         if precision not in RESOLVED or not _finite(value) or not 0 < value <= 2:
             raise ValueError(
@@ -253,7 +275,11 @@ def _from_gpu_check(data: Mapping[str, Any], packing: Mapping[str, Any], path: P
     and the parts of ``make gpu-check`` it lacks: :class:`Calibration`'s ``packing_variants`` and
     ``missing_parts``."""
     return {
-        "packing_variants": {k: f for k in PACKING_VARIANTS if (f := _packing_speedup(packing, path, k))},
+        "packing_variants": {
+            k: f
+            for k in [*PACKING_VARIANTS, *(k for k in packing if VISION_PACKING_KEY.fullmatch(str(k)))]
+            if (f := _packing_speedup(packing, path, k))
+        },
         "missing_parts": tuple(str(part) for part in data.get("missing_parts") or ()),
     }
 
@@ -309,8 +335,12 @@ def calibration_from_measurements(
     figures of several cells on one GPU; ``packing_variants``: the same under an MPS daemon and of image
     cells (:data:`PACKING_VARIANTS`). ``missing_parts``: the parts of ``make gpu-check`` not measured
     (the file of a check that was cut short)."""
-    # a measured image step includes its augmentation: no per-image augmentation on top of its rate
-    overheads = {f"{track}_step": 0.0 for track in ("sentence", "vision")} | {"vision_large_image": 0.0}
+    measurements = list(measurements)
+    overheads = {f"{track}_step": 0.0 for track in ("sentence", "vision")}
+    if any(m.track == "vision_large" for m in measurements):
+        # a measured image step includes its augmentation: no per-image augmentation on top of its rate
+        # (without one, the default's rate and its augmentation stay together)
+        overheads["vision_large_image"] = 0.0
     overheads |= dict(overheads_s or {})
     grouped: dict[tuple[str, str], list[float]] = {}
     for m in measurements:

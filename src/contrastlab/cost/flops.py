@@ -324,6 +324,8 @@ class CellWork:
     padded_step_flops: float = 0.0
     gather_elements: float = 0.0
     token_profile: str = ""
+    #: The training batch (an image cell's: its packing figures are measured per batch, cost.packing).
+    batch: int = 0
 
     @property
     def rate_class(self) -> str:
@@ -582,4 +584,5 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
         # the trainer's captured step (training.vision_capture) launches nothing from the host per step
         graphed=vision_mode(s, n_train, bf16).graph,
         step_images=images,
+        batch=batch,
     )

@@ -29,7 +29,7 @@ from contrastlab import config as cl_config
 from contrastlab import cuda
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, cell_work
-from contrastlab.cost.gpu_report import PARTS, cell_row, write_report
+from contrastlab.cost.gpu_report import PARTS, cell_row, dev_work_seconds, write_report
 from contrastlab.cost.measured import read_job_costs
 from contrastlab.cost.packing import SHARES
 from contrastlab.cost.packing_measure import (
@@ -45,6 +45,7 @@ from contrastlab.evaluation.senteval import evaluate_checkpoint
 from contrastlab.models import load_backbone, make_encoder
 from contrastlab.paths import REPO_ROOT
 from contrastlab.senteval.tasks import load_sts_pairs
+from contrastlab.training.snapshots import MARKER, MARKER_VARIABLE
 
 STS_TASKS = ("STS12", "STSBenchmark", "SICKRelatedness")
 #: Largest ‖e_gpu − e_cpu‖ / ‖e_cpu‖ of one checkpoint's sentence embeddings, both IEEE fp32. Twelve
@@ -119,12 +120,24 @@ PACKING_WARMUP = 10
 #: Seconds without a result after which a packing round gives up (a copy that hangs: e.g. an MPS client
 #: whose server cannot start); the round is then a row saying so, and the check goes on.
 PACKING_TIMEOUT_S = 120
+#: The batches the MACL image step is packed at: the smallest and the largest of MACL's image cells
+#: (config.yaml's macl_cifar10 sweeps 64 to 1024). The plan prices an image cell packed only at a batch
+#: measured here (cost.packing.step_figures); those between are priced as if alone.
+VISION_PACKING_BATCHES = (64, 1024)
 
 
-def packing_series(grid: cl_config.Grid, device: str, *, warmup: int, state_dir: Path) -> dict[str, Any]:
+def packing_series(
+    grid: cl_config.Grid,
+    device: str,
+    *,
+    warmup: int,
+    state_dir: Path,
+    vision_batches: Sequence[int] | None = VISION_PACKING_BATCHES,
+) -> dict[str, Any]:
     """The steps :func:`measure_packing` packs: per name (``sentence fp32``, ``sentence bf16``, ``vision
-    macl``) its track, configured precision and the factory of one copy (:func:`sentence_step` or
-    :func:`vision_step` with the cell's own settings, so that a copy runs the mode the cell runs).
+    macl batch 64``) its track, configured precision, the factory of one copy (:func:`sentence_step` or
+    :func:`vision_step` with the cell's own settings, so that a copy runs the mode the cell runs) and
+    its batch. The MACL cell's step is packed at each of ``vision_batches`` (None: its own batch).
     OAR's cell is left out: its 224-px IEEE-fp32 step fills the GPU alone."""
     series = {}
     for cell in grid.cells:
@@ -135,13 +148,16 @@ def packing_series(grid: cl_config.Grid, device: str, *, warmup: int, state_dir:
             if not s.get("oar_fraction"):
                 n_images = DATASET_IMAGES[s["dataset"]][0]
                 n_train = n_images - int(float(s.get("val_fraction") or 0) * n_images)
-                build = functools.partial(vision_step, settings=s, n_images=n_train, **common)
-                series[f"vision {cell.method}"] = ("vision", s.get("precision") or "auto", build)
+                for batch in vision_batches or (s["batch_size"],):
+                    at = {**s, "batch_size": batch}
+                    build = functools.partial(vision_step, settings=at, n_images=n_train, **common)
+                    name = f"vision {cell.method} batch {batch}"
+                    series[name] = ("vision", s.get("precision") or "auto", build, batch)
         elif s.get("precision") in PACKING_PRECISIONS:
             model = grid.backbone(cell.backbone)["random"]
             size = {"batch": s["batch_size"], "length": s["max_length"], "precision": s["precision"]}
             build = functools.partial(sentence_step, model_config=model, settings=s, **size, **common)
-            series[f"sentence {s['precision']}"] = ("sentence", s["precision"], build)
+            series[f"sentence {s['precision']}"] = ("sentence", s["precision"], build, s["batch_size"])
     return series
 
 
@@ -162,7 +178,7 @@ def measure_packing(
     ``track``, ``precision``, ``mps`` and its ``rows``, or the ``error`` that kept it from being
     measured (no MPS here; a failed copy). ``done(series so far)`` after each of the two rounds."""
     out: list[dict[str, Any]] = []
-    builds = {name: build for name, (_, _, build) in series.items()}
+    builds = {name: build for name, (_, _, build, _) in series.items()}
     for mps in (False, True):
         with mps_daemon() if mps else contextlib.nullcontext({}) as env:
             if env is None:
@@ -174,8 +190,8 @@ def measure_packing(
                     measured = pool(builds, counts, forkserver_preload=forkserver_preload, **options)
                 except RuntimeError as err:
                     measured = str(err)
-        for name, (track, precision, _) in series.items():
-            row = {"step": name, "track": track, "precision": precision, "mps": mps}
+        for name, (track, precision, _, batch) in series.items():
+            row = {"step": name, "track": track, "precision": precision, "batch": batch, "mps": mps}
             out.append(row | ({"error": measured} if isinstance(measured, str) else {"rows": measured[name]}))
         if done is not None:
             done(list(out))
@@ -200,7 +216,8 @@ TOY = {
     "training": {"max_steps": 12, "eval_every": 4, "log_every": 4, "state_every": 4, "batch_size": 16},
     "resources": {"gpu": 0, "threads": 1},
     "experiments": {
-        "gpu_check": {"backbones": ["tiny-bert"]},
+        # the fp16 cell's two snapshots at the toy's size (the preset's 50 would leave it none)
+        "gpu_check": {"backbones": ["tiny-bert"], "methods": {"fp16": {"training": {"state_every": 4}}}},
         "gpu_check_macl": {"training": {"batch_size": 32, "max_steps": 4, "log_every": 2, "state_every": 2}},
         "gpu_check_oar": {
             "training": {"input_size": 32, "batch_size": 32, "max_steps": 4, "log_every": 2, "state_every": 2}
@@ -226,13 +243,14 @@ def run(args: argparse.Namespace) -> Path:
     device = "cuda" if torch.cuda.is_available() and not args.toy else "cpu"
     env = environment()
     shipped = _shipped_calibration(str(env.get("device")))
-    rows, jobs, evaluations = _measured(grid, results, shipped)
+    dev_sentences = sts_dev_sentences(senteval_dir)
+    rows, jobs, evaluations = _measured(grid, results, shipped, dev_sentences)
     write = functools.partial(
         write_report,
         results,
         rows,
         env,
-        dev_sentences=sts_dev_sentences(senteval_dir),
+        dev_sentences=dev_sentences,
         evaluations=evaluations,
         jobs=jobs,
         price=lambda path: planned_seconds(grid, cl_calibration.load_calibration(path)),
@@ -244,7 +262,11 @@ def run(args: argparse.Namespace) -> Path:
     _wait_after("checks")
     print("== 1, 2 and 4 cells at once on one device", flush=True)
     series = packing_series(
-        grid, device, warmup=1 if args.toy else PACKING_WARMUP, state_dir=Path(grid.results.state("packing"))
+        grid,
+        device,
+        warmup=1 if args.toy else PACKING_WARMUP,
+        state_dir=Path(grid.results.state("packing")),
+        vision_batches=None if args.toy else VISION_PACKING_BATCHES,  # the toy's own: batch 1024 on 2 cores
     )
     packing = measure_packing(
         series,
@@ -309,8 +331,11 @@ def planned_seconds(
     return out
 
 
-def _measured(grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calibration):
-    """The cells' rows (:func:`~contrastlab.cost.gpu_report.cell_row`), the jobs' rows of the
+def _measured(
+    grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calibration, dev_sentences: int = 0
+):
+    """The cells' rows (:func:`~contrastlab.cost.gpu_report.cell_row`; their dev evaluations of
+    ``dev_sentences`` sentences less what ``shipped`` prices of them), the jobs' rows of the
     actual-against-plan table (priced with the ``shipped`` calibration) and the encoding jobs' wall
     and FLOP seconds, from the summaries and Snakemake's benchmark files in ``results``."""
     costs = read_job_costs(results, skipped=[])
@@ -318,13 +343,17 @@ def _measured(grid: cl_config.Grid, results: Path, shipped: cl_calibration.Calib
     rows, trained = [], {}
     for cell in grid.cells:
         rule = "train_vision" if grid.experiment(cell.experiment).track == "vision" else "train"
-        rows.append(_cell_row(grid, cell, walls.get((rule, cell.path))))
+        dev_work = dev_work_seconds(cell_work(grid, cell), shipped, dev_sentences)
+        rows.append(_cell_row(grid, cell, walls.get((rule, cell.path)), dev_work))
         trained[rule, cell.path] = rows[-1]
     planned = planned_seconds(grid, shipped)
     works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
     jobs, evaluations = [], []
+    cells = {cell.path: cell for cell in grid.cells}
     for j in costs:
         row = trained.get((j.rule, j.cell)) or {}
+        if j.rule in ("encode", "encode_vision") and j.cell in cells:
+            row = _encoding_record(grid, cells[j.cell])  # its start and phases, as the metrics keep them
         place = (j.rule, j.cell)
         jobs.append(
             {"rule": j.rule, "cell": j.cell, "wall_s": j.seconds, "planned": {"shipped": planned.get(place)}}
@@ -378,14 +407,14 @@ def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str)
     killed cell is the one job on the GPU)."""
     results = grid.results.root
     killed_cell = next(c for c in grid.cells if c.method == KILLED_METHOD)
-    state_json = Path(grid.results.state("train", killed_cell), "state.json")
+    marker = Path(grid.results.state("train", killed_cell), MARKER)
     killed = False
     if not _trained_path(grid, killed_cell).exists():
         print(f"== {killed_cell.path}: started, to be killed after its first snapshot", flush=True)
         vision = [c for c in grid.cells if grid.experiment(c.experiment).track == "vision"]
         first = [_trained_path(grid, killed_cell), *map(functools.partial(_trained_path, grid), vision)]
         command = _snakemake(configfile, [*first, *_image_markers(grid)], cores)
-        killed = _kill_after_first_snapshot(command, state_json, timeout_s=1800, cwd=workdir)
+        killed = _kill_after_first_snapshot(command, marker, timeout_s=1800, cwd=workdir)
     print("== every cell (the killed one resumes)", flush=True)
     evaluated = [_metrics_path(grid, cell) for cell in grid.cells if cell.method in EVALUATED]
     targets = [*(_trained_path(grid, cell) for cell in grid.cells), *evaluated]
@@ -417,18 +446,40 @@ def _snakemake(configfile: Path, targets: list[Path], cores: int) -> list[str]:
     ]
 
 
-def _kill_after_first_snapshot(command: list[str], state_json: Path, timeout_s: float, cwd: str) -> bool:
-    """Run ``command`` in ``cwd`` and SIGKILL it (and its jobs) once ``state_json`` exists; True if it was
-    killed."""
-    proc = subprocess.Popen(command, cwd=cwd, start_new_session=True)
+def _kill_after_first_snapshot(command: list[str], marker: Path, timeout_s: float, cwd: str) -> bool:
+    """Run ``command`` in ``cwd`` (its trainers writing snapshot markers: :data:`MARKER_VARIABLE`) and
+    SIGKILL it (and its jobs) once ``marker`` says a snapshot is on disk while another was just submitted:
+    the cell then still has that write and its last steps ahead, so the kill cannot land after its end
+    (the preset's fp16 cell snapshots twice); True if it was killed."""
+    env = {**os.environ, MARKER_VARIABLE: "1"}
+    proc = subprocess.Popen(command, cwd=cwd, start_new_session=True, env=env)
     deadline = time.monotonic() + timeout_s
-    while proc.poll() is None and not state_json.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)  # --toy: a dozen steps of tiny BERT take a fraction of a second
+    while proc.poll() is None and not _snapshot_on_disk(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)  # --toy: a dozen steps of tiny BERT take a fraction of a second
     if proc.poll() is not None:
         return False
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     return True
+
+
+def _encoding_record(grid: cl_config.Grid, cell) -> dict[str, Any]:
+    """An encoding job's ``start`` and ``phases`` as its cell's metrics keep them (``encoding``, copied
+    from the encoding job's record by the probe job); empty where the cell was not evaluated."""
+    try:
+        encoding = json.loads(_metrics_path(grid, cell).read_text()).get("encoding") or {}
+    except (OSError, ValueError):
+        return {}
+    return {"start": encoding.get("start"), "phases": encoding.get("phases")}
+
+
+def _snapshot_on_disk(marker: Path) -> bool:
+    """Whether the trainer's snapshot marker (:func:`~contrastlab.training.snapshots.note_submitted`)
+    says a snapshot was submitted with an earlier one complete on disk."""
+    try:
+        return json.loads(marker.read_text())["on_disk"] >= 1
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def _trained_path(grid: cl_config.Grid, cell) -> Path:
@@ -437,7 +488,7 @@ def _trained_path(grid: cl_config.Grid, cell) -> Path:
     return Path(grid.results.checkpoint(cell, "encoder" if vision else "model"))
 
 
-def _cell_row(grid: cl_config.Grid, cell, wall_s: float | None) -> dict[str, Any]:
+def _cell_row(grid: cl_config.Grid, cell, wall_s: float | None, dev_work_s: float = 0.0) -> dict[str, Any]:
     """:func:`~contrastlab.cost.gpu_report.cell_row` of one trained cell of the preset, from its summary,
     the plan's FLOPs and snapshots, and its job's wall time (``wall_s``, None where unknown)."""
     track = grid.experiment(cell.experiment).track
@@ -458,6 +509,7 @@ def _cell_row(grid: cl_config.Grid, cell, wall_s: float | None) -> dict[str, Any
         snapshots=work.snapshots,
         snapshot_gib=work.snapshot_gib,
         wall_s=wall_s,
+        dev_work_s=dev_work_s,
     )
 
 

@@ -21,25 +21,34 @@ The overheads, each what the plan charges once per job, per evaluation or per Gi
   (milliseconds on the preset's fixtures).
 - ``snapshot_per_gib``: the snapshots' time (``phases.snapshots_s``, else ``timings.state_s``: what
   they cost the training loop) over their count × the plan's GiB per snapshot.
-- ``dev_evaluation``: the mean time of the dev evaluations that were not their process's first (step 0,
-  or the first after a resume: CUDA's first use of the dev shapes and scipy's import), scaled to STS-B
-  dev's :data:`~contrastlab.cost.flops.STSB_DEV_SENTENCES` sentences.
+- ``dev_evaluation``: the fixed cost of one dev evaluation, what the plan adds per evaluation on top of
+  the dev FLOPs and the encoder calls (``dev_call``) it already prices: the mean time of the dev
+  evaluations that were not their process's first (step 0, or the first after a resume: CUDA's first
+  use of the dev shapes and scipy's import) less what the plan prices of those same evaluations (their
+  sentences' FLOPs at the fp32 rate and their encoder calls, :func:`dev_work_seconds`). Not scaled to
+  STS-B dev's size: the FLOPs and calls that grow with it are priced apart (scaling the whole time, as
+  before, multiplied the fixed cost by 91 and counted the dev FLOPs twice).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from contrastlab.cost.calibration import (
+    EVALUATION_PRECISION,
     PACKING_VARIANTS,
+    VISION_PACKING_KEY,
+    Calibration,
     Measurement,
     calibration_from_measurements,
     peak_tflops,
+    vision_packing_key,
 )
-from contrastlab.cost.flops import STSB_DEV_SENTENCES
+from contrastlab.cost.flops import STSB_DEV_SENTENCES, CellWork
 from contrastlab.paths import Results, write_text
 
 #: The parts of ``make gpu-check``, in order; the report and the calibration are written after each.
@@ -50,6 +59,9 @@ NONE = "—"
 PHASES = (
     ("interpreter_s", "interpreter"),
     ("imports_s", "imports"),
+    ("gpu_claim_s", "GPU claim"),
+    ("nvidia_smi_s", "nvidia-smi"),
+    ("cuda_driver_s", "cuInit"),
     ("cuda_init_s", "CUDA init"),
     ("model_load_s", "model load"),
     ("data_s", "data"),
@@ -58,6 +70,7 @@ PHASES = (
     ("dev_s", "dev"),
     ("snapshots_s", "snapshots"),
     ("writes_s", "writes"),
+    ("after_s", "after summary"),
     ("total_s", "total"),
 )
 #: The work a trainer times apart from its steps (``timings``), all priced apart by the plan: dev
@@ -96,6 +109,20 @@ def dev_evaluation_seconds(summary: Mapping[str, Any]) -> list[float]:
     return [float(t) for s, t in zip(every, seconds, strict=True) if t is not None and s not in firsts]
 
 
+def dev_work_seconds(work: CellWork, calibration: Calibration, sentences: int) -> float:
+    """The seconds the plan prices for one dev evaluation of ``sentences`` unique sentences of the cell
+    ``work`` besides its fixed cost (``dev_evaluation``): their share of one STS-B dev evaluation's FLOPs
+    at ``calibration``'s fp32 rate (the evaluators' precision) and their encoder calls at ``dev_call``
+    each (at least one). Zero for a cell without dev evaluations."""
+    if not work.dev_evaluations:
+        return 0.0
+    share = sentences / STSB_DEV_SENTENCES
+    flops = work.dev_flops / work.dev_evaluations * share
+    calls = math.ceil(work.dev_calls / work.dev_evaluations * share)
+    flop_s = calibration.seconds(flops, work.rate_class, EVALUATION_PRECISION)
+    return flop_s + calls * calibration.overheads_s.get("dev_call", 0.0)
+
+
 def cell_row(
     summary: Mapping[str, Any],
     step_flops: float,
@@ -105,10 +132,12 @@ def cell_row(
     snapshots: int = 0,
     snapshot_gib: float = 0.0,
     wall_s: float | None = None,
+    dev_work_s: float = 0.0,
 ) -> dict[str, Any]:
     """One row of the report from a cell's training summary and its FLOPs per step; ``snapshots`` and
     ``snapshot_gib``: the plan's count and size of its snapshots; ``wall_s``: its job's wall time
-    (Snakemake's benchmark), from which its start-up is computed (module docstring)."""
+    (Snakemake's benchmark), from which its start-up is computed (module docstring); ``dev_work_s``: what
+    the plan prices of one of its dev evaluations besides their fixed cost (:func:`dev_work_seconds`)."""
     timings = summary["timings"]
     steps_per_s = steady_rate(summary)
     settings = summary.get("settings") or {}
@@ -143,6 +172,7 @@ def cell_row(
         "resumed_from": summary.get("resumed_from", []),
         "startup_s": _startup(summary, steps_per_s, dev, snapshots_s, wall_s),
         "dev_eval_s": dev_evaluation_seconds(summary) if track == "sentence" else [],
+        "dev_eval_work_s": dev_work_s,
         "snapshots": snapshots,
         "snapshot_gib": snapshot_gib,
         "snapshots_s": snapshots_s,
@@ -168,16 +198,12 @@ def _mean(values: Sequence[float]) -> float | None:
 def measured_overheads(
     rows: Iterable[Mapping[str, Any]],
     evaluations: Iterable[Mapping[str, Any]] = (),
-    *,
-    dev_sentences: int | None = None,
 ) -> dict[str, float]:
     """The calibration's ``overheads_s`` measured by the rows (:func:`cell_row`) and the encoding jobs
     (``evaluations``: ``wall_s``, and ``flop_s``, their FLOPs' seconds at the calibration's rate), as
     the module docstring says; a figure without a measurement is left out (the plan takes the default's,
-    and says so). A dev evaluation timed on ``dev_sentences`` unique sentences (the preset's fixture has
-    a few dozen) is scaled to STS-B dev's :data:`~contrastlab.cost.flops.STSB_DEV_SENTENCES`, the set a
-    real cell evaluates (an encoding's time grows with its sentences; the fixed part, under a
-    millisecond of launches per batch, is scaled with it, which errs long)."""
+    and says so). ``dev_evaluation``: each row's non-first dev evaluations less its ``dev_eval_work_s``
+    (the FLOPs and calls the plan prices apart), averaged, not scaled: the fixed cost per evaluation."""
     rows = list(rows)
     out: dict[str, float] = {}
     startup = _mean([r["startup_s"] for r in rows if r.get("startup_s") is not None])
@@ -194,9 +220,10 @@ def measured_overheads(
     ]
     if written:
         out["snapshot_per_gib"] = sum(s for s, _ in written) / sum(g for _, g in written)
-    dev = _mean([s for r in rows if r["track"] == "sentence" for s in r.get("dev_eval_s") or ()])
+    sentence = [r for r in rows if r["track"] == "sentence"]
+    dev = _mean([s - r.get("dev_eval_work_s", 0.0) for r in sentence for s in r["dev_eval_s"]])
     if dev is not None:
-        out["dev_evaluation"] = dev * (STSB_DEV_SENTENCES / dev_sentences if dev_sentences else 1.0)
+        out["dev_evaluation"] = max(0.0, dev)
     return out
 
 
@@ -205,23 +232,26 @@ def packing_figures(
 ) -> tuple[dict[str, dict[int, float]], dict[str, dict[str, dict[int, float]]]]:
     """The calibration's ``packing.speedup`` (sentence cells, each a process of its own) and its
     :data:`~contrastlab.cost.calibration.PACKING_VARIANTS` from the packing series (``track``, ``mps``,
-    ``rows`` of :func:`contrastlab.cost.packing_measure.pooled_rows`; a series without rows failed), per the
-    precision its copies ran."""
+    ``batch``, ``rows`` of :func:`contrastlab.cost.packing_measure.pooled_rows`; a series without rows
+    failed), per the precision its copies ran; an image step's per batch too (``vision_speedup_b64``)."""
     figures: dict[str, dict[str, dict[int, float]]] = {}
     for series in packing:
+        # an image step's figures by the batch it ran (the plan prices a cell at its own batch only)
         key = f"{'vision_' if series['track'] == 'vision' else ''}speedup{'_mps' if series['mps'] else ''}"
+        if series["track"] == "vision" and series.get("batch"):
+            key = vision_packing_key(series["mps"], series["batch"])
         for r in series.get("rows") or ():
             if r["k"] > 1:
                 figures.setdefault(key, {}).setdefault(r.get("precision") or series["precision"], {})
                 figures[key][r.get("precision") or series["precision"]][r["k"]] = r["speedup"]
-    return figures.pop("speedup", {}), {k: v for k, v in figures.items() if k in PACKING_VARIANTS}
+    variants = {k: v for k, v in figures.items() if k in PACKING_VARIANTS or VISION_PACKING_KEY.fullmatch(k)}
+    return figures.pop("speedup", {}), variants
 
 
 def calibration(
     rows: Iterable[Mapping[str, Any]],
     env: Mapping[str, Any],
     *,
-    dev_sentences: int | None = None,
     packing: Iterable[Mapping[str, Any]] = (),
     evaluations: Iterable[Mapping[str, Any]] = (),
     missing: Sequence[str] = (),
@@ -241,7 +271,7 @@ def calibration(
         measured,
         device=str(env.get("device")),
         source=source + (f", without its {', '.join(missing)} part" if missing else ""),
-        overheads_s=measured_overheads(rows, evaluations, dev_sentences=dev_sentences),
+        overheads_s=measured_overheads(rows, evaluations),
         gpu_memory_gib=env.get("gpu_memory_gib"),
         packing_speedup=speedup,
         packing_variants=variants,
@@ -303,23 +333,26 @@ def jobs_lines(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _phase_lines(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The training jobs' phases (seconds), with the time each waited to be handed over."""
+    """Every GPU job's phases (seconds), with the time each waited to be handed over: the training jobs'
+    from their summaries, the encoding jobs' from their metrics' ``encoding``."""
     if not jobs:
         return []
-    # the phases PHASES names, then any other a trainer records, before the total
+    # the phases PHASES names, then any other a job records (encode_s, ...), before the total
     named = dict(PHASES)
     others = {key: key.removesuffix("_s") for j in jobs for key in j.get("phases") or {} if key not in named}
     columns = [*PHASES[:-1], *others.items(), PHASES[-1]]
     names = [name for _, name in columns]
     lines = [
         "",
-        "Phases of each training job (seconds, from its summary's `phases`; waited: `start.waited_s`):",
+        "Phases of each GPU job (seconds: a training job's summary's `phases`, an encoding job's "
+        "`encoding.phases`; waited: `start.waited_s`):",
     ]
-    lines += ["", f"| cell | waited | {' | '.join(names)} |", "|---|---|" + "---|" * len(names)]
+    lines += ["", f"| rule | cell | waited | {' | '.join(names)} |", "|---|---|---|" + "---|" * len(names)]
     for j in jobs:
         phases, start = j.get("phases") or {}, j.get("start") or {}
         figures = " | ".join(_fmt(phases.get(key), ".2f") for key, _ in columns)
-        lines.append(f"| {j.get('cell') or NONE} | {_fmt(start.get('waited_s'), '.2f')} | {figures} |")
+        where = f"{j.get('rule') or NONE} | {j.get('cell') or NONE}"
+        lines.append(f"| {where} | {_fmt(start.get('waited_s'), '.2f')} | {figures} |")
     return lines
 
 
@@ -395,9 +428,7 @@ def write_report(
     file)`` (the plan's seconds per (rule, cell) under the file just written) adds a column;
     ``missing``: the parts of :data:`PARTS` not done yet."""
     out_dir = Path(out_dir)
-    measured = calibration(
-        rows, env, dev_sentences=dev_sentences, packing=packing, evaluations=evaluations, missing=missing
-    )
+    measured = calibration(rows, env, packing=packing, evaluations=evaluations, missing=missing)
     calibration_file = Path(Results(out_dir).calibration)
     write_text(calibration_file, json.dumps(measured, indent=1) + "\n")
     if price is not None and jobs:
@@ -425,7 +456,8 @@ def write_report(
 def _notes(dev_sentences: int | None, calibration_name: str) -> str:
     scaled = (
         f" The dev-evaluation overhead is the cells' time per evaluation of {dev_sentences} sentences "
-        f"(not their process's first) scaled to STS-B dev's {STSB_DEV_SENTENCES}."
+        "(not their process's first) less those sentences' FLOPs and encoder calls, which the plan "
+        f"prices apart at STS-B dev's {STSB_DEV_SENTENCES}: the fixed cost of one evaluation, not scaled."
         if dev_sentences
         else ""
     )

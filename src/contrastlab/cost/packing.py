@@ -31,6 +31,7 @@ from typing import Any
 
 from contrastlab import families
 from contrastlab.config import Grid
+from contrastlab.cost.calibration import VISION_PACKING_KEY, vision_packing_key
 from contrastlab.cost.flops import cell_work
 
 # The measurement (make gpu-check, benchmarks/gpu_share.py) lives in packing_measure; these names were here.
@@ -87,24 +88,32 @@ def measured_mode(track: str, precision: str) -> str:
     return mode.name
 
 
+def _mode(work: Any) -> str:
+    """A cell's step mode as :func:`measured_mode` names it (compile + graph counts as the graph)."""
+    return "padding-free" if work.padding_free else "graph" if work.graphed else "eager"
+
+
 def step_name(work: Any) -> str:
-    """A cell's step as the packing figures key it (``sentence bf16 graph``): its track, precision and
-    mode (:class:`~contrastlab.cost.flops.CellWork`'s; compile + graph counts as the graph)."""
-    mode = "padding-free" if work.padding_free else "graph" if work.graphed else "eager"
-    return f"{work.track} {work.precision} {mode}"
+    """A cell's step as the packing figures key it (``sentence bf16 graph``, ``vision fp32 graph batch
+    512``): its track, precision and mode (:class:`~contrastlab.cost.flops.CellWork`'s), and an image
+    cell's batch, since its figures are measured per batch."""
+    batch = f" batch {work.batch}" if work.track == "vision" else ""
+    return f"{work.track} {work.precision} {_mode(work)}{batch}"
 
 
 def step_figures(work: Any, calibration: Any, mps: bool) -> Mapping[int, float]:
     """The measured summed speed-ups (copies -> speed-up) of cells whose step is ``work``'s, timed with
     (``mps``) or without an MPS daemon: the calibration's ``packing`` figures of the track (``speedup``,
-    ``vision_speedup``, each ``_mps``) where they are measured on this card (not assumed, not scaled
-    from another card) and timed in this cell's mode (:func:`measured_mode`); the 224-px image step
-    (OAR's) has none. Empty: no measured figure, the cell keeps a GPU of its own."""
+    ``vision_speedup_b<batch>``, each ``_mps``) where they are measured on this card (not assumed, not
+    scaled from another card) and timed in this cell's mode (:func:`measured_mode`), an image cell's at
+    its own batch (MACL's image cells run batches 64 to 1024, and what packing gains at one says nothing
+    of another); the 224-px image step (OAR's) has none. Empty: no measured figure, the cell keeps a GPU
+    of its own."""
     if not _priced(calibration) or work.rate_class == "vision_large":
         return {}
-    if step_name(work) != f"{work.track} {work.precision} {measured_mode(work.track, work.precision)}":
+    if _mode(work) != measured_mode(work.track, work.precision):
         return {}
-    return _measured(calibration, work.track, work.precision, mps)
+    return _measured(calibration, work.track, work.precision, mps, work.batch)
 
 
 def _priced(calibration: Any) -> bool:
@@ -116,11 +125,18 @@ def _priced(calibration: Any) -> bool:
     )
 
 
-def _measured(calibration: Any, track: str, precision: str, mps: bool) -> Mapping[int, float]:
-    """The calibration's packing figures of ``track`` and ``precision`` with or without MPS."""
-    key = ("vision_" if track == "vision" else "") + "speedup" + ("_mps" if mps else "")
+def _measured(calibration: Any, track: str, precision: str, mps: bool, batch: int = 0) -> Mapping[int, float]:
+    """The calibration's packing figures of ``track`` and ``precision`` with or without MPS (an image
+    step's at ``batch``: :func:`~contrastlab.cost.calibration.vision_packing_key`)."""
+    key = vision_packing_key(mps, batch) if track == "vision" else "speedup" + ("_mps" if mps else "")
     by_precision = calibration.packing_speedup if key == "speedup" else calibration.packing_variants.get(key)
     return (by_precision or {}).get(precision) or {}
+
+
+def _vision_batches(calibration: Any) -> list[int]:
+    """The batches the calibration's image packing figures were measured at."""
+    found = (VISION_PACKING_KEY.fullmatch(key) for key in calibration.packing_variants)
+    return sorted({int(match.group(2)) for match in found if match})
 
 
 def speedup(figures: Mapping[int, float], share: int) -> float:
@@ -212,15 +228,17 @@ def _figures_text(calibration: Any) -> str:
             f"the calibration's packing figures are {why}, so none is priced "
             f"(source: {calibration.packing_source or 'none'})"
         )
+    steps = [("sentence", 0), *(("vision", batch) for batch in _vision_batches(calibration))]
     found = [
-        f"{track} {precision} {measured_mode(track, precision)} {'under' if mps else 'without'} MPS "
+        f"{track} {precision} {measured_mode(track, precision)}{f' batch {batch}' if batch else ''} "
+        f"{'under' if mps else 'without'} MPS "
         + ", ".join(f"{s:.2f}× with {k}" for k, s in sorted(by_count.items()))
-        for track in ("sentence", "vision")
+        for track, batch in steps
         for precision in RESOLVED
         for mps in (False, True)
-        if (by_count := _measured(calibration, track, precision, mps))
+        if (by_count := _measured(calibration, track, precision, mps, batch))
     ]
     return (
-        f"speed-ups measured: {'; '.join(found) or 'none'}; any other step is priced as if alone "
-        f"(source: {calibration.packing_source})"
+        f"speed-ups measured: {'; '.join(found) or 'none'}; any other step (an image cell at a batch not "
+        f"measured too) is assumed not to gain and priced as if alone (source: {calibration.packing_source})"
     )

@@ -43,6 +43,7 @@ from contrastlab.cost.cards import native_bf16
 from contrastlab.cost.flops import AS_CONFIGURED, CellWork, cell_work, senteval_tokens
 from contrastlab.cost.measured import hms
 from contrastlab.cost.packing import chosen_share, mps_asked, packed_seconds, packing_lines
+from contrastlab.cost.provenance import moved_rules, status_lines
 from contrastlab.cost.schedule import schedule_lines
 from contrastlab.cost.summary import summary_lines
 from contrastlab.precision import RESOLVED
@@ -399,6 +400,10 @@ def plan_report(
     every_search = [] if searches_in_all else searched_points(grid, calibration, pins=pinned(grid))
     lines = [
         f"## Projected cost{f' of {title}' if title else ''}",
+        "",
+        # before the totals: what of the calibration is assumed, and any rule it moves far (issue 84)
+        *status_lines(calibration),
+        *moved_rules(works, calibration),
         "",
         *summary_lines(jobs, works, calibration, card, probe_s, cpus_per_gpu, chosen),
         *plan_lines(grid, jobs, calibration, chosen),

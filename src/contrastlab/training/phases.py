@@ -8,7 +8,11 @@ summary's ``phases`` partition the job's wall time into
 ===============  ==========================================================================================
 interpreter_s    the process's start to the job script's hand-over (Python, Snakemake's preamble, the
                  wait for a warm starter); outside Snakemake, everything before the trainer was called
-imports_s        the hand-over to the trainer's call (the script's imports: none left in a warm fork)
+imports_s        the hand-over to the trainer's call (the script's imports: none left in a warm fork),
+                 less the job frame's own phases below
+gpu_claim_s      the job's GPU slot claimed (and its MPS daemon joined): a wait for another job's GPU
+cuda_driver_s    ``torch.cuda.is_available()``: the CUDA driver's initialisation (``cuInit``)
+nvidia_smi_s     ``nvidia-smi`` asked why torch cannot use the GPU (only where it cannot)
 cuda_init_s      the run's device and its first tensors (the CUDA context on a GPU)
 data_s           the backbone's config, tokenizer and the tokenised corpus (or the images)
 model_load_s     the model, head, optimiser and loss built on the device
@@ -18,9 +22,12 @@ steps_s          every other step
 dev_s            dev evaluations (step 0's included), the geometry probe, the vision validation
 snapshots_s      what snapshots cost the loop (their host copies; the writes run in the background)
 writes_s         the best checkpoint and the exported folder
+after_s          what the job did after its summary: the finished state, the export, the log copy, the
+                 weights' record (:func:`close_summary`)
 ===============  ==========================================================================================
 
-and ``total_s`` from the process's start to the summary. ``start`` says how the job began: warm (a fork of
+and ``total_s`` from the process's start to the summary, then (:func:`close_summary`) to the job's last
+write: only the interpreter's exit lies after it. ``start`` says how the job began: warm (a fork of
 a starter that had imported torch and transformers) or cold, and why (the workflow's job frame notes
 :func:`contrastlab.workflow.job_start.start_record` through :func:`note_job_start`; ``None`` outside a
 Snakemake job).
@@ -28,16 +35,19 @@ Snakemake job).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Phases", "job_start", "note_job_start", "process_started"]
+__all__ = ["Phases", "close_summary", "job_start", "note_job_start", "note_phase", "process_started"]
 
 #: How the running job started (:func:`note_job_start`), set by the workflow's job frame.
 _JOB_START: dict[str, Any] | None = None
+#: Phases the job's frame timed before its trainer's :class:`Phases` began (:func:`note_phase`).
+_FRAME_PHASES: dict[str, float] = {}
 #: The timings (TrainingRun.timings) that the step loop pauses for, by the phase they belong to.
 LOOP_PAUSES = {"dev_s": ("eval_s", "analysis_s", "val_s"), "snapshots_s": ("state_s",)}
 
@@ -47,10 +57,38 @@ def note_job_start(record: Mapping[str, Any] | None) -> None:
     time, when it was handed over, warm or cold and why; the next :class:`Phases` reads it."""
     global _JOB_START
     _JOB_START = dict(record) if record else None
+    _FRAME_PHASES.clear()  # a new job: its frame's phases are noted after this
 
 
 def job_start() -> dict[str, Any] | None:
     return _JOB_START
+
+
+def note_phase(phase: str, seconds: float) -> None:
+    """``seconds`` more of ``phase`` (``gpu_claim_s``, ``cuda_driver_s``, ``nvidia_smi_s``), timed by the
+    job's frame before the trainer began: the next :class:`Phases` shows it apart from ``imports_s``."""
+    _FRAME_PHASES[phase] = _FRAME_PHASES.get(phase, 0.0) + seconds
+
+
+def close_summary(path: str | os.PathLike, clock: Callable[[], float] = time.time) -> bool:
+    """Extend the phases of the summary at ``path`` (a trainer's ``train_summary.json`` or an image
+    encoder's ``settings.json``) to now: ``after_s`` holds what the job did since the summary was
+    written, ``total_s`` runs to this moment; so a job's phases cover its wall time up to its exit.
+    Called last by the job's frame; False (nothing written) where the summary has no phases or no
+    start (not a Snakemake job) or cannot be read."""
+    path = Path(path)
+    try:
+        summary = json.loads(path.read_text())
+        phases, start = summary["phases"], summary["start"]
+        total = clock() - start["process_started"]
+        phases["after_s"] = phases.get("after_s", 0.0) + max(0.0, total - phases["total_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    phases["total_s"] = max(total, phases["total_s"])
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
+    staged.write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    os.replace(staged, path)
+    return True
 
 
 def process_started() -> float:
@@ -86,6 +124,10 @@ class Phases:
         else:
             self.seconds["interpreter_s"] = max(0.0, handed_over - self.started)
             self.seconds["imports_s"] = max(0.0, now - handed_over)
+        # the frame's own phases (GPU claim, cuInit) lie inside the imports' span: shown apart from it
+        if handed_over is not None:
+            self.seconds["imports_s"] = max(0.0, self.seconds["imports_s"] - sum(_FRAME_PHASES.values()))
+            self.seconds.update(_FRAME_PHASES)
         self._last = now
         self._loop_paused: dict[str, float] = {}
 

@@ -60,7 +60,7 @@ from contrastlab.precision import fp32_mode_now, resolve, set_fp32_mode  # noqa:
 from contrastlab.training import state as st
 from contrastlab.training.events import TensorBoardLog, WandbLog, WandbRun, default_events_dir
 from contrastlab.training.phases import Phases
-from contrastlab.training.snapshots import HostBuffers, SnapshotWriter
+from contrastlab.training.snapshots import HostBuffers, SnapshotWriter, note_submitted
 
 #: Skipped fp16 steps in a row after which the run stops: the scale has fallen by 2**20 (from 65536 to
 #: 0.06), so the gradients overflow at any scale and further steps would only skip.
@@ -622,6 +622,7 @@ class TrainingRun:
                     after()
 
             self.snapshots.submit(write, ready)
+            note_submitted(self.state_dir, step, self.snapshots.writes)
         self._last_snapshot_t = self.clock()
 
     def wait_for_snapshot(self) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from contrastlab.artifacts import hash_when_written
 from contrastlab.training import state as st
 from contrastlab.training.runtime import TrainingRun
 
@@ -30,8 +31,12 @@ __all__ = ["DevSelection", "save_checkpoint"]
 
 def save_checkpoint(model: nn.Module, tokenizer: Any, folder: Path, weights=None) -> None:
     """The Hugging Face folder of ``model`` (its config and ``weights``, by default its own state) and
-    the tokenizer's files."""
+    the tokenizer's files. The weights' sha256 is taken in the background from here on
+    (:func:`~contrastlab.artifacts.hash_when_written`): the record made when the job ends, of the
+    export that hard-links these files, need not read them back."""
     model.save_pretrained(folder, state_dict=weights)
+    for file in sorted(Path(folder).glob("*.safetensors")):
+        hash_when_written(file)
     tokenizer.save_pretrained(folder)
 
 

@@ -15,19 +15,45 @@ then its clean-up, in that order, in one thread). Only one write runs at a time:
 end of the run, or an error waits for the one in flight, and a write that failed (a full disk) raises its
 own exception there, in the training thread. The numbers written are the ones a synchronous write would
 have written, so a resumed run is bit-identical as before (tests/training/test_sentence.py).
+
+Where the environment sets :data:`MARKER_VARIABLE`, each submission also leaves a small marker in the run's
+state folder (:func:`note_submitted`): the step submitted and how many snapshots are on disk by then
+(a submission waits for the write before it). ``make gpu-check`` kills its fp16 cell on it: a kill when the
+second snapshot is submitted finds the first complete and the cell still writing (issue 84, R1: with
+background writes, ``state.json`` appeared about when the cell ended, and a late kill missed the cell).
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["HostBuffers", "SnapshotWriter"]
+__all__ = ["MARKER", "MARKER_VARIABLE", "HostBuffers", "SnapshotWriter", "note_submitted"]
+
+#: Set (to anything but empty) in a trainer's environment: it writes :data:`MARKER` at each submission.
+MARKER_VARIABLE = "CONTRASTLAB_SNAPSHOT_MARKER"
+#: The marker's name in the run's state folder (JSON: ``step``, ``on_disk``, ``pid``).
+MARKER = "snapshot-submitted.json"
+
+
+def note_submitted(state_dir: str | os.PathLike, step: int, on_disk: int) -> None:
+    """Where :data:`MARKER_VARIABLE` is set, write :data:`MARKER` in ``state_dir``: the snapshot of
+    ``step`` was just submitted and ``on_disk`` snapshots are complete (renamed into place). Written to a
+    temporary name and renamed: a reader sees the whole marker or the previous one."""
+    if not os.environ.get(MARKER_VARIABLE):
+        return
+    marker = Path(state_dir, MARKER)
+    staged = marker.with_name(f".{MARKER}.{os.getpid()}")
+    staged.write_text(json.dumps({"step": step, "on_disk": on_disk, "pid": os.getpid()}))
+    os.replace(staged, marker)
 
 
 class HostBuffers:

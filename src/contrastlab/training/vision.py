@@ -47,6 +47,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from contrastlab.artifacts import hash_when_written
 from contrastlab.data.images import IMAGE_STATS, load_images, validation_split
 from contrastlab.losses import build_loss
 from contrastlab.models.export import write_torchvision_spec
@@ -625,6 +626,7 @@ def _write_encoder(
         tmp.mkdir()
         weights = {k: v.detach().cpu().contiguous() for k, v in encoder.state_dict().items()}
         save_file(weights, str(tmp / ENCODER_FILE))
+        hash_when_written(tmp / ENCODER_FILE)  # for the job's record, while the rest is written
         if anchors is not None:
             save_file({"anchors": anchors.detach().cpu().contiguous()}, str(tmp / ANCHORS_FILE))
         (tmp / SETTINGS_FILE).write_text(json.dumps(summary, indent=1, default=float) + "\n")

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from contrastlab.artifacts import sha256_file
+from contrastlab.artifacts import recorded_sha256, sha256_file
 from contrastlab.paths import write_json
 
 #: The outputs of a cell's job that later jobs trust, by their name in the rule's ``output:``.
@@ -59,7 +59,8 @@ def _trusted_files(output: Path) -> list[Path]:
 
 def _entry(path: Path) -> dict[str, Any]:
     stat = path.stat()
-    return {"bytes": stat.st_size, "sha256": sha256_file(path), "mtime_ns": stat.st_mtime_ns}
+    # the digest its writer took while the job went on (artifacts.hash_when_written), else read back
+    return {"bytes": stat.st_size, "sha256": recorded_sha256(path), "mtime_ns": stat.st_mtime_ns}
 
 
 def record_finished(results_dir: str | os.PathLike, outputs: Iterable[str | os.PathLike]) -> list[Path]:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.cost.packing import SHARES
-from contrastlab.cuda import diagnose, probe
+from contrastlab.cuda import diagnose, probe, runs_on_visible_gpus
+from contrastlab.training.phases import note_phase
 from contrastlab.workflow import mps
 
 
@@ -56,12 +57,19 @@ def require_requested_gpu(snakemake: Any) -> None:
         return
     import torch
 
+    began = time.perf_counter()
+    available = torch.cuda.is_available()  # cuInit: the driver's start, a phase of its own
+    note_phase("cuda_driver_s", time.perf_counter() - began)
+    if available and runs_on_visible_gpus():
+        return  # nvidia-smi only to explain a failure: ~0.5-1 s a job on the success path
     # The driver or the GPU's generation that the installed torch cannot run on: the line that names the
     # fix (another torch build), not the node's driver (contrastlab.cuda).
+    began = time.perf_counter()
     problem = diagnose(probe())
+    note_phase("nvidia_smi_s", time.perf_counter() - began)
     if problem is not None:
         raise GpuUnavailableError(f"this job asked for {wanted} GPU(s) on {platform.node()}: {problem}")
-    if torch.cuda.is_available():
+    if available:
         return
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     raise GpuUnavailableError(
@@ -217,6 +225,7 @@ def job_device(snakemake: Any) -> str:
     :class:`GpuUnavailableError` when a GPU was asked for and torch sees none."""
     wanted = requested_gpus(snakemake)
     claimed: list[str] = []
+    began = time.perf_counter()
     if wanted:
         devices = visible_gpus()
         if devices:
@@ -226,6 +235,8 @@ def job_device(snakemake: Any) -> str:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     if mps_asked(snakemake):  # before CUDA starts: a client reads the daemon's pipe folder then
         mps.join(claimed, lock_folder(), log=sys.stderr)
+    if wanted:  # the job's phases show the claim apart from its imports (training.phases)
+        note_phase("gpu_claim_s", time.perf_counter() - began)
     if not wanted:
         return "cpu"
     require_requested_gpu(snakemake)

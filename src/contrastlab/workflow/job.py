@@ -19,7 +19,7 @@ from contrastlab.data.acquire import data_marker_path
 from contrastlab.paths import CELL_FIELDS, Resources, Results, cell_path, write_json
 from contrastlab.provenance import note_inputs
 from contrastlab.training.events import WandbRun, log_test_scores
-from contrastlab.training.phases import note_job_start
+from contrastlab.training.phases import close_summary, note_job_start
 from contrastlab.workflow.failures import disk_full, failure_line
 from contrastlab.workflow.finished import record_job
 from contrastlab.workflow.gpus import job_device
@@ -99,6 +99,21 @@ def training_job(snakemake: Any) -> Iterator[tuple[str, dict[str, str]]]:
         note_inputs(job_inputs(snakemake))  # run_metadata() records them in the checkpoint's summary
         yield device, job_data_locations(snakemake)
         record_job(snakemake)  # the weights' size and sha256, checked before a later run trusts them
+        close_summaries(snakemake)  # the phases to this moment: the export and the record in their total
+
+
+#: A training job's summary in its output folder, by the output's name: a sentence cell's, an image cell's.
+SUMMARIES = {"model": "train_summary.json", "encoder": "settings.json"}
+
+
+def close_summaries(snakemake: Any) -> None:
+    """The phases of the job's summaries extended to its end
+    (:func:`~contrastlab.training.phases.close_summary`)."""
+    output = getattr(snakemake, "output", None)
+    named = dict(output.items()) if hasattr(output, "items") else {}
+    for name, summary in SUMMARIES.items():
+        if name in named:
+            close_summary(Path(named[name], summary))
 
 
 def deterministic_cublas(settings: Mapping[str, Any]) -> None:

@@ -318,15 +318,18 @@ def serve(address: Path, idle_seconds: float) -> str:
                 __import__(module)
             except ImportError:
                 pass  # an optional package not installed: its jobs import what they need themselves
-        if _cuda_driver_loaded():
-            from contrastlab.workflow.job_start import driver_initialised, record_refusal
+        refused = _cuda_refusal()
+        if refused is not None:
+            from contrastlab.workflow.job_start import record_refusal
 
             # with the lock held: the jobs waiting for this starter find the refusal when it goes
-            initialised = driver_initialised()
-            record_refusal(address, "CUDA driver loaded by imports", driver_initialised=initialised)
-            return (
-                f"the imports loaded the CUDA driver (initialised: {initialised}): a fork could not use "
-                "it; jobs start cold"
+            reason, facts = refused
+            record_refusal(address, reason, **facts)
+            said = ", ".join(f"{k}: {v}" for k, v in facts.items())
+            return f"{reason} ({said}): a fork could not use it; jobs start cold"
+        if _cuda_driver_loaded():
+            print(
+                "the imports loaded the CUDA driver without initialising it: forks may use CUDA", flush=True
             )
         return _accept_jobs(address, idle_seconds)
     finally:
@@ -338,6 +341,30 @@ def _cuda_driver_loaded() -> bool:
         return "libcuda.so" in Path("/proc/self/maps").read_text()
     except OSError:
         return True
+
+
+def _cuda_refusal() -> tuple[str, dict[str, str]] | None:
+    """Why this starter may not fork jobs, and the facts its refusal records (``driver_initialised``,
+    ``torch_initialised``); None where it may. CUDA forbids using a driver initialised before a ``fork``
+    in the child; merely mapping ``libcuda.so.1`` (the CUDA 13 torch build's cuBLASLt loads it at import)
+    initialises nothing, and a child then initialises CUDA itself (issue 84, W1). So the starter refuses
+    where torch's lazy initialisation has run, or the driver answers ``cuDeviceGetCount`` as initialised,
+    or a loaded driver cannot say (errs cold); it asks the driver only when it is already loaded, which
+    loads and initialises nothing."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    torch_initialised = bool(cuda is not None and cuda.is_initialized())
+    if not torch_initialised and not _cuda_driver_loaded():
+        return None
+    from contrastlab.workflow.job_start import driver_initialised
+
+    initialised = driver_initialised() if _cuda_driver_loaded() else "not loaded"
+    if not torch_initialised and initialised == "no":
+        return None
+    facts = {"driver_initialised": initialised, "torch_initialised": "yes" if torch_initialised else "no"}
+    if torch_initialised or initialised == "yes":
+        return "CUDA driver initialised by imports", facts
+    return "CUDA driver loaded by imports, its initialisation unknown", facts
 
 
 def _accept_jobs(address: Path, idle_seconds: float) -> str:
@@ -524,6 +551,8 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
         code = -signal.SIGINT if isinstance(failure, KeyboardInterrupt) else 1
     record_usage(getattr(script, "snakemake", None))
     atexit._run_exitfuncs()
+    if code == 0:
+        _close_summaries(getattr(script, "snakemake", None))
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -531,6 +560,21 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
             pass
     _end_by_signal(code)
     return code
+
+
+def _close_summaries(snakemake: Any) -> None:
+    """A finished training job's summaries extended to this moment
+    (:func:`contrastlab.workflow.job.close_summaries`, which its frame called already): the exit
+    functions (logging's and TensorBoard's last flushes, the joins of worker threads) and the usage record
+    then lie inside its phases, and only the fork's ``os._exit`` after them. Only where the job imported
+    that frame (a training job's script): importing it here would cost a job of another rule its time."""
+    job = sys.modules.get("contrastlab.workflow.job")
+    if job is None or snakemake is None:
+        return
+    try:
+        job.close_summaries(snakemake)
+    except OSError:  # the frame's close stands (its phases end a little earlier); the job succeeded
+        pass
 
 
 def _end_by_signal(code: int) -> None:
