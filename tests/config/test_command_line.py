@@ -178,6 +178,24 @@ def test_plain_snakemake_given_a_folder_for_its_config_file_says_so_in_one_line(
     assert status == 1
 
 
+@pytest.mark.fault(
+    "a target written after --configfile: `snakemake --configfile config/demo.yaml all` (G15)",
+    "one contrastlab: line saying the word is read as a config file, and where a target goes",
+)
+def test_a_target_after_the_config_file_is_named_as_one_in_one_line(observed):
+    """Issue 82 item 6: --configfile takes every word after it, so Snakemake read ``all`` as a second config
+    file and the answer was "config file all does not exist"."""
+    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "all")
+    observed(lines[-1])
+    assert lines == [
+        PROFILE_LINE.format("profiles/default"),
+        "contrastlab: 'all' after --configfile config/demo.yaml is read as a config file; if it is a target, "
+        "put it before --configfile (snakemake all --configfile config/demo.yaml) or end the config files "
+        "with -- (--configfile config/demo.yaml -- all)",
+    ]
+    assert status == 1
+
+
 def test_the_configfile_check_reads_the_command_line_as_snakemake_does(tmp_path, capsys):
     present, missing = tmp_path / "c.yaml", tmp_path / "m.yaml"
     present.write_text("{}\n")

@@ -23,6 +23,9 @@ from pathlib import Path
 from contrastlab.config.schema import ConfigError
 
 PRESETS = "(config.yaml, config/demo.yaml, config/cpu.yaml)"
+#: What a config file's name ends with; a missing "config file" without one, after a first config file,
+#: is a target written after --configfile.
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 #: The environment variable naming the image of `--sdm apptainer` runs (the Snakefile's `container:`).
 IMAGE_VARIABLE = "CONTRASTLAB_IMAGE"
 
@@ -44,8 +47,16 @@ def configfile_problem(argv: Sequence[str]) -> str | None:
     program) that does not exist or is a folder; None when there is none, or when ``argv`` is not a
     command line Snakemake accepts."""
     args = _snakemake_arguments(argv)
-    for path in map(Path, (args.configfile or []) if args else []):
+    paths = [Path(p) for p in (args.configfile or [])] if args else []
+    for k, path in enumerate(paths):
         if path.is_dir() or not path.exists():
+            if k and not path.exists() and path.suffix not in CONFIG_SUFFIXES:
+                # --configfile takes every word after it: a target written there reads as a config file
+                return (
+                    f"{str(path)!r} after --configfile {paths[k - 1]} is read as a config file; if it is a "
+                    f"target, put it before --configfile (snakemake {path} --configfile {paths[k - 1]}) "
+                    f"or end the config files with -- (--configfile {paths[k - 1]} -- {path})"
+                )
             what = "is a folder" if path.is_dir() else "does not exist"
             return f"config file {path} {what}; pass --configfile <an existing YAML file> {PRESETS}"
     return None
