@@ -22,7 +22,7 @@ from snakemake.utils import update_config
 
 from contrastlab import config as cl_config
 from contrastlab.config.command_line import check_command_paths, check_config_words
-from contrastlab.config.invocation import check_image, configfile_problem
+from contrastlab.config.invocation import check_image, config_entry_problem, configfile_problem
 from contrastlab.paths import REPO_ROOT
 from tests.make_command import MAKE, make_command, make_env
 
@@ -194,6 +194,28 @@ def test_a_target_after_the_config_file_is_named_as_one_in_one_line(observed):
         "with -- (--configfile config/demo.yaml -- all)",
     ]
     assert status == 1
+
+
+@pytest.mark.fault(
+    "a dotted --config name: `snakemake --config training.lr=1e-4`",
+    "one contrastlab: line with the nested form Snakemake takes (its answer is a traceback)",
+)
+def test_a_dotted_config_name_gets_the_nested_form_in_one_line(observed):
+    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "--config", "training.lr=1e-4")
+    observed(lines[-1])
+    assert lines == [
+        PROFILE_LINE.format("profiles/default"),
+        "contrastlab: --config training.lr=1e-4: Snakemake's --config takes top-level names only; write a "
+        "nested key as --config 'training={lr: 1e-4}' (merged into the config file's training)",
+    ]
+    assert status == 1
+    assert config_entry_problem(["--config", "a.b.c=1", "x=2"]).endswith(
+        "--config 'a={b: {c: 1}}' (merged into the config file's a)"
+    )
+    assert config_entry_problem(["--config", "seeds=[1]", "select={experiments: [nie2023]}"]) is None
+    assert config_entry_problem(["--config", "lr"]) == (
+        "--config lr: not a name=value pair; write --config <name>=<value> (a YAML value)"
+    )
 
 
 def test_the_configfile_check_reads_the_command_line_as_snakemake_does(tmp_path, capsys):

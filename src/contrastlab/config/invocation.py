@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import sys
 from collections.abc import Collection, MutableMapping, Sequence
 from pathlib import Path
@@ -62,6 +63,32 @@ def configfile_problem(argv: Sequence[str]) -> str | None:
     return None
 
 
+#: Snakemake's test of a ``--config`` name (``snakemake.cli.parse_config``): an identifier, ``-`` allowed.
+_CONFIG_NAME = re.compile(r"[a-zA-Z_][\w-]*\w$")
+
+
+def config_entry_problem(argv: Sequence[str]) -> str | None:
+    """The one line for the first ``--config`` entry of ``argv`` that Snakemake would refuse with "Config
+    entry must start with a valid identifier" (its traceback): a dotted name such as ``training.lr=1e-4``
+    gets the nested form Snakemake takes, ``training={lr: 1e-4}``; None when every entry is a name=value."""
+    args = _snakemake_arguments(argv)
+    for entry in (args.config or []) if args else []:
+        name, sep, value = entry.partition("=")
+        if sep and _CONFIG_NAME.match(name):
+            continue
+        if sep and "." in name and all(re.match(r"[A-Za-z_][\w-]*$", part) for part in name.split(".")):
+            head, *rest = name.split(".")
+            nested = value
+            for part in reversed(rest):
+                nested = f"{{{part}: {nested}}}"
+            return (
+                f"--config {entry}: Snakemake's --config takes top-level names only; write a nested key as "
+                f"--config '{head}={nested}' (merged into the config file's {head})"
+            )
+        return f"--config {entry}: not a name=value pair; write --config <name>=<value> (a YAML value)"
+    return None
+
+
 def library_of_another_checkout(argv: Sequence[str], program: str) -> bool:
     """Whether this process is Snakemake's command line (``program``: its ``sys.argv[0]``, the
     ``snakemake`` script or ``snakemake/__main__.py``) running a workflow whose own ``src/`` is not where
@@ -78,14 +105,15 @@ def library_of_another_checkout(argv: Sequence[str], program: str) -> bool:
 
 def stop_on_missing_configfile(argv: Sequence[str] | None = None) -> None:
     """Exit with status 1 and :func:`configfile_problem`'s line (``contrastlab: ...``) when the command
-    line ``argv`` (default: this process's) names a config file that does not exist or is a folder.
+    line ``argv`` (default: this process's) names a config file that does not exist or is a folder, or
+    :func:`config_entry_problem`'s for a ``--config`` entry Snakemake would refuse with a traceback.
 
     Where the library imported here is another checkout's (:func:`library_of_another_checkout`), every
     ``contrastlab`` module then leaves ``sys.modules``: the Snakefile imports the library from its own
     ``src/``, whose loss modules are the rules' inputs, and a library kept from the profile would name the
     other checkout's files and retrain every cell."""
     argv = sys.argv[1:] if argv is None else argv
-    problem = configfile_problem(argv)
+    problem = configfile_problem(argv) or config_entry_problem(argv)
     if library_of_another_checkout(argv, sys.argv[0]):
         for name in [
             name for name in sys.modules if name == "contrastlab" or name.startswith("contrastlab.")
