@@ -116,7 +116,7 @@ wildcard_constraints:
     experiment=_alternatives(c.experiment for c in CELLS),
     backbone=_alternatives(BACKBONES),
     method=_alternatives([c.method for c in CELLS] + [x for p in SEARCH_POINTS for x in (p.name, p.method)]),
-    seed=_alternatives([c.seed for c in CELLS] + [p.seed for p in SEARCH_POINTS]),
+    seed=r"\d+",  # any seed: one outside the config asked for by path gets cell_of's one line
     stage=r"\d+",
 
 
@@ -160,7 +160,10 @@ def get_backbone_inputs(wildcards):
 
 
 def cell_of(wildcards):
-    return CELL_INDEX[(wildcards.experiment, wildcards.backbone, wildcards.method, wildcards.seed)]
+    key = (wildcards.experiment, wildcards.backbone, wildcards.method, wildcards.seed)
+    if key not in CELL_INDEX:  # a path asked for by hand (a target) that names no selected cell
+        sys.exit(f"contrastlab: {GRID.not_a_cell(*key)}")
+    return CELL_INDEX[key]
 
 
 def search_point_of(wildcards):

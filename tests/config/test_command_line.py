@@ -412,3 +412,44 @@ def test_only_snakemake_running_another_checkouts_workflow_forgets_the_imported_
     assert library_of_another_checkout(elsewhere, "/venv/lib/snakemake/__main__.py")
     assert not library_of_another_checkout(here, "/venv/bin/snakemake")
     assert not library_of_another_checkout(elsewhere, "/venv/bin/pytest")
+
+
+@pytest.mark.fault(
+    "a cell outside the config asked for by path: `snakemake results/demo/.../seed7/train_log.jsonl`",
+    "one contrastlab: line naming the cell, why, and the key to set (was a raw KeyError or no rule)",
+)
+@pytest.mark.parametrize("seed", [7, 43])  # 43: a seed of the demo's image studies (the KeyError before)
+def test_a_cell_outside_the_config_asked_for_by_path_is_one_line(tmp_path, seed, observed):
+    target = f"{tmp_path}/results/checkpoints/nie2023/tiny-bert/cl/seed{seed}/train_log.jsonl"
+    folders = [f"results_dir={tmp_path}/results", f"resources_dir={tmp_path}/res"]
+    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "--config", *folders, "--", target)
+    observed(lines[-1])
+    assert lines[-1] == (
+        f"contrastlab: nie2023/tiny-bert/cl/seed{seed} is not a cell of this config: seed {seed} is not one "
+        f"of its seeds (42); set seeds: [42, {seed}]"
+    )
+    assert status == 1 and not (tmp_path / "results").exists()
+
+
+def test_why_a_path_is_not_a_cell_names_the_key_to_change():
+    config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    config["select"] = {"backbones": ["minilm"]}
+    grid = cl_config.Grid(config)
+    cell = "is not a cell of this config"
+    assert grid.not_a_cell("nie", "tiny-bert", "cl", 42).startswith(
+        f"nie/tiny-bert/cl/seed42 {cell}: no experiment 'nie'; choose from nie2023, li2024"
+    )
+    assert grid.not_a_cell("li2024", "minilm", "mmhe", 42) == (
+        f"li2024/minilm/mmhe/seed42 {cell}: 'minilm' is not one of its backbones (tiny-bert); add it to "
+        "experiments.li2024.backbones"
+    )
+    assert grid.not_a_cell("li2024", "tiny-bert", "mhe", 42) == (
+        f"li2024/tiny-bert/mhe/seed42 {cell}: li2024 has no method 'mhe'; choose from mmhe"
+    )
+    assert grid.not_a_cell("macl_cifar10", "resnet18-w8", "ntxent-bs64", 1).endswith(
+        "seed 1 is not one of its seeds (42, 43); set experiments.macl_cifar10.seeds: [42, 43, 1]"
+    )
+    assert grid.not_a_cell("nie2023", "tiny-bert", "cl", 42) == (
+        f"nie2023/tiny-bert/cl/seed42 {cell}: the config's select leaves it out "
+        "({'backbones': ['minilm']}); widen select"
+    )
