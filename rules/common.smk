@@ -34,6 +34,9 @@ from contrastlab.tables.search import search_tables
 from contrastlab.workflow import finished as cl_finished
 from contrastlab.workflow import points as cl_points
 from contrastlab.workflow import sources as cl_sources
+from contrastlab.workflow import stale as cl_stale
+from contrastlab.provenance import git_head
+from contrastlab.config.invocation import dry_run
 from contrastlab.workflow import warm as cl_warm
 from contrastlab.workflow.recovery import (
     forget_running_workflow,
@@ -142,6 +145,13 @@ if workflow.is_main_process:
         GRID.data.check_lock()
     except cl_lock.LockMismatch as error:
         sys.exit(f"contrastlab: {' '.join(str(error).split())}")
+    # A dry run names the finished cells that other code trained (another commit, a dirty tree): no rerun
+    # trigger sees a change of the package, so "Nothing to be done" would otherwise hide them.
+    if dry_run(sys.argv[1:]):
+        _head = git_head()
+        _note = cl_stale.stale_note(cl_stale.trained_by_other_code(RESULTS, CELLS, _head), _head)
+        if _note:
+            print(_note, file=sys.stderr)
 
 
 def data_marker(what):
@@ -162,7 +172,7 @@ def get_backbone_inputs(wildcards):
 def cell_of(wildcards):
     key = (wildcards.experiment, wildcards.backbone, wildcards.method, wildcards.seed)
     if key not in CELL_INDEX:  # a path asked for by hand (a target) that names no selected cell
-        sys.exit(f"contrastlab: {GRID.not_a_cell(*key)}")
+        sys.exit(f"contrastlab: {GRID.experiment(key[0]).not_a_cell(*key[1:])}")
     return CELL_INDEX[key]
 
 

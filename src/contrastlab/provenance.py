@@ -30,6 +30,11 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip()
 
 
+def git_head() -> str | None:
+    """The checkout's commit (``git rev-parse HEAD``); None outside a git checkout."""
+    return _git("rev-parse", "HEAD") or None
+
+
 def package_versions() -> dict[str, str]:
     """Versions of the installed :data:`VERSIONED_PACKAGES` (missing ones left out)."""
     from importlib import metadata

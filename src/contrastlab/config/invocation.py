@@ -89,6 +89,12 @@ def config_entry_problem(argv: Sequence[str]) -> str | None:
     return None
 
 
+def dry_run(argv: Sequence[str]) -> bool:
+    """Whether Snakemake's command line ``argv`` (without the program) asks for a dry run (``-n``)."""
+    args = _snakemake_arguments(argv)
+    return bool(args and getattr(args, "dryrun", False))
+
+
 def library_of_another_checkout(argv: Sequence[str], program: str) -> bool:
     """Whether this process is Snakemake's command line (``program``: its ``sys.argv[0]``, the
     ``snakemake`` script or ``snakemake/__main__.py``) running a workflow whose own ``src/`` is not where
