@@ -69,10 +69,10 @@ test-fast: install       ## the inner loop: no Snakemake (tests/e2e), no slow ru
 faults: install          ## the fault-injection suite; ends with a table and "N faults injected, N handled"
 	$(BIN)/python -m pytest -q -m fault
 
-demo: install            ## offline toy reproduction on CPU: results/tables/*.{csv,md,tex}, results/report.md
+demo: install            ## offline toy reproduction on CPU: results/demo/tables/*.{csv,md,tex}, results/demo/report.html
 	$(SNAKEMAKE) --configfile config/demo.yaml --cores 2
 
-cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentEval (needs $(SHARED)/data)
+cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentEval: results/cpu (SHARED=<folder with data/senteval, data/wiki1m-head>)
 	$(SNAKEMAKE) --configfile config/cpu.yaml --cores 2 \
 	  --config "data={senteval_dir: $$SHARED/data/senteval, wiki_path: $$SHARED/data/wiki1m-head/wiki1m_head.txt}"
 
