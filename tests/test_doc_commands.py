@@ -36,8 +36,13 @@ import pytest
 from contrastlab import config as cl_config
 from contrastlab.config.invocation import config_entry_problem, configfile_problem
 from contrastlab.paths import REPO_ROOT
+from tests.make_command import make_command, make_env
 
-PAGES = ["README.md", *sorted(str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "docs").glob("*.md"))]
+PAGES = [
+    "README.md",
+    *sorted(str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "docs").glob("*.md")),
+    "docs/screenshots/README.md",
+]
 COMMAND_LANGUAGES = {"bash", "sh", "console", "shell"}
 COMMAND_START = re.compile(
     r"(\.venv/bin/|make |snakemake |python |PYTHONPATH=|ssh |for |git |dvc |pre-commit )"
@@ -202,13 +207,11 @@ def _commands(kind: str) -> list[tuple[str, str]]:
     ]
 
 
-@pytest.mark.parametrize(("where", "command"), _commands("make"), ids=lambda v: v if ":" in v else None)
+@pytest.mark.parametrize(("where", "command"), _commands("make -n"), ids=lambda v: v if ":" in v else None)
 def test_each_make_line_names_a_target_that_takes_its_words(where, command):
-    words = shlex.split(command)
-    words = [w for w in words if w != "..."]
-    done = subprocess.run(
-        ["make", "-n", *words[1:]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30
-    )
+    words = [w for w in shlex.split(command) if w != "..."]
+    argv = make_command("-n", *words[1:])  # -o install: the recipe printed, nothing installed
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=make_env(), capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, f"{where}: {command}\n{done.stderr}"
 
 
@@ -269,3 +272,22 @@ def test_an_unmarked_block_with_a_placeholder_is_caught(tmp_path, monkeypatch):
     block = Block("x.md", 1, "snakemake --configfile <yours>", None)
     assert [how(block, c) for c in block.commands] == [None]
     assert how(Block("x.md", 1, "ssh you@host", "a cluster"), "ssh you@host") is None
+
+
+def test_make_screenshots_without_a_demo_or_a_browser_says_so_in_one_line(tmp_path, monkeypatch):
+    from tests.report import chromium
+
+    report = tmp_path / "report.html"
+    with pytest.raises(
+        SystemExit,
+        match=r"^contrastlab: make screenshots reads .*report.html, which is not there; "
+        r"run make demo first$",
+    ):
+        chromium.docs_screenshots(report, tmp_path)
+    report.write_text("<html></html>")
+    monkeypatch.setattr(chromium, "browser", lambda: None)
+    with pytest.raises(
+        SystemExit, match=r"^contrastlab: make screenshots needs Chromium \(apt-get install chromium\)"
+    ):
+        chromium.docs_screenshots(report, tmp_path)
+    assert list(tmp_path.iterdir()) == [report]
