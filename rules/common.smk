@@ -35,7 +35,7 @@ from contrastlab.workflow import finished as cl_finished
 from contrastlab.workflow import points as cl_points
 from contrastlab.workflow import sources as cl_sources
 from contrastlab.workflow import stale as cl_stale
-from contrastlab.provenance import git_head
+from contrastlab.provenance import code_differs, git_head
 from contrastlab.config.invocation import dry_run
 from contrastlab.workflow import warm as cl_warm
 from contrastlab.workflow.recovery import (
@@ -149,7 +149,8 @@ if workflow.is_main_process:
     # trigger sees a change of the package, so "Nothing to be done" would otherwise hide them.
     if dry_run(sys.argv[1:]):
         _head = git_head()
-        _note = cl_stale.stale_note(cl_stale.trained_by_other_code(RESULTS, CELLS, _head), _head)
+        _found = cl_stale.trained_by_other_code(RESULTS, CELLS, _head, code_differs)
+        _note = cl_stale.stale_note(_found, _head)
         if _note:
             print(_note, file=sys.stderr)
 

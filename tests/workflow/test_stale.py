@@ -50,6 +50,9 @@ def test_the_cells_trained_at_another_commit_or_from_a_dirty_tree_are_named(tmp_
         ("nie2023/tiny-bert/au/seed42", "at ccccccc, dirty"),
     ]
     assert len(found) == 6 and stale_note([], HEAD) is None
+    # a commit whose code is HEAD's (it changed the docs only) trained the same code: not named
+    same = trained_by_other_code(results, cells, HEAD, code_differs=lambda sha: sha != "b" * 40)
+    assert [path for path, _ in same] == [path for path, _ in found if "/mpt/" not in path]
     assert stale_note(found, HEAD) == (
         "contrastlab note: 6 finished cell(s) were trained by other code than this checkout's (aaaaaaa) and "
         "are kept, not rerun: nie2023/tiny-bert/mpt/seed42 (at bbbbbbb), nie2023/tiny-bert/dcl/seed42 (from "
@@ -79,3 +82,9 @@ def test_a_dry_run_names_them(tmp_path):
         "--forcerun train)"
     ], done.stderr[-3000:]
     assert done.returncode == 0 and "Nothing to be done" in done.stdout + done.stderr
+
+
+def test_the_code_of_head_is_heads_and_an_unknown_commit_differs():
+    from contrastlab.provenance import code_differs
+
+    assert code_differs(git_head()) is False and code_differs("0" * 40) is True

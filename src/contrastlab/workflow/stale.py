@@ -10,8 +10,9 @@ retrain stays the user's choice (``--forcerun`` or removing the cell's checkpoin
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from contrastlab.paths import CellLike, Results, cell_path
@@ -21,12 +22,17 @@ NAMED = 5
 
 
 def trained_by_other_code(
-    results: Results, cells: Iterable[CellLike], head: str | None
+    results: Results,
+    cells: Iterable[CellLike],
+    head: str | None,
+    code_differs: Callable[[str], bool] = lambda sha: True,
 ) -> list[tuple[str, str]]:
     """(cell path, how) of each finished cell in ``cells`` whose training log's first record names another
-    commit than ``head`` ("at <sha7>") or a dirty tree ("from a dirty tree at <sha7>"); cells without a
-    log, or a log without the record, are left out (nothing to compare)."""
+    commit than ``head`` whose code differs (``code_differs(sha)``, asked once a commit: a commit that
+    changed only the docs is the same code) ("at <sha7>"), or a dirty tree ("from a dirty tree at
+    <sha7>"); cells without a log, or a log without the record, are left out (nothing to compare)."""
     found = []
+    differs = functools.cache(code_differs)
     for cell in cells:
         try:
             with Path(results.checkpoint(cell, "train_log.jsonl")).open(encoding="utf-8") as log:
@@ -36,7 +42,7 @@ def trained_by_other_code(
         sha, dirty = meta.get("git_sha"), meta.get("git_dirty")
         if not sha:
             continue
-        if head and sha != head:
+        if head and sha != head and differs(sha):
             found.append((cell_path(cell), f"at {sha[:7]}{', dirty' if dirty else ''}"))
         elif dirty:
             found.append((cell_path(cell), f"from a dirty tree at {sha[:7]}"))
