@@ -29,7 +29,7 @@ export CONFIG PRECISION CUDA GPUS GPU_MODEL PORT SHARED CELL REPO CODE REVISION 
 # exist with a Python traceback (it opens the file outside its own error handling), not with one line.
 CONFIG_EXISTS = @test -f "$$CONFIG" || { echo "contrastlab: config file $$CONFIG does not exist; pass CONFIG=<an existing YAML file> (config.yaml, config/demo.yaml, config/cpu.yaml)" >&2; exit 2; }
 
-.PHONY: help install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds publish mteb-submit lock-deps
+.PHONY: help install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds publish mteb-submit lock-deps screenshots
 
 # scripts/install.py: requirements.lock (-e '.[workflow,offline-models,dev]' under constraints.txt, every
 # package checked against its sha256), with uv (about 30 s; it falls back to pip, about 3 minutes, where
@@ -69,10 +69,10 @@ test-fast: install       ## the inner loop: no Snakemake (tests/e2e), no slow ru
 faults: install          ## the fault-injection suite; ends with a table and "N faults injected, N handled"
 	$(BIN)/python -m pytest -q -m fault
 
-demo: install            ## offline toy reproduction on CPU: results/tables/*.{csv,md,tex}, results/report.md
+demo: install            ## offline toy reproduction on CPU: results/demo/tables/*.{csv,md,tex}, results/demo/report.html
 	$(SNAKEMAKE) --configfile config/demo.yaml --cores 2
 
-cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentEval (needs $(SHARED)/data)
+cpu: install             ## MiniLM + InfoNCE on the Wikipedia sample, real SentEval: results/cpu (SHARED=<folder with data/senteval, data/wiki1m-head>)
 	$(SNAKEMAKE) --configfile config/cpu.yaml --cores 2 \
 	  --config "data={senteval_dir: $$SHARED/data/senteval, wiki_path: $$SHARED/data/wiki1m-head/wiki1m_head.txt}"
 
@@ -131,6 +131,9 @@ freeze: install          ## dvc repro of CONFIG's stage (nothing left to run) + 
 
 restore: install         ## after `dvc pull`: Snakemake takes the pulled outputs as done; tables and PNGs re-rendered
 	$(BIN)/python scripts/restore.py --configfile "$$CONFIG"
+
+screenshots: install     ## docs/screenshots/*.png anew from results/demo/report.html (make demo first; needs Chromium)
+	$(BIN)/python -c 'from tests.report.chromium import docs_screenshots; docs_screenshots()'
 
 help:                    ## this list: every target and what it does (the values it takes: the top of the Makefile)
 	@echo "make <target> [NAME=value ...]:"

@@ -600,7 +600,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
     add("--out", default=str(REPO / "results" / "gpu-bench"), help="folder for gpu_bench.{md,json}")
-    add("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add("--device", default=None, help="cuda (the default; with --toy, cpu where torch sees no GPU) or cpu")
     add("--toy", action="store_true", help="config/demo.yaml's tiny BERT, toy sizes (the CPU test)")
     add("--parts", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)}")
     add("--precisions", default=",".join(PRECISIONS))
@@ -624,6 +624,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add("--gate", default=None, help=argparse.SUPPRESS)
     add("--copies", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() or not args.toy else "cpu"
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        # make gpu-bench on a machine without a GPU: one line, not a CPU run that times nothing of a GPU's
+        parser.exit(
+            1,
+            "contrastlab: make gpu-bench needs a CUDA GPU and torch sees none "
+            f"(torch {torch.__version__}, CUDA {torch.version.cuda}, "
+            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); run it on a GPU node, "
+            "or pass --toy --device cpu for its checks at toy size on this CPU\n",
+        )
     args.precisions = args.precisions.split(",")
     args.pack = [int(k) for k in str(args.pack).split(",") if k]
     if args.toy:

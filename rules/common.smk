@@ -34,6 +34,9 @@ from contrastlab.tables.search import search_tables
 from contrastlab.workflow import finished as cl_finished
 from contrastlab.workflow import points as cl_points
 from contrastlab.workflow import sources as cl_sources
+from contrastlab.workflow import stale as cl_stale
+from contrastlab.provenance import code_differs, git_head
+from contrastlab.config.invocation import dry_run
 from contrastlab.workflow import warm as cl_warm
 from contrastlab.workflow.recovery import (
     claim_results_folder,
@@ -122,7 +125,7 @@ wildcard_constraints:
     experiment=_alternatives(c.experiment for c in CELLS),
     backbone=_alternatives(BACKBONES),
     method=_alternatives([c.method for c in CELLS] + [x for p in SEARCH_POINTS for x in (p.name, p.method)]),
-    seed=_alternatives([c.seed for c in CELLS] + [p.seed for p in SEARCH_POINTS]),
+    seed=r"\d+",  # any seed: one outside the config asked for by path gets cell_of's one line
     stage=r"\d+",
 
 
@@ -148,6 +151,14 @@ if workflow.is_main_process:
         GRID.data.check_lock()
     except cl_lock.LockMismatch as error:
         sys.exit(f"contrastlab: {' '.join(str(error).split())}")
+    # A dry run names the finished cells that other code trained (another commit, a dirty tree): no rerun
+    # trigger sees a change of the package, so "Nothing to be done" would otherwise hide them.
+    if dry_run(sys.argv[1:]):
+        _head = git_head()
+        _found = cl_stale.trained_by_other_code(RESULTS, CELLS, _head, code_differs)
+        _note = cl_stale.stale_note(_found, _head)
+        if _note:
+            print(_note, file=sys.stderr)
 
 
 def data_marker(what):
@@ -166,7 +177,10 @@ def get_backbone_inputs(wildcards):
 
 
 def cell_of(wildcards):
-    return CELL_INDEX[(wildcards.experiment, wildcards.backbone, wildcards.method, wildcards.seed)]
+    key = (wildcards.experiment, wildcards.backbone, wildcards.method, wildcards.seed)
+    if key not in CELL_INDEX:  # a path asked for by hand (a target) that names no selected cell
+        sys.exit(f"contrastlab: {GRID.experiment(key[0]).not_a_cell(*key[1:])}")
+    return CELL_INDEX[key]
 
 
 def search_point_of(wildcards):

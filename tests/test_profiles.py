@@ -111,7 +111,7 @@ def test_make_help_lists_every_target_with_its_description():
     assert [line.split(None, 1)[0] for line in lines[1:]] == list(described)
     assert [line.split(None, 1)[1] for line in lines[1:]] == list(described.values())
     assert (
-        "  demo         offline toy reproduction on CPU: results/tables/*.{csv,md,tex}, results/report.md"
-        in lines
+        "  demo         offline toy reproduction on CPU: results/demo/tables/*.{csv,md,tex}, "
+        "results/demo/report.html" in lines
     )
     assert len(lines) == 1 + len(phony)

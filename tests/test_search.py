@@ -127,26 +127,42 @@ def test_select_ties_and_no_finite_score():
             {"methods": ["nope"], "stages": [{"grid": {"lr": [1e-5]}}]},
             "search.methods: unknown method 'nope'",
         ),
-        ({"stages": [{"around": {"lr": {"times": [2]}}}]}, "stage 1 has no earlier winner"),
-        ({"stages": [{"grid": {"precision": ["bf16"]}}]}, "not a searchable setting"),
-        ({"stages": []}, "a search needs at least one stage"),
         (
-            {"backbones": ["minilm"], "stages": [{"grid": {"lr": [1e-5]}}]},
+            {"methods": ["mmhe"], "stages": [{"around": {"lr": {"times": [2]}}}]},
+            "stage 1 has no earlier winner",
+        ),
+        ({"methods": ["mmhe"], "stages": [{"grid": {"precision": ["bf16"]}}]}, "not a searchable setting"),
+        (
+            {"methods": ["mmhe"], "stages": []},
+            "method 'mmhe' has none; give experiments.li2024.search.stages",
+        ),
+        (
+            {"methods": ["mmhe"], "backbones": ["minilm"], "stages": [{"grid": {"lr": [1e-5]}}]},
             "not one of the experiment's backbones",
+        ),
+        # a search names its methods: none named is an error, not every method of the experiment
+        (
+            {"stages": [{"grid": {"lr": [1e-5]}}]},
+            r"search.methods: name the methods to search \(methods: \[mmhe\]",
+        ),
+        # an axis the searched loss does not take: named with the method and the fix
+        (
+            {"methods": ["mmhe"], "stages": [{"grid": {"hp.alpha": [1.0]}}]},
+            r"search.stages\[0\].hp.alpha: method 'mmhe' \(loss 'mmhe'\) has no hyperparameter 'alpha'; "
+            r"it takes lam, m, tau, r, gd, weight. Give 'mmhe' stages of its own \(per_method.mmhe\)",
         ),
     ],
 )
 def test_bad_search_is_one_line(search, message):
-    config = _with_search(_demo(), "li2024", search)
-    with pytest.raises(cl_config.ConfigError, match=message) as error:
-        S.search_points(cl_config.Grid(config))
+    demo = _demo()
+    with pytest.raises(cl_config.ConfigError, match=message) as error:  # when the config loads
+        _with_search(demo, "li2024", search)
     assert "\n" not in str(error.value)
 
 
 def test_image_experiments_are_refused():
-    config = _with_search(_demo(), "macl_cifar10", {"stages": [{"grid": {"lr": [0.1]}}]})
     with pytest.raises(cl_config.ConfigError, match="image experiments are not searchable yet"):
-        S.search_points(cl_config.Grid(config))
+        _with_search(_demo(), "macl_cifar10", {"methods": ["ntxent"], "stages": [{"grid": {"lr": [0.1]}}]})
 
 
 #: MPT's lr x m grid for nie2023 (8 points, lr 3e-5 / m 0.23 the configured one, shared with the main cell).

@@ -8,10 +8,18 @@ from pathlib import PurePosixPath
 
 import pytest
 
+from contrastlab import config as cl_config
 from contrastlab.paths import REPO_ROOT
 
-#: Pages the README links as reference for users; developer pages (docs/development.md) may name ../shared.
-USER_REFERENCE = ["docs/contracts.md", "docs/cost.md"]
+#: Pages that may name the development machines' ``../shared``: the developers' guide (it says where the
+#: tests look for the real data) and the measurements' record (the commands as they were run).
+DEVELOPER_PAGES = {"docs/development.md", "docs/measured.md"}
+#: Every page a user reads: the README and docs/ (the records under docs/history and docs/gpu-runs aside).
+USER_REFERENCE = sorted(
+    str(page.relative_to(REPO_ROOT))
+    for page in [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")]
+    if str(page.relative_to(REPO_ROOT)) not in DEVELOPER_PAGES
+)
 
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
@@ -34,6 +42,33 @@ def _relative_links(page: str) -> list[str]:
 def test_a_user_reference_page_names_no_development_machine_path(page):
     text = (REPO_ROOT / page).read_text()
     assert "../shared" not in text and "/work/" not in text and "protocol.md" not in text
+
+
+def test_the_presets_cite_no_file_that_does_not_ship():
+    """Issue 82 item 6: config.yaml cited protocol.md five times, a file of the development machines; the
+    presets' comments cite the papers and shipped pages. config/cpu.yaml's data defaults are the CI
+    machine's layout, said so beside them, and taken as arguments (make cpu SHARED=...)."""
+    for preset in [
+        "config.yaml",
+        *sorted(str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "config").glob("*.yaml")),
+    ]:
+        text = (REPO_ROOT / preset).read_text()
+        assert "protocol.md" not in text and "/work/" not in text, preset
+        outside_data = [
+            line
+            for line in text.splitlines()
+            if "../shared" in line and "_dir:" not in line and "wiki_path:" not in line
+        ]
+        assert outside_data == [], preset
+
+
+def test_make_help_says_where_the_demo_writes():
+    """Issue 82 item 6: make help promised results/tables/... for the demo (it writes results/demo/...) and
+    printed a literal $(SHARED) for make cpu."""
+    helps = dict(re.findall(r"^([a-z-]+):.*?## (.*)$", (REPO_ROOT / "Makefile").read_text(), flags=re.M))
+    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")["results_dir"]
+    assert helps["demo"].endswith(f"{demo}/tables/*.{{csv,md,tex}}, {demo}/report.html")
+    assert "$(" not in helps["cpu"] and "SHARED=<folder" in helps["cpu"]
 
 
 def test_every_relative_link_of_the_readme_and_docs_reaches_a_file_of_the_checkout():

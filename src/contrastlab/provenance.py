@@ -30,6 +30,29 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip()
 
 
+def git_head() -> str | None:
+    """The checkout's commit (``git rev-parse HEAD``); None outside a git checkout."""
+    return _git("rev-parse", "HEAD") or None
+
+
+#: The folders and files whose content decides what a cell's training does (not the docs, tests or configs).
+CODE_PATHS = ("src", "scripts", "rules", "Snakefile")
+
+
+def code_differs(sha: str) -> bool:
+    """Whether the code (:data:`CODE_PATHS`) at commit ``sha`` differs from the checkout's HEAD; True where
+    git cannot tell (no git, a commit this clone lacks)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "diff", "--quiet", sha, "HEAD", "--", *CODE_PATHS],
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return True
+    return done.returncode != 0
+
+
 def package_versions() -> dict[str, str]:
     """Versions of the installed :data:`VERSIONED_PACKAGES` (missing ones left out)."""
     from importlib import metadata

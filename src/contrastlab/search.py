@@ -3,7 +3,7 @@
 An experiment's ``search:`` section declares, per method, a list of stages; each stage is a grid::
 
     search:
-      methods: [mpt]                 # default: every method of the experiment
+      methods: [mpt]                 # the methods searched (with per_method's keys); no other is
       backbones: [bert-base]         # default: the experiment's backbones
       seed: 42                       # default: the experiment's first seed
       stages:

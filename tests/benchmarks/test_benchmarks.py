@@ -406,3 +406,22 @@ def test_the_snapshot_benchmark_times_the_loop_three_ways(tmp_path, capsys):
     assert [r["snapshots"] for r in rows] == [0, 1, 1] and all(r["loop_s"] > 0 for r in rows)
     assert rows[1]["write_s"] > 0 and json.loads(out.read_text()) == json.loads(json.dumps(rows))
     assert "| background |" in capsys.readouterr().out
+
+
+@pytest.mark.fault(
+    "make gpu-bench on a machine without a GPU",
+    "one contrastlab: line and exit status 1 (it ran on the CPU silently), unless --toy or --device cpu",
+)
+def test_gpu_bench_without_a_gpu_stops_in_one_line_unless_asked_for_the_cpu(monkeypatch, capsys, observed):
+    bench = _load("gpu_bench.py")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as stopped:
+        bench.parse([])
+    line = capsys.readouterr().err
+    observed(line.strip())
+    assert stopped.value.code == 1 and line.count("\n") == 1
+    assert line.startswith("contrastlab: make gpu-bench needs a CUDA GPU and torch sees none (torch ")
+    assert line.endswith(
+        "run it on a GPU node, or pass --toy --device cpu for its checks at toy size on this CPU\n"
+    )
+    assert bench.parse(["--toy"]).device == bench.parse(["--device", "cpu"]).device == "cpu"

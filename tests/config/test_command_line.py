@@ -22,7 +22,7 @@ from snakemake.utils import update_config
 
 from contrastlab import config as cl_config
 from contrastlab.config.command_line import check_command_paths, check_config_words
-from contrastlab.config.invocation import check_image, configfile_problem
+from contrastlab.config.invocation import check_image, config_entry_problem, configfile_problem
 from contrastlab.paths import REPO_ROOT
 from tests.make_command import MAKE, make_command, make_env
 
@@ -204,6 +204,46 @@ def test_a_config_file_that_is_not_yaml_is_named_with_its_line_and_column(tmp_pa
         "(config.yaml, config/demo.yaml, config/cpu.yaml)"
     ), said
     assert "Traceback" not in output and "not valid JSON or YAML" not in output
+
+
+@pytest.mark.fault(
+    "a target written after --configfile: `snakemake --configfile config/demo.yaml all` (G15)",
+    "one contrastlab: line saying the word is read as a config file, and where a target goes",
+)
+def test_a_target_after_the_config_file_is_named_as_one_in_one_line(observed):
+    """Issue 82 item 6: --configfile takes every word after it, so Snakemake read ``all`` as a second config
+    file and the answer was "config file all does not exist"."""
+    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "all")
+    observed(lines[-1])
+    assert lines == [
+        PROFILE_LINE.format("profiles/default"),
+        "contrastlab: 'all' after --configfile config/demo.yaml is read as a config file; if it is a target, "
+        "put it before --configfile (snakemake all --configfile config/demo.yaml) or end the config files "
+        "with -- (--configfile config/demo.yaml -- all)",
+    ]
+    assert status == 1
+
+
+@pytest.mark.fault(
+    "a dotted --config name: `snakemake --config training.lr=1e-4`",
+    "one contrastlab: line with the nested form Snakemake takes (its answer is a traceback)",
+)
+def test_a_dotted_config_name_gets_the_nested_form_in_one_line(observed):
+    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "--config", "training.lr=1e-4")
+    observed(lines[-1])
+    assert lines == [
+        PROFILE_LINE.format("profiles/default"),
+        "contrastlab: --config training.lr=1e-4: Snakemake's --config takes top-level names only; write a "
+        "nested key as --config 'training={lr: 1e-4}' (merged into the config file's training)",
+    ]
+    assert status == 1
+    assert config_entry_problem(["--config", "a.b.c=1", "x=2"]).endswith(
+        "--config 'a={b: {c: 1}}' (merged into the config file's a)"
+    )
+    assert config_entry_problem(["--config", "seeds=[1]", "select={experiments: [nie2023]}"]) is None
+    assert config_entry_problem(["--config", "lr"]) == (
+        "--config lr: not a name=value pair; write --config <name>=<value> (a YAML value)"
+    )
 
 
 def test_the_configfile_check_reads_the_command_line_as_snakemake_does(tmp_path, capsys):
@@ -406,3 +446,48 @@ def test_only_snakemake_running_another_checkouts_workflow_forgets_the_imported_
     assert library_of_another_checkout(elsewhere, "/venv/lib/snakemake/__main__.py")
     assert not library_of_another_checkout(here, "/venv/bin/snakemake")
     assert not library_of_another_checkout(elsewhere, "/venv/bin/pytest")
+
+
+@pytest.mark.fault(
+    "a cell outside the config asked for by path: `snakemake results/demo/.../seed7/train_log.jsonl`",
+    "one contrastlab: line naming the cell, why, and the key to set (was a raw KeyError or no rule)",
+)
+@pytest.mark.parametrize("seed", [7])  # 43, a seed of the image studies, was a raw KeyError: the same line
+def test_a_cell_outside_the_config_asked_for_by_path_is_one_line(tmp_path, seed, observed):
+    target = f"{tmp_path}/results/checkpoints/nie2023/tiny-bert/cl/seed{seed}/train_log.jsonl"
+    folders = [f"results_dir={tmp_path}/results", f"resources_dir={tmp_path}/res"]
+    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "--config", *folders, "--", target)
+    observed(lines[-1])
+    assert lines[-1] == (
+        f"contrastlab: nie2023/tiny-bert/cl/seed{seed} is not a cell of this config: seed {seed} is not one "
+        f"of its seeds (42); set seeds: [42, {seed}]"
+    )
+    assert status == 1 and not (tmp_path / "results").exists()
+
+
+def test_why_a_path_is_not_a_cell_names_the_key_to_change():
+    config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    config["select"] = {"backbones": ["minilm"]}
+    grid = cl_config.Grid(config)
+    cell = "is not a cell of this config"
+    assert (
+        grid.experiment("nie")
+        .not_a_cell("tiny-bert", "cl", 42)
+        .startswith(f"nie/tiny-bert/cl/seed42 {cell}: no experiment 'nie'; choose from nie2023, li2024")
+    )
+    assert grid.experiment("li2024").not_a_cell("minilm", "mmhe", 42) == (
+        f"li2024/minilm/mmhe/seed42 {cell}: 'minilm' is not one of its backbones (tiny-bert); add it to "
+        "experiments.li2024.backbones"
+    )
+    assert grid.experiment("li2024").not_a_cell("tiny-bert", "mhe", 42) == (
+        f"li2024/tiny-bert/mhe/seed42 {cell}: li2024 has no method 'mhe'; choose from mmhe"
+    )
+    assert (
+        grid.experiment("macl_cifar10")
+        .not_a_cell("resnet18-w8", "ntxent-bs64", 1)
+        .endswith("seed 1 is not one of its seeds (42, 43); set experiments.macl_cifar10.seeds: [42, 43, 1]")
+    )
+    assert grid.experiment("nie2023").not_a_cell("tiny-bert", "cl", 42) == (
+        f"nie2023/tiny-bert/cl/seed42 {cell}: the config's select leaves it out "
+        "({'backbones': ['minilm']}); widen select"
+    )

@@ -31,7 +31,10 @@ def finished_search(repo_root, tmp_path_factory):
     # stage 1: the configured lr only (the mpt cell itself, so it wins); stage 2: the margin at the
     # winner, 0.23 being the winner's own (that point is the winner: a copy, not a second training)
     # (lr 1e12 diverges to NaN within two steps: a point without a dev score, not a failed search)
-    nie["search"] = {"stages": [{"grid": {"lr": [3.0e-5, 1.0e12]}}, {"grid": {"hp.m": [0.23, 0.5]}}]}
+    nie["search"] = {
+        "methods": ["mpt"],
+        "stages": [{"grid": {"lr": [3.0e-5, 1.0e12]}}, {"grid": {"hp.m": [0.23, 0.5]}}],
+    }
     path = write(config, workdir / "search.yaml")
     return workdir, path, run_snakemake(repo_root, "searches", "--configfile", path, "--cores", "2")
 

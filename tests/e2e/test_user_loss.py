@@ -181,3 +181,38 @@ def test_the_loss_file_is_an_input_of_exactly_its_cells(repo_root, tmp_path):
         ("train", "margin_nce"),
         ("train_vision", "margin_nce-bs64"),
     ], using
+
+
+@pytest.mark.slow
+def test_the_own_loss_template_trains_under_lis_protocol_on_the_demo(repo_root, tmp_path, e2e_resources):
+    """docs/own-loss.md's template, word for word, on the demo (8 steps): its loss's train job under Li's
+    protocol runs (before issue 82 the loss joined Li's demo search, whose stage 2 sweeps hp.r, and both
+    stage-2 train jobs failed: "no hyperparameter 'r'; it takes tau, m"; that it joins no search is
+    tests/config/test_own_loss_doc.py's)."""
+    from tests.config.test_own_loss_doc import doc_examples, with_template
+
+    config = demo_with_user_loss(tmp_path, "examples/margin_infonce.py:margin_infonce")
+    demo = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
+    config["experiments"] = {name: demo["experiments"][name] for name in ("nie2023", "li2024")}
+    config["experiments"]["li2024"]["training"]["precision"] = "fp32"
+    config = with_template(config, doc_examples()[1])
+    # the sentence protocols of the four (the image ones train nothing here)
+    config["experiments"]["mine"].update(protocols=["nie2023", "li2024"], baselines=["cl", "mmhe"])
+    config["resources_dir"] = str(e2e_resources)
+    path = write(config, tmp_path / "c.yaml")
+    log = "checkpoints/li2024/tiny-bert/margin_nce/seed42/train_log.jsonl"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    argv = [
+        "-s",
+        str(repo_root / "Snakefile"),
+        "--configfile",
+        path,
+        "--cores",
+        "2",
+        "--",
+        str(tmp_path / "results" / log),
+    ]
+    done = forked.snakemake(argv, cwd=repo_root, env=env, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    start = json.loads((tmp_path / "results" / log).open().readline())
+    assert "examples/margin_infonce.py:margin_infonce" in start["meta"]["user_losses"]

@@ -173,3 +173,30 @@ def screenshot(
         probe.unlink()
     assert run.returncode == 0 and out.exists(), run.stderr[-2000:]
     return out
+
+
+#: docs/screenshots/: each shot's file and the anchor a link opens it at ("" for the first screen).
+DOCS_SHOTS = {
+    "report-first-screen.png": "",
+    "report-table.png": "nie2023-table1",
+    "report-figure.png": "nie2023-fig2a",
+}
+
+
+def docs_screenshots(
+    report: Path = Path("results/demo/report.html"), shots: Path = Path("docs/screenshots")
+) -> list[Path]:
+    """``make screenshots``: docs/screenshots/*.png anew from a finished demo's ``report.html`` (a copy in a
+    temporary folder: its figures are embedded, so it can move). Without the report or a Chromium it stops
+    with one ``contrastlab:`` line."""
+    if not report.is_file():
+        raise SystemExit(
+            f"contrastlab: make screenshots reads {report}, which is not there; run make demo first"
+        )
+    if browser() is None:
+        raise SystemExit(
+            "contrastlab: make screenshots needs Chromium (apt-get install chromium), and none is on PATH"
+        )
+    with tempfile.TemporaryDirectory() as folder:
+        page = Path(shutil.copy(report, Path(folder) / "report.html"))
+        return [screenshot(page, shots / name, anchor=anchor) for name, anchor in DOCS_SHOTS.items()]

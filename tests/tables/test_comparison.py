@@ -7,7 +7,7 @@ import pandas as pd
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT
-from contrastlab.tables.comparison import build_comparison, build_summary, comparison_tables
+from contrastlab.tables.comparison import build_comparison, build_summary, comparison_tables, untabled_methods
 
 
 def metrics(rows):
@@ -42,3 +42,18 @@ def test_the_user_loss_sits_beside_the_papers_losses_with_published_numbers(marg
 
 def test_no_user_loss_no_comparison_table():
     assert comparison_tables(Grid(cl_config.load(REPO_ROOT / "config" / "demo.yaml"))) == []
+
+
+def test_a_built_in_loss_no_paper_table_lists_gets_a_comparison_table():
+    """Issue 82 item 3: every configured method reaches a table. ArcCon added to Nie's experiment is in
+    none of Nie's tables (Li's tables list it, under Li's protocol): Nie's protocol gets a comparison table
+    with it beside Nie's losses; the demo's own methods are all in their papers' tables or figures."""
+    config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    config["experiments"]["nie2023"]["methods"]["arccon"] = {"loss": "arccon", "hp": {"tau": 0.05}}
+    grid = Grid(cl_config.validate(config))
+    assert untabled_methods(grid, "nie2023") == ["arccon"] and untabled_methods(grid, "li2024") == []
+    assert comparison_tables(grid) == ["compare_nie2023", "compare_summary"]
+    frame = metrics([("nie2023", "tiny-bert", "arccon", 42, "sts_avg", 70.0)])
+    table = build_comparison(grid, frame, "nie2023").set_index(["backbone", "method"])
+    assert table.loc[("tiny-bert", "arccon"), "STS.Avg"] == "70.00 (n=1)"
+    assert table.loc[("tiny-bert", "arccon"), "yours"] == ""

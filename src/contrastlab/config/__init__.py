@@ -26,6 +26,7 @@ from contrastlab.config.checks import (
     check_logging,
     check_mteb,
     check_references,
+    check_searches,
     check_select,
 )
 from contrastlab.config.command_line import check_command_paths, check_command_strings
@@ -123,6 +124,7 @@ def validate(config: Mapping[str, Any]) -> dict:
     )
     check_folders(config)
     check_references(config)
+    check_searches(config)
     check_select(config)
     check_mteb(config)
     check_logging(config)

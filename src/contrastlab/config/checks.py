@@ -12,6 +12,7 @@ from typing import Any
 
 from contrastlab.config.grid import expanded_methods, loss_hp, selected_cells
 from contrastlab.config.schema import ConfigError, load_schema
+from contrastlab.config.searches import search_spec
 from contrastlab.losses.catalog import DEFAULTS, check_hyperparameters
 from contrastlab.losses.user import UserLossError, is_user_loss
 from contrastlab.paths import REPO_ROOT
@@ -41,6 +42,14 @@ def check_select(config: Mapping[str, Any]) -> None:
             f"config key select: {dict((k, v) for k, v in select.items() if v)} selects no cell "
             "(no configured method runs on that combination); widen the selection"
         )
+
+
+def check_searches(config: Mapping[str, Any]) -> None:
+    """Every experiment's ``search`` read now (:func:`contrastlab.config.searches.search_spec`): the methods
+    it names, and each of their axes one their loss takes, are checked when the config loads, before a
+    target needs the search."""
+    for name in config["experiments"]:
+        search_spec(config, name)
 
 
 def check_mteb(config: Mapping[str, Any]) -> None:

@@ -246,6 +246,37 @@ class Experiment:
         """The configured spec, as the config writes it (``{}`` for a name the config does not have)."""
         return self._config["experiments"].get(self.name) or {}
 
+    def not_a_cell(self, backbone: str, method: str, seed: str | int) -> str:
+        """One line saying why ``<experiment>/backbone/method/seed<seed>`` (a path asked for, e.g. a target)
+        is not one of the selected cells, and which key to change to make it one."""
+        experiment, spec = self.name, self.spec
+        where = f"{experiment}/{backbone}/{method}/seed{seed} is not a cell of this config"
+        if not self.configured:
+            return (
+                f"{where}: no experiment {experiment!r}; choose from {', '.join(self._config['experiments'])}"
+            )
+        if backbone not in spec["backbones"]:
+            listed = ", ".join(spec["backbones"])
+            fix = f"add it to experiments.{experiment}.backbones"
+            return f"{where}: {backbone!r} is not one of its backbones ({listed}); {fix}"
+        if method not in expanded_methods(spec):
+            listed = ", ".join(expanded_methods(spec))
+            return f"{where}: {experiment} has no method {method!r}; choose from {listed}"
+        base, _ = expanded_methods(spec)[method]
+        only = spec["methods"][base].get("backbones")
+        if only and backbone not in only:
+            return (
+                f"{where}: method {base!r} runs on {', '.join(only)} only; add {backbone} to "
+                f"experiments.{experiment}.methods.{base}.backbones"
+            )
+        seeds = self.seeds or []
+        if int(seed) not in seeds:
+            key = f"experiments.{experiment}.seeds" if spec.get("seeds") else "seeds"
+            now, wanted = ", ".join(map(str, seeds)), ", ".join(map(str, [*seeds, int(seed)]))
+            return f"{where}: seed {seed} is not one of its seeds ({now}); set {key}: [{wanted}]"
+        select = dict(self._config.get("select") or {})
+        return f"{where}: the config's select leaves it out ({select}); widen select"
+
     @property
     def configured(self) -> bool:
         """Whether the config has this experiment (whatever ``select:`` keeps)."""

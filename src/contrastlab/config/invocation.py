@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import sys
 from collections.abc import Collection, MutableMapping, Sequence
 from pathlib import Path
@@ -23,6 +24,9 @@ from pathlib import Path
 from contrastlab.config.schema import ConfigError
 
 PRESETS = "(config.yaml, config/demo.yaml, config/cpu.yaml)"
+#: What a config file's name ends with; a missing "config file" without one, after a first config file,
+#: is a target written after --configfile.
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 #: The environment variable naming the image of `--sdm apptainer` runs (the Snakefile's `container:`).
 IMAGE_VARIABLE = "CONTRASTLAB_IMAGE"
 
@@ -44,8 +48,16 @@ def configfile_problem(argv: Sequence[str]) -> str | None:
     program) that does not exist, is a folder or is not valid YAML (:func:`yaml_problem`); None when there
     is none, or when ``argv`` is not a command line Snakemake accepts."""
     args = _snakemake_arguments(argv)
-    for path in map(Path, (args.configfile or []) if args else []):
+    paths = [Path(p) for p in (args.configfile or [])] if args else []
+    for k, path in enumerate(paths):
         if path.is_dir() or not path.exists():
+            if k and not path.exists() and path.suffix not in CONFIG_SUFFIXES:
+                # --configfile takes every word after it: a target written there reads as a config file
+                return (
+                    f"{str(path)!r} after --configfile {paths[k - 1]} is read as a config file; if it is a "
+                    f"target, put it before --configfile (snakemake {path} --configfile {paths[k - 1]}) "
+                    f"or end the config files with -- (--configfile {paths[k - 1]} -- {path})"
+                )
             what = "is a folder" if path.is_dir() else "does not exist"
             return f"config file {path} {what}; pass --configfile <an existing YAML file> {PRESETS}"
         if (problem := yaml_problem(path)) is not None:
@@ -91,6 +103,38 @@ def command_targets(argv: Sequence[str]) -> list[str]:
     return [str(t) for t in (getattr(args, "targets", None) or [])] if args else []
 
 
+#: Snakemake's test of a ``--config`` name (``snakemake.cli.parse_config``): an identifier, ``-`` allowed.
+_CONFIG_NAME = re.compile(r"[a-zA-Z_][\w-]*\w$")
+
+
+def config_entry_problem(argv: Sequence[str]) -> str | None:
+    """The one line for the first ``--config`` entry of ``argv`` that Snakemake would refuse with "Config
+    entry must start with a valid identifier" (its traceback): a dotted name such as ``training.lr=1e-4``
+    gets the nested form Snakemake takes, ``training={lr: 1e-4}``; None when every entry is a name=value."""
+    args = _snakemake_arguments(argv)
+    for entry in (args.config or []) if args else []:
+        name, sep, value = entry.partition("=")
+        if sep and _CONFIG_NAME.match(name):
+            continue
+        if sep and "." in name and all(re.match(r"[A-Za-z_][\w-]*$", part) for part in name.split(".")):
+            head, *rest = name.split(".")
+            nested = value
+            for part in reversed(rest):
+                nested = f"{{{part}: {nested}}}"
+            return (
+                f"--config {entry}: Snakemake's --config takes top-level names only; write a nested key as "
+                f"--config '{head}={nested}' (merged into the config file's {head})"
+            )
+        return f"--config {entry}: not a name=value pair; write --config <name>=<value> (a YAML value)"
+    return None
+
+
+def dry_run(argv: Sequence[str]) -> bool:
+    """Whether Snakemake's command line ``argv`` (without the program) asks for a dry run (``-n``)."""
+    args = _snakemake_arguments(argv)
+    return bool(args and getattr(args, "dryrun", False))
+
+
 def library_of_another_checkout(argv: Sequence[str], program: str) -> bool:
     """Whether this process is Snakemake's command line (``program``: its ``sys.argv[0]``, the
     ``snakemake`` script or ``snakemake/__main__.py``) running a workflow whose own ``src/`` is not where
@@ -108,14 +152,15 @@ def library_of_another_checkout(argv: Sequence[str], program: str) -> bool:
 def stop_on_missing_configfile(argv: Sequence[str] | None = None) -> None:
     """Exit with status 1 and one line (``contrastlab: ...``) when the command line ``argv`` (default: this
     process's) names a config file that does not exist, is a folder or is not valid YAML
-    (:func:`configfile_problem`).
+    (:func:`configfile_problem`), or holds a ``--config`` entry Snakemake would refuse with a traceback
+    (:func:`config_entry_problem`).
 
     Where the library imported here is another checkout's (:func:`library_of_another_checkout`), every
     ``contrastlab`` module then leaves ``sys.modules``: the Snakefile imports the library from its own
     ``src/``, whose loss modules are the rules' inputs, and a library kept from the profile would name the
     other checkout's files and retrain every cell."""
     argv = sys.argv[1:] if argv is None else argv
-    problem = configfile_problem(argv)
+    problem = configfile_problem(argv) or config_entry_problem(argv)
     if library_of_another_checkout(argv, sys.argv[0]):
         for name in [
             name for name in sys.modules if name == "contrastlab" or name.startswith("contrastlab.")

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from contrastlab.config.schema import ConfigError, load_schema
+from contrastlab.losses.catalog import DEFAULTS
+from contrastlab.losses.user import UserLossError, is_user_loss, resolve_user_loss
 
 #: Keys of a stage and of a relative axis.
 STAGE_KEYS = ("grid", "around")
@@ -28,13 +30,8 @@ def search_spec(config: Mapping[str, Any], experiment: str) -> dict | None:
             f"config key {where}: image experiments are not searchable yet (their trainers keep no "
             "held-out accuracy to select on); remove the search or move it to a sentence experiment"
         )
-    methods = list(raw.get("methods") or exp["methods"])
-    for method in methods:
-        if method not in exp["methods"]:
-            raise ConfigError(
-                f"config key {where}.methods: unknown method {method!r}; "
-                f"choose from {', '.join(exp['methods'])}"
-            )
+    per_method = raw.get("per_method") or {}
+    methods = _searched_methods(exp, raw.get("methods"), per_method, where)
     backbones = list(raw.get("backbones") or exp["backbones"])
     for backbone in backbones:
         if backbone not in exp["backbones"]:
@@ -44,18 +41,18 @@ def search_spec(config: Mapping[str, Any], experiment: str) -> dict | None:
             )
     seeds = exp.get("seeds") or config["seeds"]
     seed = int(raw.get("seed", seeds[0]))
-    per_method = raw.get("per_method") or {}
-    for method in per_method:
-        if method not in methods:
-            raise ConfigError(f"config key {where}.per_method.{method}: not one of the searched methods")
     stages = {m: (per_method.get(m) or {}).get("stages") or raw.get("stages") or [] for m in methods}
     keys = _searchable_keys()
     for method, method_stages in stages.items():
         at = f"{where}.per_method.{method}" if method in per_method else where
         if not method_stages:
-            raise ConfigError(f"config key {at}.stages: a search needs at least one stage (a grid)")
+            raise ConfigError(
+                f"config key {at}.stages: a search needs at least one stage (a grid), and method {method!r} "
+                f"has none; give {where}.stages or {where}.per_method.{method}.stages"
+            )
         for k, stage in enumerate(method_stages, start=1):
             _check_stage(stage, k, f"{at}.stages[{k - 1}]", keys)
+            _check_loss_axes(exp, method, stage, f"{at}.stages[{k - 1}]")
     return {
         "methods": methods,
         "backbones": backbones,
@@ -63,6 +60,52 @@ def search_spec(config: Mapping[str, Any], experiment: str) -> dict | None:
         "stages": stages,
         "budget_gpu_hours": raw.get("budget_gpu_hours"),
     }
+
+
+def _searched_methods(exp: Mapping[str, Any], listed: Any, per_method: Mapping[str, Any], where: str) -> list:
+    """The methods a search names: ``methods`` in its order, then the keys of ``per_method`` it leaves
+    out (in the experiment's order). A method named in neither is not searched, so adding a method to an
+    experiment never adds it to a search whose axes it may lack."""
+    if not listed and not per_method:
+        raise ConfigError(
+            f"config key {where}.methods: name the methods to search (methods: [{', '.join(exp['methods'])}] "
+            "or per_method: {<method>: {stages: ...}}); a search searches only the methods it names"
+        )
+    named = list(listed or [])
+    named += [m for m in exp["methods"] if m in per_method and m not in named]
+    for method in [*named, *per_method]:
+        if method not in exp["methods"]:
+            key = "methods" if method in (listed or []) else f"per_method.{method}"
+            choices = ", ".join(exp["methods"])
+            raise ConfigError(f"config key {where}.{key}: unknown method {method!r}; choose from {choices}")
+    return named
+
+
+def _check_loss_axes(exp: Mapping[str, Any], method: str, stage: Mapping[str, Any], where: str) -> None:
+    """Each ``hp.<name>`` axis of ``stage`` is a hyperparameter of ``method``'s loss (a built-in one's
+    catalog defaults, a user loss's signature): a search never sends a loss a keyword it does not take."""
+    loss = exp["methods"][method]["loss"]
+    takes = _loss_hyperparameters(loss)
+    if takes is None:  # an unknown or broken loss: the methods' own check names it
+        return
+    for axis in [*(stage.get("grid") or {}), *(stage.get("around") or {})]:
+        name = axis.removeprefix("hp.")
+        if axis.startswith("hp.") and name not in takes:
+            raise ConfigError(
+                f"config key {where}.{axis}: method {method!r} (loss {loss!r}) has no hyperparameter "
+                f"{name!r}; it takes {', '.join(takes) or 'none'}. Give {method!r} stages of its own "
+                f"(per_method.{method}) or leave it out of the search's methods"
+            )
+
+
+def _loss_hyperparameters(loss: str) -> tuple[str, ...] | None:
+    """The hyperparameters loss ``loss`` takes; None for a name that is neither built in nor importable."""
+    if loss in DEFAULTS:
+        return tuple(DEFAULTS[loss])
+    try:
+        return resolve_user_loss(loss).hyperparameters if is_user_loss(loss) else None
+    except UserLossError:
+        return None
 
 
 @functools.cache

@@ -1,7 +1,9 @@
-"""Comparison tables for losses from the user's code: the user's loss beside the papers' losses.
+"""Comparison tables for the methods no paper table shows: a user's loss (or a built-in loss a paper's
+tables do not list) beside the papers' losses.
 
-For every experiment (protocol) with a method whose loss comes from the user's module
-(:attr:`contrastlab.config.Grid.user_losses`), ``compare_<experiment>`` lists every configured method
+For every experiment (protocol) with such a method (:func:`untabled_methods`: a loss from the user's
+module, :attr:`contrastlab.config.Grid.user_losses`, or a built-in one), ``compare_<experiment>`` lists
+every configured method
 of that experiment, per backbone, with the protocol's headline scores (sentence: STS.Avg and TR.Avg,
 the latter as test and as dev accuracy;
 MACL's image study: linear and kNN top-1; OAR's: the FFN top-1 per label fraction): our mean ± std over
@@ -21,9 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contrastlab.config import Grid, expanded_methods
+from contrastlab.papers import PAPERS
 from contrastlab.paths import write_text
 from contrastlab.tables.latex import latex_table
-from contrastlab.tables.published import TABLES, load_published
+from contrastlab.tables.published import TABLES, load_meta, load_published
 from contrastlab.tables.verdicts import seed_noise_verdict
 
 if TYPE_CHECKING:  # pandas is imported where a table is built: the workflow reads the names only
@@ -31,6 +34,7 @@ if TYPE_CHECKING:  # pandas is imported where a table is built: the workflow rea
 
 __all__ = [
     "comparison_tables",
+    "untabled_methods",
     "build_comparison",
     "build_summary",
     "write_comparisons",
@@ -45,12 +49,40 @@ VISION_HEADLINES = {"linear_top1": "linear top-1", "knn_top1": "kNN top-1"}
 SUMMARY = "compare_summary"
 
 
+def _tabled_methods(experiment: str) -> set[str]:
+    """The methods some paper table of ``experiment`` shows (its ``methods``, the cells of its rows and the
+    methods its improvement is over)."""
+    shown: set[str] = set()
+    for name, spec in TABLES.items():
+        if spec.experiment == experiment:
+            layout, improvement = load_meta(name)["layout"], load_meta(name).get("improvement") or {}
+            shown |= set(layout.get("methods") or [])
+            shown |= {m for cells in (layout.get("cells") or {}).values() for m in cells}
+            shown |= set((improvement.get("over") or {}).values())
+    return shown
+
+
+def untabled_methods(grid: Grid, experiment: str) -> list[str]:
+    """The configured methods of ``experiment`` that no paper table shows: a user's loss, or a built-in one
+    no table of that paper lists (an experiment only a paper figure reads: its user losses only, the figure
+    shows the rest)."""
+    tabled = any(spec.experiment == experiment for spec in TABLES.values())
+    if tabled:
+        shown = _tabled_methods(experiment)
+    elif any(experiment in figure.experiments for paper in PAPERS for figure in paper.figures.values()):
+        shown = set(grid.experiments[experiment]["methods"]) - set(grid.user_losses)  # the figure shows them
+    else:
+        shown = set()  # a user's own experiment, or one of a paper that neither tables nor draws it
+    return [m for m in grid.experiments[experiment]["methods"] if m in grid.user_losses or m not in shown]
+
+
 def _user_experiments(grid: Grid) -> list[str]:
-    return [name for name, exp in grid.experiments.items() if set(exp["methods"]) & set(grid.user_losses)]
+    return [name for name in grid.experiments if untabled_methods(grid, name)]
 
 
 def comparison_tables(grid: Grid) -> list[str]:
-    """Names of the comparison tables a config produces (none without a user loss)."""
+    """Names of the comparison tables a config produces: one per experiment with a method that no paper
+    table shows (:func:`untabled_methods`), and the summary; none where every method is in a table."""
     experiments = _user_experiments(grid)
     return [f"compare_{name}" for name in experiments] + ([SUMMARY] if experiments else [])
 
