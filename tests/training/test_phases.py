@@ -97,6 +97,8 @@ def test_an_image_cells_phases_partition_its_time_and_count_its_validation_as_de
     assert summary["steps"] == 2 * summary["steps_per_epoch"] and len(summary["val_losses"]) == 2
     end = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()][-1]
     assert end["event"] == "end" and end["phases"] == phases
+
+
 def test_the_job_frames_phases_are_shown_apart_from_the_imports(monkeypatch):
     """The GPU claim and cuInit, timed by the job's frame inside the imports' span, are phases of their
     own (issue 84): the imports lose what they gain, the sum stays the process's time."""

@@ -333,6 +333,8 @@ def test_a_read_only_folder_a_missing_output_must_be_written_in_is_named(tmp_pat
     )
     read_only = {root / "checkpoints"}  # the nearest existing folder above an output still to be made
     assert finished.read_only_problem([unborn]).startswith(f"{root / 'checkpoints'} cannot be written")
+
+
 # --- The weights' sha256 taken while the job goes on (issue 84 item 3): the record made when the job ends
 # reads no checkpoint back when its writer hashed it already, and reads it back when that digest is not of
 # the bytes on disk or was never taken.

@@ -232,6 +232,8 @@ def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_pro
     assert os.path.realpath(os.path.join(warm_report["cwd"], warm_report["path0"])) == str(
         place[0] / "outside"
     )
+
+
 def test_a_warm_training_jobs_phases_hold_its_exit_functions(place):
     """What a warm training job does after its frame closed its summary (the exit functions: logging's
     and TensorBoard's flushes, thread joins; here a 0.4 s one) lies inside its phases: the fork extends
