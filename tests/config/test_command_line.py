@@ -22,7 +22,7 @@ from snakemake.utils import update_config
 
 from contrastlab import config as cl_config
 from contrastlab.config.command_line import check_command_paths, check_config_words
-from contrastlab.config.invocation import check_image, config_entry_problem, configfile_problem
+from contrastlab.config.invocation import check_image, config_entry_problem, configfile_problem, profile_files
 from contrastlab.paths import REPO_ROOT
 from tests.make_command import MAKE, make_command, make_env
 
@@ -166,6 +166,60 @@ def test_plain_snakemake_given_a_missing_config_file_says_so_in_one_line(tmp_pat
         f"contrastlab: config file {missing} does not exist; {FIX}",
     ]
     assert status == 1
+
+
+@pytest.mark.fault(
+    "a SLURM profile whose config.yaml holds `group-components: {senteval_probes: 0}` (or `abc`) (J1)",
+    "one contrastlab: line naming the profile file, the entry and the fix (Snakemake: a traceback)",
+)
+@pytest.mark.parametrize("size", ["0", "abc"])
+def test_a_profile_with_a_bad_group_size_is_named_in_one_line(tmp_path, size, observed):
+    """A copy of profiles/slurm edited to a group size Snakemake refuses: the profile's hook, which runs
+    while Snakemake parses the profile and before it applies the profile's values, finds the profile file
+    as Snakemake does (contrastlab.config.invocation.profile_files) and names it. The same value on the
+    command line (``--group-components senteval_probes=0``) is Snakemake's own parse of its command line,
+    done before any profile is read: no code of the workflow's runs, and the answer is the last line of
+    Snakemake's traceback (the test below; docs/cluster.md)."""
+    profile = tmp_path / "my slurm" / "config.yaml"
+    profile.parent.mkdir()
+    text = (REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text()
+    assert "\n  senteval_probes: 20\n" in text
+    profile.write_text(text.replace("\n  senteval_probes: 20\n", f"\n  senteval_probes: {size}\n"))
+    status, lines = _snakemake("-n", "--workflow-profile", str(profile.parent), "--cores", "1")
+    observed(lines[-1])
+    assert lines == [
+        PROFILE_LINE.format(profile.parent),
+        f"contrastlab: profile {profile}: group-components entry 'senteval_probes: {size}' is invalid; "
+        "write GROUP: N, N a whole number of 1 or more there",
+    ]
+    assert status == 1
+
+
+def test_a_bad_group_size_on_the_command_line_is_snakemakes_own_traceback():
+    """What docs/cluster.md says of ``--group-components senteval_probes=0``: Snakemake refuses it while it
+    parses its command line, before it reads a profile, so its traceback's last line is the answer."""
+    status, lines = _snakemake(
+        "-n", "--workflow-profile", "profiles/slurm", "--group-components", "senteval_probes=0"
+    )
+    assert [line for line in lines if line][-1] == (
+        "ValueError: Invalid group components definition: entries have to be defined as GROUP=COMPONENTS "
+        "pairs (with COMPONENTS being a positive integer)"
+    )
+    assert status == 1 and not any(line.startswith("contrastlab:") for line in lines)
+
+
+def test_the_profile_files_are_found_as_snakemake_finds_them(monkeypatch):
+    """profiles/default when no profile is named; a named workflow profile replaces it; a --profile comes
+    first; none with --workflow-profile none."""
+    monkeypatch.chdir(REPO_ROOT)
+    slurm = Path("profiles/slurm/config.yaml")
+    assert profile_files(["-n"]) == [Path("profiles/default/config.yaml")]
+    assert profile_files(["-n", "--workflow-profile", "profiles/slurm"]) == [slurm]
+    assert profile_files(["-n", "--workflow-profile", "slurm-gres"]) == [
+        Path("profiles/slurm-gres/config.yaml")
+    ]
+    assert profile_files(["--profile", "profiles/slurm", "--workflow-profile", "none"]) == [slurm]
+    assert profile_files(["--workflow-profile", "none"]) == []
 
 
 def test_plain_snakemake_given_a_folder_for_its_config_file_says_so_in_one_line(tmp_path):

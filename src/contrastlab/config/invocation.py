@@ -10,6 +10,9 @@ whose ``__definitions__`` run while the profile is parsed, after Snakemake has c
 and before it opens any config file. So each of ``profiles/*/config.yaml`` calls
 :func:`stop_on_missing_configfile`. Not covered: ``--workflow-profile none``, a profile of one's own
 without that call, and a Snakemake that cannot import contrastlab (the profiles then say nothing).
+The same hook names a profile file whose ``groups`` or ``group-components`` Snakemake would refuse with a
+traceback once it applies the profile's values; the same values on the command line are refused by
+Snakemake's parser before any profile is read, so they keep Snakemake's own answer.
 """
 
 from __future__ import annotations
@@ -129,6 +132,73 @@ def config_entry_problem(argv: Sequence[str]) -> str | None:
     return None
 
 
+def profile_files(argv: Sequence[str]) -> list[Path]:
+    """The profile files Snakemake reads for its command line ``argv`` (without the program): each
+    ``--profile``, then the workflow profile, found as Snakemake finds them (``--workflow-profile`` as
+    given, under ``profiles/``, or under the Snakefile's ``profiles/``; ``profiles/default`` when none is
+    named); empty when ``argv`` is not a command line Snakemake accepts."""
+    from snakemake.cli import get_profile_dir, resolve_snakefile
+
+    args = _snakemake_arguments(argv)
+    if args is None:
+        return []
+    named = [p for p in (args.profile or []) if p not in ("", "none")]
+    if args.workflow_profile != "none":
+        given = Path(args.workflow_profile) if args.workflow_profile else None
+        workflow = given
+        snakefile = resolve_snakefile(args.snakefile, allow_missing=True)
+        if snakefile is not None and (given is None or not given.is_file()):
+            name = given or Path("default")
+            candidates = [name, Path("profiles") / name]
+            if isinstance(snakefile, Path):
+                candidates.append(snakefile.parent / "profiles" / name)
+            workflow = next((found for found in candidates if found.exists()), None)
+        if workflow is not None:
+            named.append(str(workflow))
+    files = [entry[1] for entry in map(get_profile_dir, named) if entry is not None]
+    return list(dict.fromkeys(files))
+
+
+def _profile_entries(value: object) -> list[str]:
+    """A profile's ``groups`` or ``group-components`` value as Snakemake hands it to its parser: a mapping
+    as ``key=value`` words, a list word by word (``ProfileConfigFileParser``)."""
+    if isinstance(value, dict):
+        return [f"{key}={item}" for key, item in value.items()]
+    return [str(item) for item in value] if isinstance(value, list) else [str(value)]
+
+
+def profile_group_problem(argv: Sequence[str]) -> str | None:
+    """The one line for the first ``groups`` or ``group-components`` entry of a profile file Snakemake reads
+    for ``argv`` (:func:`profile_files`) that Snakemake's own parser refuses with a traceback
+    ("Invalid group components definition"): the file, the key, the entry and the fix; None when all pass.
+    The same value on the command line (``--group-components senteval_probes=0``) is refused by Snakemake
+    as it parses its command line, before any profile is read, so no code of the workflow's sees it."""
+    import yaml
+    from snakemake.cli import parse_group_components, parse_groups
+
+    from contrastlab.paths import read_yaml
+
+    fixes = {
+        "group-components": (parse_group_components, "GROUP: N, N a whole number of 1 or more"),
+        "groups": (parse_groups, "RULE: GROUP"),
+    }
+    for path in profile_files(argv):
+        try:
+            profile = read_yaml(path)
+        except (OSError, ValueError, yaml.YAMLError):  # Snakemake's own profile parser says why
+            continue
+        for key, (parse, form) in fixes.items():
+            if not isinstance(profile, dict) or profile.get(key) is None:
+                continue
+            for entry in _profile_entries(profile[key]):
+                try:
+                    parse([entry])
+                except ValueError:
+                    shown = entry.replace("=", ": ", 1)
+                    return f"profile {path}: {key} entry {shown!r} is invalid; write {form} there"
+    return None
+
+
 def dry_run(argv: Sequence[str]) -> bool:
     """Whether Snakemake's command line ``argv`` (without the program) asks for a dry run (``-n``)."""
     args = _snakemake_arguments(argv)
@@ -152,15 +222,16 @@ def library_of_another_checkout(argv: Sequence[str], program: str) -> bool:
 def stop_on_missing_configfile(argv: Sequence[str] | None = None) -> None:
     """Exit with status 1 and one line (``contrastlab: ...``) when the command line ``argv`` (default: this
     process's) names a config file that does not exist, is a folder or is not valid YAML
-    (:func:`configfile_problem`), or holds a ``--config`` entry Snakemake would refuse with a traceback
-    (:func:`config_entry_problem`).
+    (:func:`configfile_problem`), holds a ``--config`` entry Snakemake would refuse with a traceback
+    (:func:`config_entry_problem`), or reads a profile whose ``groups`` or ``group-components`` Snakemake
+    would refuse with one (:func:`profile_group_problem`; docs/reliability.md J1).
 
     Where the library imported here is another checkout's (:func:`library_of_another_checkout`), every
     ``contrastlab`` module then leaves ``sys.modules``: the Snakefile imports the library from its own
     ``src/``, whose loss modules are the rules' inputs, and a library kept from the profile would name the
     other checkout's files and retrain every cell."""
     argv = sys.argv[1:] if argv is None else argv
-    problem = configfile_problem(argv) or config_entry_problem(argv)
+    problem = configfile_problem(argv) or config_entry_problem(argv) or profile_group_problem(argv)
     if library_of_another_checkout(argv, sys.argv[0]):
         for name in [
             name for name in sys.modules if name == "contrastlab" or name.startswith("contrastlab.")
