@@ -276,3 +276,68 @@ def test_a_benchmarks_subset_of_a_task_is_scored_and_read_back_as_that_subset(tm
         "en-en",
         81.234,
     )
+
+
+def _stub_encoder(model, vectors: dict[str, tuple[float, float]], calls: list[tuple[list[str], int]]):
+    """``model.encode`` replaced by a lookup of hand-made 2-d vectors: the scores then follow from them by
+    hand. Each call's sentences and batch size go to ``calls``."""
+
+    def encode(sentences, **kwargs):
+        calls.append((list(sentences), kwargs.get("batch_size")))
+        return np.array([vectors[s] for s in sentences], dtype=np.float32)
+
+    model.encode = encode
+
+
+def _pairs_at(cosines: list[float], gold: list[float], tag: str):
+    """Pairs whose first sentence encodes to (1, 0) and whose second to (c, sqrt(1 - c^2)): cosine c."""
+    a = [f"{tag} a{i}" for i in range(len(cosines))]
+    b = [f"{tag} b{i}" for i in range(len(cosines))]
+    vectors = {s: (1.0, 0.0) for s in a}
+    vectors.update({s: (c, float(np.sqrt(1 - c * c))) for s, c in zip(b, cosines, strict=True)})
+    return mteb_sts.PairSet(a, b, np.array(gold)), vectors
+
+
+def test_run_mteb_scores_what_the_encoder_returns_per_task_and_resumes_by_value(
+    checkpoint, tmp_path, no_network
+):
+    """Issue 83 item 7, MTEB's run path by value: a stub encoder's vectors set each pair's cosine, so the
+    scores are known by hand. STS-B's cosines rank its gold but for one adjacent swap (Spearman
+    1 - 6 * 2 / (5 * 24) = 0.9), SICK-R's reverse it (-1): each task scored on its own rows, under its own
+    name, in MTEB's file of that name; the encoder called with the batch size asked for. A second run with
+    ``only-missing`` encodes nothing and returns the stored scores; with ``always`` it scores anew."""
+    model = mteb_sts.load_sentence_transformer(checkpoint, name="contrastlab/stub")
+    stsb, stsb_vectors = _pairs_at([0.3, 0.7, 0.5, 0.6, 0.1], [1.0, 3.0, 2.0, 4.0, 0.0], "stsb")
+    sick, sick_vectors = _pairs_at([0.9, 0.2, 0.5, 0.7], [1.0, 4.0, 2.5, 2.0], "sick")
+    calls = []
+    _stub_encoder(model, {**stsb_vectors, **sick_vectors}, calls)
+    rows = {"STSBenchmark": stsb, "SICK-R": sick}
+    scores = mteb_sts.run_mteb(model, rows, tmp_path, tasks=("STSBenchmark", "SICK-R"), batch_size=3)
+    assert {task: s["cosine_spearman"] for task, s in scores.items()} == {
+        "STSBenchmark": pytest.approx(0.9, abs=1e-12),
+        "SICK-R": pytest.approx(-1.0, abs=1e-12),
+    }
+    assert scores["STSBenchmark"]["main_score"] == scores["STSBenchmark"]["cosine_spearman"]
+    pearson = np.corrcoef([0.3, 0.7, 0.5, 0.6, 0.1], [1.0, 3.0, 2.0, 4.0, 0.0])[0, 1]
+    assert scores["STSBenchmark"]["cosine_pearson"] == pytest.approx(pearson, abs=1e-6)
+    assert sorted(sentence for sentences, _ in calls for sentence in sentences) == sorted(
+        [*stsb.sentence1, *stsb.sentence2, *sick.sentence1, *sick.sentence2]
+    )
+    assert {size for _, size in calls} == {3}
+    folder = tmp_path / "results" / "contrastlab__stub" / "no_revision_available"
+    assert sorted(p.name for p in folder.glob("*.json")) == [
+        "SICK-R.json",
+        "STSBenchmark.json",
+        "model_meta.json",
+    ]
+    stored = json.loads((folder / "STSBenchmark.json").read_text())["scores"]["test"]
+    assert [(row["hf_subset"], row["cosine_spearman"]) for row in stored] == [("default", pytest.approx(0.9))]
+    # the same folder again, STS-B's cosines reversed: only-missing keeps what is there, always does not
+    flipped, flipped_vectors = _pairs_at([0.7, 0.3, 0.5, 0.1, 0.9], [1.0, 3.0, 2.0, 4.0, 0.0], "stsb")
+    assert flipped.sentence2 == stsb.sentence2  # the same text, vectors whose cosines rank the gold reversed
+    calls.clear()
+    _stub_encoder(model, {**flipped_vectors, **sick_vectors}, calls)
+    kept = mteb_sts.run_mteb(model, rows, tmp_path, tasks=("STSBenchmark",), overwrite="only-missing")
+    assert kept["STSBenchmark"]["cosine_spearman"] == pytest.approx(0.9, abs=1e-5) and calls == []
+    anew = mteb_sts.run_mteb(model, rows, tmp_path, tasks=("STSBenchmark",), overwrite="always")
+    assert anew["STSBenchmark"]["cosine_spearman"] == pytest.approx(-1.0, abs=1e-12) and calls
