@@ -319,3 +319,40 @@ def test_features_saved_by_one_job_give_the_probes_of_the_one_job_path(tmp_path)
     assert {k: split[k] for k in same} == {k: one_job[k] for k in same}
     assert split["encoding"]["device"] == "cpu"
     assert set(split["timings"]) == {"extract_s", "linear_s", "knn_s", "ffn_s"}
+
+
+def test_the_probes_training_takes_every_row_once_per_epoch_the_last_batch_smaller():
+    """Issue 83 item 7, a row count the batch does not divide: 10 feature rows in batches of 4 are three
+    SGD steps an epoch (4, 4 and 2 rows, in the order of the generator seeded with the seed), each on its
+    batch's mean cross-entropy; the loss reported is the mean of the last epoch's three batch losses. The
+    probe's weights after two epochs and that loss equal a float64 loop written out by hand."""
+    from contrastlab.evaluation.vision import _fit
+
+    g = torch.Generator().manual_seed(4)
+    x, y = torch.randn(10, 3, generator=g), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 2])
+    lr, seed = 0.5, 7
+    torch.manual_seed(seed)  # as linear_probe_accuracy initialises its layer
+    probe = torch.nn.Linear(3, 3)
+    w, b = probe.weight.detach().double().clone(), probe.bias.detach().double().clone()
+    fit = _fit(
+        probe, x, y, epochs=2, batch_size=4, seed=seed, sgd={"lr": lr, "momentum": 0.0, "weight_decay": 0}
+    )
+    order = torch.Generator().manual_seed(seed)
+    for _ in range(2):
+        permutation, losses = torch.randperm(10, generator=order), []
+        for rows in (permutation[:4], permutation[4:8], permutation[8:]):
+            xs, onehot = x[rows].double(), torch.eye(3, dtype=torch.float64)[y[rows]]
+            p = torch.softmax(xs @ w.T + b, dim=1)
+            losses.append(float(-(onehot * p.log()).sum(dim=1).mean()))
+            grad = (p - onehot) / len(rows)
+            w, b = w - lr * grad.T @ xs, b - lr * grad.sum(dim=0)
+    assert torch.allclose(probe.weight.double(), w, atol=1e-5) and torch.allclose(
+        probe.bias.double(), b, atol=1e-5
+    )
+    assert fit == {"last_epoch_loss": pytest.approx(sum(losses) / 3, abs=1e-6), "non_finite_epoch": None}
+    # the linear probe is that loop on the layer the seed initialises: its accuracy is the hand-made one's
+    hand = 100.0 * float(((x.double() @ w.T + b).argmax(dim=1) == y).double().mean())
+    probe_accuracy = linear_probe_accuracy(
+        x, y, x, y, num_classes=3, epochs=2, batch_size=4, lr=lr, momentum=0.0, seed=seed
+    )
+    assert probe_accuracy == pytest.approx(hand)
