@@ -49,6 +49,7 @@ from contrastlab.report.document import (
 )
 from contrastlab.report.html import write_html_report
 from contrastlab.report.inputs import input_blocks, precision_blocks
+from contrastlab.report.scores import run_identity
 from contrastlab.stats import LEVEL
 from contrastlab.tables import search
 from contrastlab.tables.assemble import (
@@ -217,6 +218,23 @@ def write_report(
     return report_path
 
 
+def _title_blocks(results_dir: str | os.PathLike | None) -> list:
+    """The report's title and first line, naming the run (:func:`~.scores.run_identity`: preset, results
+    folder, commit, date) where there is a results folder; the plain title otherwise."""
+    if results_dir is None:
+        return [Heading(1, "Paper tables: published numbers beside ours")]
+    run = run_identity(results_dir)
+    preset, folder, commit, date = run["preset"], run["results"], run["commit"], run["date"]
+    return [
+        Heading(1, f"Paper tables: {preset} in {folder} (commit {commit}, {date})"),
+        Paragraph(
+            f"This run: preset `{preset}`, results folder `{folder}`, commit `{commit}` (its training "
+            f"jobs'), last cell finished {date} (UTC). Published numbers beside ours; "
+            "every score of the run, one row per cell, seed and task: [tables/scores.csv](tables/scores.csv)."
+        ),
+    ]
+
+
 def report_blocks(
     built: list[tuple[Table, dict[str, Path]]],
     base: Path,
@@ -242,7 +260,7 @@ def report_blocks(
     run's :class:`~contrastlab.config.Grid` (its config's claims, deviations and precision). ``bridge``:
     the SentEval-MTEB bridge rows (:func:`contrastlab.tables.bridge.bridge_rows`), each paper's under
     its tables; rows of no paper after the papers."""
-    blocks: list = [Heading(1, "Paper tables: published numbers beside ours")]
+    blocks: list = _title_blocks(results_dir)
     per_paper: dict[str | None, list] = {}
     guide: list = [Paragraph(LAYOUT_TEXT)]
     if grid is not None and metrics is not None:
