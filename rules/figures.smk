@@ -84,6 +84,9 @@ for _paper, _names in figure_catalog.ANALYTIC_FIGURES.items():
         params:
             figures=_names,
             size=config["analytic_figures"],
+            # the CSVs' columns: 2 adds each simulated number's Monte-Carlo error (issue 86), which the
+            # claims on these figures read; a run finished before redraws its figures once (no training)
+            csv_format=2,
         log:
             RESULTS.log("figures", f"{_paper}-analytic"),
         benchmark:
