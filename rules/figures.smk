@@ -56,6 +56,7 @@ rule oar_synthetic:
     output:
         **reported_figure("oar_synthetic/table2"),
         table=f"{RESULTS.figures}/oar_synthetic/table2_numbers.csv",
+        sweep=f"{RESULTS.figures}/oar_synthetic/table2_sweep.csv",
     params:
         settings=GRID.options.oar_synthetic or {},
     log:

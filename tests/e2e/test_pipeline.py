@@ -42,9 +42,10 @@ def reduced_demo(repo_root, workdir, mteb=False):
     config["resources_dir"] = str(workdir / "resources")
     config["data"]["wiki_path"] = str(write_demo_corpus(workdir / "corpus" / "wiki.txt", 2000))
     config["training"].update(max_steps=8, eval_every=4, state_every=4, log_every=2)
-    # Nie's analytic figures on a coarse grid and OAR Table 2 at 10 epochs: every figure rule, seconds each.
+    # Nie's analytic figures on a coarse grid and OAR Table 2 at 10 epochs, one seed and no sweep: every
+    # figure rule, seconds each.
     config["analytic_figures"] = {"points": 10, "batches": 20}
-    config["oar_synthetic"] = {"epochs": 10}
+    config["oar_synthetic"] = {"epochs": 10, "seeds": 1, "sweep": []}
     config["experiments"] = {
         "nie2023": {
             "backbones": ["tiny-bert"],

@@ -36,6 +36,11 @@ z·se of it (``at: mean``: se = √Σse² / n), makes the part **undecided**. A 
 list of two numbers, ``[low, high]``, keeps the rows whose value lies in it (ends included; ``.inf``
 for no end): ``{gap: [-0.05, 0.05]}``.
 
+**Seed noise.** A part with ``noise: seeds`` and ``at: mean`` reads rows that are one run per seed (OAR's
+synthetic study): its mean is decided as the tables decide a cell, against a Student-t interval over
+the seeds at the project's level (half-width t_{n-1} · s / √n): reproduced or not reproduced outside
+it, undecided within it or with one seed.
+
 **Verdict.** A figure's numbers here are one run per point (the papers' figures are too); there is no
 seed noise to set an interval with, so the part is a reading, not a test: **reproduced** if the value
 meets its bound (for ``every``: every selected row does), **not reproduced** if it does not, **not
@@ -57,8 +62,8 @@ import pandas as pd
 from scipy.stats import norm
 
 from contrastlab.config import Grid
-from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED, PartResult
-from contrastlab.stats import LEVEL
+from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED, PartResult, decide
+from contrastlab.stats import LEVEL, t_quantile
 
 RELATION = "figure_values"
 AGGREGATES = ("every", "last", "first", "growth", "mean", "min", "max")
@@ -105,6 +110,8 @@ def check_figure_values(claim: dict[str, Any], name: str) -> None:
             not isinstance(part["error"], str) or part.get("at", "every") not in ("every", "mean")
         ):
             raise ValueError(f"{name}: error names a column and goes with at 'every' or 'mean', got {part!r}")
+        if part.get("noise", "seeds") != "seeds" or ("noise" in part and part.get("at", "every") != "mean"):
+            raise ValueError(f"{name}: noise is 'seeds' and goes with at 'mean', got {part!r}")
         if "error" in part and part.get("weights"):
             raise ValueError(f"{name}: error takes an unweighted mean, got {part!r}")
         bounds = [k for k in BOUNDS if k in part]
@@ -270,6 +277,12 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
         return
     result.diff = value
     result.status = REPRODUCED if meets(value, bound) else NOT_REPRODUCED
+    if part.get("noise") == "seeds":  # one row per seed: a t-interval over them, as the tables' cells
+        seeds = pd.to_numeric(selections[0][1][part["column"]], errors="coerce").dropna()
+        n = len(seeds)
+        result.df = n - 1
+        result.half_width = float(t_quantile(n - 1) * seeds.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+        result.status = decide(sign * (value - bound), result.half_width)
     if part.get("error"):  # the mean of independent estimates: se = sqrt(sum of se^2) / n per selection
         se = math.sqrt(
             sum(
@@ -319,8 +332,14 @@ def figure_verdict(parts: list[PartResult], combine: str = "all") -> str:
         for p in parts:
             if p.status != NOT_RUN:
                 per_backbone.setdefault(p.backbone, []).append(p.status)
-        held = [REPRODUCED in s for s in per_backbone.values()]
-        return REPRODUCED if all(held) else NOT_REPRODUCED
+        # a backbone holds with one reproduced part, fails when every run part fails, else is undecided
+        held = [
+            REPRODUCED if REPRODUCED in s else (NOT_REPRODUCED if set(s) == {NOT_REPRODUCED} else UNDECIDED)
+            for s in per_backbone.values()
+        ]
+        if NOT_REPRODUCED in held:
+            return NOT_REPRODUCED
+        return UNDECIDED if UNDECIDED in held else REPRODUCED
     return NOT_REPRODUCED if NOT_REPRODUCED in statuses else REPRODUCED
 
 
@@ -337,11 +356,16 @@ def figure_numbers_text(claim: dict[str, Any], parts: list[PartResult]) -> str:
         label = next(iter(p.terms))
         # a Monte-Carlo number: the sampling error (z·se) nearest to flipping the part, and its verdict
         mc = f", Monte-Carlo ±{p.half_width:.2g}: {p.status}" if spec.get("error") else ""
+        if spec.get("noise") == "seeds":
+            mc = f", ±{p.half_width:.3g} over {p.seeds} seeds: {p.status}"
         if spec.get("at", "every") == "every":  # the label says how many rows meet the bound
             texts.append(f"{where}{label} (worst {p.diff:.4g}{mc})")
         else:
             texts.append(f"{where}{label} = {p.diff:.4g} (claimed {symbol} {bound:g}{mc})")
-    if texts and any(spec.get("error") for spec in specs):
+    if texts and any(spec.get("noise") for spec in specs):
+        one = "; one part suffices" if claim.get("combine") == "any" else ""
+        texts.insert(0, f"one run per seed: each mean ± its t-interval at 95 % over the seeds{one}")
+    elif texts and any(spec.get("error") for spec in specs):
         texts.insert(0, "simulated: each number a Monte-Carlo mean, ± z·se at 95 % (Bonferroni over rows)")
     elif texts:
         one = "; one part on each backbone suffices" if claim.get("combine") == "any" else ""
