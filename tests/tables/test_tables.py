@@ -64,7 +64,7 @@ def test_each_table_is_written_as_csv_md_and_tex_and_the_report_comes_last(built
     names = tables_for_config(Grid(make_config()))
     assert names == list(TABLES)
     assert paths[-2:] == [root / "report.md", root / "report.html"]
-    expected = {f"{n}.{e}" for n in names for e in ("csv", "md", "tex")} | {"scores.csv"}
+    expected = {f"{n}.{e}" for n in names for e in ("csv", "md", "tex")} | {"scores.csv", "claims.csv"}
     assert {p.name for p in paths[:-2]} == expected
 
 
@@ -210,8 +210,8 @@ def test_repository_configs_render(tmp_path):
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     paths = build_report(Results(tmp_path / "demo"), demo)
     # + the two search tables (the demo runs its searches with everything), report.md and report.html
-    # ... and tables/scores.csv
-    assert len(paths) == 3 * (len(tables_for_config(Grid(demo))) + 2) + 3
+    # ... and tables/scores.csv and tables/claims.csv
+    assert len(paths) == 3 * (len(tables_for_config(Grid(demo))) + 2) + 4
     table1 = read_csv(tmp_path / "demo" / "tables" / "nie2023_table1.csv")
     assert "tiny-bert" in table1.backbone.tolist()
     # the MPT search's winner: an "(ours, searched)" row beside the published numbers, not run yet
