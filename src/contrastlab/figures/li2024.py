@@ -264,19 +264,16 @@ def gd_monte_carlo(
                 se[index, row, start:stop] = (
                     values.std(-1, ddof=1) / math.sqrt(batches) if batches > 1 else np.nan
                 )
+    return _gd_frame_of(losses, mu_pos, mu_neg, gd, se)
+
+
+def _gd_frame_of(losses: Sequence[str], mu_pos, mu_neg, gd: np.ndarray, se: np.ndarray) -> pd.DataFrame:
+    """The tidy frame of :func:`gd_monte_carlo` from its grids and its [loss, μ_pos, μ_neg] arrays."""
     mp, mn = np.meshgrid(mu_pos, mu_neg, indexing="ij")
+    columns = {"mu_pos": mp.ravel(), "mu_neg": mn.ravel(), "gap": (mn - mp).ravel()}
     return pd.concat(
         [
-            pd.DataFrame(
-                {
-                    "loss": loss,
-                    "mu_pos": mp.ravel(),
-                    "mu_neg": mn.ravel(),
-                    "gap": (mn - mp).ravel(),
-                    "gd": gd[index].ravel(),
-                    "gd_se": se[index].ravel(),
-                }
-            )
+            pd.DataFrame({"loss": loss, **columns, "gd": gd[index].ravel(), "gd_se": se[index].ravel()})
             for index, loss in enumerate(losses)
         ],
         ignore_index=True,

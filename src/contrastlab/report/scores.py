@@ -39,18 +39,16 @@ SCORE_COLUMNS = [
 SCORES_NAME = "scores.csv"
 
 
-def _cell(experiment: str, backbone: str, method: str, seed) -> str:
-    return f"{experiment}/{backbone}/{method}/seed{seed}"
-
-
-def _commits(results_dir: Path) -> dict[str, tuple[str, bool | None]]:
-    """Checkpoint cell (``experiment/backbone/method/seedN``) -> (commit, uncommitted changes) from its
-    trainer's last start record; a search's winner (``method~searched``) has its own metrics, not its
-    own checkpoint, and so no entry."""
+def _commits(results_dir: Path) -> dict[tuple, tuple[str, bool | None]]:
+    """(experiment, backbone, method, seed) of each trained cell -> (commit, uncommitted changes) from its
+    trainer's last start record (:func:`~.inputs.training_records`, the checkpoint folders' names); a
+    search's winner (``method~searched``) has its own metrics, not its own checkpoint, and so no entry."""
     out = {}
     for cell, start in training_records(results_dir):
+        *names, seed = cell.split("/")
         meta = start.get("meta") or {}
-        out[cell] = (meta.get("git_sha") or "", meta.get("git_dirty"))
+        if len(names) == 3 and seed.startswith("seed") and seed[4:].isdigit():
+            out[(*names, int(seed[4:]))] = (meta.get("git_sha") or "", meta.get("git_dirty"))
     return out
 
 
@@ -91,7 +89,7 @@ def scores_frame(metrics: pd.DataFrame, grid: Grid, results_dir: str | os.PathLi
             stratum = cell_stratum(grid, experiment, backbone, method) if experiment != PRETRAINED else ""
             stands = anywhere if experiment == PRETRAINED else grid.experiment(experiment).stand_ins
             paper = stands.get(backbone, "")
-            commit, was_dirty = commits.get(_cell(*key), ("", None))
+            commit, was_dirty = commits.get(key, ("", None))
             cache[key] = (stratum, paper, commit, was_dirty, _evaluated(metrics_root, *key))
         stratum, paper, commit, was_dirty, evaluation = cache[key]
         strata.append(stratum)

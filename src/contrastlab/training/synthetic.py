@@ -486,8 +486,9 @@ def _row(run: SyntheticRun) -> dict[str, Any]:
 
 def study_table(runs: Iterable[SyntheticRun]) -> pd.DataFrame:
     """The Table 2 numbers, one row per run: loss, oar, seed, effective_rank, line_energy,
-    min_axis_angle_deg, distinct_directions, final_loss, diverged. No timings, so the CSV stays
-    bit-identical from run to run; a diverged run's rank and directions are empty cells."""
+    min_axis_angle_deg, distinct_directions, final_loss, diverged, clipped_share, max_grad_norm and the
+    loss's terms on the last batch (``term_<name>``, empty for a loss without them). No timings, so the
+    CSV stays bit-identical from run to run; a diverged run's rank and directions are empty cells."""
     # Imported here: the image evaluation jobs import this module for effective_rank alone, and pandas
     # is most of a second of every such job's start.
     import pandas as pd
