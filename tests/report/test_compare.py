@@ -15,7 +15,7 @@ from scipy import stats
 from contrastlab.paths import REPO_ROOT
 from contrastlab.report.compare import DIFFERS, NO_NOISE, ONLY_A, WITHIN, cell_table, compare_runs
 
-METHODS = ["cl", "mpt", "met", "au"]
+METHODS = ["cl", "mpt", "met", "au", "mat", "mmhe", "mhs", "baseline"]
 TASKS = ["STS12", "STS13", "STS14", "STS15", "STS16", "sts_avg"]
 
 
@@ -50,15 +50,15 @@ def write_run(root, frame: pd.DataFrame, verdicts: dict[str, str]):
 
 def test_one_seed_per_cell_within_noise_and_a_mutated_loss_flagged(tmp_path):
     """Two demo-like runs of one seed each (42 against 43): every difference is seed noise; then run B's
-    mpt cells moved by 4 points (8 σ of a single score): those six cells, and only those, differ."""
+    mpt cells moved by 10 points (20 σ of a single score): those six cells, and only those, differ."""
     rng = np.random.default_rng(0)
     a = write_run(tmp_path / "a", scores([42], rng), {"nie-x": "undecided", "nie-y": "not run"})
     b = write_run(tmp_path / "b", scores([43], rng), {"nie-x": "undecided", "nie-y": "not run"})
     report = compare_runs(a, b).read_text()
-    assert "24 table cells: 24 within noise, 0 differs" in report and "0 of 2 claims change" in report
+    assert "48 table cells: 48 within noise, 0 differs" in report and "0 of 2 claims change" in report
     assert "None: the seeds' noise explains every difference." in report
     mutated = write_run(
-        tmp_path / "m", scores([43], np.random.default_rng(1), {"mpt": 4.0}), {"nie-x": "reproduced"}
+        tmp_path / "m", scores([43], np.random.default_rng(1), {"mpt": 10.0}), {"nie-x": "reproduced"}
     )
     report = compare_runs(a, mutated, tmp_path / "out.md").read_text()
     cells = pd.read_csv(tmp_path / "out.csv")
@@ -71,8 +71,8 @@ def test_one_seed_per_cell_within_noise_and_a_mutated_loss_flagged(tmp_path):
 
 
 def test_several_seeds_use_the_pooled_seed_noise():
-    """Three seeds per cell: σ pooled over the cells of the task in both runs (STS12: 4 methods × 2 runs ×
-    2 df = 16), the difference's half-width t · σ · √(2/3), Bonferroni over the 23 cells both runs have;
+    """Three seeds per cell: σ pooled over the cells of the task in both runs (STS12: 8 methods × 2 runs ×
+    2 df = 32), the difference's half-width t · σ · √(2/3), Bonferroni over the 47 cells both runs have;
     a cell B lacks is "only in A"."""
     rng = np.random.default_rng(2)
     a, b = scores([1, 2, 3], rng), scores([4, 5, 6], rng)
@@ -81,17 +81,19 @@ def test_several_seeds_use_the_pooled_seed_noise():
     both = cells[cells.verdict != ONLY_A]
     assert set(both.verdict) == {WITHIN}
     row = both[both.task == "STS12"].iloc[0]
-    assert row.noise == "seeds pooled over 4 cells (df 16)"
+    assert row.noise == "seeds pooled over 8 cells (df 32)"
     variances = [f[f.task == "STS12"].groupby("method").score.var().sum() for f in (a, b)]
-    q = stats.t.ppf(1 - 0.05 / (2 * 23), 16)
-    assert row.half_width == pytest.approx(q * np.sqrt(2 * sum(variances) / 16) * np.sqrt(2 / 3), rel=1e-9)
+    q = stats.t.ppf(1 - 0.05 / (2 * 47), 32)
+    assert row.half_width == pytest.approx(q * np.sqrt(2 * sum(variances) / 32) * np.sqrt(2 / 3), rel=1e-9)
 
 
 def test_too_few_cells_have_no_noise_estimate():
     rng = np.random.default_rng(3)
     a, b = scores([42], rng), scores([43], rng)
-    keep = (a.method == "cl") & a.task.isin(["STS12", "STS13"])  # 2 cells, one seed each: fewer than 6
+    keep = a.method.isin(["cl", "mpt"])  # two cells per task, one seed each: fewer than 6
     assert set(cell_table(a[keep], b[keep]).verdict) == {NO_NOISE}
+    # the same number twice needs no estimate
+    assert set(cell_table(a[keep], a[keep]).verdict) == {WITHIN}
 
 
 def test_the_script_takes_the_two_folders_and_names_a_missing_file(tmp_path, capsys, monkeypatch):

@@ -9,10 +9,11 @@ per claim the two verdicts.
 **Noise.** The tables' statistics: where cells have two seeds or more, the seed standard deviation pooled
 over the cells of the same experiment and task in both runs (degrees of freedom Σ(n − 1)), and the
 difference's standard error σ·√(1/n_A + 1/n_B); where every cell has one seed (the demo), the
-differences themselves are the noise: σ_d = 1.4826 · median |d| over the experiment's cells, every task
-together (a robust spread, so that a few changed cells do not hide themselves; at least 6 cells). The
-interval is t (or z) at the project's level, Bonferroni-corrected over every cell compared: across
-hundreds of cells, one flagged by chance alone is unlikely, so a flagged cell is a change, not a draw.
+differences themselves are the noise: σ_d² = the mean d² of the other cells of the same task and
+backbone, every experiment together (the cell left out of its own noise, so that a changed cell cannot
+hide itself; at least 6 cells). The interval is Student's t at the project's level, Bonferroni-corrected
+over every cell compared: across hundreds of cells, one flagged by chance alone is unlikely, so a
+flagged cell is a change, not a draw. Two equal numbers are within noise whatever the estimate.
 A cell is **within noise** inside it, **differs** outside it, **no noise estimate** without one, and
 **only in A** / **only in B** where one run lacks it.
 """
@@ -39,8 +40,6 @@ WITHIN, DIFFERS, NO_NOISE, ONLY_A, ONLY_B = (
     "only in A",
     "only in B",
 )
-#: The robust spread's factor: 1.4826 · median |d| estimates σ of a normal d.
-MAD_SCALE = 1.4826
 #: The fewest cells whose differences estimate the noise of one-seed cells.
 MIN_SPREAD_CELLS = 6
 
@@ -86,7 +85,7 @@ def cell_table(a: pd.DataFrame, b: pd.DataFrame, level: float = LEVEL) -> pd.Dat
     both = cells["diff"].notna()
     m = int(both.sum())
     cells["half_width"], cells["noise"] = math.nan, ""
-    for _, index in cells[both].groupby(["experiment", "task"]).groups.items():
+    for _, index in cells[both].groupby(["experiment", "backbone", "task"]).groups.items():
         group = cells.loc[index]
         dof = (group["n_a"] - 1).clip(lower=0).sum() + (group["n_b"] - 1).clip(lower=0).sum()
         if dof > 0:
@@ -97,17 +96,20 @@ def cell_table(a: pd.DataFrame, b: pd.DataFrame, level: float = LEVEL) -> pd.Dat
             q = float(sps.t.ppf(1 - (1 - level) / (2 * m), dof))
             cells.loc[index, "half_width"] = q * sigma * np.sqrt(1 / group["n_a"] + 1 / group["n_b"])
             cells.loc[index, "noise"] = f"seeds pooled over {len(group)} cells (df {int(dof)})"
-        else:  # one seed per cell: the experiment's differences are the noise (every task together)
-            spread = cells[both & (cells["experiment"] == group["experiment"].iloc[0])]
+        else:  # one seed per cell: the differences of the task's other cells on the backbone are the noise
+            first = group.iloc[0]
+            spread = cells[both & (cells["task"] == first["task"]) & (cells["backbone"] == first["backbone"])]
             if len(spread) >= MIN_SPREAD_CELLS:
-                sigma_d = MAD_SCALE * float(np.median(np.abs(spread["diff"])))
-                q = float(sps.norm.ppf(1 - (1 - level) / (2 * m)))
-                cells.loc[index, "half_width"] = q * sigma_d
-                cells.loc[index, "noise"] = (
-                    f"one seed per cell: the spread of {len(spread)} cells' differences"
-                )
-    verdict = np.where(cells["diff"].abs() <= cells["half_width"], WITHIN, DIFFERS)
-    verdict = np.where(cells["half_width"].isna(), NO_NOISE, verdict)
+                total = float((spread["diff"] ** 2).sum())
+                # σ_d from len(spread) - 1 other cells: Student's t with as many degrees of freedom
+                q = float(sps.t.ppf(1 - (1 - level) / (2 * m), len(spread) - 1))
+                for i in index:  # the cell left out of its own noise: a changed cell cannot hide itself
+                    others = (total - float(cells.at[i, "diff"]) ** 2) / (len(spread) - 1)
+                    cells.at[i, "half_width"] = q * math.sqrt(max(others, 0.0))
+                cells.loc[index, "noise"] = f"one seed per cell: {len(spread) - 1} other cells of the task"
+    equal = cells["diff"] == 0  # the same number twice: no noise estimate needed
+    verdict = np.where((cells["diff"].abs() <= cells["half_width"]) | equal, WITHIN, DIFFERS)
+    verdict = np.where(cells["half_width"].isna() & ~equal, NO_NOISE, verdict)
     verdict = np.where(cells["mean_a"].isna(), ONLY_B, np.where(cells["mean_b"].isna(), ONLY_A, verdict))
     cells["verdict"] = verdict
     return cells.drop(columns=["std_a", "std_b"])
