@@ -337,11 +337,14 @@ def render_html(blocks: list, base_dir: str | Path, *, title: str = "contrastlab
     )
 
 
-def write_html_report(blocks: list, html_path: str | Path) -> Path:
-    """Render the report's ``blocks`` to ``html_path`` (its figures read from beside it), atomically."""
+def write_html_report(blocks: list, html_path: str | Path, title: str | None = None) -> Path:
+    """Render the report's ``blocks`` to ``html_path`` (its figures read from beside it), atomically;
+    ``title`` (the browser's tab) defaults to the report's first heading."""
     html_path = Path(html_path)
-    # the browser's tab names the run as the report's title does
-    title = next((b.text for b in blocks if isinstance(b, Heading) and b.level == 1), "contrastlab report")
+    if title is None:
+        title = next(
+            (b.text for b in blocks if isinstance(b, Heading) and b.level == 1), "contrastlab report"
+        )
     text = render_html(blocks, html_path.parent, title=title)
     with atomic_write(html_path) as tmp:
         tmp.write_text(text, encoding="utf-8")

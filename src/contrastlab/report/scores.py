@@ -121,7 +121,7 @@ def run_identity(results_dir: str | os.PathLike) -> dict[str, str]:
     from its environment; "a config given in code" otherwise), ``results`` (the results folder),
     ``commit`` (the commit most of its training jobs ran, with "+N others" when they differ; "no training
     job yet" without one) and ``date`` (the day, UTC, the newest metrics file was written; "no cell
-    finished yet" without one)."""
+    finished yet" without one), and ``trained``: whether any training job recorded a commit."""
     root = Path(results_dir)
     preset = os.environ.get(CONFIGFILES_VARIABLE) or "a config given in code"
     shas = Counter(sha for sha, _ in _commits(root).values() if sha)
@@ -143,4 +143,10 @@ def run_identity(results_dir: str | os.PathLike) -> dict[str, str]:
         if newest is not None
         else "no cell finished yet"
     )
-    return {"preset": preset, "results": root.as_posix(), "commit": commit, "date": date}
+    return {
+        "preset": preset,
+        "results": root.as_posix(),
+        "commit": commit,
+        "date": date,
+        "trained": bool(shas),
+    }
