@@ -29,7 +29,7 @@ export CONFIG PRECISION CUDA GPUS GPU_MODEL PORT SHARED CELL REPO CODE REVISION 
 # exist with a Python traceback (it opens the file outside its own error handling), not with one line.
 CONFIG_EXISTS = @test -f "$$CONFIG" || { echo "contrastlab: config file $$CONFIG does not exist; pass CONFIG=<an existing YAML file> (config.yaml, config/demo.yaml, config/cpu.yaml)" >&2; exit 2; }
 
-.PHONY: help install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds publish mteb-submit lock-deps screenshots
+.PHONY: help install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds compare publish mteb-submit lock-deps screenshots
 
 # scripts/install.py: requirements.lock (-e '.[workflow,offline-models,dev]' under constraints.txt, every
 # package checked against its sha256), with uv (about 30 s; it falls back to pip, about 3 minutes, where
@@ -121,6 +121,9 @@ publish: install         ## CELL=<experiment>/<backbone>/<method>/seed<seed> REP
 
 mteb-submit: install     ## CELL=<experiment>/<backbone>/<method>/seed<seed> [REPO=<user>/<name> REVISION=<commit>]: stage MTEB's results for embeddings-benchmark/results and print the PR's steps (PR=1: mteb's submit_results opens the PR)
 	$(BIN)/python scripts/mteb_submit.py --configfile "$$CONFIG" --cell "$$CELL" $(if $(REPO),--repo "$$REPO",) $(if $(REVISION),--revision "$$REVISION",) $(if $(CODE),--code "$$CODE",) $(if $(PR),--pull-request,)
+
+compare: install         ## two runs side by side, A=<results> B=<results>: per cell the means, B - A and whether seed noise explains it; per claim both verdicts (<B>/compare.md)
+	$(BIN)/python scripts/compare.py "$$A" "$$B" $(if $(OUT),--out "$$OUT",)
 
 add-seeds: install       ## print the commands adding seeds to the cells of undecided claims only (TARGET=power: the seeds make plan's claims section needs; RUN=1: run them)
 	$(BIN)/python scripts/add_seeds.py --configfile "$$CONFIG" $(if $(TARGET),--target "$$TARGET",) $(if $(RUN),--run,)

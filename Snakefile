@@ -149,4 +149,5 @@ rule all:
         finished_outputs(),
         report_path(),
         report_path().removesuffix(".md") + ".html",
+        data_outputs(),
         existing_if_partial(search_outputs()) if GRID.options.searches_in_all else [],

@@ -306,6 +306,18 @@ def figure_outputs():
     ]
 
 
+def study_outputs():
+    """The synthetic study's numbers and sweep, which its claims read (none without the study)."""
+    if GRID.options.oar_synthetic is None:
+        return []
+    return [f"{RESULTS.figures}/oar_synthetic/{name}.csv" for name in ("table2_numbers", "table2_sweep")]
+
+
+def data_outputs():
+    """The run's numbers as data (contrastlab.report.scores, .compare) and the study's CSVs."""
+    return [f"{RESULTS.tables}/scores.csv", f"{RESULTS.tables}/claims.csv", *study_outputs()]
+
+
 def _spectra_ready(experiment):
     return all(os.path.exists(p) for p in encoders_for_spectra(experiment).values())
 

@@ -56,6 +56,7 @@ rule oar_synthetic:
     output:
         **reported_figure("oar_synthetic/table2"),
         table=f"{RESULTS.figures}/oar_synthetic/table2_numbers.csv",
+        sweep=f"{RESULTS.figures}/oar_synthetic/table2_sweep.csv",
     params:
         settings=GRID.options.oar_synthetic or {},
     log:
@@ -84,6 +85,9 @@ for _paper, _names in figure_catalog.ANALYTIC_FIGURES.items():
         params:
             figures=_names,
             size=config["analytic_figures"],
+            # the CSVs' columns: 2 adds each simulated number's Monte-Carlo error (issue 86), which the
+            # claims on these figures read; a run finished before redraws its figures once (no training)
+            csv_format=2,
         log:
             RESULTS.log("figures", f"{_paper}-analytic"),
         benchmark:

@@ -13,11 +13,16 @@ rule tables:
     input:
         metrics=get_table_metrics,
         figures=figure_outputs(),
+        # the synthetic study's numbers and sweep, which its claims read (none without the study)
+        study=study_outputs(),
         searches=get_search_table_inputs,
         mteb=get_mteb_outputs,  # the bridge table's inputs (rules/mteb.smk; [] unless mteb.enabled)
     output:
         tables=reported_tables(table_outputs()),
         report=report_path(),
+        # every score of the run and every claim's verdict, as data (contrastlab.report.scores, .compare)
+        scores=f"{RESULTS.tables}/scores.csv",
+        claims=f"{RESULTS.tables}/claims.csv",
         # the richer report, the one to open first (report/workflow.rst says so)
         report_html=report(
             report_path().removesuffix(".md") + ".html",

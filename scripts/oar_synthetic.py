@@ -21,5 +21,6 @@ with logged_to(sm.log[0], job_label(sm)):
         Path(sm.output.table).parent,
         figure_stem=Path(sm.output.png).with_suffix(""),
         table_path=sm.output.table,
+        sweep_path=sm.output.sweep,
     )
     print(table.to_string(index=False))

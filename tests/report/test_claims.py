@@ -56,7 +56,8 @@ def test_every_claim_names_cells_and_links_of_the_full_config():
     ids = [c["id"] for c in all_claims()]
     assert len(ids) == len(set(ids))
     for paper in PAPERS:
-        assert 5 <= len(load_claims(paper)["claims"]) <= 16, paper
+        # Li's: 15 on its tables and training logs, and 4 on its simulated figures (issue 86)
+        assert 5 <= len(load_claims(paper)["claims"]) <= 19, paper
     for claim in all_claims():
         if claim.get("relation") == "figure_values":  # read off a figure's CSV: a figure of the config
             assert claim["experiment"] in FULL["experiments"] or FULL.get(claim["experiment"]) is not None

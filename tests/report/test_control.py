@@ -62,6 +62,11 @@ FIGURE_ONLY = {
     "oar-variance-recovers-at-high-lr",
     "oar-raises-effective-rank",
     "oar-synthetic-infonce-rank-one",
+    "oar-synthetic-infonce-rank-one-any-reading",
+    "li-sim-gd-one-close-zero-far",
+    "li-sim-small-tau-hardest-dominates",
+    "li-sim-tau-03-share-declines",
+    "li-sim-ratios-between-1-and-2",
 }
 
 

@@ -233,7 +233,7 @@ def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(tmp
         "| n/a | n/a | n/a | n/a | n/a | n/a |"
     )
     csv = (tmp_path / "tables" / "nie2023_table1.csv").read_text(encoding="utf-8")
-    assert "tiny-bert,mpt,sts_avg,n/a," in csv and "for BERT-base" not in csv
+    assert "tiny-bert,mpt,sts_avg,,," in csv and "for BERT-base" not in csv  # no published number, no mark
     # the backbone a toy stands in for is named only where the table has it (MACL's Table 3: RoBERTa)
     macl3 = report.split("#### Huang et al. 2023 (MACL), Table 3", 1)[1].split("\n####", 1)[0]
     assert "| tiny-bert |" in macl3 and "for BERT-base" not in macl3

@@ -27,6 +27,7 @@ from contrastlab.tables import TABLES, build_table, tables_for_config
 from contrastlab.tables.latex import latex_escape
 from contrastlab.tables.metrics import collect_metrics
 from contrastlab.tables.render import fmt_param, fmt_signed
+from contrastlab.tables.verdicts import cell_stratum
 
 EXPECTED = Path(__file__).parent / "expected"
 REGEN = os.environ.get("CONTRASTLAB_REGEN_EXPECTED") == "1"
@@ -62,17 +63,45 @@ def test_each_table_is_written_as_csv_md_and_tex_and_the_report_comes_last(built
     names = tables_for_config(Grid(make_config()))
     assert names == list(TABLES)
     assert paths[-2:] == [root / "report.md", root / "report.html"]
-    assert {p.name for p in paths[:-2]} == {f"{n}.{e}" for n in names for e in ("csv", "md", "tex")}
+    expected = {f"{n}.{e}" for n in names for e in ("csv", "md", "tex")} | {"scores.csv", "claims.csv"}
+    assert {p.name for p in paths[:-2]} == expected
+
+
+def test_scores_csv_holds_every_collected_score_typed(built):
+    """Issue 86 item 3: tables/scores.csv is collect_metrics' frame, written: one row per cell, seed and
+    task, its score a float and its seed a number, with the cell's protocol and precision from the config
+    and no training commit where no trainer left a log (the synthetic metrics have none)."""
+    root, _ = built
+    scores = pd.read_csv(root / "tables" / "scores.csv")
+    metrics = collect_metrics(root / "metrics")
+    assert len(scores) == len(metrics) > 0
+    assert scores["score"].dtype == float and scores["seed"].dtype.kind in "fi"
+    key = ["experiment", "backbone", "method", "seed", "task"]
+    merged = scores.merge(metrics.astype({"seed": float}), on=key, suffixes=("", "_collected"))
+    assert len(merged) == len(metrics)
+    assert np.array_equal(merged["score"], merged["score_collected"], equal_nan=True)
+    cl = scores[(scores.experiment == "nie2023") & (scores.method == "cl")].iloc[0]
+    protocol, _, precision = cell_stratum(Grid(make_config()), "nie2023", cl.backbone, "cl").partition("/")
+    assert cl.precision == precision and (cl.protocol == protocol if protocol else pd.isna(cl.protocol))
+    assert scores["trained_commit"].isna().all()
 
 
 def test_no_blank_or_zero_cells(built):
     root, _ = built
     for name in TABLES:
         frame = read_csv(root / "tables" / f"{name}.csv")
-        assert (frame != "").all().all(), f"{name} has blank cells"
-        for column in ("ours_mean", "config"):
-            if column in frame:
-                assert not frame[column].isin(["0", "0.00", "nan", "NaN"]).any()
+        # a number cell is empty only where the status says why (not run, not configured, ...)
+        numbers = [c for c in ("ours_mean", "config") if c in frame]
+        text = [
+            c
+            for c in ("backbone", "method", "task", "param", "status", "verdict", "compared_with")
+            if c in frame
+        ]
+        assert (frame[text] != "").all().all(), f"{name} has blank cells"
+        for column in numbers:
+            assert not frame[column].isin(["0", "0.00", "nan", "NaN"]).any()
+            blank = frame[frame[column] == ""]
+            assert set(blank.status) <= {"not run", "not configured", "failed", "diverged"}, name
         md = (root / "tables" / f"{name}.md").read_text()
         assert "|  |  |  |" not in md.replace("|  |  | paper", "").replace("|  |  | ours", "")
 
@@ -83,10 +112,14 @@ def test_not_run_marker_shows_published(tmp_path):
     build_report(Results(tmp_path), config)
     frame = read_csv(tmp_path / "tables" / "nie2023_table1.csv")
     cl = frame[(frame.method == "cl") & (frame.backbone == "bert-base") & (frame.task == "sts_avg")].iloc[0]
-    assert (cl.published, cl.ours_mean, cl["diff"], cl.status) == ("76.04", "not run", "not run", "not run")
-    # bert-large is not in this config's grid: explicit too, never blank.
+    assert (cl.published, cl.ours_mean, cl["diff"], cl.status) == ("76.04", "", "", "not run")
+    # bert-large is not in this config's grid: its number cells empty, its status says why.
     large = frame[(frame.method == "cl") & (frame.backbone == "bert-large")]
-    assert set(large.status) == {"not configured"} and set(large.ours_mean) == {"not configured"}
+    assert set(large.status) == {"not configured"} and set(large.ours_mean) == {""}
+    # issue 86: every number column reads as numbers, the published one included
+    typed = pd.read_csv(tmp_path / "tables" / "nie2023_table1.csv")
+    for column in ("published", "ours_mean", "ours_std", "diff", "noise_std", "half_width"):
+        assert typed[column].dtype == float, column
     md = (tmp_path / "tables" / "nie2023_table1.md").read_text()
     assert "| L_cl | paper | 76.04 | 86.38 |" in md
     assert "|  | ours | not run | not run |" in md
@@ -106,7 +139,7 @@ def test_partial_grid(built):
     t4 = read_csv(root / "tables" / "li2024_table4.csv").set_index(["backbone", "method", "task"])
     assert t3.loc[("bert-base", "mmhs", "STS12")].status == "ok"
     assert t4.loc[("bert-base", "mmhs", "MR")].status == "not run"
-    assert t4.loc[("bert-base", "mmhs", "tr_avg")].ours_mean == "not run"
+    assert t4.loc[("bert-base", "mmhs", "tr_avg")].ours_mean == ""
 
 
 def test_mean_std_and_difference(tmp_path):
@@ -128,9 +161,9 @@ def test_toy_backbones_render_with_na(built):
     root, _ = built
     frame = read_csv(root / "tables" / "li2024_table3.csv")
     toy = frame[frame.backbone == "minilm"]
-    assert len(toy) == 8 * 8 and set(toy.published) == {"n/a"}
+    assert len(toy) == 8 * 8 and set(toy.published) == {""}
     mmhe = toy[(toy.method == "mmhe") & (toy.task == "STS12")].iloc[0]
-    assert mmhe.status == "ok" and mmhe["diff"] == "n/a"
+    assert mmhe.status == "ok" and mmhe["diff"] == ""
     # A backbone of another table of the same experiment is not a toy row: macl_table3 is RoBERTa-only.
     assert set(read_csv(root / "tables" / "macl_table3.csv").backbone) == {"roberta-base"}
 
@@ -147,7 +180,7 @@ def test_hyperparameter_tables(built):
     mat = t2.loc[("roberta-base", "mat", "m")]
     assert mat[["published", "config", "status"]].tolist() == ["0.14π", "0.14π", "match"]
     assert t2.loc[("bert-large", "cl", "tau")].status == "not configured"  # not in this config's backbones
-    assert t2.loc[("bert-base", "met", "m")].config == "not configured"
+    assert t2.loc[("bert-base", "met", "m")].config == ""  # its status: not configured
     md = (root / "tables" / "nie2023_table2.md").read_text()
     assert "0.15π" in md and "0.25 ≠" in md
     t7 = read_csv(root / "tables" / "li2024_table7.csv").set_index(["backbone", "method", "param"])
@@ -176,7 +209,8 @@ def test_repository_configs_render(tmp_path):
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     paths = build_report(Results(tmp_path / "demo"), demo)
     # + the two search tables (the demo runs its searches with everything), report.md and report.html
-    assert len(paths) == 3 * (len(tables_for_config(Grid(demo))) + 2) + 2
+    # ... and tables/scores.csv and tables/claims.csv
+    assert len(paths) == 3 * (len(tables_for_config(Grid(demo))) + 2) + 4
     table1 = read_csv(tmp_path / "demo" / "tables" / "nie2023_table1.csv")
     assert "tiny-bert" in table1.backbone.tolist()
     # the MPT search's winner: an "(ours, searched)" row beside the published numbers, not run yet

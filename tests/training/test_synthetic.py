@@ -16,10 +16,12 @@ import math
 
 import matplotlib.image
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from contrastlab.figures.oar_synthetic import plot_synthetic, run_synthetic_study
+from contrastlab.losses import build_loss
 from contrastlab.training.synthetic import (
     CLUSTER_DIRECTIONS,
     SyntheticSettings,
@@ -27,6 +29,7 @@ from contrastlab.training.synthetic import (
     distinct_directions,
     effective_rank,
     line_energy,
+    loss_terms,
     make_clusters,
     make_network,
     make_views,
@@ -146,6 +149,8 @@ SMALL = SyntheticSettings(
     epochs=6,
     batch_size=64,
     losses={"ntxent": {"tau": 1.0}, "barlow_twins": {"lam": 5e-3}},
+    seeds=1,
+    sweep=(),
 )
 
 
@@ -188,3 +193,64 @@ def test_figure_marks_a_diverged_run(tmp_path):
     broken = dataclasses.replace(run, z=np.full_like(run.z, np.nan), diverged=True)
     written = plot_synthetic({("ntxent", False): run, ("ntxent", True): broken}, tmp_path / "fig")
     assert [p.suffix for p in written] == [".png", ".pdf", ".csv"]
+
+
+def test_the_study_runs_every_seed_and_sweeps_the_unstated_settings(tmp_path):
+    """Issue 86 item 2: one row per loss, ± OAR and seed (seeds 0 and 1), the figure of the first seed's
+    runs, and the sweep: the sweep loss without OAR under each override, once per seed, after the study's
+    own runs of it ("as configured", the same numbers as the study's table)."""
+    settings = dataclasses.replace(SMALL, seeds=2, sweep=({"lr": 0.1}, {"optimizer": "adam", "lr": 1e-3}))
+    table = run_synthetic_study(settings, tmp_path)
+    assert list(zip(table.loss, table.oar, table.seed, strict=True)) == [
+        (loss, oar, seed) for seed in (0, 1) for loss in ("ntxent", "barlow_twins") for oar in (False, True)
+    ]
+    sweep = pd.read_csv(tmp_path / "table2_sweep.csv")
+    assert list(zip(sweep.setting, sweep.seed, strict=True)) == [
+        (setting, seed)
+        for setting in ("as configured", "lr=0.1", "optimizer=adam, lr=0.001")
+        for seed in (0, 1)
+    ]
+    assert set(sweep.loss) == {"ntxent"} and not sweep.oar.any()
+    own = table[(table.loss == "ntxent") & ~table.oar].reset_index(drop=True)
+    assert (
+        sweep[sweep.setting == "as configured"]["effective_rank"].tolist() == own["effective_rank"].tolist()
+    )
+    # each override is the run of the changed settings, seed by seed
+    lr = train_synthetic(dataclasses.replace(SMALL, lr=0.1, seed=1), "ntxent", False)
+    assert sweep[(sweep.setting == "lr=0.1") & (sweep.seed == 1)]["line_energy"].item() == round(
+        lr.line_energy, 6
+    )
+    points = np.loadtxt(tmp_path / "table2_figure.csv", delimiter=",", skiprows=1, usecols=(4, 5, 6))
+    assert points.shape == ((2 + 4) * 120, 3)  # the first seed's runs only
+    with pytest.raises(ValueError, match=r"sweep overrides fields of the study's setup, not \['seeds'\]"):
+        dataclasses.replace(SMALL, sweep=({"seeds": 3},))
+    with pytest.raises(ValueError, match="seeds must be >= 1"):
+        dataclasses.replace(SMALL, seeds=0)
+
+
+def test_the_clip_and_the_loss_terms_say_how_a_run_ended():
+    """VICReg's terms (each weighted as in the loss) and Barlow Twins' on/off-diagonal parts add up to the
+    loss on the same batch, and both equal the reference formulas (VICReg: Bardes et al. 2022, Alg. 1;
+    Barlow Twins: Zbontar et al. 2021, Alg. 1) computed here from the batch; the clip's share is the
+    fraction of steps whose norm exceeded it (a clip of 1e-9 cuts every step, none at 1e9)."""
+    g = torch.Generator().manual_seed(0)
+    h1, h2 = torch.randn(64, 3, generator=g), torch.randn(64, 3, generator=g)
+    vic = loss_terms("vicreg", {"lam": 25.0, "mu": 25.0, "nu": 1.0}, h1, h2)
+    total = float(build_loss("vicreg", lam=25.0, mu=25.0, nu=1.0)(h1, h2).loss)
+    assert sum(vic.values()) == pytest.approx(total, rel=1e-6)
+    assert vic["invariance"] == pytest.approx(25.0 * float(torch.nn.functional.mse_loss(h1, h2)), rel=1e-6)
+
+    def std_hinge(h):
+        return torch.relu(1 - torch.sqrt(h.var(dim=0) + 1e-4)).mean()
+
+    assert vic["variance"] == pytest.approx(25.0 * float(std_hinge(h1) + std_hinge(h2)) / 2, rel=1e-4)
+    bt = loss_terms("barlow_twins", {"lam": 5e-3}, h1, h2)
+    assert set(bt) == {"on_diagonal", "off_diagonal"}
+    assert sum(bt.values()) == pytest.approx(
+        float(build_loss("barlow_twins", lam=5e-3)(h1, h2).loss), rel=1e-6
+    )
+    assert loss_terms("ntxent", {"tau": 1.0}, h1, h2) == {}
+    always = train_synthetic(dataclasses.replace(SMALL, grad_clip=1e-9), "ntxent", False)
+    never = train_synthetic(dataclasses.replace(SMALL, grad_clip=1e9), "ntxent", False)
+    assert (always.clipped_share, never.clipped_share) == (1.0, 0.0)
+    assert never.max_grad_norm > 0 and set(train_synthetic(SMALL, "barlow_twins", False).terms) == set(bt)

@@ -234,9 +234,10 @@ def gd_monte_carlo(
     the GD of each loss in ``losses`` per batch (:func:`gradient_dissipation`), averaged. Float64,
     vectorised over ``chunk`` μ_neg values x batches x negatives at a time (~8 MB per chunk of 4).
 
-    Returns a tidy frame, one row per loss and pair: loss, mu_pos, mu_neg, gd. Bit-identical for the
-    same arguments (whatever ``chunk``); 100 x 100 pairs x 1000 batches x 128 take about a minute
-    on one core.
+    Returns a tidy frame, one row per loss and pair: loss, mu_pos, mu_neg, gap (μ_neg − μ_pos), gd and
+    gd_se, its Monte-Carlo standard error (the batches' sample standard deviation over √batches; 0 where
+    every batch gives the same value, as an indicator far from its margin does). Bit-identical for the
+    same arguments (whatever ``chunk``); docs/measured.md has the full scale's wall time.
     """
     hp = hp or {}
     params = [_hyper(loss, hp.get(loss, {})) for loss in losses]  # validate before sampling
@@ -244,6 +245,7 @@ def gd_monte_carlo(
     _check_sampling(batches, negatives, sigma_pos, sigma_neg, chunk)
     mu_pos, mu_neg = grid(mu_pos_range, n_pos), grid(mu_neg_range, n_neg)
     gd = np.empty((len(losses), n_pos, n_neg))
+    se = np.empty((len(losses), n_pos, n_neg))
     for row, stream in enumerate(np.random.SeedSequence(seed).spawn(n_pos)):
         rng = np.random.default_rng(stream)
         # The positives of the whole row first, then the negatives chunk after chunk: the draws, and
@@ -252,18 +254,47 @@ def gd_monte_carlo(
         for start in range(0, n_neg, chunk):
             stop = min(start + chunk, n_neg)
             cos_neg = _draw_cosines(rng, mu_neg[start:stop], sigma_neg, batches, negatives)
+            # what the losses share of a batch, computed once per chunk: the log-sum-exp of the
+            # negatives at each temperature and the hardest negative's cosine (the same arithmetic as
+            # gradient_dissipation's, so the values are bit-identical to calling it per loss)
+            shared: dict = {}
             for index, (loss, p) in enumerate(zip(losses, params, strict=True)):
-                gd[index, row, start:stop] = gradient_dissipation(
-                    loss, cos_pos[start:stop], cos_neg, **p
-                ).mean(-1)
+                values = _gd_shared(loss, cos_pos[start:stop], cos_neg, p, shared)
+                gd[index, row, start:stop] = values.mean(-1)
+                se[index, row, start:stop] = (
+                    values.std(-1, ddof=1) / math.sqrt(batches) if batches > 1 else np.nan
+                )
+    return _gd_frame_of(losses, mu_pos, mu_neg, gd, se)
+
+
+def _gd_frame_of(losses: Sequence[str], mu_pos, mu_neg, gd: np.ndarray, se: np.ndarray) -> pd.DataFrame:
+    """The tidy frame of :func:`gd_monte_carlo` from its grids and its [loss, μ_pos, μ_neg] arrays."""
     mp, mn = np.meshgrid(mu_pos, mu_neg, indexing="ij")
+    columns = {"mu_pos": mp.ravel(), "mu_neg": mn.ravel(), "gap": (mn - mp).ravel()}
     return pd.concat(
         [
-            pd.DataFrame({"loss": loss, "mu_pos": mp.ravel(), "mu_neg": mn.ravel(), "gd": gd[index].ravel()})
+            pd.DataFrame({"loss": loss, **columns, "gd": gd[index].ravel(), "gd_se": se[index].ravel()})
             for index, loss in enumerate(losses)
         ],
         ignore_index=True,
     )
+
+
+def _gd_shared(loss: str, cos_pos: np.ndarray, cos_neg: np.ndarray, p: Mapping[str, float], shared: dict):
+    """:func:`gradient_dissipation` of ``loss`` (resolved hyperparameters ``p``) per batch, taking the
+    negatives' log-sum-exp at τ and their largest cosine from ``shared`` (filled on first use), so that
+    the four losses of one chunk scan the negatives once per temperature and once for the maximum."""
+    if loss in ("infonce", "arccon"):
+        key = ("lse", p["tau"])
+        if key not in shared:
+            shared[key] = _logsumexp(cos_neg / p["tau"])
+        pos = cos_pos if loss == "infonce" else np.cos(np.arccos(np.clip(cos_pos, -1.0, 1.0)) + p["u"])
+        return expit(shared[key] - pos / p["tau"])
+    if "max" not in shared:
+        shared["max"] = cos_neg.max(axis=-1)
+    if loss == "mpt":
+        return (cos_pos - shared["max"] < p["m"]).astype(np.float64)
+    return (_chord(shared["max"]) - _chord(cos_pos) < p["m"]).astype(np.float64)
 
 
 def _check_sampling(batches: int, negatives: int, sigma_pos: float, sigma_neg: float, chunk: int = 1) -> None:
@@ -381,6 +412,8 @@ def ratio_grid(points: int = POINTS, *, negatives: int = NEGATIVES) -> pd.DataFr
                     "mu_neg": mu_neg.ravel(),
                     "ratio": ratio_value.ravel(),
                     "occurs": occurs.ravel(),
+                    # §3.1.3's "mostly between 1 and 2": whether the pair's ratio is (closed form: exact)
+                    "in_1_2": ((ratio_value >= 1.0) & (ratio_value <= 2.0)).ravel(),
                 }
             )
         )
@@ -437,7 +470,8 @@ def hardest_negative_share(
     all), ``kept`` is the fraction of batches averaged, ``share_all`` the mean over all batches.
     The share tends to 1 as τ -> 0 and to 1/``negatives`` as τ -> ∞.
 
-    Returns a tidy frame, one row per (τ, μ_neg): tau, mu_pos, mu_neg, share, share_all, kept.
+    Returns a tidy frame, one row per (τ, μ_neg): tau, mu_pos, mu_neg, share, share_se (its Monte-Carlo
+    standard error over the kept batches), share_all, kept.
     """
     _check_sampling(batches, negatives, sigma_pos, sigma_neg)
     taus = [float(t) for t in taus]
@@ -462,6 +496,8 @@ def hardest_negative_share(
                     "mu_pos": mu_pos,
                     "mu_neg": mu_neg[index],
                     "share": share[keep].mean() if keep.any() else np.nan,
+                    # its Monte-Carlo standard error over the kept batches (NaN with fewer than two)
+                    "share_se": share[keep].std(ddof=1) / math.sqrt(keep.sum()) if keep.sum() > 1 else np.nan,
                     "share_all": share.mean(),
                     "kept": keep.mean(),
                 }

@@ -9,6 +9,7 @@ one column per loss, without OAR on top and with OAR below, each panel titled wi
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -105,32 +106,80 @@ def run_synthetic_study(
     *,
     figure_stem: str | Path | None = None,
     table_path: str | Path | None = None,
+    sweep_path: str | Path | None = None,
 ) -> pd.DataFrame:
-    """Every loss of ``settings.losses`` without and with OAR (8 trainings with the defaults): writes
-    the table (:func:`study_table`) to ``table_path`` (default ``out_dir/table2.csv``) and the figure
-    (:func:`plot_synthetic`) to ``figure_stem`` (default
-    ``out_dir/table2_figure``: .png, .pdf and the plotted points as .csv, a name apart from the
-    table's). Returns the table."""
+    """Every loss of ``settings.losses`` without and with OAR, once per seed (``settings.seed`` on,
+    ``settings.seeds`` of them: 80 trainings with the defaults): writes the table (:func:`study_table`,
+    one row per run) to ``table_path`` (default ``out_dir/table2.csv``), the figure of the first seed's
+    runs (:func:`plot_synthetic`) to ``figure_stem`` (default ``out_dir/table2_figure``: .png, .pdf and
+    the plotted points as .csv, a name apart from the table's), and the sweep of the settings the paper
+    leaves unstated (``settings.sweep``: ``settings.sweep_loss`` without OAR, once per seed under each
+    override, a ``setting`` column naming it; "as configured" for the study's own) to ``sweep_path``
+    (default ``out_dir/table2_sweep.csv``). Returns the table."""
     if not isinstance(settings, SyntheticSettings):
         settings = SyntheticSettings.from_dict(settings)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    runs: dict[tuple[str, bool], SyntheticRun] = {}
-    for loss in settings.losses:
-        for oar in (False, True):
-            started = time.perf_counter()
-            run = train_synthetic(settings, loss, oar)
-            runs[(loss, oar)] = run
-            print(
-                f"{loss}{' + OAR' if oar else ''}: effective rank {run.effective_rank}, line energy "
-                f"{run.line_energy:.3f}, cluster axes {np.round(run.axis_angles_deg, 1).tolist()} deg, "
-                f"final loss {run.final_loss:.4f}{' (diverged)' if run.diverged else ''} "
-                f"[{time.perf_counter() - started:.1f} s]",
-                flush=True,
-            )
+    runs: dict[tuple[str, bool, int], SyntheticRun] = {}
+    seeds = range(settings.seed, settings.seed + settings.seeds)
+    for seed in seeds:
+        seeded = dataclasses.replace(settings, seed=seed)
+        for loss in settings.losses:
+            for oar in (False, True):
+                started = time.perf_counter()
+                run = train_synthetic(seeded, loss, oar)
+                runs[(loss, oar, seed)] = run
+                print(
+                    f"seed {seed} {loss}{' + OAR' if oar else ''}: effective rank {run.effective_rank}, "
+                    f"line energy {run.line_energy:.3f}, cluster axes "
+                    f"{np.round(run.axis_angles_deg, 1).tolist()} deg, final loss {run.final_loss:.4f}, "
+                    f"clipped {run.clipped_share:.0%}{' (diverged)' if run.diverged else ''} "
+                    f"[{time.perf_counter() - started:.1f} s]",
+                    flush=True,
+                )
     table = study_table(runs.values())
     path = Path(table_path) if table_path is not None else out_dir / "table2.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(path, index=False)
-    plot_synthetic(runs, figure_stem if figure_stem is not None else out_dir / "table2_figure")
+    sweep = sweep_table(settings, {key: run for key, run in runs.items() if key[0] == settings.sweep_loss})
+    sweep.to_csv(Path(sweep_path) if sweep_path is not None else out_dir / "table2_sweep.csv", index=False)
+    first = {(loss, oar): run for (loss, oar, seed), run in runs.items() if seed == settings.seed}
+    plot_synthetic(first, figure_stem if figure_stem is not None else out_dir / "table2_figure")
     return table
+
+
+#: The ``setting`` of the study's own runs in the sweep's table.
+AS_CONFIGURED = "as configured"
+
+
+def setting_name(override: Mapping[str, Any]) -> str:
+    """A sweep override as its table names it, e.g. "optimizer=adam, lr=0.001"."""
+    return ", ".join(
+        f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+        for key, value in override.items()
+    )
+
+
+def sweep_table(
+    settings: SyntheticSettings, own: Mapping[tuple[str, bool, int], SyntheticRun]
+) -> pd.DataFrame:
+    """The sweep of :attr:`SyntheticSettings.sweep`: ``settings.sweep_loss`` without OAR under each
+    override, once per seed of the study, after its own runs (``own``: (loss, oar, seed) -> run, the
+    study's runs of that loss, reused as the "as configured" rows); :func:`study_table`'s columns after
+    a ``setting`` column."""
+    loss, seeds = settings.sweep_loss, range(settings.seed, settings.seed + settings.seeds)
+    frames = [study_table(run for (_, oar, _), run in own.items() if not oar).assign(setting=AS_CONFIGURED)]
+    for override in settings.sweep:
+        started = time.perf_counter()
+        runs = [
+            train_synthetic(dataclasses.replace(settings, seed=seed, **override), loss, False)
+            for seed in seeds
+        ]
+        frames.append(study_table(runs).assign(setting=setting_name(override)))
+        ranks = [run.effective_rank for run in runs]
+        print(
+            f"sweep {setting_name(override)}: {loss} ranks {ranks} [{time.perf_counter() - started:.1f} s]",
+            flush=True,
+        )
+    table = pd.concat(frames, ignore_index=True)
+    return table[["setting", *[c for c in table.columns if c != "setting"]]]

@@ -55,6 +55,9 @@ def build_report(
     Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
     """
     # pandas: loaded only when the report is built, so `import contrastlab.report` stays light
+    from contrastlab.report.claims import evaluate_claims
+    from contrastlab.report.compare import write_claims
+    from contrastlab.report.scores import write_scores
     from contrastlab.report.sections import write_report
     from contrastlab.tables.bridge import bridge_rows, write_bridge_table
     from contrastlab.tables.comparison import write_comparisons
@@ -74,6 +77,10 @@ def build_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     built = _write_tables(names, grid, metrics, failures, out_dir)
     written: list[Path] = [path for _, paths in built for path in paths.values()]
+    # The scores themselves, one row per cell, seed, task and metric (report.scores): the same frame;
+    # and each claim's verdict, what `make compare` reads of a run beside the scores (report.compare).
+    written.append(write_scores(metrics, grid, results_dir, out_dir))
+    written.append(write_claims(evaluate_claims(metrics, grid), out_dir))
     # Your own losses beside the papers' (tables.comparison), when the config has any.
     compare_paths, compare_lines = write_comparisons(grid, metrics, out_dir, comparisons)
     written += compare_paths

@@ -199,8 +199,10 @@ def undecided_text(results) -> str:
     "" when none is undecided."""
     papers = []
     for paper in PAPERS:
-        undecided = [r.seeds_needed for r in results if r.claim["paper"] == paper and r.kind == UNDECIDED]
-        if not undecided:
+        mine = [r for r in results if r.claim["paper"] == paper and r.kind == UNDECIDED]
+        figures = sum(r.claim.get("relation") == "figure_values" for r in mine)
+        undecided = [r.seeds_needed for r in mine if r.claim.get("relation") != "figure_values"]
+        if not mine:
             continue
         unmeasured = sum(n is None for n in undecided)
         beyond = sum(n is not None and n > MAX_SEEDS for n in undecided)
@@ -208,6 +210,7 @@ def undecided_text(results) -> str:
         needs = [f"{unmeasured} need ≥ 2 seeds per cell to measure the noise"] if unmeasured else []
         needs += [f"{len(within)} would be decided at ≤ {within[-1]} seeds per cell"] if within else []
         needs += [f"{beyond} need > {MAX_SEEDS} seeds per cell"] if beyond else []
+        needs += [f"{figures} within the noise of a figure's numbers"] if figures else []
         papers.append(f"{short_title(paper)}: " + ", ".join(needs))
     return "Undecided claims: " + "; ".join(papers) + "." if papers else ""
 

@@ -402,7 +402,10 @@ def verdict_parts(result: ClaimResult) -> tuple[str, str, str]:
         )
     elif result.verdict == NOT_REPRODUCED and result.parts_tested > 1:
         tail += f": {result.parts_contradicted} of {result.parts_tested} parts contradicted (Holm-corrected)"
-    if result.verdict == UNDECIDED:
+    if result.verdict == UNDECIDED and result.claim.get("relation") == "figure_values":
+        # a figure's numbers within their own noise (a simulation's batches, a study's seeds: its config)
+        tail += ": within the noise of the figure's numbers (more batches or seeds would decide it)"
+    elif result.verdict == UNDECIDED:
         needed = result.seeds_needed
         tail += (
             ": needs ≥ 2 seeds per cell to measure the noise"
@@ -424,7 +427,8 @@ def undecided_cells(results: list[ClaimResult], grid: Grid) -> dict[tuple[str, s
     the cells that more seeds would decide (:func:`add_seeds_commands`)."""
     out: dict[tuple[str, str], set[str]] = {}
     for result in results:
-        if result.verdict != UNDECIDED:
+        # a figure's claim has no cells to add seeds to (its simulation's or study's size is its config's)
+        if result.verdict != UNDECIDED or result.claim.get("relation") == "figure_values":
             continue
         name = result.claim["experiment"]
         ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}

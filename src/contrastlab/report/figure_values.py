@@ -27,14 +27,28 @@ A part::
   value is Σ coefficient · value of the selection;
 - the bound: one of ``above`` (value > bound), ``below`` (<), ``at_least`` (≥), ``at_most`` (≤).
 
+**Monte-Carlo error.** A simulated figure's number is a mean over sampled batches (Li's Fig. 2, 3, 10:
+``gd_se``, ``share_se``). A part with ``error: <column>`` (the number's standard error, in the same row)
+decides only what the sampling noise cannot flip: a row meets (or misses) its bound only when it does so
+by more than z standard errors, z the two-sided normal quantile at the project's level (95 %),
+Bonferroni-corrected over the rows ``every`` tests; a row within z·se of the bound, or a mean within
+z·se of it (``at: mean``: se = √Σse² / n), makes the part **undecided**. A selection value that is a
+list of two numbers, ``[low, high]``, keeps the rows whose value lies in it (ends included; ``.inf``
+for no end): ``{gap: [-0.05, 0.05]}``.
+
+**Seed noise.** A part with ``noise: seeds`` and ``at: mean`` reads rows that are one run per seed (OAR's
+synthetic study): its mean is decided as the tables decide a cell, against a Student-t interval over
+the seeds at the project's level (half-width t_{n-1} · s / √n): reproduced or not reproduced outside
+it, undecided within it or with one seed.
+
 **Verdict.** A figure's numbers here are one run per point (the papers' figures are too); there is no
 seed noise to set an interval with, so the part is a reading, not a test: **reproduced** if the value
 meets its bound (for ``every``: every selected row does), **not reproduced** if it does not, **not
 run** if the CSV or a selection's rows are missing (or all NaN: a diverged run is no number). The claim
 holds over its parts and backbones as for ``>``: not reproduced if any run part is, reproduced if every
-run part is; a claim with ``combine: any`` needs one of its parts on each backbone (an "or": "L_cl
-does not beat L_a&u on both metrics at once"). The numbers text prints each part's value and its
-bound, and for ``every`` how many rows meet it.
+run part is, undecided otherwise (a part whose ``error`` could flip it); a claim with ``combine: any``
+needs one of its parts on each backbone (an "or": "L_cl does not beat L_a&u on both metrics at once").
+The numbers text prints each part's value and its bound, and for ``every`` how many rows meet it.
 """
 
 from __future__ import annotations
@@ -45,9 +59,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 from contrastlab.config import Grid
-from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, PartResult
+from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDECIDED, PartResult, decide
+from contrastlab.stats import LEVEL, t_quantile
 
 RELATION = "figure_values"
 AGGREGATES = ("every", "last", "first", "growth", "mean", "min", "max")
@@ -90,6 +106,14 @@ def check_figure_values(claim: dict[str, Any], name: str) -> None:
             raise ValueError(f"{name}: terms are [coefficient, {{column: value}}], got {part!r}") from err
         if part.get("at", "every") == "every" and [c for c, _ in terms] != [1.0]:
             raise ValueError(f"{name}: at 'every' takes one selection (rows), got {part!r}")
+        if "error" in part and (
+            not isinstance(part["error"], str) or part.get("at", "every") not in ("every", "mean")
+        ):
+            raise ValueError(f"{name}: error names a column and goes with at 'every' or 'mean', got {part!r}")
+        if part.get("noise", "seeds") != "seeds" or ("noise" in part and part.get("at", "every") != "mean"):
+            raise ValueError(f"{name}: noise is 'seeds' and goes with at 'mean', got {part!r}")
+        if "error" in part and part.get("weights"):
+            raise ValueError(f"{name}: error takes an unweighted mean, got {part!r}")
         bounds = [k for k in BOUNDS if k in part]
         if len(bounds) != 1 or isinstance(part[bounds[0]], bool):
             raise ValueError(f"{name}: a {RELATION} part states one bound of {tuple(BOUNDS)}, got {part!r}")
@@ -102,7 +126,10 @@ def _select(frame: pd.DataFrame, rows: dict[str, Any]) -> pd.DataFrame:
         if column not in frame.columns:
             return frame.iloc[0:0]
         values = frame[column]
-        if isinstance(wanted, bool):  # a CSV's True/False (read as bool or as text)
+        if isinstance(wanted, list | tuple) and len(wanted) == 2:  # [low, high], ends included
+            numeric = pd.to_numeric(values, errors="coerce")
+            keep &= (numeric >= float(wanted[0])) & (numeric <= float(wanted[1]))
+        elif isinstance(wanted, bool):  # a CSV's True/False (read as bool or as text)
             keep &= values.astype(str).str.lower() == str(wanted).lower()
         elif isinstance(wanted, int | float):
             numeric = pd.to_numeric(values, errors="coerce")
@@ -167,6 +194,7 @@ def figure_parts(claim: dict[str, Any], grid: Grid) -> list[PartResult]:
     ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
     frames: dict[str, pd.DataFrame | None] = {}
     parts = []
+    coarser, noted = _coarser(grid), False
     for backbone in claim["backbones"]:
         for part in claim["parts"]:
             result = PartResult(backbone, {part_label(part): 1.0}, NOT_RUN, task=str(part["column"]))
@@ -180,7 +208,27 @@ def figure_parts(claim: dict[str, Any], grid: Grid) -> list[PartResult]:
                 result.missing = [f"figures/{csv}.csv" if configured else f"{name} in the config"]
                 continue
             _read_part(result, part, frame, ours_for.get(backbone))
+            if part.get("error") and coarser and result.status != NOT_RUN and not noted:
+                result.terms = {f"{next(iter(result.terms))} [{coarser}]": 1.0}  # said once per claim
+                noted = True
     return parts
+
+
+#: The size of Li et al.'s simulations (§3.1: 100 values per axis, 1,000 batches per pair).
+PAPER_SIMULATION = {"points": 100, "batches": 1000}
+
+
+def _coarser(grid: Grid) -> str:
+    """How the config's simulated figures (``analytic_figures``) fall short of the paper's size, e.g.
+    "coarser than the paper: 40 x 40 pairs, 200 batches (paper 100 x 100, 1,000)"; "" at full size."""
+    size = {**PAPER_SIMULATION, **(grid.config.get("analytic_figures") or {})}
+    if all(size[k] >= v for k, v in PAPER_SIMULATION.items()):
+        return ""
+    paper = PAPER_SIMULATION
+    return (
+        f"coarser than the paper: {size['points']} x {size['points']} pairs, {size['batches']:,} batches "
+        f"(paper {paper['points']} x {paper['points']}, {paper['batches']:,})"
+    )
 
 
 def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, stand_in: str | None) -> None:
@@ -202,8 +250,13 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
     if empty:
         result.missing = [f"rows {r} of figures/{csv}.csv" for r in empty]
         return
+    if part.get("error") and part["error"] not in frame.columns:
+        result.missing = [f"column {part['error']} of figures/{csv}.csv"]
+        return
+    sign = 1.0 if bound_of(part)[0] in ("above", "at_least") else -1.0
     if part.get("at", "every") == "every":
-        values = pd.to_numeric(selections[0][1][part["column"]], errors="coerce").dropna()
+        rows = selections[0][1]
+        values = pd.to_numeric(rows[part["column"]], errors="coerce").dropna()
         if values.empty:
             result.missing = [f"a number in rows {_terms(part)[0][1]} of figures/{csv}.csv"]
             return
@@ -211,9 +264,11 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
         result.seeds = len(ok)
         result.terms = {f"{label}: {sum(ok)} of {len(ok)} rows {bound_of(part)[1]} {bound:g}": 1.0}
         # the worst row: the one farthest on the wrong side (or nearest the bound when all meet it)
-        sign = 1.0 if bound_of(part)[0] in ("above", "at_least") else -1.0
         result.diff = float(values.iloc[int(np.argmin(sign * (values.to_numpy() - bound)))])
         result.status = REPRODUCED if all(ok) else NOT_REPRODUCED
+        if part.get("error"):
+            se = pd.to_numeric(rows.loc[values.index, part["error"]], errors="coerce").fillna(0.0).to_numpy()
+            result.half_width, result.status = _mc_decided(sign * (values.to_numpy() - bound), se)
         return
     value = sum(c * _value(sel, part) for c, sel in selections)
     result.seeds = min(len(sel) for _, sel in selections)
@@ -222,6 +277,45 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
         return
     result.diff = value
     result.status = REPRODUCED if meets(value, bound) else NOT_REPRODUCED
+    if part.get("noise") == "seeds":  # one row per seed: a t-interval over them, as the tables' cells
+        seeds = pd.to_numeric(selections[0][1][part["column"]], errors="coerce").dropna()
+        n = len(seeds)
+        result.df = n - 1
+        result.half_width = float(t_quantile(n - 1) * seeds.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+        result.status = decide(sign * (value - bound), result.half_width)
+    if part.get("error"):  # the mean of independent estimates: se = sqrt(sum of se^2) / n per selection
+        se = math.sqrt(
+            sum(
+                c
+                * c
+                * float((pd.to_numeric(sel[part["error"]], errors="coerce").fillna(0.0) ** 2).sum())
+                / max(len(sel), 1) ** 2
+                for c, sel in selections
+            )
+        )
+        result.half_width, result.status = _mc_decided(np.array([sign * (value - bound)]), np.array([se]))
+
+
+def mc_z(rows: int, level: float = LEVEL) -> float:
+    """The two-sided normal quantile at ``level``, Bonferroni-corrected over ``rows`` tests.
+
+    >>> round(mc_z(1), 3), round(mc_z(100), 3)
+    (1.96, 3.481)
+    """
+    return float(norm.ppf(1.0 - (1.0 - level) / (2.0 * max(rows, 1))))
+
+
+def _mc_decided(margins: np.ndarray, se: np.ndarray) -> tuple[float, str]:
+    """(z·se of the row nearest a flip, the verdict) of rows whose distance past the bound (positive:
+    meets it) is ``margins``, each with its Monte-Carlo standard error ``se``: not reproduced if a row
+    misses the bound by more than z·se, reproduced if every row meets it by more, undecided otherwise."""
+    z = mc_z(len(margins))
+    width = z * se
+    if (margins < -width).any():
+        return float(width[int(np.argmin(margins + width))]), NOT_REPRODUCED
+    if (margins > width).all():
+        return float(width[int(np.argmin(margins - width))]), REPRODUCED
+    return float(width[int(np.argmin(np.abs(margins) - width))]), UNDECIDED
 
 
 def figure_verdict(parts: list[PartResult], combine: str = "all") -> str:
@@ -231,13 +325,21 @@ def figure_verdict(parts: list[PartResult], combine: str = "all") -> str:
     statuses = [p.status for p in parts if p.status != NOT_RUN]
     if not statuses:
         return NOT_RUN
+    if UNDECIDED in statuses and NOT_REPRODUCED not in statuses and combine == "all":
+        return UNDECIDED  # a part the Monte-Carlo error could flip (its error column)
     if combine == "any":
         per_backbone: dict[str, list[str]] = {}
         for p in parts:
             if p.status != NOT_RUN:
                 per_backbone.setdefault(p.backbone, []).append(p.status)
-        held = [REPRODUCED in s for s in per_backbone.values()]
-        return REPRODUCED if all(held) else NOT_REPRODUCED
+        # a backbone holds with one reproduced part, fails when every run part fails, else is undecided
+        held = [
+            REPRODUCED if REPRODUCED in s else (NOT_REPRODUCED if set(s) == {NOT_REPRODUCED} else UNDECIDED)
+            for s in per_backbone.values()
+        ]
+        if NOT_REPRODUCED in held:
+            return NOT_REPRODUCED
+        return UNDECIDED if UNDECIDED in held else REPRODUCED
     return NOT_REPRODUCED if NOT_REPRODUCED in statuses else REPRODUCED
 
 
@@ -252,11 +354,20 @@ def figure_numbers_text(claim: dict[str, Any], parts: list[PartResult]) -> str:
         _, symbol, bound = bound_of(spec)
         where = f"{p.backbone}: " if several else ""
         label = next(iter(p.terms))
+        # a Monte-Carlo number: the sampling error (z·se) nearest to flipping the part, and its verdict
+        mc = f", Monte-Carlo ±{p.half_width:.2g}: {p.status}" if spec.get("error") else ""
+        if spec.get("noise") == "seeds":
+            mc = f", ±{p.half_width:.3g} over {p.seeds} seeds: {p.status}"
         if spec.get("at", "every") == "every":  # the label says how many rows meet the bound
-            texts.append(f"{where}{label} (worst {p.diff:.4g})")
+            texts.append(f"{where}{label} (worst {p.diff:.4g}{mc})")
         else:
-            texts.append(f"{where}{label} = {p.diff:.4g} (claimed {symbol} {bound:g})")
-    if texts:
+            texts.append(f"{where}{label} = {p.diff:.4g} (claimed {symbol} {bound:g}{mc})")
+    if texts and any(spec.get("noise") for spec in specs):
+        one = "; one part suffices" if claim.get("combine") == "any" else ""
+        texts.insert(0, f"one run per seed: each mean ± its t-interval at 95 % over the seeds{one}")
+    elif texts and any(spec.get("error") for spec in specs):
+        texts.insert(0, "simulated: each number a Monte-Carlo mean, ± z·se at 95 % (Bonferroni over rows)")
+    elif texts:
         one = "; one part on each backbone suffices" if claim.get("combine") == "any" else ""
         texts.insert(0, f"read off the figure's numbers (one run per point: no seed-noise interval{one})")
     return "; ".join(texts) if texts else "–"

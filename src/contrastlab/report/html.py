@@ -405,10 +405,17 @@ def render_html(
     )
 
 
-def write_html_report(blocks: list, html_path: str | Path, literals: Iterable[str] = ()) -> Path:
-    """Render the report's ``blocks`` to ``html_path`` (its figures read from beside it), atomically."""
+def write_html_report(
+    blocks: list, html_path: str | Path, literals: Iterable[str] = (), title: str | None = None
+) -> Path:
+    """Render the report's ``blocks`` to ``html_path`` (its figures read from beside it), atomically;
+    ``title`` (the browser's tab) defaults to the report's first heading."""
     html_path = Path(html_path)
-    text = render_html(blocks, html_path.parent, literals=literals)
+    if title is None:
+        title = next(
+            (b.text for b in blocks if isinstance(b, Heading) and b.level == 1), "contrastlab report"
+        )
+    text = render_html(blocks, html_path.parent, literals=literals, title=title)
     with atomic_write(html_path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return html_path

@@ -49,6 +49,7 @@ from contrastlab.report.document import (
 )
 from contrastlab.report.html import write_html_report
 from contrastlab.report.inputs import input_blocks, precision_blocks
+from contrastlab.report.scores import run_identity
 from contrastlab.stats import LEVEL
 from contrastlab.tables import search
 from contrastlab.tables.assemble import (
@@ -218,8 +219,37 @@ def write_report(
         grid.config if grid is not None else None, str(results_dir or ""), str(metrics_root)
     )
     write_text(report_path, to_markdown(blocks, literals))  # atomically (paths.atomic_write)
-    write_html_report(blocks, report_path.with_suffix(".html"), literals)
+    write_html_report(blocks, report_path.with_suffix(".html"), literals, title=run_title(results_dir))
     return report_path
+
+
+def run_title(results_dir: str | os.PathLike | None) -> str | None:
+    """The browser tab's title of the report: the run's preset, results folder, commit and date."""
+    if results_dir is None:
+        return None
+    run = run_identity(results_dir)
+    return f"contrastlab: {run['preset']}, {run['results']}, {run['commit']}, {run['date']}"
+
+
+def _title_blocks(results_dir: str | os.PathLike | None) -> tuple[list, list]:
+    """The report's title, naming the run in one line (:func:`~.scores.run_identity`: preset, results
+    folder, commit, date) where there is a results folder, and the reading guide's paragraph saying the
+    same in words with the run's scores as data; the plain title and no paragraph otherwise."""
+    if results_dir is None:
+        return [Heading(1, "Paper tables: published numbers beside ours")], []
+    run = run_identity(results_dir)
+    preset, folder, commit, date = run["preset"], run["results"], run["commit"], run["date"]
+    # one line on the first screen: the preset and the commit (the browser's tab and the paragraph below
+    # name the folder and the date too: run_title)
+    sha = commit.split(" ")[0] if run["trained"] else ""
+    return [Heading(1, f"Paper tables: {preset}" + (f", {sha}" if sha else ""))], [
+        Paragraph(
+            f"**This run.** Preset `{preset}`, results folder `{folder}`, commit `{commit}` (its training "
+            f"jobs'), last cell finished {date} (UTC). Every score of the run, one row per cell, seed and "
+            "task: [tables/scores.csv](tables/scores.csv); every claim's verdict: "
+            "[tables/claims.csv](tables/claims.csv)."
+        )
+    ]
 
 
 def report_blocks(
@@ -247,9 +277,9 @@ def report_blocks(
     run's :class:`~contrastlab.config.Grid` (its config's claims, deviations and precision). ``bridge``:
     the SentEval-MTEB bridge rows (:func:`contrastlab.tables.bridge.bridge_rows`), each paper's under
     its tables; rows of no paper after the papers."""
-    blocks: list = [Heading(1, "Paper tables: published numbers beside ours")]
+    blocks, run_text = _title_blocks(results_dir)
     per_paper: dict[str | None, list] = {}
-    guide: list = [Paragraph(LAYOUT_TEXT)]
+    guide: list = [*run_text, Paragraph(LAYOUT_TEXT)]
     if grid is not None and metrics is not None:
         pages = {t.spec.name: p["md"] for t, p in built}
         pages.update({f["name"]: base / "figures" / f"{f['name']}.png" for f in figures or []})

@@ -133,7 +133,10 @@ def config_text(rec: pd.Series, fmt: str) -> str:
 
 # ----------------------------------------------------------------------------- CSV
 def to_csv(table: Table) -> str:
-    """One row per cell with the published number, ours and the difference as display strings."""
+    """One row per cell: the published number, ours, the difference and the seed-noise interval as numbers
+    (full precision; empty where the cell has none, its ``status`` saying why: not run, not configured,
+    failed, diverged), the paper's footnote mark in ``published_mark``. A hyperparameter table keeps the
+    paper's notation (``1e-5``, ``0.14π``), its ``config`` empty where the cell is not configured."""
     c = table.cells
     if table.spec.kind == "hparams":
         fmts = [table.formats.get(k, "g") for k in c["key"]]
@@ -146,56 +149,53 @@ def to_csv(table: Table) -> str:
                     fmt_param(v, f, u) + m
                     for v, f, u, m in zip(c["published"], fmts, c["unit"], c["mark"], strict=True)
                 ],
-                "config": [
-                    NOT_CONFIGURED if s == NOT_CONFIGURED else ("unset" if v is None else fmt_param(v, f, u))
+                "config": [  # empty where not configured: the status says so
+                    "" if s == NOT_CONFIGURED else ("unset" if v is None else fmt_param(v, f, u))
                     for v, f, u, s in zip(c["config"], fmts, c["unit"], c["status"], strict=True)
                 ],
                 "status": c["status"],
             }
         )
     else:
-        d = table.improvement_decimals
-        missing = c["status"].where(
-            c["status"].isin([NOT_RUN, NOT_CONFIGURED, STATUS_FAILED, STATUS_DIVERGED]), ""
-        )
+        # Numbers stay numbers (float columns, empty where there is none); `status` says why a cell has
+        # none (not run, not configured, failed, diverged) and `published_mark` carries the paper's
+        # footnote mark, so that pandas reads every score column as float64.
+        missing = c["status"].isin([NOT_RUN, NOT_CONFIGURED, STATUS_FAILED, STATUS_DIVERGED]).to_numpy()
+
+        def number(values: Iterable, *, ours: bool = True) -> list[float]:
+            return [
+                math.nan if (ours and gone) or _nan(v) else float(v)
+                for v, gone in zip(values, missing, strict=True)
+            ]
+
         cols: dict[str, Iterable] = {
             "backbone": c["backbone"],
             "method": c["method"],
             "task": c["key"],
-            "published": [published_text(r, with_improvement=False) for _, r in c.iterrows()],
+            "published": number(c["published"], ours=False),
+            "published_mark": c["mark"],
         }
-        if d is not None:
-            cols["published_improvement"] = [
-                NA if _nan(v) else fmt_signed(v, d) for v in c["published_improvement"]
-            ]
-        cols["ours_mean"] = [nr or fmt_score(v) for nr, v in zip(missing, c["ours_mean"], strict=True)]
-        cols["ours_std"] = [
-            nr or (NA if _nan(v) else fmt_score(v)) for nr, v in zip(missing, c["ours_std"], strict=True)
-        ]
+        if table.improvement_decimals is not None:
+            cols["published_improvement"] = number(c["published_improvement"], ours=False)
+        cols["ours_mean"] = number(c["ours_mean"])
+        cols["ours_std"] = number(c["ours_std"])
         cols["n_seeds"] = c["n_seeds"]
-        cols["diff"] = [
-            nr or (NA if _nan(v) else fmt_signed(v)) for nr, v in zip(missing, c["diff"], strict=True)
-        ]
-        if d is not None:
-            cols["ours_improvement"] = [
-                nr or (NA if _nan(v) else fmt_signed(v, d))
-                for nr, v in zip(missing, c["ours_improvement"], strict=True)
-            ]
+        cols["diff"] = number(c["diff"])
+        if table.improvement_decimals is not None:
+            cols["ours_improvement"] = number(c["ours_improvement"])
         if "best_at" in c:  # best point of a sweep (OAR Table 3): which value won
-            cols["best_at"] = [
-                nr or (NA if _nan(v) else f"{v:g}") for nr, v in zip(missing, c["best_at"], strict=True)
-            ]
+            cols["best_at"] = number(c["best_at"])
             diverged_at = c["diverged_at"] if "diverged_at" in c else [""] * len(c)
             cols["diverged_at"] = [
-                nr or (v if isinstance(v, str) and v else "none")
-                for nr, v in zip(missing, diverged_at, strict=True)
+                "" if gone else (v if isinstance(v, str) and v else "none")
+                for v, gone in zip(diverged_at, missing, strict=True)
             ]
         cols["status"] = c["status"]
         if "verdict" in c:  # the seed-noise interval and verdict (tables.verdicts)
-            cols["noise_std"] = [NA if _nan(v) else fmt_score(v) for v in c["noise_std"]]
+            cols["noise_std"] = number(c["noise_std"], ours=False)
             cols["noise_df"] = c["noise_df"]
             cols["published_runs"] = c["published_runs"]
-            cols["half_width"] = [NA if _nan(v) else fmt_score(v) for v in c["half_width"]]
+            cols["half_width"] = number(c["half_width"], ours=False)
             cols["verdict"] = c["verdict"]
             cols["compared_with"] = c["compared_with"]
         out = pd.DataFrame(cols)

@@ -102,6 +102,23 @@ class SyntheticSettings:
     label_fraction: float = 0.1
     oar_weight: float = 1.0
     seed: int = 0
+    # The study runs every loss ± OAR once per seed, seed .. seed + seeds - 1: one run at this learning
+    # rate is one draw of a chaotic first few steps, so a claim on it needs the spread over seeds.
+    seeds: int = 10
+    # The settings §3 leaves unstated, each read at another plausible value (an override of the fields
+    # above; one at a time), and InfoNCE without OAR trained once per seed under each (sweep_loss):
+    # whether the claim's verdict holds under every reading of the paper or only under ours. Adam at its
+    # usual rate; SGD at the two lower decades of §5.1's "strong learning" range; four times the epochs;
+    # half and double the noise of the points and views.
+    sweep: tuple[Mapping[str, Any], ...] = (
+        {"optimizer": "adam", "lr": 1e-3},
+        {"lr": 0.01},
+        {"lr": 0.1},
+        {"epochs": 200},
+        {"point_noise": 0.025, "view_noise": 0.025},
+        {"point_noise": 0.1, "view_noise": 0.1},
+    )
+    sweep_loss: str = "ntxent"
     # Threads of the training loop: 1 because the float summation order (and so, through the chaotic
     # early steps at this rate, the final embeddings) changes with the thread count; restored after.
     threads: int = 1
@@ -131,6 +148,16 @@ class SyntheticSettings:
             raise ValueError(f"label_fraction must be in (0, 1], got {self.label_fraction}")
         if not 0.0 <= self.min_radius < 1.0:
             raise ValueError(f"min_radius must be in [0, 1), got {self.min_radius}")
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+        for override in self.sweep:
+            unknown = set(override) - {f.name for f in dataclasses.fields(self)} | (
+                set(override) & {"sweep", "seeds", "seed", "losses", "sweep_loss"}
+            )
+            if unknown:
+                raise ValueError(f"sweep overrides fields of the study's setup, not {sorted(unknown)}")
+        if self.sweep and self.sweep_loss not in self.losses:
+            raise ValueError(f"sweep_loss {self.sweep_loss!r} is not in losses ({', '.join(self.losses)})")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> SyntheticSettings:
@@ -155,6 +182,12 @@ class SyntheticRun:
     axis_angles_deg: np.ndarray  # [3] angles between the cluster axes: (0, 1), (0, 2), (1, 2)
     min_axis_angle_deg: float
     distinct_directions: int | None
+    # How the run got there: the share of steps whose gradient norm the clip cut, the largest norm seen,
+    # and the loss's own terms on the last batch (VICReg: invariance, variance, covariance, each with
+    # its weight; Barlow Twins: on- and off-diagonal), which say what a collapsed run is stuck against.
+    clipped_share: float = float("nan")
+    max_grad_norm: float = float("nan")
+    terms: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def final_loss(self) -> float:
@@ -342,6 +375,7 @@ def train_synthetic(settings: SyntheticSettings, loss: str, oar: bool) -> Synthe
         labelled = _labelled_mask(labels, s.label_fraction, torch.Generator().manual_seed(s.seed + 2))
         anchors = orthonormal_anchors(3, 3, generator=torch.Generator().manual_seed(s.seed))
         curve: list[float] = []
+        norms: list[float] = []
         diverged = False
         net.train()
         for _ in range(s.epochs):
@@ -363,13 +397,14 @@ def train_synthetic(settings: SyntheticSettings, loss: str, oar: bool) -> Synthe
                     break
                 opt.zero_grad(set_to_none=True)
                 total.backward()
-                if s.grad_clip is not None:
-                    nn.utils.clip_grad_norm_(net.parameters(), s.grad_clip)
+                if s.grad_clip is not None:  # the norm before clipping: how often the clip acted
+                    norms.append(float(nn.utils.clip_grad_norm_(net.parameters(), s.grad_clip)))
                 opt.step()
                 if schedule is not None:
                     schedule.step()
             if diverged:
                 break
+        terms = {} if diverged else loss_terms(loss, s.losses[loss], h1.detach(), h2.detach())
         net.eval()
         with torch.no_grad():
             h = net(x).double()
@@ -395,7 +430,41 @@ def train_synthetic(settings: SyntheticSettings, loss: str, oar: bool) -> Synthe
         axis_angles_deg=angles,
         min_axis_angle_deg=float(np.min(angles)),
         distinct_directions=distinct,
+        clipped_share=float(np.mean([n > s.grad_clip for n in norms])) if norms else float("nan"),
+        max_grad_norm=float(np.max(norms)) if norms else float("nan"),
+        terms=terms,
     )
+
+
+#: Each loss's terms as the registry loss itself with the other weights set to 0 (so a term is exactly
+#: what the loss adds, weight included); Barlow Twins' off-diagonal part is the rest of the loss.
+_TERMS = {
+    "vicreg": {
+        "invariance": {"mu": 0.0, "nu": 0.0},
+        "variance": {"lam": 0.0, "nu": 0.0},
+        "covariance": {"lam": 0.0, "mu": 0.0},
+    },
+    "barlow_twins": {"on_diagonal": {"lam": 0.0}},
+}
+
+
+def loss_terms(
+    loss: str, constants: Mapping[str, Any], h1: torch.Tensor, h2: torch.Tensor
+) -> dict[str, float]:
+    """The terms of ``loss`` (registry name, ``constants``) on the batch ``h1``, ``h2``: VICReg's
+    invariance, variance and covariance, Barlow Twins' on- and off-diagonal parts, each weighted as in the
+    loss (they add up to it); {} for a loss without terms here."""
+    if loss not in _TERMS:
+        return {}
+    with torch.no_grad():
+        total = float(build_loss(loss, **constants)(h1, h2).loss)
+        out = {
+            name: float(build_loss(loss, **{**constants, **zeroed})(h1, h2).loss)
+            for name, zeroed in _TERMS[loss].items()
+        }
+    if loss == "barlow_twins":
+        out["off_diagonal"] = total - out["on_diagonal"]
+    return out
 
 
 def _row(run: SyntheticRun) -> dict[str, Any]:
@@ -409,13 +478,17 @@ def _row(run: SyntheticRun) -> dict[str, Any]:
         "distinct_directions": run.distinct_directions,
         "final_loss": round(run.final_loss, 6),
         "diverged": run.diverged,
+        "clipped_share": round(run.clipped_share, 6),
+        "max_grad_norm": round(run.max_grad_norm, 4),
+        **{f"term_{name}": round(value, 6) for name, value in run.terms.items()},
     }
 
 
 def study_table(runs: Iterable[SyntheticRun]) -> pd.DataFrame:
     """The Table 2 numbers, one row per run: loss, oar, seed, effective_rank, line_energy,
-    min_axis_angle_deg, distinct_directions, final_loss, diverged. No timings, so the CSV stays
-    bit-identical from run to run; a diverged run's rank and directions are empty cells."""
+    min_axis_angle_deg, distinct_directions, final_loss, diverged, clipped_share, max_grad_norm and the
+    loss's terms on the last batch (``term_<name>``, empty for a loss without them). No timings, so the
+    CSV stays bit-identical from run to run; a diverged run's rank and directions are empty cells."""
     # Imported here: the image evaluation jobs import this module for effective_rank alone, and pandas
     # is most of a second of every such job's start.
     import pandas as pd

@@ -1,0 +1,116 @@
+"""Two runs side by side (issue 86 item 3, ``make compare``; contrastlab.report.compare): on small
+results folders written here, differences the seeds explain are called within noise, and the cells of a
+mutated loss are flagged; the claims' verdicts sit side by side."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from contrastlab.paths import REPO_ROOT
+from contrastlab.report.compare import DIFFERS, NO_NOISE, ONLY_A, WITHIN, cell_table, compare_runs
+
+METHODS = ["cl", "mpt", "met", "au", "mat", "mmhe", "mhs", "baseline"]
+TASKS = ["STS12", "STS13", "STS14", "STS15", "STS16", "sts_avg"]
+
+
+def scores(seeds, rng, shift=None) -> pd.DataFrame:
+    """scores.csv of one run: every method and task of nie2023 on tiny-bert, a true score per cell plus
+    seed noise (σ 0.5); ``shift``: method -> points added to that method's cells (a mutated loss)."""
+    truth = {(m, t): 60 + 3 * i + j for i, m in enumerate(METHODS) for j, t in enumerate(TASKS)}
+    rows = [
+        dict(
+            experiment="nie2023",
+            backbone="tiny-bert",
+            method=m,
+            seed=seed,
+            task=t,
+            score=truth[(m, t)] + rng.normal(0, 0.5) + (shift or {}).get(m, 0.0),
+        )
+        for seed in seeds
+        for (m, t) in truth
+    ]
+    return pd.DataFrame(rows)
+
+
+def write_run(root, frame: pd.DataFrame, verdicts: dict[str, str]):
+    (root / "tables").mkdir(parents=True)
+    frame.to_csv(root / "tables" / "scores.csv", index=False)
+    claims = pd.DataFrame(
+        [dict(id=i, experiment="nie2023", verdict=v, parts_run=1, parts=1) for i, v in verdicts.items()]
+    )
+    claims.to_csv(root / "tables" / "claims.csv", index=False)
+    return root
+
+
+def test_one_seed_per_cell_within_noise_and_a_mutated_loss_flagged(tmp_path):
+    """Two demo-like runs of one seed each (42 against 43): every difference is seed noise; then run B's
+    mpt cells moved by 10 points (20 σ of a single score): those six cells, and only those, differ."""
+    rng = np.random.default_rng(0)
+    a = write_run(tmp_path / "a", scores([42], rng), {"nie-x": "undecided", "nie-y": "not run"})
+    b = write_run(tmp_path / "b", scores([43], rng), {"nie-x": "undecided", "nie-y": "not run"})
+    report = compare_runs(a, b).read_text()
+    assert "48 table cells: 48 within noise, 0 differs" in report and "0 of 2 claims change" in report
+    assert "None: the seeds' noise explains every difference." in report
+    mutated = write_run(
+        tmp_path / "m", scores([43], np.random.default_rng(1), {"mpt": 10.0}), {"nie-x": "reproduced"}
+    )
+    report = compare_runs(a, mutated, tmp_path / "out.md").read_text()
+    cells = pd.read_csv(tmp_path / "out.csv")
+    assert set(cells[cells.verdict == DIFFERS].method) == {"mpt"} and (cells.verdict == DIFFERS).sum() == 6
+    assert "| nie2023 | tiny-bert | mpt | STS12 |" in report
+    assert (
+        "| nie-x | undecided | reproduced | **no** |" in report
+        and "| nie-y | not run | — | **no** |" in report
+    )
+
+
+def test_several_seeds_use_the_pooled_seed_noise():
+    """Three seeds per cell: σ pooled over the cells of the task in both runs (STS12: 8 methods × 2 runs ×
+    2 df = 32), the difference's half-width t · σ · √(2/3), Bonferroni over the 47 cells both runs have;
+    a cell B lacks is "only in A"."""
+    rng = np.random.default_rng(2)
+    a, b = scores([1, 2, 3], rng), scores([4, 5, 6], rng)
+    cells = cell_table(a, b[~((b.method == "au") & (b.task == "STS16"))])
+    assert cells.set_index(["method", "task"]).loc[("au", "STS16"), "verdict"] == ONLY_A
+    both = cells[cells.verdict != ONLY_A]
+    assert set(both.verdict) == {WITHIN}
+    row = both[both.task == "STS12"].iloc[0]
+    assert row.noise == "seeds pooled over 8 cells (df 32)"
+    variances = [f[f.task == "STS12"].groupby("method").score.var().sum() for f in (a, b)]
+    q = stats.t.ppf(1 - 0.05 / (2 * 47), 32)
+    assert row.half_width == pytest.approx(q * np.sqrt(2 * sum(variances) / 32) * np.sqrt(2 / 3), rel=1e-9)
+
+
+def test_too_few_cells_have_no_noise_estimate():
+    rng = np.random.default_rng(3)
+    a, b = scores([42], rng), scores([43], rng)
+    keep = a.method.isin(["cl", "mpt"])  # two cells per task, one seed each: fewer than 6
+    assert set(cell_table(a[keep], b[keep]).verdict) == {NO_NOISE}
+    # the same number twice needs no estimate
+    assert set(cell_table(a[keep], a[keep]).verdict) == {WITHIN}
+
+
+def test_the_script_takes_the_two_folders_and_names_a_missing_file(tmp_path, capsys, monkeypatch):
+    rng = np.random.default_rng(0)
+    a = write_run(tmp_path / "a", scores([42], rng), {"nie-x": "undecided"})
+    b = write_run(tmp_path / "b", scores([43], rng), {"nie-x": "undecided"})
+    monkeypatch.setattr(sys, "argv", ["compare.py", str(a), str(b)])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_path(str(REPO_ROOT / "scripts" / "compare.py"), run_name="__main__")
+    assert done.value.code == 0 and f"wrote {b / 'compare.md'}" in capsys.readouterr().out
+    (b / "tables" / "claims.csv").unlink()
+    monkeypatch.setattr(sys, "argv", ["compare.py", str(a), str(b)])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_path(str(REPO_ROOT / "scripts" / "compare.py"), run_name="__main__")
+    err = capsys.readouterr().err
+    assert (
+        done.value.code == 1
+        and err.startswith("contrastlab: ")
+        and "claims.csv is missing: run the tables job" in err
+    )
