@@ -386,13 +386,7 @@ def plan_report(
         raise ValueError(
             f"precision choice must be {AS_CONFIGURED} or one of {', '.join(RESOLVED)}, got {chosen!r}"
         )
-    # priced for the card the jobs will get (resources.gpu_model), as their wall-time requests are
-    gpu_model = gpu_model or config["resources"].get("gpu_model")
-    calibration = calibration_for(gpu_model, calibration_path)
-    card = model_of(gpu_model) if gpu_model else model_of(calibration.device)
-    if card:  # the grid names the priced card: cost.flops resolves precision and step mode on it
-        config = {**config, "resources": {**config["resources"], "gpu_model": card}}
-    grid = cl_config.Grid(config)  # the plan's one grid: every function below reads its cells from it
+    grid, calibration, card = _priced_grid(config, gpu_model, calibration_path)
     jobs = make_plan(grid, calibration, chosen, plan_points(grid, calibration))
     works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
     probe_s = probe_seconds(grid, calibration)
@@ -423,6 +417,20 @@ def plan_report(
     markdown = out / "plan.md"
     markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return [markdown, write_plan_csv(out / "plan.csv", jobs)]
+
+
+def _priced_grid(
+    config: Mapping[str, Any], gpu_model: str | None, calibration_path: str | os.PathLike | None
+) -> tuple[cl_config.Grid, Any, str | None]:
+    """The plan's one grid (every function of :func:`plan_report` reads its cells from it), priced for the
+    card the jobs will get (``gpu_model``, else the config's ``resources.gpu_model``), as their wall-time
+    requests are, with that card's calibration; and the card's model name (None when unknown)."""
+    gpu_model = gpu_model or config["resources"].get("gpu_model")
+    calibration = calibration_for(gpu_model, calibration_path)
+    card = model_of(gpu_model) if gpu_model else model_of(calibration.device)
+    if card:  # the grid names the priced card: cost.flops resolves precision and step mode on it
+        config = {**config, "resources": {**config["resources"], "gpu_model": card}}
+    return cl_config.Grid(config), calibration, card
 
 
 #: A GPU job's wall-time request (SLURM's ``-t``) when the config sets none: its projection × this

@@ -55,12 +55,7 @@ def build_report(
     Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
     """
     # pandas: loaded only when the report is built, so `import contrastlab.report` stays light
-    from contrastlab.report.claims import evaluate_claims
-    from contrastlab.report.compare import write_claims
-    from contrastlab.report.scores import write_scores
     from contrastlab.report.sections import write_report
-    from contrastlab.tables.bridge import bridge_rows, write_bridge_table
-    from contrastlab.tables.comparison import write_comparisons
     from contrastlab.tables.metrics import collect_failures, collect_metrics
 
     t0 = time.perf_counter()
@@ -77,20 +72,10 @@ def build_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     built = _write_tables(names, grid, metrics, failures, out_dir)
     written: list[Path] = [path for _, paths in built for path in paths.values()]
-    # The scores themselves, one row per cell, seed, task and metric (report.scores): the same frame;
-    # and each claim's verdict, what `make compare` reads of a run beside the scores (report.compare).
-    written.append(write_scores(metrics, grid, results_dir, out_dir))
-    written.append(write_claims(evaluate_claims(metrics, grid), out_dir))
-    # Your own losses beside the papers' (tables.comparison), when the config has any.
-    compare_paths, compare_lines = write_comparisons(grid, metrics, out_dir, comparisons)
-    written += compare_paths
-    # The searches' selections beside the published hyperparameters (tables.search), when they ran.
-    search_paths, search_lines = write_search_tables(grid, results_dir, out_dir, search_names, metrics)
-    written += search_paths
-    # The SentEval protocol beside MTEB's evaluator (tables.bridge), when rule mteb ran (mteb.enabled).
-    bridge_paths, _ = write_bridge_table(results, out_dir)
-    written += bridge_paths
-    bridge = bridge_rows(results) if bridge_paths else []  # shown under each checkpoint's paper
+    side_paths, compare_lines, search_lines, bridge = _write_beside_tables(
+        results, grid, metrics, out_dir, comparisons, search_names
+    )
+    written += side_paths
     written.append(
         write_report(
             built,
@@ -109,6 +94,36 @@ def build_report(
     written.append(Path(report_path).with_suffix(".html"))  # report.html beside it, figures embedded
     log.info("wrote %d tables in %.2fs", len(built), time.perf_counter() - t0)
     return written
+
+
+def _write_beside_tables(
+    results: Results, grid: Grid, metrics, out_dir: Path, comparisons: list[str], search_names: list[str]
+) -> tuple[list[Path], list[str], list[str], list]:
+    """What :func:`build_report` writes beside the paper tables: the scores and the claims' verdicts as
+    data, the comparison tables of the user's losses, the searches' selections and the SentEval-MTEB
+    bridge. Returns the paths written, the comparison and search sections' lines, and the bridge's rows."""
+    from contrastlab.report.claims import evaluate_claims
+    from contrastlab.report.compare import write_claims
+    from contrastlab.report.scores import write_scores
+    from contrastlab.tables.bridge import bridge_rows, write_bridge_table
+    from contrastlab.tables.comparison import write_comparisons
+
+    written: list[Path] = []
+    # The scores themselves, one row per cell, seed, task and metric (report.scores): the same frame;
+    # and each claim's verdict, what `make compare` reads of a run beside the scores (report.compare).
+    written.append(write_scores(metrics, grid, results.root, out_dir))
+    written.append(write_claims(evaluate_claims(metrics, grid), out_dir))
+    # Your own losses beside the papers' (tables.comparison), when the config has any.
+    compare_paths, compare_lines = write_comparisons(grid, metrics, out_dir, comparisons)
+    written += compare_paths
+    # The searches' selections beside the published hyperparameters (tables.search), when they ran.
+    search_paths, search_lines = write_search_tables(grid, results.root, out_dir, search_names, metrics)
+    written += search_paths
+    # The SentEval protocol beside MTEB's evaluator (tables.bridge), when rule mteb ran (mteb.enabled).
+    bridge_paths, _ = write_bridge_table(results, out_dir)
+    written += bridge_paths
+    bridge = bridge_rows(results) if bridge_paths else []  # shown under each checkpoint's paper
+    return written, compare_lines, search_lines, bridge
 
 
 def _table_names(grid: Grid, tables: list[str] | None) -> tuple[list[str], list[str], list[str]]:

@@ -234,7 +234,7 @@ def _coarser(grid: Grid) -> str:
 def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, stand_in: str | None) -> None:
     """Read one part off its figure's rows (the claim's backbone's, else its stand-in's, where the CSV has
     a ``backbone`` column) into ``result``: its value against its bound, or what is missing."""
-    label, csv = part_label(part), part["csv"]
+    csv = part["csv"]
     if "backbone" in frame.columns:
         names = frame["backbone"].astype(str)
         frame = (
@@ -255,20 +255,7 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
         return
     sign = 1.0 if bound_of(part)[0] in ("above", "at_least") else -1.0
     if part.get("at", "every") == "every":
-        rows = selections[0][1]
-        values = pd.to_numeric(rows[part["column"]], errors="coerce").dropna()
-        if values.empty:
-            result.missing = [f"a number in rows {_terms(part)[0][1]} of figures/{csv}.csv"]
-            return
-        ok = [meets(float(v), bound) for v in values]
-        result.seeds = len(ok)
-        result.terms = {f"{label}: {sum(ok)} of {len(ok)} rows {bound_of(part)[1]} {bound:g}": 1.0}
-        # the worst row: the one farthest on the wrong side (or nearest the bound when all meet it)
-        result.diff = float(values.iloc[int(np.argmin(sign * (values.to_numpy() - bound)))])
-        result.status = REPRODUCED if all(ok) else NOT_REPRODUCED
-        if part.get("error"):
-            se = pd.to_numeric(rows.loc[values.index, part["error"]], errors="coerce").fillna(0.0).to_numpy()
-            result.half_width, result.status = _mc_decided(sign * (values.to_numpy() - bound), se)
+        _read_every_row(result, part, selections[0][1], bound, sign)
         return
     value = sum(c * _value(sel, part) for c, sel in selections)
     result.seeds = min(len(sel) for _, sel in selections)
@@ -283,17 +270,46 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
         result.df = n - 1
         result.half_width = float(t_quantile(n - 1) * seeds.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
         result.status = decide(sign * (value - bound), result.half_width)
-    if part.get("error"):  # the mean of independent estimates: se = sqrt(sum of se^2) / n per selection
-        se = math.sqrt(
-            sum(
-                c
-                * c
-                * float((pd.to_numeric(sel[part["error"]], errors="coerce").fillna(0.0) ** 2).sum())
-                / max(len(sel), 1) ** 2
-                for c, sel in selections
-            )
-        )
+    if part.get("error"):
+        se = _mean_standard_error(part, selections)
         result.half_width, result.status = _mc_decided(np.array([sign * (value - bound)]), np.array([se]))
+
+
+def _read_every_row(
+    result: PartResult, part: dict[str, Any], rows: pd.DataFrame, bound: float, sign: float
+) -> None:
+    """A part decided on every selected row (``at: every``): how many rows meet the bound, the worst row's
+    value, and, where the part names an ``error`` column, a verdict the Monte-Carlo error could flip
+    undecided (:func:`_mc_decided`)."""
+    label, csv = part_label(part), part["csv"]
+    meets = BOUNDS[bound_of(part)[0]][1]
+    values = pd.to_numeric(rows[part["column"]], errors="coerce").dropna()
+    if values.empty:
+        result.missing = [f"a number in rows {_terms(part)[0][1]} of figures/{csv}.csv"]
+        return
+    ok = [meets(float(v), bound) for v in values]
+    result.seeds = len(ok)
+    result.terms = {f"{label}: {sum(ok)} of {len(ok)} rows {bound_of(part)[1]} {bound:g}": 1.0}
+    # the worst row: the one farthest on the wrong side (or nearest the bound when all meet it)
+    result.diff = float(values.iloc[int(np.argmin(sign * (values.to_numpy() - bound)))])
+    result.status = REPRODUCED if all(ok) else NOT_REPRODUCED
+    if part.get("error"):
+        se = pd.to_numeric(rows.loc[values.index, part["error"]], errors="coerce").fillna(0.0).to_numpy()
+        result.half_width, result.status = _mc_decided(sign * (values.to_numpy() - bound), se)
+
+
+def _mean_standard_error(part: dict[str, Any], selections: list) -> float:
+    """The standard error of a part's value, a weighted sum of selections' means of independent estimates:
+    sqrt(sum over selections of c^2 * sum(se^2) / n^2)."""
+    return math.sqrt(
+        sum(
+            c
+            * c
+            * float((pd.to_numeric(sel[part["error"]], errors="coerce").fillna(0.0) ** 2).sum())
+            / max(len(sel), 1) ** 2
+            for c, sel in selections
+        )
+    )
 
 
 def mc_z(rows: int, level: float = LEVEL) -> float:
