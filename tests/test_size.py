@@ -30,12 +30,14 @@ LIBRARY = ROOT / "src" / "contrastlab"
 MAX_MODULE_LINES = 700
 #: A function longer than this, from its ``def`` to its last line, is long (about a screen).
 LONG_FUNCTION = 60
-#: The long functions there may be at most: 38 before issue 54, 24 after it, 23 as formatted after issue 64.
-RATCHET = 23
+#: The long functions there may be at most: 38 before issue 54, 24 after it, 23 as formatted after issue 64,
+#: 21 after issues 82-86 (the tree's count: a ratchet sits on it, not above).
+RATCHET = 21
 #: Formatter pragmas (fmt skip, off or on) the library may hold: 20 at house review 7, none after issue 64.
 FMT_PRAGMAS = 0
-#: Linter pragmas (noqa) the library may hold: 12 at issue 64; a new one is a linter switched off.
-NOQA_PRAGMAS = 12
+#: Linter pragmas (noqa) the library may hold: 12 at issue 64, 9 after issues 82-86 (the tree's count); a
+#: new one is a linter switched off.
+NOQA_PRAGMAS = 9
 #: Public members (methods and properties) of contrastlab.config.Grid: 38 at house review 7, 15 at review 8.
 GRID_MEMBERS = 15
 #: Lines of rules/*.smk and the Snakefile that read the config by key (``config[``): 17 at house review 8,
