@@ -186,3 +186,14 @@ def test_a_loss_moved_2_5_points_on_the_demo_is_flagged_and_only_it(tmp_path):
     assert losses == {("nie2023", "tiny-bert", "mpt")}
     assert sorted(flagged.task) == ["MPQA", "MRPC", "SICKRelatedness", "STS14", "STS16", "sts_avg"]
     assert (flagged["diff"] - flagged.half_width > 0).all()
+
+
+def test_a_broken_search_selection_is_named_with_its_fix(tmp_path):
+    a, b = demo_run(tmp_path / "a", "demo"), demo_run(tmp_path / "b", "demo43")
+    broken = b / "search" / "nie2023" / "tiny-bert" / "mpt" / "stage1.json"
+    broken.write_text('{"winner": ')  # a selection cut short
+    with pytest.raises(
+        ValueError, match=r"stage1.json is not JSON .*: run that run's search_select job again"
+    ):
+        compare_runs(a, b)
+    assert not (b / "compare.md").exists()

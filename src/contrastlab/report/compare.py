@@ -90,7 +90,12 @@ def search_choices(results: Path) -> dict[tuple[str, str, str], dict]:
     choices: dict[tuple[str, str, str], dict] = {}
     for path in sorted((results / "search").glob("*/*/*/stage*.json"), key=lambda p: (p.parent, p.stem)):
         experiment, backbone, method = path.parts[-4:-1]
-        selection = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            selection = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"{path} is not JSON ({err.msg}, line {err.lineno}): run that run's search_select job again"
+            ) from err
         point = next((p for p in selection.get("points", []) if p.get("name") == selection.get("winner")), {})
         chosen = choices.setdefault((experiment, backbone, searched_method(method)), {})
         chosen.update(point.get("grid") or {})
