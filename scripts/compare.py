@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         path = compare_runs(args.a, args.b, args.out)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, ValueError) as err:
         print(f"contrastlab: {err}", file=sys.stderr)
         return 1
     print(path.read_text(encoding="utf-8").split("\n## ", 1)[0].rstrip())

@@ -42,8 +42,8 @@ def test_a_toy_preset_says_so_before_any_count(demo_answer):
     assert lines[4] == (
         "**Toy numbers**: this run's backbones stand in for the papers' (tiny-bert for bert-base, minilm for "
         "roberta-base, resnet18-w8 for resnet18-cifar, resnet18-w8 for resnet18-oar); the numbers and "
-        "verdicts below exercise the code and say nothing about the papers."
-    )
+        "verdicts below exercise the code and say nothing about the papers. Full run: `config.yaml`."
+    )  # the toy run points to the papers' own, whose "not run" line below gives the command
     assert lines[5:7] == ["", HEADER]
     assert toy_blocks({}) == [] and toy_blocks({"nie2023": {}}) == []
     full = Grid(cl_config.load(REPO_ROOT / "config.yaml"))
@@ -61,16 +61,21 @@ def test_each_papers_main_number_and_claim_counts_are_one_row_of_the_first_scree
         HEADER,
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         "| Nie et al. 2023 | [Table 1](tables/nie2023_table1.md): L_mpt STS.Avg, BERT-base | 77.25 | not run "
-        "| – | 0 | 0 | 0 | 0 | 14 |",
+        "(tiny-bert) | – | 0 | 0 | 0 | 0 | 14 |",
         "| Li, Zhang & Nie 2024 | [Table 3](tables/li2024_table3.md): mMHE STS.Avg, BERT-base | "
-        "78.40 (+15.8) | not run | – | 0 | 0 | 0 | 0 | 19 |",
+        "78.40 (+15.8) | not run (tiny-bert) | – | 0 | 0 | 0 | 0 | 19 |",
         "| Huang et al. 2023 | [Table B.4](tables/macl_tableB4.md): w/ MACL STS.Avg, BERT-base | "
-        "76.66 (+0.41) | not run | – | 0 | 0 | 0 | 0 | 11 |",
+        "76.66 (+0.41) | not run (tiny-bert) | – | 0 | 0 | 0 | 0 | 11 |",
         "| OAR 2024 | [Table 3](tables/oar_table3.md): OAR-InfoNCE 10% labels, resnet18-oar | 68.56 | "
-        "not run | – | 0 | 0 | 0 | 0 | 14 |",
+        "not run (resnet18-w8) | – | 0 | 0 | 0 | 0 | 14 |",
         "| All papers |  |  |  |  | 0 | 0 | 0 | 0 | 58 |",
     ]
-    key = demo_answer[demo_answer.index(table) + len(table) :].strip()
+    key, not_run = demo_answer[demo_answer.index(table) + len(table) :].strip().split("\n\n")
+    # what would run the claims no cell of this run has: the full preset's command, each word shell-quoted
+    assert not_run == (
+        "Not run: 58 claims whose cells have no metrics in this run; the full run (`config.yaml`) trains "
+        "them all: `.venv/bin/snakemake --cores all --configfile config.yaml` (`make plan` first)."
+    )
     assert key == (
         "Key: Δ = ours − published, with its seed-noise verdict: ≈ within noise, ▲ above, ▼ below the "
         "paper beyond noise, ? undecided (too few seeds to measure the noise); (+…) after a number: its "
@@ -159,10 +164,32 @@ def test_the_main_number_beside_ours_on_its_own_backbone_and_on_a_stand_in():
     metrics = macl_metrics().replace({"backbone": {"bert-base": "tiny-bert"}})
     stand_in = assemble(get_spec("macl_tableB4"), Grid(toy), metrics)
     row = headline_row(stand_in, headline, "x.md")  # the toy warning names the stand-in, the key its †
-    assert row["ours"] == "71.00 ± 1.00 (-5.50)" and cell_text(row["Δ"]) == "-5.66 ▼†"
+    # ours names the toy backbone it ran (report.html: on a line of its own under the number)
+    assert row["ours"] == ["71.00 ± 1.00 (-5.50)", Cell(" (tiny-bert)", "backbone")]
+    assert cell_text(row["ours"]) == "71.00 ± 1.00 (-5.50) (tiny-bert)" and cell_text(row["Δ"]) == "-5.66 ▼†"
     assert row["published"] == "76.66 (+0.41)"
     with pytest.raises(ValueError, match="names no cell"):
         headline_row(own, {**headline, "task": "STS99"}, "x.md")
+
+
+def test_not_run_claims_name_the_command_that_runs_them():
+    """Issue 86: "not run" says what would run it: on the full preset its own command (which resumes), on
+    a toy one the full run's; the command is built as words and quoted for the shell; nothing when every
+    claim ran."""
+    from contrastlab.report.answer import full_run_command, not_run_text
+    from contrastlab.report.claims import ClaimResult
+
+    results = [ClaimResult({"paper": "nie2023"}, v, []) for v in ("not run", "reproduced", "not run")]
+    command = ".venv/bin/snakemake --cores all --configfile config.yaml"
+    assert not_run_text(results, "config.yaml") == (
+        f"Not run: 2 claims whose cells have no metrics in this run; `{command}` runs them (it resumes "
+        "where the run stopped)."
+    )
+    assert not_run_text(results, "config/demo.yaml").endswith(
+        f"the full run (`config.yaml`) trains them all: `{command}` (`make plan` first)."
+    )
+    assert not_run_text(results[1:2], "config.yaml") == ""
+    assert full_run_command("my presets/a.yaml").endswith("--configfile 'my presets/a.yaml'")
 
 
 def test_the_add_seeds_script_runs_the_commands_make_add_seeds_prints(tmp_path):

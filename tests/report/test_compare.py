@@ -4,8 +4,10 @@ mutated loss are flagged; the claims' verdicts sit side by side."""
 
 from __future__ import annotations
 
+import json
 import runpy
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -114,3 +116,84 @@ def test_the_script_takes_the_two_folders_and_names_a_missing_file(tmp_path, cap
         and err.startswith("contrastlab: ")
         and "claims.csv is missing: run the tables job" in err
     )
+
+
+DEMO_SCORES = Path(__file__).parent / "data" / "demo-scores.csv.gz"
+#: Each demo's search winners, per stage (results/<run>/search/<experiment>/tiny-bert/<method>/stage<k>.json):
+#: under seed 43 both searches picked lr 1e-4 where seed 42 picked 3e-5.
+DEMO_WINNERS = {
+    "demo": {
+        ("nie2023", "mpt"): [{"lr": 3e-05, "hp.m": 0.23}],
+        ("li2024", "mmhe"): [{"lr": 3e-05}, {"hp.r": 1.25}],
+    },
+    "demo43": {
+        ("nie2023", "mpt"): [{"lr": 0.0001, "hp.m": 0.23}],
+        ("li2024", "mmhe"): [{"lr": 0.0001}, {"hp.r": 1.25}],
+    },
+}
+
+
+def demo_run(root, run: str, shift: float = 0.0):
+    """A results folder with the scores of ``make demo`` (run "demo", seed 42) or of the same demo with
+    seeds [43] (run "demo43"), as their tables jobs wrote them (tests/report/data/demo-scores.csv.gz: both
+    runs' scores.csv, score columns only), their searches' winners and one claim; ``shift``: points added
+    to every score (not the uniformity diagnostic) of nie2023's L_mpt on tiny-bert, a mutated loss."""
+    frame = pd.read_csv(DEMO_SCORES)
+    frame = frame[frame.run == run].drop(columns="run")
+    mutated = (frame.experiment == "nie2023") & (frame.backbone == "tiny-bert") & (frame.method == "mpt")
+    frame.loc[mutated & (frame.task != "dev_uniformity_rebound"), "score"] += shift
+    write_run(root, frame, {"nie-x": "undecided"})
+    for (experiment, method), stages in DEMO_WINNERS[run].items():
+        for k, grid in enumerate(stages, 1):
+            name = f"{method}~s{k}-" + "-".join(f"{a}{v}" for a, v in grid.items())
+            path = root / "search" / experiment / "tiny-bert" / method / f"stage{k}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(
+                json.dumps({"winner": name, "points": [{"name": name, "grid": grid, "around": {}}]})
+            )
+    return root
+
+
+def test_the_two_demos_differ_within_noise_and_in_the_searches_choices(tmp_path):
+    """The demo against the demo with seeds [43]: every difference within noise over the 299 cells
+    tested (Bonferroni), the 38 cells of the two searched losses a different setting with both choices
+    named (the only four flagged before searched cells were told apart)."""
+    report = compare_runs(demo_run(tmp_path / "a", "demo"), demo_run(tmp_path / "b", "demo43")).read_text()
+    assert (
+        "397 table cells: 345 within noise, 0 differs, 38 different setting, 14 no noise estimate, "
+        "0 only in A, 0 only in B." in report
+    )
+    assert "B − A tested against the seeds' noise in 299 cells, decided over the family: Bonferroni" in report
+    assert "None: the seeds' noise explains every difference." in report
+    assert (
+        "- nie2023 / tiny-bert / mpt~searched (19 cells): the search chose lr 3e-05, hp.m 0.23 in A, "
+        "lr 0.0001, hp.m 0.23 in B." in report
+    )
+    assert (
+        "- li2024 / tiny-bert / mmhe~searched (19 cells): the search chose lr 3e-05, hp.r 1.25 in A" in report
+    )
+
+
+def test_a_loss_moved_2_5_points_on_the_demo_is_flagged_and_only_it(tmp_path):
+    """The seed-43 demo with L_mpt's 18 scores on tiny-bert moved by 2.5 points: only L_mpt's cells differ,
+    those whose task's one-seed noise is under ~2 points (6 of 18; STS12's ±4.7 hides such a shift, one
+    seed per cell cannot tell it)."""
+    a, b = demo_run(tmp_path / "a", "demo"), demo_run(tmp_path / "b", "demo43", shift=2.5)
+    compare_runs(a, b, tmp_path / "out.md")
+    cells = pd.read_csv(tmp_path / "out.csv")
+    flagged = cells[cells.verdict == DIFFERS]
+    losses = set(zip(flagged.experiment, flagged.backbone, flagged.method, strict=True))
+    assert losses == {("nie2023", "tiny-bert", "mpt")}
+    assert sorted(flagged.task) == ["MPQA", "MRPC", "SICKRelatedness", "STS14", "STS16", "sts_avg"]
+    assert (flagged["diff"] - flagged.half_width > 0).all()
+
+
+def test_a_broken_search_selection_is_named_with_its_fix(tmp_path):
+    a, b = demo_run(tmp_path / "a", "demo"), demo_run(tmp_path / "b", "demo43")
+    broken = b / "search" / "nie2023" / "tiny-bert" / "mpt" / "stage1.json"
+    broken.write_text('{"winner": ')  # a selection cut short
+    with pytest.raises(
+        ValueError, match=r"stage1.json is not JSON .*: run that run's search_select job again"
+    ):
+        compare_runs(a, b)
+    assert not (b / "compare.md").exists()

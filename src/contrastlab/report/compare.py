@@ -11,15 +11,23 @@ over the cells of the same experiment and task in both runs (degrees of freedom 
 difference's standard error σ·√(1/n_A + 1/n_B); where every cell has one seed (the demo), the
 differences themselves are the noise: σ_d² = the mean d² of the other cells of the same task and
 backbone, every experiment together (the cell left out of its own noise, so that a changed cell cannot
-hide itself; at least 6 cells). The interval is Student's t at the project's level, Bonferroni-corrected
-over every cell compared: across hundreds of cells, one flagged by chance alone is unlikely, so a
-flagged cell is a change, not a draw. Two equal numbers are within noise whatever the estimate.
-A cell is **within noise** inside it, **differs** outside it, **no noise estimate** without one, and
-**only in A** / **only in B** where one run lacks it.
+hide itself; at least 6 cells). The interval is Student's t at the project's level, decided over the
+family: Bonferroni over the m cells tested (both runs have them, with the same setting and a noise
+estimate), each at 1 − (1 − level)/m, so that the chance of flagging any cell by seed noise alone is at
+most 1 − level across the hundreds compared: a flagged cell is a change, not a draw. Two equal numbers
+are within noise whatever the estimate. A cell is **within noise** inside it, **differs** outside it,
+**no noise estimate** without one, and **only in A** / **only in B** where one run lacks it.
+
+**Searched cells.** A ``<method>~searched`` cell trains the setting its search picked on dev, and a
+different seed can pick a different one. Where the two runs' searches chose different settings
+(``search/<experiment>/<backbone>/<method>/stage<k>.json``, each stage winner's searched values) the
+cell is **different setting**: not tested, left out of the noise of the others, and named with both
+choices, since its difference is the setting's and no draw of the same setting.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -29,17 +37,20 @@ import pandas as pd
 from scipy import stats as sps
 
 from contrastlab.paths import write_text
+from contrastlab.search import searched_method
 from contrastlab.stats import LEVEL
 
 CLAIMS_NAME = "claims.csv"
 CELL = ["experiment", "backbone", "method", "task"]
-WITHIN, DIFFERS, NO_NOISE, ONLY_A, ONLY_B = (
+WITHIN, DIFFERS, NO_NOISE, ONLY_A, ONLY_B, SETTING = (
     "within noise",
     "differs",
     "no noise estimate",
     "only in A",
     "only in B",
+    "different setting",
 )
+VERDICTS = (WITHIN, DIFFERS, SETTING, NO_NOISE, ONLY_A, ONLY_B)
 #: The fewest cells whose differences estimate the noise of one-seed cells.
 MIN_SPREAD_CELLS = 6
 
@@ -72,9 +83,40 @@ def _read(results: Path, name: str) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def cell_table(a: pd.DataFrame, b: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
+def search_choices(results: Path) -> dict[tuple[str, str, str], dict]:
+    """Per searched cell (experiment, backbone, ``<method>~searched``) of the run ``results``: the
+    searched settings its winner trains with, every stage's winning point's grid values in stage order
+    (a later stage keeps the earlier winner's values and sets its own axes)."""
+    choices: dict[tuple[str, str, str], dict] = {}
+    for path in sorted((results / "search").glob("*/*/*/stage*.json"), key=lambda p: (p.parent, p.stem)):
+        experiment, backbone, method = path.parts[-4:-1]
+        try:
+            selection = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"{path} is not JSON ({err.msg}, line {err.lineno}): run that run's search_select job again"
+            ) from err
+        point = next((p for p in selection.get("points", []) if p.get("name") == selection.get("winner")), {})
+        chosen = choices.setdefault((experiment, backbone, searched_method(method)), {})
+        chosen.update(point.get("grid") or {})
+        chosen.update(point.get("around") or {})
+    return choices
+
+
+def _setting(values: dict) -> str:
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items())
+
+
+def cell_table(
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    level: float = LEVEL,
+    choices: tuple[dict, dict] = ({}, {}),
+) -> pd.DataFrame:
     """Per table cell of the scores ``a`` and ``b`` (:data:`~.scores.SCORE_COLUMNS`): mean_a, mean_b,
-    n_a, n_b, diff (B − A), half_width, noise (how it was estimated) and verdict (module docstring)."""
+    n_a, n_b, diff (B − A), half_width, noise (how it was estimated), setting (the searched cells'
+    choices where they differ) and verdict (module docstring); ``choices``: each run's
+    :func:`search_choices`."""
     frames = []
     for frame, tag in ((a, "a"), (b, "b")):
         scores = frame.dropna(subset=["score"])
@@ -82,34 +124,41 @@ def cell_table(a: pd.DataFrame, b: pd.DataFrame, level: float = LEVEL) -> pd.Dat
         frames.append(grouped.agg(**{f"mean_{tag}": "mean", f"std_{tag}": "std", f"n_{tag}": "count"}))
     cells = frames[0].join(frames[1], how="outer").reset_index()
     cells["diff"] = cells["mean_b"] - cells["mean_a"]
-    both = cells["diff"].notna()
-    m = int(both.sum())
-    cells["half_width"], cells["noise"] = math.nan, ""
+    cells["setting"] = ""
+    for i, key in enumerate(zip(cells["experiment"], cells["backbone"], cells["method"], strict=True)):
+        in_a, in_b = choices[0].get(key), choices[1].get(key)
+        if in_a is not None and in_b is not None and in_a != in_b:
+            cells.at[i, "setting"] = f"the search chose {_setting(in_a)} in A, {_setting(in_b)} in B"
+    both = cells["diff"].notna() & (cells["setting"] == "")
+    se, dof = pd.Series(math.nan, index=cells.index), pd.Series(math.nan, index=cells.index)
+    cells["noise"] = ""
     for _, index in cells[both].groupby(["experiment", "backbone", "task"]).groups.items():
         group = cells.loc[index]
-        dof = (group["n_a"] - 1).clip(lower=0).sum() + (group["n_b"] - 1).clip(lower=0).sum()
-        if dof > 0:
+        df = (group["n_a"] - 1).clip(lower=0).sum() + (group["n_b"] - 1).clip(lower=0).sum()
+        if df > 0:
             ss = ((group["n_a"] - 1) * group["std_a"].fillna(0) ** 2).sum() + (
                 (group["n_b"] - 1) * group["std_b"].fillna(0) ** 2
             ).sum()
-            sigma = math.sqrt(ss / dof)
-            q = float(sps.t.ppf(1 - (1 - level) / (2 * m), dof))
-            cells.loc[index, "half_width"] = q * sigma * np.sqrt(1 / group["n_a"] + 1 / group["n_b"])
-            cells.loc[index, "noise"] = f"seeds pooled over {len(group)} cells (df {int(dof)})"
+            se[index] = math.sqrt(ss / df) * np.sqrt(1 / group["n_a"] + 1 / group["n_b"])
+            dof[index] = df
+            cells.loc[index, "noise"] = f"seeds pooled over {len(group)} cells (df {int(df)})"
         else:  # one seed per cell: the differences of the task's other cells on the backbone are the noise
             first = group.iloc[0]
             spread = cells[both & (cells["task"] == first["task"]) & (cells["backbone"] == first["backbone"])]
             if len(spread) >= MIN_SPREAD_CELLS:
                 total = float((spread["diff"] ** 2).sum())
-                # σ_d from len(spread) - 1 other cells: Student's t with as many degrees of freedom
-                q = float(sps.t.ppf(1 - (1 - level) / (2 * m), len(spread) - 1))
                 for i in index:  # the cell left out of its own noise: a changed cell cannot hide itself
-                    others = (total - float(cells.at[i, "diff"]) ** 2) / (len(spread) - 1)
-                    cells.at[i, "half_width"] = q * math.sqrt(max(others, 0.0))
+                    se[i] = math.sqrt(max((total - float(cells.at[i, "diff"]) ** 2) / (len(spread) - 1), 0.0))
+                dof[index] = len(spread) - 1  # σ_d from len(spread) - 1 other cells
                 cells.loc[index, "noise"] = f"one seed per cell: {len(spread) - 1} other cells of the task"
+    tested = int(se.notna().sum())
+    cells.attrs["tested"] = tested
+    q = sps.t.ppf(1 - (1 - level) / (2 * max(tested, 1)), dof)
+    cells["half_width"] = q * se
     equal = cells["diff"] == 0  # the same number twice: no noise estimate needed
     verdict = np.where((cells["diff"].abs() <= cells["half_width"]) | equal, WITHIN, DIFFERS)
     verdict = np.where(cells["half_width"].isna() & ~equal, NO_NOISE, verdict)
+    verdict = np.where(cells["setting"] != "", SETTING, verdict)
     verdict = np.where(cells["mean_a"].isna(), ONLY_B, np.where(cells["mean_b"].isna(), ONLY_A, verdict))
     cells["verdict"] = verdict
     return cells.drop(columns=["std_a", "std_b"])
@@ -131,19 +180,24 @@ def compare_runs(a: str | os.PathLike, b: str | os.PathLike, out: str | os.PathL
     """Write the comparison of the results folders ``a`` and ``b`` as Markdown to ``out`` (default
     ``<b>/compare.md``) and the per-cell table beside it (``.csv``); returns the Markdown's path."""
     a, b = Path(a), Path(b)
-    cells = cell_table(_read(a, "scores.csv"), _read(b, "scores.csv"))
+    cells = cell_table(
+        _read(a, "scores.csv"), _read(b, "scores.csv"), choices=(search_choices(a), search_choices(b))
+    )
     claims = claim_table(_read(a, CLAIMS_NAME), _read(b, CLAIMS_NAME))
     out = Path(out) if out is not None else b / "compare.md"
     counts = cells["verdict"].value_counts()
+    tested = cells.attrs["tested"]
     lines = [
         f"# {a} (A) against {b} (B)",
         "",
         f"{len(cells)} table cells: "
-        + ", ".join(f"{counts.get(v, 0)} {v}" for v in (WITHIN, DIFFERS, NO_NOISE, ONLY_A, ONLY_B))
+        + ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
         + f". {int((~claims['same']).sum())} of {len(claims)} claims change their verdict.",
         "",
-        f"A cell differs when B − A lies outside the seeds' noise at {LEVEL:.0%}, Bonferroni-corrected over "
-        f"the {int(cells['diff'].notna().sum())} cells both runs have (see contrastlab.report.compare).",
+        f"B − A tested against the seeds' noise in {tested} cells, decided over the family: Bonferroni, "
+        f"each cell at {1 - (1 - LEVEL) / max(tested, 1):.4%} so that all {tested} together are at "
+        f"{LEVEL:.0%} (see contrastlab.report.compare). A searched cell whose search chose another "
+        "setting in B is a different setting, not tested.",
         "",
         "## Cells that differ",
         "",
@@ -161,6 +215,11 @@ def compare_runs(a: str | os.PathLike, b: str | os.PathLike, out: str | os.PathL
                 f"| {r.experiment} | {r.backbone} | {r.method} | {r.task} | {_fmt(r.mean_a)} | "
                 f"{_fmt(r.mean_b)} | {r.diff:+.2f} | {_fmt(r.half_width)} | {r.noise} |"
             )
+    other = cells[cells["verdict"] == SETTING].groupby(["experiment", "backbone", "method", "setting"])
+    if len(other):
+        lines += ["", "## Different setting", ""]
+        for (experiment, backbone, method, setting), group in other:
+            lines.append(f"- {experiment} / {backbone} / {method} ({len(group)} cells): {setting}.")
     lines += ["", "## Claims", "", "| claim | A | B | same |", "|---|---|---|---|"]
     for r in claims.itertuples():
         lines.append(f"| {r.id} | {r.verdict_a} | {r.verdict_b} | {'yes' if r.same else '**no**'} |")

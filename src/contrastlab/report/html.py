@@ -133,6 +133,8 @@ pre { background: #f6f6f6; padding: 0.6rem 0.8rem; overflow-x: auto; max-width: 
 pre code { background: none; padding: 0; }
 .commands pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 .badge { border-radius: 0.3rem; padding: 0 0.3rem; font-weight: 600; white-space: nowrap; }
+.badge.v-backbone { display: block; padding: 0; font-weight: normal; font-size: 0.7em; color: #555;
+  white-space: normal; }
 details.why > summary { cursor: pointer; white-space: nowrap; }
 details.why > div { margin-top: 0.2rem; font-size: 0.8rem; color: #444; min-width: 14rem; }
 @media (max-width: 80rem) {  /* 1024 px: the answer's table beside a narrower contents list */
