@@ -250,7 +250,8 @@ class Experiment:
         """One line saying why ``<experiment>/backbone/method/seed<seed>`` (a path asked for, e.g. a target)
         is not one of the selected cells, and which key to change to make it one."""
         experiment, spec = self.name, self.spec
-        where = f"{experiment}/{backbone}/{method}/seed{seed} is not a cell of this config"
+        asked = {"experiment": experiment, "backbone": backbone, "method": method, "seed": seed}
+        where = f"{cell_path(asked)} is not a cell of this config"
         if not self.configured:
             return (
                 f"{where}: no experiment {experiment!r}; choose from {', '.join(self._config['experiments'])}"

@@ -10,9 +10,9 @@ from collections.abc import Iterable, Mapping
 __all__ = ["escape_markdown", "literals_of"]
 
 #: A name holding any of these can read as Markdown or HTML: a link, code, emphasis, an escape, an
-#: entity, a tag or a table's column break (an underscore only at a word's edge: inside a word it is
-#: literal to every Markdown reader).
-_MARKUP = re.compile(r"[\\`*\[\]<>|!&]|(?:^|\W)_|_(?:\W|$)")
+#: entity (an ampersand only where one begins: "Smith & Lee" reads as written), a tag or a table's column
+#: break (an underscore only at a word's edge: inside a word it is literal to every Markdown reader).
+_MARKUP = re.compile(r"[\\`*\[\]<>|!]|&#?\w+;|(?:^|\W)_|_(?:\W|$)")
 #: CommonMark's backslash escapes for the characters above ("|" is escaped by the table's renderer,
 #: :func:`contrastlab.report.document.to_markdown`).
 _ESCAPES = {ch: "\\" + ch for ch in "\\`*_[]<>!&"}
