@@ -81,6 +81,21 @@ def _one_torch_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(autouse=True)
+def _the_workflows_configfiles_stay_in_the_test():
+    """A test that reads the Snakefile in its own process (Snakemake's API) sets the variable naming the
+    config files the workflow read (rules/common.smk), which the report prints as the run's preset: put
+    it back after each test, so a later report in that worker names no run it did not read."""
+    from contrastlab.config.command_line import CONFIGFILES_VARIABLE
+
+    before = os.environ.get(CONFIGFILES_VARIABLE)
+    yield
+    if before is None:
+        os.environ.pop(CONFIGFILES_VARIABLE, None)
+    else:
+        os.environ[CONFIGFILES_VARIABLE] = before
+
+
 @pytest.fixture(scope="session")
 def repo_root():
     return REPO_ROOT
