@@ -294,6 +294,10 @@ def test_a_dotted_config_name_gets_the_nested_form_in_one_line(observed):
     assert config_entry_problem(["--config", "a.b.c=1", "x=2"]).endswith(
         "--config 'a={b: {c: 1}}' (merged into the config file's a)"
     )
+    # a value holding a quote and a command stays one word of the printed fix (reliability 9, H5)
+    said = config_entry_problem(["--config", "training.lr=1';touch PWNED;'"])
+    fix = said.partition("write a nested key as ")[2].partition(" (merged")[0]
+    assert shlex.split(fix) == ["--config", "training={lr: 1';touch PWNED;'}"]
     assert config_entry_problem(["--config", "seeds=[1]", "select={experiments: [nie2023]}"]) is None
     assert config_entry_problem(["--config", "lr"]) == (
         "--config lr: not a name=value pair; write --config <name>=<value> (a YAML value)"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import shlex
 import sys
 from collections.abc import Collection, MutableMapping, Sequence
 from pathlib import Path
@@ -124,9 +125,11 @@ def config_entry_problem(argv: Sequence[str]) -> str | None:
             nested = value
             for part in reversed(rest):
                 nested = f"{{{part}: {nested}}}"
+            # the fix is a command to paste: its word quoted once, whatever the value holds
+            fix = shlex.join(["--config", f"{head}={nested}"])
             return (
                 f"--config {entry}: Snakemake's --config takes top-level names only; write a nested key as "
-                f"--config '{head}={nested}' (merged into the config file's {head})"
+                f"{fix} (merged into the config file's {head})"
             )
         return f"--config {entry}: not a name=value pair; write --config <name>=<value> (a YAML value)"
     return None
