@@ -294,6 +294,11 @@ def test_a_dotted_config_name_gets_the_nested_form_in_one_line(observed):
     assert config_entry_problem(["--config", "a.b.c=1", "x=2"]).endswith(
         "--config 'a={b: {c: 1}}' (merged into the config file's a)"
     )
+    # a target holding a space and ';' stays one word of both printed fixes (reliability 9, H5)
+    said = configfile_problem(["--configfile", "config/demo.yaml", "a b;touch PWNED"])
+    first, ended = (part.partition(")")[0] for part in said.split(" (")[1:3])
+    assert shlex.split(first) == ["snakemake", "a b;touch PWNED", "--configfile", "config/demo.yaml"]
+    assert shlex.split(ended) == ["--configfile", "config/demo.yaml", "--", "a b;touch PWNED"]
     # a value holding a quote and a command stays one word of the printed fix (reliability 9, H5)
     said = config_entry_problem(["--config", "training.lr=1';touch PWNED;'"])
     fix = said.partition("write a nested key as ")[2].partition(" (merged")[0]

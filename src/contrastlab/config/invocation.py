@@ -56,11 +56,14 @@ def configfile_problem(argv: Sequence[str]) -> str | None:
     for k, path in enumerate(paths):
         if path.is_dir() or not path.exists():
             if k and not path.exists() and path.suffix not in CONFIG_SUFFIXES:
-                # --configfile takes every word after it: a target written there reads as a config file
+                # --configfile takes every word after it: a target written there reads as a config file;
+                # the two fixes are commands to paste, each word quoted once
+                target, before = str(path), str(paths[k - 1])
+                first = shlex.join(["snakemake", target, "--configfile", before])
+                ended = shlex.join(["--configfile", before, "--", target])
                 return (
-                    f"{str(path)!r} after --configfile {paths[k - 1]} is read as a config file; if it is a "
-                    f"target, put it before --configfile (snakemake {path} --configfile {paths[k - 1]}) "
-                    f"or end the config files with -- (--configfile {paths[k - 1]} -- {path})"
+                    f"{target!r} after --configfile {before} is read as a config file; if it is a target, "
+                    f"put it before --configfile ({first}) or end the config files with -- ({ended})"
                 )
             what = "is a folder" if path.is_dir() else "does not exist"
             return f"config file {path} {what}; pass --configfile <an existing YAML file> {PRESETS}"
