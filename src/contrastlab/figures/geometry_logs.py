@@ -42,8 +42,12 @@ BASELINE = "baseline"  # the li2024_conjectures method of Li §3.2's baseline
 _NO_DATA = "no geometry records yet\n(training.analysis_every off or cells not trained)"
 
 
-def _empty(ax) -> None:
-    ax.text(0.5, 0.5, _NO_DATA, ha="center", va="center", transform=ax.transAxes)
+def _legend_or_empty(ax, empty: bool, **legend) -> None:
+    """The legend of ``ax``, or a line saying it has no data where ``empty``."""
+    if empty:
+        ax.text(0.5, 0.5, _NO_DATA, ha="center", va="center", transform=ax.transAxes)
+    else:
+        ax.legend(loc="best", **legend)
 
 
 def plot_step_panels(
@@ -86,10 +90,7 @@ def plot_step_panels(
                 ax.axhline(reference[title], color="grey", linestyle="--", linewidth=0.8)
             ax.set_title(title)
             ax.set_xlabel("training step")
-            if drawn:
-                ax.legend(loc="best", fontsize="small")
-            else:
-                _empty(ax)
+            _legend_or_empty(ax, not drawn, fontsize="small")
         return save(fig, stem, mean)
 
 
@@ -112,10 +113,7 @@ def plot_cosine_densities(hist: pd.DataFrame, stem: str | Path) -> list[Path]:
             ax.set_title(f"anchor-{pair} pairs")
             ax.set_xlabel("cosine similarity")
             ax.set_ylabel("density")
-            if part.empty:
-                _empty(ax)
-            else:
-                ax.legend(loc="best")
+            _legend_or_empty(ax, part.empty)
         return save(fig, stem, mean)
 
 
@@ -148,10 +146,7 @@ def plot_share_against_tau(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
         ax.set_xscale("log")
         ax.set_xlabel("τ")
         ax.set_ylabel("hardest negative's share")
-        if mean.empty:
-            _empty(ax)
-        else:
-            ax.legend(loc="best")
+        _legend_or_empty(ax, mean.empty)
         return save(fig, stem, mean)
 
 
@@ -175,10 +170,7 @@ def plot_min_ratio(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
             ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8)
             ax.set_title(when)
             ax.set_xlabel("least ratio r meeting Lemma 1")
-            if curves.empty:
-                _empty(ax)
-            else:
-                ax.legend(loc="best", fontsize="small")
+            _legend_or_empty(ax, curves.empty, fontsize="small")
         axes[0, 0].set_ylabel("density")
         return save(fig, stem, mean)
 

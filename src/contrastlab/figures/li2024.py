@@ -8,31 +8,26 @@ cosines (the anchor-positive cos θ_ii' and the K anchor-negative cos θ_ij' on 
 tests check them against :func:`contrastlab.analysis.paradigm.paradigm_components`, which
 computes the same terms from embeddings.
 
-The simulation (§3.1, App. A.1): θ_ii' ~ N(μ_pos, σ_pos²), θ_ij' ~ N(μ_neg, σ_neg²) with σ_pos 0.05
-and σ_neg 0.10; μ_pos in [π/20, π/2] and μ_neg in [π/20, π], each interval "divided equally into 100
-parts" (100 values, end points included, as the authors' ``simulation.py`` does); for each
-(μ_pos, μ_neg) pair 1,000 batches of 1 positive and 127 negatives; the mean of GD over the batches.
-Fig. 3 fixes μ_pos = π/6 and sweeps μ_neg over the same 100 values, and reports the mean share
-max_j W_ij / Σ_j W_ij of the exponential weight for several τ.
+The simulation (§3.1, App. A.1): θ_ii' ~ N(μ_pos, σ_pos²), θ_ij' ~ N(μ_neg, σ_neg²), σ_pos 0.05,
+σ_neg 0.10; μ_pos in [π/20, π/2] and μ_neg in [π/20, π], each "divided equally into 100 parts" (100
+values, end points included, as the authors' ``simulation.py``); per (μ_pos, μ_neg) 1,000 batches of 1
+positive and 127 negatives; the mean GD over the batches. Fig. 3 fixes μ_pos = π/6, sweeps μ_neg and
+reports the mean share max_j W_ij / Σ_j W_ij of the exponential weight for several τ.
 
-Hyperparameters are not in the paper's text; the authors' ``simulation.py`` (github.com/BDBC-KG-NLP/
-UnderstandingCSE) uses InfoNCE τ 0.05, ArcCon τ 0.05 and u = 10°, MPT m 0.23, MET m 0.45 (Nie et al.'s
-BERT-base values; the project's :data:`~contrastlab.losses.catalog.DEFAULTS`), and for Fig. 3 the
-temperatures 0.3, 0.1, 0.05, 0.03, 0.01, 0.005. Choices of this module:
+Hyperparameters (not in the paper's text) are the authors' ``simulation.py``'s (github.com/BDBC-KG-NLP/
+UnderstandingCSE): InfoNCE τ 0.05, ArcCon τ 0.05 and u = 10°, MPT m 0.23, MET m 0.45 (Nie et al.'s
+BERT-base values, :data:`~contrastlab.losses.catalog.DEFAULTS`); Fig. 3's τ 0.3 ... 0.005. Choices here:
 
-- Every loss's GD is evaluated on the *same* draws per grid point (the authors draw anew per loss;
-  the distribution of each estimate is the same, and the four heatmaps become comparable point by
-  point). Each μ_pos row has its own stream spawned from ``seed`` (``numpy.random.SeedSequence``),
-  so a run is bit-identical whatever ``chunk`` is.
-- Sampled angles enter only through their cosines, so a draw outside [0, π] (θ_ii' < 0 has
-  probability ~1e-3 at μ_pos = π/20) acts as the angle arccos(cos θ) in [0, π] that two unit vectors
-  make. Only ArcCon's cos(θ_ii' + u) depends on this; the authors add u to the raw draw.
-- Fig. 3: the authors' script averages the share only over the batches whose InfoNCE GD at the same τ
-  is >= 0.01 (``gd_threshould=1e-2``, batches whose gradient has dissipated carry no direction) and
-  writes 1.0 where no batch passes; the paper's text does not mention the filter. Here ``share`` is
-  the filtered mean (``gd_threshold``, default 0.01) and NaN where no batch passes, ``kept`` the
-  fraction of batches that pass, and ``share_all`` the mean over all batches. The authors' script
-  fixes μ_pos at 0.5 rad; the paper's text says π/6 (0.524 rad), used here.
+- Every loss's GD is evaluated on the *same* draws per grid point (the authors draw anew per loss; each
+  estimate's distribution is the same, and the heatmaps become comparable point by point). Each μ_pos
+  row has its own stream spawned from ``seed``, so a run is bit-identical whatever ``chunk`` is.
+- Angles enter only through their cosines, so a draw outside [0, π] (probability ~1e-3 at μ_pos = π/20)
+  acts as the angle arccos(cos θ) two unit vectors make. Only ArcCon's cos(θ_ii' + u) depends on this;
+  the authors add u to the raw draw.
+- Fig. 3: the authors average the share only over batches whose InfoNCE GD at that τ is >= 0.01
+  (``gd_threshould=1e-2``: dissipated batches carry no direction) and write 1.0 where none passes; the
+  text does not mention the filter. Here ``share`` is the filtered mean (NaN where none passes), ``kept``
+  the fraction that passes, ``share_all`` the mean over all. μ_pos is the text's π/6 (the script: 0.5).
 
 [0] M. Li, R. Zhang, Z. Nie. "Towards Better Understanding of Contrastive Sentence Representation
     Learning: A Unified Paradigm for Gradient." ACL 2024 (arXiv full version: Fig. 10 in App. B).
@@ -58,7 +53,7 @@ from contrastlab.figures.geometry_logs import (
     plot_step_panels,
     swept_value,
 )
-from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
+from contrastlab.figures.style import LINESTYLES, PALETTE, figure, heatmap, house_style, pi_ticks, save
 from contrastlab.figures.sweeps import best_dev_frame, plot_sweep_panels
 from contrastlab.figures.training_curves import geometry_frame, geometry_histograms, lemma1_frame
 from contrastlab.losses.catalog import DEFAULTS
@@ -139,16 +134,8 @@ def gradient_dissipation(loss: str, cos_pos, cos_neg, **hp) -> np.ndarray:
     >>> round(float(gradient_dissipation("infonce", 0.5, np.full(3, 0.5))), 12)
     0.75
     """
-    p = _hyper(loss, hp)
-    cos_pos = np.asarray(cos_pos, np.float64)
-    cos_neg = np.asarray(cos_neg, np.float64)
-    if loss in ("infonce", "arccon"):
-        pos = cos_pos if loss == "infonce" else np.cos(np.arccos(np.clip(cos_pos, -1.0, 1.0)) + p["u"])
-        return expit(_logsumexp(cos_neg / p["tau"]) - pos / p["tau"])
-    if loss == "mpt":
-        return (cos_pos - cos_neg.max(axis=-1) < p["m"]).astype(np.float64)
-    # The nearest negative in distance is the one with the largest cosine.
-    return (_chord(cos_neg.max(axis=-1)) - _chord(cos_pos) < p["m"]).astype(np.float64)
+    cos_pos, cos_neg = np.asarray(cos_pos, np.float64), np.asarray(cos_neg, np.float64)
+    return _gd_shared(loss, cos_pos, cos_neg, _hyper(loss, hp), {})
 
 
 def _hardest_one_hot(cos_neg: np.ndarray) -> np.ndarray:
@@ -254,10 +241,7 @@ def gd_monte_carlo(
         for start in range(0, n_neg, chunk):
             stop = min(start + chunk, n_neg)
             cos_neg = _draw_cosines(rng, mu_neg[start:stop], sigma_neg, batches, negatives)
-            # what the losses share of a batch, computed once per chunk: the log-sum-exp of the
-            # negatives at each temperature and the hardest negative's cosine (the same arithmetic as
-            # gradient_dissipation's, so the values are bit-identical to calling it per loss)
-            shared: dict = {}
+            shared: dict = {}  # the losses' common terms, computed once per chunk
             for index, (loss, p) in enumerate(zip(losses, params, strict=True)):
                 values = _gd_shared(loss, cos_pos[start:stop], cos_neg, p, shared)
                 gd[index, row, start:stop] = values.mean(-1)
@@ -282,8 +266,8 @@ def _gd_frame_of(losses: Sequence[str], mu_pos, mu_neg, gd: np.ndarray, se: np.n
 
 def _gd_shared(loss: str, cos_pos: np.ndarray, cos_neg: np.ndarray, p: Mapping[str, float], shared: dict):
     """:func:`gradient_dissipation` of ``loss`` (resolved hyperparameters ``p``) per batch, taking the
-    negatives' log-sum-exp at τ and their largest cosine from ``shared`` (filled on first use), so that
-    the four losses of one chunk scan the negatives once per temperature and once for the maximum."""
+    negatives' log-sum-exp at τ and their largest cosine (the nearest in distance too) from ``shared``
+    (filled on first use): the losses of one chunk scan the negatives once per τ and once for the max."""
     if loss in ("infonce", "arccon"):
         key = ("lse", p["tau"])
         if key not in shared:
@@ -314,11 +298,6 @@ def _draw_cosines(rng: np.random.Generator, mu: np.ndarray, sigma: float, batche
     return np.cos(buffer, out=buffer)
 
 
-def _pi_ticks(axis, values: Sequence[tuple[float, str]]) -> None:
-    axis.set_ticks([v for v, _ in values])
-    axis.set_ticklabels([label for _, label in values])
-
-
 _MU_NEG_TICKS = ((math.pi / 20, r"$\pi/20$"), (math.pi / 2, r"$\pi/2$"), (math.pi, r"$\pi$"))
 _MU_POS_TICKS = ((math.pi / 20, r"$\pi/20$"), (math.pi / 4, r"$\pi/4$"), (math.pi / 2, r"$\pi/2$"))
 
@@ -330,6 +309,15 @@ def _hp_text(loss: str) -> str:
     return rf"$\tau$={p['tau']:g}" if loss == "infonce" else f"m={p['m']:g}"
 
 
+def _mu_axes(ax, title: str) -> None:
+    ax.set_title(title)
+    ax.set_xlabel(r"$\mu_{\mathrm{neg}}$")
+    ax.set_ylabel(r"$\mu_{\mathrm{pos}}$")
+    ax.grid(False)
+    pi_ticks(ax.xaxis, _MU_NEG_TICKS)
+    pi_ticks(ax.yaxis, _MU_POS_TICKS)
+
+
 def draw_gd_heatmaps(frame: pd.DataFrame, losses: Sequence[str] | None = None):
     """One heatmap per loss of :func:`gd_monte_carlo`'s frame: μ_neg horizontal, μ_pos vertical, the mean
     GD in colour on a shared 0-1 scale (Li Fig. 2 / Fig. 10). Call inside ``house_style()``."""
@@ -339,22 +327,8 @@ def draw_gd_heatmaps(frame: pd.DataFrame, losses: Sequence[str] | None = None):
         rows = frame[frame["loss"] == loss]
         if rows.empty:
             raise ValueError(f"no rows for loss {loss!r} in the frame")
-        values = rows.pivot(index="mu_pos", columns="mu_neg", values="gd")
-        mesh = ax.pcolormesh(
-            values.columns.to_numpy(),
-            values.index.to_numpy(),
-            values.to_numpy(),
-            shading="nearest",
-            vmin=0.0,
-            vmax=1.0,
-            rasterized=True,
-        )
-        ax.set_title(f"{_LABELS.get(loss, loss)} ({_hp_text(loss)})")
-        ax.set_xlabel(r"$\mu_{\mathrm{neg}}$")
-        ax.set_ylabel(r"$\mu_{\mathrm{pos}}$")
-        ax.grid(False)
-        _pi_ticks(ax.xaxis, _MU_NEG_TICKS)
-        _pi_ticks(ax.yaxis, _MU_POS_TICKS)
+        mesh = heatmap(ax, rows, "gd", index="mu_pos", columns="mu_neg", vmin=0.0, vmax=1.0)
+        _mu_axes(ax, f"{_LABELS.get(loss, loss)} ({_hp_text(loss)})")
     fig.colorbar(mesh, ax=list(axes.flat), label="mean gradient dissipation GD", fraction=0.05, pad=0.02)
     return fig
 
@@ -429,20 +403,20 @@ def plot_ratio_grid(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
         fig, axes = figure(1, len(losses), width="page", aspect=0.8)
         for ax, loss in zip(axes.flat, losses, strict=True):
             rows = frame[frame["loss"] == loss]
-            values = rows.pivot(index="mu_pos", columns="mu_neg", values="ratio")
-            hidden = rows.pivot(index="mu_pos", columns="mu_neg", values="occurs")
-            x, y = values.columns.to_numpy(), values.index.to_numpy()
-            mesh = ax.pcolormesh(x, y, values.to_numpy(), shading="nearest", vmin=0, vmax=5, rasterized=True)
-            shade = np.where(hidden.to_numpy(), np.nan, 1.0)
-            ax.pcolormesh(
-                x, y, shade, shading="nearest", cmap="Greys", vmin=0, vmax=1.6, alpha=0.6, rasterized=True
+            mesh = heatmap(ax, rows, "ratio", index="mu_pos", columns="mu_neg", vmin=0, vmax=5)
+            shade = rows.assign(shade=np.where(rows["occurs"], np.nan, 1.0))
+            heatmap(
+                ax,
+                shade,
+                "shade",
+                index="mu_pos",
+                columns="mu_neg",
+                cmap="Greys",
+                vmin=0,
+                vmax=1.6,
+                alpha=0.6,
             )
-            ax.set_title(f"{labels[loss]} ratio R")
-            ax.set_xlabel(r"$\mu_{\mathrm{neg}}$")
-            ax.set_ylabel(r"$\mu_{\mathrm{pos}}$")
-            ax.grid(False)
-            _pi_ticks(ax.xaxis, _MU_NEG_TICKS)
-            _pi_ticks(ax.yaxis, _MU_POS_TICKS)
+            _mu_axes(ax, f"{labels[loss]} ratio R")
         fig.colorbar(mesh, ax=list(axes.flat), label="R (grey: does not occur in training)", fraction=0.05)
         return save(fig, stem, frame)
 
@@ -530,7 +504,7 @@ def draw_hardest_negative_share(
     left.set_xlabel(r"$\mu_{\mathrm{neg}}$")
     left.set_ylabel("hardest negative's share of W")
     left.set_ylim(0.0, 1.02)
-    _pi_ticks(left.xaxis, _MU_NEG_TICKS)
+    pi_ticks(left.xaxis, _MU_NEG_TICKS)
     left.legend(
         loc="upper center",
         bbox_to_anchor=(0.5, -0.2),

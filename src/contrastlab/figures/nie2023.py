@@ -64,7 +64,7 @@ from scipy.special import expit
 from contrastlab.figures import registry
 from contrastlab.figures import training_curves as tc
 from contrastlab.figures.geometry_logs import plot_step_panels, swept_value, with_gap
-from contrastlab.figures.style import figure, house_style, save
+from contrastlab.figures.style import figure, heatmap, house_style, pi_ticks, save
 from contrastlab.figures.sweeps import plot_sweep_panels, sweep_metrics_frame
 from contrastlab.losses.catalog import DEFAULTS
 from contrastlab.paths import Results
@@ -318,9 +318,7 @@ def figure_frame(
     return gradient_norm_frame(panels[name], points=points, hp=hp)
 
 
-def _pi_ticks(axis) -> None:
-    axis.set_ticks([0.0, math.pi / 2, math.pi])
-    axis.set_ticklabels(["0", r"$\pi/2$", r"$\pi$"])
+_TICKS = ((0.0, "0"), (math.pi / 2, r"$\pi/2$"), (math.pi, r"$\pi$"))
 
 
 def draw_gradient_norms(frame: pd.DataFrame, *, ncols: int | None = None):
@@ -336,14 +334,7 @@ def draw_gradient_norms(frame: pd.DataFrame, *, ncols: int | None = None):
         ax.set_axis_off()
     for position, (ax, (_, meta)) in enumerate(zip(axes.flat, panels.iterrows(), strict=False)):
         rows = frame[frame["panel"] == meta["panel"]]
-        grid = rows.pivot(index="theta_pos", columns="theta_neg", values="grad_norm")
-        mesh = ax.pcolormesh(
-            grid.columns.to_numpy(),
-            grid.index.to_numpy(),
-            grid.to_numpy(),
-            shading="nearest",
-            rasterized=True,
-        )
+        mesh = heatmap(ax, rows, "grad_norm", index="theta_pos", columns="theta_neg")
         panel = Panel(meta["figure"], meta["loss"], meta["part"], int(meta["negatives"]))
         bar = fig.colorbar(mesh, ax=ax, fraction=0.08, pad=0.03)
         bar.set_label(panel.symbol)
@@ -355,8 +346,8 @@ def draw_gradient_norms(frame: pd.DataFrame, *, ncols: int | None = None):
             ax.set_ylabel(r"$\theta_{ii'}$")
         ax.set_aspect("equal")
         ax.grid(False)
-        _pi_ticks(ax.xaxis)
-        _pi_ticks(ax.yaxis)
+        pi_ticks(ax.xaxis, _TICKS)
+        pi_ticks(ax.yaxis, _TICKS)
     return fig
 
 

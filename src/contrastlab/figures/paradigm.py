@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 from contrastlab.analysis.paradigm_autograd import paradigm_by_autograd, view_batch
-from contrastlab.figures.style import figure, house_style, save
+from contrastlab.figures.style import figure, heatmap, house_style, save
 from contrastlab.losses import build_loss
 
 __all__ = ["paradigm_grid", "plot_paradigm", "write_paradigm_figure"]
@@ -95,18 +95,10 @@ def plot_paradigm(frame: pd.DataFrame, stem: str | Path, title: str) -> list[Pat
         fig, axes = figure(1, 3, width="page", aspect=0.75)
         for ax, (column, label, limits) in zip(axes.flat, panels, strict=True):
             shown = frame[column].where(frame["gd"] >= GD_THRESHOLD) if column != "gd" else frame[column]
-            values = frame.assign(shown=shown).pivot(index="mu_pos", columns="mu_neg", values="shown")
-            finite = values.to_numpy()[np.isfinite(values.to_numpy())]
+            finite = shown.to_numpy()[np.isfinite(shown.to_numpy())]
             vmin, vmax = limits or ((finite.min(), finite.max()) if finite.size else (0.0, 1.0))
-            mesh = ax.pcolormesh(
-                values.columns.to_numpy(),
-                values.index.to_numpy(),
-                values.to_numpy(),
-                shading="nearest",
-                vmin=vmin,
-                vmax=vmax,
-                rasterized=True,
-            )
+            grid = frame.assign(shown=shown)
+            mesh = heatmap(ax, grid, "shown", index="mu_pos", columns="mu_neg", vmin=vmin, vmax=vmax)
             ax.set_title(label)
             ax.set_xlabel(r"$\mu_{\mathrm{neg}}$ (rad)")
             ax.set_ylabel(r"$\mu_{\mathrm{pos}}$ (rad)")

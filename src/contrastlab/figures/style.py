@@ -90,6 +90,20 @@ def figure(
     return plt.subplots(nrows, ncols, figsize=(inches, height), squeeze=False, **subplots_kw)
 
 
+def heatmap(ax, rows, value: str, *, index: str, columns: str, **mesh_kw):
+    """Draw column ``value`` of the tidy frame ``rows`` on ``ax`` as a grid, ``columns`` horizontal and
+    ``index`` vertical, one cell per point; returns the mesh (for a colour bar)."""
+    grid = rows.pivot(index=index, columns=columns, values=value)
+    x, y = grid.columns.to_numpy(), grid.index.to_numpy()
+    return ax.pcolormesh(x, y, grid.to_numpy(), shading="nearest", rasterized=True, **mesh_kw)
+
+
+def pi_ticks(axis, values: Sequence[tuple[float, str]]) -> None:
+    """Ticks of ``axis`` at the angles of ``values``, labelled with their texts (``(math.pi, r"$\\pi$")``)."""
+    axis.set_ticks([v for v, _ in values])
+    axis.set_ticklabels([label for _, label in values])
+
+
 def _laid_out(fig):
     """Solve ``fig``'s layout once and return its tight bounding box, padded as ``savefig.bbox: tight``
     pads it; the layout is then fixed. Left to ``savefig``, every format solves the constrained layout

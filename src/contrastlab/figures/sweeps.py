@@ -3,9 +3,8 @@
 - Li et al. 2024, Fig. 6: STS-B dev Spearman of the baseline when one component varies (m of the
   gradient-dissipation indicator, τ of the weight, r of the ratio), one panel each; the dev score is the
   best of the run's evaluations (the checkpoint the trainer keeps, ``--load_best_model_at_end``).
-- Nie et al. 2023, Fig. 3a: STS.Avg and TR.Avg of MPT against its margin m (the paper's x axis is the
-  resulting distance gap d_ij, which the trainer does not log yet: we plot against m, which sets it),
-  and Fig. 3c-e: the training curves at m = 0.10, 0.23 and 0.80.
+- Nie et al. 2023, Fig. 3a: STS.Avg and TR.Avg of MPT against its margin m and against the distance
+  gap d_ij each margin ends at (:func:`~contrastlab.figures.geometry_logs.with_gap`).
 """
 
 from __future__ import annotations
@@ -21,6 +20,9 @@ from contrastlab.figures.training_curves import cell_files
 from contrastlab.paths import read_metrics
 
 __all__ = ["best_dev_frame", "plot_sweep_panels", "sweep_metrics_frame"]
+
+#: The columns of :func:`best_dev_frame` and :func:`sweep_metrics_frame`.
+_COLUMNS = ["backbone", "method", "seed", "param", "value", "key", "score"]
 
 
 def best_dev_frame(
@@ -39,19 +41,8 @@ def best_dev_frame(
             if r.get("event") == "eval" and r.get("dev_spearman") is not None
         ]
         if scores:
-            param, value = points[method]
-            rows.append(
-                {
-                    "backbone": backbone,
-                    "method": method,
-                    "seed": seed,
-                    "param": param,
-                    "value": value,
-                    "key": "dev_spearman",
-                    "score": max(scores),
-                }
-            )
-    return pd.DataFrame(rows, columns=["backbone", "method", "seed", "param", "value", "key", "score"])
+            rows.append((backbone, method, seed, *points[method], "dev_spearman", max(scores)))
+    return pd.DataFrame(rows, columns=_COLUMNS)
 
 
 def sweep_metrics_frame(
@@ -67,21 +58,12 @@ def sweep_metrics_frame(
         if method not in points:
             continue
         metrics = read_metrics(path)
-        param, value = points[method]
-        for key in keys:
-            if metrics.get(key) is not None:
-                rows.append(
-                    {
-                        "backbone": backbone,
-                        "method": method,
-                        "seed": seed,
-                        "param": param,
-                        "value": value,
-                        "key": key,
-                        "score": float(metrics[key]),
-                    }
-                )
-    return pd.DataFrame(rows, columns=["backbone", "method", "seed", "param", "value", "key", "score"])
+        rows += [
+            (backbone, method, seed, *points[method], key, float(metrics[key]))
+            for key in keys
+            if metrics.get(key) is not None
+        ]
+    return pd.DataFrame(rows, columns=_COLUMNS)
 
 
 def plot_sweep_panels(
