@@ -1,19 +1,14 @@
 """Backbone families and a cell's step mode, each stated once and without torch.
 
-- :data:`TEXT_FAMILIES`: what each transformers ``model_type`` the sentence track can train needs
-  (RoBERTa's head shape under ``li2024``, positions offset past the padding index, the 4-D attention
-  mask, a padding-free forward, the config keys that hold its dropout). ``models.text``,
-  ``models.export``, ``models.packed``, ``training.sentence`` and ``training.sentence_step`` read it.
-- :data:`RESNETS`: each image encoder's block, blocks per stage, expansion and host launches.
-  ``models.vision`` builds from it and ``cost.flops`` counts from it; the schema's ``arch`` choices are
-  held equal to it by a test.
+- :data:`TEXT_FAMILIES`: what each transformers ``model_type`` of the sentence track needs (RoBERTa's
+  head under ``li2024``, offset positions, the 4-D attention mask, a padding-free forward, the dropout keys).
+- :data:`RESNETS`: each image encoder's block, blocks per stage, expansion and host launches, which
+  ``models.vision`` builds from and ``cost.flops`` counts from.
 - :func:`step_mode`: how a cell's training step runs on a device (eager, graph, compile + graph,
-  padding-free; the dev batch). The trainers (``training.capture.for_device``, ``training.sentence``,
-  ``training.vision_capture.resolve``) and the plan (``cost.flops``) both ask it, so the plan prices the
-  step the trainer runs.
+  padding-free; the dev batch), asked by the trainers and the plan alike, so the plan prices the step
+  the trainer runs.
 
-Here rather than in ``models``, which imports torch: the plan reads these facts in jobs that need no
-torch (the ``tables`` job among them).
+Here rather than in ``models``, which imports torch: the plan reads these facts in jobs without torch.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """Image datasets of the vision track (protocol.md §3): CIFAR-10/100 through torchvision, and
 scikit-learn's bundled digits for offline tests and the demo.
 
-Every split is returned whole as a uint8 tensor [N, 3, H, W] (CIFAR-10's 50,000 training images are
-150 MB): the trainer keeps it on the device and augments whole batches there
-(:mod:`contrastlab.training.augment`), so no data loader bounds an epoch.
+Every split is returned whole as a uint8 tensor [N, 3, H, W] (CIFAR-10's training split is 150 MB): the
+trainer keeps it on the device and augments whole batches there, so no data loader bounds an epoch.
 
-CIFAR is read by torchvision's dataset classes, whose constructor checks the md5 of every batch file.
-The archive is fetched by :func:`contrastlab.data.download.fetch` (pooch, or huggingface_hub for a hub
-mirror: retried, a corrupt file kept aside) and held to the published archive's md5 before it is
-unpacked. A :class:`CifarSource` names the archive and the md5s; tests substitute one that points at a
-local server and a generated archive, and the same code path (torchvision's per-file check included)
-runs.
+CIFAR is read by torchvision's dataset classes (which check every batch file's md5) from the archive
+:func:`contrastlab.data.download.fetch` downloads and holds to the published md5. A :class:`CifarSource`
+names the archive and the md5s; tests substitute one pointing at a local server, on the same code path.
 """
 
 from __future__ import annotations

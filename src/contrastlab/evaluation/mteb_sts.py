@@ -1,25 +1,19 @@
 """MTEB's own evaluator on a sentence checkpoint: the seven English STS tasks through the ``mteb`` package,
 and the further MTEB tasks or named benchmark a config chooses (:func:`selected_tasks`).
 
-Nothing here re-implements MTEB: each task is ``mteb.get_task(name)`` (its ``AbsTaskSTS`` class, its
-metadata, its evaluator), the model is the checkpoint loaded as a ``SentenceTransformer`` (our export,
-:mod:`contrastlab.models.export`), the scores come from ``mteb.evaluate``, and the results are written by
-``mteb.ResultCache`` in MTEB's results format (``results/<model>/<revision>/<task>.json`` and
-``model_meta.json``), the folder a user submits (``ResultCache.submit_results``).
+Nothing here re-implements MTEB: each task is ``mteb.get_task(name)``, the model is the checkpoint as a
+``SentenceTransformer`` (:mod:`contrastlab.models.export`), the scores come from ``mteb.evaluate`` and
+``mteb.ResultCache`` writes them in MTEB's results format, the folder a user submits.
 
 Where the pairs come from (``data``):
 
-- ``hub``: MTEB loads each task's dataset from the Hugging Face hub at the revision its metadata pins
-  (:func:`task_pins`); the rows' sha256 and that revision go into the artifacts lock
-  (:func:`record_pins`), so a later run must find the same bytes.
-- ``standin`` (tests, the demo, a machine without the hub): MTEB-format datasets built from local files
-  that hold MTEB's rows (:func:`standin_pairs`), handed to MTEB's task objects through their public
-  ``dataset`` / ``data_loaded`` attributes (the attributes ``AbsTask.load_data`` sets; the task then
-  evaluates without loading). Which local files hold MTEB's rows was established from MTEB's own task
-  metadata (``task.metadata.descriptive_stats``: pair counts, character totals, unique texts, gold
-  mean), see docs/bridge.md; :func:`standin_check` repeats that comparison on every run and records it.
-  Results on a stand-in are MTEB's numbers on those rows, labelled so (``provenance.json``); submit only
-  a ``hub`` run's.
+- ``hub``: MTEB loads each task's dataset from the hub at the revision its metadata pins
+  (:func:`task_pins`); the rows' sha256 and that revision go into the artifacts lock (:func:`record_pins`).
+- ``standin`` (tests, the demo, no hub): MTEB-format datasets from local files that hold MTEB's rows
+  (:func:`standin_pairs`), set on the task objects' public ``dataset`` / ``data_loaded`` attributes (as
+  ``AbsTask.load_data`` does). That those files hold MTEB's rows was established from MTEB's task
+  metadata (``descriptive_stats``; docs/bridge.md), and :func:`standin_check` repeats the comparison on
+  every run. Results on a stand-in are labelled so (``provenance.json``); submit only a ``hub`` run's.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """SentEval-protocol evaluation (protocol.md §4): STS12-16, STS-B, SICK-R, and seven transfer tasks.
 
-A faithful re-implementation of the protocol of SentEval as SimCSE runs it, not a copy of its code:
-
-- the data are read as SentEval reads them (:mod:`contrastlab.senteval.tasks`), so ``encode`` gets
-  the same sentences (whitespace tokens joined by single spaces);
-- STS numbers are the same computation (cosine, Spearman; STS12-16 pooled over sub-datasets);
-- the transfer probe (:mod:`contrastlab.evaluation.probe`) runs SentEval's cross-validation schemes
-  (folds, L2 grid, first-best selection, rounding) with SentEval's own procedure replicated step for
-  step and batched (seeded init, NumPy permutations, Adam, early stopping),
-  which reproduces SentEval's accuracies (0.00 points off on the reference encoder, all 7 tasks in
-  ~4.5 min for 300-d embeddings on one core, vs ~86 min for SentEval).
+A re-implementation of SentEval's protocol as SimCSE runs it, not a copy of its code: the data are read
+as SentEval reads them (:mod:`contrastlab.senteval.tasks`: the same sentences reach ``encode``); STS is
+the same computation (cosine, Spearman; STS12-16 pooled over sub-datasets); the transfer probe
+(:mod:`contrastlab.evaluation.probe`) replicates SentEval's cross-validation and training step for step,
+batched: 0.00 points off on the reference encoder, all 7 tasks in ~4.5 min on one core vs ~86 min.
 
 Every unique sentence of the requested tasks is encoded in one ``encode`` call, optionally through an
-on-disk embedding cache, so STS and transfer tasks share embeddings. The workflow splits a checkpoint's
-evaluation at that cache: :func:`encode_checkpoint` fills it in a GPU job (rule ``encode``), and
-:func:`evaluate_checkpoint` fits the probes from it in a CPU job (rule ``evaluate``), same numbers.
+on-disk embedding cache shared by STS and transfer tasks. The workflow splits a checkpoint's evaluation
+there: :func:`encode_checkpoint` fills the cache in a GPU job (rule ``encode``), :func:`evaluate_checkpoint`
+fits the probes from it in a CPU job (rule ``evaluate``), same numbers.
 """
 
 from __future__ import annotations

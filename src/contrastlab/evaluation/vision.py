@@ -1,29 +1,21 @@
-"""Evaluation of a trained image encoder on frozen features (MACL App. B.3, Table B.3).
+"""Evaluation of a trained image encoder on frozen features (MACL App. B.3, Table B.3; OAR §5).
 
-- Linear evaluation: a linear classifier on the frozen encoder's features, 100 epochs, batch 128,
-  SGD lr 0.02, momentum 0.9, weight decay 0, constant rate (App. B.3). Deviation: the features are
-  extracted once, from the unaugmented images (resized and normalised only), and the classifier trains
-  on these precomputed features, as Spijkervet/SimCLR's ``linear_evaluation.py`` does; the paper does
-  not say whether its linear stage augments the training images (the config lists this as a
-  deviation). The features are used raw: no standardisation and no L2 normalisation (as that script).
-- Weighted kNN, k = 200 (Table B.3): cosine similarity to every training feature, the k nearest vote
-  with weight exp(cos / 0.1) (Wu et al. 2018, "Unsupervised Feature Learning via Non-Parametric
-  Instance Discrimination", the kNN monitor of the SimCLR/MoCo CIFAR code bases).
+- Linear evaluation: a linear classifier on the frozen features, 100 epochs, batch 128, SGD lr 0.02,
+  momentum 0.9, weight decay 0, constant rate (App. B.3). Deviation (the config lists it): the features
+  are extracted once from the unaugmented images and used raw (no standardisation or L2 normalisation),
+  as Spijkervet/SimCLR's ``linear_evaluation.py``; the paper does not say whether it augments.
+- Weighted kNN, k = 200 (Table B.3): the k most cosine-similar training features vote with weight
+  exp(cos / 0.1) (Wu et al. 2018, the kNN monitor of the SimCLR/MoCo CIFAR code bases).
+- FFN fine-tuning (OAR §5): three hidden layers (256/128/64 for CIFAR-10, 512/1024/1024 for CIFAR-100;
+  ReLU), SGD, batch 32, 100 epochs, on the frozen features of a labelled fraction (10/50/100%; the 10%
+  subset is :func:`~contrastlab.data.images.labelled_subset`); top-1 and top-5. The encoder stays frozen:
+  the paper's argument (collapsed embeddings give chance accuracy) is about the embeddings. Beside it,
+  OAR Fig. 2-3's total variance and effective rank (95% energy) of the test embeddings. On raw features
+  whose scale spans orders of magnitude across the rate sweep the FFN itself can diverge
+  (:data:`FFN_DIVERGENCE`): then no accuracy is reported, never the chance-level number a collapsed
+  embedding would also give.
 
-- FFN fine-tuning (OAR §5): a feed-forward classifier with three hidden layers (256/128/64 for
-  CIFAR-10, 512/1024/1024 for CIFAR-100; ReLU) trained with SGD, batch 32, 100 epochs, on the frozen
-  encoder's features of a labelled fraction (10/50/100%) of the training split; the 10% subset is the
-  one an OAR run regressed (:func:`~contrastlab.data.images.labelled_subset`). The encoder stays
-  frozen: the paper's argument (collapsed embeddings give chance accuracy) is about the embeddings. Top-1
-  and top-5. Beside it, the embedding statistics of OAR Fig. 2-3: the total variance (sum of the
-  per-dimension variances of the test embeddings) and the effective rank at 95% energy.
-  The FFN trains at one fixed rate on raw features whose scale spans orders of magnitude across the
-  learning-rate sweep, so the FFN itself can diverge; :data:`FFN_DIVERGENCE` states when its run counts
-  as diverged, and then no accuracy is reported (``diverged`` in the metrics, a marker in the tables
-  and figures), never the chance-level number a collapsed embedding would also give.
-
-All report accuracy in percent on the test split; features are the encoder's output (before any
-projection head).
+Accuracies are percent on the test split; features are the encoder's output (before any head).
 """
 
 from __future__ import annotations
@@ -125,12 +117,8 @@ def linear_probe_accuracy(
     seed: int = 0,
     device: str | torch.device | None = None,
 ) -> float:
-    """Top-1 % of a linear classifier trained with SGD on frozen features (MACL App. B.3).
-
-    Raw features (not standardised or normalised), constant learning rate, shuffled mini-batches (the
-    last one smaller; a generator seeded with ``seed``, independent of the global RNG), cross-entropy.
-    Runs on ``device`` (default: the features' device).
-    """
+    """Top-1 % of a linear classifier trained with SGD and cross-entropy on raw frozen features (MACL
+    App. B.3; :func:`_fit`'s loop), on ``device`` (default: the features')."""
     if epochs < 1 or batch_size < 1 or lr <= 0:
         raise ValueError(f"epochs and batch_size must be >= 1 and lr > 0, got {epochs}, {batch_size}, {lr}")
     if device is not None:
@@ -196,15 +184,12 @@ def ffn_accuracy(
     seed: int = 0,
 ) -> dict[str, float]:
     """Top-1 and top-5 % of a feed-forward classifier (Linear-ReLU per ``hidden`` size, then a linear
-    output) trained with SGD and cross-entropy on frozen features (OAR §5.1-5.2's fine-tuning FFN).
+    output) trained on raw frozen features (OAR §5.1-5.2; :func:`_fit`'s loop, weights seeded by ``seed``).
 
-    Raw features, constant rate, shuffled mini-batches (the last one smaller) from a generator seeded
-    with ``seed``; the weights are initialised from ``seed`` too. Top-5 counts a hit among the five
-    highest logits (capped at the number of classes). Returns ``{"top1", "top5", "diverged",
-    "last_epoch_loss", "dead_fraction"}``: ``diverged`` is None, or the reason (:data:`FFN_DIVERGENCE`)
-    with ``top1``/``top5`` None; ``dead_fraction`` is the share of the last hidden layer's units that
-    are 0 on every training feature (a partly dead FFN still reports its accuracy; this says how much
-    of it was left).
+    Top-5 counts a hit among the five highest logits (capped at the class count). Returns ``{"top1",
+    "top5", "diverged", "last_epoch_loss", "dead_fraction"}``: ``diverged`` is None, or the reason
+    (:data:`FFN_DIVERGENCE`) with no accuracies; ``dead_fraction`` is the share of the last hidden
+    layer's units that are 0 on every training feature (a partly dead FFN still reports its accuracy).
     """
     if epochs < 1 or batch_size < 1 or lr <= 0 or not hidden or min(hidden) < 1:
         raise ValueError(
@@ -332,14 +317,11 @@ def encoder_features(
     device: str | None = None,
     download: bool = False,
 ) -> dict[str, Any]:
-    """The GPU half of an image evaluation: the frozen encoder in ``encoder_dir`` (written by
-    ``train_vision``) applied to its dataset's train and test splits (:func:`extract_features`).
-
-    Returns ``{"train_x", "train_y", "test_x", "test_y"}`` (tensors on ``device``) with what the
-    probes and the metrics need: ``dataset``, ``seed`` (the training seed, the probes' seed),
-    ``training`` (:data:`TRAINED_WITH_KEYS` of its settings.json), ``encoder_dir``, and ``encoding``
-    (``device``, ``extract_s``). :func:`probe_features` fits the probes from it, in the same process or,
-    saved with :func:`save_features`, in a CPU job of its own (rules/vision.smk)."""
+    """The GPU half of an image evaluation: the frozen encoder in ``encoder_dir`` on its dataset's train
+    and test splits. Returns ``{"train_x", "train_y", "test_x", "test_y"}`` (on ``device``), ``dataset``,
+    ``seed`` (the training seed, the probes' seed), ``training`` (:data:`TRAINED_WITH_KEYS` of its
+    settings.json), ``encoder_dir`` and ``encoding`` (``device``, ``extract_s``), for
+    :func:`probe_features` here or, saved with :func:`save_features`, in a CPU job (rules/vision.smk)."""
     started = time.perf_counter()
     dev = pick_device(device)
     encoder, summary = load_encoder(encoder_dir, dev)
@@ -426,8 +408,7 @@ def probe_features(
 ) -> dict[str, Any]:
     """The CPU half of an image evaluation: the ``probes`` (:data:`PROBES`) fitted on the frozen features
     of :func:`encoder_features` (moved to ``device``, default: where they are); returns the metrics
-    :func:`evaluate_encoder` documents. Every probe trains on frozen features (OAR's FFN too: the
-    encoder is not fine-tuned), so nothing here needs the encoder or a GPU."""
+    :func:`evaluate_encoder` documents. Nothing here needs the encoder or a GPU."""
     unknown = sorted(set(probes) - set(PROBES))
     if unknown or not probes:
         raise ValueError(f"unknown probe(s) {unknown or probes}; choose from {', '.join(PROBES)}")
@@ -509,17 +490,14 @@ def evaluate_encoder(
     device: str | None = None,
     download: bool = False,
 ) -> dict[str, Any]:
-    """The ``probes`` (:data:`PROBES`) of the encoder in ``encoder_dir`` (written by ``train_vision``)
-    on its dataset's test split, in one process on ``device``: :func:`encoder_features` then
-    :func:`probe_features` (the workflow runs the two in separate jobs, GPU then CPU). Returns
-    ``{"scores": {...}, "n_train", "n_test", "timings", ...}``.
+    """The ``probes`` (:data:`PROBES`) of the encoder in ``encoder_dir`` on its dataset's test split, in
+    one process: :func:`encoder_features` then :func:`probe_features` (the workflow runs them as a GPU
+    and a CPU job). Returns ``{"scores": {...}, "diverged", "n_train", "n_test", "timings", ...}``.
 
-    Scores, in percent: ``linear_top1``, ``knn_top1``, and for the FFN ``ffn<P>_top1`` /
-    ``ffn<P>_top5`` per label percentage P; always ``embedding_variance`` and ``effective_rank_95``
-    of the test embeddings. An FFN run that diverged (:data:`FFN_DIVERGENCE`) has no scores: its keys
-    are in ``diverged`` (key -> reason) instead. ``linear``/``knn``/``ffn`` override :data:`LINEAR_DEFAULTS` /
-    :data:`KNN_DEFAULTS` / :data:`FFN_DEFAULTS`; the probes' seed is the training seed. ``download``:
-    fetch CIFAR into ``data_root`` first when it is absent."""
+    Scores, in percent: ``linear_top1``, ``knn_top1``, the FFN's ``ffn<P>_top1`` / ``ffn<P>_top5`` per
+    label percentage P; always ``embedding_variance`` and ``effective_rank_95``. A diverged FFN run
+    (:data:`FFN_DIVERGENCE`) has its keys in ``diverged`` (key -> reason) instead. ``linear``/``knn``/
+    ``ffn`` override the ``*_DEFAULTS``; ``download`` fetches CIFAR into ``data_root`` when absent."""
     unknown = sorted(set(probes) - set(PROBES))
     if unknown or not probes:  # before the features are extracted
         raise ValueError(f"unknown probe(s) {unknown or probes}; choose from {', '.join(PROBES)}")
@@ -540,10 +518,8 @@ def score_keys(probes: Sequence[str], ffn: Mapping[str, Any] | None = None) -> l
 def diverged_encoder_metrics(
     encoder_dir: str | Path, reason: str, probes: Sequence[str], ffn: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The metrics of a point whose encoder's training diverged (its ``diverged.json``,
-    :func:`contrastlab.search.record_diverged`): no score, every key in ``diverged`` with the
-    reason, so that the tables and the rate sweep's figure show the point as diverged (as for a
-    diverged FFN) and the run goes on."""
+    """The metrics of a point whose encoder's training diverged (its ``diverged.json``): no score, every
+    key in ``diverged`` with the reason, so the tables and figures show it as diverged and the run goes on."""
     return {
         "scores": {},
         "diverged": dict.fromkeys(score_keys(probes, ffn), f"encoder training diverged: {reason}"),

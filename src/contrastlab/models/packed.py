@@ -1,49 +1,36 @@
 """A padding-free forward pass for the text families :data:`contrastlab.families.TEXT_FAMILIES` marks
-``padding_free`` (transformers' ``BertModel`` and ``RobertaModel``; issue 55 item 1).
+``padding_free`` (transformers' ``BertModel`` and ``RobertaModel``).
 
-:func:`packed_forward` computes the same last hidden state as ``model(input_ids, attention_mask)`` on the
-real tokens of a right-padded batch, while every token-wise layer runs on the real tokens only. It gathers
-the real tokens into one packed ``[tokens, hidden]`` tensor and runs on it the embeddings (word + position
-+ token type), the embedding LayerNorm and dropout, and in every layer the Q/K/V projections, the attention
-output dense + dropout + residual LayerNorm and the feed-forward (intermediate dense, activation, output
-dense, dropout, residual LayerNorm). Only attention sees the padded shape: Q/K/V are scattered back to
-``[n, heads, L, head_dim]`` (zeros at the padding), ``torch.nn.functional.scaled_dot_product_attention``
-runs with the padded keys masked (and the model's attention-probability dropout in train mode), and its
-output is gathered back to the packed tokens.
+:func:`packed_forward` computes ``model(input_ids, attention_mask)``'s last hidden state on the real
+tokens of a right-padded batch with every token-wise layer on the real tokens only, packed as one
+``[tokens, hidden]`` tensor: the embeddings, their LayerNorm and dropout, and in every layer the Q/K/V
+projections, the attention output block and the feed-forward block. Only attention sees the padded
+shape: Q/K/V are scattered to ``[n, heads, L, head_dim]`` (zeros at the padding), SDPA runs with the
+padded keys masked (with the model's attention dropout in train mode), and its output is gathered back.
 
-Why: in wiki1m batches about 22 of the 32 positions are real tokens, so about 31% of the linear FLOPs of
-the padded model are spent on positions that never reach [CLS] (issue 55). IEEE-fp32 steps are bound by
-the card's fp32 units, so doing less work is the one lever left that keeps the papers' numerics.
+Why: in wiki1m batches about 22 of 32 positions are real tokens, so about 31% of the padded model's
+linear FLOPs go to positions that never reach [CLS]. IEEE-fp32 steps are bound by the card's fp32 units,
+so less work is the one lever that keeps the papers' numerics.
 
 What is identical and what is not:
 
-- It calls the model's own submodules (``model.embeddings.word_embeddings``,
-  ``model.encoder.layer[i].attention.self.query``, ...), so the weights, their gradients and the saved
-  folder are the ordinary model's: nothing is copied or converted.
-- With dropout off (``model.eval()`` or p = 0) the real tokens' hidden states are the padded model's up to
-  floating-point reordering (tests: 1e-12 in float64, for outputs and every parameter's gradient).
-- With dropout on, the masks are the padded model's own draws: each dropout module is called on a
-  tensor of ones of the padded shape ``[n, L, hidden]`` (the same generator calls, in the same order and
-  of the same size, as the padded forward makes) and the real tokens' entries are kept
-  (``dropout_draws="padded"``, the default). So the same seed gives the same masks on the real tokens
-  and the same numbers up to rounding (tests, CPU: float64 within 1e-12 and fp32 within rounding with
-  dropout on). Drawing a mask is elementwise work over the padding, not matrix work. ``"packed"`` draws
-  on the real tokens only: the same distribution (Bernoulli with the model's p, independent per entry),
-  other masks.
-- Position ids are transformers': for a family with ``offset_positions`` (RoBERTa) ``pad_token_id`` + the
-  running count of non-pad tokens, else 0..L-1. Which families run here and where their positions start
-  are the family table's (``padding_free``, ``offset_positions``), not model class names.
+- It calls the model's own submodules, so the weights, their gradients and the saved folder are the
+  ordinary model's.
+- With dropout off the real tokens' hidden states are the padded model's up to floating-point
+  reordering (tests: 1e-12 in float64, outputs and every gradient).
+- With dropout on (``dropout_draws="padded"``, the default) each dropout module is called on ones of the
+  padded shape ``[n, L, hidden]`` (the padded forward's generator calls, in its order) and the real
+  tokens' entries are kept: the same seed gives the same masks and numbers up to rounding. ``"packed"``
+  draws on the real tokens only: the same distribution, other masks.
+- Position ids are transformers': for a family with ``offset_positions`` (RoBERTa) ``pad_token_id`` +
+  the running count of non-pad tokens, else 0..L-1.
 - The padded output's padding positions are zeros (the padded model's are garbage nobody reads).
-- The real tokens' indices come from the mask's host copy where the caller passes it (the trainer does:
-  ``sentence._batch``): built there and copied to the device without blocking, so the forward never
-  waits for the device. From a mask on the device, ``nonzero`` must tell the host how many real tokens
-  there are: one host-device sync per forward (review S3). Either way the step cannot be captured in a
-  CUDA graph: its token count changes every batch.
+- From the mask's host copy (the trainer passes it) the real tokens' indices reach the device without
+  blocking; from a device mask ``nonzero`` syncs once per forward. Either way the step cannot be
+  captured in a CUDA graph: its token count changes every batch.
 
-:class:`PaddingFree` wraps a model as a drop-in encoder (``encoder(input_ids=..., attention_mask=...)``
-returns ``last_hidden_state`` and, when asked, ``hidden_states``) for the trainer's step, the dev
-evaluation and SentEval encoding; :func:`padding_free_default` is the rule that turns it on. The CPU
-benchmark is ``benchmarks/padding_free.py``, the GPU one ``benchmarks/gpu_bench.py``'s ``padfree`` part.
+:class:`PaddingFree` wraps a model as a drop-in encoder; :func:`padding_free_default` is the rule that
+turns it on. Benchmarks: ``benchmarks/padding_free.py`` (CPU), ``benchmarks/gpu_bench.py``'s ``padfree``.
 """
 
 from __future__ import annotations

