@@ -1,46 +1,30 @@
 """A stand-in for the Hugging Face hub on 127.0.0.1, for offline tests of code that downloads models.
 
-It imitates the part of https://huggingface.co that ``huggingface_hub`` 2.4.0 (the version whose source was
-read to write this: ``_snapshot_download.py``, ``file_download.py``, ``hf_api.py``, ``utils/_http.py``,
-``utils/_pagination.py``, ``utils/_detect_agent.py``, ``constants.py``) talks to in ``snapshot_download``
-(with and without ``local_dir``), ``hf_hub_download``, ``HfApi().model_info`` / ``dataset_info`` /
+It imitates what ``huggingface_hub`` 2.4.0 (read from its source) asks of https://huggingface.co in
+``snapshot_download``, ``hf_hub_download`` and ``HfApi().model_info`` / ``dataset_info`` /
 ``list_repo_tree``:
 
-- ``GET /api/{models,datasets}/<id>[/revision/<rev>]``: the repo at a revision (``id``, ``sha``,
-  ``siblings``, ...; with ``?blobs=true`` the siblings carry ``size``, ``blobId`` and ``lfs``).
-- ``GET /api/{models,datasets}/<id>/tree/<rev>[/<folder>]?recursive=..``: the file listing, paginated with a
-  ``Link: <...>; rel="next"`` header like the hub (``tree_page_size`` entries a page).
-- ``HEAD``/``GET /[datasets/]<id>/resolve/<rev>/<file>``: the file, with ``X-Repo-Commit``, a quoted ``ETag``
-  (the git blob sha1), ``Content-Length``, ``Accept-Ranges`` and ``Range`` support (206). Files the hub keeps
-  in git-lfs (weights, archives: :data:`LFS_SUFFIXES`, or anything from 10 MB on) also carry
-  ``X-Linked-Etag`` (their sha256, which becomes the cache's blob name) and ``X-Linked-Size``. The real hub
-  answers those with a redirect to its CDN; here they are served directly, which the client accepts the same.
-- Errors as the client classifies them (``utils/_http.py: hf_raise_for_status``): an unknown repo is 401 with
-  ``X-Error-Code: RepoNotFound``, an unknown revision 404 ``RevisionNotFound``, a missing file 404
-  ``EntryNotFound`` (with ``X-Repo-Commit``, which the client uses to cache the file's absence).
-- A renamed repo (:meth:`HubStandin.redirect`) answers 307 to its new name, API and files alike.
-- ``GET /api/agent-harnesses``: an empty registry (the client fetches it once a process for its user agent
-  unless ``HF_HUB_DISABLE_TELEMETRY`` is set).
+- ``GET /api/{models,datasets}/<id>[/revision/<rev>]``: the repo at a revision (``?blobs=true``: the
+  siblings carry ``size``, ``blobId`` and ``lfs``); ``.../tree/<rev>[/<folder>]``: the file listing,
+  paginated with a ``Link: rel="next"`` header (``tree_page_size`` entries a page).
+- ``HEAD``/``GET /[datasets/]<id>/resolve/<rev>/<file>``: the file, with ``X-Repo-Commit``, a quoted
+  ``ETag`` (the git blob sha1), ``Content-Length`` and ``Range`` support (206). git-lfs files
+  (:data:`LFS_SUFFIXES`, or from 10 MB on) also carry ``X-Linked-Etag`` (sha256) and ``X-Linked-Size``,
+  served directly where the hub redirects to its CDN.
+- Errors as ``hf_raise_for_status`` classifies them: an unknown repo 401 ``RepoNotFound``, an unknown
+  revision 404 ``RevisionNotFound``, a missing file 404 ``EntryNotFound`` (with ``X-Repo-Commit``).
+- A renamed repo (:meth:`HubStandin.redirect`) answers 307 to its new name; ``GET /api/agent-harnesses``
+  an empty registry.
 
-No Xet header is ever sent, so the client downloads over plain HTTP even with ``hf_xet`` installed. Repos
-have no ``.gitattributes`` unless a test adds one. Every request lands in :attr:`HubStandin.requests`.
+No Xet header is sent, so the client downloads over plain HTTP. Every request lands in
+:attr:`HubStandin.requests`.
 
-Pointing the client at it
--------------------------
-``huggingface_hub`` reads its environment once, when ``huggingface_hub.constants`` is imported
-(``HF_ENDPOINT``, ``HF_HOME``, ``HF_HUB_CACHE``, ``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE``,
-``HF_HUB_DISABLE_XET``, ``HF_HUB_DISABLE_TELEMETRY``, ``HF_TOKEN_PATH``, ...), and a few modules copy those
-values (``from ..constants import X``, the module-level ``HfApi`` behind ``huggingface_hub.model_info``).
-tests/conftest.py sets ``HF_HUB_OFFLINE=1`` for the whole session, so this must be undone explicitly.
-
-- In the test process: ``hub.configure_client(monkeypatch, tmp_path / "hf-home")``, or the ``hf_hub``
-  fixture, which does it (``from hub_standin import hf_hub_fixture  # noqa: F401``). It sets the
-  environment with ``monkeypatch`` and re-reads it into the live ``huggingface_hub`` modules
-  (:func:`sync_client_constants`); ``monkeypatch`` undoes both. To switch the client offline later in a
-  test: ``monkeypatch.setenv("HF_HUB_OFFLINE", "1")``, then ``sync_client_constants(monkeypatch)``.
-- In a subprocess (Snakemake, a script): ``subprocess.run(..., env=hub.client_env(hf_home))`` — the whole
-  environment, with the settings of :meth:`HubStandin.client_settings` and without the variables that would
-  override ``HF_HOME`` (``HF_HUB_CACHE``, ``HF_TOKEN``, ...). The child imports ``huggingface_hub`` afresh.
+``huggingface_hub`` reads its environment once, at import, and tests/conftest.py sets ``HF_HUB_OFFLINE=1``
+for the session. In the test process, ``hub.configure_client(monkeypatch, tmp_path / "hf-home")`` or the
+``hf_hub`` fixture sets the environment and re-reads it into the live modules
+(:func:`sync_client_constants`; ``monkeypatch`` undoes both). For a subprocess,
+``env=hub.client_env(hf_home)``: the whole environment with the stand-in's settings and without the
+variables that would override ``HF_HOME``.
 
 Example::
 

@@ -1,30 +1,24 @@
 """Run a preset under DVC, version what it produced, and hand a pulled copy back to Snakemake as finished.
 
-Snakemake owns the workflow's DAG; DVC sees each preset as one stage, ``reproduce@<preset>`` in
-``dvc.yaml``, whose command (:func:`reproduce`, ``scripts/reproduce.py``) is the Snakemake run of that
-preset and whose outputs are the preset's results folders (:data:`RESULTS_OUTPUTS`, in DVC's cache), the
-summary of its headline numbers (:func:`summary_path`, committed to git: ``dvc metrics``, ``dvc exp
-show``) and copies of its figures' PNGs (:func:`plots_path`: ``dvc plots``). So:
+Snakemake owns the DAG; DVC sees each preset as one stage, ``reproduce@<preset>`` in ``dvc.yaml``, whose
+command (:func:`reproduce`) is the Snakemake run of that preset and whose outputs are its results folders
+(:data:`RESULTS_OUTPUTS`, in DVC's cache), the summary of its headline numbers (:func:`summary_path`, in
+git: ``dvc metrics``) and copies of its figures' PNGs (:func:`plots_path`: ``dvc plots``). So:
 
-- ``dvc repro reproduce@demo`` runs Snakemake on ``config/demo.yaml`` (Snakemake decides what is left
-  to do; the stage is ``always_changed``, so DVC never answers "up to date" on Snakemake's behalf) and
-  versions the result in DVC's cache, with :data:`FREEZE_RECORD` (the config the results came from)
-  written by the same command: whatever ``dvc.lock`` records was made by a complete run with that config.
-- ``dvc exp run -S training.lr=1e-4`` sets a key of :data:`PARAMS_FILE`, a small
-  overlay merged over the preset's config (empty: the preset's own value), and trains what it changes.
-  ``-S`` on a config file itself (``-S config/demo.yaml:training.lr=1e-4``), which DVC would rewrite
-  whole, is undone and refused in one line (:func:`check_configs_untouched`).
-- :func:`freeze` (``make freeze CONFIG=<preset>``) runs the stage on a finished run (Snakemake has
-  nothing left to do), ``dvc add``s the shared resources (:data:`RESOURCES_OUTPUTS`) and ``dvc push``es
-  both; ``dvc.lock``, the summary and the resources' ``.dvc`` pointers are what git commits.
-- :func:`restore` (``make restore CONFIG=<preset>``, after ``dvc pull``) checks that the pulled copy
-  belongs to this config and data, replays the DAG with ``snakemake --touch --forceall`` (which stamps
-  every output in DAG order and records Snakemake's provenance of each for the current config, so that a
-  later change of one hyperparameter still retrains exactly its cells) and renders the tables again from
-  the pulled metrics; the dry run after it lists no job.
+- ``dvc repro reproduce@demo`` runs Snakemake on ``config/demo.yaml`` (the stage is ``always_changed``:
+  Snakemake decides what is left) and versions the result with :data:`FREEZE_RECORD`, the config it came
+  from, written by the same command.
+- ``dvc exp run -S training.lr=1e-4`` sets a key of :data:`PARAMS_FILE`, an overlay merged over the
+  preset's config. ``-S`` on a config file itself, which DVC would rewrite whole, is undone and refused
+  (:func:`check_configs_untouched`).
+- :func:`freeze` (``make freeze``) runs the stage on a finished run, ``dvc add``s the shared resources
+  (:data:`RESOURCES_OUTPUTS`) and ``dvc push``es both; git commits ``dvc.lock``, the summary and the pointers.
+- :func:`restore` (``make restore``, after ``dvc pull``) checks that the pulled copy belongs to this config
+  and data, replays the DAG with ``snakemake --touch --forceall`` (provenance recorded for the current
+  config, so a later change of one hyperparameter retrains exactly its cells) and renders the tables again.
 
-Training snapshots (``state/train``), the running-workflow record, downloaded archives and the
-tokenised-corpus cache are not versioned (see ``.dvcignore``): none is needed to restore a finished run.
+Training snapshots, the running-workflow record, downloaded archives and the tokenised-corpus cache are
+not versioned (``.dvcignore``): none is needed to restore a finished run.
 """
 
 from __future__ import annotations
@@ -46,9 +40,8 @@ from contrastlab.config.data import DataConfig
 from contrastlab.paths import Results, atomic_dir, read_yaml, write_json
 from contrastlab.workflow.recovery import run_records
 
-#: The preset's outputs each ``reproduce@<preset>`` stage versions (``dvc.yaml``'s ``outs``), relative
-#: to its ``results_dir``; the folders are created empty where a preset writes none (``search`` without
-#: a search), so that DVC never fails a finished run on a missing output.
+#: The outputs each ``reproduce@<preset>`` stage versions, relative to its ``results_dir``; a folder a
+#: preset writes nothing to is created empty, so that DVC never fails a finished run on a missing output.
 RESULTS_OUTPUTS = (
     "checkpoints",
     "cards",  # the model cards (rule model_card), beside the checkpoints they describe
@@ -72,9 +65,8 @@ FREEZE_RECORD = "state/freeze.json"
 PARAMS_FILE = "params.yaml"
 #: The stage of ``dvc.yaml`` that runs a preset, one ``reproduce@<name>`` per entry of its ``foreach``.
 STAGE = "reproduce"
-#: Where the stages write each preset's summary (``<name>.json``, committed to git: not in DVC's cache, so
-#: that a preset that has not run is no file rather than a missing output) and its PNGs (``<name>/``, made
-#: again by :func:`restore`); dvc.yaml's ``metrics`` and ``plots`` read these folders.
+#: Each preset's summary (``<name>.json``, in git rather than DVC's cache: a preset that has not run is no
+#: file, not a missing output) and its PNGs (``<name>/``); dvc.yaml's ``metrics`` and ``plots`` read them.
 SUMMARY_DIR = "summary"
 PLOTS_DIR = "results/plots"
 
@@ -349,11 +341,9 @@ def copy_figure_images(figures_dir: Path, plots_dir: Path) -> list[Path]:
 
 
 def reproduce(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> Preset:
-    """The command of the stage ``reproduce@<name>``: run Snakemake on ``configfile`` with the params
-    overlay, then write :data:`FREEZE_RECORD`, the headline summary (:func:`summary_path`) and the
-    figures' PNGs (:func:`plots_path`), and create the output folders the preset wrote none of. Under
-    ``dvc exp run`` it first undoes and refuses a ``-S`` on a config file
-    (:func:`check_configs_untouched`)."""
+    """The command of the stage ``reproduce@<name>``: Snakemake on ``configfile`` with the params overlay,
+    then :data:`FREEZE_RECORD`, the summary and the figures' PNGs, and the output folders the preset wrote
+    none of. Under ``dvc exp run`` it first undoes and refuses a ``-S`` on a config file."""
     # pandas (tables.summary): loaded only by a reproduce, not by freeze or restore
     from contrastlab.tables.summary import summary
 
@@ -420,16 +410,13 @@ def default_remote(root: str | os.PathLike = ".") -> str | None:
 
 
 def freeze(configfile: str | os.PathLike, root: str | os.PathLike = ".", *, push: bool = True) -> list[Path]:
-    """Version a finished run of the preset ``configfile``: ``dvc repro`` its stage (Snakemake has
-    nothing left to run; the stage records the config and commits the outputs to DVC's cache), ``dvc
-    add`` the shared resources (:func:`frozen_paths`) and ``dvc push`` both to the default remote;
-    returns the files to commit (``dvc.lock``, the summary and the resources' ``.dvc`` pointers), relative
-    to ``root``.
+    """Version a finished run of the preset ``configfile``: ``dvc repro`` its stage (nothing left to
+    run; the outputs go to DVC's cache), ``dvc add`` the shared resources (:func:`frozen_paths`) and ``dvc
+    push`` both; returns the files to commit, relative to ``root``.
 
-    Refuses, with a one-line :class:`VersioningError`, when no default remote is configured (checked
-    first, before any hashing), when the preset has no stage in ``dvc.yaml``, has not run (no metrics
-    file) or has jobs left, or while a Snakemake run is using its results folder. Never call it from a
-    Snakemake job: it versions the whole folder.
+    Refuses in one line (:class:`VersioningError`) without a default remote (checked before any hashing),
+    a stage in ``dvc.yaml``, a metrics file, or with jobs left or a Snakemake run using the results folder.
+    Never call it from a Snakemake job: it versions the whole folder.
     """
     root = Path(root).resolve()
     preset = load_preset(configfile, root)
@@ -537,13 +524,11 @@ def pending_jobs(dry_run_output: str) -> dict[str, int]:
 
 def restore(configfile: str | os.PathLike, root: str | os.PathLike = ".") -> list[str]:
     """Make the pulled outputs of the preset ``configfile`` in ``root`` count as finished for Snakemake
-    and render its tables and report again from the pulled metrics; returns the written tables' paths.
+    and render its tables and report again; returns the written tables' paths.
 
-    Runs :func:`check_restorable`, then ``snakemake --touch --forceall`` (every job's outputs stamped in
-    DAG order, its provenance recorded under ``.snakemake/`` for the current config), checks with a dry
-    run that no job is left (a copy frozen from an unfinished run stops here, naming the jobs), then
-    renders with ``snakemake --forcerun tables``, allowed to run the table rule only: nothing is
-    trained or evaluated. The figures' PNGs for ``dvc plots`` are copied again (not in DVC's cache).
+    :func:`check_restorable`, then ``snakemake --touch --forceall`` (outputs stamped in DAG order, provenance
+    recorded for the current config), a dry run that must list no job (naming them otherwise), then
+    ``snakemake --forcerun tables`` allowed the table rule only, and the figures' PNGs copied again.
     """
     root = Path(root).resolve()
     preset = load_preset(configfile, root)
