@@ -1,27 +1,22 @@
 """Fetching the evaluation and training data (protocol.md §3-4): through the libraries, pinned in the lock.
 
-- :func:`fetch` downloads a Hugging Face hub file (a ``.../resolve/<revision>/<file>`` URL) with
-  ``huggingface_hub.hf_hub_download`` at the pinned commit (resumed and retried by the library, kept in
-  the Hugging Face cache, so ``HF_HUB_OFFLINE=1`` serves a pinned file from there), and any other URL
-  with pooch (``retry_if_failed``: transport and server errors retried; a client error such as 404 is
-  final). Either way the file reaches ``<dest>.part`` whole or not at all, and ``dest`` only after every
-  check; a tqdm bar shows progress.
+- :func:`fetch` downloads a Hugging Face hub file (``.../resolve/<revision>/<file>``) with
+  ``hf_hub_download`` at the pinned commit (resumed and retried by the library, kept in its cache, so
+  ``HF_HUB_OFFLINE=1`` serves a pinned file), and any other URL with pooch (transport and server errors
+  retried; a client error such as 404 is final). The file reaches ``<dest>.part`` whole or not at all,
+  and ``dest`` only after every check.
 - Every file is an entry of the artifacts lock (:mod:`contrastlab.artifacts`), keyed by its name: the
-  first download records its sha256, size, URL and (for the Hugging Face hub) the commit the URL resolved
-  to; every later one fetches that commit and must match those bytes. A mismatch raises
-  :class:`LockMismatch`, one line naming the file, both digests and how to accept the new bytes; the
-  bad file is moved aside to ``<dest>.corrupt``, never used.
-- The content checks run on every download before its digest is compared with the lock or recorded, so
-  only bytes that passed them are ever pinned: an md5 (``fetch(..., md5=...)``, torchvision's CIFAR
-  ``tgz_md5``), a content check (``check=``: wiki1m's 1,000,000 lines, :func:`expect_lines`;
-  ``senteval.tar`` unpacks safely, in its layout, and every task passes its row counts and published
-  sha256, :func:`senteval_data`). These checks are ours, not the libraries' known-hash checks: a
-  download that fails one is moved aside to ``<dest>.corrupt`` for a look (the libraries delete it),
-  never pinned, and the next run downloads the file again. A download that passes them but differs from
-  the lock's entry is kept aside as ``<dest>.unpinned``, and the line says which digest passed the
-  checks and which entry to delete to pin it.
+  first download records its sha256, size, URL and hub commit; every later one fetches that commit and
+  must match (else :class:`LockMismatch`, one line with both digests and how to accept the new bytes;
+  the bad file moved aside to ``<dest>.corrupt``).
+- Content checks run before the digest is compared or recorded, so only bytes that passed them are
+  pinned: the publisher's md5 (torchvision's CIFAR ``tgz_md5``) and a ``check=`` (wiki1m's 1,000,000
+  lines; ``senteval.tar`` unpacks safely, in its layout, every task with its row counts and published
+  sha256). A download failing one is moved aside to ``<dest>.corrupt`` (the libraries would delete it)
+  and fetched anew next run; one passing them but differing from the lock is kept as ``<dest>.unpinned``
+  and the line says which entry to delete to pin it.
 - :func:`senteval_data` / :func:`wiki_corpus` use the user's local copies (``data.senteval_dir``,
-  ``data.wiki_path``) when given, and download otherwise.
+  ``data.wiki_path``) when given.
 """
 
 from __future__ import annotations
@@ -276,18 +271,13 @@ def fetch(
     timeout: float = 60.0,
     progress: bool = True,
 ) -> Path:
-    """Download ``url`` to ``dest`` (retried; a hub file resumed), held to the artifacts lock; returns
-    ``dest``.
+    """Download ``url`` to ``dest``, held to the artifacts lock (see the module docstring); returns ``dest``.
 
-    ``name`` (default: the URL's file name) is the file's entry in ``lock_file``'s ``data``. With an
-    entry, the pinned revision is fetched and the bytes must match; an existing ``dest`` that matches is
-    used as it is, unless the entry came from another URL (then that URL is fetched and must give the
-    same bytes: a pinned or mirrored URL of identical bytes changes nothing). Every download is checked
-    (``md5``: the publisher's; ``check``: a content check raising ContentError) before its digest is
-    compared with the entry (or ``sha256``, a digest known beforehand) and recorded: one failing a check
-    is moved aside to ``<dest>.corrupt``, one passing them but not the entry's is kept as
-    ``<dest>.unpinned``; neither is recorded. ``retries`` and ``timeout`` are pooch's for a plain URL; a
-    hub file gets huggingface_hub's own retries (five resumes), ``timeout`` for its metadata request.
+    ``name`` (default: the URL's file name) is the entry in ``lock_file``'s ``data``. An existing ``dest``
+    matching the entry is used as it is, unless the entry came from another URL (then that URL must give
+    the same bytes). ``md5`` is the publisher's, ``check`` a content check raising ContentError, ``sha256``
+    a digest known beforehand. ``retries`` and ``timeout`` are pooch's for a plain URL; a hub file gets
+    huggingface_hub's own retries, ``timeout`` for its metadata request.
     """
     dest, lock_file = Path(dest), Path(lock_file)
     name = name or url.rstrip("/").rsplit("/", 1)[-1]
@@ -356,14 +346,10 @@ def _downstream_in(unpacked: Path) -> Path | None:
 
 
 def unpack_senteval(tar_path: str | Path, out_dir: str | Path, *, verify: bool = True) -> Path:
-    """Unpack ``senteval.tar`` so that ``out_dir/downstream`` holds the tasks; returns ``out_dir``.
-
-    The published tar has the task folders (``STS/``, ``SICK/``, ``MR/`` ...) at its top level; a tar with
-    a ``downstream/`` folder is taken too. Extraction goes to a temporary folder beside ``out_dir`` and is
-    moved into place at the end, so a failed unpack leaves nothing half-written. With ``verify`` every
-    task is loaded (counts checked) before it goes into place. A file that does not unpack, or of another
-    layout, raises DownloadError naming it.
-    """
+    """Unpack ``senteval.tar`` (task folders at its top level as published, or under ``downstream/``) so
+    that ``out_dir/downstream`` holds the tasks, through a temporary folder (``verify``: every task
+    loaded first); returns ``out_dir``. A file that does not unpack, or of another layout, raises
+    DownloadError naming it."""
     try:
         return _unpack_checked(Path(tar_path), Path(out_dir), verify=verify, canonical=False)
     except ContentError as error:
@@ -451,11 +437,9 @@ def _unpack_pinned(tar: Path, out_dir: Path, lock_file: str | Path) -> Path:
         ) from None
 
 
-#: sha256 and size of the 80 files of ``downstream/`` that the evaluation reads. Not hashes of the published
-#: ``senteval.tar`` itself (no such hash is published): they are of unpacked copies that third-party
-#: repositories committed, 79 of the 80 with two or more independent byte-identical witnesses;
-#: ``SICK/SICK_test_annotated.txt`` (CRLF line ends) has one (realrun-review.md D3). A wrong pin stops
-#: the data step with one line naming the file, never silently.
+#: sha256 and size of the 80 files of ``downstream/`` the evaluation reads (no hash of ``senteval.tar`` is
+#: published): of unpacked copies third-party repositories committed, 79 of them with two or more
+#: byte-identical witnesses, ``SICK/SICK_test_annotated.txt`` (CRLF) with one.
 CANONICAL_SENTEVAL = Path(__file__).with_name("senteval_sha256.tsv")
 
 
