@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
+from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, note, save
 from contrastlab.figures.training_curves import geometry_frame
 
 __all__ = [
@@ -45,7 +45,7 @@ _NO_DATA = "no geometry records yet\n(training.analysis_every off or cells not t
 def _legend_or_empty(ax, empty: bool, **legend) -> None:
     """The legend of ``ax``, or a line saying it has no data where ``empty``."""
     if empty:
-        ax.text(0.5, 0.5, _NO_DATA, ha="center", va="center", transform=ax.transAxes)
+        note(ax, _NO_DATA)
     else:
         ax.legend(loc="best", **legend)
 

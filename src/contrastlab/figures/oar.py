@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, save
+from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, note, save
 from contrastlab.models import pick_device
 from contrastlab.search import diverged_reason
 from contrastlab.tables.metrics import collect_metrics
@@ -54,19 +54,10 @@ def sweep_frame(
         at = mine[mine["method"].str.endswith(suffix)]
         for (method, key), group in at.groupby(["method", "task"]):
             base = method.removesuffix(suffix)
-            rows.append(
-                {
-                    "method": base,
-                    "loss": base.removeprefix(OAR_PREFIX),
-                    "oar": base.startswith(OAR_PREFIX),
-                    "value": float(value),
-                    "key": key,
-                    "mean": group["score"].mean(),
-                    "std": group["score"].std(),
-                    "n_seeds": int(group["score"].notna().sum()),
-                    "n_diverged": int(group["score"].isna().sum()),
-                }
-            )
+            scores = group["score"]
+            oar = (base.removeprefix(OAR_PREFIX), base.startswith(OAR_PREFIX))
+            counts = (int(scores.notna().sum()), int(scores.isna().sum()))
+            rows.append((base, *oar, float(value), key, scores.mean(), scores.std(), *counts))
     columns = ["method", "loss", "oar", "value", "key", "mean", "std", "n_seeds", "n_diverged"]
     return pd.DataFrame(rows, columns=columns).sort_values(["method", "key", "value"], ignore_index=True)
 
@@ -125,7 +116,7 @@ def plot_lr_sweep(
             else:
                 ax.set_ylabel(f"top-1 (%), {_fraction_label(key)}")
             if part.empty:
-                ax.text(0.5, 0.5, "no runs yet", ha="center", va="center", transform=ax.transAxes)
+                note(ax, "no runs yet")
         axes[-1, 0].set_xlabel(xlabel)
         handles, names = axes[0, 0].get_legend_handles_labels()
         if diverged_any:
@@ -183,7 +174,7 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
             if s is None:  # a point whose training diverged: no encoder to embed with
                 axes[0, col].set_title(f"{method_label(name.split('-lr')[0])} ({name})")
                 for ax in axes[:, col]:
-                    ax.text(0.5, 0.5, "training diverged", ha="center", va="center", transform=ax.transAxes)
+                    note(ax, "training diverged")
                     ax.set_xticks([])
                     ax.set_yticks([])
                     ax.grid(False)

@@ -39,20 +39,12 @@ def selection_frame(results_dir: str | Path, experiment: str) -> pd.DataFrame:
     for path in sorted(Path(results_dir, "search", experiment).glob("*/*/stage*.json")):
         selection = json.loads(path.read_text(encoding="utf-8"))
         for point in selection["points"]:
-            axes = [*point["grid"], *point["around"]]
-            for axis in axes:
-                rows.append(
-                    {
-                        "backbone": selection["backbone"],
-                        "method": selection["method"],
-                        "stage": selection["stage"],
-                        "point": point["name"],
-                        "axis": axis,
-                        "value": cl_search.setting_value(point["settings"], axis),
-                        "dev": point["dev"],
-                        "winner": point["name"] == selection["winner"],
-                    }
-                )
+            cell = (selection["backbone"], selection["method"], selection["stage"], point["name"])
+            winner = point["name"] == selection["winner"]
+            rows += [
+                (*cell, axis, cl_search.setting_value(point["settings"], axis), point["dev"], winner)
+                for axis in [*point["grid"], *point["around"]]
+            ]
     return pd.DataFrame(
         rows, columns=["backbone", "method", "stage", "point", "axis", "value", "dev", "winner"]
     )

@@ -104,6 +104,11 @@ def pi_ticks(axis, values: Sequence[tuple[float, str]]) -> None:
     axis.set_ticklabels([label for _, label in values])
 
 
+def note(ax, text: str) -> None:
+    """``text`` in the middle of the panel ``ax``: what it would show is not there (yet)."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+
+
 def _laid_out(fig):
     """Solve ``fig``'s layout once and return its tight bounding box, padded as ``savefig.bbox: tight``
     pads it; the layout is then fixed. Left to ``savefig``, every format solves the constrained layout

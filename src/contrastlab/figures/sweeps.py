@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.figures.style import PALETTE, figure, house_style, save
+from contrastlab.figures.style import PALETTE, figure, house_style, note, save
 from contrastlab.figures.training_curves import cell_files
 from contrastlab.paths import read_metrics
 
@@ -100,7 +100,7 @@ def plot_sweep_panels(
             if title in log_x:
                 ax.set_xscale("log")
             if mean.empty:
-                ax.text(0.5, 0.5, "no runs yet", ha="center", va="center", transform=ax.transAxes)
+                note(ax, "no runs yet")
             else:
                 ax.legend(loc="best")
         axes[0, 0].set_ylabel(ylabel)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.figures.style import PALETTE, figure, house_style, save
+from contrastlab.figures.style import PALETTE, figure, house_style, note, save
 from contrastlab.paths import read_metrics
 
 __all__ = [
@@ -62,6 +62,19 @@ def cell_files(root: str | Path, experiment: str, name: str):
         yield seed_dir.parent.parent.name, seed_dir.parent.name, int(seed_dir.name.removeprefix("seed")), path
 
 
+def _cell_logs(root: str | Path, experiment: str, event: str, key: str | None = None):
+    """(backbone, method, seed, records) of every cell's ``train_log.jsonl``: its records of ``event``
+    (with a truthy ``key`` where given), in order."""
+    for backbone, method, seed, path in cell_files(Path(root), experiment, "train_log.jsonl"):
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        yield (
+            backbone,
+            method,
+            seed,
+            [r for r in records if r.get("event") == event and (not key or r.get(key))],
+        )
+
+
 def alignment_uniformity_frame(metrics_root: str | Path, experiment: str) -> pd.DataFrame:
     """One row per evaluated cell of ``experiment``: backbone, method, seed, alignment, uniformity,
     sts_avg (cells whose metrics lack the measures are skipped)."""
@@ -70,18 +83,9 @@ def alignment_uniformity_frame(metrics_root: str | Path, experiment: str) -> pd.
         metrics = read_metrics(path)
         if None in (metrics.get("alignment"), metrics.get("uniformity"), metrics.get("sts_avg")):
             continue
-        rows.append(
-            {
-                "backbone": backbone,
-                "method": method,
-                "seed": seed,
-                "alignment": float(metrics["alignment"]),
-                "uniformity": float(metrics["uniformity"]),
-                "sts_avg": float(metrics["sts_avg"]),
-            }
-        )
-    columns = ["backbone", "method", "seed", "alignment", "uniformity", "sts_avg"]
-    return pd.DataFrame(rows, columns=columns)
+        measures = [float(metrics[k]) for k in ("alignment", "uniformity", "sts_avg")]
+        rows.append((backbone, method, seed, *measures))
+    return pd.DataFrame(rows, columns=["backbone", "method", "seed", "alignment", "uniformity", "sts_avg"])
 
 
 def curves_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
@@ -92,18 +96,11 @@ def curves_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
     for backbone, method, seed, path in cell_files(Path(checkpoints_root), experiment, "train_log.jsonl"):
         for line in path.read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
-            for (event, key), label in CURVE_SERIES.items():
-                if record.get("event") == event and record.get(key) is not None:
-                    rows.append(
-                        {
-                            "backbone": backbone,
-                            "method": method,
-                            "seed": seed,
-                            "step": int(record["step"]),
-                            "series": label,
-                            "value": float(record[key]),
-                        }
-                    )
+            rows += [
+                (backbone, method, seed, int(record["step"]), label, float(record[key]))
+                for (event, key), label in CURVE_SERIES.items()
+                if record.get("event") == event and record.get(key) is not None
+            ]
     return pd.DataFrame(rows, columns=["backbone", "method", "seed", "step", "series", "value"])
 
 
@@ -125,13 +122,10 @@ def geometry_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFram
     """Long frame of every ``geometry`` record (trainer ``analysis_every``) of the cells of
     ``experiment``: backbone, method, seed, step, key, value."""
     rows = []
-    for backbone, method, seed, path in cell_files(Path(checkpoints_root), experiment, "train_log.jsonl"):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            if record.get("event") != "geometry":
-                continue
-            cell = {"backbone": backbone, "method": method, "seed": seed, "step": int(record["step"])}
-            rows += [{**cell, "key": k, "value": v} for k, v in _flat_geometry(record).items()]
+    for backbone, method, seed, records in _cell_logs(checkpoints_root, experiment, "geometry"):
+        for record in records:
+            cell = (backbone, method, seed, int(record["step"]))
+            rows += [(*cell, k, v) for k, v in _flat_geometry(record).items()]
     return pd.DataFrame(rows, columns=["backbone", "method", "seed", "step", "key", "value"])
 
 
@@ -139,28 +133,23 @@ def geometry_histograms(checkpoints_root: str | Path, experiment: str) -> pd.Dat
     """The cosine histograms of each cell's last ``geometry`` record: backbone, method, seed, step, pair
     (``positive`` / ``negative``), bin centre, density (per unit cosine, so each curve integrates to 1)."""
     rows = []
-    for backbone, method, seed, path in cell_files(Path(checkpoints_root), experiment, "train_log.jsonl"):
-        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-        last = [r for r in records if r.get("event") == "geometry" and r.get("hist")]
-        if not last:
+    for backbone, method, seed, records in _cell_logs(checkpoints_root, experiment, "geometry", "hist"):
+        if not records:
             continue
-        record = last[-1]
+        record = records[-1]
         for pair, counts in (("positive", record["hist"]["pos"]), ("negative", record["hist"]["neg"])):
-            total, width = sum(counts), 2.0 / len(counts)
-            for i, count in enumerate(counts):
-                rows.append(
-                    {
-                        "backbone": backbone,
-                        "method": method,
-                        "seed": seed,
-                        "step": int(record["step"]),
-                        "pair": pair,
-                        "cosine": -1.0 + (i + 0.5) * width,
-                        "density": count / (total * width) if total else 0.0,
-                    }
-                )
+            cell = (backbone, method, seed, int(record["step"]), pair)
+            rows += [(*cell, centre, density) for centre, density in _densities(counts, -1.0, 1.0)]
     columns = ["backbone", "method", "seed", "step", "pair", "cosine", "density"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _densities(counts: list[int], low: float, high: float) -> list[tuple[float, float]]:
+    """(bin centre, density per unit) of a histogram's ``counts`` of equal bins over [low, high]."""
+    total, width = sum(counts), (high - low) / len(counts)
+    return [
+        (low + (i + 0.5) * width, count / (total * width) if total else 0.0) for i, count in enumerate(counts)
+    ]
 
 
 def lemma1_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
@@ -171,30 +160,16 @@ def lemma1_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
     from contrastlab.training.geometry import MIN_RATIO_RANGE
 
     rows = []
-    for backbone, method, seed, path in cell_files(Path(checkpoints_root), experiment, "train_log.jsonl"):
-        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-        records = [r for r in records if r.get("event") == "geometry" and r.get("lemma1")]
+    for backbone, method, seed, records in _cell_logs(checkpoints_root, experiment, "geometry", "lemma1"):
         if not records:
             continue
         for when, record in (("before training", records[0]), ("after training", records[-1])):
             for lam, entry in record["lemma1"].items():
-                counts, total = entry["hist"], sum(entry["hist"])
-                width = (MIN_RATIO_RANGE[1] - MIN_RATIO_RANGE[0]) / len(counts)
-                for i, count in enumerate(counts):
-                    rows.append(
-                        {
-                            "backbone": backbone,
-                            "method": method,
-                            "seed": seed,
-                            "when": when,
-                            "step": int(record["step"]),
-                            "lam": float(lam),
-                            "r": MIN_RATIO_RANGE[0] + (i + 0.5) * width,
-                            "density": count / (total * width) if total else 0.0,
-                            "n": entry["n"],
-                            "share_r1": entry["share_r1"],
-                        }
-                    )
+                cell = (backbone, method, seed, when, int(record["step"]), float(lam))
+                rows += [
+                    (*cell, r, density, entry["n"], entry["share_r1"])
+                    for r, density in _densities(entry["hist"], *MIN_RATIO_RANGE)
+                ]
     columns = ["backbone", "method", "seed", "when", "step", "lam", "r", "density", "n", "share_r1"]
     return pd.DataFrame(rows, columns=columns)
 
@@ -234,7 +209,7 @@ def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Pat
             fig.colorbar(scatter, ax=ax, label="STS.Avg")
             ax.legend(loc="best")
         else:
-            ax.text(0.5, 0.5, "no evaluated cells yet", ha="center", va="center", transform=ax.transAxes)
+            note(ax, "no evaluated cells yet")
         return save(fig, stem, frame)
 
 
@@ -260,14 +235,7 @@ def plot_training_curves(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
                 )
             ax.set_title(label, fontsize="medium")
             if part.empty:
-                ax.text(
-                    0.5,
-                    0.5,
-                    "not logged\n(analysis_every off)",
-                    ha="center",
-                    va="center",
-                    transform=ax.transAxes,
-                )
+                note(ax, "not logged\n(analysis_every off)")
         for ax in axes[-1]:
             ax.set_xlabel("training step")
         handles, names = axes[0, 0].get_legend_handles_labels()
