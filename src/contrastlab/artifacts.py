@@ -1,19 +1,16 @@
 """The artifacts lock: which bytes of every upstream input a reproduction used, so a second lab gets the same.
 
-``artifacts.lock.json`` (at the repository root by default; the config's ``artifacts_lock``) has two parts:
+``artifacts.lock.json`` (the repository root by default; the config's ``artifacts_lock``) has two parts:
 
-- ``data``: one entry per downloaded file, keyed by its file name (``senteval.tar``,
-  ``wiki1m_for_simcse.txt``, ``cifar-10-python.tar.gz`` ...): ``sha256``, ``bytes``, the ``url`` it came
-  from and, for a file on the Hugging Face hub, the ``revision`` (commit) that URL resolved to.
-- ``backbones``: one entry per Hugging Face repository: the ``revision`` (commit) and the sha256 of every
-  file taken from it.
+- ``data``: one entry per downloaded file, keyed by its name: ``sha256``, ``bytes``, the ``url`` and,
+  for a Hugging Face hub file, the ``revision`` (commit) that URL resolved to;
+- ``backbones``: one entry per Hugging Face repository: the ``revision`` and every file's sha256.
 
-The first run resolves and writes every entry (trust on first use, after every publisher's check that
-exists: CIFAR's md5, SentEval's per-file sha256, wiki1m's line count); every later run fetches exactly
-the pinned revisions and must find exactly the pinned bytes. A user commits the file to share the inputs
-byte for byte; deleting an entry accepts new bytes on the next run. Writers hold a file lock (the
-``filelock`` library, which falls back to a soft lock where the file system has no ``flock``) around
-each read-modify-write, as several data and backbone jobs finish at once.
+The first run writes every entry (trust on first use, after every publisher's check that exists:
+CIFAR's md5, SentEval's per-file sha256, wiki1m's line count); every later run fetches the pinned
+revisions and must find the pinned bytes. Commit the file to share the inputs byte for byte; deleting an
+entry accepts new bytes. Writers hold a file lock (``filelock``, a soft lock where the file system has
+no ``flock``) around each read-modify-write, as several jobs finish at once.
 """
 
 from __future__ import annotations

@@ -3,19 +3,16 @@ what fixes it, before the first GPU job rather than inside it.
 
 Two facts decide it, and the torch wheel fixes both:
 
-- the **driver**: a torch built for CUDA 13.x needs a Linux driver >= 580, one for CUDA 12.x >= 525,
-  one for 11.x >= 450 (NVIDIA's CUDA minor-version compatibility table, "CUDA Toolkit 11.x, 12.x and 13.x
-  driver version ranges");
-- the **GPU generation**: torch carries kernels for the compute capabilities in
-  ``torch.cuda.get_arch_list()``; PyTorch's CUDA 13.0 builds have sm_75 to sm_120 (Turing to
-  Blackwell), its CUDA 12.6 builds sm_50 to sm_90 (Maxwell to Hopper: the P100 and V100 that many
-  university clusters still run, and the GPUs Nie and Li trained on). PyTorch's release matrix
-  (RELEASE.md) keeps the 12.6 build as "legacy" through release 2.14.
+- the **driver**: torch for CUDA 13.x needs a Linux driver >= 580, for 12.x >= 525, for 11.x >= 450
+  (NVIDIA's CUDA minor-version compatibility table);
+- the **GPU generation**: torch carries kernels for ``torch.cuda.get_arch_list()``; PyTorch's CUDA 13.0
+  builds have sm_75 to sm_120 (Turing to Blackwell), its CUDA 12.6 builds sm_50 to sm_90 (Maxwell to
+  Hopper: the P100 and V100 many clusters still run, and Nie's and Li's GPUs), kept as "legacy" through
+  release 2.14 (PyTorch's RELEASE.md).
 
-:func:`probe` reads the driver and the GPUs from ``nvidia-smi`` and torch's build from torch;
-:func:`diagnose` turns them into the one line (or None), naming the driver found, the CUDA version the
-installed torch needs, the GPU's compute capability and the command that fixes it (``make install
-CUDA=12.6``: :data:`BUILDS`). Tests hand :func:`probe` a stand-in ``nvidia-smi`` on ``PATH``.
+:func:`probe` reads the driver and GPUs from ``nvidia-smi`` and the build from torch; :func:`diagnose`
+turns them into the one line (or None) with the fixing command (``make install CUDA=12.6``:
+:data:`BUILDS`). Tests hand :func:`probe` a stand-in ``nvidia-smi`` on ``PATH``.
 """
 
 from __future__ import annotations

@@ -4,47 +4,38 @@ the anchor-negative angle θ_ij', from the paper's closed forms (no training).
 What is plotted (Nie §3.2, §4.1-4.2, App. B, derivations App. C): the norm of the gradient of one
 anchor's loss with respect to the *raw* anchor embedding h_i, split into
 
-- the *alignment* part (Fig. 2): the gradient that flows through the anchor-positive cosine
-  s_ii' = ĥ_i·ĥ'_i, i.e. the term that pulls h_i towards h'_i (Eqs. 7, 8, 9, 11, 39);
-- the *uniformity* part (Fig. 4): the gradient that flows through *one* anchor-negative cosine
-  s_ij' (App. B: "the gradient contribution of a single negative sample to the anchor"; Eqs. 16-19,
-  40); for the hinge losses that is the hardest negative, the only one with a gradient.
+- the *alignment* part (Fig. 2): through the anchor-positive cosine s_ii' = ĥ_i·ĥ'_i, the pull towards
+  h'_i (Eqs. 7, 8, 9, 11, 39);
+- the *uniformity* part (Fig. 4): through *one* anchor-negative cosine s_ij' (App. B; Eqs. 16-19, 40);
+  for the hinge losses the hardest negative, the only one with a gradient.
 
-The normalisation's Jacobian (I - M_{h_i}) / ||h_i|| turns ||ĥ' - cos θ ĥ_i|| into sin θ / ||h_i||;
-the figures drop the factor 1/||h_i|| (Fig. 2 caption), so every function here is the norm for
-||h_i|| = 1 (divide by ||h_i|| for another norm). "All θ_ij' in one equation are treated as the same
-value" (Fig. 2 caption): the K negatives of the anchor all sit at the angle θ_ij' from it (and, for
-L_uniform, whose Eq. 17 normalises over all N(N-1) cross-view pairs of the batch, every pair does).
+The normalisation's Jacobian (I - M_{h_i}) / ||h_i|| turns ||ĥ' - cos θ ĥ_i|| into sin θ / ||h_i||; the
+figures drop 1/||h_i|| (Fig. 2 caption), so every function here is the norm for ||h_i|| = 1. "All θ_ij'
+in one equation are treated as the same value" (Fig. 2 caption): all K negatives sit at θ_ij' (and, for
+L_uniform, whose Eq. 17 normalises over all N(N-1) cross-view pairs, every pair does).
 
-Hyperparameters: Nie Table 2, BERT-base column (the caption: "consistent with the columns
-corresponding to BERT_base in Table 2"), from :data:`contrastlab.losses.catalog.DEFAULTS`: InfoNCE
-τ 0.05, L_align α 2 and L_uniform t 6, DCL τ 0.03, DCL+ τ 0.17, MPT m 0.23, MET m 0.45, MAT m 0.15π.
+Hyperparameters: Nie Table 2's BERT-base column (the caption's choice), from
+:data:`contrastlab.losses.catalog.DEFAULTS`: InfoNCE τ 0.05, L_align α 2 and L_uniform t 6, DCL τ 0.03,
+DCL+ τ 0.17, MPT m 0.23, MET m 0.45, MAT m 0.15π.
 
-Where the printed equations have typos the derivation (App. C) and the loss definitions win, as the
-project's losses (:mod:`contrastlab.losses.nie2023`) compute them; the tests check every form
-against autograd of those losses:
+Where the printed equations have typos the derivation (App. C) and the loss definitions win, as
+:mod:`contrastlab.losses.nie2023` computes them; the tests check every form against autograd of those:
 
-- Eq. 7's denominator reads exp(cos θ_ij'/τ) + Σ_j ...: the first term is the positive's,
-  exp(cos θ_ii'/τ) (App. C.2, Eq. 16).
-- Eq. 11 (DCL+ alignment) reads sin θ_ij'/τ: it is DCL's sin θ_ii'/τ, gated (Eq. 9 and App. C.4).
-- Eqs. 20-22 are labelled "pos" but sit in the uniformity appendix: the uniformity norms of
-  MPT/MET/MAT are Eq. 40 (sin, cos(·/2), 1 of the hardest negative's angle). Eq. 20's gate reads
-  s_ii' + max s_ij' < m and Eq. 40's MET case reads "≥ m": the gates are the hinges' active sets,
-  cos θ_ii' - cos θ_ij' < m (MPT), 2 sin(θ_ij'/2) - 2 sin(θ_ii'/2) < m (MET) and
-  θ_ij' - θ_ii' < m (MAT; m in units of π, as the project's ``mat``).
-- Eq. 17 prints exp(2t cos θ): it is exp(-t ||ĥ_i - ĥ'_j||²) up to the factor e^{2t}, which cancels
-  between numerator and denominator (Eq. 31).
+- Eq. 7's denominator reads exp(cos θ_ij'/τ) + Σ_j ...: the first term is the positive's (Eq. 16).
+- Eq. 11 (DCL+ alignment) reads sin θ_ij'/τ: it is DCL's sin θ_ii'/τ, gated (Eq. 9, App. C.4).
+- Eqs. 20-22 are labelled "pos" but are uniformity norms: MPT/MET/MAT's are Eq. 40 (sin, cos(·/2), 1 of
+  the hardest negative's angle). The gates are the hinges' active sets, cos θ_ii' - cos θ_ij' < m (MPT),
+  2 sin(θ_ij'/2) - 2 sin(θ_ii'/2) < m (MET) and θ_ij' - θ_ii' < m (MAT; m in units of π), where Eq. 20
+  reads s_ii' + max s_ij' < m and Eq. 40's MET case "≥ m".
+- Eq. 17 prints exp(2t cos θ): it is exp(-t ||ĥ_i - ĥ'_j||²) up to e^{2t}, which cancels (Eq. 31).
 
-Negative counts (§3.2): the four leftmost panels of Fig. 2a show InfoNCE "under the different number
-of negative samples", the rest "under the condition of 64 negative sample size". The text does not
-list the four counts; the leftmost is 64 (§4.1 compares DCL+ at 64 with "the leftmost plot of Figure
-2a") and the dissipated area shrinks from left to right as the count grows, so we take the paper's
-batch-size grid (App. A.3: 64, 128, 256, 512) as the counts. K = 64 negatives means a batch of
-N = 65 for L_uniform's pair count. Fig. 4 repeats the layout for the uniformity part.
+Negative counts (§3.2): Fig. 2a's four leftmost panels show InfoNCE "under the different number of
+negative samples", the rest at 64. The text does not list the four; the leftmost is 64 (§4.1) and the
+dissipated area shrinks rightwards, so we take the batch-size grid of App. A.3 (64, 128, 256, 512).
+K = 64 negatives means N = 65 for L_uniform's pair count. Fig. 4 repeats the layout.
 
-Axes: θ_ij' horizontal ("their gradient signals will not vary with the horizontal axis" for L_align
-and DCL, which depend on θ_ii' only) and θ_ii' vertical, both over [0, π] (every angle two unit
-vectors can make; the paper's tick ranges are not in the text).
+Axes: θ_ij' horizontal (L_align's and DCL's norms "will not vary with the horizontal axis") and θ_ii'
+vertical, both over [0, π].
 
 [0] Z. Nie, R. Zhang, Y. Mao. "On the Inadequacy of Optimizing Alignment and Uniformity in
     Contrastive Learning of Sentence Representations." ICLR 2023.

@@ -1,27 +1,23 @@
 """Checkpoints that others' tools load: sentence-transformers folders and torchvision loader specs.
 
-:func:`write_sentence_transformers_files` turns a Hugging Face checkpoint folder into a
-sentence-transformers model in place (``modules.json``, ``sentence_bert_config.json`` and the module
-subfolders beside the weights), so that ``SentenceTransformer(folder).encode(sentences)`` returns the
-vectors our evaluator scores (:func:`contrastlab.models.text.pool`, no normalisation). It writes JSON
-and safetensors only and never imports sentence-transformers. Each of our :data:`~.text.POOLINGS` is
-built from stock modules, all of them exact (the same operations on the same numbers):
+:func:`write_sentence_transformers_files` makes a Hugging Face checkpoint folder a sentence-transformers
+model in place (``modules.json``, ``sentence_bert_config.json``, module subfolders), so that
+``SentenceTransformer(folder).encode(sentences)`` returns the vectors our evaluator scores
+(:func:`contrastlab.models.text.pool`). JSON and safetensors only; sentence-transformers is never
+imported. Each of :data:`~.text.POOLINGS` is built exactly from stock modules:
 
-- ``cls`` (SimCSE's ``cls_before_pooler``): ``Transformer`` → ``Pooling(cls)``.
-- ``avg``: ``Transformer`` → ``Pooling(mean)`` (the same masked mean).
+- ``cls`` (SimCSE's ``cls_before_pooler``): ``Transformer`` → ``Pooling(cls)``;
+- ``avg``: ``Transformer`` → ``Pooling(mean)``;
 - ``avg_embeddings_and_last`` / ``avg_first_layer_and_last``: ``Transformer`` (hidden states on) →
-  ``WeightedLayerPooling`` with weight 1 on ``hidden_states[0]`` (or ``[1]``) and on the last layer, 0
-  elsewhere (so (first + last) / 2) → ``Pooling(mean)``.
-- ``cls_pooler``: ``Transformer`` → ``Pooling(cls)`` → ``Dense`` with Tanh, loaded from BERT's
-  ``pooler.dense`` weights (BERT's pooler is that Linear + Tanh).
+  ``WeightedLayerPooling`` with weight 1 on ``hidden_states[0]`` (or ``[1]``) and the last layer →
+  ``Pooling(mean)``;
+- ``cls_pooler``: ``Transformer`` → ``Pooling(cls)`` → ``Dense`` + Tanh from BERT's ``pooler.dense``.
 
-No ``Normalize`` module: SentEval scores the raw vectors (the probes see them unscaled; STS uses the
-cosine, which is scale-free), so the exported model returns them raw too. Inputs are truncated at
-``max_seq_length`` (the model's position limit), where our evaluator would fail instead.
+No ``Normalize``: SentEval scores the raw vectors, so the export returns them raw. Inputs are truncated
+at ``max_seq_length`` (the position limit), where our evaluator would fail instead.
 
 :func:`write_torchvision_spec` writes ``torchvision.json`` beside an image encoder's weights: what a
-plain ``torchvision.models`` ResNet needs to load them (architecture, stem, the optional output
-layer), see the README's "Using the trained encoders".
+plain ``torchvision.models`` ResNet needs to load them (README's "Using the trained encoders").
 """
 
 from __future__ import annotations

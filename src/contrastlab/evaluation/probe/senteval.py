@@ -1,40 +1,32 @@
 """SentEval's own fitter of the transfer probe, re-implemented step for step and batched (the default).
 
-SentEval (``tools/classifier.py`` ``MLP`` with ``nhid=0``, ``tools/validation.py``) trains every
-probe the same way; this module reproduces that procedure, not just its objective:
+SentEval (``tools/classifier.py`` ``MLP`` with ``nhid=0``, ``tools/validation.py``) trains every probe
+the same way; this module reproduces that procedure, not just its objective:
 
-- ``MLP.__init__`` seeds NumPy's global RNG and torch with ``seed`` (1111), then builds
-  ``nn.Linear(d, C)``, so every probe of a run starts from the same torch default initialisation;
-- ``fit`` with ``validation_data`` early-stops on that data; with ``validation_split=0.05`` it first
-  draws ``np.random.permutation(n)`` and holds out its first ``int(0.05 * n)`` rows;
-- ``trainepoch`` runs ``epoch_size`` (4) epochs, each over a fresh ``np.random.permutation`` of the
-  training rows in minibatches of 64 (the last one shorter), minimising the mean cross-entropy of the
-  batch with ``torch.optim.Adam`` (lr 1e-3, betas (0.9, 0.999), eps 1e-8, ``weight_decay = l2`` on
-  weight and bias). ``loss_fn.size_average = False`` is set after construction, which PyTorch >= 1.0
-  ignores (``reduction`` is fixed at construction), so the loss is the batch mean;
+- ``MLP.__init__`` seeds NumPy and torch with ``seed`` (1111), then builds ``nn.Linear(d, C)``: every
+  probe of a run starts from the same torch default initialisation;
+- ``fit`` early-stops on ``validation_data``; with ``validation_split=0.05`` it first draws
+  ``np.random.permutation(n)`` and holds out its first ``int(0.05 * n)`` rows;
+- ``trainepoch`` runs ``epoch_size`` (4) epochs, each over a fresh ``np.random.permutation`` in
+  minibatches of 64 (the last shorter), minimising the batch-mean cross-entropy (``size_average =
+  False`` is set after construction, which PyTorch >= 1.0 ignores) with Adam (lr 1e-3, betas (0.9,
+  0.999), eps 1e-8, ``weight_decay = l2`` on weight and bias);
 - after every ``epoch_size`` epochs the probe is scored on the validation rows; a strictly better
-  accuracy keeps a copy of the model, otherwise a never-reset counter grows and training stops at
-  the non-improvement that finds it at ``tenacity`` (5); at most ``max_epoch`` (200) epochs are
-  started (``while nepoch <= max_epoch``); the kept copy is the final probe;
-- the cross-validation schemes, folds (``StratifiedKFold(shuffle=True, random_state=1111)``), the
-  L2 grid, the rounding (``round(100 * acc, 2)``) and the first-best L2 choice are SentEval's
-  (:mod:`.schemes`).
+  accuracy keeps a copy, otherwise a never-reset counter grows and training stops when it reaches
+  ``tenacity`` (5); at most ``max_epoch`` (200) epochs start; the kept copy is the final probe;
+- the schemes, folds, L2 grid, rounding and first-best choice are SentEval's (:mod:`.schemes`).
 
 Speed without changing the arithmetic: probes that consume the same NumPy permutation stream (same
-seed, same number of rows, same kind of validation) take the same minibatch *positions* at every
-step, and all of them start from the same weights. So every fold of one size and every L2 value
-trains in lockstep: one gather of ``[folds, 64, d]`` rows and two batched GEMMs per step update all
-``folds x L2`` probes, with Adam applied to the stacked parameters, and early stopping is tracked per
-probe with masks (a fold leaves the batch once its probes have all stopped). The refit SentEval
-performs with the chosen L2 (same seed, same data, so the same probe) is not repeated: the final
-probes of all four L2 values are trained in the same lockstep batch and the chosen one is scored.
-Computation is float32 on CPU, as SentEval's; results match SentEval's up to float rounding order.
-Training runs with one torch thread whatever the caller's setting (restored after): each step is a
-handful of small ops, and intra-op threads on a busy 2-core machine made it 20-40x slower.
+seed, row count and kind of validation) take the same minibatch positions at every step from the same
+weights, so every fold of one size and every L2 value trains in lockstep: one gather of ``[folds, 64,
+d]`` rows and two batched GEMMs per step update all ``folds x L2`` probes, Adam on the stacked
+parameters, early stopping tracked per probe with masks. SentEval's refit with the chosen L2 (same
+seed and data: the same probe) is not repeated. Float32 on CPU, as SentEval's; results match up to
+rounding order. Training runs with one torch thread (restored after): intra-op threads on a busy
+2-core machine made these small ops 20-40x slower.
 
 On a fixed bag-of-words encoder (tests/evaluation/test_reference.py) the seven transfer accuracies
-equal SentEval's own (0.00 points off each) in ~5 min on one busy core for 300-d embeddings, where
-SentEval took 86 min on two.
+equal SentEval's (0.00 points off) in ~5 min on one busy core for 300-d embeddings; SentEval: 86 min.
 """
 
 from __future__ import annotations
