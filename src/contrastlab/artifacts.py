@@ -41,12 +41,9 @@ BACKGROUND_CHUNK = 32 << 20
 
 
 def sha256_file(path: str | Path) -> str:
-    """sha256 of a file, read in 1 MiB blocks."""
-    h = hashlib.sha256()
+    """sha256 of a file (``hashlib.file_digest``: read in blocks, never whole)."""
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:

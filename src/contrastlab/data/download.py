@@ -69,11 +69,8 @@ class ContentError(RuntimeError):
 
 def md5_file(path: str | Path) -> str:
     """md5 of a file, for publishers that give only md5 (an integrity check, not a security one)."""
-    h = hashlib.md5(usedforsecurity=False)
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
 
 
 def line_count(path: str | Path) -> int:
