@@ -1,15 +1,11 @@
 """Precision, stated once: the choices a cell can ask for, the one rule that resolves them on a device,
 and the fp32 switches of PyTorch's CUDA backends.
 
-The runtime resolves a cell's choice on the device it trains on
-(:func:`contrastlab.training.runtime.resolve_precision`); the plan resolves it on the card it prices, with
-or without native bf16 (:func:`contrastlab.cost.cards.native_bf16`, :mod:`contrastlab.cost.flops`); the
-schema's enums list the same choices (tested).
-
-Training (:class:`contrastlab.training.runtime.Precision`) turns TF32 on for the steps of a ``tf32`` run
-only; everything that measures (SentEval encoding, image features and spectra) runs under
-:func:`ieee_fp32`. Without these, PyTorch's own defaults apply: IEEE fp32 matmuls but TF32 cuDNN
-convolutions, so an "fp32" evaluation of an image encoder would be TF32 on Ampere and later GPUs.
+The runtime resolves a cell's choice on its device (:func:`contrastlab.training.runtime.resolve_precision`),
+the plan on the card it prices (:mod:`contrastlab.cost.flops`); the schema lists the same choices (tested).
+Training turns TF32 on for a ``tf32`` run's steps only; everything that measures (encoding, image
+features, spectra) runs under :func:`ieee_fp32`: PyTorch's defaults would run fp32 convolutions in TF32
+on Ampere and later.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """What produced a result: package versions, Python, the git commit and the command line.
 
-Every checkpoint summary and metrics file records :func:`run_metadata` (style guide: "record the
-resolved config, command, package versions and git SHA with every checkpoint and metrics file"). It
-sits at the bottom of the library's layers, so that the trainers and the evaluator can call it
-without importing the workflow glue.
+Every checkpoint summary and metrics file records :func:`run_metadata` (the style guide's "record the
+resolved config, command, package versions and git SHA"). It sits at the bottom of the library's layers,
+so the trainers and the evaluator call it without the workflow glue.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Workflow entry points for the data rules: a user's copy, the generated fixture, or the download.
 
-Where the data lie (:meth:`contrastlab.config.data.DataConfig.locations`, read from the config) and what
-they are are kept apart on purpose: the cells
-depend on what the data are, so moving a copy, re-downloading it, pinning its URL to a revision or
-switching from the download to an identical copy retrains nothing, while a corpus whose content changed
-retrains every cell that reads it. SentEval is held to its pinned per-file sha256, so its identity is
-known before anything runs (:func:`senteval_identity`). The corpus is its content digest: a user's file
-hashed, a download's lock entry, or, before the first download, the digest the hub gives for the file
-(one HEAD request) or the download itself, resolved before the workflow builds its jobs.
+Where the data lie (:meth:`contrastlab.config.data.DataConfig.locations`) and what they are are kept
+apart: the cells depend on what the data are, so moving a copy, re-downloading it, pinning its URL or
+switching to an identical copy retrains nothing, while a changed corpus retrains every cell that reads
+it. SentEval's identity is its pinned per-file sha256 (:func:`senteval_identity`); the corpus's its
+content digest: a user's file hashed, a download's lock entry, or, before the first download, the hub's
+digest (one HEAD request) or the download itself, resolved before the workflow builds its jobs.
 """
 
 from __future__ import annotations

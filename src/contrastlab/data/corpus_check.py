@@ -1,16 +1,14 @@
 """A user's training corpus (``data.wiki_path``) checked while it is hashed, before any job: UTF-8, not
-empty, at most one line in a hundred blank (:data:`MAX_BLANK_SHARE`), and at most one in a hundred binary
-(:data:`MAX_BINARY_SHARE`). One pass over the file in 1 MiB blocks of whole lines (a fraction of a second
-more than the hash alone for wiki1m's 1M lines).
+empty, at most one line in a hundred blank (:data:`MAX_BLANK_SHARE`) or binary (:data:`MAX_BINARY_SHARE`).
+One pass in 1 MiB blocks of whole lines (a fraction of a second more than the hash for wiki1m).
 
-A blank line (empty, or spaces only) is a sentence of no token that trains as one (the corpus is one
-sentence per line, :func:`contrastlab.training.corpus.read_sentences`): a corpus of them trained and
-was scored without a word. wiki1m has none; the share allowed is for a stray line or two.
+A blank line is a sentence of no token that trains as one: a corpus of them trained and was scored
+without a word. wiki1m has none; the share allowed is for a stray line or two.
 
-A compressed file (gzip, bz2, xz, zstd, zip) or UTF-16/UTF-32 text is named as such from its first bytes,
-with the command that makes it text (review M7): ``iconv -f latin1`` is suggested only for text that is
-neither, since a binary file put through it is valid UTF-8 garbage. That garbage, a line of binary data
-(one byte in ten or more a control character, NUL or U+FFFD), is refused too.
+A compressed file (gzip, bz2, xz, zstd, zip) or UTF-16/32 text is named from its first bytes, with the
+command that makes it text; ``iconv -f latin1`` is suggested only for text that is neither, since a
+binary file put through it is valid UTF-8 garbage, which (a line with one byte in ten or more a control
+character, NUL or U+FFFD) is refused too.
 """
 
 from __future__ import annotations

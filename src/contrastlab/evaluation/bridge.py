@@ -1,27 +1,25 @@
 """The bridge from the SentEval protocol to MTEB on one checkpoint: where each point of difference comes from.
 
-For each STS task the checkpoint is scored in a chain of settings that starts at the SentEval protocol
-(protocol.md §4, :func:`contrastlab.evaluation.senteval.score_sts`: cosine Spearman on SentEval's
-tokenised text, STS12-16 pooled over sub-datasets, STS-B and SICK-R on their test split) and ends at
-MTEB's own score (:func:`contrastlab.evaluation.mteb_sts.run_mteb`), changing one thing per step
-(:data:`STEPS`):
+For each STS task the checkpoint is scored in a chain of settings from the SentEval protocol (protocol.md
+§4, :func:`contrastlab.evaluation.senteval.score_sts`: cosine Spearman on SentEval's tokenised text,
+STS12-16 pooled, STS-B and SICK-R on their test split) to MTEB's own score
+(:func:`contrastlab.evaluation.mteb_sts.run_mteb`), one change per step (:data:`STEPS`):
 
-1. ``text_form``: the same pairs, each sentence in MTEB's text (its copy's tokenisation and case);
+1. ``text_form``: the same pairs, each sentence in MTEB's text (its tokenisation and case);
 2. ``pooling``: SentEval's ``all`` (one Spearman over the sub-datasets concatenated) -> MTEB's single
-   set; both pool every pair, so this step is 0 whenever the pairs are the same (what differs from
-   SentEval's ``mean`` of per-sub-dataset Spearmans is shown beside, ``senteval_mean``);
-3. ``pairs``: within the scored split, the pairs SentEval has and MTEB lacks leave, the pairs MTEB has
-   and SentEval's files lack (STS13's SMT, rows without a gold score) come in;
-4. ``split``: the pairs MTEB scores from SentEval's other splits come in (SICK-R: MTEB scores all
-   9,927 pairs, SentEval the 4,927 of the test split);
-5. ``similarity``: our cosine Spearman of that set -> MTEB's evaluator's (its own encoding batches,
-   float32 cosine, scipy's Spearman of the normalised gold): the arithmetic, ~1e-5 points, plus the
-   pairs of two identical sentences, whose cosine MTEB's float32 makes exactly 1 (a tie) where our
-   float64 gives 1 +- 2e-16 (an arbitrary order): +0.002 on STS12 (79 such pairs) for all-MiniLM-L6-v2.
+   set: 0 whenever the pairs are the same (SentEval's ``mean`` of per-sub-dataset Spearmans is shown
+   beside, ``senteval_mean``);
+3. ``pairs``: within the scored split, SentEval's pairs that MTEB lacks leave, MTEB's that SentEval's
+   files lack (STS13's SMT, rows without a gold score) come in;
+4. ``split``: the pairs MTEB scores from SentEval's other splits come in (SICK-R: all 9,927 pairs, not
+   the test split's 4,927);
+5. ``similarity``: our cosine Spearman -> MTEB's evaluator's (its encoding batches, float32 cosine,
+   scipy's Spearman of the normalised gold): ~1e-5 points of arithmetic, plus pairs of two identical
+   sentences, whose float32 cosine is exactly 1 (a tie) where our float64 gives 1 +- 2e-16: +0.002 on
+   STS12 (79 such pairs) for all-MiniLM-L6-v2.
 
-Each part is the score after its step minus the score before, so the parts add up to MTEB minus
-SentEval (a telescoping sum; exact but for float rounding, ~1e-13). Pairs are matched between the two
-copies by their letters and digits only (case, spaces and punctuation ignored) and their gold score.
+Each part is the score after its step minus before, so the parts add up to MTEB minus SentEval (exact
+but for float rounding, ~1e-13). Pairs are matched by their letters and digits only and their gold.
 """
 
 from __future__ import annotations

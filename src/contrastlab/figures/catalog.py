@@ -1,9 +1,7 @@
-"""Which figures a config draws: the Snakefile's figure rules and the report read this catalogue. A
-paper's own figures, with what each reads and its caption, are its record's (``figures`` in each paper's
-record, :mod:`contrastlab.papers`; the function that draws one registers itself under its name,
-:mod:`contrastlab.figures.registry`); this module keeps the rules for the kinds of figure a config draws
-per experiment (``lr_sweep``, ``spectra``, ``search``, the synthetic study, the user losses' paradigm).
-Import-light (no matplotlib, no torch), so that the workflow parses fast.
+"""Which figures a config draws, for the Snakefile's figure rules and the report. A paper's own figures
+are its record's (:mod:`contrastlab.papers`; their drawings register in :mod:`contrastlab.figures.registry`);
+this module keeps the rules for the kinds a config draws per experiment (``lr_sweep``, ``spectra``,
+``search``, the synthetic study, the user losses' paradigm). Import-light, so the workflow parses fast.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """OAR Table 2 (a figure in the paper, §3): the synthetic clusters and each loss's embeddings, ± OAR.
 
-One 3-D scatter panel per run of :func:`run_synthetic_study` (below), points
-coloured by cluster: the first column shows the input (top) and the input projected onto the unit
-sphere (bottom: how three lines through the origin look there, two antipodal caps per cluster); then
-one column per loss, without OAR on top and with OAR below, each panel titled with the effective rank
-(95% of Σσ²) and the smallest angle between cluster axes. The CSV holds every plotted point.
+One 3-D scatter panel per run of :func:`run_synthetic_study`, coloured by cluster: the first column the
+input (top) and its projection onto the unit sphere (bottom: three lines through the origin become two
+antipodal caps each); then one column per loss, without OAR on top and with it below, each titled with
+the effective rank (95% of Σσ²) and the smallest angle between cluster axes. The CSV holds every point.
 """
 
 from __future__ import annotations
