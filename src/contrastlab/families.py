@@ -72,16 +72,16 @@ class TextFamily:
     holds its shape (:class:`ConfigKeys`), which the plan, the export and the MTEB metadata read.
     """
 
-    roberta_like: bool
-    offset_positions: bool
-    mask_4d: bool
-    padding_free: bool
+    roberta_like: bool = False
+    offset_positions: bool = False
+    mask_4d: bool = True
+    padding_free: bool = False
     dropout_keys: tuple[str, str] = BERT_DROPOUT_KEYS
     config_keys: ConfigKeys = BERT_CONFIG_KEYS
 
 
-#: The text families. ``offset_positions`` as transformers 5.23's own modelling code has it: the
-#: embeddings of modeling_{roberta,xlm_roberta,camembert,mpnet}.py build position ids with
+#: The text families (a field left out is BERT's). ``offset_positions`` as transformers 5.23's modelling
+#: code has it: the embeddings of modeling_{roberta,xlm_roberta,camembert,mpnet}.py build position ids with
 #: ``create_position_ids_from_input_ids(input_ids, padding_idx)`` (positions from ``padding_idx + 1``);
 #: modeling_{bert,distilbert,electra}.py take ``arange(seq_length)``. ``mask_4d``: these seven build
 #: their attention bias with ``masking_utils.create_bidirectional_mask``, which returns a 4-D mask
@@ -91,26 +91,16 @@ class TextFamily:
 #: and has no token types; MPNet's has no token types either; the others use BERT's names.
 TEXT_FAMILIES: Mapping[str, TextFamily] = MappingProxyType(
     {
-        "bert": TextFamily(roberta_like=False, offset_positions=False, mask_4d=True, padding_free=True),
-        "roberta": TextFamily(roberta_like=True, offset_positions=True, mask_4d=True, padding_free=True),
-        "xlm-roberta": TextFamily(roberta_like=True, offset_positions=True, mask_4d=True, padding_free=False),
-        "camembert": TextFamily(roberta_like=True, offset_positions=True, mask_4d=True, padding_free=False),
+        "bert": TextFamily(padding_free=True),
+        "roberta": TextFamily(roberta_like=True, offset_positions=True, padding_free=True),
+        "xlm-roberta": TextFamily(roberta_like=True, offset_positions=True),
+        "camembert": TextFamily(roberta_like=True, offset_positions=True),
         "distilbert": TextFamily(
-            roberta_like=False,
-            offset_positions=False,
-            mask_4d=True,
-            padding_free=False,
             dropout_keys=("dropout", "attention_dropout"),
             config_keys=ConfigKeys("dim", "n_layers", "hidden_dim", "n_heads", token_types=None),
         ),
-        "mpnet": TextFamily(
-            roberta_like=False,
-            offset_positions=True,
-            mask_4d=True,
-            padding_free=False,
-            config_keys=ConfigKeys(token_types=None),
-        ),
-        "electra": TextFamily(roberta_like=False, offset_positions=False, mask_4d=True, padding_free=False),
+        "mpnet": TextFamily(offset_positions=True, config_keys=ConfigKeys(token_types=None)),
+        "electra": TextFamily(),
     }
 )
 
