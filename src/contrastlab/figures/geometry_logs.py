@@ -2,19 +2,15 @@
 (``contrastlab.training.geometry``: a fixed probe of corpus sentences, two dropout views each):
 
 - Li et al. 2024 (experiment ``li2024_conjectures``: the §3.2 baseline and the same with GD ≡ 1, the probe
-  held out of training): Fig. 5, densities of the anchor-negative and anchor-positive cosines at the end
-  of training, with and without GD; Fig. 7, the hardest negative's share of the update against τ before
-  training (the backbone) and after; Fig. 8a, the least ratio meeting Lemma 1 before and after training
-  (λ values ours); Fig. 8b, the dynamic ratios of ArcCon, MET and MAT across training;
-  Fig. 9, the estimated μ_pos, μ_neg, σ_pos, σ_neg across training. From the r sweep of Fig. 6
-  (``li2024_fig6_r``): Fig. 8c, the mean anchor-positive cosine across training per r.
-- Nie et al. 2023: Fig. 3b, the distance gap d_ij across training per loss (``nie2023``); Fig. 3c-e,
-  train L_cl, ℓ_align and ℓ_uniform of MPT at each margin of the sweep (``nie2023_fig3``); Fig. 3a's x
-  axis (the gap each margin ends at) is :func:`final_gap`.
+  held out of training): Fig. 5, the anchor-negative and anchor-positive cosine densities at the end,
+  with and without GD; Fig. 7, the hardest negative's share against τ before and after training; Fig.
+  8a, the least ratio meeting Lemma 1 before and after (λ values ours); Fig. 8b, the dynamic ratios of
+  ArcCon, MET and MAT; Fig. 9, the estimated μ_pos, μ_neg, σ_pos, σ_neg; from Fig. 6's r sweep, Fig. 8c,
+  the mean anchor-positive cosine per r.
+- Nie et al. 2023: Fig. 3b, the distance gap d_ij per loss; Fig. 3c-e, train L_cl, ℓ_align and
+  ℓ_uniform of MPT per margin; Fig. 3a's x axis, the gap each margin ends at (:func:`final_gap`).
 
-The functions that draw these figures register themselves under the figures' names in their papers'
-modules (:mod:`contrastlab.figures.li2024`, :mod:`contrastlab.figures.nie2023`); this module holds what
-they share.
+The drawing functions register in their papers' modules; this module holds what they share.
 """
 
 from __future__ import annotations

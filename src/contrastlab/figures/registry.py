@@ -2,16 +2,14 @@
 :func:`figure` (``@figure("li2024/li2024_fig5")``), and a figure job calls ``drawing(name).draw(...)``.
 
 What a figure reads comes from its paper's record (``figures`` in ``report/claims/<prefix>.yaml``,
-:data:`contrastlab.figures.catalog.RECORD_FIGURES`), which the Snakefile reads to give the job its inputs
-before any drawing code is imported; the function states its name alone. The drawing module of figure
-``<prefix>/<name>`` is ``contrastlab.figures.<prefix>``: :func:`drawing` imports it, which fills
-:data:`FIGURES`. Import-light (no matplotlib), as the catalogue.
+:data:`contrastlab.figures.catalog.RECORD_FIGURES`), which the Snakefile reads before any drawing code is
+imported. The drawing module of ``<prefix>/<name>`` is ``contrastlab.figures.<prefix>``: :func:`drawing`
+imports it, which fills :data:`FIGURES`. Import-light (no matplotlib), as the catalogue.
 
-A figure's ``draw`` is called by its reading kind: ``logs`` or ``metrics`` (the cells of the record's
-experiments: their training logs; their metrics and logs), as ``draw(results, stem, experiments=...,
-points=...)`` with the run's :class:`~contrastlab.paths.Results`, the configured experiments of the
-record's list and each experiment's sweep points; ``analytic`` (no training) as ``draw(stem, size)`` with
-the config's ``analytic_figures`` (``points``, ``batches``). Each returns the paths it wrote.
+``draw`` is called by the figure's reading kind: ``logs`` or ``metrics`` as ``draw(results, stem,
+experiments=..., points=...)`` (the run's :class:`~contrastlab.paths.Results`, the record's configured
+experiments and their sweep points); ``analytic`` (no training) as ``draw(stem, size)`` with the config's
+``analytic_figures`` (``points``, ``batches``). Each returns the paths it wrote.
 """
 
 from __future__ import annotations

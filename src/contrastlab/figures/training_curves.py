@@ -1,12 +1,10 @@
 """Figures read from what the sentence cells already write: Nie et al. 2023, Fig. 1.
 
-- Fig. 1a: ℓ_align against ℓ_uniform of every trained checkpoint on the STS-B dev set, coloured by
-  STS.Avg, read from the cells' ``senteval.json`` (``alignment``, ``uniformity``, ``sts_avg``: Wang &
-  Isola's measures).
-- Fig. 1b-d: per loss, on the training side the batch loss and, with the trainer's ``analysis_every``
-  on, L_cl (InfoNCE, τ 0.05), ℓ_align and ℓ_uniform of a fixed probe of training sentences
-  (``training.geometry``); on the dev side ℓ_align, ℓ_uniform and the STS-B Spearman at every dev
-  evaluation, and L_cl of the dev sentences under the same two dropout views (the trainer's dev probe).
+- Fig. 1a: ℓ_align against ℓ_uniform of every checkpoint on the STS-B dev set, coloured by STS.Avg,
+  from the cells' ``senteval.json`` (Wang & Isola's measures).
+- Fig. 1b-d: per loss, on the training side the batch loss and, with ``analysis_every`` on, L_cl
+  (InfoNCE, τ 0.05), ℓ_align and ℓ_uniform of a fixed probe of training sentences; on the dev side
+  ℓ_align, ℓ_uniform, the STS-B Spearman and L_cl of the dev sentences' two dropout views.
 
 :func:`geometry_frame` and :func:`geometry_histograms` read the ``geometry`` records for the other
 log-based figures (Li Fig. 5, 7, 8b-c, 9; Nie Fig. 3a-e).

@@ -1,18 +1,14 @@
-"""Readers for the SentEval ``downstream/`` tree, each reading its files the way SentEval does.
+"""Readers for the SentEval ``downstream/`` tree, each reading its files as SentEval (SimCSE's copy) does:
 
-What SentEval does, per reader (SimCSE's copy of SentEval; cited per function):
+- rows: ``f.read().splitlines()`` (STS12-16, MR/CR/SUBJ/MPQA) splits on every Unicode line boundary and
+  keeps empty lines as empty sentences; ``for line in f`` (STS-B, SICK, SST, TREC, MRPC) splits on
+  newlines only, ``line.strip()`` first;
+- encoding: latin-1 for MR/CR/SUBJ/MPQA and TREC, UTF-8 for the rest;
+- tokens: ``str.split()``, re-joined with single spaces (the form every sentence has here);
+- order before cross-validation: sorted by (number of tokens, label), stable: the folds depend on it.
 
-- how a file is split into rows: ``f.read().splitlines()`` (STS12-16, MR/CR/SUBJ/MPQA) splits on every
-  Unicode line boundary and keeps empty lines as empty sentences; ``for line in f`` (STS-B, SICK, SST,
-  TREC, MRPC) splits on newlines only and ``line.strip()`` comes first;
-- the encoding: latin-1 for MR/CR/SUBJ/MPQA and TREC, UTF-8 for the rest;
-- tokens: ``str.split()`` on whitespace; the batcher re-joins them with single spaces, which is the
-  form every sentence has here;
-- the sample order before cross-validation: sorted by (number of tokens, label), stable — the k-fold
-  splits depend on it.
-
-Every reader checks the number of rows of each file against ``protocol.EXPECTED_ROWS`` (or the counts
-manifest of a generated fixture) and fails with one line naming the file.
+Every reader checks each file's row count against ``protocol.EXPECTED_ROWS`` (or a generated fixture's
+counts manifest) and fails with one line naming the file.
 """
 
 from __future__ import annotations
