@@ -214,17 +214,13 @@ def gd_monte_carlo(
     hp: Mapping[str, Mapping[str, float]] | None = None,
     chunk: int = 4,
 ) -> pd.DataFrame:
-    """Monte-Carlo mean of Li Table 1's GD over (μ_pos, μ_neg) pairs: Li §3.1.1, Fig. 2 and Fig. 10.
-
-    For each of the ``points`` (an int, or (μ_pos count, μ_neg count)) values of μ_pos and μ_neg,
-    ``batches`` batches of one θ_ii' ~ N(μ_pos, σ_pos²) and ``negatives`` θ_ij' ~ N(μ_neg, σ_neg²);
-    the GD of each loss in ``losses`` per batch (:func:`gradient_dissipation`), averaged. Float64,
-    vectorised over ``chunk`` μ_neg values x batches x negatives at a time (~8 MB per chunk of 4).
+    """Monte-Carlo mean of Li Table 1's GD over (μ_pos, μ_neg) pairs (Li §3.1.1, Fig. 2 and 10), as the
+    module docstring describes, on ``points`` values per axis (an int, or (μ_pos, μ_neg) counts). Float64,
+    ``chunk`` μ_neg values x batches x negatives at a time (~8 MB per chunk of 4).
 
     Returns a tidy frame, one row per loss and pair: loss, mu_pos, mu_neg, gap (μ_neg − μ_pos), gd and
-    gd_se, its Monte-Carlo standard error (the batches' sample standard deviation over √batches; 0 where
-    every batch gives the same value, as an indicator far from its margin does). Bit-identical for the
-    same arguments (whatever ``chunk``); docs/measured.md has the full scale's wall time.
+    gd_se, its Monte-Carlo standard error (the batches' sample std over √batches; 0 where every batch
+    gives the same value). Bit-identical whatever ``chunk``; docs/measured.md has the full scale's time.
     """
     hp = hp or {}
     params = [_hyper(loss, hp.get(loss, {})) for loss in losses]  # validate before sampling
@@ -435,14 +431,11 @@ def hardest_negative_share(
     gd_threshold: float | None = 0.01,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Mean share of the exponential weight taken by the hardest negative, max_j W_ij / Σ_j W_ij, for
-    each τ in ``taus`` and μ_neg on a ``points`` grid at fixed ``mu_pos``: Li §3.1.2, Fig. 3.
-
-    Per μ_neg, ``batches`` batches of one θ_ii' ~ N(mu_pos, σ_pos²) and ``negatives`` θ_ij' ~
-    N(μ_neg, σ_neg²), the same draws for every τ. ``share`` averages over the batches whose InfoNCE
-    GD at that τ is >= ``gd_threshold`` (the authors' filter; NaN where none passes, ``None`` keeps
-    all), ``kept`` is the fraction of batches averaged, ``share_all`` the mean over all batches.
-    The share tends to 1 as τ -> 0 and to 1/``negatives`` as τ -> ∞.
+    """Mean share max_j W_ij / Σ_j W_ij of the exponential weight taken by the hardest negative, per τ in
+    ``taus`` and μ_neg on a ``points`` grid at fixed ``mu_pos`` (Li §3.1.2, Fig. 3), the same draws for
+    every τ. ``share`` averages over the batches whose InfoNCE GD at that τ is >= ``gd_threshold`` (the
+    authors' filter; NaN where none passes; ``None`` keeps all), ``kept`` is the fraction averaged,
+    ``share_all`` the mean over all. The share tends to 1 as τ -> 0 and to 1/``negatives`` as τ -> ∞.
 
     Returns a tidy frame, one row per (τ, μ_neg): tau, mu_pos, mu_neg, share, share_se (its Monte-Carlo
     standard error over the kept batches), share_all, kept.
