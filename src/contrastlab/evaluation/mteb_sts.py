@@ -45,18 +45,9 @@ __all__ = [
     "task_pins",
 ]
 
-#: SentEval task name -> MTEB task name (``mteb.get_task``): the English STS tasks both run.
-MTEB_TASKS = MappingProxyType(
-    {
-        "STS12": "STS12",
-        "STS13": "STS13",
-        "STS14": "STS14",
-        "STS15": "STS15",
-        "STS16": "STS16",
-        "STSBenchmark": "STSBenchmark",
-        "SICKRelatedness": "SICK-R",
-    }
-)
+#: SentEval task name -> MTEB task name (``mteb.get_task``): the English STS tasks both run, under the
+#: same names but SICK-R's.
+MTEB_TASKS = MappingProxyType({**{task: task for task in P.STS_TASKS}, "SICKRelatedness": "SICK-R"})
 #: MTEB's names of the seven tasks, in SentEval's order.
 TASK_NAMES = tuple(MTEB_TASKS.values())
 #: The split MTEB scores on every one of them (``metadata.eval_splits``).
