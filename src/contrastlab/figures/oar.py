@@ -160,6 +160,13 @@ def embedding_spectrum(
     }
 
 
+def _bare(ax) -> None:
+    """No ticks and no grid on ``ax`` (a matrix, or a panel with nothing to show)."""
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+
+
 def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]:
     """Per encoder, its normalised singular values (top row, log scale) and affinity matrix (bottom
     row, colour bar from -1 to 1), titled with the effective rank; writes ``stem``.png/.pdf/.csv (the
@@ -175,12 +182,8 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
                 axes[0, col].set_title(f"{method_label(name.split('-lr')[0])} ({name})")
                 for ax in axes[:, col]:
                     note(ax, "training diverged")
-                    ax.set_xticks([])
-                    ax.set_yticks([])
-                    ax.grid(False)
-                rows.append(
-                    {"encoder": name, "index": 0, "singular_value": np.nan, "effective_rank": "diverged"}
-                )
+                    _bare(ax)
+                rows.append((name, 0, np.nan, "diverged"))
                 continue
             sv = np.asarray(s["singular_values"])
             ax = axes[0, col]
@@ -194,21 +197,13 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
                 s["affinity"], vmin=-1, vmax=1, cmap="RdBu_r", interpolation="nearest"
             )
             axes[1, col].set_title("cosine affinity (sorted by class)")
-            axes[1, col].grid(False)
-            axes[1, col].set_xticks([])
-            axes[1, col].set_yticks([])
-            rows += [
-                {
-                    "encoder": name,
-                    "index": i + 1,
-                    "singular_value": float(v),
-                    "effective_rank": s["effective_rank"],
-                }
-                for i, v in enumerate(sv)
-            ]
+            _bare(axes[1, col])
+            rows += [(name, i + 1, float(v), s["effective_rank"]) for i, v in enumerate(sv)]
         if image is not None:
             fig.colorbar(image, ax=axes[1, :].tolist(), shrink=0.8, label="cos")
-        return save(fig, stem, pd.DataFrame(rows))
+        return save(
+            fig, stem, pd.DataFrame(rows, columns=["encoder", "index", "singular_value", "effective_rank"])
+        )
 
 
 def lr_sweep_figure(
