@@ -1,10 +1,9 @@
 """The transfer probe of the SentEval protocol: one protocol (:mod:`.schemes`) and its fitter.
 
-:mod:`.schemes` writes SentEval's three cross-validation schemes (``tools/validation.py``) once;
-each hands its fits to the fitter ``"senteval"`` (:mod:`.senteval`): SentEval's own early-stopped
-procedure replicated step for step and batched, with SimCSE's classifier settings for the mode (Adam
-for ``test``, RMSprop for ``fasttest``/``dev``); it reproduces SentEval's accuracies. (A converged
-L-BFGS fitter, up to 1.3 points off SentEval and selected by no config, was removed in issue 35.)
+:mod:`.schemes` writes SentEval's three cross-validation schemes (``tools/validation.py``) once; each
+hands its fits to the fitter (:mod:`.senteval`): SentEval's own early-stopped procedure replicated step
+for step and batched, with SimCSE's classifier settings for the mode (Adam for ``test``, RMSprop for
+``fasttest``/``dev``), which reproduces SentEval's accuracies.
 """
 
 from __future__ import annotations
