@@ -24,17 +24,14 @@ def _masked_mean(states, mask):
     return (states * m).sum(1) / m.sum(1)
 
 
-def test_avg_embeddings_and_last_reads_embedding_output_and_last_layer(outputs):
+@pytest.mark.parametrize(
+    ("pooling", "first"), [("avg_embeddings_and_last", 0), ("avg_first_layer_and_last", 1)]
+)
+def test_the_first_last_poolings_read_their_first_entry_and_the_last_layer(outputs, pooling, first):
     out, mask, _, _ = outputs
     assert len(out.hidden_states) == 3  # embeddings + 2 layers of the tiny BERT
-    expected = _masked_mean((out.hidden_states[0] + out.hidden_states[2]) / 2, mask)
-    torch.testing.assert_close(pool(out, mask, "avg_embeddings_and_last"), expected, rtol=0, atol=0)
-
-
-def test_avg_first_layer_and_last_reads_layer_one_and_last_layer(outputs):
-    out, mask, _, _ = outputs
-    expected = _masked_mean((out.hidden_states[1] + out.hidden_states[2]) / 2, mask)
-    torch.testing.assert_close(pool(out, mask, "avg_first_layer_and_last"), expected, rtol=0, atol=0)
+    expected = _masked_mean((out.hidden_states[first] + out.hidden_states[2]) / 2, mask)
+    torch.testing.assert_close(pool(out, mask, pooling), expected, rtol=0, atol=0)
 
 
 def test_the_two_first_last_poolings_differ(outputs):
