@@ -149,11 +149,8 @@ def test_every_image_combination_is_decided_alike_by_the_trainer_and_the_plan():
             pass
         assert trainer == plan, settings | {"n_images": n_images}
         outcomes.append(trainer)
-    assert (outcomes.count(True), outcomes.count(False), outcomes.count("refused")) == (
-        30,
-        145,
-        65,
-    )  # of 240: 3 capturable steps x (None, true) x 5
+    # of 240: 3 capturable steps x (None, true) x 5
+    assert (outcomes.count(True), outcomes.count(False), outcomes.count("refused")) == (30, 145, 65)
 
 
 def _fetched(spec: dict, out: Path) -> Path:
@@ -325,12 +322,8 @@ def test_positions_are_offset_for_the_families_whose_transformers_code_offsets_t
         )
         for t in TEXT_FAMILIES
     }
-    assert {t for t, limit in offset.items() if limit == 512} == {
-        "roberta",
-        "xlm-roberta",
-        "camembert",
-        "mpnet",
-    }
+    offset_families = {"roberta", "xlm-roberta", "camembert", "mpnet"}
+    assert {t for t, limit in offset.items() if limit == 512} == offset_families
     assert {t for t, limit in offset.items() if limit == 514} == {"bert", "distilbert", "electra"}
 
 
@@ -340,12 +333,8 @@ def test_the_step_modes_name_themselves():
             settings, track="sentence", device_type="cuda", precision="bf16", model_type="bert"
         ).name
 
-    assert (name(), name(cuda_graph=False), name(compile=True), name(compile=True, cuda_graph=False)) == (
-        "graph",
-        "eager",
-        "compile + graph",
-        "compile",
-    )
+    names = (name(), name(cuda_graph=False), name(compile=True), name(compile=True, cuda_graph=False))
+    assert names == ("graph", "eager", "compile + graph", "compile")
     cpu = step_mode({}, track="sentence", device_type="cpu", precision="fp32", model_type="bert")
     assert (cpu.name, cpu.dev_batch) == ("eager", families.DEV_BATCH_SIZE_ELSEWHERE)
     image = step_mode({"oar_fraction": 0.1}, track="vision", device_type="cuda", precision="fp32", n_images=1)
@@ -378,14 +367,8 @@ def test_each_familys_config_keys_read_the_shape_its_config_json_holds(model_typ
     config.hidden_size, config.num_hidden_layers, config.num_attention_heads = 48, 3, 4
     config.vocab_size, config.max_position_embeddings = 77, 130
     shape = families.config_shape(json.loads(config.to_json_string()))  # what save_pretrained writes
-    assert (shape.model_type, shape.hidden, shape.layers, shape.heads, shape.vocab, shape.positions) == (
-        model_type,
-        48,
-        3,
-        4,
-        77,
-        130,
-    )
+    got = (shape.model_type, shape.hidden, shape.layers, shape.heads, shape.vocab, shape.positions)
+    assert got == (model_type, 48, 3, 4, 77, 130)
     assert shape.token_types == getattr(config, "type_vocab_size", 0)
     with pytest.raises(ValueError, match=rf"^here: no '{TEXT_FAMILIES[model_type].config_keys.hidden}', "):
         families.config_shape({"model_type": model_type}, "here")

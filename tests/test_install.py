@@ -134,12 +134,8 @@ def test_cffconverts_environment_is_installed_from_its_own_lock_with_require_has
     (tmp_path / "cffconvert" / "bin").mkdir(parents=True)
     (tmp_path / "cffconvert" / "bin" / "python").touch()
     assert install.install_cffconvert({}, uv=True)
-    assert commands[1][-4:] == [
-        "--require-hashes",
-        "--no-build-isolation",
-        "-r",
-        str(install.CFFCONVERT_LOCK),
-    ]
+    want = ["--require-hashes", "--no-build-isolation", "-r", str(install.CFFCONVERT_LOCK)]
+    assert commands[1][-4:] == want
     assert commands[1][commands[1].index("--python") + 1] == str(tmp_path / "cffconvert" / "bin" / "python")
 
 
@@ -230,13 +226,8 @@ def test_another_torch_build_is_pinned_and_everything_else_installed_from_the_lo
     assert project == [*uv, "--no-deps", "--no-build-isolation", "-e", "."]
     index = ["--extra-index-url", "https://download.pytorch.org/whl/cu126"]
     pip = install.pip_command()
-    assert install.install_steps(pip, index, "cu126", tmp_path)[2] == [
-        *pip,
-        "-c",
-        constraints,
-        *index,
-        *pinned,
-    ]
+    steps = install.install_steps(pip, index, "cu126", tmp_path)
+    assert steps[2] == [*pip, "-c", constraints, *index, *pinned]
     assert install.install_note("cu126") == (
         "contrastlab: installing torch's cu126 build (make install CUDA=...): torch, torchvision and their "
         "CUDA libraries from PyTorch's index, pinned but not hash-checked; every other package checked "

@@ -88,11 +88,8 @@ def test_results_paths_of_a_cell_are_the_layout_the_readers_expect(tmp_path):
         r.search_stage("nie2023", "bert-base", "mpt", 2)
         == "results/demo/search/nie2023/bert-base/mpt/stage2.json"
     )
-    assert (r.tables, r.figures, r.report) == (
-        "results/demo/tables",
-        "results/demo/figures",
-        "results/demo/report.md",
-    )
+    want = ("results/demo/tables", "results/demo/figures", "results/demo/report.md")
+    assert (r.tables, r.figures, r.report) == want
     assert Results(tmp_path).calibration == f"{tmp_path}/calibration.json"
 
 

@@ -37,13 +37,8 @@ def test_a_choice_resolves_per_device(requested, cuda, native_bf16, resolved):
 
 
 def test_the_plans_table_is_the_rule_on_a_bf16_gpu():
-    assert dict(ON_A_BF16_GPU) == {
-        "auto": "bf16",
-        "fp32": "fp32",
-        "tf32": "tf32",
-        "bf16": "bf16",
-        "fp16": "fp16",
-    }
+    want = {"auto": "bf16", "fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16"}
+    assert dict(ON_A_BF16_GPU) == want
     assert all(ON_A_BF16_GPU[c] == resolve(c, cuda=True, native_bf16=True) for c in CHOICES)
 
 

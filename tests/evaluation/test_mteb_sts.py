@@ -259,23 +259,15 @@ def test_a_benchmarks_subset_of_a_task_is_scored_and_read_back_as_that_subset(tm
     path.parent.mkdir(parents=True)
     result.to_disk(path)
     (score,) = mteb_results.mteb_scores(tmp_path)
-    assert (score.task, score.split, score.subset, score.metric, score.value) == (
-        "STS17",
-        "test",
-        "en-en",
-        "cosine_spearman",
-        0.81234,
-    )
+    got = (score.task, score.split, score.subset, score.metric, score.value)
+    assert got == ("STS17", "test", "en-en", "cosine_spearman", 0.81234)
     assert (
         score.dataset == sts17.metadata.dataset["path"]
         and score.revision == sts17.metadata.dataset["revision"]
     )
     (card,) = mteb_results.mteb_eval_results([score])
-    assert (card.dataset_name, card.dataset_config, card.metric_value) == (
-        "MTEB STS17 (en-en)",
-        "en-en",
-        81.234,
-    )
+    got = (card.dataset_name, card.dataset_config, card.metric_value)
+    assert got == ("MTEB STS17 (en-en)", "en-en", 81.234)
 
 
 def _stub_encoder(model, vectors: dict[str, tuple[float, float]], calls: list[tuple[list[str], int]]):
@@ -325,11 +317,8 @@ def test_run_mteb_scores_what_the_encoder_returns_per_task_and_resumes_by_value(
     )
     assert {size for _, size in calls} == {3}
     folder = tmp_path / "results" / "contrastlab__stub" / "no_revision_available"
-    assert sorted(p.name for p in folder.glob("*.json")) == [
-        "SICK-R.json",
-        "STSBenchmark.json",
-        "model_meta.json",
-    ]
+    written = sorted(p.name for p in folder.glob("*.json"))
+    assert written == ["SICK-R.json", "STSBenchmark.json", "model_meta.json"]
     stored = json.loads((folder / "STSBenchmark.json").read_text())["scores"]["test"]
     assert [(row["hf_subset"], row["cosine_spearman"]) for row in stored] == [("default", pytest.approx(0.9))]
     # the same folder again, STS-B's cosines reversed: only-missing keeps what is there, always does not

@@ -74,11 +74,8 @@ def test_snapshot_at_main_loads_with_transformers(hf_hub, tiny_bert_files, tmp_p
 
     before = len(hf_hub.requests)
     model = AutoModel.from_pretrained(local)
-    assert (model.config.hidden_size, model.config.num_hidden_layers, model.config.intermediate_size) == (
-        32,
-        2,
-        37,
-    )
+    config = model.config
+    assert (config.hidden_size, config.num_hidden_layers, config.intermediate_size) == (32, 2, 37)
     assert model.config.vocab_size == 30522
     assert len(hf_hub.requests) == before  # loading a folder asks the hub nothing
 
