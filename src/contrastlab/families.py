@@ -226,19 +226,16 @@ def step_mode(
 ) -> StepMode:
     """The step mode of a cell of ``track`` (``sentence`` or ``vision``) with these ``settings`` (a
     trainer's settings as a dict, or the plan's resolved ones: an absent key is the trainer's default),
-    on a ``device_type`` (``cuda``, ``cpu``, ...) at the resolved ``precision`` (``fp32``, ``tf32``,
-    ``bf16``, ``fp16``), for a backbone of ``model_type`` (sentence) or ``n_images`` training images
-    (vision). An explicit ``cuda_graph: true`` that the step cannot follow raises one line (vision; the
-    sentence settings refuse theirs when they are built); one off CUDA is the trainer's error
-    (``training.capture.require_cuda``), raised before this is asked.
+    on a ``device_type`` at the resolved ``precision``, for a backbone of ``model_type`` (sentence) or
+    ``n_images`` training images (vision). An explicit ``cuda_graph: true`` the image step cannot follow
+    raises one line (the sentence settings refuse theirs when built; off CUDA it is the trainer's error).
 
-    Sentence: ``cuda_graph`` None is on for CUDA with one encoder micro-batch (``grad_accum: 1``).
-    ``padding_free`` None is on for IEEE fp32 on CUDA with a backbone that has a padding-free forward,
-    unless the cell asks for the graph or compile by name: an IEEE-fp32 step is bound by the card's fp32
-    units, so less work is the one lever (issue 55), while a bf16/fp16/tf32 step is launch-bound and
-    takes the graph, which needs static shapes. Where padding-free turns on, the graph gives way (the
-    packed step's token count changes every batch). On a CPU the padded step stays the default, so every
-    CPU run keeps its byte-identical numbers. ``dev_batch_size`` None: :data:`DEV_BATCH_SIZE`.
+    Sentence: ``cuda_graph`` None is on for CUDA with ``grad_accum: 1``. ``padding_free`` None is on for
+    IEEE fp32 on CUDA with a backbone that has a padding-free forward, unless the cell names the graph or
+    compile: an IEEE-fp32 step is bound by the card's fp32 units, so less work is the one lever, while a
+    bf16/fp16/tf32 step is launch-bound and takes the graph (static shapes, which the packed step lacks).
+    On a CPU the padded step stays, so CPU numbers stay byte-identical. ``dev_batch_size`` None:
+    :data:`DEV_BATCH_SIZE`.
 
     Vision: ``cuda_graph`` None is on for CUDA wherever the step can be captured (not OAR's, not with
     ``compile``, not with a partial last batch).
@@ -272,14 +269,8 @@ def _sentence_mode(settings: Mapping[str, Any], device_type: str, precision: str
     # a cell that names the graph or compile keeps the padded step it asked for (the graph's static shapes)
     by_choice = bool(settings.get("cuda_graph")) or compiled
     family = TEXT_FAMILIES.get(model_type or "")
-    if (
-        padding_free is None
-        and not by_choice
-        and cuda
-        and precision == "fp32"
-        and family
-        and family.padding_free
-    ):
+    packs = cuda and precision == "fp32" and family is not None and family.padding_free
+    if padding_free is None and not by_choice and packs:
         note = (
             f"padding_free: on ({precision} on {device_type}: the token-wise layers run on the real tokens "
             "only, the padded model's numbers up to rounding; eager step, no CUDA graph)"
