@@ -97,11 +97,9 @@ class Results:
     def log(self, rule: str, place: Place | None = None) -> str:
         """``logs/<rule>/<place>.log``, or ``logs/<rule>.log`` for a job of no place. ``rule`` names the
         folder, which a track's twins share (``train_vision`` logs under ``train``)."""
-        return (
-            self._under(f"logs/{rule}", place, ".log")
-            if place is not None
-            else f"{self.root}/logs/{rule}.log"
-        )
+        if place is None:
+            return f"{self.root}/logs/{rule}.log"
+        return self._under(f"logs/{rule}", place, ".log")
 
     def benchmark(self, rule: str, place: Place | None = None) -> str:
         """``benchmarks/<rule>/<place>.tsv``, or ``benchmarks/<rule>.tsv`` for a job of no place: the

@@ -36,13 +36,7 @@ from contrastlab.evaluation.mteb_sts import MTEB_TASKS, PairSet
 from contrastlab.senteval import protocol as P
 from contrastlab.senteval.tasks import Pairs, load_sts_pairs, load_sts_subsets
 
-__all__ = [
-    "STEPS",
-    "bridge_checkpoint",
-    "bridge_task",
-    "senteval_side",
-    "sentence_transformers_score",
-]
+__all__ = ["STEPS", "bridge_checkpoint", "bridge_task", "senteval_side", "sentence_transformers_score"]
 
 #: The chain's steps, SentEval -> MTEB, in order (module docstring).
 STEPS = ("text_form", "pooling", "pairs", "split", "similarity")

@@ -28,12 +28,7 @@ from contrastlab.models import load_backbone, make_encoder, pick_device
 from contrastlab.paths import atomic_write
 from contrastlab.provenance import run_metadata
 from contrastlab.senteval import protocol as P
-from contrastlab.senteval.tasks import (
-    Pairs,
-    load_sts_pairs,
-    load_task,
-    sentences_in,
-)
+from contrastlab.senteval.tasks import Pairs, load_sts_pairs, load_task, sentences_in
 from contrastlab.training.runtime import device_name
 
 __all__ = [

@@ -399,19 +399,10 @@ def plot_ratio_grid(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
         fig, axes = figure(1, len(losses), width="page", aspect=0.8)
         for ax, loss in zip(axes.flat, losses, strict=True):
             rows = frame[frame["loss"] == loss]
-            mesh = heatmap(ax, rows, "ratio", index="mu_pos", columns="mu_neg", vmin=0, vmax=5)
+            grid = {"index": "mu_pos", "columns": "mu_neg"}
+            mesh = heatmap(ax, rows, "ratio", **grid, vmin=0, vmax=5)
             shade = rows.assign(shade=np.where(rows["occurs"], np.nan, 1.0))
-            heatmap(
-                ax,
-                shade,
-                "shade",
-                index="mu_pos",
-                columns="mu_neg",
-                cmap="Greys",
-                vmin=0,
-                vmax=1.6,
-                alpha=0.6,
-            )
+            heatmap(ax, shade, "shade", **grid, cmap="Greys", vmin=0, vmax=1.6, alpha=0.6)
             _mu_axes(ax, f"{labels[loss]} ratio R")
         fig.colorbar(mesh, ax=list(axes.flat), label="R (grey: does not occur in training)", fraction=0.05)
         return save(fig, stem, frame)
