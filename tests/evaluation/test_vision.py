@@ -175,11 +175,7 @@ def test_evaluate_encoder_end_to_end_on_digits(tmp_path):
     assert (
         oar["ffn"]["batch_size"] == 32
         and oar["ffn"]["lr"] == 0.05
-        and set(oar["timings"])
-        == {
-            "extract_s",
-            "ffn_s",
-        }
+        and set(oar["timings"]) == {"extract_s", "ffn_s"}
     )
     assert oar["scores"]["ffn100_top5"] >= oar["scores"]["ffn100_top1"] > 30
     assert 1 <= oar["scores"]["effective_rank_95"] <= 32

@@ -24,11 +24,7 @@ from hub_standin import (
     sync_client_constants,
 )
 from huggingface_hub import HfApi, hf_hub_download, snapshot_download
-from huggingface_hub.errors import (
-    EntryNotFoundError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
+from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.hf_api import RepoFile
 
 REPO = "contrastlab-test/tiny-bert"
