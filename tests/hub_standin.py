@@ -170,11 +170,8 @@ class _Blob:
         if blobs:
             entry |= {"size": len(self.data), "blobId": self.oid}
             if self.sha256 is not None:
-                entry["lfs"] = {
-                    "size": len(self.data),
-                    "sha256": self.sha256,
-                    "pointerSize": self.pointer_size,
-                }
+                lfs = {"size": len(self.data), "sha256": self.sha256, "pointerSize": self.pointer_size}
+                entry["lfs"] = lfs
         return entry
 
 

@@ -201,12 +201,8 @@ def test_a_leftover_part_file_is_never_taken_for_the_download(server, tmp_path):
     base, handler = server
     handler.files["/p.bin"] = PAYLOAD
     (tmp_path / "p.bin.part").write_bytes(PAYLOAD[:1000])
-    out = _fetch(
-        f"{base}/p.bin",
-        tmp_path / "p.bin",
-        tmp_path / "lock.json",
-        sha256=hashlib.sha256(PAYLOAD).hexdigest(),
-    )
+    digest = hashlib.sha256(PAYLOAD).hexdigest()
+    out = _fetch(f"{base}/p.bin", tmp_path / "p.bin", tmp_path / "lock.json", sha256=digest)
     assert out.read_bytes() == PAYLOAD and not (tmp_path / "p.bin.part").exists()
     assert handler.log == [("/p.bin", None)]
 

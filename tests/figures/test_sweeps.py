@@ -31,12 +31,7 @@ def test_sweep_points_name_the_swept_value():
 
 def test_best_dev_and_metrics_frames_and_the_plot(tmp_path):
     for tau, dev in ((0.05, [70.0, 81.5, 80.0]), (3.0, [70.0, 55.0])):
-        log = (
-            tmp_path
-            / "checkpoints/li2024_fig6_tau/bert-base"
-            / f"baseline-tau{tau}"
-            / "seed42/train_log.jsonl"
-        )
+        log = tmp_path / f"checkpoints/li2024_fig6_tau/bert-base/baseline-tau{tau}/seed42/train_log.jsonl"
         log.parent.mkdir(parents=True)
         records = [{"event": "start"}] + [
             {"event": "eval", "step": 125 * i, "dev_spearman": s} for i, s in enumerate(dev)
