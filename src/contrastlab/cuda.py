@@ -127,8 +127,7 @@ def diagnose(stack: GpuStack) -> str | None:
             f"torch {stack.torch_version} needs CUDA {stack.torch_cuda}, i.e. an NVIDIA driver >= "
             f"{needed[0]}.{needed[1]}, and this node has {where}; fix: {_fix_for(stack)}"
         )
-    built = {int(arch.removeprefix("sm_")) for arch in stack.arch_list if arch.startswith("sm_")}
-    missing = [gpu for gpu in stack.gpus if gpu.sm not in built and not _ptx_covers(stack.arch_list, gpu.sm)]
+    missing = [gpu for gpu in stack.gpus if not _has_kernels(stack.arch_list, gpu.sm)]
     if missing:
         gpu = missing[0]
         return (
@@ -144,16 +143,12 @@ def runs_on_visible_gpus() -> bool:
     import torch
 
     arch_list = list(torch.cuda.get_arch_list())
-    built = {int(arch.removeprefix("sm_")) for arch in arch_list if arch.startswith("sm_")}
-    for index in range(torch.cuda.device_count()):
-        major, minor = torch.cuda.get_device_capability(index)
-        sm = 10 * major + minor
-        if sm not in built and not _ptx_covers(arch_list, sm):
-            return False
-    return True
+    capabilities = [torch.cuda.get_device_capability(index) for index in range(torch.cuda.device_count())]
+    return all(_has_kernels(arch_list, 10 * major + minor) for major, minor in capabilities)
 
 
-def _ptx_covers(arch_list: list[str], sm: int) -> bool:
-    """A ``compute_XY`` entry (PTX) runs, JIT-compiled, on GPUs of that capability and newer."""
+def _has_kernels(arch_list: list[str], sm: int) -> bool:
+    """Whether a torch built for ``arch_list`` runs on a GPU of capability ``sm``: an ``sm_XY`` entry of
+    it, or a ``compute_XY`` one (PTX, JIT-compiled) of that capability or older."""
     ptx = [int(a.removeprefix("compute_")) for a in arch_list if a.startswith("compute_")]
-    return any(sm >= p for p in ptx)
+    return f"sm_{sm}" in arch_list or any(sm >= p for p in ptx)
