@@ -1,14 +1,12 @@
 """The suite never touches the user's results: what lies under the checkout's ``results/`` and
 ``resources/`` is the same after the run as before it (tests/conftest.py checks it once per run, in the
-controlling process; a run that changed anything fails, listing the files).
+controlling process, listing any changed file). A file is its relative path, size and modification time
+(``os.lstat``); folders are not compared (an empty folder left behind changes nothing a table reads).
 
-A file is its relative path, size and modification time (``os.lstat``: a link is itself, never followed).
-Folders are not compared: a test that leaves an empty folder behind changes nothing a table reads.
-
-A workflow run of the user's beside the suite (``make demo`` beside ``make test``, reliability 8, C4) changes
-those folders too. The guard still fails then (it cannot tell the run's files from a test's), but names
-that likely cause (:func:`likely_cause`): a live run record of the checkout not started by the suite, a
-Snakemake log written in the checkout meanwhile, changed files inside a workflow's results folder.
+A user's workflow run beside the suite (``make demo`` beside ``make test``, reliability 8, C4) changes
+those folders too. The guard still fails then, but names that likely cause (:func:`likely_cause`): a
+live run record not started by the suite, a Snakemake log written meanwhile, changed files inside a
+workflow's results folder.
 """
 
 from __future__ import annotations

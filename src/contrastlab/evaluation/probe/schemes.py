@@ -1,22 +1,20 @@
 """The transfer probe's protocol (SentEval's ``tools/validation.py``), written once for its fitter.
 
 SentEval scores a transfer task with a logistic-regression probe under one of three cross-validation
-schemes. Each picks the L2 penalty from the grid by the first best rounded accuracy and returns
-SentEval's two numbers, (model-selection accuracy, test accuracy) in percent rounded to 2 decimals:
+schemes, each picking the L2 penalty by the first best rounded accuracy and returning (model-selection
+accuracy, test accuracy) in percent rounded to 2 decimals:
 
 - :func:`inner_kfold` (``InnerKFoldClassifier``: MR, CR, SUBJ, MPQA): outer stratified k-fold for the
-  score, an inner stratified k-fold on each outer training part picks L2;
-- :func:`kfold_then_test` (``KFoldClassifier``: TREC, MRPC): a stratified k-fold on train picks L2,
-  the probe of that L2 on all of train is scored on test;
-- :func:`split_then_test` (``SplitClassifier``: SST2): one probe per L2 on train, picked on dev,
-  scored on test.
+  score, an inner one on each outer training part picks L2;
+- :func:`kfold_then_test` (``KFoldClassifier``: TREC, MRPC): a k-fold on train picks L2, that L2's probe
+  on all of train is scored on test;
+- :func:`split_then_test` (``SplitClassifier``: SST2): one probe per L2 on train, picked on dev, scored
+  on test.
 
-A scheme lists the fits it needs (:class:`Fit`: the training rows and, where SentEval passes
-``validation_data``, the rows the probe is validated on) and hands all of them, with the whole L2
-grid, to a :data:`Fitter` in one call, so that the fitter can train them as one batch. The fitter
-says what a fit without validation rows means: SentEval's procedure (:mod:`.senteval`) holds out
-``validation_split`` of the rows for early stopping.
-Folds are ``StratifiedKFold(k, shuffle=True, random_state=seed)`` throughout, as in SentEval.
+A scheme lists the fits it needs (:class:`Fit`: training rows and, where SentEval passes
+``validation_data``, validation rows) and hands them all, with the L2 grid, to a :data:`Fitter` in one
+call, so the fitter can train them as one batch; a fit without validation rows holds out
+``validation_split`` (:mod:`.senteval`). Folds are ``StratifiedKFold(k, shuffle=True, random_state=seed)``.
 """
 
 from __future__ import annotations
