@@ -1,12 +1,11 @@
-"""Model cards: a Hugging Face ``README.md`` for each kept checkpoint, sentence and image.
+"""Model cards: a Hugging Face ``README.md`` for a kept checkpoint, sentence and image, written when asked.
 
 The checkpoint folder is a sentence-transformers model (``models.export``, written by the trainer); its
-card needs the scores, which exist only after evaluation, so the card is a separate small output
-(``<results_dir>/cards/<experiment>/<backbone>/<method>/seed<seed>/README.md``, rule ``model_card``).
-Publishing is the user's step (``make publish``, :mod:`contrastlab.hub.publish`): the checkpoint folder
-plus its card is a complete model, uploaded without writing into the folder (a Snakemake output)::
-
-    hf upload <repo> <checkpoint> . && hf upload <repo> <card> README.md
+card needs the scores, so it is written from the cell's finished files (checkpoint, metrics, data
+markers, MTEB's results) into ``<results_dir>/cards/<experiment>/<backbone>/<method>/seed<seed>/README.md``
+by ``make publish`` for the cell it publishes, and by ``make cards`` for every finished cell
+(:func:`write_card`, :func:`write_cards`); no workflow job writes one. ``make publish``
+(:mod:`contrastlab.hub.publish`) uploads the checkpoint folder and its card in one commit.
 
 A sentence card's front matter is huggingface_hub's ``ModelCardData`` (licence, datasets, base model,
 the ``model-index`` of our SentEval-protocol scores and of MTEB's where they exist, the provenance), and
@@ -24,10 +23,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError
+
 from contrastlab.config import settings_digest
-from contrastlab.hub.mteb_results import STANDIN, MtebScore, mteb_scores
+from contrastlab.hub.mteb_results import STANDIN, MtebScore, checkpoint_revision, mteb_scores
 from contrastlab.hub.publish import (
     MODEL_META_FILE,
+    CellFiles,
+    PublishError,
     backbone_license,
     base_model_id,
     card_data,
@@ -36,14 +39,23 @@ from contrastlab.hub.publish import (
     eval_results,
     front_matter,
     paper_tags_of,
+    snakemake_command,
     training_corpus,
 )
 from contrastlab.hub.vision_card import VISION_LICENSE, vision_front_matter
-from contrastlab.paths import atomic_write, read_metrics, write_json
+from contrastlab.paths import UnreadableMetricsError, atomic_write, read_metrics, write_json
 from contrastlab.tables.markup import escape_markdown, literals_of
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
-__all__ = ["TRAINING_KEYS", "model_card", "published_scores", "vision_model_card", "write_model_card"]
+__all__ = [
+    "TRAINING_KEYS",
+    "model_card",
+    "published_scores",
+    "vision_model_card",
+    "write_card",
+    "write_cards",
+    "write_model_card",
+]
 
 #: The training settings a card lists (the rest are in the checkpoint's ``train_summary.json`` or, for an
 #: image encoder, its ``settings.json``).
@@ -504,14 +516,14 @@ def write_model_card(
         senteval_url=(data_config or {}).get("senteval_url"),
         mteb=mteb_scores(mteb_dir),
     )
-    written = _write(out, text)
     if not (model_dir / "config.json").is_file():
-        return written  # a summary without weights (tests): no model for MTEB to describe
+        return _write(out, text)  # a summary without weights (tests): no model for MTEB to describe
+    # described first: weights that cannot be read leave no card behind
     meta = checkpoint_meta(
         model_dir, **cell, backbones=backbones, data_config=data_config, base_model=base_model
     )
     write_json(Path(out).with_name(MODEL_META_FILE), meta)
-    return written
+    return _write(out, text)
 
 
 def _vision_card(model_dir: Path, metrics: Mapping[str, Any], data: Mapping[str, Any], **cell: Any) -> str:
@@ -530,3 +542,76 @@ def _write(out: str | Path, text: str) -> Path:
     with atomic_write(out) as tmp:
         Path(tmp).write_text(text, encoding="utf-8")
     return out
+
+
+def write_card(found: CellFiles, configfile: str | Path) -> Path:
+    """Write the card of the finished cell ``found`` (:func:`write_model_card`) where it goes, over any
+    earlier one, and return its path. The cell's checkpoint and metrics must exist; a
+    :class:`~contrastlab.hub.publish.PublishError` names the ``snakemake`` command on ``configfile`` that
+    makes them. A card written before (by an earlier ``make publish`` or ``make cards``, or by the
+    workflow of an older contrastlab) whose ModelMeta is no older than the metrics recorded the weights
+    it described: weights that differ from that record changed since (cut short, overwritten) and are
+    refused, naming the command that retrains the cell. A card older than the metrics describes an
+    earlier evaluation and is written again without that check."""
+    finished = found.model_dir.is_dir() and found.metrics.is_file()
+    if not finished:
+        raise PublishError(
+            f"{found.model_dir if not found.model_dir.is_dir() else found.metrics} does not exist: the cell "
+            f"is not trained and evaluated yet; run `{snakemake_command(configfile, found.metrics)}` first"
+        )
+    retrain = snakemake_command(configfile, "--forcerun", "train", found.metrics)
+    described = found.card.with_name(MODEL_META_FILE)
+    if described.is_file() and described.stat().st_mtime >= found.metrics.stat().st_mtime:
+        _check_weights(found.model_dir, described, retrain)
+    try:
+        return write_model_card(
+            found.card,
+            **found.fields,
+            model_dir=found.model_dir,
+            metrics_path=found.metrics,
+            markers=found.markers,
+            backbones=found.backbones,
+            data_config=found.data if found.track == "sentence" else None,
+            mteb_dir=found.mteb_dir,
+        )
+    except UnreadableMetricsError as error:  # it names the file and its own fix
+        raise PublishError(str(error)) from None
+    except (OSError, ValueError, SafetensorError) as error:  # weights cut short, a file missing or broken
+        message = " ".join(str(error).split())
+        raise PublishError(
+            f"{found.cell.path}: its card could not be written ({type(error).__name__}: {message}); "
+            f"retrain the cell: {retrain}"
+        ) from None
+
+
+def _check_weights(checkpoint: Path, described: Path, retrain: str) -> None:
+    """Refuse (:class:`~contrastlab.hub.publish.PublishError`) weights whose sha256
+    (:func:`~.mteb_results.checkpoint_revision`) is not the ``revision`` the ModelMeta ``described``
+    recorded: the card's scores are not theirs. A ModelMeta that records none is written again."""
+    recorded = json.loads(described.read_text()).get("revision")
+    try:
+        actual = checkpoint_revision(checkpoint)
+    except FileNotFoundError as error:
+        raise PublishError(f"{error}; retrain the cell: {retrain}") from None
+    if recorded and actual != recorded:
+        weights = sorted(checkpoint.rglob("*.safetensors"))
+        named = weights[0] if len(weights) == 1 else f"the weights in {checkpoint}"
+        raise PublishError(
+            f"{named} no longer matches the card: its sha256 is {actual[:16]}…, {described} recorded "
+            f"{recorded[:16]}… when the card was written; retrain the cell: {retrain}"
+        )
+
+
+def write_cards(cells: Mapping[str, CellFiles], configfile: str | Path) -> tuple[list[Path], list[str]]:
+    """``make cards``: the card of every finished cell of ``cells`` (:func:`write_card`), sentence and
+    image; returns the cards written and one line for each finished cell whose card was refused. A cell
+    not trained and evaluated yet is passed over."""
+    written, refused = [], []
+    for found in cells.values():
+        if not (found.model_dir.is_dir() and found.metrics.is_file()):
+            continue
+        try:
+            written.append(write_card(found, configfile))
+        except PublishError as error:
+            refused.append(str(error))
+    return written, refused
