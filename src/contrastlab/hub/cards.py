@@ -181,8 +181,18 @@ def model_card(
     body = [
         *_heading(experiment, backbone, method, seed, papers, "A sentence encoder", SENTENCE_KEPT),
         *_sentence_usage(metrics.get("pooling", "cls")),
-        *_sentence_training(summary, loss),
-        *_sentence_evaluation(metrics, published),
+        *_training(
+            summary,
+            loss,
+            f"kept step {summary.get('best_step')} "
+            f"(STS-B dev Spearman {_number(summary.get('best_dev_spearman'))})",
+            ["", "Every setting is in the checkpoint's `train_summary.json`.", ""],
+        ),
+        *_evaluation(
+            SENTENCE_PROTOCOL.format(mode=metrics.get("mode"), probe=metrics.get("probe")),
+            metrics,
+            published,
+        ),
         *_mteb_rows(mteb),
         *_provenance(summary.get("meta", {}), data)[:-1],  # its list, then ours, then the blank line
         f"- Settings digest: `{provenance['settings_digest']}` (of `train_summary.json`'s settings)",
@@ -227,6 +237,12 @@ def _card_provenance(
 SENTENCE_TAGS = ("sentence-transformers", "feature-extraction", "sentence-similarity", "contrastive-learning")
 #: What a sentence card's checkpoint is.
 SENTENCE_KEPT = "The best STS-B dev checkpoint of the run, unmodified."
+#: What a sentence card's scores are.
+SENTENCE_PROTOCOL = (
+    "SentEval protocol as SimCSE runs it (mode `{mode}`, probe `{probe}`): STS Spearman × 100, transfer "
+    "accuracy (`tr_devacc_avg`: the mean dev accuracy Nie et al. print as TR.Avg). Published: the paper's "
+    "number for this backbone and method, where its table has one."
+)
 #: How a sentence checkpoint is published: the card's last section but the citation.
 PUBLISHING = (
     "## Publishing",
@@ -276,33 +292,29 @@ def _sentence_usage(pooling: str) -> list[str]:
     ]
 
 
-def _sentence_training(summary: Mapping[str, Any], loss: str) -> list[str]:
-    """The loss, precision, steps and the kept step, and the training settings a card lists."""
+def _training(summary: Mapping[str, Any], loss: str, steps: str, after: Sequence[str]) -> list[str]:
+    """The loss, precision and device, the steps and ``steps`` (what was kept, or the dataset), the
+    training settings a card lists, then ``after``."""
     settings = summary.get("settings", {})
-    precision = summary.get("precision", settings.get("precision"))
     return [
         "## Training",
         "",
         f"- Loss: `{loss}` with hyperparameters `{json.dumps(settings.get('loss_hp', {}), sort_keys=True)}`",
-        f"- Precision: `{precision}`; device: {summary.get('device_name', '?')}",
-        f"- Steps: {summary.get('steps')}; kept step {summary.get('best_step')} "
-        f"(STS-B dev Spearman {_number(summary.get('best_dev_spearman'))})",
+        f"- Precision: `{summary.get('precision', settings.get('precision'))}`; "
+        f"device: {summary.get('device_name', '?')}",
+        f"- Steps: {summary.get('steps')}; {steps}",
         *(f"- `{key}`: `{settings[key]}`" for key in TRAINING_KEYS if key in settings),
-        "",
-        "Every setting is in the checkpoint's `train_summary.json`.",
-        "",
+        *after,
     ]
 
 
-def _sentence_evaluation(metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> list[str]:
-    """The SentEval protocol's scores with the published number beside each, and where those are from."""
-    mode, probe = metrics.get("mode"), metrics.get("probe")
+def _evaluation(protocol: str, metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> list[str]:
+    """What ``protocol`` measured, each score with the published number beside it, and where those are
+    from."""
     return [
         "## Evaluation",
         "",
-        f"SentEval protocol as SimCSE runs it (mode `{mode}`, probe `{probe}`): "
-        "STS Spearman × 100, transfer accuracy (`tr_devacc_avg`: the mean dev accuracy Nie et al. print as "
-        "TR.Avg). Published: the paper's number for this backbone and method, where its table has one.",
+        protocol,
         "",
         *_score_rows(metrics, published),
         "",
@@ -412,8 +424,19 @@ def vision_model_card(
         return "\n".join([front, "", *_as_markdown(body, names)])
     lines += [
         *_vision_usage(torchvision_spec or {}, settings),
-        *_vision_training(summary, loss),
-        *_vision_evaluation(metrics, published),
+        *_training(
+            summary,
+            loss,
+            f"dataset `{settings.get('dataset')}`",
+            [f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}", ""],
+        ),
+        *_evaluation(
+            f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
+            f"({metrics.get('n_test', '?')} images), top-1 accuracy in percent; published: the paper's "
+            "number for this backbone and method, where its table has one.",
+            metrics,
+            published,
+        ),
     ]
     body = [*lines, *_provenance(summary.get("meta", {}), data), *_citation(experiment)]
     return "\n".join([front, "", *_as_markdown(body, names)])
@@ -438,37 +461,6 @@ def _vision_usage(spec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[
             "`contrastlab.training.vision.load_encoder(<this folder>)` loads it."
         )
     return ["## Usage", "", usage, ""]
-
-
-def _vision_training(summary: Mapping[str, Any], loss: str) -> list[str]:
-    """The loss, precision, steps and dataset, and the training settings a card lists."""
-    settings = summary.get("settings", {})
-    return [
-        "## Training",
-        "",
-        f"- Loss: `{loss}` with hyperparameters `{json.dumps(settings.get('loss_hp', {}), sort_keys=True)}`",
-        f"- Precision: `{summary.get('precision', settings.get('precision'))}`; "
-        f"device: {summary.get('device_name', '?')}",
-        f"- Steps: {summary.get('steps')}; dataset `{settings.get('dataset')}`",
-        *(f"- `{key}`: `{settings[key]}`" for key in TRAINING_KEYS if key in settings),
-        f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}",
-        "",
-    ]
-
-
-def _vision_evaluation(metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> list[str]:
-    """The probes' top-1 accuracies with the published number beside each, and where those are from."""
-    return [
-        "## Evaluation",
-        "",
-        f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
-        f"({metrics.get('n_test', '?')} images), top-1 accuracy in percent; published: the paper's number "
-        "for this backbone and method, where its table has one.",
-        "",
-        *_score_rows(metrics, published),
-        "",
-        *_published_from(published),
-    ]
 
 
 def write_model_card(
