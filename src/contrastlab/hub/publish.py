@@ -200,38 +200,29 @@ def eval_results(
     from huggingface_hub import EvalResult
 
     dataset, revision, label = _senteval_dataset(data, senteval_url)
-    mode = metrics.get("mode", "test")
     scores = metrics.get("scores", {})
+    sts_split = STS_SPLIT_BY_MODE[metrics.get("mode", "test")]
     results = []
-    for task in (t for t in STS_TASKS if scores.get(t) is not None):
-        split = STS_SPLIT_BY_MODE[mode] if task in MTEB_NAMES else "test"
+    for task in (t for t in (*STS_TASKS, *TRANSFER_TASKS) if scores.get(t) is not None):
+        if task in TRANSFER_TASKS:
+            kind = ("text-classification", "Classification (SentEval logistic-regression probe)", "accuracy")
+            split, metric_name = "test", "Accuracy x 100"
+        else:
+            kind = ("sentence-similarity", "STS", "spearman")
+            split = sts_split if task in MTEB_NAMES else "test"
+            pooled = ")" if task in MTEB_NAMES else ", sub-datasets pooled 'all')"
+            metric_name = f"Spearman of cosine x 100 (SentEval protocol{pooled}"
         results.append(
             EvalResult(
-                task_type="sentence-similarity",
-                task_name="STS",
+                task_type=kind[0],
+                task_name=kind[1],
                 dataset_type=dataset,
                 dataset_name=f"SentEval {task} ({label})",
                 dataset_config=task,
                 dataset_split=split,
                 dataset_revision=revision,
-                metric_type="spearman",
-                metric_name="Spearman of cosine x 100 (SentEval protocol"
-                + (", sub-datasets pooled 'all')" if task not in MTEB_NAMES else ")"),
-                metric_value=round(float(scores[task]), 4),
-            )
-        )
-    for task in (t for t in TRANSFER_TASKS if scores.get(t) is not None):
-        results.append(
-            EvalResult(
-                task_type="text-classification",
-                task_name="Classification (SentEval logistic-regression probe)",
-                dataset_type=dataset,
-                dataset_name=f"SentEval {task} ({label})",
-                dataset_config=task,
-                dataset_split="test",
-                dataset_revision=revision,
-                metric_type="accuracy",
-                metric_name="Accuracy x 100",
+                metric_type=kind[2],
+                metric_name=metric_name,
                 metric_value=round(float(scores[task]), 4),
             )
         )
