@@ -181,17 +181,9 @@ def model_card(
     body = [
         *_heading(experiment, backbone, method, seed, papers, "A sentence encoder", SENTENCE_KEPT),
         *_sentence_usage(metrics.get("pooling", "cls")),
-        *_training(
-            summary,
-            loss,
-            f"kept step {summary.get('best_step')} "
-            f"(STS-B dev Spearman {_number(summary.get('best_dev_spearman'))})",
-            ["", "Every setting is in the checkpoint's `train_summary.json`.", ""],
-        ),
+        *_training(summary, loss, _kept(summary), SETTINGS_NOTE),
         *_evaluation(
-            SENTENCE_PROTOCOL.format(mode=metrics.get("mode"), probe=metrics.get("probe")),
-            metrics,
-            published,
+            SENTENCE_PROTOCOL.format(mode=metrics.get("mode"), probe=metrics.get("probe")), metrics, published
         ),
         *_mteb_rows(mteb),
         *_provenance(summary.get("meta", {}), data)[:-1],  # its list, then ours, then the blank line
@@ -237,6 +229,8 @@ def _card_provenance(
 SENTENCE_TAGS = ("sentence-transformers", "feature-extraction", "sentence-similarity", "contrastive-learning")
 #: What a sentence card's checkpoint is.
 SENTENCE_KEPT = "The best STS-B dev checkpoint of the run, unmodified."
+#: Where a sentence card's reader finds every setting.
+SETTINGS_NOTE = ("", "Every setting is in the checkpoint's `train_summary.json`.", "")
 #: What a sentence card's scores are.
 SENTENCE_PROTOCOL = (
     "SentEval protocol as SimCSE runs it (mode `{mode}`, probe `{probe}`): STS Spearman × 100, transfer "
@@ -290,6 +284,12 @@ def _sentence_usage(pooling: str) -> list[str]:
         "scored (to 1e-5). Compare them by cosine similarity.",
         "",
     ]
+
+
+def _kept(summary: Mapping[str, Any]) -> str:
+    """The step a sentence run kept and its STS-B dev Spearman."""
+    spearman = _number(summary.get("best_dev_spearman"))
+    return f"kept step {summary.get('best_step')} (STS-B dev Spearman {spearman})"
 
 
 def _training(summary: Mapping[str, Any], loss: str, steps: str, after: Sequence[str]) -> list[str]:
