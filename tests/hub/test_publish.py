@@ -18,7 +18,7 @@ import yaml
 from contrastlab.config import load
 from contrastlab.hub import mteb_results as mr
 from contrastlab.hub import publish as pub
-from contrastlab.hub.cards import write_card, write_model_card
+from contrastlab.hub.cards import write_card, write_cards, write_model_card
 from contrastlab.models.export import write_sentence_transformers_files
 from contrastlab.paths import REPO_ROOT, Results
 from tests.make_command import make_command, make_env
@@ -421,9 +421,16 @@ def test_make_cards_writes_the_card_of_every_finished_cell_and_passes_over_the_r
         Path(CELL) / pub.MODEL_META_FILE,
     ]
     assert "| sts_avg | 75.00 |" in found.card.read_text()
-    found.metrics.write_text(
-        found.metrics.read_text()[:20]
-    )  # cut short (reliability K1): named, with its fix
+    marker = found.markers["corpus"].read_text()
+    found.markers["corpus"].unlink()  # a file the card reads, gone: named, nothing written
+    ([], (line,)) = write_cards({CELL: found}, configfile)
+    assert line.startswith(f"{CELL}: its card could not be written (FileNotFoundError: ")
+    assert str(found.markers["corpus"]) in line and line.endswith(
+        "restore the file it names, then run this again"
+    )
+    found.markers["corpus"].write_text(marker)
+    # cut short (reliability K1): named, with its fix
+    found.metrics.write_text(found.metrics.read_text()[:20])
     done = subprocess.run([*script, "--cards"], capture_output=True, text=True)
     (line,) = done.stderr.splitlines()
     assert done.returncode == 1 and line.startswith(f"contrastlab: cards: metrics file {found.metrics} ")

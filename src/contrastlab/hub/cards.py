@@ -570,9 +570,10 @@ def write_card(found: CellFiles, configfile: str | Path) -> Path:
         raise PublishError(str(error)) from None
     except (OSError, ValueError, SafetensorError) as error:  # weights cut short, a file missing or broken
         message = " ".join(str(error).split())
+        weights = isinstance(error, SafetensorError)  # its header names more bytes than the file holds
+        fix = f"retrain the cell: {retrain}" if weights else "restore the file it names, then run this again"
         raise PublishError(
-            f"{found.cell.path}: its card could not be written ({type(error).__name__}: {message}); "
-            f"retrain the cell: {retrain}"
+            f"{found.cell.path}: its card could not be written ({type(error).__name__}: {message}); {fix}"
         ) from None
 
 
