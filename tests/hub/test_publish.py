@@ -20,7 +20,7 @@ from contrastlab.hub import mteb_results as mr
 from contrastlab.hub import publish as pub
 from contrastlab.hub.cards import write_card, write_cards, write_model_card
 from contrastlab.models.export import write_sentence_transformers_files
-from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.paths import REPO_ROOT
 from tests.make_command import make_command, make_env
 
 WIKI = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
@@ -517,17 +517,13 @@ def test_mtebs_results_folder_carries_the_checkpoints_meta_and_revision(tmp_path
     ]
 
 
-def _scored_cell(tmp_path: Path, data: str) -> tuple[Path, Results]:
-    """The demo preset with CELL trained (a tiny checkpoint) and scored by MTEB (``data``: hub/standin)."""
-    configfile = _demo_config(tmp_path)
-    results = Results(tmp_path / "results")
-    checkpoint, folder = Path(results.checkpoint(CELL, "model")), Path(results.mteb(CELL))
-    checkpoint.mkdir(parents=True)
-    tiny_checkpoint(checkpoint)
-    mteb_results(folder / "results", {"STSBenchmark": 0.8123, "SICK-R": 0.7001})
-    (folder / "provenance.json").write_text(json.dumps({"data": data}))
-    (folder / "bridge.json").write_text("{}")
-    return configfile, results
+def _scored_cell(tmp_path: Path, data: str) -> tuple[Path, pub.CellFiles]:
+    """:func:`_finished_cell`, scored by MTEB too (``data``: hub/standin)."""
+    configfile, found, _ = _finished_cell(tmp_path)
+    mteb_results(found.mteb_dir / "results", {"STSBenchmark": 0.8123, "SICK-R": 0.7001})
+    (found.mteb_dir / "provenance.json").write_text(json.dumps({"data": data}))
+    (found.mteb_dir / "bridge.json").write_text("{}")
+    return configfile, found
 
 
 def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
@@ -536,12 +532,10 @@ def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
     folder, ModelMeta and all), named after make publish's repository and commit, and lists the pull
     request's steps; a stand-in run or an unscored cell is refused in one line."""
     mteb = pytest.importorskip("mteb")
-    configfile, results = _scored_cell(tmp_path, "hub")
+    configfile, found = _scored_cell(tmp_path, "hub")
     with pytest.raises(pub.PublishError, match="REVISION must be"):
-        pub.mteb_submission(pub.cells_of(configfile)[CELL], configfile, revision="not-hex!")
-    staged = pub.mteb_submission(
-        pub.cells_of(configfile)[CELL], configfile, repo="me/model", revision="c" * 40
-    )
+        pub.mteb_submission(found, configfile, revision="not-hex!")
+    staged = pub.mteb_submission(found, configfile, repo="me/model", revision="c" * 40)
     assert staged.root == tmp_path / "results" / "mteb-submit" / CELL
     folder = staged.root / "results" / "me__model" / ("c" * 40)
     assert sorted(p.name for p in folder.iterdir()) == ["SICK-R.json", "STSBenchmark.json", "model_meta.json"]
@@ -562,21 +556,21 @@ def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
     )
     assert "gh pr create --repo embeddings-benchmark/results" in steps
     # without REPO / REVISION: the cell's own name, the weights' digest
-    default = pub.mteb_submission(pub.cells_of(configfile)[CELL], configfile)
+    default = pub.mteb_submission(found, configfile)
     assert (default.model, default.revision) == (
         "contrastlab__nie2023-tiny-bert-cl-seed42",
-        mr.checkpoint_revision(results.checkpoint(CELL, "model")),
+        mr.checkpoint_revision(found.model_dir),
     )
     assert not folder.exists()  # the staging folder is laid out afresh each time
 
 
 def test_mteb_submit_refuses_a_standin_run_and_an_unscored_cell_in_one_line(tmp_path):
     pytest.importorskip("mteb")
-    configfile, results = _scored_cell(tmp_path, "standin")
+    configfile, found = _scored_cell(tmp_path, "standin")
     with pytest.raises(
         pub.PublishError, match="local stand-in .* rerun the cell with --config 'mteb=\\{data: hub\\}'"
     ):
-        pub.mteb_submission(pub.cells_of(configfile)[CELL], configfile)
+        pub.mteb_submission(found, configfile)
     script = [sys.executable, str(REPO_ROOT / "scripts" / "mteb_submit.py"), "--configfile", str(configfile)]
     other = "nie2023/minilm/cl/seed42"  # in the preset, not trained here
     bad = subprocess.run([*script, "--cell", other], capture_output=True, text=True)
@@ -584,7 +578,7 @@ def test_mteb_submit_refuses_a_standin_run_and_an_unscored_cell_in_one_line(tmp_
     assert (
         bad.stderr.startswith("contrastlab: mteb-submit: ") and "MTEB has not scored the cell" in bad.stderr
     )
-    (Path(results.mteb(CELL)) / "provenance.json").write_text(json.dumps({"data": "hub"}))
+    (found.mteb_dir / "provenance.json").write_text(json.dumps({"data": "hub"}))
     good = subprocess.run([*script, "--cell", CELL, "--repo", "me/model"], capture_output=True, text=True)
     assert good.returncode == 0, good.stderr
     assert good.stdout.startswith("# staged 2 MTEB results of me__model at revision ")
@@ -621,14 +615,10 @@ def test_mteb_submit_pr_opens_the_pull_request_through_mtebs_submit_results(tmp_
     mteb = pytest.importorskip("mteb")
     real_submit = mteb.ResultCache.submit_results
     stub = StubSubmit().install(monkeypatch, mteb.ResultCache)
-    configfile, _ = _scored_cell(tmp_path, "hub")
-    staged = pub.mteb_submission(
-        pub.cells_of(configfile)[CELL], configfile, repo="me/model", revision="c" * 40
-    )
+    configfile, found = _scored_cell(tmp_path, "hub")
+    staged = pub.mteb_submission(found, configfile, repo="me/model", revision="c" * 40)
     assert staged.pull_request is None and stub.calls == []  # without PR=1: staged only
-    staged = pub.mteb_submission(
-        pub.cells_of(configfile)[CELL], configfile, repo="me/model", revision="c" * 40, pull_request=True
-    )
+    staged = pub.mteb_submission(found, configfile, repo="me/model", revision="c" * 40, pull_request=True)
     (call,) = stub.calls
     assert call["root"] == staged.root == tmp_path / "results" / "mteb-submit" / CELL
     (meta,) = call["models"]
@@ -646,7 +636,7 @@ def test_mteb_submit_pr_opens_the_pull_request_through_mtebs_submit_results(tmp_
     # mteb's own refusal (no GitHub token, no PyGithub) is one line naming PR=1
     StubSubmit(RuntimeError("No GitHub token found.\nSet it")).install(monkeypatch, mteb.ResultCache)
     with pytest.raises(pub.PublishError) as caught:
-        pub.mteb_submission(pub.cells_of(configfile)[CELL], configfile, pull_request=True)
+        pub.mteb_submission(found, configfile, pull_request=True)
     assert (
         str(caught.value)
         == "PR=1: mteb's submit_results could not open the pull request: No GitHub token found."
@@ -657,9 +647,9 @@ def test_mteb_submit_pr_refuses_a_standin_or_unscored_cell_before_mteb_is_called
     """The stand-in and unscored-cell refusals come first: submit_results is never reached."""
     mteb = pytest.importorskip("mteb")
     stub = StubSubmit().install(monkeypatch, mteb.ResultCache)
-    configfile, _ = _scored_cell(tmp_path, "standin")
+    configfile, found = _scored_cell(tmp_path, "standin")
     with pytest.raises(pub.PublishError, match="local stand-in"):
-        pub.mteb_submission(pub.cells_of(configfile)[CELL], configfile, pull_request=True)
+        pub.mteb_submission(found, configfile, pull_request=True)
     with pytest.raises(pub.PublishError, match="MTEB has not scored the cell"):
         pub.mteb_submission(
             pub.cells_of(configfile)["nie2023/minilm/cl/seed42"], configfile, pull_request=True
