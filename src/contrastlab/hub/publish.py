@@ -319,8 +319,6 @@ class PublishPlan:
 
     cell: str
     repo: str
-    checkpoint: Path
-    card: Path
     meta: Path
     files: dict[str, Path]
 
@@ -440,7 +438,7 @@ def publish_plan(found: CellFiles, repo: str, *, code: str | None = None) -> Pub
         if path.is_file() and not _bookkeeping(path.relative_to(checkpoint))
     }
     files.update({"README.md": card, MODEL_META_FILE: out})
-    return PublishPlan(found.cell.path, repo, checkpoint, card, out, files)
+    return PublishPlan(found.cell.path, repo, out, files)
 
 
 def _bookkeeping(path: Path) -> bool:
