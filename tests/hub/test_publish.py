@@ -740,6 +740,11 @@ def test_publish_refuses_weights_that_differ_from_the_cards_revision(tmp_path, o
         write_card(found, configfile)
     assert str(refused.value).startswith(f"{CELL}: its card could not be written (SafetensorError: ")
     assert str(refused.value).endswith(retrain) and not found.card.exists()
+    weights.unlink()  # no weights at all
+    with pytest.raises(pub.PublishError) as refused:
+        write_card(found, configfile)
+    assert "(FileNotFoundError: no *.safetensors weights in " in str(refused.value)
+    assert str(refused.value).endswith(retrain)
 
 
 class _Refusing(__import__("http.server").server.BaseHTTPRequestHandler):

@@ -538,24 +538,30 @@ def _write(out: str | Path, text: str) -> Path:
 
 def write_card(found: CellFiles, configfile: str | Path) -> Path:
     """Write the card of the finished cell ``found`` (:func:`write_model_card`) where it goes, over any
-    earlier one, and return its path. The cell's checkpoint and metrics must exist; a
-    :class:`~contrastlab.hub.publish.PublishError` names the ``snakemake`` command on ``configfile`` that
-    makes them. A card written before (by an earlier ``make publish`` or ``make cards``, or by the
-    workflow of an older contrastlab) whose ModelMeta is no older than the metrics recorded the weights
-    it described: weights that differ from that record changed since (cut short, overwritten) and are
-    refused, naming the command that retrains the cell. A card older than the metrics describes an
-    earlier evaluation and is written again without that check."""
-    finished = found.model_dir.is_dir() and found.metrics.is_file()
-    if not finished:
+    earlier one; return its path. A :class:`~contrastlab.hub.publish.PublishError` names the fix (a
+    ``snakemake`` command on ``configfile``) where the checkpoint or metrics are missing, where weights
+    cannot be read, and where an earlier card (``make publish``, ``make cards``, an older contrastlab's
+    workflow) whose ModelMeta is no older than the metrics recorded other weights (their sha256,
+    :func:`~.mteb_results.checkpoint_revision`): they changed since (cut short, overwritten), and its
+    scores are not theirs. A card older than the metrics describes an earlier evaluation: written again."""
+    if not (found.model_dir.is_dir() and found.metrics.is_file()):
         raise PublishError(
             f"{found.model_dir if not found.model_dir.is_dir() else found.metrics} does not exist: the cell "
             f"is not trained and evaluated yet; run `{snakemake_command(configfile, found.metrics)}` first"
         )
-    retrain = snakemake_command(configfile, "--forcerun", "train", found.metrics)
+    retrain = "retrain the cell: " + snakemake_command(configfile, "--forcerun", "train", found.metrics)
     described = found.card.with_name(MODEL_META_FILE)
-    if described.is_file() and described.stat().st_mtime >= found.metrics.stat().st_mtime:
-        _check_weights(found.model_dir, described, retrain)
     try:
+        if described.is_file() and described.stat().st_mtime >= found.metrics.stat().st_mtime:
+            recorded = json.loads(described.read_text()).get("revision")  # none recorded: nothing to check
+            actual = checkpoint_revision(found.model_dir) if recorded else None
+            if actual != recorded:
+                weights = sorted(found.model_dir.rglob("*.safetensors"))
+                named = weights[0] if len(weights) == 1 else f"the weights in {found.model_dir}"
+                raise PublishError(
+                    f"{named} no longer matches the card: its sha256 is {actual[:16]}…, {described} "
+                    f"recorded {recorded[:16]}… when the card was written; {retrain}"
+                )
         return write_model_card(
             found.card,
             **found.fields,
@@ -566,33 +572,18 @@ def write_card(found: CellFiles, configfile: str | Path) -> Path:
             data_config=found.data if found.track == "sentence" else None,
             mteb_dir=found.mteb_dir,
         )
+    except PublishError:
+        raise
     except UnreadableMetricsError as error:  # it names the file and its own fix
         raise PublishError(str(error)) from None
     except (OSError, ValueError, SafetensorError) as error:  # weights cut short, a file missing or broken
         message = " ".join(str(error).split())
-        weights = isinstance(error, SafetensorError)  # its header names more bytes than the file holds
-        fix = f"retrain the cell: {retrain}" if weights else "restore the file it names, then run this again"
+        # weights whose header names more bytes than the file holds, or none at all
+        weights = isinstance(error, SafetensorError) or not any(found.model_dir.rglob("*.safetensors"))
+        fix = retrain if weights else "restore the file it names, then run this again"
         raise PublishError(
             f"{found.cell.path}: its card could not be written ({type(error).__name__}: {message}); {fix}"
         ) from None
-
-
-def _check_weights(checkpoint: Path, described: Path, retrain: str) -> None:
-    """Refuse (:class:`~contrastlab.hub.publish.PublishError`) weights whose sha256
-    (:func:`~.mteb_results.checkpoint_revision`) is not the ``revision`` the ModelMeta ``described``
-    recorded: the card's scores are not theirs. A ModelMeta that records none is written again."""
-    recorded = json.loads(described.read_text()).get("revision")
-    try:
-        actual = checkpoint_revision(checkpoint)
-    except FileNotFoundError as error:
-        raise PublishError(f"{error}; retrain the cell: {retrain}") from None
-    if recorded and actual != recorded:
-        weights = sorted(checkpoint.rglob("*.safetensors"))
-        named = weights[0] if len(weights) == 1 else f"the weights in {checkpoint}"
-        raise PublishError(
-            f"{named} no longer matches the card: its sha256 is {actual[:16]}…, {described} recorded "
-            f"{recorded[:16]}… when the card was written; retrain the cell: {retrain}"
-        )
 
 
 def write_cards(cells: Mapping[str, CellFiles], configfile: str | Path) -> tuple[list[Path], list[str]]:
