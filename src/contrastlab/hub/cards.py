@@ -489,8 +489,13 @@ def write_model_card(
     data = {name: json.loads(Path(path).read_text()) for name, path in markers.items()}
     model_dir = Path(model_dir)
     cell = dict(experiment=experiment, backbone=backbone, method=method, seed=seed)
-    if model_dir.name == "encoder":
-        return _write(out, _vision_card(model_dir, metrics, data, **cell))
+    if model_dir.name == "encoder":  # settings.json, torchvision.json: None where absent (a diverged point)
+        summary, spec = (
+            json.loads((model_dir / name).read_text()) if (model_dir / name).exists() else None
+            for name in ("settings.json", "torchvision.json")
+        )
+        text = vision_model_card(**cell, summary=summary, metrics=metrics, data=data, torchvision_spec=spec)
+        return _write(out, text)
     summary = json.loads((model_dir / "train_summary.json").read_text())
     backbones = backbones or {}
     licence = backbone_license(backbone, backbones) if backbone in backbones else None
@@ -516,16 +521,6 @@ def write_model_card(
     )
     write_json(Path(out).with_name(MODEL_META_FILE), meta)
     return _write(out, text)
-
-
-def _vision_card(model_dir: Path, metrics: Mapping[str, Any], data: Mapping[str, Any], **cell: Any) -> str:
-    """An image encoder's card (:func:`vision_model_card`) from its folder's ``settings.json`` and
-    ``torchvision.json`` (None where absent: a diverged sweep point has neither)."""
-    summary, spec = (
-        json.loads((model_dir / name).read_text()) if (model_dir / name).exists() else None
-        for name in ("settings.json", "torchvision.json")
-    )
-    return vision_model_card(**cell, summary=summary, metrics=metrics, data=data, torchvision_spec=spec)
 
 
 def _write(out: str | Path, text: str) -> Path:

@@ -542,15 +542,14 @@ def mteb_submission(
     code: str | None = None,
     pull_request: bool = False,
 ) -> Submission:
-    """``make mteb-submit``: stage rule ``mteb``'s results of the sentence cell ``found`` (of the preset
-    ``configfile``) as MTEB's results repository expects them (:func:`~.mteb_results.stage_submission`)
-    under ``<results_dir>/mteb-submit/<cell>/``, with the checkpoint's ``ModelMeta``
-    (:func:`checkpoint_meta`) named ``repo`` (the Hub repository ``make publish`` uploaded it to; default
-    ``contrastlab/<cell>``) at ``revision`` (that upload's commit; default the weights' digest).
-    ``pull_request`` (``PR=1``): then open the pull request with mteb's own
-    ``submit_results(create_pr=True)`` (:func:`~.mteb_results.submit_pull_request`; its answer in
-    ``Submission.pull_request``), only once the cell has passed every check above (scored by MTEB, on
-    MTEB's hub datasets). Raises :class:`PublishError` with one line naming the fix."""
+    """``make mteb-submit``: stage rule ``mteb``'s results of the sentence cell ``found`` as MTEB's results
+    repository expects them (:func:`~.mteb_results.stage_submission`) under
+    ``<results_dir>/mteb-submit/<cell>/``, with the checkpoint's ``ModelMeta`` (:func:`checkpoint_meta`)
+    named ``repo`` (``make publish``'s repository; default ``contrastlab/<cell>``) at ``revision`` (its
+    commit; default the weights' digest). ``pull_request`` (``PR=1``): then open the pull request with
+    mteb's own ``submit_results(create_pr=True)`` (:func:`~.mteb_results.submit_pull_request`, its answer
+    in ``Submission.pull_request``), only once every check above has passed. Raises
+    :class:`PublishError` with one line naming the fix (a ``snakemake`` command on ``configfile``)."""
     if repo is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
         raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
     if revision is not None and not re.fullmatch(r"[0-9a-f]{7,64}", revision):
