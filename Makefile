@@ -29,7 +29,7 @@ export CONFIG PRECISION CUDA GPUS GPU_MODEL PORT SHARED CELL REPO CODE REVISION 
 # exist with a Python traceback (it opens the file outside its own error handling), not with one line.
 CONFIG_EXISTS = @test -f "$$CONFIG" || { echo "contrastlab: config file $$CONFIG does not exist; pass CONFIG=<an existing YAML file> (config.yaml, config/demo.yaml, config/cpu.yaml)" >&2; exit 2; }
 
-.PHONY: help install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds compare publish mteb-submit lock-deps screenshots
+.PHONY: help install test test-fast faults demo cpu lock plan gpu-check gpu-bench dry-run search monitor lint clean-demo freeze restore add-seeds compare publish cards mteb-submit lock-deps screenshots
 
 # scripts/install.py: requirements.lock (-e '.[workflow,offline-models,dev]' under constraints.txt, every
 # package checked against its sha256), with uv (about 30 s; it falls back to pip, about 3 minutes, where
@@ -118,6 +118,9 @@ clean-demo:              ## delete the demo's results (results/demo, results/plo
 
 publish: install         ## CELL=<experiment>/<backbone>/<method>/seed<seed> REPO=<user>/<name>: list the one commit's files (PUSH=1: make it)
 	$(BIN)/python scripts/publish.py --configfile "$$CONFIG" --cell "$$CELL" --repo "$$REPO" $(if $(CODE),--code "$$CODE",) $(if $(PUSH),--push,)
+
+cards: install           ## every finished cell's model card (Hugging Face README.md) under <results_dir>/cards/, from its files
+	$(BIN)/python scripts/publish.py --configfile "$$CONFIG" --cards
 
 mteb-submit: install     ## CELL=<experiment>/<backbone>/<method>/seed<seed> [REPO=<user>/<name> REVISION=<commit>]: stage MTEB's results for embeddings-benchmark/results and print the PR's steps (PR=1: mteb's submit_results opens the PR)
 	$(BIN)/python scripts/mteb_submit.py --configfile "$$CONFIG" --cell "$$CELL" $(if $(REPO),--repo "$$REPO",) $(if $(REVISION),--revision "$$REVISION",) $(if $(CODE),--code "$$CODE",) $(if $(PR),--pull-request,)

@@ -145,7 +145,6 @@ rule all:
     input:
         table_outputs(),
         figure_outputs(),
-        card_outputs(),
         finished_outputs(),
         report_path(),
         report_path().removesuffix(".md") + ".html",

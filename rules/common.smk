@@ -104,8 +104,8 @@ GPU = GRID.compute["gpu"]
 THREADS = GRID.compute["threads"]
 FIGURES = figure_catalog.figures(GRID)
 USER_LOSS_METHODS = GRID.user_losses
-# The backbones as configured, the one map the rules take whole (the wildcards, the model cards' licences
-# and base models, the recorded backbone folders): GRID.backbone(alias) answers for one.
+# The backbones as configured, the one map the rules take whole (the wildcards, the recorded backbone
+# folders): GRID.backbone(alias) answers for one.
 BACKBONES = config["backbones"]
 
 
@@ -258,16 +258,6 @@ def table_outputs():
     """The selected papers' tables and the comparison tables of the user's losses (tables.comparison)."""
     names = selected_tables() + _comparison_tables() + search_tables(GRID)
     return expand(f"{RESULTS.tables}/{{table}}.{{ext}}", table=names, ext=["csv", "md", "tex"])
-
-
-def card_outputs():
-    """The model card of every cell (rules model_card, model_card_vision); with tables.partial, of the
-    cells whose metrics exist (nothing trains for a card)."""
-    return [
-        RESULTS.card(c)
-        for c in CELLS
-        if not GRID.options.tables_partial or os.path.exists(RESULTS.metrics(c, GRID.experiment(c.experiment).track))
-    ]
 
 
 def finished_outputs():
@@ -523,12 +513,6 @@ def mteb_scores(experiment):
         and not _is_vision(experiment)
         and (chosen is None or experiment in chosen)
     )
-
-
-def get_cell_mteb_input(wildcards):
-    """A sentence cell's MTEB folder when MTEB's evaluator scores it (mteb_scores), so that its model
-    card carries MTEB's results; [] otherwise (the card then carries SentEval's only)."""
-    return [RESULTS.mteb(wildcards)] if mteb_scores(wildcards.experiment) else []
 
 
 def get_mteb_outputs(wildcards):

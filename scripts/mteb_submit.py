@@ -7,7 +7,7 @@ kept sentence checkpoint as MTEB's results repository expects them and print the
 import argparse
 import sys
 
-from contrastlab.hub.publish import PublishError, mteb_submission
+from contrastlab.hub.publish import PublishError, cells_of, find_cell, mteb_submission
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--configfile", default="config.yaml", help="the preset that trained the cell")
@@ -25,8 +25,8 @@ parser.add_argument(
 args = parser.parse_args()
 try:
     staged = mteb_submission(
+        find_cell(cells_of(args.configfile), args.cell, "make mteb-submit"),
         args.configfile,
-        args.cell,
         repo=args.repo,
         revision=args.revision,
         code=args.code,

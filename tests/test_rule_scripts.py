@@ -23,7 +23,7 @@ WITH_A_CLI = ["train.py"]
 
 
 def test_every_rule_script_is_found():
-    assert len(RULE_SCRIPTS) == 21 and set(WITH_A_CLI) <= set(RULE_SCRIPTS)
+    assert len(RULE_SCRIPTS) == 20 and set(WITH_A_CLI) <= set(RULE_SCRIPTS)
 
 
 def test_a_rule_script_with_a_command_line_answers_help():

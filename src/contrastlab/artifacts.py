@@ -235,7 +235,7 @@ def package_model_dir(package: str) -> Path:
     """Folder of a Hugging Face model shipped inside an installed package (``<package>/model``).
 
     Here rather than in :mod:`contrastlab.models`, which imports torch: a model card names the package's
-    licence without it (the ``model_card`` jobs)."""
+    licence without it (``make publish``, ``make cards``)."""
     found = importlib.util.find_spec(package)
     if found is None or not found.submodule_search_locations:
         raise FileNotFoundError(

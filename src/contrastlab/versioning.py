@@ -44,7 +44,7 @@ from contrastlab.workflow.recovery import run_records
 #: preset writes nothing to is created empty, so that DVC never fails a finished run on a missing output.
 RESULTS_OUTPUTS = (
     "checkpoints",
-    "cards",  # the model cards (rule model_card), beside the checkpoints they describe
+    "cards",  # the model cards make cards and make publish wrote (empty until asked for)
     "mteb",  # MTEB's results and the bridge of each scored checkpoint (rule mteb; empty when off)
     "metrics",
     "search",  # the searches' selections (contrastlab.search), when the config has searches

@@ -75,7 +75,7 @@ def test_sdm_apptainer_pulls_the_published_image_and_asks_nothing_of_it(repo_roo
     assert f"Singularity image {IMAGE} will be pulled." in output
     assert "Conda environment" not in output
     assert calls == ["--version"]  # the jobs would run in the image as it is
-    assert "total                        138" in output
+    assert "total                        115" in output
 
 
 def test_sdm_conda_apptainer_builds_the_conda_environment_with_the_images_conda(repo_root, tmp_path):

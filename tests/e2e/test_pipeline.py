@@ -104,13 +104,19 @@ def test_demo_produces_tables_and_report(finished_demo):
     assert {"interpreter_s", "encode_s", "total_s"} <= set(encoded["phases"]) and "warm" in encoded["start"]
 
 
-def test_every_cell_has_its_model_card_and_its_checkpoint_loads_in_sentence_transformers(finished_demo):
+def test_make_cards_writes_each_cells_card_and_its_checkpoint_loads_in_sentence_transformers(
+    repo_root, finished_demo
+):
     """Issue 33 part 2: the train job wrote the sentence-transformers files into the checkpoint (no
-    other job touches it); rule model_card wrote the card from the cell's metrics."""
+    other job touches it); issue 85 item 2: ``make cards`` writes each card from the cell's files."""
     from contrastlab.models import load_backbone, make_encoder
 
     workdir, _, _ = finished_demo
     results = workdir / "results"
+    assert not (results / "cards").exists()  # no workflow job writes a card
+    cards = [sys.executable, "scripts/publish.py", "--configfile", str(workdir / "c.yaml"), "--cards"]
+    made = subprocess.run(cards, cwd=repo_root, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
     for method in ("cl", "mpt"):
         cell = f"nie2023/tiny-bert/{method}/seed42"
         card = (results / "cards" / cell / "README.md").read_text()
@@ -317,22 +323,22 @@ def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finis
     counts = job_counts(output)
     # That cell, and what reads it: the tables, Nie Fig. 1 (its metrics and its training log) and Nie
     # Fig. 3b (its log's distance gaps).
-    expected = {"train": 1, "encode": 1, "evaluate": 1, "model_card": 1, "figure_align_uniform": 1}
+    expected = {"train": 1, "encode": 1, "evaluate": 1, "figure_align_uniform": 1}
     expected.update(figure_training_curves=1, figure_nie2023_fig3b=1, mteb=1)  # mteb: the demo's bridge
-    assert counts == {**expected, "tables": 1, "all": 1, "total": 10}, counts
+    assert counts == {**expected, "tables": 1, "all": 1, "total": 9}, counts
     assert "wildcards: experiment=nie2023, backbone=tiny-bert, method=mpt, seed=42" in output
     assert "method=cl" not in output
 
 
 def test_changing_an_mteb_key_redraws_no_figure(repo_root, finished_demo):
     """Issue 78 item 5: a figure job's params are the config keys it reads, so a key it does not read
-    (MTEB's batch size) reruns MTEB's jobs and what reads them (the cards, the tables), and no figure."""
+    (MTEB's batch size) reruns MTEB's jobs and what reads them (the tables), and no figure."""
     workdir, config, _ = finished_demo
     changed = json.loads(json.dumps(config))
     changed["mteb"]["batch_size"] = 16
     output = run_snakemake(repo_root, "-n", "--configfile", write(changed, workdir / "mteb.yaml"))
     counts = job_counts(output)
-    assert counts == {"mteb": 2, "model_card": 2, "tables": 1, "all": 1, "total": 6}, counts
+    assert counts == {"mteb": 2, "tables": 1, "all": 1, "total": 4}, counts
 
 
 def _dry_run(repo_root, workdir, config, name):
@@ -698,9 +704,7 @@ def test_a_cut_metrics_file_is_named_and_only_its_evaluation_is_redone(repo_root
             f"contrastlab: {cell}: {metrics} is {len(whole) // 2:,} bytes, not the {len(whole):,}"
         )
         counts = job_counts(output)
-        assert (
-            counts["encode"] == counts["evaluate"] == counts["model_card"] == 1 and "train" not in counts
-        ), counts
+        assert counts["encode"] == counts["evaluate"] == 1 and "train" not in counts, counts
         assert "method=mpt" not in output
     finally:
         (results / "state" / "set-aside" / "metrics" / cell / "senteval.json").unlink(missing_ok=True)

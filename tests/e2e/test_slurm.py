@@ -164,8 +164,8 @@ def slurm_demo(repo_root: Path, workdir: Path, resources: Path) -> dict:
 def local_reference(repo_root, tmp_path_factory, e2e_resources):
     """What the SLURM run must reproduce: :func:`slurm_demo`'s cells trained and evaluated through
     ``profiles/default`` (their metrics files as targets), then its tables rendered from those metrics
-    as rule ``tables`` renders them (:func:`contrastlab.report.build_report`). The figures and model
-    cards, which no number of a table comes from, are left out: they are a third of the run's jobs."""
+    as rule ``tables`` renders them (:func:`contrastlab.report.build_report`). The figures, which no
+    number of a table comes from, are left out."""
     from contrastlab.config import load
     from contrastlab.paths import Results
     from contrastlab.report import build_report

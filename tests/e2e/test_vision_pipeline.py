@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -29,9 +31,12 @@ def finished(repo_root, tmp_path_factory, e2e_resources):
     return workdir, config, output
 
 
-def test_cells_train_evaluate_and_fill_the_table(finished, read_curves):
+def test_cells_train_evaluate_and_fill_the_table(repo_root, finished, read_curves):
     workdir, _, _ = finished
     results = workdir / "results"
+    cards = [sys.executable, "scripts/publish.py", "--configfile", str(workdir / "c.yaml"), "--cards"]
+    made = subprocess.run(cards, cwd=repo_root, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0 and made.stdout.endswith("# 2 model cards\n"), made.stdout + made.stderr
     for method in ("ntxent-bs64", "macl-bs64"):
         metrics = json.loads(
             (results / f"metrics/macl_cifar10/resnet18-w8/{method}/seed42/vision.json").read_text()
@@ -42,7 +47,7 @@ def test_cells_train_evaluate_and_fill_the_table(finished, read_curves):
         assert metrics["linear"]["epochs"] == 5 and metrics["knn"]["k"] == 200
         card = (results / f"cards/macl_cifar10/resnet18-w8/{method}/seed42/README.md").read_text()
         linear = f"| linear_top1 | {metrics['scores']['linear_top1']:.2f} |"
-        assert "library_name: pytorch" in card and linear in card, card  # the image encoder's model card
+        assert "library_name: pytorch" in card and linear in card, card  # its model card (make cards)
         log = (results / f"checkpoints/macl_cifar10/resnet18-w8/{method}/seed42/train_log.jsonl").read_text()
         assert '"event": "end"' in log
         curves = read_curves(results / f"tensorboard/macl_cifar10/resnet18-w8/{method}/seed42")

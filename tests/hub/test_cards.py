@@ -36,6 +36,26 @@ def card(**overrides):
     )
 
 
+IMAGE_CELL = dict(experiment="macl_cifar10", backbone="resnet18-cifar", method="macl-bs256", seed=42)
+
+
+def image_card(tmp_path, name, metrics, summary=None, **cell):
+    """The card ``<name>.md`` of an image encoder (``encoder/``, its ``settings.json`` where given) with
+    ``metrics`` as its ``vision.json``, written by :func:`write_model_card`."""
+    encoder = tmp_path / "encoder"
+    encoder.mkdir(exist_ok=True)
+    if summary is not None:
+        (encoder / "settings.json").write_text(json.dumps(summary))
+    (tmp_path / f"{name}.json").write_text(json.dumps(metrics))
+    return write_model_card(
+        tmp_path / f"{name}.md",
+        **{**IMAGE_CELL, **cell},
+        model_dir=encoder,
+        metrics_path=tmp_path / f"{name}.json",
+        markers={},
+    )
+
+
 def test_front_matter_is_hugging_face_yaml():
     text = card()
     assert text.startswith("---\n")
@@ -97,26 +117,13 @@ def test_a_backbone_the_paper_lacks_says_so(tmp_path):
 
 def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_path):
     """Issue 33: every kept checkpoint, image encoders too, carries a card with its scores."""
-    encoder = tmp_path / "encoder"
-    encoder.mkdir()
     settings = {"loss": "macl_vision", "loss_hp": {"tau0": 0.1}, "dataset": "cifar10", "arch": "resnet18"}
-    summary = {"settings": settings, "precision": "bf16", "steps": 9}
-    (encoder / "settings.json").write_text(json.dumps(summary))
-    (encoder / "torchvision.json").write_text(
+    (tmp_path / "encoder").mkdir()
+    (tmp_path / "encoder" / "torchvision.json").write_text(
         json.dumps({"torchvision": True, "arch": "resnet18", "stem": "cifar", "width": 64, "weights": "e"})
     )
     metrics = {"scores": {"linear_top1": 80.0, "knn_top1": 75.5}, "probes": ["linear", "knn"], "n_test": 9}
-    (tmp_path / "vision.json").write_text(json.dumps(metrics))
-    out = write_model_card(
-        tmp_path / "card.md",
-        experiment="macl_cifar10",
-        backbone="resnet18-cifar",
-        method="macl-bs256",
-        seed=42,
-        model_dir=encoder,
-        metrics_path=tmp_path / "vision.json",
-        markers={},
-    )
+    out = image_card(tmp_path, "card", metrics, {"settings": settings, "precision": "bf16", "steps": 9})
     text = out.read_text()
     assert yaml.safe_load(text.split("---\n")[1])["library_name"] == "pytorch"
     assert "@inproceedings{huang2023macl," in text.split("## Citation")[1]
@@ -126,18 +133,9 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
     assert "`macl_vision`" in text and "Precision: `bf16`" in text and "torchvision `resnet18`" in text
     # a sweep point whose training diverged: a card saying so, no scores
     diverged = {"scores": {}, "encoder_diverged": "loss is not finite at step 3", "probes": ["ffn"]}
-    (tmp_path / "d.json").write_text(json.dumps(diverged))
-    (tmp_path / "d" / "encoder").mkdir(parents=True)
-    text = write_model_card(
-        tmp_path / "d.md",
-        experiment="oar_cifar10",
-        backbone="resnet18-oar",
-        method="infonce-lr1.0",
-        seed=42,
-        model_dir=tmp_path / "d" / "encoder",
-        metrics_path=tmp_path / "d.json",
-        markers={},
-    ).read_text()
+    (tmp_path / "d").mkdir()
+    cell = dict(experiment="oar_cifar10", backbone="resnet18-oar", method="infonce-lr1.0")
+    text = image_card(tmp_path / "d", "d", diverged, **cell).read_text()
     assert "Training diverged" in text and "loss is not finite at step 3" in text
     assert "model-index" not in text and "@unpublished{oar2024stable," in text  # no score, still cited
 
@@ -149,15 +147,9 @@ def test_an_image_card_carries_its_probes_accuracies_as_a_model_index(tmp_path):
     from huggingface_hub import ModelCard
     from huggingface_hub.repocard_data import model_index_to_eval_results
 
-    encoder = tmp_path / "encoder"
-    encoder.mkdir()
-    (encoder / "settings.json").write_text(json.dumps({"settings": {"loss": "macl_vision"}}))
     scores = {"linear_top1": 80.12344, "knn_top1": 75.5, "embedding_variance": 3.0, "effective_rank_95": 9.0}
     metrics = {"scores": scores, "probes": ["linear", "knn"], "dataset": "cifar10"}
-    (tmp_path / "vision.json").write_text(json.dumps(metrics))
-    cell = dict(experiment="macl_cifar10", backbone="resnet18-cifar", method="macl-bs256", seed=42)
-    args = dict(model_dir=encoder, metrics_path=tmp_path / "vision.json", markers={})
-    card_path = write_model_card(tmp_path / "README.md", **cell, **args)
+    card_path = image_card(tmp_path, "README", metrics, {"settings": {"loss": "macl_vision"}})
     loaded = ModelCard.load(card_path)
     name, results = model_index_to_eval_results(loaded.data.to_dict()["model-index"])
     assert name == "contrastlab-macl_cifar10-resnet18-cifar-macl-bs256-seed42"
@@ -170,9 +162,8 @@ def test_an_image_card_carries_its_probes_accuracies_as_a_model_index(tmp_path):
     assert loaded.data.library_name == "pytorch" and "macl_vision" in loaded.data.tags
     # OAR's FFN fine-tuning at 10% of the labels, on the demo's digits: named as local data, no hub id
     metrics = {"scores": {"ffn10_top1": 57.5, "ffn10_top5": 96.0}, "probes": ["ffn"], "dataset": "digits"}
-    (tmp_path / "vision.json").write_text(json.dumps(metrics))
     _, results = model_index_to_eval_results(
-        ModelCard.load(write_model_card(tmp_path / "oar.md", **cell, **args)).data.to_dict()["model-index"]
+        ModelCard.load(image_card(tmp_path, "oar", metrics)).data.to_dict()["model-index"]
     )
     assert [(r.metric_name, r.metric_value, r.dataset_type) for r in results] == [
         ("Top-1 accuracy, FFN fine-tuned on 10% of the labels (ffn10_top1)", 57.5, "digits"),
@@ -193,22 +184,11 @@ def test_an_image_card_carries_contrastlabs_licence_as_a_sentence_card_carries_i
     from contrastlab.paths import REPO_ROOT
 
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    encoder = tmp_path / "encoder"
-    encoder.mkdir()
-    (encoder / "settings.json").write_text(json.dumps({"settings": {"loss": "macl_vision"}}))
-    cell = dict(experiment="macl_cifar10", backbone="resnet18-cifar", method="macl-bs256", seed=42)
     for name, metrics in (
         ("scored", {"scores": {"linear_top1": 80.0}, "probes": ["linear"], "dataset": "cifar10"}),
         ("diverged", {"scores": {}, "encoder_diverged": "loss is not finite at step 3", "probes": ["ffn"]}),
     ):
-        (tmp_path / f"{name}.json").write_text(json.dumps(metrics))
-        path = write_model_card(
-            tmp_path / f"{name}.md",
-            **cell,
-            model_dir=encoder,
-            metrics_path=tmp_path / f"{name}.json",
-            markers={},
-        )
+        path = image_card(tmp_path, name, metrics, {"settings": {"loss": "macl_vision"}})
         assert ModelCard.load(path).data.license == "mit" == project["license"]["text"].lower()
         assert metadata_load(path)["license"] == "mit"
     scored = (tmp_path / "scored.md").read_text()
@@ -231,18 +211,7 @@ def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
     nie = papers.paper_for("nie2023")
     monkeypatch.setattr(publish, "papers_of", lambda experiment: [replace(nie, arxiv="2001.01234")])
     assert ModelCard(card()).data.tags == [*plain, "infonce", "arxiv:2001.01234"]
-    (tmp_path / "encoder").mkdir()
-    (tmp_path / "vision.json").write_text(json.dumps({"scores": {"knn_top1": 75.5}, "dataset": "cifar10"}))
-    path = write_model_card(
-        tmp_path / "README.md",
-        experiment="macl_cifar10",
-        backbone="resnet18-cifar",
-        method="macl-bs256",
-        seed=42,
-        model_dir=tmp_path / "encoder",
-        metrics_path=tmp_path / "vision.json",
-        markers={},
-    )
+    path = image_card(tmp_path, "README", {"scores": {"knn_top1": 75.5}, "dataset": "cifar10"})
     tags = [
         "image-feature-extraction",
         "contrastive-learning",

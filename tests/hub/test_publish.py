@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +18,9 @@ import yaml
 from contrastlab.config import load
 from contrastlab.hub import mteb_results as mr
 from contrastlab.hub import publish as pub
-from contrastlab.hub.cards import write_model_card
+from contrastlab.hub.cards import write_card, write_cards, write_model_card
 from contrastlab.models.export import write_sentence_transformers_files
-from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.paths import REPO_ROOT
 from tests.make_command import make_command, make_env
 
 WIKI = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
@@ -26,6 +28,7 @@ TAR = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve
 STS = {"STS12": 68.1, "STS13": 80.25, "STS14": 73.0, "STS15": 81.5, "STS16": 77.75}
 SCORES = {**STS, "STSBenchmark": 76.8512345, "SICKRelatedness": 70.5, "MR": 81.0}
 BACKBONES = {"bert-base": {"hf_id": "bert-base-uncased"}}
+MARKERS = {"corpus": {"corpus": "text", "sha256": "f00d"}, "senteval": {"senteval": "published"}}
 
 
 def tiny_checkpoint(folder: Path) -> int:
@@ -67,8 +70,7 @@ def card(tmp_path: Path, mteb_dir: Path | None, **kw) -> Path:
     model.mkdir(exist_ok=True)
     params = tiny_checkpoint(model)
     (tmp_path / "metrics.json").write_text(json.dumps({"scores": SCORES, "mode": "test", "sts_avg": 75.0}))
-    markers = {"corpus": {"corpus": "text", "sha256": "f00d"}, "senteval": {"senteval": "published"}}
-    for name, value in markers.items():
+    for name, value in MARKERS.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(value))
     out = write_model_card(
         tmp_path / "card" / "README.md",
@@ -78,7 +80,7 @@ def card(tmp_path: Path, mteb_dir: Path | None, **kw) -> Path:
         seed=42,
         model_dir=model,
         metrics_path=tmp_path / "metrics.json",
-        markers={name: tmp_path / f"{name}.json" for name in markers},
+        markers={name: tmp_path / f"{name}.json" for name in MARKERS},
         backbones=kw.get("backbones", BACKBONES),
         data_config={"wiki_url": WIKI, "wiki_path": None, "senteval_url": TAR},
         mteb_dir=mteb_dir,
@@ -282,66 +284,73 @@ class StubApi:
         self.calls.append(("upload_folder",))
 
 
-def test_publish_checks_the_cell_and_makes_one_commit(tmp_path, capsys, monkeypatch):
-    """Issue 56 item 6: the checkpoint's files, the card (README.md) and the ModelMeta go up in ONE
-    ``create_commit`` (no separate uploads), after the cell and the token are checked."""
+def _finished_cell(tmp_path: Path) -> tuple[Path, pub.CellFiles, list[str]]:
+    """A finished demo cell as the workflow leaves it: a tiny checkpoint with Snakemake's marker file
+    (``directory()`` output), its metrics and the run's data markers, and no card; returns ``(config
+    file, the cell's files, the model's files in the checkpoint)``."""
     configfile = _demo_config(tmp_path)
-    with pytest.raises(pub.PublishError, match="unknown cell 'nie2023/tiny-bert/nope/seed42'"):
-        pub.publish_plan(configfile, "nie2023/tiny-bert/nope/seed42", "me/model")
-    with pytest.raises(pub.PublishError, match="checkpoint .* not trained and evaluated yet"):
-        pub.publish_plan(configfile, CELL, "me/model")
+    found = pub.cells_of(configfile)[CELL]
+    found.model_dir.mkdir(parents=True)
+    tiny_checkpoint(found.model_dir)
+    model_files = sorted(p.relative_to(found.model_dir).as_posix() for p in found.model_dir.rglob("*.*"))
+    (found.model_dir / ".snakemake_timestamp").write_text("")
+    found.metrics.parent.mkdir(parents=True)
+    found.metrics.write_text(json.dumps({"scores": SCORES, "mode": "test", "sts_avg": 75.0}))
+    for name, path in found.markers.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(MARKERS[name]))
+    return configfile, found, model_files
+
+
+def _plan(configfile: Path, found: pub.CellFiles, repo: str = "me/model") -> pub.PublishPlan:
+    """What ``make publish`` does before it prints: the cell's card written, then the commit planned."""
+    write_card(found, configfile)
+    return pub.publish_plan(found, repo)
+
+
+def test_publish_checks_the_cell_writes_its_card_and_makes_one_commit(tmp_path, capsys, monkeypatch):
+    """Issue 56 item 6: the checkpoint's files, the card (README.md) and the ModelMeta go up in ONE
+    ``create_commit`` (no separate uploads), after the cell and the token are checked; issue 85 item 2:
+    the card is written then, from the cell's finished files."""
+    from huggingface_hub import ModelCard
+
+    configfile = _demo_config(tmp_path)
+    cells = pub.cells_of(configfile)
+    with pytest.raises(pub.PublishError, match="unknown cell 'nie2023/tiny-bert/nope/seed42'; CELL is"):
+        pub.find_cell(cells, "nie2023/tiny-bert/nope/seed42")
+    with pytest.raises(pub.PublishError, match="image encoder; make publish takes sentence cells"):
+        pub.find_cell(cells, "macl_cifar10/resnet18-w8/ntxent-bs64/seed42")
+    with pytest.raises(pub.PublishError, match=" does not exist: the cell is not trained and evaluated yet"):
+        write_card(pub.find_cell(cells, CELL), configfile)
+    configfile, found, model_files = _finished_cell(tmp_path)
     with pytest.raises(pub.PublishError, match="REPO must be"):
-        pub.publish_plan(configfile, CELL, "no-slash")
-    results = Results(tmp_path / "results")
-    checkpoint, card_path = Path(results.checkpoint(CELL, "model")), Path(results.card(CELL))
-    (checkpoint / "1_Pooling").mkdir(parents=True)
-    (checkpoint / "model.safetensors").write_bytes(b"weights")
-    (checkpoint / "1_Pooling" / "config.json").write_text("{}")
-    card_path.parent.mkdir(parents=True)
-    front = pub.card_data(
-        model_name="contrastlab-nie2023-tiny-bert-cl-seed42",
-        license="mit",
-        base_model=None,
-        datasets=[],
-        tags=["infonce"],
-        results=pub.eval_results({"scores": {"STS12": 70.0}}, {}),
-        provenance={},
-    )
-    card_path.write_text(pub.front_matter(front) + "\n\n# the card's body\n")
-    original = card_path.read_text()
-    (card_path.parent / pub.MODEL_META_FILE).write_text(
-        json.dumps(
-            {
-                "name": "contrastlab/x",
-                "revision": mr.checkpoint_revision(checkpoint),
-                "release_date": "2026-11-20",
-            }
-        )
-    )
-    plan = pub.publish_plan(configfile, CELL, "me/model")
+        _plan(configfile, found, "no-slash")
+    plan = _plan(configfile, found)
     meta = json.loads(plan.meta.read_text())
     assert (meta["name"], meta["release_date"], meta["reference"]) == (
         "me/model",
-        "2026-11-20",  # the run's date, kept
+        mr.checkpoint_date(found.model_dir),  # the day the run wrote the weights
         "https://huggingface.co/me/model",
     )
+    assert meta["revision"] == mr.checkpoint_revision(found.model_dir)
     assert plan.meta == tmp_path / "results" / "publish" / CELL / pub.MODEL_META_FILE
     assert plan.files == {
-        "1_Pooling/config.json": checkpoint / "1_Pooling" / "config.json",
-        "model.safetensors": checkpoint / "model.safetensors",
+        **{name: found.model_dir / name for name in model_files},
         "README.md": plan.meta.with_name("README.md"),
         pub.MODEL_META_FILE: plan.meta,
     }
-    # the uploaded card: the rule's, its model-index named after the repository (the rule's file untouched)
-    from huggingface_hub import ModelCard
-
-    uploaded = ModelCard.load(plan.files["README.md"])
-    assert uploaded.data.model_name == "me/model" and uploaded.data.license == "mit"
-    assert uploaded.text == ModelCard.load(card_path).text and card_path.read_text() == original
-    assert [r.metric_value for r in uploaded.data.eval_results] == [70.0]
+    # the uploaded card: the cell's, its model-index named after the repository (the cell's card untouched)
+    uploaded, written = ModelCard.load(plan.files["README.md"]), ModelCard.load(found.card)
+    assert uploaded.data.model_name == "me/model" and uploaded.data.license == "apache-2.0"
+    assert (
+        written.data.model_name == "contrastlab-nie2023-tiny-bert-cl-seed42" and uploaded.text == written.text
+    )
+    assert [r.metric_value for r in uploaded.data.eval_results][:2] == [SCORES["STS12"], SCORES["STS13"]]
     api = StubApi()
     lines = pub.publish(plan, api=api)
-    assert lines[0].startswith("# one commit to https://huggingface.co/me/model (4 files)")
+    assert lines[0].startswith(
+        f"# one commit to https://huggingface.co/me/model ({len(model_files) + 2} files)"
+    )
     assert (
         f"README.md <- {plan.files['README.md']}" in lines and capsys.readouterr().out.splitlines() == lines
     )
@@ -361,14 +370,72 @@ def test_publish_checks_the_cell_and_makes_one_commit(tmp_path, capsys, monkeypa
     assert lines[-1] == f"# committed {'c' * 40}: https://huggingface.co/me/model/commit/{'c' * 40}"
 
 
+def test_an_older_runs_card_is_checked_and_written_again_and_a_stale_one_replaced(tmp_path):
+    """A card the workflow of an older contrastlab wrote beside its ModelMeta (the same function, as its
+    rule ran it after the evaluation): publish checks the weights against it and writes the same card
+    again. One older than the metrics (the cell retrained and evaluated since) is replaced unchecked."""
+    configfile, found, _ = _finished_cell(tmp_path)
+    by_the_rule = write_model_card(
+        found.card,
+        **found.fields,
+        model_dir=found.model_dir,
+        metrics_path=found.metrics,
+        markers=found.markers,
+        backbones=yaml.safe_load(configfile.read_text())["backbones"],  # the rule's params: every backbone
+        data_config=found.data,
+        mteb_dir=found.mteb_dir,
+    ).read_text()
+    _plan(configfile, found)
+    assert found.card.read_text() == by_the_rule
+    (found.model_dir / "model.safetensors").unlink()
+    tiny_checkpoint(found.model_dir)  # retrained: other weights, then evaluated again
+    described = found.card.with_name(pub.MODEL_META_FILE)
+    os.utime(described, (1, 1))
+    _plan(configfile, found)
+    assert json.loads(described.read_text())["revision"] == mr.checkpoint_revision(found.model_dir)
+
+
 def test_the_script_prints_the_commands_and_fails_in_one_line(tmp_path):
     configfile = _demo_config(tmp_path)
     script = [sys.executable, str(REPO_ROOT / "scripts" / "publish.py"), "--configfile", str(configfile)]
     bad = subprocess.run([*script, "--cell", CELL, "--repo", "me/m"], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stdout == ""
-    assert (
-        bad.stderr.strip().startswith("contrastlab: publish: checkpoint")
-        and len(bad.stderr.splitlines()) == 1
+    assert bad.stderr.strip().startswith("contrastlab: publish: ") and len(bad.stderr.splitlines()) == 1
+    assert bad.stderr.strip().endswith(
+        f"run `snakemake --configfile {configfile} {tmp_path}/results/metrics/{CELL}/senteval.json` first"
+    )
+
+
+def test_make_cards_writes_the_card_of_every_finished_cell_and_passes_over_the_rest(tmp_path):
+    """Issue 85 item 2: ``make cards`` writes each finished cell's card (here the one trained cell of the
+    demo's preset), nothing for a cell not trained yet, and no workflow job is involved."""
+    configfile, found, _ = _finished_cell(tmp_path)
+    script = [sys.executable, str(REPO_ROOT / "scripts" / "publish.py"), "--configfile", str(configfile)]
+    done = subprocess.run([*script, "--cards"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"wrote {found.card}", "# 1 model cards"]
+    assert sorted(
+        p.relative_to(tmp_path / "results" / "cards") for p in found.card.parents[4].rglob("*.*")
+    ) == [
+        Path(CELL) / "README.md",
+        Path(CELL) / pub.MODEL_META_FILE,
+    ]
+    assert "| sts_avg | 75.00 |" in found.card.read_text()
+    marker = found.markers["corpus"].read_text()
+    found.markers["corpus"].unlink()  # a file the card reads, gone: named, nothing written
+    ([], (line,)) = write_cards({CELL: found}, configfile)
+    assert line.startswith(f"{CELL}: its card could not be written (FileNotFoundError: ")
+    assert str(found.markers["corpus"]) in line and line.endswith(
+        "restore the file it names, then run this again"
+    )
+    found.markers["corpus"].write_text(marker)
+    # cut short (reliability K1): named, with its fix
+    found.metrics.write_text(found.metrics.read_text()[:20])
+    done = subprocess.run([*script, "--cards"], capture_output=True, text=True)
+    (line,) = done.stderr.splitlines()
+    assert done.returncode == 1 and line.startswith(f"contrastlab: cards: metrics file {found.metrics} ")
+    assert "cannot be read (JSONDecodeError: " in line and line.endswith(
+        "only that evaluation is redone, with what depends on it"
     )
 
 
@@ -450,17 +517,13 @@ def test_mtebs_results_folder_carries_the_checkpoints_meta_and_revision(tmp_path
     ]
 
 
-def _scored_cell(tmp_path: Path, data: str) -> tuple[Path, Results]:
-    """The demo preset with CELL trained (a tiny checkpoint) and scored by MTEB (``data``: hub/standin)."""
-    configfile = _demo_config(tmp_path)
-    results = Results(tmp_path / "results")
-    checkpoint, folder = Path(results.checkpoint(CELL, "model")), Path(results.mteb(CELL))
-    checkpoint.mkdir(parents=True)
-    tiny_checkpoint(checkpoint)
-    mteb_results(folder / "results", {"STSBenchmark": 0.8123, "SICK-R": 0.7001})
-    (folder / "provenance.json").write_text(json.dumps({"data": data}))
-    (folder / "bridge.json").write_text("{}")
-    return configfile, results
+def _scored_cell(tmp_path: Path, data: str) -> tuple[Path, pub.CellFiles]:
+    """:func:`_finished_cell`, scored by MTEB too (``data``: hub/standin)."""
+    configfile, found, _ = _finished_cell(tmp_path)
+    mteb_results(found.mteb_dir / "results", {"STSBenchmark": 0.8123, "SICK-R": 0.7001})
+    (found.mteb_dir / "provenance.json").write_text(json.dumps({"data": data}))
+    (found.mteb_dir / "bridge.json").write_text("{}")
+    return configfile, found
 
 
 def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
@@ -469,10 +532,10 @@ def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
     folder, ModelMeta and all), named after make publish's repository and commit, and lists the pull
     request's steps; a stand-in run or an unscored cell is refused in one line."""
     mteb = pytest.importorskip("mteb")
-    configfile, results = _scored_cell(tmp_path, "hub")
+    configfile, found = _scored_cell(tmp_path, "hub")
     with pytest.raises(pub.PublishError, match="REVISION must be"):
-        pub.mteb_submission(configfile, CELL, revision="not-hex!")
-    staged = pub.mteb_submission(configfile, CELL, repo="me/model", revision="c" * 40)
+        pub.mteb_submission(found, configfile, revision="not-hex!")
+    staged = pub.mteb_submission(found, configfile, repo="me/model", revision="c" * 40)
     assert staged.root == tmp_path / "results" / "mteb-submit" / CELL
     folder = staged.root / "results" / "me__model" / ("c" * 40)
     assert sorted(p.name for p in folder.iterdir()) == ["SICK-R.json", "STSBenchmark.json", "model_meta.json"]
@@ -493,21 +556,21 @@ def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
     )
     assert "gh pr create --repo embeddings-benchmark/results" in steps
     # without REPO / REVISION: the cell's own name, the weights' digest
-    default = pub.mteb_submission(configfile, CELL)
+    default = pub.mteb_submission(found, configfile)
     assert (default.model, default.revision) == (
         "contrastlab__nie2023-tiny-bert-cl-seed42",
-        mr.checkpoint_revision(results.checkpoint(CELL, "model")),
+        mr.checkpoint_revision(found.model_dir),
     )
     assert not folder.exists()  # the staging folder is laid out afresh each time
 
 
 def test_mteb_submit_refuses_a_standin_run_and_an_unscored_cell_in_one_line(tmp_path):
     pytest.importorskip("mteb")
-    configfile, results = _scored_cell(tmp_path, "standin")
+    configfile, found = _scored_cell(tmp_path, "standin")
     with pytest.raises(
         pub.PublishError, match="local stand-in .* rerun the cell with --config 'mteb=\\{data: hub\\}'"
     ):
-        pub.mteb_submission(configfile, CELL)
+        pub.mteb_submission(found, configfile)
     script = [sys.executable, str(REPO_ROOT / "scripts" / "mteb_submit.py"), "--configfile", str(configfile)]
     other = "nie2023/minilm/cl/seed42"  # in the preset, not trained here
     bad = subprocess.run([*script, "--cell", other], capture_output=True, text=True)
@@ -515,7 +578,7 @@ def test_mteb_submit_refuses_a_standin_run_and_an_unscored_cell_in_one_line(tmp_
     assert (
         bad.stderr.startswith("contrastlab: mteb-submit: ") and "MTEB has not scored the cell" in bad.stderr
     )
-    (Path(results.mteb(CELL)) / "provenance.json").write_text(json.dumps({"data": "hub"}))
+    (found.mteb_dir / "provenance.json").write_text(json.dumps({"data": "hub"}))
     good = subprocess.run([*script, "--cell", CELL, "--repo", "me/model"], capture_output=True, text=True)
     assert good.returncode == 0, good.stderr
     assert good.stdout.startswith("# staged 2 MTEB results of me__model at revision ")
@@ -552,10 +615,10 @@ def test_mteb_submit_pr_opens_the_pull_request_through_mtebs_submit_results(tmp_
     mteb = pytest.importorskip("mteb")
     real_submit = mteb.ResultCache.submit_results
     stub = StubSubmit().install(monkeypatch, mteb.ResultCache)
-    configfile, _ = _scored_cell(tmp_path, "hub")
-    staged = pub.mteb_submission(configfile, CELL, repo="me/model", revision="c" * 40)
+    configfile, found = _scored_cell(tmp_path, "hub")
+    staged = pub.mteb_submission(found, configfile, repo="me/model", revision="c" * 40)
     assert staged.pull_request is None and stub.calls == []  # without PR=1: staged only
-    staged = pub.mteb_submission(configfile, CELL, repo="me/model", revision="c" * 40, pull_request=True)
+    staged = pub.mteb_submission(found, configfile, repo="me/model", revision="c" * 40, pull_request=True)
     (call,) = stub.calls
     assert call["root"] == staged.root == tmp_path / "results" / "mteb-submit" / CELL
     (meta,) = call["models"]
@@ -573,7 +636,7 @@ def test_mteb_submit_pr_opens_the_pull_request_through_mtebs_submit_results(tmp_
     # mteb's own refusal (no GitHub token, no PyGithub) is one line naming PR=1
     StubSubmit(RuntimeError("No GitHub token found.\nSet it")).install(monkeypatch, mteb.ResultCache)
     with pytest.raises(pub.PublishError) as caught:
-        pub.mteb_submission(configfile, CELL, pull_request=True)
+        pub.mteb_submission(found, configfile, pull_request=True)
     assert (
         str(caught.value)
         == "PR=1: mteb's submit_results could not open the pull request: No GitHub token found."
@@ -584,11 +647,13 @@ def test_mteb_submit_pr_refuses_a_standin_or_unscored_cell_before_mteb_is_called
     """The stand-in and unscored-cell refusals come first: submit_results is never reached."""
     mteb = pytest.importorskip("mteb")
     stub = StubSubmit().install(monkeypatch, mteb.ResultCache)
-    configfile, _ = _scored_cell(tmp_path, "standin")
+    configfile, found = _scored_cell(tmp_path, "standin")
     with pytest.raises(pub.PublishError, match="local stand-in"):
-        pub.mteb_submission(configfile, CELL, pull_request=True)
+        pub.mteb_submission(found, configfile, pull_request=True)
     with pytest.raises(pub.PublishError, match="MTEB has not scored the cell"):
-        pub.mteb_submission(configfile, "nie2023/minilm/cl/seed42", pull_request=True)
+        pub.mteb_submission(
+            pub.cells_of(configfile)["nie2023/minilm/cl/seed42"], configfile, pull_request=True
+        )
     assert stub.calls == []
 
 
@@ -618,42 +683,33 @@ def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
     assert line.split()[-1] == "--pull-request"
 
 
-def _finished_cell(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """A finished demo cell as the rules leave it: weights, a pooling module, Snakemake's marker file
-    (``directory()`` output), the card and its ModelMeta recording the weights' revision; returns
-    ``(config file, checkpoint, ModelMeta)``."""
-    configfile = _demo_config(tmp_path)
-    results = Results(tmp_path / "results")
-    checkpoint, card_path = Path(results.checkpoint(CELL, "model")), Path(results.card(CELL))
-    (checkpoint / "1_Pooling").mkdir(parents=True)
-    (checkpoint / "model.safetensors").write_bytes(b"weights " * 64)
-    (checkpoint / "1_Pooling" / "config.json").write_text("{}")
-    (checkpoint / ".snakemake_timestamp").write_text("")
-    card_path.parent.mkdir(parents=True)
-    front = pub.card_data(
-        model_name="m", license="mit", base_model=None, datasets=[], tags=[], results=[], provenance={}
-    )
-    card_path.write_text(pub.front_matter(front) + "\n\n# the card's body\n")
-    meta = card_path.parent / pub.MODEL_META_FILE
-    meta.write_text(json.dumps({"name": "contrastlab/x", "revision": mr.checkpoint_revision(checkpoint)}))
-    return configfile, checkpoint, meta
-
-
 @pytest.mark.fault(
     "Snakemake's .snakemake_timestamp in a finished checkpoint folder, then make publish",
     "the commit lists the model's files only",
 )
-def test_publish_never_uploads_snakemakes_bookkeeping_files(tmp_path, observed):
-    """Reliability K2: the dry run listed ``.snakemake_timestamp`` as a repository file."""
-    configfile, checkpoint, _ = _finished_cell(tmp_path)
-    plan = pub.publish_plan(configfile, CELL, "me/model")
+def test_publish_never_uploads_snakemakes_bookkeeping_files(tmp_path, monkeypatch, observed):
+    """Reliability K2: the dry run listed ``.snakemake_timestamp`` as a repository file. Issue 65 item 3:
+    nor Snakemake's other markers (in a subfolder, a ``.snakemake/`` folder), an atomic write's
+    ``.<name>.<pid>.partial`` or other dotfiles (``.gitignore``, ``.cache/``): the one commit pushed (to
+    the stand-in ``HfApi``) adds the model's files, the card and the ModelMeta, and none of those."""
+    configfile, found, model_files = _finished_cell(tmp_path)
+    for marker in (
+        "1_Pooling/.snakemake_timestamp",
+        ".snakemake/metadata/model",
+        ".model.safetensors.123.partial",
+        ".gitignore",
+        ".cache/huggingface/download/model.safetensors.metadata",
+    ):
+        (found.model_dir / marker).parent.mkdir(parents=True, exist_ok=True)
+        (found.model_dir / marker).write_text("bookkeeping")
+    plan = _plan(configfile, found)
     observed("uploads " + ", ".join(sorted(plan.files)))
-    assert sorted(plan.files) == [
-        "1_Pooling/config.json",
-        "README.md",
-        "model.safetensors",
-        pub.MODEL_META_FILE,
-    ]
+    assert sorted(plan.files) == sorted([*model_files, "README.md", pub.MODEL_META_FILE])
+    monkeypatch.setattr("huggingface_hub.get_token", lambda: "hf_test")
+    api = StubApi()
+    pub.publish(plan, push=True, api=api)
+    _, _, operations, _ = api.calls[1]
+    assert sorted(op.path_in_repo for op in operations) == sorted(plan.files)
 
 
 @pytest.mark.fault(
@@ -662,10 +718,13 @@ def test_publish_never_uploads_snakemakes_bookkeeping_files(tmp_path, observed):
 )
 def test_publish_refuses_weights_that_differ_from_the_cards_revision(tmp_path, observed):
     """Reliability K2: the dry run offered truncated weights for upload; the card's ModelMeta recorded the
-    sha256 of the weights it describes (``revision``) and publish did not compare."""
-    configfile, checkpoint, meta = _finished_cell(tmp_path)
-    weights = checkpoint / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[:256])
+    sha256 of the weights it describes (``revision``) and publish did not compare. Weights cut short
+    before any card was written are refused too: their card cannot be written."""
+    configfile, found, _ = _finished_cell(tmp_path)
+    weights, meta = found.model_dir / "model.safetensors", found.card.with_name(pub.MODEL_META_FILE)
+    whole = weights.read_bytes()
+    write_card(found, configfile)  # make cards, or an earlier make publish
+    weights.write_bytes(whole[: len(whole) // 2])
     script = [sys.executable, str(REPO_ROOT / "scripts" / "publish.py"), "--configfile", str(configfile)]
     bad = subprocess.run([*script, "--cell", CELL, "--repo", "me/m"], capture_output=True, text=True)
     observed(bad.stderr)
@@ -673,15 +732,19 @@ def test_publish_refuses_weights_that_differ_from_the_cards_revision(tmp_path, o
     line = bad.stderr.strip()
     recorded = json.loads(meta.read_text())["revision"]
     assert line.startswith(f"contrastlab: publish: {weights} no longer matches the card: its sha256 is ")
-    assert f"{meta} recorded {recorded[:16]}" in line and mr.checkpoint_revision(checkpoint)[:16] in line
-    assert line.endswith(
-        f"retrain the cell: snakemake --configfile {configfile} --forcerun train {meta.parent}/README.md"
-    )
-    meta.write_text(
-        json.dumps({"name": "contrastlab/x"})
-    )  # a card that records no revision: no check is possible
-    with pytest.raises(pub.PublishError, match=f"{meta} records no revision of the weights"):
-        pub.publish_plan(configfile, CELL, "me/model")
+    assert f"{meta} recorded {recorded[:16]}" in line and mr.checkpoint_revision(found.model_dir)[:16] in line
+    retrain = f"retrain the cell: snakemake --configfile {configfile} --forcerun train {found.metrics}"
+    assert line.endswith(retrain)
+    shutil.rmtree(found.card.parent)  # no card yet: the weights' header names more bytes than they hold
+    with pytest.raises(pub.PublishError) as refused:
+        write_card(found, configfile)
+    assert str(refused.value).startswith(f"{CELL}: its card could not be written (SafetensorError: ")
+    assert str(refused.value).endswith(retrain) and not found.card.exists()
+    weights.unlink()  # no weights at all
+    with pytest.raises(pub.PublishError) as refused:
+        write_card(found, configfile)
+    assert "(FileNotFoundError: no *.safetensors weights in " in str(refused.value)
+    assert str(refused.value).endswith(retrain)
 
 
 class _Refusing(__import__("http.server").server.BaseHTTPRequestHandler):
@@ -721,8 +784,8 @@ def test_a_refused_push_ends_in_one_line_naming_the_status_and_the_fix(
 
     from tests.hub_standin import sync_client_constants
 
-    configfile, _, _ = _finished_cell(tmp_path)
-    plan = pub.publish_plan(configfile, CELL, "me/model")
+    configfile, found, _ = _finished_cell(tmp_path)
+    plan = _plan(configfile, found)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
     server.status = status
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -740,31 +803,3 @@ def test_a_refused_push_ends_in_one_line_naming_the_status_and_the_fix(
     assert len(line.splitlines()) == 1 and "hf_FAKEtoken" not in line
     assert line.startswith(f"contrastlab: publish: the Hub refused the push to me/model: HTTP {status}")
     assert fix in line
-
-
-def test_the_pushed_commit_holds_no_dotfile_or_snakemake_marker(tmp_path, monkeypatch):
-    """Issue 65 item 3: a finished cell whose folder also holds Snakemake's markers (a
-    ``.snakemake_timestamp`` at the top and in a subfolder, a ``.snakemake/`` folder), an atomic write's
-    ``.<name>.<pid>.partial`` and other dotfiles (``.gitignore``, ``.cache/``): the one commit pushed
-    (to the stand-in ``HfApi``) adds the model's files, the card and the ModelMeta, and none of those."""
-    configfile, checkpoint, _ = _finished_cell(tmp_path)
-    for marker in (
-        "1_Pooling/.snakemake_timestamp",
-        ".snakemake/metadata/model",
-        ".model.safetensors.123.partial",
-        ".gitignore",
-        ".cache/huggingface/download/model.safetensors.metadata",
-    ):
-        (checkpoint / marker).parent.mkdir(parents=True, exist_ok=True)
-        (checkpoint / marker).write_text("bookkeeping")
-    plan = pub.publish_plan(configfile, CELL, "me/model")
-    monkeypatch.setattr("huggingface_hub.get_token", lambda: "hf_test")
-    api = StubApi()
-    pub.publish(plan, push=True, api=api)
-    _, _, operations, _ = api.calls[1]
-    assert sorted(op.path_in_repo for op in operations) == [
-        "1_Pooling/config.json",
-        "README.md",
-        "model.safetensors",
-        pub.MODEL_META_FILE,
-    ]

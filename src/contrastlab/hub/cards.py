@@ -1,12 +1,11 @@
-"""Model cards: a Hugging Face ``README.md`` for each kept checkpoint, sentence and image.
+"""Model cards: a Hugging Face ``README.md`` for a kept checkpoint, sentence and image, written when asked.
 
 The checkpoint folder is a sentence-transformers model (``models.export``, written by the trainer); its
-card needs the scores, which exist only after evaluation, so the card is a separate small output
-(``<results_dir>/cards/<experiment>/<backbone>/<method>/seed<seed>/README.md``, rule ``model_card``).
-Publishing is the user's step (``make publish``, :mod:`contrastlab.hub.publish`): the checkpoint folder
-plus its card is a complete model, uploaded without writing into the folder (a Snakemake output)::
-
-    hf upload <repo> <checkpoint> . && hf upload <repo> <card> README.md
+card needs the scores, so it is written from the cell's finished files (checkpoint, metrics, data
+markers, MTEB's results) into ``<results_dir>/cards/<experiment>/<backbone>/<method>/seed<seed>/README.md``
+by ``make publish`` for the cell it publishes, and by ``make cards`` for every finished cell
+(:func:`write_card`, :func:`write_cards`); no workflow job writes one. ``make publish``
+(:mod:`contrastlab.hub.publish`) uploads the checkpoint folder and its card in one commit.
 
 A sentence card's front matter is huggingface_hub's ``ModelCardData`` (licence, datasets, base model,
 the ``model-index`` of our SentEval-protocol scores and of MTEB's where they exist, the provenance), and
@@ -24,10 +23,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError
+
 from contrastlab.config import settings_digest
-from contrastlab.hub.mteb_results import STANDIN, MtebScore, mteb_scores
+from contrastlab.hub.mteb_results import STANDIN, MtebScore, checkpoint_revision, mteb_scores
 from contrastlab.hub.publish import (
     MODEL_META_FILE,
+    CellFiles,
+    PublishError,
     backbone_license,
     base_model_id,
     card_data,
@@ -36,14 +39,23 @@ from contrastlab.hub.publish import (
     eval_results,
     front_matter,
     paper_tags_of,
+    snakemake_command,
     training_corpus,
 )
 from contrastlab.hub.vision_card import VISION_LICENSE, vision_front_matter
-from contrastlab.paths import atomic_write, read_metrics, write_json
+from contrastlab.paths import UnreadableMetricsError, atomic_write, read_metrics, write_json
 from contrastlab.tables.markup import escape_markdown, literals_of
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
-__all__ = ["TRAINING_KEYS", "model_card", "published_scores", "vision_model_card", "write_model_card"]
+__all__ = [
+    "TRAINING_KEYS",
+    "model_card",
+    "published_scores",
+    "vision_model_card",
+    "write_card",
+    "write_cards",
+    "write_model_card",
+]
 
 #: The training settings a card lists (the rest are in the checkpoint's ``train_summary.json`` or, for an
 #: image encoder, its ``settings.json``).
@@ -169,8 +181,10 @@ def model_card(
     body = [
         *_heading(experiment, backbone, method, seed, papers, "A sentence encoder", SENTENCE_KEPT),
         *_sentence_usage(metrics.get("pooling", "cls")),
-        *_sentence_training(summary, loss),
-        *_sentence_evaluation(metrics, published),
+        *_training(summary, loss, _kept(summary), SETTINGS_NOTE),
+        *_evaluation(
+            SENTENCE_PROTOCOL.format(mode=metrics.get("mode"), probe=metrics.get("probe")), metrics, published
+        ),
         *_mteb_rows(mteb),
         *_provenance(summary.get("meta", {}), data)[:-1],  # its list, then ours, then the blank line
         f"- Settings digest: `{provenance['settings_digest']}` (of `train_summary.json`'s settings)",
@@ -215,6 +229,14 @@ def _card_provenance(
 SENTENCE_TAGS = ("sentence-transformers", "feature-extraction", "sentence-similarity", "contrastive-learning")
 #: What a sentence card's checkpoint is.
 SENTENCE_KEPT = "The best STS-B dev checkpoint of the run, unmodified."
+#: Where a sentence card's reader finds every setting.
+SETTINGS_NOTE = ("", "Every setting is in the checkpoint's `train_summary.json`.", "")
+#: What a sentence card's scores are.
+SENTENCE_PROTOCOL = (
+    "SentEval protocol as SimCSE runs it (mode `{mode}`, probe `{probe}`): STS Spearman × 100, transfer "
+    "accuracy (`tr_devacc_avg`: the mean dev accuracy Nie et al. print as TR.Avg). Published: the paper's "
+    "number for this backbone and method, where its table has one."
+)
 #: How a sentence checkpoint is published: the card's last section but the citation.
 PUBLISHING = (
     "## Publishing",
@@ -264,33 +286,35 @@ def _sentence_usage(pooling: str) -> list[str]:
     ]
 
 
-def _sentence_training(summary: Mapping[str, Any], loss: str) -> list[str]:
-    """The loss, precision, steps and the kept step, and the training settings a card lists."""
+def _kept(summary: Mapping[str, Any]) -> str:
+    """The step a sentence run kept and its STS-B dev Spearman."""
+    spearman = _number(summary.get("best_dev_spearman"))
+    return f"kept step {summary.get('best_step')} (STS-B dev Spearman {spearman})"
+
+
+def _training(summary: Mapping[str, Any], loss: str, steps: str, after: Sequence[str]) -> list[str]:
+    """The loss, precision and device, the steps and ``steps`` (what was kept, or the dataset), the
+    training settings a card lists, then ``after``."""
     settings = summary.get("settings", {})
-    precision = summary.get("precision", settings.get("precision"))
     return [
         "## Training",
         "",
         f"- Loss: `{loss}` with hyperparameters `{json.dumps(settings.get('loss_hp', {}), sort_keys=True)}`",
-        f"- Precision: `{precision}`; device: {summary.get('device_name', '?')}",
-        f"- Steps: {summary.get('steps')}; kept step {summary.get('best_step')} "
-        f"(STS-B dev Spearman {_number(summary.get('best_dev_spearman'))})",
+        f"- Precision: `{summary.get('precision', settings.get('precision'))}`; "
+        f"device: {summary.get('device_name', '?')}",
+        f"- Steps: {summary.get('steps')}; {steps}",
         *(f"- `{key}`: `{settings[key]}`" for key in TRAINING_KEYS if key in settings),
-        "",
-        "Every setting is in the checkpoint's `train_summary.json`.",
-        "",
+        *after,
     ]
 
 
-def _sentence_evaluation(metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> list[str]:
-    """The SentEval protocol's scores with the published number beside each, and where those are from."""
-    mode, probe = metrics.get("mode"), metrics.get("probe")
+def _evaluation(protocol: str, metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> list[str]:
+    """What ``protocol`` measured, each score with the published number beside it, and where those are
+    from."""
     return [
         "## Evaluation",
         "",
-        f"SentEval protocol as SimCSE runs it (mode `{mode}`, probe `{probe}`): "
-        "STS Spearman × 100, transfer accuracy (`tr_devacc_avg`: the mean dev accuracy Nie et al. print as "
-        "TR.Avg). Published: the paper's number for this backbone and method, where its table has one.",
+        protocol,
         "",
         *_score_rows(metrics, published),
         "",
@@ -400,8 +424,19 @@ def vision_model_card(
         return "\n".join([front, "", *_as_markdown(body, names)])
     lines += [
         *_vision_usage(torchvision_spec or {}, settings),
-        *_vision_training(summary, loss),
-        *_vision_evaluation(metrics, published),
+        *_training(
+            summary,
+            loss,
+            f"dataset `{settings.get('dataset')}`",
+            [f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}", ""],
+        ),
+        *_evaluation(
+            f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
+            f"({metrics.get('n_test', '?')} images), top-1 accuracy in percent; published: the paper's "
+            "number for this backbone and method, where its table has one.",
+            metrics,
+            published,
+        ),
     ]
     body = [*lines, *_provenance(summary.get("meta", {}), data), *_citation(experiment)]
     return "\n".join([front, "", *_as_markdown(body, names)])
@@ -426,37 +461,6 @@ def _vision_usage(spec: Mapping[str, Any], settings: Mapping[str, Any]) -> list[
             "`contrastlab.training.vision.load_encoder(<this folder>)` loads it."
         )
     return ["## Usage", "", usage, ""]
-
-
-def _vision_training(summary: Mapping[str, Any], loss: str) -> list[str]:
-    """The loss, precision, steps and dataset, and the training settings a card lists."""
-    settings = summary.get("settings", {})
-    return [
-        "## Training",
-        "",
-        f"- Loss: `{loss}` with hyperparameters `{json.dumps(settings.get('loss_hp', {}), sort_keys=True)}`",
-        f"- Precision: `{summary.get('precision', settings.get('precision'))}`; "
-        f"device: {summary.get('device_name', '?')}",
-        f"- Steps: {summary.get('steps')}; dataset `{settings.get('dataset')}`",
-        *(f"- `{key}`: `{settings[key]}`" for key in TRAINING_KEYS if key in settings),
-        f"- Licence: `{VISION_LICENSE[0]}`, {VISION_LICENSE[1]}",
-        "",
-    ]
-
-
-def _vision_evaluation(metrics: Mapping[str, Any], published: list[dict[str, Any]]) -> list[str]:
-    """The probes' top-1 accuracies with the published number beside each, and where those are from."""
-    return [
-        "## Evaluation",
-        "",
-        f"Frozen features, probes `{', '.join(metrics.get('probes', []))}` on the test split "
-        f"({metrics.get('n_test', '?')} images), top-1 accuracy in percent; published: the paper's number "
-        "for this backbone and method, where its table has one.",
-        "",
-        *_score_rows(metrics, published),
-        "",
-        *_published_from(published),
-    ]
 
 
 def write_model_card(
@@ -485,8 +489,13 @@ def write_model_card(
     data = {name: json.loads(Path(path).read_text()) for name, path in markers.items()}
     model_dir = Path(model_dir)
     cell = dict(experiment=experiment, backbone=backbone, method=method, seed=seed)
-    if model_dir.name == "encoder":
-        return _write(out, _vision_card(model_dir, metrics, data, **cell))
+    if model_dir.name == "encoder":  # settings.json, torchvision.json: None where absent (a diverged point)
+        summary, spec = (
+            json.loads((model_dir / name).read_text()) if (model_dir / name).exists() else None
+            for name in ("settings.json", "torchvision.json")
+        )
+        text = vision_model_card(**cell, summary=summary, metrics=metrics, data=data, torchvision_spec=spec)
+        return _write(out, text)
     summary = json.loads((model_dir / "train_summary.json").read_text())
     backbones = backbones or {}
     licence = backbone_license(backbone, backbones) if backbone in backbones else None
@@ -504,24 +513,14 @@ def write_model_card(
         senteval_url=(data_config or {}).get("senteval_url"),
         mteb=mteb_scores(mteb_dir),
     )
-    written = _write(out, text)
     if not (model_dir / "config.json").is_file():
-        return written  # a summary without weights (tests): no model for MTEB to describe
+        return _write(out, text)  # a summary without weights (tests): no model for MTEB to describe
+    # described first: weights that cannot be read leave no card behind
     meta = checkpoint_meta(
         model_dir, **cell, backbones=backbones, data_config=data_config, base_model=base_model
     )
     write_json(Path(out).with_name(MODEL_META_FILE), meta)
-    return written
-
-
-def _vision_card(model_dir: Path, metrics: Mapping[str, Any], data: Mapping[str, Any], **cell: Any) -> str:
-    """An image encoder's card (:func:`vision_model_card`) from its folder's ``settings.json`` and
-    ``torchvision.json`` (None where absent: a diverged sweep point has neither)."""
-    summary, spec = (
-        json.loads((model_dir / name).read_text()) if (model_dir / name).exists() else None
-        for name in ("settings.json", "torchvision.json")
-    )
-    return vision_model_card(**cell, summary=summary, metrics=metrics, data=data, torchvision_spec=spec)
+    return _write(out, text)
 
 
 def _write(out: str | Path, text: str) -> Path:
@@ -530,3 +529,68 @@ def _write(out: str | Path, text: str) -> Path:
     with atomic_write(out) as tmp:
         Path(tmp).write_text(text, encoding="utf-8")
     return out
+
+
+def write_card(found: CellFiles, configfile: str | Path) -> Path:
+    """Write the card of the finished cell ``found`` (:func:`write_model_card`) where it goes, over any
+    earlier one; return its path. A :class:`~contrastlab.hub.publish.PublishError` names the fix (a
+    ``snakemake`` command on ``configfile``) where the checkpoint or metrics are missing, where weights
+    cannot be read, and where an earlier card (``make publish``, ``make cards``, an older contrastlab's
+    workflow) whose ModelMeta is no older than the metrics recorded other weights (their sha256,
+    :func:`~.mteb_results.checkpoint_revision`): they changed since (cut short, overwritten), and its
+    scores are not theirs. A card older than the metrics describes an earlier evaluation: written again."""
+    if not (found.model_dir.is_dir() and found.metrics.is_file()):
+        raise PublishError(
+            f"{found.model_dir if not found.model_dir.is_dir() else found.metrics} does not exist: the cell "
+            f"is not trained and evaluated yet; run `{snakemake_command(configfile, found.metrics)}` first"
+        )
+    retrain = "retrain the cell: " + snakemake_command(configfile, "--forcerun", "train", found.metrics)
+    described = found.card.with_name(MODEL_META_FILE)
+    try:
+        if described.is_file() and described.stat().st_mtime >= found.metrics.stat().st_mtime:
+            recorded = json.loads(described.read_text()).get("revision")  # none recorded: nothing to check
+            actual = checkpoint_revision(found.model_dir) if recorded else None
+            if actual != recorded:
+                weights = sorted(found.model_dir.rglob("*.safetensors"))
+                named = weights[0] if len(weights) == 1 else f"the weights in {found.model_dir}"
+                raise PublishError(
+                    f"{named} no longer matches the card: its sha256 is {actual[:16]}…, {described} "
+                    f"recorded {recorded[:16]}… when the card was written; {retrain}"
+                )
+        return write_model_card(
+            found.card,
+            **found.fields,
+            model_dir=found.model_dir,
+            metrics_path=found.metrics,
+            markers=found.markers,
+            backbones=found.backbones,
+            data_config=found.data if found.track == "sentence" else None,
+            mteb_dir=found.mteb_dir,
+        )
+    except PublishError:
+        raise
+    except UnreadableMetricsError as error:  # it names the file and its own fix
+        raise PublishError(str(error)) from None
+    except (OSError, ValueError, SafetensorError) as error:  # weights cut short, a file missing or broken
+        message = " ".join(str(error).split())
+        # weights whose header names more bytes than the file holds, or none at all
+        weights = isinstance(error, SafetensorError) or not any(found.model_dir.rglob("*.safetensors"))
+        fix = retrain if weights else "restore the file it names, then run this again"
+        raise PublishError(
+            f"{found.cell.path}: its card could not be written ({type(error).__name__}: {message}); {fix}"
+        ) from None
+
+
+def write_cards(cells: Mapping[str, CellFiles], configfile: str | Path) -> tuple[list[Path], list[str]]:
+    """``make cards``: the card of every finished cell of ``cells`` (:func:`write_card`), sentence and
+    image; returns the cards written and one line for each finished cell whose card was refused. A cell
+    not trained and evaluated yet is passed over."""
+    written, refused = [], []
+    for found in cells.values():
+        if not (found.model_dir.is_dir() and found.metrics.is_file()):
+            continue
+        try:
+            written.append(write_card(found, configfile))
+        except PublishError as error:
+            refused.append(str(error))
+    return written, refused

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from contrastlab.config import ConfigError, Grid, load
+from contrastlab.data.acquire import data_marker_path
 from contrastlab.hub.mteb_results import (
     MtebScore,
     Submission,
@@ -39,11 +40,12 @@ from contrastlab.hub.mteb_results import (
     submit_pull_request,
 )
 from contrastlab.papers import PAPERS, bibtex_block, hub_tags, paper_for, papers_of
-from contrastlab.paths import cell_path, write_json
+from contrastlab.paths import write_json
 from contrastlab.senteval.protocol import STS_SPLIT_BY_MODE, STS_TASKS, TRANSFER_TASKS
 
 __all__ = [
     "BACKBONE_LICENSES",
+    "CellFiles",
     "MODEL_META_FILE",
     "PACKAGE_MODELS",
     "PublishError",
@@ -51,14 +53,17 @@ __all__ = [
     "backbone_license",
     "base_model_id",
     "card_data",
+    "cell_files",
+    "cells_of",
+    "checkpoint_meta",
     "eval_results",
+    "find_cell",
     "front_matter",
     "hub_dataset",
-    "checkpoint_meta",
-    "find_cell",
     "mteb_submission",
     "publish",
     "publish_plan",
+    "snakemake_command",
     "training_corpus",
 ]
 
@@ -195,38 +200,29 @@ def eval_results(
     from huggingface_hub import EvalResult
 
     dataset, revision, label = _senteval_dataset(data, senteval_url)
-    mode = metrics.get("mode", "test")
     scores = metrics.get("scores", {})
+    sts_split = STS_SPLIT_BY_MODE[metrics.get("mode", "test")]
     results = []
-    for task in (t for t in STS_TASKS if scores.get(t) is not None):
-        split = STS_SPLIT_BY_MODE[mode] if task in MTEB_NAMES else "test"
+    for task in (t for t in (*STS_TASKS, *TRANSFER_TASKS) if scores.get(t) is not None):
+        if task in TRANSFER_TASKS:
+            kind = ("text-classification", "Classification (SentEval logistic-regression probe)", "accuracy")
+            split, metric_name = "test", "Accuracy x 100"
+        else:
+            kind = ("sentence-similarity", "STS", "spearman")
+            split = sts_split if task in MTEB_NAMES else "test"
+            pooled = ")" if task in MTEB_NAMES else ", sub-datasets pooled 'all')"
+            metric_name = f"Spearman of cosine x 100 (SentEval protocol{pooled}"
         results.append(
             EvalResult(
-                task_type="sentence-similarity",
-                task_name="STS",
+                task_type=kind[0],
+                task_name=kind[1],
                 dataset_type=dataset,
                 dataset_name=f"SentEval {task} ({label})",
                 dataset_config=task,
                 dataset_split=split,
                 dataset_revision=revision,
-                metric_type="spearman",
-                metric_name="Spearman of cosine x 100 (SentEval protocol"
-                + (", sub-datasets pooled 'all')" if task not in MTEB_NAMES else ")"),
-                metric_value=round(float(scores[task]), 4),
-            )
-        )
-    for task in (t for t in TRANSFER_TASKS if scores.get(t) is not None):
-        results.append(
-            EvalResult(
-                task_type="text-classification",
-                task_name="Classification (SentEval logistic-regression probe)",
-                dataset_type=dataset,
-                dataset_name=f"SentEval {task} ({label})",
-                dataset_config=task,
-                dataset_split="test",
-                dataset_revision=revision,
-                metric_type="accuracy",
-                metric_name="Accuracy x 100",
+                metric_type=kind[2],
+                metric_name=metric_name,
                 metric_value=round(float(scores[task]), 4),
             )
         )
@@ -323,8 +319,6 @@ class PublishPlan:
 
     cell: str
     repo: str
-    checkpoint: Path
-    card: Path
     meta: Path
     files: dict[str, Path]
 
@@ -338,77 +332,113 @@ class PublishPlan:
         return [head, *(f"{name} <- {path}" for name, path in self.files.items())]
 
 
-def _parse_cell(text: str) -> tuple[str, str, str, int] | None:
-    parts = text.strip("/").split("/")
-    if len(parts) != 4 or not re.fullmatch(r"seed\d+", parts[3]):
-        return None
-    return parts[0], parts[1], parts[2], int(parts[3][4:])
+@dataclass(frozen=True)
+class CellFiles:
+    """What a cell's card and its upload need, as the config answers them: the cell (``experiment``,
+    ``backbone``, ``method``, ``seed``, ``path``), its ``track``, its finished files (the checkpoint
+    ``model_dir``, the ``metrics``, the data ``markers`` by name, MTEB's folder ``mteb_dir``), where its
+    card goes (``card``, :meth:`~contrastlab.paths.Results.card`) and the results folder (``root``), the
+    specs of its backbone and of the backbones it takes its tokenizer from (``backbones``), and what the
+    config says of the data (``data``: fixture, the corpus's and SentEval's URLs, a user's corpus)."""
+
+    cell: Any
+    track: str
+    model_dir: Path
+    metrics: Path
+    markers: Mapping[str, Path]
+    mteb_dir: Path
+    card: Path
+    root: Path
+    backbones: Mapping[str, Mapping[str, Any]]
+    data: Mapping[str, Any]
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The cell's four fields by name (the card's and ModelMeta's keywords)."""
+        return {name: getattr(self.cell, name) for name in ("experiment", "backbone", "method", "seed")}
 
 
-def find_cell(configfile: str | Path, cell: str, what: str = "make publish") -> tuple[dict, Grid, Any]:
-    """``(config, grid, cell)`` of ``cell`` (``<experiment>/<backbone>/<method>/seed<seed>``) in the preset
-    ``configfile``, a sentence cell; a :class:`PublishError` naming the fix otherwise."""
+def cell_files(grid: Grid) -> dict[str, CellFiles]:
+    """:class:`CellFiles` of every cell of ``grid``, by its path
+    (``<experiment>/<backbone>/<method>/seed<seed>``)."""
+    results = grid.results
+    data = {key: grid.data.get(key) for key in ("fixture", "wiki_url", "wiki_path", "senteval_url")}
+    found = {}
+    for cell in grid.cells:
+        experiment = grid.experiment(cell.experiment)
+        if experiment.track == "vision":
+            markers = {"images": data_marker_path(results.root, f"images-{experiment.dataset}")}
+        else:
+            markers = {what: data_marker_path(results.root, what) for what in ("senteval", "corpus")}
+        backbones, alias = {}, cell.backbone
+        while alias and alias not in backbones:  # a random BERT's licence is its tokenizer's
+            backbones[alias] = grid.backbone(alias)
+            alias = backbones[alias].get("tokenizer_from")
+        found[cell.path] = CellFiles(
+            cell=cell,
+            track=experiment.track,
+            model_dir=Path(
+                results.checkpoint(cell, "model" if experiment.track == "sentence" else "encoder")
+            ),
+            metrics=Path(results.metrics(cell, experiment.track)),
+            markers={name: Path(path) for name, path in markers.items()},
+            mteb_dir=Path(results.mteb(cell)),
+            card=Path(results.card(cell)),
+            root=Path(results.root),
+            backbones=backbones,
+            data=data,
+        )
+    return found
+
+
+def cells_of(configfile: str | Path) -> dict[str, CellFiles]:
+    """:func:`cell_files` of the preset ``configfile``; a :class:`PublishError` where it does not load."""
     try:
-        config = load(configfile)
+        return cell_files(Grid(load(configfile)))
     except ConfigError as error:
         raise PublishError(f"{configfile}: {error}") from None
-    parsed = _parse_cell(cell or "")
-    grid = Grid(config)  # the cell, its track and the results folder
-    cells = {(c.experiment, c.backbone, c.method, c.seed): c for c in grid.cells}
-    if parsed not in cells:
-        some = ", ".join(c.path for c in list(cells.values())[:3])
+
+
+def find_cell(cells: Mapping[str, CellFiles], cell: str, what: str = "make publish") -> CellFiles:
+    """The entry of ``cells`` (:func:`cell_files`) named ``cell``
+    (``<experiment>/<backbone>/<method>/seed<seed>``), a sentence cell; a :class:`PublishError` naming
+    the fix otherwise."""
+    parts = (cell or "").strip("/").split("/")
+    found = cells.get("/".join(parts)) if len(parts) == 4 and re.fullmatch(r"seed\d+", parts[3]) else None
+    if found is None:
         raise PublishError(
-            f"unknown cell {cell!r} in {configfile}; CELL is "
-            f"<experiment>/<backbone>/<method>/seed<seed>, e.g. {some}"
+            f"unknown cell {cell!r}; CELL is <experiment>/<backbone>/<method>/seed<seed>, e.g. "
+            + ", ".join(list(cells)[:3])
         )
-    found = cells[parsed]
-    if grid.experiment(found.experiment).track != "sentence":
-        raise PublishError(f"{found.path} is an image encoder; {what} takes sentence cells")
-    return config, grid, found
+    if found.track != "sentence":
+        raise PublishError(f"{found.cell.path} is an image encoder; {what} takes sentence cells")
+    return found
 
 
-def publish_plan(configfile: str | Path, cell: str, repo: str, *, code: str | None = None) -> PublishPlan:
-    """Check that ``cell`` (``<experiment>/<backbone>/<method>/seed<seed>``) of the preset ``configfile``
-    is a sentence cell whose checkpoint and card exist, write the MTEB description and the card (its
-    model-index named ``repo``) for ``repo`` under ``<results_dir>/publish/<cell>/`` and return what the
-    one commit uploads. Raises
-    :class:`PublishError` with one line naming the fix."""
+def publish_plan(found: CellFiles, repo: str, *, code: str | None = None) -> PublishPlan:
+    """What one commit uploads to ``repo`` for the sentence cell ``found`` whose card
+    (:func:`~contrastlab.hub.cards.write_card`) is written: the MTEB description and the card (its
+    model-index named ``repo``) written for ``repo`` under ``<results_dir>/publish/<cell>/``, and every
+    file of the checkpoint. Raises :class:`PublishError` with one line naming the fix."""
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo or ""):
         raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
-    _, grid, found = find_cell(configfile, cell)
-    results = grid.results
-    checkpoint, card = Path(results.checkpoint(found, "model")), Path(results.card(found))
-    for path, what in ((checkpoint, "checkpoint"), (card, "model card")):
-        if not path.exists():
-            raise PublishError(
-                f"{what} {path} does not exist: the cell is not trained and evaluated yet; "
-                f"run `{_snakemake(configfile, card)}` first"
-            )
-    described = card.with_name(MODEL_META_FILE)
-    if not described.is_file():
-        raise PublishError(f"{described} does not exist; run `{_snakemake(configfile, card)}` again")
-    meta = json.loads(described.read_text())
-    _check_weights(
-        checkpoint,
-        described,
-        meta.get("revision"),
-        ["--configfile", str(configfile), "--forcerun", "train", str(card)],
-    )
+    meta = json.loads(found.card.with_name(MODEL_META_FILE).read_text())
     meta.update(
         name=repo,
         reference=f"https://huggingface.co/{repo}",
         public_training_code=code or meta.get("public_training_code"),
     )
-    out = Path(results.root) / "publish" / cell_path(found) / MODEL_META_FILE
+    out = found.root / "publish" / found.cell.path / MODEL_META_FILE
     write_json(out, meta)
-    card = _named_card(card, repo, out.with_name("README.md"))
+    card = _named_card(found.card, repo, out.with_name("README.md"))
+    checkpoint = found.model_dir
     files = {
         path.relative_to(checkpoint).as_posix(): path
         for path in sorted(checkpoint.rglob("*"))
         if path.is_file() and not _bookkeeping(path.relative_to(checkpoint))
     }
     files.update({"README.md": card, MODEL_META_FILE: out})
-    return PublishPlan(found.path, repo, checkpoint, card, out, files)
+    return PublishPlan(found.cell.path, repo, out, files)
 
 
 def _bookkeeping(path: Path) -> bool:
@@ -417,36 +447,9 @@ def _bookkeeping(path: Path) -> bool:
     return any(part.startswith(".") for part in path.parts)
 
 
-def _snakemake(configfile, target) -> str:
-    """The Snakemake command that makes ``target`` on the preset ``configfile``, shell-quoted."""
-    return shlex.join(["snakemake", "--configfile", str(configfile), str(target)])
-
-
-def _check_weights(checkpoint: Path, described: Path, recorded: str | None, rerun: list[str]) -> None:
-    """Refuse (:class:`PublishError`) weights whose sha256 (:func:`~.mteb_results.checkpoint_revision`) is
-    not the ``revision`` the card's ModelMeta ``described`` recorded when the cell was evaluated: they
-    changed since (cut short, overwritten), and the card's scores are not theirs. ``rerun``: the
-    ``snakemake`` arguments that retrain the cell (printed as one shell-quoted command)."""
-    from contrastlab.hub.mteb_results import checkpoint_revision
-
-    remake = shlex.join(["snakemake", *("model_card" if word == "train" else word for word in rerun)])
-    rerun = shlex.join(["snakemake", *rerun])
-
-    if not recorded:
-        raise PublishError(
-            f"{described} records no revision of the weights to check them against; remake the card: {remake}"
-        )
-    try:
-        actual = checkpoint_revision(checkpoint)
-    except FileNotFoundError as error:
-        raise PublishError(f"{error}; retrain the cell: {rerun}") from None
-    if actual != recorded:
-        weights = sorted(checkpoint.rglob("*.safetensors"))
-        named = weights[0] if len(weights) == 1 else f"the weights in {checkpoint}"
-        raise PublishError(
-            f"{named} no longer matches the card: its sha256 is {actual[:16]}…, {described} recorded "
-            f"{recorded[:16]}… when the cell was evaluated; retrain the cell: {rerun}"
-        )
+def snakemake_command(configfile: str | Path, *words: Any) -> str:
+    """The Snakemake command on the preset ``configfile`` with ``words`` (options, targets), shell-quoted."""
+    return shlex.join(["snakemake", "--configfile", str(configfile), *map(str, words)])
 
 
 def _named_card(card: Path, repo: str, out: Path) -> Path:
@@ -531,42 +534,38 @@ def _push(plan: PublishPlan, api: Any = None) -> Any:
 
 
 def mteb_submission(
+    found: CellFiles,
     configfile: str | Path,
-    cell: str,
     *,
     repo: str | None = None,
     revision: str | None = None,
     code: str | None = None,
     pull_request: bool = False,
 ) -> Submission:
-    """``make mteb-submit``: stage rule ``mteb``'s results of ``cell`` as MTEB's results repository
-    expects them (:func:`~.mteb_results.stage_submission`) under ``<results_dir>/mteb-submit/<cell>/``,
-    with the checkpoint's ``ModelMeta`` (:func:`checkpoint_meta`) named ``repo`` (the Hub repository
-    ``make publish`` uploaded it to; default ``contrastlab/<cell>``) at ``revision`` (that upload's
+    """``make mteb-submit``: stage rule ``mteb``'s results of the sentence cell ``found`` as MTEB's results
+    repository expects them (:func:`~.mteb_results.stage_submission`) under
+    ``<results_dir>/mteb-submit/<cell>/``, with the checkpoint's ``ModelMeta`` (:func:`checkpoint_meta`)
+    named ``repo`` (``make publish``'s repository; default ``contrastlab/<cell>``) at ``revision`` (its
     commit; default the weights' digest). ``pull_request`` (``PR=1``): then open the pull request with
-    mteb's own ``submit_results(create_pr=True)`` (:func:`~.mteb_results.submit_pull_request`; its answer
-    in ``Submission.pull_request``), only once the cell has passed every check above (scored by MTEB,
-    on MTEB's hub datasets). Raises :class:`PublishError` with one line naming the fix."""
+    mteb's own ``submit_results(create_pr=True)`` (:func:`~.mteb_results.submit_pull_request`, its answer
+    in ``Submission.pull_request``), only once every check above has passed. Raises
+    :class:`PublishError` with one line naming the fix (a ``snakemake`` command on ``configfile``)."""
     if repo is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
         raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
     if revision is not None and not re.fullmatch(r"[0-9a-f]{7,64}", revision):
         raise PublishError(f"REVISION must be a commit or digest in hex, got {revision!r}")
-    config, grid, found = find_cell(configfile, cell, "make mteb-submit")
-    results = grid.results
-    checkpoint, folder = Path(results.checkpoint(found, "model")), Path(results.mteb(found))
+    checkpoint, folder = found.model_dir, found.mteb_dir
     if not (checkpoint.is_dir() and folder.is_dir()):
         raise PublishError(
             f"{folder} does not exist: MTEB has not scored the cell; run "
-            f"`{_snakemake(configfile, folder)}` (with mteb.enabled) first"
+            f"`{snakemake_command(configfile, folder)}` (with mteb.enabled) first"
         )
-    meta = checkpoint_meta(
-        checkpoint, **_cell_fields(found), backbones=config["backbones"], data_config=config["data"]
-    )
+    meta = checkpoint_meta(checkpoint, **found.fields, backbones=found.backbones, data_config=found.data)
     if repo:
         meta.update(name=repo, reference=f"https://huggingface.co/{repo}")
     meta.update(revision=revision or meta["revision"], public_training_code=code)
     try:
-        staged = stage_submission(folder, meta, Path(results.root) / "mteb-submit" / cell_path(found))
+        staged = stage_submission(folder, meta, found.root / "mteb-submit" / found.cell.path)
     except ValueError as error:
         raise PublishError(str(error)) from None
     if not pull_request:
@@ -577,7 +576,3 @@ def mteb_submission(
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise PublishError(f"PR=1: mteb's submit_results could not open the pull request: {first}") from None
     return replace(staged, pull_request=dict(answer))
-
-
-def _cell_fields(cell: Any) -> dict[str, Any]:
-    return dict(experiment=cell.experiment, backbone=cell.backbone, method=cell.method, seed=cell.seed)
