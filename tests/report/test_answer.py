@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from contrastlab import config as cl_config
+from contrastlab.blocks import Cell, Link, cell_text
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report.answer import short_title, toy_blocks
-from contrastlab.report.document import Cell, Link, cell_text
 
 #: The first screen's table: each paper's main number beside ours, then its claims counted by verdict.
 HEADER = (

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from contrastlab.blocks import cell_text
 from contrastlab.config import Grid
 from contrastlab.report.answer import headline_row
-from contrastlab.report.document import cell_text
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
 from tests.tables.test_verdicts import MACL_CONFIG, frame

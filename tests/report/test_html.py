@@ -10,8 +10,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from contrastlab.figures.style import figure, house_style, save
-from contrastlab.report.document import (
+from contrastlab.blocks import (
     Cell,
     Code,
     Figure,
@@ -21,10 +20,10 @@ from contrastlab.report.document import (
     Table,
     Tally,
     Verdict,
-    blocks_of,
     rows_table,
     to_markdown,
 )
+from contrastlab.figures.style import figure, house_style, save
 from contrastlab.report.html import render_html, write_html_report
 from tests.report import chromium
 
@@ -392,11 +391,13 @@ def test_the_bridge_table_sits_under_its_papers_tables(demo_report):
 def _grid(markdown: str) -> Table:
     """A paper grid written as report.md shows it, with what its writer (sections.grid_block) knows: its
     label columns (up to the first right-aligned one) and its cells outside the config's grid."""
-    table = blocks_of(markdown.splitlines())[0]
-    table.labels = table.right if (table.right or 0) >= 2 else 0
-    for row in table.rows:
-        row[:] = [Cell(c, "not-configured") if c == "not configured" else c for c in row]
-    return table
+    header, rule, *lines = markdown.splitlines()
+    right = next(i for i, r in enumerate(rule.strip("|").split("|")) if r.endswith(":"))
+    rows = [
+        [Cell(c, "not-configured") if c == "not configured" else c for c in line[2:-2].split(" | ")]
+        for line in lines
+    ]
+    return Table(header[2:-2].split(" | "), rows, right, labels=right if right >= 2 else 0)
 
 
 GRID = """| Backbone | Method |  | STS12 | STS.Avg |
@@ -631,9 +632,9 @@ def test_chromium_at_1024_by_768_shows_the_headline_and_the_tallies_above_the_fo
 
 
 def test_ids_of_headings_the_report_does_not_know_come_from_their_section_and_words(tmp_path):
-    headings = "# Title\n\n## Cost\n\n### Per rule\n\n## Other\n\n### Per rule\n\n#### Per rule\n\n"
-    headings += "### Search of x: selected on dev beside the published hyperparameters\n\n## Cost\n"
-    page = render_html(blocks_of(headings.splitlines()), tmp_path)
+    levels = [(1, "Title"), (2, "Cost"), (3, "Per rule"), (2, "Other"), (3, "Per rule"), (4, "Per rule")]
+    levels += [(3, "Search of x: selected on dev beside the published hyperparameters"), (2, "Cost")]
+    page = render_html([Heading(level, text) for level, text in levels], tmp_path)
     assert _ids(page) == [
         "title",
         "cost",
@@ -645,12 +646,3 @@ def test_ids_of_headings_the_report_does_not_know_come_from_their_section_and_wo
         "cost-2",  # a repeat
     ]
     assert '<a href="#other-search-of-x">Search of x</a>' in page
-
-
-def test_a_table_handed_over_as_one_string_is_a_table_and_a_lone_bar_line_a_paragraph():
-    """The comparison tables of the user's losses reach the report as one string per table (its lines joined):
-    the tables job of the README's own-loss example failed on it with IndexError (blocks_of read a second
-    line the item held inside it)."""
-    table, lone = blocks_of(["| a | b |\n|---|---:|\n| 1 | 2 |", "", "| not a table |"])
-    assert (table.header, table.rows, table.right) == (["a", "b"], [["1", "2"]], 1)
-    assert type(lone).__name__ == "Paragraph" and lone.text == "| not a table |"

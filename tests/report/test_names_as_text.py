@@ -10,11 +10,10 @@ import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
 
+from contrastlab.blocks import Bullets, Cell, Heading, Link, Paragraph, Table, Tally, literals_of, to_markdown
 from contrastlab.figures.style import figure, house_style, save
 from contrastlab.hub.cards import model_card
-from contrastlab.report.document import Bullets, Cell, Heading, Link, Paragraph, Table, Tally, to_markdown
 from contrastlab.report.html import render_html
-from contrastlab.tables.markup import literals_of
 from tests.hub.test_cards import DATA, METRICS, SUMMARY
 
 #: Names a config accepts (the key check refuses only quotes and `$(`-like shell in strings it passes on

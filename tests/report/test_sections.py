@@ -89,7 +89,7 @@ def test_the_report_reads_per_paper(tmp_path):
 
 def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest(tmp_path):
     """Issue 43: the report's provenance names the backbone's resolved revision and the data digests."""
-    from contrastlab.report.document import to_markdown
+    from contrastlab.blocks import to_markdown
     from contrastlab.report.inputs import input_blocks
 
     bert = {"source": "hf_id", "hf_id": "google-bert/bert-base-uncased", "revision": "86b5e09" + "0" * 33,
@@ -114,7 +114,7 @@ def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path
     each training job's own record (the last ``start`` of its train_log.jsonl: a resumed job counts once,
     as it last started): the commit and whether its tree had uncommitted changes, the contrastlab, torch
     and transformers versions, the device; jobs alike share a row, counted per experiment."""
-    from contrastlab.report.document import to_markdown
+    from contrastlab.blocks import to_markdown
     from contrastlab.report.inputs import environment_rows, input_blocks
 
     def start(sha, dirty, device, name, torch="2.14.1"):
@@ -173,9 +173,9 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
     """Issue 44: the claims counted by verdict before anything else (issue 78: columns of the first
     screen's table), what would decide the undecided claims below them, and the how-to-read text folded
     below (one <details> block)."""
+    from contrastlab.blocks import cell_text
     from contrastlab.report.answer import heading, short_title, tally_cells, undecided_text
     from contrastlab.report.claims import ClaimResult
-    from contrastlab.report.document import cell_text
     from contrastlab.report.parts import UNDECIDED, PartResult
 
     def undecided(seeds_needed):

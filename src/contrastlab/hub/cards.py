@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from contrastlab.blocks import escape_markdown, literals_of
 from contrastlab.config import settings_digest
 from contrastlab.hub.mteb_results import STANDIN, MtebScore, mteb_scores
 from contrastlab.hub.publish import (
@@ -40,7 +41,6 @@ from contrastlab.hub.publish import (
 )
 from contrastlab.hub.vision_card import VISION_LICENSE, vision_front_matter
 from contrastlab.paths import atomic_write, read_metrics, write_json
-from contrastlab.tables.markup import escape_markdown, literals_of
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
 __all__ = ["TRAINING_KEYS", "model_card", "published_scores", "vision_model_card", "write_model_card"]
@@ -185,7 +185,7 @@ def model_card(
 
 def _as_markdown(lines: list[str], names) -> list[str]:
     """The card's Markdown ``lines`` with each of ``names`` (the cell's, the data's: text from the config
-    and its files) escaped outside fenced code (:func:`~contrastlab.report.document.escape_markdown`), so
+    and its files) escaped outside fenced code (:func:`~contrastlab.blocks.escape_markdown`), so
     that a reader shows the name as it reads."""
     out, fenced = [], False
     for line in lines:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from contrastlab import papers
+from contrastlab.blocks import Cell, Code, Heading, Link, Paragraph, cell_text, kind_of, rows_table
 from contrastlab.config import Grid
 from contrastlab.config.command_line import CONFIGFILES_VARIABLE
 from contrastlab.papers import TableSpec, paper_for
@@ -28,10 +29,9 @@ from contrastlab.report.claims import (
     load_claims,
     seed_plan,
 )
-from contrastlab.report.document import Cell, Code, Heading, Link, Paragraph, cell_text, kind_of, rows_table
 from contrastlab.tables.assemble import BACKBONE_LABELS, STATUS_NOT_CONFIGURED, Table
 from contrastlab.tables.render import STAND_IN_MARK, diff_text, ours_text, published_text
-from contrastlab.tables.verdicts import ABOVE, BELOW, MARKERS, WITHIN
+from contrastlab.tables.verdicts import MARKERS
 
 
 def verdict_tally(results) -> dict[str, int]:
@@ -105,15 +105,12 @@ def not_run_text(results, configfile: str | None) -> str:
     )
 
 
-#: A seed-noise verdict (:mod:`contrastlab.tables.verdicts`) -> the badge kind of its marker.
-MARKER_KINDS = {WITHIN: "within", ABOVE: "above", BELOW: "below", UNDECIDED: "undecided"}
-
-
 def marked(text: str, verdict: str | None) -> Cell | str:
-    """A Δ's ``text`` as a :class:`~.document.Cell` of its seed-noise ``verdict``'s kind when it carries
-    that verdict's marker (≈ ▲ ▼ ?), else as it is."""
+    """A Δ's ``text`` as a :class:`~contrastlab.blocks.Cell` of its seed-noise ``verdict``'s kind (the
+    verdict's first word: ``within``, ``above``, ``below``, ``undecided``) when it carries that verdict's
+    marker (≈ ▲ ▼ ?), else as it is."""
     marker = MARKERS.get(verdict, "")
-    return Cell(text, MARKER_KINDS[verdict], marker) if marker and marker in text else text
+    return Cell(text, verdict.split()[0], marker) if marker and marker in text else text
 
 
 def headline_row(table: Table, headline: Mapping[str, str], link: str) -> dict:

@@ -1,7 +1,7 @@
 """A paper grid as report.html shows it: the run's own rows and columns first (report.md and the table's
 own files keep every row and column).
 
-In a paper grid (:class:`~.document.Table` with label columns: the method, maybe its backbone or a
+In a paper grid (:class:`~contrastlab.blocks.Table` with label columns: the method, maybe its backbone or a
 parameter, then the row's role, ``paper`` on the published rows) the methods whose every cell of ours is
 "not configured" fold into one line at the table's foot, "15 rows not configured by this preset: …", then
 likewise the value columns ("12 columns not configured …": the paper's backbones that a preset's stand-ins
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from contrastlab.report.document import Cell, Table, cell_text
+from contrastlab.blocks import Cell, Table, cell_text
 
 __all__ = ["FoldedGrid", "fold"]
 

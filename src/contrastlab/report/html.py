@@ -34,8 +34,7 @@ import html
 from collections.abc import Iterable
 from pathlib import Path
 
-from contrastlab.paths import atomic_write
-from contrastlab.report.document import (
+from contrastlab.blocks import (
     Bullets,
     Cell,
     Code,
@@ -46,10 +45,10 @@ from contrastlab.report.document import (
     Paragraph,
     Table,
     Tally,
-    assign_ids,
     kind_of,
-    short_label,
 )
+from contrastlab.paths import atomic_write
+from contrastlab.report.document import assign_ids, short_label
 from contrastlab.report.folding import FoldedGrid, fold
 
 __all__ = ["BADGE_COLOURS", "badge", "render_html", "write_html_report"]
@@ -226,7 +225,7 @@ def _markdown():
 
 def inline(text: str, literals: frozenset[str] = frozenset()) -> str:
     """``text`` (Markdown inline: bold, code, links) as HTML, its leading and trailing spaces kept; each of
-    ``literals`` in it (names from the config, file names: :func:`.document.literals_of`) shown as it
+    ``literals`` in it (names from the config, file names: :func:`contrastlab.blocks.literals_of`) shown as it
     reads, HTML-escaped, never read as Markdown."""
     core = text.strip()
     names = sorted((n for n in literals if n in core), key=len, reverse=True)
@@ -393,9 +392,9 @@ def render_html(
     literals: Iterable[str] = (),
 ) -> str:
     """The HTML page of the report's ``blocks``: a contents list beside the body, an id on every heading,
-    each figure's PNG (relative to ``base_dir``) embedded; ``literals`` (:func:`.document.literals_of`)
-    shown as they read wherever a sentence holds them. No text of a block becomes a tag or an attribute
-    of the page: raw HTML is off (:func:`_markdown`)."""
+    each figure's PNG (relative to ``base_dir``) embedded; ``literals``
+    (:func:`contrastlab.blocks.literals_of`) shown as they read wherever a sentence holds them. No text of
+    a block becomes a tag or an attribute of the page: raw HTML is off (:func:`_markdown`)."""
     page = Page(blocks, Path(base_dir), frozenset(literals))
     body = page.blocks(blocks)
     return (

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from contrastlab.blocks import markdown_lines, rows_table
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
@@ -454,8 +455,6 @@ FAILED_BY_PAPER = "the paper's tables fail it: decided = not reproduced"
 
 def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLICATES) -> list[str]:
     """The plan's claims section (Markdown): the summary lines, then one row per claim."""
-    from contrastlab.tables.markdown import markdown_table
-
     # the runs' own pools where they exist (a second `make plan` after some runs), else the prior
     metrics = collect_metrics(grid.results.metrics())
     measured = measured_noise(metrics, grid)
@@ -499,9 +498,7 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
             f"**≥ {GOAL} of {total} decidable: +{cost:,.0f} GPU-hours** (seeds added to the cells of "
             f"{len(chosen)} claims, cheapest first)."
         )
-    lines.append("")
-    lines += markdown_table(_power_rows(every, hours), numeric_after_first=True) + [""]
-    return lines
+    return [*lines, "", *markdown_lines([rows_table(_power_rows(every, hours), right=1)])]
 
 
 def _power_rows(every: Sequence[ClaimPower], hours: Mapping[tuple[str, str, str], float]) -> list[dict]:

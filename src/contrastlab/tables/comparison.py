@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contrastlab.blocks import Heading, Paragraph, Table, to_markdown
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.papers import PAPERS
 from contrastlab.paths import write_text
@@ -198,22 +199,19 @@ def _mean(text: str) -> float | None:
     return None if text == "not run" else float(text.split()[0])
 
 
-def _markdown(frame: pd.DataFrame) -> str:
-    head = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([head, rule, *body]) + "\n"
+def _table(frame: pd.DataFrame) -> Table:
+    return Table([str(c) for c in frame.columns], frame.values.tolist())
 
 
 def write_comparisons(
     grid: Grid, metrics: pd.DataFrame, out_dir: str | Path, names: Sequence[str] | None = None
-) -> tuple[list[Path], list[str]]:
-    """Write each comparison table as CSV, Markdown and LaTeX; return the paths and the report's lines."""
+) -> tuple[list[Path], list]:
+    """Write each comparison table as CSV, Markdown and LaTeX; return the paths and the report's blocks."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     names = comparison_tables(grid) if names is None else list(names)
     written: list[Path] = []
-    lines = ["## Your losses beside the papers' (comparison tables)", ""] if names else []
+    blocks: list = [Heading(2, "Your losses beside the papers' (comparison tables)")] if names else []
     for name in names:
         if name == SUMMARY:
             frame = build_summary(grid, metrics)
@@ -229,11 +227,11 @@ def write_comparisons(
         columns, body = "l" * len(frame.columns), frame.values.tolist()
         for ext, text in (
             ("csv", frame.to_csv(index=False)),
-            ("md", _markdown(frame)),
+            ("md", to_markdown([_table(frame)])),
             ("tex", latex_table(name, columns, [list(frame.columns)], body, title)),
         ):
             path = out_dir / f"{name}.{ext}"
             write_text(path, text)  # atomically (paths.atomic_write)
             written.append(path)
-        lines += [f"### {name}", "", title, "", _markdown(frame), ""]
-    return written, lines
+        blocks += [Heading(3, name), Paragraph(title), _table(frame)]
+    return written, blocks

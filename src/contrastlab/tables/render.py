@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from contrastlab import blocks
 from contrastlab.tables.assemble import (
     BACKBONE_LABELS,
     STATUS_DIVERGED,
@@ -23,7 +24,7 @@ from contrastlab.tables.assemble import (
     STATUS_PARTIAL,
     Table,
 )
-from contrastlab.tables.deviations import markdown_lines
+from contrastlab.tables.deviations import deviation_table
 from contrastlab.tables.latex import ADDLINESPACE, MIDRULE, Span, latex_table
 from contrastlab.tables.verdicts import (
     LEVEL,
@@ -320,12 +321,12 @@ def _legend(table: Table) -> list[str]:
     return [text]
 
 
-def _source_lines(table: Table) -> list[str]:
+def _source(table: Table) -> str:
     meta = table.meta
-    return [
+    return (
         f"Source: {meta['paper']['reference']} — {meta['paper']['table']} "
-        f"(`{meta['paper']['file']}`). Caption: “{meta['caption'].strip()}”",
-    ]
+        f"(`{meta['paper']['file']}`). Caption: “{meta['caption'].strip()}”"
+    )
 
 
 def grid_rows(table: Table, *, stand_ins: bool = False) -> tuple[list[str], int, list[list[str]], list[list]]:
@@ -352,24 +353,23 @@ def to_markdown(table: Table, *, stand_ins: bool = False) -> str:
     """The table's page: its title, source and footnotes, the grid (:func:`grid_rows`; ``stand_ins``: the
     report's view), its legend, the deviations of this config and the transcription notes."""
     header, labels, texts, _ = grid_rows(table, stand_ins=stand_ins)
-    lines = [f"# {table.spec.title}", ""] + _source_lines(table) + [""]
-    for note in table.meta.get("footnotes") or []:
-        lines.append(f"Paper footnote: {note}")
+    above = [f"Paper footnote: {note}" for note in table.meta.get("footnotes") or []]
     if table.extra_backbones:
-        lines.append(
-            f"Backbones not in the paper (published numbers n/a): {', '.join(table.extra_backbones)}."
-        )
-    lines.append("")
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "|".join(["---"] * labels + ["---:"] * (len(header) - labels)) + "|")
-    lines += ["| " + " | ".join(row) + " |" for row in texts]
-    lines += [""] + _legend(table)
-    lines += ["", "Where our cells deliberately differ from the authors' setup (this config):", ""]
-    lines += markdown_lines(table.deviations)
+        extra = ", ".join(table.extra_backbones)
+        above.append(f"Backbones not in the paper (published numbers n/a): {extra}.")
+    page = [
+        blocks.Heading(1, table.spec.title),
+        blocks.Paragraph(_source(table)),
+        blocks.Paragraph("\n".join(above)),  # empty without notes: the grid then stands two lines below
+        blocks.Table(header, texts, right=labels),
+        *map(blocks.Paragraph, _legend(table)),
+        blocks.Paragraph("Where our cells deliberately differ from the authors' setup (this config):"),
+        deviation_table(table.deviations),
+    ]
     notes = table.meta.get("notes") or []
     if notes:
-        lines += ["", "Transcription notes:"] + [f"- {n}" for n in notes]
-    return "\n".join(lines) + "\n"
+        page.append(blocks.Paragraph("\n".join(["Transcription notes:", *(f"- {n}" for n in notes)])))
+    return blocks.to_markdown(page)
 
 
 def _group_title(table: Table) -> str:

@@ -41,10 +41,10 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
+from contrastlab.blocks import Heading, Paragraph, Verdict, rows_table, to_markdown
 from contrastlab.paths import Results, atomic_write, write_text
 from contrastlab.stats import half_width
 from contrastlab.tables.latex import latex_table
-from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.published import TABLES, load_published
 
 SAME, DIFFERS, NOT_IN_PAPER, NOT_RUN = "same as published", "differs", "not in paper", "not run"
@@ -185,7 +185,8 @@ def selection_rows(
     grid: cl_config.Grid, results_dir: str | Path | None, experiment: str, metrics=None
 ) -> list[dict]:
     """One row per (backbone, method, searched setting) of the experiment's search (:data:`COLUMNS`, and
-    ``winner_dev``, ``published_dev``, ``dev_noise``, ``off_grid`` for the CSV); ``metrics`` (the
+    ``winner_dev``, ``published_dev``, ``dev_noise``, ``off_grid`` for the CSV; ``badge``: the verdict as
+    the page shows it, a :class:`~contrastlab.blocks.Verdict` of its kind); ``metrics`` (the
     collected metrics frame) gives the dev noise of "same within dev noise" (module docstring)."""
     spec = grid.experiment(experiment).search
     if spec is None:
@@ -234,17 +235,17 @@ def selection_rows(
                     if isinstance(dev, int | float) and isinstance(best, int | float):
                         gap = float(dev) - float(best)
                 if winner is None:
-                    verdict = NOT_RUN
+                    verdict = Verdict("not-run", NOT_RUN)
                 elif paper is None:
-                    verdict = NOT_IN_PAPER
+                    verdict = Verdict("not-run", NOT_IN_PAPER)
                 elif outside:
-                    verdict = OFF_GRID
+                    verdict = Verdict("off-grid", OFF_GRID)
                 elif _close(selected, paper):
-                    verdict = SAME
+                    verdict = Verdict("same", SAME)
                 elif not math.isnan(gap) and not math.isnan(noise) and -gap <= noise:
-                    verdict = SAME_NOISE
+                    verdict = Verdict("same", SAME_NOISE)
                 else:
-                    verdict = DIFFERS
+                    verdict = Verdict("differs", DIFFERS)
                 rows.append(
                     {
                         "backbone": backbone,
@@ -257,7 +258,8 @@ def selection_rows(
                         DEV_GAP: "—"
                         if math.isnan(gap)
                         else f"{gap:+.2f}" + ("" if math.isnan(noise) else f" (noise ± {noise:.2f})"),
-                        "verdict": verdict,
+                        "verdict": verdict.word,
+                        "badge": verdict,
                         "winner_dev": selections[-1]["winner_dev"] if done else None,
                         "published_dev_gap": gap,
                         "dev_noise": noise,
@@ -273,10 +275,11 @@ def write_search_tables(
     out_dir: str | Path,
     names: Sequence[str],
     metrics=None,
-) -> tuple[list[Path], dict[str, list[str]]]:
+) -> tuple[list[Path], dict[str, list]]:
     """Write ``<name>.csv/.md/.tex`` for each search table in ``names``; returns the paths and, per
-    experiment, the report's lines (its table inline, the selection metric, the noise, the off-grid
-    values, where the heatmap is). ``metrics``: the collected metrics (the dev noise)."""
+    experiment, the report's blocks (its table inline, each verdict of its kind, the selection metric,
+    the noise, the off-grid values, where the heatmap is). ``metrics``: the collected metrics (the dev
+    noise)."""
     import pandas as pd
 
     out_dir = Path(out_dir)
@@ -286,32 +289,31 @@ def write_search_tables(
         experiment = name.removeprefix("search_")
         rows = selection_rows(grid, results_dir, experiment, metrics)
         frame = pd.DataFrame(rows, columns=[*COLUMNS, *extra])
-        shown = [{c: r[c] for c in COLUMNS} for r in rows]
+        shown = [{c: r["badge"] if c == "verdict" else r[c] for c in COLUMNS} for r in rows]
         paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
         with atomic_write(paths["csv"]) as tmp:  # atomically: a full disk leaves the previous file
             frame.to_csv(tmp, index=False)
-        table = markdown_table(shown) if shown else ["(no searched setting)"]
+        table = rows_table(shown) if shown else Paragraph("(no searched setting)")
         title = f"Search of {experiment}: selected on dev beside the published hyperparameters"
-        write_text(paths["md"], "\n".join([f"# {title}", "", *table, ""]))
-        body = [[r[c] for c in COLUMNS] for r in shown]
+        write_text(paths["md"], to_markdown([Heading(1, title), table]))
+        body = [[r[c] for c in COLUMNS] for r in rows]
         write_text(paths["tex"], latex_table(name, "l" * len(COLUMNS), [COLUMNS], body, title))
         written += paths.values()
         count = {v: sum(r["verdict"] == v for r in rows) for v in (SAME, SAME_NOISE, DIFFERS, OFF_GRID)}
         sections[experiment] = [
-            f"#### {title}",
-            "",
-            "Each point trained as a cell (one seed) and was selected on its best STS-B dev Spearman (the "
-            "trainer's dev selection); the test sets scored the winner alone (the “ours, searched” rows "
-            "of the paper tables); where the paper chose on another measure, its deviations below say so. "
-            f"{count[SAME]} selected settings equal the published ones and {count[SAME_NOISE]} more "
-            "match within dev noise (the published value's point within t · s · √2 of its stage's "
-            "winner on dev, s the pooled seed std of the dev score over the experiment's cells); "
-            f"{count[DIFFERS]} differ; {count[OFF_GRID]} published values lie outside the paper's own "
-            "grid and cannot be selected. "
-            f"Heatmap: figure `{experiment}/search`. Files: [csv](tables/{name}.csv) · "
-            f"[tex](tables/{name}.tex).",
-            "",
-            *table,
-            "",
+            Heading(4, title),
+            Paragraph(
+                "Each point trained as a cell (one seed) and was selected on its best STS-B dev Spearman "
+                "(the trainer's dev selection); the test sets scored the winner alone (the “ours, searched” "
+                "rows of the paper tables); where the paper chose on another measure, its deviations below "
+                f"say so. {count[SAME]} selected settings equal the published ones and {count[SAME_NOISE]} "
+                "more match within dev noise (the published value's point within t · s · √2 of its stage's "
+                "winner on dev, s the pooled seed std of the dev score over the experiment's cells); "
+                f"{count[DIFFERS]} differ; {count[OFF_GRID]} published values lie outside the paper's own "
+                "grid and cannot be selected. "
+                f"Heatmap: figure `{experiment}/search`. Files: [csv](tables/{name}.csv) · "
+                f"[tex](tables/{name}.tex)."
+            ),
+            table,
         ]
     return written, sections
