@@ -26,6 +26,7 @@ from contrastlab.blocks import (
 from contrastlab.figures.style import figure, house_style, save
 from contrastlab.report.html import render_html, write_html_report
 from tests.report import chromium
+from tests.tables.tables_synthetic import write_scores
 
 REPORT = [
     Heading(1, "Paper tables"),
@@ -240,7 +241,7 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
     from tests.tables.test_verdicts import MACL_CONFIG, macl_metrics
 
     root = tmp_path / "metrics"
-    _write_metrics(root, macl_metrics())
+    write_scores(root, macl_metrics())
     build_report(Results(tmp_path), MACL_CONFIG, tables=["macl_tableB4"])
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     main = page.split("<main>", 1)[1]  # not the contents list
@@ -270,20 +271,6 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
     assert "not reproduced 1" in macl  # MACL beats SimCSE on STS.Avg: 71 vs 76.5 on BERT-base
 
 
-def _write_metrics(root, metrics) -> None:
-    import json
-
-    for rec in metrics.itertuples():
-        path = root / rec.experiment / rec.backbone / rec.method / f"seed{rec.seed}" / "senteval.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.loads(path.read_text()) if path.exists() else {"scores": {}}
-        if rec.task == "sts_avg":
-            data["sts_avg"] = rec.score
-        else:
-            data["scores"][rec.task] = rec.score
-        path.write_text(json.dumps(data))
-
-
 # --- a report a researcher navigates (issue 56 item 1) ---------------------------------------------
 
 
@@ -310,7 +297,7 @@ def demo_report(tmp_path_factory):
         ("nie2023", "tiny-bert", method, 42, "sts_avg", score) for method, score in (("cl", 71), ("mpt", 72))
     ]
     columns = ["experiment", "backbone", "method", "seed", "task", "score"]
-    _write_metrics(root / "metrics", pd.DataFrame(trained, columns=columns))
+    write_scores(root / "metrics", pd.DataFrame(trained, columns=columns))
     pretrained = root / "metrics" / "pretrained" / "tiny-bert" / "senteval.json"  # one evaluation, no seed
     pretrained.parent.mkdir(parents=True)
     pretrained.write_text('{"scores": {}, "sts_avg": 60.0}')
@@ -629,20 +616,3 @@ def test_chromium_at_1024_by_768_shows_the_headline_and_the_tallies_above_the_fo
     assert found["headline_bottom"] < found["key_top"] < found["window_height"]
     assert "? undecided (too few seeds to measure the noise)" in found["key_text"]
     assert "† ours on a toy backbone standing in for the paper's" in found["key_text"]
-
-
-def test_ids_of_headings_the_report_does_not_know_come_from_their_section_and_words(tmp_path):
-    levels = [(1, "Title"), (2, "Cost"), (3, "Per rule"), (2, "Other"), (3, "Per rule"), (4, "Per rule")]
-    levels += [(3, "Search of x: selected on dev beside the published hyperparameters"), (2, "Cost")]
-    page = render_html([Heading(level, text) for level, text in levels], tmp_path)
-    assert _ids(page) == [
-        "title",
-        "cost",
-        "cost-per-rule",
-        "other",
-        "other-per-rule",
-        "other-per-rule-per-rule",
-        "other-search-of-x",  # a long heading by its words up to the colon, its label too
-        "cost-2",  # a repeat
-    ]
-    assert '<a href="#other-search-of-x">Search of x</a>' in page

@@ -44,6 +44,20 @@ def write_cell(root: Path, experiment: str, backbone: str, method: str, seeds=SE
         path.write_text(json.dumps(metrics_dict(experiment, backbone, method, seed, **kw)))
 
 
+def write_scores(root: Path, metrics) -> None:
+    """Each row of a metrics frame (experiment, backbone, method, seed, task, score) into its cell's
+    ``senteval.json`` under ``root``: ``sts_avg`` at the top, any other task under ``scores``."""
+    for rec in metrics.itertuples():
+        path = root / rec.experiment / rec.backbone / rec.method / f"seed{rec.seed}" / "senteval.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = json.loads(path.read_text()) if path.exists() else {"scores": {}}
+        if rec.task == "sts_avg":
+            data["sts_avg"] = rec.score
+        else:
+            data["scores"][rec.task] = rec.score
+        path.write_text(json.dumps(data))
+
+
 OAR_TASKS = tuple(f"ffn{p}_top{k}" for p in (10, 50, 100) for k in (1, 5)) + ("embedding_variance",)
 
 

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from tables_synthetic import write_scores
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
@@ -203,18 +204,7 @@ def test_one_seed_everywhere_is_undecided_and_toy_backbones_have_no_published_nu
 
 
 def test_report_counts_verdicts_and_opens_with_claims(tmp_path):
-    root = tmp_path / "metrics"
-    for rec in macl_metrics().itertuples():
-        path = root / rec.experiment / rec.backbone / rec.method / f"seed{rec.seed}" / "senteval.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        import json
-
-        data = json.loads(path.read_text()) if path.exists() else {"scores": {}}
-        if rec.task == "sts_avg":
-            data["sts_avg"] = rec.score
-        else:
-            data["scores"][rec.task] = rec.score
-        path.write_text(json.dumps(data))
+    write_scores(tmp_path / "metrics", macl_metrics())
     build_report(Results(tmp_path), MACL_CONFIG, tables=["macl_tableB4"])
     report = (tmp_path / "report.md").read_text()
     assert report.index("## Claims") < report.index("## Tables")
