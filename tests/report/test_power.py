@@ -16,7 +16,7 @@ FULL = cl_config.load(REPO_ROOT / "config.yaml")
 def test_the_noise_prior_covers_every_metric_of_the_papers_tables():
     for task in ("sts_avg", "tr_avg", "tr_devacc_avg", "STS12", "SICKRelatedness", "MRPC", "linear_top1"):
         assert power.noise_prior(task) > 0
-    assert power.noise_prior("ffn100_top5") == power.NOISE_PRIOR["ffn"][0]
+    assert power.noise_prior("ffn100_top5") == power.NOISE_PRIOR["ffn"]
     with pytest.raises(KeyError):
         power.noise_prior("no_such_metric")
 

@@ -60,6 +60,7 @@ from contrastlab.report.simulation import (
     Structure,
     decided_probability,
 )
+from contrastlab.senteval.protocol import STS_TASKS, TRANSFER_TASKS
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
 from contrastlab.tables.verdicts import cell_stratum, noise_pools
 
@@ -80,30 +81,28 @@ FIGURE_READING = "a figure reading: no seed noise to simulate"
 #: runs show across seeds for the STS average (about half a point), half that for the transfer average
 #: (seven logistic-regression probes average out more), a single task twice its average's; CIFAR linear
 #: and kNN accuracy of a fixed recipe 0.2; OAR's FFN accuracy after a short labelled fine-tune 1.0.
-NOISE_PRIOR: dict[str, tuple[float, str]] = {
-    "sts_avg": (0.5, "STS.Avg, audit §1.2 (SimCSE-style seed spread, assumed)"),
-    "tr_avg": (0.25, "TR.Avg, audit §1.2 (assumed)"),
-    "tr_devacc_avg": (0.25, "TR.Avg (dev accuracies), audit §1.2 (assumed)"),
-    "sts_task": (1.0, "one STS task, audit §1.2 (assumed)"),
-    "tr_task": (0.5, "one transfer task, audit §1.2 (assumed)"),
-    "linear_top1": (0.2, "CIFAR linear probe, audit §1.2 (assumed)"),
-    "knn_top1": (0.2, "CIFAR kNN, audit §1.2 (assumed)"),
-    "ffn": (1.0, "OAR FFN accuracy, audit §1.2 (assumed)"),
+NOISE_PRIOR = {
+    "sts_avg": 0.5,
+    "tr_avg": 0.25,
+    "tr_devacc_avg": 0.25,  # TR.Avg of the dev accuracies
+    "sts_task": 1.0,  # one STS task
+    "tr_task": 0.5,  # one transfer task
+    "linear_top1": 0.2,
+    "knn_top1": 0.2,
+    "ffn": 1.0,  # OAR's FFN accuracy, any label fraction
 }
-STS_TASK_KEYS = {"STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"}
-TR_TASK_KEYS = {"MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"}
 
 
 def noise_prior(task: str) -> float:
     """σ of one seed on ``task`` (:data:`NOISE_PRIOR`); ``KeyError`` for a metric with no prior."""
     if task in NOISE_PRIOR:
-        return NOISE_PRIOR[task][0]
-    if task in STS_TASK_KEYS:
-        return NOISE_PRIOR["sts_task"][0]
-    if task in TR_TASK_KEYS:
-        return NOISE_PRIOR["tr_task"][0]
+        return NOISE_PRIOR[task]
+    if task in STS_TASKS:
+        return NOISE_PRIOR["sts_task"]
+    if task in TRANSFER_TASKS:
+        return NOISE_PRIOR["tr_task"]
     if task.startswith("ffn"):
-        return NOISE_PRIOR["ffn"][0]
+        return NOISE_PRIOR["ffn"]
     raise KeyError(task)
 
 

@@ -75,14 +75,9 @@ def summarize(table: assemble.Table) -> dict[str, str]:
     if table.spec.kind == "hparams":
         return {
             "cells": str(len(c)),
-            "run": "–",
-            "partial": "–",
-            "not run": "–",
+            **dict.fromkeys(("run", "partial", "not run"), "–"),
             "not configured": str(int(counts.get(STATUS_NOT_CONFIGURED, 0))),
-            "mean abs Δ": "–",
-            "max abs Δ": "–",
-            **dict.fromkeys(VERDICT_KEYS, "–"),
-            CHANCE_KEY: "–",
+            **dict.fromkeys(("mean abs Δ", "max abs Δ", *VERDICT_KEYS, CHANCE_KEY), "–"),
             "note": f"config vs paper: {counts.get('match', 0)} match, {counts.get('differs', 0)} differ",
         }
     counts_by_verdict = verdict_counts(c)
