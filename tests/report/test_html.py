@@ -30,7 +30,7 @@ from tests.tables.tables_synthetic import write_scores
 
 REPORT = [
     Heading(1, "Paper tables"),
-    rows_table([{"table": "Nie Table 1", "run": "3"}], right=1),
+    rows_table([{"table": "Nie Table 1", "run": 3}], right=1),  # a cell of any value: its text
     Heading(2, "Figures"),
     Figure("demo/curve", "", "figures/demo/curve.png", "A caption.", [Link("csv", "figures/demo/curve.csv")]),
 ]
@@ -49,6 +49,7 @@ def report(tmp_path):
 def test_html_embeds_every_figure_and_keeps_the_tables(report):
     page = report.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "<table>" in page and "<td>Nie Table 1</td>" in page
+    assert '<td style="text-align: right;">3</td>' in page
     assert 'src="figures/' not in page  # nothing to fetch beside the file
     data = page.split('src="data:image/png;base64,')[1].split('"')[0]
     assert base64.b64decode(data) == (report.parent / "figures" / "demo" / "curve.png").read_bytes()

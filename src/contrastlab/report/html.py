@@ -45,6 +45,7 @@ from contrastlab.blocks import (
     Paragraph,
     Table,
     Tally,
+    Verdict,
     kind_of,
 )
 from contrastlab.paths import atomic_write
@@ -310,9 +311,9 @@ class Page:
 
     def cell(self, content) -> str:
         """A cell: a link to a table or figure the page shows goes to its place; a seed-noise marker and
-        a verdict's word in their badges, a verdict's reasoning folded under it."""
-        if isinstance(content, str):
-            return self.inline(content)
+        a verdict's word in their badges, a verdict's reasoning folded under it; any other value its text."""
+        if not isinstance(content, list | Link | Cell | Verdict):
+            return self.inline(str(content))
         if isinstance(content, list):
             return "".join(self.cell(piece) for piece in content)
         if isinstance(content, Link):
