@@ -102,37 +102,24 @@ def claim(claim_id: str) -> dict:
 
 
 MACL = {"seeds": [42, 43, 44], "experiments": {"macl": FULL["experiments"]["macl"]}}
+#: MACL's STS.Avg claim with bert-base reproduced and roberta-base undecided (4 seeds would decide it).
+CLOSE = {
+    ("bert-base", "simcse"): [76.0, 77.0, 78.0],
+    ("bert-base", "macl"): [76.5, 77.5, 78.3],
+    ("roberta-base", "simcse"): [80.0, 80.0, 80.0],
+    ("roberta-base", "macl"): [80.1, 80.4, 80.4],
+}
 
 
 def test_a_claim_that_holds_one_contradicted_and_one_within_noise():
-    holds = metrics(
-        {
-            (b, m): [70 + 5 * (m == "macl") + s for s in (0, 0.5, 1)]
-            for b in ("bert-base", "roberta-base")
-            for m in ("simcse", "macl")
-        }
-    )
-    assert evaluate_claim(claim("macl-sts-avg"), holds, Grid(MACL)).verdict == REPRODUCED
-    contradicted = metrics(
-        {
-            (b, m): [70 - 5 * (m == "macl") + s for s in (0, 0.5, 1)]
-            for b in ("bert-base", "roberta-base")
-            for m in ("simcse", "macl")
-        }
-    )
-    assert evaluate_claim(claim("macl-sts-avg"), contradicted, Grid(MACL)).verdict == NOT_REPRODUCED
+    for gap, verdict in ((5, REPRODUCED), (-5, NOT_REPRODUCED)):  # MACL 5 points above SimCSE, or below
+        runs = {(b, m): [70 + gap * (m == "macl") + s for s in (0, 0.5, 1)] for b, m in CLOSE}
+        assert evaluate_claim(claim("macl-sts-avg"), metrics(runs), Grid(MACL)).verdict == verdict
     # within noise: per-seed differences bert 0.5, 0.5, 0.3 (mean 0.4333, SS 0.026667) and roberta 0.1,
     # 0.4, 0.4 (mean 0.3, SS 0.06): paired, each backbone its own stratum (two cells of three seeds,
     # ν = 1 · 2 = 2; two cells' seed-blocked s² is half the differences' variance, so se² = s_D² / 3):
     # bert s_D² = 0.013333, se = 1/15; roberta s_D² = 0.03, se = 0.1
-    close = metrics(
-        {
-            ("bert-base", "simcse"): [76.0, 77.0, 78.0],
-            ("bert-base", "macl"): [76.5, 77.5, 78.3],
-            ("roberta-base", "simcse"): [80.0, 80.0, 80.0],
-            ("roberta-base", "macl"): [80.1, 80.4, 80.4],
-        }
-    )
+    close = metrics(CLOSE)
     result = evaluate_claim(claim("macl-sts-avg"), close, Grid(MACL))
     bert, roberta = sorted(result.parts, key=lambda p: p.backbone)
     assert bert.paired and bert.df == 2 and bert.half_width == pytest.approx(T975[2] / 15, rel=1e-9)
@@ -221,16 +208,7 @@ def parse_command(command: str) -> dict:
 
 
 def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
-    # the close case of test_a_claim_that_holds_one_contradicted_and_one_within_noise: bert-base
-    # reproduced, roberta-base undecided (4 seeds would decide it)
-    close = metrics(
-        {
-            ("bert-base", "simcse"): [76.0, 77.0, 78.0],
-            ("bert-base", "macl"): [76.5, 77.5, 78.3],
-            ("roberta-base", "simcse"): [80.0, 80.0, 80.0],
-            ("roberta-base", "macl"): [80.1, 80.4, 80.4],
-        }
-    )
+    close = metrics(CLOSE)  # bert-base reproduced, roberta-base undecided
     config = {**FULL, "experiments": {**FULL["experiments"]}}
     grid = Grid(config)
     results = [evaluate_claim(claim("macl-sts-avg"), close, grid)]
@@ -469,7 +447,10 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
         "parts": [["au", "cl"], ["dcl", "cl"]],
     }
 
-    def frame(gaps: dict[tuple[str, str], float]) -> pd.DataFrame:
+    def evaluate(dcl_sts: float):
+        """The claim on runs whose four parts are off by 3, ``dcl_sts``, 5 and -4."""
+        gaps = {("au", "sts_avg"): 3, ("dcl", "sts_avg"): dcl_sts, ("au", "tr_devacc_avg"): 5}
+        gaps[("dcl", "tr_devacc_avg")] = -4
         out = []
         for task in c["task"]:
             cells = {("bert-base", "cl"): [70.0, 71.0, 72.0]}
@@ -479,52 +460,17 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
                     for x, e in zip(cells[("bert-base", "cl")], (-0.1, 0, 0.1), strict=True)
                 ]
             out.append(metrics(cells, "nie2023", task))
-        return pd.concat(out, ignore_index=True)
+        return evaluate_claim(c, pd.concat(out, ignore_index=True), Grid(NIE))
 
     # four parts (2 contrasts × 2 tasks), paired; per task a stratum of three cells (nie_paired's rule at
     # m = 2): s² = 0.01 / 3, ν = 4, se² = 2 s² / 3, h = t_4 · 0.0471 ≈ 0.13
-    three = evaluate_claim(
-        c,
-        frame(
-            {
-                ("au", "sts_avg"): 3,
-                ("dcl", "sts_avg"): 2,
-                ("au", "tr_devacc_avg"): 5,
-                ("dcl", "tr_devacc_avg"): -4,
-            }
-        ),
-        Grid(NIE),
-    )
+    three = evaluate(2)
     assert len(three.parts) == 4 and {p.task for p in three.parts} == {"sts_avg", "tr_devacc_avg"}
     assert three.verdict == REPRODUCED  # 3 of 4 clear the margin; the fourth (−4) may fail
     assert verdict_text(three).startswith("reproduced: 3 of 4 parts clear it, the claim needs 3")
     assert "bert-base tr_devacc_avg: dcl − cl = -4.00" in numbers_text(three)
-    two = evaluate_claim(
-        c,
-        frame(
-            {
-                ("au", "sts_avg"): 3,
-                ("dcl", "sts_avg"): -2,
-                ("au", "tr_devacc_avg"): 5,
-                ("dcl", "tr_devacc_avg"): -4,
-            }
-        ),
-        Grid(NIE),
-    )
-    assert two.verdict == NOT_REPRODUCED  # only 2 left uncontradicted
-    edge = evaluate_claim(
-        c,
-        frame(
-            {
-                ("au", "sts_avg"): 3,
-                ("dcl", "sts_avg"): 1.0,
-                ("au", "tr_devacc_avg"): 5,
-                ("dcl", "tr_devacc_avg"): -4,
-            }
-        ),
-        Grid(NIE),
-    )
-    assert edge.verdict == UNDECIDED  # a gap at the margin: neither clears it nor is contradicted
+    assert evaluate(-2).verdict == NOT_REPRODUCED  # only 2 left uncontradicted
+    assert evaluate(1.0).verdict == UNDECIDED  # a gap at the margin: neither clears it nor is contradicted
 
 
 def test_a_count_claim_states_how_many():
