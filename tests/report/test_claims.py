@@ -207,28 +207,36 @@ def parse_command(command: str) -> dict:
     return overrides
 
 
+#: The seed plan that brings MACL's roberta-base cells to a fourth seed, and the cells it adds.
+ROBERTA_FOURTH_SEED = [
+    dict(
+        experiment="macl",
+        backbone="roberta-base",
+        methods=["macl", "simcse"],
+        seeds=[42, 43, 44, 45],
+        new=[45],
+    )
+]
+FOURTH_SEED_CELLS = {("macl", "roberta-base", "macl", 45), ("macl", "roberta-base", "simcse", 45)}
+
+
+def cells_of_command(command: str) -> set[tuple]:
+    """The cells (experiment, backbone, method, seed) config.yaml runs under a printed command."""
+    resolved = cl_config.load(REPO_ROOT / "config.yaml", parse_command(command))
+    return {(c.experiment, c.backbone, c.method, c.seed) for c in cl_config.Grid(resolved).cells}
+
+
 def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
     close = metrics(CLOSE)  # bert-base reproduced, roberta-base undecided
     config = {**FULL, "experiments": {**FULL["experiments"]}}
     grid = Grid(config)
     results = [evaluate_claim(claim("macl-sts-avg"), close, grid)]
     plan = seed_plan(results, grid)
-    assert plan == [
-        dict(
-            experiment="macl",
-            backbone="roberta-base",
-            methods=["macl", "simcse"],
-            seeds=[42, 43, 44, 45],
-            new=[45],
-        )
-    ]
+    assert plan == ROBERTA_FOURTH_SEED
     commands = add_seeds_commands(plan, "config.yaml")
     assert len(commands) == 2 and "tables={partial: true}" in commands[-1]
+    assert cells_of_command(commands[0]) == FOURTH_SEED_CELLS
     resolved = cl_config.load(REPO_ROOT / "config.yaml", parse_command(commands[0]))
-    assert {(c.experiment, c.backbone, c.method, c.seed) for c in cl_config.Grid(resolved).cells} == {
-        ("macl", "roberta-base", "macl", 45),
-        ("macl", "roberta-base", "simcse", 45),
-    }
     assert resolved["experiments"]["nie2023"]["methods"] == FULL["experiments"]["nie2023"]["methods"]
 
 

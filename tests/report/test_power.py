@@ -138,7 +138,7 @@ def test_add_seeds_targets_the_power_on_a_small_config():
     10 per cell, macl-tr-avg-roberta (P ≈ 0.7 at 3 seeds, 4 needed), gets exactly its cells' new seed;
     the claims beyond 10 seeds get none."""
     from contrastlab.report.claims import add_seeds_commands
-    from tests.report.test_claims import parse_command
+    from tests.report.test_claims import FOURTH_SEED_CELLS, ROBERTA_FOURTH_SEED, cells_of_command
 
     config = {**FULL, "experiments": {"macl": FULL["experiments"]["macl"]}}
     grid = Grid(config)
@@ -147,18 +147,5 @@ def test_add_seeds_targets_the_power_on_a_small_config():
     needs = {cid for cid, p in by_id.items() if not p.decidable and p.seeds_needed}
     assert needs == {"macl-tr-avg-roberta"} and by_id["macl-tr-avg-roberta"].seeds_needed == 4
     plan = power.power_seed_plan(powers, grid)
-    assert plan == [
-        dict(
-            experiment="macl",
-            backbone="roberta-base",
-            methods=["macl", "simcse"],
-            seeds=[42, 43, 44, 45],
-            new=[45],
-        )
-    ]
-    commands = add_seeds_commands(plan, "config.yaml")
-    resolved = cl_config.load(REPO_ROOT / "config.yaml", parse_command(commands[0]))
-    assert {(c.experiment, c.backbone, c.method, c.seed) for c in Grid(resolved).cells} == {
-        ("macl", "roberta-base", "macl", 45),
-        ("macl", "roberta-base", "simcse", 45),
-    }
+    assert plan == ROBERTA_FOURTH_SEED
+    assert cells_of_command(add_seeds_commands(plan, "config.yaml")[0]) == FOURTH_SEED_CELLS
