@@ -49,8 +49,6 @@ from contrastlab.tables.published import TABLES, load_published
 
 SAME, DIFFERS, NOT_IN_PAPER, NOT_RUN = "same as published", "differs", "not in paper", "not run"
 SAME_NOISE, OFF_GRID = "same within dev noise", "published off grid"
-#: Verdicts that count the published value as found by the search.
-MATCHED = (SAME, SAME_NOISE)
 #: The dev gap column: published point − stage winner on dev ± the dev noise (see the module docstring).
 DEV_GAP = "published − winner (dev)"
 COLUMNS = [
