@@ -1,29 +1,14 @@
 """Power before the run: the chance that a *perfect* reproduction decides each claim at the configured
 seeds, the seeds per cell it needs to decide it, and what those seeds cost (``make plan``'s claims section).
 
-**A perfect reproduction** has the paper's own numbers as its cell means (the control's cells,
-:func:`~contrastlab.report.control.published_cells`) and seed noise around them: seed s of cell i scores
-x_{i,s} = μ_i + σ_i z_{i,s}, z ~ N(0, 1) independent, σ_i the prior of its metric (:data:`NOISE_PRIOR`;
-a "Pretrained" cell is deterministic). Its *expected verdict* is "reproduced", or "not reproduced" for a
-claim whose sentence the paper's own tables fail (``paper_tables``). **P(decided)** is the probability
-that the claim's verdict is its expected one; a claim is **decidable** at n seeds per cell when
-P(decided) ≥ :data:`TARGET`.
-
-**The simulation** (:mod:`contrastlab.report.simulation`, which has the formulas) applies the claims' own
-decision rule to many perfect reproductions at once; each claim's :class:`~.simulation.Structure`, its
-parts with their terms resolved, comes from one evaluation on the papers' numbers
-(:func:`claim_structure`, on :func:`~contrastlab.report.control.control_results`'s control).
-
-Approximations, each in the direction of the report's own behaviour: ``@best`` is the paper's printed
-best cell (the winner's curse of picking it from our noisy means, audit S-6, is not simulated); trend
-claims and claims on figures only have no numbers to simulate; a ``figure_values`` claim is a reading of
-a regenerated figure, one run per point and no seed noise (:mod:`contrastlab.report.figure_values`): not
-simulated, and counted apart in the plan.
-
-**Seeds needed**: the smallest n in 2 … :data:`MAX_SEEDS` with P(decided) ≥ :data:`TARGET`. **Cost**:
-the extra runs Σ_cells (n_claim − n_configured) × the projected GPU-hours of one seed of the cell (its
-training and encoding jobs in the plan, :mod:`contrastlab.cost.plan`); a cell shared by several claims
-is priced once, at the largest n they need.
+A perfect reproduction has the paper's numbers as its cell means (the control's cells) and seed noise
+σ_i from :data:`NOISE_PRIOR`; **P(decided)** is the chance its verdict is the expected one (reproduced,
+or not reproduced for a ``paper_tables`` claim), estimated by :mod:`contrastlab.report.simulation` on
+the claim's :func:`claim_structure`. **Seeds needed**: the smallest n in 2 … :data:`MAX_SEEDS` with
+P(decided) ≥ :data:`TARGET`. **Cost**: the extra runs × the projected GPU-hours of one seed of each
+cell (:mod:`contrastlab.cost.plan`), a cell shared by several claims priced once at the largest n.
+``@best`` is the paper's printed best cell (the winner's curse is not simulated); trend and
+``figure_values`` claims are not simulated and are counted apart.
 """
 
 from __future__ import annotations

@@ -1,34 +1,12 @@
 """The searches' selected hyperparameters beside the published ones (Nie Table 2, Li Tables 6–7).
 
 For every experiment with a ``search`` (:mod:`contrastlab.search`) that runs with the default target,
-``search_<experiment>`` lists, per searched backbone, method and searched setting: the values the
-search tried, the one it selected on dev (the last stage's winner), the configured value (what the
-paper cells train with), the published value where the paper's hyperparameter table has one, and
-a verdict. The selections are read from
-``<results_dir>/search/<experiment>/<backbone>/<method>/stage<k>.json`` (rule ``search_select``).
-
-Verdicts, per searched setting:
-
-- **same as published**: the selected value equals the published one;
-- **same within dev noise**: it does not, but the published value's point scored on dev within the dev
-  noise of the winner of the stage that searched the setting (below), so dev cannot tell them apart;
-- **differs**: the published value's point scored lower than that by more than the noise (or there is
-  no noise estimate, or no such point);
-- **published off grid**: the paper prints a value outside its own grid (Nie Table 2's L_dcl τ 0.01 and
-  0.02 and L_a&u λ 0.2 and 0.4, outside App. A.3's τ {0.03, 0.05, 0.07} and λ {0.1, ..., 0.9}): the
-  search cannot select it, whatever happens;
-- **not in paper** (no published value), **not run** (the search has not finished).
-
-**Dev noise.** A search point is one seed, so the difference of two points' best STS-B dev Spearman
-has seed variance 2σ². σ is estimated as the pooled seed std of that score over the experiment's
-configured cells on the backbone (:func:`contrastlab.tables.verdicts.noise_pools`, ν degrees of
-freedom), and the published point matches when winner − published ≤ t_{ν, 0.975} · s · √2, the 95 %
-half-width of a two-point difference (:func:`contrastlab.stats.half_width` with n = k = 1).
-The published value's point is the one of the stage that searched the setting whose setting equals the
-published value, the stage's other settings at the published values where they are on its grid, else
-at the stage winner's.
-
-Values in units of π (L_mat's m, Nie Table 2's "0.15π") print with the unit.
+``search_<experiment>`` lists, per searched backbone, method and setting: the values tried, the one
+selected on dev (read from ``<results_dir>/search/<experiment>/<backbone>/<method>/stage<k>.json``), the
+configured and the published value, and a verdict: **same as published**, **same within dev noise**
+(the published value's point scored within t_{ν, 0.975} · s · √2 of the winner, s the pooled seed std
+of the experiment's cells on the backbone), **differs**, **published off grid** (the search cannot
+select it), **not in paper** or **not run**. Values in units of π print with the unit.
 """
 
 from __future__ import annotations
