@@ -1,16 +1,9 @@
 """A page as a list of blocks, and its Markdown: every page the pipeline writes (``report.md`` and
 report.html, each table's ``.md``, ``plan.md``, gpu-check's ``report.md``, ``docs/deviations.md``) is
 built as blocks and rendered by :func:`to_markdown`; report.html renders the same blocks
-(:mod:`contrastlab.report.html`). Nothing reads a rendered page back: what the HTML shows apart (a
-verdict's kind, a tally's counts, a grid's label columns, a figure's place in its paper, a link's
-in-page target) is a field of a block.
-
-The blocks: :class:`Heading`, :class:`Paragraph`, :class:`Bullets`, :class:`Table` (its cells plain
-text, a :class:`Cell` of a kind, a :class:`Verdict` or a list of text and :class:`Link`), :class:`Tally`,
-:class:`Figure`, :class:`Code` and :class:`Fold`. Names from a config, a file name or a metrics file are
-text, not Markdown: :func:`literals_of` finds them and the renderer escapes them (:func:`escape_markdown`).
-
-Example::
+(:mod:`contrastlab.report.html`). Nothing reads a rendered page back: what the HTML shows apart is a
+field of a block. Names from a config, a file name or a metrics file are text, not Markdown:
+:func:`literals_of` finds them and the renderer escapes them (:func:`escape_markdown`).
 
     >>> print(to_markdown([Heading(2, "Cost"), rows_table([{"rule": "train", "h": "1.0"}], right=1)]))
     ## Cost

@@ -1,13 +1,7 @@
 """The run's page: every table the config produces (:mod:`contrastlab.tables`), written as CSV, Markdown
-and LaTeX, and the report beside them, one document (``document``: its blocks, and its Markdown) that
-``sections`` builds (``answer``: its first screen; ``inputs``: its record of the precision, the inputs and
-the code and environment of the training jobs) and ``html`` renders as report.html (``folding``: a grid's
-unconfigured rows and columns folded there); ``claims`` (each paper's headline claims against our
-metrics, ``claims/<paper>.yaml``; ``parts``: one part and its verdict rules; ``contrasts``: a contrast
-part resolved, paired and decided; ``trend``: sweep claims as slopes; ``figure_values``: claims read off
-a figure's numbers; ``control``: the claims on the papers' own numbers; ``power`` and ``simulation``:
-would a perfect reproduction decide them). Publishing a checkpoint on the Hub is
-:mod:`contrastlab.hub`'s.
+and LaTeX, and the report beside them, one document that ``sections`` builds, ``document`` renders as
+Markdown and ``html`` as report.html; ``claims`` checks each paper's headline claims against our metrics
+(``docs/claims.md``). Publishing a checkpoint on the Hub is :mod:`contrastlab.hub`'s.
 
 Example (no runs yet: every cell shows the published number and "not run")::
 

@@ -1,29 +1,12 @@
 """``report.html``: the report's document (:mod:`.document`) as one self-contained page a reader navigates,
-figures embedded. ``report.md`` is the same document in Markdown; the page is rendered from the blocks,
-never from report.md, so what it shows apart is what the writer knew:
-
-- **Anchors and contents**: every heading has a stable ``id`` (:func:`.document.assign_ids`): a paper's
-  section its key (``#nie2023``), a paper table its registry name (``#nie2023-table1``), a figure its name
-  (``#nie2023-fig2a``, its heading naming its place in the paper: "Nie Fig. 2a — …"), any other heading
-  its section's id and its own words (``#nie2023-claims``, ``#cost-per-rule``). A contents list of
-  headings 2-4 sits beside the page, each paper by its authors and year, its tables from "Table" on.
-- **Figures** embedded as base64 ``data:`` URIs, so the file needs nothing beside it; links to tables
-  and CSVs stay relative (they work when the page sits in the results folder). A link to a table or
-  figure the page shows (a claim's "see", the answer's main numbers) goes to its place on the page.
-- **Verdicts at a glance**: every claim verdict, every count of a tally (a zero is no finding) and every
-  seed-noise marker of a grid's cell (≈ ▲ ▼ ?) gets a coloured badge, ``<span class="badge v-<kind>">``.
-  The words and markers stay inside the badge, so the page reads the same without colour (printed, or to
-  a screen reader). A claim's verdict is one line (its badge and the share of its parts run), its
-  reasoning folded under it (``<details>``).
-- **The run's own rows and columns first**: a paper grid's unconfigured methods and columns fold into
-  lines at its foot (:mod:`.folding`); "not configured" cells are greyed.
-- **Wide content scrolls in its own box**: each table sits in a ``<div class="table-scroll">``, code
-  blocks scroll too, so the page is never wider than the window; a grid's label columns stay in view
-  while its values scroll, a rule at their edge so that a value scrolled under them never reads as
-  part of a label. Printed (A4 landscape), tables are not split where they fit on a page, their
-  header row repeats and their text wraps to the page's width.
-
-``tests/report/test_html.py`` measures the page in headless Chromium; ``docs/screenshots/`` shows it.
+figures embedded as ``data:`` URIs. It is rendered from the blocks, never from report.md, so what it
+shows apart is what the writer knew: stable heading ids (:func:`.document.assign_ids`) and a
+contents list beside the page; in-page links to the tables and figures it shows; a coloured badge for
+every verdict, tally count and seed-noise marker (the words stay inside, so the page reads the same
+without colour), a claim's reasoning folded under its verdict; a grid's unconfigured rows and columns
+folded at its foot (:mod:`.folding`); wide tables and code scrolling in their own box, a grid's label
+columns frozen; tables whole in print. ``tests/report/test_html.py`` measures the page in headless
+Chromium; ``docs/screenshots/`` shows it.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Where our cells deliberately differ from the authors' setups, per paper, from the config.
 
-Two sources, one list per experiment:
-
-- the config's ``experiments.<name>.deviations``: the choices written down by hand, each with what the
-  paper (or its released script) did, what we do, and why (``config.yaml`` holds the full
-  reproduction's);
-- deviations that follow from the config the run actually used, detected here: a
-  ``precision_override``, an evaluation ``mode`` other than ``test``, shortened training
-  (``max_steps``/``max_sentences``), fewer seeds than the paper's three-run averages, backbones the
-  paper does not have;
-- the experiment's hyperparameter search (:func:`search_rows`), when it has one: the selection metric,
-  the staged reading and stage 1's anchor (what the paper says comes from its hyperparameter table's
-  sidecar, ``published/<table>.yaml``'s ``search``; what we do from the config), and the published
-  values that lie outside the paper's own grid.
-
-Each table's Markdown and ``report.md`` list them ("none" when empty); ``docs/deviations.md`` is
-:func:`render_page` of ``config.yaml`` (a test keeps the two equal)::
+One list per experiment: the config's ``experiments.<name>.deviations`` (written by hand: what the
+paper did, what we do, and why); those that follow from the config the run used (a
+``precision_override``, an evaluation ``mode`` other than ``test``, shortened training, fewer seeds
+than the paper's runs, backbones the paper does not have); and the experiment's hyperparameter search
+(:func:`search_rows`). Each table's Markdown and ``report.md`` list them ("none" when empty);
+``docs/deviations.md`` is :func:`render_page` of ``config.yaml`` (a test keeps the two equal)::
 
     python -m contrastlab.tables.deviations config.yaml > docs/deviations.md
 """
