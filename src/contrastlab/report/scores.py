@@ -1,12 +1,8 @@
 """The run's numbers as data: ``tables/scores.csv``, one row per cell, seed, task and metric, typed, with
-what a researcher needs to filter and group them (the backbone, the method, the training protocol and
-precision, whether the backbone is a toy stand-in, and the commit that trained the cell), and the run's
-identity (:func:`run_identity`: the preset, the results folder, the commit and the date) that the report's
-title and first line name.
-
-The scores are :func:`contrastlab.tables.metrics.collect_metrics`'s frame, the one every table and claim
-of the report reads: written, never recomputed. ``pandas.read_csv(".../tables/scores.csv")`` gives
-``score`` as float64 and ``seed`` as a number (empty for the unmodified backbones, which have no seed).
+the backbone, method, training protocol and precision, whether the backbone is a toy stand-in and the
+commit that trained the cell; and the run's identity (:func:`run_identity`) that the report's title
+names. The scores are :func:`contrastlab.tables.metrics.collect_metrics`'s frame, the one every table
+and claim reads: written, never recomputed.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Comparison tables for the methods no paper table shows: a user's loss (or a built-in loss a paper's
 tables do not list) beside the papers' losses.
 
-For every experiment (protocol) with such a method (:func:`untabled_methods`: a loss from the user's
-module, :attr:`contrastlab.config.Grid.user_losses`, or a built-in one), ``compare_<experiment>`` lists
-every configured method
-of that experiment, per backbone, with the protocol's headline scores (sentence: STS.Avg and TR.Avg,
-the latter as test and as dev accuracy;
-MACL's image study: linear and kNN top-1; OAR's: the FFN top-1 per label fraction): our mean ± std over
-seeds (n), the published number where the paper's table has that method on that backbone (it never has
-the user's loss), and the seed-noise verdict of each method against the user's loss. ``compare_summary``
-puts the first headline score of every protocol side by side, with each method's rank per protocol.
-
-The verdict is the paper tables' own seed-noise verdict,
-:func:`contrastlab.tables.verdicts.seed_noise_verdict`.
+For every experiment with such a method (:func:`untabled_methods`), ``compare_<experiment>`` lists every
+configured method per backbone with the protocol's headline scores: our mean ± std over seeds (n), the
+published number where the paper has that cell, and the seed-noise verdict against the user's loss
+(:func:`contrastlab.tables.verdicts.seed_noise_verdict`). ``compare_summary`` puts the first headline
+score of every protocol side by side, with each method's rank per protocol.
 """
 
 from __future__ import annotations
