@@ -15,13 +15,7 @@ from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT
 from contrastlab.report import power, simulation
-from contrastlab.report.claims import (
-    NOT_REPRODUCED,
-    REPRODUCED,
-    evaluate_claim,
-    numbers_text,
-    verdict_text,
-)
+from contrastlab.report.claims import NOT_REPRODUCED, REPRODUCED, evaluate_claim, numbers_text, verdict_text
 from contrastlab.report.control import (
     control_grid,
     control_results,

@@ -335,9 +335,6 @@ def test_settings_resolution_for_the_tables():
     assert {k: li["loss_hp"][k] for k in ("m", "tau", "r")} == {"m": 0.30, "tau": 0.05, "r": 1.25}
     stated = grid.experiment(mmhe.experiment).explicit_hp(mmhe.method, mmhe.backbone)
     assert param_value(li, stated, "r") == (1.25, False)
-    assert param_value(li, stated, "lam") == (
-        1.0,
-        True,
-    )  # not in the config: the loss's default
+    assert param_value(li, stated, "lam") == (1.0, True)  # not in the config: the loss's default
     with pytest.raises(KeyError):
         grid.settings(MethodOn("nie2023", "bert-base", "not-a-method"))

@@ -34,10 +34,7 @@ log = logging.getLogger(__name__)
 
 
 def build_report(
-    results: Results,
-    config: dict,
-    tables: list[str] | None = None,
-    figures: list[dict] | None = None,
+    results: Results, config: dict, tables: list[str] | None = None, figures: list[dict] | None = None
 ) -> list[Path]:
     """Write every table (default: :func:`tables_for_config`, the comparison tables of the user's
     losses, :mod:`.comparison`, and the searches' selections, :mod:`.search`) as CSV, Markdown and

@@ -94,10 +94,7 @@ def _setting(values: dict) -> str:
 
 
 def cell_table(
-    a: pd.DataFrame,
-    b: pd.DataFrame,
-    level: float = LEVEL,
-    choices: tuple[dict, dict] = ({}, {}),
+    a: pd.DataFrame, b: pd.DataFrame, level: float = LEVEL, choices: tuple[dict, dict] = ({}, {})
 ) -> pd.DataFrame:
     """Per table cell of the scores ``a`` and ``b`` (:data:`~.scores.SCORE_COLUMNS`): mean_a, mean_b,
     n_a, n_b, diff (B − A), half_width, noise (how it was estimated), setting (the searched cells'

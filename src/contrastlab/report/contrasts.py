@@ -21,14 +21,7 @@ import numpy as np
 import pandas as pd
 
 from contrastlab.config import expanded_methods
-from contrastlab.report.parts import (
-    NOT_REPRODUCED,
-    NOT_RUN,
-    PartResult,
-    decide,
-    ours_backbone,
-    tasks_of,
-)
+from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, PartResult, decide, ours_backbone, tasks_of
 from contrastlab.stats import blocked_pooled_std, contrast_variance, one_sided_p, t_quantile
 from contrastlab.tables.metrics import PRETRAINED
 

@@ -369,11 +369,7 @@ class Page:
 
 
 def render_html(
-    blocks: list,
-    base_dir: str | Path,
-    *,
-    title: str = "contrastlab report",
-    literals: Iterable[str] = (),
+    blocks: list, base_dir: str | Path, *, title: str = "contrastlab report", literals: Iterable[str] = ()
 ) -> str:
     """The HTML page of the report's ``blocks``: a contents list beside the body, an id on every heading,
     each figure's PNG (relative to ``base_dir``) embedded; ``literals``

@@ -37,14 +37,7 @@ from contrastlab.report.control import (
     text_cells,
 )
 from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, PartResult, ours_backbone
-from contrastlab.report.simulation import (
-    BLOCKED,
-    OWN,
-    REPLICATES,
-    UNPAIRED,
-    Structure,
-    decided_probability,
-)
+from contrastlab.report.simulation import BLOCKED, OWN, REPLICATES, UNPAIRED, Structure, decided_probability
 from contrastlab.senteval.protocol import STS_TASKS, TRANSFER_TASKS
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
 from contrastlab.tables.verdicts import cell_stratum, noise_pools

@@ -329,10 +329,7 @@ def _hparams(table: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.DataFrame:
 
 
 def assemble(
-    spec: TableSpec,
-    grid: Grid,
-    metrics: pd.DataFrame,
-    failures: Collection[tuple[str, str, str]] = (),
+    spec: TableSpec, grid: Grid, metrics: pd.DataFrame, failures: Collection[tuple[str, str, str]] = ()
 ) -> Table:
     """Build table ``spec`` from the collected ``metrics`` (see :func:`~.metrics.collect_metrics`);
     configured cells in ``failures`` (:func:`~.metrics.collect_failures`) with no metrics say "failed"."""

@@ -26,13 +26,7 @@ from contrastlab.tables.verdicts import seed_noise_verdict
 if TYPE_CHECKING:  # pandas is imported where a table is built: the workflow reads the names only
     import pandas as pd
 
-__all__ = [
-    "comparison_tables",
-    "untabled_methods",
-    "build_comparison",
-    "build_summary",
-    "write_comparisons",
-]
+__all__ = ["comparison_tables", "untabled_methods", "build_comparison", "build_summary", "write_comparisons"]
 
 #: Headline scores per kind of protocol: metrics key -> column label.
 #: TR.Avg twice: test accuracy (Li's and MACL's tables) and SentEval's dev accuracy (what Nie's Table 1

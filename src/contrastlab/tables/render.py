@@ -26,14 +26,7 @@ from contrastlab.tables.assemble import (
 )
 from contrastlab.tables.deviations import deviation_table
 from contrastlab.tables.latex import ADDLINESPACE, MIDRULE, Span, latex_table
-from contrastlab.tables.verdicts import (
-    LEVEL,
-    MARKERS,
-    chance_expected,
-    chance_text,
-    noise_note,
-    runs_text,
-)
+from contrastlab.tables.verdicts import LEVEL, MARKERS, chance_expected, chance_text, noise_note, runs_text
 
 NOT_RUN = STATUS_NOT_RUN
 NOT_CONFIGURED = STATUS_NOT_CONFIGURED
@@ -269,7 +262,7 @@ def _legend(table: Table) -> list[str]:
         return [
             "paper: the published value; config: the value our config resolves for the cell "
             "((default) = the loss's default, ≠ = differs from the paper); "
-            f"{NOT_CONFIGURED}: the method is not in the config; {NA}: the paper gives no value.",
+            f"{NOT_CONFIGURED}: the method is not in the config; {NA}: the paper gives no value."
         ]
     seeds = f"{table.n_seeds} seeds" if table.n_seeds is not None else "the seeds run"
     text = (

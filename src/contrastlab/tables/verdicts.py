@@ -94,10 +94,7 @@ def cell_stratum(grid: Grid | None, experiment: str, backbone: str, method: str)
 
 
 def noise_pools(
-    metrics: pd.DataFrame,
-    experiment: str,
-    seeds: list[int] | None,
-    grid: Grid | None = None,
+    metrics: pd.DataFrame, experiment: str, seeds: list[int] | None, grid: Grid | None = None
 ) -> pd.DataFrame:
     """Pooled seed noise per (backbone, task, stratum) of ``experiment``: columns backbone, key, stratum
     (:func:`cell_stratum` in ``grid``; ``""`` for every cell without one), noise_std, noise_df,
