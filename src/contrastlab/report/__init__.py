@@ -36,15 +36,10 @@ log = logging.getLogger(__name__)
 def build_report(
     results: Results, config: dict, tables: list[str] | None = None, figures: list[dict] | None = None
 ) -> list[Path]:
-    """Write every table (default: :func:`tables_for_config`, the comparison tables of the user's
-    losses, :mod:`.comparison`, and the searches' selections, :mod:`.search`) as CSV, Markdown and
-    LaTeX into ``results.tables``, the summary ``results.report`` and its self-contained HTML twin (same
-    name, ``.html``), from the metrics under ``results.metrics()``; returns the written paths (report and
-    HTML report last). The report ends with the cost of the run's jobs (:mod:`contrastlab.cost.measured`,
-    from ``results.benchmarks``).
-
-    Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
-    """
+    """Write every table (default: :func:`tables_for_config`, the user's losses' comparison tables and
+    the searches' selections) as CSV, Markdown and LaTeX into ``results.tables``, then ``results.report``
+    and its HTML twin, from the metrics under ``results.metrics()``; returns the written paths, the two
+    reports last. Runs on whatever metrics exist: missing cells read "not run" beside the published number."""
     # pandas: loaded only when the report is built, so `import contrastlab.report` stays light
     from contrastlab.report.sections import write_report
     from contrastlab.tables.metrics import collect_failures, collect_metrics

@@ -506,12 +506,10 @@ def add_seeds_argvs(plan: list[dict[str, Any]]) -> tuple[list[str], list[list[st
 
 def add_seeds_commands(plan: list[dict[str, Any]], configfile: str = "config.yaml") -> list[str]:
     """Snakemake commands that train and evaluate only the cells of ``plan`` (:func:`seed_plan`) with
-    their new seeds (``--config`` gives each experiment its seed list, ``select`` picks exactly the
-    cells: one command per experiment and backbone), then render all tables and the report from what
-    exists (``tables={partial: true}``; the other cells of those experiments show n=k/N).
-    ``configfile``: the preset's path as shell words (``configfile_words``, shlex-quoted); the rest
-    of each command is built as arguments and quoted once (:func:`shlex.join`). The profile is the
-    workflow's default one (profiles/default, which Snakemake loads when none is named)."""
+    their new seeds (``--config`` seed lists and ``select``, one command per experiment and backbone), then
+    render the tables and report with ``tables={partial: true}``. ``configfile``: the preset's path as
+    shell words; the rest is built as arguments and quoted once (:func:`shlex.join`); the profile is the
+    workflow's default one."""
     if not plan:
         return []
     base, experiments, tails = add_seeds_parts(plan, configfile)

@@ -140,12 +140,10 @@ def bound_of(part: dict[str, Any]) -> tuple[str, str, float]:
 
 
 def figure_parts(claim: dict[str, Any], grid: Grid) -> list[PartResult]:
-    """Every part on every backbone of the claim, read from the CSVs under ``grid``'s results folder
-    (see the module docstring; not run when the config has neither the claim's ``experiment`` nor a
-    top-level block of that name, such as ``oar_synthetic``); ``PartResult.diff`` is the part's value
-    (for ``every``, the row farthest on the wrong side of the bound, else the nearest to it; its label
-    then says how many rows meet the bound), ``seeds`` the rows read; no interval (``half_width`` NaN,
-    ``df`` 0)."""
+    """Every part on every backbone of the claim, read from the CSVs under ``grid``'s results folder (not
+    run when the config has neither the claim's ``experiment`` nor a top-level block of that name).
+    ``diff`` is the part's value (for ``every``, the row farthest on the wrong side of the bound, else the
+    nearest), ``seeds`` the rows read; no interval (``half_width`` NaN, ``df`` 0)."""
     name = str(claim.get("experiment"))
     # the figure is the config's: an experiment of it, or a top-level study block (oar_synthetic)
     configured = grid.experiment(name).has_study

@@ -547,13 +547,10 @@ def power_notes(
 
 
 def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, Any]]:
-    """What ``make add-seeds TARGET=power`` runs: the seeds the plan's claims section says are needed
-    (its "with K more seed runs on N cells" line): every cell of each claim that is not decidable at the
-    configured seeds but is within :data:`MAX_SEEDS` brought to the largest ``seeds_needed`` of those
-    claims that use it (:func:`extra_hours`' rule), as :func:`~contrastlab.report.claims.seed_plan`'s
-    steps (experiment, backbone, methods, seeds, new), one step per (experiment, backbone, seed count).
-    A sweep point's configured name (``@best``: its best rate is not known before the run) selects
-    every point of its sweep."""
+    """What ``make add-seeds TARGET=power`` runs: every cell of each claim not decidable at the
+    configured seeds but within :data:`MAX_SEEDS`, brought to the largest ``seeds_needed`` of the claims
+    that use it, as :func:`~contrastlab.report.claims.seed_plan`'s steps, one per (experiment, backbone,
+    seed count). A sweep point's configured name (``@best``) selects every point of its sweep."""
     target: dict[tuple[str, str, str], int] = {}
     for power in powers:
         if power.decidable or not power.seeds_needed:

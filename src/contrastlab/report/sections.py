@@ -251,19 +251,11 @@ def report_blocks(
     metrics,
     bridge: list[dict[str, str]] | None,
 ) -> list:
-    """The report's document (:mod:`contrastlab.blocks`; links relative to ``base``, the report's
-    folder): one section per paper in the papers' order (Nie 2023, Li 2024, MACL, OAR), each with its
-    claims and their tally (with ``grid``), its tables (the summary row, the grid inline with its verdict
-    markers, and its experiments' ``searches``: experiment -> the search's blocks,
-    :func:`contrastlab.tables.search.write_search_tables`), its figures in the paper's own numbering
-    (``figures``: :func:`contrastlab.figures.catalog.figures`, each from ``figures/<name>.png``) and its
-    deviations from the authors' setups (with ``grid``). Then ``sections`` (blocks: the comparison tables
-    of the user's losses, :mod:`contrastlab.tables.comparison`), the figures of no paper, the precision
-    of every cell (with ``grid``) and, with ``results_dir``, what the jobs cost
-    (:func:`contrastlab.cost.measured.cost_blocks`). Claims are evaluated on ``metrics``. ``grid``: the
-    run's :class:`~contrastlab.config.Grid` (its config's claims, deviations and precision). ``bridge``:
-    the SentEval-MTEB bridge rows (:func:`contrastlab.tables.bridge.bridge_rows`), each paper's under
-    its tables; rows of no paper after the papers."""
+    """The report's document (links relative to ``base``): one section per paper in the papers' order,
+    each with its claims and their tally, its tables (summary row, grid, its experiments' ``searches``
+    blocks and its ``bridge`` rows), its figures in the paper's numbering and its deviations; then
+    ``sections`` (the user's losses' comparison tables), the figures of no paper, the precision of every
+    cell and, with ``results_dir``, what the jobs cost. Claims are evaluated on ``metrics`` in ``grid``."""
     blocks, run_text = _title_blocks(results_dir)
     per_paper: dict[str | None, list] = {}
     guide: list = [*run_text, Paragraph(LAYOUT_TEXT)]
@@ -459,13 +451,10 @@ def _deviation_blocks(grid: Grid, experiments: list[str]) -> list:
 def claims_sections(
     grid: Grid, metrics, base: Path, pages: dict[str, Path], tables: list[assemble.Table]
 ) -> tuple[list, list, dict[str, list]]:
-    """The claims (:mod:`contrastlab.report.claims`) in three pieces: the answer the report opens with
-    (:func:`.answer.answer_blocks`: the toy-number warning first, each paper's main number beside ours
-    (from ``tables``, the assembled paper tables) and its claims counted by verdict, how to add seeds to
-    the undecided claims only), the reading guide of the claims (folded below the answer), and per paper
-    its "Claims" subsection: the tally, then one row per claim with its verdict, the numbers behind it
-    and links to its tables or figures (``pages``: name -> the rendered table's Markdown or the figure's
-    PNG; others are named without a link), each to its place on the page in report.html."""
+    """The claims in three pieces: the answer the report opens with (:func:`.answer.answer_blocks`, from
+    ``tables``), the claims' reading guide (folded below it), and per paper its "Claims" subsection: the
+    tally, then one row per claim with its verdict, its numbers and links to its tables or figures
+    (``pages``: name -> its Markdown or PNG; others are named without a link)."""
     results = evaluate_claims(metrics, grid)
     answer = answer_blocks(results, tables, pages, base, grid)
 

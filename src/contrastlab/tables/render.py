@@ -323,12 +323,10 @@ def _source(table: Table) -> str:
 
 
 def grid_rows(table: Table, *, stand_ins: bool = False) -> tuple[list[str], int, list[list[str]], list[list]]:
-    """The table as in the paper, each paper row followed by ours and the difference (the grid of
-    :func:`to_markdown`): its header, how many label columns open it (the backbone when rows are grouped
-    by it, the method or parameter, the row's role: ``paper``, ``ours``, ``Δ`` or ``config``), its rows'
-    texts and the cell record behind each text (None under a label); ``stand_ins``: each toy backbone
-    labelled with, and beside the published number of, the paper backbone it stands in for
-    (:func:`stand_in_cells`; the report's view, the table's own file keeps the paper's)."""
+    """The table as in the paper, each paper row followed by ours and the difference: its header, how many
+    label columns open it, its rows' texts and the cell record behind each text (None under a label);
+    ``stand_ins``: each toy backbone labelled with, and beside the published number of, the paper backbone
+    it stands in for (:func:`stand_in_cells`)."""
     rows, cols, body = _wide(table, stand_ins)
     has_groups = any(rg for rg, _ in rows)
     heads = [f"{cg} {col}".strip() if table.col_groups_are_backbones else col for cg, col in cols]

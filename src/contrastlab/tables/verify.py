@@ -57,11 +57,9 @@ def _same(a: float | None, b: float | None) -> bool:
 
 
 def verify_transcription(name: str, papers_dir: Path, published: pd.DataFrame | None = None) -> list[str]:
-    """Problems found comparing table ``name``'s transcription with the paper text (empty: all good).
-
-    Every published cell must be matched by exactly one position in the paper's table text.
-    ``published`` replaces the packaged transcription (to test this check itself).
-    """
+    """Problems found comparing table ``name``'s transcription with the paper text (empty: all good):
+    every published cell must match exactly one position in the table's text. ``published`` replaces the
+    packaged transcription (to test this check itself)."""
     spec = get_spec(name)
     meta = load_meta(name)
     tx = meta["transcription"]
