@@ -51,14 +51,10 @@ GOAL = 35
 #: Why a ``figure_values`` claim is not simulated (:func:`claim_structure`): counted apart in the plan.
 FIGURE_READING = "a figure reading: no seed noise to simulate"
 
-#: Seed std σ per metric (score points), the noise a perfect reproduction is drawn with, until measured
-#: pools replace it (the runs' own seeds under results_dir, :func:`measured_noise`). None of the
-#: four papers prints a seed std for these metrics (Nie and Li average three runs, MACL and OAR state no
-#: runs; their ± are for graph tasks outside our scope), so these are the claims audit's stated
-#: assumptions (claims-audit.md §1.2, "illustrative, not measured"): the order of the spread SimCSE-style
-#: runs show across seeds for the STS average (about half a point), half that for the transfer average
-#: (seven logistic-regression probes average out more), a single task twice its average's; CIFAR linear
-#: and kNN accuracy of a fixed recipe 0.2; OAR's FFN accuracy after a short labelled fine-tune 1.0.
+#: Seed std σ per metric (score points) a perfect reproduction is drawn with, until the runs' own pools
+#: replace it (:func:`measured_noise`). None of the papers prints one, so these are stated assumptions,
+#: "illustrative, not measured": about half a point for SimCSE-style STS averages, half that for the
+#: transfer average, a single task twice its average's; CIFAR linear and kNN 0.2; OAR's FFN 1.0.
 NOISE_PRIOR = {
     "sts_avg": 0.5,
     "tr_avg": 0.25,
@@ -368,14 +364,15 @@ def claims_power(
     ``measured``: :func:`measured_noise`, replacing the prior where the runs measured a pool)."""
     from contrastlab.report.claims import all_claims
 
-    out, cache = [], {}
-    for claim in all_claims():
-        s = claim_structure(claim, grid, cache, measured)
-        if isinstance(s, str):
-            out.append(ClaimPower(claim, why_not=s))
-            continue
-        out.append(claim_power(claim, s, replicates))
-    return out
+    cache: dict = {}
+    return [_claim_power(claim, grid, cache, measured, replicates) for claim in all_claims()]
+
+
+def _claim_power(claim, grid, cache, measured, replicates: int = REPLICATES) -> ClaimPower:
+    """:func:`claim_power` of ``claim``'s :func:`claim_structure`, or a :class:`ClaimPower` saying why it
+    has none."""
+    s = claim_structure(claim, grid, cache, measured)
+    return ClaimPower(claim, why_not=s) if isinstance(s, str) else claim_power(claim, s, replicates)
 
 
 def claim_power(claim: dict[str, Any], s: Structure, replicates: int = REPLICATES) -> ClaimPower:
@@ -500,7 +497,7 @@ def _power_rows(every: Sequence[ClaimPower], hours: Mapping[tuple[str, str, str]
 
 
 def power_note(power: ClaimPower, hours: Mapping[tuple[str, str, str], float]) -> str:
-    """The report's note beside a claim the configured seeds cannot decide (issue 44): "undecided at the
+    """The report's note beside a claim the configured seeds cannot decide: "undecided at the
     configured seeds; P(decided) = 0.58 at 3 seeds; needs 7 seeds per cell for ≥ 0.9 = +22.1 GPU-hours",
     or why no such number exists (a trend, figures only)."""
     if power.why_not:
@@ -534,16 +531,12 @@ def power_notes(
         return {}
     measured = measured_noise(metrics, grid)
     hours = seed_hours(jobs or [], grid)
-    out, cache = {}, {}
-    for claim in all_claims():
-        if claim["id"] not in wanted:
-            continue
-        s = claim_structure(claim, grid, cache, measured)
-        if isinstance(s, str):
-            out[claim["id"]] = power_note(ClaimPower(claim, why_not=s), hours)
-            continue
-        out[claim["id"]] = power_note(claim_power(claim, s), hours)
-    return out
+    cache: dict = {}
+    return {
+        claim["id"]: power_note(_claim_power(claim, grid, cache, measured), hours)
+        for claim in all_claims()
+        if claim["id"] in wanted
+    }
 
 
 def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, Any]]:
