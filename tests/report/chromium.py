@@ -1,8 +1,6 @@
-"""A report page measured in headless Chromium (Debian's ``chromium``, which .ci/run installs): the tests'
-window onto what a reader's browser lays out, through Chromium's own command line (no driver library).
-
-:func:`measure` loads a copy of the page with a script at its end that measures the laid-out page and
-writes the numbers into the DOM as JSON; ``--dump-dom`` hands that DOM back."""
+"""A report page measured in headless Chromium through its command line: :func:`measure` loads a copy
+with a script that writes the laid-out page's numbers into the DOM as JSON, and ``--dump-dom`` hands
+them back."""
 
 from __future__ import annotations
 

@@ -544,10 +544,9 @@ def test_nies_overfitting_claim_reads_the_dev_uniformity_rebound_of_each_run(tmp
 
 
 def test_add_seeds_on_a_stand_in_with_seeds_that_do_not_start_at_42():
-    """Issue 76 item 4, by hand: MACL's STS.Avg claim on tiny-bert standing in for BERT-base, one seed
-    (45) of each cell: no noise estimate, so the plan aims at MIN_SEEDS = 3 seeds per cell, the 2 after
-    45 (46, 47), on tiny-bert (the preset's backbone, not the paper's) and for the claim's two methods.
-    The printed command, its preset's path holding a space and a quote, selects exactly those 4 cells."""
+    """MACL's STS.Avg claim on tiny-bert, one seed (45) per cell: no noise estimate, so the plan adds 46 and
+    47 (MIN_SEEDS = 3) to the claim's two methods on tiny-bert; the printed command, its preset's path
+    holding a space and a quote, selects exactly those 4 cells."""
     import copy
     import shlex
 

@@ -1,6 +1,5 @@
-"""Two runs side by side (issue 86 item 3, ``make compare``; contrastlab.report.compare): on small
-results folders written here, differences the seeds explain are called within noise, and the cells of a
-mutated loss are flagged; the claims' verdicts sit side by side."""
+"""Two runs side by side (``make compare``; contrastlab.report.compare): differences the seeds explain
+are within noise, a mutated loss's cells are flagged, the claims' verdicts sit side by side."""
 
 from __future__ import annotations
 
@@ -155,9 +154,8 @@ def demo_run(root, run: str, shift: float = 0.0):
 
 
 def test_the_two_demos_differ_within_noise_and_in_the_searches_choices(tmp_path):
-    """The demo against the demo with seeds [43]: every difference within noise over the 299 cells
-    tested (Bonferroni), the 38 cells of the two searched losses a different setting with both choices
-    named (the only four flagged before searched cells were told apart)."""
+    """The demo against the demo with seeds [43]: every difference within noise over the 299 cells tested,
+    the 38 cells of the two searched losses a different setting with both choices named."""
     report = compare_runs(demo_run(tmp_path / "a", "demo"), demo_run(tmp_path / "b", "demo43")).read_text()
     assert (
         "397 table cells: 345 within noise, 0 differs, 38 different setting, 14 no noise estimate, "

@@ -277,11 +277,8 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
 
 @pytest.fixture(scope="module")
 def demo_report(tmp_path_factory):
-    """The demo preset's report.md with two cells trained on one seed, Nie's tiny-bert L_cl and L_mpt
-    (their claims undecided: the first screen carries the add-seeds lines; every paper's claims, tables,
-    figures and deviations; the grids wide and mostly "not configured"), a SentEval-MTEB bridge row of a
-    Nie checkpoint, a real PNG at every figure's place and a command line wider than any window; and its
-    report.html."""
+    """The demo's report.md and report.html with Nie's tiny-bert L_cl and L_mpt trained on one seed (their
+    claims undecided), a bridge row, a real PNG at every figure's place and a very wide command line."""
     import pandas as pd
 
     from contrastlab import config as cl_config
@@ -329,9 +326,8 @@ def _ids(page: str) -> list[str]:
 
 
 def test_every_heading_has_a_stable_id_and_the_contents_list_links_each(demo_report):
-    """Headings are linked by names that do not move: a paper's key, a paper table's registry name, a
-    figure's name, else the section's id and the heading's words. The contents list links every
-    heading of levels 2-4, each to an id on the page."""
+    """Headings have ids that do not move (a paper's key, a table's registry name, a figure's name, else the
+    section's id and the words), and the contents list links every heading of levels 2-4."""
     import re
 
     page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
@@ -406,9 +402,8 @@ GRID = """| Backbone | Method |  | STS12 | STS.Avg |
 
 
 def test_rows_the_preset_does_not_configure_fold_into_one_line(tmp_path):
-    """Only the methods whose every cell of ours reads "not configured" fold (a "not run" cell keeps
-    BERT-base MPT); the line says how many rows and which, across the whole table; the methods left
-    open with a rule; report.md and the table files are not touched (the page is rendered from them)."""
+    """Only methods whose every cell of ours is "not configured" fold, into one line naming them; the
+    methods left open with a rule; report.md and the table files are not touched."""
     import re
 
     page = render_html([_grid(GRID)], tmp_path)
@@ -448,10 +443,8 @@ STAND_IN_GRID = """| Method |  | BERT-base STS.Avg | BERT-base TR.Avg | tiny-ber
 
 
 def test_columns_the_preset_does_not_configure_fold_like_rows(tmp_path):
-    """Issue 65: after the unconfigured methods fold, a value column whose every cell of ours (in the
-    methods left) reads "not configured" or a dash folds too (BERT-base STS.Avg: the paper's number stands
-    in the stand-in's column); one "not run" keeps a column (BERT-base TR.Avg). The folded lines name
-    what they fold and span the columns left."""
+    """After the methods, a value column whose every cell of ours left is "not configured" or a dash folds
+    too; one "not run" keeps it. The folded lines name what they fold and span the columns left."""
     import re
 
     page = render_html([_grid(STAND_IN_GRID)], tmp_path)
@@ -519,9 +512,8 @@ def test_every_see_link_of_the_demos_claims_opens_its_place_on_the_page(demo_rep
 
 
 def test_the_demos_report_keeps_at_most_20_not_configured_cells(demo_report):
-    """Issue 65's target: with the unconfigured rows and columns folded, the demo's report.html shows at
-    most 20 "not configured" cells (survey 7 counted 100): Nie Table 1's MiniLM L_mpt rows (ours, and
-    ours searched: 2 × 3) and Nie Table 2's MiniLM L_mpt settings (3)."""
+    """With rows and columns folded, the demo's report.html shows at most 20 "not configured" cells: Nie
+    Table 1's MiniLM L_mpt rows (2 × 3) and Nie Table 2's MiniLM L_mpt settings (3)."""
     import re
 
     page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
@@ -565,9 +557,8 @@ def test_wide_content_scrolls_in_its_own_box_and_print_keeps_tables_whole(tmp_pa
 
 @needs_chromium
 def test_chromium_at_1400_px_finds_every_anchor_and_nothing_wider_than_the_window(demo_report):
-    """Issue 56 acceptance: in headless Chromium 1400 px wide, the contents list exists and each of its
-    links names an element on the page, every heading has an id, and no table, scroll box or code block
-    reaches past the window: the page is never wider than 1400 px, wide tables scroll in their box."""
+    """In Chromium 1400 px wide, every contents link names an element, every heading has an id, and nothing
+    reaches past the window: wide tables scroll in their box."""
     found = chromium.measure(demo_report.with_suffix(".html"), width=1400)
     assert found["inner_width"] == 1400  # the window; the viewport is that less the scroll bar
     assert len(found["links"]) > 40 and found["unresolved"] == []
@@ -584,11 +575,9 @@ def test_chromium_at_1400_px_finds_every_anchor_and_nothing_wider_than_the_windo
 
 @needs_chromium
 def test_chromium_shows_the_first_screen_and_the_grids_as_issue_65_asks(demo_report):
-    """Issue 65 item 1, laid out in headless Chromium (1400 px): on the first screen the toy warning comes
-    before the first count, one main number per paper beside ours; the grids fold their unconfigured
-    columns too (9 "not configured" cells left, target at most 20); every claim's "see" link opens its
-    place on the page; each verdict is one line, its reasoning folded; the add-seeds lines show whole
-    (nothing past their box's edge); a half-scrolled grid's labels end in a rule of their own."""
+    """In Chromium (1400 px): the toy warning before the first count, one main number per paper; 9 "not
+    configured" cells left; every "see" link opens its place; each verdict one line, its reasoning folded;
+    the add-seeds lines whole; a half-scrolled grid's labels end in a rule."""
     found = chromium.measure(demo_report.with_suffix(".html"), width=1400)
     assert found["toy_top"] < found["first_tally_top"] < found["window_height"]
     assert found["headline_rows"] == 5 and found["headline_bottom"] < found["window_height"]  # 4 papers, all
@@ -605,10 +594,8 @@ def test_chromium_shows_the_first_screen_and_the_grids_as_issue_65_asks(demo_rep
 
 @needs_chromium
 def test_chromium_at_1024_by_768_shows_the_headline_and_the_tallies_above_the_fold(demo_report):
-    """Issue 78 item 3: in a 1024 × 768 window the first screen holds the toy warning, then the table of
-    each paper's main number beside ours and its claims counted by verdict, one column per verdict, down to
-    its last row (all papers' counts) and none of its columns scrolled out of its box, and the key to its
-    marks (Δ's ?, the stand-in's †) starting right below it."""
+    """In a 1024 × 768 window the first screen holds the toy warning, the main numbers' table down to its
+    last row with no column scrolled out, and the key to its marks right below it."""
     found = chromium.measure(demo_report.with_suffix(".html"), width=1024, height=768)
     assert found["inner_width"] == 1024 and found["window_height"] <= 768
     assert found["tally_columns"] == ["reproduced", "not", "unsupported", "undecided", "not run"]

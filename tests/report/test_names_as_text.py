@@ -1,6 +1,5 @@
-"""Text is text (reliability 9, H3): a name from a config, a file name or a metrics file is shown as it
-reads by every renderer (report.html, report.md, a model card, a figure's label), never read as HTML,
-Markdown or mathtext; the project's own Markdown keeps working beside it."""
+"""Text is text: a name from a config, a file name or a metrics file is shown as it reads by every
+renderer (report.html, report.md, a model card, a figure's label); the project's own Markdown works."""
 
 from __future__ import annotations
 

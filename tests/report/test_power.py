@@ -133,10 +133,8 @@ def test_the_report_notes_what_a_perfect_reproduction_would_need(full_power):
 
 
 def test_add_seeds_targets_the_power_on_a_small_config():
-    """``make add-seeds TARGET=power`` (scripts/add_seeds.py --target power), dry: on config.yaml cut
-    to MACL's sentence experiment, the one claim a perfect reproduction decides with more seeds within
-    10 per cell, macl-tr-avg-roberta (P ≈ 0.7 at 3 seeds, 4 needed), gets exactly its cells' new seed;
-    the claims beyond 10 seeds get none."""
+    """``make add-seeds TARGET=power``, dry, on MACL's sentence experiment: the one claim more seeds decide
+    within 10 per cell, macl-tr-avg-roberta (4 needed), gets exactly its cells' new seed; the others none."""
     from contrastlab.report.claims import add_seeds_commands
     from tests.report.test_claims import FOURTH_SEED_CELLS, ROBERTA_FOURTH_SEED, cells_of_command
 

@@ -1,6 +1,5 @@
 """report.md's sections (contrastlab.report.sections): one meaning per word in the tables' summary, and
-the report laid out per paper, in the papers' order, each with its claims, tables, figures (in the
-paper's numbering) and deviations."""
+the report laid out per paper, in the papers' order."""
 
 from __future__ import annotations
 
@@ -23,9 +22,8 @@ def _frame(rows) -> pd.DataFrame:
 
 
 def test_summary_counts_delta_cells_and_verdicts_under_different_words():
-    """The demo's case: a toy backbone (MiniLM standing in for RoBERTa-base) has verdicts against the
-    stand-in's published numbers but no Δ (the paper has no MiniLM number). The summary says "verdicts"
-    for the first and "Δ cells" for the second, and never "compared" for either."""
+    """A toy backbone has verdicts against its stand-in's numbers but no Δ: the summary says "verdicts" for
+    the first, "Δ cells" for the second, never "compared"."""
     config = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
     config["tables"]["verdict_stand_ins"] = {"nie2023": {"minilm": "roberta-base"}}
     metrics = _frame(
@@ -110,10 +108,8 @@ def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest
 
 
 def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path):
-    """Issue 78 item 3: the report's "Inputs" names the code and environment that made the numbers, from
-    each training job's own record (the last ``start`` of its train_log.jsonl: a resumed job counts once,
-    as it last started): the commit and whether its tree had uncommitted changes, the contrastlab, torch
-    and transformers versions, the device; jobs alike share a row, counted per experiment."""
+    """The "Inputs" name each training job's commit (and uncommitted changes), versions and device from its
+    last ``start`` record; jobs alike share a row, counted per experiment."""
     from contrastlab.blocks import to_markdown
     from contrastlab.report.inputs import environment_rows, input_blocks
 
@@ -170,9 +166,8 @@ def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path
 
 
 def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
-    """Issue 44: the claims counted by verdict before anything else (issue 78: columns of the first
-    screen's table), what would decide the undecided claims below them, and the how-to-read text folded
-    below (one <details> block)."""
+    """The claims counted by verdict first, what would decide the undecided ones below, the how-to-read
+    text folded below (one <details> block)."""
     from contrastlab.blocks import cell_text
     from contrastlab.report.answer import heading, short_title, tally_cells, undecided_text
     from contrastlab.report.claims import ClaimResult
@@ -206,9 +201,8 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
 
 
 def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(tmp_path):
-    """Issue 65: in the report's grids a toy backbone's column names the paper backbone it stands in for
-    and shows that backbone's published number on its paper row, the number its Δ (†) is against; the
-    table's own files keep the paper's view (n/a), and its CSV is untouched by the report's view."""
+    """A toy backbone's grid column names the paper backbone it stands in for and shows its published number,
+    the one its Δ (†) is against; the table's own files keep n/a."""
     from contrastlab.report import build_report
 
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")

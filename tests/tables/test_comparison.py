@@ -45,9 +45,8 @@ def test_no_user_loss_no_comparison_table():
 
 
 def test_a_built_in_loss_no_paper_table_lists_gets_a_comparison_table():
-    """Issue 82 item 3: every configured method reaches a table. ArcCon added to Nie's experiment is in
-    none of Nie's tables (Li's tables list it, under Li's protocol): Nie's protocol gets a comparison table
-    with it beside Nie's losses; the demo's own methods are all in their papers' tables or figures."""
+    """Every configured method reaches a table: ArcCon in Nie's experiment gets a comparison table beside
+    Nie's losses; the demo's methods are all in their papers' tables or figures."""
     config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     config["experiments"]["nie2023"]["methods"]["arccon"] = {"loss": "arccon", "hp": {"tau": 0.05}}
     grid = Grid(cl_config.validate(config))

@@ -1,8 +1,6 @@
-"""Every ``.tex`` the pipeline writes compiles with plain ``pdflatex`` and the packages its header names, and
-fits the page (issue 82 item 4); names from a config are shown in it as written, never run (issue 83
-item 1). The finished demo is the suite's own: tests/report/golden/demo-results.tar.gz, what a
-``make demo`` left that the report reads (tests/report/test_golden.py), rendered into a temporary
-folder, never the checkout's results/. CI installs TeX from Debian's packages (.ci/run)."""
+"""Every ``.tex`` the pipeline writes compiles with plain ``pdflatex`` and the packages its header names,
+fits the page, and shows names from a config as written. The demo is tests/report/golden's, rendered
+into a temporary folder."""
 
 from __future__ import annotations
 
@@ -75,9 +73,8 @@ def demo_tables(tmp_path_factory) -> Path:
 
 
 def test_latex_compiles(demo_tables, tmp_path):
-    """The demo's 13 tables: its paper tables (captions with ν, ±, ≈, ▲, ▼, †, ‡) and its two searches'
-    (their "published − winner" header), where 9 of 13 once stopped pdflatex and the other 4 stuck out
-    of the page by 84-408 pt."""
+    """The demo's 13 tables (captions with ν, ±, ≈, ▲, ▼, †, ‡, and the searches' headers) compile and
+    fit the page."""
     tex = sorted(demo_tables.glob("*.tex"))
     assert len(tex) == 13 and {p.stem for p in tex} >= {"search_nie2023", "search_li2024", "nie2023_table1"}
     text = "".join(p.read_text() for p in tex)
@@ -99,9 +96,8 @@ def test_every_paper_tables_tex_compiles_and_fits(tmp_path):
 
 
 def test_a_config_name_holding_latex_is_shown_as_written_and_compiles(tmp_path, monkeypatch):
-    """Issue 83 item 1: a backbone alias and a user loss's method name holding ``\\input{...}``, ``$``,
-    ``&``, ``%``, ``#`` (and HTML) reach the paper table and the comparison table escaped: the .tex
-    compiles, never reads the file named, and prints the name as written."""
+    """A backbone alias and a method name holding ``\\input{...}``, ``$``, ``&``, ``%``, ``#`` reach the .tex
+    escaped: it compiles, never reads the file named, and prints the name as written."""
     monkeypatch.chdir(REPO_ROOT)  # the user loss's file, as the config names it
     config = make_config()
     config["backbones"][NASTY] = {"random": {}}
