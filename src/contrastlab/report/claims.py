@@ -105,9 +105,8 @@ def check_margin(claim: dict[str, Any], source: str) -> None:
 @functools.cache
 def load_claims(paper: str) -> dict[str, Any]:
     """The claim file ``claims/<paper>.yaml`` (keys ``paper``, ``file``, ``claims``; optionally
-    ``not_regenerated``: the paper's headline results the pipeline does not regenerate, and ``headline``:
-    the paper's main number, a cell ``{table, method, task, backbone}`` of one of its tables, which the
-    report's first screen shows beside ours), validated."""
+    ``not_regenerated`` and ``headline``, the paper's main number ``{table, method, task, backbone}``),
+    validated."""
     path = CLAIMS_DIR / f"{paper}.yaml"
     if not path.exists():
         raise ValueError(f"no claim file for paper {paper!r}; valid: {', '.join(PAPERS)}")
@@ -337,9 +336,8 @@ def _coefficient(c: float) -> str:
 
 def verdict_parts(result: ClaimResult) -> tuple[str, str, str]:
     """The verdict as (its word, the share of parts run when some have not, the reasoning after them): the
-    seeds that would decide it; for a claim whose sentence the paper's own tables do not support (its
-    ``paper_tables``), that reason; such a claim that reads "not reproduced" opens with
-    :data:`PAPER_UNSUPPORTED` (its own badge and count), the verdict and the share of parts run after it."""
+    seeds that would decide it, or a ``paper_tables`` claim's reason; such a claim reading "not reproduced"
+    opens with :data:`PAPER_UNSUPPORTED`."""
     word, tail = result.verdict, ""
     if result.kind == PAPER_UNSUPPORTED:
         word, tail = PAPER_UNSUPPORTED, f": {result.verdict}, as on the paper's own tables"

@@ -96,10 +96,8 @@ def _setting(values: dict) -> str:
 def cell_table(
     a: pd.DataFrame, b: pd.DataFrame, level: float = LEVEL, choices: tuple[dict, dict] = ({}, {})
 ) -> pd.DataFrame:
-    """Per table cell of the scores ``a`` and ``b`` (:data:`~.scores.SCORE_COLUMNS`): mean_a, mean_b,
-    n_a, n_b, diff (B − A), half_width, noise (how it was estimated), setting (the searched cells'
-    choices where they differ) and verdict (module docstring); ``choices``: each run's
-    :func:`search_choices`."""
+    """Per table cell of the scores ``a`` and ``b``: mean_a, mean_b, n_a, n_b, diff (B − A), half_width,
+    noise (how it was estimated), setting (differing search choices, from ``choices``) and verdict."""
     frames = []
     for frame, tag in ((a, "a"), (b, "b")):
         scores = frame.dropna(subset=["score"])

@@ -180,10 +180,9 @@ def _measured(
 
 @dataclass
 class _Noise:
-    """Where a measured part's noise comes from (the module docstring): the seed-blocked pool of each
-    (backbone, task, stratum), computed once from ``values`` and shared by every part that uses it; the
-    cells' pooled seed noise (``pools``, :func:`~contrastlab.tables.verdicts.noise_pools`); the pools of
-    the parts paired on their own contrasts (``own``, :func:`_own_pools`)."""
+    """Where a measured part's noise comes from: the seed-blocked pool of each (backbone, task, stratum),
+    computed once from ``values`` and shared by the parts that use it; the cells' pooled seed noise
+    (``pools``); the pools of the parts paired on their own contrasts (``own``)."""
 
     values: dict
     pools: pd.DataFrame

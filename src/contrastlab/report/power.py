@@ -86,10 +86,8 @@ def claim_structure(
     cache: dict | None = None,
     measured: Mapping[tuple[str, str, str, str], float] | None = None,
 ) -> Structure | str:
-    """The claim's :class:`Structure` under ``grid``'s config (``cache``: the control's frames and
-    grid per experiment, shared between claims; ``measured``: σ of the pools measured so far,
-    :func:`measured_noise`, which replace the prior), or why it has none (a text): a claim on figures
-    only, an experiment not in the config, a trend, or a metric without a prior."""
+    """The claim's :class:`Structure` under ``grid``'s config, or why it has none (a text). ``cache``: the
+    control's frames per experiment, shared between claims; ``measured``: pools' σ that replace the prior."""
     name = claim["experiment"]
     experiment = grid.every_experiment.get(name)
     why_not = _not_simulated(claim, experiment)
@@ -170,10 +168,9 @@ def _not_simulated(claim: dict[str, Any], experiment: dict | None) -> str:
 
 @dataclass
 class _PartRows:
-    """A claim's run parts as the simulation's rows: its noisy cells (ours backbone, method, task) and
-    their means, each part's coefficients over them ({cell index: c}), its deterministic terms' Σ c μ and
-    whether it has one, how it is paired and its (terms, task, ours backbone) for the own pools, and the
-    count of parts decided without noise (terms that cancel)."""
+    """A claim's run parts as the simulation's rows: its noisy cells and their means, each part's
+    coefficients ({cell index: c}), deterministic terms' Σ c μ and whether it has one, its pairing and
+    (terms, task, ours backbone), and the count of parts decided without noise."""
 
     cells: list[tuple[str, str, str]] = field(default_factory=list)
     mu: list[float] = field(default_factory=list)

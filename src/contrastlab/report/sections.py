@@ -66,10 +66,9 @@ CHANCE_KEY = "above/below by chance"
 
 
 def summarize(table: assemble.Table) -> dict[str, str]:
-    """Counts and mean/max |Δ| of one table, as display strings. Each word has one meaning: "Δ cells"
-    (the note) are run cells with a published number for their own backbone, over which mean/max abs Δ
-    are taken; "verdicts" are run cells with a seed-noise verdict, which includes a toy backbone judged
-    against the number of the paper backbone it stands in for (it has a verdict but no Δ)."""
+    """Counts and mean/max |Δ| of one table, as display strings: "Δ cells" (the note) are run cells with a
+    published number for their own backbone; "verdicts" are run cells with a seed-noise verdict, a toy
+    backbone judged against its stand-in's number included."""
     c = table.cells
     counts = c["status"].value_counts()
     if table.spec.kind == "hparams":
@@ -382,10 +381,8 @@ TABLES_TEXT = (
 
 
 def grid_block(table: assemble.Table) -> Table:
-    """A paper table's grid as the report shows it (:func:`contrastlab.tables.render.grid_rows` with the
-    toy backbones labelled with the paper backbone they stand in for, beside its published number): its
-    cells of ours outside the config's grid of kind ``not-configured``, each Δ with its seed-noise marker
-    (:func:`~.answer.marked`)."""
+    """A paper table's grid as the report shows it (:func:`contrastlab.tables.render.grid_rows` with its
+    stand-ins): cells outside the config's grid of kind ``not-configured``, each Δ with its marker."""
     header, labels, texts, records = grid_rows(table, stand_ins=True)
     rows = []
     for row, recs in zip(texts, records, strict=True):

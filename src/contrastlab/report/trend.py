@@ -101,10 +101,9 @@ def x_of(value: float, scale: str) -> float:
 def phase_fit(
     runs: dict[str, list[float]], xs: dict[str, float], spans: list[tuple[float, float]]
 ) -> tuple[float, int, dict[int, tuple[float, float, float]]]:
-    """One method's sweep fitted by one least-squares line per phase (module docstring): the residual
-    SS, its ν, and per phase index (slope, S_xx of its runs, S_xx of its distinct points) for the phases
-    with ≥ 2 distinct points. ``runs``: point -> scores; ``xs``: point -> x; ``spans``: the phases'
-    [lo, hi] on the x scale."""
+    """One method's sweep fitted by one least-squares line per phase: the residual SS, its ν, and per phase
+    with ≥ 2 distinct points (slope, S_xx of its runs, S_xx of its points). ``runs``: point -> scores;
+    ``xs``: point -> x; ``spans``: the phases' [lo, hi] on the x scale."""
     ss, df, fits = 0.0, 0, {}
     for k, (lo, hi) in enumerate(spans):
         points = [n for n, x in xs.items() if lo - 1e-9 <= x <= hi + 1e-9 and runs.get(n)]

@@ -200,10 +200,9 @@ def to_csv(table: Table) -> str:
 
 # ----------------------------------------------------------------------------- wide layout
 def stand_in_cells(table: Table) -> pd.DataFrame:
-    """``table.cells`` with each toy backbone shown as the report shows it (:attr:`Table.stand_ins`):
-    labelled with the paper backbone it stands in for ("tiny-bert, for BERT-base"), and where the paper
-    gives that backbone a number, with that number (and its printed improvement) as its published one, so
-    that its Δ (ours − the number it stands in for, †) reads as what it is. The CSV keeps "n/a"."""
+    """``table.cells`` with each toy backbone labelled with the paper backbone it stands in for ("tiny-bert,
+    for BERT-base") and, where the paper has it, that backbone's number as its published one, so its Δ (†)
+    reads as what it is. The CSV keeps "n/a"."""
     c = table.cells
     # only where the table has the backbone stood in for (MACL's RoBERTa Table 3 names no BERT-base)
     stand_ins = {toy: paper for toy, paper in table.stand_ins.items() if (c["backbone"] == paper).any()}

@@ -253,9 +253,7 @@ def write_search_tables(
     metrics=None,
 ) -> tuple[list[Path], dict[str, list]]:
     """Write ``<name>.csv/.md/.tex`` for each search table in ``names``; returns the paths and, per
-    experiment, the report's blocks (its table inline, each verdict of its kind, the selection metric,
-    the noise, the off-grid values, where the heatmap is). ``metrics``: the collected metrics (the dev
-    noise)."""
+    experiment, the report's blocks. ``metrics``: the collected metrics (the dev noise)."""
     import pandas as pd
 
     out_dir = Path(out_dir)

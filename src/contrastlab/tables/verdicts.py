@@ -80,10 +80,9 @@ def seed_noise_verdict(
 
 
 def cell_stratum(grid: Grid | None, experiment: str, backbone: str, method: str) -> str:
-    """The training protocol and precision of a cell, ``"<protocol>/<precision>"`` (its settings in
-    ``grid``; a search point ``<method>~...`` as its method): cells of one pool share it. ``""``
-    without a grid or for a cell the grid cannot resolve (the Pretrained rows, a method no longer
-    configured): such cells pool together, as before pools were split."""
+    """The training protocol and precision of a cell, ``"<protocol>/<precision>"`` (a search point as its
+    method): cells of one pool share it. ``""`` without a grid or for a cell the grid cannot resolve (the
+    Pretrained rows), which pool together."""
     if grid is None or experiment not in grid.every_experiment:
         return ""
     try:
@@ -194,10 +193,9 @@ def add_verdicts(
     experiment: str,
     seeds: list[int] | None,
 ) -> pd.DataFrame:
-    """``cells`` (an assembled score table) with :data:`VERDICT_COLUMNS` added: the pooled noise of the
-    cell's (backbone, task), the runs behind the published number, the interval's half-width and the
-    verdict. A toy backbone with a stand-in (:attr:`Experiment.stand_ins`) is compared with the stand-in's
-    published number (``compared_with`` names it); otherwise cells without a published number say so."""
+    """``cells`` with :data:`VERDICT_COLUMNS` added: the pooled noise, the runs behind the published number,
+    the half-width and the verdict. A toy backbone with a stand-in is compared with the stand-in's number
+    (``compared_with`` names it); other cells without a published number say so."""
     out = cells.copy()
     pools = noise_pools(metrics, experiment, seeds, grid)
     out["stratum"] = [
