@@ -1,9 +1,6 @@
-"""One document model on the ground floor (issue 85 item 1): every page is built as blocks
-(:mod:`contrastlab.blocks`) and rendered once, so nothing reaches the report as Markdown to be parsed
-back. Four counts hold it, each read from the library's source: Markdown parsed back into blocks in
-``report/``, importers of a second Markdown-table writer, modules of ``cost/`` importing ``tables/`` (the
-paper facts come from :mod:`contrastlab.papers`), and maps in ``report/`` from a verdict's word back to
-its badge kind (a verdict is a :class:`~contrastlab.blocks.Verdict` of its kind where it is decided)."""
+"""One document model on the ground floor: every page is built as blocks and rendered once. Four counts
+read from the library's source hold it: Markdown parsed back into blocks in ``report/``, importers of a
+second Markdown-table writer, ``cost/`` modules importing ``tables/``, word-to-kind maps in ``report/``."""
 
 from __future__ import annotations
 

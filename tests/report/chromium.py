@@ -145,11 +145,8 @@ def screenshot(
     page: Path, out: Path, width: int = 1400, height: int = 900, anchor: str = "", sideways: bool = False
 ) -> Path:
     """A PNG of the window's first screen of ``page``, or of the screen a link to ``#anchor`` opens
-    (``sideways``: with every table's box scrolled to its right end).
-
-    For an anchor, the copy shot scrolls its body column (not the window: headless Chromium paints a
-    scrolled window blank) to put the anchor at the top, as following the link does; the contents list
-    stays where it is either way (it does not scroll with the page)."""
+    (``sideways``: every table's box scrolled to its right end). It scrolls the body column, not the window,
+    which headless Chromium paints blank when scrolled."""
     scroll = (
         "<style>html, body { height: 100%; overflow: hidden; } .page { height: 100vh; }"
         " main { height: 100vh; overflow-y: auto; }</style>\n<script>(() => {"

@@ -133,10 +133,9 @@ DEMO_WINNERS = {
 
 
 def demo_run(root, run: str, shift: float = 0.0):
-    """A results folder with the scores of ``make demo`` (run "demo", seed 42) or of the same demo with
-    seeds [43] (run "demo43"), as their tables jobs wrote them (tests/report/data/demo-scores.csv.gz: both
-    runs' scores.csv, score columns only), their searches' winners and one claim; ``shift``: points added
-    to every score (not the uniformity diagnostic) of nie2023's L_mpt on tiny-bert, a mutated loss."""
+    """A results folder with the scores of ``make demo`` ("demo", seed 42) or with seeds [43] ("demo43"),
+    from tests/report/data/demo-scores.csv.gz, their searches' winners and one claim; ``shift``: points
+    added to every score of nie2023's L_mpt on tiny-bert, a mutated loss."""
     frame = pd.read_csv(DEMO_SCORES)
     frame = frame[frame.run == run].drop(columns="run")
     mutated = (frame.experiment == "nie2023") & (frame.backbone == "tiny-bert") & (frame.method == "mpt")

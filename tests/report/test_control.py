@@ -249,11 +249,9 @@ def allowed(draws: int, rate: float = ALPHA) -> int:
 
 @pytest.mark.parametrize("claim_id", CHECKABLE)
 def test_a_noisy_perfect_reproduction_rarely_reads_the_wrong_verdict(claim_id):
-    """At the papers' numbers with seed noise, config.yaml's seeds: a claim the paper's tables support
-    reads "not reproduced" at most at rate α (Holm's family-wise bound); one they fail (paper_tables)
-    reads "reproduced" at most at α (its failing part must clear its own one-sided test). And the
-    plan's power (simulation.simulate, the same rule on arrays) agrees with evaluate_claim's share of the
-    expected verdict within Monte-Carlo error."""
+    """At the papers' numbers with seed noise, a supported claim reads "not reproduced", and a
+    ``paper_tables`` one "reproduced", at most at rate α; the plan's simulation agrees with evaluate_claim's
+    share of the expected verdict within Monte-Carlo error."""
     verdicts = noisy_verdicts(claim_id, NOISY_DRAWS)
     claim = RESULTS[claim_id].claim
     wrong = REPRODUCED if claim.get("paper_tables") else NOT_REPRODUCED

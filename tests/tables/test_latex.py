@@ -132,10 +132,9 @@ def test_the_escaper_prints_each_character_as_written():
 
 
 def test_a_wide_table_is_shrunk_to_the_line_the_widest_turned_onto_the_page_and_a_narrow_one_kept(tmp_path):
-    """The tabular is shrunk to the line where wider and kept where narrower; one wider than
-    :data:`LANDSCAPE_LINES` lines turns a quarter (with its caption) and is shrunk to 0.9 of the page's
-    height; the column groups are ruled below. Measured by TeX: each float typeset in a box of its own
-    (the float made a plain group), its tabular's natural and fitted widths and the whole's extent."""
+    """A wider tabular is shrunk to the line, a narrower one kept; one wider than :data:`LANDSCAPE_LINES`
+    lines turns a quarter with its caption, shrunk to 0.9 of the page's height. Measured by TeX, each float
+    in a box of its own."""
     head = [["", Span("group", 2)], ["a", "b", "c"]]
     tables = {name: "w" * n for name, n in (("narrow", 10), ("wide", 80), ("widest", 400))}
     for name, first in tables.items():

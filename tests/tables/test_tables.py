@@ -1,8 +1,5 @@
-"""contrastlab.tables: every table from synthetic metrics files, compared with committed expected CSVs.
-
-Regenerate the expected files after an intended change with
-``CONTRASTLAB_REGEN_EXPECTED=1 pytest tests/tables`` and review the diff.
-"""
+"""contrastlab.tables: every table from synthetic metrics files, compared with committed expected CSVs
+(``CONTRASTLAB_REGEN_EXPECTED=1 pytest tests/tables`` regenerates them after an intended change)."""
 
 from __future__ import annotations
 
@@ -68,9 +65,8 @@ def test_each_table_is_written_as_csv_md_and_tex_and_the_report_comes_last(built
 
 
 def test_scores_csv_holds_every_collected_score_typed(built):
-    """Issue 86 item 3: tables/scores.csv is collect_metrics' frame, written: one row per cell, seed and
-    task, its score a float and its seed a number, with the cell's protocol and precision from the config
-    and no training commit where no trainer left a log (the synthetic metrics have none)."""
+    """tables/scores.csv is collect_metrics' frame, typed, with each cell's protocol and precision from the
+    config and no training commit where no trainer left a log."""
     root, _ = built
     scores = pd.read_csv(root / "tables" / "scores.csv")
     metrics = collect_metrics(root / "metrics")
