@@ -29,9 +29,8 @@ def short_label(text: str) -> str:
 
 def assign_ids(blocks: list) -> dict[int, str]:
     """``id(heading) -> its id`` for every :class:`Heading` and :class:`Figure` of ``blocks`` (folds
-    included), in document order: its own ``id`` where it has one, else the slug of its label, after the
-    id of the heading above it for a heading below level 2 (``nie2023-claims``); a repeat gets ``-2``,
-    ``-3``."""
+    included), in document order: its own ``id`` where it has one, else the slug of its label, after the id of
+    the heading above it for a heading below level 2 (``nie2023-claims``); a repeat gets ``-2``, ``-3``."""
     ids: dict[int, str] = {}
     used: set[str] = set()
     parents: dict[int, str] = {}  # level -> id of the last heading at that level

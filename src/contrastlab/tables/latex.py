@@ -1,13 +1,10 @@
 """LaTeX for every ``.tex`` the pipeline writes: the one escaper and the one table float.
 
-:func:`latex_table` renders a table given as plain text (header rows, body rows, caption): every cell and
-the caption pass through :func:`latex_escape` here, so a producer never writes LaTeX of its own and a
-name from a config (a backbone alias, a user loss) is shown as written, never run (``\\input{...}``,
-``$``, ``&``, ``%``, ``#``). The tabular is shrunk to the line where it is wider (graphicx's
-``\\resizebox``), turned onto the page's height first where it is much wider (``\\rotatebox``), and the
-whole float shrunk to the page where it is taller, so every table fits the page it is put on; the file's
-first lines name the packages it needs (booktabs, graphicx), which ``pdflatex`` has from Debian's
-``texlive-latex-base`` and ``texlive-latex-recommended``.
+:func:`latex_table` renders a table given as plain text: every cell and the caption pass through
+:func:`latex_escape`, so a producer never writes LaTeX of its own and a name from a config is shown as
+written, never run (``\\input{...}``, ``$``, ``&``, ``%``, ``#``). Every table fits the page it is put
+on; the file's first lines name the packages it needs (booktabs, graphicx, in Debian's
+``texlive-latex-base`` and ``texlive-latex-recommended``).
 
 >>> latex_escape(r"\\input{/etc/passwd} $x$ & 50% #1 ν±0.5")
 '\\\\textbackslash{}input\\\\{/etc/passwd\\\\} \\\\$x\\\\$ \\\\& 50\\\\% \\\\#1 $\\\\nu$$\\\\pm$0.5'
