@@ -102,6 +102,7 @@ def claim(claim_id: str) -> dict:
 
 
 MACL = {"seeds": [42, 43, 44], "experiments": {"macl": FULL["experiments"]["macl"]}}
+NIE = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
 #: MACL's STS.Avg claim with bert-base reproduced and roberta-base undecided (4 seeds would decide it).
 CLOSE = {
     ("bert-base", "simcse"): [76.0, 77.0, 78.0],
@@ -132,7 +133,6 @@ def test_a_claim_that_holds_one_contradicted_and_one_within_noise():
 
 
 def test_unpaired_claims_use_the_pooled_noise_and_deterministic_pretrained_rows():
-    config = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
     frame = metrics(
         {
             ("bert-base", "cl"): [75.0, 76.0, 77.0],  # SS 2
@@ -145,7 +145,7 @@ def test_unpaired_claims_use_the_pooled_noise_and_deterministic_pretrained_rows(
         [frame, metrics({("bert-base", "pretrained"): [56.7]}, "pretrained")], ignore_index=True
     )
     frame.loc[frame["method"] == "pretrained", "seed"] = pd.NA
-    result = evaluate_claim(claim("nie-trained-beat-pretrained-sts"), frame, Grid(config))
+    result = evaluate_claim(claim("nie-trained-beat-pretrained-sts"), frame, Grid(NIE))
     parts = {tuple(sorted(p.terms)): p for p in result.parts if p.backbone == "bert-base"}
     s2 = 2.5 / 3  # pooled over cl and au: df 3
     cl = parts[("cl", "pretrained")]
@@ -156,9 +156,7 @@ def test_unpaired_claims_use_the_pooled_noise_and_deterministic_pretrained_rows(
     assert dcl.status == UNDECIDED and dcl.seeds_needed > 3
     assert result.verdict == UNDECIDED and "parts run" in verdict_text(result)
     assert parts[("au", "pretrained")].status == REPRODUCED
-    assert (
-        evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame.iloc[:0], Grid(config)).verdict == NOT_RUN
-    )
+    assert evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame.iloc[:0], Grid(NIE)).verdict == NOT_RUN
 
 
 def test_sweep_positions_and_degenerate_contrasts():
@@ -245,7 +243,6 @@ def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
     not a Welch–Satterthwaite sum over the terms as if they were independent estimates."""
     from scipy import stats
 
-    config = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
     frame = metrics(
         {
             ("bert-base", "cl"): [75.0, 76.0, 77.0],  # SS 2
@@ -254,7 +251,7 @@ def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
         },
         experiment="nie2023",
     )
-    result = evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame, Grid(config))
+    result = evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame, Grid(NIE))
     au = next(p for p in result.parts if p.backbone == "bert-base" and "au" in p.terms)
     # pool (bert-base, sts_avg): s² = 4.5 / 4, ν = 4; cl − au: se² = s² (1/3 + 1/2) = 0.9375.
     # Satterthwaite over the two terms would say ν = (5/6)² / ((1/9 + 1/4) / 4) = 100/13 ≈ 7.69, h ≈ 2.248.
@@ -263,9 +260,6 @@ def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
     assert au.half_width == pytest.approx(h, rel=1e-12)
     # D = 76 − 73.7 = 2.3 lies between the two widths: reproduced with the inflated ν, undecided with ν = 4
     assert au.diff == pytest.approx(2.3, abs=1e-9) and au.status == UNDECIDED
-
-
-NIE = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
 
 
 def nie_paired(gaps: dict[str, float], spread: float) -> pd.DataFrame:
@@ -535,8 +529,7 @@ def test_nies_overfitting_claim_reads_the_dev_uniformity_rebound_of_each_run(tmp
             (cell / "senteval.json").write_text(json.dumps(data))
     frame = collect_metrics(tmp_path)
     assert sorted(frame[frame.task == DEV_REBOUND]["score"]) == sorted(sum(rebounds.values(), []))
-    config = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
-    result = evaluate_claim(claim("nie-decoupled-overfit"), frame, Grid(config))
+    result = evaluate_claim(claim("nie-decoupled-overfit"), frame, Grid(NIE))
     au, dcl = result.parts
     # paired per seed: au − cl = 0.39, 0.48, 0.45 (mean 0.44); dcl − cl = 0.29, 0.33, 0.20 (mean 0.2733)
     assert au.paired and au.diff == pytest.approx(0.44) and dcl.diff == pytest.approx(0.82 / 3)
