@@ -8,7 +8,6 @@ import re
 import pandas as pd
 import pytest
 
-from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.figures import catalog as figure_catalog
 from contrastlab.paths import REPO_ROOT
@@ -17,17 +16,11 @@ from contrastlab.report.claims import (
     NOT_RUN,
     REPRODUCED,
     UNDECIDED,
-    all_claims,
     check_relation,
     evaluate_claim,
     numbers_text,
 )
-
-FULL = cl_config.load(REPO_ROOT / "config.yaml")
-
-
-def claim(claim_id: str) -> dict:
-    return next(c for c in all_claims() if c["id"] == claim_id)
+from tests.report.test_claims import FULL, claim
 
 
 def grid(tmp_path, **extra) -> Grid:

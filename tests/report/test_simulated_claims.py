@@ -18,17 +18,13 @@ from contrastlab.report.claims import (
     NOT_RUN,
     REPRODUCED,
     UNDECIDED,
-    all_claims,
     evaluate_claim,
     numbers_text,
 )
 from contrastlab.report.figure_values import mc_z
+from tests.report.test_claims import claim
 
 LI = {"li2024": cl_config.load(REPO_ROOT / "config.yaml")["experiments"]["li2024"]}
-
-
-def claim(claim_id: str) -> dict:
-    return next(c for c in all_claims() if c["id"] == claim_id)
 
 
 def grid(tmp_path, **extra) -> Grid:

@@ -10,12 +10,10 @@ import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT
 from contrastlab.report.claims import (
     NOT_REPRODUCED,
     REPRODUCED,
     UNDECIDED,
-    all_claims,
     check_relation,
     evaluate_claim,
     numbers_text,
@@ -23,14 +21,10 @@ from contrastlab.report.claims import (
     verdict_text,
 )
 from contrastlab.tables.metrics import DEV_SPEARMAN
+from tests.report.test_claims import FULL, claim
 
-FULL = cl_config.load(REPO_ROOT / "config.yaml")
 T975_2 = 4.302652729911275  # t_{0.975, 2}
 R = [0.5, 1.0, 1.5, 2.0]
-
-
-def claim(claim_id: str) -> dict:
-    return next(c for c in all_claims() if c["id"] == claim_id)
 
 
 def sweep(scores: dict[float, list[float]], experiment: str, exp: dict, method: str, task: str):
