@@ -5,20 +5,13 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
-
 from contrastlab import config as cl_config
 from contrastlab.config import Grid, paper_of
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report.sections import figure_order, summarize
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
-
-
-def _frame(rows) -> pd.DataFrame:
-    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
-    out["seed"] = out["seed"].astype("Int64")
-    return out
+from tests.tables.tables_synthetic import scores_frame as _frame
 
 
 def test_summary_counts_delta_cells_and_verdicts_under_different_words():

@@ -6,9 +6,18 @@ import json
 import zlib
 from pathlib import Path
 
+import pandas as pd
+
 STS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]
 TR = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
 SEEDS = [42, 43, 44]
+
+
+def scores_frame(rows) -> pd.DataFrame:
+    """Rows (experiment, backbone, method, seed, task, score) as collect_metrics' frame, seeds nullable."""
+    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
+    out["seed"] = out["seed"].astype("Int64")
+    return out
 
 
 def synthetic_score(*key: object) -> float:

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
+from tables_synthetic import scores_frame as metrics
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT
 from contrastlab.tables.comparison import build_comparison, build_summary, comparison_tables, untabled_methods
-
-
-def metrics(rows):
-    frame = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
-    frame["seed"] = frame["seed"].astype("Int64")
-    return frame
 
 
 def test_the_user_loss_sits_beside_the_papers_losses_with_published_numbers(margin_loss_config):

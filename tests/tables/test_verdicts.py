@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from tables_synthetic import scores_frame as frame
 from tables_synthetic import write_scores
 
 from contrastlab import config as cl_config
@@ -96,12 +97,6 @@ def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
     )
     assert 'k = 3 (stated). Source: Table 1 caption: "All results reported are the average' in nie
     assert "(assumed)" not in nie
-
-
-def frame(rows) -> pd.DataFrame:
-    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
-    out["seed"] = out["seed"].astype("Int64")
-    return out
 
 
 def macl_metrics() -> pd.DataFrame:
