@@ -10,9 +10,7 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from contrastlab import config as cl_config
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT
 from contrastlab.report import power, simulation
 from contrastlab.report.claims import NOT_REPRODUCED, REPRODUCED, evaluate_claim, numbers_text, verdict_text
 from contrastlab.report.control import (
@@ -26,8 +24,8 @@ from contrastlab.senteval.protocol import STS_TASKS
 from contrastlab.stats import LEVEL
 from contrastlab.tables.metrics import COLUMNS, PRETRAINED
 from contrastlab.tables.published import load_published
+from tests.report.test_claims import FULL
 
-FULL = cl_config.load(REPO_ROOT / "config.yaml")
 FULL_GRID = Grid(FULL)
 RESULTS = {r.claim["id"]: r for r in control_results(FULL_GRID)}
 

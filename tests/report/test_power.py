@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from contrastlab import config as cl_config
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT
 from contrastlab.report import power
-
-FULL = cl_config.load(REPO_ROOT / "config.yaml")
+from tests.report.test_claims import FULL
 
 
 def test_the_noise_prior_covers_every_metric_of_the_papers_tables():
