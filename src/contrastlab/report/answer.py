@@ -115,9 +115,8 @@ def marked(text: str, verdict: str | None) -> Cell | str:
 
 def headline_row(table: Table, headline: Mapping[str, str], link: str) -> dict:
     """The paper's main number (``headline``: ``{table, method, task, backbone}``) beside ours: the cell
-    itself or, where the preset leaves the paper's backbone out, the toy backbone's cell standing in for it
-    (Δ then against the number it stands in for, †). ``link``: the rendered table's Markdown, which the
-    main number's cell links."""
+    itself or, where the preset leaves the paper's backbone out, its toy stand-in's (Δ then against the
+    number it stands in for, †). ``link``: the rendered table's Markdown, which the main number links."""
     cells = table.cells
     at = cells[(cells["method"] == headline["method"]) & (cells["key"] == headline["task"])]
     paper = at[at["backbone"] == headline["backbone"]]
@@ -173,9 +172,8 @@ def answer_rows(
     results, tables: list[Table], pages: Mapping[str, Path], base: Path
 ) -> tuple[list[dict], list]:
     """One row per paper with claims or a main number, in the papers' order: its main number beside ours
-    (:func:`headline_row`, linked to ``pages``' Markdown relative to ``base``) and its claims counted by
-    verdict; for more than one paper, all papers' counts; and what each main number improves over
-    (:func:`gain_of`)."""
+    (:func:`headline_row`, linked to ``pages``, relative to ``base``) and its claims counted by verdict;
+    all papers' counts last when there are several; and what each main number improves over (gain_of)."""
     built = {table.name: table for table in tables}
     rows, gains = [], []
     for paper in PAPERS:

@@ -87,9 +87,8 @@ def check_relation(claim: dict[str, Any], source: str) -> None:
 
 
 def check_margin(claim: dict[str, Any], source: str) -> None:
-    """Raise ``ValueError`` unless a claim file's claim with a ``margin`` or ``noninferiority_margin``
-    states its ``margin_reason`` (why the paper's sentence bears it, a text) and its ``paper_gap`` (if
-    any) is a number."""
+    """Raise ``ValueError`` unless a claim with a margin states its ``margin_reason`` (a text), its
+    ``paper_gap`` (if any) is a number and each ``text_values`` entry has a ``value`` and its ``read``."""
     name = f"{source}: claim {claim.get('id')!r}"
     if (float(claim.get("margin", 0)) or "noninferiority_margin" in claim) and not claim.get("margin_reason"):
         raise ValueError(f"{name}: a margin needs its margin_reason (why the sentence bears it), a text")
@@ -105,8 +104,7 @@ def check_margin(claim: dict[str, Any], source: str) -> None:
 @functools.cache
 def load_claims(paper: str) -> dict[str, Any]:
     """The claim file ``claims/<paper>.yaml`` (keys ``paper``, ``file``, ``claims``; optionally
-    ``not_regenerated`` and ``headline``, the paper's main number ``{table, method, task, backbone}``),
-    validated."""
+    ``not_regenerated`` and ``headline``, ``{table, method, task, backbone}``), validated."""
     path = CLAIMS_DIR / f"{paper}.yaml"
     if not path.exists():
         raise ValueError(f"no claim file for paper {paper!r}; valid: {', '.join(PAPERS)}")

@@ -122,9 +122,8 @@ def planned_jobs(grid: Grid) -> list | None:
 
 
 def projected_cost(grid: Grid) -> tuple[dict | None, str]:
-    """The projected GPU-hours of the config's grid as configured (:mod:`contrastlab.cost.plan`) and
-    a sentence saying how they were projected; ``(None, <why not>)`` when the calibration cannot be
-    read (the report must not fail over it)."""
+    """The projected GPU-hours of the config's grid as configured and a sentence saying how they were
+    projected; ``(None, <why not>)`` when the calibration cannot be read (the report must not fail)."""
     try:
         calibration = cl_calibration.load_calibration()
         jobs = plan.make_plan(grid, calibration, points=plan_points(grid, calibration))
@@ -181,9 +180,8 @@ def write_report(
     metrics=None,
     bridge: list[dict[str, str]] | None = None,
 ) -> Path:
-    """Write the report of ``built`` (table, {ext: path}) to ``report_path`` (Markdown) and beside it
-    ``report.html`` (:mod:`.html`, figures embedded): one document (:func:`report_blocks`, which says
-    what it holds and what the arguments are), rendered twice. Returns ``report_path``."""
+    """Write the report of ``built`` (table, {ext: path}) to ``report_path`` and ``report.html`` beside it:
+    one document (:func:`report_blocks`, which says what it holds) rendered twice. Returns ``report_path``."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
     if metrics is None and grid is not None:
         metrics = collect_metrics(metrics_root)
@@ -217,9 +215,8 @@ def run_title(results_dir: str | os.PathLike | None) -> str | None:
 
 
 def _title_blocks(results_dir: str | os.PathLike | None) -> tuple[list, list]:
-    """The report's title, naming the run in one line (:func:`~.scores.run_identity`: preset, results
-    folder, commit, date) where there is a results folder, and the reading guide's paragraph saying the
-    same in words with the run's scores as data; the plain title and no paragraph otherwise."""
+    """The report's title naming the run (:func:`~.scores.run_identity`) and the reading guide's paragraph
+    saying it in words, where there is a results folder; the plain title and no paragraph otherwise."""
     if results_dir is None:
         return [Heading(1, "Paper tables: published numbers beside ours")], []
     run = run_identity(results_dir)
