@@ -8,8 +8,6 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from tables_synthetic import scores_frame as frame
-from tables_synthetic import write_scores
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
@@ -35,6 +33,8 @@ from contrastlab.tables.verdicts import (
     runs_assumed,
     runs_text,
 )
+from tests.tables.tables_synthetic import scores_frame as frame
+from tests.tables.tables_synthetic import write_scores
 
 # Student t quantiles t_{df, 0.975} from a printed table (not from scipy).
 T975 = {2: 4.302652729911275, 3: 3.182446305284263, 4: 2.7764451051977987}
