@@ -137,7 +137,7 @@ from contrastlab.cost.plan import plan_report
 from contrastlab.hub.cards import write_model_card
 from contrastlab.hub.publish import backbone_license
 from contrastlab.report import build_report
-from contrastlab.tables.bridge import bridge_lines
+from contrastlab.tables.bridge import bridge_blocks
 
 config = load("config/demo.yaml")
 plan_report(config, out_dir=sys.argv[1], echo=False)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from contrastlab.blocks import markdown_lines
 from contrastlab.cost.measured import (
-    cost_lines,
+    cost_blocks,
     hms,
     migrate_benchmarks,
     per_cell,
@@ -22,6 +23,11 @@ from contrastlab.paths import Results
 from contrastlab.report import build_report
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def cost_lines(*args) -> list[str]:
+    """The report's cost section as its Markdown lines."""
+    return markdown_lines(cost_blocks(*args))
 
 
 def bench(results: Path, relative: str, *rows: tuple[float, str]) -> None:

@@ -1,8 +1,6 @@
-"""A report page measured in headless Chromium (Debian's ``chromium``, which .ci/run installs): the tests'
-window onto what a reader's browser lays out, through Chromium's own command line (no driver library).
-
-:func:`measure` loads a copy of the page with a script at its end that measures the laid-out page and
-writes the numbers into the DOM as JSON; ``--dump-dom`` hands that DOM back."""
+"""A report page measured in headless Chromium through its command line: :func:`measure` loads a copy
+with a script that writes the laid-out page's numbers into the DOM as JSON, and ``--dump-dom`` hands
+them back."""
 
 from __future__ import annotations
 
@@ -147,11 +145,8 @@ def screenshot(
     page: Path, out: Path, width: int = 1400, height: int = 900, anchor: str = "", sideways: bool = False
 ) -> Path:
     """A PNG of the window's first screen of ``page``, or of the screen a link to ``#anchor`` opens
-    (``sideways``: with every table's box scrolled to its right end).
-
-    For an anchor, the copy shot scrolls its body column (not the window: headless Chromium paints a
-    scrolled window blank) to put the anchor at the top, as following the link does; the contents list
-    stays where it is either way (it does not scroll with the page)."""
+    (``sideways``: every table's box scrolled to its right end). It scrolls the body column, not the window,
+    which headless Chromium paints blank when scrolled."""
     scroll = (
         "<style>html, body { height: 100%; overflow: hidden; } .page { height: 100vh; }"
         " main { height: 100vh; overflow-y: auto; }</style>\n<script>(() => {"

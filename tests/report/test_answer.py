@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from contrastlab import config as cl_config
+from contrastlab.blocks import Cell, Link, cell_text
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report.answer import short_title, toy_blocks
-from contrastlab.report.document import Cell, Link, cell_text
 
 #: The first screen's table: each paper's main number beside ours, then its claims counted by verdict.
 HEADER = (
@@ -51,11 +51,9 @@ def test_a_toy_preset_says_so_before_any_count(demo_answer):
 
 
 def test_each_papers_main_number_and_claim_counts_are_one_row_of_the_first_screen(demo_answer):
-    """Issue 65: one row per paper, its main number (the claim file's ``headline``, a cell of one of its
-    tables, read from the published CSV) beside ours (where the demo leaves the paper's backbone out, the
-    toy backbone's that stands in for it); issue 78: its claims counted by verdict in the same row, one
-    column per verdict, all papers' counts last (no prose line of zeros), and the key to the table's marks
-    below it, saying what the improvement in parentheses is over."""
+    """One row per paper: its main number (the claim file's ``headline``) beside ours (or its stand-in's),
+    its claims counted by verdict one column each, all papers' counts last, and the key to the marks below
+    saying what the improvement in parentheses is over."""
     table = demo_answer[demo_answer.index("| paper | main number |") :].split("\n\n", 1)[0]
     assert table.splitlines() == [
         HEADER,
@@ -88,8 +86,7 @@ def test_each_papers_main_number_and_claim_counts_are_one_row_of_the_first_scree
 
 
 def test_the_key_names_the_stand_in_mark_and_the_claim_columns_count_each_verdict():
-    """Issue 78: † has one meaning on the first screen (ours on a stand-in backbone; a sweep's best point
-    past diverged ones is ‡ in the tables), said in the key where a row carries it; each verdict counts in
+    """† means ours on a stand-in backbone, said in the key where a row carries it; each verdict counts in
     its own column, a count above zero in its verdict's badge, a zero plain."""
     from contrastlab.report.answer import key_text, tally_cells
     from contrastlab.report.claims import ClaimResult
@@ -173,9 +170,8 @@ def test_the_main_number_beside_ours_on_its_own_backbone_and_on_a_stand_in():
 
 
 def test_not_run_claims_name_the_command_that_runs_them():
-    """Issue 86: "not run" says what would run it: on the full preset its own command (which resumes), on
-    a toy one the full run's; the command is built as words and quoted for the shell; nothing when every
-    claim ran."""
+    """A "not run" claim says what would run it (the full preset its own command, a toy one the full
+    run's), built as words and quoted for the shell; nothing when every claim ran."""
     from contrastlab.report.answer import full_run_command, not_run_text
     from contrastlab.report.claims import ClaimResult
 
@@ -193,9 +189,8 @@ def test_not_run_claims_name_the_command_that_runs_them():
 
 
 def test_the_add_seeds_script_runs_the_commands_make_add_seeds_prints(tmp_path):
-    """Issue 65: the report shows the add-seeds commands as a short script whose every line shows what
-    sets it apart (each ``run`` line its cells' ``select``); run by bash with a Snakemake that prints its
-    arguments, each line passes the same arguments as the written-out command of ``make add-seeds``."""
+    """The report's add-seeds script (each ``run`` line its cells' ``select``), run by bash with a Snakemake
+    that prints its arguments, passes each command of ``make add-seeds`` its same arguments."""
     import shlex
     import subprocess
 
@@ -249,10 +244,8 @@ NIE_PLAN = [
 
 
 def test_the_add_seeds_lines_name_the_runs_preset_and_the_default_profile(monkeypatch):
-    """Issue 78 item 2: rendered by a workflow, the report's script names the ``--configfile`` that
-    workflow read (rules/common.smk sets :data:`CONFIGFILES_VARIABLE`; a path with a quote stays one word)
-    and no profile (profiles/default loads by itself), so it runs as printed; rendered outside one, it says
-    to set ``CONFIG`` and leaves ``"$CONFIG"``. Either way no ``profiles/local``."""
+    """Rendered by a workflow, the script names the ``--configfile`` it read (a path with a quote one word)
+    and no profile; rendered outside one, it leaves ``"$CONFIG"`` to set. Never ``profiles/local``."""
     from contrastlab.config.command_line import CONFIGFILES_VARIABLE, configfile_words
     from contrastlab.report import answer
 

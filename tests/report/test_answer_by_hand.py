@@ -1,14 +1,13 @@
-"""The report's headline rows by hand (contrastlab.report.answer.headline_row; issue 76 item 4): the
-paper's own backbone beside a toy backbone standing in for it, in one preset, and the stand-in's † only
-where ours is the stand-in's."""
+"""The report's headline rows by hand (contrastlab.report.answer.headline_row): the paper's own backbone
+beside a toy backbone standing in for it, and the stand-in's † only where ours is the stand-in's."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from contrastlab.blocks import cell_text
 from contrastlab.config import Grid
 from contrastlab.report.answer import headline_row
-from contrastlab.report.document import cell_text
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
 from tests.tables.test_verdicts import MACL_CONFIG, frame
@@ -56,10 +55,8 @@ def test_the_papers_own_backbone_beside_a_stand_in_is_ours_and_unmarked():
 
 
 def test_the_stand_in_alone_is_named_with_the_backbone_it_stands_for():
-    """The same tiny-bert numbers with BERT-base left out of the preset: ours is tiny-bert's 61.00 ± 1.00
-    (61.00 - 60.00 = +1.00 over its SimCSE), named after the number (issue 86; report.html puts it on a
-    small line of its own under it, so the first screen still fits 1024 px); Δ 61.00 - 76.66 = -15.66
-    against the number it stands in for, marked †."""
+    """BERT-base left out: ours is tiny-bert's 61.00 ± 1.00 (+1.00 over its SimCSE), named after the
+    number; Δ 61.00 - 76.66 = -15.66 against the number it stands in for, marked †."""
     toy = {**BOTH, "experiments": {"macl": {**BOTH["experiments"]["macl"], "backbones": ["tiny-bert"]}}}
     metrics = _metrics({"tiny-bert": ([60.0] * 3, [60.0, 61.0, 62.0])})
     row = headline_row(assemble(get_spec("macl_tableB4"), Grid(toy), metrics), HEADLINE, "x.md")

@@ -102,37 +102,25 @@ def claim(claim_id: str) -> dict:
 
 
 MACL = {"seeds": [42, 43, 44], "experiments": {"macl": FULL["experiments"]["macl"]}}
+NIE = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
+#: MACL's STS.Avg claim with bert-base reproduced and roberta-base undecided (4 seeds would decide it).
+CLOSE = {
+    ("bert-base", "simcse"): [76.0, 77.0, 78.0],
+    ("bert-base", "macl"): [76.5, 77.5, 78.3],
+    ("roberta-base", "simcse"): [80.0, 80.0, 80.0],
+    ("roberta-base", "macl"): [80.1, 80.4, 80.4],
+}
 
 
 def test_a_claim_that_holds_one_contradicted_and_one_within_noise():
-    holds = metrics(
-        {
-            (b, m): [70 + 5 * (m == "macl") + s for s in (0, 0.5, 1)]
-            for b in ("bert-base", "roberta-base")
-            for m in ("simcse", "macl")
-        }
-    )
-    assert evaluate_claim(claim("macl-sts-avg"), holds, Grid(MACL)).verdict == REPRODUCED
-    contradicted = metrics(
-        {
-            (b, m): [70 - 5 * (m == "macl") + s for s in (0, 0.5, 1)]
-            for b in ("bert-base", "roberta-base")
-            for m in ("simcse", "macl")
-        }
-    )
-    assert evaluate_claim(claim("macl-sts-avg"), contradicted, Grid(MACL)).verdict == NOT_REPRODUCED
+    for gap, verdict in ((5, REPRODUCED), (-5, NOT_REPRODUCED)):  # MACL 5 points above SimCSE, or below
+        runs = {(b, m): [70 + gap * (m == "macl") + s for s in (0, 0.5, 1)] for b, m in CLOSE}
+        assert evaluate_claim(claim("macl-sts-avg"), metrics(runs), Grid(MACL)).verdict == verdict
     # within noise: per-seed differences bert 0.5, 0.5, 0.3 (mean 0.4333, SS 0.026667) and roberta 0.1,
     # 0.4, 0.4 (mean 0.3, SS 0.06): paired, each backbone its own stratum (two cells of three seeds,
     # ν = 1 · 2 = 2; two cells' seed-blocked s² is half the differences' variance, so se² = s_D² / 3):
     # bert s_D² = 0.013333, se = 1/15; roberta s_D² = 0.03, se = 0.1
-    close = metrics(
-        {
-            ("bert-base", "simcse"): [76.0, 77.0, 78.0],
-            ("bert-base", "macl"): [76.5, 77.5, 78.3],
-            ("roberta-base", "simcse"): [80.0, 80.0, 80.0],
-            ("roberta-base", "macl"): [80.1, 80.4, 80.4],
-        }
-    )
+    close = metrics(CLOSE)
     result = evaluate_claim(claim("macl-sts-avg"), close, Grid(MACL))
     bert, roberta = sorted(result.parts, key=lambda p: p.backbone)
     assert bert.paired and bert.df == 2 and bert.half_width == pytest.approx(T975[2] / 15, rel=1e-9)
@@ -145,7 +133,6 @@ def test_a_claim_that_holds_one_contradicted_and_one_within_noise():
 
 
 def test_unpaired_claims_use_the_pooled_noise_and_deterministic_pretrained_rows():
-    config = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
     frame = metrics(
         {
             ("bert-base", "cl"): [75.0, 76.0, 77.0],  # SS 2
@@ -158,7 +145,7 @@ def test_unpaired_claims_use_the_pooled_noise_and_deterministic_pretrained_rows(
         [frame, metrics({("bert-base", "pretrained"): [56.7]}, "pretrained")], ignore_index=True
     )
     frame.loc[frame["method"] == "pretrained", "seed"] = pd.NA
-    result = evaluate_claim(claim("nie-trained-beat-pretrained-sts"), frame, Grid(config))
+    result = evaluate_claim(claim("nie-trained-beat-pretrained-sts"), frame, Grid(NIE))
     parts = {tuple(sorted(p.terms)): p for p in result.parts if p.backbone == "bert-base"}
     s2 = 2.5 / 3  # pooled over cl and au: df 3
     cl = parts[("cl", "pretrained")]
@@ -169,9 +156,7 @@ def test_unpaired_claims_use_the_pooled_noise_and_deterministic_pretrained_rows(
     assert dcl.status == UNDECIDED and dcl.seeds_needed > 3
     assert result.verdict == UNDECIDED and "parts run" in verdict_text(result)
     assert parts[("au", "pretrained")].status == REPRODUCED
-    assert (
-        evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame.iloc[:0], Grid(config)).verdict == NOT_RUN
-    )
+    assert evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame.iloc[:0], Grid(NIE)).verdict == NOT_RUN
 
 
 def test_sweep_positions_and_degenerate_contrasts():
@@ -220,37 +205,36 @@ def parse_command(command: str) -> dict:
     return overrides
 
 
-def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
-    # the close case of test_a_claim_that_holds_one_contradicted_and_one_within_noise: bert-base
-    # reproduced, roberta-base undecided (4 seeds would decide it)
-    close = metrics(
-        {
-            ("bert-base", "simcse"): [76.0, 77.0, 78.0],
-            ("bert-base", "macl"): [76.5, 77.5, 78.3],
-            ("roberta-base", "simcse"): [80.0, 80.0, 80.0],
-            ("roberta-base", "macl"): [80.1, 80.4, 80.4],
-        }
+#: The seed plan that brings MACL's roberta-base cells to a fourth seed, and the cells it adds.
+ROBERTA_FOURTH_SEED = [
+    dict(
+        experiment="macl",
+        backbone="roberta-base",
+        methods=["macl", "simcse"],
+        seeds=[42, 43, 44, 45],
+        new=[45],
     )
+]
+FOURTH_SEED_CELLS = {("macl", "roberta-base", "macl", 45), ("macl", "roberta-base", "simcse", 45)}
+
+
+def cells_of_command(command: str) -> set[tuple]:
+    """The cells (experiment, backbone, method, seed) config.yaml runs under a printed command."""
+    resolved = cl_config.load(REPO_ROOT / "config.yaml", parse_command(command))
+    return {(c.experiment, c.backbone, c.method, c.seed) for c in cl_config.Grid(resolved).cells}
+
+
+def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
+    close = metrics(CLOSE)  # bert-base reproduced, roberta-base undecided
     config = {**FULL, "experiments": {**FULL["experiments"]}}
     grid = Grid(config)
     results = [evaluate_claim(claim("macl-sts-avg"), close, grid)]
     plan = seed_plan(results, grid)
-    assert plan == [
-        dict(
-            experiment="macl",
-            backbone="roberta-base",
-            methods=["macl", "simcse"],
-            seeds=[42, 43, 44, 45],
-            new=[45],
-        )
-    ]
+    assert plan == ROBERTA_FOURTH_SEED
     commands = add_seeds_commands(plan, "config.yaml")
     assert len(commands) == 2 and "tables={partial: true}" in commands[-1]
+    assert cells_of_command(commands[0]) == FOURTH_SEED_CELLS
     resolved = cl_config.load(REPO_ROOT / "config.yaml", parse_command(commands[0]))
-    assert {(c.experiment, c.backbone, c.method, c.seed) for c in cl_config.Grid(resolved).cells} == {
-        ("macl", "roberta-base", "macl", 45),
-        ("macl", "roberta-base", "simcse", 45),
-    }
     assert resolved["experiments"]["nie2023"]["methods"] == FULL["experiments"]["nie2023"]["methods"]
 
 
@@ -259,7 +243,6 @@ def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
     not a Welch–Satterthwaite sum over the terms as if they were independent estimates."""
     from scipy import stats
 
-    config = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
     frame = metrics(
         {
             ("bert-base", "cl"): [75.0, 76.0, 77.0],  # SS 2
@@ -268,7 +251,7 @@ def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
         },
         experiment="nie2023",
     )
-    result = evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame, Grid(config))
+    result = evaluate_claim(claim("nie-cl-beats-decoupled-sts"), frame, Grid(NIE))
     au = next(p for p in result.parts if p.backbone == "bert-base" and "au" in p.terms)
     # pool (bert-base, sts_avg): s² = 4.5 / 4, ν = 4; cl − au: se² = s² (1/3 + 1/2) = 0.9375.
     # Satterthwaite over the two terms would say ν = (5/6)² / ((1/9 + 1/4) / 4) = 100/13 ≈ 7.69, h ≈ 2.248.
@@ -277,9 +260,6 @@ def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
     assert au.half_width == pytest.approx(h, rel=1e-12)
     # D = 76 − 73.7 = 2.3 lies between the two widths: reproduced with the inflated ν, undecided with ν = 4
     assert au.diff == pytest.approx(2.3, abs=1e-9) and au.status == UNDECIDED
-
-
-NIE = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
 
 
 def nie_paired(gaps: dict[str, float], spread: float) -> pd.DataFrame:
@@ -469,7 +449,10 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
         "parts": [["au", "cl"], ["dcl", "cl"]],
     }
 
-    def frame(gaps: dict[tuple[str, str], float]) -> pd.DataFrame:
+    def evaluate(dcl_sts: float):
+        """The claim on runs whose four parts are off by 3, ``dcl_sts``, 5 and -4."""
+        gaps = {("au", "sts_avg"): 3, ("dcl", "sts_avg"): dcl_sts, ("au", "tr_devacc_avg"): 5}
+        gaps[("dcl", "tr_devacc_avg")] = -4
         out = []
         for task in c["task"]:
             cells = {("bert-base", "cl"): [70.0, 71.0, 72.0]}
@@ -479,52 +462,17 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
                     for x, e in zip(cells[("bert-base", "cl")], (-0.1, 0, 0.1), strict=True)
                 ]
             out.append(metrics(cells, "nie2023", task))
-        return pd.concat(out, ignore_index=True)
+        return evaluate_claim(c, pd.concat(out, ignore_index=True), Grid(NIE))
 
     # four parts (2 contrasts × 2 tasks), paired; per task a stratum of three cells (nie_paired's rule at
     # m = 2): s² = 0.01 / 3, ν = 4, se² = 2 s² / 3, h = t_4 · 0.0471 ≈ 0.13
-    three = evaluate_claim(
-        c,
-        frame(
-            {
-                ("au", "sts_avg"): 3,
-                ("dcl", "sts_avg"): 2,
-                ("au", "tr_devacc_avg"): 5,
-                ("dcl", "tr_devacc_avg"): -4,
-            }
-        ),
-        Grid(NIE),
-    )
+    three = evaluate(2)
     assert len(three.parts) == 4 and {p.task for p in three.parts} == {"sts_avg", "tr_devacc_avg"}
     assert three.verdict == REPRODUCED  # 3 of 4 clear the margin; the fourth (−4) may fail
     assert verdict_text(three).startswith("reproduced: 3 of 4 parts clear it, the claim needs 3")
     assert "bert-base tr_devacc_avg: dcl − cl = -4.00" in numbers_text(three)
-    two = evaluate_claim(
-        c,
-        frame(
-            {
-                ("au", "sts_avg"): 3,
-                ("dcl", "sts_avg"): -2,
-                ("au", "tr_devacc_avg"): 5,
-                ("dcl", "tr_devacc_avg"): -4,
-            }
-        ),
-        Grid(NIE),
-    )
-    assert two.verdict == NOT_REPRODUCED  # only 2 left uncontradicted
-    edge = evaluate_claim(
-        c,
-        frame(
-            {
-                ("au", "sts_avg"): 3,
-                ("dcl", "sts_avg"): 1.0,
-                ("au", "tr_devacc_avg"): 5,
-                ("dcl", "tr_devacc_avg"): -4,
-            }
-        ),
-        Grid(NIE),
-    )
-    assert edge.verdict == UNDECIDED  # a gap at the margin: neither clears it nor is contradicted
+    assert evaluate(-2).verdict == NOT_REPRODUCED  # only 2 left uncontradicted
+    assert evaluate(1.0).verdict == UNDECIDED  # a gap at the margin: neither clears it nor is contradicted
 
 
 def test_a_count_claim_states_how_many():
@@ -581,8 +529,7 @@ def test_nies_overfitting_claim_reads_the_dev_uniformity_rebound_of_each_run(tmp
             (cell / "senteval.json").write_text(json.dumps(data))
     frame = collect_metrics(tmp_path)
     assert sorted(frame[frame.task == DEV_REBOUND]["score"]) == sorted(sum(rebounds.values(), []))
-    config = {"seeds": [42, 43, 44], "experiments": {"nie2023": FULL["experiments"]["nie2023"]}}
-    result = evaluate_claim(claim("nie-decoupled-overfit"), frame, Grid(config))
+    result = evaluate_claim(claim("nie-decoupled-overfit"), frame, Grid(NIE))
     au, dcl = result.parts
     # paired per seed: au − cl = 0.39, 0.48, 0.45 (mean 0.44); dcl − cl = 0.29, 0.33, 0.20 (mean 0.2733)
     assert au.paired and au.diff == pytest.approx(0.44) and dcl.diff == pytest.approx(0.82 / 3)
@@ -590,10 +537,9 @@ def test_nies_overfitting_claim_reads_the_dev_uniformity_rebound_of_each_run(tmp
 
 
 def test_add_seeds_on_a_stand_in_with_seeds_that_do_not_start_at_42():
-    """Issue 76 item 4, by hand: MACL's STS.Avg claim on tiny-bert standing in for BERT-base, one seed
-    (45) of each cell: no noise estimate, so the plan aims at MIN_SEEDS = 3 seeds per cell, the 2 after
-    45 (46, 47), on tiny-bert (the preset's backbone, not the paper's) and for the claim's two methods.
-    The printed command, its preset's path holding a space and a quote, selects exactly those 4 cells."""
+    """MACL's STS.Avg claim on tiny-bert, one seed (45) per cell: no noise estimate, so the plan adds 46 and
+    47 (MIN_SEEDS = 3) to the claim's two methods on tiny-bert; the printed command, its preset's path
+    holding a space and a quote, selects exactly those 4 cells."""
     import copy
     import shlex
 

@@ -1,6 +1,5 @@
-"""Two runs side by side (issue 86 item 3, ``make compare``; contrastlab.report.compare): on small
-results folders written here, differences the seeds explain are called within noise, and the cells of a
-mutated loss are flagged; the claims' verdicts sit side by side."""
+"""Two runs side by side (``make compare``; contrastlab.report.compare): differences the seeds explain
+are within noise, a mutated loss's cells are flagged, the claims' verdicts sit side by side."""
 
 from __future__ import annotations
 
@@ -134,10 +133,9 @@ DEMO_WINNERS = {
 
 
 def demo_run(root, run: str, shift: float = 0.0):
-    """A results folder with the scores of ``make demo`` (run "demo", seed 42) or of the same demo with
-    seeds [43] (run "demo43"), as their tables jobs wrote them (tests/report/data/demo-scores.csv.gz: both
-    runs' scores.csv, score columns only), their searches' winners and one claim; ``shift``: points added
-    to every score (not the uniformity diagnostic) of nie2023's L_mpt on tiny-bert, a mutated loss."""
+    """A results folder with the scores of ``make demo`` ("demo", seed 42) or with seeds [43] ("demo43"),
+    from tests/report/data/demo-scores.csv.gz, their searches' winners and one claim; ``shift``: points
+    added to every score of nie2023's L_mpt on tiny-bert, a mutated loss."""
     frame = pd.read_csv(DEMO_SCORES)
     frame = frame[frame.run == run].drop(columns="run")
     mutated = (frame.experiment == "nie2023") & (frame.backbone == "tiny-bert") & (frame.method == "mpt")
@@ -155,9 +153,8 @@ def demo_run(root, run: str, shift: float = 0.0):
 
 
 def test_the_two_demos_differ_within_noise_and_in_the_searches_choices(tmp_path):
-    """The demo against the demo with seeds [43]: every difference within noise over the 299 cells
-    tested (Bonferroni), the 38 cells of the two searched losses a different setting with both choices
-    named (the only four flagged before searched cells were told apart)."""
+    """The demo against the demo with seeds [43]: every difference within noise over the 299 cells tested,
+    the 38 cells of the two searched losses a different setting with both choices named."""
     report = compare_runs(demo_run(tmp_path / "a", "demo"), demo_run(tmp_path / "b", "demo43")).read_text()
     assert (
         "397 table cells: 345 within noise, 0 differs, 38 different setting, 14 no noise estimate, "

@@ -1,7 +1,5 @@
-"""A claim's contrast parts (contrastlab.report.contrasts): a part's short form, a term's cell, how a part
-whose cells share their seeds is paired, and which parts pool their own per-seed contrasts. Their
-evaluation end to end (intervals, verdicts, seeds needed) is tested through evaluate_claim
-(test_claims.py, test_control.py)."""
+"""A claim's contrast parts (contrastlab.report.contrasts): a part's short form, a term's cell, how a
+part is paired and which parts pool their own contrasts (evaluated end to end in test_claims.py)."""
 
 from __future__ import annotations
 

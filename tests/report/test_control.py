@@ -1,6 +1,5 @@
-"""The control (contrastlab.report.control): every claim on the papers' own transcribed numbers, as if they
-were our results. A perfect reproduction must read "reproduced"; where the paper's own tables fail its
-sentence, the claim says so (``paper_tables``) and the control checks that it really does fail there."""
+"""The control (contrastlab.report.control): every claim on the papers' own numbers reads "reproduced",
+except those marked ``paper_tables``, which the control checks really fail there."""
 
 from __future__ import annotations
 
@@ -11,17 +10,9 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from contrastlab import config as cl_config
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT
 from contrastlab.report import power, simulation
-from contrastlab.report.claims import (
-    NOT_REPRODUCED,
-    REPRODUCED,
-    evaluate_claim,
-    numbers_text,
-    verdict_text,
-)
+from contrastlab.report.claims import NOT_REPRODUCED, REPRODUCED, evaluate_claim, numbers_text, verdict_text
 from contrastlab.report.control import (
     control_grid,
     control_results,
@@ -33,8 +24,8 @@ from contrastlab.senteval.protocol import STS_TASKS
 from contrastlab.stats import LEVEL
 from contrastlab.tables.metrics import COLUMNS, PRETRAINED
 from contrastlab.tables.published import load_published
+from tests.report.test_claims import FULL
 
-FULL = cl_config.load(REPO_ROOT / "config.yaml")
 FULL_GRID = Grid(FULL)
 RESULTS = {r.claim["id"]: r for r in control_results(FULL_GRID)}
 
@@ -92,12 +83,8 @@ def test_a_perfect_reproduction_reproduces_every_claim_the_papers_tables_support
 
 
 def test_the_claims_the_papers_own_tables_fail_are_exactly_the_marked_ones():
-    """Claims audit B.2: three claims stay as the papers word them and say that the tables fail them,
-    each by more than any margin that reads as "comparable" (−0.16 below the pretrained model, −1.20,
-    −2.89). The two that failed only the project's 0.5 margin (audit C-2) now test the aggregate their
-    sentence names: Nie's "these loss functions" and Li's "effective contrastive losses" as groups,
-    their means (worst −0.39 and −0.37). Li's TR claim tests the paper's "overall", OAR's CIFAR-100
-    claim the paper's own count."""
+    """Three claims say the tables fail them, each by more than any "comparable" margin (−0.16 below the
+    pretrained model, −1.20, −2.89); the group claims test their group's mean (worst −0.39 and −0.37)."""
     marked = {cid for cid, r in RESULTS.items() if r.claim.get("paper_tables")}
     assert marked == {
         "nie-trained-beat-pretrained-tr",
@@ -119,9 +106,8 @@ def test_the_claims_the_papers_own_tables_fail_are_exactly_the_marked_ones():
 
 
 def test_every_margin_states_its_reason_and_the_papers_own_gap_the_control_finds():
-    """Issue 44: a margin is set from what the sentence bears (``margin_reason``) and stated beside the
-    paper's own gap (``paper_gap``): the claim's contrast on the paper's numbers at its worst part (a
-    count claim: at its ``at_least``-th), which the report prints beside the margin."""
+    """A margin states its ``margin_reason`` and ``paper_gap``: the claim's contrast on the paper's numbers at
+    its worst part (a count claim: at its ``at_least``-th)."""
     with_margin = [
         r for r in RESULTS.values() if float(r.claim.get("margin", 0)) or "noninferiority_margin" in r.claim
     ]
@@ -140,10 +126,8 @@ def test_every_margin_states_its_reason_and_the_papers_own_gap_the_control_finds
 
 
 def test_a_figure_claim_whose_number_the_text_prints_has_a_control_on_it():
-    """Issue 44: OAR's "a mere 10% classification accuracy" (InfoNCE at lr 1, §5.1) is printed in the
-    text, so the claim's control reads that number (``text_values``, with how it was read) instead of
-    being exempt; the other figure claims' values are not in the paper texts (Markdown without the
-    figures' data), so nothing is read off them."""
+    """OAR's "a mere 10% classification accuracy" is printed in the text, so its control reads that number
+    (``text_values``); the other figure claims' values are not in the paper texts."""
     chance = RESULTS["oar-infonce-collapses-to-chance"]
     assert chance.claim["text_values"]["infonce@max"]["read"].startswith("§5.1's text")
     assert chance.result.verdict == REPRODUCED and chance.result.parts[0].diff == pytest.approx(-10.0)
@@ -191,9 +175,8 @@ def test_fake_metrics_have_the_papers_runs_at_the_published_value():
 
 
 def test_the_cross_task_headline_claims_hold_on_the_papers_numbers():
-    """Claims audit B.4: OAR's "10% labels within 3% of 100%" (Table 3, 10 % − 100 % at each fraction's
-    best rate) and Nie's finding (2) (Table 1, STS gain over the pretrained model minus TR gain) compare
-    two tasks of the same runs; on the papers' own numbers they are reproduced with the papers' gaps."""
+    """OAR's "10% labels within 3% of 100%" and Nie's finding (2) compare two tasks of the same runs; on the
+    papers' own numbers they are reproduced with the papers' gaps."""
     within = RESULTS["oar-10pct-within-3-of-100pct"].result
     assert within.verdict == REPRODUCED
     assert [round(p.diff, 2) for p in within.parts] == [-1.53, -2.72, -2.33, -2.74]
@@ -264,11 +247,9 @@ def allowed(draws: int, rate: float = ALPHA) -> int:
 
 @pytest.mark.parametrize("claim_id", CHECKABLE)
 def test_a_noisy_perfect_reproduction_rarely_reads_the_wrong_verdict(claim_id):
-    """At the papers' numbers with seed noise, config.yaml's seeds: a claim the paper's tables support
-    reads "not reproduced" at most at rate α (Holm's family-wise bound); one they fail (paper_tables)
-    reads "reproduced" at most at α (its failing part must clear its own one-sided test). And the
-    plan's power (simulation.simulate, the same rule on arrays) agrees with evaluate_claim's share of the
-    expected verdict within Monte-Carlo error."""
+    """At the papers' numbers with seed noise, a supported claim reads "not reproduced", and a
+    ``paper_tables`` one "reproduced", at most at rate α; the plan's simulation agrees with evaluate_claim's
+    share of the expected verdict within Monte-Carlo error."""
     verdicts = noisy_verdicts(claim_id, NOISY_DRAWS)
     claim = RESULTS[claim_id].claim
     wrong = REPRODUCED if claim.get("paper_tables") else NOT_REPRODUCED
@@ -288,13 +269,9 @@ BOUNDARY_DRAWS = 20_000  # simulation.simulate: the claims' rule on arrays, a fe
 
 @pytest.mark.parametrize("claim_id", CHECKABLE)
 def test_at_its_boundary_a_claim_reads_not_reproduced_at_most_at_its_level(claim_id):
-    """The calibration of the decision rule: every part of a perfect reproduction moved (least squares)
-    to exactly its claim's boundary (Δ = 0), seed noise added, 3 seeds per cell (OAR's one seed decides
-    nothing): the family-wise rate of "not reproduced" is at most α = (1 − level) / 2 (Holm over the
-    parts), within 4 Monte-Carlo standard errors. :func:`simulation.simulate` applies claims.py's rule to
-    many draws at once; the test above checks that it decides as evaluate_claim does. (Before the
-    paired path took its noise from the seed-blocked strata, claims audit S-1, the claims whose paired
-    parts share cells read 0.030–0.035 here: s_D pooled over the parts with ν = Σ(n_j − 1).)"""
+    """Every part moved to its claim's boundary (Δ = 0), seed noise added, 3 seeds per cell: the family-wise
+    rate of "not reproduced" is at most α = (1 − level) / 2, within 4 Monte-Carlo standard errors
+    (:func:`simulation.simulate`, which the test above checks against evaluate_claim)."""
     s = power.claim_structure(RESULTS[claim_id].claim, FULL_GRID)
     mu = simulation.boundary_means(s)
     if mu is None:
@@ -305,10 +282,8 @@ def test_at_its_boundary_a_claim_reads_not_reproduced_at_most_at_its_level(claim
 
 
 def test_the_unpaired_rule_is_conservative_in_holms_far_tail():
-    """Issue 44: Li's comparability claim in its old, strictest form (each of 4 modified losses against
-    each of 4 contrastive losses, 2 backbones: 32 unpaired parts, pools of ν 30 and 4), moved to its
-    boundary, read "not reproduced" at 0.0279 ± 0.0005 for α = 0.025 with Welch–Satterthwaite on the
-    pools' own ν; with the conservative rule (stats.contrast_variance: ν_p − 2) 0.0183 ± 0.0004."""
+    """32 unpaired parts (pools of ν 30 and 4) at their boundary read "not reproduced" at 0.0279 ± 0.0005 for
+    α = 0.025 on the pools' own ν; the conservative rule (ν_p − 2) keeps it under α (0.0183 ± 0.0004)."""
     li = dict(RESULTS["li-modified-match-contrastive"].claim)
     modified, contrastive = ["mmhe", "mmhs", "mbarlow_twins", "mvicreg"], ["infonce", "arccon", "mpt", "met"]
     li["parts"] = [[m, c] for c in contrastive for m in modified]

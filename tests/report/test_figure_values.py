@@ -1,6 +1,5 @@
-"""Claims read off a figure's numbers (relation ``figure_values``, contrastlab.report.figure_values): the
-readings on constructed CSVs checked by hand, and OAR's synthetic rank-1 claim, which the pipeline's own
-Table 2 numbers contradict (README: InfoNCE flattens onto a plane, never onto a line)."""
+"""Claims read off a figure's numbers (contrastlab.report.figure_values): readings on constructed CSVs
+checked by hand, and OAR's synthetic rank-1 claim, which the pipeline's Table 2 numbers contradict."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import re
 import pandas as pd
 import pytest
 
-from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.figures import catalog as figure_catalog
 from contrastlab.paths import REPO_ROOT
@@ -18,17 +16,11 @@ from contrastlab.report.claims import (
     NOT_RUN,
     REPRODUCED,
     UNDECIDED,
-    all_claims,
     check_relation,
     evaluate_claim,
     numbers_text,
 )
-
-FULL = cl_config.load(REPO_ROOT / "config.yaml")
-
-
-def claim(claim_id: str) -> dict:
-    return next(c for c in all_claims() if c["id"] == claim_id)
+from tests.report.test_claims import FULL, claim
 
 
 def grid(tmp_path, **extra) -> Grid:
@@ -54,9 +46,8 @@ def synthetic(ranks: dict[int, int]) -> pd.DataFrame:
 
 
 def test_the_synthetic_rank_one_claim_is_decided_over_the_seeds(tmp_path):
-    """Issue 86 item 2: InfoNCE's mean effective rank over the seeds against 1.5, with the tables' t-interval
-    (t_{n-1} s/√n at 95 %): ranks 3, 3, 3 (s = 0) are a plane, not a line; 1, 1, 1 a line; 1, 2, 1 (mean
-    1.33, s 0.577, t_2 4.303: ±1.43) cannot tell; one seed has no interval."""
+    """InfoNCE's mean effective rank against 1.5 with the t-interval: 3, 3, 3 a plane; 1, 1, 1 a line; 1, 2,
+    1 (±1.43) cannot tell; one seed has no interval."""
     c = claim("oar-synthetic-infonce-rank-one")
     g = grid(tmp_path, oar_synthetic={})
     assert evaluate_claim(c, pd.DataFrame(), g).verdict == NOT_RUN  # the study has not run

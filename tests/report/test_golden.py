@@ -1,13 +1,7 @@
-"""The demo's report, byte for byte (issue 77 item 1: the report is one document rendered twice; kept
-through that change, then changed on purpose by issue 78 item 3: the first screen's table of main numbers
-and claim counts with its key, the Inputs' code and environment of every training job).
-
-``golden/demo-results.tar.gz`` holds what a finished ``make demo`` left that the report reads: the metrics
-files, the searches' selections, MTEB's bridge files, the jobs' benchmark files and training logs, and the
-figures' CSVs that claims read (no checkpoint, no image). Rendered as the ``tables`` job renders it, its
-``report.md`` is ``golden/demo-report.md``, and its ``report.html`` has the heading ids of
-``golden/demo-report-ids.txt``. A change to the report's text shows here as a diff; when it is meant,
-copy the rendered file the failure names over the golden one and review the diff."""
+"""The demo's report, byte for byte. ``golden/demo-results.tar.gz`` holds what a finished ``make demo``
+left that the report reads; rendered as the ``tables`` job renders it, its ``report.md`` is
+``golden/demo-report.md`` and its ``report.html`` has the ids of ``golden/demo-report-ids.txt``. When a
+change is meant, copy the rendered file the failure names over the golden one and review the diff."""
 
 from __future__ import annotations
 

@@ -10,8 +10,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from contrastlab.figures.style import figure, house_style, save
-from contrastlab.report.document import (
+from contrastlab.blocks import (
     Cell,
     Code,
     Figure,
@@ -21,16 +20,17 @@ from contrastlab.report.document import (
     Table,
     Tally,
     Verdict,
-    blocks_of,
     rows_table,
     to_markdown,
 )
+from contrastlab.figures.style import figure, house_style, save
 from contrastlab.report.html import render_html, write_html_report
 from tests.report import chromium
+from tests.tables.tables_synthetic import write_scores
 
 REPORT = [
     Heading(1, "Paper tables"),
-    rows_table([{"table": "Nie Table 1", "run": "3"}], right=1),
+    rows_table([{"table": "Nie Table 1", "run": 3}], right=1),  # a cell of any value: its text
     Heading(2, "Figures"),
     Figure("demo/curve", "", "figures/demo/curve.png", "A caption.", [Link("csv", "figures/demo/curve.csv")]),
 ]
@@ -49,6 +49,7 @@ def report(tmp_path):
 def test_html_embeds_every_figure_and_keeps_the_tables(report):
     page = report.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "<table>" in page and "<td>Nie Table 1</td>" in page
+    assert '<td style="text-align: right;">3</td>' in page
     assert 'src="figures/' not in page  # nothing to fetch beside the file
     data = page.split('src="data:image/png;base64,')[1].split('"')[0]
     assert base64.b64decode(data) == (report.parent / "figures" / "demo" / "curve.png").read_bytes()
@@ -241,7 +242,7 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
     from tests.tables.test_verdicts import MACL_CONFIG, macl_metrics
 
     root = tmp_path / "metrics"
-    _write_metrics(root, macl_metrics())
+    write_scores(root, macl_metrics())
     build_report(Results(tmp_path), MACL_CONFIG, tables=["macl_tableB4"])
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     main = page.split("<main>", 1)[1]  # not the contents list
@@ -271,30 +272,13 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
     assert "not reproduced 1" in macl  # MACL beats SimCSE on STS.Avg: 71 vs 76.5 on BERT-base
 
 
-def _write_metrics(root, metrics) -> None:
-    import json
-
-    for rec in metrics.itertuples():
-        path = root / rec.experiment / rec.backbone / rec.method / f"seed{rec.seed}" / "senteval.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.loads(path.read_text()) if path.exists() else {"scores": {}}
-        if rec.task == "sts_avg":
-            data["sts_avg"] = rec.score
-        else:
-            data["scores"][rec.task] = rec.score
-        path.write_text(json.dumps(data))
-
-
 # --- a report a researcher navigates (issue 56 item 1) ---------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def demo_report(tmp_path_factory):
-    """The demo preset's report.md with two cells trained on one seed, Nie's tiny-bert L_cl and L_mpt
-    (their claims undecided: the first screen carries the add-seeds lines; every paper's claims, tables,
-    figures and deviations; the grids wide and mostly "not configured"), a SentEval-MTEB bridge row of a
-    Nie checkpoint, a real PNG at every figure's place and a command line wider than any window; and its
-    report.html."""
+    """The demo's report.md and report.html with Nie's tiny-bert L_cl and L_mpt trained on one seed (their
+    claims undecided), a bridge row, a real PNG at every figure's place and a very wide command line."""
     import pandas as pd
 
     from contrastlab import config as cl_config
@@ -311,7 +295,7 @@ def demo_report(tmp_path_factory):
         ("nie2023", "tiny-bert", method, 42, "sts_avg", score) for method, score in (("cl", 71), ("mpt", 72))
     ]
     columns = ["experiment", "backbone", "method", "seed", "task", "score"]
-    _write_metrics(root / "metrics", pd.DataFrame(trained, columns=columns))
+    write_scores(root / "metrics", pd.DataFrame(trained, columns=columns))
     pretrained = root / "metrics" / "pretrained" / "tiny-bert" / "senteval.json"  # one evaluation, no seed
     pretrained.parent.mkdir(parents=True)
     pretrained.write_text('{"scores": {}, "sts_avg": 60.0}')
@@ -342,9 +326,8 @@ def _ids(page: str) -> list[str]:
 
 
 def test_every_heading_has_a_stable_id_and_the_contents_list_links_each(demo_report):
-    """Headings are linked by names that do not move: a paper's key, a paper table's registry name, a
-    figure's name, else the section's id and the heading's words. The contents list links every
-    heading of levels 2-4, each to an id on the page."""
+    """Headings have ids that do not move (a paper's key, a table's registry name, a figure's name, else the
+    section's id and the words), and the contents list links every heading of levels 2-4."""
     import re
 
     page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
@@ -392,11 +375,13 @@ def test_the_bridge_table_sits_under_its_papers_tables(demo_report):
 def _grid(markdown: str) -> Table:
     """A paper grid written as report.md shows it, with what its writer (sections.grid_block) knows: its
     label columns (up to the first right-aligned one) and its cells outside the config's grid."""
-    table = blocks_of(markdown.splitlines())[0]
-    table.labels = table.right if (table.right or 0) >= 2 else 0
-    for row in table.rows:
-        row[:] = [Cell(c, "not-configured") if c == "not configured" else c for c in row]
-    return table
+    header, rule, *lines = markdown.splitlines()
+    right = next(i for i, r in enumerate(rule.strip("|").split("|")) if r.endswith(":"))
+    rows = [
+        [Cell(c, "not-configured") if c == "not configured" else c for c in line[2:-2].split(" | ")]
+        for line in lines
+    ]
+    return Table(header[2:-2].split(" | "), rows, right, labels=right if right >= 2 else 0)
 
 
 GRID = """| Backbone | Method |  | STS12 | STS.Avg |
@@ -417,9 +402,8 @@ GRID = """| Backbone | Method |  | STS12 | STS.Avg |
 
 
 def test_rows_the_preset_does_not_configure_fold_into_one_line(tmp_path):
-    """Only the methods whose every cell of ours reads "not configured" fold (a "not run" cell keeps
-    BERT-base MPT); the line says how many rows and which, across the whole table; the methods left
-    open with a rule; report.md and the table files are not touched (the page is rendered from them)."""
+    """Only methods whose every cell of ours is "not configured" fold, into one line naming them; the
+    methods left open with a rule; report.md and the table files are not touched."""
     import re
 
     page = render_html([_grid(GRID)], tmp_path)
@@ -459,10 +443,8 @@ STAND_IN_GRID = """| Method |  | BERT-base STS.Avg | BERT-base TR.Avg | tiny-ber
 
 
 def test_columns_the_preset_does_not_configure_fold_like_rows(tmp_path):
-    """Issue 65: after the unconfigured methods fold, a value column whose every cell of ours (in the
-    methods left) reads "not configured" or a dash folds too (BERT-base STS.Avg: the paper's number stands
-    in the stand-in's column); one "not run" keeps a column (BERT-base TR.Avg). The folded lines name
-    what they fold and span the columns left."""
+    """After the methods, a value column whose every cell of ours left is "not configured" or a dash folds
+    too; one "not run" keeps it. The folded lines name what they fold and span the columns left."""
     import re
 
     page = render_html([_grid(STAND_IN_GRID)], tmp_path)
@@ -530,9 +512,8 @@ def test_every_see_link_of_the_demos_claims_opens_its_place_on_the_page(demo_rep
 
 
 def test_the_demos_report_keeps_at_most_20_not_configured_cells(demo_report):
-    """Issue 65's target: with the unconfigured rows and columns folded, the demo's report.html shows at
-    most 20 "not configured" cells (survey 7 counted 100): Nie Table 1's MiniLM L_mpt rows (ours, and
-    ours searched: 2 × 3) and Nie Table 2's MiniLM L_mpt settings (3)."""
+    """With rows and columns folded, the demo's report.html shows at most 20 "not configured" cells: Nie
+    Table 1's MiniLM L_mpt rows (2 × 3) and Nie Table 2's MiniLM L_mpt settings (3)."""
     import re
 
     page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
@@ -576,9 +557,8 @@ def test_wide_content_scrolls_in_its_own_box_and_print_keeps_tables_whole(tmp_pa
 
 @needs_chromium
 def test_chromium_at_1400_px_finds_every_anchor_and_nothing_wider_than_the_window(demo_report):
-    """Issue 56 acceptance: in headless Chromium 1400 px wide, the contents list exists and each of its
-    links names an element on the page, every heading has an id, and no table, scroll box or code block
-    reaches past the window: the page is never wider than 1400 px, wide tables scroll in their box."""
+    """In Chromium 1400 px wide, every contents link names an element, every heading has an id, and nothing
+    reaches past the window: wide tables scroll in their box."""
     found = chromium.measure(demo_report.with_suffix(".html"), width=1400)
     assert found["inner_width"] == 1400  # the window; the viewport is that less the scroll bar
     assert len(found["links"]) > 40 and found["unresolved"] == []
@@ -595,11 +575,9 @@ def test_chromium_at_1400_px_finds_every_anchor_and_nothing_wider_than_the_windo
 
 @needs_chromium
 def test_chromium_shows_the_first_screen_and_the_grids_as_issue_65_asks(demo_report):
-    """Issue 65 item 1, laid out in headless Chromium (1400 px): on the first screen the toy warning comes
-    before the first count, one main number per paper beside ours; the grids fold their unconfigured
-    columns too (9 "not configured" cells left, target at most 20); every claim's "see" link opens its
-    place on the page; each verdict is one line, its reasoning folded; the add-seeds lines show whole
-    (nothing past their box's edge); a half-scrolled grid's labels end in a rule of their own."""
+    """In Chromium (1400 px): the toy warning before the first count, one main number per paper; 9 "not
+    configured" cells left; every "see" link opens its place; each verdict one line, its reasoning folded;
+    the add-seeds lines whole; a half-scrolled grid's labels end in a rule."""
     found = chromium.measure(demo_report.with_suffix(".html"), width=1400)
     assert found["toy_top"] < found["first_tally_top"] < found["window_height"]
     assert found["headline_rows"] == 5 and found["headline_bottom"] < found["window_height"]  # 4 papers, all
@@ -616,10 +594,8 @@ def test_chromium_shows_the_first_screen_and_the_grids_as_issue_65_asks(demo_rep
 
 @needs_chromium
 def test_chromium_at_1024_by_768_shows_the_headline_and_the_tallies_above_the_fold(demo_report):
-    """Issue 78 item 3: in a 1024 × 768 window the first screen holds the toy warning, then the table of
-    each paper's main number beside ours and its claims counted by verdict, one column per verdict, down to
-    its last row (all papers' counts) and none of its columns scrolled out of its box, and the key to its
-    marks (Δ's ?, the stand-in's †) starting right below it."""
+    """In a 1024 × 768 window the first screen holds the toy warning, the main numbers' table down to its
+    last row with no column scrolled out, and the key to its marks right below it."""
     found = chromium.measure(demo_report.with_suffix(".html"), width=1024, height=768)
     assert found["inner_width"] == 1024 and found["window_height"] <= 768
     assert found["tally_columns"] == ["reproduced", "not", "unsupported", "undecided", "not run"]
@@ -628,29 +604,3 @@ def test_chromium_at_1024_by_768_shows_the_headline_and_the_tallies_above_the_fo
     assert found["headline_bottom"] < found["key_top"] < found["window_height"]
     assert "? undecided (too few seeds to measure the noise)" in found["key_text"]
     assert "† ours on a toy backbone standing in for the paper's" in found["key_text"]
-
-
-def test_ids_of_headings_the_report_does_not_know_come_from_their_section_and_words(tmp_path):
-    headings = "# Title\n\n## Cost\n\n### Per rule\n\n## Other\n\n### Per rule\n\n#### Per rule\n\n"
-    headings += "### Search of x: selected on dev beside the published hyperparameters\n\n## Cost\n"
-    page = render_html(blocks_of(headings.splitlines()), tmp_path)
-    assert _ids(page) == [
-        "title",
-        "cost",
-        "cost-per-rule",
-        "other",
-        "other-per-rule",
-        "other-per-rule-per-rule",
-        "other-search-of-x",  # a long heading by its words up to the colon, its label too
-        "cost-2",  # a repeat
-    ]
-    assert '<a href="#other-search-of-x">Search of x</a>' in page
-
-
-def test_a_table_handed_over_as_one_string_is_a_table_and_a_lone_bar_line_a_paragraph():
-    """The comparison tables of the user's losses reach the report as one string per table (its lines joined):
-    the tables job of the README's own-loss example failed on it with IndexError (blocks_of read a second
-    line the item held inside it)."""
-    table, lone = blocks_of(["| a | b |\n|---|---:|\n| 1 | 2 |", "", "| not a table |"])
-    assert (table.header, table.rows, table.right) == (["a", "b"], [["1", "2"]], 1)
-    assert type(lone).__name__ == "Paragraph" and lone.text == "| not a table |"

@@ -1,6 +1,5 @@
-"""Text is text (reliability 9, H3): a name from a config, a file name or a metrics file is shown as it
-reads by every renderer (report.html, report.md, a model card, a figure's label), never read as HTML,
-Markdown or mathtext; the project's own Markdown keeps working beside it."""
+"""Text is text: a name from a config, a file name or a metrics file is shown as it reads by every
+renderer (report.html, report.md, a model card, a figure's label); the project's own Markdown works."""
 
 from __future__ import annotations
 
@@ -10,11 +9,10 @@ import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
 
+from contrastlab.blocks import Bullets, Cell, Heading, Link, Paragraph, Table, Tally, literals_of, to_markdown
 from contrastlab.figures.style import figure, house_style, save
 from contrastlab.hub.cards import model_card
-from contrastlab.report.document import Bullets, Cell, Heading, Link, Paragraph, Table, Tally, to_markdown
 from contrastlab.report.html import render_html
-from contrastlab.tables.markup import literals_of
 from tests.hub.test_cards import DATA, METRICS, SUMMARY
 
 #: Names a config accepts (the key check refuses only quotes and `$(`-like shell in strings it passes on

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from contrastlab import config as cl_config
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT
 from contrastlab.report import power
-
-FULL = cl_config.load(REPO_ROOT / "config.yaml")
+from tests.report.test_claims import FULL
 
 
 def test_the_noise_prior_covers_every_metric_of_the_papers_tables():
     for task in ("sts_avg", "tr_avg", "tr_devacc_avg", "STS12", "SICKRelatedness", "MRPC", "linear_top1"):
         assert power.noise_prior(task) > 0
-    assert power.noise_prior("ffn100_top5") == power.NOISE_PRIOR["ffn"][0]
+    assert power.noise_prior("ffn100_top5") == power.NOISE_PRIOR["ffn"]
     with pytest.raises(KeyError):
         power.noise_prior("no_such_metric")
 
@@ -133,12 +130,10 @@ def test_the_report_notes_what_a_perfect_reproduction_would_need(full_power):
 
 
 def test_add_seeds_targets_the_power_on_a_small_config():
-    """``make add-seeds TARGET=power`` (scripts/add_seeds.py --target power), dry: on config.yaml cut
-    to MACL's sentence experiment, the one claim a perfect reproduction decides with more seeds within
-    10 per cell, macl-tr-avg-roberta (P ≈ 0.7 at 3 seeds, 4 needed), gets exactly its cells' new seed;
-    the claims beyond 10 seeds get none."""
+    """``make add-seeds TARGET=power``, dry, on MACL's sentence experiment: the one claim more seeds decide
+    within 10 per cell, macl-tr-avg-roberta (4 needed), gets exactly its cells' new seed; the others none."""
     from contrastlab.report.claims import add_seeds_commands
-    from tests.report.test_claims import parse_command
+    from tests.report.test_claims import FOURTH_SEED_CELLS, ROBERTA_FOURTH_SEED, cells_of_command
 
     config = {**FULL, "experiments": {"macl": FULL["experiments"]["macl"]}}
     grid = Grid(config)
@@ -147,18 +142,5 @@ def test_add_seeds_targets_the_power_on_a_small_config():
     needs = {cid for cid, p in by_id.items() if not p.decidable and p.seeds_needed}
     assert needs == {"macl-tr-avg-roberta"} and by_id["macl-tr-avg-roberta"].seeds_needed == 4
     plan = power.power_seed_plan(powers, grid)
-    assert plan == [
-        dict(
-            experiment="macl",
-            backbone="roberta-base",
-            methods=["macl", "simcse"],
-            seeds=[42, 43, 44, 45],
-            new=[45],
-        )
-    ]
-    commands = add_seeds_commands(plan, "config.yaml")
-    resolved = cl_config.load(REPO_ROOT / "config.yaml", parse_command(commands[0]))
-    assert {(c.experiment, c.backbone, c.method, c.seed) for c in Grid(resolved).cells} == {
-        ("macl", "roberta-base", "macl", 45),
-        ("macl", "roberta-base", "simcse", 45),
-    }
+    assert plan == ROBERTA_FOURTH_SEED
+    assert cells_of_command(add_seeds_commands(plan, "config.yaml")[0]) == FOURTH_SEED_CELLS

@@ -1,6 +1,6 @@
-"""A printed command is data, not a template (reliability 9, H5): every add-seeds command the report and
-``make add-seeds`` print, pasted into bash, passes exactly the arguments meant, and its ``--config``
-values read back (YAML) as exactly the values meant, type included; nothing else runs."""
+"""A printed command is data: every add-seeds command the report and ``make add-seeds`` print, pasted
+into bash, passes exactly the arguments meant, its ``--config`` values read back as meant, type
+included; nothing else runs."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """report.md's sections (contrastlab.report.sections): one meaning per word in the tables' summary, and
-the report laid out per paper, in the papers' order, each with its claims, tables, figures (in the
-paper's numbering) and deviations."""
+the report laid out per paper, in the papers' order."""
 
 from __future__ import annotations
 
 import json
-
-import pandas as pd
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid, paper_of
@@ -14,18 +11,12 @@ from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report.sections import figure_order, summarize
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
-
-
-def _frame(rows) -> pd.DataFrame:
-    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
-    out["seed"] = out["seed"].astype("Int64")
-    return out
+from tests.tables.tables_synthetic import scores_frame as _frame
 
 
 def test_summary_counts_delta_cells_and_verdicts_under_different_words():
-    """The demo's case: a toy backbone (MiniLM standing in for RoBERTa-base) has verdicts against the
-    stand-in's published numbers but no Δ (the paper has no MiniLM number). The summary says "verdicts"
-    for the first and "Δ cells" for the second, and never "compared" for either."""
+    """A toy backbone has verdicts against its stand-in's numbers but no Δ: the summary says "verdicts" for
+    the first, "Δ cells" for the second, never "compared"."""
     config = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
     config["tables"]["verdict_stand_ins"] = {"nie2023": {"minilm": "roberta-base"}}
     metrics = _frame(
@@ -89,7 +80,7 @@ def test_the_report_reads_per_paper(tmp_path):
 
 def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest(tmp_path):
     """Issue 43: the report's provenance names the backbone's resolved revision and the data digests."""
-    from contrastlab.report.document import to_markdown
+    from contrastlab.blocks import to_markdown
     from contrastlab.report.inputs import input_blocks
 
     bert = {"source": "hf_id", "hf_id": "google-bert/bert-base-uncased", "revision": "86b5e09" + "0" * 33,
@@ -110,11 +101,9 @@ def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest
 
 
 def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path):
-    """Issue 78 item 3: the report's "Inputs" names the code and environment that made the numbers, from
-    each training job's own record (the last ``start`` of its train_log.jsonl: a resumed job counts once,
-    as it last started): the commit and whether its tree had uncommitted changes, the contrastlab, torch
-    and transformers versions, the device; jobs alike share a row, counted per experiment."""
-    from contrastlab.report.document import to_markdown
+    """The "Inputs" name each training job's commit (and uncommitted changes), versions and device from its
+    last ``start`` record; jobs alike share a row, counted per experiment."""
+    from contrastlab.blocks import to_markdown
     from contrastlab.report.inputs import environment_rows, input_blocks
 
     def start(sha, dirty, device, name, torch="2.14.1"):
@@ -170,12 +159,11 @@ def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path
 
 
 def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
-    """Issue 44: the claims counted by verdict before anything else (issue 78: columns of the first
-    screen's table), what would decide the undecided claims below them, and the how-to-read text folded
-    below (one <details> block)."""
+    """The claims counted by verdict first, what would decide the undecided ones below, the how-to-read
+    text folded below (one <details> block)."""
+    from contrastlab.blocks import cell_text
     from contrastlab.report.answer import heading, short_title, tally_cells, undecided_text
     from contrastlab.report.claims import ClaimResult
-    from contrastlab.report.document import cell_text
     from contrastlab.report.parts import UNDECIDED, PartResult
 
     def undecided(seeds_needed):
@@ -206,9 +194,8 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
 
 
 def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(tmp_path):
-    """Issue 65: in the report's grids a toy backbone's column names the paper backbone it stands in for
-    and shows that backbone's published number on its paper row, the number its Δ (†) is against; the
-    table's own files keep the paper's view (n/a), and its CSV is untouched by the report's view."""
+    """A toy backbone's grid column names the paper backbone it stands in for and shows its published number,
+    the one its Δ (†) is against; the table's own files keep n/a."""
     from contrastlab.report import build_report
 
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")

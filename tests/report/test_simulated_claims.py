@@ -1,7 +1,5 @@
-"""Li et al.'s simulated figures decided (issue 86 item 1): each claim on Fig. 2/10, 3 and 4 evaluated on
-a small constructed grid whose verdict is worked out by hand, with the Monte-Carlo error in use (a row
-the sampling noise could carry across its bound leaves the claim undecided), and the simulation's
-standard errors checked against their definition."""
+"""Li et al.'s simulated figures decided: each claim on Fig. 2/10, 3 and 4 on a small constructed grid
+worked out by hand, with the Monte-Carlo error in use, and the simulation's standard errors checked."""
 
 from __future__ import annotations
 
@@ -20,17 +18,13 @@ from contrastlab.report.claims import (
     NOT_RUN,
     REPRODUCED,
     UNDECIDED,
-    all_claims,
     evaluate_claim,
     numbers_text,
 )
 from contrastlab.report.figure_values import mc_z
+from tests.report.test_claims import claim
 
 LI = {"li2024": cl_config.load(REPO_ROOT / "config.yaml")["experiments"]["li2024"]}
-
-
-def claim(claim_id: str) -> dict:
-    return next(c for c in all_claims() if c["id"] == claim_id)
 
 
 def grid(tmp_path, **extra) -> Grid:

@@ -10,12 +10,10 @@ import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT
 from contrastlab.report.claims import (
     NOT_REPRODUCED,
     REPRODUCED,
     UNDECIDED,
-    all_claims,
     check_relation,
     evaluate_claim,
     numbers_text,
@@ -23,14 +21,10 @@ from contrastlab.report.claims import (
     verdict_text,
 )
 from contrastlab.tables.metrics import DEV_SPEARMAN
+from tests.report.test_claims import FULL, claim
 
-FULL = cl_config.load(REPO_ROOT / "config.yaml")
 T975_2 = 4.302652729911275  # t_{0.975, 2}
 R = [0.5, 1.0, 1.5, 2.0]
-
-
-def claim(claim_id: str) -> dict:
-    return next(c for c in all_claims() if c["id"] == claim_id)
 
 
 def sweep(scores: dict[float, list[float]], experiment: str, exp: dict, method: str, task: str):
@@ -172,11 +166,9 @@ RISING = [10, 10, 11, 20, 35, 50, 60, 70.5]
 
 
 def test_a_curve_that_falls_across_the_strong_phase_does_not_keep_accuracy_there():
-    """Issue 44 (claims audit C-1): "accuracy continually increases even in the 'Strong Learning'
-    phase". One slope over the whole sweep read the falling curve as a rise (+7.75 ± 5.58, reproduced);
-    decided on the phase the sentence names, its slope there is −14.5 and the claim is not reproduced.
-    By hand: one line per phase (§5.1's three), residual SS 0.667 + 20.167 for the falling curve and
-    0.1667 + 0.0417 for each rising one, pooled over the four losses: s² = 21.458 / 8, se = s / sqrt(2)."""
+    """OAR's "accuracy continually increases even in the 'Strong Learning' phase", on that phase: slope
+    −14.5, not reproduced. By hand: residual SS 0.667 + 20.167 for the falling curve and 0.1667 + 0.0417
+    for each rising one, pooled over the four losses: s² = 21.458 / 8, se = s / sqrt(2)."""
     frame, grid = oar_sweeps(
         {"oar_infonce": FALLING, "oar_dcl": RISING, "oar_bt": RISING, "oar_vicreg": RISING}
     )

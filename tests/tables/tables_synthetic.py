@@ -6,9 +6,18 @@ import json
 import zlib
 from pathlib import Path
 
+import pandas as pd
+
 STS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]
 TR = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
 SEEDS = [42, 43, 44]
+
+
+def scores_frame(rows) -> pd.DataFrame:
+    """Rows (experiment, backbone, method, seed, task, score) as collect_metrics' frame, seeds nullable."""
+    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
+    out["seed"] = out["seed"].astype("Int64")
+    return out
 
 
 def synthetic_score(*key: object) -> float:
@@ -42,6 +51,20 @@ def write_cell(root: Path, experiment: str, backbone: str, method: str, seeds=SE
         path = root / experiment / backbone / method / f"seed{seed}" / "senteval.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(metrics_dict(experiment, backbone, method, seed, **kw)))
+
+
+def write_scores(root: Path, metrics) -> None:
+    """Each row of a metrics frame (experiment, backbone, method, seed, task, score) into its cell's
+    ``senteval.json`` under ``root``: ``sts_avg`` at the top, any other task under ``scores``."""
+    for rec in metrics.itertuples():
+        path = root / rec.experiment / rec.backbone / rec.method / f"seed{rec.seed}" / "senteval.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = json.loads(path.read_text()) if path.exists() else {"scores": {}}
+        if rec.task == "sts_avg":
+            data["sts_avg"] = rec.score
+        else:
+            data["scores"][rec.task] = rec.score
+        path.write_text(json.dumps(data))
 
 
 OAR_TASKS = tuple(f"ffn{p}_top{k}" for p in (10, 50, 100) for k in (1, 5)) + ("embedding_variance",)

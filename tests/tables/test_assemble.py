@@ -15,10 +15,8 @@ LOSSES = ("infonce", "dcl", "bt", "vicreg")
 
 
 def test_table4_reading_reproduces_the_papers_count_of_oar_wins():
-    """§5.2: "for 12 out of the 24 reported accuracies, the performance with OAR loss surpasses that of
-    the original methods by a noticeable margin" — true of our reading of the garbled table (a gap of
-    at least two points; the next smallest gain is VICReg's +1.09), and top-1 <= top-5 in every row
-    and fraction."""
+    """§5.2's "for 12 out of the 24 reported accuracies, [OAR] surpasses [...] by a noticeable margin" holds
+    on our reading of the garbled table (gaps ≥ 2 points; the next smallest is +1.09); top-1 <= top-5."""
     pub = load_published("oar_table4").set_index(["method", "key"])["value"]
     gaps = [
         pub[(f"oar_{loss}", key)] - pub[(loss, key)] for loss in LOSSES for key in {k for _, k in pub.index}

@@ -32,7 +32,7 @@ def _write_bridge(results: Results, place: str) -> None:
 def test_one_row_per_checkpoint_and_task_whose_parts_add_up(tmp_path):
     results = Results(tmp_path)
     _write_bridge(results, "nie2023/tiny-bert/cl/seed42")
-    paths, lines = write_bridge_table(results, tmp_path / "tables")
+    paths = write_bridge_table(results, tmp_path / "tables")
     assert [p.name for p in paths] == ["bridge.csv", "bridge.md"]
     (row,) = list(csv.DictReader(paths[0].open()))
     assert row["checkpoint"] == "nie2023/tiny-bert/cl/seed42" and row["MTEB data"] == "standin"
@@ -44,14 +44,15 @@ def test_one_row_per_checkpoint_and_task_whose_parts_add_up(tmp_path):
     )
     assert row["sum of parts"] == row["MTEB - SentEval"] == "-0.750"
     assert row["ST evaluator"] == row["MTEB"]
-    assert lines[0] == "## SentEval protocol and MTEB on the same checkpoints"
+    lines = paths[1].read_text().splitlines()
+    assert lines[0] == "# SentEval protocol -> MTEB, step by step"
     assert any(
         line.startswith("| nie2023/tiny-bert/cl/seed42 | STSBenchmark | standin | 80.00 |") for line in lines
     )
 
 
 def test_no_bridge_files_no_table_and_no_section(tmp_path):
-    assert write_bridge_table(Results(tmp_path), tmp_path / "tables") == ([], [])
+    assert write_bridge_table(Results(tmp_path), tmp_path / "tables") == []
 
 
 def test_the_report_shows_the_bridge_table(tmp_path):

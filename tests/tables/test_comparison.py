@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
+from tables_synthetic import scores_frame as metrics
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT
 from contrastlab.tables.comparison import build_comparison, build_summary, comparison_tables, untabled_methods
-
-
-def metrics(rows):
-    frame = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
-    frame["seed"] = frame["seed"].astype("Int64")
-    return frame
 
 
 def test_the_user_loss_sits_beside_the_papers_losses_with_published_numbers(margin_loss_config):
@@ -45,9 +39,8 @@ def test_no_user_loss_no_comparison_table():
 
 
 def test_a_built_in_loss_no_paper_table_lists_gets_a_comparison_table():
-    """Issue 82 item 3: every configured method reaches a table. ArcCon added to Nie's experiment is in
-    none of Nie's tables (Li's tables list it, under Li's protocol): Nie's protocol gets a comparison table
-    with it beside Nie's losses; the demo's own methods are all in their papers' tables or figures."""
+    """Every configured method reaches a table: ArcCon in Nie's experiment gets a comparison table beside
+    Nie's losses; the demo's methods are all in their papers' tables or figures."""
     config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     config["experiments"]["nie2023"]["methods"]["arccon"] = {"loss": "arccon", "hp": {"tau": 0.05}}
     grid = Grid(cl_config.validate(config))

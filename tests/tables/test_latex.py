@@ -1,8 +1,6 @@
-"""Every ``.tex`` the pipeline writes compiles with plain ``pdflatex`` and the packages its header names, and
-fits the page (issue 82 item 4); names from a config are shown in it as written, never run (issue 83
-item 1). The finished demo is the suite's own: tests/report/golden/demo-results.tar.gz, what a
-``make demo`` left that the report reads (tests/report/test_golden.py), rendered into a temporary
-folder, never the checkout's results/. CI installs TeX from Debian's packages (.ci/run)."""
+"""Every ``.tex`` the pipeline writes compiles with plain ``pdflatex`` and the packages its header names,
+fits the page, and shows names from a config as written. The demo is tests/report/golden's, rendered
+into a temporary folder."""
 
 from __future__ import annotations
 
@@ -75,9 +73,8 @@ def demo_tables(tmp_path_factory) -> Path:
 
 
 def test_latex_compiles(demo_tables, tmp_path):
-    """The demo's 13 tables: its paper tables (captions with ν, ±, ≈, ▲, ▼, †, ‡) and its two searches'
-    (their "published − winner" header), where 9 of 13 once stopped pdflatex and the other 4 stuck out
-    of the page by 84-408 pt."""
+    """The demo's 13 tables (captions with ν, ±, ≈, ▲, ▼, †, ‡, and the searches' headers) compile and
+    fit the page."""
     tex = sorted(demo_tables.glob("*.tex"))
     assert len(tex) == 13 and {p.stem for p in tex} >= {"search_nie2023", "search_li2024", "nie2023_table1"}
     text = "".join(p.read_text() for p in tex)
@@ -99,9 +96,8 @@ def test_every_paper_tables_tex_compiles_and_fits(tmp_path):
 
 
 def test_a_config_name_holding_latex_is_shown_as_written_and_compiles(tmp_path, monkeypatch):
-    """Issue 83 item 1: a backbone alias and a user loss's method name holding ``\\input{...}``, ``$``,
-    ``&``, ``%``, ``#`` (and HTML) reach the paper table and the comparison table escaped: the .tex
-    compiles, never reads the file named, and prints the name as written."""
+    """A backbone alias and a method name holding ``\\input{...}``, ``$``, ``&``, ``%``, ``#`` reach the .tex
+    escaped: it compiles, never reads the file named, and prints the name as written."""
     monkeypatch.chdir(REPO_ROOT)  # the user loss's file, as the config names it
     config = make_config()
     config["backbones"][NASTY] = {"random": {}}
@@ -136,10 +132,9 @@ def test_the_escaper_prints_each_character_as_written():
 
 
 def test_a_wide_table_is_shrunk_to_the_line_the_widest_turned_onto_the_page_and_a_narrow_one_kept(tmp_path):
-    """The tabular is shrunk to the line where wider and kept where narrower; one wider than
-    :data:`LANDSCAPE_LINES` lines turns a quarter (with its caption) and is shrunk to 0.9 of the page's
-    height; the column groups are ruled below. Measured by TeX: each float typeset in a box of its own
-    (the float made a plain group), its tabular's natural and fitted widths and the whole's extent."""
+    """A wider tabular is shrunk to the line, a narrower one kept; one wider than :data:`LANDSCAPE_LINES`
+    lines turns a quarter with its caption, shrunk to 0.9 of the page's height. Measured by TeX, each float
+    in a box of its own."""
     head = [["", Span("group", 2)], ["a", "b", "c"]]
     tables = {name: "w" * n for name, n in (("narrow", 10), ("wide", 80), ("widest", 400))}
     for name, first in tables.items():

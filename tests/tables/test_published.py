@@ -1,15 +1,7 @@
-"""Cross-table consistency of the transcribed Li et al. 2024 numbers (Tables 3, 4 and 5).
-
-The transcription check (test_verify.py) proves each number is where the paper prints it; these
-tests prove the numbers agree with each other, so a row transcribed under the wrong loss (as the arXiv
-text's BERT-base mB/mV rows of Table 3 are) fails:
-
-- Table 3's BERT-base averages of the modified losses equal Table 5's +R column;
-- each printed average subscript equals (modified average) - (original average), the original from
-  Table 5 (BERT-base), within the rounding of a 1-decimal subscript;
-- each row's printed average equals the mean of its printed per-task values, and each row's average
-  subscript the mean of its per-task subscripts, within rounding (Tables 3 and 4, both backbones).
-"""
+"""Cross-table consistency of the transcribed Li et al. 2024 numbers (Tables 3, 4 and 5), so a row
+transcribed under the wrong loss fails: Table 3's BERT-base averages equal Table 5's +R column; each
+average subscript equals modified − original average (Table 5's original) within a 1-decimal rounding;
+each row's average and subscript are the means of its per-task values (Tables 3 and 4, both backbones)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""contrastlab.tables: every table from synthetic metrics files, compared with committed expected CSVs.
-
-Regenerate the expected files after an intended change with
-``CONTRASTLAB_REGEN_EXPECTED=1 pytest tests/tables`` and review the diff.
-"""
+"""contrastlab.tables: every table from synthetic metrics files, compared with committed expected CSVs
+(``CONTRASTLAB_REGEN_EXPECTED=1 pytest tests/tables`` regenerates them after an intended change)."""
 
 from __future__ import annotations
 
@@ -68,9 +65,8 @@ def test_each_table_is_written_as_csv_md_and_tex_and_the_report_comes_last(built
 
 
 def test_scores_csv_holds_every_collected_score_typed(built):
-    """Issue 86 item 3: tables/scores.csv is collect_metrics' frame, written: one row per cell, seed and
-    task, its score a float and its seed a number, with the cell's protocol and precision from the config
-    and no training commit where no trainer left a log (the synthetic metrics have none)."""
+    """tables/scores.csv is collect_metrics' frame, typed, with each cell's protocol and precision from the
+    config and no training commit where no trainer left a log."""
     root, _ = built
     scores = pd.read_csv(root / "tables" / "scores.csv")
     metrics = collect_metrics(root / "metrics")
@@ -172,11 +168,8 @@ def test_hyperparameter_tables(built):
     root, _ = built
     t2 = read_csv(root / "tables" / "nie2023_table2.csv").set_index(["backbone", "method", "param"])
     assert t2.loc[("bert-base", "cl", "tau")].status == "match"
-    assert t2.loc[("bert-base", "mpt", "m")][["published", "config", "status"]].tolist() == [
-        "0.23",
-        "0.25",
-        "differs",
-    ]
+    mpt = t2.loc[("bert-base", "mpt", "m")]
+    assert mpt[["published", "config", "status"]].tolist() == ["0.23", "0.25", "differs"]
     mat = t2.loc[("roberta-base", "mat", "m")]
     assert mat[["published", "config", "status"]].tolist() == ["0.14π", "0.14π", "match"]
     assert t2.loc[("bert-large", "cl", "tau")].status == "not configured"  # not in this config's backbones
@@ -249,16 +242,9 @@ def test_collect_metrics_reads_the_training_dev_score(tmp_path):
 def test_formatting():
     assert fmt_signed(0.2449) == "+0.24" and fmt_signed(-1.5) == "-1.50" and fmt_signed(-0.001) == "+0.00"
     assert fmt_signed(18.24, 1) == "+18.2"
-    assert (
-        fmt_param(1e-5, "sci") == "1e-5"
-        and fmt_param(7e-6, "sci") == "7e-6"
-        and fmt_param(0.05, "sci") == "5e-2"
-    )
-    assert (
-        fmt_param(0.15, "2f", "pi") == "0.15π"
-        and fmt_param(128, "int") == "128"
-        and fmt_param(0.1, "g") == "0.1"
-    )
+    assert [fmt_param(v, "sci") for v in (1e-5, 7e-6, 0.05)] == ["1e-5", "7e-6", "5e-2"]
+    shown = [fmt_param(0.15, "2f", "pi"), fmt_param(128, "int"), fmt_param(0.1, "g")]
+    assert shown == ["0.15π", "128", "0.1"]
     assert latex_escape("L_a&u -0.24 ± 1e-5") == r"L\_a\&u $-$0.24 $\pm$ 1e-5"
 
 
@@ -318,26 +304,16 @@ def test_settings_resolution_for_the_tables():
     grid = Grid(make_config())
     mat = MethodOn("nie2023", "roberta-base", "mat")
     flat = grid.settings(mat)
-    assert (flat["lr"], flat["batch_size"], flat["loss_hp"], flat["max_length"]) == (
-        7e-6,
-        128,
-        {"m": 0.14},
-        32,
-    )
+    assert [flat[k] for k in ("lr", "batch_size", "loss_hp", "max_length")] == [7e-6, 128, {"m": 0.14}, 32]
     explicit = grid.experiment(mat.experiment).explicit_hp(mat.method, mat.backbone)
-    assert param_value(flat, explicit, "m") == (0.14, False) and param_value(flat, explicit, "lr") == (
-        7e-6,
-        False,
-    )
+    assert param_value(flat, explicit, "m") == (0.14, False)
+    assert param_value(flat, explicit, "lr") == (7e-6, False)
     mmhe = MethodOn("li2024", "roberta-base", "mmhe")
     li = grid.settings(mmhe)
     assert li["precision"] == "fp32" and li["batch_size"] == 512
     assert {k: li["loss_hp"][k] for k in ("m", "tau", "r")} == {"m": 0.30, "tau": 0.05, "r": 1.25}
     stated = grid.experiment(mmhe.experiment).explicit_hp(mmhe.method, mmhe.backbone)
     assert param_value(li, stated, "r") == (1.25, False)
-    assert param_value(li, stated, "lam") == (
-        1.0,
-        True,
-    )  # not in the config: the loss's default
+    assert param_value(li, stated, "lam") == (1.0, True)  # not in the config: the loss's default
     with pytest.raises(KeyError):
         grid.settings(MethodOn("nie2023", "bert-base", "not-a-method"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import pytest
+from tables_synthetic import scores_frame
 
 from contrastlab.config import Grid
 from contrastlab.stats import half_width
@@ -43,8 +43,7 @@ def test_the_comparison_table_prints_above_and_below_against_the_users_loss(marg
             ("nie2023", "bert-base", method, s, "sts_avg", v)
             for s, v in zip((42, 43, 44), scores, strict=True)
         ]
-    frame = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
-    frame["seed"] = frame["seed"].astype("Int64")
+    frame = scores_frame(rows)
     table = build_comparison(Grid(margin_loss_config), frame, "nie2023").set_index("method")
     column = "STS.Avg vs yours"
     assert table.loc["cl", column] == "above"  # 81 − 78 = +3 > 2.372

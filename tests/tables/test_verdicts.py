@@ -33,6 +33,8 @@ from contrastlab.tables.verdicts import (
     runs_assumed,
     runs_text,
 )
+from tests.tables.tables_synthetic import scores_frame as frame
+from tests.tables.tables_synthetic import write_scores
 
 # Student t quantiles t_{df, 0.975} from a printed table (not from scipy).
 T975 = {2: 4.302652729911275, 3: 3.182446305284263, 4: 2.7764451051977987}
@@ -95,12 +97,6 @@ def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
     )
     assert 'k = 3 (stated). Source: Table 1 caption: "All results reported are the average' in nie
     assert "(assumed)" not in nie
-
-
-def frame(rows) -> pd.DataFrame:
-    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
-    out["seed"] = out["seed"].astype("Int64")
-    return out
 
 
 def macl_metrics() -> pd.DataFrame:
@@ -203,18 +199,7 @@ def test_one_seed_everywhere_is_undecided_and_toy_backbones_have_no_published_nu
 
 
 def test_report_counts_verdicts_and_opens_with_claims(tmp_path):
-    root = tmp_path / "metrics"
-    for rec in macl_metrics().itertuples():
-        path = root / rec.experiment / rec.backbone / rec.method / f"seed{rec.seed}" / "senteval.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        import json
-
-        data = json.loads(path.read_text()) if path.exists() else {"scores": {}}
-        if rec.task == "sts_avg":
-            data["sts_avg"] = rec.score
-        else:
-            data["scores"][rec.task] = rec.score
-        path.write_text(json.dumps(data))
+    write_scores(tmp_path / "metrics", macl_metrics())
     build_report(Results(tmp_path), MACL_CONFIG, tables=["macl_tableB4"])
     report = (tmp_path / "report.md").read_text()
     assert report.index("## Claims") < report.index("## Tables")

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from contrastlab.blocks import Bullets, Heading, Paragraph, Table, to_markdown
 from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
     PACKING_VARIANTS,
@@ -294,7 +295,7 @@ def _sum(values: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
-def jobs_lines(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
+def jobs_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:
     """The report's actual-against-plan section: per rule and per job, each job's wall time (Snakemake's
     benchmark) beside the plan's seconds under each calibration of its ``planned`` (label -> seconds),
     each job's start (warm or cold) and start-up, and the training jobs' phases; "—" where a figure is
@@ -303,36 +304,43 @@ def jobs_lines(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
         return []
     labels = list(dict.fromkeys(label for j in jobs for label in (j.get("planned") or {})))
     plan = [f"plan, {label} (s)" for label in labels]
-    lines = ["", "## Actual against plan", ""]
-    lines += [
-        "Each job's wall time (its Snakemake benchmark file) beside the seconds `make plan` gives it under "
-        "each calibration (the shipped one of this card, and the one this check wrote: its start-up, "
-        "dev-evaluation and snapshot figures come from these jobs).",
-        "",
-        f"| rule | jobs | actual (s) | {' | '.join(plan)} |",
-        "|---|---|---|" + "---|" * len(plan),
-    ]
     rules: dict[str, list[Mapping[str, Any]]] = {}
     for j in jobs:
         rules.setdefault(j["rule"], []).append(j)
-    for rule, group in rules.items():
-        planned = [_sum((j.get("planned") or {}).get(label) for j in group) for label in labels]
-        cells = " | ".join(_fmt(p, ".1f") for p in planned)
-        lines.append(
-            f"| {rule} | {len(group)} | {_fmt(_sum(j.get('wall_s') for j in group), '.1f')} | {cells} |"
-        )
-    lines += ["", f"| rule | cell | start | actual (s) | {' | '.join(plan)} | start-up (s) |"]
-    lines.append("|---|---|---|---|" + "---|" * len(plan) + "---|")
-    for j in jobs:
-        planned = " | ".join(_fmt((j.get("planned") or {}).get(label), ".1f") for label in labels)
-        lines.append(
-            f"| {j['rule']} | {j.get('cell') or NONE} | {start_text(j.get('start'))} | "
-            f"{_fmt(j.get('wall_s'), '.1f')} | {planned} | {_fmt(j.get('startup_s'), '.1f')} |"
-        )
-    return lines + _phase_lines([j for j in jobs if j.get("phases") or j.get("start")])
+    per_rule = [
+        [
+            rule,
+            str(len(group)),
+            _fmt(_sum(j.get("wall_s") for j in group), ".1f"),
+            *(_fmt(_sum((j.get("planned") or {}).get(label) for j in group), ".1f") for label in labels),
+        ]
+        for rule, group in rules.items()
+    ]
+    per_job = [
+        [
+            j["rule"],
+            j.get("cell") or NONE,
+            start_text(j.get("start")),
+            _fmt(j.get("wall_s"), ".1f"),
+            *(_fmt((j.get("planned") or {}).get(label), ".1f") for label in labels),
+            _fmt(j.get("startup_s"), ".1f"),
+        ]
+        for j in jobs
+    ]
+    return [
+        Heading(2, "Actual against plan"),
+        Paragraph(
+            "Each job's wall time (its Snakemake benchmark file) beside the seconds `make plan` gives it "
+            "under each calibration (the shipped one of this card, and the one this check wrote: its "
+            "start-up, dev-evaluation and snapshot figures come from these jobs)."
+        ),
+        Table(["rule", "jobs", "actual (s)", *plan], per_rule),
+        Table(["rule", "cell", "start", "actual (s)", *plan, "start-up (s)"], per_job),
+        *_phase_blocks([j for j in jobs if j.get("phases") or j.get("start")]),
+    ]
 
 
-def _phase_lines(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
+def _phase_blocks(jobs: Sequence[Mapping[str, Any]]) -> list:
     """Every GPU job's phases (seconds), with the time each waited to be handed over: the training jobs'
     from their summaries, the encoding jobs' from their metrics' ``encoding``."""
     if not jobs:
@@ -341,70 +349,75 @@ def _phase_lines(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
     named = dict(PHASES)
     others = {key: key.removesuffix("_s") for j in jobs for key in j.get("phases") or {} if key not in named}
     columns = [*PHASES[:-1], *others.items(), PHASES[-1]]
-    names = [name for _, name in columns]
-    lines = [
-        "",
-        "Phases of each GPU job (seconds: a training job's summary's `phases`, an encoding job's "
-        "`encoding.phases`; waited: `start.waited_s`):",
+    rows = [
+        [
+            j.get("rule") or NONE,
+            j.get("cell") or NONE,
+            _fmt((j.get("start") or {}).get("waited_s"), ".2f"),
+            *(_fmt((j.get("phases") or {}).get(key), ".2f") for key, _ in columns),
+        ]
+        for j in jobs
     ]
-    lines += ["", f"| rule | cell | waited | {' | '.join(names)} |", "|---|---|---|" + "---|" * len(names)]
-    for j in jobs:
-        phases, start = j.get("phases") or {}, j.get("start") or {}
-        figures = " | ".join(_fmt(phases.get(key), ".2f") for key, _ in columns)
-        where = f"{j.get('rule') or NONE} | {j.get('cell') or NONE}"
-        lines.append(f"| {where} | {_fmt(start.get('waited_s'), '.2f')} | {figures} |")
-    return lines
+    return [
+        Paragraph(
+            "Phases of each GPU job (seconds: a training job's summary's `phases`, an encoding job's "
+            "`encoding.phases`; waited: `start.waited_s`):"
+        ),
+        Table(["rule", "cell", "waited", *(name for _, name in columns)], rows),
+    ]
 
 
-def cells_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def cells_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     """The cells' table: rate, achieved TFLOP/s, MFU, peak memory, skipped steps, resumes, start-up."""
-    lines = [
-        "| cell | precision | TF32 | steps | steps/s | TFLOP/s | MFU | peak GiB | skipped | resumed from | "
-        "start-up (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['cell']} | {r['precision']} | {'yes' if r['tf32'] else 'no'} | {r['steps']} | "
-            f"{_fmt(r['steps_per_s'], '.2f')} | {_fmt(r['tflops_per_s'], '.1f')} | "
-            f"{_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}{'%' if r['mfu'] else ''} | "
-            f"{_fmt(r['peak_gpu_memory_gib'], '.2f')} | {r['skipped_steps']} | "
-            f"{', '.join(map(str, r['resumed_from'])) or NONE} | {_fmt(r.get('startup_s'), '.1f')} |"
-        )
-    return lines
+    header = "cell precision TF32 steps steps/s TFLOP/s MFU".split() + ["peak GiB", "skipped", "resumed from"]
+    return Table(
+        [*header, "start-up (s)"],
+        [
+            [
+                r["cell"],
+                r["precision"],
+                "yes" if r["tf32"] else "no",
+                r["steps"],
+                _fmt(r["steps_per_s"], ".2f"),
+                _fmt(r["tflops_per_s"], ".1f"),
+                _fmt(r["mfu"] and 100 * r["mfu"], ".1f") + ("%" if r["mfu"] else ""),
+                _fmt(r["peak_gpu_memory_gib"], ".2f"),
+                r["skipped_steps"],
+                ", ".join(map(str, r["resumed_from"])) or NONE,
+                _fmt(r.get("startup_s"), ".1f"),
+            ]
+            for r in rows
+        ],
+    )
 
 
-def packing_lines(packing: Sequence[Mapping[str, Any]]) -> list[str]:
+def packing_blocks(packing: Sequence[Mapping[str, Any]]) -> list:
     """The packing section: per step (the mode its cells run) and with or without MPS, each count's
     rates, their sum and speed-up; a series that failed shows its error."""
     if not packing:
         return []
-    lines = [
-        "",
-        "## Several small cells per GPU",
-        "",
-        "Concurrent copies of a cell's training step in the mode its cells run (padding-free IEEE fp32, the "
-        "captured graph otherwise on CUDA), each a process of its own, timed together, without and with "
-        "an MPS daemon; speed-up: their summed steps/s over one copy alone (`resources.gpu_share`; "
-        "`make plan` prices packed cells with it).",
-        "",
-        "| step | mode | MPS | cells at once | steps/s each | steps/s in all | speed-up | peak GiB each |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for series in packing:
         mps = "yes" if series["mps"] else "no"
         if series.get("error"):
-            lines.append(
-                f"| {series['step']} | {NONE} | {mps} | {NONE} | not measured: {series['error']} | | | |"
-            )
+            rows.append([series["step"], NONE, mps, NONE, f"not measured: {series['error']}", "", "", ""])
             continue
         for r in series["rows"]:
             each = ", ".join(f"{rate:.2f}" for rate in r["steps_per_s"])
-            lines.append(
-                f"| {series['step']} | {r.get('mode', NONE)} | {mps} | {r['k']} | {each} | {r['sum']:.2f} | "
-                f"{r['speedup']:.2f}x | {_fmt(r['peak_gib'], '.2f')} |"
-            )
-    return lines
+            mode = r.get("mode", NONE)
+            speed = [f"{r['sum']:.2f}", f"{r['speedup']:.2f}x", _fmt(r["peak_gib"], ".2f")]
+            rows.append([series["step"], mode, mps, r["k"], each, *speed])
+    header = ["step", "mode", "MPS", "cells at once", "steps/s each", "steps/s in all", "speed-up"]
+    return [
+        Heading(2, "Several small cells per GPU"),
+        Paragraph(
+            "Concurrent copies of a cell's training step in the mode its cells run (padding-free IEEE fp32, "
+            "the captured graph otherwise on CUDA), each a process of its own, timed together, without and "
+            "with an MPS daemon; speed-up: their summed steps/s over one copy alone (`resources.gpu_share`; "
+            "`make plan` prices packed cells with it)."
+        ),
+        Table([*header, "peak GiB each"], rows),
+    ]
 
 
 def write_report(
@@ -424,7 +437,7 @@ def write_report(
     (a kill leaves the previous pair or the new one); returns the report's path. ``packing``: the
     series of :func:`contrastlab.cost.gpu_check.measure_packing`; ``dev_sentences``: the unique STS-B
     dev sentences the cells' dev evaluations encoded; ``evaluations``: the encoding jobs
-    (:func:`measured_overheads`); ``jobs``: :func:`jobs_lines`' rows, to which ``price(calibration
+    (:func:`measured_overheads`); ``jobs``: :func:`jobs_blocks`' rows, to which ``price(calibration
     file)`` (the plan's seconds per (rule, cell) under the file just written) adds a column;
     ``missing``: the parts of :data:`PARTS` not done yet."""
     out_dir = Path(out_dir)
@@ -441,16 +454,19 @@ def write_report(
             for j in jobs
         ]
     done = [part for part in PARTS if part not in missing]
-    lines = ["# GPU check", "", *(f"- {key}: {value}" for key, value in env.items())]
-    lines.append(f"- parts done: {', '.join(done) or 'none'}")
+    about = [f"{key}: {value}" for key, value in env.items()] + [f"parts done: {', '.join(done) or 'none'}"]
     if missing:
-        lines.append(f"- not done (the check stopped or has not reached them yet): {', '.join(missing)}")
-    lines += ["", *cells_lines(rows), *jobs_lines(jobs), *packing_lines(packing), "", "## Checks", ""]
+        about.append(f"not done (the check stopped or has not reached them yet): {', '.join(missing)}")
+    page = [Heading(1, "GPU check"), Bullets(about), cells_table(rows), *jobs_blocks(jobs)]
+    page += [*packing_blocks(packing), Heading(2, "Checks")]
     if "checks" in missing:
-        lines.append("Not run yet.")
-    lines += [f"- {name}: {'PASS' if ok else 'FAIL'} — {what}" for name, (ok, what) in checks.items()]
-    lines += ["", _notes(dev_sentences, calibration_file.name), ""]
-    return write_text(out_dir / "report.md", "\n".join(lines))
+        page.append(Paragraph("Not run yet."))
+    if checks:
+        page.append(
+            Bullets([f"{name}: {'PASS' if ok else 'FAIL'} — {what}" for name, (ok, what) in checks.items()])
+        )
+    page.append(Paragraph(_notes(dev_sentences, calibration_file.name)))
+    return write_text(out_dir / "report.md", to_markdown(page))
 
 
 def _notes(dev_sentences: int | None, calibration_name: str) -> str:

@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contrastlab.blocks import Heading, Paragraph, rows_table
 from contrastlab.config import paper_of
 from contrastlab.paths import Results
 from contrastlab.search import SEARCHED
-from contrastlab.tables.markdown import markdown_table
 
 #: Shown where a number is unknown or zero by construction (no GPU job, no memory figure).
 NONE = "—"
@@ -350,54 +350,50 @@ def per_cell(jobs: Sequence[JobCost], projected: Projected | None = None) -> lis
     return rows
 
 
-def cost_lines(
+def cost_blocks(
     results_dir: str | os.PathLike, projected: Projected | None = None, projected_note: str = ""
-) -> list[str]:
-    """The report's cost section (Markdown lines) for the run in ``results_dir``: per paper, per rule
-    and per cell; one line saying so when no job has written a benchmark file yet. With ``projected``
-    (:func:`contrastlab.cost.plan.projected_hours`), the projected GPU-hours beside the measured
-    ones (``projected_note`` says how they were projected), or alone before any job ran."""
+) -> list:
+    """The report's cost section (blocks, :mod:`contrastlab.blocks`) for the run in ``results_dir``: per
+    paper, per rule and per cell; one line saying so when no job has written a benchmark file yet. With
+    ``projected`` (:func:`contrastlab.cost.plan.projected_hours`), the projected GPU-hours beside the
+    measured ones (``projected_note`` says how they were projected), or alone before any job ran."""
     skipped: list[Path] = []
     jobs = read_job_costs(results_dir, skipped)
-    lines = ["## Cost", ""]
-    if projected_note:
-        lines += [projected_note, ""]
+    blocks: list = [Heading(2, "Cost"), *([Paragraph(projected_note)] if projected_note else [])]
     if not jobs:
-        lines += [
-            f"No benchmark files under `{Path(Results(results_dir).benchmarks)}` yet: no cost to show.",
-            "",
-        ]
-        if projected is not None:
-            for kind in ("paper", "rule"):
-                rows = [{kind: k, "projected GPU-h": f"{v:.2f}"} for k, v in sorted(projected[kind].items())]
-                lines += [f"### Projected, per {kind}", ""] + markdown_table(rows, numeric_after_first=True)
-                lines.append("")
-        return lines
-    lines += [
-        f"From the {len(jobs)} jobs' Snakemake benchmark files (`benchmarks/`: wall time and peak resident "
-        "memory of each job; for a job started warm, the peak of its own process, which leaves out the "
-        "library pages only a fresh import touches), the training logs (device, peak GPU memory) and the "
-        "metrics files (the device of the SentEval encoding and of the vision evaluation). GPU-h: wall "
-        "hours of the jobs that record a CUDA device, one GPU each (training, `encode`, `encode_vision`); "
-        f"{NONE} where none did (CPU runs; the SentEval probe jobs, `evaluate`, run on the CPU)."
-        + (
-            f" Left out: {len(skipped)} benchmark files without a wall time ({skipped[0]}, ...)."
-            if skipped
-            else ""
-        ),
-        "",
-    ]
+        where = Path(Results(results_dir).benchmarks)
+        blocks.append(Paragraph(f"No benchmark files under `{where}` yet: no cost to show."))
+        for kind in ("paper", "rule") if projected is not None else ():
+            rows = [{kind: k, "projected GPU-h": f"{v:.2f}"} for k, v in sorted(projected[kind].items())]
+            blocks += [Heading(3, f"Projected, per {kind}"), rows_table(rows, right=1)]
+        return blocks
+    blocks.append(
+        Paragraph(
+            f"From the {len(jobs)} jobs' Snakemake benchmark files (`benchmarks/`: wall time and peak "
+            "resident memory of each job; for a job started warm, the peak of its own process, which leaves "
+            "out the library pages only a fresh import touches), the training logs (device, peak GPU "
+            "memory) and the metrics files (the device of the SentEval encoding and of the vision "
+            "evaluation). GPU-h: wall hours of the jobs that record a CUDA device, one GPU each (training, "
+            f"`encode`, `encode_vision`); {NONE} where none did (CPU runs; the SentEval probe jobs, "
+            "`evaluate`, run on the CPU)."
+            + (
+                f" Left out: {len(skipped)} benchmark files without a wall time ({skipped[0]}, ...)."
+                if skipped
+                else ""
+            )
+        )
+    )
     for title, rows in (
         ("Per paper", per_paper(jobs, projected)),
         ("Per rule", per_rule(jobs, projected)),
         ("Per cell", per_cell(jobs, projected)),
     ):
-        lines += [f"### {title}", ""] + markdown_table(rows, numeric_after_first=True) + [""]
+        blocks += [Heading(3, title), rows_table(rows, right=1)]
     phases = per_training_job(jobs)
     if phases:
-        lines += ["### Where the training jobs' time went", "", PHASES_NOTE, ""]
-        lines += markdown_table(phases, numeric_after_first=True) + [""]
-    return lines
+        blocks += [Heading(3, "Where the training jobs' time went"), Paragraph(PHASES_NOTE)]
+        blocks.append(rows_table(phases, right=1))
+    return blocks
 
 
 #: A training job's phases (contrastlab.training.phases), in their order, by the column that shows them.

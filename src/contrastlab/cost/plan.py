@@ -25,6 +25,7 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
+from contrastlab.blocks import Heading, markdown_lines, rows_table
 from contrastlab.config import paper_of
 from contrastlab.cost.backbones import backbone_transformer, model_type_lines
 from contrastlab.cost.budget import pinned, plan_points, searched_points
@@ -46,9 +47,8 @@ from contrastlab.cost.packing import chosen_share, mps_asked, packed_seconds, pa
 from contrastlab.cost.provenance import moved_rules, status_lines
 from contrastlab.cost.schedule import schedule_lines
 from contrastlab.cost.summary import summary_lines
+from contrastlab.papers import PAPERS
 from contrastlab.precision import RESOLVED
-from contrastlab.tables.markdown import markdown_table
-from contrastlab.tables.published import TABLES
 
 #: The GPU counts the makespan section always shows (``make plan GPUS=N`` adds N), and the CPU slots per
 #: GPU its probe jobs (SentEval and image) run on (a GPU node has at least this many cores per GPU).
@@ -173,16 +173,14 @@ def cell_counts(grid: cl_config.Grid) -> dict[str, int]:
 
     docs/cost.md's sentence on the full grid is checked against these numbers for config.yaml (a test)."""
     counts = {"sentence": 0, "figure": 0, "vision": 0}
-    table_experiments = {}
+    tabled = {table.experiment for paper in PAPERS for table in paper.tables}
     for cell in grid.cells:
         exp = cell.experiment
-        if exp not in table_experiments:
-            table_experiments[exp] = any(spec.experiment == exp for spec in TABLES.values())
         if grid.experiment(exp).track == "vision":
             counts["vision"] += 1
         else:
             counts["sentence"] += 1
-            counts["figure"] += 0 if table_experiments[exp] else 1
+            counts["figure"] += 0 if exp in tabled else 1
     counts["total"] = counts["sentence"] + counts["vision"]
     counts["pretrained"] = len(grid.pretrained)
     return counts
@@ -299,9 +297,9 @@ def plan_lines(
     ]
     sections.append((f"Peak GPU memory per cell kind ({_label(chosen)})", memory_rows(jobs, calibration)))
     sections.append(("Per cell (its seeds in one row)", _rows(jobs, _seedless, "cell", _cell_extra)))
-    for title, rows in sections:
-        lines += [f"### {title}", ""] + markdown_table(rows, numeric_after_first=True) + [""]
-    return lines
+    return lines + markdown_lines(
+        [b for title, rows in sections for b in (Heading(3, title), rows_table(rows, 1))]
+    )
 
 
 def step_mode_lines(grid: cl_config.Grid) -> list[str]:
@@ -593,7 +591,6 @@ def search_plan_lines(
         "known before the search runs).",
         "",
     ]
-    lines += markdown_table(_rows(jobs, lambda j: j.experiment, "search"), numeric_after_first=True) + [""]
+    lines += markdown_lines([rows_table(_rows(jobs, lambda j: j.experiment, "search"), right=1)])
     lines += [f"Peak GPU memory of the search points ({_label(chosen)}):", ""]
-    lines += markdown_table(memory_rows(jobs, calibration), numeric_after_first=True) + [""]
-    return lines
+    return lines + markdown_lines([rows_table(memory_rows(jobs, calibration), right=1)])

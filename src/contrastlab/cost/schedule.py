@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contrastlab.tables.markdown import markdown_table
+from contrastlab.blocks import markdown_lines, rows_table
 
 #: Rules whose job follows the same cell's training job.
 EVALUATION_RULES = frozenset({"encode", "encode_vision", "search_encode"})
@@ -188,6 +188,5 @@ def schedule_lines(
         + " → ".join(f"`{name}`" for name in path)
         + ".",
         "",
-        *markdown_table(rows, numeric_after_first=True),
-        "",
+        *markdown_lines([rows_table(rows, right=1)]),
     ]

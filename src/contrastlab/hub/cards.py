@@ -25,6 +25,7 @@ from typing import Any
 
 from safetensors import SafetensorError
 
+from contrastlab.blocks import escape_markdown, literals_of
 from contrastlab.config import settings_digest
 from contrastlab.hub.mteb_results import STANDIN, MtebScore, checkpoint_revision, mteb_scores
 from contrastlab.hub.publish import (
@@ -44,7 +45,6 @@ from contrastlab.hub.publish import (
 )
 from contrastlab.hub.vision_card import VISION_LICENSE, vision_front_matter
 from contrastlab.paths import UnreadableMetricsError, atomic_write, read_metrics, write_json
-from contrastlab.tables.markup import escape_markdown, literals_of
 from contrastlab.tables.published import TABLES, load_meta, load_published
 
 __all__ = [
@@ -199,7 +199,7 @@ def model_card(
 
 def _as_markdown(lines: list[str], names) -> list[str]:
     """The card's Markdown ``lines`` with each of ``names`` (the cell's, the data's: text from the config
-    and its files) escaped outside fenced code (:func:`~contrastlab.report.document.escape_markdown`), so
+    and its files) escaped outside fenced code (:func:`~contrastlab.blocks.escape_markdown`), so
     that a reader shows the name as it reads."""
     out, fenced = [], False
     for line in lines:

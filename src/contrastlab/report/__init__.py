@@ -1,13 +1,7 @@
 """The run's page: every table the config produces (:mod:`contrastlab.tables`), written as CSV, Markdown
-and LaTeX, and the report beside them, one document (``document``: its blocks, and its Markdown) that
-``sections`` builds (``answer``: its first screen; ``inputs``: its record of the precision, the inputs and
-the code and environment of the training jobs) and ``html`` renders as report.html (``folding``: a grid's
-unconfigured rows and columns folded there); ``claims`` (each paper's headline claims against our
-metrics, ``claims/<paper>.yaml``; ``parts``: one part and its verdict rules; ``contrasts``: a contrast
-part resolved, paired and decided; ``trend``: sweep claims as slopes; ``figure_values``: claims read off
-a figure's numbers; ``control``: the claims on the papers' own numbers; ``power`` and ``simulation``:
-would a perfect reproduction decide them). Publishing a checkpoint on the Hub is
-:mod:`contrastlab.hub`'s.
+and LaTeX, and the report beside them, one document that ``sections`` builds, ``document`` renders as
+Markdown and ``html`` as report.html; ``claims`` checks each paper's headline claims against our metrics
+(``docs/claims.md``). Publishing a checkpoint on the Hub is :mod:`contrastlab.hub`'s.
 
 Example (no runs yet: every cell shows the published number and "not run")::
 
@@ -40,20 +34,12 @@ log = logging.getLogger(__name__)
 
 
 def build_report(
-    results: Results,
-    config: dict,
-    tables: list[str] | None = None,
-    figures: list[dict] | None = None,
+    results: Results, config: dict, tables: list[str] | None = None, figures: list[dict] | None = None
 ) -> list[Path]:
-    """Write every table (default: :func:`tables_for_config`, the comparison tables of the user's
-    losses, :mod:`.comparison`, and the searches' selections, :mod:`.search`) as CSV, Markdown and
-    LaTeX into ``results.tables``, the summary ``results.report`` and its self-contained HTML twin (same
-    name, ``.html``), from the metrics under ``results.metrics()``; returns the written paths (report and
-    HTML report last). The report ends with the cost of the run's jobs (:mod:`contrastlab.cost.measured`,
-    from ``results.benchmarks``).
-
-    Runs on whatever metrics exist: missing cells render as "not run" beside the published number.
-    """
+    """Write every table (default: :func:`tables_for_config`, the user's losses' comparison tables and
+    the searches' selections) as CSV, Markdown and LaTeX into ``results.tables``, then ``results.report``
+    and its HTML twin, from the metrics under ``results.metrics()``; returns the written paths, the two
+    reports last. Runs on whatever metrics exist: missing cells read "not run" beside the published number."""
     # pandas: loaded only when the report is built, so `import contrastlab.report` stays light
     from contrastlab.report.sections import write_report
     from contrastlab.tables.metrics import collect_failures, collect_metrics
@@ -72,7 +58,7 @@ def build_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     built = _write_tables(names, grid, metrics, failures, out_dir)
     written: list[Path] = [path for _, paths in built for path in paths.values()]
-    side_paths, compare_lines, search_lines, bridge = _write_beside_tables(
+    side_paths, compare_blocks, search_blocks, bridge = _write_beside_tables(
         results, grid, metrics, out_dir, comparisons, search_names
     )
     written += side_paths
@@ -84,9 +70,9 @@ def build_report(
             grid=grid,
             figures=figures,
             results_dir=results_dir,
-            sections=compare_lines,
+            sections=compare_blocks,
             bridge=bridge,
-            searches=search_lines,
+            searches=search_blocks,
             metrics=metrics,
         )
     )
@@ -98,10 +84,10 @@ def build_report(
 
 def _write_beside_tables(
     results: Results, grid: Grid, metrics, out_dir: Path, comparisons: list[str], search_names: list[str]
-) -> tuple[list[Path], list[str], list[str], list]:
+) -> tuple[list[Path], list, dict[str, list], list]:
     """What :func:`build_report` writes beside the paper tables: the scores and the claims' verdicts as
     data, the comparison tables of the user's losses, the searches' selections and the SentEval-MTEB
-    bridge. Returns the paths written, the comparison and search sections' lines, and the bridge's rows."""
+    bridge. Returns the paths written, the comparison and search sections' blocks, and the bridge's rows."""
     from contrastlab.report.claims import evaluate_claims
     from contrastlab.report.compare import write_claims
     from contrastlab.report.scores import write_scores
@@ -114,16 +100,16 @@ def _write_beside_tables(
     written.append(write_scores(metrics, grid, results.root, out_dir))
     written.append(write_claims(evaluate_claims(metrics, grid), out_dir))
     # Your own losses beside the papers' (tables.comparison), when the config has any.
-    compare_paths, compare_lines = write_comparisons(grid, metrics, out_dir, comparisons)
+    compare_paths, compare_blocks = write_comparisons(grid, metrics, out_dir, comparisons)
     written += compare_paths
     # The searches' selections beside the published hyperparameters (tables.search), when they ran.
-    search_paths, search_lines = write_search_tables(grid, results.root, out_dir, search_names, metrics)
+    search_paths, search_blocks = write_search_tables(grid, results.root, out_dir, search_names, metrics)
     written += search_paths
     # The SentEval protocol beside MTEB's evaluator (tables.bridge), when rule mteb ran (mteb.enabled).
-    bridge_paths, _ = write_bridge_table(results, out_dir)
+    bridge_paths = write_bridge_table(results, out_dir)
     written += bridge_paths
     bridge = bridge_rows(results) if bridge_paths else []  # shown under each checkpoint's paper
-    return written, compare_lines, search_lines, bridge
+    return written, compare_blocks, search_blocks, bridge
 
 
 def _table_names(grid: Grid, tables: list[str] | None) -> tuple[list[str], list[str], list[str]]:

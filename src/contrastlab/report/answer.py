@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from contrastlab import papers
+from contrastlab.blocks import Cell, Code, Heading, Link, Paragraph, cell_text, kind_of, rows_table
 from contrastlab.config import Grid
 from contrastlab.config.command_line import CONFIGFILES_VARIABLE
 from contrastlab.papers import TableSpec, paper_for
@@ -28,10 +29,9 @@ from contrastlab.report.claims import (
     load_claims,
     seed_plan,
 )
-from contrastlab.report.document import Cell, Code, Heading, Link, Paragraph, cell_text, kind_of, rows_table
 from contrastlab.tables.assemble import BACKBONE_LABELS, STATUS_NOT_CONFIGURED, Table
 from contrastlab.tables.render import STAND_IN_MARK, diff_text, ours_text, published_text
-from contrastlab.tables.verdicts import ABOVE, BELOW, MARKERS, WITHIN
+from contrastlab.tables.verdicts import MARKERS
 
 
 def verdict_tally(results) -> dict[str, int]:
@@ -105,24 +105,18 @@ def not_run_text(results, configfile: str | None) -> str:
     )
 
 
-#: A seed-noise verdict (:mod:`contrastlab.tables.verdicts`) -> the badge kind of its marker.
-MARKER_KINDS = {WITHIN: "within", ABOVE: "above", BELOW: "below", UNDECIDED: "undecided"}
-
-
 def marked(text: str, verdict: str | None) -> Cell | str:
-    """A Δ's ``text`` as a :class:`~.document.Cell` of its seed-noise ``verdict``'s kind when it carries
-    that verdict's marker (≈ ▲ ▼ ?), else as it is."""
+    """A Δ's ``text`` as a :class:`~contrastlab.blocks.Cell` of its seed-noise ``verdict``'s kind (the
+    verdict's first word: ``within``, ``above``, ``below``, ``undecided``) when it carries that verdict's
+    marker (≈ ▲ ▼ ?), else as it is."""
     marker = MARKERS.get(verdict, "")
-    return Cell(text, MARKER_KINDS[verdict], marker) if marker and marker in text else text
+    return Cell(text, verdict.split()[0], marker) if marker and marker in text else text
 
 
 def headline_row(table: Table, headline: Mapping[str, str], link: str) -> dict:
-    """The paper's main number (``headline``: its claim file's cell ``{table, method, task, backbone}``)
-    beside ours, as :mod:`contrastlab.tables.render` writes the table's cells: ours is the cell itself, or
-    where the preset leaves the paper's backbone out, the cell of a toy backbone standing in for it
-    (:attr:`Table.stand_ins`, which the toy warning names); Δ is then against the number it stands in for
-    (†). ``link``: the rendered table's Markdown, relative to the report; the main number's cell links it,
-    and in report.html the table's place on the page."""
+    """The paper's main number (``headline``: ``{table, method, task, backbone}``) beside ours: the cell
+    itself or, where the preset leaves the paper's backbone out, its toy stand-in's (Δ then against the
+    number it stands in for, †). ``link``: the rendered table's Markdown, which the main number links."""
     cells = table.cells
     at = cells[(cells["method"] == headline["method"]) & (cells["key"] == headline["task"])]
     paper = at[at["backbone"] == headline["backbone"]]
@@ -178,10 +172,8 @@ def answer_rows(
     results, tables: list[Table], pages: Mapping[str, Path], base: Path
 ) -> tuple[list[dict], list]:
     """One row per paper with claims or a main number, in the papers' order: its main number beside ours
-    (:func:`headline_row`, where this run built the table, linked to its page: ``pages``, name -> its
-    Markdown; links relative to ``base``) and its claims counted by verdict (:func:`tally_cells`); then,
-    for more than one paper, all papers' counts. And what each main number's improvement is over
-    (``Li, Zhang & Nie 2024: mMHE over mhe``, :func:`gain_of`)."""
+    (:func:`headline_row`, linked to ``pages``, relative to ``base``) and its claims counted by verdict;
+    all papers' counts last when there are several; and what each main number improves over (gain_of)."""
     built = {table.name: table for table in tables}
     rows, gains = [], []
     for paper in PAPERS:
@@ -248,11 +240,9 @@ def undecided_text(results) -> str:
 
 
 def answer_blocks(results, tables: list[Table], pages: Mapping[str, Path], base: Path, grid: Grid) -> list:
-    """What the report opens with, in the order a reader needs it: its heading; the toy warning (before
-    any count, :func:`toy_blocks`); one row per paper, its main number beside ours and its claims counted
-    by verdict (:func:`answer_rows`), with the key to its marks; what would decide the undecided claims,
-    and the commands that add those seeds (:func:`add_seeds_blocks`). ``tables``: the assembled paper
-    tables; ``pages``: name -> a table's Markdown page (links relative to ``base``)."""
+    """What the report opens with: its heading; the toy warning before any count; one row per paper
+    (:func:`answer_rows`) with the key to its marks; what would decide the undecided claims and the commands
+    that add those seeds (:func:`add_seeds_blocks`). ``pages``: name -> a table's Markdown page."""
     stand_ins = {e: m for e, m in grid.options.verdict_stand_ins.items() if m}
     blocks = [Heading(2, "The answer"), *toy_blocks(stand_ins)]
     rows, gains = answer_rows(results, tables, pages, base)
@@ -265,12 +255,10 @@ def answer_blocks(results, tables: list[Table], pages: Mapping[str, Path], base:
 
 
 def add_seeds_blocks(results, grid: Grid, configfile: str | None = None) -> list:
-    """The commands that add seeds to the undecided claims' cells only (:func:`~.claims.seed_plan`), as a
-    short shell script whose every line shows what sets it apart: the seed lists and the Snakemake command
-    line they share first (``SEEDS``, ``run``), then one ``run`` per command of
-    :func:`~.claims.add_seeds_commands` with its ``select`` (report.html wraps the block: nothing past the
-    box's edge). ``configfile``: the preset's ``--configfile`` words (default: what the workflow that
-    renders the report read, :data:`CONFIGFILES_VARIABLE`; without one, ``"$CONFIG"`` to set)."""
+    """The commands that add seeds to the undecided claims' cells only, as a short shell script: the
+    shared seed lists and command line first (``SEEDS``, ``run``), then one ``run`` per command of
+    :func:`~.claims.add_seeds_commands` with its ``select``. ``configfile``: the preset's ``--configfile``
+    words (default: :data:`CONFIGFILES_VARIABLE`'s; without one, ``"$CONFIG"`` to set)."""
     plan = seed_plan(results, grid)
     if not plan:
         return []

@@ -1,61 +1,13 @@
 """Each paper's headline claims, stated once (``claims/<paper>.yaml``, below the paper's record) and checked
 against our metrics.
 
-A claim file lists, per claim: ``id``, ``claim`` (our one-line statement), ``quote`` (verbatim from the
-paper text under ``../shared/papers``; a test finds it there after collapsing whitespace), ``where``
-(section, table or figure), ``links`` (the tables / figures it rests on), optionally ``paper_tables``
-(why the paper's own tables do not support the quoted sentence: the report prints it beside the
-verdict, and :mod:`contrastlab.report.control` checks it), ``margin_reason`` (required with a
-``margin`` or ``noninferiority_margin``: why the paper's sentence bears it) and ``paper_gap`` (the
-claim's contrast on the paper's own numbers at its worst part, for a ``count`` claim the part at its
-``at_least``-th place; printed beside the margin, and checked against the control by the tests),
-optionally ``text_values`` (a figure claim's numbers that the paper prints in its text, ``{term: {value,
-read}}``, with how each was read: the control and the plan's power use them), and its machine-checkable
-form: an ``experiment``, a ``task`` (or a list of tasks), the ``backbones`` it holds on, a ``relation``
-and ``parts``; every part is evaluated on every backbone and task. Each
-part is a linear contrast over cells of one backbone and task, ``{method: coefficient}`` (the short form
-``[a, b]`` is ``{a: 1, b: -1}``, "a beats b"); a method may name a sweep point by its position,
-``infonce@max`` / ``infonce@min`` (the largest / smallest value of the experiment's sweep) or
-``infonce@best`` (the point with the highest mean on the task, as OAR Table 3 picks its rate); a term
-``method/task`` is that method's cell on another task (``{oar_bt@best/ffn10_top1: 1,
-oar_bt@best/ffn100_top1: -1}``: paired when the two tasks come from the same runs).
-
-**Evaluation of one part** of relations ``>``, ``>=`` and ``count`` (:mod:`contrastlab.report.contrasts`):
-paired within its strata's seed-blocked pools, on its own per-seed contrasts, or unpaired on its cells'
-pooled seed noise; the interval D ± h at the level, its verdict against the claim's ``margin`` (``>``) or
-``noninferiority_margin`` (``>=``), and, for an undecided part, the seeds per cell that would decide it.
-
-A claim holds over all its parts and backbones, and its verdict is a multiple test over them:
-
-- **not run** if no part has run (a part with a cell missing has not run; the other verdicts then
-  count the parts that ran, "2/8 parts run");
-- **not reproduced** if any part is contradicted after **Holm's correction** (:func:`holm_rejections`)
-  over the claim's k tested parts (backbones included): each part's one-sided p-value
-  p_j = P(T_ν ≤ Δ_j / se_j), sorted, contradicts while p_(j) < α / (k − j + 1), α = (1 − level) / 2 (a
-  part whose cells are one and the same has p = 0). Uncorrected, "any of k parts below its interval"
-  would read a faithful reproduction with gaps at 0 as not reproduced with chance 1 − 0.975^k (≈ 26 %
-  for 12 parts); corrected, at most α whatever k. A part below its own interval but not after the
-  correction is undecided (and said so in its numbers);
-- else **undecided** if any run part is (seeds needed: the largest; for a part with Δ ≤ 0, at Holm's
-  strictest bar α / k);
-- else **reproduced**: every run part is, an intersection-union test, each part at its own level,
-  which needs no correction.
-
-Relation ``count`` ("12 of the 24 accuracies improve by a noticeable margin", OAR §5.2): each part is
-tested as for ``>`` at the claim's ``margin``, and the claim needs ``at_least`` of them, not all:
-**reproduced** if at least ``at_least`` parts are reproduced; **not reproduced** if fewer than
-``at_least`` parts are left that are not contradicted (after Holm's correction; parts not run count
-as possible); else **undecided**. A part's noise is its own strata's, as above, on every task.
-
-Relation ``trend`` (a figure's sentence over a sweep, "performance decreasing as m increases"): each part
-is the least-squares slope of one method's score over its sweep points (or those within ``over``), its
-noise from the residuals about the fitted line, so a one-seed sweep decides it
-(:mod:`contrastlab.report.trend`); the parts' verdicts combine as for ``>`` (Holm included).
-
-Relation ``figure_values`` (a sentence about a quantity only a regenerated figure's numbers hold: OAR's
-synthetic rank-1 study, Li's conjecture figures, Nie's d_ij across training): each part reads one value
-from a figure's CSV and compares it with a bound, one run per point and no seed-noise interval, a
-reading as of the paper's own figure (:mod:`contrastlab.report.figure_values`).
+Relations ``>``, ``>=`` and ``count`` are contrasts of cells (:mod:`contrastlab.report.contrasts`),
+``trend`` the slope over a sweep (:mod:`contrastlab.report.trend`), ``figure_values`` a reading of a
+regenerated figure's CSV (:mod:`contrastlab.report.figure_values`). A claim holds over all its parts and
+backbones: **not run** if no part has run, **not reproduced** if any part is contradicted after Holm's
+correction over its tested parts (:func:`~contrastlab.stats.holm_rejections`), else **undecided** if
+any run part is, else **reproduced**; a ``count`` claim needs ``at_least`` of its parts. The claim
+files' keys and the rule in full: ``docs/claims.md``.
 """
 
 from __future__ import annotations
@@ -135,9 +87,8 @@ def check_relation(claim: dict[str, Any], source: str) -> None:
 
 
 def check_margin(claim: dict[str, Any], source: str) -> None:
-    """Raise ``ValueError`` unless a claim file's claim with a ``margin`` or ``noninferiority_margin``
-    states its ``margin_reason`` (why the paper's sentence bears it, a text) and its ``paper_gap`` (if
-    any) is a number."""
+    """Raise ``ValueError`` unless a claim with a margin states its ``margin_reason`` (a text), its
+    ``paper_gap`` (if any) is a number and each ``text_values`` entry has a ``value`` and its ``read``."""
     name = f"{source}: claim {claim.get('id')!r}"
     if (float(claim.get("margin", 0)) or "noninferiority_margin" in claim) and not claim.get("margin_reason"):
         raise ValueError(f"{name}: a margin needs its margin_reason (why the sentence bears it), a text")
@@ -153,9 +104,7 @@ def check_margin(claim: dict[str, Any], source: str) -> None:
 @functools.cache
 def load_claims(paper: str) -> dict[str, Any]:
     """The claim file ``claims/<paper>.yaml`` (keys ``paper``, ``file``, ``claims``; optionally
-    ``not_regenerated``: the paper's headline results the pipeline does not regenerate, and ``headline``:
-    the paper's main number, a cell ``{table, method, task, backbone}`` of one of its tables, which the
-    report's first screen shows beside ours), validated."""
+    ``not_regenerated`` and ``headline``, ``{table, method, task, backbone}``), validated."""
     path = CLAIMS_DIR / f"{paper}.yaml"
     if not path.exists():
         raise ValueError(f"no claim file for paper {paper!r}; valid: {', '.join(PAPERS)}")
@@ -385,9 +334,8 @@ def _coefficient(c: float) -> str:
 
 def verdict_parts(result: ClaimResult) -> tuple[str, str, str]:
     """The verdict as (its word, the share of parts run when some have not, the reasoning after them): the
-    seeds that would decide it; for a claim whose sentence the paper's own tables do not support (its
-    ``paper_tables``), that reason; such a claim that reads "not reproduced" opens with
-    :data:`PAPER_UNSUPPORTED` (its own badge and count), the verdict and the share of parts run after it."""
+    seeds that would decide it, or a ``paper_tables`` claim's reason; such a claim reading "not reproduced"
+    opens with :data:`PAPER_UNSUPPORTED`."""
     word, tail = result.verdict, ""
     if result.kind == PAPER_UNSUPPORTED:
         word, tail = PAPER_UNSUPPORTED, f": {result.verdict}, as on the paper's own tables"
@@ -554,12 +502,10 @@ def add_seeds_argvs(plan: list[dict[str, Any]]) -> tuple[list[str], list[list[st
 
 def add_seeds_commands(plan: list[dict[str, Any]], configfile: str = "config.yaml") -> list[str]:
     """Snakemake commands that train and evaluate only the cells of ``plan`` (:func:`seed_plan`) with
-    their new seeds (``--config`` gives each experiment its seed list, ``select`` picks exactly the
-    cells: one command per experiment and backbone), then render all tables and the report from what
-    exists (``tables={partial: true}``; the other cells of those experiments show n=k/N).
-    ``configfile``: the preset's path as shell words (``configfile_words``, shlex-quoted); the rest
-    of each command is built as arguments and quoted once (:func:`shlex.join`). The profile is the
-    workflow's default one (profiles/default, which Snakemake loads when none is named)."""
+    their new seeds (``--config`` seed lists and ``select``, one command per experiment and backbone), then
+    render the tables and report with ``tables={partial: true}``. ``configfile``: the preset's path as
+    shell words; the rest is built as arguments and quoted once (:func:`shlex.join`); the profile is the
+    workflow's default one."""
     if not plan:
         return []
     base, experiments, tails = add_seeds_parts(plan, configfile)

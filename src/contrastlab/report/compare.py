@@ -1,28 +1,14 @@
 """Two runs side by side (``make compare A=<results> B=<results>``): the check a second lab runs to say
 "we reproduced the reproduction".
 
-Reads what each run's tables job wrote: ``tables/scores.csv`` (:mod:`.scores`, one row per cell, seed
-and task) and ``tables/claims.csv`` (:func:`write_claims`, one row per claim). Per table cell (experiment,
-backbone, method, task) the two means, their difference B − A and whether the seeds' noise explains it;
-per claim the two verdicts.
-
-**Noise.** The tables' statistics: where cells have two seeds or more, the seed standard deviation pooled
-over the cells of the same experiment and task in both runs (degrees of freedom Σ(n − 1)), and the
-difference's standard error σ·√(1/n_A + 1/n_B); where every cell has one seed (the demo), the
-differences themselves are the noise: σ_d² = the mean d² of the other cells of the same task and
-backbone, every experiment together (the cell left out of its own noise, so that a changed cell cannot
-hide itself; at least 6 cells). The interval is Student's t at the project's level, decided over the
-family: Bonferroni over the m cells tested (both runs have them, with the same setting and a noise
-estimate), each at 1 − (1 − level)/m, so that the chance of flagging any cell by seed noise alone is at
-most 1 − level across the hundreds compared: a flagged cell is a change, not a draw. Two equal numbers
-are within noise whatever the estimate. A cell is **within noise** inside it, **differs** outside it,
-**no noise estimate** without one, and **only in A** / **only in B** where one run lacks it.
-
-**Searched cells.** A ``<method>~searched`` cell trains the setting its search picked on dev, and a
-different seed can pick a different one. Where the two runs' searches chose different settings
-(``search/<experiment>/<backbone>/<method>/stage<k>.json``, each stage winner's searched values) the
-cell is **different setting**: not tested, left out of the noise of the others, and named with both
-choices, since its difference is the setting's and no draw of the same setting.
+Reads each run's ``tables/scores.csv`` (:mod:`.scores`) and ``tables/claims.csv`` (:func:`write_claims`):
+per table cell the two means, B − A and whether seed noise explains it; per claim the two verdicts.
+The noise is the cells' seed std pooled per experiment and task over both runs (se σ·√(1/n_A + 1/n_B)),
+or, with one seed per cell (the demo), the mean d² of the task's and backbone's other cells (the cell
+left out of its own noise; at least 6 cells). Student's t at the project's level, Bonferroni over the m
+cells tested, so a flagged cell is a change, not a draw: **within noise**, **differs**, **no noise
+estimate**, **only in A** / **only in B**. A searched cell whose two searches chose different settings
+is **different setting**: not tested and left out of the others' noise.
 """
 
 from __future__ import annotations
@@ -108,15 +94,10 @@ def _setting(values: dict) -> str:
 
 
 def cell_table(
-    a: pd.DataFrame,
-    b: pd.DataFrame,
-    level: float = LEVEL,
-    choices: tuple[dict, dict] = ({}, {}),
+    a: pd.DataFrame, b: pd.DataFrame, level: float = LEVEL, choices: tuple[dict, dict] = ({}, {})
 ) -> pd.DataFrame:
-    """Per table cell of the scores ``a`` and ``b`` (:data:`~.scores.SCORE_COLUMNS`): mean_a, mean_b,
-    n_a, n_b, diff (B − A), half_width, noise (how it was estimated), setting (the searched cells'
-    choices where they differ) and verdict (module docstring); ``choices``: each run's
-    :func:`search_choices`."""
+    """Per table cell of the scores ``a`` and ``b``: mean_a, mean_b, n_a, n_b, diff (B − A), half_width,
+    noise (how it was estimated), setting (differing search choices, from ``choices``) and verdict."""
     frames = []
     for frame, tag in ((a, "a"), (b, "b")):
         scores = frame.dropna(subset=["score"])

@@ -1,52 +1,13 @@
 """The contrast parts of a claim (relations ``>``, ``>=`` and ``count``; :mod:`contrastlab.report.claims`
-states the claims and combines the parts' verdicts): each part resolved to its cells, measured, paired or
-not, and decided against its interval.
+combines the parts' verdicts): each part resolved to its cells, measured, paired or not, and decided
+against its interval.
 
-A part is a linear contrast over cells of one backbone and task, ``{method: coefficient}`` (``[a, b]`` is
-``{a: 1, b: -1}``); ``infonce@max`` / ``@min`` / ``@best`` name a sweep point, ``method/task`` a cell on
-another task (:func:`cell_of`).
-
-**Evaluation of one part** (contrast D = Σ c_i μ_i; margin m, the claim's ``margin``, default 0;
-level :data:`~.verdicts.LEVEL`):
-
-- paired, when every cell of the part has the same n seeds (≥ 2) and no deterministic cell, in one of
-  two ways (:func:`pairing`; a part that is neither, such as Li's InfoNCE against mMHE, whose cells of
-  two protocols share a seed number and not a run, is unpaired). The model: x_{i,s} = μ_i + β_{g,s} +
-  ε_{i,s}, ε ~ N(0, σ_g²), what seed s does to stratum g's cells (β) shared by them:
-
-  - within strata (the coefficients sum to 0 within each (backbone, task, protocol/precision) stratum
-    of its cells, so what a seed does to the stratum's cells cancels in D_s = Σ c_i x_{i,s}): each
-    stratum's noise is its seed-blocked pool (:func:`~contrastlab.stats.blocked_pooled_std`: the
-    residual of cells × seeds without interaction, over every trained cell of the stratum, s_g² with
-    ν_g = (C_g − 1)(n − 1) for C_g cells of n seeds), and se² = Σ_g s_g² Σ_{i in g} c_i² / n, ν by
-    Welch–Satterthwaite over the distinct strata (:func:`contrast_variance`). Every part that uses a
-    stratum shares its one estimate, so a cell shared by two parts is counted once (pooling the parts'
-    per-seed contrasts instead, ν = Σ_j (n − 1), would give the six pairs of four cells ν = 12 for 6
-    degrees of freedom), and each stratum keeps its own noise (a noisy task's interval is not narrowed
-    by a quiet one's);
-  - otherwise, within one protocol and precision (chiefly across the tasks of the same runs,
-    ``method/task`` terms, "10 % labels within 3 points of 100 %", where a run's own effect cancels but
-    no stratum's seed effect does): its own per-seed contrasts, s_D² = Σ_s (D_s − D̄)² / (n − 1),
-    pooled (Σ SS / Σ (n_j − 1)) only with the claim's parts of the same backbone, strata and
-    coefficients when none of them shares a cell (:func:`_own_pools`); se = s_D / sqrt(n);
-- otherwise unpaired, from the cells' pooled seed noise (:func:`~.verdicts.noise_pools`):
-  se² = Σ c_i² s_{p,i}² / n_i (0 for a deterministic "Pretrained" cell; a cell's pool is its backbone,
-  task, training protocol and precision); terms that share one pool
-  share one variance estimate and give that pool's ν once; distinct pools are combined by
-  Welch–Satterthwaite over their ν_p − 2 (:func:`contrast_variance`, ``conservative``: on the pools' own
-  ν_p the rule rejected above its level in Holm's far tail with pools of ν 30 and 4; Li's InfoNCE,
-  SimCSE's protocol in fp16, and mMHE, li2024's in fp32, are two pools);
-- h = t_{ν} · se, so D ± h is the two-sided interval at the level. Relation ``>``: **reproduced** if
-  D − m > h, **not reproduced** if D − m < −h (subject to the claim's correction below), else
-  **undecided**. Relation ``>=`` ("comparable or
-  better") is a non-inferiority test at the claim's ``noninferiority_margin`` M > 0 (required; its
-  reasoning stated in the claim file): **reproduced** if the lower bound D − h > −M, **not reproduced**
-  if the upper bound D + h < −M, else **undecided** (absence of evidence is not comparability). No noise
-  estimate (ν = 0): undecided.
-- For an undecided part, the seeds per cell that would decide it at the measured noise: the smallest
-  n with t_{ν(n)} · se(n) < |Δ|, Δ = D − m (``>``) or D + M (``>=``), ν(n) = max(ν, n − 1) (paired on its
-  own contrasts: se(n) = s_D / sqrt(n); otherwise se(n)² = Σ c_i² s_i² / n, s_i its cell's pool), if Δ
-  stays as measured; none up to 100 prints "> 100".
+A part is a linear contrast D = Σ c_i μ_i over cells of one backbone and task (:func:`cell_of`). It is
+paired within its strata's seed-blocked pools, or on its own per-seed contrasts, or unpaired on its
+cells' pooled seed noise (:func:`pairing`, :func:`~contrastlab.stats.contrast_variance`); h = t_ν · se,
+and ``>`` is reproduced if D − m > h, not reproduced if D − m < −h, else undecided; ``>=`` is a
+non-inferiority test at the claim's ``noninferiority_margin``. An undecided part carries the seeds per
+cell that would decide it. The model and each formula: ``docs/claims.md``, "Contrast parts".
 """
 
 from __future__ import annotations
@@ -60,14 +21,7 @@ import numpy as np
 import pandas as pd
 
 from contrastlab.config import expanded_methods
-from contrastlab.report.parts import (
-    NOT_REPRODUCED,
-    NOT_RUN,
-    PartResult,
-    decide,
-    ours_backbone,
-    tasks_of,
-)
+from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, PartResult, decide, ours_backbone, tasks_of
 from contrastlab.stats import blocked_pooled_std, contrast_variance, one_sided_p, t_quantile
 from contrastlab.tables.metrics import PRETRAINED
 
@@ -226,10 +180,9 @@ def _measured(
 
 @dataclass
 class _Noise:
-    """Where a measured part's noise comes from (the module docstring): the seed-blocked pool of each
-    (backbone, task, stratum), computed once from ``values`` and shared by every part that uses it; the
-    cells' pooled seed noise (``pools``, :func:`~contrastlab.tables.verdicts.noise_pools`); the pools of
-    the parts paired on their own contrasts (``own``, :func:`_own_pools`)."""
+    """Where a measured part's noise comes from: the seed-blocked pool of each (backbone, task, stratum),
+    computed once from ``values`` and shared by the parts that use it; the cells' pooled seed noise
+    (``pools``); the pools of the parts paired on their own contrasts (``own``)."""
 
     values: dict
     pools: pd.DataFrame

@@ -1,35 +1,14 @@
 """The control: every claim evaluated on the papers' own transcribed numbers, as if they were ours.
 
 A perfect reproduction is one whose numbers equal the paper's. Every claim that rests on a paper table
-(its ``links`` name a table of :data:`contrastlab.tables.published.TABLES`) is evaluated by
-:func:`~contrastlab.report.claims.evaluate_claim` on metrics built from the transcribed tables
-(:func:`published_cells`, :func:`published_metrics`); a claim the paper's own tables fail would read
-"not reproduced" for a perfect reproduction, which is a fault of the claim's encoding, not of the run.
-A claim whose sentence the paper's tables do not support says so in its file (``paper_tables``: the
-reason, printed by the report) and is then expected *not* to come out reproduced here.
-
-The fake results, cell by cell (the cells the comparison tables and the paper tables show):
-
-- the printed number of each transcribed cell (:func:`~contrastlab.tables.published.load_published`);
-- where a table prints only the improvement of a modified loss over its original (Li's subscripts,
-  the sidecar's ``improvement.over``), the original as value − improvement, unless another table of the
-  experiment prints it (Li Table 5 prints BERT-base's STS.Avg originals); the subscripts have one
-  decimal, so such an original is exact to ±0.05;
-- where a table prints the tasks but not their average (MACL Table 3), STS.Avg and TR.Avg as the mean
-  over :data:`~contrastlab.senteval.protocol.STS_TASKS` / ``TRANSFER_TASKS``, as our evaluation
-  computes them;
-- each cell has the paper's number of runs k (:func:`~contrastlab.tables.verdicts.published_runs`; k = 1
-  where the paper states none: *assumed*, :func:`~contrastlab.tables.verdicts.runs_assumed`), every run
-  at the published value: a perfect reproduction
-  has no error. A single run measures no seed noise at all (every claim would be "undecided: needs ≥ 2
-  seeds"), so a cell with k = 1 gets two identical runs; with no spread, the number of runs decides
-  nothing else, and the verdicts test the paper's point contrasts against the claims' relations,
-  margins and non-inferiority margins. Whether the paper's gaps would clear seed noise at its run
-  count is a different question (claims audit C6), which this control does not ask;
-- a table that reports the best point of a sweep (OAR Table 3: ``layout.best_over_sweep``) prints no
-  rate, so its experiment is evaluated without its sweep and ``@best`` is the printed number; claims
-  on the sweep itself (Fig. 2, Li Fig. 6, Nie Fig. 3) link only figures and have no transcribed
-  numbers: they are not checkable here (:func:`control_results` lists them).
+is evaluated by :func:`~contrastlab.report.claims.evaluate_claim` on metrics built from the transcribed
+tables (:func:`published_cells`, :func:`published_metrics`); a claim the paper's own tables fail would
+read "not reproduced" for a perfect reproduction, a fault of the claim's encoding, not of the run. A
+claim whose sentence those tables do not support says so (``paper_tables``) and is expected *not* to
+come out reproduced here. Each cell has the paper's number of runs k, every run at the printed value
+(k = 1 gets two identical runs, so there is a noise estimate of zero): the verdicts test the paper's
+point contrasts against the claims' relations and margins. Claims on sweeps link only figures and are
+not checkable here (:func:`control_results` lists them).
 """
 
 from __future__ import annotations

@@ -1,54 +1,13 @@
 """Claims read off a figure's numbers: relation ``figure_values`` (:mod:`contrastlab.report.claims`).
 
-Some headline sentences rest on a quantity that no metrics file holds but that a regenerated figure
-writes beside its PNG, one row per plotted value: the synthetic study of OAR Table 2
-(``oar_synthetic/table2_numbers.csv``: effective rank of each loss's embeddings), Li et al.'s
-conjecture figures (the training logs' ratios, shares and cosines: ``li2024/li2024_fig7.csv``,
-``li2024_fig8b.csv``, ...), Nie et al.'s distance gap d_ij across training (``nie2023_fig3b.csv``). A
-claim of relation ``figure_values`` reads those CSVs under the results folder's ``figures/`` and checks
-the value the sentence names against a bound, as one reads the paper's own figure.
-
-A part::
-
-    {csv: li2024/li2024_fig8b, column: value, at: every, rows: {method: baseline, key: ratio.met}, above: 1}
-    {csv: nie2023/nie2023_fig3b, column: value, at: last, by: step,
-     terms: [[1, {method: au, key: d_gap}], [-1, {method: cl, key: d_gap}]], above: 0}
-
-- ``csv``: the file under ``figures/``, without ``.csv``;
-- ``rows`` (one selection) or ``terms`` (``[coefficient, selection]`` pairs): a selection is
-  ``{column: value}`` (numbers compared with a relative tolerance of 1e-9, text as text); where the CSV
-  has a ``backbone`` column, the rows of the claim's backbone, or of its toy stand-in
-  (``tables.verdict_stand_ins`` of the claim's ``experiment``);
-- ``at``: how a selection's rows give one number: ``every`` (each row must meet the bound on its
-  own: "greater than 1 throughout the training process"; one selection, coefficient 1), ``last`` /
-  ``first`` (the mean of the rows at the largest / smallest ``by``, default ``step``: one per seed),
-  ``growth`` (last − first), ``mean`` (optionally
-  weighted by the column ``weights``, e.g. a density), ``min``, ``max``; with ``terms`` the part's
-  value is Σ coefficient · value of the selection;
-- the bound: one of ``above`` (value > bound), ``below`` (<), ``at_least`` (≥), ``at_most`` (≤).
-
-**Monte-Carlo error.** A simulated figure's number is a mean over sampled batches (Li's Fig. 2, 3, 10:
-``gd_se``, ``share_se``). A part with ``error: <column>`` (the number's standard error, in the same row)
-decides only what the sampling noise cannot flip: a row meets (or misses) its bound only when it does so
-by more than z standard errors, z the two-sided normal quantile at the project's level (95 %),
-Bonferroni-corrected over the rows ``every`` tests; a row within z·se of the bound, or a mean within
-z·se of it (``at: mean``: se = √Σse² / n), makes the part **undecided**. A selection value that is a
-list of two numbers, ``[low, high]``, keeps the rows whose value lies in it (ends included; ``.inf``
-for no end): ``{gap: [-0.05, 0.05]}``.
-
-**Seed noise.** A part with ``noise: seeds`` and ``at: mean`` reads rows that are one run per seed (OAR's
-synthetic study): its mean is decided as the tables decide a cell, against a Student-t interval over
-the seeds at the project's level (half-width t_{n-1} · s / √n): reproduced or not reproduced outside
-it, undecided within it or with one seed.
-
-**Verdict.** A figure's numbers here are one run per point (the papers' figures are too); there is no
-seed noise to set an interval with, so the part is a reading, not a test: **reproduced** if the value
-meets its bound (for ``every``: every selected row does), **not reproduced** if it does not, **not
-run** if the CSV or a selection's rows are missing (or all NaN: a diverged run is no number). The claim
-holds over its parts and backbones as for ``>``: not reproduced if any run part is, reproduced if every
-run part is, undecided otherwise (a part whose ``error`` could flip it); a claim with ``combine: any``
-needs one of its parts on each backbone (an "or": "L_cl does not beat L_a&u on both metrics at once").
-The numbers text prints each part's value and its bound, and for ``every`` how many rows meet it.
+Some headline sentences rest on a quantity only a regenerated figure's CSV holds (OAR Table 2's
+synthetic study, Li et al.'s conjecture figures, Nie et al.'s d_ij across training). A part reads the
+rows a selection names from ``figures/<csv>.csv``, reduces them (``at``: every, last, first, growth,
+mean, min, max) and compares the value with its bound (``above``, ``below``, ``at_least``,
+``at_most``). One run per point is a reading, not a test: reproduced if the bound is met, not reproduced
+if not, not run if the CSV or its rows are missing or NaN; a part with ``error:`` (Monte-Carlo standard
+error) or ``noise: seeds`` is undecided where that noise could flip it. The keys in full:
+``docs/claims.md``, "Claims read off a figure".
 """
 
 from __future__ import annotations
@@ -181,12 +140,10 @@ def bound_of(part: dict[str, Any]) -> tuple[str, str, float]:
 
 
 def figure_parts(claim: dict[str, Any], grid: Grid) -> list[PartResult]:
-    """Every part on every backbone of the claim, read from the CSVs under ``grid``'s results folder
-    (see the module docstring; not run when the config has neither the claim's ``experiment`` nor a
-    top-level block of that name, such as ``oar_synthetic``); ``PartResult.diff`` is the part's value
-    (for ``every``, the row farthest on the wrong side of the bound, else the nearest to it; its label
-    then says how many rows meet the bound), ``seeds`` the rows read; no interval (``half_width`` NaN,
-    ``df`` 0)."""
+    """Every part on every backbone of the claim, read from the CSVs under ``grid``'s results folder (not
+    run when the config has neither the claim's ``experiment`` nor a top-level block of that name).
+    ``diff`` is the part's value (for ``every``, the row farthest on the wrong side of the bound, else the
+    nearest), ``seeds`` the rows read; no interval (``half_width`` NaN, ``df`` 0)."""
     name = str(claim.get("experiment"))
     # the figure is the config's: an experiment of it, or a top-level study block (oar_synthetic)
     configured = grid.experiment(name).has_study

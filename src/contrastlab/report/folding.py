@@ -1,19 +1,14 @@
 """A paper grid as report.html shows it: the run's own rows and columns first (report.md and the table's
-own files keep every row and column).
-
-In a paper grid (:class:`~.document.Table` with label columns: the method, maybe its backbone or a
-parameter, then the row's role, ``paper`` on the published rows) the methods whose every cell of ours is
-"not configured" fold into one line at the table's foot, "15 rows not configured by this preset: …", then
-likewise the value columns ("12 columns not configured …": the paper's backbones that a preset's stand-ins
-replace, their numbers shown in the stand-ins' columns, :func:`contrastlab.tables.render.stand_in_cells`).
-Each method left opens with a rule and names what the folded rows above it named.
+own files keep every row and column). The methods whose every cell of ours is "not configured" fold into
+one line at the table's foot, then likewise the value columns (the paper's backbones a preset's
+stand-ins replace, :func:`contrastlab.tables.render.stand_in_cells`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from contrastlab.report.document import Cell, Table, cell_text
+from contrastlab.blocks import Cell, Table, cell_text
 
 __all__ = ["FoldedGrid", "fold"]
 

@@ -1,29 +1,12 @@
 """``report.html``: the report's document (:mod:`.document`) as one self-contained page a reader navigates,
-figures embedded. ``report.md`` is the same document in Markdown; the page is rendered from the blocks,
-never from report.md, so what it shows apart is what the writer knew:
-
-- **Anchors and contents**: every heading has a stable ``id`` (:func:`.document.assign_ids`): a paper's
-  section its key (``#nie2023``), a paper table its registry name (``#nie2023-table1``), a figure its name
-  (``#nie2023-fig2a``, its heading naming its place in the paper: "Nie Fig. 2a — …"), any other heading
-  its section's id and its own words (``#nie2023-claims``, ``#cost-per-rule``). A contents list of
-  headings 2-4 sits beside the page, each paper by its authors and year, its tables from "Table" on.
-- **Figures** embedded as base64 ``data:`` URIs, so the file needs nothing beside it; links to tables
-  and CSVs stay relative (they work when the page sits in the results folder). A link to a table or
-  figure the page shows (a claim's "see", the answer's main numbers) goes to its place on the page.
-- **Verdicts at a glance**: every claim verdict, every count of a tally (a zero is no finding) and every
-  seed-noise marker of a grid's cell (≈ ▲ ▼ ?) gets a coloured badge, ``<span class="badge v-<kind>">``.
-  The words and markers stay inside the badge, so the page reads the same without colour (printed, or to
-  a screen reader). A claim's verdict is one line (its badge and the share of its parts run), its
-  reasoning folded under it (``<details>``).
-- **The run's own rows and columns first**: a paper grid's unconfigured methods and columns fold into
-  lines at its foot (:mod:`.folding`); "not configured" cells are greyed.
-- **Wide content scrolls in its own box**: each table sits in a ``<div class="table-scroll">``, code
-  blocks scroll too, so the page is never wider than the window; a grid's label columns stay in view
-  while its values scroll, a rule at their edge so that a value scrolled under them never reads as
-  part of a label. Printed (A4 landscape), tables are not split where they fit on a page, their
-  header row repeats and their text wraps to the page's width.
-
-``tests/report/test_html.py`` measures the page in headless Chromium; ``docs/screenshots/`` shows it.
+figures embedded as ``data:`` URIs. It is rendered from the blocks, never from report.md, so what it
+shows apart is what the writer knew: stable heading ids (:func:`.document.assign_ids`) and a
+contents list beside the page; in-page links to the tables and figures it shows; a coloured badge for
+every verdict, tally count and seed-noise marker (the words stay inside, so the page reads the same
+without colour), a claim's reasoning folded under its verdict; a grid's unconfigured rows and columns
+folded at its foot (:mod:`.folding`); wide tables and code scrolling in their own box, a grid's label
+columns frozen; tables whole in print. ``tests/report/test_html.py`` measures the page in headless
+Chromium; ``docs/screenshots/`` shows it.
 """
 
 from __future__ import annotations
@@ -34,8 +17,7 @@ import html
 from collections.abc import Iterable
 from pathlib import Path
 
-from contrastlab.paths import atomic_write
-from contrastlab.report.document import (
+from contrastlab.blocks import (
     Bullets,
     Cell,
     Code,
@@ -46,10 +28,11 @@ from contrastlab.report.document import (
     Paragraph,
     Table,
     Tally,
-    assign_ids,
+    Verdict,
     kind_of,
-    short_label,
 )
+from contrastlab.paths import atomic_write
+from contrastlab.report.document import assign_ids, short_label
 from contrastlab.report.folding import FoldedGrid, fold
 
 __all__ = ["BADGE_COLOURS", "badge", "render_html", "write_html_report"]
@@ -226,7 +209,7 @@ def _markdown():
 
 def inline(text: str, literals: frozenset[str] = frozenset()) -> str:
     """``text`` (Markdown inline: bold, code, links) as HTML, its leading and trailing spaces kept; each of
-    ``literals`` in it (names from the config, file names: :func:`.document.literals_of`) shown as it
+    ``literals`` in it (names from the config, file names: :func:`contrastlab.blocks.literals_of`) shown as it
     reads, HTML-escaped, never read as Markdown."""
     core = text.strip()
     names = sorted((n for n in literals if n in core), key=len, reverse=True)
@@ -311,9 +294,9 @@ class Page:
 
     def cell(self, content) -> str:
         """A cell: a link to a table or figure the page shows goes to its place; a seed-noise marker and
-        a verdict's word in their badges, a verdict's reasoning folded under it."""
-        if isinstance(content, str):
-            return self.inline(content)
+        a verdict's word in their badges, a verdict's reasoning folded under it; any other value its text."""
+        if not isinstance(content, list | Link | Cell | Verdict):
+            return self.inline(str(content))
         if isinstance(content, list):
             return "".join(self.cell(piece) for piece in content)
         if isinstance(content, Link):
@@ -386,16 +369,12 @@ class Page:
 
 
 def render_html(
-    blocks: list,
-    base_dir: str | Path,
-    *,
-    title: str = "contrastlab report",
-    literals: Iterable[str] = (),
+    blocks: list, base_dir: str | Path, *, title: str = "contrastlab report", literals: Iterable[str] = ()
 ) -> str:
     """The HTML page of the report's ``blocks``: a contents list beside the body, an id on every heading,
-    each figure's PNG (relative to ``base_dir``) embedded; ``literals`` (:func:`.document.literals_of`)
-    shown as they read wherever a sentence holds them. No text of a block becomes a tag or an attribute
-    of the page: raw HTML is off (:func:`_markdown`)."""
+    each figure's PNG (relative to ``base_dir``) embedded; ``literals``
+    (:func:`contrastlab.blocks.literals_of`) shown as they read wherever a sentence holds them. No text of
+    a block becomes a tag or an attribute of the page: raw HTML is off (:func:`_markdown`)."""
     page = Page(blocks, Path(base_dir), frozenset(literals))
     body = page.blocks(blocks)
     return (

@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 
 from contrastlab.artifacts import LOCK_NAME
+from contrastlab.blocks import Heading, Paragraph, rows_table
 from contrastlab.config import Grid
 from contrastlab.paths import Results, read_metrics
-from contrastlab.report.document import Heading, Paragraph, rows_table
 
 __all__ = [
     "environment_rows",

@@ -1,29 +1,14 @@
 """Power before the run: the chance that a *perfect* reproduction decides each claim at the configured
 seeds, the seeds per cell it needs to decide it, and what those seeds cost (``make plan``'s claims section).
 
-**A perfect reproduction** has the paper's own numbers as its cell means (the control's cells,
-:func:`~contrastlab.report.control.published_cells`) and seed noise around them: seed s of cell i scores
-x_{i,s} = μ_i + σ_i z_{i,s}, z ~ N(0, 1) independent, σ_i the prior of its metric (:data:`NOISE_PRIOR`;
-a "Pretrained" cell is deterministic). Its *expected verdict* is "reproduced", or "not reproduced" for a
-claim whose sentence the paper's own tables fail (``paper_tables``). **P(decided)** is the probability
-that the claim's verdict is its expected one; a claim is **decidable** at n seeds per cell when
-P(decided) ≥ :data:`TARGET`.
-
-**The simulation** (:mod:`contrastlab.report.simulation`, which has the formulas) applies the claims' own
-decision rule to many perfect reproductions at once; each claim's :class:`~.simulation.Structure`, its
-parts with their terms resolved, comes from one evaluation on the papers' numbers
-(:func:`claim_structure`, on :func:`~contrastlab.report.control.control_results`'s control).
-
-Approximations, each in the direction of the report's own behaviour: ``@best`` is the paper's printed
-best cell (the winner's curse of picking it from our noisy means, audit S-6, is not simulated); trend
-claims and claims on figures only have no numbers to simulate; a ``figure_values`` claim is a reading of
-a regenerated figure, one run per point and no seed noise (:mod:`contrastlab.report.figure_values`): not
-simulated, and counted apart in the plan.
-
-**Seeds needed**: the smallest n in 2 … :data:`MAX_SEEDS` with P(decided) ≥ :data:`TARGET`. **Cost**:
-the extra runs Σ_cells (n_claim − n_configured) × the projected GPU-hours of one seed of the cell (its
-training and encoding jobs in the plan, :mod:`contrastlab.cost.plan`); a cell shared by several claims
-is priced once, at the largest n they need.
+A perfect reproduction has the paper's numbers as its cell means (the control's cells) and seed noise
+σ_i from :data:`NOISE_PRIOR`; **P(decided)** is the chance its verdict is the expected one (reproduced,
+or not reproduced for a ``paper_tables`` claim), estimated by :mod:`contrastlab.report.simulation` on
+the claim's :func:`claim_structure`. **Seeds needed**: the smallest n in 2 … :data:`MAX_SEEDS` with
+P(decided) ≥ :data:`TARGET`. **Cost**: the extra runs × the projected GPU-hours of one seed of each
+cell (:mod:`contrastlab.cost.plan`), a cell shared by several claims priced once at the largest n.
+``@best`` is the paper's printed best cell (the winner's curse is not simulated); trend and
+``figure_values`` claims are not simulated and are counted apart.
 """
 
 from __future__ import annotations
@@ -37,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from contrastlab.blocks import markdown_lines, rows_table
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
@@ -51,14 +37,8 @@ from contrastlab.report.control import (
     text_cells,
 )
 from contrastlab.report.parts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, PartResult, ours_backbone
-from contrastlab.report.simulation import (
-    BLOCKED,
-    OWN,
-    REPLICATES,
-    UNPAIRED,
-    Structure,
-    decided_probability,
-)
+from contrastlab.report.simulation import BLOCKED, OWN, REPLICATES, UNPAIRED, Structure, decided_probability
+from contrastlab.senteval.protocol import STS_TASKS, TRANSFER_TASKS
 from contrastlab.tables.metrics import PRETRAINED, collect_metrics
 from contrastlab.tables.verdicts import cell_stratum, noise_pools
 
@@ -71,38 +51,32 @@ GOAL = 35
 #: Why a ``figure_values`` claim is not simulated (:func:`claim_structure`): counted apart in the plan.
 FIGURE_READING = "a figure reading: no seed noise to simulate"
 
-#: Seed std σ per metric (score points), the noise a perfect reproduction is drawn with, until measured
-#: pools replace it (the runs' own seeds under results_dir, :func:`measured_noise`). None of the
-#: four papers prints a seed std for these metrics (Nie and Li average three runs, MACL and OAR state no
-#: runs; their ± are for graph tasks outside our scope), so these are the claims audit's stated
-#: assumptions (claims-audit.md §1.2, "illustrative, not measured"): the order of the spread SimCSE-style
-#: runs show across seeds for the STS average (about half a point), half that for the transfer average
-#: (seven logistic-regression probes average out more), a single task twice its average's; CIFAR linear
-#: and kNN accuracy of a fixed recipe 0.2; OAR's FFN accuracy after a short labelled fine-tune 1.0.
-NOISE_PRIOR: dict[str, tuple[float, str]] = {
-    "sts_avg": (0.5, "STS.Avg, audit §1.2 (SimCSE-style seed spread, assumed)"),
-    "tr_avg": (0.25, "TR.Avg, audit §1.2 (assumed)"),
-    "tr_devacc_avg": (0.25, "TR.Avg (dev accuracies), audit §1.2 (assumed)"),
-    "sts_task": (1.0, "one STS task, audit §1.2 (assumed)"),
-    "tr_task": (0.5, "one transfer task, audit §1.2 (assumed)"),
-    "linear_top1": (0.2, "CIFAR linear probe, audit §1.2 (assumed)"),
-    "knn_top1": (0.2, "CIFAR kNN, audit §1.2 (assumed)"),
-    "ffn": (1.0, "OAR FFN accuracy, audit §1.2 (assumed)"),
+#: Seed std σ per metric (score points) a perfect reproduction is drawn with, until the runs' own pools
+#: replace it (:func:`measured_noise`). None of the papers prints one, so these are stated assumptions,
+#: "illustrative, not measured": about half a point for SimCSE-style STS averages, half that for the
+#: transfer average, a single task twice its average's; CIFAR linear and kNN 0.2; OAR's FFN 1.0.
+NOISE_PRIOR = {
+    "sts_avg": 0.5,
+    "tr_avg": 0.25,
+    "tr_devacc_avg": 0.25,  # TR.Avg of the dev accuracies
+    "sts_task": 1.0,  # one STS task
+    "tr_task": 0.5,  # one transfer task
+    "linear_top1": 0.2,
+    "knn_top1": 0.2,
+    "ffn": 1.0,  # OAR's FFN accuracy, any label fraction
 }
-STS_TASK_KEYS = {"STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"}
-TR_TASK_KEYS = {"MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"}
 
 
 def noise_prior(task: str) -> float:
     """σ of one seed on ``task`` (:data:`NOISE_PRIOR`); ``KeyError`` for a metric with no prior."""
     if task in NOISE_PRIOR:
-        return NOISE_PRIOR[task][0]
-    if task in STS_TASK_KEYS:
-        return NOISE_PRIOR["sts_task"][0]
-    if task in TR_TASK_KEYS:
-        return NOISE_PRIOR["tr_task"][0]
+        return NOISE_PRIOR[task]
+    if task in STS_TASKS:
+        return NOISE_PRIOR["sts_task"]
+    if task in TRANSFER_TASKS:
+        return NOISE_PRIOR["tr_task"]
     if task.startswith("ffn"):
-        return NOISE_PRIOR["ffn"][0]
+        return NOISE_PRIOR["ffn"]
     raise KeyError(task)
 
 
@@ -112,10 +86,8 @@ def claim_structure(
     cache: dict | None = None,
     measured: Mapping[tuple[str, str, str, str], float] | None = None,
 ) -> Structure | str:
-    """The claim's :class:`Structure` under ``grid``'s config (``cache``: the control's frames and
-    grid per experiment, shared between claims; ``measured``: σ of the pools measured so far,
-    :func:`measured_noise`, which replace the prior), or why it has none (a text): a claim on figures
-    only, an experiment not in the config, a trend, or a metric without a prior."""
+    """The claim's :class:`Structure` under ``grid``'s config, or why it has none (a text). ``cache``: the
+    control's frames per experiment, shared between claims; ``measured``: pools' σ that replace the prior."""
     name = claim["experiment"]
     experiment = grid.every_experiment.get(name)
     why_not = _not_simulated(claim, experiment)
@@ -196,10 +168,9 @@ def _not_simulated(claim: dict[str, Any], experiment: dict | None) -> str:
 
 @dataclass
 class _PartRows:
-    """A claim's run parts as the simulation's rows: its noisy cells (ours backbone, method, task) and
-    their means, each part's coefficients over them ({cell index: c}), its deterministic terms' Σ c μ and
-    whether it has one, how it is paired and its (terms, task, ours backbone) for the own pools, and the
-    count of parts decided without noise (terms that cancel)."""
+    """A claim's run parts as the simulation's rows: its noisy cells and their means, each part's
+    coefficients ({cell index: c}), deterministic terms' Σ c μ and whether it has one, its pairing and
+    (terms, task, ours backbone), and the count of parts decided without noise."""
 
     cells: list[tuple[str, str, str]] = field(default_factory=list)
     mu: list[float] = field(default_factory=list)
@@ -390,14 +361,15 @@ def claims_power(
     ``measured``: :func:`measured_noise`, replacing the prior where the runs measured a pool)."""
     from contrastlab.report.claims import all_claims
 
-    out, cache = [], {}
-    for claim in all_claims():
-        s = claim_structure(claim, grid, cache, measured)
-        if isinstance(s, str):
-            out.append(ClaimPower(claim, why_not=s))
-            continue
-        out.append(claim_power(claim, s, replicates))
-    return out
+    cache: dict = {}
+    return [_claim_power(claim, grid, cache, measured, replicates) for claim in all_claims()]
+
+
+def _claim_power(claim, grid, cache, measured, replicates: int = REPLICATES) -> ClaimPower:
+    """:func:`claim_power` of ``claim``'s :func:`claim_structure`, or a :class:`ClaimPower` saying why it
+    has none."""
+    s = claim_structure(claim, grid, cache, measured)
+    return ClaimPower(claim, why_not=s) if isinstance(s, str) else claim_power(claim, s, replicates)
 
 
 def claim_power(claim: dict[str, Any], s: Structure, replicates: int = REPLICATES) -> ClaimPower:
@@ -454,8 +426,6 @@ FAILED_BY_PAPER = "the paper's tables fail it: decided = not reproduced"
 
 def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLICATES) -> list[str]:
     """The plan's claims section (Markdown): the summary lines, then one row per claim."""
-    from contrastlab.tables.markdown import markdown_table
-
     # the runs' own pools where they exist (a second `make plan` after some runs), else the prior
     metrics = collect_metrics(grid.results.metrics())
     measured = measured_noise(metrics, grid)
@@ -499,9 +469,7 @@ def power_lines(grid: Grid, jobs: Sequence[PlannedJob], replicates: int = REPLIC
             f"**≥ {GOAL} of {total} decidable: +{cost:,.0f} GPU-hours** (seeds added to the cells of "
             f"{len(chosen)} claims, cheapest first)."
         )
-    lines.append("")
-    lines += markdown_table(_power_rows(every, hours), numeric_after_first=True) + [""]
-    return lines
+    return [*lines, "", *markdown_lines([rows_table(_power_rows(every, hours), right=1)])]
 
 
 def _power_rows(every: Sequence[ClaimPower], hours: Mapping[tuple[str, str, str], float]) -> list[dict]:
@@ -526,7 +494,7 @@ def _power_rows(every: Sequence[ClaimPower], hours: Mapping[tuple[str, str, str]
 
 
 def power_note(power: ClaimPower, hours: Mapping[tuple[str, str, str], float]) -> str:
-    """The report's note beside a claim the configured seeds cannot decide (issue 44): "undecided at the
+    """The report's note beside a claim the configured seeds cannot decide: "undecided at the
     configured seeds; P(decided) = 0.58 at 3 seeds; needs 7 seeds per cell for ≥ 0.9 = +22.1 GPU-hours",
     or why no such number exists (a trend, figures only)."""
     if power.why_not:
@@ -560,26 +528,19 @@ def power_notes(
         return {}
     measured = measured_noise(metrics, grid)
     hours = seed_hours(jobs or [], grid)
-    out, cache = {}, {}
-    for claim in all_claims():
-        if claim["id"] not in wanted:
-            continue
-        s = claim_structure(claim, grid, cache, measured)
-        if isinstance(s, str):
-            out[claim["id"]] = power_note(ClaimPower(claim, why_not=s), hours)
-            continue
-        out[claim["id"]] = power_note(claim_power(claim, s), hours)
-    return out
+    cache: dict = {}
+    return {
+        claim["id"]: power_note(_claim_power(claim, grid, cache, measured), hours)
+        for claim in all_claims()
+        if claim["id"] in wanted
+    }
 
 
 def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, Any]]:
-    """What ``make add-seeds TARGET=power`` runs: the seeds the plan's claims section says are needed
-    (its "with K more seed runs on N cells" line): every cell of each claim that is not decidable at the
-    configured seeds but is within :data:`MAX_SEEDS` brought to the largest ``seeds_needed`` of those
-    claims that use it (:func:`extra_hours`' rule), as :func:`~contrastlab.report.claims.seed_plan`'s
-    steps (experiment, backbone, methods, seeds, new), one step per (experiment, backbone, seed count).
-    A sweep point's configured name (``@best``: its best rate is not known before the run) selects
-    every point of its sweep."""
+    """What ``make add-seeds TARGET=power`` runs: every cell of each claim not decidable at the
+    configured seeds but within :data:`MAX_SEEDS`, brought to the largest ``seeds_needed`` of the claims
+    that use it, as :func:`~contrastlab.report.claims.seed_plan`'s steps, one per (experiment, backbone,
+    seed count). A sweep point's configured name (``@best``) selects every point of its sweep."""
     target: dict[tuple[str, str, str], int] = {}
     for power in powers:
         if power.decidable or not power.seeds_needed:

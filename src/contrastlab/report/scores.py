@@ -1,12 +1,8 @@
 """The run's numbers as data: ``tables/scores.csv``, one row per cell, seed, task and metric, typed, with
-what a researcher needs to filter and group them (the backbone, the method, the training protocol and
-precision, whether the backbone is a toy stand-in, and the commit that trained the cell), and the run's
-identity (:func:`run_identity`: the preset, the results folder, the commit and the date) that the report's
-title and first line name.
-
-The scores are :func:`contrastlab.tables.metrics.collect_metrics`'s frame, the one every table and claim
-of the report reads: written, never recomputed. ``pandas.read_csv(".../tables/scores.csv")`` gives
-``score`` as float64 and ``seed`` as a number (empty for the unmodified backbones, which have no seed).
+the backbone, method, training protocol and precision, whether the backbone is a toy stand-in and the
+commit that trained the cell; and the run's identity (:func:`run_identity`) that the report's title
+names. The scores are :func:`contrastlab.tables.metrics.collect_metrics`'s frame, the one every table
+and claim reads: written, never recomputed.
 """
 
 from __future__ import annotations
@@ -66,12 +62,10 @@ def _evaluated(metrics_root: Path, experiment: str, backbone: str, method: str, 
 
 
 def scores_frame(metrics: pd.DataFrame, grid: Grid, results_dir: str | os.PathLike) -> pd.DataFrame:
-    """``metrics`` (:func:`~contrastlab.tables.metrics.collect_metrics`) with :data:`SCORE_COLUMNS`: per
-    row the cell's protocol and precision in ``grid`` (empty where the grid cannot resolve the cell, as
-    for the unmodified backbones), whether its backbone stands in for a paper's (``stand_in``, with the
-    paper backbone in ``stands_in_for``), the commit its trainer ran (``trained_commit``, and whether the
-    tree had uncommitted changes) and the commit its metrics file records (``evaluated_commit``).
-    Sorted by experiment, backbone, method, seed and task."""
+    """``metrics`` with :data:`SCORE_COLUMNS`: each row's protocol and precision in ``grid`` (empty where
+    the grid cannot resolve the cell), its stand-in backbone (``stand_in``, ``stands_in_for``), the commit
+    its trainer ran (``trained_commit``, with the tree's uncommitted state) and the one its metrics file
+    records (``evaluated_commit``); sorted by experiment, backbone, method, seed and task."""
     root = Path(results_dir)
     commits = _commits(root)
     metrics_root = Path(Results(root).metrics())
@@ -117,11 +111,10 @@ def write_scores(metrics: pd.DataFrame, grid: Grid, results_dir: str | os.PathLi
 
 
 def run_identity(results_dir: str | os.PathLike) -> dict[str, str]:
-    """What names the run on the report's first line: ``preset`` (the config files the workflow read,
-    from its environment; "a config given in code" otherwise), ``results`` (the results folder),
-    ``commit`` (the commit most of its training jobs ran, with "+N others" when they differ; "no training
-    job yet" without one) and ``date`` (the day, UTC, the newest metrics file was written; "no cell
-    finished yet" without one), and ``trained``: whether any training job recorded a commit."""
+    """What names the run on the report's first line: ``preset`` (the config files the workflow read),
+    ``results`` (its folder), ``commit`` (the one most training jobs ran, "+N others" when they differ),
+    ``date`` (UTC day of the newest metrics file) and ``trained`` (whether any training job recorded a
+    commit); each says so where there is nothing yet."""
     root = Path(results_dir)
     preset = os.environ.get(CONFIGFILES_VARIABLE) or "a config given in code"
     shas = Counter(sha for sha, _ in _commits(root).values() if sha)

@@ -10,11 +10,29 @@ import os
 from pathlib import Path
 
 from contrastlab.artifacts import LOCK_NAME
+from contrastlab.blocks import (
+    Bullets,
+    Cell,
+    Code,
+    Figure,
+    Fold,
+    Heading,
+    Link,
+    Paragraph,
+    Table,
+    Tally,
+    Verdict,
+    figure_id,
+    kind_of,
+    literals_of,
+    rows_table,
+    to_markdown,
+)
 from contrastlab.config import Grid, paper_of
 from contrastlab.cost import calibration as cl_calibration
 from contrastlab.cost import plan
 from contrastlab.cost.budget import plan_points
-from contrastlab.cost.measured import cost_lines
+from contrastlab.cost.measured import cost_blocks
 from contrastlab.papers import bibtex_block
 from contrastlab.paths import write_text
 from contrastlab.report import power
@@ -27,41 +45,14 @@ from contrastlab.report.claims import (
     numbers_text,
     verdict_parts,
 )
-from contrastlab.report.document import (
-    Bullets,
-    Cell,
-    Code,
-    Figure,
-    Fold,
-    Heading,
-    Link,
-    Paragraph,
-    Tally,
-    Verdict,
-    blocks_of,
-    figure_id,
-    kind_of,
-    rows_table,
-    to_markdown,
-)
-from contrastlab.report.document import (
-    Table as Block,
-)
 from contrastlab.report.html import write_html_report
 from contrastlab.report.inputs import input_blocks, precision_blocks
 from contrastlab.report.scores import run_identity
 from contrastlab.stats import LEVEL
-from contrastlab.tables import search
-from contrastlab.tables.assemble import (
-    STATUS_FAILED,
-    STATUS_NOT_CONFIGURED,
-    STATUS_NOT_RUN,
-    STATUS_PARTIAL,
-    Table,
-)
+from contrastlab.tables import assemble
+from contrastlab.tables.assemble import STATUS_FAILED, STATUS_NOT_CONFIGURED, STATUS_NOT_RUN, STATUS_PARTIAL
 from contrastlab.tables.deviations import COLUMNS as DEVIATION_COLUMNS
 from contrastlab.tables.deviations import deviations
-from contrastlab.tables.markup import literals_of
 from contrastlab.tables.metrics import collect_metrics
 from contrastlab.tables.render import fmt_score, grid_rows
 from contrastlab.tables.verdicts import chance_expected, noise_note, verdict_counts
@@ -74,24 +65,18 @@ VERDICT_KEYS = ("verdicts", "within noise", "above", "below", "undecided")
 CHANCE_KEY = "above/below by chance"
 
 
-def summarize(table: Table) -> dict[str, str]:
-    """Counts and mean/max |Δ| of one table, as display strings. Each word has one meaning: "Δ cells"
-    (the note) are run cells with a published number for their own backbone, over which mean/max abs Δ
-    are taken; "verdicts" are run cells with a seed-noise verdict, which includes a toy backbone judged
-    against the number of the paper backbone it stands in for (it has a verdict but no Δ)."""
+def summarize(table: assemble.Table) -> dict[str, str]:
+    """Counts and mean/max |Δ| of one table, as display strings: "Δ cells" (the note) are run cells with a
+    published number for their own backbone; "verdicts" are run cells with a seed-noise verdict, a toy
+    backbone judged against its stand-in's number included."""
     c = table.cells
     counts = c["status"].value_counts()
     if table.spec.kind == "hparams":
         return {
             "cells": str(len(c)),
-            "run": "–",
-            "partial": "–",
-            "not run": "–",
+            **dict.fromkeys(("run", "partial", "not run"), "–"),
             "not configured": str(int(counts.get(STATUS_NOT_CONFIGURED, 0))),
-            "mean abs Δ": "–",
-            "max abs Δ": "–",
-            **dict.fromkeys(VERDICT_KEYS, "–"),
-            CHANCE_KEY: "–",
+            **dict.fromkeys(("mean abs Δ", "max abs Δ", *VERDICT_KEYS, CHANCE_KEY), "–"),
             "note": f"config vs paper: {counts.get('match', 0)} match, {counts.get('differs', 0)} differ",
         }
     counts_by_verdict = verdict_counts(c)
@@ -137,9 +122,8 @@ def planned_jobs(grid: Grid) -> list | None:
 
 
 def projected_cost(grid: Grid) -> tuple[dict | None, str]:
-    """The projected GPU-hours of the config's grid as configured (:mod:`contrastlab.cost.plan`) and
-    a sentence saying how they were projected; ``(None, <why not>)`` when the calibration cannot be
-    read (the report must not fail over it)."""
+    """The projected GPU-hours of the config's grid as configured and a sentence saying how they were
+    projected; ``(None, <why not>)`` when the calibration cannot be read (the report must not fail)."""
     try:
         calibration = cl_calibration.load_calibration()
         jobs = plan.make_plan(grid, calibration, points=plan_points(grid, calibration))
@@ -184,21 +168,20 @@ def figure_order(figure: dict) -> tuple:
 
 
 def write_report(
-    built: list[tuple[Table, dict[str, Path]]],
+    built: list[tuple[assemble.Table, dict[str, Path]]],
     report_path: Path,
     *,
     metrics_root,
     grid: Grid | None = None,
     figures: list[dict] | None = None,
     results_dir: str | os.PathLike | None = None,
-    sections: list[str] | None = None,
-    searches: dict[str, list[str]] | None = None,
+    sections: list | None = None,
+    searches: dict[str, list] | None = None,
     metrics=None,
     bridge: list[dict[str, str]] | None = None,
 ) -> Path:
-    """Write the report of ``built`` (table, {ext: path}) to ``report_path`` (Markdown) and beside it
-    ``report.html`` (:mod:`.html`, figures embedded): one document (:func:`report_blocks`, which says
-    what it holds and what the arguments are), rendered twice. Returns ``report_path``."""
+    """Write the report of ``built`` (table, {ext: path}) to ``report_path`` and ``report.html`` beside it:
+    one document (:func:`report_blocks`, which says what it holds) rendered twice. Returns ``report_path``."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
     if metrics is None and grid is not None:
         metrics = collect_metrics(metrics_root)
@@ -232,9 +215,8 @@ def run_title(results_dir: str | os.PathLike | None) -> str | None:
 
 
 def _title_blocks(results_dir: str | os.PathLike | None) -> tuple[list, list]:
-    """The report's title, naming the run in one line (:func:`~.scores.run_identity`: preset, results
-    folder, commit, date) where there is a results folder, and the reading guide's paragraph saying the
-    same in words with the run's scores as data; the plain title and no paragraph otherwise."""
+    """The report's title naming the run (:func:`~.scores.run_identity`) and the reading guide's paragraph
+    saying it in words, where there is a results folder; the plain title and no paragraph otherwise."""
     if results_dir is None:
         return [Heading(1, "Paper tables: published numbers beside ours")], []
     run = run_identity(results_dir)
@@ -253,30 +235,23 @@ def _title_blocks(results_dir: str | os.PathLike | None) -> tuple[list, list]:
 
 
 def report_blocks(
-    built: list[tuple[Table, dict[str, Path]]],
+    built: list[tuple[assemble.Table, dict[str, Path]]],
     base: Path,
     *,
     metrics_root,
     grid: Grid | None,
     figures: list[dict] | None,
     results_dir: str | os.PathLike | None,
-    sections: list[str] | None,
-    searches: dict[str, list[str]] | None,
+    sections: list | None,
+    searches: dict[str, list] | None,
     metrics,
     bridge: list[dict[str, str]] | None,
 ) -> list:
-    """The report's document (:mod:`.document`; links relative to ``base``, the report's folder): one
-    section per paper in the papers' order (Nie 2023, Li 2024, MACL, OAR), each with its claims and
-    their tally (with ``grid``), its tables (the summary row, the grid inline with its verdict markers,
-    and its experiments' ``searches``: experiment -> the search table's lines), its figures in the
-    paper's own numbering (``figures``: :func:`contrastlab.figures.catalog.figures`, each from
-    ``figures/<name>.png``) and its deviations from the authors' setups (with ``grid``). Then
-    ``sections`` (Markdown lines: the comparison tables of the user's losses), the figures of no paper,
-    the precision of every cell (with ``grid``) and, with ``results_dir``, what the jobs cost
-    (:func:`contrastlab.cost.measured.cost_lines`). Claims are evaluated on ``metrics``. ``grid``: the
-    run's :class:`~contrastlab.config.Grid` (its config's claims, deviations and precision). ``bridge``:
-    the SentEval-MTEB bridge rows (:func:`contrastlab.tables.bridge.bridge_rows`), each paper's under
-    its tables; rows of no paper after the papers."""
+    """The report's document (links relative to ``base``): one section per paper in the papers' order,
+    each with its claims and their tally, its tables (summary row, grid, its experiments' ``searches``
+    blocks and its ``bridge`` rows), its figures in the paper's numbering and its deviations; then
+    ``sections`` (the user's losses' comparison tables), the figures of no paper, the precision of every
+    cell and, with ``results_dir``, what the jobs cost. Claims are evaluated on ``metrics`` in ``grid``."""
     blocks, run_text = _title_blocks(results_dir)
     per_paper: dict[str | None, list] = {}
     guide: list = [*run_text, Paragraph(LAYOUT_TEXT)]
@@ -292,11 +267,11 @@ def report_blocks(
         guide.append(Paragraph("**Figures.** Left out: the config sets `figures: false`."))
     blocks.append(Fold("How to read the claims and tables" if per_paper else "How to read the tables", guide))
     figures = sorted(figures or [], key=figure_order)
-    searches = {e: search_blocks(lines) for e, lines in (searches or {}).items()}
+    searches = dict(searches or {})
     bridges = _bridge_by_paper(bridge or [])
     blocks += _paper_blocks(built, figures, searches, per_paper, grid, base, bridges)
     blocks += bridges.pop(None, [])
-    blocks += blocks_of(sections or [])  # e.g. the comparison tables of the user's losses
+    blocks += sections or []  # e.g. the comparison tables of the user's losses
     for rest in searches.values():  # searches of experiments of no paper
         blocks += rest
     other = [f for f in figures if paper_of(f["name"]) not in PAPERS]
@@ -314,7 +289,7 @@ def _link(path: Path, text: str, base: Path, anchor: str = "") -> Link:
 
 
 def _paper_blocks(
-    built: list[tuple[Table, dict[str, Path]]],
+    built: list[tuple[assemble.Table, dict[str, Path]]],
     figures: list[dict],
     searches: dict[str, list],
     per_paper: dict[str | None, list],
@@ -363,13 +338,13 @@ def cite_blocks() -> list:
 def _bridge_by_paper(rows: list[dict[str, str]]) -> dict[str | None, list]:
     """The bridge's section per paper of its checkpoints (``<experiment>/…``), a level-3 heading under
     the paper's tables; the rows of no paper under None, a section of their own (level 2)."""
-    from contrastlab.tables.bridge import bridge_lines
+    from contrastlab.tables.bridge import bridge_blocks
 
     by_paper: dict[str | None, list[dict[str, str]]] = {}
     for row in rows:
         paper = paper_of(row["checkpoint"])
         by_paper.setdefault(paper if paper in PAPERS else None, []).append(row)
-    return {p: blocks_of(bridge_lines(own, level=2 if p is None else 3)) for p, own in by_paper.items()}
+    return {p: bridge_blocks(own, level=2 if p is None else 3) for p, own in by_paper.items()}
 
 
 def _run_blocks(grid: Grid | None, metrics_root, results_dir: str | os.PathLike | None) -> list:
@@ -380,7 +355,7 @@ def _run_blocks(grid: Grid | None, metrics_root, results_dir: str | os.PathLike 
     blocks += input_blocks(metrics_root, lock, results_dir)
     if results_dir is not None:  # what each job cost, from the run's benchmark files (tables.cost)
         projected, note = projected_cost(grid) if grid is not None else (None, "")
-        blocks += blocks_of(cost_lines(results_dir, projected, note))
+        blocks += cost_blocks(results_dir, projected, note)
     return blocks
 
 
@@ -402,11 +377,9 @@ TABLES_TEXT = (
 )
 
 
-def grid_block(table: Table) -> Block:
-    """A paper table's grid as the report shows it (:func:`contrastlab.tables.render.grid_rows` with the
-    toy backbones labelled with the paper backbone they stand in for, beside its published number): its
-    cells of ours outside the config's grid of kind ``not-configured``, each Δ with its seed-noise marker
-    (:func:`~.answer.marked`)."""
+def grid_block(table: assemble.Table) -> Table:
+    """A paper table's grid as the report shows it (:func:`contrastlab.tables.render.grid_rows` with its
+    stand-ins): cells outside the config's grid of kind ``not-configured``, each Δ with its marker."""
     header, labels, texts, records = grid_rows(table, stand_ins=True)
     rows = []
     for row, recs in zip(texts, records, strict=True):
@@ -417,33 +390,10 @@ def grid_block(table: Table) -> Block:
             elif rec is not None and role == "Δ":
                 cells[j] = marked(row[j], rec.get("verdict"))
         rows.append(cells)
-    return Block(header, rows, right=labels, labels=labels)
+    return Table(header, rows, right=labels, labels=labels)
 
 
-#: A search's verdicts (:mod:`contrastlab.tables.search`) -> their badge kind.
-SEARCH_KINDS = {
-    search.SAME: "same",
-    search.SAME_NOISE: "same",
-    search.DIFFERS: "differs",
-    search.OFF_GRID: "off-grid",
-    search.NOT_IN_PAPER: "not-run",
-    search.NOT_RUN: "not-run",
-}
-
-
-def search_blocks(lines: list[str]) -> list:
-    """A search's section (:func:`contrastlab.tables.search.write_search_tables`' lines), each verdict of
-    its table a :class:`~.document.Verdict`."""
-    blocks = blocks_of(lines)
-    for block in blocks:
-        if isinstance(block, Block) and "verdict" in block.header:
-            j = block.header.index("verdict")
-            for row in block.rows:
-                row[j] = Verdict(SEARCH_KINDS[row[j]], row[j]) if row[j] in SEARCH_KINDS else row[j]
-    return blocks
-
-
-def _tables_blocks(tables: list[tuple[Table, dict[str, Path]]], base: Path) -> list:
+def _tables_blocks(tables: list[tuple[assemble.Table, dict[str, Path]]], base: Path) -> list:
     """A paper's tables: their summary rows, which seed-noise estimate each uses, then each grid inline,
     under its title (its id the table's registry name; listed in the contents from "Table" on)."""
     if not tables:
@@ -493,15 +443,12 @@ def _deviation_blocks(grid: Grid, experiments: list[str]) -> list:
 
 
 def claims_sections(
-    grid: Grid, metrics, base: Path, pages: dict[str, Path], tables: list[Table]
+    grid: Grid, metrics, base: Path, pages: dict[str, Path], tables: list[assemble.Table]
 ) -> tuple[list, list, dict[str, list]]:
-    """The claims (:mod:`contrastlab.report.claims`) in three pieces: the answer the report opens with
-    (:func:`.answer.answer_blocks`: the toy-number warning first, each paper's main number beside ours
-    (from ``tables``, the assembled paper tables) and its claims counted by verdict, how to add seeds to
-    the undecided claims only), the reading guide of the claims (folded below the answer), and per paper
-    its "Claims" subsection: the tally, then one row per claim with its verdict, the numbers behind it
-    and links to its tables or figures (``pages``: name -> the rendered table's Markdown or the figure's
-    PNG; others are named without a link), each to its place on the page in report.html."""
+    """The claims in three pieces: the answer the report opens with (:func:`.answer.answer_blocks`, from
+    ``tables``), the claims' reading guide (folded below it), and per paper its "Claims" subsection: the
+    tally, then one row per claim with its verdict, its numbers and links to its tables or figures
+    (``pages``: name -> its Markdown or PNG; others are named without a link)."""
     results = evaluate_claims(metrics, grid)
     answer = answer_blocks(results, tables, pages, base, grid)
 

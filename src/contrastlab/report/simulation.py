@@ -1,46 +1,13 @@
 """The simulation of ``make plan``'s claims section (:mod:`contrastlab.report.power`): R perfect
 reproductions of one claim at once, each decided by the claims' own rule, on arrays.
 
-A perfect reproduction has the paper's own numbers as its cell means and seed noise around them: seed s of
-cell i scores x_{i,s} = μ_i + σ_i z_{i,s}, z ~ N(0, 1) independent (a "Pretrained" cell is deterministic).
-
-**The simulation** applies the decision rule of :mod:`contrastlab.report.claims` to R replicates at once
-(:mod:`contrastlab.report.contrasts` has the formulas; the claim's :class:`Structure`, its parts with their
-terms resolved, comes from one evaluation on the papers' numbers,
-:func:`~contrastlab.report.power.claim_structure`):
-
-- D_j = Σ_i c_{ji} x̄_i (+ the deterministic terms), Δ_j = D_j − m (``>``, ``count``) or D_j + M (``>=``);
-- each part is paired or not as claims.py pairs it (:func:`~contrastlab.report.contrasts.pairing`, n ≥ 2,
-  no deterministic term). A stratum g is (backbone, task, protocol/precision)
-  (:func:`~contrastlab.tables.verdicts.cell_stratum`), with C_g = max(m_g, c_g) trained cells: m_g its
-  cells in the config's grid, c_g the claim's cells in it. Its c_g claim cells are drawn seed by seed;
-  its C_g − c_g = o_g other cells enter through what the rule reads of them, drawn exactly in
-  distribution (a normal sample's residual sums of squares are independent of its means): their
-  residual SS_res,O ~ σ_g² χ²_{(o_g − 1)(n − 1)} and their per-seed mean p_s ~ N(·, σ_g² / o_g). Then
-  with ũ_s, p̃_s the centred per-seed means of the claim's and the other cells,
-  SS_within = Σ_{i in g} Σ_s (x_{i,s} − x̄_i)² + SS_res,O + o_g Σ_s p̃_s² and the seed-blocked residual
-  SS_res = SS_within − C_g Σ_s ((c_g ũ_s + o_g p̃_s) / C_g)² (the randomized-block decomposition,
-  :func:`~contrastlab.stats.blocked_pooled_std`);
-- paired within strata (``blocked``: the coefficients sum to 0 in each stratum): s_g² = SS_res /
-  ν_g, ν_g = (C_g − 1)(n − 1); se_j² = Σ_g s_g² Σ_{i in g} c_{ji}² / n, ν_j by Welch–Satterthwaite over
-  the distinct strata, each stratum's ν_g once (:func:`~contrastlab.stats.satterthwaite`, as
-  :func:`~contrastlab.stats.contrast_variance`);
-- paired on its own contrasts (``own``: one protocol and precision, coefficients that do not cancel per
-  stratum, e.g. the same runs on two tasks): D_{j,s} = Σ_i c_{ji} x_{i,s},
-  s_D² = Σ_{j in k} Σ_s (D_{j,s} − D̄_j)² / (|k| (n − 1)) over its pool k
-  (:func:`~contrastlab.report.contrasts.own_groups`), ν = |k| (n − 1), se_j = s_D / sqrt(n);
-- unpaired (a deterministic term, or cells of several protocols/precisions, or n = 1): s_p² =
-  SS_within / (C_g (n − 1)), ν_p = C_g (n − 1); se_j² = Σ_p s_p² Σ_{i in p} c_{ji}² / n, ν_j by
-  Welch–Satterthwaite over its pools' ν_p − 2 (claims.py's conservative rule,
-  :func:`~contrastlab.stats.contrast_variance`); n = 1: ν = 0, undecided;
-- h_j = t_{ν, (1+level)/2} se_j, p_j = P(T_ν ≤ Δ_j / se_j) (:func:`~contrastlab.stats.t_quantile`,
-  :func:`~contrastlab.stats.one_sided_p`); Holm at α = (1 − level) / 2 over the tested parts; the
-  verdict over the parts as claims.py combines them (``count``: at least ``at_least``).
-
-All the parts of one replicate read the same draws, so their dependence (a shared cell, a shared
-stratum estimate) is the real rule's. The model has no seed effect shared by a stratum's cells
-(β_s = 0 in claims.py's x_{i,s} = μ_i + β_s + ε_{i,s}): the blocked rule's distribution does not depend
-on β, the unpaired one's is then the one the noisy control draws.
+A perfect reproduction has the paper's own numbers as its cell means and seed noise around them:
+x_{i,s} = μ_i + σ_i z_{i,s}, z ~ N(0, 1) independent (a "Pretrained" cell is deterministic). Each
+replicate applies the rule of :mod:`contrastlab.report.contrasts` to the claim's :class:`Structure`
+(paired within strata, on its own contrasts, or unpaired; Holm over the tested parts); a stratum's other
+cells enter through their residual sums of squares and per-seed means, drawn exactly in distribution.
+All the parts of one replicate read the same draws, so their dependence is the real rule's. The
+formulas: ``docs/claims.md``, "The power simulation".
 """
 
 from __future__ import annotations

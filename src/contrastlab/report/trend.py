@@ -1,46 +1,12 @@
 """Sweep claims tested as trends: the least-squares slope of a score over a sweep's points.
 
 A figure's sentence ("the model performance decreasing as m increases", Li et al. 2024 §3.2.1) is about
-the whole curve, and the figures' sweeps run one seed per point (as the papers' figures do). Two endpoints
-of a one-seed sweep have no seed noise to compare them with (the claim stays "undecided" until seeds are
-added), but the sweep's points scatter about the curve: the residuals about a fitted line measure that
-scatter without another seed. A claim of relation ``trend`` (:mod:`contrastlab.report.claims`) has parts
-``{sweep: <method>, direction: increasing|decreasing, over: [lo, hi]}`` (``over`` optional: the sweep
-values kept, both ends included) and a claim-level ``scale``: ``linear`` (default) or ``log`` (x is
-log10 of the swept value, for rates and temperatures swept over decades).
-
-**The test** (ordinary least squares, every run of every kept point one observation (x_k, y_k),
-N ≥ 3 of them at P ≥ 2 distinct x; one seed at two points leaves no residual: undecided)::
-
-    b = S_xy / S_xx,   S_xx = Σ (x_k − x̄)²,   S_xy = Σ (x_k − x̄)(y_k − ȳ)
-    s² = Σ (y_k − ȳ − b (x_k − x̄))² / (N − 2),   se(b) = s / sqrt(S_xx),   ν = N − 2
-
-Δ = b for ``increasing``, −b for ``decreasing``; h = t_ν · se(b) (two-sided level
-:data:`~contrastlab.stats.LEVEL`): **reproduced** if Δ > h, **not reproduced** if Δ < −h (Holm
-over the claim's parts, as for contrasts), else **undecided**. The residuals hold the seed noise and any
-curvature the line misses, so a curved but monotone sweep gets a wider interval, never a narrower one
-(conservative); a sweep with a peak inside ``over`` fails to be monotone and cannot be "reproduced",
-which is why a peak claim (Nie's "0.23 (corresponding the best performance)") is two parts, a rise up to
-the peak and a fall after it. With equal seeds per point the slope is the linear contrast of the point
-means with coefficients (x_p − x̄) / S_xx,pts, which the part's ``terms`` record. Spearman's ρ of the
-point means is printed beside it (a description: with P ≤ 8 points its own test is coarse).
-
-**Phases** (a figure whose paper names ranges of the sweep, OAR §5.1's "Not Learning" [1e-7, 1e-5],
-"Mild Learning" [1e-4, 1e-3] and "Strong Learning" [1e-2, 1]): the claim lists them, ``phases: {name:
-[lo, hi]}``, and each part names the ``phase`` its sentence is about (no ``over``). A part is then
-decided on its phase: the slope of its method within the phase, one line per phase (its own intercept
-and slope; a phase of one point only its mean), so a curve that rises across the Mild phase and falls
-across the Strong one reads "not reproduced" for a claim on the Strong phase, where one line over the
-whole sweep would read its rise. The noise is the residuals about those per-phase lines over every
-named phase of the method's sweep, pooled over the claim's methods of one (backbone, task,
-protocol/precision) stratum (as the tables pool seed noise per stratum: a Strong phase of three
-one-seed points alone leaves ν = 1), each method once however many of its phases are tested; a claim
-with ``pool: method`` pools each method's own phases only (a metric whose scale differs between the
-methods, such as the embeddings' variance)::
-
-    b_j = S_xy,ph / S_xx,ph,   s² = Σ_methods Σ_phases SS_res / ν,   ν = Σ_methods Σ_phases (N_ph − k_ph)
-
-k_ph = 2 for a phase of ≥ 2 distinct points, 1 for a single one; se(b_j) = s / sqrt(S_xx,ph).
+the whole curve, and the figures' sweeps run one seed per point: the residuals about a fitted line
+measure the scatter without another seed. A part ``{sweep: <method>, direction: increasing|decreasing,
+over: [lo, hi]}`` is decided on b = S_xy / S_xx with se(b) = s / sqrt(S_xx), ν = N − 2 (Holm over the
+claim's parts, as for contrasts); a claim with ``phases`` decides each part on its phase's own line, the
+noise pooled over the named phases. Curvature widens the interval, never narrows it. The test in full:
+``docs/claims.md``, "Trends over a sweep".
 """
 
 from __future__ import annotations
@@ -135,10 +101,9 @@ def x_of(value: float, scale: str) -> float:
 def phase_fit(
     runs: dict[str, list[float]], xs: dict[str, float], spans: list[tuple[float, float]]
 ) -> tuple[float, int, dict[int, tuple[float, float, float]]]:
-    """One method's sweep fitted by one least-squares line per phase (module docstring): the residual
-    SS, its ν, and per phase index (slope, S_xx of its runs, S_xx of its distinct points) for the phases
-    with ≥ 2 distinct points. ``runs``: point -> scores; ``xs``: point -> x; ``spans``: the phases'
-    [lo, hi] on the x scale."""
+    """One method's sweep fitted by one least-squares line per phase: the residual SS, its ν, and per phase
+    with ≥ 2 distinct points (slope, S_xx of its runs, S_xx of its points). ``runs``: point -> scores;
+    ``xs``: point -> x; ``spans``: the phases' [lo, hi] on the x scale."""
     ss, df, fits = 0.0, 0, {}
     for k, (lo, hi) in enumerate(spans):
         points = [n for n, x in xs.items() if lo - 1e-9 <= x <= hi + 1e-9 and runs.get(n)]

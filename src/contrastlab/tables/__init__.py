@@ -18,13 +18,7 @@ if TYPE_CHECKING:
     from contrastlab.config import Grid
     from contrastlab.tables.assemble import Table
 
-__all__ = [
-    "TABLES",
-    "TableSpec",
-    "build_table",
-    "load_published",
-    "tables_for_config",
-]
+__all__ = ["TABLES", "TableSpec", "build_table", "load_published", "tables_for_config"]
 
 log = logging.getLogger(__name__)
 

@@ -151,12 +151,10 @@ def configured(grid: Grid, experiment: str, backbone: str, method: str) -> bool:
 
 
 def best_over_sweep(agg: pd.DataFrame, label: str, values: list) -> pd.DataFrame:
-    """Seed means of sweep points ``<method>-<label><value>`` reduced to their best point per
-    (backbone, method, key), named ``<method>`` with the winning value in ``best_at`` (OAR Table 3:
-    "the highest classification accuracy" over the learning rates of Fig. 2; our reading: each
-    rate's accuracy after the last fine-tuning epoch, the best rate kept). Points whose probe diverged
-    (``n_diverged`` > 0, no mean) never win; their values are listed in ``diverged_at`` ("1, 0.1"), and
-    a cell whose every point diverged keeps no mean. Other rows are kept."""
+    """Seed means of sweep points ``<method>-<label><value>`` reduced to their best point per (backbone,
+    method, key), named ``<method>`` with the winning value in ``best_at`` (OAR Table 3's "highest
+    classification accuracy" over Fig. 2's rates). A diverged point never wins and is listed in
+    ``diverged_at``; a cell whose every point diverged keeps no mean. Other rows are kept."""
     points = {}
     for value in values:
         suffix = f"-{label}{value}"
@@ -329,10 +327,7 @@ def _hparams(table: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.DataFrame:
 
 
 def assemble(
-    spec: TableSpec,
-    grid: Grid,
-    metrics: pd.DataFrame,
-    failures: Collection[tuple[str, str, str]] = (),
+    spec: TableSpec, grid: Grid, metrics: pd.DataFrame, failures: Collection[tuple[str, str, str]] = ()
 ) -> Table:
     """Build table ``spec`` from the collected ``metrics`` (see :func:`~.metrics.collect_metrics`);
     configured cells in ``failures`` (:func:`~.metrics.collect_failures`) with no metrics say "failed"."""

@@ -9,12 +9,12 @@ import io
 import json
 from pathlib import Path
 
+from contrastlab.blocks import Heading, Paragraph, rows_table, to_markdown
 from contrastlab.evaluation.bridge import BRIDGE_FILE, PROVENANCE_FILE, STEPS
 from contrastlab.evaluation.mteb_sts import MTEB_TASKS
 from contrastlab.paths import Results, write_text
-from contrastlab.tables.markdown import markdown_table
 
-__all__ = ["BRIDGE_TABLE", "bridge_lines", "bridge_rows", "write_bridge_table"]
+__all__ = ["BRIDGE_TABLE", "bridge_blocks", "bridge_rows", "write_bridge_table"]
 
 BRIDGE_TABLE = "bridge"
 #: Column headers of the steps, in the chain's order.
@@ -59,12 +59,12 @@ def bridge_rows(results: Results) -> list[dict[str, str]]:
     return rows
 
 
-def write_bridge_table(results: Results, out_dir: str | Path) -> tuple[list[Path], list[str]]:
-    """``bridge.csv`` and ``bridge.md`` in ``out_dir`` and the report's section lines; nothing (and no
-    section) when no checkpoint has a ``bridge.json`` (``mteb.enabled`` off)."""
+def write_bridge_table(results: Results, out_dir: str | Path) -> list[Path]:
+    """``bridge.csv`` and ``bridge.md`` in ``out_dir``; nothing when no checkpoint has a ``bridge.json``
+    (``mteb.enabled`` off)."""
     rows = bridge_rows(results)
     if not rows:
-        return [], []
+        return []
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     buffer = io.StringIO()
@@ -74,10 +74,9 @@ def write_bridge_table(results: Results, out_dir: str | Path) -> tuple[list[Path
     csv_path, md_path = out_dir / f"{BRIDGE_TABLE}.csv", out_dir / f"{BRIDGE_TABLE}.md"
     write_text(csv_path, buffer.getvalue())  # atomically (paths.atomic_write)
     write_text(
-        md_path, "\n".join(["# SentEval protocol -> MTEB, step by step", "", *markdown_table(rows), ""])
+        md_path, to_markdown([Heading(1, "SentEval protocol -> MTEB, step by step"), rows_table(rows)])
     )
-    lines = bridge_lines(rows)
-    return [csv_path, md_path], lines
+    return [csv_path, md_path]
 
 
 BRIDGE_TITLE = "SentEval protocol and MTEB on the same checkpoints"
@@ -95,7 +94,7 @@ BRIDGE_TEXT = (
 )
 
 
-def bridge_lines(rows: list[dict[str, str]], level: int = 2) -> list[str]:
+def bridge_blocks(rows: list[dict[str, str]], level: int = 2) -> list:
     """The report's section of the bridge ``rows`` (:func:`bridge_rows`): its heading at ``level`` (2 on
     its own, 3 under its paper's section), what the columns mean, the table."""
-    return ["#" * level + " " + BRIDGE_TITLE, "", BRIDGE_TEXT, "", *markdown_table(rows), ""]
+    return [Heading(level, BRIDGE_TITLE), Paragraph(BRIDGE_TEXT), rows_table(rows)]

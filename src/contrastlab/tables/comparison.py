@@ -1,18 +1,11 @@
 """Comparison tables for the methods no paper table shows: a user's loss (or a built-in loss a paper's
 tables do not list) beside the papers' losses.
 
-For every experiment (protocol) with such a method (:func:`untabled_methods`: a loss from the user's
-module, :attr:`contrastlab.config.Grid.user_losses`, or a built-in one), ``compare_<experiment>`` lists
-every configured method
-of that experiment, per backbone, with the protocol's headline scores (sentence: STS.Avg and TR.Avg,
-the latter as test and as dev accuracy;
-MACL's image study: linear and kNN top-1; OAR's: the FFN top-1 per label fraction): our mean ± std over
-seeds (n), the published number where the paper's table has that method on that backbone (it never has
-the user's loss), and the seed-noise verdict of each method against the user's loss. ``compare_summary``
-puts the first headline score of every protocol side by side, with each method's rank per protocol.
-
-The verdict is the paper tables' own seed-noise verdict,
-:func:`contrastlab.tables.verdicts.seed_noise_verdict`.
+For every experiment with such a method (:func:`untabled_methods`), ``compare_<experiment>`` lists every
+configured method per backbone with the protocol's headline scores: our mean ± std over seeds (n), the
+published number where the paper has that cell, and the seed-noise verdict against the user's loss
+(:func:`contrastlab.tables.verdicts.seed_noise_verdict`). ``compare_summary`` puts the first headline
+score of every protocol side by side, with each method's rank per protocol.
 """
 
 from __future__ import annotations
@@ -22,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contrastlab.blocks import Heading, Paragraph, Table, to_markdown
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.papers import PAPERS
 from contrastlab.paths import write_text
@@ -32,13 +26,7 @@ from contrastlab.tables.verdicts import seed_noise_verdict
 if TYPE_CHECKING:  # pandas is imported where a table is built: the workflow reads the names only
     import pandas as pd
 
-__all__ = [
-    "comparison_tables",
-    "untabled_methods",
-    "build_comparison",
-    "build_summary",
-    "write_comparisons",
-]
+__all__ = ["comparison_tables", "untabled_methods", "build_comparison", "build_summary", "write_comparisons"]
 
 #: Headline scores per kind of protocol: metrics key -> column label.
 #: TR.Avg twice: test accuracy (Li's and MACL's tables) and SentEval's dev accuracy (what Nie's Table 1
@@ -198,22 +186,19 @@ def _mean(text: str) -> float | None:
     return None if text == "not run" else float(text.split()[0])
 
 
-def _markdown(frame: pd.DataFrame) -> str:
-    head = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([head, rule, *body]) + "\n"
+def _table(frame: pd.DataFrame) -> Table:
+    return Table([str(c) for c in frame.columns], frame.values.tolist())
 
 
 def write_comparisons(
     grid: Grid, metrics: pd.DataFrame, out_dir: str | Path, names: Sequence[str] | None = None
-) -> tuple[list[Path], list[str]]:
-    """Write each comparison table as CSV, Markdown and LaTeX; return the paths and the report's lines."""
+) -> tuple[list[Path], list]:
+    """Write each comparison table as CSV, Markdown and LaTeX; return the paths and the report's blocks."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     names = comparison_tables(grid) if names is None else list(names)
     written: list[Path] = []
-    lines = ["## Your losses beside the papers' (comparison tables)", ""] if names else []
+    blocks: list = [Heading(2, "Your losses beside the papers' (comparison tables)")] if names else []
     for name in names:
         if name == SUMMARY:
             frame = build_summary(grid, metrics)
@@ -229,11 +214,11 @@ def write_comparisons(
         columns, body = "l" * len(frame.columns), frame.values.tolist()
         for ext, text in (
             ("csv", frame.to_csv(index=False)),
-            ("md", _markdown(frame)),
+            ("md", to_markdown([_table(frame)])),
             ("tex", latex_table(name, columns, [list(frame.columns)], body, title)),
         ):
             path = out_dir / f"{name}.{ext}"
             write_text(path, text)  # atomically (paths.atomic_write)
             written.append(path)
-        lines += [f"### {name}", "", title, "", _markdown(frame), ""]
-    return written, lines
+        blocks += [Heading(3, name), Paragraph(title), _table(frame)]
+    return written, blocks

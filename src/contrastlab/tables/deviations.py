@@ -1,21 +1,11 @@
 """Where our cells deliberately differ from the authors' setups, per paper, from the config.
 
-Two sources, one list per experiment:
-
-- the config's ``experiments.<name>.deviations``: the choices written down by hand, each with what the
-  paper (or its released script) did, what we do, and why (``config.yaml`` holds the full
-  reproduction's);
-- deviations that follow from the config the run actually used, detected here: a
-  ``precision_override``, an evaluation ``mode`` other than ``test``, shortened training
-  (``max_steps``/``max_sentences``), fewer seeds than the paper's three-run averages, backbones the
-  paper does not have;
-- the experiment's hyperparameter search (:func:`search_rows`), when it has one: the selection metric,
-  the staged reading and stage 1's anchor (what the paper says comes from its hyperparameter table's
-  sidecar, ``published/<table>.yaml``'s ``search``; what we do from the config), and the published
-  values that lie outside the paper's own grid.
-
-Each table's Markdown and ``report.md`` list them ("none" when empty); ``docs/deviations.md`` is
-:func:`render_page` of ``config.yaml`` (a test keeps the two equal)::
+One list per experiment: the config's ``experiments.<name>.deviations`` (written by hand: what the
+paper did, what we do, and why); those that follow from the config the run used (a
+``precision_override``, an evaluation ``mode`` other than ``test``, shortened training, fewer seeds
+than the paper's runs, backbones the paper does not have); and the experiment's hyperparameter search
+(:func:`search_rows`). Each table's Markdown and ``report.md`` list them ("none" when empty);
+``docs/deviations.md`` is :func:`render_page` of ``config.yaml`` (a test keeps the two equal)::
 
     python -m contrastlab.tables.deviations config.yaml > docs/deviations.md
 """
@@ -26,8 +16,8 @@ import sys
 from typing import Any
 
 from contrastlab import search as cl_search
+from contrastlab.blocks import Heading, Paragraph, Table, rows_table, to_markdown
 from contrastlab.config import Grid, load, setting_value
-from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.published import TABLES, load_meta, paper_backbones
 from contrastlab.tables.search import off_grid, published_hparams
 
@@ -259,29 +249,30 @@ def deviations(grid: Grid, experiment: str) -> list[dict[str, str]]:
 COLUMNS = {"setting": "setting", "paper": "authors (paper, else script)", "ours": "ours", "why": "why"}
 
 
-def markdown_lines(items: list[dict[str, str]]) -> list[str]:
-    """A Markdown table (setting | authors | ours | why), or one "none" line."""
-    return markdown_table([{title: d[key] for key, title in COLUMNS.items()} for d in items])
+def deviation_table(items: list[dict[str, str]]) -> Table:
+    """The deviations ``items`` as a table (setting | authors | ours | why); "none" without items."""
+    return rows_table([{title: d[key] for key, title in COLUMNS.items()} for d in items])
 
 
 def render_page(grid: Grid) -> str:
     """``docs/deviations.md``: every experiment's deviations, readable in two minutes."""
-    lines = [
-        "# Deviations from the papers",
-        "",
-        "Generated from `config.yaml` by `python -m contrastlab.tables.deviations config.yaml` (a test "
-        "keeps this page equal to the config). Every other setting of every cell is the authors': the "
-        "paper's, and where the paper is silent the released code's (cited in each method's `note` in "
-        "`config.yaml`); where neither says (MACL's CIFAR study has no released script), the choice is "
-        "ours and listed here as such. Each table's Markdown and `results/report.md` repeat the list for "
-        "the config a run used, including deviations a preset adds (fewer seeds, shortened runs, fasttest).",
-        "",
+    page = [
+        Heading(1, "Deviations from the papers"),
+        Paragraph(
+            "Generated from `config.yaml` by `python -m contrastlab.tables.deviations config.yaml` (a test "
+            "keeps this page equal to the config). Every other setting of every cell is the authors': the "
+            "paper's, and where the paper is silent the released code's (cited in each method's `note` in "
+            "`config.yaml`); where neither says (MACL's CIFAR study has no released script), the choice is "
+            "ours and listed here as such. Each table's Markdown and `results/report.md` repeat the list "
+            "for the config a run used, including deviations a preset adds (fewer seeds, shortened runs, "
+            "fasttest)."
+        ),
     ]
     shown: list[tuple[str, list[dict[str, str]]]] = []
     for name, exp in grid.every_experiment.items():
         found = deviations(grid, name)
         if found or any(spec.experiment == name for spec in TABLES.values()):
-            lines += [f"## {exp.get('title') or name}", ""]
+            page.append(Heading(2, exp.get("title") or name))
             # An experiment that repeats the start of an earlier one's list (OAR CIFAR-100 after
             # CIFAR-10) names those rows and lists only the rest.
             shared, source = 0, ""
@@ -295,13 +286,12 @@ def render_page(grid: Grid) -> str:
             if shared >= 3:
                 names = ", ".join(d["setting"] for d in found[:shared])
                 rest = found[shared:]
-                lines += [f"As `{source}` above: {names}" + ("; and:" if rest else ".")]
-                lines += ([""] + markdown_lines(rest)) if rest else []
-                lines += [""]
+                page.append(Paragraph(f"As `{source}` above: {names}" + ("; and:" if rest else ".")))
+                page += [deviation_table(rest)] if rest else []
             else:
-                lines += markdown_lines(found) + [""]
+                page.append(deviation_table(found))
             shown.append((name, found))
-    return "\n".join(lines)
+    return to_markdown(page)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,16 +56,12 @@ def collect_failures(metrics_root: str | Path) -> set[tuple[str, str, str]]:
 
 
 def collect_metrics(metrics_root: str | Path) -> pd.DataFrame:
-    """Every score under ``metrics_root`` as a long frame (columns :data:`COLUMNS`).
+    """Every score under ``metrics_root`` as a long frame (columns :data:`COLUMNS`), in percent as written.
 
-    Reads ``<experiment>/<backbone>/<method>/seed<seed>/senteval.json`` (``vision.json`` for a vision
-    cell: ``scores`` holds ``linear_top1`` and ``knn_top1``) and
-    ``pretrained/<backbone>/senteval.json`` (experiment and method ``pretrained``, seed NA). Scores are
-    in percent as written; ``sts_avg``/``tr_avg``/``tr_devacc_avg`` and the training's STS-B dev
-    score (:data:`DEV_SPEARMAN`) and dev uniformity rebound (:data:`DEV_REBOUND`), both from the file's
-    ``training`` block, appear as tasks when not null; a
-    task in a vision cell's ``diverged`` has score NaN. A missing root gives an empty frame
-    (nothing has run yet).
+    Reads ``<experiment>/<backbone>/<method>/seed<seed>/senteval.json`` (``vision.json`` for a vision cell)
+    and ``pretrained/<backbone>/senteval.json`` (method ``pretrained``, seed NA); the averages and the
+    ``training`` block's :data:`DEV_SPEARMAN` and :data:`DEV_REBOUND` are tasks when not null; a task in a
+    vision cell's ``diverged`` scores NaN. A missing root gives an empty frame (nothing has run yet).
     """
     root = Path(metrics_root)
     rows: list[dict] = []
@@ -87,12 +83,9 @@ def collect_metrics(metrics_root: str | Path) -> pd.DataFrame:
 
 
 def aggregate(metrics: pd.DataFrame, experiment: str, seeds: list[int] | None) -> pd.DataFrame:
-    """Mean, sample std (ddof 1; NaN for one seed), number of seeds with a score (``n_seeds``) and with
-    a diverged probe (``n_diverged``, NaN scores) per (backbone, method, task).
-
-    Trained cells come from ``experiment``, restricted to ``seeds`` when given (so stale runs of
-    other seeds do not leak in); ``pretrained`` cells come from the pretrained metrics files.
-    """
+    """Mean, sample std (ddof 1; NaN for one seed), the seeds with a score (``n_seeds``) and with a
+    diverged probe (``n_diverged``) per (backbone, method, task): trained cells of ``experiment`` at
+    ``seeds`` when given (stale runs of other seeds stay out), and the pretrained cells."""
     trained = metrics[(metrics["experiment"] == experiment) & (metrics["method"] != PRETRAINED)]
     if seeds is not None:
         trained = trained[trained["seed"].isin(seeds)]

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from contrastlab import blocks
 from contrastlab.tables.assemble import (
     BACKBONE_LABELS,
     STATUS_DIVERGED,
@@ -23,16 +24,9 @@ from contrastlab.tables.assemble import (
     STATUS_PARTIAL,
     Table,
 )
-from contrastlab.tables.deviations import markdown_lines
+from contrastlab.tables.deviations import deviation_table
 from contrastlab.tables.latex import ADDLINESPACE, MIDRULE, Span, latex_table
-from contrastlab.tables.verdicts import (
-    LEVEL,
-    MARKERS,
-    chance_expected,
-    chance_text,
-    noise_note,
-    runs_text,
-)
+from contrastlab.tables.verdicts import LEVEL, MARKERS, chance_expected, chance_text, noise_note, runs_text
 
 NOT_RUN = STATUS_NOT_RUN
 NOT_CONFIGURED = STATUS_NOT_CONFIGURED
@@ -206,10 +200,9 @@ def to_csv(table: Table) -> str:
 
 # ----------------------------------------------------------------------------- wide layout
 def stand_in_cells(table: Table) -> pd.DataFrame:
-    """``table.cells`` with each toy backbone shown as the report shows it (:attr:`Table.stand_ins`):
-    labelled with the paper backbone it stands in for ("tiny-bert, for BERT-base"), and where the paper
-    gives that backbone a number, with that number (and its printed improvement) as its published one, so
-    that its Δ (ours − the number it stands in for, †) reads as what it is. The CSV keeps "n/a"."""
+    """``table.cells`` with each toy backbone labelled with the paper backbone it stands in for ("tiny-bert,
+    for BERT-base") and, where the paper has it, that backbone's number as its published one, so its Δ (†)
+    reads as what it is. The CSV keeps "n/a"."""
     c = table.cells
     # only where the table has the backbone stood in for (MACL's RoBERTa Table 3 names no BERT-base)
     stand_ins = {toy: paper for toy, paper in table.stand_ins.items() if (c["backbone"] == paper).any()}
@@ -268,7 +261,7 @@ def _legend(table: Table) -> list[str]:
         return [
             "paper: the published value; config: the value our config resolves for the cell "
             "((default) = the loss's default, ≠ = differs from the paper); "
-            f"{NOT_CONFIGURED}: the method is not in the config; {NA}: the paper gives no value.",
+            f"{NOT_CONFIGURED}: the method is not in the config; {NA}: the paper gives no value."
         ]
     seeds = f"{table.n_seeds} seeds" if table.n_seeds is not None else "the seeds run"
     text = (
@@ -320,21 +313,19 @@ def _legend(table: Table) -> list[str]:
     return [text]
 
 
-def _source_lines(table: Table) -> list[str]:
+def _source(table: Table) -> str:
     meta = table.meta
-    return [
+    return (
         f"Source: {meta['paper']['reference']} — {meta['paper']['table']} "
-        f"(`{meta['paper']['file']}`). Caption: “{meta['caption'].strip()}”",
-    ]
+        f"(`{meta['paper']['file']}`). Caption: “{meta['caption'].strip()}”"
+    )
 
 
 def grid_rows(table: Table, *, stand_ins: bool = False) -> tuple[list[str], int, list[list[str]], list[list]]:
-    """The table as in the paper, each paper row followed by ours and the difference (the grid of
-    :func:`to_markdown`): its header, how many label columns open it (the backbone when rows are grouped
-    by it, the method or parameter, the row's role: ``paper``, ``ours``, ``Δ`` or ``config``), its rows'
-    texts and the cell record behind each text (None under a label); ``stand_ins``: each toy backbone
-    labelled with, and beside the published number of, the paper backbone it stands in for
-    (:func:`stand_in_cells`; the report's view, the table's own file keeps the paper's)."""
+    """The table as in the paper, each paper row followed by ours and the difference: its header, how many
+    label columns open it, its rows' texts and the cell record behind each text (None under a label);
+    ``stand_ins``: each toy backbone labelled with, and beside the published number of, the paper backbone
+    it stands in for (:func:`stand_in_cells`)."""
     rows, cols, body = _wide(table, stand_ins)
     has_groups = any(rg for rg, _ in rows)
     heads = [f"{cg} {col}".strip() if table.col_groups_are_backbones else col for cg, col in cols]
@@ -352,24 +343,23 @@ def to_markdown(table: Table, *, stand_ins: bool = False) -> str:
     """The table's page: its title, source and footnotes, the grid (:func:`grid_rows`; ``stand_ins``: the
     report's view), its legend, the deviations of this config and the transcription notes."""
     header, labels, texts, _ = grid_rows(table, stand_ins=stand_ins)
-    lines = [f"# {table.spec.title}", ""] + _source_lines(table) + [""]
-    for note in table.meta.get("footnotes") or []:
-        lines.append(f"Paper footnote: {note}")
+    above = [f"Paper footnote: {note}" for note in table.meta.get("footnotes") or []]
     if table.extra_backbones:
-        lines.append(
-            f"Backbones not in the paper (published numbers n/a): {', '.join(table.extra_backbones)}."
-        )
-    lines.append("")
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "|".join(["---"] * labels + ["---:"] * (len(header) - labels)) + "|")
-    lines += ["| " + " | ".join(row) + " |" for row in texts]
-    lines += [""] + _legend(table)
-    lines += ["", "Where our cells deliberately differ from the authors' setup (this config):", ""]
-    lines += markdown_lines(table.deviations)
+        extra = ", ".join(table.extra_backbones)
+        above.append(f"Backbones not in the paper (published numbers n/a): {extra}.")
+    page = [
+        blocks.Heading(1, table.spec.title),
+        blocks.Paragraph(_source(table)),
+        blocks.Paragraph("\n".join(above)),  # empty without notes: the grid then stands two lines below
+        blocks.Table(header, texts, right=labels),
+        *map(blocks.Paragraph, _legend(table)),
+        blocks.Paragraph("Where our cells deliberately differ from the authors' setup (this config):"),
+        deviation_table(table.deviations),
+    ]
     notes = table.meta.get("notes") or []
     if notes:
-        lines += ["", "Transcription notes:"] + [f"- {n}" for n in notes]
-    return "\n".join(lines) + "\n"
+        page.append(blocks.Paragraph("\n".join(["Transcription notes:", *(f"- {n}" for n in notes)])))
+    return blocks.to_markdown(page)
 
 
 def _group_title(table: Table) -> str:

@@ -1,34 +1,12 @@
 """The searches' selected hyperparameters beside the published ones (Nie Table 2, Li Tables 6–7).
 
 For every experiment with a ``search`` (:mod:`contrastlab.search`) that runs with the default target,
-``search_<experiment>`` lists, per searched backbone, method and searched setting: the values the
-search tried, the one it selected on dev (the last stage's winner), the configured value (what the
-paper cells train with), the published value where the paper's hyperparameter table has one, and
-a verdict. The selections are read from
-``<results_dir>/search/<experiment>/<backbone>/<method>/stage<k>.json`` (rule ``search_select``).
-
-Verdicts, per searched setting:
-
-- **same as published**: the selected value equals the published one;
-- **same within dev noise**: it does not, but the published value's point scored on dev within the dev
-  noise of the winner of the stage that searched the setting (below), so dev cannot tell them apart;
-- **differs**: the published value's point scored lower than that by more than the noise (or there is
-  no noise estimate, or no such point);
-- **published off grid**: the paper prints a value outside its own grid (Nie Table 2's L_dcl τ 0.01 and
-  0.02 and L_a&u λ 0.2 and 0.4, outside App. A.3's τ {0.03, 0.05, 0.07} and λ {0.1, ..., 0.9}): the
-  search cannot select it, whatever happens;
-- **not in paper** (no published value), **not run** (the search has not finished).
-
-**Dev noise.** A search point is one seed, so the difference of two points' best STS-B dev Spearman
-has seed variance 2σ². σ is estimated as the pooled seed std of that score over the experiment's
-configured cells on the backbone (:func:`contrastlab.tables.verdicts.noise_pools`, ν degrees of
-freedom), and the published point matches when winner − published ≤ t_{ν, 0.975} · s · √2, the 95 %
-half-width of a two-point difference (:func:`contrastlab.stats.half_width` with n = k = 1).
-The published value's point is the one of the stage that searched the setting whose setting equals the
-published value, the stage's other settings at the published values where they are on its grid, else
-at the stage winner's.
-
-Values in units of π (L_mat's m, Nie Table 2's "0.15π") print with the unit.
+``search_<experiment>`` lists, per searched backbone, method and setting: the values tried, the one
+selected on dev (read from ``<results_dir>/search/<experiment>/<backbone>/<method>/stage<k>.json``), the
+configured and the published value, and a verdict: **same as published**, **same within dev noise**
+(the published value's point scored within t_{ν, 0.975} · s · √2 of the winner, s the pooled seed std
+of the experiment's cells on the backbone), **differs**, **published off grid** (the search cannot
+select it), **not in paper** or **not run**. Values in units of π print with the unit.
 """
 
 from __future__ import annotations
@@ -41,16 +19,14 @@ from typing import Any
 
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
+from contrastlab.blocks import Heading, Paragraph, Verdict, rows_table, to_markdown
 from contrastlab.paths import Results, atomic_write, write_text
 from contrastlab.stats import half_width
 from contrastlab.tables.latex import latex_table
-from contrastlab.tables.markdown import markdown_table
 from contrastlab.tables.published import TABLES, load_published
 
 SAME, DIFFERS, NOT_IN_PAPER, NOT_RUN = "same as published", "differs", "not in paper", "not run"
 SAME_NOISE, OFF_GRID = "same within dev noise", "published off grid"
-#: Verdicts that count the published value as found by the search.
-MATCHED = (SAME, SAME_NOISE)
 #: The dev gap column: published point − stage winner on dev ± the dev noise (see the module docstring).
 DEV_GAP = "published − winner (dev)"
 COLUMNS = [
@@ -185,7 +161,8 @@ def selection_rows(
     grid: cl_config.Grid, results_dir: str | Path | None, experiment: str, metrics=None
 ) -> list[dict]:
     """One row per (backbone, method, searched setting) of the experiment's search (:data:`COLUMNS`, and
-    ``winner_dev``, ``published_dev``, ``dev_noise``, ``off_grid`` for the CSV); ``metrics`` (the
+    ``winner_dev``, ``published_dev``, ``dev_noise``, ``off_grid`` for the CSV; ``badge``: the verdict as
+    the page shows it, a :class:`~contrastlab.blocks.Verdict` of its kind); ``metrics`` (the
     collected metrics frame) gives the dev noise of "same within dev noise" (module docstring)."""
     spec = grid.experiment(experiment).search
     if spec is None:
@@ -234,17 +211,17 @@ def selection_rows(
                     if isinstance(dev, int | float) and isinstance(best, int | float):
                         gap = float(dev) - float(best)
                 if winner is None:
-                    verdict = NOT_RUN
+                    verdict = Verdict("not-run", NOT_RUN)
                 elif paper is None:
-                    verdict = NOT_IN_PAPER
+                    verdict = Verdict("not-run", NOT_IN_PAPER)
                 elif outside:
-                    verdict = OFF_GRID
+                    verdict = Verdict("off-grid", OFF_GRID)
                 elif _close(selected, paper):
-                    verdict = SAME
+                    verdict = Verdict("same", SAME)
                 elif not math.isnan(gap) and not math.isnan(noise) and -gap <= noise:
-                    verdict = SAME_NOISE
+                    verdict = Verdict("same", SAME_NOISE)
                 else:
-                    verdict = DIFFERS
+                    verdict = Verdict("differs", DIFFERS)
                 rows.append(
                     {
                         "backbone": backbone,
@@ -257,7 +234,8 @@ def selection_rows(
                         DEV_GAP: "—"
                         if math.isnan(gap)
                         else f"{gap:+.2f}" + ("" if math.isnan(noise) else f" (noise ± {noise:.2f})"),
-                        "verdict": verdict,
+                        "verdict": verdict.word,
+                        "badge": verdict,
                         "winner_dev": selections[-1]["winner_dev"] if done else None,
                         "published_dev_gap": gap,
                         "dev_noise": noise,
@@ -273,10 +251,9 @@ def write_search_tables(
     out_dir: str | Path,
     names: Sequence[str],
     metrics=None,
-) -> tuple[list[Path], dict[str, list[str]]]:
+) -> tuple[list[Path], dict[str, list]]:
     """Write ``<name>.csv/.md/.tex`` for each search table in ``names``; returns the paths and, per
-    experiment, the report's lines (its table inline, the selection metric, the noise, the off-grid
-    values, where the heatmap is). ``metrics``: the collected metrics (the dev noise)."""
+    experiment, the report's blocks. ``metrics``: the collected metrics (the dev noise)."""
     import pandas as pd
 
     out_dir = Path(out_dir)
@@ -286,32 +263,31 @@ def write_search_tables(
         experiment = name.removeprefix("search_")
         rows = selection_rows(grid, results_dir, experiment, metrics)
         frame = pd.DataFrame(rows, columns=[*COLUMNS, *extra])
-        shown = [{c: r[c] for c in COLUMNS} for r in rows]
+        shown = [{c: r["badge"] if c == "verdict" else r[c] for c in COLUMNS} for r in rows]
         paths = {ext: out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")}
         with atomic_write(paths["csv"]) as tmp:  # atomically: a full disk leaves the previous file
             frame.to_csv(tmp, index=False)
-        table = markdown_table(shown) if shown else ["(no searched setting)"]
+        table = rows_table(shown) if shown else Paragraph("(no searched setting)")
         title = f"Search of {experiment}: selected on dev beside the published hyperparameters"
-        write_text(paths["md"], "\n".join([f"# {title}", "", *table, ""]))
-        body = [[r[c] for c in COLUMNS] for r in shown]
+        write_text(paths["md"], to_markdown([Heading(1, title), table]))
+        body = [[r[c] for c in COLUMNS] for r in rows]
         write_text(paths["tex"], latex_table(name, "l" * len(COLUMNS), [COLUMNS], body, title))
         written += paths.values()
         count = {v: sum(r["verdict"] == v for r in rows) for v in (SAME, SAME_NOISE, DIFFERS, OFF_GRID)}
         sections[experiment] = [
-            f"#### {title}",
-            "",
-            "Each point trained as a cell (one seed) and was selected on its best STS-B dev Spearman (the "
-            "trainer's dev selection); the test sets scored the winner alone (the “ours, searched” rows "
-            "of the paper tables); where the paper chose on another measure, its deviations below say so. "
-            f"{count[SAME]} selected settings equal the published ones and {count[SAME_NOISE]} more "
-            "match within dev noise (the published value's point within t · s · √2 of its stage's "
-            "winner on dev, s the pooled seed std of the dev score over the experiment's cells); "
-            f"{count[DIFFERS]} differ; {count[OFF_GRID]} published values lie outside the paper's own "
-            "grid and cannot be selected. "
-            f"Heatmap: figure `{experiment}/search`. Files: [csv](tables/{name}.csv) · "
-            f"[tex](tables/{name}.tex).",
-            "",
-            *table,
-            "",
+            Heading(4, title),
+            Paragraph(
+                "Each point trained as a cell (one seed) and was selected on its best STS-B dev Spearman "
+                "(the trainer's dev selection); the test sets scored the winner alone (the “ours, searched” "
+                "rows of the paper tables); where the paper chose on another measure, its deviations below "
+                f"say so. {count[SAME]} selected settings equal the published ones and {count[SAME_NOISE]} "
+                "more match within dev noise (the published value's point within t · s · √2 of its stage's "
+                "winner on dev, s the pooled seed std of the dev score over the experiment's cells); "
+                f"{count[DIFFERS]} differ; {count[OFF_GRID]} published values lie outside the paper's own "
+                "grid and cannot be selected. "
+                f"Heatmap: figure `{experiment}/search`. Files: [csv](tables/{name}.csv) · "
+                f"[tex](tables/{name}.tex)."
+            ),
+            table,
         ]
     return written, sections

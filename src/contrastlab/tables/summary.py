@@ -1,10 +1,8 @@
 """A preset's headline numbers in one small JSON: what ``dvc metrics show`` and ``dvc exp show`` read.
 
-Per experiment that has a paper table (:func:`contrastlab.tables.tables_for_config`) or a comparison
-table (a loss of the user's), per backbone and method: the mean over the experiment's seeds of each
-headline score, rounded as the tables print them (sentence: STS.Avg, TR.Avg and TR.Avg as dev
-accuracy; images: linear and kNN top-1, and the FFN top-1 per label fraction). The figure sweeps and the
-per-task scores stay in the metrics files and the tables; a cell that has not run is left out.
+Per experiment with a paper or comparison table, per backbone and method: the mean over the seeds of
+each headline score (STS.Avg, TR.Avg test and dev; linear and kNN top-1; FFN top-1 per label fraction),
+rounded as the tables print them; a cell that has not run is left out.
 
 >>> import pandas as pd
 >>> cell = ["nie2023", "tiny-bert", "cl"]

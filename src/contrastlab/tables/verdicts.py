@@ -1,34 +1,15 @@
 """Did it reproduce? Seed-noise intervals and verdicts for every cell compared with a published number.
 
-A difference "ours − paper" of −1.2 STS points is a failed reproduction or seed noise depending on how
-much a cell moves from seed to seed. Three seeds give a poor per-cell standard deviation, so the noise
-is estimated from all cells that share a protocol and backbone: within one experiment, one backbone, one
-task, one training protocol and one precision (:func:`cell_stratum`: an experiment may mix them, Li's
-quotes InfoNCE under SimCSE's protocol in fp16 beside its own losses under li2024's in fp32, and their
-seed noise need not be the same), every trained method contributes its seeds (:func:`noise_pools`).
+Three seeds give a poor per-cell standard deviation, so the noise is pooled over the cells of one
+stratum (:func:`cell_stratum`: experiment, backbone, task, training protocol and precision;
+:func:`noise_pools`): s_p² = Σ_i (n_i − 1) s_i² / Σ_i (n_i − 1), ν = Σ_i (n_i − 1). Our mean x̄ over n
+seeds against the published p, a mean over k runs (:func:`published_runs`), has the half-width::
 
-**Pooled standard deviation** (the classical one-way ANOVA within-group estimate). For cells
-i = 1..C with n_i seeds and sample variances s_i² (ddof 1)::
+    h = t_{ν, (1+level)/2} · s_p · sqrt(1/n + 1/k)
 
-    s_p² = Σ_i (n_i − 1) s_i²  /  Σ_i (n_i − 1),      ν = Σ_i (n_i − 1) degrees of freedom
-
-(cells with one seed add nothing; ν = 0 means no noise estimate at all).
-
-**Interval for a cell.** Our mean x̄ over n seeds and the published number p, itself a mean over k runs
-of the authors' setup (k = 1 for a single run; :func:`published_runs` says per paper where k comes
-from). If both are draws of the same seed distribution, x̄ − p has variance σ²(1/n + 1/k), so::
-
-    h = t_{ν, (1+level)/2} · s_p · sqrt(1/n + 1/k)         (scipy.stats.t.ppf)
-
-and the verdict is **within noise** if |x̄ − p| ≤ h (the edge counts as within), **above** if x̄ − p > h,
-**below** if x̄ − p < −h, and **undecided** if ν = 0 (no cell of the pool has two seeds: add seeds).
-A deterministic cell (the "Pretrained" rows: one evaluation of an unmodified backbone, no seed) has no
-seed noise; it is compared at the published number's rounding, h = 0.005 (half its last printed digit).
-The intervals are per cell (no correction for the many cells of a table): at level 0.95 about one cell
-in twenty of a faithful reproduction falls outside by chance, so each table prints beside its ▲/▼ the
-number expected by chance, (1 − level) × the cells tested against seed noise (:func:`chance_expected`).
-
-Example (two cells of three seeds each, a published single run)::
+and the verdict is **within noise** if |x̄ − p| ≤ h, **above** / **below** beyond it, **undecided** if
+ν = 0. A deterministic "Pretrained" cell is compared at the published rounding, h = 0.005. The intervals
+are per cell, so each table prints beside its ▲/▼ the number expected by chance (:func:`chance_expected`).
 
     >>> s, df = pooled_std([[1.0, 2.0, 3.0], [2.0, 2.0, 5.0]])
     >>> round(s, 4), df
@@ -99,10 +80,9 @@ def seed_noise_verdict(
 
 
 def cell_stratum(grid: Grid | None, experiment: str, backbone: str, method: str) -> str:
-    """The training protocol and precision of a cell, ``"<protocol>/<precision>"`` (its settings in
-    ``grid``; a search point ``<method>~...`` as its method): cells of one pool share it. ``""``
-    without a grid or for a cell the grid cannot resolve (the Pretrained rows, a method no longer
-    configured): such cells pool together, as before pools were split."""
+    """The training protocol and precision of a cell, ``"<protocol>/<precision>"`` (a search point as its
+    method): cells of one pool share it. ``""`` without a grid or for a cell the grid cannot resolve (the
+    Pretrained rows), which pool together."""
     if grid is None or experiment not in grid.every_experiment:
         return ""
     try:
@@ -113,10 +93,7 @@ def cell_stratum(grid: Grid | None, experiment: str, backbone: str, method: str)
 
 
 def noise_pools(
-    metrics: pd.DataFrame,
-    experiment: str,
-    seeds: list[int] | None,
-    grid: Grid | None = None,
+    metrics: pd.DataFrame, experiment: str, seeds: list[int] | None, grid: Grid | None = None
 ) -> pd.DataFrame:
     """Pooled seed noise per (backbone, task, stratum) of ``experiment``: columns backbone, key, stratum
     (:func:`cell_stratum` in ``grid``; ``""`` for every cell without one), noise_std, noise_df,
@@ -216,10 +193,9 @@ def add_verdicts(
     experiment: str,
     seeds: list[int] | None,
 ) -> pd.DataFrame:
-    """``cells`` (an assembled score table) with :data:`VERDICT_COLUMNS` added: the pooled noise of the
-    cell's (backbone, task), the runs behind the published number, the interval's half-width and the
-    verdict. A toy backbone with a stand-in (:attr:`Experiment.stand_ins`) is compared with the stand-in's
-    published number (``compared_with`` names it); otherwise cells without a published number say so."""
+    """``cells`` with :data:`VERDICT_COLUMNS` added: the pooled noise, the runs behind the published number,
+    the half-width and the verdict. A toy backbone with a stand-in is compared with the stand-in's number
+    (``compared_with`` names it); other cells without a published number say so."""
     out = cells.copy()
     pools = noise_pools(metrics, experiment, seeds, grid)
     out["stratum"] = [

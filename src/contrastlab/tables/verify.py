@@ -1,18 +1,12 @@
 """Check the transcribed numbers against the paper text, row by row and in column order.
 
-Each sidecar's ``transcription`` block says where the table starts and ends in the paper file, and,
-in paper order, which line holds which cells: ``line`` is a regex searched forward from the previous
-match (``section`` entries only move the cursor), the fixed keys (``backbone``, ``method``, ``task``
-or ``param``) and ``vary`` (keys whose product, in the order given, lists the line's cells left to
-right). A line's cells are parsed as numbers (``0.15\\pi`` and ``1e-5`` included), ``-`` (not
-reported) or ``-*`` (not reported, footnote); an improvement written right after a value (Li et al.:
-``71.48+18.2``, ``79.42- 0.1``) or in parentheses (MACL: ``67.16 (-1.24)``, or on the next line with
-``improvement_next_line``) is compared with the ``improvement`` column.
-
-Tables that the text extraction printed one column at a time (OAR Table 4) use ``column`` entries
-instead of ``line``: the regex finds the column's header line and the cells are the numbers on the
-next non-empty lines, one per line, top to bottom. ``scale`` multiplies every paper number before the
-comparison (OAR prints accuracies as fractions, the transcription holds percent).
+Each sidecar's ``transcription`` block says where the table starts and ends in the paper file and, in
+paper order, which line holds which cells: ``line`` (a regex searched forward from the previous match;
+``section`` only moves the cursor) or ``column`` (a column printed one cell per line, OAR Table 4), the
+fixed keys and ``vary`` (keys whose product lists the line's cells left to right). Cells parse as
+numbers (``0.15\\pi``, ``1e-5``), ``-`` or ``-*`` (not reported); an improvement beside a value (Li:
+``71.48+18.2``; MACL: ``67.16 (-1.24)``) is checked against the ``improvement`` column; ``scale``
+multiplies every paper number first (OAR prints fractions).
 """
 
 from __future__ import annotations
@@ -63,11 +57,9 @@ def _same(a: float | None, b: float | None) -> bool:
 
 
 def verify_transcription(name: str, papers_dir: Path, published: pd.DataFrame | None = None) -> list[str]:
-    """Problems found comparing table ``name``'s transcription with the paper text (empty: all good).
-
-    Every published cell must be matched by exactly one position in the paper's table text.
-    ``published`` replaces the packaged transcription (to test this check itself).
-    """
+    """Problems found comparing table ``name``'s transcription with the paper text (empty: all good):
+    every published cell must match exactly one position in the table's text. ``published`` replaces the
+    packaged transcription (to test this check itself)."""
     spec = get_spec(name)
     meta = load_meta(name)
     tx = meta["transcription"]
