@@ -10,7 +10,9 @@ the formatter off cannot make a module or a function shorter to count. The pragm
 too: at most :data:`FMT_PRAGMAS` formatter pragmas and :data:`NOQA_PRAGMAS` linter pragmas (noqa) in the
 library; lower them as they go, never raise them. So are the doors to the config (issue 77 item 3): the
 Grid's public members (:data:`GRID_MEMBERS`) and the rules' reads of the config by key
-(:data:`CONFIG_READS`): a rule asks the Grid, and a job gets its answers as params."""
+(:data:`CONFIG_READS`): a rule asks the Grid, and a job gets its answers as params. And the house's size
+(:data:`SRC_LINES`, :data:`TESTS_LINES`) and the document's floor (issue 85): no Markdown parsed back into
+the report, one Markdown table writer, ``cost/`` reading no ``tables/``, no word-to-kind map in ``report/``."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from contrastlab.report.html import BADGE_COLOURS
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "src" / "contrastlab"
@@ -239,3 +243,78 @@ def test_the_rules_ask_the_grid_not_the_config(tmp_path):
     (tmp_path / "rules" / "a.smk").write_text('x = GRID.options.mteb\ny = config["mteb"]["data"]\n')
     (tmp_path / "Snakefile").write_text('if config["searches"]:\n    pass\n')
     assert config_reads(tmp_path) == ["rules/a.smk:2", "Snakefile:1"]
+
+
+# One document model on the ground floor (issue 85 item 1): every page is built as blocks
+# (contrastlab.blocks) and rendered once; nothing reaches the report as Markdown to be parsed back.
+def _modules(room: str = "") -> dict[str, ast.Module]:
+    """Every module under ``src/contrastlab/<room>``, parsed, by its path relative to the library."""
+    return {
+        str(path.relative_to(LIBRARY)): ast.parse(path.read_text(encoding="utf-8"))
+        for path in sorted((LIBRARY / room).rglob("*.py"))
+    }
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    """The modules and names a module imports, function-local imports included (``a.b`` and ``a.b.c``
+    for ``from a.b import c``)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return found
+
+
+def test_no_markdown_is_parsed_back_into_the_report():
+    """``blocks_of`` read the cost, search, bridge and comparison sections' Markdown back (4 calls)."""
+    calls = [
+        path
+        for path, tree in _modules("report").items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name | ast.Attribute)
+        and (node.id if isinstance(node, ast.Name) else node.attr) == "blocks_of"
+    ]
+    assert calls == []
+
+
+def test_one_markdown_table_writer():
+    """``tables/markdown.markdown_table`` wrote a second kind of table beside the blocks' (7 importers)."""
+    importers = [
+        path
+        for path, tree in _modules().items()
+        if any(
+            name.endswith("markdown_table") or name == "contrastlab.tables.markdown"
+            for name in _imported(tree)
+        )
+    ]
+    assert importers == []
+
+
+def test_cost_reads_no_tables():
+    """``cost/`` stands beside ``tables/``, not above it: the plan's paper facts come from
+    :mod:`contrastlab.papers` (3 modules imported ``tables/``)."""
+    importers = [
+        path
+        for path, tree in _modules("cost").items()
+        if any(
+            name == "contrastlab.tables" or name.startswith("contrastlab.tables.") for name in _imported(tree)
+        )
+    ]
+    assert importers == []
+
+
+def test_no_map_in_the_report_turns_a_word_back_into_a_verdict_kind():
+    """A dict of two or more entries whose values are all badge kinds (``SEARCH_KINDS``,
+    ``MARKER_KINDS``) maps words the page shows back to the kind they were decided as."""
+    kinds = set(BADGE_COLOURS)
+    maps = [
+        f"{path}:{node.lineno}"
+        for path, tree in _modules("report").items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Dict)
+        and len(node.values) >= 2
+        and all(isinstance(v, ast.Constant) and v.value in kinds for v in node.values)
+    ]
+    assert maps == []
