@@ -42,7 +42,8 @@ def _bert_base() -> backbones.Transformer:
 
 def _work(cell: cl_config.Cell, **settings) -> cl_flops.CellWork:
     grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
-    return cl_flops._sentence_work(grid, cell, dict(grid.settings(cell)) | settings)
+    model = backbones.backbone_transformer(grid, cell.backbone)
+    return cl_flops._sentence_work(grid, cell, dict(grid.settings(cell)) | settings, model, True)
 
 
 def test_the_flop_model_of_bert_base_at_22_of_32_tokens_by_hand():
@@ -153,7 +154,9 @@ def test_a_measured_ratio_replaces_the_flop_model(tmp_path, flop_model_h200):
 
 def _totals(monkeypatch, cal=None, **settings) -> list[float]:
     original = cl_flops._sentence_work
-    monkeypatch.setattr(cl_flops, "_sentence_work", lambda c, cell, s: original(c, cell, {**s, **settings}))
+    monkeypatch.setattr(
+        cl_flops, "_sentence_work", lambda c, cell, s, *on: original(c, cell, {**s, **settings}, *on)
+    )
     jobs = plan.make_plan(
         cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml")),
         cal or cl_calibration.load_calibration(H200),

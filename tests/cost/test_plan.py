@@ -302,6 +302,7 @@ def test_an_eager_image_step_is_priced_at_its_host_launches_when_they_outlast_it
         grid,
         cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42),
         settings | {"augment_calls": "one"},
+        True,
     )
     assert small.step_launches - one.step_launches == cl_flops.AUGMENT_LAUNCHES
     # Where the FLOPs outlast the launches (OAR at 224 px, IEEE fp32) the FLOPs set the step, at the

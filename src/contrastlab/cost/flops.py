@@ -362,12 +362,6 @@ def _resolved(precision: str | None, native_bf16: bool = True) -> str:
     return ON_CUDA[native_bf16][precision or "auto"]
 
 
-def _card_bf16(grid: cl_config.Grid) -> bool:
-    """Whether the card the plan prices ``grid``'s cells on (``resources.gpu_model``; null: the default
-    card) computes bf16 natively (:func:`contrastlab.cost.cards.native_bf16`)."""
-    return cards.native_bf16(grid.compute.get("gpu_model"))
-
-
 def _corpus_sentences(grid: cl_config.Grid) -> int:
     """Training sentences: the fixture's count, the lines of a user's corpus (``data.wiki_path``, one
     sentence per line, as the trainer reads it), else wiki1m's 1,000,000."""
@@ -413,13 +407,21 @@ def cell_work(
     cell: cl_config.Cell,
     precision: str = AS_CONFIGURED,
     point: cl_search.SearchPoint | None = None,
+    *,
+    model: Transformer | None = None,
+    bf16: bool | None = None,
 ) -> CellWork:
     """The :class:`CellWork` of ``cell`` (or of the search ``point`` it trains) under a precision choice
-    (``config`` = its own, or one of :data:`~contrastlab.precision.RESOLVED` as ``precision_override``)."""
+    (``config`` = its own, or one of :data:`~contrastlab.precision.RESOLVED` as ``precision_override``).
+    ``model`` (a sentence cell's backbone, :func:`~contrastlab.cost.backbones.backbone_transformer`) and
+    ``bf16`` (whether the priced card computes bf16 natively, :func:`~contrastlab.cost.cards.native_bf16`)
+    are what the work rests on besides the settings: a caller pricing a cell under several choices
+    resolves them once (:class:`contrastlab.cost.plan.Priced`); left out, they are resolved here."""
     s = _settings(grid, cell, precision, point)
+    bf16 = cards.native_bf16(grid.compute.get("gpu_model")) if bf16 is None else bf16
     if grid.experiment(cell.experiment).track == "vision":
-        return _vision_work(grid, cell, s)
-    return _sentence_work(grid, cell, s)
+        return _vision_work(grid, cell, s, bf16)
+    return _sentence_work(grid, cell, s, model or backbone_transformer(grid, cell.backbone), bf16)
 
 
 def token_profile(grid: cl_config.Grid) -> str:
@@ -430,8 +432,9 @@ def token_profile(grid: cl_config.Grid) -> str:
     return "" if grid.data.get("fixture") else "wiki1m"
 
 
-def _sentence_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
-    model = backbone_transformer(grid, cell.backbone)
+def _sentence_work(
+    grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any], model: Transformer, bf16: bool
+) -> CellWork:
     n = model.non_embedding
     length = int(s.get("max_length", 32))
     sentences = _corpus_sentences(grid)
@@ -445,7 +448,6 @@ def _sentence_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, A
     batch = int(s.get("batch_size", 64))
     steps = _total_steps(s, sentences // batch)
     padded_step_flops = training_step_flops(n, batch, length)
-    bf16 = _card_bf16(grid)
     mode = sentence_mode(s, model.model_type, bf16)
     padding_free = mode.padding_free
     profile = token_profile(grid)
@@ -520,7 +522,7 @@ def vision_mode(settings: Mapping[str, Any], n_train: int, native_bf16: bool = T
     return step_mode(settings, track="vision", device_type="cuda", precision=precision, n_images=n_train)
 
 
-def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
+def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any], bf16: bool) -> CellWork:
     dataset = s["dataset"]
     n_images, n_test = DATASET_IMAGES[dataset]
     # The trainer holds out int(val_fraction x images) for the per-epoch validation
@@ -544,7 +546,6 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
         images += 2 * min(int(s.get("oar_batch_size") or batch), int(s["oar_fraction"] * n_images))
         passes = 2
     step_flops = 3 * 2.0 * fwd.macs * images
-    bf16 = _card_bf16(grid)
     precision = _resolved(s.get("precision"), bf16)
     # Launches: the augmentation calls (two per pass, one with augment_calls: one), the encoder's
     # forward and backward per pass, the head, loss and optimiser once.

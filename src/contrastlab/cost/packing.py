@@ -32,7 +32,7 @@ from typing import Any
 from contrastlab import families
 from contrastlab.config import Grid
 from contrastlab.cost.calibration import VISION_PACKING_KEY, vision_packing_key
-from contrastlab.cost.flops import cell_work
+from contrastlab.cost.flops import AS_CONFIGURED, cell_work
 
 # The measurement (make gpu-check, benchmarks/gpu_share.py) lives in packing_measure; these names were here.
 from contrastlab.cost.packing_measure import (
@@ -191,7 +191,7 @@ def packed_seconds(seconds: float, work: Any, share: int, calibration: Any, mps:
 def packing_lines(grid: Grid, jobs: Sequence[Any], calibration: Any) -> list[str]:
     """The plan's paragraph on packing: off, or which jobs share a GPU and which steps have no measured
     figure (a GPU of their own), the figures priced and where they come from (``jobs``: the plan's,
-    with their ``share``)."""
+    with their ``share`` and a configured cell's ``works``)."""
     share, mps = grid.compute.get("gpu_share", 1), mps_asked(grid)
     under = "under MPS (`resources.mps: true`)" if mps else "without MPS (`resources.mps: false`)"
     if share == 1 or not grid.compute.get("gpu"):
@@ -203,9 +203,8 @@ def packing_lines(grid: Grid, jobs: Sequence[Any], calibration: Any) -> list[str
         ]
     counts = {n: sum(j.share == n for j in jobs) for n in SHARES if n > 1}
     spread = ", ".join(f"{c} training jobs {n} per GPU" for n, c in counts.items() if c)
-    alone = sorted(
-        {step_name(w) for c in grid.cells if not step_figures(w := cell_work(grid, c), calibration, mps)}
-    )
+    works = [j.works[AS_CONFIGURED] for j in jobs if j.works]
+    alone = sorted({step_name(w) for w in works if not step_figures(w, calibration, mps)})
     return [
         f"GPU sharing on (`resources.gpu_share: {share}`, {under}; a cell shares when its peak memory "
         f"estimate fits n times in {MEMORY_FRACTION:.0%} of {calibration.gpu_memory_gib:.0f} GiB and n "

@@ -26,7 +26,7 @@ from typing import Any
 from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.config import paper_of
-from contrastlab.cost.backbones import backbone_transformer, model_type_lines
+from contrastlab.cost.backbones import Transformer, backbone_transformer, model_type_lines
 from contrastlab.cost.budget import pinned, plan_points, searched_points
 from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
@@ -75,11 +75,37 @@ class PlannedJob:
     #: training jobs per GPU, itself included (``resources.gpu_share``; the chosen precision's)
     share: int = 1
     cpu_after_s: float = 0.0
+    #: A configured cell's training job: its work per choice, priced once (the summary and packing read it).
+    works: Mapping[str, CellWork] = field(default_factory=dict, compare=False, repr=False)
 
 
-def _pretrained_work(grid: cl_config.Grid, backbone: str) -> CellWork:
+class Priced:
+    """What the cells of one grid are priced on besides their settings, each resolved once: whether the
+    card computes bf16 natively and each sentence backbone, on first use (``cell_work``'s ``bf16``
+    and ``model``)."""
+
+    def __init__(self, grid: cl_config.Grid) -> None:
+        self.grid = grid
+        self.bf16 = native_bf16(grid.compute.get("gpu_model"))
+        self.models: dict[str, Transformer] = {}
+
+    def model(self, alias: str) -> Transformer:
+        if alias not in self.models:
+            self.models[alias] = backbone_transformer(self.grid, alias)
+        return self.models[alias]
+
+    def works(
+        self, cell: cl_config.Cell, choices: Sequence[str], point: cl_search.SearchPoint | None = None
+    ) -> dict[str, CellWork]:
+        """The :class:`CellWork` of ``cell`` (or of the search ``point``) under each precision choice."""
+        sentence = self.grid.experiment(cell.experiment).track != "vision"
+        model = self.model(cell.backbone) if sentence else None
+        return {c: cell_work(self.grid, cell, c, point, model=model, bf16=self.bf16) for c in choices}
+
+
+def _pretrained_work(grid: cl_config.Grid, backbone: str, priced: Priced | None = None) -> CellWork:
     """The encoding of a Pretrained row: the backbone's forward over every SentEval sentence."""
-    n = backbone_transformer(grid, backbone).non_embedding
+    n = (priced or Priced(grid)).model(backbone).non_embedding
     return CellWork("sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * senteval_tokens(grid), 0, 0, "")
 
 
@@ -94,11 +120,12 @@ def _training_job(
     calibration: Calibration,
     works: Mapping[str, CellWork],
     chosen: str,
+    configured: bool = False,
     **where: str,
 ) -> PlannedJob:
     """A training job of the plan: per choice its seconds, packed (:mod:`contrastlab.cost.packing`)
     when its cell shares a GPU under that choice (its memory estimate and step; ``share``:
-    :func:`_gpu_share`)."""
+    :func:`_gpu_share`); a ``configured`` cell's job keeps its ``works``."""
     shares = {c: chosen_share(w, calibration, *share) for c, w in works.items()}
     return PlannedJob(
         rule="train_vision" if works[chosen].track == "vision" else "train",
@@ -110,6 +137,7 @@ def _training_job(
         kind=works[chosen].kind,
         precision={c: w.precision for c, w in works.items()},
         share=shares[chosen],
+        works=works if configured else {},
         **where,
     )
 
@@ -136,13 +164,14 @@ def make_plan(
     ``points``: the searches' points whose jobs join the plan (:func:`search_jobs`; the default target's
     are :func:`~contrastlab.cost.budget.plan_points`)."""
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
-    jobs = search_jobs(grid, calibration, chosen, points)
+    priced = Priced(grid)
+    jobs = search_jobs(grid, calibration, chosen, points, priced)
     share = _gpu_share(grid)
     for cell in grid.cells:
-        works = {c: cell_work(grid, cell, c) for c in choices}
+        works = priced.works(cell, choices)
         vision = works[chosen].track == "vision"
         common = {"paper": paper_of(cell.experiment), "experiment": cell.experiment, "cell": cell.path}
-        jobs.append(_training_job(share, calibration, works, chosen, **common))
+        jobs.append(_training_job(share, calibration, works, chosen, configured=True, **common))
         evaluation = eval_seconds(works[chosen], calibration)
         jobs.append(
             PlannedJob(
@@ -154,7 +183,7 @@ def make_plan(
             )
         )
     for backbone, _ in grid.pretrained:
-        seconds = eval_seconds(_pretrained_work(grid, backbone), calibration)
+        seconds = eval_seconds(_pretrained_work(grid, backbone, priced), calibration)
         jobs.append(
             PlannedJob(
                 "encode_pretrained",
@@ -388,7 +417,7 @@ def plan_report(
         )
     grid, calibration, card = _priced_grid(config, gpu_model, calibration_path)
     jobs = make_plan(grid, calibration, chosen, plan_points(grid, calibration))
-    works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
+    works = {job.cell: job.works[AS_CONFIGURED] for job in jobs if job.works}
     probe_s = probe_seconds(grid, calibration)
     searches_in_all = grid.options.searches_in_all
     every_search = [] if searches_in_all else searched_points(grid, calibration, pins=pinned(grid))
@@ -498,6 +527,7 @@ def search_jobs(
     calibration: Calibration,
     chosen: str,
     points: Sequence[cl_search.SearchPoint],
+    priced: Priced | None = None,
 ) -> list[PlannedJob]:
     """The GPU jobs of the config's searches: each point's training (not the points shared with a
     configured cell) and the encoding of each search's winner (``search_encode``; its probes run on
@@ -507,11 +537,12 @@ def search_jobs(
         return []
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
     share = _gpu_share(grid)
+    priced = priced or Priced(grid)
     jobs = []
     for point in points:
         if point.shared_with is not None:
             continue
-        works = {c: cell_work(grid, point.cell, c, point=point) for c in choices}
+        works = priced.works(point.cell, choices, point)
         where = {"paper": paper_of(point.experiment), "experiment": f"{point.experiment} (search)"}
         jobs.append(_training_job(share, calibration, works, chosen, cell=point.cell.path, **where))
     firsts: dict[tuple[str, str, str], cl_search.SearchPoint] = {}  # each search's first stage-1 point
@@ -519,7 +550,7 @@ def search_jobs(
         if point.stage == 1:
             firsts.setdefault((point.experiment, point.backbone, point.method), point)
     for first in firsts.values():
-        work = cell_work(grid, first.cell, point=first)
+        work = priced.works(first.cell, [AS_CONFIGURED], first)[AS_CONFIGURED]
         # the winner's encoding on the GPU (its probes: a CPU job, search_evaluate)
         seconds = eval_seconds(work, calibration)
         jobs.append(
