@@ -3,10 +3,10 @@
 A BERT-base cell at batch 64 uses about 3 GB of an 80 GB H100 and is launch-bound (make gpu-check on an
 H100: 22 steps/s in fp32 and in bf16 alike), so k cells sharing the GPU may finish sooner than k in a row.
 Each copy is its own process, as k Snakemake jobs on one GPU would be, running the trainer's step
-(``contrastlab.cost.packing.sentence_step_copy``: train_step and the optimiser step, random weights,
+(``contrastlab.cost.packing_measure.sentence_step_copy``: train_step and the optimiser step, random weights,
 fixed length); the copies warm up apart and time their steps together (a barrier). Prints, per k, each
 copy's steps/s, their sum, and the speed-up of the sum over one copy alone. ``make gpu-check`` measures
-the same (``contrastlab.cost.packing.packing_rows``) and writes the speed-ups into its calibration.
+the same (``contrastlab.cost.packing_measure.packing_rows``) and writes the speed-ups into its calibration.
 
     python benchmarks/gpu_share.py                       # bert-base, batch 64, fp32, k = 1 2 4
     python benchmarks/gpu_share.py --precision bf16 --concurrency 1 2 4 8
@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from contrastlab.cost.packing import STEP_COPY_MODULES, packing_rows, sentence_step_copy
+from contrastlab.cost.packing_measure import STEP_COPY_MODULES, packing_rows, sentence_step_copy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_throughput import ARCHS  # noqa: E402  (the architectures by name; a sibling script)

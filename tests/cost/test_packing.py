@@ -298,11 +298,11 @@ def no_fork_server_running():
 def test_the_copies_are_processes_of_their_own_spawned_or_forked_from_a_server_that_imported_them(
     no_fork_server_running,
 ):
-    """packing.concurrent_rates: k copies, each a process of its own; spawned (make gpu-check on a GPU,
+    """concurrent_rates: k copies, each a process of its own; spawned (make gpu-check on a GPU,
     benchmarks/gpu_share.py), or with ``forkserver_preload`` (make gpu-check --toy) forked from one
     server that imported the given modules once, so that a copy does not import them itself."""
     for preload, preloaded in ((None, False), (("tabnanny",), True)):
-        rows = packing.concurrent_rates(_where_a_copy_ran, 2, timeout=120, forkserver_preload=preload)
+        rows = packing_measure.concurrent_rates(_where_a_copy_ran, 2, timeout=120, forkserver_preload=preload)
         pids = {row["pid"] for row in rows}
         assert len(pids) == 2 and os.getpid() not in pids, (preload, rows)
         assert [row["tabnanny"] for row in rows] == [preloaded, preloaded], (preload, rows)

@@ -33,20 +33,6 @@ from contrastlab import families
 from contrastlab.config import Grid
 from contrastlab.cost.calibration import VISION_PACKING_KEY, vision_packing_key
 from contrastlab.cost.flops import AS_CONFIGURED, cell_work
-
-# The measurement (make gpu-check, benchmarks/gpu_share.py) lives in packing_measure; these names were here.
-from contrastlab.cost.packing_measure import (
-    STEP_COPY_MODULES as STEP_COPY_MODULES,
-)
-from contrastlab.cost.packing_measure import (
-    concurrent_rates as concurrent_rates,
-)
-from contrastlab.cost.packing_measure import (
-    packing_rows as packing_rows,
-)
-from contrastlab.cost.packing_measure import (
-    sentence_step_copy as sentence_step_copy,
-)
 from contrastlab.precision import RESOLVED
 
 #: GPU jobs per GPU a cell may share with (``resources.gpu_share``'s values): what make gpu-check
