@@ -61,7 +61,6 @@ from contrastlab.precision import RESOLVED
 
 CALIBRATION_FORMAT = "contrastlab-calibration/1"
 
-
 #: The calibrations shipped beside this module, per card (:data:`GPU_PEAKS`' names): the H200's, built
 #: from its measured rows (:mod:`contrastlab.cost.rows`, 2026-11-26), and the H100's, data-sheet peaks
 #: × an assumed MFU with the figures the H100 measured (2026-11-24) taken in; each file lists which of
@@ -74,7 +73,6 @@ SHIPPED_CALIBRATIONS = {
 #: The default calibration: the shipped file of :data:`DEFAULT_GPU_MODEL`; entries another file lacks
 #: are taken from it.
 DEFAULT_CALIBRATION = SHIPPED_CALIBRATIONS[DEFAULT_GPU_MODEL]
-
 
 #: ``make gpu-check``'s preset (``config/gpu-check.yaml``): the measured calibration lies in its
 #: ``results_dir``. Package data (a link to the checkout's preset, its bytes in a wheel), read through
@@ -94,10 +92,8 @@ def measured_calibration() -> Path:
 #: :data:`~contrastlab.cost.flops.LARGE_IMAGE_PX`), which the H200 measured at different rates.
 TRACKS = ("sentence", "vision", "vision_large")
 
-
 #: The precision choices shown side by side (plus the configured one).
 SIDE_BY_SIDE = ("fp32", "tf32", "bf16")
-
 
 #: The evaluators encode in fp32 (checkpoint loaded in fp32, no autocast).
 EVALUATION_PRECISION = "fp32"

@@ -58,10 +58,8 @@ from contrastlab.precision import ACTIVATION_BYTES, ON_CUDA
 #: The plan's precision choice "as each cell is configured".
 AS_CONFIGURED = "config"
 
-
 #: Sentences of SimCSE's wiki1m_for_simcse.txt (protocol.md §2).
 WIKI1M_SENTENCES = 1_000_000
-
 
 #: Kernels a padding-free step launches beyond the padded one (forward + backward; counted on the CPU
 #: with a ``TorchDispatchMode`` on contrastlab.models.packed, train mode, dropout drawn at the padded
@@ -70,15 +68,12 @@ WIKI1M_SENTENCES = 1_000_000
 PADDING_FREE_LAUNCHES_PER_LAYER = 19
 PADDING_FREE_LAUNCHES_PER_STEP = 14
 
-
 #: STS-B dev (protocol.md §4: 1,500 pairs): unique sentences and their tokens with [CLS]/[SEP], counted
 #: with bert-base-uncased's WordPiece vocabulary (MiniLM's tokenizer) on the published files
 #: (RoBERTa's BPE gives a few percent more).
 STSB_DEV_SENTENCES = 2_909
 
-
 STSB_DEV_TOKENS = 47_750
-
 
 #: Tokens of the unique sentences the SentEval evaluation encodes per task (test mode; not truncated),
 #: counted as above; the union over the 14 tasks is :data:`SENTEVAL_ALL_TOKENS` (shared sentences are
@@ -100,19 +95,14 @@ SENTEVAL_TOKENS = {
     "MRPC": 296_026,  # 10_944 sentences
 }
 
-
 SENTEVAL_ALL_SENTENCES = 134_190
 
-
 SENTEVAL_ALL_TOKENS = 2_153_517
-
 
 #: Images per split (CIFAR: torchvision's; digits: the 80/20 split of scikit-learn's 1,797).
 DATASET_IMAGES = {"cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000), "digits": (1_437, 360)}
 
-
 NATIVE_SIZE = {"digits": 16, "cifar10": 32, "cifar100": 32}
-
 
 #: Host-launched kernels (non-view ATen ops, counted on the CPU with a ``TorchDispatchMode``;
 #: tests/cost/test_plan.py recounts the first three on the project's code) of an eager image step:
@@ -144,7 +134,6 @@ LARGE_IMAGE_PX = 128
 
 #: CUDA context, cuBLAS/cuDNN workspaces and allocator slack (an assumption).
 FIXED_GPU_GIB = 1.0
-
 
 GIB = 2**30
 

@@ -467,9 +467,7 @@ def _priced_grid(
 #: :data:`MINIMUM_RUNTIME_MIN`, and × the attempt (a retry after a timeout asks for more).
 RUNTIME_MARGIN = 2.0
 
-
 MINIMUM_RUNTIME_MIN = 30
-
 
 #: The request of the jobs the plan does not project (figures, CPU runs with ``resources.gpu: 0``).
 FALLBACK_RUNTIME_MIN = {"train": 240, "vision_train": 480, "eval": 60}

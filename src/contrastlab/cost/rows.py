@@ -459,7 +459,6 @@ H100_SOURCE = (
     "Built by contrastlab/cost/rows.py (h100_calibration)."
 )
 
-
 H100_MEASURED_SOURCE = (
     "docs/measured.md, 'The GPU path': an H100 80GB HBM3, torch 2.11 + CUDA 13.0, 2026-11-24. "
     "achieved_tflops.sentence.fp32: benchmarks/gpu_share.py's single copy of the BERT-base step at batch 64 "
@@ -470,7 +469,6 @@ H100_MEASURED_SOURCE = (
     "s over 1,460 launches = 28.4 us (priced only for cuda_graph: false); vision_launch: MACL batch 256 "
     "bf16, 1/36 s over 875 launches = 31.7 us."
 )
-
 
 #: Several cells per GPU: the H100's figures, measured with eager steps (benchmarks/gpu_share.py), in both
 #: files; not measured on the H200. They hold for fp32 and for host-bound eager steps (MACL's image
