@@ -9,6 +9,7 @@ import json
 import multiprocessing.forkserver
 import os
 import re
+import sys
 
 import pytest
 import yaml
@@ -275,15 +276,6 @@ def test_a_bad_packing_figure_is_one_line(tmp_path):
         cl_calibration.load_calibration(path)
 
 
-def _where_a_copy_ran(ready) -> dict:
-    """A copy for concurrent_rates: its process, and whether tabnanny (imported by nothing here) was
-    already imported when it ran."""
-    import sys
-
-    ready()
-    return {"steps_per_s": 1.0, "pid": os.getpid(), "tabnanny": "tabnanny" in sys.modules}
-
-
 @pytest.fixture
 def no_fork_server_running():
     """multiprocessing keeps one fork server per process and reads the preload list only when it starts
@@ -293,19 +285,6 @@ def no_fork_server_running():
     multiprocessing.forkserver._forkserver._stop()
     yield
     multiprocessing.forkserver._forkserver._stop()
-
-
-def test_the_copies_are_processes_of_their_own_spawned_or_forked_from_a_server_that_imported_them(
-    no_fork_server_running,
-):
-    """concurrent_rates: k copies, each a process of its own; spawned (make gpu-check on a GPU,
-    benchmarks/gpu_share.py), or with ``forkserver_preload`` (make gpu-check --toy) forked from one
-    server that imported the given modules once, so that a copy does not import them itself."""
-    for preload, preloaded in ((None, False), (("tabnanny",), True)):
-        rows = packing_measure.concurrent_rates(_where_a_copy_ran, 2, timeout=120, forkserver_preload=preload)
-        pids = {row["pid"] for row in rows}
-        assert len(pids) == 2 and os.getpid() not in pids, (preload, rows)
-        assert [row["tabnanny"] for row in rows] == [preloaded, preloaded], (preload, rows)
 
 
 def _gpu_check_grid() -> cl_config.Grid:
@@ -376,7 +355,8 @@ def test_each_packed_copy_runs_the_step_mode_its_cell_runs_and_the_plan_prices()
 
 class _FakeCopy:
     """A built step for pooled_rows: it records, at each timing, its process, what that process has
-    built so far and the environment it was given."""
+    built so far, the environment it was given and whether tabnanny (imported by nothing here) was
+    already imported in it."""
 
     built: list[str] = []
 
@@ -389,7 +369,7 @@ class _FakeCopy:
         time.sleep(0.01 * steps)
         with open(self.log, "a") as handle:
             built, env = ",".join(self.built), os.environ.get("CONTRASTLAB_TEST_POOL")
-            handle.write(f"{os.getpid()} {self.name} {built} {env}\n")
+            handle.write(f"{os.getpid()} {self.name} {built} {env} {'tabnanny' in sys.modules}\n")
         return {"steps_per_s": 10.0, "peak_gib": None, "mode": "eager", "precision": "fp32"}
 
     def release(self) -> None:
@@ -422,10 +402,24 @@ def test_the_pool_starts_its_workers_once_and_each_builds_every_step_once(tmp_pa
     assert rows["a"][2]["sum"] == 40.0 and rows["a"][2]["speedup"] == 4.0 and rows["b"][0]["mode"] == "eager"
     lines = [line.split() for line in (tmp_path / "timings.log").read_text().splitlines()]
     assert len(lines) == 2 * (1 + 2 + 4)
-    assert {tuple(line[1:]) for line in lines} == {("a", "a", "pipe"), ("b", "a,b", "pipe")}
+    assert {tuple(line[1:]) for line in lines} == {("a", "a", "pipe", "False"), ("b", "a,b", "pipe", "False")}
     per_worker = {pid: sum(1 for line in lines if line[0] == pid) for pid in {line[0] for line in lines}}
     assert sorted(per_worker.values()) == [2, 2, 4, 6]  # worker 0 in all 3 counts of both steps, ...
     assert str(os.getpid()) not in per_worker
+
+
+def test_with_a_preload_the_workers_fork_from_a_server_that_imported_it(tmp_path, no_fork_server_running):
+    """``forkserver_preload`` (make gpu-check --toy, benchmarks/gpu_share.py --fork): each worker a
+    process of its own, forked from one server that imported the given modules once, so that a worker
+    does not import them itself (spawned, as on a GPU, it imports what it needs: the test above)."""
+    import functools
+
+    log = str(tmp_path / "timings.log")
+    series = {"a": functools.partial(_fake_step, "a", log)}
+    packing_measure.pooled_rows(series, (1, 2), steps=1, timeout=120, forkserver_preload=("tabnanny",))
+    lines = [line.split() for line in (tmp_path / "timings.log").read_text().splitlines()]
+    assert len({line[0] for line in lines}) == 2 and str(os.getpid()) not in {line[0] for line in lines}
+    assert [line[-1] for line in lines] == ["True"] * 3
 
 
 def test_a_worker_that_fails_stops_the_pool_with_its_reason(tmp_path):

@@ -2,11 +2,8 @@
 of a training step, each in a process of its own, timed together (1, 2 and 4 of them: the speed-up of
 their summed steps/s over one copy alone), in the mode the trainer runs the step (padding-free IEEE fp32,
 the captured graph otherwise on CUDA: :func:`trainer_settings`, :func:`trainer_image_graph`), without and
-with a private MPS daemon (:func:`mps_daemon`).
-
-``make gpu-check`` uses :func:`pooled_rows` (max(counts) workers started once for every step and
-count); ``benchmarks/gpu_share.py`` :func:`packing_rows` (k fresh processes per count,
-:func:`sentence_step_copy`).
+with a private MPS daemon (:func:`mps_daemon`), by :func:`pooled_rows` (``make gpu-check``,
+``benchmarks/gpu_share.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ from typing import Any
 from contrastlab import families
 
 #: What the step copies import (the toy's tiny BERT's modelling included): the modules a fork server
-#: imports once for all copies (``forkserver_preload`` of :func:`concurrent_rates` and :func:`pooled_rows`).
+#: imports once for all copies (``forkserver_preload`` of :func:`pooled_rows`).
 STEP_COPY_MODULES = (
     "torch",
     "transformers",
@@ -56,46 +53,8 @@ def _context(forkserver_preload: Sequence[str] | None):
     return ctx
 
 
-def concurrent_rates(
-    copy: Callable[[Callable[[], Any]], Mapping[str, Any]],
-    k: int,
-    *,
-    timeout: float = 600,
-    forkserver_preload: Sequence[str] | None = None,
-):
-    """What each of ``k`` copies of ``copy`` returns when they run at once, each in a process of its own
-    (spawned, as k Snakemake jobs on one GPU would be), in copy order. ``copy(ready)`` builds and warms
-    up its model, calls ``ready()`` (a barrier: the copies time their steps together, not one copy's
-    warm-up against another's steps) and returns ``{"steps_per_s": ..., ...}``; it must be a
-    module-level function (or a ``functools.partial`` of one), since a spawned process imports it.
-
-    ``forkserver_preload`` (``make gpu-check --toy``, on the CPU): fork each copy from a server process
-    that imported these modules (and ``__main__``) once, instead of spawning it: a spawned copy imports
-    torch and transformers itself, which at toy size costs far more than the steps it times. The imports
-    precede the barrier either way, so only the untimed start-up differs."""
-    ctx = _context(forkserver_preload)
-    results, barrier = ctx.Queue(), ctx.Barrier(k)
-    procs = [ctx.Process(target=_run_copy, args=(copy, i, barrier, results)) for i in range(k)]
-    for p in procs:
-        p.start()
-    try:
-        found = [results.get(timeout=timeout) for _ in procs]
-    except queue.Empty:
-        raise RuntimeError(f"a copy of {k} gave no result within {timeout:.0f} s") from None
-    finally:
-        for p in procs:
-            p.join(timeout=timeout)
-    if any(p.exitcode for p in procs):
-        raise RuntimeError(f"a copy of {k} failed (exit codes {[p.exitcode for p in procs]})")
-    return [row for _, row in sorted(found, key=lambda item: item[0])]
-
-
-def _run_copy(copy, index: int, barrier, results) -> None:
-    results.put((index, dict(copy(barrier.wait))))
-
-
 def _packing_row(k: int, copies: Sequence[Mapping[str, Any]], alone: float | None) -> dict[str, Any]:
-    """One row of :func:`packing_rows`: ``k`` copies' rates, their sum, the speed-up over one copy's
+    """One row of :func:`pooled_rows`: ``k`` copies' rates, their sum, the speed-up over one copy's
     ``alone`` (None: this is the one), the largest peak and the step mode the copies ran."""
     rates = [float(c["steps_per_s"]) for c in copies]
     peaks = [c["peak_gib"] for c in copies if c.get("peak_gib") is not None]
@@ -108,24 +67,6 @@ def _packing_row(k: int, copies: Sequence[Mapping[str, Any]], alone: float | Non
         "peak_gib": max(peaks, default=None),
     }
     return row | {key: copies[0][key] for key in ("mode", "precision") if key in copies[0]}
-
-
-def packing_rows(
-    copy,
-    counts: Sequence[int],
-    *,
-    timeout: float = 600,
-    forkserver_preload: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
-    """For each k of ``counts`` (the first 1): each copy's steps/s when k run at once
-    (:func:`concurrent_rates`, ``forkserver_preload`` passed on), their sum, the speed-up of the sum
-    over one copy alone, and the largest ``peak_gib`` a copy reported."""
-    _check_counts(counts)
-    rows: list[dict[str, Any]] = []
-    for k in counts:
-        copies = concurrent_rates(copy, k, timeout=timeout, forkserver_preload=forkserver_preload)
-        rows.append(_packing_row(k, copies, rows[0]["sum"] if rows else None))
-    return rows
 
 
 def _check_counts(counts: Sequence[int]) -> None:
@@ -142,15 +83,19 @@ def pooled_rows(
     env: Mapping[str, str] | None = None,
     forkserver_preload: Sequence[str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """:func:`packing_rows` of every step of ``series`` (name -> a module-level factory, or a
-    ``functools.partial`` of one, that builds and warms up one copy: :func:`sentence_step`,
-    :func:`vision_step`), measured by max(``counts``) worker processes started once for them all: each
-    builds the steps in turn, and for each count k the first k time ``steps`` steps together while the
-    others wait at a barrier (an idle process does not share the GPU's time); a worker's imports, CUDA
-    start and model builds are paid once, not once per count. ``env``: set in each worker before it
-    starts CUDA (an MPS daemon's pipe, :func:`mps_daemon`); ``forkserver_preload``: as
-    :func:`concurrent_rates`'. Raises ``RuntimeError`` (one line) when a worker fails or is silent for
-    ``timeout`` seconds."""
+    """For each step of ``series`` (name -> a module-level factory, or a ``functools.partial`` of one,
+    that builds and warms up one copy: :func:`sentence_step`, :func:`vision_step`) and each k of
+    ``counts`` (the first 1): each copy's steps/s when k run at once, their sum, the speed-up of the sum
+    over one copy alone, the largest ``peak_gib`` a copy reported. Measured by max(``counts``) worker
+    processes started once for them all: each builds the steps in turn, and for each count k the first k
+    time ``steps`` steps together while the others wait at a barrier (an idle process does not share the
+    GPU's time); a worker's imports, CUDA start and model builds are paid once, not once per count.
+    ``env``: set in each worker before it starts CUDA (an MPS daemon's pipe, :func:`mps_daemon`).
+    ``forkserver_preload`` (``make gpu-check --toy``, on the CPU): fork each worker from a server process
+    that imported these modules (and ``__main__``) once, instead of spawning it: a spawned worker imports
+    torch and transformers itself, which at toy size costs far more than the steps it times; the imports
+    precede the barrier either way. Raises ``RuntimeError`` (one line) when a worker fails or is silent
+    for ``timeout`` seconds."""
     _check_counts(counts)
     ctx = _context(forkserver_preload)
     workers = max(counts)
@@ -349,14 +294,6 @@ def sentence_step(
         graph=bool(s.cuda_graph), compile=False, padding_free=bool(s.padding_free), dev_batch=None
     )
     return StepCopy(lambda: step(*chunk), where, mode.name, resolved)
-
-
-def sentence_step_copy(ready: Callable[[], Any], *, steps: int, **build: Any) -> dict[str, Any]:
-    """Steps/s of :func:`sentence_step` (``build``: its arguments): ``ready()``, then ``steps`` timed
-    steps; with the peak GPU memory on CUDA. A copy for :func:`concurrent_rates`."""
-    copy = sentence_step(**build)
-    ready()
-    return copy.time(steps)
 
 
 def vision_step(
