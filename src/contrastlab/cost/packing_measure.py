@@ -9,6 +9,7 @@ with a private MPS daemon (:func:`mps_daemon`), by :func:`pooled_rows` (``make g
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import multiprocessing as mp
@@ -23,7 +24,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import torch
+import transformers
+
 from contrastlab import families
+from contrastlab.losses import build_loss
+from contrastlab.training import capture, vision_capture
+from contrastlab.training.equivalence import training_step
+from contrastlab.training.runtime import TrainingRun, build_optimizer, resolve_precision
+from contrastlab.training.sentence import TrainSettings, build_head
+from contrastlab.training.vision import VisionTrainSettings, build_parts, train_step, two_views
 
 #: What the step copies import (the toy's tiny BERT's modelling included): the modules a fork server
 #: imports once for all copies (``forkserver_preload`` of :func:`pooled_rows`).
@@ -195,14 +205,10 @@ class StepCopy:
         self.step, self.device, self.mode, self.precision = step, device, mode, precision
 
     def _sync(self) -> None:
-        import torch
-
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
     def time(self, steps: int) -> dict[str, Any]:
-        import torch
-
         cuda = self.device.type == "cuda"
         self._sync()
         if cuda:
@@ -222,8 +228,6 @@ class StepCopy:
 
     def release(self) -> None:
         """Free the copy's model, optimiser and graph before the next step is built."""
-        import torch
-
         self.step = None
         gc.collect()
         if self.device.type == "cuda":
@@ -235,9 +239,6 @@ def trainer_settings(settings: Mapping[str, Any] | None, resolved: str, device, 
     trainer's defaults) on ``device`` at the ``resolved`` precision with a backbone of ``model_type``:
     the defaults the trainer decides there (:func:`contrastlab.training.capture.for_device`, which asks
     :func:`contrastlab.families.step_mode`): the graph, padding-free or neither."""
-    from contrastlab.training import capture
-    from contrastlab.training.sentence import TrainSettings
-
     configured = TrainSettings.from_dict({"loss": "infonce", **(settings or {})})
     return capture.for_device(configured, device, precision=resolved, model_type=model_type)[0]
 
@@ -261,14 +262,6 @@ def sentence_step(
     CPU; :func:`contrastlab.training.equivalence.training_step`) on a randomly initialised encoder
     (``config_class(**model_config)`` of ``transformers``) at ``batch`` sentences × ``length`` tokens,
     after ``warmup`` untimed steps."""
-    import torch
-    import transformers
-
-    from contrastlab.losses import build_loss
-    from contrastlab.training.equivalence import training_step
-    from contrastlab.training.runtime import TrainingRun, build_optimizer, resolve_precision
-    from contrastlab.training.sentence import build_head
-
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     where = torch.device(device)
@@ -304,13 +297,6 @@ def vision_step(
     where :func:`contrastlab.training.vision_capture.resolve` (the trainer's rule, over ``n_images``
     training images) says so, else eager; its encoder, head, optimiser, loss and augmentation as the
     trainer builds them, on random images, after ``warmup`` untimed steps."""
-    import dataclasses
-
-    import torch
-
-    from contrastlab.training.runtime import TrainingRun
-    from contrastlab.training.vision import VisionTrainSettings, build_parts
-
     # without OAR's labelled pass: its batches need the dataset, and the copy times the contrastive step
     s = dataclasses.replace(VisionTrainSettings.from_dict(settings), oar_fraction=0.0)
     where = torch.device(device)
@@ -334,9 +320,6 @@ def _image_step(run, s, parts: tuple, data: tuple, memory_format, *, graph: bool
     """One image step as the trainer runs it without OAR's pass: the captured graph (``graph``) or the
     eager step (no clipping, the gradients zeroed by the optimiser step); ``parts`` = (encoder, head,
     loss, optimiser, parameters), ``data`` = (augmentation, the views' generator, a batch of images)."""
-    from contrastlab.training import vision_capture
-    from contrastlab.training.vision import train_step, two_views
-
     encoder, head, loss_fn, optimizer, params = parts
     augment, views, images = data
     options = {"memory_format": memory_format, "head_autocast": s.head_autocast}
@@ -368,7 +351,4 @@ def trainer_image_graph(settings: Mapping[str, Any], device, n_images: int) -> b
     """Whether the image trainer captures the step of a cell's ``settings`` (its workflow params) on
     ``device`` over ``n_images`` training images (:func:`contrastlab.training.vision_capture.resolve`,
     which asks :func:`contrastlab.families.step_mode`)."""
-    from contrastlab.training import vision_capture
-    from contrastlab.training.vision import VisionTrainSettings
-
     return vision_capture.resolve(VisionTrainSettings.from_dict(settings), device, n_images)[0]
