@@ -1,36 +1,28 @@
 """What a cell computes: FLOPs of its training steps, dev evaluations and SentEval encoding, and its peak
 GPU memory, from the config alone (no model is built; Hugging Face configs are read where present).
 
-FLOPs (the usual 2 per multiply-add; attention's score FLOPs, under 1% at 32 tokens, and the losses are
-left out):
+FLOPs (2 per multiply-add; attention's score FLOPs, under 1% at 32 tokens, and the losses left out):
 
 - sentence training: ``6 × N × tokens`` per step (forward 2, backward 4; Kaplan et al. 2020), N the
-  backbone's non-embedding parameters (:func:`~contrastlab.cost.backbones.transformer_parameters`),
-  tokens = batch_size × 2 dropout views × ``max_length`` (32, SimCSE's truncation: only 27% of wiki1m's
-  sentences reach it, 22 tokens on average, but every shuffled batch of 64 of the first 11,914 lines
-  holds one that does, so dynamic padding pads each batch to 32 and the padding is computed too).
-  Steps = ⌊sentences / batch_size⌋ × epochs (or ``max_steps``); sentences: the corpus (1,000,000 for
-  wiki1m, the fixture's size for the demo, a user corpus's lines) less a held-out probe.
-- a padding-free step (``padding_free``, :func:`padding_free_for`; issue 55): the linear layers run on
-  the real tokens only (wiki1m's token profile, :mod:`contrastlab.cost.tokens`: 21.9 of 32), attention's
-  score products still at the padded width; its step is priced at the padded step's FLOPs ×
-  :func:`padding_free_fraction` (the two full counts, attention included, :func:`sentence_step_flops`),
-  so the rate a padded step measured still applies (:func:`contrastlab.cost.calibration.step_seconds`
-  adds the gather/scatter, or takes a measured ratio instead). Whether a step is padding-free, a graph
-  or eager is the trainer's rule (:func:`sentence_mode`, :func:`vision_mode`), asked with what the
-  trainer will see: the backbone's model type (:mod:`contrastlab.cost.backbones`) and the precision the
-  cell resolves to on the priced card (``resources.gpu_model``: without native bf16, ``auto`` is fp32;
-  :func:`contrastlab.cost.cards.native_bf16`).
+  backbone's non-embedding parameters, tokens = batch_size × 2 dropout views × ``max_length`` (32,
+  SimCSE's truncation: 27% of wiki1m's sentences reach it, but every shuffled batch of 64 holds one, so
+  dynamic padding pads each batch to 32). Steps = ⌊sentences / batch_size⌋ × epochs (or ``max_steps``);
+  sentences: the corpus (wiki1m's 1,000,000, the fixture's size, a user corpus's lines) less a
+  held-out probe.
+- a padding-free step: the linear layers on the real tokens only (wiki1m's profile,
+  :mod:`contrastlab.cost.tokens`: 21.9 of 32), attention's score products at the padded width; priced
+  at the padded step's FLOPs × :func:`padding_free_fraction`, so that a padded step's measured rate
+  still applies. Whether a step is padding-free, a graph or eager is the trainer's rule
+  (:func:`sentence_mode`, :func:`vision_mode`), asked with the backbone's model type and the precision
+  the cell resolves to on the priced card (without native bf16, ``auto`` is fp32).
 - dev evaluations (forward only, ``2 × N × tokens``) at step 0, every ``eval_every`` steps and the
-  last: the STS-B dev sentences (:data:`STSB_DEV_TOKENS`); the analysis probe when ``analysis_every``
-  is set: two views of ``analysis_sentences`` corpus sentences (32 tokens) and of as many dev
-  sentences; the final SentEval encoding (its own GPU job): every unique sentence of the tasks once
-  (:data:`SENTEVAL_TOKENS`), in fp32 (the evaluator loads the checkpoint in fp32, no autocast).
-- vision training: ``3 × F × images`` per step, F = the encoder's (and head's) forward FLOPs per image
-  at the input size (:func:`vision_forward`, layer by layer as the trainer builds the encoder; a test
-  checks it against hooks on the real module), images = 2 views × batch_size, plus OAR's labelled
-  pass (2 views × its batch); evaluation: one forward of the train and test splits, then the probes'
-  small optimiser steps (timed per step).
+  last: the STS-B dev sentences; the analysis probe (``analysis_every``): two views of
+  ``analysis_sentences`` corpus sentences and of as many dev sentences; the SentEval encoding (its own
+  GPU job): every unique sentence of the tasks once (:data:`SENTEVAL_TOKENS`), in fp32.
+- vision training: ``3 × F × images`` per step, F the encoder's (and head's) forward FLOPs per image
+  (:func:`vision_forward`, checked by a test against hooks on the real module), images = 2 views ×
+  batch_size, plus OAR's labelled pass; evaluation: one forward of the train and test splits, then the
+  probes' optimiser steps.
 
 Peak GPU memory (an estimate): fp32 weights, gradients and the two Adam moments (16 bytes per
 parameter; 12 with SGD's momentum), activations (transformers: Korthikanti et al. 2022, ``s·b·h·(34 +
@@ -52,7 +44,7 @@ from contrastlab.cost import cards
 from contrastlab.cost.backbones import KNOWN_ARCHITECTURES as KNOWN_ARCHITECTURES  # benchmarks/ read it here
 from contrastlab.cost.backbones import Transformer, backbone_transformer
 from contrastlab.cost.tokens import profile_real_tokens
-from contrastlab.families import DEV_BATCH_SIZE, RESNETS, step_mode
+from contrastlab.families import RESNETS, step_mode
 from contrastlab.precision import ACTIVATION_BYTES, ON_CUDA
 
 #: The plan's precision choice "as each cell is configured".
@@ -76,8 +68,8 @@ STSB_DEV_SENTENCES = 2_909
 STSB_DEV_TOKENS = 47_750
 
 #: Tokens of the unique sentences the SentEval evaluation encodes per task (test mode; not truncated),
-#: counted as above; the union over the 14 tasks is :data:`SENTEVAL_ALL_TOKENS` (shared sentences are
-#: encoded once).
+#: counted as above; the union over the 14 tasks (134,190 sentences) is :data:`SENTEVAL_ALL_TOKENS`
+#: (shared sentences are encoded once).
 SENTEVAL_TOKENS = {
     "STS12": 80_670,  # 4_946 sentences
     "STS13": 33_998,  # 2_638 sentences
@@ -94,8 +86,6 @@ SENTEVAL_TOKENS = {
     "TREC": 75_043,  # 5_870 sentences
     "MRPC": 296_026,  # 10_944 sentences
 }
-
-SENTEVAL_ALL_SENTENCES = 134_190
 
 SENTEVAL_ALL_TOKENS = 2_153_517
 
@@ -122,10 +112,6 @@ VALIDATION_LAUNCHES = 23
 #: review's count (docs/gpu-speed.md §1.1: fp32 ~940, bf16 ~1,460 with 520 autocast casts, fp16
 #: ~1,470); other depths scale with their layers.
 SENTENCE_STEP_LAUNCHES = {"fp32": 940, "tf32": 940, "bf16": 1460, "fp16": 1470}
-
-#: The sentence trainer's dev batch on a CUDA GPU where a cell sets no ``dev_batch_size``
-#: (:data:`contrastlab.families.DEV_BATCH_SIZE`); the step's mode is :func:`contrastlab.families.step_mode`'s.
-CUDA_DEV_BATCH = DEV_BATCH_SIZE["cuda"]
 
 #: Image inputs from this side up (OAR's 224 px) are priced at the ``vision_large`` rates of a
 #: calibration and carry its per-step augmentation overhead; smaller ones (MACL's 32 px CIFAR, the demo's

@@ -366,13 +366,9 @@ def _measured(
     return rows, jobs, evaluations
 
 
-def gpu_stack_problem() -> str | None:
-    """Why the installed torch cannot use this node's GPU, in one line (contrastlab.cuda), or None."""
-    return cuda.diagnose(cuda.probe())
-
-
 def _require_gpu() -> None:
-    if problem := gpu_stack_problem():
+    """Stop with one line where torch cannot use this node's GPU (contrastlab.cuda) or sees none."""
+    if problem := cuda.diagnose(cuda.probe()):
         raise SystemExit(f"contrastlab: make gpu-check: {problem}")
     if not torch.cuda.is_available():
         raise SystemExit(

@@ -1,5 +1,5 @@
 """Which of a calibration's figures a card measured, and how far a calibration moves the plan against the
-shipped file of its card, said before the plan uses it (``make plan``'s first lines; issue 84).
+shipped file of its card, said before the plan uses it (``make plan``'s first lines).
 
 - :func:`figure_status`: ``measured`` or ``assumed`` for each figure the plan takes from a calibration
   file: an assumed file's ``measured_entries`` and a measured file's ``assumed_entries`` say which; a
@@ -9,7 +9,7 @@ shipped file of its card, said before the plan uses it (``make plan``'s first li
   seconds of the config's cells under a calibration against the shipped file of its card; a rule moved by
   more than :data:`MOVE_LIMIT` is named with the one figure that, put alone into the shipped file, moves
   it most (a ``make gpu-check`` on toy-sized fixtures can measure a figure the plan then multiplies by
-  thousands of jobs: the dev evaluation of issue 84's G1 moved the bill by half).
+  thousands of jobs).
 """
 
 from __future__ import annotations

@@ -24,9 +24,6 @@ from typing import Any
 
 from contrastlab.tables.markdown import markdown_table
 
-#: Rules whose job follows the same cell's training job.
-EVALUATION_RULES = frozenset({"encode", "encode_vision", "search_encode"})
-
 
 @dataclass(frozen=True)
 class SimJob:
@@ -55,13 +52,11 @@ class Schedule:
         return self.gpu_busy_s / (self.gpus * self.makespan_s) if self.makespan_s else 0.0
 
 
-def _tails(jobs: Sequence[SimJob]) -> tuple[dict[str, float], dict[str, str | None]]:
+def _tails(
+    jobs: Sequence[SimJob], needed_by: Mapping[str, list[str]]
+) -> tuple[dict[str, float], dict[str, str | None]]:
     """For each job, the longest chain of work from its start to the end of the DAG (itself included),
-    and the next job on that chain."""
-    needed_by: dict[str, list[str]] = {j.name: [] for j in jobs}
-    for job in jobs:
-        for name in job.after:
-            needed_by[name].append(job.name)
+    and the next job on that chain (``needed_by``: each job's dependents)."""
     length = {j.name: j.seconds for j in jobs}
     tail: dict[str, float] = {}
     following: dict[str, str | None] = {}
@@ -87,13 +82,13 @@ def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
     missing = sorted({n for j in jobs for n in j.after} - names)
     if missing:
         raise ValueError(f"jobs need jobs that are not in the plan: {', '.join(missing[:3])}")
-    tail, following = _tails(jobs)
-    by_name = {j.name: j for j in jobs}
-    waiting_on = {j.name: len(j.after) for j in jobs}
     needed_by: dict[str, list[str]] = {j.name: [] for j in jobs}
     for job in jobs:
         for name in job.after:
             needed_by[name].append(job.name)
+    tail, following = _tails(jobs, needed_by)
+    by_name = {j.name: j for j in jobs}
+    waiting_on = {j.name: len(j.after) for j in jobs}
     free = {"gpu": gpus, "cpu": cpus}
     # ready jobs per slot kind, longest tail first (name breaks ties: the same plan, the same answer)
     ready: dict[str, list[tuple[float, str]]] = {"gpu": [], "cpu": []}
