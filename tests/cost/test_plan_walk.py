@@ -94,12 +94,17 @@ def walk(function, *args, **kwargs) -> list[str]:
             if _room(frame) is not None:
                 note(_room(frame.f_back))
 
+    _profiled(hook, function, *args, **kwargs)
+    return stays
+
+
+def _profiled(hook, function, *args, **kwargs) -> None:
+    """``function(*args, **kwargs)`` with ``hook`` as the profile function while it runs."""
     sys.setprofile(hook)
     try:
         function(*args, **kwargs)
     finally:
         sys.setprofile(None)
-    return stays
 
 
 @pytest.mark.parametrize("preset", ["config.yaml", "config/demo.yaml"])
@@ -135,11 +140,7 @@ def _calls(function, *args, **kwargs) -> list[tuple[str, dict]]:
         if event == "call" and frame.f_code in watched:
             calls.append((watched[frame.f_code], dict(frame.f_locals)))
 
-    sys.setprofile(hook)
-    try:
-        function(*args, **kwargs)
-    finally:
-        sys.setprofile(None)
+    _profiled(hook, function, *args, **kwargs)
     return calls
 
 

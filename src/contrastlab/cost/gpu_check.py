@@ -28,7 +28,7 @@ import yaml
 from contrastlab import config as cl_config
 from contrastlab import cuda
 from contrastlab.cost import calibration as cl_calibration
-from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, cell_work
+from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, CellWork, cell_work
 from contrastlab.cost.gpu_report import PARTS, cell_row, dev_work_seconds, write_report
 from contrastlab.cost.measured import read_job_costs
 from contrastlab.cost.packing import SHARES
@@ -340,14 +340,14 @@ def _measured(
     and FLOP seconds, from the summaries and Snakemake's benchmark files in ``results``."""
     costs = read_job_costs(results, skipped=[])
     walls = {(j.rule, j.cell): j.seconds for j in costs}
+    works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
     rows, trained = [], {}
     for cell in grid.cells:
         rule = "train_vision" if grid.experiment(cell.experiment).track == "vision" else "train"
-        dev_work = dev_work_seconds(cell_work(grid, cell), shipped, dev_sentences)
-        rows.append(_cell_row(grid, cell, walls.get((rule, cell.path)), dev_work))
+        dev_work = dev_work_seconds(works[cell.path], shipped, dev_sentences)
+        rows.append(_cell_row(grid, cell, works[cell.path], walls.get((rule, cell.path)), dev_work))
         trained[rule, cell.path] = rows[-1]
     planned = planned_seconds(grid, shipped)
-    works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
     jobs, evaluations = [], []
     cells = {cell.path: cell for cell in grid.cells}
     for j in costs:
@@ -484,13 +484,14 @@ def _trained_path(grid: cl_config.Grid, cell) -> Path:
     return Path(grid.results.checkpoint(cell, "encoder" if vision else "model"))
 
 
-def _cell_row(grid: cl_config.Grid, cell, wall_s: float | None, dev_work_s: float = 0.0) -> dict[str, Any]:
+def _cell_row(
+    grid: cl_config.Grid, cell, work: CellWork, wall_s: float | None, dev_work_s: float = 0.0
+) -> dict[str, Any]:
     """:func:`~contrastlab.cost.gpu_report.cell_row` of one trained cell of the preset, from its summary,
-    the plan's FLOPs and snapshots, and its job's wall time (``wall_s``, None where unknown)."""
+    the plan's FLOPs and snapshots (``work``), and its job's wall time (``wall_s``, None where unknown)."""
     track = grid.experiment(cell.experiment).track
     name = "settings.json" if track == "vision" else "train_summary.json"
     summary = json.loads((_trained_path(grid, cell) / name).read_text())
-    work = cell_work(grid, cell)
     kind = (
         f"vision {cell.experiment.removeprefix('gpu_check_')}"
         if track == "vision"
