@@ -144,10 +144,6 @@ def metrics_device(metrics_path: str | os.PathLike) -> str | None:
     return encoding.get("device") if isinstance(encoding, dict) else None
 
 
-def _gpu_hours_if(device: str | None, seconds: float) -> float | None:
-    return seconds / 3600 if str(device or "").startswith("cuda") else None
-
-
 #: The rules of a cell whose job may hold a GPU, and where the job's device is recorded: the training log,
 #: or the metrics file of the cell's track (an encoding's; the SentEval probe jobs, ``evaluate``,
 #: ``search_evaluate`` and ``evaluate_pretrained``, run on the CPU).
@@ -178,7 +174,7 @@ def _job(results: Results, parts: Sequence[str], seconds: float, rss: float | No
         # GPU job extracted the features and fitted the probes.
         if rule != "evaluate_vision" or "encoding" not in _json(metrics):
             device = metrics_device(metrics)
-    gpu_hours = _gpu_hours_if(device, seconds)
+    gpu_hours = seconds / 3600 if str(device or "").startswith("cuda") else None
     peak = peak if gpu_hours is not None else None
     phases = (end or {}).get("phases")
     job = JobCost(rule, paper_of(parts[1]), place, seconds, rss, gpu_hours=gpu_hours, peak_gpu_gib=peak)
