@@ -1,13 +1,10 @@
 """A sentence backbone as the plan sees it before anything is fetched: its architecture (the FLOPs and memory
-of :mod:`contrastlab.cost.flops`) and its ``model_type``, which decides its cells' step mode
-(:func:`contrastlab.families.step_mode`: a BERT or a RoBERTa trains padding-free in IEEE fp32 on CUDA,
-another family as the padded graph).
+of :mod:`contrastlab.cost.flops`) and its ``model_type``, which decides its cells' step mode.
 
-The trainer reads the model type from the config.json that rule ``fetch_backbone`` writes. The plan reads
-the same file where it is already on disk; before that, the Hub's config.json of the repositories it knows
-(:data:`HUB_CONFIGS`, under their present ids or the former ones config.yaml names); else it takes the
-family the Hub id's name spells (:func:`model_type_named_by`), and :func:`model_type_lines` puts in the plan
-which backbones it inferred or could not tell, and how it priced them. Nothing is downloaded.
+The plan reads the model type from the config.json rule ``fetch_backbone`` writes where it is on disk;
+before that, from the Hub configs it knows (:data:`HUB_CONFIGS`); else from the family the Hub id's name
+spells (:func:`model_type_named_by`), and :func:`model_type_lines` says which backbones it inferred or
+could not tell, and how it priced them. Nothing is downloaded.
 """
 
 from __future__ import annotations

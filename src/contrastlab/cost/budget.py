@@ -1,11 +1,9 @@
 """The search budget: which points of a config's searches their ``budget_gpu_hours`` pays for, nearest the
 configured settings first.
 
-The points a budget keeps depend on the calibration that prices them, and ``make gpu-check`` replaces
-the shipped calibration with a measured one. So that a measured calibration never changes a search
-that has started (points appearing or vanishing from a half-run grid), the workflow pins what each
-budget kept when it first runs (:func:`write_pins`, ``<results_dir>/search/budget_pins.json``); later
-runs and ``make plan`` read the pin (:func:`pinned`) while the search's spec, budget and grid are
+So that a measured calibration never changes a search that has started (points appearing or vanishing
+from a half-run grid), the workflow pins what each budget kept when it first runs (:func:`write_pins`);
+later runs and ``make plan`` read the pin (:func:`pinned`) while the search's spec, budget and grid are
 the same, and price afresh once any of them changes.
 """
 

@@ -1,8 +1,5 @@
 """GPU cards as the plan prices them, stated once: their data-sheet peaks, the precisions a card has no
 units for (and so runs as another), whether it computes bf16 natively, and which card a device name is.
-
-The calibration scales its rates by these (:mod:`contrastlab.cost.calibration`); the FLOP model resolves a
-cell's precision, and so its step mode, on the card the plan prices (:mod:`contrastlab.cost.flops`).
 """
 
 from __future__ import annotations

@@ -1,35 +1,20 @@
 """What a cell computes: FLOPs of its training steps, dev evaluations and SentEval encoding, and its peak
 GPU memory, from the config alone (no model is built; Hugging Face configs are read where present).
+The model and its measured checks are in docs/cost.md.
 
-FLOPs (2 per multiply-add; attention's score FLOPs, under 1% at 32 tokens, and the losses left out):
+FLOPs (2 per multiply-add; attention's scores, under 1% at 32 tokens, and the losses left out):
+sentence training ``6 × N × tokens`` per step (Kaplan et al. 2020; N the non-embedding parameters,
+tokens = batch × 2 views × ``max_length``, to which dynamic padding pads every batch of wiki1m);
+a padding-free step the padded step's × :func:`padding_free_fraction`, so that a padded step's
+measured rate still applies; forward-only passes (dev, analysis probe, SentEval encoding in fp32)
+``2 × N × tokens``; vision training ``3 × F × images`` (F: :func:`vision_forward` per image, both
+views, plus OAR's labelled pass). Whether a step is padding-free, a graph or eager is the trainer's
+rule (:func:`sentence_mode`, :func:`vision_mode`) at the precision the cell resolves to on the card.
 
-- sentence training: ``6 × N × tokens`` per step (forward 2, backward 4; Kaplan et al. 2020), N the
-  backbone's non-embedding parameters, tokens = batch_size × 2 dropout views × ``max_length`` (32,
-  SimCSE's truncation: 27% of wiki1m's sentences reach it, but every shuffled batch of 64 holds one, so
-  dynamic padding pads each batch to 32). Steps = ⌊sentences / batch_size⌋ × epochs (or ``max_steps``);
-  sentences: the corpus (wiki1m's 1,000,000, the fixture's size, a user corpus's lines) less a
-  held-out probe.
-- a padding-free step: the linear layers on the real tokens only (wiki1m's profile,
-  :mod:`contrastlab.cost.tokens`: 21.9 of 32), attention's score products at the padded width; priced
-  at the padded step's FLOPs × :func:`padding_free_fraction`, so that a padded step's measured rate
-  still applies. Whether a step is padding-free, a graph or eager is the trainer's rule
-  (:func:`sentence_mode`, :func:`vision_mode`), asked with the backbone's model type and the precision
-  the cell resolves to on the priced card (without native bf16, ``auto`` is fp32).
-- dev evaluations (forward only, ``2 × N × tokens``) at step 0, every ``eval_every`` steps and the
-  last: the STS-B dev sentences; the analysis probe (``analysis_every``): two views of
-  ``analysis_sentences`` corpus sentences and of as many dev sentences; the SentEval encoding (its own
-  GPU job): every unique sentence of the tasks once (:data:`SENTEVAL_TOKENS`), in fp32.
-- vision training: ``3 × F × images`` per step, F the encoder's (and head's) forward FLOPs per image
-  (:func:`vision_forward`, checked by a test against hooks on the real module), images = 2 views ×
-  batch_size, plus OAR's labelled pass; evaluation: one forward of the train and test splits, then the
-  probes' optimiser steps.
-
-Peak GPU memory (an estimate): fp32 weights, gradients and the two Adam moments (16 bytes per
-parameter; 12 with SGD's momentum), activations (transformers: Korthikanti et al. 2022, ``s·b·h·(34 +
-5·a·s/h)`` bytes per layer at 16 bits, doubled in fp32/tf32; ResNets: the conv and BatchNorm outputs
-backward keeps), the images kept on the device, and 1 GiB of CUDA context and allocator slack.
+Peak GPU memory (an estimate): 16 bytes per parameter with Adam (12 with SGD's momentum), activations
+(transformers: Korthikanti et al. 2022; ResNets: the outputs backward keeps), the images kept on the
+device, and :data:`FIXED_GPU_GIB`.
 """
-
 from __future__ import annotations
 
 import functools
@@ -53,23 +38,19 @@ AS_CONFIGURED = "config"
 #: Sentences of SimCSE's wiki1m_for_simcse.txt (protocol.md §2).
 WIKI1M_SENTENCES = 1_000_000
 
-#: Kernels a padding-free step launches beyond the padded one (forward + backward; counted on the CPU
-#: with a ``TorchDispatchMode`` on contrastlab.models.packed, train mode, dropout drawn at the padded
-#: shape): per layer the re-padding of Q, K and V around attention and the gathering of its output,
-#: per step the packing (``nonzero``, the embeddings' gathers) and the [CLS] rows.
+#: Kernels a padding-free step launches beyond the padded one (forward + backward, counted with a
+#: ``TorchDispatchMode``): per layer the re-padding around attention, per step the packing and [CLS] rows.
 PADDING_FREE_LAUNCHES_PER_LAYER = 19
 PADDING_FREE_LAUNCHES_PER_STEP = 14
 
-#: STS-B dev (protocol.md §4: 1,500 pairs): unique sentences and their tokens with [CLS]/[SEP], counted
-#: with bert-base-uncased's WordPiece vocabulary (MiniLM's tokenizer) on the published files
-#: (RoBERTa's BPE gives a few percent more).
+#: STS-B dev (protocol.md §4): unique sentences and their tokens with [CLS]/[SEP] (bert-base-uncased's
+#: WordPiece on the published files; RoBERTa's BPE gives a few percent more).
 STSB_DEV_SENTENCES = 2_909
 
 STSB_DEV_TOKENS = 47_750
 
-#: Tokens of the unique sentences the SentEval evaluation encodes per task (test mode; not truncated),
-#: counted as above; the union over the 14 tasks (134,190 sentences) is :data:`SENTEVAL_ALL_TOKENS`
-#: (shared sentences are encoded once).
+#: Tokens of the unique sentences SentEval encodes per task (test mode, not truncated; counted as
+#: above); the union over the 14 tasks, shared sentences once, is :data:`SENTEVAL_ALL_TOKENS`.
 SENTEVAL_TOKENS = {
     "STS12": 80_670,  # 4_946 sentences
     "STS13": 33_998,  # 2_638 sentences
@@ -94,13 +75,9 @@ DATASET_IMAGES = {"cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000), "di
 
 NATIVE_SIZE = {"digits": 16, "cifar10": 32, "cifar100": 32}
 
-#: Host-launched kernels (non-view ATen ops, counted on the CPU with a ``TorchDispatchMode``;
-#: tests/cost/test_plan.py recounts the first three on the project's code) of an eager image step:
-#: one :class:`~contrastlab.training.augment.SimCLRAugment` call without blur (a fixed count, whatever
-#: the batch: every draw is a batched tensor), what its blur adds, an encoder's forward + backward and
-#: forward alone (:data:`contrastlab.families.RESNETS`' counts, this project's ``build_encoder``), and
-#: the rest of a MACL step (projection head, loss, fused Adam: the review's 875 ops of a MACL step,
-#: docs/gpu-speed.md §1.2, less two augmentation calls and the encoder).
+#: Host-launched kernels (non-view ATen ops; tests/cost/test_plan.py recounts the first three) of an
+#: eager image step: one ``SimCLRAugment`` call without blur (whatever the batch), what its blur adds,
+#: an encoder's forward + backward and forward alone, and the rest of a MACL step (head, loss, Adam).
 AUGMENT_LAUNCHES = 296
 BLUR_LAUNCHES = 15
 ENCODER_LAUNCHES = {arch: (resnet.launches, resnet.forward_launches) for arch, resnet in RESNETS.items()}
@@ -108,14 +85,12 @@ STEP_LAUNCHES = 69
 #: A validation batch's launches beyond its augmentation and forward (head, loss, the loss's copy to the
 #: host): an estimate, a third of :data:`STEP_LAUNCHES`' head, loss and optimiser.
 VALIDATION_LAUNCHES = 23
-#: Host-launched kernels of an eager BERT-base training step (12 layers) per precision on CUDA, the
-#: review's count (docs/gpu-speed.md §1.1: fp32 ~940, bf16 ~1,460 with 520 autocast casts, fp16
-#: ~1,470); other depths scale with their layers.
+#: Host-launched kernels of an eager BERT-base training step (12 layers) per precision on CUDA
+#: (docs/gpu-speed.md §1.1); other depths scale with their layers.
 SENTENCE_STEP_LAUNCHES = {"fp32": 940, "tf32": 940, "bf16": 1460, "fp16": 1470}
 
-#: Image inputs from this side up (OAR's 224 px) are priced at the ``vision_large`` rates of a
-#: calibration and carry its per-step augmentation overhead; smaller ones (MACL's 32 px CIFAR, the demo's
-#: 16 px digits) at the ``vision`` rates: one rate per precision cannot hold both (docs/cost.md).
+#: Image inputs from this side up (OAR's 224 px) are priced at a calibration's ``vision_large`` rates
+#: with its augmentation overhead; smaller ones at the ``vision`` rates (docs/cost.md).
 LARGE_IMAGE_PX = 128
 
 #: CUDA context, cuBLAS/cuDNN workspaces and allocator slack (an assumption).

@@ -1,8 +1,6 @@
-"""``make gpu-check`` (config/gpu-check.yaml): :func:`run` trains the preset's cells through Snakemake
-(one killed and resumed), runs the resume, evaluation-split and GPU-vs-CPU evaluation checks and the
-packing measurement, and after each of these three parts writes the report and the calibration file
-``make plan`` reads (:mod:`contrastlab.cost.gpu_report`: the figures, the tables and the files), so that a
-check cut short leaves every finished part readable.
+"""``make gpu-check`` (config/gpu-check.yaml): :func:`run` trains the preset's cells through Snakemake,
+runs the checks and the packing measurement, and after each of these three parts writes the report and
+calibration (:mod:`contrastlab.cost.gpu_report`), so that a check cut short leaves every finished part.
 """
 
 from __future__ import annotations

@@ -1,33 +1,18 @@
 """``make gpu-check``'s figures and report (:mod:`contrastlab.cost.gpu_check` runs the check): per cell
-steps/s, achieved TFLOP/s, MFU and peak memory; the per-job overheads measured (start-up, dev
-evaluation, snapshots); the packing speed-ups; the jobs' actual wall times against the plan's; and the
-calibration file ``make plan`` reads, written with ``report.md`` after each part of the check, so that a
-check cut short leaves what it measured so far.
+steps/s, achieved TFLOP/s, MFU and peak memory; the per-job overheads measured; the packing speed-ups;
+the jobs' wall times against the plan's; and the calibration file ``make plan`` reads, written with
+``report.md`` after each part, so that a check cut short leaves what it measured so far.
 
-FLOPs per training step are the plan's (:func:`contrastlab.cost.flops.cell_work`), so that the
-calibration written here is in the units ``make plan`` divides by. MFU = achieved FLOP/s ÷ the
-device's dense peak for the cell's precision (:data:`contrastlab.cost.calibration.GPU_PEAKS`, vendors'
-data sheets; fp32 cells against the non-tensor-core fp32 peak).
+FLOPs per step are the plan's (:func:`contrastlab.cost.flops.cell_work`), so that the calibration is in
+the units ``make plan`` divides by. MFU = achieved FLOP/s ÷ the card's dense data-sheet peak for the
+cell's precision (fp32 against the non-tensor-core peak).
 
-The overheads, each what the plan charges once per job, per evaluation or per GiB of snapshot
-(:func:`contrastlab.cost.calibration.train_seconds`):
-
-- ``train_startup``: a training job's wall time (Snakemake's benchmark file; without one, the job's
-  ``phases.total_s``, else the trainer's ``timings.total_s``) less what the plan prices apart: its steps
-  at the steady rate, its dev evaluations (or validation passes) and its snapshots. What is left is the
-  job's start (interpreter, imports, CUDA, model, data), its first log interval's warm-up and its last
-  writes; the mean over the jobs that ran from the start (a resumed job's timings span two processes).
-- ``evaluate_startup``: an encoding job's wall time less its FLOPs at the shipped calibration's rate
-  (milliseconds on the preset's fixtures).
-- ``snapshot_per_gib``: the snapshots' time (``phases.snapshots_s``, else ``timings.state_s``: what
-  they cost the training loop) over their count × the plan's GiB per snapshot.
-- ``dev_evaluation``: the fixed cost of one dev evaluation, what the plan adds per evaluation on top of
-  the dev FLOPs and the encoder calls (``dev_call``) it already prices: the mean time of the dev
-  evaluations that were not their process's first (step 0, or the first after a resume: CUDA's first
-  use of the dev shapes and scipy's import) less what the plan prices of those same evaluations (their
-  sentences' FLOPs at the fp32 rate and their encoder calls, :func:`dev_work_seconds`). Not scaled to
-  STS-B dev's size: the FLOPs and calls that grow with it are priced apart (scaling the whole time, as
-  before, multiplied the fixed cost by 91 and counted the dev FLOPs twice).
+The overheads, each what :func:`contrastlab.cost.calibration.train_seconds` charges apart from FLOPs:
+``train_startup`` (a training job's wall time less its steps at the steady rate, dev evaluations and
+snapshots; mean over the jobs not resumed), ``evaluate_startup`` (an encoding job's wall time less its
+FLOPs), ``snapshot_per_gib`` (snapshot time over count × GiB per snapshot) and ``dev_evaluation`` (the
+mean time of the dev evaluations that were not their process's first, less what the plan prices of them:
+:func:`dev_work_seconds`; not scaled to STS-B dev's size, whose FLOPs and calls are priced apart).
 """
 
 from __future__ import annotations

@@ -1,32 +1,12 @@
 """What a run cost: wall time, peak memory and GPU-hours per cell, per rule and per paper.
 
-Read from Snakemake's benchmark files, one TSV per job under ``<results_dir>/benchmarks``, in the folder of
-the rule that wrote it (:meth:`contrastlab.paths.Results.benchmark`: ``<rule>/<cell>.tsv``,
-``encode_pretrained/pretrained/<backbone>.tsv``, ``<rule>.tsv`` for a figure's job; columns ``s`` (wall
-seconds) and ``max_rss`` (peak resident memory, MB), one row per repeat; for a job started warm, the
-peak its fork measured of itself, :func:`warm_usage_path`), from the training logs
-(``<results_dir>/checkpoints/<cell>/train_log.jsonl``: the device of the ``start`` event, the
-``peak_gpu_memory_gib`` of the ``end`` event) and from the metrics files (the SentEval encoding's device,
-``encoding.device`` of ``senteval.json``; the image encoding's, ``encoding.device`` of ``vision.json``). A
-job counts GPU-hours (its wall hours, one GPU per job as the rules request) only when its record says it
-ran on a CUDA device: training, the SentEval encodings (rules ``encode``, ``encode_pretrained``,
-``search_encode``) and the image encoding (``encode_vision``); the probe jobs (``evaluate``,
-``evaluate_vision``, ...) run on the CPU, so their GPU-hours show as "—" as do those of every CPU run.
-:func:`migrate_benchmarks` moves the files of a results folder written before the benchmark folders
-were named by rule.
-
-Example (a training job, its encoding and its probes, on the CPU)::
-
-    >>> import pathlib, tempfile
-    >>> r = pathlib.Path(tempfile.mkdtemp())
-    >>> for kind, s in (("train", "12.4"), ("encode", "1.5"), ("evaluate", "3.0")):
-    ...     f = r / "benchmarks" / kind / "nie2023/bert-base/mpt/seed42.tsv"
-    ...     f.parent.mkdir(parents=True)
-    ...     _ = f.write_text(f"s\\th:m:s\\tmax_rss\\n{s}\\t0:00:12\\t900.7\\n")
-    >>> [(j.rule, j.seconds) for j in read_job_costs(r)]
-    [('encode', 1.5), ('evaluate', 3.0), ('train', 12.4)]
-    >>> per_paper(read_job_costs(r))
-    [{'paper': 'nie2023', 'jobs': '3', 'cells': '1', 'wall': '0:00:17', 'peak RSS (MB)': '901', 'GPU-h': '—'}]
+Read from Snakemake's benchmark files (one TSV per job, :meth:`contrastlab.paths.Results.benchmark`;
+wall seconds ``s`` and peak RSS ``max_rss`` in MB; a warm-started job's own peak:
+:func:`warm_usage_path`), the training logs (the ``start`` event's device, the ``end`` event's
+``peak_gpu_memory_gib``) and the metrics files (``encoding.device``). A job counts GPU-hours (its wall
+hours, one GPU per job) only when its record says it ran on a CUDA device; the probe jobs and every CPU
+run show "—". :func:`migrate_benchmarks` moves the files of a results folder written before the
+benchmark folders were named by rule.
 """
 
 from __future__ import annotations

@@ -1,21 +1,17 @@
 """Several small cells on one GPU (``resources.gpu_share``): which cells share a GPU, and what the packed
 grid costs.
 
-A BERT-base cell at batch 64 uses a few GB of a 140 GB card, so n such cells on one GPU may finish sooner
-than n in a row. With ``resources.gpu_share: k`` (1, the default: off) a training job whose cell's peak
-memory estimate (:attr:`~contrastlab.cost.flops.CellWork.peak_gib`) fits n times in
-:data:`MEMORY_FRACTION` of the card shares its GPU with up to n - 1 others, n of :data:`SHARES` up to k,
-the one with the largest measured speed-up for the cell's step (track, precision, mode) under the
-config's MPS state (``resources.mps``; :func:`chosen_share`), and only where that speed-up is above 1.
+With ``resources.gpu_share: k`` (1, the default: off) a training job whose cell's peak memory estimate
+fits n times in :data:`MEMORY_FRACTION` of the card shares its GPU with up to n - 1 others, n of
+:data:`SHARES` up to k: the one with the largest measured speed-up for the cell's step under the
+config's MPS state (:func:`chosen_share`), and only where that speed-up is above 1.
 :mod:`contrastlab.workflow.gpus` holds every GPU to that, :mod:`contrastlab.workflow.mps` runs the MPS
 daemon, and on SLURM the packed jobs form job groups (:func:`pack_group`).
 
 Price: n copies that run together at a summed speed-up s each take n/s times as long on 1/n of a GPU,
-so a packed job costs its GPU-seconds alone ÷ s (:func:`packed_seconds`). s is the calibration's
-measured figure (:func:`step_figures`), timed by ``make gpu-check`` (:mod:`contrastlab.cost.packing_measure`)
-in the trainer's mode, with and without MPS: the H200's shipped file holds 2026-11-28's (2 and 4 captured
-bf16 BERT-base cells: 0.95× without MPS, 1.16× and 1.22× with it). Assumed figures (the H100's file)
-and a calibration scaled from another card price none.
+so a packed job costs its GPU-seconds alone ÷ s (:func:`packed_seconds`), s the calibration's measured
+figure (:func:`step_figures`, timed by :mod:`contrastlab.cost.packing_measure`). Assumed figures and a
+calibration scaled from another card price none.
 """
 
 from __future__ import annotations

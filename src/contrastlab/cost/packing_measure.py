@@ -1,9 +1,6 @@
-"""Measuring what several small cells on one GPU gain (:mod:`contrastlab.cost.packing` prices it): k copies
-of a training step, each in a process of its own, timed together (1, 2 and 4 of them: the speed-up of
-their summed steps/s over one copy alone), in the mode the trainer runs the step (padding-free IEEE fp32,
-the captured graph otherwise on CUDA: :func:`trainer_settings`, :func:`trainer_image_graph`), without and
-with a private MPS daemon (:func:`mps_daemon`), by :func:`pooled_rows` (``make gpu-check``,
-``benchmarks/gpu_share.py``).
+"""Measuring what several small cells on one GPU gain (:mod:`contrastlab.cost.packing` prices it): 1, 2
+and 4 copies of a training step, each in a process of its own and in the trainer's mode, timed together,
+without and with a private MPS daemon (:func:`pooled_rows`; ``make gpu-check``, ``benchmarks/gpu_share.py``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The bill before the first GPU-hour: projected GPU-hours and peak GPU memory of a config's cells.
 
-Projection of a job = its FLOPs ÷ a throughput calibration (achieved TFLOP/s per track and precision)
-+ per-job overheads. The plan lists the jobs that hold a GPU: training, the SentEval encoding (rules
-``encode``, ``encode_pretrained``) and the image feature extraction (``encode_vision``); the probes run
-in CPU jobs of their own (rules ``evaluate``, ``evaluate_pretrained``: :func:`probe_jobs`;
-``evaluate_vision``: :attr:`PlannedJob.cpu_after_s`), whose count and hours are stated on one line.
-Nothing runs and Snakemake's DAG is not built: the cells and their settings come from one
-:class:`contrastlab.config.Grid`, so the plan of ``config.yaml`` takes a few seconds
-(:func:`make_plan`; ``make plan``, ``scripts/plan.py``).
-
-The FLOPs and memory of a cell: :mod:`contrastlab.cost.flops`; the calibration:
-:mod:`contrastlab.cost.calibration`; the search budget: :mod:`contrastlab.cost.budget`.
+Projection of a job = its FLOPs (:mod:`contrastlab.cost.flops`) ÷ a throughput calibration
+(:mod:`contrastlab.cost.calibration`) + per-job overheads. The plan lists the jobs that hold a GPU
+(training, ``encode``, ``encode_pretrained``, ``encode_vision``); the CPU probe jobs (:func:`probe_jobs`,
+:attr:`PlannedJob.cpu_after_s`) are counted on one line. Nothing runs and Snakemake's DAG is not built:
+the cells come from one :class:`contrastlab.config.Grid` (:func:`make_plan`; ``make plan``).
 """
 
 from __future__ import annotations

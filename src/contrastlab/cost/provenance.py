@@ -1,15 +1,6 @@
 """Which of a calibration's figures a card measured, and how far a calibration moves the plan against the
-shipped file of its card, said before the plan uses it (``make plan``'s first lines).
-
-- :func:`figure_status`: ``measured`` or ``assumed`` for each figure the plan takes from a calibration
-  file: an assumed file's ``measured_entries`` and a measured file's ``assumed_entries`` say which; a
-  figure a measured file lacks is the shipped default's (``filled_from_default``), with that file's
-  status.
-- :func:`moved_rules`: per GPU rule (``train``, ``train_vision``, ``encode``, ``encode_vision``), the total
-  seconds of the config's cells under a calibration against the shipped file of its card; a rule moved by
-  more than :data:`MOVE_LIMIT` is named with the one figure that, put alone into the shipped file, moves
-  it most (a ``make gpu-check`` on toy-sized fixtures can measure a figure the plan then multiplies by
-  thousands of jobs).
+shipped file of its card, said before the plan uses it (``make plan``'s first lines): a ``make
+gpu-check`` on toy-sized fixtures can measure a figure the plan then multiplies by thousands of jobs.
 """
 
 from __future__ import annotations

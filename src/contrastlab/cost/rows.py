@@ -1,28 +1,9 @@
 """The shipped calibration files, built from the raw rows a GPU measured, so that each figure can be
-rebuilt and checked: ``calibration_h200.json`` from the H200's rows (2026-11-26, the project at
-``19dfe09``: ``../shared/docs/gpu-h200-2026-11-26/``, :func:`read_rows`) and ``calibration_h100.json``
-from the H100's figures of docs/measured.md (2026-11-24), with the H200's where the H100 measured none.
-
-What each figure is (the rows: ``gpu_step.jsonl``, ``trainer_runs.jsonl``, ``vision_throughput.jsonl``;
-the FLOPs as the plan counts them, :mod:`contrastlab.cost.flops`):
-
-- ``achieved_tflops.sentence``: the trainer end to end (BERT-base, batch 64, ``cuda_graph: true``,
-  ``dev_batch_size: 512``): its steps/s × the step's FLOPs at the 32 tokens it padded to.
-- ``achieved_tflops.vision_large`` (OAR's ResNet-18, 224 px, batch 128 with the labelled pass; eager
-  rows): the step's FLOPs over its time less the augmentation, which ``overheads_s.vision_large_image``
-  adds back per augmented image (the rows' ``augment_share`` × step time, ≈ 15.5 ms a step of 512).
-- ``achieved_tflops.vision`` (MACL's 32-px ResNet-18) is hidden behind the host's launches: bf16/fp16
-  :data:`MACL_BF16_TFLOPS` (an estimate above the fastest row's lower bound); fp32/tf32 OAR's whole-step
-  rates (assumed).
-- ``overheads_s``: ``sentence_launch`` (the eager bf16 run's step ÷ 1,460 launches), ``vision_launch``
-  (the MACL eager row ÷ 875 launches), ``dev_evaluation`` and ``dev_call`` (per STS-B dev evaluation
-  beyond its FLOPs, and per encoder call: the rows at ``dev_batch_size`` 512 and 128); start-up,
-  snapshots, the probes: assumed (:data:`ASSUMED_OVERHEADS`).
-
-With the same H200's ``benchmarks/gpu_bench.py`` output (``--bench``, :func:`bench_figures`), its
-trainer-default rows replace three figures: the full BERT-base bf16 cell (``sentence.bf16`` and the dev
-evaluation), OAR fp32 and MACL bf16 with ``cudnn.benchmark`` on (``vision_large.fp32``, ``vision.fp32``,
-``vision_launch``); its 50-step spread rows replace nothing. ``measured_source`` names each entry's row.
+rebuilt and checked: ``calibration_h200.json`` from the H200's rows (:func:`read_rows`; with
+``--bench``, :func:`bench_figures` of the same card's ``benchmarks/gpu_bench.py`` output replaces the
+figures it measured) and ``calibration_h100.json`` from the H100's figures of docs/measured.md, with the
+H200's where the H100 measured none. The FLOPs are the plan's (:mod:`contrastlab.cost.flops`); which
+figure comes from which row is in docs/cost.md, and each file's ``measured_source`` names it.
 
 ``python -m contrastlab.cost.rows ROWS_DIR [--bench GPU_BENCH_JSON]`` rewrites both files;
 tests/cost/test_rows.py rebuilds them and compares.

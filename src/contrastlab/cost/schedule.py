@@ -1,18 +1,14 @@
 """When will it finish: a list-scheduling simulation of the plan's jobs over N GPUs and C CPU slots.
 
-The jobs are the plan's (:func:`contrastlab.cost.plan.make_plan`): each cell's training, then its
-evaluation on the GPU (``encode`` or ``encode_vision``), then its probe job on the CPU (``evaluate``, or
-``evaluate_vision`` for an image cell); each Pretrained row's ``encode_pretrained`` then its probe job. A job
+The jobs are the plan's (:func:`contrastlab.cost.plan.make_plan`): each cell's training, its GPU
+evaluation, then its CPU probe job; each Pretrained row's ``encode_pretrained`` then its probe job. A job
 starts once the jobs it needs have finished and a slot of its kind is free; among the ready jobs, the
-one with the longest chain of work still behind it goes first (critical-path-first list scheduling, a
-standard heuristic within 2× of the optimum; Snakemake's own scheduler orders by other priorities, so a
-real run may take somewhat longer). Job lengths are the plan's projections, so the makespan carries
-their ±40%.
+one with the longest chain of work still behind it goes first (critical-path-first list scheduling,
+within 2× of the optimum; Snakemake orders by other priorities, so a real run may take longer).
 
 Reported per N: the makespan, the GPUs' utilisation (busy GPU time ÷ N × makespan), and the two lower
-bounds no schedule beats: the critical path (the longest chain of dependent jobs) and the GPU work ÷ N.
-Figures, tables and the searches' later stages (which wait for the earlier stage's selection) are not
-simulated: they are minutes, or not in the default target.
+bounds no schedule beats: the critical path and the GPU work ÷ N. Figures, tables and the searches'
+later stages are not simulated: they are minutes, or not in the default target.
 """
 
 from __future__ import annotations
