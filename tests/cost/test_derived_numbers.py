@@ -1,4 +1,4 @@
-"""The plan's derived numbers by hand (issue 63 item 8): the padding-free ratio rebuilt from the committed
+"""The plan's derived numbers by hand: the padding-free ratio rebuilt from the committed
 benchmark (no ../shared) and the fp32 cells it prices, a calibration scaled to a card without tf32/bf16
 units, the GPUs' utilisation over N GPUs, and the summary's makespan against the makespan table's row."""
 

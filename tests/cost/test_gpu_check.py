@@ -481,9 +481,8 @@ def test_the_kill_lands_before_the_fp16_cells_end_with_a_slow_snapshot_writer(tm
 
 
 def test_the_plan_says_first_which_figures_are_assumed_and_whether_its_start_ups_are(tmp_path):
-    """Issue 84 item 5: the shipped H200 file measured its rates and dev figures but assumes its start-ups
-    (60 s, 30 s): the plan's first lines say so; a calibration whose start-ups a card measured does not,
-    and a figure it lacks takes the shipped file's status with its value."""
+    """The plan's first lines say the shipped file's start-ups are assumed; a measured calibration's are
+    not, and a figure it lacks takes the shipped file's status with its value."""
     shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     assert provenance.figure_status(shipped, "overheads_s.train_startup") == "assumed"
     assert provenance.figure_status(shipped, "overheads_s.dev_evaluation") == "measured"

@@ -290,9 +290,8 @@ def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
 
 
 def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
-    """Issue 75 item 1: a training log's end record with its phases gives one row: how the job started,
-    each phase, and the start-up outside its work (total 43 − steps 3.9 − dev 1.7 − snapshots 0.4 −
-    writes 1.0 = 36.0 s, the H200's figure before issue 75), beside Snakemake's wall time."""
+    """A training log's end record gives one row: how the job started, each phase, and the start-up
+    outside its work (43 − 3.9 − 1.7 − 0.4 − 1.0 = 36.0 s), beside Snakemake's wall time."""
     from contrastlab.cost.measured import per_training_job
 
     r = tmp_path / "results"

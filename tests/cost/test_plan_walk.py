@@ -1,14 +1,7 @@
-"""The walk a reader takes through ``make_plan`` (issue 54; house review 6, section 1.2): following each
-function the first time it is called, the reading stays inside ``cost/`` and never climbs back up from a
-room below it.
-
-The walk is recorded, not drawn by hand: a profile hook notes the room (module) where the reading
-stands after every first call and every return from one; a function already read is not followed again
-(nor what it calls). The grid (``contrastlab.config``) is the walk's vocabulary, not a room, as in the
-review; ``paths`` neither, nor ``families`` (the step-mode rule the trainer and the plan share, issue
-64), nor ``papers`` (which paper an experiment belongs to: one record each, issue
-64). A *climb back up* is a step from a room of a lower layer (pyproject's
-import-linter layers) to a room of a higher one; a *return* is a step into a room already left.
+"""The walk a reader takes through ``make_plan``, following each function the first time it is called
+(a profile hook notes the module after every first call and return): it stays inside ``cost/`` and never
+climbs from a lower import-linter layer to a higher one. ``config``, ``paths``, ``families`` and ``papers``
+are its vocabulary, not rooms; a *return* is a step into a room already left.
 """
 
 from __future__ import annotations
@@ -145,9 +138,8 @@ def _calls(function, *args, **kwargs) -> list[tuple[str, dict]]:
 
 
 def test_the_plan_resolves_each_backbone_and_the_card_once_and_prices_each_cell_once(tmp_path):
-    """Issue 85 item 4: the plan resolves each sentence backbone once and the card once, and walks
-    ``cell_work`` once per cell and precision choice (the summary and the packing paragraph read the
-    plan's own works), not again for each part of the plan that reads a cell."""
+    """The plan resolves each sentence backbone and the card once, and calls ``cell_work`` once per cell
+    and precision choice, however many parts of the plan read a cell."""
     config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     grid = cl_config.Grid(config)
     calibration = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)

@@ -296,6 +296,4 @@ def test_the_summary_states_totals_fp32_share_floor_and_the_8_gpu_makespan(tmp_p
     assert f"IEEE fp32: {hours:.1f} of the {totals[0]:.1f} GPU-h ({hours / totals[0]:.0%})" in out
     assert f"would still take {floor:.1f} GPU-h (the fp32 floor" in out
     assert "- Makespan on one 8-GPU node: " in out and "### Summary (H200)" in out
-    # issue 53: 214 GPU-h measured-priced (211.0 padded); issue 55's padding-free steps at the measured
-    # ratio: 195.9; issue 62: MACL's captured image step priced as captured, 179.0 (gpu-review §4)
     assert 178.5 < totals[0] < 179.5
