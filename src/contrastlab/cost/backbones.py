@@ -113,10 +113,8 @@ def model_type_named_by(hf_id: str) -> str:
 
 def backbone_transformer(grid: cl_config.Grid, alias: str) -> Transformer:
     """The architecture and model type of a sentence backbone, from its config and never by downloading:
-    a Hub repository of :data:`HUB_CONFIGS` (by its present or former id), a ``random`` BertConfig
-    (BertConfig's defaults for keys it leaves out), a local folder's, a package's ``model/`` or the
-    materialised backbone's ``config.json``, or, failing all, ``params_millions`` taken as the
-    non-embedding count with the model type the Hub id names (:func:`model_type_named_by`), if any."""
+    :data:`HUB_CONFIGS`, a ``random`` BertConfig, a local or materialised ``config.json``, or, failing
+    all, ``params_millions`` as the non-embedding count with the model type the Hub id names."""
     spec = grid.backbone(alias)
     candidates = [Path(grid.resources.backbone_dir(alias), "config.json")]
     if "path" in spec:

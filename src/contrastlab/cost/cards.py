@@ -45,10 +45,8 @@ def model_of(device_name: str) -> str | None:
 def native_bf16(card: str | None) -> bool:
     """Whether ``card`` (a :data:`GPU_PEAKS` name or a CUDA device name; None: :data:`DEFAULT_GPU_MODEL`)
     computes bf16 natively: it has bf16 units, so bf16 does not run as another precision there
-    (:data:`RUNS_AS`). The cards without are those before Ampere, which torch's
-    ``is_bf16_supported(including_emulation=False)`` refuses (compute capability below 8.0): there
-    ``precision: auto`` trains in fp32 (:func:`contrastlab.precision.resolve`). A card not listed is taken
-    to have them, as the plan's default card has.
+    (:data:`RUNS_AS`). The cards without are those before Ampere (compute capability below 8.0), where
+    ``precision: auto`` trains in fp32. A card not listed is taken to have them.
 
     >>> native_bf16(None), native_bf16("A100"), native_bf16("Tesla V100-SXM2-32GB")
     (True, True, False)

@@ -15,6 +15,7 @@ Peak GPU memory (an estimate): 16 bytes per parameter with Adam (12 with SGD's m
 (transformers: Korthikanti et al. 2022; ResNets: the outputs backward keeps), the images kept on the
 device, and :data:`FIXED_GPU_GIB`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -121,11 +122,9 @@ def attention_score_flops(layers: int, hidden: int, sequences: int, width: int) 
 
 
 def sentence_step_flops(model: Transformer, sentences: int, width: int, real: float) -> float:
-    """The full FLOPs of one training step over ``sentences`` sentences seen twice (two dropout views)
-    padded to ``width`` tokens, of which ``real`` per row on average are real: the linear layers'
-    ``6 · N · 2 · sentences · real`` (:func:`training_step_flops` at ``real`` tokens: what a padding-free
-    step computes; a padded one has ``real`` = ``width``) and attention's score products at ``width``
-    (:func:`attention_score_flops`)."""
+    """The full FLOPs of one training step over ``sentences`` sentences seen twice, padded to ``width``
+    tokens of which ``real`` per row on average are real: the linear layers at ``real`` tokens
+    (``real`` = ``width`` for a padded step) and attention's score products at ``width``."""
     sequences = 2 * sentences
     return training_step_flops(model.non_embedding, sentences, real) + attention_score_flops(
         model.layers, model.hidden, sequences, width
@@ -176,10 +175,8 @@ def vision_forward(
 ) -> VisionForward:
     """The forward pass of :func:`contrastlab.models.vision.build_encoder` (and, with ``head`` = (hidden,
     out), the projection head), counted layer by layer without torch: conv MACs = output positions ×
-    out channels × in channels × kernel area, linear MACs = in × out features. The stem is the CIFAR
-    3×3 stride-1 conv or torchvision's 7×7 stride-2 conv and max-pool; BasicBlock (ResNet-18) and
-    Bottleneck (ResNet-50, the stride on its 3×3 conv) as torchvision builds them. A test checks the
-    counts against hooks on the real module.
+    out channels × in channels × kernel area, linear MACs = in × out features; blocks as torchvision
+    builds them. A test checks the counts against hooks on the real module.
 
     >>> vision_forward("resnet18", "imagenet", 64, None, 224, None).macs  # torchvision: 1.81G with its fc
     1813561344
@@ -340,10 +337,9 @@ def senteval_tokens(grid: cl_config.Grid) -> float:
 def _settings(
     grid: cl_config.Grid, cell: cl_config.Cell, precision: str, point: cl_search.SearchPoint | None
 ) -> Mapping[str, Any]:
-    """The cell's resolved settings under a precision choice (``config``: as configured); the choice
-    acts through ``precision_override``, so it reaches exactly the cells the switch reaches. A search
-    point's: :func:`contrastlab.search.point_settings` (a later stage's priced at the configured
-    settings with its grid values: its winner is not known before the search runs)."""
+    """The cell's resolved settings under a precision choice (``config``: as configured), applied through
+    ``precision_override`` so that it reaches exactly the cells the switch reaches. A search point's
+    later stage is priced at the configured settings with its grid values (its winner is not known)."""
     # The configured cell's settings, then the switch, then the point's grid values: the order
     # point_settings on a config with the switch set would apply them in.
     settings = grid.settings(point if point is not None else cell)
@@ -363,10 +359,9 @@ def cell_work(
 ) -> CellWork:
     """The :class:`CellWork` of ``cell`` (or of the search ``point`` it trains) under a precision choice
     (``config`` = its own, or one of :data:`~contrastlab.precision.RESOLVED` as ``precision_override``).
-    ``model`` (a sentence cell's backbone, :func:`~contrastlab.cost.backbones.backbone_transformer`) and
-    ``bf16`` (whether the priced card computes bf16 natively, :func:`~contrastlab.cost.cards.native_bf16`)
-    are what the work rests on besides the settings: a caller pricing a cell under several choices
-    resolves them once (:class:`contrastlab.cost.plan.Priced`); left out, they are resolved here."""
+    ``model`` (a sentence cell's backbone) and ``bf16`` (whether the card computes bf16 natively) are
+    what the work rests on besides the settings: a caller pricing many cells resolves them once
+    (:class:`contrastlab.cost.plan.Priced`); left out, they are resolved here."""
     s = _settings(grid, cell, precision, point)
     bf16 = cards.native_bf16(grid.compute.get("gpu_model")) if bf16 is None else bf16
     if grid.experiment(cell.experiment).track == "vision":
@@ -375,10 +370,8 @@ def cell_work(
 
 
 def token_profile(grid: cl_config.Grid) -> str:
-    """The token profile of the config's training corpus: ``wiki1m``
-    (:data:`~contrastlab.cost.tokens.WIKI1M_TOKEN_LENGTHS`; also for ``data.wiki_path``, config.yaml's
-    local copy of it), or "" for the demo's fixture, whose lengths are not profiled
-    (a padding-free step is then priced at full rows)."""
+    """The token profile of the config's training corpus: ``wiki1m`` (also for ``data.wiki_path``), or
+    "" for the demo's fixture, not profiled (a padding-free step is then priced at full rows)."""
     return "" if grid.data.get("fixture") else "wiki1m"
 
 

@@ -185,10 +185,8 @@ def measured_overheads(
     evaluations: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, float]:
     """The calibration's ``overheads_s`` measured by the rows (:func:`cell_row`) and the encoding jobs
-    (``evaluations``: ``wall_s``, and ``flop_s``, their FLOPs' seconds at the calibration's rate), as
-    the module docstring says; a figure without a measurement is left out (the plan takes the default's,
-    and says so). ``dev_evaluation``: each row's non-first dev evaluations less its ``dev_eval_work_s``
-    (the FLOPs and calls the plan prices apart), averaged, not scaled: the fixed cost per evaluation."""
+    (``evaluations``: ``wall_s`` and ``flop_s``), as the module docstring says; a figure without a
+    measurement is left out (the plan takes the default's, and says so)."""
     rows = list(rows)
     out: dict[str, float] = {}
     startup = _mean([r["startup_s"] for r in rows if r.get("startup_s") is not None])
@@ -215,10 +213,9 @@ def measured_overheads(
 def packing_figures(
     packing: Iterable[Mapping[str, Any]],
 ) -> tuple[dict[str, dict[int, float]], dict[str, dict[str, dict[int, float]]]]:
-    """The calibration's ``packing.speedup`` (sentence cells, each a process of its own) and its
-    :data:`~contrastlab.cost.calibration.PACKING_VARIANTS` from the packing series (``track``, ``mps``,
-    ``batch``, ``rows`` of :func:`contrastlab.cost.packing_measure.pooled_rows`; a series without rows
-    failed), per the precision its copies ran; an image step's per batch too (``vision_speedup_b64``)."""
+    """The calibration's ``packing.speedup`` and :data:`~contrastlab.cost.calibration.PACKING_VARIANTS`
+    from the packing series (a series without rows failed), per the precision its copies ran; an image
+    step's per batch (``vision_speedup_b64``)."""
     figures: dict[str, dict[str, dict[int, float]]] = {}
     for series in packing:
         # an image step's figures by the batch it ran (the plan prices a cell at its own batch only)
@@ -241,10 +238,8 @@ def calibration(
     evaluations: Iterable[Mapping[str, Any]] = (),
     missing: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """What ``make plan`` reads (:func:`contrastlab.cost.calibration.calibration_from_measurements`): the
-    achieved TFLOP/s per track and precision, the overheads of :func:`measured_overheads`, GPU memory,
-    the packing speed-ups measured (``packing``: the series of
-    :func:`contrastlab.cost.gpu_check.measure_packing`), and the ``missing`` parts of the check."""
+    """What ``make plan`` reads: the achieved TFLOP/s per track and precision, the overheads of
+    :func:`measured_overheads`, GPU memory, the packing speed-ups measured and the ``missing`` parts."""
     rows = [r for r in rows if r["steps_per_s"]]
     measured = [
         Measurement(r["track"], r["precision"], step_flops=r["step_flops"], steps_per_s=r["steps_per_s"])

@@ -78,13 +78,10 @@ def step_name(work: Any) -> str:
 
 
 def step_figures(work: Any, calibration: Any, mps: bool) -> Mapping[int, float]:
-    """The measured summed speed-ups (copies -> speed-up) of cells whose step is ``work``'s, timed with
-    (``mps``) or without an MPS daemon: the calibration's ``packing`` figures of the track (``speedup``,
-    ``vision_speedup_b<batch>``, each ``_mps``) where they are measured on this card (not assumed, not
-    scaled from another card) and timed in this cell's mode (:func:`measured_mode`), an image cell's at
-    its own batch (MACL's image cells run batches 64 to 1024, and what packing gains at one says nothing
-    of another); the 224-px image step (OAR's) has none. Empty: no measured figure, the cell keeps a GPU
-    of its own."""
+    """The measured summed speed-ups (copies -> speed-up) of cells whose step is ``work``'s, with
+    (``mps``) or without an MPS daemon: the calibration's ``packing`` figures where measured on this card
+    and in this cell's mode (:func:`measured_mode`), an image cell's at its own batch (what packing gains
+    at one batch says nothing of another). Empty: the cell keeps a GPU of its own."""
     if not _priced(calibration) or work.rate_class == "vision_large":
         return {}
     if _mode(work) != measured_mode(work.track, work.precision):
@@ -131,8 +128,7 @@ def chosen_share(work: Any, calibration: Any, gpu_share: int, mps: bool) -> int:
     """The jobs per GPU of a cell whose work is ``work`` (its peak memory, track, precision and mode):
     of the counts that fit (:func:`cell_share` on the calibration's card), the one with the largest
     measured speed-up (:func:`step_figures` with or without ``mps``) if that is above 1; else 1, a GPU of
-    its own: sharing is adopted only where it was measured to pay (on the H200 without MPS no step
-    does: 0.95× with 2 or 4 captured bf16 cells)."""
+    its own: sharing is adopted only where it was measured to pay."""
     figures = step_figures(work, calibration, mps)
     fits = [n for n in SHARES if n <= cell_share(work.peak_gib, calibration.gpu_memory_gib, gpu_share)]
     return max(fits, key=lambda n: (speedup(figures, n), -n))
@@ -141,9 +137,8 @@ def chosen_share(work: Any, calibration: Any, gpu_share: int, mps: bool) -> int:
 def job_share(grid: Grid, cell: Any, calibration: Any, point: Any = None) -> int:
     """The ``gpu_share`` resource of a training job (rules ``train``, ``train_vision``): its cell's
     :func:`chosen_share` as configured (``resources.mps`` picks the figures); 1 when packing is off or
-    the job runs on the CPU (``resources.gpu: 0``). ``calibration()`` gives the calibration, called
-    only when packing is on (as :func:`contrastlab.cost.plan.runtime_resource` does: the DAG asks every
-    training job); ``grid``: the workflow's :class:`~contrastlab.config.Grid`."""
+    the job runs on the CPU (``resources.gpu: 0``). ``calibration()`` is called only when packing is on
+    (the DAG asks every training job)."""
     resources = grid.compute
     share = resources.get("gpu_share", 1)
     if share == 1 or not resources.get("gpu"):

@@ -90,19 +90,14 @@ def pooled_rows(
     env: Mapping[str, str] | None = None,
     forkserver_preload: Sequence[str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """For each step of ``series`` (name -> a module-level factory, or a ``functools.partial`` of one,
-    that builds and warms up one copy: :func:`sentence_step`, :func:`vision_step`) and each k of
-    ``counts`` (the first 1): each copy's steps/s when k run at once, their sum, the speed-up of the sum
-    over one copy alone, the largest ``peak_gib`` a copy reported. Measured by max(``counts``) worker
-    processes started once for them all: each builds the steps in turn, and for each count k the first k
-    time ``steps`` steps together while the others wait at a barrier (an idle process does not share the
-    GPU's time); a worker's imports, CUDA start and model builds are paid once, not once per count.
-    ``env``: set in each worker before it starts CUDA (an MPS daemon's pipe, :func:`mps_daemon`).
-    ``forkserver_preload`` (``make gpu-check --toy``, on the CPU): fork each worker from a server process
-    that imported these modules (and ``__main__``) once, instead of spawning it: a spawned worker imports
-    torch and transformers itself, which at toy size costs far more than the steps it times; the imports
-    precede the barrier either way. Raises ``RuntimeError`` (one line) when a worker fails or is silent
-    for ``timeout`` seconds."""
+    """For each step of ``series`` (name -> a picklable factory that builds and warms up one copy) and
+    each k of ``counts`` (the first 1): each copy's steps/s when k run at once, their sum, the speed-up of
+    the sum over one copy alone, the largest ``peak_gib`` a copy reported. max(``counts``) workers are
+    started once for them all; for each k the first k time ``steps`` steps together while the others
+    wait at a barrier (an idle process does not share the GPU). ``env``: set in each worker before CUDA
+    starts (an MPS daemon's pipe). ``forkserver_preload`` (``--toy``, on the CPU): fork workers from a
+    server that imported these modules once, since spawned imports cost more than the toy's steps.
+    Raises ``RuntimeError`` (one line) when a worker fails or is silent for ``timeout`` seconds."""
     _check_counts(counts)
     ctx = _context(forkserver_preload)
     workers = max(counts)
@@ -169,11 +164,9 @@ def _pool_worker(index: int, series, counts, steps: int, env, barrier, results) 
 
 @contextlib.contextmanager
 def mps_daemon(timeout: float = 30) -> Iterator[dict[str, str] | None]:
-    """A private NVIDIA MPS control daemon for the block (:data:`MPS_CONTROL` started with ``-d``; its
-    pipe and log folder a new temporary one, so that it neither joins nor disturbs a daemon of the
-    machine): yields the environment its clients need (``CUDA_MPS_PIPE_DIRECTORY``,
-    ``CUDA_MPS_LOG_DIRECTORY``), or None where the program is not on ``PATH`` or does not start. The
-    daemon is stopped (``quit`` on its standard input) and its folder removed afterwards."""
+    """A private NVIDIA MPS control daemon for the block (its own temporary pipe and log folder, so that it
+    neither joins nor disturbs the machine's): yields its clients' environment, or None where
+    :data:`MPS_CONTROL` is not on ``PATH`` or does not start; stopped and removed afterwards."""
     control = shutil.which(MPS_CONTROL)
     if control is None:
         yield None
@@ -253,12 +246,9 @@ def sentence_step(
     config_class: str = "BertConfig",
     threads: int = 1,
 ) -> StepCopy:
-    """A :class:`StepCopy` of the sentence trainer's step (InfoNCE, the SimCSE head, the runtime's
-    optimiser step and precision switches) in the mode the trainer runs for ``settings``
-    (:func:`trainer_settings`: padding-free IEEE fp32, the captured graph in bf16 on CUDA, eager on a
-    CPU; :func:`contrastlab.training.equivalence.training_step`) on a randomly initialised encoder
-    (``config_class(**model_config)`` of ``transformers``) at ``batch`` sentences × ``length`` tokens,
-    after ``warmup`` untimed steps."""
+    """A :class:`StepCopy` of the sentence trainer's step in the mode the trainer runs for ``settings``
+    (:func:`trainer_settings`) on a randomly initialised encoder (``config_class(**model_config)``) at
+    ``batch`` sentences × ``length`` tokens, after ``warmup`` untimed steps."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     where = torch.device(device)
@@ -289,11 +279,9 @@ def sentence_step(
 def vision_step(
     *, settings: Mapping[str, Any], device: str, warmup: int, state_dir: str, n_images: int, threads: int = 1
 ) -> StepCopy:
-    """A :class:`StepCopy` of the image trainer's step for a cell's ``settings`` (its workflow params;
-    without OAR's labelled pass: MACL's) as the trainer runs it on ``device``: captured as one graph
-    where :func:`contrastlab.training.vision_capture.resolve` (the trainer's rule, over ``n_images``
-    training images) says so, else eager; its encoder, head, optimiser, loss and augmentation as the
-    trainer builds them, on random images, after ``warmup`` untimed steps."""
+    """A :class:`StepCopy` of the image trainer's step for a cell's ``settings`` (without OAR's labelled
+    pass) as the trainer runs it on ``device`` (captured where the trainer's rule says so, over
+    ``n_images`` training images), on random images, after ``warmup`` untimed steps."""
     # without OAR's labelled pass: its batches need the dataset, and the copy times the contrastive step
     s = dataclasses.replace(VisionTrainSettings.from_dict(settings), oar_fraction=0.0)
     where = torch.device(device)

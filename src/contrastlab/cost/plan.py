@@ -152,11 +152,7 @@ def make_plan(
 ) -> list[PlannedJob]:
     """Every GPU job of the (validated) config with its projected seconds under each precision choice
     (``config`` and :data:`SIDE_BY_SIDE`, plus ``chosen``); memory and kind are those of ``chosen``.
-    A cell's evaluation is its ``encode`` job (sentence cells; their CPU probe jobs are
-    :func:`probe_jobs`) or its ``encode_vision`` job (image cells; the CPU probe job that follows it
-    in ``cpu_after_s``); a Pretrained row is its ``encode_pretrained``.
-    ``points``: the searches' points whose jobs join the plan (:func:`search_jobs`; the default target's
-    are :func:`~contrastlab.cost.budget.plan_points`)."""
+    ``points``: the searches' points whose jobs join the plan (:func:`search_jobs`)."""
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
     priced = Priced(grid)
     jobs = search_jobs(grid, calibration, chosen, points, priced)
@@ -192,9 +188,7 @@ def make_plan(
 
 def cell_counts(grid: cl_config.Grid) -> dict[str, int]:
     """Training cells of a config: ``sentence`` (of which ``figure``: experiments with no paper table,
-    the figure sweeps and Li's conjecture runs), ``vision``, ``total``, and ``pretrained`` evaluations.
-
-    docs/cost.md's sentence on the full grid is checked against these numbers for config.yaml (a test)."""
+    the figure sweeps and Li's conjecture runs), ``vision``, ``total``, and ``pretrained`` evaluations."""
     counts = {"sentence": 0, "figure": 0, "vision": 0}
     table_experiments = {}
     for cell in grid.cells:
@@ -328,10 +322,9 @@ def plan_lines(
 
 
 def step_mode_lines(grid: cl_config.Grid) -> list[str]:
-    """The plan's sentences on what its cells' step modes rest on besides their settings, where it is not
-    the default: a card without native bf16 (``precision: auto`` trains in fp32 there, as the trainer
-    resolves it) and the backbones whose model type no config gave
-    (:func:`~contrastlab.cost.backbones.model_type_lines`)."""
+    """The plan's sentences on what its cells' step modes rest on besides their settings, where not the
+    default: a card without native bf16 (``auto`` trains in fp32 there) and the backbones whose model
+    type no config gave (:func:`~contrastlab.cost.backbones.model_type_lines`)."""
     lines = []
     card = grid.compute.get("gpu_model")
     if not native_bf16(card):
@@ -398,13 +391,9 @@ def plan_report(
 ) -> list[Path]:
     """Plan a validated config (``make plan``): print it (``echo``) and write ``plan.md`` and
     ``plan.csv`` to ``out_dir`` (default ``<results_dir>/plan``); returns the files written. Priced for
-    ``gpu_model`` (default: the config's ``resources.gpu_model``) with its calibration
-    (:func:`~contrastlab.cost.calibration.calibration_for`), summarised first
-    (:mod:`contrastlab.cost.summary`). The makespan section simulates the jobs over each of ``gpus``
-    GPUs (:mod:`contrastlab.cost.schedule`).
-    ``sections``: more sections, each the Markdown lines of a function of the grid and the jobs, put
-    last (``scripts/plan.py`` adds the claims' power, :mod:`contrastlab.report.power`, which sits above
-    this layer)."""
+    ``gpu_model`` (default: ``resources.gpu_model``); the makespan section simulates the jobs over each
+    of ``gpus`` GPUs. ``sections``: more sections (Markdown lines of a function of the grid and the
+    jobs) put last, such as the claims' power, which sits above this layer."""
     if chosen != AS_CONFIGURED and chosen not in RESOLVED:
         raise ValueError(
             f"precision choice must be {AS_CONFIGURED} or one of {', '.join(RESOLVED)}, got {chosen!r}"
@@ -418,7 +407,7 @@ def plan_report(
     lines = [
         f"## Projected cost{f' of {title}' if title else ''}",
         "",
-        # before the totals: what of the calibration is assumed, and any rule it moves far (issue 84)
+        # before the totals: what of the calibration is assumed, and any rule it moves far
         *status_lines(calibration),
         *moved_rules(works, calibration),
         "",
@@ -469,10 +458,9 @@ FALLBACK_RUNTIME_MIN = {"train": 240, "vision_train": 480, "eval": 60}
 
 def runtime_resource(grid: cl_config.Grid, kind: str, rule: str | None, where: Any, calibration: Any) -> Any:
     """A rule's ``runtime`` resource (minutes): ``resources.<kind>_runtime_min`` when the config sets
-    it; for a job the plan projects (``rule``: a cell's or a Pretrained row's, GPU or SentEval probe
-    job; not with ``resources.gpu: 0``), a function of the job's wildcards and attempt giving
-    :func:`job_runtime_minutes`, ``where(wildcards)`` naming its cell or backbone (keyword arguments)
-    and ``calibration()`` the calibration; else :data:`FALLBACK_RUNTIME_MIN`."""
+    it; for a job the plan projects (not with ``resources.gpu: 0``), a function of the job's wildcards
+    and attempt giving :func:`job_runtime_minutes` (``where(wildcards)``: its cell or backbone as
+    keyword arguments); else :data:`FALLBACK_RUNTIME_MIN`."""
     configured = grid.compute.get(f"{kind}_runtime_min")
     if configured is not None:
         return configured
@@ -495,10 +483,9 @@ def job_runtime_minutes(
     attempt: int = 1,
     point: cl_search.SearchPoint | None = None,
 ) -> int:
-    """Minutes to request for one job: ``train``, ``train_vision``, ``encode``, ``encode_vision`` of
-    ``cell`` or ``encode_pretrained`` of ``backbone`` (GPU jobs), ``evaluate``, ``evaluate_pretrained``
-    (the SentEval probes) or ``evaluate_vision`` (the image probes; CPU jobs): its projected seconds
-    (as configured) × :data:`RUNTIME_MARGIN` × ``attempt``, at least :data:`MINIMUM_RUNTIME_MIN`."""
+    """Minutes to request for one job of ``rule`` (of ``cell``, or of ``backbone`` for a Pretrained row):
+    its projected seconds as configured × :data:`RUNTIME_MARGIN` × ``attempt``, at least
+    :data:`MINIMUM_RUNTIME_MIN`."""
     if rule == "encode_pretrained":
         seconds = eval_seconds(_pretrained_work(grid, backbone), calibration)
     elif rule in ("evaluate", "evaluate_pretrained"):

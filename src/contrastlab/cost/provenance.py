@@ -27,9 +27,9 @@ STARTUPS = ("overheads_s.train_startup", "overheads_s.evaluate_startup")
 
 def figure_status(calibration: Calibration, figure: str) -> str:
     """``"measured"`` or ``"assumed"``: whether a card measured ``figure`` (``overheads_s.<key>`` or
-    ``achieved_tflops.<track>.<precision>``) of ``calibration``, as its file's lists say (module
-    docstring). A file scaled from another card's (its ``note``, or ``measured`` false without a list)
-    measured nothing of this card."""
+    ``achieved_tflops.<track>.<precision>``) of ``calibration``, as its file's ``measured_entries`` or
+    ``assumed_entries`` say; a figure a measured file lacks has the default's status. A file scaled from
+    another card's measured nothing of this card."""
     rate = figure.removeprefix("achieved_tflops.").replace(".", "/")
     if figure in calibration.filled_from_default or rate in calibration.filled_from_default:
         return figure_status(load_calibration(DEFAULT_CALIBRATION), figure)

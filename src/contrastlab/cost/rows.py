@@ -47,8 +47,8 @@ H200_MACHINE = {
 
 #: The same H200's benchmarks/gpu_bench.py output (2026-11-26, transformers 5.23.0), in this repository.
 H200_BENCH = "docs/gpu-runs/h200-2026-11-26/gpu_bench.json"
-#: The padfree part of a later gpu_bench run on an H200 (issue 55, the fused-QKV packed encoder): the
-#: padding-free IEEE-fp32 step's measured time over the padded one's, BERT-base batch 64 at wiki1m's lengths.
+#: The padfree part of a later gpu_bench run on an H200: the padding-free IEEE-fp32 step's measured time
+#: over the padded one's, BERT-base batch 64 at wiki1m's lengths.
 H200_PADFREE_BENCH = "docs/gpu-runs/h200-2026-11-26-issue55/run3_gpu_bench.json"
 #: The H200's packing rows (benchmarks/gpu_bench.py --parts pack, 2026-11-28; its README says how), and
 #: one copy alone, which that run did not time: run 1's bf16 graph cell, the same machine and day.
@@ -364,10 +364,7 @@ def _h200_measured_source(parts, bench) -> str:
     )
 
 
-#: The H100's measured figures (docs/measured.md, "The GPU path": an H100 80GB HBM3, torch 2.11 + CUDA
-#: 13.0, 2026-11-24): BERT-base batch 64 fp32 at 32 tokens (benchmarks/gpu_share.py, one copy), the eager
-#: bf16 trainer step (24.1 steps/s, launch-bound), MACL batch 256 bf16 (36 steps/s, launch-bound), OAR
-#: ResNet-18 224 px fp32 (4.9 steps/s).
+#: The H100's measured steps/s (docs/measured.md; each described in :data:`H100_MEASURED_SOURCE`).
 H100_MEASURED = {"sentence_fp32": 16.8, "sentence_bf16_eager": 24.1, "macl_bf16": 36.0, "oar_fp32": 4.9}
 
 
@@ -442,10 +439,8 @@ H100_MEASURED_SOURCE = (
     "bf16, 1/36 s over 875 launches = 31.7 us."
 )
 
-#: Several cells per GPU: the H100's figures, measured with eager steps (benchmarks/gpu_share.py), in both
-#: files; not measured on the H200. They hold for fp32 and for host-bound eager steps (MACL's image
-#: cells); a graph step keeps the GPU 95% busy (gpu-measured.md §1), so packed graph cells gain far less
-#: without MPS (gpu-plan.md §4). fp16 assumed as bf16, tf32 not measured.
+#: Several cells per GPU: the H100's figures, measured with eager steps (benchmarks/gpu_share.py), kept
+#: as assumed (a graph step keeps the GPU busy, so packed graph cells gain far less); fp16 as bf16.
 H100_PACKING = {
     "measured": False,
     "source": "docs/measured.md: benchmarks/gpu_share.py on an H100 80GB HBM3 (2026-11-24), k copies of the "

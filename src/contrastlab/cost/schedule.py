@@ -118,10 +118,8 @@ def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
 
 
 def plan_jobs(planned: Sequence[Any], probe_seconds: float, choice: str) -> list[SimJob]:
-    """The simulation's jobs from the plan's (:class:`contrastlab.cost.plan.PlannedJob`) under one
-    precision choice: an evaluation needs its cell's training, a SentEval probe job (``probe_seconds``,
-    on the CPU) needs its cell's or Pretrained row's encoding, an image probe job (``cpu_after_s`` of
-    the plan's ``encode_vision``, on the CPU) its cell's features."""
+    """The simulation's jobs from the plan's under one precision choice: an evaluation needs its cell's
+    training, a CPU probe job (``probe_seconds``, or an image cell's ``cpu_after_s``) its encoding."""
     trained = {p.cell for p in planned if p.rule.startswith("train")}
     out = []
     for p in planned:
