@@ -20,23 +20,11 @@ from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import packing, packing_measure, plan
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import RESOLVED
+from tests.cost.test_plan import _toy_config
 
 
-def _toy_config(**resources) -> dict:
-    tiny = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())["backbones"]["tiny-bert"]
-    return cl_config.validate(
-        {
-            "seeds": [1],
-            "data": {"fixture": True, "fixture_corpus_sentences": 2000},
-            "backbones": {"toy": {**tiny, "tokenizer_from": "ref"}, "ref": {"hf_id": "bert-base-uncased"}},
-            "training": {"batch_size": 16, "eval_every": 50, "precision": "fp32"},
-            "evaluation": {"mode": "fasttest"},
-            "resources": resources,
-            "experiments": {
-                "nie2023": {"backbones": ["toy"], "methods": {"cl": {"loss": "infonce", "hp": {"tau": 0.05}}}}
-            },
-        }
-    )
+def _toy_grid(**resources) -> cl_config.Grid:
+    return cl_config.Grid(_toy_config(seeds=(1,), resources=resources))
 
 
 def _calibration(tmp_path, speedups=None) -> cl_calibration.Calibration:
@@ -77,27 +65,25 @@ def test_the_speedup_is_the_largest_measured_count_up_to_the_share():
 
 def test_a_training_jobs_share_fits_the_card_and_pays(tmp_path):
     cal = _calibration(tmp_path, {"fp32": {2: 1.5, 4: 2.0}})  # the toy's step: fp32 padding-free
-    on = _toy_config(gpu_share=4)
-    cell = cl_config.Grid(on).cells[0]
-    work = cl_flops.cell_work(cl_config.Grid(on), cell)
+    on = _toy_grid(gpu_share=4)
+    cell = on.cells[0]
+    work = cl_flops.cell_work(on, cell)
     assert work.peak_gib < 16 and packing.step_name(work) == "sentence fp32 padding-free"  # four fit
-    assert packing.job_share(cl_config.Grid(on), cell, lambda: cal) == 4
+    assert packing.job_share(on, cell, lambda: cal) == 4
 
     def unread():  # off, or on the CPU: the calibration is never read (the DAG asks every job)
         raise AssertionError("the calibration was read")
 
-    assert packing.job_share(cl_config.Grid(_toy_config()), cell, unread) == 1  # off by default
-    assert (
-        packing.job_share(cl_config.Grid(_toy_config(gpu_share=4, gpu=0)), cell, unread) == 1
-    )  # CPU jobs share nothing
+    assert packing.job_share(_toy_grid(), cell, unread) == 1  # off by default
+    assert packing.job_share(_toy_grid(gpu_share=4, gpu=0), cell, unread) == 1  # CPU jobs share nothing
     small_card = dataclasses.replace(cal, gpu_memory_gib=2.5 * work.peak_gib / 0.8)
-    assert packing.job_share(cl_config.Grid(on), cell, lambda: small_card) == 2  # two fit, not four
+    assert packing.job_share(on, cell, lambda: small_card) == 2  # two fit, not four
     # sharing must pay: the largest speed-up among the counts that fit, none above 1 is a GPU alone
     for figures, share in (({2: 1.3, 4: 1.2}, 2), ({2: 0.9, 4: 0.95}, 1)):
         paying = dataclasses.replace(cal, packing_speedup={"fp32": figures})
         assert packing.chosen_share(work, paying, 4, mps=False) == share
     # under MPS the MPS figures price: this calibration has none
-    assert packing.job_share(cl_config.Grid(_toy_config(gpu_share=4, mps=True)), cell, lambda: cal) == 1
+    assert packing.job_share(_toy_grid(gpu_share=4, mps=True), cell, lambda: cal) == 1
 
 
 def test_the_h200s_measured_figures_put_four_bf16_graph_cells_on_a_gpu_under_mps_and_nothing_else():
@@ -108,7 +94,7 @@ def test_the_h200s_measured_figures_put_four_bf16_graph_cells_on_a_gpu_under_mps
     assert h200.packing_measured and "gpu-h200-2026-11-28" in h200.packing_source
     assert h200.packing_speedup == {"bf16": {2: 0.949, 4: 0.949}}
     assert h200.packing_variants == {"speedup_mps": {"bf16": {2: 1.158, 4: 1.219}}}
-    toy = cl_flops.cell_work(cl_config.Grid(_toy_config()), cl_config.Grid(_toy_config()).cells[0])
+    toy = cl_flops.cell_work(_toy_grid(), _toy_grid().cells[0])
     bf16 = dataclasses.replace(toy, precision="bf16", graphed=True, padding_free=False)
     assert packing.step_name(bf16) == "sentence bf16 graph"
     assert [packing.chosen_share(bf16, h200, n, mps=True) for n in (1, 2, 4)] == [1, 2, 4]
@@ -145,8 +131,8 @@ def test_the_h200_files_packing_is_its_pack_rows_over_one_cell_alone():
 def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
     cal = _calibration(tmp_path, {"fp32": {2: 1.5, 4: 2.0}, "bf16": {2: 1.8, 4: 3.0}})
     assert cal.packing_measured and cal.packing_speedup["fp32"] == {2: 1.5, 4: 2.0}
-    alone = plan.make_plan(cl_config.Grid(_toy_config()), cal)
-    packed = plan.make_plan(cl_config.Grid(_toy_config(gpu_share=4)), cal)
+    alone = plan.make_plan(_toy_grid(), cal)
+    packed = plan.make_plan(_toy_grid(gpu_share=4), cal)
     for a, p in zip(alone, packed, strict=True):
         if a.rule == "train":
             assert p.share == 4 and a.share == 1
@@ -155,7 +141,7 @@ def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
             assert p.seconds["tf32"] == a.seconds["tf32"]  # no tf32 figure
         else:
             assert p.seconds == a.seconds and p.share == 1  # the encoding keeps its GPU
-    lines = "\n".join(plan.plan_lines(cl_config.Grid(_toy_config(gpu_share=4)), packed, cal, "config"))
+    lines = "\n".join(plan.plan_lines(_toy_grid(gpu_share=4), packed, cal, "config"))
     assert "GPU sharing on (`resources.gpu_share: 4`, without MPS" in lines
     assert "1 training jobs 4 per GPU" in lines
     assert (
@@ -165,10 +151,10 @@ def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
         "alone" in lines
     )
     assert "| jobs per GPU |" in lines
-    off = "\n".join(plan.plan_lines(cl_config.Grid(_toy_config()), alone, cal, "config"))
+    off = "\n".join(plan.plan_lines(_toy_grid(), alone, cal, "config"))
     assert "GPU sharing: off" in off and "| jobs per GPU |" not in off
     # under MPS this calibration has no figure: nothing shares, and the plan says which steps lack one
-    mps = cl_config.Grid(_toy_config(gpu_share=4, mps=True))
+    mps = _toy_grid(gpu_share=4, mps=True)
     text = " ".join(packing.packing_lines(mps, plan.make_plan(mps, cal), cal))
     assert "no training job shares a GPU. No measured figure under MPS for sentence fp32 padding-free" in text
 
@@ -235,13 +221,13 @@ def test_assumed_packing_figures_are_not_priced_and_the_plan_says_so():
     none is priced there."""
     h100 = cl_calibration.load_calibration(cl_calibration.SHIPPED_CALIBRATIONS["H100"])
     assert not h100.packing_measured and h100.packing_speedup["bf16"] == {2: 1.82, 4: 2.34}
-    text = " ".join(packing.packing_lines(cl_config.Grid(_toy_config(gpu_share=4)), [], h100))
+    text = " ".join(packing.packing_lines(_toy_grid(gpu_share=4), [], h100))
     assert "packing figures are assumed, not measured, so none is priced" in text
     readme = " ".join((REPO_ROOT / "docs" / "measured.md").read_text().split())
     quoted = re.search(r"\(0\.92× with 2 and 4 copies.*?\(2 copies, 1\.82×\).*?\(4 copies, 2\.34×\)", readme)
     assert quoted, "docs/measured.md no longer quotes gpu_share.py's H100 figures, which the H100 file keeps"
     h200 = cl_calibration.calibration_for(None)
-    text = " ".join(packing.packing_lines(cl_config.Grid(_toy_config()), [], h200))
+    text = " ".join(packing.packing_lines(_toy_grid(), [], h200))
     assert (
         "speed-ups measured: sentence bf16 graph without MPS 0.95× with 2, 0.95× with 4; sentence bf16 "
         "graph under MPS 1.16× with 2, 1.22× with 4; "

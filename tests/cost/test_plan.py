@@ -24,10 +24,10 @@ from contrastlab.precision import RESOLVED
 TOY_NON_EMBEDDING = 2 * 8544
 
 
-def _toy_config(**training) -> dict:
+def _toy_config(seeds=(1, 2), resources=None, **training) -> dict:
     return cl_config.validate(
         {
-            "seeds": [1, 2],
+            "seeds": list(seeds),
             "data": {"fixture": True, "fixture_corpus_sentences": 2000},
             "backbones": {
                 "toy": {
@@ -46,6 +46,7 @@ def _toy_config(**training) -> dict:
                 **training,
             },
             "evaluation": {"mode": "fasttest"},
+            "resources": resources or {},
             "experiments": {
                 "nie2023": {"backbones": ["toy"], "methods": {"cl": {"loss": "infonce", "hp": {"tau": 0.05}}}}
             },

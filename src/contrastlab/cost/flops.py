@@ -247,9 +247,8 @@ class CellWork:
     eval_probe_steps: int
     peak_gib: float
     kind: str
-    #: Kernels the host launches per training step, and in all the dev evaluations or validation passes
-    #: (:data:`STEP_LAUNCHES`): a step takes at least ``step_launches`` x the calibration's
-    #: ``<track>_launch`` seconds however few its FLOPs (an eager step is bound by its host there).
+    #: Kernels the host launches per training step, and in all the dev evaluations or validation passes:
+    #: an eager step takes at least ``step_launches`` x the calibration's ``<track>_launch`` seconds.
     step_launches: int = 0
     dev_launches: int = 0
     #: The calibration's rates and per-step overhead this cell is priced at (``sentence``, ``vision``,
@@ -259,14 +258,11 @@ class CellWork:
     graphed: bool = False
     #: Encoder calls of all its dev evaluations (each ``dev_call`` seconds of the calibration).
     dev_calls: int = 0
-    #: Images a training step augments (both views; OAR's labelled pass too): the augmentation, which
-    #: the FLOPs leave out, costs the calibration's ``<rate class>_image`` seconds each.
+    #: Images a training step augments (both views; OAR's labelled pass too), which the FLOPs leave out.
     step_images: int = 0
-    #: A padding-free sentence step (:func:`padding_free_for`): ``step_flops`` is the padded step's
-    #: (``padded_step_flops``) × :func:`padding_free_fraction`; ``gather_elements`` (sequences × padded
-    #: width × hidden × layers) prices the re-padding around attention at the calibration's
-    #: ``padding_free_element`` seconds each, unless the calibration holds a measured ratio for the
-    #: cell's precision and ``token_profile`` (``wiki1m``; "" where the corpus's is not known).
+    #: A padding-free sentence step: ``step_flops`` is ``padded_step_flops`` × :func:`padding_free_fraction`;
+    #: ``gather_elements`` (sequences × padded width × hidden × layers) prices the re-padding around
+    #: attention; ``token_profile``: the corpus's (``wiki1m``; "" where not known).
     padding_free: bool = False
     padded_step_flops: float = 0.0
     gather_elements: float = 0.0

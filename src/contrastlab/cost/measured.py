@@ -170,11 +170,9 @@ def _json(path: str) -> dict:
 
 
 def read_job_costs(results_dir: str | os.PathLike, skipped: list[Path] | None = None) -> list[JobCost]:
-    """Every job with a benchmark file under ``<results_dir>/benchmarks``, sorted by rule and cell.
-
-    A file without a wall time raises ``ValueError``, or, given a ``skipped`` list, is appended to it and
-    left out (the report must not fail over one damaged timing file).
-    """
+    """Every job with a benchmark file under ``<results_dir>/benchmarks``, sorted by rule and cell. A file
+    without a wall time raises ``ValueError``, or, given a ``skipped`` list, is appended to it and left
+    out (the report must not fail over one damaged timing file)."""
     results = Results(results_dir)
     root = Path(results.benchmarks)
     jobs = []
@@ -191,10 +189,9 @@ def read_job_costs(results_dir: str | os.PathLike, skipped: list[Path] | None = 
 
 
 def migrate_benchmarks(results_dir: str | os.PathLike) -> list[tuple[Path, Path]]:
-    """Move the benchmark files a run wrote before they were named by rule (the image rules under
-    ``train/``, ``encode/`` and ``evaluate/``, the searches' winners there too, the Pretrained rows
-    under ``encode/pretrained/``, the figures under ``figures/``) to ``benchmarks/<rule>/``; returns the
-    moves, ``(from, to)``. Moving again moves nothing. Snakemake reruns nothing over a benchmark file."""
+    """Move the benchmark files a run wrote before they were named by rule to ``benchmarks/<rule>/``;
+    returns the moves, ``(from, to)``. Moving again moves nothing. Snakemake reruns nothing over a
+    benchmark file."""
     results = Results(results_dir)
     root = Path(results.benchmarks)
     moves = []

@@ -273,9 +273,8 @@ def calibration_from_rows(
     machine: Mapping[str, Any],
     bench: Mapping[str, Any] | None = None,
 ) -> dict:
-    """The H200 calibration file (cost/calibration.py's format) from the rows of :func:`read_rows`, the
-    machine's facts the rows lack (:data:`H200_MACHINE`) and, where given, the same card's gpu_bench
-    figures (:func:`read_bench`); module docstring: what each figure is."""
+    """The H200 calibration file from the rows of :func:`read_rows`, the machine's facts the rows lack
+    (:data:`H200_MACHINE`) and, where given, the same card's gpu_bench figures (:func:`read_bench`)."""
     if bench and bench["device"] != machine["device"]:
         raise ValueError(f"gpu_bench.json ran on {bench['device']}, the rows on {machine['device']}")
     fig = _h200_figures(rows, bench)
@@ -456,10 +455,8 @@ H100_PACKING = {
 
 
 def h200_packing(path: str | Path) -> dict[str, Any]:
-    """The H200 file's ``packing`` (:mod:`contrastlab.cost.packing`) from its packing rows at ``path``
-    (:data:`H200_PACK`): the summed steps/s of 2 and 4 captured bf16 BERT-base copies over one copy's
-    (:data:`H200_PACK_ALONE_STEPS_PER_S`), without MPS (``speedup``) and with it (``speedup_mps``); the
-    other steps were not packed, so they have no figure."""
+    """The H200 file's ``packing`` from its packing rows at ``path``: the summed steps/s of 2 and 4
+    captured bf16 BERT-base copies over one copy's, without MPS (``speedup``) and with (``speedup_mps``)."""
     rows = [r for r in json.loads(Path(path).read_text())["rows"] if r["part"] == "pack" and r["captured"]]
     figures = {
         mps: {
@@ -491,8 +488,7 @@ def write(path: Path, data: Mapping[str, Any]) -> Path:
 def padding_free_ratio(path: str | Path) -> dict[str, Any]:
     """``padding_free_ratio`` and its source from a gpu_bench.json's padfree rows: per precision, the
     padding-free step's time over the padded eager step's, with the padded model's own dropout masks
-    (``draws`` "padded", the trainer's). Only fp32 is kept: the default turns padding-free on for IEEE
-    fp32 alone (the bf16 row is the padded graph's comparison, not a price)."""
+    (``draws`` "padded", the trainer's). Only fp32 is kept: padding-free is on by default for it alone."""
     label = Path(path).resolve().relative_to(Path(__file__).resolve().parents[3]).as_posix()
     bench = json.loads(Path(path).read_text())
     row = _one(bench["rows"], part="padfree", precision="fp32", draws="padded")
@@ -507,9 +503,8 @@ def padding_free_ratio(path: str | Path) -> dict[str, Any]:
 def build(
     rows_dir: str | Path, bench: str | Path | None = None, padfree: str | Path | None = None
 ) -> tuple[dict, dict]:
-    """The H200 and H100 files from a rows folder and, optionally, the same H200's gpu_bench.json and a
-    gpu_bench.json with its padfree part (``padfree``: :func:`padding_free_ratio`; the H100 file takes the
-    H200's ratio, assumed)."""
+    """The H200 and H100 files from a rows folder and, optionally, the same H200's gpu_bench.json and one
+    with its padfree part (the H100 file takes the H200's ratio, assumed)."""
     h200 = calibration_from_rows(read_rows(rows_dir), H200_MACHINE, read_bench(bench) if bench else None)
     h100 = h100_calibration(h200)
     if padfree:
