@@ -5,6 +5,7 @@ with or without MPS only (the H200's of 2026-11-28: bf16 graph cells under MPS),
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import multiprocessing.forkserver
 import os
@@ -217,8 +218,7 @@ def test_an_image_cell_is_priced_packed_only_at_a_batch_its_step_was_measured_at
 
 
 def test_assumed_packing_figures_are_not_priced_and_the_plan_says_so():
-    """The H100 file keeps docs/measured.md's H100 figures (eager steps, benchmarks/gpu_share.py), assumed:
-    none is priced there."""
+    """The H100 file keeps docs/measured.md's H100 figures as assumed: none is priced there."""
     h100 = cl_calibration.load_calibration(cl_calibration.SHIPPED_CALIBRATIONS["H100"])
     assert not h100.packing_measured and h100.packing_speedup["bf16"] == {2: 1.82, 4: 2.34}
     text = " ".join(packing.packing_lines(_toy_grid(gpu_share=4), [], h100))
@@ -237,8 +237,8 @@ def test_assumed_packing_figures_are_not_priced_and_the_plan_says_so():
 
 
 def test_a_measured_file_without_packing_figures_takes_none_from_the_default(tmp_path):
-    """Packing figures are one card's measurement: a measured calibration (another card's make gpu-check)
-    that has none does not inherit the shipped H200's, so no cell is priced as sharing its GPU."""
+    """Packing figures are one card's measurement: a measured calibration without them does not inherit
+    the shipped H200's."""
     measured = tmp_path / "calibration.json"
     default = json.loads(cl_calibration.DEFAULT_CALIBRATION.read_text())
     own = {"device": "NVIDIA A100", "measured": True, "achieved_tflops": default["achieved_tflops"]}
@@ -264,10 +264,8 @@ def test_a_bad_packing_figure_is_one_line(tmp_path):
 
 @pytest.fixture
 def no_fork_server_running():
-    """multiprocessing keeps one fork server per process and reads the preload list only when it starts
-    it: a server that an earlier test in this worker started (tests/forked.py's, preloading torch) would
-    serve this test's copies without its list. Stopped before the test, and after it, so the next user
-    starts one with its own list (``_stop`` is CPython's own, which its test suite calls)."""
+    """multiprocessing reads a fork server's preload list only when it starts it: a server an earlier test
+    started would serve this test without its list. Stopped before the test and after it."""
     multiprocessing.forkserver._forkserver._stop()
     yield
     multiprocessing.forkserver._forkserver._stop()
@@ -280,10 +278,8 @@ def _gpu_check_grid() -> cl_config.Grid:
 
 
 def test_each_packed_copy_runs_the_step_mode_its_cell_runs_and_the_plan_prices():
-    """make gpu-check packs the step each precision's cells run: a copy's mode is decided by the trainer's
-    own rule (training.capture.for_device, training.vision_capture.resolve: families.step_mode) for the
-    cell's settings, the one the plan prices (CellWork.graphed, .padding_free); on a CPU every step is
-    eager (the toy check packs those)."""
+    """make gpu-check packs each copy in the mode the trainer's own rule decides for its cell's settings,
+    the one the plan prices; on a CPU every step is eager."""
     import torch
 
     from contrastlab.cost import gpu_check
@@ -370,21 +366,14 @@ def _fake_step(name: str, log: str, fail: bool = False) -> _FakeCopy:
 
 
 def test_the_pool_starts_its_workers_once_and_each_builds_every_step_once(tmp_path):
-    """packing_measure.pooled_rows: max(counts) processes for all steps and counts; the first k time together,
-    each worker builds each step once (in turn), and the environment given (an MPS daemon's pipe)
-    is set in every worker."""
-    import functools
-
+    """pooled_rows: max(counts) processes for all steps and counts; the first k time together, each
+    worker builds each step once, and the environment given is set in every worker."""
     log = str(tmp_path / "timings.log")
     series = {name: functools.partial(_fake_step, name, log) for name in ("a", "b")}
     rows = packing_measure.pooled_rows(
         series, (1, 2, 4), steps=2, timeout=120, env={"CONTRASTLAB_TEST_POOL": "pipe"}
     )
-    assert [r["k"] for r in rows["a"]] == [1, 2, 4] and [len(r["steps_per_s"]) for r in rows["b"]] == [
-        1,
-        2,
-        4,
-    ]
+    assert [r["k"] for r in rows["a"]] == [len(r["steps_per_s"]) for r in rows["b"]] == [1, 2, 4]
     assert rows["a"][2]["sum"] == 40.0 and rows["a"][2]["speedup"] == 4.0 and rows["b"][0]["mode"] == "eager"
     lines = [line.split() for line in (tmp_path / "timings.log").read_text().splitlines()]
     assert len(lines) == 2 * (1 + 2 + 4)
@@ -395,11 +384,8 @@ def test_the_pool_starts_its_workers_once_and_each_builds_every_step_once(tmp_pa
 
 
 def test_with_a_preload_the_workers_fork_from_a_server_that_imported_it(tmp_path, no_fork_server_running):
-    """``forkserver_preload`` (make gpu-check --toy, benchmarks/gpu_share.py --fork): each worker a
-    process of its own, forked from one server that imported the given modules once, so that a worker
-    does not import them itself (spawned, as on a GPU, it imports what it needs: the test above)."""
-    import functools
-
+    """``forkserver_preload``: each worker a process of its own, forked from one server that imported the
+    given modules once, so that a worker does not import them itself."""
     log = str(tmp_path / "timings.log")
     series = {"a": functools.partial(_fake_step, "a", log)}
     packing_measure.pooled_rows(series, (1, 2), steps=1, timeout=120, forkserver_preload=("tabnanny",))
@@ -409,8 +395,6 @@ def test_with_a_preload_the_workers_fork_from_a_server_that_imported_it(tmp_path
 
 
 def test_a_worker_that_fails_stops_the_pool_with_its_reason(tmp_path):
-    import functools
-
     series = {"a": functools.partial(_fake_step, "a", str(tmp_path / "log"), fail=True)}
     with pytest.raises(RuntimeError, match=r"packing: worker \d failed: ValueError: boom while building a"):
         packing_measure.pooled_rows(series, (1, 2), steps=1, timeout=120)
