@@ -428,10 +428,8 @@ def _snakemake(configfile: Path, targets: list[Path], cores: int) -> list[str]:
 
 
 def _kill_after_first_snapshot(command: list[str], marker: Path, timeout_s: float, cwd: str) -> bool:
-    """Run ``command`` in ``cwd`` (its trainers writing snapshot markers: :data:`MARKER_VARIABLE`) and
-    SIGKILL it (and its jobs) once ``marker`` says a snapshot is on disk while another was just submitted:
-    the cell then still has that write and its last steps ahead, so the kill cannot land after its end
-    (the preset's fp16 cell snapshots twice); True if it was killed."""
+    """Run ``command`` in ``cwd`` and SIGKILL it (and its jobs) once ``marker`` says a snapshot is on disk
+    while another was just submitted, so the kill cannot land after the cell's end; True if killed."""
     env = {**os.environ, MARKER_VARIABLE: "1"}
     proc = subprocess.Popen(command, cwd=cwd, start_new_session=True, env=env)
     deadline = time.monotonic() + timeout_s
@@ -516,7 +514,7 @@ def _encoded_on(grid: cl_config.Grid, device: str) -> tuple[bool, str]:
 def _gpu_vs_cpu(grid: cl_config.Grid, senteval: str, device: str) -> tuple[bool, str]:
     """The fp32 cell's checkpoint encodes STS-B test on ``device`` as on the CPU (relative
     :data:`EMBEDDING_TOLERANCE`), SentEval's data in ``senteval``; the STS scores of both are reported,
-    not compared (the preset's 8-pair fixtures make Spearman move by points for one swapped rank)."""
+    not compared."""
     cell = next(c for c in grid.cells if c.method == "fp32")
     model = Path(grid.results.checkpoint(cell, "model"))
     pairs = load_sts_pairs(senteval, "STSBenchmark", "test")

@@ -89,8 +89,8 @@ def _warm_rss(benchmark: str | os.PathLike) -> float | None:
 
 def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | None, dict | None]:
     """``(device, peak GPU memory in GiB, the end's record)`` from a training log: the ``device`` of its
-    ``start`` event, and the ``peak_gpu_memory_gib`` and whole record of its last ``end`` event (whose
-    ``phases`` and ``start`` say where the job's time went; ``None`` where absent)."""
+    ``start`` event, and the ``peak_gpu_memory_gib`` and whole record of its last ``end`` event (``None``
+    where absent)."""
     device = peak = end = None
     try:
         lines = Path(log_path).read_text(encoding="utf-8").splitlines()
@@ -109,9 +109,8 @@ def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | No
 
 
 def metrics_device(metrics_path: str | os.PathLike) -> str | None:
-    """The device a cell's GPU-side evaluation ran on, from its metrics file: ``encoding.device`` (the
-    ``encode`` or ``encode_vision`` job's; a ``vision.json`` written before the split: its ``device``);
-    ``None`` where absent."""
+    """The device a cell's GPU-side evaluation ran on, from its metrics file's ``encoding.device`` (an
+    older ``vision.json``: its ``device``); ``None`` where absent."""
     try:
         data = json.loads(Path(metrics_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -190,16 +190,13 @@ def cell_counts(grid: cl_config.Grid) -> dict[str, int]:
     """Training cells of a config: ``sentence`` (of which ``figure``: experiments with no paper table,
     the figure sweeps and Li's conjecture runs), ``vision``, ``total``, and ``pretrained`` evaluations."""
     counts = {"sentence": 0, "figure": 0, "vision": 0}
-    table_experiments = {}
+    table_experiments = {spec.experiment for spec in TABLES.values()}
     for cell in grid.cells:
-        exp = cell.experiment
-        if exp not in table_experiments:
-            table_experiments[exp] = any(spec.experiment == exp for spec in TABLES.values())
-        if grid.experiment(exp).track == "vision":
+        if grid.experiment(cell.experiment).track == "vision":
             counts["vision"] += 1
         else:
             counts["sentence"] += 1
-            counts["figure"] += 0 if table_experiments[exp] else 1
+            counts["figure"] += cell.experiment not in table_experiments
     counts["total"] = counts["sentence"] + counts["vision"]
     counts["pretrained"] = len(grid.pretrained)
     return counts
