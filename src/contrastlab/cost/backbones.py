@@ -27,8 +27,7 @@ HUB_CONFIGS = {
     "FacebookAI/roberta-large": ("roberta", 1024, 24, 4096, 16, 50265, 514, 1),
 }
 
-#: The former ids of those repositories, which config.yaml names: the Hub moved its first models under
-#: their organisations and redirects the old ids to them (the same repository, the same config.json).
+#: The former ids of those repositories, which config.yaml names and the Hub redirects to them.
 FORMER_HUB_IDS = {
     "bert-base-uncased": "google-bert/bert-base-uncased",
     "bert-large-uncased": "google-bert/bert-large-uncased",
@@ -36,9 +35,8 @@ FORMER_HUB_IDS = {
     "roberta-large": "FacebookAI/roberta-large",
 }
 
-#: The architecture (hidden size, layers, intermediate size, attention heads, vocabulary, positions, token
-#: types) of each known repository by every id the Hub answers to (benchmarks/train_throughput.py builds
-#: its models from it).
+#: The architecture of each known repository (as above, less the model type) by every id the Hub answers
+#: to (benchmarks/train_throughput.py builds its models from it).
 KNOWN_ARCHITECTURES = {
     hf_id: HUB_CONFIGS[FORMER_HUB_IDS.get(hf_id, hf_id)][1:] for hf_id in [*FORMER_HUB_IDS, *HUB_CONFIGS]
 }

@@ -97,10 +97,9 @@ class Calibration:
     measured_entries: tuple[str, ...] = ()
     #: A measured calibration's entries that are assumptions (``assumed_entries`` in the file)
     assumed_entries: tuple[str, ...] = ()
-    #: Why this calibration (:func:`calibration_for`), e.g. the data-sheet scaling for a card without a file
+    #: Why this calibration (:func:`calibration_for`), e.g. scaled by data-sheet peaks
     note: str = ""
     #: precision -> a padding-free step's measured time over the padded step's at wiki1m's token profile
-    #: (``padding_free_ratio`` in the file): where given, it prices those steps instead of the FLOP model
     padding_free_ratio: Mapping[str, float] = field(default_factory=dict)
     #: :data:`PACKING_VARIANTS` -> precision -> concurrent cells -> speed-up (``packing`` in the file)
     packing_variants: Mapping[str, Mapping[str, Mapping[int, float]]] = field(default_factory=dict)

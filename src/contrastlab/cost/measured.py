@@ -124,8 +124,7 @@ def metrics_device(metrics_path: str | os.PathLike) -> str | None:
 
 
 #: The rules of a cell whose job may hold a GPU, and where the job's device is recorded: the training log,
-#: or the metrics file of the cell's track (an encoding's; the SentEval probe jobs, ``evaluate``,
-#: ``search_evaluate`` and ``evaluate_pretrained``, run on the CPU).
+#: or the metrics file of the cell's track (the probe jobs run on the CPU).
 _DEVICE_RECORD = {
     "train": "log",
     "train_vision": "log",
@@ -387,7 +386,7 @@ PHASE_COLUMNS = {
     "writes": "writes_s",
     "total": "total_s",
 }
-#: The phases that are the job's work; the rest of its total is start-up (issue 75: at most 5 s on a GPU).
+#: The phases that are the job's work; the rest of its total is start-up.
 WORK_PHASES = ("steps_s", "dev_s", "snapshots_s", "writes_s")
 PHASES_NOTE = (
     "Seconds of each phase from the job's process start, as its training log's end record says "
