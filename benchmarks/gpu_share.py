@@ -3,10 +3,10 @@
 A BERT-base cell at batch 64 uses about 3 GB of an 80 GB H100 and is launch-bound (make gpu-check on an
 H100: 22 steps/s in fp32 and in bf16 alike), so k cells sharing the GPU may finish sooner than k in a row.
 Each copy is its own process, as k Snakemake jobs on one GPU would be, running the trainer's step
-(``contrastlab.cost.packing.sentence_step_copy``: train_step and the optimiser step, random weights,
+(``contrastlab.cost.packing_measure.sentence_step``: train_step and the optimiser step, random weights,
 fixed length); the copies warm up apart and time their steps together (a barrier). Prints, per k, each
 copy's steps/s, their sum, and the speed-up of the sum over one copy alone. ``make gpu-check`` measures
-the same (``contrastlab.cost.packing.packing_rows``) and writes the speed-ups into its calibration.
+the same (``contrastlab.cost.packing_measure.pooled_rows``) and writes the speed-ups into its calibration.
 
     python benchmarks/gpu_share.py                       # bert-base, batch 64, fp32, k = 1 2 4
     python benchmarks/gpu_share.py --precision bf16 --concurrency 1 2 4 8
@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from contrastlab.cost.packing import STEP_COPY_MODULES, packing_rows, sentence_step_copy
+from contrastlab.cost.packing_measure import STEP_COPY_MODULES, pooled_rows, sentence_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_throughput import ARCHS  # noqa: E402  (the architectures by name; a sibling script)
@@ -55,21 +55,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
     config_class, model_config = ARCHS[args.arch]
     args.state_dir.mkdir(parents=True, exist_ok=True)
     copy = functools.partial(
-        sentence_step_copy,
+        sentence_step,
         model_config=model_config,
         config_class=config_class,
         batch=args.batch,
         length=args.seq_len,
         precision=args.precision,
         device=args.device,
-        steps=args.steps,
         warmup=args.warmup,
         state_dir=str(args.state_dir),
         threads=args.threads,
     )
     print(f"{args.arch} batch {args.batch} x {args.seq_len} tokens, {args.precision}, on {args.device}")
     preload = STEP_COPY_MODULES if args.fork else None
-    rows = packing_rows(copy, args.concurrency, timeout=args.timeout, forkserver_preload=preload)
+    options = {"steps": args.steps, "timeout": args.timeout, "forkserver_preload": preload}
+    rows = pooled_rows({"step": copy}, args.concurrency, **options)["step"]
     print(f"{'k':>2} {'steps/s each':>28} {'sum':>8} {'speed-up':>9} {'peak GiB each':>14}")
     for row in rows:
         each = " ".join(f"{r:.2f}" for r in row["steps_per_s"])

@@ -1,8 +1,5 @@
-"""What the plan's step modes rest on before anything is fetched (docs/gpu-review.md §2): a backbone's model
-type and the card's bf16. The Hub's present ids of config.yaml's backbones are priced as the former ids it
-names; an id the plan does not know is priced as the family its name spells, or as none, and the plan says
-so; a card without native bf16 prices ``precision: auto`` in fp32, as the trainer resolves it there.
-tests/test_families.py walks the same inputs cell by cell against the trainer's own decision."""
+"""What the plan's step modes rest on before anything is fetched: a backbone's model type (known Hub ids,
+else the family its name spells, or none, said in the plan) and the card's bf16 (``auto``: fp32 without)."""
 
 from __future__ import annotations
 
@@ -105,10 +102,8 @@ def test_a_fetched_config_json_gives_the_model_type_whatever_the_id(tmp_path):
 
 @pytest.mark.parametrize("model_type", list(TEXT_FAMILIES))
 def test_a_fetched_config_json_of_every_listed_family_is_priced_by_the_plan(tmp_path, model_type):
-    """Issue 82 item 5: rule ``fetch_backbone`` writes the backbone's own config.json, whose key names are
-    its family's (DistilBERT's ``dim``, ``n_layers``, ``n_heads``); the plan reads each listed family's
-    shape from it (transformers' config class of the family, its defaults, written as fetched) and prices
-    its cells, where it once ended in ``KeyError: 'hidden_size'``."""
+    """A fetched config.json keyed in its family's own names (DistilBERT's ``dim``, ``n_layers``) is read
+    for its shape, and the plan prices its cells."""
     from transformers import AutoConfig
 
     fetched = AutoConfig.for_model(model_type)

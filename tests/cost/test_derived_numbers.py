@@ -1,4 +1,4 @@
-"""The plan's derived numbers by hand (issue 63 item 8): the padding-free ratio rebuilt from the committed
+"""The plan's derived numbers by hand: the padding-free ratio rebuilt from the committed
 benchmark (no ../shared) and the fp32 cells it prices, a calibration scaled to a card without tf32/bf16
 units, the GPUs' utilisation over N GPUs, and the summary's makespan against the makespan table's row."""
 
@@ -122,9 +122,8 @@ def test_the_makespan_rows_by_hand_with_the_gpus_utilisation():
 
 @pytest.mark.parametrize("chosen", ["config", "bf16"])
 def test_the_summarys_makespan_is_the_makespan_tables_8_gpu_row(tmp_path, capsys, monkeypatch, chosen):
-    """config.yaml on the H200, as configured and all bf16 (22:26 and 9:14; 24:32 and 11:21 before MACL's
-    captured image step was priced as captured): the summary's line and the table's 8-GPU row are one
-    simulation, of the same jobs under the same precision choice."""
+    """config.yaml on the H200, as configured and all bf16 (22:26 and 9:14): the summary's line and the
+    table's 8-GPU row are one simulation, of the same jobs under the same precision choice."""
     monkeypatch.setattr(cl_calibration, "measured_calibration", lambda: tmp_path / "none.json")
     config = cl_config.load(REPO_ROOT / "config.yaml")
     plan.plan_report(config, chosen, None, tmp_path, gpu_model="H200", echo=False)

@@ -70,10 +70,8 @@ def test_the_rate_leaves_out_each_processs_first_log_interval():
 
 
 def test_the_dev_evaluation_is_its_fixed_cost_unscaled_without_the_work_the_plan_prices_apart():
-    """Step 0's evaluation (CUDA's first use of the dev shapes, scipy's import) and a resumed process's
-    first are left out; what is left, less the seconds the plan prices for those same evaluations (their
-    FLOPs and encoder calls: dev_eval_work_s), is the fixed cost per evaluation, not scaled to STS-B dev:
-    before (G1), 0.30 x 2909/32 = 27.27 s per evaluation, the dev FLOPs counted twice."""
+    """Step 0's and a resumed process's first evaluation are left out; the rest, less what the plan prices
+    of them (dev_eval_work_s), is the fixed cost per evaluation, not scaled to STS-B dev."""
     fp32 = _summary()
     fp32["eval_seconds"] = [1.3, 0.30, 0.32, 0.28]
     fp16 = _summary()  # killed after its snapshot at step 50, resumed: its evaluation at 100 is cold
@@ -94,9 +92,8 @@ def test_the_dev_evaluation_is_its_fixed_cost_unscaled_without_the_work_the_plan
 
 
 def test_the_dev_work_of_a_fixture_evaluation_is_its_share_of_sts_b_devs_flops_and_one_call():
-    """The preset's BERT-base cell: 4 STS-B dev evaluations of 2 x 110 M x 47,750 tokens... at the shipped
-    fp32 rate, 6 calls each at dev batch 512; 32 sentences are 32/2909 of one evaluation's FLOPs and
-    one call of 3.93 ms."""
+    """The preset's BERT-base cell: 4 dev evaluations, 6 calls each at dev batch 512; 32 sentences are
+    32/2909 of one evaluation's FLOPs at the shipped fp32 rate and one call of 3.93 ms."""
     grid = cl_config.Grid(cl_config.load(cl_calibration.GPU_CHECK_PRESET))
     work = cell_work(grid, next(c for c in grid.cells if c.method == "bf16"))
     shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
@@ -109,12 +106,10 @@ def test_the_dev_work_of_a_fixture_evaluation_is_its_share_of_sts_b_devs_flops_a
     )
 
 
-#: 2026-11-28's H200 run of make gpu-check at bf5710a (../shared/docs/gpu-h200-2026-11-28/README.md and
-#: raw/gpucheck.log; gpu-review.md §3.1): per sentence cell of 300 steps (dev at 0, 100, 200, 300; three
-#: snapshots) its job's wall in Snakemake's log, steps/s, its dev evaluations' seconds and its snapshots'.
-#: The per-evaluation split was not recorded: each of the 4 is dev / 4, step 0's first use included
-#: (errs long). The fp16 cell was resumed (no start-up) and the fp32 cell's padding-free rate on the
-#: fixture's tokens has no token count in the raw output: neither gives a rate here (the shipped file's).
+#: 2026-11-28's H200 run of make gpu-check (../shared/docs/gpu-h200-2026-11-28/): per sentence cell of
+#: 300 steps (dev at 0, 100, 200, 300; three snapshots) its job's wall, steps/s, its dev evaluations' and
+#: snapshots' seconds. Each evaluation is taken as dev / 4 (the split was not recorded); fp16 (resumed)
+#: and fp32 (padding-free, no token count) give no rate here.
 H200_2026_11_28 = {
     "fp32": {"wall": 45.0, "rate": 28.3, "dev": 1.4, "snapshots": 4.1},
     "tf32": {"wall": 45.0, "rate": 52.4, "dev": 1.6, "snapshots": 4.2},
@@ -167,19 +162,17 @@ def _calibration_of_2026_11_28(tmp_path: Path) -> cl_calibration.Calibration:
 
 
 def test_a_calibration_from_the_h200s_figures_of_2026_11_28_keeps_the_plan_within_2_gpu_hours(tmp_path):
-    """G1: with the dev evaluation scaled by 2909/32 the same figures gave 267-318 GPU-h instead of 179.0;
-    its fixed cost (0.35-0.43 s a fixture evaluation, less its 32 sentences' FLOPs and one call) and the
-    measured start-ups (~32 s, not the assumed 60) keep config.yaml's plan within 2 GPU-h, and no rule
-    moves by more than 25% against the shipped file."""
+    """The dev evaluation's fixed cost and the measured start-ups keep config.yaml's plan within 2 GPU-h
+    of 179.0 and no rule moves by more than 25%; scaled by 2909/32 it would pass 260."""
     calibration = _calibration_of_2026_11_28(tmp_path)
     o = calibration.overheads_s
-    assert 0.3 < o["dev_evaluation"] < 0.43  # was 0.39 x 2909/32 = 35 s
+    assert 0.3 < o["dev_evaluation"] < 0.43
     assert o["train_startup"] == pytest.approx(
         sum(f["wall"] - 300 / f["rate"] - f["dev"] - f["snapshots"] for f in H200_2026_11_28.values()) / 3
     )
     assert o["evaluate_startup"] == pytest.approx(sum(H200_2026_11_28_ENCODINGS) / 6)
     # no image rate measured: OAR's augmentation (vision_large_image) and the fp32 padding-free ratio stay
-    # with the shipped rates they go with (before: 0 and none, -7.3 and -3.8 GPU-h)
+    # with the shipped rates they go with
     assert "overheads_s.vision_large_image" in calibration.filled_from_default
     assert calibration.padding_free_ratio == {"fp32": 0.7965}
     config = cl_config.load(REPO_ROOT / "config.yaml")
@@ -225,8 +218,7 @@ def test_the_start_up_is_the_jobs_wall_less_its_steps_dev_and_snapshots():
 
 def test_the_calibration_replaces_the_assumed_start_up_and_snapshots_with_the_measured_ones(tmp_path):
     """Start-up: the mean over the jobs that ran from the start; evaluation start-up: the encoding jobs'
-    walls less their FLOPs; snapshots: their seconds over count x GiB (the shipped file assumes 60 s,
-    30 s and 2 s per GiB)."""
+    walls less their FLOPs; snapshots: their seconds over count x GiB."""
     phases = {"total_s": 40.0, "dev_s": 1.5, "snapshots_s": 0.8}
     rows = [
         R.cell_row(
@@ -276,8 +268,7 @@ def test_the_report_puts_each_jobs_wall_beside_the_plan_with_its_start_and_phase
     assert f"{fp32} 45.0 | 70.0 | 44.0 | 37.7 |" in report
     assert "| train | gpu_check/bert/bf16/seed42 | warm | 30.0 | 60.0 | — | — |" in report
     assert "| encode | gpu_check/bert/fp32/seed42 | warm | 28.0 | — | — | — |" in report
-    # the phases the issues name (84: the GPU claim, nvidia-smi and cuInit apart from the imports, what
-    # followed the summary), then any other a job records ("setup", "encode"), then the total
+    # the named phases, then any other a job records ("setup", "encode"), then the total
     assert "| imports | GPU claim | nvidia-smi | cuInit | CUDA init |" in report
     assert "| writes | after summary | setup | encode | total |" in report
     fp32_phases = "| train | gpu_check/bert/fp32/seed42 | 0.50 | — | 5.00 |" + " — |" * 3 + " 2.25 |"
@@ -312,15 +303,8 @@ def test_the_report_has_the_packing_rows_and_the_calibration_their_speedups(tmp_
         "batch": 64,
         "mps": False,
     }
+    failed = {**vision, "mps": True, "error": "no MPS"}
     vision["rows"] = [dict(r, precision="bf16", mode="graph") for r in _packing_series(False)[0]["rows"]]
-    failed = {
-        "step": "vision macl batch 64",
-        "track": "vision",
-        "precision": "auto",
-        "batch": 64,
-        "mps": True,
-    }
-    failed["error"] = "no MPS"
     packing = [*_packing_series(False), *_packing_series(True), vision, failed]
     report = R.write_report(tmp_path, [row], ENV, {}, packing=packing, dev_sentences=32).read_text()
     assert "| sentence fp32 | padding-free | no | 2 | 9.00, 9.50 | 18.50 | 0.93x | 3.10 |" in report
@@ -465,10 +449,8 @@ writer.wait()
     "the kill lands when the second snapshot is submitted: the first complete on disk, the cell not ended",
 )
 def test_the_kill_lands_before_the_fp16_cells_end_with_a_slow_snapshot_writer(tmp_path):
-    """The preset's fp16 cell (125 steps) snapshots at 50 and 100; gpu-check kills when the trainer's marker
-    says the second was submitted with the first on disk. Before, it killed once state.json appeared: with
-    one snapshot at step 100 written in the background, that was when the cell's last write ended, and
-    the kill came after the cell's end ("the fp16 cell never resumed")."""
+    """gpu-check kills the preset's fp16 cell when the trainer's marker says its second snapshot was
+    submitted with the first on disk, so the kill cannot come after the cell's end."""
     grid = cl_config.Grid(cl_config.load(gpu_check.PRESET))
     settings = grid.settings_copy(next(c for c in grid.cells if c.method == gpu_check.KILLED_METHOD))
     steps, every = settings["max_steps"], settings["state_every"]
@@ -481,9 +463,8 @@ def test_the_kill_lands_before_the_fp16_cells_end_with_a_slow_snapshot_writer(tm
 
 
 def test_the_plan_says_first_which_figures_are_assumed_and_whether_its_start_ups_are(tmp_path):
-    """Issue 84 item 5: the shipped H200 file measured its rates and dev figures but assumes its start-ups
-    (60 s, 30 s): the plan's first lines say so; a calibration whose start-ups a card measured does not,
-    and a figure it lacks takes the shipped file's status with its value."""
+    """The plan's first lines say the shipped file's start-ups are assumed; a measured calibration's are
+    not, and a figure it lacks takes the shipped file's status with its value."""
     shipped = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     assert provenance.figure_status(shipped, "overheads_s.train_startup") == "assumed"
     assert provenance.figure_status(shipped, "overheads_s.dev_evaluation") == "measured"

@@ -22,6 +22,8 @@ from contrastlab.cost.measured import (
 from contrastlab.paths import Results
 from contrastlab.report import build_report
 
+MPT, CL = "nie2023/bert-base/mpt/seed42", "nie2023/bert-base/cl/seed42"
+MACL = "macl_cifar10/resnet18-cifar/macl-bs256/seed1"
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
 
@@ -62,20 +64,20 @@ def results(tmp_path: Path) -> Path:
     Pretrained row encoded on a GPU and an analytic figure, each job's file in its rule's folder. The
     SentEval probe jobs ran on the CPU."""
     r = tmp_path / "results"
-    train_log(r, "nie2023/bert-base/mpt/seed42", "cuda", 11.5)
+    train_log(r, MPT, "cuda", 11.5)
     bench(r, "train/nie2023/bert-base/mpt/seed42.tsv", (5400.0, "20480.4"))
     bench(r, "encode/nie2023/bert-base/mpt/seed42.tsv", (180.0, "6000"))
     bench(r, "evaluate/nie2023/bert-base/mpt/seed42.tsv", (600.0, "8000"))
-    metrics(r, "nie2023/bert-base/mpt/seed42", {"scores": {}, "encoding": {"device": "cuda"}})
-    train_log(r, "nie2023/bert-base/cl/seed42", "cpu", None)
+    metrics(r, MPT, {"scores": {}, "encoding": {"device": "cuda"}})
+    train_log(r, CL, "cpu", None)
     bench(r, "train/nie2023/bert-base/cl/seed42.tsv", (100.0, "3000"), (140.0, "NA"))  # two repeats
     bench(r, "encode/nie2023/bert-base/cl/seed42.tsv", (36.0, "2000"))
-    metrics(r, "nie2023/bert-base/cl/seed42", {"scores": {}, "encoding": {"device": "cpu"}})
-    train_log(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", "cuda:0", 3.25, vision=True)
+    metrics(r, CL, {"scores": {}, "encoding": {"device": "cpu"}})
+    train_log(r, MACL, "cuda:0", 3.25, vision=True)
     bench(r, "train_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (1800.0, "4096"))
     # features on the GPU, probes on the CPU
     vision = {"scores": {}, "device": "cpu", "encoding": {"device": "cuda"}}
-    metrics(r, "macl_cifar10/resnet18-cifar/macl-bs256/seed1", vision, "vision.json")
+    metrics(r, MACL, vision, "vision.json")
     bench(r, "encode_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (360.0, "2048"))
     bench(r, "evaluate_vision/macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv", (300.0, "2048"))
     bench(r, "encode_pretrained/pretrained/bert-base.tsv", (72.0, "5000"))
@@ -112,33 +114,31 @@ def test_a_warm_jobs_own_peak_memory_replaces_the_handing_over_process(results):
 def test_jobs_get_their_rule_paper_cell_and_gpu_hours_from_the_logs(results):
     jobs = {(j.rule, j.cell): j for j in read_job_costs(results)}
     assert set(jobs) == {
-        ("train", "nie2023/bert-base/mpt/seed42"),
-        ("encode", "nie2023/bert-base/mpt/seed42"),
-        ("evaluate", "nie2023/bert-base/mpt/seed42"),
-        ("train", "nie2023/bert-base/cl/seed42"),
-        ("encode", "nie2023/bert-base/cl/seed42"),
-        ("train_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1"),
-        ("encode_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1"),
-        ("evaluate_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1"),
+        ("train", MPT),
+        ("encode", MPT),
+        ("evaluate", MPT),
+        ("train", CL),
+        ("encode", CL),
+        ("train_vision", MACL),
+        ("encode_vision", MACL),
+        ("evaluate_vision", MACL),
         ("encode_pretrained", "pretrained/bert-base"),
         ("evaluate_pretrained", "pretrained/bert-base"),
         ("figure_analytic_li2024", ""),
     }
-    gpu = jobs[("train", "nie2023/bert-base/mpt/seed42")]
+    gpu = jobs[("train", MPT)]
     assert gpu.gpu_hours == pytest.approx(1.5) and gpu.peak_gpu_gib == 11.5 and gpu.paper == "nie2023"
-    assert jobs[("train", "nie2023/bert-base/cl/seed42")].gpu_hours is None  # logged on the CPU
+    assert jobs[("train", CL)].gpu_hours is None  # logged on the CPU
     # Every job that held a GPU counts: the encodings whose metrics record a CUDA device ...
-    assert jobs[("encode", "nie2023/bert-base/mpt/seed42")].gpu_hours == pytest.approx(0.05)
+    assert jobs[("encode", MPT)].gpu_hours == pytest.approx(0.05)
     assert jobs[("encode_pretrained", "pretrained/bert-base")].gpu_hours == pytest.approx(0.02)
-    assert jobs[("encode", "nie2023/bert-base/cl/seed42")].gpu_hours is None  # encoded on the CPU
+    assert jobs[("encode", CL)].gpu_hours is None  # encoded on the CPU
     # ... and the image features (vision.json's encoding.device); the probes ran on the CPU.
-    assert jobs[("encode_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1")].gpu_hours == 0.1
-    assert jobs[("evaluate_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1")].gpu_hours is None
-    assert jobs[("evaluate", "nie2023/bert-base/mpt/seed42")].gpu_hours is None
+    assert jobs[("encode_vision", MACL)].gpu_hours == 0.1
+    assert jobs[("evaluate_vision", MACL)].gpu_hours is None
+    assert jobs[("evaluate", MPT)].gpu_hours is None
     assert jobs[("evaluate_pretrained", "pretrained/bert-base")].gpu_hours is None
-    assert jobs[("train_vision", "macl_cifar10/resnet18-cifar/macl-bs256/seed1")].gpu_hours == pytest.approx(
-        0.5
-    )
+    assert jobs[("train_vision", MACL)].gpu_hours == pytest.approx(0.5)
     assert jobs[("figure_analytic_li2024", "")].paper == "li2024"
 
 
@@ -148,7 +148,7 @@ def test_an_encoding_whose_metrics_are_missing_counts_no_gpu_hours(results):
     (results / "metrics/nie2023/bert-base/mpt/seed42/senteval.json").write_text('{"scores": {}}')
     (results / "metrics/pretrained/bert-base/senteval.json").unlink()
     jobs = {(j.rule, j.cell): j for j in read_job_costs(results)}
-    assert jobs[("encode", "nie2023/bert-base/mpt/seed42")].gpu_hours is None
+    assert jobs[("encode", MPT)].gpu_hours is None
     assert jobs[("encode_pretrained", "pretrained/bert-base")].gpu_hours is None
 
 
@@ -172,8 +172,8 @@ def test_per_paper_rule_and_cell_sums(results):
     assert rules["encode"]["jobs"] == "2" and rules["encode"]["GPU-h"] == "0.05"
     assert rules["evaluate"]["GPU-h"] == "—" and rules["evaluate_pretrained"]["GPU-h"] == "—"
     cells = {row["cell"]: row for row in per_cell(jobs)}
-    assert cells["nie2023/bert-base/mpt/seed42"] == {
-        "cell": "nie2023/bert-base/mpt/seed42",
+    assert cells[MPT] == {
+        "cell": MPT,
         "train": "1:30:00",
         "encode": "0:03:00",
         "evaluate": "0:10:00",
@@ -181,10 +181,10 @@ def test_per_paper_rule_and_cell_sums(results):
         "peak GPU mem (GiB)": "11.5",
         "GPU-h": "1.55",
     }
-    assert cells["nie2023/bert-base/cl/seed42"]["evaluate"] == "—"
-    assert cells["nie2023/bert-base/cl/seed42"]["encode"] == "0:00:36"
-    assert cells["nie2023/bert-base/cl/seed42"]["peak GPU mem (GiB)"] == "—"
-    vision = cells["macl_cifar10/resnet18-cifar/macl-bs256/seed1"]
+    assert cells[CL]["evaluate"] == "—"
+    assert cells[CL]["encode"] == "0:00:36"
+    assert cells[CL]["peak GPU mem (GiB)"] == "—"
+    vision = cells[MACL]
     assert vision["encode"] == "0:06:00" and vision["evaluate"] == "0:05:00" and vision["GPU-h"] == "0.60"
     assert "" not in cells and cells["pretrained/bert-base"]["encode"] == "0:01:12"
 
@@ -203,13 +203,13 @@ def test_a_search_winners_jobs_are_its_rules_and_count_as_its_cells_encoding_and
     assert (row["encode"], row["evaluate"]) == ("0:01:00", "0:02:00")
 
 
-MACL = "macl_cifar10/resnet18-cifar/macl-bs256/seed1.tsv"
+MACL_TSV = f"{MACL}.tsv"
 SEARCHED = "nie2023/bert-base/mpt~searched/seed42.tsv"
 #: Where a run wrote these benchmark files before the folders were named by rule.
 BEFORE_RULE_FOLDERS = {
-    f"train_vision/{MACL}": f"train/{MACL}",
-    f"encode_vision/{MACL}": f"encode/{MACL}",
-    f"evaluate_vision/{MACL}": f"evaluate/{MACL}",
+    f"train_vision/{MACL_TSV}": f"train/{MACL_TSV}",
+    f"encode_vision/{MACL_TSV}": f"encode/{MACL_TSV}",
+    f"evaluate_vision/{MACL_TSV}": f"evaluate/{MACL_TSV}",
     "encode_pretrained/pretrained/bert-base.tsv": "encode/pretrained/bert-base.tsv",
     "evaluate_pretrained/pretrained/bert-base.tsv": "evaluate/pretrained/bert-base.tsv",
     "figure_analytic_li2024.tsv": "figures/li2024-analytic.tsv",
@@ -268,7 +268,7 @@ def test_projected_gpu_hours_stand_beside_the_measured_ones(results):
     projected = {
         "paper": {"nie2023": 2.0, "macl": 0.25},
         "rule": {"train": 1.75},
-        "cell": {"nie2023/bert-base/mpt/seed42": 1.25},
+        "cell": {MPT: 1.25},
     }
     text = "\n".join(cost_lines(results, projected, "Projected GPU-h: as the plan says."))
     assert "Projected GPU-h: as the plan says." in text
@@ -296,9 +296,8 @@ def test_the_report_projects_a_real_config_beside_the_cost(tmp_path):
 
 
 def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
-    """Issue 75 item 1: a training log's end record with its phases gives one row: how the job started,
-    each phase, and the start-up outside its work (total 43 − steps 3.9 − dev 1.7 − snapshots 0.4 −
-    writes 1.0 = 36.0 s, the H200's figure before issue 75), beside Snakemake's wall time."""
+    """A training log's end record gives one row: how the job started, each phase, and the start-up
+    outside its work (43 − 3.9 − 1.7 − 0.4 − 1.0 = 36.0 s), beside Snakemake's wall time."""
     from contrastlab.cost.measured import per_training_job
 
     r = tmp_path / "results"
@@ -324,7 +323,7 @@ def test_the_cost_section_shows_where_each_training_jobs_time_went(tmp_path):
     log.write_text(log.read_text() + json.dumps(end) + "\n")
     bench(r, f"train/{cell}.tsv", (45.2, "3000"))
     bench(r, "train/nie2023/bert-base/cl/seed42.tsv", (100.0, "3000"))  # a log without phases: no row
-    train_log(r, "nie2023/bert-base/cl/seed42", "cpu", None)
+    train_log(r, CL, "cpu", None)
     rows = per_training_job(read_job_costs(r))
     assert rows == [
         {

@@ -5,10 +5,12 @@ with or without MPS only (the H200's of 2026-11-28: bf16 graph cells under MPS),
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import multiprocessing.forkserver
 import os
 import re
+import sys
 
 import pytest
 import yaml
@@ -19,23 +21,11 @@ from contrastlab.cost import flops as cl_flops
 from contrastlab.cost import packing, packing_measure, plan
 from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import RESOLVED
+from tests.cost.test_plan import _toy_config
 
 
-def _toy_config(**resources) -> dict:
-    tiny = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())["backbones"]["tiny-bert"]
-    return cl_config.validate(
-        {
-            "seeds": [1],
-            "data": {"fixture": True, "fixture_corpus_sentences": 2000},
-            "backbones": {"toy": {**tiny, "tokenizer_from": "ref"}, "ref": {"hf_id": "bert-base-uncased"}},
-            "training": {"batch_size": 16, "eval_every": 50, "precision": "fp32"},
-            "evaluation": {"mode": "fasttest"},
-            "resources": resources,
-            "experiments": {
-                "nie2023": {"backbones": ["toy"], "methods": {"cl": {"loss": "infonce", "hp": {"tau": 0.05}}}}
-            },
-        }
-    )
+def _toy_grid(**resources) -> cl_config.Grid:
+    return cl_config.Grid(_toy_config(seeds=(1,), resources=resources))
 
 
 def _calibration(tmp_path, speedups=None) -> cl_calibration.Calibration:
@@ -76,27 +66,25 @@ def test_the_speedup_is_the_largest_measured_count_up_to_the_share():
 
 def test_a_training_jobs_share_fits_the_card_and_pays(tmp_path):
     cal = _calibration(tmp_path, {"fp32": {2: 1.5, 4: 2.0}})  # the toy's step: fp32 padding-free
-    on = _toy_config(gpu_share=4)
-    cell = cl_config.Grid(on).cells[0]
-    work = cl_flops.cell_work(cl_config.Grid(on), cell)
+    on = _toy_grid(gpu_share=4)
+    cell = on.cells[0]
+    work = cl_flops.cell_work(on, cell)
     assert work.peak_gib < 16 and packing.step_name(work) == "sentence fp32 padding-free"  # four fit
-    assert packing.job_share(cl_config.Grid(on), cell, lambda: cal) == 4
+    assert packing.job_share(on, cell, lambda: cal) == 4
 
     def unread():  # off, or on the CPU: the calibration is never read (the DAG asks every job)
         raise AssertionError("the calibration was read")
 
-    assert packing.job_share(cl_config.Grid(_toy_config()), cell, unread) == 1  # off by default
-    assert (
-        packing.job_share(cl_config.Grid(_toy_config(gpu_share=4, gpu=0)), cell, unread) == 1
-    )  # CPU jobs share nothing
+    assert packing.job_share(_toy_grid(), cell, unread) == 1  # off by default
+    assert packing.job_share(_toy_grid(gpu_share=4, gpu=0), cell, unread) == 1  # CPU jobs share nothing
     small_card = dataclasses.replace(cal, gpu_memory_gib=2.5 * work.peak_gib / 0.8)
-    assert packing.job_share(cl_config.Grid(on), cell, lambda: small_card) == 2  # two fit, not four
+    assert packing.job_share(on, cell, lambda: small_card) == 2  # two fit, not four
     # sharing must pay: the largest speed-up among the counts that fit, none above 1 is a GPU alone
     for figures, share in (({2: 1.3, 4: 1.2}, 2), ({2: 0.9, 4: 0.95}, 1)):
         paying = dataclasses.replace(cal, packing_speedup={"fp32": figures})
         assert packing.chosen_share(work, paying, 4, mps=False) == share
     # under MPS the MPS figures price: this calibration has none
-    assert packing.job_share(cl_config.Grid(_toy_config(gpu_share=4, mps=True)), cell, lambda: cal) == 1
+    assert packing.job_share(_toy_grid(gpu_share=4, mps=True), cell, lambda: cal) == 1
 
 
 def test_the_h200s_measured_figures_put_four_bf16_graph_cells_on_a_gpu_under_mps_and_nothing_else():
@@ -107,7 +95,7 @@ def test_the_h200s_measured_figures_put_four_bf16_graph_cells_on_a_gpu_under_mps
     assert h200.packing_measured and "gpu-h200-2026-11-28" in h200.packing_source
     assert h200.packing_speedup == {"bf16": {2: 0.949, 4: 0.949}}
     assert h200.packing_variants == {"speedup_mps": {"bf16": {2: 1.158, 4: 1.219}}}
-    toy = cl_flops.cell_work(cl_config.Grid(_toy_config()), cl_config.Grid(_toy_config()).cells[0])
+    toy = cl_flops.cell_work(_toy_grid(), _toy_grid().cells[0])
     bf16 = dataclasses.replace(toy, precision="bf16", graphed=True, padding_free=False)
     assert packing.step_name(bf16) == "sentence bf16 graph"
     assert [packing.chosen_share(bf16, h200, n, mps=True) for n in (1, 2, 4)] == [1, 2, 4]
@@ -144,8 +132,8 @@ def test_the_h200_files_packing_is_its_pack_rows_over_one_cell_alone():
 def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
     cal = _calibration(tmp_path, {"fp32": {2: 1.5, 4: 2.0}, "bf16": {2: 1.8, 4: 3.0}})
     assert cal.packing_measured and cal.packing_speedup["fp32"] == {2: 1.5, 4: 2.0}
-    alone = plan.make_plan(cl_config.Grid(_toy_config()), cal)
-    packed = plan.make_plan(cl_config.Grid(_toy_config(gpu_share=4)), cal)
+    alone = plan.make_plan(_toy_grid(), cal)
+    packed = plan.make_plan(_toy_grid(gpu_share=4), cal)
     for a, p in zip(alone, packed, strict=True):
         if a.rule == "train":
             assert p.share == 4 and a.share == 1
@@ -154,7 +142,7 @@ def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
             assert p.seconds["tf32"] == a.seconds["tf32"]  # no tf32 figure
         else:
             assert p.seconds == a.seconds and p.share == 1  # the encoding keeps its GPU
-    lines = "\n".join(plan.plan_lines(cl_config.Grid(_toy_config(gpu_share=4)), packed, cal, "config"))
+    lines = "\n".join(plan.plan_lines(_toy_grid(gpu_share=4), packed, cal, "config"))
     assert "GPU sharing on (`resources.gpu_share: 4`, without MPS" in lines
     assert "1 training jobs 4 per GPU" in lines
     assert (
@@ -164,10 +152,10 @@ def test_the_packed_plan_divides_training_by_the_measured_speedup(tmp_path):
         "alone" in lines
     )
     assert "| jobs per GPU |" in lines
-    off = "\n".join(plan.plan_lines(cl_config.Grid(_toy_config()), alone, cal, "config"))
+    off = "\n".join(plan.plan_lines(_toy_grid(), alone, cal, "config"))
     assert "GPU sharing: off" in off and "| jobs per GPU |" not in off
     # under MPS this calibration has no figure: nothing shares, and the plan says which steps lack one
-    mps = cl_config.Grid(_toy_config(gpu_share=4, mps=True))
+    mps = _toy_grid(gpu_share=4, mps=True)
     text = " ".join(packing.packing_lines(mps, plan.make_plan(mps, cal), cal))
     assert "no training job shares a GPU. No measured figure under MPS for sentence fp32 padding-free" in text
 
@@ -230,17 +218,16 @@ def test_an_image_cell_is_priced_packed_only_at_a_batch_its_step_was_measured_at
 
 
 def test_assumed_packing_figures_are_not_priced_and_the_plan_says_so():
-    """The H100 file keeps docs/measured.md's H100 figures (eager steps, benchmarks/gpu_share.py), assumed:
-    none is priced there."""
+    """The H100 file keeps docs/measured.md's H100 figures as assumed: none is priced there."""
     h100 = cl_calibration.load_calibration(cl_calibration.SHIPPED_CALIBRATIONS["H100"])
     assert not h100.packing_measured and h100.packing_speedup["bf16"] == {2: 1.82, 4: 2.34}
-    text = " ".join(packing.packing_lines(cl_config.Grid(_toy_config(gpu_share=4)), [], h100))
+    text = " ".join(packing.packing_lines(_toy_grid(gpu_share=4), [], h100))
     assert "packing figures are assumed, not measured, so none is priced" in text
     readme = " ".join((REPO_ROOT / "docs" / "measured.md").read_text().split())
     quoted = re.search(r"\(0\.92× with 2 and 4 copies.*?\(2 copies, 1\.82×\).*?\(4 copies, 2\.34×\)", readme)
     assert quoted, "docs/measured.md no longer quotes gpu_share.py's H100 figures, which the H100 file keeps"
     h200 = cl_calibration.calibration_for(None)
-    text = " ".join(packing.packing_lines(cl_config.Grid(_toy_config()), [], h200))
+    text = " ".join(packing.packing_lines(_toy_grid(), [], h200))
     assert (
         "speed-ups measured: sentence bf16 graph without MPS 0.95× with 2, 0.95× with 4; sentence bf16 "
         "graph under MPS 1.16× with 2, 1.22× with 4; "
@@ -250,8 +237,8 @@ def test_assumed_packing_figures_are_not_priced_and_the_plan_says_so():
 
 
 def test_a_measured_file_without_packing_figures_takes_none_from_the_default(tmp_path):
-    """Packing figures are one card's measurement: a measured calibration (another card's make gpu-check)
-    that has none does not inherit the shipped H200's, so no cell is priced as sharing its GPU."""
+    """Packing figures are one card's measurement: a measured calibration without them does not inherit
+    the shipped H200's."""
     measured = tmp_path / "calibration.json"
     default = json.loads(cl_calibration.DEFAULT_CALIBRATION.read_text())
     own = {"device": "NVIDIA A100", "measured": True, "achieved_tflops": default["achieved_tflops"]}
@@ -275,37 +262,13 @@ def test_a_bad_packing_figure_is_one_line(tmp_path):
         cl_calibration.load_calibration(path)
 
 
-def _where_a_copy_ran(ready) -> dict:
-    """A copy for concurrent_rates: its process, and whether tabnanny (imported by nothing here) was
-    already imported when it ran."""
-    import sys
-
-    ready()
-    return {"steps_per_s": 1.0, "pid": os.getpid(), "tabnanny": "tabnanny" in sys.modules}
-
-
 @pytest.fixture
 def no_fork_server_running():
-    """multiprocessing keeps one fork server per process and reads the preload list only when it starts
-    it: a server that an earlier test in this worker started (tests/forked.py's, preloading torch) would
-    serve this test's copies without its list. Stopped before the test, and after it, so the next user
-    starts one with its own list (``_stop`` is CPython's own, which its test suite calls)."""
+    """multiprocessing reads a fork server's preload list only when it starts it: a server an earlier test
+    started would serve this test without its list. Stopped before the test and after it."""
     multiprocessing.forkserver._forkserver._stop()
     yield
     multiprocessing.forkserver._forkserver._stop()
-
-
-def test_the_copies_are_processes_of_their_own_spawned_or_forked_from_a_server_that_imported_them(
-    no_fork_server_running,
-):
-    """packing.concurrent_rates: k copies, each a process of its own; spawned (make gpu-check on a GPU,
-    benchmarks/gpu_share.py), or with ``forkserver_preload`` (make gpu-check --toy) forked from one
-    server that imported the given modules once, so that a copy does not import them itself."""
-    for preload, preloaded in ((None, False), (("tabnanny",), True)):
-        rows = packing.concurrent_rates(_where_a_copy_ran, 2, timeout=120, forkserver_preload=preload)
-        pids = {row["pid"] for row in rows}
-        assert len(pids) == 2 and os.getpid() not in pids, (preload, rows)
-        assert [row["tabnanny"] for row in rows] == [preloaded, preloaded], (preload, rows)
 
 
 def _gpu_check_grid() -> cl_config.Grid:
@@ -315,10 +278,8 @@ def _gpu_check_grid() -> cl_config.Grid:
 
 
 def test_each_packed_copy_runs_the_step_mode_its_cell_runs_and_the_plan_prices():
-    """make gpu-check packs the step each precision's cells run: a copy's mode is decided by the trainer's
-    own rule (training.capture.for_device, training.vision_capture.resolve: families.step_mode) for the
-    cell's settings, the one the plan prices (CellWork.graphed, .padding_free); on a CPU every step is
-    eager (the toy check packs those)."""
+    """make gpu-check packs each copy in the mode the trainer's own rule decides for its cell's settings,
+    the one the plan prices; on a CPU every step is eager."""
     import torch
 
     from contrastlab.cost import gpu_check
@@ -376,7 +337,8 @@ def test_each_packed_copy_runs_the_step_mode_its_cell_runs_and_the_plan_prices()
 
 class _FakeCopy:
     """A built step for pooled_rows: it records, at each timing, its process, what that process has
-    built so far and the environment it was given."""
+    built so far, the environment it was given and whether tabnanny (imported by nothing here) was
+    already imported in it."""
 
     built: list[str] = []
 
@@ -389,7 +351,7 @@ class _FakeCopy:
         time.sleep(0.01 * steps)
         with open(self.log, "a") as handle:
             built, env = ",".join(self.built), os.environ.get("CONTRASTLAB_TEST_POOL")
-            handle.write(f"{os.getpid()} {self.name} {built} {env}\n")
+            handle.write(f"{os.getpid()} {self.name} {built} {env} {'tabnanny' in sys.modules}\n")
         return {"steps_per_s": 10.0, "peak_gib": None, "mode": "eager", "precision": "fp32"}
 
     def release(self) -> None:
@@ -404,33 +366,35 @@ def _fake_step(name: str, log: str, fail: bool = False) -> _FakeCopy:
 
 
 def test_the_pool_starts_its_workers_once_and_each_builds_every_step_once(tmp_path):
-    """packing_measure.pooled_rows: max(counts) processes for all steps and counts; the first k time together,
-    each worker builds each step once (in turn), and the environment given (an MPS daemon's pipe)
-    is set in every worker."""
-    import functools
-
+    """pooled_rows: max(counts) processes for all steps and counts; the first k time together, each
+    worker builds each step once, and the environment given is set in every worker."""
     log = str(tmp_path / "timings.log")
     series = {name: functools.partial(_fake_step, name, log) for name in ("a", "b")}
     rows = packing_measure.pooled_rows(
         series, (1, 2, 4), steps=2, timeout=120, env={"CONTRASTLAB_TEST_POOL": "pipe"}
     )
-    assert [r["k"] for r in rows["a"]] == [1, 2, 4] and [len(r["steps_per_s"]) for r in rows["b"]] == [
-        1,
-        2,
-        4,
-    ]
+    assert [r["k"] for r in rows["a"]] == [len(r["steps_per_s"]) for r in rows["b"]] == [1, 2, 4]
     assert rows["a"][2]["sum"] == 40.0 and rows["a"][2]["speedup"] == 4.0 and rows["b"][0]["mode"] == "eager"
     lines = [line.split() for line in (tmp_path / "timings.log").read_text().splitlines()]
     assert len(lines) == 2 * (1 + 2 + 4)
-    assert {tuple(line[1:]) for line in lines} == {("a", "a", "pipe"), ("b", "a,b", "pipe")}
+    assert {tuple(line[1:]) for line in lines} == {("a", "a", "pipe", "False"), ("b", "a,b", "pipe", "False")}
     per_worker = {pid: sum(1 for line in lines if line[0] == pid) for pid in {line[0] for line in lines}}
     assert sorted(per_worker.values()) == [2, 2, 4, 6]  # worker 0 in all 3 counts of both steps, ...
     assert str(os.getpid()) not in per_worker
 
 
-def test_a_worker_that_fails_stops_the_pool_with_its_reason(tmp_path):
-    import functools
+def test_with_a_preload_the_workers_fork_from_a_server_that_imported_it(tmp_path, no_fork_server_running):
+    """``forkserver_preload``: each worker a process of its own, forked from one server that imported the
+    given modules once, so that a worker does not import them itself."""
+    log = str(tmp_path / "timings.log")
+    series = {"a": functools.partial(_fake_step, "a", log)}
+    packing_measure.pooled_rows(series, (1, 2), steps=1, timeout=120, forkserver_preload=("tabnanny",))
+    lines = [line.split() for line in (tmp_path / "timings.log").read_text().splitlines()]
+    assert len({line[0] for line in lines}) == 2 and str(os.getpid()) not in {line[0] for line in lines}
+    assert [line[-1] for line in lines] == ["True"] * 3
 
+
+def test_a_worker_that_fails_stops_the_pool_with_its_reason(tmp_path):
     series = {"a": functools.partial(_fake_step, "a", str(tmp_path / "log"), fail=True)}
     with pytest.raises(RuntimeError, match=r"packing: worker \d failed: ValueError: boom while building a"):
         packing_measure.pooled_rows(series, (1, 2), steps=1, timeout=120)

@@ -1,4 +1,4 @@
-"""How the plan prices a padding-free sentence step (issue 55): the FLOP model from wiki1m's token
+"""How the plan prices a padding-free sentence step: the FLOP model from wiki1m's token
 profile, the re-padding overhead, a calibration's measured ratio instead, the trainer's default rule,
 and config.yaml's total on the H200."""
 
@@ -42,7 +42,8 @@ def _bert_base() -> backbones.Transformer:
 
 def _work(cell: cl_config.Cell, **settings) -> cl_flops.CellWork:
     grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
-    return cl_flops._sentence_work(grid, cell, dict(grid.settings(cell)) | settings)
+    model = backbones.backbone_transformer(grid, cell.backbone)
+    return cl_flops._sentence_work(grid, cell, dict(grid.settings(cell)) | settings, model, True)
 
 
 def test_the_flop_model_of_bert_base_at_22_of_32_tokens_by_hand():
@@ -153,7 +154,9 @@ def test_a_measured_ratio_replaces_the_flop_model(tmp_path, flop_model_h200):
 
 def _totals(monkeypatch, cal=None, **settings) -> list[float]:
     original = cl_flops._sentence_work
-    monkeypatch.setattr(cl_flops, "_sentence_work", lambda c, cell, s: original(c, cell, {**s, **settings}))
+    monkeypatch.setattr(
+        cl_flops, "_sentence_work", lambda c, cell, s, *on: original(c, cell, {**s, **settings}, *on)
+    )
     jobs = plan.make_plan(
         cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml")),
         cal or cl_calibration.load_calibration(H200),
@@ -163,10 +166,8 @@ def _totals(monkeypatch, cal=None, **settings) -> list[float]:
 
 
 def test_config_yaml_on_the_h200_with_padding_free_by_default(monkeypatch, flop_model_h200):
-    """Issue 55: 211.0 GPU-h as configured with every sentence cell padded; padding-free by default,
-    195.9 at the measured ratio (0.7965), 192.1 by the FLOP model. Since issue 62 MACL's captured image
-    step is priced as captured (16.9 GPU-h less in each): 194.2, 179.0 and 175.2. Only the IEEE-fp32
-    columns move with padding-free."""
+    """config.yaml's totals padded (194.2), padding-free at the measured ratio (179.0) and by the FLOP
+    model (175.2): only the IEEE-fp32 columns move."""
     padded = _totals(monkeypatch, padding_free=False)
     default = _totals(monkeypatch)
     assert padded == [194.2, 231.9, 100.3, 73.5]

@@ -24,10 +24,10 @@ from contrastlab.precision import RESOLVED
 TOY_NON_EMBEDDING = 2 * 8544
 
 
-def _toy_config(**training) -> dict:
+def _toy_config(seeds=(1, 2), resources=None, **training) -> dict:
     return cl_config.validate(
         {
-            "seeds": [1, 2],
+            "seeds": list(seeds),
             "data": {"fixture": True, "fixture_corpus_sentences": 2000},
             "backbones": {
                 "toy": {
@@ -46,6 +46,7 @@ def _toy_config(**training) -> dict:
                 **training,
             },
             "evaluation": {"mode": "fasttest"},
+            "resources": resources or {},
             "experiments": {
                 "nie2023": {"backbones": ["toy"], "methods": {"cl": {"loss": "infonce", "hp": {"tau": 0.05}}}}
             },
@@ -86,10 +87,9 @@ def test_transformer_parameters_of_the_real_backbones():
 
 
 def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
-    config = _toy_config()
-    cell = cl_config.Grid(config).cells[0]
-    work = cl_flops.cell_work(cl_config.Grid(config), cell)
-    assert cl_flops.backbone_transformer(cl_config.Grid(config), "toy").non_embedding == TOY_NON_EMBEDDING
+    grid = cl_config.Grid(_toy_config())
+    work = cl_flops.cell_work(grid, grid.cells[0])
+    assert cl_flops.backbone_transformer(grid, "toy").non_embedding == TOY_NON_EMBEDDING
     # 2000 sentences // 16 = 125 steps; a step: 6 × N × (16 sentences × 2 views × 32 tokens).
     assert work.steps == 125
     assert work.step_flops == 6 * 17_088 * 1024 == 104_988_672
@@ -102,12 +102,12 @@ def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
     assert work.eval_flops == pytest.approx(2 * 17_088 * cl_flops.SENTEVAL_ALL_TOKENS)
 
     cal = _flat_calibration(tmp_path)
-    jobs = plan.make_plan(cl_config.Grid(config), cal)
+    jobs = plan.make_plan(grid, cal)
     train = [j for j in jobs if j.rule == "train"]
     encode = [j for j in jobs if j.rule == "encode"]
     assert [j.cell for j in train] == ["nie2023/toy/cl/seed1", "nie2023/toy/cl/seed2"]
     assert [j.cell for j in encode] == [j.cell for j in train]
-    snapshot_gib = 12 * cl_flops.backbone_transformer(cl_config.Grid(config), "toy").total / 2**30
+    snapshot_gib = 12 * cl_flops.backbone_transformer(grid, "toy").total / 2**30
     expected = (
         (125 * 104_988_672 + 4 * 2 * 17_088 * cl_flops.STSB_DEV_TOKENS) / 1e12
         + 10
@@ -119,7 +119,7 @@ def test_toy_config_plan_matches_hand_computed_flops(tmp_path):
     assert encode[0].seconds["fp32"] == pytest.approx(2 * 17_088 * cl_flops.SENTEVAL_ALL_TOKENS / 1e12 + 20)
     assert {j.rule for j in jobs} == {"train", "encode"}  # no probe job among the GPU jobs
     assert plan.total_hours(jobs) == pytest.approx(2 * (expected + encode[0].seconds["fp32"]) / 3600)
-    assert plan.probe_jobs(cl_config.Grid(config), cal) == (2, pytest.approx(2 * (20 + 100) / 3600))
+    assert plan.probe_jobs(grid, cal) == (2, pytest.approx(2 * (20 + 100) / 3600))
 
 
 def test_analysis_probe_and_holdout_flops():
@@ -152,9 +152,8 @@ def test_precision_choices_reach_the_sentence_cells_through_the_override(tmp_pat
 
 
 def test_the_tf32_and_bf16_columns_move_the_oar_and_macl_rows_of_config_yaml():
-    """Issue 36: ``precision_override`` reaches the image cells, so the plan's side-by-side columns move
-    the OAR study (its cells fp32 as configured) and MACL's Table 9 (``auto``: bf16 on the calibration's
-    GPU); the image features (``encode_vision``) are fp32 in every column, the probes CPU time."""
+    """``precision_override`` moves the OAR (fp32 as configured) and MACL (``auto``: bf16) columns; the
+    image features (``encode_vision``) are fp32 in every column, the probes CPU time."""
     config = cl_config.load(REPO_ROOT / "config.yaml")
     jobs = plan.make_plan(
         cl_config.Grid(config), cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
@@ -242,7 +241,7 @@ def test_vision_cell_flops_count_both_views_and_the_oar_pass():
     plain = cl_flops.cell_work(
         cl_config.Grid(config), cl_config.Cell("oar_cifar10", "resnet18-oar", "infonce-lr1.0", 42)
     )
-    # val_fraction 0.2: the trainer trains on 40,000 of the 50,000 images (review G3: not 39,000 steps)
+    # val_fraction 0.2: the trainer trains on 40,000 of the 50,000 images
     assert plain.steps == oar.steps == 40_000 // 128 * 100 == 31_200
     assert plain.step_flops == 3 * 2 * fwd.macs * 2 * 128
     assert oar.step_flops == 3 * 2 * fwd.macs * (2 * 128 + 2 * 128)  # the labelled batch, two views
@@ -278,12 +277,12 @@ def test_the_validation_is_priced_in_ieee_fp32_whatever_the_cells_precision(tmp_
 
 
 def test_an_eager_image_step_is_priced_at_its_host_launches_when_they_outlast_its_flops():
-    """Review §1.2: a MACL step launches ~875 kernels at ~30 µs each whatever its batch, so the batch-64
-    cells run about as many steps per second as the batch-256 ones (and are ~2x the old plan's time)."""
+    """A MACL step launches 875 kernels whatever its batch, so an eager batch-64 step costs its launches."""
     config = cl_config.load(REPO_ROOT / "config.yaml")
     h100 = cl_calibration.SHIPPED_CALIBRATIONS["H100"]
     grid, cal = cl_config.Grid(config), cl_calibration.load_calibration(h100)
-    captured = cl_flops.cell_work(grid, cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42))
+    macl = cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42)
+    captured = cl_flops.cell_work(grid, macl)
     assert captured.graphed  # the trainer captures MACL's step by default; cuda_graph: false runs it eager
     small = dataclasses.replace(captured, graphed=False)
     launch = cal.overheads_s["vision_launch"]
@@ -296,13 +295,7 @@ def test_an_eager_image_step_is_priced_at_its_host_launches_when_they_outlast_it
         == pytest.approx(1 / 36, rel=1e-3)
     )
     # One augmentation call for both views (augment_calls: one) saves a call's launches per step.
-    one = cl_flops.cell_work(grid, cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42))
-    settings = dict(grid.settings(cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42)))
-    one = cl_flops._vision_work(
-        grid,
-        cl_config.Cell("macl_cifar10", "resnet18-cifar", "ntxent-bs64", 42),
-        settings | {"augment_calls": "one"},
-    )
+    one = cl_flops._vision_work(grid, macl, dict(grid.settings(macl)) | {"augment_calls": "one"}, True)
     assert small.step_launches - one.step_launches == cl_flops.AUGMENT_LAUNCHES
     # Where the FLOPs outlast the launches (OAR at 224 px, IEEE fp32) the FLOPs set the step, at the
     # 224-px rates, plus the augmentation of its 512 images (2 views of 128, and of the labelled 128).
@@ -457,44 +450,34 @@ def test_documented_cell_counts_equal_the_config():
 
 
 def test_runtime_requests_are_the_projection_with_a_margin(tmp_path):
-    config = _toy_config()
-    cell = cl_config.Grid(config).cells[0]
+    grid = cl_config.Grid(_toy_config())
+    cell = grid.cells[0]
     cal = _flat_calibration(tmp_path, tflops=1e-6)  # a million times slower: the toy cell takes hours
-    projected = next(j for j in plan.make_plan(cl_config.Grid(config), cal) if j.rule == "train").seconds[
-        "config"
-    ]
+    jobs = {j.rule: j.seconds["config"] for j in plan.make_plan(grid, cal)}
+    projected = jobs["train"]
     assert projected > 3600
-    minutes = plan.job_runtime_minutes(cl_config.Grid(config), "train", cal, cell=cell)
+    minutes = plan.job_runtime_minutes(grid, "train", cal, cell=cell)
     assert minutes == -(-projected * plan.RUNTIME_MARGIN // 60)
-    assert plan.job_runtime_minutes(
-        cl_config.Grid(config), "train", cal, cell=cell, attempt=2
-    ) == pytest.approx(2 * minutes, abs=1)
+    assert plan.job_runtime_minutes(grid, "train", cal, cell=cell, attempt=2) == pytest.approx(
+        2 * minutes, abs=1
+    )
     # a job projected at seconds still asks for the minimum
     fast = _flat_calibration(tmp_path / "fast", tflops=1000.0)
-    assert (
-        plan.job_runtime_minutes(cl_config.Grid(config), "encode", fast, cell=cell)
-        == plan.MINIMUM_RUNTIME_MIN
-    )
+    assert plan.job_runtime_minutes(grid, "encode", fast, cell=cell) == plan.MINIMUM_RUNTIME_MIN
     # the encoding's request is its projection; the CPU probe job's is its start-up and probing, which
     # no GPU speed changes
-    encoding = next(j for j in plan.make_plan(cl_config.Grid(config), cal) if j.rule == "encode").seconds[
-        "config"
-    ]
-    assert plan.job_runtime_minutes(cl_config.Grid(config), "encode", cal, cell=cell) == -(
-        -encoding * plan.RUNTIME_MARGIN // 60
+    encoding = plan.job_runtime_minutes(grid, "encode", cal, cell=cell)
+    assert encoding == -(-jobs["encode"] * plan.RUNTIME_MARGIN // 60)
+    assert plan.job_runtime_minutes(grid, "encode_pretrained", cal, backbone="toy") == pytest.approx(
+        encoding, abs=1
     )
-    assert plan.job_runtime_minutes(
-        cl_config.Grid(config), "encode_pretrained", cal, backbone="toy"
-    ) == pytest.approx(plan.job_runtime_minutes(cl_config.Grid(config), "encode", cal, cell=cell), abs=1)
     for calibration in (cal, fast):  # a million times apart in TFLOP/s
         for rule in ("evaluate", "evaluate_pretrained"):
             # the 10th attempt: (20 s + 100 s) x 2 x 10 = 40 minutes, above the minimum of 30
-            minutes = plan.job_runtime_minutes(
-                cl_config.Grid(config), rule, calibration, cell=cell, backbone="toy", attempt=10
-            )
+            minutes = plan.job_runtime_minutes(grid, rule, calibration, cell=cell, backbone="toy", attempt=10)
             assert minutes == 40, (rule, minutes)
     with pytest.raises(ValueError, match="no projection for rule 'tables'"):
-        plan.job_runtime_minutes(cl_config.Grid(config), "tables", cal, cell=cell)
+        plan.job_runtime_minutes(grid, "tables", cal, cell=cell)
 
 
 def test_a_user_corpus_is_counted_line_by_line(tmp_path):
@@ -541,7 +524,7 @@ def test_gpu_peaks_tell_a_familys_pcie_and_nvl_cards_from_its_sxm_card(device_na
 
 
 def test_the_plan_states_the_disk_a_run_needs():
-    """Issue 36: kept checkpoints = fp32 weights of every trained cell; the snapshot of the largest
+    """Kept checkpoints = fp32 weights of every trained cell; the snapshot of the largest
     cell (weights, Adam moments, best checkpoint: 16 bytes a parameter); the searches' points apart."""
     from types import SimpleNamespace
 
@@ -565,7 +548,7 @@ def test_the_plan_states_the_disk_a_run_needs():
 
 
 def test_memory_rows_name_the_smallest_card_a_kind_fits():
-    """Issue 36: the searches' batch-512 large-model points (about 61 GiB) need an 80-GiB card."""
+    """The searches' batch-512 large-model points (about 61 GiB) need an 80-GiB card."""
     from types import SimpleNamespace
 
     from contrastlab.cost.plan import memory_rows

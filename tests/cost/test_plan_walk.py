@@ -1,14 +1,7 @@
-"""The walk a reader takes through ``make_plan`` (issue 54; house review 6, section 1.2): following each
-function the first time it is called, the reading stays inside ``cost/`` and never climbs back up from a
-room below it.
-
-The walk is recorded, not drawn by hand: a profile hook notes the room (module) where the reading
-stands after every first call and every return from one; a function already read is not followed again
-(nor what it calls). The grid (``contrastlab.config``) is the walk's vocabulary, not a room, as in the
-review; ``paths`` neither, nor ``families`` (the step-mode rule the trainer and the plan share, issue
-64), nor ``papers`` (which paper an experiment belongs to: one record each, issue
-64). A *climb back up* is a step from a room of a lower layer (pyproject's
-import-linter layers) to a room of a higher one; a *return* is a step into a room already left.
+"""The walk a reader takes through ``make_plan``, following each function the first time it is called
+(a profile hook notes the module after every first call and return): it stays inside ``cost/`` and never
+climbs from a lower import-linter layer to a higher one. ``config``, ``paths``, ``families`` and ``papers``
+are its vocabulary, not rooms; a *return* is a step into a room already left.
 """
 
 from __future__ import annotations
@@ -17,12 +10,14 @@ import importlib
 import pkgutil
 import sys
 import tomllib
+from collections import Counter
 
 import pytest
 
 from contrastlab import config as cl_config
-from contrastlab.cost import budget, plan
+from contrastlab.cost import backbones, budget, cards, plan
 from contrastlab.cost import calibration as cl_calibration
+from contrastlab.cost import flops as cl_flops
 from contrastlab.paths import REPO_ROOT
 
 LAYERS = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0][
@@ -92,12 +87,17 @@ def walk(function, *args, **kwargs) -> list[str]:
             if _room(frame) is not None:
                 note(_room(frame.f_back))
 
+    _profiled(hook, function, *args, **kwargs)
+    return stays
+
+
+def _profiled(hook, function, *args, **kwargs) -> None:
+    """``function(*args, **kwargs)`` with ``hook`` as the profile function while it runs."""
     sys.setprofile(hook)
     try:
         function(*args, **kwargs)
     finally:
         sys.setprofile(None)
-    return stays
 
 
 @pytest.mark.parametrize("preset", ["config.yaml", "config/demo.yaml"])
@@ -118,3 +118,40 @@ def test_the_walk_sees_a_climb_where_there_is_one():
     calibration = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
     stays = walk(budget.searched_points, grid, calibration, pins={})
     assert stays[:3] == ["contrastlab.cost.budget", "contrastlab.search", "contrastlab.cost.budget"], stays
+
+
+def _calls(function, *args, **kwargs) -> list[tuple[str, dict]]:
+    """The name and arguments of each call to ``backbone_transformer``, ``native_bf16`` and ``cell_work``
+    made while ``function`` runs, in order (whatever name a module imported them under)."""
+    watched = {
+        f.__code__: f.__name__
+        for f in (backbones.backbone_transformer, cards.native_bf16, cl_flops.cell_work)
+    }
+    calls: list = []
+
+    def hook(frame, event, _):
+        if event == "call" and frame.f_code in watched:
+            calls.append((watched[frame.f_code], dict(frame.f_locals)))
+
+    _profiled(hook, function, *args, **kwargs)
+    return calls
+
+
+def test_the_plan_resolves_each_backbone_and_the_card_once_and_prices_each_cell_once(tmp_path):
+    """The plan resolves each sentence backbone and the card once, and calls ``cell_work`` once per cell
+    and precision choice, however many parts of the plan read a cell."""
+    config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    grid = cl_config.Grid(config)
+    calibration = cl_calibration.load_calibration(cl_calibration.DEFAULT_CALIBRATION)
+    points = budget.plan_points(grid, calibration)
+    calls = _calls(plan.make_plan, grid, calibration, points=points)
+    cells = [*grid.cells, *(p.cell for p in points)]
+    sentence = {c.backbone for c in cells if grid.experiment(c.experiment).track != "vision"}
+    resolved = [local["alias"] for name, local in calls if name == "backbone_transformer"]
+    assert len(sentence) > 1 and sorted(resolved) == sorted(sentence | {b for b, _ in grid.pretrained})
+    assert [name for name, _ in calls].count("native_bf16") == 1
+    calls = _calls(plan.plan_report, config, out_dir=tmp_path, echo=False)
+    priced = Counter(
+        local["cell"].path for name, local in calls if name == "cell_work" and local["point"] is None
+    )
+    assert priced == dict.fromkeys((c.path for c in grid.cells), len(plan.SIDE_BY_SIDE) + 1)

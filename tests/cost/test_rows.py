@@ -120,8 +120,9 @@ def test_the_h200_file_names_its_machine_and_what_is_measured():
 def _work(cell: cl_config.Cell, **settings) -> cl_flops.CellWork:
     grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
     if grid.experiment(cell.experiment).track == "vision":
-        return cl_flops._vision_work(grid, cell, dict(grid.settings(cell)) | settings)
-    return cl_flops._sentence_work(grid, cell, dict(grid.settings(cell)) | settings)
+        return cl_flops._vision_work(grid, cell, dict(grid.settings(cell)) | settings, True)
+    model = cl_flops.backbone_transformer(grid, cell.backbone)
+    return cl_flops._sentence_work(grid, cell, dict(grid.settings(cell)) | settings, model, True)
 
 
 def test_the_h200_file_prices_the_measured_steps():
@@ -218,7 +219,9 @@ def _totals(monkeypatch, cal, image: dict, **sentence) -> list[float]:
     sentence cell's."""
     for name, patched in (("_vision_work", image), ("_sentence_work", sentence)):
         original = getattr(cl_flops, name)
-        monkeypatch.setattr(cl_flops, name, lambda c, cell, s, f=original, p=patched: f(c, cell, {**s, **p}))
+        monkeypatch.setattr(
+            cl_flops, name, lambda c, cell, s, *on, f=original, p=patched: f(c, cell, {**s, **p}, *on)
+        )
     grid = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
     jobs = plan.make_plan(grid, cal)
     return [round(plan.total_hours(jobs, c), 1) for c in CHOICES]
@@ -293,6 +296,4 @@ def test_the_summary_states_totals_fp32_share_floor_and_the_8_gpu_makespan(tmp_p
     assert f"IEEE fp32: {hours:.1f} of the {totals[0]:.1f} GPU-h ({hours / totals[0]:.0%})" in out
     assert f"would still take {floor:.1f} GPU-h (the fp32 floor" in out
     assert "- Makespan on one 8-GPU node: " in out and "### Summary (H200)" in out
-    # issue 53: 214 GPU-h measured-priced (211.0 padded); issue 55's padding-free steps at the measured
-    # ratio: 195.9; issue 62: MACL's captured image step priced as captured, 179.0 (gpu-review §4)
     assert 178.5 < totals[0] < 179.5

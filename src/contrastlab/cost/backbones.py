@@ -1,13 +1,10 @@
 """A sentence backbone as the plan sees it before anything is fetched: its architecture (the FLOPs and memory
-of :mod:`contrastlab.cost.flops`) and its ``model_type``, which decides its cells' step mode
-(:func:`contrastlab.families.step_mode`: a BERT or a RoBERTa trains padding-free in IEEE fp32 on CUDA,
-another family as the padded graph).
+of :mod:`contrastlab.cost.flops`) and its ``model_type``, which decides its cells' step mode.
 
-The trainer reads the model type from the config.json that rule ``fetch_backbone`` writes. The plan reads
-the same file where it is already on disk; before that, the Hub's config.json of the repositories it knows
-(:data:`HUB_CONFIGS`, under their present ids or the former ones config.yaml names); else it takes the
-family the Hub id's name spells (:func:`model_type_named_by`), and :func:`model_type_lines` puts in the plan
-which backbones it inferred or could not tell, and how it priced them. Nothing is downloaded.
+The plan reads the model type from the config.json rule ``fetch_backbone`` writes where it is on disk;
+before that, from the Hub configs it knows (:data:`HUB_CONFIGS`); else from the family the Hub id's name
+spells (:func:`model_type_named_by`), and :func:`model_type_lines` says which backbones it inferred or
+could not tell, and how it priced them. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ HUB_CONFIGS = {
     "FacebookAI/roberta-large": ("roberta", 1024, 24, 4096, 16, 50265, 514, 1),
 }
 
-#: The former ids of those repositories, which config.yaml names: the Hub moved its first models under
-#: their organisations and redirects the old ids to them (the same repository, the same config.json).
+#: The former ids of those repositories, which config.yaml names and the Hub redirects to them.
 FORMER_HUB_IDS = {
     "bert-base-uncased": "google-bert/bert-base-uncased",
     "bert-large-uncased": "google-bert/bert-large-uncased",
@@ -39,9 +35,8 @@ FORMER_HUB_IDS = {
     "roberta-large": "FacebookAI/roberta-large",
 }
 
-#: The architecture (hidden size, layers, intermediate size, attention heads, vocabulary, positions, token
-#: types) of each known repository by every id the Hub answers to (benchmarks/train_throughput.py builds
-#: its models from it).
+#: The architecture of each known repository (as above, less the model type) by every id the Hub answers
+#: to (benchmarks/train_throughput.py builds its models from it).
 KNOWN_ARCHITECTURES = {
     hf_id: HUB_CONFIGS[FORMER_HUB_IDS.get(hf_id, hf_id)][1:] for hf_id in [*FORMER_HUB_IDS, *HUB_CONFIGS]
 }
@@ -116,10 +111,8 @@ def model_type_named_by(hf_id: str) -> str:
 
 def backbone_transformer(grid: cl_config.Grid, alias: str) -> Transformer:
     """The architecture and model type of a sentence backbone, from its config and never by downloading:
-    a Hub repository of :data:`HUB_CONFIGS` (by its present or former id), a ``random`` BertConfig
-    (BertConfig's defaults for keys it leaves out), a local folder's, a package's ``model/`` or the
-    materialised backbone's ``config.json``, or, failing all, ``params_millions`` taken as the
-    non-embedding count with the model type the Hub id names (:func:`model_type_named_by`), if any."""
+    :data:`HUB_CONFIGS`, a ``random`` BertConfig, a local or materialised ``config.json``, or, failing
+    all, ``params_millions`` as the non-embedding count with the model type the Hub id names."""
     spec = grid.backbone(alias)
     candidates = [Path(grid.resources.backbone_dir(alias), "config.json")]
     if "path" in spec:

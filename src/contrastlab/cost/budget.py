@@ -1,11 +1,9 @@
 """The search budget: which points of a config's searches their ``budget_gpu_hours`` pays for, nearest the
 configured settings first.
 
-The points a budget keeps depend on the calibration that prices them, and ``make gpu-check`` replaces
-the shipped calibration with a measured one. So that a measured calibration never changes a search
-that has started (points appearing or vanishing from a half-run grid), the workflow pins what each
-budget kept when it first runs (:func:`write_pins`, ``<results_dir>/search/budget_pins.json``); later
-runs and ``make plan`` read the pin (:func:`pinned`) while the search's spec, budget and grid are
+So that a measured calibration never changes a search that has started (points appearing or vanishing
+from a half-run grid), the workflow pins what each budget kept when it first runs (:func:`write_pins`);
+later runs and ``make plan`` read the pin (:func:`pinned`) while the search's spec, budget and grid are
 the same, and price afresh once any of them changes.
 """
 
@@ -110,12 +108,11 @@ def searched_points(
     grid: cl_config.Grid, calibration: Calibration | None = None, pins: Mapping[str, Any] | None = None
 ) -> list[cl_search.SearchPoint]:
     """The points of the config's searches (:func:`contrastlab.search.search_points`) that each search's
-    ``budget_gpu_hours`` pays for, in grid order. The stated trimming order: points nearest the
-    configured settings first (:func:`_distance`; ties: earlier stage, then grid order), each at its
-    projected training time as configured (a point shared with a configured cell costs nothing); a point
-    that would pass the budget is dropped. Raises :class:`~contrastlab.config.ConfigError` when a stage
-    of a search keeps no point. ``pins`` (:func:`pinned`): a search whose pin still matches keeps
-    the pinned points, whatever the calibration."""
+    ``budget_gpu_hours`` pays for, in grid order: nearest the configured settings first (ties: earlier
+    stage, then grid order), each at its projected training time (a point shared with a configured cell
+    costs nothing); a point that would pass the budget is dropped. Raises
+    :class:`~contrastlab.config.ConfigError` when a stage keeps no point. A search whose pin (``pins``)
+    still matches keeps the pinned points, whatever the calibration."""
     points = cl_search.search_points(grid)
     kept: list[cl_search.SearchPoint] = []
     for experiment in dict.fromkeys(p.experiment for p in points):

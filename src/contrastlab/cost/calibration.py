@@ -1,42 +1,9 @@
 """Throughput calibration: achieved TFLOP/s per track and precision and the per-job overheads, shipped
 (datasheet peaks x assumed utilisation) or measured by ``make gpu-check``; the seconds of a cell's work.
 
-Calibration file (JSON; the default ships beside this module, :data:`DEFAULT_CALIBRATION`, and
-``make gpu-check`` writes a measured one to :func:`measured_calibration`, which the plan then
-prefers)::
-
-    {
-      "format": "contrastlab-calibration/1",
-      "measured": true,                       # false: datasheet figures and assumptions
-      "device": "NVIDIA H100 80GB HBM3, driver 550.54, torch 2.14.1+cu130",
-      "source": "one line: where the numbers come from",
-      "achieved_tflops": {                    # TFLOP/s a training step achieves (FLOPs as above)
-        "sentence": {"fp32": 31.0, "tf32": 140.0, "bf16": 250.0, "fp16": 250.0},
-        "vision": {"bf16": 190.0}             # missing entries: taken from the default, and said so
-      },
-      "overheads_s": {                        # seconds; missing keys: the default's
-        "train_startup": 60, "sentence_step": 0.01, "vision_step": 0.01, "snapshot_per_gib": 2,
-        "sentence_launch": 2.8e-5, "vision_launch": 3.1e-5,   # host seconds per launched kernel
-        "dev_evaluation": 2, "evaluate_startup": 30,
-        "senteval_probe_test": 300, "senteval_probe_fasttest": 120, "senteval_probe_dev": 60,
-        "vision_probe_step": 0.002
-      },
-      "gpu_memory_gib": 80.0,
-      "padding_free_ratio": {"fp32": 0.76},   # optional: a padding-free step's measured time over the
-                                              # padded step's, per precision, at wiki1m's token profile
-      "packing": {                            # several small cells per GPU (cost.packing); missing: the
-        "measured": true, "source": "...",    # default's (the H100 benchmark in docs/measured.md, assumed)
-        "speedup": {"bf16": {"2": 1.82, "4": 2.34}},  # precision -> concurrent cells -> summed speed-up
-        "speedup_mps": {...}, "vision_speedup_b64": {...}, "vision_speedup_mps_b64": {...}   # optional:
-      },                                      # the same under an MPS daemon, and of image cells at a batch
-      "missing_parts": ["packing"],           # optional: the parts of make gpu-check that did not finish
-      "peak_tflops": {...}, "mfu": {...},     # optional, for the reader
-      "measured_entries": ["achieved_tflops.sentence.fp32", ...],   # optional: in an assumed file, the
-      "measured_source": "..."                # entries that are measured figures, and where from
-    }
-
-:func:`calibration_from_measurements` builds it from measured steps/s (:class:`Measurement`, with the
-step's FLOPs from :func:`cell_work`) and :func:`write_calibration` writes it.
+The calibration file's format is in docs/cost.md ("The calibration file"); the default ships beside
+this module (:data:`DEFAULT_CALIBRATION`) and ``make gpu-check`` writes a measured one to
+:func:`measured_calibration`, which the plan then prefers.
 """
 
 from __future__ import annotations
@@ -61,11 +28,8 @@ from contrastlab.precision import RESOLVED
 
 CALIBRATION_FORMAT = "contrastlab-calibration/1"
 
-
-#: The calibrations shipped beside this module, per card (:data:`GPU_PEAKS`' names): the H200's, built
-#: from its measured rows (:mod:`contrastlab.cost.rows`, 2026-11-26), and the H100's, data-sheet peaks
-#: × an assumed MFU with the figures the H100 measured (2026-11-24) taken in; each file lists which of
-#: its figures are measured and which assumed.
+#: The calibrations shipped beside this module, per card (:data:`GPU_PEAKS`' names); each file lists
+#: which of its figures are measured and which assumed (docs/cost.md).
 SHIPPED_CALIBRATIONS = {
     "H200": Path(__file__).with_name("calibration_h200.json"),
     "H100": Path(__file__).with_name("calibration_h100.json"),
@@ -75,37 +39,29 @@ SHIPPED_CALIBRATIONS = {
 #: are taken from it.
 DEFAULT_CALIBRATION = SHIPPED_CALIBRATIONS[DEFAULT_GPU_MODEL]
 
-
-#: ``make gpu-check``'s preset (``config/gpu-check.yaml``): the measured calibration lies in its
-#: ``results_dir``. Package data (a link to the checkout's preset, its bytes in a wheel), read through
-#: ``importlib.resources``, so that an installed wheel with no checkout around it finds it too.
+#: ``make gpu-check``'s preset (``config/gpu-check.yaml``), whose ``results_dir`` holds the measured
+#: calibration; package data, so that an installed wheel with no checkout around it finds it too.
 GPU_CHECK_PRESET = importlib.resources.files(__package__) / "gpu-check.yaml"
 
 
 def measured_calibration() -> Path:
     """Where ``make gpu-check`` writes its calibration: its preset's ``results_dir``, relative to the
-    working directory (a checkout's root, where make and Snakemake run). Read when asked, not when the
-    module is imported: the workflow imports it at parse."""
+    working directory. Read when asked, not at import: the workflow imports this module at parse."""
     return Path(Results(yaml.safe_load(GPU_CHECK_PRESET.read_text())["results_dir"]).calibration)
 
 
-#: The rate classes of a calibration's ``achieved_tflops`` (and ``<class>_step`` overheads): the
-#: sentence step, the image step at CIFAR size (MACL's 32 px) and at ImageNet size (OAR's 224 px,
-#: :data:`~contrastlab.cost.flops.LARGE_IMAGE_PX`), which the H200 measured at different rates.
+#: The rate classes of a calibration's ``achieved_tflops``: the sentence step, the image step at CIFAR
+#: size (MACL's 32 px) and at ImageNet size (OAR's 224 px, :data:`~contrastlab.cost.flops.LARGE_IMAGE_PX`).
 TRACKS = ("sentence", "vision", "vision_large")
-
 
 #: The precision choices shown side by side (plus the configured one).
 SIDE_BY_SIDE = ("fp32", "tf32", "bf16")
 
-
 #: The evaluators encode in fp32 (checkpoint loaded in fp32, no autocast).
 EVALUATION_PRECISION = "fp32"
 
-#: The packing figures beside ``packing.speedup`` (sentence cells, each in a process of its own): the same
-#: under an MPS daemon, and of image cells (MACL's captured step), without and with MPS. The image
-#: figures are measured per batch (``vision_speedup_b64``, ``vision_speedup_mps_b1024``:
-#: :func:`vision_packing_key`); ``vision_speedup`` without a batch (a file of before) prices no cell.
+#: The packing figures beside ``packing.speedup`` (sentence cells): the same under an MPS daemon, and of
+#: image cells without and with MPS; image figures priced are per batch (:func:`vision_packing_key`).
 PACKING_VARIANTS = ("speedup_mps", "vision_speedup", "vision_speedup_mps")
 #: An image packing figure's key with the batch it was measured at.
 VISION_PACKING_KEY = re.compile(r"vision_speedup(_mps)?_b([1-9][0-9]*)")
@@ -141,10 +97,9 @@ class Calibration:
     measured_entries: tuple[str, ...] = ()
     #: A measured calibration's entries that are assumptions (``assumed_entries`` in the file)
     assumed_entries: tuple[str, ...] = ()
-    #: Why this calibration (:func:`calibration_for`), e.g. the data-sheet scaling for a card without a file
+    #: Why this calibration (:func:`calibration_for`), e.g. scaled by data-sheet peaks
     note: str = ""
     #: precision -> a padding-free step's measured time over the padded step's at wiki1m's token profile
-    #: (``padding_free_ratio`` in the file): where given, it prices those steps instead of the FLOP model
     padding_free_ratio: Mapping[str, float] = field(default_factory=dict)
     #: :data:`PACKING_VARIANTS` -> precision -> concurrent cells -> speed-up (``packing`` in the file)
     packing_variants: Mapping[str, Mapping[str, Mapping[int, float]]] = field(default_factory=dict)
@@ -326,15 +281,10 @@ def calibration_from_measurements(
     packing_variants: Mapping[str, Mapping[str, Mapping[int, float]]] | None = None,
     missing_parts: Sequence[str] = (),
 ) -> dict:
-    """The calibration dict (module docstring) of measured runs: per (track, precision) the mean
-    achieved TFLOP/s of its measurements; ``overheads_s`` measured per job (missing keys: the
-    default's when the plan loads it). A step's time is its FLOPs at the achieved rate plus the
-    track's ``<track>_step`` overhead: given one (e.g. timed at a tiny batch), it is taken out of the
-    measured step time; not given, it is 0 and the whole step counts as FLOPs. ``packing_speedup``
-    (precision -> concurrent cells -> summed speed-up, :mod:`contrastlab.cost.packing`): measured
-    figures of several cells on one GPU; ``packing_variants``: the same under an MPS daemon and of image
-    cells (:data:`PACKING_VARIANTS`). ``missing_parts``: the parts of ``make gpu-check`` not measured
-    (the file of a check that was cut short)."""
+    """The calibration dict (docs/cost.md) of measured runs: per (track, precision) the mean achieved
+    TFLOP/s of its measurements, after taking the track's ``<track>_step`` overhead (0 unless given in
+    ``overheads_s``) out of each measured step time. ``packing_speedup``/``packing_variants``: measured
+    speed-ups of several cells on one GPU; ``missing_parts``: the parts of ``make gpu-check`` not measured."""
     measurements = list(measurements)
     overheads = {f"{track}_step": 0.0 for track in ("sentence", "vision")}
     if any(m.track == "vision_large" for m in measurements):
@@ -408,19 +358,12 @@ def write_calibration(path: str | os.PathLike, calibration: Mapping[str, Any]) -
 
 
 def step_seconds(work: CellWork, cal: Calibration) -> float:
-    """One training step: the larger of its FLOPs at its rate class's achieved rate (``sentence``,
-    ``vision`` or ``vision_large``: :attr:`CellWork.rate_class`) and its host launches at the
-    calibration's ``<track>_launch`` seconds each (an eager step is bound by whichever is slower:
-    docs/gpu-speed.md §1.1-1.2 found the H100's MACL step and its bf16/fp16 sentence steps host-bound;
-    a step captured as one CUDA graph, :attr:`CellWork.graphed`, launches nothing from the host per step:
-    the H200 measured graph step time = GPU busy time, gpu-measured.md §1), plus the track's
-    ``<track>_step`` overhead and the augmentation the FLOPs leave out: ``<rate class>_image`` seconds per
-    image the step augments (``vision_large_image``: OAR's 224-px views, ≈ 15.5 ms a step of 512 on the
-    H200). A padding-free step (:attr:`CellWork.padding_free`): its FLOPs (the padded step's × the FLOP
-    model's fraction) plus the re-padding around attention, ``padding_free_element`` seconds per
-    :attr:`CellWork.gather_elements`; or, where the calibration holds a measured ``padding_free_ratio``
-    for its precision and the cell trains on that ratio's token profile (wiki1m's), the padded step's
-    FLOP time × that ratio instead."""
+    """Seconds of one training step: the larger of its FLOPs at its rate class's achieved rate and its
+    host launches at ``<track>_launch`` each (an eager step is bound by the slower; a captured graph,
+    :attr:`CellWork.graphed`, launches nothing per step), plus ``<track>_step`` and the augmentation the
+    FLOPs leave out (``<rate class>_image`` per image). A padding-free step adds ``padding_free_element``
+    per :attr:`CellWork.gather_elements`, or, where the calibration measured a ``padding_free_ratio`` for
+    its precision and the cell trains on wiki1m's profile, is the padded step's FLOP time × that ratio."""
     o = cal.overheads_s
     flop_s = cal.seconds(work.step_flops, work.rate_class, work.precision)
     if work.padding_free:
@@ -435,11 +378,9 @@ def step_seconds(work: CellWork, cal: Calibration) -> float:
 
 
 def train_seconds(work: CellWork, cal: Calibration) -> float:
-    """A training job: its steps (:func:`step_seconds`), its dev evaluations or validation passes in
-    IEEE fp32 (the evaluators' precision, :data:`EVALUATION_PRECISION`, whatever the cell's; bounded by
-    their launches too), the analysis probe in the cell's precision, start-up, snapshots, and each dev
-    evaluation's fixed cost (``dev_evaluation``) and encoder calls (``dev_call`` each: the dev batch
-    size sets their number)."""
+    """Seconds of a training job: its steps, its dev evaluations or validation passes in fp32 (the
+    evaluators' precision, whatever the cell's; bounded by their launches too), the analysis probe in
+    the cell's precision, start-up, snapshots, and each dev evaluation's fixed cost and encoder calls."""
     o = cal.overheads_s
     launch = o.get(f"{work.track}_launch", 0.0)
     rates = work.rate_class
@@ -466,8 +407,7 @@ def eval_seconds(work: CellWork, cal: Calibration) -> float:
 
 def vision_probe_seconds(work: CellWork, cal: Calibration) -> float:
     """The CPU job of a vision cell's evaluation (rule ``evaluate_vision``): its start-up and the probes'
-    optimiser steps (linear probe, OAR's FFN), each ``vision_probe_step`` long: small launch-bound steps
-    on frozen features, which a CPU runs about as fast as a GPU."""
+    optimiser steps, each ``vision_probe_step`` long (small steps on frozen features: a CPU job)."""
     return cal.overheads_s["evaluate_startup"] + work.eval_probe_steps * cal.overheads_s["vision_probe_step"]
 
 
@@ -479,12 +419,10 @@ def probe_seconds(grid: Grid, cal: Calibration) -> float:
 
 
 def calibration_for(gpu_model: str | None, path: str | os.PathLike | None = None) -> Calibration:
-    """The calibration a plan for the card ``gpu_model`` (config ``resources.gpu_model``; None: the
-    default's card, :data:`DEFAULT_GPU_MODEL`) prices with: ``path`` when given (scaled to the card by
-    :func:`for_gpu_model`); else ``make gpu-check``'s measured file when it was measured on that card
-    (or no card is named); else the shipped file measured on that card (:data:`SHIPPED_CALIBRATIONS`);
-    else, for a card with no measured file, the measured one or the default scaled by data-sheet peaks,
-    and its :meth:`~Calibration.describe` says so first. An unknown card stops with one line."""
+    """The calibration a plan for the card ``gpu_model`` (None: :data:`DEFAULT_GPU_MODEL`) prices with:
+    ``path`` scaled to the card; else ``make gpu-check``'s file when measured on that card (or none is
+    named); else the shipped file of that card; else the measured or default one scaled by data-sheet
+    peaks, which :meth:`~Calibration.describe` says first. An unknown card stops with one line."""
     if path is not None:
         return for_gpu_model(load_calibration(path), gpu_model)
     model = model_of(gpu_model) if gpu_model else None
@@ -505,10 +443,9 @@ def calibration_for(gpu_model: str | None, path: str | os.PathLike | None = None
 
 
 def for_gpu_model(calibration: Calibration, gpu_model: str | None) -> Calibration:
-    """``calibration`` priced for the card ``gpu_model`` (config ``resources.gpu_model``): its achieved
-    TFLOP/s scaled, per precision, by that card's data-sheet peak over the peak of the card it was made
-    on (an estimate: the achieved fraction of the peak is taken as the same). Unchanged for None or for
-    the card it was made on; an unknown card stops with one line naming the known ones."""
+    """``calibration`` priced for the card ``gpu_model``: its achieved TFLOP/s scaled, per precision, by
+    that card's data-sheet peak over its own card's (the achieved fraction of the peak taken as the same).
+    Unchanged for None or its own card; an unknown card stops with one line naming the known ones."""
     if not gpu_model:
         return calibration
     model = model_of(gpu_model)

@@ -1,8 +1,5 @@
 """GPU cards as the plan prices them, stated once: their data-sheet peaks, the precisions a card has no
 units for (and so runs as another), whether it computes bf16 natively, and which card a device name is.
-
-The calibration scales its rates by these (:mod:`contrastlab.cost.calibration`); the FLOP model resolves a
-cell's precision, and so its step mode, on the card the plan prices (:mod:`contrastlab.cost.flops`).
 """
 
 from __future__ import annotations
@@ -12,48 +9,21 @@ from __future__ import annotations
 #: of a family have lower clocks and power than its SXM card, which the family's bare name means
 #: (torch names an H100 SXM "NVIDIA H100 80GB HBM3").
 GPU_PEAKS = {
-    "H100 PCIe": {
-        "fp32": 51.0,
-        "tf32": 378.0,
-        "bf16": 756.5,
-        "fp16": 756.5,
-        "source": "NVIDIA H100 PCIe data sheet",
-    },
-    "H100 NVL": {
-        "fp32": 60.0,
-        "tf32": 417.5,
-        "bf16": 835.5,
-        "fp16": 835.5,
-        "source": "NVIDIA H100 NVL data sheet",
-    },
-    "H100": {
-        "fp32": 67.0,
-        "tf32": 495.0,
-        "bf16": 989.0,
-        "fp16": 989.0,
-        "source": "NVIDIA H100 SXM5 data sheet",
-    },
-    "H200 NVL": {
-        "fp32": 60.0,
-        "tf32": 417.5,
-        "bf16": 835.5,
-        "fp16": 835.5,
-        "source": "NVIDIA H200 NVL data sheet",
-    },
-    "H200": {
-        "fp32": 67.0,
-        "tf32": 495.0,
-        "bf16": 989.0,
-        "fp16": 989.0,
-        "source": "NVIDIA H200 SXM data sheet",
-    },
-    # The A100's PCIe and SXM cards share their peaks.
-    "A100": {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "source": "NVIDIA A100 data sheet"},
-    "L40S": {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "source": "NVIDIA L40S data sheet"},
-    # No TF32 or bf16 units before Ampere: torch runs tf32 as fp32 there, and bf16 without tensor cores
-    # (RUNS_AS prices both as the card's fp32). V100 SXM2 and P100 SXM2 figures.
-    "V100": {"fp32": 15.7, "tf32": 15.7, "bf16": 15.7, "fp16": 125.0, "source": "NVIDIA V100 data sheet"},
-    "P100": {"fp32": 10.6, "tf32": 10.6, "bf16": 10.6, "fp16": 21.2, "source": "NVIDIA P100 data sheet"},
+    card: dict(zip(("fp32", "tf32", "bf16", "fp16", "source"), peaks, strict=True))
+    for card, *peaks in [
+        ("H100 PCIe", 51.0, 378.0, 756.5, 756.5, "NVIDIA H100 PCIe data sheet"),
+        ("H100 NVL", 60.0, 417.5, 835.5, 835.5, "NVIDIA H100 NVL data sheet"),
+        ("H100", 67.0, 495.0, 989.0, 989.0, "NVIDIA H100 SXM5 data sheet"),
+        ("H200 NVL", 60.0, 417.5, 835.5, 835.5, "NVIDIA H200 NVL data sheet"),
+        ("H200", 67.0, 495.0, 989.0, 989.0, "NVIDIA H200 SXM data sheet"),
+        # The A100's PCIe and SXM cards share their peaks.
+        ("A100", 19.5, 156.0, 312.0, 312.0, "NVIDIA A100 data sheet"),
+        ("L40S", 91.6, 183.0, 362.05, 362.05, "NVIDIA L40S data sheet"),
+        # No TF32 or bf16 units before Ampere: torch runs tf32 as fp32 there, and bf16 without tensor
+        # cores (RUNS_AS prices both as the card's fp32). V100 SXM2 and P100 SXM2 figures.
+        ("V100", 15.7, 15.7, 15.7, 125.0, "NVIDIA V100 data sheet"),
+        ("P100", 10.6, 10.6, 10.6, 21.2, "NVIDIA P100 data sheet"),
+    ]
 }
 #: The precisions a card has no units for, and what they run as there.
 RUNS_AS = {"V100": {"tf32": "fp32", "bf16": "fp32"}, "P100": {"tf32": "fp32", "bf16": "fp32"}}
@@ -75,10 +45,8 @@ def model_of(device_name: str) -> str | None:
 def native_bf16(card: str | None) -> bool:
     """Whether ``card`` (a :data:`GPU_PEAKS` name or a CUDA device name; None: :data:`DEFAULT_GPU_MODEL`)
     computes bf16 natively: it has bf16 units, so bf16 does not run as another precision there
-    (:data:`RUNS_AS`). The cards without are those before Ampere, which torch's
-    ``is_bf16_supported(including_emulation=False)`` refuses (compute capability below 8.0): there
-    ``precision: auto`` trains in fp32 (:func:`contrastlab.precision.resolve`). A card not listed is taken
-    to have them, as the plan's default card has.
+    (:data:`RUNS_AS`). The cards without are those before Ampere (compute capability below 8.0), where
+    ``precision: auto`` trains in fp32. A card not listed is taken to have them.
 
     >>> native_bf16(None), native_bf16("A100"), native_bf16("Tesla V100-SXM2-32GB")
     (True, True, False)

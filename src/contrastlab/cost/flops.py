@@ -1,41 +1,19 @@
 """What a cell computes: FLOPs of its training steps, dev evaluations and SentEval encoding, and its peak
 GPU memory, from the config alone (no model is built; Hugging Face configs are read where present).
+The model and its measured checks are in docs/cost.md.
 
-FLOPs (the usual 2 per multiply-add; attention's score FLOPs, under 1% at 32 tokens, and the losses are
-left out):
+FLOPs (2 per multiply-add; attention's scores, under 1% at 32 tokens, and the losses left out):
+sentence training ``6 × N × tokens`` per step (Kaplan et al. 2020; N the non-embedding parameters,
+tokens = batch × 2 views × ``max_length``, to which dynamic padding pads every batch of wiki1m);
+a padding-free step the padded step's × :func:`padding_free_fraction`, so that a padded step's
+measured rate still applies; forward-only passes (dev, analysis probe, SentEval encoding in fp32)
+``2 × N × tokens``; vision training ``3 × F × images`` (F: :func:`vision_forward` per image, both
+views, plus OAR's labelled pass). Whether a step is padding-free, a graph or eager is the trainer's
+rule (:func:`sentence_mode`, :func:`vision_mode`) at the precision the cell resolves to on the card.
 
-- sentence training: ``6 × N × tokens`` per step (forward 2, backward 4; Kaplan et al. 2020), N the
-  backbone's non-embedding parameters (:func:`~contrastlab.cost.backbones.transformer_parameters`),
-  tokens = batch_size × 2 dropout views × ``max_length`` (32, SimCSE's truncation: only 27% of wiki1m's
-  sentences reach it, 22 tokens on average, but every shuffled batch of 64 of the first 11,914 lines
-  holds one that does, so dynamic padding pads each batch to 32 and the padding is computed too).
-  Steps = ⌊sentences / batch_size⌋ × epochs (or ``max_steps``); sentences: the corpus (1,000,000 for
-  wiki1m, the fixture's size for the demo, a user corpus's lines) less a held-out probe.
-- a padding-free step (``padding_free``, :func:`padding_free_for`; issue 55): the linear layers run on
-  the real tokens only (wiki1m's token profile, :mod:`contrastlab.cost.tokens`: 21.9 of 32), attention's
-  score products still at the padded width; its step is priced at the padded step's FLOPs ×
-  :func:`padding_free_fraction` (the two full counts, attention included, :func:`sentence_step_flops`),
-  so the rate a padded step measured still applies (:func:`contrastlab.cost.calibration.step_seconds`
-  adds the gather/scatter, or takes a measured ratio instead). Whether a step is padding-free, a graph
-  or eager is the trainer's rule (:func:`sentence_mode`, :func:`vision_mode`), asked with what the
-  trainer will see: the backbone's model type (:mod:`contrastlab.cost.backbones`) and the precision the
-  cell resolves to on the priced card (``resources.gpu_model``: without native bf16, ``auto`` is fp32;
-  :func:`contrastlab.cost.cards.native_bf16`).
-- dev evaluations (forward only, ``2 × N × tokens``) at step 0, every ``eval_every`` steps and the
-  last: the STS-B dev sentences (:data:`STSB_DEV_TOKENS`); the analysis probe when ``analysis_every``
-  is set: two views of ``analysis_sentences`` corpus sentences (32 tokens) and of as many dev
-  sentences; the final SentEval encoding (its own GPU job): every unique sentence of the tasks once
-  (:data:`SENTEVAL_TOKENS`), in fp32 (the evaluator loads the checkpoint in fp32, no autocast).
-- vision training: ``3 × F × images`` per step, F = the encoder's (and head's) forward FLOPs per image
-  at the input size (:func:`vision_forward`, layer by layer as the trainer builds the encoder; a test
-  checks it against hooks on the real module), images = 2 views × batch_size, plus OAR's labelled
-  pass (2 views × its batch); evaluation: one forward of the train and test splits, then the probes'
-  small optimiser steps (timed per step).
-
-Peak GPU memory (an estimate): fp32 weights, gradients and the two Adam moments (16 bytes per
-parameter; 12 with SGD's momentum), activations (transformers: Korthikanti et al. 2022, ``s·b·h·(34 +
-5·a·s/h)`` bytes per layer at 16 bits, doubled in fp32/tf32; ResNets: the conv and BatchNorm outputs
-backward keeps), the images kept on the device, and 1 GiB of CUDA context and allocator slack.
+Peak GPU memory (an estimate): 16 bytes per parameter with Adam (12 with SGD's momentum), activations
+(transformers: Korthikanti et al. 2022; ResNets: the outputs backward keeps), the images kept on the
+device, and :data:`FIXED_GPU_GIB`.
 """
 
 from __future__ import annotations
@@ -52,37 +30,28 @@ from contrastlab.cost import cards
 from contrastlab.cost.backbones import KNOWN_ARCHITECTURES as KNOWN_ARCHITECTURES  # benchmarks/ read it here
 from contrastlab.cost.backbones import Transformer, backbone_transformer
 from contrastlab.cost.tokens import profile_real_tokens
-from contrastlab.families import DEV_BATCH_SIZE, RESNETS, step_mode
+from contrastlab.families import RESNETS, step_mode
 from contrastlab.precision import ACTIVATION_BYTES, ON_CUDA
 
 #: The plan's precision choice "as each cell is configured".
 AS_CONFIGURED = "config"
 
-
 #: Sentences of SimCSE's wiki1m_for_simcse.txt (protocol.md §2).
 WIKI1M_SENTENCES = 1_000_000
 
-
-#: Kernels a padding-free step launches beyond the padded one (forward + backward; counted on the CPU
-#: with a ``TorchDispatchMode`` on contrastlab.models.packed, train mode, dropout drawn at the padded
-#: shape): per layer the re-padding of Q, K and V around attention and the gathering of its output,
-#: per step the packing (``nonzero``, the embeddings' gathers) and the [CLS] rows.
+#: Kernels a padding-free step launches beyond the padded one (forward + backward, counted with a
+#: ``TorchDispatchMode``): per layer the re-padding around attention, per step the packing and [CLS] rows.
 PADDING_FREE_LAUNCHES_PER_LAYER = 19
 PADDING_FREE_LAUNCHES_PER_STEP = 14
 
-
-#: STS-B dev (protocol.md §4: 1,500 pairs): unique sentences and their tokens with [CLS]/[SEP], counted
-#: with bert-base-uncased's WordPiece vocabulary (MiniLM's tokenizer) on the published files
-#: (RoBERTa's BPE gives a few percent more).
+#: STS-B dev (protocol.md §4): unique sentences and their tokens with [CLS]/[SEP] (bert-base-uncased's
+#: WordPiece on the published files; RoBERTa's BPE gives a few percent more).
 STSB_DEV_SENTENCES = 2_909
-
 
 STSB_DEV_TOKENS = 47_750
 
-
-#: Tokens of the unique sentences the SentEval evaluation encodes per task (test mode; not truncated),
-#: counted as above; the union over the 14 tasks is :data:`SENTEVAL_ALL_TOKENS` (shared sentences are
-#: encoded once).
+#: Tokens of the unique sentences SentEval encodes per task (test mode, not truncated; counted as
+#: above); the union over the 14 tasks, shared sentences once, is :data:`SENTEVAL_ALL_TOKENS`.
 SENTEVAL_TOKENS = {
     "STS12": 80_670,  # 4_946 sentences
     "STS13": 33_998,  # 2_638 sentences
@@ -100,27 +69,16 @@ SENTEVAL_TOKENS = {
     "MRPC": 296_026,  # 10_944 sentences
 }
 
-
-SENTEVAL_ALL_SENTENCES = 134_190
-
-
 SENTEVAL_ALL_TOKENS = 2_153_517
-
 
 #: Images per split (CIFAR: torchvision's; digits: the 80/20 split of scikit-learn's 1,797).
 DATASET_IMAGES = {"cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000), "digits": (1_437, 360)}
 
-
 NATIVE_SIZE = {"digits": 16, "cifar10": 32, "cifar100": 32}
 
-
-#: Host-launched kernels (non-view ATen ops, counted on the CPU with a ``TorchDispatchMode``;
-#: tests/cost/test_plan.py recounts the first three on the project's code) of an eager image step:
-#: one :class:`~contrastlab.training.augment.SimCLRAugment` call without blur (a fixed count, whatever
-#: the batch: every draw is a batched tensor), what its blur adds, an encoder's forward + backward and
-#: forward alone (:data:`contrastlab.families.RESNETS`' counts, this project's ``build_encoder``), and
-#: the rest of a MACL step (projection head, loss, fused Adam: the review's 875 ops of a MACL step,
-#: docs/gpu-speed.md §1.2, less two augmentation calls and the encoder).
+#: Host-launched kernels (non-view ATen ops; tests/cost/test_plan.py recounts the first three) of an
+#: eager image step: one ``SimCLRAugment`` call without blur (whatever the batch), what its blur adds,
+#: an encoder's forward + backward and forward alone, and the rest of a MACL step (head, loss, Adam).
 AUGMENT_LAUNCHES = 296
 BLUR_LAUNCHES = 15
 ENCODER_LAUNCHES = {arch: (resnet.launches, resnet.forward_launches) for arch, resnet in RESNETS.items()}
@@ -128,23 +86,16 @@ STEP_LAUNCHES = 69
 #: A validation batch's launches beyond its augmentation and forward (head, loss, the loss's copy to the
 #: host): an estimate, a third of :data:`STEP_LAUNCHES`' head, loss and optimiser.
 VALIDATION_LAUNCHES = 23
-#: Host-launched kernels of an eager BERT-base training step (12 layers) per precision on CUDA, the
-#: review's count (docs/gpu-speed.md §1.1: fp32 ~940, bf16 ~1,460 with 520 autocast casts, fp16
-#: ~1,470); other depths scale with their layers.
+#: Host-launched kernels of an eager BERT-base training step (12 layers) per precision on CUDA
+#: (docs/gpu-speed.md §1.1); other depths scale with their layers.
 SENTENCE_STEP_LAUNCHES = {"fp32": 940, "tf32": 940, "bf16": 1460, "fp16": 1470}
 
-#: The sentence trainer's dev batch on a CUDA GPU where a cell sets no ``dev_batch_size``
-#: (:data:`contrastlab.families.DEV_BATCH_SIZE`); the step's mode is :func:`contrastlab.families.step_mode`'s.
-CUDA_DEV_BATCH = DEV_BATCH_SIZE["cuda"]
-
-#: Image inputs from this side up (OAR's 224 px) are priced at the ``vision_large`` rates of a
-#: calibration and carry its per-step augmentation overhead; smaller ones (MACL's 32 px CIFAR, the demo's
-#: 16 px digits) at the ``vision`` rates: one rate per precision cannot hold both (docs/cost.md).
+#: Image inputs from this side up (OAR's 224 px) are priced at a calibration's ``vision_large`` rates
+#: with its augmentation overhead; smaller ones at the ``vision`` rates (docs/cost.md).
 LARGE_IMAGE_PX = 128
 
 #: CUDA context, cuBLAS/cuDNN workspaces and allocator slack (an assumption).
 FIXED_GPU_GIB = 1.0
-
 
 GIB = 2**30
 
@@ -171,11 +122,9 @@ def attention_score_flops(layers: int, hidden: int, sequences: int, width: int) 
 
 
 def sentence_step_flops(model: Transformer, sentences: int, width: int, real: float) -> float:
-    """The full FLOPs of one training step over ``sentences`` sentences seen twice (two dropout views)
-    padded to ``width`` tokens, of which ``real`` per row on average are real: the linear layers'
-    ``6 · N · 2 · sentences · real`` (:func:`training_step_flops` at ``real`` tokens: what a padding-free
-    step computes; a padded one has ``real`` = ``width``) and attention's score products at ``width``
-    (:func:`attention_score_flops`)."""
+    """The full FLOPs of one training step over ``sentences`` sentences seen twice, padded to ``width``
+    tokens of which ``real`` per row on average are real: the linear layers at ``real`` tokens
+    (``real`` = ``width`` for a padded step) and attention's score products at ``width``."""
     sequences = 2 * sentences
     return training_step_flops(model.non_embedding, sentences, real) + attention_score_flops(
         model.layers, model.hidden, sequences, width
@@ -226,10 +175,8 @@ def vision_forward(
 ) -> VisionForward:
     """The forward pass of :func:`contrastlab.models.vision.build_encoder` (and, with ``head`` = (hidden,
     out), the projection head), counted layer by layer without torch: conv MACs = output positions ×
-    out channels × in channels × kernel area, linear MACs = in × out features. The stem is the CIFAR
-    3×3 stride-1 conv or torchvision's 7×7 stride-2 conv and max-pool; BasicBlock (ResNet-18) and
-    Bottleneck (ResNet-50, the stride on its 3×3 conv) as torchvision builds them. A test checks the
-    counts against hooks on the real module.
+    out channels × in channels × kernel area, linear MACs = in × out features; blocks as torchvision
+    builds them. A test checks the counts against hooks on the real module.
 
     >>> vision_forward("resnet18", "imagenet", 64, None, 224, None).macs  # torchvision: 1.81G with its fc
     1813561344
@@ -300,9 +247,8 @@ class CellWork:
     eval_probe_steps: int
     peak_gib: float
     kind: str
-    #: Kernels the host launches per training step, and in all the dev evaluations or validation passes
-    #: (:data:`STEP_LAUNCHES`): a step takes at least ``step_launches`` x the calibration's
-    #: ``<track>_launch`` seconds however few its FLOPs (an eager step is bound by its host there).
+    #: Kernels the host launches per training step, and in all the dev evaluations or validation passes:
+    #: an eager step takes at least ``step_launches`` x the calibration's ``<track>_launch`` seconds.
     step_launches: int = 0
     dev_launches: int = 0
     #: The calibration's rates and per-step overhead this cell is priced at (``sentence``, ``vision``,
@@ -312,14 +258,11 @@ class CellWork:
     graphed: bool = False
     #: Encoder calls of all its dev evaluations (each ``dev_call`` seconds of the calibration).
     dev_calls: int = 0
-    #: Images a training step augments (both views; OAR's labelled pass too): the augmentation, which
-    #: the FLOPs leave out, costs the calibration's ``<rate class>_image`` seconds each.
+    #: Images a training step augments (both views; OAR's labelled pass too), which the FLOPs leave out.
     step_images: int = 0
-    #: A padding-free sentence step (:func:`padding_free_for`): ``step_flops`` is the padded step's
-    #: (``padded_step_flops``) × :func:`padding_free_fraction`; ``gather_elements`` (sequences × padded
-    #: width × hidden × layers) prices the re-padding around attention at the calibration's
-    #: ``padding_free_element`` seconds each, unless the calibration holds a measured ratio for the
-    #: cell's precision and ``token_profile`` (``wiki1m``; "" where the corpus's is not known).
+    #: A padding-free sentence step: ``step_flops`` is ``padded_step_flops`` × :func:`padding_free_fraction`;
+    #: ``gather_elements`` (sequences × padded width × hidden × layers) prices the re-padding around
+    #: attention; ``token_profile``: the corpus's (``wiki1m``; "" where not known).
     padding_free: bool = False
     padded_step_flops: float = 0.0
     gather_elements: float = 0.0
@@ -362,12 +305,6 @@ def _resolved(precision: str | None, native_bf16: bool = True) -> str:
     return ON_CUDA[native_bf16][precision or "auto"]
 
 
-def _card_bf16(grid: cl_config.Grid) -> bool:
-    """Whether the card the plan prices ``grid``'s cells on (``resources.gpu_model``; null: the default
-    card) computes bf16 natively (:func:`contrastlab.cost.cards.native_bf16`)."""
-    return cards.native_bf16(grid.compute.get("gpu_model"))
-
-
 def _corpus_sentences(grid: cl_config.Grid) -> int:
     """Training sentences: the fixture's count, the lines of a user's corpus (``data.wiki_path``, one
     sentence per line, as the trainer reads it), else wiki1m's 1,000,000."""
@@ -396,10 +333,9 @@ def senteval_tokens(grid: cl_config.Grid) -> float:
 def _settings(
     grid: cl_config.Grid, cell: cl_config.Cell, precision: str, point: cl_search.SearchPoint | None
 ) -> Mapping[str, Any]:
-    """The cell's resolved settings under a precision choice (``config``: as configured); the choice
-    acts through ``precision_override``, so it reaches exactly the cells the switch reaches. A search
-    point's: :func:`contrastlab.search.point_settings` (a later stage's priced at the configured
-    settings with its grid values: its winner is not known before the search runs)."""
+    """The cell's resolved settings under a precision choice (``config``: as configured), applied through
+    ``precision_override`` so that it reaches exactly the cells the switch reaches. A search point's
+    later stage is priced at the configured settings with its grid values (its winner is not known)."""
     # The configured cell's settings, then the switch, then the point's grid values: the order
     # point_settings on a config with the switch set would apply them in.
     settings = grid.settings(point if point is not None else cell)
@@ -413,25 +349,31 @@ def cell_work(
     cell: cl_config.Cell,
     precision: str = AS_CONFIGURED,
     point: cl_search.SearchPoint | None = None,
+    *,
+    model: Transformer | None = None,
+    bf16: bool | None = None,
 ) -> CellWork:
     """The :class:`CellWork` of ``cell`` (or of the search ``point`` it trains) under a precision choice
-    (``config`` = its own, or one of :data:`~contrastlab.precision.RESOLVED` as ``precision_override``)."""
+    (``config`` = its own, or one of :data:`~contrastlab.precision.RESOLVED` as ``precision_override``).
+    ``model`` (a sentence cell's backbone) and ``bf16`` (whether the card computes bf16 natively) are
+    what the work rests on besides the settings: a caller pricing many cells resolves them once
+    (:class:`contrastlab.cost.plan.Priced`); left out, they are resolved here."""
     s = _settings(grid, cell, precision, point)
+    bf16 = cards.native_bf16(grid.compute.get("gpu_model")) if bf16 is None else bf16
     if grid.experiment(cell.experiment).track == "vision":
-        return _vision_work(grid, cell, s)
-    return _sentence_work(grid, cell, s)
+        return _vision_work(grid, cell, s, bf16)
+    return _sentence_work(grid, cell, s, model or backbone_transformer(grid, cell.backbone), bf16)
 
 
 def token_profile(grid: cl_config.Grid) -> str:
-    """The token profile of the config's training corpus: ``wiki1m``
-    (:data:`~contrastlab.cost.tokens.WIKI1M_TOKEN_LENGTHS`; also for ``data.wiki_path``, config.yaml's
-    local copy of it), or "" for the demo's fixture, whose lengths are not profiled
-    (a padding-free step is then priced at full rows)."""
+    """The token profile of the config's training corpus: ``wiki1m`` (also for ``data.wiki_path``), or
+    "" for the demo's fixture, not profiled (a padding-free step is then priced at full rows)."""
     return "" if grid.data.get("fixture") else "wiki1m"
 
 
-def _sentence_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
-    model = backbone_transformer(grid, cell.backbone)
+def _sentence_work(
+    grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any], model: Transformer, bf16: bool
+) -> CellWork:
     n = model.non_embedding
     length = int(s.get("max_length", 32))
     sentences = _corpus_sentences(grid)
@@ -445,7 +387,6 @@ def _sentence_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, A
     batch = int(s.get("batch_size", 64))
     steps = _total_steps(s, sentences // batch)
     padded_step_flops = training_step_flops(n, batch, length)
-    bf16 = _card_bf16(grid)
     mode = sentence_mode(s, model.model_type, bf16)
     padding_free = mode.padding_free
     profile = token_profile(grid)
@@ -520,7 +461,7 @@ def vision_mode(settings: Mapping[str, Any], n_train: int, native_bf16: bool = T
     return step_mode(settings, track="vision", device_type="cuda", precision=precision, n_images=n_train)
 
 
-def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any]) -> CellWork:
+def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any], bf16: bool) -> CellWork:
     dataset = s["dataset"]
     n_images, n_test = DATASET_IMAGES[dataset]
     # The trainer holds out int(val_fraction x images) for the per-epoch validation
@@ -544,7 +485,6 @@ def _vision_work(grid: cl_config.Grid, cell: cl_config.Cell, s: Mapping[str, Any
         images += 2 * min(int(s.get("oar_batch_size") or batch), int(s["oar_fraction"] * n_images))
         passes = 2
     step_flops = 3 * 2.0 * fwd.macs * images
-    bf16 = _card_bf16(grid)
     precision = _resolved(s.get("precision"), bf16)
     # Launches: the augmentation calls (two per pass, one with augment_calls: one), the encoder's
     # forward and backward per pass, the head, loss and optimiser once.

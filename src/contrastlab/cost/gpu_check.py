@@ -1,8 +1,6 @@
-"""``make gpu-check`` (config/gpu-check.yaml): :func:`run` trains the preset's cells through Snakemake
-(one killed and resumed), runs the resume, evaluation-split and GPU-vs-CPU evaluation checks and the
-packing measurement, and after each of these three parts writes the report and the calibration file
-``make plan`` reads (:mod:`contrastlab.cost.gpu_report`: the figures, the tables and the files), so that a
-check cut short leaves every finished part readable.
+"""``make gpu-check`` (config/gpu-check.yaml): :func:`run` trains the preset's cells through Snakemake,
+runs the checks and the packing measurement, and after each of these three parts writes the report and
+calibration (:mod:`contrastlab.cost.gpu_report`), so that a check cut short leaves every finished part.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ import yaml
 from contrastlab import config as cl_config
 from contrastlab import cuda
 from contrastlab.cost import calibration as cl_calibration
-from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, cell_work
+from contrastlab.cost.flops import AS_CONFIGURED, DATASET_IMAGES, CellWork, cell_work
 from contrastlab.cost.gpu_report import PARTS, cell_row, dev_work_seconds, write_report
 from contrastlab.cost.measured import read_job_costs
 from contrastlab.cost.packing import SHARES
@@ -48,15 +46,12 @@ from contrastlab.senteval.tasks import load_sts_pairs
 from contrastlab.training.snapshots import MARKER, MARKER_VARIABLE
 
 STS_TASKS = ("STS12", "STSBenchmark", "SICKRelatedness")
-#: Largest ‖e_gpu − e_cpu‖ / ‖e_cpu‖ of one checkpoint's sentence embeddings, both IEEE fp32. Twelve
-#: layers of fp32 rounding stay near 1e-6; TF32 (10-bit products) leaking into evaluation gives about
-#: 1e-3, half precision more. Scores are not compared to a tolerance: on the 8-pair STS fixtures one
-#: swapped rank moves Spearman by up to 2.4 points, and a relative 1e-6 noise on the CPU's own
-#: embeddings already moves the fixture's STS12 by about 1 point.
+#: Largest ‖e_gpu − e_cpu‖ / ‖e_cpu‖ of one checkpoint's sentence embeddings, both IEEE fp32: fp32
+#: rounding stays near 1e-6, TF32 leaking into evaluation gives about 1e-3. Scores are not compared:
+#: on the 8-pair STS fixtures one swapped rank moves Spearman by points.
 EMBEDDING_TOLERANCE = 1e-4
-#: The cells evaluated end to end (encoding on the GPU, probes in a CPU job), by method: one sentence
-#: cell and one image cell exercise the evaluation rules; the others are trained only (each encoding job
-#: is half a minute of start-up for no figure the plan reads).
+#: The cells evaluated end to end, by method: one sentence and one image cell exercise the evaluation
+#: rules; the others are trained only (an encoding job is start-up for no figure the plan reads).
 EVALUATED = ("fp32", "macl")
 #: An environment variable naming a part of :data:`~contrastlab.cost.gpu_report.PARTS`: after writing
 #: that part's files the check waits (up to :data:`WAIT_S`) instead of going on, so that a test can kill
@@ -110,9 +105,8 @@ def sts_dev_sentences(senteval_dir: str | Path) -> int:
     return len(set(pairs.a) | set(pairs.b))
 
 
-#: make gpu-check's packing measurement (:func:`measure_packing`): concurrent copies of the preset's fp32
-#: and bf16 sentence cells and of its MACL cell, each in the mode its cells run; the steps each copy
-#: times per count, and the untimed ones before (capture, kernel choice, optimiser state).
+#: The steps each packed copy (:func:`measure_packing`) times per count, and the untimed ones before
+#: (capture, kernel choice, optimiser state).
 PACKING_COUNTS = SHARES
 PACKING_PRECISIONS = ("fp32", "bf16")
 PACKING_STEPS = 30
@@ -120,9 +114,8 @@ PACKING_WARMUP = 10
 #: Seconds without a result after which a packing round gives up (a copy that hangs: e.g. an MPS client
 #: whose server cannot start); the round is then a row saying so, and the check goes on.
 PACKING_TIMEOUT_S = 120
-#: The batches the MACL image step is packed at: the smallest and the largest of MACL's image cells
-#: (config.yaml's macl_cifar10 sweeps 64 to 1024). The plan prices an image cell packed only at a batch
-#: measured here (cost.packing.step_figures); those between are priced as if alone.
+#: The batches the MACL image step is packed at: the smallest and the largest of MACL's image cells.
+#: The plan packs an image cell only at a batch measured here; those between are priced as if alone.
 VISION_PACKING_BATCHES = (64, 1024)
 
 
@@ -134,11 +127,9 @@ def packing_series(
     state_dir: Path,
     vision_batches: Sequence[int] | None = VISION_PACKING_BATCHES,
 ) -> dict[str, Any]:
-    """The steps :func:`measure_packing` packs: per name (``sentence fp32``, ``sentence bf16``, ``vision
-    macl batch 64``) its track, configured precision, the factory of one copy (:func:`sentence_step` or
-    :func:`vision_step` with the cell's own settings, so that a copy runs the mode the cell runs) and
-    its batch. The MACL cell's step is packed at each of ``vision_batches`` (None: its own batch).
-    OAR's cell is left out: its 224-px IEEE-fp32 step fills the GPU alone."""
+    """The steps :func:`measure_packing` packs: per name its track, configured precision, the factory of
+    one copy (with the cell's own settings, so that a copy runs the cell's mode) and its batch; MACL's
+    at each of ``vision_batches`` (None: its own). OAR's 224-px fp32 step fills the GPU alone: left out."""
     series = {}
     for cell in grid.cells:
         s = grid.settings_copy(cell)
@@ -171,12 +162,10 @@ def measure_packing(
     pool: Callable[..., Mapping[str, list]] = pooled_rows,
     done: Callable[[list[dict[str, Any]]], Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The packing series of the report and the calibration: every step of ``series``
-    (:func:`packing_series`) timed by ``pool`` (:func:`~contrastlab.cost.packing_measure.pooled_rows`: 1, 2
-    and 4 copies at once), first each copy a process of its own, then again under a private MPS daemon
-    (:func:`~contrastlab.cost.packing_measure.mps_daemon`) where the machine has one. Each series: ``step``,
-    ``track``, ``precision``, ``mps`` and its ``rows``, or the ``error`` that kept it from being
-    measured (no MPS here; a failed copy). ``done(series so far)`` after each of the two rounds."""
+    """The packing series of the report and the calibration: every step of ``series`` timed by ``pool``
+    (1, 2 and 4 copies at once), without and then under a private MPS daemon where the machine has one.
+    Each series: ``step``, ``track``, ``precision``, ``mps`` and its ``rows``, or the ``error`` that kept
+    it from being measured. ``done(series so far)`` after each of the two rounds."""
     out: list[dict[str, Any]] = []
     builds = {name: build for name, (_, _, build, _) in series.items()}
     for mps in (False, True):
@@ -227,12 +216,10 @@ TOY = {
 
 
 def run(args: argparse.Namespace) -> Path:
-    """``make gpu-check`` (``scripts/gpu_check.py``'s options in ``args``: ``toy``, ``results_dir``,
-    ``resources_dir``, ``cores``, ``workdir``): the preset's cells through Snakemake, the fp16 cell killed
-    after its first snapshot and resumed (part ``cells``); the checks (``checks``); the packing
-    measurement (``packing``). After each part, ``report.md`` and ``calibration.json`` in the results
-    folder hold every part done so far and name those not done; returns the report's path. Without a
-    usable GPU (and not ``--toy``) it stops with one line."""
+    """``make gpu-check`` (``args``: ``scripts/gpu_check.py``'s options): parts ``cells`` (the fp16 cell
+    killed after its first snapshot and resumed), ``checks`` and ``packing``. After each part,
+    ``report.md`` and ``calibration.json`` hold every part done so far and name those not done; returns
+    the report's path. Without a usable GPU (and not ``--toy``) it stops with one line."""
     if not args.toy:
         _require_gpu()
     config, configfile = _preset(args)
@@ -340,14 +327,14 @@ def _measured(
     and FLOP seconds, from the summaries and Snakemake's benchmark files in ``results``."""
     costs = read_job_costs(results, skipped=[])
     walls = {(j.rule, j.cell): j.seconds for j in costs}
+    works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
     rows, trained = [], {}
     for cell in grid.cells:
         rule = "train_vision" if grid.experiment(cell.experiment).track == "vision" else "train"
-        dev_work = dev_work_seconds(cell_work(grid, cell), shipped, dev_sentences)
-        rows.append(_cell_row(grid, cell, walls.get((rule, cell.path)), dev_work))
+        dev_work = dev_work_seconds(works[cell.path], shipped, dev_sentences)
+        rows.append(_cell_row(grid, cell, works[cell.path], walls.get((rule, cell.path)), dev_work))
         trained[rule, cell.path] = rows[-1]
     planned = planned_seconds(grid, shipped)
-    works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
     jobs, evaluations = [], []
     cells = {cell.path: cell for cell in grid.cells}
     for j in costs:
@@ -366,13 +353,9 @@ def _measured(
     return rows, jobs, evaluations
 
 
-def gpu_stack_problem() -> str | None:
-    """Why the installed torch cannot use this node's GPU, in one line (contrastlab.cuda), or None."""
-    return cuda.diagnose(cuda.probe())
-
-
 def _require_gpu() -> None:
-    if problem := gpu_stack_problem():
+    """Stop with one line where torch cannot use this node's GPU (contrastlab.cuda) or sees none."""
+    if problem := cuda.diagnose(cuda.probe()):
         raise SystemExit(f"contrastlab: make gpu-check: {problem}")
     if not torch.cuda.is_available():
         raise SystemExit(
@@ -402,9 +385,7 @@ def _preset(args: argparse.Namespace) -> tuple[dict, Path]:
 def _run_cells(grid: cl_config.Grid, configfile: Path, cores: int, workdir: str) -> bool:
     """Every cell trained and the :data:`EVALUATED` ones evaluated, through Snakemake; first (unless it
     has finished before) a run of the image cells and the :data:`KILLED_METHOD` cell, SIGKILLed once
-    that cell wrote its first snapshot; True if it was killed. The first run gives the GPU the image
-    cells while the sentence backbone is built (one GPU job at a time: when the snapshot appears, the
-    killed cell is the one job on the GPU)."""
+    that cell wrote its first snapshot; True if it was killed."""
     results = grid.results.root
     killed_cell = next(c for c in grid.cells if c.method == KILLED_METHOD)
     marker = Path(grid.results.state("train", killed_cell), MARKER)
@@ -447,10 +428,8 @@ def _snakemake(configfile: Path, targets: list[Path], cores: int) -> list[str]:
 
 
 def _kill_after_first_snapshot(command: list[str], marker: Path, timeout_s: float, cwd: str) -> bool:
-    """Run ``command`` in ``cwd`` (its trainers writing snapshot markers: :data:`MARKER_VARIABLE`) and
-    SIGKILL it (and its jobs) once ``marker`` says a snapshot is on disk while another was just submitted:
-    the cell then still has that write and its last steps ahead, so the kill cannot land after its end
-    (the preset's fp16 cell snapshots twice); True if it was killed."""
+    """Run ``command`` in ``cwd`` and SIGKILL it (and its jobs) once ``marker`` says a snapshot is on disk
+    while another was just submitted, so the kill cannot land after the cell's end; True if killed."""
     env = {**os.environ, MARKER_VARIABLE: "1"}
     proc = subprocess.Popen(command, cwd=cwd, start_new_session=True, env=env)
     deadline = time.monotonic() + timeout_s
@@ -488,13 +467,14 @@ def _trained_path(grid: cl_config.Grid, cell) -> Path:
     return Path(grid.results.checkpoint(cell, "encoder" if vision else "model"))
 
 
-def _cell_row(grid: cl_config.Grid, cell, wall_s: float | None, dev_work_s: float = 0.0) -> dict[str, Any]:
+def _cell_row(
+    grid: cl_config.Grid, cell, work: CellWork, wall_s: float | None, dev_work_s: float = 0.0
+) -> dict[str, Any]:
     """:func:`~contrastlab.cost.gpu_report.cell_row` of one trained cell of the preset, from its summary,
-    the plan's FLOPs and snapshots, and its job's wall time (``wall_s``, None where unknown)."""
+    the plan's FLOPs and snapshots (``work``), and its job's wall time (``wall_s``, None where unknown)."""
     track = grid.experiment(cell.experiment).track
     name = "settings.json" if track == "vision" else "train_summary.json"
     summary = json.loads((_trained_path(grid, cell) / name).read_text())
-    work = cell_work(grid, cell)
     kind = (
         f"vision {cell.experiment.removeprefix('gpu_check_')}"
         if track == "vision"
@@ -534,7 +514,7 @@ def _encoded_on(grid: cl_config.Grid, device: str) -> tuple[bool, str]:
 def _gpu_vs_cpu(grid: cl_config.Grid, senteval: str, device: str) -> tuple[bool, str]:
     """The fp32 cell's checkpoint encodes STS-B test on ``device`` as on the CPU (relative
     :data:`EMBEDDING_TOLERANCE`), SentEval's data in ``senteval``; the STS scores of both are reported,
-    not compared (the preset's 8-pair fixtures make Spearman move by points for one swapped rank)."""
+    not compared."""
     cell = next(c for c in grid.cells if c.method == "fp32")
     model = Path(grid.results.checkpoint(cell, "model"))
     pairs = load_sts_pairs(senteval, "STSBenchmark", "test")

@@ -1,33 +1,18 @@
 """``make gpu-check``'s figures and report (:mod:`contrastlab.cost.gpu_check` runs the check): per cell
-steps/s, achieved TFLOP/s, MFU and peak memory; the per-job overheads measured (start-up, dev
-evaluation, snapshots); the packing speed-ups; the jobs' actual wall times against the plan's; and the
-calibration file ``make plan`` reads, written with ``report.md`` after each part of the check, so that a
-check cut short leaves what it measured so far.
+steps/s, achieved TFLOP/s, MFU and peak memory; the per-job overheads measured; the packing speed-ups;
+the jobs' wall times against the plan's; and the calibration file ``make plan`` reads, written with
+``report.md`` after each part, so that a check cut short leaves what it measured so far.
 
-FLOPs per training step are the plan's (:func:`contrastlab.cost.flops.cell_work`), so that the
-calibration written here is in the units ``make plan`` divides by. MFU = achieved FLOP/s ÷ the
-device's dense peak for the cell's precision (:data:`contrastlab.cost.calibration.GPU_PEAKS`, vendors'
-data sheets; fp32 cells against the non-tensor-core fp32 peak).
+FLOPs per step are the plan's (:func:`contrastlab.cost.flops.cell_work`), so that the calibration is in
+the units ``make plan`` divides by. MFU = achieved FLOP/s ÷ the card's dense data-sheet peak for the
+cell's precision (fp32 against the non-tensor-core peak).
 
-The overheads, each what the plan charges once per job, per evaluation or per GiB of snapshot
-(:func:`contrastlab.cost.calibration.train_seconds`):
-
-- ``train_startup``: a training job's wall time (Snakemake's benchmark file; without one, the job's
-  ``phases.total_s``, else the trainer's ``timings.total_s``) less what the plan prices apart: its steps
-  at the steady rate, its dev evaluations (or validation passes) and its snapshots. What is left is the
-  job's start (interpreter, imports, CUDA, model, data), its first log interval's warm-up and its last
-  writes; the mean over the jobs that ran from the start (a resumed job's timings span two processes).
-- ``evaluate_startup``: an encoding job's wall time less its FLOPs at the shipped calibration's rate
-  (milliseconds on the preset's fixtures).
-- ``snapshot_per_gib``: the snapshots' time (``phases.snapshots_s``, else ``timings.state_s``: what
-  they cost the training loop) over their count × the plan's GiB per snapshot.
-- ``dev_evaluation``: the fixed cost of one dev evaluation, what the plan adds per evaluation on top of
-  the dev FLOPs and the encoder calls (``dev_call``) it already prices: the mean time of the dev
-  evaluations that were not their process's first (step 0, or the first after a resume: CUDA's first
-  use of the dev shapes and scipy's import) less what the plan prices of those same evaluations (their
-  sentences' FLOPs at the fp32 rate and their encoder calls, :func:`dev_work_seconds`). Not scaled to
-  STS-B dev's size: the FLOPs and calls that grow with it are priced apart (scaling the whole time, as
-  before, multiplied the fixed cost by 91 and counted the dev FLOPs twice).
+The overheads, each what :func:`contrastlab.cost.calibration.train_seconds` charges apart from FLOPs:
+``train_startup`` (a training job's wall time less its steps at the steady rate, dev evaluations and
+snapshots; mean over the jobs not resumed), ``evaluate_startup`` (an encoding job's wall time less its
+FLOPs), ``snapshot_per_gib`` (snapshot time over count × GiB per snapshot) and ``dev_evaluation`` (the
+mean time of the dev evaluations that were not their process's first, less what the plan prices of them:
+:func:`dev_work_seconds`; not scaled to STS-B dev's size, whose FLOPs and calls are priced apart).
 """
 
 from __future__ import annotations
@@ -201,10 +186,8 @@ def measured_overheads(
     evaluations: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, float]:
     """The calibration's ``overheads_s`` measured by the rows (:func:`cell_row`) and the encoding jobs
-    (``evaluations``: ``wall_s``, and ``flop_s``, their FLOPs' seconds at the calibration's rate), as
-    the module docstring says; a figure without a measurement is left out (the plan takes the default's,
-    and says so). ``dev_evaluation``: each row's non-first dev evaluations less its ``dev_eval_work_s``
-    (the FLOPs and calls the plan prices apart), averaged, not scaled: the fixed cost per evaluation."""
+    (``evaluations``: ``wall_s`` and ``flop_s``), as the module docstring says; a figure without a
+    measurement is left out (the plan takes the default's, and says so)."""
     rows = list(rows)
     out: dict[str, float] = {}
     startup = _mean([r["startup_s"] for r in rows if r.get("startup_s") is not None])
@@ -231,10 +214,9 @@ def measured_overheads(
 def packing_figures(
     packing: Iterable[Mapping[str, Any]],
 ) -> tuple[dict[str, dict[int, float]], dict[str, dict[str, dict[int, float]]]]:
-    """The calibration's ``packing.speedup`` (sentence cells, each a process of its own) and its
-    :data:`~contrastlab.cost.calibration.PACKING_VARIANTS` from the packing series (``track``, ``mps``,
-    ``batch``, ``rows`` of :func:`contrastlab.cost.packing_measure.pooled_rows`; a series without rows
-    failed), per the precision its copies ran; an image step's per batch too (``vision_speedup_b64``)."""
+    """The calibration's ``packing.speedup`` and :data:`~contrastlab.cost.calibration.PACKING_VARIANTS`
+    from the packing series (a series without rows failed), per the precision its copies ran; an image
+    step's per batch (``vision_speedup_b64``)."""
     figures: dict[str, dict[str, dict[int, float]]] = {}
     for series in packing:
         # an image step's figures by the batch it ran (the plan prices a cell at its own batch only)
@@ -257,10 +239,8 @@ def calibration(
     evaluations: Iterable[Mapping[str, Any]] = (),
     missing: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """What ``make plan`` reads (:func:`contrastlab.cost.calibration.calibration_from_measurements`): the
-    achieved TFLOP/s per track and precision, the overheads of :func:`measured_overheads`, GPU memory,
-    the packing speed-ups measured (``packing``: the series of
-    :func:`contrastlab.cost.gpu_check.measure_packing`), and the ``missing`` parts of the check."""
+    """What ``make plan`` reads: the achieved TFLOP/s per track and precision, the overheads of
+    :func:`measured_overheads`, GPU memory, the packing speed-ups measured and the ``missing`` parts."""
     rows = [r for r in rows if r["steps_per_s"]]
     measured = [
         Measurement(r["track"], r["precision"], step_flops=r["step_flops"], steps_per_s=r["steps_per_s"])

@@ -1,32 +1,12 @@
 """What a run cost: wall time, peak memory and GPU-hours per cell, per rule and per paper.
 
-Read from Snakemake's benchmark files, one TSV per job under ``<results_dir>/benchmarks``, in the folder of
-the rule that wrote it (:meth:`contrastlab.paths.Results.benchmark`: ``<rule>/<cell>.tsv``,
-``encode_pretrained/pretrained/<backbone>.tsv``, ``<rule>.tsv`` for a figure's job; columns ``s`` (wall
-seconds) and ``max_rss`` (peak resident memory, MB), one row per repeat; for a job started warm, the
-peak its fork measured of itself, :func:`warm_usage_path`), from the training logs
-(``<results_dir>/checkpoints/<cell>/train_log.jsonl``: the device of the ``start`` event, the
-``peak_gpu_memory_gib`` of the ``end`` event) and from the metrics files (the SentEval encoding's device,
-``encoding.device`` of ``senteval.json``; the image encoding's, ``encoding.device`` of ``vision.json``). A
-job counts GPU-hours (its wall hours, one GPU per job as the rules request) only when its record says it
-ran on a CUDA device: training, the SentEval encodings (rules ``encode``, ``encode_pretrained``,
-``search_encode``) and the image encoding (``encode_vision``); the probe jobs (``evaluate``,
-``evaluate_vision``, ...) run on the CPU, so their GPU-hours show as "—" as do those of every CPU run.
-:func:`migrate_benchmarks` moves the files of a results folder written before the benchmark folders
-were named by rule.
-
-Example (a training job, its encoding and its probes, on the CPU)::
-
-    >>> import pathlib, tempfile
-    >>> r = pathlib.Path(tempfile.mkdtemp())
-    >>> for kind, s in (("train", "12.4"), ("encode", "1.5"), ("evaluate", "3.0")):
-    ...     f = r / "benchmarks" / kind / "nie2023/bert-base/mpt/seed42.tsv"
-    ...     f.parent.mkdir(parents=True)
-    ...     _ = f.write_text(f"s\\th:m:s\\tmax_rss\\n{s}\\t0:00:12\\t900.7\\n")
-    >>> [(j.rule, j.seconds) for j in read_job_costs(r)]
-    [('encode', 1.5), ('evaluate', 3.0), ('train', 12.4)]
-    >>> per_paper(read_job_costs(r))
-    [{'paper': 'nie2023', 'jobs': '3', 'cells': '1', 'wall': '0:00:17', 'peak RSS (MB)': '901', 'GPU-h': '—'}]
+Read from Snakemake's benchmark files (one TSV per job, :meth:`contrastlab.paths.Results.benchmark`;
+wall seconds ``s`` and peak RSS ``max_rss`` in MB; a warm-started job's own peak:
+:func:`warm_usage_path`), the training logs (the ``start`` event's device, the ``end`` event's
+``peak_gpu_memory_gib``) and the metrics files (``encoding.device``). A job counts GPU-hours (its wall
+hours, one GPU per job) only when its record says it ran on a CUDA device; the probe jobs and every CPU
+run show "—". :func:`migrate_benchmarks` moves the files of a results folder written before the
+benchmark folders were named by rule.
 """
 
 from __future__ import annotations
@@ -109,8 +89,8 @@ def _warm_rss(benchmark: str | os.PathLike) -> float | None:
 
 def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | None, dict | None]:
     """``(device, peak GPU memory in GiB, the end's record)`` from a training log: the ``device`` of its
-    ``start`` event, and the ``peak_gpu_memory_gib`` and whole record of its last ``end`` event (whose
-    ``phases`` and ``start`` say where the job's time went; ``None`` where absent)."""
+    ``start`` event, and the ``peak_gpu_memory_gib`` and whole record of its last ``end`` event (``None``
+    where absent)."""
     device = peak = end = None
     try:
         lines = Path(log_path).read_text(encoding="utf-8").splitlines()
@@ -129,9 +109,8 @@ def training_device(log_path: str | os.PathLike) -> tuple[str | None, float | No
 
 
 def metrics_device(metrics_path: str | os.PathLike) -> str | None:
-    """The device a cell's GPU-side evaluation ran on, from its metrics file: ``encoding.device`` (the
-    ``encode`` or ``encode_vision`` job's; a ``vision.json`` written before the split: its ``device``);
-    ``None`` where absent."""
+    """The device a cell's GPU-side evaluation ran on, from its metrics file's ``encoding.device`` (an
+    older ``vision.json``: its ``device``); ``None`` where absent."""
     try:
         data = json.loads(Path(metrics_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -144,13 +123,8 @@ def metrics_device(metrics_path: str | os.PathLike) -> str | None:
     return encoding.get("device") if isinstance(encoding, dict) else None
 
 
-def _gpu_hours_if(device: str | None, seconds: float) -> float | None:
-    return seconds / 3600 if str(device or "").startswith("cuda") else None
-
-
 #: The rules of a cell whose job may hold a GPU, and where the job's device is recorded: the training log,
-#: or the metrics file of the cell's track (an encoding's; the SentEval probe jobs, ``evaluate``,
-#: ``search_evaluate`` and ``evaluate_pretrained``, run on the CPU).
+#: or the metrics file of the cell's track (the probe jobs run on the CPU).
 _DEVICE_RECORD = {
     "train": "log",
     "train_vision": "log",
@@ -178,7 +152,7 @@ def _job(results: Results, parts: Sequence[str], seconds: float, rss: float | No
         # GPU job extracted the features and fitted the probes.
         if rule != "evaluate_vision" or "encoding" not in _json(metrics):
             device = metrics_device(metrics)
-    gpu_hours = _gpu_hours_if(device, seconds)
+    gpu_hours = seconds / 3600 if str(device or "").startswith("cuda") else None
     peak = peak if gpu_hours is not None else None
     phases = (end or {}).get("phases")
     job = JobCost(rule, paper_of(parts[1]), place, seconds, rss, gpu_hours=gpu_hours, peak_gpu_gib=peak)
@@ -194,11 +168,9 @@ def _json(path: str) -> dict:
 
 
 def read_job_costs(results_dir: str | os.PathLike, skipped: list[Path] | None = None) -> list[JobCost]:
-    """Every job with a benchmark file under ``<results_dir>/benchmarks``, sorted by rule and cell.
-
-    A file without a wall time raises ``ValueError``, or, given a ``skipped`` list, is appended to it and
-    left out (the report must not fail over one damaged timing file).
-    """
+    """Every job with a benchmark file under ``<results_dir>/benchmarks``, sorted by rule and cell. A file
+    without a wall time raises ``ValueError``, or, given a ``skipped`` list, is appended to it and left
+    out (the report must not fail over one damaged timing file)."""
     results = Results(results_dir)
     root = Path(results.benchmarks)
     jobs = []
@@ -215,10 +187,9 @@ def read_job_costs(results_dir: str | os.PathLike, skipped: list[Path] | None = 
 
 
 def migrate_benchmarks(results_dir: str | os.PathLike) -> list[tuple[Path, Path]]:
-    """Move the benchmark files a run wrote before they were named by rule (the image rules under
-    ``train/``, ``encode/`` and ``evaluate/``, the searches' winners there too, the Pretrained rows
-    under ``encode/pretrained/``, the figures under ``figures/``) to ``benchmarks/<rule>/``; returns the
-    moves, ``(from, to)``. Moving again moves nothing. Snakemake reruns nothing over a benchmark file."""
+    """Move the benchmark files a run wrote before they were named by rule to ``benchmarks/<rule>/``;
+    returns the moves, ``(from, to)``. Moving again moves nothing. Snakemake reruns nothing over a
+    benchmark file."""
     results = Results(results_dir)
     root = Path(results.benchmarks)
     moves = []
@@ -411,7 +382,7 @@ PHASE_COLUMNS = {
     "writes": "writes_s",
     "total": "total_s",
 }
-#: The phases that are the job's work; the rest of its total is start-up (issue 75: at most 5 s on a GPU).
+#: The phases that are the job's work; the rest of its total is start-up.
 WORK_PHASES = ("steps_s", "dev_s", "snapshots_s", "writes_s")
 PHASES_NOTE = (
     "Seconds of each phase from the job's process start, as its training log's end record says "

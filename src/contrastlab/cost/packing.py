@@ -1,27 +1,17 @@
 """Several small cells on one GPU (``resources.gpu_share``): which cells share a GPU, and what the packed
 grid costs.
 
-A BERT-base cell at batch 64 uses a few GB of a 140 GB card, so n such cells on one GPU may finish
-sooner than n in a row where one cell leaves the GPU idle. With ``resources.gpu_share: k`` (1, the
-default: off) a training job whose cell's estimated peak memory
-(:attr:`~contrastlab.cost.flops.CellWork.peak_gib`) fits n times in :data:`MEMORY_FRACTION` of the card's
-memory (the calibration's ``gpu_memory_gib``) shares its GPU with up to n - 1 others, n of
-:data:`SHARES` up to k, the one with the largest measured speed-up for the cell's step (track,
-precision, mode) under the config's MPS state (``resources.mps``; :func:`chosen_share`): only where
-that speed-up was measured above 1, else a GPU of its own. The slot locks of
-:mod:`contrastlab.workflow.gpus` hold every GPU to that, and :mod:`contrastlab.workflow.mps` runs the
-MPS daemon; on SLURM the packed jobs form job groups (:func:`pack_group`).
+With ``resources.gpu_share: k`` (1, the default: off) a training job whose cell's peak memory estimate
+fits n times in :data:`MEMORY_FRACTION` of the card shares its GPU with up to n - 1 others, n of
+:data:`SHARES` up to k: the one with the largest measured speed-up for the cell's step under the
+config's MPS state (:func:`chosen_share`), and only where that speed-up is above 1.
+:mod:`contrastlab.workflow.gpus` holds every GPU to that, :mod:`contrastlab.workflow.mps` runs the MPS
+daemon, and on SLURM the packed jobs form job groups (:func:`pack_group`).
 
-Price: n copies that run together at a summed speed-up s (the sum of their steps/s over one copy's
-alone) each take n/s times as long on 1/n of a GPU, so a packed job costs its GPU-seconds alone ÷ s
-(:func:`packed_seconds`). s comes from the calibration's measured packing figures (:func:`step_figures`:
-sentence and image steps, without and with an MPS daemon, per precision, each timed in the trainer's
-default mode): the H200's shipped file holds 2026-11-28's (2 and 4 captured bf16 BERT-base cells: 0.95×
-without MPS, 1.16× and 1.22× with it); ``make gpu-check`` measures a card's. Assumed figures (the H100's
-file) and a calibration scaled from another card price none. ``make gpu-check`` and
-``benchmarks/gpu_share.py`` time 1, 2 and 4 copies of the trainer's step together, each in a process of
-its own, in the mode the trainer runs it (padding-free IEEE fp32, the captured graph otherwise on CUDA:
-:mod:`contrastlab.cost.packing_measure`): ``make gpu-check`` with and without an MPS daemon.
+Price: n copies that run together at a summed speed-up s each take n/s times as long on 1/n of a GPU,
+so a packed job costs its GPU-seconds alone ÷ s (:func:`packed_seconds`), s the calibration's measured
+figure (:func:`step_figures`, timed by :mod:`contrastlab.cost.packing_measure`). Assumed figures and a
+calibration scaled from another card price none.
 """
 
 from __future__ import annotations
@@ -32,21 +22,7 @@ from typing import Any
 from contrastlab import families
 from contrastlab.config import Grid
 from contrastlab.cost.calibration import VISION_PACKING_KEY, vision_packing_key
-from contrastlab.cost.flops import cell_work
-
-# The measurement (make gpu-check, benchmarks/gpu_share.py) lives in packing_measure; these names were here.
-from contrastlab.cost.packing_measure import (
-    STEP_COPY_MODULES as STEP_COPY_MODULES,
-)
-from contrastlab.cost.packing_measure import (
-    concurrent_rates as concurrent_rates,
-)
-from contrastlab.cost.packing_measure import (
-    packing_rows as packing_rows,
-)
-from contrastlab.cost.packing_measure import (
-    sentence_step_copy as sentence_step_copy,
-)
+from contrastlab.cost.flops import AS_CONFIGURED, cell_work
 from contrastlab.precision import RESOLVED
 
 #: GPU jobs per GPU a cell may share with (``resources.gpu_share``'s values): what make gpu-check
@@ -102,13 +78,10 @@ def step_name(work: Any) -> str:
 
 
 def step_figures(work: Any, calibration: Any, mps: bool) -> Mapping[int, float]:
-    """The measured summed speed-ups (copies -> speed-up) of cells whose step is ``work``'s, timed with
-    (``mps``) or without an MPS daemon: the calibration's ``packing`` figures of the track (``speedup``,
-    ``vision_speedup_b<batch>``, each ``_mps``) where they are measured on this card (not assumed, not
-    scaled from another card) and timed in this cell's mode (:func:`measured_mode`), an image cell's at
-    its own batch (MACL's image cells run batches 64 to 1024, and what packing gains at one says nothing
-    of another); the 224-px image step (OAR's) has none. Empty: no measured figure, the cell keeps a GPU
-    of its own."""
+    """The measured summed speed-ups (copies -> speed-up) of cells whose step is ``work``'s, with
+    (``mps``) or without an MPS daemon: the calibration's ``packing`` figures where measured on this card
+    and in this cell's mode (:func:`measured_mode`), an image cell's at its own batch (what packing gains
+    at one batch says nothing of another). Empty: the cell keeps a GPU of its own."""
     if not _priced(calibration) or work.rate_class == "vision_large":
         return {}
     if _mode(work) != measured_mode(work.track, work.precision):
@@ -155,8 +128,7 @@ def chosen_share(work: Any, calibration: Any, gpu_share: int, mps: bool) -> int:
     """The jobs per GPU of a cell whose work is ``work`` (its peak memory, track, precision and mode):
     of the counts that fit (:func:`cell_share` on the calibration's card), the one with the largest
     measured speed-up (:func:`step_figures` with or without ``mps``) if that is above 1; else 1, a GPU of
-    its own: sharing is adopted only where it was measured to pay (on the H200 without MPS no step
-    does: 0.95× with 2 or 4 captured bf16 cells)."""
+    its own: sharing is adopted only where it was measured to pay."""
     figures = step_figures(work, calibration, mps)
     fits = [n for n in SHARES if n <= cell_share(work.peak_gib, calibration.gpu_memory_gib, gpu_share)]
     return max(fits, key=lambda n: (speedup(figures, n), -n))
@@ -165,9 +137,8 @@ def chosen_share(work: Any, calibration: Any, gpu_share: int, mps: bool) -> int:
 def job_share(grid: Grid, cell: Any, calibration: Any, point: Any = None) -> int:
     """The ``gpu_share`` resource of a training job (rules ``train``, ``train_vision``): its cell's
     :func:`chosen_share` as configured (``resources.mps`` picks the figures); 1 when packing is off or
-    the job runs on the CPU (``resources.gpu: 0``). ``calibration()`` gives the calibration, called
-    only when packing is on (as :func:`contrastlab.cost.plan.runtime_resource` does: the DAG asks every
-    training job); ``grid``: the workflow's :class:`~contrastlab.config.Grid`."""
+    the job runs on the CPU (``resources.gpu: 0``). ``calibration()`` is called only when packing is on
+    (the DAG asks every training job)."""
     resources = grid.compute
     share = resources.get("gpu_share", 1)
     if share == 1 or not resources.get("gpu"):
@@ -191,7 +162,7 @@ def packed_seconds(seconds: float, work: Any, share: int, calibration: Any, mps:
 def packing_lines(grid: Grid, jobs: Sequence[Any], calibration: Any) -> list[str]:
     """The plan's paragraph on packing: off, or which jobs share a GPU and which steps have no measured
     figure (a GPU of their own), the figures priced and where they come from (``jobs``: the plan's,
-    with their ``share``)."""
+    with their ``share`` and a configured cell's ``works``)."""
     share, mps = grid.compute.get("gpu_share", 1), mps_asked(grid)
     under = "under MPS (`resources.mps: true`)" if mps else "without MPS (`resources.mps: false`)"
     if share == 1 or not grid.compute.get("gpu"):
@@ -203,9 +174,8 @@ def packing_lines(grid: Grid, jobs: Sequence[Any], calibration: Any) -> list[str
         ]
     counts = {n: sum(j.share == n for j in jobs) for n in SHARES if n > 1}
     spread = ", ".join(f"{c} training jobs {n} per GPU" for n, c in counts.items() if c)
-    alone = sorted(
-        {step_name(w) for c in grid.cells if not step_figures(w := cell_work(grid, c), calibration, mps)}
-    )
+    works = [j.works[AS_CONFIGURED] for j in jobs if j.works]
+    alone = sorted({step_name(w) for w in works if not step_figures(w, calibration, mps)})
     return [
         f"GPU sharing on (`resources.gpu_share: {share}`, {under}; a cell shares when its peak memory "
         f"estimate fits n times in {MEMORY_FRACTION:.0%} of {calibration.gpu_memory_gib:.0f} GiB and n "

@@ -1,17 +1,12 @@
-"""Measuring what several small cells on one GPU gain (:mod:`contrastlab.cost.packing` prices it): k copies
-of a training step, each in a process of its own, timed together (1, 2 and 4 of them: the speed-up of
-their summed steps/s over one copy alone), in the mode the trainer runs the step (padding-free IEEE fp32,
-the captured graph otherwise on CUDA: :func:`trainer_settings`, :func:`trainer_image_graph`), without and
-with a private MPS daemon (:func:`mps_daemon`).
-
-``make gpu-check`` uses :func:`pooled_rows` (max(counts) workers started once for every step and
-count); ``benchmarks/gpu_share.py`` :func:`packing_rows` (k fresh processes per count,
-:func:`sentence_step_copy`).
+"""Measuring what several small cells on one GPU gain (:mod:`contrastlab.cost.packing` prices it): 1, 2
+and 4 copies of a training step, each in a process of its own and in the trainer's mode, timed together,
+without and with a private MPS daemon (:func:`pooled_rows`; ``make gpu-check``, ``benchmarks/gpu_share.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import multiprocessing as mp
@@ -26,10 +21,19 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import torch
+import transformers
+
 from contrastlab import families
+from contrastlab.losses import build_loss
+from contrastlab.training import capture, vision_capture
+from contrastlab.training.equivalence import training_step
+from contrastlab.training.runtime import TrainingRun, build_optimizer, resolve_precision
+from contrastlab.training.sentence import TrainSettings, build_head
+from contrastlab.training.vision import VisionTrainSettings, build_parts, train_step, two_views
 
 #: What the step copies import (the toy's tiny BERT's modelling included): the modules a fork server
-#: imports once for all copies (``forkserver_preload`` of :func:`concurrent_rates` and :func:`pooled_rows`).
+#: imports once for all copies (``forkserver_preload`` of :func:`pooled_rows`).
 STEP_COPY_MODULES = (
     "torch",
     "transformers",
@@ -56,46 +60,8 @@ def _context(forkserver_preload: Sequence[str] | None):
     return ctx
 
 
-def concurrent_rates(
-    copy: Callable[[Callable[[], Any]], Mapping[str, Any]],
-    k: int,
-    *,
-    timeout: float = 600,
-    forkserver_preload: Sequence[str] | None = None,
-):
-    """What each of ``k`` copies of ``copy`` returns when they run at once, each in a process of its own
-    (spawned, as k Snakemake jobs on one GPU would be), in copy order. ``copy(ready)`` builds and warms
-    up its model, calls ``ready()`` (a barrier: the copies time their steps together, not one copy's
-    warm-up against another's steps) and returns ``{"steps_per_s": ..., ...}``; it must be a
-    module-level function (or a ``functools.partial`` of one), since a spawned process imports it.
-
-    ``forkserver_preload`` (``make gpu-check --toy``, on the CPU): fork each copy from a server process
-    that imported these modules (and ``__main__``) once, instead of spawning it: a spawned copy imports
-    torch and transformers itself, which at toy size costs far more than the steps it times. The imports
-    precede the barrier either way, so only the untimed start-up differs."""
-    ctx = _context(forkserver_preload)
-    results, barrier = ctx.Queue(), ctx.Barrier(k)
-    procs = [ctx.Process(target=_run_copy, args=(copy, i, barrier, results)) for i in range(k)]
-    for p in procs:
-        p.start()
-    try:
-        found = [results.get(timeout=timeout) for _ in procs]
-    except queue.Empty:
-        raise RuntimeError(f"a copy of {k} gave no result within {timeout:.0f} s") from None
-    finally:
-        for p in procs:
-            p.join(timeout=timeout)
-    if any(p.exitcode for p in procs):
-        raise RuntimeError(f"a copy of {k} failed (exit codes {[p.exitcode for p in procs]})")
-    return [row for _, row in sorted(found, key=lambda item: item[0])]
-
-
-def _run_copy(copy, index: int, barrier, results) -> None:
-    results.put((index, dict(copy(barrier.wait))))
-
-
 def _packing_row(k: int, copies: Sequence[Mapping[str, Any]], alone: float | None) -> dict[str, Any]:
-    """One row of :func:`packing_rows`: ``k`` copies' rates, their sum, the speed-up over one copy's
+    """One row of :func:`pooled_rows`: ``k`` copies' rates, their sum, the speed-up over one copy's
     ``alone`` (None: this is the one), the largest peak and the step mode the copies ran."""
     rates = [float(c["steps_per_s"]) for c in copies]
     peaks = [c["peak_gib"] for c in copies if c.get("peak_gib") is not None]
@@ -108,24 +74,6 @@ def _packing_row(k: int, copies: Sequence[Mapping[str, Any]], alone: float | Non
         "peak_gib": max(peaks, default=None),
     }
     return row | {key: copies[0][key] for key in ("mode", "precision") if key in copies[0]}
-
-
-def packing_rows(
-    copy,
-    counts: Sequence[int],
-    *,
-    timeout: float = 600,
-    forkserver_preload: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
-    """For each k of ``counts`` (the first 1): each copy's steps/s when k run at once
-    (:func:`concurrent_rates`, ``forkserver_preload`` passed on), their sum, the speed-up of the sum
-    over one copy alone, and the largest ``peak_gib`` a copy reported."""
-    _check_counts(counts)
-    rows: list[dict[str, Any]] = []
-    for k in counts:
-        copies = concurrent_rates(copy, k, timeout=timeout, forkserver_preload=forkserver_preload)
-        rows.append(_packing_row(k, copies, rows[0]["sum"] if rows else None))
-    return rows
 
 
 def _check_counts(counts: Sequence[int]) -> None:
@@ -142,15 +90,14 @@ def pooled_rows(
     env: Mapping[str, str] | None = None,
     forkserver_preload: Sequence[str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """:func:`packing_rows` of every step of ``series`` (name -> a module-level factory, or a
-    ``functools.partial`` of one, that builds and warms up one copy: :func:`sentence_step`,
-    :func:`vision_step`), measured by max(``counts``) worker processes started once for them all: each
-    builds the steps in turn, and for each count k the first k time ``steps`` steps together while the
-    others wait at a barrier (an idle process does not share the GPU's time); a worker's imports, CUDA
-    start and model builds are paid once, not once per count. ``env``: set in each worker before it
-    starts CUDA (an MPS daemon's pipe, :func:`mps_daemon`); ``forkserver_preload``: as
-    :func:`concurrent_rates`'. Raises ``RuntimeError`` (one line) when a worker fails or is silent for
-    ``timeout`` seconds."""
+    """For each step of ``series`` (name -> a picklable factory that builds and warms up one copy) and
+    each k of ``counts`` (the first 1): each copy's steps/s when k run at once, their sum, the speed-up of
+    the sum over one copy alone, the largest ``peak_gib`` a copy reported. max(``counts``) workers are
+    started once for them all; for each k the first k time ``steps`` steps together while the others
+    wait at a barrier (an idle process does not share the GPU). ``env``: set in each worker before CUDA
+    starts (an MPS daemon's pipe). ``forkserver_preload`` (``--toy``, on the CPU): fork workers from a
+    server that imported these modules once, since spawned imports cost more than the toy's steps.
+    Raises ``RuntimeError`` (one line) when a worker fails or is silent for ``timeout`` seconds."""
     _check_counts(counts)
     ctx = _context(forkserver_preload)
     workers = max(counts)
@@ -217,11 +164,9 @@ def _pool_worker(index: int, series, counts, steps: int, env, barrier, results) 
 
 @contextlib.contextmanager
 def mps_daemon(timeout: float = 30) -> Iterator[dict[str, str] | None]:
-    """A private NVIDIA MPS control daemon for the block (:data:`MPS_CONTROL` started with ``-d``; its
-    pipe and log folder a new temporary one, so that it neither joins nor disturbs a daemon of the
-    machine): yields the environment its clients need (``CUDA_MPS_PIPE_DIRECTORY``,
-    ``CUDA_MPS_LOG_DIRECTORY``), or None where the program is not on ``PATH`` or does not start. The
-    daemon is stopped (``quit`` on its standard input) and its folder removed afterwards."""
+    """A private NVIDIA MPS control daemon for the block (its own temporary pipe and log folder, so that it
+    neither joins nor disturbs the machine's): yields its clients' environment, or None where
+    :data:`MPS_CONTROL` is not on ``PATH`` or does not start; stopped and removed afterwards."""
     control = shutil.which(MPS_CONTROL)
     if control is None:
         yield None
@@ -250,14 +195,10 @@ class StepCopy:
         self.step, self.device, self.mode, self.precision = step, device, mode, precision
 
     def _sync(self) -> None:
-        import torch
-
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
     def time(self, steps: int) -> dict[str, Any]:
-        import torch
-
         cuda = self.device.type == "cuda"
         self._sync()
         if cuda:
@@ -277,8 +218,6 @@ class StepCopy:
 
     def release(self) -> None:
         """Free the copy's model, optimiser and graph before the next step is built."""
-        import torch
-
         self.step = None
         gc.collect()
         if self.device.type == "cuda":
@@ -290,9 +229,6 @@ def trainer_settings(settings: Mapping[str, Any] | None, resolved: str, device, 
     trainer's defaults) on ``device`` at the ``resolved`` precision with a backbone of ``model_type``:
     the defaults the trainer decides there (:func:`contrastlab.training.capture.for_device`, which asks
     :func:`contrastlab.families.step_mode`): the graph, padding-free or neither."""
-    from contrastlab.training import capture
-    from contrastlab.training.sentence import TrainSettings
-
     configured = TrainSettings.from_dict({"loss": "infonce", **(settings or {})})
     return capture.for_device(configured, device, precision=resolved, model_type=model_type)[0]
 
@@ -310,20 +246,9 @@ def sentence_step(
     config_class: str = "BertConfig",
     threads: int = 1,
 ) -> StepCopy:
-    """A :class:`StepCopy` of the sentence trainer's step (InfoNCE, the SimCSE head, the runtime's
-    optimiser step and precision switches) in the mode the trainer runs for ``settings``
-    (:func:`trainer_settings`: padding-free IEEE fp32, the captured graph in bf16 on CUDA, eager on a
-    CPU; :func:`contrastlab.training.equivalence.training_step`) on a randomly initialised encoder
-    (``config_class(**model_config)`` of ``transformers``) at ``batch`` sentences × ``length`` tokens,
-    after ``warmup`` untimed steps."""
-    import torch
-    import transformers
-
-    from contrastlab.losses import build_loss
-    from contrastlab.training.equivalence import training_step
-    from contrastlab.training.runtime import TrainingRun, build_optimizer, resolve_precision
-    from contrastlab.training.sentence import build_head
-
+    """A :class:`StepCopy` of the sentence trainer's step in the mode the trainer runs for ``settings``
+    (:func:`trainer_settings`) on a randomly initialised encoder (``config_class(**model_config)``) at
+    ``batch`` sentences × ``length`` tokens, after ``warmup`` untimed steps."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     where = torch.device(device)
@@ -351,29 +276,12 @@ def sentence_step(
     return StepCopy(lambda: step(*chunk), where, mode.name, resolved)
 
 
-def sentence_step_copy(ready: Callable[[], Any], *, steps: int, **build: Any) -> dict[str, Any]:
-    """Steps/s of :func:`sentence_step` (``build``: its arguments): ``ready()``, then ``steps`` timed
-    steps; with the peak GPU memory on CUDA. A copy for :func:`concurrent_rates`."""
-    copy = sentence_step(**build)
-    ready()
-    return copy.time(steps)
-
-
 def vision_step(
     *, settings: Mapping[str, Any], device: str, warmup: int, state_dir: str, n_images: int, threads: int = 1
 ) -> StepCopy:
-    """A :class:`StepCopy` of the image trainer's step for a cell's ``settings`` (its workflow params;
-    without OAR's labelled pass: MACL's) as the trainer runs it on ``device``: captured as one graph
-    where :func:`contrastlab.training.vision_capture.resolve` (the trainer's rule, over ``n_images``
-    training images) says so, else eager; its encoder, head, optimiser, loss and augmentation as the
-    trainer builds them, on random images, after ``warmup`` untimed steps."""
-    import dataclasses
-
-    import torch
-
-    from contrastlab.training.runtime import TrainingRun
-    from contrastlab.training.vision import VisionTrainSettings, build_parts
-
+    """A :class:`StepCopy` of the image trainer's step for a cell's ``settings`` (without OAR's labelled
+    pass) as the trainer runs it on ``device`` (captured where the trainer's rule says so, over
+    ``n_images`` training images), on random images, after ``warmup`` untimed steps."""
     # without OAR's labelled pass: its batches need the dataset, and the copy times the contrastive step
     s = dataclasses.replace(VisionTrainSettings.from_dict(settings), oar_fraction=0.0)
     where = torch.device(device)
@@ -397,9 +305,6 @@ def _image_step(run, s, parts: tuple, data: tuple, memory_format, *, graph: bool
     """One image step as the trainer runs it without OAR's pass: the captured graph (``graph``) or the
     eager step (no clipping, the gradients zeroed by the optimiser step); ``parts`` = (encoder, head,
     loss, optimiser, parameters), ``data`` = (augmentation, the views' generator, a batch of images)."""
-    from contrastlab.training import vision_capture
-    from contrastlab.training.vision import train_step, two_views
-
     encoder, head, loss_fn, optimizer, params = parts
     augment, views, images = data
     options = {"memory_format": memory_format, "head_autocast": s.head_autocast}
@@ -431,7 +336,4 @@ def trainer_image_graph(settings: Mapping[str, Any], device, n_images: int) -> b
     """Whether the image trainer captures the step of a cell's ``settings`` (its workflow params) on
     ``device`` over ``n_images`` training images (:func:`contrastlab.training.vision_capture.resolve`,
     which asks :func:`contrastlab.families.step_mode`)."""
-    from contrastlab.training import vision_capture
-    from contrastlab.training.vision import VisionTrainSettings
-
     return vision_capture.resolve(VisionTrainSettings.from_dict(settings), device, n_images)[0]

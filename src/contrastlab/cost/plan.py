@@ -1,16 +1,10 @@
 """The bill before the first GPU-hour: projected GPU-hours and peak GPU memory of a config's cells.
 
-Projection of a job = its FLOPs ÷ a throughput calibration (achieved TFLOP/s per track and precision)
-+ per-job overheads. The plan lists the jobs that hold a GPU: training, the SentEval encoding (rules
-``encode``, ``encode_pretrained``) and the image feature extraction (``encode_vision``); the probes run
-in CPU jobs of their own (rules ``evaluate``, ``evaluate_pretrained``: :func:`probe_jobs`;
-``evaluate_vision``: :attr:`PlannedJob.cpu_after_s`), whose count and hours are stated on one line.
-Nothing runs and Snakemake's DAG is not built: the cells and their settings come from one
-:class:`contrastlab.config.Grid`, so the plan of ``config.yaml`` takes a few seconds
-(:func:`make_plan`; ``make plan``, ``scripts/plan.py``).
-
-The FLOPs and memory of a cell: :mod:`contrastlab.cost.flops`; the calibration:
-:mod:`contrastlab.cost.calibration`; the search budget: :mod:`contrastlab.cost.budget`.
+Projection of a job = its FLOPs (:mod:`contrastlab.cost.flops`) ÷ a throughput calibration
+(:mod:`contrastlab.cost.calibration`) + per-job overheads. The plan lists the jobs that hold a GPU
+(training, ``encode``, ``encode_pretrained``, ``encode_vision``); the CPU probe jobs (:func:`probe_jobs`,
+:attr:`PlannedJob.cpu_after_s`) are counted on one line. Nothing runs and Snakemake's DAG is not built:
+the cells come from one :class:`contrastlab.config.Grid` (:func:`make_plan`; ``make plan``).
 """
 
 from __future__ import annotations
@@ -27,7 +21,7 @@ from contrastlab import config as cl_config
 from contrastlab import search as cl_search
 from contrastlab.blocks import Heading, markdown_lines, rows_table
 from contrastlab.config import paper_of
-from contrastlab.cost.backbones import backbone_transformer, model_type_lines
+from contrastlab.cost.backbones import Transformer, backbone_transformer, model_type_lines
 from contrastlab.cost.budget import pinned, plan_points, searched_points
 from contrastlab.cost.calibration import (
     EVALUATION_PRECISION,
@@ -75,11 +69,37 @@ class PlannedJob:
     #: training jobs per GPU, itself included (``resources.gpu_share``; the chosen precision's)
     share: int = 1
     cpu_after_s: float = 0.0
+    #: A configured cell's training job: its work per choice, priced once (the summary and packing read it).
+    works: Mapping[str, CellWork] = field(default_factory=dict, compare=False, repr=False)
 
 
-def _pretrained_work(grid: cl_config.Grid, backbone: str) -> CellWork:
+class Priced:
+    """What the cells of one grid are priced on besides their settings, each resolved once: whether the
+    card computes bf16 natively and each sentence backbone, on first use (``cell_work``'s ``bf16``
+    and ``model``)."""
+
+    def __init__(self, grid: cl_config.Grid) -> None:
+        self.grid = grid
+        self.bf16 = native_bf16(grid.compute.get("gpu_model"))
+        self.models: dict[str, Transformer] = {}
+
+    def model(self, alias: str) -> Transformer:
+        if alias not in self.models:
+            self.models[alias] = backbone_transformer(self.grid, alias)
+        return self.models[alias]
+
+    def works(
+        self, cell: cl_config.Cell, choices: Sequence[str], point: cl_search.SearchPoint | None = None
+    ) -> dict[str, CellWork]:
+        """The :class:`CellWork` of ``cell`` (or of the search ``point``) under each precision choice."""
+        sentence = self.grid.experiment(cell.experiment).track != "vision"
+        model = self.model(cell.backbone) if sentence else None
+        return {c: cell_work(self.grid, cell, c, point, model=model, bf16=self.bf16) for c in choices}
+
+
+def _pretrained_work(grid: cl_config.Grid, backbone: str, priced: Priced | None = None) -> CellWork:
     """The encoding of a Pretrained row: the backbone's forward over every SentEval sentence."""
-    n = backbone_transformer(grid, backbone).non_embedding
+    n = (priced or Priced(grid)).model(backbone).non_embedding
     return CellWork("sentence", "fp32", 0, 0, 0, 0, 0, 0, 0, 0, 2.0 * n * senteval_tokens(grid), 0, 0, "")
 
 
@@ -94,11 +114,12 @@ def _training_job(
     calibration: Calibration,
     works: Mapping[str, CellWork],
     chosen: str,
+    configured: bool = False,
     **where: str,
 ) -> PlannedJob:
     """A training job of the plan: per choice its seconds, packed (:mod:`contrastlab.cost.packing`)
     when its cell shares a GPU under that choice (its memory estimate and step; ``share``:
-    :func:`_gpu_share`)."""
+    :func:`_gpu_share`); a ``configured`` cell's job keeps its ``works``."""
     shares = {c: chosen_share(w, calibration, *share) for c, w in works.items()}
     return PlannedJob(
         rule="train_vision" if works[chosen].track == "vision" else "train",
@@ -110,6 +131,7 @@ def _training_job(
         kind=works[chosen].kind,
         precision={c: w.precision for c, w in works.items()},
         share=shares[chosen],
+        works=works if configured else {},
         **where,
     )
 
@@ -130,19 +152,16 @@ def make_plan(
 ) -> list[PlannedJob]:
     """Every GPU job of the (validated) config with its projected seconds under each precision choice
     (``config`` and :data:`SIDE_BY_SIDE`, plus ``chosen``); memory and kind are those of ``chosen``.
-    A cell's evaluation is its ``encode`` job (sentence cells; their CPU probe jobs are
-    :func:`probe_jobs`) or its ``encode_vision`` job (image cells; the CPU probe job that follows it
-    in ``cpu_after_s``); a Pretrained row is its ``encode_pretrained``.
-    ``points``: the searches' points whose jobs join the plan (:func:`search_jobs`; the default target's
-    are :func:`~contrastlab.cost.budget.plan_points`)."""
+    ``points``: the searches' points whose jobs join the plan (:func:`search_jobs`)."""
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
-    jobs = search_jobs(grid, calibration, chosen, points)
+    priced = Priced(grid)
+    jobs = search_jobs(grid, calibration, chosen, points, priced)
     share = _gpu_share(grid)
     for cell in grid.cells:
-        works = {c: cell_work(grid, cell, c) for c in choices}
+        works = priced.works(cell, choices)
         vision = works[chosen].track == "vision"
         common = {"paper": paper_of(cell.experiment), "experiment": cell.experiment, "cell": cell.path}
-        jobs.append(_training_job(share, calibration, works, chosen, **common))
+        jobs.append(_training_job(share, calibration, works, chosen, configured=True, **common))
         evaluation = eval_seconds(works[chosen], calibration)
         jobs.append(
             PlannedJob(
@@ -154,7 +173,7 @@ def make_plan(
             )
         )
     for backbone, _ in grid.pretrained:
-        seconds = eval_seconds(_pretrained_work(grid, backbone), calibration)
+        seconds = eval_seconds(_pretrained_work(grid, backbone, priced), calibration)
         jobs.append(
             PlannedJob(
                 "encode_pretrained",
@@ -169,18 +188,15 @@ def make_plan(
 
 def cell_counts(grid: cl_config.Grid) -> dict[str, int]:
     """Training cells of a config: ``sentence`` (of which ``figure``: experiments with no paper table,
-    the figure sweeps and Li's conjecture runs), ``vision``, ``total``, and ``pretrained`` evaluations.
-
-    docs/cost.md's sentence on the full grid is checked against these numbers for config.yaml (a test)."""
+    the figure sweeps and Li's conjecture runs), ``vision``, ``total``, and ``pretrained`` evaluations."""
     counts = {"sentence": 0, "figure": 0, "vision": 0}
     tabled = {table.experiment for paper in PAPERS for table in paper.tables}
     for cell in grid.cells:
-        exp = cell.experiment
-        if grid.experiment(exp).track == "vision":
+        if grid.experiment(cell.experiment).track == "vision":
             counts["vision"] += 1
         else:
             counts["sentence"] += 1
-            counts["figure"] += 0 if exp in tabled else 1
+            counts["figure"] += cell.experiment not in tabled
     counts["total"] = counts["sentence"] + counts["vision"]
     counts["pretrained"] = len(grid.pretrained)
     return counts
@@ -303,10 +319,9 @@ def plan_lines(
 
 
 def step_mode_lines(grid: cl_config.Grid) -> list[str]:
-    """The plan's sentences on what its cells' step modes rest on besides their settings, where it is not
-    the default: a card without native bf16 (``precision: auto`` trains in fp32 there, as the trainer
-    resolves it) and the backbones whose model type no config gave
-    (:func:`~contrastlab.cost.backbones.model_type_lines`)."""
+    """The plan's sentences on what its cells' step modes rest on besides their settings, where not the
+    default: a card without native bf16 (``auto`` trains in fp32 there) and the backbones whose model
+    type no config gave (:func:`~contrastlab.cost.backbones.model_type_lines`)."""
     lines = []
     card = grid.compute.get("gpu_model")
     if not native_bf16(card):
@@ -373,27 +388,23 @@ def plan_report(
 ) -> list[Path]:
     """Plan a validated config (``make plan``): print it (``echo``) and write ``plan.md`` and
     ``plan.csv`` to ``out_dir`` (default ``<results_dir>/plan``); returns the files written. Priced for
-    ``gpu_model`` (default: the config's ``resources.gpu_model``) with its calibration
-    (:func:`~contrastlab.cost.calibration.calibration_for`), summarised first
-    (:mod:`contrastlab.cost.summary`). The makespan section simulates the jobs over each of ``gpus``
-    GPUs (:mod:`contrastlab.cost.schedule`).
-    ``sections``: more sections, each the Markdown lines of a function of the grid and the jobs, put
-    last (``scripts/plan.py`` adds the claims' power, :mod:`contrastlab.report.power`, which sits above
-    this layer)."""
+    ``gpu_model`` (default: ``resources.gpu_model``); the makespan section simulates the jobs over each
+    of ``gpus`` GPUs. ``sections``: more sections (Markdown lines of a function of the grid and the
+    jobs) put last, such as the claims' power, which sits above this layer."""
     if chosen != AS_CONFIGURED and chosen not in RESOLVED:
         raise ValueError(
             f"precision choice must be {AS_CONFIGURED} or one of {', '.join(RESOLVED)}, got {chosen!r}"
         )
     grid, calibration, card = _priced_grid(config, gpu_model, calibration_path)
     jobs = make_plan(grid, calibration, chosen, plan_points(grid, calibration))
-    works = {cell.path: cell_work(grid, cell) for cell in grid.cells}
+    works = {job.cell: job.works[AS_CONFIGURED] for job in jobs if job.works}
     probe_s = probe_seconds(grid, calibration)
     searches_in_all = grid.options.searches_in_all
     every_search = [] if searches_in_all else searched_points(grid, calibration, pins=pinned(grid))
     lines = [
         f"## Projected cost{f' of {title}' if title else ''}",
         "",
-        # before the totals: what of the calibration is assumed, and any rule it moves far (issue 84)
+        # before the totals: what of the calibration is assumed, and any rule it moves far
         *status_lines(calibration),
         *moved_rules(works, calibration),
         "",
@@ -436,9 +447,7 @@ def _priced_grid(
 #: :data:`MINIMUM_RUNTIME_MIN`, and × the attempt (a retry after a timeout asks for more).
 RUNTIME_MARGIN = 2.0
 
-
 MINIMUM_RUNTIME_MIN = 30
-
 
 #: The request of the jobs the plan does not project (figures, CPU runs with ``resources.gpu: 0``).
 FALLBACK_RUNTIME_MIN = {"train": 240, "vision_train": 480, "eval": 60}
@@ -446,10 +455,9 @@ FALLBACK_RUNTIME_MIN = {"train": 240, "vision_train": 480, "eval": 60}
 
 def runtime_resource(grid: cl_config.Grid, kind: str, rule: str | None, where: Any, calibration: Any) -> Any:
     """A rule's ``runtime`` resource (minutes): ``resources.<kind>_runtime_min`` when the config sets
-    it; for a job the plan projects (``rule``: a cell's or a Pretrained row's, GPU or SentEval probe
-    job; not with ``resources.gpu: 0``), a function of the job's wildcards and attempt giving
-    :func:`job_runtime_minutes`, ``where(wildcards)`` naming its cell or backbone (keyword arguments)
-    and ``calibration()`` the calibration; else :data:`FALLBACK_RUNTIME_MIN`."""
+    it; for a job the plan projects (not with ``resources.gpu: 0``), a function of the job's wildcards
+    and attempt giving :func:`job_runtime_minutes` (``where(wildcards)``: its cell or backbone as
+    keyword arguments); else :data:`FALLBACK_RUNTIME_MIN`."""
     configured = grid.compute.get(f"{kind}_runtime_min")
     if configured is not None:
         return configured
@@ -472,10 +480,9 @@ def job_runtime_minutes(
     attempt: int = 1,
     point: cl_search.SearchPoint | None = None,
 ) -> int:
-    """Minutes to request for one job: ``train``, ``train_vision``, ``encode``, ``encode_vision`` of
-    ``cell`` or ``encode_pretrained`` of ``backbone`` (GPU jobs), ``evaluate``, ``evaluate_pretrained``
-    (the SentEval probes) or ``evaluate_vision`` (the image probes; CPU jobs): its projected seconds
-    (as configured) × :data:`RUNTIME_MARGIN` × ``attempt``, at least :data:`MINIMUM_RUNTIME_MIN`."""
+    """Minutes to request for one job of ``rule`` (of ``cell``, or of ``backbone`` for a Pretrained row):
+    its projected seconds as configured × :data:`RUNTIME_MARGIN` × ``attempt``, at least
+    :data:`MINIMUM_RUNTIME_MIN`."""
     if rule == "encode_pretrained":
         seconds = eval_seconds(_pretrained_work(grid, backbone), calibration)
     elif rule in ("evaluate", "evaluate_pretrained"):
@@ -496,6 +503,7 @@ def search_jobs(
     calibration: Calibration,
     chosen: str,
     points: Sequence[cl_search.SearchPoint],
+    priced: Priced | None = None,
 ) -> list[PlannedJob]:
     """The GPU jobs of the config's searches: each point's training (not the points shared with a
     configured cell) and the encoding of each search's winner (``search_encode``; its probes run on
@@ -505,11 +513,12 @@ def search_jobs(
         return []
     choices = list(dict.fromkeys([AS_CONFIGURED, *SIDE_BY_SIDE, chosen]))
     share = _gpu_share(grid)
+    priced = priced or Priced(grid)
     jobs = []
     for point in points:
         if point.shared_with is not None:
             continue
-        works = {c: cell_work(grid, point.cell, c, point=point) for c in choices}
+        works = priced.works(point.cell, choices, point)
         where = {"paper": paper_of(point.experiment), "experiment": f"{point.experiment} (search)"}
         jobs.append(_training_job(share, calibration, works, chosen, cell=point.cell.path, **where))
     firsts: dict[tuple[str, str, str], cl_search.SearchPoint] = {}  # each search's first stage-1 point
@@ -517,7 +526,7 @@ def search_jobs(
         if point.stage == 1:
             firsts.setdefault((point.experiment, point.backbone, point.method), point)
     for first in firsts.values():
-        work = cell_work(grid, first.cell, point=first)
+        work = priced.works(first.cell, [AS_CONFIGURED], first)[AS_CONFIGURED]
         # the winner's encoding on the GPU (its probes: a CPU job, search_evaluate)
         seconds = eval_seconds(work, calibration)
         jobs.append(

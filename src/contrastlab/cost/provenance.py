@@ -1,15 +1,6 @@
 """Which of a calibration's figures a card measured, and how far a calibration moves the plan against the
-shipped file of its card, said before the plan uses it (``make plan``'s first lines; issue 84).
-
-- :func:`figure_status`: ``measured`` or ``assumed`` for each figure the plan takes from a calibration
-  file: an assumed file's ``measured_entries`` and a measured file's ``assumed_entries`` say which; a
-  figure a measured file lacks is the shipped default's (``filled_from_default``), with that file's
-  status.
-- :func:`moved_rules`: per GPU rule (``train``, ``train_vision``, ``encode``, ``encode_vision``), the total
-  seconds of the config's cells under a calibration against the shipped file of its card; a rule moved by
-  more than :data:`MOVE_LIMIT` is named with the one figure that, put alone into the shipped file, moves
-  it most (a ``make gpu-check`` on toy-sized fixtures can measure a figure the plan then multiplies by
-  thousands of jobs: the dev evaluation of issue 84's G1 moved the bill by half).
+shipped file of its card, said before the plan uses it (``make plan``'s first lines): a ``make
+gpu-check`` on toy-sized fixtures can measure a figure the plan then multiplies by thousands of jobs.
 """
 
 from __future__ import annotations
@@ -36,9 +27,9 @@ STARTUPS = ("overheads_s.train_startup", "overheads_s.evaluate_startup")
 
 def figure_status(calibration: Calibration, figure: str) -> str:
     """``"measured"`` or ``"assumed"``: whether a card measured ``figure`` (``overheads_s.<key>`` or
-    ``achieved_tflops.<track>.<precision>``) of ``calibration``, as its file's lists say (module
-    docstring). A file scaled from another card's (its ``note``, or ``measured`` false without a list)
-    measured nothing of this card."""
+    ``achieved_tflops.<track>.<precision>``) of ``calibration``, as its file's ``measured_entries`` or
+    ``assumed_entries`` say; a figure a measured file lacks has the default's status. A file scaled from
+    another card's measured nothing of this card."""
     rate = figure.removeprefix("achieved_tflops.").replace(".", "/")
     if figure in calibration.filled_from_default or rate in calibration.filled_from_default:
         return figure_status(load_calibration(DEFAULT_CALIBRATION), figure)

@@ -1,40 +1,12 @@
 """The shipped calibration files, built from the raw rows a GPU measured, so that each figure can be
-rebuilt and checked: ``calibration_h200.json`` from the H200's rows (2026-11-26, the project at
-``19dfe09``: ``../shared/docs/gpu-h200-2026-11-26/``, read by :func:`read_rows`) and
-``calibration_h100.json`` from the H100's figures of docs/measured.md (2026-11-24), with the H200's
-where the H100 measured none (the two cards have the same data-sheet peaks).
-
-What each figure is (the rows: ``gpu_step.jsonl``, ``trainer_runs.jsonl``, ``vision_throughput.jsonl``;
-the FLOPs: :mod:`contrastlab.cost.flops`, as the plan counts them):
-
-- ``achieved_tflops.sentence``: the trainer end to end (``scripts/train.py``, BERT-base, batch 64,
-  ``cuda_graph: true``, ``dev_batch_size: 512``): its steps/s × the step's FLOPs at the tokens it padded to
-  (32: wiki1m's batches always hold a 32-token sentence).
-- ``achieved_tflops.vision_large`` (OAR ResNet-18 at 224 px, batch 128 with the labelled pass; the
-  benchmark's eager rows): the step's FLOPs over its time less the augmentation, which the FLOP model
-  leaves out and ``overheads_s.vision_large_image`` adds back per augmented image (the mean of the rows'
-  ``augment_share`` × step time, ≈ 15.5 ms in every precision, over the step's 512 images), so that the
-  plan's OAR step is the measured one.
-- ``achieved_tflops.vision`` (MACL's CIFAR ResNet-18 at 32 px) is not seen behind the host's launches:
-  bf16/fp16 :data:`MACL_BF16_TFLOPS` (an estimate above the lower bound the fastest MACL row gives);
-  fp32/tf32 the OAR rows' whole-step rates (assumed).
-- ``overheads_s``: ``sentence_launch`` (the eager bf16 trainer run: its step ÷ 1,460 launches; only cells
-  with ``cuda_graph: false`` pay it), ``vision_launch`` (the MACL eager row ÷ 875 launches),
-  ``dev_evaluation`` and ``dev_call`` (per STS-B dev evaluation beyond its FLOPs, and per encoder call:
-  the trainer rows at ``dev_batch_size`` 512, 6 calls, and 128, 23 calls); start-up, snapshots, the
-  probes: assumed, as shipped.
-
-Where the same H200's ``benchmarks/gpu_bench.py`` output is given (``--bench``:
-``docs/gpu-runs/h200-2026-11-26/gpu_bench.json``, read by :func:`bench_figures`), its trainer-default
-rows measure three things more directly and replace the raw rows' figures: the full BERT-base bf16 cell
-through the trainer (15,625 steps, graph on, dev batch 512: ``sentence.bf16`` and the dev evaluation,
-over 126 evaluations instead of 9), OAR fp32 and MACL bf16 with ``cudnn.benchmark`` on, as the trainer
-runs them (``vision_large.fp32`` and ``vision.fp32``; ``vision_launch``). Its spread rows (50 steps,
-static shapes, outside the trainer) replace nothing: the trainer's 1,000-step rows stay the rates of
-fp32, tf32 and fp16 and of the eager step. The file's ``measured_source`` names each entry's row.
+rebuilt and checked: ``calibration_h200.json`` from the H200's rows (:func:`read_rows`; with
+``--bench``, :func:`bench_figures` of the same card's ``benchmarks/gpu_bench.py`` output replaces the
+figures it measured) and ``calibration_h100.json`` from the H100's figures of docs/measured.md, with the
+H200's where the H100 measured none. The FLOPs are the plan's (:mod:`contrastlab.cost.flops`); which
+figure comes from which row is in docs/cost.md, and each file's ``measured_source`` names it.
 
 ``python -m contrastlab.cost.rows ROWS_DIR [--bench GPU_BENCH_JSON]`` rewrites both files;
-tests/cost/test_rows.py rebuilds them from ``../shared`` and the committed gpu_bench.json and compares.
+tests/cost/test_rows.py rebuilds them and compares.
 """
 
 from __future__ import annotations
@@ -75,8 +47,8 @@ H200_MACHINE = {
 
 #: The same H200's benchmarks/gpu_bench.py output (2026-11-26, transformers 5.23.0), in this repository.
 H200_BENCH = "docs/gpu-runs/h200-2026-11-26/gpu_bench.json"
-#: The padfree part of a later gpu_bench run on an H200 (issue 55, the fused-QKV packed encoder): the
-#: padding-free IEEE-fp32 step's measured time over the padded one's, BERT-base batch 64 at wiki1m's lengths.
+#: The padfree part of a later gpu_bench run on an H200: the padding-free IEEE-fp32 step's measured time
+#: over the padded one's, BERT-base batch 64 at wiki1m's lengths.
 H200_PADFREE_BENCH = "docs/gpu-runs/h200-2026-11-26-issue55/run3_gpu_bench.json"
 #: The H200's packing rows (benchmarks/gpu_bench.py --parts pack, 2026-11-28; its README says how), and
 #: one copy alone, which that run did not time: run 1's bf16 graph cell, the same machine and day.
@@ -301,9 +273,8 @@ def calibration_from_rows(
     machine: Mapping[str, Any],
     bench: Mapping[str, Any] | None = None,
 ) -> dict:
-    """The H200 calibration file (cost/calibration.py's format) from the rows of :func:`read_rows`, the
-    machine's facts the rows lack (:data:`H200_MACHINE`) and, where given, the same card's gpu_bench
-    figures (:func:`read_bench`); module docstring: what each figure is."""
+    """The H200 calibration file from the rows of :func:`read_rows`, the machine's facts the rows lack
+    (:data:`H200_MACHINE`) and, where given, the same card's gpu_bench figures (:func:`read_bench`)."""
     if bench and bench["device"] != machine["device"]:
         raise ValueError(f"gpu_bench.json ran on {bench['device']}, the rows on {machine['device']}")
     fig = _h200_figures(rows, bench)
@@ -392,10 +363,7 @@ def _h200_measured_source(parts, bench) -> str:
     )
 
 
-#: The H100's measured figures (docs/measured.md, "The GPU path": an H100 80GB HBM3, torch 2.11 + CUDA
-#: 13.0, 2026-11-24): BERT-base batch 64 fp32 at 32 tokens (benchmarks/gpu_share.py, one copy), the eager
-#: bf16 trainer step (24.1 steps/s, launch-bound), MACL batch 256 bf16 (36 steps/s, launch-bound), OAR
-#: ResNet-18 224 px fp32 (4.9 steps/s).
+#: The H100's measured steps/s (docs/measured.md; each described in :data:`H100_MEASURED_SOURCE`).
 H100_MEASURED = {"sentence_fp32": 16.8, "sentence_bf16_eager": 24.1, "macl_bf16": 36.0, "oar_fp32": 4.9}
 
 
@@ -459,7 +427,6 @@ H100_SOURCE = (
     "Built by contrastlab/cost/rows.py (h100_calibration)."
 )
 
-
 H100_MEASURED_SOURCE = (
     "docs/measured.md, 'The GPU path': an H100 80GB HBM3, torch 2.11 + CUDA 13.0, 2026-11-24. "
     "achieved_tflops.sentence.fp32: benchmarks/gpu_share.py's single copy of the BERT-base step at batch 64 "
@@ -471,11 +438,8 @@ H100_MEASURED_SOURCE = (
     "bf16, 1/36 s over 875 launches = 31.7 us."
 )
 
-
-#: Several cells per GPU: the H100's figures, measured with eager steps (benchmarks/gpu_share.py), in both
-#: files; not measured on the H200. They hold for fp32 and for host-bound eager steps (MACL's image
-#: cells); a graph step keeps the GPU 95% busy (gpu-measured.md §1), so packed graph cells gain far less
-#: without MPS (gpu-plan.md §4). fp16 assumed as bf16, tf32 not measured.
+#: Several cells per GPU: the H100's figures, measured with eager steps (benchmarks/gpu_share.py), kept
+#: as assumed (a graph step keeps the GPU busy, so packed graph cells gain far less); fp16 as bf16.
 H100_PACKING = {
     "measured": False,
     "source": "docs/measured.md: benchmarks/gpu_share.py on an H100 80GB HBM3 (2026-11-24), k copies of the "
@@ -491,10 +455,8 @@ H100_PACKING = {
 
 
 def h200_packing(path: str | Path) -> dict[str, Any]:
-    """The H200 file's ``packing`` (:mod:`contrastlab.cost.packing`) from its packing rows at ``path``
-    (:data:`H200_PACK`): the summed steps/s of 2 and 4 captured bf16 BERT-base copies over one copy's
-    (:data:`H200_PACK_ALONE_STEPS_PER_S`), without MPS (``speedup``) and with it (``speedup_mps``); the
-    other steps were not packed, so they have no figure."""
+    """The H200 file's ``packing`` from its packing rows at ``path``: the summed steps/s of 2 and 4
+    captured bf16 BERT-base copies over one copy's, without MPS (``speedup``) and with (``speedup_mps``)."""
     rows = [r for r in json.loads(Path(path).read_text())["rows"] if r["part"] == "pack" and r["captured"]]
     figures = {
         mps: {
@@ -526,8 +488,7 @@ def write(path: Path, data: Mapping[str, Any]) -> Path:
 def padding_free_ratio(path: str | Path) -> dict[str, Any]:
     """``padding_free_ratio`` and its source from a gpu_bench.json's padfree rows: per precision, the
     padding-free step's time over the padded eager step's, with the padded model's own dropout masks
-    (``draws`` "padded", the trainer's). Only fp32 is kept: the default turns padding-free on for IEEE
-    fp32 alone (the bf16 row is the padded graph's comparison, not a price)."""
+    (``draws`` "padded", the trainer's). Only fp32 is kept: padding-free is on by default for it alone."""
     label = Path(path).resolve().relative_to(Path(__file__).resolve().parents[3]).as_posix()
     bench = json.loads(Path(path).read_text())
     row = _one(bench["rows"], part="padfree", precision="fp32", draws="padded")
@@ -542,9 +503,8 @@ def padding_free_ratio(path: str | Path) -> dict[str, Any]:
 def build(
     rows_dir: str | Path, bench: str | Path | None = None, padfree: str | Path | None = None
 ) -> tuple[dict, dict]:
-    """The H200 and H100 files from a rows folder and, optionally, the same H200's gpu_bench.json and a
-    gpu_bench.json with its padfree part (``padfree``: :func:`padding_free_ratio`; the H100 file takes the
-    H200's ratio, assumed)."""
+    """The H200 and H100 files from a rows folder and, optionally, the same H200's gpu_bench.json and one
+    with its padfree part (the H100 file takes the H200's ratio, assumed)."""
     h200 = calibration_from_rows(read_rows(rows_dir), H200_MACHINE, read_bench(bench) if bench else None)
     h100 = h100_calibration(h200)
     if padfree:

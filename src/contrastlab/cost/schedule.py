@@ -1,18 +1,14 @@
 """When will it finish: a list-scheduling simulation of the plan's jobs over N GPUs and C CPU slots.
 
-The jobs are the plan's (:func:`contrastlab.cost.plan.make_plan`): each cell's training, then its
-evaluation on the GPU (``encode`` or ``encode_vision``), then its probe job on the CPU (``evaluate``, or
-``evaluate_vision`` for an image cell); each Pretrained row's ``encode_pretrained`` then its probe job. A job
+The jobs are the plan's (:func:`contrastlab.cost.plan.make_plan`): each cell's training, its GPU
+evaluation, then its CPU probe job; each Pretrained row's ``encode_pretrained`` then its probe job. A job
 starts once the jobs it needs have finished and a slot of its kind is free; among the ready jobs, the
-one with the longest chain of work still behind it goes first (critical-path-first list scheduling, a
-standard heuristic within 2× of the optimum; Snakemake's own scheduler orders by other priorities, so a
-real run may take somewhat longer). Job lengths are the plan's projections, so the makespan carries
-their ±40%.
+one with the longest chain of work still behind it goes first (critical-path-first list scheduling,
+within 2× of the optimum; Snakemake orders by other priorities, so a real run may take longer).
 
 Reported per N: the makespan, the GPUs' utilisation (busy GPU time ÷ N × makespan), and the two lower
-bounds no schedule beats: the critical path (the longest chain of dependent jobs) and the GPU work ÷ N.
-Figures, tables and the searches' later stages (which wait for the earlier stage's selection) are not
-simulated: they are minutes, or not in the default target.
+bounds no schedule beats: the critical path and the GPU work ÷ N. Figures, tables and the searches'
+later stages are not simulated: they are minutes, or not in the default target.
 """
 
 from __future__ import annotations
@@ -23,9 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from contrastlab.blocks import markdown_lines, rows_table
-
-#: Rules whose job follows the same cell's training job.
-EVALUATION_RULES = frozenset({"encode", "encode_vision", "search_encode"})
 
 
 @dataclass(frozen=True)
@@ -55,13 +48,11 @@ class Schedule:
         return self.gpu_busy_s / (self.gpus * self.makespan_s) if self.makespan_s else 0.0
 
 
-def _tails(jobs: Sequence[SimJob]) -> tuple[dict[str, float], dict[str, str | None]]:
+def _tails(
+    jobs: Sequence[SimJob], needed_by: Mapping[str, list[str]]
+) -> tuple[dict[str, float], dict[str, str | None]]:
     """For each job, the longest chain of work from its start to the end of the DAG (itself included),
-    and the next job on that chain."""
-    needed_by: dict[str, list[str]] = {j.name: [] for j in jobs}
-    for job in jobs:
-        for name in job.after:
-            needed_by[name].append(job.name)
+    and the next job on that chain (``needed_by``: each job's dependents)."""
     length = {j.name: j.seconds for j in jobs}
     tail: dict[str, float] = {}
     following: dict[str, str | None] = {}
@@ -87,13 +78,13 @@ def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
     missing = sorted({n for j in jobs for n in j.after} - names)
     if missing:
         raise ValueError(f"jobs need jobs that are not in the plan: {', '.join(missing[:3])}")
-    tail, following = _tails(jobs)
-    by_name = {j.name: j for j in jobs}
-    waiting_on = {j.name: len(j.after) for j in jobs}
     needed_by: dict[str, list[str]] = {j.name: [] for j in jobs}
     for job in jobs:
         for name in job.after:
             needed_by[name].append(job.name)
+    tail, following = _tails(jobs, needed_by)
+    by_name = {j.name: j for j in jobs}
+    waiting_on = {j.name: len(j.after) for j in jobs}
     free = {"gpu": gpus, "cpu": cpus}
     # ready jobs per slot kind, longest tail first (name breaks ties: the same plan, the same answer)
     ready: dict[str, list[tuple[float, str]]] = {"gpu": [], "cpu": []}
@@ -127,10 +118,8 @@ def simulate(jobs: Sequence[SimJob], gpus: int, cpus: int) -> Schedule:
 
 
 def plan_jobs(planned: Sequence[Any], probe_seconds: float, choice: str) -> list[SimJob]:
-    """The simulation's jobs from the plan's (:class:`contrastlab.cost.plan.PlannedJob`) under one
-    precision choice: an evaluation needs its cell's training, a SentEval probe job (``probe_seconds``,
-    on the CPU) needs its cell's or Pretrained row's encoding, an image probe job (``cpu_after_s`` of
-    the plan's ``encode_vision``, on the CPU) its cell's features."""
+    """The simulation's jobs from the plan's under one precision choice: an evaluation needs its cell's
+    training, a CPU probe job (``probe_seconds``, or an image cell's ``cpu_after_s``) its encoding."""
     trained = {p.cell for p in planned if p.rule.startswith("train")}
     out = []
     for p in planned:

@@ -1,13 +1,8 @@
 """The plan's summary, first under its title: the totals per precision choice, the share of the bill in
 IEEE fp32, the fp32 floor and the makespan on one 8-GPU node (``make plan``; docs/cost.md).
 
-- IEEE-fp32 share: the GPU-hours (as configured) of the cells that train in IEEE fp32, their training
-  and encoding jobs, of the bill's total (as gpu-plan.md §1 counts it: 192.1 of 214.1 GPU-h = 90%).
-- fp32 floor: those cells' training-step FLOPs at the card's full fp32 data-sheet peak
-  (:data:`~contrastlab.cost.cards.GPU_PEAKS`; 67 TFLOP/s on an H100 or H200): what the steps would
-  need even at 100% of the SIMT units, which no step reaches (the H200 measured 56% for BERT-base and
-  45% for OAR's ResNet-18, gpu-measured.md). Below it the bill cannot go by speed, only by less fp32
-  work or another precision (gpu-plan.md §1: ≈ 86 h for config.yaml).
+The fp32 floor is the IEEE-fp32 cells' training-step FLOPs at the card's full fp32 data-sheet peak:
+what no speed-up goes below, only less fp32 work or another precision.
 """
 
 from __future__ import annotations
