@@ -1,10 +1,7 @@
-"""Backbone families and the step mode, decided once (issue 64 item 2, issue 62 item 1): the trainer's view
-and the plan's view of every combination agree, every configured cell is priced in the mode it trains in,
-and the lists the models and the schema keep are views of the one table.
-
-The trainer's side is built from the trainer's own inputs, never from the plan's (docs/gpu-review.md §2):
-the backbone's config.json as rule fetch_backbone writes it, the precision its runtime resolves on a card
-with or without native bf16, the images it loads."""
+"""Backbone families and the step mode, decided once: the trainer's and the plan's view of every combination
+agree, every configured cell is priced in the mode it trains in, and the models' and schema's lists are
+views of the one table. The trainer's side is built from the trainer's own inputs (the backbone's
+config.json, the precision its runtime resolves, the images it loads), never from the plan's."""
 
 from __future__ import annotations
 

@@ -293,11 +293,8 @@ def _pairs_at(cosines: list[float], gold: list[float], tag: str):
 def test_run_mteb_scores_what_the_encoder_returns_per_task_and_resumes_by_value(
     checkpoint, tmp_path, no_network
 ):
-    """Issue 83 item 7, MTEB's run path by value: a stub encoder's vectors set each pair's cosine, so the
-    scores are known by hand. STS-B's cosines rank its gold but for one adjacent swap (Spearman
-    1 - 6 * 2 / (5 * 24) = 0.9), SICK-R's reverse it (-1): each task scored on its own rows, under its own
-    name, in MTEB's file of that name; the encoder called with the batch size asked for. A second run with
-    ``only-missing`` encodes nothing and returns the stored scores; with ``always`` it scores anew."""
+    """Stub cosines give hand-known Spearmans (STS-B one adjacent swap: 1 - 6 * 2 / (5 * 24) = 0.9; SICK-R
+    reversed: -1), each in MTEB's file of its task; ``only-missing`` reuses them, ``always`` scores anew."""
     model = mteb_sts.load_sentence_transformer(checkpoint, name="contrastlab/stub")
     stsb, stsb_vectors = _pairs_at([0.3, 0.7, 0.5, 0.6, 0.1], [1.0, 3.0, 2.0, 4.0, 0.0], "stsb")
     sick, sick_vectors = _pairs_at([0.9, 0.2, 0.5, 0.7], [1.0, 4.0, 2.5, 2.0], "sick")
