@@ -186,9 +186,8 @@ def names(tasks) -> list[str]:
 
 
 def test_task_selection_is_mtebs_own_lookup_after_the_seven_sts_tasks(no_network):
-    """Issue 65 item 4: mteb.tasks / mteb.benchmark go to mteb.get_task / mteb.get_benchmark (offline: its
-    task metadata); the seven STS tasks come first (the bridge needs them), a chosen task among them once;
-    a benchmark's tasks keep the subsets it chose (MTEB(eng, v2): STS17's English pair only)."""
+    """Tasks and benchmarks are MTEB's own lookups, after the seven STS tasks (a chosen one among them once);
+    a benchmark's tasks keep their subsets (MTEB(eng, v2): STS17's English pair only)."""
     assert names(mteb_sts.selected_tasks()) == list(mteb_sts.TASK_NAMES)
     chosen = mteb_sts.selected_tasks(["Banking77Classification", "STS12", "SciFact"])
     assert names(chosen) == [*mteb_sts.TASK_NAMES, "Banking77Classification", "SciFact"]

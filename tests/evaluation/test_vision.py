@@ -291,9 +291,8 @@ def test_a_diverged_encoders_metrics_list_every_score_key_as_diverged(tmp_path):
 
 
 def test_features_saved_by_one_job_give_the_probes_of_the_one_job_path(tmp_path):
-    """The workflow's split (rules/vision.smk): the features extracted and saved by `encode_vision`, the
-    probes fitted from the saved file by `evaluate_vision`, give exactly the scores, diverged runs and
-    settings of evaluate_encoder in one process (OAR's FFN trains on frozen features too)."""
+    """Features saved by `encode_vision` and probed by `evaluate_vision` give exactly the scores, diverged
+    runs and settings of evaluate_encoder in one process."""
     from contrastlab.evaluation.vision import encoder_features, load_features, probe_features, save_features
 
     encoder = _train_digits_encoder(tmp_path, max_steps=4, log_every=2)
