@@ -355,9 +355,8 @@ def test_each_familys_dropout_keys_set_every_dropout_of_its_model(model_type):
 
 @pytest.mark.parametrize("model_type", TEXT_FAMILIES)
 def test_each_familys_config_keys_read_the_shape_its_config_json_holds(model_type):
-    """Issue 82 item 5: ``config_keys`` are where the family's config.json holds its shape. Sizes set
-    through transformers' own attribute names (its ``attribute_map``: DistilBERT's ``hidden_size`` is
-    ``dim``) come back from the saved dict through :func:`families.config_shape`."""
+    """Sizes set through transformers' attribute names (``attribute_map``: DistilBERT's ``hidden_size`` is
+    ``dim``) come back from the saved config.json through :func:`families.config_shape`."""
     from transformers import AutoConfig
 
     config = AutoConfig.for_model(model_type)

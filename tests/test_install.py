@@ -71,9 +71,8 @@ def test_a_plain_pip_gives_uv_no_options():
     ids=["project", "cffconvert"],
 )
 def test_the_lock_pins_exactly_what_the_constraints_pin_each_release_with_its_sha256(constraints, lock):
-    """Issue 78 item 6: every package of the lock is pinned in the constraints at the same version and
-    carries at least one sha256, and every pin of the constraints is in the lock (a pin changed without
-    `make lock-deps` fails here)."""
+    """Every lock package is pinned in the constraints at its version with a sha256, and every pin is in
+    the lock (a pin changed without `make lock-deps` fails here)."""
     entries = install.lock_entries(lock.read_text())
     assert {name: version for name, version, _ in entries} == pins(constraints)
     unhashed = [name for name, _, lines in entries if not SHA256.search(lines)]
@@ -156,9 +155,8 @@ def test_make_lock_deps_compiles_both_locks_with_every_hash_from_the_default_ind
 
 
 def test_mteb_submits_pull_request_path_has_pygithub_pinned_and_installed():
-    """Issue 78 item 6: `make mteb-submit PR=1` needs PyGithub (mteb's `mteb[github]` extra, which
-    mteb._reversible_workflow imports as `github`): in the workflow extra, pinned, and in this environment
-    at its pin."""
+    """`make mteb-submit PR=1` needs PyGithub (mteb's `mteb[github]` extra): in the workflow extra, pinned,
+    and in this environment at its pin."""
     import github
 
     workflow = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]

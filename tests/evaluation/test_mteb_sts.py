@@ -241,10 +241,8 @@ def test_chosen_tasks_beyond_the_seven_need_the_hubs_data(tmp_path):
 
 
 def test_a_benchmarks_subset_of_a_task_is_scored_and_read_back_as_that_subset(tmp_path, no_network):
-    """Issue 76 item 4, a subset of a task: MTEB(eng, v2) scores STS17's English pair only (1 of its 11
-    subsets), so rule mteb's result holds that one subset; its score comes back from MTEB's file as that
-    subset's, by hand: 0.81234 is 81.234 on the card, named "STS17 (en-en)", and the rule's own return
-    (no ``default`` subset) is mteb's main score of what it scored. Named by itself, STS17 keeps all 11."""
+    """MTEB(eng, v2) scores STS17's English pair only: its score comes back as that subset's (0.81234 is
+    81.234 on the card, "STS17 (en-en)"), the return is mteb's main score; alone, STS17 keeps all 11."""
     from contrastlab.hub import mteb_results
 
     (sts17,) = [t for t in mteb_sts.selected_tasks(benchmark="MTEB(eng, v2)") if t.metadata.name == "STS17"]
