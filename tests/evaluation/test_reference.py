@@ -24,8 +24,7 @@ SCHEDULE_FIRST = 5  # a long module: tests/conftest.py starts the highest number
 TOLERANCE = 0.5  # protocol.md §4, any probe we call equivalent to SentEval's
 # The replica agrees to the rounding of SentEval's own output on this encoder; allow float-order noise.
 REPLICA_TOLERANCE = 0.1
-# The transfer tasks checked live (see module doc): one cross-validated, three with a fixed test set; the
-# other three are checked by benchmarks/senteval.py --encoder bow --check (issue 32: ~9 min -> <1 min).
+# The transfer tasks checked live: one cross-validated, three with a fixed test set (module docstring).
 LIVE_TASKS = ("CR", "SST2", "TREC", "MRPC")
 
 
