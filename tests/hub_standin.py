@@ -16,24 +16,12 @@ It imitates what ``huggingface_hub`` 2.4.0 (read from its source) asks of https:
 - A renamed repo (:meth:`HubStandin.redirect`) answers 307 to its new name; ``GET /api/agent-harnesses``
   an empty registry.
 
-No Xet header is sent, so the client downloads over plain HTTP. Every request lands in
-:attr:`HubStandin.requests`.
-
-``huggingface_hub`` reads its environment once, at import, and tests/conftest.py sets ``HF_HUB_OFFLINE=1``
-for the session. In the test process, ``hub.configure_client(monkeypatch, tmp_path / "hf-home")`` or the
-``hf_hub`` fixture sets the environment and re-reads it into the live modules
-(:func:`sync_client_constants`; ``monkeypatch`` undoes both). For a subprocess,
-``env=hub.client_env(hf_home)``: the whole environment with the stand-in's settings and without the
-variables that would override ``HF_HOME``.
-
-Example::
-
-    from hub_standin import build_tiny_bert, folder_files, hf_hub_fixture  # noqa: F401 (fixture hf_hub)
-
-    def test_download(hf_hub, tmp_path):
-        build_tiny_bert(tmp_path / "bert")
-        sha = hf_hub.add_repo("org/tiny-bert", folder_files(tmp_path / "bert"))
-        path = huggingface_hub.snapshot_download("org/tiny-bert", revision="main")
+No Xet header is sent, so the client downloads over plain HTTP; every request lands in
+:attr:`HubStandin.requests`. ``huggingface_hub`` reads its environment at import (tests/conftest.py sets
+``HF_HUB_OFFLINE=1``): ``hub.configure_client(monkeypatch, hf_home)`` or the ``hf_hub`` fixture sets it
+and re-reads it into the live modules (:func:`sync_client_constants`; ``monkeypatch`` undoes both); a
+subprocess takes ``env=hub.client_env(hf_home)``. Example: ``build_tiny_bert(tmp_path / "bert")``, then
+``hf_hub.add_repo("org/tiny-bert", folder_files(tmp_path / "bert"))`` and ``snapshot_download``.
 """
 
 from __future__ import annotations

@@ -130,9 +130,8 @@ READ_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 class ReadGuard:
     """The files and folders under ``roots`` that a test opened or listed, noted by an audit hook
     (:meth:`hook`, installed once per process) between :meth:`start` and :meth:`stop`: the checkout's
-    results/ after ``make demo`` must not change what a test sees (issue 82 item 2). Only what is there
-    counts: the suite passes in a fresh clone and after ``make demo`` alike, so a test that looks for a
-    file there and finds none fails when the file is there."""
+    results/ after ``make demo`` must not change what a test sees: a test that looks for a file there
+    and finds none would fail once it is there."""
 
     def __init__(self, roots: Iterable[str | os.PathLike]) -> None:
         folders = {os.path.abspath(r) for r in roots} | {os.path.realpath(r) for r in roots}

@@ -1,6 +1,6 @@
-"""Issue 48: a torch build the node's driver or GPU cannot run is named in one line, with its fix, before
-the first GPU job (contrastlab.cuda). No GPU is here: a stand-in ``nvidia-smi`` on ``PATH`` reports the
-driver and the GPU, and the installed torch's build is replaced where the case needs another."""
+"""A torch build the node's driver or GPU cannot run is named in one line, with its fix, before the first
+GPU job (contrastlab.cuda). A stand-in ``nvidia-smi`` on ``PATH`` reports the driver and the GPU, and the
+installed torch's build is replaced where the case needs another."""
 
 from __future__ import annotations
 

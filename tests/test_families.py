@@ -1,10 +1,7 @@
-"""Backbone families and the step mode, decided once (issue 64 item 2, issue 62 item 1): the trainer's view
-and the plan's view of every combination agree, every configured cell is priced in the mode it trains in,
-and the lists the models and the schema keep are views of the one table.
-
-The trainer's side is built from the trainer's own inputs, never from the plan's (docs/gpu-review.md §2):
-the backbone's config.json as rule fetch_backbone writes it, the precision its runtime resolves on a card
-with or without native bf16, the images it loads."""
+"""Backbone families and the step mode, decided once: the trainer's and the plan's view of every combination
+agree, every configured cell is priced in the mode it trains in, and the models' and schema's lists are
+views of the one table. The trainer's side is built from the trainer's own inputs (the backbone's
+config.json, the precision its runtime resolves, the images it loads), never from the plan's."""
 
 from __future__ import annotations
 
@@ -358,9 +355,8 @@ def test_each_familys_dropout_keys_set_every_dropout_of_its_model(model_type):
 
 @pytest.mark.parametrize("model_type", TEXT_FAMILIES)
 def test_each_familys_config_keys_read_the_shape_its_config_json_holds(model_type):
-    """Issue 82 item 5: ``config_keys`` are where the family's config.json holds its shape. Sizes set
-    through transformers' own attribute names (its ``attribute_map``: DistilBERT's ``hidden_size`` is
-    ``dim``) come back from the saved dict through :func:`families.config_shape`."""
+    """Sizes set through transformers' attribute names (``attribute_map``: DistilBERT's ``hidden_size`` is
+    ``dim``) come back from the saved config.json through :func:`families.config_shape`."""
     from transformers import AutoConfig
 
     config = AutoConfig.for_model(model_type)

@@ -71,9 +71,8 @@ def test_a_plain_pip_gives_uv_no_options():
     ids=["project", "cffconvert"],
 )
 def test_the_lock_pins_exactly_what_the_constraints_pin_each_release_with_its_sha256(constraints, lock):
-    """Issue 78 item 6: every package of the lock is pinned in the constraints at the same version and
-    carries at least one sha256, and every pin of the constraints is in the lock (a pin changed without
-    `make lock-deps` fails here)."""
+    """Every lock package is pinned in the constraints at its version with a sha256, and every pin is in
+    the lock (a pin changed without `make lock-deps` fails here)."""
     entries = install.lock_entries(lock.read_text())
     assert {name: version for name, version, _ in entries} == pins(constraints)
     unhashed = [name for name, _, lines in entries if not SHA256.search(lines)]
@@ -156,9 +155,8 @@ def test_make_lock_deps_compiles_both_locks_with_every_hash_from_the_default_ind
 
 
 def test_mteb_submits_pull_request_path_has_pygithub_pinned_and_installed():
-    """Issue 78 item 6: `make mteb-submit PR=1` needs PyGithub (mteb's `mteb[github]` extra, which
-    mteb._reversible_workflow imports as `github`): in the workflow extra, pinned, and in this environment
-    at its pin."""
+    """`make mteb-submit PR=1` needs PyGithub (mteb's `mteb[github]` extra): in the workflow extra, pinned,
+    and in this environment at its pin."""
     import github
 
     workflow = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
@@ -185,10 +183,8 @@ def test_this_environment_imports_compiled_modules():
 
 
 def test_make_install_cuda_picks_that_torch_build_and_leaves_its_cuda_stack_to_it(tmp_path, monkeypatch):
-    """Issue 48: ``make install CUDA=12.6`` installs torch's CUDA 12.6 build (drivers >= 525, P100/V100):
-    uv's torch backend (pip: PyTorch's index), constraints without the CUDA 13 libraries' and triton's
-    pins (the build's own requirements pin them), torch's own pin kept (2.14.1 admits 2.14.1+cu126).
-    """
+    """``make install CUDA=12.6``: uv's torch backend (pip: PyTorch's index), constraints without the CUDA 13
+    libraries' and triton's pins, torch's own pin kept (2.14.1 admits 2.14.1+cu126)."""
     assert install.torch_backend("12.6") == "cu126" and install.torch_backend("cpu") == "cpu"
     assert install.torch_backend(None) is None
     with pytest.raises(SystemExit, match="CUDA='twelve' is not a CUDA version"):
@@ -208,10 +204,8 @@ def test_make_install_cuda_picks_that_torch_build_and_leaves_its_cuda_stack_to_i
 
 
 def test_another_torch_build_is_pinned_and_everything_else_installed_from_the_lock_with_hashes(tmp_path):
-    """Issue 78 item 6: with CUDA=12.6 the lock without the torch build's 21 packages (torch, torchvision,
-    triton, the CUDA stack) is installed with --require-hashes and without resolving (torch comes next);
-    torch and torchvision at the lock's versions from PyTorch's index, which the registry's hashes do not
-    describe; the install says so in one line."""
+    """With CUDA=12.6 the lock less the torch build's 21 packages installs with --require-hashes, then torch
+    and torchvision at the lock's versions from PyTorch's index (unhashed, said in one line)."""
     uv = install.uv_command({})
     _, rest, torch, project = install.install_steps(uv, ["--torch-backend", "cu126"], "cu126", tmp_path)
     left = tmp_path / "requirements-cu126.txt"

@@ -164,9 +164,8 @@ def test_a_test_that_writes_into_the_checkout_is_caught_with_no_run_to_blame(tmp
 
 
 def test_a_read_or_a_listing_under_the_guarded_folders_is_noted_and_a_stat_is_not(tmp_path):
-    """Issue 82 item 2: tests/conftest.py fails a test that opens or lists a path under the checkout's
-    results/ or resources/ (the report once read the checkout's results/demo/figures while rendering a
-    temporary folder); what lies elsewhere, and a bare existence check, are not reads."""
+    """tests/conftest.py fails a test that opens or lists a path under the checkout's results/ or
+    resources/; what lies elsewhere, and a bare existence check, are not reads."""
     import sys
 
     from results_guard import ReadGuard

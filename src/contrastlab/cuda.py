@@ -1,14 +1,11 @@
 """Does the installed torch run on this machine's NVIDIA driver and GPUs? One line that says why not and
 what fixes it, before the first GPU job rather than inside it.
 
-Two facts decide it, and the torch wheel fixes both:
-
-- the **driver**: torch for CUDA 13.x needs a Linux driver >= 580, for 12.x >= 525, for 11.x >= 450
-  (NVIDIA's CUDA minor-version compatibility table);
-- the **GPU generation**: torch carries kernels for ``torch.cuda.get_arch_list()``; PyTorch's CUDA 13.0
-  builds have sm_75 to sm_120 (Turing to Blackwell), its CUDA 12.6 builds sm_50 to sm_90 (Maxwell to
-  Hopper: the P100 and V100 many clusters still run, and Nie's and Li's GPUs), kept as "legacy" through
-  release 2.14 (PyTorch's RELEASE.md).
+Two facts decide it, and the torch wheel fixes both (the table per build: docs/cluster.md): the
+**driver** (torch for CUDA 13.x needs a Linux driver >= 580, 12.x >= 525, 11.x >= 450: NVIDIA's
+minor-version compatibility table) and the **GPU generation** (torch carries kernels for
+``torch.cuda.get_arch_list()``: CUDA 13.0 builds sm_75 to sm_120, the "legacy" CUDA 12.6 builds sm_50 to
+sm_90, which the P100 and V100 need).
 
 :func:`probe` reads the driver and GPUs from ``nvidia-smi`` and the build from torch; :func:`diagnose`
 turns them into the one line (or None) with the fixing command (``make install CUDA=12.6``:

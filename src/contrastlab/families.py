@@ -232,10 +232,8 @@ def step_mode(
 
     Sentence: ``cuda_graph`` None is on for CUDA with ``grad_accum: 1``. ``padding_free`` None is on for
     IEEE fp32 on CUDA with a backbone that has a padding-free forward, unless the cell names the graph or
-    compile: an IEEE-fp32 step is bound by the card's fp32 units, so less work is the one lever, while a
-    bf16/fp16/tf32 step is launch-bound and takes the graph (static shapes, which the packed step lacks).
-    On a CPU the padded step stays, so CPU numbers stay byte-identical. ``dev_batch_size`` None:
-    :data:`DEV_BATCH_SIZE`.
+    compile (why: docs/training-speed.md); on a CPU the padded step stays, so CPU numbers stay
+    byte-identical. ``dev_batch_size`` None: :data:`DEV_BATCH_SIZE`.
 
     Vision: ``cuda_graph`` None is on for CUDA wherever the step can be captured (not OAR's, not with
     ``compile``, not with a partial last batch).

@@ -60,12 +60,9 @@ ON_A_BF16_GPU = ON_CUDA[True]
 def set_fp32_mode(mode: str) -> None:
     """``ieee`` or ``tf32`` for cuBLAS matmuls and cuDNN convolutions and RNNs (PyTorch's fp32_precision
     API), with PyTorch's legacy switches (``set_float32_matmul_precision``, ``cudnn.allow_tf32``) set to
-    agree. No model here has an RNN; its switch follows so that the cuDNN switches never disagree.
-
-    Why both APIs: PyTorch 2.14's legacy getters (``torch.backends.cuda.matmul.allow_tf32``,
-    ``torch.get_float32_matmul_precision()``, ``torch.backends.cudnn.allow_tf32``) raise when the new
-    switches were set and the legacy state says otherwise, and TorchInductor reads them while it compiles
-    and autotunes (gpu-speed review, defect N7). Set to the same mode, every getter answers.
+    agree (the RNN switch too, so the cuDNN switches never disagree). Why both APIs: the legacy getters
+    raise when the new switches disagree with them, and TorchInductor reads them while it compiles
+    (docs/training-speed.md; defect N7 in docs/gpu-defects.md).
     """
     import torch  # here, not at the top: the plan and the Snakefile read CHOICES without torch
 

@@ -127,14 +127,11 @@ def contrast_variance(
     (one pool: ν = ν_p). No noisy term: (0, inf); a pool without a noise estimate (ν_p = 0): (nan, 0).
 
     ``conservative``: Welch–Satterthwaite over the pools' ν_p − 2 (:data:`DF_HAIRCUT`; never below 1)
-    instead of ν_p. The Satterthwaite ν matches two moments of the variance estimate and is too large in
-    the far tail where Holm's correction tests, when few pools of small ν_p carry similar shares: Li's
-    claim as every modified loss against every contrastive loss (32 unpaired parts, pools of ν 30 and 4),
-    moved to its boundary, read "not reproduced" at 0.0279 ± 0.0005 (100,000 draws) for a nominal
-    α = 0.025; with a haircut of 1 still 0.0238, at the level's edge; with 2, 0.0183. The exactly
-    conservative choice, the smallest ν_p (Hsu's for Welch's test), gave 0.0000 there: a t quantile
-    at ν = 4 where the truth is near 14, which throws the power away. The claims' unpaired path uses
-    it (:mod:`contrastlab.report.claims`); with one pool the plain rule (ν = ν_p) applies.
+    instead of ν_p. The Satterthwaite ν matches two moments and is too large in the far tail where Holm's
+    correction tests, when few pools of small ν_p carry similar shares: Li's 32-part unpaired claim (pools
+    of ν 30 and 4) at its boundary erred at 0.028 for α = 0.025, at 0.024 with a haircut of 1 and 0.018
+    with 2; Hsu's smallest ν_p (0.000) throws the power away. The claims' unpaired path uses it
+    (:mod:`contrastlab.report.claims`); with one pool the plain rule (ν = ν_p) applies.
 
     >>> contrast_variance([("a", 1 / 3, 1.0, 4), ("a", 1 / 2, 1.0, 4)])  # one pool: its ν = 4, not 7.69
     (0.8333333333333333, 4.0)

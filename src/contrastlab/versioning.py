@@ -1,24 +1,15 @@
-"""Run a preset under DVC, version what it produced, and hand a pulled copy back to Snakemake as finished.
+"""Run a preset under DVC, version what it produced, and hand a pulled copy back to Snakemake as finished
+(docs/reproduction.md, "Versioning results with DVC").
 
-Snakemake owns the DAG; DVC sees each preset as one stage, ``reproduce@<preset>`` in ``dvc.yaml``, whose
-command (:func:`reproduce`) is the Snakemake run of that preset and whose outputs are its results folders
-(:data:`RESULTS_OUTPUTS`, in DVC's cache), the summary of its headline numbers (:func:`summary_path`, in
-git: ``dvc metrics``) and copies of its figures' PNGs (:func:`plots_path`: ``dvc plots``). So:
-
-- ``dvc repro reproduce@demo`` runs Snakemake on ``config/demo.yaml`` (the stage is ``always_changed``:
-  Snakemake decides what is left) and versions the result with :data:`FREEZE_RECORD`, the config it came
-  from, written by the same command.
-- ``dvc exp run -S training.lr=1e-4`` sets a key of :data:`PARAMS_FILE`, an overlay merged over the
-  preset's config. ``-S`` on a config file itself, which DVC would rewrite whole, is undone and refused
-  (:func:`check_configs_untouched`).
-- :func:`freeze` (``make freeze``) runs the stage on a finished run, ``dvc add``s the shared resources
-  (:data:`RESOURCES_OUTPUTS`) and ``dvc push``es both; git commits ``dvc.lock``, the summary and the pointers.
-- :func:`restore` (``make restore``, after ``dvc pull``) checks that the pulled copy belongs to this config
-  and data, replays the DAG with ``snakemake --touch --forceall`` (provenance recorded for the current
-  config, so a later change of one hyperparameter retrains exactly its cells) and renders the tables again.
-
-Training snapshots, the running-workflow record, downloaded archives and the tokenised-corpus cache are
-not versioned (``.dvcignore``): none is needed to restore a finished run.
+Snakemake owns the DAG; DVC sees each preset as one ``always_changed`` stage, ``reproduce@<preset>``,
+whose command (:func:`reproduce`) is the Snakemake run of that preset and whose outputs are its results
+folders (:data:`RESULTS_OUTPUTS`), the headline numbers (:func:`summary_path`) and its figures' PNGs
+(:func:`plots_path`), with :data:`FREEZE_RECORD`, the config they came from. ``dvc exp run -S`` sets keys
+of :data:`PARAMS_FILE`, an overlay on the preset's config; ``-S`` on a config file itself is undone and
+refused (:func:`check_configs_untouched`). :func:`freeze` (``make freeze``) versions a finished run and the
+shared resources; :func:`restore` (``make restore``) checks that the pulled copy belongs to this config
+and data and replays the DAG with ``snakemake --touch --forceall``, so a later change of one
+hyperparameter retrains exactly its cells.
 """
 
 from __future__ import annotations

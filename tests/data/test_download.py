@@ -115,9 +115,8 @@ def test_first_download_records_digest_in_lock(server, tmp_path):
 
 
 def test_a_hub_file_is_pinned_to_its_commit_and_fetched_at_it(hf_hub, tmp_path, monkeypatch):
-    """A hub URL goes through huggingface_hub: the commit it was served from is recorded, and later runs
-    fetch that commit instead of main, so the file's bytes cannot move under a lock even when the branch
-    does; offline, the pinned file comes from the Hugging Face cache."""
+    """A hub file is recorded at the commit it was served from and fetched at that commit later, even when
+    the branch moves; offline, the pinned file comes from the Hugging Face cache."""
     commit = hf_hub.add_dataset_file("org/x", "w.txt", PAYLOAD)
     lock = tmp_path / "lock.json"
     url = f"{hf_hub.endpoint}/datasets/org/x/resolve/main/w.txt"

@@ -186,9 +186,8 @@ def names(tasks) -> list[str]:
 
 
 def test_task_selection_is_mtebs_own_lookup_after_the_seven_sts_tasks(no_network):
-    """Issue 65 item 4: mteb.tasks / mteb.benchmark go to mteb.get_task / mteb.get_benchmark (offline: its
-    task metadata); the seven STS tasks come first (the bridge needs them), a chosen task among them once;
-    a benchmark's tasks keep the subsets it chose (MTEB(eng, v2): STS17's English pair only)."""
+    """Tasks and benchmarks are MTEB's own lookups, after the seven STS tasks (a chosen one among them once);
+    a benchmark's tasks keep their subsets (MTEB(eng, v2): STS17's English pair only)."""
     assert names(mteb_sts.selected_tasks()) == list(mteb_sts.TASK_NAMES)
     chosen = mteb_sts.selected_tasks(["Banking77Classification", "STS12", "SciFact"])
     assert names(chosen) == [*mteb_sts.TASK_NAMES, "Banking77Classification", "SciFact"]
@@ -242,10 +241,8 @@ def test_chosen_tasks_beyond_the_seven_need_the_hubs_data(tmp_path):
 
 
 def test_a_benchmarks_subset_of_a_task_is_scored_and_read_back_as_that_subset(tmp_path, no_network):
-    """Issue 76 item 4, a subset of a task: MTEB(eng, v2) scores STS17's English pair only (1 of its 11
-    subsets), so rule mteb's result holds that one subset; its score comes back from MTEB's file as that
-    subset's, by hand: 0.81234 is 81.234 on the card, named "STS17 (en-en)", and the rule's own return
-    (no ``default`` subset) is mteb's main score of what it scored. Named by itself, STS17 keeps all 11."""
+    """MTEB(eng, v2) scores STS17's English pair only: its score comes back as that subset's (0.81234 is
+    81.234 on the card, "STS17 (en-en)"), the return is mteb's main score; alone, STS17 keeps all 11."""
     from contrastlab.hub import mteb_results
 
     (sts17,) = [t for t in mteb_sts.selected_tasks(benchmark="MTEB(eng, v2)") if t.metadata.name == "STS17"]
@@ -293,11 +290,8 @@ def _pairs_at(cosines: list[float], gold: list[float], tag: str):
 def test_run_mteb_scores_what_the_encoder_returns_per_task_and_resumes_by_value(
     checkpoint, tmp_path, no_network
 ):
-    """Issue 83 item 7, MTEB's run path by value: a stub encoder's vectors set each pair's cosine, so the
-    scores are known by hand. STS-B's cosines rank its gold but for one adjacent swap (Spearman
-    1 - 6 * 2 / (5 * 24) = 0.9), SICK-R's reverse it (-1): each task scored on its own rows, under its own
-    name, in MTEB's file of that name; the encoder called with the batch size asked for. A second run with
-    ``only-missing`` encodes nothing and returns the stored scores; with ``always`` it scores anew."""
+    """Stub cosines give hand-known Spearmans (STS-B one adjacent swap: 1 - 6 * 2 / (5 * 24) = 0.9; SICK-R
+    reversed: -1), each in MTEB's file of its task; ``only-missing`` reuses them, ``always`` scores anew."""
     model = mteb_sts.load_sentence_transformer(checkpoint, name="contrastlab/stub")
     stsb, stsb_vectors = _pairs_at([0.3, 0.7, 0.5, 0.6, 0.1], [1.0, 3.0, 2.0, 4.0, 0.0], "stsb")
     sick, sick_vectors = _pairs_at([0.9, 0.2, 0.5, 0.7], [1.0, 4.0, 2.5, 2.0], "sick")

@@ -272,8 +272,8 @@ def test_embedding_variance_and_effective_rank_match_numpy():
 
 
 def test_a_diverged_encoders_metrics_list_every_score_key_as_diverged(tmp_path):
-    """Issue 36: a point whose training diverged is evaluated as such: its diverged.json read back, no
-    score, every key evaluate_encoder would report in ``diverged`` with the reason."""
+    """A diverged point's diverged.json is read back: no score, every key evaluate_encoder would report in
+    ``diverged`` with the reason."""
     from contrastlab.evaluation.vision import diverged_encoder_metrics, score_keys
     from contrastlab.search import diverged_reason, record_diverged
 
@@ -291,9 +291,8 @@ def test_a_diverged_encoders_metrics_list_every_score_key_as_diverged(tmp_path):
 
 
 def test_features_saved_by_one_job_give_the_probes_of_the_one_job_path(tmp_path):
-    """The workflow's split (rules/vision.smk): the features extracted and saved by `encode_vision`, the
-    probes fitted from the saved file by `evaluate_vision`, give exactly the scores, diverged runs and
-    settings of evaluate_encoder in one process (OAR's FFN trains on frozen features too)."""
+    """Features saved by `encode_vision` and probed by `evaluate_vision` give exactly the scores, diverged
+    runs and settings of evaluate_encoder in one process."""
     from contrastlab.evaluation.vision import encoder_features, load_features, probe_features, save_features
 
     encoder = _train_digits_encoder(tmp_path, max_steps=4, log_every=2)
@@ -318,10 +317,8 @@ def test_features_saved_by_one_job_give_the_probes_of_the_one_job_path(tmp_path)
 
 
 def test_the_probes_training_takes_every_row_once_per_epoch_the_last_batch_smaller():
-    """Issue 83 item 7, a row count the batch does not divide: 10 feature rows in batches of 4 are three
-    SGD steps an epoch (4, 4 and 2 rows, in the order of the generator seeded with the seed), each on its
-    batch's mean cross-entropy; the loss reported is the mean of the last epoch's three batch losses. The
-    probe's weights after two epochs and that loss equal a float64 loop written out by hand."""
+    """10 rows in batches of 4 are three SGD steps an epoch (4, 4, 2, in the seeded order) on each batch's
+    mean cross-entropy; weights after two epochs and the last epoch's mean loss equal a float64 hand loop."""
     from contrastlab.evaluation.vision import _fit
 
     g = torch.Generator().manual_seed(4)

@@ -1,6 +1,5 @@
-"""The image probes' derived numbers, each on a by-hand case (issue 63 item 8): the embedding statistics are
-the test split's and centred, the FFN trains on the labelled subset the OAR run regressed, and the defaults
-a config gets are the evaluator's."""
+"""The image probes' derived numbers, each on a by-hand case: the embedding statistics are the test split's
+and centred, the FFN trains on the OAR run's labelled subset, and a config's defaults are the evaluator's."""
 
 from __future__ import annotations
 

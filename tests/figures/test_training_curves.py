@@ -73,8 +73,7 @@ def test_training_curves_average_seeds_per_step(results, tmp_path):
 
 
 def test_paper_figures_read_configured_cells_never_search_points(tmp_path):
-    """Issue 34: the demo's Nie Fig. 3b and alignment/uniformity figure drew the MPT search points (and the
-    search's winner) whenever they had finished before the figure's job ran."""
+    """The log figures read only their experiments' cells, never the MPT search points or its winner."""
     from contrastlab.figures.training_curves import cell_files
 
     for method in ("cl", "mpt", "mpt~s1-lr3e-05-m0.3", "mpt~searched"):

@@ -103,8 +103,7 @@ def _info_nce(cls: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_200_fp32_adamw_steps_with_dropout_on_match_the_padded_model_within_rounding(arch):
-    """Training as the trainer does (two dropout views of each sentence, InfoNCE, AdamW), the same seed
-    before each side's forward: the packed model draws the padded model's masks, so 200 steps later the
+    """Two dropout views, InfoNCE and AdamW, the same seed before each side's forward: 200 steps later the
     losses and every weight agree within fp32 rounding."""
     padded_model = _model(arch, dropout=0.1).train()
     packed_model = copy.deepcopy(padded_model)
@@ -241,9 +240,8 @@ def test_padding_free_default_is_ieee_fp32_on_cuda_for_bert_and_roberta_only():
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_drop_in_encoder_returns_the_padded_models_states(arch):
-    """:class:`PaddingFree` called as the trainer and the evaluators call a model (the 4D mask of
-    ``attention_bias``, ``output_hidden_states``) gives the padded model's real-token states in float64;
-    it shares the model's parameters and mode and adds no state of its own."""
+    """:class:`PaddingFree`, called as the trainer and evaluators call a model, gives the padded model's
+    real-token states in float64; it shares the model's parameters and mode and adds no state."""
     model = _model(arch).double().eval()
     encoder = PaddingFree(model)
     assert list(encoder.parameters()) == list(model.parameters()) and encoder.state_dict() == {}

@@ -16,11 +16,10 @@ W_ij R_ij, and that of z1_i itself is the radial part, dropped. So, per anchor,
   cross-view and N−1 same-view negatives (Li Fig. 3's concentration);
 - ``r`` = −(coefficient of z2_i) / ``mass`` = the W-weighted ratio Σ_j W_ij R_ij / Σ_j W_ij (Li Fig. 4).
 
-The split of ``mass`` into a 0/1 or sigmoid GD, W and ``scale`` is a convention of each closed form; the
-three quantities above are what the gradient fixes, and the tests check them against
-:func:`contrastlab.analysis.paradigm.paradigm_components` for every loss that has a closed form.
-For a loss symmetric in the views (both directions summed), dL/dz1_i also holds the view-2 term's pull
-on z1_i as a positive, so its ``r`` is the whole loss's ratio, not only the view-1 term's.
+The split of ``mass`` into GD, W and ``scale`` is a convention of each closed form; the three quantities
+above are what the gradient fixes (tests: :func:`contrastlab.analysis.paradigm.paradigm_components` for
+every closed form). For a loss symmetric in the views, ``r`` is the whole loss's ratio (dL/dz1_i holds
+the view-2 term's pull on z1_i as a positive too), not only the view-1 term's.
 
 [0] M. Li, R. Zhang, Z. Nie. "Towards Better Understanding of Contrastive Sentence Representation
     Learning: A Unified Paradigm for Gradient." ACL 2024.

@@ -14,12 +14,10 @@ STS12-16 pooled, STS-B and SICK-R on their test split) to MTEB's own score
 4. ``split``: the pairs MTEB scores from SentEval's other splits come in (SICK-R: all 9,927 pairs, not
    the test split's 4,927);
 5. ``similarity``: our cosine Spearman -> MTEB's evaluator's (its encoding batches, float32 cosine,
-   scipy's Spearman of the normalised gold): ~1e-5 points of arithmetic, plus pairs of two identical
-   sentences, whose float32 cosine is exactly 1 (a tie) where our float64 gives 1 +- 2e-16: +0.002 on
-   STS12 (79 such pairs) for all-MiniLM-L6-v2.
+   under which a pair of identical sentences ties at exactly 1; docs/bridge.md).
 
 Each part is the score after its step minus before, so the parts add up to MTEB minus SentEval (exact
-but for float rounding, ~1e-13). Pairs are matched by their letters and digits only and their gold.
+but for float rounding). Pairs are matched by their letters and digits only and their gold.
 """
 
 from __future__ import annotations

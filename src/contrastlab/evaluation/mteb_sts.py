@@ -10,10 +10,9 @@ Where the pairs come from (``data``):
 - ``hub``: MTEB loads each task's dataset from the hub at the revision its metadata pins
   (:func:`task_pins`); the rows' sha256 and that revision go into the artifacts lock (:func:`record_pins`).
 - ``standin`` (tests, the demo, no hub): MTEB-format datasets from local files that hold MTEB's rows
-  (:func:`standin_pairs`), set on the task objects' public ``dataset`` / ``data_loaded`` attributes (as
-  ``AbsTask.load_data`` does). That those files hold MTEB's rows was established from MTEB's task
-  metadata (``descriptive_stats``; docs/bridge.md), and :func:`standin_check` repeats the comparison on
-  every run. Results on a stand-in are labelled so (``provenance.json``); submit only a ``hub`` run's.
+  (:func:`standin_pairs`), set on the task objects as ``AbsTask.load_data`` does; :func:`standin_check`
+  compares them with MTEB's task metadata on every run (docs/bridge.md). Results on a stand-in are
+  labelled so (``provenance.json``); submit only a ``hub`` run's.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A re-implementation of SentEval's protocol as SimCSE runs it, not a copy of its 
 as SentEval reads them (:mod:`contrastlab.senteval.tasks`: the same sentences reach ``encode``); STS is
 the same computation (cosine, Spearman; STS12-16 pooled over sub-datasets); the transfer probe
 (:mod:`contrastlab.evaluation.probe`) replicates SentEval's cross-validation and training step for step,
-batched: 0.00 points off on the reference encoder, all 7 tasks in ~4.5 min on one core vs ~86 min.
+batched: 0.00 points off on the reference encoder.
 
 Every unique sentence of the requested tasks is encoded in one ``encode`` call, optionally through an
 on-disk embedding cache shared by STS and transfer tasks. The workflow splits a checkpoint's evaluation

@@ -10,10 +10,9 @@
   ReLU), SGD, batch 32, 100 epochs, on the frozen features of a labelled fraction (10/50/100%; the 10%
   subset is :func:`~contrastlab.data.images.labelled_subset`); top-1 and top-5. The encoder stays frozen:
   the paper's argument (collapsed embeddings give chance accuracy) is about the embeddings. Beside it,
-  OAR Fig. 2-3's total variance and effective rank (95% energy) of the test embeddings. On raw features
-  whose scale spans orders of magnitude across the rate sweep the FFN itself can diverge
-  (:data:`FFN_DIVERGENCE`): then no accuracy is reported, never the chance-level number a collapsed
-  embedding would also give.
+  OAR Fig. 2-3's total variance and effective rank (95% energy) of the test embeddings. An FFN that
+  diverges on raw features (:data:`FFN_DIVERGENCE`) reports no accuracy, never the chance-level number
+  a collapsed embedding would also give.
 
 Accuracies are percent on the test split; features are the encoder's output (before any head).
 """

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, note, save
+from contrastlab.figures.style import LINESTYLES, PALETTE, figure, house_style, line, note, save
 from contrastlab.figures.training_curves import geometry_frame
 
 __all__ = [
@@ -100,12 +100,7 @@ def plot_cosine_densities(hist: pd.DataFrame, stem: str | Path) -> list[Path]:
         for ax, pair in zip(axes[0], ("negative", "positive"), strict=True):
             part = mean[mean["pair"] == pair]
             for i, (method, curve) in enumerate(part.groupby("method", sort=True)):
-                ax.plot(
-                    curve["cosine"],
-                    curve["density"],
-                    color=PALETTE[i % len(PALETTE)],
-                    label=labels.get(method, method),
-                )
+                line(ax, curve, "cosine", "density", i, labels.get(method, method))
             ax.set_title(f"anchor-{pair} pairs")
             ax.set_xlabel("cosine similarity")
             ax.set_ylabel("density")
@@ -132,13 +127,7 @@ def plot_share_against_tau(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
         fig, axes = figure(1, 1, width="column", aspect=0.8)
         ax = axes[0, 0]
         for i, ((backbone, when), curve) in enumerate(mean.groupby(["backbone", "when"], sort=False)):
-            ax.plot(
-                curve["tau"],
-                curve["share"],
-                marker="o",
-                color=PALETTE[i % len(PALETTE)],
-                label=f"{when} ({backbone})",
-            )
+            line(ax, curve, "tau", "share", i, f"{when} ({backbone})", marker="o")
         ax.set_xscale("log")
         ax.set_xlabel("τ")
         ax.set_ylabel("hardest negative's share")
@@ -157,11 +146,8 @@ def plot_min_ratio(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
         for ax, when in zip(axes[0], ("before training", "after training"), strict=True):
             curves = mean[mean["when"] == when]
             for i, (lam, curve) in enumerate(curves.groupby("lam")):
-                ax.plot(
-                    curve["r"],
-                    curve["density"],
-                    color=PALETTE[i % len(PALETTE)],
-                    label=f"λ = {lam:g} (r = 1 meets {curve['share_r1'].iloc[0]:.0%})",
+                line(
+                    ax, curve, "r", "density", i, f"λ = {lam:g} (r = 1 meets {curve['share_r1'].iloc[0]:.0%})"
                 )
             ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8)
             ax.set_title(when)

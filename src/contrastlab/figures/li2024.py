@@ -2,32 +2,26 @@
 term over a μ_pos x μ_neg grid), Fig. 3 (the share of the weight taken by the hardest negative) and
 Fig. 4 (the dynamic ratio terms over the same grid).
 
-Li Table 1 writes the three components of the unified paradigm (Eq. 4) of InfoNCE, ArcCon, MPT and
-MET in angular form; :func:`gradient_dissipation`, :func:`weight` and :func:`ratio` evaluate them on
-cosines (the anchor-positive cos θ_ii' and the K anchor-negative cos θ_ij' on the last axis). The
-tests check them against :func:`contrastlab.analysis.paradigm.paradigm_components`, which
-computes the same terms from embeddings.
+:func:`gradient_dissipation`, :func:`weight` and :func:`ratio` evaluate Li Table 1's three components of
+the unified paradigm (Eq. 4) of InfoNCE, ArcCon, MPT and MET on cosines (the anchor-positive cos θ_ii'
+and the K anchor-negative cos θ_ij' on the last axis); the tests check them against
+:func:`contrastlab.analysis.paradigm.paradigm_components`.
 
-The simulation (§3.1, App. A.1): θ_ii' ~ N(μ_pos, σ_pos²), θ_ij' ~ N(μ_neg, σ_neg²), σ_pos 0.05,
-σ_neg 0.10; μ_pos in [π/20, π/2] and μ_neg in [π/20, π], each "divided equally into 100 parts" (100
-values, end points included, as the authors' ``simulation.py``); per (μ_pos, μ_neg) 1,000 batches of 1
-positive and 127 negatives; the mean GD over the batches. Fig. 3 fixes μ_pos = π/6, sweeps μ_neg and
-reports the mean share max_j W_ij / Σ_j W_ij of the exponential weight for several τ.
+The simulation (§3.1, App. A.1): θ_ii' ~ N(μ_pos, 0.05²), θ_ij' ~ N(μ_neg, 0.10²); μ_pos in [π/20, π/2]
+and μ_neg in [π/20, π], 100 values each, end points included; per grid point 1,000 batches of 1 positive
+and 127 negatives, the mean GD over the batches. Fig. 3 fixes μ_pos = π/6 (the text's; the script: 0.5),
+sweeps μ_neg and reports the mean share max_j W_ij / Σ_j W_ij for several τ. Hyperparameters are the
+authors' ``simulation.py``'s (github.com/BDBC-KG-NLP/UnderstandingCSE; ArcCon τ 0.05, u = 10°, the rest
+:data:`~contrastlab.losses.catalog.DEFAULTS`; Fig. 3's τ 0.3 ... 0.005). Choices here:
 
-Hyperparameters (not in the paper's text) are the authors' ``simulation.py``'s (github.com/BDBC-KG-NLP/
-UnderstandingCSE): InfoNCE τ 0.05, ArcCon τ 0.05 and u = 10°, MPT m 0.23, MET m 0.45 (Nie et al.'s
-BERT-base values, :data:`~contrastlab.losses.catalog.DEFAULTS`); Fig. 3's τ 0.3 ... 0.005. Choices here:
-
-- Every loss's GD is evaluated on the *same* draws per grid point (the authors draw anew per loss; each
-  estimate's distribution is the same, and the heatmaps become comparable point by point). Each μ_pos
-  row has its own stream spawned from ``seed``, so a run is bit-identical whatever ``chunk`` is.
-- Angles enter only through their cosines, so a draw outside [0, π] (probability ~1e-3 at μ_pos = π/20)
-  acts as the angle arccos(cos θ) two unit vectors make. Only ArcCon's cos(θ_ii' + u) depends on this;
-  the authors add u to the raw draw.
-- Fig. 3: the authors average the share only over batches whose InfoNCE GD at that τ is >= 0.01
-  (``gd_threshould=1e-2``: dissipated batches carry no direction) and write 1.0 where none passes; the
-  text does not mention the filter. Here ``share`` is the filtered mean (NaN where none passes), ``kept``
-  the fraction that passes, ``share_all`` the mean over all. μ_pos is the text's π/6 (the script: 0.5).
+- Every loss's GD is evaluated on the *same* draws per grid point (the authors draw anew per loss; the
+  heatmaps become comparable point by point). Each μ_pos row has its own stream spawned from ``seed``,
+  so a run is bit-identical whatever ``chunk`` is.
+- Angles enter only through their cosines: a draw outside [0, π] acts as arccos(cos θ). Only ArcCon's
+  cos(θ_ii' + u) depends on this; the authors add u to the raw draw.
+- Fig. 3: the authors average the share only over batches whose InfoNCE GD is >= 0.01 (unstated in the
+  text) and write 1.0 where none passes. Here ``share`` is that filtered mean (NaN where none passes),
+  ``kept`` the fraction that passes, ``share_all`` the mean over all.
 
 [0] M. Li, R. Zhang, Z. Nie. "Towards Better Understanding of Contrastive Sentence Representation
     Learning: A Unified Paradigm for Gradient." ACL 2024 (arXiv full version: Fig. 10 in App. B).

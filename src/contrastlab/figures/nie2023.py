@@ -1,41 +1,28 @@
-"""Nie et al. 2023, Fig. 2a/2b and Fig. 4: gradient norms over the anchor-positive angle θ_ii' and
-the anchor-negative angle θ_ij', from the paper's closed forms (no training).
+"""Nie et al. 2023, Fig. 2a/2b and Fig. 4: gradient norms over the anchor-positive angle θ_ii'
+(vertical) and the anchor-negative angle θ_ij' (horizontal), both over [0, π], from the paper's closed
+forms (no training; Nie §3.2, §4.1-4.2, App. B, derivations App. C).
 
-What is plotted (Nie §3.2, §4.1-4.2, App. B, derivations App. C): the norm of the gradient of one
-anchor's loss with respect to the *raw* anchor embedding h_i, split into
+The norm of the gradient of one anchor's loss with respect to the raw anchor embedding h_i, split into
+the *alignment* part (Fig. 2: through s_ii' = ĥ_i·ĥ'_i; Eqs. 7, 8, 9, 11, 39) and the *uniformity* part
+(Fig. 4: through one anchor-negative cosine s_ij', the hardest for the hinge losses; App. B, Eqs. 16-19,
+40). Every norm is for ||h_i|| = 1 (the normalisation's Jacobian gives sin θ / ||h_i||; the figures drop
+1/||h_i||), with all K negatives (for L_uniform, Eq. 17, all N(N-1) cross-view pairs) at θ_ij'.
 
-- the *alignment* part (Fig. 2): through the anchor-positive cosine s_ii' = ĥ_i·ĥ'_i, the pull towards
-  h'_i (Eqs. 7, 8, 9, 11, 39);
-- the *uniformity* part (Fig. 4): through *one* anchor-negative cosine s_ij' (App. B; Eqs. 16-19, 40);
-  for the hinge losses the hardest negative, the only one with a gradient.
+Hyperparameters: Nie Table 2's BERT-base column, :data:`contrastlab.losses.catalog.DEFAULTS`.
 
-The normalisation's Jacobian (I - M_{h_i}) / ||h_i|| turns ||ĥ' - cos θ ĥ_i|| into sin θ / ||h_i||; the
-figures drop 1/||h_i|| (Fig. 2 caption), so every function here is the norm for ||h_i|| = 1. "All θ_ij'
-in one equation are treated as the same value" (Fig. 2 caption): all K negatives sit at θ_ij' (and, for
-L_uniform, whose Eq. 17 normalises over all N(N-1) cross-view pairs, every pair does).
+Where the printed equations have typos the derivation (App. C) and :mod:`contrastlab.losses.nie2023`
+win; the tests check every form against autograd of those losses:
 
-Hyperparameters: Nie Table 2's BERT-base column (the caption's choice), from
-:data:`contrastlab.losses.catalog.DEFAULTS`: InfoNCE τ 0.05, L_align α 2 and L_uniform t 6, DCL τ 0.03,
-DCL+ τ 0.17, MPT m 0.23, MET m 0.45, MAT m 0.15π.
+- Eq. 7's denominator's first term is the positive's (Eq. 16).
+- Eq. 11 (DCL+ alignment) is DCL's sin θ_ii'/τ, gated (Eq. 9, App. C.4), not sin θ_ij'/τ.
+- Eqs. 20-22, labelled "pos", are uniformity norms (Eq. 40: sin, cos(·/2), 1 of the hardest negative's
+  angle), gated by the hinges' active sets cos θ_ii' - cos θ_ij' < m (MPT), 2 sin(θ_ij'/2) -
+  2 sin(θ_ii'/2) < m (MET) and θ_ij' - θ_ii' < m (MAT; m in units of π), not Eq. 20's
+  s_ii' + max s_ij' < m or Eq. 40's MET "≥ m".
+- Eq. 17's exp(2t cos θ) is exp(-t ||ĥ_i - ĥ'_j||²) up to e^{2t}, which cancels (Eq. 31).
 
-Where the printed equations have typos the derivation (App. C) and the loss definitions win, as
-:mod:`contrastlab.losses.nie2023` computes them; the tests check every form against autograd of those:
-
-- Eq. 7's denominator reads exp(cos θ_ij'/τ) + Σ_j ...: the first term is the positive's (Eq. 16).
-- Eq. 11 (DCL+ alignment) reads sin θ_ij'/τ: it is DCL's sin θ_ii'/τ, gated (Eq. 9, App. C.4).
-- Eqs. 20-22 are labelled "pos" but are uniformity norms: MPT/MET/MAT's are Eq. 40 (sin, cos(·/2), 1 of
-  the hardest negative's angle). The gates are the hinges' active sets, cos θ_ii' - cos θ_ij' < m (MPT),
-  2 sin(θ_ij'/2) - 2 sin(θ_ii'/2) < m (MET) and θ_ij' - θ_ii' < m (MAT; m in units of π), where Eq. 20
-  reads s_ii' + max s_ij' < m and Eq. 40's MET case "≥ m".
-- Eq. 17 prints exp(2t cos θ): it is exp(-t ||ĥ_i - ĥ'_j||²) up to e^{2t}, which cancels (Eq. 31).
-
-Negative counts (§3.2): Fig. 2a's four leftmost panels show InfoNCE "under the different number of
-negative samples", the rest at 64. The text does not list the four; the leftmost is 64 (§4.1) and the
-dissipated area shrinks rightwards, so we take the batch-size grid of App. A.3 (64, 128, 256, 512).
-K = 64 negatives means N = 65 for L_uniform's pair count. Fig. 4 repeats the layout.
-
-Axes: θ_ij' horizontal (L_align's and DCL's norms "will not vary with the horizontal axis") and θ_ii'
-vertical, both over [0, π].
+Negative counts (§3.2): Fig. 2a's four leftmost InfoNCE panels take App. A.3's batch sizes (64, 128,
+256, 512; the text does not list them), the rest 64 (N = 65 for L_uniform); Fig. 4 repeats the layout.
 
 [0] Z. Nie, R. Zhang, Y. Mao. "On the Inadequacy of Optimizing Alignment and Uniformity in
     Contrastive Learning of Sentence Representations." ICLR 2023.

@@ -104,6 +104,11 @@ def pi_ticks(axis, values: Sequence[tuple[float, str]]) -> None:
     axis.set_ticklabels([label for _, label in values])
 
 
+def line(ax, curve, x: str, y: str, i: int, label: str, **plot_kw) -> None:
+    """``curve[y]`` against ``curve[x]`` on ``ax`` in the palette's ``i``-th colour (cycling)."""
+    ax.plot(curve[x], curve[y], color=PALETTE[i % len(PALETTE)], label=label, **plot_kw)
+
+
 def note(ax, text: str) -> None:
     """``text`` in the middle of the panel ``ax``: what it would show is not there (yet)."""
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)

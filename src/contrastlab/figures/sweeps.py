@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from contrastlab.figures.style import PALETTE, figure, house_style, note, save
+from contrastlab.figures.style import figure, house_style, line, note, save
 from contrastlab.figures.training_curves import cell_files
 from contrastlab.paths import read_metrics
 
@@ -87,13 +87,7 @@ def plot_sweep_panels(
             means.append(mean)
             for i, ((backbone, key), curve) in enumerate(mean.groupby(["backbone", "key"], sort=False)):
                 curve = curve.sort_values("value")
-                ax.plot(
-                    curve["value"],
-                    curve["score"],
-                    marker="o",
-                    color=PALETTE[i % len(PALETTE)],
-                    label=f"{key_labels.get(key, key)} ({backbone})",
-                )
+                line(ax, curve, "value", "score", i, f"{key_labels.get(key, key)} ({backbone})", marker="o")
             param = mean["param"].iloc[0] if len(mean) else ""
             ax.set_xlabel({"tau": "τ"}.get(param, param))
             ax.set_title(title)

@@ -1,36 +1,25 @@
 """A padding-free forward pass for the text families :data:`contrastlab.families.TEXT_FAMILIES` marks
-``padding_free`` (transformers' ``BertModel`` and ``RobertaModel``).
+``padding_free`` (transformers' ``BertModel`` and ``RobertaModel``); the design, its tests and its
+measurements: docs/training-speed.md, "Padding-free encoder".
 
-:func:`packed_forward` computes ``model(input_ids, attention_mask)``'s last hidden state on the real
-tokens of a right-padded batch with every token-wise layer on the real tokens only, packed as one
-``[tokens, hidden]`` tensor: the embeddings, their LayerNorm and dropout, and in every layer the Q/K/V
-projections, the attention output block and the feed-forward block. Only attention sees the padded
-shape: Q/K/V are scattered to ``[n, heads, L, head_dim]`` (zeros at the padding), SDPA runs with the
-padded keys masked (with the model's attention dropout in train mode), and its output is gathered back.
+:func:`packed_forward` computes ``model(input_ids, attention_mask)``'s last hidden state with every
+token-wise layer on the real tokens only, packed ``[tokens, hidden]``; only attention sees the padded
+shape (SDPA with the padded keys masked). Guarantees:
 
-Why: in wiki1m batches about 22 of 32 positions are real tokens, so about 31% of the padded model's
-linear FLOPs go to positions that never reach [CLS]. IEEE-fp32 steps are bound by the card's fp32 units,
-so less work is the one lever that keeps the papers' numerics.
-
-What is identical and what is not:
-
-- It calls the model's own submodules, so the weights, their gradients and the saved folder are the
+- It calls the model's own submodules: the weights, their gradients and the saved folder are the
   ordinary model's.
 - With dropout off the real tokens' hidden states are the padded model's up to floating-point
   reordering (tests: 1e-12 in float64, outputs and every gradient).
-- With dropout on (``dropout_draws="padded"``, the default) each dropout module is called on ones of the
-  padded shape ``[n, L, hidden]`` (the padded forward's generator calls, in its order) and the real
-  tokens' entries are kept: the same seed gives the same masks and numbers up to rounding. ``"packed"``
-  draws on the real tokens only: the same distribution, other masks.
-- Position ids are transformers': for a family with ``offset_positions`` (RoBERTa) ``pad_token_id`` +
-  the running count of non-pad tokens, else 0..L-1.
-- The padded output's padding positions are zeros (the padded model's are garbage nobody reads).
-- From the mask's host copy (the trainer passes it) the real tokens' indices reach the device without
-  blocking; from a device mask ``nonzero`` syncs once per forward. Either way the step cannot be
-  captured in a CUDA graph: its token count changes every batch.
+- ``dropout_draws="padded"`` (the default) draws each dropout mask on the padded shape, in the padded
+  forward's order: the same seed gives the same masks; ``"packed"`` draws on the real tokens only (the
+  same distribution, other masks).
+- Position ids are transformers' (RoBERTa's ``offset_positions``: ``pad_token_id`` + the running count
+  of non-pad tokens); the output's padding positions are zeros.
+- A host copy of the mask avoids a sync; a device mask's ``nonzero`` syncs once per forward. The token
+  count changes every batch, so the step cannot be captured in a CUDA graph.
 
 :class:`PaddingFree` wraps a model as a drop-in encoder; :func:`padding_free_default` is the rule that
-turns it on. Benchmarks: ``benchmarks/padding_free.py`` (CPU), ``benchmarks/gpu_bench.py``'s ``padfree``.
+turns it on.
 """
 
 from __future__ import annotations

@@ -293,14 +293,11 @@ def attention_bias(model: torch.nn.Module, attention_mask: torch.Tensor) -> torc
     boolean 4D mask ``[n, 1, L, L]`` (True = attend) that transformers would build from the 2D
     ``attention_mask`` [n, L]; the 2D mask itself for anything else.
 
-    Why: given a 2D mask, transformers 5's ``create_bidirectional_mask`` calls ``sdpa_mask``, which
-    asks ``padding_mask.all()`` in Python (``_ignore_bidirectional_mask_sdpa``, masking_utils.py:367-369
-    in 5.23, called from ``sdpa_mask`` :536) to decide whether the mask can be dropped: a host-device
-    sync in every forward pass, and an error inside CUDA-graph capture. A 4D mask takes
-    ``_preprocess_mask_arguments``' early exit (masking_utils.py:832-834) and reaches SDPA as it is. The
-    numbers do not change: masked keys get zero weight either way, and where a batch has no padding the
-    all-True mask adds exact zeros (tests/models/test_text.py holds both bit-equal on a CPU). The eager
-    attention path builds its additive mask without that check, so it keeps the 2D mask.
+    Why: given a 2D mask, transformers 5's ``sdpa_mask`` asks ``padding_mask.all()`` in Python
+    (``_ignore_bidirectional_mask_sdpa``) to decide whether the mask can be dropped: a host-device sync in
+    every forward pass, and an error inside CUDA-graph capture; a 4D mask reaches SDPA as it is. The
+    numbers do not change (masked keys get zero weight either way; tests/models/test_text.py holds both
+    bit-equal on a CPU). The eager attention path has no such check and keeps the 2D mask.
     """
     config = getattr(model, "config", None)
     if (

@@ -17,16 +17,12 @@ the same way; this module reproduces that procedure, not just its objective:
 - the schemes, folds, L2 grid, rounding and first-best choice are SentEval's (:mod:`.schemes`).
 
 Speed without changing the arithmetic: probes that consume the same NumPy permutation stream (same
-seed, row count and kind of validation) take the same minibatch positions at every step from the same
-weights, so every fold of one size and every L2 value trains in lockstep: one gather of ``[folds, 64,
-d]`` rows and two batched GEMMs per step update all ``folds x L2`` probes, Adam on the stacked
-parameters, early stopping tracked per probe with masks. SentEval's refit with the chosen L2 (same
-seed and data: the same probe) is not repeated. Float32 on CPU, as SentEval's; results match up to
-rounding order. Training runs with one torch thread (restored after): intra-op threads on a busy
-2-core machine made these small ops 20-40x slower.
-
-On a fixed bag-of-words encoder (tests/evaluation/test_reference.py) the seven transfer accuracies
-equal SentEval's (0.00 points off) in ~5 min on one busy core for 300-d embeddings; SentEval: 86 min.
+seed, row count and kind of validation) take the same minibatch positions from the same weights, so
+every fold of one size and every L2 value trains in lockstep (batched GEMMs over ``folds x L2`` probes,
+early stopping per probe with masks); SentEval's refit with the chosen L2 (the same probe) is not
+repeated. Float32 on CPU, as SentEval's: results match up to rounding order (0.00 points off on the
+reference encoder, tests/evaluation/test_reference.py; timings: docs/pipeline.md). Training runs with
+one torch thread (restored after): intra-op threads make these small ops many times slower.
 """
 
 from __future__ import annotations
