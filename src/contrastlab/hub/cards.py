@@ -1,18 +1,10 @@
 """Model cards: a Hugging Face ``README.md`` for a kept checkpoint, sentence and image, written when asked.
 
-The checkpoint folder is a sentence-transformers model (``models.export``, written by the trainer); its
-card needs the scores, so it is written from the cell's finished files (checkpoint, metrics, data
-markers, MTEB's results) into ``<results_dir>/cards/<experiment>/<backbone>/<method>/seed<seed>/README.md``
-by ``make publish`` for the cell it publishes, and by ``make cards`` for every finished cell
-(:func:`write_card`, :func:`write_cards`); no workflow job writes one. ``make publish``
-(:mod:`contrastlab.hub.publish`) uploads the checkpoint folder and its card in one commit.
-
-A sentence card's front matter is huggingface_hub's ``ModelCardData`` (licence, datasets, base model,
-the ``model-index`` of our SentEval-protocol scores and of MTEB's where they exist, the provenance), and
-the MTEB ``ModelMeta`` of the checkpoint lies beside it (``mteb_model_meta.json``). The card says what
-the cell reproduces (paper and table), the loss and its hyperparameters, the training settings and
-precision, every score our evaluation measured with the published number beside it where the paper's
-table has one, the commit, the package versions and the data digests. Everything comes from the files
+A card is written from the cell's finished files (checkpoint, metrics, data markers, MTEB's results) into
+``<results_dir>/cards/<experiment>/<backbone>/<method>/seed<seed>/README.md`` by ``make publish`` for the
+cell it publishes and by ``make cards`` for every finished cell (:func:`write_card`, :func:`write_cards`);
+no workflow job writes one. A sentence card's front matter is huggingface_hub's ``ModelCardData``, with
+the checkpoint's MTEB ``ModelMeta`` beside it (``mteb_model_meta.json``). Everything comes from the files
 given; nothing is typed by hand and nothing depends on the time it is written.
 """
 

@@ -1,22 +1,12 @@
 """A kept sentence checkpoint ready to publish: the Hub card's metadata, MTEB's model description, the upload.
 
-Three readers of a published encoder and what each needs (docs/publish.md):
-
-- the Hugging Face Hub reads the card's YAML front matter: ``license``, ``datasets``, ``base_model``,
-  ``library_name``, ``pipeline_tag``, ``tags`` and ``model-index``, whose eval results show on the model's
-  page. :func:`eval_results` turns our SentEval-protocol scores (and MTEB's, when a run has them) into
-  ``huggingface_hub``'s own :class:`~huggingface_hub.EvalResult` objects and :func:`card_data` into its
-  :class:`~huggingface_hub.ModelCardData`, which writes the YAML (nothing here writes YAML by hand);
-- MTEB reads a ``ModelMeta`` (mteb 2.26's ``mteb.models.ModelMeta``: name, revision, release date,
-  parameters, embedding dimension, licence, training data, public training code, citation, ...):
-  :func:`checkpoint_meta` describes a cell's checkpoint (:mod:`contrastlab.hub.mteb_results`, which
-  also reads MTEB's own results folder and stages the submission to MTEB's results repository);
-- the Hub takes the checkpoint folder, the card and the description in one commit: :func:`publish_plan`
-  checks the cell and lists the files, :func:`publish` prints them and, with ``PUSH=1``, makes the
-  commit (``HfApi.create_commit``).
-
-A backbone's licence is established from its own model card (:data:`BACKBONE_LICENSES` cites each), or,
-for a packaged model, read from the card the package ships.
+What each reader of a published encoder needs is in docs/publish.md: the Hub reads the card's front
+matter (:func:`card_data`, a ``huggingface_hub`` ``ModelCardData`` whose ``model-index`` is
+:func:`eval_results`; nothing here writes YAML by hand), MTEB reads a ``ModelMeta``
+(:func:`checkpoint_meta`, :mod:`contrastlab.hub.mteb_results`), and the Hub takes the checkpoint folder,
+card and description in one commit (:func:`publish_plan` checks the cell and lists the files,
+:func:`publish` prints them and, with ``PUSH=1``, commits). A backbone's licence comes from its own model
+card (:data:`BACKBONE_LICENSES` cites each) or, for a packaged model, the card the package ships.
 """
 
 from __future__ import annotations

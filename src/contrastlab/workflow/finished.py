@@ -1,21 +1,17 @@
 """Finished work checked before it is trusted: the size and sha256 of a cell's weights and metrics, recorded
 when its job ends, and the check that the main Snakemake process makes of them before a run.
 
-A finished output is a training job's weights folder (``model``, ``encoder``: its ``*.safetensors``
-files) or an evaluation job's metrics file. When the job ends, :func:`record_job` writes one record per
-output, ``<results_dir>/state/finished/<the output's path under results_dir>.json``: each file's size,
-sha256 and modification time. Before a run, :func:`set_aside_changed` compares each output the workflow
-trusts with its record: the size always, the sha256 where the file is small (a metrics file) or its
-modification time moved. An output that no longer matches (cut short, overwritten) is named in one line
-and moved aside, to ``<results_dir>/state/set-aside/``, so that the run makes it again with what depends
-on it (a dry run too moves it, and shows those jobs). Rule ``all`` names every such output, since
-Snakemake reruns no job for a missing file that only other jobs read (a deleted metrics file whose card
-and tables exist gave "Nothing to be done").
+:func:`record_job` writes one record per finished output (a weights folder's ``*.safetensors`` or a
+metrics file): ``<results_dir>/state/finished/<path under results_dir>.json``, each file's size, sha256
+and modification time. Before a run, :func:`set_aside_changed` compares each trusted output with its
+record (the size always, the sha256 where the file is small or its modification time moved); one that no
+longer matches is named in one line and moved aside to ``<results_dir>/state/set-aside/``,
+so that the run (a dry run too) makes it again with what depends on it. Rule ``all`` names every such
+output, since Snakemake reruns no job for a missing file that only other jobs read.
 
-An output without a record (written by an older contrastlab) is trusted as before; one whose record
-cannot be read is checked no more until its job runs again. A change that keeps the size and the
-modification time of a large file (a bit flipped in place by hand) is not looked for: reading every
-checkpoint at every start would cost minutes on a full grid.
+An output without a record (an older contrastlab's) is trusted; one whose record cannot be read is
+checked no more until its job runs again. A large file changed in place with its size and time kept is
+not looked for: reading every checkpoint at every start would cost minutes on a full grid.
 """
 
 from __future__ import annotations

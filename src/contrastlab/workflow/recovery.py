@@ -2,18 +2,13 @@
 belongs to, jobs that die with their workflow, and the recovery (stale locks, incomplete outputs) before a
 plain rerun.
 
-Each run that executes on a results folder writes its own record, ``<results_dir>/state/runs/<run>.json``:
-its host, boot, PID namespace, pid and start time, and the sha256 of each lock file it holds in
-``.snakemake/locks``. Recovery removes a lock only when the run that holds it is provably gone: a record
-from this host, boot and PID namespace whose process no longer exists. A record from anywhere else (a
-second login node on shared storage, a container) cannot be checked: it is named in one line and its
-locks are left alone, so Snakemake's own lock refuses a second run on the same files.
-
-A live record from this host refuses a second run on the folder (:func:`live_run_refusal`): the records
-lie in the folder itself, so every name of it (a symlink) finds them, where Snakemake's lock compares path
-strings. The checkout lists its live runs too (``.snakemake/contrastlab-runs/``), so that a run that ends
-gives back the locks of the runs still going (Snakemake removes the whole locks folder) and only theirs:
-never those of a run that ended in the same instant, which no record would ever claim again.
+Each run writes ``<results_dir>/state/runs/<run>.json`` (host, boot, PID namespace, pid, start time, and
+the sha256 of each lock it holds). Recovery removes a lock only when its run is provably gone: a record
+from this host, boot and PID namespace whose process no longer exists. A record from anywhere else is
+named in one line and its locks are left alone. A live record from this host refuses a second run on the
+folder under any of its names (:func:`live_run_refusal`). The checkout lists its live runs too
+(``.snakemake/contrastlab-runs/``), so that a run that ends gives back the locks of the runs still going
+and only theirs.
 """
 
 from __future__ import annotations

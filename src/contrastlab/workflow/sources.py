@@ -1,18 +1,11 @@
 """The source files a rule names as inputs (the loss modules: editing one retrains the cells that use it),
-spelled so that a moved or copied checkout plans nothing again (issue 76 item 1).
+spelled so that a moved or copied checkout plans nothing again.
 
-Snakemake records every job's input paths in ``.snakemake/metadata`` and reruns a job whose recorded set
-differs from the set it would use now (the ``input`` rerun trigger of the profiles). An absolute path
-changes when the checkout moves (``cp -a`` to scratch, a fresh clone elsewhere): every training job was
-planned again. A path relative to the working directory Snakemake runs in does not, as long as the file
-moves with it; a file outside it (a user's loss in their own folder) keeps its absolute path, which is
-what stays equal when only the checkout moves. The file's content still decides: Snakemake's ``mtime``
-trigger sees an edit (``cp -a`` keeps the times).
-
-:func:`migrate_recorded_sources` rewrites the records of jobs that finished before this spelling into it,
-so that the upgrade itself retrains nothing, and does the same for a backbone's folder when the resources
-folder has moved (``resources_dir`` pointing at its new place): a backbone is an input of the jobs that
-read it (they wait for its fetch job), and its location must not decide a rerun either.
+Snakemake reruns a job whose recorded input paths differ from the ones it would use now, so a file inside
+the working directory is named relative to it and one outside it (a user's loss in their own folder)
+keeps its absolute path; the file's content still decides, through Snakemake's ``mtime`` trigger.
+:func:`migrate_recorded_sources` rewrites the records of jobs that finished before this spelling, and a
+backbone's folder when ``resources_dir`` has moved, so that the upgrade itself retrains nothing.
 """
 
 from __future__ import annotations
