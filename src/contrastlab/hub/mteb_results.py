@@ -1,17 +1,8 @@
-"""MTEB's side of a kept sentence checkpoint: its scores as MTEB wrote them, its ``ModelMeta``, and the
-folder a pull request to MTEB's results repository adds.
-
-- :func:`mteb_scores` reads MTEB's results folder (``<model>/<revision>/<Task>.json``) through mteb's own
-  :class:`mteb.TaskResult`; a stand-in run's (rule ``mteb`` with ``data: standin``: MTEB's rows built
-  from local files) names no hub dataset or revision, only "local stand-in".
-- :func:`model_meta` describes the checkpoint as mteb 2.26's ``mteb.models.ModelMeta`` (JSON that
-  ``ModelMeta.model_validate_json_resolved`` loads): licence, parameters counted from the safetensors
-  headers, the release date (the day the run wrote the weights), the revision (the weights' sha256,
-  :func:`checkpoint_revision`, until the hub commit replaces it), the papers' BibTeX.
-- :func:`stage_submission` lays out what embeddings-benchmark/results expects,
-  ``results/<model name, / as __>/<revision>/<Task>.json`` and ``model_meta.json``, in a staging folder
-  that mteb's own ``ResultCache`` loads; :data:`PR_STEPS` are the pull request's steps, and
-  :func:`submit_pull_request` opens it through mteb's own ``ResultCache.submit_results(create_pr=True)``.
+"""MTEB's side of a kept sentence checkpoint: its scores as MTEB wrote them (:func:`mteb_scores`, through
+mteb's own ``TaskResult``), its mteb 2.26 ``ModelMeta`` (:func:`model_meta`), and the folder a pull request
+to MTEB's results repository adds (:func:`stage_submission`, in the layout mteb's ``ResultCache`` loads;
+:func:`submit_pull_request` opens it through ``ResultCache.submit_results(create_pr=True)``). A stand-in
+run's scores name no hub dataset or revision, only "local stand-in".
 """
 
 from __future__ import annotations
