@@ -144,16 +144,10 @@ def model_card(
     senteval_url: str | None = None,
     mteb: Sequence[MtebScore] = (),
 ) -> str:
-    """The card's text: YAML front matter and Markdown.
-
-    ``summary`` is the checkpoint's ``train_summary.json``, ``metrics`` its ``senteval.json``, ``data``
-    the run's data markers by name (what the data were: sha256 digests or the published files);
-    ``license`` the backbone's ``(license, source)`` (:func:`~.publish.backbone_license`; None: unknown),
-    ``datasets`` the hub ids of the training corpus, ``mteb`` MTEB's scores of the checkpoint
-    (:func:`~.publish.mteb_scores`). The front matter is huggingface_hub's ``ModelCardData``
-    (:func:`~.publish.card_data`): ``library_name: sentence-transformers``, ``pipeline_tag``, ``license``,
-    ``base_model``, ``datasets``, tags, the ``model-index`` of SentEval's (and MTEB's) scores, and the
-    reproduction's provenance under ``contrastlab``."""
+    """The card's text: YAML front matter (huggingface_hub's ``ModelCardData``, :func:`~.publish.card_data`)
+    and Markdown, from the checkpoint's ``train_summary.json`` (``summary``), its ``senteval.json``
+    (``metrics``), the run's data markers (``data``), the backbone's ``(license, source)`` (``license``;
+    None: unknown), the corpus's hub ids (``datasets``) and MTEB's scores (``mteb``)."""
     settings = summary.get("settings", {})
     loss = settings.get("loss", method)
     published = published_scores(experiment, backbone, method)
@@ -470,13 +464,10 @@ def write_model_card(
     data_config: Mapping[str, Any] | None = None,
     mteb_dir: str | Path | None = None,
 ) -> Path:
-    """Read the checkpoint's summary, the metrics and the data markers; write the card to ``out``: an
-    image encoder's (:func:`vision_model_card`) when ``model_dir`` is an ``encoder`` folder.
-
-    A sentence checkpoint's card also gets, from the config's ``backbones`` and ``data``, the backbone's
-    licence and hub id and the corpus's dataset id; from ``mteb_dir`` (MTEB's results folder of the
-    cell, where it exists) MTEB's scores; and beside it :data:`~.publish.MODEL_META_FILE`, the MTEB
-    ``ModelMeta`` of the checkpoint (named ``contrastlab/<cell>`` until ``make publish`` names it)."""
+    """Read the checkpoint's summary, the metrics and the data markers; write the card to ``out`` (an image
+    encoder's, :func:`vision_model_card`, for an ``encoder`` folder). A sentence card also gets the backbone's
+    licence and hub id, the corpus's dataset id, MTEB's scores from ``mteb_dir`` where it exists, and beside
+    it the checkpoint's MTEB ``ModelMeta`` (:data:`~.publish.MODEL_META_FILE`)."""
     metrics = read_metrics(metrics_path)
     data = {name: json.loads(Path(path).read_text()) for name, path in markers.items()}
     model_dir = Path(model_dir)

@@ -191,16 +191,12 @@ def model_meta(
     """The MTEB ``ModelMeta`` of the sentence-transformers checkpoint in ``model_dir``, as JSON-ready
     fields (``mteb.models.ModelMeta.model_validate_json_resolved`` loads them).
 
-    Read from the folder: ``n_parameters`` (the safetensors headers), ``embed_dim`` (the hidden size),
-    ``n_embedding_parameters`` (vocabulary × hidden size, mteb's own rule; both read by the family's key
-    names, :func:`~contrastlab.families.config_shape`), ``memory_usage_mb`` (fp32:
-    4 bytes per parameter, mteb's rule), ``max_tokens`` (``max_seq_length``), the similarity (cosine).
-    ``training_datasets`` are MTEB task names the training saw: STSBenchmark, whose dev split chose the
-    kept checkpoint. ``revision``: the hub commit where there is one, else the weights' digest
-    (:func:`checkpoint_revision`); ``release_date``: the day the run wrote the weights
-    (:func:`checkpoint_date`) unless given; ``license``: the backbone's (a fine-tuned checkpoint keeps
-    its base model's licence; "unknown" becomes MTEB's "not specified"); ``code`` the public training
-    code's URL, ``training_data`` the corpus's; ``citation`` the BibTeX of the papers reproduced."""
+    Parameters, embedding parameters (vocabulary × hidden size) and fp32 memory follow mteb's own rules,
+    read from the safetensors headers and the family's key names (:func:`~contrastlab.families.config_shape`).
+    ``training_datasets`` is STSBenchmark, whose dev split chose the kept checkpoint. ``revision``: the hub
+    commit where there is one, else the weights' digest (:func:`checkpoint_revision`); ``release_date``: the
+    day the run wrote the weights unless given; ``license``: the backbone's (a fine-tuned checkpoint keeps its
+    base model's; "unknown" becomes MTEB's "not specified"); ``citation``: the papers' BibTeX."""
     model_dir = Path(model_dir)
     shape = config_shape(json.loads((model_dir / "config.json").read_text()), str(model_dir / "config.json"))
     st_config = json.loads((model_dir / "sentence_bert_config.json").read_text())

@@ -257,15 +257,11 @@ def forget_finished_states(
     results_dir: str | os.PathLike | None = None,
     workdir: str | os.PathLike = ".",
 ) -> list[Path]:
-    """Remove each ``(state_dir, output)`` pair's state folder that holds a finished cell (its snapshot
-    says "finished") whose ``output`` Snakemake has accepted: it exists and Snakemake's working directory
-    ``workdir`` does not mark it incomplete (:func:`marked_incomplete`); returns those removed. A training
-    job keeps its finished state (snapshot and best checkpoint) for Snakemake: should Snakemake fail the
-    job after it ended (a post-job write such as the benchmark file) and remove its outputs, or be killed
-    before it recorded them (the outputs exist, marked incomplete), the rerun only re-exports. Called
-    before a run, dry runs included (only accepted cells' states go), and when a run succeeds. While
-    another run may be executing on ``results_dir``, nothing is removed (its job may not be accepted
-    yet)."""
+    """Remove each ``(state_dir, output)`` pair's state folder that holds a finished cell whose ``output``
+    Snakemake has accepted (it exists and ``workdir`` does not mark it incomplete,
+    :func:`marked_incomplete`); returns those removed. Until then a training job keeps its finished state, so
+    that a rerun after Snakemake failed or lost the job only re-exports. Called before a run (dry runs too)
+    and when a run succeeds; nothing is removed while another run may be executing on ``results_dir``."""
     found = [
         Path(state)
         for state, output in cells

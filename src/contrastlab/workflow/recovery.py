@@ -255,13 +255,10 @@ def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> li
     returns one line per run found dead or unknowable (nothing for live runs on this machine), and one for
     lock files that no live run claims.
 
-    A record (:func:`record_running_workflow`) from this host, boot and PID namespace whose process no
-    longer exists is a killed run: its own lock files in ``.snakemake/locks`` (found by their sha256) are
-    removed, since Snakemake would otherwise refuse to start until ``--unlock``, and its record goes.
-    Incomplete jobs are then rerun (``rerun-incomplete`` in the profiles) and finished cells are kept. A
-    live run is left alone (:func:`live_run_refusal` refuses a second run beside it). A record that cannot
-    be checked (another host or namespace) is reported and its locks stay. Then the lock files no live
-    run claims go (:func:`_unclaimed_locks`): those of runs that ended together, or were killed before
+    A killed run's own lock files (found by their sha256) and its record go, since Snakemake would otherwise
+    refuse to start until ``--unlock``; its incomplete jobs rerun and finished cells are kept. A live run is
+    left alone, and a record that cannot be checked is reported with its locks kept. Then the lock files no
+    live run claims go (:func:`_unclaimed_locks`): those of runs that ended together, or were killed before
     they recorded themselves."""
     machine = this_machine()
     lock_dir = Path(workdir, ".snakemake", "locks")
@@ -341,14 +338,12 @@ def claim_results_folder(results_dir: str | os.PathLike) -> str | None:
     """Claim ``results_dir`` for this process's life, before the run reads or writes anything in it;
     returns ``None`` when this process holds the claim, else the one line refusing the run.
 
-    The claim is an exclusive ``flock`` on :func:`claim_path` (the folder's real path: a symlinked name
-    and the real one lock the same file), taken and tested in one step, so of two runs started in the same
-    instant exactly one holds it. The kernel releases it when the process ends, however it ends (SIGKILL
-    too): no stale claim is ever left. The holder writes its pid, start time and command into the file,
-    which the refused run names; at its exit it removes the file and the folders it made for it (a dry
-    run leaves nothing behind). A folder where the file cannot be made (read-only) or locked (a file
-    system without locks) is not claimed: the run records (:func:`live_run_refusal`) still refuse a run
-    started after another's record. Only the main Snakemake process calls it (the Snakefile)."""
+    The claim is an exclusive ``flock`` on :func:`claim_path` (the folder's real path, so every name of it
+    locks the same file), taken and tested in one step: of two runs started in the same instant exactly one
+    holds it, and the kernel releases it however the process ends, so no stale claim is left. The file names
+    its holder for the refused run, and goes at exit with the folders made for it (a dry run leaves nothing).
+    A folder where the file cannot be made or locked is not claimed: the run records
+    (:func:`live_run_refusal`) still refuse a later run. Only the main Snakemake process calls it."""
     real = os.path.realpath(results_dir)
     if real in _CLAIMS:
         return None

@@ -321,12 +321,10 @@ def _cuda_driver_loaded() -> bool:
 
 def _cuda_refusal() -> tuple[str, dict[str, str]] | None:
     """Why this starter may not fork jobs, and the facts its refusal records (``driver_initialised``,
-    ``torch_initialised``); None where it may. CUDA forbids using a driver initialised before a ``fork``
-    in the child; merely mapping ``libcuda.so.1`` (the CUDA 13 torch build's cuBLASLt loads it at import)
-    initialises nothing, and a child then initialises CUDA itself (issue 84, W1). So the starter refuses
-    where torch's lazy initialisation has run, or the driver answers ``cuDeviceGetCount`` as initialised,
-    or a loaded driver cannot say (errs cold); it asks the driver only when it is already loaded, which
-    loads and initialises nothing."""
+    ``torch_initialised``); None where it may. CUDA forbids a child to use a driver initialised before the
+    ``fork``, but merely mapping ``libcuda.so.1`` (the CUDA 13 torch build loads it at import) initialises
+    nothing. So the starter refuses where torch's lazy initialisation has run, or a loaded driver answers
+    ``cuDeviceGetCount`` as initialised or cannot say; it asks only a driver already loaded."""
     torch = sys.modules.get("torch")
     cuda = getattr(torch, "cuda", None)
     torch_initialised = bool(cuda is not None and cuda.is_initialized())
