@@ -195,13 +195,19 @@ def test_the_model_meta_has_licence_parameters_release_date_revision_and_citatio
 
 
 def test_a_standin_runs_card_names_no_mteb_hub_dataset_or_revision(tmp_path):
-    """Issue 56 item 5: MTEB's rows rebuilt from local files (rule mteb's data: standin): the card, its
-    model-index included, says "local stand-in" and names none of MTEB's hub datasets or revisions."""
+    """Rule mteb's folder is a ``mteb.ResultCache`` root; where its rows were rebuilt from local files (data:
+    standin), the card and its model-index say "local stand-in" and name no MTEB hub dataset or revision."""
     from huggingface_hub import ModelCard
 
     pytest.importorskip("mteb")
     mteb_results(tmp_path / "mteb" / "results", {"STSBenchmark": 0.8123, "SICK-R": 0.7001})
+    (tmp_path / "mteb" / "bridge.json").write_text("{}")
+    assert [(s.task, s.value, s.standin) for s in mr.mteb_scores(tmp_path / "mteb")] == [
+        ("SICK-R", 0.7001, False),
+        ("STSBenchmark", 0.8123, False),
+    ]
     (tmp_path / "mteb" / "provenance.json").write_text(json.dumps({"data": "standin"}))
+    assert all(s.standin for s in mr.mteb_scores(tmp_path / "mteb"))
     text = card(tmp_path, tmp_path / "mteb").read_text()
     for named in ("mteb/stsbenchmark-sts", "mteb/sickr-sts", "b0fddb56ed78048f", "20a6d6f312dd5403"):
         assert named not in text, named
@@ -439,19 +445,6 @@ def test_make_cards_writes_the_card_of_every_finished_cell_and_passes_over_the_r
     )
 
 
-def test_mteb_scores_reads_rule_mtebs_result_cache_folder(tmp_path):
-    """Rule mteb's folder is a ``mteb.ResultCache`` root: its scores sit under ``results/``."""
-    pytest.importorskip("mteb")
-    mteb_results(tmp_path / "results", {"STSBenchmark": 0.75})
-    (tmp_path / "bridge.json").write_text("{}")
-    assert [(s.task, s.value, s.standin) for s in mr.mteb_scores(tmp_path)] == [("STSBenchmark", 0.75, False)]
-    # MTEB's rows from local files (the demo's stand-in): the card must not claim MTEB's hub copy
-    (tmp_path / "provenance.json").write_text('{"data": "standin"}')
-    (score,) = mr.mteb_scores(tmp_path)
-    (result,) = [r for r in pub.eval_results({}, {}, mteb=[score]) if r.source_name == "MTEB"]
-    assert "stand-in" in result.dataset_name and result.dataset_revision is None
-
-
 def test_a_chosen_task_beyond_sts_keeps_mtebs_task_type_in_the_model_index(tmp_path):
     """Issue 65 item 4: a task of mteb.tasks / mteb.benchmark beyond STS (Banking77Classification) is
     read back with its MTEB type, which its model-index row carries; STS rows stay sentence-similarity."""
@@ -564,13 +557,20 @@ def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
     assert not folder.exists()  # the staging folder is laid out afresh each time
 
 
-def test_mteb_submit_refuses_a_standin_run_and_an_unscored_cell_in_one_line(tmp_path):
-    pytest.importorskip("mteb")
+def test_mteb_submit_refuses_a_standin_run_and_an_unscored_cell_in_one_line(tmp_path, monkeypatch):
+    """Both refusals come before mteb's submit_results is reached (PR=1)."""
+    mteb = pytest.importorskip("mteb")
+    stub = StubSubmit().install(monkeypatch, mteb.ResultCache)
     configfile, found = _scored_cell(tmp_path, "standin")
     with pytest.raises(
         pub.PublishError, match="local stand-in .* rerun the cell with --config 'mteb=\\{data: hub\\}'"
     ):
-        pub.mteb_submission(found, configfile)
+        pub.mteb_submission(found, configfile, pull_request=True)
+    with pytest.raises(pub.PublishError, match="MTEB has not scored the cell"):
+        pub.mteb_submission(
+            pub.cells_of(configfile)["nie2023/minilm/cl/seed42"], configfile, pull_request=True
+        )
+    assert stub.calls == []
     script = [sys.executable, str(REPO_ROOT / "scripts" / "mteb_submit.py"), "--configfile", str(configfile)]
     other = "nie2023/minilm/cl/seed42"  # in the preset, not trained here
     bad = subprocess.run([*script, "--cell", other], capture_output=True, text=True)
@@ -641,20 +641,6 @@ def test_mteb_submit_pr_opens_the_pull_request_through_mtebs_submit_results(tmp_
         str(caught.value)
         == "PR=1: mteb's submit_results could not open the pull request: No GitHub token found."
     )
-
-
-def test_mteb_submit_pr_refuses_a_standin_or_unscored_cell_before_mteb_is_called(tmp_path, monkeypatch):
-    """The stand-in and unscored-cell refusals come first: submit_results is never reached."""
-    mteb = pytest.importorskip("mteb")
-    stub = StubSubmit().install(monkeypatch, mteb.ResultCache)
-    configfile, found = _scored_cell(tmp_path, "standin")
-    with pytest.raises(pub.PublishError, match="local stand-in"):
-        pub.mteb_submission(found, configfile, pull_request=True)
-    with pytest.raises(pub.PublishError, match="MTEB has not scored the cell"):
-        pub.mteb_submission(
-            pub.cells_of(configfile)["nie2023/minilm/cl/seed42"], configfile, pull_request=True
-        )
-    assert stub.calls == []
 
 
 def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
