@@ -422,19 +422,14 @@ def publish_plan(found: CellFiles, repo: str, *, code: str | None = None) -> Pub
     write_json(out, meta)
     card = _named_card(found.card, repo, out.with_name("README.md"))
     checkpoint = found.model_dir
+    # a hidden file is no part of the model (Snakemake's .snakemake_timestamp, a write's .<name>.partial)
     files = {
         path.relative_to(checkpoint).as_posix(): path
         for path in sorted(checkpoint.rglob("*"))
-        if path.is_file() and not _bookkeeping(path.relative_to(checkpoint))
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(checkpoint).parts)
     }
     files.update({"README.md": card, MODEL_META_FILE: out})
     return PublishPlan(found.cell.path, repo, out, files)
-
-
-def _bookkeeping(path: Path) -> bool:
-    """Whether ``path`` (in a checkpoint folder) is no part of the model: a hidden file, such as Snakemake's
-    ``.snakemake_timestamp`` in a ``directory()`` output or an atomic write's ``.<name>.<pid>.partial``."""
-    return any(part.startswith(".") for part in path.parts)
 
 
 def snakemake_command(configfile: str | Path, *words: Any) -> str:
@@ -443,9 +438,8 @@ def snakemake_command(configfile: str | Path, *words: Any) -> str:
 
 
 def _named_card(card: Path, repo: str, out: Path) -> Path:
-    """A copy of ``card`` at ``out`` whose ``model-index`` is named ``repo`` (the rule names it after the
-    cell, before any repository exists), read and written by huggingface_hub's ``ModelCard`` (the front
-    matter's key order kept)."""
+    """A copy of ``card`` at ``out`` whose ``model-index`` is named ``repo`` (the written card names it after
+    the cell), read and written by huggingface_hub's ``ModelCard`` (the front matter's key order kept)."""
     from huggingface_hub import ModelCard
 
     named = ModelCard.load(card)
