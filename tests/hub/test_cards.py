@@ -141,9 +141,8 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
 
 
 def test_an_image_card_carries_its_probes_accuracies_as_a_model_index(tmp_path):
-    """Issue 56 item 5: the image card's front matter is huggingface_hub's ModelCardData, whose
-    model-index holds the linear-probe and kNN accuracies (and OAR's FFN ones); huggingface_hub's own
-    parser reads them back, on CIFAR-10's hub id, or on the demo's local data named as such."""
+    """An image card's model-index holds the linear-probe, kNN (and OAR's FFN) accuracies, read back by
+    huggingface_hub's parser, on CIFAR-10's hub id or on the demo's local data named as such."""
     from huggingface_hub import ModelCard
     from huggingface_hub.repocard_data import model_index_to_eval_results
 
@@ -173,10 +172,8 @@ def test_an_image_card_carries_its_probes_accuracies_as_a_model_index(tmp_path):
 
 
 def test_an_image_card_carries_contrastlabs_licence_as_a_sentence_card_carries_its_backbones(tmp_path):
-    """Issue 65 item 3: an image card's front matter has ``license: mit`` (the encoder is trained from
-    random initialisation, so the licence is contrastlab's, pyproject.toml's) and its body says whose, as
-    a sentence card's does; huggingface_hub's own ``ModelCard.load`` and ``metadata_load`` read it back,
-    on a scored card and on a diverged sweep point's."""
+    """An image card (random initialisation) carries contrastlab's ``license: mit`` and says whose, read
+    back by huggingface_hub's ``ModelCard.load`` and ``metadata_load``, scored or a diverged sweep point's."""
     import tomllib
 
     from huggingface_hub import ModelCard, metadata_load
@@ -196,9 +193,8 @@ def test_an_image_card_carries_contrastlabs_licence_as_a_sentence_card_carries_i
 
 
 def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
-    """Issue 65 item 6: a card is tagged ``arxiv:<id>`` for its paper's arXiv id, after the loss (the Hub
-    lists the model on the paper's page), read back by huggingface_hub's ``ModelCard``; the four papers'
-    texts name no arXiv id, so today's cards carry none."""
+    """A card is tagged ``arxiv:<id>`` for its paper's arXiv id, after the loss; the four papers' texts name
+    no arXiv id, so today's cards carry none."""
     from dataclasses import replace
 
     from huggingface_hub import ModelCard

@@ -161,10 +161,8 @@ def test_mteb_results_are_omitted_when_absent_and_the_model_meta_validates_in_mt
 
 
 def test_the_model_meta_has_licence_parameters_release_date_revision_and_citation(tmp_path):
-    """Issue 56 item 5: no null where the leaderboard needs a value. The licence is the backbone's (a
-    fine-tuned BERT keeps apache-2.0), the parameters are counted from the checkpoint, the release date is
-    the day the run wrote the weights, the revision the weights' sha256 (other weights, another revision),
-    the citation the BibTeX of the reproduced paper; mteb's ModelMeta validates it."""
+    """No null where the leaderboard needs a value: the backbone's licence, the counted parameters, the
+    weights' day and sha256 (other weights, another revision), the paper's BibTeX; mteb validates it."""
     import datetime
     import os
 
@@ -291,9 +289,8 @@ class StubApi:
 
 
 def _finished_cell(tmp_path: Path) -> tuple[Path, pub.CellFiles, list[str]]:
-    """A finished demo cell as the workflow leaves it: a tiny checkpoint with Snakemake's marker file
-    (``directory()`` output), its metrics and the run's data markers, and no card; returns ``(config
-    file, the cell's files, the model's files in the checkpoint)``."""
+    """A finished demo cell as the workflow leaves it (checkpoint with Snakemake's marker, metrics, data
+    markers, no card); returns ``(config file, the cell's files, the model's files in the checkpoint)``."""
     configfile = _demo_config(tmp_path)
     found = pub.cells_of(configfile)[CELL]
     found.model_dir.mkdir(parents=True)
@@ -315,9 +312,8 @@ def _plan(configfile: Path, found: pub.CellFiles, repo: str = "me/model") -> pub
 
 
 def test_publish_checks_the_cell_writes_its_card_and_makes_one_commit(tmp_path, capsys, monkeypatch):
-    """Issue 56 item 6: the checkpoint's files, the card (README.md) and the ModelMeta go up in ONE
-    ``create_commit`` (no separate uploads), after the cell and the token are checked; issue 85 item 2:
-    the card is written then, from the cell's finished files."""
+    """After the cell and the token are checked, the card is written from the cell's finished files, and the
+    checkpoint, card and ModelMeta go up in ONE ``create_commit``."""
     from huggingface_hub import ModelCard
 
     configfile = _demo_config(tmp_path)
@@ -377,9 +373,8 @@ def test_publish_checks_the_cell_writes_its_card_and_makes_one_commit(tmp_path, 
 
 
 def test_an_older_runs_card_is_checked_and_written_again_and_a_stale_one_replaced(tmp_path):
-    """A card the workflow of an older contrastlab wrote beside its ModelMeta (the same function, as its
-    rule ran it after the evaluation): publish checks the weights against it and writes the same card
-    again. One older than the metrics (the cell retrained and evaluated since) is replaced unchecked."""
+    """An older contrastlab's card beside its ModelMeta: publish checks the weights against it and writes the
+    same card again; one older than the metrics (retrained since) is replaced unchecked."""
     configfile, found, _ = _finished_cell(tmp_path)
     by_the_rule = write_model_card(
         found.card,
@@ -467,10 +462,8 @@ def test_a_chosen_task_beyond_sts_keeps_mtebs_task_type_in_the_model_index(tmp_p
 
 
 def test_mtebs_results_folder_carries_the_checkpoints_meta_and_revision(tmp_path):
-    """Issue 56 item 5: rule mteb hands MTEB the checkpoint's ModelMeta (scripts/mteb_sts.py:
-    checkpoint_meta), so MTEB's own results folder is named by the weights' revision, not
-    ``no_revision_available``, and its model_meta.json has the licence, parameters, release date and
-    citation; mteb's own ResultCache loads the folder with that meta."""
+    """Rule mteb hands MTEB the checkpoint's ModelMeta: MTEB's results folder is named by the weights'
+    revision, its model_meta.json complete, and mteb's own ResultCache loads it."""
     import numpy as np
 
     mteb = pytest.importorskip("mteb")
@@ -520,10 +513,8 @@ def _scored_cell(tmp_path: Path, data: str) -> tuple[Path, pub.CellFiles]:
 
 
 def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
-    """Issue 56 item 5: ``make mteb-submit`` lays out results/<model, / as __>/<revision>/<Task>.json and
-    model_meta.json as embeddings-benchmark/results holds them (mteb's own ResultCache loads the staged
-    folder, ModelMeta and all), named after make publish's repository and commit, and lists the pull
-    request's steps; a stand-in run or an unscored cell is refused in one line."""
+    """``make mteb-submit`` stages the layout embeddings-benchmark/results holds (mteb's ResultCache loads it,
+    ModelMeta and all), named after the repository and commit, and lists the pull request's steps."""
     mteb = pytest.importorskip("mteb")
     configfile, found = _scored_cell(tmp_path, "hub")
     with pytest.raises(pub.PublishError, match="REVISION must be"):
@@ -674,10 +665,8 @@ def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
     "the commit lists the model's files only",
 )
 def test_publish_never_uploads_snakemakes_bookkeeping_files(tmp_path, monkeypatch, observed):
-    """Reliability K2: the dry run listed ``.snakemake_timestamp`` as a repository file. Issue 65 item 3:
-    nor Snakemake's other markers (in a subfolder, a ``.snakemake/`` folder), an atomic write's
-    ``.<name>.<pid>.partial`` or other dotfiles (``.gitignore``, ``.cache/``): the one commit pushed (to
-    the stand-in ``HfApi``) adds the model's files, the card and the ModelMeta, and none of those."""
+    """The one commit adds the model's files, card and ModelMeta, and none of Snakemake's markers, an atomic
+    write's ``.<name>.<pid>.partial`` or other dotfiles (``.gitignore``, ``.cache/``)."""
     configfile, found, model_files = _finished_cell(tmp_path)
     for marker in (
         "1_Pooling/.snakemake_timestamp",
@@ -703,9 +692,8 @@ def test_publish_never_uploads_snakemakes_bookkeeping_files(tmp_path, monkeypatc
     "publish refuses in one line naming the weights, the card's revision and the fix (retrain the cell)",
 )
 def test_publish_refuses_weights_that_differ_from_the_cards_revision(tmp_path, observed):
-    """Reliability K2: the dry run offered truncated weights for upload; the card's ModelMeta recorded the
-    sha256 of the weights it describes (``revision``) and publish did not compare. Weights cut short
-    before any card was written are refused too: their card cannot be written."""
+    """Weights that no longer match the sha256 their card's ModelMeta recorded are refused, and weights cut
+    short before any card was written too: their card cannot be written."""
     configfile, found, _ = _finished_cell(tmp_path)
     weights, meta = found.model_dir / "model.safetensors", found.card.with_name(pub.MODEL_META_FILE)
     whole = weights.read_bytes()

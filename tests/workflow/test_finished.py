@@ -1,7 +1,6 @@
-"""Finished work is checked before it is trusted (issue 63 item 5): a metrics file that cannot be parsed is
-named by the job that reads it; the size and sha256 of a cell's weights and metrics recorded when its job
-ended; a finished file that no longer matches its record named and moved aside, so that the workflow makes
-that cell again (contrastlab.paths.read_metrics, contrastlab.workflow.finished)."""
+"""Finished work checked before it is trusted (contrastlab.paths.read_metrics, workflow.finished): an
+unreadable metrics file named by its reader; the weights' and metrics' size and sha256 recorded; a file
+that no longer matches named and moved aside, so that the workflow makes that cell again."""
 
 from __future__ import annotations
 
@@ -263,8 +262,7 @@ def _finished_state_case(root: Path, workdir: Path, change: str) -> tuple[Path, 
     ],
 )
 def test_each_condition_of_the_finished_state_removal_keeps_the_state(tmp_path, change):
-    """Issue 83 item 7: each condition of forget_finished_states decides by itself (any one dropped,
-    a state it protects is deleted): only a finished snapshot (``finished`` is exactly true) whose weights
+    """Each condition of forget_finished_states decides by itself: only a finished snapshot whose weights
     exist, are recorded by Snakemake and lie in a folder no other run uses goes."""
     from contrastlab.workflow.finished import forget_finished_states
 
@@ -300,9 +298,8 @@ def test_the_finished_state_of_an_accepted_cell_goes_and_only_its_own(tmp_path):
     "one contrastlab: line naming the folder and the fix when the run starts (no Snakemake traceback)",
 )
 def test_a_read_only_folder_a_missing_output_must_be_written_in_is_named(tmp_path, monkeypatch, observed):
-    """Reliability 9, B3: Snakemake's answer was a 60-line traceback of its job preparation. The decision
-    is the file system's (os.access): a read-only mount, or no write permission, which root bypasses, so
-    the folders it refuses are given here by name."""
+    """A folder a missing output must be written in but the file system refuses (os.access: a read-only
+    mount, no permission; root bypasses it, so the folders are given here) is named in one line."""
     from contrastlab.workflow import finished
 
     root = tmp_path / "results"

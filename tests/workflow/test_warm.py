@@ -1,6 +1,5 @@
-"""Warm job starts (contrastlab.workflow.warm): a script handed over runs in a fork of the starter exactly as
-it would have run in its own process (folder, argv, environment, umask, streams, exit status, signals,
-the same bits computed), no job outlives its client, and nothing is handed over where it must not be."""
+"""Warm job starts (contrastlab.workflow.warm): a handed-over script runs in a fork exactly as in its own
+process, no job outlives its client, and nothing is handed over where it must not be."""
 
 from __future__ import annotations
 
@@ -213,10 +212,8 @@ def _run_outside(place, variables=None) -> tuple[subprocess.CompletedProcess, di
 
 
 def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_process_would(place):
-    """Issue 83 item 7, the uneven case of a warm job: its script lies outside the folder it was started
-    from, named by a relative path. Its fork runs in the client's folder, with the client's argv, the
-    ``__file__`` Python makes of it (absolute, not normalised) and ``sys.path[0]`` (the script's folder:
-    the module beside it imports), as the same command started cold does."""
+    """A script outside the folder it was started from, named by a relative path: the fork gets the client's
+    folder and argv, Python's ``__file__`` and ``sys.path[0]``, as the same command started cold does."""
     _, cold = _run_outside(place, {warm.SWITCH: "0"})
     assert cold["pid"] == _client_pid_of(cold)
     deadline = time.monotonic() + 90
@@ -235,9 +232,8 @@ def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_pro
 
 
 def test_a_warm_training_jobs_phases_hold_its_exit_functions(place):
-    """What a warm training job does after its frame closed its summary (the exit functions: logging's
-    and TensorBoard's flushes, thread joins; here a 0.4 s one) lies inside its phases: the fork extends
-    them once those ran, and only its ``os._exit`` follows (issue 84: the phases sum to the job's wall)."""
+    """A warm training job's exit functions (here a 0.4 s one) lie inside its phases: the fork extends them
+    once those ran, and only its ``os._exit`` follows."""
     starter = _starter_ready(place)
     folder = place[0] / f"model-{time.monotonic_ns()}"
     done, report = _run(place, summary=str(folder), exit_work_s=0.4)
@@ -539,9 +535,8 @@ def _stand_in_driver(folder: Path) -> Path:
 
 @pytest.mark.parametrize("driver", ["loaded", "cuInit"])
 def test_a_starter_refuses_only_where_the_cuda_driver_was_initialised(tmp_path, driver):
-    """W1: the CUDA 13 torch build maps libcuda.so.1 at import without initialising it; a starter whose
-    driver is only loaded serves (its forks initialise CUDA themselves), one whose process called cuInit
-    refuses and records driver_initialised "yes". Before, both refused ("CUDA driver loaded by imports")."""
+    """A starter whose CUDA driver is only loaded serves; one whose process called cuInit refuses and records
+    driver_initialised "yes"."""
     libraries = _stand_in_driver(tmp_path)
     address = tmp_path / "key.sock"
     env = {**os.environ, "LD_LIBRARY_PATH": str(libraries)}
@@ -904,10 +899,8 @@ with open(sys.argv[1], "w") as out:
 
 
 def test_a_warm_job_records_its_own_peak_and_cpu_seconds_in_the_units_the_cost_tables_read(place):
-    """The fork's usage file: peak RSS in MiB (Snakemake's ``max_rss``: psutil's bytes / 2**20; the
-    kernel's kB / 1024 here), the job's allocation in it; CPU seconds of the job's own work, from the
-    hand-over on (the starter's imports are not the job's). A cold job's own peak holds the same
-    allocation."""
+    """The fork's usage file: peak RSS in MiB (Snakemake's ``max_rss``), the job's allocation in it, as in a
+    cold job's own peak; CPU seconds of the job's own work from the hand-over on."""
     from contrastlab.cost.measured import warm_usage_path
 
     starter = _starter_ready(place)

@@ -1,6 +1,5 @@
-"""The warm starter's job record by hand (issue 76 item 4): the usage a fork writes beside its benchmark
-file, in the units the cost tables read, found for a search point's cell; and the start record (warm or
-cold, when, how long it waited) as a fork claims it and the job's log line says it."""
+"""The warm starter's job record by hand: a fork's usage beside its benchmark file, in the cost tables'
+units, for a search point's cell; the start record a fork claims and the log line that says it."""
 
 from __future__ import annotations
 
