@@ -217,9 +217,8 @@ def test_cut_weights_without_a_record_are_named_by_the_job_that_loads_them(tmp_p
 
 
 def _finished_state_case(root: Path, workdir: Path, change: str) -> tuple[Path, Path]:
-    """A trained cell's state folder and weights folder under ``root``, all of it as the removal of finished
-    states wants it (the weights exist, the snapshot says finished, nothing marks them incomplete, no other
-    run records itself on ``root``), but for ``change``."""
+    """A trained cell's state and weights folders under ``root``, all as the removal of finished states wants
+    them, but for ``change``."""
     state, model = root / "state" / "train" / CELL, root / "checkpoints" / CELL / "model"
     state.mkdir(parents=True)
     info = {
@@ -357,9 +356,8 @@ def _recorded(root: Path, output: Path) -> dict:
 def test_the_exported_weights_record_the_digest_taken_when_they_were_written(
     tmp_path, tiny_bert, monkeypatch
 ):
-    """A best checkpoint saved as the trainer saves it (atomically, into the state folder), exported as a
-    hard link as the sentence trainer's export does, its state folder then deleted: the record holds the
-    sha256 of the bytes on disk and reads only the small files back, not the weights."""
+    """A best checkpoint saved atomically and exported as a hard link, its state folder then deleted: the
+    record holds the sha256 of the bytes on disk and reads back only the small files."""
     from transformers import AutoModel, AutoTokenizer
 
     from contrastlab.training import state as st
@@ -385,9 +383,8 @@ def test_the_exported_weights_record_the_digest_taken_when_they_were_written(
 def test_a_digest_that_is_not_of_the_bytes_on_disk_sends_the_record_back_to_reading_them(
     tmp_path, monkeypatch, how
 ):
-    """The fast path's failures: the file rewritten in place after its digest was taken, a copy (another
-    inode) rather than a hard link, the background hash raising. Each record reads the file back and holds
-    the sha256 of what is on disk."""
+    """A file rewritten after its digest was taken, a copy instead of a hard link, a failed background hash:
+    each record reads the file back and holds the sha256 of what is on disk."""
     from contrastlab import artifacts
 
     output = tmp_path / "checkpoints" / "cell" / "model"

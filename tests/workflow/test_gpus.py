@@ -1,6 +1,6 @@
-"""GPUs used one job each: concurrent jobs claim different GPUs under file locks, a dead job's GPU is
-free again at once, and ``resources.gpu: 0`` means the CPU (contrastlab.workflow.job_device); with
-``resources.gpu_share`` n, at most n small jobs per GPU. Fake device lists: no GPU is needed."""
+"""GPUs used one job each (contrastlab.workflow.job_device): concurrent jobs claim different GPUs under
+file locks, a dead job's GPU is free at once, ``resources.gpu: 0`` means the CPU, ``gpu_share`` n puts at
+most n small jobs on a GPU. Fake device lists: no GPU is needed."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """contrastlab.workflow.job without Snakemake: a job's label in one-line errors, where its failure record
-lies (under the config's results_dir: the one place a test must redirect), and which failures a retry
-cannot help, and its TensorBoard folder."""
+lies, which failures a retry cannot help, and its TensorBoard folder."""
 
 from __future__ import annotations
 

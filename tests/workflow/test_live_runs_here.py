@@ -1,8 +1,7 @@
-"""Runs of this host that overlap (reliability 8, C3 and C2), without Snakemake: a live run's results folder,
-under any of its names, refuses a second run; and the lock files of runs that ended are never written back
-by the runs ending beside them. Each run here is a process of its own driving the library's entry points
-in the order Snakemake calls them (``onstart``: record; ``onsuccess``/``onerror``: forget; then
-Snakemake's unlock, which removes the whole ``.snakemake/locks``; then the process exits)."""
+"""Runs of this host that overlap, without Snakemake: a live run's results folder, under any of its names,
+refuses a second run, and the locks of runs that ended are never written back by the runs ending beside
+them. Each run is a process driving the library's entry points in Snakemake's order (record, forget,
+Snakemake's unlock of the whole ``.snakemake/locks``, exit)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """contrastlab.workflow.recovery without Snakemake: each run's record, and what the recovery of a killed run
-removes and leaves (the kill itself, Snakemake and its jobs: tests/e2e/test_recovery.py). Reliability 7,
-P4 and P5: a live run's locks are never taken for a dead one's."""
+removes and leaves; a live run's locks are never taken for a dead one's (with Snakemake:
+tests/e2e/test_recovery.py)."""
 
 from __future__ import annotations
 
@@ -207,9 +207,8 @@ def test_a_lock_given_back_under_a_name_retaken_meanwhile_gets_a_free_one(tmp_pa
 
 
 def test_a_dead_runs_locks_go_by_content_each_claim_once(tmp_path):
-    """Issue 83 item 7, the lock bookkeeping by value: a killed run's record claims one lock of content X;
-    of two files holding X (another run wrote the same paths under another name), exactly one goes (the
-    first by name), and a file of other content stays."""
+    """A killed run's record claims one lock of content X: of two files holding X exactly one goes (the first
+    by name), and a file of other content stays."""
     locks = tmp_path / "locks"
     first = _lock(locks, "0.output.lock", "results/a/model")
     twin = _lock(locks, "1.output.lock", "results/a/model")
@@ -221,10 +220,8 @@ def test_a_dead_runs_locks_go_by_content_each_claim_once(tmp_path):
 
 
 def test_locks_written_back_only_for_live_owners_under_a_free_name(tmp_path):
-    """What a run that ends writes back of the other runs' locks (_restore_locks), by value: a lock whose
-    name another run took meanwhile gets the next free index of its type, one whose content is already
-    there is not written twice, one whose owner's record is gone is not written at all, one no record
-    claimed yet is written."""
+    """A run that ends writes back another run's lock under the next free name where its name was taken,
+    never twice, never for an owner whose record is gone, and one no record claimed yet."""
     locks = tmp_path / "locks"
     _lock(locks, "0.output.lock", "results/taken")  # written by a run that started meanwhile
     live = _record(

@@ -132,11 +132,9 @@ def test_a_config_param_carries_settings_not_locations():
 
 
 def test_each_recorded_input_takes_exactly_its_own_spelling(tmp_path):
-    """Issue 83 item 7: the migration's spelling of each kind of input decides by value (one wrong spelling
-    makes Snakemake's input trigger retrain the very cells the migration keeps): a user's loss under the
-    working directory becomes relative, one outside it stays absolute, a folder named like a backbone
-    outside a ``models`` folder and a missing file stay as recorded; the inputs are recorded sorted, each
-    checksum under its input's new name."""
+    """The migration spells each kind of input by value: a user's loss under the working directory relative,
+    one outside absolute, a backbone-like folder outside ``models`` and a missing file as recorded; the
+    inputs sorted, each checksum under its input's new name."""
     root = checkout(tmp_path)
     metadata = root / ".snakemake" / "metadata"
     outside = tmp_path / "theirs.py"

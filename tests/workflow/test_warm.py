@@ -325,10 +325,8 @@ def test_a_script_that_is_not_its_process_runs_in_place_and_the_process_goes_on(
 
 
 def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(place):
-    """No starter serves this key yet. A job that may not wait (``CONTRASTLAB_WARM_WAIT=0``) runs cold and
-    starts one; the jobs started meanwhile wait for it and are run by its forks (none imports everything
-    beside it); the starter stays while the cold job runs, although that outlasts its idle time, and the
-    job after it is served warm."""
+    """A job that may not wait runs cold and starts a starter; the jobs started meanwhile wait and run in its
+    forks; the starter stays while the cold job runs, past its idle time, and serves the job after it."""
     own = {warm.IDLE_VARIABLE: "2", "LC_CONTRASTLAB_TEST": "cold"}  # a starter of its own key, idle after 2 s
     root, env = place
     cold_report = root / "cold.json"
@@ -358,9 +356,8 @@ def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(plac
 
 
 def test_a_job_waits_only_while_a_starter_holds_the_lock(tmp_path, monkeypatch):
-    """The wait ends with a connection once the starter listens, with None at once where no starter took
-    the lock within the grace (it left: the CUDA driver loaded, an import failed), and after the time
-    asked for where one holds it but never listens."""
+    """The wait ends with a connection once the starter listens, with None at once where no starter took the
+    lock within the grace, and after the time asked for where one holds it but never listens."""
     import socket
     import threading
 
@@ -774,9 +771,8 @@ def test_a_setting_in_seconds_that_is_not_a_number_is_named_and_its_default_used
 
 
 def test_the_starter_key_follows_the_cpus_the_cgroup_and_the_io_and_cpu_priority(tmp_path):
-    """What a fork inherits of its starter's process and a client may have otherwise: its CPUs
-    (``taskset``), its control groups (a memory limit), its I/O class (``ionice``) and ``nice``; the key of a
-    process started under each differs from this one's."""
+    """The key of a process started under another ``taskset``, cgroup, ``ionice`` or ``nice`` differs from
+    this one's: a fork inherits those of its starter."""
     probe = "from contrastlab.workflow.warm_key import starter_key; print(starter_key({}))"
 
     def key_of(setup=None, command=()) -> str:
@@ -843,9 +839,8 @@ DIFFER = {
 
 
 def test_a_warm_job_sees_what_a_cold_job_sees(place):
-    """Field by field, what a probe job reads of its process run warm and cold: folder, environment (but
-    :data:`DIFFER`), argv, paths, flags, umask, CPUs, priorities, limits, cgroup, signal handlers, streams,
-    the temporary folder and its ``__main__``. Only its pid and parent differ (the fork's is the starter)."""
+    """Field by field, a probe job reads the same of its process warm and cold (but :data:`DIFFER`); only its
+    pid and parent differ."""
     starter = _starter_ready(place)
     root, env = place
     (root / "probe.py").write_text(PROBE)
