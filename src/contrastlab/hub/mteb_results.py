@@ -53,13 +53,11 @@ class MtebScore:
 
 
 def mteb_scores(folder: str | Path | None) -> list[MtebScore]:
-    """The scores in MTEB's results folder ``folder`` (``<model>/<revision>/<TaskName>.json``, as mteb
-    writes them; or a ``mteb.ResultCache`` root holding that folder as ``results/``, as rule ``mteb``
-    writes it, whose ``provenance.json`` marks a stand-in's scores), read by ``mteb.TaskResult.from_disk``;
-    the task's metadata (``mteb.get_task``) gives the dataset and the main score. Only files at that
-    depth are read (another file beside them, a bridge table's, is not a result). Empty when ``folder``
-    is None or holds no results. A task found twice (two model revisions in one folder) is an error:
-    the card would not know which to show."""
+    """The scores in MTEB's results folder ``folder`` (``<model>/<revision>/<TaskName>.json``, or a
+    ``mteb.ResultCache`` root holding it as ``results/``, whose ``provenance.json`` marks a stand-in's), read
+    by ``mteb.TaskResult.from_disk``, with the task's dataset and main score from ``mteb.get_task``. Only
+    files at that depth are read. Empty when ``folder`` is None or holds no results; a task found twice is an
+    error (the card would not know which to show)."""
     if folder is None or not Path(folder).is_dir():
         return []
     standin = False

@@ -87,15 +87,10 @@ def this_machine() -> dict[str, str]:
 
 
 def die_with_workflow(poll_seconds: float = 1.0) -> bool:
-    """Make this job process exit when the Snakemake process that started it is gone.
-
-    Snakemake starts a job's script as its child; if Snakemake is killed (SIGKILL, a closed terminal, an
-    out-of-memory kill), the child would keep running as an orphan, holding a GPU and writing into a
-    results folder the next run will use. A daemon thread polls the parent pid once a second (reading
-    nothing else, so it costs nothing); when it changes, the job logs one line and exits with status 1.
-    Only when the parent is a Snakemake process (a script run by hand is left alone); returns whether the
-    watch started.
-    """
+    """Make this job process exit when the Snakemake process that started it is gone, so that no orphan keeps
+    a GPU or writes into a results folder the next run will use: a daemon thread polls the parent pid once a
+    second and, when it changes, logs one line and exits with status 1. Only where the parent is Snakemake
+    (a script run by hand is left alone); returns whether the watch started."""
     parent = os.getppid()
     if "snakemake" not in _cmdline(parent):
         return False
@@ -290,13 +285,10 @@ def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> li
 
 
 def live_run_refusal(results_dir: str | os.PathLike) -> str | None:
-    """The line that refuses a run on ``results_dir`` while another run of this host executes on it: a
-    record in its :func:`runs_folder`, other than this process's, whose process lives; ``None`` when there
-    is none. The records lie in the folder itself, so every name of the folder finds them (a symlink,
-    ``..``), where Snakemake's lock compares path strings and lets a run under another name train the same
-    cells at once. A record that cannot be checked here is named by :func:`recover_killed_run` instead.
-    Runs of this contrastlab are refused earlier, by :func:`claim_results_folder`; this catches a run
-    that holds no claim (an older contrastlab's)."""
+    """The line that refuses a run on ``results_dir`` while another run of this host executes on it (a live
+    record in its :func:`runs_folder` other than this process's); ``None`` when there is none. The records
+    lie in the folder itself, so every name of it finds them, where Snakemake's lock compares path strings.
+    It catches a run that holds no :func:`claim_results_folder` claim (an older contrastlab's)."""
     machine = this_machine()
     for _, record in _records(results_dir):
         if _gone(record, machine) is False and int(record["pid"]) != os.getpid():
@@ -488,16 +480,13 @@ def forget_running_workflow(
     lock_files: Iterable[str | os.PathLike] = (),
     workdir: str | os.PathLike = ".",
 ) -> None:
-    """This run on ``results_dir`` ended (successfully or not) by itself: remove its own lock files
-    (``lock_files``: :func:`snakemake_lock_files`), then its record and its entry in the checkout's list,
-    and no other.
+    """This run on ``results_dir`` ended by itself: remove its own lock files (``lock_files``), then its
+    record and its entry in the checkout's list, and no other.
 
-    Snakemake, as it unlocks at the end of a run, removes the whole ``.snakemake/locks`` folder, the
-    locks of other runs still going on in the same working directory included. Those are read now, with
-    the record that claims each (read first: a run that ends removes its locks before its record, so a lock
-    read here was claimed by a record read before it), and written back when this process exits if that
-    record is still there and its run alive (:func:`_restore_locks`). The locks of a run that ended
-    meanwhile are not: two runs ending together would otherwise each write the other's back, for ever."""
+    Snakemake's unlock removes the whole ``.snakemake/locks`` folder, other live runs' locks included. Those
+    are read now with the record claiming each (records first: a run that ends removes its locks before its
+    record) and written back at exit where that record's run is still alive (:func:`_restore_locks`); the
+    locks of a run that ended meanwhile are not, or two runs ending together would restore each other's."""
     own = {os.path.abspath(p) for p in lock_files}
     for path in own:  # Snakemake's unlock would, next: a run ending beside this one must not read them
         try:

@@ -573,12 +573,10 @@ def benchmark_patterns(rules: Any) -> str:
 
 def record_usage(snakemake: Any) -> None:
     """Beside the job's benchmark file, the peak resident memory and CPU seconds of this fork (and of the
-    processes it waited for): Snakemake's benchmark measures the process that handed the job over, so its
-    wall time is the job's but its memory is not (:func:`contrastlab.cost.measured.read_job_costs` reads
-    both). In Snakemake's units: ``max_rss`` in MiB (its psutil bytes / 2**20; the kernel's kB / 1024),
-    the pages the fork shares with its starter included, as a cold job's own imports are in its peak;
-    ``cpu_time`` in seconds from the hand-over on, the imports being the starter's. Nothing where the
-    job's rule has no benchmark file."""
+    processes it waited for), since Snakemake's benchmark measures the client
+    (:func:`contrastlab.cost.measured.read_job_costs` reads both). In Snakemake's units: ``max_rss`` in MiB,
+    the pages shared with the starter included (as a cold job's imports are in its peak); ``cpu_time`` in
+    seconds from the hand-over on. Nothing where the job's rule has no benchmark file."""
     from snakemake.io import apply_wildcards
 
     from contrastlab.cost.measured import warm_usage_path
