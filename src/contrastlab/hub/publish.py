@@ -62,23 +62,17 @@ MODEL_META_FILE = "mteb_model_meta.json"
 
 #: The licence of each hub backbone, as its own model card's front matter states it (the card's page cited;
 #: the short ids are the former names of the google-bert/ and FacebookAI/ repositories).
-_BERT_BASE = ("apache-2.0", "https://huggingface.co/google-bert/bert-base-uncased (license: apache-2.0)")
-_BERT_LARGE = ("apache-2.0", "https://huggingface.co/google-bert/bert-large-uncased (license: apache-2.0)")
-_ROBERTA_BASE = ("mit", "https://huggingface.co/FacebookAI/roberta-base (license: mit)")
-_ROBERTA_LARGE = ("mit", "https://huggingface.co/FacebookAI/roberta-large (license: mit)")
+_LICENSES = {
+    "google-bert/bert-base-uncased": "apache-2.0",
+    "google-bert/bert-large-uncased": "apache-2.0",
+    "FacebookAI/roberta-base": "mit",
+    "FacebookAI/roberta-large": "mit",
+    "sentence-transformers/all-MiniLM-L6-v2": "apache-2.0",
+}
 BACKBONE_LICENSES: Mapping[str, tuple[str, str]] = {
-    "bert-base-uncased": _BERT_BASE,
-    "google-bert/bert-base-uncased": _BERT_BASE,
-    "bert-large-uncased": _BERT_LARGE,
-    "google-bert/bert-large-uncased": _BERT_LARGE,
-    "roberta-base": _ROBERTA_BASE,
-    "FacebookAI/roberta-base": _ROBERTA_BASE,
-    "roberta-large": _ROBERTA_LARGE,
-    "FacebookAI/roberta-large": _ROBERTA_LARGE,
-    "sentence-transformers/all-MiniLM-L6-v2": (
-        "apache-2.0",
-        "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2 (license: apache-2.0)",
-    ),
+    name: (licence, f"https://huggingface.co/{repo} (license: {licence})")
+    for repo, licence in _LICENSES.items()
+    for name in (repo, repo.removeprefix("google-bert/").removeprefix("FacebookAI/"))
 }
 
 #: The hub repository a packaged backbone is a copy of (the package's own summary says so:
