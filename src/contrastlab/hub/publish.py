@@ -318,12 +318,9 @@ class PublishPlan:
 
 @dataclass(frozen=True)
 class CellFiles:
-    """What a cell's card and its upload need, as the config answers them: the cell (``experiment``,
-    ``backbone``, ``method``, ``seed``, ``path``), its ``track``, its finished files (the checkpoint
-    ``model_dir``, the ``metrics``, the data ``markers`` by name, MTEB's folder ``mteb_dir``), where its
-    card goes (``card``, :meth:`~contrastlab.paths.Results.card`) and the results folder (``root``), the
-    specs of its backbone and of the backbones it takes its tokenizer from (``backbones``), and what the
-    config says of the data (``data``: fixture, the corpus's and SentEval's URLs, a user's corpus)."""
+    """What a cell's card and its upload need, as the config answers them: the cell and its ``track``, its
+    finished files (checkpoint, metrics, data markers, MTEB's folder), where its card goes, the results
+    folder, its backbone's spec with those it takes its tokenizer from, and the config's ``data``."""
 
     cell: Any
     track: str
@@ -521,13 +518,10 @@ def mteb_submission(
     pull_request: bool = False,
 ) -> Submission:
     """``make mteb-submit``: stage rule ``mteb``'s results of the sentence cell ``found`` as MTEB's results
-    repository expects them (:func:`~.mteb_results.stage_submission`) under
-    ``<results_dir>/mteb-submit/<cell>/``, with the checkpoint's ``ModelMeta`` (:func:`checkpoint_meta`)
-    named ``repo`` (``make publish``'s repository; default ``contrastlab/<cell>``) at ``revision`` (its
-    commit; default the weights' digest). ``pull_request`` (``PR=1``): then open the pull request with
-    mteb's own ``submit_results(create_pr=True)`` (:func:`~.mteb_results.submit_pull_request`, its answer
-    in ``Submission.pull_request``), only once every check above has passed. Raises
-    :class:`PublishError` with one line naming the fix (a ``snakemake`` command on ``configfile``)."""
+    repository expects them, under ``<results_dir>/mteb-submit/<cell>/``, with the checkpoint's ``ModelMeta``
+    named ``repo`` (default ``contrastlab/<cell>``) at ``revision`` (default the weights' digest). With
+    ``pull_request`` (``PR=1``), open the pull request through mteb's own ``submit_results(create_pr=True)``
+    only once every check has passed. Raises :class:`PublishError` with one line naming the fix."""
     if repo is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
         raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
     if revision is not None and not re.fullmatch(r"[0-9a-f]{7,64}", revision):
