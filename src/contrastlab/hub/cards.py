@@ -517,11 +517,9 @@ def _write(out: str | Path, text: str) -> Path:
 def write_card(found: CellFiles, configfile: str | Path) -> Path:
     """Write the card of the finished cell ``found`` (:func:`write_model_card`) where it goes, over any
     earlier one; return its path. A :class:`~contrastlab.hub.publish.PublishError` names the fix (a
-    ``snakemake`` command on ``configfile``) where the checkpoint or metrics are missing, where weights
-    cannot be read, and where an earlier card (``make publish``, ``make cards``, an older contrastlab's
-    workflow) whose ModelMeta is no older than the metrics recorded other weights (their sha256,
-    :func:`~.mteb_results.checkpoint_revision`): they changed since (cut short, overwritten), and its
-    scores are not theirs. A card older than the metrics describes an earlier evaluation: written again."""
+    ``snakemake`` command on ``configfile``) where the checkpoint or metrics are missing, the weights
+    cannot be read, or an earlier card no older than the metrics recorded other weights (their sha256):
+    they changed since, and its scores are not theirs. A card older than the metrics is written again."""
     if not (found.model_dir.is_dir() and found.metrics.is_file()):
         raise PublishError(
             f"{found.model_dir if not found.model_dir.is_dir() else found.metrics} does not exist: the cell "

@@ -304,12 +304,10 @@ def stage_submission(mteb_dir: str | Path, meta: dict[str, Any], staging: str | 
 
 
 def submit_pull_request(submission: Submission, meta: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Open the pull request to embeddings-benchmark/results with mteb's own
-    ``ResultCache(<staging root>).submit_results(models=[ModelMeta], tasks=<staged tasks>, create_pr=True)``
-    (mteb 2.26): it clones that repository under the staging root's ``remote/``, commits there the
-    staged results it does not hold yet on a new branch, and, with PyGithub and a GitHub token
-    (``GITHUB_TOKEN`` or ``gh auth login``), forks it and opens the pull request. ``meta``: the staged
-    ``model_meta.json`` fields. Returns mteb's answer (``status``, ``pr_url``, ``result_count``, ...)."""
+    """Open the pull request to embeddings-benchmark/results with mteb 2.26's own
+    ``ResultCache(<staging root>).submit_results(models=[ModelMeta], tasks=<staged tasks>, create_pr=True)``,
+    which commits the staged results on a branch of a clone and, with PyGithub and a GitHub token, opens it.
+    ``meta``: the staged ``model_meta.json`` fields. Returns mteb's answer (``status``, ``pr_url``, ...)."""
     import mteb
     from mteb.models import ModelMeta
 

@@ -147,10 +147,8 @@ def hub_dataset(url: str | None) -> tuple[str, str | None] | None:
 
 def training_corpus(data_config: Mapping[str, Any] | None) -> tuple[list[str], str | None]:
     """``(hub dataset ids, URL)`` of the corpus a run trained on, for the card's ``datasets`` and MTEB's
-    ``public_training_data``: the download's (``data.wiki_url``, wiki1m in princeton-nlp's
-    datasets-for-simcse); nothing for the demo's generated corpus (``data.fixture``: its data marker says
-    ``text`` as a download's does) or a user's own file (``data.wiki_path``), whose sha256 the card's
-    provenance lists."""
+    ``public_training_data``: the download's (``data.wiki_url``); nothing for the demo's generated corpus
+    (``data.fixture``) or a user's own file (``data.wiki_path``), whose sha256 the card's provenance lists."""
     if not data_config or data_config.get("fixture") or data_config.get("wiki_path"):
         return [], None
     url = data_config.get("wiki_url")

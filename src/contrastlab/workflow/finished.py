@@ -190,11 +190,10 @@ def set_aside_changed(results_dir: str | os.PathLike, outputs: Iterable[str | os
 
 
 def read_only_problem(outputs: Iterable[str | os.PathLike]) -> str | None:
-    """The one line for the first of ``outputs`` (the finished work the workflow trusts) that is missing
-    and whose folder (or the nearest existing folder above it) cannot be written (a read-only mount, no
-    write permission): the job that makes it would fail there, and Snakemake's answer was a 60-line
-    traceback of its job preparation. None when every missing output's folder can be written; a finished
-    output in a read-only folder is only read, and fine."""
+    """The one line for the first of ``outputs`` (the finished work the workflow trusts) that is missing and
+    whose folder (or the nearest existing one above it) cannot be written: the job that makes it would fail
+    there. None when every missing output's folder can be written; a finished output in a read-only folder
+    is only read, and fine."""
     for output in map(Path, outputs):
         if output.exists():
             continue

@@ -103,10 +103,9 @@ def refusal(address: Path) -> str | None:
 
 def driver_initialised() -> str:
     """Whether the CUDA driver this process loaded was also initialised (``cuInit`` called): ``"yes"``,
-    ``"no"`` or ``"unknown ..."``. ``cuDeviceGetCount`` answers ``CUDA_ERROR_NOT_INITIALIZED`` (3) before
-    ``cuInit`` and initialises nothing. Recorded with a refusal: CUDA forbids only a fork after ``cuInit``,
-    so a starter whose imports merely loaded the library ("no") could serve GPU jobs, which a GPU run of
-    the refusal's record can settle before the guard is relaxed."""
+    ``"no"`` or ``"unknown ..."``, asked of ``cuDeviceGetCount``, which answers ``CUDA_ERROR_NOT_INITIALIZED``
+    (3) before ``cuInit`` and initialises nothing. Recorded with a refusal: CUDA forbids only a fork after
+    ``cuInit``."""
     import ctypes
 
     try:
