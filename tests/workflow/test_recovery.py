@@ -196,16 +196,6 @@ def test_a_run_that_ends_gives_back_the_locks_of_the_runs_still_going(tmp_path, 
     observed("after the ending run exited: " + ", ".join(sorted(p.name for p in locks.iterdir())))
 
 
-def test_a_lock_given_back_under_a_name_retaken_meanwhile_gets_a_free_one(tmp_path):
-    locks = tmp_path / "locks"
-    _lock(locks, "0.output.lock", "results/new-run")  # taken after the unlock, before the exit
-    recovery._restore_locks(locks, {"0.output.lock": b"results/a/model\n"})
-    assert {p.name: p.read_text() for p in locks.iterdir()} == {
-        "0.output.lock": "results/new-run\n",
-        "1.output.lock": "results/a/model\n",
-    }
-
-
 def test_a_dead_runs_locks_go_by_content_each_claim_once(tmp_path):
     """A killed run's record claims one lock of content X: of two files holding X exactly one goes (the first
     by name), and a file of other content stays."""
