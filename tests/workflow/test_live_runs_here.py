@@ -239,16 +239,6 @@ def test_unclaimed_locks_stay_while_a_snakemake_without_a_record_runs_in_the_che
     assert note.startswith("contrastlab: removed 1 lock file(s)") and _lock_names(locks) == []
 
 
-def test_a_record_names_its_results_folder_and_the_checkout_lists_it_while_it_runs(tmp_path):
-    record = record_running_workflow(tmp_path / "results" / "a", [], tmp_path)
-    content = json.loads(record.read_text())
-    assert content["results_dir"] == str(tmp_path / "results" / "a") and content["pid"] == os.getpid()
-    (entry,) = (tmp_path / ".snakemake" / "contrastlab-runs").iterdir()
-    assert json.loads(entry.read_text()) == {"record": str(record)}
-    recovery.forget_running_workflow(tmp_path / "results" / "a", [], tmp_path)
-    assert not record.exists() and not entry.exists()
-
-
 def _claim_at(barrier, results: str, answers, release) -> None:
     """One run's start: wait for the other, claim ``results`` (the Snakefile's first step on it), report
     the answer, and hold the claim until ``release``, as a live run does."""

@@ -55,7 +55,9 @@ def test_a_run_records_where_it_runs_its_process_and_its_own_locks(tmp_path, mon
     assert path.parent == runs_folder(results)
     assert {k: record[k] for k in ("host", "boot_id", "pid_namespace")} == this_machine()
     assert record["pid"] == os.getpid() and record["start_time"] == recovery._start_time(os.getpid())
-    assert record["locks"] == [recovery._digest(own)]
+    assert record["locks"] == [recovery._digest(own)] and record["results_dir"] == str(results)
+    (entry,) = (tmp_path / ".snakemake" / "contrastlab-runs").iterdir()  # the checkout lists it
+    assert json.loads(entry.read_text()) == {"record": str(path)}
     assert workflow_run() == f"{record['host']}:{os.getpid()}:{record['start_time']}"
     assert recover_killed_run(str(results), tmp_path) == []  # alive, here: left alone
     assert path.is_file() and own.is_file()
@@ -63,6 +65,7 @@ def test_a_run_records_where_it_runs_its_process_and_its_own_locks(tmp_path, mon
     other = _record(results, "another-run", **this_machine(), pid=os.getpid(), start_time="1", locks=[])
     forget_running_workflow(results, [own], tmp_path)
     assert not path.exists() and other.is_file() and not own.exists()  # only its own record goes
+    assert not entry.exists()
 
 
 @pytest.mark.fault(
