@@ -78,8 +78,7 @@ def test_front_matter_training_settings_precision_commit_and_data_digests():
 
 
 def test_every_card_ends_with_the_bibtex_of_the_papers_it_reproduces():
-    """Issue 56 item 4: the card's last section cites its paper (contrastlab.papers, the one source
-    CITATION.cff mirrors); an experiment of Li's cites Li's paper only."""
+    """The card's last section cites its paper (contrastlab.papers); an experiment of Li's cites Li's only."""
     from contrastlab.papers import bibtex_block, papers_of
 
     for experiment in ("nie2023", "li2024_fig6_tau"):

@@ -90,8 +90,7 @@ def card(tmp_path: Path, mteb_dir: Path | None, **kw) -> Path:
 
 
 def test_the_card_reads_back_through_huggingface_hubs_parser_with_both_protocols(tmp_path):
-    """Issue 45: model-index, license, datasets, base_model as huggingface_hub reads them; MTEB's scores
-    (read by mteb's TaskResult) beside SentEval's, in percent."""
+    """The front matter as huggingface_hub reads it, MTEB's scores beside SentEval's, in percent."""
     from huggingface_hub import ModelCard
 
     pytest.importorskip("mteb")
@@ -408,8 +407,8 @@ def test_the_script_prints_the_commands_and_fails_in_one_line(tmp_path):
 
 
 def test_make_cards_writes_the_card_of_every_finished_cell_and_passes_over_the_rest(tmp_path):
-    """Issue 85 item 2: ``make cards`` writes each finished cell's card (here the one trained cell of the
-    demo's preset), nothing for a cell not trained yet, and no workflow job is involved."""
+    """``make cards`` writes each finished cell's card without a workflow job, passes over cells not trained
+    yet, and names a card it cannot write with the fix."""
     configfile, found, _ = _finished_cell(tmp_path)
     script = [sys.executable, str(REPO_ROOT / "scripts" / "publish.py"), "--configfile", str(configfile)]
     done = subprocess.run([*script, "--cards"], capture_output=True, text=True)
@@ -441,8 +440,7 @@ def test_make_cards_writes_the_card_of_every_finished_cell_and_passes_over_the_r
 
 
 def test_a_chosen_task_beyond_sts_keeps_mtebs_task_type_in_the_model_index(tmp_path):
-    """Issue 65 item 4: a task of mteb.tasks / mteb.benchmark beyond STS (Banking77Classification) is
-    read back with its MTEB type, which its model-index row carries; STS rows stay sentence-similarity."""
+    """A task beyond STS keeps its MTEB type in its model-index row; STS rows stay sentence-similarity."""
     pytest.importorskip("mteb")
     mteb_results(tmp_path / "results", {"STSBenchmark": 0.75, "Banking77Classification": 0.625})
     scores = {s.task: s for s in mr.mteb_scores(tmp_path)}
@@ -601,8 +599,7 @@ class StubSubmit:
 
 
 def test_mteb_submit_pr_opens_the_pull_request_through_mtebs_submit_results(tmp_path, monkeypatch):
-    """Issue 65 item 4: PR=1 hands the staged folder to mteb's own ResultCache(<staging>).submit_results
-    with the staged ModelMeta, the staged tasks and create_pr=True; mteb's answer comes back."""
+    """PR=1 hands the staged folder, ModelMeta and tasks to mteb's own submit_results(create_pr=True)."""
     mteb = pytest.importorskip("mteb")
     real_submit = mteb.ResultCache.submit_results
     stub = StubSubmit().install(monkeypatch, mteb.ResultCache)

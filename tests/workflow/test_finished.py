@@ -49,8 +49,7 @@ def _readers(root: Path, path: Path):
 )
 @pytest.mark.parametrize("rule", ["figure_align_uniform", "figure_lr_sweep", "tables"])
 def test_an_unparseable_metrics_file_is_named_with_the_fix(tmp_path, capsys, observed, rule):
-    """Reliability K1: the card and figure jobs said ``JSONDecodeError: Unterminated string ...`` and
-    named no file."""
+    """Every job that reads a cut metrics file names it and the fix in one line."""
     path = truncated_metrics(tmp_path)
     log = tmp_path / "job.log"
     with pytest.raises(SystemExit):
@@ -190,8 +189,7 @@ def test_nothing_is_moved_while_another_run_may_use_the_folder(tmp_path, observe
     "one line naming the weights file and the fix (retrain the cell)",
 )
 def test_cut_weights_without_a_record_are_named_by_the_job_that_loads_them(tmp_path, capsys, observed):
-    """Reliability K2: forcing the re-evaluation said ``SafetensorError: Error while deserializing header:
-    incomplete metadata, file not fully covered``, with neither file nor fix."""
+    """Weights cut short with no record are named, with the fix, by the job that loads them."""
     from transformers import BertConfig, BertModel
 
     from contrastlab.models.text import load_backbone

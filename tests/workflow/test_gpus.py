@@ -84,7 +84,7 @@ def test_no_lock_when_slurm_chose_the_gpus(tmp_path, monkeypatch):
 
 
 def test_two_runs_on_a_one_gpu_box_queue_for_its_gpu(tmp_path):
-    """Issue 36: with one visible GPU nothing was locked, so the grid and make gpu-check shared it."""
+    """One visible GPU is locked too, so the grid and make gpu-check queue for it."""
     jobs = [_start("0", tmp_path / "locks")]
     try:
         assert _claimed(jobs[0]) == "0"
