@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import math
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -165,11 +166,7 @@ def _parameters(model_dir: Path) -> int:
             continue  # fixed 0/1 layer weights of our pooling, not trained parameters
         with safe_open(str(file), framework="numpy") as weights:
             for key in weights.keys():  # noqa: SIM118 - safe_open has no __iter__
-                shape = weights.get_slice(key).get_shape()
-                count = 1
-                for size in shape:
-                    count *= int(size)
-                total += count
+                total += math.prod(int(size) for size in weights.get_slice(key).get_shape())
     return total
 
 
