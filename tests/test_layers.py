@@ -128,7 +128,7 @@ def test_every_script_stays_a_thin_entry_point():
     assert not long, f"scripts over 60 lines (move their logic into src/contrastlab): {long}"
 
 
-#: What the ``tables`` and ``model_card`` jobs run (the report prices the plan; a card names its backbone's
+#: What the ``tables`` job and ``make cards`` run (the report prices the plan; a card names its backbone's
 #: licence), in an interpreter of its own: sys.modules of the test process has torch long since.
 JOBS_WITHOUT_TORCH = """
 import sys
@@ -146,11 +146,10 @@ print(sorted(name for name in ("torch", "transformers", "torchvision") if name i
 """
 
 
-def test_the_tables_and_model_card_jobs_import_no_torch(tmp_path):
-    """Issue 54: torch costs every job that imports it 1.5-3 s (a third of a tables job on two cores).
-    Neither the report with its plan nor a model card needs it: the padding-free default the plan reads
-    and a package's model folder live below :mod:`contrastlab.models`, and the MTEB bridge scores with
-    torch only when it runs."""
+def test_the_tables_job_and_the_cards_import_no_torch(tmp_path):
+    """Neither the report with its plan nor a model card imports torch (1.5-3 s a process): the plan's
+    padding-free default and a package's model folder live below :mod:`contrastlab.models`, and the MTEB
+    bridge imports torch only when it scores."""
     done = subprocess.run(
         [sys.executable, "-c", JOBS_WITHOUT_TORCH, str(tmp_path)],
         capture_output=True,

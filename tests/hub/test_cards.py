@@ -56,14 +56,6 @@ def image_card(tmp_path, name, metrics, summary=None, **cell):
     )
 
 
-def test_front_matter_is_hugging_face_yaml():
-    text = card()
-    assert text.startswith("---\n")
-    front = yaml.safe_load(text.split("---\n")[1])
-    assert front["library_name"] == "sentence-transformers" and front["base_model"] == "bert-base-uncased"
-    assert {"sentence-transformers", "contrastive-learning", "infonce"} <= set(front["tags"])
-
-
 def test_published_number_beside_ours_with_the_difference():
     assert {"task": "sts_avg", "value": 76.04} in [
         {k: r[k] for k in ("task", "value")} for r in published_scores("nie2023", "bert-base", "cl")
@@ -74,16 +66,19 @@ def test_published_number_beside_ours_with_the_difference():
     assert "Nie, Zhang, Mao (2023)" in text and "Table 1" in text
 
 
-def test_training_settings_precision_commit_and_data_digests():
+def test_front_matter_training_settings_precision_commit_and_data_digests():
     text = card()
+    assert text.startswith("---\n")
+    front = yaml.safe_load(text.split("---\n")[1])
+    assert front["library_name"] == "sentence-transformers" and front["base_model"] == "bert-base-uncased"
+    assert {"sentence-transformers", "contrastive-learning", "infonce"} <= set(front["tags"])
     assert "`infonce`" in text and '{"tau": 0.05}' in text and "Precision: `fp32`" in text
     assert "`lr`: `3e-05`" in text and "Commit: `abc123`" in text and "torch 2.14.1" in text
     assert '"sha256": "f00d"' in text and "`make publish CELL=<cell> REPO=<user>/<repo>`" in text
 
 
 def test_every_card_ends_with_the_bibtex_of_the_papers_it_reproduces():
-    """Issue 56 item 4: the card's last section cites its paper (contrastlab.papers, the one source
-    CITATION.cff mirrors); an experiment of Li's cites Li's paper only."""
+    """The card's last section cites its paper (contrastlab.papers); an experiment of Li's cites Li's only."""
     from contrastlab.papers import bibtex_block, papers_of
 
     for experiment in ("nie2023", "li2024_fig6_tau"):
@@ -116,7 +111,14 @@ def test_a_backbone_the_paper_lacks_says_so(tmp_path):
 
 
 def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_path):
-    """Issue 33: every kept checkpoint, image encoders too, carries a card with its scores."""
+    """An image encoder's card has its scores beside the published ones, or says it diverged; either
+    carries contrastlab's licence (random initialisation), read back by huggingface_hub."""
+    import tomllib
+
+    from huggingface_hub import ModelCard, metadata_load
+
+    from contrastlab.paths import REPO_ROOT
+
     settings = {"loss": "macl_vision", "loss_hp": {"tau0": 0.1}, "dataset": "cifar10", "arch": "resnet18"}
     (tmp_path / "encoder").mkdir()
     (tmp_path / "encoder" / "torchvision.json").write_text(
@@ -131,19 +133,24 @@ def test_an_image_encoders_card_has_its_scores_beside_the_published_ones(tmp_pat
     published = {row["task"]: row["value"] for row in rows}
     assert f"| linear_top1 | 80.00 | {published['linear_top1']:.2f} |" in text
     assert "`macl_vision`" in text and "Precision: `bf16`" in text and "torchvision `resnet18`" in text
+    assert "- Licence: `mit`, contrastlab's, as the encoder is trained from random initialisation" in text
     # a sweep point whose training diverged: a card saying so, no scores
     diverged = {"scores": {}, "encoder_diverged": "loss is not finite at step 3", "probes": ["ffn"]}
     (tmp_path / "d").mkdir()
     cell = dict(experiment="oar_cifar10", backbone="resnet18-oar", method="infonce-lr1.0")
-    text = image_card(tmp_path / "d", "d", diverged, **cell).read_text()
+    path = image_card(tmp_path / "d", "d", diverged, **cell)
+    text = path.read_text()
     assert "Training diverged" in text and "loss is not finite at step 3" in text
     assert "model-index" not in text and "@unpublished{oar2024stable," in text  # no score, still cited
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    for card_path in (out, path):
+        assert ModelCard.load(card_path).data.license == "mit" == project["license"]["text"].lower()
+        assert metadata_load(card_path)["license"] == "mit"
 
 
 def test_an_image_card_carries_its_probes_accuracies_as_a_model_index(tmp_path):
-    """Issue 56 item 5: the image card's front matter is huggingface_hub's ModelCardData, whose
-    model-index holds the linear-probe and kNN accuracies (and OAR's FFN ones); huggingface_hub's own
-    parser reads them back, on CIFAR-10's hub id, or on the demo's local data named as such."""
+    """An image card's model-index holds the linear-probe, kNN (and OAR's FFN) accuracies, read back by
+    huggingface_hub's parser, on CIFAR-10's hub id or on the demo's local data named as such."""
     from huggingface_hub import ModelCard
     from huggingface_hub.repocard_data import model_index_to_eval_results
 
@@ -172,33 +179,9 @@ def test_an_image_card_carries_its_probes_accuracies_as_a_model_index(tmp_path):
     assert all("not a hub dataset" in r.dataset_name for r in results)
 
 
-def test_an_image_card_carries_contrastlabs_licence_as_a_sentence_card_carries_its_backbones(tmp_path):
-    """Issue 65 item 3: an image card's front matter has ``license: mit`` (the encoder is trained from
-    random initialisation, so the licence is contrastlab's, pyproject.toml's) and its body says whose, as
-    a sentence card's does; huggingface_hub's own ``ModelCard.load`` and ``metadata_load`` read it back,
-    on a scored card and on a diverged sweep point's."""
-    import tomllib
-
-    from huggingface_hub import ModelCard, metadata_load
-
-    from contrastlab.paths import REPO_ROOT
-
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    for name, metrics in (
-        ("scored", {"scores": {"linear_top1": 80.0}, "probes": ["linear"], "dataset": "cifar10"}),
-        ("diverged", {"scores": {}, "encoder_diverged": "loss is not finite at step 3", "probes": ["ffn"]}),
-    ):
-        path = image_card(tmp_path, name, metrics, {"settings": {"loss": "macl_vision"}})
-        assert ModelCard.load(path).data.license == "mit" == project["license"]["text"].lower()
-        assert metadata_load(path)["license"] == "mit"
-    scored = (tmp_path / "scored.md").read_text()
-    assert "- Licence: `mit`, contrastlab's, as the encoder is trained from random initialisation" in scored
-
-
 def test_a_cards_tags_link_it_to_its_papers_arxiv_page(tmp_path, monkeypatch):
-    """Issue 65 item 6: a card is tagged ``arxiv:<id>`` for its paper's arXiv id, after the loss (the Hub
-    lists the model on the paper's page), read back by huggingface_hub's ``ModelCard``; the four papers'
-    texts name no arXiv id, so today's cards carry none."""
+    """A card is tagged ``arxiv:<id>`` for its paper's arXiv id, after the loss; the four papers' texts name
+    no arXiv id, so today's cards carry none."""
     from dataclasses import replace
 
     from huggingface_hub import ModelCard

@@ -1,6 +1,5 @@
-"""The hub and MTEB metadata's derived numbers, each on a by-hand case (issue 63 item 8): the memory a
-checkpoint's ModelMeta states, the split a card names for each SentEval score, and the step of the
-SentEval -> MTEB bridge at which MTEB's own pairs enter."""
+"""The hub and MTEB metadata's derived numbers, each on a by-hand case: a ModelMeta's memory, the split a
+card names for each SentEval score, the bridge step at which MTEB's own pairs enter."""
 
 from __future__ import annotations
 

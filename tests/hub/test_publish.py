@@ -90,8 +90,7 @@ def card(tmp_path: Path, mteb_dir: Path | None, **kw) -> Path:
 
 
 def test_the_card_reads_back_through_huggingface_hubs_parser_with_both_protocols(tmp_path):
-    """Issue 45: model-index, license, datasets, base_model as huggingface_hub reads them; MTEB's scores
-    (read by mteb's TaskResult) beside SentEval's, in percent."""
+    """The front matter as huggingface_hub reads it, MTEB's scores beside SentEval's, in percent."""
     from huggingface_hub import ModelCard
 
     pytest.importorskip("mteb")
@@ -161,10 +160,8 @@ def test_mteb_results_are_omitted_when_absent_and_the_model_meta_validates_in_mt
 
 
 def test_the_model_meta_has_licence_parameters_release_date_revision_and_citation(tmp_path):
-    """Issue 56 item 5: no null where the leaderboard needs a value. The licence is the backbone's (a
-    fine-tuned BERT keeps apache-2.0), the parameters are counted from the checkpoint, the release date is
-    the day the run wrote the weights, the revision the weights' sha256 (other weights, another revision),
-    the citation the BibTeX of the reproduced paper; mteb's ModelMeta validates it."""
+    """No null where the leaderboard needs a value: the backbone's licence, the counted parameters, the
+    weights' day and sha256 (other weights, another revision), the paper's BibTeX; mteb validates it."""
     import datetime
     import os
 
@@ -195,13 +192,19 @@ def test_the_model_meta_has_licence_parameters_release_date_revision_and_citatio
 
 
 def test_a_standin_runs_card_names_no_mteb_hub_dataset_or_revision(tmp_path):
-    """Issue 56 item 5: MTEB's rows rebuilt from local files (rule mteb's data: standin): the card, its
-    model-index included, says "local stand-in" and names none of MTEB's hub datasets or revisions."""
+    """Rule mteb's folder is a ``mteb.ResultCache`` root; where its rows were rebuilt from local files (data:
+    standin), the card and its model-index say "local stand-in" and name no MTEB hub dataset or revision."""
     from huggingface_hub import ModelCard
 
     pytest.importorskip("mteb")
     mteb_results(tmp_path / "mteb" / "results", {"STSBenchmark": 0.8123, "SICK-R": 0.7001})
+    (tmp_path / "mteb" / "bridge.json").write_text("{}")
+    assert [(s.task, s.value, s.standin) for s in mr.mteb_scores(tmp_path / "mteb")] == [
+        ("SICK-R", 0.7001, False),
+        ("STSBenchmark", 0.8123, False),
+    ]
     (tmp_path / "mteb" / "provenance.json").write_text(json.dumps({"data": "standin"}))
+    assert all(s.standin for s in mr.mteb_scores(tmp_path / "mteb"))
     text = card(tmp_path, tmp_path / "mteb").read_text()
     for named in ("mteb/stsbenchmark-sts", "mteb/sickr-sts", "b0fddb56ed78048f", "20a6d6f312dd5403"):
         assert named not in text, named
@@ -285,9 +288,8 @@ class StubApi:
 
 
 def _finished_cell(tmp_path: Path) -> tuple[Path, pub.CellFiles, list[str]]:
-    """A finished demo cell as the workflow leaves it: a tiny checkpoint with Snakemake's marker file
-    (``directory()`` output), its metrics and the run's data markers, and no card; returns ``(config
-    file, the cell's files, the model's files in the checkpoint)``."""
+    """A finished demo cell as the workflow leaves it (checkpoint with Snakemake's marker, metrics, data
+    markers, no card); returns ``(config file, the cell's files, the model's files in the checkpoint)``."""
     configfile = _demo_config(tmp_path)
     found = pub.cells_of(configfile)[CELL]
     found.model_dir.mkdir(parents=True)
@@ -309,9 +311,8 @@ def _plan(configfile: Path, found: pub.CellFiles, repo: str = "me/model") -> pub
 
 
 def test_publish_checks_the_cell_writes_its_card_and_makes_one_commit(tmp_path, capsys, monkeypatch):
-    """Issue 56 item 6: the checkpoint's files, the card (README.md) and the ModelMeta go up in ONE
-    ``create_commit`` (no separate uploads), after the cell and the token are checked; issue 85 item 2:
-    the card is written then, from the cell's finished files."""
+    """After the cell and the token are checked, the card is written from the cell's finished files, and the
+    checkpoint, card and ModelMeta go up in ONE ``create_commit``."""
     from huggingface_hub import ModelCard
 
     configfile = _demo_config(tmp_path)
@@ -371,9 +372,8 @@ def test_publish_checks_the_cell_writes_its_card_and_makes_one_commit(tmp_path, 
 
 
 def test_an_older_runs_card_is_checked_and_written_again_and_a_stale_one_replaced(tmp_path):
-    """A card the workflow of an older contrastlab wrote beside its ModelMeta (the same function, as its
-    rule ran it after the evaluation): publish checks the weights against it and writes the same card
-    again. One older than the metrics (the cell retrained and evaluated since) is replaced unchecked."""
+    """An older contrastlab's card beside its ModelMeta: publish checks the weights against it and writes the
+    same card again; one older than the metrics (retrained since) is replaced unchecked."""
     configfile, found, _ = _finished_cell(tmp_path)
     by_the_rule = write_model_card(
         found.card,
@@ -407,8 +407,8 @@ def test_the_script_prints_the_commands_and_fails_in_one_line(tmp_path):
 
 
 def test_make_cards_writes_the_card_of_every_finished_cell_and_passes_over_the_rest(tmp_path):
-    """Issue 85 item 2: ``make cards`` writes each finished cell's card (here the one trained cell of the
-    demo's preset), nothing for a cell not trained yet, and no workflow job is involved."""
+    """``make cards`` writes each finished cell's card without a workflow job, passes over cells not trained
+    yet, and names a card it cannot write with the fix."""
     configfile, found, _ = _finished_cell(tmp_path)
     script = [sys.executable, str(REPO_ROOT / "scripts" / "publish.py"), "--configfile", str(configfile)]
     done = subprocess.run([*script, "--cards"], capture_output=True, text=True)
@@ -439,22 +439,8 @@ def test_make_cards_writes_the_card_of_every_finished_cell_and_passes_over_the_r
     )
 
 
-def test_mteb_scores_reads_rule_mtebs_result_cache_folder(tmp_path):
-    """Rule mteb's folder is a ``mteb.ResultCache`` root: its scores sit under ``results/``."""
-    pytest.importorskip("mteb")
-    mteb_results(tmp_path / "results", {"STSBenchmark": 0.75})
-    (tmp_path / "bridge.json").write_text("{}")
-    assert [(s.task, s.value, s.standin) for s in mr.mteb_scores(tmp_path)] == [("STSBenchmark", 0.75, False)]
-    # MTEB's rows from local files (the demo's stand-in): the card must not claim MTEB's hub copy
-    (tmp_path / "provenance.json").write_text('{"data": "standin"}')
-    (score,) = mr.mteb_scores(tmp_path)
-    (result,) = [r for r in pub.eval_results({}, {}, mteb=[score]) if r.source_name == "MTEB"]
-    assert "stand-in" in result.dataset_name and result.dataset_revision is None
-
-
 def test_a_chosen_task_beyond_sts_keeps_mtebs_task_type_in_the_model_index(tmp_path):
-    """Issue 65 item 4: a task of mteb.tasks / mteb.benchmark beyond STS (Banking77Classification) is
-    read back with its MTEB type, which its model-index row carries; STS rows stay sentence-similarity."""
+    """A task beyond STS keeps its MTEB type in its model-index row; STS rows stay sentence-similarity."""
     pytest.importorskip("mteb")
     mteb_results(tmp_path / "results", {"STSBenchmark": 0.75, "Banking77Classification": 0.625})
     scores = {s.task: s for s in mr.mteb_scores(tmp_path)}
@@ -474,10 +460,8 @@ def test_a_chosen_task_beyond_sts_keeps_mtebs_task_type_in_the_model_index(tmp_p
 
 
 def test_mtebs_results_folder_carries_the_checkpoints_meta_and_revision(tmp_path):
-    """Issue 56 item 5: rule mteb hands MTEB the checkpoint's ModelMeta (scripts/mteb_sts.py:
-    checkpoint_meta), so MTEB's own results folder is named by the weights' revision, not
-    ``no_revision_available``, and its model_meta.json has the licence, parameters, release date and
-    citation; mteb's own ResultCache loads the folder with that meta."""
+    """Rule mteb hands MTEB the checkpoint's ModelMeta: MTEB's results folder is named by the weights'
+    revision, its model_meta.json complete, and mteb's own ResultCache loads it."""
     import numpy as np
 
     mteb = pytest.importorskip("mteb")
@@ -527,10 +511,8 @@ def _scored_cell(tmp_path: Path, data: str) -> tuple[Path, pub.CellFiles]:
 
 
 def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
-    """Issue 56 item 5: ``make mteb-submit`` lays out results/<model, / as __>/<revision>/<Task>.json and
-    model_meta.json as embeddings-benchmark/results holds them (mteb's own ResultCache loads the staged
-    folder, ModelMeta and all), named after make publish's repository and commit, and lists the pull
-    request's steps; a stand-in run or an unscored cell is refused in one line."""
+    """``make mteb-submit`` stages the layout embeddings-benchmark/results holds (mteb's ResultCache loads it,
+    ModelMeta and all), named after the repository and commit, and lists the pull request's steps."""
     mteb = pytest.importorskip("mteb")
     configfile, found = _scored_cell(tmp_path, "hub")
     with pytest.raises(pub.PublishError, match="REVISION must be"):
@@ -564,13 +546,20 @@ def test_mteb_submit_stages_the_results_repository_layout(tmp_path):
     assert not folder.exists()  # the staging folder is laid out afresh each time
 
 
-def test_mteb_submit_refuses_a_standin_run_and_an_unscored_cell_in_one_line(tmp_path):
-    pytest.importorskip("mteb")
+def test_mteb_submit_refuses_a_standin_run_and_an_unscored_cell_in_one_line(tmp_path, monkeypatch):
+    """Both refusals come before mteb's submit_results is reached (PR=1)."""
+    mteb = pytest.importorskip("mteb")
+    stub = StubSubmit().install(monkeypatch, mteb.ResultCache)
     configfile, found = _scored_cell(tmp_path, "standin")
     with pytest.raises(
         pub.PublishError, match="local stand-in .* rerun the cell with --config 'mteb=\\{data: hub\\}'"
     ):
-        pub.mteb_submission(found, configfile)
+        pub.mteb_submission(found, configfile, pull_request=True)
+    with pytest.raises(pub.PublishError, match="MTEB has not scored the cell"):
+        pub.mteb_submission(
+            pub.cells_of(configfile)["nie2023/minilm/cl/seed42"], configfile, pull_request=True
+        )
+    assert stub.calls == []
     script = [sys.executable, str(REPO_ROOT / "scripts" / "mteb_submit.py"), "--configfile", str(configfile)]
     other = "nie2023/minilm/cl/seed42"  # in the preset, not trained here
     bad = subprocess.run([*script, "--cell", other], capture_output=True, text=True)
@@ -610,8 +599,7 @@ class StubSubmit:
 
 
 def test_mteb_submit_pr_opens_the_pull_request_through_mtebs_submit_results(tmp_path, monkeypatch):
-    """Issue 65 item 4: PR=1 hands the staged folder to mteb's own ResultCache(<staging>).submit_results
-    with the staged ModelMeta, the staged tasks and create_pr=True; mteb's answer comes back."""
+    """PR=1 hands the staged folder, ModelMeta and tasks to mteb's own submit_results(create_pr=True)."""
     mteb = pytest.importorskip("mteb")
     real_submit = mteb.ResultCache.submit_results
     stub = StubSubmit().install(monkeypatch, mteb.ResultCache)
@@ -641,20 +629,6 @@ def test_mteb_submit_pr_opens_the_pull_request_through_mtebs_submit_results(tmp_
         str(caught.value)
         == "PR=1: mteb's submit_results could not open the pull request: No GitHub token found."
     )
-
-
-def test_mteb_submit_pr_refuses_a_standin_or_unscored_cell_before_mteb_is_called(tmp_path, monkeypatch):
-    """The stand-in and unscored-cell refusals come first: submit_results is never reached."""
-    mteb = pytest.importorskip("mteb")
-    stub = StubSubmit().install(monkeypatch, mteb.ResultCache)
-    configfile, found = _scored_cell(tmp_path, "standin")
-    with pytest.raises(pub.PublishError, match="local stand-in"):
-        pub.mteb_submission(found, configfile, pull_request=True)
-    with pytest.raises(pub.PublishError, match="MTEB has not scored the cell"):
-        pub.mteb_submission(
-            pub.cells_of(configfile)["nie2023/minilm/cl/seed42"], configfile, pull_request=True
-        )
-    assert stub.calls == []
 
 
 def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
@@ -688,10 +662,8 @@ def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
     "the commit lists the model's files only",
 )
 def test_publish_never_uploads_snakemakes_bookkeeping_files(tmp_path, monkeypatch, observed):
-    """Reliability K2: the dry run listed ``.snakemake_timestamp`` as a repository file. Issue 65 item 3:
-    nor Snakemake's other markers (in a subfolder, a ``.snakemake/`` folder), an atomic write's
-    ``.<name>.<pid>.partial`` or other dotfiles (``.gitignore``, ``.cache/``): the one commit pushed (to
-    the stand-in ``HfApi``) adds the model's files, the card and the ModelMeta, and none of those."""
+    """The one commit adds the model's files, card and ModelMeta, and none of Snakemake's markers, an atomic
+    write's ``.<name>.<pid>.partial`` or other dotfiles (``.gitignore``, ``.cache/``)."""
     configfile, found, model_files = _finished_cell(tmp_path)
     for marker in (
         "1_Pooling/.snakemake_timestamp",
@@ -717,9 +689,8 @@ def test_publish_never_uploads_snakemakes_bookkeeping_files(tmp_path, monkeypatc
     "publish refuses in one line naming the weights, the card's revision and the fix (retrain the cell)",
 )
 def test_publish_refuses_weights_that_differ_from_the_cards_revision(tmp_path, observed):
-    """Reliability K2: the dry run offered truncated weights for upload; the card's ModelMeta recorded the
-    sha256 of the weights it describes (``revision``) and publish did not compare. Weights cut short
-    before any card was written are refused too: their card cannot be written."""
+    """Weights that no longer match the sha256 their card's ModelMeta recorded are refused, and weights cut
+    short before any card was written too: their card cannot be written."""
     configfile, found, _ = _finished_cell(tmp_path)
     weights, meta = found.model_dir / "model.safetensors", found.card.with_name(pub.MODEL_META_FILE)
     whole = weights.read_bytes()

@@ -1,7 +1,6 @@
-"""Finished work is checked before it is trusted (issue 63 item 5): a metrics file that cannot be parsed is
-named by the job that reads it; the size and sha256 of a cell's weights and metrics recorded when its job
-ended; a finished file that no longer matches its record named and moved aside, so that the workflow makes
-that cell again (contrastlab.paths.read_metrics, contrastlab.workflow.finished)."""
+"""Finished work checked before it is trusted (contrastlab.paths.read_metrics, workflow.finished): an
+unreadable metrics file named by its reader; the weights' and metrics' size and sha256 recorded; a file
+that no longer matches named and moved aside, so that the workflow makes that cell again."""
 
 from __future__ import annotations
 
@@ -50,8 +49,7 @@ def _readers(root: Path, path: Path):
 )
 @pytest.mark.parametrize("rule", ["figure_align_uniform", "figure_lr_sweep", "tables"])
 def test_an_unparseable_metrics_file_is_named_with_the_fix(tmp_path, capsys, observed, rule):
-    """Reliability K1: the card and figure jobs said ``JSONDecodeError: Unterminated string ...`` and
-    named no file."""
+    """Every job that reads a cut metrics file names it and the fix in one line."""
     path = truncated_metrics(tmp_path)
     log = tmp_path / "job.log"
     with pytest.raises(SystemExit):
@@ -191,8 +189,7 @@ def test_nothing_is_moved_while_another_run_may_use_the_folder(tmp_path, observe
     "one line naming the weights file and the fix (retrain the cell)",
 )
 def test_cut_weights_without_a_record_are_named_by_the_job_that_loads_them(tmp_path, capsys, observed):
-    """Reliability K2: forcing the re-evaluation said ``SafetensorError: Error while deserializing header:
-    incomplete metadata, file not fully covered``, with neither file nor fix."""
+    """Weights cut short with no record are named, with the fix, by the job that loads them."""
     from transformers import BertConfig, BertModel
 
     from contrastlab.models.text import load_backbone
@@ -218,9 +215,8 @@ def test_cut_weights_without_a_record_are_named_by_the_job_that_loads_them(tmp_p
 
 
 def _finished_state_case(root: Path, workdir: Path, change: str) -> tuple[Path, Path]:
-    """A trained cell's state folder and weights folder under ``root``, all of it as the removal of finished
-    states wants it (the weights exist, the snapshot says finished, nothing marks them incomplete, no other
-    run records itself on ``root``), but for ``change``."""
+    """A trained cell's state and weights folders under ``root``, all as the removal of finished states wants
+    them, but for ``change``."""
     state, model = root / "state" / "train" / CELL, root / "checkpoints" / CELL / "model"
     state.mkdir(parents=True)
     info = {
@@ -263,8 +259,7 @@ def _finished_state_case(root: Path, workdir: Path, change: str) -> tuple[Path, 
     ],
 )
 def test_each_condition_of_the_finished_state_removal_keeps_the_state(tmp_path, change):
-    """Issue 83 item 7: each condition of forget_finished_states decides by itself (any one dropped,
-    a state it protects is deleted): only a finished snapshot (``finished`` is exactly true) whose weights
+    """Each condition of forget_finished_states decides by itself: only a finished snapshot whose weights
     exist, are recorded by Snakemake and lie in a folder no other run uses goes."""
     from contrastlab.workflow.finished import forget_finished_states
 
@@ -300,9 +295,8 @@ def test_the_finished_state_of_an_accepted_cell_goes_and_only_its_own(tmp_path):
     "one contrastlab: line naming the folder and the fix when the run starts (no Snakemake traceback)",
 )
 def test_a_read_only_folder_a_missing_output_must_be_written_in_is_named(tmp_path, monkeypatch, observed):
-    """Reliability 9, B3: Snakemake's answer was a 60-line traceback of its job preparation. The decision
-    is the file system's (os.access): a read-only mount, or no write permission, which root bypasses, so
-    the folders it refuses are given here by name."""
+    """A folder a missing output must be written in but the file system refuses (os.access: a read-only
+    mount, no permission; root bypasses it, so the folders are given here) is named in one line."""
     from contrastlab.workflow import finished
 
     root = tmp_path / "results"
@@ -360,9 +354,8 @@ def _recorded(root: Path, output: Path) -> dict:
 def test_the_exported_weights_record_the_digest_taken_when_they_were_written(
     tmp_path, tiny_bert, monkeypatch
 ):
-    """A best checkpoint saved as the trainer saves it (atomically, into the state folder), exported as a
-    hard link as the sentence trainer's export does, its state folder then deleted: the record holds the
-    sha256 of the bytes on disk and reads only the small files back, not the weights."""
+    """A best checkpoint saved atomically and exported as a hard link, its state folder then deleted: the
+    record holds the sha256 of the bytes on disk and reads back only the small files."""
     from transformers import AutoModel, AutoTokenizer
 
     from contrastlab.training import state as st
@@ -388,9 +381,8 @@ def test_the_exported_weights_record_the_digest_taken_when_they_were_written(
 def test_a_digest_that_is_not_of_the_bytes_on_disk_sends_the_record_back_to_reading_them(
     tmp_path, monkeypatch, how
 ):
-    """The fast path's failures: the file rewritten in place after its digest was taken, a copy (another
-    inode) rather than a hard link, the background hash raising. Each record reads the file back and holds
-    the sha256 of what is on disk."""
+    """A file rewritten after its digest was taken, a copy instead of a hard link, a failed background hash:
+    each record reads the file back and holds the sha256 of what is on disk."""
     from contrastlab import artifacts
 
     output = tmp_path / "checkpoints" / "cell" / "model"

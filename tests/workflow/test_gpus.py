@@ -1,6 +1,6 @@
-"""GPUs used one job each: concurrent jobs claim different GPUs under file locks, a dead job's GPU is
-free again at once, and ``resources.gpu: 0`` means the CPU (contrastlab.workflow.job_device); with
-``resources.gpu_share`` n, at most n small jobs per GPU. Fake device lists: no GPU is needed."""
+"""GPUs used one job each (contrastlab.workflow.job_device): concurrent jobs claim different GPUs under
+file locks, a dead job's GPU is free at once, ``resources.gpu: 0`` means the CPU, ``gpu_share`` n puts at
+most n small jobs on a GPU. Fake device lists: no GPU is needed."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_no_lock_when_slurm_chose_the_gpus(tmp_path, monkeypatch):
 
 
 def test_two_runs_on_a_one_gpu_box_queue_for_its_gpu(tmp_path):
-    """Issue 36: with one visible GPU nothing was locked, so the grid and make gpu-check shared it."""
+    """One visible GPU is locked too, so the grid and make gpu-check queue for it."""
     jobs = [_start("0", tmp_path / "locks")]
     try:
         assert _claimed(jobs[0]) == "0"
@@ -119,11 +119,6 @@ def test_a_job_wanting_two_gpus_holds_none_while_it_waits(tmp_path):
             job.wait()
 
 
-def test_a_job_asking_more_gpus_than_visible_stops_with_one_line(tmp_path):
-    with pytest.raises(GpuUnavailableError, match="asked for 2 GPUs but only 1 are visible"):
-        claim_gpus(2, ["0"], tmp_path)
-
-
 def test_an_unusable_lock_file_is_one_line_naming_the_fix(tmp_path):
     (tmp_path / "gpu-0-0.lock").mkdir()  # a lock path that cannot be opened as a file
     with pytest.raises(OSError, match="CONTRASTLAB_GPU_LOCK_DIR"):
@@ -147,8 +142,10 @@ def test_without_the_drivers_proc_folder_nvidia_smi_counts_the_gpus(monkeypatch,
     assert visible_gpus() == ["0", "1"]
 
 
-def test_one_process_claims_two_different_gpus(tmp_path):
+def test_one_process_claims_two_different_gpus_and_never_more_than_visible(tmp_path):
     assert sorted(claim_gpus(2, ["0", "1", "2"], tmp_path)) == ["0", "1"]
+    with pytest.raises(GpuUnavailableError, match="asked for 2 GPUs but only 1 are visible"):
+        claim_gpus(2, ["2"], tmp_path)
 
 
 def _job(**resources) -> SimpleNamespace:

@@ -1,8 +1,5 @@
-"""What a Snakemake job's interpreter imports before it does any work: a job that starts cold (under
-SLURM, with ``CONTRASTLAB_WARM_START=0``, or before a session's warm starter is up:
-contrastlab.workflow.warm) is a fresh Python process, and a cluster run starts hundreds of them, so a
-library the job never uses costs its seconds in each. Each entry point here (``scripts/*.py``, its
-module-level imports only, as Snakemake's ``script:`` runs them) is held to the heavy packages it needs."""
+"""What a cold job's fresh interpreter imports before it does any work (a cluster run starts hundreds):
+each ``scripts/*.py`` entry point's module-level imports are held to the heavy packages it needs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""How a job started (contrastlab.workflow.job_start): the record a job reads of itself (warm or cold, why
-cold, when its process began, when it was handed over, how long it waited for a starter), the process's
+"""How a job started (contrastlab.workflow.job_start): the record a job reads of itself, its process's
 start read from the kernel, and the line each job frame writes into its log."""
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Runs of this host that overlap (reliability 8, C3 and C2), without Snakemake: a live run's results folder,
-under any of its names, refuses a second run; and the lock files of runs that ended are never written back
-by the runs ending beside them. Each run here is a process of its own driving the library's entry points
-in the order Snakemake calls them (``onstart``: record; ``onsuccess``/``onerror``: forget; then
-Snakemake's unlock, which removes the whole ``.snakemake/locks``; then the process exits)."""
+"""Runs of this host that overlap, without Snakemake: a live run's results folder, under any of its names,
+refuses a second run, and the locks of runs that ended are never written back by the runs ending beside
+them. Each run is a process driving the library's entry points in Snakemake's order (record, forget,
+Snakemake's unlock of the whole ``.snakemake/locks``, exit)."""
 
 from __future__ import annotations
 
@@ -238,16 +237,6 @@ def test_unclaimed_locks_stay_while_a_snakemake_without_a_record_runs_in_the_che
         starting.wait()
     (note,) = recover_killed_run(str(tmp_path / "results" / "a"), tmp_path)
     assert note.startswith("contrastlab: removed 1 lock file(s)") and _lock_names(locks) == []
-
-
-def test_a_record_names_its_results_folder_and_the_checkout_lists_it_while_it_runs(tmp_path):
-    record = record_running_workflow(tmp_path / "results" / "a", [], tmp_path)
-    content = json.loads(record.read_text())
-    assert content["results_dir"] == str(tmp_path / "results" / "a") and content["pid"] == os.getpid()
-    (entry,) = (tmp_path / ".snakemake" / "contrastlab-runs").iterdir()
-    assert json.loads(entry.read_text()) == {"record": str(record)}
-    recovery.forget_running_workflow(tmp_path / "results" / "a", [], tmp_path)
-    assert not record.exists() and not entry.exists()
 
 
 def _claim_at(barrier, results: str, answers, release) -> None:

@@ -1,8 +1,6 @@
-"""The MPS daemon of the jobs that share a GPU (contrastlab.workflow.mps; resources.mps): the first job of
-a GPU starts it, the others join it, the last to end stops it; a daemon a killed job left is started
-afresh; each has pipe and log folders of its own (per GPU set and SLURM allocation); the job's own
-CUDA_VISIBLE_DEVICES numbers the GPUs as the daemon does. Against a stand-in nvidia-cuda-mps-control
-(tests/mps_standin.py) that records its calls: no GPU is needed."""
+"""The MPS daemon of the jobs that share a GPU (contrastlab.workflow.mps): the first job starts it, the
+last stops it, a killed job's daemon is started afresh, each has its own folders, and the clients number
+the GPUs as the daemon does. Against a stand-in nvidia-cuda-mps-control (tests/mps_standin.py)."""
 
 from __future__ import annotations
 

@@ -73,9 +73,8 @@ def test_points_json_cannot_give_back_are_not_written(demo, tmp_path):
 
 
 def test_every_kept_point_is_read_back_under_the_name_the_main_process_gave_it(demo, tmp_path):
-    """A point of two axes (Nie's MPT search: lr, then hp.m) keeps its name through the file, whose keys are
-    sorted ("hp.m" before "lr"): with the grid kept as a JSON object, the job read back
-    'mpt~s1-m0.23-lr3e-05' and its own 'mpt~s1-lr3e-05-m0.23' was "no point" (the demo's train jobs)."""
+    """A point of two axes (lr, then hp.m) keeps its name through the file, whose keys are sorted: the job
+    reads back 'mpt~s1-lr3e-05-m0.23', not 'mpt~s1-m0.23-lr3e-05'."""
     digest, kept = demo
     path = tmp_path / points.POINTS_FILE
     assert points.write_points(path, digest, kept)

@@ -1,6 +1,6 @@
 """contrastlab.workflow.recovery without Snakemake: each run's record, and what the recovery of a killed run
-removes and leaves (the kill itself, Snakemake and its jobs: tests/e2e/test_recovery.py). Reliability 7,
-P4 and P5: a live run's locks are never taken for a dead one's."""
+removes and leaves; a live run's locks are never taken for a dead one's (with Snakemake:
+tests/e2e/test_recovery.py)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,9 @@ def test_a_run_records_where_it_runs_its_process_and_its_own_locks(tmp_path, mon
     assert path.parent == runs_folder(results)
     assert {k: record[k] for k in ("host", "boot_id", "pid_namespace")} == this_machine()
     assert record["pid"] == os.getpid() and record["start_time"] == recovery._start_time(os.getpid())
-    assert record["locks"] == [recovery._digest(own)]
+    assert record["locks"] == [recovery._digest(own)] and record["results_dir"] == str(results)
+    (entry,) = (tmp_path / ".snakemake" / "contrastlab-runs").iterdir()  # the checkout lists it
+    assert json.loads(entry.read_text()) == {"record": str(path)}
     assert workflow_run() == f"{record['host']}:{os.getpid()}:{record['start_time']}"
     assert recover_killed_run(str(results), tmp_path) == []  # alive, here: left alone
     assert path.is_file() and own.is_file()
@@ -63,6 +65,7 @@ def test_a_run_records_where_it_runs_its_process_and_its_own_locks(tmp_path, mon
     other = _record(results, "another-run", **this_machine(), pid=os.getpid(), start_time="1", locks=[])
     forget_running_workflow(results, [own], tmp_path)
     assert not path.exists() and other.is_file() and not own.exists()  # only its own record goes
+    assert not entry.exists()
 
 
 @pytest.mark.fault(
@@ -196,20 +199,9 @@ def test_a_run_that_ends_gives_back_the_locks_of_the_runs_still_going(tmp_path, 
     observed("after the ending run exited: " + ", ".join(sorted(p.name for p in locks.iterdir())))
 
 
-def test_a_lock_given_back_under_a_name_retaken_meanwhile_gets_a_free_one(tmp_path):
-    locks = tmp_path / "locks"
-    _lock(locks, "0.output.lock", "results/new-run")  # taken after the unlock, before the exit
-    recovery._restore_locks(locks, {"0.output.lock": b"results/a/model\n"})
-    assert {p.name: p.read_text() for p in locks.iterdir()} == {
-        "0.output.lock": "results/new-run\n",
-        "1.output.lock": "results/a/model\n",
-    }
-
-
 def test_a_dead_runs_locks_go_by_content_each_claim_once(tmp_path):
-    """Issue 83 item 7, the lock bookkeeping by value: a killed run's record claims one lock of content X;
-    of two files holding X (another run wrote the same paths under another name), exactly one goes (the
-    first by name), and a file of other content stays."""
+    """A killed run's record claims one lock of content X: of two files holding X exactly one goes (the first
+    by name), and a file of other content stays."""
     locks = tmp_path / "locks"
     first = _lock(locks, "0.output.lock", "results/a/model")
     twin = _lock(locks, "1.output.lock", "results/a/model")
@@ -221,10 +213,8 @@ def test_a_dead_runs_locks_go_by_content_each_claim_once(tmp_path):
 
 
 def test_locks_written_back_only_for_live_owners_under_a_free_name(tmp_path):
-    """What a run that ends writes back of the other runs' locks (_restore_locks), by value: a lock whose
-    name another run took meanwhile gets the next free index of its type, one whose content is already
-    there is not written twice, one whose owner's record is gone is not written at all, one no record
-    claimed yet is written."""
+    """A run that ends writes back another run's lock under the next free name where its name was taken,
+    never twice, never for an owner whose record is gone, and one no record claimed yet."""
     locks = tmp_path / "locks"
     _lock(locks, "0.output.lock", "results/taken")  # written by a run that started meanwhile
     live = _record(

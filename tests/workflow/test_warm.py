@@ -1,6 +1,5 @@
-"""Warm job starts (contrastlab.workflow.warm): a script handed over runs in a fork of the starter exactly as
-it would have run in its own process (folder, argv, environment, umask, streams, exit status, signals,
-the same bits computed), no job outlives its client, and nothing is handed over where it must not be."""
+"""Warm job starts (contrastlab.workflow.warm): a handed-over script runs in a fork exactly as in its own
+process, no job outlives its client, and nothing is handed over where it must not be."""
 
 from __future__ import annotations
 
@@ -213,10 +212,8 @@ def _run_outside(place, variables=None) -> tuple[subprocess.CompletedProcess, di
 
 
 def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_process_would(place):
-    """Issue 83 item 7, the uneven case of a warm job: its script lies outside the folder it was started
-    from, named by a relative path. Its fork runs in the client's folder, with the client's argv, the
-    ``__file__`` Python makes of it (absolute, not normalised) and ``sys.path[0]`` (the script's folder:
-    the module beside it imports), as the same command started cold does."""
+    """A script outside the folder it was started from, named by a relative path: the fork gets the client's
+    folder and argv, Python's ``__file__`` and ``sys.path[0]``, as the same command started cold does."""
     _, cold = _run_outside(place, {warm.SWITCH: "0"})
     assert cold["pid"] == _client_pid_of(cold)
     deadline = time.monotonic() + 90
@@ -235,9 +232,8 @@ def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_pro
 
 
 def test_a_warm_training_jobs_phases_hold_its_exit_functions(place):
-    """What a warm training job does after its frame closed its summary (the exit functions: logging's
-    and TensorBoard's flushes, thread joins; here a 0.4 s one) lies inside its phases: the fork extends
-    them once those ran, and only its ``os._exit`` follows (issue 84: the phases sum to the job's wall)."""
+    """A warm training job's exit functions (here a 0.4 s one) lie inside its phases: the fork extends them
+    once those ran, and only its ``os._exit`` follows."""
     starter = _starter_ready(place)
     folder = place[0] / f"model-{time.monotonic_ns()}"
     done, report = _run(place, summary=str(folder), exit_work_s=0.4)
@@ -329,10 +325,8 @@ def test_a_script_that_is_not_its_process_runs_in_place_and_the_process_goes_on(
 
 
 def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(place):
-    """No starter serves this key yet. A job that may not wait (``CONTRASTLAB_WARM_WAIT=0``) runs cold and
-    starts one; the jobs started meanwhile wait for it and are run by its forks (none imports everything
-    beside it); the starter stays while the cold job runs, although that outlasts its idle time, and the
-    job after it is served warm."""
+    """A job that may not wait runs cold and starts a starter; the jobs started meanwhile wait and run in its
+    forks; the starter stays while the cold job runs, past its idle time, and serves the job after it."""
     own = {warm.IDLE_VARIABLE: "2", "LC_CONTRASTLAB_TEST": "cold"}  # a starter of its own key, idle after 2 s
     root, env = place
     cold_report = root / "cold.json"
@@ -362,9 +356,8 @@ def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(plac
 
 
 def test_a_job_waits_only_while_a_starter_holds_the_lock(tmp_path, monkeypatch):
-    """The wait ends with a connection once the starter listens, with None at once where no starter took
-    the lock within the grace (it left: the CUDA driver loaded, an import failed), and after the time
-    asked for where one holds it but never listens."""
+    """The wait ends with a connection once the starter listens, with None at once where no starter took the
+    lock within the grace, and after the time asked for where one holds it but never listens."""
     import socket
     import threading
 
@@ -539,9 +532,8 @@ def _stand_in_driver(folder: Path) -> Path:
 
 @pytest.mark.parametrize("driver", ["loaded", "cuInit"])
 def test_a_starter_refuses_only_where_the_cuda_driver_was_initialised(tmp_path, driver):
-    """W1: the CUDA 13 torch build maps libcuda.so.1 at import without initialising it; a starter whose
-    driver is only loaded serves (its forks initialise CUDA themselves), one whose process called cuInit
-    refuses and records driver_initialised "yes". Before, both refused ("CUDA driver loaded by imports")."""
+    """A starter whose CUDA driver is only loaded serves; one whose process called cuInit refuses and records
+    driver_initialised "yes"."""
     libraries = _stand_in_driver(tmp_path)
     address = tmp_path / "key.sock"
     env = {**os.environ, "LD_LIBRARY_PATH": str(libraries)}
@@ -779,9 +771,8 @@ def test_a_setting_in_seconds_that_is_not_a_number_is_named_and_its_default_used
 
 
 def test_the_starter_key_follows_the_cpus_the_cgroup_and_the_io_and_cpu_priority(tmp_path):
-    """What a fork inherits of its starter's process and a client may have otherwise: its CPUs
-    (``taskset``), its control groups (a memory limit), its I/O class (``ionice``) and ``nice``; the key of a
-    process started under each differs from this one's."""
+    """The key of a process started under another ``taskset``, cgroup, ``ionice`` or ``nice`` differs from
+    this one's: a fork inherits those of its starter."""
     probe = "from contrastlab.workflow.warm_key import starter_key; print(starter_key({}))"
 
     def key_of(setup=None, command=()) -> str:
@@ -848,9 +839,8 @@ DIFFER = {
 
 
 def test_a_warm_job_sees_what_a_cold_job_sees(place):
-    """Field by field, what a probe job reads of its process run warm and cold: folder, environment (but
-    :data:`DIFFER`), argv, paths, flags, umask, CPUs, priorities, limits, cgroup, signal handlers, streams,
-    the temporary folder and its ``__main__``. Only its pid and parent differ (the fork's is the starter)."""
+    """Field by field, a probe job reads the same of its process warm and cold (but :data:`DIFFER`); only its
+    pid and parent differ."""
     starter = _starter_ready(place)
     root, env = place
     (root / "probe.py").write_text(PROBE)
@@ -904,10 +894,8 @@ with open(sys.argv[1], "w") as out:
 
 
 def test_a_warm_job_records_its_own_peak_and_cpu_seconds_in_the_units_the_cost_tables_read(place):
-    """The fork's usage file: peak RSS in MiB (Snakemake's ``max_rss``: psutil's bytes / 2**20; the
-    kernel's kB / 1024 here), the job's allocation in it; CPU seconds of the job's own work, from the
-    hand-over on (the starter's imports are not the job's). A cold job's own peak holds the same
-    allocation."""
+    """The fork's usage file: peak RSS in MiB (Snakemake's ``max_rss``), the job's allocation in it, as in a
+    cold job's own peak; CPU seconds of the job's own work from the hand-over on."""
     from contrastlab.cost.measured import warm_usage_path
 
     starter = _starter_ready(place)

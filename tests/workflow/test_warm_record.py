@@ -1,6 +1,5 @@
-"""The warm starter's job record by hand (issue 76 item 4): the usage a fork writes beside its benchmark
-file, in the units the cost tables read, found for a search point's cell; and the start record (warm or
-cold, when, how long it waited) as a fork claims it and the job's log line says it."""
+"""The warm starter's job record by hand: a fork's usage beside its benchmark file, in the cost tables'
+units, for a search point's cell; the start record a fork claims and the log line that says it."""
 
 from __future__ import annotations
 
@@ -23,10 +22,8 @@ def _usage(maxrss_kb: int, user: float, system: float) -> SimpleNamespace:
 
 
 def test_a_warm_jobs_usage_by_hand_reaches_the_cost_table(tmp_path, monkeypatch):
-    """The fork's own peak: 300 MiB, its waited-for children's 400 MiB (Linux's ru_maxrss, kB), so 400.0
-    in Snakemake's MB column; CPU 1.25 + 0.5 + 2.0 + 0.25 = 4.0 s. Written beside the benchmark file of a
-    search point's cell (a method name with ``~`` and ``.``), where the cost table reads it as the job's
-    peak in place of the 26 MB the handing-over process measured."""
+    """Fork 300 MiB, waited-for children 400 MiB (ru_maxrss, kB): 400.0 MB; CPU 1.25 + 0.5 + 2.0 + 0.25 =
+    4.0 s; read by the cost table for a search point's cell in place of the client's 26 MB."""
     rusage = {warm.resource.RUSAGE_SELF: _usage(307_200, 1.25, 0.5)}
     rusage[warm.resource.RUSAGE_CHILDREN] = _usage(409_600, 2.0, 0.25)
     monkeypatch.setattr(warm.resource, "getrusage", rusage.__getitem__)
@@ -49,10 +46,8 @@ def test_a_warm_jobs_usage_by_hand_reaches_the_cost_table(tmp_path, monkeypatch)
 
 
 def test_the_start_record_a_fork_claims_and_its_log_line_by_hand(monkeypatch):
-    """hand_over's record for a fork not yet made (``pid`` None) becomes the fork's own when it claims
-    it: warm, no reason, the client's process start, the hand-over time and the wait rounded to ms; a
-    process it does not name reads "not a Snakemake script process". The log line counts from the
-    process's start: 2.5 s, 0.75 of it waiting (shown from 0.05 s on)."""
+    """A fork claims hand_over's record (warm, the client's start, the wait in ms); another process reads "not
+    a Snakemake script process"; the log line: 2.5 s from the start, 0.75 of it waiting."""
     monkeypatch.setattr(job_start, "process_started", lambda: 1000.0)
     monkeypatch.setattr(job_start.time, "time", lambda: 1002.0)
     sent = job_start.start_state(warm=True, why_cold=None, waited_s=0.75049, pid=None)

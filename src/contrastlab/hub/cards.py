@@ -1,18 +1,10 @@
 """Model cards: a Hugging Face ``README.md`` for a kept checkpoint, sentence and image, written when asked.
 
-The checkpoint folder is a sentence-transformers model (``models.export``, written by the trainer); its
-card needs the scores, so it is written from the cell's finished files (checkpoint, metrics, data
-markers, MTEB's results) into ``<results_dir>/cards/<experiment>/<backbone>/<method>/seed<seed>/README.md``
-by ``make publish`` for the cell it publishes, and by ``make cards`` for every finished cell
-(:func:`write_card`, :func:`write_cards`); no workflow job writes one. ``make publish``
-(:mod:`contrastlab.hub.publish`) uploads the checkpoint folder and its card in one commit.
-
-A sentence card's front matter is huggingface_hub's ``ModelCardData`` (licence, datasets, base model,
-the ``model-index`` of our SentEval-protocol scores and of MTEB's where they exist, the provenance), and
-the MTEB ``ModelMeta`` of the checkpoint lies beside it (``mteb_model_meta.json``). The card says what
-the cell reproduces (paper and table), the loss and its hyperparameters, the training settings and
-precision, every score our evaluation measured with the published number beside it where the paper's
-table has one, the commit, the package versions and the data digests. Everything comes from the files
+A card is written from the cell's finished files (checkpoint, metrics, data markers, MTEB's results) into
+``<results_dir>/cards/<experiment>/<backbone>/<method>/seed<seed>/README.md`` by ``make publish`` for the
+cell it publishes and by ``make cards`` for every finished cell (:func:`write_card`, :func:`write_cards`);
+no workflow job writes one. A sentence card's front matter is huggingface_hub's ``ModelCardData``, with
+the checkpoint's MTEB ``ModelMeta`` beside it (``mteb_model_meta.json``). Everything comes from the files
 given; nothing is typed by hand and nothing depends on the time it is written.
 """
 
@@ -152,16 +144,10 @@ def model_card(
     senteval_url: str | None = None,
     mteb: Sequence[MtebScore] = (),
 ) -> str:
-    """The card's text: YAML front matter and Markdown.
-
-    ``summary`` is the checkpoint's ``train_summary.json``, ``metrics`` its ``senteval.json``, ``data``
-    the run's data markers by name (what the data were: sha256 digests or the published files);
-    ``license`` the backbone's ``(license, source)`` (:func:`~.publish.backbone_license`; None: unknown),
-    ``datasets`` the hub ids of the training corpus, ``mteb`` MTEB's scores of the checkpoint
-    (:func:`~.publish.mteb_scores`). The front matter is huggingface_hub's ``ModelCardData``
-    (:func:`~.publish.card_data`): ``library_name: sentence-transformers``, ``pipeline_tag``, ``license``,
-    ``base_model``, ``datasets``, tags, the ``model-index`` of SentEval's (and MTEB's) scores, and the
-    reproduction's provenance under ``contrastlab``."""
+    """The card's text: YAML front matter (huggingface_hub's ``ModelCardData``, :func:`~.publish.card_data`)
+    and Markdown, from the checkpoint's ``train_summary.json`` (``summary``), its ``senteval.json``
+    (``metrics``), the run's data markers (``data``), the backbone's ``(license, source)`` (``license``;
+    None: unknown), the corpus's hub ids (``datasets``) and MTEB's scores (``mteb``)."""
     settings = summary.get("settings", {})
     loss = settings.get("loss", method)
     published = published_scores(experiment, backbone, method)
@@ -478,13 +464,10 @@ def write_model_card(
     data_config: Mapping[str, Any] | None = None,
     mteb_dir: str | Path | None = None,
 ) -> Path:
-    """Read the checkpoint's summary, the metrics and the data markers; write the card to ``out``: an
-    image encoder's (:func:`vision_model_card`) when ``model_dir`` is an ``encoder`` folder.
-
-    A sentence checkpoint's card also gets, from the config's ``backbones`` and ``data``, the backbone's
-    licence and hub id and the corpus's dataset id; from ``mteb_dir`` (MTEB's results folder of the
-    cell, where it exists) MTEB's scores; and beside it :data:`~.publish.MODEL_META_FILE`, the MTEB
-    ``ModelMeta`` of the checkpoint (named ``contrastlab/<cell>`` until ``make publish`` names it)."""
+    """Read the checkpoint's summary, the metrics and the data markers; write the card to ``out`` (an image
+    encoder's, :func:`vision_model_card`, for an ``encoder`` folder). A sentence card also gets the backbone's
+    licence and hub id, the corpus's dataset id, MTEB's scores from ``mteb_dir`` where it exists, and beside
+    it the checkpoint's MTEB ``ModelMeta`` (:data:`~.publish.MODEL_META_FILE`)."""
     metrics = read_metrics(metrics_path)
     data = {name: json.loads(Path(path).read_text()) for name, path in markers.items()}
     model_dir = Path(model_dir)
@@ -534,11 +517,9 @@ def _write(out: str | Path, text: str) -> Path:
 def write_card(found: CellFiles, configfile: str | Path) -> Path:
     """Write the card of the finished cell ``found`` (:func:`write_model_card`) where it goes, over any
     earlier one; return its path. A :class:`~contrastlab.hub.publish.PublishError` names the fix (a
-    ``snakemake`` command on ``configfile``) where the checkpoint or metrics are missing, where weights
-    cannot be read, and where an earlier card (``make publish``, ``make cards``, an older contrastlab's
-    workflow) whose ModelMeta is no older than the metrics recorded other weights (their sha256,
-    :func:`~.mteb_results.checkpoint_revision`): they changed since (cut short, overwritten), and its
-    scores are not theirs. A card older than the metrics describes an earlier evaluation: written again."""
+    ``snakemake`` command on ``configfile``) where the checkpoint or metrics are missing, the weights
+    cannot be read, or an earlier card no older than the metrics recorded other weights (their sha256):
+    they changed since, and its scores are not theirs. A card older than the metrics is written again."""
     if not (found.model_dir.is_dir() and found.metrics.is_file()):
         raise PublishError(
             f"{found.model_dir if not found.model_dir.is_dir() else found.metrics} does not exist: the cell "

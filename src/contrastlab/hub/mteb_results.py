@@ -1,17 +1,8 @@
-"""MTEB's side of a kept sentence checkpoint: its scores as MTEB wrote them, its ``ModelMeta``, and the
-folder a pull request to MTEB's results repository adds.
-
-- :func:`mteb_scores` reads MTEB's results folder (``<model>/<revision>/<Task>.json``) through mteb's own
-  :class:`mteb.TaskResult`; a stand-in run's (rule ``mteb`` with ``data: standin``: MTEB's rows built
-  from local files) names no hub dataset or revision, only "local stand-in".
-- :func:`model_meta` describes the checkpoint as mteb 2.26's ``mteb.models.ModelMeta`` (JSON that
-  ``ModelMeta.model_validate_json_resolved`` loads): licence, parameters counted from the safetensors
-  headers, the release date (the day the run wrote the weights), the revision (the weights' sha256,
-  :func:`checkpoint_revision`, until the hub commit replaces it), the papers' BibTeX.
-- :func:`stage_submission` lays out what embeddings-benchmark/results expects,
-  ``results/<model name, / as __>/<revision>/<Task>.json`` and ``model_meta.json``, in a staging folder
-  that mteb's own ``ResultCache`` loads; :data:`PR_STEPS` are the pull request's steps, and
-  :func:`submit_pull_request` opens it through mteb's own ``ResultCache.submit_results(create_pr=True)``.
+"""MTEB's side of a kept sentence checkpoint: its scores as MTEB wrote them (:func:`mteb_scores`, through
+mteb's own ``TaskResult``), its mteb 2.26 ``ModelMeta`` (:func:`model_meta`), and the folder a pull request
+to MTEB's results repository adds (:func:`stage_submission`, in the layout mteb's ``ResultCache`` loads;
+:func:`submit_pull_request` opens it through ``ResultCache.submit_results(create_pr=True)``). A stand-in
+run's scores name no hub dataset or revision, only "local stand-in".
 """
 
 from __future__ import annotations
@@ -19,6 +10,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import math
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -62,13 +54,11 @@ class MtebScore:
 
 
 def mteb_scores(folder: str | Path | None) -> list[MtebScore]:
-    """The scores in MTEB's results folder ``folder`` (``<model>/<revision>/<TaskName>.json``, as mteb
-    writes them; or a ``mteb.ResultCache`` root holding that folder as ``results/``, as rule ``mteb``
-    writes it, whose ``provenance.json`` marks a stand-in's scores), read by ``mteb.TaskResult.from_disk``;
-    the task's metadata (``mteb.get_task``) gives the dataset and the main score. Only files at that
-    depth are read (another file beside them, a bridge table's, is not a result). Empty when ``folder``
-    is None or holds no results. A task found twice (two model revisions in one folder) is an error:
-    the card would not know which to show."""
+    """The scores in MTEB's results folder ``folder`` (``<model>/<revision>/<TaskName>.json``, or a
+    ``mteb.ResultCache`` root holding it as ``results/``, whose ``provenance.json`` marks a stand-in's), read
+    by ``mteb.TaskResult.from_disk``, with the task's dataset and main score from ``mteb.get_task``. Only
+    files at that depth are read. Empty when ``folder`` is None or holds no results; a task found twice is an
+    error (the card would not know which to show)."""
     if folder is None or not Path(folder).is_dir():
         return []
     standin = False
@@ -176,11 +166,7 @@ def _parameters(model_dir: Path) -> int:
             continue  # fixed 0/1 layer weights of our pooling, not trained parameters
         with safe_open(str(file), framework="numpy") as weights:
             for key in weights.keys():  # noqa: SIM118 - safe_open has no __iter__
-                shape = weights.get_slice(key).get_shape()
-                count = 1
-                for size in shape:
-                    count *= int(size)
-                total += count
+                total += math.prod(int(size) for size in weights.get_slice(key).get_shape())
     return total
 
 
@@ -200,16 +186,12 @@ def model_meta(
     """The MTEB ``ModelMeta`` of the sentence-transformers checkpoint in ``model_dir``, as JSON-ready
     fields (``mteb.models.ModelMeta.model_validate_json_resolved`` loads them).
 
-    Read from the folder: ``n_parameters`` (the safetensors headers), ``embed_dim`` (the hidden size),
-    ``n_embedding_parameters`` (vocabulary × hidden size, mteb's own rule; both read by the family's key
-    names, :func:`~contrastlab.families.config_shape`), ``memory_usage_mb`` (fp32:
-    4 bytes per parameter, mteb's rule), ``max_tokens`` (``max_seq_length``), the similarity (cosine).
-    ``training_datasets`` are MTEB task names the training saw: STSBenchmark, whose dev split chose the
-    kept checkpoint. ``revision``: the hub commit where there is one, else the weights' digest
-    (:func:`checkpoint_revision`); ``release_date``: the day the run wrote the weights
-    (:func:`checkpoint_date`) unless given; ``license``: the backbone's (a fine-tuned checkpoint keeps
-    its base model's licence; "unknown" becomes MTEB's "not specified"); ``code`` the public training
-    code's URL, ``training_data`` the corpus's; ``citation`` the BibTeX of the papers reproduced."""
+    Parameters, embedding parameters (vocabulary × hidden size) and fp32 memory follow mteb's own rules,
+    read from the safetensors headers and the family's key names (:func:`~contrastlab.families.config_shape`).
+    ``training_datasets`` is STSBenchmark, whose dev split chose the kept checkpoint. ``revision``: the hub
+    commit where there is one, else the weights' digest (:func:`checkpoint_revision`); ``release_date``: the
+    day the run wrote the weights unless given; ``license``: the backbone's (a fine-tuned checkpoint keeps its
+    base model's; "unknown" becomes MTEB's "not specified"); ``citation``: the papers' BibTeX."""
     model_dir = Path(model_dir)
     shape = config_shape(json.loads((model_dir / "config.json").read_text()), str(model_dir / "config.json"))
     st_config = json.loads((model_dir / "sentence_bert_config.json").read_text())
@@ -319,12 +301,10 @@ def stage_submission(mteb_dir: str | Path, meta: dict[str, Any], staging: str | 
 
 
 def submit_pull_request(submission: Submission, meta: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Open the pull request to embeddings-benchmark/results with mteb's own
-    ``ResultCache(<staging root>).submit_results(models=[ModelMeta], tasks=<staged tasks>, create_pr=True)``
-    (mteb 2.26): it clones that repository under the staging root's ``remote/``, commits there the
-    staged results it does not hold yet on a new branch, and, with PyGithub and a GitHub token
-    (``GITHUB_TOKEN`` or ``gh auth login``), forks it and opens the pull request. ``meta``: the staged
-    ``model_meta.json`` fields. Returns mteb's answer (``status``, ``pr_url``, ``result_count``, ...)."""
+    """Open the pull request to embeddings-benchmark/results with mteb 2.26's own
+    ``ResultCache(<staging root>).submit_results(models=[ModelMeta], tasks=<staged tasks>, create_pr=True)``,
+    which commits the staged results on a branch of a clone and, with PyGithub and a GitHub token, opens it.
+    ``meta``: the staged ``model_meta.json`` fields. Returns mteb's answer (``status``, ``pr_url``, ...)."""
     import mteb
     from mteb.models import ModelMeta
 

@@ -1,22 +1,12 @@
 """A kept sentence checkpoint ready to publish: the Hub card's metadata, MTEB's model description, the upload.
 
-Three readers of a published encoder and what each needs (docs/publish.md):
-
-- the Hugging Face Hub reads the card's YAML front matter: ``license``, ``datasets``, ``base_model``,
-  ``library_name``, ``pipeline_tag``, ``tags`` and ``model-index``, whose eval results show on the model's
-  page. :func:`eval_results` turns our SentEval-protocol scores (and MTEB's, when a run has them) into
-  ``huggingface_hub``'s own :class:`~huggingface_hub.EvalResult` objects and :func:`card_data` into its
-  :class:`~huggingface_hub.ModelCardData`, which writes the YAML (nothing here writes YAML by hand);
-- MTEB reads a ``ModelMeta`` (mteb 2.26's ``mteb.models.ModelMeta``: name, revision, release date,
-  parameters, embedding dimension, licence, training data, public training code, citation, ...):
-  :func:`checkpoint_meta` describes a cell's checkpoint (:mod:`contrastlab.hub.mteb_results`, which
-  also reads MTEB's own results folder and stages the submission to MTEB's results repository);
-- the Hub takes the checkpoint folder, the card and the description in one commit: :func:`publish_plan`
-  checks the cell and lists the files, :func:`publish` prints them and, with ``PUSH=1``, makes the
-  commit (``HfApi.create_commit``).
-
-A backbone's licence is established from its own model card (:data:`BACKBONE_LICENSES` cites each), or,
-for a packaged model, read from the card the package ships.
+What each reader of a published encoder needs is in docs/publish.md: the Hub reads the card's front
+matter (:func:`card_data`, a ``huggingface_hub`` ``ModelCardData`` whose ``model-index`` is
+:func:`eval_results`; nothing here writes YAML by hand), MTEB reads a ``ModelMeta``
+(:func:`checkpoint_meta`, :mod:`contrastlab.hub.mteb_results`), and the Hub takes the checkpoint folder,
+card and description in one commit (:func:`publish_plan` checks the cell and lists the files,
+:func:`publish` prints them and, with ``PUSH=1``, commits). A backbone's licence comes from its own model
+card (:data:`BACKBONE_LICENSES` cites each) or, for a packaged model, the card the package ships.
 """
 
 from __future__ import annotations
@@ -72,23 +62,17 @@ MODEL_META_FILE = "mteb_model_meta.json"
 
 #: The licence of each hub backbone, as its own model card's front matter states it (the card's page cited;
 #: the short ids are the former names of the google-bert/ and FacebookAI/ repositories).
-_BERT_BASE = ("apache-2.0", "https://huggingface.co/google-bert/bert-base-uncased (license: apache-2.0)")
-_BERT_LARGE = ("apache-2.0", "https://huggingface.co/google-bert/bert-large-uncased (license: apache-2.0)")
-_ROBERTA_BASE = ("mit", "https://huggingface.co/FacebookAI/roberta-base (license: mit)")
-_ROBERTA_LARGE = ("mit", "https://huggingface.co/FacebookAI/roberta-large (license: mit)")
+_LICENSES = {
+    "google-bert/bert-base-uncased": "apache-2.0",
+    "google-bert/bert-large-uncased": "apache-2.0",
+    "FacebookAI/roberta-base": "mit",
+    "FacebookAI/roberta-large": "mit",
+    "sentence-transformers/all-MiniLM-L6-v2": "apache-2.0",
+}
 BACKBONE_LICENSES: Mapping[str, tuple[str, str]] = {
-    "bert-base-uncased": _BERT_BASE,
-    "google-bert/bert-base-uncased": _BERT_BASE,
-    "bert-large-uncased": _BERT_LARGE,
-    "google-bert/bert-large-uncased": _BERT_LARGE,
-    "roberta-base": _ROBERTA_BASE,
-    "FacebookAI/roberta-base": _ROBERTA_BASE,
-    "roberta-large": _ROBERTA_LARGE,
-    "FacebookAI/roberta-large": _ROBERTA_LARGE,
-    "sentence-transformers/all-MiniLM-L6-v2": (
-        "apache-2.0",
-        "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2 (license: apache-2.0)",
-    ),
+    name: (licence, f"https://huggingface.co/{repo} (license: {licence})")
+    for repo, licence in _LICENSES.items()
+    for name in (repo, repo.removeprefix("google-bert/").removeprefix("FacebookAI/"))
 }
 
 #: The hub repository a packaged backbone is a copy of (the package's own summary says so:
@@ -163,10 +147,8 @@ def hub_dataset(url: str | None) -> tuple[str, str | None] | None:
 
 def training_corpus(data_config: Mapping[str, Any] | None) -> tuple[list[str], str | None]:
     """``(hub dataset ids, URL)`` of the corpus a run trained on, for the card's ``datasets`` and MTEB's
-    ``public_training_data``: the download's (``data.wiki_url``, wiki1m in princeton-nlp's
-    datasets-for-simcse); nothing for the demo's generated corpus (``data.fixture``: its data marker says
-    ``text`` as a download's does) or a user's own file (``data.wiki_path``), whose sha256 the card's
-    provenance lists."""
+    ``public_training_data``: the download's (``data.wiki_url``); nothing for the demo's generated corpus
+    (``data.fixture``) or a user's own file (``data.wiki_path``), whose sha256 the card's provenance lists."""
     if not data_config or data_config.get("fixture") or data_config.get("wiki_path"):
         return [], None
     url = data_config.get("wiki_url")
@@ -334,12 +316,9 @@ class PublishPlan:
 
 @dataclass(frozen=True)
 class CellFiles:
-    """What a cell's card and its upload need, as the config answers them: the cell (``experiment``,
-    ``backbone``, ``method``, ``seed``, ``path``), its ``track``, its finished files (the checkpoint
-    ``model_dir``, the ``metrics``, the data ``markers`` by name, MTEB's folder ``mteb_dir``), where its
-    card goes (``card``, :meth:`~contrastlab.paths.Results.card`) and the results folder (``root``), the
-    specs of its backbone and of the backbones it takes its tokenizer from (``backbones``), and what the
-    config says of the data (``data``: fixture, the corpus's and SentEval's URLs, a user's corpus)."""
+    """What a cell's card and its upload need, as the config answers them: the cell and its ``track``, its
+    finished files (checkpoint, metrics, data markers, MTEB's folder), where its card goes, the results
+    folder, its backbone's spec with those it takes its tokenizer from, and the config's ``data``."""
 
     cell: Any
     track: str
@@ -432,19 +411,14 @@ def publish_plan(found: CellFiles, repo: str, *, code: str | None = None) -> Pub
     write_json(out, meta)
     card = _named_card(found.card, repo, out.with_name("README.md"))
     checkpoint = found.model_dir
+    # a hidden file is no part of the model (Snakemake's .snakemake_timestamp, a write's .<name>.partial)
     files = {
         path.relative_to(checkpoint).as_posix(): path
         for path in sorted(checkpoint.rglob("*"))
-        if path.is_file() and not _bookkeeping(path.relative_to(checkpoint))
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(checkpoint).parts)
     }
     files.update({"README.md": card, MODEL_META_FILE: out})
     return PublishPlan(found.cell.path, repo, out, files)
-
-
-def _bookkeeping(path: Path) -> bool:
-    """Whether ``path`` (in a checkpoint folder) is no part of the model: a hidden file, such as Snakemake's
-    ``.snakemake_timestamp`` in a ``directory()`` output or an atomic write's ``.<name>.<pid>.partial``."""
-    return any(part.startswith(".") for part in path.parts)
 
 
 def snakemake_command(configfile: str | Path, *words: Any) -> str:
@@ -453,9 +427,8 @@ def snakemake_command(configfile: str | Path, *words: Any) -> str:
 
 
 def _named_card(card: Path, repo: str, out: Path) -> Path:
-    """A copy of ``card`` at ``out`` whose ``model-index`` is named ``repo`` (the rule names it after the
-    cell, before any repository exists), read and written by huggingface_hub's ``ModelCard`` (the front
-    matter's key order kept)."""
+    """A copy of ``card`` at ``out`` whose ``model-index`` is named ``repo`` (the written card names it after
+    the cell), read and written by huggingface_hub's ``ModelCard`` (the front matter's key order kept)."""
     from huggingface_hub import ModelCard
 
     named = ModelCard.load(card)
@@ -543,13 +516,10 @@ def mteb_submission(
     pull_request: bool = False,
 ) -> Submission:
     """``make mteb-submit``: stage rule ``mteb``'s results of the sentence cell ``found`` as MTEB's results
-    repository expects them (:func:`~.mteb_results.stage_submission`) under
-    ``<results_dir>/mteb-submit/<cell>/``, with the checkpoint's ``ModelMeta`` (:func:`checkpoint_meta`)
-    named ``repo`` (``make publish``'s repository; default ``contrastlab/<cell>``) at ``revision`` (its
-    commit; default the weights' digest). ``pull_request`` (``PR=1``): then open the pull request with
-    mteb's own ``submit_results(create_pr=True)`` (:func:`~.mteb_results.submit_pull_request`, its answer
-    in ``Submission.pull_request``), only once every check above has passed. Raises
-    :class:`PublishError` with one line naming the fix (a ``snakemake`` command on ``configfile``)."""
+    repository expects them, under ``<results_dir>/mteb-submit/<cell>/``, with the checkpoint's ``ModelMeta``
+    named ``repo`` (default ``contrastlab/<cell>``) at ``revision`` (default the weights' digest). With
+    ``pull_request`` (``PR=1``), open the pull request through mteb's own ``submit_results(create_pr=True)``
+    only once every check has passed. Raises :class:`PublishError` with one line naming the fix."""
     if repo is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
         raise PublishError(f"REPO must be <user or organisation>/<name>, got {repo!r}")
     if revision is not None and not re.fullmatch(r"[0-9a-f]{7,64}", revision):

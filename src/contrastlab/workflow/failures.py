@@ -1,11 +1,10 @@
 """A failed job's one ``contrastlab:`` line: how it is worded (a full disk is named whichever library hit
 it), and how the workflow prints the failed jobs' lines again as the very last lines of its output.
 
-A job's script (:func:`contrastlab.workflow.job.logged_to`) prints its line when it fails and ends its log
-with it. Snakemake goes on printing after that (the error block of the job, ``Complete log: ...``, its
-``WorkflowError``), so the Snakefile's ``onerror`` reads the failed jobs' lines back from their logs
-(:func:`failure_lines`) and prints them when the process exits (:func:`print_at_exit`): the output ends
-with the line the docs promise.
+Snakemake goes on printing after a job's script printed its line (:func:`contrastlab.workflow.job.logged_to`),
+so the Snakefile's ``onerror`` reads the failed jobs' lines back from their logs (:func:`failure_lines`)
+and prints them when the process exits (:func:`print_at_exit`): the output ends with the line the docs
+promise.
 """
 
 from __future__ import annotations

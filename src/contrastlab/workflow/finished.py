@@ -1,21 +1,17 @@
 """Finished work checked before it is trusted: the size and sha256 of a cell's weights and metrics, recorded
 when its job ends, and the check that the main Snakemake process makes of them before a run.
 
-A finished output is a training job's weights folder (``model``, ``encoder``: its ``*.safetensors``
-files) or an evaluation job's metrics file. When the job ends, :func:`record_job` writes one record per
-output, ``<results_dir>/state/finished/<the output's path under results_dir>.json``: each file's size,
-sha256 and modification time. Before a run, :func:`set_aside_changed` compares each output the workflow
-trusts with its record: the size always, the sha256 where the file is small (a metrics file) or its
-modification time moved. An output that no longer matches (cut short, overwritten) is named in one line
-and moved aside, to ``<results_dir>/state/set-aside/``, so that the run makes it again with what depends
-on it (a dry run too moves it, and shows those jobs). Rule ``all`` names every such output, since
-Snakemake reruns no job for a missing file that only other jobs read (a deleted metrics file whose card
-and tables exist gave "Nothing to be done").
+:func:`record_job` writes one record per finished output (a weights folder's ``*.safetensors`` or a
+metrics file): ``<results_dir>/state/finished/<path under results_dir>.json``, each file's size, sha256
+and modification time. Before a run, :func:`set_aside_changed` compares each trusted output with its
+record (the size always, the sha256 where the file is small or its modification time moved); one that no
+longer matches is named in one line and moved aside to ``<results_dir>/state/set-aside/``,
+so that the run (a dry run too) makes it again with what depends on it. Rule ``all`` names every such
+output, since Snakemake reruns no job for a missing file that only other jobs read.
 
-An output without a record (written by an older contrastlab) is trusted as before; one whose record
-cannot be read is checked no more until its job runs again. A change that keeps the size and the
-modification time of a large file (a bit flipped in place by hand) is not looked for: reading every
-checkpoint at every start would cost minutes on a full grid.
+An output without a record (an older contrastlab's) is trusted; one whose record cannot be read is
+checked no more until its job runs again. A large file changed in place with its size and time kept is
+not looked for: reading every checkpoint at every start would cost minutes on a full grid.
 """
 
 from __future__ import annotations
@@ -194,11 +190,10 @@ def set_aside_changed(results_dir: str | os.PathLike, outputs: Iterable[str | os
 
 
 def read_only_problem(outputs: Iterable[str | os.PathLike]) -> str | None:
-    """The one line for the first of ``outputs`` (the finished work the workflow trusts) that is missing
-    and whose folder (or the nearest existing folder above it) cannot be written (a read-only mount, no
-    write permission): the job that makes it would fail there, and Snakemake's answer was a 60-line
-    traceback of its job preparation. None when every missing output's folder can be written; a finished
-    output in a read-only folder is only read, and fine."""
+    """The one line for the first of ``outputs`` (the finished work the workflow trusts) that is missing and
+    whose folder (or the nearest existing one above it) cannot be written: the job that makes it would fail
+    there. None when every missing output's folder can be written; a finished output in a read-only folder
+    is only read, and fine."""
     for output in map(Path, outputs):
         if output.exists():
             continue
@@ -261,15 +256,11 @@ def forget_finished_states(
     results_dir: str | os.PathLike | None = None,
     workdir: str | os.PathLike = ".",
 ) -> list[Path]:
-    """Remove each ``(state_dir, output)`` pair's state folder that holds a finished cell (its snapshot
-    says "finished") whose ``output`` Snakemake has accepted: it exists and Snakemake's working directory
-    ``workdir`` does not mark it incomplete (:func:`marked_incomplete`); returns those removed. A training
-    job keeps its finished state (snapshot and best checkpoint) for Snakemake: should Snakemake fail the
-    job after it ended (a post-job write such as the benchmark file) and remove its outputs, or be killed
-    before it recorded them (the outputs exist, marked incomplete), the rerun only re-exports. Called
-    before a run, dry runs included (only accepted cells' states go), and when a run succeeds. While
-    another run may be executing on ``results_dir``, nothing is removed (its job may not be accepted
-    yet)."""
+    """Remove each ``(state_dir, output)`` pair's state folder that holds a finished cell whose ``output``
+    Snakemake has accepted (it exists and ``workdir`` does not mark it incomplete,
+    :func:`marked_incomplete`); returns those removed. Until then a training job keeps its finished state, so
+    that a rerun after Snakemake failed or lost the job only re-exports. Called before a run (dry runs too)
+    and when a run succeeds; nothing is removed while another run may be executing on ``results_dir``."""
     found = [
         Path(state)
         for state, output in cells

@@ -169,15 +169,12 @@ def claim_gpus(
     poll_seconds: float = 2.0,
     log: Any = None,
 ) -> list[str]:
-    """Claim ``wanted`` of ``devices`` for this process, each under exclusive ``fcntl`` locks on
-    ``SLOTS_PER_GPU // share`` of its slot files ``<lock_dir>/gpu-<device>-<slot>.lock`` (all of them
-    for ``share`` 1: the GPU is the job's own; for ``share`` n, at most n such jobs per GPU), held until
-    the process ends (or dies: the kernel drops the locks). Of the devices with enough free slots, the
-    least loaded go first (a job alone on a GPU runs fastest). All or nothing: a job that finds fewer
-    such devices than it wants releases every slot it locked and waits (polling, one line to ``log``),
-    so that jobs wanting two GPUs never hold one each forever. Only when a scheduler chose the devices
-    (:func:`scheduler_chose_gpus`) and they are no more than wanted are they taken without a lock; on a
-    one-GPU box two runs queue for its GPU."""
+    """Claim ``wanted`` of ``devices`` for this process under exclusive ``fcntl`` locks on
+    ``SLOTS_PER_GPU // share`` of each one's slot files ``<lock_dir>/gpu-<device>-<slot>.lock`` (all for
+    ``share`` 1), held until the process ends or dies. The least loaded devices go first. All or nothing: a
+    job that finds too few releases every slot and waits (polling, one line to ``log``), so that jobs
+    wanting two GPUs never hold one each forever. Devices a scheduler chose (:func:`scheduler_chose_gpus`),
+    no more than wanted, are taken without a lock."""
     if share not in SHARES:
         raise ValueError(f"gpu_share must be one of {', '.join(map(str, SHARES))}, got {share!r}")
     if wanted <= 0 or (len(devices) <= wanted and scheduler_chose_gpus()):
@@ -215,14 +212,11 @@ def mps_asked(snakemake: Any) -> bool:
 
 
 def job_device(snakemake: Any) -> str:
-    """The device a training or evaluation job runs on, decided before torch touches CUDA: ``"cpu"``
-    for a job that asked for no GPU (``resources.gpu: 0``; CUDA is then hidden from it), else
-    ``"cuda"`` on GPUs of its own: :func:`claim_gpus` picks free ones of :func:`visible_gpus` and sets
-    ``CUDA_VISIBLE_DEVICES`` to them, so that concurrent jobs of ``--resources gpu=N`` use N different
-    GPUs (or, with its ``gpu_share`` resource n > 1, a GPU shared with at most n - 1 others). A job
-    that shares its GPU under ``resources.mps`` (:func:`mps_asked`) joins the MPS daemon of its GPUs
-    first (:func:`contrastlab.workflow.mps.join`: the first job starts it, the last stops it). Raises
-    :class:`GpuUnavailableError` when a GPU was asked for and torch sees none."""
+    """The device a training or evaluation job runs on, decided before torch touches CUDA: ``"cpu"`` for
+    ``resources.gpu: 0`` (CUDA hidden), else ``"cuda"`` on GPUs of its own (:func:`claim_gpus` of
+    :func:`visible_gpus`, set in ``CUDA_VISIBLE_DEVICES``), shared with at most ``gpu_share`` - 1 others; a
+    job under ``resources.mps`` joins its GPUs' MPS daemon first (:func:`contrastlab.workflow.mps.join`).
+    Raises :class:`GpuUnavailableError` when a GPU was asked for and torch sees none."""
     wanted = requested_gpus(snakemake)
     claimed: list[str] = []
     began = time.perf_counter()

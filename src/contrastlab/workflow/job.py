@@ -239,18 +239,14 @@ def logged_to(
 ) -> Iterator[None]:
     """Send stdout/stderr of the block to ``log_path``; a failure ends the job with one line.
 
-    The traceback goes to the log only; the real stderr gets ``contrastlab: <label>: <Error>: <message>
-    (log: <path>)`` and the process exits with status 1 (``SystemExit``), so Snakemake shows that line
-    and the log path instead of a traceback printed twice. ``label`` names the job (see
-    :func:`job_label`): the cell, or the data step. ``failure_record``: a JSON file written on failure
-    (job, error, log, whether a retry could help, ``run``) and removed when the job starts again, so the
-    tables can show the cell as "failed" while a ``--keep-going`` run finishes the others.
-
-    ``run`` names the Snakemake invocation (:func:`workflow_run`). When the record says that this job
-    failed in the same invocation for a reason a retry reproduces (:func:`is_deterministic_failure`: NaN
-    loss, out of memory, a bad setting), this attempt is Snakemake's retry (``retries:`` in the SLURM
-    profile): it prints the same line and exits at once instead of repeating the failure for hours. A
-    new invocation (the user changed something) runs the job again.
+    The traceback goes to the log only; stderr gets ``contrastlab: <label>: <Error>: <message> (log:
+    <path>)`` and the process exits with status 1. ``label`` names the job (:func:`job_label`).
+    ``failure_record``: a JSON file written on failure (job, error, log, whether a retry could help, ``run``)
+    and removed when the job starts again, so the tables show the cell as "failed" while ``--keep-going``
+    finishes the others. When the record says this job failed in the same invocation (``run``,
+    :func:`workflow_run`) for a reason a retry reproduces (:func:`is_deterministic_failure`), this attempt
+    is Snakemake's retry: it prints the same line and exits at once instead of failing again for hours; a
+    new invocation runs the job again.
     """
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     if failure_record is not None:

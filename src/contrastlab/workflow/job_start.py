@@ -1,15 +1,11 @@
 """How a job's process started: warm (a fork of a starter, :mod:`contrastlab.workflow.warm`) or cold, why
-cold, when the process began and how long it waited for a starter, as :func:`start_record` gives it to
-any job (its frame, :mod:`contrastlab.workflow.job`, writes it into the job's log as :func:`start_line`).
+cold, when the process began and how long it waited for a starter (:func:`start_record`;
+:mod:`contrastlab.workflow.job` writes it into the job's log as :func:`start_line`).
 
-:func:`~contrastlab.workflow.warm.hand_over` decides and writes the record into the job's environment
-(:data:`STATE_VARIABLE`, JSON): the client's own where it runs the script itself, the request's where a
-fork runs it, so that the record reaches the fork with the rest of the job's environment and reading it
-needs no import of torch. A record names its process (``pid``): a process started by the job inherits the
-variable but not the record.
-
-Beside a key's starter socket lie what its jobs and its starter tell each other: which jobs run cold
-(:data:`RUNNING_SUFFIX`: the starter stays while they run) and why the starter refused to serve
+:func:`~contrastlab.workflow.warm.hand_over` writes the record into the job's environment
+(:data:`STATE_VARIABLE`, JSON), so that it reaches a fork with the rest of the environment and reading it
+needs no torch; a record names its process (``pid``), so a process the job starts does not claim it.
+Beside a key's starter socket lie the marks of its cold jobs (:data:`RUNNING_SUFFIX`) and of a refusal
 (:data:`REFUSED_SUFFIX`: the key's jobs then start cold at once)."""
 
 from __future__ import annotations
@@ -107,10 +103,9 @@ def refusal(address: Path) -> str | None:
 
 def driver_initialised() -> str:
     """Whether the CUDA driver this process loaded was also initialised (``cuInit`` called): ``"yes"``,
-    ``"no"`` or ``"unknown ..."``. ``cuDeviceGetCount`` answers ``CUDA_ERROR_NOT_INITIALIZED`` (3) before
-    ``cuInit`` and initialises nothing. Recorded with a refusal: CUDA forbids only a fork after ``cuInit``,
-    so a starter whose imports merely loaded the library ("no") could serve GPU jobs, which a GPU run of
-    the refusal's record can settle before the guard is relaxed."""
+    ``"no"`` or ``"unknown ..."``, asked of ``cuDeviceGetCount``, which answers ``CUDA_ERROR_NOT_INITIALIZED``
+    (3) before ``cuInit`` and initialises nothing. Recorded with a refusal: CUDA forbids only a fork after
+    ``cuInit``."""
     import ctypes
 
     try:

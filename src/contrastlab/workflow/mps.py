@@ -1,19 +1,15 @@
 """An NVIDIA MPS control daemon for the training jobs that share a GPU (``resources.gpu_share`` with
-``resources.mps: true``): without MPS the GPU time-slices between their processes, so 2 or 4 captured
-bf16 cells on an H200 did no more work than one (0.95×); under one MPS daemon their kernels overlap
-(1.16× with 2, 1.22× with 4; docs/gpu-runs/h200-2026-11-28).
+``resources.mps: true``), so that their kernels overlap instead of time-slicing
+(docs/gpu-runs/h200-2026-11-28).
 
-There is no hook around a group of Snakemake jobs, locally or in a SLURM allocation, so the jobs run the
-daemon themselves (:func:`join`, from :func:`contrastlab.workflow.gpus.job_device`, before CUDA starts):
-the first job of a GPU starts ``nvidia-cuda-mps-control -d`` under a lock, every job holds a shared lock
-on the daemon's folder while it runs, and the last one to end sends ``quit`` (:func:`leave`, at exit).
-The kernel drops a dead job's lock, so a daemon that a killed job leaves is stopped and started afresh by
-the next job that finds it unused. Each daemon has a folder of its own for its pipe and log
-(``CUDA_MPS_PIPE_DIRECTORY``, ``CUDA_MPS_LOG_DIRECTORY``): per user and GPU set, and per SLURM
-allocation (``SLURM_JOB_ID``), so it neither joins nor stops a daemon of the machine or of another job.
-The daemon is started on the job's GPUs (its ``CUDA_VISIBLE_DEVICES``), and its clients number them from 0
-as the MPS server renumbers the devices it serves (NVIDIA's MPS guide, appendix "Environment
-Variables": a client that kept the server's indices would miss them)."""
+No hook runs around a group of Snakemake jobs, so the jobs run the daemon themselves (:func:`join`, from
+:func:`contrastlab.workflow.gpus.job_device`, before CUDA starts): the first job of a GPU starts
+``nvidia-cuda-mps-control -d`` under a lock, every job holds a shared lock on the daemon's folder while it
+runs, and the last one to end sends ``quit`` (:func:`leave`). A daemon a killed job leaves is stopped and
+started afresh by the next job that finds it unused. Each daemon has its own pipe and log folder, per
+user, GPU set and SLURM allocation, so it neither joins nor stops a daemon of the machine or of another
+job. Its clients number the GPUs from 0, as the MPS server renumbers the devices it serves (NVIDIA's MPS
+guide, "Environment Variables")."""
 
 from __future__ import annotations
 

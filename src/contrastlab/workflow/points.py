@@ -1,14 +1,10 @@
 """The run's search points, priced once per run, not once per job.
 
-Every script job of a Snakemake run reads the Snakefile again in a process of its own (a local job is
-spawned with ``--mode subprocess``, a SLURM job starts Snakemake on its node), and ``rules/common.smk``
-needs the search points while it is read: the rules' wildcards and the search rules' inputs name them.
-Expanding and pricing every search (:func:`contrastlab.cost.budget.searched_points`: 1,736 points for
-``config.yaml``) is the main process's work. It writes what it kept when the run starts
-(:func:`write_points`, ``<results_dir>/state/search_points.json``); a job's process reads that file
-(:func:`run_points`) when it is this config's, and prices afresh only when it is not (no file, another
-config); a search point's train job gets its own point from the train rule (a parameter derived from
-its cell, which the rerun check leaves out). A dry run writes nothing: it starts no job.
+Every job's process reads the Snakefile again, and the rules need the search points while it is read.
+The main process prices every search (:func:`contrastlab.cost.budget.searched_points`) and writes what it
+kept when the run starts (:func:`write_points`, ``<results_dir>/state/search_points.json``); a job reads
+that file (:func:`run_points`) when it is this config's and prices afresh only when it is not. A dry run
+writes nothing.
 """
 
 from __future__ import annotations

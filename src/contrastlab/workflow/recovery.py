@@ -2,18 +2,13 @@
 belongs to, jobs that die with their workflow, and the recovery (stale locks, incomplete outputs) before a
 plain rerun.
 
-Each run that executes on a results folder writes its own record, ``<results_dir>/state/runs/<run>.json``:
-its host, boot, PID namespace, pid and start time, and the sha256 of each lock file it holds in
-``.snakemake/locks``. Recovery removes a lock only when the run that holds it is provably gone: a record
-from this host, boot and PID namespace whose process no longer exists. A record from anywhere else (a
-second login node on shared storage, a container) cannot be checked: it is named in one line and its
-locks are left alone, so Snakemake's own lock refuses a second run on the same files.
-
-A live record from this host refuses a second run on the folder (:func:`live_run_refusal`): the records
-lie in the folder itself, so every name of it (a symlink) finds them, where Snakemake's lock compares path
-strings. The checkout lists its live runs too (``.snakemake/contrastlab-runs/``), so that a run that ends
-gives back the locks of the runs still going (Snakemake removes the whole locks folder) and only theirs:
-never those of a run that ended in the same instant, which no record would ever claim again.
+Each run writes ``<results_dir>/state/runs/<run>.json`` (host, boot, PID namespace, pid, start time, and
+the sha256 of each lock it holds). Recovery removes a lock only when its run is provably gone: a record
+from this host, boot and PID namespace whose process no longer exists. A record from anywhere else is
+named in one line and its locks are left alone. A live record from this host refuses a second run on the
+folder under any of its names (:func:`live_run_refusal`). The checkout lists its live runs too
+(``.snakemake/contrastlab-runs/``), so that a run that ends gives back the locks of the runs still going
+and only theirs.
 """
 
 from __future__ import annotations
@@ -92,15 +87,10 @@ def this_machine() -> dict[str, str]:
 
 
 def die_with_workflow(poll_seconds: float = 1.0) -> bool:
-    """Make this job process exit when the Snakemake process that started it is gone.
-
-    Snakemake starts a job's script as its child; if Snakemake is killed (SIGKILL, a closed terminal, an
-    out-of-memory kill), the child would keep running as an orphan, holding a GPU and writing into a
-    results folder the next run will use. A daemon thread polls the parent pid once a second (reading
-    nothing else, so it costs nothing); when it changes, the job logs one line and exits with status 1.
-    Only when the parent is a Snakemake process (a script run by hand is left alone); returns whether the
-    watch started.
-    """
+    """Make this job process exit when the Snakemake process that started it is gone, so that no orphan keeps
+    a GPU or writes into a results folder the next run will use: a daemon thread polls the parent pid once a
+    second and, when it changes, logs one line and exits with status 1. Only where the parent is Snakemake
+    (a script run by hand is left alone); returns whether the watch started."""
     parent = os.getppid()
     if "snakemake" not in _cmdline(parent):
         return False
@@ -260,13 +250,10 @@ def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> li
     returns one line per run found dead or unknowable (nothing for live runs on this machine), and one for
     lock files that no live run claims.
 
-    A record (:func:`record_running_workflow`) from this host, boot and PID namespace whose process no
-    longer exists is a killed run: its own lock files in ``.snakemake/locks`` (found by their sha256) are
-    removed, since Snakemake would otherwise refuse to start until ``--unlock``, and its record goes.
-    Incomplete jobs are then rerun (``rerun-incomplete`` in the profiles) and finished cells are kept. A
-    live run is left alone (:func:`live_run_refusal` refuses a second run beside it). A record that cannot
-    be checked (another host or namespace) is reported and its locks stay. Then the lock files no live
-    run claims go (:func:`_unclaimed_locks`): those of runs that ended together, or were killed before
+    A killed run's own lock files (found by their sha256) and its record go, since Snakemake would otherwise
+    refuse to start until ``--unlock``; its incomplete jobs rerun and finished cells are kept. A live run is
+    left alone, and a record that cannot be checked is reported with its locks kept. Then the lock files no
+    live run claims go (:func:`_unclaimed_locks`): those of runs that ended together, or were killed before
     they recorded themselves."""
     machine = this_machine()
     lock_dir = Path(workdir, ".snakemake", "locks")
@@ -298,13 +285,10 @@ def recover_killed_run(results_dir: str, workdir: str | os.PathLike = ".") -> li
 
 
 def live_run_refusal(results_dir: str | os.PathLike) -> str | None:
-    """The line that refuses a run on ``results_dir`` while another run of this host executes on it: a
-    record in its :func:`runs_folder`, other than this process's, whose process lives; ``None`` when there
-    is none. The records lie in the folder itself, so every name of the folder finds them (a symlink,
-    ``..``), where Snakemake's lock compares path strings and lets a run under another name train the same
-    cells at once. A record that cannot be checked here is named by :func:`recover_killed_run` instead.
-    Runs of this contrastlab are refused earlier, by :func:`claim_results_folder`; this catches a run
-    that holds no claim (an older contrastlab's)."""
+    """The line that refuses a run on ``results_dir`` while another run of this host executes on it (a live
+    record in its :func:`runs_folder` other than this process's); ``None`` when there is none. The records
+    lie in the folder itself, so every name of it finds them, where Snakemake's lock compares path strings.
+    It catches a run that holds no :func:`claim_results_folder` claim (an older contrastlab's)."""
     machine = this_machine()
     for _, record in _records(results_dir):
         if _gone(record, machine) is False and int(record["pid"]) != os.getpid():
@@ -346,14 +330,12 @@ def claim_results_folder(results_dir: str | os.PathLike) -> str | None:
     """Claim ``results_dir`` for this process's life, before the run reads or writes anything in it;
     returns ``None`` when this process holds the claim, else the one line refusing the run.
 
-    The claim is an exclusive ``flock`` on :func:`claim_path` (the folder's real path: a symlinked name
-    and the real one lock the same file), taken and tested in one step, so of two runs started in the same
-    instant exactly one holds it. The kernel releases it when the process ends, however it ends (SIGKILL
-    too): no stale claim is ever left. The holder writes its pid, start time and command into the file,
-    which the refused run names; at its exit it removes the file and the folders it made for it (a dry
-    run leaves nothing behind). A folder where the file cannot be made (read-only) or locked (a file
-    system without locks) is not claimed: the run records (:func:`live_run_refusal`) still refuse a run
-    started after another's record. Only the main Snakemake process calls it (the Snakefile)."""
+    The claim is an exclusive ``flock`` on :func:`claim_path` (the folder's real path, so every name of it
+    locks the same file), taken and tested in one step: of two runs started in the same instant exactly one
+    holds it, and the kernel releases it however the process ends, so no stale claim is left. The file names
+    its holder for the refused run, and goes at exit with the folders made for it (a dry run leaves nothing).
+    A folder where the file cannot be made or locked is not claimed: the run records
+    (:func:`live_run_refusal`) still refuse a later run. Only the main Snakemake process calls it."""
     real = os.path.realpath(results_dir)
     if real in _CLAIMS:
         return None
@@ -498,16 +480,13 @@ def forget_running_workflow(
     lock_files: Iterable[str | os.PathLike] = (),
     workdir: str | os.PathLike = ".",
 ) -> None:
-    """This run on ``results_dir`` ended (successfully or not) by itself: remove its own lock files
-    (``lock_files``: :func:`snakemake_lock_files`), then its record and its entry in the checkout's list,
-    and no other.
+    """This run on ``results_dir`` ended by itself: remove its own lock files (``lock_files``), then its
+    record and its entry in the checkout's list, and no other.
 
-    Snakemake, as it unlocks at the end of a run, removes the whole ``.snakemake/locks`` folder, the
-    locks of other runs still going on in the same working directory included. Those are read now, with
-    the record that claims each (read first: a run that ends removes its locks before its record, so a lock
-    read here was claimed by a record read before it), and written back when this process exits if that
-    record is still there and its run alive (:func:`_restore_locks`). The locks of a run that ended
-    meanwhile are not: two runs ending together would otherwise each write the other's back, for ever."""
+    Snakemake's unlock removes the whole ``.snakemake/locks`` folder, other live runs' locks included. Those
+    are read now with the record claiming each (records first: a run that ends removes its locks before its
+    record) and written back at exit where that record's run is still alive (:func:`_restore_locks`); the
+    locks of a run that ended meanwhile are not, or two runs ending together would restore each other's."""
     own = {os.path.abspath(p) for p in lock_files}
     for path in own:  # Snakemake's unlock would, next: a run ending beside this one must not read them
         try:

@@ -1,18 +1,11 @@
 """The source files a rule names as inputs (the loss modules: editing one retrains the cells that use it),
-spelled so that a moved or copied checkout plans nothing again (issue 76 item 1).
+spelled so that a moved or copied checkout plans nothing again.
 
-Snakemake records every job's input paths in ``.snakemake/metadata`` and reruns a job whose recorded set
-differs from the set it would use now (the ``input`` rerun trigger of the profiles). An absolute path
-changes when the checkout moves (``cp -a`` to scratch, a fresh clone elsewhere): every training job was
-planned again. A path relative to the working directory Snakemake runs in does not, as long as the file
-moves with it; a file outside it (a user's loss in their own folder) keeps its absolute path, which is
-what stays equal when only the checkout moves. The file's content still decides: Snakemake's ``mtime``
-trigger sees an edit (``cp -a`` keeps the times).
-
-:func:`migrate_recorded_sources` rewrites the records of jobs that finished before this spelling into it,
-so that the upgrade itself retrains nothing, and does the same for a backbone's folder when the resources
-folder has moved (``resources_dir`` pointing at its new place): a backbone is an input of the jobs that
-read it (they wait for its fetch job), and its location must not decide a rerun either.
+Snakemake reruns a job whose recorded input paths differ from the ones it would use now, so a file inside
+the working directory is named relative to it and one outside it (a user's loss in their own folder)
+keeps its absolute path; the file's content still decides, through Snakemake's ``mtime`` trigger.
+:func:`migrate_recorded_sources` rewrites the records of jobs that finished before this spelling, and a
+backbone's folder when ``resources_dir`` has moved, so that the upgrade itself retrains nothing.
 """
 
 from __future__ import annotations
@@ -124,17 +117,12 @@ def migrate_recorded_sources(
     results: str | os.PathLike | None = None,
     backbones: Mapping[str, str] | None = None,
 ) -> int:
-    """Rewrite the places recorded in Snakemake's job records (``.snakemake/metadata``, one JSON file per
-    output) that name the same thing as today's: the absolute loss-module inputs into
-    :func:`source_path`'s spelling, and, for the records of outputs under ``results`` (this run's results
-    folder), a backbone's folder in another resources folder (``<old>/models/<alias>``) into this run's
-    ``backbones[alias]``. Returns how many records changed.
-
-    Without it the ``input`` trigger retrains every finished cell: once after the upgrade (records written
-    before the loss modules were spelled relative to the working directory), and whenever the resources
-    folder moves. Only the paths change: an edited loss module or a backbone fetched again is newer than
-    the outputs, which the ``mtime`` trigger still sees (``cp -a`` and ``mv`` keep the times). Running it
-    again changes nothing. A record it cannot read is left alone (Snakemake's own to judge)."""
+    """Rewrite the places recorded in Snakemake's job records (``.snakemake/metadata``) that name the same
+    thing as today's: absolute loss-module inputs into :func:`source_path`'s spelling, and, for outputs under
+    ``results``, a backbone's folder in another resources folder into this run's ``backbones[alias]``.
+    Returns how many records changed; running it again changes nothing, and a record it cannot read is left
+    alone. Without it the ``input`` trigger retrains every finished cell after the upgrade and whenever the
+    resources folder moves; an edited loss module or a refetched backbone is still seen by ``mtime``."""
     folder = Path(metadata_dir)
     if not folder.is_dir():
         return 0
@@ -173,12 +161,10 @@ def missing_backbone_problem(
     targets: Sequence[str] = (),
 ) -> str | None:
     """The one line for the first backbone folder (``backbones``: {alias: its folder in this run's
-    resources folder}) that is missing while finished cells read it: ``cells`` gives each sentence cell's
-    backbone alias and weights folder, and a cell whose weights exist is finished. Fetching the backbone
-    again makes every such cell "updated by another job" to Snakemake, which retrains it, so the run stops
-    and says so: a resources folder moved without telling the config (reliability 9, V3) retrained them
-    silently. None when no such backbone is missing, or when every command-line target of the run
-    (``targets``) is a backbone folder: the fetch alone, asked for by name (the line's fix)."""
+    resources folder}) that is missing while finished cells read it (``cells``: each sentence cell's backbone
+    alias and weights folder; existing weights mean finished). Fetching it again would make Snakemake retrain
+    every such cell, so the run stops and says so. None when no such backbone is missing, or when every
+    command-line target (``targets``) is a backbone folder: the fetch alone, asked for by name (the fix)."""
     wanted = {os.path.normpath(t) for t in targets}
     if wanted and wanted <= {os.path.normpath(folder) for folder in backbones.values()}:
         return None

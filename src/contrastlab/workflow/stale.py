@@ -1,11 +1,10 @@
 """Finished cells trained by other code than the checkout's: named on a dry run, never rerun for it.
 
-A cell reruns when its settings, its inputs or its loss's module change (the profiles' rerun triggers),
-not when the trainer or the evaluator do: an edit of the package leaves every finished cell as it is, and
-a dry run says "Nothing to be done". The first record of each cell's ``train_log.jsonl`` holds the commit
-it was trained at and whether the tree was dirty (:func:`contrastlab.provenance.run_metadata`), so the
-dry run can name the cells trained at another commit or from a dirty tree (:func:`stale_note`); what to
-retrain stays the user's choice (``--forcerun`` or removing the cell's checkpoint folder).
+A cell reruns when its settings, inputs or loss module change (the profiles' rerun triggers), not when the
+trainer or the evaluator do. The first record of each cell's ``train_log.jsonl`` holds the commit it was
+trained at and whether the tree was dirty (:func:`contrastlab.provenance.run_metadata`), so a dry run
+names the cells trained at another commit or from a dirty tree (:func:`stale_note`); what to retrain
+stays the user's choice (``--forcerun`` or removing the cell's checkpoint folder).
 """
 
 from __future__ import annotations

@@ -1,54 +1,30 @@
-"""Warm job starts: a local Snakemake job's script run in a process forked from a *starter* that has
-already imported torch, transformers, torchvision and scikit-learn, instead of in a fresh interpreter that
-imports them again.
+"""Warm job starts: a local Snakemake job's script runs in a process forked from a *starter* that has
+already imported torch, transformers, torchvision and scikit-learn, instead of in a fresh interpreter.
 
-A fresh ``import torch`` costs 3.7 CPU-seconds and ``from transformers import BertModel`` 8.3
-(docs/measured.md); a toy job's own work is a second or two. On a local run of small cells (``make demo``,
-``make cpu``, the test suite's Snakemake runs) most of every job was those imports; on a GPU cell of
-minutes they are noise, and the starter changes nothing there but the seconds before the first step.
+How. Every Snakemake script begins with ``hand_over(globals())``. The script's process (the *client*,
+Snakemake's child) connects to the starter of its key (a Unix socket in a folder only this user can open)
+and sends its argv, folder, environment, ``sys.path``, umask, limits, CPUs and cgroups as JSON and its
+standard streams as descriptors; the starter forks, the fork runs the same script file, and the client
+forwards its signals and ends as the fork ended. Where no starter serves yet, the client starts one and
+waits while it imports (``CONTRASTLAB_WARM_WAIT`` seconds, default 60; 0 never waits). Where the starter
+leaves or the wait runs out, the script runs in the client; where the starter refused, the key's jobs run
+there at once. A starter exits once no job of its key (warm or cold: each holds a shared lock on
+``<key>.running``) has run for ``CONTRASTLAB_WARM_IDLE`` seconds (default 120). Only a process that is
+nothing but a Snakemake script hands itself over; a script run in-process with a stand-in runs in place.
 
-How. The first statement of every Snakemake script is ``hand_over(globals())``. The script's process (the
-*client*, still Snakemake's child) connects to the starter that serves its interpreter, installed
-packages and environment (a Unix socket in a folder only this user can open) and sends its argv, working
-directory, environment, ``sys.path``, umask and what its process would hand a fork of its own (limits,
-CPUs, cgroups) as JSON and its stdin, stdout and stderr as descriptors. The starter forks where its own
-process has what the client's has; the fork takes those over and runs the same script file (preamble and
-all), while the client forwards the signals it gets and ends as the fork ended (its exit status, or the
-signal that killed it). Where no starter serves yet, the client starts one in the background and waits
-while it imports (``CONTRASTLAB_WARM_WAIT`` seconds at most, default 60; 0 never waits): the starter's
-imports take what the job's own would, so the job loses no time, and the jobs Snakemake starts meanwhile
-no longer import everything once each beside it (in the test suite's CI run of d7dedaf, about 30 jobs
-started cold that way). Where the starter leaves or the wait runs out, the script runs in the client, as
-before; where the starter refused (below), the key's jobs run there at once, starting and waiting for no
-starter. A starter exits once no job of its key has run for ``CONTRASTLAB_WARM_IDLE`` seconds (default
-120), its own forks and the jobs that started cold alike (each holds a shared lock on ``<key>.running``
-while it runs): the job after a long cold one, an encoding after its training of minutes, finds it there.
-Only a process that is nothing but a Snakemake script (its ``__main__``, with Snakemake's own
-``snakemake`` object) hands itself over, since handing over ends it: a script run in-process with a
-stand-in (a test's) runs in place.
+What a job sees is what a fresh process would see: file, argv, folder, environment, paths, umask,
+standard streams, default signal handlers, its own ``random`` state; what a fork inherits of its starter
+instead is the starter's key, checked again before each job (:mod:`contrastlab.workflow.warm_key`).
 
-What a job sees is what a fresh process would see: the same file, argv, folder, environment, paths,
-umask, standard streams, default signal handlers, its own random-module state (``random`` reseeds in a
-fork), and torch's thread count set by the job itself (:mod:`contrastlab.workflow.job`). What a fork
-inherits of its starter instead (the variables its imports read, its limits, priorities, CPUs and cgroups)
-is the starter's key, and checked again before each job: :mod:`contrastlab.workflow.warm_key`.
-
-Guarantees kept. No orphan: the client watches Snakemake as a cold job does
-(:func:`~contrastlab.workflow.recovery.die_with_workflow`), the starter kills a fork whose client is gone
-(closed connection), and a fork dies with its starter (``PR_SET_PDEATHSIG``). Jobs stay where their
-scheduler put them: never under SLURM (``SLURM_JOB_ID`` set: a job runs inside its allocation), never
-where the starter's imports loaded the CUDA driver (a fork cannot use a CUDA context it inherited: the
-starter refuses, once, and leaves the refusal beside its socket, ``<key>.refused``, for the key's later
-jobs), never in a job's own Apptainer container (``--sdm apptainer``). Every job can tell how it started
-(warm or cold and why, when its process began, how long it waited for a starter):
-:func:`contrastlab.workflow.job_start.start_record`, which the training and evaluation jobs write into
-their logs.
-
-What differs: Snakemake's ``benchmark:`` file measures the client process, so its wall time is the job's
-but its memory and CPU columns are not: the fork writes its own peak memory and CPU seconds beside it
-(:func:`record_usage`), and the cost tables read those. ``CONTRASTLAB_WARM_START=0`` turns warm starts off
-(every job a fresh interpreter, as before); a setting in seconds that is not a number is named in one line
-by the job that starts a starter, and its default used.
+Guarantees. No orphan: the client watches Snakemake as a cold job does
+(:func:`~contrastlab.workflow.recovery.die_with_workflow`), the starter kills a fork whose client is gone,
+and a fork dies with its starter (``PR_SET_PDEATHSIG``). Never under SLURM (``SLURM_JOB_ID`` set), never
+in a job's own Apptainer container, never where the starter's imports loaded the CUDA driver (a fork
+cannot use an inherited CUDA context: the starter refuses once and leaves ``<key>.refused`` for the key's
+later jobs). Every job can tell how it started (:func:`contrastlab.workflow.job_start.start_record`).
+Snakemake's ``benchmark:`` measures the client, so the fork writes its own peak memory and CPU seconds
+beside it (:func:`record_usage`). ``CONTRASTLAB_WARM_START=0`` turns warm starts off; a setting in seconds
+that is not a number is named in one line and its default used. Measurements: docs/measured.md.
 """
 
 from __future__ import annotations
@@ -345,12 +321,10 @@ def _cuda_driver_loaded() -> bool:
 
 def _cuda_refusal() -> tuple[str, dict[str, str]] | None:
     """Why this starter may not fork jobs, and the facts its refusal records (``driver_initialised``,
-    ``torch_initialised``); None where it may. CUDA forbids using a driver initialised before a ``fork``
-    in the child; merely mapping ``libcuda.so.1`` (the CUDA 13 torch build's cuBLASLt loads it at import)
-    initialises nothing, and a child then initialises CUDA itself (issue 84, W1). So the starter refuses
-    where torch's lazy initialisation has run, or the driver answers ``cuDeviceGetCount`` as initialised,
-    or a loaded driver cannot say (errs cold); it asks the driver only when it is already loaded, which
-    loads and initialises nothing."""
+    ``torch_initialised``); None where it may. CUDA forbids a child to use a driver initialised before the
+    ``fork``, but merely mapping ``libcuda.so.1`` (the CUDA 13 torch build loads it at import) initialises
+    nothing. So the starter refuses where torch's lazy initialisation has run, or a loaded driver answers
+    ``cuDeviceGetCount`` as initialised or cannot say; it asks only a driver already loaded."""
     torch = sys.modules.get("torch")
     cuda = getattr(torch, "cuda", None)
     torch_initialised = bool(cuda is not None and cuda.is_initialized())
@@ -599,12 +573,10 @@ def benchmark_patterns(rules: Any) -> str:
 
 def record_usage(snakemake: Any) -> None:
     """Beside the job's benchmark file, the peak resident memory and CPU seconds of this fork (and of the
-    processes it waited for): Snakemake's benchmark measures the process that handed the job over, so its
-    wall time is the job's but its memory is not (:func:`contrastlab.cost.measured.read_job_costs` reads
-    both). In Snakemake's units: ``max_rss`` in MiB (its psutil bytes / 2**20; the kernel's kB / 1024),
-    the pages the fork shares with its starter included, as a cold job's own imports are in its peak;
-    ``cpu_time`` in seconds from the hand-over on, the imports being the starter's. Nothing where the
-    job's rule has no benchmark file."""
+    processes it waited for), since Snakemake's benchmark measures the client
+    (:func:`contrastlab.cost.measured.read_job_costs` reads both). In Snakemake's units: ``max_rss`` in MiB,
+    the pages shared with the starter included (as a cold job's imports are in its peak); ``cpu_time`` in
+    seconds from the hand-over on. Nothing where the job's rule has no benchmark file."""
     from snakemake.io import apply_wildcards
 
     from contrastlab.cost.measured import warm_usage_path

@@ -1,24 +1,14 @@
 """Which warm starter may run a job (:mod:`contrastlab.workflow.warm`), and when none may: the starter's key,
 what a job's process inherits from the starter it is forked from, and the settings that keep a job cold.
 
-A fork of a starter keeps what the starter's process had, not what its client had: the modules imported
-(and what they read of the environment then), the resource limits, the priorities, the CPUs and the
-control groups. So every one of those is part of the key, :func:`starter_key`, and a client whose own
-differ gets a starter of its own (started from the client, so that it has the client's): the variables
-imports read (:data:`IMPORT_VARIABLES`, :data:`IMPORT_PREFIXES`), the interpreter and its installed
-packages (another virtual environment is another key), and :func:`inherited`: ``ulimit`` (:data:`LIMITS`),
-``nice``, the scheduling policy (``chrt``), the I/O class and level (``ionice``), the CPU affinity
-(``taskset``, a SLURM or cgroup CPU set), ``/proc/self/cgroup`` (a memory limit is a cgroup) and the
-out-of-memory score. The starter compares its own :func:`inherited` with the client's before each job as
-well, so that one moved since it started (``taskset -p``, a cgroup it was put in) runs no job elsewhere
-than its client would: the job then runs in its client, cold.
-
-What the key does not hold, the fork takes from its client: its working directory, whole environment,
-argv, ``sys.path``, umask and standard streams (:func:`contrastlab.workflow.warm._run_job`). What a job
-still sees differently: its parent (the starter, not Snakemake; the client watches Snakemake and the
-starter kills a fork whose client is gone), its session and process group (the client forwards the
-signals it gets), its ``/proc/self/cmdline`` (the starter's) and its CPU seconds (the imports were the
-starter's: :func:`contrastlab.workflow.warm.record_usage`).
+A fork keeps what the starter's process had, not its client's: the modules imported (and the environment
+they read), resource limits, priorities, CPUs and control groups. So all of those are the key
+(:func:`starter_key`: :data:`IMPORT_VARIABLES`, :data:`IMPORT_PREFIXES`, the interpreter and its packages,
+:func:`inherited`), and a client whose own differ gets a starter of its own. The starter compares its
+:func:`inherited` with the client's before each job too, so that one moved since it started (``taskset
+-p``, a new cgroup) runs no job elsewhere than its client would: the job runs in its client, cold. What
+the key does not hold (folder, environment, argv, ``sys.path``, umask, streams) the fork takes from its
+client (:func:`contrastlab.workflow.warm._run_job`).
 """
 
 from __future__ import annotations
