@@ -8,9 +8,8 @@
   ``models.vision`` builds from it and ``cost.flops`` counts from it; the schema's ``arch`` choices are
   held equal to it by a test.
 - :func:`step_mode`: how a cell's training step runs on a device (eager, graph, compile + graph,
-  padding-free; the dev batch). The trainers (``training.capture.for_device``, ``training.sentence``,
-  ``training.vision_capture.resolve``) and the plan (``cost.flops``) both ask it, so the plan prices the
-  step the trainer runs.
+  padding-free; the dev batch). Both trainers (``training.capture.for_device``) and the plan
+  (``cost.flops``) ask it, so the plan prices the step the trainer runs.
 
 Here rather than in ``models``, which imports torch: the plan reads these facts in jobs that need no
 torch (the ``tables`` job among them).

@@ -1,6 +1,6 @@
 """The image step as one CUDA graph (training.vision_capture; issue 55, defect G2).
 
-On a CPU: ``cuda_graph: true`` is a one-line error, ``None`` resolves off (the eager run unchanged) and
+On a CPU: ``cuda_graph: true`` is a one-line error, ``None`` is decided off (the eager run unchanged) and
 leaves the snapshot fingerprint alone, and the step the graph captures, run eagerly, is the trainer's
 eager step. It draws the same views from the same generator state, advances the generator by the same
 draws, and gives the same losses, statistics and parameters bit for bit. Where CUDA exists: the captured
@@ -53,17 +53,17 @@ def test_cuda_graph_true_on_a_cpu_is_one_line_before_anything_loads(tmp_path):
         ("cuda", {"drop_last": False}, 512, True, None),  # every batch full: one shape
     ],
 )
-def test_resolve_decides_the_graph_by_device_and_step(device, values, n_images, graph, note):
-    got, notes = vc.resolve(VisionTrainSettings(**values), torch.device(device), n_images)
-    assert got is graph
+def test_for_device_decides_the_graph_by_device_and_step(device, values, n_images, graph, note):
+    got, notes = capture.for_device(VisionTrainSettings(**values), torch.device(device), n_images=n_images)
+    assert got == VisionTrainSettings(**values | {"cuda_graph": graph})  # nothing else decided
     assert notes == [] if note is None else (len(notes) == 1 and note in notes[0] and "\n" not in notes[0])
 
 
 def test_an_explicit_graph_that_cannot_capture_the_step_is_one_line():
     with pytest.raises(ValueError, match="needs a CUDA device, but this run is on cpu"):
-        vc.resolve(VisionTrainSettings(cuda_graph=True), torch.device("cpu"), 512)
+        capture.for_device(VisionTrainSettings(cuda_graph=True), torch.device("cpu"), n_images=512)
     with pytest.raises(ValueError, match="cannot capture this image step .*OAR.*set cuda_graph: false"):
-        vc.resolve(VisionTrainSettings(cuda_graph=True, oar_fraction=0.1), CUDA, 512)
+        capture.for_device(VisionTrainSettings(cuda_graph=True, oar_fraction=0.1), CUDA, n_images=512)
 
 
 def test_the_setting_keeps_the_fingerprint_of_a_snapshot_written_before_it():
@@ -87,7 +87,7 @@ def test_the_default_on_a_cpu_trains_eagerly_and_says_nothing(tmp_path):
     summary = train_vision(settings, data_root=None, out_dir=tmp_path / "out",
                            log_path=tmp_path / "log.jsonl", state_dir=tmp_path / "state", device="cpu",
                            progress=False)  # fmt: skip
-    assert summary["cuda_graph"] is False and summary["settings"]["cuda_graph"] is None
+    assert summary["cuda_graph"] is False and summary["settings"]["cuda_graph"] is False  # as decided
     assert '"event": "note"' not in (tmp_path / "log.jsonl").read_text()
 
 

@@ -364,7 +364,7 @@ def vision_step(
 ) -> StepCopy:
     """A :class:`StepCopy` of the image trainer's step for a cell's ``settings`` (its workflow params;
     without OAR's labelled pass: MACL's) as the trainer runs it on ``device``: captured as one graph
-    where :func:`contrastlab.training.vision_capture.resolve` (the trainer's rule, over ``n_images``
+    where :func:`contrastlab.training.capture.for_device` (the trainer's rule, over ``n_images``
     training images) says so, else eager; its encoder, head, optimiser, loss and augmentation as the
     trainer builds them, on random images, after ``warmup`` untimed steps."""
     import dataclasses
@@ -429,9 +429,9 @@ def _image_step(run, s, parts: tuple, data: tuple, memory_format, *, graph: bool
 
 def trainer_image_graph(settings: Mapping[str, Any], device, n_images: int) -> bool:
     """Whether the image trainer captures the step of a cell's ``settings`` (its workflow params) on
-    ``device`` over ``n_images`` training images (:func:`contrastlab.training.vision_capture.resolve`,
+    ``device`` over ``n_images`` training images (:func:`contrastlab.training.capture.for_device`,
     which asks :func:`contrastlab.families.step_mode`)."""
-    from contrastlab.training import vision_capture
+    from contrastlab.training.capture import for_device
     from contrastlab.training.vision import VisionTrainSettings
 
-    return vision_capture.resolve(VisionTrainSettings.from_dict(settings), device, n_images)[0]
+    return for_device(VisionTrainSettings.from_dict(settings), device, n_images=n_images)[0].cuda_graph

@@ -1,7 +1,7 @@
 """The sentence step's fast paths: static shapes, and the whole step as one CUDA graph.
 
 Both are switches of :class:`~contrastlab.training.sentence.TrainSettings`; :func:`for_device` decides
-the device-dependent defaults (the graph on for CUDA, off elsewhere):
+the device-dependent defaults of either track (the graph on for CUDA, off elsewhere):
 
 - ``static_shapes``: every batch padded to the cell's ``max_length`` (:func:`pad_to_width`), so that every
   step has the same tensor shapes. The loss trajectory is the dynamic-padding one wherever a batch
@@ -79,30 +79,36 @@ CUBLAS_DETERMINISTIC_VALUES = (CUBLAS_DETERMINISTIC, ":16:8")
 
 
 def for_device(
-    settings: Any, device: torch.device, *, precision: str = "", model_type: str | None = None
+    settings: Any,
+    device: torch.device,
+    *,
+    precision: str = "",
+    model_type: str | None = None,
+    n_images: int = 0,
 ) -> tuple[Any, list[str]]:
-    """``settings`` (a sentence ``TrainSettings``) with the device-dependent defaults decided by
-    :func:`contrastlab.families.step_mode` (the rule the plan prices by) for a run on ``device`` at the
-    resolved ``precision`` with a backbone of ``model_type``, and the notes that say what was decided
-    where it is not the obvious thing (one line each).
-
-    ``cuda_graph`` None: on for CUDA with one encoder micro-batch (``grad_accum: 1``), off otherwise;
-    ``padding_free`` None: on for IEEE fp32 on CUDA with a backbone that has a padding-free forward
-    (never without a ``precision`` and ``model_type``), where it replaces the graph; ``dev_batch_size``
-    None: :data:`contrastlab.families.DEV_BATCH_SIZE` for the device type, else 128. Explicit values are
-    kept (an explicit ``cuda_graph: true`` off CUDA is :func:`require_cuda`'s error, raised by the
-    trainer)."""
+    """Either track's ``settings`` with the step mode decided for a run on ``device``, and the notes (one
+    line each) that say what was decided where it is not the obvious thing: both trainers ask this, and
+    their loops read the decided settings. The rule is :func:`contrastlab.families.step_mode`'s (the one
+    the plan prices by), given the resolved ``precision`` and the backbone's ``model_type`` (sentence) or
+    the ``n_images`` trained on (vision). It decides ``cuda_graph`` for both tracks, and a sentence
+    cell's ``padding_free`` and ``dev_batch_size``; explicit values are kept. An explicit ``cuda_graph:
+    true`` off CUDA (:func:`require_cuda`) or with an image step that cannot be captured raises one
+    line."""
+    if settings.cuda_graph:
+        require_cuda(device)
+    track = settings.TRACK
     mode = families.step_mode(
         settings.to_dict(),
-        track="sentence",
+        track=track,
         device_type=device.type,
         precision=precision,
         model_type=model_type,
+        n_images=n_images,
     )
-    decided = dataclasses.replace(
-        settings, cuda_graph=mode.graph, dev_batch_size=mode.dev_batch, padding_free=mode.padding_free
-    )
-    return decided, list(mode.notes)
+    decided = {"cuda_graph": mode.graph}
+    if track == "sentence":
+        decided.update(dev_batch_size=mode.dev_batch, padding_free=mode.padding_free)
+    return dataclasses.replace(settings, **decided), list(mode.notes)
 
 
 @contextlib.contextmanager

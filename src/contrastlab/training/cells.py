@@ -35,6 +35,7 @@ def train_cell(
     previous_selection: str | Path | None,
     backbone_dir: str | Path,
     corpus_path: str | Path,
+    corpus_sha256: str | None = None,
     dev_data_dir: str | Path,
     out_dir: str | Path,
     log_path: str | Path,
@@ -51,9 +52,9 @@ def train_cell(
 
     ``point``: the search point the cell is, None for a configured cell (whose divergence raises
     :class:`NonFiniteLossError`). ``previous_selection``: the earlier stage's selection file of a
-    later-stage point (its settings start from that winner), None otherwise. ``keep_state`` and ``cell``
-    (the job's wildcards): see :func:`~contrastlab.training.sentence.train` (the workflow's jobs keep
-    the state)."""
+    later-stage point (its settings start from that winner), None otherwise. ``corpus_sha256``,
+    ``keep_state`` and ``cell`` (the job's wildcards): see :func:`~contrastlab.training.sentence.train`
+    (the workflow's jobs keep the state)."""
     settings = dict(settings)
     if previous_selection is not None:
         if point is None:
@@ -72,6 +73,7 @@ def train_cell(
         TrainSettings.from_dict(settings),
         backbone_dir=backbone_dir,
         corpus_path=corpus_path,
+        corpus_sha256=corpus_sha256,
         dev_data_dir=dev_data_dir,
         out_dir=out_dir,
         log_path=log_path,

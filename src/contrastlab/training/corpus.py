@@ -127,10 +127,12 @@ def load_tokenized_corpus(
     cache_dir: str | Path,
     *,
     progress: bool = False,
+    corpus_sha256: str | None = None,
 ) -> tuple[TokenizedCorpus, Path]:
     """Load the cached token ids of ``corpus_path``, tokenising and caching them on first use.
 
-    Returns the corpus and the cache file's path (``<cache_dir>/<corpus stem>.<key>.tokens.npz``). A cache
+    ``corpus_sha256``: the corpus file's digest where the caller has it (None: computed here). Returns
+    the corpus and the cache file's path (``<cache_dir>/<corpus stem>.<key>.tokens.npz``). A cache
     file that cannot be read is rebuilt, and one ``contrastlab:`` line on stderr names it.
     """
     corpus_path = Path(corpus_path)
@@ -138,7 +140,7 @@ def load_tokenized_corpus(
         raise FileNotFoundError(f"training corpus {corpus_path} does not exist")
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    key = cache_key(tokenizer, max_length, sha256_file(corpus_path))
+    key = cache_key(tokenizer, max_length, corpus_sha256 or sha256_file(corpus_path))
     path = cache_dir / f"{corpus_path.stem}.{key}.tokens.npz"
     found, _ = _read_cache(path, key)  # the usual case: a finished cache (written whole, by a rename)
     if found is not None:

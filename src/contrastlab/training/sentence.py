@@ -52,7 +52,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -110,6 +110,7 @@ LATER_DEFAULTS = {
 class TrainSettings:
     """Everything that defines one training run (a flat dict of these is the workflow's params)."""
 
+    TRACK: ClassVar[str] = "sentence"  # families.step_mode's track
     loss: str  # a name of contrastlab.losses.LOSSES
     loss_hp: Mapping[str, Any] = field(default_factory=dict)  # build_loss keyword arguments
     protocol: str = "simcse"  # "simcse" or "li2024" (head shape/init, frozen embeddings)
@@ -202,6 +203,7 @@ def train(
     *,
     backbone_dir: str | Path,
     corpus_path: str | Path,
+    corpus_sha256: str | None = None,
     dev_data_dir: str | Path,
     out_dir: str | Path,
     log_path: str | Path,
@@ -220,6 +222,7 @@ def train(
     ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on success, unless
     ``keep_state``: a workflow job keeps the finished snapshot until Snakemake has accepted its outputs,
     so that a rerun after a post-job failure only re-exports; contrastlab.workflow.finished removes it);
+    ``corpus_sha256`` the corpus's digest where the job has it (its marker's check; None: hashed here);
     ``cache_dir`` the tokenised corpus (default ``resources/cache``); ``check_every`` the non-finite
     check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir`` the TensorBoard
     run folder (default ``<state_dir>.tensorboard``), ``wandb_run`` the cell's W&B run (None: none),
@@ -236,7 +239,7 @@ def train(
             settings,
             run,
             Path(backbone_dir),
-            corpus_path,
+            (corpus_path, corpus_sha256),  # the path, and its digest where the job has it
             dev_data_dir,
             out_dir,
             log_path,
@@ -249,7 +252,7 @@ def _train(
     configured: TrainSettings,
     run: TrainingRun,
     backbone_dir: Path,
-    corpus_path,
+    corpus,
     dev_data_dir,
     out_dir,
     log_path,
@@ -259,7 +262,7 @@ def _train(
     """:func:`train`'s body: the settings decided for the device (``s``; the snapshot fingerprint reads
     the ``configured`` ones, so a snapshot written before a default became device-dependent resumes)."""
     s, notes = _for_device(configured, run, backbone_dir)  # said once the run's log has begun
-    data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, run.progress)
+    data = _load_corpus(s, backbone_dir, corpus, cache_dir, run.progress)
     run.phases.mark("data_s")
     model, head, head_name, params = _build_model(s, backbone_dir, run.device)
     optimizer, scheduler = _optimizer(s, run, params, data.total_steps)
@@ -272,7 +275,7 @@ def _train(
     # Dev batches are sorted by length (little padding to drop): the padded model encodes them either way.
     select = DevSelection(s, run, evaluator, model, head, data.tokenizer)
     analyse = GeometryProbe(s, run, data, evaluator, model, head)
-    fingerprint, run_info = _identity(configured, run, data, backbone_dir, corpus_path, head_name, params)
+    fingerprint, run_info = _identity(configured, run, data, backbone_dir, corpus[0], head_name, params)
     saved = run.load_snapshot(fingerprint)
     if saved is not None and saved.get("finished"):  # killed while exporting: only the export is left
         _export(run.state_dir, saved["summary"], Path(out_dir), Path(log_path))
@@ -374,7 +377,7 @@ def _for_device(configured: TrainSettings, run: TrainingRun, backbone_dir: Path)
     return capture.for_device(configured, run.device, precision=run.precision.name, model_type=model_type)
 
 
-def _load_corpus(s: TrainSettings, backbone_dir: Path, corpus_path, cache_dir, progress: bool) -> _Corpus:
+def _load_corpus(s: TrainSettings, backbone_dir: Path, corpus, cache_dir, progress: bool) -> _Corpus:
     from transformers import AutoTokenizer
 
     t = time.perf_counter()
@@ -384,8 +387,9 @@ def _load_corpus(s: TrainSettings, backbone_dir: Path, corpus_path, cache_dir, p
         )
     tokenizer = AutoTokenizer.from_pretrained(backbone_dir)
     cache = DEFAULT_CACHE_DIR if cache_dir is None else cache_dir
+    corpus_path, digest = corpus
     sentences, cache_path = load_tokenized_corpus(
-        corpus_path, tokenizer, s.max_length, cache, progress=progress
+        corpus_path, tokenizer, s.max_length, cache, progress=progress, corpus_sha256=digest
     )
     trainable = len(sentences) - (s.analysis_sentences if s.analysis_every and s.analysis_holdout else 0)
     if trainable < 2:

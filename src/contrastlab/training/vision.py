@@ -41,7 +41,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -105,6 +105,7 @@ LATER_DEFAULTS = {
 class VisionTrainSettings:
     """Everything that defines one vision cell; defaults are MACL App. B.3's CIFAR-10 setting."""
 
+    TRACK: ClassVar[str] = "vision"  # families.step_mode's track
     dataset: str = "cifar10"  # digits | cifar10 | cifar100
     loss: str = "ntxent"
     loss_hp: Mapping[str, Any] = field(default_factory=dict)
@@ -345,20 +346,19 @@ def _train(
         if not keep_state:
             shutil.rmtree(run.state_dir, ignore_errors=True)
         return saved["summary"]
-    cuda_graph, notes = vc.resolve(s, run.device, n_train)  # said once the run's log has begun
+    s, notes = capture.for_device(s, run.device, n_images=n_train)  # said once the run's log has begun
     images = data.images.to(run.device)
     run.phases.mark("data_s")
     parts = build_parts(s, run, data, size)
     run.phases.mark("model_load_s")
     run_info = _describe(s, run, parts, n_train, size, steps_per_epoch, total)
-    run_info["cuda_graph"] = cuda_graph  # the settings stay as configured (None: decided here)
     select = None
     if trained is not None:
         select = ValSelection(
             s, run, images, parts.augment, parts.loss_fn, parts.encoder, parts.head, parts.memory_format
         )
     track = _VisionTrack(s, run, parts, images, trained, select, total, steps_per_epoch)
-    track.fingerprint, track.cuda_graph = fingerprint, cuda_graph
+    track.fingerprint = fingerprint
     start = loop.begin(run, track, saved, run_info, notes)
     del saved
     loop.train_steps(run, track, start)
@@ -380,12 +380,15 @@ class _VisionTrack(loop.Track):
         self.desc = f"{s.loss} {s.arch} bs{s.batch_size}"
         self.evaluations = [] if select is None else [loop.Evaluation(per_epoch, select)]
         self.n_train = len(images) if trained is None else len(trained)
-        self.graph, self.cuda_graph, self._lr = None, False, scheduled_lr(s, 0)
+        self.graph, self._lr = None, scheduled_lr(s, 0)
 
     def prepare(self, start: int) -> None:
-        """The captured step (``cuda_graph``), after any resume's loading."""
-        if self.cuda_graph:
+        """The captured step (``cuda_graph``), after any resume's loading; where it cannot be captured
+        (named in one line) the settings say ``cuda_graph: false``, as the summary does."""
+        if self.s.cuda_graph:
             self.graph = _capture_step(self.s, self.run, self.parts, self.images)
+            if self.graph is None:
+                self.s = dataclasses.replace(self.s, cuda_graph=False)
 
     def epoch(self, epoch: int) -> torch.Tensor:
         order = host_to_device(epoch_order(self.n_train, self.s.seed, epoch), self.run.device)
@@ -502,6 +505,7 @@ def _describe(s, run, parts: VisionParts, n_images, size, steps_per_epoch, total
     return {
         **run.describe(),
         "channels_last": parts.memory_format == torch.channels_last,
+        "cuda_graph": s.cuda_graph,  # as decided; at the end, whether the step was captured
         "n_images": n_images,
         "image_size": size,
         "steps_per_epoch": steps_per_epoch,

@@ -20,12 +20,11 @@ graph's only input is the batch of uint8 images.
   at an infinite bound multiplies the gradients by exactly 1.0, so the parameters do not change.
 - The rate: :func:`set_lr` writes each epoch's rate into the tensor the graph reads.
 
-:func:`resolve` decides the switch. ``None`` means on for CUDA wherever the step can be captured and off
-on a CPU. The following stay eager, each named in one line: OAR's step (its labelled second batch and
-labels are not graph inputs, and its IEEE-fp32 step is GPU-bound: 184 ms per step against ~38 ms of
-launches), ``compile`` (not measured together with the graph) and a partial last batch
-(``drop_last: false``; a graph has one shape). ``true`` on a CPU, or with one of these, is a one-line
-error.
+:func:`~contrastlab.training.capture.for_device` decides the switch, as for the sentence step: ``None``
+is on for CUDA wherever the step can be captured, off on a CPU. OAR's step (its labelled batch is not a
+graph input, and its IEEE-fp32 step is GPU-bound: 184 ms per step against ~38 ms of launches),
+``compile`` (not measured with the graph) and a partial last batch (``drop_last: false``) stay eager,
+each named in one line; ``true`` on a CPU, or with one of these, is a one-line error.
 """
 
 from __future__ import annotations
@@ -34,28 +33,13 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
-from contrastlab import families
 from contrastlab.training.augment import SimCLRAugment, two_views
-from contrastlab.training.capture import CapturedStep, prepare_capture, require_cuda, step_state
+from contrastlab.training.capture import CapturedStep, prepare_capture, step_state
 
-__all__ = ["capture_vision_step", "resolve", "set_lr", "step_body", "with_stats"]
-
-
-def resolve(settings: Any, device: torch.device, n_images: int) -> tuple[bool, list[str]]:
-    """Whether a run of ``settings`` (vision) on ``device`` over ``n_images`` training images captures
-    its step, by :func:`contrastlab.families.step_mode` (the rule the plan prices by), and the notes (one
-    line each) that say why a CUDA run stays eager. An explicit ``true`` off CUDA or with a step that
-    cannot be captured raises one line."""
-    if settings.cuda_graph:
-        require_cuda(device)
-    mode = families.step_mode(
-        settings.to_dict(), track="vision", device_type=device.type, precision="", n_images=n_images
-    )
-    return mode.graph, list(mode.notes)
+__all__ = ["capture_vision_step", "set_lr", "step_body", "with_stats"]
 
 
 def step_body(
