@@ -31,13 +31,8 @@ RESUME_WEIGHT_TOLERANCE = 1e-4
 
 
 @pytest.fixture(scope="module")
-def chunks(tiny_bert, corpus):
-    from transformers import AutoTokenizer
-
-    from contrastlab.training.corpus import load_tokenized_corpus
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
-    cached, _ = load_tokenized_corpus(corpus, tokenizer, 32, corpus.parent / "cuda-cache")
+def chunks(tokenized):
+    tokenizer, cached = tokenized
     ids, mask = cached.batch(np.arange(32), tokenizer.pad_token_id)
     return [(ids.to(CUDA), mask.to(CUDA))]
 

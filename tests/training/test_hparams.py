@@ -67,9 +67,7 @@ def session_groups(logdir: Path) -> list[dict]:
     ]
 
 
-def test_two_backbones_are_two_hparams_sessions_and_two_wandb_runs(
-    tmp_path, monkeypatch, tiny_bert, corpus, senteval_dir
-):
+def test_two_backbones_are_two_hparams_sessions_and_two_wandb_runs(tmp_path, monkeypatch, sentence_data):
     import wandb
 
     from contrastlab.training.cells import train_cell
@@ -80,18 +78,17 @@ def test_two_backbones_are_two_hparams_sessions_and_two_wandb_runs(
     config = {"results_dir": str(tmp_path / "results"), "logging": {"wandb": PROJECT}}
     for backbone, score in SCORES.items():
         job = SimpleNamespace(config=config, wildcards=wildcards(backbone))
+        folder = tmp_path / backbone
+        paths = dict(
+            out_dir=folder / "model", log_path=folder / "train_log.jsonl", state_dir=folder / "state"
+        )
         done = train_cell(  # as scripts/train.py calls it
             SETTINGS,
             point=None,
             previous_selection=None,
-            backbone_dir=tiny_bert,
-            corpus_path=corpus,
-            dev_data_dir=senteval_dir,
-            out_dir=tmp_path / backbone / "model",
-            log_path=tmp_path / backbone / "train_log.jsonl",
-            state_dir=tmp_path / backbone / "state",
+            **paths,
             cache_dir=tmp_path / "cache",
-            device="cpu",
+            **sentence_data,
             events_dir=events_dir_of(job),
             wandb_run=wandb_run_of(job),
             cell=job.wildcards,

@@ -42,29 +42,17 @@ def _no_training_step(monkeypatch):
     monkeypatch.setattr(loop, "train_steps", train_steps)
 
 
-def _sentence_job(tmp_path, tiny_bert, corpus, senteval_dir):
+def _sentence_job(tmp_path, sentence_data):
     from contrastlab.training.cells import train_cell
     from tests.training.conftest import TINY_SENTENCE
 
     cell = Path("results", "checkpoints", "nie2023", "tiny-bert", "cl", "seed42")
     out, log, state = cell / "model", cell / "train_log.jsonl", Path("results", "state", "train", "cl")
     settings = {**TINY_SENTENCE, "max_steps": 4, "eval_every": 2}
+    where = dict(out_dir=out, log_path=log, state_dir=state, cache_dir=tmp_path / "cache", **sentence_data)
 
     def job():  # as scripts/train.py runs it
-        return train_cell(
-            settings,
-            point=None,
-            previous_selection=None,
-            backbone_dir=tiny_bert,
-            corpus_path=corpus,
-            dev_data_dir=senteval_dir,
-            out_dir=out,
-            log_path=log,
-            state_dir=state,
-            cache_dir=tmp_path / "cache",
-            device="cpu",
-            keep_state=True,
-        )
+        return train_cell(settings, point=None, previous_selection=None, **where, keep_state=True)
 
     return job, out, log, state, "train_summary.json"
 
@@ -97,8 +85,7 @@ def cell_job(request, tmp_path, monkeypatch):
     with ``results/`` in it)."""
     monkeypatch.chdir(tmp_path)
     if request.param == "sentence":
-        names = ("tiny_bert", "corpus", "senteval_dir")
-        return _sentence_job(tmp_path, *map(request.getfixturevalue, names))
+        return _sentence_job(tmp_path, request.getfixturevalue("sentence_data"))
     return _image_job(request.getfixturevalue("vision_settings"))
 
 

@@ -43,13 +43,8 @@ def _dtypes_of(module: torch.nn.Module, kinds=(torch.nn.Linear, torch.nn.Conv2d)
 
 
 @pytest.fixture(scope="module")
-def sentence_parts(tiny_bert, corpus):
-    from transformers import AutoTokenizer
-
-    from contrastlab.training.corpus import load_tokenized_corpus
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
-    cached, _ = load_tokenized_corpus(corpus, tokenizer, 32, corpus.parent / "precision-cache")
+def sentence_parts(tiny_bert, tokenized):
+    tokenizer, cached = tokenized
     return tiny_bert, [cached.batch(torch.arange(16).numpy(), tokenizer.pad_token_id)]
 
 

@@ -47,11 +47,6 @@ def read_log(path: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def data(tiny_bert, corpus, senteval_dir):
-    return tiny_bert, corpus, senteval_dir
-
-
-@pytest.fixture(scope="module")
 def family_runs(tmp_path_factory, train_tiny):
     runs = {}
     for family, options in FAMILIES.items():
@@ -154,16 +149,17 @@ KILL_SETTINGS = {
 }
 
 
-def _train_args(settings: dict, data, folder: Path, cache: Path) -> dict:
-    tiny_bert, corpus, senteval_dir = data
+def _train_args(settings: dict, data: dict, folder: Path, cache: Path) -> dict:
+    """``sentence.train``'s arguments as JSON for ``_run_train.py`` (which trains on the CPU)."""
+    paths = {
+        **data,
+        "out_dir": folder / "model",
+        "log_path": folder / "log.jsonl",
+        "state_dir": folder / "state",
+    }
     return {
         "settings": settings,
-        "backbone_dir": str(tiny_bert),
-        "corpus_path": str(corpus),
-        "dev_data_dir": str(senteval_dir),
-        "out_dir": str(folder / "model"),
-        "log_path": str(folder / "log.jsonl"),
-        "state_dir": str(folder / "state"),
+        **{k: str(v) for k, v in paths.items() if k != "device"},
         "cache_dir": str(cache),
     }
 
@@ -176,7 +172,7 @@ def _train_in_process(args: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def straight_runs(tmp_path_factory, data):
+def straight_runs(tmp_path_factory, sentence_data):
     """The uninterrupted run per precision, trained once for all kill points (in this process)."""
     folders: dict[str, Path] = {}
 
@@ -184,7 +180,7 @@ def straight_runs(tmp_path_factory, data):
         if precision not in folders:
             root = tmp_path_factory.mktemp(f"straight-{precision}")
             settings = {**KILL_SETTINGS, "precision": precision}
-            _train_in_process(_train_args(settings, data, root / "straight", root / "cache"))
+            _train_in_process(_train_args(settings, sentence_data, root / "straight", root / "cache"))
             folders[precision] = root / "straight"
         return folders[precision]
 
@@ -194,7 +190,7 @@ def straight_runs(tmp_path_factory, data):
 @pytest.mark.fault("SIGKILL of a training job at a random step", "resumes; checkpoint and log bit-identical")
 @pytest.mark.parametrize("kill_seed, precision", [(0, "fp32"), (1, "fp32"), (2, "fp32"), (3, "fp16")])
 def test_resume_after_sigkill_is_bit_identical(
-    tmp_path, data, kill_seed, precision, observed, straight_runs, read_curves
+    tmp_path, sentence_data, kill_seed, precision, observed, straight_runs, read_curves
 ):
     """A run SIGKILLed after a random snapshot resumes to the uninterrupted run's checkpoint, summary,
     log metrics and TensorBoard curves, bit for bit. Only the killed run has its own process (a SIGKILL
@@ -203,7 +199,7 @@ def test_resume_after_sigkill_is_bit_identical(
     settings = {**KILL_SETTINGS, "precision": precision}
     chooser = random.Random(kill_seed)
     kill_after = chooser.choice([2, 4, 6, 8, 10])
-    killed_args = _train_args(settings, data, tmp_path / "killed", tmp_path / "cache")
+    killed_args = _train_args(settings, sentence_data, tmp_path / "killed", tmp_path / "cache")
 
     log = tmp_path / "killed.log"
     proc = _train_in_a_process({**killed_args, "sleep": 0.15}, log)
@@ -279,13 +275,13 @@ def test_resume_after_sigkill_is_bit_identical(
     "resumes from the previous complete snapshot; checkpoint and log bit-identical",
 )
 def test_a_kill_during_a_background_snapshot_write_resumes_from_the_previous_one(
-    tmp_path, data, observed, straight_runs
+    tmp_path, sentence_data, observed, straight_runs
 ):
     """Issue 75 item 2: the snapshot after step 4 is written in the background while steps 5 and 6
     train (the log shows step 6 before its state.pt is renamed); a SIGKILL then, with the new file
     half-written, leaves step 2's snapshot, and the cell resumes from it to the uninterrupted run's
     checkpoint and dev scores, bit for bit."""
-    killed_args = _train_args(KILL_SETTINGS, data, tmp_path / "killed", tmp_path / "cache")
+    killed_args = _train_args(KILL_SETTINGS, sentence_data, tmp_path / "killed", tmp_path / "cache")
     state_dir = tmp_path / "killed" / "state"
     log = tmp_path / "killed.log"
     proc = _train_in_a_process({**killed_args, "slow_write": 120.0}, log)
@@ -522,21 +518,18 @@ def test_a_new_best_is_written_with_the_next_snapshot_and_at_the_end_not_at_each
     "the cell's finished state is kept until the outputs are accepted; the rerun only re-exports",
 )
 def test_outputs_removed_after_the_job_are_re_exported_without_training(
-    tmp_path, tiny_bert, corpus, senteval_dir, monkeypatch, observed
+    tmp_path, sentence_data, monkeypatch, observed
 ):
     from contrastlab.training.cells import train_cell
     from contrastlab.workflow.finished import forget_finished_states
     from tests.training.conftest import TINY_SENTENCE
 
     out, log, state = tmp_path / "model", tmp_path / "log.jsonl", tmp_path / "state"
-    cell = dict(point=None, previous_selection=None, backbone_dir=tiny_bert, corpus_path=corpus)
-    places = dict(dev_data_dir=senteval_dir, out_dir=out, log_path=log, state_dir=state)
+    places = dict(out_dir=out, log_path=log, state_dir=state, cache_dir=tmp_path / "cache", **sentence_data)
     settings = {**TINY_SENTENCE, "max_steps": 4, "eval_every": 2}
 
     def job():  # as scripts/train.py runs it: the state stays until Snakemake has accepted the outputs
-        return train_cell(
-            settings, **cell, **places, cache_dir=tmp_path / "cache", device="cpu", keep_state=True
-        )
+        return train_cell(settings, point=None, previous_selection=None, **places, keep_state=True)
 
     assert job() == "trained"
     first = json.loads((out / "train_summary.json").read_text())

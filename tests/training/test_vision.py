@@ -52,9 +52,8 @@ def test_log_and_encoder(reference, vision_settings):
     assert summary["steps"] == 24 and encoder(torch.zeros(2, 3, 16, 16)).shape == (2, 32)  # width 4 -> 32-d
     assert not (reference / "state").exists()  # snapshots are removed when the cell finishes
     assert (reference / "encoder" / "encoder.safetensors").exists()
-    assert VisionTrainSettings.from_dict(summary["settings"]) == VisionTrainSettings.from_dict(
-        vision_settings()
-    )
+    decided = {**vision_settings(), "cuda_graph": False}  # the configured settings, decided for the CPU
+    assert VisionTrainSettings.from_dict(summary["settings"]) == VisionTrainSettings.from_dict(decided)
     assert summary["meta"] and summary["channels_last"] is False and summary["precision"] == "fp32"
 
 
@@ -267,7 +266,7 @@ def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_s
 
     monkeypatch.setattr(runtime.Precision, "fp32_mode", property(lambda self: "tf32"))
     seen: dict[bool, set] = {True: set(), False: set()}  # encoder.training -> (fp32 mode, autocast)
-    build, draw = trainer._build, trainer._OarBatches.batch
+    build, draw = trainer._build, trainer.OarBatches.batch
 
     def build_recording(*args, **kwargs):
         encoder, head, loss_dim = build(*args, **kwargs)
@@ -286,7 +285,7 @@ def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_s
         return draw(self, *args)
 
     monkeypatch.setattr(trainer, "_build", build_recording)
-    monkeypatch.setattr(trainer._OarBatches, "batch", draw_recording)
+    monkeypatch.setattr(trainer.OarBatches, "batch", draw_recording)
     torch.backends.cuda.matmul.fp32_precision = "none"  # PyTorch's defaults, as in a fresh process
     torch.backends.cudnn.conv.fp32_precision = torch.backends.cudnn.rnn.fp32_precision = "tf32"
     try:

@@ -238,6 +238,22 @@ def summarise(
     return summary
 
 
+def finish(run: TrainingRun, track: Track, summary: Mapping[str, Any], export, keep_state: bool) -> None:
+    """The run's end once its summary is written: a "finished" snapshot (a kill during the export, or
+    outputs removed after the job, only redo the export), then :func:`export_outputs`."""
+    finished = {"fingerprint": track.fingerprint, "runtime": run.runtime_key(), "finished": True}
+    st.save_state(run.state_dir, {**finished, "summary": summary}, {"finished": True})
+    export_outputs(run, export, keep_state)
+
+
+def export_outputs(run: TrainingRun, export: Callable[[], None], keep_state: bool) -> None:
+    """``export()`` (the outputs copied out of the state folder), then the state folder removed unless
+    ``keep_state`` (a workflow job keeps it until Snakemake has accepted the outputs)."""
+    export()
+    if not keep_state:
+        shutil.rmtree(run.state_dir, ignore_errors=True)
+
+
 def link_or_copy(source: str, destination: str) -> None:
     """``shutil.copytree``'s copy function for an export out of a state folder: a hard link, else (another
     file system, or one without hard links) a copy."""

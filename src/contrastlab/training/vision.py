@@ -1,49 +1,39 @@
 """Contrastive pre-training of an image encoder (protocol.md §3; MACL App. B.3).
 
-Each step of the shared loop (:mod:`contrastlab.training.loop`) takes a batch of images from a per-epoch
-permutation of the training split (kept on the device as uint8), draws two SimCLR views of each on the
-device (:class:`~contrastlab.training.augment.SimCLRAugment`), encodes both views in one forward pass of 2B
-images (so BatchNorm sees the whole 2N batch, as SimCLR), projects them with the MLP head and applies
-the loss to the two [B, head_dim] halves. Adam with MACL's learning-rate rule (lr x batch/256 above
-256, App. B.3), weight decay 1e-6 (App. B.3), and a constant rate: App. B.3 names no schedule, so the
-constant rate is our choice (the simplest reading; declared in docs/deviations.md). Precision and the
-runtime (snapshots, resume, the non-finite policy, logging) are :mod:`contrastlab.training.runtime`'s:
-``auto`` is bf16 autocast of the encoder on CUDA (the head and the loss in fp32), channels-last on
-CUDA. Only full batches by default (``drop_last``): every step has the same number of negatives. On
-CUDA the whole step, augmentation draws included, is one CUDA graph by default (``cuda_graph``,
-:mod:`contrastlab.training.vision_capture`); OAR's step stays eager.
+Each step of the shared loop (:mod:`.loop`) takes a batch from a per-epoch permutation of the training
+split (uint8 on the device), draws two SimCLR views of each on the device (:class:`.augment.SimCLRAugment`),
+encodes both in one forward pass of 2B images (BatchNorm sees the 2N batch, as SimCLR), projects them
+with the MLP head and applies the loss to the two [B, head_dim] halves. Adam with MACL's rate rule (lr
+x batch/256 above 256), weight decay 1e-6, and a constant rate: App. B.3 names no schedule (our reading,
+docs/deviations.md). ``auto`` precision is bf16 autocast of the encoder on CUDA, channels-last there.
+Only full batches by default (``drop_last``). On CUDA the whole step is one CUDA graph by default
+(:mod:`.vision_capture`); OAR's step stays eager.
 
-The OAR study (OAR §4-5) adds, per step, a batch of *labelled* images from a fixed subset of the
-training split (``oar_fraction``, :func:`~contrastlab.data.images.labelled_subset`), seen in two views
-in a second forward pass (its own BatchNorm batch, as the authors' code), and the Orthonormal Anchor
-Regression term (:func:`~contrastlab.losses.oar.oar_loss`) of their embeddings against fixed anchors
-drawn from the seed (saved beside the encoder, ``anchors.safetensors``); SGD with momentum and a
-cosine-annealed rate, and no projection head (the paper trains on the encoder's 512-d output), are
-settings.
+The OAR study (OAR §4-5) adds a batch of labelled images from a fixed subset (``oar_fraction``,
+:func:`~contrastlab.data.images.labelled_subset`), two views in a second forward pass (its own BatchNorm
+batch, as the authors' code), and the anchor-regression term (:func:`~contrastlab.losses.oar.oar_loss`)
+against fixed seeded anchors (saved as ``anchors.safetensors``); SGD with momentum, a cosine rate and no
+projection head (OAR's 512-d encoder output) are settings.
 
-Snapshots (model, head, optimiser, the augmentation generator and every RNG, the log offset) every
-``state_every`` steps (and/or ``state_minutes``) make a killed job resume to a bit-identical encoder
-and log on CPU (:mod:`contrastlab.training.runtime`). The final encoder's state dict is written to
-``out_dir/encoder.safetensors`` with ``settings.json`` (resolved settings, run information, package
-versions, git SHA). The encoder written is the last epoch's (``keep: last``: MACL's CIFAR study names
-no selection) or, with ``keep: best_val_loss`` and a held-out ``val_fraction``, the epoch of the
-lowest validation loss (the OAR authors' code: an 80/20 ``random_split`` and
-``ModelCheckpoint(monitor="val_loss")``); the epoch kept is recorded (``kept_epoch``).
+Snapshots make a killed job resume to a bit-identical encoder and log on CPU (:mod:`.runtime`). The
+encoder written (``encoder.safetensors`` with ``settings.json``) is the last epoch's (``keep: last``:
+MACL names no selection) or, with ``keep: best_val_loss`` and a held-out ``val_fraction``, the epoch of
+the lowest validation loss (the OAR authors' 80/20 split and ``ModelCheckpoint(monitor="val_loss")``),
+recorded as ``kept_epoch``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
-import random
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -54,7 +44,6 @@ from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.paths import atomic_dir
 from contrastlab.training import capture, loop
-from contrastlab.training import state as st
 from contrastlab.training import vision_capture as vc
 from contrastlab.training.augment import SimCLRAugment, two_views
 from contrastlab.training.events import WandbRun
@@ -63,6 +52,7 @@ from contrastlab.training.runtime import (
     TrainingRun,
     build_optimizer,
     epoch_order,
+    seed_all,
 )
 from contrastlab.training.settings import check_against_schema, settings_from_dict
 from contrastlab.training.vision_select import ValSelection
@@ -81,8 +71,6 @@ __all__ = [
     "train_vision",
     "two_views",
 ]
-
-_OarBatches = OarBatches  # its name before it moved to vision_step (tests/evaluation read it)
 
 #: The encoder's weights in ``out_dir``.
 ENCODER_FILE = "encoder.safetensors"
@@ -114,12 +102,8 @@ class VisionTrainSettings:
     stem: str = "cifar"  # 3x3 stride-1 stem, no max-pool (App. B.3)
     width: int = 64  # channels of the first stage (64 = the standard ResNet)
     image_size: int | None = None  # None: the dataset's own (CIFAR 32 as App. B.3, digits 16)
-    out_dim: int | None = (
-        None  # a final linear layer of the encoder to this size (OAR §5.2: ResNet-50 -> 512)
-    )
-    input_size: int | None = (
-        None  # side of the network's input; None: the images' own (OAR §5 resizes to 224)
-    )
+    out_dim: int | None = None  # a final linear layer to this size (OAR §5.2: ResNet-50 -> 512)
+    input_size: int | None = None  # the network's input side; None: the images' (OAR §5: 224)
     projection_head: bool = True  # False: the loss sees the encoder's output (OAR §5.1, "used for training")
     head_hidden: int = 512
     head_dim: int = 128  # protocol.md §3: 2-layer MLP head to 128-d
@@ -146,14 +130,12 @@ class VisionTrainSettings:
     head_autocast: bool = False  # the projection head inside bf16/fp16 autocast; else fp32
     channels_last: bool | None = None  # None: on CUDA only (faster convolutions with bf16)
     # The GPU step's speed switches (docs/gpu-defects.md); none changes a CPU run's numbers by default.
-    # augment_calls: "two" draws each view in its own SimCLRAugment call (today's draws); "one" draws
-    # both in one call of 2B images: half the augmentation's kernel launches, the same distribution of
-    # views (tests/training/test_augment.py tests it), other draws for a seed.
+    # augment_calls "one" draws both views in one call of 2B images: half the launches, the same
+    # distribution of views, other draws for a seed than "two" (each view its own call).
     augment_calls: str = "two"
     cudnn_benchmark: bool = True  # CUDA only: cuDNN times its convolution algorithms once per shape
     compile: bool = False  # torch.compile the encoder and the augmentation's pure half (off: unmeasured)
-    # The whole step (draws, views, forward, backward, optimiser) as one CUDA graph (training.vision_capture);
-    # None: on for CUDA where the step can be captured (else one line says why), off elsewhere.
+    # The whole step as one CUDA graph (training.vision_capture); None: decided by capture.for_device.
     cuda_graph: bool | None = None
     # SimCLR's CIFAR augmentations (Chen et al. 2020, App. A; the four types of App. B.3); OAR uses
     # crop_scale (0.8, 1.0) and jitter (0.2, 0.2, 0.2, 0.1) (protocol.md section 3).
@@ -176,8 +158,7 @@ class VisionTrainSettings:
     def __post_init__(self) -> None:
         for name in ("crop_scale", "crop_ratio", "jitter", "blur_sigma"):  # YAML and JSON give lists
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
-        # Types, choices, bounds and list lengths are stated once, in the schema's $defs.vision_training;
-        # the code keeps what one field's schema cannot say: each range's order, the kernel's parity.
+        # The schema states types, choices, bounds and lengths; the code what it cannot say.
         check_against_schema(self, "vision_training")
         for name in ("crop_scale", "crop_ratio", "blur_sigma"):
             low, high = getattr(self, name)
@@ -278,19 +259,14 @@ def train_vision(
     """Train one vision cell; write the encoder to ``out_dir`` and the JSONL log to ``log_path``.
 
     ``data_root`` holds the CIFAR folders (unused for digits); ``download`` fetches CIFAR there first
-    when absent (:func:`~contrastlab.data.images.load_images`). ``state_dir`` holds snapshots while
-    training (a rerun resumes from them; deleted on success, unless ``keep_state``: a workflow job keeps
-    the finished state, the encoder folder among it, until Snakemake has accepted its outputs, so that a
-    rerun after a post-job failure only re-exports; contrastlab.workflow.finished removes it).
-    ``progress``: a progress bar and one JSON
-    line per log step on stderr; ``check_every``, ``events_dir`` (default ``<state_dir>.tensorboard``),
-    ``wandb_run`` and ``cell``: as :class:`~contrastlab.training.runtime.TrainingRun` takes them.
-    Returns the summary also written to ``out_dir/settings.json``.
+    when absent. ``state_dir`` holds snapshots (a rerun resumes from them), deleted on success unless
+    ``keep_state`` (as :func:`~contrastlab.training.sentence.train`). ``progress``: a progress bar and
+    one JSON line per log step on stderr; ``check_every``, ``events_dir``, ``wandb_run`` and ``cell``: as
+    :class:`~contrastlab.training.runtime.TrainingRun` takes them. Returns the summary also written to
+    ``out_dir/settings.json``.
     """
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run, cell=cell)
-    if settings.cuda_graph:  # before anything is loaded: the one-line error comes first
-        capture.require_cuda(run.device)
     benchmark_was = torch.backends.cudnn.benchmark
     try:
         return _train(settings, run, data_root, download, Path(out_dir), Path(log_path), keep_state)
@@ -342,9 +318,7 @@ def _train(
     fingerprint = loop.fingerprint(s, LATER_DEFAULTS, n_images, size)
     saved = run.load_snapshot(fingerprint)
     if saved is not None and saved.get("finished"):  # trained; its export lost or never accepted
-        _export(run.state_dir, out_dir, log_path)
-        if not keep_state:
-            shutil.rmtree(run.state_dir, ignore_errors=True)
+        loop.export_outputs(run, functools.partial(_export, run.state_dir, out_dir, log_path), keep_state)
         return saved["summary"]
     s, notes = capture.for_device(s, run.device, n_images=n_train)  # said once the run's log has begun
     images = data.images.to(run.device)
@@ -485,9 +459,7 @@ def build_parts(s: VisionTrainSettings, run: TrainingRun, data, size: int) -> Vi
 
 def _build(s: VisionTrainSettings, device: torch.device, channels_last) -> tuple:
     """The seeded encoder and head on ``device`` (train mode) and the dimension the loss sees."""
-    random.seed(s.seed)
-    np.random.seed(s.seed)
-    torch.manual_seed(s.seed)
+    seed_all(s.seed)
     encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
     if s.projection_head:
         head: torch.nn.Module = ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim)
@@ -601,11 +573,7 @@ def _finish(
     kept_head = None if select else parts.head  # the kept epoch's encoder is restored without its head
     anchors = parts.oar.anchors if parts.oar else None
     _write_encoder(run.state_dir / EXPORT_DIR, parts.encoder, summary, anchors, kept_head)
-    finished = {"fingerprint": track.fingerprint, "runtime": run.runtime_key(), "finished": True}
-    st.save_state(run.state_dir, {**finished, "summary": summary}, {"finished": True})
-    _export(run.state_dir, out_dir, log_path)
-    if not keep_state:
-        shutil.rmtree(run.state_dir, ignore_errors=True)
+    loop.finish(run, track, summary, functools.partial(_export, run.state_dir, out_dir, log_path), keep_state)
     return summary
 
 
