@@ -1,23 +1,13 @@
 """The one training loop of both trainers: steps, the log's intervals, evaluations, snapshots, the end.
 
-The sentence trainer (:mod:`contrastlab.training.sentence`) and the image trainer
-(:mod:`contrastlab.training.vision`) each describe their run as a :class:`Track`: its batches' order, its
-step, its log line's statistics, its evaluations (STS dev, the geometry probe, the kept-epoch
-validation) and what its snapshot carries besides the training state. This module runs any track on a
-:class:`~contrastlab.training.runtime.TrainingRun` at the shared cadences:
-
-- a step's batch is the rows ``position * batch_size`` onwards of its epoch's order (a permutation drawn
-  per epoch, :func:`~contrastlab.training.runtime.epoch_order`);
-- a log line every ``log_every`` steps and at the last step; an evaluation every ``every`` steps of its
-  own and at the last step, those marked ``at_start`` also at step 0 of a fresh run (never on resume);
-- a snapshot where the run says one is due (``state_every`` / ``state_minutes``), the non-finite check
-  at every step that reads the device anyway (logging, evaluating, a snapshot) or at ``check_every``;
-- a fresh run begins its log, a resumed one loads the snapshot and the track's selection
-  (:func:`begin`); the summary and the log's end record share their fields (:func:`summarise`).
-
-The order of the work in a step (the rate read, the step, its record, the check, the log line, the
-evaluations, the snapshot) is the one both trainers always had, so their numbers, logs and snapshots
-are unchanged by sharing it.
+Each trainer describes its run as a :class:`Track` (its batches' order, its step, its log line's
+statistics, its evaluations, what its snapshot carries), which this module runs on a
+:class:`~contrastlab.training.runtime.TrainingRun` at the shared cadences: a step's batch is the rows
+``position * batch_size`` onwards of its epoch's seeded permutation; a log line every ``log_every``
+steps and at the last; each evaluation every ``every`` steps of its own and at the last (``at_start``
+ones also at step 0 of a fresh run); a snapshot when the run says one is due; the non-finite check at
+every step that reads the device anyway, or at ``check_every``. The order of the work in a step is the
+one both trainers always had, so their numbers, logs and snapshots are unchanged by sharing it.
 """
 
 from __future__ import annotations
