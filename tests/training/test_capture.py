@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import types
 
@@ -27,6 +28,7 @@ from contrastlab.losses import build_loss
 from contrastlab.training import capture
 from contrastlab.training.runtime import TrainingRun, build_optimizer
 from contrastlab.training.sentence import TrainSettings, build_head, train, train_step
+from contrastlab.training.vision import VisionTrainSettings
 
 L, N, VOCAB = 16, 8, 200  # max_length, sentences per batch, vocabulary of the random BERT
 
@@ -303,23 +305,48 @@ def test_the_new_switches_at_their_defaults_match_the_settings_fields():
         assert defaults[key] in default if isinstance(default, frozenset) else defaults[key] == default
 
 
-# -- the device-dependent defaults (issue 53): the graph on for CUDA, the CPU run as it was ------------
+# -- the device-dependent defaults: the graph on for CUDA, the CPU run as it was -----------------------
+
+
+def _sentence(**values) -> TrainSettings:
+    return TrainSettings(loss="infonce", **values)
+
+
+_image = VisionTrainSettings
+OAR_CELL = {"oar_fraction": 0.1, "optimizer": "sgd"}
+
+
+def _graph(graph: bool) -> dict:
+    return {"cuda_graph": graph}
+
+
+def _decided(graph: bool, dev_batch: int) -> dict:
+    return {**_graph(graph), "dev_batch_size": dev_batch, "padding_free": False}
 
 
 @pytest.mark.parametrize(
-    ("device", "values", "graph", "dev_batch", "notes"),
+    ("make", "device", "values", "n_images", "decided", "note"),
     [
-        ("cpu", {}, False, 128, 0),  # the CPU run keeps what it always had: no CPU number moves
-        ("cuda", {}, True, 512, 0),
-        ("cuda", {"grad_accum": 2}, False, 512, 1),  # one line: why the step stays eager
-        ("cuda", {"cuda_graph": False, "dev_batch_size": 128}, False, 128, 0),  # explicit values kept
-        ("cpu", {"dev_batch_size": 512}, False, 512, 0),
+        # the CPU run keeps what it always had: no CPU number moves
+        (_sentence, "cpu", {}, 0, _decided(False, 128), None),
+        (_sentence, "cuda", {}, 0, _decided(True, 512), None),
+        (_sentence, "cuda", {"grad_accum": 2}, 0, _decided(False, 512), "grad_accum 2"),
+        (_sentence, "cuda", {"cuda_graph": False, "dev_batch_size": 128}, 0, _decided(False, 128), None),
+        (_sentence, "cpu", {"dev_batch_size": 512}, 0, _decided(False, 512), None),
+        (_image, "cpu", {}, 512, _graph(False), None),
+        (_image, "cuda", {}, 512, _graph(True), None),
+        (_image, "cuda", {"cuda_graph": False}, 512, _graph(False), None),
+        (_image, "cuda", OAR_CELL, 512, _graph(False), "OAR's labelled pass"),
+        (_image, "cuda", {"compile": True}, 512, _graph(False), "compile: true"),
+        (_image, "cuda", {"drop_last": False}, 500, _graph(False), "a last batch of 244 images"),
+        (_image, "cuda", {"drop_last": False}, 512, _graph(True), None),  # all full
     ],
 )
-def test_for_device_decides_the_graph_and_the_dev_batch(device, values, graph, dev_batch, notes):
-    settings, said = capture.for_device(TrainSettings(loss="infonce", **values), torch.device(device))
-    assert (settings.cuda_graph, settings.dev_batch_size, len(said)) == (graph, dev_batch, notes)
-    assert all("\n" not in line and "grad_accum 2" in line for line in said)
+def test_for_device_decides_either_tracks_step_mode(make, device, values, n_images, decided, note):
+    configured = make(**values)
+    got, notes = capture.for_device(configured, torch.device(device), n_images=n_images)
+    assert got == dataclasses.replace(configured, **decided)  # nothing else decided
+    assert notes == [] if note is None else (len(notes) == 1 and note in notes[0] and "\n" not in notes[0])
 
 
 def test_the_defaults_keep_the_fingerprint_of_a_snapshot_written_before_them():

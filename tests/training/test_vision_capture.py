@@ -41,24 +41,6 @@ def test_cuda_graph_true_on_a_cpu_is_one_line_before_anything_loads(tmp_path):
         )  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("device", "values", "n_images", "graph", "note"),
-    [
-        ("cpu", {}, 512, False, None),  # a CPU run keeps its eager step: no CPU number moves
-        ("cuda", {}, 512, True, None),
-        ("cuda", {"cuda_graph": False}, 512, False, None),
-        ("cuda", {"oar_fraction": 0.1, "optimizer": "sgd"}, 512, False, "OAR's labelled pass"),
-        ("cuda", {"compile": True}, 512, False, "compile: true"),
-        ("cuda", {"drop_last": False}, 500, False, "a last batch of 244 images"),
-        ("cuda", {"drop_last": False}, 512, True, None),  # every batch full: one shape
-    ],
-)
-def test_for_device_decides_the_graph_by_device_and_step(device, values, n_images, graph, note):
-    got, notes = capture.for_device(VisionTrainSettings(**values), torch.device(device), n_images=n_images)
-    assert got == VisionTrainSettings(**values | {"cuda_graph": graph})  # nothing else decided
-    assert notes == [] if note is None else (len(notes) == 1 and note in notes[0] and "\n" not in notes[0])
-
-
 def test_an_explicit_graph_that_cannot_capture_the_step_is_one_line():
     with pytest.raises(ValueError, match="needs a CUDA device, but this run is on cpu"):
         capture.for_device(VisionTrainSettings(cuda_graph=True), torch.device("cpu"), n_images=512)
