@@ -54,14 +54,11 @@ def step_body(
     head_autocast: bool,
     autocast: Callable | None = None,
 ) -> Callable[[torch.Tensor], tuple]:
-    """The image step as the graph runs it, a function of a batch of images [B, 3, H, W]. It draws two
-    views from ``views`` (:func:`~contrastlab.training.augment.two_views` with ``calls``) and runs
-    ``train_step`` (:func:`~contrastlab.training.vision.train_step`, passed in because that module
-    imports this one) without statistics, followed by
-    :meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step` with the norm measured and the
-    gradients left in place. ``parts`` = (encoder, head, loss_fn, optimizer, params). The body returns
-    (loss output, h1, h2, grad norm). Outside a graph it runs eagerly, and the CPU tests check the
-    graph's path that way."""
+    """The image step as the graph runs it, a function of a batch of images [B, 3, H, W]: two views drawn
+    from ``views`` (:func:`~contrastlab.training.augment.two_views`), ``train_step`` (passed in: that
+    module imports this one) without statistics, then the optimiser step with the norm measured and the
+    gradients left in place. ``parts`` = (encoder, head, loss_fn, optimizer, params). Returns (loss
+    output, h1, h2, grad norm); outside a graph it runs eagerly, as the CPU tests check it."""
     encoder, head, loss_fn, optimizer, params = parts
     autocast = autocast or run.autocast
 
@@ -97,11 +94,9 @@ def capture_vision_step(
     memory_format: torch.memory_format,
     head_autocast: bool,
 ) -> CapturedStep:
-    """:func:`step_body` captured as a :class:`~contrastlab.training.capture.CapturedStep`. Before the
-    capture the rate becomes a device tensor and ``views`` is registered with the graph. ``first`` is a
-    batch of images of the run's shape, used for the warm-up; the warm-up's effects, its draws included,
-    are undone. Calling the step with a batch returns (loss output, h1, h2, grad norm), device tensors
-    that every replay rewrites."""
+    """:func:`step_body` captured as a :class:`~contrastlab.training.capture.CapturedStep`, ``views``
+    registered with the graph; ``first``, a batch of the run's shape, warms it up (its effects, draws
+    included, undone). Called with a batch it returns (loss output, h1, h2, grad norm)."""
     encoder, head, _, optimizer, _ = parts
     autocast = prepare_capture(run, optimizer)
     body = step_body(
@@ -121,9 +116,8 @@ def capture_vision_step(
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """Set each group's rate to ``lr``. A group whose rate is a device tensor (a captured step's, see
-    :func:`~contrastlab.training.capture.tensor_lr`) has ``lr`` written into that tensor in place, since
-    the graph reads that memory; otherwise the float is assigned, as the eager loop always did."""
+    """Set each group's rate to ``lr``: written in place into a captured step's rate tensor (the graph
+    reads that memory; :func:`~contrastlab.training.capture.tensor_lr`), else assigned as a float."""
     for group in optimizer.param_groups:
         if torch.is_tensor(group["lr"]):
             group["lr"].fill_(lr)
@@ -132,9 +126,8 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
 
 
 def with_stats(loss_fn, out, h1: torch.Tensor, h2: torch.Tensor):
-    """``out`` (a loss output without statistics) with the statistics ``loss_fn`` gives for the step's
-    embeddings ``h1``, ``h2``: the numbers the eager log step computes inside the step. They are
-    computed outside the graph, at log steps only."""
+    """``out`` with the statistics ``loss_fn`` gives for the step's embeddings ``h1``, ``h2`` (the eager
+    log step's numbers), computed outside the graph, at log steps only."""
     with torch.no_grad():
         stats = loss_fn(h1, h2, with_stats=True).stats
     return dataclasses.replace(out, stats=stats)
