@@ -94,17 +94,17 @@ def test_crop_equals_torchvision_resized_crop(box, size):
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 
 
+def _simclr_boxes(n: int, height: int, width: int, seed: int, scale=(0.08, 1.0)) -> torch.Tensor:
+    """``n`` crop boxes drawn with SimCLR's ratio range (and by default its scale range)."""
+    generator = torch.Generator().manual_seed(seed)
+    return A.sample_crop_boxes(
+        n, height, width, scale=scale, ratio=(3 / 4, 4 / 3), generator=generator, device="cpu"
+    )
+
+
 def test_crop_boxes_are_whole_pixels_inside_the_image():
     height, width, n = 24, 32, 20000
-    boxes = A.sample_crop_boxes(
-        n,
-        height,
-        width,
-        scale=(0.08, 1.0),
-        ratio=(3 / 4, 4 / 3),
-        generator=torch.Generator().manual_seed(1),
-        device="cpu",
-    )
+    boxes = _simclr_boxes(n, height, width, seed=1)
     assert boxes.dtype == torch.int64 and boxes.shape == (n, 4)
     top, left, h, w = boxes.unbind(1)
     assert (top >= 0).all() and (left >= 0).all() and (h >= 1).all() and (w >= 1).all()
@@ -119,15 +119,7 @@ def test_crop_boxes_are_distributed_as_torchvisions():
     from scipy.stats import ks_2samp
 
     height, width = 32, 32
-    ours = A.sample_crop_boxes(
-        20000,
-        height,
-        width,
-        scale=(0.08, 1.0),
-        ratio=(3 / 4, 4 / 3),
-        generator=torch.Generator().manual_seed(2),
-        device="cpu",
-    ).float()
+    ours = _simclr_boxes(20000, height, width, seed=2).float()
     image = torch.zeros(3, height, width)
     with torch.random.fork_rng():
         torch.manual_seed(3)
@@ -146,15 +138,7 @@ def test_crop_boxes_are_distributed_as_torchvisions():
 )
 def test_crop_fallback_is_torchvisions_centre_crop(height, width, scale):
     """No try fits (the box would exceed the image): the whole image clipped to the ratio range, centred."""
-    boxes = A.sample_crop_boxes(
-        50,
-        height,
-        width,
-        scale=scale,
-        ratio=(3 / 4, 4 / 3),
-        generator=torch.Generator().manual_seed(4),
-        device="cpu",
-    )
+    boxes = _simclr_boxes(50, height, width, seed=4, scale=scale)
     expected = RandomResizedCrop.get_params(torch.zeros(3, height, width), list(scale), [3 / 4, 4 / 3])
     assert (boxes == torch.tensor(expected)).all()
 
