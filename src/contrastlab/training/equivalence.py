@@ -255,15 +255,12 @@ def padding_free_check(
     draws: str = "padded",
 ) -> dict:
     """Is the padding-free step the padded one, and how much faster? ``repeat`` padded and ``repeat``
-    padding-free eager runs of the same seed and batches (dropout on: the padding-free encoder draws
-    the padded model's masks), and with ``graph`` (default: on CUDA) one captured padded run, the
-    step the device would take without padding-free. ``within`` is :func:`spread_check`'s rule
-    (:func:`within_spread`: the median padded-vs-padding-free difference <= :data:`SPREAD_MARGIN` x the
-    padded runs' median spread; on a CPU, where the spread is 0, read ``packed_vs_padded_max`` against
-    fp32 rounding instead). ``ratio`` = the
-    padding-free step's time / the padded eager step's (the best run of each). ``draws``: the
-    padding-free encoder's ``dropout_draws`` ("packed": other masks, so the losses differ by more than
-    rounding; the timing is what such a row is for)."""
+    padding-free eager runs of the same seed and batches (the padding-free encoder draws the padded
+    model's dropout masks), and with ``graph`` (default: on CUDA) one captured padded run. ``within`` is
+    :func:`within_spread` of the padded-vs-padding-free gaps against the padded runs' spread (on a CPU,
+    where the spread is 0, read ``packed_vs_padded_max`` against fp32 rounding). ``ratio`` = the
+    padding-free step's time / the padded eager step's (best runs). ``draws``: the padding-free
+    encoder's ``dropout_draws`` ("packed": other masks; a timing row)."""
     common = dict(precision=precision, device=device, steps=steps, seed=seed)
     padded = [run_steps(make_model, batches, graph=False, **common) for _ in range(repeat)]
     packed = [
