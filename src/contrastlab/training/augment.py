@@ -1,39 +1,19 @@
 """SimCLR's image augmentations on whole batches on the device, each image with its own random draw.
 
 SimCLR (Chen et al. 2020, App. A; used by MACL, App. B.3) augments every image with, in this order:
+``RandomResizedCrop(size, scale=(0.08, 1), ratio=(3/4, 4/3))``, ``RandomHorizontalFlip(p=0.5)``,
+``RandomApply([ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8)`` (the four operations in a random order per
+image), ``RandomGrayscale(p=0.2)``, optionally (``blur_p`` > 0, off by default) a Gaussian blur with
+σ ~ U(``blur_sigma``) (SimCLR's ImageNet augmentation and lightly's ``SimCLRTransform`` default, which
+the OAR authors' code trains with), then ``ToTensor`` and ``Normalize``. Every draw here is a tensor of
+per-image values and every operation is batched (loops never run over images), so a CIFAR batch costs
+milliseconds on a GPU.
 
-1. ``RandomResizedCrop(size, scale=(0.08, 1), ratio=(3/4, 4/3))``,
-2. ``RandomHorizontalFlip(p=0.5)``,
-3. ``RandomApply([ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8)`` (the four operations in a random order per
-   image),
-4. ``RandomGrayscale(p=0.2)``,
-5. optionally (``blur_p`` > 0, off by default) a Gaussian blur with σ ~ U(``blur_sigma``): SimCLR's
-   ImageNet augmentation and lightly's ``SimCLRTransform`` default (p 0.5, σ 0.1-2, after grayscale),
-   which the OAR authors' code trains with,
-
-then ``ToTensor`` and ``Normalize``. torchvision draws one set of parameters per call; here every draw is
-a tensor of per-image values and every operation is batched (loops run over the four jitter positions,
-never over images), so a CIFAR batch costs milliseconds on a GPU.
-
-Semantics are ``torchvision.transforms.v2``'s on float images in [0, 1], operation by operation (the
-tests compare each, and the pipeline, with torchvision image by image):
-
-- Crop: drawn as ``RandomResizedCrop.get_params`` draws it (area fraction uniform in ``scale``, log
-  aspect ratio uniform in ``log(ratio)``, whole pixels, the first of ten tries that fits, all ten drawn
-  at once, else the centre crop clipped to the ratio range; the offset uniform over whole pixels), then
-  resampled to ``size`` x ``size`` as ``resized_crop(..., antialias=False)`` does (bilinear, half-pixel
-  centres, edges repeated) and flipped by reversing the sampling grid, in one ``grid_sample`` call.
-- Colour: ``adjust_brightness``, ``adjust_contrast``, ``adjust_saturation`` and ``adjust_hue`` with
-  per-image factors uniform in ``[max(0, 1 - x), 1 + x]`` (hue: ``[-h, h]``), in a random permutation
-  per image; the hue rotation goes through HSV (torchvision's algorithm, batched).
-- Grayscale: ITU-R 601-2 luma (0.2989 R + 0.587 G + 0.114 B), replicated to three channels.
-- Blur: ``gaussian_blur(image, [K, K], [σ, σ])`` (taps at integer offsets, exp(-x²/2σ²) normalised,
-  reflect padding), one σ per image, as two 1-D passes; K is ``blur_kernel``, by default 2⌈3σ_max⌉ + 1
-  (13 for σ ≤ 2). lightly's Pillow blur (three box blurs approximating the Gaussian, the same 13-pixel
-  support at σ = 2) is not reproduced.
-
-Known differences from SimCLR's 8-bit PIL pipeline: float32 throughout (no rounding to 8 bits between
-operations), and no antialiasing (no difference when a crop is enlarged, always the case for CIFAR).
+Each operation has ``torchvision.transforms.v2``'s semantics on float images in [0, 1] (the tests compare
+each, and the pipeline, with torchvision image by image). Known differences from SimCLR's 8-bit PIL
+pipeline: float32 throughout (no rounding between operations), no antialiasing (no difference when a
+crop is enlarged, always the case for CIFAR), and lightly's Pillow box-blur approximation of the
+Gaussian is not reproduced.
 
 Every random number comes from the ``generator`` passed in, so a saved generator state replays the
 same augmentations (the trainer's resume relies on it).

@@ -4,18 +4,15 @@ Both are switches of :class:`~contrastlab.training.sentence.TrainSettings`; :fun
 the device-dependent defaults of either track (the graph on for CUDA, off elsewhere):
 
 - ``static_shapes``: every batch padded to ``max_length`` (:func:`pad_to_width`). The loss trajectory
-  is the dynamic-padding one wherever a batch already holds a ``max_length`` sentence (wiki1m at batch
-  64 practically always: P(none of 64) ~ 2e-9); elsewhere the attention reductions and dropout masks
-  run over more positions, which moves the loss by rounding (tests/training/test_capture.py).
+  is the dynamic-padding one wherever a batch already holds a ``max_length`` sentence; elsewhere more
+  positions move the loss by rounding only (tests/training/test_capture.py).
 - ``cuda_graph``: forward, backward, clipping, fp16's scaler and the fused ``capturable`` AdamW step
-  captured once in a :class:`torch.cuda.CUDAGraph` and replayed (:class:`CapturedStep`): one launch
-  instead of ~1,000-1,500 kernels whose host cost set an eager step's pace. It needs static shapes,
-  ``grad_accum: 1``, the 4D attention mask (no host sync:
+  captured once and replayed (:class:`CapturedStep`), one launch instead of the eager step's kernels.
+  It needs static shapes, ``grad_accum: 1``, the 4D attention mask (no host sync:
   :func:`~contrastlab.models.text.attention_bias`) and a tensor learning rate. Under
-  :func:`deterministic_algorithms` the captured step is bit-equal to the eager one; by default it lies
-  within eager's own run-to-run spread (:mod:`contrastlab.training.equivalence`). A step that cannot
-  be captured fails at set-up: :func:`capture_or_eager` names the cause in one line and the run goes
-  on eagerly. Capture and replay run on the run's device (``cuda:1`` captures there).
+  :func:`deterministic_algorithms` it is bit-equal to the eager step; by default within eager's own
+  run-to-run spread (:mod:`contrastlab.training.equivalence`). A step that cannot be captured is named
+  in one line by :func:`capture_or_eager` and the run goes on eagerly, on the run's own device.
 
 The image step's graph (:mod:`contrastlab.training.vision_capture`) is a :class:`CapturedStep` too.
 """

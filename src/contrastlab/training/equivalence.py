@@ -12,9 +12,8 @@ asked of any path. What can be asked:
    over graph x eager pairs of the largest relative loss difference must be at most
    :data:`SPREAD_MARGIN` (2) times the same median over eager pairs (:func:`within_spread`). Two
    medians over pairs of the same kind estimate the same gap, so their ratio scatters about 1 (past 2
-   in about 2 % of simulated 3 + 3 readings, 0.2 % of 5 + 5), while a step that computes something else
-   lies far beyond it (other dropout masks: 0.58 relative against eager's own 3.4e-6 on an H200,
-   docs/measured.md).
+   in about 2 % of simulated 3 + 3 readings), while a step that computes something else (other dropout
+   masks) lies orders of magnitude beyond it (docs/measured.md).
 
 Both take ``make_model`` (a fresh ``(encoder, head)`` on the device, the same weights at every call) and
 ``batches``, static-shape ``(ids, mask)`` device tensors used in turn. The graph needs CUDA

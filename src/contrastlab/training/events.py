@@ -1,57 +1,19 @@
-"""Live curves: a training run's JSON-lines records, written as TensorBoard scalars as it trains.
+"""Live curves: a training run's JSON-lines records, mirrored as TensorBoard scalars (and optionally W&B).
 
-Every record a trainer writes to its log at the log points it already has is mirrored as scalars at the
-record's step, under ``<prefix>/<key>`` (a key repeating the prefix loses it, nested dicts are flattened
-with ``/``):
+Each record is written at its own step as ``<prefix>/<key>`` (nested dicts flattened with ``/``): ``train``
+records under ``train/`` (loss, lr, grad_norm, throughput, the loss's stats), sentence ``eval`` under
+``dev/``, vision ``val`` under ``val/``, the ``geometry`` probe (:mod:`contrastlab.training.geometry`)
+under ``probe/``. Values are the log's own numbers (no host-device sync added); ``ms_per_step`` is the
+only derived one. The settings (:func:`hparams`, :func:`cell_settings`) are one HParams session at step 0
+named by the cell's path (TensorBoard averages sessions with equal settings, which would merge one
+loss on two backbones), and the evaluation job adds the headline test scores in a file of their own
+(:func:`write_test_scores`); :class:`WandbRun` / :class:`WandbLog` send the same to one W&B run per cell.
 
-=========  ======  ===================================================================================
-record     prefix  scalars
-=========  ======  ===================================================================================
-train      train   loss (the interval's mean), loss_last, lr, grad_norm, loss_scale and skipped_steps
-                   (fp16), steps_per_s, sentences_per_s or images_per_s, ms_per_step, and the loss's
-                   stats (``train/stats/align``, ``train/stats/gd_active``: the gradient paradigm, ...)
-eval       dev     the sentence cells' dev evaluation: ``dev/spearman`` (STS-B dev by default),
-                   ``dev/align``, ``dev/uniformity``, ``dev/best_dev_spearman``, ``dev/seconds`` (its time)
-val        val     the vision cells' validation loss (``keep: best_val_loss``): ``val/loss``,
-                   ``val/best_val_loss``
-geometry   probe   the analysis probe (``analysis_every``, :mod:`contrastlab.training.geometry`):
-                   ``probe/align``, ``probe/uniformity``, ``probe/gd_active``, ``probe/ratio/met``, ...,
-                   and the dev sentences' ``probe/dev_l_cl``, ...
-=========  ======  ===================================================================================
-
-The values are the log's own Python numbers (no host-device sync added, nothing written between log
-points); ``ms_per_step`` (1000 / ``steps_per_s``) is the only derived one.
-
-Resume: a run resumed from its snapshot of step S shows each step once. TensorBoard's ``purge_step=S + 1``
-is honoured by its Rust loader only, so the resumed run's event file starts with that marker *and* the
-earlier files' events up to S (each tag and step once, the last kept), and the earlier files are then
-deleted: whatever reads the folder sees one uninterrupted run. The writer is flushed with every
-snapshot. A fresh start removes the earlier event files. An earlier file damaged before step S (a crc32
-failure) is read up to the damage, with one warning line naming it and the steps lost; a record cut
-short at a file's end is a killed writer's last, after the snapshot, and loses nothing.
-
-HParams: the run's settings (:func:`hparams`) are written once, at step 0, as TensorBoard's HParams
-session, so ``make monitor`` lists every cell with its settings beside the final value of each scalar
-(``dev/best_dev_spearman``, ``val/best_val_loss``). A resumed run keeps its fresh start's session. A
-workflow job's session also records the cell's experiment, backbone, method and seed
-(:func:`cell_settings`) and is named by the cell's path (``nie2023/minilm/cl/seed42``): TensorBoard
-averages sessions whose trial and settings are equal, which would merge one loss on two backbones.
-
-Test scores: the evaluation job writes its headline test scores (:func:`headline_test_scores`) into the
-same run folder at the run's last step (:func:`write_test_scores`), a file of its own
-(``events.out.tfevents.*.test``) that each evaluation replaces, so the HParams view shows them as the
-session's metrics.
-
-Weights & Biases (config ``logging: {wandb: <project>}``, :class:`WandbRun`): the same settings, scalars
-and steps (:class:`WandbLog`) and the test scores (the run's summary), in one W&B run per cell identified
-by its path, so a resume and the evaluation job continue it. wandb is imported only then, and its own
-settings (``WANDB_MODE``, ``WANDB_DIR``) hold; without ``WANDB_DIR`` its files go to the results folder's
-``wandb/``. W&B's history only moves forward: steps logged after a killed run's snapshot keep their
-first values, and a cell retrained from scratch continues its earlier run's history.
-
-Never fails the run: TensorBoard or wandb missing, a folder that cannot be made, or any error while
-writing is one warning line (logger ``contrastlab.training.events``), after which that sink writes no
-more and the run trains on; the evaluation job's test scores alike.
+Guarantees: a run resumed from its snapshot of step S shows each step once (the earlier files' events up
+to S are rewritten behind a ``purge_step=S + 1`` marker and the earlier files deleted; a file damaged
+before S is read up to the damage, with one warning). It never fails the run: a missing package, an
+unwritable folder or any error while writing is one warning line, after which that sink stops and the
+run trains on. The user-facing description is docs/reproduction.md, "Live training curves".
 """
 
 from __future__ import annotations

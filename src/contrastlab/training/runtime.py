@@ -8,18 +8,17 @@ Precision is one explicit choice, resolved once per run and recorded in its summ
 - ``fp32``: IEEE fp32 matrix products *and* convolutions (PyTorch's defaults would run cuDNN
   convolutions in TF32, making "fp32" mean TF32 for the vision track only).
 - ``tf32``: TF32 matrix products and convolutions inside the training step only (dev evaluation stays
-  IEEE fp32): about 10 significant bits in each product's inputs instead of 24. On a CPU: ``fp32``.
+  IEEE fp32). On a CPU: ``fp32``.
 - ``bf16``: bf16 autocast of the encoder; head and loss in fp32 (unless ``head_autocast``).
 - ``fp16``: fp16 autocast with dynamic loss scaling (SimCSE's ``--fp16``). A step whose scaled
   gradients overflow is skipped and counted; the run stops when the fp32 loss is not finite, or after
-  :data:`FP16_MAX_CONSECUTIVE_SKIPS` skips in a row. Runs on a CPU too, as the tests exercise it.
+  :data:`FP16_MAX_CONSECUTIVE_SKIPS` skips in a row.
 - ``auto``: ``bf16`` on a CUDA device with native bf16, ``fp32`` elsewhere.
 
 Snapshots (model, optimiser, scheduler, loss scaler, every RNG, the log offset and interval) are written
-every ``state_every`` steps and/or ``state_minutes`` minutes, whichever comes first (a BERT-base
-snapshot is about 1.3 GB). Each records its device type and precision; resuming under others stops
-with one line naming both (:class:`SnapshotMismatchError`). On a CPU a resumed run is bit-identical to an
-uninterrupted one. Every log record is mirrored as TensorBoard scalars (:mod:`.events`).
+every ``state_every`` steps and/or ``state_minutes`` minutes, whichever comes first. Each records its
+device type and precision; resuming under others stops with one line naming both
+(:class:`SnapshotMismatchError`). On a CPU a resumed run is bit-identical to an uninterrupted one.
 """
 
 from __future__ import annotations

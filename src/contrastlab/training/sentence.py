@@ -11,18 +11,12 @@ the step (heads, both dropout views, ``grad_accum`` micro-batches) is :mod:`.sen
   kept. The dev embedding is ``dev_pooling``: ``cls`` = the raw [CLS] (SimCSE's ``--mlp_only_train``,
   Li et al.), or ``cls_mlp`` = [CLS] through the head, as Nie et al.'s run script selected. The saved
   checkpoint and the test use the raw [CLS]. Step 0 is evaluated and logged, never selected.
+- Precision (:class:`~contrastlab.training.runtime.Precision`): bf16/fp16 autocast covers the encoder
+  only; head and loss run in fp32 unless ``head_autocast`` (SimCSE's ``--fp16``).
 
-Precision (``precision``, :class:`~contrastlab.training.runtime.Precision`): under bf16/fp16 autocast
-covers the encoder only; the head and loss run in fp32 unless ``head_autocast`` (SimCSE's ``--fp16``,
-which the MACL cells reproducing it set).
-
-Speed: the corpus is tokenised once per tokenizer (:mod:`.corpus`); the step never synchronises with
-the host (stats at log steps only, the NaN guard and fp16's skips counted on the device). Where a cell
-sets nothing, :func:`~contrastlab.training.capture.for_device` decides: on CUDA the step is one CUDA
-graph and dev batches are 512, except IEEE fp32, which takes the padding-free step
-(:mod:`contrastlab.models.packed`); a CPU runs the padded eager step with dev batches of 128.
-docs/training-speed.md has the measurements. On CPU a resumed run is bit-identical to an uninterrupted
-one (:mod:`.runtime`).
+The step never synchronises with the host; where a cell sets nothing,
+:func:`~contrastlab.training.capture.for_device` picks the fast path (docs/training-speed.md). On CPU a
+resumed run is bit-identical to an uninterrupted one (:mod:`.runtime`).
 """
 
 from __future__ import annotations

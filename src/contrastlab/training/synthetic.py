@@ -13,7 +13,7 @@ a rate of its "strong learning" regime (§5.1: 1e-2 to 1; §5.2 trains OAR at 1)
 of the project's OAR experiments (InfoNCE τ 1, DCL τ 0.1, Barlow Twins λ 5e-3, VICReg 25/25/1). Collapse
 is measured on the unit embeddings by :func:`effective_rank` (95% of Σσ², uncentred: 1 = one line
 through the origin), :func:`line_energy` (σ1²/Σσ²) and the angles between the clusters' principal axes
-(:func:`axis_angles`, :func:`distinct_directions`). The eight trainings take a few CPU seconds.
+(:func:`axis_angles`, :func:`distinct_directions`).
 
 [0] "Stable Contrastive Learning with Orthonormal Anchors Regression" (OAR), 2024, §3-5, Table 2.
 """

@@ -1,30 +1,24 @@
 """The image step as one CUDA graph: ``cuda_graph`` of the vision trainer's settings.
 
-MACL's eager image step (CIFAR ResNet-18, batch 256, bf16) is ~580 kernel launches of ~20 µs of host
-time each, so the host, not the GPU, sets its pace (52.6 steps/s on an H200 with two augmentation calls;
-docs/gpu-defects.md, G2). Here the whole step is captured once in a
-:class:`~contrastlab.training.capture.CapturedStep` and replayed per batch: both views' augmentation
-draws and the augmentations themselves, the encoder's forward over both views, the head, the loss, the
-backward and the fused optimiser step (Adam or SGD, ``capturable``, the rate a device tensor). The
-graph's only input is the batch of uint8 images.
+MACL's eager image step is hundreds of small kernel launches, so the host sets its pace
+(docs/gpu-defects.md, G2). Here the whole step (both views' augmentation draws and augmentations, the
+encoder over both views, the head, the loss, the backward and the fused ``capturable`` optimiser step)
+is captured once in a :class:`~contrastlab.training.capture.CapturedStep` and replayed per batch; its
+only input is the batch of uint8 images.
 
-- The draws: the augmentation generator (a CUDA ``torch.Generator`` seeded with the cell's seed) is
-  registered with the graph, so each replay draws from the generator's current Philox state and
-  advances it by one step's draws. These are the Philox offsets the eager step uses (the same ops in
-  the same order), so a replay draws the eager step's views for that state, with the same
-  ``augment_calls``. The generator's state saved in a snapshot therefore resumes a captured run as it
+- The draws: the augmentation generator is registered with the graph, so each replay draws from its
+  current Philox state and advances it by the eager step's offsets (the same ops in the same order): a
+  replay draws the eager step's views, and a snapshot's generator state resumes a captured run as it
   resumes an eager one.
-- One variant for every step. The eager step computes the loss's statistics inside the step and the
-  gradient norm only at log steps. The graph never computes the statistics (:func:`with_stats` does
-  it from the step's embeddings after a log step's replay) and measures the norm at every step: clipping
-  at an infinite bound multiplies the gradients by exactly 1.0, so the parameters do not change.
+- One variant for every step: the graph never computes the loss's statistics (:func:`with_stats` does,
+  from the step's embeddings after a log step's replay) and measures the gradient norm at every step
+  (clipping at an infinite bound multiplies by exactly 1.0, so the parameters do not change).
 - The rate: :func:`set_lr` writes each epoch's rate into the tensor the graph reads.
 
 :func:`~contrastlab.training.capture.for_device` decides the switch, as for the sentence step: ``None``
 is on for CUDA wherever the step can be captured, off on a CPU. OAR's step (its labelled batch is not a
-graph input, and its IEEE-fp32 step is GPU-bound: 184 ms per step against ~38 ms of launches),
-``compile`` (not measured with the graph) and a partial last batch (``drop_last: false``) stay eager,
-each named in one line; ``true`` on a CPU, or with one of these, is a one-line error.
+graph input, and it is GPU-bound), ``compile`` and a partial last batch (``drop_last: false``) stay
+eager, each named in one line; ``true`` on a CPU, or with one of these, is a one-line error.
 """
 
 from __future__ import annotations
