@@ -1,16 +1,6 @@
-"""The sentence step's fast paths (training.capture) on a tiny random BERT, CPU, seconds.
-
-- The 4D attention mask and static shapes give the losses of the step as it was (2D mask, dynamic
-  padding), bit for bit, over a few hundred steps with dropout on: same seed, same call order, so the
-  dropout masks are the same draws.
-- The step never synchronises with the host: a counting stand-in for ``torch.cuda.set_sync_debug_mode``
-  on a CPU (every scalar read, nonzero, boolean index, ``tolist``/``numpy``/``cpu`` call), failing on the
-  step as it was; the real sync-debug mode where CUDA exists.
-- ``cuda_graph`` is a one-line error off CUDA and with gradient caching.
-- Where CUDA is stood in for: a compiled step whose capture fails trains the plain model eagerly (C1);
-  capture and replay run with the run's device current (S1); ``deterministic`` refuses a process whose
-  cuBLAS may have started without ``CUBLAS_WORKSPACE_CONFIG``, which the training job sets first (C3).
-"""
+"""The sentence step's fast paths (training.capture) on a tiny random BERT, CPU: the 4D mask and
+static shapes give the dynamic-padding losses bit for bit; the step never syncs with the host; the
+one-line errors; and, with CUDA stood in for, the fallbacks and device rules (C1, S1, C3)."""
 
 from __future__ import annotations
 
@@ -393,10 +383,8 @@ class _CompiledAfterAFailedCapture(nn.Module):
 def test_a_compiled_step_that_cannot_be_captured_trains_the_plain_model_eagerly(
     tmp_path, train_tiny, monkeypatch, capsys
 ):
-    """compile + cuda_graph where the capture fails: one line that names compile, then the eager step
-    of the uncompiled model (whose state the failed capture put back), and a summary that says so.
-    Stand-ins on the CPU: the capture fails, the compiled module fails whenever it runs, and the
-    optimiser is not ``capturable`` (which needs CUDA)."""
+    """compile + cuda_graph where the capture fails: one line naming compile, then the uncompiled
+    model's eager step (its state put back) and a summary that says so; capture and compile stand-ins."""
     from contrastlab.training import sentence
 
     def capture_fails(*args, **kwargs):

@@ -1,7 +1,6 @@
-"""One training job per track (contrastlab.training.cells): a later search stage trains at the earlier
-winner's settings moved, a point equal to that winner gets the winner's checkpoint, and a point that
-diverges leaves one atomic ``diverged.json`` that selection, the image evaluation and the figures read;
-a configured cell that diverges is still a failure."""
+"""One training job per track (training.cells): a later search stage starts from the earlier winner,
+a point equal to it gets its checkpoint, a diverged point leaves one atomic ``diverged.json``, and a
+configured cell that diverges fails."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""The GPU path, on a CUDA device: every precision's step against fp32, fused against unfused AdamW,
-a killed-and-resumed cell, one checkpoint's STS evaluation on the GPU against the CPU, and the CUDA
-graph as the default step: bit-equal to eager under deterministic algorithms, within eager's own
-run-to-run spread otherwise (contrastlab.training.equivalence), a step that cannot be captured named in
-one line and run eagerly, and ``deterministic: true`` giving bit-identical reruns.
-
-Skipped (with the reason) on a machine without CUDA; CI has none, so these run where a GPU is at hand
-(``pytest tests/training/test_cuda.py`` and ``make gpu-check``). Tolerances are stated per test: GPU
-kernels are not bit-reproducible across kernels, precisions or devices.
-"""
+"""The GPU path on a CUDA device: each precision against fp32, fused AdamW, resume after a kill, GPU
+against CPU evaluation, and the CUDA graph (bit-equal under deterministic algorithms, within eager's
+spread otherwise, an uncapturable step run eagerly). Skipped without CUDA (``make gpu-check`` runs
+them); tolerances are stated per test."""
 
 from __future__ import annotations
 

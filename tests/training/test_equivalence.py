@@ -1,10 +1,5 @@
-"""contrastlab.training.equivalence on a CPU: the eager half runs for real (a CPU's eager step is
-bit-reproducible, so two runs agree bit for bit and a changed seed does not); the graph half needs CUDA
-(tests/training/test_cuda.py), so the checks' verdicts are tested on stated loss sequences, worked by
-hand: the spread rule compares the median graph-vs-eager gap (over pairs of runs) with
-:data:`~contrastlab.training.equivalence.SPREAD_MARGIN` (2) times the median eager-vs-eager gap, like
-with like, where typical and extreme gaps disagree; the padding-free row's ratio is best padding-free ms
-over best padded ms."""
+"""training.equivalence on a CPU: the eager half runs for real (bit-reproducible there); the graph half
+needs CUDA, so the verdicts are tested on stated loss sequences worked by hand."""
 
 from __future__ import annotations
 

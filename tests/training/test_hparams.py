@@ -1,9 +1,6 @@
-"""Issue 78 item 1: the tools researchers compare runs with never show a mix of cells. Two cells that differ
-only in their backbone (Nie's ``minilm`` and ``tiny-bert`` cells of one loss: equal training settings)
-are trained and evaluated as the workflow's jobs do (``scripts/train.py``'s ``train_cell`` with the job's
-wildcards, ``log_job_test_scores``); TensorBoard's own hparams plugin then lists one session group per
-cell, named by its path, with its own test score and its experiment, backbone, method and seed, and W&B
-has one run per cell whose config holds the same."""
+"""Two cells that differ only in their backbone, trained and evaluated as the workflow's jobs do: the
+HParams plugin lists one session group per cell, named by its path, with its own test score and fields,
+and W&B has one run per cell with the same config."""
 
 from __future__ import annotations
 

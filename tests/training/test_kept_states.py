@@ -1,8 +1,6 @@
-"""A finished cell's state is kept until Snakemake has accepted its outputs (reliability 9, E1 and E3), for
-both tracks: a training job (as scripts/train.py and scripts/train_vision.py run it, ``keep_state``) leaves
-its finished state; the next run's check before it plans (``forget_finished_states``, which the Snakefile
-calls for every run, dry runs included) removes it only once Snakemake has recorded the outputs; and a
-rerun of the job re-exports the outputs from it without a training step."""
+"""A finished cell's state is kept until Snakemake has accepted its outputs (E1, E3), for both tracks:
+``forget_finished_states`` removes it only once the outputs are recorded, and a rerun re-exports from
+it without a training step."""
 
 from __future__ import annotations
 

@@ -158,11 +158,8 @@ def test_the_dev_evaluation_through_the_drop_in_encoder_gives_the_padded_scores(
 
 
 def test_the_padding_free_step_gets_the_host_mask_and_reads_no_device_data(monkeypatch):
-    """Review S3: ``_batch`` leaves a padding-free step's mask on the host, where the encoder builds its
-    gather indices (one non-blocking copy, no host sync per forward). The device is played by the meta
-    device, which holds no data (reading it, as ``nonzero`` on a device mask does, raises): forward
-    and backward of the whole step run there (the loss a stand-in: the losses' autocast guard knows no
-    meta device). A padded step's mask goes to the device as before."""
+    """A padding-free step's mask stays on the host and the whole step runs on the meta device (which holds
+    no data, so any device read raises); a padded step's mask goes to the device."""
     from transformers import BertConfig, BertModel
 
     from contrastlab.models.packed import PaddingFree

@@ -277,10 +277,8 @@ def test_resume_after_sigkill_is_bit_identical(
 def test_a_kill_during_a_background_snapshot_write_resumes_from_the_previous_one(
     tmp_path, sentence_data, observed, straight_runs
 ):
-    """Issue 75 item 2: the snapshot after step 4 is written in the background while steps 5 and 6
-    train (the log shows step 6 before its state.pt is renamed); a SIGKILL then, with the new file
-    half-written, leaves step 2's snapshot, and the cell resumes from it to the uninterrupted run's
-    checkpoint and dev scores, bit for bit."""
+    """A SIGKILL while step 4's snapshot is half-written in the background leaves step 2's, and the cell
+    resumes from it to the uninterrupted run's checkpoint and dev scores, bit for bit."""
     killed_args = _train_args(KILL_SETTINGS, sentence_data, tmp_path / "killed", tmp_path / "cache")
     state_dir = tmp_path / "killed" / "state"
     log = tmp_path / "killed.log"
@@ -486,10 +484,8 @@ def test_script_help_runs_without_snakemake():
 def test_a_new_best_is_written_with_the_next_snapshot_and_at_the_end_not_at_each_evaluation(
     tmp_path, train_tiny, monkeypatch
 ):
-    """Issue 36, then issue 75 item 3: every evaluation a new best (the dev score forced up), four of them
-    before the first snapshot. The best weights stay a copy on the device: a checkpoint is written only
-    with a snapshot (step 10's best, in its write) and at the end (step 14's), never one per evaluation,
-    and the state folder never holds more than one."""
+    """A new best at every evaluation is written only with the next snapshot and at the end, never per
+    evaluation, and the state folder never holds more than one."""
     real_call = sentence.DevEvaluator.__call__
     held: list[list[str]] = []
     written: list[int] = []

@@ -114,10 +114,8 @@ def test_the_best_checkpoint_written_from_the_kept_copy_is_the_models_own_save(t
 
 
 def test_a_write_waits_for_the_one_in_flight_and_none_runs_after_a_failure():
-    """Issue 83 item 7, the writer's order and error path by value: the next snapshot's submit blocks
-    until the write in flight has ended (never two writes at once, never out of order); a failed write's
-    error is raised by the next submit, whose own write then never runs; the caller's-thread writer
-    raises at once."""
+    """The next submit blocks until the write in flight ends; a failed write's error is raised by the next
+    submit, whose write never runs; the caller's-thread writer raises at once."""
     writer, release, order = SnapshotWriter(), threading.Event(), []
 
     def first() -> None:

@@ -256,10 +256,8 @@ def test_settings_round_trip_through_json_and_reject_bad_augmentations():
 def test_oar_validation_is_ieee_fp32_without_autocast_and_the_blur_runs_in_the_step(
     tmp_path, monkeypatch, vision_settings, train_image
 ):
-    """Issue 36 (review N6): the kept-epoch validation is an evaluation, IEEE fp32 and no autocast
-    whatever the cell's precision (here a bf16 cell whose step runs TF32, as on a CUDA GPU); OAR's
-    labelled batch, whose blur is a convolution, is drawn inside the step's precision, the first step
-    of a process included (it used to see PyTorch's defaults, the later ones IEEE)."""
+    """The kept-epoch validation is IEEE fp32 without autocast whatever the precision, and OAR's labelled
+    blur is drawn inside the step's precision, the first step included."""
     from contrastlab.precision import fp32_mode_now, set_fp32_mode
     from contrastlab.training import runtime
     from contrastlab.training import vision as trainer

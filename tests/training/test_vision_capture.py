@@ -1,12 +1,7 @@
-"""The image step as one CUDA graph (training.vision_capture; issue 55, defect G2).
-
-On a CPU: ``cuda_graph: true`` is a one-line error, ``None`` is decided off (the eager run unchanged) and
-leaves the snapshot fingerprint alone, and the step the graph captures, run eagerly, is the trainer's
-eager step. It draws the same views from the same generator state, advances the generator by the same
-draws, and gives the same losses, statistics and parameters bit for bit. Where CUDA exists: the captured
-step advances the registered generator per replay as the eager step does, is bit-equal to it under
-deterministic algorithms, lies close to it in the default mode, and the trainer captures MACL's step.
-"""
+"""The image step as one CUDA graph (training.vision_capture). On a CPU: the one-line error, ``None``
+decided off, and the captured step run eagerly is the trainer's eager step bit for bit (views, draws,
+losses, parameters). With CUDA: the replay's draws, bit-equality under deterministic algorithms,
+closeness by default, and MACL's step captured by the trainer."""
 
 from __future__ import annotations
 
@@ -226,16 +221,8 @@ def test_the_captured_step_is_bit_equal_to_eager_under_deterministic_algorithms(
 
 @needs_cuda
 def test_the_captured_step_lies_close_to_eager_in_the_default_mode(monkeypatch):
-    """With the trainer's cuDNN autotuner on and nondeterministic kernels allowed. The first loss is a
-    forward of the same weights and views (the warm-up's effects undone), so the two agree to bf16's
-    rounding: 1e-2 relative, ~2.5 units of bf16's last place. Later losses may drift further: in the
-    default mode the weight gradients may sum in another order (cuDNN's nondeterministic backward
-    kernels), and Adam's first steps move every weight by about the rate whatever the size of its
-    gradient, so a rounding that flips a near-zero gradient's sign moves that weight by 2 x 1e-3;
-    at batch 16 that grows into losses percents apart within 2-3 steps. Those stay within 10% (the loss
-    moves from ~5.4 to ~4.9 meanwhile), and the captured run trains: the mean of its last four losses
-    lies below its first by at least half of the eager run's decrease (a graph that did not update
-    the weights, or replayed one batch of views, would not)."""
+    """Default mode (autotuner on, nondeterministic kernels): the first loss agrees to bf16 rounding (1e-2),
+    later ones within 10% (Adam amplifies sign flips of near-zero gradients), and the captured run trains."""
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)  # the trainer's cudnn_benchmark
     (graph_losses, _, _), (eager_losses, _, _) = _captured_and_eager("bf16", 8)
     assert all(math.isfinite(x) for x in graph_losses + eager_losses)
@@ -248,10 +235,8 @@ def test_the_captured_step_lies_close_to_eager_in_the_default_mode(monkeypatch):
 
 @needs_cuda
 def test_the_trainer_captures_macls_step_and_snapshots_the_eager_draws(tmp_path, monkeypatch):
-    """train_vision on CUDA with the default: the graph runs, and the augmentation generator's state in
-    every snapshot equals an eager run's (the draws advance per replay as per eager step). A run writes
-    no snapshot at its last step (TrainingRun.snapshot_due: the state is deleted on success), so 12
-    steps at state_every 4 write two, after steps 4 and 8, on either path."""
+    """train_vision on CUDA by default runs the graph, and each snapshot's augmentation generator state
+    (after steps 4 and 8 of 12) equals an eager run's."""
     settings = dict(dataset="digits", loss="macl_vision", loss_hp=MACL_HP, width=4, head_hidden=16,
                     head_dim=8, batch_size=32, max_steps=12, log_every=4, state_every=4)  # fmt: skip
     states = {}
