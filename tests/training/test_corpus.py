@@ -109,9 +109,10 @@ def test_an_unreadable_cache_is_rebuilt_with_one_line(tmp_path, corpus, minilm_d
     assert capsys.readouterr().err == ""
 
 
-def _train_job(tmp_path, corpus, marker, tiny_bert, senteval_dir):
-    """scripts/train.py run as the workflow's train job of a 2-step cell on ``corpus`` with its data
-    ``marker``, in a process of its own, every sha256 of the corpus counted into ``hashed.txt``."""
+def _train_jobs(tmp_path, corpus, marker, tiny_bert, senteval_dir, cut: str):
+    """scripts/train.py run as the workflow's train job of a 2-step cell with the corpus ``marker``, in
+    forks of one process: on ``corpus`` as it is (into ``model``; its sha256s of the corpus counted into
+    ``hashed.txt``), then, after ``corpus`` is rewritten to ``cut``, into ``model2``."""
     import subprocess
     import sys
     import textwrap
@@ -120,38 +121,53 @@ def _train_job(tmp_path, corpus, marker, tiny_bert, senteval_dir):
 
     driver = textwrap.dedent(
         f"""
+        import os
         import runpy
+        import sys
         from pathlib import Path
         from types import SimpleNamespace
         import yaml
         import contrastlab.artifacts as artifacts  # before any module takes sha256_file by name
-        hashed, real = Path({str(tmp_path / "hashed.txt")!r}), artifacts.sha256_file
+        corpus, real = Path({str(corpus)!r}), artifacts.sha256_file
+        hashed = Path({str(tmp_path / "hashed.txt")!r})
         def counted(path, *args, **kwargs):
-            if Path(path).resolve() == Path({str(corpus)!r}).resolve():
+            if Path(path).resolve() == corpus.resolve():
                 hashed.write_text(str(int(hashed.read_text() or 0) + 1 if hashed.exists() else 1))
             return real(path, *args, **kwargs)
         artifacts.sha256_file = counted
         config = yaml.safe_load(open({str(REPO_ROOT / "config" / "demo.yaml")!r}))
         config["resources_dir"] = {str(tmp_path / "res")!r}
         config["results_dir"] = {str(tmp_path / "results")!r}
-        config["data"].update(senteval_dir={str(senteval_dir)!r}, wiki_path={str(corpus)!r})
-        sm = SimpleNamespace(
-            config=config,
-            rule="train",
-            wildcards={{"experiment": "nie2023", "backbone": "tiny-bert", "method": "cl", "seed": "42"}},
-            log=[{str(tmp_path / "train.log")!r}],
-            threads=1,
-            params=SimpleNamespace(
-                settings={{"loss": "infonce", "max_steps": 2, "batch_size": 8}},
-                state_dir={str(tmp_path / "state")!r},
-                point=None,
-            ),
-            input=SimpleNamespace(backbone={str(tiny_bert)!r}, corpus_ready={str(marker)!r}),
-            output=SimpleNamespace(
-                model={str(tmp_path / "model")!r}, log_jsonl={str(tmp_path / "l.jsonl")!r}
-            ),
-        )
-        runpy.run_path({str(REPO_ROOT / "scripts" / "train.py")!r}, init_globals={{"snakemake": sm}})
+        config["data"].update(senteval_dir={str(senteval_dir)!r}, wiki_path=str(corpus))
+        def job(model):
+            sm = SimpleNamespace(
+                config=config,
+                rule="train",
+                wildcards={{"experiment": "nie2023", "backbone": "tiny-bert", "method": "cl", "seed": "42"}},
+                log=[{str(tmp_path / "train.log")!r}],
+                threads=1,
+                params=SimpleNamespace(
+                    settings={{"loss": "infonce", "max_steps": 2, "batch_size": 8}},
+                    state_dir=model + "-state",
+                    point=None,
+                ),
+                input=SimpleNamespace(backbone={str(tiny_bert)!r}, corpus_ready={str(marker)!r}),
+                output=SimpleNamespace(model=model, log_jsonl=model + ".jsonl"),
+            )
+            runpy.run_path({str(REPO_ROOT / "scripts" / "train.py")!r}, init_globals={{"snakemake": sm}})
+        import contrastlab.training.cells, contrastlab.workflow.job  # imported once: each job a fork
+        sys.stdout.flush(), sys.stderr.flush()
+        if (pid := os.fork()) == 0:  # one job per process, as a warm starter runs them
+            code = 1
+            try:
+                job({str(tmp_path / "model")!r})
+                code = 0
+            finally:
+                os._exit(code)
+        os.waitpid(pid, 0)
+        corpus.write_text({cut!r})
+        hashed = hashed.with_name("hashed-cut.txt")  # the first job's count stays as it is
+        job({str(tmp_path / "model2")!r})
         """
     )
     return subprocess.run(
@@ -159,53 +175,38 @@ def _train_job(tmp_path, corpus, marker, tiny_bert, senteval_dir):
     )
 
 
-def _corpus_and_marker(tmp_path, text: str, recorded: str):
-    import hashlib
-    import json
-
-    corpus, marker = tmp_path / "corpus.txt", tmp_path / "results" / "state" / "data" / "corpus.ready.json"
-    marker.parent.mkdir(parents=True)
-    marker.write_text(
-        json.dumps({"corpus": "text", "lines": 300, "sha256": hashlib.sha256(recorded.encode()).hexdigest()})
-    )
-    corpus.write_text(text)
-    return corpus, marker
-
-
 CORPUS = "".join(f"sentence number {i} of the corpus .\n" for i in range(300))
-
-
-def test_a_train_job_hashes_its_corpus_once(tmp_path, tiny_bert, senteval_dir):
-    """The marker's check and the tokenised cache's key take one digest of the corpus."""
-    corpus, marker = _corpus_and_marker(tmp_path, CORPUS, CORPUS)
-    done = _train_job(tmp_path, corpus, marker, tiny_bert, senteval_dir)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert (tmp_path / "model" / "train_summary.json").is_file()
-    assert (tmp_path / "hashed.txt").read_text() == "1"
 
 
 @pytest.mark.fault(
     "the corpus changed after its corpus.ready.json was written (C1)",
     "the train job refuses in one line naming the corpus and the marker; nothing is trained",
 )
-def test_a_train_job_refuses_a_corpus_that_is_not_the_one_its_marker_records(
+def test_a_train_job_hashes_its_corpus_once_and_refuses_one_changed_since_its_marker(
     tmp_path, tiny_bert, senteval_dir, observed
 ):
+    """The marker's check and the tokenised cache's key take one digest of the corpus; a corpus that is
+    not the one the marker records (cut after the corpus job) is refused in one line, nothing trained."""
     import hashlib
+    import json
 
-    # cut while the job started: not what the marker records
-    corpus, marker = _corpus_and_marker(tmp_path, CORPUS[: len(CORPUS) // 2], CORPUS)
-    recorded = hashlib.sha256(CORPUS.encode()).hexdigest()
-    found = hashlib.sha256(corpus.read_bytes()).hexdigest()
-    done = _train_job(tmp_path, corpus, marker, tiny_bert, senteval_dir)
+    corpus, marker = tmp_path / "corpus.txt", tmp_path / "results" / "state" / "data" / "corpus.ready.json"
+    recorded, cut = hashlib.sha256(CORPUS.encode()).hexdigest(), CORPUS[: len(CORPUS) // 2]
+    marker.parent.mkdir(parents=True)
+    marker.write_text(json.dumps({"corpus": "text", "lines": 300, "sha256": recorded}))
+    corpus.write_text(CORPUS)
+    done = _train_jobs(tmp_path, corpus, marker, tiny_bert, senteval_dir, cut)
+    assert (tmp_path / "model" / "train_summary.json").is_file(), done.stderr[-2000:]
+    assert (tmp_path / "hashed.txt").read_text() == "1"
+    found = hashlib.sha256(cut.encode()).hexdigest()
     lines = [line for line in done.stderr.splitlines() if line.startswith("contrastlab:")]
     observed(
-        lines[0] if lines else f"exit {done.returncode}, no line; trained: {(tmp_path / 'model').exists()}"
+        lines[0] if lines else f"exit {done.returncode}, no line; trained: {(tmp_path / 'model2').exists()}"
     )
-    assert done.returncode == 1, f"exit {done.returncode}; trained: {(tmp_path / 'model').exists()}"
+    assert done.returncode == 1, f"exit {done.returncode}; trained: {(tmp_path / 'model2').exists()}"
     assert lines == [
         f"contrastlab: rule train nie2023/tiny-bert/cl/seed42: CorpusChangedError: the corpus {corpus} "
         f"changed since {marker} was written (sha256 {found[:16]}, recorded {recorded[:16]}); rerun the "
         f"corpus rule (snakemake --forcerun corpus) and then this cell (log: {tmp_path / 'train.log'})"
     ]
-    assert "Traceback" not in done.stderr and not (tmp_path / "model").exists()
+    assert "Traceback" not in done.stderr and not (tmp_path / "model2").exists()

@@ -328,35 +328,7 @@ def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, train_tiny):
     assert (diffs > 0.1 * lr).sum() <= max(5, 1e-5 * diffs.numel()), int((diffs > 0.1 * lr).sum())
 
 
-@pytest.mark.fault("NaN loss injected at step 3", "the cell fails naming step, loss and stats; no checkpoint")
-def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, train_tiny, monkeypatch):
-    real = sentence.build_loss
-    calls = {"n": 0}
-
-    def build_nan_loss(name, **hp):
-        loss_fn = real(name, **hp)
-
-        def nan_at_third_step(h1, h2, with_stats=False):
-            calls["n"] += 1
-            out = loss_fn(h1 * (float("nan") if calls["n"] >= 3 else 1.0), h2, with_stats=with_stats)
-            return out
-
-        return nan_at_third_step
-
-    monkeypatch.setattr(sentence, "build_loss", build_nan_loss)
-    with pytest.raises(NonFiniteLossError, match=r"loss 'infonce'.*not finite at step 3.*stats at step 3"):
-        run(tmp_path, train_tiny, log_every=5)
-    assert not (tmp_path / "model").exists()
-
-
-@pytest.mark.fault(
-    "NaN loss at step 3, checked at the CUDA cadence", "the error names step 3, found at step 4"
-)
-def test_nan_loss_at_the_cuda_check_cadence_names_the_first_bad_step(
-    tmp_path, train_tiny, monkeypatch, observed
-):
-    """On CUDA the non-finite flag is read only at steps that sync anyway (check_every=0): here the
-    evaluation at step 4 (eval_every 4); the message still names step 3."""
+def _nan_from_third_loss_call(monkeypatch) -> None:
     real = sentence.build_loss
 
     def build_nan_loss(name, **hp):
@@ -369,6 +341,24 @@ def test_nan_loss_at_the_cuda_check_cadence_names_the_first_bad_step(
         return nan_from_third_step
 
     monkeypatch.setattr(sentence, "build_loss", build_nan_loss)
+
+
+@pytest.mark.fault("NaN loss injected at step 3", "the cell fails naming step, loss and stats; no checkpoint")
+def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, train_tiny, monkeypatch):
+    _nan_from_third_loss_call(monkeypatch)
+    with pytest.raises(NonFiniteLossError, match=r"loss 'infonce'.*not finite at step 3.*stats at step 3"):
+        run(tmp_path, train_tiny, log_every=5)
+    assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.fault(
+    "NaN loss at step 3, checked at the CUDA cadence", "the error names step 3, found at step 4"
+)
+def test_nan_loss_at_the_cuda_check_cadence_names_the_first_bad_step(
+    tmp_path, train_tiny, monkeypatch, observed
+):
+    """With check_every=0 (CUDA's) the flag is read at step 4's evaluation; the message names step 3."""
+    _nan_from_third_loss_call(monkeypatch)
     with pytest.raises(NonFiniteLossError, match=r"not finite at step 3 \(detected at step 4") as caught:
         train_tiny(tmp_path, max_steps=12, log_every=5, check_every=0)
     observed(str(caught.value)[:80])
