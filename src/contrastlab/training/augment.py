@@ -96,11 +96,8 @@ def adjust_saturation(x: Tensor, factor: Tensor) -> Tensor:
 def rgb_to_hsv(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Hue (in turns, [0, 1)), saturation and value planes [B, H, W] of RGB images [B, 3, H, W].
 
-    torchvision's ``_rgb_to_hsv`` (after Pillow's ``Convert.c``): where max == min the denominators are
-    replaced by 1, so grey pixels get hue 0 and saturation 0 without NaNs. (Adding the 0/1 mask to the
-    denominator replaces ``torch.where`` exactly: there the numerator and ``max - min`` are 0; full-size
-    ``where`` is several times slower than an add on CPU.)
-    """
+    torchvision's ``_rgb_to_hsv``: where max == min the denominators are replaced by 1 (an added 0/1
+    mask, exact where ``torch.where`` would be and cheaper), so grey pixels get hue 0 and saturation 0."""
     r, g, _ = x.unbind(dim=1)
     maxc, minc = x.amax(dim=1), x.amin(dim=1)
     equal = maxc == minc
@@ -149,12 +146,8 @@ def adjust_hue(x: Tensor, shift: Tensor) -> Tensor:
 
 def _blend_step(x: Tensor, op: Tensor, factors: Tensor, active: Tensor) -> Tensor:
     """One jitter position for the whole batch: brightness, contrast or saturation (``op`` [B]) where
-    ``active``, identity elsewhere.
-
-    All three are blends ``f * x + (1 - f) * target`` with target 0, the mean luma or the luma image
-    (torchvision's definitions); choosing the target with exact 0/1 weights, and ``f = 1`` for inactive
-    images, gives each operation (and the identity exactly) while computing one blend instead of three.
-    """
+    ``active``, identity elsewhere: one blend ``f * x + (1 - f) * target`` with target 0, the mean luma or
+    the luma image chosen by exact 0/1 weights (``f = 1`` for inactive images)."""
     f = factors.gather(1, op.clamp(max=SATURATION).unsqueeze(1)).squeeze(1)
     f = torch.where(active, f, torch.ones_like(f))
     # (1 - f) * target, with the 0/1 choice of target folded into per-image weights (exact products).
@@ -168,12 +161,8 @@ def _blend_step(x: Tensor, op: Tensor, factors: Tensor, active: Tensor) -> Tenso
 def color_jitter(x: Tensor, factors: Tensor, order: Tensor, applied: Tensor, *, hue: bool = True) -> Tensor:
     """``ColorJitter`` per image: the operations ``order[i]`` (a permutation of BRIGHTNESS, CONTRAST,
     SATURATION, HUE) with ``factors[i]`` [4], on the images where ``applied``; the others unchanged.
-
-    Rather than evaluating each operation at each of the four positions (the costly hue four times),
-    each image's sequence is split at its hue: the operations before it (positions 0-2, each image only
-    where the position precedes its hue), the hue once for the whole batch, then those after it
-    (positions 1-3). ``hue=False`` skips the hue (ColorJitter with hue 0 never calls it).
-    """
+    Each image's sequence is split at its hue, so the costly hue runs once for the whole batch;
+    ``hue=False`` skips it (ColorJitter with hue 0 never calls it)."""
     hue_at = (order == HUE).to(torch.int64).argmax(dim=1)
     for position in range(3):
         x = _blend_step(x, order[:, position], factors, applied & (hue_at > position))
@@ -271,12 +260,8 @@ def _source_coords(start: Tensor, length: Tensor, size: int) -> Tensor:
 def resized_crop(x: Tensor, boxes: Tensor, flip: Tensor, size: int) -> Tensor:
     """Each image's box (``boxes`` [B, 4]: top, left, height, width) resampled bilinearly to ``size`` x
     ``size`` and mirrored where ``flip`` [B]: ``horizontal_flip(resized_crop(x, *box, [size, size],
-    antialias=False))`` per image, as one ``grid_sample`` call.
-
-    The sampling grid is separable (a row coordinate per output row, a column coordinate per output
-    column): ``affine_grid`` would give the same points except at the box's border, where torch's
-    resize repeats the box's edge pixels and an affine map would read the pixels outside the box.
-    """
+    antialias=False))`` per image, as one ``grid_sample`` call on a separable grid (an affine grid would
+    read pixels outside the box at its border, where torch's resize repeats the edge pixels)."""
     n, _, height, width = x.shape
     top, left, h, w = boxes.to(torch.float32).unbind(dim=1)
     rows = _source_coords(top, h, size)

@@ -52,12 +52,10 @@ def note_submitted(state_dir: str | os.PathLike, step: int, on_disk: int) -> Non
 
 
 class HostBuffers:
-    """Host copies of a nest of state dicts (dicts, lists, tuples; tensors anywhere), made into buffers
-    kept from one call to the next: the same state (same tensors' shapes and dtypes, in the same order) is
-    copied into the same memory, so a snapshot allocates nothing after the first one. Device tensors go
-    into page-locked buffers with asynchronous copies; :meth:`copy` returns an event (None on a CPU) that
-    the writer waits on before it reads them. Buffers are kept at the largest state seen (a snapshot that
-    also carries a best checkpoint, then one that does not, keeps the checkpoint's buffers for the next)."""
+    """Host copies of a nest of state dicts (dicts, lists, tuples; tensors anywhere) in buffers kept from one
+    call to the next, so a snapshot allocates nothing after the first (buffers grow to the largest state
+    seen). Device tensors go into page-locked buffers with asynchronous copies; :meth:`copy` returns the
+    event (None on a CPU) the writer waits on before it reads them."""
 
     def __init__(self) -> None:
         self._buffers: list[torch.Tensor] = []

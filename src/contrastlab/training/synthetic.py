@@ -267,18 +267,15 @@ def _matrix(z: Any) -> torch.Tensor:
 
 def effective_rank(z: Any, energy: float = 0.95, *, centre: bool = False) -> int:
     """The number of singular values of ``z`` [N, D] (array or tensor) needed to hold ``energy`` of
-    Σσ²: the "effective rank (95% concentration)" of OAR Fig. 3, on any embedding matrix.
+    Σσ²: the "effective rank (95% concentration)" of OAR Fig. 3.
 
-    Uncentred by default, so it counts *lines through the origin*: the §3 notion of collapse ("a
-    rank-1 linear subspace") is 1 whether the points sit at one end of the line or at both, and a
-    matrix with all rows equal is 1 too. ``centre=True`` subtracts the column means first (the
-    spread around the mean: what the image evaluation and OAR Fig. 3's spectra report).
-    An all-zero matrix gives 0. A share within 1e-12 of ``energy`` counts as reaching it, so
-    hand-made spectra that sum exactly to the target are not lost to rounding.
+    Uncentred by default, so it counts lines through the origin (§3's "rank-1 linear subspace" collapse
+    is 1 whether the points sit at one end of the line or both); ``centre=True`` subtracts the column
+    means first (OAR Fig. 3's spectra). An all-zero matrix gives 0; a share within 1e-12 of ``energy``
+    counts as reaching it.
 
     >>> effective_rank([[1.0, 0.0], [-2.0, 0.0]]), effective_rank(np.eye(3))
-    (1, 3)
-    """
+    (1, 3)"""
     if not 0.0 < energy <= 1.0:
         raise ValueError(f"energy must be in (0, 1], got {energy}")
     a = _matrix(z)
@@ -337,15 +334,10 @@ def distinct_directions(z: Any, labels: Any, min_angle_deg: float = 30.0) -> int
 
 # --------------------------------------------------------------------------- training
 def train_synthetic(settings: SyntheticSettings, loss: str, oar: bool) -> SyntheticRun:
-    """Train one §3 network with ``loss`` (a registry name, constants from ``settings.losses``),
-    with the OAR term (§4, Eq. 2, mean over the batch's labelled points and both views) if ``oar``,
-    and measure the unit embeddings of every point (BatchNorm in eval mode).
-
-    Deterministic on the CPU: the data, the network's initial weights, the batches and view noise,
-    and the labelled subset each come from their own seed-derived generator (the global RNG is
-    forked, so the caller's is untouched), with ``settings.threads`` intra-op threads. A non-finite
-    loss stops the run (``diverged``; the measures are then None/NaN).
-    """
+    """Train one §3 network with ``loss`` (a registry name, constants from ``settings.losses``), with
+    the OAR term (§4, Eq. 2) if ``oar``, and measure the unit embeddings of every point (BatchNorm in
+    eval mode). Deterministic on the CPU (every draw from its own seed-derived generator; the caller's
+    global RNG untouched). A non-finite loss stops the run (``diverged``; the measures None/NaN)."""
     s = settings
     if loss not in s.losses:
         raise ValueError(f"loss {loss!r} is not in settings.losses ({', '.join(s.losses)})")
