@@ -1,6 +1,5 @@
-"""SimCLR augmentations on batches: each operation, and the whole pipeline, equals torchvision's on
-single images with the same parameters; the draws follow torchvision's distributions; per-image draws,
-deterministic given the generator."""
+"""SimCLR augmentations on batches: each operation and the pipeline equal torchvision's image by image;
+the draws follow torchvision's distributions, per image, deterministic given the generator."""
 
 from __future__ import annotations
 
@@ -199,9 +198,8 @@ def test_gaussian_blur_equals_torchvision_per_image(kernel):
 
 
 def test_pipeline_with_blur_equals_torchvision_and_keeps_the_other_draws():
-    """lightly's SimCLRTransform defaults (p 0.5, sigma 0.1-2), blur after grayscale as there; the
-    draws of crop, flip, jitter and grayscale are those of the pipeline without blur (blur's are
-    drawn last), so switching blur off (the default) reproduces every earlier view."""
+    """lightly's blur defaults equal torchvision; the other draws are those without blur (blur's come last),
+    so blur off (the default) reproduces every earlier view."""
     stats = {"mean": (0.4, 0.5, 0.6), "std": (0.2, 0.25, 0.3)}
     aug = A.SimCLRAugment(16, blur_p=0.5, blur_sigma=(0.1, 2.0), **stats)
     assert aug.blur_kernel == 13  # 2 * ceil(3 * 2) + 1

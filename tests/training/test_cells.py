@@ -1,6 +1,5 @@
-"""One training job per track (training.cells): a later search stage starts from the earlier winner,
-a point equal to it gets its checkpoint, a diverged point leaves one atomic ``diverged.json``, and a
-configured cell that diverges fails."""
+"""One training job per track (training.cells): a later search stage starts from the earlier winner, a
+point equal to it gets its checkpoint, a diverged point leaves ``diverged.json`` (a configured cell fails)."""
 
 from __future__ import annotations
 

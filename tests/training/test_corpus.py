@@ -40,9 +40,8 @@ def test_batch_matches_the_tokenizer_with_dynamic_padding(tmp_path, corpus, mini
 
 
 def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpus, minilm_dir, monkeypatch):
-    """Issue 48: on storage mounted without flock (Lustre ``noflock``, some NFS) ``flock`` fails with
-    ENOSYS; the cache lock falls back to filelock's soft lock, and two jobs racing for one cache still
-    tokenise it once (the second waits, then reads it)."""
+    """Where ``flock`` fails with ENOSYS (Lustre ``noflock``, some NFS) the cache lock falls back to a soft
+    lock, and two jobs racing for one cache still tokenise it once."""
     import errno
     import fcntl
     import threading

@@ -104,9 +104,8 @@ def test_a_cell_killed_after_a_snapshot_resumes_on_the_gpu(tmp_path, train_tiny,
 
 
 def test_a_checkpoint_encodes_the_same_on_gpu_and_cpu(tiny_bert, senteval_dir):
-    """The evaluator's embeddings, not the fixture's STS scores: with 8 pairs per STS subset one swapped
-    rank moves Spearman by points, so the scores of two fp32 encodings need not agree to 0.01 (on an
-    H100 they differed by 1.06 on STS12 while the CPU's own fp32 and fp64 encodings differ by 1.2)."""
+    """The evaluator's embeddings, not the fixture's STS scores: with 8 pairs per STS subset one swapped rank
+    moves Spearman by points, so two fp32 encodings' scores need not agree to 0.01."""
     from contrastlab.cost import gpu_check
     from contrastlab.evaluation.senteval import load_sts_pairs
 
@@ -201,9 +200,8 @@ def test_the_default_for_ieee_fp32_on_cuda_is_the_padding_free_eager_step(tmp_pa
 
 @pytest.mark.parametrize("arch", ["bert", "roberta"])
 def test_padding_free_draws_the_padded_models_masks_on_cuda(arch):
-    """IEEE fp32, dropout on, the same seed: the padding-free forward's [CLS] states and gradients are
-    the padded model's within fp32 rounding on the GPU too (CUDA's dropout and SDPA draw per element of
-    the same padded shapes)."""
+    """IEEE fp32, dropout on, one seed: the padding-free forward's [CLS] states and gradients are the
+    padded model's within fp32 rounding on the GPU too."""
     import copy
 
     from contrastlab.models.packed import packed_forward

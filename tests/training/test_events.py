@@ -1,6 +1,5 @@
 """TensorBoard events of a training cell (training.events): the curves, a killed cell's resumed curves,
-write failures that must not fail the cell, the switch, and a real TensorBoard server over the files.
-The sentence trainer's SIGKILL test (test_sentence.py) compares its curves too."""
+write failures that do not fail the cell, the switch, and a real TensorBoard server over the files."""
 
 from __future__ import annotations
 

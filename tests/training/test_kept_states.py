@@ -16,9 +16,8 @@ from contrastlab.workflow.finished import forget_finished_states, marked_incompl
 
 
 def _mark_incomplete(output: str) -> Path:
-    """What Snakemake's ``persistence.started(job)`` leaves for ``output`` in ``.snakemake/incomplete``
-    (its file persistence writes it; ``finished(job)`` removes it once the job's outputs are recorded),
-    written by Snakemake's own code, so that its spelling of the marker is the one checked."""
+    """What Snakemake's ``persistence.started(job)`` leaves for ``output`` in ``.snakemake/incomplete``,
+    written by Snakemake's own code so that its spelling of the marker is the one checked."""
     from snakemake.persistence.file import FilePersistence
 
     persistence = FilePersistence.__new__(FilePersistence)  # only its marker path: no DAG, no workflow

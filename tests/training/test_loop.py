@@ -136,9 +136,8 @@ def test_a_fingerprint_is_the_settings_and_the_run_s_identity():
 
 
 def test_each_log_record_holds_its_intervals_mean_loss_and_its_last_steps_loss_and_norm(tmp_path):
-    """Issue 83 item 7: ``loss_last`` is the loss of the record's own step, ``loss`` the mean over the
-    steps since the last record (3, 3, 3 and, at the uneven end, 1 step), ``grad_norm`` that last step's
-    norm: by value, each from the steps the track took."""
+    """``loss_last`` and ``grad_norm`` are the record's own step's, ``loss`` the mean over the steps since the
+    last record (3, 3, 3 and, at the uneven end, 1), by value."""
     run = _run(tmp_path / "state")
     track = ToyTrack(run, total=10)
     taken, real_step = {}, track.step

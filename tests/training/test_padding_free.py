@@ -138,9 +138,8 @@ def test_snapshots_written_before_the_switch_still_resume():
 
 
 def test_the_dev_evaluation_through_the_drop_in_encoder_gives_the_padded_scores(tiny_bert, senteval_dir):
-    """The trainer's dev evaluation keeps the padded model (its batches are sorted by length, so there is
-    little padding to drop), but the padding-free encoder is a drop-in there too: the same embeddings
-    within fp32 rounding and the same scores."""
+    """The padding-free encoder is a drop-in for the dev evaluation too: the same embeddings within fp32
+    rounding and the same scores."""
     from transformers import AutoTokenizer
 
     from contrastlab.models.packed import PaddingFree

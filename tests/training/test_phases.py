@@ -81,9 +81,8 @@ def test_a_sentence_cells_summary_and_end_record_carry_its_phases(tmp_path, trai
 def test_an_image_cells_phases_partition_its_time_and_count_its_validation_as_dev(
     tmp_path, vision_settings, train_image, monkeypatch
 ):
-    """Issue 83 item 7, the uneven case of an image cell: a validation split (``keep: best_val_loss``),
-    validated after each epoch. Its phases are the table's, partition the time, and its validations are
-    ``dev_s`` (not steps); the end record carries the same phases."""
+    """An image cell validated after each epoch: its phases are the table's, partition the time, count the
+    validations as ``dev_s``, and the end record carries the same."""
     monkeypatch.setattr(ph, "_JOB_START", None)
     settings = vision_settings(
         val_fraction=0.2, keep="best_val_loss", batch_size=64, max_steps=None, epochs=2
@@ -134,8 +133,7 @@ assert ph.close_summary(sys.argv[1])
 
 def test_a_jobs_phases_sum_to_its_wall_within_half_a_second(tmp_path):
     """The summary closed last (close_summary): its phases partition the process's wall time but for its
-    exit, within 0.5 s of the wall the parent sees (issue 84; before, the export, the record's sha256
-    and the exit lay after total_s)."""
+    exit, within 0.5 s of the wall the parent sees."""
     import subprocess
     import sys
 

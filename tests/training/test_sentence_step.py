@@ -1,6 +1,5 @@
-"""The sentence trainer's step (contrastlab.training.sentence_step): gradient caching over encoder
-micro-batches replays each micro-batch's dropout masks, so the loss and every gradient are those of one
-pass over the whole batch."""
+"""The sentence trainer's step (training.sentence_step): gradient caching replays each micro-batch's
+dropout masks, so the loss and every gradient are those of one pass over the whole batch."""
 
 from __future__ import annotations
 

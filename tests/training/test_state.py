@@ -149,9 +149,8 @@ def test_an_empty_foreign_or_non_dict_snapshot_is_named_with_its_fix(tmp_path, c
 
 
 class FakeCuda:
-    """``gpus`` CUDA generators for a CPU: the ``torch.cuda`` calls a snapshot's RNG capture and restore
-    make (monkeypatched), each device's state a distinct byte tensor. A device index the machine does not
-    have fails as CUDA does ("invalid device ordinal")."""
+    """``gpus`` CUDA generators for a CPU (the ``torch.cuda`` calls of RNG capture and restore), each a
+    distinct byte tensor; an index the machine lacks fails as CUDA does ("invalid device ordinal")."""
 
     NAMES = ("is_available", "is_initialized", "device_count", "current_device", "get_rng_state",
              "set_rng_state", "get_rng_state_all", "set_rng_state_all")  # fmt: skip

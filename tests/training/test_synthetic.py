@@ -190,9 +190,8 @@ def test_figure_marks_a_diverged_run(tmp_path):
 
 
 def test_the_study_runs_every_seed_and_sweeps_the_unstated_settings(tmp_path):
-    """Issue 86 item 2: one row per loss, ± OAR and seed (seeds 0 and 1), the figure of the first seed's
-    runs, and the sweep: the sweep loss without OAR under each override, once per seed, after the study's
-    own runs of it ("as configured", the same numbers as the study's table)."""
+    """One row per loss, ± OAR and seed, the first seed's figure, and the sweep: each override once per
+    seed, after the study's own "as configured" runs (the same numbers as its table)."""
     settings = dataclasses.replace(SMALL, seeds=2, sweep=({"lr": 0.1}, {"optimizer": "adam", "lr": 1e-3}))
     table = run_synthetic_study(settings, tmp_path)
     assert list(zip(table.loss, table.oar, table.seed, strict=True)) == [

@@ -333,9 +333,8 @@ def _same_distribution(a: dict, b: dict) -> dict[str, float]:
     ids=["macl", "oar"],
 )
 def test_one_augmentation_call_draws_the_view_pairs_of_two(settings):
-    """``augment_calls: one`` (both views in one call of 2B images, half the launches) against today's
-    two calls: the same distribution of view pairs by KS and chi-square tests at alpha 1e-3 on 3,000
-    pairs (fixed seeds), while a broken pairing (both views from the same draws) fails them."""
+    """``augment_calls: one`` against two calls: the same distribution of view pairs (KS and chi-square at
+    alpha 1e-3, 3,000 pairs), while a broken pairing fails them."""
     augment = VisionTrainSettings(**settings).augment(16, (0.5,) * 3, (0.25,) * 3)
     images = (torch.rand(3000, 3, 16, 16, generator=torch.Generator().manual_seed(0)) * 255).to(torch.uint8)
     two = _pair_statistics(*two_views(augment, images, torch.Generator().manual_seed(1), "two"))

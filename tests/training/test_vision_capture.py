@@ -80,9 +80,8 @@ def test_set_lr_fills_a_graphs_tensor_in_place_and_assigns_a_float():
 
 
 def test_deterministic_algorithms_keep_the_trainers_cudnn_autotuner_off():
-    """train_vision sets cudnn.benchmark from its settings through capture.cudnn_benchmark: inside
-    capture.deterministic_algorithms that is off whatever cudnn_benchmark says (the autotuner may pick
-    other kernels from run to run), and as asked outside it."""
+    """Inside capture.deterministic_algorithms train_vision's cudnn.benchmark is off whatever
+    ``cudnn_benchmark`` says, and as asked outside it."""
     assert capture.cudnn_benchmark(True) and not capture.cudnn_benchmark(False)
     with capture.deterministic_algorithms():
         assert not capture.cudnn_benchmark(True)
