@@ -353,17 +353,6 @@ def test_snapshots_are_due_by_steps_and_or_by_minutes():
     assert both.snapshot_due(5, 10)
 
 
-def test_the_settings_accept_every_precision_and_snapshot_rule():
-    for name in CHOICES:
-        sentence.TrainSettings(loss="infonce", precision=name)
-        vision_training.VisionTrainSettings(precision=name)
-    sentence.TrainSettings(loss="infonce", state_every=None, state_minutes=10.0)
-    with pytest.raises(ValueError, match="state_minutes must be > 0"):
-        sentence.TrainSettings(loss="infonce", state_minutes=0)
-    with pytest.raises(ValueError, match="head_autocast must be true or false"):
-        sentence.TrainSettings(loss="infonce", head_autocast="yes")
-
-
 def test_one_list_of_precisions_for_the_schema_the_runtime_and_the_plan():
     from contrastlab.config import load_schema
     from contrastlab.cost import flops
@@ -394,14 +383,20 @@ def test_training_settings_take_their_defaults_and_bounds_from_the_schema():
                 default = f.default_factory() if f.default is dataclasses.MISSING else f.default
                 wanted = properties[f.name]["default"]
                 assert (list(default) if isinstance(default, tuple) else default) == wanted, (key, f.name)
-    # the three bounds the schema and the code once stated differently: the schema's hold now
+    # the schema's bounds hold, and the checks of the code's own
     for bad, message in (
         ({"max_length": 3}, "max_length must be >= 4, got 3"),
         ({"dropout": 0.95}, "dropout must be <= 0.9, got 0.95"),
         ({"max_sentences": 1}, "max_sentences must be >= 2 or None, got 1"),
+        ({"state_minutes": 0}, "state_minutes must be > 0"),
+        ({"head_autocast": "yes"}, "head_autocast must be true or false"),
     ):
         with pytest.raises(ValueError, match=re.escape(message)):
             TrainSettings(loss="infonce", **bad)
+    for name in CHOICES:  # every precision and snapshot rule is accepted
+        TrainSettings(loss="infonce", precision=name)
+        VisionTrainSettings(precision=name)
+    TrainSettings(loss="infonce", state_every=None, state_minutes=10.0)
     with pytest.raises(ValueError, match=re.escape("momentum must be < 1, got 1.0")):
         VisionTrainSettings(loss="ntxent", arch="resnet18", dataset="digits", momentum=1.0)
 
