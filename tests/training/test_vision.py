@@ -189,20 +189,6 @@ def test_a_non_finite_loss_stops_with_the_step(tmp_path, monkeypatch, observed, 
     observed(str(caught.value)[:90])
 
 
-def test_settings_are_validated_and_the_learning_rate_scales_above_256():
-    with pytest.raises(ValueError, match="unknown vision training setting.*dropout"):
-        VisionTrainSettings.from_dict({"dropout": 0.1})
-    with pytest.raises(ValueError, match="precision must be one of auto, fp32, tf32, bf16, fp16"):
-        VisionTrainSettings(precision="fp8")
-    assert [effective_lr(VisionTrainSettings(batch_size=b)) for b in (64, 256, 512, 1024)] == [
-        1e-3,
-        1e-3,
-        2e-3,
-        4e-3,
-    ]
-    assert effective_lr(VisionTrainSettings(batch_size=1024, lr_reference_batch=None)) == 1e-3
-
-
 def test_without_drop_last_the_short_batch_of_each_epoch_is_trained(
     tmp_path, capsys, vision_settings, train_image
 ):
@@ -218,7 +204,12 @@ def test_without_drop_last_the_short_batch_of_each_epoch_is_trained(
         train_image(vision_settings(batch_size=718, drop_last=False), tmp_path / "short")
 
 
-def test_settings_round_trip_through_json_and_reject_bad_augmentations():
+def test_settings_round_trip_through_json_reject_bad_values_and_scale_the_rate_above_256():
+    lrs = [effective_lr(VisionTrainSettings(batch_size=b)) for b in (64, 256, 512, 1024)]
+    assert lrs == [1e-3, 1e-3, 2e-3, 4e-3]
+    assert effective_lr(VisionTrainSettings(batch_size=1024, lr_reference_batch=None)) == 1e-3
+    with pytest.raises(ValueError, match="unknown vision training setting.*dropout"):
+        VisionTrainSettings.from_dict({"dropout": 0.1})
     settings = VisionTrainSettings(dataset="digits", crop_scale=[0.8, 1.0], jitter=[0.2, 0.2, 0.2, 0.1])
     augment = settings.augment(16, (0.5,) * 3, (0.2,) * 3)
     assert settings.crop_scale == augment.crop_scale == (0.8, 1.0) and augment.jitter == (0.2, 0.2, 0.2, 0.1)
@@ -248,6 +239,7 @@ def test_settings_round_trip_through_json_and_reject_bad_augmentations():
         ({"crop_scale": (0.5, 1.2)}, r"crop_scale\[1\] must be <= 1"),
         ({"crop_ratio": (0.0, 1.0)}, r"crop_ratio\[0\] must be > 0"),
         ({"crop_scale": (0.1, 0.2, 0.3)}, "crop_scale must have at most 2 items"),
+        ({"precision": "fp8"}, "precision must be one of auto, fp32, tf32, bf16, fp16"),
     ]:
         with pytest.raises(ValueError, match=message):
             VisionTrainSettings(**bad)
