@@ -94,10 +94,7 @@ def test_a_cell_killed_after_a_snapshot_resumes_on_the_gpu(tmp_path, train_tiny,
         TrainingRun.save_snapshot = real_save
     resumed = train_tiny(tmp_path / "killed", device="cuda", precision=precision)
     assert resumed["resumed_from"] == [4] and resumed["precision"] == precision
-    a, b = (
-        load_file(tmp_path / "straight/model/model.safetensors"),
-        load_file(tmp_path / "killed/model/model.safetensors"),
-    )
+    a, b = (load_file(tmp_path / name / "model/model.safetensors") for name in ("straight", "killed"))
     worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
     assert worst <= RESUME_WEIGHT_TOLERANCE, worst
     assert resumed["best_dev_spearman"] == pytest.approx(straight["best_dev_spearman"], abs=0.5)

@@ -78,22 +78,10 @@ def test_the_loop_trains_each_batch_and_logs_evaluates_and_snapshots_at_their_ca
     run.wait_for_snapshot()
     assert start == 0 and track.trained[:5] == [[0, 1], [2, 3], [4, 5], [6, 7], [100, 101]]
     # dev every 4 steps, the probe every 5, both at the last step; only dev at step 0 (at_start)
-    assert track.calls == [
-        ("dev", 0, 0),
-        ("dev", 4, 0),
-        ("probe", 5, 1),
-        ("dev", 8, 1),
-        ("dev", 10, 2),
-        ("probe", 10, 2),
-    ]
-    assert _events(tmp_path / "state") == [
-        ("start", None),
-        ("note", None),
-        ("train", 3),
-        ("train", 6),
-        ("train", 9),
-        ("train", 10),
-    ]
+    calls = [("dev", 0, 0), ("dev", 4, 0), ("probe", 5, 1), ("dev", 8, 1), ("dev", 10, 2), ("probe", 10, 2)]
+    assert track.calls == calls
+    events = [("start", None), ("note", None), ("train", 3), ("train", 6), ("train", 9), ("train", 10)]
+    assert _events(tmp_path / "state") == events
     lines = [json.loads(line) for line in (tmp_path / "state" / st.LOG_FILE).read_text().splitlines()]
     assert lines[0]["cell"] == "toy" and lines[0]["settings"] == {} and "meta" in lines[0]
     assert [r["epoch"] for r in lines[2:]] == [0, 1, 2, 2] and lines[2]["stats"] == {"gap": 1.0}

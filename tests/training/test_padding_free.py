@@ -172,10 +172,8 @@ def test_the_padding_free_step_gets_the_host_mask_and_reads_no_device_data(monke
     monkeypatch.setattr(sentence, "to_device", to_meta)
     mask = (torch.arange(8)[None, :] < torch.tensor([8, 3, 5, 1])[:, None]).long()
     batch = SimpleNamespace(batch=lambda rows, pad: (mask * 7, mask))
-    corpus, meta = (
-        SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0), sentences=batch),
-        torch.device("meta"),
-    )
+    corpus = SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0), sentences=batch)
+    meta = torch.device("meta")
     settings = SimpleNamespace(static_shapes=False, cuda_graph=False, padding_free=True)
     ids, host = sentence._batch(settings, corpus, [0, 1, 2, 3], meta)
 

@@ -107,12 +107,8 @@ def test_the_job_frames_phases_are_shown_apart_from_the_imports(monkeypatch):
     ph.note_phase("gpu_claim_s", 0.5)
     ph.note_phase("cuda_driver_s", 1.25)
     phases = ph.Phases(clock=lambda: 1000.0)
-    assert phases.seconds == {
-        "interpreter_s": 2.0,
-        "imports_s": 3.25,
-        "gpu_claim_s": 0.5,
-        "cuda_driver_s": 1.25,
-    }
+    seconds = {"interpreter_s": 2.0, "imports_s": 3.25, "gpu_claim_s": 0.5, "cuda_driver_s": 1.25}
+    assert phases.seconds == seconds
 
 
 # A job as the frame runs it: handed over, its phases begun, 0.3 s of work, the summary written, then 0.4 s

@@ -221,28 +221,14 @@ def test_resume_after_sigkill_is_bit_identical(
     assert straight["resumed_from"] == []
     for key in ("best_dev_spearman", "best_step", "steps", "evals"):
         assert resumed[key] == straight[key], key
-    a, b = (
-        load_file(tmp_path / "killed/model/model.safetensors"),
-        load_file(straight_dir / "model/model.safetensors"),
-    )
+    a, b = (load_file(folder / "model/model.safetensors") for folder in (tmp_path / "killed", straight_dir))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
     logs = {"killed": tmp_path / "killed" / "log.jsonl", "straight": straight_dir / "log.jsonl"}
 
     def metrics(name):
-        keep = (
-            "step",
-            "loss_scale",
-            "skipped_steps",
-            "loss",
-            "loss_last",
-            "lr",
-            "grad_norm",
-            "stats",
-            "dev_spearman",
-            "dev_align",
-            "dev_uniformity",
-        )
+        keep = ("step", "loss_scale", "skipped_steps", "loss", "loss_last", "lr", "grad_norm", "stats")
+        keep += ("dev_spearman", "dev_align", "dev_uniformity")
         records = read_log(logs[name])
         return [{k: r[k] for k in keep if k in r} for r in records if r["event"] in ("train", "eval")]
 

@@ -64,10 +64,8 @@ def test_a_snapshot_loads_safely_and_restores_every_rng_draw_for_draw(tmp_path):
     resumed = (random.random(), np.random.standard_normal(3), torch.rand(3))
     assert resumed[0] == straight[0]
     assert np.array_equal(resumed[1], straight[1]) and torch.equal(resumed[2], straight[2])
-    assert saved["interval"] == (0.25, 2, 64) and saved["optimizer"]["param_groups"][0]["betas"] == (
-        0.9,
-        0.999,
-    )
+    assert saved["interval"] == (0.25, 2, 64)
+    assert saved["optimizer"]["param_groups"][0]["betas"] == (0.9, 0.999)
     assert st.load_state(tmp_path, "another-run") is None  # another run's snapshot: start afresh
 
 

@@ -163,12 +163,8 @@ def test_training_is_deterministic_and_leaves_global_state_alone():
 def test_study_writes_identical_tables_and_a_real_figure(tmp_path):
     first = run_synthetic_study(SMALL, tmp_path / "a")
     second = run_synthetic_study(SMALL, tmp_path / "b")
-    assert list(zip(first.loss, first.oar, strict=True)) == [
-        ("ntxent", False),
-        ("ntxent", True),
-        ("barlow_twins", False),
-        ("barlow_twins", True),
-    ]
+    rows = [("ntxent", False), ("ntxent", True), ("barlow_twins", False), ("barlow_twins", True)]
+    assert list(zip(first.loss, first.oar, strict=True)) == rows
     assert {"effective_rank", "min_axis_angle_deg", "distinct_directions", "final_loss"} <= set(first)
     assert first.equals(second)
     assert (tmp_path / "a" / "table2.csv").read_bytes() == (tmp_path / "b" / "table2.csv").read_bytes()
@@ -198,16 +194,12 @@ def test_the_study_runs_every_seed_and_sweeps_the_unstated_settings(tmp_path):
         (loss, oar, seed) for seed in (0, 1) for loss in ("ntxent", "barlow_twins") for oar in (False, True)
     ]
     sweep = pd.read_csv(tmp_path / "table2_sweep.csv")
-    assert list(zip(sweep.setting, sweep.seed, strict=True)) == [
-        (setting, seed)
-        for setting in ("as configured", "lr=0.1", "optimizer=adam, lr=0.001")
-        for seed in (0, 1)
-    ]
+    names = ("as configured", "lr=0.1", "optimizer=adam, lr=0.001")
+    assert list(zip(sweep.setting, sweep.seed, strict=True)) == [(s, seed) for s in names for seed in (0, 1)]
     assert set(sweep.loss) == {"ntxent"} and not sweep.oar.any()
     own = table[(table.loss == "ntxent") & ~table.oar].reset_index(drop=True)
-    assert (
-        sweep[sweep.setting == "as configured"]["effective_rank"].tolist() == own["effective_rank"].tolist()
-    )
+    as_configured = sweep[sweep.setting == "as configured"]
+    assert as_configured["effective_rank"].tolist() == own["effective_rank"].tolist()
     # each override is the run of the changed settings, seed by seed
     lr = train_synthetic(dataclasses.replace(SMALL, lr=0.1, seed=1), "ntxent", False)
     assert sweep[(sweep.setting == "lr=0.1") & (sweep.seed == 1)]["line_energy"].item() == round(
