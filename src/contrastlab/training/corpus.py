@@ -1,16 +1,15 @@
 """The training corpus, tokenised once per (tokenizer, max_length, corpus) and cached on disk.
 
-Every training cell of a backbone reads the same cache file, so the 1M-sentence corpus is tokenised
-once per backbone family instead of once per job. The cache key covers everything that changes the
-token ids: the tokenizer's serialised pipeline (vocabulary, normaliser, special tokens), ``max_length``
-and the corpus file's SHA-256. The file is written atomically under a lock, so concurrent jobs wait for
-the first writer instead of tokenising again. A cache file that cannot be read (cut short, corrupted) is
-derived data: it is rebuilt, with one line saying so.
+Every training cell of a backbone reads the same cache file. The cache key covers everything that
+changes the token ids: the tokenizer's serialised pipeline (vocabulary, normaliser, special tokens),
+``max_length`` and the corpus file's SHA-256. The file is written atomically under a lock, so concurrent
+jobs wait for the first writer instead of tokenising again. A cache file that cannot be read (cut short,
+corrupted) is derived data: it is rebuilt, with one line saying so.
 
 Layout (``.npz``): ``ids`` (all token ids, concatenated; uint16 when the vocabulary fits) and
 ``offsets`` (int64, ``n + 1`` entries): sentence ``i`` is ``ids[offsets[i]:offsets[i + 1]]``, with
-special tokens, truncated to ``max_length``. One line of the corpus file is one sentence (the
-trailing newline removed, nothing else), as SimCSE's ``datasets`` text loader reads it.
+special tokens, truncated to ``max_length``. One line of the corpus file is one sentence (the trailing
+newline removed, nothing else), as SimCSE's ``datasets`` text loader reads it.
 """
 
 from __future__ import annotations

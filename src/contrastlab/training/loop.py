@@ -1,7 +1,6 @@
 """The one training loop of both trainers: steps, the log's intervals, evaluations, snapshots, the end.
 
-Each trainer describes its run as a :class:`Track` (its batches' order, its step, its log line's
-statistics, its evaluations, what its snapshot carries), which this module runs on a
+Each trainer describes its run as a :class:`Track`, which this module runs on a
 :class:`~contrastlab.training.runtime.TrainingRun` at the shared cadences: a step's batch is the rows
 ``position * batch_size`` onwards of its epoch's seeded permutation; a log line every ``log_every``
 steps and at the last; each evaluation every ``every`` steps of its own and at the last (``at_start``

@@ -1,21 +1,18 @@
 """Snapshots off the training loop's critical path: the state is copied to host memory at the snapshot's
 step, and a background thread writes it to disk while the next steps train.
 
-A BERT-base snapshot (about 1.3 GB) took as long to write as the steps between two of them on an H200.
-Only the copy must happen at the step; it goes into host buffers kept from one snapshot to the next
-(page-locked on CUDA, so the copies run asynchronously on the training stream, before the next step's
-kernels); serialising, writing, ``fsync`` and the rename are the writer thread's.
+Only the copy happens at the step, into host buffers kept from one snapshot to the next (page-locked on
+CUDA, so the copies run asynchronously on the training stream); serialising, writing, ``fsync`` and the
+rename are the writer thread's.
 
 The guarantees of :mod:`contrastlab.training.state` hold: each file is written to a temporary name and
 renamed, so a SIGKILL at any moment leaves the previous complete snapshot and the best checkpoint it
-refers to (:class:`SnapshotWriter` runs a snapshot's writes, then its clean-up, in one thread). One
-write runs at a time: the next snapshot, the run's end or an error waits for it, and a failed write
-(a full disk) raises there, in the training thread. The numbers written are a synchronous write's, so a
-resumed run is bit-identical (tests/training/test_sentence.py).
+refers to. One write runs at a time: the next snapshot, the run's end or an error waits for it, and a
+failed write (a full disk) raises there, in the training thread. The numbers written are a synchronous
+write's, so a resumed run is bit-identical.
 
 Where the environment sets :data:`MARKER_VARIABLE`, each submission leaves a marker in the state folder
-(:func:`note_submitted`): the step and the snapshots on disk by then. ``make gpu-check`` kills its fp16
-cell on it, when the second snapshot is submitted: the first is complete and the cell still writing.
+(:func:`note_submitted`), on which ``make gpu-check`` kills its fp16 cell mid-write.
 """
 
 from __future__ import annotations
