@@ -40,20 +40,15 @@ OURS = {
 }
 
 
-@pytest.mark.parametrize(
-    ("op", "factor"),
-    [
-        (A.BRIGHTNESS, 1.35),
-        (A.BRIGHTNESS, 0.6),
-        (A.CONTRAST, 0.65),
-        (A.CONTRAST, 1.4),
-        (A.SATURATION, 1.3),
-        (A.SATURATION, 0.0),
-        (A.HUE, 0.09),
-        (A.HUE, -0.1),
-        (A.HUE, 0.5),
-    ],
-)
+FACTORS = {
+    A.BRIGHTNESS: (1.35, 0.6),
+    A.CONTRAST: (0.65, 1.4),
+    A.SATURATION: (1.3, 0.0),
+    A.HUE: (0.09, -0.1, 0.5),
+}
+
+
+@pytest.mark.parametrize(("op", "factor"), [(op, f) for op, factors in FACTORS.items() for f in factors])
 def test_colour_operations_equal_torchvision_per_image(op, factor):
     got = OURS[op](IMAGES, torch.full((len(IMAGES),), factor))
     expected = torch.stack([TV_OPS[op](image, factor) for image in IMAGES])
@@ -62,9 +57,8 @@ def test_colour_operations_equal_torchvision_per_image(op, factor):
 
 @pytest.mark.parametrize("op", list(OURS))
 def test_per_image_factors_are_applied_to_their_own_image(op):
-    factors = (
-        torch.linspace(-0.4, 0.45, len(IMAGES)) if op == A.HUE else torch.linspace(0.6, 1.4, len(IMAGES))
-    )
+    low, high = (-0.4, 0.45) if op == A.HUE else (0.6, 1.4)
+    factors = torch.linspace(low, high, len(IMAGES))
     got = OURS[op](IMAGES, factors)
     for image, factor, out in zip(IMAGES, factors.tolist(), got, strict=True):
         torch.testing.assert_close(out, TV_OPS[op](image, factor), atol=1e-6, rtol=0)
@@ -185,12 +179,8 @@ def test_gaussian_blur_equals_torchvision_per_image(kernel):
     x = _images(5, 24, 30, 14)
     sigma = torch.tensor([0.1, 0.5, 1.0, 1.7, 2.0])
     got = A.gaussian_blur(x, sigma, kernel)
-    expected = torch.stack(
-        [
-            TF.gaussian_blur(image, [kernel, kernel], [s, s])
-            for image, s in zip(x, sigma.tolist(), strict=True)
-        ]
-    )
+    per_image = zip(x, sigma.tolist(), strict=True)
+    expected = torch.stack([TF.gaussian_blur(image, [kernel, kernel], [s, s]) for image, s in per_image])
     # two 1-D passes against torchvision's one 2-D pass: float32 sums of up to 23 x 23 terms in another order
     torch.testing.assert_close(got, expected, atol=2e-6, rtol=0)
     assert (got - x).abs().amax() > 1e-2 or kernel == 1  # it does blur
