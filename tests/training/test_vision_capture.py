@@ -49,13 +49,10 @@ def test_the_setting_keeps_the_fingerprint_of_a_snapshot_written_before_it():
     today = VisionTrainSettings().to_dict()
     before = {k: v for k, v in today.items() if k != "cuda_graph"}
     assert today["cuda_graph"] is None
+    old = fingerprint_settings(before, LATER_DEFAULTS)
     for value in (None, False):
-        assert fingerprint_settings({**today, "cuda_graph": value}, LATER_DEFAULTS) == fingerprint_settings(
-            before, LATER_DEFAULTS
-        )
+        assert fingerprint_settings({**today, "cuda_graph": value}, LATER_DEFAULTS) == old
     assert "cuda_graph" in fingerprint_settings({**today, "cuda_graph": True}, LATER_DEFAULTS)
-    for key, default in LATER_DEFAULTS.items():  # every later default is the dataclass's own
-        assert today[key] in default if isinstance(default, frozenset) else today[key] == default
 
 
 def test_the_default_on_a_cpu_trains_eagerly_and_says_nothing(tmp_path):
@@ -143,9 +140,8 @@ def test_the_graphs_step_run_eagerly_is_the_trainers_eager_step_bit_for_bit(tmp_
 
 
 def test_the_graphs_step_draws_views_distributed_as_todays():
-    """The views the captured body draws are two_views' for the generator's state (so, on a GPU, the
-    eager step's views), and, over 3,000 pairs, distributed as today's two-call views from another
-    seed (the KS and chi-square tests of test_vision.py at alpha 1e-3)."""
+    """The captured body draws two_views' views for the generator's state, distributed over 3,000 pairs
+    as today's two-call views from another seed (test_vision.py's KS and chi-square tests)."""
     augment = VisionTrainSettings().augment(16, (0.5,) * 3, (0.25,) * 3)
     images = (torch.rand(3000, 3, 16, 16, generator=torch.Generator().manual_seed(0)) * 255).to(torch.uint8)
     seen = []
