@@ -82,9 +82,8 @@ def vision_settings():
 @pytest.fixture(scope="session")
 def train_tiny(sentence_data):
     """``train_tiny(folder, device="cpu", check_every=None, **overrides)``: ``sentence.train`` of
-    :data:`TINY_SENTENCE` with ``overrides`` on the tiny BERT, the demo corpus and the SentEval fixture,
-    writing ``folder/model``, ``folder/log.jsonl`` and ``folder/state`` (the tokenised corpus cached
-    beside ``folder``, shared by the runs of one test). Returns the run's summary."""
+    :data:`TINY_SENTENCE` on the tiny BERT and the fixtures into ``folder`` (model, log.jsonl, state; the
+    tokenised corpus cached beside it). Returns the summary."""
     from contrastlab.training.sentence import TrainSettings, train
 
     def run(folder: Path, *, device: str = "cpu", check_every: int | None = None, **overrides) -> dict:

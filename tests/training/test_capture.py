@@ -331,8 +331,8 @@ def test_for_device_decides_either_tracks_step_mode(make, device, values, n_imag
 
 
 def test_the_defaults_keep_the_fingerprint_of_a_snapshot_written_before_them():
-    """The settings dict the trainer fingerprinted before issue 53 (cuda_graph false, dev batches of 128,
-    no deterministic key) and today's defaults give the same fingerprint: an interrupted cell resumes."""
+    """The settings the trainer fingerprinted before the device-dependent defaults (cuda_graph false, dev
+    batches of 128, no deterministic key) and today's give one fingerprint: an interrupted cell resumes."""
     from contrastlab.training.sentence import LATER_DEFAULTS
     from contrastlab.training.settings import fingerprint_settings
 

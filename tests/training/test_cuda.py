@@ -111,7 +111,7 @@ def test_a_checkpoint_encodes_the_same_on_gpu_and_cpu(tiny_bert, senteval_dir):
     assert worst <= gpu_check.EMBEDDING_TOLERANCE, worst
 
 
-# -- the CUDA graph as the default step (issue 53) --------------------------------------------------------
+# -- the CUDA graph as the default step ------------------------------------------------------------------
 
 PRECISIONS = ["bf16", "fp16", "tf32", "fp32"]
 

@@ -1,4 +1,4 @@
-"""The sentence trainer's ``padding_free`` switch (issue 55): when it turns on, what it changes (the
+"""The sentence trainer's ``padding_free`` switch: when it turns on, what it changes (the
 numbers only at rounding level, dropout on), and the one-line errors where it cannot run."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where a training job's time went (issue 75 item 1): the phases its summary and log record."""
+"""Where a training job's time went: the phases its summary and log record."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_an_image_cells_phases_partition_its_time_and_count_its_validation_as_de
 
 def test_the_job_frames_phases_are_shown_apart_from_the_imports(monkeypatch):
     """The GPU claim and cuInit, timed by the job's frame inside the imports' span, are phases of their
-    own (issue 84): the imports lose what they gain, the sum stays the process's time."""
+    own: the imports lose what they gain, the sum stays the process's time."""
     monkeypatch.setattr(ph, "_JOB_START", None)
     monkeypatch.setattr(ph, "_FRAME_PHASES", {})
     ph.note_job_start({"warm": True, "why_cold": None, "process_started": 993.0, "handed_over": 995.0})

@@ -1,5 +1,5 @@
 """Snapshots (contrastlab.training.state) are loaded without unpickling objects: a planted or older
-snapshot is refused, a corrupted one named with its fix, and neither is retried (issue 63 item 4, S3, K3)."""
+snapshot is refused, a corrupted one named with its fix, and neither is retried (S3, K3)."""
 
 from __future__ import annotations
 
