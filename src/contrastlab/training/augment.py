@@ -306,21 +306,17 @@ class AugmentParams:
 class SimCLRAugment:
     """SimCLR's augmentation pipeline for a batch: ``aug(images, generator) -> [B, 3, size, size]``.
 
-    ``images``: uint8 (or float in [0, 1]) [B, 3, H, W] on any device; ``generator`` a
-    ``torch.Generator`` on that device, the only source of randomness. The output is float32, contiguous,
-    normalised with ``mean``/``std``. Defaults are SimCLR's CIFAR-10 settings (Chen et al. 2020, App. A:
-    crop scale 0.08-1 and ratio 3/4-4/3, flip p 0.5, jitter strength 0.5 = (0.4, 0.4, 0.4, 0.1) with
-    p 0.8, grayscale p 0.2, no blur). ``blur_p`` > 0 adds the Gaussian blur (σ ~ U(``blur_sigma``),
-    kernel ``blur_kernel``, default 2⌈3σ_max⌉ + 1) after the grayscale; lightly's ``SimCLRTransform``
-    defaults are ``blur_p=0.5, blur_sigma=(0.1, 2)``. With ``blur_p=0`` no blur parameter is drawn, so
-    the other draws (and every view) are those of a pipeline without blur. ``sample`` and ``apply``
-    expose the two halves (draws, then the pure function of them).
+    ``images``: uint8 (or float in [0, 1]) [B, 3, H, W] on any device; ``generator`` a ``torch.Generator``
+    on that device, the only source of randomness. The output is float32, contiguous, normalised with
+    ``mean``/``std``. Defaults are SimCLR's CIFAR-10 settings (Chen et al. 2020, App. A); ``blur_p`` > 0
+    adds the Gaussian blur after the grayscale (lightly's defaults: ``blur_p=0.5, blur_sigma=(0.1, 2)``),
+    and with ``blur_p=0`` no blur parameter is drawn, so every view is that of a pipeline without blur.
+    ``sample`` and ``apply`` expose the two halves (draws, then the pure function of them).
 
     >>> aug = SimCLRAugment(8, mean=(0.5,) * 3, std=(0.25,) * 3)
     >>> images = torch.zeros(4, 3, 10, 10, dtype=torch.uint8)
     >>> aug(images, torch.Generator().manual_seed(0)).shape
-    torch.Size([4, 3, 8, 8])
-    """
+    torch.Size([4, 3, 8, 8])"""
 
     def __init__(
         self,

@@ -60,12 +60,11 @@ def run_steps(
     keep_params: bool = False,
     padding_free: bool | str = False,
 ) -> dict[str, Any]:
-    """``steps`` training steps of a fresh model on ``batches`` (in turn) with the linear lr decay of a
-    ``steps``-step run: captured (``graph``) or eager, the same capturable fused AdamW either way.
-    Returns ``losses`` (floats, every step), ``seconds`` (the timed steps, capture excluded),
-    ``steps_per_s``, ``capture_s`` and, with ``keep_params``, ``params``: the final parameters as one
-    flat tensor on the device (compared bit for bit by :func:`deterministic_check`). ``padding_free``:
-    the eager step through :class:`~contrastlab.models.packed.PaddingFree` (true: its default dropout
+    """``steps`` training steps of a fresh model on ``batches`` (in turn) with a ``steps``-step run's linear
+    lr decay, captured (``graph``) or eager, the same capturable fused AdamW either way. Returns
+    ``losses`` (every step), ``seconds`` (capture excluded), ``steps_per_s``, ``capture_s`` and, with
+    ``keep_params``, ``params`` (the final parameters as one flat device tensor). ``padding_free``: the
+    eager step through :class:`~contrastlab.models.packed.PaddingFree` (true: its default dropout
     draws; a string: those ``dropout_draws``)."""
     model, head = make_model()
     params = [p for p in itertools.chain(model.parameters(), head.parameters()) if p.requires_grad]
@@ -254,12 +253,10 @@ def padding_free_check(
     draws: str = "padded",
 ) -> dict:
     """Is the padding-free step the padded one, and how much faster? ``repeat`` padded and ``repeat``
-    padding-free eager runs of the same seed and batches (the padding-free encoder draws the padded
-    model's dropout masks), and with ``graph`` (default: on CUDA) one captured padded run. ``within`` is
-    :func:`within_spread` of the padded-vs-padding-free gaps against the padded runs' spread (on a CPU,
-    where the spread is 0, read ``packed_vs_padded_max`` against fp32 rounding). ``ratio`` = the
-    padding-free step's time / the padded eager step's (best runs). ``draws``: the padding-free
-    encoder's ``dropout_draws`` ("packed": other masks; a timing row)."""
+    padding-free eager runs of one seed and batches, and with ``graph`` (default: on CUDA) one captured
+    padded run. ``within`` is :func:`within_spread` of the padded-vs-padding-free gaps against the padded
+    runs' spread (a CPU's spread is 0: read ``packed_vs_padded_max`` against fp32 rounding); ``ratio`` the
+    padding-free step's time over the padded eager step's (best runs); ``draws`` the ``dropout_draws``."""
     common = dict(precision=precision, device=device, steps=steps, seed=seed)
     padded = [run_steps(make_model, batches, graph=False, **common) for _ in range(repeat)]
     packed = [
