@@ -54,14 +54,8 @@ def test_a_point_equal_to_the_earlier_winner_is_its_checkpoint(tmp_path):
     cell = tmp_path / "point"
     # no backbone, corpus or dev data is touched: nothing trains
     where = dict(backbone_dir="absent", corpus_path="absent", dev_data_dir="absent")
-    done = cells.train_cell(
-        {**SMALL_SETTINGS, "lr": 3.0},
-        point=point,
-        previous_selection=previous,
-        out_dir=cell / "model",
-        log_path=cell / "train_log.jsonl",
-        state_dir=cell / "state",
-        **where,
+    done = train_sentence(
+        cell, where, {**SMALL_SETTINGS, "lr": 3.0}, point=point, previous_selection=previous
     )
     assert done == "copied" and not (cell / "state").exists()
     assert (cell / "model" / "model.safetensors").read_bytes() == b"weights"
@@ -107,9 +101,8 @@ def test_a_diverging_point_is_recorded_and_passed_over_by_selection(tmp_path, se
 def test_a_record_that_cannot_be_written_whole_is_not_there(tmp_path):
     with pytest.raises(TypeError):
         S.record_diverged(tmp_path / "model", tmp_path / "log.jsonl", {"lr": object()}, "loss nan")
-    assert (
-        not (tmp_path / "model" / S.DIVERGED_FILE).exists() and S.diverged_reason(tmp_path / "model") is None
-    )
+    assert not (tmp_path / "model" / S.DIVERGED_FILE).exists()
+    assert S.diverged_reason(tmp_path / "model") is None
 
 
 EVALUATION = {"probes": ["linear", "knn"], "linear": {}, "knn": {}}
@@ -135,24 +128,16 @@ def nan_at_step_two(monkeypatch):
 
 
 def train_image(tmp: Path, settings: dict, *, point: bool) -> str:
-    return cells.train_vision_cell(
-        settings,
-        point=point,
-        data_root=None,
-        out_dir=tmp / "encoder",
-        log_path=tmp / "train_log.jsonl",
-        state_dir=tmp / "state",
-        device="cpu",
-    )
+    paths = dict(out_dir=tmp / "encoder", log_path=tmp / "train_log.jsonl", state_dir=tmp / "state")
+    return cells.train_vision_cell(settings, point=point, data_root=None, device="cpu", **paths)
 
 
 def test_a_diverging_image_point_is_evaluated_as_diverged(tmp_path, nan_at_step_two, vision_settings):
     settings = vision_settings(max_steps=4, log_every=2, state_every=2)
     assert train_image(tmp_path, settings, point=True) == "diverged"
     encoder = tmp_path / "encoder"
-    assert (
-        sorted(p.name for p in encoder.iterdir()) == ["diverged.json"] and not (tmp_path / "state").exists()
-    )
+    assert sorted(p.name for p in encoder.iterdir()) == ["diverged.json"]
+    assert not (tmp_path / "state").exists()
     reason = S.diverged_reason(encoder)
     assert "not finite at step 2" in reason
     features = job_features(encoder, data_root=None)  # the GPU job: no encoder to extract with
