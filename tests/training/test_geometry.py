@@ -146,17 +146,10 @@ def test_analysis_logs_geometry_and_changes_no_training_number(tmp_path, train_t
 
 
 def test_holdout_takes_the_probe_out_of_training(tmp_path, train_tiny):
-    base = train_tiny(tmp_path / "base", max_steps=2, eval_every=2, log_every=2)
-    held = train_tiny(
-        tmp_path / "held",
-        max_steps=2,
-        eval_every=2,
-        log_every=2,
-        analysis_every=2,
-        analysis_sentences=100,
-        analysis_batch=50,
-        analysis_holdout=True,
-    )
+    short = dict(max_steps=2, eval_every=2, log_every=2)
+    base = train_tiny(tmp_path / "base", **short)
+    analysis = dict(analysis_every=2, analysis_sentences=100, analysis_batch=50, analysis_holdout=True)
+    held = train_tiny(tmp_path / "held", **short, **analysis)
     assert held["n_sentences"] == base["n_sentences"] - 100
 
 

@@ -325,29 +325,14 @@ def test_the_snapshot_keeps_the_loss_scaler_state(tmp_path):
 
 def test_snapshots_are_due_by_steps_and_or_by_minutes():
     now = [0.0]
-    by_time = TrainingRun(
-        "unused",
-        device="cpu",
-        precision="fp32",
-        state_every=None,
-        state_minutes=10,
-        progress=False,
-        clock=lambda: now[0],
-    )
+    common = dict(device="cpu", precision="fp32", state_minutes=10, progress=False, clock=lambda: now[0])
+    by_time = TrainingRun("unused", state_every=None, **common)
     assert not by_time.snapshot_due(1, 100)
     now[0] = 599.0
     assert not by_time.snapshot_due(2, 100)
     now[0] = 600.0
     assert by_time.snapshot_due(3, 100) and not by_time.snapshot_due(100, 100)  # never at the last step
-    both = TrainingRun(
-        "unused",
-        device="cpu",
-        precision="fp32",
-        state_every=4,
-        state_minutes=10,
-        progress=False,
-        clock=lambda: now[0],
-    )
+    both = TrainingRun("unused", state_every=4, **common)
     assert [s for s in range(1, 10) if both.snapshot_due(s, 10)] == [4, 8]
     now[0] = 1200.0
     assert both.snapshot_due(5, 10)
