@@ -60,16 +60,14 @@ def _image_job(vision_settings):
     cell = Path("results", "checkpoints", "macl_cifar10", "resnet18-w4", "ntxent", "seed42")
     out, log, state = cell / "encoder", cell / "train_log.jsonl", Path("results", "state", "train", "ntxent")
 
+    settings, where = (
+        vision_settings(max_steps=6, state_every=3),
+        dict(out_dir=out, log_path=log, state_dir=state),
+    )
+
     def job():  # as scripts/train_vision.py runs it
         return train_vision_cell(
-            vision_settings(max_steps=6, state_every=3),
-            point=False,
-            data_root=None,
-            out_dir=out,
-            log_path=log,
-            state_dir=state,
-            device="cpu",
-            keep_state=True,
+            settings, point=False, data_root=None, device="cpu", **where, keep_state=True
         )
 
     return job, out, log, state, "settings.json"
@@ -77,9 +75,8 @@ def _image_job(vision_settings):
 
 @pytest.fixture(params=["sentence", "image"])
 def cell_job(request, tmp_path, monkeypatch):
-    """``(job, its weights folder, its log, its state folder, the summary file in the weights folder)`` of a
-    tiny cell of ``request.param``'s track, in a working directory of its own (``tmp_path``: Snakemake's,
-    with ``results/`` in it)."""
+    """``(job, weights folder, log, state folder, summary file name)`` of a tiny cell of
+    ``request.param``'s track, run in ``tmp_path`` (Snakemake's working directory)."""
     monkeypatch.chdir(tmp_path)
     if request.param == "sentence":
         return _sentence_job(tmp_path, request.getfixturevalue("sentence_data"))
