@@ -60,10 +60,8 @@ def _image_job(vision_settings):
     cell = Path("results", "checkpoints", "macl_cifar10", "resnet18-w4", "ntxent", "seed42")
     out, log, state = cell / "encoder", cell / "train_log.jsonl", Path("results", "state", "train", "ntxent")
 
-    settings, where = (
-        vision_settings(max_steps=6, state_every=3),
-        dict(out_dir=out, log_path=log, state_dir=state),
-    )
+    settings = vision_settings(max_steps=6, state_every=3)
+    where = dict(out_dir=out, log_path=log, state_dir=state)
 
     def job():  # as scripts/train_vision.py runs it
         return train_vision_cell(
