@@ -44,12 +44,7 @@ def session_groups(logdir: Path) -> list[dict]:
     multiplexer.Reload()
     provider = data_provider.MultiplexerDataProvider(multiplexer, str(logdir))
     tb = base_plugin.TBContext(logdir=str(logdir), data_provider=provider, multiplexer=multiplexer)
-    statuses = [
-        api_pb2.STATUS_UNKNOWN,
-        api_pb2.STATUS_SUCCESS,
-        api_pb2.STATUS_FAILURE,
-        api_pb2.STATUS_RUNNING,
-    ]
+    statuses = [getattr(api_pb2, f"STATUS_{name}") for name in ("UNKNOWN", "SUCCESS", "FAILURE", "RUNNING")]
     request = api_pb2.ListSessionGroupsRequest(start_index=0, slice_size=100, allowed_statuses=statuses)
     handler = list_session_groups.Handler(context.RequestContext(), backend_context.Context(tb), "", request)
     groups = json_format.MessageToDict(handler.run()).get("sessionGroups", [])
@@ -79,17 +74,10 @@ def test_two_backbones_are_two_hparams_sessions_and_two_wandb_runs(tmp_path, mon
         paths = dict(
             out_dir=folder / "model", log_path=folder / "train_log.jsonl", state_dir=folder / "state"
         )
-        done = train_cell(  # as scripts/train.py calls it
-            SETTINGS,
-            point=None,
-            previous_selection=None,
-            **paths,
-            cache_dir=tmp_path / "cache",
-            **sentence_data,
-            events_dir=events_dir_of(job),
-            wandb_run=wandb_run_of(job),
-            cell=job.wildcards,
-        )
+        where = dict(cache_dir=tmp_path / "cache", **sentence_data)
+        logging = dict(events_dir=events_dir_of(job), wandb_run=wandb_run_of(job), cell=job.wildcards)
+        # as scripts/train.py calls it
+        done = train_cell(SETTINGS, point=None, previous_selection=None, **paths, **where, **logging)
         assert done == "trained"
         wandb.teardown()  # the training job's process ends
         assert log_job_test_scores(job, {"sts_avg": score, "tr_avg": None}) == {"test/sts_avg": score}
