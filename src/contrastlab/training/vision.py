@@ -1,25 +1,22 @@
 """Contrastive pre-training of an image encoder (protocol.md §3; MACL App. B.3).
 
-Each step of the shared loop (:mod:`.loop`) takes a batch from a per-epoch permutation of the training
-split (uint8 on the device), draws two SimCLR views of each on the device (:class:`.augment.SimCLRAugment`),
-encodes both in one forward pass of 2B images (BatchNorm sees the 2N batch, as SimCLR), projects them
-with the MLP head and applies the loss to the two [B, head_dim] halves. Adam with MACL's rate rule (lr
-x batch/256 above 256), weight decay 1e-6, and a constant rate: App. B.3 names no schedule (our reading,
-docs/deviations.md). ``auto`` precision is bf16 autocast of the encoder on CUDA, channels-last there.
-Only full batches by default (``drop_last``). On CUDA the whole step is one CUDA graph by default
-(:mod:`.vision_capture`); OAR's step stays eager.
+Each step of the shared loop (:mod:`.loop`) draws two SimCLR views of a batch on the device
+(:class:`.augment.SimCLRAugment`) and trains encoder, head and loss on them (:mod:`.vision_step`). Adam
+with MACL's rate rule (lr x batch/256 above 256), weight decay 1e-6, and a constant rate: App. B.3 names
+no schedule (our reading, docs/deviations.md). ``auto`` precision is bf16 autocast of the encoder on
+CUDA, channels-last there. Only full batches by default (``drop_last``). On CUDA the whole step is one
+CUDA graph by default (:mod:`.vision_capture`); OAR's step stays eager.
 
 The OAR study (OAR §4-5) adds a batch of labelled images from a fixed subset (``oar_fraction``,
-:func:`~contrastlab.data.images.labelled_subset`), two views in a second forward pass (its own BatchNorm
-batch, as the authors' code), and the anchor-regression term (:func:`~contrastlab.losses.oar.oar_loss`)
-against fixed seeded anchors (saved as ``anchors.safetensors``); SGD with momentum, a cosine rate and no
+:func:`~contrastlab.data.images.labelled_subset`) in a second forward pass (its own BatchNorm batch, as
+the authors' code) and the anchor-regression term (:func:`~contrastlab.losses.oar.oar_loss`) against
+fixed seeded anchors (saved as ``anchors.safetensors``); SGD with momentum, a cosine rate and no
 projection head (OAR's 512-d encoder output) are settings.
 
 Snapshots make a killed job resume to a bit-identical encoder and log on CPU (:mod:`.runtime`). The
 encoder written (``encoder.safetensors`` with ``settings.json``) is the last epoch's (``keep: last``:
-MACL names no selection) or, with ``keep: best_val_loss`` and a held-out ``val_fraction``, the epoch of
-the lowest validation loss (the OAR authors' 80/20 split and ``ModelCheckpoint(monitor="val_loss")``),
-recorded as ``kept_epoch``.
+MACL names no selection) or, with ``keep: best_val_loss``, the epoch of the lowest validation loss on
+a held-out ``val_fraction`` (the OAR authors' 80/20 split), recorded as ``kept_epoch``.
 """
 
 from __future__ import annotations
