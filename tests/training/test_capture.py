@@ -164,15 +164,8 @@ def _one_step_syncs(tmp_path, monkeypatch, precision: str, old_path: bool) -> li
 
     def step():
         with run.step_context():
-            train_step(
-                encoder,
-                head,
-                loss_fn,
-                [(ids, mask)],
-                autocast=run.autocast,
-                with_stats=False,
-                scale=run.scale,
-            )
+            options = dict(autocast=run.autocast, with_stats=False, scale=run.scale)
+            train_step(encoder, head, loss_fn, [(ids, mask)], **options)
             return run.optimizer_step(optimizer, params, 1.0)
 
     step()  # optimizer state and scaler tensors exist
