@@ -1,13 +1,11 @@
 """One training job of the workflow per track: what a cell's job does around its trainer.
 
-- A configured cell trains (:func:`~contrastlab.training.sentence.train`,
-  :func:`~contrastlab.training.vision.train_vision`); its divergence is a failure.
-- A point of a search (:mod:`contrastlab.search`) or of an image sweep (``sweep:``, OAR's rates reach 1)
-  that diverges is a result: :func:`contrastlab.search.record_diverged` writes its ``diverged.json``,
-  which selection, the image evaluation and the figures read, and the run goes on.
-- A later search stage's point completes its settings from the earlier stage's winner
-  (:func:`contrastlab.search.resolve_point`); when they equal the winner's, the winner's checkpoint is
-  copied instead of training the same settings twice (Li A.4's second grid holds the first's winner).
+A configured cell trains, and its divergence is a failure. A search point (:mod:`contrastlab.search`)
+or an image sweep's point that diverges is a result: its ``diverged.json``
+(:func:`contrastlab.search.record_diverged`) is read by selection, the image evaluation and the
+figures, and the run goes on. A later search stage's point completes its settings from the earlier
+winner (:func:`contrastlab.search.resolve_point`); when they equal the winner's, the winner's checkpoint
+is copied instead of training the same settings twice (Li A.4's second grid holds the first's winner).
 """
 
 from __future__ import annotations

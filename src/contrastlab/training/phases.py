@@ -1,8 +1,7 @@
 """Where a training job's time went, from its process's start: the phases its summary and log record.
 
-A trainer marks the end of each phase (:meth:`Phases.mark`) and
-:class:`~contrastlab.training.runtime.TrainingRun` splits its step loop; the summary's ``phases``
-partition the job's wall time into
+The trainers mark the end of each phase (:meth:`Phases.mark`); the summary's ``phases`` partition the
+job's wall time into
 
 ===============  ==========================================================================================
 interpreter_s    the process's start to the job script's hand-over (Python, Snakemake's preamble, the
