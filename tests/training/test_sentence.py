@@ -48,10 +48,7 @@ def read_log(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def family_runs(tmp_path_factory, train_tiny):
-    runs = {}
-    for family, options in FAMILIES.items():
-        runs[family] = run(tmp_path_factory.mktemp(family), train_tiny, **options)
-    return runs
+    return {family: run(tmp_path_factory.mktemp(family), train_tiny, **hp) for family, hp in FAMILIES.items()}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -111,10 +108,8 @@ def test_kept_checkpoint_is_a_sentence_transformer_with_the_cells_pooling(family
 
     SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
     _, out, _ = family_runs["nie2023"]
-    assert (
-        json.loads((out / "config_sentence_transformers.json").read_text())["contrastlab_pooling"]
-        == CELL_POOLING
-    )
+    written = json.loads((out / "config_sentence_transformers.json").read_text())
+    assert written["contrastlab_pooling"] == CELL_POOLING
     sentences = ["A man is playing a guitar.", "The stock market fell on Monday.", "Rain again."]
     model, tokenizer = load_backbone(out, device="cpu")
     expected = make_encoder(model, tokenizer, pooling=CELL_POOLING, progress=False)(sentences)
