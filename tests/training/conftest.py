@@ -87,16 +87,10 @@ def train_tiny(sentence_data):
     from contrastlab.training.sentence import TrainSettings, train
 
     def run(folder: Path, *, device: str = "cpu", check_every: int | None = None, **overrides) -> dict:
-        return train(
-            TrainSettings(**{**TINY_SENTENCE, **overrides}),
-            **{**sentence_data, "device": device},
-            out_dir=folder / "model",
-            log_path=folder / "log.jsonl",
-            state_dir=folder / "state",
-            cache_dir=folder.parent / "cache",
-            progress=False,
-            check_every=check_every,
-        )
+        paths = dict(out_dir=folder / "model", log_path=folder / "log.jsonl", state_dir=folder / "state")
+        settings = TrainSettings(**{**TINY_SENTENCE, **overrides})
+        data = {**sentence_data, "device": device, "cache_dir": folder.parent / "cache"}
+        return train(settings, **data, **paths, progress=False, check_every=check_every)
 
     return run
 
@@ -113,14 +107,10 @@ def train_image():
 
     def run(settings: dict, folder: Path, **options) -> dict:
         assert torch.get_num_threads() == 1  # as _run_vision.py: bit-equality needs the same thread count
-        return train_vision(
-            VisionTrainSettings.from_dict(settings),
-            data_root=None,
-            out_dir=folder / "encoder",
-            log_path=folder / "train_log.jsonl",
-            state_dir=folder / "state",
-            device="cpu",
-            **{"progress": False, **options},
+        paths = dict(
+            out_dir=folder / "encoder", log_path=folder / "train_log.jsonl", state_dir=folder / "state"
         )
+        parsed = VisionTrainSettings.from_dict(settings)
+        return train_vision(parsed, data_root=None, device="cpu", **paths, **{"progress": False, **options})
 
     return run

@@ -57,15 +57,8 @@ def _sentence_step(tiny_bert, chunks, precision: str, *, head_autocast=False, dr
     encoder_dtypes, handles = _dtypes_of(model)
     head_dtypes, more = _dtypes_of(head)
     with p.step():
-        out, h1, _ = sentence.train_step(
-            model,
-            head,
-            build_loss("infonce"),
-            chunks,
-            autocast=p.autocast,
-            with_stats=False,
-            head_autocast=head_autocast,
-        )
+        options = dict(autocast=p.autocast, with_stats=False, head_autocast=head_autocast)
+        out, h1, _ = sentence.train_step(model, head, build_loss("infonce"), chunks, **options)
     for handle in handles + more:
         handle.remove()
     return out, h1, encoder_dtypes, head_dtypes
@@ -108,15 +101,9 @@ def _vision_step(precision: str, channels_last=False, optimizer_kind="sgd"):
     params = [*encoder.parameters(), *head.parameters()]
     optimizer = build_optimizer(optimizer_kind, params, CPU, lr=0.1)
     with p.step():
+        options = dict(autocast=p.autocast, memory_format=memory, with_stats=False)
         out, h1, _, _ = vision_training.train_step(
-            encoder,
-            head,
-            build_loss("ntxent", tau=0.5),
-            v1,
-            v2,
-            autocast=p.autocast,
-            memory_format=memory,
-            with_stats=False,
+            encoder, head, build_loss("ntxent", tau=0.5), v1, v2, **options
         )
         optimizer.step()
     for handle in handles + more:
