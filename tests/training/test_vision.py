@@ -373,15 +373,12 @@ def _oar_steps(encoder, augment, images, labels, anchors, views) -> None:
             oar = OarBatch(
                 *two_views(augment, images, views, calls), labels, anchors, 1.0, labels_checked=True
             )
+            options = dict(
+                autocast=contextlib.nullcontext, memory_format=torch.channels_last, with_stats=False
+            )
+            v1, v2 = two_views(augment, images, views, calls)
             train_step(
-                encoder,
-                torch.nn.Identity(),
-                build_loss("ntxent", tau=1.0),
-                *two_views(augment, images, views, calls),
-                autocast=contextlib.nullcontext,
-                memory_format=torch.channels_last,
-                with_stats=False,
-                oar=oar,
+                encoder, torch.nn.Identity(), build_loss("ntxent", tau=1.0), v1, v2, **options, oar=oar
             )
     finally:
         torch.cuda.set_sync_debug_mode(0)

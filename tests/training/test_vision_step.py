@@ -31,16 +31,11 @@ def test_the_oar_step_reads_nothing_back_from_the_device_once_its_labels_were_ch
     def step(checked: bool) -> int:
         reads.clear()
         oar = OarBatch(views, views, torch.tensor([0, 1, 2, 9]), anchors, 1.0, labels_checked=checked)
+        options = dict(
+            autocast=contextlib.nullcontext, memory_format=torch.contiguous_format, with_stats=False
+        )
         train_step(
-            encoder,
-            torch.nn.Identity(),
-            build_loss("ntxent", tau=1.0),
-            views,
-            views,
-            autocast=contextlib.nullcontext,
-            memory_format=torch.contiguous_format,
-            with_stats=False,
-            oar=oar,
+            encoder, torch.nn.Identity(), build_loss("ntxent", tau=1.0), views, views, **options, oar=oar
         )
         return len(reads)
 
