@@ -132,31 +132,15 @@ def _info_step(state_dir: Path) -> int:
 # Snapshots every 2 steps, logs every 3: a resumed run must log the same interval means. fp16: CPU
 # autocast + GradScaler("cpu"), whose state is in the snapshot (the loss scale is logged). The geometry
 # analysis too: a resumed run must log the same probe statistics.
-KILL_SETTINGS = {
-    **SMALL,
-    "loss": "infonce",
-    "max_steps": 14,
-    "state_every": 2,
-    "log_every": 3,
-    "analysis_every": 5,
-    "analysis_sentences": 64,
-    "analysis_batch": 32,
-}
+KILL_SETTINGS = {**SMALL, "loss": "infonce", "max_steps": 14, "state_every": 2, "log_every": 3}
+KILL_SETTINGS |= {"analysis_every": 5, "analysis_sentences": 64, "analysis_batch": 32}
 
 
 def _train_args(settings: dict, data: dict, folder: Path, cache: Path) -> dict:
     """``sentence.train``'s arguments as JSON for ``_run_train.py`` (which trains on the CPU)."""
-    paths = {
-        **data,
-        "out_dir": folder / "model",
-        "log_path": folder / "log.jsonl",
-        "state_dir": folder / "state",
-    }
-    return {
-        "settings": settings,
-        **{k: str(v) for k, v in paths.items() if k != "device"},
-        "cache_dir": str(cache),
-    }
+    paths = {**data, "out_dir": folder / "model", "log_path": folder / "log.jsonl", "cache_dir": cache}
+    paths |= {"state_dir": folder / "state"}
+    return {"settings": settings, **{k: str(v) for k, v in paths.items() if k != "device"}}
 
 
 def _train_in_process(args: dict) -> None:
