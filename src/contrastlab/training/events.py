@@ -307,13 +307,10 @@ class WandbLog(_Sink):
 
 class TensorBoardLog(_Sink):
     """The event files of one run in ``folder`` (``None``: off, every call a no-op), with the run's
-    ``settings`` as its HParams session (:func:`hparams`; ``None``: no session). ``cell``: the cell the run
-    trains (a job's wildcards, :func:`cell_settings`), whose fields the session records first and whose
-    path names its trial; None: the trial is TensorBoard's hash of the settings.
-
-    :meth:`start` opens the writer (fresh, or resumed after a snapshot's step); :meth:`write` takes the
-    run's log records; :meth:`flush` goes with every snapshot; :meth:`close` ends the run's events.
-    """
+    ``settings`` as its HParams session (:func:`hparams`; ``None``: no session). ``cell``: the cell trained
+    (a job's wildcards), whose fields lead the session and whose path names its trial (None: TensorBoard's
+    hash of the settings). :meth:`start` opens the writer (fresh, or resumed after a snapshot's step),
+    :meth:`write` takes log records, :meth:`flush` goes with every snapshot, :meth:`close` ends the run."""
 
     what, WRITE, CLOSE = "TensorBoard events", "cannot write", "cannot write"
 

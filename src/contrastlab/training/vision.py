@@ -255,13 +255,11 @@ def train_vision(
 ) -> dict[str, Any]:
     """Train one vision cell; write the encoder to ``out_dir`` and the JSONL log to ``log_path``.
 
-    ``data_root`` holds the CIFAR folders (unused for digits); ``download`` fetches CIFAR there first
-    when absent. ``state_dir`` holds snapshots (a rerun resumes from them), deleted on success unless
-    ``keep_state`` (as :func:`~contrastlab.training.sentence.train`). ``progress``: a progress bar and
-    one JSON line per log step on stderr; ``check_every``, ``events_dir``, ``wandb_run`` and ``cell``: as
-    :class:`~contrastlab.training.runtime.TrainingRun` takes them. Returns the summary also written to
-    ``out_dir/settings.json``.
-    """
+    ``data_root`` holds the CIFAR folders (unused for digits; ``download`` fetches them when absent).
+    ``state_dir`` holds snapshots (a rerun resumes from them), deleted on success unless ``keep_state``;
+    ``progress``: a progress bar and one JSON line per log step on stderr; ``check_every``, ``events_dir``,
+    ``wandb_run`` and ``cell`` as :class:`~contrastlab.training.runtime.TrainingRun` takes them. Returns the
+    summary also written to ``out_dir/settings.json``."""
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run, cell=cell)
     benchmark_was = torch.backends.cudnn.benchmark
