@@ -9,18 +9,8 @@ import pytest
 
 from contrastlab.training import phases as ph
 
-PHASES = (
-    "interpreter_s",
-    "cuda_init_s",
-    "data_s",
-    "model_load_s",
-    "setup_s",
-    "dev_s",
-    "first_step_s",
-    "snapshots_s",
-    "steps_s",
-    "writes_s",
-)
+PHASES = ("interpreter_s", "cuda_init_s", "data_s", "model_load_s", "setup_s", "dev_s", "first_step_s")
+PHASES += ("snapshots_s", "steps_s", "writes_s")
 
 
 def test_the_phases_partition_the_time_from_the_process_start(monkeypatch):
@@ -43,16 +33,9 @@ def test_the_phases_partition_the_time_from_the_process_start(monkeypatch):
     phases.loop_ended(timings)
     record = phases.record()
     assert record["start"]["why_cold"] == "warm starts off"
-    assert record["phases"] == {
-        "interpreter_s": 2.0,
-        "imports_s": 5.0,
-        "data_s": 1.5,
-        "first_step_s": 2.0,
-        "dev_s": 3.5,
-        "snapshots_s": 1.25,
-        "steps_s": 10.0 - 3.5 - 1.25,
-        "total_s": 1013.5 - 993.0,
-    }
+    wanted = {"interpreter_s": 2.0, "imports_s": 5.0, "data_s": 1.5, "first_step_s": 2.0, "dev_s": 3.5}
+    wanted |= {"snapshots_s": 1.25, "steps_s": 10.0 - 3.5 - 1.25, "total_s": 1013.5 - 993.0}
+    assert record["phases"] == wanted
 
 
 def test_outside_a_job_the_process_start_comes_from_proc(monkeypatch):
