@@ -14,8 +14,9 @@ from contrastlab.workflow.job import events_dir_of, training_job, wandb_run_of
 if "snakemake" in globals():
     sm = globals()["snakemake"]
     with training_job(sm) as (device, where):
+        digest = None  # the corpus's sha256, computed once: the marker's check, then the cache key
         if getattr(sm.input, "corpus_ready", None):  # the text its marker (and the cell's params) name
-            check_corpus_marker(where["corpus"], sm.input.corpus_ready)
+            digest = check_corpus_marker(where["corpus"], sm.input.corpus_ready)
         wc = sm.wildcards
         previous = getattr(sm.input, "search_previous", None)  # the earlier stage's selection, if any
         train_cell(
@@ -24,6 +25,7 @@ if "snakemake" in globals():
             previous_selection=previous[0] if previous else None,
             backbone_dir=sm.input.backbone,
             corpus_path=where["corpus"],
+            corpus_sha256=digest,
             dev_data_dir=where["senteval_dir"],
             out_dir=sm.output.model,
             log_path=sm.output.log_jsonl,

@@ -28,7 +28,7 @@ from contrastlab.paths import REPO_ROOT
 from contrastlab.precision import CHOICES
 from contrastlab.training import runtime, sentence
 from contrastlab.training import vision as vision_trainer
-from contrastlab.training import vision_capture as vc
+from contrastlab.training.capture import for_device
 from contrastlab.training.sentence import TrainSettings
 from contrastlab.training.vision import VisionTrainSettings
 
@@ -137,7 +137,7 @@ def test_every_image_combination_is_decided_alike_by_the_trainer_and_the_plan():
         )
         trainer = plan = "refused"
         try:
-            trainer = vc.resolve(VisionTrainSettings(**settings), CUDA, n_images)[0]
+            trainer = for_device(VisionTrainSettings(**settings), CUDA, n_images=n_images)[0].cuda_graph
         except ValueError:
             pass
         try:
@@ -209,7 +209,7 @@ def _trainer_mode(grid: cl_config.Grid, cell: cl_config.Cell, backbone_dir: Path
         n_images = _training_images(vs.dataset)
         kept = vision_trainer._trained_rows(vs, n_images, torch.device("cpu"))
         n_train = n_images if kept is None else len(kept)
-        return "graph" if vc.resolve(vs, CUDA, n_train)[0] else "eager"
+        return "graph" if for_device(vs, CUDA, n_images=n_train)[0].cuda_graph else "eager"
     settings = TrainSettings.from_dict(s)
     precision = runtime.resolve_precision(settings.precision, CUDA)
     run = SimpleNamespace(device=CUDA, precision=SimpleNamespace(name=precision))

@@ -5,8 +5,8 @@
 - :data:`RESNETS`: each image encoder's block, blocks per stage, expansion and host launches, which
   ``models.vision`` builds from and ``cost.flops`` counts from.
 - :func:`step_mode`: how a cell's training step runs on a device (eager, graph, compile + graph,
-  padding-free; the dev batch), asked by the trainers and the plan alike, so the plan prices the step
-  the trainer runs.
+  padding-free; the dev batch). Both trainers (``training.capture.for_device``) and the plan
+  (``cost.flops``) ask it, so the plan prices the step the trainer runs.
 
 Here rather than in ``models``, which imports torch: the plan reads these facts in jobs without torch.
 """

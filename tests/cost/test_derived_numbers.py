@@ -167,12 +167,12 @@ def _trainer_counts(s) -> tuple[int, int, int, bool]:
 
     from contrastlab.data.images import validation_split
     from contrastlab.training import vision
-    from contrastlab.training import vision_capture as vc
+    from contrastlab.training.capture import for_device
 
-    held = len(validation_split(1437, s.val_fraction, s.seed)) if s.val_fraction else 0
-    per_epoch = vision._steps_per_epoch(s, 1437 - held)
+    n_train = 1437 - (len(validation_split(1437, s.val_fraction, s.seed)) if s.val_fraction else 0)
+    per_epoch = vision._steps_per_epoch(s, n_train)
     total = s.max_steps if s.max_steps is not None else per_epoch * s.epochs  # vision._train's rule
-    return 1437 - held, per_epoch, total, vc.resolve(s, torch.device("cuda"), 1437 - held)[0]
+    return n_train, per_epoch, total, for_device(s, torch.device("cuda"), n_images=n_train)[0].cuda_graph
 
 
 def test_the_demos_image_cells_by_hand():

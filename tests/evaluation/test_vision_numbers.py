@@ -49,9 +49,9 @@ def test_embedding_variance_and_effective_rank_are_the_test_splits_and_centred()
 
 def test_the_ffn_trains_on_the_labelled_subset_the_oar_run_regressed(monkeypatch):
     """Seed 7, 50 training images: the 10% subset is rows 4, 12, 20, 29, 41 (the first 5 of the seed's
-    permutation, sorted), the OAR run's (training.vision._OarBatches) and the FFN's alike; 100% is every
+    permutation, sorted), the OAR run's (training.vision_step.OarBatches) and the FFN's alike; 100% is every
     row. Each feature row holds its own index, so the rows the FFN got are read off its input."""
-    from contrastlab.training.vision import VisionTrainSettings, _OarBatches
+    from contrastlab.training.vision import OarBatches, VisionTrainSettings
 
     n, seed = 50, 7
     train_x = torch.arange(n, dtype=torch.float32)[:, None].repeat(1, 3)
@@ -73,7 +73,7 @@ def test_the_ffn_trains_on_the_labelled_subset_the_oar_run_regressed(monkeypatch
     assert seen[5] == (ten, [r % 10 for r in ten], seed)
     assert seen[n] == (list(range(n)), train_y.tolist(), seed)
     oar = VisionTrainSettings(dataset="digits", seed=seed, oar_fraction=0.1, batch_size=8)
-    regressed = _OarBatches(oar, SimpleNamespace(labels=train_y), 16, torch.device("cpu")).labelled
+    regressed = OarBatches(oar, SimpleNamespace(labels=train_y), 16, torch.device("cpu")).labelled
     assert regressed.tolist() == ten
 
 

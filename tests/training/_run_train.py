@@ -1,10 +1,6 @@
-"""Run ``train`` in a subprocess for the resume test: ``python _run_train.py '<json>'``.
-
-The JSON holds ``settings`` (a TrainSettings dict), the ``train`` path arguments, ``sleep``: seconds
-added to every loss call so that the parent can kill the run in the middle, and ``slow_write``: seconds
-that every snapshot's ``state.pt`` after the first stays half-written (its temporary file complete, not
-yet renamed), so that the parent can kill the run during a background write.
-"""
+"""Run ``train`` in a subprocess for the resume tests: ``python _run_train.py '<json>'`` with ``settings``
+and the ``train`` path arguments; ``sleep`` slows every loss call (to kill mid-run) and ``slow_write``
+holds every snapshot's ``state.pt`` after the first half-written (to kill during a background write)."""
 
 from __future__ import annotations
 

@@ -27,12 +27,7 @@ if len(sys.argv) > 3:
     torch.optim.Adam.step = dying_after(torch.optim.Adam.step)
     torch.optim.SGD.step = dying_after(torch.optim.SGD.step)
 torch.set_num_threads(1)
-train_vision(
-    VisionTrainSettings.from_dict(settings),
-    data_root=None,
-    out_dir=f"{workdir}/encoder",
-    log_path=f"{workdir}/train_log.jsonl",
-    state_dir=f"{workdir}/state",
-    device="cpu",
-    progress=False,
+paths = dict(
+    out_dir=f"{workdir}/encoder", log_path=f"{workdir}/train_log.jsonl", state_dir=f"{workdir}/state"
 )
+train_vision(VisionTrainSettings.from_dict(settings), data_root=None, device="cpu", progress=False, **paths)

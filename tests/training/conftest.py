@@ -50,6 +50,25 @@ def senteval_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def sentence_data(tiny_bert, corpus, senteval_dir) -> dict:
+    """The data keywords of ``sentence.train`` (and ``cells.train_cell``) for a tiny cell on the CPU: the
+    tiny BERT, the demo corpus and the SentEval fixture."""
+    return dict(backbone_dir=tiny_bert, corpus_path=corpus, dev_data_dir=senteval_dir, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tokenized(tiny_bert, corpus, tmp_path_factory):
+    """``(tokenizer, corpus)``: the tiny BERT's tokenizer and the corpus tokenised at 32 tokens
+    (:class:`~contrastlab.training.corpus.TokenizedCorpus`, whose ``batch(rows, pad_id)`` pads rows)."""
+    from transformers import AutoTokenizer
+
+    from contrastlab.training.corpus import load_tokenized_corpus
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    return tokenizer, load_tokenized_corpus(corpus, tokenizer, 32, tmp_path_factory.mktemp("cache"))[0]
+
+
+@pytest.fixture(scope="session")
 def vision_settings():
     """``vision_settings(**overrides)``: :data:`TINY_VISION` with ``overrides``, a flat dict as the
     workflow passes a cell's settings (``VisionTrainSettings.from_dict`` reads it)."""
@@ -61,27 +80,17 @@ def vision_settings():
 
 
 @pytest.fixture(scope="session")
-def train_tiny(tiny_bert, corpus, senteval_dir):
+def train_tiny(sentence_data):
     """``train_tiny(folder, device="cpu", check_every=None, **overrides)``: ``sentence.train`` of
-    :data:`TINY_SENTENCE` with ``overrides`` on the tiny BERT, the demo corpus and the SentEval fixture,
-    writing ``folder/model``, ``folder/log.jsonl`` and ``folder/state`` (the tokenised corpus cached
-    beside ``folder``, shared by the runs of one test). Returns the run's summary."""
+    :data:`TINY_SENTENCE` on the tiny BERT and the fixtures into ``folder`` (model, log.jsonl, state; the
+    tokenised corpus cached beside it). Returns the summary."""
     from contrastlab.training.sentence import TrainSettings, train
 
     def run(folder: Path, *, device: str = "cpu", check_every: int | None = None, **overrides) -> dict:
-        return train(
-            TrainSettings(**{**TINY_SENTENCE, **overrides}),
-            backbone_dir=tiny_bert,
-            corpus_path=corpus,
-            dev_data_dir=senteval_dir,
-            out_dir=folder / "model",
-            log_path=folder / "log.jsonl",
-            state_dir=folder / "state",
-            cache_dir=folder.parent / "cache",
-            device=device,
-            progress=False,
-            check_every=check_every,
-        )
+        paths = dict(out_dir=folder / "model", log_path=folder / "log.jsonl", state_dir=folder / "state")
+        settings = TrainSettings(**{**TINY_SENTENCE, **overrides})
+        data = {**sentence_data, "device": device, "cache_dir": folder.parent / "cache"}
+        return train(settings, **data, **paths, progress=False, check_every=check_every)
 
     return run
 
@@ -98,14 +107,10 @@ def train_image():
 
     def run(settings: dict, folder: Path, **options) -> dict:
         assert torch.get_num_threads() == 1  # as _run_vision.py: bit-equality needs the same thread count
-        return train_vision(
-            VisionTrainSettings.from_dict(settings),
-            data_root=None,
-            out_dir=folder / "encoder",
-            log_path=folder / "train_log.jsonl",
-            state_dir=folder / "state",
-            device="cpu",
-            **{"progress": False, **options},
+        paths = dict(
+            out_dir=folder / "encoder", log_path=folder / "train_log.jsonl", state_dir=folder / "state"
         )
+        parsed = VisionTrainSettings.from_dict(settings)
+        return train_vision(parsed, data_root=None, device="cpu", **paths, **{"progress": False, **options})
 
     return run

@@ -1,6 +1,5 @@
-"""SimCLR augmentations on batches: each operation, and the whole pipeline, equals torchvision's on
-single images with the same parameters; the draws follow torchvision's distributions; per-image draws,
-deterministic given the generator."""
+"""SimCLR augmentations on batches: each operation and the pipeline equal torchvision's image by image;
+the draws follow torchvision's distributions, per image, deterministic given the generator."""
 
 from __future__ import annotations
 
@@ -41,20 +40,15 @@ OURS = {
 }
 
 
-@pytest.mark.parametrize(
-    ("op", "factor"),
-    [
-        (A.BRIGHTNESS, 1.35),
-        (A.BRIGHTNESS, 0.6),
-        (A.CONTRAST, 0.65),
-        (A.CONTRAST, 1.4),
-        (A.SATURATION, 1.3),
-        (A.SATURATION, 0.0),
-        (A.HUE, 0.09),
-        (A.HUE, -0.1),
-        (A.HUE, 0.5),
-    ],
-)
+FACTORS = {
+    A.BRIGHTNESS: (1.35, 0.6),
+    A.CONTRAST: (0.65, 1.4),
+    A.SATURATION: (1.3, 0.0),
+    A.HUE: (0.09, -0.1, 0.5),
+}
+
+
+@pytest.mark.parametrize(("op", "factor"), [(op, f) for op, factors in FACTORS.items() for f in factors])
 def test_colour_operations_equal_torchvision_per_image(op, factor):
     got = OURS[op](IMAGES, torch.full((len(IMAGES),), factor))
     expected = torch.stack([TV_OPS[op](image, factor) for image in IMAGES])
@@ -63,9 +57,8 @@ def test_colour_operations_equal_torchvision_per_image(op, factor):
 
 @pytest.mark.parametrize("op", list(OURS))
 def test_per_image_factors_are_applied_to_their_own_image(op):
-    factors = (
-        torch.linspace(-0.4, 0.45, len(IMAGES)) if op == A.HUE else torch.linspace(0.6, 1.4, len(IMAGES))
-    )
+    low, high = (-0.4, 0.45) if op == A.HUE else (0.6, 1.4)
+    factors = torch.linspace(low, high, len(IMAGES))
     got = OURS[op](IMAGES, factors)
     for image, factor, out in zip(IMAGES, factors.tolist(), got, strict=True):
         torch.testing.assert_close(out, TV_OPS[op](image, factor), atol=1e-6, rtol=0)
@@ -94,17 +87,17 @@ def test_crop_equals_torchvision_resized_crop(box, size):
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 
 
+def _simclr_boxes(n: int, height: int, width: int, seed: int, scale=(0.08, 1.0)) -> torch.Tensor:
+    """``n`` crop boxes drawn with SimCLR's ratio range (and by default its scale range)."""
+    generator = torch.Generator().manual_seed(seed)
+    return A.sample_crop_boxes(
+        n, height, width, scale=scale, ratio=(3 / 4, 4 / 3), generator=generator, device="cpu"
+    )
+
+
 def test_crop_boxes_are_whole_pixels_inside_the_image():
     height, width, n = 24, 32, 20000
-    boxes = A.sample_crop_boxes(
-        n,
-        height,
-        width,
-        scale=(0.08, 1.0),
-        ratio=(3 / 4, 4 / 3),
-        generator=torch.Generator().manual_seed(1),
-        device="cpu",
-    )
+    boxes = _simclr_boxes(n, height, width, seed=1)
     assert boxes.dtype == torch.int64 and boxes.shape == (n, 4)
     top, left, h, w = boxes.unbind(1)
     assert (top >= 0).all() and (left >= 0).all() and (h >= 1).all() and (w >= 1).all()
@@ -119,15 +112,7 @@ def test_crop_boxes_are_distributed_as_torchvisions():
     from scipy.stats import ks_2samp
 
     height, width = 32, 32
-    ours = A.sample_crop_boxes(
-        20000,
-        height,
-        width,
-        scale=(0.08, 1.0),
-        ratio=(3 / 4, 4 / 3),
-        generator=torch.Generator().manual_seed(2),
-        device="cpu",
-    ).float()
+    ours = _simclr_boxes(20000, height, width, seed=2).float()
     image = torch.zeros(3, height, width)
     with torch.random.fork_rng():
         torch.manual_seed(3)
@@ -146,15 +131,7 @@ def test_crop_boxes_are_distributed_as_torchvisions():
 )
 def test_crop_fallback_is_torchvisions_centre_crop(height, width, scale):
     """No try fits (the box would exceed the image): the whole image clipped to the ratio range, centred."""
-    boxes = A.sample_crop_boxes(
-        50,
-        height,
-        width,
-        scale=scale,
-        ratio=(3 / 4, 4 / 3),
-        generator=torch.Generator().manual_seed(4),
-        device="cpu",
-    )
+    boxes = _simclr_boxes(50, height, width, seed=4, scale=scale)
     expected = RandomResizedCrop.get_params(torch.zeros(3, height, width), list(scale), [3 / 4, 4 / 3])
     assert (boxes == torch.tensor(expected)).all()
 
@@ -202,12 +179,8 @@ def test_gaussian_blur_equals_torchvision_per_image(kernel):
     x = _images(5, 24, 30, 14)
     sigma = torch.tensor([0.1, 0.5, 1.0, 1.7, 2.0])
     got = A.gaussian_blur(x, sigma, kernel)
-    expected = torch.stack(
-        [
-            TF.gaussian_blur(image, [kernel, kernel], [s, s])
-            for image, s in zip(x, sigma.tolist(), strict=True)
-        ]
-    )
+    per_image = zip(x, sigma.tolist(), strict=True)
+    expected = torch.stack([TF.gaussian_blur(image, [kernel, kernel], [s, s]) for image, s in per_image])
     # two 1-D passes against torchvision's one 2-D pass: float32 sums of up to 23 x 23 terms in another order
     torch.testing.assert_close(got, expected, atol=2e-6, rtol=0)
     assert (got - x).abs().amax() > 1e-2 or kernel == 1  # it does blur
@@ -215,9 +188,8 @@ def test_gaussian_blur_equals_torchvision_per_image(kernel):
 
 
 def test_pipeline_with_blur_equals_torchvision_and_keeps_the_other_draws():
-    """lightly's SimCLRTransform defaults (p 0.5, sigma 0.1-2), blur after grayscale as there; the
-    draws of crop, flip, jitter and grayscale are those of the pipeline without blur (blur's are
-    drawn last), so switching blur off (the default) reproduces every earlier view."""
+    """lightly's blur defaults equal torchvision; the other draws are those without blur (blur's come last),
+    so blur off (the default) reproduces every earlier view."""
     stats = {"mean": (0.4, 0.5, 0.6), "std": (0.2, 0.25, 0.3)}
     aug = A.SimCLRAugment(16, blur_p=0.5, blur_sigma=(0.1, 2.0), **stats)
     assert aug.blur_kernel == 13  # 2 * ceil(3 * 2) + 1

@@ -1,20 +1,11 @@
-"""The sentence step's fast paths (training.capture) on a tiny random BERT, CPU, seconds.
-
-- The 4D attention mask and static shapes give the losses of the step as it was (2D mask, dynamic
-  padding), bit for bit, over a few hundred steps with dropout on: same seed, same call order, so the
-  dropout masks are the same draws.
-- The step never synchronises with the host: a counting stand-in for ``torch.cuda.set_sync_debug_mode``
-  on a CPU (every scalar read, nonzero, boolean index, ``tolist``/``numpy``/``cpu`` call), failing on the
-  step as it was; the real sync-debug mode where CUDA exists.
-- ``cuda_graph`` is a one-line error off CUDA and with gradient caching.
-- Where CUDA is stood in for: a compiled step whose capture fails trains the plain model eagerly (C1);
-  capture and replay run with the run's device current (S1); ``deterministic`` refuses a process whose
-  cuBLAS may have started without ``CUBLAS_WORKSPACE_CONFIG``, which the training job sets first (C3).
-"""
+"""The sentence step's fast paths (training.capture) on a tiny random BERT, CPU: the 4D mask and
+static shapes give the dynamic-padding losses bit for bit; the step never syncs with the host; the
+one-line errors; and, with CUDA stood in for, the fallbacks and device rules (C1, S1, C3)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import types
 
@@ -27,6 +18,7 @@ from contrastlab.losses import build_loss
 from contrastlab.training import capture
 from contrastlab.training.runtime import TrainingRun, build_optimizer
 from contrastlab.training.sentence import TrainSettings, build_head, train, train_step
+from contrastlab.training.vision import VisionTrainSettings
 
 L, N, VOCAB = 16, 8, 200  # max_length, sentences per batch, vocabulary of the random BERT
 
@@ -172,15 +164,8 @@ def _one_step_syncs(tmp_path, monkeypatch, precision: str, old_path: bool) -> li
 
     def step():
         with run.step_context():
-            train_step(
-                encoder,
-                head,
-                loss_fn,
-                [(ids, mask)],
-                autocast=run.autocast,
-                with_stats=False,
-                scale=run.scale,
-            )
+            options = dict(autocast=run.autocast, with_stats=False, scale=run.scale)
+            train_step(encoder, head, loss_fn, [(ids, mask)], **options)
             return run.optimizer_step(optimizer, params, 1.0)
 
     step()  # optimizer state and scaler tensors exist
@@ -294,37 +279,53 @@ def test_capture_autocast_has_no_cast_cache():
     assert isinstance(capture.no_autocast_cache(contextlib.nullcontext)(), contextlib.nullcontext)
 
 
-def test_the_new_switches_at_their_defaults_match_the_settings_fields():
-    # left out of the snapshot fingerprint at these values, so a snapshot written before them resumes
-    from contrastlab.training.sentence import LATER_DEFAULTS
-
-    defaults = TrainSettings(loss="infonce").to_dict()
-    for key, default in LATER_DEFAULTS.items():
-        assert defaults[key] in default if isinstance(default, frozenset) else defaults[key] == default
+# -- the device-dependent defaults: the graph on for CUDA, the CPU run as it was -----------------------
 
 
-# -- the device-dependent defaults (issue 53): the graph on for CUDA, the CPU run as it was ------------
+def _sentence(**values) -> TrainSettings:
+    return TrainSettings(loss="infonce", **values)
+
+
+_image = VisionTrainSettings
+OAR_CELL = {"oar_fraction": 0.1, "optimizer": "sgd"}
+
+
+def _graph(graph: bool) -> dict:
+    return {"cuda_graph": graph}
+
+
+def _decided(graph: bool, dev_batch: int) -> dict:
+    return {**_graph(graph), "dev_batch_size": dev_batch, "padding_free": False}
 
 
 @pytest.mark.parametrize(
-    ("device", "values", "graph", "dev_batch", "notes"),
+    ("make", "device", "values", "n_images", "decided", "note"),
     [
-        ("cpu", {}, False, 128, 0),  # the CPU run keeps what it always had: no CPU number moves
-        ("cuda", {}, True, 512, 0),
-        ("cuda", {"grad_accum": 2}, False, 512, 1),  # one line: why the step stays eager
-        ("cuda", {"cuda_graph": False, "dev_batch_size": 128}, False, 128, 0),  # explicit values kept
-        ("cpu", {"dev_batch_size": 512}, False, 512, 0),
+        # the CPU run keeps what it always had: no CPU number moves
+        (_sentence, "cpu", {}, 0, _decided(False, 128), None),
+        (_sentence, "cuda", {}, 0, _decided(True, 512), None),
+        (_sentence, "cuda", {"grad_accum": 2}, 0, _decided(False, 512), "grad_accum 2"),
+        (_sentence, "cuda", {"cuda_graph": False, "dev_batch_size": 128}, 0, _decided(False, 128), None),
+        (_sentence, "cpu", {"dev_batch_size": 512}, 0, _decided(False, 512), None),
+        (_image, "cpu", {}, 512, _graph(False), None),
+        (_image, "cuda", {}, 512, _graph(True), None),
+        (_image, "cuda", {"cuda_graph": False}, 512, _graph(False), None),
+        (_image, "cuda", OAR_CELL, 512, _graph(False), "OAR's labelled pass"),
+        (_image, "cuda", {"compile": True}, 512, _graph(False), "compile: true"),
+        (_image, "cuda", {"drop_last": False}, 500, _graph(False), "a last batch of 244 images"),
+        (_image, "cuda", {"drop_last": False}, 512, _graph(True), None),  # all full
     ],
 )
-def test_for_device_decides_the_graph_and_the_dev_batch(device, values, graph, dev_batch, notes):
-    settings, said = capture.for_device(TrainSettings(loss="infonce", **values), torch.device(device))
-    assert (settings.cuda_graph, settings.dev_batch_size, len(said)) == (graph, dev_batch, notes)
-    assert all("\n" not in line and "grad_accum 2" in line for line in said)
+def test_for_device_decides_either_tracks_step_mode(make, device, values, n_images, decided, note):
+    configured = make(**values)
+    got, notes = capture.for_device(configured, torch.device(device), n_images=n_images)
+    assert got == dataclasses.replace(configured, **decided)  # nothing else decided
+    assert notes == [] if note is None else (len(notes) == 1 and note in notes[0] and "\n" not in notes[0])
 
 
 def test_the_defaults_keep_the_fingerprint_of_a_snapshot_written_before_them():
-    """The settings dict the trainer fingerprinted before issue 53 (cuda_graph false, dev batches of 128,
-    no deterministic key) and today's defaults give the same fingerprint: an interrupted cell resumes."""
+    """The settings the trainer fingerprinted before the device-dependent defaults (cuda_graph false, dev
+    batches of 128, no deterministic key) and today's give one fingerprint: an interrupted cell resumes."""
     from contrastlab.training.sentence import LATER_DEFAULTS
     from contrastlab.training.settings import fingerprint_settings
 
@@ -366,10 +367,8 @@ class _CompiledAfterAFailedCapture(nn.Module):
 def test_a_compiled_step_that_cannot_be_captured_trains_the_plain_model_eagerly(
     tmp_path, train_tiny, monkeypatch, capsys
 ):
-    """compile + cuda_graph where the capture fails: one line that names compile, then the eager step
-    of the uncompiled model (whose state the failed capture put back), and a summary that says so.
-    Stand-ins on the CPU: the capture fails, the compiled module fails whenever it runs, and the
-    optimiser is not ``capturable`` (which needs CUDA)."""
+    """compile + cuda_graph where the capture fails: one line naming compile, then the uncompiled
+    model's eager step (its state put back) and a summary that says so; capture and compile stand-ins."""
     from contrastlab.training import sentence
 
     def capture_fails(*args, **kwargs):

@@ -1,7 +1,5 @@
-"""One training job per track (contrastlab.training.cells): a later search stage trains at the earlier
-winner's settings moved, a point equal to that winner gets the winner's checkpoint, and a point that
-diverges leaves one atomic ``diverged.json`` that selection, the image evaluation and the figures read;
-a configured cell that diverges is still a failure."""
+"""One training job per track (training.cells): a later search stage starts from the earlier winner, a
+point equal to it gets its checkpoint, a diverged point leaves ``diverged.json`` (a configured cell fails)."""
 
 from __future__ import annotations
 
@@ -19,25 +17,9 @@ SMALL = dict(loss="infonce", lr=1e-4, batch_size=32, max_steps=4, eval_every=2, 
 SMALL_SETTINGS = {**SMALL, "seed": 42}
 
 
-@pytest.fixture(scope="module")
-def data(tiny_bert, corpus, senteval_dir):
-    return tiny_bert, corpus, senteval_dir
-
-
-def train_sentence(tmp: Path, data, settings: dict, **where) -> str:
-    tiny_bert, corpus, senteval_dir = data
-    return cells.train_cell(
-        settings,
-        backbone_dir=tiny_bert,
-        corpus_path=corpus,
-        dev_data_dir=senteval_dir,
-        out_dir=tmp / "model",
-        log_path=tmp / "train_log.jsonl",
-        state_dir=tmp / "state",
-        cache_dir=tmp.parent / "cache",
-        device="cpu",
-        **where,
-    )
+def train_sentence(tmp: Path, data: dict, settings: dict, **where) -> str:
+    paths = dict(out_dir=tmp / "model", log_path=tmp / "train_log.jsonl", state_dir=tmp / "state")
+    return cells.train_cell(settings, **paths, cache_dir=tmp.parent / "cache", **data, **where)
 
 
 def selection_file(tmp: Path, winner_settings: dict, winner_model: Path) -> Path:
@@ -46,14 +28,14 @@ def selection_file(tmp: Path, winner_settings: dict, winner_model: Path) -> Path
     return path
 
 
-def test_a_later_stage_point_trains_at_the_winners_settings_moved(tmp_path, data):
+def test_a_later_stage_point_trains_at_the_winners_settings_moved(tmp_path, sentence_data):
     winner = {**SMALL_SETTINGS, "lr": 5e-5}
     previous = selection_file(tmp_path, winner, tmp_path / "nowhere" / "model")
     point = S.SearchPoint("nie2023", "tiny-bert", "infonce", 2, 0, {}, {"lr": ("times", 2)})
     # the settings the rule knew before stage 1 had a winner: only the seed survives
     known = {**SMALL_SETTINGS, "lr": 1.0, "batch_size": 64}
     cell = tmp_path / "point"
-    assert train_sentence(cell, data, known, point=point, previous_selection=previous) == "trained"
+    assert train_sentence(cell, sentence_data, known, point=point, previous_selection=previous) == "trained"
     summary = json.loads((cell / "model" / "train_summary.json").read_text())
     assert summary["settings"]["lr"] == 1e-4 and summary["settings"]["batch_size"] == 32
     assert summary["steps"] == 4 and S.read_point(cell / "model")["dev"] == summary["best_dev_spearman"]
@@ -72,14 +54,8 @@ def test_a_point_equal_to_the_earlier_winner_is_its_checkpoint(tmp_path):
     cell = tmp_path / "point"
     # no backbone, corpus or dev data is touched: nothing trains
     where = dict(backbone_dir="absent", corpus_path="absent", dev_data_dir="absent")
-    done = cells.train_cell(
-        {**SMALL_SETTINGS, "lr": 3.0},
-        point=point,
-        previous_selection=previous,
-        out_dir=cell / "model",
-        log_path=cell / "train_log.jsonl",
-        state_dir=cell / "state",
-        **where,
+    done = train_sentence(
+        cell, where, {**SMALL_SETTINGS, "lr": 3.0}, point=point, previous_selection=previous
     )
     assert done == "copied" and not (cell / "state").exists()
     assert (cell / "model" / "model.safetensors").read_bytes() == b"weights"
@@ -91,14 +67,14 @@ def test_a_point_equal_to_the_earlier_winner_is_its_checkpoint(tmp_path):
 def test_previous_selection_needs_the_point(tmp_path):
     previous = selection_file(tmp_path, SMALL_SETTINGS, tmp_path / "w")
     with pytest.raises(ValueError, match="later stage's point"):
-        train_sentence(tmp_path, (None, None, None), SMALL_SETTINGS, point=None, previous_selection=previous)
+        train_sentence(tmp_path, {}, SMALL_SETTINGS, point=None, previous_selection=previous)
 
 
-def test_a_diverging_point_is_recorded_and_passed_over_by_selection(tmp_path, data):
+def test_a_diverging_point_is_recorded_and_passed_over_by_selection(tmp_path, sentence_data):
     point = S.SearchPoint("nie2023", "tiny-bert", "infonce", 1, 1, {"lr": 1e12})
     settings = {**SMALL_SETTINGS, "lr": 1e12}  # NaN within two steps
     cell = tmp_path / "diverged"
-    assert train_sentence(cell, data, settings, point=point, previous_selection=None) == "diverged"
+    assert train_sentence(cell, sentence_data, settings, point=point, previous_selection=None) == "diverged"
     # one record, written whole: no summary, no partial file, the snapshots gone
     assert sorted(p.name for p in (cell / "model").iterdir()) == ["diverged.json"]
     assert not (cell / "state").exists()
@@ -118,16 +94,15 @@ def test_a_diverging_point_is_recorded_and_passed_over_by_selection(tmp_path, da
 
     # the same settings in a configured cell: a failure, nothing recorded
     with pytest.raises(NonFiniteLossError):
-        train_sentence(tmp_path / "configured", data, settings, point=None, previous_selection=None)
+        train_sentence(tmp_path / "configured", sentence_data, settings, point=None, previous_selection=None)
     assert not (tmp_path / "configured" / "model" / "diverged.json").exists()
 
 
 def test_a_record_that_cannot_be_written_whole_is_not_there(tmp_path):
     with pytest.raises(TypeError):
         S.record_diverged(tmp_path / "model", tmp_path / "log.jsonl", {"lr": object()}, "loss nan")
-    assert (
-        not (tmp_path / "model" / S.DIVERGED_FILE).exists() and S.diverged_reason(tmp_path / "model") is None
-    )
+    assert not (tmp_path / "model" / S.DIVERGED_FILE).exists()
+    assert S.diverged_reason(tmp_path / "model") is None
 
 
 EVALUATION = {"probes": ["linear", "knn"], "linear": {}, "knn": {}}
@@ -153,24 +128,16 @@ def nan_at_step_two(monkeypatch):
 
 
 def train_image(tmp: Path, settings: dict, *, point: bool) -> str:
-    return cells.train_vision_cell(
-        settings,
-        point=point,
-        data_root=None,
-        out_dir=tmp / "encoder",
-        log_path=tmp / "train_log.jsonl",
-        state_dir=tmp / "state",
-        device="cpu",
-    )
+    paths = dict(out_dir=tmp / "encoder", log_path=tmp / "train_log.jsonl", state_dir=tmp / "state")
+    return cells.train_vision_cell(settings, point=point, data_root=None, device="cpu", **paths)
 
 
 def test_a_diverging_image_point_is_evaluated_as_diverged(tmp_path, nan_at_step_two, vision_settings):
     settings = vision_settings(max_steps=4, log_every=2, state_every=2)
     assert train_image(tmp_path, settings, point=True) == "diverged"
     encoder = tmp_path / "encoder"
-    assert (
-        sorted(p.name for p in encoder.iterdir()) == ["diverged.json"] and not (tmp_path / "state").exists()
-    )
+    assert sorted(p.name for p in encoder.iterdir()) == ["diverged.json"]
+    assert not (tmp_path / "state").exists()
     reason = S.diverged_reason(encoder)
     assert "not finite at step 2" in reason
     features = job_features(encoder, data_root=None)  # the GPU job: no encoder to extract with
@@ -183,8 +150,7 @@ def test_a_diverging_image_point_is_evaluated_as_diverged(tmp_path, nan_at_step_
         train_image(tmp_path / "configured", settings, point=False)
 
 
-def test_the_debugging_cli_trains_with_its_settings(tmp_path, data, capsys):
-    tiny_bert, corpus, senteval_dir = data
+def test_the_debugging_cli_trains_with_its_settings(tmp_path, tiny_bert, corpus, senteval_dir, capsys):
     paths = [tiny_bert, corpus, senteval_dir, tmp_path / "model", tmp_path / "log.jsonl", tmp_path / "state"]
     flags = [item for flag, path in zip(cells.CLI_PATHS, paths, strict=True) for item in (flag, str(path))]
     settings = json.dumps({**SMALL, "max_steps": 2, "eval_every": 2})

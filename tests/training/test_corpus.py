@@ -40,9 +40,8 @@ def test_batch_matches_the_tokenizer_with_dynamic_padding(tmp_path, corpus, mini
 
 
 def test_a_file_system_without_flock_still_builds_the_cache_once(tmp_path, corpus, minilm_dir, monkeypatch):
-    """Issue 48: on storage mounted without flock (Lustre ``noflock``, some NFS) ``flock`` fails with
-    ENOSYS; the cache lock falls back to filelock's soft lock, and two jobs racing for one cache still
-    tokenise it once (the second waits, then reads it)."""
+    """Where ``flock`` fails with ENOSYS (Lustre ``noflock``, some NFS) the cache lock falls back to a soft
+    lock, and two jobs racing for one cache still tokenise it once."""
     import errno
     import fcntl
     import threading
@@ -109,67 +108,104 @@ def test_an_unreadable_cache_is_rebuilt_with_one_line(tmp_path, corpus, minilm_d
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.fault(
-    "the corpus changed after its corpus.ready.json was written (C1)",
-    "the train job refuses in one line naming the corpus and the marker; nothing is trained",
-)
-def test_a_train_job_refuses_a_corpus_that_is_not_the_one_its_marker_records(
-    tmp_path, tiny_bert, senteval_dir, observed
-):
-    import hashlib
-    import json
+def _train_jobs(tmp_path, corpus, marker, tiny_bert, senteval_dir, cut: str):
+    """scripts/train.py run as the workflow's train job of a 2-step cell with the corpus ``marker``, in
+    forks of one process: on ``corpus`` as it is (into ``model``; its sha256s of the corpus counted into
+    ``hashed.txt``), then, after ``corpus`` is rewritten to ``cut``, into ``model2``."""
     import subprocess
     import sys
     import textwrap
 
     from contrastlab.paths import REPO_ROOT
 
-    corpus, log = tmp_path / "corpus.txt", tmp_path / "train.log"
-    whole = "".join(f"sentence number {i} of the corpus .\n" for i in range(300))
-    marker = tmp_path / "results" / "state" / "data" / "corpus.ready.json"
-    marker.parent.mkdir(parents=True)
-    recorded = hashlib.sha256(whole.encode()).hexdigest()
-    marker.write_text(json.dumps({"corpus": "text", "lines": 300, "sha256": recorded}))
-    corpus.write_text(whole[: len(whole) // 2])  # cut while the job started: not what the marker records
-    found = hashlib.sha256(corpus.read_bytes()).hexdigest()
     driver = textwrap.dedent(
         f"""
+        import os
         import runpy
+        import sys
+        from pathlib import Path
         from types import SimpleNamespace
         import yaml
+        import contrastlab.artifacts as artifacts  # before any module takes sha256_file by name
+        corpus, real = Path({str(corpus)!r}), artifacts.sha256_file
+        hashed = Path({str(tmp_path / "hashed.txt")!r})
+        def counted(path, *args, **kwargs):
+            if Path(path).resolve() == corpus.resolve():
+                hashed.write_text(str(int(hashed.read_text() or 0) + 1 if hashed.exists() else 1))
+            return real(path, *args, **kwargs)
+        artifacts.sha256_file = counted
         config = yaml.safe_load(open({str(REPO_ROOT / "config" / "demo.yaml")!r}))
         config["resources_dir"] = {str(tmp_path / "res")!r}
         config["results_dir"] = {str(tmp_path / "results")!r}
-        config["data"].update(senteval_dir={str(senteval_dir)!r}, wiki_path={str(corpus)!r})
-        sm = SimpleNamespace(
-            config=config,
-            rule="train",
-            wildcards={{"experiment": "nie2023", "backbone": "tiny-bert", "method": "cl", "seed": "42"}},
-            log=[{str(log)!r}],
-            threads=1,
-            params=SimpleNamespace(
-                settings={{"loss": "infonce", "max_steps": 2, "batch_size": 8}},
-                state_dir={str(tmp_path / "state")!r},
-            ),
-            input=SimpleNamespace(backbone={str(tiny_bert)!r}, corpus_ready={str(marker)!r}),
-            output=SimpleNamespace(
-                model={str(tmp_path / "model")!r}, log_jsonl={str(tmp_path / "l.jsonl")!r}
-            ),
-        )
-        runpy.run_path({str(REPO_ROOT / "scripts" / "train.py")!r}, init_globals={{"snakemake": sm}})
+        config["data"].update(senteval_dir={str(senteval_dir)!r}, wiki_path=str(corpus))
+        def job(model):
+            sm = SimpleNamespace(
+                config=config,
+                rule="train",
+                wildcards={{"experiment": "nie2023", "backbone": "tiny-bert", "method": "cl", "seed": "42"}},
+                log=[{str(tmp_path / "train.log")!r}],
+                threads=1,
+                params=SimpleNamespace(
+                    settings={{"loss": "infonce", "max_steps": 2, "batch_size": 8}},
+                    state_dir=model + "-state",
+                    point=None,
+                ),
+                input=SimpleNamespace(backbone={str(tiny_bert)!r}, corpus_ready={str(marker)!r}),
+                output=SimpleNamespace(model=model, log_jsonl=model + ".jsonl"),
+            )
+            runpy.run_path({str(REPO_ROOT / "scripts" / "train.py")!r}, init_globals={{"snakemake": sm}})
+        import contrastlab.training.cells, contrastlab.workflow.job  # imported once: each job a fork
+        sys.stdout.flush(), sys.stderr.flush()
+        if (pid := os.fork()) == 0:  # one job per process, as a warm starter runs them
+            code = 1
+            try:
+                job({str(tmp_path / "model")!r})
+                code = 0
+            finally:
+                os._exit(code)
+        os.waitpid(pid, 0)
+        corpus.write_text({cut!r})
+        hashed = hashed.with_name("hashed-cut.txt")  # the first job's count stays as it is
+        job({str(tmp_path / "model2")!r})
         """
     )
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", driver], capture_output=True, text=True, timeout=300, cwd=tmp_path
     )
+
+
+CORPUS = "".join(f"sentence number {i} of the corpus .\n" for i in range(300))
+
+
+@pytest.mark.fault(
+    "the corpus changed after its corpus.ready.json was written (C1)",
+    "the train job refuses in one line naming the corpus and the marker; nothing is trained",
+)
+def test_a_train_job_hashes_its_corpus_once_and_refuses_one_changed_since_its_marker(
+    tmp_path, tiny_bert, senteval_dir, observed
+):
+    """The marker's check and the tokenised cache's key take one digest of the corpus; a corpus that is
+    not the one the marker records (cut after the corpus job) is refused in one line, nothing trained."""
+    import hashlib
+    import json
+
+    corpus, marker = tmp_path / "corpus.txt", tmp_path / "results" / "state" / "data" / "corpus.ready.json"
+    recorded, cut = hashlib.sha256(CORPUS.encode()).hexdigest(), CORPUS[: len(CORPUS) // 2]
+    marker.parent.mkdir(parents=True)
+    marker.write_text(json.dumps({"corpus": "text", "lines": 300, "sha256": recorded}))
+    corpus.write_text(CORPUS)
+    done = _train_jobs(tmp_path, corpus, marker, tiny_bert, senteval_dir, cut)
+    assert (tmp_path / "model" / "train_summary.json").is_file(), done.stderr[-2000:]
+    assert (tmp_path / "hashed.txt").read_text() == "1"
+    found = hashlib.sha256(cut.encode()).hexdigest()
     lines = [line for line in done.stderr.splitlines() if line.startswith("contrastlab:")]
     observed(
-        lines[0] if lines else f"exit {done.returncode}, no line; trained: {(tmp_path / 'model').exists()}"
+        lines[0] if lines else f"exit {done.returncode}, no line; trained: {(tmp_path / 'model2').exists()}"
     )
-    assert done.returncode == 1, f"exit {done.returncode}; trained: {(tmp_path / 'model').exists()}"
+    assert done.returncode == 1, f"exit {done.returncode}; trained: {(tmp_path / 'model2').exists()}"
     assert lines == [
         f"contrastlab: rule train nie2023/tiny-bert/cl/seed42: CorpusChangedError: the corpus {corpus} "
         f"changed since {marker} was written (sha256 {found[:16]}, recorded {recorded[:16]}); rerun the "
-        f"corpus rule (snakemake --forcerun corpus) and then this cell (log: {log})"
+        f"corpus rule (snakemake --forcerun corpus) and then this cell (log: {tmp_path / 'train.log'})"
     ]
-    assert "Traceback" not in done.stderr and not (tmp_path / "model").exists()
+    assert "Traceback" not in done.stderr and not (tmp_path / "model2").exists()

@@ -1,13 +1,7 @@
-"""The GPU path, on a CUDA device: every precision's step against fp32, fused against unfused AdamW,
-a killed-and-resumed cell, one checkpoint's STS evaluation on the GPU against the CPU, and the CUDA
-graph as the default step: bit-equal to eager under deterministic algorithms, within eager's own
-run-to-run spread otherwise (contrastlab.training.equivalence), a step that cannot be captured named in
-one line and run eagerly, and ``deterministic: true`` giving bit-identical reruns.
-
-Skipped (with the reason) on a machine without CUDA; CI has none, so these run where a GPU is at hand
-(``pytest tests/training/test_cuda.py`` and ``make gpu-check``). Tolerances are stated per test: GPU
-kernels are not bit-reproducible across kernels, precisions or devices.
-"""
+"""The GPU path on a CUDA device: each precision against fp32, fused AdamW, resume after a kill, GPU
+against CPU evaluation, and the CUDA graph (bit-equal under deterministic algorithms, within eager's
+spread otherwise, an uncapturable step run eagerly). Skipped without CUDA (``make gpu-check`` runs
+them); tolerances are stated per test."""
 
 from __future__ import annotations
 
@@ -31,13 +25,8 @@ RESUME_WEIGHT_TOLERANCE = 1e-4
 
 
 @pytest.fixture(scope="module")
-def chunks(tiny_bert, corpus):
-    from transformers import AutoTokenizer
-
-    from contrastlab.training.corpus import load_tokenized_corpus
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
-    cached, _ = load_tokenized_corpus(corpus, tokenizer, 32, corpus.parent / "cuda-cache")
+def chunks(tokenized):
+    tokenizer, cached = tokenized
     ids, mask = cached.batch(np.arange(32), tokenizer.pad_token_id)
     return [(ids.to(CUDA), mask.to(CUDA))]
 
@@ -105,19 +94,15 @@ def test_a_cell_killed_after_a_snapshot_resumes_on_the_gpu(tmp_path, train_tiny,
         TrainingRun.save_snapshot = real_save
     resumed = train_tiny(tmp_path / "killed", device="cuda", precision=precision)
     assert resumed["resumed_from"] == [4] and resumed["precision"] == precision
-    a, b = (
-        load_file(tmp_path / "straight/model/model.safetensors"),
-        load_file(tmp_path / "killed/model/model.safetensors"),
-    )
+    a, b = (load_file(tmp_path / name / "model/model.safetensors") for name in ("straight", "killed"))
     worst = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
     assert worst <= RESUME_WEIGHT_TOLERANCE, worst
     assert resumed["best_dev_spearman"] == pytest.approx(straight["best_dev_spearman"], abs=0.5)
 
 
 def test_a_checkpoint_encodes_the_same_on_gpu_and_cpu(tiny_bert, senteval_dir):
-    """The evaluator's embeddings, not the fixture's STS scores: with 8 pairs per STS subset one swapped
-    rank moves Spearman by points, so the scores of two fp32 encodings need not agree to 0.01 (on an
-    H100 they differed by 1.06 on STS12 while the CPU's own fp32 and fp64 encodings differ by 1.2)."""
+    """The evaluator's embeddings, not the fixture's STS scores: with 8 pairs per STS subset one swapped rank
+    moves Spearman by points, so two fp32 encodings' scores need not agree to 0.01."""
     from contrastlab.cost import gpu_check
     from contrastlab.evaluation.senteval import load_sts_pairs
 
@@ -126,7 +111,7 @@ def test_a_checkpoint_encodes_the_same_on_gpu_and_cpu(tiny_bert, senteval_dir):
     assert worst <= gpu_check.EMBEDDING_TOLERANCE, worst
 
 
-# -- the CUDA graph as the default step (issue 53) --------------------------------------------------------
+# -- the CUDA graph as the default step ------------------------------------------------------------------
 
 PRECISIONS = ["bf16", "fp16", "tf32", "fp32"]
 
@@ -212,9 +197,8 @@ def test_the_default_for_ieee_fp32_on_cuda_is_the_padding_free_eager_step(tmp_pa
 
 @pytest.mark.parametrize("arch", ["bert", "roberta"])
 def test_padding_free_draws_the_padded_models_masks_on_cuda(arch):
-    """IEEE fp32, dropout on, the same seed: the padding-free forward's [CLS] states and gradients are
-    the padded model's within fp32 rounding on the GPU too (CUDA's dropout and SDPA draw per element of
-    the same padded shapes)."""
+    """IEEE fp32, dropout on, one seed: the padding-free forward's [CLS] states and gradients are the
+    padded model's within fp32 rounding on the GPU too."""
     import copy
 
     from contrastlab.models.packed import packed_forward

@@ -1,6 +1,5 @@
 """TensorBoard events of a training cell (training.events): the curves, a killed cell's resumed curves,
-write failures that must not fail the cell, the switch, and a real TensorBoard server over the files.
-The sentence trainer's SIGKILL test (test_sentence.py) compares its curves too."""
+write failures that do not fail the cell, the switch, and a real TensorBoard server over the files."""
 
 from __future__ import annotations
 
@@ -72,18 +71,14 @@ def test_log_records_become_scalars_at_their_steps():
         "train/ms_per_step": 250.0,
     }
     dev = {"event": "eval", "step": 4, "dev_task": "STSBenchmark", "dev_spearman": 60.0, "dev_align": 0.3}
-    assert scalars(dev | {"best_dev_spearman": 61.0, "best_step": 2}) == {
-        "dev/spearman": 60.0,
-        "dev/align": 0.3,
-        "dev/best_dev_spearman": 61.0,
-    }
+    dev_scalars = scalars(dev | {"best_dev_spearman": 61.0, "best_step": 2})
+    assert dev_scalars == {"dev/spearman": 60.0, "dev/align": 0.3, "dev/best_dev_spearman": 61.0}
     probe = {"event": "geometry", "step": 5, "probe_sentences": 64, "probe_heldout": False, "align": 0.2}
     probe |= {"ratio": {"met": 1.5}, "hist": {"pos": [1, 2]}, "dev_l_cl": 3.0}
     assert scalars(probe) == {"probe/align": 0.2, "probe/ratio/met": 1.5, "probe/dev_l_cl": 3.0}
     assert scalars({"event": "val", "step": 11, "epoch": 0, "val_loss": 4.0}) == {"val/loss": 4.0}
-    assert (
-        scalars({"event": "start", "settings": {"lr": 1.0}}) == scalars({"event": "resume", "step": 5}) == {}
-    )
+    assert scalars({"event": "start", "settings": {"lr": 1.0}}) == {}
+    assert scalars({"event": "resume", "step": 5}) == {}
 
 
 def test_a_resumed_writer_keeps_the_steps_up_to_its_snapshot_and_only_those(tmp_path, read_curves):
@@ -215,14 +210,9 @@ def test_a_sentence_cell_writes_its_settings_beside_its_best_dev_score_as_hparam
     assert step == 0
     settings = TrainSettings(loss="infonce", lr=1e-4, batch_size=32, max_steps=4, eval_every=2)
     assert set(values) == set(settings.to_dict())
-    assert (values["loss"], values["lr"], values["batch_size"], values["max_steps"]) == (
-        "infonce",
-        1e-4,
-        32,
-        4,
-    )
-    assert (values["eval_every"], values["log_every"], values["tensorboard"]) == (2, 2, True)
-    assert (values["state_every"], values["loss_hp"]) == ("null", "{}")
+    wanted = {"loss": "infonce", "lr": 1e-4, "batch_size": 32, "max_steps": 4, "eval_every": 2}
+    wanted |= {"log_every": 2, "tensorboard": True, "state_every": "null", "loss_hp": "{}"}
+    assert {key: values[key] for key in wanted} == wanted
     best = read_curves(folder)["dev/best_dev_spearman"]
     assert [step for step, _ in best] == [2, 4]
     assert best[-1][1] == pytest.approx(summary["best_dev_spearman"], rel=1e-6)
@@ -268,18 +258,13 @@ def test_test_scores_go_only_to_a_run_that_has_a_session(tmp_path):
     results = Results(tmp_path)
     assert log_test_scores(SENTENCE_METRICS, {"backbone": "tiny-bert"}, results, None) == {}
     assert write_test_scores(tmp_path / "tensorboard" / "nie2023", {"test/sts_avg": 76.25}) is False
-    assert log_test_scores(SENTENCE_METRICS, PLACE, results, None) == {
-        "test/sts_avg": 76.25,
-        "test/tr_avg": 81.5,
-    }
+    logged = log_test_scores(SENTENCE_METRICS, PLACE, results, None)
+    assert logged == {"test/sts_avg": 76.25, "test/tr_avg": 81.5}
     assert not (tmp_path / "tensorboard").exists()
     vision = {"scores": {"linear_top1": 88.5, "knn_top1": 85.0, "ffn10_top1": 60.0, "ffn10_top5": 90.0}}
     vision["scores"] |= {"embedding_variance": 0.25, "effective_rank_95": 12.0}
-    assert headline_test_scores(vision) == {
-        "test/linear_top1": 88.5,
-        "test/knn_top1": 85.0,
-        "test/ffn10_top1": 60.0,
-    }
+    headline = headline_test_scores(vision)
+    assert headline == {"test/linear_top1": 88.5, "test/knn_top1": 85.0, "test/ffn10_top1": 60.0}
 
 
 @pytest.mark.fault(
@@ -295,10 +280,8 @@ def test_a_killed_and_resumed_cell_has_the_curves_of_an_uninterrupted_one(
     before = read_curves(tmp_path / "state.tensorboard")
     assert max(step for step, _ in before["train/loss"]) == 12 and before["val/loss"][-1][0] == 11
     train_image(vision_settings(**CELL), tmp_path)  # resumes from step 10: writes 11-16 again
-    resumed, straight = (
-        read_curves(tmp_path / "state.tensorboard"),
-        read_curves(reference / "state.tensorboard"),
-    )
+    resumed = read_curves(tmp_path / "state.tensorboard")
+    straight = read_curves(reference / "state.tensorboard")
     assert resumed.keys() == straight.keys()
     for tag in straight:
         assert [s for s, _ in resumed[tag]] == [s for s, _ in straight[tag]], tag

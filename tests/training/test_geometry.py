@@ -125,15 +125,8 @@ def test_as_tau_goes_to_zero_the_hardest_negative_takes_the_whole_update():
 def test_analysis_logs_geometry_and_changes_no_training_number(tmp_path, train_tiny):
     off = train_tiny(tmp_path / "off")
     on = train_tiny(tmp_path / "on", analysis_every=3, analysis_sentences=70, analysis_batch=32)
-    assert (on["best_dev_spearman"], on["best_step"], on["evals"]) == (
-        off["best_dev_spearman"],
-        off["best_step"],
-        off["evals"],
-    )
-    a, b = (
-        load_file(tmp_path / "off/model/model.safetensors"),
-        load_file(tmp_path / "on/model/model.safetensors"),
-    )
+    assert all(on[key] == off[key] for key in ("best_dev_spearman", "best_step", "evals"))
+    a, b = (load_file(tmp_path / name / "model/model.safetensors") for name in ("off", "on"))
     assert all(torch.equal(a[k], b[k]) for k in a)
 
     def records(name, event):
@@ -141,9 +134,8 @@ def test_analysis_logs_geometry_and_changes_no_training_number(tmp_path, train_t
         return [r for r in map(json.loads, lines) if r["event"] == event]
 
     keep = ("step", "loss", "loss_last", "grad_norm", "stats")
-    assert [{k: r[k] for k in keep} for r in records("on", "train")] == [
-        {k: r[k] for k in keep} for r in records("off", "train")
-    ]
+    kept = [[{k: r[k] for k in keep} for r in records(name, "train")] for name in ("on", "off")]
+    assert kept[0] == kept[1]
     assert records("off", "geometry") == []
     geo = records("on", "geometry")
     assert [r["step"] for r in geo] == [0, 3, 6, 8]  # before training, every 3 steps, the last step
@@ -154,17 +146,10 @@ def test_analysis_logs_geometry_and_changes_no_training_number(tmp_path, train_t
 
 
 def test_holdout_takes_the_probe_out_of_training(tmp_path, train_tiny):
-    base = train_tiny(tmp_path / "base", max_steps=2, eval_every=2, log_every=2)
-    held = train_tiny(
-        tmp_path / "held",
-        max_steps=2,
-        eval_every=2,
-        log_every=2,
-        analysis_every=2,
-        analysis_sentences=100,
-        analysis_batch=50,
-        analysis_holdout=True,
-    )
+    short = dict(max_steps=2, eval_every=2, log_every=2)
+    base = train_tiny(tmp_path / "base", **short)
+    analysis = dict(analysis_every=2, analysis_sentences=100, analysis_batch=50, analysis_holdout=True)
+    held = train_tiny(tmp_path / "held", **short, **analysis)
     assert held["n_sentences"] == base["n_sentences"] - 100
 
 

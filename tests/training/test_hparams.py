@@ -1,9 +1,6 @@
-"""Issue 78 item 1: the tools researchers compare runs with never show a mix of cells. Two cells that differ
-only in their backbone (Nie's ``minilm`` and ``tiny-bert`` cells of one loss: equal training settings)
-are trained and evaluated as the workflow's jobs do (``scripts/train.py``'s ``train_cell`` with the job's
-wildcards, ``log_job_test_scores``); TensorBoard's own hparams plugin then lists one session group per
-cell, named by its path, with its own test score and its experiment, backbone, method and seed, and W&B
-has one run per cell whose config holds the same."""
+"""Two cells that differ only in their backbone, trained and evaluated as the workflow's jobs do: the
+HParams plugin lists one session group per cell, named by its path, with its own test score and fields,
+and W&B has one run per cell with the same config."""
 
 from __future__ import annotations
 
@@ -47,12 +44,7 @@ def session_groups(logdir: Path) -> list[dict]:
     multiplexer.Reload()
     provider = data_provider.MultiplexerDataProvider(multiplexer, str(logdir))
     tb = base_plugin.TBContext(logdir=str(logdir), data_provider=provider, multiplexer=multiplexer)
-    statuses = [
-        api_pb2.STATUS_UNKNOWN,
-        api_pb2.STATUS_SUCCESS,
-        api_pb2.STATUS_FAILURE,
-        api_pb2.STATUS_RUNNING,
-    ]
+    statuses = [getattr(api_pb2, f"STATUS_{name}") for name in ("UNKNOWN", "SUCCESS", "FAILURE", "RUNNING")]
     request = api_pb2.ListSessionGroupsRequest(start_index=0, slice_size=100, allowed_statuses=statuses)
     handler = list_session_groups.Handler(context.RequestContext(), backend_context.Context(tb), "", request)
     groups = json_format.MessageToDict(handler.run()).get("sessionGroups", [])
@@ -67,9 +59,7 @@ def session_groups(logdir: Path) -> list[dict]:
     ]
 
 
-def test_two_backbones_are_two_hparams_sessions_and_two_wandb_runs(
-    tmp_path, monkeypatch, tiny_bert, corpus, senteval_dir
-):
+def test_two_backbones_are_two_hparams_sessions_and_two_wandb_runs(tmp_path, monkeypatch, sentence_data):
     import wandb
 
     from contrastlab.training.cells import train_cell
@@ -80,22 +70,14 @@ def test_two_backbones_are_two_hparams_sessions_and_two_wandb_runs(
     config = {"results_dir": str(tmp_path / "results"), "logging": {"wandb": PROJECT}}
     for backbone, score in SCORES.items():
         job = SimpleNamespace(config=config, wildcards=wildcards(backbone))
-        done = train_cell(  # as scripts/train.py calls it
-            SETTINGS,
-            point=None,
-            previous_selection=None,
-            backbone_dir=tiny_bert,
-            corpus_path=corpus,
-            dev_data_dir=senteval_dir,
-            out_dir=tmp_path / backbone / "model",
-            log_path=tmp_path / backbone / "train_log.jsonl",
-            state_dir=tmp_path / backbone / "state",
-            cache_dir=tmp_path / "cache",
-            device="cpu",
-            events_dir=events_dir_of(job),
-            wandb_run=wandb_run_of(job),
-            cell=job.wildcards,
+        folder = tmp_path / backbone
+        paths = dict(
+            out_dir=folder / "model", log_path=folder / "train_log.jsonl", state_dir=folder / "state"
         )
+        where = dict(cache_dir=tmp_path / "cache", **sentence_data)
+        logging = dict(events_dir=events_dir_of(job), wandb_run=wandb_run_of(job), cell=job.wildcards)
+        # as scripts/train.py calls it
+        done = train_cell(SETTINGS, point=None, previous_selection=None, **paths, **where, **logging)
         assert done == "trained"
         wandb.teardown()  # the training job's process ends
         assert log_job_test_scores(job, {"sts_avg": score, "tr_avg": None}) == {"test/sts_avg": score}
@@ -123,8 +105,7 @@ def test_two_backbones_are_two_hparams_sessions_and_two_wandb_runs(
 
 
 def test_a_cells_fields_come_first_and_a_run_of_no_cell_keeps_its_settings_and_hash(tmp_path):
-    """The cell's fields lead the HParams and W&B settings (the setting ``seed`` is the cell's); a run
-    given no cell (``scripts/train.py --help``'s CLI, the tests' trainers) records its settings alone
+    """The cell's fields lead the HParams and W&B settings; a run given no cell records its settings alone
     under TensorBoard's hashed trial."""
     cell = wildcards("minilm")
     assert cell_settings(cell) == {"experiment": "nie2023", "backbone": "minilm", "method": "cl", "seed": 42}

@@ -1,8 +1,6 @@
-"""A finished cell's state is kept until Snakemake has accepted its outputs (reliability 9, E1 and E3), for
-both tracks: a training job (as scripts/train.py and scripts/train_vision.py run it, ``keep_state``) leaves
-its finished state; the next run's check before it plans (``forget_finished_states``, which the Snakefile
-calls for every run, dry runs included) removes it only once Snakemake has recorded the outputs; and a
-rerun of the job re-exports the outputs from it without a training step."""
+"""A finished cell's state is kept until Snakemake has accepted its outputs (E1, E3), for both tracks:
+``forget_finished_states`` removes it only once the outputs are recorded, and a rerun re-exports from
+it without a training step."""
 
 from __future__ import annotations
 
@@ -18,9 +16,8 @@ from contrastlab.workflow.finished import forget_finished_states, marked_incompl
 
 
 def _mark_incomplete(output: str) -> Path:
-    """What Snakemake's ``persistence.started(job)`` leaves for ``output`` in ``.snakemake/incomplete``
-    (its file persistence writes it; ``finished(job)`` removes it once the job's outputs are recorded),
-    written by Snakemake's own code, so that its spelling of the marker is the one checked."""
+    """What Snakemake's ``persistence.started(job)`` leaves for ``output`` in ``.snakemake/incomplete``,
+    written by Snakemake's own code so that its spelling of the marker is the one checked."""
     from snakemake.persistence.file import FilePersistence
 
     persistence = FilePersistence.__new__(FilePersistence)  # only its marker path: no DAG, no workflow
@@ -42,29 +39,17 @@ def _no_training_step(monkeypatch):
     monkeypatch.setattr(loop, "train_steps", train_steps)
 
 
-def _sentence_job(tmp_path, tiny_bert, corpus, senteval_dir):
+def _sentence_job(tmp_path, sentence_data):
     from contrastlab.training.cells import train_cell
     from tests.training.conftest import TINY_SENTENCE
 
     cell = Path("results", "checkpoints", "nie2023", "tiny-bert", "cl", "seed42")
     out, log, state = cell / "model", cell / "train_log.jsonl", Path("results", "state", "train", "cl")
     settings = {**TINY_SENTENCE, "max_steps": 4, "eval_every": 2}
+    where = dict(out_dir=out, log_path=log, state_dir=state, cache_dir=tmp_path / "cache", **sentence_data)
 
     def job():  # as scripts/train.py runs it
-        return train_cell(
-            settings,
-            point=None,
-            previous_selection=None,
-            backbone_dir=tiny_bert,
-            corpus_path=corpus,
-            dev_data_dir=senteval_dir,
-            out_dir=out,
-            log_path=log,
-            state_dir=state,
-            cache_dir=tmp_path / "cache",
-            device="cpu",
-            keep_state=True,
-        )
+        return train_cell(settings, point=None, previous_selection=None, **where, keep_state=True)
 
     return job, out, log, state, "train_summary.json"
 
@@ -75,16 +60,12 @@ def _image_job(vision_settings):
     cell = Path("results", "checkpoints", "macl_cifar10", "resnet18-w4", "ntxent", "seed42")
     out, log, state = cell / "encoder", cell / "train_log.jsonl", Path("results", "state", "train", "ntxent")
 
+    settings = vision_settings(max_steps=6, state_every=3)
+    where = dict(out_dir=out, log_path=log, state_dir=state)
+
     def job():  # as scripts/train_vision.py runs it
         return train_vision_cell(
-            vision_settings(max_steps=6, state_every=3),
-            point=False,
-            data_root=None,
-            out_dir=out,
-            log_path=log,
-            state_dir=state,
-            device="cpu",
-            keep_state=True,
+            settings, point=False, data_root=None, device="cpu", **where, keep_state=True
         )
 
     return job, out, log, state, "settings.json"
@@ -92,13 +73,11 @@ def _image_job(vision_settings):
 
 @pytest.fixture(params=["sentence", "image"])
 def cell_job(request, tmp_path, monkeypatch):
-    """``(job, its weights folder, its log, its state folder, the summary file in the weights folder)`` of a
-    tiny cell of ``request.param``'s track, in a working directory of its own (``tmp_path``: Snakemake's,
-    with ``results/`` in it)."""
+    """``(job, weights folder, log, state folder, summary file name)`` of a tiny cell of
+    ``request.param``'s track, run in ``tmp_path`` (Snakemake's working directory)."""
     monkeypatch.chdir(tmp_path)
     if request.param == "sentence":
-        names = ("tiny_bert", "corpus", "senteval_dir")
-        return _sentence_job(tmp_path, *map(request.getfixturevalue, names))
+        return _sentence_job(tmp_path, request.getfixturevalue("sentence_data"))
     return _image_job(request.getfixturevalue("vision_settings"))
 
 

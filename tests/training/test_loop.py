@@ -78,22 +78,10 @@ def test_the_loop_trains_each_batch_and_logs_evaluates_and_snapshots_at_their_ca
     run.wait_for_snapshot()
     assert start == 0 and track.trained[:5] == [[0, 1], [2, 3], [4, 5], [6, 7], [100, 101]]
     # dev every 4 steps, the probe every 5, both at the last step; only dev at step 0 (at_start)
-    assert track.calls == [
-        ("dev", 0, 0),
-        ("dev", 4, 0),
-        ("probe", 5, 1),
-        ("dev", 8, 1),
-        ("dev", 10, 2),
-        ("probe", 10, 2),
-    ]
-    assert _events(tmp_path / "state") == [
-        ("start", None),
-        ("note", None),
-        ("train", 3),
-        ("train", 6),
-        ("train", 9),
-        ("train", 10),
-    ]
+    calls = [("dev", 0, 0), ("dev", 4, 0), ("probe", 5, 1), ("dev", 8, 1), ("dev", 10, 2), ("probe", 10, 2)]
+    assert track.calls == calls
+    events = [("start", None), ("note", None), ("train", 3), ("train", 6), ("train", 9), ("train", 10)]
+    assert _events(tmp_path / "state") == events
     lines = [json.loads(line) for line in (tmp_path / "state" / st.LOG_FILE).read_text().splitlines()]
     assert lines[0]["cell"] == "toy" and lines[0]["settings"] == {} and "meta" in lines[0]
     assert [r["epoch"] for r in lines[2:]] == [0, 1, 2, 2] and lines[2]["stats"] == {"gap": 1.0}
@@ -136,9 +124,8 @@ def test_a_fingerprint_is_the_settings_and_the_run_s_identity():
 
 
 def test_each_log_record_holds_its_intervals_mean_loss_and_its_last_steps_loss_and_norm(tmp_path):
-    """Issue 83 item 7: ``loss_last`` is the loss of the record's own step, ``loss`` the mean over the
-    steps since the last record (3, 3, 3 and, at the uneven end, 1 step), ``grad_norm`` that last step's
-    norm: by value, each from the steps the track took."""
+    """``loss_last`` and ``grad_norm`` are the record's own step's, ``loss`` the mean over the steps since the
+    last record (3, 3, 3 and, at the uneven end, 1), by value."""
     run = _run(tmp_path / "state")
     track = ToyTrack(run, total=10)
     taken, real_step = {}, track.step

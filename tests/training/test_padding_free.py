@@ -1,4 +1,4 @@
-"""The sentence trainer's ``padding_free`` switch (issue 55): when it turns on, what it changes (the
+"""The sentence trainer's ``padding_free`` switch: when it turns on, what it changes (the
 numbers only at rounding level, dropout on), and the one-line errors where it cannot run."""
 
 from __future__ import annotations
@@ -138,9 +138,8 @@ def test_snapshots_written_before_the_switch_still_resume():
 
 
 def test_the_dev_evaluation_through_the_drop_in_encoder_gives_the_padded_scores(tiny_bert, senteval_dir):
-    """The trainer's dev evaluation keeps the padded model (its batches are sorted by length, so there is
-    little padding to drop), but the padding-free encoder is a drop-in there too: the same embeddings
-    within fp32 rounding and the same scores."""
+    """The padding-free encoder is a drop-in for the dev evaluation too: the same embeddings within fp32
+    rounding and the same scores."""
     from transformers import AutoTokenizer
 
     from contrastlab.models.packed import PaddingFree
@@ -158,11 +157,8 @@ def test_the_dev_evaluation_through_the_drop_in_encoder_gives_the_padded_scores(
 
 
 def test_the_padding_free_step_gets_the_host_mask_and_reads_no_device_data(monkeypatch):
-    """Review S3: ``_batch`` leaves a padding-free step's mask on the host, where the encoder builds its
-    gather indices (one non-blocking copy, no host sync per forward). The device is played by the meta
-    device, which holds no data (reading it, as ``nonzero`` on a device mask does, raises): forward
-    and backward of the whole step run there (the loss a stand-in: the losses' autocast guard knows no
-    meta device). A padded step's mask goes to the device as before."""
+    """A padding-free step's mask stays on the host and the whole step runs on the meta device (which holds
+    no data, so any device read raises); a padded step's mask goes to the device."""
     from transformers import BertConfig, BertModel
 
     from contrastlab.models.packed import PaddingFree
@@ -176,10 +172,8 @@ def test_the_padding_free_step_gets_the_host_mask_and_reads_no_device_data(monke
     monkeypatch.setattr(sentence, "to_device", to_meta)
     mask = (torch.arange(8)[None, :] < torch.tensor([8, 3, 5, 1])[:, None]).long()
     batch = SimpleNamespace(batch=lambda rows, pad: (mask * 7, mask))
-    corpus, meta = (
-        SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0), sentences=batch),
-        torch.device("meta"),
-    )
+    corpus = SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0), sentences=batch)
+    meta = torch.device("meta")
     settings = SimpleNamespace(static_shapes=False, cuda_graph=False, padding_free=True)
     ids, host = sentence._batch(settings, corpus, [0, 1, 2, 3], meta)
 

@@ -1,4 +1,4 @@
-"""Where a training job's time went (issue 75 item 1): the phases its summary and log record."""
+"""Where a training job's time went: the phases its summary and log record."""
 
 from __future__ import annotations
 
@@ -9,18 +9,8 @@ import pytest
 
 from contrastlab.training import phases as ph
 
-PHASES = (
-    "interpreter_s",
-    "cuda_init_s",
-    "data_s",
-    "model_load_s",
-    "setup_s",
-    "dev_s",
-    "first_step_s",
-    "snapshots_s",
-    "steps_s",
-    "writes_s",
-)
+PHASES = ("interpreter_s", "cuda_init_s", "data_s", "model_load_s", "setup_s", "dev_s", "first_step_s")
+PHASES += ("snapshots_s", "steps_s", "writes_s")
 
 
 def test_the_phases_partition_the_time_from_the_process_start(monkeypatch):
@@ -43,16 +33,9 @@ def test_the_phases_partition_the_time_from_the_process_start(monkeypatch):
     phases.loop_ended(timings)
     record = phases.record()
     assert record["start"]["why_cold"] == "warm starts off"
-    assert record["phases"] == {
-        "interpreter_s": 2.0,
-        "imports_s": 5.0,
-        "data_s": 1.5,
-        "first_step_s": 2.0,
-        "dev_s": 3.5,
-        "snapshots_s": 1.25,
-        "steps_s": 10.0 - 3.5 - 1.25,
-        "total_s": 1013.5 - 993.0,
-    }
+    wanted = {"interpreter_s": 2.0, "imports_s": 5.0, "data_s": 1.5, "first_step_s": 2.0, "dev_s": 3.5}
+    wanted |= {"snapshots_s": 1.25, "steps_s": 10.0 - 3.5 - 1.25, "total_s": 1013.5 - 993.0}
+    assert record["phases"] == wanted
 
 
 def test_outside_a_job_the_process_start_comes_from_proc(monkeypatch):
@@ -81,9 +64,8 @@ def test_a_sentence_cells_summary_and_end_record_carry_its_phases(tmp_path, trai
 def test_an_image_cells_phases_partition_its_time_and_count_its_validation_as_dev(
     tmp_path, vision_settings, train_image, monkeypatch
 ):
-    """Issue 83 item 7, the uneven case of an image cell: a validation split (``keep: best_val_loss``),
-    validated after each epoch. Its phases are the table's, partition the time, and its validations are
-    ``dev_s`` (not steps); the end record carries the same phases."""
+    """An image cell validated after each epoch: its phases are the table's, partition the time, count the
+    validations as ``dev_s``, and the end record carries the same."""
     monkeypatch.setattr(ph, "_JOB_START", None)
     settings = vision_settings(
         val_fraction=0.2, keep="best_val_loss", batch_size=64, max_steps=None, epochs=2
@@ -101,19 +83,15 @@ def test_an_image_cells_phases_partition_its_time_and_count_its_validation_as_de
 
 def test_the_job_frames_phases_are_shown_apart_from_the_imports(monkeypatch):
     """The GPU claim and cuInit, timed by the job's frame inside the imports' span, are phases of their
-    own (issue 84): the imports lose what they gain, the sum stays the process's time."""
+    own: the imports lose what they gain, the sum stays the process's time."""
     monkeypatch.setattr(ph, "_JOB_START", None)
     monkeypatch.setattr(ph, "_FRAME_PHASES", {})
     ph.note_job_start({"warm": True, "why_cold": None, "process_started": 993.0, "handed_over": 995.0})
     ph.note_phase("gpu_claim_s", 0.5)
     ph.note_phase("cuda_driver_s", 1.25)
     phases = ph.Phases(clock=lambda: 1000.0)
-    assert phases.seconds == {
-        "interpreter_s": 2.0,
-        "imports_s": 3.25,
-        "gpu_claim_s": 0.5,
-        "cuda_driver_s": 1.25,
-    }
+    seconds = {"interpreter_s": 2.0, "imports_s": 3.25, "gpu_claim_s": 0.5, "cuda_driver_s": 1.25}
+    assert phases.seconds == seconds
 
 
 # A job as the frame runs it: handed over, its phases begun, 0.3 s of work, the summary written, then 0.4 s
@@ -134,8 +112,7 @@ assert ph.close_summary(sys.argv[1])
 
 def test_a_jobs_phases_sum_to_its_wall_within_half_a_second(tmp_path):
     """The summary closed last (close_summary): its phases partition the process's wall time but for its
-    exit, within 0.5 s of the wall the parent sees (issue 84; before, the export, the record's sha256
-    and the exit lay after total_s)."""
+    exit, within 0.5 s of the wall the parent sees."""
     import subprocess
     import sys
 

@@ -43,13 +43,8 @@ def _dtypes_of(module: torch.nn.Module, kinds=(torch.nn.Linear, torch.nn.Conv2d)
 
 
 @pytest.fixture(scope="module")
-def sentence_parts(tiny_bert, corpus):
-    from transformers import AutoTokenizer
-
-    from contrastlab.training.corpus import load_tokenized_corpus
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
-    cached, _ = load_tokenized_corpus(corpus, tokenizer, 32, corpus.parent / "precision-cache")
+def sentence_parts(tiny_bert, tokenized):
+    tokenizer, cached = tokenized
     return tiny_bert, [cached.batch(torch.arange(16).numpy(), tokenizer.pad_token_id)]
 
 
@@ -62,15 +57,8 @@ def _sentence_step(tiny_bert, chunks, precision: str, *, head_autocast=False, dr
     encoder_dtypes, handles = _dtypes_of(model)
     head_dtypes, more = _dtypes_of(head)
     with p.step():
-        out, h1, _ = sentence.train_step(
-            model,
-            head,
-            build_loss("infonce"),
-            chunks,
-            autocast=p.autocast,
-            with_stats=False,
-            head_autocast=head_autocast,
-        )
+        options = dict(autocast=p.autocast, with_stats=False, head_autocast=head_autocast)
+        out, h1, _ = sentence.train_step(model, head, build_loss("infonce"), chunks, **options)
     for handle in handles + more:
         handle.remove()
     return out, h1, encoder_dtypes, head_dtypes
@@ -113,15 +101,9 @@ def _vision_step(precision: str, channels_last=False, optimizer_kind="sgd"):
     params = [*encoder.parameters(), *head.parameters()]
     optimizer = build_optimizer(optimizer_kind, params, CPU, lr=0.1)
     with p.step():
+        options = dict(autocast=p.autocast, memory_format=memory, with_stats=False)
         out, h1, _, _ = vision_training.train_step(
-            encoder,
-            head,
-            build_loss("ntxent", tau=0.5),
-            v1,
-            v2,
-            autocast=p.autocast,
-            memory_format=memory,
-            with_stats=False,
+            encoder, head, build_loss("ntxent", tau=0.5), v1, v2, **options
         )
         optimizer.step()
     for handle in handles + more:
@@ -330,43 +312,17 @@ def test_the_snapshot_keeps_the_loss_scaler_state(tmp_path):
 
 def test_snapshots_are_due_by_steps_and_or_by_minutes():
     now = [0.0]
-    by_time = TrainingRun(
-        "unused",
-        device="cpu",
-        precision="fp32",
-        state_every=None,
-        state_minutes=10,
-        progress=False,
-        clock=lambda: now[0],
-    )
+    common = dict(device="cpu", precision="fp32", state_minutes=10, progress=False, clock=lambda: now[0])
+    by_time = TrainingRun("unused", state_every=None, **common)
     assert not by_time.snapshot_due(1, 100)
     now[0] = 599.0
     assert not by_time.snapshot_due(2, 100)
     now[0] = 600.0
     assert by_time.snapshot_due(3, 100) and not by_time.snapshot_due(100, 100)  # never at the last step
-    both = TrainingRun(
-        "unused",
-        device="cpu",
-        precision="fp32",
-        state_every=4,
-        state_minutes=10,
-        progress=False,
-        clock=lambda: now[0],
-    )
+    both = TrainingRun("unused", state_every=4, **common)
     assert [s for s in range(1, 10) if both.snapshot_due(s, 10)] == [4, 8]
     now[0] = 1200.0
     assert both.snapshot_due(5, 10)
-
-
-def test_the_settings_accept_every_precision_and_snapshot_rule():
-    for name in CHOICES:
-        sentence.TrainSettings(loss="infonce", precision=name)
-        vision_training.VisionTrainSettings(precision=name)
-    sentence.TrainSettings(loss="infonce", state_every=None, state_minutes=10.0)
-    with pytest.raises(ValueError, match="state_minutes must be > 0"):
-        sentence.TrainSettings(loss="infonce", state_minutes=0)
-    with pytest.raises(ValueError, match="head_autocast must be true or false"):
-        sentence.TrainSettings(loss="infonce", head_autocast="yes")
 
 
 def test_one_list_of_precisions_for_the_schema_the_runtime_and_the_plan():
@@ -399,14 +355,20 @@ def test_training_settings_take_their_defaults_and_bounds_from_the_schema():
                 default = f.default_factory() if f.default is dataclasses.MISSING else f.default
                 wanted = properties[f.name]["default"]
                 assert (list(default) if isinstance(default, tuple) else default) == wanted, (key, f.name)
-    # the three bounds the schema and the code once stated differently: the schema's hold now
+    # the schema's bounds hold, and the checks of the code's own
     for bad, message in (
         ({"max_length": 3}, "max_length must be >= 4, got 3"),
         ({"dropout": 0.95}, "dropout must be <= 0.9, got 0.95"),
         ({"max_sentences": 1}, "max_sentences must be >= 2 or None, got 1"),
+        ({"state_minutes": 0}, "state_minutes must be > 0"),
+        ({"head_autocast": "yes"}, "head_autocast must be true or false"),
     ):
         with pytest.raises(ValueError, match=re.escape(message)):
             TrainSettings(loss="infonce", **bad)
+    for name in CHOICES:  # every precision and snapshot rule is accepted
+        TrainSettings(loss="infonce", precision=name)
+        VisionTrainSettings(precision=name)
+    TrainSettings(loss="infonce", state_every=None, state_minutes=10.0)
     with pytest.raises(ValueError, match=re.escape("momentum must be < 1, got 1.0")):
         VisionTrainSettings(loss="ntxent", arch="resnet18", dataset="digits", momentum=1.0)
 

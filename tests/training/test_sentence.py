@@ -47,16 +47,8 @@ def read_log(path: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def data(tiny_bert, corpus, senteval_dir):
-    return tiny_bert, corpus, senteval_dir
-
-
-@pytest.fixture(scope="module")
 def family_runs(tmp_path_factory, train_tiny):
-    runs = {}
-    for family, options in FAMILIES.items():
-        runs[family] = run(tmp_path_factory.mktemp(family), train_tiny, **options)
-    return runs
+    return {family: run(tmp_path_factory.mktemp(family), train_tiny, **hp) for family, hp in FAMILIES.items()}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -116,10 +108,8 @@ def test_kept_checkpoint_is_a_sentence_transformer_with_the_cells_pooling(family
 
     SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
     _, out, _ = family_runs["nie2023"]
-    assert (
-        json.loads((out / "config_sentence_transformers.json").read_text())["contrastlab_pooling"]
-        == CELL_POOLING
-    )
+    written = json.loads((out / "config_sentence_transformers.json").read_text())
+    assert written["contrastlab_pooling"] == CELL_POOLING
     sentences = ["A man is playing a guitar.", "The stock market fell on Monday.", "Rain again."]
     model, tokenizer = load_backbone(out, device="cpu")
     expected = make_encoder(model, tokenizer, pooling=CELL_POOLING, progress=False)(sentences)
@@ -142,30 +132,15 @@ def _info_step(state_dir: Path) -> int:
 # Snapshots every 2 steps, logs every 3: a resumed run must log the same interval means. fp16: CPU
 # autocast + GradScaler("cpu"), whose state is in the snapshot (the loss scale is logged). The geometry
 # analysis too: a resumed run must log the same probe statistics.
-KILL_SETTINGS = {
-    **SMALL,
-    "loss": "infonce",
-    "max_steps": 14,
-    "state_every": 2,
-    "log_every": 3,
-    "analysis_every": 5,
-    "analysis_sentences": 64,
-    "analysis_batch": 32,
-}
+KILL_SETTINGS = {**SMALL, "loss": "infonce", "max_steps": 14, "state_every": 2, "log_every": 3}
+KILL_SETTINGS |= {"analysis_every": 5, "analysis_sentences": 64, "analysis_batch": 32}
 
 
-def _train_args(settings: dict, data, folder: Path, cache: Path) -> dict:
-    tiny_bert, corpus, senteval_dir = data
-    return {
-        "settings": settings,
-        "backbone_dir": str(tiny_bert),
-        "corpus_path": str(corpus),
-        "dev_data_dir": str(senteval_dir),
-        "out_dir": str(folder / "model"),
-        "log_path": str(folder / "log.jsonl"),
-        "state_dir": str(folder / "state"),
-        "cache_dir": str(cache),
-    }
+def _train_args(settings: dict, data: dict, folder: Path, cache: Path) -> dict:
+    """``sentence.train``'s arguments as JSON for ``_run_train.py`` (which trains on the CPU)."""
+    paths = {**data, "out_dir": folder / "model", "log_path": folder / "log.jsonl", "cache_dir": cache}
+    paths |= {"state_dir": folder / "state"}
+    return {"settings": settings, **{k: str(v) for k, v in paths.items() if k != "device"}}
 
 
 def _train_in_process(args: dict) -> None:
@@ -176,7 +151,7 @@ def _train_in_process(args: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def straight_runs(tmp_path_factory, data):
+def straight_runs(tmp_path_factory, sentence_data):
     """The uninterrupted run per precision, trained once for all kill points (in this process)."""
     folders: dict[str, Path] = {}
 
@@ -184,7 +159,7 @@ def straight_runs(tmp_path_factory, data):
         if precision not in folders:
             root = tmp_path_factory.mktemp(f"straight-{precision}")
             settings = {**KILL_SETTINGS, "precision": precision}
-            _train_in_process(_train_args(settings, data, root / "straight", root / "cache"))
+            _train_in_process(_train_args(settings, sentence_data, root / "straight", root / "cache"))
             folders[precision] = root / "straight"
         return folders[precision]
 
@@ -194,7 +169,7 @@ def straight_runs(tmp_path_factory, data):
 @pytest.mark.fault("SIGKILL of a training job at a random step", "resumes; checkpoint and log bit-identical")
 @pytest.mark.parametrize("kill_seed, precision", [(0, "fp32"), (1, "fp32"), (2, "fp32"), (3, "fp16")])
 def test_resume_after_sigkill_is_bit_identical(
-    tmp_path, data, kill_seed, precision, observed, straight_runs, read_curves
+    tmp_path, sentence_data, kill_seed, precision, observed, straight_runs, read_curves
 ):
     """A run SIGKILLed after a random snapshot resumes to the uninterrupted run's checkpoint, summary,
     log metrics and TensorBoard curves, bit for bit. Only the killed run has its own process (a SIGKILL
@@ -203,7 +178,7 @@ def test_resume_after_sigkill_is_bit_identical(
     settings = {**KILL_SETTINGS, "precision": precision}
     chooser = random.Random(kill_seed)
     kill_after = chooser.choice([2, 4, 6, 8, 10])
-    killed_args = _train_args(settings, data, tmp_path / "killed", tmp_path / "cache")
+    killed_args = _train_args(settings, sentence_data, tmp_path / "killed", tmp_path / "cache")
 
     log = tmp_path / "killed.log"
     proc = _train_in_a_process({**killed_args, "sleep": 0.15}, log)
@@ -225,28 +200,14 @@ def test_resume_after_sigkill_is_bit_identical(
     assert straight["resumed_from"] == []
     for key in ("best_dev_spearman", "best_step", "steps", "evals"):
         assert resumed[key] == straight[key], key
-    a, b = (
-        load_file(tmp_path / "killed/model/model.safetensors"),
-        load_file(straight_dir / "model/model.safetensors"),
-    )
+    a, b = (load_file(folder / "model/model.safetensors") for folder in (tmp_path / "killed", straight_dir))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
     logs = {"killed": tmp_path / "killed" / "log.jsonl", "straight": straight_dir / "log.jsonl"}
 
     def metrics(name):
-        keep = (
-            "step",
-            "loss_scale",
-            "skipped_steps",
-            "loss",
-            "loss_last",
-            "lr",
-            "grad_norm",
-            "stats",
-            "dev_spearman",
-            "dev_align",
-            "dev_uniformity",
-        )
+        keep = ("step", "loss_scale", "skipped_steps", "loss", "loss_last", "lr", "grad_norm", "stats")
+        keep += ("dev_spearman", "dev_align", "dev_uniformity")
         records = read_log(logs[name])
         return [{k: r[k] for k in keep if k in r} for r in records if r["event"] in ("train", "eval")]
 
@@ -279,13 +240,11 @@ def test_resume_after_sigkill_is_bit_identical(
     "resumes from the previous complete snapshot; checkpoint and log bit-identical",
 )
 def test_a_kill_during_a_background_snapshot_write_resumes_from_the_previous_one(
-    tmp_path, data, observed, straight_runs
+    tmp_path, sentence_data, observed, straight_runs
 ):
-    """Issue 75 item 2: the snapshot after step 4 is written in the background while steps 5 and 6
-    train (the log shows step 6 before its state.pt is renamed); a SIGKILL then, with the new file
-    half-written, leaves step 2's snapshot, and the cell resumes from it to the uninterrupted run's
-    checkpoint and dev scores, bit for bit."""
-    killed_args = _train_args(KILL_SETTINGS, data, tmp_path / "killed", tmp_path / "cache")
+    """A SIGKILL while step 4's snapshot is half-written in the background leaves step 2's, and the cell
+    resumes from it to the uninterrupted run's checkpoint and dev scores, bit for bit."""
+    killed_args = _train_args(KILL_SETTINGS, sentence_data, tmp_path / "killed", tmp_path / "cache")
     state_dir = tmp_path / "killed" / "state"
     log = tmp_path / "killed.log"
     proc = _train_in_a_process({**killed_args, "slow_write": 120.0}, log)
@@ -334,35 +293,7 @@ def test_grad_accum_without_dropout_equals_one_big_batch(tmp_path, train_tiny):
     assert (diffs > 0.1 * lr).sum() <= max(5, 1e-5 * diffs.numel()), int((diffs > 0.1 * lr).sum())
 
 
-@pytest.mark.fault("NaN loss injected at step 3", "the cell fails naming step, loss and stats; no checkpoint")
-def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, train_tiny, monkeypatch):
-    real = sentence.build_loss
-    calls = {"n": 0}
-
-    def build_nan_loss(name, **hp):
-        loss_fn = real(name, **hp)
-
-        def nan_at_third_step(h1, h2, with_stats=False):
-            calls["n"] += 1
-            out = loss_fn(h1 * (float("nan") if calls["n"] >= 3 else 1.0), h2, with_stats=with_stats)
-            return out
-
-        return nan_at_third_step
-
-    monkeypatch.setattr(sentence, "build_loss", build_nan_loss)
-    with pytest.raises(NonFiniteLossError, match=r"loss 'infonce'.*not finite at step 3.*stats at step 3"):
-        run(tmp_path, train_tiny, log_every=5)
-    assert not (tmp_path / "model").exists()
-
-
-@pytest.mark.fault(
-    "NaN loss at step 3, checked at the CUDA cadence", "the error names step 3, found at step 4"
-)
-def test_nan_loss_at_the_cuda_check_cadence_names_the_first_bad_step(
-    tmp_path, train_tiny, monkeypatch, observed
-):
-    """On CUDA the non-finite flag is read only at steps that sync anyway (check_every=0): here the
-    evaluation at step 4 (eval_every 4); the message still names step 3."""
+def _nan_from_third_loss_call(monkeypatch) -> None:
     real = sentence.build_loss
 
     def build_nan_loss(name, **hp):
@@ -375,6 +306,24 @@ def test_nan_loss_at_the_cuda_check_cadence_names_the_first_bad_step(
         return nan_from_third_step
 
     monkeypatch.setattr(sentence, "build_loss", build_nan_loss)
+
+
+@pytest.mark.fault("NaN loss injected at step 3", "the cell fails naming step, loss and stats; no checkpoint")
+def test_nan_loss_fails_fast_naming_step_loss_and_stats(tmp_path, train_tiny, monkeypatch):
+    _nan_from_third_loss_call(monkeypatch)
+    with pytest.raises(NonFiniteLossError, match=r"loss 'infonce'.*not finite at step 3.*stats at step 3"):
+        run(tmp_path, train_tiny, log_every=5)
+    assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.fault(
+    "NaN loss at step 3, checked at the CUDA cadence", "the error names step 3, found at step 4"
+)
+def test_nan_loss_at_the_cuda_check_cadence_names_the_first_bad_step(
+    tmp_path, train_tiny, monkeypatch, observed
+):
+    """With check_every=0 (CUDA's) the flag is read at step 4's evaluation; the message names step 3."""
+    _nan_from_third_loss_call(monkeypatch)
     with pytest.raises(NonFiniteLossError, match=r"not finite at step 3 \(detected at step 4") as caught:
         train_tiny(tmp_path, max_steps=12, log_every=5, check_every=0)
     observed(str(caught.value)[:80])
@@ -490,10 +439,8 @@ def test_script_help_runs_without_snakemake():
 def test_a_new_best_is_written_with_the_next_snapshot_and_at_the_end_not_at_each_evaluation(
     tmp_path, train_tiny, monkeypatch
 ):
-    """Issue 36, then issue 75 item 3: every evaluation a new best (the dev score forced up), four of them
-    before the first snapshot. The best weights stay a copy on the device: a checkpoint is written only
-    with a snapshot (step 10's best, in its write) and at the end (step 14's), never one per evaluation,
-    and the state folder never holds more than one."""
+    """A new best at every evaluation is written only with the next snapshot and at the end, never per
+    evaluation, and the state folder never holds more than one."""
     real_call = sentence.DevEvaluator.__call__
     held: list[list[str]] = []
     written: list[int] = []
@@ -522,21 +469,18 @@ def test_a_new_best_is_written_with_the_next_snapshot_and_at_the_end_not_at_each
     "the cell's finished state is kept until the outputs are accepted; the rerun only re-exports",
 )
 def test_outputs_removed_after_the_job_are_re_exported_without_training(
-    tmp_path, tiny_bert, corpus, senteval_dir, monkeypatch, observed
+    tmp_path, sentence_data, monkeypatch, observed
 ):
     from contrastlab.training.cells import train_cell
     from contrastlab.workflow.finished import forget_finished_states
     from tests.training.conftest import TINY_SENTENCE
 
     out, log, state = tmp_path / "model", tmp_path / "log.jsonl", tmp_path / "state"
-    cell = dict(point=None, previous_selection=None, backbone_dir=tiny_bert, corpus_path=corpus)
-    places = dict(dev_data_dir=senteval_dir, out_dir=out, log_path=log, state_dir=state)
+    places = dict(out_dir=out, log_path=log, state_dir=state, cache_dir=tmp_path / "cache", **sentence_data)
     settings = {**TINY_SENTENCE, "max_steps": 4, "eval_every": 2}
 
     def job():  # as scripts/train.py runs it: the state stays until Snakemake has accepted the outputs
-        return train_cell(
-            settings, **cell, **places, cache_dir=tmp_path / "cache", device="cpu", keep_state=True
-        )
+        return train_cell(settings, point=None, previous_selection=None, **places, keep_state=True)
 
     assert job() == "trained"
     first = json.loads((out / "train_summary.json").read_text())

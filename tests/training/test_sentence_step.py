@@ -1,6 +1,5 @@
-"""The sentence trainer's step (contrastlab.training.sentence_step): gradient caching over encoder
-micro-batches replays each micro-batch's dropout masks, so the loss and every gradient are those of one
-pass over the whole batch."""
+"""The sentence trainer's step (training.sentence_step): gradient caching replays each micro-batch's
+dropout masks, so the loss and every gradient are those of one pass over the whole batch."""
 
 from __future__ import annotations
 
@@ -11,17 +10,13 @@ from contrastlab.training.sentence import _load_model
 from contrastlab.training.sentence_step import build_head, embed_pairs, train_step
 
 
-def test_gradient_caching_replays_the_dropout_masks(tiny_bert, corpus, minilm_dir):
+def test_gradient_caching_replays_the_dropout_masks(tiny_bert, tokenized):
     """train_step with micro-batches = encoding the same micro-batches with a graph (same RNG draws)."""
     import contextlib
 
-    from transformers import AutoTokenizer
-
     from contrastlab.losses import build_loss
-    from contrastlab.training.corpus import load_tokenized_corpus
 
-    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
-    cached, _ = load_tokenized_corpus(corpus, tokenizer, 32, corpus.parent / "cache")
+    tokenizer, cached = tokenized
     chunks = [cached.batch(np.arange(i, i + 8), tokenizer.pad_token_id) for i in (0, 8, 16)]
     model = _load_model(tiny_bert, 0.1).train()
     head, _ = build_head("simcse", "bert", model.config.hidden_size)

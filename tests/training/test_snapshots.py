@@ -1,5 +1,5 @@
-"""Snapshots off the critical path (issue 75 item 2): the host copy taken at the step, the background
-write, its errors, and the checkpoint written from the kept copy of the best weights (item 3)."""
+"""Snapshots off the critical path: the host copy taken at the step, the background write, its errors,
+and the checkpoint written from the kept copy of the best weights."""
 
 from __future__ import annotations
 
@@ -30,24 +30,6 @@ def test_the_host_copy_is_the_state_at_the_step_and_reuses_its_buffers():
     assert torch.equal(second["model"]["w"], weights)
     grown, _ = buffers.copy({**state, "best": {"w": torch.ones(4)}})
     assert torch.equal(grown["best"]["w"], torch.ones(4))
-
-
-def test_a_failed_background_write_raises_its_own_error_in_the_training_thread():
-    writer = SnapshotWriter()
-
-    def full_disk() -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    writer.submit(full_disk)
-    with pytest.raises(OSError) as err:
-        writer.wait()
-    assert err.value.errno == errno.ENOSPC  # the job frame's disk-full line reads it
-    writer.wait()  # raised once
-    order: list[str] = []
-    writer.submit(lambda: order.append("first"))
-    writer.submit(lambda: order.append("second"))  # waits for the first: one write at a time
-    writer.wait()
-    assert order == ["first", "second"] and writer.writes == 3
 
 
 def _tiny_run(tmp_path) -> tuple[TrainingRun, dict]:
@@ -114,10 +96,8 @@ def test_the_best_checkpoint_written_from_the_kept_copy_is_the_models_own_save(t
 
 
 def test_a_write_waits_for_the_one_in_flight_and_none_runs_after_a_failure():
-    """Issue 83 item 7, the writer's order and error path by value: the next snapshot's submit blocks
-    until the write in flight has ended (never two writes at once, never out of order); a failed write's
-    error is raised by the next submit, whose own write then never runs; the caller's-thread writer
-    raises at once."""
+    """The next submit blocks until the write in flight ends; a failed write's own error is raised once,
+    by the next wait or submit (whose write never runs); the caller's-thread writer raises at once."""
     writer, release, order = SnapshotWriter(), threading.Event(), []
 
     def first() -> None:
@@ -138,10 +118,15 @@ def test_a_write_waits_for_the_one_in_flight_and_none_runs_after_a_failure():
         raise OSError(errno.ENOSPC, "No space left on device")
 
     writer.submit(full_disk)
+    with pytest.raises(OSError) as err:  # the run's end waits: the error in the training thread
+        writer.wait()
+    assert err.value.errno == errno.ENOSPC  # the job frame's disk-full line reads it
+    writer.wait()  # raised once
+    writer.submit(full_disk)
     with pytest.raises(OSError):
         writer.submit(lambda: order.append("after the failure"))
     writer.wait()
-    assert order == ["first", "second"] and writer.writes == 3 and not writer.busy
+    assert order == ["first", "second"] and writer.writes == 4 and not writer.busy
 
     inline = SnapshotWriter(background=False)
     with pytest.raises(OSError):

@@ -1,5 +1,5 @@
 """Snapshots (contrastlab.training.state) are loaded without unpickling objects: a planted or older
-snapshot is refused, a corrupted one named with its fix, and neither is retried (issue 63 item 4, S3, K3)."""
+snapshot is refused, a corrupted one named with its fix, and neither is retried (S3, K3)."""
 
 from __future__ import annotations
 
@@ -64,10 +64,8 @@ def test_a_snapshot_loads_safely_and_restores_every_rng_draw_for_draw(tmp_path):
     resumed = (random.random(), np.random.standard_normal(3), torch.rand(3))
     assert resumed[0] == straight[0]
     assert np.array_equal(resumed[1], straight[1]) and torch.equal(resumed[2], straight[2])
-    assert saved["interval"] == (0.25, 2, 64) and saved["optimizer"]["param_groups"][0]["betas"] == (
-        0.9,
-        0.999,
-    )
+    assert saved["interval"] == (0.25, 2, 64)
+    assert saved["optimizer"]["param_groups"][0]["betas"] == (0.9, 0.999)
     assert st.load_state(tmp_path, "another-run") is None  # another run's snapshot: start afresh
 
 
@@ -149,9 +147,8 @@ def test_an_empty_foreign_or_non_dict_snapshot_is_named_with_its_fix(tmp_path, c
 
 
 class FakeCuda:
-    """``gpus`` CUDA generators for a CPU: the ``torch.cuda`` calls a snapshot's RNG capture and restore
-    make (monkeypatched), each device's state a distinct byte tensor. A device index the machine does not
-    have fails as CUDA does ("invalid device ordinal")."""
+    """``gpus`` CUDA generators for a CPU (the ``torch.cuda`` calls of RNG capture and restore), each a
+    distinct byte tensor; an index the machine lacks fails as CUDA does ("invalid device ordinal")."""
 
     NAMES = ("is_available", "is_initialized", "device_count", "current_device", "get_rng_state",
              "set_rng_state", "get_rng_state_all", "set_rng_state_all")  # fmt: skip

@@ -1,13 +1,9 @@
 """OAR's synthetic study (§3, Table 2): data, views, network, collapse measures, the finding, determinism
 and the figure.
 
-The finding is checked over seeds 0-9 of the study's default settings rather than on the default run
-alone: at the paper's "strong learning" rate the outcome of one run is decided by its first few
-chaotic steps, and InfoNCE loses a dimension in about half of the seeds (seed 0, the default run,
-is one that does not). What holds on every seed is the OAR side: OAR-InfoNCE keeps three clusters on
-three lines. The paper's stronger claim, InfoNCE on a single line (effective rank 1), is reached by
-none of these seeds, so it is not asserted.
-"""
+The finding is checked over seeds 0-9: at the "strong learning" rate one run is decided by its first
+chaotic steps. What holds on every seed is OAR-InfoNCE keeping three clusters on three lines; InfoNCE
+on a single line (effective rank 1) is reached by none, so it is not asserted."""
 
 from __future__ import annotations
 
@@ -126,10 +122,8 @@ def test_cluster_axis_measures_are_sign_invariant():
 
 # --------------------------------------------------------------------------- the paper's finding
 def test_oar_keeps_the_clusters_apart_where_infonce_fuses_them():
-    """Default settings, seeds 0-9 (see the module docstring for why not seed 0 alone). Observed on
-    this CPU: InfoNCE effective rank 2 in 5 of 10 seeds (14 of 20 over seeds 0-19), all three
-    clusters merged into one direction in 2 (4 of 20), median smallest axis angle ~40 degrees;
-    OAR-InfoNCE rank 3 and three directions in 10 of 10 (20 of 20), smallest angle >= 58 (>= 48)."""
+    """Default settings, seeds 0-9: InfoNCE often loses a dimension or merges the clusters;
+    OAR-InfoNCE keeps rank 3 and three directions on every seed."""
     table = seed_table(SyntheticSettings(), range(10), losses=["ntxent"])
     plain, oar = table[~table.oar], table[table.oar]
     assert not table.diverged.any() and len(plain) == len(oar) == 10
@@ -169,12 +163,8 @@ def test_training_is_deterministic_and_leaves_global_state_alone():
 def test_study_writes_identical_tables_and_a_real_figure(tmp_path):
     first = run_synthetic_study(SMALL, tmp_path / "a")
     second = run_synthetic_study(SMALL, tmp_path / "b")
-    assert list(zip(first.loss, first.oar, strict=True)) == [
-        ("ntxent", False),
-        ("ntxent", True),
-        ("barlow_twins", False),
-        ("barlow_twins", True),
-    ]
+    rows = [("ntxent", False), ("ntxent", True), ("barlow_twins", False), ("barlow_twins", True)]
+    assert list(zip(first.loss, first.oar, strict=True)) == rows
     assert {"effective_rank", "min_axis_angle_deg", "distinct_directions", "final_loss"} <= set(first)
     assert first.equals(second)
     assert (tmp_path / "a" / "table2.csv").read_bytes() == (tmp_path / "b" / "table2.csv").read_bytes()
@@ -196,25 +186,20 @@ def test_figure_marks_a_diverged_run(tmp_path):
 
 
 def test_the_study_runs_every_seed_and_sweeps_the_unstated_settings(tmp_path):
-    """Issue 86 item 2: one row per loss, ± OAR and seed (seeds 0 and 1), the figure of the first seed's
-    runs, and the sweep: the sweep loss without OAR under each override, once per seed, after the study's
-    own runs of it ("as configured", the same numbers as the study's table)."""
+    """One row per loss, ± OAR and seed, the first seed's figure, and the sweep: each override once per
+    seed, after the study's own "as configured" runs (the same numbers as its table)."""
     settings = dataclasses.replace(SMALL, seeds=2, sweep=({"lr": 0.1}, {"optimizer": "adam", "lr": 1e-3}))
     table = run_synthetic_study(settings, tmp_path)
     assert list(zip(table.loss, table.oar, table.seed, strict=True)) == [
         (loss, oar, seed) for seed in (0, 1) for loss in ("ntxent", "barlow_twins") for oar in (False, True)
     ]
     sweep = pd.read_csv(tmp_path / "table2_sweep.csv")
-    assert list(zip(sweep.setting, sweep.seed, strict=True)) == [
-        (setting, seed)
-        for setting in ("as configured", "lr=0.1", "optimizer=adam, lr=0.001")
-        for seed in (0, 1)
-    ]
+    names = ("as configured", "lr=0.1", "optimizer=adam, lr=0.001")
+    assert list(zip(sweep.setting, sweep.seed, strict=True)) == [(s, seed) for s in names for seed in (0, 1)]
     assert set(sweep.loss) == {"ntxent"} and not sweep.oar.any()
     own = table[(table.loss == "ntxent") & ~table.oar].reset_index(drop=True)
-    assert (
-        sweep[sweep.setting == "as configured"]["effective_rank"].tolist() == own["effective_rank"].tolist()
-    )
+    as_configured = sweep[sweep.setting == "as configured"]
+    assert as_configured["effective_rank"].tolist() == own["effective_rank"].tolist()
     # each override is the run of the changed settings, seed by seed
     lr = train_synthetic(dataclasses.replace(SMALL, lr=0.1, seed=1), "ntxent", False)
     assert sweep[(sweep.setting == "lr=0.1") & (sweep.seed == 1)]["line_energy"].item() == round(

@@ -1,6 +1,5 @@
-"""The image trainer's step (contrastlab.training.vision_step): OAR's labelled term reads nothing back
-from the device once its labels were checked (defect 14). The CUDA twin of this check, with torch's own
-sync detector, is tests/training/test_vision.py's."""
+"""The image trainer's step (training.vision_step): OAR's labelled term reads nothing back from the
+device once its labels were checked (its CUDA twin is in test_vision.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +9,8 @@ from contrastlab.training.vision_step import OarBatch, train_step
 
 
 def test_the_oar_step_reads_nothing_back_from_the_device_once_its_labels_were_checked(monkeypatch):
-    """Defect 14 of docs/gpu-defects.md: the OAR term's label check (``bool(tensor)``) made the host
-    wait for the GPU in every step. Counted on the CPU with a stand-in for CUDA's sync debug mode:
-    every ``Tensor.__bool__``/``item``/``tolist`` inside the step."""
+    """Defect 14 of docs/gpu-defects.md: no ``Tensor.__bool__``/``item``/``tolist`` inside the step,
+    counted on the CPU with a stand-in for CUDA's sync debug mode."""
     import contextlib
 
     from contrastlab.losses import build_loss
@@ -33,16 +31,11 @@ def test_the_oar_step_reads_nothing_back_from_the_device_once_its_labels_were_ch
     def step(checked: bool) -> int:
         reads.clear()
         oar = OarBatch(views, views, torch.tensor([0, 1, 2, 9]), anchors, 1.0, labels_checked=checked)
+        options = dict(
+            autocast=contextlib.nullcontext, memory_format=torch.contiguous_format, with_stats=False
+        )
         train_step(
-            encoder,
-            torch.nn.Identity(),
-            build_loss("ntxent", tau=1.0),
-            views,
-            views,
-            autocast=contextlib.nullcontext,
-            memory_format=torch.contiguous_format,
-            with_stats=False,
-            oar=oar,
+            encoder, torch.nn.Identity(), build_loss("ntxent", tau=1.0), views, views, **options, oar=oar
         )
         return len(reads)
 

@@ -1,8 +1,5 @@
-"""Weights & Biases logging of a cell (config ``logging: {wandb: <project>}``; training.events'
-:class:`WandbRun` and :class:`WandbLog`), in wandb's own offline mode: one run per cell, whose config
-holds the cell's settings, whose history holds its loss and validation curves at their steps, and whose
-summary gets the evaluation's test scores. wandb is imported only with the key; the key without wandb is
-one line at validation."""
+"""W&B logging of a cell (training.events' WandbRun/WandbLog) in offline mode: one run per cell with its
+settings, curves and test scores; wandb imported only with the key, and the key without wandb refused."""
 
 from __future__ import annotations
 

@@ -280,8 +280,8 @@ def vision_step(
     *, settings: Mapping[str, Any], device: str, warmup: int, state_dir: str, n_images: int, threads: int = 1
 ) -> StepCopy:
     """A :class:`StepCopy` of the image trainer's step for a cell's ``settings`` (without OAR's labelled
-    pass) as the trainer runs it on ``device`` (captured where the trainer's rule says so, over
-    ``n_images`` training images), on random images, after ``warmup`` untimed steps."""
+    pass) as the trainer runs it on ``device`` (captured where :func:`contrastlab.training.capture.for_device`
+    says so, over ``n_images`` training images), on random images, after ``warmup`` untimed steps."""
     # without OAR's labelled pass: its batches need the dataset, and the copy times the contrastive step
     s = dataclasses.replace(VisionTrainSettings.from_dict(settings), oar_fraction=0.0)
     where = torch.device(device)
@@ -334,6 +334,8 @@ def _image_step(run, s, parts: tuple, data: tuple, memory_format, *, graph: bool
 
 def trainer_image_graph(settings: Mapping[str, Any], device, n_images: int) -> bool:
     """Whether the image trainer captures the step of a cell's ``settings`` (its workflow params) on
-    ``device`` over ``n_images`` training images (:func:`contrastlab.training.vision_capture.resolve`,
+    ``device`` over ``n_images`` training images (:func:`contrastlab.training.capture.for_device`,
     which asks :func:`contrastlab.families.step_mode`)."""
-    return vision_capture.resolve(VisionTrainSettings.from_dict(settings), device, n_images)[0]
+    return capture.for_device(VisionTrainSettings.from_dict(settings), device, n_images=n_images)[
+        0
+    ].cuda_graph

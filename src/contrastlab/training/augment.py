@@ -1,47 +1,19 @@
 """SimCLR's image augmentations on whole batches on the device, each image with its own random draw.
 
-SimCLR (Chen et al. 2020, "A Simple Framework for Contrastive Learning of Visual Representations",
-App. A; used by MACL, Huang et al., App. B.3) augments every image with, in this order:
+SimCLR (Chen et al. 2020, App. A; used by MACL, App. B.3) augments every image with, in this order:
+``RandomResizedCrop(size, scale=(0.08, 1), ratio=(3/4, 4/3))``, ``RandomHorizontalFlip(p=0.5)``,
+``RandomApply([ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8)`` (the four operations in a random order per
+image), ``RandomGrayscale(p=0.2)``, optionally (``blur_p`` > 0, off by default) a Gaussian blur with
+σ ~ U(``blur_sigma``) (SimCLR's ImageNet augmentation and lightly's ``SimCLRTransform`` default, which
+the OAR authors' code trains with), then ``ToTensor`` and ``Normalize``. Every draw here is a tensor of
+per-image values and every operation is batched (loops never run over images), so a CIFAR batch costs
+milliseconds on a GPU.
 
-1. ``RandomResizedCrop(size, scale=(0.08, 1), ratio=(3/4, 4/3))``,
-2. ``RandomHorizontalFlip(p=0.5)``,
-3. ``RandomApply([ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8)`` (colour-distortion strength 0.5; the four
-   operations in a random order per image),
-4. ``RandomGrayscale(p=0.2)``,
-5. optionally (``blur_p`` > 0, off by default) a Gaussian blur with σ ~ U(``blur_sigma``) applied with
-   probability ``blur_p``: SimCLR's ImageNet augmentation, and lightly's ``SimCLRTransform`` default
-   (``gaussian_blur=0.5``, ``sigmas=(0.1, 2)``, after grayscale), which the OAR authors' code trains with,
-
-then ``ToTensor`` and ``Normalize``. torchvision's transforms draw one set of parameters per call, so a
-batch tensor would share them; here every draw is a tensor of per-image values and every operation is
-batched (loops run over the four jitter positions, never over images), so augmenting a CIFAR batch
-costs milliseconds on a GPU and data loading never bounds an epoch.
-
-Semantics are those of ``torchvision.transforms.v2`` on float images in [0, 1], operation by operation
-(tests compare each, and the whole pipeline, with torchvision image by image):
-
-- Crop: the box is drawn as ``RandomResizedCrop.get_params`` draws it — area fraction uniform in
-  ``scale``, log aspect ratio uniform in ``log(ratio)``, width and height rounded to whole pixels, the
-  first of ten tries that fits (all ten drawn at once: the same distribution as the sequential
-  rejection loop), else the centre crop of the whole image clipped to the ratio range; the offset is
-  uniform over whole pixels. The box is resampled to ``size`` x ``size`` as ``resized_crop(...,
-  antialias=False)`` does (bilinear, half-pixel centres, edge pixels repeated at the box's border),
-  flipped by reversing the sampling grid, all in one ``grid_sample`` call.
-- Colour: ``adjust_brightness``, ``adjust_contrast``, ``adjust_saturation`` and ``adjust_hue`` with
-  per-image factors drawn uniformly from ``[max(0, 1 - x), 1 + x]`` (hue: ``[-h, h]``), in a random
-  permutation per image as ``ColorJitter`` orders them. The hue rotation goes through HSV (torchvision's
-  algorithm, vectorised over the batch).
-- Grayscale: ITU-R 601-2 luma (0.2989 R + 0.587 G + 0.114 B), replicated to three channels.
-- Blur: ``gaussian_blur(image, [K, K], [σ, σ])`` (torchvision's kernel: taps at integer offsets,
-  exp(-x²/2σ²) normalised to sum 1; reflect padding), one σ per image, as two 1-D passes. K is
-  ``blur_kernel``, by default 2⌈3σ_max⌉ + 1 (13 for σ ≤ 2). lightly blurs with Pillow's
-  ``ImageFilter.GaussianBlur(radius=σ)``, three box blurs approximating the Gaussian, whose support at
-  σ = 2 is the same 13 pixels; that approximation is not reproduced.
-
-Known differences from SimCLR's reference pipeline, which works on 8-bit PIL images: the arithmetic is
-in float32 throughout (no rounding to 8 bits between operations), and the resampling is not
-antialiased (it makes no difference when a crop is enlarged, which is always the case for CIFAR at its
-native 32x32 output).
+Each operation has ``torchvision.transforms.v2``'s semantics on float images in [0, 1] (the tests compare
+each, and the pipeline, with torchvision image by image). Known differences from SimCLR's 8-bit PIL
+pipeline: float32 throughout (no rounding between operations), no antialiasing (no difference when a
+crop is enlarged, always the case for CIFAR), and lightly's Pillow box-blur approximation of the
+Gaussian is not reproduced.
 
 Every random number comes from the ``generator`` passed in, so a saved generator state replays the
 same augmentations (the trainer's resume relies on it).
@@ -124,11 +96,8 @@ def adjust_saturation(x: Tensor, factor: Tensor) -> Tensor:
 def rgb_to_hsv(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Hue (in turns, [0, 1)), saturation and value planes [B, H, W] of RGB images [B, 3, H, W].
 
-    torchvision's ``_rgb_to_hsv`` (after Pillow's ``Convert.c``): where max == min the denominators are
-    replaced by 1, so grey pixels get hue 0 and saturation 0 without NaNs. (Adding the 0/1 mask to the
-    denominator replaces ``torch.where`` exactly: there the numerator and ``max - min`` are 0; full-size
-    ``where`` is several times slower than an add on CPU.)
-    """
+    torchvision's ``_rgb_to_hsv``: where max == min the denominators are replaced by 1 (an added 0/1
+    mask, exact where ``torch.where`` would be and cheaper), so grey pixels get hue 0 and saturation 0."""
     r, g, _ = x.unbind(dim=1)
     maxc, minc = x.amax(dim=1), x.amin(dim=1)
     equal = maxc == minc
@@ -177,12 +146,8 @@ def adjust_hue(x: Tensor, shift: Tensor) -> Tensor:
 
 def _blend_step(x: Tensor, op: Tensor, factors: Tensor, active: Tensor) -> Tensor:
     """One jitter position for the whole batch: brightness, contrast or saturation (``op`` [B]) where
-    ``active``, identity elsewhere.
-
-    All three are blends ``f * x + (1 - f) * target`` with target 0, the mean luma or the luma image
-    (torchvision's definitions); choosing the target with exact 0/1 weights, and ``f = 1`` for inactive
-    images, gives each operation (and the identity exactly) while computing one blend instead of three.
-    """
+    ``active``, identity elsewhere: one blend ``f * x + (1 - f) * target`` with target 0, the mean luma or
+    the luma image chosen by exact 0/1 weights (``f = 1`` for inactive images)."""
     f = factors.gather(1, op.clamp(max=SATURATION).unsqueeze(1)).squeeze(1)
     f = torch.where(active, f, torch.ones_like(f))
     # (1 - f) * target, with the 0/1 choice of target folded into per-image weights (exact products).
@@ -196,12 +161,8 @@ def _blend_step(x: Tensor, op: Tensor, factors: Tensor, active: Tensor) -> Tenso
 def color_jitter(x: Tensor, factors: Tensor, order: Tensor, applied: Tensor, *, hue: bool = True) -> Tensor:
     """``ColorJitter`` per image: the operations ``order[i]`` (a permutation of BRIGHTNESS, CONTRAST,
     SATURATION, HUE) with ``factors[i]`` [4], on the images where ``applied``; the others unchanged.
-
-    Rather than evaluating each operation at each of the four positions (the costly hue four times),
-    each image's sequence is split at its hue: the operations before it (positions 0-2, each image only
-    where the position precedes its hue), the hue once for the whole batch, then those after it
-    (positions 1-3). ``hue=False`` skips the hue (ColorJitter with hue 0 never calls it).
-    """
+    Each image's sequence is split at its hue, so the costly hue runs once for the whole batch;
+    ``hue=False`` skips it (ColorJitter with hue 0 never calls it)."""
     hue_at = (order == HUE).to(torch.int64).argmax(dim=1)
     for position in range(3):
         x = _blend_step(x, order[:, position], factors, applied & (hue_at > position))
@@ -299,12 +260,8 @@ def _source_coords(start: Tensor, length: Tensor, size: int) -> Tensor:
 def resized_crop(x: Tensor, boxes: Tensor, flip: Tensor, size: int) -> Tensor:
     """Each image's box (``boxes`` [B, 4]: top, left, height, width) resampled bilinearly to ``size`` x
     ``size`` and mirrored where ``flip`` [B]: ``horizontal_flip(resized_crop(x, *box, [size, size],
-    antialias=False))`` per image, as one ``grid_sample`` call.
-
-    The sampling grid is separable (a row coordinate per output row, a column coordinate per output
-    column): ``affine_grid`` would give the same points except at the box's border, where torch's
-    resize repeats the box's edge pixels and an affine map would read the pixels outside the box.
-    """
+    antialias=False))`` per image, as one ``grid_sample`` call on a separable grid (an affine grid would
+    read pixels outside the box at its border, where torch's resize repeats the edge pixels)."""
     n, _, height, width = x.shape
     top, left, h, w = boxes.to(torch.float32).unbind(dim=1)
     rows = _source_coords(top, h, size)
@@ -349,21 +306,17 @@ class AugmentParams:
 class SimCLRAugment:
     """SimCLR's augmentation pipeline for a batch: ``aug(images, generator) -> [B, 3, size, size]``.
 
-    ``images``: uint8 (or float in [0, 1]) [B, 3, H, W] on any device; ``generator`` a
-    ``torch.Generator`` on that device, the only source of randomness. The output is float32, contiguous,
-    normalised with ``mean``/``std``. Defaults are SimCLR's CIFAR-10 settings (Chen et al. 2020, App. A:
-    crop scale 0.08-1 and ratio 3/4-4/3, flip p 0.5, jitter strength 0.5 = (0.4, 0.4, 0.4, 0.1) with
-    p 0.8, grayscale p 0.2, no blur). ``blur_p`` > 0 adds the Gaussian blur (σ ~ U(``blur_sigma``),
-    kernel ``blur_kernel``, default 2⌈3σ_max⌉ + 1) after the grayscale; lightly's ``SimCLRTransform``
-    defaults are ``blur_p=0.5, blur_sigma=(0.1, 2)``. With ``blur_p=0`` no blur parameter is drawn, so
-    the other draws (and every view) are those of a pipeline without blur. ``sample`` and ``apply``
-    expose the two halves (draws, then the pure function of them).
+    ``images``: uint8 (or float in [0, 1]) [B, 3, H, W] on any device; ``generator`` a ``torch.Generator``
+    on that device, the only source of randomness. The output is float32, contiguous, normalised with
+    ``mean``/``std``. Defaults are SimCLR's CIFAR-10 settings (Chen et al. 2020, App. A); ``blur_p`` > 0
+    adds the Gaussian blur after the grayscale (lightly's defaults: ``blur_p=0.5, blur_sigma=(0.1, 2)``),
+    and with ``blur_p=0`` no blur parameter is drawn, so every view is that of a pipeline without blur.
+    ``sample`` and ``apply`` expose the two halves (draws, then the pure function of them).
 
     >>> aug = SimCLRAugment(8, mean=(0.5,) * 3, std=(0.25,) * 3)
     >>> images = torch.zeros(4, 3, 10, 10, dtype=torch.uint8)
     >>> aug(images, torch.Generator().manual_seed(0)).shape
-    torch.Size([4, 3, 8, 8])
-    """
+    torch.Size([4, 3, 8, 8])"""
 
     def __init__(
         self,

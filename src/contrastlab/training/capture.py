@@ -1,32 +1,20 @@
 """The sentence step's fast paths: static shapes, and the whole step as one CUDA graph.
 
 Both are switches of :class:`~contrastlab.training.sentence.TrainSettings`; :func:`for_device` decides
-the device-dependent defaults (the graph on for CUDA, off elsewhere):
+the device-dependent defaults of either track (the graph on for CUDA, off elsewhere):
 
-- ``static_shapes``: every batch padded to the cell's ``max_length`` (:func:`pad_to_width`), so that every
-  step has the same tensor shapes. The loss trajectory is the dynamic-padding one wherever a batch
-  already holds a ``max_length`` sentence (wiki1m at batch 64 practically always does: 27 % of its
-  sentences reach 32 tokens, so P(none of 64) ~ 2e-9); elsewhere the attention reductions and the dropout
-  masks run over more (masked) positions, which moves the loss by float rounding and draws other dropout
-  masks (tests/training/test_capture.py holds both).
-- ``cuda_graph``: forward, backward, gradient clipping, fp16 unscale/skip/scale update and the fused,
-  ``capturable`` AdamW step captured once in a :class:`torch.cuda.CUDAGraph` and replayed each step
-  (:class:`CapturedStep`): one launch instead of ~1,000-1,500 kernels whose host cost set the pace of an
-  eager step on the H100 (gpu-speed review §1.1, §3.1). It needs static shapes (implied), one encoder
-  micro-batch (``grad_accum: 1``), the 4D attention mask (no host sync in the forward:
-  :func:`~contrastlab.models.text.attention_bias`) and a tensor learning rate that the scheduler fills
-  outside the graph. The same kernels run in the same order from the same Philox stream: under
-  deterministic algorithms (:func:`deterministic_algorithms`) the captured step is bit-equal to the eager
-  step with the same capturable fused AdamW, and in the default mode it lies within the eager step's own
-  run-to-run spread (eager GPU kernels are not bit-reproducible: :mod:`contrastlab.training.equivalence`
-  states both checks; ``benchmarks/gpu_bench.py`` runs them). A step that cannot be captured (a loss that
-  reads a value on the host, an op that capture refuses) fails at set-up, before the first step:
-  :func:`capture_or_eager` then names the cause in one line and the run goes on eagerly (with
-  ``compile``, on the uncompiled model). Capture and replay make the run's device the current one, so a
-  run on ``cuda:1`` captures there, not on the process's current device.
+- ``static_shapes``: every batch padded to ``max_length`` (:func:`pad_to_width`). The loss trajectory
+  is the dynamic-padding one wherever a batch already holds a ``max_length`` sentence; elsewhere more
+  positions move the loss by rounding only (tests/training/test_capture.py).
+- ``cuda_graph``: forward, backward, clipping, fp16's scaler and the fused ``capturable`` AdamW step
+  captured once and replayed (:class:`CapturedStep`), one launch instead of the eager step's kernels.
+  It needs static shapes, ``grad_accum: 1``, the 4D attention mask (no host sync:
+  :func:`~contrastlab.models.text.attention_bias`) and a tensor learning rate. Under
+  :func:`deterministic_algorithms` it is bit-equal to the eager step; by default within eager's own
+  run-to-run spread (:mod:`contrastlab.training.equivalence`). A step that cannot be captured is named
+  in one line by :func:`capture_or_eager` and the run goes on eagerly, on the run's own device.
 
-The image step's graph (:mod:`contrastlab.training.vision_capture`) is a :class:`CapturedStep` too, with
-its augmentation generator registered with the graph.
+The image step's graph (:mod:`contrastlab.training.vision_capture`) is a :class:`CapturedStep` too.
 """
 
 from __future__ import annotations
@@ -48,8 +36,7 @@ from contrastlab import families
 def pad_to_width(
     ids: torch.Tensor, mask: torch.Tensor, width: int, pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(ids, mask)`` [n, w] padded on the right to [n, ``width``] with ``pad_id`` and mask 0 (the
-    batch as is when it is already that wide).
+    """``(ids, mask)`` [n, w] padded on the right to [n, ``width``] with ``pad_id`` and mask 0.
 
     >>> ids, mask = pad_to_width(torch.tensor([[5, 6]]), torch.tensor([[1, 1]]), 4, 0)
     >>> ids.tolist(), mask.tolist()
@@ -79,41 +66,41 @@ CUBLAS_DETERMINISTIC_VALUES = (CUBLAS_DETERMINISTIC, ":16:8")
 
 
 def for_device(
-    settings: Any, device: torch.device, *, precision: str = "", model_type: str | None = None
+    settings: Any,
+    device: torch.device,
+    *,
+    precision: str = "",
+    model_type: str | None = None,
+    n_images: int = 0,
 ) -> tuple[Any, list[str]]:
-    """``settings`` (a sentence ``TrainSettings``) with the device-dependent defaults decided by
-    :func:`contrastlab.families.step_mode` (the rule the plan prices by) for a run on ``device`` at the
-    resolved ``precision`` with a backbone of ``model_type``, and the notes that say what was decided
-    where it is not the obvious thing (one line each).
-
-    ``cuda_graph`` None: on for CUDA with one encoder micro-batch (``grad_accum: 1``), off otherwise;
-    ``padding_free`` None: on for IEEE fp32 on CUDA with a backbone that has a padding-free forward
-    (never without a ``precision`` and ``model_type``), where it replaces the graph; ``dev_batch_size``
-    None: :data:`contrastlab.families.DEV_BATCH_SIZE` for the device type, else 128. Explicit values are
-    kept (an explicit ``cuda_graph: true`` off CUDA is :func:`require_cuda`'s error, raised by the
-    trainer)."""
+    """Either track's ``settings`` with the step mode decided for a run on ``device`` by
+    :func:`contrastlab.families.step_mode` (the rule the plan prices by; the resolved ``precision`` and
+    ``model_type`` for a sentence cell, the ``n_images`` trained on for an image cell), and its notes (one
+    line each). Decided: ``cuda_graph``, and a sentence cell's ``padding_free`` and ``dev_batch_size``;
+    explicit values are kept. An explicit ``cuda_graph: true`` the step cannot follow raises one line."""
+    if settings.cuda_graph:
+        require_cuda(device)
+    track = settings.TRACK
     mode = families.step_mode(
         settings.to_dict(),
-        track="sentence",
+        track=track,
         device_type=device.type,
         precision=precision,
         model_type=model_type,
+        n_images=n_images,
     )
-    decided = dataclasses.replace(
-        settings, cuda_graph=mode.graph, dev_batch_size=mode.dev_batch, padding_free=mode.padding_free
-    )
-    return decided, list(mode.notes)
+    decided = {"cuda_graph": mode.graph}
+    if track == "sentence":
+        decided.update(dev_batch_size=mode.dev_batch, padding_free=mode.padding_free)
+    return dataclasses.replace(settings, **decided), list(mode.notes)
 
 
 @contextlib.contextmanager
 def deterministic_algorithms(enabled: bool = True) -> Iterator[None]:
     """Deterministic kernels inside the block (``enabled``), as PyTorch's reproducibility notes ask:
-    ``torch.use_deterministic_algorithms(True)`` (an op without a deterministic kernel raises),
-    cuDNN deterministic and its autotuner off, and cuBLAS's deterministic workspace
-    (:func:`require_cublas_workspace`, checked on entry). The previous state is restored afterwards,
-    ``CUBLAS_WORKSPACE_CONFIG`` too unless CUDA has started meanwhile (cuBLAS then runs with it). SDPA's
-    memory-efficient attention backward, the eager GPU step's run-to-run spread, has a deterministic
-    variant it switches to in this mode."""
+    ``torch.use_deterministic_algorithms(True)``, cuDNN deterministic without its autotuner, and cuBLAS's
+    deterministic workspace (:func:`require_cublas_workspace`). The previous state is restored
+    afterwards, ``CUBLAS_WORKSPACE_CONFIG`` too unless CUDA has started meanwhile."""
     if not enabled:
         yield
         return
@@ -139,14 +126,11 @@ def deterministic_algorithms(enabled: bool = True) -> Iterator[None]:
 
 
 def require_cublas_workspace() -> None:
-    """``CUBLAS_WORKSPACE_CONFIG`` at a deterministic value (:data:`CUBLAS_DETERMINISTIC_VALUES`) for the
-    cuBLAS this process runs, or a one-line error. cuBLAS reads the variable when CUDA first runs it; a
-    value set after that is not used, yet torch's check under deterministic algorithms (which reads the
-    variable at each call) passes. So a valid value is kept; any other raises where CUDA has already
-    started in this process (cuBLAS may have run); where it has not, an unset variable is set to
-    :data:`CUBLAS_DETERMINISTIC` (cuBLAS will read it), and another value is left to torch's own check
-    (a run that never uses CUDA does not need one). The workflow's training job sets it before CUDA
-    starts (:func:`contrastlab.workflow.job.training_job`)."""
+    """``CUBLAS_WORKSPACE_CONFIG`` at a deterministic value (:data:`CUBLAS_DETERMINISTIC_VALUES`), or a
+    one-line error. cuBLAS reads the variable when CUDA first runs it (torch's own check reads it at
+    each call, so a late value would pass unused): another value raises where CUDA has already started;
+    where it has not, an unset variable is set to :data:`CUBLAS_DETERMINISTIC` and another is left to
+    torch's check. The workflow's training job sets it before CUDA starts."""
     value = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
     if value in CUBLAS_DETERMINISTIC_VALUES:
         return
@@ -163,12 +147,8 @@ def require_cublas_workspace() -> None:
 
 
 def cudnn_benchmark(wanted: bool) -> bool:
-    """The value a trainer gives ``torch.backends.cudnn.benchmark`` when its settings ask for ``wanted``:
-    ``wanted``, except under deterministic algorithms (:func:`deterministic_algorithms`, or
-    ``torch.use_deterministic_algorithms`` / ``cudnn.deterministic`` set by the caller), where it stays
-    off. The autotuner times the candidate algorithms and keeps the fastest, which may be another one
-    from run to run, so a run under deterministic algorithms would not repeat itself bit for bit with
-    it on (PyTorch's reproducibility notes)."""
+    """``torch.backends.cudnn.benchmark`` for settings that ask for ``wanted``: off under deterministic
+    algorithms (the autotuner's fastest algorithm may change from run to run), else ``wanted``."""
     deterministic = torch.are_deterministic_algorithms_enabled() or torch.backends.cudnn.deterministic
     return bool(wanted) and not deterministic
 
@@ -193,17 +173,13 @@ class CapturedStep:
     """The whole training step as one CUDA graph, replayed per batch.
 
     ``body(*inputs)`` runs forward, backward and the optimiser step on the static input buffers and
-    returns its outputs (device tensors; the graph rewrites them at every replay). It must leave the
-    gradients in place (no ``zero_grad``: the graph's backward writes them afresh) and must not
-    synchronise with the host. ``state()`` yields every tensor the step updates in place (parameters,
-    buffers, optimiser and loss-scaler state, device-side counters): warm-up and capture run the body
-    four times, and these are put back afterwards, as is the CUDA RNG, so that the first replay is the
-    run's first real step. ``first`` = the input tensors of a real batch for the warm-up (the sentence
-    step's (ids, mask), the image step's images). ``generators``: CUDA generators the body draws from
-    besides the default one (the image step's augmentation generator): each is registered with the
-    graph, so that every replay draws from its current state and advances it by the draws of one step,
-    as the eager step does, and is put back to its state before the warm-up. Build it after a resume
-    (``load_state_dict`` replaces the tensors a graph would hold).
+    returns device tensors the graph rewrites at every replay; it leaves the gradients in place and
+    never synchronises with the host. ``state()`` yields every tensor the step updates in place: warm-up
+    and capture run the body four times, and these and the CUDA RNG are put back afterwards, so the first
+    replay is the run's first real step. ``first``: a real batch's inputs for the warm-up.
+    ``generators``: other CUDA generators the body draws from (the image step's augmentation), each
+    registered with the graph so that every replay advances it as an eager step does. Build it after a
+    resume (``load_state_dict`` replaces the tensors a graph would hold).
     """
 
     WARMUP = 3  # eager iterations on a side stream before capture (allocator, cuBLAS handles, state)
@@ -309,12 +285,9 @@ def _host_syncs_raise(enabled: bool) -> Iterator[None]:
 def capture_sentence_step(
     run, train_step, model, head, loss_fn, optimizer, params, first, *, head_autocast: bool, clip_norm: float
 ) -> CapturedStep:
-    """The sentence trainer's step (``train_step`` = :func:`~contrastlab.training.sentence.train_step`,
-    passed in: that module imports this one; then
-    :meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step`, the eager code unchanged) as a
-    :class:`CapturedStep`: the learning rate becomes a device tensor, fp16's scale tensors exist before
-    the capture, autocast runs without its cast cache. Returns the step; calling it with a batch returns
-    (loss output, h1, h2, grad norm), device tensors rewritten at every replay."""
+    """The sentence trainer's eager step (``train_step``, passed in: that module imports this one, then
+    :meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step`) as a :class:`CapturedStep`
+    (:func:`prepare_capture`). Called with a batch it returns (loss output, h1, h2, grad norm)."""
     autocast = prepare_capture(run, optimizer)
 
     def body(ids, mask):
@@ -363,14 +336,10 @@ def step_state(run, optimizer: torch.optim.Optimizer, *modules: torch.nn.Module)
 def capture_or_eager(
     capture: Callable[[], CapturedStep], say: Callable[[str], None], *, compiled: bool = False
 ) -> CapturedStep | None:
-    """``capture()``, or None where the step cannot be captured: then one line (``say``) names the cause
-    and the run goes on with the eager step, whose state the failed capture has put back
-    (:class:`CapturedStep`). Capture fails at set-up, before the first step, for a step that reads the
-    device from the host (``.item()``, a data-dependent shape, a host branch on a tensor) or an op that
-    capture refuses; no run finds out hours in. ``compiled``: the step runs a ``torch.compile``d
-    encoder; the line then says that it is the compiled step, and that the run takes the uncompiled
-    model's eager step, which the caller must then give it (a compiled module whose capture failed can
-    fail again eagerly)."""
+    """``capture()``, or None where the step cannot be captured (a host read, a data-dependent shape, an
+    op capture refuses: found at set-up, not hours in): then one line (``say``) names the cause and the
+    run goes on with the eager step, its state put back. ``compiled``: the step runs a compiled encoder;
+    the line says the run takes the uncompiled model's eager step, which the caller must give it."""
     try:
         return capture()
     except Exception as err:  # noqa: BLE001 (any capture failure leaves the eager step, which is correct)

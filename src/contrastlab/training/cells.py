@@ -1,13 +1,11 @@
 """One training job of the workflow per track: what a cell's job does around its trainer.
 
-- A configured cell trains (:func:`~contrastlab.training.sentence.train`,
-  :func:`~contrastlab.training.vision.train_vision`); its divergence is a failure.
-- A point of a search (:mod:`contrastlab.search`) or of an image sweep (``sweep:``, OAR's rates reach 1)
-  that diverges is a result: :func:`contrastlab.search.record_diverged` writes its ``diverged.json``,
-  which selection, the image evaluation and the figures read, and the run goes on.
-- A later search stage's point completes its settings from the earlier stage's winner
-  (:func:`contrastlab.search.resolve_point`); when they equal the winner's, the winner's checkpoint is
-  copied instead of training the same settings twice (Li A.4's second grid holds the first's winner).
+A configured cell trains, and its divergence is a failure. A search point (:mod:`contrastlab.search`)
+or an image sweep's point that diverges is a result: its ``diverged.json``
+(:func:`contrastlab.search.record_diverged`) is read by selection, the image evaluation and the
+figures, and the run goes on. A later search stage's point completes its settings from the earlier
+winner (:func:`contrastlab.search.resolve_point`); when they equal the winner's, the winner's checkpoint
+is copied instead of training the same settings twice (Li A.4's second grid holds the first's winner).
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from typing import Any
 
 from contrastlab.paths import atomic_dir, atomic_write
 from contrastlab.search import SearchPoint, record_diverged, resolve_point, same_as_winner
-from contrastlab.training.events import WandbRun
 from contrastlab.training.runtime import NonFiniteLossError
 from contrastlab.training.sentence import TrainSettings, train
 from contrastlab.training.vision import VisionTrainSettings, train_vision
@@ -33,27 +30,19 @@ def train_cell(
     *,
     point: SearchPoint | None,
     previous_selection: str | Path | None,
-    backbone_dir: str | Path,
-    corpus_path: str | Path,
-    dev_data_dir: str | Path,
     out_dir: str | Path,
     log_path: str | Path,
     state_dir: str | Path,
-    cache_dir: str | Path | None = None,
-    device: str | None = None,
-    events_dir: str | Path | None = None,
-    wandb_run: WandbRun | None = None,
-    keep_state: bool = False,
-    cell: Any = None,
+    **train_args: Any,
 ) -> str:
     """Train one sentence cell into ``out_dir`` (its checkpoint) and ``log_path``; returns what became of
     it: ``"trained"``, ``"copied"`` (a later-stage point equal to the earlier winner) or ``"diverged"``.
 
     ``point``: the search point the cell is, None for a configured cell (whose divergence raises
     :class:`NonFiniteLossError`). ``previous_selection``: the earlier stage's selection file of a
-    later-stage point (its settings start from that winner), None otherwise. ``keep_state`` and ``cell``
-    (the job's wildcards): see :func:`~contrastlab.training.sentence.train` (the workflow's jobs keep
-    the state)."""
+    later-stage point (its settings start from that winner), None otherwise. ``train_args``: the other
+    keyword arguments of :func:`~contrastlab.training.sentence.train` (``backbone_dir``,
+    ``corpus_path``, ``dev_data_dir``, ``keep_state``, ...)."""
     settings = dict(settings)
     if previous_selection is not None:
         if point is None:
@@ -67,59 +56,29 @@ def train_cell(
             with atomic_write(log_path) as tmp:
                 shutil.copyfile(Path(winner).with_name("train_log.jsonl"), tmp)
             return "copied"
-    run = functools.partial(
-        train,
-        TrainSettings.from_dict(settings),
-        backbone_dir=backbone_dir,
-        corpus_path=corpus_path,
-        dev_data_dir=dev_data_dir,
-        out_dir=out_dir,
-        log_path=log_path,
-        state_dir=state_dir,
-        cache_dir=cache_dir,
-        device=device,
-        events_dir=events_dir,
-        wandb_run=wandb_run,
-        keep_state=keep_state,
-        cell=cell,
-    )
-    return _diverging_is_a_result(run, point is not None, settings, out_dir, log_path, state_dir)
+    paths = dict(out_dir=out_dir, log_path=log_path, state_dir=state_dir)
+    run = functools.partial(train, TrainSettings.from_dict(settings), **paths, **train_args)
+    return _diverging_is_a_result(run, point is not None, settings, **paths)
 
 
 def train_vision_cell(
     settings: Mapping[str, Any],
     *,
     point: bool,
-    data_root: str | Path | None,
     out_dir: str | Path,
     log_path: str | Path,
     state_dir: str | Path,
-    device: str | None = None,
-    events_dir: str | Path | None = None,
-    wandb_run: WandbRun | None = None,
-    keep_state: bool = False,
-    cell: Any = None,
+    **train_args: Any,
 ) -> str:
     """Train one image cell into ``out_dir`` (its encoder) and ``log_path``; returns ``"trained"`` or
     ``"diverged"``. ``point``: whether the cell is a point of its experiment's sweep
-    (:meth:`contrastlab.config.Experiment.is_sweep_point`), whose divergence is recorded; a configured cell's
-    raises :class:`NonFiniteLossError`. ``keep_state`` and ``cell`` (the job's wildcards): see
-    :func:`~contrastlab.training.vision.train_vision` (the workflow's jobs keep the state)."""
+    (:meth:`contrastlab.config.Experiment.is_sweep_point`), whose divergence is recorded; a configured
+    cell's raises :class:`NonFiniteLossError`. ``train_args``: the other keyword arguments of
+    :func:`~contrastlab.training.vision.train_vision` (``data_root``, ``keep_state``, ...)."""
     settings = dict(settings)
-    run = functools.partial(
-        train_vision,
-        VisionTrainSettings.from_dict(settings),
-        data_root=data_root,
-        out_dir=out_dir,
-        log_path=log_path,
-        state_dir=state_dir,
-        device=device,
-        events_dir=events_dir,
-        wandb_run=wandb_run,
-        keep_state=keep_state,
-        cell=cell,
-    )
-    return _diverging_is_a_result(run, point, settings, out_dir, log_path, state_dir)
+    paths = dict(out_dir=out_dir, log_path=log_path, state_dir=state_dir)
+    run = functools.partial(train_vision, VisionTrainSettings.from_dict(settings), **paths, **train_args)
+    return _diverging_is_a_result(run, point, settings, **paths)
 
 
 #: ``cli``'s required options and the keyword of :func:`~contrastlab.training.sentence.train` each sets.

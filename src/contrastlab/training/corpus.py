@@ -1,16 +1,15 @@
 """The training corpus, tokenised once per (tokenizer, max_length, corpus) and cached on disk.
 
-Every training cell of a backbone reads the same cache file, so the 1M-sentence corpus is tokenised
-once per backbone family instead of once per job. The cache key covers everything that changes the
-token ids: the tokenizer's serialised pipeline (vocabulary, normaliser, special tokens), ``max_length``
-and the corpus file's SHA-256. The file is written atomically under a lock, so concurrent jobs wait for
-the first writer instead of tokenising again. A cache file that cannot be read (cut short, corrupted) is
-derived data: it is rebuilt, with one line saying so.
+Every training cell of a backbone reads the same cache file. The cache key covers everything that
+changes the token ids: the tokenizer's serialised pipeline (vocabulary, normaliser, special tokens),
+``max_length`` and the corpus file's SHA-256. The file is written atomically under a lock, so concurrent
+jobs wait for the first writer instead of tokenising again. A cache file that cannot be read (cut short,
+corrupted) is derived data: it is rebuilt, with one line saying so.
 
 Layout (``.npz``): ``ids`` (all token ids, concatenated; uint16 when the vocabulary fits) and
 ``offsets`` (int64, ``n + 1`` entries): sentence ``i`` is ``ids[offsets[i]:offsets[i + 1]]``, with
-special tokens, truncated to ``max_length``. One line of the corpus file is one sentence (the
-trailing newline removed, nothing else), as SimCSE's ``datasets`` text loader reads it.
+special tokens, truncated to ``max_length``. One line of the corpus file is one sentence (the trailing
+newline removed, nothing else), as SimCSE's ``datasets`` text loader reads it.
 """
 
 from __future__ import annotations
@@ -127,10 +126,12 @@ def load_tokenized_corpus(
     cache_dir: str | Path,
     *,
     progress: bool = False,
+    corpus_sha256: str | None = None,
 ) -> tuple[TokenizedCorpus, Path]:
     """Load the cached token ids of ``corpus_path``, tokenising and caching them on first use.
 
-    Returns the corpus and the cache file's path (``<cache_dir>/<corpus stem>.<key>.tokens.npz``). A cache
+    ``corpus_sha256``: the corpus file's digest where the caller has it (None: computed here). Returns
+    the corpus and the cache file's path (``<cache_dir>/<corpus stem>.<key>.tokens.npz``). A cache
     file that cannot be read is rebuilt, and one ``contrastlab:`` line on stderr names it.
     """
     corpus_path = Path(corpus_path)
@@ -138,7 +139,7 @@ def load_tokenized_corpus(
         raise FileNotFoundError(f"training corpus {corpus_path} does not exist")
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    key = cache_key(tokenizer, max_length, sha256_file(corpus_path))
+    key = cache_key(tokenizer, max_length, corpus_sha256 or sha256_file(corpus_path))
     path = cache_dir / f"{corpus_path.stem}.{key}.tokens.npz"
     found, _ = _read_cache(path, key)  # the usual case: a finished cache (written whole, by a rename)
     if found is not None:

@@ -1,17 +1,13 @@
 """Model selection during training: STS dev Spearman (plus alignment and uniformity) on the device.
 
-The dev sentences are tokenised once, sorted by length into padded batches and kept on the training
-device, so an evaluation is a few forward passes and one host transfer of the 1,500 cosines. The batches
-never change between evaluations (static shapes), each carries the 4D attention mask
-(:func:`~contrastlab.models.text.attention_bias`: no host sync per batch), and the evaluation runs in
-IEEE fp32 without autocast whatever the training precision (the papers' model selection). Larger
-batches (``batch_size`` 512: 6 launches of the encoder instead of 23 on STS-B dev) are the fast setting
-on a GPU; on a CPU the default 128 keeps the scores bit-equal to earlier runs (a wider GEMM can round
-differently in the last bit). The score
-is the one ``contrastlab.evaluation.senteval.evaluate(..., mode="dev")`` reports for the same task (raw
-last-layer [CLS], no truncation, cosine, Spearman in percent); alignment and uniformity follow
-protocol.md §4 on the dev split: alignment = mean ‖z − z'‖² over pairs with gold score ≥ 4, uniformity
-= log mean exp(−2‖z_a − z_b‖²) over all pairs of distinct dev sentences.
+The dev sentences are tokenised once, sorted by length into padded batches with the 4D attention mask
+(no host sync per batch) and kept on the training device, so an evaluation is a few forward passes and
+one host transfer of the cosines. It runs in IEEE fp32 without autocast whatever the training precision
+(the papers' model selection). ``batch_size`` 512 is the GPU's setting; a CPU's 128 keeps its scores
+bit-equal to earlier runs. The score is the one ``contrastlab.evaluation.senteval.evaluate(...,
+mode="dev")`` reports for the same task (raw [CLS], no truncation, cosine, Spearman in percent);
+alignment = mean ‖z − z'‖² over pairs with gold score ≥ 4 and uniformity = log mean exp(−2‖z_a − z_b‖²)
+over pairs of distinct dev sentences (protocol.md §4).
 """
 
 from __future__ import annotations

@@ -1,35 +1,24 @@
 """Is the captured sentence step the eager step? The two checks that can prove it on a GPU.
 
-Eager GPU kernels are not bit-reproducible: two eager runs of the same batches and seed differ from the
-second step on (the backward's reductions, SDPA's memory-efficient attention backward among them, split
-their sums differently from run to run; gpu-measured.md §1 saw 4e-4 relative in bf16 at step 2). So
-"bit-equal to eager" cannot be asked of any path, eager included. What can be asked:
+Eager GPU kernels are not bit-reproducible (the backward's reductions, SDPA's memory-efficient attention
+backward among them, split their sums differently from run to run), so "bit-equal to eager" cannot be
+asked of any path. What can be asked:
 
 1. :func:`deterministic_check`: under :func:`~contrastlab.training.capture.deterministic_algorithms` the
-   captured step (:func:`~contrastlab.training.capture.capture_sentence_step`) and the eager step, both
-   with the same capturable fused AdamW (its learning rate a device tensor the scheduler fills), give
-   bit-equal losses at every step and bit-equal parameters at the end. Both are the trainer's own code
-   (``sentence.train_step`` and ``TrainingRun.optimizer_step``); the graph adds nothing.
-2. :func:`spread_check`: in the default mode, ``repeat`` eager and ``repeat`` graph runs; the typical
-   graph-vs-eager difference (the median over the graph x eager pairs of the largest relative loss
-   difference over the steps) must be at most :data:`SPREAD_MARGIN` (2) times the typical
-   eager-vs-eager difference (the same median over the eager pairs): :func:`within_spread`. The graph
-   is then about as close to eager as eager is to itself.
+   captured step and the eager step, both with the same capturable fused AdamW, give bit-equal losses
+   at every step and bit-equal parameters at the end. Both are the trainer's own code; the graph adds
+   nothing.
+2. :func:`spread_check`: in the default mode, ``repeat`` eager and ``repeat`` graph runs; the median
+   over graph x eager pairs of the largest relative loss difference must be at most
+   :data:`SPREAD_MARGIN` (2) times the same median over eager pairs (:func:`within_spread`). Two
+   medians over pairs of the same kind estimate the same gap, so their ratio scatters about 1 (past 2
+   in about 2 % of simulated 3 + 3 readings), while a step that computes something else (other dropout
+   masks) lies orders of magnitude beyond it (docs/measured.md).
 
-   Why medians on both sides (review K4): the rule before compared the median over the 9 graph x eager
-   pairs of 3 + 3 runs with the largest of the 3 eager pairs, a typical value with an extreme one of
-   fewer pairs, so one eager pair decided the verdict: fp16 missed it by 1.7 % with 3 + 3 runs of 50
-   steps on an H200 and met it with 5 + 5 of 100 (docs/measured.md). Two medians over pairs of the
-   same kind of runs estimate the same gap where graph and eager behave alike, so their ratio scatters
-   about 1 (in a simulation of runs drifting apart as random walks it passed 2 in about 2 % of 3 + 3
-   readings and 0.2 % of 5 + 5). Why 2 suffices: a step that computes something else lies far beyond
-   it (other dropout masks moved IEEE-fp32 losses by 0.58 relative against eager's own 3.4e-6 on an
-   H200, docs/measured.md); the bit-for-bit check 1 is the strict one.
-
-Both take ``make_model`` (returns a fresh ``(encoder, head)`` on the device, the same weights at every
-call) and ``batches``, a list of static-shape ``(ids, mask)`` device tensors used in turn. They run on any
-device, but the graph needs CUDA: ``benchmarks/gpu_bench.py`` and ``tests/training/test_cuda.py`` call them
-there, and ``tests/training/test_equivalence.py`` runs the eager half on a CPU.
+Both take ``make_model`` (a fresh ``(encoder, head)`` on the device, the same weights at every call) and
+``batches``, static-shape ``(ids, mask)`` device tensors used in turn. The graph needs CUDA
+(``benchmarks/gpu_bench.py``, ``tests/training/test_cuda.py``); ``tests/training/test_equivalence.py``
+runs the eager half on a CPU.
 """
 
 from __future__ import annotations
@@ -71,12 +60,11 @@ def run_steps(
     keep_params: bool = False,
     padding_free: bool | str = False,
 ) -> dict[str, Any]:
-    """``steps`` training steps of a fresh model on ``batches`` (in turn) with the linear lr decay of a
-    ``steps``-step run: captured (``graph``) or eager, the same capturable fused AdamW either way.
-    Returns ``losses`` (floats, every step), ``seconds`` (the timed steps, capture excluded),
-    ``steps_per_s``, ``capture_s`` and, with ``keep_params``, ``params``: the final parameters as one
-    flat tensor on the device (compared bit for bit by :func:`deterministic_check`). ``padding_free``:
-    the eager step through :class:`~contrastlab.models.packed.PaddingFree` (true: its default dropout
+    """``steps`` training steps of a fresh model on ``batches`` (in turn) with a ``steps``-step run's linear
+    lr decay, captured (``graph``) or eager, the same capturable fused AdamW either way. Returns
+    ``losses`` (every step), ``seconds`` (capture excluded), ``steps_per_s``, ``capture_s`` and, with
+    ``keep_params``, ``params`` (the final parameters as one flat device tensor). ``padding_free``: the
+    eager step through :class:`~contrastlab.models.packed.PaddingFree` (true: its default dropout
     draws; a string: those ``dropout_draws``)."""
     model, head = make_model()
     params = [p for p in itertools.chain(model.parameters(), head.parameters()) if p.requires_grad]
@@ -265,15 +253,10 @@ def padding_free_check(
     draws: str = "padded",
 ) -> dict:
     """Is the padding-free step the padded one, and how much faster? ``repeat`` padded and ``repeat``
-    padding-free eager runs of the same seed and batches (dropout on: the padding-free encoder draws
-    the padded model's masks), and with ``graph`` (default: on CUDA) one captured padded run, the
-    step the device would take without padding-free. ``within`` is :func:`spread_check`'s rule
-    (:func:`within_spread`: the median padded-vs-padding-free difference <= :data:`SPREAD_MARGIN` x the
-    padded runs' median spread; on a CPU, where the spread is 0, read ``packed_vs_padded_max`` against
-    fp32 rounding instead). ``ratio`` = the
-    padding-free step's time / the padded eager step's (the best run of each). ``draws``: the
-    padding-free encoder's ``dropout_draws`` ("packed": other masks, so the losses differ by more than
-    rounding; the timing is what such a row is for)."""
+    padding-free eager runs of one seed and batches, and with ``graph`` (default: on CUDA) one captured
+    padded run. ``within`` is :func:`within_spread` of the padded-vs-padding-free gaps against the padded
+    runs' spread (a CPU's spread is 0: read ``packed_vs_padded_max`` against fp32 rounding); ``ratio`` the
+    padding-free step's time over the padded eager step's (best runs); ``draws`` the ``dropout_draws``."""
     common = dict(precision=precision, device=device, steps=steps, seed=seed)
     padded = [run_steps(make_model, batches, graph=False, **common) for _ in range(repeat)]
     packed = [

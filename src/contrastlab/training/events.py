@@ -1,72 +1,19 @@
-"""Live curves: a training run's JSON-lines records, written as TensorBoard scalars as it trains.
+"""Live curves: a training run's JSON-lines records, mirrored as TensorBoard scalars (and optionally W&B).
 
-Every record a trainer writes to its log at the log points it already has is mirrored as scalars at the
-record's step, under ``<prefix>/<key>`` (a key repeating the prefix loses it, nested dicts are flattened
-with ``/``):
+Each record is written at its own step as ``<prefix>/<key>`` (nested dicts flattened with ``/``): ``train``
+records under ``train/`` (loss, lr, grad_norm, throughput, the loss's stats), sentence ``eval`` under
+``dev/``, vision ``val`` under ``val/``, the ``geometry`` probe (:mod:`contrastlab.training.geometry`)
+under ``probe/``. Values are the log's own numbers (no host-device sync added); ``ms_per_step`` is the
+only derived one. The settings (:func:`hparams`, :func:`cell_settings`) are one HParams session at step 0
+named by the cell's path (TensorBoard averages sessions with equal settings, which would merge one
+loss on two backbones), and the evaluation job adds the headline test scores in a file of their own
+(:func:`write_test_scores`); :class:`WandbRun` / :class:`WandbLog` send the same to one W&B run per cell.
 
-=========  ======  ===================================================================================
-record     prefix  scalars
-=========  ======  ===================================================================================
-train      train   loss (the interval's mean), loss_last, lr, grad_norm, loss_scale and skipped_steps
-                   (fp16), steps_per_s, sentences_per_s or images_per_s, ms_per_step, and the loss's
-                   stats (``train/stats/align``, ``train/stats/gd_active``: the gradient paradigm, ...)
-eval       dev     the sentence cells' dev evaluation: ``dev/spearman`` (STS-B dev by default),
-                   ``dev/align``, ``dev/uniformity``, ``dev/best_dev_spearman``, ``dev/seconds`` (its time)
-val        val     the vision cells' validation loss (``keep: best_val_loss``): ``val/loss``,
-                   ``val/best_val_loss``
-geometry   probe   the analysis probe (``analysis_every``, :mod:`contrastlab.training.geometry`):
-                   ``probe/align``, ``probe/uniformity``, ``probe/gd_active``, ``probe/ratio/met``, ...,
-                   and the dev sentences' ``probe/dev_l_cl``, ...
-=========  ======  ===================================================================================
-
-The values are the log's own Python numbers: no host-device sync is added, and nothing is written
-between log points. ``ms_per_step`` is the only derived value (1000 / ``steps_per_s``).
-
-Resume: a run resumed from its snapshot of step S continues its curves with each step exactly once.
-The killed run may have written steps after S, which the resumed run writes again. TensorBoard's own
-answer, ``purge_step=S + 1`` (a ``SessionLog.START`` at S + 1), is honoured by its default (Rust) data
-loader but not by its Python loader (``--load_fast=false``, where the steps show twice), nor by other
-readers of the files. So the resumed run's event file starts with that marker *and* with the earlier
-files' events up to step S (each tag and step once, the last written kept), after which the earlier
-files are deleted: the folder then holds the curves of one uninterrupted run, whatever reads it. The
-writer is flushed with every snapshot, so everything up to a snapshot's step is on disk before the
-snapshot is. A fresh start removes the folder's earlier event files (a changed cell starts its curves
-over). An earlier file damaged before the snapshot's step (a record failing its crc32 check: a bad disk,
-a careless copy) is read up to the damage, and one warning line names the file and the steps lost from
-the curves; a record cut short at a file's end is a killed writer's last, after the snapshot, and loses
-nothing.
-
-HParams: the run's settings (the trainer's ``TrainSettings`` / ``VisionTrainSettings``, :func:`hparams`)
-are written once, at step 0, as TensorBoard's HParams session (``tensorboard.plugins.hparams``), so the
-HParams view of ``make monitor`` lists every cell with its settings beside the final value of each of its
-scalars: ``dev/best_dev_spearman`` (sentence cells) and ``val/best_val_loss`` (vision cells, ``keep:
-best_val_loss``) are the final dev scores. A resumed run keeps the session of its fresh start (it is an
-event at step 0). A workflow job's run is its cell's: the session also records the cell's experiment,
-backbone, method and seed (:func:`cell_settings`) and its trial is named by the cell's path
-(``nie2023/minilm/cl/seed42``). TensorBoard groups the sessions whose trial and settings are equal and
-shows their mean, so two cells with equal settings (one loss on two backbones, as Nie's ``minilm`` and
-``tiny-bert`` cells) would otherwise be one row with a score no cell has.
-
-Test scores: the evaluation job of a cell writes its headline test scores (:func:`headline_test_scores`:
-``test/sts_avg``, ``test/tr_avg``; ``test/linear_top1``, ...) into the same run folder
-(:func:`write_test_scores`), at the run's last step, so the HParams view shows them beside the settings
-as metrics of the session (TensorBoard takes a session's metrics from its run's scalars). They are a file
-of their own, ``events.out.tfevents.*.test``, which each evaluation replaces: a rerun shows its own
-values, once.
-
-Weights & Biases (config ``logging: {wandb: <project>}``, :class:`WandbRun`): the same settings (the run's
-config), the same scalars at the same steps (:class:`WandbLog`) and the test scores (the run's summary),
-in one W&B run per cell, named by the cell's path and identified by it, so a resumed training and the
-evaluation job continue the run their cell started; its config holds the cell's fields too. wandb is
-imported only then, and its own settings (``WANDB_MODE=offline``, ``WANDB_DIR``, ...) hold; without
-``WANDB_DIR`` its files go to the results folder's ``wandb/``. W&B's history only moves forward: steps a
-killed run logged after its snapshot keep their first values, and a cell trained again from scratch
-continues its earlier run's history (delete that W&B run, or log to another project, to start its curves
-over).
-
-Never fails the run: TensorBoard (or wandb) missing, a folder that cannot be made, or any error while
-writing is one warning line (logger ``contrastlab.training.events``), after which the run writes no more
-events (to that sink) and trains on; the evaluation job's test scores alike.
+Guarantees: a run resumed from its snapshot of step S shows each step once (the earlier files' events up
+to S are rewritten behind a ``purge_step=S + 1`` marker and the earlier files deleted; a file damaged
+before S is read up to the damage, with one warning). It never fails the run: a missing package, an
+unwritable folder or any error while writing is one warning line, after which that sink stops and the
+run trains on. The user-facing description is docs/reproduction.md, "Live training curves".
 """
 
 from __future__ import annotations
@@ -79,7 +26,7 @@ import os
 import struct
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -292,139 +239,124 @@ class WandbRun:
             _warn(f"Weights & Biases run {self.name} got no test scores ({type(err).__name__}: {err})")
 
 
-class WandbLog:
+class _Sink:
+    """A mirror of the run's log that never fails it: the first error is one warning line
+    (:meth:`_stop`), after which every call is a no-op. ``_open`` is the open handle (None: off)."""
+
+    _open: Any = None
+    failed: str | None = None  # the warning given when it stopped
+
+    @contextlib.contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except Exception as err:
+            self._stop(what, err)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Log the scalars of one log record (:func:`scalars`) at its step."""
+        if self._open is None or record.get("event") not in PREFIXES:
+            return
+        with self._guard(self.WRITE):
+            self._write(scalars(record), record["step"])
+
+    def close(self) -> None:
+        if self._open is not None:
+            with self._guard(self.CLOSE):
+                self._close(self._open)
+            self._open = None
+
+    def _stop(self, what: str, err: Exception) -> None:
+        self.failed = _warn(
+            f"{self.what} {what} {self.where} ({type(err).__name__}: {err}); training goes on"
+        )
+        handle, self._open = self._open, None
+        if handle is not None:
+            with contextlib.suppress(Exception):
+                self._close(handle, failed=True)
+
+
+class WandbLog(_Sink):
     """The W&B side of a training run (``run``: its :class:`WandbRun`; ``None``: off, every call a no-op):
     :meth:`start` opens the run with the ``settings`` as its config (after the fields of ``cell``, the
     cell the run trains: :func:`cell_settings`), :meth:`write` logs each record's :func:`scalars` at its
     step (as :class:`TensorBoardLog` writes them), :meth:`close` finishes it."""
 
+    what, WRITE, CLOSE = "Weights & Biases run", "cannot log", "cannot finish"
+
     def __init__(
         self, run: WandbRun | None, settings: Mapping[str, Any] | None = None, cell: Any = None
     ) -> None:
         self.run, self.settings = run, _with_cell(settings, cell)
-        self.failed: str | None = None  # the warning given when logging stopped
-        self._run = None
+        self.where = run.name if run is not None else None
 
     def start(self, resume_step: int | None) -> None:
         """Open the run: created at a fresh start, continued at a resume (``resume_step``, as
         :meth:`TensorBoardLog.start` takes it: the same id continues the run, so nothing differs here)."""
-        if self.run is None or self.failed:
-            return
-        try:
-            self._run = self.run.init(self.settings)
-        except Exception as err:
-            self._stop("cannot start", err)
+        if self.run is not None and not self.failed:
+            with self._guard("cannot start"):
+                self._open = self.run.init(self.settings)
 
-    def write(self, record: Mapping[str, Any]) -> None:
-        """Log the scalars of one log record (:func:`scalars`) at its step."""
-        if self._run is None or record.get("event") not in PREFIXES:
-            return
-        try:
-            if values := scalars(record):
-                self._run.log(values, step=record["step"])
-        except Exception as err:
-            self._stop("cannot log", err)
+    def _write(self, values: dict[str, float], step: int) -> None:
+        if values:
+            self._open.log(values, step=step)
 
-    def close(self) -> None:
-        if self._run is None:
-            return
-        try:
-            self._run.finish()
-        except Exception as err:
-            self._stop("cannot finish", err)
-        self._run = None
-
-    def _stop(self, what: str, err: Exception) -> None:
-        self.failed = _warn(
-            f"Weights & Biases run {what} {self.run.name} ({type(err).__name__}: {err}); training goes on"
-        )
-        run, self._run = self._run, None
-        if run is not None:
-            with contextlib.suppress(Exception):
-                run.finish(exit_code=1)
+    def _close(self, run: Any, failed: bool = False) -> None:
+        run.finish(exit_code=1) if failed else run.finish()
 
 
-class TensorBoardLog:
+class TensorBoardLog(_Sink):
     """The event files of one run in ``folder`` (``None``: off, every call a no-op), with the run's
-    ``settings`` as its HParams session (:func:`hparams`; ``None``: no session). ``cell``: the cell the run
-    trains (a job's wildcards, :func:`cell_settings`), whose fields the session records first and whose
-    path names its trial; None: the trial is TensorBoard's hash of the settings.
+    ``settings`` as its HParams session (:func:`hparams`; ``None``: no session). ``cell``: the cell trained
+    (a job's wildcards), whose fields lead the session and whose path names its trial (None: TensorBoard's
+    hash of the settings). :meth:`start` opens the writer (fresh, or resumed after a snapshot's step),
+    :meth:`write` takes log records, :meth:`flush` goes with every snapshot, :meth:`close` ends the run."""
 
-    :meth:`start` opens the writer (fresh, or resumed after a snapshot's step); :meth:`write` takes the
-    run's log records; :meth:`flush` goes with every snapshot; :meth:`close` ends the run's events.
-    """
+    what, WRITE, CLOSE = "TensorBoard events", "cannot write", "cannot write"
 
     def __init__(
         self, folder: str | Path | None, settings: Mapping[str, Any] | None = None, cell: Any = None
     ) -> None:
-        self.folder = Path(folder) if folder is not None else None
+        self.folder = self.where = Path(folder) if folder is not None else None
         self.settings = _with_cell(settings, cell)
         self.trial = cell_path(cell) if cell is not None else None
-        self.failed: str | None = None  # the warning given when writing stopped
-        self._writer = None
 
     def start(self, resume_step: int | None) -> None:
         """Open the writer: a fresh run clears the folder's event files; a run resumed from the snapshot
         of ``resume_step`` keeps their steps up to it, and only those (module docstring)."""
         if self.folder is None or self.failed:
             return
-        try:
+        with self._guard("cannot start"):
             from torch.utils.tensorboard import SummaryWriter
 
             self.folder.mkdir(parents=True, exist_ok=True)
             earlier = sorted(self.folder.glob(EVENT_FILES))
             kept = [] if resume_step is None else _events_up_to(earlier, resume_step, warn=True)
             purge = None if resume_step is None else resume_step + 1
-            self._writer = SummaryWriter(str(self.folder), purge_step=purge, flush_secs=FLUSH_SECS)
+            self._open = SummaryWriter(str(self.folder), purge_step=purge, flush_secs=FLUSH_SECS)
             for event in kept:
-                self._writer.file_writer.add_event(event, walltime=event.wall_time)
+                self._open.file_writer.add_event(event, walltime=event.wall_time)
             if self.settings is not None and not any(_is_session(event) for event in kept):
                 from tensorboard.plugins.hparams.summary_v2 import hparams_pb
 
                 session = hparams_pb(hparams(self.settings), trial_id=self.trial)
-                self._writer.file_writer.add_summary(session, global_step=0)
-            self._writer.flush()  # the kept steps on disk before the files they come from go
+                self._open.file_writer.add_summary(session, global_step=0)
+            self._open.flush()  # the kept steps on disk before the files they come from go
             for path in earlier:
                 path.unlink()
-        except Exception as err:
-            self._stop("cannot start", err)
 
-    def write(self, record: Mapping[str, Any]) -> None:
-        """Add the scalars of one log record (:func:`scalars`) at its step."""
-        if self._writer is None or record.get("event") not in PREFIXES:
-            return
-        try:
-            for tag, value in scalars(record).items():
-                self._writer.add_scalar(tag, value, record["step"])
-        except Exception as err:
-            self._stop("cannot write", err)
+    def _write(self, values: dict[str, float], step: int) -> None:
+        for tag, value in values.items():
+            self._open.add_scalar(tag, value, step)
 
     def flush(self) -> None:
         """Everything written so far to disk (before a snapshot)."""
-        if self._writer is None:
-            return
-        try:
-            self._writer.flush()
-        except Exception as err:
-            self._stop("cannot write", err)
+        if self._open is not None:
+            with self._guard(self.WRITE):
+                self._open.flush()
 
-    def close(self) -> None:
-        if self._writer is None:
-            return
-        try:
-            self._writer.close()
-        except Exception as err:
-            self._stop("cannot write", err)
-        self._writer = None
-
-    def _stop(self, what: str, err: Exception) -> None:
-        self.failed = _warn(
-            f"TensorBoard events {what} {self.folder} ({type(err).__name__}: {err}); training goes on"
-        )
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            with contextlib.suppress(Exception):
-                writer.close()
+    def _close(self, writer: Any, failed: bool = False) -> None:
+        writer.close()
 
 
 def _warn(text: str) -> str:

@@ -1,48 +1,36 @@
 """Geometry of the representation space during training: the statistics behind Li Fig. 5, 7, 8b-c, 9 and
 Nie Fig. 1b-d (train side) and Fig. 3b-e, measured on a fixed probe set of corpus sentences.
 
-The trainer calls :func:`probe_statistics` every ``analysis_every`` steps when that setting is on (off by
-default: the loop then never touches this module). The probe is encoded as Li et al.'s
-``statistics.py`` encodes its held-out data: every sentence twice with dropout on (the model in training
-mode), so view 2 is the positive of view 1 and the other sentences' view 2 are the negatives, in batches
-of ``batch`` (Li: N = 128); the vectors are those the loss sees (the head's output), L2-normalised.
-Per batch, anchors are view 1's rows (SimCSE's and Li's orientation):
+:func:`probe_statistics` (every ``analysis_every`` steps, off by default) encodes the probe as Li et al.'s
+``statistics.py`` does: every sentence twice with dropout on, in batches of ``batch`` (Li: N = 128); view
+2 is view 1's positive, the other sentences' view 2 its negatives; vectors are the head's output,
+L2-normalised, anchors view 1's rows:
 
-- ``mu_pos``, ``sigma_pos``, ``mu_neg``, ``sigma_neg``: mean and standard deviation of the angles
-  θ_ii' (anchor-positive) and θ_ij' (anchor-negative, j ≠ i) pooled over the probe (Li Fig. 9, the
-  estimates behind the N(μ, σ²) model of §3.1); ``cos_pos``, ``cos_neg``: mean cosines (Li Fig. 8c).
-- ``align`` = mean ‖z_i − z'_i‖², ``uniformity`` = log mean exp(−2‖z_a − z_b‖²) over pairs of distinct
-  probe sentences, the mean of the two views' values (Wang & Isola; Nie Fig. 1b-d "train"); ``l_cl`` =
-  InfoNCE at τ = 0.05 (Nie's L_cl) per anchor over its batch, averaged.
-- ``d_gap``: Nie Fig. 3's distance gap: per anchor, the mean Euclidean distance to the negatives minus
-  the distance to the positive, averaged over anchors.
-- ``gd_active``: share of anchors whose GD indicator of Li's baseline is on, s_ii − max_{j≠i} s_ij < m
-  (m = :data:`LI_BASELINE_M`); the two statistics below are taken over these anchors only, as the
-  authors' ``cal_dynamic_ratio`` and ``cal_hard_neg_percentage`` do.
-- ``ratio``: the dynamic ratios of ArcCon sin(θ_ii' + u)/sin θ_ii' (u = 10°), MET ‖z_i − z'_j*‖ /
-  ‖z_i − z'_i‖ and MAT sqrt((1 − cos² θ_ij*') / (1 − cos² θ_ii')), with j* the hardest negative (Li
-  Fig. 8b); ``hardest_share[τ]``: the hardest negative's share of the anchor's update direction under
-  the exponential weight W_ij = softmax_j(s_ij/τ): with v_j = z'_j − s_ij z_i (the tangent direction
-  towards negative j) and c = Σ_j W_ij v_j, share = (W_ij* v_j*) · c / ‖c‖² (the authors' projection
-  of the hardest term on the combined direction; Li Fig. 7).
-- ``lemma1[λ]``: Li's Lemma 1 for the GD-active anchors and their hardest negative: the least ratio
-  r_min = 1/λ + sin θ_ij' cos α / sin θ_ii' − sqrt(1/λ² − sin² θ_ij' sin² α / sin² θ_ii') for which a
-  step λ(r h'_i − h'_j) brings the anchor closer to its positive, α the angle between the tangent
-  directions towards the positive and the negative; kept where the authors' ``cal_r_requirements``
-  keeps it (cos θ_ii', cos θ_ij', cos α > 0 and a real root). ``n`` such anchors, ``share_r1`` the share
-  of them that r = 1 satisfies, ``hist`` the counts of r_min (clamped) in :data:`MIN_RATIO_BINS` bins
-  over :data:`MIN_RATIO_RANGE` (Li Fig. 8a). The λ values (:data:`LEMMA1_LAMBDAS`) are ours: neither
-  the paper nor the authors' scripts give them.
-- ``hist``: counts of the anchor-positive and anchor-negative cosines in :data:`HIST_BINS` equal bins
-  over [−1, 1] (Li Fig. 5's densities).
+- ``mu_pos``, ``sigma_pos``, ``mu_neg``, ``sigma_neg``: mean and standard deviation of the angles θ_ii'
+  and θ_ij' (j ≠ i) (Li Fig. 9, the N(μ, σ²) model of §3.1); ``cos_pos``, ``cos_neg``: mean cosines
+  (Li Fig. 8c).
+- ``align`` = mean ‖z_i − z'_i‖², ``uniformity`` = log mean exp(−2‖z_a − z_b‖²) over distinct pairs,
+  the two views' mean (Wang & Isola; Nie Fig. 1b-d); ``l_cl`` = InfoNCE at τ = 0.05 (Nie's L_cl).
+- ``d_gap``: Nie Fig. 3's distance gap, mean distance to the negatives minus that to the positive.
+- ``gd_active``: share of anchors with Li's baseline GD indicator on, s_ii − max_{j≠i} s_ij < m
+  (m = :data:`LI_BASELINE_M`); ``ratio`` and ``hardest_share`` are over these anchors only, as the
+  authors' ``cal_dynamic_ratio`` and ``cal_hard_neg_percentage``.
+- ``ratio``: dynamic ratios of ArcCon sin(θ_ii' + u)/sin θ_ii' (u = 10°), MET ‖z_i − z'_j*‖ /
+  ‖z_i − z'_i‖ and MAT sqrt((1 − cos² θ_ij*') / (1 − cos² θ_ii')), j* the hardest negative (Li Fig.
+  8b); ``hardest_share[τ]``: j*'s share of the update direction under W_ij = softmax_j(s_ij/τ): with
+  v_j = z'_j − s_ij z_i and c = Σ_j W_ij v_j, share = (W_ij* v_j*) · c / ‖c‖² (Li Fig. 7).
+- ``lemma1[λ]``: Li's Lemma 1 for the GD-active anchors and j*: the least ratio r_min = 1/λ + sin θ_ij'
+  cos α / sin θ_ii' − sqrt(1/λ² − sin² θ_ij' sin² α / sin² θ_ii') for which a step λ(r h'_i − h'_j)
+  brings the anchor closer to its positive, α the angle between the tangent directions towards positive
+  and negative; kept where ``cal_r_requirements`` keeps it (cos θ_ii', cos θ_ij', cos α > 0, a real
+  root): ``n`` anchors, ``share_r1`` the share r = 1 satisfies, ``hist`` of r_min (clamped) in
+  :data:`MIN_RATIO_BINS` bins over :data:`MIN_RATIO_RANGE` (Li Fig. 8a). The λ values are ours.
+- ``hist``: the anchor-positive and anchor-negative cosines in :data:`HIST_BINS` bins over [−1, 1]
+  (Li Fig. 5).
 
-The trainer adds ``dev_l_cl``, ``dev_align``, ``dev_uniformity``, ``dev_d_gap``, ``dev_cos_pos``,
-``dev_cos_neg``: the same measures on the dev split's sentences (up to ``analysis_sentences`` of them, in
-an order drawn from the seed), for Nie's dev-set L_cl.
-
-Dropout masks of the probe are drawn from a generator forked from the training RNG and seeded by
-``(seed, step)``, so turning the analysis on changes no training number and a resumed run logs the same
-statistics.
+The trainer adds the same measures on up to ``analysis_sentences`` dev sentences (``dev_l_cl``, ...;
+Nie's dev-set L_cl). The probe's dropout comes from a generator seeded by ``(seed, step)``, so the
+analysis changes no training number and a resumed run logs the same statistics.
 
 [0] Li, Zhang & Nie 2024, §3.2 and App. A; authors' ``statistics.py`` (github.com/BDBC-KG-NLP/
     UnderstandingCSE). [1] Nie et al. 2023, Fig. 1 and Fig. 3.

@@ -1,23 +1,12 @@
 """The one training loop of both trainers: steps, the log's intervals, evaluations, snapshots, the end.
 
-The sentence trainer (:mod:`contrastlab.training.sentence`) and the image trainer
-(:mod:`contrastlab.training.vision`) each describe their run as a :class:`Track`: its batches' order, its
-step, its log line's statistics, its evaluations (STS dev, the geometry probe, the kept-epoch
-validation) and what its snapshot carries besides the training state. This module runs any track on a
-:class:`~contrastlab.training.runtime.TrainingRun` at the shared cadences:
-
-- a step's batch is the rows ``position * batch_size`` onwards of its epoch's order (a permutation drawn
-  per epoch, :func:`~contrastlab.training.runtime.epoch_order`);
-- a log line every ``log_every`` steps and at the last step; an evaluation every ``every`` steps of its
-  own and at the last step, those marked ``at_start`` also at step 0 of a fresh run (never on resume);
-- a snapshot where the run says one is due (``state_every`` / ``state_minutes``), the non-finite check
-  at every step that reads the device anyway (logging, evaluating, a snapshot) or at ``check_every``;
-- a fresh run begins its log, a resumed one loads the snapshot and the track's selection
-  (:func:`begin`); the summary and the log's end record share their fields (:func:`summarise`).
-
-The order of the work in a step (the rate read, the step, its record, the check, the log line, the
-evaluations, the snapshot) is the one both trainers always had, so their numbers, logs and snapshots
-are unchanged by sharing it.
+Each trainer describes its run as a :class:`Track`, which this module runs on a
+:class:`~contrastlab.training.runtime.TrainingRun` at the shared cadences: a step's batch is the rows
+``position * batch_size`` onwards of its epoch's seeded permutation; a log line every ``log_every``
+steps and at the last; each evaluation every ``every`` steps of its own and at the last (``at_start``
+ones also at step 0 of a fresh run); a snapshot when the run says one is due; the non-finite check at
+every step that reads the device anyway, or at ``check_every``. The order of the work in a step is the
+one both trainers always had, so their numbers, logs and snapshots are unchanged by sharing it.
 """
 
 from __future__ import annotations
@@ -236,6 +225,22 @@ def summarise(
     keys = (*end_keys, "steps", "timings", "device_name", "peak_gpu_memory_gib", "start", "phases")
     run.log.write({"event": "end", **{k: summary[k] for k in keys}})
     return summary
+
+
+def finish(run: TrainingRun, track: Track, summary: Mapping[str, Any], export, keep_state: bool) -> None:
+    """The run's end once its summary is written: a "finished" snapshot (a kill during the export, or
+    outputs removed after the job, only redo the export), then :func:`export_outputs`."""
+    finished = {"fingerprint": track.fingerprint, "runtime": run.runtime_key(), "finished": True}
+    st.save_state(run.state_dir, {**finished, "summary": summary}, {"finished": True})
+    export_outputs(run, export, keep_state)
+
+
+def export_outputs(run: TrainingRun, export: Callable[[], None], keep_state: bool) -> None:
+    """``export()`` (the outputs copied out of the state folder), then the state folder removed unless
+    ``keep_state`` (a workflow job keeps it until Snakemake has accepted the outputs)."""
+    export()
+    if not keep_state:
+        shutil.rmtree(run.state_dir, ignore_errors=True)
 
 
 def link_or_copy(source: str, destination: str) -> None:

@@ -1,9 +1,7 @@
 """Where a training job's time went, from its process's start: the phases its summary and log record.
 
-On an H200 (gpu-h200-2026-11-28) about 28 s of every 43 s sentence training job lay outside the trainer's
-own total, with the GPU slot held, and nothing said where. A trainer now marks the end of each phase
-(:meth:`Phases.mark`) and :class:`~contrastlab.training.runtime.TrainingRun` splits its step loop; the
-summary's ``phases`` partition the job's wall time into
+The trainers mark the end of each phase (:meth:`Phases.mark`); the summary's ``phases`` partition the
+job's wall time into
 
 ===============  ==========================================================================================
 interpreter_s    the process's start to the job script's hand-over (Python, Snakemake's preamble, the
@@ -27,10 +25,8 @@ after_s          what the job did after its summary: the finished state, the exp
 ===============  ==========================================================================================
 
 and ``total_s`` from the process's start to the summary, then (:func:`close_summary`) to the job's last
-write: only the interpreter's exit lies after it. ``start`` says how the job began: warm (a fork of
-a starter that had imported torch and transformers) or cold, and why (the workflow's job frame notes
-:func:`contrastlab.workflow.job_start.start_record` through :func:`note_job_start`; ``None`` outside a
-Snakemake job).
+write. ``start`` says how the job began, warm (a fork of a starter with torch imported) or cold, and
+why (:func:`note_job_start`; ``None`` outside a Snakemake job).
 """
 
 from __future__ import annotations

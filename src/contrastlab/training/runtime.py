@@ -1,42 +1,24 @@
-"""What every trainer of the package needs, written once: device, precision, the optimiser step,
-snapshots and resume, the non-finite-loss policy, interval logging and timings.
-
-The sentence trainer (:mod:`contrastlab.training.sentence`, the SimCSE protocol) and the vision trainer
-(:mod:`contrastlab.training.vision`, the MACL/OAR protocol) keep only what differs between them (the
-batches, the forward pass, the loss, the dev selection) as a track of the one loop
-(:mod:`contrastlab.training.loop`), which drives a :class:`TrainingRun`.
+"""What every trainer needs, written once: device, precision, the optimiser step, snapshots and resume,
+the non-finite-loss policy, interval logging and timings. Both trainers are tracks of the one loop
+(:mod:`.loop`), which drives a :class:`TrainingRun`.
 
 Precision is one explicit choice, resolved once per run and recorded in its summary
 (:meth:`Precision.record`):
 
-- ``fp32``: IEEE fp32 matrix products *and* convolutions. Both TF32 switches are set to ``ieee`` for
-  every step: PyTorch's own defaults differ (matmuls IEEE, cuDNN convolutions TF32), which would make
-  "fp32" mean TF32 for the vision track only.
-- ``tf32``: fp32 weights and activations, TF32 tensor-core matrix products and convolutions inside the
-  training step only (dev evaluation stays IEEE fp32). The closest fast setting to the papers' fp32 runs
-  on V100s (which have no TF32): about 10 significant bits in each product's inputs instead of 24. On a
-  CPU there is no TF32: it resolves to ``fp32``.
-- ``bf16``: bf16 autocast of the encoder; the projection head and the loss run in fp32 outside autocast
-  (``head_autocast`` puts the head inside, see below).
-- ``fp16``: fp16 autocast with dynamic loss scaling (:class:`torch.amp.GradScaler`), SimCSE's
-  ``--fp16``. A step whose scaled gradients overflow is skipped (weights unchanged, scale halved, the
-  skip counted in the log); the run stops only when the loss itself is not finite in fp32, or after
-  :data:`FP16_MAX_CONSECUTIVE_SKIPS` skipped steps in a row. Runs on a CPU too (PyTorch's CPU autocast
-  and ``GradScaler("cpu")``), which is how the test suite exercises it.
-- ``auto``: ``bf16`` on a CUDA device with native bf16 (``is_bf16_supported(including_emulation=False)``:
-  never emulated bf16), ``fp32`` elsewhere.
+- ``fp32``: IEEE fp32 matrix products *and* convolutions (PyTorch's defaults would run cuDNN
+  convolutions in TF32, making "fp32" mean TF32 for the vision track only).
+- ``tf32``: TF32 matrix products and convolutions inside the training step only (dev evaluation stays
+  IEEE fp32). On a CPU: ``fp32``.
+- ``bf16``: bf16 autocast of the encoder; head and loss in fp32 (unless ``head_autocast``).
+- ``fp16``: fp16 autocast with dynamic loss scaling (SimCSE's ``--fp16``). A step whose scaled
+  gradients overflow is skipped and counted; the run stops when the fp32 loss is not finite, or after
+  :data:`FP16_MAX_CONSECUTIVE_SKIPS` skips in a row.
+- ``auto``: ``bf16`` on a CUDA device with native bf16, ``fp32`` elsewhere.
 
-Snapshots (model, optimiser, scheduler, loss scaler, every RNG, the log offset and the running log
-interval) are written every ``state_every`` steps and/or every ``state_minutes`` minutes, whichever
-comes first (a BERT-base snapshot with AdamW's moments is about 1.3 GB: on a GPU the time rule keeps
-a cell to a handful of them). A snapshot records the device type and the resolved precision it was
-written under; resuming it under another device type or precision stops with one line naming both
-(:class:`SnapshotMismatchError`), instead of crashing on an empty scaler state or silently changing
-precision half-way. On a CPU a resumed run is bit-identical to an uninterrupted one.
-
-Live curves: every record of the JSONL log is mirrored as TensorBoard scalars in the run's
-``events_dir`` (:mod:`contrastlab.training.events`: no extra host sync, curves continued without
-duplicated steps on resume, never a reason for the run to fail).
+Snapshots (model, optimiser, scheduler, loss scaler, every RNG, the log offset and interval) are written
+every ``state_every`` steps and/or ``state_minutes`` minutes, whichever comes first. Each records its
+device type and precision; resuming under others stops with one line naming both
+(:class:`SnapshotMismatchError`). On a CPU a resumed run is bit-identical to an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -45,6 +27,7 @@ import contextlib
 import functools
 import json
 import platform
+import random
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -57,6 +40,7 @@ import torch
 
 from contrastlab.models import pick_device
 from contrastlab.precision import fp32_mode_now, resolve, set_fp32_mode  # noqa: F401 (fp32_mode_now: re-exported)
+from contrastlab.training import capture
 from contrastlab.training import state as st
 from contrastlab.training.events import TensorBoardLog, WandbLog, WandbRun, default_events_dir
 from contrastlab.training.phases import Phases
@@ -166,6 +150,13 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine()
 
 
+def seed_all(seed: int) -> None:
+    """Python's, NumPy's and torch's global generators seeded with ``seed`` (before a model is built)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
 def epoch_order(n_items: int, seed: int, epoch: int) -> np.ndarray:
     """The order of one epoch's items (a permutation drawn from ``(seed, epoch)``)."""
     return np.random.default_rng([seed, epoch]).permutation(n_items)
@@ -236,15 +227,11 @@ class TrainingRun:
 
     ``state_every`` / ``state_minutes``: a snapshot is due every ``state_every`` steps and/or once
     ``state_minutes`` have passed since the last one (``None`` switches a rule off). ``check_every``:
-    how often the device-side non-finite flag is read (a host sync); ``0`` = only at the steps that sync
-    anyway (logging, evaluation, snapshots), the CUDA default; ``None`` = every step on a CPU (it costs
-    nothing there), ``0`` on CUDA. Either way the error names the first non-finite step.
-    ``events_dir``: the run's TensorBoard folder (None: no events), ``hparams`` the settings its HParams
-    session shows (:class:`~contrastlab.training.events.TensorBoardLog`); ``wandb_run``: the cell's W&B
-    run, given the same settings and scalars (:class:`~contrastlab.training.events.WandbLog`; None: no
-    W&B); ``cell``: the cell the run trains (a job's wildcards), whose experiment, backbone, method and
-    seed both record beside the settings and whose path names the HParams trial (None: a run of no cell).
-    ``clock`` is for tests.
+    how often the device-side non-finite flag is read (a host sync); ``0``: only at the steps that sync
+    anyway; ``None``: every step on a CPU (free there), ``0`` on CUDA. The error names the first
+    non-finite step. ``events_dir`` (None: no events) and ``hparams``: the TensorBoard folder and the
+    settings its HParams session shows; ``wandb_run``: the cell's W&B run (None: none); ``cell``: the
+    cell trained (a job's wildcards), recorded by both beside the settings. ``clock`` is for tests.
     """
 
     def __init__(
@@ -299,10 +286,13 @@ class TrainingRun:
         """The run of a trainer's settings (their ``precision``, ``state_every``, ``state_minutes``, and
         ``tensorboard``: events in ``events_dir``, by default beside the state folder
         (:func:`~contrastlab.training.events.default_events_dir`), or none); the events' HParams are
-        the settings' ``to_dict()``."""
+        the settings' ``to_dict()``. An explicit ``cuda_graph: true`` off CUDA raises one line here."""
         rules = {k: getattr(settings, k) for k in ("precision", "state_every", "state_minutes")}
         events = (events_dir or default_events_dir(state_dir)) if settings.tensorboard else None
-        return cls(state_dir, **rules, events_dir=events, hparams=settings.to_dict(), **kwargs)
+        run = cls(state_dir, **rules, events_dir=events, hparams=settings.to_dict(), **kwargs)
+        if settings.cuda_graph:  # before anything is loaded: the one-line error comes first
+            capture.require_cuda(run.device)
+        return run
 
     # -- description -----------------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -357,16 +347,13 @@ class TrainingRun:
     ) -> torch.Tensor | None:
         """Unscale (fp16), clip the true gradients' norm to ``clip_norm``, step, update the scale, zero
         the gradients (unless ``zero_grad`` is False: a captured step's backward rewrites them). Returns
-        the gradient norm before clipping (a device tensor) or None. An fp16 step
-        whose gradients overflowed is skipped by the scaler and counted on the device; too many in a row
-        raise at the next :meth:`check_finite`. No host sync on CUDA (fused optimizers take the scaler's
-        ``found_inf`` on the device; PyTorch's unfused path, a CPU's default, reads it)."""
+        the norm before clipping (a device tensor) or None. An overflowed fp16 step is skipped and counted
+        on the device (too many in a row raise at :meth:`check_finite`). No host sync on CUDA."""
         self.scaler.unscale_(optimizer)  # no-op unless fp16: clipping must see the true gradients
         grad_norm = torch.nn.utils.clip_grad_norm_(params, clip_norm) if clip_norm is not None else None
         if self.scaler.is_enabled():
-            # The scale falls exactly when the scaler skipped the step (overflowed gradients). Compared on
-            # the device: get_scale() would sync twice per step (review defect N9). _get_scale_async is the
-            # scaler's own sync-free accessor of its scale tensor (PyTorch's fused optimizers read it too).
+            # The scale falls exactly when the scaler skipped the step. Compared on the device with the
+            # scaler's sync-free accessor: get_scale() would sync twice per step.
             before = self.scaler._get_scale_async().clone()
             self.scaler.step(optimizer)
             self.scaler.update()
@@ -588,11 +575,9 @@ class TrainingRun:
         after: Callable[[], None] | None = None,
     ) -> None:
         """A resumable snapshot after ``step``: the state copied to host memory now, written to disk in the
-        background (:mod:`contrastlab.training.snapshots`; atomic, :mod:`contrastlab.training.state`).
-        ``attached``: more device state copied at this step (a best checkpoint's weights), which
-        ``write_attached(host copy)`` writes before the snapshot itself; ``after()`` runs once the snapshot
-        is on disk (the clean-up that the new snapshot makes safe). ``timings["state_s"]`` is the time the
-        loop waited (the copy, and a previous write still in flight)."""
+        background (:mod:`.snapshots`, atomically). ``attached``: more device state copied now (a best
+        checkpoint's weights) that ``write_attached(host copy)`` writes first; ``after()`` runs once the
+        snapshot is on disk. ``timings["state_s"]`` is the time the loop waited."""
         with self.pause("state_s"):
             self.snapshots.wait()  # its buffers are about to be reused; a failed write raises here
             self.events.flush()  # the curves up to this step on disk before the snapshot is

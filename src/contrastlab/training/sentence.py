@@ -1,58 +1,39 @@
 """Unsupervised SimCSE-protocol training of a sentence encoder with any loss of ``contrastlab.losses``.
 
 One call of :func:`train` trains one cell (protocol, loss, backbone, seed) as protocol.md §2 describes;
-the step itself (heads, both dropout views, gradient caching over ``grad_accum`` micro-batches) is
-:mod:`contrastlab.training.sentence_step`.
+the step (heads, both dropout views, ``grad_accum`` micro-batches) is :mod:`.sentence_step`.
 
-- The protocol: the ``simcse`` or ``li2024`` head; under ``li2024`` the whole embedding module (word,
-  position, type embeddings and their LayerNorm) frozen; AdamW (β 0.9/0.999, eps 1e-8, weight decay 0),
-  lr decaying linearly to 0 over the run, no warmup, gradient norm clipped to 1.0; truncation to
-  ``max_length`` tokens, dynamic padding; one epoch in an order drawn from the seed, the last incomplete
-  batch dropped (a batch of one has no negatives).
-- Model selection: every ``eval_every`` steps and at the last step, STS-B dev Spearman, the best
-  checkpoint kept. The dev embedding is ``dev_pooling``: ``cls`` = the raw [CLS] (SimCSE's
-  ``--mlp_only_train``, Li et al.), or ``cls_mlp`` = [CLS] through the training head, which is what Nie et
-  al.'s run script selected with (it omits ``--mlp_only_train``, so SimCSE's ``cls`` pooler keeps the MLP
-  at dev time). The saved checkpoint and the test evaluation always use the raw [CLS]. Step 0 (the
-  backbone before training) is evaluated and logged for reference but is never selected.
+- The protocol: the ``simcse`` or ``li2024`` head (``li2024`` freezes the embedding module); AdamW (β
+  0.9/0.999, eps 1e-8, no weight decay), the rate decaying linearly to 0, no warmup, gradients clipped
+  to norm 1.0; truncation to ``max_length`` tokens, dynamic padding; one epoch in a seeded order, the
+  last incomplete batch dropped.
+- Model selection: STS-B dev Spearman every ``eval_every`` steps and at the last, the best checkpoint
+  kept. The dev embedding is ``dev_pooling``: ``cls`` = the raw [CLS] (SimCSE's ``--mlp_only_train``,
+  Li et al.), or ``cls_mlp`` = [CLS] through the head, as Nie et al.'s run script selected. The saved
+  checkpoint and the test use the raw [CLS]. Step 0 is evaluated and logged, never selected.
+- Precision (:class:`~contrastlab.training.runtime.Precision`): bf16/fp16 autocast covers the encoder
+  only; head and loss run in fp32 unless ``head_autocast`` (SimCSE's ``--fp16``).
 
-Precision (``precision``): ``fp32``, ``tf32``, ``bf16``, ``fp16`` or ``auto``, resolved and recorded
-by :class:`~contrastlab.training.runtime.Precision` (see there for what each does and costs). Under
-bf16/fp16 autocast covers the encoder only: the head and the loss run in fp32 (the head's output is
-not rounded to bf16 before a loss at tau = 0.01), except where ``head_autocast`` puts the head inside
-autocast, which is what SimCSE's ``--fp16`` runs did (HF Trainer's amp wraps the whole forward, MLP
-included): the MACL cells of config.yaml that reproduce SimCSE's fp16 set it.
-
-Speed: the corpus is tokenised once per tokenizer (``training.corpus``); on CUDA fused AdamW; the step
-never synchronises with the host (the loss's stats are computed after it, at log steps only; the NaN
-guard and fp16's skip count accumulate on the device), and the loop reads the device only at logging,
-evaluation and snapshot steps. Decided per device where a cell sets nothing (:func:`_for_device`): on
-CUDA the step is one CUDA graph (``cuda_graph``, :mod:`contrastlab.training.capture`) and dev batches are
-512, except IEEE fp32, which takes the padding-free step (``padding_free``,
-:mod:`contrastlab.models.packed`); a CPU runs the padded eager step with dev batches of 128, as it always
-did. docs/training-speed.md says what each path does and what it measured. Resuming and snapshots: see
-``training.runtime``; on CPU a resumed run is bit-identical to an uninterrupted one.
-
-The file reads in the order a run goes: :class:`TrainSettings`, :func:`train`, then the helpers in the
-order :func:`train` calls them.
+The step never synchronises with the host; where a cell sets nothing,
+:func:`~contrastlab.training.capture.for_device` picks the fast path (docs/training-speed.md). On CPU a
+resumed run is bit-identical to an uninterrupted one (:mod:`.runtime`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
 import math
-import os
-import random
 import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -74,6 +55,7 @@ from contrastlab.training.runtime import (
     TrainingRun,
     build_optimizer,
     epoch_order,
+    seed_all,
 )
 from contrastlab.training.sentence_probe import GeometryProbe
 from contrastlab.training.sentence_select import DevSelection
@@ -110,6 +92,7 @@ LATER_DEFAULTS = {
 class TrainSettings:
     """Everything that defines one training run (a flat dict of these is the workflow's params)."""
 
+    TRACK: ClassVar[str] = "sentence"  # families.step_mode's track
     loss: str  # a name of contrastlab.losses.LOSSES
     loss_hp: Mapping[str, Any] = field(default_factory=dict)  # build_loss keyword arguments
     protocol: str = "simcse"  # "simcse" or "li2024" (head shape/init, frozen embeddings)
@@ -202,6 +185,7 @@ def train(
     *,
     backbone_dir: str | Path,
     corpus_path: str | Path,
+    corpus_sha256: str | None = None,
     dev_data_dir: str | Path,
     out_dir: str | Path,
     log_path: str | Path,
@@ -217,26 +201,22 @@ def train(
 ) -> dict[str, Any]:
     """Train one cell; write the best checkpoint to ``out_dir`` and the JSONL log to ``log_path``.
 
-    ``state_dir`` holds snapshots while training (a rerun resumes from them; deleted on success, unless
-    ``keep_state``: a workflow job keeps the finished snapshot until Snakemake has accepted its outputs,
-    so that a rerun after a post-job failure only re-exports; contrastlab.workflow.finished removes it);
-    ``cache_dir`` the tokenised corpus (default ``resources/cache``); ``check_every`` the non-finite
-    check's cadence (:class:`~contrastlab.training.runtime.TrainingRun`); ``events_dir`` the TensorBoard
-    run folder (default ``<state_dir>.tensorboard``), ``wandb_run`` the cell's W&B run (None: none),
-    ``cell`` the cell trained (a job's wildcards: its fields and path label both runs; None: none).
-    Returns the summary written to ``out_dir/train_summary.json``: best dev score and step, steps,
-    timings, device, settings, meta.
+    ``state_dir`` holds snapshots (a rerun resumes from them), deleted on success unless ``keep_state``
+    (a workflow job keeps the finished state until Snakemake has accepted its outputs, so a rerun only
+    re-exports); ``corpus_sha256`` the corpus's digest where the job has it (None: hashed here);
+    ``cache_dir`` the tokenised corpus (default ``resources/cache``); ``check_every``, ``events_dir``
+    (default ``<state_dir>.tensorboard``), ``wandb_run`` and ``cell``: as
+    :class:`~contrastlab.training.runtime.TrainingRun` takes them. Returns the summary written to
+    ``out_dir/train_summary.json``.
     """
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run, cell=cell)
-    if settings.cuda_graph:  # before anything is loaded: the one-line error comes first
-        capture.require_cuda(run.device)
     with capture.deterministic_algorithms(settings.deterministic):
         return _train(
             settings,
             run,
             Path(backbone_dir),
-            corpus_path,
+            (corpus_path, corpus_sha256),  # the path, and its digest where the job has it
             dev_data_dir,
             out_dir,
             log_path,
@@ -249,7 +229,7 @@ def _train(
     configured: TrainSettings,
     run: TrainingRun,
     backbone_dir: Path,
-    corpus_path,
+    corpus,
     dev_data_dir,
     out_dir,
     log_path,
@@ -259,7 +239,7 @@ def _train(
     """:func:`train`'s body: the settings decided for the device (``s``; the snapshot fingerprint reads
     the ``configured`` ones, so a snapshot written before a default became device-dependent resumes)."""
     s, notes = _for_device(configured, run, backbone_dir)  # said once the run's log has begun
-    data = _load_corpus(s, backbone_dir, corpus_path, cache_dir, run.progress)
+    data = _load_corpus(s, backbone_dir, corpus, cache_dir, run.progress)
     run.phases.mark("data_s")
     model, head, head_name, params = _build_model(s, backbone_dir, run.device)
     optimizer, scheduler = _optimizer(s, run, params, data.total_steps)
@@ -272,12 +252,11 @@ def _train(
     # Dev batches are sorted by length (little padding to drop): the padded model encodes them either way.
     select = DevSelection(s, run, evaluator, model, head, data.tokenizer)
     analyse = GeometryProbe(s, run, data, evaluator, model, head)
-    fingerprint, run_info = _identity(configured, run, data, backbone_dir, corpus_path, head_name, params)
+    fingerprint, run_info = _identity(configured, run, data, backbone_dir, corpus[0], head_name, params)
     saved = run.load_snapshot(fingerprint)
     if saved is not None and saved.get("finished"):  # killed while exporting: only the export is left
-        _export(run.state_dir, saved["summary"], Path(out_dir), Path(log_path))
-        if not keep_state:
-            shutil.rmtree(run.state_dir, ignore_errors=True)
+        export = functools.partial(_export, run.state_dir, saved["summary"], Path(out_dir), Path(log_path))
+        loop.export_outputs(run, export, keep_state)
         return saved["summary"]
     parts = StepParts(model, head, loss_fn, optimizer, params, data)  # the encoder decided at prepare()
     track = _SentenceTrack(s, run, parts, scheduler, select, analyse, fingerprint)
@@ -356,9 +335,8 @@ def _optimizer(s: TrainSettings, run: TrainingRun, params, total: int):
 
 def _graph(s: TrainSettings, run: TrainingRun, parts: StepParts, model: nn.Module, start: int):
     """``(s, parts, graph)``: the captured step where ``s`` asks for one (:func:`_capture_step`), else
-    None. Where the step cannot be captured (named in one line there) ``s`` says ``cuda_graph: false``
-    and ``compile: false``, as the summary does, and ``parts`` encode with ``model`` itself: a compiled
-    module whose capture failed can fail again in the eager step."""
+    None. Where it cannot be captured ``s`` says ``cuda_graph: false`` and ``compile: false`` and
+    ``parts`` encode with ``model`` itself (a compiled module can fail again eagerly)."""
     graph = _capture_step(s, run, parts, start) if s.cuda_graph else None
     if s.cuda_graph and graph is None:
         s = dataclasses.replace(s, cuda_graph=False, compile=False)
@@ -374,7 +352,7 @@ def _for_device(configured: TrainSettings, run: TrainingRun, backbone_dir: Path)
     return capture.for_device(configured, run.device, precision=run.precision.name, model_type=model_type)
 
 
-def _load_corpus(s: TrainSettings, backbone_dir: Path, corpus_path, cache_dir, progress: bool) -> _Corpus:
+def _load_corpus(s: TrainSettings, backbone_dir: Path, corpus, cache_dir, progress: bool) -> _Corpus:
     from transformers import AutoTokenizer
 
     t = time.perf_counter()
@@ -384,8 +362,9 @@ def _load_corpus(s: TrainSettings, backbone_dir: Path, corpus_path, cache_dir, p
         )
     tokenizer = AutoTokenizer.from_pretrained(backbone_dir)
     cache = DEFAULT_CACHE_DIR if cache_dir is None else cache_dir
+    corpus_path, digest = corpus
     sentences, cache_path = load_tokenized_corpus(
-        corpus_path, tokenizer, s.max_length, cache, progress=progress
+        corpus_path, tokenizer, s.max_length, cache, progress=progress, corpus_sha256=digest
     )
     trainable = len(sentences) - (s.analysis_sentences if s.analysis_every and s.analysis_holdout else 0)
     if trainable < 2:
@@ -417,9 +396,7 @@ class _Corpus:
 
 def _build_model(s: TrainSettings, backbone_dir: Path, device: torch.device):
     """The seeded backbone and head on ``device`` (train mode) and the trainable parameters."""
-    random.seed(s.seed)
-    np.random.seed(s.seed)
-    torch.manual_seed(s.seed)
+    seed_all(s.seed)
     model = _load_model(backbone_dir, s.dropout)
     head, head_name = build_head(
         s.protocol,
@@ -497,9 +474,8 @@ def _backbone_fingerprint(backbone_dir: Path) -> str:
 def _capture_step(
     s: TrainSettings, run: TrainingRun, parts: StepParts, start: int
 ) -> capture.CapturedStep | None:
-    """The whole step as one CUDA graph (``cuda_graph``), captured once after any resume and warmed up
-    on the first batch the run will train on; None (named in one line, which says whether the step was
-    the compiled one) where the step cannot be captured: the run takes the eager step."""
+    """The whole step as one CUDA graph, captured after any resume and warmed up on the run's next
+    batch; None (named in one line) where it cannot be captured."""
     corpus = parts.corpus
     epoch, position = divmod(start, corpus.steps_per_epoch)
     rows = epoch_order(corpus.n_sentences, s.seed, epoch)[
@@ -550,10 +526,9 @@ def _step(s: TrainSettings, run: TrainingRun, parts: StepParts, rows, step: int,
 
 def _batch(s: TrainSettings, data: _Corpus, rows, device: torch.device, count=None):
     """The corpus rows ``rows`` as padded ``(input_ids, attention_mask)`` on ``device``: as wide as their
-    longest sentence, or ``max_length`` with static shapes (``static_shapes`` or ``cuda_graph``); the
-    real tokens counted as ``count(real_tokens=...)`` (:meth:`TrainingRun.count`) when given. A
-    ``padding_free`` step's mask stays on the host: the encoder builds its gather indices from it, where
-    a device mask would cost a host sync per forward (``nonzero``; review S3)."""
+    longest sentence, or ``max_length`` with ``static_shapes`` or ``cuda_graph``; the real tokens counted
+    as ``count(real_tokens=...)`` when given. A ``padding_free`` step's mask stays on the host (its
+    gather indices would cost a host sync per forward from a device mask)."""
     pad_id = data.tokenizer.pad_token_id
     ids, mask = data.sentences.batch(rows, pad_id)
     if count is not None:  # counted on the host copy: no device sync
@@ -564,9 +539,7 @@ def _batch(s: TrainSettings, data: _Corpus, rows, device: torch.device, count=No
 
 
 def _finish(run: TrainingRun, track: _SentenceTrack, data: _Corpus, run_info, out_dir, log_path, keep_state):
-    """Summary, end record, a "finished" snapshot (a kill during the export, or outputs removed after the
-    job, only redo the export), the best checkpoint and the log exported, the state folder removed
-    (unless ``keep_state``). Returns the summary."""
+    """Summary, end record, then :func:`~contrastlab.training.loop.finish`. Returns the summary."""
     s, select, total = track.s, track.select, data.total_steps
     if select.best_step is None:
         raise NonFiniteLossError(f"no dev evaluation gave a finite {s.dev_task} Spearman; nothing to save")
@@ -585,32 +558,20 @@ def _finish(run: TrainingRun, track: _SentenceTrack, data: _Corpus, run_info, ou
         }
 
     summary = loop.summarise(run, track, fields, run_info, timings, ("best_dev_spearman", "best_step"))
-    finished = {"fingerprint": track.fingerprint, "runtime": run.runtime_key(), "finished": True}
-    st.save_state(run.state_dir, {**finished, "summary": summary}, {"finished": True})
     st.prune_best(run.state_dir, {select.best_step})
-    _export(run.state_dir, summary, out_dir, log_path)
-    if not keep_state:
-        shutil.rmtree(run.state_dir, ignore_errors=True)
+    loop.finish(
+        run, track, summary, functools.partial(_export, run.state_dir, summary, out_dir, log_path), keep_state
+    )
     return summary
 
 
 def _export(state_dir: Path, summary: dict[str, Any], out_dir: Path, log_path: Path) -> None:
-    """Copy the best checkpoint (+ train_summary.json) to ``out_dir`` and the log to ``log_path``.
-
-    The checkpoint is also a sentence-transformers model with the pooling the cell is evaluated with
-    (:data:`~contrastlab.senteval.protocol.CELL_POOLING`): its files are written here, before the folder
-    becomes the job's output, so no later job touches it. The checkpoint's files are hard links of the
-    state folder's where the file system allows (the state folder is deleted next; a BERT-base copy took
-    seconds), else copies."""
+    """Copy the best checkpoint (+ train_summary.json) to ``out_dir`` (hard links where the file system
+    allows) and the log to ``log_path``. The checkpoint is also a sentence-transformers model with the
+    cell's evaluation pooling (:data:`~contrastlab.senteval.protocol.CELL_POOLING`), written here so no
+    later job touches the output."""
     with atomic_dir(out_dir) as tmp:
-        shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp, copy_function=_link_or_copy)
+        shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp, copy_function=loop.link_or_copy)
         (tmp / "train_summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
         write_sentence_transformers_files(tmp, CELL_POOLING)
     loop.copy_log(state_dir, log_path)
-
-
-def _link_or_copy(source: str, destination: str) -> None:
-    try:
-        os.link(source, destination)
-    except OSError:  # another file system, or one without hard links
-        shutil.copy2(source, destination)

@@ -1,14 +1,11 @@
 """The sentence trainer's model selection: STS dev Spearman every ``eval_every`` steps, the best checkpoint
 kept (protocol.md §2; :class:`~contrastlab.training.dev.DevEvaluator` computes the scores).
 
-A new best is kept as a copy of the weights on the training device (a device-to-device copy, no host
-sync, no file): it is written to the state folder only with the next snapshot, in the snapshot's
-background write and before the snapshot that refers to it (:meth:`DevSelection.attached`), and at the
-end of the run (:meth:`DevSelection.write_pending`). A run that keeps finding better checkpoints thus
-writes at most one per snapshot instead of one per evaluation (gpu-review S7: a BERT-base checkpoint per
-evaluation cost more than the evaluation). A kill between two snapshots loses the copy, as it loses the
-steps: the resumed run redoes them from the last snapshot, whose best checkpoint is on disk, and finds
-the same best again.
+A new best is kept as a device-to-device copy of the weights (no host sync, no file), written to the
+state folder only with the next snapshot, in its background write and before the snapshot that refers to
+it (:meth:`DevSelection.attached`), and at the end (:meth:`DevSelection.write_pending`): at most one
+checkpoint per snapshot, not one per evaluation. A kill between two snapshots loses the copy with the
+steps; the resumed run redoes them and finds the same best again.
 """
 
 from __future__ import annotations

@@ -1,20 +1,17 @@
 """One training step of the SimCSE-protocol sentence trainer (:mod:`contrastlab.training.sentence`).
 
-- Heads (:func:`build_head`): ``simcse`` = Linear(d, d) + Tanh (SimCSE's ``MLPLayer``), initialised as
-  SimCSE's ``cl_init`` does through the backbone's ``init_weights``: weight ~ N(0, ``initializer_range``)
-  (0.02 for BERT and RoBERTa), bias 0. ``li2024`` (Li et al. 2024's released code) = Linear only for
-  BERT-like backbones, Tanh → Linear for RoBERTa-like ones (``config.model_type`` in
-  :data:`ROBERTA_TYPES`), weight and bias both ~ N(0, std 6e-3) (``custom_param_init``).
+- Heads (:func:`build_head`): ``simcse`` = Linear(d, d) + Tanh (SimCSE's ``MLPLayer``), weight ~ N(0,
+  ``initializer_range``), bias 0 (SimCSE's ``cl_init``). ``li2024`` (Li et al.'s code) = Linear for
+  BERT-like backbones, Tanh → Linear for RoBERTa-like ones (:data:`ROBERTA_TYPES`), weight and bias
+  ~ N(0, 6e-3) (``custom_param_init``).
 - Views (:func:`embed_pairs`): each batch of N sentences is encoded twice in one forward pass (rows 2i
-  and 2i+1 are sentence i, as in SimCSE); dropout is the only augmentation; the last-layer [CLS]
-  (``<s>``) vector goes through the head, and the loss sees ``h1, h2 = view 1, view 2`` ([N, D],
-  float32). The encoder gets the 4D attention mask (:func:`~contrastlab.models.text.attention_bias`:
-  transformers' 2D path asks the device whether a batch has padding in every forward pass).
+  and 2i+1 are sentence i, as SimCSE); dropout is the only augmentation; the last-layer [CLS] vector
+  goes through the head, and the loss sees ``h1, h2`` ([N, D], float32). The encoder gets the 4D
+  attention mask (:func:`~contrastlab.models.text.attention_bias`: no host sync per forward).
 - Micro-batches (:func:`train_step`): ``grad_accum = k`` splits the encoder's work into k micro-batches
-  without changing the objective: the loss still sees the whole batch (gradient caching: encode the
-  micro-batches without a graph, take the loss's gradient with respect to the embeddings, then re-encode
-  each micro-batch with the same dropout masks (the RNG state is replayed) and back-propagate that
-  gradient). Micro-batching the loss itself would change the number of negatives, i.e. the method.
+  while the loss still sees the whole batch (gradient caching: encode without a graph, take the loss's
+  gradient with respect to the embeddings, re-encode each micro-batch with the same dropout masks and
+  back-propagate it). Micro-batching the loss would change the number of negatives, i.e. the method.
 """
 
 from __future__ import annotations

@@ -1,26 +1,18 @@
 """Snapshots off the training loop's critical path: the state is copied to host memory at the snapshot's
 step, and a background thread writes it to disk while the next steps train.
 
-A BERT-base cell's snapshot (weights and AdamW's two moments, about 1.3 GB) took as long to write as the
-steps between two of them (gpu-h200-2026-11-28: 3.5-4.2 s for three snapshots against 3.9 s of bf16
-steps). What must happen at the step is only the copy: the state as it is after that step, before the
-next step changes it in place. The copy goes into host buffers kept from one snapshot to the next (page-
-locked on CUDA, so the device-to-host copies run asynchronously on the training stream, ordered before the
-next step's kernels); serialising, writing, ``fsync`` and the rename are the writer thread's.
+Only the copy happens at the step, into host buffers kept from one snapshot to the next (page-locked on
+CUDA, so the copies run asynchronously on the training stream); serialising, writing, ``fsync`` and the
+rename are the writer thread's.
 
-The guarantees of :mod:`contrastlab.training.state` are kept. Each file is still written to a temporary
-name and renamed, so a SIGKILL at any moment, a background write included, leaves the previous complete
-snapshot (and the best checkpoint it refers to: :class:`SnapshotWriter` runs a snapshot's own writes and
-then its clean-up, in that order, in one thread). Only one write runs at a time: the next snapshot, the
-end of the run, or an error waits for the one in flight, and a write that failed (a full disk) raises its
-own exception there, in the training thread. The numbers written are the ones a synchronous write would
-have written, so a resumed run is bit-identical as before (tests/training/test_sentence.py).
+The guarantees of :mod:`contrastlab.training.state` hold: each file is written to a temporary name and
+renamed, so a SIGKILL at any moment leaves the previous complete snapshot and the best checkpoint it
+refers to. One write runs at a time: the next snapshot, the run's end or an error waits for it, and a
+failed write (a full disk) raises there, in the training thread. The numbers written are a synchronous
+write's, so a resumed run is bit-identical.
 
-Where the environment sets :data:`MARKER_VARIABLE`, each submission also leaves a small marker in the run's
-state folder (:func:`note_submitted`): the step submitted and how many snapshots are on disk by then
-(a submission waits for the write before it). ``make gpu-check`` kills its fp16 cell on it: a kill when the
-second snapshot is submitted finds the first complete and the cell still writing (issue 84, R1: with
-background writes, ``state.json`` appeared about when the cell ended, and a late kill missed the cell).
+Where the environment sets :data:`MARKER_VARIABLE`, each submission leaves a marker in the state folder
+(:func:`note_submitted`), on which ``make gpu-check`` kills its fp16 cell mid-write.
 """
 
 from __future__ import annotations
@@ -57,12 +49,10 @@ def note_submitted(state_dir: str | os.PathLike, step: int, on_disk: int) -> Non
 
 
 class HostBuffers:
-    """Host copies of a nest of state dicts (dicts, lists, tuples; tensors anywhere), made into buffers
-    kept from one call to the next: the same state (same tensors' shapes and dtypes, in the same order) is
-    copied into the same memory, so a snapshot allocates nothing after the first one. Device tensors go
-    into page-locked buffers with asynchronous copies; :meth:`copy` returns an event (None on a CPU) that
-    the writer waits on before it reads them. Buffers are kept at the largest state seen (a snapshot that
-    also carries a best checkpoint, then one that does not, keeps the checkpoint's buffers for the next)."""
+    """Host copies of a nest of state dicts (dicts, lists, tuples; tensors anywhere) in buffers kept from one
+    call to the next, so a snapshot allocates nothing after the first (buffers grow to the largest state
+    seen). Device tensors go into page-locked buffers with asynchronous copies; :meth:`copy` returns the
+    event (None on a CPU) the writer waits on before it reads them."""
 
     def __init__(self) -> None:
         self._buffers: list[torch.Tensor] = []

@@ -43,12 +43,10 @@ def best_dir(state_dir: Path, step: int) -> Path:
 
 
 def capture_rng(device: torch.device) -> dict[str, Any]:
-    """Every RNG a training step on ``device`` draws from (dropout uses torch's: the CPU generator and,
-    on CUDA, ``device``'s own; numpy/python for completeness), as tensors and plain values only, so that
-    the snapshot loads with ``weights_only=True``: numpy's MT19937 key is kept as an int64 tensor (a
-    pickled ndarray would need numpy's unpickling). Of the CUDA generators only ``device``'s is kept:
-    the machine's other GPUs are no part of the run, and their states would tie the snapshot to a
-    machine with as many GPUs (review C2)."""
+    """Every RNG a training step on ``device`` draws from (torch's CPU generator and, on CUDA, ``device``'s
+    own; numpy/python for completeness), as tensors and plain values only, so that the snapshot loads with
+    ``weights_only=True`` (numpy's MT19937 key as an int64 tensor). Only ``device``'s CUDA generator is
+    kept: other GPUs are no part of the run and would tie the snapshot to a machine with as many GPUs."""
     name, key, pos, has_gauss, gauss = np.random.get_state()
     numpy_state = (name, torch.from_numpy(key.astype(np.int64)), int(pos), int(has_gauss), float(gauss))
     state = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}

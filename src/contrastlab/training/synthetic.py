@@ -1,28 +1,21 @@
 """The synthetic study of the OAR paper (OAR §3, Table 2): does a loss fuse three clusters onto a line?
 
-§3 of [0]: three clusters of points in the 3-D unit ball, each a noisy rank-1 linear subspace (a line
-through the origin: a point and its negation belong to the same cluster, "proximate when they have a
-small minimum angle"); two views of each point made SimCLR-style by "multiplying by -1 and adding
-random Gaussian noise"; "a three-layer neural network characterized by dense connectivity, ReLU
-activation function, and batch normalization", trained self-supervised with InfoNCE, DCL, VICReg and
-Barlow Twins. The paper's finding (Table 2 and its caption): the losses converge "to local minima
-near a rank-1 subspace" (InfoNCE fuses the clusters onto one line, VICReg and Barlow Twins are only
-marginally broader), while the OAR term (§4, Eq. 2) keeps the clusters apart.
+§3 of [0]: three clusters in the 3-D unit ball, each a noisy line through the origin (a point and its
+negation share a cluster); two views of each point by "multiplying by -1 and adding random Gaussian
+noise"; a three-layer dense network with ReLU and batch normalisation, trained with InfoNCE, DCL,
+VICReg and Barlow Twins. The finding (Table 2): the losses converge "to local minima near a rank-1
+subspace", while the OAR term (§4, Eq. 2) keeps the clusters apart.
 
-Here every loss is trained twice, without and with the OAR term on 10% of the labels (§4, the
-project's :func:`~contrastlab.losses.oar.oar_loss`), under one general setup shared by all eight runs:
-the paper's optimiser for its real-data runs (§5: SGD, batch 128; the authors' code: momentum 0.9,
-weight decay 5e-4, cosine annealing) at a learning rate of the paper's "strong learning" regime (§5.1:
-1e-2 to 1, where it reports over-fusion; §5.2 trains OAR at 1). The loss constants are those of the
-project's OAR experiments (``config.yaml``: InfoNCE τ 1, the authors' default; DCL τ 0.1; Barlow
-Twins λ 5e-3; VICReg 25/25/1). Collapse is measured on the unit embeddings of all points by
-:func:`effective_rank` (95% of Σσ², uncentred: 1 = every point on one line through the origin),
-:func:`line_energy` (σ1²/Σσ²) and, sign-invariantly, by the angles between the clusters' principal
-axes (:func:`axis_angles`, :func:`distinct_directions`). CPU-sized: the eight trainings take a few
-seconds.
+Here every loss is trained without and with the OAR term on 10% of the labels
+(:func:`~contrastlab.losses.oar.oar_loss`), one setup for all eight runs: the paper's real-data
+optimiser (§5: SGD, batch 128; the authors' code: momentum 0.9, weight decay 5e-4, cosine annealing) at
+a rate of its "strong learning" regime (§5.1: 1e-2 to 1; §5.2 trains OAR at 1), and the loss constants
+of the project's OAR experiments (InfoNCE τ 1, DCL τ 0.1, Barlow Twins λ 5e-3, VICReg 25/25/1). Collapse
+is measured on the unit embeddings by :func:`effective_rank` (95% of Σσ², uncentred: 1 = one line
+through the origin), :func:`line_energy` (σ1²/Σσ²) and the angles between the clusters' principal axes
+(:func:`axis_angles`, :func:`distinct_directions`).
 
-[0] "Stable Contrastive Learning with Orthonormal Anchors Regression" (OAR), 2024, §3, §4 (Eq. 2),
-    §5 and Table 2.
+[0] "Stable Contrastive Learning with Orthonormal Anchors Regression" (OAR), 2024, §3-5, Table 2.
 """
 
 from __future__ import annotations
@@ -274,18 +267,15 @@ def _matrix(z: Any) -> torch.Tensor:
 
 def effective_rank(z: Any, energy: float = 0.95, *, centre: bool = False) -> int:
     """The number of singular values of ``z`` [N, D] (array or tensor) needed to hold ``energy`` of
-    Σσ²: the "effective rank (95% concentration)" of OAR Fig. 3, on any embedding matrix.
+    Σσ²: the "effective rank (95% concentration)" of OAR Fig. 3.
 
-    Uncentred by default, so it counts *lines through the origin*: the §3 notion of collapse ("a
-    rank-1 linear subspace") is 1 whether the points sit at one end of the line or at both, and a
-    matrix with all rows equal is 1 too. ``centre=True`` subtracts the column means first (the
-    spread around the mean: what the image evaluation and OAR Fig. 3's spectra report).
-    An all-zero matrix gives 0. A share within 1e-12 of ``energy`` counts as reaching it, so
-    hand-made spectra that sum exactly to the target are not lost to rounding.
+    Uncentred by default, so it counts lines through the origin (§3's "rank-1 linear subspace" collapse
+    is 1 whether the points sit at one end of the line or both); ``centre=True`` subtracts the column
+    means first (OAR Fig. 3's spectra). An all-zero matrix gives 0; a share within 1e-12 of ``energy``
+    counts as reaching it.
 
     >>> effective_rank([[1.0, 0.0], [-2.0, 0.0]]), effective_rank(np.eye(3))
-    (1, 3)
-    """
+    (1, 3)"""
     if not 0.0 < energy <= 1.0:
         raise ValueError(f"energy must be in (0, 1], got {energy}")
     a = _matrix(z)
@@ -344,15 +334,10 @@ def distinct_directions(z: Any, labels: Any, min_angle_deg: float = 30.0) -> int
 
 # --------------------------------------------------------------------------- training
 def train_synthetic(settings: SyntheticSettings, loss: str, oar: bool) -> SyntheticRun:
-    """Train one §3 network with ``loss`` (a registry name, constants from ``settings.losses``),
-    with the OAR term (§4, Eq. 2, mean over the batch's labelled points and both views) if ``oar``,
-    and measure the unit embeddings of every point (BatchNorm in eval mode).
-
-    Deterministic on the CPU: the data, the network's initial weights, the batches and view noise,
-    and the labelled subset each come from their own seed-derived generator (the global RNG is
-    forked, so the caller's is untouched), with ``settings.threads`` intra-op threads. A non-finite
-    loss stops the run (``diverged``; the measures are then None/NaN).
-    """
+    """Train one §3 network with ``loss`` (a registry name, constants from ``settings.losses``), with
+    the OAR term (§4, Eq. 2) if ``oar``, and measure the unit embeddings of every point (BatchNorm in
+    eval mode). Deterministic on the CPU (every draw from its own seed-derived generator; the caller's
+    global RNG untouched). A non-finite loss stops the run (``diverged``; the measures None/NaN)."""
     s = settings
     if loss not in s.losses:
         raise ValueError(f"loss {loss!r} is not in settings.losses ({', '.join(s.losses)})")

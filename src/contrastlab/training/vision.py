@@ -1,49 +1,36 @@
 """Contrastive pre-training of an image encoder (protocol.md §3; MACL App. B.3).
 
-Each step of the shared loop (:mod:`contrastlab.training.loop`) takes a batch of images from a per-epoch
-permutation of the training split (kept on the device as uint8), draws two SimCLR views of each on the
-device (:class:`~contrastlab.training.augment.SimCLRAugment`), encodes both views in one forward pass of 2B
-images (so BatchNorm sees the whole 2N batch, as SimCLR), projects them with the MLP head and applies
-the loss to the two [B, head_dim] halves. Adam with MACL's learning-rate rule (lr x batch/256 above
-256, App. B.3), weight decay 1e-6 (App. B.3), and a constant rate: App. B.3 names no schedule, so the
-constant rate is our choice (the simplest reading; declared in docs/deviations.md). Precision and the
-runtime (snapshots, resume, the non-finite policy, logging) are :mod:`contrastlab.training.runtime`'s:
-``auto`` is bf16 autocast of the encoder on CUDA (the head and the loss in fp32), channels-last on
-CUDA. Only full batches by default (``drop_last``): every step has the same number of negatives. On
-CUDA the whole step, augmentation draws included, is one CUDA graph by default (``cuda_graph``,
-:mod:`contrastlab.training.vision_capture`); OAR's step stays eager.
+Each step of the shared loop (:mod:`.loop`) draws two SimCLR views of a batch on the device
+(:class:`.augment.SimCLRAugment`) and trains encoder, head and loss on them (:mod:`.vision_step`). Adam
+with MACL's rate rule (lr x batch/256 above 256), weight decay 1e-6, and a constant rate: App. B.3 names
+no schedule (our reading, docs/deviations.md). ``auto`` precision is bf16 autocast of the encoder on
+CUDA, channels-last there. Only full batches by default (``drop_last``). On CUDA the whole step is one
+CUDA graph by default (:mod:`.vision_capture`); OAR's step stays eager.
 
-The OAR study (OAR §4-5) adds, per step, a batch of *labelled* images from a fixed subset of the
-training split (``oar_fraction``, :func:`~contrastlab.data.images.labelled_subset`), seen in two views
-in a second forward pass (its own BatchNorm batch, as the authors' code), and the Orthonormal Anchor
-Regression term (:func:`~contrastlab.losses.oar.oar_loss`) of their embeddings against fixed anchors
-drawn from the seed (saved beside the encoder, ``anchors.safetensors``); SGD with momentum and a
-cosine-annealed rate, and no projection head (the paper trains on the encoder's 512-d output), are
-settings.
+The OAR study (OAR §4-5) adds a batch of labelled images from a fixed subset (``oar_fraction``,
+:func:`~contrastlab.data.images.labelled_subset`) in a second forward pass (its own BatchNorm batch, as
+the authors' code) and the anchor-regression term (:func:`~contrastlab.losses.oar.oar_loss`) against
+fixed seeded anchors (saved as ``anchors.safetensors``); SGD with momentum, a cosine rate and no
+projection head (OAR's 512-d encoder output) are settings.
 
-Snapshots (model, head, optimiser, the augmentation generator and every RNG, the log offset) every
-``state_every`` steps (and/or ``state_minutes``) make a killed job resume to a bit-identical encoder
-and log on CPU (:mod:`contrastlab.training.runtime`). The final encoder's state dict is written to
-``out_dir/encoder.safetensors`` with ``settings.json`` (resolved settings, run information, package
-versions, git SHA). The encoder written is the last epoch's (``keep: last``: MACL's CIFAR study names
-no selection) or, with ``keep: best_val_loss`` and a held-out ``val_fraction``, the epoch of the
-lowest validation loss (the OAR authors' code: an 80/20 ``random_split`` and
-``ModelCheckpoint(monitor="val_loss")``); the epoch kept is recorded (``kept_epoch``).
+Snapshots make a killed job resume to a bit-identical encoder and log on CPU (:mod:`.runtime`). The
+encoder written (``encoder.safetensors`` with ``settings.json``) is the last epoch's (``keep: last``:
+MACL names no selection) or, with ``keep: best_val_loss``, the epoch of the lowest validation loss on
+a held-out ``val_fraction`` (the OAR authors' 80/20 split), recorded as ``kept_epoch``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
-import random
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -54,7 +41,6 @@ from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
 from contrastlab.paths import atomic_dir
 from contrastlab.training import capture, loop
-from contrastlab.training import state as st
 from contrastlab.training import vision_capture as vc
 from contrastlab.training.augment import SimCLRAugment, two_views
 from contrastlab.training.events import WandbRun
@@ -63,6 +49,7 @@ from contrastlab.training.runtime import (
     TrainingRun,
     build_optimizer,
     epoch_order,
+    seed_all,
 )
 from contrastlab.training.settings import check_against_schema, settings_from_dict
 from contrastlab.training.vision_select import ValSelection
@@ -81,8 +68,6 @@ __all__ = [
     "train_vision",
     "two_views",
 ]
-
-_OarBatches = OarBatches  # its name before it moved to vision_step (tests/evaluation read it)
 
 #: The encoder's weights in ``out_dir``.
 ENCODER_FILE = "encoder.safetensors"
@@ -105,6 +90,7 @@ LATER_DEFAULTS = {
 class VisionTrainSettings:
     """Everything that defines one vision cell; defaults are MACL App. B.3's CIFAR-10 setting."""
 
+    TRACK: ClassVar[str] = "vision"  # families.step_mode's track
     dataset: str = "cifar10"  # digits | cifar10 | cifar100
     loss: str = "ntxent"
     loss_hp: Mapping[str, Any] = field(default_factory=dict)
@@ -113,12 +99,8 @@ class VisionTrainSettings:
     stem: str = "cifar"  # 3x3 stride-1 stem, no max-pool (App. B.3)
     width: int = 64  # channels of the first stage (64 = the standard ResNet)
     image_size: int | None = None  # None: the dataset's own (CIFAR 32 as App. B.3, digits 16)
-    out_dim: int | None = (
-        None  # a final linear layer of the encoder to this size (OAR §5.2: ResNet-50 -> 512)
-    )
-    input_size: int | None = (
-        None  # side of the network's input; None: the images' own (OAR §5 resizes to 224)
-    )
+    out_dim: int | None = None  # a final linear layer to this size (OAR §5.2: ResNet-50 -> 512)
+    input_size: int | None = None  # the network's input side; None: the images' (OAR §5: 224)
     projection_head: bool = True  # False: the loss sees the encoder's output (OAR §5.1, "used for training")
     head_hidden: int = 512
     head_dim: int = 128  # protocol.md §3: 2-layer MLP head to 128-d
@@ -145,14 +127,12 @@ class VisionTrainSettings:
     head_autocast: bool = False  # the projection head inside bf16/fp16 autocast; else fp32
     channels_last: bool | None = None  # None: on CUDA only (faster convolutions with bf16)
     # The GPU step's speed switches (docs/gpu-defects.md); none changes a CPU run's numbers by default.
-    # augment_calls: "two" draws each view in its own SimCLRAugment call (today's draws); "one" draws
-    # both in one call of 2B images: half the augmentation's kernel launches, the same distribution of
-    # views (tests/training/test_augment.py tests it), other draws for a seed.
+    # augment_calls "one" draws both views in one call of 2B images: half the launches, the same
+    # distribution of views, other draws for a seed than "two" (each view its own call).
     augment_calls: str = "two"
     cudnn_benchmark: bool = True  # CUDA only: cuDNN times its convolution algorithms once per shape
     compile: bool = False  # torch.compile the encoder and the augmentation's pure half (off: unmeasured)
-    # The whole step (draws, views, forward, backward, optimiser) as one CUDA graph (training.vision_capture);
-    # None: on for CUDA where the step can be captured (else one line says why), off elsewhere.
+    # The whole step as one CUDA graph (training.vision_capture); None: decided by capture.for_device.
     cuda_graph: bool | None = None
     # SimCLR's CIFAR augmentations (Chen et al. 2020, App. A; the four types of App. B.3); OAR uses
     # crop_scale (0.8, 1.0) and jitter (0.2, 0.2, 0.2, 0.1) (protocol.md section 3).
@@ -175,8 +155,7 @@ class VisionTrainSettings:
     def __post_init__(self) -> None:
         for name in ("crop_scale", "crop_ratio", "jitter", "blur_sigma"):  # YAML and JSON give lists
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
-        # Types, choices, bounds and list lengths are stated once, in the schema's $defs.vision_training;
-        # the code keeps what one field's schema cannot say: each range's order, the kernel's parity.
+        # The schema states types, choices, bounds and lengths; the code what it cannot say.
         check_against_schema(self, "vision_training")
         for name in ("crop_scale", "crop_ratio", "blur_sigma"):
             low, high = getattr(self, name)
@@ -276,20 +255,13 @@ def train_vision(
 ) -> dict[str, Any]:
     """Train one vision cell; write the encoder to ``out_dir`` and the JSONL log to ``log_path``.
 
-    ``data_root`` holds the CIFAR folders (unused for digits); ``download`` fetches CIFAR there first
-    when absent (:func:`~contrastlab.data.images.load_images`). ``state_dir`` holds snapshots while
-    training (a rerun resumes from them; deleted on success, unless ``keep_state``: a workflow job keeps
-    the finished state, the encoder folder among it, until Snakemake has accepted its outputs, so that a
-    rerun after a post-job failure only re-exports; contrastlab.workflow.finished removes it).
-    ``progress``: a progress bar and one JSON
-    line per log step on stderr; ``check_every``, ``events_dir`` (default ``<state_dir>.tensorboard``),
-    ``wandb_run`` and ``cell``: as :class:`~contrastlab.training.runtime.TrainingRun` takes them.
-    Returns the summary also written to ``out_dir/settings.json``.
-    """
+    ``data_root`` holds the CIFAR folders (unused for digits; ``download`` fetches them when absent).
+    ``state_dir`` holds snapshots (a rerun resumes from them), deleted on success unless ``keep_state``;
+    ``progress``: a progress bar and one JSON line per log step on stderr; ``check_every``, ``events_dir``,
+    ``wandb_run`` and ``cell`` as :class:`~contrastlab.training.runtime.TrainingRun` takes them. Returns the
+    summary also written to ``out_dir/settings.json``."""
     options = dict(device=device, check_every=check_every, progress=progress, events_dir=events_dir)
     run = TrainingRun.for_settings(settings, state_dir, **options, wandb_run=wandb_run, cell=cell)
-    if settings.cuda_graph:  # before anything is loaded: the one-line error comes first
-        capture.require_cuda(run.device)
     benchmark_was = torch.backends.cudnn.benchmark
     try:
         return _train(settings, run, data_root, download, Path(out_dir), Path(log_path), keep_state)
@@ -341,24 +313,21 @@ def _train(
     fingerprint = loop.fingerprint(s, LATER_DEFAULTS, n_images, size)
     saved = run.load_snapshot(fingerprint)
     if saved is not None and saved.get("finished"):  # trained; its export lost or never accepted
-        _export(run.state_dir, out_dir, log_path)
-        if not keep_state:
-            shutil.rmtree(run.state_dir, ignore_errors=True)
+        loop.export_outputs(run, functools.partial(_export, run.state_dir, out_dir, log_path), keep_state)
         return saved["summary"]
-    cuda_graph, notes = vc.resolve(s, run.device, n_train)  # said once the run's log has begun
+    s, notes = capture.for_device(s, run.device, n_images=n_train)  # said once the run's log has begun
     images = data.images.to(run.device)
     run.phases.mark("data_s")
     parts = build_parts(s, run, data, size)
     run.phases.mark("model_load_s")
     run_info = _describe(s, run, parts, n_train, size, steps_per_epoch, total)
-    run_info["cuda_graph"] = cuda_graph  # the settings stay as configured (None: decided here)
     select = None
     if trained is not None:
         select = ValSelection(
             s, run, images, parts.augment, parts.loss_fn, parts.encoder, parts.head, parts.memory_format
         )
     track = _VisionTrack(s, run, parts, images, trained, select, total, steps_per_epoch)
-    track.fingerprint, track.cuda_graph = fingerprint, cuda_graph
+    track.fingerprint = fingerprint
     start = loop.begin(run, track, saved, run_info, notes)
     del saved
     loop.train_steps(run, track, start)
@@ -380,12 +349,15 @@ class _VisionTrack(loop.Track):
         self.desc = f"{s.loss} {s.arch} bs{s.batch_size}"
         self.evaluations = [] if select is None else [loop.Evaluation(per_epoch, select)]
         self.n_train = len(images) if trained is None else len(trained)
-        self.graph, self.cuda_graph, self._lr = None, False, scheduled_lr(s, 0)
+        self.graph, self._lr = None, scheduled_lr(s, 0)
 
     def prepare(self, start: int) -> None:
-        """The captured step (``cuda_graph``), after any resume's loading."""
-        if self.cuda_graph:
+        """The captured step (``cuda_graph``), after any resume's loading; where it cannot be captured
+        (named in one line) the settings say ``cuda_graph: false``, as the summary does."""
+        if self.s.cuda_graph:
             self.graph = _capture_step(self.s, self.run, self.parts, self.images)
+            if self.graph is None:
+                self.s = dataclasses.replace(self.s, cuda_graph=False)
 
     def epoch(self, epoch: int) -> torch.Tensor:
         order = host_to_device(epoch_order(self.n_train, self.s.seed, epoch), self.run.device)
@@ -482,9 +454,7 @@ def build_parts(s: VisionTrainSettings, run: TrainingRun, data, size: int) -> Vi
 
 def _build(s: VisionTrainSettings, device: torch.device, channels_last) -> tuple:
     """The seeded encoder and head on ``device`` (train mode) and the dimension the loss sees."""
-    random.seed(s.seed)
-    np.random.seed(s.seed)
-    torch.manual_seed(s.seed)
+    seed_all(s.seed)
     encoder = build_encoder(s.arch, stem=s.stem, width=s.width, out_dim=s.out_dim)
     if s.projection_head:
         head: torch.nn.Module = ProjectionHead(encoder.feature_dim, s.head_hidden, s.head_dim)
@@ -502,6 +472,7 @@ def _describe(s, run, parts: VisionParts, n_images, size, steps_per_epoch, total
     return {
         **run.describe(),
         "channels_last": parts.memory_format == torch.channels_last,
+        "cuda_graph": s.cuda_graph,  # as decided; at the end, whether the step was captured
         "n_images": n_images,
         "image_size": size,
         "steps_per_epoch": steps_per_epoch,
@@ -597,11 +568,7 @@ def _finish(
     kept_head = None if select else parts.head  # the kept epoch's encoder is restored without its head
     anchors = parts.oar.anchors if parts.oar else None
     _write_encoder(run.state_dir / EXPORT_DIR, parts.encoder, summary, anchors, kept_head)
-    finished = {"fingerprint": track.fingerprint, "runtime": run.runtime_key(), "finished": True}
-    st.save_state(run.state_dir, {**finished, "summary": summary}, {"finished": True})
-    _export(run.state_dir, out_dir, log_path)
-    if not keep_state:
-        shutil.rmtree(run.state_dir, ignore_errors=True)
+    loop.finish(run, track, summary, functools.partial(_export, run.state_dir, out_dir, log_path), keep_state)
     return summary
 
 

@@ -1,31 +1,24 @@
 """The image step as one CUDA graph: ``cuda_graph`` of the vision trainer's settings.
 
-MACL's eager image step (CIFAR ResNet-18, batch 256, bf16) is ~580 kernel launches of ~20 µs of host
-time each, so the host, not the GPU, sets its pace (52.6 steps/s on an H200 with two augmentation calls;
-docs/gpu-defects.md, G2). Here the whole step is captured once in a
-:class:`~contrastlab.training.capture.CapturedStep` and replayed per batch: both views' augmentation
-draws and the augmentations themselves, the encoder's forward over both views, the head, the loss, the
-backward and the fused optimiser step (Adam or SGD, ``capturable``, the rate a device tensor). The
-graph's only input is the batch of uint8 images.
+MACL's eager image step is hundreds of small kernel launches, so the host sets its pace
+(docs/gpu-defects.md, G2). Here the whole step (both views' augmentation draws and augmentations, the
+encoder over both views, the head, the loss, the backward and the fused ``capturable`` optimiser step)
+is captured once in a :class:`~contrastlab.training.capture.CapturedStep` and replayed per batch; its
+only input is the batch of uint8 images.
 
-- The draws: the augmentation generator (a CUDA ``torch.Generator`` seeded with the cell's seed) is
-  registered with the graph, so each replay draws from the generator's current Philox state and
-  advances it by one step's draws. These are the Philox offsets the eager step uses (the same ops in
-  the same order), so a replay draws the eager step's views for that state, with the same
-  ``augment_calls``. The generator's state saved in a snapshot therefore resumes a captured run as it
+- The draws: the augmentation generator is registered with the graph, so each replay draws from its
+  current Philox state and advances it by the eager step's offsets (the same ops in the same order): a
+  replay draws the eager step's views, and a snapshot's generator state resumes a captured run as it
   resumes an eager one.
-- One variant for every step. The eager step computes the loss's statistics inside the step and the
-  gradient norm only at log steps. The graph never computes the statistics (:func:`with_stats` does
-  it from the step's embeddings after a log step's replay) and measures the norm at every step: clipping
-  at an infinite bound multiplies the gradients by exactly 1.0, so the parameters do not change.
+- One variant for every step: the graph never computes the loss's statistics (:func:`with_stats` does,
+  from the step's embeddings after a log step's replay) and measures the gradient norm at every step
+  (clipping at an infinite bound multiplies by exactly 1.0, so the parameters do not change).
 - The rate: :func:`set_lr` writes each epoch's rate into the tensor the graph reads.
 
-:func:`resolve` decides the switch. ``None`` means on for CUDA wherever the step can be captured and off
-on a CPU. The following stay eager, each named in one line: OAR's step (its labelled second batch and
-labels are not graph inputs, and its IEEE-fp32 step is GPU-bound: 184 ms per step against ~38 ms of
-launches), ``compile`` (not measured together with the graph) and a partial last batch
-(``drop_last: false``; a graph has one shape). ``true`` on a CPU, or with one of these, is a one-line
-error.
+:func:`~contrastlab.training.capture.for_device` decides the switch, as for the sentence step: ``None``
+is on for CUDA wherever the step can be captured, off on a CPU. OAR's step (its labelled batch is not a
+graph input, and it is GPU-bound), ``compile`` and a partial last batch (``drop_last: false``) stay
+eager, each named in one line; ``true`` on a CPU, or with one of these, is a one-line error.
 """
 
 from __future__ import annotations
@@ -34,28 +27,13 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
-from contrastlab import families
 from contrastlab.training.augment import SimCLRAugment, two_views
-from contrastlab.training.capture import CapturedStep, prepare_capture, require_cuda, step_state
+from contrastlab.training.capture import CapturedStep, prepare_capture, step_state
 
-__all__ = ["capture_vision_step", "resolve", "set_lr", "step_body", "with_stats"]
-
-
-def resolve(settings: Any, device: torch.device, n_images: int) -> tuple[bool, list[str]]:
-    """Whether a run of ``settings`` (vision) on ``device`` over ``n_images`` training images captures
-    its step, by :func:`contrastlab.families.step_mode` (the rule the plan prices by), and the notes (one
-    line each) that say why a CUDA run stays eager. An explicit ``true`` off CUDA or with a step that
-    cannot be captured raises one line."""
-    if settings.cuda_graph:
-        require_cuda(device)
-    mode = families.step_mode(
-        settings.to_dict(), track="vision", device_type=device.type, precision="", n_images=n_images
-    )
-    return mode.graph, list(mode.notes)
+__all__ = ["capture_vision_step", "set_lr", "step_body", "with_stats"]
 
 
 def step_body(
@@ -70,14 +48,11 @@ def step_body(
     head_autocast: bool,
     autocast: Callable | None = None,
 ) -> Callable[[torch.Tensor], tuple]:
-    """The image step as the graph runs it, a function of a batch of images [B, 3, H, W]. It draws two
-    views from ``views`` (:func:`~contrastlab.training.augment.two_views` with ``calls``) and runs
-    ``train_step`` (:func:`~contrastlab.training.vision.train_step`, passed in because that module
-    imports this one) without statistics, followed by
-    :meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step` with the norm measured and the
-    gradients left in place. ``parts`` = (encoder, head, loss_fn, optimizer, params). The body returns
-    (loss output, h1, h2, grad norm). Outside a graph it runs eagerly, and the CPU tests check the
-    graph's path that way."""
+    """The image step as the graph runs it, a function of a batch of images [B, 3, H, W]: two views drawn
+    from ``views`` (:func:`~contrastlab.training.augment.two_views`), ``train_step`` (passed in: that
+    module imports this one) without statistics, then the optimiser step with the norm measured and the
+    gradients left in place. ``parts`` = (encoder, head, loss_fn, optimizer, params). Returns (loss
+    output, h1, h2, grad norm); outside a graph it runs eagerly, as the CPU tests check it."""
     encoder, head, loss_fn, optimizer, params = parts
     autocast = autocast or run.autocast
 
@@ -113,11 +88,9 @@ def capture_vision_step(
     memory_format: torch.memory_format,
     head_autocast: bool,
 ) -> CapturedStep:
-    """:func:`step_body` captured as a :class:`~contrastlab.training.capture.CapturedStep`. Before the
-    capture the rate becomes a device tensor and ``views`` is registered with the graph. ``first`` is a
-    batch of images of the run's shape, used for the warm-up; the warm-up's effects, its draws included,
-    are undone. Calling the step with a batch returns (loss output, h1, h2, grad norm), device tensors
-    that every replay rewrites."""
+    """:func:`step_body` captured as a :class:`~contrastlab.training.capture.CapturedStep`, ``views``
+    registered with the graph; ``first``, a batch of the run's shape, warms it up (its effects, draws
+    included, undone). Called with a batch it returns (loss output, h1, h2, grad norm)."""
     encoder, head, _, optimizer, _ = parts
     autocast = prepare_capture(run, optimizer)
     body = step_body(
@@ -137,9 +110,8 @@ def capture_vision_step(
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """Set each group's rate to ``lr``. A group whose rate is a device tensor (a captured step's, see
-    :func:`~contrastlab.training.capture.tensor_lr`) has ``lr`` written into that tensor in place, since
-    the graph reads that memory; otherwise the float is assigned, as the eager loop always did."""
+    """Set each group's rate to ``lr``: written in place into a captured step's rate tensor (the graph
+    reads that memory; :func:`~contrastlab.training.capture.tensor_lr`), else assigned as a float."""
     for group in optimizer.param_groups:
         if torch.is_tensor(group["lr"]):
             group["lr"].fill_(lr)
@@ -148,9 +120,8 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
 
 
 def with_stats(loss_fn, out, h1: torch.Tensor, h2: torch.Tensor):
-    """``out`` (a loss output without statistics) with the statistics ``loss_fn`` gives for the step's
-    embeddings ``h1``, ``h2``: the numbers the eager log step computes inside the step. They are
-    computed outside the graph, at log steps only."""
+    """``out`` with the statistics ``loss_fn`` gives for the step's embeddings ``h1``, ``h2`` (the eager
+    log step's numbers), computed outside the graph, at log steps only."""
     with torch.no_grad():
         stats = loss_fn(h1, h2, with_stats=True).stats
     return dataclasses.replace(out, stats=stats)

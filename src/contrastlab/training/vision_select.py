@@ -21,13 +21,11 @@ BEST_ENCODER = "best-encoder.pt"  # in the state folder: the kept encoder so far
 
 
 class ValSelection:
-    """``keep: best_val_loss``: after every epoch, the contrastive loss (the OAR term left out, as the
-    authors' ``validation_step``) of two augmented views of the held-out images, in eval mode (BatchNorm
-    on its running statistics, as Lightning validates), averaged over images; the encoder of the lowest
-    one is kept in the state folder (``best-encoder.pt``) and becomes the cell's encoder. Like every
-    evaluation here it runs in IEEE fp32 whatever the cell's precision (no autocast, no TF32: the
-    README's "dev evaluation stays IEEE"), so a tf32 or bf16 cell is selected on the same arithmetic
-    as an fp32 one. The views come from a generator seeded by (seed, epoch), so training's draws are
+    """``keep: best_val_loss``: after every epoch, the contrastive loss (without the OAR term, as the
+    authors' ``validation_step``) of two augmented views of the held-out images in eval mode, averaged
+    over images; the lowest epoch's encoder is kept (``best-encoder.pt``) and becomes the cell's. It
+    runs in IEEE fp32 whatever the cell's precision, so every precision is selected on the same
+    arithmetic, and its views come from a generator seeded by (seed, epoch): training's draws are
     untouched and a resumed run validates identically."""
 
     def __init__(self, s, run: TrainingRun, images, augment, loss_fn, encoder, head, memory_format) -> None:

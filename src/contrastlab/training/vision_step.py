@@ -47,12 +47,10 @@ def train_step(
     head_autocast: bool = False,
 ):
     """Forward and backward of one batch of two augmented views [B, 3, S, S]: both views through the
-    encoder in one forward pass of 2B images under ``autocast`` (BatchNorm sees the whole 2N batch), the
-    head in fp32 (inside autocast with ``head_autocast``), the loss on the halves; with ``oar``, its
-    labelled views in a second pass and ``weight`` x the OAR term added (OAR §4). ``scale`` maps the
-    total loss to what is back-propagated (fp16 loss scaling). The optimiser step is the caller's
-    (:meth:`~contrastlab.training.runtime.TrainingRun.optimizer_step`). Returns (loss output, h1, h2,
-    OAR term or None); the benchmark times exactly this and that step."""
+    encoder in one pass of 2B images under ``autocast`` (BatchNorm sees the 2N batch), the head in fp32
+    (unless ``head_autocast``), the loss on the halves; with ``oar``, its labelled views in a second pass
+    and ``weight`` x the OAR term added (OAR §4). ``scale`` maps the loss to what is back-propagated (fp16
+    loss scaling). Returns (loss output, h1, h2, OAR term or None); the optimiser step is the caller's."""
 
     def embed(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = torch.cat([a, b]).contiguous(memory_format=memory_format)
