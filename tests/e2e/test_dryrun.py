@@ -32,11 +32,34 @@ def snakemake_process(repo_root: Path, *args: str, cwd: Path | None = None) -> s
 
 def run_snakemake(repo_root: Path, *args: str, cwd: Path | None = None) -> str:
     """:func:`snakemake_process` that must succeed; returns its output."""
-    done = snakemake_process(repo_root, *args, cwd=cwd)
+    return succeeded(snakemake_process(repo_root, *args, cwd=cwd))
+
+
+def succeeded(done: subprocess.CompletedProcess) -> str:
+    """The output of a Snakemake run that must have succeeded."""
     output = done.stdout + done.stderr
-    failures = "\n".join(line for line in output.splitlines() if line.startswith("contrastlab:"))
+    failures = "\n".join(said(output))
     assert done.returncode == 0, f"{failures}\n...\n{output[-4000:]}"
     return output
+
+
+def said(output: str) -> list[str]:
+    """The ``contrastlab:`` lines of a run's output."""
+    return [line for line in output.splitlines() if line.startswith("contrastlab:")]
+
+
+def folders(scratch: Path | str) -> list[str]:
+    """The ``--config`` entries that put a run's results and resources folders under ``scratch``."""
+    return [f"results_dir={scratch}/results", f"resources_dir={scratch}/resources"]
+
+
+def demo_process(
+    repo_root: Path, scratch: Path, *config: str, args: tuple[str, ...] = ("-n", "--cores", "1")
+) -> subprocess.CompletedProcess:
+    """:func:`snakemake_process` of the demo preset with ``args``, its folders under ``scratch`` and the
+    ``config`` overrides (which a ``--`` and targets may end)."""
+    demo = ("--configfile", "config/demo.yaml", "--config", *folders(scratch), *config)
+    return snakemake_process(repo_root, *args, *demo)
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -60,16 +83,7 @@ def full_dry_run(repo_root, tmp_path_factory):
     # A scratch results/resources dir so existing local outputs do not change the job list.
     scratch = tmp_path_factory.mktemp("dry")
     output = run_snakemake(
-        repo_root,
-        "-n",
-        "--cores",
-        "all",
-        "--config",
-        f"results_dir={scratch}/results",
-        f"resources_dir={scratch}/res",
-        "--",
-        "all",
-        "searches",
+        repo_root, "-n", "--cores", "all", "--config", *folders(scratch), "--", "all", "searches"
     )
     return SimpleNamespace(output=output, jobs=dry_run_jobs(output), scratch=scratch)
 
@@ -125,19 +139,7 @@ def test_paper_scale_searches_are_listed(full_dry_run):
 def test_a_search_point_equal_to_a_cell_is_not_trained_twice(repo_root, tmp_path):
     """The demo's searches: of the 2x2 MPT grid and the 2 + 2 mMHE stages, the points equal to the
     configured mpt and mmhe cells train as those cells (one job each), the others as their own."""
-    output = run_snakemake(
-        repo_root,
-        "-n",
-        "--cores",
-        "2",
-        "--configfile",
-        "config/demo.yaml",
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
-        "--",
-        "searches",
-    )
+    output = succeeded(demo_process(repo_root, tmp_path, "--", "searches", args=("-n", "--cores", "2")))
     trained = sorted(
         set(re.findall(r"wildcards: experiment=(\w+), backbone=tiny-bert, method=(\S+), seed=42", output))
     )
@@ -214,15 +216,7 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
 def test_every_other_preset_dry_runs(repo_root, tmp_path, preset):
     """The presets no other test dry-runs (config.yaml and config/demo.yaml have theirs) build their DAG:
     config/gpu-check.yaml, which has no paper table, stopped with an IndexError in the tables rule."""
-    output = run_snakemake(
-        repo_root,
-        "-n",
-        "--configfile",
-        preset,
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
-    )
+    output = run_snakemake(repo_root, "-n", "--configfile", preset, "--config", *folders(tmp_path))
     counts = job_counts(output)
     assert counts["tables"] == 1 and counts["train"] >= 1, counts
 
@@ -231,15 +225,7 @@ def test_the_demo_dry_run_prints_no_shell_command(repo_root, tmp_path):
     """Issue 78 item 5: ``snakemake -n`` of the demo, under profiles/default as ``make demo`` runs it, lists
     its 138 jobs without a "Shell command: None" line each (every rule is a script: rule; the profile's
     printshellcmds is off, tests/test_profiles.py)."""
-    output = run_snakemake(
-        repo_root,
-        "-n",
-        "--configfile",
-        "config/demo.yaml",
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
-    )
+    output = succeeded(demo_process(repo_root, tmp_path, args=("-n",)))
     assert job_counts(output)["total"] == 138
     assert "Shell command" not in output, output[-2000:]
 
@@ -280,14 +266,14 @@ def slurm_dry_run(repo_root, tmp_path_factory):
     def dry_run(profile: str) -> SimpleNamespace:
         if profile not in runs:
             scratch = tmp_path_factory.mktemp(f"dry-{profile}")
+            profile_dir = str(repo_root / "profiles" / profile)
             output = run_snakemake(
                 repo_root,
                 "-n",
                 "--workflow-profile",
-                str(repo_root / "profiles" / profile),
+                profile_dir,
                 "--config",
-                f"results_dir={scratch}/results",
-                f"resources_dir={scratch}/res",
+                *folders(scratch),
                 SLURM_SELECT,
             )
             runs[profile] = SimpleNamespace(output=output, jobs=_jobs_with_resources(output))
@@ -401,8 +387,7 @@ def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(
         "--workflow-profile",
         str(repo_root / "profiles" / "default"),
         "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
+        *folders(tmp_path),
         "select={experiments: [nie2023], methods: [cl]}",
     )
     assert "Group job" not in local and job_counts(local)["evaluate"] == 12
@@ -455,17 +440,7 @@ def test_a_figure_target_lists_the_jobs_upstream_of_it_in_the_full_dag(repo_root
     scratch = full_dry_run.scratch
     target = f"{scratch}/results/figures/li2024/li2024_fig9.png"
     alone = job_counts(
-        run_snakemake(
-            repo_root,
-            "-n",
-            "--quiet",
-            "rules",
-            "--config",
-            f"results_dir={scratch}/results",
-            f"resources_dir={scratch}/res",
-            "--",
-            target,
-        )
+        run_snakemake(repo_root, "-n", "--quiet", "rules", "--config", *folders(scratch), "--", target)
     )
     assert alone.pop("total") == sum(alone.values())
     assert alone == jobs_upstream(full_dry_run.jobs, target), alone
@@ -490,10 +465,9 @@ def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
 def _train_runtime(repo_root, tmp_path, *config):
     """The wall time (minutes) the dry run of config.yaml asks for one fp32 training job, Nie's InfoNCE on
     BERT-base."""
-    target = f"{tmp_path}/r/checkpoints/nie2023/bert-base/cl/seed42/model"
-    output = run_snakemake(
-        repo_root, "-n", "--cores", "1", "--config", f"results_dir={tmp_path}/r", *config, "--", target
-    )
+    target = f"{tmp_path}/results/checkpoints/nie2023/bert-base/cl/seed42/model"
+    overrides = ("--config", *folders(tmp_path), *config)
+    output = run_snakemake(repo_root, "-n", "--cores", "1", *overrides, "--", target)
     train = output.split("rule train:", 1)[1]
     return int(re.search(r"\bruntime=(\d+)", train).group(1))
 

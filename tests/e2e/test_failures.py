@@ -14,14 +14,10 @@ import yaml
 
 from contrastlab.paths import REPO_ROOT
 
-from .test_dryrun import snakemake_process
+from .test_dryrun import demo_process, folders, said
 from .workflow_start import start_error
 
 SCHEDULE_FIRST = 2  # a long module: tests/conftest.py starts the highest numbers first
-
-
-def _contrastlab_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("contrastlab:")]
 
 
 def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
@@ -59,7 +55,7 @@ def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
         [sys.executable, "-c", driver], capture_output=True, text=True, timeout=300, cwd=tmp_path
     )
     assert done.returncode == 1
-    lines = _contrastlab_lines(done.stderr)
+    lines = said(done.stderr)
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("contrastlab: rule train nie2023/tiny-bert/cl/seed42: ")
     assert "no-such-backbone" in lines[0] and f"(log: {log})" in lines[0]
@@ -78,19 +74,9 @@ def test_bad_senteval_file_stops_the_workflow_with_one_line(repo_root, tmp_path,
     shutil.copytree(shared / "data" / "senteval", data)
     dev = data / "downstream" / "STS" / "STSBenchmark" / "sts-dev.csv"
     dev.write_text("".join(dev.read_text().splitlines(keepends=True)[:-5]))
-    done = snakemake_process(
-        repo_root,
-        "--cores",
-        "1",
-        "--configfile",
-        "config/demo.yaml",
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/resources",
-        f"data={{senteval_dir: {data}, fixture: false}}",
-        "--",
-        f"{tmp_path}/results/state/data/senteval.ready.json",
-    )
+    marker = f"{tmp_path}/results/state/data/senteval.ready.json"
+    data_dir = f"data={{senteval_dir: {data}, fixture: false}}"
+    done = demo_process(repo_root, tmp_path, data_dir, "--", marker, args=("--cores", "1"))
     out = done.stdout + done.stderr
     line = _one_line_failure(done)  # exit 1, one contrastlab: line, no traceback
     assert line.startswith("contrastlab: data: SentEvalDataError: ") and "sts-dev.csv" in line, line
@@ -108,16 +94,7 @@ def test_a_corpus_that_is_not_utf8_stops_the_workflow_before_any_job(repo_root, 
     corpus.write_bytes(
         b"".join(b"caf\xe9 .\n" if i == 100 else b"sentence %d .\n" % i for i in range(1, 300))
     )
-    done = snakemake_process(
-        repo_root,
-        "-n",
-        "--configfile",
-        "config/demo.yaml",
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/resources",
-        f"data={{wiki_path: {corpus}}}",
-    )
+    done = demo_process(repo_root, tmp_path, f"data={{wiki_path: {corpus}}}", args=("-n",))
     line = _one_line_failure(done)
     assert line.startswith(
         f"contrastlab: data: CorpusError: data.wiki_path {corpus} is not UTF-8: line 100 "
@@ -128,7 +105,7 @@ def test_a_corpus_that_is_not_utf8_stops_the_workflow_before_any_job(repo_root, 
 
 def _one_line_failure(done) -> str:
     out = done.stdout + done.stderr
-    lines = _contrastlab_lines(out)
+    lines = said(out)
     assert done.returncode == 1, out[-3000:]
     assert len(lines) == 1, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
@@ -163,11 +140,8 @@ def test_damaged_senteval_copy_is_named_in_one_line(tmp_path, shared, damage, ob
     data = tmp_path / "senteval"
     shutil.copytree(shared / "data" / "senteval", data)
     harm(data / "downstream" / relative)
-    line = start_error(
-        REPO_ROOT / "config" / "demo.yaml",
-        f"results_dir={tmp_path}/results",
-        f"data={{senteval_dir: {data}, fixture: false}}",
-    )
+    data_dir = f"data={{senteval_dir: {data}, fixture: false}}"
+    line = start_error(REPO_ROOT / "config" / "demo.yaml", *folders(tmp_path), data_dir)
     assert line is not None and line.startswith("contrastlab: data: "), line
     assert "\n" not in line and relative.rsplit("/", 1)[-1] in line, line
     observed(line[line.index("downstream/") :][:110])
