@@ -18,23 +18,19 @@ import pytest
 import yaml
 from snakemake.cli import parse_config
 from snakemake.settings.types import DeploymentMethod
-from snakemake.utils import update_config
 
 from contrastlab import config as cl_config
 from contrastlab.config.command_line import check_command_paths, check_config_words
 from contrastlab.config.invocation import check_image, config_entry_problem, configfile_problem, profile_files
 from contrastlab.paths import REPO_ROOT
+from tests.e2e.workflow_start import snakemake_config
 from tests.make_command import MAKE, make_command, make_env
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
 
 
 def _config(*overrides: str) -> dict:
-    """The demo config with ``--config`` overrides, parsed by Snakemake's own ``parse_config``."""
-    with open(DEMO) as handle:
-        config = yaml.safe_load(handle)
-    update_config(config, parse_config(list(overrides)))
-    return config
+    return snakemake_config(DEMO, *overrides)
 
 
 REFUSED = [
@@ -238,8 +234,7 @@ def test_plain_snakemake_given_a_folder_for_its_config_file_says_so_in_one_line(
 )
 @pytest.mark.parametrize("command", ["snakemake", "plan", "add-seeds"])
 def test_a_config_file_that_is_not_yaml_is_named_with_its_line_and_column(tmp_path, command, observed):
-    """Reliability 9, G15: Snakemake said "Config file is not valid JSON or YAML" (no file, no line);
-    `make plan` and `make dry-run` (which runs scripts/plan.py first) ended in PyYAML's 28-line traceback."""
+    """Snakemake's own answer names neither file nor line; the scripts' was PyYAML's traceback."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("a: [1,\n")
     if command == "snakemake":
@@ -265,8 +260,7 @@ def test_a_config_file_that_is_not_yaml_is_named_with_its_line_and_column(tmp_pa
     "one contrastlab: line saying the word is read as a config file, and where a target goes",
 )
 def test_a_target_after_the_config_file_is_named_as_one_in_one_line(observed):
-    """Issue 82 item 6: --configfile takes every word after it, so Snakemake read ``all`` as a second config
-    file and the answer was "config file all does not exist"."""
+    """--configfile takes every word after it: Snakemake read ``all`` as a second config file."""
     status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "all")
     observed(lines[-1])
     assert lines == [
@@ -347,13 +341,7 @@ def test_add_seeds_prints_and_runs_the_configfile_as_one_word(tmp_path, monkeypa
 
     from contrastlab.report import claims
 
-    step = {
-        "experiment": "nie2023",
-        "backbone": "tiny-bert",
-        "methods": ["cl"],
-        "seeds": [42, 43],
-        "new": [43],
-    }
+    step = dict(experiment="nie2023", backbone="tiny-bert", methods=["cl"], seeds=[42, 43], new=[43])
     monkeypatch.setattr(claims, "plan_for_configfile", lambda configfile, max_seeds: ([], [step]))
     ran = []
     monkeypatch.setattr(subprocess, "run", lambda argv, check: ran.append(argv))

@@ -6,29 +6,23 @@ as rules/common.smk does while the Snakefile is read, i.e. during ``snakemake -n
 from __future__ import annotations
 
 import pytest
-import yaml
-from snakemake.cli import parse_config
-from snakemake.utils import update_config
 
 from contrastlab import config as cl_config
 from contrastlab.paths import REPO_ROOT
+from tests.e2e.workflow_start import snakemake_config
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
 
 
-def _config(*overrides: str, file_overlay: dict | None = None) -> dict:
-    """The demo config with a YAML ``file_overlay`` (a second --configfile) and ``--config`` overrides."""
-    with open(DEMO) as handle:
-        config = yaml.safe_load(handle)
-    if file_overlay:
-        config = cl_config.deep_merge(config, file_overlay)
-    update_config(config, parse_config(list(overrides)))
-    return config
+def _config(*overrides: str) -> dict:
+    return snakemake_config(DEMO, *overrides)
 
 
 def _refusal(*overrides: str, file_overlay: dict | None = None) -> str:
+    """The one-line refusal of the demo config with ``--config`` overrides and a YAML ``file_overlay`` (a
+    second --configfile)."""
     with pytest.raises(cl_config.ConfigError) as caught:
-        cl_config.validate(_config(*overrides, file_overlay=file_overlay))
+        cl_config.validate(cl_config.deep_merge(_config(*overrides), file_overlay or {}))
     message = str(caught.value)
     assert "\n" not in message
     return message
@@ -123,46 +117,46 @@ def test_command_line_hyperparameters_are_typed_as_in_a_file(observed):
 
 
 # --- G6: a value the loss cannot take is refused at validation, naming the key -------------------------
-BOUNDS = [
+BOUNDS = [  # (experiment: overlay, its key's path below experiments, the loss, the hyperparameters it gets)
     (
         {"nie2023": {"methods": {"cl": {"hp": {"tau": 0}}}}},
-        "experiments.nie2023.methods.cl.hp.tau",
+        "nie2023.methods.cl.hp.tau",
         "infonce",
         {"tau": 0},
     ),
     (
         {"nie2023": {"methods": {"cl": {"hp": {"tau": -0.05}}}}},
-        "experiments.nie2023.methods.cl.hp.tau",
+        "nie2023.methods.cl.hp.tau",
         "infonce",
         {"tau": -0.05},
     ),
     (
         {"nie2023": {"methods": {"cl": {"per_backbone": {"minilm": {"hp": {"tau": 0.0}}}}}}},
-        "experiments.nie2023.methods.cl.per_backbone.minilm.hp.tau",
+        "nie2023.methods.cl.per_backbone.minilm.hp.tau",
         "infonce",
         {"tau": 0.0},
     ),
     (
         {"nie2023": {"methods": {"au": {"loss": "align_uniform", "hp": {"lam": 1.5}}}}},
-        "experiments.nie2023.methods.au.hp.lam",
+        "nie2023.methods.au.hp.lam",
         "align_uniform",
         {"lam": 1.5},
     ),
     (
         {"nie2023": {"methods": {"arc": {"loss": "arccon", "hp": {"u": 4.0}}}}},
-        "experiments.nie2023.methods.arc.hp.u",
+        "nie2023.methods.arc.hp.u",
         "arccon",
         {"u": 4.0},
     ),
     (
         {"macl_cifar10": {"methods": {"macl": {"hp": {"reweight": "maybe"}}}}},
-        "experiments.macl_cifar10.methods.macl.hp.reweight",
+        "macl_cifar10.methods.macl.hp.reweight",
         "macl_vision",
         {"reweight": "maybe"},
     ),
     (
         {"li2024_fig6_tau": {"sweep": {"hp.tau": [0.05, 0]}}},
-        "experiments.li2024_fig6_tau.sweep.hp.tau",
+        "li2024_fig6_tau.sweep.hp.tau",
         "paradigm",
         {"tau": 0},
     ),
@@ -180,7 +174,7 @@ def test_loss_bounds_are_refused_at_validation_naming_the_key(overlay, key, loss
     observed(message)
     with pytest.raises(ValueError) as built:  # the loss's own check: validation states the same bound
         build_loss(loss, **hp)
-    assert message == f"config key {key}: {built.value}"
+    assert message == f"config key experiments.{key}: {built.value}"
 
 
 # --- G7, G8: seeds are distinct and within the range the trainers accept (numpy: 0 <= seed < 2**32) ----
