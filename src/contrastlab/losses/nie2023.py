@@ -211,19 +211,17 @@ def mat(z1: Tensor, z2: Tensor, *, m: float) -> Tensor:
 
 
 # --------------------------------------------------------------------------- registry entries
-def _entry_infonce(z1: Tensor, z2: Tensor, *, tau: float):
-    sim = z1 @ z2.T
-    return info_nce_per_anchor(sim, tau=tau).mean(), {"align": sim.diagonal().mean()}
-
-
 def _entry_align_uniform(z1: Tensor, z2: Tensor, *, alpha: float, t: float, lam: float):
     loss = align_uniform(z1, z2, alpha=alpha, t=t, lam=lam)
     return loss, {"align": (z1 * z2).sum(-1).mean()}
 
 
-def _entry_dcl(z1: Tensor, z2: Tensor, *, tau: float):
-    sim = z1 @ z2.T
-    return dcl_per_anchor(sim, tau=tau).mean(), {"align": sim.diagonal().mean()}
+def _mean_entry(per_anchor_fn):
+    def entry(z1: Tensor, z2: Tensor, *, tau: float):
+        sim = z1 @ z2.T
+        return per_anchor_fn(sim, tau=tau).mean(), {"align": sim.diagonal().mean()}
+
+    return entry
 
 
 def _entry_dcl_plus(z1: Tensor, z2: Tensor, *, tau: float):
@@ -244,9 +242,9 @@ def _hinge_entry(margin_fn):
 
 
 ENTRIES = {
-    "infonce": _entry_infonce,
+    "infonce": _mean_entry(info_nce_per_anchor),
     "align_uniform": _entry_align_uniform,
-    "dcl": _entry_dcl,
+    "dcl": _mean_entry(dcl_per_anchor),
     "dcl_plus": _entry_dcl_plus,
     "mpt": _hinge_entry(mpt_margin),
     "met": _hinge_entry(met_margin),
