@@ -183,25 +183,11 @@ def local_reference(repo_root, tmp_path_factory, e2e_resources):
 
 def slurm_command(repo_root: Path, cluster, profile: str, configfile: str, *args: str) -> list[str]:
     """Snakemake through ``profiles/<profile>`` with only docs/cluster.md's overrides for this cluster."""
-    overrides = [
-        "--default-resources",
-        f"slurm_partition={cluster.partition}",
-        "--slurm-status-command",
-        "squeue",
-        *SMALL_NODE,
-    ]
-    return [
-        *SNAKEMAKE,
-        "-s",
-        str(repo_root / "Snakefile"),
-        "--workflow-profile",
-        str(repo_root / "profiles" / profile),
-        *overrides,
-        *FAST_POLLING,
-        "--configfile",
-        configfile,
-        *args,
-    ]  # targets after a "--" in args: --configfile takes every word up to the next option
+    workflow = ["-s", str(repo_root / "Snakefile"), "--workflow-profile", f"{repo_root}/profiles/{profile}"]
+    partition = ["--default-resources", f"slurm_partition={cluster.partition}"]
+    overrides = [*partition, "--slurm-status-command", "squeue", *SMALL_NODE, *FAST_POLLING]
+    # targets after a "--" in args: --configfile takes every word up to the next option
+    return [*SNAKEMAKE, *workflow, *overrides, "--configfile", configfile, *args]
 
 
 def slurm_env(cluster) -> dict[str, str]:
@@ -234,17 +220,8 @@ def test_a_config_string_a_shell_would_run_is_refused_before_any_sbatch(
     marker = tmp_path / "PWN"
     results = f"{tmp_path}/s$(touch {marker})"
     jobs_before = [job["JobId"] for job in cluster.jobs()]
-    output = run_through_slurm(
-        repo_root,
-        cluster,
-        "slurm",
-        configfile,
-        "--config",
-        f"results_dir={results}",
-        "--",
-        "figure_analytic_nie2023",
-        check=False,
-    )
+    target = ("--config", f"results_dir={results}", "--", "figure_analytic_nie2023")
+    output = run_through_slurm(repo_root, cluster, "slurm", configfile, *target, check=False)
     said = [line for line in output.splitlines() if line.startswith("contrastlab:")]
     observed(f"{said}; {marker.name} exists: {marker.exists()}")
     assert not marker.exists(), output[-3000:]
