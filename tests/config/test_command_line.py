@@ -23,6 +23,7 @@ from contrastlab import config as cl_config
 from contrastlab.config.command_line import check_command_paths, check_config_words
 from contrastlab.config.invocation import check_image, config_entry_problem, configfile_problem, profile_files
 from contrastlab.paths import REPO_ROOT
+from tests.e2e.test_dryrun import folders
 from tests.e2e.workflow_start import snakemake_config
 from tests.make_command import MAKE, make_command, make_env
 
@@ -472,8 +473,7 @@ def test_a_config_word_holding_both_quotes_is_refused_before_any_job(tmp_path, o
     subprocess.run(["sh", "-c", f"true {wrap}"], capture_output=True, cwd=tmp_path)
     assert marker.exists()  # what a SLURM job would have done
     marker.unlink()
-    results = [f"results_dir={tmp_path}/r", f"resources_dir={tmp_path}/res"]
-    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "--config", *results, word)
+    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "--config", *folders(tmp_path), word)
     said = [line for line in lines if line.startswith("contrastlab:")]
     observed(said[0] if said else f"exit {status}: {lines[-1]}")
     assert status == 1 and said == [
@@ -506,8 +506,8 @@ def test_only_snakemake_running_another_checkouts_workflow_forgets_the_imported_
 @pytest.mark.parametrize("seed", [7])  # 43, a seed of the image studies, was a raw KeyError: the same line
 def test_a_cell_outside_the_config_asked_for_by_path_is_one_line(tmp_path, seed, observed):
     target = f"{tmp_path}/results/checkpoints/nie2023/tiny-bert/cl/seed{seed}/train_log.jsonl"
-    folders = [f"results_dir={tmp_path}/results", f"resources_dir={tmp_path}/res"]
-    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "--config", *folders, "--", target)
+    demo = ("--configfile", "config/demo.yaml", "--config", *folders(tmp_path))
+    status, lines = _snakemake("-n", *demo, "--", target)
     observed(lines[-1])
     assert lines[-1] == (
         f"contrastlab: nie2023/tiny-bert/cl/seed{seed} is not a cell of this config: seed {seed} is not one "
