@@ -61,17 +61,11 @@ class SlurmCluster:
         -o`` fields: ``JobId``, ``JobState``, ``Comment`` (the plugin's ``rule_<name>_wildcards_...``),
         ``NumCPUs``, ``MinMemoryNode``, ``TimeLimit``, ``TresPerJob`` / ``TresPerNode`` ..."""
         out = self.run("scontrol", "show", "job", "-o").stdout
-        jobs = []
-        for line in out.splitlines():
-            if not line.startswith("JobId="):
-                continue
-            fields = {}
-            for item in line.split():
-                key, sep, value = item.partition("=")
-                if sep:
-                    fields[key] = value
-            jobs.append(fields)
-        return jobs
+        return [
+            dict(item.partition("=")[::2] for item in line.split() if "=" in item)
+            for line in out.splitlines()
+            if line.startswith("JobId=")
+        ]
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the daemons' logs, for failure messages."""
@@ -189,19 +183,10 @@ def start_cluster(timeout: float = 60) -> SlurmCluster:
     env = dict(os.environ, SLURM_CONF=str(conf), PATH=f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
     cluster = SlurmCluster(root=root, conf=conf, env=env)
     try:
-        munged = subprocess.run(
-            [
-                shutil.which("munged"),
-                f"--key-file={key}",
-                f"--socket={root / 'run' / 'munge.socket'}",
-                f"--pid-file={root / 'run' / 'munged.pid'}",
-                f"--log-file={root / 'log' / 'munged.log'}",
-                f"--seed-file={root / 'munge' / 'munged.seed'}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        run_files = [f"--socket={root}/run/munge.socket", f"--pid-file={root}/run/munged.pid"]
+        kept = [f"--log-file={root}/log/munged.log", f"--seed-file={root}/munge/munged.seed"]
+        argv = [shutil.which("munged"), f"--key-file={key}", *run_files, *kept]
+        munged = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         if munged.returncode != 0:
             reason = (munged.stderr or munged.stdout).strip().splitlines() or ["no message"]
             raise ClusterUnavailable(f"munged did not start: {reason[-1]}")
