@@ -23,7 +23,6 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 def snakemake_process(repo_root: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Snakemake on the repository's Snakefile, offline, its output captured (exit status not checked)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    # Any attempt to reach the network fails fast instead of hanging.
     env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
     # A fork of a process that imported Snakemake (tests/forked.py), as ``subprocess.run`` of SNAKEMAKE.
     argv = ["-s", str(repo_root / "Snakefile"), *args]
@@ -76,11 +75,8 @@ def job_counts(output: str) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def full_dry_run(repo_root, tmp_path_factory):
-    """One dry-run of config.yaml's two targets, the default ``all`` and ``searches`` (the paper-scale
-    searches): its output, its jobs (:func:`dry_run_jobs`) and the scratch folder of its results. The
-    tests read each target's jobs from it (:func:`jobs_upstream`) instead of building the full DAG once
-    per target."""
-    # A scratch results/resources dir so existing local outputs do not change the job list.
+    """One dry run of config.yaml's targets ``all`` and ``searches`` in a scratch folder: its output,
+    its jobs (:func:`dry_run_jobs`; per target, :func:`jobs_upstream`) and the folder."""
     scratch = tmp_path_factory.mktemp("dry")
     output = run_snakemake(
         repo_root, "-n", "--cores", "all", "--config", *folders(scratch), "--", "all", "searches"
@@ -102,9 +98,7 @@ def dry_run_jobs(output: str) -> list[dict]:
 
 def jobs_upstream(jobs: list[dict], target: str) -> dict[str, int]:
     """Jobs per rule of ``snakemake <target>`` (a file, or a rule of one job such as ``all``): the job of
-    ``target`` and, transitively, the jobs making its inputs. A job's inputs do not depend on the targets
-    asked for, so this part of a dry-run of several targets is what a dry-run of ``target`` alone lists
-    (test_a_figure_target_lists_the_jobs_upstream_of_it_in_the_full_dag compares the two)."""
+    ``target`` and, transitively, the jobs making its inputs."""
     producer = {path: index for index, job in enumerate(jobs) for path in job["output"]}
     start = [index for index, job in enumerate(jobs) if job["rule"] == target] or (
         [producer[target]] if target in producer else []
@@ -123,10 +117,8 @@ def jobs_upstream(jobs: list[dict], target: str) -> dict[str, int]:
 
 
 def test_paper_scale_searches_are_listed(full_dry_run):
-    """`snakemake -n searches` on config.yaml: every point of Nie A.3 and Li A.4 as a train job (the 28
-    points that are paper cells once, with the paper cells), a selection per stage, a test evaluation per
-    search; none of them in the default target (test_full_reproduction_lists_every_job). Read from the
-    shared dry-run of both targets."""
+    """`snakemake -n searches` on config.yaml: every point of Nie A.3 and Li A.4 as a train job, a
+    selection per stage, a test evaluation per search."""
     counts = jobs_upstream(full_dry_run.jobs, "searches")
     # 1,736 points: Nie 448 + 760, Li 128 + 400; 28 of Nie's stage-1 points are the paper cells.
     assert counts["train"] == 1736
@@ -214,8 +206,7 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
 
 @pytest.mark.parametrize("preset", ["config/gpu-check.yaml", "config/cpu.yaml"])
 def test_every_other_preset_dry_runs(repo_root, tmp_path, preset):
-    """The presets no other test dry-runs (config.yaml and config/demo.yaml have theirs) build their DAG:
-    config/gpu-check.yaml, which has no paper table, stopped with an IndexError in the tables rule."""
+    """The presets no other test dry-runs build their DAG (gpu-check.yaml has no paper table)."""
     output = run_snakemake(repo_root, "-n", "--configfile", preset, "--config", *folders(tmp_path))
     counts = job_counts(output)
     assert counts["tables"] == 1 and counts["train"] >= 1, counts
@@ -249,8 +240,7 @@ def _jobs_with_resources(output: str) -> list[tuple[str, str, dict[str, str]]]:
     return jobs
 
 
-#: The SLURM profiles' dry-runs: Nie's sentence cells, MACL's image cells, OAR's Tables 3-4 and the Fig. 2
-#: sweep, of config.yaml (what each test of the profiles reads; one Snakemake run per profile).
+#: What the SLURM profiles' dry runs of config.yaml select (one run per profile).
 SLURM_SELECT = "select={experiments: [nie2023, macl_cifar10, oar_cifar10, oar_cifar100]}"
 #: The rules whose jobs hold a GPU (every other job asks for none).
 GPU_RULES = {"train", "encode", "encode_pretrained", "train_vision", "encode_vision", "figure_spectra"}
@@ -258,9 +248,8 @@ GPU_RULES = {"train", "encode", "encode_pretrained", "train_vision", "encode_vis
 
 @pytest.fixture(scope="module")
 def slurm_dry_run(repo_root, tmp_path_factory):
-    """``slurm_dry_run(profile)``: the dry-run of config.yaml's :data:`SLURM_SELECT` through
-    ``profiles/<profile>`` (its output and its jobs, :func:`_jobs_with_resources`), run once per profile
-    for the module's tests."""
+    """``slurm_dry_run(profile)``: the dry run of :data:`SLURM_SELECT` through ``profiles/<profile>``
+    (its output and :func:`_jobs_with_resources`), once per profile."""
     runs = {}
 
     def dry_run(profile: str) -> SimpleNamespace:
@@ -309,9 +298,7 @@ def test_slurm_profile_requests_gpus_only_for_gpu_rules(slurm_dry_run):
 
 
 def test_slurm_profile_gives_every_oar_job_its_gpu(slurm_dry_run):
-    """OAR Tables 3-4 and the Fig. 2 sweep through the SLURM profile: every training, feature extraction
-    and the spectra figure ask for a GPU; the FFN probes, the synthetic study and the sweep figure run
-    without one (test_slurm_profile_requests_gpus_only_for_gpu_rules checks every job's request)."""
+    """OAR Tables 3-4 and the Fig. 2 sweep through the SLURM profile: every job of theirs is planned."""
     run = slurm_dry_run("slurm")
     oar = collections.Counter(rule for rule, _, w in run.jobs if w.get("experiment", "").startswith("oar_"))
     assert oar["train_vision"] == oar["encode_vision"] == oar["evaluate_vision"] == 64 + 8, oar
@@ -322,8 +309,7 @@ def test_slurm_profile_gives_every_oar_job_its_gpu(slurm_dry_run):
 
 
 def test_slurm_profiles_take_cpus_memory_and_account_from_the_rules_not_from_bogus_defaults(repo_root):
-    """Nothing in the profiles overrides the rules' threads (cpus_per_task did: jobs asked 8 CPUs and sat
-    pending on smaller nodes) and no placeholder account or partition is submitted."""
+    """Nothing in the profiles overrides the rules' threads, and no placeholder account or partition."""
     import yaml
 
     for name in ("slurm", "slurm-gres"):
@@ -334,8 +320,7 @@ def test_slurm_profiles_take_cpus_memory_and_account_from_the_rules_not_from_bog
 
 
 def _group_jobs(output: str, group: str) -> list[collections.Counter]:
-    """The rules of each group job ``group`` a dry-run through a SLURM profile printed (a group's jobs
-    are listed indented under its ``Group job <group>`` line)."""
+    """The rules of each group job ``group`` a dry run printed (indented under ``Group job <group>``)."""
     groups: list[collections.Counter] = []
     inside = False
     for line in output.splitlines():
@@ -352,10 +337,8 @@ def _group_jobs(output: str, group: str) -> list[collections.Counter]:
 def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(
     repo_root, tmp_path, slurm_dry_run
 ):
-    """The SentEval probe jobs (minutes on the CPU each: 226 for config.yaml) go to SLURM 20 to a job
-    (the profiles' job group `senteval_probes` and its `group-components`), asking for 4 at a time
-    inside it (a local `probe_slots` pool per group job); the GPU jobs (config.yaml shares no GPU: no
-    `gpu_pack` group) and the image probes go out one by one; a local run has no groups."""
+    """The SentEval probe jobs go to SLURM 20 to a group job (`senteval_probes`), 4 at a time inside it
+    (a local `probe_slots` pool); GPU jobs and image probes go out one by one; a local run has no groups."""
     import yaml
 
     for name in ("slurm", "slurm-gres"):
@@ -394,9 +377,8 @@ def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(
 
 
 def test_slurm_gres_profile_asks_gpus_as_gres(slurm_dry_run):
-    """profiles/slurm-gres (clusters without select/cons_tres): every GPU job asks gres=gpu:1 and no
-    gpu=N (which the plugin would submit as --gpus, rejected there); the jobs, their runtimes and memory
-    as in profiles/slurm."""
+    """profiles/slurm-gres: every GPU job asks gres=gpu:1 and no gpu=N; jobs, runtimes and memory as in
+    profiles/slurm."""
     jobs = slurm_dry_run("slurm-gres").jobs
     assert GPU_RULES | {"evaluate", "evaluate_pretrained", "evaluate_vision"} <= {rule for rule, _, _ in jobs}
     for rule, resources, _ in jobs:
@@ -418,10 +400,8 @@ def test_slurm_gres_profile_asks_gpus_as_gres(slurm_dry_run):
 
 
 def test_asking_for_one_figure_runs_exactly_its_trainings(full_dry_run):
-    """`snakemake <figure file>`: Li Fig. 6 trains its 23 sweep cells (and evaluates none: it reads the
-    dev scores of the training logs); Nie Fig. 3 trains, encodes and evaluates its 8 margins; Li Fig. 9
-    trains the 2 cells of li2024_conjectures. Read from the full reproduction's dry-run (the figure's job
-    and everything upstream of it), not from a Snakemake run per figure."""
+    """`snakemake <figure file>` trains, encodes and evaluates exactly the figure's cells (read off the
+    full reproduction's dry run)."""
     jobs, scratch = full_dry_run.jobs, full_dry_run.scratch
     for figure, trained, evaluated in (
         ("li2024/li2024_fig6", 23, 0),
@@ -435,8 +415,8 @@ def test_asking_for_one_figure_runs_exactly_its_trainings(full_dry_run):
 
 
 def test_a_figure_target_lists_the_jobs_upstream_of_it_in_the_full_dag(repo_root, full_dry_run):
-    """`snakemake -n <figure file>` lists, per rule, exactly the jobs upstream of that file in the default
-    target's dry-run: what test_asking_for_one_figure_runs_exactly_its_trainings relies on."""
+    """`snakemake -n <figure file>` lists exactly the jobs upstream of that file in the full dry run
+    (what :func:`jobs_upstream` relies on)."""
     scratch = full_dry_run.scratch
     target = f"{scratch}/results/figures/li2024/li2024_fig9.png"
     alone = job_counts(
@@ -447,16 +427,14 @@ def test_a_figure_target_lists_the_jobs_upstream_of_it_in_the_full_dag(repo_root
 
 
 def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
-    """End to end, through Snakemake: a config error is one ``contrastlab:`` line, exit status 1, no
-    traceback (the in-process checks of test_failures.py::test_config_errors_are_one_line, of the select
-    typos and of the bad user losses rest on this)."""
+    """Through Snakemake, a config error is one ``contrastlab:`` line, exit status 1, no traceback, the
+    line the in-process check (workflow_start.start_error) gives."""
     done = snakemake_process(repo_root, "-n", "--config", "seeds=[forty-two]")
     out = done.stdout + done.stderr
     lines = [line for line in out.splitlines() if line.startswith("contrastlab:")]
     expected = "contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'"
     assert lines == [expected], done.stderr[-2000:]
     assert done.returncode == 1 and "Traceback" not in out, out[-3000:]
-    # the in-process check gives the same line for the same command line
     from .workflow_start import start_error
 
     assert start_error(repo_root / "config.yaml", "seeds=[forty-two]") == expected
@@ -473,9 +451,8 @@ def _train_runtime(repo_root, tmp_path, *config):
 
 
 def test_a_job_asks_the_wall_time_of_the_gpu_it_will_get(repo_root, tmp_path):
-    """Issue 48: an fp32 cell asks more time on an A100 (19.5 fp32 TFLOP/s on its data sheet) than on the
-    H100 the shipped calibration is made for (67), more still on a V100 (15.7); a retry asks for more
-    than the first attempt (a timed-out job resumes from its snapshot with a longer limit)."""
+    """An fp32 cell asks more time on an A100 than on the calibration's H100, more still on a V100; a
+    retry asks more than the first attempt."""
     from contrastlab import config as cl_config
     from contrastlab.cost import calibration as cl_calibration
     from contrastlab.cost import plan
