@@ -1,5 +1,5 @@
 """A failing job says one line naming the job (rule and cell), the error and the log; the traceback stays
-in the job's log file (issue 10 item 4)."""
+in the job's log file."""
 
 from __future__ import annotations
 
@@ -66,10 +66,8 @@ def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
 
 
 def test_bad_senteval_file_stops_the_workflow_with_one_line(repo_root, tmp_path, shared):
-    """A user copy whose sts-dev.csv lost its last rows: named once, before any job runs (a failing data
-    job would delete the data marker and cost every finished cell); exit status 1, no traceback. The end
-    to end proof of test_damaged_senteval_copy_is_named_in_one_line, which checks the kinds of damage in
-    this process."""
+    """Through Snakemake, a user copy whose sts-dev.csv lost its last rows is named in one line before any
+    job (the kinds of damage: test_damaged_senteval_copy_is_named_in_one_line, in process)."""
     data = tmp_path / "senteval"
     shutil.copytree(shared / "data" / "senteval", data)
     dev = data / "downstream" / "STS" / "STSBenchmark" / "sts-dev.csv"
@@ -87,9 +85,8 @@ def test_bad_senteval_file_stops_the_workflow_with_one_line(repo_root, tmp_path,
     "corpus (data.wiki_path) with a latin-1 byte on line 100 (D1)", "one line naming file and line, no job"
 )
 def test_a_corpus_that_is_not_utf8_stops_the_workflow_before_any_job(repo_root, tmp_path, observed):
-    """Issue 63 (D1): the corpus is checked while the main process hashes it (rules/common.smk), so a bad
-    byte stops a dry run already, in the output's last line; tests/config/test_data.py checks the wording
-    and the blank and empty corpora."""
+    """The corpus is checked while the main process hashes it, so a bad byte stops a dry run already, in
+    the output's last line."""
     corpus = tmp_path / "wiki.txt"
     corpus.write_bytes(
         b"".join(b"caf\xe9 .\n" if i == 100 else b"sentence %d .\n" % i for i in range(1, 300))
@@ -133,9 +130,7 @@ SENTEVAL_FAULTS = {
 @pytest.mark.parametrize("damage", list(SENTEVAL_FAULTS))
 def test_damaged_senteval_copy_is_named_in_one_line(tmp_path, shared, damage, observed):
     """Each kind of damage to a user's SentEval copy stops the reading of the Snakefile with one line
-    naming the damaged file. Checked in this process (the identity check rules/common.smk makes while the
-    workflow is read); test_bad_senteval_file_stops_the_workflow_with_one_line starts Snakemake on such
-    a copy: that line, exit status 1, no traceback and no job."""
+    naming the damaged file (checked in this process, as rules/common.smk checks it)."""
     relative, harm = SENTEVAL_FAULTS[damage]
     data = tmp_path / "senteval"
     shutil.copytree(shared / "data" / "senteval", data)
@@ -175,10 +170,7 @@ def _set(config: dict, dotted: str, value) -> None:
 @pytest.mark.parametrize("fault", list(CONFIG_FAULTS))
 def test_config_errors_are_one_line(tmp_path, fault, observed):
     """Each config error, in the file or on the command line, stops the reading of the Snakefile with one
-    line naming the key. Checked in this process (the validation rules/common.smk calls, on the config
-    Snakemake builds from --configfile and --config); test_dryrun.py's
-    test_bad_config_stops_the_workflow_with_one_line starts Snakemake on one of them: the same line, exit
-    status 1, no traceback."""
+    line naming the key (checked in this process on the config Snakemake builds)."""
     change, expected = CONFIG_FAULTS[fault]
     config = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
     config["results_dir"] = str(tmp_path / "results")
