@@ -1,8 +1,5 @@
 """The SLURM profiles' GPU requests on a real single-node SLURM (tests/e2e/slurm_cluster.py), and a
-diverged cell's retry: a module of its own, with a cluster of its own. Its SCHEDULE_FIRST puts it on
-the worker that runs test_slurm.py, after it: a SLURM run spends much of its time waiting on the
-scheduler's polling, so both SLURM modules run beside modules that keep the CPUs busy (tests/conftest.py).
-The overrides and polling knobs are test_slurm.py's (see its docstring)."""
+diverged cell's retry; a module with a cluster of its own (overrides and polling knobs: test_slurm.py's)."""
 
 from __future__ import annotations
 

@@ -76,10 +76,7 @@ BAD = {
 @pytest.mark.parametrize("fault", list(BAD))
 def test_a_bad_user_loss_stops_the_workflow_with_one_line(tmp_path, fault, observed):
     """A user loss that cannot be imported, takes the wrong arguments, returns NaN or a non-scalar stops
-    the reading of the Snakefile (so before any job) with one line naming the method's loss key and the
-    problem. Checked in this process: the validation rules/common.smk calls first
-    (tests/e2e/workflow_start.py); test_dryrun.py::test_bad_config_stops_the_workflow_with_one_line
-    proves end to end that such a line is all Snakemake prints, with exit status 1."""
+    the reading of the Snakefile with one line naming the method's loss key and the problem (in process)."""
     body, expected = BAD[fault]
     module = tmp_path / "bad_loss.py"
     module.write_text(body)
@@ -186,9 +183,7 @@ def test_the_loss_file_is_an_input_of_exactly_its_cells(repo_root, tmp_path):
 @pytest.mark.slow
 def test_the_own_loss_template_trains_under_lis_protocol_on_the_demo(repo_root, tmp_path, e2e_resources):
     """docs/own-loss.md's template, word for word, on the demo (8 steps): its loss's train job under Li's
-    protocol runs (before issue 82 the loss joined Li's demo search, whose stage 2 sweeps hp.r, and both
-    stage-2 train jobs failed: "no hyperparameter 'r'; it takes tau, m"; that it joins no search is
-    tests/config/test_own_loss_doc.py's)."""
+    protocol runs."""
     from tests.config.test_own_loss_doc import doc_examples, with_template
 
     config = demo_with_user_loss(tmp_path, "examples/margin_infonce.py:margin_infonce")
