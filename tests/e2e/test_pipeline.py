@@ -287,12 +287,6 @@ def test_the_split_evaluation_gives_the_numbers_of_one_job(finished_demo, cell, 
     assert "sentences on" in (results / "logs" / "encode" / f"{cell}.log").read_text()
 
 
-def test_nothing_to_do_after_a_finished_run(repo_root, finished_demo):
-    workdir, config, _ = finished_demo
-    output = run_snakemake(repo_root, "-n", "--configfile", write(config, workdir / "same.yaml"))
-    assert "Nothing to be done" in output, output[-2000:]
-
-
 def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finished_demo):
     workdir, config, _ = finished_demo
     changed = json.loads(json.dumps(config))
@@ -595,7 +589,7 @@ def test_the_projects_report_html_is_in_the_archive_and_the_description_points_t
 
 
 def test_flagging_changes_no_job_a_finished_run_has_nothing_to_do(reported_demo):
-    """report() flags are not params: after the run and its report, the same config dry-runs to nothing."""
+    """A finished run, reported or not (report() flags are not params), dry-runs to nothing."""
     assert "Nothing to be done" in reported_demo.dry_run, reported_demo.dry_run[-3000:]
 
 
