@@ -151,7 +151,7 @@ CONFIG_FAULTS = {
     "unknown precision": (["precision_override=fp8"], "precision_override"),
     "unknown evaluation mode": (["evaluation={mode: quick}"], "evaluation.mode"),
     "unknown experiment in select": (["select={experiments: [nie]}"], "nie2023"),
-    "unknown method in select": (["select={methods: [mptt]}"], "mptt"),
+    "unknown method in select": (["select={methods: [mptt]}"], "select.methods: unknown method 'mptt'"),
     "file: unknown loss": ({"experiments.nie2023.methods.cl.loss": "infonse"}, "infonse"),
     "file: unknown backbone": ({"experiments.li2024.backbones": ["bert-tiny"]}, "bert-tiny"),
     "file: hp of another loss": ({"experiments.nie2023.methods.cl.hp": {"m": 0.2}}, "cl"),
