@@ -37,7 +37,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from contrastlab.provenance import note_user_loss, user_losses
+from contrastlab.provenance import user_losses
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -275,11 +275,6 @@ def validate_hyperparameters(user: UserLoss, hp: Mapping[str, Any]) -> dict[str,
         if isinstance(value, float) and not math.isfinite(value):
             raise UserLossError(f"user loss {user.name!r}: {key} must be finite, got {value!r}")
     return {**user.defaults, **hp}
-
-
-def note_loaded(user: UserLoss) -> None:
-    """Record ``user`` in :mod:`contrastlab.provenance`: ``run_metadata`` writes it to the cell's files."""
-    note_user_loss(user.name, user.provenance())
 
 
 def loaded_user_losses() -> dict[str, dict[str, str]]:
