@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import yaml
 
@@ -118,10 +120,7 @@ def test_missing_config_file(tmp_path):
 
 def test_full_grid_size(repo_root):
     config = cl_config.load(repo_root / "config.yaml")
-    cells = list(cl_config.Grid(config).cells)
-    by_experiment = {}
-    for cell in cells:
-        by_experiment[cell.experiment] = by_experiment.get(cell.experiment, 0) + 1
+    by_experiment = collections.Counter(c.experiment for c in cl_config.Grid(config).cells)
     # Nie: 7 losses x 4 backbones x 3 seeds; MACL: 2 x 2 x 3;
     # Li: 12 losses x 2 backbones + 7 Table-5 steps on BERT-base only, x 3 seeds;
     # MACL CIFAR-10 (Table 9): 5 losses x 5 batch sizes x 3 seeds; OAR: 8 methods x 8 learning rates
@@ -145,12 +144,8 @@ def test_full_grid_size(repo_root):
 def test_settings_resolution_order(repo_root):
     config = cl_config.load(repo_root / "config.yaml")
     grid = cl_config.Grid(config)
-    nie_mat_large = grid.settings(cl_config.MethodOn("nie2023", "bert-large", "mat"))
-    assert (nie_mat_large["loss_hp"], nie_mat_large["lr"], nie_mat_large["batch_size"]) == (
-        {"m": 0.17},
-        3e-5,
-        128,
-    )
+    nie = grid.settings(cl_config.MethodOn("nie2023", "bert-large", "mat"))
+    assert (nie["loss_hp"], nie["lr"], nie["batch_size"]) == ({"m": 0.17}, 3e-5, 128)
     li_roberta = grid.settings(cl_config.MethodOn("li2024", "roberta-base", "mmhs"))
     assert li_roberta["protocol"] == "li2024" and li_roberta["precision"] == "fp32"
     assert li_roberta["eval_every"] == 50 and li_roberta["batch_size"] == 512
