@@ -85,14 +85,17 @@ def full_dry_run(repo_root, tmp_path_factory):
 
 
 def dry_run_jobs(output: str) -> list[dict]:
-    """Every job a dry-run printed: its rule (a checkpoint's too), and its input and output files."""
+    """Every job a dry-run printed (a group's, indented under it, too): its rule (a checkpoint's too), its
+    input and output files, its resources line and its wildcards."""
     jobs = []
-    for block in re.split(r"\n(?=(?:local)?(?:rule|checkpoint) \w+:\n)", output):
-        match = re.match(r"(?:local)?(?:rule|checkpoint) (\w+):\n", block)
+    for block in re.split(r"\n(?=\s*(?:local)?(?:rule|checkpoint) \w+:\n)", output):
+        match = re.match(r"\s*(?:local)?(?:rule|checkpoint) (\w+):\n", block)
         if match:
-            fields = dict(re.findall(r"^    (input|output): (.*)$", block, re.M))
-            files = {key: fields[key].split(", ") if fields.get(key) else [] for key in ("input", "output")}
-            jobs.append({"rule": match.group(1), **files})
+            fields = dict(re.findall(r"^\s+(input|output|resources|wildcards): (.*)$", block, re.M))
+            job = {key: fields[key].split(", ") if fields.get(key) else [] for key in ("input", "output")}
+            pairs = fields.get("wildcards", "").split(", ")
+            job["wildcards"] = dict(pair.split("=", 1) for pair in pairs if pair)
+            jobs.append({"rule": match.group(1), "resources": fields.get("resources", ""), **job})
     return jobs
 
 
@@ -228,16 +231,7 @@ def test_lint_is_clean(repo_root):
 
 def _jobs_with_resources(output: str) -> list[tuple[str, str, dict[str, str]]]:
     """(rule, resources line, wildcards) for every job printed by a dry-run."""
-    jobs = []
-    for block in re.split(r"\n(?=\s*(?:local)?rule \w+:)", output):  # a group's jobs are indented
-        match = re.match(r"(?:local)?rule (\w+):", block.strip())
-        if not match:
-            continue
-        resources = re.search(r"^\s+resources: (.*)$", block, re.M)
-        wildcards = re.search(r"^\s+wildcards: (.*)$", block, re.M)
-        pairs = (part.split("=", 1) for part in wildcards.group(1).split(", ")) if wildcards else ()
-        jobs.append((match.group(1), resources.group(1) if resources else "", dict(pairs)))
-    return jobs
+    return [(job["rule"], job["resources"], job["wildcards"]) for job in dry_run_jobs(output)]
 
 
 #: What the SLURM profiles' dry runs of config.yaml select (one run per profile).

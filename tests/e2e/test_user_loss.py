@@ -16,7 +16,8 @@ from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.paths import REPO_ROOT
 from tests import forked
 
-from .test_dryrun import job_counts, run_snakemake
+from .test_dryrun import dry_run_jobs, job_counts, run_snakemake
+from .test_pipeline import write
 from .workflow_start import start_error
 
 SCHEDULE_FIRST = 10  # a long module: tests/conftest.py starts the highest numbers first
@@ -54,11 +55,6 @@ def demo_with_user_loss(workdir, loss: str, hp: dict | None = None) -> dict:
     config["oar_synthetic"] = None
     config["paradigm_figures"] = {"points": 4, "batches": 1}
     return config
-
-
-def write(config, path):
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return str(path)
 
 
 BAD = {
@@ -116,9 +112,8 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
         (results / "checkpoints/nie2023/tiny-bert/margin_nce/seed42/train_log.jsonl").open().readline()
     )
     record = start["meta"]["user_losses"][f"{module}:margin_infonce"]
-    assert record["sha256"] == hashlib.sha256(module.read_bytes()).hexdigest() and record["file"] == str(
-        module
-    )
+    assert record["sha256"] == hashlib.sha256(module.read_bytes()).hexdigest()
+    assert record["file"] == str(module)
 
     # the comparison tables: beside the paper's losses, with numbers; the summary ranks both
     table = (results / "tables/compare_nie2023.md").read_text()
@@ -164,15 +159,11 @@ def test_the_loss_file_is_an_input_of_exactly_its_cells(repo_root, tmp_path):
     shutil.copy(EXAMPLE, module)
     config = demo_with_user_loss(tmp_path, f"{module}:margin_infonce")
     output = run_snakemake(repo_root, "-n", "--configfile", write(config, tmp_path / "c.yaml"))
-    using = []
-    for block in output.split("\nrule ")[1:]:
-        rule = block.split(":", 1)[0].strip()
-        inputs = next((line for line in block.splitlines() if line.strip().startswith("input:")), "")
-        wildcards = next((line for line in block.splitlines() if line.strip().startswith("wildcards:")), "")
-        if str(module) in inputs:
-            using.append(
-                (rule, wildcards.split("method=")[-1].split(",")[0] if "method=" in wildcards else "")
-            )
+    using = [
+        (job["rule"], job["wildcards"].get("method", ""))
+        for job in dry_run_jobs(output)
+        if any(str(module) in path for path in job["input"])
+    ]
     assert sorted(using) == [
         ("figure_paradigm", "margin_nce"),
         ("train", "margin_nce"),
@@ -197,16 +188,8 @@ def test_the_own_loss_template_trains_under_lis_protocol_on_the_demo(repo_root, 
     path = write(config, tmp_path / "c.yaml")
     log = "checkpoints/li2024/tiny-bert/margin_nce/seed42/train_log.jsonl"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    argv = [
-        "-s",
-        str(repo_root / "Snakefile"),
-        "--configfile",
-        path,
-        "--cores",
-        "2",
-        "--",
-        str(tmp_path / "results" / log),
-    ]
+    argv = ["-s", str(repo_root / "Snakefile"), "--configfile", path, "--cores", "2"]
+    argv += ["--", str(tmp_path / "results" / log)]
     done = forked.snakemake(argv, cwd=repo_root, env=env, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     start = json.loads((tmp_path / "results" / log).open().readline())
