@@ -64,9 +64,8 @@ def test_two_stage_search_runs_and_trains_each_setting_once(repo_root, finished_
     assert metrics["search"]["winner"] == stage2["winner"] and metrics["search"]["stage"] == 2
     assert metrics["model_dir"] == stage2["winner_model"]
     # test scores exist for the winner alone
-    assert sorted(p.parent.parent.name for p in (results / "metrics").rglob("senteval.json")) == [
-        "mpt~searched"
-    ]
+    scored = sorted(p.parent.parent.name for p in (results / "metrics").rglob("senteval.json"))
+    assert scored == ["mpt~searched"]
     assert "Nothing to be done" in run_snakemake(repo_root, "searches", "-n", "--configfile", path)
     assert job_counts(output)["train"] == 4  # mpt, lr 1e12, and the two margins (one of them the copy)
 
@@ -83,11 +82,8 @@ def test_every_add_seeds_line_plans_exactly_the_cells_it_names(repo_root, finish
     assert script[1] == f'run() {{ .venv/bin/snakemake --configfile {path} --config "$SEEDS" "$@"; }}'
     commands = script_commands(script, tmp_path)
     names = {"nie2023/tiny-bert/mpt/seed43", "nie2023/tiny-bert/mpt/seed44"}
-    assert (
-        len(commands) == 2
-        and "select={backbones: [tiny-bert], experiments: [nie2023], methods: [mpt], seeds: [43, 44]}"
-        in commands[0]
-    )
+    selected = "select={backbones: [tiny-bert], experiments: [nie2023], methods: [mpt], seeds: [43, 44]}"
+    assert len(commands) == 2 and selected in commands[0]
     for argv, named in zip(commands, [names, set()], strict=True):
         assert named_cells(argv) == named
         output = run_snakemake(repo_root, *argv, "-n")
@@ -102,17 +98,8 @@ def test_a_select_that_leaves_the_shared_cell_out_trains_it_under_its_own_name(
     _, path, _ = finished_search
     seeds = "experiments={nie2023: {seeds: [42, 43]}}"
     select = "select={experiments: [nie2023], seeds: [43]}"  # the search's seed, 42, left out
-    output = run_snakemake(
-        repo_root,
-        "searches",
-        "-n",
-        "--configfile",
-        path,
-        "--config",
-        f"results_dir={tmp_path}",
-        seeds,
-        select,
-    )
+    overrides = ("--config", f"results_dir={tmp_path}", seeds, select)
+    output = run_snakemake(repo_root, "searches", "-n", "--configfile", path, *overrides)
     assert job_counts(output)["train"] == 4  # mpt itself, lr 1e12, the two margins
     assert planned_cells(output) == {
         f"nie2023/tiny-bert/{method}/seed42"
