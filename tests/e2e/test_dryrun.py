@@ -249,16 +249,8 @@ def slurm_dry_run(repo_root, tmp_path_factory):
     def dry_run(profile: str) -> SimpleNamespace:
         if profile not in runs:
             scratch = tmp_path_factory.mktemp(f"dry-{profile}")
-            profile_dir = str(repo_root / "profiles" / profile)
-            output = run_snakemake(
-                repo_root,
-                "-n",
-                "--workflow-profile",
-                profile_dir,
-                "--config",
-                *folders(scratch),
-                SLURM_SELECT,
-            )
+            overrides = ("--config", *folders(scratch), SLURM_SELECT)
+            output = run_snakemake(repo_root, "-n", "--workflow-profile", f"profiles/{profile}", *overrides)
             runs[profile] = SimpleNamespace(output=output, jobs=_jobs_with_resources(output))
         return runs[profile]
 
@@ -358,15 +350,8 @@ def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(
     alone = collections.Counter(rule for rule, _, _ in run.jobs)
     n_vision = 75 + 64 + 8  # MACL Table 9, OAR Tables 3 and 4
     assert alone["evaluate"] == alone["encode"] == probes - 4 and alone["evaluate_vision"] == n_vision, alone
-    local = run_snakemake(
-        repo_root,
-        "-n",
-        "--workflow-profile",
-        str(repo_root / "profiles" / "default"),
-        "--config",
-        *folders(tmp_path),
-        "select={experiments: [nie2023], methods: [cl]}",
-    )
+    overrides = ("--config", *folders(tmp_path), "select={experiments: [nie2023], methods: [cl]}")
+    local = run_snakemake(repo_root, "-n", "--workflow-profile", "profiles/default", *overrides)
     assert "Group job" not in local and job_counts(local)["evaluate"] == 12
 
 

@@ -117,14 +117,8 @@ def test_a_run_from_another_pid_namespace_never_takes_a_live_runs_locks(repo_roo
     a, results, profile, targets, record, _ = live_run
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     command = ["unshare", "--pid", "--fork", "--mount-proc", *SNAKEMAKE, "-s", str(repo_root / "Snakefile")]
-    other = subprocess.run(
-        [*command, str(targets["simcse"]), *profile],
-        cwd=repo_root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    command += [str(targets["simcse"]), *profile]
+    other = subprocess.run(command, cwd=repo_root, env=env, capture_output=True, text=True, timeout=600)
     output = other.stdout + other.stderr
     refused = (
         f"contrastlab: {results} is in use by another run on {os.uname().nodename} in another PID namespace"

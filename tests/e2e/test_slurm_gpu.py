@@ -141,17 +141,8 @@ def test_the_encoding_gets_the_gpu_and_the_probe_job_none(repo_root, cluster, e2
     embeddings = f"{first.folder}/results/state/embeddings/pretrained/tiny-bert"
     resources = {**first.config["resources"], "gpu": 0}
     on_cpu = write({**first.config, "resources": resources}, first.folder / "cpu.yaml")
-    run_snakemake(
-        repo_root,
-        "--workflow-profile",
-        "profiles/default",
-        "--cores",
-        "1",
-        "--configfile",
-        on_cpu,
-        "--",
-        embeddings,
-    )
+    default = ("--workflow-profile", "profiles/default", "--cores", "1")
+    run_snakemake(repo_root, *default, "--configfile", on_cpu, "--", embeddings)
     output = run_through_slurm(
         repo_root, cluster, first.profile, first.configfile, "--retries", "0", "--", first.target
     )
