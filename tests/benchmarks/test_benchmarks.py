@@ -202,9 +202,8 @@ def test_vision_throughput_eager_follows_the_dataclass_not_a_copy(monkeypatch):
 def test_vision_throughput_reports_the_cudnn_flag_in_effect_while_timing(
     variant, before, during, monkeypatch
 ):
-    """The row's ``cudnn_benchmark`` is the value the timed steps ran with (it was read after the flag had
-    been restored, so a cudnn_bench row said false), and the flag is restored afterwards. On a CPU the
-    flag can be set (it changes nothing there), so the reading is shown here."""
+    """The row's ``cudnn_benchmark`` is the value the timed steps ran with, and the flag is restored
+    afterwards (on a CPU the flag can be set: it changes nothing there)."""
     bench = _load("vision_throughput.py")
     seen, train_step = [], bench.train_step
 

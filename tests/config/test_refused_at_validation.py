@@ -219,7 +219,7 @@ def test_a_results_folder_that_holds_the_project_is_refused(tmp_path, monkeypatc
 def test_a_results_folder_above_resources_is_refused_with_a_resources_folder_that_works(
     tmp_path, monkeypatch, results, resources, what, suggested, observed
 ):
-    """The suggestion was "e.g. results", itself a parent of results/a00/res (docs/reliability.md M6)."""
+    """The suggested resources_dir is neither inside results_dir nor above it."""
     monkeypatch.chdir(tmp_path)
     message = _refusal(f"results_dir={results}", f"resources_dir={resources}")
     observed(message)
