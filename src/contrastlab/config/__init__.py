@@ -119,12 +119,8 @@ def validate(config: Mapping[str, Any]) -> dict:
     # Only the global training block gets the defaults: overrides lower down must stay partial.
     for key in ("training", "vision_training", "vision_evaluation"):
         config[key] = fill_defaults(config[key], schema["$defs"][key])
-    check_folders(config)
-    check_references(config)
-    check_searches(config)
-    check_select(config)
-    check_mteb(config)
-    check_logging(config)
+    for check in (check_folders, check_references, check_searches, check_select, check_mteb, check_logging):
+        check(config)
     return config
 
 
