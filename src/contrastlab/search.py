@@ -35,6 +35,7 @@ searchable yet (their trainers have no held-out accuracy to select on).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -122,15 +123,11 @@ def stage_points(stage: Mapping[str, Any]) -> list[tuple[dict[str, Any], dict[st
     grid = dict(stage.get("grid") or {})
     around = {axis: next(iter(rel.items())) for axis, rel in (stage.get("around") or {}).items()}
     axes = [grid[a] for a in grid] + [[(op, v) for v in values] for op, values in around.values()]
-    out = []
-    for combo in itertools.product(*axes):
-        out.append(
-            (
-                dict(zip(grid, combo[: len(grid)], strict=True)),
-                dict(zip(around, combo[len(grid) :], strict=True)),
-            )
-        )
-    return out
+    n = len(grid)
+    return [
+        (dict(zip(grid, combo[:n], strict=True)), dict(zip(around, combo[n:], strict=True)))
+        for combo in itertools.product(*axes)
+    ]
 
 
 def search_points(grid: cl_config.Grid) -> list[SearchPoint]:
@@ -157,10 +154,7 @@ def search_points(grid: cl_config.Grid) -> list[SearchPoint]:
                     if k == 1:
                         settings = point_settings(grid, point)
                         shared = next((m for m, s in twins if s == settings), None)
-                        if shared is not None:
-                            point = SearchPoint(
-                                experiment, backbone, method, k, index, values, around, spec["seed"], shared
-                            )
+                        point = dataclasses.replace(point, shared_with=shared)
                     # named now, once: the budget, the plan and the rules read them often
                     _ = point.cell, point.winner_cell
                     out.append(point)
@@ -272,18 +266,12 @@ def read_point(model_dir: str | Path) -> dict[str, Any]:
 def select(points: Sequence[Mapping[str, Any]]) -> int:
     """Index of the winner among ``points`` (each with a ``dev`` score): the highest finite dev score,
     the first in grid order on a tie. Raises ValueError when no point has a finite score."""
-    best = None
-    for i, point in enumerate(points):
-        dev = point.get("dev")
-        if (
-            isinstance(dev, int | float)
-            and math.isfinite(dev)
-            and (best is None or dev > points[best]["dev"])
-        ):
-            best = i
-    if best is None:
+    scored = [
+        i for i, p in enumerate(points) if isinstance(p.get("dev"), int | float) and math.isfinite(p["dev"])
+    ]
+    if not scored:
         raise ValueError("search: no point of the stage has a finite dev score; nothing to select")
-    return best
+    return max(scored, key=lambda i: (points[i]["dev"], -i))
 
 
 def stage_selection(points: Sequence[SearchPoint], model_dirs: Sequence[str | Path]) -> dict[str, Any]:
@@ -332,9 +320,7 @@ def searches(points: Iterable[SearchPoint]) -> dict[tuple[str, str, str], dict[i
 def searched_methods(grid: cl_config.Grid, experiment: str) -> dict[str, list[str]]:
     """method -> backbones of the experiment's search (empty without one): where the paper tables get
     an "ours, searched" row."""
-    if experiment not in grid.every_experiment:
-        return {}
-    spec = grid.experiment(experiment).search
+    spec = grid.experiment(experiment).search if experiment in grid.every_experiment else None
     if spec is None:
         return {}
     return {

@@ -89,16 +89,8 @@ def test_vision_throughput_builds_the_cells_shape_and_times_one_step(shape, arch
 
 def test_vision_throughput_times_each_variant_on_its_own(capsys):
     args = ("--device", "cpu", "--shape", "macl", "--width", "4", "--size", "16", "--batch-size", "4")
-    _run(
-        "vision_throughput.py",
-        *args,
-        "--steps",
-        "1",
-        "--warmup",
-        "0",
-        "--variants",
-        "one_call,contiguous,nope",
-    )
+    variants = ("--variants", "one_call,contiguous,nope")
+    _run("vision_throughput.py", *args, "--steps", "1", "--warmup", "0", *variants)
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [row["variant"] for row in rows] == ["one_call", "contiguous", "nope"]
     assert rows[0]["augment_calls"] == "one" and rows[0]["steps_per_s"] > 0
@@ -165,7 +157,7 @@ def _field_default(cls, name):
 def test_vision_throughput_eager_is_the_trainers_default_step(device):
     """The ``eager`` variant's switches are VisionTrainSettings' defaults as train() applies them on that
     device (channels-last None = CUDA only; cudnn.benchmark set on CUDA only, left alone on a CPU); every
-    other variant changes exactly one of them."""
+    other variant changes exactly one of them. On a CPU the measured eager row reports them."""
     from contrastlab.training.vision import VisionTrainSettings
 
     bench = _load("vision_throughput.py")
@@ -182,6 +174,11 @@ def test_vision_throughput_eager_is_the_trainers_default_step(device):
         changed = {k for k, v in bench.switches(variant, torch.device(device)).items() if trainer[k] != v}
         assert len(changed) <= 1 and changed <= set(bench.CHANGES[variant]), variant
     assert bench.switches("cudnn_off", torch.device("cuda"))["cudnn_benchmark"] is False
+    if not cuda:
+        row = bench.measure(torch.device("cpu"), "macl", 4, steps=1, warmup=0, width=4, size=16)
+        assert row["variant"] == "eager" and row["augment_calls"] == d.augment_calls
+        assert row["compiled"] is d.compile and row["channels_last"] is (d.channels_last or False)
+        assert row["cudnn_benchmark"] is torch.backends.cudnn.benchmark  # a CPU: train() leaves it alone
 
 
 def test_vision_throughput_eager_follows_the_dataclass_not_a_copy(monkeypatch):
@@ -199,26 +196,14 @@ def test_vision_throughput_eager_follows_the_dataclass_not_a_copy(monkeypatch):
     assert row["augment_calls"] == "one" and row["channels_last"] is True
 
 
-def test_vision_throughput_eager_row_reports_the_trainers_defaults_on_a_cpu():
-    from contrastlab.training.vision import VisionTrainSettings
-
-    bench = _load("vision_throughput.py")
-    d = VisionTrainSettings()
-    row = bench.measure(torch.device("cpu"), "macl", 4, steps=1, warmup=0, width=4, size=16)
-    assert row["variant"] == "eager" and row["augment_calls"] == d.augment_calls
-    assert row["compiled"] is d.compile and row["channels_last"] is (d.channels_last or False)
-    assert row["cudnn_benchmark"] is torch.backends.cudnn.benchmark  # a CPU: train() leaves it alone
-
-
 @pytest.mark.parametrize(
     "variant, before, during", [("cudnn_bench", False, True), ("cudnn_off", True, False)]
 )
 def test_vision_throughput_reports_the_cudnn_flag_in_effect_while_timing(
     variant, before, during, monkeypatch
 ):
-    """The row's ``cudnn_benchmark`` is the value the timed steps ran with (it was read after the flag had
-    been restored, so a cudnn_bench row said false), and the flag is restored afterwards. On a CPU the
-    flag can be set (it changes nothing there), so the reading is shown here."""
+    """The row's ``cudnn_benchmark`` is the value the timed steps ran with, and the flag is restored
+    afterwards (on a CPU the flag can be set: it changes nothing there)."""
     bench = _load("vision_throughput.py")
     seen, train_step = [], bench.train_step
 
@@ -249,13 +234,9 @@ def test_gpu_step_compares_every_row_with_a_separate_eager_run(tmp_path, monkeyp
 
     monkeypatch.setattr(bench, "run_variant", recording)
     out = tmp_path / "rows.jsonl"
-    bench.main(
-        [
-            *("--toy", "--device", "cpu", "--part", "sentence", "--precisions", "fp32", "--batch", "8"),
-            *("--variants", "eager2d", "--steps", "2", "--warmup", "1"),
-            *("--out", str(out), "--scratch", str(tmp_path / "scratch")),
-        ]
-    )
+    toy = ("--toy", "--device", "cpu", "--part", "sentence", "--precisions", "fp32", "--batch", "8")
+    scratch = ("--out", str(out), "--scratch", str(tmp_path / "scratch"))
+    bench.main([*toy, "--variants", "eager2d", "--steps", "2", "--warmup", "1", *scratch])
     assert calls == [("mask4d", "reference-mask4d-fp32"), ("eager2d", None)]
     (row,) = map(json.loads, out.read_text().splitlines())  # the reference is not a row
     assert row["variant"] == "eager2d" and row["reference"] == "separate eager run (mask4d)"
@@ -338,7 +319,7 @@ def test_gpu_bench_runs_every_part_at_toy_size_on_a_cpu(tmp_path):
 
 
 def test_gpu_bench_times_the_pack_part_from_its_own_start(tmp_path, monkeypatch):
-    """Review S4: ``--pack-until-s`` counts from the pack part's own start, not the benchmark's. On a
+    """``--pack-until-s`` counts from the pack part's own start, not the benchmark's. On a
     fake clock the parts before it take 300 s and each packed configuration 100 s: with 250 s the
     configurations starting 0, 100 and 200 s into the part run, the one at 300 s is skipped."""
     bench = _load("gpu_bench.py")

@@ -47,8 +47,7 @@ def test_select_typos_are_config_errors_listing_the_choices(repo_root, select, e
     ],
 )
 def test_mteb_task_and_benchmark_names_are_checked_by_mtebs_own_lookup(repo_root, mteb, expected):
-    """Issue 65 item 4: a name mteb.get_task / mteb.get_benchmark does not know is a one-line error
-    naming the key and mteb's own suggestion."""
+    """A name mteb.get_task / mteb.get_benchmark does not know: one line naming the key and mteb's hint."""
     pytest.importorskip("mteb")
     with pytest.raises(cl_config.ConfigError) as caught:
         cl_config.load(repo_root / "config" / "demo.yaml", {"mteb": {"data": "hub", **mteb}})

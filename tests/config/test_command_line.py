@@ -1,10 +1,7 @@
-"""No config string reaches a shell (docs/reliability.md G12; issue 63 item 3): a string that a job's
-command line carries and that holds a character the SLURM submission's shell interprets inside
-``sbatch --wrap="..."`` is refused at validation, in one line naming the key; the characters that are
-safe there (spaces, ``;``, ``'``, parentheses) still pass. And the command lines around the config: the
-Makefile's values reach the scripts as single arguments (S5), a ``--configfile`` that is not there is one
-line, from make and from a plain ``snakemake`` (G15), and the suite's own make runs stay in this
-interpreter's environment (C5)."""
+"""No config string reaches a shell: one the SLURM submission's shell would interpret is refused in one
+line naming the key (safe characters pass). And the command lines around the config: the Makefile's values
+reach the scripts as single arguments, a bad ``--configfile`` is one line from make and from a plain
+``snakemake``, and the suite's own make runs stay in this interpreter's environment."""
 
 from __future__ import annotations
 
@@ -18,23 +15,20 @@ import pytest
 import yaml
 from snakemake.cli import parse_config
 from snakemake.settings.types import DeploymentMethod
-from snakemake.utils import update_config
 
 from contrastlab import config as cl_config
 from contrastlab.config.command_line import check_command_paths, check_config_words
 from contrastlab.config.invocation import check_image, config_entry_problem, configfile_problem, profile_files
 from contrastlab.paths import REPO_ROOT
+from tests.e2e.test_dryrun import folders
+from tests.e2e.workflow_start import snakemake_config
 from tests.make_command import MAKE, make_command, make_env
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
 
 
 def _config(*overrides: str) -> dict:
-    """The demo config with ``--config`` overrides, parsed by Snakemake's own ``parse_config``."""
-    with open(DEMO) as handle:
-        config = yaml.safe_load(handle)
-    update_config(config, parse_config(list(overrides)))
-    return config
+    return snakemake_config(DEMO, *overrides)
 
 
 REFUSED = [
@@ -174,12 +168,8 @@ def test_plain_snakemake_given_a_missing_config_file_says_so_in_one_line(tmp_pat
 )
 @pytest.mark.parametrize("size", ["0", "abc"])
 def test_a_profile_with_a_bad_group_size_is_named_in_one_line(tmp_path, size, observed):
-    """A copy of profiles/slurm edited to a group size Snakemake refuses: the profile's hook, which runs
-    while Snakemake parses the profile and before it applies the profile's values, finds the profile file
-    as Snakemake does (contrastlab.config.invocation.profile_files) and names it. The same value on the
-    command line (``--group-components senteval_probes=0``) is Snakemake's own parse of its command line,
-    done before any profile is read: no code of the workflow's runs, and the answer is the last line of
-    Snakemake's traceback (the test below; docs/cluster.md)."""
+    """A copy of profiles/slurm with a group size Snakemake refuses: the profile's hook finds the
+    profile file as Snakemake does (invocation.profile_files) and names it."""
     profile = tmp_path / "my slurm" / "config.yaml"
     profile.parent.mkdir()
     text = (REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text()
@@ -238,8 +228,7 @@ def test_plain_snakemake_given_a_folder_for_its_config_file_says_so_in_one_line(
 )
 @pytest.mark.parametrize("command", ["snakemake", "plan", "add-seeds"])
 def test_a_config_file_that_is_not_yaml_is_named_with_its_line_and_column(tmp_path, command, observed):
-    """Reliability 9, G15: Snakemake said "Config file is not valid JSON or YAML" (no file, no line);
-    `make plan` and `make dry-run` (which runs scripts/plan.py first) ended in PyYAML's 28-line traceback."""
+    """Snakemake's own answer names neither file nor line; the scripts' was PyYAML's traceback."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("a: [1,\n")
     if command == "snakemake":
@@ -265,8 +254,7 @@ def test_a_config_file_that_is_not_yaml_is_named_with_its_line_and_column(tmp_pa
     "one contrastlab: line saying the word is read as a config file, and where a target goes",
 )
 def test_a_target_after_the_config_file_is_named_as_one_in_one_line(observed):
-    """Issue 82 item 6: --configfile takes every word after it, so Snakemake read ``all`` as a second config
-    file and the answer was "config file all does not exist"."""
+    """--configfile takes every word after it: Snakemake read ``all`` as a second config file."""
     status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "all")
     observed(lines[-1])
     assert lines == [
@@ -347,13 +335,7 @@ def test_add_seeds_prints_and_runs_the_configfile_as_one_word(tmp_path, monkeypa
 
     from contrastlab.report import claims
 
-    step = {
-        "experiment": "nie2023",
-        "backbone": "tiny-bert",
-        "methods": ["cl"],
-        "seeds": [42, 43],
-        "new": [43],
-    }
+    step = dict(experiment="nie2023", backbone="tiny-bert", methods=["cl"], seeds=[42, 43], new=[43])
     monkeypatch.setattr(claims, "plan_for_configfile", lambda configfile, max_seeds: ([], [step]))
     ran = []
     monkeypatch.setattr(subprocess, "run", lambda argv, check: ran.append(argv))
@@ -419,7 +401,7 @@ def test_every_test_that_starts_make_builds_its_command_with_the_shared_helper()
     assert written == [], written
 
 
-# --- the SLURM submission (issue 76 item 4): a config value holding a quote reaches the job unchanged -------
+# --- the SLURM submission: a config value holding a quote reaches the job unchanged ----------------------
 
 
 @pytest.mark.parametrize(
@@ -432,12 +414,9 @@ def test_every_test_that_starts_make_builds_its_command_with_the_shared_helper()
     ids=["quote-space-semicolon", "yaml-single-quotes", "doubled-quotes"],
 )
 def test_a_config_value_holding_a_quote_reaches_the_slurm_job_unchanged(tmp_path, override):
-    """What the SLURM plugin submits, built by the same code: the job command's ``--config`` and
-    ``--configfiles`` words as Snakemake formats them (``format_cli_arg``: ``repr`` of each override, a
-    ``shlex``-quoted path), its double quotes escaped into ``sbatch --wrap="..."`` as the plugin does
-    (``run_job``), the call read by a shell (``Popen(shell=True)``) and the wrapped command by SLURM's
-    ``sh``. The job's Snakemake receives the same words, which ``parse_config`` reads back to the value
-    the validation accepted."""
+    """The job command's words as Snakemake formats them (``format_cli_arg``), escaped into
+    ``sbatch --wrap="..."`` as the plugin does and read by two shells, reach the job unchanged and parse
+    back to the value the validation accepted."""
     from snakemake_interface_executor_plugins.utils import format_cli_arg
 
     configfile = tmp_path / "my configs" / "it's demo.yaml"
@@ -471,9 +450,8 @@ MIXED = 'experiments={nie2023: {title: "x\' ; touch %s #"}}'
     "refused in one line naming the word, before any job (a SLURM job's shell would run the rest as code)",
 )
 def test_a_config_word_holding_both_quotes_is_refused_before_any_job(tmp_path, observed):
-    """The value passes the check of config strings, but the word Snakemake hands every job does not
-    survive its quoting: through the plugin's ``--wrap`` the job's ``sh`` runs ``touch`` (shown here with
-    the submission built as the test above builds it); the workflow refuses the word in one line."""
+    """The value passes, but the word does not survive the job command's quoting (through ``--wrap``
+    the job's ``sh`` runs ``touch``): the workflow refuses the word in one line."""
     from snakemake_interface_executor_plugins.utils import format_cli_arg
 
     marker = tmp_path / "PWN"
@@ -484,8 +462,7 @@ def test_a_config_word_holding_both_quotes_is_refused_before_any_job(tmp_path, o
     subprocess.run(["sh", "-c", f"true {wrap}"], capture_output=True, cwd=tmp_path)
     assert marker.exists()  # what a SLURM job would have done
     marker.unlink()
-    results = [f"results_dir={tmp_path}/r", f"resources_dir={tmp_path}/res"]
-    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "--config", *results, word)
+    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "--config", *folders(tmp_path), word)
     said = [line for line in lines if line.startswith("contrastlab:")]
     observed(said[0] if said else f"exit {status}: {lines[-1]}")
     assert status == 1 and said == [
@@ -497,9 +474,8 @@ def test_a_config_word_holding_both_quotes_is_refused_before_any_job(tmp_path, o
 
 
 def test_only_snakemake_running_another_checkouts_workflow_forgets_the_imported_library(tmp_path):
-    """The profiles' check imports contrastlab wherever the environment points; a copy of the checkout
-    still on the first one's environment would keep that library (and name its loss files as inputs). It
-    is forgotten there, and only there: a test loading a profile in-process keeps its modules."""
+    """The imported library is forgotten for another checkout's Snakefile, and only there (a test
+    loading a profile in-process keeps its modules)."""
     from contrastlab.config.invocation import library_of_another_checkout
 
     (tmp_path / "copy" / "src").mkdir(parents=True)
@@ -515,11 +491,11 @@ def test_only_snakemake_running_another_checkouts_workflow_forgets_the_imported_
     "a cell outside the config asked for by path: `snakemake results/demo/.../seed7/train_log.jsonl`",
     "one contrastlab: line naming the cell, why, and the key to set (was a raw KeyError or no rule)",
 )
-@pytest.mark.parametrize("seed", [7])  # 43, a seed of the image studies, was a raw KeyError: the same line
+@pytest.mark.parametrize("seed", [7])
 def test_a_cell_outside_the_config_asked_for_by_path_is_one_line(tmp_path, seed, observed):
     target = f"{tmp_path}/results/checkpoints/nie2023/tiny-bert/cl/seed{seed}/train_log.jsonl"
-    folders = [f"results_dir={tmp_path}/results", f"resources_dir={tmp_path}/res"]
-    status, lines = _snakemake("-n", "--configfile", "config/demo.yaml", "--config", *folders, "--", target)
+    demo = ("--configfile", "config/demo.yaml", "--config", *folders(tmp_path))
+    status, lines = _snakemake("-n", *demo, "--", target)
     observed(lines[-1])
     assert lines[-1] == (
         f"contrastlab: nie2023/tiny-bert/cl/seed{seed} is not a cell of this config: seed {seed} is not one "

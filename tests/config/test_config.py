@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import yaml
 
@@ -40,54 +42,20 @@ def test_every_schema_key_has_type_and_description():
 
 def test_every_optional_key_has_a_default():
     schema = cl_config.load_schema()
-    # Keys without a default: required ones, and a backbone's mutually exclusive sources.
-    no_default = {
-        "loss",
-        "backbones",
-        "experiments",
-        "methods",
-        "hf_id",
-        "package",
-        "path",
-        "random",
-        "tokenizer_from",
-        "vision",
-        "arch",
-        "dataset",  # required of a vision experiment, meaningless for a sentence one
-    }
-    no_default |= {"lr", "batch_size", "hp", "training"}  # method-level overrides: absent means inherit
-    no_default |= {"protocols"}  # required of an experiment template (written to templates by the workflow)
-    # Vision settings added with OAR: absent means the trainer's own default, so that the cells of
-    # configs written before them keep their settings (and nothing reruns); out_dim and spectra are opt-in.
-    no_default |= {"momentum", "lr_schedule", "projection_head", "input_size", "oar_fraction"}
-    no_default |= {"oar_weight", "oar_batch_size", "out_dim", "spectra", "vision_evaluation"}
-    no_default |= {"blur_p", "blur_sigma", "blur_kernel"}  # the OAR authors' blur; absent: none
-    # The sentence trainer's geometry analysis: opt-in, absent from the params of cells without it.
-    no_default |= {"analysis_every", "analysis_sentences", "analysis_batch", "analysis_holdout"}
-    # The runtime's time-based snapshots and SimCSE's head under autocast: absent means the trainer's
-    # default (None, False), so the cells of earlier configs keep their params.
-    no_default |= {"state_minutes", "head_autocast", "val_fraction", "keep"}
-    no_default |= {"tensorboard"}  # absent means on: the cells' params stay as they were
-    no_default |= {"figures"}  # absent means drawn: a config written before the switch stays as it was
-    no_default |= {"logging", "wandb"}  # absent means TensorBoard only: earlier configs' digests stay
-    # The sentence step's GPU switches: absent means the trainer's device-dependent default, params unchanged.
-    no_default |= {
-        "dev_batch_size",
-        "static_shapes",
-        "cuda_graph",
-        "compile",
-        "deterministic",
-        "padding_free",
-    }
-    # The image step's GPU switches (augment_calls, cudnn_benchmark; compile above): absent means the
-    # trainer's default, so the vision cells' params stay as they were and nothing reruns.
-    no_default |= {"augment_calls", "cudnn_benchmark"}
-    # A search's keys: absent means "all of the experiment's" (methods, backbones), its first seed, the
-    # shared stages, no per-method stages, no budget (contrastlab.config.search_spec fills them).
-    no_default |= {"methods", "seed", "stages", "per_method", "budget_gpu_hours"}
-    # MTEB's further tasks (mteb.tasks, mteb.benchmark): absent means the seven STS tasks, so rule mteb's
-    # params of a config without them stay as they were and nothing reruns.
-    no_default |= {"tasks", "benchmark"}
+    # Keys without a default: required ones; a backbone's mutually exclusive sources; a vision
+    # experiment's dataset; method-level overrides (absent: inherit); an experiment template's protocols;
+    # a search's keys (contrastlab.config.search_spec fills them); MTEB's further tasks (absent: the seven
+    # STS tasks). The rest are opt-in settings whose absence means the trainer's own default (or off, or
+    # drawn), so the params of earlier configs' cells stay as they were and nothing reruns.
+    no_default = set(
+        """loss backbones experiments methods hf_id package path random tokenizer_from vision arch dataset
+        lr batch_size hp training protocols momentum lr_schedule projection_head input_size oar_fraction
+        oar_weight oar_batch_size out_dim spectra vision_evaluation blur_p blur_sigma blur_kernel
+        analysis_every analysis_sentences analysis_batch analysis_holdout state_minutes head_autocast
+        val_fraction keep tensorboard figures logging wandb dev_batch_size static_shapes cuda_graph compile
+        deterministic padding_free augment_calls cudnn_benchmark seed stages per_method budget_gpu_hours
+        tasks benchmark""".split()
+    )
     defs = schema["$defs"]
     roots = [("", schema), ("$defs.training", defs["training"]), ("$defs.vision", defs["vision_training"])]
     for prefix, root in roots:
@@ -152,10 +120,7 @@ def test_missing_config_file(tmp_path):
 
 def test_full_grid_size(repo_root):
     config = cl_config.load(repo_root / "config.yaml")
-    cells = list(cl_config.Grid(config).cells)
-    by_experiment = {}
-    for cell in cells:
-        by_experiment[cell.experiment] = by_experiment.get(cell.experiment, 0) + 1
+    by_experiment = collections.Counter(c.experiment for c in cl_config.Grid(config).cells)
     # Nie: 7 losses x 4 backbones x 3 seeds; MACL: 2 x 2 x 3;
     # Li: 12 losses x 2 backbones + 7 Table-5 steps on BERT-base only, x 3 seeds;
     # MACL CIFAR-10 (Table 9): 5 losses x 5 batch sizes x 3 seeds; OAR: 8 methods x 8 learning rates
@@ -178,21 +143,18 @@ def test_full_grid_size(repo_root):
 
 def test_settings_resolution_order(repo_root):
     config = cl_config.load(repo_root / "config.yaml")
-    nie_mat_large = cl_config.Grid(config).settings(cl_config.MethodOn("nie2023", "bert-large", "mat"))
-    assert (nie_mat_large["loss_hp"], nie_mat_large["lr"], nie_mat_large["batch_size"]) == (
-        {"m": 0.17},
-        3e-5,
-        128,
-    )
-    li_roberta = cl_config.Grid(config).settings(cl_config.MethodOn("li2024", "roberta-base", "mmhs"))
+    grid = cl_config.Grid(config)
+    nie = grid.settings(cl_config.MethodOn("nie2023", "bert-large", "mat"))
+    assert (nie["loss_hp"], nie["lr"], nie["batch_size"]) == ({"m": 0.17}, 3e-5, 128)
+    li_roberta = grid.settings(cl_config.MethodOn("li2024", "roberta-base", "mmhs"))
     assert li_roberta["protocol"] == "li2024" and li_roberta["precision"] == "fp32"
     assert li_roberta["eval_every"] == 50 and li_roberta["batch_size"] == 512
     assert li_roberta["loss_hp"]["m"] == 0.27 and li_roberta["loss_hp"]["r"] == 1.0
-    li_infonce = cl_config.Grid(config).settings(cl_config.MethodOn("li2024", "bert-base", "infonce"))
+    li_infonce = grid.settings(cl_config.MethodOn("li2024", "bert-base", "infonce"))
     assert li_infonce["protocol"] == "simcse"
-    macl = cl_config.Grid(config).settings(cl_config.MethodOn("macl", "roberta-base", "macl"))
+    macl = grid.settings(cl_config.MethodOn("macl", "roberta-base", "macl"))
     assert macl["dropout"] == 0.2 and macl["lr"] == 1e-5 and macl["batch_size"] == 64
-    simcse = cl_config.Grid(config).settings(cl_config.MethodOn("macl", "bert-base", "simcse"))
+    simcse = grid.settings(cl_config.MethodOn("macl", "bert-base", "simcse"))
     assert simcse["dropout"] == 0.1
 
 
@@ -213,7 +175,6 @@ def test_config_yaml_cites_a_source_for_every_method(repo_root):
 
 
 def test_each_preset_has_its_own_results_and_state(repo_root):
-    """Issue 10 item 2: the demo used to write into the full run's results/ (tables, report, state)."""
     presets = [repo_root / "config.yaml", *sorted((repo_root / "config").glob("*.yaml"))]
     results = [cl_config.load(path)["results_dir"] for path in presets]
     assert len(set(results)) == len(results), dict(zip(map(str, presets), results, strict=True))
@@ -309,13 +270,8 @@ def test_the_plan_and_the_report_each_build_one_grid(repo_root, tmp_path):
 def test_mteb_is_off_in_the_full_run_on_in_the_demo_and_checks_its_source(repo_root):
     # MTEB's evaluator encodes every STS set again per checkpoint: off where that costs GPU time, on
     # (offline, on the stand-in) in the demo
-    assert cl_config.load(repo_root / "config.yaml")["mteb"] == {
-        "enabled": False,
-        "data": "hub",
-        "stsb_dir": None,
-        "batch_size": 64,
-        "experiments": None,
-    }
+    full = {"enabled": False, "data": "hub", "stsb_dir": None, "batch_size": 64, "experiments": None}
+    assert cl_config.load(repo_root / "config.yaml")["mteb"] == full
     demo = cl_config.load(repo_root / "config/demo.yaml")
     assert demo["mteb"]["enabled"] and demo["mteb"]["data"] == "standin"
     with pytest.raises(cl_config.ConfigError, match="mteb.data"):

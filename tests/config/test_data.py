@@ -106,9 +106,8 @@ def test_a_data_url_or_revision_the_lock_does_not_pin_stops_in_one_line(repo_roo
         DataConfig(asks).check_lock()
 
 
-# --- Issue 63: a user's corpus is checked while the workflow's main process hashes data.wiki_path,
-# before any job; each refusal (not UTF-8, blank, empty, compressed, UTF-16, latin1 garbage) is
-# tests/data/test_corpus_check.py's.
+# --- a user's corpus is checked while the main process hashes data.wiki_path, before any job (each kind
+# of refusal: tests/data/test_corpus_check.py)
 
 
 def _corpus_error(repo_root, corpus) -> str:

@@ -43,36 +43,27 @@ def make(**changes):
 
 
 def test_sweep_points_are_cells_with_their_settings():
-    config = make()
-    vision = [c for c in cl_config.Grid(config).cells if c.experiment == "img"]
+    grid = cl_config.Grid(make())
+    vision = [c for c in grid.cells if c.experiment == "img"]
     assert [c.method for c in vision] == ["cl-bs64", "cl-bs512", "mp-bs64", "mp-bs512"]
-    settings = cl_config.Grid(config).settings(cl_config.MethodOn("img", "r18", "cl-bs512"))
+    settings = grid.settings(cl_config.MethodOn("img", "r18", "cl-bs512"))
     assert settings["batch_size"] == 512 and settings["lr"] == 0.002 and settings["epochs"] == 7
-    assert (settings["arch"], settings["stem"], settings["width"], settings["dataset"]) == (
-        "resnet18",
-        "cifar",
-        8,
-        "digits",
-    )
+    encoder = (settings["arch"], settings["stem"], settings["width"], settings["dataset"])
+    assert encoder == ("resnet18", "cifar", 8, "digits")
     assert settings["lr_reference_batch"] == 256 and settings["weight_decay"] == 1e-6  # MACL App. B.3
     assert settings["loss"] == "infonce" and settings["loss_hp"] == {"tau": 0.1}
-    assert (
-        cl_config.Grid(config).settings(cl_config.MethodOn("img", "r18", "mp-bs64"))["lr"] == 0.5
-    )  # the method's own lr
+    assert grid.settings(cl_config.MethodOn("img", "r18", "mp-bs64"))["lr"] == 0.5  # the method's own lr
     # The sentence experiment beside it resolves as before: sentence keys, no vision keys.
-    text = cl_config.Grid(config).settings(cl_config.MethodOn("txt", "bert", "cl"))
+    text = grid.settings(cl_config.MethodOn("txt", "bert", "cl"))
     assert "max_length" in text and "arch" not in text and "epochs" in text and text["epochs"] == 1
 
 
 def test_hp_sweep_and_method_labels():
     only_cl = {"cl": {"loss": "infonce"}}  # mpt has no tau (an error, tested below)
     config = make(**{"experiments.img.sweep": {"hp.tau": [0.05, 0.2]}, "experiments.img.methods": only_cl})
-    names = [c.method for c in cl_config.Grid(config).cells if c.experiment == "img"]
-    assert names[:2] == ["cl-tau0.05", "cl-tau0.2"]
-    assert (
-        cl_config.Grid(config).settings(cl_config.MethodOn("img", "r18", "cl-tau0.2"))["loss_hp"]["tau"]
-        == 0.2
-    )
+    grid = cl_config.Grid(config)
+    assert [c.method for c in grid.cells if c.experiment == "img"][:2] == ["cl-tau0.05", "cl-tau0.2"]
+    assert grid.settings(cl_config.MethodOn("img", "r18", "cl-tau0.2"))["loss_hp"]["tau"] == 0.2
 
 
 def test_select_by_method_or_by_sweep_point():
@@ -114,12 +105,10 @@ def test_a_vision_experiment_needs_its_dataset():
 def test_command_line_text_is_read_per_track():
     # Snakemake hands nested --config values over as text; a vision experiment's training block is read
     # with the vision keys' types, a sentence one's with the sentence keys'.
+    img, txt = {"epochs": "3", "lr": "1e-3"}, {"max_length": "16"}
+    vision = {"epochs": "5", "precision": "bf16"}
     config = make(
-        **{
-            "experiments.img.training": {"epochs": "3", "lr": "1e-3"},
-            "experiments.txt.training": {"max_length": "16"},
-            "vision_training": {"epochs": "5", "precision": "bf16"},
-        }
+        **{"experiments.img.training": img, "experiments.txt.training": txt, "vision_training": vision}
     )
     assert config["experiments"]["img"]["training"] == {"epochs": 3, "lr": 0.001}
     assert config["experiments"]["txt"]["training"] == {"max_length": 16}
@@ -129,30 +118,20 @@ def test_command_line_text_is_read_per_track():
 def test_presets_validate():
     from contrastlab.paths import REPO_ROOT
 
-    full = cl_config.load(REPO_ROOT / "config.yaml")
-    vision = [c for c in cl_config.Grid(full).cells if c.experiment == "macl_cifar10"]
+    full = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
+    vision = [c for c in full.cells if c.experiment == "macl_cifar10"]
     assert len(vision) == 5 * 5 * 3  # MACL Table 9: 5 losses x 5 batch sizes, 3 seeds
-    assert cl_config.Grid(full).settings(cl_config.MethodOn("macl_cifar10", "resnet18-cifar", "macl-bs1024"))[
-        "loss_hp"
-    ] == {
-        "tau0": 0.1,
-        "alpha": 0.5,
-        "a0": 0.0,
-        "reweight": True,
-    }
-    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
+    macl = full.settings(cl_config.MethodOn("macl_cifar10", "resnet18-cifar", "macl-bs1024"))
+    assert macl["loss_hp"] == {"tau0": 0.1, "alpha": 0.5, "a0": 0.0, "reweight": True}
+    demo = cl_config.Grid(cl_config.load(REPO_ROOT / "config" / "demo.yaml"))
     # two seeds each: the seed-noise verdicts (tables.verdicts) have a noise estimate in the demo
-    assert [(c.method, c.seed) for c in cl_config.Grid(demo).cells if c.experiment == "macl_cifar10"] == [
-        ("ntxent-bs64", 42),
-        ("ntxent-bs64", 43),
-        ("macl-bs64", 42),
-        ("macl-bs64", 43),
-    ]
+    cells = [(c.method, c.seed) for c in demo.cells if c.experiment == "macl_cifar10"]
+    assert cells == [("ntxent-bs64", 42), ("ntxent-bs64", 43), ("macl-bs64", 42), ("macl-bs64", 43)]
 
 
 def test_a_grid_never_sees_later_changes_to_its_config():
-    """The grid deep-copies the config and resolves every configured cell when it is built (house
-    review 6, §6): a later change to the caller's dict reaches neither its settings nor its answers."""
+    """The grid deep-copies the config and resolves every configured cell when it is built: a later
+    change to the caller's dict reaches neither its settings nor its answers."""
     from contrastlab.paths import REPO_ROOT
 
     cfg = cl_config.load(REPO_ROOT / "config.yaml")
@@ -191,14 +170,12 @@ def test_the_grid_answers_what_the_rooms_ask():
 
 
 def test_the_grid_answers_what_the_report_asks():
-    """The report's questions (issue 54): the stand-ins, whether a name is the config's (an experiment
+    """The report's questions: the stand-ins, whether a name is the config's (an experiment
     or a top-level study block), whether it names a results folder, the artifacts lock."""
     stand_ins = {"img": {"r18": "resnet18-cifar"}, "gone": {"bert": "roberta-base"}}
     grid = cl_config.Grid(make(**{"tables": {"verdict_stand_ins": stand_ins}, "oar_synthetic": {}}))
-    assert (
-        grid.experiment("img").stand_ins == {"r18": "resnet18-cifar"}
-        and grid.experiment("txt").stand_ins == {}
-    )
+    assert grid.experiment("img").stand_ins == {"r18": "resnet18-cifar"}
+    assert grid.experiment("txt").stand_ins == {}
     assert list(grid.options.verdict_stand_ins) == ["img", "gone"]  # as written, one not configured too
     assert grid.experiment("txt").has_study and grid.experiment("oar_synthetic").has_study
     assert not grid.experiment("gone").has_study
@@ -212,9 +189,8 @@ def test_a_grid_with_one_experiment_changed_leaves_its_own_as_it_was():
     """:meth:`Grid.with_experiment` (the report's control): new seeds, a key dropped, a grid of its own."""
     grid = cl_config.Grid(make())
     control = grid.with_experiment("img", seeds=range(100, 103), drop=("sweep",))
-    assert (
-        control.experiment("img").seeds == [100, 101, 102] and "sweep" not in control.experiment("img").spec
-    )
+    assert control.experiment("img").seeds == [100, 101, 102]
+    assert "sweep" not in control.experiment("img").spec
     assert {c.method for c in control.cells if c.experiment == "img"} == {"cl", "mp"}
     assert grid.experiment("img").seeds == [1] and "sweep" in grid.experiment("img").spec
     assert grid.with_experiment("txt").experiment("txt").seeds == [1]  # seeds None: kept

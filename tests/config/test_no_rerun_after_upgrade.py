@@ -1,15 +1,9 @@
 """An upgrade reruns no finished cell: a train job reruns when its params change (the profiles'
-``rerun-triggers: [mtime, params, input, software-env]``), and a cell's params are its resolved settings.
+``rerun-triggers``), and a cell's params are its resolved settings.
 
-The digests below are every cell's settings of each preset as the workflow resolved them at 19dfe09,
-before issue 53 made the CUDA graph and dev batches of 512 the GPU defaults. Those defaults live in the
-trainer (``capture.for_device``), not in the config's schema, so no cell's params change and no
-finished cell retrains. A change that means to retrain cells updates these digests and says so:
-config/cpu.yaml's cell went from 60 steps to 30 (2026-11-27, to keep CI within 25 minutes), so a finished
-``make cpu`` trains again once; config/gpu-check.yaml's cells went from 300 steps to 125 and fewer image
-steps (2026-11-28, to bring make gpu-check towards 5 minutes on an H200), so a finished check retrains;
-its fp16 cell snapshots every 50 steps (issue 84, R1: the kill lands when the second is submitted), so a
-finished check retrains that one cell.
+The digests below are every cell's settings of each preset as the workflow resolves them. A change that
+means to retrain cells updates a digest and says so in CHANGELOG.md (config/cpu.yaml's 30 steps,
+config/gpu-check.yaml's 125 steps and its fp16 cell's snapshots every 50 did).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """docs/own-loss.md's two examples, taken from the page word for word: the user's loss added as a method of
 Nie's and MACL's experiments, and the experiment template naming four protocols, each load and plan on
-config.yaml and on the demo; the loss joins no search it is not named in (issue 82 item 3)."""
+config.yaml and on the demo; the loss joins no search it is not named in."""
 
 from __future__ import annotations
 

@@ -1,34 +1,26 @@
-"""Bad input refused at validation (docs/reliability.md G4-G8, G13, G14; issue 63 item 6): each case is
-the config Snakemake hands the Snakefile for ``--configfile config/demo.yaml --config <override>`` (the
-``--config`` text parsed by Snakemake's own ``parse_config``), validated by ``contrastlab.config.validate``
-as rules/common.smk does while the Snakefile is read, i.e. during ``snakemake -n``, before any job."""
+"""Bad input refused at validation, before any job: each case is the config Snakemake hands the Snakefile
+for ``--configfile config/demo.yaml --config <override>``, validated as rules/common.smk does."""
 
 from __future__ import annotations
 
 import pytest
-import yaml
-from snakemake.cli import parse_config
-from snakemake.utils import update_config
 
 from contrastlab import config as cl_config
 from contrastlab.paths import REPO_ROOT
+from tests.e2e.workflow_start import snakemake_config
 
 DEMO = REPO_ROOT / "config" / "demo.yaml"
 
 
-def _config(*overrides: str, file_overlay: dict | None = None) -> dict:
-    """The demo config with a YAML ``file_overlay`` (a second --configfile) and ``--config`` overrides."""
-    with open(DEMO) as handle:
-        config = yaml.safe_load(handle)
-    if file_overlay:
-        config = cl_config.deep_merge(config, file_overlay)
-    update_config(config, parse_config(list(overrides)))
-    return config
+def _config(*overrides: str) -> dict:
+    return snakemake_config(DEMO, *overrides)
 
 
 def _refusal(*overrides: str, file_overlay: dict | None = None) -> str:
+    """The one-line refusal of the demo config with ``--config`` overrides and a YAML ``file_overlay`` (a
+    second --configfile)."""
     with pytest.raises(cl_config.ConfigError) as caught:
-        cl_config.validate(_config(*overrides, file_overlay=file_overlay))
+        cl_config.validate(cl_config.deep_merge(_config(*overrides), file_overlay or {}))
     message = str(caught.value)
     assert "\n" not in message
     return message
@@ -123,64 +115,32 @@ def test_command_line_hyperparameters_are_typed_as_in_a_file(observed):
 
 
 # --- G6: a value the loss cannot take is refused at validation, naming the key -------------------------
-BOUNDS = [
-    (
-        {"nie2023": {"methods": {"cl": {"hp": {"tau": 0}}}}},
-        "experiments.nie2023.methods.cl.hp.tau",
-        "infonce",
-        {"tau": 0},
-    ),
-    (
-        {"nie2023": {"methods": {"cl": {"hp": {"tau": -0.05}}}}},
-        "experiments.nie2023.methods.cl.hp.tau",
-        "infonce",
-        {"tau": -0.05},
-    ),
-    (
-        {"nie2023": {"methods": {"cl": {"per_backbone": {"minilm": {"hp": {"tau": 0.0}}}}}}},
-        "experiments.nie2023.methods.cl.per_backbone.minilm.hp.tau",
-        "infonce",
-        {"tau": 0.0},
-    ),
-    (
-        {"nie2023": {"methods": {"au": {"loss": "align_uniform", "hp": {"lam": 1.5}}}}},
-        "experiments.nie2023.methods.au.hp.lam",
-        "align_uniform",
-        {"lam": 1.5},
-    ),
-    (
-        {"nie2023": {"methods": {"arc": {"loss": "arccon", "hp": {"u": 4.0}}}}},
-        "experiments.nie2023.methods.arc.hp.u",
-        "arccon",
-        {"u": 4.0},
-    ),
-    (
-        {"macl_cifar10": {"methods": {"macl": {"hp": {"reweight": "maybe"}}}}},
-        "experiments.macl_cifar10.methods.macl.hp.reweight",
-        "macl_vision",
-        {"reweight": "maybe"},
-    ),
-    (
-        {"li2024_fig6_tau": {"sweep": {"hp.tau": [0.05, 0]}}},
-        "experiments.li2024_fig6_tau.sweep.hp.tau",
-        "paradigm",
-        {"tau": 0},
-    ),
+BOUNDS = [  # (where below experiments, the key, its value, the loss, the value the loss is given)
+    ("nie2023.methods.cl.hp", "tau", 0, "infonce", 0),
+    ("nie2023.methods.cl.hp", "tau", -0.05, "infonce", -0.05),
+    ("nie2023.methods.cl.per_backbone.minilm.hp", "tau", 0.0, "infonce", 0.0),
+    ("nie2023.methods.au.hp", "lam", 1.5, "align_uniform", 1.5),
+    ("nie2023.methods.arc.hp", "u", 4.0, "arccon", 4.0),
+    ("macl_cifar10.methods.macl.hp", "reweight", "maybe", "macl_vision", "maybe"),
+    ("li2024_fig6_tau.sweep", "hp.tau", [0.05, 0], "paradigm", 0),
 ]
 
 
 @pytest.mark.fault(
     "a loss hyperparameter out of the loss's bounds (tau <= 0, ...)", "refused at validation naming the key"
 )
-@pytest.mark.parametrize(("overlay", "key", "loss", "hp"), BOUNDS)
-def test_loss_bounds_are_refused_at_validation_naming_the_key(overlay, key, loss, hp, observed):
+@pytest.mark.parametrize(("where", "key", "value", "loss", "given"), BOUNDS)
+def test_loss_bounds_are_refused_at_validation_naming_the_key(where, key, value, loss, given, observed):
     from contrastlab.losses import build_loss
 
+    overlay: dict = {key: value}
+    for part in reversed(where.split(".")):  # the method's loss named too: a new method needs it
+        overlay = {part: {"loss": loss, **overlay} if part in ("au", "arc") else overlay}
     message = _refusal(file_overlay={"experiments": overlay})
     observed(message)
     with pytest.raises(ValueError) as built:  # the loss's own check: validation states the same bound
-        build_loss(loss, **hp)
-    assert message == f"config key {key}: {built.value}"
+        build_loss(loss, **{key.removeprefix("hp."): given})
+    assert message == f"config key experiments.{where}.{key}: {built.value}"
 
 
 # --- G7, G8: seeds are distinct and within the range the trainers accept (numpy: 0 <= seed < 2**32) ----
@@ -259,7 +219,7 @@ def test_a_results_folder_that_holds_the_project_is_refused(tmp_path, monkeypatc
 def test_a_results_folder_above_resources_is_refused_with_a_resources_folder_that_works(
     tmp_path, monkeypatch, results, resources, what, suggested, observed
 ):
-    """The suggestion was "e.g. results", itself a parent of results/a00/res (docs/reliability.md M6)."""
+    """The suggested resources_dir is neither inside results_dir nor above it."""
     monkeypatch.chdir(tmp_path)
     message = _refusal(f"results_dir={results}", f"resources_dir={resources}")
     observed(message)

@@ -24,12 +24,8 @@ def test_text_values_become_the_schemas_types(repo_root):
         },
     )
     training = config["training"]
-    assert (training["batch_size"], training["lr"], training["max_steps"], training["dropout"]) == (
-        32,
-        1e-4,
-        1000,
-        0.2,
-    )
+    typed = (training["batch_size"], training["lr"], training["max_steps"], training["dropout"])
+    assert typed == (32, 1e-4, 1000, 0.2)
     assert type(training["batch_size"]) is int and type(training["lr"]) is float
     assert config["tables"]["partial"] is True and config["select"]["seeds"] == [42]
     assert config["resources"]["train_mem_mb"] == 4000 and config["data"]["fixture"] is False

@@ -57,17 +57,13 @@ def test_a_template_adds_its_methods_to_each_protocol_with_that_protocols_settin
         "oar_cifar10/resnet18-w8/margin_nce-lr0.01/seed42",
         "oar_cifar10/resnet18-w8/margin_nce-lr0.5/seed42",
     ]
-    li = cl_config.Grid(config).settings(cl_config.MethodOn("li2024", "tiny-bert", "margin_nce"))
+    grid, paper = cl_config.Grid(config), cl_config.Grid(plain)
+    li = grid.settings(cl_config.MethodOn("li2024", "tiny-bert", "margin_nce"))
     assert li["protocol"] == "li2024" and li["loss_hp"] == {"tau": 0.05, "m": 0.1}
-    oar = cl_config.Grid(config).settings(
-        cl_config.MethodOn("oar_cifar10", "resnet18-w8", "margin_nce-lr0.5")
-    )
+    oar = grid.settings(cl_config.MethodOn("oar_cifar10", "resnet18-w8", "margin_nce-lr0.5"))
     assert oar["lr"] == 0.5 and oar["optimizer"] == "sgd" and oar["loss_hp"] == {"tau": 1.0, "m": 0.1}
-    for cell in ("nie2023/tiny-bert/cl/seed42", "macl_cifar10/resnet18-w8/ntxent-bs64/seed42"):
-        e, b, m, _ = cell.split("/")
-        assert cl_config.Grid(config).settings(cl_config.MethodOn(e, b, m)) == cl_config.Grid(plain).settings(
-            cl_config.MethodOn(e, b, m)
-        )
+    for shared in (("nie2023", "tiny-bert", "cl"), ("macl_cifar10", "resnet18-w8", "ntxent-bs64")):
+        assert grid.settings(cl_config.MethodOn(*shared)) == paper.settings(cl_config.MethodOn(*shared))
 
 
 def test_selecting_the_template_runs_only_its_methods_and_baselines(demo):

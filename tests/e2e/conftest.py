@@ -30,13 +30,8 @@ OWN_IN_EACH_COPY = frozenset({".snakemake", "results", "resources"})
 @pytest.fixture(scope="module")
 def repo_root(tmp_path_factory) -> Path:
     """The repository as this module's Snakemake runs see it: a folder of links to the repository's files
-    (Snakefile, rules, scripts, config, profiles, schemas, examples...) with a ``.snakemake`` of its own.
-
-    Snakemake keeps its locks, incomplete markers and metadata in the ``.snakemake`` folder of its working
-    directory, and a run that ends removes the whole locks folder, other runs' locks included. With one
-    working directory per module, the modules no longer have to run one after another on one xdist
-    worker. The library is the installed one either way (``contrastlab.paths.REPO_ROOT``).
-    """
+    with a ``.snakemake`` of its own (a run that ends removes the whole locks folder, other runs' locks
+    included: a working directory per module lets modules run side by side)."""
     return linked_copy(tmp_path_factory.mktemp("copy") / "repo")
 
 

@@ -1,19 +1,12 @@
 """A throwaway single-node SLURM cluster on 127.0.0.1 for the tests (Debian's slurm-wlm and munge).
 
-:func:`slurm_cluster` writes a ``slurm.conf`` (one node named ``localhost`` with this machine's CPUs and
-memory and one fake GPU declared as gres, one default partition, ``select/cons_tres``, no accounting
-database), a ``gres.conf`` and a munge key into a fresh folder, starts ``munged``, ``slurmctld`` and
-``slurmd`` as root, waits until ``sinfo`` shows the node idle, and stops them again (cancelling what
-is still queued). Every file, socket and port is its own: nothing under ``/etc`` is read or written,
-and a second cluster started meanwhile (another test session) does not collide with it.
-
-The client commands find the configuration through ``SLURM_CONF`` in :attr:`SlurmCluster.env`, and
-through small wrappers in ``<root>/bin`` (first on that ``PATH``) that set it: the SLURM executor
-plugin's job step drops every ``SLURM_*`` variable before it calls ``srun`` inside the allocation, where
-a real cluster's ``srun`` reads ``/etc/slurm/slurm.conf``.
-
-Where the cluster cannot be had (not root, the packages absent, a container without the needed
-privileges), :class:`ClusterUnavailable` says why in one line, for ``pytest.skip``.
+:func:`slurm_cluster` writes a ``slurm.conf`` (one node ``localhost`` with this machine's CPUs and memory and
+one fake GPU as gres, ``select/cons_tres``, no accounting), a ``gres.conf`` and a munge key into a fresh
+folder, starts ``munged``, ``slurmctld`` and ``slurmd`` as root until ``sinfo`` shows the node idle, and
+stops them again. Nothing under ``/etc`` is read or written, and a second cluster does not collide with it.
+The client commands find the configuration through ``SLURM_CONF`` and through wrappers in ``<root>/bin``
+that set it (the plugin's job step drops every ``SLURM_*`` variable before its ``srun``). Where no cluster
+can be had, :class:`ClusterUnavailable` says why in one line, for ``pytest.skip``.
 """
 
 from __future__ import annotations
@@ -61,17 +54,11 @@ class SlurmCluster:
         -o`` fields: ``JobId``, ``JobState``, ``Comment`` (the plugin's ``rule_<name>_wildcards_...``),
         ``NumCPUs``, ``MinMemoryNode``, ``TimeLimit``, ``TresPerJob`` / ``TresPerNode`` ..."""
         out = self.run("scontrol", "show", "job", "-o").stdout
-        jobs = []
-        for line in out.splitlines():
-            if not line.startswith("JobId="):
-                continue
-            fields = {}
-            for item in line.split():
-                key, sep, value = item.partition("=")
-                if sep:
-                    fields[key] = value
-            jobs.append(fields)
-        return jobs
+        return [
+            dict(item.partition("=")[::2] for item in line.split() if "=" in item)
+            for line in out.splitlines()
+            if line.startswith("JobId=")
+        ]
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the daemons' logs, for failure messages."""
@@ -189,34 +176,20 @@ def start_cluster(timeout: float = 60) -> SlurmCluster:
     env = dict(os.environ, SLURM_CONF=str(conf), PATH=f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
     cluster = SlurmCluster(root=root, conf=conf, env=env)
     try:
-        munged = subprocess.run(
-            [
-                shutil.which("munged"),
-                f"--key-file={key}",
-                f"--socket={root / 'run' / 'munge.socket'}",
-                f"--pid-file={root / 'run' / 'munged.pid'}",
-                f"--log-file={root / 'log' / 'munged.log'}",
-                f"--seed-file={root / 'munge' / 'munged.seed'}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        run_files = [f"--socket={root}/run/munge.socket", f"--pid-file={root}/run/munged.pid"]
+        kept = [f"--log-file={root}/log/munged.log", f"--seed-file={root}/munge/munged.seed"]
+        argv = [shutil.which("munged"), f"--key-file={key}", *run_files, *kept]
+        munged = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         if munged.returncode != 0:
             reason = (munged.stderr or munged.stdout).strip().splitlines() or ["no message"]
             raise ClusterUnavailable(f"munged did not start: {reason[-1]}")
         for daemon, extra in (("slurmctld", []), ("slurmd", ["-N", NODE])):
-            out = open(root / "log" / f"{daemon}.out", "w")
-            cluster.processes.append(
-                subprocess.Popen(
-                    [shutil.which(daemon), "-D", "-f", str(conf), *extra],
-                    env=env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
+            argv = [shutil.which(daemon), "-D", "-f", str(conf), *extra]
+            with open(root / "log" / f"{daemon}.out", "w") as out:
+                daemon_process = subprocess.Popen(
+                    argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
                 )
-            )
-            out.close()
+            cluster.processes.append(daemon_process)
 
         def node_idle() -> bool:
             done = cluster.run("sinfo", "-h", "-N", "-o", "%t")

@@ -17,6 +17,8 @@ import yaml
 
 from contrastlab.paths import REPO_ROOT
 
+from .test_dryrun import folders
+
 pytestmark = pytest.mark.slow
 
 
@@ -70,7 +72,7 @@ def test_a_rule_finds_the_library_without_pip_install_e(repo_root, tmp_path):
     done = subprocess.run(
         [python, "-m", "snakemake", "-s", str(repo_root / "Snakefile"), "--cores", "1",
          "--configfile", str(repo_root / "config" / "demo.yaml"),
-         "--config", f"results_dir={tmp_path}/results", f"resources_dir={tmp_path}/resources",
+         "--config", *folders(tmp_path),
          "--", str(marker)],
         cwd=repo_root, capture_output=True, text=True, env=clean, timeout=600,
     )  # fmt: skip

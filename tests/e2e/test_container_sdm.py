@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .test_dryrun import folders
+
 IMAGE = "docker://ghcr.io/contrastlab/contrastlab:0.2.0"  # the Snakefile's default (tests/test_container.py)
 
 # The answers of an image whose conda is Miniforge's in /opt/conda; the version is the Dockerfile's tag's.
@@ -54,7 +56,7 @@ def _dry_run(repo_root: Path, tmp_path: Path, sdm: list[str], answers: str) -> t
     done = subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"), "-n", "--cores", "2"]
         + ["--sdm", *sdm, "--configfile", "config/demo.yaml", "--config"]
-        + [f"results_dir={tmp_path}/results", f"resources_dir={tmp_path}/resources"],
+        + folders(tmp_path),
         cwd=repo_root,
         env=env,
         capture_output=True,

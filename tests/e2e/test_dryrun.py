@@ -23,7 +23,6 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 def snakemake_process(repo_root: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Snakemake on the repository's Snakefile, offline, its output captured (exit status not checked)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    # Any attempt to reach the network fails fast instead of hanging.
     env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
     # A fork of a process that imported Snakemake (tests/forked.py), as ``subprocess.run`` of SNAKEMAKE.
     argv = ["-s", str(repo_root / "Snakefile"), *args]
@@ -32,11 +31,34 @@ def snakemake_process(repo_root: Path, *args: str, cwd: Path | None = None) -> s
 
 def run_snakemake(repo_root: Path, *args: str, cwd: Path | None = None) -> str:
     """:func:`snakemake_process` that must succeed; returns its output."""
-    done = snakemake_process(repo_root, *args, cwd=cwd)
+    return succeeded(snakemake_process(repo_root, *args, cwd=cwd))
+
+
+def succeeded(done: subprocess.CompletedProcess) -> str:
+    """The output of a Snakemake run that must have succeeded."""
     output = done.stdout + done.stderr
-    failures = "\n".join(line for line in output.splitlines() if line.startswith("contrastlab:"))
+    failures = "\n".join(said(output))
     assert done.returncode == 0, f"{failures}\n...\n{output[-4000:]}"
     return output
+
+
+def said(output: str) -> list[str]:
+    """The ``contrastlab:`` lines of a run's output."""
+    return [line for line in output.splitlines() if line.startswith("contrastlab:")]
+
+
+def folders(scratch: Path | str) -> list[str]:
+    """The ``--config`` entries that put a run's results and resources folders under ``scratch``."""
+    return [f"results_dir={scratch}/results", f"resources_dir={scratch}/resources"]
+
+
+def demo_process(
+    repo_root: Path, scratch: Path, *config: str, args: tuple[str, ...] = ("-n", "--cores", "1")
+) -> subprocess.CompletedProcess:
+    """:func:`snakemake_process` of the demo preset with ``args``, its folders under ``scratch`` and the
+    ``config`` overrides (which a ``--`` and targets may end)."""
+    demo = ("--configfile", "config/demo.yaml", "--config", *folders(scratch), *config)
+    return snakemake_process(repo_root, *args, *demo)
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -53,44 +75,33 @@ def job_counts(output: str) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def full_dry_run(repo_root, tmp_path_factory):
-    """One dry-run of config.yaml's two targets, the default ``all`` and ``searches`` (the paper-scale
-    searches): its output, its jobs (:func:`dry_run_jobs`) and the scratch folder of its results. The
-    tests read each target's jobs from it (:func:`jobs_upstream`) instead of building the full DAG once
-    per target."""
-    # A scratch results/resources dir so existing local outputs do not change the job list.
+    """One dry run of config.yaml's targets ``all`` and ``searches`` in a scratch folder: its output,
+    its jobs (:func:`dry_run_jobs`; per target, :func:`jobs_upstream`) and the folder."""
     scratch = tmp_path_factory.mktemp("dry")
     output = run_snakemake(
-        repo_root,
-        "-n",
-        "--cores",
-        "all",
-        "--config",
-        f"results_dir={scratch}/results",
-        f"resources_dir={scratch}/res",
-        "--",
-        "all",
-        "searches",
+        repo_root, "-n", "--cores", "all", "--config", *folders(scratch), "--", "all", "searches"
     )
     return SimpleNamespace(output=output, jobs=dry_run_jobs(output), scratch=scratch)
 
 
 def dry_run_jobs(output: str) -> list[dict]:
-    """Every job a dry-run printed: its rule (a checkpoint's too), and its input and output files."""
+    """Every job a dry-run printed (a group's, indented under it, too): its rule (a checkpoint's too), its
+    input and output files, its resources line and its wildcards."""
     jobs = []
-    for block in re.split(r"\n(?=(?:local)?(?:rule|checkpoint) \w+:\n)", output):
-        match = re.match(r"(?:local)?(?:rule|checkpoint) (\w+):\n", block)
+    for block in re.split(r"\n(?=\s*(?:local)?(?:rule|checkpoint) \w+:\n)", output):
+        match = re.match(r"\s*(?:local)?(?:rule|checkpoint) (\w+):\n", block)
         if match:
-            fields = dict(re.findall(r"^    (input|output): (.*)$", block, re.M))
-            files = {key: fields[key].split(", ") if fields.get(key) else [] for key in ("input", "output")}
-            jobs.append({"rule": match.group(1), **files})
+            fields = dict(re.findall(r"^\s+(input|output|resources|wildcards): (.*)$", block, re.M))
+            job = {key: fields[key].split(", ") if fields.get(key) else [] for key in ("input", "output")}
+            pairs = fields.get("wildcards", "").split(", ")
+            job["wildcards"] = dict(pair.split("=", 1) for pair in pairs if pair)
+            jobs.append({"rule": match.group(1), "resources": fields.get("resources", ""), **job})
     return jobs
 
 
 def jobs_upstream(jobs: list[dict], target: str) -> dict[str, int]:
     """Jobs per rule of ``snakemake <target>`` (a file, or a rule of one job such as ``all``): the job of
-    ``target`` and, transitively, the jobs making its inputs. A job's inputs do not depend on the targets
-    asked for, so this part of a dry-run of several targets is what a dry-run of ``target`` alone lists
-    (test_a_figure_target_lists_the_jobs_upstream_of_it_in_the_full_dag compares the two)."""
+    ``target`` and, transitively, the jobs making its inputs."""
     producer = {path: index for index, job in enumerate(jobs) for path in job["output"]}
     start = [index for index, job in enumerate(jobs) if job["rule"] == target] or (
         [producer[target]] if target in producer else []
@@ -109,10 +120,8 @@ def jobs_upstream(jobs: list[dict], target: str) -> dict[str, int]:
 
 
 def test_paper_scale_searches_are_listed(full_dry_run):
-    """`snakemake -n searches` on config.yaml: every point of Nie A.3 and Li A.4 as a train job (the 28
-    points that are paper cells once, with the paper cells), a selection per stage, a test evaluation per
-    search; none of them in the default target (test_full_reproduction_lists_every_job). Read from the
-    shared dry-run of both targets."""
+    """`snakemake -n searches` on config.yaml: every point of Nie A.3 and Li A.4 as a train job, a
+    selection per stage, a test evaluation per search."""
     counts = jobs_upstream(full_dry_run.jobs, "searches")
     # 1,736 points: Nie 448 + 760, Li 128 + 400; 28 of Nie's stage-1 points are the paper cells.
     assert counts["train"] == 1736
@@ -125,19 +134,7 @@ def test_paper_scale_searches_are_listed(full_dry_run):
 def test_a_search_point_equal_to_a_cell_is_not_trained_twice(repo_root, tmp_path):
     """The demo's searches: of the 2x2 MPT grid and the 2 + 2 mMHE stages, the points equal to the
     configured mpt and mmhe cells train as those cells (one job each), the others as their own."""
-    output = run_snakemake(
-        repo_root,
-        "-n",
-        "--cores",
-        "2",
-        "--configfile",
-        "config/demo.yaml",
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
-        "--",
-        "searches",
-    )
+    output = succeeded(demo_process(repo_root, tmp_path, "--", "searches", args=("-n", "--cores", "2")))
     trained = sorted(
         set(re.findall(r"wildcards: experiment=(\w+), backbone=tiny-bert, method=(\S+), seed=42", output))
     )
@@ -211,17 +208,8 @@ def test_full_reproduction_lists_every_job(repo_root, full_dry_run):
 
 @pytest.mark.parametrize("preset", ["config/gpu-check.yaml", "config/cpu.yaml"])
 def test_every_other_preset_dry_runs(repo_root, tmp_path, preset):
-    """The presets no other test dry-runs (config.yaml and config/demo.yaml have theirs) build their DAG:
-    config/gpu-check.yaml, which has no paper table, stopped with an IndexError in the tables rule."""
-    output = run_snakemake(
-        repo_root,
-        "-n",
-        "--configfile",
-        preset,
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
-    )
+    """The presets no other test dry-runs build their DAG (gpu-check.yaml has no paper table)."""
+    output = run_snakemake(repo_root, "-n", "--configfile", preset, "--config", *folders(tmp_path))
     counts = job_counts(output)
     assert counts["tables"] == 1 and counts["train"] >= 1, counts
 
@@ -230,15 +218,7 @@ def test_the_demo_dry_run_prints_no_shell_command(repo_root, tmp_path):
     """Issue 78 item 5: ``snakemake -n`` of the demo, under profiles/default as ``make demo`` runs it, lists
     its 115 jobs without a "Shell command: None" line each (every rule is a script: rule; the profile's
     printshellcmds is off, tests/test_profiles.py)."""
-    output = run_snakemake(
-        repo_root,
-        "-n",
-        "--configfile",
-        "config/demo.yaml",
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
-    )
+    output = succeeded(demo_process(repo_root, tmp_path, args=("-n",)))
     assert job_counts(output)["total"] == 115
     assert "Shell command" not in output, output[-2000:]
 
@@ -250,20 +230,10 @@ def test_lint_is_clean(repo_root):
 
 def _jobs_with_resources(output: str) -> list[tuple[str, str, dict[str, str]]]:
     """(rule, resources line, wildcards) for every job printed by a dry-run."""
-    jobs = []
-    for block in re.split(r"\n(?=\s*(?:local)?rule \w+:)", output):  # a group's jobs are indented
-        match = re.match(r"(?:local)?rule (\w+):", block.strip())
-        if not match:
-            continue
-        resources = re.search(r"^\s+resources: (.*)$", block, re.M)
-        wildcards = re.search(r"^\s+wildcards: (.*)$", block, re.M)
-        pairs = (part.split("=", 1) for part in wildcards.group(1).split(", ")) if wildcards else ()
-        jobs.append((match.group(1), resources.group(1) if resources else "", dict(pairs)))
-    return jobs
+    return [(job["rule"], job["resources"], job["wildcards"]) for job in dry_run_jobs(output)]
 
 
-#: The SLURM profiles' dry-runs: Nie's sentence cells, MACL's image cells, OAR's Tables 3-4 and the Fig. 2
-#: sweep, of config.yaml (what each test of the profiles reads; one Snakemake run per profile).
+#: What the SLURM profiles' dry runs of config.yaml select (one run per profile).
 SLURM_SELECT = "select={experiments: [nie2023, macl_cifar10, oar_cifar10, oar_cifar100]}"
 #: The rules whose jobs hold a GPU (every other job asks for none).
 GPU_RULES = {"train", "encode", "encode_pretrained", "train_vision", "encode_vision", "figure_spectra"}
@@ -271,24 +241,15 @@ GPU_RULES = {"train", "encode", "encode_pretrained", "train_vision", "encode_vis
 
 @pytest.fixture(scope="module")
 def slurm_dry_run(repo_root, tmp_path_factory):
-    """``slurm_dry_run(profile)``: the dry-run of config.yaml's :data:`SLURM_SELECT` through
-    ``profiles/<profile>`` (its output and its jobs, :func:`_jobs_with_resources`), run once per profile
-    for the module's tests."""
+    """``slurm_dry_run(profile)``: the dry run of :data:`SLURM_SELECT` through ``profiles/<profile>``
+    (its output and :func:`_jobs_with_resources`), once per profile."""
     runs = {}
 
     def dry_run(profile: str) -> SimpleNamespace:
         if profile not in runs:
             scratch = tmp_path_factory.mktemp(f"dry-{profile}")
-            output = run_snakemake(
-                repo_root,
-                "-n",
-                "--workflow-profile",
-                str(repo_root / "profiles" / profile),
-                "--config",
-                f"results_dir={scratch}/results",
-                f"resources_dir={scratch}/res",
-                SLURM_SELECT,
-            )
+            overrides = ("--config", *folders(scratch), SLURM_SELECT)
+            output = run_snakemake(repo_root, "-n", "--workflow-profile", f"profiles/{profile}", *overrides)
             runs[profile] = SimpleNamespace(output=output, jobs=_jobs_with_resources(output))
         return runs[profile]
 
@@ -322,9 +283,7 @@ def test_slurm_profile_requests_gpus_only_for_gpu_rules(slurm_dry_run):
 
 
 def test_slurm_profile_gives_every_oar_job_its_gpu(slurm_dry_run):
-    """OAR Tables 3-4 and the Fig. 2 sweep through the SLURM profile: every training, feature extraction
-    and the spectra figure ask for a GPU; the FFN probes, the synthetic study and the sweep figure run
-    without one (test_slurm_profile_requests_gpus_only_for_gpu_rules checks every job's request)."""
+    """OAR Tables 3-4 and the Fig. 2 sweep through the SLURM profile: every job of theirs is planned."""
     run = slurm_dry_run("slurm")
     oar = collections.Counter(rule for rule, _, w in run.jobs if w.get("experiment", "").startswith("oar_"))
     assert oar["train_vision"] == oar["encode_vision"] == oar["evaluate_vision"] == 64 + 8, oar
@@ -335,8 +294,7 @@ def test_slurm_profile_gives_every_oar_job_its_gpu(slurm_dry_run):
 
 
 def test_slurm_profiles_take_cpus_memory_and_account_from_the_rules_not_from_bogus_defaults(repo_root):
-    """Nothing in the profiles overrides the rules' threads (cpus_per_task did: jobs asked 8 CPUs and sat
-    pending on smaller nodes) and no placeholder account or partition is submitted."""
+    """Nothing in the profiles overrides the rules' threads, and no placeholder account or partition."""
     import yaml
 
     for name in ("slurm", "slurm-gres"):
@@ -347,8 +305,7 @@ def test_slurm_profiles_take_cpus_memory_and_account_from_the_rules_not_from_bog
 
 
 def _group_jobs(output: str, group: str) -> list[collections.Counter]:
-    """The rules of each group job ``group`` a dry-run through a SLURM profile printed (a group's jobs
-    are listed indented under its ``Group job <group>`` line)."""
+    """The rules of each group job ``group`` a dry run printed (indented under ``Group job <group>``)."""
     groups: list[collections.Counter] = []
     inside = False
     for line in output.splitlines():
@@ -365,10 +322,8 @@ def _group_jobs(output: str, group: str) -> list[collections.Counter]:
 def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(
     repo_root, tmp_path, slurm_dry_run
 ):
-    """The SentEval probe jobs (minutes on the CPU each: 226 for config.yaml) go to SLURM 20 to a job
-    (the profiles' job group `senteval_probes` and its `group-components`), asking for 4 at a time
-    inside it (a local `probe_slots` pool per group job); the GPU jobs (config.yaml shares no GPU: no
-    `gpu_pack` group) and the image probes go out one by one; a local run has no groups."""
+    """The SentEval probe jobs go to SLURM 20 to a group job (`senteval_probes`), 4 at a time inside it
+    (a local `probe_slots` pool); GPU jobs and image probes go out one by one; a local run has no groups."""
     import yaml
 
     for name in ("slurm", "slurm-gres"):
@@ -394,23 +349,14 @@ def test_slurm_profiles_send_the_senteval_probe_jobs_out_twenty_to_a_group(
     alone = collections.Counter(rule for rule, _, _ in run.jobs)
     n_vision = 75 + 64 + 8  # MACL Table 9, OAR Tables 3 and 4
     assert alone["evaluate"] == alone["encode"] == probes - 4 and alone["evaluate_vision"] == n_vision, alone
-    local = run_snakemake(
-        repo_root,
-        "-n",
-        "--workflow-profile",
-        str(repo_root / "profiles" / "default"),
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/res",
-        "select={experiments: [nie2023], methods: [cl]}",
-    )
+    overrides = ("--config", *folders(tmp_path), "select={experiments: [nie2023], methods: [cl]}")
+    local = run_snakemake(repo_root, "-n", "--workflow-profile", "profiles/default", *overrides)
     assert "Group job" not in local and job_counts(local)["evaluate"] == 12
 
 
 def test_slurm_gres_profile_asks_gpus_as_gres(slurm_dry_run):
-    """profiles/slurm-gres (clusters without select/cons_tres): every GPU job asks gres=gpu:1 and no
-    gpu=N (which the plugin would submit as --gpus, rejected there); the jobs, their runtimes and memory
-    as in profiles/slurm."""
+    """profiles/slurm-gres: every GPU job asks gres=gpu:1 and no gpu=N; jobs, runtimes and memory as in
+    profiles/slurm."""
     jobs = slurm_dry_run("slurm-gres").jobs
     assert GPU_RULES | {"evaluate", "evaluate_pretrained", "evaluate_vision"} <= {rule for rule, _, _ in jobs}
     for rule, resources, _ in jobs:
@@ -432,10 +378,8 @@ def test_slurm_gres_profile_asks_gpus_as_gres(slurm_dry_run):
 
 
 def test_asking_for_one_figure_runs_exactly_its_trainings(full_dry_run):
-    """`snakemake <figure file>`: Li Fig. 6 trains its 23 sweep cells (and evaluates none: it reads the
-    dev scores of the training logs); Nie Fig. 3 trains, encodes and evaluates its 8 margins; Li Fig. 9
-    trains the 2 cells of li2024_conjectures. Read from the full reproduction's dry-run (the figure's job
-    and everything upstream of it), not from a Snakemake run per figure."""
+    """`snakemake <figure file>` trains, encodes and evaluates exactly the figure's cells (read off the
+    full reproduction's dry run)."""
     jobs, scratch = full_dry_run.jobs, full_dry_run.scratch
     for figure, trained, evaluated in (
         ("li2024/li2024_fig6", 23, 0),
@@ -449,38 +393,26 @@ def test_asking_for_one_figure_runs_exactly_its_trainings(full_dry_run):
 
 
 def test_a_figure_target_lists_the_jobs_upstream_of_it_in_the_full_dag(repo_root, full_dry_run):
-    """`snakemake -n <figure file>` lists, per rule, exactly the jobs upstream of that file in the default
-    target's dry-run: what test_asking_for_one_figure_runs_exactly_its_trainings relies on."""
+    """`snakemake -n <figure file>` lists exactly the jobs upstream of that file in the full dry run
+    (what :func:`jobs_upstream` relies on)."""
     scratch = full_dry_run.scratch
     target = f"{scratch}/results/figures/li2024/li2024_fig9.png"
     alone = job_counts(
-        run_snakemake(
-            repo_root,
-            "-n",
-            "--quiet",
-            "rules",
-            "--config",
-            f"results_dir={scratch}/results",
-            f"resources_dir={scratch}/res",
-            "--",
-            target,
-        )
+        run_snakemake(repo_root, "-n", "--quiet", "rules", "--config", *folders(scratch), "--", target)
     )
     assert alone.pop("total") == sum(alone.values())
     assert alone == jobs_upstream(full_dry_run.jobs, target), alone
 
 
 def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
-    """End to end, through Snakemake: a config error is one ``contrastlab:`` line, exit status 1, no
-    traceback (the in-process checks of test_failures.py::test_config_errors_are_one_line, of the select
-    typos and of the bad user losses rest on this)."""
+    """Through Snakemake, a config error is one ``contrastlab:`` line, exit status 1, no traceback, the
+    line the in-process check (workflow_start.start_error) gives."""
     done = snakemake_process(repo_root, "-n", "--config", "seeds=[forty-two]")
     out = done.stdout + done.stderr
     lines = [line for line in out.splitlines() if line.startswith("contrastlab:")]
     expected = "contrastlab: config key seeds[0]: 'forty-two' is not of type 'integer'"
     assert lines == [expected], done.stderr[-2000:]
     assert done.returncode == 1 and "Traceback" not in out, out[-3000:]
-    # the in-process check gives the same line for the same command line
     from .workflow_start import start_error
 
     assert start_error(repo_root / "config.yaml", "seeds=[forty-two]") == expected
@@ -489,18 +421,16 @@ def test_bad_config_stops_the_workflow_with_one_line(repo_root, tmp_path):
 def _train_runtime(repo_root, tmp_path, *config):
     """The wall time (minutes) the dry run of config.yaml asks for one fp32 training job, Nie's InfoNCE on
     BERT-base."""
-    target = f"{tmp_path}/r/checkpoints/nie2023/bert-base/cl/seed42/model"
-    output = run_snakemake(
-        repo_root, "-n", "--cores", "1", "--config", f"results_dir={tmp_path}/r", *config, "--", target
-    )
+    target = f"{tmp_path}/results/checkpoints/nie2023/bert-base/cl/seed42/model"
+    overrides = ("--config", *folders(tmp_path), *config)
+    output = run_snakemake(repo_root, "-n", "--cores", "1", *overrides, "--", target)
     train = output.split("rule train:", 1)[1]
     return int(re.search(r"\bruntime=(\d+)", train).group(1))
 
 
 def test_a_job_asks_the_wall_time_of_the_gpu_it_will_get(repo_root, tmp_path):
-    """Issue 48: an fp32 cell asks more time on an A100 (19.5 fp32 TFLOP/s on its data sheet) than on the
-    H100 the shipped calibration is made for (67), more still on a V100 (15.7); a retry asks for more
-    than the first attempt (a timed-out job resumes from its snapshot with a longer limit)."""
+    """An fp32 cell asks more time on an A100 than on the calibration's H100, more still on a V100; the
+    time is the plan's, a retry's more (tests/cost has the rates of each card)."""
     from contrastlab import config as cl_config
     from contrastlab.cost import calibration as cl_calibration
     from contrastlab.cost import plan
@@ -519,10 +449,3 @@ def test_a_job_asks_the_wall_time_of_the_gpu_it_will_get(repo_root, tmp_path):
         plan.job_runtime_minutes(grid, "train", calibration, cell=cell, attempt=attempt) for attempt in (1, 2)
     )
     assert first == a100 and second > first
-    volta = cl_calibration.for_gpu_model(cl_calibration.load_calibration(), "V100")
-    volta = volta.achieved_tflops["sentence"]
-    assert volta["tf32"] == volta["bf16"] == volta["fp32"]  # no TF32 or bf16 units: they run as fp32
-    with pytest.raises(
-        ValueError, match="resources.gpu_model 'K80' has no data-sheet peaks here; use one of"
-    ):
-        cl_calibration.for_gpu_model(calibration, "K80")

@@ -1,10 +1,6 @@
-"""The DVC commands a DVC user types first, on a reduced demo in a repository of its own with a local-folder
-remote: ``dvc repro reproduce@demo`` runs Snakemake and versions the result; ``dvc exp run -S`` trains a
-changed setting of params.yaml, and refuses in one line (undoing DVC's rewrite) a ``-S`` on a config file
-or a setting that changes no cell; ``dvc metrics show`` reads one summary per preset and ``dvc plots
-show`` only the PNGs; ``make freeze``, a fresh clone, ``dvc pull`` and ``make restore`` give the same
-tables byte for byte and a dry run with no job (README "Full reproduction"). One Snakemake run of the
-reduced demo serves every test of the module; the tests that change the repository come last."""
+"""The DVC commands a DVC user types first (repro, exp run -S, metrics and plots show; make freeze, a
+clone, dvc pull and make restore), on a reduced demo in a repository of its own with a local-folder
+remote. One Snakemake run serves every test; the tests that change the repository come last."""
 
 from __future__ import annotations
 
@@ -32,9 +28,7 @@ SUMMARY = "summary/demo.json"
 
 
 def _env() -> dict[str, str]:
-    # make_env: without what a make the suite runs under hands down (its VENV reached `make restore`: C5)
     env = dict(make_env(), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DVC_NO_ANALYTICS="1")
-    # Nothing may reach the network: an attempt fails fast instead of hanging.
     env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
     return env
 
@@ -55,18 +49,15 @@ def git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def make(cwd: Path, target: str, config: str, ok: bool = True) -> subprocess.CompletedProcess:
-    # make_command names this interpreter's environment (.venv links to it) and keeps make from
-    # "installing" into it from the copy (whose pyproject.toml is newer than its install stamp after a clone).
     return run(cwd, *make_command("-s", target, f"CONFIG={config}"), ok=ok)
 
 
 def link_venv(repo: Path) -> None:
     """``repo/.venv`` -> this interpreter's environment, so the README's ``.venv/bin/...`` commands run."""
     (repo / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    # a symlink: .gitignore's ".venv/" names a folder only
     with open(repo / ".git" / "info" / "exclude", "a") as handle:
-        handle.write(
-            ".venv\n"
-        )  # a symlink: kept out of git even where .gitignore says ".venv/" (a folder only)
+        handle.write(".venv\n")
 
 
 @pytest.fixture(scope="module")
@@ -83,14 +74,10 @@ def tools():
 
 
 def tracked_copy(repo_root: Path, dest: Path) -> Path:
-    """A new git repository at ``dest`` holding the working-tree content of the repository's files that
-    git tracks or would (the workflow, Makefile, .dvc/config, dvc.yaml, params.yaml, .gitignore,
-    .dvcignore), but the library: ``src`` is a link to the repository's own, committed as a link. The
-    Snakefile puts the workflow's ``src`` on every job's PYTHONPATH, and the warm starter serves jobs by
-    that path (links resolved): a copied library would need starters of its own, for the module's
-    repository and again for its clone, each importing torch & co. once more."""
-    # Listed in the repository the links of repo_root point to: git sees a linked folder (scripts/) as one
-    # link, and an untracked file inside it (a new script not yet added) would be left out.
+    """A new git repository at ``dest`` holding the working-tree content of the files git tracks or
+    would, but ``src``: a link to the repository's own, so the warm starter serving jobs by that path
+    (links resolved) is shared with the suite. Listed where repo_root's links point (git sees a linked
+    folder as one link)."""
     source_root = (repo_root / "Snakefile").resolve().parent
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -113,8 +100,8 @@ def tracked_copy(repo_root: Path, dest: Path) -> Path:
 
 
 def reduced_demo(repo_root: Path) -> dict:
-    """config/demo.yaml cut to two losses on the tiny BERT, four steps on the generated data (kept
-    under resources/, so that it is versioned too), Nie's analytic figures on a small grid."""
+    """config/demo.yaml cut to two losses on the tiny BERT, four steps on the generated data (under
+    resources/: versioned too), Nie's analytic figures on a small grid."""
     config = yaml.safe_load((repo_root / "config" / "demo.yaml").read_text())
     config.update(results_dir=RESULTS, resources_dir="resources", oar_synthetic=None)
     config["data"] = {"fixture": True, "fixture_corpus_sentences": 500}

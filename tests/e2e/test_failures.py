@@ -1,5 +1,5 @@
 """A failing job says one line naming the job (rule and cell), the error and the log; the traceback stays
-in the job's log file (issue 10 item 4)."""
+in the job's log file."""
 
 from __future__ import annotations
 
@@ -14,14 +14,10 @@ import yaml
 
 from contrastlab.paths import REPO_ROOT
 
-from .test_dryrun import snakemake_process
+from .test_dryrun import demo_process, folders, said
 from .workflow_start import start_error
 
 SCHEDULE_FIRST = 2  # a long module: tests/conftest.py starts the highest numbers first
-
-
-def _contrastlab_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("contrastlab:")]
 
 
 def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
@@ -59,7 +55,7 @@ def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
         [sys.executable, "-c", driver], capture_output=True, text=True, timeout=300, cwd=tmp_path
     )
     assert done.returncode == 1
-    lines = _contrastlab_lines(done.stderr)
+    lines = said(done.stderr)
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("contrastlab: rule train nie2023/tiny-bert/cl/seed42: ")
     assert "no-such-backbone" in lines[0] and f"(log: {log})" in lines[0]
@@ -70,27 +66,15 @@ def test_training_script_failure_is_one_line_naming_the_cell(tmp_path):
 
 
 def test_bad_senteval_file_stops_the_workflow_with_one_line(repo_root, tmp_path, shared):
-    """A user copy whose sts-dev.csv lost its last rows: named once, before any job runs (a failing data
-    job would delete the data marker and cost every finished cell); exit status 1, no traceback. The end
-    to end proof of test_damaged_senteval_copy_is_named_in_one_line, which checks the kinds of damage in
-    this process."""
+    """Through Snakemake, a user copy whose sts-dev.csv lost its last rows is named in one line before any
+    job (the kinds of damage: test_damaged_senteval_copy_is_named_in_one_line, in process)."""
     data = tmp_path / "senteval"
     shutil.copytree(shared / "data" / "senteval", data)
     dev = data / "downstream" / "STS" / "STSBenchmark" / "sts-dev.csv"
     dev.write_text("".join(dev.read_text().splitlines(keepends=True)[:-5]))
-    done = snakemake_process(
-        repo_root,
-        "--cores",
-        "1",
-        "--configfile",
-        "config/demo.yaml",
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/resources",
-        f"data={{senteval_dir: {data}, fixture: false}}",
-        "--",
-        f"{tmp_path}/results/state/data/senteval.ready.json",
-    )
+    marker = f"{tmp_path}/results/state/data/senteval.ready.json"
+    data_dir = f"data={{senteval_dir: {data}, fixture: false}}"
+    done = demo_process(repo_root, tmp_path, data_dir, "--", marker, args=("--cores", "1"))
     out = done.stdout + done.stderr
     line = _one_line_failure(done)  # exit 1, one contrastlab: line, no traceback
     assert line.startswith("contrastlab: data: SentEvalDataError: ") and "sts-dev.csv" in line, line
@@ -101,23 +85,13 @@ def test_bad_senteval_file_stops_the_workflow_with_one_line(repo_root, tmp_path,
     "corpus (data.wiki_path) with a latin-1 byte on line 100 (D1)", "one line naming file and line, no job"
 )
 def test_a_corpus_that_is_not_utf8_stops_the_workflow_before_any_job(repo_root, tmp_path, observed):
-    """Issue 63 (D1): the corpus is checked while the main process hashes it (rules/common.smk), so a bad
-    byte stops a dry run already, in the output's last line; tests/config/test_data.py checks the wording
-    and the blank and empty corpora."""
+    """The corpus is checked while the main process hashes it, so a bad byte stops a dry run already, in
+    the output's last line."""
     corpus = tmp_path / "wiki.txt"
     corpus.write_bytes(
         b"".join(b"caf\xe9 .\n" if i == 100 else b"sentence %d .\n" % i for i in range(1, 300))
     )
-    done = snakemake_process(
-        repo_root,
-        "-n",
-        "--configfile",
-        "config/demo.yaml",
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/resources",
-        f"data={{wiki_path: {corpus}}}",
-    )
+    done = demo_process(repo_root, tmp_path, f"data={{wiki_path: {corpus}}}", args=("-n",))
     line = _one_line_failure(done)
     assert line.startswith(
         f"contrastlab: data: CorpusError: data.wiki_path {corpus} is not UTF-8: line 100 "
@@ -128,7 +102,7 @@ def test_a_corpus_that_is_not_utf8_stops_the_workflow_before_any_job(repo_root, 
 
 def _one_line_failure(done) -> str:
     out = done.stdout + done.stderr
-    lines = _contrastlab_lines(out)
+    lines = said(out)
     assert done.returncode == 1, out[-3000:]
     assert len(lines) == 1, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
@@ -156,18 +130,13 @@ SENTEVAL_FAULTS = {
 @pytest.mark.parametrize("damage", list(SENTEVAL_FAULTS))
 def test_damaged_senteval_copy_is_named_in_one_line(tmp_path, shared, damage, observed):
     """Each kind of damage to a user's SentEval copy stops the reading of the Snakefile with one line
-    naming the damaged file. Checked in this process (the identity check rules/common.smk makes while the
-    workflow is read); test_bad_senteval_file_stops_the_workflow_with_one_line starts Snakemake on such
-    a copy: that line, exit status 1, no traceback and no job."""
+    naming the damaged file (checked in this process, as rules/common.smk checks it)."""
     relative, harm = SENTEVAL_FAULTS[damage]
     data = tmp_path / "senteval"
     shutil.copytree(shared / "data" / "senteval", data)
     harm(data / "downstream" / relative)
-    line = start_error(
-        REPO_ROOT / "config" / "demo.yaml",
-        f"results_dir={tmp_path}/results",
-        f"data={{senteval_dir: {data}, fixture: false}}",
-    )
+    data_dir = f"data={{senteval_dir: {data}, fixture: false}}"
+    line = start_error(REPO_ROOT / "config" / "demo.yaml", *folders(tmp_path), data_dir)
     assert line is not None and line.startswith("contrastlab: data: "), line
     assert "\n" not in line and relative.rsplit("/", 1)[-1] in line, line
     observed(line[line.index("downstream/") :][:110])
@@ -182,7 +151,7 @@ CONFIG_FAULTS = {
     "unknown precision": (["precision_override=fp8"], "precision_override"),
     "unknown evaluation mode": (["evaluation={mode: quick}"], "evaluation.mode"),
     "unknown experiment in select": (["select={experiments: [nie]}"], "nie2023"),
-    "unknown method in select": (["select={methods: [mptt]}"], "mptt"),
+    "unknown method in select": (["select={methods: [mptt]}"], "select.methods: unknown method 'mptt'"),
     "file: unknown loss": ({"experiments.nie2023.methods.cl.loss": "infonse"}, "infonse"),
     "file: unknown backbone": ({"experiments.li2024.backbones": ["bert-tiny"]}, "bert-tiny"),
     "file: hp of another loss": ({"experiments.nie2023.methods.cl.hp": {"m": 0.2}}, "cl"),
@@ -201,10 +170,7 @@ def _set(config: dict, dotted: str, value) -> None:
 @pytest.mark.parametrize("fault", list(CONFIG_FAULTS))
 def test_config_errors_are_one_line(tmp_path, fault, observed):
     """Each config error, in the file or on the command line, stops the reading of the Snakefile with one
-    line naming the key. Checked in this process (the validation rules/common.smk calls, on the config
-    Snakemake builds from --configfile and --config); test_dryrun.py's
-    test_bad_config_stops_the_workflow_with_one_line starts Snakemake on one of them: the same line, exit
-    status 1, no traceback."""
+    line naming the key (checked in this process on the config Snakemake builds)."""
     change, expected = CONFIG_FAULTS[fault]
     config = yaml.safe_load((REPO_ROOT / "config" / "demo.yaml").read_text())
     config["results_dir"] = str(tmp_path / "results")

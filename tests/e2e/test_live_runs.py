@@ -1,11 +1,6 @@
-"""A live run is never taken for a dead one (issue 63 item 1; reliability 7, P4 and P5).
-
-Run A trains a cell on a results folder for as long as the module needs it. On the same folder, run B (a
-disjoint target, which Snakemake allows beside A) is started on this host, and A's command from another
-PID namespace (standing in for a second login node on shared storage). Each time A must keep its locks,
-its record and its training, and the newcomer must be refused: by A's record on this host
-(contrastlab.workflow.recovery.live_run_refusal, reliability 8 C3) and from the other namespace by A's claim
-on the folder (an OS lock, one kernel: reliability 9, R4)."""
+"""A live run is never taken for a dead one: beside run A training on a results folder, a run B on this
+host and A's command from another PID namespace (a second login node) are refused, by A's record and by
+its claim on the folder; A keeps its locks, its record and its training."""
 
 from __future__ import annotations
 
@@ -101,9 +96,7 @@ def _a_untouched(repo_root: Path, live_run) -> str:
     "B refused in one line naming A before it plans or locks; A keeps its locks, record and training",
 )
 def test_a_second_run_beside_a_live_run_is_refused_before_it_takes_anything(repo_root, live_run, observed):
-    """Reliability 7's P5 killed B beside A and checked that recovering B kept A's locks; since C3 a run
-    of this host is refused beside a live one on its folder, so B never gets that far (the recovery of a
-    killed run beside a live one: tests/workflow/test_recovery.py)."""
+    """A run of this host is refused beside a live one on its folder before it takes anything."""
     a, results, profile, targets, _, _ = live_run
     b = snakemake_process(repo_root, str(targets["macl"]), *profile)
     output = b.stdout + b.stderr
@@ -124,14 +117,8 @@ def test_a_run_from_another_pid_namespace_never_takes_a_live_runs_locks(repo_roo
     a, results, profile, targets, record, _ = live_run
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     command = ["unshare", "--pid", "--fork", "--mount-proc", *SNAKEMAKE, "-s", str(repo_root / "Snakefile")]
-    other = subprocess.run(
-        [*command, str(targets["simcse"]), *profile],
-        cwd=repo_root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    command += [str(targets["simcse"]), *profile]
+    other = subprocess.run(command, cwd=repo_root, env=env, capture_output=True, text=True, timeout=600)
     output = other.stdout + other.stderr
     refused = (
         f"contrastlab: {results} is in use by another run on {os.uname().nodename} in another PID namespace"

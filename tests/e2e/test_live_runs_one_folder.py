@@ -1,9 +1,5 @@
-"""One results folder under two names while a run is live (reliability 8, C3): Snakemake's lock compares
-path strings, so a run on ``results/b -> a`` took no notice of a live run on ``results/a``. The run records
-in ``<results_dir>/state/runs/`` are one folder under any name: a live one from this host stops a second
-run before it plans anything, and its claim on the folder (an OS lock on its real path, taken before the
-Snakefile reads or writes anything in it) refuses a run started even before it recorded itself
-(tests/workflow/test_live_runs_here.py has the library's cases, the 20 tries of R4 among them)."""
+"""One results folder under two names while a run is live (``results/b -> a``): the live run's record
+and its claim on the folder's real path stop a second run before it plans anything."""
 
 from __future__ import annotations
 

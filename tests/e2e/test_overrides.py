@@ -1,37 +1,18 @@
-"""Command-line overrides mean what they mean in a config file, through Snakemake itself; a ``select``
-typo stops it with one line. (The coercion itself is tests/config/test_schema.py's, the ``select`` checks
-tests/config/test_checks.py's: both without Snakemake.)
-"""
+"""Command-line overrides mean what they mean in a config file, through Snakemake itself (the coercion
+itself is tests/config/test_schema.py's)."""
 
 from __future__ import annotations
 
 import re
 
-from .test_dryrun import snakemake_process
-from .workflow_start import start_error
+from .test_dryrun import demo_process
 
 SCHEDULE_FIRST = 1  # a long module: tests/conftest.py starts the highest numbers first
 
 
-def _snakemake(repo_root, tmp_path, *config: str):
-    """A dry run of the demo preset in a scratch results folder, with ``config`` overrides."""
-    return snakemake_process(
-        repo_root,
-        "-n",
-        "--cores",
-        "1",
-        "--configfile",
-        "config/demo.yaml",
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/resources",
-        *config,
-    )
-
-
-def test_documented_overrides_work_through_snakemake(repo_root, tmp_path):
+def test_documented_overrides_work_throughdemo_process(repo_root, tmp_path):
     """The README's overrides, numbers and booleans given on the command line, through Snakemake itself."""
-    done = _snakemake(
+    done = demo_process(
         repo_root,
         tmp_path,
         "training={batch_size: 32, lr: 0.0001}",
@@ -46,21 +27,7 @@ def test_documented_overrides_work_through_snakemake(repo_root, tmp_path):
     # tables.partial renders the report from what exists: the tables and the figures, nothing trains
     assert re.search(r"^tables\s+1$", out, re.M), out[-2000:]
     assert not re.search(r"^(train|encode|evaluate)\s", out, re.M), out[-2000:]
-    done = _snakemake(repo_root, tmp_path, "training={batch_size: 32, lr: 0.0001}", "select={seeds: [42]}")
+    done = demo_process(repo_root, tmp_path, "training={batch_size: 32, lr: 0.0001}", "select={seeds: [42]}")
     # The demo's 5 sentence cells of the tables, 8 of the figure sweeps (Nie Fig. 3, Li Fig. 6), 2 of
     # Li's conjecture runs (Fig. 5, 7-9) and the 6 search points that are not configured cells.
     assert done.returncode == 0 and re.search(r"^train\s+21$", done.stdout + done.stderr, re.M)
-
-
-def test_select_typo_stops_snakemake_with_one_line(repo_root, tmp_path):
-    """A select typo given with --config, as Snakemake parses it, stops the reading of the Snakefile with
-    one line. In this process (rules/common.smk's checks, tests/e2e/workflow_start.py); test_dryrun.py
-    ::test_bad_config_stops_the_workflow_with_one_line proves such a line end to end."""
-    line = start_error(
-        repo_root / "config" / "demo.yaml",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/resources",
-        "select={methods: [mptt]}",
-    )
-    assert line is not None and line.startswith("contrastlab: ") and "\n" not in line, line
-    assert "select.methods: unknown method 'mptt'" in line, line

@@ -32,18 +32,15 @@ SCHEDULE_FIRST = 12  # a long module: tests/conftest.py starts the highest numbe
 
 
 def reduced_demo(repo_root, workdir, mteb=False):
-    """config/demo.yaml on one backbone and two losses, fewer steps: same rules, smaller sizes. The
-    corpus is a user copy (``data.wiki_path``), so the tests can move it and change it. MTEB's evaluator
-    (a job per cell, minutes in all) only with ``mteb``: for the tests that read its results or the
-    bridge table (this module's demo); the other copies test something else."""
+    """config/demo.yaml on one backbone and two losses, fewer steps; the corpus a user copy
+    (``data.wiki_path``) the tests can move and change; MTEB's evaluator only with ``mteb``."""
     config = yaml.safe_load((repo_root / "config" / "demo.yaml").read_text())
     config["mteb"]["enabled"] = mteb
     config["results_dir"] = str(workdir / "results")
     config["resources_dir"] = str(workdir / "resources")
     config["data"]["wiki_path"] = str(write_demo_corpus(workdir / "corpus" / "wiki.txt", 2000))
     config["training"].update(max_steps=8, eval_every=4, state_every=4, log_every=2)
-    # Nie's analytic figures on a coarse grid and OAR Table 2 at 10 epochs, one seed and no sweep: every
-    # figure rule, seconds each.
+    # every figure rule, seconds each
     config["analytic_figures"] = {"points": 10, "batches": 20}
     config["oar_synthetic"] = {"epochs": 10, "seeds": 1, "sweep": []}
     config["experiments"] = {
@@ -94,7 +91,7 @@ def test_demo_produces_tables_and_report(finished_demo):
     # MTEB's evaluator on each cell (mteb.enabled in the demo): MTEB's results and the bridge table
     assert len(list((results / "mteb/nie2023/tiny-bert/cl/seed42/results").glob("*/*/STS12.json"))) == 1
     assert "## SentEval protocol and MTEB on the same checkpoints" in report
-    # issue 75 item 1: every training job's phases, and how it started, in the cost section
+    # every training job's phases, and how it started, in the cost section
     cost = report[report.index("### Where the training jobs' time went") :]
     rows = [line for line in cost.splitlines() if line.startswith(("| train ", "| train_vision "))]
     trained = list((results / "checkpoints").glob("*/*/*/seed*/train_log.jsonl"))
@@ -107,8 +104,8 @@ def test_demo_produces_tables_and_report(finished_demo):
 def test_make_cards_writes_each_cells_card_and_its_checkpoint_loads_in_sentence_transformers(
     repo_root, finished_demo
 ):
-    """Issue 33 part 2: the train job wrote the sentence-transformers files into the checkpoint (no
-    other job touches it); issue 85 item 2: ``make cards`` writes each card from the cell's files."""
+    """The train job wrote the sentence-transformers files into the checkpoint; ``make cards`` writes each
+    card from the cell's files."""
     from contrastlab.models import load_backbone, make_encoder
 
     workdir, _, _ = finished_demo
@@ -134,9 +131,8 @@ def test_make_cards_writes_each_cells_card_and_its_checkpoint_loads_in_sentence_
 
 
 def test_every_cell_trains_with_its_live_curves_under_results_tensorboard(finished_demo, read_curves):
-    """Issue 33: each trained cell's TensorBoard run folder is <results_dir>/tensorboard/<cell> (what
-    make monitor shows), holding the training loss at every log point and the dev Spearman at every
-    evaluation; nothing is left beside the removed state folders."""
+    """Each trained cell's TensorBoard run, <results_dir>/tensorboard/<cell>, holds the training loss at
+    every log point and the dev Spearman at every evaluation; none is left in the state folders."""
     workdir, config, _ = finished_demo
     results = workdir / "results"
     cells = sorted(p.parent for p in (results / "checkpoints").rglob("train_log.jsonl"))
@@ -149,10 +145,8 @@ def test_every_cell_trains_with_its_live_curves_under_results_tensorboard(finish
 
 
 def test_demo_writes_the_claims_section_and_the_verdict_markers(finished_demo):
-    """Issue 26 acceptance: the run's report opens with the claims' answer (toy: the demo's stand-ins,
-    said in one line; issue 44: per paper one line of counts, the reading guide folded below it), each
-    paper's claims carry their verdicts, and the tables carry the verdict markers, legend and CSV
-    columns."""
+    """The report opens with the claims' answer (toy numbers said, a line of counts per paper), each
+    claim carries its verdict, the tables their verdict markers, legend and CSV columns."""
     import pandas as pd
 
     workdir, _, _ = finished_demo
@@ -161,7 +155,7 @@ def test_demo_writes_the_claims_section_and_the_verdict_markers(finished_demo):
     answer = report[report.index("## The answer") : report.index('<details markdown="1">')]
     assert report.index("## The answer") < report.index("\n## Nie et al. 2023")
     assert "**Toy numbers**" in answer and "tiny-bert for bert-base" in answer
-    # issue 78: the claims counted by verdict are columns of the first screen's table, Nie's row among them
+    # the claims counted by verdict are columns of the first screen's table
     nie = next(line for line in answer.splitlines() if line.startswith("| Nie et al. 2023 | [Table 1]("))
     assert nie.split(" | ")[-5:-2] == ["0", "0", "0"] and int(nie.split(" | ")[-2]) > 0  # undecided
     assert "'select={backbones: [tiny-bert], experiments: [nie2023]" in answer
@@ -185,10 +179,8 @@ def test_demo_writes_the_claims_section_and_the_verdict_markers(finished_demo):
 def test_the_reports_add_seeds_lines_name_the_runs_preset_and_plan_exactly_their_cells(
     repo_root, finished_demo, tmp_path
 ):
-    """Issue 78 item 2: the report's add-seeds script names the preset the run read (``--configfile``,
-    here the test's config outside the checkout: its absolute path) and the default profile, with nothing
-    to fill in; bash runs it as printed, and a dry run of each of its commands on the finished demo plans
-    exactly the cells its ``select`` names (the new seeds), the last (tables) line none."""
+    """The report's add-seeds script names the preset the run read (its absolute path) and runs as
+    printed; a dry run of each command plans exactly the cells its ``select`` names, the last none."""
     from .add_seeds import named_cells, planned_cells, report_script, script_commands
 
     workdir, _, _ = finished_demo
@@ -204,8 +196,7 @@ def test_the_reports_add_seeds_lines_name_the_runs_preset_and_plan_exactly_their
 
 
 def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
-    """Issue acceptance: each figure the config produces (analytic, log-based, synthetic) is a non-trivial
-    PNG (size, many colours, axes: its CSV has numbers) with its PDF and CSV, shown in both reports."""
+    """Each figure the config produces is a non-trivial PNG with its PDF and CSV, shown in both reports."""
     import matplotlib.image
 
     from contrastlab import config as cl_config
@@ -234,10 +225,8 @@ def test_demo_renders_every_figure_and_the_report_shows_it(finished_demo):
     reason="no Chromium on this machine (.ci/run installs Debian's chromium)",
 )
 def test_the_demos_report_html_reads_in_chromium_at_1400_px(finished_demo, tmp_path):
-    """Issue 56: the demo's own report.html in headless Chromium 1400 px wide: a contents list whose
-    every link names an element of the page, an id on every heading (Nie's section, its Table 1 and the
-    bridge under it among them), the unconfigured methods folded, nothing wider than the window; issue
-    65: its first screen and grids as tests/report/test_html.py's demo page shows them."""
+    """The demo's report.html in headless Chromium 1400 px wide: every contents link resolves, every
+    heading has an id, unconfigured methods folded, nothing wider than the window."""
     workdir, _, _ = finished_demo
     page = tmp_path / "report.html"  # a copy: the measuring script is written beside it
     shutil.copy(workdir / "results" / "report.html", page)
@@ -249,13 +238,9 @@ def test_the_demos_report_html_reads_in_chromium_at_1400_px(finished_demo, tmp_p
     assert found["scroll_width"] <= found["viewport"] <= 1400 and found["boxes_past_viewport"] == []
     assert found["tables"] and found["tables_outside_a_box"] == 0
     assert any("rows not configured by this preset: L_a&u" in line for line in found["folded_rows"])
-    # issue 65 item 1: the toy warning before any count, a main number per paper on the first screen; the
-    # unconfigured columns folded (at most 20 "not configured" cells); "see" links in the page; verdicts
-    # one line; the add-seeds lines whole. This demo runs Nie's experiment alone: one paper, one main
-    # number, no grid wide enough to scroll at 1400 px; the whole demo's four papers and its scrolled
-    # grids' frozen edge are tests/report/test_html.py's (demo_report).
+    # the toy warning before any count; a row per paper on the first screen (the whole demo's scrolled
+    # grids are tests/report/test_html.py's)
     assert found["toy_top"] < found["first_tally_top"] < found["window_height"]
-    # a row per paper with claims (Nie's with its main number; the others' claims not run) and all papers'
     assert found["headline_rows"] == 5 and found["headline_bottom"] < found["window_height"]
     assert found["not_configured_cells"] <= 20 and found["folded_columns"] >= 2
     assert found["see_links"] >= 10 and found["see_not_in_page"] == []
@@ -269,9 +254,8 @@ def test_the_demos_report_html_reads_in_chromium_at_1400_px(finished_demo, tmp_p
     ids=["trained", "pretrained"],
 )
 def test_the_split_evaluation_gives_the_numbers_of_one_job(finished_demo, cell, pooling):
-    """The encode job (GPU) and the probe job (CPU) give what one evaluation job gave: the metrics the
-    workflow wrote equal a direct evaluate_checkpoint of the same checkpoint, without a cache. The
-    embeddings are gone (temp), the encoding's record is kept in the metrics."""
+    """The encode and probe jobs' metrics equal a direct evaluate_checkpoint of the same checkpoint; the
+    embeddings are temp, the encoding's record kept in the metrics."""
     import torch
 
     from contrastlab import config as cl_config
@@ -309,12 +293,6 @@ def test_the_split_evaluation_gives_the_numbers_of_one_job(finished_demo, cell, 
     assert "sentences on" in (results / "logs" / "encode" / f"{cell}.log").read_text()
 
 
-def test_nothing_to_do_after_a_finished_run(repo_root, finished_demo):
-    workdir, config, _ = finished_demo
-    output = run_snakemake(repo_root, "-n", "--configfile", write(config, workdir / "same.yaml"))
-    assert "Nothing to be done" in output, output[-2000:]
-
-
 def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finished_demo):
     workdir, config, _ = finished_demo
     changed = json.loads(json.dumps(config))
@@ -331,8 +309,8 @@ def test_changing_one_loss_hyperparameter_reruns_only_that_loss(repo_root, finis
 
 
 def test_changing_an_mteb_key_redraws_no_figure(repo_root, finished_demo):
-    """Issue 78 item 5: a figure job's params are the config keys it reads, so a key it does not read
-    (MTEB's batch size) reruns MTEB's jobs and what reads them (the tables), and no figure."""
+    """A figure job's params are the config keys it reads: MTEB's batch size reruns MTEB's jobs and
+    their readers, no figure."""
     workdir, config, _ = finished_demo
     changed = json.loads(json.dumps(config))
     changed["mteb"]["batch_size"] = 16
@@ -346,7 +324,7 @@ def _dry_run(repo_root, workdir, config, name):
 
 
 def test_an_identical_copy_of_the_data_elsewhere_reruns_nothing(repo_root, finished_demo):
-    """Issue 10 item 2: data markers depend on the data's content, not on where it was found."""
+    """Data markers depend on the data's content, not on where it was found."""
     workdir, config, _ = finished_demo
     moved = json.loads(json.dumps(config))
     copy = workdir / "elsewhere" / "wiki-copy.txt"
@@ -358,9 +336,8 @@ def test_an_identical_copy_of_the_data_elsewhere_reruns_nothing(repo_root, finis
 
 
 def test_the_same_corpus_as_a_pinned_download_under_another_url_retrains_nothing(repo_root, finished_demo):
-    """Issue 43: a corpus is its content. The same bytes as a download (a lock entry pinning their sha256,
-    the URL pinned to a commit of a mirror) are the user's copy the cells trained on: nothing reruns, the
-    corpus step included; other bytes pinned retrain the sentence cells."""
+    """A corpus is its content: the same bytes as a pinned download rerun nothing; other bytes pinned
+    retrain the sentence cells."""
     workdir, config, _ = finished_demo
     corpus = (workdir / "corpus" / "wiki.txt").read_bytes()
     lock = workdir / "downloaded.lock.json"
@@ -401,8 +378,7 @@ def test_a_corpus_whose_content_changed_retrains_every_cell(repo_root, finished_
 
 
 def test_a_wrong_data_path_stops_before_any_job_and_costs_nothing(repo_root, finished_demo):
-    """A wrong ``data.senteval_dir`` used to fail inside the data job, which deleted the marker, so the
-    next plain run retrained and re-evaluated every cell."""
+    """A wrong ``data.senteval_dir`` is one line before any job; the data marker and the cells stay."""
     workdir, config, _ = finished_demo
     wrong = json.loads(json.dumps(config))
     wrong["data"]["senteval_dir"] = str(workdir / "no-such-senteval")
@@ -429,13 +405,12 @@ def test_presets_keep_their_own_state(repo_root, finished_demo):
     assert "Nothing to be done" in output, output[-3000:]
 
 
-# --- a moved checkout (issue 76 item 1): a finished demo copied to another path plans nothing again ------
+# --- a moved checkout: a finished demo copied to another path plans nothing again -----------------------
 
 
 def moved_checkout(repo_root: Path, dest: Path) -> Path:
-    """The checkout the demo ran in, copied to ``dest`` as ``cp -a`` would (links kept, times kept: its
-    ``.snakemake`` records included) with a ``src/`` of its own: a fresh clone of the same commit at
-    another path, whose Snakemake imports the library from there (the Snakefile puts its ``src`` first)."""
+    """The checkout the demo ran in, copied to ``dest`` as ``cp -a`` would (its ``.snakemake`` records
+    included) with a ``src/`` of its own, which its Snakemake imports."""
     shutil.copytree(repo_root, dest, symlinks=True)
     (dest / "src").unlink()
     shutil.copytree(REPO_ROOT / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__"))
@@ -443,8 +418,7 @@ def moved_checkout(repo_root: Path, dest: Path) -> Path:
 
 
 def snakemake_in(checkout: Path, *args: str) -> str:
-    """A plain ``python -m snakemake`` in ``checkout`` (not the forked server, which imported the library
-    from this repository); its output, the run having succeeded."""
+    """The output of a successful plain ``python -m snakemake`` in ``checkout`` (not the forked server)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HTTP_PROXY="http://127.0.0.1:9")
     env.update(HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
     env.pop("PYTHONPATH", None)
@@ -456,8 +430,7 @@ def snakemake_in(checkout: Path, *args: str) -> str:
 
 
 def test_a_copy_of_the_checkout_at_another_path_has_nothing_to_do(repo_root, finished_demo, tmp_path):
-    """Issue 76 item 1: each training job recorded its loss module by absolute path, so a copy elsewhere
-    planned every training again ("Set of input files has changed since last execution")."""
+    """Loss modules are recorded relative to the checkout, so a copy elsewhere retrains nothing."""
     workdir, config, _ = finished_demo
     checkout = moved_checkout(repo_root, tmp_path / "elsewhere" / "repo")
     output = snakemake_in(checkout, "-n", "--configfile", write(config, workdir / "moved-checkout.yaml"))
@@ -477,9 +450,8 @@ def test_the_resources_folder_elsewhere_has_nothing_to_do(repo_root, finished_de
 def test_an_edited_loss_module_in_a_copy_retrains_exactly_the_cells_that_use_it(
     repo_root, finished_demo, tmp_path
 ):
-    """A loss module's content decides, not its place: in a copy of the checkout, an edit of the module of
-    both demo cells (cl: infonce, mpt: mpt, both in nie2023.py) trains both again and nothing else
-    trains; an edit of a module no cell uses plans nothing."""
+    """In a copy of the checkout, an edit of nie2023.py (both cells' losses) retrains both and nothing
+    else; an edit of a module no cell uses plans nothing."""
     workdir, config, _ = finished_demo
     checkout = moved_checkout(repo_root, tmp_path / "edited" / "repo")
     configfile = write(config, workdir / "edited-loss.yaml")
@@ -499,14 +471,12 @@ def test_an_edited_loss_module_in_a_copy_retrains_exactly_the_cells_that_use_it(
 def test_records_of_the_absolute_loss_paths_before_the_upgrade_retrain_nothing(
     repo_root, finished_demo, tmp_path
 ):
-    """Issue 76 item 1, the upgrade: jobs finished before recorded their loss module by absolute path (the
-    copy's own ``src/``, as its Snakemake then wrote it). The first run after the upgrade migrates those
-    records (contrastlab.workflow.sources) instead of retraining every cell ("Set of input files has
-    changed since last execution")."""
+    """Records naming a loss module by absolute path are migrated (contrastlab.workflow.sources) by
+    the first run, which retrains nothing."""
     workdir, config, _ = finished_demo
     checkout = moved_checkout(repo_root, tmp_path / "upgraded" / "repo")
     relative = "src/contrastlab/losses/nie2023.py"
-    old = str(checkout / relative)  # rules/common.smk before: str(REPO_ROOT / module_path(loss))
+    old = str(checkout / relative)
     records = [p for p in (checkout / ".snakemake" / "metadata").rglob("*") if p.is_file()]
     rewritten = 0
     for record in records:
@@ -520,9 +490,7 @@ def test_records_of_the_absolute_loss_paths_before_the_upgrade_retrain_nothing(
     assert not any(old in record.read_text() for record in records)
 
 
-# --- Snakemake's own report (snakemake --report): the demo's tables, figures and report.html are in its
-# archive under their papers' categories, and flagging them changes no job (the demo run above, reported:
-# no second run of the same demo) ---------------------------------------------------------------------
+# --- Snakemake's own report of the demo above: tables, figures and report.html under their papers ------
 
 #: The report's category of each paper the reduced demo draws (report/report.smk: as its tables name it).
 CATEGORIES = {"nie2023": "Nie et al. 2023", "oar": "OAR 2024"}
@@ -530,9 +498,8 @@ CATEGORIES = {"nie2023": "Nie et al. 2023", "oar": "OAR 2024"}
 
 @pytest.fixture(scope="module")
 def reported_demo(repo_root, finished_demo):
-    """Snakemake's own report of :func:`finished_demo` (``snakemake --report report.zip``) and a dry-run
-    with the same config after it: the archive's report.html read (its embedded ``categories``,
-    ``results`` and ``workflow_desc``), the members, and both commands' output."""
+    """``snakemake --report`` of :func:`finished_demo` and a dry run after it: the archive's members,
+    its report.html's embedded values and both commands' output."""
     workdir, config, _ = finished_demo
     configfile = write(config, workdir / "report.yaml")
     archive = workdir / "report.zip"
@@ -570,8 +537,7 @@ def archived(demo, path: Path) -> int:
 
 def test_every_table_csv_is_in_the_archive_under_its_paper_and_tables(reported_demo):
     demo = reported_demo
-    # the bridge table (rule mteb's, beside the papers' tables) is no paper's table, nor are the run's
-    # scores and claims as data (issue 86: every cell's scores, every claim's verdict)
+    # the bridge, scores and claims tables are no paper's
     tables = sorted(
         p for p in (demo.results / "tables").glob("*.csv") if p.stem not in ("bridge", "scores", "claims")
     )
@@ -587,8 +553,7 @@ def test_every_table_csv_is_in_the_archive_under_its_paper_and_tables(reported_d
 
 
 def test_every_figure_png_is_in_the_archive_under_its_paper_and_figures(reported_demo):
-    """Each figure the reduced demo draws (Nie's analytic, log-based and sweep figures, OAR's synthetic
-    study), its PNG under its paper's Figures, labelled with its place in the paper."""
+    """Each figure's PNG under its paper's Figures, labelled with its place in the paper."""
     from contrastlab import config as cl_config
     from contrastlab.config import paper_of
     from contrastlab.figures import catalog
@@ -630,19 +595,17 @@ def test_the_projects_report_html_is_in_the_archive_and_the_description_points_t
 
 
 def test_flagging_changes_no_job_a_finished_run_has_nothing_to_do(reported_demo):
-    """report() flags are not params: after the run and its report, the same config dry-runs to nothing."""
+    """A finished run, reported or not (report() flags are not params), dry-runs to nothing."""
     assert "Nothing to be done" in reported_demo.dry_run, reported_demo.dry_run[-3000:]
 
 
-# --- the README's plain `snakemake --cores N` after a finished run: an edit in scripts/ retrains nothing
-# (issue 56 item 2; the demo above, no second run). Last in the module: it edits the working copy. -------
+# --- a plain `snakemake --cores N` after an edit in scripts/ retrains nothing. Last: it edits the copy. ---
 
 
 @contextlib.contextmanager
 def own_copies(repo_root: Path, *names: str):
-    """The working copy's links ``names`` (to the repository's folders) replaced by copies of those
-    folders for the block, so that an edit there leaves the repository alone; the links again after.
-    Snakemake reaches scripts/ through rules/ (``script: "../scripts/..."``), so both are copied."""
+    """The working copy's links ``names`` replaced by copies of their folders for the block, so an edit
+    leaves the repository alone."""
     targets = {name: os.readlink(repo_root / name) for name in names}
     for name, target in targets.items():
         (repo_root / name).unlink()
@@ -656,9 +619,8 @@ def own_copies(repo_root: Path, *names: str):
 
 
 def test_a_plain_snakemake_after_an_edited_script_has_nothing_to_do(repo_root, finished_demo):
-    """No profile named: Snakemake reads profiles/default, whose rerun triggers leave out ``code``, so
-    the edited training script retrains no cell. The control, the same config with the ``code`` trigger
-    back (a dry run), sees the edit: without the profile every cell would train again."""
+    """profiles/default's rerun triggers leave out ``code``: an edited training script retrains no cell;
+    the control with the ``code`` trigger back sees the edit."""
     from contrastlab import config as cl_config
 
     workdir, config, _ = finished_demo
@@ -685,10 +647,8 @@ def test_a_plain_snakemake_after_an_edited_script_has_nothing_to_do(repo_root, f
     "the cell named in one line; its evaluation and what reads it planned, nothing else",
 )
 def test_a_cut_metrics_file_is_named_and_only_its_evaluation_is_redone(repo_root, finished_demo, observed):
-    """Issue 63 item 5, reliability K1/K2: a truncated metrics file planned only its readers (which then
-    failed), and a deleted one planned nothing ("Nothing to be done"): Snakemake reruns no job for a
-    missing file that only other jobs read. The run's first check moves the file aside (rule all names
-    it), so the cell's encode and evaluate are planned with what reads them; put back afterwards."""
+    """The run's first check moves a truncated metrics file aside, so the cell's encode and evaluate are
+    planned with what reads them (Snakemake alone reruns nothing for it)."""
     workdir, config, _ = finished_demo
     results = workdir / "results"
     cell = "nie2023/tiny-bert/cl/seed42"

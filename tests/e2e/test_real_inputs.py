@@ -33,6 +33,7 @@ SCHEDULE_FIRST = 6  # a long module: tests/conftest.py starts the highest number
 DATA_REPO = "princeton-nlp/datasets-for-simcse"
 STEPS = ("senteval_data", "corpus", "image_data", "fetch_backbone")
 WIKI_LINES = 1_000_000
+BACKBONE_REPOS = ("bert-base-uncased", "bert-large-uncased", "roberta-base", "roberta-large")
 
 
 def wiki1m_like(lines: int) -> bytes:
@@ -57,7 +58,7 @@ def hub(shared, tmp_path_factory):
     made = tmp_path_factory.mktemp("published")
     build_tiny_bert(made / "bert")
     with HubStandin() as running:
-        for repo in ("bert-base-uncased", "bert-large-uncased", "roberta-base", "roberta-large"):
+        for repo in BACKBONE_REPOS:
             running.add_repo(repo, folder_files(made / "bert"))
         running.add_dataset_file(
             DATA_REPO, "senteval.tar", senteval_tar(shared / "data" / "senteval" / "downstream")
@@ -112,6 +113,11 @@ def run_steps(
     )  # fmt: skip
 
 
+def source_record(workdir: Path, alias: str) -> dict:
+    """The record of where backbone ``alias`` of a run's resources came from."""
+    return json.loads((workdir / "resources" / "models" / alias / "contrastlab_source.json").read_text())
+
+
 def error_lines(done: subprocess.CompletedProcess, *needles: str) -> list[str]:
     output = done.stdout + done.stderr
     return [line for line in output.splitlines() if all(needle in line for needle in needles)]
@@ -134,32 +140,17 @@ def test_the_published_layouts_pass_every_step_and_the_lock_names_every_input(fi
     assert json.loads((state / "corpus.ready.json").read_text())["lines"] == WIKI_LINES
     assert (workdir / "resources" / "data" / "senteval" / "downstream" / "STS" / "STS12-en-test").is_dir()
     data_commit = hub.head(DATA_REPO, repo_type="dataset")
-    assert set(lock["data"]) == {
-        "senteval.tar",
-        "wiki1m_for_simcse.txt",
-        "cifar-10-python.tar.gz",
-        "cifar-100-python.tar.gz",
-    }
-    for name in ("senteval.tar", "wiki1m_for_simcse.txt"):
+    pinned = {"senteval.tar": "downloads/senteval.tar", "wiki1m_for_simcse.txt": "data/wiki1m_for_simcse.txt"}
+    assert set(lock["data"]) == {*pinned, "cifar-10-python.tar.gz", "cifar-100-python.tar.gz"}
+    for name, path in pinned.items():
         assert lock["data"][name]["revision"] == data_commit
-        path = {
-            "senteval.tar": "downloads/senteval.tar",
-            "wiki1m_for_simcse.txt": "data/wiki1m_for_simcse.txt",
-        }
-        on_disk = (workdir / "resources" / path[name]).read_bytes()
+        on_disk = (workdir / "resources" / path).read_bytes()
         assert lock["data"][name]["sha256"] == hashlib.sha256(on_disk).hexdigest()
-    assert set(lock["backbones"]) == {
-        "bert-base-uncased",
-        "bert-large-uncased",
-        "roberta-base",
-        "roberta-large",
-    }
+    assert set(lock["backbones"]) == set(BACKBONE_REPOS)
     for repo, entry in lock["backbones"].items():
         assert entry["revision"] == hub.head(repo) and entry["requested"] == "main"
         assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(entry["files"])
-    record = json.loads(
-        (workdir / "resources" / "models" / "bert-base" / "contrastlab_source.json").read_text()
-    )
+    record = source_record(workdir, "bert-base")
     assert record["revision"] == lock["backbones"]["bert-base-uncased"]["revision"]
     assert record["files"] == lock["backbones"]["bert-base-uncased"]["files"]
     from contrastlab.artifacts import summary  # what make lock prints after the steps
@@ -188,10 +179,7 @@ def test_a_second_lab_with_the_lock_gets_the_pinned_bytes_although_every_branch_
     # the data too: huggingface_hub serves the pinned commits from the cache the first run filled
     assert not [path for _, path in hub.requests if f"/datasets/{DATA_REPO}/" in path], hub.requests
     for alias, repo in (("bert-base", "bert-base-uncased"), ("roberta-large", "roberta-large")):
-        record = json.loads(
-            (workdir / "resources" / "models" / alias / "contrastlab_source.json").read_text()
-        )
-        assert record["revision"] == lock["backbones"][repo]["revision"] != moved[repo]
+        assert source_record(workdir, alias)["revision"] == lock["backbones"][repo]["revision"] != moved[repo]
     first_corpus = (first_workdir / "results" / "state" / "data" / "corpus.ready.json").read_text()
     assert (workdir / "results" / "state" / "data" / "corpus.ready.json").read_text() == first_corpus
 
@@ -234,10 +222,9 @@ def test_a_short_corpus_stops_in_one_line_and_is_never_locked(repo_root, hub, fi
     assert found, (done.stdout + done.stderr)[-4000:]
     assert "wiki1m_for_simcse.txt" not in json.loads((tmp_path / "artifacts.lock.json").read_text())["data"]
     assert (workdir / "resources" / "data" / "wiki1m_for_simcse.txt.corrupt").is_file()
-    assert not (workdir / "results" / "state" / "data" / "corpus.ready.json").exists()  # never marked ready
-    assert (
-        workdir / "results" / "state" / "data" / "images-cifar10.ready.json"
-    ).is_file()  # finished steps stay
+    state = workdir / "results" / "state" / "data"
+    assert not (state / "corpus.ready.json").exists()  # never marked ready; finished steps stay
+    assert (state / "images-cifar10.ready.json").is_file()
     assert (workdir / "resources" / "models" / "bert-base" / "model.safetensors").is_file()
     observed(found[0][found[0].index("wiki1m") :][:100])
 

@@ -1,4 +1,4 @@
-"""Snakemake itself killed mid-run (issue 10 item 3): no job outlives it, a second run on the same files
+"""Snakemake itself killed mid-run: no job outlives it, a second run on the same files
 refuses while it runs, and the next plain run clears the stale locks, resumes, and recomputes no
 finished job."""
 
@@ -53,9 +53,8 @@ def _wait_for(condition, timeout: float, what: str):
 
 
 def _macl_pair(repo_root, workdir, e2e_resources, **macl):
-    """reduced_demo with MACL's two sentence cells on the tiny BERT (simcse; macl, its settings updated by
-    ``macl``) in place of Nie's: two training cells and no job that plays no part in these tests (no
-    figures, no Pretrained rows, no OAR Table 2). Models, fixture and corpus cache: the session's."""
+    """reduced_demo with MACL's two sentence cells on the tiny BERT (simcse; macl, updated by ``macl``)
+    in place of Nie's, no figures, Pretrained rows or OAR Table 2; the session's resources."""
     config = reduced_demo(repo_root, workdir)
     config["resources_dir"] = str(e2e_resources)  # tiny BERT, fixture and corpus cache: once a session
     config["oar_synthetic"] = None

@@ -64,19 +64,16 @@ def test_two_stage_search_runs_and_trains_each_setting_once(repo_root, finished_
     assert metrics["search"]["winner"] == stage2["winner"] and metrics["search"]["stage"] == 2
     assert metrics["model_dir"] == stage2["winner_model"]
     # test scores exist for the winner alone
-    assert sorted(p.parent.parent.name for p in (results / "metrics").rglob("senteval.json")) == [
-        "mpt~searched"
-    ]
+    scored = sorted(p.parent.parent.name for p in (results / "metrics").rglob("senteval.json"))
+    assert scored == ["mpt~searched"]
     assert "Nothing to be done" in run_snakemake(repo_root, "searches", "-n", "--configfile", path)
     assert job_counts(output)["train"] == 4  # mpt, lr 1e12, and the two margins (one of them the copy)
 
 
 def test_every_add_seeds_line_plans_exactly_the_cells_it_names(repo_root, finished_search, tmp_path):
-    """Issue 78 item 2 (survey row 92): the report's add-seeds line for Nie selects the new seeds only,
-    so the search's stage-1 point that *is* the ``mpt`` cell at seed 42 lost its twin: a dry run planned
-    that point as a cell of its own (a training) and the search again. The report's script, run by bash
-    as printed (the preset's ``--configfile``, the default profile), each command dry-run on the finished
-    search: the select line plans its two cells and nothing else of a cell, the tables line none."""
+    """The report's add-seeds script, run as printed on the finished search: the select line plans its
+    two cells and nothing else of a cell (not the stage-1 point the ``mpt`` cell shares), the tables line
+    none."""
     workdir, path, _ = finished_search
     plan = [
         dict(experiment="nie2023", backbone="tiny-bert", methods=["mpt"], seeds=[42, 43, 44], new=[43, 44])
@@ -85,11 +82,8 @@ def test_every_add_seeds_line_plans_exactly_the_cells_it_names(repo_root, finish
     assert script[1] == f'run() {{ .venv/bin/snakemake --configfile {path} --config "$SEEDS" "$@"; }}'
     commands = script_commands(script, tmp_path)
     names = {"nie2023/tiny-bert/mpt/seed43", "nie2023/tiny-bert/mpt/seed44"}
-    assert (
-        len(commands) == 2
-        and "select={backbones: [tiny-bert], experiments: [nie2023], methods: [mpt], seeds: [43, 44]}"
-        in commands[0]
-    )
+    selected = "select={backbones: [tiny-bert], experiments: [nie2023], methods: [mpt], seeds: [43, 44]}"
+    assert len(commands) == 2 and selected in commands[0]
     for argv, named in zip(commands, [names, set()], strict=True):
         assert named_cells(argv) == named
         output = run_snakemake(repo_root, *argv, "-n")
@@ -99,24 +93,13 @@ def test_every_add_seeds_line_plans_exactly_the_cells_it_names(repo_root, finish
 def test_a_select_that_leaves_the_shared_cell_out_trains_it_under_its_own_name(
     repo_root, finished_search, tmp_path
 ):
-    """The other side of the same fix: in a fresh results folder, a select that leaves out the ``mpt``
-    cell the stage-1 point shares still plans the search with that cell's training (one training per
-    setting, as without a select), not the point as a second cell, nor an error for a cell the run's
-    index lacked (``KeyError: ('nie2023', 'tiny-bert', 'mpt', '42')`` in rule train's input function)."""
+    """In a fresh results folder, a select that leaves out the ``mpt`` cell the stage-1 point shares
+    plans the search with that cell's training, not the point as a second cell."""
     _, path, _ = finished_search
     seeds = "experiments={nie2023: {seeds: [42, 43]}}"
     select = "select={experiments: [nie2023], seeds: [43]}"  # the search's seed, 42, left out
-    output = run_snakemake(
-        repo_root,
-        "searches",
-        "-n",
-        "--configfile",
-        path,
-        "--config",
-        f"results_dir={tmp_path}",
-        seeds,
-        select,
-    )
+    overrides = ("--config", f"results_dir={tmp_path}", seeds, select)
+    output = run_snakemake(repo_root, "searches", "-n", "--configfile", path, *overrides)
     assert job_counts(output)["train"] == 4  # mpt itself, lr 1e12, the two margins
     assert planned_cells(output) == {
         f"nie2023/tiny-bert/{method}/seed42"

@@ -144,12 +144,9 @@ def test_workflow_run_names_the_submitting_snakemake_invocation(tmp_path, monkey
 
 
 def slurm_demo(repo_root: Path, workdir: Path, resources: Path) -> dict:
-    """The reduced demo on one loss (InfoNCE on tiny-bert: :data:`CELL`) beside the pretrained row, with
-    the analytic figure as a CPU compute job, trained long enough (60 steps, a snapshot every 5) for a test
-    to cancel a job mid-training; small memory requests, since the test node has the memory of this
-    machine. One loss: every SLURM job starts a fresh interpreter and two Snakemake processes in its
-    allocation (about 15 CPU-seconds before its work), and a second cell would repeat the first's three
-    kinds of job."""
+    """The reduced demo on one loss (:data:`CELL`, each SLURM job costing about 15 CPU-seconds before its
+    work) beside the pretrained row, 60 steps with a snapshot every 5 so a test can cancel a job
+    mid-training; memory requests this machine's node can grant."""
     config = reduced_demo(repo_root, workdir)
     config["resources_dir"] = str(resources)
     config["oar_synthetic"] = None
@@ -163,9 +160,7 @@ def slurm_demo(repo_root: Path, workdir: Path, resources: Path) -> dict:
 @pytest.fixture(scope="module")
 def local_reference(repo_root, tmp_path_factory, e2e_resources):
     """What the SLURM run must reproduce: :func:`slurm_demo`'s cells trained and evaluated through
-    ``profiles/default`` (their metrics files as targets), then its tables rendered from those metrics
-    as rule ``tables`` renders them (:func:`contrastlab.report.build_report`). The figures, which no
-    number of a table comes from, are left out."""
+    ``profiles/default`` and its tables rendered (no figures: no table's number comes from them)."""
     from contrastlab.config import load
     from contrastlab.paths import Results
     from contrastlab.report import build_report
@@ -183,25 +178,11 @@ def local_reference(repo_root, tmp_path_factory, e2e_resources):
 
 def slurm_command(repo_root: Path, cluster, profile: str, configfile: str, *args: str) -> list[str]:
     """Snakemake through ``profiles/<profile>`` with only docs/cluster.md's overrides for this cluster."""
-    overrides = [
-        "--default-resources",
-        f"slurm_partition={cluster.partition}",
-        "--slurm-status-command",
-        "squeue",
-        *SMALL_NODE,
-    ]
-    return [
-        *SNAKEMAKE,
-        "-s",
-        str(repo_root / "Snakefile"),
-        "--workflow-profile",
-        str(repo_root / "profiles" / profile),
-        *overrides,
-        *FAST_POLLING,
-        "--configfile",
-        configfile,
-        *args,
-    ]  # targets after a "--" in args: --configfile takes every word up to the next option
+    workflow = ["-s", str(repo_root / "Snakefile"), "--workflow-profile", f"{repo_root}/profiles/{profile}"]
+    partition = ["--default-resources", f"slurm_partition={cluster.partition}"]
+    overrides = [*partition, "--slurm-status-command", "squeue", *SMALL_NODE, *FAST_POLLING]
+    # targets after a "--" in args: --configfile takes every word up to the next option
+    return [*SNAKEMAKE, *workflow, *overrides, "--configfile", configfile, *args]
 
 
 def slurm_env(cluster) -> dict[str, str]:
@@ -227,24 +208,14 @@ def run_through_slurm(repo_root, cluster, profile, configfile, *args, check=True
 def test_a_config_string_a_shell_would_run_is_refused_before_any_sbatch(
     repo_root, cluster, e2e_resources, tmp_path, observed
 ):
-    """docs/reliability.md G12: the plugin submits ``sbatch --wrap="<job command>"`` through a shell, and
-    the job command holds the ``--config`` overrides. Nie's analytic figure (no input) would be the first
-    job submitted; the run stops while the Snakefile is read, before it."""
+    """The plugin submits ``sbatch --wrap="<job command>"`` through a shell, the ``--config`` overrides
+    in it: the run stops while the Snakefile is read, before the first job (Nie's analytic figure)."""
     configfile = write(slurm_demo(repo_root, tmp_path, e2e_resources), tmp_path / "c.yaml")
     marker = tmp_path / "PWN"
     results = f"{tmp_path}/s$(touch {marker})"
     jobs_before = [job["JobId"] for job in cluster.jobs()]
-    output = run_through_slurm(
-        repo_root,
-        cluster,
-        "slurm",
-        configfile,
-        "--config",
-        f"results_dir={results}",
-        "--",
-        "figure_analytic_nie2023",
-        check=False,
-    )
+    target = ("--config", f"results_dir={results}", "--", "figure_analytic_nie2023")
+    output = run_through_slurm(repo_root, cluster, "slurm", configfile, *target, check=False)
     said = [line for line in output.splitlines() if line.startswith("contrastlab:")]
     observed(f"{said}; {marker.name} exists: {marker.exists()}")
     assert not marker.exists(), output[-3000:]
@@ -266,6 +237,23 @@ def submissions(output: str) -> dict[str, str]:
         assert rule or group, log
         found[slurm_id] = rule.group(1) if rule else group
     return found
+
+
+def same_weights(ours: Path, theirs: Path) -> bool:
+    """Whether the checkpoints ``ours`` and ``theirs`` hold the same tensors."""
+    from safetensors.torch import load_file
+
+    a, b = (load_file(p / "model" / "model.safetensors") for p in (ours, theirs))
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def same_tables(ours: Path, theirs: Path) -> list[str]:
+    """The CSV tables under ``theirs``/tables (at least one), each asserted equal byte for byte to ours."""
+    tables = sorted(p.name for p in (theirs / "tables").glob("*.csv"))
+    assert tables, "the reference run wrote no table"
+    for name in tables:
+        assert (ours / "tables" / name).read_bytes() == (theirs / "tables" / name).read_bytes(), name
+    return tables
 
 
 def _cancel_once_it_trains(cluster, workflow, snapshot: Path, out_path: Path) -> str:
@@ -292,13 +280,9 @@ def _cancel_once_it_trains(cluster, workflow, snapshot: Path, out_path: Path) ->
 def test_the_demo_through_slurm_equals_a_local_run_with_a_cancelled_training_job_resumed(
     repo_root, cluster, local_reference, e2e_resources, tmp_path
 ):
-    """The whole demo through profiles/slurm: every compute job is submitted (the probe jobs as one
-    group job), each asks what its rule says, and the tables equal a local run's byte for byte, although
-    one training job was cancelled (``scancel``) after its first snapshot: the profile's retry resumed
-    it, to the same curve, weights and scores as the local run's uncancelled cell. Without the figures
-    (``figures: false``), which no number of a table comes from: that the analytic figure and the other
-    compute figures go to the cluster is read off the SLURM profiles' dry runs (test_dryrun.py), and a
-    SLURM job costs about 15 CPU-seconds before its work."""
+    """The demo without figures through profiles/slurm: every compute job submitted (the probes as one
+    group job) asking what its rule says; a training job cancelled after its first snapshot is resumed by
+    the profile's retry to the local run's curve, weights and scores; the tables equal byte for byte."""
     config = slurm_demo(repo_root, tmp_path, e2e_resources)
     config["figures"] = False
     configfile = write(config, tmp_path / "c.yaml")
@@ -326,9 +310,8 @@ def test_the_demo_through_slurm_equals_a_local_run_with_a_cancelled_training_job
     output = out_path.read_text()
     assert workflow.returncode == 0, output[-5000:] + "\n" + cluster.log_tail()
 
-    # What Snakemake ran on the submit host ("localrule X:") and what it sent to the cluster ("rule X:"),
-    # each job once (its retry has the same job id), leaving out the failed job's logs Snakemake prints.
-    # A group job's jobs are listed indented under its "Group job" line.
+    # Jobs run on the submit host ("localrule X:") and sent to the cluster ("rule X:"), each once (a retry
+    # keeps its job id), without the failed job's logs Snakemake prints.
     own = re.sub(r"^Logfile \S+:\n={80}\n.*?^={80}$", "", output, flags=re.M | re.S)
     jobs_run = set(re.findall(r"^\s*(local)?rule (\w+):\n(?:\s+\w+: .*\n)*?\s+jobid: (\d+)$", own, re.M))
     local = collections.Counter(rule for where, rule, _ in jobs_run if where)
@@ -379,21 +362,14 @@ def test_the_demo_through_slurm_equals_a_local_run_with_a_cancelled_training_job
 
     reference = local_reference / "checkpoints" / CELL_PATH
     assert curve(checkpoints / "train_log.jsonl") == curve(reference / "train_log.jsonl")
-    from safetensors.torch import load_file
-
-    ours, theirs = (load_file(p / "model" / "model.safetensors") for p in (checkpoints, reference))
-    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert same_weights(checkpoints, reference)
     metrics = json.loads((results / "metrics" / CELL_PATH / "senteval.json").read_text())
     expected_metrics = json.loads((local_reference / "metrics" / CELL_PATH / "senteval.json").read_text())
     assert (
         metrics["scores"] == expected_metrics["scores"] and metrics["sts_avg"] == expected_metrics["sts_avg"]
     )
 
-    tables = sorted(p.name for p in (local_reference / "tables").glob("*.csv"))
-    assert tables, "the local run wrote no table"
-    for name in tables:
-        ours_table = (results / "tables" / name).read_bytes()
-        assert ours_table == (local_reference / "tables" / name).read_bytes(), name
+    tables = same_tables(results, local_reference)
     print(
         f"SLURM run: {len(submitted)} sbatch jobs in {seconds:.0f} s; {len(tables)} tables equal; "
         f"SLURM job {killed} cancelled, resumed at step {resumed[0]}"
@@ -404,10 +380,9 @@ def test_the_demo_through_slurm_equals_a_local_run_with_a_cancelled_training_job
 
 
 def pack_demo(repo_root: Path, workdir: Path, resources: Path, gpu: int) -> dict:
-    """:func:`slurm_demo` with both of the reduced demo's Nie cells (InfoNCE and MPT, 20 steps) in bf16,
-    the one step the H200's calibration has a measured packing figure for (2 captured cells 1.16× under
-    MPS), and ``resources.gpu_share: 2`` with ``resources.mps``: with ``gpu`` 1 the workflow packs their
-    training jobs two to a GPU, as on a GPU cluster; with 0 nothing is packed (the local reference)."""
+    """:func:`slurm_demo` with both Nie cells, 20 steps in bf16 (the step the calibration has a packing
+    figure for), ``gpu_share: 2`` and ``mps``: with ``gpu`` 1 their training jobs are packed two to a
+    GPU; with 0 nothing is (the local reference)."""
     config = slurm_demo(repo_root, workdir, resources)
     config["experiments"]["nie2023"]["methods"] = reduced_demo(repo_root, workdir)["experiments"]["nie2023"][
         "methods"
@@ -422,17 +397,10 @@ def pack_demo(repo_root: Path, workdir: Path, resources: Path, gpu: int) -> dict
 def test_two_cells_sharing_a_gpu_train_in_one_allocation_under_one_mps_daemon_and_equal_a_local_run(
     repo_root, cluster, e2e_resources, tmp_path
 ):
-    """resources.gpu_share 2 with resources.mps on a GPU config: the two bf16 training jobs form the group
-    gpu_pack2 (rules train's `group:`) and go out as one SLURM job (profiles/slurm's group-components),
-    which asks for one job's CPUs and memory and the sum of their runtimes (pack_slots). Inside it each job
-    joins the allocation's MPS daemon before it trains: a stand-in nvidia-cuda-mps-control first on PATH
-    records each call and the SLURM_JOB_ID it ran in. The plugin runs a group's jobs one after another
-    (--jobs 1), so the daemon is started and stopped around each job: the record shows that too. The
-    checkpoints are then encoded and evaluated here, and the tables equal those of the same cells trained
-    with profiles/default, byte for byte. This node's GPU is one torch cannot use: the SLURM run gives the
-    training jobs gpu=0 (--set-resources), the rest of the config as a GPU run has it."""
-    from safetensors.torch import load_file
-
+    """``gpu_share: 2`` with ``mps``: the two training jobs go out as one SLURM job (group gpu_pack2)
+    asking one job's CPUs and memory and both runtimes; each joins the allocation's MPS daemon (a stand-in
+    records its calls), started and stopped around each job; the tables equal a local run's byte for byte.
+    Torch cannot use this node's GPU: the training jobs get gpu=0 (--set-resources)."""
     from contrastlab.config import load
     from contrastlab.paths import Results
     from contrastlab.report import build_report
@@ -479,9 +447,7 @@ def test_two_cells_sharing_a_gpu_train_in_one_allocation_under_one_mps_daemon_an
     for cell in cells:
         log = (packed / "results" / "logs" / "train" / f"{cell}.log").read_text()
         assert f"contrastlab: MPS daemon started: {Path(calls[0]['pipe']).parent}" in log, log[-2000:]
-        # the same weights as the cell trained with profiles/default
-        ours, theirs = (load_file(r / "checkpoints" / cell / "model" / "model.safetensors") for r in results)
-        assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours), cell
+        assert same_weights(*(r / "checkpoints" / cell for r in results)), cell  # as profiles/default's
 
     # The rest here, as the local reference: encodings and probes of the packed run's checkpoints.
     evaluate = write(pack_demo(repo_root, packed, e2e_resources, gpu=0), tmp_path / "evaluate.yaml")
@@ -489,9 +455,5 @@ def test_two_cells_sharing_a_gpu_train_in_one_allocation_under_one_mps_daemon_an
     rest = run_snakemake(repo_root, *default, "--configfile", evaluate, "--", *targets)
     assert job_counts(rest).get("train") is None, rest[-3000:]  # trained through SLURM, not here
     build_report(Results(packed / "results"), load(evaluate))
-    tables = sorted(p.name for p in (local / "results" / "tables").glob("*.csv"))
-    assert tables, "the local run wrote no table"
-    for name in tables:
-        ours = (packed / "results" / "tables" / name).read_bytes()
-        assert ours == (local / "results" / "tables" / name).read_bytes(), name
+    tables = same_tables(*results)
     print(f"SLURM pack: 2 training jobs in SLURM job {slurm_id}, {seconds:.0f} s; {len(tables)} tables equal")

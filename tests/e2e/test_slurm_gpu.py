@@ -1,8 +1,5 @@
 """The SLURM profiles' GPU requests on a real single-node SLURM (tests/e2e/slurm_cluster.py), and a
-diverged cell's retry: a module of its own, with a cluster of its own. Its SCHEDULE_FIRST puts it on
-the worker that runs test_slurm.py, after it: a SLURM run spends much of its time waiting on the
-scheduler's polling, so both SLURM modules run beside modules that keep the CPUs busy (tests/conftest.py).
-The overrides and polling knobs are test_slurm.py's (see its docstring)."""
+diverged cell's retry; a module with a cluster of its own (overrides and polling knobs: test_slurm.py's)."""
 
 from __future__ import annotations
 
@@ -144,17 +141,8 @@ def test_the_encoding_gets_the_gpu_and_the_probe_job_none(repo_root, cluster, e2
     embeddings = f"{first.folder}/results/state/embeddings/pretrained/tiny-bert"
     resources = {**first.config["resources"], "gpu": 0}
     on_cpu = write({**first.config, "resources": resources}, first.folder / "cpu.yaml")
-    run_snakemake(
-        repo_root,
-        "--workflow-profile",
-        "profiles/default",
-        "--cores",
-        "1",
-        "--configfile",
-        on_cpu,
-        "--",
-        embeddings,
-    )
+    default = ("--workflow-profile", "profiles/default", "--cores", "1")
+    run_snakemake(repo_root, *default, "--configfile", on_cpu, "--", embeddings)
     output = run_through_slurm(
         repo_root, cluster, first.profile, first.configfile, "--retries", "0", "--", first.target
     )

@@ -8,29 +8,16 @@ import json
 
 import pytest
 
-from .test_dryrun import snakemake_process
+from .test_dryrun import demo_process, said
 
 HOSTILE_IMAGE = "garbage image; $(touch {})"
 
 
 def _dry_run(repo_root, tmp_path, *config: str, sdm: tuple[str, ...] = ()):
-    """A dry run of the demo preset with its folders under ``tmp_path`` and ``config`` overrides: the exit
-    status, the output and its ``contrastlab:`` lines."""
-    done = snakemake_process(
-        repo_root,
-        "-n",
-        "--cores",
-        "1",
-        *sdm,
-        "--configfile",
-        "config/demo.yaml",
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"resources_dir={tmp_path}/resources",
-        *config,
-    )
+    """:func:`demo_process` (a dry run): the exit status, the output and its ``contrastlab:`` lines."""
+    done = demo_process(repo_root, tmp_path, *config, args=("-n", "--cores", "1", *sdm))
     out = done.stdout + done.stderr
-    return done.returncode, out, [line for line in out.splitlines() if line.startswith("contrastlab:")]
+    return done.returncode, out, said(out)
 
 
 @pytest.mark.fault(

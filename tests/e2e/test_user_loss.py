@@ -16,7 +16,8 @@ from contrastlab.data.fixtures import write_demo_corpus
 from contrastlab.paths import REPO_ROOT
 from tests import forked
 
-from .test_dryrun import job_counts, run_snakemake
+from .test_dryrun import dry_run_jobs, job_counts, run_snakemake
+from .test_pipeline import write
 from .workflow_start import start_error
 
 SCHEDULE_FIRST = 10  # a long module: tests/conftest.py starts the highest numbers first
@@ -56,11 +57,6 @@ def demo_with_user_loss(workdir, loss: str, hp: dict | None = None) -> dict:
     return config
 
 
-def write(config, path):
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return str(path)
-
-
 BAD = {
     "import error": (
         "import no_such_package_xyz\n\ndef f(z1, z2):\n    return (z1 * z2).sum()\n",
@@ -76,10 +72,7 @@ BAD = {
 @pytest.mark.parametrize("fault", list(BAD))
 def test_a_bad_user_loss_stops_the_workflow_with_one_line(tmp_path, fault, observed):
     """A user loss that cannot be imported, takes the wrong arguments, returns NaN or a non-scalar stops
-    the reading of the Snakefile (so before any job) with one line naming the method's loss key and the
-    problem. Checked in this process: the validation rules/common.smk calls first
-    (tests/e2e/workflow_start.py); test_dryrun.py::test_bad_config_stops_the_workflow_with_one_line
-    proves end to end that such a line is all Snakemake prints, with exit status 1."""
+    the reading of the Snakefile with one line naming the method's loss key and the problem (in process)."""
     body, expected = BAD[fault]
     module = tmp_path / "bad_loss.py"
     module.write_text(body)
@@ -119,9 +112,8 @@ def test_the_readme_example_runs_end_to_end_and_a_change_reruns_exactly_its_cell
         (results / "checkpoints/nie2023/tiny-bert/margin_nce/seed42/train_log.jsonl").open().readline()
     )
     record = start["meta"]["user_losses"][f"{module}:margin_infonce"]
-    assert record["sha256"] == hashlib.sha256(module.read_bytes()).hexdigest() and record["file"] == str(
-        module
-    )
+    assert record["sha256"] == hashlib.sha256(module.read_bytes()).hexdigest()
+    assert record["file"] == str(module)
 
     # the comparison tables: beside the paper's losses, with numbers; the summary ranks both
     table = (results / "tables/compare_nie2023.md").read_text()
@@ -165,15 +157,11 @@ def test_the_loss_file_is_an_input_of_exactly_its_cells(repo_root, tmp_path):
     shutil.copy(EXAMPLE, module)
     config = demo_with_user_loss(tmp_path, f"{module}:margin_infonce")
     output = run_snakemake(repo_root, "-n", "--configfile", write(config, tmp_path / "c.yaml"))
-    using = []
-    for block in output.split("\nrule ")[1:]:
-        rule = block.split(":", 1)[0].strip()
-        inputs = next((line for line in block.splitlines() if line.strip().startswith("input:")), "")
-        wildcards = next((line for line in block.splitlines() if line.strip().startswith("wildcards:")), "")
-        if str(module) in inputs:
-            using.append(
-                (rule, wildcards.split("method=")[-1].split(",")[0] if "method=" in wildcards else "")
-            )
+    using = [
+        (job["rule"], job["wildcards"].get("method", ""))
+        for job in dry_run_jobs(output)
+        if any(str(module) in path for path in job["input"])
+    ]
     assert sorted(using) == [
         ("figure_paradigm", "margin_nce"),
         ("train", "margin_nce"),
@@ -184,9 +172,7 @@ def test_the_loss_file_is_an_input_of_exactly_its_cells(repo_root, tmp_path):
 @pytest.mark.slow
 def test_the_own_loss_template_trains_under_lis_protocol_on_the_demo(repo_root, tmp_path, e2e_resources):
     """docs/own-loss.md's template, word for word, on the demo (8 steps): its loss's train job under Li's
-    protocol runs (before issue 82 the loss joined Li's demo search, whose stage 2 sweeps hp.r, and both
-    stage-2 train jobs failed: "no hyperparameter 'r'; it takes tau, m"; that it joins no search is
-    tests/config/test_own_loss_doc.py's)."""
+    protocol runs."""
     from tests.config.test_own_loss_doc import doc_examples, with_template
 
     config = demo_with_user_loss(tmp_path, "examples/margin_infonce.py:margin_infonce")
@@ -200,16 +186,8 @@ def test_the_own_loss_template_trains_under_lis_protocol_on_the_demo(repo_root, 
     path = write(config, tmp_path / "c.yaml")
     log = "checkpoints/li2024/tiny-bert/margin_nce/seed42/train_log.jsonl"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    argv = [
-        "-s",
-        str(repo_root / "Snakefile"),
-        "--configfile",
-        path,
-        "--cores",
-        "2",
-        "--",
-        str(tmp_path / "results" / log),
-    ]
+    argv = ["-s", str(repo_root / "Snakefile"), "--configfile", path, "--cores", "2"]
+    argv += ["--", str(tmp_path / "results" / log)]
     done = forked.snakemake(argv, cwd=repo_root, env=env, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     start = json.loads((tmp_path / "results" / log).open().readline())

@@ -75,9 +75,8 @@ HUGE_LR, DIVERGING = 1.0e12, "infonce-lr1000000000000.0"
 def test_a_diverging_sweep_point_is_a_result_not_a_blocked_run(
     repo_root, tmp_path_factory, e2e_resources, observed
 ):
-    """Issue 36: OAR's rate sweep reaches lr 1; a point whose training turns NaN used to fail its job
-    and, with it, the tables. Now it is recorded, evaluated as diverged, drawn as such (the rate figure's
-    cross, the spectra's panel), and the tables are built."""
+    """A sweep point whose training turns NaN is recorded, evaluated as diverged and drawn as such (the
+    rate figure's cross, the spectra's panel); the tables are built."""
     workdir = tmp_path_factory.mktemp("vision-diverged")
     config = yaml.safe_load((repo_root / "config" / "demo.yaml").read_text())
     config.update(results_dir=str(workdir / "results"), resources_dir=str(e2e_resources))
@@ -102,9 +101,7 @@ def test_a_diverging_sweep_point_is_a_result_not_a_blocked_run(
     sweep = (results / "figures/oar_cifar10/lr_sweep.csv").read_text().splitlines()
     assert "infonce,infonce,False,1e+12,ffn100_top1,,,0,1" in sweep, sweep  # no seed scored, one diverged
     assert "diverged" in (results / "figures/oar_cifar10/spectra.csv").read_text()
-    # Table 3 is built; its best-of-sweep reads the paper's rates only (1e12 is none of them), so the
-    # best is 0.01. A diverged point at a paper rate is marked there as a diverged FFN is (the metrics
-    # have the same form: tests/tables/test_assemble.py::test_diverged_ffn_is_marked_never_a_number).
+    # Table 3's best-of-sweep reads the paper's rates only (1e12 is none of them): the best is 0.01
     table = (results / "tables/oar_table3.csv").read_text().splitlines()
     best = [row for row in table if row.startswith("resnet18-w8,infonce,ffn100_top1,")]
     assert len(best) == 1 and ",0.01," in best[0], table

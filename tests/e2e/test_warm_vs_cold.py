@@ -1,8 +1,5 @@
-"""End to end: the reduced demo of test_pipeline.py on one cell (its training, encoding and evaluation, the
-pretrained backbone's, the tables and the report; no figures: their jobs start as any other and the suite's
-time is spent on the jobs that make numbers) run with warm starts and again with
-``CONTRASTLAB_WARM_START=0`` gives byte-identical tables and models and equal metrics (issue 76 item 3: a
-warm start is as safe as a cold one)."""
+"""End to end: the reduced demo on one cell, no figures, run with warm starts and again with
+``CONTRASTLAB_WARM_START=0`` gives byte-identical tables and models and equal metrics."""
 
 from __future__ import annotations
 
@@ -33,9 +30,8 @@ VOLATILE = {
 
 @pytest.fixture(scope="module")
 def runs(repo_root, tmp_path_factory, e2e_resources) -> dict[str, Path]:
-    """The reduced demo's ``cl`` cell (no MTEB, no figures) run warm and cold, each with results and corpus
-    of its own and the worker's resources folder (backbones, SentEval fixture, the tokenised corpus: made
-    once, by whichever run comes first): ``{"warm": folder, "cold": folder}``."""
+    """The reduced demo's ``cl`` cell run warm and cold, each with results and corpus of its own on the
+    worker's resources folder: ``{"warm": folder, "cold": folder}``."""
     folders = {}
     for how, switch in (("warm", "1"), ("cold", "0")):
         folder = tmp_path_factory.mktemp(how)

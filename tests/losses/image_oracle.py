@@ -42,3 +42,13 @@ def gradient_matches_oracle(name, hp, h1, h2, tol, oracle_grad):
     torch.testing.assert_close(g1.double(), torch.from_numpy(want1), rtol=tol[0], atol=tol[1])
     torch.testing.assert_close(g2.double(), torch.from_numpy(want2), rtol=tol[0], atol=tol[1])
     return g1
+
+
+def symmetric_in_the_views(name, h1, h2):
+    """Swapping the views leaves the loss as it was and swaps the gradients; returns the output."""
+    out, a1, a2 = run(name, h1, h2)
+    swapped, b1, b2 = run(name, h2, h1)
+    torch.testing.assert_close(out.loss, swapped.loss, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(a1, b2, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(a2, b1, rtol=1e-10, atol=1e-12)
+    return out

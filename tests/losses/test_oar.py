@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from image_oracle import gradient_matches_oracle, run, value_matches_oracle
+from image_oracle import gradient_matches_oracle, run, symmetric_in_the_views, value_matches_oracle
 from loss_oracle import barlow_twins as barlow_oracle
 from loss_oracle import oar_terms, value, vicreg_terms
 
@@ -119,16 +119,13 @@ def test_hand_computed_closed_forms():
 def test_registry_passes_raw_embeddings_only_to_raw_losses():
     assert RAW_INPUT == {"barlow_twins", "vicreg"}
     h1, h2 = batch(2, 8)
-    torch.testing.assert_close(
-        build_loss("vicreg")(h1, h2).loss, vicreg(h1, h2, lam=25.0, mu=25.0, nu=1.0), rtol=1e-14, atol=0
-    )
-    torch.testing.assert_close(
-        build_loss("barlow_twins")(h1, h2).loss, barlow_twins(h1, h2, lam=5e-3), rtol=1e-14, atol=0
-    )
+    registered = build_loss("vicreg")(h1, h2).loss
+    torch.testing.assert_close(registered, vicreg(h1, h2, lam=25.0, mu=25.0, nu=1.0), rtol=1e-14, atol=0)
+    bt = build_loss("barlow_twins")(h1, h2).loss
+    torch.testing.assert_close(bt, barlow_twins(h1, h2, lam=5e-3), rtol=1e-14, atol=0)
     # VICReg is not scale invariant: the registry did not normalise the rows
-    assert build_loss("vicreg")(3.0 * h1, 3.0 * h2).loss.item() != pytest.approx(
-        build_loss("vicreg")(h1, h2).loss.item(), rel=1e-3
-    )
+    scaled = build_loss("vicreg")(3.0 * h1, 3.0 * h2).loss.item()
+    assert scaled != pytest.approx(registered.item(), rel=1e-3)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -144,28 +141,19 @@ def test_barlow_twins_per_dimension_affine_invariance(n, seed):
     sign = torch.where(torch.randn(d, generator=g) < 0, -1.0, 1.0).double()
     t1, t2 = sign * (a1 * h1 + b1), sign * (a2 * h2 + b2)
     for lam in (5e-3, 0.7):
-        torch.testing.assert_close(
-            barlow_twins(t1, t2, lam=lam, eps=0.0),
-            barlow_twins(h1, h2, lam=lam, eps=0.0),
-            rtol=1e-10,
-            atol=1e-12,
-        )
+        moved, still = barlow_twins(t1, t2, lam=lam, eps=0.0), barlow_twins(h1, h2, lam=lam, eps=0.0)
+        torch.testing.assert_close(moved, still, rtol=1e-10, atol=1e-12)
     # with the registry's eps 1e-5 the invariance is approximate: each C_ij moves by O(eps / var)
     m1, m2 = a1.clamp(0.5, 2.0), a2.clamp(0.5, 2.0)
     t1, t2 = sign * (m1 * h1 + b1), sign * (m2 * h2 + b2)
-    torch.testing.assert_close(
-        build_loss("barlow_twins")(t1, t2).loss, build_loss("barlow_twins")(h1, h2).loss, rtol=0, atol=5e-4
-    )
+    moved, still = build_loss("barlow_twins")(t1, t2).loss, build_loss("barlow_twins")(h1, h2).loss
+    torch.testing.assert_close(moved, still, rtol=0, atol=5e-4)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_symmetric_in_views_and_permutation_invariant(name):
     h1, h2 = batch(4, 8)
-    out, a1, a2 = run(name, h1, h2)
-    swapped, b1, b2 = run(name, h2, h1)
-    torch.testing.assert_close(out.loss, swapped.loss, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(a1, b2, rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(a2, b1, rtol=1e-10, atol=1e-12)
+    out = symmetric_in_the_views(name, h1, h2)
     perm = torch.randperm(8, generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(build_loss(name)(h1[perm], h2[perm]).loss, out.loss, rtol=1e-12, atol=1e-12)
 
@@ -173,12 +161,8 @@ def test_symmetric_in_views_and_permutation_invariant(name):
 def test_vicreg_invariant_to_a_common_shift():
     h1, h2 = batch(5, 8)
     shift = torch.tensor([3.0, -2.0, 0.5, 7.0, -1.0], dtype=torch.float64)
-    torch.testing.assert_close(
-        build_loss("vicreg")(h1 + shift, h2 + shift).loss,
-        build_loss("vicreg")(h1, h2).loss,
-        rtol=1e-10,
-        atol=1e-12,
-    )
+    shifted = build_loss("vicreg")(h1 + shift, h2 + shift).loss
+    torch.testing.assert_close(shifted, build_loss("vicreg")(h1, h2).loss, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
@@ -203,24 +187,6 @@ def test_finite_for_identical_views_and_collapsed_batches(name, n, kind, dtype):
         d = h1.shape[1]
         want = float(d) if name == "barlow_twins" else 25.0 * (1 - math.sqrt(1e-4))
         assert out.loss.item() == pytest.approx(want, rel=1e-5)
-
-
-@pytest.mark.parametrize(
-    "name,hp,match",
-    [
-        ("vicreg", {"mu": -1.0}, "mu must be >= 0"),
-        ("vicreg", {"nu": -0.1}, "nu must be >= 0"),
-        ("vicreg", {"lam": -1.0}, "lam must be >= 0"),
-        ("vicreg", {"gamma": 0.0}, "gamma must be > 0"),
-        ("vicreg", {"eps": 0.0}, "eps must be > 0"),
-        ("vicreg", {"eps": float("nan")}, "eps must be a finite number"),
-        ("barlow_twins", {"lam": -1.0}, "lam must be >= 0"),
-        ("barlow_twins", {"mu": 1.0}, "unknown hyperparameter.*mu.*valid: lam"),
-    ],
-)
-def test_hyperparameters_are_validated(name, hp, match):
-    with pytest.raises(ValueError, match=match):
-        build_loss(name, **hp)
 
 
 # ------------------------------------------------------------------ orthonormal anchors

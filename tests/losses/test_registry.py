@@ -27,7 +27,7 @@ from contrastlab.losses import (
 from contrastlab.losses.user import module_path
 
 #: The loss modules: the catalog's names are exactly their entries (no hand copy of the loss list here, so a
-#: new built-in loss is its module's entry, its catalog line and its oracle: issue 82 item 3).
+#: new built-in loss is its module's entry, its catalog line and its oracle).
 MODULES = {"nie2023": nie2023, "li2024": li2024, "macl": macl, "vision": vision, "oar": oar}
 
 
@@ -47,9 +47,8 @@ def test_catalog_imports_no_torch():
 
 def test_paper_defaults():
     assert DEFAULTS["infonce"] == {"tau": 0.05}
-    assert (
-        DEFAULTS["mpt"] == {"m": 0.23} and DEFAULTS["met"] == {"m": 0.45} and DEFAULTS["mat"] == {"m": 0.15}
-    )
+    assert DEFAULTS["mpt"] == {"m": 0.23} and DEFAULTS["met"] == {"m": 0.45}
+    assert DEFAULTS["mat"] == {"m": 0.15}
     assert DEFAULTS["dcl"]["tau"] == 0.03 and DEFAULTS["dcl_plus"]["tau"] == 0.17
     assert DEFAULTS["align_uniform"] == {"alpha": 2.0, "t": 6.0, "lam": 0.1}
     assert DEFAULTS["mmhe"]["r"] == 1.75 and DEFAULTS["mmhs"]["r"] == 1.75
@@ -87,8 +86,21 @@ def test_unknown_name_lists_valid_names():
         ("arccon", {"u": 4.0}, "u must be in"),
         ("macl", {"reweight": "yes"}, "reweight must be true or false"),
         ("dualtemp", {"tau_beta": -1.0}, "tau_beta must be > 0"),
+        ("dualtemp", {"tau_beta": 0.0}, "tau_beta must be > 0"),
+        ("dualtemp", {"tau_beta": float("inf")}, "tau_beta must be a finite number"),
+        ("dualtemp", {"negatives": "same_view"}, "negatives must be one of other_view, both_views"),
         ("macl_vision", {"alpha": -0.5}, "alpha must be >= 0"),
         ("dcl_vision", {"tau_beta": 1.0}, "unknown hyperparameter.*tau_beta.*valid: tau"),
+        ("ntxent", {"tau_beta": 1.0}, "unknown hyperparameter.*tau_beta"),
+        ("ntxent", {"negatives": "other_view"}, "unknown hyperparameter.*negatives"),
+        ("vicreg", {"mu": -1.0}, "mu must be >= 0"),  # the OAR study's losses on raw embeddings
+        ("vicreg", {"nu": -0.1}, "nu must be >= 0"),
+        ("vicreg", {"lam": -1.0}, "lam must be >= 0"),
+        ("vicreg", {"gamma": 0.0}, "gamma must be > 0"),
+        ("vicreg", {"eps": 0.0}, "eps must be > 0"),
+        ("vicreg", {"eps": float("nan")}, "eps must be a finite number"),
+        ("barlow_twins", {"lam": -1.0}, "lam must be >= 0"),
+        ("barlow_twins", {"mu": 1.0}, "unknown hyperparameter.*mu.*valid: lam"),
     ],
 )
 def test_invalid_hyperparameters_are_named(name, hp, match):

@@ -89,41 +89,30 @@ def test_raw_inputs_are_passed_unnormalised_and_symmetry_is_checked(tmp_path):
     assert check_user_loss(f"{path}:sq", {"lam": 2.0}).symmetric
 
 
-BAD_LOSSES = {
-    "import error": (
-        "import no_such_package_xyz\ndef f(z1, z2):\n    return (z1 * z2).sum()\n",
-        {},
-        "ModuleNotFoundError",
-    ),
-    "missing callable": ("def g(z1, z2):\n    return (z1 * z2).sum()\n", {}, "f does not exist"),
-    "one view only": ("def f(z):\n    return z.sum()\n", {}, "first two positional arguments"),
-    "hp as **kwargs": (
-        "def f(z1, z2, **hp):\n    return (z1 * z2).sum()\n",
-        {},
-        "not a named hyperparameter",
-    ),
+def _returns(value: str, head: str = "def f(z1, z2):") -> str:
+    """A module defining ``head`` whose body returns ``value``."""
+    return f"{head}\n    return {value}\n"
+
+
+BAD_LOSSES = {  # fault: (module text, hyperparameters, what the one line says)
+    "import error": ("import no_such_package_xyz\n" + _returns("(z1 * z2).sum()"), {}, "ModuleNotFoundError"),
+    "missing callable": (_returns("(z1 * z2).sum()", "def g(z1, z2):"), {}, "f does not exist"),
+    "one view only": (_returns("z.sum()", "def f(z):"), {}, "first two positional arguments"),
+    "hp as **kwargs": (_returns("(z1 * z2).sum()", "def f(z1, z2, **hp):"), {}, "not a named hyperparameter"),
     "unknown hp": (
-        "def f(z1, z2, *, tau=0.1):\n    return (z1 @ z2.T / tau).sum()\n",
+        _returns("(z1 @ z2.T / tau).sum()", "def f(z1, z2, *, tau=0.1):"),
         {"t": 1},
         "no hyperparameter 't'",
     ),
-    "missing hp": (
-        "def f(z1, z2, *, tau):\n    return (z1 @ z2.T / tau).sum()\n",
-        {},
-        "'tau' has no default",
-    ),
-    "NaN": ("def f(z1, z2):\n    return (z1 * z2).sum() * float('nan')\n", {}, "returned nan"),
-    "non-scalar": ("def f(z1, z2):\n    return (z1 * z2).sum(-1)\n", {}, "shape (8,), not a scalar"),
-    "not a tensor": ("def f(z1, z2):\n    return 1.0\n", {}, "returned float, not a tensor"),
-    "detached": ("def f(z1, z2):\n    return (z1 * z2).sum().detach()\n", {}, "has no gradient"),
-    "raises": ("def f(z1, z2):\n    return z1 @ z2\n", {}, "raised RuntimeError"),
-    "NaN gradient": (
-        "def f(z1, z2):\n    return (z1 - z1).abs().sqrt().sum() + (z1 * z2).sum()\n",
-        {},
-        "not finite",
-    ),
+    "missing hp": (_returns("(z1 @ z2.T / tau).sum()", "def f(z1, z2, *, tau):"), {}, "'tau' has no default"),
+    "NaN": (_returns("(z1 * z2).sum() * float('nan')"), {}, "returned nan"),
+    "non-scalar": (_returns("(z1 * z2).sum(-1)"), {}, "shape (8,), not a scalar"),
+    "not a tensor": (_returns("1.0"), {}, "returned float, not a tensor"),
+    "detached": (_returns("(z1 * z2).sum().detach()"), {}, "has no gradient"),
+    "raises": (_returns("z1 @ z2"), {}, "raised RuntimeError"),
+    "NaN gradient": (_returns("(z1 - z1).abs().sqrt().sum() + (z1 * z2).sum()"), {}, "not finite"),
     "false symmetry": (
-        "@contrastive_loss(symmetric=True)\ndef f(z1, z2):\n    return (z1[:, :1] * 2 + z2[:, :1]).sum()\n",
+        "@contrastive_loss(symmetric=True)\n" + _returns("(z1[:, :1] * 2 + z2[:, :1]).sum()"),
         {},
         "declares symmetric=True",
     ),

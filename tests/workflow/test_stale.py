@@ -4,14 +4,13 @@ of them (issue 82 item 6; contrastlab.workflow.stale)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.provenance import git_head
 from contrastlab.workflow.stale import stale_note, trained_by_other_code
+from tests.e2e.test_dryrun import demo_process
 
 HEAD = "a" * 40
 
@@ -68,11 +67,8 @@ def test_a_dry_run_names_them(tmp_path):
     (and the dry run finds that cell's target done)."""
     results = Results(tmp_path / "results")
     _trained(results, _cell("cl"), "b" * 40, False)
-    program = str(Path(sys.executable).parent / "snakemake")
-    folders = [f"results_dir={tmp_path}/results", f"resources_dir={tmp_path}/res"]
     target = results.checkpoint(_cell("cl"), "train_log.jsonl")
-    argv = [program, "-n", "--configfile", "config/demo.yaml", "--config", *folders, "--", target]
-    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    done = demo_process(REPO_ROOT, tmp_path, "--", str(target), args=("-n",))
     notes = [line for line in done.stderr.splitlines() if line.startswith("contrastlab note: 1 finished")]
     assert notes == [
         "contrastlab note: 1 finished cell(s) were trained by other code than this checkout's "

@@ -117,17 +117,10 @@ def validate(config: Mapping[str, Any]) -> dict:
         raise ConfigError(f"config key {key_path(path)}: {message}")
     config = fill_defaults(config, schema)
     # Only the global training block gets the defaults: overrides lower down must stay partial.
-    config["training"] = fill_defaults(config["training"], schema["$defs"]["training"])
-    config["vision_training"] = fill_defaults(config["vision_training"], schema["$defs"]["vision_training"])
-    config["vision_evaluation"] = fill_defaults(
-        config["vision_evaluation"], schema["$defs"]["vision_evaluation"]
-    )
-    check_folders(config)
-    check_references(config)
-    check_searches(config)
-    check_select(config)
-    check_mteb(config)
-    check_logging(config)
+    for key in ("training", "vision_training", "vision_evaluation"):
+        config[key] = fill_defaults(config[key], schema["$defs"][key])
+    for check in (check_folders, check_references, check_searches, check_select, check_mteb, check_logging):
+        check(config)
     return config
 
 

@@ -164,9 +164,8 @@ def _layered_settings(config: Mapping[str, Any], experiment: str, method: str, b
         encoder = dict(((config.get("backbones") or {}).get(backbone) or {}).get("vision") or {})
         settings.update({"arch": encoder.get("arch", "resnet18"), "stem": encoder.get("stem", "cifar")})
         settings["width"] = encoder.get("width", 64)
-        if (
-            "out_dim" in encoder
-        ):  # only when set: the other cells' settings (and rerun triggers) stay as they were
+        # out_dim only when set: the other cells' settings (and rerun triggers) stay as they were
+        if "out_dim" in encoder:
             settings["out_dim"] = encoder["out_dim"]
         settings["dataset"] = exp["dataset"]
         # training.tensorboard: false turns the live curves off for the image cells too (one key for all)
