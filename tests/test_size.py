@@ -11,8 +11,9 @@ too: at most :data:`FMT_PRAGMAS` formatter pragmas and :data:`NOQA_PRAGMAS` lint
 library; lower them as they go, never raise them. So are the doors to the config (issue 77 item 3): the
 Grid's public members (:data:`GRID_MEMBERS`) and the rules' reads of the config by key
 (:data:`CONFIG_READS`): a rule asks the Grid, and a job gets its answers as params. And the house's size
-(:data:`SRC_LINES`, :data:`TESTS_LINES`) and the document's floor (issue 85): no Markdown parsed back into
-the report, one Markdown table writer, ``cost/`` reading no ``tables/``, no word-to-kind map in ``report/``."""
+(:data:`SRC_LINES`, :data:`TESTS_LINES`) and the document's floor (issue 85): no Markdown parsed back
+into the report, one Markdown table writer, ``cost/`` reading no ``tables/``, no word-to-kind map in
+``report/``."""
 
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ MAX_MODULE_LINES = 700
 #: A function longer than this, from its ``def`` to its last line, is long (about a screen).
 LONG_FUNCTION = 60
 #: The long functions there may be at most: 38 before issue 54, 24 after it, 23 as formatted after issue 64,
-#: 21 after issues 82-86 (the tree's count: a ratchet sits on it, not above).
-RATCHET = 21
+#: 21 after issues 82-86, 20 after issue 85 (the tree's count: a ratchet sits on it, not above).
+RATCHET = 20
 #: Formatter pragmas (fmt skip, off or on) the library may hold: 20 at house review 7, none after issue 64.
 FMT_PRAGMAS = 0
 #: Linter pragmas (noqa) the library may hold: 12 at issue 64, 9 after issues 82-86 (the tree's count); a
@@ -50,8 +51,8 @@ CONFIG_READS = 3
 #: Lines (``wc -l``) of the library's and the suite's .py files: the house's size, a ratchet on the tree
 #: (issue 85: src 37,713 -> 40,259 and tests 35,873 -> 39,535 over issues 77-86, then cut back). A change that
 #: adds lines folds as many elsewhere, or argues here, in its own commit, why the house must grow.
-SRC_LINES = 40259
-TESTS_LINES = 39535
+SRC_LINES = 38335
+TESTS_LINES = 38284
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")
 
