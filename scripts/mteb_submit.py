@@ -25,7 +25,7 @@ parser.add_argument(
 args = parser.parse_args()
 try:
     staged = mteb_submission(
-        find_cell(cells_of(args.configfile), args.cell, "make mteb-submit"),
+        find_cell(cells_of(args.configfile), args.cell, "make mteb-submit", args.configfile),
         args.configfile,
         repo=args.repo,
         revision=args.revision,

@@ -26,7 +26,7 @@ try:
         sys.exit("\n".join(f"contrastlab: cards: {line}" for line in refused) or None)
     if not (args.cell and args.repo):
         parser.error("--cell and --repo are required (or --cards)")
-    found = find_cell(cells, args.cell)
+    found = find_cell(cells, args.cell, source=args.configfile)
     write_card(found, args.configfile)
     plan = publish_plan(found, args.repo, code=args.code)
     print(f"# {plan.cell} -> https://huggingface.co/{plan.repo} (MTEB ModelMeta: {plan.meta})")

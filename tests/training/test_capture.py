@@ -299,7 +299,7 @@ def _decided(graph: bool, dev_batch: int) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("make", "device", "values", "n_images", "decided", "note"),
+    ("settings", "device", "values", "n_images", "decided", "note"),
     [
         # the CPU run keeps what it always had: no CPU number moves
         (_sentence, "cpu", {}, 0, _decided(False, 128), None),
@@ -316,8 +316,8 @@ def _decided(graph: bool, dev_batch: int) -> dict:
         (_image, "cuda", {"drop_last": False}, 512, _graph(True), None),  # all full
     ],
 )
-def test_for_device_decides_either_tracks_step_mode(make, device, values, n_images, decided, note):
-    configured = make(**values)
+def test_for_device_decides_either_tracks_step_mode(settings, device, values, n_images, decided, note):
+    configured = settings(**values)
     got, notes = capture.for_device(configured, torch.device(device), n_images=n_images)
     assert got == dataclasses.replace(configured, **decided)  # nothing else decided
     assert notes == [] if note is None else (len(notes) == 1 and note in notes[0] and "\n" not in notes[0])

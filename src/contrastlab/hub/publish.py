@@ -378,15 +378,17 @@ def cells_of(configfile: str | Path) -> dict[str, CellFiles]:
         raise PublishError(f"{configfile}: {error}") from None
 
 
-def find_cell(cells: Mapping[str, CellFiles], cell: str, what: str = "make publish") -> CellFiles:
-    """The entry of ``cells`` (:func:`cell_files`) named ``cell``
+def find_cell(
+    cells: Mapping[str, CellFiles], cell: str, what: str = "make publish", source: str | Path = "the config"
+) -> CellFiles:
+    """The entry of ``cells`` (:func:`cell_files` of the config file ``source``) named ``cell``
     (``<experiment>/<backbone>/<method>/seed<seed>``), a sentence cell; a :class:`PublishError` naming
     the fix otherwise."""
     parts = (cell or "").strip("/").split("/")
     found = cells.get("/".join(parts)) if len(parts) == 4 and re.fullmatch(r"seed\d+", parts[3]) else None
     if found is None:
         raise PublishError(
-            f"unknown cell {cell!r}; CELL is <experiment>/<backbone>/<method>/seed<seed>, e.g. "
+            f"unknown cell {cell!r} in {source}; CELL is <experiment>/<backbone>/<method>/seed<seed>, e.g. "
             + ", ".join(list(cells)[:3])
         )
     if found.track != "sentence":
