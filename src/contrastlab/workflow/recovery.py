@@ -14,6 +14,7 @@ and only theirs.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -473,10 +474,8 @@ def forget_running_workflow(
     locks of a run that ended meanwhile are not, or two runs ending together would restore each other's."""
     own = {os.path.abspath(p) for p in lock_files}
     for path in own:  # Snakemake's unlock would, next: a run ending beside this one must not read them
-        try:
+        with contextlib.suppress(OSError):  # left to Snakemake's unlock, never read as another run's below
             Path(path).unlink(missing_ok=True)
-        except OSError:
-            continue  # left to Snakemake's unlock, and never read as another run's below
     record = _record_path(results_dir)
     record.unlink(missing_ok=True)
     (_checkout_list(workdir) / record.name).unlink(missing_ok=True)
