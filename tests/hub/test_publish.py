@@ -641,14 +641,7 @@ def test_make_mteb_submit_is_the_script_with_the_cell_repository_and_revision():
     # the values go through the environment, "$NAME" in the recipe (tests/config/test_command_line.py: S5)
     assert line.split("python ", 1)[1].split() == [
         "scripts/mteb_submit.py",
-        "--configfile",
-        '"$CONFIG"',
-        "--cell",
-        '"$CELL"',
-        "--repo",
-        '"$REPO"',
-        "--revision",
-        '"$REVISION"',
+        *'--configfile "$CONFIG" --cell "$CELL" --repo "$REPO" --revision "$REVISION"'.split(),
     ]
     with_pr = subprocess.run(
         [*command, "PR=1"], cwd=REPO_ROOT, env=make_env(), capture_output=True, text=True

@@ -22,14 +22,20 @@ from contrastlab.workflow.warm_key import starter_key
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm starts are Linux-only")
 
-# A stand-in for a Snakemake script: the preamble's `snakemake` global, then the hand-over, then the job.
+# Snakemake's preamble (its `snakemake` global of Snakemake's own type, which the hand-over asks for), then
+# the hand-over: how each script of this module begins.
+HAND_OVER = """
+from snakemake.iocontainers import Snakemake
+snakemake = Snakemake.__new__(Snakemake)
+from contrastlab.workflow.warm import hand_over
+hand_over(globals())
+"""
+
+# A stand-in for a Snakemake script: the preamble and the hand-over, then the job.
 SCRIPT = """
 import sys
 library_at_start = sorted(name for name in sys.modules if name.startswith("contrastlab"))
-from snakemake.iocontainers import Snakemake
-snakemake = Snakemake.__new__(Snakemake)  # the preamble's type: the hand-over asks for Snakemake's own
-from contrastlab.workflow.warm import hand_over
-hand_over(globals())
+HAND_OVER
 import json, os, sys, time
 options = json.loads(sys.argv[2])
 report = {"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(), "argv": sys.argv,
@@ -61,14 +67,10 @@ print("to stdout")
 print("to stderr", file=sys.stderr)
 time.sleep(options.get("sleep", 0))
 sys.exit(options.get("exit", 0))
-"""
+""".replace("HAND_OVER\n", HAND_OVER)
 
-# One optimisation step of a seeded model on torch's CPU kernels: the bits a job computes.
+# After HAND_OVER: one optimisation step of a seeded model on torch's CPU kernels, the bits a job computes.
 TORCH_SCRIPT = """
-from snakemake.iocontainers import Snakemake
-snakemake = Snakemake.__new__(Snakemake)  # the preamble's type: the hand-over asks for Snakemake's own
-from contrastlab.workflow.warm import hand_over
-hand_over(globals())
 import hashlib, os, sys, torch
 torch.manual_seed(0)
 torch.set_num_threads(2)
@@ -93,7 +95,7 @@ def place(tmp_path_factory):
     env = {**os.environ, "TMPDIR": str(root), warm.IDLE_VARIABLE: "60"}
     env.pop(warm.SWITCH, None)
     (root / "job.py").write_text(SCRIPT)
-    (root / "torch_job.py").write_text(TORCH_SCRIPT)
+    (root / "torch_job.py").write_text(HAND_OVER + TORCH_SCRIPT)
     yield root, env
     for log in root.glob("contrastlab-warm-*/*.log"):
         print(log.read_text())
@@ -106,52 +108,53 @@ def _command(place, report: Path, **options) -> list[str]:
     return [sys.executable, str(place[0] / "job.py"), str(report), json.dumps(options)]
 
 
+def _python(place, script, *args, variables=None, cwd=None, **run) -> subprocess.CompletedProcess:
+    """``script`` run with ``args`` to its end, in the starter's environment and ``variables``, from ``cwd``
+    (the place's folder unless given); ``run``: more of subprocess.run's arguments."""
+    root, env = place
+    return subprocess.run(
+        [sys.executable, str(script), *map(str, args)],
+        cwd=cwd or root,
+        env={**env, **(variables or {})},
+        capture_output=True,
+        timeout=120,
+        **run,
+    )
+
+
 def _run(place, variables=None, cpus=None, **options) -> tuple[subprocess.CompletedProcess, dict]:
     """The script run to its end (on ``cpus`` only, where given): its outcome and its report."""
-    root, env = place
-    report = root / f"report-{time.monotonic_ns()}.json"
-    done = subprocess.run(
-        _command(place, report, **options),
-        cwd=root,
-        env={**env, **(variables or {})},
-        input="from stdin" if options.get("stdin") else None,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
-    )
+    report = place[0] / f"report-{time.monotonic_ns()}.json"
+    stdin = "from stdin" if options.get("stdin") else None
+    affinity = None if cpus is None else lambda: os.sched_setaffinity(0, cpus)
+    job = _command(place, report, **options)[1:]
+    done = _python(place, *job, variables=variables, input=stdin, text=True, preexec_fn=affinity)
     return done, json.loads(report.read_text()) if report.exists() else {}
+
+
+def _start(place, report: Path, variables=None, streams=subprocess.PIPE, **options) -> subprocess.Popen:
+    """The script started, not waited for, its output to ``streams``."""
+    root, env = place
+    command = _command(place, report, **options)
+    env = {**env, **(variables or {})}
+    return subprocess.Popen(command, cwd=root, env=env, stdout=streams, stderr=streams, text=True)
 
 
 def _start_sleeping_job(place, report_name: str, streams: int) -> tuple[subprocess.Popen, dict]:
     """The script started to sleep for a minute, its output to ``streams``; once its report is written,
     the client and what the job reported (its pid and parent)."""
-    root, env = place
-    report = root / report_name
-    client = subprocess.Popen(
-        _command(place, report, sleep=60), cwd=root, env=env, stdout=streams, stderr=streams, text=True
-    )
+    report = place[0] / report_name
+    client = _start(place, report, streams=streams, sleep=60)
     _wait_for(report.exists)
     return client, json.loads(report.read_text())
 
 
-def _run_torch_job(place, variables=None) -> subprocess.CompletedProcess:
-    root, env = place
-    return subprocess.run(
-        [sys.executable, str(root / "torch_job.py")],
-        cwd=root,
-        env={**env, **(variables or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def _starter_ready(place) -> int:
-    """Run the script until a starter serves it (the first run, cold, starts one): the starter's pid."""
+def _starter_ready(place, run=None) -> int:
+    """Run the script (by ``run``, else :func:`_run`) until a starter serves it (the first run, cold, starts
+    one): the starter's pid."""
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        done, report = _run(place)
+        done, report = (run or _run)(place)
         assert done.returncode == 0, done.stderr
         if report["pid"] != _client_pid_of(report):
             return report["ppid"]
@@ -190,8 +193,7 @@ def test_a_handed_over_job_runs_as_its_own_process_would(place):
 def _run_outside(place, variables=None) -> tuple[subprocess.CompletedProcess, dict]:
     """The script from a folder of its own (``outside/``, beside a module it imports) started as
     ``python ../outside/job.py`` from another folder (``run/``): its outcome and its report."""
-    root, env = place
-    outside, run = root / "outside", root / "run"
+    outside, run = place[0] / "outside", place[0] / "run"
     if not outside.exists():
         outside.mkdir()
         run.mkdir()
@@ -199,14 +201,7 @@ def _run_outside(place, variables=None) -> tuple[subprocess.CompletedProcess, di
         (outside / "job.py").write_text(SCRIPT.replace('"affinity":', fields))
         (outside / "beside.py").write_text("WHERE = 'beside the script'\n")
     name = f"report-{time.monotonic_ns()}.json"
-    done = subprocess.run(
-        [sys.executable, "../outside/job.py", name, "{}"],
-        cwd=run,
-        env={**env, **(variables or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _python(place, "../outside/job.py", name, "{}", variables=variables, cwd=run, text=True)
     assert done.returncode == 0, done.stderr
     return done, json.loads((run / name).read_text())
 
@@ -216,10 +211,9 @@ def test_a_job_whose_script_lies_outside_its_starting_folder_runs_as_its_own_pro
     folder and argv, Python's ``__file__`` and ``sys.path[0]``, as the same command started cold does."""
     _, cold = _run_outside(place, {warm.SWITCH: "0"})
     assert cold["pid"] == _client_pid_of(cold)
-    deadline = time.monotonic() + 90
-    while (warm_report := _run_outside(place)[1])["pid"] == _client_pid_of(warm_report):
-        assert time.monotonic() < deadline, "no starter served within 90 s"
-        time.sleep(0.5)
+    starter = _starter_ready(place, _run_outside)
+    warm_report = _run_outside(place)[1]
+    assert warm_report["ppid"] == starter
     keys = ("cwd", "file", "path0", "beside")
     assert {k: warm_report[k] for k in keys} == {k: cold[k] for k in keys}
     assert warm_report["argv"][0] == cold["argv"][0] == "../outside/job.py"
@@ -328,20 +322,14 @@ def test_jobs_wait_for_a_starting_starter_which_stays_while_a_cold_job_runs(plac
     """A job that may not wait runs cold and starts a starter; the jobs started meanwhile wait and run in its
     forks; the starter stays while the cold job runs, past its idle time, and serves the job after it."""
     own = {warm.IDLE_VARIABLE: "2", "LC_CONTRASTLAB_TEST": "cold"}  # a starter of its own key, idle after 2 s
-    root, env = place
+    root, _ = place
     cold_report = root / "cold.json"
-    cold = subprocess.Popen(
-        _command(place, cold_report, until_a_starter_serves=True, sleep=5, start_record=True),
-        cwd=root,
-        env={**env, **own, warm.WAIT_VARIABLE: "0"},
-        stdout=subprocess.DEVNULL,
-    )
+    may_not_wait = {**own, warm.WAIT_VARIABLE: "0"}
+    options = {"until_a_starter_serves": True, "sleep": 5, "start_record": True}
+    cold = _start(place, cold_report, may_not_wait, subprocess.DEVNULL, **options)
     _wait_for(cold_report.exists, timeout=60)  # running cold, before any starter serves
     reports = [root / f"waited-{i}.json" for i in range(2)]
-    waiting = [
-        subprocess.Popen(_command(place, report), cwd=root, env={**env, **own}, stdout=subprocess.DEVNULL)
-        for report in reports
-    ]
+    waiting = [_start(place, report, own, subprocess.DEVNULL) for report in reports]
     assert [client.wait(timeout=120) for client in waiting] == [0, 0]
     served = [json.loads(report.read_text()) for report in reports]
     assert all(report["pid"] != _client_pid_of(report) for report in served), served
@@ -392,8 +380,8 @@ def test_a_job_waits_only_while_a_starter_holds_the_lock(tmp_path, monkeypatch):
 
 def test_a_warm_job_computes_the_same_bits_as_a_cold_one(place):
     starter = _starter_ready(place)
-    warm_run = _run_torch_job(place)
-    cold_run = _run_torch_job(place, {warm.SWITCH: "0"})
+    warm_run = _python(place, place[0] / "torch_job.py", text=True)
+    cold_run = _python(place, place[0] / "torch_job.py", variables={warm.SWITCH: "0"}, text=True)
     assert warm_run.returncode == cold_run.returncode == 0, warm_run.stderr + cold_run.stderr
     warm_digest, warm_parent = warm_run.stdout.split()
     cold_digest, cold_parent = cold_run.stdout.split()
@@ -758,10 +746,8 @@ def test_a_starter_killed_mid_job_ends_the_job_in_one_line_and_the_next_job_gets
 
 
 def test_a_setting_in_seconds_that_is_not_a_number_is_named_and_its_default_used():
-    assert warm_key.seconds({warm.WAIT_VARIABLE: "soon"}, warm.WAIT_VARIABLE) == 60.0
-    assert warm_key.seconds({warm.WAIT_VARIABLE: "nan"}, warm.WAIT_VARIABLE) == 60.0
-    assert warm_key.seconds({warm.WAIT_VARIABLE: " 2.5 "}, warm.WAIT_VARIABLE) == 2.5
-    assert warm_key.seconds({warm.WAIT_VARIABLE: "-1"}, warm.WAIT_VARIABLE) == 0.0  # never waits
+    for value, seconds in {"soon": 60.0, "nan": 60.0, " 2.5 ": 2.5, "-1": 0.0}.items():  # -1: never waits
+        assert warm_key.seconds({warm.WAIT_VARIABLE: value}, warm.WAIT_VARIABLE) == seconds, value
     assert warm_key.seconds({}, warm.IDLE_VARIABLE) == 120.0
     assert warm_key.setting_notes({warm.WAIT_VARIABLE: "soon", warm.IDLE_VARIABLE: "30"}) == [
         f"contrastlab note: {warm.WAIT_VARIABLE}='soon' is not a number of seconds; a job waits 60 s for a "
@@ -800,12 +786,8 @@ def test_the_starter_key_follows_the_cpus_the_cgroup_and_the_io_and_cpu_priority
     assert starter_key({}) == same
 
 
-# A job that reports everything of its process a script can read: run warm and cold, the reports must agree.
+# After HAND_OVER, a job that reports all of its process a script can read: warm and cold, the reports agree.
 PROBE = """
-from snakemake.iocontainers import Snakemake
-snakemake = Snakemake.__new__(Snakemake)  # the preamble's type: the hand-over asks for Snakemake's own
-from contrastlab.workflow.warm import hand_over
-hand_over(globals())
 import json, os, resource, signal, sys, tempfile
 import psutil
 mask = os.umask(0)
@@ -842,18 +824,13 @@ def test_a_warm_job_sees_what_a_cold_job_sees(place):
     """Field by field, a probe job reads the same of its process warm and cold (but :data:`DIFFER`); only its
     pid and parent differ."""
     starter = _starter_ready(place)
-    root, env = place
-    (root / "probe.py").write_text(PROBE)
+    root, _ = place
+    (root / "probe.py").write_text(HAND_OVER + PROBE)
     reports, report = {}, root / "probe.json"  # one path: it is an argument of both runs
+    stdin = b"line one\r\nline two\n"  # read as given: no newline translated
     for how, variables in (("warm", {warm.SWITCH: "1"}), ("cold", {warm.SWITCH: "0"})):
-        subprocess.run(
-            [sys.executable, str(root / "probe.py"), str(report), "a b", "$(no)"],
-            cwd=root,
-            env={**env, **variables},
-            input=b"line one\r\nline two\n",  # read as given: no newline translated
-            capture_output=True,
-            check=True,
-            timeout=120,
+        _python(
+            place, root / "probe.py", report, "a b", "$(no)", variables=variables, input=stdin, check=True
         )
         reports[how] = json.loads(report.read_text())
         report.unlink()
@@ -869,14 +846,10 @@ def test_a_warm_job_sees_what_a_cold_job_sees(place):
     }
 
 
-# A job of rule "probe" that grows its memory by 256 MiB and spins the CPU for 0.5 s, then reports its own
-# peak (VmHWM, kB) and CPU seconds as the kernel counts them.
+# After HAND_OVER, a job of rule "probe" that grows its memory by 256 MiB and spins the CPU for 0.5 s, then
+# reports its own peak (VmHWM, kB) and CPU seconds as the kernel counts them.
 USAGE_PROBE = """
-from snakemake.iocontainers import Snakemake
-snakemake = Snakemake.__new__(Snakemake)
-snakemake.rule, snakemake.wildcards = "probe", {}
-from contrastlab.workflow.warm import hand_over
-hand_over(globals())
+snakemake.rule, snakemake.wildcards = "probe", {}  # the fork runs the whole script: its record reads them
 import json, os, resource, sys, time
 def status(field):
     line = next(l for l in open("/proc/self/status") if l.startswith(field + ":"))
@@ -899,24 +872,15 @@ def test_a_warm_job_records_its_own_peak_and_cpu_seconds_in_the_units_the_cost_t
     from contrastlab.cost.measured import warm_usage_path
 
     starter = _starter_ready(place)
-    root, env = place
-    (root / "usage_probe.py").write_text(USAGE_PROBE)
+    root, _ = place
+    (root / "usage_probe.py").write_text(HAND_OVER + USAGE_PROBE)
     benchmark = root / "usage" / "probe.tsv"
     reports = {}
     for how in ("warm", "cold"):
         report = root / f"usage-{how}.json"
-        subprocess.run(
-            [sys.executable, str(root / "usage_probe.py"), str(report)],
-            cwd=root,
-            env={
-                **env,
-                warm.SWITCH: "1" if how == "warm" else "0",
-                warm.BENCHMARKS_VARIABLE: json.dumps({"probe": str(benchmark)}),
-            },
-            capture_output=True,
-            check=True,
-            timeout=120,
-        )
+        switch = {warm.SWITCH: "1" if how == "warm" else "0"}
+        where = {warm.BENCHMARKS_VARIABLE: json.dumps({"probe": str(benchmark)})}
+        _python(place, root / "usage_probe.py", report, variables={**switch, **where}, check=True)
         reports[how] = json.loads(report.read_text())
     hot, cold = reports["warm"], reports["cold"]
     assert hot["ppid"] == starter
@@ -929,19 +893,9 @@ def test_a_warm_job_records_its_own_peak_and_cpu_seconds_in_the_units_the_cost_t
 
 def test_two_clients_at_once_are_each_run_by_a_fork_of_their_own(place):
     starter = _starter_ready(place)
-    root, env = place
+    root, _ = place
     reports = [root / f"together-{i}.json" for i in range(2)]
-    clients = [
-        subprocess.Popen(
-            _command(place, report, sleep=3, exit=4 + i),
-            cwd=root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i, report in enumerate(reports)
-    ]
+    clients = [_start(place, report, sleep=3, exit=4 + i) for i, report in enumerate(reports)]
     _wait_for(lambda: all(report.exists() for report in reports))
     jobs = [json.loads(report.read_text()) for report in reports]
     assert all(_alive(job["pid"]) for job in jobs)  # both running at once

@@ -51,30 +51,10 @@ __all__ = [
 
 #: The training settings a card lists (the rest are in the checkpoint's ``train_summary.json`` or, for an
 #: image encoder, its ``settings.json``).
-TRAINING_KEYS = (
-    "protocol",
-    "lr",
-    "batch_size",
-    "max_length",
-    "epochs",
-    "max_steps",
-    "dropout",
-    "head_autocast",
-    "grad_accum",
-    "dev_task",
-    "dev_pooling",
-    "eval_every",
-    "seed",
-    "arch",
-    "stem",
-    "width",
-    "image_size",
-    "input_size",
-    "optimizer",
-    "lr_schedule",
-    "weight_decay",
-    "oar_fraction",
-    "oar_weight",
+TRAINING_KEYS = tuple(
+    "protocol lr batch_size max_length epochs max_steps dropout head_autocast grad_accum dev_task "
+    "dev_pooling eval_every seed arch stem width image_size input_size optimizer lr_schedule weight_decay "
+    "oar_fraction oar_weight".split()
 )
 
 

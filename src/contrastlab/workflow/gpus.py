@@ -229,9 +229,8 @@ def job_device(snakemake: Any) -> str:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     if mps_asked(snakemake):  # before CUDA starts: a client reads the daemon's pipe folder then
         mps.join(claimed, lock_folder(), log=sys.stderr)
-    if wanted:  # the job's phases show the claim apart from its imports (training.phases)
-        note_phase("gpu_claim_s", time.perf_counter() - began)
     if not wanted:
         return "cpu"
+    note_phase("gpu_claim_s", time.perf_counter() - began)  # the claim apart from its imports
     require_requested_gpu(snakemake)
     return "cuda"

@@ -10,6 +10,7 @@ Beside a key's starter socket lie the marks of its cold jobs (:data:`RUNNING_SUF
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -44,11 +45,10 @@ def start_state(*, warm: bool, why_cold: str | None, waited_s: float, pid: int |
 def claim_start_record(env: MutableMapping[str, str]) -> None:
     """In a fork: make the record its client sent (unclaimed, ``pid`` ``None``) in ``env``, the job's
     environment, this process's own."""
-    try:
+    # nothing sent (a client older than this module): the record says "not a script process"
+    with contextlib.suppress(KeyError, ValueError, TypeError):
         found = json.loads(env[STATE_VARIABLE])
         env[STATE_VARIABLE] = json.dumps({**found, "pid": os.getpid()})
-    except (KeyError, ValueError, TypeError):
-        pass  # nothing sent (a client older than this module): the record says "not a script process"
 
 
 def start_record() -> dict[str, Any]:
@@ -121,11 +121,9 @@ def record_refusal(address: Path, reason: str, **facts: str) -> None:
     that may tell whether it could have served; written whole or not at all."""
     from contrastlab.paths import write_json
 
-    try:
-        record = {"reason": reason, "starter": os.getpid(), **facts}
+    record = {"reason": reason, "starter": os.getpid(), **facts}
+    with contextlib.suppress(OSError):  # not remembered: the key's next job starts a starter again
         write_json(address.with_suffix(REFUSED_SUFFIX), record)
-    except OSError:
-        pass  # not remembered: the key's next job starts a starter again, as before
 
 
 def _open_running_mark(address: Path) -> int | None:

@@ -14,6 +14,7 @@ and only theirs.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -24,7 +25,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,25 +46,12 @@ def workflow_run(snakemake: Any = None) -> str | None:
     return os.environ.get(RUN_VARIABLE) or None
 
 
-def _read_first_line(path: str) -> str:
+def _unless_gone(read: Callable[[], Any], default: Any) -> Any:
+    """``read()``, or ``default`` where what it reads is gone or unreadable (an OSError)."""
     try:
-        return Path(path).read_text().strip()
+        return read()
     except OSError:
-        return ""
-
-
-def _pid_namespace() -> str:
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+        return default
 
 
 def _start_time(pid: int) -> str | None:
@@ -81,8 +69,8 @@ def this_machine() -> dict[str, str]:
     Two records with the same three see the same processes; a pid from any other is unknowable here."""
     return {
         "host": socket.gethostname(),
-        "boot_id": _read_first_line("/proc/sys/kernel/random/boot_id"),
-        "pid_namespace": _pid_namespace(),
+        "boot_id": _unless_gone(Path("/proc/sys/kernel/random/boot_id").read_text, "").strip(),
+        "pid_namespace": _unless_gone(lambda: os.readlink("/proc/self/ns/pid"), ""),
     }
 
 
@@ -92,7 +80,7 @@ def die_with_workflow(poll_seconds: float = 1.0) -> bool:
     second and, when it changes, logs one line and exits with status 1. Only where the parent is Snakemake
     (a script run by hand is left alone); returns whether the watch started."""
     parent = os.getppid()
-    if "snakemake" not in _cmdline(parent):
+    if b"snakemake" not in _unless_gone(Path(f"/proc/{parent}/cmdline").read_bytes, b""):
         return False
 
     def watch() -> None:
@@ -128,10 +116,7 @@ def _legacy_marker(results_dir: str | os.PathLike) -> Path:
 
 
 def _digest(path: Path) -> str | None:
-    try:
-        return sha256_file(path)
-    except OSError:
-        return None
+    return _unless_gone(lambda: sha256_file(path), None)
 
 
 def snakemake_lock_files(workflow: Any) -> list[str]:
@@ -303,9 +288,9 @@ def _in_use_line(results_dir: str | os.PathLike, holder: Mapping[str, Any]) -> s
     command = shlex.join(map(str, holder.get("command") or ["?"])).replace("\n", "\\n")
     command = command if len(command) <= 160 else command[:157] + "..."
     where = f" on {holder['results_dir']}" if holder.get("results_dir") else ""
-    host, namespace = holder.get("host"), holder.get("pid_namespace")
-    on = "this host" if host in (None, socket.gethostname()) else host
-    if namespace and namespace != _pid_namespace():  # its pid means another process table
+    host, namespace, here = holder.get("host"), holder.get("pid_namespace"), this_machine()
+    on = "this host" if host in (None, here["host"]) else host
+    if namespace and namespace != here["pid_namespace"]:  # its pid means another process table
         on = f"{host} in another PID namespace"
     return (
         f"contrastlab: {results_dir} is in use by another run on {on} (pid {pid}, started as "
@@ -489,10 +474,8 @@ def forget_running_workflow(
     locks of a run that ended meanwhile are not, or two runs ending together would restore each other's."""
     own = {os.path.abspath(p) for p in lock_files}
     for path in own:  # Snakemake's unlock would, next: a run ending beside this one must not read them
-        try:
+        with contextlib.suppress(OSError):  # left to Snakemake's unlock, never read as another run's below
             Path(path).unlink(missing_ok=True)
-        except OSError:
-            continue  # left to Snakemake's unlock, and never read as another run's below
     record = _record_path(results_dir)
     record.unlink(missing_ok=True)
     (_checkout_list(workdir) / record.name).unlink(missing_ok=True)

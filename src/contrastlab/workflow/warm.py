@@ -29,6 +29,7 @@ that is not a number is named in one line and its default used. Measurements: do
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import io
 import json
@@ -256,14 +257,8 @@ def _follow(connection: socket.socket, fork: int) -> None:
     exited (a fork killed by a signal: this process kills itself with it)."""
     from contrastlab.workflow.recovery import die_with_workflow
 
-    def forward(signum: int, _frame: Any) -> None:
-        try:
-            os.kill(fork, signum)
-        except ProcessLookupError:
-            pass
-
     for signum in FORWARDED:
-        signal.signal(signum, forward)
+        signal.signal(signum, lambda signum, _frame: _kill(fork, signum))
     die_with_workflow()  # Snakemake gone: this process exits, the starter sees it and kills the fork
     try:
         status = _HEADER.unpack(_receive(connection, _HEADER.size))[0]
@@ -290,10 +285,9 @@ def serve(address: Path, idle_seconds: float) -> str:
         return "another starter serves this address"
     try:
         for module in PRELOAD:
-            try:
+            # an optional package not installed: its jobs import what they need themselves
+            with contextlib.suppress(ImportError):
                 __import__(module)
-            except ImportError:
-                pass  # an optional package not installed: its jobs import what they need themselves
         refused = _cuda_refusal()
         if refused is not None:
             from contrastlab.workflow.job_start import record_refusal
@@ -378,20 +372,16 @@ def _accept_jobs(address: Path, idle_seconds: float) -> str:
                 if connection is not None:
                     if connection in selector.get_map():
                         selector.unregister(connection)
-                    try:
+                    with contextlib.suppress(OSError):
                         connection.sendall(_HEADER.pack(status))
-                    except OSError:
-                        pass
                     connection.close()
                 last_job = time.monotonic()
             if not forks and time.monotonic() - last_job >= idle_seconds and cold_jobs_running(address):
                 last_job = time.monotonic()  # its next job may come as soon as this one ends
     finally:
-        try:
+        with contextlib.suppress(OSError):
             if address.stat().st_ino == own:
                 address.unlink()
-        except OSError:
-            pass
         listener.close()
     return f"{served} jobs, then " + ("stopped" if stopping else f"no job for {idle_seconds:g} s")
 
@@ -403,11 +393,9 @@ def _still_there(connection: Any) -> bool:
         return False
 
 
-def _kill(fork: int) -> None:
-    try:
-        os.kill(fork, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def _kill(fork: int, signum: int = signal.SIGKILL) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(fork, signum)
 
 
 def _reaped() -> list[tuple[int, int]]:
@@ -528,10 +516,8 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
     if code == 0:
         _close_summaries(getattr(script, "snakemake", None))
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     _end_by_signal(code)
     return code
 
@@ -543,12 +529,10 @@ def _close_summaries(snakemake: Any) -> None:
     then lie inside its phases, and only the fork's ``os._exit`` after them. Only where the job imported
     that frame (a training job's script): importing it here would cost a job of another rule its time."""
     job = sys.modules.get("contrastlab.workflow.job")
-    if job is None or snakemake is None:
-        return
-    try:
-        job.close_summaries(snakemake)
-    except OSError:  # the frame's close stands (its phases end a little earlier); the job succeeded
-        pass
+    if job is not None and snakemake is not None:
+        # an OSError: the frame's close stands (its phases end a little earlier); the job succeeded
+        with contextlib.suppress(OSError):
+            job.close_summaries(snakemake)
 
 
 def _end_by_signal(code: int) -> None:
@@ -591,11 +575,9 @@ def record_usage(snakemake: Any) -> None:
         "cpu_time": own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime,
     }
     path = warm_usage_path(apply_wildcards(pattern, dict(snakemake.wildcards.items())))
-    try:
+    with contextlib.suppress(OSError):  # the cost table then shows what Snakemake measured
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(usage) + "\n")
-    except OSError:
-        pass  # the cost table then shows what Snakemake measured
 
 
 def _from_script(trace: Any, script: str) -> Any:
@@ -619,10 +601,8 @@ def _die_with_parent() -> None:
     """The kernel kills this fork when its starter dies (prctl PR_SET_PDEATHSIG): no job outlives it."""
     import ctypes
 
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
     if os.getppid() == 1:
         os._exit(1)
 

@@ -85,12 +85,8 @@ IOPRIO_GET = {"x86_64": 252, "aarch64": 31, "riscv64": 31, "ppc64le": 274, "i686
 def seconds(env: dict[str, str] | os._Environ, name: str) -> float:
     """The setting ``name`` of :data:`SECONDS` in ``env``, in seconds (at least 0); its default where it is
     unset or not a number (:func:`setting_notes` names it)."""
-    default, _ = SECONDS[name]
-    try:
-        value = float(env.get(name, default))
-    except ValueError:
-        return default
-    return default if math.isnan(value) else max(0.0, value)
+    default, value = SECONDS[name][0], env.get(name)
+    return default if value is None or _not_a_number(value) else max(0.0, float(value))
 
 
 def setting_notes(env: dict[str, str] | os._Environ) -> list[str]:
