@@ -292,15 +292,12 @@ def alignment_uniformity(
     a = [s for s, k in zip(pairs.a, keep, strict=True) if k]
     b = [s for s, k in zip(pairs.b, keep, strict=True) if k]
     unique = sorted(set(pairs.a) | set(pairs.b), key=lambda s: (len(s), s))
-    emb = _normalise(_check_embeddings(encode_or_embeddings(unique), len(unique)))
+    emb = _check_embeddings(encode_or_embeddings(unique), len(unique))
+    emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
     lookup = _lookup_from(unique, emb)
     za, zb = lookup(a).astype(np.float64), lookup(b).astype(np.float64)
     alignment = float(np.mean(np.sum((za - zb) ** 2, axis=1))) if len(a) else float("nan")
     return alignment, _uniformity(emb.astype(np.float64), t)
-
-
-def _normalise(emb: np.ndarray) -> np.ndarray:
-    return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
 
 
 def _uniformity(z: np.ndarray, t: float) -> float:
