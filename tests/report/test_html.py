@@ -25,7 +25,7 @@ from contrastlab.blocks import (
     to_markdown,
 )
 from contrastlab.figures.style import figure, house_style, save
-from contrastlab.report.html import render_html, write_html_report
+from contrastlab.report.html import BADGE_COLOURS, render_html, write_html_report
 from tests.report import chromium
 from tests.tables.tables_synthetic import write_scores
 
@@ -153,8 +153,6 @@ CONSTRUCTED = [
 
 
 def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_path):
-    from contrastlab.report.html import BADGE_COLOURS
-
     page = render_html(CONSTRUCTED, tmp_path)
     # claim verdicts: the word inside a badge of its kind ("not reproduced" is not "reproduced"); a verdict
     # with reasoning is one line, its reasoning folded under it (issue 65)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from contrastlab import config as cl_config
-from contrastlab.blocks import to_markdown
+from contrastlab.blocks import cell_text, to_markdown
 from contrastlab.config import Grid, paper_of
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
@@ -160,7 +160,6 @@ def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path
 def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
     """The claims counted by verdict first, what would decide the undecided ones below, the how-to-read
     text folded below (one <details> block)."""
-    from contrastlab.blocks import cell_text
     from contrastlab.report.answer import heading, short_title, tally_cells, undecided_text
     from contrastlab.report.claims import ClaimResult
     from contrastlab.report.parts import UNDECIDED, PartResult

@@ -14,7 +14,7 @@ from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
 from contrastlab.tables import build_table
-from contrastlab.tables.deviations import detected, deviations, render_page
+from contrastlab.tables.deviations import detected, deviations, off_grid_values, render_page, search_rows
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +42,6 @@ def test_docs_page_is_generated_from_the_config(full):
 def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):
     """Nie's search: selection on STS-B dev (the caption reads as test selection), the staged reading,
     stage 1 anchored at the published values, and Table 2's five values outside A.3's own grid."""
-    from contrastlab.tables.deviations import off_grid_values, search_rows
-
     rows = {d["setting"]: d for d in search_rows(Grid(full), "nie2023")}
     assert "STS-B dev" in rows["search: selection metric"]["ours"]
     assert "test sets" in rows["search: selection metric"]["paper"]
