@@ -124,15 +124,8 @@ def linear_probe_accuracy(
         train_x, train_y, test_x, test_y = (t.to(device) for t in (train_x, train_y, test_x, test_y))
     torch.manual_seed(seed)
     classifier = torch.nn.Linear(train_x.shape[1], num_classes).to(train_x.device)
-    _fit(
-        classifier,
-        train_x,
-        train_y,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        sgd={"lr": lr, "momentum": momentum, "weight_decay": weight_decay},
-    )
+    sgd = {"lr": lr, "momentum": momentum, "weight_decay": weight_decay}
+    _fit(classifier, train_x, train_y, epochs=epochs, batch_size=batch_size, seed=seed, sgd=sgd)
     with torch.no_grad():
         predicted = classifier(test_x).argmax(dim=1)
     return 100.0 * (predicted == test_y).float().mean().item()
