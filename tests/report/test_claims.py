@@ -16,6 +16,7 @@ from contrastlab.config import Grid
 from contrastlab.figures import catalog as figure_catalog
 from contrastlab.paths import REPO_ROOT, shared_dir
 from contrastlab.report.claims import (
+    MIN_SEEDS,
     NOT_REPRODUCED,
     NOT_RUN,
     PAPERS,
@@ -23,6 +24,7 @@ from contrastlab.report.claims import (
     UNDECIDED,
     add_seeds_commands,
     all_claims,
+    check_relation,
     evaluate_claim,
     load_claims,
     numbers_text,
@@ -469,8 +471,6 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
 
 
 def test_a_count_claim_states_how_many():
-    from contrastlab.report.claims import check_relation
-
     base = {"id": "x", "relation": "count", "backbones": ["b"], "task": ["t1", "t2"], "parts": [["a", "b"]]}
     check_relation({**base, "at_least": 2}, "t")
     for bad in ({}, {"at_least": 0}, {"at_least": 3}, {"at_least": 1.5}):
@@ -537,8 +537,6 @@ def test_add_seeds_on_a_stand_in_with_seeds_that_do_not_start_at_42():
     import shlex
 
     from snakemake.utils import update_config
-
-    from contrastlab.report.claims import MIN_SEEDS
 
     tiny = {"random": {"hidden_size": 32}, "tokenizer_from": "bert-base"}
     toy = {
