@@ -8,6 +8,7 @@ from scipy.stats import spearmanr
 
 from contrastlab.evaluation import probe
 from contrastlab.evaluation import senteval as S
+from contrastlab.evaluation.probe import senteval as senteval_probe
 from contrastlab.senteval import protocol as P
 from contrastlab.senteval import tasks as T
 from contrastlab.senteval.tasks import load_sts_pairs, load_sts_subsets
@@ -146,8 +147,6 @@ def test_a_probe_job_whose_embeddings_are_missing_stops_instead_of_encoding(fixt
 
 
 def test_transfer_averages_of_both_accuracies(fixture_dir, tmp_path, tiny_bert):
-    from contrastlab.evaluation.probe import senteval as senteval_probe
-
     metrics = S.evaluate_checkpoint(tiny_bert, fixture_dir, P.TRANSFER_TASKS, "fasttest")
     assert set(metrics["devacc"]) == set(P.TRANSFER_TASKS)
     assert metrics["tr_avg"] == pytest.approx(np.mean([metrics["scores"][t] for t in P.TRANSFER_TASKS]))
@@ -158,8 +157,6 @@ def test_transfer_averages_of_both_accuracies(fixture_dir, tmp_path, tiny_bert):
 
 def test_fasttest_uses_the_rmsprop_classifier(monkeypatch, fixture_dir, encoder):
     """The senteval probe gets SimCSE's fasttest classifier in fasttest mode, Adam in test mode."""
-    from contrastlab.evaluation.probe import senteval as senteval_probe
-
     seen = []
     real = senteval_probe.train_probes
 

@@ -183,24 +183,6 @@ def test_evaluate_encoder_end_to_end_on_digits(tmp_path):
         evaluate_encoder(tmp_path / "enc", data_root=None, probes=["svm"])
 
 
-def test_ffn_learns_separable_features_and_gives_chance_on_collapsed_ones():
-    g = torch.Generator().manual_seed(0)
-    centres = torch.randn(4, 8, generator=g) * 3
-    y = torch.arange(400) % 4
-    x = centres[y] + 0.1 * torch.randn(400, 8, generator=g)
-    kwargs = {"num_classes": 4, "hidden": [16, 8], "epochs": 30, "batch_size": 32, "lr": 0.05}
-    top = ffn_accuracy(x[:300], y[:300], x[300:], y[300:], **kwargs)
-    assert top["top1"] == 100.0 and top["top5"] == 100.0
-    assert ffn_accuracy(x[:300], y[:300], x[300:], y[300:], **kwargs) == top  # seeded
-    # OAR §5.1: identical embeddings leave the classifier one answer for every image: the share of
-    # the predicted class (here 25% each), whatever it learns.
-    collapsed = torch.ones(400, 8)
-    top = ffn_accuracy(collapsed[:300], y[:300], collapsed[300:], y[300:], **kwargs)
-    assert top["top1"] == 25.0 and top["top5"] == 100.0  # 4 classes: top-5 covers all
-    with pytest.raises(ValueError, match="hidden sizes"):
-        ffn_accuracy(x, y, x, y, num_classes=4, hidden=[])
-
-
 def _separable(scale):
     g = torch.Generator().manual_seed(0)
     y = torch.arange(400) % 4
@@ -211,24 +193,28 @@ def _separable(scale):
 FFN_KWARGS = {"num_classes": 4, "hidden": [16, 8], "epochs": 30, "batch_size": 32, "lr": 0.05}
 
 
-def test_ffn_that_diverges_reports_no_accuracy():
-    """OAR's sweep spans orders of magnitude of feature scale at one FFN rate: at scale 1e3 the first
-    SGD steps kill every ReLU of the FFN (its output no longer depends on the features, chance
-    accuracy); at 1e30 the loss is not finite. Both say why, with no accuracy; the same features at
-    scale 1 train to 100%, and collapsed features (all equal) still give chance without a flag."""
+def test_ffn_learns_separable_features_gives_chance_on_collapsed_ones_and_no_accuracy_if_diverged():
+    """The FFN trains separable features to 100% (seeded) and collapsed ones (all equal: one answer for
+    every image, OAR §5.1) to the predicted class's share without a flag. OAR's sweep spans orders of
+    magnitude of feature scale at one FFN rate: at 1e3 the first SGD steps kill every ReLU (chance
+    accuracy), at 1e30 the loss is not finite; both say why, with no accuracy."""
+
+    def fit(x, y):
+        return ffn_accuracy(x[:300], y[:300], x[300:], y[300:], **FFN_KWARGS)
+
     x, y = _separable(1.0)
-    ok = ffn_accuracy(x[:300], y[:300], x[300:], y[300:], **FFN_KWARGS)
-    assert ok["diverged"] is None and ok["top1"] == 100.0 and ok["dead_fraction"] < 1
-    x, y = _separable(1e3)
-    dead = ffn_accuracy(x[:300], y[:300], x[300:], y[300:], **FFN_KWARGS)
+    ok = fit(x, y)
+    assert ok["diverged"] is None and ok["top1"] == ok["top5"] == 100.0 and ok["dead_fraction"] < 1
+    assert fit(x, y) == ok  # seeded
+    dead = fit(*_separable(1e3))
     assert dead["top1"] is None and dead["top5"] is None and dead["dead_fraction"] == 1.0
     assert "dead ReLUs" in dead["diverged"]
-    x, y = _separable(1e30)
-    inf = ffn_accuracy(x[:300], y[:300], x[300:], y[300:], **FFN_KWARGS)
+    inf = fit(*_separable(1e30))
     assert inf["top1"] is None and "non-finite" in inf["diverged"]
-    collapsed = torch.ones(400, 8)
-    flat = ffn_accuracy(collapsed[:300], y[:300], collapsed[300:], y[300:], **FFN_KWARGS)
-    assert flat["diverged"] is None and flat["top1"] == 25.0
+    flat = fit(torch.ones(400, 8), y)
+    assert flat["diverged"] is None and flat["top1"] == 25.0 and flat["top5"] == 100.0  # 4 classes
+    with pytest.raises(ValueError, match="hidden sizes"):
+        ffn_accuracy(x, y, x, y, num_classes=4, hidden=[])
 
 
 def test_ffn_divergence_criteria_one_by_one():

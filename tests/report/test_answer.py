@@ -12,7 +12,11 @@ from contrastlab import config as cl_config
 from contrastlab.blocks import Cell, Link, cell_text
 from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT, Results
-from contrastlab.report.answer import short_title, toy_blocks
+from contrastlab.report.answer import headline_row, short_title, toy_blocks
+from contrastlab.report.claims import ClaimResult
+from contrastlab.tables import get_spec
+from contrastlab.tables.assemble import assemble
+from tests.tables.test_verdicts import MACL_CONFIG, macl_metrics
 
 #: The first screen's table: each paper's main number beside ours, then its claims counted by verdict.
 HEADER = (
@@ -89,7 +93,6 @@ def test_the_key_names_the_stand_in_mark_and_the_claim_columns_count_each_verdic
     """† means ours on a stand-in backbone, said in the key where a row carries it; each verdict counts in
     its own column, a count above zero in its verdict's badge, a zero plain."""
     from contrastlab.report.answer import key_text, tally_cells
-    from contrastlab.report.claims import ClaimResult
     from contrastlab.tables.render import DIVERGED_MARK, STAND_IN_MARK
 
     assert (STAND_IN_MARK, DIVERGED_MARK) == ("†", "‡")
@@ -136,11 +139,6 @@ def test_the_main_number_is_a_published_cell_of_the_papers_table():
 def test_the_main_number_beside_ours_on_its_own_backbone_and_on_a_stand_in():
     """MACL Table B.4 with three seeds (tests.tables.test_verdicts): ours on BERT-base itself, then the
     same numbers on tiny-bert standing in for it; Δ against 76.66 either way, the stand-in's marked †."""
-    from contrastlab.report.answer import headline_row
-    from contrastlab.tables import get_spec
-    from contrastlab.tables.assemble import assemble
-    from tests.tables.test_verdicts import MACL_CONFIG, macl_metrics
-
     headline = {"table": "macl_tableB4", "method": "macl", "task": "sts_avg", "backbone": "bert-base"}
     own = assemble(get_spec("macl_tableB4"), Grid(MACL_CONFIG), macl_metrics())
     # the table's link names its place on the page (report.html), Δ's marker its verdict's badge
@@ -173,7 +171,6 @@ def test_not_run_claims_name_the_command_that_runs_them():
     """A "not run" claim says what would run it (the full preset its own command, a toy one the full
     run's), built as words and quoted for the shell; nothing when every claim ran."""
     from contrastlab.report.answer import full_run_command, not_run_text
-    from contrastlab.report.claims import ClaimResult
 
     results = [ClaimResult({"paper": "nie2023"}, v, []) for v in ("not run", "reproduced", "not run")]
     command = ".venv/bin/snakemake --cores all --configfile config.yaml"
@@ -279,11 +276,6 @@ def test_the_add_seeds_lines_name_the_runs_preset_and_the_default_profile(monkey
 def test_the_main_number_is_the_papers_own_backbone_where_both_it_and_a_stand_in_ran():
     """Reliability 9, item 7 (uneven case): bert-base and tiny-bert (standing in for it) both configured,
     with different numbers: ours is bert-base's (71.00), not the stand-in's (61.00), and Δ has no †."""
-    from contrastlab.report.answer import headline_row
-    from contrastlab.tables import get_spec
-    from contrastlab.tables.assemble import assemble
-    from tests.tables.test_verdicts import MACL_CONFIG, macl_metrics
-
     headline = {"table": "macl_tableB4", "method": "macl", "task": "sts_avg", "backbone": "bert-base"}
     both = {
         **MACL_CONFIG,

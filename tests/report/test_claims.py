@@ -9,12 +9,14 @@ import re
 import pandas as pd
 import pytest
 import yaml
+from scipy import stats
 
 from contrastlab import config as cl_config
 from contrastlab.config import Grid
 from contrastlab.figures import catalog as figure_catalog
 from contrastlab.paths import REPO_ROOT, shared_dir
 from contrastlab.report.claims import (
+    MIN_SEEDS,
     NOT_REPRODUCED,
     NOT_RUN,
     PAPERS,
@@ -22,6 +24,7 @@ from contrastlab.report.claims import (
     UNDECIDED,
     add_seeds_commands,
     all_claims,
+    check_relation,
     evaluate_claim,
     load_claims,
     numbers_text,
@@ -241,8 +244,6 @@ def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
 def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
     """Audit C1: the unpaired terms of a part draw s and ν from one pool, so the part's ν is the pool's,
     not a Welch–Satterthwaite sum over the terms as if they were independent estimates."""
-    from scipy import stats
-
     frame = metrics(
         {
             ("bert-base", "cl"): [75.0, 76.0, 77.0],  # SS 2
@@ -275,8 +276,6 @@ def nie_paired(gaps: dict[str, float], spread: float) -> pd.DataFrame:
 
 
 def test_comparable_claims_are_non_inferiority_tests_at_their_margin():
-    from scipy import stats
-
     # relation ">=", in its per-loss form (MPT, MET and MAT each comparable to L_cl; the shipped claim
     # tests the group's mean, as its sentence names it): the non-inferiority rule on one part at a time
     c = {**claim("nie-new-losses-match-cl"), "parts": [["mpt", "cl"], ["met", "cl"], ["mat", "cl"]]}
@@ -331,8 +330,6 @@ SIX_PARTS = {
 def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
     """Audit C4: "not reproduced if any part is" over many uncorrected one-sided tests raises false
     alarms (12 parts at 0.025: 1 − 0.975¹² ≈ 26 %); Holm over the parts' p-values keeps them ≤ 0.025."""
-    from scipy import stats
-
     gaps = dict.fromkeys(("au", "dcl", "dcl_plus", "mpt", "met", "mat"), 0.0)
     # seven cells, spread sqrt(7/8): s² = 0.875 / 7 = 0.125, ν = 12, se² = 2 s² / 3 = 0.5² / 3; h = 0.629
     spread, se = math.sqrt(7 / 8), 0.5 / math.sqrt(3)
@@ -356,8 +353,6 @@ def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
 def test_paired_parts_that_share_cells_count_the_cells_degrees_of_freedom_once():
     """Audit S-1: six pairs of four cells at three seeds. Pooling the six parts' per-seed contrasts as
     if independent said ν = 6 · 2 = 12; the stratum's seed-blocked pool has ν = (4 − 1)(3 − 1) = 6."""
-    from scipy import stats
-
     methods = ("cl", "au", "dcl", "mpt")
     all_pairs = {
         "id": "all-pairs-of-four",
@@ -476,8 +471,6 @@ def test_a_count_claim_needs_that_many_parts_and_no_more():
 
 
 def test_a_count_claim_states_how_many():
-    from contrastlab.report.claims import check_relation
-
     base = {"id": "x", "relation": "count", "backbones": ["b"], "task": ["t1", "t2"], "parts": [["a", "b"]]}
     check_relation({**base, "at_least": 2}, "t")
     for bad in ({}, {"at_least": 0}, {"at_least": 3}, {"at_least": 1.5}):
@@ -544,8 +537,6 @@ def test_add_seeds_on_a_stand_in_with_seeds_that_do_not_start_at_42():
     import shlex
 
     from snakemake.utils import update_config
-
-    from contrastlab.report.claims import MIN_SEEDS
 
     tiny = {"random": {"hidden_size": 32}, "tokenizer_from": "bert-base"}
     toy = {

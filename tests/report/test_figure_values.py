@@ -51,17 +51,15 @@ def test_the_synthetic_rank_one_claim_is_decided_over_the_seeds(tmp_path):
     c = claim("oar-synthetic-infonce-rank-one")
     g = grid(tmp_path, oar_synthetic={})
     assert evaluate_claim(c, pd.DataFrame(), g).verdict == NOT_RUN  # the study has not run
-    write(tmp_path, "oar_synthetic/table2_numbers", synthetic({0: 3, 1: 3, 2: 3}))
-    result = evaluate_claim(c, pd.DataFrame(), g)
-    assert result.verdict == NOT_REPRODUCED
-    assert "= 3 (claimed < 1.5, ±0 over 3 seeds: not reproduced)" in numbers_text(result)
-    write(tmp_path, "oar_synthetic/table2_numbers", synthetic({0: 1, 1: 1, 2: 1}))
-    assert evaluate_claim(c, pd.DataFrame(), g).verdict == REPRODUCED
-    write(tmp_path, "oar_synthetic/table2_numbers", synthetic({0: 1, 1: 2, 2: 1}))
-    result = evaluate_claim(c, pd.DataFrame(), g)
-    assert result.verdict == UNDECIDED and "±1.43 over 3 seeds: undecided" in numbers_text(result)
-    write(tmp_path, "oar_synthetic/table2_numbers", synthetic({0: 1}))
-    assert evaluate_claim(c, pd.DataFrame(), g).verdict == UNDECIDED  # one seed: no interval
+    for ranks, verdict, text in [
+        ({0: 3, 1: 3, 2: 3}, NOT_REPRODUCED, "= 3 (claimed < 1.5, ±0 over 3 seeds: not reproduced)"),
+        ({0: 1, 1: 1, 2: 1}, REPRODUCED, ""),
+        ({0: 1, 1: 2, 2: 1}, UNDECIDED, "±1.43 over 3 seeds: undecided"),
+        ({0: 1}, UNDECIDED, ""),  # one seed: no interval
+    ]:
+        write(tmp_path, "oar_synthetic/table2_numbers", synthetic(ranks))
+        result = evaluate_claim(c, pd.DataFrame(), g)
+        assert result.verdict == verdict and text in numbers_text(result)
     # a config without the study: not run, whatever lies in the folder
     assert evaluate_claim(c, pd.DataFrame(), grid(tmp_path)).verdict == NOT_RUN
 
@@ -92,21 +90,11 @@ def test_the_sweep_claim_needs_one_reading_with_a_line(tmp_path):
     setting undecided and none on a line: undecided (the noise could hide a reading where it holds)."""
     c = claim("oar-synthetic-infonce-rank-one-any-reading")
     g = grid(tmp_path, oar_synthetic={})
-    write(tmp_path, "oar_synthetic/table2_sweep", sweep_rows({name: [3, 3, 3] for name in SETTINGS}))
-    result = evaluate_claim(c, pd.DataFrame(), g)
-    assert result.verdict == NOT_REPRODUCED and "one part suffices" in numbers_text(result)
-    write(
-        tmp_path,
-        "oar_synthetic/table2_sweep",
-        sweep_rows({**{n: [3, 3, 3] for n in SETTINGS}, "lr=0.1": [1, 1, 1]}),
-    )
-    assert evaluate_claim(c, pd.DataFrame(), g).verdict == REPRODUCED
-    write(
-        tmp_path,
-        "oar_synthetic/table2_sweep",
-        sweep_rows({**{n: [3, 3, 3] for n in SETTINGS}, "lr=0.1": [1, 2, 1]}),
-    )
-    assert evaluate_claim(c, pd.DataFrame(), g).verdict == UNDECIDED
+    for lr_0_1, verdict in [([3, 3, 3], NOT_REPRODUCED), ([1, 1, 1], REPRODUCED), ([1, 2, 1], UNDECIDED)]:
+        rows = sweep_rows({**dict.fromkeys(SETTINGS, [3, 3, 3]), "lr=0.1": lr_0_1})
+        write(tmp_path, "oar_synthetic/table2_sweep", rows)
+        result = evaluate_claim(c, pd.DataFrame(), g)
+        assert result.verdict == verdict and "one part suffices" in numbers_text(result)
 
 
 #: A result typed by hand: a count of seeds or runs ("in 14 of 20 seeds", "over 20 seeds", "all 20").

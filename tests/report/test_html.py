@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 import shutil
 import subprocess
 
@@ -24,7 +25,7 @@ from contrastlab.blocks import (
     to_markdown,
 )
 from contrastlab.figures.style import figure, house_style, save
-from contrastlab.report.html import render_html, write_html_report
+from contrastlab.report.html import BADGE_COLOURS, render_html, write_html_report
 from tests.report import chromium
 from tests.tables.tables_synthetic import write_scores
 
@@ -152,8 +153,6 @@ CONSTRUCTED = [
 
 
 def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_path):
-    from contrastlab.report.html import BADGE_COLOURS
-
     page = render_html(CONSTRUCTED, tmp_path)
     # claim verdicts: the word inside a badge of its kind ("not reproduced" is not "reproduced"); a verdict
     # with reasoning is one line, its reasoning folded under it (issue 65)
@@ -193,7 +192,7 @@ def test_verdict_badges_colour_claims_and_table_cells_and_keep_the_words(tmp_pat
     for kind, (bg, fg) in BADGE_COLOURS.items():
         assert f".badge.v-{kind} {{ background: {bg}; color: {fg}; }}" in page
     # without the style sheet the page still says every verdict in words, as report.md does
-    plain = __import__("re").sub(r"<[^>]+>", "", page.split("</style>")[1])
+    plain = re.sub(r"<[^>]+>", "", page.split("</style>")[1])
     assert "not reproduced1 of 2 parts" in plain and "reproduced 2 · not reproduced 1" in plain
     markdown = to_markdown(CONSTRUCTED)
     assert (
@@ -234,8 +233,6 @@ def test_tally_counts_each_verdict_of_a_constructed_list():
 def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_path):
     """A constructed run (MACL Table B.4, three seeds): report.html's tally per paper, above its claims,
     counts the badges of that paper's claim verdicts."""
-    import re
-
     from contrastlab.paths import Results
     from contrastlab.report import build_report
     from contrastlab.report.claims import PAPERS
@@ -320,16 +317,12 @@ def demo_report(tmp_path_factory):
 
 
 def _ids(page: str) -> list[str]:
-    import re
-
     return re.findall(r'<h[1-6] id="([^"]+)"', page)
 
 
 def test_every_heading_has_a_stable_id_and_the_contents_list_links_each(demo_report):
     """Headings have ids that do not move (a paper's key, a table's registry name, a figure's name, else the
     section's id and the words), and the contents list links every heading of levels 2-4."""
-    import re
-
     page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
     markdown = demo_report.read_text(encoding="utf-8")
     ids = _ids(page)
@@ -404,8 +397,6 @@ GRID = """| Backbone | Method |  | STS12 | STS.Avg |
 def test_rows_the_preset_does_not_configure_fold_into_one_line(tmp_path):
     """Only methods whose every cell of ours is "not configured" fold, into one line naming them; the
     methods left open with a rule; report.md and the table files are not touched."""
-    import re
-
     page = render_html([_grid(GRID)], tmp_path)
     body = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     rows = re.findall(r"<tr[^>]*>.*?</tr>", body, re.S)
@@ -445,8 +436,6 @@ STAND_IN_GRID = """| Method |  | BERT-base STS.Avg | BERT-base TR.Avg | tiny-ber
 def test_columns_the_preset_does_not_configure_fold_like_rows(tmp_path):
     """After the methods, a value column whose every cell of ours left is "not configured" or a dash folds
     too; one "not run" keeps it. The folded lines name what they fold and span the columns left."""
-    import re
-
     page = render_html([_grid(STAND_IN_GRID)], tmp_path)
     head = page.split("<thead>", 1)[1].split("</thead>", 1)[0]
     labelled = ["Method", "", "BERT-base TR.Avg", "tiny-bert, for BERT-base STS.Avg"]
@@ -494,8 +483,6 @@ def test_see_links_go_to_the_table_or_figure_on_the_page(tmp_path):
 
 
 def test_every_see_link_of_the_demos_claims_opens_its_place_on_the_page(demo_report):
-    import re
-
     page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
     markdown = demo_report.read_text(encoding="utf-8")
     ids = set(_ids(page))
@@ -514,8 +501,6 @@ def test_every_see_link_of_the_demos_claims_opens_its_place_on_the_page(demo_rep
 def test_the_demos_report_keeps_at_most_20_not_configured_cells(demo_report):
     """With rows and columns folded, the demo's report.html shows at most 20 "not configured" cells: Nie
     Table 1's MiniLM L_mpt rows (2 × 3) and Nie Table 2's MiniLM L_mpt settings (3)."""
-    import re
-
     page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
     cells = re.findall(r'<td class="not-configured"[^>]*>not configured</td>', page)
     assert len(cells) == page.count(">not configured</td>") == 9 <= 20

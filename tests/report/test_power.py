@@ -7,7 +7,7 @@ import pytest
 
 from contrastlab.config import Grid
 from contrastlab.report import power
-from tests.report.test_claims import FULL
+from tests.report.test_claims import FOURTH_SEED_CELLS, FULL, ROBERTA_FOURTH_SEED, cells_of_command
 
 
 def test_the_noise_prior_covers_every_metric_of_the_papers_tables():
@@ -133,7 +133,6 @@ def test_add_seeds_targets_the_power_on_a_small_config():
     """``make add-seeds TARGET=power``, dry, on MACL's sentence experiment: the one claim more seeds decide
     within 10 per cell, macl-tr-avg-roberta (4 needed), gets exactly its cells' new seed; the others none."""
     from contrastlab.report.claims import add_seeds_commands
-    from tests.report.test_claims import FOURTH_SEED_CELLS, ROBERTA_FOURTH_SEED, cells_of_command
 
     config = {**FULL, "experiments": {"macl": FULL["experiments"]["macl"]}}
     grid = Grid(config)

@@ -13,7 +13,7 @@ import yaml
 from snakemake.cli import parse_config
 
 from contrastlab.report.answer import add_seeds_script
-from contrastlab.report.claims import add_seeds_commands
+from contrastlab.report.claims import add_seeds_commands, flow_value
 
 #: Names YAML or a shell would read as something else: numbers and booleans, flow and mapping
 #: indicators, quotes, command substitution, newlines, non-ASCII, and a generated rest.
@@ -107,8 +107,6 @@ def test_pasted_add_seeds_commands_pass_exactly_the_names_meant(tmp_path):
 
 
 def test_a_config_value_reads_back_as_the_value_meant_type_included():
-    from contrastlab.report.claims import flow_value
-
     values = [["001", 1, "1", True, "true", None, "null", 0.5, "0.5", 1e-05, "x: y", "a\nb", '"q"']]
     assert yaml.safe_load(flow_value(values)) == values
     assert flow_value(["tiny-bert", "001", "yes", 43]) == '[tiny-bert, "001", "yes", 43]'

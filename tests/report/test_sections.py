@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 
 from contrastlab import config as cl_config
+from contrastlab.blocks import cell_text, to_markdown
 from contrastlab.config import Grid, paper_of
 from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.report import build_report
 from contrastlab.report.sections import figure_order, summarize
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
@@ -57,7 +59,6 @@ def test_the_report_reads_per_paper(tmp_path):
     its tables (the grid inline), its figures in its own numbering and its deviations; the papers'
     figures come before the precision list, none left in rule order."""
     from contrastlab.figures.catalog import figures
-    from contrastlab.report import build_report
     from contrastlab.report.answer import heading
     from contrastlab.report.claims import PAPERS
 
@@ -80,7 +81,6 @@ def test_the_report_reads_per_paper(tmp_path):
 
 def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest(tmp_path):
     """Issue 43: the report's provenance names the backbone's resolved revision and the data digests."""
-    from contrastlab.blocks import to_markdown
     from contrastlab.report.inputs import input_blocks
 
     bert = {"source": "hf_id", "hf_id": "google-bert/bert-base-uncased", "revision": "86b5e09" + "0" * 33,
@@ -103,7 +103,6 @@ def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest
 def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path):
     """The "Inputs" name each training job's commit (and uncommitted changes), versions and device from its
     last ``start`` record; jobs alike share a row, counted per experiment."""
-    from contrastlab.blocks import to_markdown
     from contrastlab.report.inputs import environment_rows, input_blocks
 
     def start(sha, dirty, device, name, torch="2.14.1"):
@@ -161,7 +160,6 @@ def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path
 def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
     """The claims counted by verdict first, what would decide the undecided ones below, the how-to-read
     text folded below (one <details> block)."""
-    from contrastlab.blocks import cell_text
     from contrastlab.report.answer import heading, short_title, tally_cells, undecided_text
     from contrastlab.report.claims import ClaimResult
     from contrastlab.report.parts import UNDECIDED, PartResult
@@ -182,7 +180,6 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
     assert undecided_text(results[-1:]) == ""
 
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-    from contrastlab.report import build_report
 
     build_report(Results(tmp_path), demo)
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
@@ -196,8 +193,6 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
 def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(tmp_path):
     """A toy backbone's grid column names the paper backbone it stands in for and shows its published number,
     the one its Δ (†) is against; the table's own files keep n/a."""
-    from contrastlab.report import build_report
-
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     build_report(Results(tmp_path), demo)
     report = (tmp_path / "report.md").read_text(encoding="utf-8")

@@ -125,6 +125,11 @@ def test_a_malformed_trend_claim_is_one_line_naming_the_fix():
         check_relation(bad, "li2024.yaml")
     with pytest.raises(ValueError, match="margin is not for relation 'trend'"):
         check_relation({**claim("li-fig6-r"), "margin": 1.0}, "li2024.yaml")
+    bad = claim("oar-keeps-accuracy-at-high-lr")
+    with pytest.raises(ValueError, match="names one \\(phase: one of"):
+        check_relation({**bad, "parts": [{"sweep": "oar_dcl", "direction": "increasing"}]}, "oar.yaml")
+    with pytest.raises(ValueError, match="phases must be disjoint"):
+        check_relation({**bad, "phases": {"a": [1e-3, 1e-1], "b": [1e-2, 1.0]}}, "oar.yaml")
 
 
 def test_two_points_need_two_seeds_for_a_residual():
@@ -199,14 +204,6 @@ def test_a_curve_that_falls_across_the_strong_phase_does_not_keep_accuracy_there
         *oar_sweeps(dict.fromkeys(("oar_infonce", "oar_dcl", "oar_bt", "oar_vicreg"), RISING)),
     )
     assert ok.verdict == REPRODUCED
-
-
-def test_a_phased_claim_names_a_phase_in_every_part():
-    bad = claim("oar-keeps-accuracy-at-high-lr")
-    with pytest.raises(ValueError, match="names one \\(phase: one of"):
-        check_relation({**bad, "parts": [{"sweep": "oar_dcl", "direction": "increasing"}]}, "oar.yaml")
-    with pytest.raises(ValueError, match="phases must be disjoint"):
-        check_relation({**bad, "phases": {"a": [1e-3, 1e-1], "b": [1e-2, 1.0]}}, "oar.yaml")
 
 
 def test_the_variance_drops_in_the_mild_phase_and_recovers_in_the_strong_one():

@@ -9,7 +9,7 @@ from contrastlab.config import Grid
 from contrastlab.tables import load_published
 from contrastlab.tables.assemble import assemble, best_over_sweep
 from contrastlab.tables.published import get_spec
-from contrastlab.tables.render import to_csv
+from contrastlab.tables.render import to_csv, to_markdown
 
 LOSSES = ("infonce", "dcl", "bt", "vicreg")
 
@@ -95,7 +95,6 @@ def test_diverged_ffn_is_marked_never_a_number(tmp_path):
     import json
 
     from contrastlab.tables.metrics import collect_metrics
-    from contrastlab.tables.render import to_markdown
 
     points = {  # method-lr: (ffn10_top1 or None when diverged)
         "infonce-lr0.01": 33.0,

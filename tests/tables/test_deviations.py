@@ -14,7 +14,7 @@ from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
 from contrastlab.tables import build_table
-from contrastlab.tables.deviations import detected, deviations, render_page
+from contrastlab.tables.deviations import detected, deviations, off_grid_values, render_page, search_rows
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +42,6 @@ def test_docs_page_is_generated_from_the_config(full):
 def test_the_searches_declare_their_reading_and_flag_the_off_grid_values(full):
     """Nie's search: selection on STS-B dev (the caption reads as test selection), the staged reading,
     stage 1 anchored at the published values, and Table 2's five values outside A.3's own grid."""
-    from contrastlab.tables.deviations import off_grid_values, search_rows
-
     rows = {d["setting"]: d for d in search_rows(Grid(full), "nie2023")}
     assert "STS-B dev" in rows["search: selection metric"]["ours"]
     assert "test sets" in rows["search: selection metric"]["paper"]
@@ -165,14 +163,10 @@ def test_report_shows_the_precision_cells_ran_in(tmp_path):
     assert "| macl | fast | bert-base | tf32 | tf32 (TF32 matmul+conv) |" in report
 
 
-def _mean_over_seeds(root, experiment, backbone, method, key):
-    values = []
-    for seed in SEEDS:
-        data = json.loads(
-            (root / experiment / backbone / method / f"seed{seed}" / "senteval.json").read_text()
-        )
-        values.append(data[key])
-    return float(np.mean(values))
+def _mean_over_seeds(metrics, key):
+    """Our mean of ``key`` over the seeds of nie2023's bert-base L_cl, read from its metrics files."""
+    files = (metrics / "nie2023" / "bert-base" / "cl" / f"seed{seed}" / "senteval.json" for seed in SEEDS)
+    return float(np.mean([json.loads(path.read_text())[key] for path in files]))
 
 
 def test_nie_table1_compares_trAvg_on_devacc_and_shows_test_accuracy_beside(built):
@@ -182,13 +176,8 @@ def test_nie_table1_compares_trAvg_on_devacc_and_shows_test_accuracy_beside(buil
     dev = cells.loc[("bert-base", "cl", "tr_devacc_avg")]
     test = cells.loc[("bert-base", "cl", "tr_avg")]
     assert dev["published"] == 86.38 and np.isnan(test["published"])  # the paper's TR.Avg is devacc
-    metrics = root / "metrics"
-    assert dev["ours_mean"] == pytest.approx(
-        _mean_over_seeds(metrics, "nie2023", "bert-base", "cl", "tr_devacc_avg")
-    )
-    assert test["ours_mean"] == pytest.approx(
-        _mean_over_seeds(metrics, "nie2023", "bert-base", "cl", "tr_avg")
-    )
+    for cell, key in [(dev, "tr_devacc_avg"), (test, "tr_avg")]:
+        assert cell["ours_mean"] == pytest.approx(_mean_over_seeds(root / "metrics", key))
     md = (root / "tables" / "nie2023_table1.md").read_text()
     assert "TR.Avg (test acc)" in md and "devacc" in md
 

@@ -37,6 +37,7 @@ def pdflatex(tex_files: list[Path], folder: Path) -> str:
     for path in tex_files:  # the header names what the document below loads, and nothing more
         assert f"% Requires {', '.join(uses)}." in path.read_text(), path
     inputs = "\n".join(f"\\input{{{path.as_posix()}}}\\clearpage" for path in tex_files)
+    folder.mkdir(exist_ok=True)
     packages = "".join(uses)
     (folder / "doc.tex").write_text(
         f"\\documentclass{{article}}\n{packages}\n\\begin{{document}}\n{inputs}\n\\end{{document}}\n"
@@ -90,9 +91,7 @@ def test_every_paper_tables_tex_compiles_and_fits(tmp_path):
     write_synthetic_metrics(tmp_path / "results" / "metrics")
     build_report(Results(tmp_path / "results"), make_config())
     tex = sorted((tmp_path / "results" / "tables").glob("*.tex"))
-    folder = tmp_path / "latex"
-    folder.mkdir()
-    assert overflows(pdflatex(tex, folder)) == []
+    assert overflows(pdflatex(tex, tmp_path / "latex")) == []
 
 
 def test_a_config_name_holding_latex_is_shown_as_written_and_compiles(tmp_path, monkeypatch):
@@ -111,9 +110,7 @@ def test_a_config_name_holding_latex_is_shown_as_written_and_compiles(tmp_path, 
     written = [p for p in sorted(tables.glob("*.tex")) if shown in p.read_text()]
     assert {p.stem for p in written} >= {"nie2023_table1", "compare_nie2023"}
     assert all("\\input{/etc" not in p.read_text() for p in written)
-    folder = tmp_path / "latex"
-    folder.mkdir()
-    log = pdflatex(written, folder)
+    log = pdflatex(written, tmp_path / "latex")
     assert "(/etc/passwd" not in log  # the file was never opened
     assert overflows(log) == []
 
@@ -159,9 +156,7 @@ def test_a_wide_table_is_shrunk_to_the_line_the_widest_turned_onto_the_page_and_
             r"\the\linewidth;\the\textheight}"
         )
     (tmp_path / "measure.tex").write_text("\n".join([*measure, "Measured."]) + "\n")  # a page: the PDF
-    folder = tmp_path / "latex"
-    folder.mkdir()
-    log = pdflatex([tmp_path / "measure.tex"], folder)
+    log = pdflatex([tmp_path / "measure.tex"], tmp_path / "latex")
     widths = {m[1]: [float(x) for x in re.findall(r"([\d.]+)pt", m[2])] for m in re.finditer(WIDTHS, log)}
     natural, fitted, across, high, line, page = widths["narrow"]
     assert abs(fitted - natural) < 0.1 and natural < line and high < page / 3  # kept, upright

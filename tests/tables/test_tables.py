@@ -17,12 +17,12 @@ import pandas as pd
 import pytest
 from tables_synthetic import SEEDS, STS, make_config, synthetic_score, write_cell, write_synthetic_metrics
 
-from contrastlab.config import Grid
+from contrastlab.config import Grid, MethodOn
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
 from contrastlab.tables import TABLES, build_table, tables_for_config
 from contrastlab.tables.latex import latex_escape
-from contrastlab.tables.metrics import collect_metrics
+from contrastlab.tables.metrics import DEV_SPEARMAN, collect_metrics
 from contrastlab.tables.render import fmt_param, fmt_signed
 from contrastlab.tables.verdicts import cell_stratum
 
@@ -227,8 +227,6 @@ def test_collect_metrics_reads_the_training_dev_score(tmp_path):
     measure): a task of its own, absent where the block has none (the pretrained rows, older files)."""
     import json
 
-    from contrastlab.tables.metrics import DEV_SPEARMAN
-
     write_cell(tmp_path, "li2024_fig6_m", "bert-base", "baseline-m0.3", seeds=[42], tasks=STS)
     path = tmp_path / "li2024_fig6_m" / "bert-base" / "baseline-m0.3" / "seed42" / "senteval.json"
     data = json.loads(path.read_text())
@@ -298,7 +296,6 @@ def test_snakemake_script(tmp_path, monkeypatch):
 
 def test_settings_resolution_for_the_tables():
     """defaults <- experiment <- method <- per_backbone, and which loss values are catalog defaults."""
-    from contrastlab.config import MethodOn
     from contrastlab.tables.assemble import param_value
 
     grid = Grid(make_config())

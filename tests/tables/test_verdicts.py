@@ -14,7 +14,7 @@ from contrastlab.config import Grid
 from contrastlab.paths import REPO_ROOT, Results
 from contrastlab.report import build_report
 from contrastlab.stats import half_width
-from contrastlab.tables import get_spec
+from contrastlab.tables import TABLES, get_spec
 from contrastlab.tables.assemble import assemble
 from contrastlab.tables.published import load_meta
 from contrastlab.tables.render import to_csv, to_markdown
@@ -63,8 +63,6 @@ def test_published_runs_per_paper():
 def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
     """Audit C2: only Nie Table 1 and Li's modified losses state their runs (three); MACL, OAR, Li's quoted
     InfoNCE/ArcCon and Li Table 5's steps state none, so k = 1 is assumed, and the legend says which."""
-    from contrastlab.tables import TABLES
-
     assert not runs_assumed(load_meta("nie2023_table1"), "cl")
     assert not runs_assumed(load_meta("li2024_table3"), "mmhe")
     assert not runs_assumed(load_meta("li2024_table3"), "mpt")  # Nie Table 1's caption: three

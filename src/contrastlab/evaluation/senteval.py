@@ -90,25 +90,14 @@ def transfer_accuracies(lookup: Lookup, task: str, data: Any, mode: str) -> tupl
     """
     from contrastlab.evaluation import probe as transfer_probe
 
-    k, grid, nclasses = P.KFOLD[mode], P.L2_GRID, P.NCLASSES[task]
-    fitter = transfer_probe.fitter(mode)
+    probe = {"nclasses": P.NCLASSES[task], "grid": P.L2_GRID, "fitter": transfer_probe.fitter(mode)}
+    kfold = {"k": P.KFOLD[mode], "seed": P.SEED}
     if task in P.BINARY_FILES:
-        dev, acc = transfer_probe.inner_kfold(
-            lookup(data.sentences), data.labels, nclasses=nclasses, k=k, grid=grid, seed=P.SEED, fitter=fitter
-        )
+        dev, acc = transfer_probe.inner_kfold(lookup(data.sentences), data.labels, **probe, **kfold)
     elif task == "SST2":
-        tr, dv, te = data["train"], data["dev"], data["test"]
-        dev, acc = transfer_probe.split_then_test(
-            lookup(tr.sentences),
-            tr.labels,
-            lookup(dv.sentences),
-            dv.labels,
-            lookup(te.sentences),
-            te.labels,
-            nclasses=nclasses,
-            grid=grid,
-            fitter=fitter,
-        )
+        splits = (data["train"], data["dev"], data["test"])
+        features = [arg for split in splits for arg in (lookup(split.sentences), split.labels)]
+        dev, acc = transfer_probe.split_then_test(*features, **probe)
     elif task in ("TREC", "MRPC"):
         tr, te = data["train"], data["test"]
         if task == "TREC":
@@ -119,17 +108,7 @@ def transfer_accuracies(lookup: Lookup, task: str, data: Any, mode: str) -> tupl
                 u, v = lookup(split.a), lookup(split.b)
                 feats.append(np.concatenate([np.abs(u - v), u * v], axis=1))  # mrpc.py: np.c_[|u-v|, u*v]
             train_x, test_x = feats
-        dev, acc = transfer_probe.kfold_then_test(
-            train_x,
-            tr.labels,
-            test_x,
-            te.labels,
-            nclasses=nclasses,
-            k=k,
-            grid=grid,
-            seed=P.SEED,
-            fitter=fitter,
-        )
+        dev, acc = transfer_probe.kfold_then_test(train_x, tr.labels, test_x, te.labels, **probe, **kfold)
     else:
         raise ValueError(f"{task!r} is not a transfer task")
     return float(dev), float(acc)
@@ -292,15 +271,12 @@ def alignment_uniformity(
     a = [s for s, k in zip(pairs.a, keep, strict=True) if k]
     b = [s for s, k in zip(pairs.b, keep, strict=True) if k]
     unique = sorted(set(pairs.a) | set(pairs.b), key=lambda s: (len(s), s))
-    emb = _normalise(_check_embeddings(encode_or_embeddings(unique), len(unique)))
+    emb = _check_embeddings(encode_or_embeddings(unique), len(unique))
+    emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
     lookup = _lookup_from(unique, emb)
     za, zb = lookup(a).astype(np.float64), lookup(b).astype(np.float64)
     alignment = float(np.mean(np.sum((za - zb) ** 2, axis=1))) if len(a) else float("nan")
     return alignment, _uniformity(emb.astype(np.float64), t)
-
-
-def _normalise(emb: np.ndarray) -> np.ndarray:
-    return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
 
 
 def _uniformity(z: np.ndarray, t: float) -> float:

@@ -124,15 +124,8 @@ def linear_probe_accuracy(
         train_x, train_y, test_x, test_y = (t.to(device) for t in (train_x, train_y, test_x, test_y))
     torch.manual_seed(seed)
     classifier = torch.nn.Linear(train_x.shape[1], num_classes).to(train_x.device)
-    _fit(
-        classifier,
-        train_x,
-        train_y,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        sgd={"lr": lr, "momentum": momentum, "weight_decay": weight_decay},
-    )
+    sgd = {"lr": lr, "momentum": momentum, "weight_decay": weight_decay}
+    _fit(classifier, train_x, train_y, epochs=epochs, batch_size=batch_size, seed=seed, sgd=sgd)
     with torch.no_grad():
         predicted = classifier(test_x).argmax(dim=1)
     return 100.0 * (predicted == test_y).float().mean().item()
@@ -417,6 +410,7 @@ def probe_features(
     )
     args = (train_x, train_y, test_x, test_y)
     num_classes, seed = NUM_CLASSES[features["dataset"]], int(features["seed"])
+    seeded = {"num_classes": num_classes, "seed": seed}  # the linear probe's and the FFN's
     used = {
         "linear": {**LINEAR_DEFAULTS, **(linear or {})},
         "knn": {**KNN_DEFAULTS, **(knn or {})},
@@ -429,24 +423,14 @@ def probe_features(
     for probe in probes:
         t = time.perf_counter()
         if probe == "linear":
-            scores["linear_top1"] = linear_probe_accuracy(
-                *args, num_classes=num_classes, seed=seed, **used["linear"]
-            )
+            scores["linear_top1"] = linear_probe_accuracy(*args, **seeded, **used["linear"])
         elif probe == "knn":
             scores["knn_top1"] = knn_accuracy(*args, num_classes=num_classes, **used["knn"])
         else:
             settings = {k: v for k, v in used["ffn"].items() if k != "label_fractions"}
             for fraction in used["ffn"]["label_fractions"]:
                 rows = labelled_subset(len(train_y), fraction, seed).to(dev)
-                top = ffn_accuracy(
-                    train_x[rows],
-                    train_y[rows],
-                    test_x,
-                    test_y,
-                    num_classes=num_classes,
-                    seed=seed,
-                    **settings,
-                )
+                top = ffn_accuracy(train_x[rows], train_y[rows], test_x, test_y, **seeded, **settings)
                 percent = round(100 * fraction)
                 ffn_runs[f"ffn{percent}"] = {
                     k: top[k] for k in ("diverged", "last_epoch_loss", "dead_fraction")

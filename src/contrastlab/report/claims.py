@@ -33,7 +33,6 @@ from contrastlab.report.figure_values import (
     figure_numbers_text,
     figure_parts,
     figure_verdict,
-    part_label,
 )
 from contrastlab.report.parts import (
     NOT_REPRODUCED,
@@ -141,14 +140,6 @@ def all_claims() -> list[dict[str, Any]]:
     return out
 
 
-def part_terms(claim: dict[str, Any], part: Any) -> dict[str, float]:
-    """A part's terms before evaluation: its contrast, for a trend part ``{sweep method: 1}``, for a
-    ``figure_values`` part ``{its label: 1}``."""
-    if claim.get("relation") == "figure_values":
-        return {part_label(part): 1.0}
-    return {str(part["sweep"]): 1.0} if claim.get("relation") == "trend" else contrast(part)
-
-
 @dataclass
 class ClaimResult:
     """A claim with the verdict over its parts."""
@@ -203,14 +194,16 @@ def evaluate_claim(
     experiment's seeds and sweep; ``tables.verdict_stand_ins`` maps toy backbones onto the claim's)."""
     check_relation(claim, "evaluate_claim")
     if claim.get("relation") == "figure_values":  # a reading of a figure's numbers, no seed statistics
-        return evaluate_figure_claim(claim, grid)
+        parts = figure_parts(claim, grid)
+        return ClaimResult(claim, figure_verdict(parts, claim.get("combine", "all")), parts)
     name, relation = claim["experiment"], claim.get("relation", ">")
     # Δ = D − shift: ">" tests D > m; ">=" tests D > −M (non-inferiority at the margin M)
     shift = -float(claim["noninferiority_margin"]) if relation == ">=" else float(claim.get("margin", 0.0))
     experiment = grid.every_experiment.get(name)
     if experiment is None:
         parts = [
-            PartResult(b, part_terms(claim, p), NOT_RUN, task=t)
+            # a part's terms before evaluation: its contrast, for a trend part {sweep method: 1}
+            PartResult(b, {str(p["sweep"]): 1.0} if relation == "trend" else contrast(p), NOT_RUN, task=t)
             for b in claim["backbones"]
             for t in tasks_of(claim)
             for p in claim["parts"]
@@ -263,13 +256,6 @@ def _claim_verdict(claim: dict[str, Any], parts: list[PartResult]) -> str:
     if NOT_REPRODUCED in statuses:
         return NOT_REPRODUCED
     return UNDECIDED if UNDECIDED in statuses else REPRODUCED
-
-
-def evaluate_figure_claim(claim: dict[str, Any], grid: Grid) -> ClaimResult:
-    """A ``figure_values`` claim on the figures' CSVs under ``grid``'s results folder
-    (:mod:`contrastlab.report.figure_values`)."""
-    parts = figure_parts(claim, grid)
-    return ClaimResult(claim, figure_verdict(parts, claim.get("combine", "all")), parts)
 
 
 def evaluate_claims(metrics: pd.DataFrame, grid: Grid) -> list[ClaimResult]:

@@ -71,13 +71,6 @@ def _resolve(method: str, experiment: dict, values: dict, backbone: str, task: s
     raise ValueError(f"unknown sweep position {where!r} in {method!r}; use max, min or best")
 
 
-def _one_point_sweep(terms: dict[str, float], experiment: dict) -> bool:
-    """Whether ``terms`` compare ``@min`` with ``@max`` of a sweep that has a single value."""
-    positions = {cell_of(m, "")[0].split("@", 1)[1] for m in terms if "@" in m}
-    sweep = experiment.get("sweep") or {}
-    return {"min", "max"} <= positions and all(len(v) < 2 for v in sweep.values())
-
-
 def contrast_parts(
     claim: dict[str, Any],
     experiment: dict,
@@ -117,7 +110,9 @@ def _measured_parts(
         ours = ours_backbone(backbone, experiment, ours_for)
         for part in claim["parts"]:
             wanted = contrast(part)
-            if _one_point_sweep(wanted, experiment):  # @min and @max are the same cell: nothing to compare
+            positions = {cell_of(m, "")[0].split("@", 1)[1] for m in wanted if "@" in m}
+            one_value = all(len(v) < 2 for v in (experiment.get("sweep") or {}).values())
+            if {"min", "max"} <= positions and one_value:  # @min and @max are one cell: nothing to compare
                 missing = ["a second sweep point"]
                 result = PartResult(backbone, wanted, NOT_RUN, missing=missing, task=task)
                 measured.append((result, ours, [], None, None))

@@ -227,8 +227,11 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
         result.df = n - 1
         result.half_width = float(t_quantile(n - 1) * seeds.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
         result.status = decide(sign * (value - bound), result.half_width)
-    if part.get("error"):
-        se = _mean_standard_error(part, selections)
+    if part.get("error"):  # the value's standard error: sqrt(Σ c² Σ se² / n²) over its selections' rows
+        errors = [
+            (c * c, pd.to_numeric(s[part["error"]], errors="coerce").fillna(0.0)) for c, s in selections
+        ]
+        se = math.sqrt(sum(cc * float((e**2).sum()) / max(len(e), 1) ** 2 for cc, e in errors))
         result.half_width, result.status = _mc_decided(np.array([sign * (value - bound)]), np.array([se]))
 
 
@@ -253,20 +256,6 @@ def _read_every_row(
     if part.get("error"):
         se = pd.to_numeric(rows.loc[values.index, part["error"]], errors="coerce").fillna(0.0).to_numpy()
         result.half_width, result.status = _mc_decided(sign * (values.to_numpy() - bound), se)
-
-
-def _mean_standard_error(part: dict[str, Any], selections: list) -> float:
-    """The standard error of a part's value, a weighted sum of selections' means of independent estimates:
-    sqrt(sum over selections of c^2 * sum(se^2) / n^2)."""
-    return math.sqrt(
-        sum(
-            c
-            * c
-            * float((pd.to_numeric(sel[part["error"]], errors="coerce").fillna(0.0) ** 2).sum())
-            / max(len(sel), 1) ** 2
-            for c, sel in selections
-        )
-    )
 
 
 def mc_z(rows: int, level: float = LEVEL) -> float:

@@ -171,17 +171,6 @@ def _safe_href(href: str) -> bool:
     return scheme in _SCHEMES
 
 
-def _as_text(element, source: str) -> None:
-    """Turn ``element`` (a link or image) into the text it was written as: ``[text](href)``."""
-    element.tag = "span"
-    element.attrib.clear()
-    element.text = "[" + (element.text or "")
-    if len(element):
-        element[-1].tail = (element[-1].tail or "") + f"]({source})"
-    else:
-        element.text += f"]({source})"
-
-
 @functools.cache
 def _markdown():
     """Python-Markdown for the report's inline text, raw HTML off: a tag in any text (a name from the
@@ -198,7 +187,13 @@ def _markdown():
                     alt = element.get("alt", "")
                     if element.tag == "img":
                         element.text = "!" + alt if alt else "!"  # ![alt](src) as written
-                    _as_text(element, target)
+                    element.tag = "span"  # the link or image as the text it was written as: [text](target)
+                    element.attrib.clear()
+                    element.text = "[" + (element.text or "")
+                    if len(element):
+                        element[-1].tail = (element[-1].tail or "") + f"]({target})"
+                    else:
+                        element.text += f"]({target})"
 
     md = markdown.Markdown(output_format="html")
     md.preprocessors.deregister("html_block")

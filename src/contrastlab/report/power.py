@@ -105,8 +105,10 @@ def claim_structure(
         lambda backbone: ours_backbone(backbone, experiment, ours_for),
         stratum_of,
     )
-    try:
-        sigma = _sigmas(rows.cells, measured or {}, name, stratum_of)
+    measured = measured or {}
+    try:  # each cell's σ: its pool's as the runs measured it (measured_noise), else its metric's prior
+        pool_keys = [(name, b, task, stratum_of(b, method)) for b, method, task in rows.cells]
+        sigma = np.array([measured[key] if key in measured else noise_prior(key[2]) for key in pool_keys])
     except KeyError as error:
         return f"no noise prior for metric {error.args[0]}"
     pool, pool_cells, pool_sigma = _pools(rows.cells, sigma, experiment, stratum_of)
@@ -134,22 +136,6 @@ def claim_structure(
         mode=mode,
         own_pool=own_pool,
     )
-
-
-def _sigmas(
-    cells: list[tuple[str, str, str]],
-    measured: Mapping[tuple[str, str, str, str], float],
-    experiment: str,
-    stratum_of: Callable[[str, str], str],
-) -> np.ndarray:
-    """Each cell's σ: its pool's as the runs measured it (:func:`measured_noise`), else its metric's
-    prior (:func:`noise_prior`; ``KeyError`` for a metric with none)."""
-
-    def sigma_of(backbone: str, method: str, task: str) -> float:
-        key = (experiment, backbone, task, stratum_of(backbone, method))
-        return measured[key] if key in measured else noise_prior(task)
-
-    return np.array([sigma_of(*cell) for cell in cells])
 
 
 def _not_simulated(claim: dict[str, Any], experiment: dict | None) -> str:

@@ -170,7 +170,8 @@ def build_summary(grid: Grid, metrics: pd.DataFrame) -> pd.DataFrame:
         table = build_comparison(grid, metrics, experiment)
         label = next(iter(_headlines(grid.experiment(experiment).track, experiment, metrics).values()))
         for backbone, group in table.groupby("backbone", sort=False):
-            means = {m: _mean(v) for m, v in zip(group["method"], group[label], strict=True)}
+            cells = zip(group["method"], group[label], strict=True)  # "76.04 ± 0.10 (n=3)" or "not run"
+            means = {m: None if v == "not run" else float(v.split()[0]) for m, v in cells}
             ranked = sorted((v, m) for m, v in means.items() if v is not None)
             rank = {m: i + 1 for i, (_, m) in enumerate(sorted(ranked, key=lambda vm: -vm[0]))}
             column = f"{experiment} {backbone} {label}"
@@ -180,10 +181,6 @@ def build_summary(grid: Grid, metrics: pd.DataFrame) -> pd.DataFrame:
             }
     methods = list(dict.fromkeys(m for col in columns.values() for m in col))
     return pd.DataFrame([{"method": m, **{c: col.get(m, "") for c, col in columns.items()}} for m in methods])
-
-
-def _mean(text: str) -> float | None:
-    return None if text == "not run" else float(text.split()[0])
 
 
 def _table(frame: pd.DataFrame) -> Table:

@@ -38,10 +38,6 @@ DECIMALS = 2
 _FFN_TOP1 = re.compile(r"ffn\d+_top1")
 
 
-def _is_headline(task: str) -> bool:
-    return task in SENTENCE_HEADLINES or task in VISION_HEADLINES or bool(_FFN_TOP1.fullmatch(task))
-
-
 def summary_experiments(grid: Grid) -> list[str]:
     """The selected experiments that a paper table or a comparison table reports, in config order."""
     reported = {TABLES[name].experiment for name in tables_for_config(grid)}
@@ -56,7 +52,10 @@ def headline_means(
     unmodified backbones as method ``pretrained``); NaN means (diverged probes) are left out."""
     means: dict[str, dict[str, dict[str, float]]] = {}
     for row in aggregate(metrics, experiment, list(seeds) if seeds is not None else None).itertuples():
-        if _is_headline(row.key) and not math.isnan(row.ours_mean):
+        headline = (
+            row.key in SENTENCE_HEADLINES or row.key in VISION_HEADLINES or _FFN_TOP1.fullmatch(row.key)
+        )
+        if headline and not math.isnan(row.ours_mean):
             cell = means.setdefault(row.backbone, {}).setdefault(row.method, {})
             cell[row.key] = round(float(row.ours_mean), DECIMALS)
     return means
