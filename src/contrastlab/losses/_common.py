@@ -22,9 +22,14 @@ class LossOutput:
     stats: dict[str, float] = field(default_factory=dict)
 
 
+def eye_mask(n: int, device: torch.device) -> Tensor:
+    """Boolean [n, n] identity (True on the diagonal)."""
+    return torch.eye(n, dtype=torch.bool, device=device)
+
+
 def fill_diagonal(mat: Tensor, value: float) -> Tensor:
     """Copy of ``mat`` with its diagonal replaced by ``value`` (masking, never multiplying by 0)."""
-    return mat.masked_fill(torch.eye(mat.shape[0], dtype=torch.bool, device=mat.device), value)
+    return mat.masked_fill(eye_mask(mat.shape[0], mat.device), value)
 
 
 def offdiag_logsumexp(logits: Tensor, dim: int | None = -1) -> Tensor:
@@ -38,41 +43,14 @@ def offdiag_logsumexp(logits: Tensor, dim: int | None = -1) -> Tensor:
 
 def hardest_similarity(sim: Tensor, dim: int = -1) -> tuple[Tensor, Tensor]:
     """(max_{j != i} sim_ij, argmax) per row (``dim=-1``) or per column (``dim=0``), diagonal masked."""
-    return fill_diagonal(sim, float("-inf")).max(dim=dim)
+    values, index = fill_diagonal(sim, float("-inf")).max(dim=dim)
+    return values, index
 
 
 def nearest_distance(dist: Tensor, dim: int = -1) -> tuple[Tensor, Tensor]:
     """(min_{j != i} dist_ij, argmin) per row (``dim=-1``) or per column (``dim=0``), diagonal masked."""
-    return fill_diagonal(dist, float("inf")).min(dim=dim)
-
-
-def with_align(loss_fn):
-    """The registry entry of ``loss_fn(z1, z2, **hp)``: its value, and the mean positive cosine as
-    ``align``."""
-    return lambda z1, z2, **hp: (loss_fn(z1, z2, **hp), {"align": (z1 * z2).sum(-1).mean()})
-
-
-def mean_entry(per_anchor_fn):
-    """The registry entry of a loss that is the mean of ``per_anchor_fn(z1 @ z2.T, **hp)``."""
-
-    def entry(z1: Tensor, z2: Tensor, **hp):
-        sim = z1 @ z2.T
-        return per_anchor_fn(sim, **hp).mean(), {"align": sim.diagonal().mean()}
-
-    return entry
-
-
-def hinge_entry(argument_fn):
-    """The registry entry of a loss mean_i max(0, a_i), a = ``argument_fn(z1 @ z2.T, **hp)``; the share
-    of anchors with a_i > 0 is ``gd_active``."""
-
-    def entry(z1: Tensor, z2: Tensor, **hp):
-        sim = z1 @ z2.T
-        arg = argument_fn(sim, **hp)
-        stats = {"align": sim.diagonal().mean(), "gd_active": (arg > 0).to(arg.dtype).mean()}
-        return arg.clamp_min(0.0).mean(), stats
-
-    return entry
+    values, index = fill_diagonal(dist, float("inf")).min(dim=dim)
+    return values, index
 
 
 def safe_arccos(cos: Tensor) -> Tensor:

@@ -24,6 +24,14 @@ __all__ = ["check_user_loss"]
 _CHECKED: set[str] = set()
 
 
+def _checked(name: str, hp: Mapping[str, Any]) -> None:
+    key = repr((name, sorted(hp.items())))
+    if key in _CHECKED:
+        return
+    _run_check(name, hp)
+    _CHECKED.add(key)
+
+
 def _run_check(name: str, hp: Mapping[str, Any]) -> None:
     import torch
 
@@ -68,9 +76,7 @@ def check_user_loss(name: str, hp: Mapping[str, Any] | None = None) -> UserLoss:
 
     Raises :class:`UserLossError` with a one-line message for the first problem found.
     """
-    user, hp = resolve_user_loss(name), dict(hp or {})
-    validate_hyperparameters(user, hp)
-    if (key := repr((name, sorted(hp.items())))) not in _CHECKED:
-        _run_check(name, hp)
-        _CHECKED.add(key)
+    user = resolve_user_loss(name)
+    validate_hyperparameters(user, hp or {})
+    _checked(name, dict(hp or {}))
     return user

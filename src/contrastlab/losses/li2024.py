@@ -71,7 +71,6 @@ from ._common import (
     fill_diagonal,
     gated,
     hardest_similarity,
-    mean_entry,
     nearest_distance,
     offdiag_logsumexp,
     safe_arccos,
@@ -435,8 +434,13 @@ def mbarlow_twins(
 
 
 # --------------------------------------------------------------------------- registry entries
+def _entry_arccon(z1, z2, *, tau, u):
+    sim = z1 @ z2.T
+    return arccon_per_anchor(sim, tau=tau, u=u).mean(), {"align": sim.diagonal().mean()}
+
+
 ENTRIES = {
-    "arccon": mean_entry(arccon_per_anchor),
+    "arccon": _entry_arccon,
     "paradigm": _paradigm_impl,
     "mhe": _mhe_impl,
     "mmhe": _mhe_impl,

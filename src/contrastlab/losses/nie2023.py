@@ -25,16 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._common import (
-    chord_distance,
-    fill_diagonal,
-    hardest_similarity,
-    hinge_entry,
-    mean_entry,
-    nearest_distance,
-    safe_arccos,
-    with_align,
-)
+from ._common import chord_distance, fill_diagonal, hardest_similarity, nearest_distance, safe_arccos
 
 __all__ = [
     "info_nce",
@@ -220,12 +211,44 @@ def mat(z1: Tensor, z2: Tensor, *, m: float) -> Tensor:
 
 
 # --------------------------------------------------------------------------- registry entries
+def _entry_infonce(z1: Tensor, z2: Tensor, *, tau: float):
+    sim = z1 @ z2.T
+    return info_nce_per_anchor(sim, tau=tau).mean(), {"align": sim.diagonal().mean()}
+
+
+def _entry_align_uniform(z1: Tensor, z2: Tensor, *, alpha: float, t: float, lam: float):
+    loss = align_uniform(z1, z2, alpha=alpha, t=t, lam=lam)
+    return loss, {"align": (z1 * z2).sum(-1).mean()}
+
+
+def _entry_dcl(z1: Tensor, z2: Tensor, *, tau: float):
+    sim = z1 @ z2.T
+    return dcl_per_anchor(sim, tau=tau).mean(), {"align": sim.diagonal().mean()}
+
+
+def _entry_dcl_plus(z1: Tensor, z2: Tensor, *, tau: float):
+    sim = z1 @ z2.T
+    per = dcl_per_anchor(sim, tau=tau)
+    stats = {"align": sim.diagonal().mean(), "gd_active": (per > 0).to(per.dtype).mean()}
+    return per.clamp_min(0.0).mean(), stats
+
+
+def _hinge_entry(margin_fn):
+    def entry(z1: Tensor, z2: Tensor, *, m: float):
+        sim = z1 @ z2.T
+        arg = margin_fn(sim, m=m)
+        stats = {"align": sim.diagonal().mean(), "gd_active": (arg > 0).to(arg.dtype).mean()}
+        return arg.clamp_min(0.0).mean(), stats
+
+    return entry
+
+
 ENTRIES = {
-    "infonce": mean_entry(info_nce_per_anchor),
-    "align_uniform": with_align(align_uniform),
-    "dcl": mean_entry(dcl_per_anchor),
-    "dcl_plus": hinge_entry(dcl_per_anchor),
-    "mpt": hinge_entry(mpt_margin),
-    "met": hinge_entry(met_margin),
-    "mat": hinge_entry(mat_margin),
+    "infonce": _entry_infonce,
+    "align_uniform": _entry_align_uniform,
+    "dcl": _entry_dcl,
+    "dcl_plus": _entry_dcl_plus,
+    "mpt": _hinge_entry(mpt_margin),
+    "met": _hinge_entry(met_margin),
+    "mat": _hinge_entry(mat_margin),
 }

@@ -21,8 +21,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from contrastlab.provenance import note_user_loss
-
 from . import li2024, macl, nie2023, oar, user, vision
 from ._common import LossOutput
 from .catalog import DEFAULTS, LOSS_MODULES, LOSSES, check_hyperparameters
@@ -109,7 +107,7 @@ def build_loss(name: str, **hp: Any) -> SentenceLoss:
         built = SentenceLoss(
             name, user.validate_hyperparameters(resolved, hp), entry, raw_input=resolved.inputs == "raw"
         )
-        note_user_loss(resolved.name, resolved.provenance())  # run_metadata writes it to the cell
+        user.note_loaded(resolved)
         return built
     if name not in LOSS_MODULES:
         raise ValueError(f"unknown loss {name!r}; valid names: {', '.join(LOSSES)}")

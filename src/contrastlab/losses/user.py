@@ -22,7 +22,6 @@ Importing this module does not import torch (the workflow reads it while it pars
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -37,7 +36,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from contrastlab.provenance import user_losses
+from contrastlab.provenance import note_user_loss, user_losses
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -154,8 +153,7 @@ def user_loss_path(name: str) -> Path:
             )
         return path
     try:
-        with _cwd_on_path():
-            spec = importlib.util.find_spec(module)
+        spec = _find_spec(module)
     except ModuleNotFoundError:  # a parent package is missing
         spec = None
     except (ImportError, ValueError) as error:
@@ -168,17 +166,22 @@ def user_loss_path(name: str) -> Path:
     return Path(spec.origin).resolve()
 
 
-@contextlib.contextmanager
-def _cwd_on_path():
+def _find_spec(module: str):
+    with _cwd_on_path():
+        return importlib.util.find_spec(module)
+
+
+class _cwd_on_path:
     """The working directory on ``sys.path`` for the duration (Snakemake's jobs run scripts whose
     ``sys.path[0]`` is a temporary folder, not the folder the workflow runs in)."""
-    added = os.getcwd() not in sys.path and "" not in sys.path
-    if added:
-        sys.path.append(os.getcwd())
-    try:
-        yield
-    finally:
-        if added and os.getcwd() in sys.path:
+
+    def __enter__(self):
+        self.added = os.getcwd() not in sys.path and "" not in sys.path
+        if self.added:
+            sys.path.append(os.getcwd())
+
+    def __exit__(self, *exc):
+        if self.added and os.getcwd() in sys.path:
             sys.path.remove(os.getcwd())
 
 
@@ -239,7 +242,11 @@ def resolve_user_loss(name: str) -> UserLoss:
     defaults: dict[str, Any] = {}
     required: list[str] = []
     for p in params[2:]:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+        if p.kind in (
+            inspect.Parameter.VAR_POSITIONAL,
+            inspect.Parameter.VAR_KEYWORD,
+            inspect.Parameter.POSITIONAL_ONLY,
+        ):
             raise UserLossError(
                 f"user loss {name!r}: parameter {p} of {inspect.signature(fn)} is not a named "
                 f"hyperparameter; {wanted}"
@@ -275,6 +282,11 @@ def validate_hyperparameters(user: UserLoss, hp: Mapping[str, Any]) -> dict[str,
         if isinstance(value, float) and not math.isfinite(value):
             raise UserLossError(f"user loss {user.name!r}: {key} must be finite, got {value!r}")
     return {**user.defaults, **hp}
+
+
+def note_loaded(user: UserLoss) -> None:
+    """Record ``user`` in :mod:`contrastlab.provenance`: ``run_metadata`` writes it to the cell's files."""
+    note_user_loss(user.name, user.provenance())
 
 
 def loaded_user_losses() -> dict[str, dict[str, str]]:

@@ -36,7 +36,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._common import with_align
 from .catalog import DUALTEMP_NEGATIVES  # which negatives dualtemp gives each anchor
 from .macl import macl_temperature
 
@@ -291,10 +290,18 @@ def _macl_vision_impl(z1: Tensor, z2: Tensor, *, tau0: float, alpha: float, a0: 
 
 
 # --------------------------------------------------------------------------- registry entries
+def _entry_ntxent(z1: Tensor, z2: Tensor, *, tau: float):
+    return ntxent(z1, z2, tau=tau), {"align": (z1 * z2).sum(-1).mean()}
+
+
+def _entry_dcl_vision(z1: Tensor, z2: Tensor, *, tau: float):
+    return dcl_vision(z1, z2, tau=tau), {"align": (z1 * z2).sum(-1).mean()}
+
+
 ENTRIES = {
-    "ntxent": with_align(ntxent),
+    "ntxent": _entry_ntxent,
     "flatnce": _flatnce_impl,
-    "dcl_vision": with_align(dcl_vision),
+    "dcl_vision": _entry_dcl_vision,
     "dualtemp": _dualtemp_impl,
     "macl_vision": _macl_vision_impl,
 }
