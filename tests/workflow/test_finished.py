@@ -359,7 +359,7 @@ def test_the_exported_weights_record_the_digest_taken_when_they_were_written(
     from transformers import AutoModel, AutoTokenizer
 
     from contrastlab.training import state as st
-    from contrastlab.training.sentence import _link_or_copy
+    from contrastlab.training.loop import link_or_copy
     from contrastlab.training.sentence_select import save_checkpoint
 
     model, tokenizer = AutoModel.from_pretrained(tiny_bert), AutoTokenizer.from_pretrained(tiny_bert)
@@ -367,7 +367,7 @@ def test_the_exported_weights_record_the_digest_taken_when_they_were_written(
     output = tmp_path / "checkpoints" / "cell" / "model"
     output.mkdir(parents=True)
     for file in best.iterdir():
-        _link_or_copy(str(file), str(output / file.name))
+        link_or_copy(str(file), str(output / file.name))
     (output / "extra.safetensors").write_bytes(b"written without a digest")
     shutil.rmtree(tmp_path / "state")
     read = _read_back_counted(monkeypatch)

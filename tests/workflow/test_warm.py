@@ -820,9 +820,10 @@ DIFFER = {
 }
 
 
-def test_a_warm_job_sees_what_a_cold_job_sees(place):
+@pytest.mark.parametrize("ignoring", [(), (signal.SIGHUP, signal.SIGINT)], ids=["plain", "nohup-background"])
+def test_a_warm_job_sees_what_a_cold_job_sees(place, ignoring):
     """Field by field, a probe job reads the same of its process warm and cold (but :data:`DIFFER`); only its
-    pid and parent differ."""
+    pid and parent differ. Started ignoring signals (nohup, a background job), both ignore them."""
     starter = _starter_ready(place)
     root, _ = place
     (root / "probe.py").write_text(HAND_OVER + PROBE)
@@ -830,7 +831,15 @@ def test_a_warm_job_sees_what_a_cold_job_sees(place):
     stdin = b"line one\r\nline two\n"  # read as given: no newline translated
     for how, variables in (("warm", {warm.SWITCH: "1"}), ("cold", {warm.SWITCH: "0"})):
         _python(
-            place, root / "probe.py", report, "a b", "$(no)", variables=variables, input=stdin, check=True
+            place,
+            root / "probe.py",
+            report,
+            "a b",
+            "$(no)",
+            variables=variables,
+            input=stdin,
+            check=True,
+            preexec_fn=lambda: [signal.signal(n, signal.SIG_IGN) for n in ignoring],
         )
         reports[how] = json.loads(report.read_text())
         report.unlink()

@@ -121,6 +121,12 @@ def _starter_connection(address: Path) -> tuple[socket.socket | None, str | None
     return None, refusal(address) or why, waited
 
 
+#: The signals a fork sets as a fresh interpreter has them (SIGINT first: Python's own handler).
+_RESET_SIGNALS = tuple(
+    getattr(signal, name) for name in "SIGINT SIGTERM SIGHUP SIGQUIT SIGUSR1 SIGUSR2".split()
+)
+
+
 def _send_job(connection: socket.socket, start: dict[str, str]) -> None:
     """Hand this job to the starter at the other end of ``connection``, its environment with ``start``
     (its start record) added, and end this process as the fork ends; returns only where the starter took
@@ -133,6 +139,9 @@ def _send_job(connection: socket.socket, start: dict[str, str]) -> None:
         "env": {**os.environ, FORK_MARK: "1", **start},
         "path": sys.path,
         "umask": _umask(),
+        # what this process was started ignoring (nohup: SIGHUP; a background job: SIGINT), as a fresh
+        # interpreter inherits it
+        "ignored": [int(n) for n in _RESET_SIGNALS if signal.getsignal(n) == signal.SIG_IGN],
     }
     try:
         payload = json.dumps(request).encode()
@@ -474,8 +483,10 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
     for name in [name for name in sys.modules if name.partition(".")[0] == "contrastlab"]:
         del sys.modules[name]
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+    for signum in _RESET_SIGNALS[1:]:
         signal.signal(signum, signal.SIG_DFL)
+    for signum in request["ignored"]:
+        signal.signal(signum, signal.SIG_IGN)
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         # as a fresh interpreter makes them (CPython's create_stdio): the starter's own streams were made
