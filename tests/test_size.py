@@ -52,7 +52,7 @@ CONFIG_READS = 3
 #: (issue 85: src 37,713 -> 40,259 and tests 35,873 -> 39,535 over issues 77-86, then cut back). A change that
 #: adds lines folds as many elsewhere, or argues here, in its own commit, why the house must grow.
 SRC_LINES = 38235
-TESTS_LINES = 38146
+TESTS_LINES = 38143
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")
 
@@ -103,16 +103,13 @@ def module_lines(root: Path = LIBRARY) -> dict[str, int]:
     }
 
 
-def house_lines(root: Path) -> int:
-    """The lines of every .py file under ``root``, as ``wc -l`` counts them."""
-    return sum(path.read_bytes().count(b"\n") for path in root.rglob("*.py"))
-
-
 def test_the_house_does_not_grow():
-    found = {"src/contrastlab": house_lines(LIBRARY), "tests": house_lines(ROOT / "tests")}
-    bounds = {"src/contrastlab": SRC_LINES, "tests": TESTS_LINES}
+    rooms = {"src/contrastlab": (LIBRARY, SRC_LINES), "tests": (ROOT / "tests", TESTS_LINES)}
+    found = {room: sum(module_lines(root).values()) for room, (root, _) in rooms.items()}
     over = [
-        f"{room}: {found[room]} lines, at most {bounds[room]}" for room in found if found[room] > bounds[room]
+        f"{room}: {found[room]} lines, at most {rooms[room][1]}"
+        for room in rooms
+        if found[room] > rooms[room][1]
     ]
     assert not over, "the house grew; fold what repeats rather than raise the bound:\n" + "\n".join(over)
 
