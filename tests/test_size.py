@@ -51,7 +51,7 @@ CONFIG_READS = 3
 #: Lines (``wc -l``) of the library's and the suite's .py files: the house's size, a ratchet on the tree
 #: (issue 85: src 37,713 -> 40,259 and tests 35,873 -> 39,535 over issues 77-86, then cut back). A change that
 #: adds lines folds as many elsewhere, or argues here, in its own commit, why the house must grow.
-SRC_LINES = 38235
+SRC_LINES = 38220
 TESTS_LINES = 38143
 FMT_PRAGMA = re.compile(r"[ \t]*# fmt: (?:skip|off|on)\b[^\n]*")
 NOQA_PRAGMA = re.compile(r"# noqa\b")

@@ -170,6 +170,16 @@ class Resources:
         return f"{self.root}/models/{alias}"
 
 
+def link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """``target`` made a hard link to the file ``source`` resolves to (the same bytes, no space written
+    twice), else (another file system, or one without hard links) a copy; ``shutil.copytree``'s
+    ``copy_function`` for an export or a placement."""
+    try:
+        os.link(os.path.realpath(source), target)  # a link to a symlink would dangle once its cache moves
+    except OSError:
+        shutil.copy2(source, target)
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, *, fsync: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` and rename it over ``path`` when the block ends without an

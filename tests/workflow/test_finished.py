@@ -358,8 +358,8 @@ def test_the_exported_weights_record_the_digest_taken_when_they_were_written(
     record holds the sha256 of the bytes on disk and reads back only the small files."""
     from transformers import AutoModel, AutoTokenizer
 
+    from contrastlab.paths import link_or_copy
     from contrastlab.training import state as st
-    from contrastlab.training.loop import link_or_copy
     from contrastlab.training.sentence_select import save_checkpoint
 
     model, tokenizer = AutoModel.from_pretrained(tiny_bert), AutoTokenizer.from_pretrained(tiny_bert)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -32,7 +31,7 @@ from contrastlab import artifacts as artifacts_lock
 from contrastlab import families
 from contrastlab.artifacts import package_model_dir, sha256_file
 from contrastlab.models.device import pick_device
-from contrastlab.paths import atomic_dir
+from contrastlab.paths import atomic_dir, link_or_copy
 from contrastlab.precision import ieee_fp32
 
 SOURCES = ("hf_id", "package", "path", "random")
@@ -81,13 +80,6 @@ def file_digests(folder: str | Path) -> dict[str, str]:
 def _place(src: Path, out: Path) -> None:
     """Copy the model folder ``src`` to ``out``, hard-linking where they share a file system (a hub cache's
     1.4 GB of weights need not be written twice)."""
-
-    def link_or_copy(source: str, target: str) -> None:
-        try:
-            os.link(os.path.realpath(source), target)
-        except OSError:
-            shutil.copy2(source, target)
-
     shutil.copytree(src, out, copy_function=link_or_copy, ignore=shutil.ignore_patterns(".*"))
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -241,15 +240,6 @@ def export_outputs(run: TrainingRun, export: Callable[[], None], keep_state: boo
     export()
     if not keep_state:
         shutil.rmtree(run.state_dir, ignore_errors=True)
-
-
-def link_or_copy(source: str, destination: str) -> None:
-    """``shutil.copytree``'s copy function for an export out of a state folder: a hard link, else (another
-    file system, or one without hard links) a copy."""
-    try:
-        os.link(source, destination)
-    except OSError:
-        shutil.copy2(source, destination)
 
 
 def copy_log(state_dir: Path, log_path: Path) -> None:

@@ -43,7 +43,7 @@ from contrastlab import families
 from contrastlab.losses import build_loss
 from contrastlab.models import packed
 from contrastlab.models.export import write_sentence_transformers_files
-from contrastlab.paths import atomic_dir
+from contrastlab.paths import atomic_dir, link_or_copy
 from contrastlab.senteval.protocol import CELL_POOLING
 from contrastlab.training import capture, loop
 from contrastlab.training import state as st
@@ -571,7 +571,7 @@ def _export(state_dir: Path, summary: dict[str, Any], out_dir: Path, log_path: P
     cell's evaluation pooling (:data:`~contrastlab.senteval.protocol.CELL_POOLING`), written here so no
     later job touches the output."""
     with atomic_dir(out_dir) as tmp:
-        shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp, copy_function=loop.link_or_copy)
+        shutil.copytree(st.best_dir(state_dir, summary["best_step"]), tmp, copy_function=link_or_copy)
         (tmp / "train_summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
         write_sentence_transformers_files(tmp, CELL_POOLING)
     loop.copy_log(state_dir, log_path)

@@ -39,7 +39,7 @@ from contrastlab.data.images import IMAGE_STATS, load_images, validation_split
 from contrastlab.losses import build_loss
 from contrastlab.models.export import write_torchvision_spec
 from contrastlab.models.vision import ProjectionHead, build_encoder
-from contrastlab.paths import atomic_dir
+from contrastlab.paths import atomic_dir, link_or_copy
 from contrastlab.training import capture, loop
 from contrastlab.training import vision_capture as vc
 from contrastlab.training.augment import SimCLRAugment, two_views
@@ -576,7 +576,7 @@ def _export(state_dir: Path, out_dir: Path, log_path: Path) -> None:
     """The finished encoder folder of ``state_dir`` copied to ``out_dir`` (hard links where the file
     system allows) and the log to ``log_path``."""
     with atomic_dir(out_dir) as tmp:
-        shutil.copytree(state_dir / EXPORT_DIR, tmp, copy_function=loop.link_or_copy)
+        shutil.copytree(state_dir / EXPORT_DIR, tmp, copy_function=link_or_copy)
     loop.copy_log(state_dir, log_path)
 
 

@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from contrastlab.paths import Results, atomic_dir
+from contrastlab.paths import Results, atomic_dir, link_or_copy
 
 
 def kept_dir(results_dir: str | os.PathLike) -> Path:
@@ -38,17 +38,10 @@ def keep_previous(results_dir: str | os.PathLike, outputs: Sequence[str | os.Pat
                 if path.is_file():
                     target = tmp / path.relative_to(root)
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    _link_or_copy(path, target)
+                    link_or_copy(path, target)
     except (OSError, ValueError) as error:
         return f"contrastlab note: the previous tables and report could not be kept aside ({error})"
     return None
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)  # the same bytes, no space: the new render writes new files (atomic_write)
-    except OSError:
-        shutil.copy2(source, target)
 
 
 def restore_previous(results_dir: str | os.PathLike, outputs: Sequence[str | os.PathLike]) -> str | None:
