@@ -11,7 +11,7 @@ import pytest
 from contrastlab import config as cl_config
 from contrastlab.blocks import Cell, Link, cell_text
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.paths import REPO_ROOT
 from contrastlab.report.answer import headline_row, short_title, toy_blocks
 from contrastlab.report.claims import ClaimResult
 from contrastlab.tables import get_spec
@@ -25,15 +25,9 @@ HEADER = (
 
 
 @pytest.fixture(scope="module")
-def demo_answer(tmp_path_factory) -> str:
+def demo_answer(unrun_demo) -> str:
     """The demo preset's report.md up to its folded reading guide (no cell trained)."""
-    from contrastlab.report import build_report
-
-    root = tmp_path_factory.mktemp("demo-answer")
-    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-    demo["results_dir"] = str(root)  # its figures' claims read this folder, not a demo run's in the checkout
-    build_report(Results(root), demo)
-    report = (root / "report.md").read_text(encoding="utf-8")
+    report = (unrun_demo / "report.md").read_text(encoding="utf-8")
     return report[: report.index('<details markdown="1">')]
 
 

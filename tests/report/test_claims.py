@@ -33,6 +33,7 @@ from contrastlab.report.claims import (
 )
 from contrastlab.tables import TABLES
 from contrastlab.tables.published import load_published
+from tests.tables.tables_synthetic import scores_frame
 
 T975 = {2: 4.302652729911275, 4: 2.7764451051977987}
 FULL = cl_config.load(REPO_ROOT / "config.yaml")
@@ -90,14 +91,11 @@ def test_every_claim_names_cells_and_links_of_the_full_config():
 
 
 def metrics(cells: dict[tuple[str, str], list[float]], experiment: str = "macl", task: str = "sts_avg"):
-    rows = [
+    return scores_frame(
         (experiment, backbone, method, 42 + i, task, v)
         for (backbone, method), values in cells.items()
         for i, v in enumerate(values)
-    ]
-    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
-    out["seed"] = out["seed"].astype("Int64")
-    return out
+    )
 
 
 def claim(claim_id: str) -> dict:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import re
 import shutil
-import subprocess
 
 import matplotlib.image
 import numpy as np
@@ -62,33 +61,21 @@ def test_a_missing_figure_is_named_not_fatal(tmp_path):
     assert f"figure not found: {tmp_path / 'figures' / 'none.png'}" in page
 
 
-_browser = chromium.browser
 needs_chromium = pytest.mark.skipif(
-    _browser() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)"
+    chromium.browser() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)"
 )
 
 
 @needs_chromium
 def test_headless_chromium_renders_the_page_with_its_figure(report, tmp_path):
-    page = report
     moved = tmp_path / "elsewhere" / "report.html"  # self-contained: works away from the figures
     moved.parent.mkdir()
-    shutil.copy(page, moved)
+    shutil.copy(report, moved)
     shutil.rmtree(report.parent / "figures")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=900,1400"]
-    dom = subprocess.run(
-        [_browser(), *flags, "--dump-dom", moved.as_uri()], capture_output=True, text=True, timeout=120
-    )
+    dom = chromium._run(["--dump-dom", moved.as_uri()], 900, 1400)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "<table>" in dom.stdout and "Nie Table 1" in dom.stdout and "data:image/png;base64," in dom.stdout
-    shot = tmp_path / "shot.png"
-    run = subprocess.run(
-        [_browser(), *flags, f"--screenshot={shot}", moved.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
+    shot = chromium.screenshot(moved, tmp_path / "shot.png", width=900, height=1400)
     pixels = matplotlib.image.imread(shot)[..., :3]
     # The figure's blue line (Okabe-Ito #0072B2) is on screen: the embedded image was decoded and drawn.
     blue = np.all(np.abs(pixels - np.array([0x00, 0x72, 0xB2]) / 255) < 0.08, axis=-1)
@@ -541,9 +528,11 @@ def test_wide_content_scrolls_in_its_own_box_and_print_keeps_tables_whole(tmp_pa
 
 
 @needs_chromium
-def test_chromium_at_1400_px_finds_every_anchor_and_nothing_wider_than_the_window(demo_report):
-    """In Chromium 1400 px wide, every contents link names an element, every heading has an id, and nothing
-    reaches past the window: wide tables scroll in their box."""
+def test_chromium_at_1400_px_lays_out_every_anchor_the_first_screen_and_the_grids(demo_report):
+    """In Chromium 1400 px wide: every contents link names an element, every heading has an id, nothing
+    reaches past the window (wide tables scroll in their box); the toy warning before the first count, one
+    main number per paper; 9 "not configured" cells left; every "see" link opens its place; each verdict
+    one line, its reasoning folded; the add-seeds lines whole; a half-scrolled grid's labels end in a rule."""
     found = chromium.measure(demo_report.with_suffix(".html"), width=1400)
     assert found["inner_width"] == 1400  # the window; the viewport is that less the scroll bar
     assert len(found["links"]) > 40 and found["unresolved"] == []
@@ -556,14 +545,6 @@ def test_chromium_at_1400_px_finds_every_anchor_and_nothing_wider_than_the_windo
     assert any(
         line.startswith("15 rows not configured by this preset: L_a&u") for line in found["folded_rows"]
     )
-
-
-@needs_chromium
-def test_chromium_shows_the_first_screen_and_the_grids_as_issue_65_asks(demo_report):
-    """In Chromium (1400 px): the toy warning before the first count, one main number per paper; 9 "not
-    configured" cells left; every "see" link opens its place; each verdict one line, its reasoning folded;
-    the add-seeds lines whole; a half-scrolled grid's labels end in a rule."""
-    found = chromium.measure(demo_report.with_suffix(".html"), width=1400)
     assert found["toy_top"] < found["first_tally_top"] < found["window_height"]
     assert found["headline_rows"] == 5 and found["headline_bottom"] < found["window_height"]  # 4 papers, all
     assert found["not_configured_cells"] == 9 <= 20

@@ -88,18 +88,14 @@ def test_make_plan_prints_the_claims_section(tmp_path, capsys):
 
 def test_measured_pools_replace_the_prior():
     """Once runs exist, a pool's own s_p (ν ≥ 2) is the σ its cells are drawn with."""
-    import pandas as pd
-
     from contrastlab.report.claims import all_claims
-    from contrastlab.tables.metrics import COLUMNS
+    from tests.tables.tables_synthetic import scores_frame
 
-    rows = [
+    metrics = scores_frame(
         ("nie2023", "bert-base", m, seed, "sts_avg", 76.0 + 0.1 * (seed - 43))
         for m in ("cl", "dcl")
         for seed in (42, 43, 44)
-    ]
-    metrics = pd.DataFrame(rows, columns=COLUMNS)
-    metrics["seed"] = metrics["seed"].astype("Int64")
+    )
     grid = Grid(FULL)
     measured = power.measured_noise(metrics, grid)
     assert list(measured.values()) == [pytest.approx(0.1)]  # one pool: nie2023 bert-base sts_avg

@@ -212,12 +212,11 @@ def evaluate_claim(
     seeds = grid.experiment(name).seeds
     values = _seed_values(metrics, name, seeds)
     ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
+    strata = functools.partial(cell_stratum, grid, name)
     if relation == "trend":
-        strata = functools.partial(cell_stratum, grid, name)
         parts, pending = trend_parts(claim, experiment, values, ours_for, level, strata)
     else:
         pools = noise_pools(metrics, name, seeds, grid).set_index(["backbone", "key", "stratum"])
-        strata = functools.partial(cell_stratum, grid, name)
         parts, pending = contrast_parts(claim, experiment, values, pools, ours_for, shift, level, strata)
     _holm_and_seeds(parts, pending, level)
     return ClaimResult(claim, _claim_verdict(claim, parts), parts)
@@ -270,20 +269,20 @@ def numbers_text(result: ClaimResult) -> str:
     texts = []
     several = len(tasks_of(result.claim)) > 1
     for p in result.parts:
-        where = f"{p.backbone} {p.task}" if several else p.backbone
         if p.status == NOT_RUN:
             continue
-        if p.trend:  # a slope over a sweep (relation "trend")
-            width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
-            rho = "" if math.isnan(p.rho) else f", Spearman ρ {p.rho:+.2f}"
-            extra = ", below its interval but not after Holm's correction" if p.spared_by_holm else ""
-            if p.seeds_needed:
-                needed = "> 100" if p.seeds_needed > MAX_SEEDS else p.seeds_needed
-                extra += f", needs {needed} seeds per point"
-            texts.append(f"{where}: {p.trend} = {p.diff:+.2f} {width} (ν = {p.df:g}{rho}){extra}")
-            continue
-        if not any(p.terms.values()):  # both sides resolved to one cell (e.g. the best rate is the largest)
+        where = f"{p.backbone} {p.task}" if several else p.backbone
+        if not p.trend and not any(p.terms.values()):  # both sides resolved to one cell (best = largest)
             texts.append(f"{where}: {', '.join(p.terms)} is both sides (no difference)")
+            continue
+        width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
+        extra = ", below its interval but not after Holm's correction" if p.spared_by_holm else ""
+        if p.seeds_needed:
+            needed = "> 100" if p.seeds_needed > MAX_SEEDS else p.seeds_needed
+            extra += f", needs {needed} seeds" + (" per point" if p.trend else "")
+        if p.trend:  # a slope over a sweep (relation "trend")
+            rho = "" if math.isnan(p.rho) else f", Spearman ρ {p.rho:+.2f}"
+            texts.append(f"{where}: {p.trend} = {p.diff:+.2f} {width} (ν = {p.df:g}{rho}){extra}")
             continue
         across = any("/" in m for m in p.terms)  # terms on two tasks: each names its own
         label = "".join(
@@ -292,12 +291,6 @@ def numbers_text(result: ClaimResult) -> str:
             f"{f'/{p.task}' if across and '/' not in m else ''}"
             for i, (m, c) in enumerate(sorted(p.terms.items(), key=lambda kv: -kv[1]))
         )
-        width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
-        extra = ""
-        if p.spared_by_holm:
-            extra = ", below its interval but not after Holm's correction"
-        if p.seeds_needed:
-            extra += f", needs {'> 100' if p.seeds_needed > MAX_SEEDS else p.seeds_needed} seeds"
         texts.append(f"{where}: {label} = {p.diff:+.2f} {width}{extra}")
     gap = result.claim.get("paper_gap")
     own = "" if gap is None else f" (the paper's own: {float(gap):+.2f})"
@@ -389,23 +382,23 @@ def seed_plan(results: list[ClaimResult], grid: Grid, max_seeds: int = 10) -> li
         for key in undecided_cells([result], grid):
             target = result.seeds_needed or MIN_SEEDS
             need[key] = max(need.get(key, 0), min(max(target, MIN_SEEDS), max_seeds))
-    plan = []
-    for (experiment, backbone), methods in sorted(undecided_cells(results, grid).items()):
-        seeds = grid.experiment(experiment).seeds or []
-        extra = list(
-            range(max(seeds) + 1, max(seeds) + 1 + max(0, need[(experiment, backbone)] - len(seeds)))
-        )
-        if extra:
-            plan.append(
-                dict(
-                    experiment=experiment,
-                    backbone=backbone,
-                    methods=sorted(methods),
-                    seeds=seeds + extra,
-                    new=extra,
-                )
-            )
-    return plan
+    plan = [
+        seed_step(grid, experiment, backbone, sorted(methods), need[(experiment, backbone)])
+        for (experiment, backbone), methods in sorted(undecided_cells(results, grid).items())
+    ]
+    return [step for step in plan if step]
+
+
+def seed_step(
+    grid: Grid, experiment: str, backbone: str, methods: list[str], n: int
+) -> dict[str, Any] | None:
+    """One step of an add-seeds plan: ``methods`` on ``backbone`` brought to ``n`` seeds, the new ones
+    continuing after the experiment's last seed; None when they have that many already."""
+    seeds = list(grid.experiment(experiment).seeds or [])
+    extra = list(range(max(seeds) + 1, max(seeds) + 1 + n - len(seeds)))
+    if not extra:
+        return None
+    return dict(experiment=experiment, backbone=backbone, methods=methods, seeds=seeds + extra, new=extra)
 
 
 #: A string YAML may read unquoted in a flow collection, if it also reads back as that string (not
@@ -465,27 +458,6 @@ def config_word(key: str, value: Any) -> str:
     return f"{key}={flow_value(value)}"
 
 
-def add_seeds_argvs(plan: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """:func:`add_seeds_commands` as argument lists: the ``--config`` word every command shares (each
-    experiment's seeds: the union of its steps' lists, so a step's new seeds are always configured) and
-    what follows it in each command (its cells' ``select``; the last one's tables)."""
-    seeds: dict[str, set[int]] = {}
-    for step in plan:
-        seeds.setdefault(step["experiment"], set()).update(step["seeds"])
-    shared = ["--config", config_word("experiments", {e: {"seeds": sorted(s)} for e, s in seeds.items()})]
-    tails = []
-    for step in plan:
-        select = {
-            "experiments": [step["experiment"]],
-            "backbones": [step["backbone"]],
-            "methods": list(step["methods"]),
-            "seeds": list(step["new"]),
-        }
-        tails.append([config_word("select", select)])
-    tails.append([config_word("tables", {"partial": True}), "--forcerun", "tables"])
-    return shared, tails
-
-
 def add_seeds_commands(plan: list[dict[str, Any]], configfile: str = "config.yaml") -> list[str]:
     """Snakemake commands that train and evaluate only the cells of ``plan`` (:func:`seed_plan`) with
     their new seeds (``--config`` seed lists and ``select``, one command per experiment and backbone), then
@@ -502,12 +474,26 @@ def add_seeds_parts(
     plan: list[dict[str, Any]], configfile: str = "config.yaml"
 ) -> tuple[str, str, list[str]]:
     """:func:`add_seeds_commands` in its parts, as shell text: the command line every command opens with,
-    the ``--config`` word they share (:func:`add_seeds_argvs`, shell-quoted) and what follows it in each
-    command (shell-quoted)."""
-    shared, tails = add_seeds_argvs(plan)
+    the ``--config`` word they share (each experiment's seeds: the union of its steps' lists, so a step's
+    new seeds are always configured) and what follows it in each command (its cells' ``select``; the last
+    one's tables), each shell-quoted."""
+    seeds: dict[str, set[int]] = {}
+    for step in plan:
+        seeds.setdefault(step["experiment"], set()).update(step["seeds"])
+    shared = config_word("experiments", {e: {"seeds": sorted(s)} for e, s in seeds.items()})
+    tails = []
+    for step in plan:
+        select = {
+            "experiments": [step["experiment"]],
+            "backbones": [step["backbone"]],
+            "methods": list(step["methods"]),
+            "seeds": list(step["new"]),
+        }
+        tails.append([config_word("select", select)])
+    tails.append([config_word("tables", {"partial": True}), "--forcerun", "tables"])
     return (
         f".venv/bin/snakemake --configfile {configfile}",
-        shlex.quote(shared[1]),
+        shlex.quote(shared),
         [shlex.join(t) for t in tails],
     )
 

@@ -26,7 +26,7 @@ from contrastlab.blocks import markdown_lines, rows_table
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
-from contrastlab.report.claims import evaluate_claim
+from contrastlab.report.claims import evaluate_claim, seed_step
 from contrastlab.report.contrasts import cell_of, own_groups, pairing
 from contrastlab.report.control import (
     checkable,
@@ -536,14 +536,8 @@ def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, 
     steps: dict[tuple[str, str, int], list[str]] = {}
     for (experiment, backbone, method), n in sorted(target.items()):
         steps.setdefault((experiment, backbone, n), []).append(method)
-    plan = []
-    for (experiment, backbone, n), methods in steps.items():
-        seeds = list(grid.experiment(experiment).seeds or [])
-        extra = list(range(max(seeds) + 1, max(seeds) + 1 + n - len(seeds)))
-        if extra:
-            plan.append(
-                dict(
-                    experiment=experiment, backbone=backbone, methods=methods, seeds=seeds + extra, new=extra
-                )
-            )
-    return plan
+    plan = [
+        seed_step(grid, experiment, backbone, methods, n)
+        for (experiment, backbone, n), methods in steps.items()
+    ]
+    return [step for step in plan if step]

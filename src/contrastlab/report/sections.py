@@ -173,15 +173,13 @@ def write_report(
     *,
     metrics_root,
     grid: Grid | None = None,
-    figures: list[dict] | None = None,
     results_dir: str | os.PathLike | None = None,
-    sections: list | None = None,
-    searches: dict[str, list] | None = None,
     metrics=None,
-    bridge: list[dict[str, str]] | None = None,
+    **parts,
 ) -> Path:
     """Write the report of ``built`` (table, {ext: path}) to ``report_path`` and ``report.html`` beside it:
-    one document (:func:`report_blocks`, which says what it holds) rendered twice. Returns ``report_path``."""
+    one document (:func:`report_blocks`, which says what it holds and takes ``parts``: figures, sections,
+    searches, bridge) rendered twice. Returns ``report_path``."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
     if metrics is None and grid is not None:
         metrics = collect_metrics(metrics_root)
@@ -190,12 +188,9 @@ def write_report(
         report_path.parent,
         metrics_root=metrics_root,
         grid=grid,
-        figures=figures,
         results_dir=results_dir,
-        sections=sections,
-        searches=searches,
         metrics=metrics,
-        bridge=bridge,
+        **parts,
     )
     # the config's names and the paths are text in both renderings, never Markdown or HTML
     literals = literals_of(
@@ -240,12 +235,12 @@ def report_blocks(
     *,
     metrics_root,
     grid: Grid | None,
-    figures: list[dict] | None,
     results_dir: str | os.PathLike | None,
-    sections: list | None,
-    searches: dict[str, list] | None,
     metrics,
-    bridge: list[dict[str, str]] | None,
+    figures: list[dict] | None = None,
+    sections: list | None = None,
+    searches: dict[str, list] | None = None,
+    bridge: list[dict[str, str]] | None = None,
 ) -> list:
     """The report's document (links relative to ``base``): one section per paper in the papers' order,
     each with its claims and their tally, its tables (summary row, grid, its experiments' ``searches``
