@@ -153,8 +153,7 @@ def demo_run(root, run: str, shift: float = 0.0):
 
 
 def test_the_two_demos_differ_within_noise_and_in_the_searches_choices(tmp_path):
-    """The demo against the demo with seeds [43]: every difference within noise over the 299 cells tested,
-    the 38 cells of the two searched losses a different setting with both choices named."""
+    """The demo against its seed-43 twin: all 299 tested cells within noise, 38 searched ones a setting."""
     report = compare_runs(demo_run(tmp_path / "a", "demo"), demo_run(tmp_path / "b", "demo43")).read_text()
     assert (
         "397 table cells: 345 within noise, 0 differs, 38 different setting, 14 no noise estimate, "

@@ -218,8 +218,7 @@ def test_tally_counts_each_verdict_of_a_constructed_list():
 
 
 def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_path):
-    """A constructed run (MACL Table B.4, three seeds): report.html's tally per paper, above its claims,
-    counts the badges of that paper's claim verdicts."""
+    """In report.html each paper's tally sits above its claims and counts their verdicts' badges."""
     from contrastlab.paths import Results
     from contrastlab.report import build_report
     from contrastlab.report.claims import PAPERS
@@ -308,8 +307,7 @@ def _ids(page: str) -> list[str]:
 
 
 def test_every_heading_has_a_stable_id_and_the_contents_list_links_each(demo_report):
-    """Headings have ids that do not move (a paper's key, a table's registry name, a figure's name, else the
-    section's id and the words), and the contents list links every heading of levels 2-4."""
+    """Every heading has a stable id and the contents list links each heading of levels 2-4."""
     page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
     markdown = demo_report.read_text(encoding="utf-8")
     ids = _ids(page)
@@ -382,8 +380,7 @@ GRID = """| Backbone | Method |  | STS12 | STS.Avg |
 
 
 def test_rows_the_preset_does_not_configure_fold_into_one_line(tmp_path):
-    """Only methods whose every cell of ours is "not configured" fold, into one line naming them; the
-    methods left open with a rule; report.md and the table files are not touched."""
+    """Methods whose every cell of ours is "not configured" fold into one line; the rest open with a rule."""
     page = render_html([_grid(GRID)], tmp_path)
     body = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     rows = re.findall(r"<tr[^>]*>.*?</tr>", body, re.S)
@@ -421,8 +418,7 @@ STAND_IN_GRID = """| Method |  | BERT-base STS.Avg | BERT-base TR.Avg | tiny-ber
 
 
 def test_columns_the_preset_does_not_configure_fold_like_rows(tmp_path):
-    """After the methods, a value column whose every cell of ours left is "not configured" or a dash folds
-    too; one "not run" keeps it. The folded lines name what they fold and span the columns left."""
+    """A value column of only "not configured" or dashes folds after the methods; one "not run" keeps it."""
     page = render_html([_grid(STAND_IN_GRID)], tmp_path)
     head = page.split("<thead>", 1)[1].split("</thead>", 1)[0]
     labelled = ["Method", "", "BERT-base TR.Avg", "tiny-bert, for BERT-base STS.Avg"]
@@ -445,8 +441,7 @@ def test_columns_the_preset_does_not_configure_fold_like_rows(tmp_path):
 
 
 def test_see_links_go_to_the_table_or_figure_on_the_page(tmp_path):
-    """Issue 65: a claim's "see" link (and the answer's main number's) opens the table or figure where the
-    page shows it, not its file; one the page does not show keeps its file; other columns keep theirs."""
+    """A "see" link opens its table or figure on the page, else its file; other columns keep their files."""
     table1 = Link("nie2023_table1", "tables/nie2023_table1.md", "nie2023-table1")
     fig2a = Link("nie2023/nie2023_fig2a", "figures/nie2023/nie2023_fig2a.png", "nie2023-fig2a")
     li3 = Link("li2024_table3", "tables/li2024_table3.md", "li2024-table3")
@@ -486,8 +481,7 @@ def test_every_see_link_of_the_demos_claims_opens_its_place_on_the_page(demo_rep
 
 
 def test_the_demos_report_keeps_at_most_20_not_configured_cells(demo_report):
-    """With rows and columns folded, the demo's report.html shows at most 20 "not configured" cells: Nie
-    Table 1's MiniLM L_mpt rows (2 × 3) and Nie Table 2's MiniLM L_mpt settings (3)."""
+    """Folded, the demo's page keeps 9 "not configured" cells: Nie Tables 1 and 2's MiniLM L_mpt."""
     page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
     cells = re.findall(r'<td class="not-configured"[^>]*>not configured</td>', page)
     assert len(cells) == page.count(">not configured</td>") == 9 <= 20
@@ -560,8 +554,7 @@ def test_chromium_at_1400_px_lays_out_every_anchor_the_first_screen_and_the_grid
 
 @needs_chromium
 def test_chromium_at_1024_by_768_shows_the_headline_and_the_tallies_above_the_fold(demo_report):
-    """In a 1024 × 768 window the first screen holds the toy warning, the main numbers' table down to its
-    last row with no column scrolled out, and the key to its marks right below it."""
+    """At 1024 × 768 the toy warning, the whole main numbers' table and its key are on the first screen."""
     found = chromium.measure(demo_report.with_suffix(".html"), width=1024, height=768)
     assert found["inner_width"] == 1024 and found["window_height"] <= 768
     assert found["tally_columns"] == ["reproduced", "not", "unsupported", "undecided", "not run"]

@@ -52,8 +52,7 @@ def test_more_seeds_are_priced_once_per_cell(full_power):
 
 
 def test_make_plan_prints_the_claims_section(tmp_path, capsys):
-    """``scripts/plan.py`` hands :func:`power.power_lines` to the plan: the summary, the ≥ 35 figure
-    and one row per claim, printed and written to plan.md."""
+    """``scripts/plan.py`` prints :func:`power.power_lines` (summary, ≥ 35 figure, rows) into plan.md."""
     import functools
     import re
 
@@ -108,8 +107,7 @@ def test_measured_pools_replace_the_prior():
 
 
 def test_the_report_notes_what_a_perfect_reproduction_would_need(full_power):
-    """Issue 44: beside a claim the configured seeds cannot decide, the report says so, with P(decided)
-    at the configured seeds and the seeds per cell (and GPU-hours) for P ≥ 0.9."""
+    """An undecided claim's note gives P(decided) and the seeds (and GPU-hours) for P ≥ 0.9."""
     hours = {cell: 2.0 for p in full_power.values() for cell in p.cells}
     tr = full_power["li-modified-beat-originals-tr"]  # P ≈ 0.58 at 3 seeds, 7 needed
     note = power.power_note(tr, hours)

@@ -16,8 +16,7 @@ from tests.tables.tables_synthetic import scores_frame as _frame
 
 
 def test_summary_counts_delta_cells_and_verdicts_under_different_words():
-    """A toy backbone has verdicts against its stand-in's numbers but no Δ: the summary says "verdicts" for
-    the first, "Δ cells" for the second, never "compared"."""
+    """A toy backbone's verdict counts under "verdicts", not under "Δ cells"; never "compared"."""
     config = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
     config["tables"]["verdict_stand_ins"] = {"nie2023": {"minilm": "roberta-base"}}
     metrics = _frame(
@@ -54,9 +53,7 @@ def test_papers_and_figures_in_the_papers_order():
 
 
 def test_the_report_reads_per_paper(unrun_demo):
-    """The demo preset with no run yet: each paper one section, in the papers' order, holding its claims,
-    its tables (the grid inline), its figures in its own numbering and its deviations; the papers'
-    figures come before the precision list, none left in rule order."""
+    """Unrun demo: per paper in order its claims, tables, figures by number, deviations; then Precision."""
     from contrastlab.report.answer import heading
     from contrastlab.report.claims import PAPERS
 
@@ -97,8 +94,7 @@ def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest
 
 
 def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path):
-    """The "Inputs" name each training job's commit (and uncommitted changes), versions and device from its
-    last ``start`` record; jobs alike share a row, counted per experiment."""
+    """Inputs: each job's commit, versions and device from its last start record; alike jobs share a row."""
     from contrastlab.report.inputs import environment_rows, input_blocks
 
     def start(sha, dirty, device, name, torch="2.14.1"):
@@ -154,8 +150,7 @@ def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path
 
 
 def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(unrun_demo):
-    """The claims counted by verdict first, what would decide the undecided ones below, the how-to-read
-    text folded below (one <details> block)."""
+    """The answer first, then what decides the undecided claims; the reading guide folded below."""
     from contrastlab.report.answer import heading, short_title, tally_cells, undecided_text
     from contrastlab.report.claims import ClaimResult
     from contrastlab.report.parts import UNDECIDED, PartResult
@@ -183,8 +178,7 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(unrun_demo
 
 
 def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(unrun_demo):
-    """A toy backbone's grid column names the paper backbone it stands in for and shows its published number,
-    the one its Δ (†) is against; the table's own files keep n/a."""
+    """A stand-in's column names and shows the paper number its Δ (†) is against; the files keep n/a."""
     report = (unrun_demo / "report.md").read_text(encoding="utf-8")
     grid = report.split("#### Nie et al. 2023, Table 1: STS.Avg and TR.Avg\n\n", 1)[1].split("\n\n", 1)[0]
     head = [cell.strip() for cell in grid.splitlines()[0].strip("|").split("|")]
