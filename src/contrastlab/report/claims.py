@@ -57,10 +57,8 @@ MAX_SEEDS = 100
 
 
 def check_relation(claim: dict[str, Any], source: str) -> None:
-    """Raise ``ValueError`` unless the claim's relation is one of :data:`RELATIONS`, a ``>=`` claim
-    states its ``noninferiority_margin`` (> 0; a ``>`` claim has none, a ``>=`` claim no ``margin``) and a
-    ``count`` claim its ``at_least`` (1 to the number of its parts); a ``trend`` claim's parts are
-    :func:`~contrastlab.report.trend.check_trend`'s."""
+    """Raise ``ValueError`` unless the claim's relation is one of :data:`RELATIONS` with the keys it
+    needs (each message says which); a trend's or figure reading's parts are their modules' to check."""
     name = f"{source}: claim {claim.get('id')!r}"
     relation = claim.get("relation", ">")
     if relation not in RELATIONS:
@@ -459,11 +457,9 @@ def config_word(key: str, value: Any) -> str:
 
 
 def add_seeds_commands(plan: list[dict[str, Any]], configfile: str = "config.yaml") -> list[str]:
-    """Snakemake commands that train and evaluate only the cells of ``plan`` (:func:`seed_plan`) with
-    their new seeds (``--config`` seed lists and ``select``, one command per experiment and backbone), then
-    render the tables and report with ``tables={partial: true}``. ``configfile``: the preset's path as
-    shell words; the rest is built as arguments and quoted once (:func:`shlex.join`); the profile is the
-    workflow's default one."""
+    """Snakemake commands (:func:`add_seeds_parts`, ``configfile`` as shell words) that train and evaluate
+    only the cells of ``plan`` (:func:`seed_plan`) with their new seeds, one per experiment and backbone,
+    then render the tables and report with ``tables={partial: true}``; the workflow's default profile."""
     if not plan:
         return []
     base, experiments, tails = add_seeds_parts(plan, configfile)
@@ -473,10 +469,9 @@ def add_seeds_commands(plan: list[dict[str, Any]], configfile: str = "config.yam
 def add_seeds_parts(
     plan: list[dict[str, Any]], configfile: str = "config.yaml"
 ) -> tuple[str, str, list[str]]:
-    """:func:`add_seeds_commands` in its parts, as shell text: the command line every command opens with,
-    the ``--config`` word they share (each experiment's seeds: the union of its steps' lists, so a step's
-    new seeds are always configured) and what follows it in each command (its cells' ``select``; the last
-    one's tables), each shell-quoted."""
+    """:func:`add_seeds_commands` in its shell-quoted parts: the command line they open with, the
+    ``--config`` word they share (each experiment's seeds: the union of its steps', so every new seed is
+    configured) and what follows it in each (its cells' ``select``; the last one's tables)."""
     seeds: dict[str, set[int]] = {}
     for step in plan:
         seeds.setdefault(step["experiment"], set()).update(step["seeds"])

@@ -44,9 +44,8 @@ def _terms(part: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
 
 
 def check_figure_values(claim: dict[str, Any], name: str) -> None:
-    """Raise ``ValueError`` unless every part of a ``figure_values`` claim names its ``csv`` and
-    ``column``, a known ``at``, one selection (``rows``) or ``terms`` of [coefficient, selection], and
-    exactly one bound; ``every`` takes one selection with coefficient 1."""
+    """Raise ``ValueError`` unless every part of a ``figure_values`` claim is well-formed (the module
+    docstring's keys; each message says what is wrong)."""
     for key in ("margin", "at_least", "noninferiority_margin", "scale"):
         if key in claim:
             raise ValueError(f"{name}: {key} is not for relation {RELATION!r} (each part states its bound)")
@@ -197,8 +196,8 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
         frame = (
             frame[names == result.backbone] if (names == result.backbone).any() else frame[names == stand_in]
         )
-    _, _, bound = bound_of(part)
-    meets = BOUNDS[bound_of(part)[0]][1]
+    key, _, bound = bound_of(part)
+    meets = BOUNDS[key][1]
     selections = [(c, _select(frame, rows)) for c, rows in _terms(part)]
     empty = [rows for (_, rows), (_, sel) in zip(_terms(part), selections, strict=True) if sel.empty]
     if part["column"] not in frame.columns:
@@ -210,7 +209,7 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
     if part.get("error") and part["error"] not in frame.columns:
         result.missing = [f"column {part['error']} of figures/{csv}.csv"]
         return
-    sign = 1.0 if bound_of(part)[0] in ("above", "at_least") else -1.0
+    sign = 1.0 if key in ("above", "at_least") else -1.0
     if part.get("at", "every") == "every":
         _read_every_row(result, part, selections[0][1], bound, sign)
         return

@@ -366,10 +366,8 @@ class Page:
 def render_html(
     blocks: list, base_dir: str | Path, *, title: str = "contrastlab report", literals: Iterable[str] = ()
 ) -> str:
-    """The HTML page of the report's ``blocks``: a contents list beside the body, an id on every heading,
-    each figure's PNG (relative to ``base_dir``) embedded; ``literals``
-    (:func:`contrastlab.blocks.literals_of`) shown as they read wherever a sentence holds them. No text of
-    a block becomes a tag or an attribute of the page: raw HTML is off (:func:`_markdown`)."""
+    """The HTML page of ``blocks``: a contents list beside the body, an id on every heading, each
+    figure's PNG (relative to ``base_dir``) embedded, ``literals`` shown as they read; raw HTML off."""
     page = Page(blocks, Path(base_dir), frozenset(literals))
     body = page.blocks(blocks)
     return (

@@ -523,10 +523,9 @@ def power_notes(
 
 
 def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, Any]]:
-    """What ``make add-seeds TARGET=power`` runs: every cell of each claim not decidable at the
-    configured seeds but within :data:`MAX_SEEDS`, brought to the largest ``seeds_needed`` of the claims
-    that use it, as :func:`~contrastlab.report.claims.seed_plan`'s steps, one per (experiment, backbone,
-    seed count). A sweep point's configured name (``@best``) selects every point of its sweep."""
+    """What ``make add-seeds TARGET=power`` runs: each cell of the claims not decidable at the configured
+    seeds but within :data:`MAX_SEEDS`, brought to the most ``seeds_needed`` of its claims, as
+    :func:`~.claims.seed_step` steps (a sweep's ``@best`` selects every point of its sweep)."""
     target: dict[tuple[str, str, str], int] = {}
     for power in powers:
         if power.decidable or not power.seeds_needed:

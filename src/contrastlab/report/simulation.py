@@ -191,10 +191,8 @@ def _stratum_noise(
 
 
 def boundary_means(s: Structure) -> np.ndarray | None:
-    """Cell means as close to the paper's as possible (least squares) with every part exactly at its
-    claim's boundary, Δ_j = 0 (D_j = m, or −M for ``>=``): the least favourable truth for a false "not
-    reproduced", where its rate is at most α = (1 − level) / 2 if the rule is calibrated. None when the
-    parts cannot all sit there at once (or the claim has a part decided without noise)."""
+    """Cell means nearest the paper's (least squares) with every part at its claim's boundary, Δ_j = 0:
+    the least favourable truth for a false "not reproduced"; None when the parts cannot all sit there."""
     if s.certain_nr or not len(s.coef):
         return None
     target = s.shift - s.fixed

@@ -26,10 +26,8 @@ SCALES = ("linear", "log")
 
 
 def check_trend(claim: dict[str, Any], name: str) -> None:
-    """Raise ``ValueError`` unless every part of a ``trend`` claim names its ``sweep`` method and a
-    ``direction``, its ``over`` (if any) is [lo, hi] with lo < hi, and the claim's ``scale`` is known; a
-    claim with ``phases`` ({name: [lo, hi]}, disjoint) has parts that each name one of them (``phase``)
-    and no ``over``."""
+    """Raise ``ValueError`` unless the parts of a ``trend`` claim name a ``sweep`` method and a
+    ``direction`` with a valid ``over``, or one of the claim's disjoint ``phases``, at a known ``scale``."""
     if claim.get("scale", "linear") not in SCALES:
         raise ValueError(f"{name}: scale must be one of {SCALES}, got {claim.get('scale')!r}")
     for key in ("margin", "at_least", "noninferiority_margin"):
@@ -225,11 +223,9 @@ def trend_parts(
     level: float,
     stratum_of: Any = None,
 ) -> tuple[list, list[tuple]]:
-    """A ``trend`` claim's parts, each tested by :func:`fit_slope` on ``values`` ((backbone, method,
-    task) -> {seed: score}, diverged runs NaN and left out), and for each tested part (result, Δ, s,
-    1 / S_xx,pts, ν(n)), from which :func:`~contrastlab.report.claims.evaluate_claim` computes the seeds
-    per point that would decide it (ν(n) = n P − 2 with n seeds at each of the P points). A claim with
-    ``phases`` is decided per phase (:func:`phased_parts`, ``stratum_of`` its pooling)."""
+    """A ``trend`` claim's parts, each tested by :func:`fit_slope` on ``values`` (diverged runs NaN, left
+    out), and per tested part (result, Δ, s, 1 / S_xx,pts, ν(n)) for the seeds per point that would decide
+    it (ν(n) = n P − 2 at P points); a claim with ``phases`` per phase (:func:`phased_parts`)."""
     if claim.get("phases"):
         return phased_parts(claim, experiment, values, ours_for, level, stratum_of)
     scale = claim.get("scale", "linear")
