@@ -374,15 +374,15 @@ def seed_plan(results: list[ClaimResult], grid: Grid, max_seeds: int = 10) -> li
     methods (:func:`undecided_cells`) and the new seeds that bring them to the seeds the claims need
     (at least :data:`MIN_SEEDS`, at most ``max_seeds``), continuing after the experiment's last seed."""
     need: dict[tuple[str, str], int] = {}
+    cells: dict[tuple[str, str], set[str]] = {}
     for result in results:
-        if result.verdict != UNDECIDED:
-            continue
-        for key in undecided_cells([result], grid):
-            target = result.seeds_needed or MIN_SEEDS
-            need[key] = max(need.get(key, 0), min(max(target, MIN_SEEDS), max_seeds))
+        target = min(max(result.seeds_needed or MIN_SEEDS, MIN_SEEDS), max_seeds)
+        for key, methods in undecided_cells([result], grid).items():
+            need[key] = max(need.get(key, 0), target)
+            cells.setdefault(key, set()).update(methods)
     plan = [
         seed_step(grid, experiment, backbone, sorted(methods), need[(experiment, backbone)])
-        for (experiment, backbone), methods in sorted(undecided_cells(results, grid).items())
+        for (experiment, backbone), methods in sorted(cells.items())
     ]
     return [step for step in plan if step]
 

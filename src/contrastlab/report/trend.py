@@ -137,15 +137,13 @@ def phased_parts(
     axis = next(iter(experiment.get("sweep") or {"": None})).removeprefix("hp.")
     names = list(claim["phases"])
     spans = [tuple(x_of(float(v), scale) for v in claim["phases"][ph]) for ph in names]
-    lo, hi = (
-        min(float(v[0]) for v in claim["phases"].values()),
-        max(float(v[1]) for v in claim["phases"].values()),
-    )
+    lo = min(float(v[0]) for v in claim["phases"].values())
+    hi = max(float(v[1]) for v in claim["phases"].values())
     parts, pending = [], []
     by_stratum = stratum_of is not None and claim.get("pool", "stratum") == "stratum"
+    strata = stratum_of if by_stratum else None
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
         ours = ours_backbone(backbone, experiment, ours_for)
-        strata = stratum_of if by_stratum else None
         fitted, pools = _phase_pools(claim, experiment, values, ours, task, [lo, hi], scale, spans, strata)
         for part in claim["parts"]:
             k = names.index(part["phase"])
