@@ -36,13 +36,18 @@ REPORT = [
 ]
 
 
-@pytest.fixture
-def report(tmp_path):
+def draw_curve(stem) -> None:
+    """A small figure (its blue line Okabe-Ito #0072B2) saved at ``stem`` (.png, .pdf)."""
     with house_style():
         fig, axes = figure(1, 1, width="column")
         axes[0, 0].plot([1, 2, 3], [3, 1, 2], marker="o")
         axes[0, 0].set_xlabel("step")
-    save(fig, tmp_path / "figures" / "demo" / "curve")
+    save(fig, stem)
+
+
+@pytest.fixture
+def report(tmp_path):
+    draw_curve(tmp_path / "figures" / "demo" / "curve")
     return write_html_report(REPORT, tmp_path / "report.html")
 
 
@@ -284,10 +289,7 @@ def demo_report(tmp_path_factory):
     pretrained.write_text('{"scores": {}, "sts_avg": 60.0}')
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     catalog = figures(Grid(demo))
-    with house_style():
-        fig, axes = figure(1, 1, width="column")
-        axes[0, 0].plot([1, 2, 3], [3, 1, 2], marker="o")
-    save(fig, root / "figure")
+    draw_curve(root / "figure")
     for fig_spec in catalog:
         png = root / "figures" / f"{fig_spec['name']}.png"
         png.parent.mkdir(parents=True, exist_ok=True)

@@ -106,12 +106,12 @@ def _measured_parts(
     (:func:`_measured`); a part whose resolved contrast was measured already is measured once."""
     measured: list[Measured] = []
     resolved: set[tuple] = set()  # parts already evaluated, as (backbone, task, resolved terms)
+    one_value = all(len(v) < 2 for v in (experiment.get("sweep") or {}).values())
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
         ours = ours_backbone(backbone, experiment, ours_for)
         for part in claim["parts"]:
             wanted = contrast(part)
             positions = {cell_of(m, "")[0].split("@", 1)[1] for m in wanted if "@" in m}
-            one_value = all(len(v) < 2 for v in (experiment.get("sweep") or {}).values())
             if {"min", "max"} <= positions and one_value:  # @min and @max are one cell: nothing to compare
                 missing = ["a second sweep point"]
                 result = PartResult(backbone, wanted, NOT_RUN, missing=missing, task=task)

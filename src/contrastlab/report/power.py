@@ -510,8 +510,6 @@ def power_notes(
     from contrastlab.report.claims import all_claims
 
     wanted = set(claim_ids)
-    if not wanted:
-        return {}
     measured = measured_noise(metrics, grid)
     hours = seed_hours(jobs or [], grid)
     cache: dict = {}
