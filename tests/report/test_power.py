@@ -43,7 +43,7 @@ def test_config_yaml_power_matches_the_audits_picture(full_power):
     )
 
 
-def test_more_seeds_are_priced_once_per_cell(full_power):
+def test_more_seeds_are_priced_once_per_cell():
     a, b = ("cell", "b", "x"), ("cell", "b", "y")
     p1 = power.ClaimPower({"id": "p1"}, seeds=3, seeds_needed=5, cells=[a, b])
     p2 = power.ClaimPower({"id": "p2"}, seeds=3, seeds_needed=7, cells=[b])

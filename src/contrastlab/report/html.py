@@ -31,7 +31,7 @@ from contrastlab.blocks import (
     Verdict,
     kind_of,
 )
-from contrastlab.paths import atomic_write
+from contrastlab.paths import write_text
 from contrastlab.report.document import assign_ids, short_label
 from contrastlab.report.folding import FoldedGrid, fold
 
@@ -389,7 +389,4 @@ def write_html_report(
         title = next(
             (b.text for b in blocks if isinstance(b, Heading) and b.level == 1), "contrastlab report"
         )
-    text = render_html(blocks, html_path.parent, literals=literals, title=title)
-    with atomic_write(html_path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-    return html_path
+    return write_text(html_path, render_html(blocks, html_path.parent, literals=literals, title=title))
