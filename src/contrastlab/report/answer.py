@@ -89,9 +89,8 @@ def full_run_command(configfile: str = FULL_PRESET) -> str:
 
 
 def not_run_text(results, configfile: str | None) -> str:
-    """What would run the claims counted "not run" (their cells have no metrics in this run): on the full
-    preset (:data:`FULL_PRESET`, ``configfile``) its own command, which resumes where the run stopped; on
-    any other (the demo's toy one) the full run, by its command; "" when every claim ran."""
+    """What would run the claims counted "not run": on the full preset (:data:`FULL_PRESET`) its own
+    command, which resumes the run; on any other the full run's command; "" when every claim ran."""
     missing = sum(r.kind == NOT_RUN for r in results)
     if not missing:
         return ""
@@ -104,9 +103,8 @@ def not_run_text(results, configfile: str | None) -> str:
 
 
 def marked(text: str, verdict: str | None) -> Cell | str:
-    """A Δ's ``text`` as a :class:`~contrastlab.blocks.Cell` of its seed-noise ``verdict``'s kind (the
-    verdict's first word: ``within``, ``above``, ``below``, ``undecided``) when it carries that verdict's
-    marker (≈ ▲ ▼ ?), else as it is."""
+    """A Δ's ``text`` as a :class:`~contrastlab.blocks.Cell` of its seed-noise ``verdict``'s kind (its
+    first word) when it carries that verdict's marker (≈ ▲ ▼ ?), else as it is."""
     marker = MARKERS.get(verdict, "")
     return Cell(text, verdict.split()[0], marker) if marker and marker in text else text
 
@@ -169,9 +167,8 @@ def tally_cells(results) -> dict:
 def answer_rows(
     results, tables: list[Table], pages: Mapping[str, Path], base: Path
 ) -> tuple[list[dict], list]:
-    """One row per paper with claims or a main number, in the papers' order: its main number beside ours
-    (:func:`headline_row`, linked to ``pages``, relative to ``base``) and its claims counted by verdict;
-    all papers' counts last when there are several; and what each main number improves over (gain_of)."""
+    """Per paper with claims or a main number, in order: :func:`headline_row` (linked to ``pages``,
+    relative to ``base``) and its claims by verdict; all papers' counts last; and :func:`gain_of`'s texts."""
     built = {table.name: table for table in tables}
     rows, gains = [], []
     for paper in PAPERS:

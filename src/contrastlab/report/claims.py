@@ -370,9 +370,8 @@ MIN_SEEDS = 3
 
 
 def seed_plan(results: list[ClaimResult], grid: Grid, max_seeds: int = 10) -> list[dict[str, Any]]:
-    """What the add-seeds command runs: per (experiment, backbone) of an undecided claim's run parts, the
-    methods (:func:`undecided_cells`) and the new seeds that bring them to the seeds the claims need
-    (at least :data:`MIN_SEEDS`, at most ``max_seeds``), continuing after the experiment's last seed."""
+    """What the add-seeds command runs: the methods of each (experiment, backbone) of :func:`undecided_cells`
+    brought to the seeds their claims need (:data:`MIN_SEEDS` to ``max_seeds``), each a :func:`seed_step`."""
     need: dict[tuple[str, str], int] = {}
     cells: dict[tuple[str, str], set[str]] = {}
     for result in results:

@@ -81,9 +81,8 @@ def contrast_parts(
     level: float,
     stratum_of: Callable[[str, str], str],
 ) -> tuple[list[PartResult], list[tuple]]:
-    """The contrast parts of a claim (relations ``>``, ``>=``, ``count``; the module docstring), each
-    evaluated on its own; and for each tested part (result, Δ, s, factor, ν(n)), what the seeds it would
-    need are computed from."""
+    """The contrast parts of a claim, each evaluated on its own, and for each tested part (result, Δ, s,
+    factor, ν(n)), from which the seeds it would need are computed."""
     measured = _measured_parts(claim, experiment, values, ours_for, stratum_of)
     own = _own_pools([(r, o, ps) for r, o, _, ps, mode in measured if mode == "own"], stratum_of)
     noise = _Noise(values, pools, stratum_of, own)

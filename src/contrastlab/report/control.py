@@ -77,9 +77,8 @@ def published_cells(experiment: str) -> pd.DataFrame:
 
 
 def published_metrics(experiment: str) -> pd.DataFrame:
-    """:func:`published_cells` as a metrics frame (:data:`~contrastlab.tables.metrics.COLUMNS`): each
-    cell's max(k, 2) runs at the published value, seeds from :data:`FIRST_SEED`; a "Pretrained" row as
-    the pretrained experiment's one deterministic evaluation (seed NA)."""
+    """:func:`published_cells` as a metrics frame: each cell's max(k, 2) runs at the published value,
+    seeds from :data:`FIRST_SEED`; a "Pretrained" row one deterministic evaluation (seed NA)."""
     rows = []
     for b, m, t, v, k in published_cells(experiment)[
         ["backbone", "method", "task", "value", "runs"]

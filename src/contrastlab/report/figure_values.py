@@ -237,9 +237,8 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
 def _read_every_row(
     result: PartResult, part: dict[str, Any], rows: pd.DataFrame, bound: float, sign: float
 ) -> None:
-    """A part decided on every selected row (``at: every``): how many rows meet the bound, the worst row's
-    value, and, where the part names an ``error`` column, a verdict the Monte-Carlo error could flip
-    undecided (:func:`_mc_decided`)."""
+    """A part decided on every selected row (``at: every``): how many rows meet the bound, the worst
+    row's value, and with an ``error`` column :func:`_mc_decided`'s verdict."""
     label, csv = part_label(part), part["csv"]
     meets = BOUNDS[bound_of(part)[0]][1]
     values = pd.to_numeric(rows[part["column"]], errors="coerce").dropna()
@@ -280,9 +279,8 @@ def _mc_decided(margins: np.ndarray, se: np.ndarray) -> tuple[float, str]:
 
 
 def figure_verdict(parts: list[PartResult], combine: str = "all") -> str:
-    """Not run if no part ran; ``combine`` all: not reproduced if any run part is, else reproduced;
-    ``any``: per backbone, reproduced if any of its run parts is, and the claim reproduced if every
-    backbone with a run part is (not reproduced if one of them has none)."""
+    """The claim's verdict over its run parts: all must hold (``combine`` all), or on every backbone one
+    of them (``any``); a part the Monte-Carlo error could flip leaves it undecided."""
     statuses = [p.status for p in parts if p.status != NOT_RUN]
     if not statuses:
         return NOT_RUN

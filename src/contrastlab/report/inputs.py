@@ -143,9 +143,8 @@ def training_records(results_dir: str | os.PathLike) -> list[tuple[str, dict]]:
 
 
 def environment_rows(results_dir: str | os.PathLike) -> list[dict[str, str]]:
-    """One row per distinct code and environment of the training jobs (:func:`training_records`): the
-    commit (marked where its working tree had uncommitted changes), the contrastlab, torch and transformers
-    versions, the device it trained on, and the jobs that ran so, counted per experiment."""
+    """One row per distinct commit (and uncommitted changes), package versions and device of the training
+    jobs (:func:`training_records`), with the jobs that ran so, counted per experiment."""
     seen: dict[tuple, dict] = {}
     for cell, start in training_records(results_dir):
         meta, device = start.get("meta") or {}, start.get("device") or "?"
@@ -167,9 +166,8 @@ def environment_rows(results_dir: str | os.PathLike) -> list[dict[str, str]]:
 def input_blocks(
     metrics_root: str | Path, lock: str = LOCK_NAME, results_dir: str | os.PathLike | None = None
 ) -> list:
-    """The report's "Inputs": what every finished cell read and where the lock (``lock``: the config's
-    ``artifacts_lock``) is, then (with ``results_dir``) the code and environment of every training job
-    (:func:`environment_rows`); nothing when neither has a row."""
+    """The report's "Inputs": :func:`input_rows` with where the ``lock`` is, then (with ``results_dir``)
+    :func:`environment_rows`; nothing when neither has a row."""
     rows = input_rows(metrics_root)
     environment = environment_rows(results_dir) if results_dir is not None else []
     if not rows and not environment:

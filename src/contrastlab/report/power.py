@@ -252,9 +252,8 @@ def _own_pools(
 
 
 def _control(grid: Grid, experiment: str, cache: dict) -> dict[str, Any]:
-    """The control's metrics and grid of ``experiment`` (:func:`~contrastlab.report.control.control_grid`
-    of ``grid``: the claim's parts resolved on the papers' numbers) and its published cell values, once
-    per ``cache``."""
+    """The control's metrics, grid (:func:`~contrastlab.report.control.control_grid`) and published cell
+    values of ``experiment``, once per ``cache``."""
     if experiment not in cache:
         cells = published_cells(experiment)
         cache[experiment] = dict(
@@ -504,9 +503,8 @@ def power_note(power: ClaimPower, hours: Mapping[tuple[str, str, str], float]) -
 def power_notes(
     claim_ids: Sequence[str], grid: Grid, metrics: pd.DataFrame, jobs: Sequence[PlannedJob] | None
 ) -> dict[str, str]:
-    """claim id -> :func:`power_note` for the claims ``claim_ids`` (the report's undecided ones), with
-    the runs' own pooled noise where measured (:func:`measured_noise`) and GPU-hours from the plan's
-    ``jobs`` (None: no projection, the hours read 0)."""
+    """claim id -> :func:`power_note` for ``claim_ids``, with the runs' own pooled noise where measured
+    and GPU-hours from the plan's ``jobs`` (None: no projection, the hours read 0)."""
     from contrastlab.report.claims import all_claims
 
     wanted = set(claim_ids)

@@ -177,9 +177,8 @@ def write_report(
     metrics=None,
     **parts,
 ) -> Path:
-    """Write the report of ``built`` (table, {ext: path}) to ``report_path`` and ``report.html`` beside it:
-    one document (:func:`report_blocks`, which says what it holds and takes ``parts``: figures, sections,
-    searches, bridge) rendered twice. Returns ``report_path``."""
+    """Write :func:`report_blocks` of ``built`` (table, {ext: path}; ``parts``: figures, sections,
+    searches, bridge) to ``report_path`` and report.html beside it. Returns ``report_path``."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
     if metrics is None and grid is not None:
         metrics = collect_metrics(metrics_root)
@@ -290,9 +289,8 @@ def _paper_blocks(
     base: Path,
     bridges: dict[str | None, list],
 ) -> list:
-    """One section per paper in the papers' order: its claims (``per_paper``), its tables, its
-    experiments' searches (taken out of ``searches``) and its checkpoints' SentEval-MTEB bridge (taken
-    out of ``bridges``), its figures and its deviations (with ``grid``)."""
+    """One section per paper in the papers' order: its claims, tables, searches and bridge (each taken
+    out of ``searches`` and ``bridges``), figures and deviations."""
     experiments = grid.every_experiment if grid is not None else {}
     blocks: list = []
     for paper in PAPERS:

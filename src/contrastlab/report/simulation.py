@@ -75,9 +75,8 @@ VERDICT_CODES = (REPRODUCED, NOT_REPRODUCED, UNDECIDED)
 def simulate(
     s: Structure, n: int, replicates: int, rng: np.random.Generator, mu: np.ndarray | None = None
 ) -> np.ndarray:
-    """The verdicts (codes into :data:`VERDICT_CODES`) of ``replicates`` perfect reproductions of the
-    claim with ``n`` seeds per cell (``mu``: other cell means, e.g. a claim's boundary); see the module
-    docstring for the rule."""
+    """The verdict codes (:data:`VERDICT_CODES`) of ``replicates`` perfect reproductions of the claim
+    at ``n`` seeds per cell (``mu``: other cell means, e.g. its boundary), by the module docstring's rule."""
     mean = s.mu if mu is None else mu
     R, C = replicates, len(s.cells)
     x = mean[None, :, None] + s.sigma[None, :, None] * rng.standard_normal((R, C, n))

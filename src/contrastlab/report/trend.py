@@ -130,9 +130,8 @@ def phased_parts(
     level: float,
     stratum_of: Any = None,
 ) -> tuple[list, list[tuple]]:
-    """A ``trend`` claim with ``phases``: each part's slope within its phase, its noise from the
-    residuals about per-phase lines pooled per stratum (module docstring; ``stratum_of(ours, method)``,
-    None: each method its own pool); returns as :func:`trend_parts`."""
+    """A ``trend`` claim with ``phases``: each part's slope within its phase, its noise pooled per
+    stratum (``stratum_of``; None: per method) from :func:`_phase_pools`; returns as :func:`trend_parts`."""
     scale = claim.get("scale", "linear")
     axis = next(iter(experiment.get("sweep") or {"": None})).removeprefix("hp.")
     names = list(claim["phases"])
