@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from contrastlab import config as cl_config
@@ -258,23 +257,6 @@ def test_the_add_seeds_lines_name_the_runs_preset_and_the_default_profile(monkey
     assert code.lines[2:] == [select, tables]
     _, code = answer.add_seeds_blocks([], None, configfile="config/cpu.yaml")
     assert code.lines[1].startswith("run() { .venv/bin/snakemake --configfile config/cpu.yaml --config")
-
-
-def test_the_main_number_is_the_papers_own_backbone_where_both_it_and_a_stand_in_ran():
-    """With bert-base and its stand-in both run, ours is bert-base's (71.00, not 61.00), with no †."""
-    headline = {"table": "macl_tableB4", "method": "macl", "task": "sts_avg", "backbone": "bert-base"}
-    both = {
-        **MACL_CONFIG,
-        "experiments": {
-            "macl": {**MACL_CONFIG["experiments"]["macl"], "backbones": ["bert-base", "tiny-bert"]}
-        },
-        "tables": {"verdict_stand_ins": {"macl": {"tiny-bert": "bert-base"}}},
-    }
-    toy = macl_metrics().replace({"backbone": {"bert-base": "tiny-bert"}})
-    toy["score"] = toy["score"] - 10.0
-    metrics = pd.concat([macl_metrics(), toy], ignore_index=True)
-    row = headline_row(assemble(get_spec("macl_tableB4"), Grid(both), metrics), headline, "x.md")
-    assert row["ours"] == "71.00 ± 1.00 (-5.50)" and cell_text(row["Δ"]) == "-5.66 ▼"
 
 
 def test_the_first_screens_rows_count_uneven_papers_and_all_papers_sums_them():
