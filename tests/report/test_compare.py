@@ -15,6 +15,7 @@ from scipy import stats
 
 from contrastlab.paths import REPO_ROOT
 from contrastlab.report.compare import DIFFERS, NO_NOISE, ONLY_A, WITHIN, cell_table, compare_runs
+from tests.tables.tables_synthetic import scores_frame
 
 METHODS = ["cl", "mpt", "met", "au", "mat", "mmhe", "mhs", "baseline"]
 TASKS = ["STS12", "STS13", "STS14", "STS15", "STS16", "sts_avg"]
@@ -24,19 +25,11 @@ def scores(seeds, rng, shift=None) -> pd.DataFrame:
     """scores.csv of one run: every method and task of nie2023 on tiny-bert, a true score per cell plus
     seed noise (σ 0.5); ``shift``: method -> points added to that method's cells (a mutated loss)."""
     truth = {(m, t): 60 + 3 * i + j for i, m in enumerate(METHODS) for j, t in enumerate(TASKS)}
-    rows = [
-        dict(
-            experiment="nie2023",
-            backbone="tiny-bert",
-            method=m,
-            seed=seed,
-            task=t,
-            score=truth[(m, t)] + rng.normal(0, 0.5) + (shift or {}).get(m, 0.0),
-        )
+    return scores_frame(
+        ("nie2023", "tiny-bert", m, seed, t, truth[(m, t)] + rng.normal(0, 0.5) + (shift or {}).get(m, 0.0))
         for seed in seeds
         for (m, t) in truth
-    ]
-    return pd.DataFrame(rows)
+    )
 
 
 def write_run(root, frame: pd.DataFrame, verdicts: dict[str, str]):

@@ -26,7 +26,7 @@ from contrastlab.blocks import (
 from contrastlab.figures.style import figure, house_style, save
 from contrastlab.report.html import BADGE_COLOURS, render_html, write_html_report
 from tests.report import chromium
-from tests.tables.tables_synthetic import write_scores
+from tests.tables.tables_synthetic import scores_frame, write_scores
 
 REPORT = [
     Heading(1, "Paper tables"),
@@ -267,7 +267,6 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
 def demo_report(tmp_path_factory):
     """The demo's report.md and report.html with Nie's tiny-bert L_cl and L_mpt trained on one seed (their
     claims undecided), a bridge row, a real PNG at every figure's place and a very wide command line."""
-    import pandas as pd
 
     from contrastlab import config as cl_config
     from contrastlab.config import Grid
@@ -282,8 +281,7 @@ def demo_report(tmp_path_factory):
     trained = [
         ("nie2023", "tiny-bert", method, 42, "sts_avg", score) for method, score in (("cl", 71), ("mpt", 72))
     ]
-    columns = ["experiment", "backbone", "method", "seed", "task", "score"]
-    write_scores(root / "metrics", pd.DataFrame(trained, columns=columns))
+    write_scores(root / "metrics", scores_frame(trained))
     pretrained = root / "metrics" / "pretrained" / "tiny-bert" / "senteval.json"  # one evaluation, no seed
     pretrained.parent.mkdir(parents=True)
     pretrained.write_text('{"scores": {}, "sts_avg": 60.0}')
