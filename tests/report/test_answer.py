@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.blocks import Cell, Link, cell_text
 from contrastlab.config import Grid
-from contrastlab.paths import REPO_ROOT, Results
+from contrastlab.paths import REPO_ROOT
 from contrastlab.report.answer import headline_row, short_title, toy_blocks
 from contrastlab.report.claims import ClaimResult
 from contrastlab.tables import get_spec
@@ -25,21 +24,14 @@ HEADER = (
 
 
 @pytest.fixture(scope="module")
-def demo_answer(tmp_path_factory) -> str:
+def demo_answer(unrun_demo) -> str:
     """The demo preset's report.md up to its folded reading guide (no cell trained)."""
-    from contrastlab.report import build_report
-
-    root = tmp_path_factory.mktemp("demo-answer")
-    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-    demo["results_dir"] = str(root)  # its figures' claims read this folder, not a demo run's in the checkout
-    build_report(Results(root), demo)
-    report = (root / "report.md").read_text(encoding="utf-8")
+    report = (unrun_demo / "report.md").read_text(encoding="utf-8")
     return report[: report.index('<details markdown="1">')]
 
 
 def test_a_toy_preset_says_so_before_any_count(demo_answer):
-    """Issue 65: the demo's stand-in backbones are named before the first count (the table of main numbers
-    and claim counts); a preset of the papers' own backbones has no such line."""
+    """The demo's stand-ins are named before the first count; the papers' own backbones need no such line."""
     lines = demo_answer.splitlines()
     assert lines[0] == "# Paper tables: a config given in code"  # the run's name (issue 86): no commit yet
     assert lines[2:4] == ["## The answer", ""]
@@ -55,9 +47,7 @@ def test_a_toy_preset_says_so_before_any_count(demo_answer):
 
 
 def test_each_papers_main_number_and_claim_counts_are_one_row_of_the_first_screen(demo_answer):
-    """One row per paper: its main number (the claim file's ``headline``) beside ours (or its stand-in's),
-    its claims counted by verdict one column each, all papers' counts last, and the key to the marks below
-    saying what the improvement in parentheses is over."""
+    """Per paper its headline cell beside ours and its claims counted by verdict; all papers last; the key."""
     table = demo_answer[demo_answer.index("| paper | main number |") :].split("\n\n", 1)[0]
     assert table.splitlines() == [
         HEADER,
@@ -90,8 +80,7 @@ def test_each_papers_main_number_and_claim_counts_are_one_row_of_the_first_scree
 
 
 def test_the_key_names_the_stand_in_mark_and_the_claim_columns_count_each_verdict():
-    """† means ours on a stand-in backbone, said in the key where a row carries it; each verdict counts in
-    its own column, a count above zero in its verdict's badge, a zero plain."""
+    """The key explains † where a row has it; each verdict's count in its column, badged above zero."""
     from contrastlab.report.answer import key_text, tally_cells
     from contrastlab.tables.render import DIVERGED_MARK, STAND_IN_MARK
 
@@ -168,8 +157,7 @@ def test_the_main_number_beside_ours_on_its_own_backbone_and_on_a_stand_in():
 
 
 def test_not_run_claims_name_the_command_that_runs_them():
-    """A "not run" claim says what would run it (the full preset its own command, a toy one the full
-    run's), built as words and quoted for the shell; nothing when every claim ran."""
+    """A "not run" claim names the shell-quoted command that runs it; nothing when every claim ran."""
     from contrastlab.report.answer import full_run_command, not_run_text
 
     results = [ClaimResult({"paper": "nie2023"}, v, []) for v in ("not run", "reproduced", "not run")]
@@ -186,8 +174,7 @@ def test_not_run_claims_name_the_command_that_runs_them():
 
 
 def test_the_add_seeds_script_runs_the_commands_make_add_seeds_prints(tmp_path):
-    """The report's add-seeds script (each ``run`` line its cells' ``select``), run by bash with a Snakemake
-    that prints its arguments, passes each command of ``make add-seeds`` its same arguments."""
+    """The report's add-seeds script, run by bash, passes Snakemake what ``make add-seeds`` prints."""
     import shlex
     import subprocess
 
@@ -241,8 +228,7 @@ NIE_PLAN = [
 
 
 def test_the_add_seeds_lines_name_the_runs_preset_and_the_default_profile(monkeypatch):
-    """Rendered by a workflow, the script names the ``--configfile`` it read (a path with a quote one word)
-    and no profile; rendered outside one, it leaves ``"$CONFIG"`` to set. Never ``profiles/local``."""
+    """The script names the workflow's ``--configfile`` (else ``"$CONFIG"``) and never a profile."""
     from contrastlab.config.command_line import CONFIGFILES_VARIABLE, configfile_words
     from contrastlab.report import answer
 
@@ -273,27 +259,8 @@ def test_the_add_seeds_lines_name_the_runs_preset_and_the_default_profile(monkey
     assert code.lines[1].startswith("run() { .venv/bin/snakemake --configfile config/cpu.yaml --config")
 
 
-def test_the_main_number_is_the_papers_own_backbone_where_both_it_and_a_stand_in_ran():
-    """Reliability 9, item 7 (uneven case): bert-base and tiny-bert (standing in for it) both configured,
-    with different numbers: ours is bert-base's (71.00), not the stand-in's (61.00), and Δ has no †."""
-    headline = {"table": "macl_tableB4", "method": "macl", "task": "sts_avg", "backbone": "bert-base"}
-    both = {
-        **MACL_CONFIG,
-        "experiments": {
-            "macl": {**MACL_CONFIG["experiments"]["macl"], "backbones": ["bert-base", "tiny-bert"]}
-        },
-        "tables": {"verdict_stand_ins": {"macl": {"tiny-bert": "bert-base"}}},
-    }
-    toy = macl_metrics().replace({"backbone": {"bert-base": "tiny-bert"}})
-    toy["score"] = toy["score"] - 10.0
-    metrics = pd.concat([macl_metrics(), toy], ignore_index=True)
-    row = headline_row(assemble(get_spec("macl_tableB4"), Grid(both), metrics), headline, "x.md")
-    assert row["ours"] == "71.00 ± 1.00 (-5.50)" and cell_text(row["Δ"]) == "-5.66 ▼"
-
-
 def test_the_first_screens_rows_count_uneven_papers_and_all_papers_sums_them():
-    """Reliability 9, item 7 (edge rows): a paper with claims decided unevenly, a paper with nothing run
-    and a paper with no claims evaluated (no row); All papers adds them up by verdict."""
+    """Uneven, unrun and claimless papers get their rows (or none); All papers sums them by verdict."""
     from types import SimpleNamespace
 
     from contrastlab.report.answer import answer_rows

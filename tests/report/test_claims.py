@@ -33,6 +33,7 @@ from contrastlab.report.claims import (
 )
 from contrastlab.tables import TABLES
 from contrastlab.tables.published import load_published
+from tests.tables.tables_synthetic import scores_frame
 
 T975 = {2: 4.302652729911275, 4: 2.7764451051977987}
 FULL = cl_config.load(REPO_ROOT / "config.yaml")
@@ -90,14 +91,11 @@ def test_every_claim_names_cells_and_links_of_the_full_config():
 
 
 def metrics(cells: dict[tuple[str, str], list[float]], experiment: str = "macl", task: str = "sts_avg"):
-    rows = [
+    return scores_frame(
         (experiment, backbone, method, 42 + i, task, v)
         for (backbone, method), values in cells.items()
         for i, v in enumerate(values)
-    ]
-    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
-    out["seed"] = out["seed"].astype("Int64")
-    return out
+    )
 
 
 def claim(claim_id: str) -> dict:
@@ -242,8 +240,7 @@ def test_add_seeds_selects_exactly_the_cells_of_undecided_claims():
 
 
 def test_terms_sharing_one_pool_take_its_degrees_of_freedom_once():
-    """Audit C1: the unpaired terms of a part draw s and ν from one pool, so the part's ν is the pool's,
-    not a Welch–Satterthwaite sum over the terms as if they were independent estimates."""
+    """Unpaired terms drawing on one pool take its ν once, not a Welch–Satterthwaite sum over the terms."""
     frame = metrics(
         {
             ("bert-base", "cl"): [75.0, 76.0, 77.0],  # SS 2
@@ -328,8 +325,7 @@ SIX_PARTS = {
 
 
 def test_not_reproduced_is_holm_corrected_over_a_claims_parts():
-    """Audit C4: "not reproduced if any part is" over many uncorrected one-sided tests raises false
-    alarms (12 parts at 0.025: 1 − 0.975¹² ≈ 26 %); Holm over the parts' p-values keeps them ≤ 0.025."""
+    """Not reproduced is Holm-corrected over the parts (12 uncorrected tests at 0.025: ≈ 26 %)."""
     gaps = dict.fromkeys(("au", "dcl", "dcl_plus", "mpt", "met", "mat"), 0.0)
     # seven cells, spread sqrt(7/8): s² = 0.875 / 7 = 0.125, ν = 12, se² = 2 s² / 3 = 0.5² / 3; h = 0.629
     spread, se = math.sqrt(7 / 8), 0.5 / math.sqrt(3)
@@ -414,8 +410,7 @@ def test_paired_noise_is_pooled_per_task_not_over_the_claim():
 
 
 def test_li_fig6_claims_read_the_stsb_dev_score_not_the_sts_test_average():
-    """Audit B.3: Li §3.2 measures Fig. 6 "with Spearman's correlation on the STS-B ... validation set"; the
-    claims read the metrics' dev task (the kept checkpoint's STS-B dev Spearman), whatever STS.Avg says."""
+    """Li Fig. 6's claims read the STS-B dev Spearman (§3.2), whatever STS.Avg says."""
     from contrastlab.tables.metrics import DEV_SPEARMAN
 
     c = claim("li-fig6-m")
@@ -481,8 +476,7 @@ def test_a_count_claim_states_how_many():
 
 
 def test_a_term_on_another_task_is_paired_within_the_same_runs():
-    """OAR §5.1, "10% labels within 3% of 100%": a contrast across two tasks of the same runs (terms
-    ``method@best/task``), each at its own task's best rate, paired per seed."""
+    """OAR §5.1: a contrast across two tasks of the same runs, each at its best rate, paired per seed."""
     exp = {**FULL["experiments"]["oar_cifar10"], "sweep": {"lr": [0.01, 1.0]}, "seeds": [42, 43]}
     config = {"seeds": [42, 43], "experiments": {"oar_cifar10": exp}}
     frames = []

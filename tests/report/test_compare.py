@@ -15,6 +15,7 @@ from scipy import stats
 
 from contrastlab.paths import REPO_ROOT
 from contrastlab.report.compare import DIFFERS, NO_NOISE, ONLY_A, WITHIN, cell_table, compare_runs
+from tests.tables.tables_synthetic import scores_frame
 
 METHODS = ["cl", "mpt", "met", "au", "mat", "mmhe", "mhs", "baseline"]
 TASKS = ["STS12", "STS13", "STS14", "STS15", "STS16", "sts_avg"]
@@ -24,19 +25,11 @@ def scores(seeds, rng, shift=None) -> pd.DataFrame:
     """scores.csv of one run: every method and task of nie2023 on tiny-bert, a true score per cell plus
     seed noise (σ 0.5); ``shift``: method -> points added to that method's cells (a mutated loss)."""
     truth = {(m, t): 60 + 3 * i + j for i, m in enumerate(METHODS) for j, t in enumerate(TASKS)}
-    rows = [
-        dict(
-            experiment="nie2023",
-            backbone="tiny-bert",
-            method=m,
-            seed=seed,
-            task=t,
-            score=truth[(m, t)] + rng.normal(0, 0.5) + (shift or {}).get(m, 0.0),
-        )
+    return scores_frame(
+        ("nie2023", "tiny-bert", m, seed, t, truth[(m, t)] + rng.normal(0, 0.5) + (shift or {}).get(m, 0.0))
         for seed in seeds
         for (m, t) in truth
-    ]
-    return pd.DataFrame(rows)
+    )
 
 
 def write_run(root, frame: pd.DataFrame, verdicts: dict[str, str]):
@@ -153,8 +146,7 @@ def demo_run(root, run: str, shift: float = 0.0):
 
 
 def test_the_two_demos_differ_within_noise_and_in_the_searches_choices(tmp_path):
-    """The demo against the demo with seeds [43]: every difference within noise over the 299 cells tested,
-    the 38 cells of the two searched losses a different setting with both choices named."""
+    """The demo against its seed-43 twin: all 299 tested cells within noise, 38 searched ones a setting."""
     report = compare_runs(demo_run(tmp_path / "a", "demo"), demo_run(tmp_path / "b", "demo43")).read_text()
     assert (
         "397 table cells: 345 within noise, 0 differs, 38 different setting, 14 no noise estimate, "

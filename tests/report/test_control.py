@@ -106,8 +106,7 @@ def test_the_claims_the_papers_own_tables_fail_are_exactly_the_marked_ones():
 
 
 def test_every_margin_states_its_reason_and_the_papers_own_gap_the_control_finds():
-    """A margin states its ``margin_reason`` and ``paper_gap``: the claim's contrast on the paper's numbers at
-    its worst part (a count claim: at its ``at_least``-th)."""
+    """A margin states its reason and ``paper_gap``, the paper's own worst part (a count: its at_least-th)."""
     with_margin = [
         r for r in RESULTS.values() if float(r.claim.get("margin", 0)) or "noninferiority_margin" in r.claim
     ]
@@ -126,8 +125,7 @@ def test_every_margin_states_its_reason_and_the_papers_own_gap_the_control_finds
 
 
 def test_a_figure_claim_whose_number_the_text_prints_has_a_control_on_it():
-    """OAR's "a mere 10% classification accuracy" is printed in the text, so its control reads that number
-    (``text_values``); the other figure claims' values are not in the paper texts."""
+    """OAR's "a mere 10% classification accuracy", printed in its text, is the control's number."""
     chance = RESULTS["oar-infonce-collapses-to-chance"]
     assert chance.claim["text_values"]["infonce@max"]["read"].startswith("§5.1's text")
     assert chance.result.verdict == REPRODUCED and chance.result.parts[0].diff == pytest.approx(-10.0)
@@ -175,8 +173,7 @@ def test_fake_metrics_have_the_papers_runs_at_the_published_value():
 
 
 def test_the_cross_task_headline_claims_hold_on_the_papers_numbers():
-    """OAR's "10% labels within 3% of 100%" and Nie's finding (2) compare two tasks of the same runs; on the
-    papers' own numbers they are reproduced with the papers' gaps."""
+    """OAR's and Nie's cross-task claims are reproduced with the papers' gaps on the papers' numbers."""
     within = RESULTS["oar-10pct-within-3-of-100pct"].result
     assert within.verdict == REPRODUCED
     assert [round(p.diff, 2) for p in within.parts] == [-1.53, -2.72, -2.33, -2.74]

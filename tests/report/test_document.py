@@ -9,8 +9,7 @@ from contrastlab.report.html import render_html
 
 
 def test_ids_come_from_the_section_and_the_words_and_a_repeat_is_numbered(tmp_path):
-    """A heading the report gives no id takes the slug of its words, after the id of the heading above
-    it below level 2; a long heading its words up to the colon; a figure its name's; folds included."""
+    """Ids: a heading's slug after its parent's, a long one up to its colon, a figure's name; folds too."""
     levels = [(1, "Title"), (2, "Cost"), (3, "Per rule"), (2, "Other"), (3, "Per rule"), (4, "Per rule")]
     levels += [(3, "Search of x: selected on dev beside the published hyperparameters"), (2, "Cost")]
     headings = [Heading(level, text) for level, text in levels]

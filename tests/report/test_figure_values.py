@@ -102,8 +102,7 @@ TYPED_RESULT = re.compile(r"\b\d+ (?:of|out of) \d+ (?:seeds|runs)\b|\bover \d+ 
 
 
 def test_no_caption_or_claim_file_types_a_result_a_run_did_not_write():
-    """Issue 86: every number about our runs comes from the run (the claims' numbers column, the figures'
-    CSVs); no claim file, caption or claim sentence states a count of our seeds or runs."""
+    """No claim file, caption or claim sentence states a count of our seeds or runs: the run does."""
     folder = REPO_ROOT / "src" / "contrastlab" / "report" / "claims"
     for path in sorted(folder.glob("*.yaml")):
         hits = TYPED_RESULT.findall(path.read_text(encoding="utf-8"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import re
 import shutil
-import subprocess
 
 import matplotlib.image
 import numpy as np
@@ -27,7 +26,7 @@ from contrastlab.blocks import (
 from contrastlab.figures.style import figure, house_style, save
 from contrastlab.report.html import BADGE_COLOURS, render_html, write_html_report
 from tests.report import chromium
-from tests.tables.tables_synthetic import write_scores
+from tests.tables.tables_synthetic import scores_frame, write_scores
 
 REPORT = [
     Heading(1, "Paper tables"),
@@ -37,13 +36,18 @@ REPORT = [
 ]
 
 
-@pytest.fixture
-def report(tmp_path):
+def draw_curve(stem) -> None:
+    """A small figure (its blue line Okabe-Ito #0072B2) saved at ``stem`` (.png, .pdf)."""
     with house_style():
         fig, axes = figure(1, 1, width="column")
         axes[0, 0].plot([1, 2, 3], [3, 1, 2], marker="o")
         axes[0, 0].set_xlabel("step")
-    save(fig, tmp_path / "figures" / "demo" / "curve")
+    save(fig, stem)
+
+
+@pytest.fixture
+def report(tmp_path):
+    draw_curve(tmp_path / "figures" / "demo" / "curve")
     return write_html_report(REPORT, tmp_path / "report.html")
 
 
@@ -62,33 +66,21 @@ def test_a_missing_figure_is_named_not_fatal(tmp_path):
     assert f"figure not found: {tmp_path / 'figures' / 'none.png'}" in page
 
 
-_browser = chromium.browser
 needs_chromium = pytest.mark.skipif(
-    _browser() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)"
+    chromium.browser() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)"
 )
 
 
 @needs_chromium
 def test_headless_chromium_renders_the_page_with_its_figure(report, tmp_path):
-    page = report
     moved = tmp_path / "elsewhere" / "report.html"  # self-contained: works away from the figures
     moved.parent.mkdir()
-    shutil.copy(page, moved)
+    shutil.copy(report, moved)
     shutil.rmtree(report.parent / "figures")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=900,1400"]
-    dom = subprocess.run(
-        [_browser(), *flags, "--dump-dom", moved.as_uri()], capture_output=True, text=True, timeout=120
-    )
+    dom = chromium._run(["--dump-dom", moved.as_uri()], 900, 1400)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "<table>" in dom.stdout and "Nie Table 1" in dom.stdout and "data:image/png;base64," in dom.stdout
-    shot = tmp_path / "shot.png"
-    run = subprocess.run(
-        [_browser(), *flags, f"--screenshot={shot}", moved.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
+    shot = chromium.screenshot(moved, tmp_path / "shot.png", width=900, height=1400)
     pixels = matplotlib.image.imread(shot)[..., :3]
     # The figure's blue line (Okabe-Ito #0072B2) is on screen: the embedded image was decoded and drawn.
     blue = np.all(np.abs(pixels - np.array([0x00, 0x72, 0xB2]) / 255) < 0.08, axis=-1)
@@ -231,8 +223,7 @@ def test_tally_counts_each_verdict_of_a_constructed_list():
 
 
 def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_path):
-    """A constructed run (MACL Table B.4, three seeds): report.html's tally per paper, above its claims,
-    counts the badges of that paper's claim verdicts."""
+    """In report.html each paper's tally sits above its claims and counts their verdicts' badges."""
     from contrastlab.paths import Results
     from contrastlab.report import build_report
     from contrastlab.report.claims import PAPERS
@@ -276,7 +267,6 @@ def test_each_paper_tally_sits_above_its_claims_and_matches_their_badges(tmp_pat
 def demo_report(tmp_path_factory):
     """The demo's report.md and report.html with Nie's tiny-bert L_cl and L_mpt trained on one seed (their
     claims undecided), a bridge row, a real PNG at every figure's place and a very wide command line."""
-    import pandas as pd
 
     from contrastlab import config as cl_config
     from contrastlab.config import Grid
@@ -291,17 +281,13 @@ def demo_report(tmp_path_factory):
     trained = [
         ("nie2023", "tiny-bert", method, 42, "sts_avg", score) for method, score in (("cl", 71), ("mpt", 72))
     ]
-    columns = ["experiment", "backbone", "method", "seed", "task", "score"]
-    write_scores(root / "metrics", pd.DataFrame(trained, columns=columns))
+    write_scores(root / "metrics", scores_frame(trained))
     pretrained = root / "metrics" / "pretrained" / "tiny-bert" / "senteval.json"  # one evaluation, no seed
     pretrained.parent.mkdir(parents=True)
     pretrained.write_text('{"scores": {}, "sts_avg": 60.0}')
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     catalog = figures(Grid(demo))
-    with house_style():
-        fig, axes = figure(1, 1, width="column")
-        axes[0, 0].plot([1, 2, 3], [3, 1, 2], marker="o")
-    save(fig, root / "figure")
+    draw_curve(root / "figure")
     for fig_spec in catalog:
         png = root / "figures" / f"{fig_spec['name']}.png"
         png.parent.mkdir(parents=True, exist_ok=True)
@@ -321,8 +307,7 @@ def _ids(page: str) -> list[str]:
 
 
 def test_every_heading_has_a_stable_id_and_the_contents_list_links_each(demo_report):
-    """Headings have ids that do not move (a paper's key, a table's registry name, a figure's name, else the
-    section's id and the words), and the contents list links every heading of levels 2-4."""
+    """Every heading has a stable id and the contents list links each heading of levels 2-4."""
     page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
     markdown = demo_report.read_text(encoding="utf-8")
     ids = _ids(page)
@@ -395,8 +380,7 @@ GRID = """| Backbone | Method |  | STS12 | STS.Avg |
 
 
 def test_rows_the_preset_does_not_configure_fold_into_one_line(tmp_path):
-    """Only methods whose every cell of ours is "not configured" fold, into one line naming them; the
-    methods left open with a rule; report.md and the table files are not touched."""
+    """Methods whose every cell of ours is "not configured" fold into one line; the rest open with a rule."""
     page = render_html([_grid(GRID)], tmp_path)
     body = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     rows = re.findall(r"<tr[^>]*>.*?</tr>", body, re.S)
@@ -434,8 +418,7 @@ STAND_IN_GRID = """| Method |  | BERT-base STS.Avg | BERT-base TR.Avg | tiny-ber
 
 
 def test_columns_the_preset_does_not_configure_fold_like_rows(tmp_path):
-    """After the methods, a value column whose every cell of ours left is "not configured" or a dash folds
-    too; one "not run" keeps it. The folded lines name what they fold and span the columns left."""
+    """A value column of only "not configured" or dashes folds after the methods; one "not run" keeps it."""
     page = render_html([_grid(STAND_IN_GRID)], tmp_path)
     head = page.split("<thead>", 1)[1].split("</thead>", 1)[0]
     labelled = ["Method", "", "BERT-base TR.Avg", "tiny-bert, for BERT-base STS.Avg"]
@@ -458,8 +441,7 @@ def test_columns_the_preset_does_not_configure_fold_like_rows(tmp_path):
 
 
 def test_see_links_go_to_the_table_or_figure_on_the_page(tmp_path):
-    """Issue 65: a claim's "see" link (and the answer's main number's) opens the table or figure where the
-    page shows it, not its file; one the page does not show keeps its file; other columns keep theirs."""
+    """A "see" link opens its table or figure on the page, else its file; other columns keep their files."""
     table1 = Link("nie2023_table1", "tables/nie2023_table1.md", "nie2023-table1")
     fig2a = Link("nie2023/nie2023_fig2a", "figures/nie2023/nie2023_fig2a.png", "nie2023-fig2a")
     li3 = Link("li2024_table3", "tables/li2024_table3.md", "li2024-table3")
@@ -499,8 +481,7 @@ def test_every_see_link_of_the_demos_claims_opens_its_place_on_the_page(demo_rep
 
 
 def test_the_demos_report_keeps_at_most_20_not_configured_cells(demo_report):
-    """With rows and columns folded, the demo's report.html shows at most 20 "not configured" cells: Nie
-    Table 1's MiniLM L_mpt rows (2 × 3) and Nie Table 2's MiniLM L_mpt settings (3)."""
+    """Folded, the demo's page keeps 9 "not configured" cells: Nie Tables 1 and 2's MiniLM L_mpt."""
     page = demo_report.with_suffix(".html").read_text(encoding="utf-8")
     cells = re.findall(r'<td class="not-configured"[^>]*>not configured</td>', page)
     assert len(cells) == page.count(">not configured</td>") == 9 <= 20
@@ -541,9 +522,11 @@ def test_wide_content_scrolls_in_its_own_box_and_print_keeps_tables_whole(tmp_pa
 
 
 @needs_chromium
-def test_chromium_at_1400_px_finds_every_anchor_and_nothing_wider_than_the_window(demo_report):
-    """In Chromium 1400 px wide, every contents link names an element, every heading has an id, and nothing
-    reaches past the window: wide tables scroll in their box."""
+def test_chromium_at_1400_px_lays_out_every_anchor_the_first_screen_and_the_grids(demo_report):
+    """In Chromium 1400 px wide: every contents link names an element, every heading has an id, nothing
+    reaches past the window (wide tables scroll in their box); the toy warning before the first count, one
+    main number per paper; 9 "not configured" cells left; every "see" link opens its place; each verdict
+    one line, its reasoning folded; the add-seeds lines whole; a half-scrolled grid's labels end in a rule."""
     found = chromium.measure(demo_report.with_suffix(".html"), width=1400)
     assert found["inner_width"] == 1400  # the window; the viewport is that less the scroll bar
     assert len(found["links"]) > 40 and found["unresolved"] == []
@@ -556,14 +539,6 @@ def test_chromium_at_1400_px_finds_every_anchor_and_nothing_wider_than_the_windo
     assert any(
         line.startswith("15 rows not configured by this preset: L_a&u") for line in found["folded_rows"]
     )
-
-
-@needs_chromium
-def test_chromium_shows_the_first_screen_and_the_grids_as_issue_65_asks(demo_report):
-    """In Chromium (1400 px): the toy warning before the first count, one main number per paper; 9 "not
-    configured" cells left; every "see" link opens its place; each verdict one line, its reasoning folded;
-    the add-seeds lines whole; a half-scrolled grid's labels end in a rule."""
-    found = chromium.measure(demo_report.with_suffix(".html"), width=1400)
     assert found["toy_top"] < found["first_tally_top"] < found["window_height"]
     assert found["headline_rows"] == 5 and found["headline_bottom"] < found["window_height"]  # 4 papers, all
     assert found["not_configured_cells"] == 9 <= 20
@@ -579,8 +554,7 @@ def test_chromium_shows_the_first_screen_and_the_grids_as_issue_65_asks(demo_rep
 
 @needs_chromium
 def test_chromium_at_1024_by_768_shows_the_headline_and_the_tallies_above_the_fold(demo_report):
-    """In a 1024 × 768 window the first screen holds the toy warning, the main numbers' table down to its
-    last row with no column scrolled out, and the key to its marks right below it."""
+    """At 1024 × 768 the toy warning, the whole main numbers' table and its key are on the first screen."""
     found = chromium.measure(demo_report.with_suffix(".html"), width=1024, height=768)
     assert found["inner_width"] == 1024 and found["window_height"] <= 768
     assert found["tally_columns"] == ["reproduced", "not", "unsupported", "undecided", "not run"]

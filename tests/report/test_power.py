@@ -43,7 +43,7 @@ def test_config_yaml_power_matches_the_audits_picture(full_power):
     )
 
 
-def test_more_seeds_are_priced_once_per_cell(full_power):
+def test_more_seeds_are_priced_once_per_cell():
     a, b = ("cell", "b", "x"), ("cell", "b", "y")
     p1 = power.ClaimPower({"id": "p1"}, seeds=3, seeds_needed=5, cells=[a, b])
     p2 = power.ClaimPower({"id": "p2"}, seeds=3, seeds_needed=7, cells=[b])
@@ -52,8 +52,7 @@ def test_more_seeds_are_priced_once_per_cell(full_power):
 
 
 def test_make_plan_prints_the_claims_section(tmp_path, capsys):
-    """``scripts/plan.py`` hands :func:`power.power_lines` to the plan: the summary, the ≥ 35 figure
-    and one row per claim, printed and written to plan.md."""
+    """``scripts/plan.py`` prints :func:`power.power_lines` (summary, ≥ 35 figure, rows) into plan.md."""
     import functools
     import re
 
@@ -88,18 +87,14 @@ def test_make_plan_prints_the_claims_section(tmp_path, capsys):
 
 def test_measured_pools_replace_the_prior():
     """Once runs exist, a pool's own s_p (ν ≥ 2) is the σ its cells are drawn with."""
-    import pandas as pd
-
     from contrastlab.report.claims import all_claims
-    from contrastlab.tables.metrics import COLUMNS
+    from tests.tables.tables_synthetic import scores_frame
 
-    rows = [
+    metrics = scores_frame(
         ("nie2023", "bert-base", m, seed, "sts_avg", 76.0 + 0.1 * (seed - 43))
         for m in ("cl", "dcl")
         for seed in (42, 43, 44)
-    ]
-    metrics = pd.DataFrame(rows, columns=COLUMNS)
-    metrics["seed"] = metrics["seed"].astype("Int64")
+    )
     grid = Grid(FULL)
     measured = power.measured_noise(metrics, grid)
     assert list(measured.values()) == [pytest.approx(0.1)]  # one pool: nie2023 bert-base sts_avg
@@ -112,8 +107,7 @@ def test_measured_pools_replace_the_prior():
 
 
 def test_the_report_notes_what_a_perfect_reproduction_would_need(full_power):
-    """Issue 44: beside a claim the configured seeds cannot decide, the report says so, with P(decided)
-    at the configured seeds and the seeds per cell (and GPU-hours) for P ≥ 0.9."""
+    """An undecided claim's note gives P(decided) and the seeds (and GPU-hours) for P ≥ 0.9."""
     hours = {cell: 2.0 for p in full_power.values() for cell in p.cells}
     tr = full_power["li-modified-beat-originals-tr"]  # P ≈ 0.58 at 3 seeds, 7 needed
     note = power.power_note(tr, hours)

@@ -115,8 +115,7 @@ def test_a_config_value_reads_back_as_the_value_meant_type_included():
 
 
 def test_add_seeds_seed_lists_of_steps_that_differ_are_decided_by_value():
-    """Two steps of one experiment whose seed lists differ in values, not length: the experiment's list is
-    their union, so each step's new seeds are configured (the longer-list rule kept the first)."""
+    """Two steps' differing seed lists are merged by value, so every new seed is configured."""
     plan = [
         dict(experiment="nie2023", backbone="a", methods=["cl"], seeds=[42, 43, 44], new=[44]),
         dict(experiment="nie2023", backbone="b", methods=["cl"], seeds=[42, 43, 45], new=[45]),
@@ -127,8 +126,7 @@ def test_add_seeds_seed_lists_of_steps_that_differ_are_decided_by_value():
 
 
 def test_a_config_key_holding_a_quote_stays_one_value():
-    """A ``select`` name with a quote (a config's key check refuses it, but the printer must not rely on
-    that): one word, read back as the name."""
+    """A ``select`` name holding a quote stays one word and reads back as the name."""
     plan = [dict(experiment="nie2023", backbone='o\'brien "x"', methods=["cl"], seeds=[42, 43], new=[43])]
     (command, _) = add_seeds_commands(plan, "config.yaml")
     words = shlex.split(command)

@@ -8,8 +8,7 @@ import json
 from contrastlab import config as cl_config
 from contrastlab.blocks import cell_text, to_markdown
 from contrastlab.config import Grid, paper_of
-from contrastlab.paths import REPO_ROOT, Results
-from contrastlab.report import build_report
+from contrastlab.paths import REPO_ROOT
 from contrastlab.report.sections import figure_order, summarize
 from contrastlab.tables import get_spec
 from contrastlab.tables.assemble import assemble
@@ -17,8 +16,7 @@ from tests.tables.tables_synthetic import scores_frame as _frame
 
 
 def test_summary_counts_delta_cells_and_verdicts_under_different_words():
-    """A toy backbone has verdicts against its stand-in's numbers but no Δ: the summary says "verdicts" for
-    the first, "Δ cells" for the second, never "compared"."""
+    """A toy backbone's verdict counts under "verdicts", not under "Δ cells"; never "compared"."""
     config = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
     config["tables"]["verdict_stand_ins"] = {"nie2023": {"minilm": "roberta-base"}}
     metrics = _frame(
@@ -54,17 +52,12 @@ def test_papers_and_figures_in_the_papers_order():
     assert ordered[-1] == "Heatmap of the search"
 
 
-def test_the_report_reads_per_paper(tmp_path):
-    """The demo preset with no run yet: each paper one section, in the papers' order, holding its claims,
-    its tables (the grid inline), its figures in its own numbering and its deviations; the papers'
-    figures come before the precision list, none left in rule order."""
-    from contrastlab.figures.catalog import figures
+def test_the_report_reads_per_paper(unrun_demo):
+    """Unrun demo: per paper in order its claims, tables, figures by number, deviations; then Precision."""
     from contrastlab.report.answer import heading
     from contrastlab.report.claims import PAPERS
 
-    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-    build_report(Results(tmp_path), demo, figures=figures(Grid(demo)))
-    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    report = (unrun_demo / "report.md").read_text(encoding="utf-8")
     starts = [report.index(f"\n## {heading(p)}\n") for p in PAPERS]
     assert starts == sorted(starts)
     nie = report[starts[0] : starts[1]]
@@ -101,8 +94,7 @@ def test_the_report_names_each_input_the_cells_read_with_its_revision_and_digest
 
 
 def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path):
-    """The "Inputs" name each training job's commit (and uncommitted changes), versions and device from its
-    last ``start`` record; jobs alike share a row, counted per experiment."""
+    """Inputs: each job's commit, versions and device from its last start record; alike jobs share a row."""
     from contrastlab.report.inputs import environment_rows, input_blocks
 
     def start(sha, dirty, device, name, torch="2.14.1"):
@@ -157,9 +149,8 @@ def test_the_inputs_name_the_code_and_environment_of_every_training_job(tmp_path
     )
 
 
-def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
-    """The claims counted by verdict first, what would decide the undecided ones below, the how-to-read
-    text folded below (one <details> block)."""
+def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(unrun_demo):
+    """The answer first, then what decides the undecided claims; the reading guide folded below."""
     from contrastlab.report.answer import heading, short_title, tally_cells, undecided_text
     from contrastlab.report.claims import ClaimResult
     from contrastlab.report.parts import UNDECIDED, PartResult
@@ -178,11 +169,7 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
         "decided at ≤ 8 seeds per cell, 1 need > 100 seeds per cell."
     )
     assert undecided_text(results[-1:]) == ""
-
-    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-
-    build_report(Results(tmp_path), demo)
-    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    report = (unrun_demo / "report.md").read_text(encoding="utf-8")
     heads = [line for line in report.splitlines() if line.startswith("## ")]
     assert heads[0] == "## The answer"
     answer, rest = report.split('<details markdown="1"><summary>How to read the claims and tables</summary>')
@@ -190,12 +177,9 @@ def test_the_report_opens_with_the_answer_and_folds_the_reading_guide(tmp_path):
     assert rest.index("</details>") < rest.index(f"\n## {heading('nie2023')}\n")
 
 
-def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(tmp_path):
-    """A toy backbone's grid column names the paper backbone it stands in for and shows its published number,
-    the one its Δ (†) is against; the table's own files keep n/a."""
-    demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
-    build_report(Results(tmp_path), demo)
-    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(unrun_demo):
+    """A stand-in's column names and shows the paper number its Δ (†) is against; the files keep n/a."""
+    report = (unrun_demo / "report.md").read_text(encoding="utf-8")
     grid = report.split("#### Nie et al. 2023, Table 1: STS.Avg and TR.Avg\n\n", 1)[1].split("\n\n", 1)[0]
     head = [cell.strip() for cell in grid.splitlines()[0].strip("|").split("|")]
     assert head[-6:] == [
@@ -209,12 +193,12 @@ def test_a_stand_in_column_is_labelled_and_shows_the_number_it_stands_in_for(tmp
     mpt = next(line for line in grid.splitlines() if line.startswith("| L_mpt | paper |"))
     # BERT-base's 77.25 / 87.56 and RoBERTa-base's 76.42 / 85.10, again under the stand-ins
     assert mpt.endswith("| 77.25 | 87.56 | n/a | 76.42 | 85.10 | n/a |"), mpt
-    own = (tmp_path / "tables" / "nie2023_table1.md").read_text(encoding="utf-8")
+    own = (unrun_demo / "tables" / "nie2023_table1.md").read_text(encoding="utf-8")
     assert "| tiny-bert STS.Avg |" in own and "for BERT-base" not in own
     assert next(line for line in own.splitlines() if line.startswith("| L_mpt | paper |")).endswith(
         "| n/a | n/a | n/a | n/a | n/a | n/a |"
     )
-    csv = (tmp_path / "tables" / "nie2023_table1.csv").read_text(encoding="utf-8")
+    csv = (unrun_demo / "tables" / "nie2023_table1.csv").read_text(encoding="utf-8")
     assert "tiny-bert,mpt,sts_avg,,," in csv and "for BERT-base" not in csv  # no published number, no mark
     # the backbone a toy stands in for is named only where the table has it (MACL's Table 3: RoBERTa)
     macl3 = report.split("#### Huang et al. 2023 (MACL), Table 3", 1)[1].split("\n####", 1)[0]

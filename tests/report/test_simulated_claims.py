@@ -23,18 +23,13 @@ from contrastlab.report.claims import (
 )
 from contrastlab.report.figure_values import mc_z
 from tests.report.test_claims import claim
+from tests.report.test_figure_values import write
 
 LI = {"li2024": cl_config.load(REPO_ROOT / "config.yaml")["experiments"]["li2024"]}
 
 
 def grid(tmp_path, **extra) -> Grid:
     return Grid({"seeds": [42], "experiments": LI, "results_dir": str(tmp_path), **extra})
-
-
-def write(tmp_path, name: str, frame: pd.DataFrame) -> None:
-    path = tmp_path / "figures" / "li2024" / f"{name}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
 
 
 def gd_rows(losses, close: float, close_se: float, far: float, far_se: float) -> pd.DataFrame:
@@ -60,8 +55,8 @@ def test_gd_claim_by_hand_reproduced_not_reproduced_and_undecided_by_the_monte_c
     assert mc_z(1) == pytest.approx(1.959964, abs=1e-6)
 
     def verdict(close, close_se, far=0.0, far_se=0.0):
-        write(tmp_path, "li2024_fig2", gd_rows(["arccon", "met"], close, close_se, far, far_se))
-        write(tmp_path, "li2024_fig10", gd_rows(["infonce", "mpt"], 0.99, 0.001, 0.0, 0.0))
+        write(tmp_path, "li2024/li2024_fig2", gd_rows(["arccon", "met"], close, close_se, far, far_se))
+        write(tmp_path, "li2024/li2024_fig10", gd_rows(["infonce", "mpt"], 0.99, 0.001, 0.0, 0.0))
         return evaluate_claim(c, pd.DataFrame(), g)
 
     result = verdict(0.99, 0.001)
@@ -87,10 +82,10 @@ def test_bonferroni_widens_the_interval_with_the_rows_tested(tmp_path):
     c = claim("li-sim-gd-one-close-zero-far")
     g = grid(tmp_path)
     two = pd.concat([gd_rows(["arccon", "met"], 0.97, 0.009, 0.0, 0.0)] * 2, ignore_index=True)
-    write(tmp_path, "li2024_fig2", two)
-    write(tmp_path, "li2024_fig10", gd_rows(["infonce", "mpt"], 0.99, 0.001, 0.0, 0.0))
+    write(tmp_path, "li2024/li2024_fig2", two)
+    write(tmp_path, "li2024/li2024_fig10", gd_rows(["infonce", "mpt"], 0.99, 0.001, 0.0, 0.0))
     assert evaluate_claim(c, pd.DataFrame(), g).verdict == UNDECIDED
-    write(tmp_path, "li2024_fig2", gd_rows(["arccon", "met"], 0.97, 0.009, 0.0, 0.0))
+    write(tmp_path, "li2024/li2024_fig2", gd_rows(["arccon", "met"], 0.97, 0.009, 0.0, 0.0))
     assert evaluate_claim(c, pd.DataFrame(), g).verdict == REPRODUCED
 
 
@@ -110,12 +105,12 @@ def test_share_claims_by_hand(tmp_path):
     rows = share_rows(0.005, [0.1, 0.7, 0.9, math.nan], 0.02) + share_rows(
         0.3, [0.01, 0.02, 0.02, 0.02], 0.001
     )
-    write(tmp_path, "li2024_fig3", pd.DataFrame(rows))
+    write(tmp_path, "li2024/li2024_fig3", pd.DataFrame(rows))
     assert evaluate_claim(small, pd.DataFrame(), g).verdict == REPRODUCED  # 0.7 − 0.5 = 0.2 ≫ 2.24 × 0.02
     assert "2 of 2 rows > 0.5" in numbers_text(evaluate_claim(small, pd.DataFrame(), g))
     assert evaluate_claim(large, pd.DataFrame(), g).verdict == REPRODUCED
     rows = share_rows(0.005, [0.1, 0.55, 0.9, 0.95], 0.03) + share_rows(0.3, [0.01, 0.6, 0.02, 0.02], 0.001)
-    write(tmp_path, "li2024_fig3", pd.DataFrame(rows))
+    write(tmp_path, "li2024/li2024_fig3", pd.DataFrame(rows))
     # 0.55 is 0.05 above 0.5, within 2.394 × 0.03 = 0.072: undecided; 0.6 at τ 0.3 is a clear miss
     assert evaluate_claim(small, pd.DataFrame(), g).verdict == UNDECIDED
     assert evaluate_claim(large, pd.DataFrame(), g).verdict == NOT_REPRODUCED
@@ -134,20 +129,20 @@ def test_ratio_claim_by_hand(tmp_path):
     }.items():
         rows += [dict(loss=loss, ratio=1.5, occurs=True, in_1_2=v) for v in inside]
         rows += [dict(loss=loss, ratio=4.0, occurs=False, in_1_2=False)] * 5
-    write(tmp_path, "li2024_fig4", pd.DataFrame(rows))
+    write(tmp_path, "li2024/li2024_fig4", pd.DataFrame(rows))
     result = evaluate_claim(c, pd.DataFrame(), g)
     assert result.verdict == NOT_REPRODUCED
     assert "mean in_1_2 of {loss: mat, occurs: True} = 0.3333 (claimed > 0.5)" in numbers_text(result)
     frame = pd.DataFrame(rows)
     frame.loc[frame["loss"] == "mat", "in_1_2"] = frame.loc[frame["loss"] == "mat", "occurs"]
-    write(tmp_path, "li2024_fig4", frame)
+    write(tmp_path, "li2024/li2024_fig4", frame)
     assert evaluate_claim(c, pd.DataFrame(), g).verdict == REPRODUCED
 
 
 def test_a_coarser_simulation_says_so_once(tmp_path):
     c = claim("li-sim-gd-one-close-zero-far")
-    write(tmp_path, "li2024_fig2", gd_rows(["arccon", "met"], 0.99, 0.001, 0.0, 0.0))
-    write(tmp_path, "li2024_fig10", gd_rows(["infonce", "mpt"], 0.99, 0.001, 0.0, 0.0))
+    write(tmp_path, "li2024/li2024_fig2", gd_rows(["arccon", "met"], 0.99, 0.001, 0.0, 0.0))
+    write(tmp_path, "li2024/li2024_fig10", gd_rows(["infonce", "mpt"], 0.99, 0.001, 0.0, 0.0))
     demo = numbers_text(
         evaluate_claim(c, pd.DataFrame(), grid(tmp_path, analytic_figures={"points": 40, "batches": 200}))
     )

@@ -22,6 +22,7 @@ from contrastlab.report.claims import (
 )
 from contrastlab.tables.metrics import DEV_SPEARMAN
 from tests.report.test_claims import FULL, claim
+from tests.tables.tables_synthetic import scores_frame
 
 T975_2 = 4.302652729911275  # t_{0.975, 2}
 R = [0.5, 1.0, 1.5, 2.0]
@@ -33,14 +34,11 @@ def sweep(scores: dict[float, list[float]], experiment: str, exp: dict, method: 
     names = {
         over[axis]: name for name, (base, over) in cl_config.expanded_methods(exp).items() if base == method
     }
-    rows = [
+    return scores_frame(
         (experiment, "bert-base", names[x], 42 + i, task, v)
         for x, values in scores.items()
         for i, v in enumerate(values)
-    ]
-    out = pd.DataFrame(rows, columns=["experiment", "backbone", "method", "seed", "task", "score"])
-    out["seed"] = out["seed"].astype("Int64")
-    return out
+    )
 
 
 def li_r(values: list[float], seeds: int = 1) -> tuple[pd.DataFrame, Grid]:

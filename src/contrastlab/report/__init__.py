@@ -36,10 +36,9 @@ log = logging.getLogger(__name__)
 def build_report(
     results: Results, config: dict, tables: list[str] | None = None, figures: list[dict] | None = None
 ) -> list[Path]:
-    """Write every table (default: :func:`tables_for_config`, the user's losses' comparison tables and
-    the searches' selections) as CSV, Markdown and LaTeX into ``results.tables``, then ``results.report``
-    and its HTML twin, from the metrics under ``results.metrics()``; returns the written paths, the two
-    reports last. Runs on whatever metrics exist: missing cells read "not run" beside the published number."""
+    """Write every table (default: :func:`tables_for_config`, comparisons and searches) as CSV, Markdown and
+    LaTeX into ``results.tables``, then ``results.report`` and report.html, from whatever metrics exist
+    under ``results.metrics()``; returns the written paths, the two reports last."""
     # pandas: loaded only when the report is built, so `import contrastlab.report` stays light
     from contrastlab.report.sections import write_report
     from contrastlab.tables.metrics import collect_failures, collect_metrics
@@ -94,22 +93,16 @@ def _write_beside_tables(
     from contrastlab.tables.bridge import bridge_rows, write_bridge_table
     from contrastlab.tables.comparison import write_comparisons
 
-    written: list[Path] = []
-    # The scores themselves, one row per cell, seed, task and metric (report.scores): the same frame;
-    # and each claim's verdict, what `make compare` reads of a run beside the scores (report.compare).
-    written.append(write_scores(metrics, grid, results.root, out_dir))
-    written.append(write_claims(evaluate_claims(metrics, grid), out_dir))
-    # Your own losses beside the papers' (tables.comparison), when the config has any.
+    # the scores as data (report.scores) and each claim's verdict, what `make compare` reads (report.compare)
+    written = [
+        write_scores(metrics, grid, results.root, out_dir),
+        write_claims(evaluate_claims(metrics, grid), out_dir),
+    ]
     compare_paths, compare_blocks = write_comparisons(grid, metrics, out_dir, comparisons)
-    written += compare_paths
-    # The searches' selections beside the published hyperparameters (tables.search), when they ran.
     search_paths, search_blocks = write_search_tables(grid, results.root, out_dir, search_names, metrics)
-    written += search_paths
-    # The SentEval protocol beside MTEB's evaluator (tables.bridge), when rule mteb ran (mteb.enabled).
-    bridge_paths = write_bridge_table(results, out_dir)
-    written += bridge_paths
+    bridge_paths = write_bridge_table(results, out_dir)  # when rule mteb ran (mteb.enabled)
     bridge = bridge_rows(results) if bridge_paths else []  # shown under each checkpoint's paper
-    return written, compare_blocks, search_blocks, bridge
+    return [*written, *compare_paths, *search_paths, *bridge_paths], compare_blocks, search_blocks, bridge
 
 
 def _table_names(grid: Grid, tables: list[str] | None) -> tuple[list[str], list[str], list[str]]:

@@ -8,6 +8,7 @@ screen is a change here (report.html renders whatever blocks this module builds)
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,12 +50,9 @@ def heading(paper: str) -> str:
 
 def short_title(paper: str) -> str:
     """The paper's authors and year (its :func:`heading` up to the year): ``Li, Zhang & Nie 2024``."""
-    words = heading(paper).split(" ")
-    for i, word in enumerate(words):
-        year = word.rstrip(",")
-        if len(year) == 4 and year.isdigit() and year[:2] in ("19", "20"):
-            return " ".join([*words[:i], year])
-    return " ".join(words)
+    title = heading(paper)
+    year = re.match(r"(.*? )?((?:19|20)\d\d),?(?: |$)", title)
+    return (year[1] or "") + year[2] if year else title
 
 
 def table_label(spec: TableSpec) -> str:
@@ -91,9 +89,8 @@ def full_run_command(configfile: str = FULL_PRESET) -> str:
 
 
 def not_run_text(results, configfile: str | None) -> str:
-    """What would run the claims counted "not run" (their cells have no metrics in this run): on the full
-    preset (:data:`FULL_PRESET`, ``configfile``) its own command, which resumes where the run stopped; on
-    any other (the demo's toy one) the full run, by its command; "" when every claim ran."""
+    """What would run the claims counted "not run": on the full preset (:data:`FULL_PRESET`) its own
+    command, which resumes the run; on any other the full run's command; "" when every claim ran."""
     missing = sum(r.kind == NOT_RUN for r in results)
     if not missing:
         return ""
@@ -106,9 +103,8 @@ def not_run_text(results, configfile: str | None) -> str:
 
 
 def marked(text: str, verdict: str | None) -> Cell | str:
-    """A Δ's ``text`` as a :class:`~contrastlab.blocks.Cell` of its seed-noise ``verdict``'s kind (the
-    verdict's first word: ``within``, ``above``, ``below``, ``undecided``) when it carries that verdict's
-    marker (≈ ▲ ▼ ?), else as it is."""
+    """A Δ's ``text`` as a :class:`~contrastlab.blocks.Cell` of its seed-noise ``verdict``'s kind (its
+    first word) when it carries that verdict's marker (≈ ▲ ▼ ?), else as it is."""
     marker = MARKERS.get(verdict, "")
     return Cell(text, verdict.split()[0], marker) if marker and marker in text else text
 
@@ -171,9 +167,8 @@ def tally_cells(results) -> dict:
 def answer_rows(
     results, tables: list[Table], pages: Mapping[str, Path], base: Path
 ) -> tuple[list[dict], list]:
-    """One row per paper with claims or a main number, in the papers' order: its main number beside ours
-    (:func:`headline_row`, linked to ``pages``, relative to ``base``) and its claims counted by verdict;
-    all papers' counts last when there are several; and what each main number improves over (gain_of)."""
+    """Per paper with claims or a main number, in order: :func:`headline_row` (linked to ``pages``,
+    relative to ``base``) and its claims by verdict; all papers' counts last; and :func:`gain_of`'s texts."""
     built = {table.name: table for table in tables}
     rows, gains = [], []
     for paper in PAPERS:
@@ -240,9 +235,8 @@ def undecided_text(results) -> str:
 
 
 def answer_blocks(results, tables: list[Table], pages: Mapping[str, Path], base: Path, grid: Grid) -> list:
-    """What the report opens with: its heading; the toy warning before any count; one row per paper
-    (:func:`answer_rows`) with the key to its marks; what would decide the undecided claims and the commands
-    that add those seeds (:func:`add_seeds_blocks`). ``pages``: name -> a table's Markdown page."""
+    """What the report opens with: its heading, the toy warning before any count, :func:`answer_rows`
+    with its key, what would decide the undecided claims and :func:`add_seeds_blocks`."""
     stand_ins = {e: m for e, m in grid.options.verdict_stand_ins.items() if m}
     blocks = [Heading(2, "The answer"), *toy_blocks(stand_ins)]
     rows, gains = answer_rows(results, tables, pages, base)
@@ -255,10 +249,8 @@ def answer_blocks(results, tables: list[Table], pages: Mapping[str, Path], base:
 
 
 def add_seeds_blocks(results, grid: Grid, configfile: str | None = None) -> list:
-    """The commands that add seeds to the undecided claims' cells only, as a short shell script: the
-    shared seed lists and command line first (``SEEDS``, ``run``), then one ``run`` per command of
-    :func:`~.claims.add_seeds_commands` with its ``select``. ``configfile``: the preset's ``--configfile``
-    words (default: :data:`CONFIGFILES_VARIABLE`'s; without one, ``"$CONFIG"`` to set)."""
+    """The add-seeds script (:func:`add_seeds_script`) with the paragraph that introduces it, for the
+    preset's ``configfile`` words (default: :data:`CONFIGFILES_VARIABLE`'s, else ``"$CONFIG"`` to set)."""
     plan = seed_plan(results, grid)
     if not plan:
         return []
@@ -277,9 +269,8 @@ def add_seeds_blocks(results, grid: Grid, configfile: str | None = None) -> list
 
 
 def add_seeds_script(plan: list[dict], configfile: str = '"$CONFIG"') -> list[str]:
-    """:func:`~.claims.add_seeds_commands` of ``plan`` as the lines of a shell script (bash or zsh) that
-    runs the same commands: ``SEEDS`` (the seed lists they share) and ``run`` (the command line they
-    share) first, then each command as ``run`` and what it adds (``configfile``: shell words)."""
+    """:func:`~.claims.add_seeds_commands` of ``plan`` as a shell script (bash or zsh): the shared ``SEEDS``
+    and ``run`` first, then one ``run`` line per command."""
     base, experiments, tails = add_seeds_parts(plan, configfile=configfile)
     return [
         f"SEEDS={experiments}",

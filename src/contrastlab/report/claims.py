@@ -57,10 +57,8 @@ MAX_SEEDS = 100
 
 
 def check_relation(claim: dict[str, Any], source: str) -> None:
-    """Raise ``ValueError`` unless the claim's relation is one of :data:`RELATIONS`, a ``>=`` claim
-    states its ``noninferiority_margin`` (> 0; a ``>`` claim has none, a ``>=`` claim no ``margin``) and a
-    ``count`` claim its ``at_least`` (1 to the number of its parts); a ``trend`` claim's parts are
-    :func:`~contrastlab.report.trend.check_trend`'s."""
+    """Raise ``ValueError`` unless the claim's relation is one of :data:`RELATIONS` with the keys it
+    needs (each message says which); a trend's or figure reading's parts are their modules' to check."""
     name = f"{source}: claim {claim.get('id')!r}"
     relation = claim.get("relation", ">")
     if relation not in RELATIONS:
@@ -212,12 +210,11 @@ def evaluate_claim(
     seeds = grid.experiment(name).seeds
     values = _seed_values(metrics, name, seeds)
     ours_for = {paper: toy for toy, paper in grid.experiment(name).stand_ins.items()}
+    strata = functools.partial(cell_stratum, grid, name)
     if relation == "trend":
-        strata = functools.partial(cell_stratum, grid, name)
         parts, pending = trend_parts(claim, experiment, values, ours_for, level, strata)
     else:
         pools = noise_pools(metrics, name, seeds, grid).set_index(["backbone", "key", "stratum"])
-        strata = functools.partial(cell_stratum, grid, name)
         parts, pending = contrast_parts(claim, experiment, values, pools, ours_for, shift, level, strata)
     _holm_and_seeds(parts, pending, level)
     return ClaimResult(claim, _claim_verdict(claim, parts), parts)
@@ -270,20 +267,20 @@ def numbers_text(result: ClaimResult) -> str:
     texts = []
     several = len(tasks_of(result.claim)) > 1
     for p in result.parts:
-        where = f"{p.backbone} {p.task}" if several else p.backbone
         if p.status == NOT_RUN:
             continue
-        if p.trend:  # a slope over a sweep (relation "trend")
-            width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
-            rho = "" if math.isnan(p.rho) else f", Spearman ρ {p.rho:+.2f}"
-            extra = ", below its interval but not after Holm's correction" if p.spared_by_holm else ""
-            if p.seeds_needed:
-                needed = "> 100" if p.seeds_needed > MAX_SEEDS else p.seeds_needed
-                extra += f", needs {needed} seeds per point"
-            texts.append(f"{where}: {p.trend} = {p.diff:+.2f} {width} (ν = {p.df:g}{rho}){extra}")
-            continue
-        if not any(p.terms.values()):  # both sides resolved to one cell (e.g. the best rate is the largest)
+        where = f"{p.backbone} {p.task}" if several else p.backbone
+        if not p.trend and not any(p.terms.values()):  # both sides resolved to one cell (best = largest)
             texts.append(f"{where}: {', '.join(p.terms)} is both sides (no difference)")
+            continue
+        width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
+        extra = ", below its interval but not after Holm's correction" if p.spared_by_holm else ""
+        if p.seeds_needed:
+            needed = "> 100" if p.seeds_needed > MAX_SEEDS else p.seeds_needed
+            extra += f", needs {needed} seeds" + (" per point" if p.trend else "")
+        if p.trend:  # a slope over a sweep (relation "trend")
+            rho = "" if math.isnan(p.rho) else f", Spearman ρ {p.rho:+.2f}"
+            texts.append(f"{where}: {p.trend} = {p.diff:+.2f} {width} (ν = {p.df:g}{rho}){extra}")
             continue
         across = any("/" in m for m in p.terms)  # terms on two tasks: each names its own
         label = "".join(
@@ -292,12 +289,6 @@ def numbers_text(result: ClaimResult) -> str:
             f"{f'/{p.task}' if across and '/' not in m else ''}"
             for i, (m, c) in enumerate(sorted(p.terms.items(), key=lambda kv: -kv[1]))
         )
-        width = "± ?" if math.isnan(p.half_width) else f"± {p.half_width:.2f}"
-        extra = ""
-        if p.spared_by_holm:
-            extra = ", below its interval but not after Holm's correction"
-        if p.seeds_needed:
-            extra += f", needs {'> 100' if p.seeds_needed > MAX_SEEDS else p.seeds_needed} seeds"
         texts.append(f"{where}: {label} = {p.diff:+.2f} {width}{extra}")
     gap = result.claim.get("paper_gap")
     own = "" if gap is None else f" (the paper's own: {float(gap):+.2f})"
@@ -379,33 +370,32 @@ MIN_SEEDS = 3
 
 
 def seed_plan(results: list[ClaimResult], grid: Grid, max_seeds: int = 10) -> list[dict[str, Any]]:
-    """What the add-seeds command runs: per (experiment, backbone) of an undecided claim's run parts, the
-    methods (:func:`undecided_cells`) and the new seeds that bring them to the seeds the claims need
-    (at least :data:`MIN_SEEDS`, at most ``max_seeds``), continuing after the experiment's last seed."""
+    """What the add-seeds command runs: the methods of each (experiment, backbone) of :func:`undecided_cells`
+    brought to the seeds their claims need (:data:`MIN_SEEDS` to ``max_seeds``), each a :func:`seed_step`."""
     need: dict[tuple[str, str], int] = {}
+    cells: dict[tuple[str, str], set[str]] = {}
     for result in results:
-        if result.verdict != UNDECIDED:
-            continue
-        for key in undecided_cells([result], grid):
-            target = result.seeds_needed or MIN_SEEDS
-            need[key] = max(need.get(key, 0), min(max(target, MIN_SEEDS), max_seeds))
-    plan = []
-    for (experiment, backbone), methods in sorted(undecided_cells(results, grid).items()):
-        seeds = grid.experiment(experiment).seeds or []
-        extra = list(
-            range(max(seeds) + 1, max(seeds) + 1 + max(0, need[(experiment, backbone)] - len(seeds)))
-        )
-        if extra:
-            plan.append(
-                dict(
-                    experiment=experiment,
-                    backbone=backbone,
-                    methods=sorted(methods),
-                    seeds=seeds + extra,
-                    new=extra,
-                )
-            )
-    return plan
+        target = min(max(result.seeds_needed or MIN_SEEDS, MIN_SEEDS), max_seeds)
+        for key, methods in undecided_cells([result], grid).items():
+            need[key] = max(need.get(key, 0), target)
+            cells.setdefault(key, set()).update(methods)
+    plan = [
+        seed_step(grid, experiment, backbone, sorted(methods), need[(experiment, backbone)])
+        for (experiment, backbone), methods in sorted(cells.items())
+    ]
+    return [step for step in plan if step]
+
+
+def seed_step(
+    grid: Grid, experiment: str, backbone: str, methods: list[str], n: int
+) -> dict[str, Any] | None:
+    """One step of an add-seeds plan: ``methods`` on ``backbone`` brought to ``n`` seeds, the new ones
+    continuing after the experiment's last seed; None when they have that many already."""
+    seeds = list(grid.experiment(experiment).seeds or [])
+    extra = list(range(max(seeds) + 1, max(seeds) + 1 + n - len(seeds)))
+    if not extra:
+        return None
+    return dict(experiment=experiment, backbone=backbone, methods=methods, seeds=seeds + extra, new=extra)
 
 
 #: A string YAML may read unquoted in a flow collection, if it also reads back as that string (not
@@ -465,14 +455,26 @@ def config_word(key: str, value: Any) -> str:
     return f"{key}={flow_value(value)}"
 
 
-def add_seeds_argvs(plan: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """:func:`add_seeds_commands` as argument lists: the ``--config`` word every command shares (each
-    experiment's seeds: the union of its steps' lists, so a step's new seeds are always configured) and
-    what follows it in each command (its cells' ``select``; the last one's tables)."""
+def add_seeds_commands(plan: list[dict[str, Any]], configfile: str = "config.yaml") -> list[str]:
+    """Snakemake commands (:func:`add_seeds_parts`, ``configfile`` as shell words) that train and evaluate
+    only the cells of ``plan`` (:func:`seed_plan`) with their new seeds, one per experiment and backbone,
+    then render the tables and report with ``tables={partial: true}``; the workflow's default profile."""
+    if not plan:
+        return []
+    base, experiments, tails = add_seeds_parts(plan, configfile)
+    return [f"{base} --config {experiments} {tail}" for tail in tails]
+
+
+def add_seeds_parts(
+    plan: list[dict[str, Any]], configfile: str = "config.yaml"
+) -> tuple[str, str, list[str]]:
+    """:func:`add_seeds_commands` in its shell-quoted parts: the command line they open with, the
+    ``--config`` word they share (each experiment's seeds: the union of its steps', so every new seed is
+    configured) and what follows it in each (its cells' ``select``; the last one's tables)."""
     seeds: dict[str, set[int]] = {}
     for step in plan:
         seeds.setdefault(step["experiment"], set()).update(step["seeds"])
-    shared = ["--config", config_word("experiments", {e: {"seeds": sorted(s)} for e, s in seeds.items()})]
+    shared = config_word("experiments", {e: {"seeds": sorted(s)} for e, s in seeds.items()})
     tails = []
     for step in plan:
         select = {
@@ -483,31 +485,9 @@ def add_seeds_argvs(plan: list[dict[str, Any]]) -> tuple[list[str], list[list[st
         }
         tails.append([config_word("select", select)])
     tails.append([config_word("tables", {"partial": True}), "--forcerun", "tables"])
-    return shared, tails
-
-
-def add_seeds_commands(plan: list[dict[str, Any]], configfile: str = "config.yaml") -> list[str]:
-    """Snakemake commands that train and evaluate only the cells of ``plan`` (:func:`seed_plan`) with
-    their new seeds (``--config`` seed lists and ``select``, one command per experiment and backbone), then
-    render the tables and report with ``tables={partial: true}``. ``configfile``: the preset's path as
-    shell words; the rest is built as arguments and quoted once (:func:`shlex.join`); the profile is the
-    workflow's default one."""
-    if not plan:
-        return []
-    base, experiments, tails = add_seeds_parts(plan, configfile)
-    return [f"{base} --config {experiments} {tail}" for tail in tails]
-
-
-def add_seeds_parts(
-    plan: list[dict[str, Any]], configfile: str = "config.yaml"
-) -> tuple[str, str, list[str]]:
-    """:func:`add_seeds_commands` in its parts, as shell text: the command line every command opens with,
-    the ``--config`` word they share (:func:`add_seeds_argvs`, shell-quoted) and what follows it in each
-    command (shell-quoted)."""
-    shared, tails = add_seeds_argvs(plan)
     return (
         f".venv/bin/snakemake --configfile {configfile}",
-        shlex.quote(shared[1]),
+        shlex.quote(shared),
         [shlex.join(t) for t in tails],
     )
 

@@ -81,9 +81,8 @@ def contrast_parts(
     level: float,
     stratum_of: Callable[[str, str], str],
 ) -> tuple[list[PartResult], list[tuple]]:
-    """The contrast parts of a claim (relations ``>``, ``>=``, ``count``; the module docstring), each
-    evaluated on its own; and for each tested part (result, Δ, s, factor, ν(n)), what the seeds it would
-    need are computed from."""
+    """The contrast parts of a claim, each evaluated on its own, and for each tested part (result, Δ, s,
+    factor, ν(n)), from which the seeds it would need are computed."""
     measured = _measured_parts(claim, experiment, values, ours_for, stratum_of)
     own = _own_pools([(r, o, ps) for r, o, _, ps, mode in measured if mode == "own"], stratum_of)
     noise = _Noise(values, pools, stratum_of, own)
@@ -106,12 +105,12 @@ def _measured_parts(
     (:func:`_measured`); a part whose resolved contrast was measured already is measured once."""
     measured: list[Measured] = []
     resolved: set[tuple] = set()  # parts already evaluated, as (backbone, task, resolved terms)
+    one_value = all(len(v) < 2 for v in (experiment.get("sweep") or {}).values())
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
         ours = ours_backbone(backbone, experiment, ours_for)
         for part in claim["parts"]:
             wanted = contrast(part)
             positions = {cell_of(m, "")[0].split("@", 1)[1] for m in wanted if "@" in m}
-            one_value = all(len(v) < 2 for v in (experiment.get("sweep") or {}).values())
             if {"min", "max"} <= positions and one_value:  # @min and @max are one cell: nothing to compare
                 missing = ["a second sweep point"]
                 result = PartResult(backbone, wanted, NOT_RUN, missing=missing, task=task)

@@ -32,16 +32,17 @@ AVERAGED = {"sts_avg": STS_TASKS, "tr_avg": TRANSFER_TASKS}
 
 
 def published_cells(experiment: str) -> pd.DataFrame:
-    """The paper's numbers of ``experiment``'s score tables, one row per (backbone, method, task):
-    columns backbone, method, task, value, runs (k), runs_assumed (the paper states no k: the table
-    sidecar's ``runs.assumed``, :func:`~contrastlab.tables.verdicts.runs_assumed`), source
-    ("Table 3", "Table 3 subscript", "Table 3 per-task mean"); see the module docstring."""
+    """The paper's numbers of ``experiment``'s score tables, one row per (backbone, method, task) with
+    its value, runs (k), runs_assumed (:func:`~contrastlab.tables.verdicts.runs_assumed`) and source."""
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     derived: list[dict[str, Any]] = []
     for name, spec in TABLES.items():
         if spec.experiment != experiment or spec.kind == "hparams":
             continue
-        meta, table = load_meta(name), _transcribed(name)
+        meta, table = (
+            load_meta(name),
+            load_published(name)[["backbone", "method", "key", "value", "improvement"]],
+        )
         over = (meta.get("improvement") or {}).get("over") or {}
         for b, m, k, v, imp in table.itertuples(index=False):
             if pd.isna(v):
@@ -69,22 +70,15 @@ def published_cells(experiment: str) -> pd.DataFrame:
                 runs_assumed=any(p["runs_assumed"] for p in parts),
                 source=f"{parts[0]['source'].removesuffix(' subscript')} per-task mean",
             )
-    out = pd.DataFrame(
+    return pd.DataFrame(
         [dict(backbone=b, method=m, task=k, **r) for (b, m, k), r in rows.items()],
         columns=["backbone", "method", "task", "value", "runs", "runs_assumed", "source"],
     )
-    return out
-
-
-def _transcribed(name: str) -> pd.DataFrame:
-    """A table's transcribed numbers as (backbone, method, key, value, improvement)."""
-    return load_published(name)[["backbone", "method", "key", "value", "improvement"]]
 
 
 def published_metrics(experiment: str) -> pd.DataFrame:
-    """:func:`published_cells` as a metrics frame (:data:`~contrastlab.tables.metrics.COLUMNS`): each
-    cell's max(k, 2) runs at the published value, seeds from :data:`FIRST_SEED`; a "Pretrained" row as
-    the pretrained experiment's one deterministic evaluation (seed NA)."""
+    """:func:`published_cells` as a metrics frame: each cell's max(k, 2) runs at the published value,
+    seeds from :data:`FIRST_SEED`; a "Pretrained" row one deterministic evaluation (seed NA)."""
     rows = []
     for b, m, t, v, k in published_cells(experiment)[
         ["backbone", "method", "task", "value", "runs"]

@@ -44,9 +44,8 @@ def _terms(part: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
 
 
 def check_figure_values(claim: dict[str, Any], name: str) -> None:
-    """Raise ``ValueError`` unless every part of a ``figure_values`` claim names its ``csv`` and
-    ``column``, a known ``at``, one selection (``rows``) or ``terms`` of [coefficient, selection], and
-    exactly one bound; ``every`` takes one selection with coefficient 1."""
+    """Raise ``ValueError`` unless every part of a ``figure_values`` claim is well-formed (the module
+    docstring's keys; each message says what is wrong)."""
     for key in ("margin", "at_least", "noninferiority_margin", "scale"):
         if key in claim:
             raise ValueError(f"{name}: {key} is not for relation {RELATION!r} (each part states its bound)")
@@ -197,8 +196,8 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
         frame = (
             frame[names == result.backbone] if (names == result.backbone).any() else frame[names == stand_in]
         )
-    _, _, bound = bound_of(part)
-    meets = BOUNDS[bound_of(part)[0]][1]
+    key, _, bound = bound_of(part)
+    meets = BOUNDS[key][1]
     selections = [(c, _select(frame, rows)) for c, rows in _terms(part)]
     empty = [rows for (_, rows), (_, sel) in zip(_terms(part), selections, strict=True) if sel.empty]
     if part["column"] not in frame.columns:
@@ -210,7 +209,7 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
     if part.get("error") and part["error"] not in frame.columns:
         result.missing = [f"column {part['error']} of figures/{csv}.csv"]
         return
-    sign = 1.0 if bound_of(part)[0] in ("above", "at_least") else -1.0
+    sign = 1.0 if key in ("above", "at_least") else -1.0
     if part.get("at", "every") == "every":
         _read_every_row(result, part, selections[0][1], bound, sign)
         return
@@ -238,9 +237,8 @@ def _read_part(result: PartResult, part: dict[str, Any], frame: pd.DataFrame, st
 def _read_every_row(
     result: PartResult, part: dict[str, Any], rows: pd.DataFrame, bound: float, sign: float
 ) -> None:
-    """A part decided on every selected row (``at: every``): how many rows meet the bound, the worst row's
-    value, and, where the part names an ``error`` column, a verdict the Monte-Carlo error could flip
-    undecided (:func:`_mc_decided`)."""
+    """A part decided on every selected row (``at: every``): how many rows meet the bound, the worst
+    row's value, and with an ``error`` column :func:`_mc_decided`'s verdict."""
     label, csv = part_label(part), part["csv"]
     meets = BOUNDS[bound_of(part)[0]][1]
     values = pd.to_numeric(rows[part["column"]], errors="coerce").dropna()
@@ -281,9 +279,8 @@ def _mc_decided(margins: np.ndarray, se: np.ndarray) -> tuple[float, str]:
 
 
 def figure_verdict(parts: list[PartResult], combine: str = "all") -> str:
-    """Not run if no part ran; ``combine`` all: not reproduced if any run part is, else reproduced;
-    ``any``: per backbone, reproduced if any of its run parts is, and the claim reproduced if every
-    backbone with a run part is (not reproduced if one of them has none)."""
+    """The claim's verdict over its run parts: all must hold (``combine`` all), or on every backbone one
+    of them (``any``); a part the Monte-Carlo error could flip leaves it undecided."""
     statuses = [p.status for p in parts if p.status != NOT_RUN]
     if not statuses:
         return NOT_RUN

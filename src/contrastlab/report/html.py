@@ -31,7 +31,7 @@ from contrastlab.blocks import (
     Verdict,
     kind_of,
 )
-from contrastlab.paths import atomic_write
+from contrastlab.paths import write_text
 from contrastlab.report.document import assign_ids, short_label
 from contrastlab.report.folding import FoldedGrid, fold
 
@@ -366,10 +366,8 @@ class Page:
 def render_html(
     blocks: list, base_dir: str | Path, *, title: str = "contrastlab report", literals: Iterable[str] = ()
 ) -> str:
-    """The HTML page of the report's ``blocks``: a contents list beside the body, an id on every heading,
-    each figure's PNG (relative to ``base_dir``) embedded; ``literals``
-    (:func:`contrastlab.blocks.literals_of`) shown as they read wherever a sentence holds them. No text of
-    a block becomes a tag or an attribute of the page: raw HTML is off (:func:`_markdown`)."""
+    """The HTML page of ``blocks``: a contents list beside the body, an id on every heading, each
+    figure's PNG (relative to ``base_dir``) embedded, ``literals`` shown as they read; raw HTML off."""
     page = Page(blocks, Path(base_dir), frozenset(literals))
     body = page.blocks(blocks)
     return (
@@ -391,7 +389,4 @@ def write_html_report(
         title = next(
             (b.text for b in blocks if isinstance(b, Heading) and b.level == 1), "contrastlab report"
         )
-    text = render_html(blocks, html_path.parent, literals=literals, title=title)
-    with atomic_write(html_path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-    return html_path
+    return write_text(html_path, render_html(blocks, html_path.parent, literals=literals, title=title))

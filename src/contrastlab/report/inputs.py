@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 from contrastlab.artifacts import LOCK_NAME
@@ -91,16 +92,15 @@ def _describe_backbone(record: dict) -> tuple[str, str]:
     if source == "package":
         return f"package `{record.get('package')}`", str(record.get("version"))
     if source == "path":
-        return f"folder `{record.get('path')}`", f"a copy of `{record['hf_id']}`" if record.get(
-            "hf_id"
-        ) else ""
+        copy = f"a copy of `{record['hf_id']}`" if record.get("hf_id") else ""
+        return f"folder `{record.get('path')}`", copy
     return "random initialisation", f"seed {record.get('seed')}"
 
 
 def input_rows(metrics_root: str | Path) -> list[dict[str, str]]:
     """One row per distinct input the finished cells read (backbones, corpus, SentEval and image data),
     from the ``meta.inputs`` of every metrics file, with how many cells read it."""
-    seen: dict[tuple[str, str], dict[str, str]] = {}
+    cells: Counter[tuple] = Counter()
     for path in sorted(Path(metrics_root).rglob("*.json")):
         try:
             inputs = json.loads(path.read_text()).get("meta", {}).get("inputs", {})
@@ -114,18 +114,13 @@ def input_rows(metrics_root: str | Path) -> list[dict[str, str]]:
                 row = {"input": "backbone", "what": what, "revision or version": version, "digest": weights}
             else:
                 sha = value.get("sha256") or value.get("files_sha256")
-                digest = (
-                    f"sha256 {sha[:16]}"
-                    if sha
-                    else (f"md5 {value['archive_md5']}" if "archive_md5" in value else "")
-                )
+                md5 = f"md5 {value['archive_md5']}" if "archive_md5" in value else ""
+                digest = f"sha256 {sha[:16]}" if sha else md5
                 what = value.get(kind) or value.get("images") or kind
                 detail = f"{value['lines']:,} lines" if "lines" in value else str(value.get("source", ""))
                 row = {"input": kind, "what": str(what), "revision or version": detail, "digest": digest}
-            key = (row["input"], json.dumps(row, sort_keys=True))
-            seen.setdefault(key, {**row, "cells": "0"})
-            seen[key]["cells"] = str(int(seen[key]["cells"]) + 1)
-    return list(seen.values())
+            cells[tuple(row.items())] += 1  # every row has the same keys in the same order
+    return [{**dict(row), "cells": str(n)} for row, n in cells.items()]
 
 
 def training_records(results_dir: str | os.PathLike) -> list[tuple[str, dict]]:
@@ -148,9 +143,8 @@ def training_records(results_dir: str | os.PathLike) -> list[tuple[str, dict]]:
 
 
 def environment_rows(results_dir: str | os.PathLike) -> list[dict[str, str]]:
-    """One row per distinct code and environment of the training jobs (:func:`training_records`): the
-    commit (marked where its working tree had uncommitted changes), the contrastlab, torch and transformers
-    versions, the device it trained on, and the jobs that ran so, counted per experiment."""
+    """One row per distinct commit (and uncommitted changes), package versions and device of the training
+    jobs (:func:`training_records`), with the jobs that ran so, counted per experiment."""
     seen: dict[tuple, dict] = {}
     for cell, start in training_records(results_dir):
         meta, device = start.get("meta") or {}, start.get("device") or "?"
@@ -172,9 +166,8 @@ def environment_rows(results_dir: str | os.PathLike) -> list[dict[str, str]]:
 def input_blocks(
     metrics_root: str | Path, lock: str = LOCK_NAME, results_dir: str | os.PathLike | None = None
 ) -> list:
-    """The report's "Inputs": what every finished cell read and where the lock (``lock``: the config's
-    ``artifacts_lock``) is, then (with ``results_dir``) the code and environment of every training job
-    (:func:`environment_rows`); nothing when neither has a row."""
+    """The report's "Inputs": :func:`input_rows` with where the ``lock`` is, then (with ``results_dir``)
+    :func:`environment_rows`; nothing when neither has a row."""
     rows = input_rows(metrics_root)
     environment = environment_rows(results_dir) if results_dir is not None else []
     if not rows and not environment:

@@ -26,7 +26,7 @@ from contrastlab.blocks import markdown_lines, rows_table
 from contrastlab.config import Grid, expanded_methods
 from contrastlab.cost.flops import AS_CONFIGURED
 from contrastlab.cost.plan import PlannedJob
-from contrastlab.report.claims import evaluate_claim
+from contrastlab.report.claims import evaluate_claim, seed_step
 from contrastlab.report.contrasts import cell_of, own_groups, pairing
 from contrastlab.report.control import (
     checkable,
@@ -252,9 +252,8 @@ def _own_pools(
 
 
 def _control(grid: Grid, experiment: str, cache: dict) -> dict[str, Any]:
-    """The control's metrics and grid of ``experiment`` (:func:`~contrastlab.report.control.control_grid`
-    of ``grid``: the claim's parts resolved on the papers' numbers) and its published cell values, once
-    per ``cache``."""
+    """The control's metrics, grid (:func:`~contrastlab.report.control.control_grid`) and published cell
+    values of ``experiment``, once per ``cache``."""
     if experiment not in cache:
         cells = published_cells(experiment)
         cache[experiment] = dict(
@@ -504,14 +503,11 @@ def power_note(power: ClaimPower, hours: Mapping[tuple[str, str, str], float]) -
 def power_notes(
     claim_ids: Sequence[str], grid: Grid, metrics: pd.DataFrame, jobs: Sequence[PlannedJob] | None
 ) -> dict[str, str]:
-    """claim id -> :func:`power_note` for the claims ``claim_ids`` (the report's undecided ones), with
-    the runs' own pooled noise where measured (:func:`measured_noise`) and GPU-hours from the plan's
-    ``jobs`` (None: no projection, the hours read 0)."""
+    """claim id -> :func:`power_note` for ``claim_ids``, with the runs' own pooled noise where measured
+    and GPU-hours from the plan's ``jobs`` (None: no projection, the hours read 0)."""
     from contrastlab.report.claims import all_claims
 
     wanted = set(claim_ids)
-    if not wanted:
-        return {}
     measured = measured_noise(metrics, grid)
     hours = seed_hours(jobs or [], grid)
     cache: dict = {}
@@ -523,10 +519,9 @@ def power_notes(
 
 
 def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, Any]]:
-    """What ``make add-seeds TARGET=power`` runs: every cell of each claim not decidable at the
-    configured seeds but within :data:`MAX_SEEDS`, brought to the largest ``seeds_needed`` of the claims
-    that use it, as :func:`~contrastlab.report.claims.seed_plan`'s steps, one per (experiment, backbone,
-    seed count). A sweep point's configured name (``@best``) selects every point of its sweep."""
+    """What ``make add-seeds TARGET=power`` runs: each cell of the claims not decidable at the configured
+    seeds but within :data:`MAX_SEEDS`, brought to the most ``seeds_needed`` of its claims, as
+    :func:`~.claims.seed_step` steps (a sweep's ``@best`` selects every point of its sweep)."""
     target: dict[tuple[str, str, str], int] = {}
     for power in powers:
         if power.decidable or not power.seeds_needed:
@@ -536,14 +531,8 @@ def power_seed_plan(powers: Sequence[ClaimPower], grid: Grid) -> list[dict[str, 
     steps: dict[tuple[str, str, int], list[str]] = {}
     for (experiment, backbone, method), n in sorted(target.items()):
         steps.setdefault((experiment, backbone, n), []).append(method)
-    plan = []
-    for (experiment, backbone, n), methods in steps.items():
-        seeds = list(grid.experiment(experiment).seeds or [])
-        extra = list(range(max(seeds) + 1, max(seeds) + 1 + n - len(seeds)))
-        if extra:
-            plan.append(
-                dict(
-                    experiment=experiment, backbone=backbone, methods=methods, seeds=seeds + extra, new=extra
-                )
-            )
-    return plan
+    plan = [
+        seed_step(grid, experiment, backbone, methods, n)
+        for (experiment, backbone, n), methods in steps.items()
+    ]
+    return [step for step in plan if step]

@@ -70,35 +70,30 @@ def scores_frame(metrics: pd.DataFrame, grid: Grid, results_dir: str | os.PathLi
     commits = _commits(root)
     metrics_root = Path(Results(root).metrics())
     frame = metrics.copy()
-    strata, stand_ins, trained, dirty, evaluated = [], [], [], [], []
     cache: dict[tuple, tuple] = {}
     # the unmodified backbones belong to no experiment: a toy one stands in wherever an experiment says so
     anywhere = {
         toy: paper for name in grid.every_experiment for toy, paper in grid.experiment(name).stand_ins.items()
     }
+    rows = []  # per row: (protocol, precision, stands in for, trained commit, dirty, evaluated commit)
     for row in frame.itertuples(index=False):
         key = (row.experiment, row.backbone, row.method, None if pd.isna(row.seed) else int(row.seed))
         if key not in cache:
             experiment, backbone, method, seed = key
             stratum = cell_stratum(grid, experiment, backbone, method) if experiment != PRETRAINED else ""
             stands = anywhere if experiment == PRETRAINED else grid.experiment(experiment).stand_ins
-            paper = stands.get(backbone, "")
+            protocol, _, precision = stratum.partition("/")
             commit, was_dirty = commits.get(key, ("", None))
-            cache[key] = (stratum, paper, commit, was_dirty, _evaluated(metrics_root, *key))
-        stratum, paper, commit, was_dirty, evaluation = cache[key]
-        strata.append(stratum)
-        stand_ins.append(paper)
-        trained.append(commit)
-        dirty.append(was_dirty)
-        evaluated.append(evaluation)
-    protocol_precision = [s.partition("/") for s in strata]
-    frame["protocol"] = [p for p, _, _ in protocol_precision]
-    frame["precision"] = [q for _, _, q in protocol_precision]
+            evaluated = _evaluated(metrics_root, *key)
+            cache[key] = (protocol, precision, stands.get(backbone, ""), commit, was_dirty, evaluated)
+        rows.append(cache[key])
+    protocol, precision, stand_ins, trained, dirty, evaluated = zip(*rows, strict=True) if rows else [()] * 6
+    frame["protocol"], frame["precision"] = list(protocol), list(precision)
     frame["stand_in"] = [bool(p) for p in stand_ins]
-    frame["stands_in_for"] = stand_ins
-    frame["trained_commit"] = trained
-    frame["trained_dirty"] = pd.array(dirty, dtype="boolean")
-    frame["evaluated_commit"] = evaluated
+    frame["stands_in_for"] = list(stand_ins)
+    frame["trained_commit"] = list(trained)
+    frame["trained_dirty"] = pd.array(list(dirty), dtype="boolean")
+    frame["evaluated_commit"] = list(evaluated)
     order = ["experiment", "backbone", "method", "seed", "task"]
     return frame[SCORE_COLUMNS].sort_values(order, na_position="first", kind="stable").reset_index(drop=True)
 
@@ -111,10 +106,8 @@ def write_scores(metrics: pd.DataFrame, grid: Grid, results_dir: str | os.PathLi
 
 
 def run_identity(results_dir: str | os.PathLike) -> dict[str, str]:
-    """What names the run on the report's first line: ``preset`` (the config files the workflow read),
-    ``results`` (its folder), ``commit`` (the one most training jobs ran, "+N others" when they differ),
-    ``date`` (UTC day of the newest metrics file) and ``trained`` (whether any training job recorded a
-    commit); each says so where there is nothing yet."""
+    """What names the run on the report's first line: ``preset``, ``results`` (its folder), ``commit``
+    (most training jobs', "+N others"), ``date`` (of the newest metrics file, UTC) and ``trained``."""
     root = Path(results_dir)
     preset = os.environ.get(CONFIGFILES_VARIABLE) or "a config given in code"
     shas = Counter(sha for sha, _ in _commits(root).values() if sha)
@@ -125,11 +118,7 @@ def run_identity(results_dir: str | os.PathLike) -> dict[str, str]:
     else:
         commit = "no training job yet"
     metrics_root = Path(Results(root).metrics())
-    files = (
-        [*metrics_root.rglob("senteval.json"), *metrics_root.rglob("vision.json")]
-        if metrics_root.is_dir()
-        else []
-    )
+    files = [*metrics_root.rglob("senteval.json"), *metrics_root.rglob("vision.json")]
     newest = max((p.stat().st_mtime for p in files), default=None)
     date = (
         dt.datetime.fromtimestamp(newest, dt.UTC).date().isoformat()

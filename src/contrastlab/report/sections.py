@@ -173,15 +173,12 @@ def write_report(
     *,
     metrics_root,
     grid: Grid | None = None,
-    figures: list[dict] | None = None,
     results_dir: str | os.PathLike | None = None,
-    sections: list | None = None,
-    searches: dict[str, list] | None = None,
     metrics=None,
-    bridge: list[dict[str, str]] | None = None,
+    **parts,
 ) -> Path:
-    """Write the report of ``built`` (table, {ext: path}) to ``report_path`` and ``report.html`` beside it:
-    one document (:func:`report_blocks`, which says what it holds) rendered twice. Returns ``report_path``."""
+    """Write :func:`report_blocks` of ``built`` (table, {ext: path}; ``parts``: figures, sections,
+    searches, bridge) to ``report_path`` and report.html beside it. Returns ``report_path``."""
     report_path.parent.mkdir(parents=True, exist_ok=True)
     if metrics is None and grid is not None:
         metrics = collect_metrics(metrics_root)
@@ -190,12 +187,9 @@ def write_report(
         report_path.parent,
         metrics_root=metrics_root,
         grid=grid,
-        figures=figures,
         results_dir=results_dir,
-        sections=sections,
-        searches=searches,
         metrics=metrics,
-        bridge=bridge,
+        **parts,
     )
     # the config's names and the paths are text in both renderings, never Markdown or HTML
     literals = literals_of(
@@ -240,18 +234,16 @@ def report_blocks(
     *,
     metrics_root,
     grid: Grid | None,
-    figures: list[dict] | None,
     results_dir: str | os.PathLike | None,
-    sections: list | None,
-    searches: dict[str, list] | None,
     metrics,
-    bridge: list[dict[str, str]] | None,
+    figures: list[dict] | None = None,
+    sections: list | None = None,
+    searches: dict[str, list] | None = None,
+    bridge: list[dict[str, str]] | None = None,
 ) -> list:
-    """The report's document (links relative to ``base``): one section per paper in the papers' order,
-    each with its claims and their tally, its tables (summary row, grid, its experiments' ``searches``
-    blocks and its ``bridge`` rows), its figures in the paper's numbering and its deviations; then
-    ``sections`` (the user's losses' comparison tables), the figures of no paper, the precision of every
-    cell and, with ``results_dir``, what the jobs cost. Claims are evaluated on ``metrics`` in ``grid``."""
+    """The report's document (links relative to ``base``): the answer, then one section per paper
+    (:func:`_paper_blocks`), the user's losses' ``sections``, what belongs to no paper and the closing
+    sections (:func:`_run_blocks`). Claims are evaluated on ``metrics`` in ``grid``."""
     blocks, run_text = _title_blocks(results_dir)
     per_paper: dict[str | None, list] = {}
     guide: list = [*run_text, Paragraph(LAYOUT_TEXT)]
@@ -297,9 +289,8 @@ def _paper_blocks(
     base: Path,
     bridges: dict[str | None, list],
 ) -> list:
-    """One section per paper in the papers' order: its claims (``per_paper``), its tables, its
-    experiments' searches (taken out of ``searches``) and its checkpoints' SentEval-MTEB bridge (taken
-    out of ``bridges``), its figures and its deviations (with ``grid``)."""
+    """One section per paper in the papers' order: its claims, tables, searches and bridge (each taken
+    out of ``searches`` and ``bridges``), figures and deviations."""
     experiments = grid.every_experiment if grid is not None else {}
     blocks: list = []
     for paper in PAPERS:
@@ -404,10 +395,8 @@ def _tables_blocks(tables: list[tuple[assemble.Table, dict[str, Path]]], base: P
         rows.append({"table": _link(paths["md"], table.spec.title, base), **summarize(table), "files": files})
         if "verdict" in table.cells:
             noise.append(f"{table.spec.title}: {noise_note(table.cells)}")
-        grids += [
-            Heading(4, table.spec.title, id=table.spec.name.replace("_", "-"), label=table_label(table.spec))
-        ]
-        grids.append(grid_block(table))
+        anchor = table.spec.name.replace("_", "-")
+        grids += [Heading(4, table.spec.title, id=anchor, label=table_label(table.spec)), grid_block(table)]
     blocks: list = [rows_table(rows, right=1)]
     if noise:
         blocks += [Paragraph("Which seed-noise estimate each table uses:"), Bullets(noise)]
@@ -445,10 +434,8 @@ def _deviation_blocks(grid: Grid, experiments: list[str]) -> list:
 def claims_sections(
     grid: Grid, metrics, base: Path, pages: dict[str, Path], tables: list[assemble.Table]
 ) -> tuple[list, list, dict[str, list]]:
-    """The claims in three pieces: the answer the report opens with (:func:`.answer.answer_blocks`, from
-    ``tables``), the claims' reading guide (folded below it), and per paper its "Claims" subsection: the
-    tally, then one row per claim with its verdict, its numbers and links to its tables or figures
-    (``pages``: name -> its Markdown or PNG; others are named without a link)."""
+    """The claims as the answer (:func:`.answer.answer_blocks`), their reading guide, and per paper its
+    "Claims": the tally, then per claim its verdict, numbers and links (``pages``: name -> its file)."""
     results = evaluate_claims(metrics, grid)
     answer = answer_blocks(results, tables, pages, base, grid)
 

@@ -75,9 +75,8 @@ VERDICT_CODES = (REPRODUCED, NOT_REPRODUCED, UNDECIDED)
 def simulate(
     s: Structure, n: int, replicates: int, rng: np.random.Generator, mu: np.ndarray | None = None
 ) -> np.ndarray:
-    """The verdicts (codes into :data:`VERDICT_CODES`) of ``replicates`` perfect reproductions of the
-    claim with ``n`` seeds per cell (``mu``: other cell means, e.g. a claim's boundary); see the module
-    docstring for the rule."""
+    """The verdict codes (:data:`VERDICT_CODES`) of ``replicates`` perfect reproductions of the claim
+    at ``n`` seeds per cell (``mu``: other cell means, e.g. its boundary), by the module docstring's rule."""
     mean = s.mu if mu is None else mu
     R, C = replicates, len(s.cells)
     x = mean[None, :, None] + s.sigma[None, :, None] * rng.standard_normal((R, C, n))
@@ -191,10 +190,8 @@ def _stratum_noise(
 
 
 def boundary_means(s: Structure) -> np.ndarray | None:
-    """Cell means as close to the paper's as possible (least squares) with every part exactly at its
-    claim's boundary, Δ_j = 0 (D_j = m, or −M for ``>=``): the least favourable truth for a false "not
-    reproduced", where its rate is at most α = (1 − level) / 2 if the rule is calibrated. None when the
-    parts cannot all sit there at once (or the claim has a part decided without noise)."""
+    """Cell means nearest the paper's (least squares) with every part at its claim's boundary, Δ_j = 0:
+    the least favourable truth for a false "not reproduced"; None when the parts cannot all sit there."""
     if s.certain_nr or not len(s.coef):
         return None
     target = s.shift - s.fixed

@@ -26,10 +26,8 @@ SCALES = ("linear", "log")
 
 
 def check_trend(claim: dict[str, Any], name: str) -> None:
-    """Raise ``ValueError`` unless every part of a ``trend`` claim names its ``sweep`` method and a
-    ``direction``, its ``over`` (if any) is [lo, hi] with lo < hi, and the claim's ``scale`` is known; a
-    claim with ``phases`` ({name: [lo, hi]}, disjoint) has parts that each name one of them (``phase``)
-    and no ``over``."""
+    """Raise ``ValueError`` unless the parts of a ``trend`` claim name a ``sweep`` method and a
+    ``direction`` with a valid ``over``, or one of the claim's disjoint ``phases``, at a known ``scale``."""
     if claim.get("scale", "linear") not in SCALES:
         raise ValueError(f"{name}: scale must be one of {SCALES}, got {claim.get('scale')!r}")
     for key in ("margin", "at_least", "noninferiority_margin"):
@@ -132,22 +130,19 @@ def phased_parts(
     level: float,
     stratum_of: Any = None,
 ) -> tuple[list, list[tuple]]:
-    """A ``trend`` claim with ``phases``: each part's slope within its phase, its noise from the
-    residuals about per-phase lines pooled per stratum (module docstring; ``stratum_of(ours, method)``,
-    None: each method its own pool); returns as :func:`trend_parts`."""
+    """A ``trend`` claim with ``phases``: each part's slope within its phase, its noise pooled per
+    stratum (``stratum_of``; None: per method) from :func:`_phase_pools`; returns as :func:`trend_parts`."""
     scale = claim.get("scale", "linear")
     axis = next(iter(experiment.get("sweep") or {"": None})).removeprefix("hp.")
     names = list(claim["phases"])
     spans = [tuple(x_of(float(v), scale) for v in claim["phases"][ph]) for ph in names]
-    lo, hi = (
-        min(float(v[0]) for v in claim["phases"].values()),
-        max(float(v[1]) for v in claim["phases"].values()),
-    )
+    lo = min(float(v[0]) for v in claim["phases"].values())
+    hi = max(float(v[1]) for v in claim["phases"].values())
     parts, pending = [], []
     by_stratum = stratum_of is not None and claim.get("pool", "stratum") == "stratum"
+    strata = stratum_of if by_stratum else None
     for backbone, task in ((b, t) for b in claim["backbones"] for t in tasks_of(claim)):
         ours = ours_backbone(backbone, experiment, ours_for)
-        strata = stratum_of if by_stratum else None
         fitted, pools = _phase_pools(claim, experiment, values, ours, task, [lo, hi], scale, spans, strata)
         for part in claim["parts"]:
             k = names.index(part["phase"])
@@ -225,11 +220,9 @@ def trend_parts(
     level: float,
     stratum_of: Any = None,
 ) -> tuple[list, list[tuple]]:
-    """A ``trend`` claim's parts, each tested by :func:`fit_slope` on ``values`` ((backbone, method,
-    task) -> {seed: score}, diverged runs NaN and left out), and for each tested part (result, Δ, s,
-    1 / S_xx,pts, ν(n)), from which :func:`~contrastlab.report.claims.evaluate_claim` computes the seeds
-    per point that would decide it (ν(n) = n P − 2 with n seeds at each of the P points). A claim with
-    ``phases`` is decided per phase (:func:`phased_parts`, ``stratum_of`` its pooling)."""
+    """A ``trend`` claim's parts, each tested by :func:`fit_slope` on ``values`` (diverged runs NaN, left
+    out), and per tested part (result, Δ, s, 1 / S_xx,pts, ν(n)) for the seeds per point that would decide
+    it (ν(n) = n P − 2 at P points); a claim with ``phases`` per phase (:func:`phased_parts`)."""
     if claim.get("phases"):
         return phased_parts(claim, experiment, values, ours_for, level, stratum_of)
     scale = claim.get("scale", "linear")
