@@ -25,6 +25,7 @@ Nothing here writes under the checkout's results/ or resources/.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shlex
 import subprocess
@@ -58,19 +59,22 @@ BY_TEST = {
         "tests/test_papers.py::test_a_fifth_paper_added_as_docs_adding_a_paper_says"
     ),
     ("docs/reproduction.md", ".venv/bin/dvc repro"): "tests/e2e/test_dvc.py::demo",
-    ("docs/reproduction.md", ".venv/bin/dvc exp run -S training.lr=1e-4"): "tests/e2e/test_dvc.py",
-    ("docs/reproduction.md", ".venv/bin/dvc exp show"): "tests/e2e/test_dvc.py",
-    ("docs/reproduction.md", ".venv/bin/dvc metrics show"): "tests/e2e/test_dvc.py",
-    ("docs/reproduction.md", ".venv/bin/dvc plots show"): "tests/e2e/test_dvc.py",
-    ("docs/reproduction.md", "git add dvc.lock summary/"): "tests/e2e/test_dvc.py",
+    # a local folder as the remote
     ("docs/reproduction.md", ".venv/bin/dvc remote add -d store /mnt/shared/contrastlab-dvc"): (
-        "tests/e2e/test_dvc.py::demo"  # a local folder as the remote
+        "tests/e2e/test_dvc.py::demo"
     ),
-    (
-        "docs/reproduction.md",
-        'git add .dvc/config dvc.lock summary/demo.json resources/*.dvc && git commit -m "freeze demo"',
-    ): "tests/e2e/test_dvc.py",
-    ("docs/reproduction.md", ".venv/bin/dvc pull"): "tests/e2e/test_dvc.py",
+    **{
+        ("docs/reproduction.md", command): "tests/e2e/test_dvc.py"
+        for command in (
+            ".venv/bin/dvc exp run -S training.lr=1e-4",
+            ".venv/bin/dvc exp show",
+            ".venv/bin/dvc metrics show",
+            ".venv/bin/dvc plots show",
+            "git add dvc.lock summary/",
+            'git add .dvc/config dvc.lock summary/demo.json resources/*.dvc && git commit -m "freeze demo"',
+            ".venv/bin/dvc pull",
+        )
+    },
     (
         "docs/reproduction.md",
         ".venv/bin/snakemake --configfile config/demo.yaml --report results/demo/snakemake-report.zip",
@@ -97,10 +101,6 @@ class Block:
         """Its commands, each on one line (continuations joined), without comments."""
         joined = re.sub(r"\\\n\s*", " ", self.text)
         return [command for command in map(_uncommented, joined.splitlines()) if command]
-
-    @property
-    def is_command(self) -> bool:
-        return bool(self.commands)
 
 
 def _uncommented(line: str) -> str:
@@ -217,8 +217,6 @@ def test_each_make_line_names_a_target_that_takes_its_words(where, command):
 
 @functools.cache
 def _loaded(configfile: str, overrides: str) -> dict:
-    import json
-
     return cl_config.load(REPO_ROOT / configfile, json.loads(overrides) or None)
 
 
@@ -226,8 +224,6 @@ def _loaded(configfile: str, overrides: str) -> dict:
     ("where", "command"), _commands("read by Snakemake"), ids=lambda v: v if ":" in v else None
 )
 def test_each_snakemake_line_is_read_and_its_config_loads(where, command):
-    import json
-
     from snakemake.cli import get_argument_parser, parse_config
 
     argv = [w for w in shlex.split(command)[1:] if w != "..."]
@@ -243,10 +239,9 @@ def test_each_snakemake_line_is_read_and_its_config_loads(where, command):
         cell = re.search(r"(?:metrics|checkpoints)/([^/]+)/([^/]+)/([^/]+)/seed(\d+)/", target)
         if cell:
             experiment, backbone, method, seed = cell.groups()
-            assert any(
-                (c.experiment, c.backbone, c.method, str(c.seed)) == (experiment, backbone, method, seed)
-                for c in grid.cells
-            ), f"{where}: {grid.experiment(experiment).not_a_cell(backbone, method, seed)}"
+            assert cl_config.Cell(experiment, backbone, method, int(seed)) in grid.cells, (
+                f"{where}: {grid.experiment(experiment).not_a_cell(backbone, method, seed)}"
+            )
 
 
 @pytest.mark.parametrize("command", sorted(RUN))

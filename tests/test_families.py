@@ -60,14 +60,19 @@ CIFAR_TRAIN_IMAGES = 50_000
 NATIVE_BF16 = {None: True, "H200": True, "V100": False}
 
 
-def _trainer_sentence(tmp_path: Path, settings: dict, model_type: str):
+def _sentence_decision(settings: TrainSettings, backbone_dir: Path):
     """The sentence trainer's decision (``sentence._for_device``) on a CUDA GPU at the precision its
-    runtime resolves there (the caller sets the card's ``torch.cuda.is_bf16_supported``), the backbone's
-    config.json naming ``model_type``."""
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
-    precision = runtime.resolve_precision(settings.get("precision", "auto"), CUDA)
+    runtime resolves there (the caller sets the card's ``torch.cuda.is_bf16_supported``), and that
+    precision."""
+    precision = runtime.resolve_precision(settings.precision, CUDA)
     run = SimpleNamespace(device=CUDA, precision=SimpleNamespace(name=precision))
-    decided, _ = sentence._for_device(TrainSettings(loss="infonce", **settings), run, tmp_path)
+    return sentence._for_device(settings, run, backbone_dir)[0], precision
+
+
+def _trainer_sentence(tmp_path: Path, settings: dict, model_type: str):
+    """:func:`_sentence_decision` with the backbone's config.json naming ``model_type``."""
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    decided, _ = _sentence_decision(TrainSettings(loss="infonce", **settings), tmp_path)
     return decided.cuda_graph, decided.padding_free, decided.dev_batch_size
 
 
@@ -210,10 +215,7 @@ def _trainer_mode(grid: cl_config.Grid, cell: cl_config.Cell, backbone_dir: Path
         kept = vision_trainer._trained_rows(vs, n_images, torch.device("cpu"))
         n_train = n_images if kept is None else len(kept)
         return "graph" if for_device(vs, CUDA, n_images=n_train)[0].cuda_graph else "eager"
-    settings = TrainSettings.from_dict(s)
-    precision = runtime.resolve_precision(settings.precision, CUDA)
-    run = SimpleNamespace(device=CUDA, precision=SimpleNamespace(name=precision))
-    decided, _ = sentence._for_device(settings, run, backbone_dir)
+    decided, precision = _sentence_decision(TrainSettings.from_dict(s), backbone_dir)
     mode = "padding-free" if decided.padding_free else "graph" if decided.cuda_graph else "eager"
     return f"{mode} {precision}"
 
@@ -340,8 +342,7 @@ def test_the_step_modes_name_themselves():
 
 @pytest.mark.parametrize("model_type", TEXT_FAMILIES)
 def test_each_familys_dropout_keys_set_every_dropout_of_its_model(model_type):
-    """``dropout_keys`` are the config attributes that every ``nn.Dropout`` of the family's transformers
-    model is built from: set to 0.25 through them, the whole model drops at 0.25."""
+    """Set to 0.25 through the family's ``dropout_keys``, every ``nn.Dropout`` of its model drops at 0.25."""
     from transformers import AutoConfig, AutoModel
 
     sizes = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
@@ -355,8 +356,7 @@ def test_each_familys_dropout_keys_set_every_dropout_of_its_model(model_type):
 
 @pytest.mark.parametrize("model_type", TEXT_FAMILIES)
 def test_each_familys_config_keys_read_the_shape_its_config_json_holds(model_type):
-    """Sizes set through transformers' attribute names (``attribute_map``: DistilBERT's ``hidden_size`` is
-    ``dim``) come back from the saved config.json through :func:`families.config_shape`."""
+    """Sizes set through transformers' attribute names come back from config.json (``config_shape``)."""
     from transformers import AutoConfig
 
     config = AutoConfig.for_model(model_type)
@@ -388,8 +388,7 @@ def _tiny_distilbert(out: Path, tokenizer_dir: Path) -> Path:
 def test_the_trainer_sets_the_dropout_through_the_familys_keys(
     model_type, tmp_path, tiny_bert, minilm_dir, monkeypatch
 ):
-    """A DistilBERT cell (its config has no ``hidden_dropout_prob``) trains at the cell's dropout, as a
-    BERT cell does through BERT's two keys; the checkpoint's config keeps the backbone's 0.1."""
+    """A BERT or DistilBERT cell trains at the cell's dropout; the checkpoint's config keeps the 0.1."""
     from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
 
     backbone = tiny_bert

@@ -40,7 +40,6 @@ import functools
 import itertools
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,11 +205,6 @@ def same_as_winner(resolved: Mapping[str, Any], previous_selection: str | Path) 
     winner's (Li A.4's second grid contains the first grid's point: it is not trained twice), else None."""
     selection = json.loads(Path(previous_selection).read_text(encoding="utf-8"))
     return selection["winner_model"] if dict(resolved) == selection["winner_settings"] else None
-
-
-def is_point_name(method: str) -> bool:
-    """Whether a cell's method name is a search point's own (``<method>~s<stage>-...``)."""
-    return re.search(r"~s\d+-", method) is not None
 
 
 #: What a point whose training diverged leaves in its checkpoint (or encoder) folder instead of a model:
