@@ -246,8 +246,7 @@ def test_each_snakemake_line_is_read_and_its_config_loads(where, command):
 
 @pytest.mark.parametrize("command", sorted(RUN))
 def test_each_short_command_runs_as_written(tmp_path, command):
-    """Run in a scratch folder (a link to the checkout's .venv, nothing else): no results/ of the checkout
-    is read or written; docs/layout.md's migration finds no demo there to migrate."""
+    """Run in a scratch folder holding only a link to the checkout's .venv."""
     (tmp_path / ".venv").symlink_to(REPO_ROOT / ".venv")
     done = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == RUN[command], done.stderr[-2000:]

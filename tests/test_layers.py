@@ -118,8 +118,7 @@ def test_a_layer_naming_a_module_that_does_not_exist_is_caught(toy):
 
 
 def test_every_script_stays_a_thin_entry_point():
-    """Issue 47: a rule's script only calls into the library (at most 60 lines); the installer, a tooling
-    script that runs before the library is installed, is the one exception."""
+    """A rule's script only calls into the library (at most 60 lines); the installer is the exception."""
     long = {
         path.name: length
         for path in (REPO_ROOT / "scripts").glob("*.py")

@@ -117,8 +117,7 @@ def test_resources_give_a_backbones_folder_and_the_rules_pattern():
 
 
 def test_a_backbones_folder_is_spelled_once_in_the_project():
-    """Issue 64: the rules, the scripts and the library reach ``<resources_dir>/models/<alias>`` through
-    Resources.backbone_dir only (house review 7 found it spelled by hand in 4 places)."""
+    """``<resources_dir>/models/<alias>`` is reached through Resources.backbone_dir only."""
     spelled_out = re.compile(
         r"models/\{|\"models\", "
     )  # f"{root}/models/{alias}", Path(root, "models", alias)
@@ -207,8 +206,7 @@ def test_tables_and_report_are_written_atomically(tmp_path, monkeypatch, observe
 
 
 def test_read_yaml_gives_safe_loads_objects_for_every_yaml_file_the_project_ships():
-    """paths.read_yaml (libyaml's loader) reads the configs, presets, schema, profiles and the papers'
-    tables and claims files to the same objects as PyYAML's pure-Python safe_load."""
+    """paths.read_yaml reads every shipped YAML file to the same objects as yaml.safe_load."""
     import yaml
 
     shipped = [

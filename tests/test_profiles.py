@@ -90,8 +90,7 @@ def test_a_slurm_profile_given_as_user_profile_loses_its_probe_slots(snakemake_a
 
 
 def test_make_help_lists_every_target_with_its_description():
-    """Issue 78 item 5: ``make help`` prints each target of the Makefile's .PHONY line once, with the text
-    of its ``## `` comment, in the Makefile's order."""
+    """``make help`` prints each .PHONY target once with its ``## `` comment, in the Makefile's order."""
     makefile = (REPO_ROOT / "Makefile").read_text()
     phony = re.search(r"^\.PHONY: (.*)$", makefile, re.M).group(1).split()
     described = {}

@@ -200,8 +200,7 @@ def test_budget_keeps_the_points_nearest_the_configured_settings():
 
 
 def test_a_measured_calibration_changes_no_pinned_search(tmp_path):
-    """Issue 36: a GPU twice as fast (a measured calibration) would let the same budget pay for more
-    points; once a run has pinned what the budget kept, the points stay, until the search changes."""
+    """A faster calibration buys more points, but not once a run has pinned them, until the search changes."""
     import dataclasses
 
     config = _demo()
@@ -442,10 +441,7 @@ def test_mat_margin_prints_in_units_of_pi(tmp_path):
     ids=["add-seeds", "method", "seed"],
 )
 def test_a_select_that_leaves_the_twin_out_still_shares_it(select):
-    """Survey row 92 (issue 78 item 2): the report's add-seeds line for Nie selects other cells and seeds
-    than the ``mpt`` cell that the demo's stage-1 point ``lr 3e-5, m 0.23`` equals, so the point lost its
-    twin and was trained again as a cell of its own. The twin is a configured cell, whatever ``select``
-    keeps: the same four points, the same one shared, as without a select."""
+    """A stage-1 point still shares its configured twin when ``select`` leaves that cell out."""
     config = _demo()
     config["experiments"]["nie2023"]["seeds"] = [42, 43, 44]  # what the add-seeds line's --config sets
     config["select"] = select

@@ -131,9 +131,7 @@ def vision_cells(config, *experiments):
 
 
 def test_oar_cells_train_as_the_authors_code_where_the_paper_is_silent(full):
-    """OAR (HuanranLi/ContrastiveLearning_V2): lightly's SimCLRTransform blur (p 0.5, sigma 0.1-2) and
-    Lightning's default fp32, at every point of the rate sweep; MACL's CIFAR cells (App. B.3: four
-    augmentations, no blur) are unchanged."""
+    """OAR's cells take its code's blur and fp32 at every sweep point; MACL's CIFAR cells are unchanged."""
     from contrastlab.training.vision import VisionTrainSettings
 
     oar = vision_cells(full, "oar_cifar10", "oar_cifar100")

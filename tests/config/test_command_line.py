@@ -149,8 +149,7 @@ def _snakemake(*argv: str) -> tuple[int, list[str]]:
 )
 @pytest.mark.parametrize("profile", ["default", "slurm", "slurm-gres"])  # profiles/local links to default
 def test_plain_snakemake_given_a_missing_config_file_says_so_in_one_line(tmp_path, profile, observed):
-    """Snakemake 9 opens the --configfile files before it reads the Snakefile, outside its error handling;
-    the workflow profiles, read before that, check them (contrastlab.config.invocation)."""
+    """The workflow profiles, read before Snakemake opens the --configfile files, check them."""
     missing = tmp_path / "no such.yaml"
     named = [] if profile == "default" else ["--workflow-profile", f"profiles/{profile}"]
     status, lines = _snakemake(*named, "-n", "--configfile", "config/demo.yaml", str(missing), "--cores", "1")
@@ -168,8 +167,7 @@ def test_plain_snakemake_given_a_missing_config_file_says_so_in_one_line(tmp_pat
 )
 @pytest.mark.parametrize("size", ["0", "abc"])
 def test_a_profile_with_a_bad_group_size_is_named_in_one_line(tmp_path, size, observed):
-    """A copy of profiles/slurm with a group size Snakemake refuses: the profile's hook finds the
-    profile file as Snakemake does (invocation.profile_files) and names it."""
+    """A copy of profiles/slurm with a group size Snakemake refuses is named by the profile's hook."""
     profile = tmp_path / "my slurm" / "config.yaml"
     profile.parent.mkdir()
     text = (REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text()
@@ -186,8 +184,7 @@ def test_a_profile_with_a_bad_group_size_is_named_in_one_line(tmp_path, size, ob
 
 
 def test_a_bad_group_size_on_the_command_line_is_snakemakes_own_traceback():
-    """What docs/cluster.md says of ``--group-components senteval_probes=0``: Snakemake refuses it while it
-    parses its command line, before it reads a profile, so its traceback's last line is the answer."""
+    """As docs/cluster.md says: Snakemake refuses it before any profile is read; its traceback answers."""
     status, lines = _snakemake(
         "-n", "--workflow-profile", "profiles/slurm", "--group-components", "senteval_probes=0"
     )
@@ -199,8 +196,7 @@ def test_a_bad_group_size_on_the_command_line_is_snakemakes_own_traceback():
 
 
 def test_the_profile_files_are_found_as_snakemake_finds_them(monkeypatch):
-    """profiles/default when no profile is named; a named workflow profile replaces it; a --profile comes
-    first; none with --workflow-profile none."""
+    """profiles/default unless a workflow profile is named; a --profile first; none with ``none``."""
     monkeypatch.chdir(REPO_ROOT)
     slurm = Path("profiles/slurm/config.yaml")
     assert profile_files(["-n"]) == [Path("profiles/default/config.yaml")]
@@ -414,9 +410,7 @@ def test_every_test_that_starts_make_builds_its_command_with_the_shared_helper()
     ids=["quote-space-semicolon", "yaml-single-quotes", "doubled-quotes"],
 )
 def test_a_config_value_holding_a_quote_reaches_the_slurm_job_unchanged(tmp_path, override):
-    """The job command's words as Snakemake formats them (``format_cli_arg``), escaped into
-    ``sbatch --wrap="..."`` as the plugin does and read by two shells, reach the job unchanged and parse
-    back to the value the validation accepted."""
+    """Through ``sbatch --wrap="..."`` and two shells, the words reach the job and parse back unchanged."""
     from snakemake_interface_executor_plugins.utils import format_cli_arg
 
     configfile = tmp_path / "my configs" / "it's demo.yaml"
@@ -450,8 +444,7 @@ MIXED = 'experiments={nie2023: {title: "x\' ; touch %s #"}}'
     "refused in one line naming the word, before any job (a SLURM job's shell would run the rest as code)",
 )
 def test_a_config_word_holding_both_quotes_is_refused_before_any_job(tmp_path, observed):
-    """The value passes, but the word does not survive the job command's quoting (through ``--wrap``
-    the job's ``sh`` runs ``touch``): the workflow refuses the word in one line."""
+    """The value passes, but the word would run code through ``--wrap``: refused in one line."""
     from snakemake_interface_executor_plugins.utils import format_cli_arg
 
     marker = tmp_path / "PWN"
@@ -474,8 +467,7 @@ def test_a_config_word_holding_both_quotes_is_refused_before_any_job(tmp_path, o
 
 
 def test_only_snakemake_running_another_checkouts_workflow_forgets_the_imported_library(tmp_path):
-    """The imported library is forgotten for another checkout's Snakefile, and only there (a test
-    loading a profile in-process keeps its modules)."""
+    """The imported library is forgotten for another checkout's Snakefile, and only there."""
     from contrastlab.config.invocation import library_of_another_checkout
 
     (tmp_path / "copy" / "src").mkdir(parents=True)

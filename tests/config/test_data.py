@@ -42,8 +42,7 @@ def test_the_grid_answers_what_the_config_says(repo_root, name):
 
 
 def test_the_report_names_the_lock_as_the_config_does_without_the_key(repo_root):
-    """The tables job's config leaves artifacts_lock out (rules/tables.smk: a new pin re-renders
-    nothing): the report's Inputs section still names `artifacts.lock.json`, not this checkout's path."""
+    """Without artifacts_lock in the tables job's config, the report still names `artifacts.lock.json`."""
     config = {k: v for k, v in _load(repo_root, "demo.yaml").items() if k not in ("data", "artifacts_lock")}
     assert cl_config.Grid(config).data.lock_file == "artifacts.lock.json"
 
