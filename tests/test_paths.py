@@ -116,36 +116,29 @@ def test_resources_give_a_backbones_folder_and_the_rules_pattern():
     assert repr(resources) == "Resources('/data/resources')"
 
 
-def test_a_backbones_folder_is_spelled_once_in_the_project():
-    """``<resources_dir>/models/<alias>`` is reached through Resources.backbone_dir only."""
-    spelled_out = re.compile(
-        r"models/\{|\"models\", "
-    )  # f"{root}/models/{alias}", Path(root, "models", alias)
+@pytest.mark.parametrize(
+    ("spelling", "folders", "suffixes"),
+    [
+        # f"{root}/models/{alias}", Path(root, "models", alias): through Resources.backbone_dir only
+        (r"models/\{|\"models\", ", ("src", "rules", "scripts"), (".py", ".smk")),
+        # {a}/{b}/{c}/seed{d}, with any braces inside: through CELL_PATH only
+        (
+            r"(\{[^{}/]*\}+/){3}seed\{",
+            ("src", "rules", "scripts", "report"),
+            (".py", ".smk", ".yaml", ".rst"),
+        ),
+    ],
+    ids=["backbone-folder", "cell-path"],
+)
+def test_a_place_is_spelled_once_in_the_project(spelling, folders, suffixes):
+    """Rules, scripts and library spell a backbone's folder and a cell's place in paths.py only."""
     files = [REPO_ROOT / "Snakefile"] + [
-        path
-        for folder in ("src", "rules", "scripts")
-        for path in (REPO_ROOT / folder).rglob("*")
-        if path.suffix in (".py", ".smk")
+        path for folder in folders for path in (REPO_ROOT / folder).rglob("*") if path.suffix in suffixes
     ]
     spelled = sorted(
         p.relative_to(REPO_ROOT).as_posix()
         for p in files
-        if spelled_out.search(p.read_text(encoding="utf-8"))
-    )
-    assert spelled == ["src/contrastlab/paths.py"]
-
-
-def test_the_cell_path_is_spelled_once_in_the_project():
-    """Issue 47: the rules, the scripts and the library spell a cell's place through CELL_PATH only."""
-    four = re.compile(r"(\{[^{}/]*\}+/){3}seed\{")  # {a}/{b}/{c}/seed{d}, with any braces inside
-    files = [REPO_ROOT / "Snakefile"] + [
-        path
-        for folder in ("src", "rules", "scripts", "report")
-        for path in (REPO_ROOT / folder).rglob("*")
-        if path.suffix in (".py", ".smk", ".yaml", ".rst")
-    ]
-    spelled = sorted(
-        p.relative_to(REPO_ROOT).as_posix() for p in files if four.search(p.read_text(encoding="utf-8"))
+        if re.search(spelling, p.read_text(encoding="utf-8"))
     )
     assert spelled == ["src/contrastlab/paths.py"]
 
