@@ -136,8 +136,6 @@ def test_a_grid_never_sees_later_changes_to_its_config():
     cfg = cl_config.load(REPO_ROOT / "config.yaml")
     grid = cl_config.Grid(cfg)
     cell = grid.cells[0]
-    configured = {(c.experiment, c.method, c.backbone) for c in grid.every_cell()}
-    assert grid.resolutions == len(configured)  # resolved when built, not on first use
     seeds = grid.experiment(cell.experiment).seeds
     cfg["precision_override"] = "bf16"
     cfg["results_dir"] = "elsewhere"
