@@ -236,8 +236,7 @@ def diverged_record(out_dir: str | Path) -> dict[str, Any] | None:
 
 def diverged_reason(out_dir: str | Path) -> str | None:
     """The error :func:`record_diverged` recorded in ``out_dir``, or None for a trained model."""
-    record = diverged_record(out_dir)
-    return None if record is None else record["diverged"]
+    return (diverged_record(out_dir) or {}).get("diverged")
 
 
 def read_point(model_dir: str | Path) -> dict[str, Any]:
