@@ -6,12 +6,9 @@ A *cell* is one (experiment, backbone, method, seed): one training job and one e
 every cell's settings (its docstring states the resolution order), so the Snakefile, the plan and the
 report read the same settings.
 
-Rooms: ``schema`` (the JSON Schema, coercion, defaults, one-line errors), ``templates`` (experiment
-templates), ``checks`` (cross-references), ``searches`` (an experiment's ``search:`` section read),
-``data`` (where the data lie, what they are, the lock's pins), ``grid`` (cells and their settings; below
-``config/`` the only door to the config); ``validate`` and ``load``
-live here, so that those do not import each other in a circle. The figure catalogue is
-:mod:`contrastlab.figures.catalog`. Nothing here imports torch, so the workflow parses fast.
+The rooms (``schema``, ``templates``, ``checks``, ``searches``, ``data``, ``grid``) say what each holds;
+``validate`` and ``load`` live here, so that those do not import each other in a circle. Nothing here
+imports torch, so the workflow parses fast.
 """
 
 from __future__ import annotations

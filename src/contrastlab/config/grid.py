@@ -51,11 +51,8 @@ SWEEP_LABELS = {"batch_size": "bs"}
 
 
 def expanded_methods(experiment: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Every method of an experiment spec after its ``sweep``: name -> (configured method, overrides).
-
-    Without a sweep each method is itself with no overrides. With ``sweep: {batch_size: [64, 128]}``
-    method ``ntxent`` becomes ``ntxent-bs64`` ({"batch_size": 64}) and ``ntxent-bs128``; several axes
-    give their product, in the order written.
+    """Every method of an experiment spec after its ``sweep``: name -> (configured method, overrides);
+    without a sweep each method is itself with no overrides, several axes give their product.
 
     >>> expanded_methods({"methods": {"cl": {}}, "sweep": {"batch_size": [64, 128]}})
     {'cl-bs64': ('cl', {'batch_size': 64}), 'cl-bs128': ('cl', {'batch_size': 128})}
@@ -422,10 +419,8 @@ class Grid:
 
     The grid keeps its own deep copy of the config and resolves every configured cell when it is built,
     so a grid never sees later changes to the config it was given. Below ``config/`` the grid is the
-    only door to the config: it answers what the rooms ask, per experiment (:meth:`experiment`: track,
-    seeds, search, dataset, ...), per backbone (:meth:`backbone`), of the data (:attr:`data`), the
-    folders (:attr:`results`, :attr:`resources`), the machines (:attr:`compute`) and the run-wide
-    switches (:attr:`options`); ``grid.config`` is for ``config/`` and the entry points.
+    only door to the config (its members answer what the rooms ask); ``grid.config`` is for ``config/``
+    and the entry points.
     """
 
     config: Mapping[str, Any]

@@ -226,16 +226,11 @@ def library_of_another_checkout(argv: Sequence[str], program: str) -> bool:
 
 
 def stop_on_missing_configfile(argv: Sequence[str] | None = None) -> None:
-    """Exit with status 1 and one line (``contrastlab: ...``) when the command line ``argv`` (default: this
-    process's) names a config file that does not exist, is a folder or is not valid YAML
-    (:func:`configfile_problem`), holds a ``--config`` entry Snakemake would refuse with a traceback
-    (:func:`config_entry_problem`), or reads a profile whose ``groups`` or ``group-components`` Snakemake
-    would refuse with one (:func:`profile_group_problem`; docs/reliability.md J1).
-
-    Where the library imported here is another checkout's (:func:`library_of_another_checkout`), every
-    ``contrastlab`` module then leaves ``sys.modules``: the Snakefile imports the library from its own
-    ``src/``, whose loss modules are the rules' inputs, and a library kept from the profile would name the
-    other checkout's files and retrain every cell."""
+    """Exit with status 1 and one line (``contrastlab: ...``) for the first problem of the command line
+    ``argv`` (default: this process's): :func:`configfile_problem`, :func:`config_entry_problem`,
+    :func:`profile_group_problem`. Where the library imported here is another checkout's
+    (:func:`library_of_another_checkout`), every ``contrastlab`` module leaves ``sys.modules``: the
+    Snakefile imports its own ``src/``, whose loss modules are the rules' inputs."""
     argv = sys.argv[1:] if argv is None else argv
     problem = configfile_problem(argv) or config_entry_problem(argv) or profile_group_problem(argv)
     if library_of_another_checkout(argv, sys.argv[0]):
