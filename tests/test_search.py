@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
 
 from contrastlab import config as cl_config
@@ -316,8 +317,6 @@ def test_heatmap_plots_every_point_and_marks_the_winner(tmp_path):
     (folder / "stage1.json").write_text(json.dumps(selection))
     written = search_figure(tmp_path, "nie2023", tmp_path / "fig" / "search")
     assert sorted(p.suffix for p in written) == [".csv", ".pdf", ".png"]
-    import pandas as pd
-
     plotted = pd.read_csv(tmp_path / "fig" / "search.csv")
     assert len(plotted) == 4 and plotted["dev"].tolist() == [80.0, 79.0, 81.5, 78.0]
     assert plotted.loc[plotted["winner"], "point"].tolist() == ["mpt~s1-lr3e-05-m0.23"]
@@ -354,8 +353,6 @@ def _write_stage(tmp_path, backbone: str, method: str, k: int, points: list[tupl
 
 def _dev_metrics(values: dict[str, list[float]], backbone: str = "bert-base"):
     """Configured cells' best STS-B dev Spearman per seed (the dev noise's pool)."""
-    import pandas as pd
-
     rows = [
         ("nie2023", backbone, method, seed, "best_dev_spearman", v)
         for method, vs in values.items()

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from snakemake.cli import parse_config
 from snakemake.settings.types import DeploymentMethod
+from snakemake_interface_executor_plugins.utils import format_cli_arg
 
 from contrastlab import config as cl_config
 from contrastlab.config.command_line import check_command_paths, check_config_words
@@ -411,8 +412,6 @@ def test_every_test_that_starts_make_builds_its_command_with_the_shared_helper()
 )
 def test_a_config_value_holding_a_quote_reaches_the_slurm_job_unchanged(tmp_path, override):
     """Through ``sbatch --wrap="..."`` and two shells, the words reach the job and parse back unchanged."""
-    from snakemake_interface_executor_plugins.utils import format_cli_arg
-
     configfile = tmp_path / "my configs" / "it's demo.yaml"
     recorder = tmp_path / "record"  # stands for sbatch, then for the job's python: prints its arguments
     recorder.write_text("#!/bin/sh\nprintf '%s\\0' \"$@\"\n")
@@ -445,8 +444,6 @@ MIXED = 'experiments={nie2023: {title: "x\' ; touch %s #"}}'
 )
 def test_a_config_word_holding_both_quotes_is_refused_before_any_job(tmp_path, observed):
     """The value passes, but the word would run code through ``--wrap``: refused in one line."""
-    from snakemake_interface_executor_plugins.utils import format_cli_arg
-
     marker = tmp_path / "PWN"
     word = MIXED % marker
     cl_config.validate(_config(word))  # the value alone is safe

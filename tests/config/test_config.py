@@ -10,6 +10,7 @@ import yaml
 from contrastlab import config as cl_config
 from contrastlab.paths import Results
 
+
 def _walk_properties(schema, path=""):
     for key, sub in schema.get("properties", {}).items():
         yield f"{path}.{key}".lstrip("."), sub

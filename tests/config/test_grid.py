@@ -9,6 +9,7 @@ import pytest
 
 from contrastlab import config as cl_config
 from contrastlab.artifacts import LOCK_NAME
+from contrastlab.paths import REPO_ROOT
 
 BASE = {
     "seeds": [1],
@@ -116,8 +117,6 @@ def test_command_line_text_is_read_per_track():
 
 
 def test_presets_validate():
-    from contrastlab.paths import REPO_ROOT
-
     full = cl_config.Grid(cl_config.load(REPO_ROOT / "config.yaml"))
     vision = [c for c in full.cells if c.experiment == "macl_cifar10"]
     assert len(vision) == 5 * 5 * 3  # MACL Table 9: 5 losses x 5 batch sizes, 3 seeds
@@ -131,8 +130,6 @@ def test_presets_validate():
 
 def test_a_grid_never_sees_later_changes_to_its_config():
     """A later change to the caller's config dict reaches neither the grid's settings nor its answers."""
-    from contrastlab.paths import REPO_ROOT
-
     cfg = cl_config.load(REPO_ROOT / "config.yaml")
     grid = cl_config.Grid(cfg)
     cell = grid.cells[0]
