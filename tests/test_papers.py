@@ -292,6 +292,13 @@ def _fifth_paper(root) -> dict[str, str]:
     return env
 
 
+def _python(code: str, root, env) -> str:
+    """The stdout of ``python -c code`` run in the copy of the package at ``root``, which must succeed."""
+    run = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
 def test_the_worked_example_writes_the_title_twice():
     """The title is written in the record and the experiment's ``title``, no more."""
     blocks = _doc_blocks()
@@ -330,11 +337,7 @@ print(json.dumps({
 def test_a_fifth_paper_added_as_docs_adding_a_paper_says(tmp_path):
     """docs/adding-a-paper.md's paper, followed word for word, reaches the tables, report, card and CFF."""
     env = _fifth_paper(tmp_path)
-    run = subprocess.run(
-        [sys.executable, "-c", _FIFTH_PAPER_CHECK], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    seen = json.loads(run.stdout)
+    seen = json.loads(_python(_FIFTH_PAPER_CHECK, tmp_path, env))
     assert seen["title"] == "Smith & Lee 2025, Table 1: STS.Avg"
     assert seen["source"] == "Smith, Lee (2025). A Margin for Sentence Embeddings."
     assert seen["papers"] == ["nie2023", "li2024", "macl", "oar", "smith2025"]
@@ -359,18 +362,11 @@ def test_a_fifth_paper_added_as_docs_adding_a_paper_says(tmp_path):
         "journal": "Journal of Made-up Results",
         "year": 2025,
     }
-    cff_check = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            f"import runpy; runpy.run_path({__file__!r})['test_the_bibtex_agrees_with_citation_cff']()",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
+    _python(
+        f"import runpy; runpy.run_path({__file__!r})['test_the_bibtex_agrees_with_citation_cff']()",
+        tmp_path,
+        env,
     )
-    assert cff_check.returncode == 0, cff_check.stderr[-3000:]
 
 
 #: What the copy reports of the doc's figure: the catalogue's entry for a config with the paper, its
@@ -407,11 +403,7 @@ def test_a_figure_added_as_docs_adding_a_paper_says(tmp_path):
     (tmp_path / CLAIMS_FILE).write_text(record, encoding="utf-8")
     module = "src/contrastlab/figures/smith2025.py"
     (tmp_path / module).write_text(blocks[module], encoding="utf-8")
-    run = subprocess.run(
-        [sys.executable, "-c", _FIGURE_CHECK], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    seen = json.loads(run.stdout)
+    seen = json.loads(_python(_FIGURE_CHECK, tmp_path, env))
     caption = yaml.safe_load(blocks[CLAIMS_FILE])["figures"]["smith2025/smith2025_fig1"]["caption"]
     drawn = {"name": "smith2025/smith2025_fig1", "kind": "analytic", "experiment": "smith2025"}
     assert seen["drawn"] == [{**drawn, "caption": caption}]
