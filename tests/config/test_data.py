@@ -109,25 +109,19 @@ def test_a_data_url_or_revision_the_lock_does_not_pin_stops_in_one_line(repo_roo
 # of refusal: tests/data/test_corpus_check.py)
 
 
-def _corpus_error(repo_root, corpus) -> str:
+def test_the_corpus_identity_is_the_checked_corpus_digest_or_its_refusal(repo_root, tmp_path):
+    import hashlib
+
     from contrastlab.data.corpus_check import CorpusError
 
+    corpus = tmp_path / "wiki.txt"
     config = _load(repo_root, "demo.yaml", data={"wiki_path": str(corpus)})
+    corpus.write_text("".join(f"sentence {i} .\n" for i in range(98)) + "\n\n")  # 2 of 100: refused
     with pytest.raises(CorpusError) as refused:
         DataConfig(config).identity("corpus")
     message = str(refused.value)
     assert "\n" not in message and message.startswith(f"data.wiki_path {corpus} "), message
-    return message
-
-
-def test_the_corpus_identity_is_the_checked_corpus_digest_or_its_refusal(repo_root, tmp_path):
-    corpus = tmp_path / "wiki.txt"
-    corpus.write_text("".join(f"sentence {i} .\n" for i in range(98)) + "\n\n")  # 2 of 100: refused
-    message = _corpus_error(repo_root, corpus)
     assert "2 of its 100 lines are blank (first: line 99)" in message, message
     corpus.write_text("".join(f"sentence {i} .\n" for i in range(99)) + "\n")  # 1 of 100: accepted
-    config = _load(repo_root, "demo.yaml", data={"wiki_path": str(corpus)})
-    import hashlib
-
     expected = hashlib.sha256(corpus.read_bytes()).hexdigest()
     assert DataConfig(config).identity("corpus") == {"corpus": "text", "sha256": expected}
