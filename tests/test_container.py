@@ -1,10 +1,6 @@
-"""The cluster image's definitions (container/Dockerfile, container/contrastlab.def) are held to the pinned
-environment: they install through scripts/install.py under constraints.txt (the same pins as `make
-install`), on the Python the pins were made for, with the CUDA build chosen by the same argument, and
-they copy the same workflow; both carry the conda that `--sdm conda apptainer` needs, and the Snakefile
-names the image to pull with `container:`. No image is built here (no registry or container runtime on the
-CI machine): these are the facts a build depends on that can be checked without one. Snakemake's own dry
-runs with the image are tests/e2e/test_container_sdm.py."""
+"""The cluster images (container/Dockerfile, container/contrastlab.def) are held to the pinned environment,
+the same workflow, the conda `--sdm conda apptainer` needs and the Snakefile's `container:`, without
+building one (no container runtime here; Snakemake's dry runs: tests/e2e/test_container_sdm.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The profiles as Snakemake itself reads them (its own command-line parser, no workflow run): a plain
-``snakemake`` gets profiles/default, the one-machine profile that ``make demo`` uses too, and a SLURM
-profile named with ``--workflow-profile`` replaces it (issue 56 item 2). The runs: tests/e2e
-(test_pipeline.py: an edited script after a finished demo; test_dryrun.py: the SLURM profiles' jobs)."""
+"""The profiles as Snakemake itself reads them: a plain ``snakemake`` gets profiles/default (``make demo``'s
+too), and a SLURM profile named with ``--workflow-profile`` replaces it. The runs: tests/e2e."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The documents a user reads speak of the project a clone has (issue 78 item 7): every relative link in the
-README and docs/ reaches a file of the checkout, and the user-facing reference pages name no path of the
-development machines (an absolute virtualenv, the ``../shared`` folder beside our checkouts)."""
+"""The documents a user reads speak of the project a clone has: every relative link reaches a file of the
+checkout, and the user-facing pages name no path of the development machines."""
 
 import re
 import subprocess

@@ -1,6 +1,5 @@
-"""Issue 78 item 4: ``pip install .`` gives a library whose ``contrastlab.config.load`` works without a
-checkout. The config's schema is package data (``src/contrastlab/config/config.schema.yaml``, read with
-``importlib.resources``); the top-level ``schemas/`` holds a link to that one file."""
+"""``pip install .`` gives a library whose ``contrastlab.config.load`` works without a checkout: the schema
+is package data, which the top-level ``schemas/`` links to."""
 
 from __future__ import annotations
 
