@@ -1,25 +1,14 @@
 """Every command block of the README and docs/ is checked as written, or its page says what it needs that the
-suite lacks (issue 82 item 1).
+suite lacks.
 
 A block is a fenced block whose language is bash, sh, console or shell, or a plain one whose first line is
-a command; the others (a folder tree, a message as printed) are output. Each command of a block is checked
-by the first of these that applies:
-
-- ``make <target> [NAME=value ...]``: ``make -n`` of the same words: the target exists and takes them
-  (``-n`` prints the recipe and runs nothing);
-- ``snakemake ...`` or ``.venv/bin/snakemake ...`` (``...`` standing for the reader's usual arguments):
-  read by Snakemake's own parser as written, its profile folder and config files present, its ``--config``
-  entries ones Snakemake takes (:func:`contrastlab.config.invocation.config_entry_problem`), the config
-  loaded with them and validated (every cross-reference the workflow checks before any job), and a cell it
-  names as its target one of that config's cells;
-- a command another test runs, named in :data:`BY_TEST` (the test reads it from the page or runs its
-  words at toy scale);
-- otherwise the block must be marked in its page by ``<!-- needs: <what> -->`` on the line before it (a
-  GPU, the internet, a cluster, the real data, a finished full run), and the page's text says so.
-
-docs/history/ and docs/gpu-runs/ are records of runs made (the commands as they were typed on that day, on
-that machine), not instructions: they are left out, as is docs/measured.md's record (it has no block).
-Nothing here writes under the checkout's results/ or resources/.
+a command. Each command is checked by the first that applies: ``make <target> [NAME=value ...]``: ``make
+-n`` of the same words; ``snakemake ...``: read by Snakemake's own parser, its profile and config files
+present, its ``--config`` entries ones Snakemake takes, the config loaded and validated, and a cell it
+names as its target one of that config's cells; a short command run as written (:data:`RUN`); a command
+another test runs (:data:`BY_TEST`); otherwise the block is marked ``<!-- needs: <what> -->`` on the line
+before it (a GPU, the internet, a cluster, the real data), and the page's text says so. docs/history/ and
+docs/gpu-runs/ are records of runs made, not instructions: left out.
 """
 
 from __future__ import annotations
