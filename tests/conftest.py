@@ -131,7 +131,7 @@ def tiny_bert(tmp_path_factory, minilm_dir) -> Path:
     )
 
 
-# --- The user's results are not the suite's (issue 47): after `make demo` then `make test`, results/ and
+# --- The user's results are not the suite's: after `make demo` then `make test`, results/ and
 # resources/ are as the demo left them. The controlling process (the only one under xdist, or the one
 # process without it) notes every file there before the first test and compares after the last; a run that
 # created, changed or deleted one fails, naming the files (tests/results_guard.py), and the likely cause
@@ -170,7 +170,7 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-# --- Nor does a test read them (issue 82 item 2): a test that opens or lists a file under the checkout's
+# --- Nor does a test read them: a test that opens or lists a file under the checkout's
 # results/ or resources/ fails, naming the paths, whether or not `make demo` ran first. The report renders
 # from the folder it is given and a test gives it one under tmp_path; an audit hook notes the reads.
 _READS = ReadGuard([REPO_ROOT / name for name in GUARDED])
@@ -194,7 +194,7 @@ def _read_guard(report) -> None:
         )
 
 
-# --- Fault-injection suite (issue 10): `make faults` = `pytest -m fault`, ending with a table -----------
+# --- Fault-injection suite: `make faults` = `pytest -m fault`, ending with a table -----------
 # A test marked `@pytest.mark.fault("what is injected", "what must happen")` injects one fault; it records
 # what it saw with the `observed` fixture. The terminal summary lists every fault run and ends with
 # "N faults injected, M handled" (handled = the test passed).

@@ -109,7 +109,7 @@ def test_results_give_the_rules_patterns_from_a_cell_of_wildcards():
 
 
 def test_resources_give_a_backbones_folder_and_the_rules_pattern():
-    """Issue 64: the resources layout beside Results; a wildcard alias gives the fetch rule's pattern."""
+    """The resources layout beside Results; a wildcard alias gives the fetch rule's pattern."""
     resources = Resources("/data/resources")
     assert resources.backbone_dir("tiny-bert") == "/data/resources/models/tiny-bert"
     assert resources.backbone_dir("{backbone}") == "/data/resources/models/{backbone}"
