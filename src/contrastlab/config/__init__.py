@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from contrastlab.config.checks import (
     check_folders,
     check_logging,
@@ -42,6 +44,7 @@ from contrastlab.config.grid import (
     settings_digest,
     sweep_points,
 )
+from contrastlab.config.invocation import yaml_error_line
 from contrastlab.config.schema import (
     ConfigError,
     coerce_scalars,
@@ -126,13 +129,9 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist; pass an existing YAML file")
-    import yaml
-
     try:
         config = read_yaml(path) or {}
     except yaml.YAMLError as error:
-        from contrastlab.config.invocation import yaml_error_line
-
         raise ConfigError(yaml_error_line(path, error)) from None
     if overrides:
         config = deep_merge(config, overrides)

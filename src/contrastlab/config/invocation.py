@@ -25,7 +25,10 @@ import sys
 from collections.abc import Collection, MutableMapping, Sequence
 from pathlib import Path
 
+import yaml
+
 from contrastlab.config.schema import ConfigError
+from contrastlab.paths import read_yaml
 
 PRESETS = "(config.yaml, config/demo.yaml, config/cpu.yaml)"
 #: What a config file's name ends with; a missing "config file" without one, after a first config file,
@@ -75,10 +78,6 @@ def configfile_problem(argv: Sequence[str]) -> str | None:
 def yaml_problem(path: str | Path) -> str | None:
     """The one line naming the config file ``path``'s YAML error, its line, column and the fix; None when
     it parses (or cannot be read: its reader says why)."""
-    import yaml
-
-    from contrastlab.paths import read_yaml
-
     try:
         read_yaml(path)
     except yaml.YAMLError as error:
@@ -179,10 +178,7 @@ def profile_group_problem(argv: Sequence[str]) -> str | None:
     ("Invalid group components definition"): the file, the key, the entry and the fix; None when all pass.
     The same value on the command line (``--group-components senteval_probes=0``) is refused by Snakemake
     as it parses its command line, before any profile is read, so no code of the workflow's sees it."""
-    import yaml
     from snakemake.cli import parse_group_components, parse_groups
-
-    from contrastlab.paths import read_yaml
 
     fixes = {
         "group-components": (parse_group_components, "GROUP: N, N a whole number of 1 or more"),
