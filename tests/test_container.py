@@ -132,20 +132,15 @@ def test_the_docs_name_the_default_image_and_say_it_is_not_yet_published():
     assert _default_image() in (ROOT / "README.md").read_text()
 
 
-def _miniforge_tags() -> tuple[str, str]:
-    docker = re.search(r"^ARG MINIFORGE=(\S+)$", DOCKERFILE.read_text(), re.M).group(1)
-    apptainer = re.search(
-        r"^From: condaforge/miniforge3:(\S+)\nStage: conda$", APPTAINER.read_text(), re.M
-    ).group(1)
-    return docker, apptainer
-
-
 def test_both_images_carry_a_conda_snakemake_accepts_beside_the_venv():
     """`--sdm conda apptainer` runs `conda info`, `conda --version` and `conda env create` inside the image
     and activates with its bin/activate: both images copy Miniforge's /opt/conda from its image, at a conda
     no older than Snakemake's minimum, and put only condabin/ on PATH, after the venv, so that `python` in a
     job without conda is still the venv's."""
-    docker, apptainer = _miniforge_tags()
+    docker = re.search(r"^ARG MINIFORGE=(\S+)$", DOCKERFILE.read_text(), re.M).group(1)
+    apptainer = re.search(
+        r"^From: condaforge/miniforge3:(\S+)\nStage: conda$", APPTAINER.read_text(), re.M
+    ).group(1)
     assert docker == apptainer == "25.3.0-1"
     conda_version = docker.split("-")[0]  # Miniforge's tags are <conda version>-<build>
     assert Version(conda_version) >= Version(MIN_CONDA_VER) == Version("24.7.1")

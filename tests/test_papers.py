@@ -21,10 +21,6 @@ from contrastlab import papers
 from contrastlab.paths import REPO_ROOT
 
 
-def _cff_references() -> list[dict]:
-    return yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text())["references"]
-
-
 def _fields(entry: str) -> tuple[str, str, dict[str, str]]:
     """(kind, key, fields) of one BibTeX entry as rendered: ``name = {value}`` a line, outer braces off."""
     head = re.match(r"@(\w+)\{([^,]+),\n", entry)
@@ -46,7 +42,7 @@ def _cff_authors(reference: dict) -> list[tuple[str, str]]:
 
 
 def test_the_bibtex_agrees_with_citation_cff():
-    references = _cff_references()
+    references = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text())["references"]
     assert len(references) == len(papers.PAPERS)
     for reference, paper in zip(references, papers.PAPERS, strict=True):
         kind, key, fields = _fields(papers.bibtex(paper))
