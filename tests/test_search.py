@@ -264,15 +264,7 @@ def test_paper_scale_searches_are_priced():
 
 
 def test_selection_table_against_published(tmp_path):
-    config = _with_search(
-        cl_config.load(REPO_ROOT / "config.yaml"),
-        "nie2023",
-        {
-            "methods": ["mpt"],
-            "backbones": ["bert-base"],
-            "stages": [{"grid": {"lr": [1e-5, 3e-5], "hp.m": [0.23, 0.3]}}],
-        },
-    )
+    config = _nie_search(["mpt"], ["bert-base"], [{"grid": {"lr": [1e-5, 3e-5], "hp.m": [0.23, 0.3]}}])
     assert published_hparams("nie2023", "bert-base", "mpt") == {"hp.m": 0.23, "lr": 1e-5, "batch_size": 64}
     assert {r["verdict"] for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023")} == {NOT_RUN}
     folder = tmp_path / "search" / "nie2023" / "bert-base" / "mpt"
