@@ -224,8 +224,7 @@ def pytest_runtest_makereport(item, call):
     if marker is None or report.when != "call" and not (report.when == "setup" and report.failed):
         return
     name, expected = marker.args
-    params = getattr(item, "callspec", None)
-    if params is not None:
+    if hasattr(item, "callspec"):
         name = f"{name} [{item.callspec.id}]"
     seen = [value for key, value in item.user_properties if key == "observed"]
     if report.passed:
