@@ -87,16 +87,11 @@ def test_every_sentence_combination_is_decided_alike_by_the_trainer_and_the_plan
 ):
     _card(monkeypatch, native_bf16)
     types = [*TEXT_FAMILIES, "gpt2"]  # and a family the project does not list
-    grid = itertools.product(CHOICES, (None, True, False), (False, True), (None, True, False), types, (1, 2))
+    keys = ("precision", "cuda_graph", "compile", "padding_free", "grad_accum")
+    grid = itertools.product(CHOICES, (None, True, False), (False, True), (None, True, False), (1, 2), types)
     agreed = refused = 0
-    for precision, graph, compiled, padding_free, model_type, grad_accum in grid:
-        settings = dict(
-            precision=precision,
-            cuda_graph=graph,
-            compile=compiled,
-            padding_free=padding_free,
-            grad_accum=grad_accum,
-        )
+    for *values, model_type in grid:
+        settings = dict(zip(keys, values, strict=True))
         try:
             trainer = _trainer_sentence(tmp_path, settings, model_type)
         except ValueError:  # padding_free with the graph or compile, the graph with grad_accum 2
@@ -127,19 +122,13 @@ def test_an_ieee_fp32_cell_that_asks_for_the_graph_or_compile_is_priced_as_the_g
 
 
 def test_every_image_combination_is_decided_alike_by_the_trainer_and_the_plan():
+    keys = ("precision", "cuda_graph", "compile", "oar_fraction", "drop_last")
     grid = itertools.product(
         CHOICES, (None, True, False), (False, True), (0.0, 0.1), (True, False), (1024, 1000)
     )
     outcomes = []
-    for precision, graph, compiled, oar, drop_last, n_images in grid:
-        settings = dict(
-            precision=precision,
-            cuda_graph=graph,
-            compile=compiled,
-            oar_fraction=oar,
-            drop_last=drop_last,
-            batch_size=256,
-        )
+    for *values, n_images in grid:
+        settings = {**dict(zip(keys, values, strict=True)), "batch_size": 256}
         trainer = plan = "refused"
         try:
             trainer = for_device(VisionTrainSettings(**settings), CUDA, n_images=n_images)[0].cuda_graph
