@@ -21,21 +21,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # --- Two workers (pytest-xdist) ---------------------------------------------------------------------
 # Each module is a group that runs whole on one worker, so that a module-scoped fixture (a finished demo
-# run, a trained model, a real-SentEval run) is built once. The modules that start Snakemake are the
-# folder tests/e2e/: each runs Snakemake in a working copy of the repository of its own (tests/e2e/
-# conftest.py: repo_root), so that two of them can run at once, and tests/e2e/conftest.py marks the whole
-# folder e2e (make test-fast leaves the folder out: --ignore=tests/e2e).
-#
-# The order the workers take modules in: the longest modules start first and the short ones fill in at
-# the end, so that the two workers end together. A long module says so itself, with a module-level
-# ``SCHEDULE_FIRST = n`` beside its tests (the higher, the earlier: test_slurm 16 ... test_overrides 1).
-# A worker takes its next module as soon as at most two tests of its last are left to run (xdist's
-# scope scheduler), so the first and third modules share one worker, the second and fourth the other:
-# test_slurm and test_slurm_gpu (16, 14) run one after the other beside test_gpu_check and test_recovery
-# (15, 13). Two SLURM modules at once left a third of both CPUs idle while their jobs waited on the
-# scheduler's polling (vmstat during CI). Then come the other modules of tests/e2e/ (each starts
-# Snakemake: none is short), then the rest, each group in the order of collection. Nothing here lists
-# paths: a module that moves keeps its place, and a new long module sets its own number.
+# run, a trained model) is built once; tests/e2e/ (each module in a working copy of its own, marked e2e)
+# starts Snakemake. The longest modules start first, so that the two workers end together: a long module
+# sets a module-level ``SCHEDULE_FIRST = n`` (the higher, the earlier: test_slurm 16 ... test_overrides 1);
+# then come the other e2e modules, then the rest, each in the order of collection. A worker takes its next
+# module when at most two tests of its last are left, so the first and third share a worker: the two SLURM
+# modules (16, 14) run one after the other, not at once (their jobs left a third of both CPUs idle).
 
 
 def schedule_key(item) -> tuple[int, bool]:
@@ -140,7 +131,7 @@ def tiny_bert(tmp_path_factory, minilm_dir) -> Path:
     )
 
 
-# --- The user's results are not the suite's (issue 47): after `make demo` then `make test`, results/ and
+# --- The user's results are not the suite's: after `make demo` then `make test`, results/ and
 # resources/ are as the demo left them. The controlling process (the only one under xdist, or the one
 # process without it) notes every file there before the first test and compares after the last; a run that
 # created, changed or deleted one fails, naming the files (tests/results_guard.py), and the likely cause
@@ -179,7 +170,7 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-# --- Nor does a test read them (issue 82 item 2): a test that opens or lists a file under the checkout's
+# --- Nor does a test read them: a test that opens or lists a file under the checkout's
 # results/ or resources/ fails, naming the paths, whether or not `make demo` ran first. The report renders
 # from the folder it is given and a test gives it one under tmp_path; an audit hook notes the reads.
 _READS = ReadGuard([REPO_ROOT / name for name in GUARDED])
@@ -203,7 +194,7 @@ def _read_guard(report) -> None:
         )
 
 
-# --- Fault-injection suite (issue 10): `make faults` = `pytest -m fault`, ending with a table -----------
+# --- Fault-injection suite: `make faults` = `pytest -m fault`, ending with a table -----------
 # A test marked `@pytest.mark.fault("what is injected", "what must happen")` injects one fault; it records
 # what it saw with the `observed` fixture. The terminal summary lists every fault run and ends with
 # "N faults injected, M handled" (handled = the test passed).
@@ -233,8 +224,7 @@ def pytest_runtest_makereport(item, call):
     if marker is None or report.when != "call" and not (report.when == "setup" and report.failed):
         return
     name, expected = marker.args
-    params = getattr(item, "callspec", None)
-    if params is not None:
+    if hasattr(item, "callspec"):
         name = f"{name} [{item.callspec.id}]"
     seen = [value for key, value in item.user_properties if key == "observed"]
     if report.passed:

@@ -78,9 +78,7 @@ def test_a_page_is_its_blocks_in_order_each_followed_by_a_blank_line():
 
 
 def test_a_cell_is_one_line_with_its_bar_escaped_and_its_pieces_joined():
-    """Free text cannot break a table: its line breaks and runs of spaces fold to one space, a ``|`` is
-    escaped; a verdict is its word, head and tail in a row; a list of pieces is their text, a link's as a
-    link (one without a target as its text)."""
+    """A cell is one line, its ``|`` escaped; a verdict is word, head and tail; pieces are joined."""
     table = Table(
         ["a|b", "verdict", "see"],
         [
@@ -98,9 +96,7 @@ def test_a_cell_is_one_line_with_its_bar_escaped_and_its_pieces_joined():
 
 
 def test_names_of_a_config_read_as_written_except_in_code():
-    """A name that would read as Markdown (a link, emphasis, a tag, a bar) is backslash-escaped in every
-    sentence, heading, cell and tally; inside a code span, a code block and a fold's summary (raw HTML:
-    entity-escaped instead) it is left as it reads."""
+    """A name that reads as Markdown is escaped in sentences, left alone in code, entity-escaped in HTML."""
     names = literals_of({"backbones": {"*bold*": {"hub": "org/<m>"}}, "seeds": [1, 2]}, "plain", True)
     assert names == {"*bold*", "org/<m>"}
     page = [

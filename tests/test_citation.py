@@ -71,8 +71,7 @@ def test_the_citation_names_the_four_reproduced_papers():
 
 
 def test_the_references_are_current_as_the_command_writes_them(tmp_path):
-    """Issue 77 item 2: CITATION.cff's references are generated from the records (run ``python -m
-    contrastlab.papers --cff`` after changing a record); the command rewrites them and nothing else."""
+    """CITATION.cff's references are as ``python -m contrastlab.papers --cff`` writes them, the rest kept."""
     text = (REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8")
     head = text[: text.index("\nreferences:\n") + 1]
     assert text == head + papers.cff_references(), "CITATION.cff is stale: python -m contrastlab.papers --cff"

@@ -1,10 +1,6 @@
-"""The cluster image's definitions (container/Dockerfile, container/contrastlab.def) are held to the pinned
-environment: they install through scripts/install.py under constraints.txt (the same pins as `make
-install`), on the Python the pins were made for, with the CUDA build chosen by the same argument, and
-they copy the same workflow; both carry the conda that `--sdm conda apptainer` needs, and the Snakefile
-names the image to pull with `container:`. No image is built here (no registry or container runtime on the
-CI machine): these are the facts a build depends on that can be checked without one. Snakemake's own dry
-runs with the image are tests/e2e/test_container_sdm.py."""
+"""The cluster images (container/Dockerfile, container/contrastlab.def) are held to the pinned environment,
+the same workflow, the conda `--sdm conda apptainer` needs and the Snakefile's `container:`, without
+building one (no container runtime here; Snakemake's dry runs: tests/e2e/test_container_sdm.py)."""
 
 from __future__ import annotations
 
@@ -136,20 +132,15 @@ def test_the_docs_name_the_default_image_and_say_it_is_not_yet_published():
     assert _default_image() in (ROOT / "README.md").read_text()
 
 
-def _miniforge_tags() -> tuple[str, str]:
-    docker = re.search(r"^ARG MINIFORGE=(\S+)$", DOCKERFILE.read_text(), re.M).group(1)
-    apptainer = re.search(
-        r"^From: condaforge/miniforge3:(\S+)\nStage: conda$", APPTAINER.read_text(), re.M
-    ).group(1)
-    return docker, apptainer
-
-
 def test_both_images_carry_a_conda_snakemake_accepts_beside_the_venv():
     """`--sdm conda apptainer` runs `conda info`, `conda --version` and `conda env create` inside the image
     and activates with its bin/activate: both images copy Miniforge's /opt/conda from its image, at a conda
     no older than Snakemake's minimum, and put only condabin/ on PATH, after the venv, so that `python` in a
     job without conda is still the venv's."""
-    docker, apptainer = _miniforge_tags()
+    docker = re.search(r"^ARG MINIFORGE=(\S+)$", DOCKERFILE.read_text(), re.M).group(1)
+    apptainer = re.search(
+        r"^From: condaforge/miniforge3:(\S+)\nStage: conda$", APPTAINER.read_text(), re.M
+    ).group(1)
     assert docker == apptainer == "25.3.0-1"
     conda_version = docker.split("-")[0]  # Miniforge's tags are <conda version>-<build>
     assert Version(conda_version) >= Version(MIN_CONDA_VER) == Version("24.7.1")

@@ -120,7 +120,7 @@ def test_make_gpu_check_stops_with_the_same_line(fake_smi, monkeypatch, repo_roo
 
 
 def test_a_gpu_job_whose_torch_sees_its_gpu_asks_no_nvidia_smi(monkeypatch):
-    """Issue 84: nvidia-smi (0.5-1 s a job) only to explain a failure; cuInit timed as a phase of its own."""
+    """nvidia-smi (0.5-1 s a job) only to explain a failure; cuInit timed as a phase of its own."""
     from contrastlab.training import phases
 
     def no_smi():

@@ -1,30 +1,20 @@
 """Every command block of the README and docs/ is checked as written, or its page says what it needs that the
-suite lacks (issue 82 item 1).
+suite lacks.
 
 A block is a fenced block whose language is bash, sh, console or shell, or a plain one whose first line is
-a command; the others (a folder tree, a message as printed) are output. Each command of a block is checked
-by the first of these that applies:
-
-- ``make <target> [NAME=value ...]``: ``make -n`` of the same words: the target exists and takes them
-  (``-n`` prints the recipe and runs nothing);
-- ``snakemake ...`` or ``.venv/bin/snakemake ...`` (``...`` standing for the reader's usual arguments):
-  read by Snakemake's own parser as written, its profile folder and config files present, its ``--config``
-  entries ones Snakemake takes (:func:`contrastlab.config.invocation.config_entry_problem`), the config
-  loaded with them and validated (every cross-reference the workflow checks before any job), and a cell it
-  names as its target one of that config's cells;
-- a command another test runs, named in :data:`BY_TEST` (the test reads it from the page or runs its
-  words at toy scale);
-- otherwise the block must be marked in its page by ``<!-- needs: <what> -->`` on the line before it (a
-  GPU, the internet, a cluster, the real data, a finished full run), and the page's text says so.
-
-docs/history/ and docs/gpu-runs/ are records of runs made (the commands as they were typed on that day, on
-that machine), not instructions: they are left out, as is docs/measured.md's record (it has no block).
-Nothing here writes under the checkout's results/ or resources/.
+a command. Each command is checked by the first that applies: ``make <target> [NAME=value ...]``: ``make
+-n`` of the same words; ``snakemake ...``: read by Snakemake's own parser, its profile and config files
+present, its ``--config`` entries ones Snakemake takes, the config loaded and validated, and a cell it
+names as its target one of that config's cells; a short command run as written (:data:`RUN`); a command
+another test runs (:data:`BY_TEST`); otherwise the block is marked ``<!-- needs: <what> -->`` on the line
+before it (a GPU, the internet, a cluster, the real data), and the page's text says so. docs/history/ and
+docs/gpu-runs/ are records of runs made, not instructions: left out.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shlex
 import subprocess
@@ -58,19 +48,22 @@ BY_TEST = {
         "tests/test_papers.py::test_a_fifth_paper_added_as_docs_adding_a_paper_says"
     ),
     ("docs/reproduction.md", ".venv/bin/dvc repro"): "tests/e2e/test_dvc.py::demo",
-    ("docs/reproduction.md", ".venv/bin/dvc exp run -S training.lr=1e-4"): "tests/e2e/test_dvc.py",
-    ("docs/reproduction.md", ".venv/bin/dvc exp show"): "tests/e2e/test_dvc.py",
-    ("docs/reproduction.md", ".venv/bin/dvc metrics show"): "tests/e2e/test_dvc.py",
-    ("docs/reproduction.md", ".venv/bin/dvc plots show"): "tests/e2e/test_dvc.py",
-    ("docs/reproduction.md", "git add dvc.lock summary/"): "tests/e2e/test_dvc.py",
+    # a local folder as the remote
     ("docs/reproduction.md", ".venv/bin/dvc remote add -d store /mnt/shared/contrastlab-dvc"): (
-        "tests/e2e/test_dvc.py::demo"  # a local folder as the remote
+        "tests/e2e/test_dvc.py::demo"
     ),
-    (
-        "docs/reproduction.md",
-        'git add .dvc/config dvc.lock summary/demo.json resources/*.dvc && git commit -m "freeze demo"',
-    ): "tests/e2e/test_dvc.py",
-    ("docs/reproduction.md", ".venv/bin/dvc pull"): "tests/e2e/test_dvc.py",
+    **{
+        ("docs/reproduction.md", command): "tests/e2e/test_dvc.py"
+        for command in (
+            ".venv/bin/dvc exp run -S training.lr=1e-4",
+            ".venv/bin/dvc exp show",
+            ".venv/bin/dvc metrics show",
+            ".venv/bin/dvc plots show",
+            "git add dvc.lock summary/",
+            'git add .dvc/config dvc.lock summary/demo.json resources/*.dvc && git commit -m "freeze demo"',
+            ".venv/bin/dvc pull",
+        )
+    },
     (
         "docs/reproduction.md",
         ".venv/bin/snakemake --configfile config/demo.yaml --report results/demo/snakemake-report.zip",
@@ -97,10 +90,6 @@ class Block:
         """Its commands, each on one line (continuations joined), without comments."""
         joined = re.sub(r"\\\n\s*", " ", self.text)
         return [command for command in map(_uncommented, joined.splitlines()) if command]
-
-    @property
-    def is_command(self) -> bool:
-        return bool(self.commands)
 
 
 def _uncommented(line: str) -> str:
@@ -217,8 +206,6 @@ def test_each_make_line_names_a_target_that_takes_its_words(where, command):
 
 @functools.cache
 def _loaded(configfile: str, overrides: str) -> dict:
-    import json
-
     return cl_config.load(REPO_ROOT / configfile, json.loads(overrides) or None)
 
 
@@ -226,8 +213,6 @@ def _loaded(configfile: str, overrides: str) -> dict:
     ("where", "command"), _commands("read by Snakemake"), ids=lambda v: v if ":" in v else None
 )
 def test_each_snakemake_line_is_read_and_its_config_loads(where, command):
-    import json
-
     from snakemake.cli import get_argument_parser, parse_config
 
     argv = [w for w in shlex.split(command)[1:] if w != "..."]
@@ -243,16 +228,14 @@ def test_each_snakemake_line_is_read_and_its_config_loads(where, command):
         cell = re.search(r"(?:metrics|checkpoints)/([^/]+)/([^/]+)/([^/]+)/seed(\d+)/", target)
         if cell:
             experiment, backbone, method, seed = cell.groups()
-            assert any(
-                (c.experiment, c.backbone, c.method, str(c.seed)) == (experiment, backbone, method, seed)
-                for c in grid.cells
-            ), f"{where}: {grid.experiment(experiment).not_a_cell(backbone, method, seed)}"
+            assert cl_config.Cell(experiment, backbone, method, int(seed)) in grid.cells, (
+                f"{where}: {grid.experiment(experiment).not_a_cell(backbone, method, seed)}"
+            )
 
 
 @pytest.mark.parametrize("command", sorted(RUN))
 def test_each_short_command_runs_as_written(tmp_path, command):
-    """Run in a scratch folder (a link to the checkout's .venv, nothing else): no results/ of the checkout
-    is read or written; docs/layout.md's migration finds no demo there to migrate."""
+    """Run in a scratch folder holding only a link to the checkout's .venv."""
     (tmp_path / ".venv").symlink_to(REPO_ROOT / ".venv")
     done = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == RUN[command], done.stderr[-2000:]

@@ -60,14 +60,19 @@ CIFAR_TRAIN_IMAGES = 50_000
 NATIVE_BF16 = {None: True, "H200": True, "V100": False}
 
 
-def _trainer_sentence(tmp_path: Path, settings: dict, model_type: str):
+def _sentence_decision(settings: TrainSettings, backbone_dir: Path):
     """The sentence trainer's decision (``sentence._for_device``) on a CUDA GPU at the precision its
-    runtime resolves there (the caller sets the card's ``torch.cuda.is_bf16_supported``), the backbone's
-    config.json naming ``model_type``."""
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
-    precision = runtime.resolve_precision(settings.get("precision", "auto"), CUDA)
+    runtime resolves there (the caller sets the card's ``torch.cuda.is_bf16_supported``), and that
+    precision."""
+    precision = runtime.resolve_precision(settings.precision, CUDA)
     run = SimpleNamespace(device=CUDA, precision=SimpleNamespace(name=precision))
-    decided, _ = sentence._for_device(TrainSettings(loss="infonce", **settings), run, tmp_path)
+    return sentence._for_device(settings, run, backbone_dir)[0], precision
+
+
+def _trainer_sentence(tmp_path: Path, settings: dict, model_type: str):
+    """:func:`_sentence_decision` with the backbone's config.json naming ``model_type``."""
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    decided, _ = _sentence_decision(TrainSettings(loss="infonce", **settings), tmp_path)
     return decided.cuda_graph, decided.padding_free, decided.dev_batch_size
 
 
@@ -82,16 +87,11 @@ def test_every_sentence_combination_is_decided_alike_by_the_trainer_and_the_plan
 ):
     _card(monkeypatch, native_bf16)
     types = [*TEXT_FAMILIES, "gpt2"]  # and a family the project does not list
-    grid = itertools.product(CHOICES, (None, True, False), (False, True), (None, True, False), types, (1, 2))
+    keys = ("precision", "cuda_graph", "compile", "padding_free", "grad_accum")
+    grid = itertools.product(CHOICES, (None, True, False), (False, True), (None, True, False), (1, 2), types)
     agreed = refused = 0
-    for precision, graph, compiled, padding_free, model_type, grad_accum in grid:
-        settings = dict(
-            precision=precision,
-            cuda_graph=graph,
-            compile=compiled,
-            padding_free=padding_free,
-            grad_accum=grad_accum,
-        )
+    for *values, model_type in grid:
+        settings = dict(zip(keys, values, strict=True))
         try:
             trainer = _trainer_sentence(tmp_path, settings, model_type)
         except ValueError:  # padding_free with the graph or compile, the graph with grad_accum 2
@@ -122,19 +122,13 @@ def test_an_ieee_fp32_cell_that_asks_for_the_graph_or_compile_is_priced_as_the_g
 
 
 def test_every_image_combination_is_decided_alike_by_the_trainer_and_the_plan():
+    keys = ("precision", "cuda_graph", "compile", "oar_fraction", "drop_last")
     grid = itertools.product(
         CHOICES, (None, True, False), (False, True), (0.0, 0.1), (True, False), (1024, 1000)
     )
     outcomes = []
-    for precision, graph, compiled, oar, drop_last, n_images in grid:
-        settings = dict(
-            precision=precision,
-            cuda_graph=graph,
-            compile=compiled,
-            oar_fraction=oar,
-            drop_last=drop_last,
-            batch_size=256,
-        )
+    for *values, n_images in grid:
+        settings = {**dict(zip(keys, values, strict=True)), "batch_size": 256}
         trainer = plan = "refused"
         try:
             trainer = for_device(VisionTrainSettings(**settings), CUDA, n_images=n_images)[0].cuda_graph
@@ -210,10 +204,7 @@ def _trainer_mode(grid: cl_config.Grid, cell: cl_config.Cell, backbone_dir: Path
         kept = vision_trainer._trained_rows(vs, n_images, torch.device("cpu"))
         n_train = n_images if kept is None else len(kept)
         return "graph" if for_device(vs, CUDA, n_images=n_train)[0].cuda_graph else "eager"
-    settings = TrainSettings.from_dict(s)
-    precision = runtime.resolve_precision(settings.precision, CUDA)
-    run = SimpleNamespace(device=CUDA, precision=SimpleNamespace(name=precision))
-    decided, _ = sentence._for_device(settings, run, backbone_dir)
+    decided, precision = _sentence_decision(TrainSettings.from_dict(s), backbone_dir)
     mode = "padding-free" if decided.padding_free else "graph" if decided.cuda_graph else "eager"
     return f"{mode} {precision}"
 
@@ -340,8 +331,7 @@ def test_the_step_modes_name_themselves():
 
 @pytest.mark.parametrize("model_type", TEXT_FAMILIES)
 def test_each_familys_dropout_keys_set_every_dropout_of_its_model(model_type):
-    """``dropout_keys`` are the config attributes that every ``nn.Dropout`` of the family's transformers
-    model is built from: set to 0.25 through them, the whole model drops at 0.25."""
+    """Set to 0.25 through the family's ``dropout_keys``, every ``nn.Dropout`` of its model drops at 0.25."""
     from transformers import AutoConfig, AutoModel
 
     sizes = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
@@ -355,8 +345,7 @@ def test_each_familys_dropout_keys_set_every_dropout_of_its_model(model_type):
 
 @pytest.mark.parametrize("model_type", TEXT_FAMILIES)
 def test_each_familys_config_keys_read_the_shape_its_config_json_holds(model_type):
-    """Sizes set through transformers' attribute names (``attribute_map``: DistilBERT's ``hidden_size`` is
-    ``dim``) come back from the saved config.json through :func:`families.config_shape`."""
+    """Sizes set through transformers' attribute names come back from config.json (``config_shape``)."""
     from transformers import AutoConfig
 
     config = AutoConfig.for_model(model_type)
@@ -388,8 +377,7 @@ def _tiny_distilbert(out: Path, tokenizer_dir: Path) -> Path:
 def test_the_trainer_sets_the_dropout_through_the_familys_keys(
     model_type, tmp_path, tiny_bert, minilm_dir, monkeypatch
 ):
-    """A DistilBERT cell (its config has no ``hidden_dropout_prob``) trains at the cell's dropout, as a
-    BERT cell does through BERT's two keys; the checkpoint's config keeps the backbone's 0.1."""
+    """A BERT or DistilBERT cell trains at the cell's dropout; the checkpoint's config keeps the 0.1."""
     from contrastlab.data.fixtures import write_demo_corpus, write_senteval_fixture
 
     backbone = tiny_bert

@@ -93,8 +93,7 @@ def test_the_lock_holds_every_requirement_of_the_installed_extras():
 
 
 def test_make_install_installs_the_lock_with_require_hashes_then_the_project_without_dependencies(tmp_path):
-    """Issue 78 item 6: the lock's setuptools first (the build backend, hash-checked), then the whole lock
-    (its source-only packages built with that setuptools), then the project, editable, without resolving."""
+    """The lock's setuptools first, then the whole lock, then the project, editable, without resolving."""
     for installer in (install.uv_command({}), install.pip_command()):
         setuptools, lock, project = install.install_steps(installer, [], None, tmp_path)
         first = tmp_path / "requirements-setuptools.txt"

@@ -1,4 +1,4 @@
-"""The tests mirror the rooms (issue 47): the test of ``src/contrastlab/<room>/<module>.py`` is
+"""The tests mirror the rooms: the test of ``src/contrastlab/<room>/<module>.py`` is
 ``tests/<room>/test_<module>.py`` (a top-level module's: ``tests/test_<module>.py``; a package's
 ``__init__.py`` that holds code of its own: ``tests/<room>/test_<room>.py``), so that whoever changes a
 module finds its tests without searching. Most modules have one; this keeps it so."""

@@ -21,10 +21,6 @@ from contrastlab import papers
 from contrastlab.paths import REPO_ROOT
 
 
-def _cff_references() -> list[dict]:
-    return yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text())["references"]
-
-
 def _fields(entry: str) -> tuple[str, str, dict[str, str]]:
     """(kind, key, fields) of one BibTeX entry as rendered: ``name = {value}`` a line, outer braces off."""
     head = re.match(r"@(\w+)\{([^,]+),\n", entry)
@@ -46,7 +42,7 @@ def _cff_authors(reference: dict) -> list[tuple[str, str]]:
 
 
 def test_the_bibtex_agrees_with_citation_cff():
-    references = _cff_references()
+    references = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text())["references"]
     assert len(references) == len(papers.PAPERS)
     for reference, paper in zip(references, papers.PAPERS, strict=True):
         kind, key, fields = _fields(papers.bibtex(paper))
@@ -77,9 +73,7 @@ def _paper_identifiers(paper: papers.Paper) -> dict[str, str]:
 
 
 def test_the_records_carry_the_links_their_papers_own_text_names():
-    """Issue 65 item 6: each record carries what its paper's text in ../shared/papers/ names of its own:
-    none of the four names an arXiv id, DOI or URL of the paper (so none is recorded, and no card gets an
-    ``arxiv:`` tag); Nie 2023 (footnote 1) and Li 2024 (its abstract's footnote) name their code."""
+    """Each record carries only the links its paper's own text names: Nie's and Li's code, no arXiv id."""
     assert {paper.prefix: _paper_identifiers(paper) for paper in papers.PAPERS} == {
         "nie2023": {"repository-code": "https://github.com/BDBC-KG-NLP/ICLR2023-Gradient-Dissipation"},
         "li2024": {"repository-code": "https://github.com/BDBC-KG-NLP/UnderstandingCSE"},
@@ -90,8 +84,7 @@ def test_the_records_carry_the_links_their_papers_own_text_names():
 
 
 def test_an_arxiv_id_doi_and_url_reach_the_bibtex_and_the_hub_tags(tmp_path):
-    """A record with an arXiv id, a DOI and a URL: its BibTeX has ``eprint``/``archivePrefix``, ``doi`` and
-    ``url``, the Hub tags ``arxiv:<id>``; an arXiv id not in arXiv's form stops with one line."""
+    """An arXiv id, DOI and URL reach the BibTeX and the Hub tags; an arXiv id not in arXiv's form stops."""
     record = """\
         order: 1
         name: A 2020
@@ -174,8 +167,7 @@ NO_PAPER = {"config/gpu-check.yaml": {"gpu_check", "gpu_check_macl", "gpu_check_
     "name", ["config.yaml", "config/demo.yaml", "config/cpu.yaml", "config/gpu-check.yaml"]
 )
 def test_every_configured_experiment_belongs_to_a_paper_or_is_the_gpu_checks(name):
-    """Issue 64 item 1: a paper is one record, and an experiment named for no paper is said so here; its card
-    cites every paper (hub.publish.citation_of), an experiment of a paper its paper only."""
+    """An experiment's card cites its paper, one of no paper every paper."""
     from contrastlab.hub.publish import citation_of
 
     experiments = cl_config.load(REPO_ROOT / name)["experiments"]
@@ -187,8 +179,7 @@ def test_every_configured_experiment_belongs_to_a_paper_or_is_the_gpu_checks(nam
 
 
 def test_the_records_give_the_tables_claims_and_schedules():
-    """The derived views: the registry's titles open with the paper's name, the report's order is the
-    records', and the image tables' schedules are MACL App. B.3's 200 epochs and OAR §5's 100."""
+    """The registry's titles, the report's order and the image schedules come from the records."""
     from contrastlab.report.claims import PAPERS as CLAIM_PAPERS
     from contrastlab.tables import TABLES
     from contrastlab.tables.deviations import VISION_PAPER_EPOCHS
@@ -248,8 +239,7 @@ def test_a_paper_file_in_the_wrong_shape_stops_with_one_line(tmp_path):
 
 
 def test_a_record_heads_its_report_section_with_its_name_and_title_unless_it_writes_one():
-    """Issue 77 item 2: the report's heading of a paper is "<name>, <citation's title>" (OAR's), or the
-    record's own ``heading`` where the report words it otherwise (the venue; Li's shorter title)."""
+    """A paper's heading is "<name>, <title>" unless its record writes its own ``heading``."""
     assert {p.prefix: p.heading for p in papers.PAPERS} == {
         "nie2023": "Nie et al. 2023, On the Inadequacy of Optimizing Alignment and Uniformity in Contrastive "
         "Learning of Sentence Representations (ICLR)",
@@ -298,9 +288,15 @@ def _fifth_paper(root) -> dict[str, str]:
     return env
 
 
+def _python(code: str, root, env) -> str:
+    """The stdout of ``python -c code`` run in the copy of the package at ``root``, which must succeed."""
+    run = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
 def test_the_worked_example_writes_the_title_twice():
-    """Issue 77 item 2: the title in the record and in the experiment's ``title``, no more: the report's
-    heading, the table's source and CITATION.cff's reference come from the record."""
+    """The title is written in the record and the experiment's ``title``, no more."""
     blocks = _doc_blocks()
     assert [path for path, block in blocks.items() if "A Margin for Sentence Embeddings" in block] == [
         CLAIMS_FILE,
@@ -335,17 +331,9 @@ print(json.dumps({
 
 
 def test_a_fifth_paper_added_as_docs_adding_a_paper_says(tmp_path):
-    """Issue 64 item 1: the worked example, followed word for word in a copy of the package: the five files
-    it names (no Python, CITATION.cff written by the command), and the table is registered under the
-    paper's name with its source from the record, lands in the paper's own section of the report (headed
-    by the record's name and title) with its claims (after OAR's, not under "Other tables"), its card
-    cites the paper alone, and CITATION.cff agrees with the records."""
+    """docs/adding-a-paper.md's paper, followed word for word, reaches the tables, report, card and CFF."""
     env = _fifth_paper(tmp_path)
-    run = subprocess.run(
-        [sys.executable, "-c", _FIFTH_PAPER_CHECK], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    seen = json.loads(run.stdout)
+    seen = json.loads(_python(_FIFTH_PAPER_CHECK, tmp_path, env))
     assert seen["title"] == "Smith & Lee 2025, Table 1: STS.Avg"
     assert seen["source"] == "Smith, Lee (2025). A Margin for Sentence Embeddings."
     assert seen["papers"] == ["nie2023", "li2024", "macl", "oar", "smith2025"]
@@ -370,18 +358,11 @@ def test_a_fifth_paper_added_as_docs_adding_a_paper_says(tmp_path):
         "journal": "Journal of Made-up Results",
         "year": 2025,
     }
-    cff_check = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            f"import runpy; runpy.run_path({__file__!r})['test_the_bibtex_agrees_with_citation_cff']()",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
+    _python(
+        f"import runpy; runpy.run_path({__file__!r})['test_the_bibtex_agrees_with_citation_cff']()",
+        tmp_path,
+        env,
     )
-    assert cff_check.returncode == 0, cff_check.stderr[-3000:]
 
 
 #: What the copy reports of the doc's figure: the catalogue's entry for a config with the paper, its
@@ -408,9 +389,7 @@ print(json.dumps({
 
 
 def test_a_figure_added_as_docs_adding_a_paper_says(tmp_path):
-    """Issue 77 item 2: a paper's figure is its record's entry and one registered function, the doc's two
-    blocks followed word for word on its fifth paper: the config draws it (the record's caption), in the
-    paper's analytic job, and the job's call writes its PNG, PDF and the CSV of its numbers."""
+    """The doc's figure, followed word for word, is drawn in the paper's analytic job: PNG, PDF and CSV."""
     env = _fifth_paper(tmp_path)
     blocks = _doc_blocks("figures")
     assert list(blocks) == [CLAIMS_FILE, "src/contrastlab/figures/smith2025.py"]
@@ -420,11 +399,7 @@ def test_a_figure_added_as_docs_adding_a_paper_says(tmp_path):
     (tmp_path / CLAIMS_FILE).write_text(record, encoding="utf-8")
     module = "src/contrastlab/figures/smith2025.py"
     (tmp_path / module).write_text(blocks[module], encoding="utf-8")
-    run = subprocess.run(
-        [sys.executable, "-c", _FIGURE_CHECK], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    seen = json.loads(run.stdout)
+    seen = json.loads(_python(_FIGURE_CHECK, tmp_path, env))
     caption = yaml.safe_load(blocks[CLAIMS_FILE])["figures"]["smith2025/smith2025_fig1"]["caption"]
     drawn = {"name": "smith2025/smith2025_fig1", "kind": "analytic", "experiment": "smith2025"}
     assert seen["drawn"] == [{**drawn, "caption": caption}]

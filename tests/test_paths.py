@@ -109,44 +109,36 @@ def test_results_give_the_rules_patterns_from_a_cell_of_wildcards():
 
 
 def test_resources_give_a_backbones_folder_and_the_rules_pattern():
-    """Issue 64: the resources layout beside Results; a wildcard alias gives the fetch rule's pattern."""
+    """The resources layout beside Results; a wildcard alias gives the fetch rule's pattern."""
     resources = Resources("/data/resources")
     assert resources.backbone_dir("tiny-bert") == "/data/resources/models/tiny-bert"
     assert resources.backbone_dir("{backbone}") == "/data/resources/models/{backbone}"
     assert repr(resources) == "Resources('/data/resources')"
 
 
-def test_a_backbones_folder_is_spelled_once_in_the_project():
-    """Issue 64: the rules, the scripts and the library reach ``<resources_dir>/models/<alias>`` through
-    Resources.backbone_dir only (house review 7 found it spelled by hand in 4 places)."""
-    spelled_out = re.compile(
-        r"models/\{|\"models\", "
-    )  # f"{root}/models/{alias}", Path(root, "models", alias)
+@pytest.mark.parametrize(
+    ("spelling", "folders", "suffixes"),
+    [
+        # f"{root}/models/{alias}", Path(root, "models", alias): through Resources.backbone_dir only
+        (r"models/\{|\"models\", ", ("src", "rules", "scripts"), (".py", ".smk")),
+        # {a}/{b}/{c}/seed{d}, with any braces inside: through CELL_PATH only
+        (
+            r"(\{[^{}/]*\}+/){3}seed\{",
+            ("src", "rules", "scripts", "report"),
+            (".py", ".smk", ".yaml", ".rst"),
+        ),
+    ],
+    ids=["backbone-folder", "cell-path"],
+)
+def test_a_place_is_spelled_once_in_the_project(spelling, folders, suffixes):
+    """Rules, scripts and library spell a backbone's folder and a cell's place in paths.py only."""
     files = [REPO_ROOT / "Snakefile"] + [
-        path
-        for folder in ("src", "rules", "scripts")
-        for path in (REPO_ROOT / folder).rglob("*")
-        if path.suffix in (".py", ".smk")
+        path for folder in folders for path in (REPO_ROOT / folder).rglob("*") if path.suffix in suffixes
     ]
     spelled = sorted(
         p.relative_to(REPO_ROOT).as_posix()
         for p in files
-        if spelled_out.search(p.read_text(encoding="utf-8"))
-    )
-    assert spelled == ["src/contrastlab/paths.py"]
-
-
-def test_the_cell_path_is_spelled_once_in_the_project():
-    """Issue 47: the rules, the scripts and the library spell a cell's place through CELL_PATH only."""
-    four = re.compile(r"(\{[^{}/]*\}+/){3}seed\{")  # {a}/{b}/{c}/seed{d}, with any braces inside
-    files = [REPO_ROOT / "Snakefile"] + [
-        path
-        for folder in ("src", "rules", "scripts", "report")
-        for path in (REPO_ROOT / folder).rglob("*")
-        if path.suffix in (".py", ".smk", ".yaml", ".rst")
-    ]
-    spelled = sorted(
-        p.relative_to(REPO_ROOT).as_posix() for p in files if four.search(p.read_text(encoding="utf-8"))
+        if re.search(spelling, p.read_text(encoding="utf-8"))
     )
     assert spelled == ["src/contrastlab/paths.py"]
 
@@ -207,8 +199,7 @@ def test_tables_and_report_are_written_atomically(tmp_path, monkeypatch, observe
 
 
 def test_read_yaml_gives_safe_loads_objects_for_every_yaml_file_the_project_ships():
-    """paths.read_yaml (libyaml's loader) reads the configs, presets, schema, profiles and the papers'
-    tables and claims files to the same objects as PyYAML's pure-Python safe_load."""
+    """paths.read_yaml reads every shipped YAML file to the same objects as yaml.safe_load."""
     import yaml
 
     shipped = [

@@ -1,7 +1,5 @@
-"""The profiles as Snakemake itself reads them (its own command-line parser, no workflow run): a plain
-``snakemake`` gets profiles/default, the one-machine profile that ``make demo`` uses too, and a SLURM
-profile named with ``--workflow-profile`` replaces it (issue 56 item 2). The runs: tests/e2e
-(test_pipeline.py: an edited script after a finished demo; test_dryrun.py: the SLURM profiles' jobs)."""
+"""The profiles as Snakemake itself reads them: a plain ``snakemake`` gets profiles/default (``make demo``'s
+too), and a SLURM profile named with ``--workflow-profile`` replaces it. The runs: tests/e2e."""
 
 from __future__ import annotations
 
@@ -90,8 +88,7 @@ def test_a_slurm_profile_given_as_user_profile_loses_its_probe_slots(snakemake_a
 
 
 def test_make_help_lists_every_target_with_its_description():
-    """Issue 78 item 5: ``make help`` prints each target of the Makefile's .PHONY line once, with the text
-    of its ``## `` comment, in the Makefile's order."""
+    """``make help`` prints each .PHONY target once with its ``## `` comment, in the Makefile's order."""
     makefile = (REPO_ROOT / "Makefile").read_text()
     phony = re.search(r"^\.PHONY: (.*)$", makefile, re.M).group(1).split()
     described = {}

@@ -12,18 +12,14 @@ import yaml
 import contrastlab
 from contrastlab.paths import REPO_ROOT
 
+#: A release heading of a Keep a Changelog text: its (version, date), newest first.
 RELEASE = re.compile(r"^## \[(\d+\.\d+\.\d+)\] - (\d{4}-\d{2}-\d{2})$", flags=re.M)
 
 
-def changelog_releases(text: str) -> list[tuple[str, str]]:
-    """``(version, date)`` of each release heading of a Keep a Changelog text, newest first."""
-    return RELEASE.findall(text)
-
-
 def test_the_version_is_the_changelogs_latest_release_everywhere():
-    """Issue 65 item 6: the version moves with the CHANGELOG."""
+    """The version moves with the CHANGELOG."""
     text = (REPO_ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
-    releases = changelog_releases(text)
+    releases = RELEASE.findall(text)
     assert releases[0] == ("0.2.0", "2026-11-27")
     assert text.index("## [Unreleased]") < text.index("## [0.2.0]")
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
@@ -35,7 +31,7 @@ def test_a_changelog_release_heading_is_read_only_in_its_own_form():
     text = (
         "## [Unreleased]\n\n## [1.10.0] - 2027-01-02\n- x\n## [1.9.0] 2026-12-01\n## [1.8.0] - 2026-11-30\n"
     )
-    assert changelog_releases(text) == [("1.10.0", "2027-01-02"), ("1.8.0", "2026-11-30")]
+    assert RELEASE.findall(text) == [("1.10.0", "2027-01-02"), ("1.8.0", "2026-11-30")]
 
 
 def test_pre_commit_runs_the_projects_own_lint_as_local_hooks():

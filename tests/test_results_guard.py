@@ -11,7 +11,7 @@ import textwrap
 import time
 
 import pytest
-from results_guard import changes, snapshot
+from results_guard import ReadGuard, changed_paths, changes, likely_cause, live_workflow_runs, snapshot
 
 
 def test_a_created_a_changed_and_a_deleted_file_are_each_named(tmp_path):
@@ -99,8 +99,6 @@ def _run_outside_the_suite(root, results):
     "the guard still fails, and names that run (pid, command, folder) as the likely cause",
 )
 def test_a_workflow_run_beside_the_suite_is_named_as_the_likely_cause(tmp_path, observed):
-    from results_guard import changed_paths, likely_cause, live_workflow_runs
-
     before = _finished_demo(tmp_path)
     since = time.time_ns()
     pid = _run_outside_the_suite(tmp_path, tmp_path / "results" / "demo")
@@ -129,8 +127,6 @@ def test_a_workflow_run_beside_the_suite_is_named_as_the_likely_cause(tmp_path, 
 
 
 def test_a_test_that_writes_into_the_checkout_is_caught_with_no_run_to_blame(tmp_path):
-    from results_guard import changed_paths, likely_cause, live_workflow_runs
-
     before = _finished_demo(tmp_path)
     since = time.time_ns()
     (tmp_path / "resources" / "data" / "corpus.txt").write_text("b\n")  # a test writing into resources/
@@ -166,10 +162,6 @@ def test_a_test_that_writes_into_the_checkout_is_caught_with_no_run_to_blame(tmp
 def test_a_read_or_a_listing_under_the_guarded_folders_is_noted_and_a_stat_is_not(tmp_path):
     """tests/conftest.py fails a test that opens or lists a path under the checkout's results/ or
     resources/; what lies elsewhere, and a bare existence check, are not reads."""
-    import sys
-
-    from results_guard import ReadGuard
-
     results = tmp_path / "results"
     figure = results / "demo" / "figures" / "li2024" / "li2024_fig8b.csv"
     figure.parent.mkdir(parents=True)

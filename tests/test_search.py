@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
 
 from contrastlab import config as cl_config
@@ -200,8 +201,7 @@ def test_budget_keeps_the_points_nearest_the_configured_settings():
 
 
 def test_a_measured_calibration_changes_no_pinned_search(tmp_path):
-    """Issue 36: a GPU twice as fast (a measured calibration) would let the same budget pay for more
-    points; once a run has pinned what the budget kept, the points stay, until the search changes."""
+    """A faster calibration buys more points, but not once a run has pinned them, until the search changes."""
     import dataclasses
 
     config = _demo()
@@ -215,34 +215,18 @@ def test_a_measured_calibration_changes_no_pinned_search(tmp_path):
         overheads_s={k: v / 4 for k, v in cal.overheads_s.items()},
     )
 
-    def names(points):
-        return [p.name for p in points if p.experiment == "nie2023"]
+    def names(grid, cal, pins=None):
+        return [p.name for p in cl_budget.searched_points(grid, cal, pins=pins) if p.experiment == "nie2023"]
 
-    first = cl_budget.searched_points(
-        cl_config.Grid(config), cal, pins=cl_budget.pinned(cl_config.Grid(config))
-    )
-    assert len(names(first)) == 3 and cl_budget.pinned(cl_config.Grid(config)) == {}
-    assert (
-        len(names(cl_budget.searched_points(cl_config.Grid(config), faster))) > 3
-    )  # unpinned: the budget buys more
-    cl_budget.write_pins(cl_config.Grid(config), first)  # the workflow's onstart
-    assert names(
-        cl_budget.searched_points(
-            cl_config.Grid(config), faster, pins=cl_budget.pinned(cl_config.Grid(config))
-        )
-    ) == names(first)
+    grid = cl_config.Grid(config)
+    first = names(grid, cal, cl_budget.pinned(grid))
+    assert len(first) == 3 and cl_budget.pinned(grid) == {}
+    assert len(names(grid, faster)) > 3  # unpinned: the budget buys more
+    cl_budget.write_pins(grid, cl_budget.searched_points(grid, cal))  # the workflow's onstart
+    assert names(grid, faster, cl_budget.pinned(grid)) == first
     # A changed budget is a changed search: priced afresh.
-    bigger = _with_search(config, "nie2023", {**search, "budget_gpu_hours": 2.6 * one})
-    assert (
-        len(
-            names(
-                cl_budget.searched_points(
-                    cl_config.Grid(bigger), faster, pins=cl_budget.pinned(cl_config.Grid(bigger))
-                )
-            )
-        )
-        > 3
-    )
+    bigger = cl_config.Grid(_with_search(config, "nie2023", {**search, "budget_gpu_hours": 2.6 * one}))
+    assert len(names(bigger, faster, cl_budget.pinned(bigger))) > 3
 
 
 def test_plan_prices_the_searches():
@@ -280,15 +264,7 @@ def test_paper_scale_searches_are_priced():
 
 
 def test_selection_table_against_published(tmp_path):
-    config = _with_search(
-        cl_config.load(REPO_ROOT / "config.yaml"),
-        "nie2023",
-        {
-            "methods": ["mpt"],
-            "backbones": ["bert-base"],
-            "stages": [{"grid": {"lr": [1e-5, 3e-5], "hp.m": [0.23, 0.3]}}],
-        },
-    )
+    config = _nie_search(["mpt"], ["bert-base"], [{"grid": {"lr": [1e-5, 3e-5], "hp.m": [0.23, 0.3]}}])
     assert published_hparams("nie2023", "bert-base", "mpt") == {"hp.m": 0.23, "lr": 1e-5, "batch_size": 64}
     assert {r["verdict"] for r in selection_rows(cl_config.Grid(config), tmp_path, "nie2023")} == {NOT_RUN}
     folder = tmp_path / "search" / "nie2023" / "bert-base" / "mpt"
@@ -333,16 +309,12 @@ def test_heatmap_plots_every_point_and_marks_the_winner(tmp_path):
     (folder / "stage1.json").write_text(json.dumps(selection))
     written = search_figure(tmp_path, "nie2023", tmp_path / "fig" / "search")
     assert sorted(p.suffix for p in written) == [".csv", ".pdf", ".png"]
-    import pandas as pd
-
     plotted = pd.read_csv(tmp_path / "fig" / "search.csv")
     assert len(plotted) == 4 and plotted["dev"].tolist() == [80.0, 79.0, 81.5, 78.0]
     assert plotted.loc[plotted["winner"], "point"].tolist() == ["mpt~s1-lr3e-05-m0.23"]
 
 
 def test_a_diverged_point_is_passed_over(tmp_path):
-    assert S.is_point_name("mpt~s1-lr3e-05") and S.is_point_name("mmhe~s2-r2")
-    assert not S.is_point_name("mpt") and not S.is_point_name("mpt~searched")
     points = [S.SearchPoint("e", "b", "m", 1, i, {"lr": i}) for i in range(2)]
     good = _point_dir(tmp_path, "good", 70.0, 0.0)
     S.record_diverged(tmp_path / "bad" / "model", tmp_path / "bad" / "log.jsonl", {"lr": 1e12}, "loss nan")
@@ -373,8 +345,6 @@ def _write_stage(tmp_path, backbone: str, method: str, k: int, points: list[tupl
 
 def _dev_metrics(values: dict[str, list[float]], backbone: str = "bert-base"):
     """Configured cells' best STS-B dev Spearman per seed (the dev noise's pool)."""
-    import pandas as pd
-
     rows = [
         ("nie2023", backbone, method, seed, "best_dev_spearman", v)
         for method, vs in values.items()
@@ -460,10 +430,7 @@ def test_mat_margin_prints_in_units_of_pi(tmp_path):
     ids=["add-seeds", "method", "seed"],
 )
 def test_a_select_that_leaves_the_twin_out_still_shares_it(select):
-    """Survey row 92 (issue 78 item 2): the report's add-seeds line for Nie selects other cells and seeds
-    than the ``mpt`` cell that the demo's stage-1 point ``lr 3e-5, m 0.23`` equals, so the point lost its
-    twin and was trained again as a cell of its own. The twin is a configured cell, whatever ``select``
-    keeps: the same four points, the same one shared, as without a select."""
+    """A stage-1 point still shares its configured twin when ``select`` leaves that cell out."""
     config = _demo()
     config["experiments"]["nie2023"]["seeds"] = [42, 43, 44]  # what the add-seeds line's --config sets
     config["select"] = select

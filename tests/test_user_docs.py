@@ -1,6 +1,5 @@
-"""The documents a user reads speak of the project a clone has (issue 78 item 7): every relative link in the
-README and docs/ reaches a file of the checkout, and the user-facing reference pages name no path of the
-development machines (an absolute virtualenv, the ``../shared`` folder beside our checkouts)."""
+"""The documents a user reads speak of the project a clone has: every relative link reaches a file of the
+checkout, and the user-facing pages name no path of the development machines."""
 
 import re
 import subprocess
@@ -45,9 +44,7 @@ def test_a_user_reference_page_names_no_development_machine_path(page):
 
 
 def test_the_presets_cite_no_file_that_does_not_ship():
-    """Issue 82 item 6: config.yaml cited protocol.md five times, a file of the development machines; the
-    presets' comments cite the papers and shipped pages. config/cpu.yaml's data defaults are the CI
-    machine's layout, said so beside them, and taken as arguments (make cpu SHARED=...)."""
+    """The presets cite only shipped files; config/cpu.yaml's CI data layout is said and overridable."""
     for preset in [
         "config.yaml",
         *sorted(str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "config").glob("*.yaml")),
@@ -63,8 +60,7 @@ def test_the_presets_cite_no_file_that_does_not_ship():
 
 
 def test_make_help_says_where_the_demo_writes():
-    """Issue 82 item 6: make help promised results/tables/... for the demo (it writes results/demo/...) and
-    printed a literal $(SHARED) for make cpu."""
+    """make help names results/demo/... for the demo and no literal $(SHARED)."""
     helps = dict(re.findall(r"^([a-z-]+):.*?## (.*)$", (REPO_ROOT / "Makefile").read_text(), flags=re.M))
     demo = cl_config.load(REPO_ROOT / "config" / "demo.yaml")["results_dir"]
     assert helps["demo"].endswith(f"{demo}/tables/*.{{csv,md,tex}}, {demo}/report.html")

@@ -1,6 +1,5 @@
-"""Issue 78 item 4: ``pip install .`` gives a library whose ``contrastlab.config.load`` works without a
-checkout. The config's schema is package data (``src/contrastlab/config/config.schema.yaml``, read with
-``importlib.resources``); the top-level ``schemas/`` holds a link to that one file."""
+"""``pip install .`` gives a library whose ``contrastlab.config.load`` works without a checkout: the schema
+is package data, which the top-level ``schemas/`` links to."""
 
 from __future__ import annotations
 
@@ -98,11 +97,14 @@ def test_the_wheel_in_a_fresh_environment_loads_the_demo_config(tmp_path):
     (elsewhere / "config").mkdir(parents=True)
     shutil.copy(REPO_ROOT / "config" / "demo.yaml", elsewhere / "config" / "demo.yaml")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # no PYTHONPATH, no CONTRASTLAB_* variables
-    run = subprocess.run(
-        [python, "-c", LOAD_DEMO], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    seen = json.loads(run.stdout)
+
+    def run(code: str) -> str:
+        command = [python, "-c", code]
+        done = subprocess.run(command, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    seen = json.loads(run(LOAD_DEMO))
     installed = site / "contrastlab"
     assert Path(seen["module"]) == installed / "__init__.py"
     assert Path(seen["schema"]) == installed / "config" / "config.schema.yaml"
@@ -117,11 +119,7 @@ def test_the_wheel_in_a_fresh_environment_loads_the_demo_config(tmp_path):
     assert config == json.loads(json.dumps(checkout, default=str))
 
     # Reliability 9, U1: the calibration (make gpu-check's preset is package data) and the plan
-    run = subprocess.run(
-        [python, "-c", PLAN_DEMO], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    seen = json.loads(run.stdout.splitlines()[-1])
+    seen = json.loads(run(PLAN_DEMO).splitlines()[-1])
     assert Path(seen["preset"]) == installed / "cost" / "gpu-check.yaml" and seen["measured"] == (
         "results/gpu-check/calibration.json"  # relative: the working directory's, as the config's paths
     )

@@ -136,12 +136,8 @@ def _record(path: Path) -> tuple[int, Paper]:
         title=citation["title"],
         authors=tuple((family, given) for family, given in citation["authors"]),
         year=citation.get("year"),
-        venue=citation.get("venue", ""),
-        note=citation.get("note", ""),
         arxiv=str(citation.get("arxiv", "")),
-        doi=citation.get("doi", ""),
-        url=citation.get("url", ""),
-        code=citation.get("code", ""),
+        **{key: citation.get(key, "") for key in ("venue", "note", "doi", "url", "code")},
         name=name,
         heading=data.get("heading") or f"{name}, {citation['title']}",
         tables=tuple(tables),
@@ -227,20 +223,15 @@ def bibtex(paper: Paper) -> str:
     fields = [
         ("title", "{" + paper.title + "}"),
         ("author", " and ".join(_author(*name) for name in paper.authors)),
+        (_VENUE_FIELD.get(paper.kind, "howpublished"), paper.venue),
+        ("year", "" if paper.year is None else str(paper.year)),
+        ("note", paper.note),
+        ("eprint", paper.arxiv),
+        ("archivePrefix", "arXiv" if paper.arxiv else ""),
+        ("doi", paper.doi),
+        ("url", paper.url),
     ]
-    if paper.venue:
-        fields.append((_VENUE_FIELD.get(paper.kind, "howpublished"), paper.venue))
-    if paper.year is not None:
-        fields.append(("year", str(paper.year)))
-    if paper.note:
-        fields.append(("note", paper.note))
-    if paper.arxiv:
-        fields += [("eprint", paper.arxiv), ("archivePrefix", "arXiv")]
-    if paper.doi:
-        fields.append(("doi", paper.doi))
-    if paper.url:
-        fields.append(("url", paper.url))
-    body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields)
+    body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields if value)
     return f"@{paper.kind}{{{paper.key},\n{body}\n}}"
 
 

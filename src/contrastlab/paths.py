@@ -270,9 +270,8 @@ def read_yaml(path: str | os.PathLike) -> Any:
 
 
 def write_json(path: str | os.PathLike, payload: Any) -> None:
-    """Write ``payload`` as indented, key-sorted JSON atomically (:func:`atomic_write`)."""
-    with atomic_write(path) as tmp:
-        tmp.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    """Write ``payload`` as indented, key-sorted JSON atomically (:func:`write_text`)."""
+    write_text(path, json.dumps(payload, indent=1, sort_keys=True) + "\n")
 
 
 class UnreadableMetricsError(ValueError):

@@ -95,7 +95,7 @@ def run_metadata() -> dict[str, Any]:
     meta = {
         "versions": package_versions(),
         "python": platform.python_version(),
-        "git_sha": _git("rev-parse", "HEAD") or None,
+        "git_sha": git_head(),
         "git_dirty": None if status is None else bool(status),
         "command": sys.argv,
     }

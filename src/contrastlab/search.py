@@ -1,36 +1,13 @@
-"""Hyperparameter searches as ordinary cells, selected on dev only (Nie App. A.3, Li App. A.4).
+"""Hyperparameter searches as ordinary cells, selected on dev only (Nie App. A.3, Li App. A.4); the
+``search:`` section and what it writes: docs/reproduction.md, "Hyperparameter searches".
 
-An experiment's ``search:`` section declares, per method, a list of stages; each stage is a grid::
-
-    search:
-      methods: [mpt]                 # the methods searched (with per_method's keys); no other is
-      backbones: [bert-base]         # default: the experiment's backbones
-      seed: 42                       # default: the experiment's first seed
-      stages:
-        - grid: {lr: [7.0e-6, 1.0e-5, 3.0e-5, 5.0e-5], batch_size: [64, 128, 256, 512]}
-        - grid: {hp.m: [0.27, 0.30, 0.33, 0.37]}          # absolute values
-          around: {lr: {times: [0.5, 2]}}                 # relative to the earlier winner's value
-      per_method: {dcl: {stages: [...]}}                  # another grid for one method
-      budget_gpu_hours: 40           # make plan trims the grid to this (contrastlab.cost.plan)
-
-**Stage 1** is a grid over any training setting or ``hp.<name>``, around the method's configured
-settings; its points are known when the workflow starts, so each is an ordinary cell (method name
-``<method>~s1-<labels>``) and a point whose settings equal a configured cell of the experiment (same
-backbone and seed, whether ``select:`` keeps that cell or not) *is* that cell: it is not trained twice
-(:attr:`SearchPoint.shared_with`).
-**Stage k > 1** starts from stage k−1's winner (:func:`resolve_settings`): every setting is the
-winner's, then the stage's ``grid`` sets its axes to the listed values and ``around`` moves its axes
-relative to the winner (``times``: × factor, ``plus``: + offset). Its points are known in advance too
-(their names carry the grid values and the factors, ``<method>~s2-m0.27`` or ``<method>~s2-lrx0.5``);
-only their settings wait for the earlier stage, which the training job reads from the earlier stage's
-selection file (no Snakemake checkpoint).
-
-**Selection** (:func:`select`) reads each point's best STS-B dev Spearman from its checkpoint's
-``train_summary.json`` (the trainer's dev selection) and nothing else: test scores are computed for
-the final winner alone, after the search, and cannot change it. Ties go to the first point in grid
-order. A point whose training diverged leaves ``diverged.json`` instead (:func:`record_diverged`, the
-points of an image sweep too): it has no dev score and is passed over. Image experiments are not
-searchable yet (their trainers have no held-out accuracy to select on).
+Stage 1's points are known when the workflow starts, so each is an ordinary cell (``<method>~s1-<labels>``);
+one whose settings equal a configured cell of the experiment (whatever ``select:`` keeps) *is* that cell
+(:attr:`SearchPoint.shared_with`). A stage k > 1 starts from stage k−1's winner (:func:`resolve_settings`):
+its points are named in advance, and only their settings wait for the earlier stage, which the training
+job reads from that stage's selection file (no Snakemake checkpoint). Selection (:func:`select`) reads each
+point's best STS-B dev Spearman from ``train_summary.json`` and nothing else; a diverged point
+(:func:`record_diverged`) has no dev score and is passed over.
 """
 
 from __future__ import annotations
@@ -40,7 +17,6 @@ import functools
 import itertools
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,11 +184,6 @@ def same_as_winner(resolved: Mapping[str, Any], previous_selection: str | Path) 
     return selection["winner_model"] if dict(resolved) == selection["winner_settings"] else None
 
 
-def is_point_name(method: str) -> bool:
-    """Whether a cell's method name is a search point's own (``<method>~s<stage>-...``)."""
-    return re.search(r"~s\d+-", method) is not None
-
-
 #: What a point whose training diverged leaves in its checkpoint (or encoder) folder instead of a model:
 #: the error and the settings (:func:`record_diverged`).
 DIVERGED_FILE = "diverged.json"
@@ -242,8 +213,7 @@ def diverged_record(out_dir: str | Path) -> dict[str, Any] | None:
 
 def diverged_reason(out_dir: str | Path) -> str | None:
     """The error :func:`record_diverged` recorded in ``out_dir``, or None for a trained model."""
-    record = diverged_record(out_dir)
-    return None if record is None else record["diverged"]
+    return (diverged_record(out_dir) or {}).get("diverged")
 
 
 def read_point(model_dir: str | Path) -> dict[str, Any]:

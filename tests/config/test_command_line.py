@@ -15,6 +15,7 @@ import pytest
 import yaml
 from snakemake.cli import parse_config
 from snakemake.settings.types import DeploymentMethod
+from snakemake_interface_executor_plugins.utils import format_cli_arg
 
 from contrastlab import config as cl_config
 from contrastlab.config.command_line import check_command_paths, check_config_words
@@ -149,8 +150,7 @@ def _snakemake(*argv: str) -> tuple[int, list[str]]:
 )
 @pytest.mark.parametrize("profile", ["default", "slurm", "slurm-gres"])  # profiles/local links to default
 def test_plain_snakemake_given_a_missing_config_file_says_so_in_one_line(tmp_path, profile, observed):
-    """Snakemake 9 opens the --configfile files before it reads the Snakefile, outside its error handling;
-    the workflow profiles, read before that, check them (contrastlab.config.invocation)."""
+    """The workflow profiles, read before Snakemake opens the --configfile files, check them."""
     missing = tmp_path / "no such.yaml"
     named = [] if profile == "default" else ["--workflow-profile", f"profiles/{profile}"]
     status, lines = _snakemake(*named, "-n", "--configfile", "config/demo.yaml", str(missing), "--cores", "1")
@@ -168,8 +168,7 @@ def test_plain_snakemake_given_a_missing_config_file_says_so_in_one_line(tmp_pat
 )
 @pytest.mark.parametrize("size", ["0", "abc"])
 def test_a_profile_with_a_bad_group_size_is_named_in_one_line(tmp_path, size, observed):
-    """A copy of profiles/slurm with a group size Snakemake refuses: the profile's hook finds the
-    profile file as Snakemake does (invocation.profile_files) and names it."""
+    """A copy of profiles/slurm with a group size Snakemake refuses is named by the profile's hook."""
     profile = tmp_path / "my slurm" / "config.yaml"
     profile.parent.mkdir()
     text = (REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text()
@@ -186,8 +185,7 @@ def test_a_profile_with_a_bad_group_size_is_named_in_one_line(tmp_path, size, ob
 
 
 def test_a_bad_group_size_on_the_command_line_is_snakemakes_own_traceback():
-    """What docs/cluster.md says of ``--group-components senteval_probes=0``: Snakemake refuses it while it
-    parses its command line, before it reads a profile, so its traceback's last line is the answer."""
+    """As docs/cluster.md says: Snakemake refuses it before any profile is read; its traceback answers."""
     status, lines = _snakemake(
         "-n", "--workflow-profile", "profiles/slurm", "--group-components", "senteval_probes=0"
     )
@@ -199,8 +197,7 @@ def test_a_bad_group_size_on_the_command_line_is_snakemakes_own_traceback():
 
 
 def test_the_profile_files_are_found_as_snakemake_finds_them(monkeypatch):
-    """profiles/default when no profile is named; a named workflow profile replaces it; a --profile comes
-    first; none with --workflow-profile none."""
+    """profiles/default unless a workflow profile is named; a --profile first; none with ``none``."""
     monkeypatch.chdir(REPO_ROOT)
     slurm = Path("profiles/slurm/config.yaml")
     assert profile_files(["-n"]) == [Path("profiles/default/config.yaml")]
@@ -414,11 +411,7 @@ def test_every_test_that_starts_make_builds_its_command_with_the_shared_helper()
     ids=["quote-space-semicolon", "yaml-single-quotes", "doubled-quotes"],
 )
 def test_a_config_value_holding_a_quote_reaches_the_slurm_job_unchanged(tmp_path, override):
-    """The job command's words as Snakemake formats them (``format_cli_arg``), escaped into
-    ``sbatch --wrap="..."`` as the plugin does and read by two shells, reach the job unchanged and parse
-    back to the value the validation accepted."""
-    from snakemake_interface_executor_plugins.utils import format_cli_arg
-
+    """Through ``sbatch --wrap="..."`` and two shells, the words reach the job and parse back unchanged."""
     configfile = tmp_path / "my configs" / "it's demo.yaml"
     recorder = tmp_path / "record"  # stands for sbatch, then for the job's python: prints its arguments
     recorder.write_text("#!/bin/sh\nprintf '%s\\0' \"$@\"\n")
@@ -450,10 +443,7 @@ MIXED = 'experiments={nie2023: {title: "x\' ; touch %s #"}}'
     "refused in one line naming the word, before any job (a SLURM job's shell would run the rest as code)",
 )
 def test_a_config_word_holding_both_quotes_is_refused_before_any_job(tmp_path, observed):
-    """The value passes, but the word does not survive the job command's quoting (through ``--wrap``
-    the job's ``sh`` runs ``touch``): the workflow refuses the word in one line."""
-    from snakemake_interface_executor_plugins.utils import format_cli_arg
-
+    """The value passes, but the word would run code through ``--wrap``: refused in one line."""
     marker = tmp_path / "PWN"
     word = MIXED % marker
     cl_config.validate(_config(word))  # the value alone is safe
@@ -474,8 +464,7 @@ def test_a_config_word_holding_both_quotes_is_refused_before_any_job(tmp_path, o
 
 
 def test_only_snakemake_running_another_checkouts_workflow_forgets_the_imported_library(tmp_path):
-    """The imported library is forgotten for another checkout's Snakefile, and only there (a test
-    loading a profile in-process keeps its modules)."""
+    """The imported library is forgotten for another checkout's Snakefile, and only there."""
     from contrastlab.config.invocation import library_of_another_checkout
 
     (tmp_path / "copy" / "src").mkdir(parents=True)
@@ -508,25 +497,21 @@ def test_why_a_path_is_not_a_cell_names_the_key_to_change():
     config = cl_config.load(REPO_ROOT / "config" / "demo.yaml")
     config["select"] = {"backbones": ["minilm"]}
     grid = cl_config.Grid(config)
-    cell = "is not a cell of this config"
-    assert (
-        grid.experiment("nie")
-        .not_a_cell("tiny-bert", "cl", 42)
-        .startswith(f"nie/tiny-bert/cl/seed42 {cell}: no experiment 'nie'; choose from nie2023, li2024")
+
+    def why(experiment: str, backbone: str, method: str, seed: int) -> str:
+        said = grid.experiment(experiment).not_a_cell(backbone, method, seed)
+        path, _, reason = said.partition(" is not a cell of this config: ")
+        assert path == f"{experiment}/{backbone}/{method}/seed{seed}", said
+        return reason
+
+    assert why("nie", "tiny-bert", "cl", 42).startswith("no experiment 'nie'; choose from nie2023, li2024")
+    assert why("li2024", "minilm", "mmhe", 42) == (
+        "'minilm' is not one of its backbones (tiny-bert); add it to experiments.li2024.backbones"
     )
-    assert grid.experiment("li2024").not_a_cell("minilm", "mmhe", 42) == (
-        f"li2024/minilm/mmhe/seed42 {cell}: 'minilm' is not one of its backbones (tiny-bert); add it to "
-        "experiments.li2024.backbones"
+    assert why("li2024", "tiny-bert", "mhe", 42) == "li2024 has no method 'mhe'; choose from mmhe"
+    assert why("macl_cifar10", "resnet18-w8", "ntxent-bs64", 1) == (
+        "seed 1 is not one of its seeds (42, 43); set experiments.macl_cifar10.seeds: [42, 43, 1]"
     )
-    assert grid.experiment("li2024").not_a_cell("tiny-bert", "mhe", 42) == (
-        f"li2024/tiny-bert/mhe/seed42 {cell}: li2024 has no method 'mhe'; choose from mmhe"
-    )
-    assert (
-        grid.experiment("macl_cifar10")
-        .not_a_cell("resnet18-w8", "ntxent-bs64", 1)
-        .endswith("seed 1 is not one of its seeds (42, 43); set experiments.macl_cifar10.seeds: [42, 43, 1]")
-    )
-    assert grid.experiment("nie2023").not_a_cell("tiny-bert", "cl", 42) == (
-        f"nie2023/tiny-bert/cl/seed42 {cell}: the config's select leaves it out "
-        "({'backbones': ['minilm']}); widen select"
+    assert why("nie2023", "tiny-bert", "cl", 42) == (
+        "the config's select leaves it out ({'backbones': ['minilm']}); widen select"
     )

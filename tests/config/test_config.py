@@ -10,14 +10,6 @@ import yaml
 from contrastlab import config as cl_config
 from contrastlab.paths import Results
 
-PRESETS = ["config.yaml", "config/demo.yaml", "config/cpu.yaml"]
-
-
-@pytest.mark.parametrize("preset", PRESETS)
-def test_presets_validate(repo_root, preset):
-    config = cl_config.load(repo_root / preset)
-    assert list(cl_config.Grid(config).cells), f"{preset} has an empty grid"
-
 
 def _walk_properties(schema, path=""):
     for key, sub in schema.get("properties", {}).items():
@@ -174,17 +166,18 @@ def test_config_yaml_cites_a_source_for_every_method(repo_root):
             assert spec.get("note"), f"{name}.{method} has no note citing its source"
 
 
-def test_each_preset_has_its_own_results_and_state(repo_root):
+def test_each_preset_validates_with_its_own_results_and_state(repo_root):
     presets = [repo_root / "config.yaml", *sorted((repo_root / "config").glob("*.yaml"))]
-    results = [cl_config.load(path)["results_dir"] for path in presets]
+    configs = [cl_config.load(path) for path in presets]
+    assert all(cl_config.Grid(config).cells for config in configs)
+    results = [config["results_dir"] for config in configs]
     assert len(set(results)) == len(results), dict(zip(map(str, presets), results, strict=True))
     assert results[0] == "results" and "results/demo" in results
 
 
 @pytest.mark.parametrize("preset", ["config.yaml", "config/demo.yaml"])
 def test_a_grid_resolves_each_cell_once(repo_root, preset):
-    """One grid resolves each configured (experiment, method, backbone) once, when it is built; the plan
-    (every precision choice), the figures and the deviations read its settings and resolve nothing again."""
+    """A grid resolves each (experiment, method, backbone) once; its readers resolve nothing again."""
     from contrastlab.cost import calibration, plan
     from contrastlab.figures import catalog
     from contrastlab.tables import deviations
@@ -204,8 +197,7 @@ def test_a_grid_resolves_each_cell_once(repo_root, preset):
 
 @pytest.mark.parametrize("preset", ["config.yaml", "config/demo.yaml"])
 def test_resolved_settings_are_the_layers(repo_root, preset):
-    """Every cell's settings equal the resolution layers applied afresh; they are read-only, the copy a
-    caller gets is its own, and a changed config is resolved by a grid of its own."""
+    """Settings equal the layers applied afresh, read-only, copied for a caller, per config."""
     import copy
 
     from contrastlab.config import grid as cl_grid
@@ -230,8 +222,7 @@ def test_resolved_settings_are_the_layers(repo_root, preset):
 
 
 def test_the_workflow_builds_one_grid_while_it_is_read(repo_root, tmp_path):
-    """Reading the Snakefile (the demo, through Snakemake's API in this process) builds exactly one
-    Grid: rules/common.smk's, which every input function and parameter reads."""
+    """Reading the Snakefile builds exactly one Grid, rules/common.smk's."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
 
@@ -253,8 +244,7 @@ def test_the_workflow_builds_one_grid_while_it_is_read(repo_root, tmp_path):
 
 
 def test_the_plan_and_the_report_each_build_one_grid(repo_root, tmp_path):
-    """``make plan`` (plan_report) and the tables job (build_report) each build one Grid and hand it
-    to everything they call."""
+    """``make plan`` and the tables job each build one Grid and hand it on."""
     from contrastlab.cost import plan
     from contrastlab.report import build_report
 

@@ -42,8 +42,7 @@ def test_the_grid_answers_what_the_config_says(repo_root, name):
 
 
 def test_the_report_names_the_lock_as_the_config_does_without_the_key(repo_root):
-    """The tables job's config leaves artifacts_lock out (rules/tables.smk: a new pin re-renders
-    nothing): the report's Inputs section still names `artifacts.lock.json`, not this checkout's path."""
+    """Without artifacts_lock in the tables job's config, the report still names `artifacts.lock.json`."""
     config = {k: v for k, v in _load(repo_root, "demo.yaml").items() if k not in ("data", "artifacts_lock")}
     assert cl_config.Grid(config).data.lock_file == "artifacts.lock.json"
 
@@ -110,25 +109,19 @@ def test_a_data_url_or_revision_the_lock_does_not_pin_stops_in_one_line(repo_roo
 # of refusal: tests/data/test_corpus_check.py)
 
 
-def _corpus_error(repo_root, corpus) -> str:
+def test_the_corpus_identity_is_the_checked_corpus_digest_or_its_refusal(repo_root, tmp_path):
+    import hashlib
+
     from contrastlab.data.corpus_check import CorpusError
 
+    corpus = tmp_path / "wiki.txt"
     config = _load(repo_root, "demo.yaml", data={"wiki_path": str(corpus)})
+    corpus.write_text("".join(f"sentence {i} .\n" for i in range(98)) + "\n\n")  # 2 of 100: refused
     with pytest.raises(CorpusError) as refused:
         DataConfig(config).identity("corpus")
     message = str(refused.value)
     assert "\n" not in message and message.startswith(f"data.wiki_path {corpus} "), message
-    return message
-
-
-def test_the_corpus_identity_is_the_checked_corpus_digest_or_its_refusal(repo_root, tmp_path):
-    corpus = tmp_path / "wiki.txt"
-    corpus.write_text("".join(f"sentence {i} .\n" for i in range(98)) + "\n\n")  # 2 of 100: refused
-    message = _corpus_error(repo_root, corpus)
     assert "2 of its 100 lines are blank (first: line 99)" in message, message
     corpus.write_text("".join(f"sentence {i} .\n" for i in range(99)) + "\n")  # 1 of 100: accepted
-    config = _load(repo_root, "demo.yaml", data={"wiki_path": str(corpus)})
-    import hashlib
-
     expected = hashlib.sha256(corpus.read_bytes()).hexdigest()
     assert DataConfig(config).identity("corpus") == {"corpus": "text", "sha256": expected}

@@ -54,9 +54,7 @@ def at_root(monkeypatch):
 @pytest.mark.parametrize("preset", ["config.yaml", "config/demo.yaml"])
 @pytest.mark.parametrize("route", ["method", "template"])
 def test_each_example_loads_and_plans_without_joining_a_search(at_root, preset, route):
-    """Before: on config.yaml the first example stopped every load with "experiments.nie2023.search.stages: a
-    search needs at least one stage"; on the demo the template put the loss into Li's search, whose stage 2
-    sweeps hp.r, which the loss does not take (two failed train jobs)."""
+    """Each example loads on config.yaml and the demo and joins no search whose axes its loss lacks."""
     added, template = doc_examples()
     raw = _read(preset)
     config = with_methods_added(raw, added) if route == "method" else with_template(raw, template)
@@ -78,8 +76,7 @@ def test_each_example_loads_and_plans_without_joining_a_search(at_root, preset, 
 
 
 def test_a_user_loss_named_in_a_search_is_checked_against_its_axes(at_root):
-    """Naming the loss in Li's demo search (stage 2 over hp.r) is an error when the config loads, naming the
-    method, the axis and the fix, not two failed train jobs."""
+    """A user loss in Li's demo search (stage 2 over hp.r) is refused at load, naming method, axis and fix."""
     _, template = doc_examples()
     config = with_template(_read("config/demo.yaml"), template)
     config["experiments"]["li2024"]["search"]["methods"].append("margin_nce")

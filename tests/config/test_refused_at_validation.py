@@ -89,10 +89,6 @@ def test_a_command_line_method_setting_out_of_range_is_refused_as_a_number(overr
     assert message == expected
 
 
-def spec_sweep(config: dict) -> dict:
-    return config["experiments"]["li2024"]["sweep"]
-
-
 # --- G5: loss hyperparameters from the command line reach the loss as the values they spell ------------
 @pytest.mark.fault("loss hyperparameters given on the command line", "typed as in a YAML file, not text")
 def test_command_line_hyperparameters_are_typed_as_in_a_file(observed):
@@ -103,11 +99,12 @@ def test_command_line_hyperparameters_are_typed_as_in_a_file(observed):
         )
     )
     spec = config["experiments"]["li2024"]["methods"]["paradigm"]
-    observed(f"hp {spec['hp']}, per_backbone {spec['per_backbone']}, sweep {spec_sweep(config)}")
+    sweep = config["experiments"]["li2024"]["sweep"]
+    observed(f"hp {spec['hp']}, per_backbone {spec['per_backbone']}, sweep {sweep}")
     assert spec["hp"] == {"tau": 0.1, "r": 0.1, "gd": False, "weight": "uniform"}
     assert [type(v) for v in spec["hp"].values()] == [float, float, bool, str]
     assert spec["per_backbone"]["tiny-bert"]["hp"] == {"m": 0.2}
-    assert spec_sweep(config) == {"hp.tau": [0.05, 1]}
+    assert sweep == {"hp.tau": [0.05, 1]}
     grid = cl_config.Grid(config)
     cell = next(c for c in grid.cells if c.method == "paradigm-tau0.05")
     hp = grid.settings(cell)["loss_hp"]  # what build_loss receives in the train job

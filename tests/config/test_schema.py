@@ -1,9 +1,5 @@
-"""Command-line overrides mean what they mean in a config file (contrastlab.config.schema).
-
-Snakemake hands nested ``--config`` values over as text (``training={batch_size: 32}`` arrives as
-``"32"``), and YAML 1.1 reads ``lr: 3e-5`` as a string; ``contrastlab.config.coerce_scalars`` turns
-them into the types the schema asks for. Through Snakemake itself: tests/e2e/test_overrides.py.
-"""
+"""Command-line overrides mean what they mean in a config file (contrastlab.config.schema.coerce_scalars);
+through Snakemake itself: tests/e2e/test_overrides.py."""
 
 from __future__ import annotations
 

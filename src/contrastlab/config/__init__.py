@@ -6,12 +6,9 @@ A *cell* is one (experiment, backbone, method, seed): one training job and one e
 every cell's settings (its docstring states the resolution order), so the Snakefile, the plan and the
 report read the same settings.
 
-Rooms: ``schema`` (the JSON Schema, coercion, defaults, one-line errors), ``templates`` (experiment
-templates), ``checks`` (cross-references), ``searches`` (an experiment's ``search:`` section read),
-``data`` (where the data lie, what they are, the lock's pins), ``grid`` (cells and their settings; below
-``config/`` the only door to the config); ``validate`` and ``load``
-live here, so that those do not import each other in a circle. The figure catalogue is
-:mod:`contrastlab.figures.catalog`. Nothing here imports torch, so the workflow parses fast.
+The rooms (``schema``, ``templates``, ``checks``, ``searches``, ``data``, ``grid``) say what each holds;
+``validate`` and ``load`` live here, so that those do not import each other in a circle. Nothing here
+imports torch, so the workflow parses fast.
 """
 
 from __future__ import annotations
@@ -20,6 +17,8 @@ import copy
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from contrastlab.config.checks import (
     check_folders,
@@ -45,6 +44,7 @@ from contrastlab.config.grid import (
     settings_digest,
     sweep_points,
 )
+from contrastlab.config.invocation import yaml_error_line
 from contrastlab.config.schema import (
     ConfigError,
     coerce_scalars,
@@ -129,13 +129,9 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist; pass an existing YAML file")
-    import yaml
-
     try:
         config = read_yaml(path) or {}
     except yaml.YAMLError as error:
-        from contrastlab.config.invocation import yaml_error_line
-
         raise ConfigError(yaml_error_line(path, error)) from None
     if overrides:
         config = deep_merge(config, overrides)

@@ -82,11 +82,9 @@ def check_command_paths(configfiles: Iterable[str], workdir: str) -> None:
 
 
 def check_config_words(words: Iterable[str] | None) -> None:
-    """The ``--config`` words as given (every job's command carries them, each written with ``repr()``)
-    pass :func:`unsafe_character` but for ``"`` (a YAML string may be quoted with it), and none holds both
-    ``'`` and ``"``: ``repr()`` then writes each ``'`` as ``\\'`` inside single quotes, which a job's shell
-    reads as the end of the quoting, although the value itself (``'`` only) passes
-    :func:`check_command_strings`. :class:`ConfigError` naming the word if not."""
+    """The ``--config`` words as given (each in every job's command, written with ``repr()``) pass
+    :func:`unsafe_character` but for ``"`` (a YAML string's quote), and none holds both ``'`` and ``"``
+    (see the module's doc); :class:`ConfigError` naming the word if not."""
     for word in words or ():
         if "'" in word and '"' in word:
             raise ConfigError(

@@ -48,16 +48,11 @@ class MethodOn(NamedTuple):
 #: How a sweep axis appears in method names (batch_size 64 -> ``<method>-bs64``); other axes use their
 #: key without ``hp.`` (``hp.m`` 0.1 -> ``<method>-m0.1``).
 SWEEP_LABELS = {"batch_size": "bs"}
-#: The key that names the results folder (the schema fills it; a hand-made config may lack it).
-RESULTS_DIR_KEY = "results_dir"
 
 
 def expanded_methods(experiment: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Every method of an experiment spec after its ``sweep``: name -> (configured method, overrides).
-
-    Without a sweep each method is itself with no overrides. With ``sweep: {batch_size: [64, 128]}``
-    method ``ntxent`` becomes ``ntxent-bs64`` ({"batch_size": 64}) and ``ntxent-bs128``; several axes
-    give their product, in the order written.
+    """Every method of an experiment spec after its ``sweep``: name -> (configured method, overrides);
+    without a sweep each method is itself with no overrides, several axes give their product.
 
     >>> expanded_methods({"methods": {"cl": {}}, "sweep": {"batch_size": [64, 128]}})
     {'cl-bs64': ('cl', {'batch_size': 64}), 'cl-bs128': ('cl', {'batch_size': 128})}
@@ -142,13 +137,16 @@ def setting_value(settings: Mapping[str, Any], key: str) -> Any:
     return settings.get(key)
 
 
+def _stated_hp(spec: Mapping[str, Any], backbone: str) -> dict[str, Any]:
+    """The loss hyperparameters a configured method states for ``backbone``: its ``hp``, then
+    ``per_backbone[backbone].hp``."""
+    per_backbone = (spec.get("per_backbone") or {}).get(backbone) or {}
+    return {**(spec.get("hp") or {}), **(per_backbone.get("hp") or {})}
+
+
 def loss_hp(spec: Mapping[str, Any], backbone: str) -> dict[str, Any]:
-    """The loss hyperparameters a configured method states for ``backbone``, over the loss's paper
-    defaults (:data:`contrastlab.losses.catalog.DEFAULTS`): its ``hp``, then ``per_backbone[backbone].hp``."""
-    hp = dict(DEFAULTS.get(spec["loss"], {}))
-    for layer in (spec, (spec.get("per_backbone") or {}).get(backbone) or {}):
-        hp.update(layer.get("hp") or {})
-    return hp
+    """:func:`_stated_hp` over the loss's paper defaults (:data:`contrastlab.losses.catalog.DEFAULTS`)."""
+    return {**DEFAULTS.get(spec["loss"], {}), **_stated_hp(spec, backbone)}
 
 
 def _layered_settings(config: Mapping[str, Any], experiment: str, method: str, backbone: str) -> dict:
@@ -259,10 +257,10 @@ class Experiment:
             listed = ", ".join(spec["backbones"])
             fix = f"add it to experiments.{experiment}.backbones"
             return f"{where}: {backbone!r} is not one of its backbones ({listed}); {fix}"
-        if method not in expanded_methods(spec):
-            listed = ", ".join(expanded_methods(spec))
-            return f"{where}: {experiment} has no method {method!r}; choose from {listed}"
-        base, _ = expanded_methods(spec)[method]
+        methods = _expansion(spec)
+        if method not in methods:
+            return f"{where}: {experiment} has no method {method!r}; choose from {', '.join(methods)}"
+        base, _ = methods[method]
         only = spec["methods"][base].get("backbones")
         if only and backbone not in only:
             return (
@@ -327,9 +325,7 @@ class Experiment:
         """The loss hyperparameters the config states for ``method`` (a sweep point: its configured
         method) on ``backbone``: its ``hp`` and ``per_backbone[backbone].hp``; the rest of a cell's
         ``loss_hp`` are the loss's catalog defaults."""
-        spec = self.spec["methods"][_resolve_method(self.spec, method)[0]]
-        per_backbone = (spec.get("per_backbone") or {}).get(backbone) or {}
-        return {**(spec.get("hp") or {}), **(per_backbone.get("hp") or {})}
+        return _stated_hp(self.spec["methods"][_resolve_method(self.spec, method)[0]], backbone)
 
     @functools.cached_property
     def vision_evaluation(self) -> dict[str, Any]:
@@ -392,7 +388,7 @@ class Options:
             oar_synthetic=config.get("oar_synthetic"),
             figures=config.get("figures", True) is not False,
             wandb_project=(config.get("logging") or {}).get("wandb") or None,
-            names_results=bool(config.get(RESULTS_DIR_KEY)),
+            names_results=bool(config.get("results_dir")),
         )
 
 
@@ -423,10 +419,8 @@ class Grid:
 
     The grid keeps its own deep copy of the config and resolves every configured cell when it is built,
     so a grid never sees later changes to the config it was given. Below ``config/`` the grid is the
-    only door to the config: it answers what the rooms ask, per experiment (:meth:`experiment`: track,
-    seeds, search, dataset, ...), per backbone (:meth:`backbone`), of the data (:attr:`data`), the
-    folders (:attr:`results`, :attr:`resources`), the machines (:attr:`compute`) and the run-wide
-    switches (:attr:`options`); ``grid.config`` is for ``config/`` and the entry points.
+    only door to the config (its members answer what the rooms ask); ``grid.config`` is for ``config/``
+    and the entry points.
     """
 
     config: Mapping[str, Any]

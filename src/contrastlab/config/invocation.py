@@ -25,7 +25,10 @@ import sys
 from collections.abc import Collection, MutableMapping, Sequence
 from pathlib import Path
 
+import yaml
+
 from contrastlab.config.schema import ConfigError
+from contrastlab.paths import read_yaml
 
 PRESETS = "(config.yaml, config/demo.yaml, config/cpu.yaml)"
 #: What a config file's name ends with; a missing "config file" without one, after a first config file,
@@ -75,10 +78,6 @@ def configfile_problem(argv: Sequence[str]) -> str | None:
 def yaml_problem(path: str | Path) -> str | None:
     """The one line naming the config file ``path``'s YAML error, its line, column and the fix; None when
     it parses (or cannot be read: its reader says why)."""
-    import yaml
-
-    from contrastlab.paths import read_yaml
-
     try:
         read_yaml(path)
     except yaml.YAMLError as error:
@@ -179,10 +178,7 @@ def profile_group_problem(argv: Sequence[str]) -> str | None:
     ("Invalid group components definition"): the file, the key, the entry and the fix; None when all pass.
     The same value on the command line (``--group-components senteval_probes=0``) is refused by Snakemake
     as it parses its command line, before any profile is read, so no code of the workflow's sees it."""
-    import yaml
     from snakemake.cli import parse_group_components, parse_groups
-
-    from contrastlab.paths import read_yaml
 
     fixes = {
         "group-components": (parse_group_components, "GROUP: N, N a whole number of 1 or more"),
@@ -226,16 +222,11 @@ def library_of_another_checkout(argv: Sequence[str], program: str) -> bool:
 
 
 def stop_on_missing_configfile(argv: Sequence[str] | None = None) -> None:
-    """Exit with status 1 and one line (``contrastlab: ...``) when the command line ``argv`` (default: this
-    process's) names a config file that does not exist, is a folder or is not valid YAML
-    (:func:`configfile_problem`), holds a ``--config`` entry Snakemake would refuse with a traceback
-    (:func:`config_entry_problem`), or reads a profile whose ``groups`` or ``group-components`` Snakemake
-    would refuse with one (:func:`profile_group_problem`; docs/reliability.md J1).
-
-    Where the library imported here is another checkout's (:func:`library_of_another_checkout`), every
-    ``contrastlab`` module then leaves ``sys.modules``: the Snakefile imports the library from its own
-    ``src/``, whose loss modules are the rules' inputs, and a library kept from the profile would name the
-    other checkout's files and retrain every cell."""
+    """Exit with status 1 and one line (``contrastlab: ...``) for the first problem of the command line
+    ``argv`` (default: this process's): :func:`configfile_problem`, :func:`config_entry_problem`,
+    :func:`profile_group_problem`. Where the library imported here is another checkout's
+    (:func:`library_of_another_checkout`), every ``contrastlab`` module leaves ``sys.modules``: the
+    Snakefile imports its own ``src/``, whose loss modules are the rules' inputs."""
     argv = sys.argv[1:] if argv is None else argv
     problem = configfile_problem(argv) or config_entry_problem(argv) or profile_group_problem(argv)
     if library_of_another_checkout(argv, sys.argv[0]):
