@@ -15,8 +15,8 @@ from hub_standin import hf_hub_fixture, sync_client_constants  # noqa: F401 (fix
 from publisher_formats import senteval_tar
 
 from contrastlab.data import download
+from contrastlab.data.acquire import prepare_corpus
 from contrastlab.data.fixtures import write_senteval_fixture
-from contrastlab.senteval.tasks import SentEvalDataError
 
 PAYLOAD = bytes(range(256)) * 4000  # ~1 MB
 
@@ -173,22 +173,19 @@ def test_hub_urls_are_read_as_the_library_names_them():
 def test_a_short_corpus_is_kept_aside_and_never_locked(server, tmp_path, observed):
     base, handler = server
     handler.files["/wiki1m_for_simcse.txt"] = b"one .\ntwo .\nthree .\n"
-    lock = tmp_path / "lock.json"
+    lock, corpus = tmp_path / "lock.json", tmp_path / "wiki1m_for_simcse.txt"
+    source = {"url": f"{base}/wiki1m_for_simcse.txt", "user_copy": False, "fixture": False, "lock_file": lock}
     with pytest.raises(download.ContentError) as error:
-        download.wiki_corpus(
-            None, tmp_path, url=f"{base}/wiki1m_for_simcse.txt", lock_file=lock, progress=False
-        )
+        prepare_corpus(corpus, **source)
     message = str(error.value)
     assert "has 3 lines where the published file has 1,000,000" in message and "\n" not in message
-    assert not (tmp_path / "wiki1m_for_simcse.txt").exists()
+    assert not corpus.exists()
     assert (tmp_path / "wiki1m_for_simcse.txt.corrupt").exists() and not lock.exists()
     # with the expected count it is taken, and a last line without its newline counts
     handler.files["/wiki1m_for_simcse.txt"] = b"one .\ntwo .\nthree ."
-    got = download.wiki_corpus(
-        None, tmp_path, url=f"{base}/wiki1m_for_simcse.txt", lock_file=lock, progress=False, expected_lines=3
-    )
+    assert prepare_corpus(corpus, **source, expected_lines=3)["lines"] == 3
     assert (
-        got.read_bytes().endswith(b"three .")
+        corpus.read_bytes().endswith(b"three .")
         and "wiki1m_for_simcse.txt" in json.loads(lock.read_text())["data"]
     )
     observed(message)
@@ -268,52 +265,37 @@ def test_senteval_download_and_unpack(server, tmp_path, published):
     with tarfile.open(fileobj=io.BytesIO(handler.files["/senteval.tar"])) as tar:
         top = {name.split("/")[0] for name in tar.getnames()}
     assert ("STS" in top) == published and ("downstream" in top) != published
-    lock = tmp_path / "lock.json"
-    folder = download.senteval_data(
-        None,
-        tmp_path / "dl",
-        tmp_path / "senteval",
-        url=f"{base}/senteval.tar",
-        lock_file=lock,
-        progress=False,
-    )
+    folder = _senteval(f"{base}/senteval.tar", tmp_path, tmp_path / "lock.json")
     assert (folder / "downstream" / "MR" / "rt-polarity.pos").exists()
     assert (folder / "downstream" / "STS").is_dir() and not (folder / "downstream" / "downstream").exists()
-    assert "senteval.tar" in json.loads(lock.read_text())["data"]
-    # a local copy is used as is, without any request
-    handler.log.clear()
-    assert download.senteval_data(tmp_path / "src", tmp_path / "dl2", tmp_path / "x") == tmp_path / "src"
-    assert handler.log == []
+    assert "senteval.tar" in json.loads((tmp_path / "lock.json").read_text())["data"]
 
 
-def test_a_tar_of_something_else_is_refused_in_one_line(tmp_path):
-    (tmp_path / "src" / "other").mkdir(parents=True)
-    (tmp_path / "src" / "other" / "x.txt").write_text("x")
-    tar = tmp_path / "s.tar"
-    with tarfile.open(tar, "w") as out:
-        out.add(tmp_path / "src" / "other", arcname="other")
-    with pytest.raises(
-        download.DownloadError, match=r"neither SentEval's task folders .* is it senteval.tar\?$"
-    ):
-        download.unpack_senteval(tar, tmp_path / "out")
+def _other_layout(src):
+    (src / "other").mkdir(parents=True)
+    (src / "other" / "x.txt").write_text("x")
+    return senteval_tar(src / "other")
 
 
-def test_unpack_rejects_truncated_data(tmp_path):
-    write_senteval_fixture(tmp_path / "src")
-    pos = tmp_path / "src" / "downstream" / "MR" / "rt-polarity.pos"
+def _truncated_task(src):
+    write_senteval_fixture(src)
+    pos = src / "downstream" / "MR" / "rt-polarity.pos"
     pos.write_text("".join(pos.read_text().splitlines(keepends=True)[:-3]))
-    tar = tmp_path / "s.tar"
-    tar.write_bytes(senteval_tar(tmp_path / "src" / "downstream"))
-    with pytest.raises(SentEvalDataError, match="rt-polarity.pos"):
-        download.unpack_senteval(tar, tmp_path / "out")
+    return senteval_tar(src / "downstream")
 
 
-def test_wiki_corpus_local_copy(tmp_path):
-    local = tmp_path / "wiki.txt"
-    local.write_text("a sentence .\n")
-    assert download.wiki_corpus(local, tmp_path / "dl") == local
-    with pytest.raises(FileNotFoundError, match="data.wiki_path"):
-        download.wiki_corpus(tmp_path / "nope.txt", tmp_path / "dl")
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (_other_layout, r"neither SentEval's task folders .* is it senteval.tar\?"),
+        (_truncated_task, "rt-polarity.pos"),
+    ],
+)
+def test_a_tar_of_something_else_or_truncated_data_is_refused_in_one_line(server, tmp_path, make, problem):
+    base, handler = server
+    handler.files["/senteval.tar"] = make(tmp_path / "src")
+    with pytest.raises(download.ContentError, match=problem):
+        _senteval(f"{base}/senteval.tar", tmp_path, tmp_path / "lock.json")
 
 
 # --- Issue 63 item 2 (reliability A6, A8, A9): the lock pins only bytes that passed their checks ----------
@@ -329,7 +311,7 @@ def _senteval_tars(tmp_path) -> tuple[bytes, bytes]:
 
 def _senteval(url, tmp_path, lock):
     return download.senteval_data(
-        None, tmp_path / "dl", tmp_path / "senteval", url=url, lock_file=lock, progress=False
+        tmp_path / "dl", tmp_path / "senteval", url=url, lock_file=lock, progress=False
     )
 
 
