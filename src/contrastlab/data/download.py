@@ -378,11 +378,11 @@ def _unpack_checked(tar_path: Path, out_dir: Path) -> Path:
         staged.mkdir()
         os.replace(downstream, staged / "downstream")
         check_senteval(staged, canonical=True)
-        _replace_dir(staged / "downstream", out_dir / "downstream")
+        replace_dir(staged / "downstream", out_dir / "downstream")
     return out_dir
 
 
-def _replace_dir(source: Path, target: Path) -> None:
+def replace_dir(source: Path, target: Path) -> None:
     """Put the folder ``source`` in the place of ``target`` (removed first when there)."""
     if target.exists():
         shutil.rmtree(target)
@@ -484,7 +484,7 @@ def senteval_data(
         check = _senteval_check(Path(staged))
         tar = fetch(url, dest, name=dest.name, lock_file=lock_file, check=check, **fetch_kwargs)
         if (Path(staged) / "downstream").is_dir():  # downloaded now: checked and pinned
-            _replace_dir(Path(staged) / "downstream", out_dir / "downstream")
+            replace_dir(Path(staged) / "downstream", out_dir / "downstream")
             return out_dir
     if (out_dir / "downstream").is_dir():
         check_senteval(out_dir)

@@ -11,8 +11,6 @@ names the archive and the md5s; tests substitute one pointing at a local server,
 
 from __future__ import annotations
 
-import os
-import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torchvision import datasets
 
-from contrastlab.data.download import LOCK_FILE, fetch, md5_file
+from contrastlab.data.download import LOCK_FILE, fetch, md5_file, replace_dir
 
 __all__ = [
     "DATASETS",
@@ -185,10 +183,7 @@ def _unpack(archive: Path, root: Path, folder_name: str) -> None:
         unpacked = Path(tmp) / folder_name
         if not unpacked.is_dir():
             raise ImageDataError(f"{archive} holds no {folder_name}/ folder; is it the CIFAR archive?")
-        target = root / folder_name
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(unpacked, target)
+        replace_dir(unpacked, root / folder_name)
 
 
 def prepare_images(

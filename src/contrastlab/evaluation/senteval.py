@@ -180,25 +180,6 @@ def _embed_all(
     return EmbeddingCache(cache_dir, cache_key or "encode").get(sentences, encode)
 
 
-def run_tasks(
-    lookup: Lookup, loaded: Mapping[str, Any], mode: str
-) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """Score already-loaded tasks from embeddings; returns (scores, transfer ``devacc``, seconds per task).
-
-    ``scores`` holds the STS Spearman and the transfer test accuracy (``acc``) of every task;
-    ``devacc`` the transfer tasks' model-selection accuracy (see :func:`transfer_accuracies`).
-    """
-    scores, devacc, seconds = {}, {}, {}
-    for task, data in loaded.items():
-        start = time.perf_counter()
-        if task in P.STS_TASKS:
-            scores[task] = score_sts(lookup, data)
-        else:
-            devacc[task], scores[task] = transfer_accuracies(lookup, task, data, mode)
-        seconds[task] = time.perf_counter() - start
-    return scores, devacc, seconds
-
-
 def _task_inputs(
     data_dir: str | Path, tasks: Iterable[str], mode: str, extra_sentences: Iterable[str] = ()
 ) -> tuple[dict[str, Any], list[str]]:
@@ -228,7 +209,16 @@ def _evaluate(
     embeddings = _embed_all(encode, sentences, cache_dir, cache_key)
     encode_s = time.perf_counter() - start
     lookup = _lookup_from(sentences, embeddings)
-    scores, devacc, seconds = run_tasks(lookup, loaded, mode)
+    # scores: the STS Spearman and the transfer test accuracy (acc) of every task; devacc: the transfer
+    # tasks' model-selection accuracy (transfer_accuracies)
+    scores, devacc, seconds = {}, {}, {}
+    for task, data in loaded.items():
+        start = time.perf_counter()
+        if task in P.STS_TASKS:
+            scores[task] = score_sts(lookup, data)
+        else:
+            devacc[task], scores[task] = transfer_accuracies(lookup, task, data, mode)
+        seconds[task] = time.perf_counter() - start
     return {"scores": scores, "devacc": devacc, "seconds": seconds, "encode_s": encode_s, "lookup": lookup}
 
 

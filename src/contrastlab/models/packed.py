@@ -182,13 +182,12 @@ def packed_embeddings(
     input_ids: torch.Tensor,
     packing: Packing,
     token_type_ids: torch.Tensor | None = None,
-    attention_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The embedding block on the real tokens: word + token type + position embeddings, LayerNorm and
     dropout, ``[tokens, hidden]``, in the padded model's order of additions."""
     emb = model.embeddings
     flat = packing.index
-    mask = packing.key_mask[:, 0, 0, :] if attention_mask is None else attention_mask.bool()
+    mask = packing.key_mask[:, 0, 0, :]
     ids = input_ids.reshape(-1).index_select(0, flat)
     if token_type_ids is None:
         types = torch.zeros_like(ids)
@@ -258,7 +257,7 @@ def packed_forward(
     if check:
         _check(model, attention_mask, dropout_draws)
     packing = pack(attention_mask, dropout_draws, input_ids.device)
-    x = packed_embeddings(model, input_ids, packing, token_type_ids)  # the mask as packing put it there
+    x = packed_embeddings(model, input_ids, packing, token_type_ids)
     states = [x] if output_hidden_states else None
     for layer in model.encoder.layer:
         x = _layer(layer, x, packing)
