@@ -173,23 +173,21 @@ def hub_transport_error() -> type[Exception]:
     return httpx2.HTTPError
 
 
-class _NoRetryOnClientError:
-    """pooch's HTTP downloader, except that a client error (HTTP 4xx but 408/429) is final: pooch retries
-    every ``requests`` error, and a missing file does not appear by asking again."""
+def _no_retry_on_client_error(downloader: Callable) -> Callable:
+    """pooch's HTTP ``downloader``, except that a client error (HTTP 4xx but 408/429) is final: pooch
+    retries every ``requests`` error, and a missing file does not appear by asking again."""
+    import requests
 
-    def __init__(self, downloader: Callable) -> None:
-        self.downloader = downloader
-
-    def __call__(self, url: str, output_file: Any, store: Any, check_only: bool = False) -> Any:
-        import requests
-
+    def download(url: str, output_file: Any, store: Any, check_only: bool = False) -> Any:
         try:
-            return self.downloader(url, output_file, store, check_only)
+            return downloader(url, output_file, store, check_only)
         except requests.HTTPError as error:
             status, reason = error.response.status_code, error.response.reason
             if 400 <= status < 500 and status not in (408, 429):
                 raise DownloadError(f"{url}: HTTP {status} {reason}") from None
             raise
+
+    return download
 
 
 def _plain_download(url: str, part: Path, retries: int, timeout: float, progress: bool) -> None:
@@ -209,7 +207,7 @@ def _plain_download(url: str, part: Path, retries: int, timeout: float, progress
     )
     http = pooch.HTTPDownloader(progressbar=progress, timeout=timeout, headers={"User-Agent": "contrastlab"})
     try:
-        store.fetch(part.name, downloader=_NoRetryOnClientError(http))
+        store.fetch(part.name, downloader=_no_retry_on_client_error(http))
     except requests.RequestException as error:
         raise DownloadError(
             f"could not download {url} after {retries + 1} attempts: {_one_line(error)}"

@@ -258,14 +258,12 @@ def alignment_uniformity(
     """
     pairs = load_sts_pairs(data_dir, "STSBenchmark", split)
     keep = pairs.gold >= min_score
-    a = [s for s, k in zip(pairs.a, keep, strict=True) if k]
-    b = [s for s, k in zip(pairs.b, keep, strict=True) if k]
     unique = sorted(set(pairs.a) | set(pairs.b), key=lambda s: (len(s), s))
     emb = _check_embeddings(encode_or_embeddings(unique), len(unique))
     emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
     lookup = _lookup_from(unique, emb)
-    za, zb = lookup(a).astype(np.float64), lookup(b).astype(np.float64)
-    alignment = float(np.mean(np.sum((za - zb) ** 2, axis=1))) if len(a) else float("nan")
+    za, zb = lookup(pairs.a)[keep].astype(np.float64), lookup(pairs.b)[keep].astype(np.float64)
+    alignment = float(np.mean(np.sum((za - zb) ** 2, axis=1))) if keep.any() else float("nan")
     return alignment, _uniformity(emb.astype(np.float64), t)
 
 
