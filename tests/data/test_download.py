@@ -22,17 +22,16 @@ PAYLOAD = bytes(range(256)) * 4000  # ~1 MB
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """Serves ``files`` whole (the clients under test never ask for a range; the Range header a request
+    carries is logged)."""
+
     files: dict[str, bytes] = {}
     cut_first: set[str] = set()  # paths whose first response stops half-way
     faults: dict[str, str] = {}  # path -> a fault served once: "500", "drop" (headers, no body), "stall"
-    extra_headers: dict[str, str] = {}  # sent with every file (e.g. the hub's X-Repo-Commit)
     log: list[tuple[str, str | None]] = []
 
     def log_message(self, *args):  # keep test output quiet
         pass
-
-    def headers_to_send(self) -> dict[str, str]:
-        return type(self).extra_headers
 
     def do_GET(self):
         body = self.files.get(self.path)
@@ -47,45 +46,25 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "stall":
             time.sleep(3)  # longer than the client's timeout
             return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
         if fault == "drop":
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
             self.wfile.flush()
             self.close_connection = True
             return
-        start = 0
-        rng = self.headers.get("Range")
-        if rng:
-            start = int(rng.removeprefix("bytes=").split("-")[0])
-            if start >= len(body):
-                self.send_response(416)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-        else:
-            self.send_response(200)
-        self.send_header("Content-Length", str(len(body) - start))
-        for key, value in self.headers_to_send().items():
-            self.send_header(key, value)
-        self.end_headers()
-        chunk = body[start:]
         if self.path in self.cut_first:
             self.cut_first.discard(self.path)
-            chunk = chunk[: len(chunk) // 2]
-            self.wfile.write(chunk)
+            self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
             self.close_connection = True
             return
-        self.wfile.write(chunk)
+        self.wfile.write(body)
 
 
 @pytest.fixture
 def server():
     _Handler.files, _Handler.cut_first, _Handler.log, _Handler.faults = {}, set(), [], {}
-    _Handler.extra_headers = {}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
