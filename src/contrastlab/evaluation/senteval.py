@@ -62,18 +62,14 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.nan_to_num(sim)
 
 
-def _spearman_percent(sys_scores: np.ndarray, gold: np.ndarray) -> float:
+def score_sts(lookup: Lookup, subsets: list[Pairs]) -> float:
+    """Spearman x100 of cosine vs gold over all sub-datasets pooled (``['all']['spearman']['all']``)."""
     # Imported here, as the probe below: the encode job imports this module and scores nothing, and
     # scipy.stats and scikit-learn are seconds of every such job's start.
     from scipy.stats import spearmanr
 
-    return float(spearmanr(sys_scores, gold).statistic) * 100
-
-
-def score_sts(lookup: Lookup, subsets: list[Pairs]) -> float:
-    """Spearman x100 of cosine vs gold over all sub-datasets pooled (``['all']['spearman']['all']``)."""
     sims = [_cosine(lookup(p.a), lookup(p.b)) for p in subsets]
-    return _spearman_percent(np.concatenate(sims), np.concatenate([p.gold for p in subsets]))
+    return float(spearmanr(np.concatenate(sims), np.concatenate([p.gold for p in subsets])).statistic) * 100
 
 
 def transfer_accuracies(lookup: Lookup, task: str, data: Any, mode: str) -> tuple[float, float]:

@@ -67,14 +67,6 @@ def downstream_root(data_dir: str | Path) -> Path:
     )
 
 
-def expected_rows(root: Path) -> dict[str, int]:
-    """Rows per file: the fixture's counts manifest when the tree has one, else protocol.md's counts."""
-    manifest = root / P.COUNTS_MANIFEST
-    if manifest.exists():
-        return {str(k): int(v) for k, v in json.loads(manifest.read_text(encoding="utf-8"))["rows"].items()}
-    return dict(P.EXPECTED_ROWS)
-
-
 def _path(root: Path, rel: str) -> Path:
     path = root / rel
     if not path.is_file():
@@ -83,7 +75,12 @@ def _path(root: Path, rel: str) -> Path:
 
 
 def _check_rows(root: Path, rel: str, found: int) -> None:
-    want = expected_rows(root).get(rel)
+    """``found`` rows against the fixture's counts manifest when the tree has one, else protocol.md's."""
+    manifest = root / P.COUNTS_MANIFEST
+    if manifest.exists():
+        want = json.loads(manifest.read_text(encoding="utf-8"))["rows"].get(rel)
+    else:
+        want = P.EXPECTED_ROWS.get(rel)
     if want is None:
         raise SentEvalDataError(f"no expected row count for {root / rel} (counts manifest incomplete)")
     if found != want:
