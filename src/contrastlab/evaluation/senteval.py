@@ -386,11 +386,8 @@ def encode_checkpoint(
     """The encoding half of :func:`evaluate_checkpoint`: every sentence it needs for ``tasks`` in
     ``mode`` (and the STS-B test pairs), encoded on ``device`` into ``cache_dir`` as it would encode
     them. ``evaluate_checkpoint(..., cache_dir=cache_dir)`` then fits the probes from the cache, without
-    loading the model, with the numbers of a single call: a GPU job encodes, a CPU job probes.
-
-    Returns what the encoding was: the sentence count, the encoding seconds, the checkpoint and its
-    cache key (:func:`checkpoint_fingerprint`), the device type (``cuda``, ``cpu``) and name, and the
-    torch and CUDA versions."""
+    loading the model, with the numbers of a single call: a GPU job encodes, a CPU job probes. Returns
+    what the encoding was (the job writes it as :data:`ENCODING_RECORD`)."""
     import torch
 
     stsb = load_sts_pairs(data_dir, "STSBenchmark", "test")

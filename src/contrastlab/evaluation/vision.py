@@ -331,7 +331,6 @@ def encoder_features(
         **out,
         "dataset": dataset,
         "seed": int(s["seed"]),
-        # How the encoder was trained (the report's precision table), from its settings.json.
         "training": {key: summary.get(key) for key in TRAINED_WITH_KEYS},
         "encoder_dir": str(encoder_dir),
         "encoding": {"device": str(dev), "extract_s": time.perf_counter() - started},
