@@ -471,9 +471,10 @@ def senteval_data(
     **fetch_kwargs,
 ) -> Path:
     """Folder holding ``downstream/``: ``senteval.tar`` downloaded to ``downloads_dir`` (the lock's entry
-    ``senteval.tar``, whatever the URL's file name) and unpacked into ``out_dir``. A download is pinned
-    only after it has unpacked and every task has passed its counts and published sha256
-    (:func:`_senteval_check`); its folder goes into place after it is pinned."""
+    ``senteval.tar``, whatever the URL's file name) and unpacked into ``out_dir``; every file is checked
+    against its published sha256 once. A download is pinned only after it has unpacked and every task
+    has passed its counts and published sha256 (:func:`_senteval_check`); its folder goes into place
+    after it is pinned."""
     out_dir, dest = Path(out_dir), Path(downloads_dir) / "senteval.tar"
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".download-") as staged:
@@ -484,7 +485,8 @@ def senteval_data(
         if (Path(staged) / "downstream").is_dir():  # downloaded now: checked and pinned
             replace_dir(Path(staged) / "downstream", out_dir / "downstream")
             return out_dir
-    if (out_dir / "downstream").is_dir():
+    if (out_dir / "downstream").is_dir():  # unpacked by an earlier run: its counts, then its sha256
         check_senteval(out_dir)
+        verify_senteval_checksums(out_dir)
         return out_dir
     return _unpack_pinned(tar, out_dir, lock_file)
