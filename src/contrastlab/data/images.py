@@ -142,9 +142,9 @@ def _check_name(dataset: str, split: str = "train") -> None:
         raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
 
 
-def _cifar(dataset: str, root: str | Path, train: bool, source: CifarSource | None):
-    """torchvision's dataset from ``root``, after our own per-file md5 check: torchvision's raises a
-    generic "not found or corrupted"; this one names the file."""
+def _checked_class(dataset: str, root: str | Path, source: CifarSource | None) -> type:
+    """torchvision's dataset class to read ``root``'s copy with, after our own per-file md5 check:
+    torchvision's raises a generic "not found or corrupted"; this one names the file."""
     source = source or PUBLISHED_SOURCES[dataset]
     cls = source.dataset_class()
     folder = Path(root) / cls.base_folder
@@ -162,14 +162,14 @@ def _cifar(dataset: str, root: str | Path, train: bool, source: CifarSource | No
                 f"{dataset}: {path} is corrupt (md5 differs from the published file); replace it or "
                 "delete the folder and download again"
             )
-    return cls(str(root), train=train, download=False)
+    return cls
 
 
 def check_local_copy(dataset: str, root: str | Path, *, source: CifarSource | None = None) -> None:
     """Raise :class:`ImageDataError` unless ``root`` holds an intact copy of ``dataset`` (md5 per file)."""
     _check_name(dataset)
     if dataset != "digits":
-        _cifar(dataset, root, True, source)
+        _checked_class(dataset, root, source)
 
 
 def _unpack(archive: Path, root: Path, folder_name: str) -> None:
@@ -196,15 +196,16 @@ def prepare_images(
     lock_file: str | Path = LOCK_FILE,
     progress: bool = True,
     **fetch_kwargs: Any,
-) -> None:
-    """Make ``dataset`` loadable from ``root``: digits need nothing; CIFAR is checked file by file and,
-    when absent and ``download`` is set, fetched to ``downloads`` (default ``root``) with
-    :func:`~contrastlab.data.download.fetch` (``fetch_kwargs``: retries, timeout), held to
-    the archive's published md5 (a mismatch raises ``ChecksumError`` and moves the file aside), and
-    unpacked. Raises :class:`ImageDataError` (one line) when the copy is missing or corrupt."""
+) -> type | None:
+    """Make ``dataset`` loadable from ``root`` and return torchvision's class to read it with: digits
+    need nothing (None); CIFAR is checked file by file and, when absent and ``download`` is set, fetched
+    to ``downloads`` (default ``root``) with :func:`~contrastlab.data.download.fetch` (``fetch_kwargs``:
+    retries, timeout), held to the archive's published md5 (a mismatch raises ``ChecksumError`` and
+    moves the file aside), and unpacked. Raises :class:`ImageDataError` (one line) when the copy is
+    missing or corrupt."""
     _check_name(dataset)
     if dataset == "digits":
-        return
+        return None
     source = source or PUBLISHED_SOURCES[dataset]
     folder_name = source.dataset_class().base_folder
     root = Path(root)
@@ -219,7 +220,7 @@ def prepare_images(
             **fetch_kwargs,
         )
         _unpack(archive, root, folder_name)
-    check_local_copy(dataset, root, source=source)
+    return _checked_class(dataset, root, source)
 
 
 def _digits(split: str, image_size: int) -> ImageSplit:
@@ -273,9 +274,8 @@ def load_images(
         )
     if image_size is not None and image_size != NATIVE_SIZE[dataset]:
         raise ValueError(f"{dataset}: images are 32x32; image_size must be None or 32, got {image_size}")
-    if download:
-        prepare_images(dataset, root, download=True, source=source, **fetch_kwargs)
-    data = _cifar(dataset, root, split == "train", source)
+    cls = prepare_images(dataset, root, download=download, source=source, **fetch_kwargs)
+    data = cls(str(root), train=split == "train", download=False)
     # torchvision keeps .data as [N, 32, 32, 3] (HWC, as pickled); the network wants NCHW.
     images = torch.from_numpy(np.ascontiguousarray(data.data)).permute(0, 3, 1, 2).contiguous()
     return ImageSplit(images, torch.as_tensor(data.targets, dtype=torch.int64), tuple(data.classes))
