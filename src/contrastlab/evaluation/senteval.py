@@ -155,9 +155,8 @@ class EmbeddingCache:
             self.sentences = self.sentences + missing
             self._save()
             known = {s: i for i, s in enumerate(self.sentences)}
-        assert self.embeddings is not None or not sentences
-        if not sentences:
-            return np.zeros((0, 0 if self.embeddings is None else self.embeddings.shape[1]), np.float32)
+        if self.embeddings is None:  # nothing asked, nothing cached
+            return np.zeros((0, 0), np.float32)
         return self.embeddings[[known[s] for s in sentences]]
 
     def _save(self) -> None:
