@@ -338,13 +338,6 @@ def _downstream_in(unpacked: Path) -> Path | None:
     return None
 
 
-#: What a tar of another layout is (said after its path).
-_NOT_SENTEVAL = (
-    "it holds neither SentEval's task folders (STS/, SICK/, MR/ ...) at its top level nor a downstream/ "
-    "folder; is it senteval.tar?"
-)
-
-
 def _archive_problem(tar_path: Path, error: Exception) -> str:
     """What a file that :mod:`tarfile` could not unpack is, in words: a member refused by the ``data``
     filter (outside its folder, a link out), not a tar at all (an error page served in its place), or a
@@ -372,7 +365,10 @@ def _unpack_checked(tar_path: Path, out_dir: Path) -> Path:
             raise ContentError(_archive_problem(tar_path, error)) from None
         downstream = _downstream_in(unpacked)
         if downstream is None:
-            raise ContentError(_NOT_SENTEVAL)
+            raise ContentError(
+                "it holds neither SentEval's task folders (STS/, SICK/, MR/ ...) at its top level nor a "
+                "downstream/ folder; is it senteval.tar?"
+            )
         staged.mkdir()
         os.replace(downstream, staged / "downstream")
         check_senteval(staged, canonical=True)

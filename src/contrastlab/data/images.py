@@ -91,10 +91,6 @@ class CifarSource:
     archive_md5: str
     file_md5: dict[str, str] | None = field(default=None)
 
-    @property
-    def archive_name(self) -> str:
-        return self.url.rsplit("/", 1)[-1]
-
     def dataset_class(self) -> type:
         """torchvision's class, or a subclass whose documented md5 attributes (``train_list``,
         ``test_list``, ``meta``) are this source's."""
@@ -210,7 +206,7 @@ def prepare_images(
     folder_name = source.dataset_class().base_folder
     root = Path(root)
     if download and not (root / folder_name).is_dir():
-        archive = Path(downloads if downloads is not None else root) / source.archive_name
+        archive = Path(downloads if downloads is not None else root) / source.url.rsplit("/", 1)[-1]
         fetch(
             source.url,
             archive,
