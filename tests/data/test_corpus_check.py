@@ -5,12 +5,12 @@ either (review M7). That the workflow asks it before any job: tests/config/test_
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
 
 from contrastlab.data.corpus_check import CHUNK, CorpusError, check_corpus
+from contrastlab.data.download import sha256_file
 
 _TEXT = "".join(f"sentence number {i} of the corpus .\n" for i in range(1, 2001))
 
@@ -24,17 +24,13 @@ def _refused(corpus: Path) -> str:
     return message
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def test_the_digest_is_the_files_sha256_whatever_the_reads_and_the_last_newline(tmp_path):
     """Lines spanning the 1 MiB reads, and a last line without its newline, are hashed as the file is."""
     corpus = tmp_path / "wiki.txt"
     line = "a sentence of exactly fifty bytes, newline too ..\n"
     corpus.write_text(line * (3 * CHUNK // len(line)) + "the last line, no newline")
     assert CHUNK % len(line) != 0 and corpus.stat().st_size > 3 * CHUNK - len(line)
-    assert check_corpus(corpus) == _sha256(corpus)
+    assert check_corpus(corpus) == sha256_file(corpus)
 
 
 def test_a_line_is_counted_where_it_is_past_the_first_read(tmp_path):
@@ -58,7 +54,7 @@ def test_a_line_is_counted_where_it_is_past_the_first_read(tmp_path):
 def test_one_blank_line_in_a_hundred_is_accepted_and_more_is_not(tmp_path):
     corpus = tmp_path / "wiki.txt"
     corpus.write_text("".join(f"sentence {i} .\n" for i in range(198)) + "  \n\n")  # 2 of 200
-    assert check_corpus(corpus) == _sha256(corpus)
+    assert check_corpus(corpus) == sha256_file(corpus)
     corpus.write_text("".join(f"sentence {i} .\n" for i in range(197)) + "\n\t\n \n")  # 3 of 200
     assert "3 of its 200 lines are blank (first: line 198)" in _refused(corpus)
 
@@ -242,4 +238,4 @@ def test_latin1_text_is_still_told_to_convert_with_iconv_latin1(tmp_path):
 def test_text_with_a_stray_control_character_is_still_accepted(tmp_path):
     corpus = tmp_path / "wiki.txt"
     corpus.write_bytes(("caf\u00e9 a\x01b \u00e0 la cr\u00e8me .\n" + _TEXT).encode())
-    assert check_corpus(corpus) == _sha256(corpus)
+    assert check_corpus(corpus) == sha256_file(corpus)

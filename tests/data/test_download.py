@@ -15,24 +15,23 @@ from hub_standin import hf_hub_fixture, sync_client_constants  # noqa: F401 (fix
 from publisher_formats import senteval_tar
 
 from contrastlab.data import download
+from contrastlab.data.acquire import prepare_corpus
 from contrastlab.data.fixtures import write_senteval_fixture
-from contrastlab.senteval.tasks import SentEvalDataError
 
 PAYLOAD = bytes(range(256)) * 4000  # ~1 MB
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """Serves ``files`` whole (the clients under test never ask for a range; the Range header a request
+    carries is logged)."""
+
     files: dict[str, bytes] = {}
     cut_first: set[str] = set()  # paths whose first response stops half-way
     faults: dict[str, str] = {}  # path -> a fault served once: "500", "drop" (headers, no body), "stall"
-    extra_headers: dict[str, str] = {}  # sent with every file (e.g. the hub's X-Repo-Commit)
     log: list[tuple[str, str | None]] = []
 
     def log_message(self, *args):  # keep test output quiet
         pass
-
-    def headers_to_send(self) -> dict[str, str]:
-        return type(self).extra_headers
 
     def do_GET(self):
         body = self.files.get(self.path)
@@ -47,45 +46,25 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "stall":
             time.sleep(3)  # longer than the client's timeout
             return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
         if fault == "drop":
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
             self.wfile.flush()
             self.close_connection = True
             return
-        start = 0
-        rng = self.headers.get("Range")
-        if rng:
-            start = int(rng.removeprefix("bytes=").split("-")[0])
-            if start >= len(body):
-                self.send_response(416)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-        else:
-            self.send_response(200)
-        self.send_header("Content-Length", str(len(body) - start))
-        for key, value in self.headers_to_send().items():
-            self.send_header(key, value)
-        self.end_headers()
-        chunk = body[start:]
         if self.path in self.cut_first:
             self.cut_first.discard(self.path)
-            chunk = chunk[: len(chunk) // 2]
-            self.wfile.write(chunk)
+            self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
             self.close_connection = True
             return
-        self.wfile.write(chunk)
+        self.wfile.write(body)
 
 
 @pytest.fixture
 def server():
     _Handler.files, _Handler.cut_first, _Handler.log, _Handler.faults = {}, set(), [], {}
-    _Handler.extra_headers = {}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -173,22 +152,19 @@ def test_hub_urls_are_read_as_the_library_names_them():
 def test_a_short_corpus_is_kept_aside_and_never_locked(server, tmp_path, observed):
     base, handler = server
     handler.files["/wiki1m_for_simcse.txt"] = b"one .\ntwo .\nthree .\n"
-    lock = tmp_path / "lock.json"
+    lock, corpus = tmp_path / "lock.json", tmp_path / "wiki1m_for_simcse.txt"
+    source = {"url": f"{base}/wiki1m_for_simcse.txt", "user_copy": False, "fixture": False, "lock_file": lock}
     with pytest.raises(download.ContentError) as error:
-        download.wiki_corpus(
-            None, tmp_path, url=f"{base}/wiki1m_for_simcse.txt", lock_file=lock, progress=False
-        )
+        prepare_corpus(corpus, **source)
     message = str(error.value)
     assert "has 3 lines where the published file has 1,000,000" in message and "\n" not in message
-    assert not (tmp_path / "wiki1m_for_simcse.txt").exists()
+    assert not corpus.exists()
     assert (tmp_path / "wiki1m_for_simcse.txt.corrupt").exists() and not lock.exists()
     # with the expected count it is taken, and a last line without its newline counts
     handler.files["/wiki1m_for_simcse.txt"] = b"one .\ntwo .\nthree ."
-    got = download.wiki_corpus(
-        None, tmp_path, url=f"{base}/wiki1m_for_simcse.txt", lock_file=lock, progress=False, expected_lines=3
-    )
+    assert prepare_corpus(corpus, **source, expected_lines=3)["lines"] == 3
     assert (
-        got.read_bytes().endswith(b"three .")
+        corpus.read_bytes().endswith(b"three .")
         and "wiki1m_for_simcse.txt" in json.loads(lock.read_text())["data"]
     )
     observed(message)
@@ -268,52 +244,37 @@ def test_senteval_download_and_unpack(server, tmp_path, published):
     with tarfile.open(fileobj=io.BytesIO(handler.files["/senteval.tar"])) as tar:
         top = {name.split("/")[0] for name in tar.getnames()}
     assert ("STS" in top) == published and ("downstream" in top) != published
-    lock = tmp_path / "lock.json"
-    folder = download.senteval_data(
-        None,
-        tmp_path / "dl",
-        tmp_path / "senteval",
-        url=f"{base}/senteval.tar",
-        lock_file=lock,
-        progress=False,
-    )
+    folder = _senteval(f"{base}/senteval.tar", tmp_path, tmp_path / "lock.json")
     assert (folder / "downstream" / "MR" / "rt-polarity.pos").exists()
     assert (folder / "downstream" / "STS").is_dir() and not (folder / "downstream" / "downstream").exists()
-    assert "senteval.tar" in json.loads(lock.read_text())["data"]
-    # a local copy is used as is, without any request
-    handler.log.clear()
-    assert download.senteval_data(tmp_path / "src", tmp_path / "dl2", tmp_path / "x") == tmp_path / "src"
-    assert handler.log == []
+    assert "senteval.tar" in json.loads((tmp_path / "lock.json").read_text())["data"]
 
 
-def test_a_tar_of_something_else_is_refused_in_one_line(tmp_path):
-    (tmp_path / "src" / "other").mkdir(parents=True)
-    (tmp_path / "src" / "other" / "x.txt").write_text("x")
-    tar = tmp_path / "s.tar"
-    with tarfile.open(tar, "w") as out:
-        out.add(tmp_path / "src" / "other", arcname="other")
-    with pytest.raises(
-        download.DownloadError, match=r"neither SentEval's task folders .* is it senteval.tar\?$"
-    ):
-        download.unpack_senteval(tar, tmp_path / "out")
+def _other_layout(src):
+    (src / "other").mkdir(parents=True)
+    (src / "other" / "x.txt").write_text("x")
+    return senteval_tar(src / "other")
 
 
-def test_unpack_rejects_truncated_data(tmp_path):
-    write_senteval_fixture(tmp_path / "src")
-    pos = tmp_path / "src" / "downstream" / "MR" / "rt-polarity.pos"
+def _truncated_task(src):
+    write_senteval_fixture(src)
+    pos = src / "downstream" / "MR" / "rt-polarity.pos"
     pos.write_text("".join(pos.read_text().splitlines(keepends=True)[:-3]))
-    tar = tmp_path / "s.tar"
-    tar.write_bytes(senteval_tar(tmp_path / "src" / "downstream"))
-    with pytest.raises(SentEvalDataError, match="rt-polarity.pos"):
-        download.unpack_senteval(tar, tmp_path / "out")
+    return senteval_tar(src / "downstream")
 
 
-def test_wiki_corpus_local_copy(tmp_path):
-    local = tmp_path / "wiki.txt"
-    local.write_text("a sentence .\n")
-    assert download.wiki_corpus(local, tmp_path / "dl") == local
-    with pytest.raises(FileNotFoundError, match="data.wiki_path"):
-        download.wiki_corpus(tmp_path / "nope.txt", tmp_path / "dl")
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (_other_layout, r"neither SentEval's task folders .* is it senteval.tar\?"),
+        (_truncated_task, "rt-polarity.pos"),
+    ],
+)
+def test_a_tar_of_something_else_or_truncated_data_is_refused_in_one_line(server, tmp_path, make, problem):
+    base, handler = server
+    handler.files["/senteval.tar"] = make(tmp_path / "src")
+    with pytest.raises(download.ContentError, match=problem):
+        _senteval(f"{base}/senteval.tar", tmp_path, tmp_path / "lock.json")
 
 
 # --- Issue 63 item 2 (reliability A6, A8, A9): the lock pins only bytes that passed their checks ----------
@@ -329,7 +290,7 @@ def _senteval_tars(tmp_path) -> tuple[bytes, bytes]:
 
 def _senteval(url, tmp_path, lock):
     return download.senteval_data(
-        None, tmp_path / "dl", tmp_path / "senteval", url=url, lock_file=lock, progress=False
+        tmp_path / "dl", tmp_path / "senteval", url=url, lock_file=lock, progress=False
     )
 
 

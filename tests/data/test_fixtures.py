@@ -28,18 +28,13 @@ def test_fixture_is_deterministic_and_counts_itself(tmp_path):
     assert len(task_sentences(tmp_path / "a", P.TASKS)) > 500
 
 
-def test_demo_corpus(tmp_path):
-    path = write_demo_corpus(tmp_path / "c" / "corpus.txt", 50)
-    lines = path.read_text().splitlines()
-    assert len(lines) == 50 and all(line.strip() for line in lines)
-
-
 def test_prepare_entry_points_offline(tmp_path):
     folder = prepare_senteval(tmp_path / "fx", downloads=tmp_path / "dl", user_copy=False, fixture=True)
     assert (folder / "downstream" / P.COUNTS_MANIFEST).exists()
     assert prepare_senteval(folder, downloads=tmp_path / "dl", user_copy=True, fixture=False) == folder
     corpus = prepare_corpus(tmp_path / "c.txt", user_copy=False, fixture=True, fixture_sentences=20)
-    assert len((tmp_path / "c.txt").read_text().splitlines()) == 20
+    lines = (tmp_path / "c.txt").read_text().splitlines()
+    assert len(lines) == 20 and all(line.strip() for line in lines)
     assert corpus == {"corpus": "text", "sha256": sha256_file(tmp_path / "c.txt"), "lines": 20}
 
 

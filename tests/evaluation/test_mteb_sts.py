@@ -186,8 +186,7 @@ def names(tasks) -> list[str]:
 
 
 def test_task_selection_is_mtebs_own_lookup_after_the_seven_sts_tasks(no_network):
-    """Tasks and benchmarks are MTEB's own lookups, after the seven STS tasks (a chosen one among them once);
-    a benchmark's tasks keep their subsets (MTEB(eng, v2): STS17's English pair only)."""
+    """Tasks and benchmarks are MTEB's own lookups, after the seven STS tasks (a chosen one once)."""
     assert names(mteb_sts.selected_tasks()) == list(mteb_sts.TASK_NAMES)
     chosen = mteb_sts.selected_tasks(["Banking77Classification", "STS12", "SciFact"])
     assert names(chosen) == [*mteb_sts.TASK_NAMES, "Banking77Classification", "SciFact"]
@@ -196,8 +195,6 @@ def test_task_selection_is_mtebs_own_lookup_after_the_seven_sts_tasks(no_network
     beyond = [n for n in names(benchmark.tasks) if n not in mteb_sts.TASK_NAMES]
     assert names(selected) == [*mteb_sts.TASK_NAMES, *beyond]
     assert (len(benchmark.tasks), len(selected)) == (41, 42)  # STS16 is not in the benchmark
-    (sts17,) = [t for t in selected if t.metadata.name == "STS17"]
-    assert sts17.hf_subsets == ["en-en"] and len(mteb.get_task("STS17").hf_subsets) == 11
     with pytest.raises(KeyError, match="STS99"):
         mteb_sts.selected_tasks(["STS99"])
     with pytest.raises(KeyError, match="MTEB\\(foo\\)"):

@@ -58,15 +58,18 @@ def test_linear_probe_separates_separable_features_and_is_seeded():
     assert linear_probe_accuracy(x[:500], y[:500], x[500:], shuffled, num_classes=5, epochs=5) < 50
 
 
-def test_linear_probe_is_deterministic_given_the_seed():
+def test_linear_probe_is_deterministic_given_the_seed_on_the_requested_device():
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(300, 8, generator=g), torch.randint(0, 3, (300,), generator=g)
+    args = (x[:200], y[:200], x[200:], y[200:])
 
-    def weights_after(seed):
+    def accuracy(seed, **kwargs):
         torch.manual_seed(123)  # the probe must not depend on the global RNG
-        return linear_probe_accuracy(x[:200], y[:200], x[200:], y[200:], num_classes=3, epochs=3, seed=seed)
+        return linear_probe_accuracy(*args, num_classes=3, epochs=3, seed=seed, **kwargs)
 
-    assert weights_after(5) == weights_after(5)
+    assert accuracy(5) == accuracy(5) == accuracy(5, device="cpu")
+    with pytest.raises(ValueError, match="epochs"):
+        linear_probe_accuracy(*args, num_classes=3, epochs=0)
 
 
 def test_knn_ties_go_to_the_lower_class_and_k_may_exceed_the_classes_and_the_set():
@@ -104,17 +107,6 @@ def test_extract_features_is_the_pooled_eval_mode_output_in_any_batching():
     assert torch.allclose(features, whole, atol=1e-5)  # batch statistics unused: running BN statistics
 
 
-def test_linear_probe_runs_on_the_requested_device():
-    g = torch.Generator().manual_seed(2)
-    x, y = torch.randn(80, 4, generator=g), torch.randint(0, 2, (80,), generator=g)
-    args = (x[:60], y[:60], x[60:], y[60:])
-    assert linear_probe_accuracy(*args, num_classes=2, epochs=2, device="cpu") == linear_probe_accuracy(
-        *args, num_classes=2, epochs=2
-    )
-    with pytest.raises(ValueError, match="epochs"):
-        linear_probe_accuracy(*args, num_classes=2, epochs=0)
-
-
 #: OAR's FFN scores at label budgets 10% and 100%, then the embedding statistics, in evaluate_encoder's order.
 FFN_SCORES = [
     "ffn10_top1",
@@ -126,11 +118,14 @@ FFN_SCORES = [
 ]
 
 
-def _train_digits_encoder(folder, *, max_steps: int, log_every: int):
-    """A width-4 ResNet trained on the CPU with NT-Xent (tau 0.1) on the digits in batches of 64:
-    ``folder/enc`` (its log ``folder/log.jsonl``), returned."""
+def test_evaluate_encoder_end_to_end_on_digits_and_split_into_two_jobs(tmp_path):
+    """evaluate_encoder on a trained encoder; features saved by `encode_vision` and probed by
+    `evaluate_vision` give exactly the scores, diverged runs and settings of evaluate_encoder in one
+    process."""
+    from contrastlab.evaluation.vision import encoder_features, load_features, probe_features, save_features
     from contrastlab.training.vision import VisionTrainSettings, train_vision
 
+    # a width-4 ResNet trained on the CPU with NT-Xent (tau 0.1) on the digits in batches of 64
     settings = VisionTrainSettings(
         dataset="digits",
         loss="ntxent",
@@ -139,38 +134,28 @@ def _train_digits_encoder(folder, *, max_steps: int, log_every: int):
         head_hidden=32,
         head_dim=16,
         batch_size=64,
-        max_steps=max_steps,
-        log_every=log_every,
+        max_steps=10,
+        log_every=5,
     )
-    out_dir, log_path, state_dir = folder / "enc", folder / "log.jsonl", folder / "s"
+    encoder = tmp_path / "enc"
+    log, state = tmp_path / "log.jsonl", tmp_path / "s"
     train_vision(
-        settings,
-        data_root=None,
-        out_dir=out_dir,
-        log_path=log_path,
-        state_dir=state_dir,
-        device="cpu",
-        progress=False,
+        settings, data_root=None, out_dir=encoder, log_path=log, state_dir=state, device="cpu", progress=False
     )
-    return out_dir
-
-
-def test_evaluate_encoder_end_to_end_on_digits(tmp_path):
-    _train_digits_encoder(tmp_path, max_steps=10, log_every=5)
     # download: digits ship with scikit-learn, so nothing is fetched.
     metrics = evaluate_encoder(
-        tmp_path / "enc", data_root=tmp_path, download=True, linear={"epochs": 20}, knn={"k": 20}
+        encoder, data_root=tmp_path, download=True, linear={"epochs": 20}, knn={"k": 20}
     )
     assert metrics["n_train"] == 1437 and metrics["n_test"] == 360 and metrics["feature_dim"] == 32
     scores = metrics["scores"]
     assert 30 < scores["linear_top1"] <= 100 and 30 < scores["knn_top1"] <= 100  # chance: 10
     assert metrics["linear"]["lr"] == 0.02 and metrics["linear"]["epochs"] == 20 and metrics["knn"]["k"] == 20
     assert set(metrics["timings"]) == {"extract_s", "linear_s", "knn_s"}
-    again = evaluate_encoder(tmp_path / "enc", data_root=None, linear={"epochs": 20}, knn={"k": 20})
+    again = evaluate_encoder(encoder, data_root=None, linear={"epochs": 20}, knn={"k": 20})
     assert again["scores"] == metrics["scores"]  # deterministic on CPU
     # OAR's protocol: the FFN at two label budgets, top-1 and top-5, and the embedding statistics.
     ffn = {"label_fractions": [0.1, 1.0], "epochs": 30, "lr": 0.05, "hidden": [16, 8]}
-    oar = evaluate_encoder(tmp_path / "enc", data_root=None, probes=["ffn"], ffn=ffn)
+    oar = evaluate_encoder(encoder, data_root=None, probes=["ffn"], ffn=ffn)
     assert set(oar["scores"]) == set(FFN_SCORES)
     assert (
         oar["ffn"]["batch_size"] == 32
@@ -180,7 +165,25 @@ def test_evaluate_encoder_end_to_end_on_digits(tmp_path):
     assert oar["scores"]["ffn100_top5"] >= oar["scores"]["ffn100_top1"] > 30
     assert 1 <= oar["scores"]["effective_rank_95"] <= 32
     with pytest.raises(ValueError, match="unknown probe"):
-        evaluate_encoder(tmp_path / "enc", data_root=None, probes=["svm"])
+        evaluate_encoder(encoder, data_root=None, probes=["svm"])
+    probes = {
+        "probes": ["linear", "knn", "ffn"],
+        "linear": {"epochs": 3},
+        "knn": {"k": 10},
+        "ffn": {"label_fractions": [0.1, 1.0], "epochs": 3, "hidden": [16, 8], "lr": 0.05},
+    }
+    one_job = evaluate_encoder(encoder, data_root=None, device="cpu", **probes)
+    save_features(tmp_path / "features.pt", encoder_features(encoder, data_root=None, device="cpu"))
+    saved = load_features(tmp_path / "features.pt")
+    assert saved["train_x"].shape == (1437, 32) and saved["test_y"].shape == (360,)
+    split = probe_features(saved, device="cpu", **probes)
+    assert split["scores"] == one_job["scores"] and split["diverged"] == one_job["diverged"]
+    assert len(split["scores"]) == 1 + 1 + 4 + 2
+    assert split["ffn_runs"] == one_job["ffn_runs"]
+    same = ("n_train", "n_test", "feature_dim", "probes", "linear", "knn", "ffn", "training", "device")
+    assert {k: split[k] for k in same} == {k: one_job[k] for k in same}
+    assert split["encoding"]["device"] == "cpu"
+    assert set(split["timings"]) == {"extract_s", "linear_s", "knn_s", "ffn_s"}
 
 
 def _separable(scale):
@@ -274,32 +277,6 @@ def test_a_diverged_encoders_metrics_list_every_score_key_as_diverged(tmp_path):
     assert metrics["scores"] == {}
     assert list(metrics["diverged"]) == FFN_SCORES
     assert set(metrics["diverged"].values()) == {"encoder training diverged: loss is not finite at step 3"}
-
-
-def test_features_saved_by_one_job_give_the_probes_of_the_one_job_path(tmp_path):
-    """Features saved by `encode_vision` and probed by `evaluate_vision` give exactly the scores, diverged
-    runs and settings of evaluate_encoder in one process."""
-    from contrastlab.evaluation.vision import encoder_features, load_features, probe_features, save_features
-
-    encoder = _train_digits_encoder(tmp_path, max_steps=4, log_every=2)
-    probes = {
-        "probes": ["linear", "knn", "ffn"],
-        "linear": {"epochs": 3},
-        "knn": {"k": 10},
-        "ffn": {"label_fractions": [0.1, 1.0], "epochs": 3, "hidden": [16, 8], "lr": 0.05},
-    }
-    one_job = evaluate_encoder(encoder, data_root=None, device="cpu", **probes)
-    save_features(tmp_path / "features.pt", encoder_features(encoder, data_root=None, device="cpu"))
-    saved = load_features(tmp_path / "features.pt")
-    assert saved["train_x"].shape == (1437, 32) and saved["test_y"].shape == (360,)
-    split = probe_features(saved, device="cpu", **probes)
-    assert split["scores"] == one_job["scores"] and split["diverged"] == one_job["diverged"]
-    assert len(split["scores"]) == 1 + 1 + 4 + 2
-    assert split["ffn_runs"] == one_job["ffn_runs"]
-    same = ("n_train", "n_test", "feature_dim", "probes", "linear", "knn", "ffn", "training", "device")
-    assert {k: split[k] for k in same} == {k: one_job[k] for k in same}
-    assert split["encoding"]["device"] == "cpu"
-    assert set(split["timings"]) == {"extract_s", "linear_s", "knn_s", "ffn_s"}
 
 
 def test_the_probes_training_takes_every_row_once_per_epoch_the_last_batch_smaller():

@@ -27,9 +27,9 @@ from huggingface_hub import HfApi, hf_hub_download, snapshot_download
 from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.hf_api import RepoFile
 
+from contrastlab.models.text import HUB_FILES as PATTERNS  # what materialize_backbone asks for
+
 REPO = "contrastlab-test/tiny-bert"
-# what contrastlab.models.materialize_backbone asks for
-PATTERNS = ["*.json", "*.txt", "*.safetensors", "*.model", "merges.txt", "vocab.*"]
 
 
 @pytest.fixture(scope="module")
@@ -157,14 +157,14 @@ def test_subprocess_client_through_client_env(tiny_bert_files, tmp_path):
 
 
 def test_missing_repo_revision_and_file_raise_the_hub_errors(hf_hub, tmp_path):
-    with pytest.raises(RepositoryNotFoundError):
-        snapshot_download("nobody/nothing", allow_patterns=PATTERNS)
-    with pytest.raises(RepositoryNotFoundError):
-        snapshot_download("nobody/nothing", revision="0" * 40, local_dir=tmp_path / "x")
-    with pytest.raises(RepositoryNotFoundError):
-        hf_hub_download("nobody/nothing", "config.json")
-    with pytest.raises(RepositoryNotFoundError):
-        HfApi().model_info("nobody/nothing")
+    for ask in (
+        lambda: snapshot_download("nobody/nothing", allow_patterns=PATTERNS),
+        lambda: snapshot_download("nobody/nothing", revision="0" * 40, local_dir=tmp_path / "x"),
+        lambda: hf_hub_download("nobody/nothing", "config.json"),
+        lambda: HfApi().model_info("nobody/nothing"),
+    ):
+        with pytest.raises(RepositoryNotFoundError):
+            ask()
 
     hf_hub.add_repo(REPO, {"config.json": b"{}"})
     with pytest.raises(RevisionNotFoundError):

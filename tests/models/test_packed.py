@@ -62,26 +62,19 @@ def _batch(arch: str, lengths=LENGTHS, seed: int = 0):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_float64_outputs_equal_the_padded_model(arch):
-    model = _model(arch).double().eval()
+def test_float64_outputs_and_gradients_equal_the_padded_models_for_every_parameter(arch):
+    padded_model = _model(arch).double().train()  # dropout p = 0: train mode, no draws
+    packed_model = copy.deepcopy(padded_model)
     ids, mask = _batch(arch)
-    with torch.no_grad():
-        padded = model(ids, attention_mask=mask).last_hidden_state
-        out = packed_forward(model, ids, mask, return_padded=True)
+    padded = padded_model(ids, attention_mask=mask).last_hidden_state
+    out = packed_forward(packed_model, ids, mask, return_padded=True)
     torch.testing.assert_close(out.cls, padded[:, 0], rtol=0, atol=1e-12)
     real = mask.bool()
     torch.testing.assert_close(out.last_hidden_state[real], padded[real], rtol=0, atol=1e-12)
     assert (out.last_hidden_state[~real] == 0).all()
-
-
-@pytest.mark.parametrize("arch", ARCHS)
-def test_float64_gradients_equal_the_padded_models_for_every_parameter(arch):
-    padded_model = _model(arch).double().train()  # dropout p = 0: train mode, no draws
-    packed_model = copy.deepcopy(padded_model)
-    ids, mask = _batch(arch)
     weights = torch.randn(len(LENGTHS), 32, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    (padded_model(ids, attention_mask=mask).last_hidden_state[:, 0] * weights).sum().backward()
-    (packed_forward(packed_model, ids, mask).cls * weights).sum().backward()
+    (padded[:, 0] * weights).sum().backward()
+    (out.cls * weights).sum().backward()
     pairs = list(zip(padded_model.named_parameters(), packed_model.named_parameters(), strict=True))
     checked = 0
     for (name, a), (_, b) in pairs:

@@ -34,12 +34,14 @@ def test_the_first_last_poolings_read_their_first_entry_and_the_last_layer(outpu
     torch.testing.assert_close(pool(out, mask, pooling), expected, rtol=0, atol=0)
 
 
-def test_the_two_first_last_poolings_differ(outputs):
+def test_the_two_first_last_poolings_differ_and_the_old_ambiguous_name_is_rejected(outputs):
     out, mask, _, _ = outputs
     a = pool(out, mask, "avg_embeddings_and_last")
     b = pool(out, mask, "avg_first_layer_and_last")
     assert (a - b).abs().max() > 1e-3
     assert FIRST_LAST_POOLINGS == {"avg_embeddings_and_last": 0, "avg_first_layer_and_last": 1}
+    with pytest.raises(ValueError, match="avg_embeddings_and_last"):
+        pool(out, mask, "avg_first_last")
 
 
 def test_padding_is_masked_out(outputs):
@@ -57,12 +59,6 @@ def test_encoder_requests_hidden_states(outputs, pooling):
     out, mask, model, tokenizer = outputs
     encoded = make_encoder(model, tokenizer, pooling=pooling, batch_size=2, progress=False)(SENTENCES)
     torch.testing.assert_close(torch.from_numpy(encoded), pool(out, mask, pooling), rtol=1e-5, atol=1e-5)
-
-
-def test_old_ambiguous_name_is_rejected(outputs):
-    out, mask, _, _ = outputs
-    with pytest.raises(ValueError, match="avg_embeddings_and_last"):
-        pool(out, mask, "avg_first_last")
 
 
 def _random_bert(attn: str = "sdpa"):

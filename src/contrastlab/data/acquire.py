@@ -99,9 +99,7 @@ def prepare_senteval(
             write_senteval_fixture(senteval_dir)
             check_senteval(senteval_dir)
             return Path(senteval_dir)
-        folder = senteval_data(None, downloads, senteval_dir, url=url, lock_file=lock_file)  # counts checked
-    verify_senteval_checksums(folder)
-    return folder
+        return senteval_data(downloads, senteval_dir, url=url, lock_file=lock_file)
 
 
 def prepare_corpus(

@@ -15,8 +15,6 @@
   sha256). A download failing one is moved aside to ``<dest>.corrupt`` (the libraries would delete it)
   and fetched anew next run; one passing them but differing from the lock is kept as ``<dest>.unpinned``
   and the line says which entry to delete to pin it.
-- :func:`senteval_data` / :func:`wiki_corpus` use the user's local copies (``data.senteval_dir``,
-  ``data.wiki_path``) when given.
 """
 
 from __future__ import annotations
@@ -175,23 +173,21 @@ def hub_transport_error() -> type[Exception]:
     return httpx2.HTTPError
 
 
-class _NoRetryOnClientError:
-    """pooch's HTTP downloader, except that a client error (HTTP 4xx but 408/429) is final: pooch retries
-    every ``requests`` error, and a missing file does not appear by asking again."""
+def _no_retry_on_client_error(downloader: Callable) -> Callable:
+    """pooch's HTTP ``downloader``, except that a client error (HTTP 4xx but 408/429) is final: pooch
+    retries every ``requests`` error, and a missing file does not appear by asking again."""
+    import requests
 
-    def __init__(self, downloader: Callable) -> None:
-        self.downloader = downloader
-
-    def __call__(self, url: str, output_file: Any, store: Any, check_only: bool = False) -> Any:
-        import requests
-
+    def download(url: str, output_file: Any, store: Any, check_only: bool = False) -> Any:
         try:
-            return self.downloader(url, output_file, store, check_only)
+            return downloader(url, output_file, store, check_only)
         except requests.HTTPError as error:
             status, reason = error.response.status_code, error.response.reason
             if 400 <= status < 500 and status not in (408, 429):
                 raise DownloadError(f"{url}: HTTP {status} {reason}") from None
             raise
+
+    return download
 
 
 def _plain_download(url: str, part: Path, retries: int, timeout: float, progress: bool) -> None:
@@ -211,7 +207,7 @@ def _plain_download(url: str, part: Path, retries: int, timeout: float, progress
     )
     http = pooch.HTTPDownloader(progressbar=progress, timeout=timeout, headers={"User-Agent": "contrastlab"})
     try:
-        store.fetch(part.name, downloader=_NoRetryOnClientError(http))
+        store.fetch(part.name, downloader=_no_retry_on_client_error(http))
     except requests.RequestException as error:
         raise DownloadError(
             f"could not download {url} after {retries + 1} attempts: {_one_line(error)}"
@@ -342,24 +338,6 @@ def _downstream_in(unpacked: Path) -> Path | None:
     return None
 
 
-def unpack_senteval(tar_path: str | Path, out_dir: str | Path, *, verify: bool = True) -> Path:
-    """Unpack ``senteval.tar`` (task folders at its top level as published, or under ``downstream/``) so
-    that ``out_dir/downstream`` holds the tasks, through a temporary folder (``verify``: every task
-    loaded first); returns ``out_dir``. A file that does not unpack, or of another layout, raises
-    DownloadError naming it."""
-    try:
-        return _unpack_checked(Path(tar_path), Path(out_dir), verify=verify, canonical=False)
-    except ContentError as error:
-        raise DownloadError(f"{tar_path}: {error}") from None
-
-
-#: What a tar of another layout is (said after its path).
-_NOT_SENTEVAL = (
-    "it holds neither SentEval's task folders (STS/, SICK/, MR/ ...) at its top level nor a downstream/ "
-    "folder; is it senteval.tar?"
-)
-
-
 def _archive_problem(tar_path: Path, error: Exception) -> str:
     """What a file that :mod:`tarfile` could not unpack is, in words: a member refused by the ``data``
     filter (outside its folder, a link out), not a tar at all (an error page served in its place), or a
@@ -372,10 +350,10 @@ def _archive_problem(tar_path: Path, error: Exception) -> str:
     return f"it is a truncated or damaged tar archive ({size:,} bytes; {_one_line(error)})"
 
 
-def _unpack_checked(tar_path: Path, out_dir: Path, *, verify: bool, canonical: bool) -> Path:
+def _unpack_checked(tar_path: Path, out_dir: Path) -> Path:
     """``tar_path`` unpacked into ``out_dir/downstream`` through a temporary folder inside ``out_dir``,
-    checked there (``verify``: every task loaded, counts; ``canonical``: the published sha256 too) before
-    it goes into place, so a failed unpack or check leaves nothing behind. A file tarfile cannot unpack,
+    checked there (every task loaded, its counts and published sha256) before it goes into place, so a
+    failed unpack or check leaves nothing behind. A file tarfile cannot unpack,
     or a tar of another layout, raises ContentError saying what the file is (its caller names it)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".unpack-") as tmp:
@@ -387,16 +365,18 @@ def _unpack_checked(tar_path: Path, out_dir: Path, *, verify: bool, canonical: b
             raise ContentError(_archive_problem(tar_path, error)) from None
         downstream = _downstream_in(unpacked)
         if downstream is None:
-            raise ContentError(_NOT_SENTEVAL)
+            raise ContentError(
+                "it holds neither SentEval's task folders (STS/, SICK/, MR/ ...) at its top level nor a "
+                "downstream/ folder; is it senteval.tar?"
+            )
         staged.mkdir()
         os.replace(downstream, staged / "downstream")
-        if verify:
-            check_senteval(staged, canonical=canonical)
-        _replace_dir(staged / "downstream", out_dir / "downstream")
+        check_senteval(staged, canonical=True)
+        replace_dir(staged / "downstream", out_dir / "downstream")
     return out_dir
 
 
-def _replace_dir(source: Path, target: Path) -> None:
+def replace_dir(source: Path, target: Path) -> None:
     """Put the folder ``source`` in the place of ``target`` (removed first when there)."""
     if target.exists():
         shutil.rmtree(target)
@@ -410,7 +390,7 @@ def _senteval_check(staged: Path) -> Callable[[Path], None]:
 
     def check(part: Path) -> None:
         try:
-            _unpack_checked(part, staged, verify=True, canonical=True)
+            _unpack_checked(part, staged)
         except SentEvalDataError as error:
             raise ContentError(f"its tasks fail their checks ({_one_line(error)})") from None
 
@@ -422,7 +402,7 @@ def _unpack_pinned(tar: Path, out_dir: Path, lock_file: str | Path) -> Path:
     as a fresh download is. One that fails was pinned without that check (an older version pinned
     first): it is moved aside, never reused, and the line names the pin to delete."""
     try:
-        return _unpack_checked(tar, out_dir, verify=True, canonical=True)
+        return _unpack_checked(tar, out_dir)
     except (ContentError, SentEvalDataError) as error:
         digest, aside = sha256_file(tar), tar.with_name(tar.name + ".corrupt")
         tar.replace(aside)
@@ -479,7 +459,6 @@ def check_senteval(data_dir: str | Path, *, canonical: bool = False) -> None:
 
 
 def senteval_data(
-    senteval_dir: str | Path | None,
     downloads_dir: str | Path,
     out_dir: str | Path,
     *,
@@ -487,14 +466,11 @@ def senteval_data(
     lock_file: str | Path = LOCK_FILE,
     **fetch_kwargs,
 ) -> Path:
-    """Folder holding ``downstream/``: the user's ``data.senteval_dir`` if set (checked, not copied),
-    else ``senteval.tar`` downloaded to ``downloads_dir`` (the lock's entry ``senteval.tar``, whatever the
-    URL's file name) and unpacked into ``out_dir``. A download is pinned only after it has unpacked and
-    every task has passed its counts and published sha256 (:func:`_senteval_check`); its folder goes into
-    place after it is pinned."""
-    if senteval_dir:
-        check_senteval(senteval_dir)
-        return Path(senteval_dir)
+    """Folder holding ``downstream/``: ``senteval.tar`` downloaded to ``downloads_dir`` (the lock's entry
+    ``senteval.tar``, whatever the URL's file name) and unpacked into ``out_dir``; every file is checked
+    against its published sha256 once. A download is pinned only after it has unpacked and every task
+    has passed its counts and published sha256 (:func:`_senteval_check`); its folder goes into place
+    after it is pinned."""
     out_dir, dest = Path(out_dir), Path(downloads_dir) / "senteval.tar"
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".download-") as staged:
@@ -503,30 +479,10 @@ def senteval_data(
         check = _senteval_check(Path(staged))
         tar = fetch(url, dest, name=dest.name, lock_file=lock_file, check=check, **fetch_kwargs)
         if (Path(staged) / "downstream").is_dir():  # downloaded now: checked and pinned
-            _replace_dir(Path(staged) / "downstream", out_dir / "downstream")
+            replace_dir(Path(staged) / "downstream", out_dir / "downstream")
             return out_dir
-    if (out_dir / "downstream").is_dir():
+    if (out_dir / "downstream").is_dir():  # unpacked by an earlier run: its counts, then its sha256
         check_senteval(out_dir)
+        verify_senteval_checksums(out_dir)
         return out_dir
     return _unpack_pinned(tar, out_dir, lock_file)
-
-
-def wiki_corpus(
-    wiki_path: str | Path | None,
-    downloads_dir: str | Path,
-    *,
-    url: str = WIKI1M_URL,
-    lock_file: str | Path = LOCK_FILE,
-    expected_lines: int | None = WIKI1M_LINES,
-    **fetch_kwargs,
-) -> Path:
-    """The training corpus: the user's ``data.wiki_path`` if set, else ``wiki1m_for_simcse.txt`` fetched
-    and held to its published 1,000,000 lines (``expected_lines``; None: no line check)."""
-    if wiki_path:
-        path = Path(wiki_path)
-        if not path.is_file():
-            raise FileNotFoundError(f"data.wiki_path {path} is not a file")
-        return path
-    check = expect_lines(expected_lines, CORPUS_NAME) if expected_lines else None
-    dest = Path(downloads_dir) / CORPUS_NAME
-    return fetch(url, dest, check=check, lock_file=lock_file, **fetch_kwargs)

@@ -11,8 +11,6 @@ names the archive and the md5s; tests substitute one pointing at a local server,
 
 from __future__ import annotations
 
-import os
-import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torchvision import datasets
 
-from contrastlab.data.download import LOCK_FILE, fetch, md5_file
+from contrastlab.data.download import LOCK_FILE, fetch, md5_file, replace_dir
 
 __all__ = [
     "DATASETS",
@@ -93,10 +91,6 @@ class CifarSource:
     archive_md5: str
     file_md5: dict[str, str] | None = field(default=None)
 
-    @property
-    def archive_name(self) -> str:
-        return self.url.rsplit("/", 1)[-1]
-
     def dataset_class(self) -> type:
         """torchvision's class, or a subclass whose documented md5 attributes (``train_list``,
         ``test_list``, ``meta``) are this source's."""
@@ -144,9 +138,9 @@ def _check_name(dataset: str, split: str = "train") -> None:
         raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
 
 
-def _cifar(dataset: str, root: str | Path, train: bool, source: CifarSource | None):
-    """torchvision's dataset from ``root``, after our own per-file md5 check: torchvision's raises a
-    generic "not found or corrupted"; this one names the file."""
+def _checked_class(dataset: str, root: str | Path, source: CifarSource | None) -> type:
+    """torchvision's dataset class to read ``root``'s copy with, after our own per-file md5 check:
+    torchvision's raises a generic "not found or corrupted"; this one names the file."""
     source = source or PUBLISHED_SOURCES[dataset]
     cls = source.dataset_class()
     folder = Path(root) / cls.base_folder
@@ -164,14 +158,14 @@ def _cifar(dataset: str, root: str | Path, train: bool, source: CifarSource | No
                 f"{dataset}: {path} is corrupt (md5 differs from the published file); replace it or "
                 "delete the folder and download again"
             )
-    return cls(str(root), train=train, download=False)
+    return cls
 
 
 def check_local_copy(dataset: str, root: str | Path, *, source: CifarSource | None = None) -> None:
     """Raise :class:`ImageDataError` unless ``root`` holds an intact copy of ``dataset`` (md5 per file)."""
     _check_name(dataset)
     if dataset != "digits":
-        _cifar(dataset, root, True, source)
+        _checked_class(dataset, root, source)
 
 
 def _unpack(archive: Path, root: Path, folder_name: str) -> None:
@@ -185,10 +179,7 @@ def _unpack(archive: Path, root: Path, folder_name: str) -> None:
         unpacked = Path(tmp) / folder_name
         if not unpacked.is_dir():
             raise ImageDataError(f"{archive} holds no {folder_name}/ folder; is it the CIFAR archive?")
-        target = root / folder_name
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(unpacked, target)
+        replace_dir(unpacked, root / folder_name)
 
 
 def prepare_images(
@@ -201,20 +192,21 @@ def prepare_images(
     lock_file: str | Path = LOCK_FILE,
     progress: bool = True,
     **fetch_kwargs: Any,
-) -> None:
-    """Make ``dataset`` loadable from ``root``: digits need nothing; CIFAR is checked file by file and,
-    when absent and ``download`` is set, fetched to ``downloads`` (default ``root``) with
-    :func:`~contrastlab.data.download.fetch` (``fetch_kwargs``: retries, timeout), held to
-    the archive's published md5 (a mismatch raises ``ChecksumError`` and moves the file aside), and
-    unpacked. Raises :class:`ImageDataError` (one line) when the copy is missing or corrupt."""
+) -> type | None:
+    """Make ``dataset`` loadable from ``root`` and return torchvision's class to read it with: digits
+    need nothing (None); CIFAR is checked file by file and, when absent and ``download`` is set, fetched
+    to ``downloads`` (default ``root``) with :func:`~contrastlab.data.download.fetch` (``fetch_kwargs``:
+    retries, timeout), held to the archive's published md5 (a mismatch raises ``ChecksumError`` and
+    moves the file aside), and unpacked. Raises :class:`ImageDataError` (one line) when the copy is
+    missing or corrupt."""
     _check_name(dataset)
     if dataset == "digits":
-        return
+        return None
     source = source or PUBLISHED_SOURCES[dataset]
     folder_name = source.dataset_class().base_folder
     root = Path(root)
     if download and not (root / folder_name).is_dir():
-        archive = Path(downloads if downloads is not None else root) / source.archive_name
+        archive = Path(downloads if downloads is not None else root) / source.url.rsplit("/", 1)[-1]
         fetch(
             source.url,
             archive,
@@ -224,7 +216,7 @@ def prepare_images(
             **fetch_kwargs,
         )
         _unpack(archive, root, folder_name)
-    check_local_copy(dataset, root, source=source)
+    return _checked_class(dataset, root, source)
 
 
 def _digits(split: str, image_size: int) -> ImageSplit:
@@ -278,9 +270,8 @@ def load_images(
         )
     if image_size is not None and image_size != NATIVE_SIZE[dataset]:
         raise ValueError(f"{dataset}: images are 32x32; image_size must be None or 32, got {image_size}")
-    if download:
-        prepare_images(dataset, root, download=True, source=source, **fetch_kwargs)
-    data = _cifar(dataset, root, split == "train", source)
+    cls = prepare_images(dataset, root, download=download, source=source, **fetch_kwargs)
+    data = cls(str(root), train=split == "train", download=False)
     # torchvision keeps .data as [N, 32, 32, 3] (HWC, as pickled); the network wants NCHW.
     images = torch.from_numpy(np.ascontiguousarray(data.data)).permute(0, 3, 1, 2).contiguous()
     return ImageSplit(images, torch.as_tensor(data.targets, dtype=torch.int64), tuple(data.classes))

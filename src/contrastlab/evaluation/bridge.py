@@ -243,9 +243,8 @@ def mteb_checkpoint(
     sentence-transformers' ``EmbeddingSimilarityEvaluator`` on MTEB's STS-B rows; ``provenance.json``
     says where MTEB's rows came from (``data``: ``hub`` at the pinned revisions, recorded in
     ``lock_file``, or ``standin`` with :func:`~contrastlab.evaluation.mteb_sts.standin_check`'s
-    comparison). ``overwrite``: MTEB's ``overwrite_strategy`` (``only-missing`` resumes a killed run).
-    ``meta``: the checkpoint's ``ModelMeta`` fields for MTEB's ``model_meta.json`` and revision folder
-    (:func:`~contrastlab.evaluation.mteb_sts.run_mteb`). Returns what ``bridge.json`` holds."""
+    comparison). ``overwrite`` (``only-missing`` resumes a killed run) and ``meta``:
+    :func:`~contrastlab.evaluation.mteb_sts.run_mteb`'s. Returns what ``bridge.json`` holds."""
     import mteb
 
     from contrastlab.evaluation import mteb_sts

@@ -270,9 +270,7 @@ def run_mteb(
     ``model`` (a ``SentenceTransformer``) with ``mteb.evaluate``, its results written by
     ``mteb.ResultCache(out_dir)`` in MTEB's format. ``pairs`` (MTEB task -> :class:`PairSet`) replaces the
     hub dataset of each task it names (the stand-in); a task it does not name, or None, loads the hub's.
-    Returns, per task, MTEB's scores of the default subset's test split (``cosine_spearman``,
-    ``main_score``, ... as fractions, MTEB's scale); a task scored on other splits or several subsets has
-    its ``main_score`` only, averaged by mteb (``TaskResult.get_score``).
+    Returns, per task, MTEB's scores as fractions (MTEB's scale; :func:`_test_scores`).
     ``overwrite``: MTEB's ``overwrite_strategy`` (``only-missing`` keeps the tasks already in ``out_dir``;
     their scores come back as MTEB stored them, rounded to 1e-5, where a fresh run's are not).
     ``meta``: the checkpoint's ``ModelMeta`` fields (``contrastlab.hub.publish.checkpoint_meta``: licence,
@@ -304,8 +302,9 @@ def run_mteb(
 
 
 def _test_scores(task_result: Any) -> dict[str, float]:
-    """The default subset's test-split scores of one ``mteb.TaskResult`` (every STS task has exactly
-    one such entry), else its ``main_score`` as mteb averages it over the splits and subsets it scored."""
+    """The default subset's test-split scores of one ``mteb.TaskResult`` (``cosine_spearman``,
+    ``main_score``, ...; every STS task has exactly one such entry), else its ``main_score`` as mteb
+    averages it over the splits and subsets it scored (``TaskResult.get_score``)."""
     rows = task_result.scores.get(MTEB_SPLIT, [])
     entries = [row for row in rows if row.get("hf_subset", "default") == "default"]
     if len(entries) != 1:

@@ -62,18 +62,14 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.nan_to_num(sim)
 
 
-def _spearman_percent(sys_scores: np.ndarray, gold: np.ndarray) -> float:
+def score_sts(lookup: Lookup, subsets: list[Pairs]) -> float:
+    """Spearman x100 of cosine vs gold over all sub-datasets pooled (``['all']['spearman']['all']``)."""
     # Imported here, as the probe below: the encode job imports this module and scores nothing, and
     # scipy.stats and scikit-learn are seconds of every such job's start.
     from scipy.stats import spearmanr
 
-    return float(spearmanr(sys_scores, gold).statistic) * 100
-
-
-def score_sts(lookup: Lookup, subsets: list[Pairs]) -> float:
-    """Spearman x100 of cosine vs gold over all sub-datasets pooled (``['all']['spearman']['all']``)."""
     sims = [_cosine(lookup(p.a), lookup(p.b)) for p in subsets]
-    return _spearman_percent(np.concatenate(sims), np.concatenate([p.gold for p in subsets]))
+    return float(spearmanr(np.concatenate(sims), np.concatenate([p.gold for p in subsets])).statistic) * 100
 
 
 def transfer_accuracies(lookup: Lookup, task: str, data: Any, mode: str) -> tuple[float, float]:
@@ -159,9 +155,8 @@ class EmbeddingCache:
             self.sentences = self.sentences + missing
             self._save()
             known = {s: i for i, s in enumerate(self.sentences)}
-        assert self.embeddings is not None or not sentences
-        if not sentences:
-            return np.zeros((0, 0 if self.embeddings is None else self.embeddings.shape[1]), np.float32)
+        if self.embeddings is None:  # nothing asked, nothing cached
+            return np.zeros((0, 0), np.float32)
         return self.embeddings[[known[s] for s in sentences]]
 
     def _save(self) -> None:
@@ -178,25 +173,6 @@ def _embed_all(
     if cache_dir is None:
         return _check_embeddings(encode(sentences), len(sentences))
     return EmbeddingCache(cache_dir, cache_key or "encode").get(sentences, encode)
-
-
-def run_tasks(
-    lookup: Lookup, loaded: Mapping[str, Any], mode: str
-) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """Score already-loaded tasks from embeddings; returns (scores, transfer ``devacc``, seconds per task).
-
-    ``scores`` holds the STS Spearman and the transfer test accuracy (``acc``) of every task;
-    ``devacc`` the transfer tasks' model-selection accuracy (see :func:`transfer_accuracies`).
-    """
-    scores, devacc, seconds = {}, {}, {}
-    for task, data in loaded.items():
-        start = time.perf_counter()
-        if task in P.STS_TASKS:
-            scores[task] = score_sts(lookup, data)
-        else:
-            devacc[task], scores[task] = transfer_accuracies(lookup, task, data, mode)
-        seconds[task] = time.perf_counter() - start
-    return scores, devacc, seconds
 
 
 def _task_inputs(
@@ -228,7 +204,16 @@ def _evaluate(
     embeddings = _embed_all(encode, sentences, cache_dir, cache_key)
     encode_s = time.perf_counter() - start
     lookup = _lookup_from(sentences, embeddings)
-    scores, devacc, seconds = run_tasks(lookup, loaded, mode)
+    # scores: the STS Spearman and the transfer test accuracy (acc) of every task; devacc: the transfer
+    # tasks' model-selection accuracy (transfer_accuracies)
+    scores, devacc, seconds = {}, {}, {}
+    for task, data in loaded.items():
+        start = time.perf_counter()
+        if task in P.STS_TASKS:
+            scores[task] = score_sts(lookup, data)
+        else:
+            devacc[task], scores[task] = transfer_accuracies(lookup, task, data, mode)
+        seconds[task] = time.perf_counter() - start
     return {"scores": scores, "devacc": devacc, "seconds": seconds, "encode_s": encode_s, "lookup": lookup}
 
 
@@ -252,31 +237,22 @@ def evaluate(
 # --- alignment and uniformity ---------------------------------------------------------------------
 
 
-def alignment_uniformity(
-    encode_or_embeddings: Encode | Lookup,
-    data_dir: str | Path,
-    *,
-    split: str = "test",
-    min_score: float = P.ALIGNMENT_MIN_SCORE,
-    t: float = P.UNIFORMITY_T,
-) -> tuple[float, float]:
-    """(alignment, uniformity) of L2-normalised embeddings on STS-B ``split`` (protocol.md §4).
+def alignment_uniformity(encode_or_embeddings: Encode | Lookup, data_dir: str | Path) -> tuple[float, float]:
+    """(alignment, uniformity) of L2-normalised embeddings on STS-B's test split (protocol.md §4).
 
-    alignment = mean ||z - z'||^2 over pairs with gold >= ``min_score``; uniformity =
-    log mean exp(-t ||z_a - z_b||^2) over all pairs a < b of the split's unique sentences.
-    ``encode_or_embeddings`` is any ``list[str] -> [n, d]`` callable (an encoder or a lookup).
+    alignment = mean ||z - z'||^2 over pairs with gold >= ``P.ALIGNMENT_MIN_SCORE``; uniformity =
+    log mean exp(-t ||z_a - z_b||^2), t = ``P.UNIFORMITY_T``, over all pairs a < b of the split's unique
+    sentences. ``encode_or_embeddings`` is any ``list[str] -> [n, d]`` callable (an encoder or a lookup).
     """
-    pairs = load_sts_pairs(data_dir, "STSBenchmark", split)
-    keep = pairs.gold >= min_score
-    a = [s for s, k in zip(pairs.a, keep, strict=True) if k]
-    b = [s for s, k in zip(pairs.b, keep, strict=True) if k]
+    pairs = load_sts_pairs(data_dir, "STSBenchmark", "test")
+    keep = pairs.gold >= P.ALIGNMENT_MIN_SCORE
     unique = sorted(set(pairs.a) | set(pairs.b), key=lambda s: (len(s), s))
     emb = _check_embeddings(encode_or_embeddings(unique), len(unique))
     emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
     lookup = _lookup_from(unique, emb)
-    za, zb = lookup(a).astype(np.float64), lookup(b).astype(np.float64)
-    alignment = float(np.mean(np.sum((za - zb) ** 2, axis=1))) if len(a) else float("nan")
-    return alignment, _uniformity(emb.astype(np.float64), t)
+    za, zb = lookup(pairs.a)[keep].astype(np.float64), lookup(pairs.b)[keep].astype(np.float64)
+    alignment = float(np.mean(np.sum((za - zb) ** 2, axis=1))) if keep.any() else float("nan")
+    return alignment, _uniformity(emb.astype(np.float64), P.UNIFORMITY_T)
 
 
 def _uniformity(z: np.ndarray, t: float) -> float:
@@ -402,11 +378,8 @@ def encode_checkpoint(
     """The encoding half of :func:`evaluate_checkpoint`: every sentence it needs for ``tasks`` in
     ``mode`` (and the STS-B test pairs), encoded on ``device`` into ``cache_dir`` as it would encode
     them. ``evaluate_checkpoint(..., cache_dir=cache_dir)`` then fits the probes from the cache, without
-    loading the model, with the numbers of a single call: a GPU job encodes, a CPU job probes.
-
-    Returns what the encoding was: the sentence count, the encoding seconds, the checkpoint and its
-    cache key (:func:`checkpoint_fingerprint`), the device type (``cuda``, ``cpu``) and name, and the
-    torch and CUDA versions."""
+    loading the model, with the numbers of a single call: a GPU job encodes, a CPU job probes. Returns
+    what the encoding was (the job writes it as :data:`ENCODING_RECORD`)."""
     import torch
 
     stsb = load_sts_pairs(data_dir, "STSBenchmark", "test")

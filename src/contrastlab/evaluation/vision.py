@@ -331,7 +331,6 @@ def encoder_features(
         **out,
         "dataset": dataset,
         "seed": int(s["seed"]),
-        # How the encoder was trained (the report's precision table), from its settings.json.
         "training": {key: summary.get(key) for key in TRAINED_WITH_KEYS},
         "encoder_dir": str(encoder_dir),
         "encoding": {"device": str(dev), "extract_s": time.perf_counter() - started},
@@ -432,9 +431,7 @@ def probe_features(
                 rows = labelled_subset(len(train_y), fraction, seed).to(dev)
                 top = ffn_accuracy(train_x[rows], train_y[rows], test_x, test_y, **seeded, **settings)
                 percent = round(100 * fraction)
-                ffn_runs[f"ffn{percent}"] = {
-                    k: top[k] for k in ("diverged", "last_epoch_loss", "dead_fraction")
-                }
+                ffn_runs[f"ffn{percent}"] = {k: v for k, v in top.items() if k not in ("top1", "top5")}
                 for k in ("top1", "top5"):
                     if top["diverged"] is None:
                         scores[f"ffn{percent}_{k}"] = top[k]

@@ -13,9 +13,6 @@ from contrastlab.models.device import pick_device
 from contrastlab.models.text import (
     FIRST_LAST_POOLINGS,
     POOLINGS,
-    PROGRESS_MIN_SENTENCES,
-    SOURCES,
-    backbone_source,
     load_backbone,
     make_encoder,
     materialize_backbone,
@@ -26,9 +23,6 @@ from contrastlab.models.text import (
 __all__ = [
     "FIRST_LAST_POOLINGS",
     "POOLINGS",
-    "PROGRESS_MIN_SENTENCES",
-    "SOURCES",
-    "backbone_source",
     "load_backbone",
     "make_encoder",
     "materialize_backbone",

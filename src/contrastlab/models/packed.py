@@ -48,8 +48,7 @@ DRAWS = ("padded", "packed")
 
 
 def supported(model_type: str | None) -> bool:
-    """Whether a backbone of this ``config.model_type`` can run padding-free: its family in
-    :data:`contrastlab.families.TEXT_FAMILIES` is marked ``padding_free``."""
+    """Whether :data:`contrastlab.families.TEXT_FAMILIES` marks ``config.model_type`` ``padding_free``."""
     family = families.TEXT_FAMILIES.get(model_type or "")
     return bool(family and family.padding_free)
 
@@ -101,10 +100,9 @@ class Packing:
         return padded.reshape(self.n * self.width, -1).index_select(0, self.index)
 
     def dropout(self, module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-        """``module`` (an ``nn.Dropout``) applied to the packed ``x`` [tokens, d]. With ``draws``
-        "padded" the mask is the one ``module`` would draw on the padded ``[n, L, d]`` activation: it is
-        called on ones of that shape and dtype (the same generator calls; a kept entry is exactly
-        1 / (1 - p)), and the real tokens' entries scale ``x``."""
+        """``module`` (an ``nn.Dropout``) applied to the packed ``x`` [tokens, d]. With ``draws`` "padded"
+        the mask is the one ``module`` draws on ones of the padded ``[n, L, d]`` shape (the same generator
+        calls; a kept entry is exactly 1 / (1 - p)), gathered at the real tokens."""
         if not module.training or module.p == 0 or self.draws == "packed":
             return module(x)
         scale = module(x.new_ones(self.n, self.width, x.shape[-1]))
@@ -138,10 +136,9 @@ def _check(model: torch.nn.Module, attention_mask: torch.Tensor, draws: str) -> 
 
 
 def pack(attention_mask: torch.Tensor, draws: str = "padded", device: torch.device | None = None) -> Packing:
-    """The :class:`Packing` of a right-padded 2D ``attention_mask`` (1 = real token). From a mask on the
-    host its tensors are built on the host and reach ``device`` (default: the host) in one non-blocking
-    copy (page-locked on CUDA): no host-device sync. From a mask on a device they stay on the mask's
-    device, and ``nonzero`` syncs once on CUDA (the host reads how many real tokens there are)."""
+    """The :class:`Packing` of a right-padded 2D ``attention_mask`` (1 = real token). A host mask's tensors
+    reach ``device`` (default: the host) in one non-blocking copy (:func:`_to_device`): no host-device
+    sync. A device mask's stay on its device, and ``nonzero`` syncs once on CUDA."""
     mask = attention_mask.bool()
     n, width = mask.shape
     index = mask.reshape(-1).nonzero().squeeze(1)
@@ -182,13 +179,12 @@ def packed_embeddings(
     input_ids: torch.Tensor,
     packing: Packing,
     token_type_ids: torch.Tensor | None = None,
-    attention_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The embedding block on the real tokens: word + token type + position embeddings, LayerNorm and
     dropout, ``[tokens, hidden]``, in the padded model's order of additions."""
     emb = model.embeddings
     flat = packing.index
-    mask = packing.key_mask[:, 0, 0, :] if attention_mask is None else attention_mask.bool()
+    mask = packing.key_mask[:, 0, 0, :]
     ids = input_ids.reshape(-1).index_select(0, flat)
     if token_type_ids is None:
         types = torch.zeros_like(ids)
@@ -244,21 +240,18 @@ def packed_forward(
     dropout_draws: str = "padded",
     check: bool = True,
 ) -> PackedOutput:
-    """The last hidden state of ``model`` (a transformers ``BertModel`` or ``RobertaModel``) on a
+    """:class:`PackedOutput` of ``model`` (a transformers ``BertModel`` or ``RobertaModel``) on a
     right-padded batch, computed padding-free (see the module docstring).
 
-    ``input_ids``, ``attention_mask`` (1 = real, right padding, first token real) and the optional
-    ``token_type_ids`` are ``[n, L]``; the mask on the model's device or, to spare the forward its host
-    sync, on the host (:func:`pack`). Returns the first ([CLS]/<s>) tokens' last hidden state
-    ``[n, hidden]``, with ``return_padded`` the ``[n, L, hidden]`` last hidden state (zeros at the
-    padding), with ``output_hidden_states`` every layer's. Train/eval mode and dropout are the model's;
-    ``dropout_draws`` is :data:`DRAWS`. ``check=False`` skips the mask's validation (two host syncs for
-    a device mask) for callers whose batches are right-padded by construction.
+    ``input_ids``, ``attention_mask`` (1 = real, right padding, first token real; on the host it spares
+    the forward its host sync, :func:`pack`) and ``token_type_ids`` are ``[n, L]``. Train/eval mode and
+    dropout are the model's; ``dropout_draws`` is :data:`DRAWS`. ``check=False`` skips the mask's
+    validation (two host syncs for a device mask) for batches right-padded by construction.
     """
     if check:
         _check(model, attention_mask, dropout_draws)
     packing = pack(attention_mask, dropout_draws, input_ids.device)
-    x = packed_embeddings(model, input_ids, packing, token_type_ids)  # the mask as packing put it there
+    x = packed_embeddings(model, input_ids, packing, token_type_ids)
     states = [x] if output_hidden_states else None
     for layer in model.encoder.layer:
         x = _layer(layer, x, packing)
@@ -272,11 +265,9 @@ def packed_forward(
 
 class PaddingFree(torch.nn.Module):
     """``model`` (BERT or RoBERTa) as a drop-in encoder that runs padding-free: called like the model
-    (``input_ids``, ``attention_mask`` 2D or the 4D boolean mask of
-    :func:`~contrastlab.models.text.attention_bias`, on the device or on the host, which spares each
-    forward a host sync, optional ``token_type_ids`` and
-    ``output_hidden_states``), it returns transformers' ``BaseModelOutput`` with the padded
-    ``last_hidden_state`` (zeros at the padding) and, when asked, ``hidden_states``.
+    (the ``attention_mask`` 2D or :func:`~contrastlab.models.text.attention_bias`'s 4D one, on the device
+    or the host), it returns transformers' ``BaseModelOutput`` of the padded ``last_hidden_state`` (zeros
+    at the padding) and, when asked, ``hidden_states``.
 
     It holds the model without owning it: its ``config`` is the model's, and the trainer keeps
     optimising, saving and loading the model itself (an ordinary transformers folder)."""

@@ -263,21 +263,20 @@ def pool(outputs: Any, attention_mask: torch.Tensor, pooling: str) -> torch.Tens
     """
     if pooling == "cls":
         return outputs.last_hidden_state[:, 0]
-    if pooling == "avg":
-        mask = attention_mask.unsqueeze(-1).to(outputs.last_hidden_state.dtype)
-        return (outputs.last_hidden_state * mask).sum(1) / mask.sum(1).clamp_min(1.0)
-    if pooling in FIRST_LAST_POOLINGS:
-        if getattr(outputs, "hidden_states", None) is None:
-            raise ValueError(f"pooling {pooling!r} needs the model called with output_hidden_states=True")
-        first = outputs.hidden_states[FIRST_LAST_POOLINGS[pooling]]
-        states = (first + outputs.hidden_states[-1]) / 2.0
-        mask = attention_mask.unsqueeze(-1).to(states.dtype)
-        return (states * mask).sum(1) / mask.sum(1).clamp_min(1.0)
     if pooling == "cls_pooler":
         if getattr(outputs, "pooler_output", None) is None:
             raise ValueError("pooling 'cls_pooler' needs a model with a pooler layer")
         return outputs.pooler_output
-    raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+    if pooling == "avg":
+        states = outputs.last_hidden_state
+    elif pooling in FIRST_LAST_POOLINGS:
+        if getattr(outputs, "hidden_states", None) is None:
+            raise ValueError(f"pooling {pooling!r} needs the model called with output_hidden_states=True")
+        states = (outputs.hidden_states[FIRST_LAST_POOLINGS[pooling]] + outputs.hidden_states[-1]) / 2.0
+    else:
+        raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+    mask = attention_mask.unsqueeze(-1).to(states.dtype)
+    return (states * mask).sum(1) / mask.sum(1).clamp_min(1.0)
 
 
 def attention_bias(model: torch.nn.Module, attention_mask: torch.Tensor) -> torch.Tensor:

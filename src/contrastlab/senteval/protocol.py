@@ -25,8 +25,6 @@ SEED = 1111
 
 # Which split STS-B / SICK-R report: test split, dev split in `dev` mode (SimCSE evaluation.py).
 STS_SPLIT_BY_MODE = MappingProxyType({"test": "test", "fasttest": "test", "dev": "dev"})
-# STS12-16: one Spearman over all sub-datasets pooled (SimCSE sts.py results['all']['spearman']['all']).
-STS_AGGREGATION = "all"
 
 # Sub-datasets of STS12-16 (sts.py: STS1xEval.datasets) with the number of scored pairs in each.
 # STS13's SMT file is absent by licence; STS15/16 gold files hold empty rows (pairs without a score)

@@ -67,14 +67,6 @@ def downstream_root(data_dir: str | Path) -> Path:
     )
 
 
-def expected_rows(root: Path) -> dict[str, int]:
-    """Rows per file: the fixture's counts manifest when the tree has one, else protocol.md's counts."""
-    manifest = root / P.COUNTS_MANIFEST
-    if manifest.exists():
-        return {str(k): int(v) for k, v in json.loads(manifest.read_text(encoding="utf-8"))["rows"].items()}
-    return dict(P.EXPECTED_ROWS)
-
-
 def _path(root: Path, rel: str) -> Path:
     path = root / rel
     if not path.is_file():
@@ -83,7 +75,12 @@ def _path(root: Path, rel: str) -> Path:
 
 
 def _check_rows(root: Path, rel: str, found: int) -> None:
-    want = expected_rows(root).get(rel)
+    """``found`` rows against the fixture's counts manifest when the tree has one, else protocol.md's."""
+    manifest = root / P.COUNTS_MANIFEST
+    if manifest.exists():
+        want = json.loads(manifest.read_text(encoding="utf-8"))["rows"].get(rel)
+    else:
+        want = P.EXPECTED_ROWS.get(rel)
     if want is None:
         raise SentEvalDataError(f"no expected row count for {root / rel} (counts manifest incomplete)")
     if found != want:
@@ -94,12 +91,6 @@ def _check_rows(root: Path, rel: str, found: int) -> None:
 def _splitlines(path: Path, encoding: str) -> list[str]:
     """``io.open(path, encoding=...).read().splitlines()`` (universal newlines, then splitlines)."""
     return path.read_text(encoding=encoding).splitlines()
-
-
-def _lines(path: Path, encoding: str) -> list[str]:
-    """``[line for line in io.open(path, encoding=...)]`` (newline boundaries only)."""
-    with open(path, encoding=encoding) as f:
-        return list(f)
 
 
 def _join(text: str) -> str:
@@ -121,13 +112,9 @@ def _float(path: Path, row: int, value: str) -> float:
         raise SentEvalDataError(f"{path}: row {row + 1}: score {value!r} is not a number") from None
 
 
-def _sort_key_single(item: tuple[str, int]) -> tuple[int, int]:
-    return (len(item[0].split()), item[1])
-
-
 def _sorted_labelled(samples: list[tuple[str, int]]) -> Labelled:
     """Single-sentence samples in SentEval's order: sorted (stably) by (number of tokens, label)."""
-    samples = sorted(samples, key=_sort_key_single)
+    samples = sorted(samples, key=lambda item: (len(item[0].split()), item[1]))
     return Labelled([s for s, _ in samples], np.array([y for _, y in samples], dtype=np.int64))
 
 
@@ -143,7 +130,8 @@ def _split_lines(
             f"unknown split {split!r} for {task}; choose one of {', '.join(P.SPLIT_FILES[task])}"
         )
     path = _path(root, rel)
-    lines = _lines(path, encoding)[1 if skip_header else 0 :]
+    with open(path, encoding=encoding) as f:  # ``for line in f``: newline boundaries only
+        lines = list(f)[1 if skip_header else 0 :]
     _check_rows(root, rel, len(lines))
     return path, lines
 
@@ -289,19 +277,14 @@ def load_task(data_dir: Path, task: str, mode: str) -> Any:
 
 def sentences_in(data: Any) -> Iterable[str]:
     """Every sentence of one task's :func:`load_task` data (with repeats)."""
-    if isinstance(data, list):  # STS pairs
-        for pairs in data:
-            yield from pairs.a
-            yield from pairs.b
+    if isinstance(data, list | dict):  # STS sub-datasets, or a task's splits
+        for part in data.values() if isinstance(data, dict) else data:
+            yield from sentences_in(part)
     elif isinstance(data, Labelled):
         yield from data.sentences
-    elif isinstance(data, dict):
-        for part in data.values():
-            if isinstance(part, LabelledPairs):
-                yield from part.a
-                yield from part.b
-            else:
-                yield from part.sentences
+    else:  # Pairs, LabelledPairs
+        yield from data.a
+        yield from data.b
 
 
 def task_sentences(data_dir: str | Path, tasks: Iterable[str], mode: str = "test") -> list[str]:

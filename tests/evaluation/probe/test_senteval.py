@@ -123,6 +123,19 @@ def test_batched_l2_and_folds_equal_separate_runs():
             assert torch.allclose(W1[0, 0], W[f, r], atol=1e-5)
 
 
+def _literal_kfold_scores(X, y, grid, skf):
+    """SentEval's k-fold L2 scores (percent, rounded): one literal probe per fold and L2 value."""
+    scores = []
+    for l2 in grid:
+        accs = []
+        for a, b in skf.split(X, y):
+            p = LiteralProbe(X.shape[1], 2, l2, CFG)
+            p.fit(X[a], y[a], validation_data=(X[b], y[b]))
+            accs.append(p.score(X[b], y[b]))
+        scores.append(round(100 * np.mean(accs), 2))
+    return scores
+
+
 def test_schemes_equal_literal_validation():
     """``inner_kfold`` / ``kfold_then_test`` against SentEval's loops written literally."""
     X, y = _data(n=90, seed=3)
@@ -130,14 +143,7 @@ def test_schemes_equal_literal_validation():
     skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=CFG.seed)
     dev, test = [], []
     for tr, te in skf.split(X, y):
-        scores = []
-        for l2 in grid:
-            accs = []
-            for a, b in skf.split(X[tr], y[tr]):
-                p = LiteralProbe(X.shape[1], 2, l2, CFG)
-                p.fit(X[tr][a], y[tr][a], validation_data=(X[tr][b], y[tr][b]))
-                accs.append(p.score(X[tr][b], y[tr][b]))
-            scores.append(round(100 * np.mean(accs), 2))
+        scores = _literal_kfold_scores(X[tr], y[tr], grid, skf)
         dev.append(np.max(scores))
         p = LiteralProbe(X.shape[1], 2, grid[int(np.argmax(scores))], CFG)
         p.fit(X[tr], y[tr])
@@ -148,14 +154,7 @@ def test_schemes_equal_literal_validation():
     Xt, yt = _data(n=40, seed=4)
     fitter = SP.fitter(CFG)
     got = probe.kfold_then_test(X, y, Xt, yt, nclasses=2, k=k, grid=grid, seed=CFG.seed, fitter=fitter)
-    scores = []
-    for l2 in grid:
-        accs = []
-        for a, b in skf.split(X, y):
-            p = LiteralProbe(X.shape[1], 2, l2, CFG)
-            p.fit(X[a], y[a], validation_data=(X[b], y[b]))
-            accs.append(p.score(X[b], y[b]))
-        scores.append(round(100 * np.mean(accs), 2))
+    scores = _literal_kfold_scores(X, y, grid, skf)
     p = LiteralProbe(X.shape[1], 2, grid[int(np.argmax(scores))], CFG)
     p.fit(X, y)
     assert got == (np.max(scores), round(100 * p.score(Xt, yt), 2))

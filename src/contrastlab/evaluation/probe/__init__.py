@@ -11,7 +11,6 @@ from __future__ import annotations
 from contrastlab.evaluation.probe import senteval
 from contrastlab.evaluation.probe.schemes import (
     Fit,
-    Fitted,
     Fitter,
     first_best,
     inner_kfold,
@@ -21,8 +20,6 @@ from contrastlab.evaluation.probe.schemes import (
 
 __all__ = [
     "Fit",
-    "Fitted",
-    "Fitter",
     "first_best",
     "fitter",
     "inner_kfold",
