@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 
-import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,12 +20,7 @@ from contrastlab.figures.registry import drawing
 from contrastlab.figures.sweeps import sweep_metrics_frame
 from contrastlab.paths import Results
 from contrastlab.training import geometry
-from tests.images import distinct_colours
-
-
-def _nontrivial(path):
-    pixels = matplotlib.image.imread(path)
-    assert path.stat().st_size > 8_000 and distinct_colours(pixels) > 20
+from tests.images import assert_nontrivial_png
 
 
 # ------------------------------------------------------------------------------------------- Li Fig. 4
@@ -64,7 +58,7 @@ def test_ratio_grid_equals_the_closed_forms_and_masks_what_does_not_occur():
 
 def test_ratio_grid_figure(tmp_path):
     written = li2024.plot_ratio_grid(li2024.ratio_grid(points=20), tmp_path / "fig4")
-    _nontrivial(written[0])
+    assert_nontrivial_png(written[0])
     assert len(pd.read_csv(written[2])) == 3 * 400
 
 
@@ -139,7 +133,7 @@ def results(tmp_path_factory):
 def test_every_log_figure_is_drawn_from_the_records(results, tmp_path, name):
     written = _draw(name, results, tmp_path / name.replace("/", "_"))
     assert [p.suffix for p in written] == [".png", ".pdf", ".csv"]
-    _nontrivial(written[0])
+    assert_nontrivial_png(written[0])
     assert len(pd.read_csv(written[2])) > 0
 
 

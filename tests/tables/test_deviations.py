@@ -33,9 +33,8 @@ def test_docs_page_is_generated_from_the_config(full):
         "docs/deviations.md is stale; regenerate it: "
         "python -m contrastlab.tables.deviations config.yaml > docs/deviations.md"
     )
-    # readable in a few minutes: six experiments of four papers, the image half's open settings declared,
-    # and the two searches' readings (issue 34: about 220 words)
-    # and the training corpus of Li et al. (issue 43: about 40 words)
+    # readable in a few minutes: six experiments of four papers, the image half's open settings, the two
+    # searches' readings and Li et al.'s training corpus
     assert len(page.split()) < 1800
 
 

@@ -110,6 +110,11 @@ def macl_metrics() -> pd.DataFrame:
     return frame(rows)
 
 
+def cells(name: str, config: dict, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Table ``name``'s cells assembled from ``metrics`` under ``config``, by (backbone, method, key)."""
+    return assemble(get_spec(name), Grid(config), metrics).cells.set_index(["backbone", "method", "key"])
+
+
 FULL = cl_config.load(REPO_ROOT / "config.yaml")
 #: What a li2024 cell's settings resolve from beside its experiment (its search's deviations read them).
 LI_BASE = {"training": FULL["training"]}
@@ -160,9 +165,7 @@ def test_a_pool_never_mixes_training_protocols_or_precisions():
     assert pools.loc["simcse/fp16", ["noise_std", "noise_df"]].tolist() == [pytest.approx(2.0), 2]
     assert pools.loc["li2024/fp32", ["noise_std", "noise_df"]].tolist() == [pytest.approx(math.sqrt(0.5)), 1]
     assert noise_pools(metrics, "li2024", None)["noise_df"].tolist() == [3]  # no config: one pool
-    c = assemble(get_spec("li2024_table3"), Grid(config), metrics).cells.set_index(
-        ["backbone", "method", "key"]
-    )
+    c = cells("li2024_table3", config, metrics)
     assert c.loc[("bert-base", "infonce", "sts_avg"), "noise_std"] == pytest.approx(2.0)
     assert c.loc[("bert-base", "mmhe", "sts_avg"), "noise_df"] == 1
     # the claim's contrast mMHE − InfoNCE (seeds differ: unpaired) over two pools: V 0.25 and 4/3, by
@@ -182,9 +185,7 @@ def test_one_seed_everywhere_is_undecided_and_toy_backbones_have_no_published_nu
     )
     macl = {**FULL["experiments"]["macl"], "backbones": ["bert-base", "minilm"]}
     config = {"seeds": [42], "experiments": {"macl": macl}}
-    c = assemble(get_spec("macl_tableB4"), Grid(config), metrics).cells.set_index(
-        ["backbone", "method", "key"]
-    )
+    c = cells("macl_tableB4", config, metrics)
     assert c.loc[("bert-base", "macl", "sts_avg"), "verdict"] == UNDECIDED
     assert c.loc[("minilm", "simcse", "sts_avg"), "verdict"] == NO_PUBLISHED  # never a made-up comparison
     # a declared stand-in (the demo's toy runs) compares with the stand-in's published number, marked †
@@ -221,9 +222,7 @@ def test_the_cpu_preset_shows_no_published_number_never_a_made_up_comparison():
     cpu = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
     assert not cpu["tables"]["verdict_stand_ins"]
     metrics = frame([("nie2023", "minilm", "cl", 42, "sts_avg", 71.3)])
-    c = assemble(get_spec("nie2023_table1"), Grid(cpu), metrics).cells.set_index(
-        ["backbone", "method", "key"]
-    )
+    c = cells("nie2023_table1", cpu, metrics)
     assert c.loc[("minilm", "cl", "sts_avg"), "verdict"] == NO_PUBLISHED
     assert c.loc[("minilm", "cl", "sts_avg"), "compared_with"] == "n/a"
     assert {r.verdict for r in evaluate_claims(metrics, Grid(cpu))} == {NOT_RUN}

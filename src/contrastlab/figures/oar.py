@@ -191,8 +191,7 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
             ax.set_title(
                 f"{method_label(name.split('-lr')[0])} ({name})\neffective rank (95%): {s['effective_rank']}"
             )
-            ax.set_xlabel("index")
-            ax.set_ylabel("σ / σ₁")
+            ax.set(xlabel="index", ylabel="σ / σ₁")
             image = axes[1, col].imshow(
                 s["affinity"], vmin=-1, vmax=1, cmap="RdBu_r", interpolation="nearest"
             )

@@ -56,33 +56,24 @@ def search_tables(grid: cl_config.Grid) -> list[str]:
     return [f"search_{name}" for name in search_experiments(grid)]
 
 
-def published_hparams(experiment: str, backbone: str, method: str) -> dict[str, float]:
-    """setting -> published value of ``method`` on ``backbone`` in the paper's hyperparameter tables of
-    ``experiment`` (``lr``, ``batch_size`` and ``hp.<name>`` keys; NaN entries left out)."""
-    out = {}
-    for spec in TABLES.values():
-        if spec.experiment != experiment or spec.kind != "hparams":
-            continue
-        table = load_published(spec.name)
-        rows = table[(table["backbone"] == backbone) & (table["method"] == method)]
-        for key, value in zip(rows["key"], rows["value"], strict=True):
-            if not math.isnan(value):
-                out[key if key in ("lr", "batch_size") else f"hp.{key}"] = float(value)
-    return out
-
-
-def published_units(experiment: str, backbone: str, method: str) -> dict[str, str]:
-    """setting -> unit of the published value (``"pi"`` for L_mat's m) where the table gives one."""
-    out = {}
+def _published_rows(experiment: str, backbone: str, method: str):
+    """(setting, value, unit) of ``method`` on ``backbone`` in the paper's hyperparameter tables of
+    ``experiment``: settings ``lr``, ``batch_size`` and ``hp.<name>``; unit ``"pi"`` for L_mat's m."""
     for spec in TABLES.values():
         if spec.experiment == experiment and spec.kind == "hparams":
             table = load_published(spec.name)
-            rows = table[
-                (table["backbone"] == backbone) & (table["method"] == method) & (table["unit"] != "")
-            ]
-            for key, unit in zip(rows["key"], rows["unit"], strict=True):
-                out[key if key in ("lr", "batch_size") else f"hp.{key}"] = unit
-    return out
+            rows = table[(table["backbone"] == backbone) & (table["method"] == method)]
+            for key, value, unit in zip(rows["key"], rows["value"], rows["unit"], strict=True):
+                yield (key if key in ("lr", "batch_size") else f"hp.{key}"), value, unit
+
+
+def published_hparams(experiment: str, backbone: str, method: str) -> dict[str, float]:
+    """setting -> published value of ``method`` on ``backbone`` (:func:`_published_rows`; NaN left out)."""
+    return {
+        key: float(value)
+        for key, value, _ in _published_rows(experiment, backbone, method)
+        if not math.isnan(value)
+    }
 
 
 def dev_noise(
@@ -186,7 +177,7 @@ def selection_rows(
             winner = selections[-1]["winner_settings"] if done else None
             configured = grid.settings(cl_config.MethodOn(experiment, backbone, method))
             published = published_hparams(experiment, backbone, method)
-            units = published_units(experiment, backbone, method)
+            units = {key: unit for key, _, unit in _published_rows(experiment, backbone, method) if unit}
             for axis in axes:
                 unit = units.get(axis, "")
                 tried = sorted(
