@@ -178,7 +178,7 @@ def grid(value_range: tuple[float, float], points: int) -> np.ndarray:
     """``points`` equally spaced values over ``value_range``, end points included (Li §3.1 step (1))."""
     if points < 1:
         raise ValueError(f"points must be >= 1, got {points}")
-    return np.linspace(value_range[0], value_range[1], points) if points > 1 else np.array([value_range[0]])
+    return np.linspace(*value_range, points)  # one point: the start
 
 
 def gd_monte_carlo(

@@ -80,10 +80,9 @@ def alignment_uniformity_frame(metrics_root: str | Path, experiment: str) -> pd.
     rows = []
     for backbone, method, seed, path in cell_files(Path(metrics_root), experiment, "senteval.json"):
         metrics = read_metrics(path)
-        if None in (metrics.get("alignment"), metrics.get("uniformity"), metrics.get("sts_avg")):
-            continue
-        measures = [float(metrics[k]) for k in ("alignment", "uniformity", "sts_avg")]
-        rows.append((backbone, method, seed, *measures))
+        measures = [metrics.get(k) for k in ("alignment", "uniformity", "sts_avg")]
+        if None not in measures:
+            rows.append((backbone, method, seed, *map(float, measures)))
     return pd.DataFrame(rows, columns=["backbone", "method", "seed", "alignment", "uniformity", "sts_avg"])
 
 

@@ -109,11 +109,16 @@ def off_grid(stages: Sequence[Mapping[str, Any]], axis: str, value: float | None
     return not any(_close(v, value) for grid in grids for v in grid)
 
 
+def stage_axes(stage: Mapping[str, Any]) -> list[str]:
+    """The settings a search stage varies: its ``grid`` axes, then its ``around`` (relative) ones."""
+    return [*(stage.get("grid") or {}), *(stage.get("around") or {})]
+
+
 def _published_point(selection: Mapping[str, Any], stage: Mapping[str, Any], axis: str, published: dict):
     """The point of a stage selection at the published value of ``axis`` (see the module docstring)."""
     winner = selection.get("winner_settings") or {}
     target = {}
-    for a in [*(stage.get("grid") or {}), *(stage.get("around") or {})]:
+    for a in stage_axes(stage):
         grid = (stage.get("grid") or {}).get(a)
         if a == axis:
             target[a] = published[a]
@@ -167,11 +172,7 @@ def selection_rows(
             if backbone not in searched.get(method, []):
                 continue
             stages = spec["stages"][method]
-            axes = list(
-                dict.fromkeys(
-                    a for st in stages for a in (*(st.get("grid") or {}), *(st.get("around") or {}))
-                )
-            )
+            axes = list(dict.fromkeys(a for st in stages for a in stage_axes(st)))
             selections = _selections(results_dir, experiment, backbone, method)
             done = len(selections) == len(stages)
             winner = selections[-1]["winner_settings"] if done else None
@@ -192,11 +193,7 @@ def selection_rows(
                 outside = off_grid(stages, axis, paper)
                 gap = math.nan
                 if done and paper is not None and not outside:
-                    k = max(
-                        i
-                        for i, st in enumerate(stages)
-                        if axis in {**(st.get("grid") or {}), **(st.get("around") or {})}
-                    )
+                    k = max(i for i, st in enumerate(stages) if axis in stage_axes(st))
                     point = _published_point(selections[k], stages[k], axis, published)
                     dev, best = (point or {}).get("dev"), selections[k].get("winner_dev")
                     if isinstance(dev, int | float) and isinstance(best, int | float):
