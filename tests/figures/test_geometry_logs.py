@@ -162,12 +162,18 @@ def test_fig8c_lines_are_named_by_the_swept_ratio(results, tmp_path):
     assert set(data["method"]) == {"baseline-r0.25", "baseline-r2.0"} and set(data["key"]) == {"cos_pos"}
 
 
-def test_fig3a_gap_axis_is_each_cells_last_distance_gap(results, tmp_path):
+def _margin_sweep(metrics_root):
+    """Nie Fig. 3's margin sweep's metrics under ``metrics_root`` (STS.Avg 74 at m 0.1, 71 at m 0.8), as
+    :func:`sweep_metrics_frame` reads them."""
     for m, sts in ((0.1, 74.0), (0.8, 71.0)):
-        path = tmp_path / "metrics/nie2023_fig3/bert-base" / f"mpt-m{m}" / "seed42/senteval.json"
+        path = metrics_root / "nie2023_fig3/bert-base" / f"mpt-m{m}" / "seed42/senteval.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({"sts_avg": sts, "tr_avg": 85.0}))
-    by_m = sweep_metrics_frame(tmp_path / "metrics", "nie2023_fig3", _points("nie2023_fig3"))
+    return sweep_metrics_frame(metrics_root, "nie2023_fig3", _points("nie2023_fig3"))
+
+
+def test_fig3a_gap_axis_is_each_cells_last_distance_gap(results, tmp_path):
+    by_m = _margin_sweep(tmp_path / "metrics")
     by_gap = geometry_logs.with_gap(by_m, results / "checkpoints", "nie2023_fig3")
     assert len(by_gap) == len(by_m) == 4 and set(by_gap["param"]) == {"d_ij"}
     assert by_gap[by_gap["method"] == "mpt-m0.1"]["value"].iloc[0] == pytest.approx(_record(20, 0.8)["d_gap"])
@@ -189,13 +195,9 @@ def test_best_dev_and_metrics_frames_and_the_plot(tmp_path):
             {"event": "eval", "step": 125 * i, "dev_spearman": s} for i, s in enumerate(dev)
         ]
         log.write_text("\n".join(map(json.dumps, records)))
-    for m, sts in ((0.1, 74.0), (0.8, 71.0)):
-        path = tmp_path / "metrics/nie2023_fig3/bert-base" / f"mpt-m{m}" / "seed42/senteval.json"
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps({"sts_avg": sts, "tr_avg": 85.0}))
     dev = best_dev_frame(tmp_path / "checkpoints", "li2024_fig6_tau", _points("li2024_fig6_tau"))
     assert dev.set_index("value")["score"].to_dict() == {0.05: 81.5, 3.0: 70.0}  # the best evaluation
-    metrics = sweep_metrics_frame(tmp_path / "metrics", "nie2023_fig3", _points("nie2023_fig3"))
+    metrics = _margin_sweep(tmp_path / "metrics")
     assert len(metrics) == 4 and metrics[metrics["key"] == "sts_avg"]["score"].tolist() == [74.0, 71.0]
     written = plot_sweep_panels(
         {"weight τ": dev, "margin": metrics}, tmp_path / "fig", ylabel="score", log_x=["weight τ"]

@@ -117,17 +117,13 @@ def built(tmp_path_factory):
     return root, config
 
 
-def test_each_table_lists_its_papers_deviations(built):
-    root, _ = built
+def test_each_table_and_the_report_list_the_papers_deviations_and_the_report_each_cells_precision(built):
+    root, config = built
     nie = (root / "tables" / "nie2023_table1.md").read_text()
     assert "deliberately differ from the authors' setup" in nie
     assert "| seeds | unstated | 42, 43, 44 | three runs |" in nie
     li = (root / "tables" / "li2024_table3.md").read_text()
     assert "deliberately differ from the authors' setup" in li and "| backbones |" in li
-
-
-def test_report_lists_deviations_per_paper_and_precision_per_cell(built):
-    root, config = built
     report = (root / "report.md").read_text()
     assert "## Deviations from the authors' setups" in report and "## Precision of every cell" in report
     for exp in config["experiments"]:

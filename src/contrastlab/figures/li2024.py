@@ -88,7 +88,7 @@ BATCHES = 1000
 NEGATIVES = 127
 FIG3_MU_POS = math.pi / 6
 
-_LABELS = {"infonce": "InfoNCE", "arccon": "ArcCon", "mpt": "MPT", "met": "MET"}
+_LABELS = {"infonce": "InfoNCE", "arccon": "ArcCon", "mpt": "MPT", "met": "MET", "mat": "MAT"}
 
 
 # --------------------------------------------------------------------------- Li Table 1
@@ -368,7 +368,6 @@ def plot_ratio_grid(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
     """Li Fig. 4 in the house style: one heatmap per dynamic ratio on the authors' 0-5 scale, the pairs
     that do not occur in training greyed out."""
     losses = list(dict.fromkeys(frame["loss"]))
-    labels = {"arccon": "ArcCon", "met": "MET", "mat": "MAT"}
     with house_style():
         fig, axes = figure(1, len(losses), width="page", aspect=0.8)
         for ax, loss in zip(axes.flat, losses, strict=True):
@@ -377,7 +376,7 @@ def plot_ratio_grid(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
             mesh = heatmap(ax, rows, "ratio", **grid, vmin=0, vmax=5)
             shade = rows.assign(shade=np.where(rows["occurs"], np.nan, 1.0))
             heatmap(ax, shade, "shade", **grid, cmap="Greys", vmin=0, vmax=1.6, alpha=0.6)
-            _mu_axes(ax, f"{labels[loss]} ratio R")
+            _mu_axes(ax, f"{_LABELS[loss]} ratio R")
         fig.colorbar(mesh, ax=list(axes.flat), label="R (grey: does not occur in training)", fraction=0.05)
         return save(fig, stem, frame)
 
