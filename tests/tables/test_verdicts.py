@@ -50,7 +50,9 @@ def test_a_cell_exactly_at_the_edge_is_within_noise():
     assert cell_verdict(math.nan, h, 3) == NO_PUBLISHED
 
 
-def test_published_runs_per_paper():
+def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
+    """Only Nie Table 1 and Li's modified losses state their runs (three); MACL, OAR, Li's quoted
+    InfoNCE/ArcCon and Li Table 5's steps state none, so k = 1 is assumed, and the legend says which."""
     assert published_runs(load_meta("nie2023_table1"), "mpt") == 3
     assert published_runs(load_meta("li2024_table3"), "mmhe") == 3
     assert published_runs(load_meta("li2024_table3"), "infonce") == 1
@@ -58,11 +60,6 @@ def test_published_runs_per_paper():
     assert published_runs(load_meta("oar_table3"), "oar_infonce") == 1
     for spec in (get_spec(n) for n in ("nie2023_table1", "li2024_table3", "macl_table3", "oar_table3")):
         assert load_meta(spec.name)["runs"]["source"], spec.name
-
-
-def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
-    """Audit C2: only Nie Table 1 and Li's modified losses state their runs (three); MACL, OAR, Li's quoted
-    InfoNCE/ArcCon and Li Table 5's steps state none, so k = 1 is assumed, and the legend says which."""
     assert not runs_assumed(load_meta("nie2023_table1"), "cl")
     assert not runs_assumed(load_meta("li2024_table3"), "mmhe")
     assert not runs_assumed(load_meta("li2024_table3"), "mpt")  # Nie Table 1's caption: three
@@ -146,7 +143,7 @@ def test_verdicts_on_constructed_metrics():
 
 
 def test_a_pool_never_mixes_training_protocols_or_precisions():
-    """Audit C3: Li's InfoNCE trains under SimCSE's protocol in fp16, mMHE under li2024's in fp32; each
+    """Li's InfoNCE trains under SimCSE's protocol in fp16, mMHE under li2024's in fp32; each
     has its own pool, and a claim contrasting them combines the two pools by Satterthwaite."""
     from contrastlab.report.claims import all_claims, evaluate_claim
 
