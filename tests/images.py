@@ -1,9 +1,11 @@
-"""What the figure tests ask of a written PNG's pixels: how many colours it holds (a blank figure, or
-one drawn with nothing in it, has a handful)."""
+"""What the figure tests ask of a written figure: how many colours its PNG holds (a blank figure, or
+one drawn with nothing in it, has a handful), and the files it is written as."""
 
 from __future__ import annotations
 
+import matplotlib.image
 import numpy as np
+import pandas as pd
 
 
 def distinct_colours(pixels: np.ndarray) -> int:
@@ -16,3 +18,18 @@ def distinct_colours(pixels: np.ndarray) -> int:
     for channel in levels.T:
         packed = packed * 256 + channel
     return len(np.unique(packed))
+
+
+def assert_nontrivial_png(path, min_bytes: int = 8_000) -> None:
+    """A figure's PNG with something drawn in it: over ``min_bytes``, in colour, more than 20 colours."""
+    assert path.stat().st_size > min_bytes
+    pixels = matplotlib.image.imread(path)
+    assert pixels.ndim == 3 and distinct_colours(pixels) > 20
+
+
+def assert_written(paths, frame) -> None:
+    """A figure as ``figures.style.save`` writes it: a non-trivial PNG, a PDF, the CSV of ``frame``."""
+    assert [p.suffix for p in paths] == [".png", ".pdf", ".csv"]
+    assert_nontrivial_png(paths[0])
+    assert paths[1].stat().st_size > 5_000 and paths[1].read_bytes().startswith(b"%PDF")
+    assert len(pd.read_csv(paths[2])) == len(frame)

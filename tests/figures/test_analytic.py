@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.image
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -22,22 +21,9 @@ from contrastlab.figures.style import house_style
 from contrastlab.losses import nie2023 as nie_losses
 from contrastlab.losses._common import offdiag_logsumexp
 from contrastlab.losses.catalog import DEFAULTS
-from tests.images import distinct_colours
+from tests.images import assert_written
 
 PI = math.pi
-
-
-def assert_nontrivial_png(path, min_bytes=8_000):
-    assert path.stat().st_size > min_bytes
-    pixels = matplotlib.image.imread(path)
-    assert pixels.ndim == 3 and distinct_colours(pixels) > 20
-
-
-def assert_written(paths, frame):
-    assert [p.suffix for p in paths] == [".png", ".pdf", ".csv"]
-    assert_nontrivial_png(paths[0])
-    assert paths[1].stat().st_size > 5_000 and paths[1].read_bytes().startswith(b"%PDF")
-    assert len(pd.read_csv(paths[2])) == len(frame)
 
 
 # --------------------------------------------------------------------------- Nie: hand-computed values

@@ -27,20 +27,10 @@ def test_the_config_validates_the_switch_and_the_report_says_the_figures_were_le
     assert "figures" not in config  # no default written: an old config's digest stays as it was
     # the report's figure claims read the results folder's figures: this test's, never the checkout's
     grid = cl_config.Grid({**config, "figures": False, "results_dir": str(tmp_path)})
-    report = write_report(
-        [],
-        tmp_path / "report.md",
-        metrics_root=tmp_path / "metrics",
-        grid=grid,
-        figures=[],
-        metrics=collect_metrics(tmp_path),
-    )
+    read = {"metrics_root": tmp_path / "metrics", "metrics": collect_metrics(tmp_path)}
+    report = write_report([], tmp_path / "report.md", grid=grid, figures=[], **read)
     assert "**Figures.** Left out: the config sets `figures: false`." in report.read_text()
     shown = write_report(
-        [],
-        tmp_path / "shown.md",
-        metrics_root=tmp_path / "metrics",
-        grid=demo_grid(repo_root, results_dir=str(tmp_path)),
-        metrics=collect_metrics(tmp_path),
+        [], tmp_path / "shown.md", grid=demo_grid(repo_root, results_dir=str(tmp_path)), **read
     )
     assert "figures: false" not in shown.read_text()

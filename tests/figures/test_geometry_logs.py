@@ -1,13 +1,13 @@
-"""Li Fig. 4 against its closed forms, and the figures drawn from the trainer's geometry records (Li Fig. 5,
+"""Li Fig. 4 against its closed forms; the figures drawn from the trainer's geometry records (Li Fig. 5,
 7, 8a-c, 9; Nie Fig. 3a-e) on logs written with the real statistics of known vectors, each by its
-registered function as its job calls it."""
+registered function as its job calls it; Li Fig. 6 and Nie Fig. 3a from their sweep cells' logs and
+metrics."""
 
 from __future__ import annotations
 
 import json
 import math
 
-import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,15 +18,10 @@ from contrastlab.config import sweep_points
 from contrastlab.figures import geometry_logs, li2024
 from contrastlab.figures.catalog import RECORD_FIGURES
 from contrastlab.figures.registry import drawing
-from contrastlab.figures.sweeps import sweep_metrics_frame
+from contrastlab.figures.sweeps import best_dev_frame, plot_sweep_panels, sweep_metrics_frame
 from contrastlab.paths import Results
 from contrastlab.training import geometry
-from tests.images import distinct_colours
-
-
-def _nontrivial(path):
-    pixels = matplotlib.image.imread(path)
-    assert path.stat().st_size > 8_000 and distinct_colours(pixels) > 20
+from tests.images import assert_nontrivial_png
 
 
 # ------------------------------------------------------------------------------------------- Li Fig. 4
@@ -64,7 +59,7 @@ def test_ratio_grid_equals_the_closed_forms_and_masks_what_does_not_occur():
 
 def test_ratio_grid_figure(tmp_path):
     written = li2024.plot_ratio_grid(li2024.ratio_grid(points=20), tmp_path / "fig4")
-    _nontrivial(written[0])
+    assert_nontrivial_png(written[0])
     assert len(pd.read_csv(written[2])) == 3 * 400
 
 
@@ -73,6 +68,7 @@ CONFIG = {
     "experiments": {
         "li2024_conjectures": {"methods": {"baseline": {"loss": "paradigm"}, "no_gd": {"loss": "paradigm"}}},
         "li2024_fig6_r": {"sweep": {"hp.r": [0.25, 2.0]}, "methods": {"baseline": {"loss": "paradigm"}}},
+        "li2024_fig6_tau": {"sweep": {"hp.tau": [0.05, 3.0]}, "methods": {"baseline": {"loss": "paradigm"}}},
         "nie2023": {"methods": {"cl": {"loss": "infonce"}, "dcl": {"loss": "dcl"}}},
         "nie2023_fig3": {"sweep": {"hp.m": [0.1, 0.8]}, "methods": {"mpt": {"loss": "mpt"}}},
     }
@@ -139,7 +135,7 @@ def results(tmp_path_factory):
 def test_every_log_figure_is_drawn_from_the_records(results, tmp_path, name):
     written = _draw(name, results, tmp_path / name.replace("/", "_"))
     assert [p.suffix for p in written] == [".png", ".pdf", ".csv"]
-    _nontrivial(written[0])
+    assert_nontrivial_png(written[0])
     assert len(pd.read_csv(written[2])) > 0
 
 
@@ -166,12 +162,47 @@ def test_fig8c_lines_are_named_by_the_swept_ratio(results, tmp_path):
     assert set(data["method"]) == {"baseline-r0.25", "baseline-r2.0"} and set(data["key"]) == {"cos_pos"}
 
 
-def test_fig3a_gap_axis_is_each_cells_last_distance_gap(results, tmp_path):
+def _margin_sweep(metrics_root):
+    """Nie Fig. 3's margin sweep's metrics under ``metrics_root`` (STS.Avg 74 at m 0.1, 71 at m 0.8), as
+    :func:`sweep_metrics_frame` reads them."""
     for m, sts in ((0.1, 74.0), (0.8, 71.0)):
-        path = tmp_path / "metrics/nie2023_fig3/bert-base" / f"mpt-m{m}" / "seed42/senteval.json"
+        path = metrics_root / "nie2023_fig3/bert-base" / f"mpt-m{m}" / "seed42/senteval.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({"sts_avg": sts, "tr_avg": 85.0}))
-    by_m = sweep_metrics_frame(tmp_path / "metrics", "nie2023_fig3", _points("nie2023_fig3"))
+    return sweep_metrics_frame(metrics_root, "nie2023_fig3", _points("nie2023_fig3"))
+
+
+def test_fig3a_gap_axis_is_each_cells_last_distance_gap(results, tmp_path):
+    by_m = _margin_sweep(tmp_path / "metrics")
     by_gap = geometry_logs.with_gap(by_m, results / "checkpoints", "nie2023_fig3")
     assert len(by_gap) == len(by_m) == 4 and set(by_gap["param"]) == {"d_ij"}
     assert by_gap[by_gap["method"] == "mpt-m0.1"]["value"].iloc[0] == pytest.approx(_record(20, 0.8)["d_gap"])
+
+
+# ------------------------------------------------------------------------------- sweep figures
+def test_sweep_points_name_the_swept_value():
+    assert sweep_points(CONFIG["experiments"]["li2024_fig6_tau"]) == {
+        "baseline-tau0.05": ("tau", 0.05),
+        "baseline-tau3.0": ("tau", 3.0),
+    }
+
+
+def test_best_dev_and_metrics_frames_and_the_plot(tmp_path):
+    for tau, dev in ((0.05, [70.0, 81.5, 80.0]), (3.0, [70.0, 55.0])):
+        log = tmp_path / f"checkpoints/li2024_fig6_tau/bert-base/baseline-tau{tau}/seed42/train_log.jsonl"
+        log.parent.mkdir(parents=True)
+        records = [{"event": "start"}] + [
+            {"event": "eval", "step": 125 * i, "dev_spearman": s} for i, s in enumerate(dev)
+        ]
+        log.write_text("\n".join(map(json.dumps, records)))
+    dev = best_dev_frame(tmp_path / "checkpoints", "li2024_fig6_tau", _points("li2024_fig6_tau"))
+    assert dev.set_index("value")["score"].to_dict() == {0.05: 81.5, 3.0: 70.0}  # the best evaluation
+    metrics = _margin_sweep(tmp_path / "metrics")
+    assert len(metrics) == 4 and metrics[metrics["key"] == "sts_avg"]["score"].tolist() == [74.0, 71.0]
+    written = plot_sweep_panels(
+        {"weight τ": dev, "margin": metrics}, tmp_path / "fig", ylabel="score", log_x=["weight τ"]
+    )
+    plotted = pd.read_csv(written[2])
+    assert set(plotted["panel"]) == {"weight τ", "margin"} and len(plotted) == 6
+    assert written[0].stat().st_size > 10_000
+    assert plotted[plotted["panel"] == "weight τ"]["score"].tolist() == pytest.approx([81.5, 70.0])

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from contrastlab.figures.oar import embedding_spectrum, plot_lr_sweep, plot_spectra, sweep_frame
-from tests.images import distinct_colours
-
-
-def assert_nontrivial_png(path, min_bytes=8_000):
-    assert path.stat().st_size > min_bytes
-    pixels = matplotlib.image.imread(path)
-    assert pixels.ndim == 3 and distinct_colours(pixels) > 20
+from tests.images import assert_nontrivial_png, assert_written
 
 
 def test_sweep_frame_averages_seeds_per_rate_and_plots(tmp_path):
@@ -34,9 +27,7 @@ def test_sweep_frame_averages_seeds_per_rate_and_plots(tmp_path):
     point = frame.set_index(["method", "key", "value"]).loc[("infonce", "ffn10_top1", 1.0)]
     assert point["mean"] == pytest.approx(40.0 / 11 + 1.0) and not point["oar"] and point["loss"] == "infonce"
     written = plot_lr_sweep(frame, tmp_path / "fig2", accuracy_keys=["ffn10_top1"])
-    assert [p.suffix for p in written] == [".png", ".pdf", ".csv"]
-    assert_nontrivial_png(written[0])
-    assert len(pd.read_csv(written[2])) == 8
+    assert_written(written, frame)
 
 
 def test_embedding_spectrum_sees_a_collapse_and_class_blocks(tmp_path):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import matplotlib.image
 import pytest
 
 from contrastlab.figures.training_curves import (
@@ -13,7 +12,7 @@ from contrastlab.figures.training_curves import (
     plot_alignment_uniformity,
     plot_training_curves,
 )
-from tests.images import distinct_colours
+from tests.images import assert_nontrivial_png
 
 
 @pytest.fixture
@@ -47,24 +46,19 @@ def results(tmp_path):
     return tmp_path
 
 
-def _nontrivial(path):
-    pixels = matplotlib.image.imread(path)
-    assert path.stat().st_size > 8_000 and distinct_colours(pixels) > 20
-
-
 def test_alignment_uniformity_points_per_checkpoint(results, tmp_path):
     frame = alignment_uniformity_frame(results / "metrics", "nie2023")
     assert len(frame) == 4 and set(frame["method"]) == {"cl", "dcl"}  # the cell without measures is skipped
     assert frame.set_index(["method", "seed"]).loc[("cl", 43), "sts_avg"] == 77.0
     written = plot_alignment_uniformity(frame, tmp_path / "au")
-    _nontrivial(written[0])
+    assert_nontrivial_png(written[0])
 
 
 def test_training_curves_average_seeds_per_step(results, tmp_path):
     frame = curves_frame(results / "checkpoints", "nie2023")
     assert len(frame) == 2 * 2 * 2 * 4  # methods x seeds x steps x series (no geometry records here)
     written = plot_training_curves(frame, tmp_path / "curves")
-    _nontrivial(written[0])
+    assert_nontrivial_png(written[0])
     import pandas as pd
 
     plotted = pd.read_csv(written[2])

@@ -33,9 +33,8 @@ def test_docs_page_is_generated_from_the_config(full):
         "docs/deviations.md is stale; regenerate it: "
         "python -m contrastlab.tables.deviations config.yaml > docs/deviations.md"
     )
-    # readable in a few minutes: six experiments of four papers, the image half's open settings declared,
-    # and the two searches' readings (issue 34: about 220 words)
-    # and the training corpus of Li et al. (issue 43: about 40 words)
+    # readable in a few minutes: six experiments of four papers, the image half's open settings, the two
+    # searches' readings and Li et al.'s training corpus
     assert len(page.split()) < 1800
 
 
@@ -118,17 +117,13 @@ def built(tmp_path_factory):
     return root, config
 
 
-def test_each_table_lists_its_papers_deviations(built):
-    root, _ = built
+def test_each_table_and_the_report_list_the_papers_deviations_and_the_report_each_cells_precision(built):
+    root, config = built
     nie = (root / "tables" / "nie2023_table1.md").read_text()
     assert "deliberately differ from the authors' setup" in nie
     assert "| seeds | unstated | 42, 43, 44 | three runs |" in nie
     li = (root / "tables" / "li2024_table3.md").read_text()
     assert "deliberately differ from the authors' setup" in li and "| backbones |" in li
-
-
-def test_report_lists_deviations_per_paper_and_precision_per_cell(built):
-    root, config = built
     report = (root / "report.md").read_text()
     assert "## Deviations from the authors' setups" in report and "## Precision of every cell" in report
     for exp in config["experiments"]:

@@ -28,17 +28,10 @@ def tasks_of(name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("method", sorted(MODIFIED))
-def test_table3_bert_averages_equal_table5_plus_r(method):
-    t3, t5 = cells("li2024_table3"), cells("li2024_table5")
-    assert (
-        t3.loc[("bert-base", method, "sts_avg"), "value"] == t5.loc[("bert-base", method, "sts_avg"), "value"]
-    )
-
-
-@pytest.mark.parametrize("method", sorted(MODIFIED))
-def test_table3_bert_subscripts_are_the_gain_over_table5_original(method):
+def test_table3_bert_averages_are_table5_plus_r_and_their_subscripts_the_gain_over_its_original(method):
     t3, t5 = cells("li2024_table3"), cells("li2024_table5")
     modified = t3.loc[("bert-base", method, "sts_avg")]
+    assert modified["value"] == t5.loc[("bert-base", method, "sts_avg"), "value"]
     original = t5.loc[("bert-base", MODIFIED[method], "sts_avg"), "value"]
     assert modified["improvement"] == pytest.approx(modified["value"] - original, abs=SUBSCRIPT_TOL)
 

@@ -25,10 +25,7 @@ def test_summary_holds_the_headline_means_of_the_table_experiments_cells(config,
         assert set(scores) <= {"sts_avg", "tr_avg", "tr_devacc_avg"}
 
 
-def test_summary_leaves_out_a_method_the_config_no_longer_has(config, metrics_root):
+def test_summary_leaves_out_a_method_the_config_no_longer_has_and_a_run_with_no_metrics(config, metrics_root):
     write_cell(metrics_root, "nie2023", "bert-base", "removed_loss")
     assert "removed_loss" not in summary(config, metrics_root)["nie2023"]["bert-base"]
-
-
-def test_summary_of_a_run_with_no_metrics_is_empty(config, tmp_path):
-    assert summary(config, tmp_path / "nothing") == {}
+    assert summary(config, metrics_root.parent / "nothing") == {}

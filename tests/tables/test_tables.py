@@ -112,7 +112,7 @@ def test_not_run_marker_shows_published(tmp_path):
     # bert-large is not in this config's grid: its number cells empty, its status says why.
     large = frame[(frame.method == "cl") & (frame.backbone == "bert-large")]
     assert set(large.status) == {"not configured"} and set(large.ours_mean) == {""}
-    # issue 86: every number column reads as numbers, the published one included
+    # every number column reads as numbers, the published one included
     typed = pd.read_csv(tmp_path / "tables" / "nie2023_table1.csv")
     for column in ("published", "ours_mean", "ours_std", "diff", "noise_std", "half_width"):
         assert typed[column].dtype == float, column
@@ -246,21 +246,18 @@ def test_formatting():
     assert latex_escape("L_a&u -0.24 ± 1e-5") == r"L\_a\&u $-$0.24 $\pm$ 1e-5"
 
 
-def _latex_rows_consistent(tex: str) -> None:
-    assert tex.count("\\begin{tabular}") == tex.count("\\end{tabular}") == 1
-    assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
-    n_cols = len(re.search(r"\\begin\{tabular\}\{([lrc]+)\}", tex)[1])
-    body = tex.split("\\toprule", 1)[1].split("\\bottomrule", 1)[0]
-    for line in body.splitlines():
-        if line.endswith("\\\\"):
-            spans = sum(int(k) - 1 for k in re.findall(r"\\multicolumn\{(\d+)\}", line))
-            assert line.count(" & ") + 1 + spans == n_cols, line
-
-
 def test_latex_structure(built):
     root, _ = built
     for name in TABLES:
-        _latex_rows_consistent((root / "tables" / f"{name}.tex").read_text())
+        tex = (root / "tables" / f"{name}.tex").read_text()
+        assert tex.count("\\begin{tabular}") == tex.count("\\end{tabular}") == 1
+        assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
+        n_cols = len(re.search(r"\\begin\{tabular\}\{([lrc]+)\}", tex)[1])
+        body = tex.split("\\toprule", 1)[1].split("\\bottomrule", 1)[0]
+        for line in body.splitlines():
+            if line.endswith("\\\\"):
+                spans = sum(int(k) - 1 for k in re.findall(r"\\multicolumn\{(\d+)\}", line))
+                assert line.count(" & ") + 1 + spans == n_cols, (name, line)
 
 
 def test_snakemake_script(tmp_path, monkeypatch):

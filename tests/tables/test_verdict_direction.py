@@ -1,5 +1,5 @@
-"""The comparison verdict's direction by hand (issue 63 item 8): "above" and "below", not only "within
-noise", in the user-loss comparison table and in the seed-noise verdict behind it."""
+"""The comparison verdict's direction by hand: "above" and "below", not only "within noise", in the
+user-loss comparison table and in the seed-noise verdict behind it."""
 
 from __future__ import annotations
 
@@ -34,11 +34,8 @@ def test_the_seed_noise_verdict_says_which_side():
 
 def test_the_comparison_table_prints_above_and_below_against_the_users_loss(margin_loss_config):
     rows = [("nie2023", "bert-base", "margin_nce", s, "sts_avg", 78.0) for s in (42, 43)]
-    for method, scores in {
-        "cl": (80.0, 81.0, 82.0),
-        "dcl": (74.0, 75.0, 76.0),
-        "au": (75.0, 77.0, 76.0),
-    }.items():
+    others = {"cl": (80.0, 81.0, 82.0), "dcl": (74.0, 75.0, 76.0), "au": (75.0, 77.0, 76.0)}
+    for method, scores in others.items():
         rows += [
             ("nie2023", "bert-base", method, s, "sts_avg", v)
             for s, v in zip((42, 43, 44), scores, strict=True)

@@ -50,7 +50,9 @@ def test_a_cell_exactly_at_the_edge_is_within_noise():
     assert cell_verdict(math.nan, h, 3) == NO_PUBLISHED
 
 
-def test_published_runs_per_paper():
+def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
+    """Only Nie Table 1 and Li's modified losses state their runs (three); MACL, OAR, Li's quoted
+    InfoNCE/ArcCon and Li Table 5's steps state none, so k = 1 is assumed, and the legend says which."""
     assert published_runs(load_meta("nie2023_table1"), "mpt") == 3
     assert published_runs(load_meta("li2024_table3"), "mmhe") == 3
     assert published_runs(load_meta("li2024_table3"), "infonce") == 1
@@ -58,11 +60,6 @@ def test_published_runs_per_paper():
     assert published_runs(load_meta("oar_table3"), "oar_infonce") == 1
     for spec in (get_spec(n) for n in ("nie2023_table1", "li2024_table3", "macl_table3", "oar_table3")):
         assert load_meta(spec.name)["runs"]["source"], spec.name
-
-
-def test_k_is_stated_or_assumed_per_table_and_every_legend_names_it():
-    """Audit C2: only Nie Table 1 and Li's modified losses state their runs (three); MACL, OAR, Li's quoted
-    InfoNCE/ArcCon and Li Table 5's steps state none, so k = 1 is assumed, and the legend says which."""
     assert not runs_assumed(load_meta("nie2023_table1"), "cl")
     assert not runs_assumed(load_meta("li2024_table3"), "mmhe")
     assert not runs_assumed(load_meta("li2024_table3"), "mpt")  # Nie Table 1's caption: three
@@ -110,6 +107,11 @@ def macl_metrics() -> pd.DataFrame:
     return frame(rows)
 
 
+def cells(name: str, config: dict, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Table ``name``'s cells assembled from ``metrics`` under ``config``, by (backbone, method, key)."""
+    return assemble(get_spec(name), Grid(config), metrics).cells.set_index(["backbone", "method", "key"])
+
+
 FULL = cl_config.load(REPO_ROOT / "config.yaml")
 #: What a li2024 cell's settings resolve from beside its experiment (its search's deviations read them).
 LI_BASE = {"training": FULL["training"]}
@@ -141,7 +143,7 @@ def test_verdicts_on_constructed_metrics():
 
 
 def test_a_pool_never_mixes_training_protocols_or_precisions():
-    """Audit C3: Li's InfoNCE trains under SimCSE's protocol in fp16, mMHE under li2024's in fp32; each
+    """Li's InfoNCE trains under SimCSE's protocol in fp16, mMHE under li2024's in fp32; each
     has its own pool, and a claim contrasting them combines the two pools by Satterthwaite."""
     from contrastlab.report.claims import all_claims, evaluate_claim
 
@@ -160,9 +162,7 @@ def test_a_pool_never_mixes_training_protocols_or_precisions():
     assert pools.loc["simcse/fp16", ["noise_std", "noise_df"]].tolist() == [pytest.approx(2.0), 2]
     assert pools.loc["li2024/fp32", ["noise_std", "noise_df"]].tolist() == [pytest.approx(math.sqrt(0.5)), 1]
     assert noise_pools(metrics, "li2024", None)["noise_df"].tolist() == [3]  # no config: one pool
-    c = assemble(get_spec("li2024_table3"), Grid(config), metrics).cells.set_index(
-        ["backbone", "method", "key"]
-    )
+    c = cells("li2024_table3", config, metrics)
     assert c.loc[("bert-base", "infonce", "sts_avg"), "noise_std"] == pytest.approx(2.0)
     assert c.loc[("bert-base", "mmhe", "sts_avg"), "noise_df"] == 1
     # the claim's contrast mMHE − InfoNCE (seeds differ: unpaired) over two pools: V 0.25 and 4/3, by
@@ -182,9 +182,7 @@ def test_one_seed_everywhere_is_undecided_and_toy_backbones_have_no_published_nu
     )
     macl = {**FULL["experiments"]["macl"], "backbones": ["bert-base", "minilm"]}
     config = {"seeds": [42], "experiments": {"macl": macl}}
-    c = assemble(get_spec("macl_tableB4"), Grid(config), metrics).cells.set_index(
-        ["backbone", "method", "key"]
-    )
+    c = cells("macl_tableB4", config, metrics)
     assert c.loc[("bert-base", "macl", "sts_avg"), "verdict"] == UNDECIDED
     assert c.loc[("minilm", "simcse", "sts_avg"), "verdict"] == NO_PUBLISHED  # never a made-up comparison
     # a declared stand-in (the demo's toy runs) compares with the stand-in's published number, marked †
@@ -221,9 +219,7 @@ def test_the_cpu_preset_shows_no_published_number_never_a_made_up_comparison():
     cpu = cl_config.load(REPO_ROOT / "config" / "cpu.yaml")
     assert not cpu["tables"]["verdict_stand_ins"]
     metrics = frame([("nie2023", "minilm", "cl", 42, "sts_avg", 71.3)])
-    c = assemble(get_spec("nie2023_table1"), Grid(cpu), metrics).cells.set_index(
-        ["backbone", "method", "key"]
-    )
+    c = cells("nie2023_table1", cpu, metrics)
     assert c.loc[("minilm", "cl", "sts_avg"), "verdict"] == NO_PUBLISHED
     assert c.loc[("minilm", "cl", "sts_avg"), "compared_with"] == "n/a"
     assert {r.verdict for r in evaluate_claims(metrics, Grid(cpu))} == {NOT_RUN}

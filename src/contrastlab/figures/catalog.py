@@ -70,11 +70,8 @@ def figures(grid: Grid) -> list[dict[str, str]]:
             experiment = spec.experiments[0] if len(spec.experiments) == 1 else ""
             out.append(_figure(figure_name, spec.reads, experiment, spec.caption))
     for name, exp in grid.experiments.items():
-        probes = (
-            grid.experiment(name).vision_evaluation.get("probes") or []
-            if grid.experiment(name).track == "vision"
-            else []
-        )
+        spec = grid.experiment(name)
+        probes = (spec.vision_evaluation.get("probes") or []) if spec.track == "vision" else []
         if "lr" in (exp.get("sweep") or {}) and "ffn" in probes:
             caption = KIND_CAPTIONS["lr_sweep"] + _anchor_reach_note(grid, name)
             out.append(_figure(f"{name}/lr_sweep", "lr_sweep", name, caption))
@@ -89,15 +86,14 @@ def figures(grid: Grid) -> list[dict[str, str]]:
 def paradigm_figures(grid: Grid) -> list[dict[str, str]]:
     """Li et al.'s gradient paradigm (GD, W, R by autograd) of every user loss: ``paradigm/<method>``."""
     return [
-        {
-            "name": f"paradigm/{method}",
-            "kind": "paradigm",
-            "experiment": "",
-            "caption": f"Where {method} ({loss}) sits in Li et al.'s unified gradient paradigm, computed by "
+        _figure(
+            f"paradigm/{method}",
+            "paradigm",
+            caption=f"Where {method} ({loss}) sits in Li et al.'s unified gradient paradigm, computed by "
             "autograd on synthetic batches over the mean anchor-positive and anchor-negative angles: GD "
             "(the push from the negatives, as a share of its largest; Li Fig. 2), the hardest negative's "
             "share of the weights W (Li Fig. 3) and the ratio R of pull to push (Li Fig. 4).",
-        }
+        )
         for method, (loss, _) in grid.user_losses.items()
     ]
 

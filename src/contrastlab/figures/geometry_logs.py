@@ -61,16 +61,15 @@ def plot_step_panels(
     part = frame[frame["key"].isin(keys)]
     mean = part.groupby(["backbone", "method", "key", "step"], as_index=False)["value"].mean()
     runs = list(dict.fromkeys(zip(mean["backbone"], mean["method"], strict=True)))
+    curves = dict(list(mean.groupby(["key", "backbone", "method"])))
     with house_style():
         fig, axes = figure(1, len(panels), width="page" if len(panels) > 1 else "column", aspect=0.8)
         for ax, (title, spec) in zip(axes[0], panels.items(), strict=True):
             drawn = False
             for k, (key, label) in enumerate(spec.items()):
                 for i, run in enumerate(runs):
-                    curve = mean[
-                        (mean["key"] == key) & (mean["backbone"] == run[0]) & (mean["method"] == run[1])
-                    ]
-                    if curve.empty:
+                    curve = curves.get((key, *run))
+                    if curve is None:
                         continue
                     name = " — ".join(x for x in (label, line_label(*run) if len(runs) > 1 else "") if x)
                     ax.plot(
@@ -84,8 +83,7 @@ def plot_step_panels(
                     drawn = True
             if reference and title in reference:
                 ax.axhline(reference[title], color="grey", linestyle="--", linewidth=0.8)
-            ax.set_title(title)
-            ax.set_xlabel("training step")
+            ax.set(title=title, xlabel="training step")
             _legend_or_empty(ax, not drawn, fontsize="small")
         return save(fig, stem, mean)
 
@@ -101,9 +99,7 @@ def plot_cosine_densities(hist: pd.DataFrame, stem: str | Path) -> list[Path]:
             part = mean[mean["pair"] == pair]
             for i, (method, curve) in enumerate(part.groupby("method", sort=True)):
                 line(ax, curve, "cosine", "density", i, labels.get(method, method))
-            ax.set_title(f"anchor-{pair} pairs")
-            ax.set_xlabel("cosine similarity")
-            ax.set_ylabel("density")
+            ax.set(title=f"anchor-{pair} pairs", xlabel="cosine similarity", ylabel="density")
             _legend_or_empty(ax, part.empty)
         return save(fig, stem, mean)
 
@@ -128,9 +124,7 @@ def plot_share_against_tau(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
         ax = axes[0, 0]
         for i, ((backbone, when), curve) in enumerate(mean.groupby(["backbone", "when"], sort=False)):
             line(ax, curve, "tau", "share", i, f"{when} ({backbone})", marker="o")
-        ax.set_xscale("log")
-        ax.set_xlabel("τ")
-        ax.set_ylabel("hardest negative's share")
+        ax.set(xscale="log", xlabel="τ", ylabel="hardest negative's share")
         _legend_or_empty(ax, mean.empty)
         return save(fig, stem, mean)
 
@@ -150,8 +144,7 @@ def plot_min_ratio(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
                     ax, curve, "r", "density", i, f"λ = {lam:g} (r = 1 meets {curve['share_r1'].iloc[0]:.0%})"
                 )
             ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8)
-            ax.set_title(when)
-            ax.set_xlabel("least ratio r meeting Lemma 1")
+            ax.set(title=when, xlabel="least ratio r meeting Lemma 1")
             _legend_or_empty(ax, curves.empty, fontsize="small")
         axes[0, 0].set_ylabel("density")
         return save(fig, stem, mean)

@@ -47,6 +47,7 @@ from contrastlab.figures.geometry_logs import (
     plot_step_panels,
     swept_value,
 )
+from contrastlab.figures.nie2023 import checked_hp
 from contrastlab.figures.style import LINESTYLES, PALETTE, figure, heatmap, house_style, pi_ticks, save
 from contrastlab.figures.sweeps import best_dev_frame, plot_sweep_panels
 from contrastlab.figures.training_curves import geometry_frame, geometry_histograms, lemma1_frame
@@ -87,19 +88,10 @@ BATCHES = 1000
 NEGATIVES = 127
 FIG3_MU_POS = math.pi / 6
 
-_LABELS = {"infonce": "InfoNCE", "arccon": "ArcCon", "mpt": "MPT", "met": "MET"}
+_LABELS = {"infonce": "InfoNCE", "arccon": "ArcCon", "mpt": "MPT", "met": "MET", "mat": "MAT"}
 
 
 # --------------------------------------------------------------------------- Li Table 1
-def _hyper(loss: str, hp: Mapping[str, float]) -> dict[str, float]:
-    if loss not in TABLE1_LOSSES:
-        raise ValueError(f"unknown loss {loss!r}; valid names: {', '.join(TABLE1_LOSSES)}")
-    unknown = set(hp) - set(DEFAULTS[loss])
-    if unknown:
-        raise ValueError(f"{loss} has no hyperparameter {sorted(unknown)}; valid: {sorted(DEFAULTS[loss])}")
-    return {**DEFAULTS[loss], **hp}
-
-
 def _logsumexp(x: np.ndarray) -> np.ndarray:
     """log Σ exp over the last axis (max-shifted: τ = 0.005 puts cosines at 200 in the exponent)."""
     top = x.max(axis=-1, keepdims=True)
@@ -129,13 +121,7 @@ def gradient_dissipation(loss: str, cos_pos, cos_neg, **hp) -> np.ndarray:
     0.75
     """
     cos_pos, cos_neg = np.asarray(cos_pos, np.float64), np.asarray(cos_neg, np.float64)
-    return _gd_shared(loss, cos_pos, cos_neg, _hyper(loss, hp), {})
-
-
-def _hardest_one_hot(cos_neg: np.ndarray) -> np.ndarray:
-    """1 at the hardest negative (largest cosine = smallest angle; the first one on a tie), 0 elsewhere."""
-    hardest = cos_neg.argmax(axis=-1)[..., None]
-    return (np.arange(cos_neg.shape[-1]) == hardest).astype(np.float64)
+    return _gd_shared(loss, cos_pos, cos_neg, checked_hp(loss, hp, TABLE1_LOSSES), {})
 
 
 def weight(loss: str, cos_pos, cos_neg, **hp) -> np.ndarray:
@@ -151,13 +137,14 @@ def weight(loss: str, cos_pos, cos_neg, **hp) -> np.ndarray:
     >>> weight("mpt", 0.9, np.array([0.1, 0.7, 0.3])).tolist()
     [0.0, 1.0, 0.0]
     """
-    p = _hyper(loss, hp)
+    p = checked_hp(loss, hp, TABLE1_LOSSES)
     cos_neg = np.asarray(cos_neg, np.float64)
     cos_neg = np.broadcast_to(cos_neg, np.broadcast_shapes(np.shape(cos_pos) + (1,), cos_neg.shape))
     if loss in ("infonce", "arccon"):
         logits = cos_neg / p["tau"]
         return np.exp(logits - _logsumexp(logits)[..., None]) / p["tau"]
-    hardest = _hardest_one_hot(cos_neg)
+    # 1 at the hardest negative (largest cosine = smallest angle; the first one on a tie), 0 elsewhere
+    hardest = (np.arange(cos_neg.shape[-1]) == cos_neg.argmax(axis=-1)[..., None]).astype(np.float64)
     return hardest if loss == "mpt" else hardest / _chord(cos_neg)
 
 
@@ -174,7 +161,7 @@ def ratio(loss: str, cos_pos, cos_neg, **hp) -> np.ndarray:
     >>> round(float(ratio("met", 0.5, np.array([0.0]))[0]), 6)
     1.414214
     """
-    p = _hyper(loss, hp)
+    p = checked_hp(loss, hp, TABLE1_LOSSES)
     cos_pos = np.asarray(cos_pos, np.float64)
     cos_neg = np.asarray(cos_neg, np.float64)
     shape = np.broadcast_shapes(cos_pos.shape + (1,), cos_neg.shape)
@@ -191,7 +178,7 @@ def grid(value_range: tuple[float, float], points: int) -> np.ndarray:
     """``points`` equally spaced values over ``value_range``, end points included (Li §3.1 step (1))."""
     if points < 1:
         raise ValueError(f"points must be >= 1, got {points}")
-    return np.linspace(value_range[0], value_range[1], points) if points > 1 else np.array([value_range[0]])
+    return np.linspace(*value_range, points)  # one point: the start
 
 
 def gd_monte_carlo(
@@ -217,7 +204,8 @@ def gd_monte_carlo(
     gives the same value). Bit-identical whatever ``chunk``; docs/measured.md has the full scale's time.
     """
     hp = hp or {}
-    params = [_hyper(loss, hp.get(loss, {})) for loss in losses]  # validate before sampling
+    # validate before sampling
+    params = [checked_hp(loss, hp.get(loss, {}), TABLE1_LOSSES) for loss in losses]
     n_pos, n_neg = (points, points) if isinstance(points, int) else points
     _check_sampling(batches, negatives, sigma_pos, sigma_neg, chunk)
     mu_pos, mu_neg = grid(mu_pos_range, n_pos), grid(mu_neg_range, n_neg)
@@ -238,11 +226,6 @@ def gd_monte_carlo(
                 se[index, row, start:stop] = (
                     values.std(-1, ddof=1) / math.sqrt(batches) if batches > 1 else np.nan
                 )
-    return _gd_frame_of(losses, mu_pos, mu_neg, gd, se)
-
-
-def _gd_frame_of(losses: Sequence[str], mu_pos, mu_neg, gd: np.ndarray, se: np.ndarray) -> pd.DataFrame:
-    """The tidy frame of :func:`gd_monte_carlo` from its grids and its [loss, μ_pos, μ_neg] arrays."""
     mp, mn = np.meshgrid(mu_pos, mu_neg, indexing="ij")
     columns = {"mu_pos": mp.ravel(), "mu_neg": mn.ravel(), "gap": (mn - mp).ravel()}
     return pd.concat(
@@ -300,9 +283,7 @@ def _hp_text(loss: str) -> str:
 
 
 def _mu_axes(ax, title: str) -> None:
-    ax.set_title(title)
-    ax.set_xlabel(r"$\mu_{\mathrm{neg}}$")
-    ax.set_ylabel(r"$\mu_{\mathrm{pos}}$")
+    ax.set(title=title, xlabel=r"$\mu_{\mathrm{neg}}$", ylabel=r"$\mu_{\mathrm{pos}}$")
     ax.grid(False)
     pi_ticks(ax.xaxis, _MU_NEG_TICKS)
     pi_ticks(ax.yaxis, _MU_POS_TICKS)
@@ -334,9 +315,8 @@ def plot_gd_heatmaps(
 
 
 # --------------------------------------------------------------------------- Fig. 4
-#: The dynamic ratios of Fig. 4 and the margins of their GD masks (the authors' ``simulation.py``:
-#: ``r_arccon`` τ 0.05, u 10°, 127 negatives, GD threshold 0.01; ``r_met`` m 0.45; ``r_mat`` m 0.15π).
-FIG4_LOSSES: tuple[str, ...] = ("arccon", "met", "mat")
+#: The margins of Fig. 4's GD masks (the authors' ``simulation.py``: ``r_arccon`` τ 0.05, u 10°, 127
+#: negatives, GD threshold 0.01; ``r_met`` m 0.45; ``r_mat`` m 0.15π).
 FIG4_MAT_MARGIN = 0.15 * math.pi
 FIG4_GD_THRESHOLD = 0.01
 
@@ -388,7 +368,6 @@ def plot_ratio_grid(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
     """Li Fig. 4 in the house style: one heatmap per dynamic ratio on the authors' 0-5 scale, the pairs
     that do not occur in training greyed out."""
     losses = list(dict.fromkeys(frame["loss"]))
-    labels = {"arccon": "ArcCon", "met": "MET", "mat": "MAT"}
     with house_style():
         fig, axes = figure(1, len(losses), width="page", aspect=0.8)
         for ax, loss in zip(axes.flat, losses, strict=True):
@@ -397,7 +376,7 @@ def plot_ratio_grid(frame: pd.DataFrame, stem: str | Path) -> list[Path]:
             mesh = heatmap(ax, rows, "ratio", **grid, vmin=0, vmax=5)
             shade = rows.assign(shade=np.where(rows["occurs"], np.nan, 1.0))
             heatmap(ax, shade, "shade", **grid, cmap="Greys", vmin=0, vmax=1.6, alpha=0.6)
-            _mu_axes(ax, f"{labels[loss]} ratio R")
+            _mu_axes(ax, f"{_LABELS[loss]} ratio R")
         fig.colorbar(mesh, ax=list(axes.flat), label="R (grey: does not occur in training)", fraction=0.05)
         return save(fig, stem, frame)
 
@@ -479,9 +458,7 @@ def draw_hardest_negative_share(
             rows["mu_neg"], rows["share"], color=colour, linestyle=LINESTYLES[0], label=rf"$\tau$={tau:g}"
         )
         left.plot(rows["mu_neg"], rows["share_all"], color=colour, linestyle=LINESTYLES[1], linewidth=0.9)
-    left.set_xlabel(r"$\mu_{\mathrm{neg}}$")
-    left.set_ylabel("hardest negative's share of W")
-    left.set_ylim(0.0, 1.02)
+    left.set(xlabel=r"$\mu_{\mathrm{neg}}$", ylabel="hardest negative's share of W", ylim=(0.0, 1.02))
     pi_ticks(left.xaxis, _MU_NEG_TICKS)
     left.legend(
         loc="upper center",
@@ -502,10 +479,8 @@ def draw_hardest_negative_share(
             label=rf"$\mu_{{\mathrm{{neg}}}}$ = {mu / math.pi:.2f}$\pi$",
         )
     right.axhline(1.0 / negatives, color=PALETTE[-1], linestyle=LINESTYLES[2], linewidth=0.8, label="1/K")
-    right.set_xscale("log")
-    right.set_xlabel(r"temperature $\tau$")
-    right.set_ylabel("hardest negative's share of W (all batches)")
-    right.set_ylim(0.0, 1.02)
+    right.set(xscale="log", xlabel=r"temperature $\tau$")
+    right.set(ylabel="hardest negative's share of W (all batches)", ylim=(0.0, 1.02))
     right.legend(loc="upper right")
     return fig
 

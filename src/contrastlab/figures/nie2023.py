@@ -108,10 +108,6 @@ class Panel:
     part: str
     negatives: int = PANEL_NEGATIVES
 
-    @property
-    def symbol(self) -> str:
-        return _SYMBOLS[(self.loss, self.part)]
-
 
 def _panels(counts: Sequence[int] = NEGATIVE_COUNTS) -> dict[str, tuple[Panel, ...]]:
     fig2a = tuple(Panel("2a", "infonce", "alignment", k) for k in counts) + (
@@ -130,13 +126,19 @@ def _panels(counts: Sequence[int] = NEGATIVE_COUNTS) -> dict[str, tuple[Panel, .
 FIGURES: dict[str, tuple[Panel, ...]] = _panels()
 
 
-def _hyper(loss: str, hp: Mapping[str, float] | None) -> dict[str, float]:
-    if loss not in LOSSES:
-        raise ValueError(f"unknown loss {loss!r}; valid names: {', '.join(LOSSES)}")
-    unknown = set(hp or {}) - set(DEFAULTS[loss])
+def checked_hp(loss: str, hp: Mapping[str, float], losses: Sequence[str]) -> dict[str, float]:
+    """``hp`` over ``loss``'s catalog defaults; ``ValueError`` for a loss not in ``losses`` or a
+    hyperparameter it does not have."""
+    if loss not in losses:
+        raise ValueError(f"unknown loss {loss!r}; valid names: {', '.join(losses)}")
+    unknown = set(hp) - set(DEFAULTS[loss])
     if unknown:
         raise ValueError(f"{loss} has no hyperparameter {sorted(unknown)}; valid: {sorted(DEFAULTS[loss])}")
-    merged = {**DEFAULTS[loss], **(hp or {})}
+    return {**DEFAULTS[loss], **hp}
+
+
+def _hyper(loss: str, hp: Mapping[str, float]) -> dict[str, float]:
+    merged = checked_hp(loss, hp, LOSSES)
     if loss == "align_uniform":
         merged.pop("lam")  # Eqs. 8 and 17 are the norms of L_align and L_uniform themselves
     return merged
@@ -310,12 +312,11 @@ def draw_gradient_norms(frame: pd.DataFrame, *, ncols: int | None = None):
     fig, axes = figure(nrows, ncols, width="page", aspect=0.9 if ncols < 5 else 0.75)
     for ax in axes.flat[count:]:
         ax.set_axis_off()
-    for position, (ax, (_, meta)) in enumerate(zip(axes.flat, panels.iterrows(), strict=False)):
-        rows = frame[frame["panel"] == meta["panel"]]
+    for position, (ax, panel) in enumerate(zip(axes.flat, panels.itertuples(), strict=False)):
+        rows = frame[frame["panel"] == panel.panel]
         mesh = heatmap(ax, rows, "grad_norm", index="theta_pos", columns="theta_neg")
-        panel = Panel(meta["figure"], meta["loss"], meta["part"], int(meta["negatives"]))
         bar = fig.colorbar(mesh, ax=ax, fraction=0.08, pad=0.03)
-        bar.set_label(panel.symbol)
+        bar.set_label(_SYMBOLS[(panel.loss, panel.part)])
         bar.ax.tick_params(labelsize=5)
         name = _LABELS[panel.loss] if panel.loss != "align_uniform" else _AU_LABELS[panel.part]
         ax.set_title(f"{name}, K={panel.negatives}", fontsize=7 if ncols < 5 else 6)

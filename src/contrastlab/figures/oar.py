@@ -177,9 +177,9 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
     with house_style():
         fig, axes = figure(2, len(names), width="page", aspect=0.8)
         for col, name in enumerate(names):
-            s = spectra[name]
+            s, title = spectra[name], f"{method_label(name.split('-lr')[0])} ({name})"
             if s is None:  # a point whose training diverged: no encoder to embed with
-                axes[0, col].set_title(f"{method_label(name.split('-lr')[0])} ({name})")
+                axes[0, col].set_title(title)
                 for ax in axes[:, col]:
                     note(ax, "training diverged")
                     _bare(ax)
@@ -188,11 +188,8 @@ def plot_spectra(spectra: Mapping[str, Mapping], stem: str | Path) -> list[Path]
             sv = np.asarray(s["singular_values"])
             ax = axes[0, col]
             ax.semilogy(np.arange(1, len(sv) + 1), np.clip(sv, 1e-12, None), color=PALETTE[col])
-            ax.set_title(
-                f"{method_label(name.split('-lr')[0])} ({name})\neffective rank (95%): {s['effective_rank']}"
-            )
-            ax.set_xlabel("index")
-            ax.set_ylabel("σ / σ₁")
+            ax.set_title(f"{title}\neffective rank (95%): {s['effective_rank']}")
+            ax.set(xlabel="index", ylabel="σ / σ₁")
             image = axes[1, col].imshow(
                 s["affinity"], vmin=-1, vmax=1, cmap="RdBu_r", interpolation="nearest"
             )

@@ -35,33 +35,18 @@ def _panel(ax, points: np.ndarray, labels: np.ndarray, title: str) -> None:
         ax.scatter(*points.T, c=colours, s=1.5, depthshade=False, linewidths=0)
     else:
         ax.text(0.0, 0.0, 0.0, "diverged", ha="center", va="center")
-    ax.set_xlim(-1, 1)
-    ax.set_ylim(-1, 1)
-    ax.set_zlim(-1, 1)
+    ax.set(xlim=(-1, 1), ylim=(-1, 1), zlim=(-1, 1))
     ax.set_box_aspect((1, 1, 1))
     ax.view_init(**_VIEW)
     ax.set_title(title, fontsize=7, pad=0)
     ax.tick_params(labelsize=4, pad=-4)
-    ax.set_xticks([-1, 0, 1])
-    ax.set_yticks([-1, 0, 1])
-    ax.set_zticks([-1, 0, 1])
-    ax.set_xticklabels([])
-    ax.set_yticklabels([])
-    ax.set_zticklabels([])
+    ticks = [-1, 0, 1]
+    ax.set(xticks=ticks, yticks=ticks, zticks=ticks, xticklabels=[], yticklabels=[], zticklabels=[])
 
 
 def _rows(panel: str, loss: str, oar: bool | None, labels: np.ndarray, points: np.ndarray) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "panel": panel,
-            "loss": loss,
-            "oar": oar,
-            "cluster": labels.astype(int),
-            "x": points[:, 0],
-            "y": points[:, 1],
-            "z": points[:, 2],
-        }
-    )
+    columns = {"panel": panel, "loss": loss, "oar": oar, "cluster": labels.astype(int)}
+    return pd.DataFrame({**columns, **dict(zip("xyz", points.T, strict=True))})
 
 
 def plot_synthetic(result_by_run: Mapping[tuple[str, bool], Any], stem: str | Path) -> list[Path]:

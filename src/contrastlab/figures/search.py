@@ -80,8 +80,7 @@ def search_figure(results_dir: str | Path, experiment: str, stem: str | Path) ->
 def _panel(ax, group: pd.DataFrame, experiment: str, backbone: str, method: str, stage: int) -> None:
     wide = group.pivot_table(
         index=["point", "dev", "winner"], columns="axis", values="value", aggfunc="first"
-    )
-    wide = wide.reset_index()
+    ).reset_index()
     axes = list(dict.fromkeys(group["axis"]))
     rows_axis = axes[0]
     cols_axis = axes[1] if len(axes) > 1 else None

@@ -150,7 +150,7 @@ def _names_as_text(fig, data) -> None:
             text.set_text(label)
 
 
-def save(fig, stem: str | Path, data=None, *, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
+def save(fig, stem: str | Path, data=None) -> list[Path]:
     """Write ``fig`` to ``stem.png`` and ``stem.pdf`` (and ``data``, a DataFrame of the plotted numbers,
     to ``stem.csv``) atomically, close it, and return the paths written."""
     stem = Path(stem)
@@ -159,7 +159,7 @@ def save(fig, stem: str | Path, data=None, *, formats: Sequence[str] = ("png", "
         _names_as_text(fig, data)
     bbox = _laid_out(fig)
     written = []
-    for fmt in formats:
+    for fmt in ("png", "pdf"):
         path = stem.with_name(f"{stem.name}.{fmt}")
         with atomic_write(path) as tmp:
             metadata = {"Creator": "contrastlab"} if fmt == "png" else None

@@ -9,14 +9,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from contrastlab.figures.style import figure, house_style, line, note, save
-from contrastlab.figures.training_curves import cell_files
+from contrastlab.figures.training_curves import cell_files, cell_logs
 from contrastlab.paths import read_metrics
 
 __all__ = ["best_dev_frame", "plot_sweep_panels", "sweep_metrics_frame"]
@@ -32,14 +31,10 @@ def best_dev_frame(
     :func:`contrastlab.config.sweep_points`): backbone, method, seed, param, value and the best
     ``dev_spearman`` of its ``train_log.jsonl`` (Li Fig. 6's measure)."""
     rows = []
-    for backbone, method, seed, path in cell_files(checkpoints_root, experiment, "train_log.jsonl"):
+    for backbone, method, seed, records in cell_logs(checkpoints_root, experiment, "eval"):
         if method not in points:
             continue
-        scores = [
-            r["dev_spearman"]
-            for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())
-            if r.get("event") == "eval" and r.get("dev_spearman") is not None
-        ]
+        scores = [r["dev_spearman"] for r in records if r.get("dev_spearman") is not None]
         if scores:
             rows.append((backbone, method, seed, *points[method], "dev_spearman", max(scores)))
     return pd.DataFrame(rows, columns=_COLUMNS)

@@ -27,6 +27,7 @@ __all__ = [
     "CURVE_SERIES",
     "alignment_uniformity_frame",
     "cell_files",
+    "cell_logs",
     "curves_frame",
     "geometry_frame",
     "geometry_histograms",
@@ -60,7 +61,7 @@ def cell_files(root: str | Path, experiment: str, name: str):
         yield seed_dir.parent.parent.name, seed_dir.parent.name, int(seed_dir.name.removeprefix("seed")), path
 
 
-def _cell_logs(root: str | Path, experiment: str, event: str, key: str | None = None):
+def cell_logs(root: str | Path, experiment: str, event: str, key: str | None = None):
     """(backbone, method, seed, records) of every cell's ``train_log.jsonl``: its records of ``event``
     (with a truthy ``key`` where given), in order."""
     for backbone, method, seed, path in cell_files(Path(root), experiment, "train_log.jsonl"):
@@ -79,10 +80,9 @@ def alignment_uniformity_frame(metrics_root: str | Path, experiment: str) -> pd.
     rows = []
     for backbone, method, seed, path in cell_files(Path(metrics_root), experiment, "senteval.json"):
         metrics = read_metrics(path)
-        if None in (metrics.get("alignment"), metrics.get("uniformity"), metrics.get("sts_avg")):
-            continue
-        measures = [float(metrics[k]) for k in ("alignment", "uniformity", "sts_avg")]
-        rows.append((backbone, method, seed, *measures))
+        measures = [metrics.get(k) for k in ("alignment", "uniformity", "sts_avg")]
+        if None not in measures:
+            rows.append((backbone, method, seed, *map(float, measures)))
     return pd.DataFrame(rows, columns=["backbone", "method", "seed", "alignment", "uniformity", "sts_avg"])
 
 
@@ -120,7 +120,7 @@ def geometry_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFram
     """Long frame of every ``geometry`` record (trainer ``analysis_every``) of the cells of
     ``experiment``: backbone, method, seed, step, key, value."""
     rows = []
-    for backbone, method, seed, records in _cell_logs(checkpoints_root, experiment, "geometry"):
+    for backbone, method, seed, records in cell_logs(checkpoints_root, experiment, "geometry"):
         for record in records:
             cell = (backbone, method, seed, int(record["step"]))
             rows += [(*cell, k, v) for k, v in _flat_geometry(record).items()]
@@ -131,7 +131,7 @@ def geometry_histograms(checkpoints_root: str | Path, experiment: str) -> pd.Dat
     """The cosine histograms of each cell's last ``geometry`` record: backbone, method, seed, step, pair
     (``positive`` / ``negative``), bin centre, density (per unit cosine, so each curve integrates to 1)."""
     rows = []
-    for backbone, method, seed, records in _cell_logs(checkpoints_root, experiment, "geometry", "hist"):
+    for backbone, method, seed, records in cell_logs(checkpoints_root, experiment, "geometry", "hist"):
         if not records:
             continue
         record = records[-1]
@@ -158,7 +158,7 @@ def lemma1_frame(checkpoints_root: str | Path, experiment: str) -> pd.DataFrame:
     from contrastlab.training.geometry import MIN_RATIO_RANGE
 
     rows = []
-    for backbone, method, seed, records in _cell_logs(checkpoints_root, experiment, "geometry", "lemma1"):
+    for backbone, method, seed, records in cell_logs(checkpoints_root, experiment, "geometry", "lemma1"):
         if not records:
             continue
         for when, record in (("before training", records[0]), ("after training", records[-1])):
@@ -201,8 +201,7 @@ def plot_alignment_uniformity(frame: pd.DataFrame, stem: str | Path) -> list[Pat
                     xytext=(2, 2),
                     textcoords="offset points",
                 )
-        ax.set_xlabel("ℓ_uniform")
-        ax.set_ylabel("ℓ_align")
+        ax.set(xlabel="ℓ_uniform", ylabel="ℓ_align")
         if scatter is not None:
             fig.colorbar(scatter, ax=ax, label="STS.Avg")
             ax.legend(loc="best")

@@ -101,16 +101,10 @@ def _grid(spec: TableSpec, meta: dict, backbones: list[str]) -> pd.DataFrame:
             for m in layout["methods"]:
                 for bb in [b] if by_backbone_rows else backbones:
                     for t in layout["tasks"]:
-                        group = task_group.get(t, "") if by_backbone_rows else blab[bb]
-                        add(
-                            bb,
-                            m,
-                            t,
-                            blab[bb] if by_backbone_rows else "",
-                            _label(mlab, m),
-                            group,
-                            _label(tlab, t, TASK_LABELS),
+                        row_group, group = (
+                            (blab[bb], task_group.get(t, "")) if by_backbone_rows else ("", blab[bb])
                         )
+                        add(bb, m, t, row_group, _label(mlab, m), group, _label(tlab, t, TASK_LABELS))
     elif spec.kind == "steps":
         rlab, slab = labels.get("rows", {}), labels.get("steps", {})
         for b in backbones:
@@ -209,19 +203,9 @@ def _scores(
     cells["n_diverged"] = cells["n_diverged"].fillna(0).astype(int)
     one_run = (cells["method"] == PRETRAINED) | cells["method"].str.endswith(SEARCHED)
     expected = np.where(one_run, 1, len(seeds) if seeds is not None else 0)
-    in_grid = np.array(
-        [
-            configured(grid, spec.experiment, b, m)
-            for b, m in zip(cells["backbone"], cells["method"], strict=True)
-        ]
-    )
-    failed = np.array(
-        [
-            (spec.experiment, b, m) in failures
-            for b, m in zip(cells["backbone"], cells["method"], strict=True)
-        ],
-        dtype=bool,
-    )
+    pairs = list(zip(cells["backbone"], cells["method"], strict=True))
+    in_grid = np.array([configured(grid, spec.experiment, b, m) for b, m in pairs], dtype=bool)
+    failed = np.array([(spec.experiment, b, m) in failures for b, m in pairs], dtype=bool)
     cells["status"] = np.select(
         [
             (cells["n_seeds"] == 0) & in_grid & failed,
@@ -298,15 +282,11 @@ def _hparams(table: pd.DataFrame, spec: TableSpec, grid: Grid) -> pd.DataFrame:
         # settings only for a configured method itself (not a sweep point, Pretrained or a searched row)
         methods = grid.experiment(spec.experiment).spec.get("methods") or {}
         in_grid = rec.method in methods and configured(grid, spec.experiment, rec.backbone, rec.method)
-        cell = MethodOn(spec.experiment, rec.backbone, rec.method)
-        settings = grid.settings(cell) if in_grid else None
-        value, is_default = (
-            param_value(
-                settings, grid.experiment(cell.experiment).explicit_hp(cell.method, cell.backbone), rec.key
-            )
-            if in_grid
-            else (None, False)
-        )
+        settings, value, is_default = None, None, False
+        if in_grid:
+            settings = grid.settings(MethodOn(spec.experiment, rec.backbone, rec.method))
+            explicit = grid.experiment(spec.experiment).explicit_hp(rec.method, rec.backbone)
+            value, is_default = param_value(settings, explicit, rec.key)
         values.append(value)
         defaults.append(is_default)
         if settings is None:

@@ -85,17 +85,15 @@ def _headlines(track: str, experiment: str, metrics: pd.DataFrame) -> dict[str, 
     return heads or dict(VISION_HEADLINES)
 
 
-def _published(experiment: str) -> pd.DataFrame:
+def _published(experiment: str) -> pd.Series:
+    """The numbers of ``experiment``'s paper tables by (backbone, method, key); the first table's where two
+    have the cell."""
     import pandas as pd
 
+    keys = ["backbone", "method", "key"]
     frames = [load_published(name) for name, spec in TABLES.items() if spec.experiment == experiment]
-    if not frames:
-        return pd.DataFrame(columns=["backbone", "method", "key", "value"])
-    both = pd.concat(frames, ignore_index=True)
-    key = "key" if "key" in both.columns else "task"
-    return both.rename(columns={key: "key"})[["backbone", "method", "key", "value"]].drop_duplicates(
-        ["backbone", "method", "key"]
-    )
+    both = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*keys, "value"])
+    return both.drop_duplicates(keys).set_index(keys)["value"]
 
 
 def _fmt(values: list[float]) -> str:
@@ -142,12 +140,8 @@ def build_comparison(grid: Grid, metrics: pd.DataFrame, experiment: str) -> pd.D
         }
         for key, label in heads.items():
             row[label] = _fmt(scores(backbone, method, key))
-            pub = published[
-                (published["backbone"] == backbone)
-                & (published["method"] == method)
-                & (published["key"] == key)
-            ]
-            row[f"{label} published"] = f"{float(pub['value'].iloc[0]):.2f}" if len(pub) else "n/a"
+            pub = published.get((backbone, method, key))
+            row[f"{label} published"] = f"{float(pub):.2f}" if pub is not None else "n/a"
             if reference or user_point is None:
                 row[f"{label} vs yours"] = ""
             else:

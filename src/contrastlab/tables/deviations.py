@@ -19,7 +19,7 @@ from contrastlab import search as cl_search
 from contrastlab.blocks import Heading, Paragraph, Table, rows_table, to_markdown
 from contrastlab.config import Grid, load, setting_value
 from contrastlab.tables.published import TABLES, load_meta, paper_backbones
-from contrastlab.tables.search import off_grid, published_hparams
+from contrastlab.tables.search import off_grid, published_hparams, stage_axes
 
 #: Seeds the papers average over ("the average value obtained from three runs").
 PAPER_RUNS = 3
@@ -160,17 +160,10 @@ def search_rows(grid: Grid, experiment: str) -> list[dict[str, str]]:
         return []
     reading = _search_reading(experiment)
     depth = max(len(st) for st in spec["stages"].values())
-    axes = [
-        ", ".join(
-            dict.fromkeys(
-                a
-                for stages in spec["stages"].values()
-                if len(stages) > k
-                for a in (*(stages[k].get("grid") or {}), *(stages[k].get("around") or {}))
-            )
-        )
-        for k in range(depth)
-    ]
+    axes = []  # per stage, the settings any method's search varies there
+    for k in range(depth):
+        found = [a for stages in spec["stages"].values() if len(stages) > k for a in stage_axes(stages[k])]
+        axes.append(", ".join(dict.fromkeys(found)))
     ours = {
         "selection": f"STS-B dev Spearman, one seed ({spec['seed']}) per point; test scores for the "
         "winner only",

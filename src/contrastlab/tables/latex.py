@@ -177,13 +177,13 @@ Row = Sequence[str | Span]
 
 
 def _row(cells: Row) -> str:
-    out = []
-    for cell in cells:
-        if isinstance(cell, Span):
-            out.append(f"\\multicolumn{{{cell.width}}}{{c}}{{{latex_escape(cell.text)}}}")
-        else:
-            out.append(latex_escape(cell))
-    return " & ".join(out) + " \\\\"
+    texts = (
+        f"\\multicolumn{{{c.width}}}{{c}}{{{latex_escape(c.text)}}}"
+        if isinstance(c, Span)
+        else latex_escape(c)
+        for c in cells
+    )
+    return " & ".join(texts) + " \\\\"
 
 
 def _rules_under(cells: Row) -> str:

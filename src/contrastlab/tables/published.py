@@ -106,17 +106,16 @@ def _load_published(name: str) -> pd.DataFrame:
     key = "param" if spec.kind == "hparams" else "task"
     path = PUBLISHED_DIR / f"{name}.csv"
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    df = df.assign(**{column: "" for column in ("improvement", "unit", "mark") if column not in df})
     out = pd.DataFrame(
         {
             "backbone": df["backbone"],
             "method": df["method"],
             "key": df[key],
             "value": _numbers(df["value"], path, "value"),
-            "improvement": _numbers(
-                df.get("improvement", pd.Series("", index=df.index)), path, "improvement"
-            ),
-            "unit": df.get("unit", pd.Series("", index=df.index)),
-            "mark": df.get("mark", pd.Series("", index=df.index)),
+            "improvement": _numbers(df["improvement"], path, "improvement"),
+            "unit": df["unit"],
+            "mark": df["mark"],
         }
     )
     out["improvement"] = out["improvement"].astype(float)

@@ -8,6 +8,7 @@ decimals, hyperparameters in the paper's notation (``1e-5``, ``0.15π``). A cell
 from __future__ import annotations
 
 import io
+import itertools
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -329,7 +330,7 @@ def grid_rows(table: Table, *, stand_ins: bool = False) -> tuple[list[str], int,
     rows, cols, body = _wide(table, stand_ins)
     has_groups = any(rg for rg, _ in rows)
     heads = [f"{cg} {col}".strip() if table.col_groups_are_backbones else col for cg, col in cols]
-    first = ([_group_title(table)] if has_groups else []) + [_row_title(table), ""]
+    first = _label_heads(table, has_groups)
     texts, records, last_group = [], [], None
     for rg, row, label, values, recs in body:
         group_cell = [rg if rg != last_group else ""] if has_groups else []
@@ -362,18 +363,14 @@ def to_markdown(table: Table, *, stand_ins: bool = False) -> str:
     return blocks.to_markdown(page)
 
 
-def _group_title(table: Table) -> str:
-    layout = table.meta["layout"]
-    if table.spec.kind == "hparams" and layout["backbone_axis"] == "columns":
-        return "Method"
-    return "Backbone"
-
-
-def _row_title(table: Table) -> str:
-    layout = table.meta["layout"]
+def _label_heads(table: Table, has_groups: bool) -> list[str]:
+    """The heads of the label columns: the row group's (where the table has groups), the row's, ""."""
+    by_columns = table.meta["layout"]["backbone_axis"] == "columns"
     if table.spec.kind == "hparams":
-        return "Parameter" if layout["backbone_axis"] == "columns" else "Method"
-    return "Loss" if table.spec.kind == "steps" else "Method"
+        group, row = ("Method", "Parameter") if by_columns else ("Backbone", "Method")
+    else:
+        group, row = "Backbone", "Loss" if table.spec.kind == "steps" else "Method"
+    return ([group] if has_groups else []) + [row, ""]
 
 
 # ----------------------------------------------------------------------------- LaTeX
@@ -381,23 +378,18 @@ def to_latex(table: Table) -> str:
     """A ``table`` float with a booktabs ``tabular`` that fits the line (:func:`.latex.latex_table`)."""
     rows, cols, body = _wide(table)
     has_groups = any(rg for rg, _ in rows)
-    n_label = (2 if has_groups else 1) + 1
     meta = table.meta
     caption = (
         f"{table.spec.title}. Published: {meta['paper']['reference'].rstrip('.')}, {meta['paper']['table']}. "
         + " ".join(_legend(table))
     )
-    groups: list[Span] = []
-    for cg, _ in cols:
-        if groups and groups[-1].text == cg:
-            groups[-1] = Span(cg, groups[-1].width + 1)
-        else:
-            groups.append(Span(cg, 1))
-    first = ([_group_title(table)] if has_groups else []) + [_row_title(table), ""]
+    # each run of columns under one group
+    groups = [Span(cg, len(list(run))) for cg, run in itertools.groupby(cg for cg, _ in cols)]
+    first = _label_heads(table, has_groups)
     head = [first + [col for _, col in cols]]
     if any(g.text for g in groups):  # the column groups above, each ruled below
         spans = [g if g.text else "" for g in groups for _ in range(1 if g.text else g.width)]
-        head.insert(0, [""] * n_label + spans)
+        head.insert(0, [""] * len(first) + spans)
     lines: list = []
     last_group, n_sub = None, 2 if table.spec.kind == "hparams" else 3
     for i, (rg, row, label, texts, _) in enumerate(body):
@@ -406,4 +398,4 @@ def to_latex(table: Table) -> str:
         group_cell = [rg if rg != last_group else ""] if has_groups else []
         last_group = rg
         lines.append(group_cell + [row, label, *texts])
-    return latex_table(table.name, "l" * n_label + "r" * len(cols), head, lines, caption)
+    return latex_table(table.name, "l" * len(first) + "r" * len(cols), head, lines, caption)

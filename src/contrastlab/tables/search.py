@@ -56,33 +56,24 @@ def search_tables(grid: cl_config.Grid) -> list[str]:
     return [f"search_{name}" for name in search_experiments(grid)]
 
 
-def published_hparams(experiment: str, backbone: str, method: str) -> dict[str, float]:
-    """setting -> published value of ``method`` on ``backbone`` in the paper's hyperparameter tables of
-    ``experiment`` (``lr``, ``batch_size`` and ``hp.<name>`` keys; NaN entries left out)."""
-    out = {}
-    for spec in TABLES.values():
-        if spec.experiment != experiment or spec.kind != "hparams":
-            continue
-        table = load_published(spec.name)
-        rows = table[(table["backbone"] == backbone) & (table["method"] == method)]
-        for key, value in zip(rows["key"], rows["value"], strict=True):
-            if not math.isnan(value):
-                out[key if key in ("lr", "batch_size") else f"hp.{key}"] = float(value)
-    return out
-
-
-def published_units(experiment: str, backbone: str, method: str) -> dict[str, str]:
-    """setting -> unit of the published value (``"pi"`` for L_mat's m) where the table gives one."""
-    out = {}
+def _published_rows(experiment: str, backbone: str, method: str):
+    """(setting, value, unit) of ``method`` on ``backbone`` in the paper's hyperparameter tables of
+    ``experiment``: settings ``lr``, ``batch_size`` and ``hp.<name>``; unit ``"pi"`` for L_mat's m."""
     for spec in TABLES.values():
         if spec.experiment == experiment and spec.kind == "hparams":
             table = load_published(spec.name)
-            rows = table[
-                (table["backbone"] == backbone) & (table["method"] == method) & (table["unit"] != "")
-            ]
-            for key, unit in zip(rows["key"], rows["unit"], strict=True):
-                out[key if key in ("lr", "batch_size") else f"hp.{key}"] = unit
-    return out
+            rows = table[(table["backbone"] == backbone) & (table["method"] == method)]
+            for key, value, unit in zip(rows["key"], rows["value"], rows["unit"], strict=True):
+                yield (key if key in ("lr", "batch_size") else f"hp.{key}"), value, unit
+
+
+def published_hparams(experiment: str, backbone: str, method: str) -> dict[str, float]:
+    """setting -> published value of ``method`` on ``backbone`` (:func:`_published_rows`; NaN left out)."""
+    return {
+        key: float(value)
+        for key, value, _ in _published_rows(experiment, backbone, method)
+        if not math.isnan(value)
+    }
 
 
 def dev_noise(
@@ -118,11 +109,16 @@ def off_grid(stages: Sequence[Mapping[str, Any]], axis: str, value: float | None
     return not any(_close(v, value) for grid in grids for v in grid)
 
 
+def stage_axes(stage: Mapping[str, Any]) -> list[str]:
+    """The settings a search stage varies: its ``grid`` axes, then its ``around`` (relative) ones."""
+    return [*(stage.get("grid") or {}), *(stage.get("around") or {})]
+
+
 def _published_point(selection: Mapping[str, Any], stage: Mapping[str, Any], axis: str, published: dict):
     """The point of a stage selection at the published value of ``axis`` (see the module docstring)."""
     winner = selection.get("winner_settings") or {}
     target = {}
-    for a in [*(stage.get("grid") or {}), *(stage.get("around") or {})]:
+    for a in stage_axes(stage):
         grid = (stage.get("grid") or {}).get(a)
         if a == axis:
             target[a] = published[a]
@@ -176,17 +172,13 @@ def selection_rows(
             if backbone not in searched.get(method, []):
                 continue
             stages = spec["stages"][method]
-            axes = list(
-                dict.fromkeys(
-                    a for st in stages for a in (*(st.get("grid") or {}), *(st.get("around") or {}))
-                )
-            )
+            axes = list(dict.fromkeys(a for st in stages for a in stage_axes(st)))
             selections = _selections(results_dir, experiment, backbone, method)
             done = len(selections) == len(stages)
             winner = selections[-1]["winner_settings"] if done else None
             configured = grid.settings(cl_config.MethodOn(experiment, backbone, method))
             published = published_hparams(experiment, backbone, method)
-            units = published_units(experiment, backbone, method)
+            units = {key: unit for key, _, unit in _published_rows(experiment, backbone, method) if unit}
             for axis in axes:
                 unit = units.get(axis, "")
                 tried = sorted(
@@ -201,11 +193,7 @@ def selection_rows(
                 outside = off_grid(stages, axis, paper)
                 gap = math.nan
                 if done and paper is not None and not outside:
-                    k = max(
-                        i
-                        for i, st in enumerate(stages)
-                        if axis in {**(st.get("grid") or {}), **(st.get("around") or {})}
-                    )
+                    k = max(i for i, st in enumerate(stages) if axis in stage_axes(st))
                     point = _published_point(selections[k], stages[k], axis, published)
                     dev, best = (point or {}).get("dev"), selections[k].get("winner_dev")
                     if isinstance(dev, int | float) and isinstance(best, int | float):

@@ -92,6 +92,13 @@ def cell_stratum(grid: Grid | None, experiment: str, backbone: str, method: str)
     return f"{settings.get('protocol') or ''}/{settings.get('precision') or ''}"
 
 
+def _strata(grid: Grid | None, experiment: str, rows: pd.DataFrame) -> list[str]:
+    """:func:`cell_stratum` of each of ``rows`` (a frame with backbone and method columns)."""
+    return [
+        cell_stratum(grid, experiment, b, m) for b, m in zip(rows["backbone"], rows["method"], strict=True)
+    ]
+
+
 def noise_pools(
     metrics: pd.DataFrame, experiment: str, seeds: list[int] | None, grid: Grid | None = None
 ) -> pd.DataFrame:
@@ -102,28 +109,14 @@ def noise_pools(
     trained = metrics[(metrics["experiment"] == experiment) & (metrics["method"] != PRETRAINED)]
     if seeds is not None:
         trained = trained[trained["seed"].isin(seeds)]
-    trained = trained.assign(
-        stratum=[
-            cell_stratum(grid, experiment, b, m)
-            for b, m in zip(trained["backbone"], trained["method"], strict=True)
-        ]
-    )
+    trained = trained.assign(stratum=_strata(grid, experiment, trained))
     # One grouping down to the method: a groupby per pool cost ~3 ms each, seconds per claim verdict.
     by_method = trained.groupby(["backbone", "task", "stratum", "method"])["score"].agg(list)
     rows = []
     for (backbone, task, stratum), members in itertools.groupby(by_method.items(), key=lambda kv: kv[0][:3]):
         groups = [scores for _, scores in members]
         std, df = pooled_std(groups)
-        rows.append(
-            dict(
-                backbone=backbone,
-                key=task,
-                stratum=stratum,
-                noise_std=std,
-                noise_df=df,
-                pool_cells=sum(len(g) >= 2 for g in groups),
-            )
-        )
+        rows.append((backbone, task, stratum, std, df, sum(len(g) >= 2 for g in groups)))
     return pd.DataFrame(rows, columns=POOL_COLUMNS)
 
 
@@ -198,9 +191,7 @@ def add_verdicts(
     (``compared_with`` names it); other cells without a published number say so."""
     out = cells.copy()
     pools = noise_pools(metrics, experiment, seeds, grid)
-    out["stratum"] = [
-        cell_stratum(grid, experiment, b, m) for b, m in zip(out["backbone"], out["method"], strict=True)
-    ]
+    out["stratum"] = _strata(grid, experiment, out)
     out = out.merge(pools.drop(columns="pool_cells"), on=["backbone", "key", "stratum"], how="left")
     out = out.drop(columns="stratum")
     deterministic = out["method"] == PRETRAINED  # one evaluation, no seed: not in any pool
@@ -208,7 +199,7 @@ def add_verdicts(
     out["noise_df"] = out["noise_df"].where(~deterministic, 0).fillna(0).astype(int)
     mapping = grid.experiment(experiment).stand_ins
     index = _published_index(table_name)
-    published, compared, runs, widths, verdicts = [], [], [], [], []
+    rows = []
     for rec in out.itertuples():
         value, against = rec.published, rec.backbone
         if (value is None or math.isnan(value)) and rec.backbone in mapping:
@@ -227,16 +218,9 @@ def add_verdicts(
         else:
             width = half_width(rec.noise_std, rec.noise_df, rec.n_seeds, k)
             verdict = cell_verdict(rec.ours_mean - value, width, rec.noise_df)
-        published.append(value)
-        compared.append(against)
-        runs.append(k)
-        widths.append(width)
-        verdicts.append(verdict)
-    out["published_runs"] = runs
-    out["half_width"] = widths
-    out["verdict"] = verdicts
-    out["compared_with"] = compared
-    out["verdict_published"] = published
+        rows.append((k, width, verdict, against, value))
+    added = ["published_runs", "half_width", "verdict", "compared_with", "verdict_published"]
+    out[added] = pd.DataFrame(rows, columns=added, index=out.index)
     return out
 
 

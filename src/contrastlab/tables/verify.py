@@ -79,11 +79,9 @@ def verify_transcription(name: str, papers_dir: Path, published: pd.DataFrame | 
             cursor = _find(lines, row["section"], cursor, end) + 1
             continue
         vary = row["vary"]
-        keys = []
-        for combo in itertools.product(*vary.values()):
-            k = {"backbone": row.get("backbone"), "method": row.get("method"), key_name: row.get(key_name)}
-            k.update(dict(zip(vary, combo, strict=True)))
-            keys.append((k["backbone"], k["method"], k[key_name]))
+        fixed = {"backbone": row.get("backbone"), "method": row.get("method"), key_name: row.get(key_name)}
+        combos = (fixed | dict(zip(vary, combo, strict=True)) for combo in itertools.product(*vary.values()))
+        keys = [(k["backbone"], k["method"], k[key_name]) for k in combos]
         if "column" in row:
             i = _find(lines, row["column"], cursor, end)
             below = [j for j in range(i + 1, end) if lines[j].strip()][: len(keys)]
